@@ -1,0 +1,74 @@
+// Package audit is custos's compliance audit log: an append-only,
+// hash-chained sequence of records, one per audited event (resources/list,
+// resources/read, ...), kept in its own bbolt file (conventionally
+// DATA_DIR/audit.db). It implements HIPAA 164.312(b) (audit controls) and
+// 164.312(c) (integrity). The format is specified in docs/audit-format.md.
+//
+// # Invariants
+//
+//   - Records are never rewritten or deleted. Append only ever adds the key
+//     head+1 and refuses to write if that key is already taken; nothing in
+//     this package deletes or updates a record.
+//   - A record is durably committed (bbolt commit, which fsyncs; NoSync is
+//     never set) before Append returns. The server releases no payload until
+//     Append has returned successfully for the request; if Append fails the
+//     caller gets an error and must release nothing (fail closed).
+//   - Sequence numbers are 1-based and gapless; each record's time is UTC and
+//     never earlier than the previous record's; each record carries the hash
+//     of the previous one (ZeroHash for seq 1).
+//   - Records hold identifiers (URIs, opaque patient ids, digests), never
+//     payloads. The log is itself PHI; this package's errors and operational
+//     log lines never include record contents.
+//
+// # Canonical encoding and hashes
+//
+// A record is stored as its canonical encoding (Encode): a JSON object with a
+// fixed key order, no insignificant whitespace, minimal string escaping, no
+// floats, time as RFC 3339 UTC with nine fractional digits, "v":1 first.
+// Decode accepts exactly those bytes and nothing else, so the encoding is not
+// malleable. The record hash is
+//
+//	hash = hex(SHA-256("custos/audit/v1\n" || canonical))
+//
+// and record n's prev_hash is record n-1's hash (64 zeros for n = 1).
+//
+// # Storage layout
+//
+// One bbolt file, mode 0600, three buckets, all written in the same
+// transaction for each record:
+//
+//	records  key: seq as 8-byte big-endian   value: canonical bytes
+//	hashes   key: seq as 8-byte big-endian   value: 32-byte SHA-256 (raw)
+//	meta     "format"    = "custos-audit-v1"
+//	         "node"      = Options.Node of the process that created the file
+//	         "head_seq"  = 8-byte big-endian seq of the last record (0: empty)
+//	         "head_hash" = 32-byte hash of the last record (zeros: empty)
+//	         "head_time" = TimeLayout text of the last record's time ("": empty)
+//
+// # Group commit
+//
+// Appends go through bbolt's DB.Batch: concurrent Appends within
+// Options.MaxBatchDelay share one commit (two fdatasyncs). Batch may run an
+// append function more than once (after another function in the batch
+// failed, or alone), so the function reads the head inside the transaction
+// and computes seq, time, prev_hash and hash there; its only side effect
+// outside the transaction is the result the caller reads after Batch
+// returned nil. The event id is generated once, before the transaction.
+//
+// # Verification and export
+//
+// VerifyFile and ExportFile open a log read-only under a shared file lock (a
+// running server holds the exclusive lock: they fail with ErrLocked; Log.Verify
+// and Log.Export work on an open log). Both walk the log in chunks of read
+// transactions. VerifyFile reports every problem it finds, each naming the
+// record concerned.
+//
+// # Caveats
+//
+// The hash chain detects any change to, insertion into, removal from or
+// reordering of stored records, unless the attacker also rewrites every later
+// record and the meta head. It does not defend against truncation of the
+// tail together with the meta head, or against an insider with write access
+// recomputing the whole chain: a later issue adds signed Merkle checkpoints
+// published outside the file.
+package audit

@@ -1,0 +1,74 @@
+package audit
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The audit package's error vocabulary. Callers branch on these with
+// errors.Is; the wrapped message never contains entry contents (the audit
+// log is itself PHI).
+var (
+	// ErrBadEntry is returned by Append when the Entry is not acceptable:
+	// an empty Action, an unknown Outcome, or a string that is not valid
+	// UTF-8. Nothing was written. The caller has a bug; it must release
+	// nothing for the request it tried to audit.
+	ErrBadEntry = errors.New("audit: bad entry")
+
+	// ErrCorrupt is returned when the stored log is inconsistent with itself:
+	// by Open when the head record does not decode or does not hash to the
+	// stored head, and by Append if the storage invariants are found broken
+	// inside the write transaction. It is usually wrapped in a *CorruptError
+	// carrying the evidence. The log must not be written to until an operator
+	// has run VerifyFile and investigated; Open refuses it.
+	ErrCorrupt = errors.New("audit: audit log is corrupt")
+
+	// ErrNonCanonical is returned by Decode when the bytes are not the exact
+	// canonical encoding of a record (unknown or missing fields, wrong types,
+	// different key order, whitespace, escaping or number form, or any other
+	// byte sequence that would not re-encode to the same bytes). VerifyFile
+	// reports it as a Problem of kind "non_canonical".
+	ErrNonCanonical = errors.New("audit: non-canonical record encoding")
+
+	// ErrLocked is returned by Open, VerifyFile and ExportFile when the
+	// file lock could not be obtained within the timeout: another process
+	// (typically a running custos server) has the log open for writing. Stop
+	// it or work on a copy.
+	ErrLocked = errors.New("audit: audit log is locked by another process")
+
+	// ErrClosed is returned by Append, Verify and Export after Close. The
+	// record was not written; the caller must release nothing.
+	ErrClosed = errors.New("audit: log is closed")
+)
+
+// CorruptError is the evidence for an integrity failure found at one record:
+// which sequence number, what was expected and what was found. It matches
+// ErrCorrupt with errors.Is (or ErrNonCanonical when Kind is
+// "non_canonical").
+type CorruptError struct {
+	Seq      uint64 // the record concerned (0 when the log-level metadata is at fault)
+	Kind     string // one of the Problem kinds, e.g. "hash_mismatch", "head_mismatch"
+	Expected string // what the log's invariants require (hashes in hex)
+	Got      string // what was found
+	Detail   string // free text without record contents
+}
+
+func (e *CorruptError) Error() string {
+	msg := fmt.Sprintf("audit: audit log is corrupt: %s at seq %d", e.Kind, e.Seq)
+	if e.Expected != "" || e.Got != "" {
+		msg += fmt.Sprintf(": expected %q, got %q", e.Expected, e.Got)
+	}
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return msg
+}
+
+// Is reports whether target is ErrCorrupt (or ErrNonCanonical for a
+// "non_canonical" corruption).
+func (e *CorruptError) Is(target error) bool {
+	if target == ErrCorrupt {
+		return true
+	}
+	return target == ErrNonCanonical && e.Kind == KindNonCanonical
+}

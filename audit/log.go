@@ -1,0 +1,497 @@
+package audit
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Defaults for Options.
+const (
+	DefaultMaxBatchDelay = 2 * time.Millisecond
+	DefaultMaxBatchSize  = 256
+	DefaultTimeout       = 2 * time.Second
+)
+
+// Bucket and meta key names of the storage layout (see doc.go).
+var (
+	bucketRecords = []byte("records")
+	bucketHashes  = []byte("hashes")
+	bucketMeta    = []byte("meta")
+
+	metaFormat   = []byte("format")    // formatMagic
+	metaNode     = []byte("node")      // Options.Node of the process that created the file
+	metaHeadSeq  = []byte("head_seq")  // 8-byte big-endian seq of the last record (0 when empty)
+	metaHeadHash = []byte("head_hash") // 32-byte hash of the last record (zeros when empty)
+	metaHeadTime = []byte("head_time") // TimeLayout text of the last record's time ("" when empty)
+)
+
+// formatMagic is the value of meta/format: the storage layout version.
+const formatMagic = "custos-audit-v1"
+
+// Options configures Open. The zero value of each field is documented.
+type Options struct {
+	Node          string           // required, non-empty: written into every record
+	Logger        *slog.Logger     // operational log (never record contents); nil = discard
+	Now           func() time.Time // clock; nil = time.Now
+	MaxBatchDelay time.Duration    // group-commit window; 0 = DefaultMaxBatchDelay
+	MaxBatchSize  int              // records per commit at most; 0 = DefaultMaxBatchSize
+	Timeout       time.Duration    // file-lock wait; 0 = DefaultTimeout, then ErrLocked
+}
+
+func (o *Options) validate() error {
+	if o.Node == "" {
+		return errors.New("audit: Options.Node is required")
+	}
+	if !utf8.ValidString(o.Node) {
+		return errors.New("audit: Options.Node is not valid UTF-8")
+	}
+	if o.MaxBatchDelay < 0 || o.MaxBatchSize < 0 || o.Timeout < 0 {
+		return errors.New("audit: negative Options value")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.MaxBatchDelay == 0 {
+		o.MaxBatchDelay = DefaultMaxBatchDelay
+	}
+	if o.MaxBatchSize == 0 {
+		o.MaxBatchSize = DefaultMaxBatchSize
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	return nil
+}
+
+// Log is an open audit log: the single writer of one bbolt file. It is safe
+// for concurrent use; concurrent Appends are group-committed.
+type Log struct {
+	db   *bolt.DB
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.RWMutex // guards closed; Append holds it shared while registering in inflight
+	closed   bool
+	inflight sync.WaitGroup // Append goroutines still waiting for their commit
+
+	headMu   sync.Mutex
+	headSeq  uint64
+	headHash string
+}
+
+// Open opens the audit log at path, creating it (mode 0600) if missing. It
+// takes bbolt's exclusive file lock, waiting at most opts.Timeout before
+// failing with ErrLocked. On an existing file it checks that the head record
+// decodes, hashes to the stored head hash and sits at the stored head seq;
+// otherwise it fails with a *CorruptError (errors.Is ErrCorrupt).
+func Open(path string, opts Options) (*Log, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      opts.Timeout,
+		FreelistType: bolt.FreelistMapType,
+	})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return nil, fmt.Errorf("%w (waited %s)", ErrLocked, opts.Timeout)
+		}
+		return nil, fmt.Errorf("audit: open: %w", err)
+	}
+	// Durability: every commit fsyncs. These are bbolt's defaults; they are
+	// set explicitly so that nobody "optimizes" them away.
+	db.NoSync = false
+	db.NoGrowSync = false
+	db.MaxBatchDelay = opts.MaxBatchDelay
+	db.MaxBatchSize = opts.MaxBatchSize
+
+	l := &Log{db: db, opts: opts, log: opts.Logger}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		l.log.Warn("audit log file is accessible to group or others", "mode", fi.Mode().Perm().String())
+	}
+	if err := db.Update(l.initTx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	var seq uint64
+	var hash string
+	err = db.View(func(tx *bolt.Tx) error {
+		var err error
+		seq, hash, err = checkHead(tx)
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	l.headSeq, l.headHash = seq, hash
+	l.log.Info("audit log opened", "head_seq", seq, "node", opts.Node)
+	return l, nil
+}
+
+// initTx creates the buckets and meta of a new file, and checks the format
+// of an existing one.
+func (l *Log) initTx(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta != nil {
+		if f := meta.Get(metaFormat); string(f) != formatMagic {
+			return &CorruptError{Kind: KindHeadMismatch, Expected: formatMagic, Got: string(f), Detail: "unknown storage format"}
+		}
+		if tx.Bucket(bucketRecords) == nil || tx.Bucket(bucketHashes) == nil {
+			return &CorruptError{Kind: KindHeadMismatch, Detail: "records or hashes bucket missing"}
+		}
+		return nil
+	}
+	if tx.Bucket(bucketRecords) != nil || tx.Bucket(bucketHashes) != nil {
+		return &CorruptError{Kind: KindHeadMismatch, Detail: "meta bucket missing"}
+	}
+	var err error
+	if meta, err = tx.CreateBucket(bucketMeta); err != nil {
+		return err
+	}
+	if _, err = tx.CreateBucket(bucketRecords); err != nil {
+		return err
+	}
+	if _, err = tx.CreateBucket(bucketHashes); err != nil {
+		return err
+	}
+	for _, kv := range [][2][]byte{
+		{metaFormat, []byte(formatMagic)},
+		{metaNode, []byte(l.opts.Node)},
+		{metaHeadSeq, make([]byte, 8)},
+		{metaHeadHash, make([]byte, 32)},
+		{metaHeadTime, []byte{}},
+	} {
+		if err := meta.Put(kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	l.log.Info("audit log created", "node", l.opts.Node)
+	return nil
+}
+
+// seqKey is the storage key of seq: 8 bytes, big-endian.
+func seqKey(seq uint64) []byte {
+	k := make([]byte, 8)
+	binary.BigEndian.PutUint64(k, seq)
+	return k
+}
+
+// head is the meta bucket's view of the last record.
+type head struct {
+	seq  uint64
+	hash [32]byte
+	time time.Time // zero when the log is empty
+}
+
+func readHead(meta *bolt.Bucket) (head, error) {
+	var h head
+	s, hh, ht := meta.Get(metaHeadSeq), meta.Get(metaHeadHash), meta.Get(metaHeadTime)
+	if len(s) != 8 || len(hh) != 32 {
+		return h, &CorruptError{Kind: KindHeadMismatch, Detail: "meta head_seq or head_hash missing or malformed"}
+	}
+	h.seq = binary.BigEndian.Uint64(s)
+	copy(h.hash[:], hh)
+	if len(ht) > 0 {
+		t, err := time.Parse(TimeLayout, string(ht))
+		if err != nil {
+			return h, &CorruptError{Seq: h.seq, Kind: KindHeadMismatch, Detail: "meta head_time malformed"}
+		}
+		h.time = t
+	}
+	return h, nil
+}
+
+// checkHead verifies, inside tx, that the meta head names the last record,
+// that this record decodes canonically and that it hashes to the stored
+// head hash and to its entry in the hashes bucket. It returns the head.
+func checkHead(tx *bolt.Tx) (uint64, string, error) {
+	meta, records, hashes := tx.Bucket(bucketMeta), tx.Bucket(bucketRecords), tx.Bucket(bucketHashes)
+	h, err := readHead(meta)
+	if err != nil {
+		return 0, "", err
+	}
+	headHex := hex.EncodeToString(h.hash[:])
+	k, v := records.Cursor().Last()
+	if h.seq == 0 {
+		if k != nil || headHex != ZeroHash {
+			return 0, "", &CorruptError{Kind: KindHeadMismatch, Expected: "empty log", Got: "records present", Detail: "meta says the log is empty"}
+		}
+		return 0, ZeroHash, nil
+	}
+	if k == nil || len(k) != 8 || binary.BigEndian.Uint64(k) != h.seq {
+		got := "no records"
+		if len(k) == 8 {
+			got = fmt.Sprintf("seq %d", binary.BigEndian.Uint64(k))
+		}
+		return 0, "", &CorruptError{Seq: h.seq, Kind: KindHeadMismatch, Expected: fmt.Sprintf("seq %d", h.seq), Got: got, Detail: "last stored record is not the meta head"}
+	}
+	rec, err := Decode(v)
+	if err != nil {
+		return 0, "", &CorruptError{Seq: h.seq, Kind: KindNonCanonical, Detail: "head record does not decode"}
+	}
+	if rec.Seq != h.seq {
+		return 0, "", &CorruptError{Seq: h.seq, Kind: KindSeqMismatch, Expected: fmt.Sprint(h.seq), Got: fmt.Sprint(rec.Seq)}
+	}
+	if rec.Hash != headHex {
+		return 0, "", &CorruptError{Seq: h.seq, Kind: KindHashMismatch, Expected: headHex, Got: rec.Hash, Detail: "head record does not hash to meta head_hash"}
+	}
+	if stored := hashes.Get(k); hex.EncodeToString(stored) != headHex {
+		return 0, "", &CorruptError{Seq: h.seq, Kind: KindHashMismatch, Expected: hex.EncodeToString(stored), Got: rec.Hash, Detail: "head record does not hash to its stored hash"}
+	}
+	if !rec.Time.Equal(h.time) {
+		return 0, "", &CorruptError{Seq: h.seq, Kind: KindHeadMismatch, Expected: rec.Time.Format(TimeLayout), Got: h.time.UTC().Format(TimeLayout), Detail: "meta head_time differs from the head record's time"}
+	}
+	return h.seq, headHex, nil
+}
+
+// appendTx is the body of one Append inside a (possibly batched) write
+// transaction. bbolt may run it several times (a batch that fails is retried,
+// and a failing function is rerun alone), so everything it derives — seq,
+// time, prev_hash, hash — is computed from the transaction's own view of the
+// head, and its only effects are writes to tx and to *out, which the caller
+// reads only after Batch returned nil.
+func (l *Log) appendTx(tx *bolt.Tx, e *Entry, eventID string, out *Record) error {
+	meta, records, hashes := tx.Bucket(bucketMeta), tx.Bucket(bucketRecords), tx.Bucket(bucketHashes)
+	if meta == nil || records == nil || hashes == nil {
+		return &CorruptError{Kind: KindHeadMismatch, Detail: "bucket missing"}
+	}
+	h, err := readHead(meta)
+	if err != nil {
+		return err
+	}
+	seq := h.seq + 1
+	key := seqKey(seq)
+	// Append-only: never overwrite. A record past the head means the meta
+	// and the records disagree; refuse to write.
+	if records.Get(key) != nil || hashes.Get(key) != nil {
+		return &CorruptError{Seq: seq, Kind: KindHeadMismatch, Detail: "a record already exists past the meta head"}
+	}
+	now := l.opts.Now().UTC()
+	if now.Before(h.time) {
+		now = h.time // clocks go backwards; the log does not
+	}
+	if y := now.Year(); y < 1 || y > 9999 {
+		return fmt.Errorf("audit: clock out of range (year %d)", y)
+	}
+	r := Record{
+		Entry:    *e,
+		EventID:  eventID,
+		Seq:      seq,
+		Time:     now,
+		Node:     l.opts.Node,
+		PrevHash: hex.EncodeToString(h.hash[:]),
+	}
+	canon := Encode(r)
+	sum := hashRaw(canon)
+	r.Hash = hex.EncodeToString(sum[:])
+
+	// Sequential keys only ever append: pack pages full.
+	records.FillPercent = 1.0
+	hashes.FillPercent = 1.0
+	if err := records.Put(key, canon); err != nil {
+		return err
+	}
+	if err := hashes.Put(key, sum[:]); err != nil {
+		return err
+	}
+	if err := meta.Put(metaHeadSeq, seqKey(seq)); err != nil {
+		return err
+	}
+	if err := meta.Put(metaHeadHash, sum[:]); err != nil {
+		return err
+	}
+	if err := meta.Put(metaHeadTime, []byte(now.Format(TimeLayout))); err != nil {
+		return err
+	}
+	*out = r
+	return nil
+}
+
+// Append validates e, assigns it an event id, and appends it as the next
+// record. It returns only once the record is durably committed (bbolt commit
+// with fsync), or with an error, in which case the caller must release
+// nothing for the audited request.
+//
+// Concurrent Appends share commits (group commit, Options.MaxBatchDelay).
+// If ctx ends before the commit outcome is known, Append returns ctx's error
+// at once; the record may still be committed afterwards (an audited request
+// that was not served is harmless; the converse never happens).
+func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
+	if err := validateEntry(&e); err != nil {
+		return Record{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Record{}, fmt.Errorf("audit: append not attempted: %w", err)
+	}
+	e = cloneEntry(e) // the commit may outlive the caller's wait (ctx)
+	id, err := uuid.NewRandom()
+	if err != nil {
+		return Record{}, fmt.Errorf("audit: event id: %w", err)
+	}
+	eventID := id.String()
+
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return Record{}, ErrClosed
+	}
+	l.inflight.Add(1)
+	l.mu.RUnlock()
+
+	type result struct {
+		rec Record
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer l.inflight.Done()
+		var rec Record
+		err := l.db.Batch(func(tx *bolt.Tx) error {
+			return l.appendTx(tx, &e, eventID, &rec)
+		})
+		if err != nil {
+			l.log.Error("audit append failed", "event_id", eventID, "err", err)
+			done <- result{err: fmt.Errorf("audit: append: %w", err)}
+			return
+		}
+		l.noteHead(rec)
+		done <- result{rec: rec}
+	}()
+	select {
+	case res := <-done:
+		return res.rec, res.err
+	case <-ctx.Done():
+		select {
+		case res := <-done:
+			return res.rec, res.err
+		default:
+		}
+		l.log.Warn("audit append abandoned by caller before commit", "event_id", eventID)
+		return Record{}, fmt.Errorf("audit: append not confirmed: %w", ctx.Err())
+	}
+}
+
+func (l *Log) noteHead(r Record) {
+	l.headMu.Lock()
+	defer l.headMu.Unlock()
+	if r.Seq > l.headSeq {
+		l.headSeq, l.headHash = r.Seq, r.Hash
+	}
+}
+
+// Head returns the seq and hash of the last record committed through this
+// Log (or found at Open): (0, ZeroHash) for an empty log.
+func (l *Log) Head() (seq uint64, hash string) {
+	l.headMu.Lock()
+	defer l.headMu.Unlock()
+	return l.headSeq, l.headHash
+}
+
+// Close waits for Appends in flight to finish, then closes the file and
+// releases the lock. Appends after Close fail with ErrClosed. Closing twice
+// is a no-op.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	l.inflight.Wait()
+	if err := l.db.Close(); err != nil {
+		return fmt.Errorf("audit: close: %w", err)
+	}
+	l.log.Info("audit log closed")
+	return nil
+}
+
+// Verify runs the VerifyFile checks on the open log, concurrently with
+// Appends (each chunk is its own read transaction).
+func (l *Log) Verify(ctx context.Context, report func(Problem)) (Summary, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return Summary{}, ErrClosed
+	}
+	return verifyDB(ctx, l.db, report)
+}
+
+// Export runs ExportFile on the open log.
+func (l *Log) Export(ctx context.Context, w io.Writer, f Format, filter Filter) (int, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	return exportDB(ctx, l.db, w, f, filter)
+}
+
+var knownOutcomes = []string{OutcomeAllow, OutcomeDeny, OutcomeError}
+
+// validateEntry enforces what Append requires of an Entry. Messages name the
+// field, never its value.
+func validateEntry(e *Entry) error {
+	if e.Action == "" {
+		return fmt.Errorf("%w: empty Action", ErrBadEntry)
+	}
+	if !slices.Contains(knownOutcomes, e.Outcome) {
+		return fmt.Errorf("%w: unknown Outcome", ErrBadEntry)
+	}
+	strs := []struct {
+		name string
+		v    string
+	}{
+		{"Action", e.Action}, {"Reason", e.Reason}, {"Principal.Sub", e.Principal.Sub},
+		{"Principal.ClientID", e.Principal.ClientID}, {"PurposeOfUse", e.PurposeOfUse},
+		{"Session", e.Session}, {"Source", e.Source}, {"DecisionID", e.DecisionID},
+		{"PolicyRevision", e.PolicyRevision},
+	}
+	for _, s := range strs {
+		if !utf8.ValidString(s.v) {
+			return fmt.Errorf("%w: %s is not valid UTF-8", ErrBadEntry, s.name)
+		}
+	}
+	lists := []struct {
+		name string
+		v    []string
+	}{
+		{"Principal.Roles", e.Principal.Roles}, {"URIs", e.URIs}, {"Patients", e.Patients},
+		{"Digests", e.Digests}, {"Obligations", e.Obligations},
+	}
+	for _, l := range lists {
+		for _, v := range l.v {
+			if !utf8.ValidString(v) {
+				return fmt.Errorf("%w: an element of %s is not valid UTF-8", ErrBadEntry, l.name)
+			}
+		}
+	}
+	return nil
+}
+
+func cloneEntry(e Entry) Entry {
+	e.Principal.Roles = slices.Clone(e.Principal.Roles)
+	e.URIs = slices.Clone(e.URIs)
+	e.Patients = slices.Clone(e.Patients)
+	e.Digests = slices.Clone(e.Digests)
+	e.Obligations = slices.Clone(e.Obligations)
+	return e
+}
