@@ -54,13 +54,28 @@ var CSVHeader = []string{
 
 func csvRow(r Record) []string {
 	j := func(s []string) string { return strings.Join(s, ";") }
-	return []string{
+	row := []string{
 		strconv.FormatUint(r.Seq, 10), r.EventID, r.Time.UTC().Format(TimeLayout), r.Node,
 		r.Action, r.Outcome, r.Reason,
 		r.Principal.Sub, j(r.Principal.Roles), r.Principal.ClientID, r.PurposeOfUse, r.Session, r.Source,
 		j(r.URIs), j(r.Patients), j(r.Digests), r.DecisionID, r.PolicyRevision,
 		j(r.Obligations), strconv.FormatBool(r.Dev), r.PrevHash, r.Hash,
 	}
+	for i, cell := range row {
+		row[i] = csvSafe(cell)
+	}
+	return row
+}
+
+// csvSafe neutralizes spreadsheet formula injection (OWASP "CSV
+// injection"): a cell that a spreadsheet would evaluate — one starting with
+// =, +, -, @, tab or carriage return — is prefixed with a single quote. The
+// CSV export is for people; the JSONL export keeps the exact bytes.
+func csvSafe(cell string) string {
+	if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
+		return "'" + cell
+	}
+	return cell
 }
 
 // exportChunk is the number of records read per read transaction; they are
