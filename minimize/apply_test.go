@@ -1,0 +1,462 @@
+package minimize
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// refNow is the reference instant used by the tests: a patient born
+// 1934-05-01 is 92, one born 1986-02-10 is 40.
+var refNow = time.Date(2026, time.November, 21, 15, 4, 5, 0, time.UTC)
+
+// canon decodes and re-encodes a JSON literal so expectations can be written
+// readably; it fails the test on invalid JSON.
+func canon(t testing.TB, s string) string {
+	t.Helper()
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("bad JSON in test: %v\n%s", err, s)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+const opsDoc = `{
+  "a/b": 1, "m~n": 2, "*": {"k": 1},
+  "name": [{"family": "Doe", "given": ["Jane", "Q"]}],
+  "telecom": [{"system": "phone", "value": "555-123-4567"}, {"system": "email", "value": "j@x.org"}],
+  "address": [{"city": "Cambridge", "postalCode": "02139"}, {"city": "Ashland", "postalCode": "03601-1234"}],
+  "arr": [0, 1, 2, 3],
+  "obj": {"x": {"y": 1}}
+}`
+
+func TestJSONOps(t *testing.T) {
+	tests := []struct {
+		name string
+		obs  []Obligation
+		want string // expected document (any formatting)
+	}{
+		{"no obligations", nil, opsDoc},
+		{"remove member", []Obligation{{Op: OpRemove, Path: "/name"}},
+			strings.Replace(opsDoc, `"name": [{"family": "Doe", "given": ["Jane", "Q"]}],`, "", 1)},
+		{"remove wildcard member", []Obligation{{Op: OpRemove, Path: "/telecom/*/value"}},
+			strings.NewReplacer(`, "value": "555-123-4567"`, "", `, "value": "j@x.org"`, "").Replace(opsDoc)},
+		{"remove ~1 escape", []Obligation{{Op: OpRemove, Path: "/a~1b"}},
+			strings.Replace(opsDoc, `"a/b": 1, `, "", 1)},
+		{"remove ~0 escape", []Obligation{{Op: OpRemove, Path: "/m~0n"}},
+			strings.Replace(opsDoc, `"m~n": 2, `, "", 1)},
+		{"remove missing member", []Obligation{{Op: OpRemove, Path: "/photo"}}, opsDoc},
+		{"remove missing nested", []Obligation{{Op: OpRemove, Path: "/photo/0/data"}}, opsDoc},
+		{"remove index out of range", []Obligation{{Op: OpRemove, Path: "/arr/4"}}, opsDoc},
+		{"remove index dash", []Obligation{{Op: OpRemove, Path: "/arr/-"}}, opsDoc},
+		{"remove index leading zero", []Obligation{{Op: OpRemove, Path: "/arr/01"}}, opsDoc},
+		{"remove through scalar", []Obligation{{Op: OpRemove, Path: "/obj/x/y/z"}}, opsDoc},
+		{"remove wildcard on object is literal", []Obligation{{Op: OpRemove, Path: "/*/k"}},
+			strings.Replace(opsDoc, `{"k": 1}`, `{}`, 1)},
+		{"remove array element", []Obligation{{Op: OpRemove, Path: "/arr/1"}},
+			strings.Replace(opsDoc, `[0, 1, 2, 3]`, `[0, 2, 3]`, 1)},
+		{"remove all array elements", []Obligation{{Op: OpRemove, Path: "/arr/*"}},
+			strings.Replace(opsDoc, `[0, 1, 2, 3]`, `[]`, 1)},
+		{"remove nested wildcard", []Obligation{{Op: OpRemove, Path: "/name/*/given/*"}},
+			strings.Replace(opsDoc, `["Jane", "Q"]`, `[]`, 1)},
+		{"remove deep member", []Obligation{{Op: OpRemove, Path: "/obj/x/y"}},
+			strings.Replace(opsDoc, `{"x": {"y": 1}}`, `{"x": {}}`, 1)},
+		{"remove in order", []Obligation{{Op: OpRemove, Path: "/arr/0"}, {Op: OpRemove, Path: "/arr/0"}},
+			strings.Replace(opsDoc, `[0, 1, 2, 3]`, `[2, 3]`, 1)},
+		{"mask full", []Obligation{{Op: OpMask, Path: "/name/0/family"}},
+			strings.Replace(opsDoc, `"Doe"`, `"***"`, 1)},
+		{"mask last4 wildcard", []Obligation{{Op: OpMask, Path: "/telecom/*/value", Fn: "last4"}},
+			strings.NewReplacer(`"555-123-4567"`, `"***4567"`, `"j@x.org"`, `"***.org"`).Replace(opsDoc)},
+		{"mask last4 short", []Obligation{{Op: OpMask, Path: "/name/0/given/*", Fn: "last4"}},
+			strings.Replace(opsDoc, `["Jane", "Q"]`, `["***", "***"]`, 1)},
+		{"mask number", []Obligation{{Op: OpMask, Path: "/arr/2", Fn: "last4"}},
+			strings.Replace(opsDoc, `[0, 1, 2, 3]`, `[0, 1, "***", 3]`, 1)},
+		{"mask object", []Obligation{{Op: OpMask, Path: "/obj"}},
+			strings.Replace(opsDoc, `{"x": {"y": 1}}`, `"***"`, 1)},
+		{"mask whole document", []Obligation{{Op: OpMask, Path: ""}}, `"***"`},
+		{"mask missing", []Obligation{{Op: OpMask, Path: "/telecom/2/value"}}, opsDoc},
+		{"generalize zip3 wildcard", []Obligation{{Op: OpGeneralize, Path: "/address/*/postalCode", Fn: "zip3"}},
+			strings.NewReplacer(`"02139"`, `"021"`, `"03601-1234"`, `"000"`).Replace(opsDoc)},
+		{"scrub object recursively", []Obligation{{Op: OpScrub, Path: "/telecom"}},
+			strings.NewReplacer(`"555-123-4567"`, `"[PHONE]"`, `"j@x.org"`, `"[EMAIL]"`).Replace(opsDoc)},
+		{"scrub class subset", []Obligation{{Op: OpScrub, Path: "/telecom", Fn: "email"}},
+			strings.NewReplacer(`"j@x.org"`, `"[EMAIL]"`).Replace(opsDoc)},
+		{"mask then remove parent", []Obligation{{Op: OpMask, Path: "/obj/x"}, {Op: OpRemove, Path: "/obj"}},
+			`{"a/b": 1, "m~n": 2, "*": {"k": 1},
+			  "name": [{"family": "Doe", "given": ["Jane", "Q"]}],
+			  "telecom": [{"system": "phone", "value": "555-123-4567"}, {"system": "email", "value": "j@x.org"}],
+			  "address": [{"city": "Cambridge", "postalCode": "02139"}, {"city": "Ashland", "postalCode": "03601-1234"}],
+			  "arr": [0, 1, 2, 3]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := JSON([]byte(opsDoc), tt.obs, Options{})
+			if err != nil {
+				t.Fatalf("JSON: %v", err)
+			}
+			if want := canon(t, tt.want); string(got) != want {
+				t.Errorf("got  %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
+func TestJSONDeterministicEncoding(t *testing.T) {
+	in := `{ "z": 1, "a": [ {"y": 12345678901234567890.000000001, "b": "<tag> & \u00e9"} ], "m": null, "t": true }` + "\n"
+	want := `{"a":[{"b":"<tag> & é","y":12345678901234567890.000000001}],"m":null,"t":true,"z":1}`
+	got, err := JSON([]byte(in), nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestGeneralize(t *testing.T) {
+	tests := []struct {
+		fn, in, want string // in and want are JSON values
+	}{
+		{"year", `"2024"`, `"2024"`},
+		{"year", `"2024-03"`, `"2024"`},
+		{"year", `"2024-03-05"`, `"2024"`},
+		{"year", `"2024-03-05T10:00:00Z"`, `"2024"`},
+		{"year", `"2024-03-05T10:00:00.123+05:30"`, `"2024"`},
+		{"year", `"2024-03-05T23:59:60-08:00"`, `"2024"`},
+		{"year", `"2024-13-01"`, `"***"`},
+		{"year", `"2024-03-05T25:00:00Z"`, `"***"`},
+		{"year", `"March 5, 2024"`, `"***"`},
+		{"year", `"24"`, `"***"`},
+		{"year", `" 2024"`, `"***"`},
+		{"year", `2024`, `"***"`},
+		{"year", `null`, `"***"`},
+		{"year", `{"start": "2024-03-05"}`, `"***"`},
+
+		{"zip3", `"02139"`, `"021"`},
+		{"zip3", `"02139-4307"`, `"021"`},
+		{"zip3", `"021"`, `"021"`},
+		{"zip3", `"03601"`, `"000"`},
+		{"zip3", `"89301-0001"`, `"000"`},
+		{"zip3", `"036"`, `"000"`},
+		{"zip3", `"2139"`, `"***"`},
+		{"zip3", `"02139 "`, `"***"`},
+		{"zip3", `"021394307"`, `"***"`},
+		{"zip3", `"K1A 0B1"`, `"***"`},
+		{"zip3", `2139`, `"***"`},
+
+		{"age90", `92`, `"90+"`},
+		{"age90", `90`, `"90+"`},
+		{"age90", `89`, `89`},
+		{"age90", `89.5`, `"90+"`},
+		{"age90", `1e2`, `"90+"`},
+		{"age90", `40`, `40`},
+		{"age90", `"92"`, `"90+"`},
+		{"age90", `"45"`, `"45"`},
+		{"age90", `"90+"`, `"90+"`},
+		{"age90", `-3`, `"***"`},
+		{"age90", `"ninety"`, `"***"`},
+		{"age90", `"NaN"`, `"***"`},
+		{"age90", `true`, `"***"`},
+		{"age90", `{"value": 92, "unit": "a"}`, `"***"`},
+
+		{"birthyear90", `"1934-05-01"`, `"90+"`},  // 92 at refNow
+		{"birthyear90", `"1986-02-10"`, `"1986"`}, // 40 at refNow
+		{"birthyear90", `"1936-11-21"`, `"90+"`},  // 90th birthday is refNow's date
+		{"birthyear90", `"1936-11-22"`, `"1936"`}, // 89 until tomorrow
+		{"birthyear90", `"1936"`, `"90+"`},        // year only: earliest day, could be 90
+		{"birthyear90", `"1937"`, `"1937"`},
+		{"birthyear90", `"1936-12"`, `"1936"`},
+		{"birthyear90", `"1936-11"`, `"90+"`},
+		{"birthyear90", `"1936-11-21T23:00:00-05:00"`, `"90+"`},
+		{"birthyear90", `"90+"`, `"90+"`},
+		{"birthyear90", `"11/21/1936"`, `"***"`},
+		{"birthyear90", `19361121`, `"***"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fn+"/"+tt.in, func(t *testing.T) {
+			doc := `{"v":` + tt.in + `}`
+			obs := []Obligation{{Op: OpGeneralize, Path: "/v", Fn: tt.fn}}
+			got, err := JSON([]byte(doc), obs, Options{Now: refNow})
+			if err != nil {
+				t.Fatalf("JSON: %v", err)
+			}
+			if want := canon(t, `{"v":`+tt.want+`}`); string(got) != want {
+				t.Errorf("got %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+func TestRestrictedZIP3(t *testing.T) {
+	want := []string{"036", "059", "063", "102", "203", "556", "692", "790", "821",
+		"823", "830", "831", "878", "879", "884", "890", "893"}
+	got := RestrictedZIP3()
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("RestrictedZIP3() = %v, want %v", got, want)
+	}
+	got[0] = "999" // a copy: must not change the package's list
+	if RestrictedZIP3()[0] != "036" {
+		t.Fatal("RestrictedZIP3 returned the package's own storage")
+	}
+	for _, z := range want {
+		doc := `{"zip":"` + z + `45"}`
+		out, err := JSON([]byte(doc), []Obligation{{Op: OpGeneralize, Path: "/zip", Fn: "zip3"}}, Options{})
+		if err != nil || string(out) != `{"zip":"000"}` {
+			t.Errorf("zip %s45: got %s, %v; want 000", z, out, err)
+		}
+	}
+	// Neighbours of restricted prefixes are released as their ZIP3.
+	for _, z := range []string{"035", "037", "060", "822", "892"} {
+		out, err := JSON([]byte(`{"zip":"`+z+`01"}`), []Obligation{{Op: OpGeneralize, Path: "/zip", Fn: "zip3"}}, Options{})
+		if err != nil || string(out) != `{"zip":"`+z+`"}` {
+			t.Errorf("zip %s01: got %s, %v", z, out, err)
+		}
+	}
+}
+
+func TestScrubString(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"call 555-123-4567 today", "call [PHONE] today"},
+		{"(555) 123-4567", "[PHONE]"},
+		{"(555)123-4567", "[PHONE]"},
+		{"+1 555 123 4567", "[PHONE]"},
+		{"1-555-123-4567", "[PHONE]"},
+		{"555.123.4567", "[PHONE]"},
+		{"5551234567", "[PHONE]"},
+		{"tel:555-123-4567,555-123-4568", "tel:[PHONE],[PHONE]"},
+		{"Phone555-123-4567", "Phone[PHONE]"},
+		{"jane.doe+test@mail.example.org", "[EMAIL]"},
+		{"<jane_doe@example.org>", "<[EMAIL]>"},
+		{"SSN 123-45-6789.", "SSN [SSN]."},
+		{"123 45 6789", "[SSN]"},
+		{"SSN: 123456789", "[SSN]"},
+		{"MRN-12345678", "[MRN]"},
+		{"MRN: 12345678", "[MRN]"},
+		{"MRN 12345678", "[MRN]"},
+		{"mrn#12345678", "[MRN]"},
+		{"Medical Record Number: 00123456", "[MRN]"},
+		{"(MRN-00123456)", "([MRN])"},
+		{"2024-03-05", "[DATE]"},
+		{"2024-03-05T10:00:00Z", "[DATE]"},
+		{"03/05/2024", "[DATE]"},
+		{"3/5/24", "[DATE]"},
+		{"03-05-2024", "[DATE]"},
+		{"March 5, 2024", "[DATE]"},
+		{"Sept. 5, 2024", "[DATE]"},
+		{"5 March 2024", "[DATE]"},
+		{"1st of March 2024", "[DATE]"},
+		{"seen March 2024", "seen [DATE]"},
+		{"on March 5th.", "on [DATE]."},
+		{"on 5 march", "on [DATE]"},
+		// Clinical content that is not an identifier survives.
+		{"BP 120/80, HR 72", "BP 120/80, HR 72"},
+		{"metformin 500 mg BID x 3 months", "metformin 500 mg BID x 3 months"},
+		{"A1c 7.2%, LDL 130", "A1c 7.2%, LDL 130"},
+		{"ZIP 02139", "ZIP 02139"},
+		{"Summary: stable", "Summary: stable"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := ScrubString(tt.in); got != tt.want {
+			t.Errorf("ScrubString(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestScrubClassesAndOrder(t *testing.T) {
+	const in = "SSN 123-45-6789, phone 555-123-4567, MRN-12345678, jane@example.org, 2024-03-05"
+	tests := []struct{ fn, want string }{
+		{"", "SSN [SSN], phone [PHONE], [MRN], [EMAIL], [DATE]"},
+		{"phone", "SSN 123-45-6789, phone [PHONE], MRN-12345678, jane@example.org, 2024-03-05"},
+		{"ssn", "SSN [SSN], phone 555-123-4567, MRN-12345678, jane@example.org, 2024-03-05"},
+		{"email,date", "SSN 123-45-6789, phone 555-123-4567, MRN-12345678, [EMAIL], [DATE]"},
+		{"mrn", "SSN 123-45-6789, phone 555-123-4567, [MRN], jane@example.org, 2024-03-05"},
+	}
+	for _, tt := range tests {
+		got, err := Text([]byte(in), []Obligation{{Op: OpScrub, Fn: tt.fn}}, Options{})
+		if err != nil {
+			t.Fatalf("fn %q: %v", tt.fn, err)
+		}
+		if string(got) != tt.want {
+			t.Errorf("fn %q:\n got %q\nwant %q", tt.fn, got, tt.want)
+		}
+	}
+}
+
+// clinicalNote is a synthetic progress note that mentions every identifier
+// class in several formats.
+const clinicalNote = `PROGRESS NOTE  2026-03-05T09:40:00-05:00
+Patient: Jane Q. Doe   DOB: 02/10/1986   MRN-00123456   (outside MRN: 98765432)
+Seen March 5, 2026 for follow-up of type 2 diabetes; last visit 5 December 2025 (12/5/25).
+Contact: cell (617) 555-0142, home 617-555-0199, daughter +1 617 555 0175, fax 617.555.0123.
+Email jane.doe@example.org; portal alias jdoe_1986@patients.example-health.org.
+SSN 123-45-6789 verified for billing. Insurance card scanned 2026-02-28.
+Vitals: BP 128/82, HR 76, A1c 7.4% (goal < 7%). Metformin 500 mg BID, continue.
+Plan: recheck A1c in 3 months; return on Jun 4, 2026 or call 6175550111 with questions.
+`
+
+func TestTextScrubClinicalNote(t *testing.T) {
+	out, err := Apply("text/plain; charset=utf-8", []byte(clinicalNote), []Obligation{{Op: OpScrub}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ident := range []string{
+		"2026-03-05", "09:40", "02/10/1986", "00123456", "98765432", "March 5", "5 December 2025", "12/5/25",
+		"(617) 555-0142", "555-0142", "617-555-0199", "617 555 0175", "617.555.0123", "6175550111",
+		"jane.doe@example.org", "jdoe_1986", "example-health", "123-45-6789", "6789", "2026-02-28", "Jun 4",
+		"617", "555",
+	} {
+		if bytes.Contains(out, []byte(ident)) {
+			t.Errorf("scrubbed note still contains %q:\n%s", ident, out)
+		}
+	}
+	// No identifier pattern of any class matches anywhere in the output.
+	for _, p := range scrubPatterns {
+		if loc := p.re.FindIndex(out); loc != nil {
+			t.Errorf("%s pattern still matches %q", p.token, out[loc[0]:loc[1]])
+		}
+	}
+	// Clinical content survives.
+	for _, keep := range []string{"BP 128/82", "HR 76", "A1c 7.4%", "Metformin 500 mg BID", "in 3 months", "type 2 diabetes"} {
+		if !bytes.Contains(out, []byte(keep)) {
+			t.Errorf("scrubbed note lost %q:\n%s", keep, out)
+		}
+	}
+	for tok, n := range map[string]int{"[PHONE]": 5, "[EMAIL]": 2, "[SSN]": 1, "[MRN]": 2, "[DATE]": 7} {
+		if got := bytes.Count(out, []byte(tok)); got != n {
+			t.Errorf("%s appears %d times, want %d:\n%s", tok, got, n, out)
+		}
+	}
+}
+
+func TestText(t *testing.T) {
+	in := []byte("call 555-123-4567")
+	out, err := Text(in, nil, Options{})
+	if err != nil || string(out) != string(in) {
+		t.Fatalf("Text(no obligations) = %q, %v", out, err)
+	}
+	out[0] = 'X'
+	if in[0] != 'c' {
+		t.Fatal("Text output aliases its input")
+	}
+	// Invalid UTF-8 outside identifiers is preserved byte for byte.
+	out, err = Text([]byte("\xff 555-123-4567 \xfe"), []Obligation{{Op: OpScrub}}, Options{})
+	if err != nil || string(out) != "\xff [PHONE] \xfe" {
+		t.Fatalf("got %q, %v", out, err)
+	}
+	for _, ob := range []Obligation{
+		{Op: OpRemove, Path: "/x"},
+		{Op: OpMask, Path: ""},
+		{Op: OpGeneralize, Path: "", Fn: "year"},
+		{Op: OpScrub, Path: "/text"},
+	} {
+		out, err := Text(in, []Obligation{{Op: OpScrub}, ob}, Options{})
+		if !errors.Is(err, ErrNotApplicable) || out != nil {
+			t.Errorf("Text with %s = %q, %v; want nil, ErrNotApplicable", ob, out, err)
+		}
+	}
+	if out, err := Text(in, []Obligation{{Op: "erase"}}, Options{}); !errors.Is(err, ErrUnknownOp) || out != nil {
+		t.Errorf("Text with unknown op = %q, %v", out, err)
+	}
+}
+
+func TestApplyDispatch(t *testing.T) {
+	jsonDoc := []byte(`{"b":"555-123-4567","a":1}`)
+	scrubAll := []Obligation{{Op: OpScrub}}
+	tests := []struct {
+		mime    string
+		payload []byte
+		obs     []Obligation
+		want    string
+		wantErr error
+	}{
+		{"application/json", jsonDoc, scrubAll, `{"a":1,"b":"[PHONE]"}`, nil},
+		{"application/fhir+json; fhirVersion=4.0", jsonDoc, scrubAll, `{"a":1,"b":"[PHONE]"}`, nil},
+		{"Application/JSON; charset=UTF-8", jsonDoc, nil, `{"a":1,"b":"555-123-4567"}`, nil},
+		{"application/ld+json", jsonDoc, []Obligation{{Op: OpRemove, Path: "/b"}}, `{"a":1}`, nil},
+		{"text/plain", jsonDoc, scrubAll, `{"b":"[PHONE]","a":1}`, nil},
+		{"text/markdown; charset=utf-8", []byte("# 3/5/24"), scrubAll, `# [DATE]`, nil},
+		{"text/plain", jsonDoc, []Obligation{{Op: OpRemove, Path: "/b"}}, "", ErrNotApplicable},
+		{"application/pdf", []byte("%PDF-1.7 binary"), nil, "%PDF-1.7 binary", nil},
+		{"image/png", []byte("\x89PNG\r\n"), nil, "\x89PNG\r\n", nil},
+		{"application/pdf", []byte("%PDF-1.7"), scrubAll, "", ErrBinaryWithheld},
+		{"image/png", []byte("\x89PNG"), []Obligation{{Op: OpRemove, Path: "/x"}}, "", ErrBinaryWithheld},
+		{"image/png", []byte("\x89PNG"), []Obligation{{Op: "zap", Path: "/x"}}, "", ErrUnknownOp},
+		{"", []byte("{}"), scrubAll, "", ErrBinaryWithheld},                // unknown type is binary
+		{"not a mime type", []byte("{}"), scrubAll, "", ErrBinaryWithheld}, // unparsable type is binary
+		{"application/octet-stream", []byte("{}"), nil, "{}", nil},
+		{"application/json", []byte(`{"a":`), nil, "", ErrMalformed},
+		{"application/json", []byte(`{} {}`), nil, "", ErrMalformed},
+		{"application/json", []byte(`{}]`), nil, "", ErrMalformed},
+		{"application/json", []byte(``), nil, "", ErrMalformed},
+		{"application/json", []byte("{\"a\":\"\xff\"}"), nil, "", ErrMalformed},
+		{"application/json", []byte(`{"a":1}`), []Obligation{{Op: OpRemove, Path: ""}}, "", ErrBadPath},
+		{"application/json", []byte(`{"a":1}`), []Obligation{{Op: OpGeneralize, Path: "/missing", Fn: "birthyear90"}}, "", ErrNoReferenceTime},
+		{"application/json", []byte(`{"a":1}`), []Obligation{{Op: OpScrub, Fn: "names"}}, "", ErrBadFn},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mime, func(t *testing.T) {
+			got, err := Apply(tt.mime, tt.payload, tt.obs, Options{})
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) || got != nil {
+					t.Fatalf("Apply = %q, %v; want nil, %v", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || string(got) != tt.want {
+				t.Fatalf("Apply = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestApplyDoesNotAliasOrMutate(t *testing.T) {
+	bin := []byte("%PDF-1.7")
+	out, err := Apply("application/pdf", bin, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out[0] = 'X'
+	if bin[0] != '%' {
+		t.Error("binary output aliases input")
+	}
+	doc := []byte(`{"name":"Doe","telecom":[{"value":"555-123-4567"}]}`)
+	orig := string(doc)
+	if _, err := Apply("application/json", doc, deidObligations, Options{Now: refNow}); err != nil {
+		t.Fatal(err)
+	}
+	if string(doc) != orig {
+		t.Error("Apply modified its input")
+	}
+}
+
+func TestErrorsCarryNoPayload(t *testing.T) {
+	const secret = "123-45-6789"
+	payloads := [][]byte{
+		[]byte(`{"ssn":"` + secret + `"`),
+		[]byte(`{"ssn":"` + secret + `"} trailing ` + secret),
+		[]byte(`["` + secret + `", ` + secret + `]`),
+	}
+	for _, p := range payloads {
+		_, err := JSON(p, []Obligation{{Op: OpRemove, Path: "/ssn"}}, Options{})
+		if !errors.Is(err, ErrMalformed) {
+			t.Fatalf("JSON(%q) error = %v, want ErrMalformed", p, err)
+		}
+		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "6789") {
+			t.Errorf("error leaks payload: %v", err)
+		}
+	}
+	_, err := Apply("application/pdf", []byte(secret), []Obligation{{Op: OpScrub}}, Options{})
+	if !errors.Is(err, ErrBinaryWithheld) || strings.Contains(err.Error(), secret) {
+		t.Errorf("binary error = %v", err)
+	}
+}

@@ -1,0 +1,201 @@
+package minimize
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// parseObligationSpec turns fuzz input into obligations: one per line,
+// "op|path|fn". At most 8 are kept so a single input stays cheap.
+func parseObligationSpec(spec string) []Obligation {
+	var obs []Obligation
+	for _, line := range strings.Split(spec, "\n") {
+		if line == "" {
+			continue
+		}
+		parts := strings.SplitN(line, "|", 3)
+		for len(parts) < 3 {
+			parts = append(parts, "")
+		}
+		obs = append(obs, Obligation{Op: parts[0], Path: parts[1], Fn: parts[2]})
+		if len(obs) == 8 {
+			break
+		}
+	}
+	return obs
+}
+
+// idempotentSet reports whether applying obs twice must equal applying them
+// once: only remove, mask and scrub, and no remove addressing an array
+// element by index (removing /a/0 twice removes two elements).
+func idempotentSet(obs []Obligation) bool {
+	for _, o := range obs {
+		switch o.Op {
+		case OpMask, OpScrub:
+		case OpRemove:
+			segs, _ := parsePointer(o.Path)
+			for _, s := range segs {
+				if _, ok := arrayIndex(s, 1<<30); ok {
+					return false
+				}
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// scrubsAll reports whether obs contains a whole-document scrub of SSNs and
+// emails.
+func scrubsAll(obs []Obligation) bool {
+	for _, o := range obs {
+		if o.Op != OpScrub || o.Path != "" {
+			continue
+		}
+		if c, err := parseScrubFn(o.Fn); err == nil && c&(classSSN|classEmail) == classSSN|classEmail {
+			return true
+		}
+	}
+	return false
+}
+
+func patternFor(class scrubClasses) *scrubPattern {
+	for i := range scrubPatterns {
+		if scrubPatterns[i].class == class {
+			return &scrubPatterns[i]
+		}
+	}
+	panic("no pattern")
+}
+
+// stringValues calls f for every string value (not member name) in v.
+func stringValues(v any, f func(string)) {
+	switch x := v.(type) {
+	case string:
+		f(x)
+	case map[string]any:
+		for _, c := range x {
+			stringValues(c, f)
+		}
+	case []any:
+		for _, c := range x {
+			stringValues(c, f)
+		}
+	}
+}
+
+func FuzzJSON(f *testing.F) {
+	f.Add([]byte(patientJSON), "remove|/name|\ngeneralize|/birthDate|birthyear90\nscrub||")
+	f.Add([]byte(opsDoc), "remove|/telecom/*/value|\nmask|/arr/1|last4")
+	f.Fuzz(func(t *testing.T, doc []byte, spec string) {
+		obs := parseObligationSpec(spec)
+		opts := Options{Now: refNow}
+		out, err := JSON(doc, obs, opts)
+		if err != nil {
+			if out != nil {
+				t.Fatalf("error %v returned with output %q", err, out)
+			}
+			if !errors.Is(err, ErrMalformed) && ValidateAll(obs) == nil {
+				t.Fatalf("unexpected error class: %v", err)
+			}
+			return
+		}
+		if !json.Valid(out) {
+			t.Fatalf("output is not valid JSON: %q", out)
+		}
+		// The encoding is canonical: re-encoding the output is a no-op.
+		again, err := JSON(out, nil, opts)
+		if err != nil || !bytes.Equal(again, out) {
+			t.Fatalf("output not canonical:\n%q\n%q (%v)", out, again, err)
+		}
+		if idempotentSet(obs) {
+			twice, err := JSON(out, obs, opts)
+			if err != nil || !bytes.Equal(twice, out) {
+				t.Fatalf("not idempotent:\nonce  %q\ntwice %q (%v)", out, twice, err)
+			}
+		}
+		if scrubsAll(obs) {
+			dec := json.NewDecoder(bytes.NewReader(out))
+			dec.UseNumber()
+			var v any
+			if err := dec.Decode(&v); err != nil {
+				t.Fatal(err)
+			}
+			ssn, email := patternFor(classSSN), patternFor(classEmail)
+			stringValues(v, func(s string) {
+				if ssn.re.MatchString(s) || email.re.MatchString(s) {
+					t.Fatalf("scrubbed value still holds an SSN or email: %q", s)
+				}
+			})
+		}
+	})
+}
+
+func FuzzText(f *testing.F) {
+	f.Add(clinicalNote, "")
+	f.Add("SSN 123-45-6789 / 555-123-4567", "ssn,phone")
+	f.Fuzz(func(t *testing.T, text, fn string) {
+		obs := []Obligation{{Op: OpScrub, Fn: fn}}
+		out, err := Text([]byte(text), obs, Options{})
+		classes, perr := parseScrubFn(fn)
+		if perr != nil {
+			if !errors.Is(err, ErrBadFn) || out != nil {
+				t.Fatalf("fn %q: got %q, %v; want nil, ErrBadFn", fn, out, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("Text: %v", err)
+		}
+		for _, p := range scrubPatterns {
+			if classes&p.class != 0 && p.re.Match(out) {
+				t.Fatalf("%s pattern still matches in %q", p.token, out)
+			}
+		}
+		twice, err := Text(out, obs, Options{})
+		if err != nil || !bytes.Equal(twice, out) {
+			t.Fatalf("not idempotent:\nonce  %q\ntwice %q", out, twice)
+		}
+		if classes == allClasses && ScrubString(text) != string(out) {
+			t.Fatalf("ScrubString disagrees with Text scrub")
+		}
+	})
+}
+
+func FuzzValidate(f *testing.F) {
+	f.Add("remove", "/name", "")
+	f.Add("generalize", "/address/*/postalCode", "zip3")
+	f.Fuzz(func(t *testing.T, op, path, fn string) {
+		o := Obligation{Op: op, Path: path, Fn: fn}
+		err := o.Validate()
+		if err != nil {
+			if !errors.Is(err, ErrUnknownOp) && !errors.Is(err, ErrBadPath) && !errors.Is(err, ErrBadFn) {
+				t.Fatalf("Validate error of unknown class: %v", err)
+			}
+			// Invalid obligations are refused by every entry point.
+			for _, mt := range []string{"application/json", "text/plain", "image/png"} {
+				if out, aerr := Apply(mt, []byte(`{}`), []Obligation{o}, Options{Now: refNow}); aerr == nil || out != nil {
+					t.Fatalf("Apply(%s) accepted invalid %s", mt, o)
+				}
+			}
+			return
+		}
+		if !strings.HasPrefix(o.String(), op+":"+path) {
+			t.Fatalf("String() = %q", o.String())
+		}
+		if _, err := JSON([]byte(`{"a":[{"b":"555-123-4567"}],"c":"1934-05-01"}`), []Obligation{o}, Options{Now: refNow}); err != nil {
+			t.Fatalf("valid obligation %s failed on JSON: %v", o, err)
+		}
+		_, terr := Text([]byte("x"), []Obligation{o}, Options{})
+		if wantOK := op == OpScrub && path == ""; wantOK != (terr == nil) {
+			t.Fatalf("Text with %s: %v", o, terr)
+		}
+		if _, err := Apply("image/png", []byte("x"), []Obligation{o}, Options{}); !errors.Is(err, ErrBinaryWithheld) {
+			t.Fatalf("binary with %s: %v", o, err)
+		}
+	})
+}

@@ -1,0 +1,164 @@
+package minimize
+
+import (
+	"encoding/json"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// restrictedZIP3 lists the three-digit ZIP code prefixes whose combined
+// population is 20,000 or fewer; HIPAA Safe Harbor (45 CFR
+// 164.514(b)(2)(i)(B)) requires them to be released as "000".
+//
+// Source: HHS Office for Civil Rights, "Guidance Regarding Methods for
+// De-identification of Protected Health Information in Accordance with the
+// Health Insurance Portability and Accountability Act (HIPAA) Privacy Rule"
+// (November 26, 2012), question "When can ZIP codes be included in
+// de-identified information?": the 17 restricted three-digit ZCTAs computed
+// from 2000 Census data (see also the preamble to the final rule,
+// 67 FR 53182, 53233-53234, August 14, 2002). HHS notes that covered entities
+// should use more current Census data when it is published; update this list
+// (and its test) if the project adopts a newer table.
+//
+// It is never modified; use RestrictedZIP3 for a copy.
+var restrictedZIP3 = map[string]bool{
+	"036": true, "059": true, "063": true, "102": true, "203": true,
+	"556": true, "692": true, "790": true, "821": true, "823": true,
+	"830": true, "831": true, "878": true, "879": true, "884": true,
+	"890": true, "893": true,
+}
+
+// RestrictedZIP3 returns, in ascending order, the three-digit ZIP prefixes
+// that generalize:zip3 replaces with "000" (HHS Safe Harbor guidance, 2000
+// Census; see restrictedZIP3 for the source). The slice is a fresh copy.
+func RestrictedZIP3() []string {
+	out := make([]string, 0, len(restrictedZIP3))
+	for z := range restrictedZIP3 {
+		out = append(out, z)
+	}
+	sort.Strings(out)
+	return out
+}
+
+const (
+	masked = "***" // replacement for masked or unrecognized values
+	over89 = "90+" // Safe Harbor aggregate for ages over 89
+)
+
+// fhirDate matches FHIR R4 date, dateTime and instant values ("2024",
+// "2024-03", "2024-03-05", "2024-03-05T10:00:00Z", "...T10:00:00.123+05:30").
+// Seconds are optional (lenient); the result of generalization is only the
+// year, so leniency cannot leak anything.
+var fhirDate = regexp.MustCompile(`^([0-9]{4})(?:-(0[1-9]|1[0-2])(?:-(0[1-9]|[12][0-9]|3[01])` +
+	`(?:T(?:[01][0-9]|2[0-3]):[0-5][0-9](?::(?:[0-5][0-9]|60)(?:\.[0-9]{1,9})?)?` +
+	`(?:Z|[+-](?:(?:0[0-9]|1[0-3]):[0-5][0-9]|14:00))?)?)?)?$`)
+
+// usZIP matches a 5-digit ZIP, a ZIP+4, or an already generalized ZIP3.
+var usZIP = regexp.MustCompile(`^([0-9]{3})(?:[0-9]{2}(?:-[0-9]{4})?)?$`)
+
+// ageString matches a non-negative decimal age in a string.
+var ageString = regexp.MustCompile(`^[0-9]+(?:\.[0-9]+)?$`)
+
+// generalize applies generalize function fn to one value. Values that are not
+// of the expected form become "***" (fail closed).
+func generalize(fn string, v any, now time.Time) any {
+	switch fn {
+	case GeneralizeYear:
+		s, ok := v.(string)
+		if !ok {
+			return masked
+		}
+		m := fhirDate.FindStringSubmatch(s)
+		if m == nil {
+			return masked
+		}
+		return m[1]
+	case GeneralizeZIP3:
+		s, ok := v.(string)
+		if !ok {
+			return masked
+		}
+		m := usZIP.FindStringSubmatch(s)
+		if m == nil {
+			return masked
+		}
+		if restrictedZIP3[m[1]] {
+			return "000"
+		}
+		return m[1]
+	case GeneralizeAge90:
+		return generalizeAge(v)
+	case GeneralizeBirthYear90:
+		return generalizeBirthYear(v, now)
+	}
+	// Unreachable: obligations are validated before they are applied.
+	return masked
+}
+
+func generalizeAge(v any) any {
+	var text string
+	switch a := v.(type) {
+	case json.Number:
+		text = string(a)
+	case string:
+		if a == over89 {
+			return a
+		}
+		if !ageString.MatchString(a) {
+			return masked
+		}
+		text = a
+	default:
+		return masked
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		return masked
+	}
+	if f > 89 {
+		return over89
+	}
+	return v
+}
+
+func generalizeBirthYear(v any, now time.Time) any {
+	s, ok := v.(string)
+	if !ok {
+		return masked
+	}
+	if s == over89 {
+		return s
+	}
+	m := fhirDate.FindStringSubmatch(s)
+	if m == nil {
+		return masked
+	}
+	y, _ := strconv.Atoi(m[1])
+	// A partial date is taken at its earliest possible day, which gives the
+	// greatest possible age: "1934" is treated as 1934-01-01 (fail closed).
+	mo, d := 1, 1
+	if m[2] != "" {
+		mo, _ = strconv.Atoi(m[2])
+	}
+	if m[3] != "" {
+		d, _ = strconv.Atoi(m[3])
+	}
+	if ageAt(y, mo, d, now) > 89 {
+		return over89
+	}
+	return m[1]
+}
+
+// ageAt returns the age in completed years at now's UTC date of someone born
+// on y-m-d.
+func ageAt(y, m, d int, now time.Time) int {
+	ny, nm, nd := now.UTC().Date()
+	age := ny - y
+	if int(nm) < m || int(nm) == m && nd < d {
+		age--
+	}
+	return age
+}

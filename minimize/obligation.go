@@ -1,0 +1,197 @@
+package minimize
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Obligation is one minimization operation demanded by a policy decision.
+//
+// It is the obligation vocabulary of custos: the policy emits it, the audit
+// log records its [Obligation.String] form, and [Apply] enforces it.
+type Obligation struct {
+	// Op is one of OpRemove, OpMask, OpGeneralize, OpScrub.
+	Op string `json:"op"`
+	// Path is an RFC 6901 JSON pointer into the payload. A segment "*"
+	// selects every element of an array. "" means the whole document; it is
+	// the only path valid for text payloads (scrub) and is invalid for remove.
+	Path string `json:"path"`
+	// Fn selects the op-specific function:
+	//   remove:     "" only.
+	//   mask:       "" ("***") or "last4" ("***" + last four characters).
+	//   generalize: "year", "zip3", "age90" or "birthyear90" (required).
+	//   scrub:      "" (all classes) or a comma list of phone,email,ssn,mrn,date.
+	Fn string `json:"fn,omitempty"`
+}
+
+// Obligation ops.
+const (
+	OpRemove     = "remove"     // delete the value (HL7 REDACT)
+	OpMask       = "mask"       // replace the value with asterisks (HL7 MASK)
+	OpGeneralize = "generalize" // coarsen the value (HL7 DEID)
+	OpScrub      = "scrub"      // replace identifier patterns in text (HL7 DEID)
+)
+
+// Mask functions.
+const (
+	MaskFull  = ""      // "***"
+	MaskLast4 = "last4" // "***" + last four characters of a string of five or more
+)
+
+// Generalize functions.
+const (
+	GeneralizeYear        = "year"        // FHIR date/dateTime/instant -> "YYYY"
+	GeneralizeZIP3        = "zip3"        // US ZIP -> first three digits, "000" if restricted
+	GeneralizeAge90       = "age90"       // age > 89 -> "90+"
+	GeneralizeBirthYear90 = "birthyear90" // birth date -> "YYYY", "90+" if age > 89 at Options.Now
+)
+
+// Scrub identifier classes, usable in a comma-separated scrub Fn.
+const (
+	ScrubPhone = "phone"
+	ScrubEmail = "email"
+	ScrubSSN   = "ssn"
+	ScrubMRN   = "mrn"
+	ScrubDate  = "date"
+)
+
+// Options carries the inputs of minimization that are not in the payload.
+//
+// The zero value is valid for every obligation except generalize:birthyear90,
+// which needs Now and fails with ErrNoReferenceTime without it.
+type Options struct {
+	// Now is the reference instant for age computations. The caller passes
+	// it so that minimization stays a pure function. Its UTC date is used.
+	Now time.Time
+}
+
+// String returns the stable compact form used in the audit log:
+// op ":" path, followed by ":" fn when fn is not empty, e.g. "remove:/name",
+// "generalize:/birthDate:birthyear90", "scrub:".
+func (o Obligation) String() string {
+	if o.Fn == "" {
+		return o.Op + ":" + o.Path
+	}
+	return o.Op + ":" + o.Path + ":" + o.Fn
+}
+
+// Validate reports whether o is a well-formed obligation. It returns an error
+// wrapping ErrUnknownOp, ErrBadPath or ErrBadFn; the message names the
+// obligation.
+func (o Obligation) Validate() error {
+	switch o.Op {
+	case OpRemove, OpMask, OpGeneralize, OpScrub:
+	default:
+		return o.errorf(ErrUnknownOp)
+	}
+	if _, err := parsePointer(o.Path); err != nil {
+		return o.errorf(ErrBadPath)
+	}
+	if o.Op == OpRemove && o.Path == "" {
+		return o.errorf(ErrBadPath)
+	}
+	switch o.Op {
+	case OpRemove:
+		if o.Fn != "" {
+			return o.errorf(ErrBadFn)
+		}
+	case OpMask:
+		if o.Fn != MaskFull && o.Fn != MaskLast4 {
+			return o.errorf(ErrBadFn)
+		}
+	case OpGeneralize:
+		switch o.Fn {
+		case GeneralizeYear, GeneralizeZIP3, GeneralizeAge90, GeneralizeBirthYear90:
+		default:
+			return o.errorf(ErrBadFn)
+		}
+	case OpScrub:
+		if _, err := parseScrubFn(o.Fn); err != nil {
+			return o.errorf(ErrBadFn)
+		}
+	}
+	return nil
+}
+
+// errorf wraps sentinel with the obligation's (policy-authored, never
+// payload-derived) compact form, quoted so it cannot forge log lines.
+func (o Obligation) errorf(sentinel error) error {
+	return fmt.Errorf("%w: %q", sentinel, o.String())
+}
+
+// ValidateAll validates every obligation and reports every problem found,
+// joined with errors.Join and prefixed with the obligation's index. It returns
+// nil when all are valid (including for an empty list). errors.Is works on the
+// result for each sentinel present.
+func ValidateAll(obs []Obligation) error {
+	var errs []error
+	for i, o := range obs {
+		if err := o.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("obligation %d: %w", i, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// parsePointer splits an RFC 6901 JSON pointer into unescaped reference
+// tokens. "" is the whole document (no tokens). Any other pointer must start
+// with "/", and "~" must be followed by "0" (for "~") or "1" (for "/").
+func parsePointer(p string) ([]string, error) {
+	if p == "" {
+		return nil, nil
+	}
+	if p[0] != '/' {
+		return nil, ErrBadPath
+	}
+	raw := strings.Split(p[1:], "/")
+	segs := make([]string, len(raw))
+	for i, s := range raw {
+		if !strings.Contains(s, "~") {
+			segs[i] = s
+			continue
+		}
+		var b strings.Builder
+		for j := 0; j < len(s); j++ {
+			if s[j] != '~' {
+				b.WriteByte(s[j])
+				continue
+			}
+			if j+1 >= len(s) {
+				return nil, ErrBadPath
+			}
+			switch s[j+1] {
+			case '0':
+				b.WriteByte('~')
+			case '1':
+				b.WriteByte('/')
+			default:
+				return nil, ErrBadPath
+			}
+			j++
+		}
+		segs[i] = b.String()
+	}
+	return segs, nil
+}
+
+// arrayIndex parses an RFC 6901 array index: "0" or a decimal number without
+// leading zeros. It reports false for anything else (including "-", which
+// names the nonexistent element after the last one).
+func arrayIndex(seg string, n int) (int, bool) {
+	if seg == "" || len(seg) > 1 && seg[0] == '0' || len(seg) > 18 {
+		return 0, false
+	}
+	i := 0
+	for _, c := range []byte(seg) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		i = i*10 + int(c-'0')
+	}
+	if i >= n {
+		return 0, false
+	}
+	return i, true
+}
