@@ -1,0 +1,129 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// The error vocabulary of package store. Callers branch with errors.Is; the
+// messages never contain PHI, secrets, resource content or the raw text of a
+// rejected URI.
+var (
+	// ErrNotFound is returned by Get when no resource has the URI and by Blob
+	// when no blob has the digest (or the digest is malformed). The MCP server
+	// answers it as "resource not found"; it must not reveal whether the URI
+	// exists but is denied, so callers should decide on policy first.
+	ErrNotFound = errors.New("store: not found")
+
+	// ErrBadURI is returned (wrapped in a *URIError that says what is wrong)
+	// by ParseURI and Get when a URI is not a canonical custos URI. The
+	// caller should reject the request as invalid parameters; retrying with
+	// the same input cannot succeed.
+	ErrBadURI = errors.New("store: bad uri")
+
+	// ErrBadManifest is returned by ParseManifest and Import (wrapped in one
+	// or more *ManifestError values naming file and line) when a manifest or
+	// a file it refers to is invalid. Nothing has been written when Import
+	// returns it: fix the manifest and import again.
+	ErrBadManifest = errors.New("store: bad manifest")
+
+	// ErrCorrupt is returned when stored bytes no longer match their digest or
+	// a stored record cannot be decoded. For blobs it is wrapped in an
+	// *IntegrityError carrying the evidence. The content must not be served;
+	// the operator should restore the store from a backup or re-import.
+	ErrCorrupt = errors.New("store: corrupt")
+
+	// ErrLocked is returned by Open when another process (or another Store in
+	// this process) holds the database file lock for longer than
+	// Options.Timeout. bbolt allows one writer process per file; stop the
+	// other holder (e.g. the server while importing) or open ReadOnly.
+	ErrLocked = errors.New("store: database is locked by another process")
+)
+
+// IntegrityError reports a blob whose bytes do not hash to the digest under
+// which they are stored. It unwraps to ErrCorrupt.
+type IntegrityError struct {
+	// Digest is the digest the blob is stored (and was requested) under,
+	// "sha256:<hex>".
+	Digest string
+	// Got is the digest of the bytes actually read, "sha256:<hex>".
+	Got string
+}
+
+func (e *IntegrityError) Error() string {
+	return "store: blob " + e.Digest + " is corrupt: stored bytes hash to " + e.Got
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *IntegrityError) Unwrap() error { return ErrCorrupt }
+
+// URIError says why a string is not a canonical custos URI. Reason never
+// contains any part of the rejected input. It unwraps to ErrBadURI.
+type URIError struct {
+	Reason string // e.g. "uri has userinfo", "id is not a canonical uuid"
+}
+
+func (e *URIError) Error() string { return "store: bad uri: " + e.Reason }
+
+// Unwrap returns ErrBadURI.
+func (e *URIError) Unwrap() error { return ErrBadURI }
+
+// ManifestError locates one problem in a manifest. Its message has the form
+// "manifest.jsonl:17: uri: id is not a canonical uuid" and never quotes the
+// content of the line or of the file it names. It unwraps to ErrBadManifest.
+type ManifestError struct {
+	File   string // base name of the manifest; empty when parsed from a reader
+	Line   int    // 1-based line number; 0 when the problem is not tied to a line
+	Field  string // JSON field at fault ("uri", "labels.type", "file", ...); may be empty
+	Reason string // what is wrong
+}
+
+func (e *ManifestError) Error() string {
+	var b []byte
+	switch {
+	case e.File != "" && e.Line > 0:
+		b = append(b, e.File...)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(e.Line), 10)
+	case e.File != "":
+		b = append(b, e.File...)
+	case e.Line > 0:
+		b = append(b, "line "...)
+		b = strconv.AppendInt(b, int64(e.Line), 10)
+	default:
+		b = append(b, "manifest"...)
+	}
+	b = append(b, ": "...)
+	if e.Field != "" {
+		b = append(b, e.Field...)
+		b = append(b, ": "...)
+	}
+	b = append(b, e.Reason...)
+	return string(b)
+}
+
+// Unwrap returns ErrBadManifest.
+func (e *ManifestError) Unwrap() error { return ErrBadManifest }
+
+// maxReportedProblems caps how many manifest problems one error lists.
+const maxReportedProblems = 20
+
+// joinProblems turns collected manifest problems into one error (nil if
+// none). Every problem is reported up to maxReportedProblems, then a count.
+func joinProblems(probs []*ManifestError, more int) error {
+	if len(probs) == 0 {
+		return nil
+	}
+	if len(probs) == 1 && more == 0 {
+		return probs[0]
+	}
+	errs := make([]error, 0, len(probs)+1)
+	for _, p := range probs {
+		errs = append(errs, p)
+	}
+	if more > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d more problems not shown", ErrBadManifest, more))
+	}
+	return errors.Join(errs...)
+}

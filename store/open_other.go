@@ -1,0 +1,5 @@
+//go:build !unix
+
+package store
+
+const openNonblock = 0

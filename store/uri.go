@@ -1,0 +1,297 @@
+package store
+
+import "strings"
+
+// MaxURILength is the longest URI ParseURI accepts, in bytes.
+const MaxURILength = 256
+
+// Resource families (URI schemes).
+const (
+	SchemeFHIR   = "fhir"
+	SchemeNote   = "note"
+	SchemeReport = "report"
+	SchemeImage  = "image"
+)
+
+// Resource types as they appear in URI.Type and Labels.Type.
+const (
+	TypePatient           = "patient"
+	TypeObservation       = "observation"
+	TypeCondition         = "condition"
+	TypeMedicationRequest = "medicationrequest"
+	TypeEncounter         = "encounter"
+	TypeCoverage          = "coverage"
+	TypeNote              = "note"
+	TypeReport            = "report"
+	TypeImage             = "image"
+)
+
+// MIME types, one per family.
+const (
+	MIMEFHIR     = "application/fhir+json"
+	MIMEMarkdown = "text/markdown"
+	MIMEPDF      = "application/pdf"
+	MIMEPNG      = "image/png"
+)
+
+// family describes one URI scheme: the collection path segment (empty for
+// fhir, where the type itself is the segment), the single type of the
+// non-FHIR families, and the MIME type.
+type family struct {
+	collection string
+	typ        string
+	mime       string
+}
+
+var families = map[string]family{
+	SchemeFHIR:   {mime: MIMEFHIR},
+	SchemeNote:   {collection: "notes", typ: TypeNote, mime: MIMEMarkdown},
+	SchemeReport: {collection: "reports", typ: TypeReport, mime: MIMEPDF},
+	SchemeImage:  {collection: "images", typ: TypeImage, mime: MIMEPNG},
+}
+
+// fhirTypes are the FHIR R4 resource types custos serves, lowercased; the
+// value is the FHIR resourceType spelling.
+var fhirTypes = map[string]string{
+	TypePatient:           "Patient",
+	TypeObservation:       "Observation",
+	TypeCondition:         "Condition",
+	TypeMedicationRequest: "MedicationRequest",
+	TypeEncounter:         "Encounter",
+	TypeCoverage:          "Coverage",
+}
+
+// URI is a parsed custos resource URI:
+//
+//	fhir://{tenant}/patients/{patient}/{type}/{id}
+//	note://{tenant}/patients/{patient}/notes/{id}     (Type "note")
+//	report://{tenant}/patients/{patient}/reports/{id} (Type "report")
+//	image://{tenant}/patients/{patient}/images/{id}   (Type "image")
+//
+// Patient and ID are lowercase canonical UUIDs; the URI never carries a name,
+// MRN or any other identifier with meaning outside custos.
+type URI struct {
+	Scheme  string // "fhir", "note", "report" or "image"
+	Tenant  string // [a-z0-9][a-z0-9-]{0,62}
+	Patient string // lowercase canonical UUID
+	Type    string // FHIR type for fhir; "note", "report" or "image" otherwise
+	ID      string // lowercase canonical UUID
+}
+
+// String formats u. For a URI returned by ParseURI, String returns exactly the
+// parsed input.
+func (u URI) String() string {
+	seg := u.Type
+	if f, ok := families[u.Scheme]; ok && f.collection != "" {
+		seg = f.collection
+	}
+	var b strings.Builder
+	b.Grow(len(u.Scheme) + len(u.Tenant) + len(u.Patient) + len(seg) + len(u.ID) + 16)
+	b.WriteString(u.Scheme)
+	b.WriteString("://")
+	b.WriteString(u.Tenant)
+	b.WriteString("/patients/")
+	b.WriteString(u.Patient)
+	b.WriteByte('/')
+	b.WriteString(seg)
+	b.WriteByte('/')
+	b.WriteString(u.ID)
+	return b.String()
+}
+
+// MIMEType returns the MIME type of the resources of u's family, or "" for an
+// unknown scheme.
+func (u URI) MIMEType() string { return families[u.Scheme].mime }
+
+// ParseURI parses a canonical custos URI. It is strict: the input must
+// already be in canonical form (ParseURI(s).String() == s), so one resource
+// has exactly one URI string and URIs can be compared, sorted and audited
+// byte-wise. Errors are *URIError values wrapping ErrBadURI; they say what is
+// wrong and never echo any part of the input, which might hold a secret
+// (userinfo, query string) or PHI.
+func ParseURI(raw string) (URI, error) {
+	if raw == "" {
+		return URI{}, uriErr("uri is empty")
+	}
+	if len(raw) > MaxURILength {
+		return URI{}, uriErr("uri is too long")
+	}
+	// Character classes first, so that secrets in userinfo or a query are
+	// recognized and rejected before any structural parsing.
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case c <= ' ' || c == 0x7f:
+			return URI{}, uriErr("uri contains whitespace or control characters")
+		case c >= 0x80:
+			return URI{}, uriErr("uri contains non-ascii characters")
+		}
+	}
+	switch {
+	case strings.IndexByte(raw, '@') >= 0:
+		return URI{}, uriErr("uri has userinfo")
+	case strings.IndexByte(raw, '?') >= 0:
+		return URI{}, uriErr("uri has a query string")
+	case strings.IndexByte(raw, '#') >= 0:
+		return URI{}, uriErr("uri has a fragment")
+	case strings.IndexByte(raw, '%') >= 0:
+		return URI{}, uriErr("uri has percent-encoding")
+	case strings.IndexByte(raw, '\\') >= 0:
+		return URI{}, uriErr("uri contains a backslash")
+	}
+
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return URI{}, uriErr("uri has no scheme")
+	}
+	if scheme != strings.ToLower(scheme) {
+		return URI{}, uriErr("scheme is not lowercase")
+	}
+	fam, ok := families[scheme]
+	if !ok {
+		return URI{}, uriErr("unknown scheme")
+	}
+
+	authority, path, ok := strings.Cut(rest, "/")
+	if strings.IndexByte(authority, ':') >= 0 {
+		return URI{}, uriErr("uri has a port")
+	}
+	if authority == "" {
+		return URI{}, uriErr("tenant is empty")
+	}
+	if !validTenant(authority) {
+		return URI{}, uriErr("tenant is not valid (want [a-z0-9][a-z0-9-]{0,62})")
+	}
+	if !ok || path == "" {
+		return URI{}, uriErr("uri has no path")
+	}
+	if strings.HasSuffix(path, "/") {
+		return URI{}, uriErr("uri has a trailing slash")
+	}
+
+	segs := strings.Split(path, "/")
+	for _, s := range segs {
+		switch s {
+		case "":
+			return URI{}, uriErr("uri has an empty path segment")
+		case ".", "..":
+			return URI{}, uriErr("uri has a dot segment")
+		}
+	}
+	if len(segs) != 4 {
+		return URI{}, uriErr("uri has the wrong number of path segments")
+	}
+	if segs[0] != "patients" {
+		return URI{}, uriErr("first path segment is not patients")
+	}
+	if !IsCanonicalUUID(segs[1]) {
+		return URI{}, uriErr("patient is not a canonical uuid")
+	}
+	u := URI{Scheme: scheme, Tenant: authority, Patient: segs[1], ID: segs[3]}
+	if fam.collection == "" {
+		if _, ok := fhirTypes[segs[2]]; !ok {
+			return URI{}, uriErr("unknown fhir resource type")
+		}
+		u.Type = segs[2]
+	} else {
+		if segs[2] != fam.collection {
+			return URI{}, uriErr("collection segment is not " + fam.collection)
+		}
+		u.Type = fam.typ
+	}
+	if !IsCanonicalUUID(segs[3]) {
+		return URI{}, uriErr("id is not a canonical uuid")
+	}
+	// Defence in depth: the checks above should make this impossible.
+	if u.String() != raw {
+		return URI{}, uriErr("uri is not canonical")
+	}
+	return u, nil
+}
+
+func uriErr(reason string) error { return &URIError{Reason: reason} }
+
+// validTenant reports whether s matches [a-z0-9][a-z0-9-]{0,62}.
+func validTenant(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// IsCanonicalUUID reports whether s is a UUID in canonical textual form:
+// 8-4-4-4-12 lowercase hexadecimal digits (36 bytes).
+func IsCanonicalUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < 36; i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Template is an RFC 6570 URI template describing one resource family, in
+// the shape of an MCP resources/templates/list entry.
+type Template struct {
+	URITemplate string
+	Name        string
+	Title       string
+	Description string
+	MIMEType    string
+}
+
+// Templates returns one RFC 6570 level-1 template per resource family. The
+// variables are tenant, patient, id and, for fhir, type; each expands to one
+// path segment with the syntax ParseURI enforces.
+func Templates() []Template {
+	return []Template{
+		{
+			URITemplate: "fhir://{tenant}/patients/{patient}/{type}/{id}",
+			Name:        "fhir-resource",
+			Title:       "FHIR R4 resource",
+			Description: "A FHIR R4 resource of one patient. type is one of patient, observation, condition, medicationrequest, encounter, coverage; patient and id are lowercase UUIDs.",
+			MIMEType:    MIMEFHIR,
+		},
+		{
+			URITemplate: "note://{tenant}/patients/{patient}/notes/{id}",
+			Name:        "clinical-note",
+			Title:       "Clinical note",
+			Description: "A free-text clinical note of one patient, in Markdown; patient and id are lowercase UUIDs.",
+			MIMEType:    MIMEMarkdown,
+		},
+		{
+			URITemplate: "report://{tenant}/patients/{patient}/reports/{id}",
+			Name:        "lab-report",
+			Title:       "Laboratory report",
+			Description: "A laboratory report of one patient, as PDF; patient and id are lowercase UUIDs.",
+			MIMEType:    MIMEPDF,
+		},
+		{
+			URITemplate: "image://{tenant}/patients/{patient}/images/{id}",
+			Name:        "clinical-image",
+			Title:       "Clinical image",
+			Description: "A clinical image of one patient, as PNG; patient and id are lowercase UUIDs.",
+			MIMEType:    MIMEPNG,
+		},
+	}
+}
