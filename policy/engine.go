@@ -1,0 +1,302 @@
+package policy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
+
+	"github.com/custos-mcp/custos/minimize"
+	custosrego "github.com/custos-mcp/custos/rego"
+)
+
+// Query is the Rego query every decision evaluates.
+const Query = "data.custos.authz.decision"
+
+// DefaultTimeout bounds one evaluation when Options.Timeout is zero. It is a
+// guard against a runaway policy, not a latency target (a decision takes
+// ~100 µs): under CPU contention (64 concurrent requests on 2 cores) a
+// decision can wait tens of milliseconds for a core, and a 50 ms deadline
+// denied legitimate requests in the parallel read-path benchmark.
+const DefaultTimeout = time.Second
+
+// Options configures an Engine. The zero value is valid.
+type Options struct {
+	// Logger receives operational events (load, decision failures). It never
+	// receives input values. Nil discards.
+	Logger *slog.Logger
+	// Timeout bounds each evaluation; zero means DefaultTimeout. Negative is
+	// an error.
+	Timeout time.Duration
+}
+
+func (o *Options) validate() error {
+	if o.Timeout < 0 {
+		return fmt.Errorf("policy: negative Options.Timeout %v", o.Timeout)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Decision is the outcome of one policy evaluation.
+type Decision struct {
+	ID          string                // fresh random UUID, recorded in the audit log
+	Allow       bool                  // false unless the policy allowed and everything checked out
+	Reasons     []string              // short snake_case codes; never empty for a denial
+	Obligations []minimize.Obligation // minimizations to apply before release; nil when denied
+	Revision    string                // revision of the policy that made the decision
+}
+
+// Engine evaluates one compiled policy revision. It is safe for concurrent use.
+type Engine struct {
+	query    rego.PreparedEvalQuery
+	revision string
+	timeout  time.Duration
+	log      *slog.Logger
+}
+
+// Load compiles every *.rego file under fsys except *_test.rego into one
+// prepared query for [Query]. Failures wrap [ErrCompile].
+func Load(ctx context.Context, fsys fs.FS, opts Options) (*Engine, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	files, err := regoFiles(fsys, false)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCompile, err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%w: no .rego policy modules found", ErrCompile)
+	}
+	regoOpts := []func(*rego.Rego){
+		rego.Query(Query),
+		rego.Capabilities(lockedCapabilities()),
+		rego.StrictBuiltinErrors(true),
+		rego.SetRegoVersion(ast.RegoV1),
+		// Hand back OPA's own value; parseDecision reads it without first
+		// converting it to Go maps.
+		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t.Value, nil }),
+	}
+	hasDecision := false
+	for _, f := range files {
+		m, err := ast.ParseModuleWithOpts(f.path, string(f.content), ast.ParserOptions{RegoVersion: ast.RegoV1})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCompile, err)
+		}
+		if m.Package.Path.String() == "data.custos.authz" {
+			for _, r := range m.Rules {
+				if r.Head.Ref().String() == "decision" {
+					hasDecision = true
+				}
+			}
+		}
+		regoOpts = append(regoOpts, rego.ParsedModule(m))
+	}
+	if !hasDecision {
+		return nil, fmt.Errorf("%w: no rule %s is defined", ErrCompile, Query)
+	}
+	pq, err := rego.New(regoOpts...).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCompile, err)
+	}
+	e := &Engine{
+		query:    pq,
+		revision: revision(files),
+		timeout:  opts.Timeout,
+		log:      opts.Logger,
+	}
+	e.log.Info("policy loaded", "revision", e.revision, "modules", len(files))
+	return e, nil
+}
+
+// LoadDir is Load over os.DirFS(dir); it is what custos serve --policy-dir uses.
+func LoadDir(ctx context.Context, dir string, opts Options) (*Engine, error) {
+	return Load(ctx, os.DirFS(dir), opts)
+}
+
+// Default loads the default policy embedded in package rego.
+func Default(ctx context.Context, opts Options) (*Engine, error) {
+	return Load(ctx, custosrego.FS, opts)
+}
+
+// Revision returns "sha256:" + hex digest identifying the policy modules.
+func (e *Engine) Revision() string { return e.revision }
+
+// Decide evaluates the policy for in. It is fail-closed: unless the returned
+// error is nil, the Decision denies, has a reason code and no obligations.
+// The Decision always has an ID and a Revision.
+func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
+	d := Decision{ID: uuid.NewString(), Revision: e.revision}
+	if err := in.validate(); err != nil {
+		return e.fail(d, "bad_input", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(in.value()))
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			reason := "policy_error"
+			if errors.Is(ctxErr, context.DeadlineExceeded) {
+				reason = "policy_timeout"
+			}
+			// Wrapped so callers can tell a timeout or cancellation apart.
+			return e.fail(d, reason, fmt.Errorf("%w: %w", ErrEvaluation, ctxErr))
+		}
+		return e.fail(d, "policy_error", fmt.Errorf("%w: %s", ErrEvaluation, evalErrorDetail(err)))
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return e.fail(d, "policy_undefined", ErrUndefined)
+	}
+	if len(rs) > 1 {
+		return e.fail(d, "policy_bad_shape", fmt.Errorf("%w: %d results", ErrBadShape, len(rs)))
+	}
+	val, ok := rs[0].Expressions[0].Value.(ast.Value)
+	if !ok {
+		return e.fail(d, "policy_bad_shape", fmt.Errorf("%w: result is %T", ErrBadShape, rs[0].Expressions[0].Value))
+	}
+	allow, reasons, obs, err := parseDecision(val)
+	if err != nil {
+		reason := "policy_bad_shape"
+		if errors.Is(err, ErrBadObligation) {
+			reason = "unknown_obligation"
+		}
+		return e.fail(d, reason, err)
+	}
+	d.Allow = allow
+	d.Reasons = reasons
+	if allow {
+		d.Obligations = obs
+	} else if len(d.Reasons) == 0 {
+		d.Reasons = []string{"denied"}
+	}
+	e.log.Debug("policy decision", "decision_id", d.ID, "revision", d.Revision,
+		"action", string(in.Action), "allow", d.Allow, "reasons", d.Reasons, "obligations", len(d.Obligations))
+	return d, nil
+}
+
+// fail turns d into a denial with reason and logs err, which must not hold PHI.
+func (e *Engine) fail(d Decision, reason string, err error) (Decision, error) {
+	d.Allow = false
+	d.Reasons = []string{reason}
+	d.Obligations = nil
+	e.log.Warn("policy decision failed closed", "decision_id", d.ID, "revision", d.Revision,
+		"reason", reason, "err", err)
+	return d, err
+}
+
+// evalErrorDetail describes an evaluation error by OPA error code and policy
+// location only. OPA messages can quote operand values, which may come from
+// the input (patient ids, subjects), so they are left out.
+func evalErrorDetail(err error) string {
+	var parts []string
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				walk(x)
+			}
+		case rego.Errors:
+			for _, x := range e {
+				walk(x)
+			}
+		case ast.Errors:
+			for _, x := range e {
+				parts = append(parts, locDetail(x.Code, x.Location))
+			}
+		case *ast.Error:
+			parts = append(parts, locDetail(e.Code, e.Location))
+		default:
+			if te, ok := errors.AsType[*topdown.Error](err); ok {
+				parts = append(parts, locDetail(te.Code, te.Location))
+				return
+			}
+			parts = append(parts, fmt.Sprintf("%T", err))
+		}
+	}
+	walk(err)
+	return strings.Join(parts, "; ")
+}
+
+func locDetail(code string, loc *ast.Location) string {
+	if loc == nil {
+		return code
+	}
+	return fmt.Sprintf("%s at %s:%d", code, loc.File, loc.Row)
+}
+
+// lockedCapabilities is OPA's builtin set for this version without network
+// access and without runtime introspection (which exposes environment and
+// configuration). Policies calling them fail to compile.
+var lockedCapabilities = sync.OnceValue(func() *ast.Capabilities {
+	c := ast.CapabilitiesForThisVersion()
+	c.Builtins = slices.DeleteFunc(slices.Clone(c.Builtins), func(b *ast.Builtin) bool {
+		return b.Name == "http.send" || b.Name == "opa.runtime" || strings.HasPrefix(b.Name, "net.")
+	})
+	return c
+})
+
+type regoFile struct {
+	path    string
+	content []byte
+}
+
+// regoFiles returns the .rego files under fsys, sorted by path: the test
+// modules (*_test.rego) when tests is true, the policy modules otherwise.
+func regoFiles(fsys fs.FS, tests bool) ([]regoFile, error) {
+	var files []regoFile
+	err := fs.WalkDir(fsys, ".", func(path string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if de.IsDir() || !strings.HasSuffix(path, ".rego") {
+			return nil
+		}
+		if strings.HasSuffix(path, "_test.rego") != tests {
+			return nil
+		}
+		b, err := fs.ReadFile(fsys, path)
+		if err != nil {
+			return err
+		}
+		files = append(files, regoFile{path: path, content: b})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(files, func(a, b regoFile) int { return strings.Compare(a.path, b.path) })
+	return files, nil
+}
+
+// revision is "sha256:" + hex(SHA-256(path_1 || 0x00 || content_1 || 0x00 || ...))
+// over files sorted by path.
+func revision(files []regoFile) string {
+	h := sha256.New()
+	for _, f := range files {
+		h.Write([]byte(f.path))
+		h.Write([]byte{0})
+		h.Write(f.content)
+		h.Write([]byte{0})
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,117 @@
+package policy
+
+import (
+	"fmt"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// Principal is the authenticated caller, as the policy sees it.
+type Principal struct {
+	Sub      string   `json:"sub"`       // unique user id (45 CFR 164.312(a)(2)(i))
+	Roles    []string `json:"roles"`     // e.g. "clinician", "sensitive:hiv"
+	ClientID string   `json:"client_id"` // the AI client / agent acting for Sub
+	Tenant   string   `json:"tenant"`    // the organization Sub belongs to
+	Patients []string `json:"patients"`  // patient UUIDs Sub has a care relationship with
+}
+
+// Resource describes the resource a list entry or read concerns. It carries
+// labels, never the payload.
+type Resource struct {
+	URI         string   `json:"uri"`
+	Type        string   `json:"type"`        // lowercase: patient, observation, ..., note, report, image
+	Patient     string   `json:"patient"`     // UUID of the patient the resource concerns
+	Tenant      string   `json:"tenant"`      // owning organization
+	Sensitivity []string `json:"sensitivity"` // "hiv", "sud", "vip"
+	Consent     []string `json:"consent"`     // "opt-out"
+}
+
+// Action is what the caller asks to do.
+type Action string
+
+// Actions. List and read are decided by the same policy rules, per resource.
+const (
+	ActionList      Action = "list"      // the resource would appear in resources/list
+	ActionRead      Action = "read"      // resources/read of the resource
+	ActionTemplates Action = "templates" // resources/templates/list; carries no PHI
+)
+
+// Input is the policy input document (input in Rego).
+type Input struct {
+	Principal    Principal `json:"principal"`
+	PurposeOfUse string    `json:"purpose_of_use"` // HL7 v3 ActReason, e.g. "TREAT"; "" means missing
+	Action       Action    `json:"action"`
+	Resource     *Resource `json:"resource,omitempty"` // required for list and read
+}
+
+// validate checks what the engine, not the policy, requires of an Input.
+func (in *Input) validate() error {
+	switch in.Action {
+	case ActionList, ActionRead:
+		if in.Resource == nil {
+			return fmt.Errorf("%w: action %q needs a resource", ErrBadInput, in.Action)
+		}
+	case ActionTemplates:
+	default:
+		// The value is left out: errors must never carry input values.
+		return fmt.Errorf("%w: unknown action (%d bytes)", ErrBadInput, len(in.Action))
+	}
+	return nil
+}
+
+// Object keys, built once. OPA treats terms as immutable, so they are shared.
+var (
+	keySub         = ast.StringTerm("sub")
+	keyRoles       = ast.StringTerm("roles")
+	keyClientID    = ast.StringTerm("client_id")
+	keyTenant      = ast.StringTerm("tenant")
+	keyPatients    = ast.StringTerm("patients")
+	keyPrincipal   = ast.StringTerm("principal")
+	keyPurpose     = ast.StringTerm("purpose_of_use")
+	keyAction      = ast.StringTerm("action")
+	keyResource    = ast.StringTerm("resource")
+	keyURI         = ast.StringTerm("uri")
+	keyType        = ast.StringTerm("type")
+	keyPatient     = ast.StringTerm("patient")
+	keySensitivity = ast.StringTerm("sensitivity")
+	keyConsent     = ast.StringTerm("consent")
+)
+
+// value converts in to the AST value OPA evaluates, without the JSON round
+// trip ast.InterfaceToValue does for structs. It produces exactly the JSON
+// encoding of Input, except that nil slices become [] (not null), so the
+// policy never has to handle null lists.
+func (in *Input) value() ast.Value {
+	p := &in.Principal
+	principal := ast.NewObject(
+		ast.Item(keySub, ast.StringTerm(p.Sub)),
+		ast.Item(keyRoles, stringArray(p.Roles)),
+		ast.Item(keyClientID, ast.StringTerm(p.ClientID)),
+		ast.Item(keyTenant, ast.StringTerm(p.Tenant)),
+		ast.Item(keyPatients, stringArray(p.Patients)),
+	)
+	items := [][2]*ast.Term{
+		ast.Item(keyPrincipal, ast.NewTerm(principal)),
+		ast.Item(keyPurpose, ast.StringTerm(in.PurposeOfUse)),
+		ast.Item(keyAction, ast.StringTerm(string(in.Action))),
+	}
+	if r := in.Resource; r != nil {
+		items = append(items, ast.Item(keyResource, ast.ObjectTerm(
+			ast.Item(keyURI, ast.StringTerm(r.URI)),
+			ast.Item(keyType, ast.StringTerm(r.Type)),
+			ast.Item(keyPatient, ast.StringTerm(r.Patient)),
+			ast.Item(keyTenant, ast.StringTerm(r.Tenant)),
+			ast.Item(keySensitivity, stringArray(r.Sensitivity)),
+			ast.Item(keyConsent, stringArray(r.Consent)),
+		)))
+	}
+	return ast.NewObject(items...)
+}
+
+func stringArray(ss []string) *ast.Term {
+	terms := make([]*ast.Term, len(ss))
+	for i, s := range ss {
+		terms[i] = ast.StringTerm(s)
+	}
+	return ast.ArrayTerm(terms...)
+}

@@ -1,0 +1,92 @@
+package policy
+
+import (
+	"context"
+	"io/fs"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	custosrego "github.com/custos-mcp/custos/rego"
+)
+
+func TestRegoUnitTests(t *testing.T) {
+	sum, err := RunTests(context.Background(), custosrego.FS)
+	if err != nil {
+		t.Fatalf("RunTests: %v", err)
+	}
+	for _, f := range sum.Failures {
+		t.Error(f)
+	}
+	if sum.Passed == 0 {
+		t.Fatal("no Rego tests ran")
+	}
+	t.Logf("%d Rego tests passed, %d failed", sum.Passed, sum.Failed)
+}
+
+// TestRegoUnitTestsDetectMutations proves the Rego tests can fail: each
+// mutation of the default policy must make at least one of them fail.
+func TestRegoUnitTestsDetectMutations(t *testing.T) {
+	orig, err := fs.ReadFile(custosrego.FS, "custos/authz.rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := fs.ReadFile(custosrego.FS, "custos/authz_test.rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutations := []struct{ name, old, new string }{
+		{"hiv needs no role", `"hiv": "sensitive:hiv"`, `"hiv": ""`},
+		{"opt-out ignored", `input.purpose_of_use != "TREAT"`, `input.purpose_of_use == "NEVER"`},
+		{"auditor reads", `contains "auditor_no_phi_access" if input.principal.roles[_] == "auditor"`, `contains "auditor_no_phi_access" if false`},
+		{"no subscriberId mask", `{"op": "mask", "path": "/subscriberId", "fn": "last4"},`, ``},
+		{"no birthDate generalization", `{"op": "generalize", "path": "/birthDate", "fn": "birthyear90"},`, ``},
+		{"any tenant", `input.resource.tenant == input.principal.tenant`, `true`},
+		{"any patient", `input.resource.patient in input.principal.patients`, `true`},
+		{"no vip flag", `[grant.reason, "vip_patient"]`, `[grant.reason]`},
+		{"list differs from read", `decision := resource_decision if input.action in {"list", "read"}`,
+			"decision := resource_decision if input.action == \"read\"\ndecision := {\"allow\": true, \"reasons\": [], \"obligations\": []} if input.action == \"list\""},
+		{"unknown purpose allowed", `not input.purpose_of_use in known_purposes`, `false`},
+		{"negated membership on missing roles", `not has_role(needed)`, `not needed in input.principal.roles`},
+		{"billing any type", `obs := billing_obligations[input.resource.type]`, `obs := object.get(billing_obligations, input.resource.type, [])`},
+		{"researcher reads notes", `"encounter": research_clinical_obligations,`, "\"encounter\": research_clinical_obligations,\n\t\"note\": [],"},
+		{"empty purpose accepted", `purpose_missing if input.purpose_of_use == ""`, `purpose_missing if false`},
+	}
+	for _, m := range mutations {
+		t.Run(m.name, func(t *testing.T) {
+			if !strings.Contains(string(orig), m.old) {
+				t.Fatalf("mutation target %q not in authz.rego", m.old)
+			}
+			fsys := fstest.MapFS{
+				"custos/authz.rego":      {Data: []byte(strings.Replace(string(orig), m.old, m.new, 1))},
+				"custos/authz_test.rego": {Data: tests},
+			}
+			sum, err := RunTests(context.Background(), fsys)
+			if err != nil {
+				t.Fatalf("RunTests: %v", err)
+			}
+			if sum.Failed == 0 {
+				t.Errorf("mutation survived: all %d Rego tests passed", sum.Passed)
+			}
+		})
+	}
+}
+
+func TestRunTestsNoTests(t *testing.T) {
+	fsys := fstest.MapFS{"p/authz.rego": {Data: []byte("package custos.authz\n\ndecision := {\"allow\": false}\n")}}
+	if _, err := RunTests(context.Background(), fsys); err == nil {
+		t.Fatal("RunTests with no test files: want error")
+	}
+	fsys["p/authz_test.rego"] = &fstest.MapFile{Data: []byte("package custos.authz_test\n\nx := 1\n")}
+	if _, err := RunTests(context.Background(), fsys); err == nil {
+		t.Fatal("RunTests with no test rules: want error")
+	}
+	fsys["p/authz_test.rego"] = &fstest.MapFile{Data: []byte("package custos.authz_test\n\nimport data.custos.authz\n\ntest_allows if authz.decision.allow\n")}
+	sum, err := RunTests(context.Background(), fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Failed != 1 || sum.Passed != 0 || len(sum.Failures) != 1 || !strings.Contains(sum.Failures[0], "test_allows") {
+		t.Fatalf("summary = %+v, want one failure of test_allows", sum)
+	}
+}

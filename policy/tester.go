@@ -1,0 +1,81 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/tester"
+)
+
+// TestSummary is the outcome of [RunTests].
+type TestSummary struct {
+	Passed   int
+	Failed   int      // failed, errored or skipped (todo_test_) tests
+	Failures []string // one line per failed test: "package.name: FAIL|ERROR ... (file:line)"
+}
+
+// RunTests runs the Rego unit tests (rules named test_* in *_test.rego files)
+// under fsys against the policy modules under fsys, with OPA's tester. It
+// returns an error if the modules do not compile or if no test was found;
+// failing tests are reported in the summary, not as an error.
+//
+// Tests are compiled with OPA's full capabilities (tests may use builtins the
+// production engine forbids) but with strict builtin errors, as in production.
+func RunTests(ctx context.Context, fsys fs.FS) (TestSummary, error) {
+	var sum TestSummary
+	policies, err := regoFiles(fsys, false)
+	if err != nil {
+		return sum, err
+	}
+	tests, err := regoFiles(fsys, true)
+	if err != nil {
+		return sum, err
+	}
+	if len(tests) == 0 {
+		return sum, errors.New("policy: no *_test.rego files found")
+	}
+	modules := make(map[string]*ast.Module, len(policies)+len(tests))
+	for _, f := range slices.Concat(policies, tests) {
+		m, err := ast.ParseModuleWithOpts(f.path, string(f.content), ast.ParserOptions{RegoVersion: ast.RegoV1})
+		if err != nil {
+			return sum, fmt.Errorf("%w: %w", ErrCompile, err)
+		}
+		modules[f.path] = m
+	}
+	ch, err := tester.NewRunner().
+		SetDefaultRegoVersion(ast.RegoV1).
+		RaiseBuiltinErrors(true).
+		SetModules(modules).
+		RunTests(ctx, nil)
+	if err != nil {
+		return sum, fmt.Errorf("%w: %w", ErrCompile, err)
+	}
+	for r := range ch {
+		if r.Pass() {
+			sum.Passed++
+			continue
+		}
+		sum.Failed++
+		outcome := "FAIL"
+		switch {
+		case r.Skip:
+			outcome = "SKIPPED"
+		case r.Error != nil:
+			outcome = "ERROR " + r.Error.Error()
+		}
+		loc := ""
+		if r.Location != nil {
+			loc = fmt.Sprintf(" (%s:%d)", r.Location.File, r.Location.Row)
+		}
+		sum.Failures = append(sum.Failures, r.Package+"."+r.Name+": "+outcome+loc)
+	}
+	slices.Sort(sum.Failures)
+	if sum.Passed+sum.Failed == 0 {
+		return sum, errors.New("policy: no Rego tests (test_* rules) found")
+	}
+	return sum, ctx.Err()
+}

@@ -1,0 +1,420 @@
+# Unit tests for custos.authz. Run with: go test ./policy/ ./rego/
+package custos.authz_test
+
+import data.custos.authz
+
+# --- fixtures ---------------------------------------------------------------
+
+patient_a := "7d1a3c52-0b8e-4f57-9a77-2f3d1c9b0a01"
+
+patient_b := "0c6e2b7d-5a44-4d39-8f0f-9b1e7c3a2d02"
+
+clinician := {
+	"sub": "dr.alice", "roles": ["clinician"], "client_id": "assistant",
+	"tenant": "general-hospital", "patients": [patient_a],
+}
+
+billing := {
+	"sub": "bob.billing", "roles": ["billing"], "client_id": "assistant",
+	"tenant": "general-hospital", "patients": [],
+}
+
+researcher := {
+	"sub": "rita.research", "roles": ["researcher"], "client_id": "assistant",
+	"tenant": "general-hospital", "patients": [],
+}
+
+auditor := {
+	"sub": "audrey.audit", "roles": ["auditor"], "client_id": "assistant",
+	"tenant": "general-hospital", "patients": [patient_a],
+}
+
+res(typ, patient) := {
+	"uri": sprintf("custos://general-hospital/%s/%s", [typ, patient]),
+	"type": typ, "patient": patient, "tenant": "general-hospital",
+	"sensitivity": [], "consent": [],
+}
+
+req(p, pou, action, r) := {"principal": p, "purpose_of_use": pou, "action": action, "resource": r}
+
+decide(p, pou, r) := d if {
+	d := authz.decision with input as req(p, pou, "read", r)
+}
+
+obligation_paths(d) := {o.path | some o in d.obligations}
+
+# --- purpose of use ---------------------------------------------------------
+
+test_missing_purpose_denied if {
+	d := authz.decision with input as {"principal": clinician, "action": "read", "resource": res("observation", patient_a)}
+	not d.allow
+	"purpose_of_use_missing" in d.reasons
+}
+
+test_empty_purpose_denied if {
+	d := decide(clinician, "", res("observation", patient_a))
+	not d.allow
+	"purpose_of_use_missing" in d.reasons
+}
+
+test_unknown_purpose_denied if {
+	d := decide(clinician, "CURIOSITY", res("observation", patient_a))
+	not d.allow
+	"purpose_of_use_unknown" in d.reasons
+}
+
+test_unknown_action_denied if {
+	d := authz.decision with input as req(clinician, "TREAT", "delete", res("observation", patient_a))
+	not d.allow
+	d.reasons == ["action_unknown"]
+}
+
+# --- templates --------------------------------------------------------------
+
+test_templates_allowed_any_role if {
+	every p in [clinician, billing, researcher, auditor] {
+		d := authz.decision with input as {"principal": p, "purpose_of_use": "HOPERAT", "action": "templates"}
+		d.allow
+		d.obligations == []
+	}
+}
+
+test_templates_need_purpose if {
+	d := authz.decision with input as {"principal": clinician, "action": "templates"}
+	not d.allow
+	"purpose_of_use_missing" in d.reasons
+}
+
+test_templates_need_sub if {
+	d := authz.decision with input as {"principal": object.union(clinician, {"sub": ""}), "purpose_of_use": "TREAT", "action": "templates"}
+	not d.allow
+	"subject_missing" in d.reasons
+}
+
+# --- list and read share one rule set -------------------------------------
+
+test_list_equals_read if {
+	every p in [clinician, billing, researcher, auditor] {
+		every pou in ["TREAT", "HPAYMT", "HRESCH", "ETREAT"] {
+			every typ in ["patient", "observation", "coverage", "note", "encounter"] {
+				every pat in [patient_a, patient_b] {
+					l := authz.decision with input as req(p, pou, "list", res(typ, pat))
+					r := authz.decision with input as req(p, pou, "read", res(typ, pat))
+					l == r
+				}
+			}
+		}
+	}
+}
+
+test_read_without_resource_denied if {
+	d := authz.decision with input as {"principal": clinician, "purpose_of_use": "TREAT", "action": "read"}
+	not d.allow
+	"resource_missing" in d.reasons
+}
+
+test_resource_without_fields_denied if {
+	d := decide(clinician, "TREAT", {"tenant": "general-hospital", "patient": patient_a})
+	not d.allow
+	"resource_type_unknown" in d.reasons
+}
+
+test_principal_without_roles_denied if {
+	p := object.remove(clinician, ["roles"])
+	r := object.union(res("condition", patient_a), {"sensitivity": ["hiv"]})
+	d := decide(p, "TREAT", r)
+	not d.allow
+	"sensitive_category_requires_role" in d.reasons
+	"role_not_permitted" in d.reasons
+}
+
+test_resource_without_tenant_denied if {
+	d := decide(clinician, "TREAT", object.remove(res("observation", patient_a), ["tenant"]))
+	not d.allow
+	"tenant_mismatch" in d.reasons
+}
+
+test_numeric_purpose_unknown if {
+	d := decide(clinician, 7, res("observation", patient_a))
+	not d.allow
+	"purpose_of_use_unknown" in d.reasons
+}
+
+# --- clinician --------------------------------------------------------------
+
+test_clinician_care_team_allowed if {
+	every typ in ["patient", "observation", "condition", "medicationrequest", "encounter", "coverage", "note", "report", "image"] {
+		d := decide(clinician, "TREAT", res(typ, patient_a))
+		d.allow
+		d.reasons == ["clinician_care_team"]
+		d.obligations == []
+	}
+}
+
+test_clinician_without_care_relationship_denied if {
+	d := decide(clinician, "TREAT", res("observation", patient_b))
+	not d.allow
+	"no_care_relationship" in d.reasons
+}
+
+test_clinician_wrong_purpose_denied if {
+	d := decide(clinician, "HMARKT", res("observation", patient_a))
+	not d.allow
+	"purpose_not_permitted" in d.reasons
+}
+
+test_clinician_unknown_type_denied if {
+	d := decide(clinician, "TREAT", res("genome", patient_a))
+	not d.allow
+	"resource_type_unknown" in d.reasons
+}
+
+# --- tenant -----------------------------------------------------------------
+
+test_tenant_mismatch_denied if {
+	r := object.union(res("observation", patient_a), {"tenant": "other-hospital"})
+	d := decide(clinician, "TREAT", r)
+	not d.allow
+	"tenant_mismatch" in d.reasons
+}
+
+test_empty_tenant_denied if {
+	p := object.union(clinician, {"tenant": ""})
+	r := object.union(res("observation", patient_a), {"tenant": ""})
+	d := decide(p, "TREAT", r)
+	not d.allow
+	"tenant_mismatch" in d.reasons
+}
+
+# --- billing ----------------------------------------------------------------
+
+test_billing_coverage_minimized if {
+	d := decide(billing, "HPAYMT", res("coverage", patient_b))
+	d.allow
+	d.reasons == ["billing_payment"]
+	{"op": "mask", "path": "/subscriberId", "fn": "last4"} in d.obligations
+	obligation_paths(d) == {"/subscriberId", "/identifier", "/beneficiary/display", "/text"}
+}
+
+test_billing_encounter_minimized if {
+	d := decide(billing, "HPAYMT", res("encounter", patient_b))
+	d.allow
+	obligation_paths(d) == {"/subject/display", "/identifier", "/text", "/participant/*/individual/display"}
+}
+
+test_billing_other_types_denied if {
+	every typ in ["note", "observation", "condition", "patient", "report", "image", "medicationrequest"] {
+		d := decide(billing, "HPAYMT", res(typ, patient_b))
+		not d.allow
+		"resource_type_not_permitted" in d.reasons
+	}
+}
+
+test_billing_wrong_purpose_denied if {
+	d := decide(billing, "TREAT", res("coverage", patient_b))
+	not d.allow
+	"purpose_not_permitted" in d.reasons
+}
+
+# --- researcher -------------------------------------------------------------
+
+test_researcher_patient_deidentified if {
+	d := decide(researcher, "HRESCH", res("patient", patient_b))
+	d.allow
+	d.reasons == ["research_deidentified"]
+	{"op": "generalize", "path": "/birthDate", "fn": "birthyear90"} in d.obligations
+	{"op": "generalize", "path": "/address/*/postalCode", "fn": "zip3"} in d.obligations
+	every path in ["/name", "/telecom", "/identifier", "/text", "/contact", "/photo", "/extension", "/address/*/line", "/address/*/city", "/address/*/district"] {
+		{"op": "remove", "path": path} in d.obligations
+	}
+}
+
+test_researcher_clinical_deidentified if {
+	every typ in ["observation", "condition", "medicationrequest", "encounter"] {
+		d := decide(researcher, "HRESCH", res(typ, patient_b))
+		d.allow
+		every path in ["/text", "/identifier", "/subject/display", "/note", "/performer/*/display", "/requester/display", "/recorder/display", "/participant/*/individual/display"] {
+			{"op": "remove", "path": path} in d.obligations
+		}
+		every path in ["/effectiveDateTime", "/issued", "/onsetDateTime", "/recordedDate", "/authoredOn", "/period/start", "/period/end", "/abatementDateTime"] {
+			{"op": "generalize", "path": path, "fn": "year"} in d.obligations
+		}
+	}
+}
+
+test_researcher_non_fhir_denied if {
+	every typ in ["note", "report", "image", "coverage"] {
+		d := decide(researcher, "HRESCH", res(typ, patient_b))
+		not d.allow
+		"resource_type_not_permitted" in d.reasons
+	}
+}
+
+test_researcher_wrong_purpose_denied if {
+	d := decide(researcher, "TREAT", res("observation", patient_b))
+	not d.allow
+	"purpose_not_permitted" in d.reasons
+}
+
+# --- auditor and unknown roles ---------------------------------------------
+
+test_auditor_never_reads_phi if {
+	every pou in ["TREAT", "HOPERAT", "HPAYMT", "HRESCH"] {
+		every action in ["list", "read"] {
+			d := authz.decision with input as req(auditor, pou, action, res("observation", patient_a))
+			not d.allow
+			"auditor_no_phi_access" in d.reasons
+		}
+	}
+}
+
+test_auditor_with_clinician_role_still_denied if {
+	p := object.union(auditor, {"roles": ["auditor", "clinician"]})
+	d := decide(p, "TREAT", res("observation", patient_a))
+	not d.allow
+	"auditor_no_phi_access" in d.reasons
+}
+
+test_unknown_role_denied if {
+	p := object.union(clinician, {"roles": ["janitor"]})
+	d := decide(p, "TREAT", res("observation", patient_a))
+	not d.allow
+	"role_not_permitted" in d.reasons
+}
+
+test_no_roles_denied if {
+	p := object.union(clinician, {"roles": []})
+	d := decide(p, "TREAT", res("observation", patient_a))
+	not d.allow
+	"role_not_permitted" in d.reasons
+}
+
+# --- sensitivity ------------------------------------------------------------
+
+test_hiv_requires_role if {
+	r := object.union(res("condition", patient_a), {"sensitivity": ["hiv"]})
+	d := decide(clinician, "TREAT", r)
+	not d.allow
+	"sensitive_category_requires_role" in d.reasons
+}
+
+test_hiv_with_role_allowed if {
+	r := object.union(res("condition", patient_a), {"sensitivity": ["hiv"]})
+	p := object.union(clinician, {"roles": ["clinician", "sensitive:hiv"]})
+	d := decide(p, "TREAT", r)
+	d.allow
+}
+
+test_sensitive_role_alone_not_enough if {
+	r := object.union(res("condition", patient_a), {"sensitivity": ["hiv"]})
+	p := object.union(clinician, {"roles": ["sensitive:hiv"]})
+	d := decide(p, "TREAT", r)
+	not d.allow
+	"role_not_permitted" in d.reasons
+}
+
+test_sud_requires_role if {
+	r := object.union(res("note", patient_a), {"sensitivity": ["sud"]})
+	d := decide(clinician, "TREAT", r)
+	not d.allow
+	"sensitive_category_requires_role" in d.reasons
+	p := object.union(clinician, {"roles": ["clinician", "sensitive:sud"]})
+	d2 := decide(p, "TREAT", r)
+	d2.allow
+}
+
+test_hiv_role_does_not_unlock_sud if {
+	r := object.union(res("note", patient_a), {"sensitivity": ["hiv", "sud"]})
+	p := object.union(clinician, {"roles": ["clinician", "sensitive:hiv"]})
+	d := decide(p, "TREAT", r)
+	not d.allow
+}
+
+test_researcher_hiv_requires_role if {
+	r := object.union(res("condition", patient_b), {"sensitivity": ["hiv"]})
+	d := decide(researcher, "HRESCH", r)
+	not d.allow
+	"sensitive_category_requires_role" in d.reasons
+	p := object.union(researcher, {"roles": ["researcher", "sensitive:hiv"]})
+	d2 := decide(p, "HRESCH", r)
+	d2.allow
+	count(d2.obligations) > 0
+}
+
+test_vip_flagged if {
+	r := object.union(res("observation", patient_a), {"sensitivity": ["vip"]})
+	d := decide(clinician, "TREAT", r)
+	d.allow
+	"vip_patient" in d.reasons
+	"clinician_care_team" in d.reasons
+}
+
+test_vip_not_flagged_on_deny if {
+	r := object.union(res("observation", patient_b), {"sensitivity": ["vip"]})
+	d := decide(clinician, "TREAT", r)
+	not d.allow
+	not "vip_patient" in d.reasons
+}
+
+test_unknown_sensitivity_denied if {
+	r := object.union(res("observation", patient_a), {"sensitivity": ["genetic"]})
+	d := decide(clinician, "TREAT", r)
+	not d.allow
+	"sensitivity_label_unknown" in d.reasons
+}
+
+# --- consent ----------------------------------------------------------------
+
+test_opt_out_treatment_allowed if {
+	r := object.union(res("observation", patient_a), {"consent": ["opt-out"]})
+	d := decide(clinician, "TREAT", r)
+	d.allow
+}
+
+test_opt_out_research_denied if {
+	r := object.union(res("observation", patient_b), {"consent": ["opt-out"]})
+	d := decide(researcher, "HRESCH", r)
+	not d.allow
+	"patient_opted_out" in d.reasons
+}
+
+test_opt_out_billing_denied if {
+	r := object.union(res("coverage", patient_b), {"consent": ["opt-out"]})
+	d := decide(billing, "HPAYMT", r)
+	not d.allow
+	"patient_opted_out" in d.reasons
+}
+
+test_unknown_consent_denied if {
+	r := object.union(res("observation", patient_a), {"consent": ["share-with-everyone"]})
+	d := decide(clinician, "TREAT", r)
+	not d.allow
+	"consent_flag_unknown" in d.reasons
+}
+
+# --- shape ------------------------------------------------------------------
+
+test_every_decision_well_formed if {
+	every p in [clinician, billing, researcher, auditor] {
+		every pou in ["TREAT", "HPAYMT", "HRESCH", "PUBHLTH"] {
+			every typ in ["patient", "coverage", "note", "image"] {
+				well_formed(decide(p, pou, res(typ, patient_b)))
+			}
+		}
+	}
+}
+
+well_formed(d) if {
+	d.allow == true
+	count(d.reasons) > 0
+	every o in d.obligations {
+		is_string(o.op)
+		is_string(o.path)
+	}
+}
+
+well_formed(d) if {
+	d.allow == false
+	count(d.reasons) > 0
+	d.obligations == []
+}

@@ -1,0 +1,32 @@
+// Package rego embeds custos's default authorization policy, written in Rego v1.
+//
+// The policy lives in [FS] under custos/:
+//
+//   - custos/authz.rego: package custos.authz. The server evaluates the query
+//     data.custos.authz.decision, which yields
+//     {"allow": bool, "reasons": [string], "obligations": [{"op", "path", "fn"?}]}.
+//   - custos/authz_test.rego: Rego unit tests (package custos.authz_test) for
+//     every rule of the default policy; run by go test ./policy/ ./rego/.
+//
+// Invariants of the default policy:
+//
+//   - Deny by default: a request is allowed only when a role grant matches its
+//     purpose of use, resource type, tenant and care relationship, and no
+//     deny rule (sensitivity, consent, auditor, tenant) fires.
+//   - "list" and "read" go through one rule set (resource_decision) that never
+//     looks at the action, so a listing never reveals what a read would deny.
+//   - Per-role, per-type obligation sets are plain data (billing_obligations,
+//     research_obligations) in the vocabulary of package minimize.
+//
+// This package only holds the policy text; package policy compiles and
+// evaluates it. A hospital can replace it with its own directory of .rego
+// files (custos serve --policy-dir DIR); see docs/policy.md.
+package rego
+
+import "embed"
+
+// FS holds the default policy modules and their tests, rooted so that paths
+// are "custos/authz.rego" and "custos/authz_test.rego".
+//
+//go:embed custos/*.rego
+var FS embed.FS
