@@ -1,0 +1,108 @@
+package server
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Cursor wire format (documented in docs/uris.md):
+//
+//	"c1." || base64url-nopad( nonce(12) || AES-256-GCM(key, nonce, plaintext, aad) )
+//	plaintext = {"after":"<last URI seen>","iat":<unix seconds>}
+//	aad       = "custos/cursor/v1\x00" || SHA-256(sub \x00 tenant \x00 client_id \x00 purpose_of_use)
+//
+// The AEAD hides the catalog position from the client and binds the cursor to
+// the caller: a cursor issued to one principal does not open for another.
+const (
+	cursorPrefix  = "c1."
+	cursorMaxLen  = 1024
+	cursorMaxAge  = time.Hour
+	cursorAADHead = "custos/cursor/v1\x00"
+)
+
+type cursorState struct {
+	After string `json:"after"`
+	IAT   int64  `json:"iat"`
+}
+
+// cursorBinding is the caller-specific additional data of a cursor.
+func cursorBinding(id Identity) []byte {
+	h := sha256.New()
+	for _, s := range []string{id.Principal.Sub, id.Principal.Tenant, id.Principal.ClientID, id.PurposeOfUse} {
+		io.WriteString(h, s)
+		h.Write([]byte{0})
+	}
+	return append([]byte(cursorAADHead), h.Sum(nil)...)
+}
+
+// sealCursor encrypts st for the caller identified by binding. nonce must be
+// 12 fresh random bytes.
+func sealCursor(key, binding, nonce []byte, st cursorState) (string, error) {
+	aead, err := newAEAD(key)
+	if err != nil {
+		return "", err
+	}
+	pt, err := json.Marshal(st)
+	if err != nil {
+		return "", err
+	}
+	out := aead.Seal(append([]byte(nil), nonce...), nonce, pt, binding)
+	return cursorPrefix + base64.RawURLEncoding.EncodeToString(out), nil
+}
+
+// openCursor is the inverse of sealCursor. Every failure wraps ErrBadCursor
+// and says which check failed, never what the cursor contained.
+func openCursor(key, binding []byte, s string, now time.Time) (cursorState, error) {
+	var zero cursorState
+	if len(s) > cursorMaxLen {
+		return zero, fmt.Errorf("%w: longer than %d bytes", ErrBadCursor, cursorMaxLen)
+	}
+	body, ok := strings.CutPrefix(s, cursorPrefix)
+	if !ok {
+		return zero, fmt.Errorf("%w: unknown format", ErrBadCursor)
+	}
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(body)
+	if err != nil {
+		return zero, fmt.Errorf("%w: not base64url", ErrBadCursor)
+	}
+	aead, err := newAEAD(key)
+	if err != nil {
+		return zero, err
+	}
+	if len(raw) < aead.NonceSize()+aead.Overhead() {
+		return zero, fmt.Errorf("%w: too short", ErrBadCursor)
+	}
+	pt, err := aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], binding)
+	if err != nil {
+		return zero, fmt.Errorf("%w: not issued to this caller by this server", ErrBadCursor)
+	}
+	var st cursorState
+	dec := json.NewDecoder(strings.NewReader(string(pt)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st); err != nil {
+		return zero, fmt.Errorf("%w: malformed state", ErrBadCursor)
+	}
+	age := now.Sub(time.Unix(st.IAT, 0))
+	if age > cursorMaxAge || age < -time.Minute {
+		return zero, fmt.Errorf("%w: expired", ErrBadCursor)
+	}
+	return st, nil
+}
+
+func newAEAD(key []byte) (cipher.AEAD, error) {
+	if len(key) != 32 {
+		return nil, fmt.Errorf("%w: cursor key must be 32 bytes", ErrBadConfig)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}

@@ -1,0 +1,33 @@
+// Package server is custos's one decision point: it answers the MCP
+// Resources methods (resources/list, resources/read, resources/templates/list)
+// for every transport, stdio and Streamable HTTP alike.
+//
+// Every request is handled in this order, and no step may be skipped or
+// reordered:
+//
+//  1. identify the caller (principal and purpose of use, from the transport);
+//  2. validate the request (URI in canonical form, cursor sealed for this
+//     caller) — bad input is refused with -32602 and audited;
+//  3. look up catalog metadata (labels only, never the payload);
+//  4. ask the policy for a decision ([Decider]);
+//  5. append the audit record and wait until it is durable ([AuditLog]);
+//  6. only for an allowed read: fetch the payload and apply the decision's
+//     obligations (package minimize);
+//  7. answer.
+//
+// Invariants:
+//   - List and read share one decision function: a list item is shown only if
+//     the policy would allow reading it, and list metadata is minimized too
+//     (titles and descriptions scrubbed, size omitted when read would return
+//     something smaller, the content digest withheld under obligations).
+//   - Denied and not-found answer the same -32002 error; the audit record
+//     keeps the true reason.
+//   - If the audit append fails, the request fails and no payload byte leaves.
+//   - If policy cannot decide, the request is refused (fail closed).
+//   - Binary payloads are released whole or not at all: a decision that
+//     demands minimization of a binary resource is a denial.
+//   - The SDK's in-memory resource list and its plain-text cursors are never
+//     used; cursors are AEAD-sealed and bound to the caller.
+//   - No PHI, payload or secret is written to the operational log or put in an
+//     error message; errors name what was wrong, not the data.
+package server

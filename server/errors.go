@@ -1,0 +1,48 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// CodeResourceNotFound is the JSON-RPC error code custos returns for a read
+// of a resource that does not exist AND for one the caller may not read: the
+// two are indistinguishable by design (existence must not leak).
+const CodeResourceNotFound = -32002
+
+// Sentinel errors of this package. Handlers never return them to the client
+// directly; they are mapped to JSON-RPC errors by the functions below.
+var (
+	// ErrNoIdentity is returned when a request carries no authenticated
+	// principal. The request is refused.
+	ErrNoIdentity = errors.New("server: request has no authenticated principal")
+	// ErrBadCursor is returned when a list cursor cannot be opened for this
+	// caller (malformed, forged, sealed for someone else, or expired).
+	ErrBadCursor = errors.New("server: invalid cursor")
+	// ErrBadConfig is returned by New and the identity loaders for invalid
+	// configuration; the message names the field.
+	ErrBadConfig = errors.New("server: invalid configuration")
+)
+
+// notFound is the one answer for "does not exist" and "not allowed".
+func notFound(uri string) error {
+	data, _ := json.Marshal(map[string]string{"uri": uri})
+	return &jsonrpc.Error{Code: CodeResourceNotFound, Message: "Resource not found", Data: data}
+}
+
+// invalidParams reports bad client input; msg must name what is wrong and
+// must not echo secrets or PHI.
+func invalidParams(format string, args ...any) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
+}
+
+// refused reports a server-side failure that made the server fail closed.
+func refused(msg string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}
+}
+
+// jsonrpcForbidden answers a templates request the policy denied.
+var jsonrpcForbidden = jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "not permitted by policy"}

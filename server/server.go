@@ -1,0 +1,242 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/store"
+)
+
+// Catalog is the read side of the resource store the server needs.
+type Catalog interface {
+	// Get returns the current metadata of uri, or an error wrapping
+	// store.ErrNotFound.
+	Get(uri string) (store.Resource, error)
+	// Page returns up to limit resources with URI > after, in URI order.
+	Page(after string, limit int) ([]store.Resource, error)
+	// Blob returns the content with the given digest, verified.
+	Blob(digest string) ([]byte, error)
+}
+
+// Decider is the policy decision point. A non-nil error means the policy
+// could not decide; the returned Decision is then a denial.
+type Decider interface {
+	Decide(ctx context.Context, in policy.Input) (policy.Decision, error)
+	Revision() string
+}
+
+// AuditLog appends a record and returns only once it is durable.
+type AuditLog interface {
+	Append(ctx context.Context, e audit.Entry) (audit.Record, error)
+}
+
+// Keys supplies the cursor sealing key and says whether keys are dev keys.
+type Keys interface {
+	CursorKey(ctx context.Context) (secrets.Key, error)
+	Dev() bool
+}
+
+// Config wires a Server. Catalog, Policy, Audit and Keys are required.
+type Config struct {
+	Catalog Catalog
+	Policy  Decider
+	Audit   AuditLog
+	Keys    Keys
+	// PageSize is the number of resources per resources/list page; 0 means
+	// DefaultPageSize. Clients cannot choose it.
+	PageSize int
+	// ScanLimit bounds how many catalog entries one list request examines;
+	// a page may come back short (even empty) with a cursor to continue.
+	// 0 means DefaultScanLimit.
+	ScanLimit int
+	// Logger receives operational logs (no PHI, no payloads, no secrets).
+	// nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Version is reported as the MCP server implementation version.
+	Version string
+}
+
+const (
+	// DefaultPageSize is the resources/list page size.
+	DefaultPageSize = 50
+	// DefaultScanLimit is the number of catalog entries one list request
+	// examines at most.
+	DefaultScanLimit = 2000
+)
+
+// Server answers the MCP Resources methods through policy, audit and
+// minimization. It is safe for concurrent use.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+	now func() time.Time
+}
+
+// New validates cfg and returns a Server.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Catalog == nil:
+		return nil, fmt.Errorf("%w: Catalog is required", ErrBadConfig)
+	case cfg.Policy == nil:
+		return nil, fmt.Errorf("%w: Policy is required", ErrBadConfig)
+	case cfg.Audit == nil:
+		return nil, fmt.Errorf("%w: Audit is required", ErrBadConfig)
+	case cfg.Keys == nil:
+		return nil, fmt.Errorf("%w: Keys is required", ErrBadConfig)
+	case cfg.PageSize < 0 || cfg.PageSize > 500:
+		return nil, fmt.Errorf("%w: PageSize must be between 1 and 500", ErrBadConfig)
+	case cfg.ScanLimit < 0:
+		return nil, fmt.Errorf("%w: ScanLimit must not be negative", ErrBadConfig)
+	}
+	if cfg.PageSize == 0 {
+		cfg.PageSize = DefaultPageSize
+	}
+	if cfg.ScanLimit == 0 {
+		cfg.ScanLimit = DefaultScanLimit
+	}
+	if cfg.ScanLimit < cfg.PageSize {
+		cfg.ScanLimit = cfg.PageSize
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s, nil
+}
+
+// newMCPServer builds the go-sdk server whose Resources methods are all
+// answered by the middleware below; nothing is registered with the SDK's
+// own resource list.
+func (s *Server) newMCPServer(ident identityFunc) *mcp.Server {
+	version := s.cfg.Version
+	if version == "" {
+		version = "dev"
+	}
+	ms := mcp.NewServer(&mcp.Implementation{Name: "custos", Title: "custos — audited PHI resources", Version: version}, &mcp.ServerOptions{
+		Logger:       s.log,
+		Capabilities: &mcp.ServerCapabilities{Resources: &mcp.ResourceCapabilities{}},
+		Instructions: "custos exposes protected health information as read-only resources. Every list and read is decided by policy and durably audited; results are minimized to what your role and purpose of use permit.",
+	})
+	ms.AddReceivingMiddleware(s.middleware(ident))
+	return ms
+}
+
+// middleware routes every resources/* method to the decision point and
+// lets all other methods (initialize, ping, ...) through.
+func (s *Server) middleware(ident identityFunc) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if !strings.HasPrefix(method, "resources/") {
+				return next(ctx, method, req)
+			}
+			id, err := ident(req)
+			if err != nil {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated request"}
+			}
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+				id.session = ss.ID()
+			}
+			switch r := req.(type) {
+			case *mcp.ListResourcesRequest:
+				return s.list(ctx, id, r.Params)
+			case *mcp.ReadResourceRequest:
+				return s.read(ctx, id, r.Params)
+			case *mcp.ListResourceTemplatesRequest:
+				return s.templates(ctx, id, r.Params)
+			default:
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not supported: " + method}
+			}
+		}
+	}
+}
+
+// entry starts an audit entry for id.
+func (s *Server) entry(id Identity, action string) audit.Entry {
+	return audit.Entry{
+		Action: action,
+		Principal: audit.Principal{
+			Sub: id.Principal.Sub, Roles: nonNil(id.Principal.Roles), ClientID: id.Principal.ClientID,
+		},
+		PurposeOfUse:   id.PurposeOfUse,
+		Session:        id.session,
+		Source:         id.Source,
+		PolicyRevision: s.cfg.Policy.Revision(),
+		Dev:            s.cfg.Keys.Dev(),
+		URIs:           []string{},
+		Patients:       []string{},
+		Digests:        []string{},
+		Obligations:    []string{},
+	}
+}
+
+// commit appends e durably. On failure it logs the cause (no PHI) and
+// returns the error the client sees: nothing is released.
+func (s *Server) commit(ctx context.Context, e audit.Entry) (audit.Record, error) {
+	rec, err := s.cfg.Audit.Append(ctx, e)
+	if err != nil {
+		s.log.Error("audit append failed; request refused", "action", e.Action, "outcome", e.Outcome, "err", err)
+		return rec, refused("audit log unavailable: request refused, nothing released")
+	}
+	s.log.Debug("audited", "action", e.Action, "outcome", e.Outcome, "seq", rec.Seq, "decision", e.DecisionID)
+	return rec, nil
+}
+
+// auditFailure records a request that failed after its allow record was
+// written (payload unreadable, minimization failed). Its own failure is
+// logged; the client gets err either way.
+func (s *Server) auditFailure(ctx context.Context, e audit.Entry, reason string, err error) error {
+	e.Outcome = audit.OutcomeError
+	e.Reason = reason
+	if _, aerr := s.cfg.Audit.Append(ctx, e); aerr != nil {
+		s.log.Error("audit append of failure record failed", "action", e.Action, "reason", reason, "err", aerr)
+	}
+	return err
+}
+
+// resourceInput is the policy view of a catalog entry.
+func resourceInput(r store.Resource) *policy.Resource {
+	return &policy.Resource{
+		URI: r.URI, Type: r.Labels.Type, Patient: r.Labels.Patient, Tenant: r.Labels.Tenant,
+		Sensitivity: nonNil(r.Labels.Sensitivity), Consent: nonNil(r.Labels.Consent),
+	}
+}
+
+// decide asks the policy about one resource. It is the single decision
+// function behind both list and read.
+func (s *Server) decide(ctx context.Context, id Identity, action policy.Action, r store.Resource) (policy.Decision, error) {
+	d, err := s.cfg.Policy.Decide(ctx, policy.Input{
+		Principal: id.Principal, PurposeOfUse: id.PurposeOfUse, Action: action, Resource: resourceInput(r),
+	})
+	if err != nil {
+		d.Allow = false
+		return d, err
+	}
+	if d.Allow && len(d.Obligations) > 0 && isBinary(r.MIMEType) {
+		// Binary is released whole or not at all: a demanded minimization
+		// that cannot be applied makes the decision a denial.
+		d.Allow = false
+		d.Reasons = append(d.Reasons, "binary_cannot_be_minimized")
+	}
+	return d, nil
+}
+
+func newNonce() ([]byte, error) {
+	n := make([]byte, 12)
+	_, err := rand.Read(n)
+	return n, err
+}

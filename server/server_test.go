@@ -1,0 +1,484 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/store"
+	"github.com/custos-mcp/custos/store/synth"
+)
+
+// seeded is a synthetic data set imported once per test binary: generating
+// and importing are deterministic, and each test opens its own copy.
+var seeded struct {
+	once sync.Once
+	dir  string // seed output (principals/, SUMMARY.json)
+	cat  string // a catalog.db to copy
+	err  error
+}
+
+func seedOnce(t testing.TB) (seedDir, catalogPath string) {
+	t.Helper()
+	seeded.once.Do(func() {
+		base, err := os.MkdirTemp("", "custos-server-test-")
+		if err != nil {
+			seeded.err = err
+			return
+		}
+		seeded.dir = filepath.Join(base, "synthetic")
+		seeded.cat = filepath.Join(base, "catalog.db")
+		if _, err := synth.Generate(context.Background(), seeded.dir, synth.Options{Patients: 12, Seed: 7}); err != nil {
+			seeded.err = err
+			return
+		}
+		st, err := store.Open(seeded.cat, store.Options{})
+		if err != nil {
+			seeded.err = err
+			return
+		}
+		defer st.Close()
+		_, seeded.err = st.Import(context.Background(), seeded.dir, nil)
+	})
+	if seeded.err != nil {
+		t.Fatal(seeded.err)
+	}
+	return seeded.dir, seeded.cat
+}
+
+type fixture struct {
+	t       testing.TB
+	seedDir string
+	catalog *store.Store
+	log     *audit.Log
+	logPath string
+	srv     *server.Server
+}
+
+// newFixture assembles a server on real bbolt files in t.TempDir() with the
+// default policy (or policyDir) and dev keys. On cleanup the audit log is
+// closed and verified: any test that breaks the chain fails.
+func newFixture(t testing.TB, policyDir string) *fixture {
+	t.Helper()
+	seedDir, cat := seedOnce(t)
+	dir := t.TempDir()
+	catPath := filepath.Join(dir, "catalog.db")
+	data, err := os.ReadFile(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(catPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(catPath, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, seedDir: seedDir, catalog: st, logPath: filepath.Join(dir, "audit.db")}
+	f.log, err = audit.Open(f.logPath, audit.Options{Node: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eng *policy.Engine
+	if policyDir != "" {
+		eng, err = policy.LoadDir(context.Background(), policyDir, policy.Options{})
+	} else {
+		eng, err = policy.Default(context.Background(), policy.Options{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := secrets.NewDev()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv, err = server.New(server.Config{Catalog: st, Policy: eng, Audit: f.log, Keys: keys, PageSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.log.Close()
+		st.Close()
+		var probs []audit.Problem
+		if _, err := audit.VerifyFile(context.Background(), f.logPath, func(p audit.Problem) { probs = append(probs, p) }); err != nil {
+			t.Errorf("verify audit log: %v", err)
+		}
+		for _, p := range probs {
+			t.Errorf("audit log problem: %v", p)
+		}
+	})
+	return f
+}
+
+func (f *fixture) identity(name string) server.Identity {
+	f.t.Helper()
+	id, err := server.LoadPrincipalFile(filepath.Join(f.seedDir, "principals", name+".json"))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return id
+}
+
+// connect serves f over an in-memory transport as id and returns a go-sdk
+// client session.
+func (f *fixture) connect(id server.Identity) *mcp.ClientSession {
+	f.t.Helper()
+	ct, st := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.srv.ServeStdio(ctx, st, id)
+	}()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { cs.Close(); cancel(); <-done })
+	return cs
+}
+
+// records returns every audit record so far.
+func (f *fixture) records() []audit.Record {
+	f.t.Helper()
+	var buf bytes.Buffer
+	if _, err := f.log.Export(context.Background(), &buf, audit.FormatJSONL, audit.Filter{}); err != nil {
+		f.t.Fatal(err)
+	}
+	var out []audit.Record
+	sc := bufio.NewScanner(&buf)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		r, err := audit.Decode(sc.Bytes())
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func (f *fixture) allURIs() []store.Resource {
+	f.t.Helper()
+	var all []store.Resource
+	after := ""
+	for {
+		page, err := f.catalog.Page(after, 100)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if len(page) == 0 {
+			return all
+		}
+		all = append(all, page...)
+		after = page[len(page)-1].URI
+	}
+}
+
+func listAll(t testing.TB, cs *mcp.ClientSession) []string {
+	t.Helper()
+	var uris []string
+	for r, err := range cs.Resources(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		uris = append(uris, r.URI)
+	}
+	return uris
+}
+
+func rpcCode(err error) int64 {
+	var e *jsonrpc.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return 0
+}
+
+// The central property: list shows exactly what read would allow, for every
+// persona, over the whole synthetic catalog.
+func TestListShowsExactlyWhatReadAllows(t *testing.T) {
+	f := newFixture(t, "")
+	all := f.allURIs()
+	for _, persona := range []string{"clinician", "clinician-hiv", "billing", "researcher", "auditor", "outsider"} {
+		t.Run(persona, func(t *testing.T) {
+			cs := f.connect(f.identity(persona))
+			listed := listAll(t, cs)
+			if !slices.IsSorted(listed) {
+				t.Errorf("list is not in URI order")
+			}
+			var readable []string
+			for _, r := range all {
+				res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: r.URI})
+				switch {
+				case err == nil:
+					if len(res.Contents) != 1 || res.Contents[0].MIMEType == "" {
+						t.Fatalf("read %s: want one content with a mimeType, got %+v", r.URI, res.Contents)
+					}
+					readable = append(readable, r.URI)
+				case rpcCode(err) == server.CodeResourceNotFound:
+				default:
+					t.Fatalf("read %s: unexpected error %v", r.URI, err)
+				}
+			}
+			if !slices.Equal(listed, readable) {
+				t.Fatalf("list and read disagree: listed %d, readable %d\nlisted:   %v\nreadable: %v", len(listed), len(readable), listed, readable)
+			}
+			switch persona {
+			case "auditor", "outsider":
+				if len(listed) != 0 {
+					t.Fatalf("%s sees %d resources, want 0", persona, len(listed))
+				}
+			default:
+				if len(listed) == 0 {
+					t.Fatalf("%s sees nothing; the fixture should give it access", persona)
+				}
+			}
+		})
+	}
+}
+
+func TestDeniedAndNotFoundLookAlikeButAuditKnows(t *testing.T) {
+	f := newFixture(t, "")
+	cs := f.connect(f.identity("outsider"))
+	existing := f.allURIs()[0].URI
+	u, _ := store.ParseURI(existing)
+	u.ID = "00000000-0000-4000-8000-000000000000"
+	missing := u.String()
+
+	_, errDenied := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: existing})
+	_, errMissing := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: missing})
+	var d, m *jsonrpc.Error
+	if !errors.As(errDenied, &d) || !errors.As(errMissing, &m) {
+		t.Fatalf("want JSON-RPC errors, got %v / %v", errDenied, errMissing)
+	}
+	if d.Code != server.CodeResourceNotFound || d.Code != m.Code || d.Message != m.Message {
+		t.Fatalf("denied %d %q vs not found %d %q: must be identical -32002", d.Code, d.Message, m.Code, m.Message)
+	}
+	recs := f.records()
+	last2 := recs[len(recs)-2:]
+	if last2[0].Outcome != audit.OutcomeDeny || last2[0].Reason == "not_found" || last2[0].URIs[0] != existing {
+		t.Errorf("denied read audited as %+v", last2[0].Entry)
+	}
+	if last2[1].Outcome != audit.OutcomeDeny || last2[1].Reason != "not_found" || last2[1].URIs[0] != missing {
+		t.Errorf("missing read audited as %+v", last2[1].Entry)
+	}
+}
+
+func TestEveryRequestIsAuditedExactlyOnce(t *testing.T) {
+	f := newFixture(t, "")
+	cs := f.connect(f.identity("clinician"))
+	before := len(f.records())
+	if _, err := cs.ListResourceTemplates(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.ListResources(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: res.Resources[0].URI}); err != nil {
+		t.Fatal(err)
+	}
+	recs := f.records()[before:]
+	var actions []string
+	for _, r := range recs {
+		actions = append(actions, r.Action+":"+r.Outcome)
+	}
+	want := []string{"resources/templates/list:allow", "resources/list:allow", "resources/read:allow"}
+	if !slices.Equal(actions, want) {
+		t.Fatalf("audit records %v, want %v", actions, want)
+	}
+	lr := recs[1]
+	if len(lr.URIs) != len(res.Resources) || len(lr.Patients) == 0 {
+		t.Errorf("list record has %d uris and %d patients for %d listed resources", len(lr.URIs), len(lr.Patients), len(res.Resources))
+	}
+	rr := recs[2]
+	if rr.DecisionID == "" || rr.PolicyRevision == "" || !rr.Dev || rr.Principal.Sub == "" || rr.PurposeOfUse != "TREAT" || len(rr.Digests) != 1 {
+		t.Errorf("read record is missing fields: %+v", rr.Entry)
+	}
+}
+
+func TestBadURIsAreRefusedWithoutEchoingSecrets(t *testing.T) {
+	f := newFixture(t, "")
+	cs := f.connect(f.identity("clinician"))
+	good := f.allURIs()[0].URI
+	const canary = "CANARY-s3cr3t-7d1f"
+	bad := []string{
+		"",
+		strings.Replace(good, "://", "://admin:"+canary+"@", 1),
+		good + "?access_token=" + canary,
+		good + "#" + canary,
+		strings.ToUpper(good[:4]) + good[4:],
+		good + "/",
+		strings.Replace(good, "/patients/", "/patients/../", 1),
+		good + strings.Repeat("a", 300),
+		"file:///etc/passwd",
+	}
+	before := len(f.records())
+	for _, uri := range bad {
+		_, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri})
+		if rpcCode(err) != jsonrpc.CodeInvalidParams {
+			t.Errorf("read %q: want -32602, got %v", uri, err)
+		}
+		if err != nil && strings.Contains(err.Error(), canary) {
+			t.Errorf("error echoes the secret: %v", err)
+		}
+	}
+	recs := f.records()[before:]
+	if len(recs) != len(bad) {
+		t.Fatalf("%d audit records for %d bad reads", len(recs), len(bad))
+	}
+	for _, r := range recs {
+		if r.Outcome != audit.OutcomeDeny || r.Reason != "bad_uri" {
+			t.Errorf("bad uri audited as %s/%s", r.Outcome, r.Reason)
+		}
+		if strings.Contains(string(audit.Encode(r)), canary) {
+			t.Errorf("audit record holds the secret")
+		}
+	}
+}
+
+func TestCursorsAreSealedAndBoundToTheCaller(t *testing.T) {
+	f := newFixture(t, "")
+	clin := f.connect(f.identity("clinician"))
+	res, err := clin.ListResources(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NextCursor == "" {
+		t.Fatal("expected a second page")
+	}
+	if strings.Contains(res.NextCursor, "fhir") || strings.Contains(res.NextCursor, res.Resources[len(res.Resources)-1].URI) {
+		t.Fatal("cursor reveals the catalog position")
+	}
+	// The same cursor works for its owner ...
+	if _, err := clin.ListResources(context.Background(), &mcp.ListResourcesParams{Cursor: res.NextCursor}); err != nil {
+		t.Fatalf("owner's cursor refused: %v", err)
+	}
+	// ... and for nobody else, nor when altered.
+	other := f.connect(f.identity("clinician-hiv"))
+	tampered := res.NextCursor[:len(res.NextCursor)-2] + "AA"
+	for name, c := range map[string]struct {
+		cs     *mcp.ClientSession
+		cursor string
+	}{
+		"foreign":  {other, res.NextCursor},
+		"tampered": {clin, tampered},
+		"garbage":  {clin, "not-a-cursor"},
+		"sdk-gob":  {clin, "Iv+BAwEBCXBhZ2VUb2tlbgH/ggABAQEHTGFzdFVSSQEMAAAA"},
+	} {
+		_, err := c.cs.ListResources(context.Background(), &mcp.ListResourcesParams{Cursor: c.cursor})
+		if rpcCode(err) != jsonrpc.CodeInvalidParams {
+			t.Errorf("%s cursor: want -32602, got %v", name, err)
+		}
+	}
+	last := f.records()
+	if r := last[len(last)-1]; r.Reason != "bad_cursor" || r.Outcome != audit.OutcomeDeny {
+		t.Errorf("bad cursor audited as %s/%s", r.Outcome, r.Reason)
+	}
+}
+
+func TestAuditFailureReleasesNothing(t *testing.T) {
+	f := newFixture(t, "")
+	cs := f.connect(f.identity("clinician"))
+	listed := listAll(t, cs)
+	f.log.Close() // every append now fails
+	res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: listed[0]})
+	if err == nil || res != nil {
+		t.Fatalf("read with a closed audit log returned %v, %v", res, err)
+	}
+	if !strings.Contains(err.Error(), "nothing released") {
+		t.Errorf("error does not say nothing was released: %v", err)
+	}
+	if _, err := cs.ListResources(context.Background(), nil); err == nil {
+		t.Fatal("list with a closed audit log succeeded")
+	}
+}
+
+func TestPolicyThatCannotDecideFailsClosed(t *testing.T) {
+	dir := t.TempDir()
+	// A runtime error under strict builtin errors: the policy cannot decide.
+	pol := "package custos.authz\n\ndecision := {\"allow\": to_number(\"not a number\") > 0, \"reasons\": [], \"obligations\": []}\n"
+	if err := os.WriteFile(filepath.Join(dir, "broken.rego"), []byte(pol), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, dir)
+	cs := f.connect(f.identity("clinician"))
+	uri := f.allURIs()[0].URI
+	res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri})
+	if err == nil || res != nil {
+		t.Fatalf("read under a broken policy returned %v, %v", res, err)
+	}
+	if listed := listAll(t, cs); len(listed) != 0 {
+		t.Fatalf("list under a broken policy shows %d resources", len(listed))
+	}
+	recs := f.records()
+	var readRec audit.Record
+	for _, r := range recs {
+		if r.Action == server.ActionRead {
+			readRec = r
+		}
+	}
+	if readRec.Outcome != audit.OutcomeError {
+		t.Fatalf("read under a broken policy audited as %q", readRec.Outcome)
+	}
+}
+
+func TestResearcherGetsDeidentifiedPayload(t *testing.T) {
+	f := newFixture(t, "")
+	cs := f.connect(f.identity("researcher"))
+	var patientURI, rawPatient string
+	for _, r := range f.allURIs() {
+		if r.Labels.Type == "patient" && len(r.Labels.Consent) == 0 && len(r.Labels.Sensitivity) == 0 {
+			patientURI = r.URI
+			b, err := f.catalog.Blob(r.ETag)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rawPatient = string(b)
+			break
+		}
+	}
+	res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: patientURI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw, got map[string]any
+	json.Unmarshal([]byte(rawPatient), &raw)
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{"name", "telecom", "identifier"} {
+		if _, ok := raw[field]; !ok {
+			t.Fatalf("fixture patient has no %s", field)
+		}
+		if _, ok := got[field]; ok {
+			t.Errorf("de-identified patient still has %s", field)
+		}
+	}
+	if bd, _ := got["birthDate"].(string); len(bd) != 4 && bd != "90+" {
+		t.Errorf("birthDate not generalized: %q", bd)
+	}
+	if _, ok := res.Contents[0].Meta["etag"]; ok {
+		t.Error("a minimized read must not carry the raw content digest")
+	}
+	rec := f.records()
+	if last := rec[len(rec)-1]; len(last.Obligations) == 0 {
+		t.Error("audit record does not name the obligations applied")
+	}
+}
