@@ -1,0 +1,181 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/custos-mcp/custos/audit"
+)
+
+func newAuditCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Verify and export the audit log",
+		Long: `The audit log (D/audit.db) holds one hash-chained record for every list,
+templates list and read, allowed or denied, written durably before any data
+was released. These commands open it read-only; stop 'custos serve' first
+(the server holds the file lock).`,
+	}
+	cmd.AddCommand(newAuditVerifyCmd(), newAuditExportCmd())
+	return cmd
+}
+
+func newAuditVerifyCmd() *cobra.Command {
+	var (
+		dir    string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "verify --data-dir D",
+		Short: "Re-walk the whole hash chain and report every broken record",
+		Long: `verify recomputes the hash of every record, checks each record's canonical
+encoding, its link to the previous record (prev_hash), sequence continuity and
+time order, and the stored head. It reports every problem found, with the
+record's seq, what was expected and what was found, and exits 1 if there is
+any. Exit 0 means the chain is intact.
+
+Example:
+  custos audit verify --data-dir ./data
+  custos audit verify --data-dir ./data --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := requireDataDir(dir)
+			if err != nil {
+				return err
+			}
+			if err := existingFile(d.audit(), "audit log"); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			var problems []audit.Problem
+			sum, err := audit.VerifyFile(cmd.Context(), d.audit(), func(p audit.Problem) {
+				problems = append(problems, p)
+				if !asJSON {
+					fmt.Fprintf(out, "BROKEN seq=%d kind=%s expected=%s got=%s %s\n", p.Seq, p.Kind, p.Expected, p.Got, p.Detail)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if problems == nil {
+					problems = []audit.Problem{}
+				}
+				if err := writeJSON(out, map[string]any{"ok": len(problems) == 0, "summary": sum, "problems": problems}); err != nil {
+					return err
+				}
+			} else if len(problems) == 0 {
+				fmt.Fprintf(out, "OK: %d records, chain intact, head seq=%d hash=%s\n", sum.Records, sum.HeadSeq, sum.HeadHash)
+			} else {
+				fmt.Fprintf(out, "FAILED: %d problem(s) in %d records\n", len(problems), sum.Records)
+			}
+			if len(problems) > 0 {
+				return exitError{code: 1, err: fmt.Errorf("audit log verification failed: %d problem(s)", len(problems))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory holding audit.db")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+// parseTime accepts RFC 3339 or a plain date (YYYY-MM-DD, midnight UTC).
+func parseTime(flag, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t.UTC(), nil
+	}
+	if t, err := time.Parse("2006-01-02", v); err == nil {
+		return t.UTC(), nil
+	}
+	return time.Time{}, usagef("--%s %q: want RFC 3339 (2026-11-21T10:00:00Z) or a date (2026-11-21)", flag, v)
+}
+
+func newAuditExportCmd() *cobra.Command {
+	var (
+		dir, format, since, until, outPath string
+	)
+	cmd := &cobra.Command{
+		Use:   "export --data-dir D --format jsonl|csv [--since T] [--until T] [-o FILE]",
+		Short: "Export audit records as JSON lines (exact record bytes) or CSV",
+		Long: `export writes the audit records in [--since, --until) to stdout or to FILE.
+jsonl writes each record's exact canonical bytes, one per line, so every line
+can be re-hashed independently (see docs/audit-format.md); csv writes one row
+per record with a header, for spreadsheets.
+
+With -o the file is written to a temporary name and renamed when complete, so
+a failed export never leaves a partial file. The export is itself PHI: store
+it accordingly.
+
+Example:
+  custos audit export --data-dir ./data --format jsonl -o audit.jsonl
+  custos audit export --data-dir ./data --format csv --since 2026-11-01 --until 2026-12-01`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := requireDataDir(dir)
+			if err != nil {
+				return err
+			}
+			f := audit.Format(format)
+			if f != audit.FormatJSONL && f != audit.FormatCSV {
+				return usagef("--format must be jsonl or csv, got %q", format)
+			}
+			s, err := parseTime("since", since)
+			if err != nil {
+				return err
+			}
+			u, err := parseTime("until", until)
+			if err != nil {
+				return err
+			}
+			if !s.IsZero() && !u.IsZero() && !u.After(s) {
+				return usagef("--until must be after --since")
+			}
+			if err := existingFile(d.audit(), "audit log"); err != nil {
+				return err
+			}
+			filter := audit.Filter{Since: s, Until: u}
+			if outPath == "" || outPath == "-" {
+				_, err := audit.ExportFile(cmd.Context(), d.audit(), cmd.OutOrStdout(), f, filter)
+				return err
+			}
+			tmp, err := os.CreateTemp(filepath.Dir(outPath), ".custos-export-*")
+			if err != nil {
+				return err
+			}
+			defer os.Remove(tmp.Name())
+			n, err := audit.ExportFile(cmd.Context(), d.audit(), tmp, f, filter)
+			if err == nil {
+				err = tmp.Sync()
+			}
+			if cerr := tmp.Close(); err == nil {
+				err = cerr
+			}
+			if err == nil {
+				err = os.Chmod(tmp.Name(), 0o600)
+			}
+			if err == nil {
+				err = os.Rename(tmp.Name(), outPath)
+			}
+			if err != nil {
+				return fmt.Errorf("export failed, nothing written to %s: %w", outPath, err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "exported %d records to %s\n", n, outPath)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&dir, "data-dir", "", "data directory holding audit.db")
+	fl.StringVar(&format, "format", "jsonl", "jsonl or csv")
+	fl.StringVar(&since, "since", "", "first instant to include (RFC 3339 or YYYY-MM-DD)")
+	fl.StringVar(&until, "until", "", "instant to stop before (RFC 3339 or YYYY-MM-DD)")
+	fl.StringVarP(&outPath, "output", "o", "", "write to FILE instead of stdout")
+	return cmd
+}

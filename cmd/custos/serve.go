@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/custos-mcp/custos/server"
+)
+
+// principalEnv names the principal file for --stdio when --principal-file
+// is not given.
+const principalEnv = "CUSTOS_PRINCIPAL_FILE"
+
+func newServeCmd() *cobra.Command {
+	var (
+		dir, policyDir, principalFile, tokenFile, listen, addrFile, node, logLevel string
+		stdio, dev                                                                 bool
+		pageSize                                                                   int
+	)
+	cmd := &cobra.Command{
+		Use:   "serve --data-dir D (--stdio | --listen 127.0.0.1:PORT) --dev",
+		Short: "Serve the catalog over MCP (stdio or Streamable HTTP)",
+		Long: `serve answers MCP resources/list, resources/read and resources/templates/list.
+Each request is decided by the policy, durably audited to D/audit.db, and only
+then answered, with the payload minimized as the decision demands.
+
+Identity:
+  --stdio     one principal for the whole session, from --principal-file or
+              $CUSTOS_PRINCIPAL_FILE (JSON: sub, roles, client_id, tenant,
+              patients, purpose_of_use). Logs go to stderr; stdout is MCP.
+  --listen    Streamable HTTP at http://ADDR/mcp on a loopback address; each
+              request carries "Authorization: Bearer TOKEN", mapped to a
+              principal by --tokens (see 'custos token new').
+
+--dev is required in this release: keys are ephemeral and in memory, and every
+audit record is marked dev=true. Without it serve refuses to start (a Vault
+secrets provider comes in a later release).
+
+Examples:
+  CUSTOS_PRINCIPAL_FILE=./synthetic/principals/clinician.json \
+    custos serve --dev --data-dir ./data --stdio
+  custos serve --dev --data-dir ./data --listen 127.0.0.1:8080 --tokens ./tokens.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := requireDataDir(dir)
+			if err != nil {
+				return err
+			}
+			if stdio == (listen != "") {
+				return usagef("choose exactly one of --stdio or --listen ADDR")
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return usagef("--log-level %q: want debug, info, warn or error", logLevel)
+			}
+			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+
+			// Validate the identity configuration before opening anything.
+			var ident server.Identity
+			var tokens *server.Tokens
+			if stdio {
+				if principalFile == "" {
+					principalFile = os.Getenv(principalEnv)
+				}
+				if principalFile == "" {
+					return usagef("--stdio needs a principal: --principal-file FILE or $%s", principalEnv)
+				}
+				if ident, err = server.LoadPrincipalFile(principalFile); err != nil {
+					return err
+				}
+			} else {
+				if tokenFile == "" {
+					return usagef("--listen needs --tokens FILE (create one with 'custos token new')")
+				}
+				if !server.IsLoopback(listen) {
+					return usagef("--listen %s: plain HTTP is only served on a loopback address (127.0.0.1:PORT or [::1]:PORT)", listen)
+				}
+				if tokens, err = server.LoadTokenFile(tokenFile); err != nil {
+					return err
+				}
+			}
+
+			rt, err := openRuntime(cmd.Context(), runtimeOptions{
+				data: d, policyDir: policyDir, dev: dev, node: nodeName(node), pageSize: pageSize, logger: logger,
+			})
+			if err != nil {
+				return err
+			}
+			defer rt.Close()
+
+			if stdio {
+				logger.Info("serving MCP on stdio", "sub", ident.Principal.Sub)
+				err := rt.srv.ServeStdio(cmd.Context(), &mcp.StdioTransport{}, ident)
+				if err != nil && !errors.Is(err, context.Canceled) {
+					return err
+				}
+				return rt.Close()
+			}
+			return serveHTTP(cmd.Context(), logger, rt.srv.HTTPHandler(tokens), listen, addrFile, rt)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "data-dir", "", "data directory (catalog.db, audit.db)")
+	f.BoolVar(&dev, "dev", false, "serve with ephemeral dev keys (required in this release)")
+	f.BoolVar(&stdio, "stdio", false, "serve one client on stdin/stdout")
+	f.StringVar(&principalFile, "principal-file", "", "principal for --stdio (default $"+principalEnv+")")
+	f.StringVar(&listen, "listen", "", "serve Streamable HTTP on this loopback address, e.g. 127.0.0.1:8080")
+	f.StringVar(&tokenFile, "tokens", "", "dev token file for --listen")
+	f.StringVar(&addrFile, "addr-file", "", "write the MCP endpoint URL to this file once listening (useful with port 0)")
+	f.StringVar(&policyDir, "policy-dir", "", "load Rego policy from this directory instead of the built-in default")
+	f.IntVar(&pageSize, "page-size", server.DefaultPageSize, "resources per resources/list page")
+	f.StringVar(&node, "node", "", "node name recorded in audit records (default: hostname)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+func serveHTTP(ctx context.Context, logger *slog.Logger, h http.Handler, listen, addrFile string, rt *runtime) error {
+	hs, err := server.NewHTTPServer(listen, h)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	url := fmt.Sprintf("http://%s%s", ln.Addr(), server.MCPPath)
+	if addrFile != "" {
+		if err := writeFileAtomic(addrFile, []byte(url+"\n"), 0o600); err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	logger.Info("serving MCP over Streamable HTTP", "url", url)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	return rt.Close()
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/custos-mcp/custos/server"
+)
+
+func newTokenCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "token",
+		Short: "Manage development bearer tokens for HTTP",
+		Long: `Over HTTP, custos (in --dev mode) maps bearer tokens to principals through a
+token file that stores only the SHA-256 of each token. OAuth 2.1 access tokens
+from a hospital's identity provider replace this in production.`,
+	}
+	cmd.AddCommand(newTokenNewCmd())
+	return cmd
+}
+
+func newTokenNewCmd() *cobra.Command {
+	var principal, tokens string
+	cmd := &cobra.Command{
+		Use:   "new --principal FILE --tokens FILE",
+		Short: "Mint a random token for a principal and add its hash to a token file",
+		Long: `new draws a random 256-bit token, appends its SHA-256 and the principal to
+the token file (creating it with mode 0600), and prints the token once on
+stdout. The token is not stored anywhere: keep it in the client's secret store.
+
+Example:
+  custos token new --principal ./synthetic/principals/clinician.json --tokens ./tokens.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if principal == "" || tokens == "" {
+				return usagef("--principal and --tokens are both required")
+			}
+			if _, err := server.LoadPrincipalFile(principal); err != nil {
+				return err
+			}
+			p, err := os.ReadFile(principal)
+			if err != nil {
+				return err
+			}
+			var tf server.TokenFile
+			if data, err := os.ReadFile(tokens); err == nil {
+				if _, err := server.ParseTokenFile(data); err != nil {
+					return err
+				}
+				if err := json.Unmarshal(data, &tf); err != nil {
+					return err
+				}
+			} else if !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			tok := randomToken()
+			tf.Tokens = append(tf.Tokens, server.TokenEntry{TokenSHA256: server.HashToken(tok), Principal: json.RawMessage(compactJSON(p))})
+			data, err := json.MarshalIndent(tf, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := writeFileAtomic(tokens, append(data, '\n'), 0o600); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), tok)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&principal, "principal", "", "principal file (JSON: sub, roles, client_id, tenant, patients, purpose_of_use)")
+	cmd.Flags().StringVar(&tokens, "tokens", "", "token file to create or extend")
+	return cmd
+}
+
+func compactJSON(b []byte) []byte {
+	var v json.RawMessage
+	if err := json.Unmarshal(b, &v); err != nil {
+		return b
+	}
+	out, _ := json.Marshal(v)
+	return out
+}
+
+// writeFileAtomic writes data to a temporary file beside path and renames
+// it into place, so readers never see a partial file.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".custos-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// randomToken draws a 256-bit bearer token.
+func randomToken() string {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		panic("crypto/rand failed: " + err.Error()) // never returns an error on supported platforms
+	}
+	return base64.RawURLEncoding.EncodeToString(raw)
+}

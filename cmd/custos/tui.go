@@ -1,0 +1,90 @@
+package main
+
+// Output rules, in one place (after age's cmd/age/tui.go):
+//   - data and reports go to stdout; progress, warnings and errors to stderr;
+//   - errors are one line, prefixed "custos: ", and the exit code is non-zero
+//     (1 for a failed operation or a failed verification, 2 for bad usage);
+//   - progress bars are drawn only when stderr is a terminal;
+//   - --json switches a command's stdout to one JSON document.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// usageError marks an error in how the command was called (exit 2).
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// exitError carries a specific exit code with an already-reported failure.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+
+func exitCode(err error) int {
+	var ue usageError
+	var ee exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		return 2
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		return 1
+	}
+}
+
+func printErr(w io.Writer, err error) {
+	fmt.Fprintf(w, "custos: %v\n", err)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// progress returns a callback drawing a progress bar on w when w is a
+// terminal, and a no-op otherwise, plus a function to finish the bar.
+func progress(w io.Writer, what string) (func(done, total int), func()) {
+	if !isTerminal(w) {
+		return func(int, int) {}, func() {}
+	}
+	var bar *progressbar.ProgressBar
+	return func(done, total int) {
+			if bar == nil {
+				bar = progressbar.NewOptions(total,
+					progressbar.OptionSetWriter(w),
+					progressbar.OptionSetDescription(what),
+					progressbar.OptionShowCount(),
+					progressbar.OptionSetWidth(30),
+					progressbar.OptionThrottle(100*time.Millisecond),
+					progressbar.OptionClearOnFinish(),
+				)
+			}
+			_ = bar.Set(done)
+		}, func() {
+			if bar != nil {
+				_ = bar.Finish()
+			}
+		}
+}
