@@ -1,0 +1,13 @@
+// Package e2e drives the real custos binary end to end: it builds
+// ./cmd/custos, seeds and imports a synthetic data set with the CLI, serves
+// it over stdio and Streamable HTTP, and talks to it with real MCP clients —
+// the go-sdk client and the official TypeScript SDK client (e2e/tsclient,
+// installed with npm ci by the test itself when missing). After each session
+// it checks that the audit log holds exactly the expected records and that
+// `custos audit verify` passes, and that a one-byte change to a stored
+// record is caught and named.
+//
+// Invariant under test: every list, templates list and read produced exactly
+// one durable audit record, denials and errors included, and nothing was
+// released that the policy did not allow.
+package e2e
