@@ -38,11 +38,20 @@ func TestCursorRoundTripAndBinding(t *testing.T) {
 			_, err := openCursor(bytes.Repeat([]byte{8}, 32), testBinding("alice"), c, testNow)
 			return err
 		},
-		"expired":      func() error { _, err := openCursor(testKey, testBinding("alice"), c, testNow.Add(2*time.Hour)); return err },
-		"from future":  func() error { _, err := openCursor(testKey, testBinding("alice"), c, testNow.Add(-time.Hour)); return err },
-		"no prefix":    func() error { _, err := openCursor(testKey, testBinding("alice"), c[3:], testNow); return err },
-		"bit flipped":  func() error { _, err := openCursor(testKey, testBinding("alice"), flip(c), testNow); return err },
-		"too long":     func() error { _, err := openCursor(testKey, testBinding("alice"), c+strings.Repeat("A", 2000), testNow); return err },
+		"expired": func() error {
+			_, err := openCursor(testKey, testBinding("alice"), c, testNow.Add(2*time.Hour))
+			return err
+		},
+		"from future": func() error {
+			_, err := openCursor(testKey, testBinding("alice"), c, testNow.Add(-time.Hour))
+			return err
+		},
+		"no prefix":   func() error { _, err := openCursor(testKey, testBinding("alice"), c[3:], testNow); return err },
+		"bit flipped": func() error { _, err := openCursor(testKey, testBinding("alice"), flip(c), testNow); return err },
+		"too long": func() error {
+			_, err := openCursor(testKey, testBinding("alice"), c+strings.Repeat("A", 2000), testNow)
+			return err
+		},
 		"not base64":   func() error { _, err := openCursor(testKey, testBinding("alice"), "c1.!!!", testNow); return err },
 		"short cipher": func() error { _, err := openCursor(testKey, testBinding("alice"), "c1.AAAA", testNow); return err },
 	}
