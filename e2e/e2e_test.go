@@ -320,11 +320,11 @@ func TestStdioGoSDKClient(t *testing.T) {
 }
 
 // httpServer starts `custos serve --listen` on a free loopback port.
-func httpServer(t *testing.T, d *dataset, tokens string) (url string, stop func()) {
+func httpServer(t *testing.T, d *dataset, tokens string) (url string, stop func(), logs *bytes.Buffer) {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", "127.0.0.1:0",
-		"--addr-file", addrFile, "--tokens", tokens, "--page-size", "20")
+		"--addr-file", addrFile, "--tokens", tokens, "--page-size", "20", "--log-level", "debug")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -359,7 +359,7 @@ func httpServer(t *testing.T, d *dataset, tokens string) (url string, stop func(
 		}
 	}
 	t.Cleanup(stop)
-	return url, stop
+	return url, stop, &stderr
 }
 
 func newToken(t *testing.T, principal, tokens string) string {
@@ -380,7 +380,7 @@ func TestHTTPGoSDKAndTypeScriptClients(t *testing.T) {
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	clinTok := newToken(t, d.principal("clinician"), tokens)
 	billTok := newToken(t, d.principal("billing"), tokens)
-	url, stop := httpServer(t, d, tokens)
+	url, stop, logs := httpServer(t, d, tokens)
 
 	// No token, wrong token: 401 before any MCP processing.
 	for _, tok := range []string{"", "wrong-token-wrong-token-wrong-token"} {
@@ -484,6 +484,68 @@ func TestHTTPGoSDKAndTypeScriptClients(t *testing.T) {
 		}
 	}
 	d.verify(t)
+	checkNoPHIInLogs(t, d, logs.String(), clinTok, billTok)
+}
+
+// checkNoPHIInLogs scans the server's debug log for every direct identifier
+// of every synthetic patient, every resource URI, and the bearer tokens.
+func checkNoPHIInLogs(t *testing.T, d *dataset, logs string, secrets ...string) {
+	t.Helper()
+	if !strings.Contains(logs, `"msg":"audited"`) {
+		t.Fatalf("debug log has no per-request lines; the scan would prove nothing:\n%s", logs)
+	}
+	needles := map[string]string{}
+	for _, s := range secrets {
+		needles[s] = "bearer token"
+	}
+	files, _ := filepath.Glob(filepath.Join(d.seed, "fhir", "*.json"))
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct {
+			ResourceType string `json:"resourceType"`
+			Name         []struct {
+				Family string   `json:"family"`
+				Given  []string `json:"given"`
+			} `json:"name"`
+			Identifier []struct{ Value string }  `json:"identifier"`
+			Telecom    []struct{ Value string }  `json:"telecom"`
+			BirthDate  string                    `json:"birthDate"`
+			Address    []struct{ Line []string } `json:"address"`
+		}
+		if json.Unmarshal(raw, &p) != nil || p.ResourceType != "Patient" {
+			continue
+		}
+		for _, n := range p.Name {
+			needles[n.Family] = "family name"
+		}
+		for _, v := range p.Identifier {
+			needles[v.Value] = "identifier"
+		}
+		for _, v := range p.Telecom {
+			needles[v.Value] = "telecom"
+		}
+		needles[p.BirthDate] = "birth date"
+		for _, a := range p.Address {
+			for _, l := range a.Line {
+				needles[l] = "address"
+			}
+		}
+	}
+	if len(needles) < 50 {
+		t.Fatalf("only %d identifiers collected; the scan would prove little", len(needles))
+	}
+	for _, l := range d.lines(t) {
+		needles[l.URI] = "resource uri"
+		needles[l.Labels.Patient] = "patient id"
+	}
+	for n, what := range needles {
+		if len(n) >= 4 && strings.Contains(logs, n) {
+			t.Errorf("server log contains a %s", what)
+		}
+	}
 }
 
 type tsOutput struct {
@@ -612,7 +674,7 @@ func TestTamperedRecordIsNamed(t *testing.T) {
 	d := newDataset(t)
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	tok := newToken(t, d.principal("clinician"), tokens)
-	url, stop := httpServer(t, d, tokens)
+	url, stop, _ := httpServer(t, d, tokens)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-tamper", Version: "1"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint: url, HTTPClient: &http.Client{Transport: bearer{tok}},
 	}, nil)
