@@ -38,14 +38,35 @@ const (
 
 // Input is the policy input document (input in Rego).
 type Input struct {
-	Principal    Principal `json:"principal"`
+	Principal Principal `json:"principal"`
+	// Subject, if set, is Principal already converted by NewSubject; it
+	// replaces Principal (which must then be zero or the same principal's
+	// Sub). A list request decides dozens of resources for one caller, and
+	// converting a principal with thousands of care relationships for each
+	// of them cost more than the evaluation (BenchmarkListPage100k).
+	Subject      *Subject  `json:"-"`
 	PurposeOfUse string    `json:"purpose_of_use"` // HL7 v3 ActReason, e.g. "TREAT"; "" means missing
 	Action       Action    `json:"action"`
 	Resource     *Resource `json:"resource,omitempty"` // required for list and read
 }
 
 // validate checks what the engine, not the policy, requires of an Input.
+// Subject is a Principal converted once to its policy input form. It is
+// immutable; reuse it for the decisions of one request.
+type Subject struct {
+	sub  string
+	term *ast.Term
+}
+
+// NewSubject converts p for reuse across decisions.
+func NewSubject(p Principal) *Subject {
+	return &Subject{sub: p.Sub, term: principalTerm(&p)}
+}
+
 func (in *Input) validate() error {
+	if in.Subject != nil && in.Principal.Sub != "" && in.Principal.Sub != in.Subject.sub {
+		return fmt.Errorf("%w: Principal and Subject name different principals", ErrBadInput)
+	}
 	switch in.Action {
 	case ActionList, ActionRead:
 		if in.Resource == nil {
@@ -81,17 +102,20 @@ var (
 // trip ast.InterfaceToValue does for structs. It produces exactly the JSON
 // encoding of Input, except that nil slices become [] (not null), so the
 // policy never has to handle null lists.
-func (in *Input) value() ast.Value {
-	p := &in.Principal
-	principal := ast.NewObject(
+func principalTerm(p *Principal) *ast.Term {
+	return ast.NewTerm(ast.NewObject(
 		ast.Item(keySub, ast.StringTerm(p.Sub)),
 		ast.Item(keyRoles, stringArray(p.Roles)),
 		ast.Item(keyClientID, ast.StringTerm(p.ClientID)),
 		ast.Item(keyTenant, ast.StringTerm(p.Tenant)),
 		ast.Item(keyPatients, stringArray(p.Patients)),
-	)
+	))
+}
+
+func (in *Input) value() ast.Value {
+	principal := in.Subject.termOr(&in.Principal)
 	items := [][2]*ast.Term{
-		ast.Item(keyPrincipal, ast.NewTerm(principal)),
+		ast.Item(keyPrincipal, principal),
 		ast.Item(keyPurpose, ast.StringTerm(in.PurposeOfUse)),
 		ast.Item(keyAction, ast.StringTerm(string(in.Action))),
 	}
@@ -114,4 +138,11 @@ func stringArray(ss []string) *ast.Term {
 		terms[i] = ast.StringTerm(s)
 	}
 	return ast.ArrayTerm(terms...)
+}
+
+func (s *Subject) termOr(p *Principal) *ast.Term {
+	if s != nil {
+		return s.term
+	}
+	return principalTerm(p)
 }

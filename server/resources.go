@@ -66,6 +66,7 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 		policyErr int
 		last      = after
 		more      = true
+		subj      = policy.NewSubject(id.Principal)
 	)
 	for len(items) < s.cfg.PageSize && scanned < s.cfg.ScanLimit {
 		batch, err := s.cfg.Catalog.Page(last, min(s.cfg.ScanLimit-scanned, 256))
@@ -84,7 +85,7 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 		for _, r := range batch {
 			scanned++
 			last = r.URI
-			d, err := s.decide(ctx, id, policy.ActionList, r)
+			d, err := s.decide(ctx, id, subj, policy.ActionList, r)
 			if err != nil {
 				policyErr++
 			}
@@ -211,7 +212,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	e.Patients = []string{r.Labels.Patient}
 	e.Digests = []string{digestRef(r)}
 
-	d, derr := s.decide(ctx, id, policy.ActionRead, r)
+	d, derr := s.decide(ctx, id, policy.NewSubject(id.Principal), policy.ActionRead, r)
 	if d.ID != "" {
 		e.DecisionID = d.ID
 	}

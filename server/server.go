@@ -218,9 +218,11 @@ func resourceInput(r store.Resource) *policy.Resource {
 
 // decide asks the policy about one resource. It is the single decision
 // function behind both list and read.
-func (s *Server) decide(ctx context.Context, id Identity, action policy.Action, r store.Resource) (policy.Decision, error) {
+//
+// subj is id.Principal converted once per request (policy.NewSubject).
+func (s *Server) decide(ctx context.Context, id Identity, subj *policy.Subject, action policy.Action, r store.Resource) (policy.Decision, error) {
 	d, err := s.cfg.Policy.Decide(ctx, policy.Input{
-		Principal: id.Principal, PurposeOfUse: id.PurposeOfUse, Action: action, Resource: resourceInput(r),
+		Subject: subj, PurposeOfUse: id.PurposeOfUse, Action: action, Resource: resourceInput(r),
 	})
 	if err != nil {
 		d.Allow = false

@@ -1,0 +1,61 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+)
+
+// A Subject decides exactly as the Principal it was made from.
+func TestSubjectDecidesLikeItsPrincipal(t *testing.T) {
+	e := mustDefault(t)
+	many := principal("dr.many", "clinician")
+	for i := range 5000 {
+		many.Patients = append(many.Patients, patientB[:30]+string(rune('a'+i%26))+"00000")
+	}
+	many.Patients = append(many.Patients, patientA)
+	for _, p := range []Principal{clinician, billing, researcher, auditor, many} {
+		s := NewSubject(p)
+		for _, typ := range []string{"patient", "coverage", "note", "observation"} {
+			for _, pat := range []string{patientA, patientB} {
+				in := Input{Principal: p, PurposeOfUse: "TREAT", Action: ActionRead, Resource: resource(typ, pat)}
+				want, werr := e.Decide(context.Background(), in)
+				in.Principal = Principal{}
+				in.Subject = s
+				got, gerr := e.Decide(context.Background(), in)
+				if (werr == nil) != (gerr == nil) || want.Allow != got.Allow || !slices.Equal(want.Reasons, got.Reasons) || !slices.Equal(want.Obligations, got.Obligations) {
+					t.Errorf("%s %s/%s: principal %+v/%v, subject %+v/%v", p.Sub, typ, pat, want, werr, got, gerr)
+				}
+			}
+		}
+	}
+	in := Input{Principal: billing, Subject: NewSubject(clinician), PurposeOfUse: "TREAT", Action: ActionRead, Resource: resource("note", patientA)}
+	if d, err := e.Decide(context.Background(), in); !errors.Is(err, ErrBadInput) || d.Allow {
+		t.Fatalf("mismatched Principal and Subject: %+v, %v", d, err)
+	}
+}
+
+func BenchmarkDecideManyPatients(b *testing.B) {
+	e := mustDefault(b)
+	p := principal("dr.many", "clinician")
+	for range 5000 {
+		p.Patients = append(p.Patients, patientB)
+	}
+	p.Patients = append(p.Patients, patientA)
+	for _, prepared := range []bool{false, true} {
+		name := "principal"
+		in := Input{Principal: p, PurposeOfUse: "TREAT", Action: ActionRead, Resource: resource("note", patientA)}
+		if prepared {
+			name = "subject"
+			in.Principal, in.Subject = Principal{}, NewSubject(p)
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if d, err := e.Decide(context.Background(), in); err != nil || !d.Allow {
+					b.Fatal(d, err)
+				}
+			}
+		})
+	}
+}
