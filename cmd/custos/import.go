@@ -53,7 +53,7 @@ Example:
 				return err
 			}
 			defer st.Close()
-			tick, done := progress(cmd.ErrOrStderr(), "importing")
+			tick, done := progress(cmd.ErrOrStderr(), "validating and importing", false)
 			rep, err := st.Import(cmd.Context(), args[0], tick)
 			done()
 			if err != nil {

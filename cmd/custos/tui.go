@@ -65,21 +65,26 @@ func isTerminal(w io.Writer) bool {
 
 // progress returns a callback drawing a progress bar on w when w is a
 // terminal, and a no-op otherwise, plus a function to finish the bar.
-func progress(w io.Writer, what string) (func(done, total int), func()) {
+// showCount adds "(done/total)" for work counted in units a user knows
+// (patients); import reports internal steps, so it shows a percentage only.
+func progress(w io.Writer, what string, showCount bool) (func(done, total int), func()) {
 	if !isTerminal(w) {
 		return func(int, int) {}, func() {}
 	}
 	var bar *progressbar.ProgressBar
 	return func(done, total int) {
 			if bar == nil {
-				bar = progressbar.NewOptions(total,
+				opts := []progressbar.Option{
 					progressbar.OptionSetWriter(w),
 					progressbar.OptionSetDescription(what),
-					progressbar.OptionShowCount(),
 					progressbar.OptionSetWidth(30),
-					progressbar.OptionThrottle(100*time.Millisecond),
+					progressbar.OptionThrottle(100 * time.Millisecond),
 					progressbar.OptionClearOnFinish(),
-				)
+				}
+				if showCount {
+					opts = append(opts, progressbar.OptionShowCount())
+				}
+				bar = progressbar.NewOptions(total, opts...)
 			}
 			_ = bar.Set(done)
 		}, func() {
