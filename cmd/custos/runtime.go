@@ -50,7 +50,7 @@ func (r *runtime) Close() error {
 	return errors.Join(errs...)
 }
 
-// openRuntime opens the catalog, the audit log, the policy and the keys, in
+// openRuntime opens the catalog, the policy, the keys and the audit log, in
 // that order, and fails closed on the first that is not usable.
 func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) {
 	if !o.dev {
@@ -69,9 +69,6 @@ func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) 
 	if rt.catalog, err = store.Open(o.data.catalog(), store.Options{Logger: o.logger, ReadOnly: true}); err != nil {
 		return nil, err
 	}
-	if rt.audit, err = audit.Open(o.data.audit(), audit.Options{Node: o.node, Logger: o.logger}); err != nil {
-		return nil, err
-	}
 	popts := policy.Options{Logger: o.logger}
 	if o.policyDir != "" {
 		rt.policy, err = policy.LoadDir(ctx, o.policyDir, popts)
@@ -82,6 +79,11 @@ func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) 
 		return nil, fmt.Errorf("loading policy: %w", err)
 	}
 	if rt.keys, err = secrets.NewDev(); err != nil {
+		return nil, err
+	}
+	// The audit log is opened (and created if new) last, so that a bad
+	// policy or catalog leaves the data directory as it was.
+	if rt.audit, err = audit.Open(o.data.audit(), audit.Options{Node: o.node, Logger: o.logger}); err != nil {
 		return nil, err
 	}
 	o.logger.Warn("DEV MODE: serving with ephemeral in-memory keys; every audit record is marked dev=true. Not for real PHI.")
