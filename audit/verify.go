@@ -31,11 +31,11 @@ const (
 // Problem is one integrity failure found by VerifyFile, with its evidence.
 // Hashes are lowercase hex; seqs are decimal.
 type Problem struct {
-	Seq      uint64 // the record concerned
-	Kind     string // one of the Kind* constants
-	Expected string // what the invariants require
-	Got      string // what is stored
-	Detail   string // explanation; never record contents
+	Seq      uint64 `json:"seq"`      // the record concerned
+	Kind     string `json:"kind"`     // one of the Kind* constants
+	Expected string `json:"expected"` // what the invariants require
+	Got      string `json:"got"`      // what is stored
+	Detail   string `json:"detail"`   // explanation; never record contents
 }
 
 func (p Problem) String() string {
@@ -51,10 +51,10 @@ func (p Problem) String() string {
 
 // Summary is the outcome of a verification.
 type Summary struct {
-	Records  uint64 // records walked
-	HeadSeq  uint64 // key of the last record (0 if none)
-	HeadHash string // stored hash of the last record (ZeroHash if none)
-	Problems int    // problems reported; 0 means the log verified
+	Records  uint64 `json:"records"`   // records walked
+	HeadSeq  uint64 `json:"head_seq"`  // key of the last record (0 if none)
+	HeadHash string `json:"head_hash"` // stored hash of the last record (ZeroHash if none)
+	Problems int    `json:"problems"`  // problems reported; 0 means the log verified
 }
 
 // verifyChunk is the number of records examined per read transaction: long

@@ -27,11 +27,11 @@ const ManifestName = "manifest.jsonl"
 
 // ImportReport summarizes a successful Import.
 type ImportReport struct {
-	Lines     int   // manifest entries (non-blank lines)
-	Created   int   // URIs not in the store before
-	Updated   int   // URIs whose content or metadata changed (new version)
-	Unchanged int   // URIs identical to their current version
-	Bytes     int64 // total size of the content of all entries
+	Lines     int   `json:"lines"`     // manifest entries (non-blank lines)
+	Created   int   `json:"created"`   // URIs not in the store before
+	Updated   int   `json:"updated"`   // URIs whose content or metadata changed (new version)
+	Unchanged int   `json:"unchanged"` // URIs identical to their current version
+	Bytes     int64 `json:"bytes"`     // total size of the content of all entries
 }
 
 // Import reads a manifest and the files it names and writes them to the store

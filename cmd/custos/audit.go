@@ -59,7 +59,7 @@ Example:
 				}
 			})
 			if err != nil {
-				return err
+				return lockHint(err)
 			}
 			if asJSON {
 				if problems == nil {
@@ -144,7 +144,7 @@ Example:
 			filter := audit.Filter{Since: s, Until: u}
 			if outPath == "" || outPath == "-" {
 				_, err := audit.ExportFile(cmd.Context(), d.audit(), cmd.OutOrStdout(), f, filter)
-				return err
+				return lockHint(err)
 			}
 			tmp, err := os.CreateTemp(filepath.Dir(outPath), ".custos-export-*")
 			if err != nil {
@@ -165,7 +165,7 @@ Example:
 				err = os.Rename(tmp.Name(), outPath)
 			}
 			if err != nil {
-				return fmt.Errorf("export failed, nothing written to %s: %w", outPath, err)
+				return fmt.Errorf("export failed, nothing written to %s: %w", outPath, lockHint(err))
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "exported %d records to %s\n", n, outPath)
 			return nil

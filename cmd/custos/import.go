@@ -50,7 +50,7 @@ Example:
 			}
 			st, err := store.Open(d.catalog(), store.Options{})
 			if err != nil {
-				return err
+				return lockHint(err)
 			}
 			defer st.Close()
 			tick, done := progress(cmd.ErrOrStderr(), "validating and importing", false)

@@ -12,6 +12,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/store"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -98,6 +101,15 @@ func existingFile(path, what string) error {
 		return fmt.Errorf("%s at %s is a directory", what, path)
 	}
 	return nil
+}
+
+// lockHint explains a lock timeout: bbolt allows one writer per file, and
+// the usual holder is a running server.
+func lockHint(err error) error {
+	if errors.Is(err, audit.ErrLocked) || errors.Is(err, store.ErrLocked) {
+		return fmt.Errorf("%w: another custos process (usually 'custos serve') holds this data directory; stop it, or work on a copy of the file", err)
+	}
+	return err
 }
 
 func nodeName(flag string) string {

@@ -67,7 +67,7 @@ func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) 
 		return nil, fmt.Errorf("%w; create it with 'custos import --data-dir %s PATH'", err, o.data)
 	}
 	if rt.catalog, err = store.Open(o.data.catalog(), store.Options{Logger: o.logger, ReadOnly: true}); err != nil {
-		return nil, err
+		return nil, lockHint(err)
 	}
 	popts := policy.Options{Logger: o.logger}
 	if o.policyDir != "" {
@@ -84,7 +84,7 @@ func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) 
 	// The audit log is opened (and created if new) last, so that a bad
 	// policy or catalog leaves the data directory as it was.
 	if rt.audit, err = audit.Open(o.data.audit(), audit.Options{Node: o.node, Logger: o.logger}); err != nil {
-		return nil, err
+		return nil, lockHint(err)
 	}
 	o.logger.Warn("DEV MODE: serving with ephemeral in-memory keys; every audit record is marked dev=true. Not for real PHI.")
 	rt.srv, err = server.New(server.Config{

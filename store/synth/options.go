@@ -60,11 +60,11 @@ func (o Options) withDefaults() (Options, error) {
 // Summary describes a generated data set.
 type Summary struct {
 	// Patients is the number of patients generated.
-	Patients int
+	Patients int `json:"patients"`
 	// Resources is the number of manifest lines (equal to Estimate(Patients)).
-	Resources int
+	Resources int `json:"resources"`
 	// Bytes is the total size of every file written, manifest included.
-	Bytes int64
+	Bytes int64 `json:"bytes"`
 	// ByType counts resources by labels.type (patient, observation, ...).
-	ByType map[string]int
+	ByType map[string]int `json:"by_type"`
 }
