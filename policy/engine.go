@@ -148,6 +148,12 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	if err := in.validate(); err != nil {
 		return e.fail(d, "bad_input", err)
 	}
+	// OPA notices cancellation only at its periodic checks, so a short
+	// evaluation can finish on a context that is already done; refuse it
+	// here so that a cancelled request is always a denial.
+	if err := ctx.Err(); err != nil {
+		return e.fail(d, "policy_error", fmt.Errorf("%w: %w", ErrEvaluation, err))
+	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
 	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(in.value()))

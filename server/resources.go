@@ -87,7 +87,10 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 			last = r.URI
 			d, err := s.decide(ctx, id, subj, policy.ActionList, r)
 			if err != nil {
+				// The page cannot be decided: fail the whole request
+				// below rather than return a page that looks complete.
 				policyErr++
+				continue
 			}
 			if !d.Allow {
 				denied++
@@ -105,22 +108,23 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 			}
 		}
 	}
-	if more && len(items) < s.cfg.PageSize && scanned < s.cfg.ScanLimit {
-		more = false
-	}
-	if more {
-		// Peek: is there anything after last? Avoids a trailing empty page.
-		next, err := s.cfg.Catalog.Page(last, 1)
-		more = err != nil || len(next) > 0
-	}
+	// more stays true whenever the scan stopped before the end of the
+	// catalog (page full or scan budget spent). The catalog is deliberately
+	// not peeked: whether anything follows a full page must not depend on
+	// entries the caller may not see, so a full page always carries a
+	// cursor, even when the next page turns out empty.
 
-	e.Patients = dedupe(patients)
-	e.Obligations = dedupe(obls)
-	e.Outcome = audit.OutcomeAllow
 	e.Reason = fmt.Sprintf("returned=%d denied=%d scanned=%d", len(items), denied, scanned)
 	if policyErr > 0 {
-		// Items the policy could not decide were withheld (fail closed); say so.
-		e.Reason += fmt.Sprintf(" policy_errors=%d", policyErr)
+		// Fail closed: nothing of the page is released.
+		e.Outcome = audit.OutcomeError
+		e.Reason = fmt.Sprintf("policy_error items=%d %s", policyErr, e.Reason)
+		e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{}
+		s.log.Error("policy could not decide list items; request refused", "items", policyErr, "list", e.DecisionID)
+		if _, err := s.commit(ctx, e); err != nil {
+			return nil, err
+		}
+		return nil, refused("access decision unavailable: request refused")
 	}
 	res := &mcp.ListResourcesResult{Resources: items, Cacheable: private}
 	if res.Resources == nil {
@@ -132,9 +136,18 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 			res.NextCursor, err = sealCursor(key.Bytes, binding, nonce, cursorState{After: last, IAT: s.now().Unix()})
 		}
 		if err != nil {
+			s.log.Error("cannot seal cursor; request refused", "err", err)
+			e.Outcome, e.Reason = audit.OutcomeError, "cursor_seal_failed"
+			e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{}
+			if _, aerr := s.commit(ctx, e); aerr != nil {
+				return nil, aerr
+			}
 			return nil, refused("cannot seal cursor: request refused")
 		}
 	}
+	e.Patients = dedupe(patients)
+	e.Obligations = dedupe(obls)
+	e.Outcome = audit.OutcomeAllow
 	if _, err := s.commit(ctx, e); err != nil {
 		return nil, err
 	}
@@ -151,7 +164,7 @@ func listItem(r store.Resource, d policy.Decision) *mcp.Resource {
 		Title:       minimize.ScrubString(r.Title),
 		Description: minimize.ScrubString(r.Description),
 		MIMEType:    r.MIMEType,
-		Annotations: annotations(r),
+		Annotations: annotations(r, len(d.Obligations) == 0),
 	}
 	if len(d.Obligations) == 0 {
 		item.Size = r.Size
@@ -160,12 +173,15 @@ func listItem(r store.Resource, d policy.Decision) *mcp.Resource {
 	return item
 }
 
-func annotations(r store.Resource) *mcp.Annotations {
+// annotations are the resource's annotations; lastModified only when read
+// would return the record unminimized (it is often a clinical date, e.g.
+// when a result was issued, which de-identification removes from the body).
+func annotations(r store.Resource, full bool) *mcp.Annotations {
 	a := &mcp.Annotations{Priority: r.Annotations.Priority}
 	for _, au := range r.Annotations.Audience {
 		a.Audience = append(a.Audience, mcp.Role(au))
 	}
-	if !r.Annotations.LastModified.IsZero() {
+	if full && !r.Annotations.LastModified.IsZero() {
 		a.LastModified = r.Annotations.LastModified.UTC().Format("2006-01-02T15:04:05Z")
 	}
 	return a
@@ -195,22 +211,25 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	e.DecisionID = uuid.NewString()
 
 	r, err := s.cfg.Catalog.Get(uri)
-	if err != nil {
-		e.Outcome, e.Reason = audit.OutcomeDeny, "not_found"
-		if !errors.Is(err, store.ErrNotFound) {
-			e.Outcome, e.Reason = audit.OutcomeError, "catalog_unavailable"
-			s.log.Error("catalog lookup failed", "err", err)
-		}
+	found := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		e.Outcome, e.Reason = audit.OutcomeError, "catalog_unavailable"
+		s.log.Error("catalog lookup failed", "err", err)
 		if _, aerr := s.commit(ctx, e); aerr != nil {
 			return nil, aerr
 		}
-		if e.Outcome == audit.OutcomeError {
-			return nil, refused("catalog unavailable: request refused")
-		}
-		return nil, notFound(uri)
+		return nil, refused("catalog unavailable: request refused")
 	}
-	e.Patients = []string{r.Labels.Patient}
-	e.Digests = []string{digestRef(r)}
+	if found {
+		e.Patients = []string{r.Labels.Patient}
+		e.Digests = []string{digestRef(r)}
+	} else {
+		// Decide a missing URI as if it existed with no labels. A not-found
+		// read then costs a policy evaluation like any other, and fails the
+		// same way when the policy cannot decide, so neither the answer nor
+		// its timing says whether the URI exists.
+		r = store.Resource{URI: uri, MIMEType: u.MIMEType(), Labels: store.Labels{Tenant: u.Tenant, Patient: u.Patient, Type: u.Type}}
+	}
 
 	d, derr := s.decide(ctx, id, policy.NewSubject(id.Principal), policy.ActionRead, r)
 	if d.ID != "" {
@@ -225,11 +244,21 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		if e.Reason == "" {
 			e.Reason = "policy_error"
 		}
+		if !found {
+			e.Reason += ",not_found"
+		}
 		s.log.Error("policy could not decide; request refused", "decision", d.ID, "err", derr)
 		if _, aerr := s.commit(ctx, e); aerr != nil {
 			return nil, aerr
 		}
 		return nil, refused("access decision unavailable: request refused")
+	}
+	if !found {
+		e.Outcome, e.Reason = audit.OutcomeDeny, "not_found"
+		if _, aerr := s.commit(ctx, e); aerr != nil {
+			return nil, aerr
+		}
+		return nil, notFound(uri)
 	}
 	if !d.Allow {
 		e.Outcome = audit.OutcomeDeny

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -424,19 +425,40 @@ func TestPolicyThatCannotDecideFailsClosed(t *testing.T) {
 	if err == nil || res != nil {
 		t.Fatalf("read under a broken policy returned %v, %v", res, err)
 	}
-	if listed := listAll(t, cs); len(listed) != 0 {
-		t.Fatalf("list under a broken policy shows %d resources", len(listed))
+	// A missing URI fails exactly the same way: a broken policy is no
+	// existence oracle.
+	u, _ := store.ParseURI(uri)
+	u.ID = "00000000-0000-4000-8000-000000000000"
+	_, errMissing := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: u.String()})
+	a, b := rpcError(err), rpcError(errMissing)
+	if a == nil || b == nil || a.Code != b.Code || a.Message != b.Message || a.Code != jsonrpc.CodeInternalError {
+		t.Fatalf("existing %v vs missing %v under a broken policy: want the same -32603", err, errMissing)
+	}
+	// A list whose items cannot be decided is refused, not returned short.
+	res2, lerr := cs.ListResources(context.Background(), nil)
+	if lerr == nil || res2 != nil {
+		t.Fatalf("list under a broken policy returned %v, %v", res2, lerr)
 	}
 	recs := f.records()
-	var readRec audit.Record
+	var outcomes []string
 	for _, r := range recs {
-		if r.Action == server.ActionRead {
-			readRec = r
+		outcomes = append(outcomes, r.Action+":"+r.Outcome)
+		if r.Outcome == audit.OutcomeError && (len(r.URIs) > 1 || len(r.Digests) > 1) {
+			t.Errorf("refused request %d records %d uris", r.Seq, len(r.URIs))
 		}
 	}
-	if readRec.Outcome != audit.OutcomeError {
-		t.Fatalf("read under a broken policy audited as %q", readRec.Outcome)
+	want := []string{"resources/read:error", "resources/read:error", "resources/list:error"}
+	if !slices.Equal(outcomes, want) {
+		t.Fatalf("audit outcomes %v, want %v", outcomes, want)
 	}
+}
+
+func rpcError(err error) *jsonrpc.Error {
+	var e *jsonrpc.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
 }
 
 func TestResearcherGetsDeidentifiedPayload(t *testing.T) {
@@ -523,5 +545,108 @@ func TestConcurrentRequestsAreEachAudited(t *testing.T) {
 			t.Errorf("record %d: duplicate event or gap", r.Seq)
 		}
 		seen[r.EventID] = true
+	}
+}
+
+// Every resource a researcher can read, and every list item it sees, is
+// free of the patients' direct identifiers and of any date more precise
+// than a year.
+func TestResearcherViewsCarryNoIdentifiersOrFullDates(t *testing.T) {
+	f := newFixture(t, "")
+	cs := f.connect(f.identity("researcher"))
+	var identifiers []string
+	for _, r := range f.allURIs() {
+		if r.Labels.Type != "patient" {
+			continue
+		}
+		raw, err := f.catalog.Blob(r.ETag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct {
+			Name []struct {
+				Family string
+				Given  []string
+			}
+			Identifier []struct{ Value string }
+			Telecom    []struct{ Value string }
+			Address    []struct {
+				Line []string
+				City string
+			}
+		}
+		if err := json.Unmarshal(raw, &p); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range p.Name {
+			identifiers = append(identifiers, n.Family)
+			identifiers = append(identifiers, n.Given...)
+		}
+		for _, v := range p.Identifier {
+			identifiers = append(identifiers, v.Value)
+		}
+		for _, v := range p.Telecom {
+			identifiers = append(identifiers, v.Value)
+		}
+		for _, a := range p.Address {
+			identifiers = append(identifiers, a.City)
+			identifiers = append(identifiers, a.Line...)
+		}
+	}
+	fullDate := regexp.MustCompile(`(19|20)\d\d-(0[1-9]|1[0-2])`)
+	uuids := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	check := func(what, s string) {
+		t.Helper()
+		s = uuids.ReplaceAllString(s, "") // opaque ids, not dates
+		if m := fullDate.FindString(s); m != "" {
+			t.Errorf("%s has a date more precise than a year (%s…)", what, m)
+		}
+		for _, id := range identifiers {
+			if len(id) > 2 && strings.Contains(s, id) {
+				t.Errorf("%s holds a patient identifier", what)
+			}
+		}
+	}
+	read := 0
+	for r, err := range cs.Resources(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, _ := json.Marshal(r)
+		check("list item "+r.URI, strings.ReplaceAll(string(meta), r.URI, ""))
+		res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: r.URI})
+		if err != nil {
+			t.Fatalf("read %s: %v", r.URI, err)
+		}
+		check("read "+r.URI, res.Contents[0].Text)
+		read++
+	}
+	if read < 20 || len(identifiers) < 50 {
+		t.Fatalf("only %d resources read and %d identifiers collected: the test would prove little", read, len(identifiers))
+	}
+}
+
+// Whether a page carries a cursor depends only on what the caller sees
+// (a full page always does), never on hidden entries after it.
+func TestCursorPresenceDependsOnlyOnVisibleItems(t *testing.T) {
+	f := newFixture(t, "") // PageSize 10
+	for _, persona := range []string{"clinician", "billing", "researcher"} {
+		cs := f.connect(f.identity(persona))
+		cursor, pages := "", 0
+		for {
+			res, err := cs.ListResources(context.Background(), &mcp.ListResourcesParams{Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			full := len(res.Resources) == 10
+			if full != (res.NextCursor != "") {
+				t.Fatalf("%s page %d: %d items, cursor %v", persona, pages, len(res.Resources), res.NextCursor != "")
+			}
+			if res.NextCursor == "" {
+				break
+			}
+			cursor = res.NextCursor
+		}
 	}
 }

@@ -316,6 +316,11 @@ var pngSignature = []byte("\x89PNG\r\n\x1a\n")
 func checkContent(u URI, data []byte) error {
 	switch u.Scheme {
 	case SchemeFHIR:
+		// encoding/json would replace invalid UTF-8 silently; minimization
+		// rejects it, so such a resource could be listed but never read.
+		if !utf8.Valid(data) {
+			return &fileError{"is not valid utf-8"}
+		}
 		var head struct {
 			ResourceType string `json:"resourceType"`
 		}

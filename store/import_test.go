@@ -320,6 +320,7 @@ func TestImportContentChecks(t *testing.T) {
 		{"observation", `{"id":"x"}`, "file: has no resourceType"},
 		{"observation", `{"resourceType":"Patient","name":"` + phiMarker + `"}`, "file: resourceType does not match type observation"},
 		{"note", "caf\xe9 " + phiMarker, "file: is not valid utf-8"},
+		{"observation", `{"resourceType":"Observation","note":"caf` + "\xe9" + `"}`, "file: is not valid utf-8"},
 		{"report", "PDF-1.4 " + phiMarker, "file: is not a pdf"},
 		{"image", "\x89PNG\r\n" + phiMarker, "file: is not a png"},
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -45,6 +46,11 @@ Example:
 			if _, err := os.Stat(args[0]); err != nil {
 				return fmt.Errorf("import: %w", err)
 			}
+			// A failed first import leaves no trace: remember what existed.
+			_, derr := os.Stat(string(d))
+			newDir := errors.Is(derr, os.ErrNotExist)
+			_, cerr := os.Stat(d.catalog())
+			newCatalog := errors.Is(cerr, os.ErrNotExist)
 			if err := os.MkdirAll(string(d), 0o700); err != nil {
 				return err
 			}
@@ -52,11 +58,19 @@ Example:
 			if err != nil {
 				return lockHint(err)
 			}
-			defer st.Close()
 			tick, done := progress(cmd.ErrOrStderr(), "validating and importing", false)
 			rep, err := st.Import(cmd.Context(), args[0], tick)
 			done()
+			if cerr := st.Close(); err == nil {
+				err = cerr
+			}
 			if err != nil {
+				if newCatalog {
+					os.Remove(d.catalog())
+				}
+				if newDir {
+					os.Remove(string(d))
+				}
 				return fmt.Errorf("%w (nothing was imported)", err)
 			}
 			if asJSON {

@@ -59,6 +59,7 @@ billing_obligations := {
 
 # Research (HRESCH): HIPAA Safe Harbor style de-identification.
 research_patient_obligations := [
+	{"op": "remove", "path": "/meta"},
 	{"op": "remove", "path": "/name"},
 	{"op": "remove", "path": "/telecom"},
 	{"op": "remove", "path": "/identifier"},
@@ -69,12 +70,20 @@ research_patient_obligations := [
 	{"op": "remove", "path": "/address/*/line"},
 	{"op": "remove", "path": "/address/*/city"},
 	{"op": "remove", "path": "/address/*/district"},
+	{"op": "remove", "path": "/address/*/text"},
+	{"op": "remove", "path": "/address/*/period"},
+	{"op": "remove", "path": "/_birthDate"},
+	{"op": "remove", "path": "/deceasedDateTime"},
+	{"op": "remove", "path": "/generalPractitioner"},
+	{"op": "remove", "path": "/managingOrganization"},
+	{"op": "remove", "path": "/link"},
 	{"op": "generalize", "path": "/address/*/postalCode", "fn": "zip3"},
 	{"op": "generalize", "path": "/birthDate", "fn": "birthyear90"},
 ]
 
 # Applied to every clinical FHIR type; paths a resource does not have are no-ops.
 research_clinical_obligations := [
+	{"op": "remove", "path": "/meta"},
 	{"op": "remove", "path": "/text"},
 	{"op": "remove", "path": "/identifier"},
 	{"op": "remove", "path": "/subject/display"},
@@ -91,6 +100,16 @@ research_clinical_obligations := [
 	{"op": "generalize", "path": "/authoredOn", "fn": "year"},
 	{"op": "generalize", "path": "/period/start", "fn": "year"},
 	{"op": "generalize", "path": "/period/end", "fn": "year"},
+	# Other date forms of the same elements: removed rather than generalized.
+	{"op": "remove", "path": "/effectivePeriod"},
+	{"op": "remove", "path": "/effectiveInstant"},
+	{"op": "remove", "path": "/onsetPeriod"},
+	{"op": "remove", "path": "/onsetString"},
+	{"op": "remove", "path": "/abatementPeriod"},
+	{"op": "remove", "path": "/abatementString"},
+	{"op": "remove", "path": "/dispenseRequest"},
+	{"op": "remove", "path": "/location"},
+	{"op": "remove", "path": "/hospitalization"},
 ]
 
 research_obligations := {
