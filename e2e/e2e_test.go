@@ -23,6 +23,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/store/synth"
 )
 
 var (
@@ -498,41 +499,12 @@ func checkNoPHIInLogs(t *testing.T, d *dataset, logs string, secrets ...string) 
 	for _, s := range secrets {
 		needles[s] = "bearer token"
 	}
-	files, _ := filepath.Glob(filepath.Join(d.seed, "fhir", "*.json"))
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var p struct {
-			ResourceType string `json:"resourceType"`
-			Name         []struct {
-				Family string   `json:"family"`
-				Given  []string `json:"given"`
-			} `json:"name"`
-			Identifier []struct{ Value string }  `json:"identifier"`
-			Telecom    []struct{ Value string }  `json:"telecom"`
-			BirthDate  string                    `json:"birthDate"`
-			Address    []struct{ Line []string } `json:"address"`
-		}
-		if json.Unmarshal(raw, &p) != nil || p.ResourceType != "Patient" {
-			continue
-		}
-		for _, n := range p.Name {
-			needles[n.Family] = "family name"
-		}
-		for _, v := range p.Identifier {
-			needles[v.Value] = "identifier"
-		}
-		for _, v := range p.Telecom {
-			needles[v.Value] = "telecom"
-		}
-		needles[p.BirthDate] = "birth date"
-		for _, a := range p.Address {
-			for _, l := range a.Line {
-				needles[l] = "address"
-			}
-		}
+	ids, err := synth.Identifiers(d.seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		needles[id] = "patient identifier"
 	}
 	if len(needles) < 50 {
 		t.Fatalf("only %d identifiers collected; the scan would prove little", len(needles))

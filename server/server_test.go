@@ -554,44 +554,9 @@ func TestConcurrentRequestsAreEachAudited(t *testing.T) {
 func TestResearcherViewsCarryNoIdentifiersOrFullDates(t *testing.T) {
 	f := newFixture(t, "")
 	cs := f.connect(f.identity("researcher"))
-	var identifiers []string
-	for _, r := range f.allURIs() {
-		if r.Labels.Type != "patient" {
-			continue
-		}
-		raw, err := f.catalog.Blob(r.ETag)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var p struct {
-			Name []struct {
-				Family string
-				Given  []string
-			}
-			Identifier []struct{ Value string }
-			Telecom    []struct{ Value string }
-			Address    []struct {
-				Line []string
-				City string
-			}
-		}
-		if err := json.Unmarshal(raw, &p); err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range p.Name {
-			identifiers = append(identifiers, n.Family)
-			identifiers = append(identifiers, n.Given...)
-		}
-		for _, v := range p.Identifier {
-			identifiers = append(identifiers, v.Value)
-		}
-		for _, v := range p.Telecom {
-			identifiers = append(identifiers, v.Value)
-		}
-		for _, a := range p.Address {
-			identifiers = append(identifiers, a.City)
-			identifiers = append(identifiers, a.Line...)
-		}
+	identifiers, err := synth.Identifiers(f.seedDir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	fullDate := regexp.MustCompile(`(19|20)\d\d-(0[1-9]|1[0-2])`)
 	uuids := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
@@ -602,7 +567,7 @@ func TestResearcherViewsCarryNoIdentifiersOrFullDates(t *testing.T) {
 			t.Errorf("%s has a date more precise than a year (%s…)", what, m)
 		}
 		for _, id := range identifiers {
-			if len(id) > 2 && strings.Contains(s, id) {
+			if strings.Contains(s, id) {
 				t.Errorf("%s holds a patient identifier", what)
 			}
 		}

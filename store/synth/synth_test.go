@@ -880,3 +880,27 @@ func BenchmarkGenerate1000Patients(b *testing.B) {
 	b.ReportMetric(float64(sum.Resources), "resources/op")
 	b.ReportMetric(float64(sum.Bytes)/1e6, "MB/op")
 }
+
+// Identifiers reports every identifier the generator wrote, as found by the
+// test's own manifest-driven reading of the Patient files.
+func TestIdentifiers(t *testing.T) {
+	dir, _ := generate(t, Options{Patients: 8, Seed: 5})
+	got, err := Identifiers(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patients := readPatients(t, dir, readManifest(t, dir))
+	for _, p := range patients {
+		for _, want := range p.identifiers() {
+			if _, found := slices.BinarySearch(got, want); len(want) >= 3 && !found {
+				t.Errorf("patient %s: identifier missing from Identifiers", p.ID)
+			}
+		}
+	}
+	if !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
+		t.Error("Identifiers is not sorted and deduplicated")
+	}
+	if _, err := Identifiers(t.TempDir()); err == nil {
+		t.Error("a directory without patients gave no error")
+	}
+}
