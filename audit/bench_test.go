@@ -60,20 +60,7 @@ func BenchmarkAppendParallel64(b *testing.B) {
 func BenchmarkVerify(b *testing.B) {
 	const n = 5000
 	l, path := mustOpen(b, Options{})
-	var wg sync.WaitGroup
-	for w := 0; w < 64; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += 64 {
-				if _, err := l.Append(context.Background(), sampleEntry(i)); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	appendConcurrently(b, l, n)
 	if err := l.Close(); err != nil {
 		b.Fatal(err)
 	}

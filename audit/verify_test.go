@@ -336,20 +336,7 @@ func TestVerifyContextCanceled(t *testing.T) {
 func TestVerifyChunks(t *testing.T) {
 	l, path := mustOpen(t, Options{})
 	const n = 2*verifyChunk + 7
-	var wg sync.WaitGroup
-	for w := 0; w < 64; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += 64 {
-				if _, err := l.Append(context.Background(), sampleEntry(i)); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	appendConcurrently(t, l, n)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -372,4 +359,24 @@ func TestVerifyChunks(t *testing.T) {
 		v[40] ^= 1
 		put(t, r, verifyChunk+1, v)
 	})
+}
+
+// appendConcurrently appends sampleEntry(0..n-1) from 64 goroutines, so
+// that records are group-committed in arbitrary order.
+func appendConcurrently(tb testing.TB, l *Log, n int) {
+	tb.Helper()
+	var wg sync.WaitGroup
+	for w := 0; w < 64; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 64 {
+				if _, err := l.Append(context.Background(), sampleEntry(i)); err != nil {
+					tb.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
