@@ -68,6 +68,7 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 		more      = true
 		subj      = policy.NewSubject(id.Principal)
 	)
+scan:
 	for len(items) < s.cfg.PageSize && scanned < s.cfg.ScanLimit {
 		batch, err := s.cfg.Catalog.Page(last, min(s.cfg.ScanLimit-scanned, 256))
 		if err != nil {
@@ -87,10 +88,11 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 			last = r.URI
 			d, err := s.decide(ctx, id, subj, policy.ActionList, r)
 			if err != nil {
-				// The page cannot be decided: fail the whole request
-				// below rather than return a page that looks complete.
+				// The page cannot be decided: stop scanning and fail the
+				// whole request below rather than return a page that looks
+				// complete.
 				policyErr++
-				continue
+				break scan
 			}
 			if !d.Allow {
 				denied++
@@ -118,9 +120,9 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 	if policyErr > 0 {
 		// Fail closed: nothing of the page is released.
 		e.Outcome = audit.OutcomeError
-		e.Reason = fmt.Sprintf("policy_error items=%d %s", policyErr, e.Reason)
+		e.Reason = "policy_error " + e.Reason
 		e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{}
-		s.log.Error("policy could not decide list items; request refused", "items", policyErr, "list", e.DecisionID)
+		s.log.Error("policy could not decide a list item; request refused", "list", e.DecisionID)
 		if _, err := s.commit(ctx, e); err != nil {
 			return nil, err
 		}
