@@ -16,7 +16,7 @@ func TestCSVExportNeutralizesFormulas(t *testing.T) {
 	}
 	defer l.Close()
 	evil := "=HYPERLINK(\"http://x\",\"y\")"
-	if _, err := l.Append(context.Background(), Entry{Action: "resources/read", Outcome: OutcomeDeny, Reason: "-1+1", Principal: Principal{Sub: evil, ClientID: "@c"}}); err != nil {
+	if _, err := l.Append(context.Background(), Entry{Action: "resources/read", Outcome: OutcomeDeny, Reason: "-1+1", Principal: Principal{Sub: evil, ClientID: "@c"}, Keys: []string{"=cmd|' /C calc'!A0", "+x"}}); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -32,7 +32,7 @@ func TestCSVExportNeutralizesFormulas(t *testing.T) {
 		col[h] = i
 	}
 	row := rows[1]
-	for name, want := range map[string]string{"sub": "'" + evil, "reason": "'-1+1", "client_id": "'@c", "action": "resources/read"} {
+	for name, want := range map[string]string{"sub": "'" + evil, "reason": "'-1+1", "client_id": "'@c", "action": "resources/read", "keys": "'+x;=cmd|' /C calc'!A0"} {
 		if got := row[col[name]]; got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}

@@ -24,13 +24,24 @@
 //
 // A record is stored as its canonical encoding (Encode): a JSON object with a
 // fixed key order, no insignificant whitespace, minimal string escaping, no
-// floats, time as RFC 3339 UTC with nine fractional digits, "v":1 first.
-// Decode accepts exactly those bytes and nothing else, so the encoding is not
-// malleable. The record hash is
+// floats, time as RFC 3339 UTC with nine fractional digits, the format
+// version "v" first. Decode accepts exactly those bytes and nothing else, so
+// the encoding is not malleable. The record hash is
 //
 //	hash = hex(SHA-256("custos/audit/v1\n" || canonical))
 //
-// and record n's prev_hash is record n-1's hash (64 zeros for n = 1).
+// for every format version, and record n's prev_hash is record n-1's hash
+// (64 zeros for n = 1).
+//
+// # Format versions and migration
+//
+// Version 1 records have no "keys" field. Version 2 (FormatVersion, the only
+// one Append writes) adds "keys" after "dev": the sorted identifiers of the
+// secret key versions in force (Entry.Keys). Decode, Open, VerifyFile and
+// ExportFile accept both. A v1 log is migrated in place by simply appending
+// to it: its records stay as written, the first v2 record's prev_hash is the
+// last v1 record's hash, and the storage layout (meta "format") is unchanged.
+// Within a log versions never decrease (VerifyFile: version_regression).
 //
 // # Storage layout
 //

@@ -5,21 +5,36 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 	"unicode/utf8"
 )
 
-// FormatVersion is the value of the "v" field of every record this package
-// writes and the only one Decode accepts.
-const FormatVersion = 1
+// Record format versions (the "v" field). Decode accepts both; Append writes
+// only FormatVersion. A log written by an older custos holds v1 records and
+// simply continues with v2 records: nothing is rewritten, and the chain runs
+// through the version change (prev_hash of the first v2 record is the hash of
+// the last v1 record).
+const (
+	// FormatVersion1 records have no "keys" field; their Record.Keys is nil.
+	FormatVersion1 = 1
+	// FormatVersion2 records have a "keys" field (always an array) after
+	// "dev": the secret key versions in force when the record was written.
+	FormatVersion2 = 2
+	// FormatVersion is the version Append writes.
+	FormatVersion = FormatVersion2
+)
 
 // TimeLayout is the canonical time format: RFC 3339 in UTC with exactly nine
 // fractional digits.
 const TimeLayout = "2006-01-02T15:04:05.000000000Z"
 
-// hashDomain separates audit record hashes from every other SHA-256 use.
+// hashDomain separates audit record hashes from every other SHA-256 use. It
+// names the hash scheme, not the record format: v1 and v2 records are hashed
+// alike (the canonical bytes begin with their own "v", so the hash commits to
+// the version).
 const hashDomain = "custos/audit/v1\n"
 
 // HashRecord returns the record hash of canonical record bytes, in lowercase
@@ -43,23 +58,27 @@ func hashRaw(canonical []byte) [sha256.Size]byte {
 	return out
 }
 
-// Encode returns the canonical encoding of r (Hash is not part of it). It is
-// a JSON object with this fixed key order and no insignificant whitespace:
+// Encode returns the canonical encoding of r (Hash is not part of it) in
+// format version r.V. It is a JSON object with this fixed key order and no
+// insignificant whitespace:
 //
 //	v, seq, event_id, time, node, action, outcome, reason,
 //	principal{sub, roles, client_id}, purpose_of_use, session, source,
 //	uris, patients, digests, decision_id, policy_revision, obligations,
-//	dev, prev_hash
+//	dev, keys, prev_hash
 //
-// Strings are escaped minimally (see appendString); lists are always arrays
-// ([] when empty, never null); seq is a decimal integer; time is
-// r.Time.UTC() in TimeLayout; dev is true or false. Encode is total: bytes of
-// a string that are not valid UTF-8 are replaced by U+FFFD (Append rejects
-// such entries, so stored records never contain them).
+// where "keys" is present for every version except FormatVersion1 (r.Keys is
+// not encoded when r.V is 1: such a record cannot exist). Strings are escaped
+// minimally (see appendString); lists are always arrays ([] when empty, never
+// null) in the order given; v and seq are decimal integers; time is
+// r.Time.UTC() in TimeLayout; dev is true or false. Encode is total: it
+// writes r.V as given, even a version Decode rejects, and bytes of a string
+// that are not valid UTF-8 are replaced by U+FFFD (Append rejects such
+// entries, so stored records never contain them).
 func Encode(r Record) []byte {
 	b := make([]byte, 0, 1024)
 	b = append(b, `{"v":`...)
-	b = strconv.AppendUint(b, FormatVersion, 10)
+	b = strconv.AppendInt(b, int64(r.V), 10)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, r.Seq, 10)
 	b = appendField(b, "event_id", r.EventID)
@@ -86,6 +105,9 @@ func Encode(r Record) []byte {
 	b = appendListField(b, "obligations", r.Obligations)
 	b = append(b, `,"dev":`...)
 	b = strconv.AppendBool(b, r.Dev)
+	if r.V != FormatVersion1 {
+		b = appendListField(b, "keys", r.Keys)
+	}
 	b = appendField(b, "prev_hash", r.PrevHash)
 	b = append(b, '}')
 	return b
@@ -165,7 +187,7 @@ func appendString(b []byte, s string) []byte {
 // wireRecord is the decoding target. Decode never trusts it on its own: the
 // result is re-encoded and must equal the input byte for byte.
 type wireRecord struct {
-	V              uint64        `json:"v"`
+	V              int           `json:"v"`
 	Seq            uint64        `json:"seq"`
 	EventID        string        `json:"event_id"`
 	Time           string        `json:"time"`
@@ -184,6 +206,7 @@ type wireRecord struct {
 	PolicyRevision string        `json:"policy_revision"`
 	Obligations    []string      `json:"obligations"`
 	Dev            bool          `json:"dev"`
+	Keys           *[]string     `json:"keys"` // nil: absent (or null)
 	PrevHash       string        `json:"prev_hash"`
 }
 
@@ -193,13 +216,15 @@ type wirePrincipal struct {
 	ClientID string   `json:"client_id"`
 }
 
-// Decode parses canonical record bytes and fills Hash with HashRecord(b).
-// It is strict: anything but the exact output of Encode for some record —
-// unknown or missing fields, duplicate keys, wrong types, floats, null,
-// other key order, whitespace, escapes or number forms, invalid UTF-8,
-// trailing data, a version other than FormatVersion, a prev_hash that is not
-// 64 lowercase hex digits — fails with an error wrapping ErrNonCanonical.
-// Empty lists decode as nil slices.
+// Decode parses canonical record bytes of format version 1 or 2 and fills
+// Hash with HashRecord(b). It is strict: anything but the exact output of
+// Encode for some valid record — unknown or missing fields, duplicate keys,
+// wrong types, floats, null, other key order, whitespace, escapes or number
+// forms, invalid UTF-8, trailing data, a version other than FormatVersion1
+// or FormatVersion2, a v1 record with a "keys" field or a v2 record without
+// one, v2 keys that are empty strings or not in strictly increasing byte
+// order, a prev_hash that is not 64 lowercase hex digits — fails with an
+// error wrapping ErrNonCanonical. Empty lists decode as nil slices.
 func Decode(b []byte) (Record, error) {
 	var w wireRecord
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -207,7 +232,21 @@ func Decode(b []byte) (Record, error) {
 	if err := dec.Decode(&w); err != nil {
 		return Record{}, fmt.Errorf("%w: %v", ErrNonCanonical, err)
 	}
-	if w.V != FormatVersion {
+	var keys []string
+	switch w.V {
+	case FormatVersion1:
+		if w.Keys != nil {
+			return Record{}, fmt.Errorf("%w: a version 1 record has no keys field", ErrNonCanonical)
+		}
+	case FormatVersion2:
+		if w.Keys == nil {
+			return Record{}, fmt.Errorf("%w: a version 2 record needs a keys array", ErrNonCanonical)
+		}
+		keys = *w.Keys
+		if err := checkKeys(keys); err != nil {
+			return Record{}, fmt.Errorf("%w: %v", ErrNonCanonical, err)
+		}
+	default:
 		return Record{}, fmt.Errorf("%w: unsupported version %d", ErrNonCanonical, w.V)
 	}
 	t, err := time.Parse(TimeLayout, w.Time)
@@ -218,6 +257,7 @@ func Decode(b []byte) (Record, error) {
 		return Record{}, fmt.Errorf("%w: prev_hash is not 64 lowercase hex digits", ErrNonCanonical)
 	}
 	r := Record{
+		V: w.V,
 		Entry: Entry{
 			Action:  w.Action,
 			Outcome: w.Outcome,
@@ -237,6 +277,7 @@ func Decode(b []byte) (Record, error) {
 			PolicyRevision: w.PolicyRevision,
 			Obligations:    nilIfEmpty(w.Obligations),
 			Dev:            w.Dev,
+			Keys:           nilIfEmpty(keys),
 		},
 		EventID:  w.EventID,
 		Seq:      w.Seq,
@@ -249,6 +290,21 @@ func Decode(b []byte) (Record, error) {
 	}
 	r.Hash = HashRecord(b)
 	return r, nil
+}
+
+// checkKeys enforces the canonical form of a v2 keys list: every identifier
+// non-empty, the list in strictly increasing byte order (sorted, no
+// duplicates). Append sorts and checks an entry's Keys before writing.
+func checkKeys(keys []string) error {
+	for i, k := range keys {
+		if k == "" {
+			return errors.New("empty key identifier")
+		}
+		if i > 0 && keys[i-1] >= k {
+			return errors.New("keys are not sorted and unique")
+		}
+	}
+	return nil
 }
 
 func nilIfEmpty(s []string) []string {

@@ -10,9 +10,10 @@ import (
 // log is itself PHI).
 var (
 	// ErrBadEntry is returned by Append when the Entry is not acceptable:
-	// an empty Action, an unknown Outcome, or a string that is not valid
-	// UTF-8. Nothing was written. The caller has a bug; it must release
-	// nothing for the request it tried to audit.
+	// an empty Action, an unknown Outcome, a string that is not valid
+	// UTF-8, or Keys holding an empty or duplicate identifier. Nothing was
+	// written. The caller has a bug; it must release nothing for the request
+	// it tried to audit.
 	ErrBadEntry = errors.New("audit: bad entry")
 
 	// ErrCorrupt is returned when the stored log is inconsistent with itself:

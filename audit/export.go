@@ -44,22 +44,25 @@ func (f Filter) match(t time.Time) bool {
 	return true
 }
 
-// CSVHeader is the header row of FormatCSV, in column order.
+// CSVHeader is the header row of FormatCSV, in column order: the canonical
+// key order (principal flattened) plus the record hash. "keys" is empty for
+// v1 records, which did not record key versions; "v" tells them apart from
+// v2 records that recorded none.
 var CSVHeader = []string{
-	"seq", "event_id", "time", "node", "action", "outcome", "reason",
+	"v", "seq", "event_id", "time", "node", "action", "outcome", "reason",
 	"sub", "roles", "client_id", "purpose_of_use", "session", "source",
 	"uris", "patients", "digests", "decision_id", "policy_revision",
-	"obligations", "dev", "prev_hash", "hash",
+	"obligations", "dev", "keys", "prev_hash", "hash",
 }
 
 func csvRow(r Record) []string {
 	j := func(s []string) string { return strings.Join(s, ";") }
 	row := []string{
-		strconv.FormatUint(r.Seq, 10), r.EventID, r.Time.UTC().Format(TimeLayout), r.Node,
+		strconv.Itoa(r.V), strconv.FormatUint(r.Seq, 10), r.EventID, r.Time.UTC().Format(TimeLayout), r.Node,
 		r.Action, r.Outcome, r.Reason,
 		r.Principal.Sub, j(r.Principal.Roles), r.Principal.ClientID, r.PurposeOfUse, r.Session, r.Source,
 		j(r.URIs), j(r.Patients), j(r.Digests), r.DecisionID, r.PolicyRevision,
-		j(r.Obligations), strconv.FormatBool(r.Dev), r.PrevHash, r.Hash,
+		j(r.Obligations), strconv.FormatBool(r.Dev), j(r.Keys), r.PrevHash, r.Hash,
 	}
 	for i, cell := range row {
 		row[i] = csvSafe(cell)

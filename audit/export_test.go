@@ -63,9 +63,9 @@ func TestExportCSV(t *testing.T) {
 	if len(rows) != len(recs)+1 {
 		t.Fatalf("%d rows, want header + %d", len(rows), len(recs))
 	}
-	want := []string{"seq", "event_id", "time", "node", "action", "outcome", "reason", "sub", "roles",
+	want := []string{"v", "seq", "event_id", "time", "node", "action", "outcome", "reason", "sub", "roles",
 		"client_id", "purpose_of_use", "session", "source", "uris", "patients", "digests", "decision_id",
-		"policy_revision", "obligations", "dev", "prev_hash", "hash"}
+		"policy_revision", "obligations", "dev", "keys", "prev_hash", "hash"}
 	if !slices.Equal(rows[0], want) {
 		t.Fatalf("header = %v", rows[0])
 	}
@@ -77,6 +77,7 @@ func TestExportCSV(t *testing.T) {
 			"time": r.Time.Format(TimeLayout), "uris": strings.Join(r.URIs, ";"),
 			"roles": "clinician", "dev": "false", "prev_hash": r.PrevHash, "hash": r.Hash,
 			"sub": r.Principal.Sub, "patients": r.Patients[0],
+			"v": "2", "keys": strings.Join(sampleKeysSorted, ";"),
 		}
 		for name, v := range checks {
 			if got := row[col(name)]; got != v {

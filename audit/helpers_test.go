@@ -82,8 +82,13 @@ func sampleEntry(i int) Entry {
 		DecisionID:     fmt.Sprintf("dec-%d", i),
 		PolicyRevision: "rev-1",
 		Obligations:    []string{"remove:/ssn"},
+		// Deliberately unsorted: Append stores them sorted.
+		Keys: []string{"cursor=secret/custos/cursor-key@3", "audit-hmac=secret/custos/audit-hmac-key@2"},
 	}
 }
+
+// sampleKeysSorted is sampleEntry's Keys as Append stores them.
+var sampleKeysSorted = []string{"audit-hmac=secret/custos/audit-hmac-key@2", "cursor=secret/custos/cursor-key@3"}
 
 // appendN appends n sample entries and returns the records.
 func appendN(t testing.TB, l *Log, n int) []Record {

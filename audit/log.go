@@ -292,6 +292,7 @@ func (l *Log) appendTx(tx *bolt.Tx, e *Entry, eventID string, out *Record) error
 		return fmt.Errorf("audit: clock out of range (year %d)", y)
 	}
 	r := Record{
+		V:        FormatVersion,
 		Entry:    *e,
 		EventID:  eventID,
 		Seq:      seq,
@@ -326,9 +327,13 @@ func (l *Log) appendTx(tx *bolt.Tx, e *Entry, eventID string, out *Record) error
 }
 
 // Append validates e, assigns it an event id, and appends it as the next
-// record. It returns only once the record is durably committed (bbolt commit
-// with fsync), or with an error, in which case the caller must release
-// nothing for the audited request.
+// record, in format version FormatVersion with e.Keys sorted (see
+// Entry.Keys; the caller's slice is not modified). Entries with an empty
+// Action, an unknown Outcome, a string that is not valid UTF-8, or Keys
+// holding an empty or duplicate identifier fail with ErrBadEntry and nothing
+// is written. Append returns only once the record is durably committed
+// (bbolt commit with fsync), or with an error, in which case the caller must
+// release nothing for the audited request.
 //
 // Concurrent Appends share commits (group commit, Options.MaxBatchDelay).
 // If ctx ends before the commit outcome is known, Append returns ctx's error
@@ -338,10 +343,13 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 	if err := validateEntry(&e); err != nil {
 		return Record{}, err
 	}
+	e = cloneEntry(e) // the commit may outlive the caller's wait (ctx)
+	if err := sortKeys(&e); err != nil {
+		return Record{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return Record{}, fmt.Errorf("audit: append not attempted: %w", err)
 	}
-	e = cloneEntry(e) // the commit may outlive the caller's wait (ctx)
 	id, err := uuid.NewRandom()
 	if err != nil {
 		return Record{}, fmt.Errorf("audit: event id: %w", err)
@@ -484,6 +492,24 @@ func validateEntry(e *Entry) error {
 			}
 		}
 	}
+	for _, k := range e.Keys {
+		if k == "" {
+			return fmt.Errorf("%w: an element of Keys is empty", ErrBadEntry)
+		}
+		if !utf8.ValidString(k) {
+			return fmt.Errorf("%w: an element of Keys is not valid UTF-8", ErrBadEntry)
+		}
+	}
+	return nil
+}
+
+// sortKeys sorts e.Keys (a copy: see cloneEntry) into the canonical order and
+// rejects duplicates. The result satisfies checkKeys.
+func sortKeys(e *Entry) error {
+	slices.Sort(e.Keys)
+	if err := checkKeys(e.Keys); err != nil {
+		return fmt.Errorf("%w: Keys has a duplicate identifier", ErrBadEntry)
+	}
 	return nil
 }
 
@@ -493,5 +519,6 @@ func cloneEntry(e Entry) Entry {
 	e.Patients = slices.Clone(e.Patients)
 	e.Digests = slices.Clone(e.Digests)
 	e.Obligations = slices.Clone(e.Obligations)
+	e.Keys = slices.Clone(e.Keys)
 	return e
 }

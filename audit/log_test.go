@@ -1,10 +1,12 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,6 +41,70 @@ func TestAppendAssignsChain(t *testing.T) {
 	}
 }
 
+// TestAppendWritesV2 checks that Append writes format version 2 with the
+// caller's Keys sorted, leaves the caller's slice alone, and stores exactly
+// the bytes of the Record it returns.
+func TestAppendWritesV2(t *testing.T) {
+	l, path := mustOpen(t, Options{})
+	cases := []struct {
+		name string
+		keys []string
+		want []string
+	}{
+		{"unsorted vault keys", []string{"cursor=secret/custos/cursor-key@3", "blob-kek=transit/custos-blob-kek@1", "audit-hmac=secret/custos/audit-hmac-key@2"},
+			[]string{"audit-hmac=secret/custos/audit-hmac-key@2", "blob-kek=transit/custos-blob-kek@1", "cursor=secret/custos/cursor-key@3"}},
+		{"dev keys", []string{"cursor=dev:ephemeral"}, []string{"cursor=dev:ephemeral"}},
+		{"no keys", nil, nil},
+		{"empty keys", []string{}, nil},
+		{"byte order", []string{"b", "B", "a=é", "a=z"}, []string{"B", "a=z", "a=é", "b"}},
+	}
+	var recs []Record
+	for _, c := range cases {
+		e := sampleEntry(1)
+		e.Keys = slices.Clone(c.keys)
+		r, err := l.Append(context.Background(), e)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if r.V != FormatVersion || FormatVersion != 2 {
+			t.Errorf("%s: V = %d", c.name, r.V)
+		}
+		if len(r.Keys) != len(c.want) || (len(c.want) > 0 && !slices.Equal(r.Keys, c.want)) {
+			t.Errorf("%s: Keys = %q, want %q", c.name, r.Keys, c.want)
+		}
+		if !slices.Equal(e.Keys, c.keys) {
+			t.Errorf("%s: Append reordered the caller's Keys: %q", c.name, e.Keys)
+		}
+		recs = append(recs, r)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytesBuffer
+	if _, err := ExportFile(context.Background(), path, &buf, FormatJSONL, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	lines := buf.lines()
+	if len(lines) != len(cases) {
+		t.Fatalf("%d records stored, want %d", len(lines), len(cases))
+	}
+	for i, line := range lines {
+		if !bytes.Equal(line, Encode(recs[i])) {
+			t.Errorf("%s: stored %s\nreturned record encodes to %s", cases[i].name, line, Encode(recs[i]))
+		}
+		if !bytes.HasPrefix(line, []byte(`{"v":2,`)) || !bytes.Contains(line, []byte(`,"keys":[`)) {
+			t.Errorf("%s: stored record is not v2: %s", cases[i].name, line)
+		}
+		got, err := Decode(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Keys, cases[i].want) {
+			t.Errorf("%s: decoded Keys = %q, want %q", cases[i].name, got.Keys, cases[i].want)
+		}
+	}
+}
+
 func TestAppendCopiesEntry(t *testing.T) {
 	l, _ := mustOpen(t, Options{})
 	e := sampleEntry(1)
@@ -47,7 +113,8 @@ func TestAppendCopiesEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.URIs[0] = "changed"
-	if r.URIs[0] == "changed" {
+	e.Keys[0] = "changed"
+	if r.URIs[0] == "changed" || slices.Contains(r.Keys, "changed") {
 		t.Fatal("Record shares the caller's slice")
 	}
 }
@@ -64,6 +131,11 @@ func TestAppendRejectsBadEntry(t *testing.T) {
 		{"unknown outcome", bad(func(e *Entry) { e.Outcome = "maybe" })},
 		{"invalid utf8 string", bad(func(e *Entry) { e.Principal.Sub = "\xff" })},
 		{"invalid utf8 list", bad(func(e *Entry) { e.Patients = []string{"ok", "\xc3"} })},
+		{"empty key", bad(func(e *Entry) { e.Keys = []string{"cursor=dev:ephemeral", ""} })},
+		{"invalid utf8 key", bad(func(e *Entry) { e.Keys = []string{"cursor=secret/custos/\xffkey@3"} })},
+		{"duplicate key", bad(func(e *Entry) {
+			e.Keys = []string{"cursor=dev:ephemeral", "blob-kek=dev:ephemeral", "cursor=dev:ephemeral"}
+		})},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -26,6 +26,10 @@ const (
 	KindMissingRecord  = "missing_record"  // the hashes bucket has an entry with no record
 	KindHeadMismatch   = "head_mismatch"   // meta's head (seq, hash) is not the last record
 	KindBadKey         = "bad_key"         // a records key is not 8 bytes
+	// KindVersionRegression: the record's format version is lower than the
+	// previous record's. An older custos cannot open a log whose head is of a
+	// newer version, so no legitimate writer produces this.
+	KindVersionRegression = "version_regression"
 )
 
 // Problem is one integrity failure found by VerifyFile, with its evidence.
@@ -55,6 +59,11 @@ type Summary struct {
 	HeadSeq  uint64 `json:"head_seq"`  // key of the last record (0 if none)
 	HeadHash string `json:"head_hash"` // stored hash of the last record (ZeroHash if none)
 	Problems int    `json:"problems"`  // problems reported; 0 means the log verified
+	// Records by format version, counting records that decode: a log
+	// migrated in place has RecordsV1 older records followed by RecordsV2
+	// newer ones.
+	RecordsV1 uint64 `json:"records_v1"`
+	RecordsV2 uint64 `json:"records_v2"`
 }
 
 // verifyChunk is the number of records examined per read transaction: long
@@ -73,6 +82,8 @@ const verifyChunk = 1024
 //   - seq_gap, seq_mismatch, bad_key: keys not 1, 2, 3, ... or not matching
 //     the record's seq;
 //   - time_regression: a record earlier than the one before it;
+//   - version_regression: a record of a lower format version than the one
+//     before it (v1 records may be followed by v2 records, not the reverse);
 //   - missing_hash, missing_record: the two buckets disagree;
 //   - head_mismatch: meta's head is not the last record.
 //
@@ -114,6 +125,7 @@ type verifier struct {
 	expect   uint64    // next expected seq
 	prevHash string    // stored hash of the previous record
 	prevTime time.Time // time of the previous decodable record
+	prevV    int       // format version of the previous decodable record
 	haveTime bool
 }
 
@@ -164,7 +176,16 @@ func (v *verifier) record(k, val, stored []byte) {
 		if v.haveTime && rec.Time.Before(v.prevTime) {
 			v.problem(Problem{Seq: seq, Kind: KindTimeRegression, Expected: ">= " + v.prevTime.Format(TimeLayout), Got: rec.Time.Format(TimeLayout)})
 		}
-		v.prevTime, v.haveTime = rec.Time, true
+		if v.haveTime && rec.V < v.prevV {
+			v.problem(Problem{Seq: seq, Kind: KindVersionRegression, Expected: fmt.Sprintf("v >= %d", v.prevV), Got: fmt.Sprintf("v %d", rec.V), Detail: "format version lower than the previous record's"})
+		}
+		switch rec.V {
+		case FormatVersion1:
+			v.sum.RecordsV1++
+		case FormatVersion2:
+			v.sum.RecordsV2++
+		}
+		v.prevTime, v.prevV, v.haveTime = rec.Time, rec.V, true
 	}
 	v.prevHash = chainHash
 	v.expect = seq + 1

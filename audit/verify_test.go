@@ -92,11 +92,27 @@ func TestVerifyTamper(t *testing.T) {
 			name: "flip one byte inside a string",
 			tamper: func(t *testing.T, r, h, m *bolt.Bucket) {
 				v := get(r, 5)
-				i := len(`{"v":1,"seq":5,"event_id":"`)
+				i := len(`{"v":2,"seq":5,"event_id":"`)
 				v[i] ^= 0x01 // still a valid record: only the hash catches it
 				put(t, r, 5, v)
 			},
 			want: []string{"hash_mismatch@5"},
+		},
+		{
+			// Only a writer of an older version could add a v1 record, and
+			// an older custos refuses a log whose head is v2.
+			name: "v1 record after v2 records",
+			tamper: func(t *testing.T, r, h, m *bolt.Bucket) {
+				rec, err := Decode(get(r, 5))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec.V, rec.Keys = FormatVersion1, nil
+				canon := Encode(rec)
+				put(t, r, 5, canon)
+				put(t, h, 5, rawHash(t, canon))
+			},
+			want: []string{"chain_break@6", "version_regression@5"},
 		},
 		{
 			name: "flip one structural byte",
