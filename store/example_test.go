@@ -19,7 +19,7 @@ func ExampleParseURI() {
 	fmt.Println(errors.Is(err, store.ErrBadURI), err)
 	// Output:
 	// fhir general-hospital observation application/fhir+json
-	// true store: bad uri: uri has userinfo
+	// true store: bad uri: uri has userinfo (credentials are never accepted in a uri)
 }
 
 func ExampleTemplates() {

@@ -1,6 +1,9 @@
 package store
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // MaxURILength is the longest URI ParseURI accepts, in bytes.
 const MaxURILength = 256
@@ -103,6 +106,40 @@ func (u URI) String() string {
 // unknown scheme.
 func (u URI) MIMEType() string { return families[u.Scheme].mime }
 
+// credentialParams are query parameter names (lowercase, without '-' and
+// '_') that carry credentials in the wild: OAuth, API keys, presigned URLs
+// (X-Amz-Signature, sig), basic passwords, Vault tokens.
+var credentialParams = []string{
+	"token", "accesstoken", "idtoken", "refreshtoken", "bearer", "auth", "authorization",
+	"apikey", "key", "secret", "clientsecret", "password", "passwd", "pwd", "pass",
+	"sig", "signature", "xamzsignature", "xamzcredential", "xamzsecuritytoken", "code",
+	"session", "sessionid", "vaulttoken", "xvaulttoken", "credential", "credentials",
+}
+
+// credentialQuery reports whether raw has a query with a parameter whose
+// name is in credentialParams, or ends in "token", "secret", "password" or
+// "key". It looks only at names, never returns the values.
+func credentialQuery(raw string) bool {
+	_, q, ok := strings.Cut(raw, "?")
+	if !ok {
+		return false
+	}
+	q, _, _ = strings.Cut(q, "#")
+	for _, kv := range strings.FieldsFunc(q, func(r rune) bool { return r == '&' || r == ';' }) {
+		name, _, _ := strings.Cut(kv, "=")
+		name = strings.NewReplacer("-", "", "_", "", ".", "").Replace(strings.ToLower(name))
+		if slices.Contains(credentialParams, name) {
+			return true
+		}
+		for _, suf := range []string{"token", "secret", "password", "key"} {
+			if strings.HasSuffix(name, suf) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // ParseURI parses a canonical custos URI. It is strict: the input must
 // already be in canonical form (ParseURI(s).String() == s), so one resource
 // has exactly one URI string and URIs can be compared, sorted and audited
@@ -129,7 +166,9 @@ func ParseURI(raw string) (URI, error) {
 	}
 	switch {
 	case strings.IndexByte(raw, '@') >= 0:
-		return URI{}, uriErr("uri has userinfo")
+		return URI{}, uriErr("uri has userinfo (credentials are never accepted in a uri)")
+	case credentialQuery(raw):
+		return URI{}, uriErr("uri has a credential-like query parameter (credentials are never accepted in a uri)")
 	case strings.IndexByte(raw, '?') >= 0:
 		return URI{}, uriErr("uri has a query string")
 	case strings.IndexByte(raw, '#') >= 0:
