@@ -1,8 +1,82 @@
 package secrets
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	vault "github.com/hashicorp/vault/api"
+)
 
 // ErrUnavailable is returned when a key cannot be supplied (the source is
 // unreachable or the key is missing). Callers must fail closed: release
 // nothing that the key would have protected.
 var ErrUnavailable = errors.New("secrets: key unavailable")
+
+// ErrBadConfig is returned when a provider's configuration is unusable
+// (missing address or credentials, malformed paths). Nothing was contacted.
+var ErrBadConfig = errors.New("secrets: bad configuration")
+
+// ErrMissing is returned when a key custos needs is absent from Vault or is
+// not what custos requires (wrong type, exportable, malformed value). The
+// error names the Vault path and how an administrator creates it.
+var ErrMissing = errors.New("secrets: key missing or unusable")
+
+// ErrPermission is returned when Vault denies a call (HTTP 403). The error
+// names the path and the ACL rule of the custos-server policy that grants it.
+var ErrPermission = errors.New("secrets: permission denied by Vault")
+
+// ErrStale is returned when the keys held have not been refreshed from
+// Vault within the staleness limit. Callers must refuse the request: an
+// outage never falls back to older, plaintext or dev keys. It is wrapped by
+// *StaleError, which also matches ErrUnavailable.
+var ErrStale = errors.New("secrets: keys are stale")
+
+// StaleError is the evidence of ErrStale: how old the keys are, the limit,
+// and the last refresh error (which never holds a secret).
+type StaleError struct {
+	Age, Limit time.Duration
+	Cause      string
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("secrets: keys are stale: last refreshed from Vault %s ago, limit %s (%s)",
+		e.Age.Round(time.Second), e.Limit, e.Cause)
+}
+
+// Is makes a *StaleError match ErrStale and ErrUnavailable.
+func (e *StaleError) Is(target error) bool { return target == ErrStale || target == ErrUnavailable }
+
+// vaultErr turns a Vault client error into one of this package's errors:
+// 403 → ErrPermission with the ACL rule that grants the call; 404 →
+// ErrMissing; anything else (network, timeout, 5xx, sealed) →
+// ErrUnavailable. hint, when not empty, is added for 400/401 responses.
+// The Vault client's errors carry the URL and Vault's messages, never the
+// token.
+func vaultErr(op, api string, err error, hint string) error {
+	var re *vault.ResponseError
+	if errors.As(err, &re) {
+		switch re.StatusCode {
+		case http.StatusForbidden:
+			capability := "update"
+			if op == "read" {
+				capability = "read"
+			}
+			if hint != "" {
+				return fmt.Errorf("%w: %s %s: %s", ErrPermission, op, api, hint)
+			}
+			return fmt.Errorf("%w: %s %s: the token's policies do not allow it; custos needs the rule "+
+				"path %q { capabilities = [%q] } of policy %q (docs/vault.md)", ErrPermission, op, api, api, capability, PolicyName)
+		case http.StatusNotFound:
+			return fmt.Errorf("%w: %s %s: not found (docs/vault.md)", ErrMissing, op, api)
+		case http.StatusBadRequest, http.StatusUnauthorized:
+			if hint != "" {
+				return fmt.Errorf("%w: %s %s: %s (HTTP %d)", ErrPermission, op, api, hint, re.StatusCode)
+			}
+		}
+		return fmt.Errorf("%w: %s %s: Vault answered HTTP %d: %s", ErrUnavailable, op, api, re.StatusCode, strings.Join(re.Errors, "; "))
+	}
+	return fmt.Errorf("%w: %s %s: %v", ErrUnavailable, op, api, err)
+}

@@ -6,10 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/custos-mcp/custos/secrets"
 )
 
 // Cursor wire format (documented in docs/uris.md):
@@ -26,6 +29,10 @@ const (
 	cursorMaxAge  = time.Hour
 	cursorAADHead = "custos/cursor/v1\x00"
 )
+
+// errNotIssued is the authentication failure of a cursor: wrong key or
+// wrong caller. openCursorAny tries the next key only on this error.
+var errNotIssued = errors.New("not issued to this caller by this server")
 
 type cursorState struct {
 	After string `json:"after"`
@@ -81,7 +88,7 @@ func openCursor(key, binding []byte, s string, now time.Time) (cursorState, erro
 	}
 	pt, err := aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], binding)
 	if err != nil {
-		return zero, fmt.Errorf("%w: not issued to this caller by this server", ErrBadCursor)
+		return zero, fmt.Errorf("%w: %w", ErrBadCursor, errNotIssued)
 	}
 	var st cursorState
 	dec := json.NewDecoder(strings.NewReader(string(pt)))
@@ -94,6 +101,26 @@ func openCursor(key, binding []byte, s string, now time.Time) (cursorState, erro
 		return zero, fmt.Errorf("%w: expired", ErrBadCursor)
 	}
 	return st, nil
+}
+
+// openCursorAny opens s with each of keys in turn (newest first), so that
+// cursors sealed before a key rotation still open. The error is the one of
+// the newest key.
+func openCursorAny(keys []secrets.Key, binding []byte, s string, now time.Time) (cursorState, error) {
+	var first error
+	for _, k := range keys {
+		st, err := openCursor(k.Bytes, binding, s, now)
+		if err == nil {
+			return st, nil
+		}
+		if !errors.Is(err, errNotIssued) {
+			return cursorState{}, err // authenticated, but expired or malformed
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return cursorState{}, first
 }
 
 func newAEAD(key []byte) (cipher.AEAD, error) {

@@ -35,7 +35,10 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 	e := s.entry(id, ActionList)
 	e.DecisionID = uuid.NewString() // names this list operation; per-item decisions are summarized in Reason
 
-	key, err := s.cfg.Keys.CursorKey(ctx)
+	keys, err := s.cfg.Keys.CursorKeys(ctx)
+	if err == nil && len(keys) == 0 {
+		err = errors.New("no cursor key")
+	}
 	if err != nil {
 		e.Outcome, e.Reason = audit.OutcomeError, "cursor_key_unavailable"
 		if _, aerr := s.commit(ctx, e); aerr != nil {
@@ -46,7 +49,7 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 	binding := cursorBinding(id)
 	after := ""
 	if p != nil && p.Cursor != "" {
-		st, err := openCursor(key.Bytes, binding, p.Cursor, s.now())
+		st, err := openCursorAny(keys, binding, p.Cursor, s.now())
 		if err != nil {
 			e.Outcome, e.Reason = audit.OutcomeDeny, "bad_cursor"
 			if _, aerr := s.commit(ctx, e); aerr != nil {
@@ -135,7 +138,7 @@ scan:
 	if more {
 		nonce, err := newNonce()
 		if err == nil {
-			res.NextCursor, err = sealCursor(key.Bytes, binding, nonce, cursorState{After: last, IAT: s.now().Unix()})
+			res.NextCursor, err = sealCursor(keys[0].Bytes, binding, nonce, cursorState{After: last, IAT: s.now().Unix()})
 		}
 		if err != nil {
 			s.log.Error("cannot seal cursor; request refused", "err", err)
@@ -281,9 +284,12 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	}
 
 	// The record is durable: fetch and minimize.
-	payload, err := s.cfg.Catalog.Blob(r.ETag)
+	payload, err := s.cfg.Catalog.Blob(ctx, r.ETag)
 	if err != nil {
 		s.log.Error("payload fetch failed after audit; nothing released", "decision", d.ID, "err", err)
+		if errors.Is(err, store.ErrDataKey) {
+			return nil, s.auditFailure(ctx, e, "key_unavailable", refused("keys unavailable: the payload's data key could not be unwrapped; nothing released"))
+		}
 		return nil, s.auditFailure(ctx, e, "payload_unavailable", refused("payload unavailable: nothing released"))
 	}
 	out, err := minimize.Apply(r.MIMEType, payload, d.Obligations, minimize.Options{Now: s.now()})

@@ -25,7 +25,7 @@ type Catalog interface {
 	// Page returns up to limit resources with URI > after, in URI order.
 	Page(after string, limit int) ([]store.Resource, error)
 	// Blob returns the content with the given digest, verified.
-	Blob(digest string) ([]byte, error)
+	Blob(ctx context.Context, digest string) ([]byte, error)
 }
 
 // Decider is the policy decision point. A non-nil error means the policy
@@ -40,9 +40,20 @@ type AuditLog interface {
 	Append(ctx context.Context, e audit.Entry) (audit.Record, error)
 }
 
-// Keys supplies the cursor sealing key and says whether keys are dev keys.
+// Keys supplies the cursor keys and says whether keys are fresh and
+// whether they are dev keys.
 type Keys interface {
-	CursorKey(ctx context.Context) (secrets.Key, error)
+	// CursorKeys returns the cursor keys held, newest first: cursors are
+	// sealed with the first and opened with any (a rotation does not break
+	// cursors already issued).
+	CursorKeys(ctx context.Context) ([]secrets.Key, error)
+	// Check reports, without a round trip to the key source, whether the
+	// keys are fresh enough to serve; an error refuses the request.
+	Check() error
+	// KeyIDs names the key versions in force, recorded in every audit
+	// record (never key bytes).
+	KeyIDs() []string
+	// Dev reports whether the keys are ephemeral development keys.
 	Dev() bool
 }
 
@@ -151,6 +162,9 @@ func (s *Server) middleware(ident identityFunc) mcp.Middleware {
 			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
 				id.session = ss.ID()
 			}
+			if err := s.cfg.Keys.Check(); err != nil {
+				return nil, s.refuseStale(ctx, id, method, req, err)
+			}
 			switch r := req.(type) {
 			case *mcp.ListResourcesRequest:
 				return s.list(ctx, id, r.Params)
@@ -177,11 +191,29 @@ func (s *Server) entry(id Identity, action string) audit.Entry {
 		Source:         id.Source,
 		PolicyRevision: s.cfg.Policy.Revision(),
 		Dev:            s.cfg.Keys.Dev(),
+		Keys:           s.cfg.Keys.KeyIDs(),
 		URIs:           []string{},
 		Patients:       []string{},
 		Digests:        []string{},
 		Obligations:    []string{},
 	}
+}
+
+// refuseStale audits and refuses a request that arrived while the keys
+// are past their staleness limit: nothing is read, nothing released.
+func (s *Server) refuseStale(ctx context.Context, id Identity, method string, req mcp.Request, cause error) error {
+	e := s.entry(id, method)
+	e.Outcome, e.Reason = audit.OutcomeError, "keys_stale"
+	if r, ok := req.(*mcp.ReadResourceRequest); ok && r.Params != nil {
+		if u, err := store.ParseURI(r.Params.URI); err == nil {
+			e.URIs, e.Patients = []string{u.String()}, []string{u.Patient}
+		}
+	}
+	s.log.Error("keys are stale; request refused", "action", method, "err", cause)
+	if _, err := s.commit(ctx, e); err != nil {
+		return err
+	}
+	return refused("keys unavailable: the server could not refresh its keys from the secrets provider within the staleness limit; request refused, nothing released")
 }
 
 // commit appends e durably. On failure it logs the cause (no PHI) and

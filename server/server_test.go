@@ -76,6 +76,12 @@ type fixture struct {
 // closed and verified: any test that breaks the chain fails.
 func newFixture(t testing.TB, policyDir string) *fixture {
 	t.Helper()
+	return newFixtureKeys(t, policyDir, nil)
+}
+
+// newFixtureKeys is newFixture with the given keys (nil: dev keys).
+func newFixtureKeys(t testing.TB, policyDir string, keys server.Keys) *fixture {
+	t.Helper()
 	seedDir, cat := seedOnce(t)
 	dir := t.TempDir()
 	catPath := filepath.Join(dir, "catalog.db")
@@ -104,9 +110,10 @@ func newFixture(t testing.TB, policyDir string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := secrets.NewDev()
-	if err != nil {
-		t.Fatal(err)
+	if keys == nil {
+		if keys, err = secrets.NewDev(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	f.srv, err = server.New(server.Config{Catalog: st, Policy: eng, Audit: f.log, Keys: keys, PageSize: 10})
 	if err != nil {
@@ -468,7 +475,7 @@ func TestResearcherGetsDeidentifiedPayload(t *testing.T) {
 	for _, r := range f.allURIs() {
 		if r.Labels.Type == "patient" && len(r.Labels.Consent) == 0 && len(r.Labels.Sensitivity) == 0 {
 			patientURI = r.URI
-			b, err := f.catalog.Blob(r.ETag)
+			b, err := f.catalog.Blob(context.Background(), r.ETag)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,7 +5,9 @@
 // # Responsibility
 //
 // store answers "which resources exist, with which labels" (Get, Page, Count)
-// and "what are the bytes of this digest" (Blob). It makes no access
+// and "what are the bytes of this digest" (Blob), and keeps the bytes
+// envelope-encrypted at rest when given a DataKeys provider (Reencrypt
+// migrates and rewraps). It makes no access
 // decision: callers (the server) must obtain a policy decision and commit an
 // audit record before they call Blob and release content. Metadata and labels
 // are returned to the caller so that it can decide; content is only returned
@@ -25,13 +27,55 @@
 // ParseURI accepts only canonical input, so a resource has exactly one URI
 // string and byte-wise comparison of URIs is identity.
 //
-// # Storage layout (schema version 1)
+// # Storage layout (schema version 2)
 //
 //	bucket "resources": uri -> JSON(Resource), the current version
 //	bucket "versions":  uri || 0x00 || uint32be(version) -> JSON(Resource)
 //	                    every version ever imported, the current one included
-//	bucket "blobs":     SHA-256(content) (32 bytes) -> content
-//	bucket "meta":      "schema" -> uint32be(SchemaVersion)
+//	bucket "blobs":     SHA-256(content) (32 bytes) -> content, or its
+//	                    envelope in an encrypted catalog
+//	bucket "meta":      "schema"     -> uint32be(SchemaVersion) = 2
+//	                    "encryption" -> "none" | "envelope-v1"
+//	                    "kek"        -> DataKeys.KEK(), envelope-v1 only
+//
+// Schema version 1 is the same without "encryption" and "kek" and is always
+// plaintext; Open still accepts it and leaves it at version 1 until
+// Reencrypt records the envelope mode.
+//
+// # Encryption at rest (envelope-v1)
+//
+// With Options.DataKeys every blob value is an envelope under its own fresh
+// 256-bit data key; the data key is stored only wrapped by the provider's
+// key-encryption key (Vault Transit), which never leaves the provider:
+//
+//	value = "e1" || uint16be(len(wrapped)) || wrapped || nonce || ciphertext
+//	    "e1"       2 bytes, format marker (0x65 0x31)
+//	    wrapped    1..65535 bytes, opaque (Vault: "vault:vN:<base64>")
+//	    nonce      12 bytes, fresh from crypto/rand per blob
+//	    ciphertext AES-256-GCM(data key, nonce, content, aad), tag (16 bytes) last
+//	aad   = "custos/blob/v1" || 0x00 || SHA-256(content) (the 32-byte bucket key)
+//
+// The AAD binds each ciphertext to its content address: a value moved to
+// another key fails authentication. After decryption Blob still re-hashes the
+// plaintext. Failures are told apart: an unparsable or unauthenticated
+// envelope, or a hash mismatch, is an *IntegrityError (ErrCorrupt); a
+// provider failure (Vault down, sealed, denying, or a damaged wrapped key
+// that Vault rejects) is a *KeyError (ErrDataKey and the provider's error).
+//
+// The mode is recorded in meta and never mixed: Open refuses an encrypted
+// catalog without DataKeys (ErrEncrypted), a plaintext catalog holding blobs
+// with DataKeys (ErrPlaintext) unless Options.Migrate is set for Reencrypt,
+// and a KEK name other than the recorded one (ErrKEKMismatch). A new or still
+// empty catalog takes the mode of the options it is opened read-write with;
+// an encrypted catalog is never downgraded.
+//
+// Metadata is not encrypted: resource records (URIs, names, titles,
+// descriptions, MIME types, sizes, ETags, annotations) and labels stay in the
+// clear, because policy decides on them before any key is used. URIs hold
+// only opaque ids (no names or record numbers) and labels are policy
+// attributes; manifests must keep PHI out of names, titles and descriptions.
+// ETags are SHA-256 digests of the plaintext, so a party holding a candidate
+// content can confirm it is stored; that is inherent to content addressing.
 //
 // # Invariants
 //
@@ -42,12 +86,20 @@
 //     that does not match (45 CFR 164.312(c), integrity).
 //   - Nothing is deleted: blobs and versions are never removed or rewritten;
 //     an import only adds blobs, adds versions and moves "resources" forward
-//     (164.316(b)(2), retention). Versions of one URI are 1, 2, 3, ... and
+//     (164.316(b)(2), retention). The one exception is Reencrypt, which
+//     rewrites a blob's value (plaintext to envelope, or a rewrapped data
+//     key) after verifying that the content it encodes is unchanged. Versions of one URI are 1, 2, 3, ... and
 //     resources[uri] equals versions[uri, max].
 //   - Labels.Tenant, Labels.Patient and Labels.Type equal the corresponding
 //     URI segments, so policy can trust either.
 //   - All or nothing: Import validates every manifest line and every file
-//     before it writes, then writes in one bbolt transaction.
+//     (and, in an encrypted catalog, seals every new blob through the
+//     provider) before it writes, then writes in one bbolt transaction.
+//     Provider round trips never happen while a transaction is open.
+//     Reencrypt likewise computes and verifies everything first and commits
+//     once.
+//   - Mode integrity: every blob in a catalog is in the recorded mode; Blob
+//     and Import check the mode in the same transaction that reads or writes.
 //   - No PHI or secrets in errors or logs: errors name manifest lines and
 //     fields, URI errors say what is wrong without echoing input, and file
 //     content is never quoted.
@@ -58,6 +110,20 @@
 // Options.Timeout and returns ErrLocked. The server can open the store
 // ReadOnly (shared lock), but an import then has to wait until it closes.
 // A large import is one transaction, so the imported content is held in
-// memory until commit (a few hundred MB for 100,000 small files). Blobs are
-// not encrypted by this package.
+// memory until commit (a few hundred MB for 100,000 small files); Reencrypt
+// holds every old and new blob value in memory the same way.
+//
+// bbolt keeps freed pages in the file, with their old bytes: rewriting a
+// blob in place would leave its plaintext (or its key wrapped under an old
+// KEK version) in the file. Reencrypt therefore ends by compacting: it
+// copies every key and value into a fresh file in the same directory, syncs
+// it and renames it over the catalog, then reopens (on failure the
+// re-encryption stays committed and the error says the old values may
+// remain; run Reencrypt again). This scrubs catalog.db, not the disk: the
+// old file's blocks, filesystem snapshots, backups and copies made before
+// the migration still hold plaintext and must be destroyed or rotated
+// separately. During the commit and compaction every other call on the Store
+// waits; a second process could take the file between the rename and the
+// reopen, in which case the Store is left closed (the reopen error says so).
+// The rename assumes POSIX semantics (replacing an open file).
 package store

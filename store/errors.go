@@ -39,19 +39,75 @@ var (
 	// Options.Timeout. bbolt allows one writer process per file; stop the
 	// other holder (e.g. the server while importing) or open ReadOnly.
 	ErrLocked = errors.New("store: database is locked by another process")
+
+	// ErrEncrypted is returned by Open when the catalog's blobs are
+	// envelope-encrypted at rest but Options.DataKeys is nil. Open it with the
+	// Vault secrets provider; the catalog is never silently read as plaintext.
+	ErrEncrypted = errors.New("store: catalog is encrypted at rest; open it with the Vault secrets provider")
+
+	// ErrPlaintext is returned by Open when Options.DataKeys is set but the
+	// catalog already holds plaintext blobs (and Options.Migrate is not set),
+	// and by Blob and Import on such a catalog opened with Migrate until
+	// Reencrypt has converted it. Run the migration; plaintext is never
+	// silently mixed with envelopes.
+	ErrPlaintext = errors.New("store: catalog holds plaintext blobs; migrate with 'custos store reencrypt'")
+
+	// ErrKEKMismatch is returned by Open (wrapped, with both KEK names) when
+	// the catalog's data keys are wrapped under another key-encryption key
+	// than the one Options.DataKeys offers. Configure the KEK the catalog was
+	// written with.
+	ErrKEKMismatch = errors.New("store: key-encryption key mismatch")
+
+	// ErrDataKey is returned (inside a *KeyError, which also unwraps to the
+	// provider's own error) when the DataKeys provider fails to create,
+	// unwrap or rewrap a data key: typically Vault is unreachable, sealed or
+	// denies the request. It is not corruption: the stored bytes may be
+	// intact, and the request can be retried once the provider is back.
+	ErrDataKey = errors.New("store: data key provider failed")
 )
 
+// KeyError reports a failure of the DataKeys provider for one blob. It
+// unwraps to both ErrDataKey and the provider's error, so callers can branch
+// with errors.Is on either (e.g. on the secrets package's "unavailable"
+// sentinel to answer "try again later" rather than "corrupt"). Its message
+// includes the provider's message, which by the DataKeys contract holds no
+// key bytes.
+type KeyError struct {
+	// Op is "new", "unwrap" or "rewrap".
+	Op string
+	// Digest is the blob concerned, "sha256:<hex>".
+	Digest string
+	// Err is the provider's error (or what is wrong with its answer).
+	Err error
+}
+
+func (e *KeyError) Error() string {
+	return "store: blob " + e.Digest + ": data key " + e.Op + " failed: " + e.Err.Error()
+}
+
+// Unwrap returns ErrDataKey and the provider's error.
+func (e *KeyError) Unwrap() []error { return []error{ErrDataKey, e.Err} }
+
 // IntegrityError reports a blob whose bytes do not hash to the digest under
-// which they are stored. It unwraps to ErrCorrupt.
+// which they are stored, or, in an encrypted catalog, whose envelope cannot
+// be parsed or fails authentication. It unwraps to ErrCorrupt.
 type IntegrityError struct {
 	// Digest is the digest the blob is stored (and was requested) under,
 	// "sha256:<hex>".
 	Digest string
-	// Got is the digest of the bytes actually read, "sha256:<hex>".
+	// Got is the digest of the bytes actually read (after decryption, in an
+	// encrypted catalog), "sha256:<hex>"; empty when Reason is set.
 	Got string
+	// Reason says what failed before the content could be hashed, e.g.
+	// "envelope truncated" or "decryption failed: ciphertext, nonce or
+	// content address altered"; empty for a hash mismatch.
+	Reason string
 }
 
 func (e *IntegrityError) Error() string {
+	if e.Reason != "" {
+		return "store: blob " + e.Digest + " is corrupt: " + e.Reason
+	}
 	return "store: blob " + e.Digest + " is corrupt: stored bytes hash to " + e.Got
 }
 

@@ -48,10 +48,17 @@ type ImportReport struct {
 // changed); the previous versions stay in the history. Identical entries are
 // counted as Unchanged and not rewritten.
 //
+// In an encrypted catalog every new blob is sealed under its own fresh data
+// key (Options.DataKeys.NewDataKey, up to 8 calls in flight) before the write
+// transaction begins; a provider failure returns a *KeyError and nothing is
+// written. On a plaintext catalog opened with Migrate, Import returns
+// ErrPlaintext.
+//
 // progress, if not nil, is called from the calling goroutine with done
-// growing monotonically to total. total is twice the number of entries: one
-// step when an entry's file has been validated and one when it has been
-// written. A canceled ctx aborts the import before commit.
+// growing monotonically to total. total is twice the number of entries (three
+// times in an encrypted catalog): one step when an entry's file has been
+// validated, one when its blob has been sealed (or found stored) and one when
+// it has been written. A canceled ctx aborts the import before commit.
 func (s *Store) Import(ctx context.Context, path string, progress func(done, total int)) (ImportReport, error) {
 	if s.readOnly {
 		return ImportReport{}, errors.New("store: import into a read-only store")
@@ -75,7 +82,24 @@ func (s *Store) Import(ctx context.Context, path string, progress func(done, tot
 	}
 	defer root.Close()
 
-	prog := newProgress(progress, 2*len(lines))
+	// The mode is read once here and checked again in the write transaction:
+	// the content is sealed (or not) for the mode it is committed under.
+	var mode string
+	err = s.view(func(tx *bolt.Tx) error {
+		mode, _, err = encryption(tx)
+		return err
+	})
+	if err != nil {
+		return ImportReport{}, err
+	}
+	if err := s.checkMode(mode); err != nil {
+		return ImportReport{}, err
+	}
+	steps := 2
+	if mode == EncryptionEnvelope {
+		steps = 3
+	}
+	prog := newProgress(progress, steps*len(lines))
 	start := time.Now()
 	s.log.Info("import validating", "entries", len(lines))
 
@@ -87,14 +111,40 @@ func (s *Store) Import(ctx context.Context, path string, progress func(done, tot
 	if err != nil {
 		return ImportReport{}, err
 	}
+	sizes := make([]int64, len(contents))
+	for i, c := range contents {
+		sizes[i] = int64(len(c))
+	}
 	s.log.Info("import validated", "entries", len(lines), "elapsed", time.Since(start).Round(time.Millisecond))
 	start = time.Now()
 
-	// Phase 2: one write transaction.
+	// Phase 2 (encrypted catalogs): seal every new blob under a fresh data
+	// key, outside the write transaction, because each data key is a round
+	// trip to the provider and the write lock must not wait for the network.
+	blobValue := func(i int) []byte { return contents[i] }
+	if mode == EncryptionEnvelope {
+		sealed, err := s.sealNew(ctx, contents, digests, prog, len(lines))
+		if err != nil {
+			s.log.Warn("import failed; nothing written", "err", err)
+			return ImportReport{}, err
+		}
+		clear(contents) // the plaintext is no longer needed
+		blobValue = func(i int) []byte { return sealed[digests[i]] }
+		s.log.Info("import sealed", "blobs", len(sealed), "elapsed", time.Since(start).Round(time.Millisecond))
+		start = time.Now()
+	}
+
+	// Phase 3: one write transaction.
 	var rep ImportReport
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		var err error
-		rep, err = writeEntries(ctx, tx, lines, contents, digests, prog)
+	err = s.update(func(tx *bolt.Tx) error {
+		m, _, err := encryption(tx)
+		if err != nil {
+			return err
+		}
+		if m != mode {
+			return errors.New("store: encryption mode changed during import; import again")
+		}
+		rep, err = writeEntries(ctx, tx, lines, blobValue, digests, sizes, prog)
 		if err != nil {
 			return err
 		}
@@ -111,6 +161,118 @@ func (s *Store) Import(ctx context.Context, path string, progress func(done, tot
 	return rep, nil
 }
 
+// checkMode returns the error for reading or writing blobs of a catalog
+// recorded in mode with this Store's options: ErrPlaintext on a plaintext
+// catalog opened with DataKeys (Migrate) before Reencrypt.
+func (s *Store) checkMode(mode string) error {
+	switch {
+	case mode == EncryptionEnvelope && s.keys == nil:
+		return ErrEncrypted // unreachable: Open refused
+	case mode == EncryptionNone && s.keys != nil:
+		return ErrPlaintext
+	}
+	return nil
+}
+
+// newBlobWorkers bounds the concurrent NewDataKey (and Reencrypt's unwrap
+// and rewrap) calls: each is a network round trip to the provider.
+const newBlobWorkers = 8
+
+// sealNew seals, for every distinct digest not stored yet, the content under
+// a fresh data key, and returns the envelopes by digest. Progress advances
+// by one per entry from base. The first provider failure cancels the rest
+// and is returned as a *KeyError.
+func (s *Store) sealNew(ctx context.Context, contents [][]byte, digests [][sha256.Size]byte, prog *progress, base int) (map[[sha256.Size]byte][]byte, error) {
+	var need []int // first entry of each distinct missing digest
+	seen := make(map[[sha256.Size]byte]bool, len(digests))
+	err := s.view(func(tx *bolt.Tx) error {
+		blobs := tx.Bucket(bucketBlobs)
+		for i, d := range digests {
+			if !seen[d] {
+				seen[d] = true
+				if blobs.Get(d[:]) == nil {
+					need = append(need, i)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	skipped := len(digests) - len(need) // stored already or duplicates
+	prog.set(base + skipped)
+	sealed := make([][]byte, len(need))
+	err = runWorkers(ctx, len(need), newBlobWorkers, func(ctx context.Context, j int) error {
+		i := need[j]
+		key, wrapped, err := s.keys.NewDataKey(ctx)
+		if err == nil {
+			sealed[j], err = sealBlobRandom(key, wrapped, digests[i][:], contents[i])
+		}
+		if err != nil {
+			return &KeyError{Op: "new", Digest: formatDigest(digests[i]), Err: err}
+		}
+		return nil
+	}, func(done int) { prog.set(base + skipped + done) })
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[[sha256.Size]byte][]byte, len(need))
+	for j, i := range need {
+		out[digests[i]] = sealed[j]
+	}
+	return out, nil
+}
+
+// runWorkers calls work(ctx, j) for every j in [0, n) on up to workers
+// goroutines, and report(done) from the calling goroutine about every
+// 100 ms and once at the end. The first error cancels the remaining work and
+// is returned; a canceled ctx returns ctx.Err().
+func runWorkers(ctx context.Context, n, workers int, work func(context.Context, int) error, report func(done int)) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var next, done atomic.Int64
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			for {
+				j := int(next.Add(1) - 1)
+				if j >= n || wctx.Err() != nil {
+					return
+				}
+				if err := work(wctx, j); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	waitCh := make(chan struct{})
+	go func() { wg.Wait(); close(waitCh) }()
+	ticker := newTicker()
+	defer ticker.Stop()
+	for running := true; running; {
+		select {
+		case <-waitCh:
+			running = false
+		case <-ticker.C:
+		}
+		report(int(done.Load()))
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return first
+}
+
 // importFillPercent is the bucket fill factor during import: keys are
 // written in ascending order, so pages can be packed fuller than bbolt's
 // default of one half.
@@ -120,7 +282,10 @@ const importFillPercent = 0.9
 // commit, so one transaction inserting many keys in random order costs
 // O(n²) memmove; blobs are therefore written in digest order and resources
 // and versions in URI order, which makes every insert an append.
-func writeEntries(ctx context.Context, tx *bolt.Tx, lines []manifestLine, contents [][]byte, digests [][sha256.Size]byte, prog *progress) (ImportReport, error) {
+//
+// blobValue(i) is the value to store for entry i's digest if no blob has it
+// yet (the content, or its envelope); sizes[i] is the content's length.
+func writeEntries(ctx context.Context, tx *bolt.Tx, lines []manifestLine, blobValue func(i int) []byte, digests [][sha256.Size]byte, sizes []int64, prog *progress) (ImportReport, error) {
 	rep := ImportReport{Lines: len(lines)}
 	res := tx.Bucket(bucketResources)
 	vers := tx.Bucket(bucketVersions)
@@ -132,7 +297,7 @@ func writeEntries(ctx context.Context, tx *bolt.Tx, lines []manifestLine, conten
 	byDigest := make([]int, len(lines))
 	for i := range byDigest {
 		byDigest[i] = i
-		rep.Bytes += int64(len(contents[i]))
+		rep.Bytes += sizes[i]
 	}
 	slices.SortFunc(byDigest, func(a, b int) int { return bytes.Compare(digests[a][:], digests[b][:]) })
 	for n, i := range byDigest {
@@ -145,7 +310,13 @@ func writeEntries(ctx context.Context, tx *bolt.Tx, lines []manifestLine, conten
 		if blobs.Get(digests[i][:]) != nil {
 			continue // already stored
 		}
-		if err := blobs.Put(digests[i][:], contents[i]); err != nil {
+		v := blobValue(i)
+		if v == nil {
+			// Only possible if a blob seen at sealing time vanished; blobs
+			// are never deleted.
+			return ImportReport{}, fmt.Errorf("%w: blob %s disappeared during import", ErrCorrupt, formatDigest(digests[i]))
+		}
+		if err := blobs.Put(digests[i][:], v); err != nil {
 			return ImportReport{}, fmt.Errorf("store: put blob: %w", err)
 		}
 	}
@@ -166,7 +337,7 @@ func writeEntries(ctx context.Context, tx *bolt.Tx, lines []manifestLine, conten
 			Title:       e.Title,
 			Description: e.Description,
 			MIMEType:    e.MIMEType,
-			Size:        int64(len(contents[i])),
+			Size:        sizes[i],
 			Annotations: e.Annotations,
 			ETag:        formatDigest(digests[i]),
 			Version:     1,

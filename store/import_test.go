@@ -65,13 +65,13 @@ func TestImportSuccess(t *testing.T) {
 		if !r.Annotations.LastModified.Equal(e.Annotations.LastModified) || r.Annotations.Priority != 0.5 {
 			t.Errorf("%s: annotations %+v", e.URI, r.Annotations)
 		}
-		b, err := s.Blob(r.ETag)
+		b, err := s.Blob(context.Background(), r.ETag)
 		if err != nil || !bytes.Equal(b, data) {
 			t.Fatalf("Blob(%s) = %d bytes, %v", r.ETag, len(b), err)
 		}
 		// Blob returns a copy the caller may modify.
 		b[0] ^= 0xff
-		if b2, err := s.Blob(r.ETag); err != nil || !bytes.Equal(b2, data) {
+		if b2, err := s.Blob(context.Background(), r.ETag); err != nil || !bytes.Equal(b2, data) {
 			t.Fatalf("Blob after modifying a returned slice: %v", err)
 		}
 	}
@@ -443,7 +443,7 @@ func TestReimport(t *testing.T) {
 	if err != nil || v1.ETag != old.ETag || v1.Version != 1 {
 		t.Fatalf("Version 1 = %+v, %v", v1, err)
 	}
-	if b, err := s.Blob(old.ETag); err != nil || !bytes.Equal(b, oldData) {
+	if b, err := s.Blob(context.Background(), old.ETag); err != nil || !bytes.Equal(b, oldData) {
 		t.Fatalf("old blob: %v", err)
 	}
 	meta, _ := s.Get(f.entries[4].URI)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -11,24 +12,34 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
 
-// Bucket names and the schema version; see doc.go for the layout.
+// Bucket names, meta keys and the schema version; see doc.go for the layout.
 var (
 	bucketResources = []byte("resources")
 	bucketVersions  = []byte("versions")
 	bucketBlobs     = []byte("blobs")
 	bucketMeta      = []byte("meta")
 
-	metaSchemaKey = []byte("schema")
+	metaSchemaKey     = []byte("schema")
+	metaEncryptionKey = []byte("encryption")
+	metaKEKKey        = []byte("kek")
 )
 
-// SchemaVersion is the on-disk layout version stored under meta/"schema".
-const SchemaVersion = 1
+// SchemaVersion is the on-disk layout version that new catalogs get under
+// meta/"schema". Version 2 added meta/"encryption" (and meta/"kek") and the
+// envelope blob format. Open also accepts schemaV1, which has no
+// "encryption" key and is always plaintext; it is upgraded to version 2 only
+// when Reencrypt (or an Open with DataKeys of an empty catalog) records the
+// envelope mode, so older binaries keep reading plaintext catalogs.
+const SchemaVersion = 2
+
+const schemaV1 = 1
 
 // DefaultTimeout is how long Open waits for the file lock when
 // Options.Timeout is zero.
@@ -78,16 +89,29 @@ type Resource struct {
 }
 
 // Options configure Open. The zero value is valid: discard logs, wait
-// DefaultTimeout for the lock, open read-write.
+// DefaultTimeout for the lock, open read-write, plaintext blobs.
 type Options struct {
-	// Logger receives operational logs (never content or PHI). nil discards.
+	// Logger receives operational logs (never content, keys or PHI). nil
+	// discards.
 	Logger *slog.Logger
 	// Timeout is how long Open waits for the file lock before returning
 	// ErrLocked. Zero means DefaultTimeout; negative is invalid.
 	Timeout time.Duration
 	// ReadOnly opens the file with a shared lock; the file must exist and be
-	// an initialized store. Import fails on a read-only store.
+	// an initialized store. Import and Reencrypt fail on a read-only store.
 	ReadOnly bool
+	// DataKeys enables envelope encryption at rest. nil means plaintext
+	// mode. The catalog records its mode: a new (or still empty) catalog
+	// takes the mode of the options it is opened read-write with; otherwise
+	// Open returns ErrEncrypted (encrypted catalog, nil DataKeys),
+	// ErrPlaintext (plaintext catalog with blobs, DataKeys set) or
+	// ErrKEKMismatch (DataKeys.KEK differs from the recorded KEK).
+	DataKeys DataKeys
+	// Migrate, with DataKeys and read-write, lets Open accept a plaintext
+	// catalog that holds blobs, for Reencrypt only: until Reencrypt has
+	// converted it, Blob and Import return ErrPlaintext (Get, Version, Page
+	// and Count work). On an encrypted catalog Migrate changes nothing.
+	Migrate bool
 }
 
 func (o *Options) validate() error {
@@ -100,6 +124,15 @@ func (o *Options) validate() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.DataKeys != nil && o.DataKeys.KEK() == "" {
+		return errors.New("store: data key provider has an empty KEK name")
+	}
+	if o.Migrate && o.DataKeys == nil {
+		return errors.New("store: migrate needs a data key provider")
+	}
+	if o.Migrate && o.ReadOnly {
+		return errors.New("store: migrate needs a read-write store")
+	}
 	return nil
 }
 
@@ -107,54 +140,140 @@ func (o *Options) validate() error {
 // for concurrent use by multiple goroutines; Import serializes with other
 // writers through bbolt's single write transaction.
 type Store struct {
+	// mu guards db: every operation holds it shared; Reencrypt holds it
+	// exclusively while it commits and swaps in the compacted file, and
+	// Close while it closes.
+	mu       sync.RWMutex
 	db       *bolt.DB
+	boltOpts bolt.Options
 	log      *slog.Logger
 	readOnly bool
+	// keys is nil in plaintext mode. Blob and Import compare it with the
+	// mode recorded in meta in each transaction, so a catalog opened with
+	// Migrate serves blobs as soon as Reencrypt has committed.
+	keys DataKeys
 }
 
 // Open opens (creating it with mode 0600 unless opts.ReadOnly) the store at
 // path. It returns ErrLocked if another holder keeps the file lock for longer
-// than opts.Timeout.
+// than opts.Timeout, and ErrEncrypted, ErrPlaintext or an error wrapping
+// ErrKEKMismatch if opts.DataKeys does not match the catalog's encryption
+// mode (see Options.DataKeys).
 func Open(path string, opts Options) (*Store, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
+	bo := bolt.Options{
 		Timeout:         opts.Timeout,
 		ReadOnly:        opts.ReadOnly,
 		FreelistType:    bolt.FreelistMapType,
 		InitialMmapSize: initialMmapSize,
-	})
+	}
+	db, err := openBolt(path, &bo)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, boltOpts: bo, log: opts.Logger, readOnly: opts.ReadOnly, keys: opts.DataKeys}
+	if err := s.init(opts.Migrate); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.log.Debug("store opened", "read_only", opts.ReadOnly, "encrypted", s.keys != nil, "migrate", opts.Migrate)
+	return s, nil
+}
+
+func openBolt(path string, bo *bolt.Options) (*bolt.DB, error) {
+	db, err := bolt.Open(path, 0o600, bo)
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, ErrLocked
 		}
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
-	s := &Store{db: db, log: opts.Logger, readOnly: opts.ReadOnly}
-	if err := s.init(); err != nil {
-		db.Close()
-		return nil, err
-	}
-	s.log.Debug("store opened", "read_only", opts.ReadOnly)
-	return s, nil
+	return db, nil
 }
 
-// init creates the buckets and the schema marker on a new file and checks the
-// schema version of an existing one.
-func (s *Store) init() error {
-	check := func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		if meta == nil {
-			return errors.New("store: file is not an initialized custos store")
+// encryption reads the catalog's recorded mode and KEK name.
+func encryption(tx *bolt.Tx) (mode, kek string, err error) {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return "", "", errors.New("store: file is not an initialized custos store")
+	}
+	v := meta.Get(metaSchemaKey)
+	if len(v) != 4 {
+		return "", "", errors.New("store: unsupported schema version")
+	}
+	enc := meta.Get(metaEncryptionKey)
+	switch binary.BigEndian.Uint32(v) {
+	case schemaV1:
+		if enc != nil {
+			return "", "", fmt.Errorf("%w: schema 1 catalog records an encryption mode", ErrCorrupt)
 		}
-		v := meta.Get(metaSchemaKey)
-		if len(v) != 4 || binary.BigEndian.Uint32(v) != SchemaVersion {
-			return errors.New("store: unsupported schema version")
+		return EncryptionNone, "", nil
+	case SchemaVersion:
+	default:
+		return "", "", errors.New("store: unsupported schema version")
+	}
+	switch string(enc) {
+	case EncryptionNone:
+		return EncryptionNone, "", nil
+	case EncryptionEnvelope:
+		k := meta.Get(metaKEKKey)
+		if len(k) == 0 {
+			return "", "", fmt.Errorf("%w: encrypted catalog records no key-encryption key", ErrCorrupt)
+		}
+		return EncryptionEnvelope, string(k), nil
+	}
+	return "", "", errors.New("store: unsupported encryption mode")
+}
+
+// putEncryption records mode (and the provider's KEK) under schema 2.
+func putEncryption(tx *bolt.Tx, mode string, keys DataKeys) error {
+	meta := tx.Bucket(bucketMeta)
+	err := meta.Put(metaSchemaKey, binary.BigEndian.AppendUint32(nil, SchemaVersion))
+	if err == nil {
+		err = meta.Put(metaEncryptionKey, []byte(mode))
+	}
+	if err == nil && mode == EncryptionEnvelope {
+		err = meta.Put(metaKEKKey, []byte(keys.KEK()))
+	}
+	if err != nil {
+		return fmt.Errorf("store: write meta: %w", err)
+	}
+	return nil
+}
+
+// init creates the buckets and the meta records on a new file, checks the
+// schema version of an existing one, and reconciles the recorded encryption
+// mode with s.keys.
+func (s *Store) init(migrate bool) error {
+	check := func(tx *bolt.Tx) error {
+		mode, kek, err := encryption(tx)
+		if err != nil {
+			return err
 		}
 		for _, b := range [][]byte{bucketResources, bucketVersions, bucketBlobs} {
 			if tx.Bucket(b) == nil {
 				return fmt.Errorf("%w: bucket %s missing", ErrCorrupt, b)
+			}
+		}
+		switch {
+		case mode == EncryptionEnvelope && s.keys == nil:
+			return ErrEncrypted
+		case mode == EncryptionEnvelope && s.keys.KEK() != kek:
+			return fmt.Errorf("%w: the catalog's data keys are wrapped under %q, but the provider offers %q", ErrKEKMismatch, kek, s.keys.KEK())
+		case mode == EncryptionNone && s.keys != nil:
+			empty := tx.Bucket(bucketBlobs).Stats().KeyN == 0
+			switch {
+			case empty && tx.Writable():
+				// Nothing to convert: record the mode of the options.
+				return putEncryption(tx, EncryptionEnvelope, s.keys)
+			case empty:
+				// Read-only and empty: there is nothing to read either way.
+			case migrate:
+				// Only Reencrypt will touch blobs (checkMode).
+			default:
+				return ErrPlaintext
 			}
 		}
 		return nil
@@ -169,17 +288,49 @@ func (s *Store) init() error {
 					return fmt.Errorf("store: create bucket: %w", err)
 				}
 			}
-			v := binary.BigEndian.AppendUint32(nil, SchemaVersion)
-			if err := tx.Bucket(bucketMeta).Put(metaSchemaKey, v); err != nil {
-				return fmt.Errorf("store: write schema: %w", err)
+			mode := EncryptionNone
+			if s.keys != nil {
+				mode = EncryptionEnvelope
+			}
+			if err := putEncryption(tx, mode, s.keys); err != nil {
+				return err
 			}
 		}
 		return check(tx)
 	})
 }
 
+// view and update run fn in a bbolt transaction while holding mu shared.
+func (s *Store) view(fn func(*bolt.Tx) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.db.View(fn)
+}
+
+func (s *Store) update(fn func(*bolt.Tx) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.db.Update(fn)
+}
+
 // Close releases the file lock and closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.db.Close()
+}
+
+// Encryption returns the catalog's recorded encryption mode (EncryptionNone
+// or EncryptionEnvelope) and, for the latter, the KEK name its data keys are
+// wrapped under. A catalog opened with Migrate reports EncryptionNone until
+// Reencrypt has converted it.
+func (s *Store) Encryption() (mode, kek string, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		mode, kek, err = encryption(tx)
+		return err
+	})
+	return mode, kek, err
+}
 
 // Get returns the current version of the resource with the given URI. It
 // returns an error wrapping ErrBadURI if uri is not canonical and ErrNotFound
@@ -189,7 +340,7 @@ func (s *Store) Get(uri string) (Resource, error) {
 		return Resource{}, err
 	}
 	var r Resource
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketResources).Get([]byte(uri))
 		if v == nil {
 			return ErrNotFound
@@ -209,7 +360,7 @@ func (s *Store) Version(uri string, version int) (Resource, error) {
 		return Resource{}, ErrNotFound
 	}
 	var r Resource
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketVersions).Get(versionKey(uri, version))
 		if v == nil {
 			return ErrNotFound
@@ -229,7 +380,7 @@ func (s *Store) Page(after string, limit int) ([]Resource, error) {
 		return nil, errors.New("store: page limit must be positive")
 	}
 	var out []Resource
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketResources).Cursor()
 		var k, v []byte
 		if after == "" {
@@ -258,29 +409,44 @@ func (s *Store) Page(after string, limit int) ([]Resource, error) {
 // Count returns the number of resources (current versions).
 func (s *Store) Count() (int, error) {
 	var n int
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		n = tx.Bucket(bucketResources).Stats().KeyN
 		return nil
 	})
 	return n, err
 }
 
-// Blob returns a copy of the content stored under digest ("sha256:<hex>",
-// as in Resource.ETag). The bytes are hashed on every read: a mismatch
-// returns an *IntegrityError (wrapping ErrCorrupt) and no content. It
-// returns ErrNotFound if no blob has that digest or digest is malformed.
-func (s *Store) Blob(digest string) ([]byte, error) {
+// Blob returns the content stored under digest ("sha256:<hex>", as in
+// Resource.ETag), as a new slice. It returns ErrNotFound if no blob has that
+// digest or digest is malformed.
+//
+// In an encrypted catalog Blob unwraps the blob's data key through
+// Options.DataKeys (ctx bounds that call), then decrypts and authenticates
+// the envelope against the digest. A provider failure returns a *KeyError
+// (errors.Is ErrDataKey and the provider's error); it is not corruption.
+//
+// In both modes the plaintext is hashed on every read: a mismatch, an
+// unparsable envelope or a failed authentication returns an *IntegrityError
+// (wrapping ErrCorrupt) and no content.
+func (s *Store) Blob(ctx context.Context, digest string) ([]byte, error) {
 	key, ok := parseDigest(digest)
 	if !ok {
 		return nil, fmt.Errorf("%w: malformed digest", ErrNotFound)
 	}
 	var out []byte
-	err := s.db.View(func(tx *bolt.Tx) error {
+	var mode string
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		if mode, _, err = encryption(tx); err != nil {
+			return err
+		}
 		v := tx.Bucket(bucketBlobs).Get(key)
 		if v == nil {
 			return ErrNotFound
 		}
-		// Copy before hashing so the bytes verified are the bytes returned.
+		// Copy before hashing (or decrypting, which happens outside the
+		// transaction because it may wait for the provider) so the bytes
+		// verified are the bytes returned.
 		out = bytes.Clone(v)
 		if out == nil {
 			out = []byte{}
@@ -290,12 +456,50 @@ func (s *Store) Blob(digest string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	switch {
+	case mode == EncryptionEnvelope && s.keys != nil:
+		if out, err = s.decrypt(ctx, digest, key, out, true); err != nil {
+			return nil, err
+		}
+	case mode == EncryptionEnvelope:
+		return nil, ErrEncrypted // unreachable: Open refused
+	case s.keys != nil:
+		return nil, ErrPlaintext // opened with Migrate, not converted yet
+	}
 	got := sha256.Sum256(out)
 	if !bytes.Equal(got[:], key) {
 		s.log.Error("blob integrity failure", "digest", digest)
 		return nil, &IntegrityError{Digest: digest, Got: formatDigest(got)}
 	}
 	return out, nil
+}
+
+// decrypt opens the envelope value v of the blob stored under key. With
+// inPlace the plaintext overwrites v's ciphertext; otherwise v is left
+// intact. It does not check the hash.
+func (s *Store) decrypt(ctx context.Context, digest string, key, v []byte, inPlace bool) ([]byte, error) {
+	env, reason := parseEnvelope(v)
+	if reason != "" {
+		s.log.Error("blob integrity failure", "digest", digest, "reason", reason)
+		return nil, &IntegrityError{Digest: digest, Reason: reason}
+	}
+	dk, err := s.keys.UnwrapDataKey(ctx, env.wrapped)
+	if err != nil {
+		return nil, &KeyError{Op: "unwrap", Digest: digest, Err: err}
+	}
+	var dst []byte
+	if inPlace {
+		dst = env.ciphertext[:0]
+	}
+	pt, reason, err := openBlob(dst, dk, env, key)
+	if err != nil {
+		return nil, &KeyError{Op: "unwrap", Digest: digest, Err: err}
+	}
+	if reason != "" {
+		s.log.Error("blob integrity failure", "digest", digest, "reason", reason)
+		return nil, &IntegrityError{Digest: digest, Reason: reason}
+	}
+	return pt, nil
 }
 
 // Digest returns the content digest of b in the form used by Resource.ETag:

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -53,7 +54,7 @@ func TestBlobIntegrity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	b, err := s.Blob(r.ETag)
+	b, err := s.Blob(context.Background(), r.ETag)
 	if b != nil {
 		t.Fatalf("Blob returned %d corrupt bytes", len(b))
 	}
@@ -71,7 +72,7 @@ func TestBlobIntegrity(t *testing.T) {
 		t.Fatalf("error message %q", err)
 	}
 	// Other blobs are unaffected.
-	if _, err := s.Blob(other.ETag); err != nil {
+	if _, err := s.Blob(context.Background(), other.ETag); err != nil {
 		t.Fatalf("untouched blob: %v", err)
 	}
 }
@@ -87,7 +88,7 @@ func TestBlobLookupErrors(t *testing.T) {
 		"sha256:" + strings.Repeat("0", 63),
 		strings.Repeat("0", 64),
 	} {
-		if b, err := s.Blob(d); !errors.Is(err, ErrNotFound) || b != nil {
+		if b, err := s.Blob(context.Background(), d); !errors.Is(err, ErrNotFound) || b != nil {
 			t.Errorf("Blob(%q) = %v, %v, want ErrNotFound", d, b, err)
 		}
 	}

@@ -42,7 +42,7 @@ func TestImportSynthDataSet(t *testing.T) {
 		}
 		for _, r := range page {
 			byType[r.Labels.Type]++
-			b, err := s.Blob(r.ETag)
+			b, err := s.Blob(context.Background(), r.ETag)
 			if err != nil || int64(len(b)) != r.Size {
 				t.Fatalf("Blob(%s): %d bytes, %v", r.ETag, len(b), err)
 			}

@@ -14,10 +14,11 @@ func newImportCmd() *cobra.Command {
 	var (
 		dir    string
 		asJSON bool
+		vf     vaultFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "import --data-dir D PATH",
-		Short: "Load a manifest or a seeded directory into the catalog, all or nothing",
+		Short: "Load a manifest or a seeded directory into the catalog, all or nothing (encrypted at rest with Vault)",
 		Long: `import loads resources into D/catalog.db. PATH is a manifest (JSON lines:
 metadata plus a file path relative to the manifest) or a directory written by
 'custos seed' (its manifest.jsonl is used).
@@ -27,7 +28,16 @@ in one transaction: a bad line is reported with its line number and nothing
 is imported. Re-importing a URI whose content or metadata changed creates a
 new version with a new etag; older versions are kept.
 
+Encryption at rest: when Vault is configured ($VAULT_ADDR or --vault-addr),
+every new blob is encrypted with its own data key from Vault Transit
+(envelope encryption) and the catalog is marked encrypted; without Vault the
+catalog holds plaintext (dev and demo only). The two never mix: importing
+into an encrypted catalog without Vault, or with Vault into a plaintext one,
+is refused (migrate with 'custos store reencrypt').
+
 The serving process holds the catalog open: stop 'custos serve' first.
+
+` + vaultHelp + `
 
 Example:
   custos import --data-dir ./data ./synthetic
@@ -54,9 +64,28 @@ Example:
 			if err := os.MkdirAll(string(d), 0o700); err != nil {
 				return err
 			}
-			st, err := store.Open(d.catalog(), store.Options{})
+			cleanup := func() {
+				if newCatalog {
+					os.Remove(d.catalog())
+				}
+				if newDir {
+					os.Remove(string(d))
+				}
+			}
+			var dataKeys store.DataKeys
+			if vf.configured() {
+				kv, err := vf.open(cmd.Context(), quietLogger(cmd))
+				if err != nil {
+					cleanup()
+					return err
+				}
+				defer kv.Close()
+				dataKeys = kv
+			}
+			st, err := store.Open(d.catalog(), store.Options{DataKeys: dataKeys})
 			if err != nil {
-				return lockHint(err)
+				cleanup()
+				return catalogHint(lockHint(err), d)
 			}
 			tick, done := progress(cmd.ErrOrStderr(), "validating and importing", false)
 			rep, err := st.Import(cmd.Context(), args[0], tick)
@@ -65,12 +94,7 @@ Example:
 				err = cerr
 			}
 			if err != nil {
-				if newCatalog {
-					os.Remove(d.catalog())
-				}
-				if newDir {
-					os.Remove(string(d))
-				}
+				cleanup()
 				return fmt.Errorf("%w (nothing was imported)", err)
 			}
 			if asJSON {
@@ -83,5 +107,6 @@ Example:
 	}
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory (created if missing)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the import report as JSON")
+	vf.register(cmd.Flags())
 	return cmd
 }

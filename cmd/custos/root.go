@@ -71,6 +71,7 @@ audit log). Only one process may open it for writing at a time.`,
 		newAuditCmd(),
 		newTokenCmd(),
 		newDemoCmd(),
+		newStoreCmd(),
 	)
 	return root
 }

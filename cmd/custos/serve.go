@@ -25,9 +25,10 @@ func newServeCmd() *cobra.Command {
 		dir, policyDir, principalFile, tokenFile, listen, addrFile, node, logLevel string
 		stdio, dev                                                                 bool
 		pageSize                                                                   int
+		vf                                                                         vaultFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "serve --data-dir D (--stdio | --listen 127.0.0.1:PORT) --dev",
+		Use:   "serve --data-dir D (--stdio | --listen 127.0.0.1:PORT) [--dev | Vault settings]",
 		Short: "Serve the catalog over MCP (stdio or Streamable HTTP)",
 		Long: `serve answers MCP resources/list, resources/read and resources/templates/list.
 Each request is decided by the policy, durably audited to D/audit.db, and only
@@ -41,19 +42,34 @@ Identity:
               request carries "Authorization: Bearer TOKEN", mapped to a
               principal by --tokens (see 'custos token new').
 
---dev is required in this release: keys are ephemeral and in memory, and every
-audit record is marked dev=true. Without it serve refuses to start (a Vault
-secrets provider comes in a later release).
+Keys:
+  Without --dev every key comes from HashiCorp Vault, and serve refuses to
+  start unless Vault is reachable, every key is present and the catalog is
+  encrypted at rest under Vault's key-encryption key. Keys are re-read every
+  --key-refresh; when they could not be refreshed for --key-max-staleness,
+  every request is refused (and audited) until Vault is back. There is no
+  fallback to dev keys or plaintext.
+  --dev serves with ephemeral in-memory keys for the demo: every audit record
+  is marked dev=true, and an encrypted catalog is refused. Never for real PHI.
+
+` + vaultHelp + `
 
 Examples:
   CUSTOS_PRINCIPAL_FILE=./synthetic/principals/clinician.json \
     custos serve --dev --data-dir ./data --stdio
-  custos serve --dev --data-dir ./data --listen 127.0.0.1:8080 --tokens ./tokens.json`,
+  VAULT_ADDR=https://vault.internal:8200 custos serve --data-dir ./data \
+    --vault-role-id-file /etc/custos/role-id --vault-secret-id-file /etc/custos/secret-id \
+    --listen 127.0.0.1:8080 --tokens ./tokens.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := requireDataDir(dir)
 			if err != nil {
 				return err
+			}
+			if dev {
+				if name := explicitVaultFlag(cmd.Flags()); name != "" {
+					return usagef("--%s cannot be combined with --dev: dev keys are ephemeral; drop --dev to use Vault", name)
+				}
 			}
 			if stdio == (listen != "") {
 				return usagef("choose exactly one of --stdio or --listen ADDR")
@@ -90,7 +106,7 @@ Examples:
 			}
 
 			rt, err := openRuntime(cmd.Context(), runtimeOptions{
-				data: d, policyDir: policyDir, dev: dev, node: nodeName(node), pageSize: pageSize, logger: logger,
+				data: d, policyDir: policyDir, dev: dev, vault: &vf, node: nodeName(node), pageSize: pageSize, logger: logger,
 			})
 			if err != nil {
 				return err
@@ -110,7 +126,7 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.StringVar(&dir, "data-dir", "", "data directory (catalog.db, audit.db)")
-	f.BoolVar(&dev, "dev", false, "serve with ephemeral dev keys (required in this release)")
+	f.BoolVar(&dev, "dev", false, "serve with ephemeral dev keys (demo only; every audit record says dev=true)")
 	f.BoolVar(&stdio, "stdio", false, "serve one client on stdin/stdout")
 	f.StringVar(&principalFile, "principal-file", "", "principal for --stdio (default $"+principalEnv+")")
 	f.StringVar(&listen, "listen", "", "serve Streamable HTTP on this loopback address, e.g. 127.0.0.1:8080")
@@ -120,6 +136,7 @@ Examples:
 	f.IntVar(&pageSize, "page-size", server.DefaultPageSize, "resources per resources/list page")
 	f.StringVar(&node, "node", "", "node name recorded in audit records (default: hostname)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	vf.register(f)
 	return cmd
 }
 

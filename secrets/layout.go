@@ -1,0 +1,90 @@
+package secrets
+
+import (
+	_ "embed"
+	"fmt"
+	"strings"
+)
+
+// PolicyName is the name under which the ACL policy in PolicyHCL is written
+// to Vault (docs/vault.md).
+const PolicyName = "custos-server"
+
+// PolicyHCL is the least-privilege Vault ACL policy for DefaultLayout: the
+// single source of docs/vault.md and of the test provisioning.
+//
+//go:embed vault-policy.hcl
+var PolicyHCL string
+
+// Layout names where custos's secrets live in Vault. Every field is a Vault
+// path component, never a secret value: configuration refers to secrets only
+// by path.
+type Layout struct {
+	// KVMount is the mount of the KV version 2 engine ("secret").
+	KVMount string
+	// CursorKeyPath is the KV path (below KVMount) of the cursor sealing key.
+	CursorKeyPath string
+	// AuditKeyPath is the KV path of the audit keyed-hash (HMAC) key.
+	AuditKeyPath string
+	// TransitMount is the mount of the Transit engine ("transit").
+	TransitMount string
+	// SigningKey is the Transit key (type ed25519, not exportable) that signs
+	// audit checkpoints.
+	SigningKey string
+	// BlobKey is the Transit key (type aes256-gcm96) that wraps per-blob data
+	// keys (envelope encryption at rest).
+	BlobKey string
+}
+
+// DefaultLayout is the layout PolicyHCL grants.
+var DefaultLayout = Layout{
+	KVMount:       "secret",
+	CursorKeyPath: "custos/cursor-key",
+	AuditKeyPath:  "custos/audit-hmac-key",
+	TransitMount:  "transit",
+	SigningKey:    "custos-audit-signing",
+	BlobKey:       "custos-blob-kek",
+}
+
+// KV secret values: each KV secret holds one field, KVField, whose value is
+// the standard base64 encoding of exactly KeySize random bytes.
+const KVField = "key"
+
+// withDefaults fills empty fields from DefaultLayout.
+func (l Layout) withDefaults() Layout {
+	d := DefaultLayout
+	for _, f := range []struct {
+		dst *string
+		def string
+	}{
+		{&l.KVMount, d.KVMount}, {&l.CursorKeyPath, d.CursorKeyPath}, {&l.AuditKeyPath, d.AuditKeyPath},
+		{&l.TransitMount, d.TransitMount}, {&l.SigningKey, d.SigningKey}, {&l.BlobKey, d.BlobKey},
+	} {
+		if *f.dst == "" {
+			*f.dst = f.def
+		}
+	}
+	return l
+}
+
+// validate rejects path components that could not be Vault paths or that
+// look like they carry a value instead of naming one.
+func (l Layout) validate() error {
+	for name, v := range map[string]string{
+		"kv mount": l.KVMount, "cursor key path": l.CursorKeyPath, "audit key path": l.AuditKeyPath,
+		"transit mount": l.TransitMount, "signing key": l.SigningKey, "blob key": l.BlobKey,
+	} {
+		if strings.Trim(v, "/") != v || strings.ContainsAny(v, "?#@:= \t\r\n") || strings.Contains(v, "..") {
+			return fmt.Errorf("%w: %s must be a plain Vault path (no leading or trailing '/', '?', '#', '@', ':', '=', spaces or '..')", ErrBadConfig, name)
+		}
+	}
+	return nil
+}
+
+// KVDataPath is the API path of a KV v2 secret ("secret/data/custos/cursor-key"),
+// as it appears in ACL policies.
+func (l Layout) KVDataPath(p string) string { return l.KVMount + "/data/" + p }
+
+// TransitPath is the API path of a Transit operation on key
+// ("transit/sign/custos-audit-signing").
+func (l Layout) TransitPath(op, key string) string { return l.TransitMount + "/" + op + "/" + key }

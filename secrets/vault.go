@@ -1,0 +1,985 @@
+package secrets
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	vault "github.com/hashicorp/vault/api"
+	"github.com/hashicorp/vault/api/auth/approle"
+)
+
+// Defaults of VaultOptions.
+const (
+	DefaultMaxStaleness    = 15 * time.Minute
+	DefaultRefreshInterval = time.Minute
+	DefaultRequestTimeout  = 2 * time.Second
+	DefaultDataKeyTTL      = 5 * time.Minute
+	DefaultDataKeyCache    = 65536
+	// retainedCursorVersions is how many cursor key versions (the newest
+	// and older ones) are held, so that cursors sealed just before a
+	// rotation still open for their one-hour life.
+	retainedCursorVersions = 3
+)
+
+// AppRole is AppRole authentication: the role id and the secret id are
+// read from files, never from flags or URIs.
+type AppRole struct {
+	// RoleIDFile holds the role id.
+	RoleIDFile string
+	// SecretIDFile holds the secret id, or with Wrapped a response-wrapping
+	// token whose unwrapped value is the secret id (unwrapped once, at
+	// startup; a wrapping token can be used only once).
+	SecretIDFile string
+	Wrapped      bool
+	// MountPath is the AppRole auth mount ("approle" when empty).
+	MountPath string
+}
+
+// VaultOptions configure OpenVault. Exactly one of Token and AppRole is
+// set. Zero durations take the Default values.
+type VaultOptions struct {
+	// Address is the Vault API address, e.g. https://vault.internal:8200.
+	// It must not carry credentials, a query or a fragment.
+	Address string
+	// Token authenticates with a Vault token (from VAULT_TOKEN; cmd reads
+	// the environment). A renewable token is renewed; when it can no longer
+	// be renewed the keys go stale and requests fail closed.
+	Token string
+	// AppRole authenticates with AppRole; the token is renewed and, when
+	// it reaches its maximum TTL, custos logs in again.
+	AppRole *AppRole
+	// TLS configures the client's TLS (CA file etc.); nil uses the system
+	// roots.
+	TLS *vault.TLSConfig
+	// Layout names the paths; empty fields take DefaultLayout's.
+	Layout Layout
+	// MaxStaleness is the hard limit: keys not refreshed from Vault for
+	// longer are not used, and every request fails closed.
+	MaxStaleness time.Duration
+	// RefreshInterval is how often keys and key versions are re-read
+	// (rotation is picked up within one interval). It must be shorter
+	// than MaxStaleness.
+	RefreshInterval time.Duration
+	// RequestTimeout bounds every Vault call, including the ones a request
+	// waits for (unwrapping a data key not in the cache).
+	RequestTimeout time.Duration
+	// DataKeyTTL bounds how long an unwrapped blob data key stays in
+	// memory; it is capped at MaxStaleness. DataKeyCacheSize bounds how
+	// many are held.
+	DataKeyTTL       time.Duration
+	DataKeyCacheSize int
+	// Logger receives operational logs: never a token, a key or a secret
+	// id. nil discards.
+	Logger *slog.Logger
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
+}
+
+func (o *VaultOptions) validate() error {
+	if o.Address == "" {
+		return fmt.Errorf("%w: no Vault address (set VAULT_ADDR or --vault-addr)", ErrBadConfig)
+	}
+	if err := validateAddress(o.Address); err != nil {
+		return err
+	}
+	switch {
+	case o.Token == "" && o.AppRole == nil:
+		return fmt.Errorf("%w: no Vault credentials: set VAULT_TOKEN, or AppRole role id and secret id files", ErrBadConfig)
+	case o.Token != "" && o.AppRole != nil:
+		return fmt.Errorf("%w: both a Vault token and AppRole are configured; choose one", ErrBadConfig)
+	case o.AppRole != nil && (o.AppRole.RoleIDFile == "" || o.AppRole.SecretIDFile == ""):
+		return fmt.Errorf("%w: AppRole needs both a role id file and a secret id file", ErrBadConfig)
+	}
+	o.Layout = o.Layout.withDefaults()
+	if err := o.Layout.validate(); err != nil {
+		return err
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.MaxStaleness, DefaultMaxStaleness)
+	def(&o.RefreshInterval, DefaultRefreshInterval)
+	def(&o.RequestTimeout, DefaultRequestTimeout)
+	def(&o.DataKeyTTL, DefaultDataKeyTTL)
+	if o.MaxStaleness < 0 || o.RefreshInterval < 0 || o.RequestTimeout < 0 || o.DataKeyTTL < 0 {
+		return fmt.Errorf("%w: negative duration", ErrBadConfig)
+	}
+	if o.RefreshInterval >= o.MaxStaleness {
+		return fmt.Errorf("%w: refresh interval %s must be shorter than the staleness limit %s", ErrBadConfig, o.RefreshInterval, o.MaxStaleness)
+	}
+	o.DataKeyTTL = min(o.DataKeyTTL, o.MaxStaleness)
+	if o.DataKeyCacheSize == 0 {
+		o.DataKeyCacheSize = DefaultDataKeyCache
+	}
+	if o.DataKeyCacheSize < 0 {
+		return fmt.Errorf("%w: negative data key cache size", ErrBadConfig)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// validateAddress accepts http(s)://host[:port][/path] and nothing that
+// could carry a credential.
+func validateAddress(addr string) error {
+	u, err := url.Parse(addr)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("%w: Vault address must be http(s)://HOST[:PORT]", ErrBadConfig)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return fmt.Errorf("%w: Vault address must not carry credentials, a query or a fragment (secrets are never put in URIs)", ErrBadConfig)
+	}
+	return nil
+}
+
+// keyState is one immutable snapshot of what was read from Vault.
+type keyState struct {
+	cursor     []Key // newest first
+	audit      Key
+	signing    signingKey
+	blobKEKVer int
+	refreshed  time.Time
+}
+
+type signingKey struct {
+	latest int
+	public map[int]ed25519.PublicKey
+}
+
+// Vault is the production provider: keys from HashiCorp Vault (see
+// doc.go). It is safe for concurrent use. Close stops its background
+// renewal and refresh.
+type Vault struct {
+	opts   VaultOptions
+	client *vault.Client
+	log    *slog.Logger
+
+	auth     func(ctx context.Context) (*vault.Secret, error) // logs in; nil for token auth
+	logins   atomic.Int64
+	state    atomic.Pointer[keyState]
+	lastErr  atomic.Pointer[string]
+	datakeys *dataKeyCache
+
+	stop chan struct{}
+	done sync.WaitGroup
+	once sync.Once
+}
+
+// OpenVault logs in, reads and checks every key custos needs (both KV
+// secrets, both Transit keys, a sign/verify and a data key round trip), and
+// starts token renewal and key refresh. It fails closed: any missing path,
+// denied permission or malformed key is an error naming the path and the
+// policy rule that grants it.
+func OpenVault(ctx context.Context, opts VaultOptions) (*Vault, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	cfg := vault.DefaultConfig()
+	if cfg.Error != nil {
+		return nil, fmt.Errorf("%w: vault client: %v", ErrBadConfig, cfg.Error)
+	}
+	cfg.Address = opts.Address
+	cfg.Timeout = opts.RequestTimeout
+	cfg.MaxRetries = 1
+	if opts.TLS != nil {
+		if err := cfg.ConfigureTLS(opts.TLS); err != nil {
+			return nil, fmt.Errorf("%w: vault TLS: %v", ErrBadConfig, err)
+		}
+	}
+	client, err := vault.NewClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: vault client: %v", ErrBadConfig, err)
+	}
+	// The client must not pick up a token from the environment or a
+	// token helper behind the configuration's back.
+	client.ClearToken()
+	v := &Vault{opts: opts, client: client, log: opts.Logger, stop: make(chan struct{})}
+	v.datakeys = newDataKeyCache(opts.DataKeyCacheSize)
+
+	var authSecret *vault.Secret
+	if opts.AppRole != nil {
+		if v.auth, err = v.appRoleLogin(ctx, *opts.AppRole); err != nil {
+			return nil, err
+		}
+		if authSecret, err = v.login(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		client.SetToken(opts.Token)
+		cctx, cancel := context.WithTimeout(ctx, opts.RequestTimeout)
+		authSecret, err = client.Auth().Token().LookupSelfWithContext(cctx)
+		cancel()
+		if err != nil {
+			return nil, vaultErr("look up", "auth/token/lookup-self", err, "the token is invalid or expired")
+		}
+	}
+	st, err := v.fetch(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.preflight(ctx, st); err != nil {
+		return nil, err
+	}
+	v.state.Store(st)
+	v.done.Add(1)
+	go v.background(authSecret)
+	v.log.Info("vault keys loaded", "addr", opts.Address, "keys", strings.Join(st.ids(opts.Layout), " "))
+	return v, nil
+}
+
+// appRoleLogin reads the role id and secret id once and returns the login
+// function used at startup and for every re-login.
+func (v *Vault) appRoleLogin(ctx context.Context, a AppRole) (func(context.Context) (*vault.Secret, error), error) {
+	roleID, err := readSecretFile(a.RoleIDFile, "AppRole role id")
+	if err != nil {
+		return nil, err
+	}
+	secretID, err := readSecretFile(a.SecretIDFile, "AppRole secret id")
+	if err != nil {
+		return nil, err
+	}
+	if a.Wrapped {
+		cctx, cancel := context.WithTimeout(ctx, v.opts.RequestTimeout)
+		s, err := v.client.Logical().UnwrapWithContext(cctx, secretID)
+		cancel()
+		if err != nil {
+			return nil, vaultErr("unwrap", "sys/wrapping/unwrap", err, "the wrapping token is invalid, expired or was already used")
+		}
+		id, _ := s.Data["secret_id"].(string)
+		if id == "" {
+			return nil, fmt.Errorf("%w: the wrapped response holds no secret_id", ErrBadConfig)
+		}
+		secretID = id
+	}
+	var opts []approle.LoginOption
+	if a.MountPath != "" {
+		opts = append(opts, approle.WithMountPath(a.MountPath))
+	}
+	auth, err := approle.NewAppRoleAuth(roleID, &approle.SecretID{FromString: secretID}, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: approle: %v", ErrBadConfig, err)
+	}
+	mount := a.MountPath
+	if mount == "" {
+		mount = "approle"
+	}
+	return func(ctx context.Context) (*vault.Secret, error) {
+		cctx, cancel := context.WithTimeout(ctx, v.opts.RequestTimeout)
+		defer cancel()
+		s, err := v.client.Auth().Login(cctx, auth)
+		if err != nil {
+			return nil, vaultErr("log in", "auth/"+mount+"/login", err, "the role id or secret id is wrong, or the secret id expired")
+		}
+		return s, nil
+	}, nil
+}
+
+func (v *Vault) login(ctx context.Context) (*vault.Secret, error) {
+	s, err := v.auth(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v.logins.Add(1)
+	v.log.Info("vault login", "method", "approle", "ttl_seconds", s.Auth.LeaseDuration, "renewable", s.Auth.Renewable)
+	return s, nil
+}
+
+func readSecretFile(path, what string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: reading the %s file: %v", ErrBadConfig, what, err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" || strings.ContainsAny(s, " \t\r\n") {
+		return "", fmt.Errorf("%w: the %s file %s must hold exactly one value", ErrBadConfig, what, path)
+	}
+	return s, nil
+}
+
+// fetch reads every key. prev, when not nil, supplies cursor key versions
+// already held, so that a refresh reads only what changed.
+func (v *Vault) fetch(ctx context.Context, prev *keyState) (*keyState, error) {
+	l := v.opts.Layout
+	st := &keyState{}
+	cur, err := v.readKV(ctx, l.CursorKeyPath, 0)
+	if err != nil {
+		return nil, err
+	}
+	st.cursor = []Key{cur.key}
+	// Retain older cursor versions (sealed cursors live an hour).
+	for ver := cur.version - 1; ver >= 1 && len(st.cursor) < retainedCursorVersions; ver-- {
+		if k, ok := prev.cursorVersion(l, ver); ok {
+			st.cursor = append(st.cursor, k)
+			continue
+		}
+		old, err := v.readKV(ctx, l.CursorKeyPath, ver)
+		if err != nil {
+			// A destroyed or deleted old version only shortens the
+			// overlap; the newest key is what matters.
+			v.log.Warn("older cursor key version not readable", "version", ver, "err", err)
+			break
+		}
+		st.cursor = append(st.cursor, old.key)
+	}
+	aud, err := v.readKV(ctx, l.AuditKeyPath, 0)
+	if err != nil {
+		return nil, err
+	}
+	st.audit = aud.key
+
+	sk, err := v.readTransitKey(ctx, l.SigningKey, "ed25519")
+	if err != nil {
+		return nil, err
+	}
+	st.signing = signingKey{latest: sk.latest, public: map[int]ed25519.PublicKey{}}
+	for ver, raw := range sk.keys {
+		var m struct {
+			PublicKey string `json:"public_key"`
+		}
+		if b, err := json.Marshal(raw); err == nil {
+			_ = json.Unmarshal(b, &m)
+		}
+		pub, err := base64.StdEncoding.DecodeString(m.PublicKey)
+		if err != nil || len(pub) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("%w: %s: version %d has no ed25519 public key", ErrMissing, l.TransitPath("keys", l.SigningKey), ver)
+		}
+		st.signing.public[ver] = ed25519.PublicKey(pub)
+	}
+	bk, err := v.readTransitKey(ctx, l.BlobKey, "aes256-gcm96")
+	if err != nil {
+		return nil, err
+	}
+	st.blobKEKVer = bk.latest
+	st.refreshed = v.opts.Now()
+	return st, nil
+}
+
+func (st *keyState) cursorVersion(l Layout, ver int) (Key, bool) {
+	if st == nil {
+		return Key{}, false
+	}
+	id := kvKeyID(l, l.CursorKeyPath, ver)
+	for _, k := range st.cursor {
+		if k.ID == id {
+			return k, true
+		}
+	}
+	return Key{}, false
+}
+
+// ids lists the key versions in force, sorted, in the form recorded in
+// audit records: "name=path@N".
+func (st *keyState) ids(l Layout) []string {
+	out := []string{
+		"audit-hmac=" + st.audit.ID,
+		"blob-kek=" + l.TransitMount + "/" + l.BlobKey + "@" + strconv.Itoa(st.blobKEKVer),
+		"cursor=" + st.cursor[0].ID,
+		"signing=" + l.TransitMount + "/" + l.SigningKey + "@" + strconv.Itoa(st.signing.latest),
+	}
+	sort.Strings(out)
+	return out
+}
+
+func kvKeyID(l Layout, path string, ver int) string {
+	return l.KVMount + "/" + path + "@" + strconv.Itoa(ver)
+}
+
+type kvKey struct {
+	key     Key
+	version int
+}
+
+// readKV reads a KV v2 key (version 0 = newest) and checks its value.
+func (v *Vault) readKV(ctx context.Context, path string, version int) (kvKey, error) {
+	l := v.opts.Layout
+	api := l.KVDataPath(path)
+	cctx, cancel := context.WithTimeout(ctx, v.opts.RequestTimeout)
+	defer cancel()
+	kv := v.client.KVv2(l.KVMount)
+	var (
+		s   *vault.KVSecret
+		err error
+	)
+	if version == 0 {
+		s, err = kv.Get(cctx, path)
+	} else {
+		s, err = kv.GetVersion(cctx, path, version)
+	}
+	if err != nil {
+		if errors.Is(err, vault.ErrSecretNotFound) {
+			return kvKey{}, fmt.Errorf("%w: %s: not found; an administrator writes it with "+
+				"'vault kv put -mount=%s %s %s=$(head -c 32 /dev/urandom | base64)' (docs/vault.md)", ErrMissing, api, l.KVMount, path, KVField)
+		}
+		return kvKey{}, vaultErr("read", api, err, "")
+	}
+	if s == nil || s.VersionMetadata == nil {
+		return kvKey{}, fmt.Errorf("%w: %s: no version metadata (is %q a KV version 2 mount?)", ErrMissing, api, l.KVMount)
+	}
+	raw, _ := s.Data[KVField].(string)
+	b, err := base64.StdEncoding.Strict().DecodeString(raw)
+	if err != nil || len(b) != KeySize || allZero(b) {
+		return kvKey{}, fmt.Errorf("%w: %s version %d: field %q must be the base64 of %d random bytes", ErrMissing, api, s.VersionMetadata.Version, KVField, KeySize)
+	}
+	ver := s.VersionMetadata.Version
+	return kvKey{key: Key{ID: kvKeyID(l, path, ver), Bytes: b}, version: ver}, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+type transitKey struct {
+	latest int
+	keys   map[int]any
+}
+
+// readTransitKey reads a Transit key's metadata and checks its type and
+// that it cannot be exported.
+func (v *Vault) readTransitKey(ctx context.Context, name, wantType string) (transitKey, error) {
+	l := v.opts.Layout
+	api := l.TransitPath("keys", name)
+	cctx, cancel := context.WithTimeout(ctx, v.opts.RequestTimeout)
+	defer cancel()
+	s, err := v.client.Logical().ReadWithContext(cctx, api)
+	if err != nil {
+		return transitKey{}, vaultErr("read", api, err, "")
+	}
+	if s == nil || s.Data == nil {
+		return transitKey{}, fmt.Errorf("%w: %s: not found; an administrator creates it with "+
+			"'vault write -f %s type=%s' (docs/vault.md)", ErrMissing, api, api, wantType)
+	}
+	if t, _ := s.Data["type"].(string); t != wantType {
+		return transitKey{}, fmt.Errorf("%w: %s: type %q, want %q", ErrMissing, api, t, wantType)
+	}
+	if exp, _ := s.Data["exportable"].(bool); exp {
+		return transitKey{}, fmt.Errorf("%w: %s is exportable; custos requires a non-exportable key", ErrMissing, api)
+	}
+	latest, err := jsonInt(s.Data["latest_version"])
+	if err != nil || latest < 1 {
+		return transitKey{}, fmt.Errorf("%w: %s: no latest_version", ErrMissing, api)
+	}
+	out := transitKey{latest: latest, keys: map[int]any{}}
+	if m, ok := s.Data["keys"].(map[string]any); ok {
+		for k, val := range m {
+			ver, err := strconv.Atoi(k)
+			if err != nil {
+				continue
+			}
+			out.keys[ver] = val
+		}
+	}
+	return out, nil
+}
+
+func jsonInt(x any) (int, error) {
+	switch n := x.(type) {
+	case json.Number:
+		i, err := n.Int64()
+		return int(i), err
+	case float64:
+		return int(n), nil
+	case int:
+		return n, nil
+	}
+	return 0, fmt.Errorf("not a number")
+}
+
+// preflight proves, at startup, that the token may use the Transit keys:
+// a signature that verifies locally and a data key that unwraps.
+func (v *Vault) preflight(ctx context.Context, st *keyState) error {
+	msg := []byte("custos preflight " + v.opts.Now().UTC().Format(time.RFC3339Nano))
+	sig, ver, err := v.sign(ctx, msg)
+	if err != nil {
+		return err
+	}
+	pub, ok := st.signing.public[ver]
+	if !ok || !ed25519.Verify(pub, msg, sig) {
+		return fmt.Errorf("%w: %s: the signature Vault returned does not verify with its public key", ErrMissing, v.opts.Layout.TransitPath("sign", v.opts.Layout.SigningKey))
+	}
+	key, wrapped, err := v.newDataKey(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := v.rewrap(ctx, wrapped); err != nil {
+		return err
+	}
+	v.datakeys.put(wrapped, key, v.opts.Now().Add(v.opts.DataKeyTTL))
+	return nil
+}
+
+// background renews the token (re-logging in with AppRole when it can no
+// longer be renewed) and refreshes keys until Close.
+func (v *Vault) background(authSecret *vault.Secret) {
+	defer v.done.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-v.stop
+		cancel()
+	}()
+
+	var watcher *vault.LifetimeWatcher
+	startWatcher := func(s *vault.Secret) {
+		if s == nil || s.Auth == nil || !s.Auth.Renewable {
+			if s != nil && s.Auth == nil && s.Data != nil {
+				// Token auth: lookup-self data, renewable flag inside.
+				if r, _ := s.Data["renewable"].(bool); !r {
+					return
+				}
+				w, err := v.client.NewLifetimeWatcher(&vault.LifetimeWatcherInput{Secret: &vault.Secret{Auth: &vault.SecretAuth{
+					ClientToken: v.client.Token(), Renewable: true, LeaseDuration: ttlOf(s),
+				}}})
+				if err == nil {
+					watcher = w
+					go w.Start()
+				}
+			}
+			return
+		}
+		w, err := v.client.NewLifetimeWatcher(&vault.LifetimeWatcherInput{Secret: s})
+		if err != nil {
+			v.log.Warn("vault token renewal not started", "err", err)
+			return
+		}
+		watcher = w
+		go w.Start()
+	}
+	startWatcher(authSecret)
+	defer func() {
+		if watcher != nil {
+			watcher.Stop()
+		}
+	}()
+
+	tick := time.NewTicker(v.opts.RefreshInterval)
+	defer tick.Stop()
+	var doneCh <-chan error
+	for {
+		doneCh = nil
+		var renewCh <-chan *vault.RenewOutput
+		if watcher != nil {
+			doneCh, renewCh = watcher.DoneCh(), watcher.RenewCh()
+		}
+		select {
+		case <-v.stop:
+			return
+		case <-renewCh:
+			v.log.Debug("vault token renewed")
+		case err := <-doneCh:
+			watcher.Stop()
+			watcher = nil
+			if v.auth == nil {
+				v.log.Error("vault token can no longer be renewed; keys will go stale and requests will be refused", "err", errString(err))
+				continue
+			}
+			v.log.Info("vault token reached the end of its life; logging in again")
+			if s, err := v.login(ctx); err != nil {
+				v.log.Error("vault re-login failed; retrying at the next refresh", "err", err)
+			} else {
+				startWatcher(s)
+			}
+		case <-tick.C:
+			if watcher == nil && v.auth != nil {
+				if s, err := v.login(ctx); err == nil {
+					startWatcher(s)
+				} else {
+					v.log.Warn("vault re-login failed", "err", err)
+				}
+			}
+			v.Refresh(ctx)
+		}
+	}
+}
+
+func ttlOf(s *vault.Secret) int {
+	if n, err := jsonInt(s.Data["ttl"]); err == nil {
+		return n
+	}
+	return 0
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "token not renewable"
+	}
+	return err.Error()
+}
+
+// Refresh re-reads every key now. Failures are logged and keep the keys
+// already held until the staleness limit; it returns the error for tests
+// and callers that want it.
+func (v *Vault) Refresh(ctx context.Context) error {
+	old := v.state.Load()
+	st, err := v.fetch(ctx, old)
+	if err != nil {
+		msg := err.Error()
+		v.lastErr.Store(&msg)
+		v.log.Warn("vault key refresh failed; holding keys until the staleness limit", "err", err, "age", v.opts.Now().Sub(old.refreshed).Round(time.Second).String(), "limit", v.opts.MaxStaleness.String())
+		return err
+	}
+	v.lastErr.Store(nil)
+	if old != nil {
+		if oi, ni := strings.Join(old.ids(v.opts.Layout), " "), strings.Join(st.ids(v.opts.Layout), " "); oi != ni {
+			v.log.Info("vault key versions changed", "keys", ni)
+		}
+	}
+	v.state.Store(st)
+	return nil
+}
+
+// Close stops renewal and refresh and drops the keys held. It is safe to
+// call more than once.
+func (v *Vault) Close() error {
+	v.once.Do(func() {
+		close(v.stop)
+		v.done.Wait()
+		v.datakeys.clear()
+	})
+	return nil
+}
+
+// fresh returns the key snapshot if it is within the staleness limit.
+func (v *Vault) fresh() (*keyState, error) {
+	st := v.state.Load()
+	if st == nil {
+		return nil, ErrStale
+	}
+	age := v.opts.Now().Sub(st.refreshed)
+	if age > v.opts.MaxStaleness {
+		why := "Vault unreachable"
+		if p := v.lastErr.Load(); p != nil {
+			why = *p
+		}
+		return nil, &StaleError{Age: age, Limit: v.opts.MaxStaleness, Cause: why}
+	}
+	return st, nil
+}
+
+// Check reports whether the keys are fresh enough to serve: nil, or a
+// *StaleError (which wraps ErrStale and ErrUnavailable). It makes no Vault
+// call.
+func (v *Vault) Check() error {
+	_, err := v.fresh()
+	return err
+}
+
+// CursorKey returns the newest cursor sealing key.
+func (v *Vault) CursorKey(context.Context) (Key, error) {
+	st, err := v.fresh()
+	if err != nil {
+		return Key{}, err
+	}
+	return st.cursor[0].clone(), nil
+}
+
+// CursorKeys returns the cursor keys held, newest first: seal with the
+// first, open with any.
+func (v *Vault) CursorKeys(context.Context) ([]Key, error) {
+	st, err := v.fresh()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Key, len(st.cursor))
+	for i, k := range st.cursor {
+		out[i] = k.clone()
+	}
+	return out, nil
+}
+
+// AuditKey returns the newest audit keyed-hash (HMAC) key.
+func (v *Vault) AuditKey(context.Context) (Key, error) {
+	st, err := v.fresh()
+	if err != nil {
+		return Key{}, err
+	}
+	return st.audit.clone(), nil
+}
+
+// KeyIDs lists the key versions in force, sorted ("cursor=secret/custos/
+// cursor-key@3", ...): what the server records in every audit record.
+func (v *Vault) KeyIDs() []string {
+	st := v.state.Load()
+	if st == nil {
+		return nil
+	}
+	return st.ids(v.opts.Layout)
+}
+
+// Logins reports how many times the provider has logged in (AppRole).
+func (v *Vault) Logins() int64 { return v.logins.Load() }
+
+// Dev reports false: these are production keys.
+func (v *Vault) Dev() bool { return false }
+
+// Name describes the provider for the startup banner (no credentials).
+func (v *Vault) Name() string {
+	method := "token"
+	if v.opts.AppRole != nil {
+		method = "approle"
+	}
+	return "vault (" + v.opts.Address + ", " + method + ")"
+}
+
+// Sign signs msg with the Transit ed25519 key and returns the raw 64-byte
+// signature and the key version that made it.
+func (v *Vault) Sign(ctx context.Context, msg []byte) ([]byte, int, error) {
+	if _, err := v.fresh(); err != nil {
+		return nil, 0, err
+	}
+	return v.sign(ctx, msg)
+}
+
+func (v *Vault) sign(ctx context.Context, msg []byte) ([]byte, int, error) {
+	api := v.opts.Layout.TransitPath("sign", v.opts.Layout.SigningKey)
+	s, err := v.write(ctx, api, map[string]any{"input": base64.StdEncoding.EncodeToString(msg)})
+	if err != nil {
+		return nil, 0, err
+	}
+	ver, raw, err := parseVaultValue(s, "signature")
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %s: %v", ErrUnavailable, api, err)
+	}
+	if len(raw) != ed25519.SignatureSize {
+		return nil, 0, fmt.Errorf("%w: %s: signature of %d bytes", ErrUnavailable, api, len(raw))
+	}
+	return raw, ver, nil
+}
+
+// Verify checks sig over msg against the public key of version ver, held
+// in memory (no Vault call).
+func (v *Vault) Verify(msg, sig []byte, ver int) bool {
+	st := v.state.Load()
+	if st == nil {
+		return false
+	}
+	pub, ok := st.signing.public[ver]
+	return ok && ed25519.Verify(pub, msg, sig)
+}
+
+// PublicKey returns the signing key's public key for version ver (0 =
+// newest) and the version.
+func (v *Vault) PublicKey(ver int) (ed25519.PublicKey, int, error) {
+	st := v.state.Load()
+	if st == nil {
+		return nil, 0, ErrStale
+	}
+	if ver == 0 {
+		ver = st.signing.latest
+	}
+	pub, ok := st.signing.public[ver]
+	if !ok {
+		return nil, 0, fmt.Errorf("%w: no signing key version %d", ErrMissing, ver)
+	}
+	return append(ed25519.PublicKey(nil), pub...), ver, nil
+}
+
+// KEK names the blob key-encryption key (store.DataKeys).
+func (v *Vault) KEK() string {
+	return "vault-transit:" + v.opts.Layout.TransitMount + "/" + v.opts.Layout.BlobKey
+}
+
+// NewDataKey returns a fresh AES-256 data key and its wrapped form
+// ("vault:vN:..."), from Transit datakey/wrapped and a decrypt of it.
+func (v *Vault) NewDataKey(ctx context.Context) (key, wrapped []byte, err error) {
+	if _, err := v.fresh(); err != nil {
+		return nil, nil, err
+	}
+	key, wrapped, err = v.newDataKey(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	v.datakeys.put(wrapped, key, v.opts.Now().Add(v.opts.DataKeyTTL))
+	return key, wrapped, nil
+}
+
+func (v *Vault) newDataKey(ctx context.Context) (key, wrapped []byte, err error) {
+	api := v.opts.Layout.TransitPath("datakey/wrapped", v.opts.Layout.BlobKey)
+	s, err := v.write(ctx, api, map[string]any{"bits": 256})
+	if err != nil {
+		return nil, nil, err
+	}
+	ct, _ := s.Data["ciphertext"].(string)
+	if !strings.HasPrefix(ct, "vault:v") {
+		return nil, nil, fmt.Errorf("%w: %s: no ciphertext", ErrUnavailable, api)
+	}
+	key, err = v.unwrap(ctx, []byte(ct))
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, []byte(ct), nil
+}
+
+// UnwrapDataKey returns the data key inside wrapped, from the in-memory
+// cache when it is there (no Vault round trip), else from Transit decrypt.
+func (v *Vault) UnwrapDataKey(ctx context.Context, wrapped []byte) ([]byte, error) {
+	if _, err := v.fresh(); err != nil {
+		return nil, err
+	}
+	now := v.opts.Now()
+	if k, ok := v.datakeys.get(wrapped, now); ok {
+		return k, nil
+	}
+	k, err := v.unwrap(ctx, wrapped)
+	if err != nil {
+		return nil, err
+	}
+	v.datakeys.put(wrapped, k, now.Add(v.opts.DataKeyTTL))
+	return append([]byte(nil), k...), nil
+}
+
+func (v *Vault) unwrap(ctx context.Context, wrapped []byte) ([]byte, error) {
+	api := v.opts.Layout.TransitPath("decrypt", v.opts.Layout.BlobKey)
+	s, err := v.write(ctx, api, map[string]any{"ciphertext": string(wrapped)})
+	if err != nil {
+		return nil, err
+	}
+	pt, _ := s.Data["plaintext"].(string)
+	k, err := base64.StdEncoding.DecodeString(pt)
+	if err != nil || len(k) != KeySize {
+		return nil, fmt.Errorf("%w: %s: the unwrapped data key is not %d bytes", ErrUnavailable, api, KeySize)
+	}
+	return k, nil
+}
+
+// RewrapDataKey re-wraps wrapped under the newest version of the
+// key-encryption key; the data key itself never leaves Vault.
+func (v *Vault) RewrapDataKey(ctx context.Context, wrapped []byte) ([]byte, error) {
+	if _, err := v.fresh(); err != nil {
+		return nil, err
+	}
+	return v.rewrap(ctx, wrapped)
+}
+
+func (v *Vault) rewrap(ctx context.Context, wrapped []byte) ([]byte, error) {
+	api := v.opts.Layout.TransitPath("rewrap", v.opts.Layout.BlobKey)
+	s, err := v.write(ctx, api, map[string]any{"ciphertext": string(wrapped)})
+	if err != nil {
+		return nil, err
+	}
+	ct, _ := s.Data["ciphertext"].(string)
+	if !strings.HasPrefix(ct, "vault:v") {
+		return nil, fmt.Errorf("%w: %s: no ciphertext", ErrUnavailable, api)
+	}
+	return []byte(ct), nil
+}
+
+// write is one Transit call under the request timeout.
+func (v *Vault) write(ctx context.Context, api string, data map[string]any) (*vault.Secret, error) {
+	cctx, cancel := context.WithTimeout(ctx, v.opts.RequestTimeout)
+	defer cancel()
+	s, err := v.client.Logical().WriteWithContext(cctx, api, data)
+	if err != nil {
+		return nil, vaultErr("update", api, err, "")
+	}
+	if s == nil || s.Data == nil {
+		return nil, fmt.Errorf("%w: %s: empty response", ErrUnavailable, api)
+	}
+	return s, nil
+}
+
+// parseVaultValue splits "vault:vN:base64" from field of s.
+func parseVaultValue(s *vault.Secret, field string) (int, []byte, error) {
+	val, _ := s.Data[field].(string)
+	rest, ok := strings.CutPrefix(val, "vault:v")
+	if !ok {
+		return 0, nil, fmt.Errorf("no %s", field)
+	}
+	vs, b64, ok := strings.Cut(rest, ":")
+	ver, err := strconv.Atoi(vs)
+	if !ok || err != nil || ver < 1 {
+		return 0, nil, fmt.Errorf("malformed %s", field)
+	}
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return 0, nil, fmt.Errorf("malformed %s", field)
+	}
+	return ver, raw, nil
+}
+
+// dataKeyCache holds unwrapped blob data keys, keyed by SHA-256 of the
+// wrapped form, each until its expiry; at most max entries.
+type dataKeyCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[[sha256.Size]byte]cachedKey
+}
+
+type cachedKey struct {
+	key []byte
+	exp time.Time
+}
+
+func newDataKeyCache(max int) *dataKeyCache {
+	return &dataKeyCache{max: max, m: map[[sha256.Size]byte]cachedKey{}}
+}
+
+func (c *dataKeyCache) get(wrapped []byte, now time.Time) ([]byte, bool) {
+	h := sha256.Sum256(wrapped)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[h]
+	if !ok {
+		return nil, false
+	}
+	if !now.Before(e.exp) {
+		clear(e.key)
+		delete(c.m, h)
+		return nil, false
+	}
+	return append([]byte(nil), e.key...), true
+}
+
+func (c *dataKeyCache) put(wrapped, key []byte, exp time.Time) {
+	h := sha256.Sum256(wrapped)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.max {
+		// Drop an eighth of the entries (map order is random enough for a
+		// bound; the cache is an optimisation, never a source of truth).
+		n := max(1, c.max/8)
+		for k, e := range c.m {
+			clear(e.key)
+			delete(c.m, k)
+			if n--; n == 0 {
+				break
+			}
+		}
+	}
+	c.m[h] = cachedKey{key: append([]byte(nil), key...), exp: exp}
+}
+
+func (c *dataKeyCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.m {
+		clear(e.key)
+		delete(c.m, k)
+	}
+}
+
+func (k Key) clone() Key { return Key{ID: k.ID, Bytes: append([]byte(nil), k.Bytes...)} }
