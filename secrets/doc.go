@@ -1,18 +1,37 @@
 // Package secrets supplies the key material custos needs at run time.
 //
-// Responsibility: one place that hands out keys (today the cursor sealing
-// key; later the audit keyed-hash key and the checkpoint signer) to the
-// packages that use them. Those packages declare the small interface they
-// need; this package provides the implementations.
+// Responsibility: one place that hands out keys — the cursor sealing key,
+// the audit keyed-hash key, the audit checkpoint signer and the blob data
+// keys of envelope encryption — to the packages that use them. Those
+// packages declare the small interface they need (server.Keys,
+// store.DataKeys); this package provides the implementations:
 //
-// This release ships only the development provider, [Dev]: ephemeral random
-// keys held in memory for the life of the process. It exists for the demo
-// and for tests. A production provider backed by HashiCorp Vault arrives in
-// its own change; until then `custos serve` refuses to start without --dev.
+//   - [Vault], the production provider, backed by HashiCorp Vault: the
+//     cursor and audit keys are KV version 2 secrets (versioned; the version
+//     in force is recorded in every audit record), the checkpoint signer is
+//     a non-exportable Transit ed25519 key (Vault signs; verification is
+//     local with the public keys), and blob data keys come from Transit
+//     datakey/wrapped and are unwrapped by Transit decrypt into a bounded,
+//     expiring in-memory cache. [Layout] names the paths; [PolicyHCL] is the
+//     least-privilege ACL policy they need (docs/vault.md).
+//   - [Dev], ephemeral random keys for the demo and tests.
 //
 // Invariants:
-//   - Key bytes never appear in an error, a log line, a URI or the audit log.
-//     [Key.String] and [Key.LogValue] print only the key id.
+//   - Fail closed. Keys not refreshed from Vault within the staleness limit
+//     are not used: every accessor returns a *StaleError (ErrStale,
+//     ErrUnavailable), including for data keys still in the cache. Nothing
+//     falls back to older, dev or no keys.
+//   - Startup checks everything: OpenVault fails unless every key is
+//     present, of the right type and not exportable, and a signature and a
+//     data key round trip succeed; errors name the Vault path and the ACL
+//     rule that grants it.
+//   - No Vault round trip on the hot path once keys are cached: cursor and
+//     audit keys are held in memory and refreshed in the background; data
+//     keys are cached up to their TTL.
+//   - Key bytes, tokens and secret ids never appear in an error, a log line,
+//     a URI or the audit log. [Key.String] and [Key.LogValue] print only the
+//     key id; configuration names secrets by Vault path, never by value; a
+//     Vault address carrying credentials, a query or a fragment is refused.
 //   - A Dev provider says so: [Dev.Dev] is true, and the server records that
 //     flag in every audit record it writes while serving with it.
 //   - Keys returned are copies; a caller cannot mutate the provider's state.
