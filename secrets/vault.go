@@ -604,14 +604,28 @@ func (v *Vault) background(authSecret *vault.Secret) {
 				startWatcher(s)
 			}
 		case <-tick.C:
-			if watcher == nil && v.auth != nil {
-				if s, err := v.login(ctx); err == nil {
-					startWatcher(s)
-				} else {
-					v.log.Warn("vault re-login failed", "err", err)
+			relogin := func() bool {
+				if watcher != nil {
+					watcher.Stop()
+					watcher = nil
 				}
+				s, err := v.login(ctx)
+				if err != nil {
+					v.log.Warn("vault re-login failed", "err", err)
+					return false
+				}
+				startWatcher(s)
+				return true
 			}
-			v.Refresh(ctx)
+			if watcher == nil && v.auth != nil && !relogin() {
+				v.Refresh(ctx) // fails and is logged; keys age toward the limit
+				continue
+			}
+			// A token that expired or was revoked before its watcher noticed
+			// shows up as a permission error: log in again and retry once.
+			if err := v.Refresh(ctx); errors.Is(err, ErrPermission) && v.auth != nil && relogin() {
+				v.Refresh(ctx)
+			}
 		}
 	}
 }

@@ -1,0 +1,554 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/secrets/vaulttest"
+)
+
+// vaultEnv is a provisioned real Vault and the environment the CLI uses to
+// reach it with the least-privilege custos-server token.
+type vaultEnv struct {
+	srv  *vaulttest.Server
+	prov *vaulttest.Provisioned
+	env  []string
+}
+
+func startVault(t *testing.T, po vaulttest.ProvisionOptions) *vaultEnv {
+	t.Helper()
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	po.Dir = t.TempDir()
+	p, err := srv.Provision(context.Background(), po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &vaultEnv{srv: srv, prov: p, env: []string{"VAULT_ADDR=" + srv.Addr, "VAULT_TOKEN=" + p.Token}}
+}
+
+// newVaultDataset seeds and imports a data set encrypted at rest.
+func newVaultDataset(t *testing.T, v *vaultEnv) *dataset {
+	t.Helper()
+	dir := t.TempDir()
+	d := &dataset{seed: filepath.Join(dir, "synthetic"), data: filepath.Join(dir, "data")}
+	mustCustos(t, "seed", "--out", d.seed, "--patients", "12", "--seed", "3")
+	if out, errOut, code := custos(t, v.env, "import", "--data-dir", d.data, d.seed); code != 0 {
+		t.Fatalf("import with Vault: exit %d\n%s%s", code, out, errOut)
+	}
+	raw, err := os.ReadFile(filepath.Join(d.seed, "SUMMARY.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &d.summary); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// vaultServer starts `custos serve` without --dev, logging in to Vault with
+// AppRole, on a free loopback port.
+type vaultServer struct {
+	url    string
+	cmd    *exec.Cmd
+	stderr *syncBuf
+	done   chan error
+}
+
+// syncBuf collects a child's stderr while the test reads it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func serveVault(t *testing.T, v *vaultEnv, d *dataset, tokens, secretIDFile string, wrapped bool, extra ...string) *vaultServer {
+	t.Helper()
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	args := []string{"serve", "--data-dir", d.data, "--listen", "127.0.0.1:0", "--addr-file", addrFile,
+		"--tokens", tokens, "--page-size", "20", "--log-level", "debug",
+		"--vault-role-id-file", v.prov.RoleIDFile, "--vault-secret-id-file", secretIDFile}
+	if wrapped {
+		args = append(args, "--vault-secret-id-wrapped")
+	}
+	args = append(args, extra...)
+	cmd := exec.Command(bin, args...)
+	// Only the address: serve must log in with AppRole, not a token.
+	cmd.Env = append(os.Environ(), "VAULT_ADDR="+v.srv.Addr)
+	s := &vaultServer{cmd: cmd, stderr: &syncBuf{}, done: make(chan error, 1)}
+	cmd.Stderr = s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.done <- cmd.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
+			s.url = strings.TrimSpace(string(b))
+			break
+		}
+		select {
+		case err := <-s.done:
+			t.Fatalf("serve exited: %v\n%s", err, s.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("server did not start: %s", s.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Cleanup(func() { s.stop(t) })
+	return s
+}
+
+func (s *vaultServer) stop(t *testing.T) {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.done
+		t.Errorf("server did not stop on SIGTERM")
+	}
+}
+
+func connect(t *testing.T, url, token string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-vault", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// leakScanner looks for secrets in every encoding they could leak in.
+type leakScanner struct{ needles map[string]string }
+
+func newLeakScanner() *leakScanner { return &leakScanner{needles: map[string]string{}} }
+
+func (l *leakScanner) secret(what, s string) {
+	if len(s) >= 6 {
+		l.needles[s] = what
+	}
+}
+
+func (l *leakScanner) key(what string, k []byte) {
+	l.secret(what+" (raw)", string(k))
+	l.secret(what+" (hex)", hex.EncodeToString(k))
+	l.secret(what+" (base64)", base64.StdEncoding.EncodeToString(k))
+	l.secret(what+" (base64url)", base64.RawURLEncoding.EncodeToString(k))
+}
+
+// scan returns a description of every secret found in data.
+func (l *leakScanner) scan(where string, data []byte) []string {
+	var hits []string
+	for n, what := range l.needles {
+		if bytes.Contains(data, []byte(n)) {
+			hits = append(hits, fmt.Sprintf("%s contains the %s", where, what))
+		}
+	}
+	return hits
+}
+
+// TestVaultCanarySecretsNeverLeak serves an encrypted catalog with keys from
+// a real Vault whose every secret is a recognizable canary, drives it with
+// real clients (including URIs that carry credentials), and then scans every
+// URI served, every response, the server log, the audit database, the
+// catalog and every export: no canary appears anywhere.
+func TestVaultCanarySecretsNeverLeak(t *testing.T) {
+	cursorKey := []byte("CANARY-cursor-key-0123456789abcd")
+	auditKey := []byte("CANARY-audit-hmac-key-0123456789")
+	v := startVault(t, vaulttest.ProvisionOptions{CursorKey: cursorKey, AuditKey: auditKey, WrapSecretID: true})
+	d := newVaultDataset(t, v)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	clinTok := newToken(t, d.principal("clinician"), tokens)
+	resTok := newToken(t, d.principal("researcher"), tokens)
+	wrappedFile := filepath.Join(t.TempDir(), "secret-id.wrapped")
+	if err := os.WriteFile(wrappedFile, []byte(v.prov.WrappedSecretID), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := serveVault(t, v, d, tokens, wrappedFile, true)
+
+	const pwCanary, queryCanary = "CANARYpassw0rd-e2e", "CANARYquerytoken-e2e"
+	var responses bytes.Buffer // every response, as JSON
+	var served []string        // every URI served
+	ctx := context.Background()
+	for _, tok := range []string{clinTok, resTok} {
+		cs := connect(t, s.url, tok)
+		for r, err := range cs.Resources(ctx, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			served = append(served, r.URI)
+			json.NewEncoder(&responses).Encode(r)
+			res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: r.URI})
+			if err != nil {
+				t.Fatalf("read %s: %v", r.URI, err)
+			}
+			json.NewEncoder(&responses).Encode(res)
+		}
+		good := served[0]
+		for _, bad := range []string{
+			strings.Replace(good, "://", "://admin:"+pwCanary+"@", 1),
+			good + "?access_token=" + queryCanary,
+		} {
+			_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: bad})
+			if err == nil || !strings.Contains(err.Error(), "credentials are never accepted") {
+				t.Fatalf("read with credentials in the URI: %v", err)
+			}
+			fmt.Fprintln(&responses, err.Error())
+		}
+	}
+	if len(served) < 20 {
+		t.Fatalf("only %d resources served; the scan would prove little", len(served))
+	}
+	ts := runTSClient(t, s.url, clinTok, served[0])
+	tsJSON, _ := json.Marshal(ts)
+	responses.Write(tsJSON)
+	s.stop(t)
+
+	// Exports, the audit database and the catalog, as files.
+	jsonl := mustCustos(t, "audit", "export", "--data-dir", d.data, "--format", "jsonl")
+	csv := mustCustos(t, "audit", "export", "--data-dir", d.data, "--format", "csv")
+	auditDB, err := os.ReadFile(filepath.Join(d.data, "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalogDB, err := os.ReadFile(filepath.Join(d.data, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	l := newLeakScanner()
+	l.key("cursor key", cursorKey)
+	l.key("audit HMAC key", auditKey)
+	l.secret("Vault root token", v.srv.RootToken)
+	l.secret("custos-server Vault token", v.prov.Token)
+	l.secret("AppRole secret id", v.prov.SecretID)
+	l.secret("AppRole role id", v.prov.RoleID)
+	l.secret("response-wrapping token", v.prov.WrappedSecretID)
+	l.secret("clinician bearer token", clinTok)
+	l.secret("researcher bearer token", resTok)
+	l.secret("password in a URI", pwCanary)
+	l.secret("token in a URI query", queryCanary)
+
+	// The scanner can fail: a planted canary is found.
+	if hits := l.scan("self-test", []byte("x"+hex.EncodeToString(auditKey)+"x")); len(hits) != 1 {
+		t.Fatalf("leak scanner self-test: %v", hits)
+	}
+	logs := s.stderr.String()
+	if !strings.Contains(logs, `"msg":"audited"`) || !strings.Contains(logs, "vault keys loaded") {
+		t.Fatalf("debug log lacks per-request and Vault lines; the scan would prove nothing:\n%s", logs)
+	}
+	var hits []string
+	hits = append(hits, l.scan("a served URI", []byte(strings.Join(served, "\n")))...)
+	hits = append(hits, l.scan("a response", responses.Bytes())...)
+	hits = append(hits, l.scan("the server log", []byte(logs))...)
+	hits = append(hits, l.scan("audit.db", auditDB)...)
+	hits = append(hits, l.scan("the JSONL export", []byte(jsonl))...)
+	hits = append(hits, l.scan("the CSV export", []byte(csv))...)
+	hits = append(hits, l.scan("catalog.db", catalogDB)...)
+	for _, h := range hits {
+		t.Error(h)
+	}
+
+	// Encrypted at rest: no note body is in the catalog file, while every
+	// note was served in full above.
+	notes, _ := filepath.Glob(filepath.Join(d.seed, "notes", "*"))
+	served0 := 0
+	for _, n := range notes {
+		body, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mid := body[len(body)/3 : len(body)/3+min(48, len(body)/3)]
+		if bytes.Contains(catalogDB, mid) {
+			t.Errorf("catalog.db holds plaintext of %s", filepath.Base(n))
+		}
+		if js, _ := json.Marshal(string(mid)); bytes.Contains(responses.Bytes(), js[1:len(js)-1]) {
+			served0++
+		}
+	}
+	// The same probe finds the notes in the responses (the clinician reads
+	// them unminimized), so its silence about catalog.db means something.
+	if len(notes) == 0 || served0 == 0 {
+		t.Fatalf("%d notes seeded, %d found in the responses: the at-rest check proves nothing", len(notes), served0)
+	}
+
+	// Records name the Vault key versions, never key bytes.
+	recs := d.records(t)
+	want := "audit-hmac=secret/custos/audit-hmac-key@1 blob-kek=transit/custos-blob-kek@1 cursor=secret/custos/cursor-key@1 signing=transit/custos-audit-signing@1"
+	for _, r := range recs {
+		if r.Dev || strings.Join(r.Keys, " ") != want {
+			t.Fatalf("record %d: dev=%v keys=%v; want Vault key versions %q", r.Seq, r.Dev, r.Keys, want)
+		}
+	}
+	d.verify(t)
+}
+
+// TestVaultRotationWhileServing rotates every key while custos serves:
+// new records name the new versions, cursors issued before the rotation
+// still work, old blobs stay readable, reencrypt rewraps them, and the
+// audit log verifies throughout.
+func TestVaultRotationWhileServing(t *testing.T) {
+	v := startVault(t, vaulttest.ProvisionOptions{})
+	d := newVaultDataset(t, v)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	s := serveVault(t, v, d, tokens, v.prov.SecretIDFile, false, "--key-refresh", "200ms")
+	cs := connect(t, s.url, tok)
+	ctx := context.Background()
+
+	page1, err := cs.ListResources(ctx, nil)
+	if err != nil || page1.NextCursor == "" || len(page1.Resources) == 0 {
+		t.Fatalf("first page: %v", err)
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: page1.Resources[0].URI}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, p := range []string{v.prov.Layout.CursorKeyPath, v.prov.Layout.AuditKeyPath} {
+		if _, err := v.srv.RotateKV(ctx, p, bytes.Repeat([]byte{0x5a}, 32)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := v.srv.RotateTransit(ctx, v.prov.Layout.BlobKey); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(s.stderr.String(), "cursor=secret/custos/cursor-key@2") ||
+		!strings.Contains(s.stderr.String(), "blob-kek=transit/custos-blob-kek@2") {
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not pick up the rotation:\n%s", s.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The cursor sealed with version 1 still opens; reads of blobs wrapped
+	// by KEK version 1 still work.
+	page2, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: page1.NextCursor})
+	if err != nil {
+		t.Fatalf("cursor issued before the rotation: %v", err)
+	}
+	for _, r := range append(page1.Resources[1:3], page2.Resources[:2]...) {
+		if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: r.URI}); err != nil {
+			t.Fatalf("read after rotation: %v", err)
+		}
+	}
+	s.stop(t)
+
+	// Rewrap every data key under KEK version 2, then serve again.
+	out, errOut, code := custos(t, v.env, "store", "reencrypt", "--data-dir", d.data, "--json")
+	if code != 0 {
+		t.Fatalf("store reencrypt: exit %d\n%s%s", code, out, errOut)
+	}
+	var stats struct{ Blobs, Rewrapped int }
+	if err := json.Unmarshal([]byte(out), &stats); err != nil || stats.Blobs == 0 || stats.Rewrapped != stats.Blobs {
+		t.Fatalf("reencrypt after KEK rotation: %s (%v)", out, err)
+	}
+	catalogDB, _ := os.ReadFile(filepath.Join(d.data, "catalog.db"))
+	if bytes.Contains(catalogDB, []byte("vault:v1:")) {
+		t.Error("catalog.db still holds data keys wrapped by KEK version 1")
+	}
+	s2 := serveVault(t, v, d, tokens, v.prov.SecretIDFile, false)
+	cs2 := connect(t, s2.url, tok)
+	for _, r := range page1.Resources[:3] {
+		if _, err := cs2.ReadResource(ctx, &mcp.ReadResourceParams{URI: r.URI}); err != nil {
+			t.Fatalf("read after rewrap: %v", err)
+		}
+	}
+	s2.stop(t)
+
+	recs := d.records(t)
+	first, last := strings.Join(recs[0].Keys, " "), strings.Join(recs[len(recs)-1].Keys, " ")
+	if !strings.Contains(first, "cursor=secret/custos/cursor-key@1") || !strings.Contains(first, "blob-kek=transit/custos-blob-kek@1") {
+		t.Errorf("first record keys %q", first)
+	}
+	for _, want := range []string{"cursor=secret/custos/cursor-key@2", "audit-hmac=secret/custos/audit-hmac-key@2", "blob-kek=transit/custos-blob-kek@2"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last record keys %q lack %s", last, want)
+		}
+	}
+	d.verify(t)
+}
+
+// TestVaultOutageFailsClosedAndRecovers stops Vault (SIGSTOP) under a
+// serving custos: past the staleness limit every request is refused and
+// audited; when Vault answers again requests succeed without a restart.
+func TestVaultOutageFailsClosedAndRecovers(t *testing.T) {
+	v := startVault(t, vaulttest.ProvisionOptions{})
+	d := newVaultDataset(t, v)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	s := serveVault(t, v, d, tokens, v.prov.SecretIDFile, false,
+		"--key-max-staleness", "2s", "--key-refresh", "300ms", "--vault-timeout", "300ms")
+	cs := connect(t, s.url, tok)
+	ctx := context.Background()
+	page, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := page.Resources[0].URI
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := v.srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			v.srv.Resume()
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil && strings.Contains(err.Error(), "keys unavailable") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reads still served 30 s into a Vault outage with a 2 s staleness limit (last: %v)", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := cs.ListResources(ctx, nil); err == nil || !strings.Contains(err.Error(), "keys unavailable") {
+		t.Fatalf("list during the outage: %v", err)
+	}
+
+	v.srv.Resume()
+	resumed = true
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("reads still refused 30 s after Vault came back: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	s.stop(t)
+	logs := s.stderr.String()
+	if !strings.Contains(logs, "keys are stale; request refused") {
+		t.Errorf("the refusals were not logged")
+	}
+
+	var stale, allowAfter int
+	for _, r := range d.records(t) {
+		if r.Outcome == audit.OutcomeError && r.Reason == "keys_stale" {
+			stale++
+		}
+		if stale > 0 && r.Outcome == audit.OutcomeAllow {
+			allowAfter++
+		}
+	}
+	if stale < 2 || allowAfter == 0 {
+		t.Fatalf("audit log: %d keys_stale refusals, %d allowed reads after them", stale, allowAfter)
+	}
+	d.verify(t)
+}
+
+// TestVaultStartupRefusals: wrong policy, plaintext catalog, dev keys on an
+// encrypted catalog; then the plaintext catalog is migrated and served.
+func TestVaultStartupRefusals(t *testing.T) {
+	v := startVault(t, vaulttest.ProvisionOptions{})
+	ctx := context.Background()
+	plain := newDataset(t) // imported without Vault: plaintext
+	enc := newVaultDataset(t, v)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, plain.principal("clinician"), tokens)
+
+	// A token whose policy lacks one rule: the error names path and rule.
+	var weaker []string
+	for _, block := range strings.Split(secretsPolicy(t), "path ") {
+		if !strings.HasPrefix(block, `"transit/datakey/wrapped/`) {
+			weaker = append(weaker, block)
+		}
+	}
+	weak, err := v.srv.TokenWithPolicy(ctx, "custos-weaker", strings.Join(weaker, "path "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveArgs := func(d *dataset, extra ...string) []string {
+		return append([]string{"serve", "--data-dir", d.data, "--stdio", "--principal-file", d.principal("clinician")}, extra...)
+	}
+	_, errOut, code := custos(t, []string{"VAULT_ADDR=" + v.srv.Addr, "VAULT_TOKEN=" + weak}, serveArgs(enc)...)
+	if code != 1 || !strings.Contains(errOut, `permission denied`) || !strings.Contains(errOut, `transit/datakey/wrapped/custos-blob-kek`) ||
+		!strings.Contains(errOut, `capabilities = ["update"]`) || !strings.Contains(errOut, `"custos-server"`) || strings.Contains(errOut, weak) {
+		t.Errorf("serve with a policy lacking datakey: exit %d\n%s", code, errOut)
+	}
+	// Plaintext catalog with Vault: refused, pointing at reencrypt.
+	_, errOut, code = custos(t, v.env, serveArgs(plain)...)
+	if code != 1 || !strings.Contains(errOut, "custos store reencrypt") {
+		t.Errorf("serve of a plaintext catalog with Vault: exit %d\n%s", code, errOut)
+	}
+	// Encrypted catalog with --dev: refused.
+	_, errOut, code = custos(t, nil, serveArgs(enc, "--dev")...)
+	if code != 1 || !strings.Contains(errOut, "encrypted at rest") {
+		t.Errorf("serve --dev of an encrypted catalog: exit %d\n%s", code, errOut)
+	}
+	for _, d := range []*dataset{plain, enc} {
+		if _, err := os.Stat(filepath.Join(d.data, "audit.db")); err == nil {
+			t.Errorf("a refused start created %s/audit.db", d.data)
+		}
+	}
+
+	// Migrate the plaintext catalog, then it serves with Vault.
+	out, errOut, code := custos(t, v.env, "store", "reencrypt", "--data-dir", plain.data, "--json")
+	var stats struct{ Blobs, Converted int }
+	if code != 0 || json.Unmarshal([]byte(out), &stats) != nil || stats.Converted == 0 || stats.Converted != stats.Blobs {
+		t.Fatalf("store reencrypt of a plaintext catalog: exit %d %s %s", code, out, errOut)
+	}
+	s := serveVault(t, v, plain, tokens, v.prov.SecretIDFile, false)
+	cs := connect(t, s.url, tok)
+	page, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: page.Resources[0].URI}); err != nil {
+		t.Fatalf("read from the migrated catalog: %v", err)
+	}
+	s.stop(t)
+	plain.verify(t)
+}
+
+func secretsPolicy(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repo, "secrets", "vault-policy.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,366 @@
+package secrets_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/secrets/vaulttest"
+)
+
+// syncBuffer collects a provider's log lines from its background goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// canaries are the encodings in which a secret could leak.
+func canaries(secretStrings []string, keys ...[]byte) []string {
+	out := append([]string(nil), secretStrings...)
+	for _, k := range keys {
+		out = append(out, string(k), hex.EncodeToString(k), base64.StdEncoding.EncodeToString(k), base64.RawURLEncoding.EncodeToString(k))
+	}
+	return out
+}
+
+func assertNoCanary(t *testing.T, where, text string, canaries []string) {
+	t.Helper()
+	for _, c := range canaries {
+		if c != "" && strings.Contains(text, c) {
+			t.Errorf("%s contains a secret (%d-byte canary)", where, len(c))
+		}
+	}
+}
+
+func openAppRole(t *testing.T, srv *vaulttest.Server, p *vaulttest.Provisioned, mod func(*secrets.VaultOptions)) (*secrets.Vault, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	o := secrets.VaultOptions{
+		Address: srv.Addr,
+		AppRole: &secrets.AppRole{RoleIDFile: p.RoleIDFile, SecretIDFile: p.SecretIDFile},
+		Logger:  slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	if mod != nil {
+		mod(&o)
+	}
+	v, err := secrets.OpenVault(context.Background(), o)
+	if err != nil {
+		t.Fatalf("OpenVault: %v", err)
+	}
+	t.Cleanup(func() { v.Close() })
+	return v, logs
+}
+
+func TestVaultLoadsEveryKeyAndUsesTransit(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, logs := openAppRole(t, srv, p, nil)
+
+	ck, err := v.CursorKeys(ctx)
+	if err != nil || len(ck) != 1 || !bytes.Equal(ck[0].Bytes, p.CursorKey) {
+		t.Fatalf("cursor keys = %v, %v; want the provisioned key", ck, err)
+	}
+	ak, err := v.AuditKey(ctx)
+	if err != nil || !bytes.Equal(ak.Bytes, p.AuditKey) {
+		t.Fatalf("audit key = %v, %v", ak, err)
+	}
+	want := "audit-hmac=secret/custos/audit-hmac-key@1 blob-kek=transit/custos-blob-kek@1 cursor=secret/custos/cursor-key@1 signing=transit/custos-audit-signing@1"
+	if got := strings.Join(v.KeyIDs(), " "); got != want {
+		t.Fatalf("KeyIDs = %q\nwant     %q", got, want)
+	}
+	if v.Dev() {
+		t.Fatal("vault provider reports dev keys")
+	}
+	if err := v.Check(); err != nil {
+		t.Fatalf("fresh keys: Check = %v", err)
+	}
+
+	// Vault signs; the signature verifies locally with the public key.
+	msg := []byte("custos.example/audit\n42\nroot\n")
+	sig, ver, err := v.Sign(ctx, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, pver, err := v.PublicKey(0)
+	if err != nil || pver != ver || !ed25519.Verify(pub, msg, sig) || !v.Verify(msg, sig, ver) {
+		t.Fatalf("signature does not verify (version %d/%d, err %v)", ver, pver, err)
+	}
+	if v.Verify(append(msg, '!'), sig, ver) {
+		t.Fatal("signature verified over a different message")
+	}
+
+	// Envelope: a fresh data key unwraps to itself, from Vault and from the cache.
+	key, wrapped, err := v.NewDataKey(ctx)
+	if err != nil || len(key) != 32 || !bytes.HasPrefix(wrapped, []byte("vault:v1:")) {
+		t.Fatalf("NewDataKey = %d bytes, %q, %v", len(key), wrapped, err)
+	}
+	other, _ := openAppRole(t, srv, p, nil) // empty cache: must ask Vault
+	got, err := other.UnwrapDataKey(ctx, wrapped)
+	if err != nil || !bytes.Equal(got, key) {
+		t.Fatalf("UnwrapDataKey via Vault = %v", err)
+	}
+	if _, err := other.UnwrapDataKey(ctx, []byte("vault:v1:AAAA")); err == nil {
+		t.Fatal("a forged wrapped key unwrapped")
+	}
+
+	assertNoCanary(t, "provider log", logs.String(),
+		canaries([]string{p.SecretID, p.RoleID, p.Token, srv.RootToken}, p.CursorKey, p.AuditKey, key))
+	assertNoCanary(t, "provider name", v.Name(), canaries([]string{p.SecretID, p.RoleID}))
+}
+
+func TestVaultRotationKeepsOldVersionsUsable(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := openAppRole(t, srv, p, nil)
+	_, oldWrapped, err := v.NewDataKey(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	newCursor := bytes.Repeat([]byte{7}, 32)
+	if _, err := srv.RotateKV(ctx, p.Layout.CursorKeyPath, newCursor); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.RotateKV(ctx, p.Layout.AuditKeyPath, bytes.Repeat([]byte{9}, 32)); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.RotateTransit(ctx, p.Layout.BlobKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.RotateTransit(ctx, p.Layout.SigningKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := "audit-hmac=secret/custos/audit-hmac-key@2 blob-kek=transit/custos-blob-kek@2 cursor=secret/custos/cursor-key@2 signing=transit/custos-audit-signing@2"
+	if got := strings.Join(v.KeyIDs(), " "); got != want {
+		t.Fatalf("after rotation KeyIDs = %q\nwant %q", got, want)
+	}
+	ck, _ := v.CursorKeys(ctx)
+	if len(ck) != 2 || !bytes.Equal(ck[0].Bytes, newCursor) || !bytes.Equal(ck[1].Bytes, p.CursorKey) {
+		t.Fatalf("cursor keys after rotation: %v (want new first, then the old one)", ck)
+	}
+	// New data keys are wrapped by the new KEK version; old ones still unwrap.
+	_, nw, err := v.NewDataKey(ctx)
+	if err != nil || !bytes.HasPrefix(nw, []byte("vault:v2:")) {
+		t.Fatalf("new data key after rotation: %q, %v", nw, err)
+	}
+	fresh, _ := openAppRole(t, srv, p, nil)
+	oldKey, err := fresh.UnwrapDataKey(ctx, oldWrapped)
+	if err != nil {
+		t.Fatalf("old wrapped key no longer unwraps: %v", err)
+	}
+	re, err := fresh.RewrapDataKey(ctx, oldWrapped)
+	if err != nil || !bytes.HasPrefix(re, []byte("vault:v2:")) {
+		t.Fatalf("rewrap: %q, %v", re, err)
+	}
+	again, _ := openAppRole(t, srv, p, nil)
+	if k, err := again.UnwrapDataKey(ctx, re); err != nil || !bytes.Equal(k, oldKey) {
+		t.Fatalf("rewrapped key unwraps to a different key (%v)", err)
+	}
+	// Signatures of both versions verify.
+	sig, ver, err := v.Sign(ctx, []byte("m"))
+	if err != nil || ver != 2 || !v.Verify([]byte("m"), sig, 2) {
+		t.Fatalf("sign after rotation: version %d, %v", ver, err)
+	}
+}
+
+func TestVaultOutageFailsClosedAndRecovers(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, logs := openAppRole(t, srv, p, func(o *secrets.VaultOptions) {
+		o.MaxStaleness = 2 * time.Second
+		o.RefreshInterval = 300 * time.Millisecond
+		o.RequestTimeout = 300 * time.Millisecond
+	})
+	_, wrapped, err := v.NewDataKey(ctx) // cached
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Pause()
+	paused := true
+	defer func() {
+		if paused {
+			srv.Resume()
+		}
+	}()
+	// Until the limit the held keys serve; past it everything refuses,
+	// including a data key that is still in the cache.
+	waitFor(t, 20*time.Second, "keys to go stale", func() bool { return v.Check() != nil })
+	err = v.Check()
+	var se *secrets.StaleError
+	if !errors.As(err, &se) || !errors.Is(err, secrets.ErrStale) || !errors.Is(err, secrets.ErrUnavailable) || se.Limit != 2*time.Second {
+		t.Fatalf("Check while Vault is down = %v; want a *StaleError", err)
+	}
+	if _, err := v.CursorKeys(ctx); !errors.Is(err, secrets.ErrStale) {
+		t.Fatalf("CursorKeys while stale = %v", err)
+	}
+	if _, err := v.UnwrapDataKey(ctx, wrapped); !errors.Is(err, secrets.ErrStale) {
+		t.Fatalf("cached UnwrapDataKey while stale = %v (must not serve from cache)", err)
+	}
+	if _, _, err := v.Sign(ctx, []byte("m")); !errors.Is(err, secrets.ErrUnavailable) {
+		t.Fatalf("Sign while stale = %v", err)
+	}
+
+	srv.Resume()
+	paused = false
+	waitFor(t, 20*time.Second, "keys to be fresh again", func() bool { return v.Check() == nil })
+	if _, err := v.UnwrapDataKey(ctx, wrapped); err != nil {
+		t.Fatalf("after recovery: %v", err)
+	}
+	if !strings.Contains(logs.String(), "vault key refresh failed") {
+		t.Fatal("the outage was not logged")
+	}
+}
+
+func TestVaultAppRoleLogsInAgainAfterTokenExpiry(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir(), TokenTTL: 2 * time.Second, TokenMaxTTL: 3 * time.Second, WrapSecretID: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Log in with the response-wrapped secret id (unwrapped once).
+	wrappedFile := p.SecretIDFile + ".wrapped"
+	writeFile(t, wrappedFile, p.WrappedSecretID)
+	v, logs := openAppRole(t, srv, p, func(o *secrets.VaultOptions) {
+		o.AppRole.SecretIDFile, o.AppRole.Wrapped = wrappedFile, true
+		// No refresh inside the test window: only the lifetime watcher can
+		// drive the re-logins.
+		o.RefreshInterval = 50 * time.Second
+		o.MaxStaleness = time.Minute
+	})
+	// Tokens live at most 3 s: past several maximum TTLs the provider has
+	// logged in again each time and its keys are still fresh.
+	waitFor(t, 30*time.Second, "three AppRole logins", func() bool { return v.Logins() >= 3 })
+	if err := v.Check(); err != nil {
+		t.Fatalf("keys after re-logins: %v", err)
+	}
+	waitFor(t, 10*time.Second, "a refresh through the current token", func() bool { return v.Refresh(ctx) == nil })
+	// The lifetime watcher, not only a failed refresh, drove a re-login.
+	if !strings.Contains(logs.String(), "vault token reached the end of its life; logging in again") {
+		t.Errorf("no re-login by the lifetime watcher:\n%s", logs.String())
+	}
+	// A wrapping token is single-use: a second process cannot unwrap it.
+	_, err = secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr,
+		AppRole: &secrets.AppRole{RoleIDFile: p.RoleIDFile, SecretIDFile: wrappedFile, Wrapped: true}})
+	if err == nil || !strings.Contains(err.Error(), "sys/wrapping/unwrap") {
+		t.Fatalf("second unwrap of the wrapping token: %v", err)
+	}
+	assertNoCanary(t, "error", err.Error(), canaries([]string{p.WrappedSecretID, p.SecretID, p.RoleID}))
+}
+
+func TestVaultStartupErrorsNameThePathAndTheRule(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A policy without the signing rule.
+	var weaker []string
+	for _, block := range strings.Split(secrets.PolicyHCL, "path ") {
+		if !strings.HasPrefix(block, `"transit/sign/`) {
+			weaker = append(weaker, block)
+		}
+	}
+	tok, err := srv.TokenWithPolicy(ctx, "custos-weaker", strings.Join(weaker, "path "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		opts    secrets.VaultOptions
+		is      error
+		want    []string
+		secrets []string
+	}{
+		{"policy lacks transit sign", secrets.VaultOptions{Address: srv.Addr, Token: tok}, secrets.ErrPermission,
+			[]string{"transit/sign/custos-audit-signing", `capabilities = ["update"]`, `"custos-server"`}, []string{tok}},
+		{"missing KV key", secrets.VaultOptions{Address: srv.Addr, Token: srv.RootToken, Layout: secrets.Layout{CursorKeyPath: "custos/nope"}}, secrets.ErrMissing,
+			[]string{"secret/data/custos/nope", "vault kv put"}, []string{srv.RootToken}},
+		{"missing transit key", secrets.VaultOptions{Address: srv.Addr, Token: srv.RootToken, Layout: secrets.Layout{BlobKey: "nope"}}, secrets.ErrMissing,
+			[]string{"transit/keys/nope", "type=aes256-gcm96"}, []string{srv.RootToken}},
+		{"bad token", secrets.VaultOptions{Address: srv.Addr, Token: "hvs.not-a-token-canary"}, secrets.ErrPermission,
+			[]string{"auth/token/lookup-self"}, []string{"hvs.not-a-token-canary"}},
+		{"unreachable", secrets.VaultOptions{Address: "http://127.0.0.1:1", Token: tok, RequestTimeout: 300 * time.Millisecond}, secrets.ErrUnavailable,
+			[]string{"auth/token/lookup-self"}, []string{tok}},
+		{"credentials in the address", secrets.VaultOptions{Address: "http://user:pw-canary@127.0.0.1:1", Token: tok}, secrets.ErrBadConfig,
+			[]string{"must not carry credentials"}, []string{"pw-canary"}},
+		{"token in the query", secrets.VaultOptions{Address: srv.Addr + "?token=tok-canary", Token: tok}, secrets.ErrBadConfig,
+			[]string{"must not carry credentials"}, []string{"tok-canary"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v, err := secrets.OpenVault(ctx, c.opts)
+			if err == nil {
+				v.Close()
+				t.Fatal("OpenVault succeeded")
+			}
+			if !errors.Is(err, c.is) {
+				t.Fatalf("error %v does not match %v", err, c.is)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+			assertNoCanary(t, "error", err.Error(), c.secrets)
+		})
+	}
+	_ = p
+}
+
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,230 @@
+// Command vaultdev runs custos against a real, local HashiCorp Vault: it
+// starts Vault in dev mode (the binary built by tools/vault/build.sh),
+// provisions it the way docs/vault.md describes (Transit keys, KV keys, the
+// least-privilege custos-server policy, an AppRole), seeds a synthetic data
+// set, imports it encrypted at rest, and runs `custos serve` without --dev on
+// a loopback port, logging in to Vault with AppRole.
+//
+//	tools/vault/build.sh       # once
+//	go run ./tools/vaultdev    # Ctrl-C stops custos and Vault
+//
+// With --smoke it reads one resource through the go-sdk MCP client, stops
+// everything, verifies the audit log and exits: the check behind the
+// README's "run against a real Vault" section.
+//
+// It is a developer tool: a dev Vault keeps everything in memory and is
+// started with a random root token that this program never prints.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/secrets/vaulttest"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "vaultdev:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		work     = flag.String("dir", "", "working directory (default: a new temporary directory, removed at exit)")
+		listen   = flag.String("listen", "127.0.0.1:8080", "loopback address custos serves on")
+		patients = flag.Int("patients", 50, "synthetic patients to seed")
+		smoke    = flag.Bool("smoke", false, "read one resource through an MCP client, stop, verify the audit log and exit")
+	)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	repo, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	dir := *work
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "custos-vaultdev-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
+	say := func(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+
+	vaultBin := os.Getenv(vaulttest.EnvBinary)
+	if vaultBin == "" {
+		say("building Vault (tools/vault/build.sh; a cold build takes about 15 minutes)…")
+		out, err := command(ctx, repo, nil, filepath.Join(repo, "tools/vault/build.sh")).Output()
+		if err != nil {
+			return fmt.Errorf("tools/vault/build.sh: %w", err)
+		}
+		vaultBin = strings.TrimSpace(string(out))
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	srv, err := vaulttest.StartProcess(sctx, vaultBin, filepath.Join(dir, "vault.log"))
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	prov, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: dir})
+	if err != nil {
+		return err
+	}
+	say("Vault %s dev server at %s: transit keys, KV keys, policy custos-server and AppRole provisioned", "1.21.0", srv.Addr)
+
+	custos := filepath.Join(dir, "custos")
+	if out, err := command(ctx, repo, nil, "go", "build", "-o", custos, "./cmd/custos").CombinedOutput(); err != nil {
+		return fmt.Errorf("building custos: %v\n%s", err, out)
+	}
+	// The CLI talks to Vault with the custos-server token; serve logs in
+	// with AppRole, as a production node would.
+	env := []string{"VAULT_ADDR=" + srv.Addr, "VAULT_TOKEN=" + prov.Token}
+	envFile := filepath.Join(dir, "vault.env")
+	if err := os.WriteFile(envFile, []byte(strings.Join(env, "\n")+"\n"), 0o600); err != nil {
+		return err
+	}
+	seed, data, tokens := filepath.Join(dir, "synthetic"), filepath.Join(dir, "data"), filepath.Join(dir, "tokens.json")
+	steps := [][]string{
+		{"seed", "--out", seed, "--patients", fmt.Sprint(*patients)},
+		{"import", "--data-dir", data, seed},
+	}
+	for _, s := range steps {
+		if out, err := command(ctx, dir, env, custos, s...).CombinedOutput(); err != nil {
+			return fmt.Errorf("custos %s: %v\n%s", s[0], err, out)
+		}
+	}
+	say("seeded %d synthetic patients and imported them encrypted at rest (envelope keys from Transit)", *patients)
+	tok, err := command(ctx, dir, nil, custos, "token", "new", "--principal", filepath.Join(seed, "principals", "clinician.json"), "--tokens", tokens).Output()
+	if err != nil {
+		return fmt.Errorf("custos token new: %w", err)
+	}
+	token := strings.TrimSpace(string(tok))
+
+	addrFile := filepath.Join(dir, "addr")
+	serve := command(context.Background(), dir, []string{"VAULT_ADDR=" + srv.Addr}, custos, "serve", "--data-dir", data,
+		"--listen", *listen, "--addr-file", addrFile, "--tokens", tokens,
+		"--vault-role-id-file", prov.RoleIDFile, "--vault-secret-id-file", prov.SecretIDFile)
+	serve.Stdout, serve.Stderr = os.Stderr, os.Stderr
+	if err := serve.Start(); err != nil {
+		return err
+	}
+	stopServe := func() error {
+		serve.Process.Signal(syscall.SIGTERM)
+		return serve.Wait()
+	}
+	url, err := waitFile(ctx, addrFile, serve)
+	if err != nil {
+		stopServe()
+		return err
+	}
+	say("\ncustos serves MCP at %s (no --dev: keys from Vault, AppRole login)", url)
+	say("  clinician bearer token: %s", token)
+	say("  CLI against the same Vault: set -a; . %s; set +a", envFile)
+	say("  e.g. %s audit verify --data-dir %s   (after Ctrl-C)", custos, data)
+
+	if *smoke {
+		uri, err := readOne(ctx, url, token)
+		if err != nil {
+			stopServe()
+			return fmt.Errorf("smoke read: %w", err)
+		}
+		say("smoke: listed and read %s", uri)
+		if err := stopServe(); err != nil {
+			return fmt.Errorf("custos serve: %w", err)
+		}
+		out, err := command(ctx, dir, nil, custos, "audit", "verify", "--data-dir", data).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("audit verify: %v\n%s", err, out)
+		}
+		say("smoke: %s", strings.TrimSpace(string(out)))
+		return nil
+	}
+	say("\nCtrl-C stops custos and Vault.")
+	<-ctx.Done()
+	return stopServe()
+}
+
+func command(ctx context.Context, dir string, env []string, name string, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctx, name, args...)
+	c.Dir = dir
+	c.Env = append(os.Environ(), env...)
+	return c
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/custos-mcp/custos").Output()
+	if err != nil {
+		return "", fmt.Errorf("run vaultdev from the custos repository: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func waitFile(ctx context.Context, path string, serve *exec.Cmd) (string, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return strings.TrimSpace(string(b)), nil
+		}
+		if serve.ProcessState != nil {
+			return "", errors.New("custos serve exited")
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return "", errors.New("custos serve did not start within 30 s")
+}
+
+type bearer string
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// readOne lists the first page and reads its first text resource.
+func readOne(ctx context.Context, url, token string) (string, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "vaultdev-smoke", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer(token)}}, nil)
+	if err != nil {
+		return "", err
+	}
+	defer cs.Close()
+	page, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range page.Resources {
+		if !strings.HasPrefix(r.MIMEType, "text/") && !strings.Contains(r.MIMEType, "json") {
+			continue
+		}
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: r.URI})
+		if err != nil {
+			return "", err
+		}
+		if len(res.Contents) != 1 || res.Contents[0].Text == "" {
+			return "", errors.New("empty read")
+		}
+		return r.URI, nil
+	}
+	return "", errors.New("no readable text resource on the first page")
+}
