@@ -53,7 +53,9 @@ func (k *switchKeys) KeyIDs() []string {
 
 func (k *switchKeys) Dev() bool { return false }
 
-func key(b byte, id string) secrets.Key { return secrets.Key{ID: id, Bytes: bytes.Repeat([]byte{b}, 32)} }
+func key(b byte, id string) secrets.Key {
+	return secrets.Key{ID: id, Bytes: bytes.Repeat([]byte{b}, 32)}
+}
 
 func TestCursorSurvivesKeyRotationAndRecordsNameKeyVersions(t *testing.T) {
 	v1, v2 := key(1, "secret/custos/cursor-key@1"), key(2, "secret/custos/cursor-key@2")
