@@ -95,10 +95,19 @@ type dataset struct {
 
 func newDataset(t *testing.T) *dataset {
 	t.Helper()
+	return newDatasetEnv(t, nil)
+}
+
+// newDatasetEnv imports with env added to the environment (e.g. Vault
+// settings, which make the catalog encrypted at rest).
+func newDatasetEnv(t *testing.T, env []string) *dataset {
+	t.Helper()
 	dir := t.TempDir()
 	d := &dataset{seed: filepath.Join(dir, "synthetic"), data: filepath.Join(dir, "data")}
 	mustCustos(t, "seed", "--out", d.seed, "--patients", "12", "--seed", "3")
-	mustCustos(t, "import", "--data-dir", d.data, d.seed)
+	if out, errOut, code := custos(t, env, "import", "--data-dir", d.data, d.seed); code != 0 {
+		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
+	}
 	raw, err := os.ReadFile(filepath.Join(d.seed, "SUMMARY.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -45,20 +45,7 @@ func startVault(t *testing.T, po vaulttest.ProvisionOptions) *vaultEnv {
 // newVaultDataset seeds and imports a data set encrypted at rest.
 func newVaultDataset(t *testing.T, v *vaultEnv) *dataset {
 	t.Helper()
-	dir := t.TempDir()
-	d := &dataset{seed: filepath.Join(dir, "synthetic"), data: filepath.Join(dir, "data")}
-	mustCustos(t, "seed", "--out", d.seed, "--patients", "12", "--seed", "3")
-	if out, errOut, code := custos(t, v.env, "import", "--data-dir", d.data, d.seed); code != 0 {
-		t.Fatalf("import with Vault: exit %d\n%s%s", code, out, errOut)
-	}
-	raw, err := os.ReadFile(filepath.Join(d.seed, "SUMMARY.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &d.summary); err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return newDatasetEnv(t, v.env)
 }
 
 // vaultServer starts `custos serve` without --dev, logging in to Vault with

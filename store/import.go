@@ -255,18 +255,7 @@ func runWorkers(ctx context.Context, n, workers int, work func(context.Context, 
 			}
 		})
 	}
-	waitCh := make(chan struct{})
-	go func() { wg.Wait(); close(waitCh) }()
-	ticker := newTicker()
-	defer ticker.Stop()
-	for running := true; running; {
-		select {
-		case <-waitCh:
-			running = false
-		case <-ticker.C:
-		}
-		report(int(done.Load()))
-	}
+	waitReporting(&wg, func() { report(int(done.Load())) })
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -561,18 +550,7 @@ func validateFiles(ctx context.Context, root *os.Root, manifest string, lines []
 		}()
 	}
 	// Report progress from this goroutine only.
-	waitCh := make(chan struct{})
-	go func() { wg.Wait(); close(waitCh) }()
-	ticker := newTicker()
-	defer ticker.Stop()
-	for running := true; running; {
-		select {
-		case <-waitCh:
-			running = false
-		case <-ticker.C:
-		}
-		prog.set(int(done.Load()))
-	}
+	waitReporting(&wg, func() { prog.set(int(done.Load())) })
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -618,3 +596,21 @@ func (p *progress) step() { p.set(p.done + 1) }
 func (p *progress) finish() { p.set(p.total) }
 
 func newTicker() *time.Ticker { return time.NewTicker(100 * time.Millisecond) }
+
+// waitReporting waits for wg, calling report from this goroutine every
+// tick and once more at the end, so that progress callbacks never run
+// concurrently.
+func waitReporting(wg *sync.WaitGroup, report func()) {
+	waitCh := make(chan struct{})
+	go func() { wg.Wait(); close(waitCh) }()
+	ticker := newTicker()
+	defer ticker.Stop()
+	for running := true; running; {
+		select {
+		case <-waitCh:
+			running = false
+		case <-ticker.C:
+		}
+		report()
+	}
+}
