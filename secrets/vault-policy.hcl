@@ -15,14 +15,12 @@ path "secret/data/custos/audit-hmac-key" {
 }
 
 # Transit (mount "transit"): the non-exportable ed25519 key that signs audit
-# checkpoints. custos reads its public keys and asks Vault to sign and verify.
+# checkpoints. custos reads its public keys and asks Vault to sign; it
+# verifies signatures itself with the public keys, so it needs no verify.
 path "transit/keys/custos-audit-signing" {
   capabilities = ["read"]
 }
 path "transit/sign/custos-audit-signing" {
-  capabilities = ["update"]
-}
-path "transit/verify/custos-audit-signing" {
   capabilities = ["update"]
 }
 
