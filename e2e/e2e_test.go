@@ -528,10 +528,37 @@ func checkNoPHIInLogs(t *testing.T, d *dataset, logs string, secrets ...string) 
 		needles[l.Labels.Patient] = "patient id"
 	}
 	for n, what := range needles {
-		if len(n) >= 4 && strings.Contains(logs, n) {
-			t.Errorf("server log contains a %s", what)
+		if len(n) < 4 {
+			continue
+		}
+		// An all-digit identifier (a ZIP code, a phone number's digits)
+		// counts only where it is not part of a longer number: timestamps
+		// and durations are full of digit runs.
+		for rest, off := logs, 0; ; {
+			i := strings.Index(rest, n)
+			if i < 0 {
+				break
+			}
+			at := off + i
+			if !isDigits(n) || ((at == 0 || !isDigit(logs[at-1])) && (at+len(n) == len(logs) || !isDigit(logs[at+len(n)]))) {
+				// The data set is synthetic: naming the needle is safe here.
+				t.Errorf("server log contains a %s (%q) in: …%s…", what, n, logs[max(0, at-60):min(len(logs), at+len(n)+20)])
+				break
+			}
+			rest, off = rest[i+1:], at+1
 		}
 	}
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 type tsOutput struct {
