@@ -1,11 +1,17 @@
 package secrets
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 )
 
 // KeySize is the size in bytes of every symmetric key this package hands out
@@ -34,6 +40,7 @@ type Dev struct {
 	audit   Key
 	signPub ed25519.PublicKey
 	signKey ed25519.PrivateKey
+	signID  string
 }
 
 // NewDev returns a development provider with fresh random keys.
@@ -48,8 +55,8 @@ func NewDev() (*Dev, error) {
 	}
 	return &Dev{
 		cursor:  Key{ID: "dev-ephemeral-1", Bytes: b[:KeySize]},
-		audit:   Key{ID: "dev-ephemeral-1", Bytes: b[KeySize:]},
-		signPub: pub, signKey: priv,
+		audit:   Key{ID: "dev:ephemeral", Bytes: b[KeySize:]},
+		signPub: pub, signKey: priv, signID: "dev:ephemeral",
 	}, nil
 }
 
@@ -59,12 +66,74 @@ func (d *Dev) CursorKeys(ctx context.Context) ([]Key, error) {
 	return []Key{k}, err
 }
 
+// AuditKeys returns the one audit keyed-hash key.
+func (d *Dev) AuditKeys(context.Context) ([]Key, error) { return []Key{d.audit.clone()}, nil }
+
+// DevKeyFile is the file, in a dev data directory, that PersistIn uses.
+const DevKeyFile = "dev-keys.json"
+
+type devKeyFile struct {
+	AuditHMAC   string `json:"audit_hmac"`
+	SigningSeed string `json:"signing_seed"`
+}
+
+// PersistIn makes the audit keyed-hash key and the checkpoint signing key
+// persistent across dev runs on one data directory: they are read from
+// dir/dev-keys.json, or drawn and written there (mode 0600) if it does not
+// exist. `custos audit hash`, reports and checkpoint verification then work
+// on a dev data directory. The keys get the id "dev:file". The cursor key
+// stays ephemeral. Production keys live in Vault, never in a file beside
+// the log; this exists for the demo and synthetic data only.
+func (d *Dev) PersistIn(dir string) error {
+	path := filepath.Join(dir, DevKeyFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		kf := devKeyFile{
+			AuditHMAC:   base64.StdEncoding.EncodeToString(d.audit.Bytes),
+			SigningSeed: base64.StdEncoding.EncodeToString(d.signKey.Seed()),
+		}
+		b, _ = json.Marshal(kf)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Errorf("secrets: creating %s: %w", DevKeyFile, err)
+		}
+		_, werr := f.Write(append(b, '\n'))
+		if err := f.Sync(); werr == nil {
+			werr = err
+		}
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return fmt.Errorf("secrets: writing %s: %w", DevKeyFile, werr)
+		}
+	} else if err != nil {
+		return fmt.Errorf("secrets: reading %s: %w", DevKeyFile, err)
+	}
+	var kf devKeyFile
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&kf); err != nil {
+		return fmt.Errorf("%w: %s is not a dev key file", ErrBadConfig, path)
+	}
+	ak, err1 := base64.StdEncoding.Strict().DecodeString(kf.AuditHMAC)
+	seed, err2 := base64.StdEncoding.Strict().DecodeString(kf.SigningSeed)
+	if err1 != nil || err2 != nil || len(ak) != KeySize || len(seed) != ed25519.SeedSize {
+		return fmt.Errorf("%w: %s holds malformed keys", ErrBadConfig, path)
+	}
+	d.audit = Key{ID: "dev:file", Bytes: ak}
+	d.signKey = ed25519.NewKeyFromSeed(seed)
+	d.signPub = d.signKey.Public().(ed25519.PublicKey)
+	d.signID = "dev:file"
+	return nil
+}
+
 // AuditKey returns the audit keyed-hash key.
 func (d *Dev) AuditKey(context.Context) (Key, error) { return d.audit.clone(), nil }
 
 // KeyIDs names the dev keys in the form audit records carry.
 func (d *Dev) KeyIDs() []string {
-	return []string{"audit-hmac=dev:ephemeral", "cursor=dev:ephemeral", "signing=dev:ephemeral"}
+	return []string{"audit-hmac=" + d.audit.ID, "cursor=dev:ephemeral", "signing=" + d.signID}
 }
 
 // Check always succeeds: dev keys never go stale.
@@ -98,3 +167,6 @@ func (d *Dev) Dev() bool { return true }
 
 // Name describes the provider for the startup banner.
 func (d *Dev) Name() string { return "dev (ephemeral in-memory keys)" }
+
+// SigningVersions lists the one signing key version.
+func (d *Dev) SigningVersions() []int { return []int{1} }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -44,5 +46,40 @@ func TestDevKeysAreRandomCopiesAndNeverPrinted(t *testing.T) {
 		if !strings.Contains(s, "dev-ephemeral-1") {
 			t.Fatalf("key id missing from %q", s)
 		}
+	}
+}
+
+func TestDevPersistInKeepsAuditAndSigningKeys(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := NewDev()
+	if err := a.PersistIn(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewDev()
+	if err := b.PersistIn(dir); err != nil {
+		t.Fatal(err)
+	}
+	ka, _ := a.AuditKey(context.Background())
+	kb, _ := b.AuditKey(context.Background())
+	if !bytes.Equal(ka.Bytes, kb.Bytes) || ka.ID != "dev:file" {
+		t.Fatalf("audit key not persisted: %v %v", ka, kb)
+	}
+	pa, _, _ := a.PublicKey(0)
+	pb, _, _ := b.PublicKey(0)
+	if !bytes.Equal(pa, pb) {
+		t.Fatal("signing key not persisted")
+	}
+	ca, _ := a.CursorKey(context.Background())
+	cb, _ := b.CursorKey(context.Background())
+	if bytes.Equal(ca.Bytes, cb.Bytes) {
+		t.Fatal("the cursor key must stay ephemeral")
+	}
+	if fi, err := os.Stat(filepath.Join(dir, DevKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode: %v %v", fi, err)
+	}
+	os.WriteFile(filepath.Join(dir, DevKeyFile), []byte(`{"audit_hmac":"AAAA","signing_seed":"AAAA"}`), 0o600)
+	c, _ := NewDev()
+	if err := c.PersistIn(dir); err == nil {
+		t.Fatal("malformed dev key file accepted")
 	}
 }

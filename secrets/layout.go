@@ -16,6 +16,14 @@ const PolicyName = "custos-server"
 //go:embed vault-policy.hcl
 var PolicyHCL string
 
+// AuditorPolicyName and AuditorPolicyHCL are the ACL policy for the audit
+// tools (VaultOptions.AuditorOnly): read the audit keyed-hash key and the
+// signing key's public keys, nothing else.
+const AuditorPolicyName = "custos-auditor"
+
+//go:embed vault-auditor-policy.hcl
+var AuditorPolicyHCL string
+
 // Layout names where custos's secrets live in Vault. Every field is a Vault
 // path component, never a secret value: configuration refers to secrets only
 // by path.

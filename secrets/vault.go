@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,10 +30,11 @@ const (
 	DefaultRequestTimeout  = 2 * time.Second
 	DefaultDataKeyTTL      = 5 * time.Minute
 	DefaultDataKeyCache    = 65536
-	// retainedCursorVersions is how many cursor key versions (the newest
-	// and older ones) are held, so that cursors sealed just before a
-	// rotation still open for their one-hour life.
-	retainedCursorVersions = 3
+	// retainedVersions is how many versions of each KV key (the newest
+	// and older ones) are held: cursors sealed just before a rotation still
+	// open for their one-hour life, and audit lookups cover records keyed
+	// with the previous versions.
+	retainedVersions = 3
 )
 
 // AppRole is AppRole authentication: the role id and the secret id are
@@ -82,6 +84,11 @@ type VaultOptions struct {
 	// many are held.
 	DataKeyTTL       time.Duration
 	DataKeyCacheSize int
+	// AuditorOnly opens the provider for audit tools (custos audit hash,
+	// report, pubkey): it reads only the audit keyed-hash key versions and
+	// the signing key's public keys, which policy "custos-auditor" grants;
+	// the cursor key, the blob KEK and signing are neither read nor used.
+	AuditorOnly bool
 	// Logger receives operational logs: never a token, a key or a secret
 	// id. nil discards.
 	Logger *slog.Logger
@@ -155,7 +162,8 @@ func validateAddress(addr string) error {
 // keyState is one immutable snapshot of what was read from Vault.
 type keyState struct {
 	cursor     []Key // newest first
-	audit      Key
+	audit      Key   // == audits[0]
+	audits     []Key // newest first
 	signing    signingKey
 	blobKEKVer int
 	refreshed  time.Time
@@ -237,8 +245,10 @@ func OpenVault(ctx context.Context, opts VaultOptions) (*Vault, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := v.preflight(ctx, st); err != nil {
-		return nil, err
+	if !opts.AuditorOnly {
+		if err := v.preflight(ctx, st); err != nil {
+			return nil, err
+		}
 	}
 	v.state.Store(st)
 	v.done.Add(1)
@@ -321,31 +331,16 @@ func readSecretFile(path, what string) (string, error) {
 func (v *Vault) fetch(ctx context.Context, prev *keyState) (*keyState, error) {
 	l := v.opts.Layout
 	st := &keyState{}
-	cur, err := v.readKV(ctx, l.CursorKeyPath, 0)
-	if err != nil {
+	var err error
+	if !v.opts.AuditorOnly {
+		if st.cursor, err = v.readKVVersions(ctx, l.CursorKeyPath, prev.heldCursor()); err != nil {
+			return nil, err
+		}
+	}
+	if st.audits, err = v.readKVVersions(ctx, l.AuditKeyPath, prev.heldAudit()); err != nil {
 		return nil, err
 	}
-	st.cursor = []Key{cur.key}
-	// Retain older cursor versions (sealed cursors live an hour).
-	for ver := cur.version - 1; ver >= 1 && len(st.cursor) < retainedCursorVersions; ver-- {
-		if k, ok := prev.cursorVersion(l, ver); ok {
-			st.cursor = append(st.cursor, k)
-			continue
-		}
-		old, err := v.readKV(ctx, l.CursorKeyPath, ver)
-		if err != nil {
-			// A destroyed or deleted old version only shortens the
-			// overlap; the newest key is what matters.
-			v.log.Warn("older cursor key version not readable", "version", ver, "err", err)
-			break
-		}
-		st.cursor = append(st.cursor, old.key)
-	}
-	aud, err := v.readKV(ctx, l.AuditKeyPath, 0)
-	if err != nil {
-		return nil, err
-	}
-	st.audit = aud.key
+	st.audit = st.audits[0]
 
 	sk, err := v.readTransitKey(ctx, l.SigningKey, "ed25519")
 	if err != nil {
@@ -365,26 +360,58 @@ func (v *Vault) fetch(ctx context.Context, prev *keyState) (*keyState, error) {
 		}
 		st.signing.public[ver] = ed25519.PublicKey(pub)
 	}
-	bk, err := v.readTransitKey(ctx, l.BlobKey, "aes256-gcm96")
-	if err != nil {
-		return nil, err
+	if !v.opts.AuditorOnly {
+		bk, err := v.readTransitKey(ctx, l.BlobKey, "aes256-gcm96")
+		if err != nil {
+			return nil, err
+		}
+		st.blobKEKVer = bk.latest
 	}
-	st.blobKEKVer = bk.latest
 	st.refreshed = v.opts.Now()
 	return st, nil
 }
 
-func (st *keyState) cursorVersion(l Layout, ver int) (Key, bool) {
+func (st *keyState) heldCursor() []Key {
 	if st == nil {
-		return Key{}, false
+		return nil
 	}
-	id := kvKeyID(l, l.CursorKeyPath, ver)
-	for _, k := range st.cursor {
-		if k.ID == id {
-			return k, true
+	return st.cursor
+}
+
+func (st *keyState) heldAudit() []Key {
+	if st == nil {
+		return nil
+	}
+	return st.audits
+}
+
+// readKVVersions reads the newest version of a KV key and up to
+// retainedVersions-1 older ones, newest first, reusing keys already held
+// (so a refresh reads only what changed). Cursors sealed before a rotation
+// keep opening, and audit lookups cover records keyed with an older version.
+func (v *Vault) readKVVersions(ctx context.Context, path string, held []Key) ([]Key, error) {
+	l := v.opts.Layout
+	cur, err := v.readKV(ctx, path, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := []Key{cur.key}
+	for ver := cur.version - 1; ver >= 1 && len(out) < retainedVersions; ver-- {
+		id := kvKeyID(l, path, ver)
+		if i := slices.IndexFunc(held, func(k Key) bool { return k.ID == id }); i >= 0 {
+			out = append(out, held[i])
+			continue
 		}
+		old, err := v.readKV(ctx, path, ver)
+		if err != nil {
+			// A destroyed or deleted old version only shortens the
+			// overlap; the newest key is what matters.
+			v.log.Warn("older key version not readable", "path", l.KVDataPath(path), "version", ver, "err", err)
+			break
+		}
+		out = append(out, old.key)
 	}
-	return Key{}, false
+	return out, nil
 }
 
 // ids lists the key versions in force, sorted, in the form recorded in
@@ -392,9 +419,12 @@ func (st *keyState) cursorVersion(l Layout, ver int) (Key, bool) {
 func (st *keyState) ids(l Layout) []string {
 	out := []string{
 		"audit-hmac=" + st.audit.ID,
-		"blob-kek=" + l.TransitMount + "/" + l.BlobKey + "@" + strconv.Itoa(st.blobKEKVer),
-		"cursor=" + st.cursor[0].ID,
 		"signing=" + l.TransitMount + "/" + l.SigningKey + "@" + strconv.Itoa(st.signing.latest),
+	}
+	if len(st.cursor) > 0 {
+		out = append(out,
+			"blob-kek="+l.TransitMount+"/"+l.BlobKey+"@"+strconv.Itoa(st.blobKEKVer),
+			"cursor="+st.cursor[0].ID)
 	}
 	sort.Strings(out)
 	return out
@@ -708,6 +738,9 @@ func (v *Vault) CursorKey(context.Context) (Key, error) {
 	if err != nil {
 		return Key{}, err
 	}
+	if len(st.cursor) == 0 {
+		return Key{}, fmt.Errorf("%w: opened for audit tools only", ErrMissing)
+	}
 	return st.cursor[0].clone(), nil
 }
 
@@ -718,8 +751,24 @@ func (v *Vault) CursorKeys(context.Context) ([]Key, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(st.cursor) == 0 {
+		return nil, fmt.Errorf("%w: opened for audit tools only", ErrMissing)
+	}
 	out := make([]Key, len(st.cursor))
 	for i, k := range st.cursor {
+		out[i] = k.clone()
+	}
+	return out, nil
+}
+
+// AuditKeys returns the audit keyed-hash keys held, newest first.
+func (v *Vault) AuditKeys(context.Context) ([]Key, error) {
+	st, err := v.fresh()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Key, len(st.audits))
+	for i, k := range st.audits {
 		out[i] = k.clone()
 	}
 	return out, nil
@@ -793,6 +842,21 @@ func (v *Vault) Verify(msg, sig []byte, ver int) bool {
 	}
 	pub, ok := st.signing.public[ver]
 	return ok && ed25519.Verify(pub, msg, sig)
+}
+
+// SigningVersions lists the versions of the signing key whose public keys
+// are held, ascending.
+func (v *Vault) SigningVersions() []int {
+	st := v.state.Load()
+	if st == nil {
+		return nil
+	}
+	out := make([]int, 0, len(st.signing.public))
+	for ver := range st.signing.public {
+		out = append(out, ver)
+	}
+	sort.Ints(out)
+	return out
 }
 
 // PublicKey returns the signing key's public key for version ver (0 =

@@ -364,3 +364,39 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestVaultAuditorOnly: the custos-auditor policy is enough for the audit
+// tools and for nothing else.
+func TestVaultAuditorOnly(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := srv.TokenWithPolicy(ctx, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr, Token: tok, AuditorOnly: true})
+	if err != nil {
+		t.Fatalf("auditor open: %v", err)
+	}
+	defer v.Close()
+	ks, err := v.AuditKeys(ctx)
+	if err != nil || len(ks) != 1 || !bytes.Equal(ks[0].Bytes, p.AuditKey) {
+		t.Fatalf("auditor audit keys: %v %v", ks, err)
+	}
+	if _, _, err := v.PublicKey(0); err != nil {
+		t.Fatalf("auditor public key: %v", err)
+	}
+	if _, err := v.CursorKeys(ctx); err == nil {
+		t.Fatal("an auditor-only provider handed out cursor keys")
+	}
+	if _, _, err := v.Sign(ctx, []byte("x")); !errors.Is(err, secrets.ErrPermission) {
+		t.Fatalf("auditor signing: %v, want permission denied", err)
+	}
+	if _, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr, Token: tok}); !errors.Is(err, secrets.ErrPermission) {
+		t.Fatalf("server open with the auditor token: %v, want permission denied", err)
+	}
+}
