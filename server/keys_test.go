@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -53,6 +54,10 @@ func (k *switchKeys) KeyIDs() []string {
 
 func (k *switchKeys) Dev() bool { return false }
 
+func (k *switchKeys) AuditKey(context.Context) (secrets.Key, error) {
+	return secrets.Key{ID: "secret/custos/audit-hmac-key@1", Bytes: bytes.Repeat([]byte{9}, 32)}, nil
+}
+
 func key(b byte, id string) secrets.Key {
 	return secrets.Key{ID: id, Bytes: bytes.Repeat([]byte{b}, 32)}
 }
@@ -89,10 +94,10 @@ func TestCursorSurvivesKeyRotationAndRecordsNameKeyVersions(t *testing.T) {
 	if len(recs) < 3 {
 		t.Fatalf("%d records", len(recs))
 	}
-	if got := strings.Join(recs[0].Keys, " "); got != "cursor=secret/custos/cursor-key@1" {
+	if got := strings.Join(recs[0].Keys, " "); got != "audit-hmac=secret/custos/audit-hmac-key@1 cursor=secret/custos/cursor-key@1" {
 		t.Errorf("first record keys = %q", got)
 	}
-	if got := strings.Join(recs[len(recs)-1].Keys, " "); got != "cursor=secret/custos/cursor-key@2" {
+	if got := strings.Join(recs[len(recs)-1].Keys, " "); got != "audit-hmac=secret/custos/audit-hmac-key@1 cursor=secret/custos/cursor-key@2" {
 		t.Errorf("last record keys = %q", got)
 	}
 }
@@ -130,7 +135,7 @@ func TestStaleKeysRefuseEveryRequestAndAreAudited(t *testing.T) {
 		if r.Outcome != audit.OutcomeError || r.Reason != "keys_stale" || calls[r.Action] == nil {
 			t.Errorf("record %d: %s %s %s; want error keys_stale", r.Seq, r.Action, r.Outcome, r.Reason)
 		}
-		if r.Action == "resources/read" && (len(r.URIs) != 1 || r.URIs[0] != uri) {
+		if r.Action == "resources/read" && (len(r.URIs) != 1 || r.URIs[0] != f.audited(uri)) {
 			t.Errorf("refused read record names %v, want %s", r.URIs, uri)
 		}
 	}
@@ -160,4 +165,36 @@ func (f *fixture) readableURI(cs *mcp.ClientSession) string {
 	}
 	f.t.Fatal("no readable text resource on the first page")
 	return ""
+}
+
+// TestAuditRecordsHoldNoPatientIDs: after listing everything and reading a
+// page of it, the audit file holds the keyed hashes of the patients
+// concerned and not one raw patient id.
+func TestAuditRecordsHoldNoPatientIDs(t *testing.T) {
+	f := newFixture(t, "")
+	cs := f.connect(f.identity("clinician"))
+	ctx := context.Background()
+	for _, uri := range listAll(t, cs)[:10] {
+		if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.log.Close()
+	raw, err := os.ReadFile(f.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := f.keys.AuditKey(ctx)
+	hashed := 0
+	for _, r := range f.allURIs() {
+		if bytes.Contains(raw, []byte(r.Labels.Patient)) {
+			t.Fatalf("audit.db holds a raw patient id")
+		}
+		if bytes.Contains(raw, []byte(audit.Pseudonym(k.Bytes, r.Labels.Patient))) {
+			hashed++
+		}
+	}
+	if hashed == 0 {
+		t.Fatal("no patient pseudonym in audit.db: the check above proves nothing")
+	}
 }

@@ -153,9 +153,11 @@ scan:
 	e.Patients = dedupe(patients)
 	e.Obligations = dedupe(obls)
 	e.Outcome = audit.OutcomeAllow
-	if _, err := s.commit(ctx, e); err != nil {
+	rec, err := s.commit(ctx, e)
+	if err != nil {
 		return nil, err
 	}
+	res.Meta = receipt(rec)
 	return res, nil
 }
 
@@ -279,7 +281,8 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		e.Obligations = append(e.Obligations, o.String())
 	}
 	e.Outcome = audit.OutcomeAllow
-	if _, err := s.commit(ctx, e); err != nil {
+	rec, err := s.commit(ctx, e)
+	if err != nil {
 		return nil, err
 	}
 
@@ -306,7 +309,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	if len(d.Obligations) == 0 {
 		c.Meta = mcp.Meta{"etag": r.ETag, "version": r.Version}
 	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}, Cacheable: private}, nil
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}, Cacheable: private, Meta: receipt(rec)}, nil
 }
 
 // templates answers resources/templates/list after a policy decision.
@@ -352,6 +355,13 @@ func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResource
 	}
 	return res, nil
 }
+
+// ReceiptKey is the _meta key of a result's audit receipt: the event id of
+// the durable audit record that authorized it. A client can keep it and an
+// auditor can find the record (and prove its inclusion) by it.
+const ReceiptKey = "custos/audit-event"
+
+func receipt(rec audit.Record) mcp.Meta { return mcp.Meta{ReceiptKey: rec.EventID} }
 
 // digestRef is the content reference recorded in the audit log.
 func digestRef(r store.Resource) string { return fmt.Sprintf("%s@v%d", r.ETag, r.Version) }

@@ -53,6 +53,9 @@ type Keys interface {
 	// KeyIDs names the key versions in force, recorded in every audit
 	// record (never key bytes).
 	KeyIDs() []string
+	// AuditKey returns the newest audit keyed-hash key: patient ids in
+	// audit records are written as audit.Pseudonym(key, id).
+	AuditKey(ctx context.Context) (secrets.Key, error)
 	// Dev reports whether the keys are ephemeral development keys.
 	Dev() bool
 }
@@ -199,6 +202,53 @@ func (s *Server) entry(id Identity, action string) audit.Entry {
 	}
 }
 
+// pseudonymize replaces every patient id in e (the patients list and the
+// patient segment of each URI) with audit.Pseudonym under the newest audit
+// key, and names that key's version in e.Keys. If the key is unavailable it
+// returns e with no identifiers at all, outcome error and (unless e was
+// already a refusal with its own reason) reason audit_key_unavailable, and
+// the error: the caller writes that record and refuses the request.
+func (s *Server) pseudonymize(ctx context.Context, e audit.Entry) (audit.Entry, error) {
+	k, err := s.cfg.Keys.AuditKey(ctx)
+	if err != nil {
+		e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{}
+		if e.Outcome != audit.OutcomeError { // a refusal keeps its own reason
+			e.Outcome, e.Reason = audit.OutcomeError, "audit_key_unavailable"
+		}
+		return e, err
+	}
+	ps := make([]string, len(e.Patients))
+	for i, p := range e.Patients {
+		ps[i] = audit.Pseudonym(k.Bytes, p)
+	}
+	us := make([]string, len(e.URIs))
+	for i, raw := range e.URIs {
+		us[i] = pseudonymURI(k.Bytes, raw)
+	}
+	e.Patients, e.URIs = ps, us
+	keys := make([]string, 0, len(e.Keys))
+	for _, id := range e.Keys {
+		if !strings.HasPrefix(id, "audit-hmac=") {
+			keys = append(keys, id)
+		}
+	}
+	e.Keys = append(keys, "audit-hmac="+k.ID)
+	return e, nil
+}
+
+// pseudonymURI is uri with every occurrence of its patient id (the
+// patient segment, and the resource id of a FHIR Patient resource, which
+// is the patient id) replaced by the keyed hash. Other resource ids stay:
+// they are opaque ids of resources, not of people. A URI that does not
+// parse (never stored by the server) is recorded as "invalid".
+func pseudonymURI(key []byte, uri string) string {
+	u, err := store.ParseURI(uri)
+	if err != nil {
+		return "invalid"
+	}
+	return strings.ReplaceAll(uri, u.Patient, audit.Pseudonym(key, u.Patient))
+}
+
 // refuseStale audits and refuses a request that arrived while the keys
 // are past their staleness limit: nothing is read, nothing released.
 func (s *Server) refuseStale(ctx context.Context, id Identity, method string, req mcp.Request, cause error) error {
@@ -216,10 +266,17 @@ func (s *Server) refuseStale(ctx context.Context, id Identity, method string, re
 	return refused("keys unavailable: the server could not refresh its keys from the secrets provider within the staleness limit; request refused, nothing released")
 }
 
-// commit appends e durably. On failure it logs the cause (no PHI) and
+// commit appends e durably, with patient ids replaced by their keyed
+// hashes (see pseudonymize). On failure it logs the cause (no PHI) and
 // returns the error the client sees: nothing is released.
 func (s *Server) commit(ctx context.Context, e audit.Entry) (audit.Record, error) {
+	e, kerr := s.pseudonymize(ctx, e)
 	rec, err := s.cfg.Audit.Append(ctx, e)
+	if err == nil && kerr != nil {
+		// The refusal itself is on record (without identifiers).
+		s.log.Error("audit keyed-hash key unavailable; request refused", "action", e.Action, "err", kerr)
+		return rec, refused("keys unavailable: request refused, nothing released")
+	}
 	if err != nil {
 		s.log.Error("audit append failed; request refused", "action", e.Action, "outcome", e.Outcome, "err", err)
 		return rec, refused("audit log unavailable: request refused, nothing released")
@@ -234,6 +291,7 @@ func (s *Server) commit(ctx context.Context, e audit.Entry) (audit.Record, error
 func (s *Server) auditFailure(ctx context.Context, e audit.Entry, reason string, err error) error {
 	e.Outcome = audit.OutcomeError
 	e.Reason = reason
+	e, _ = s.pseudonymize(ctx, e) // without the key: recorded without identifiers
 	if _, aerr := s.cfg.Audit.Append(ctx, e); aerr != nil {
 		s.log.Error("audit append of failure record failed", "action", e.Action, "reason", reason, "err", aerr)
 	}

@@ -1,0 +1,16 @@
+// Package report answers a privacy officer's questions from the audit log:
+// who accessed a patient's records (including denials), the accounting of
+// disclosures under 45 CFR 164.528 (which leaves out treatment, payment and
+// health care operations), what a user did, every denial, every
+// break-the-glass access — each over a time range.
+//
+// Invariants:
+//   - Reports read canonical records only (audit.Decode); a record that does
+//     not decode stops the report with an error naming its seq: a report
+//     over a damaged log is never silently partial.
+//   - Patients are matched by their keyed hashes (audit.Pseudonym under each
+//     audit key version the caller holds); the report never needs, prints or
+//     stores a raw patient id.
+//   - Pure filtering: no I/O besides the Source; table and JSON renderings
+//     are deterministic.
+package report

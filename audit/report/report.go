@@ -1,0 +1,193 @@
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/custos-mcp/custos/audit"
+)
+
+// Source yields the log's records in seq order (audit.Log implements it).
+type Source interface {
+	Records(ctx context.Context, from, to uint64, fn func(seq uint64, canonical []byte) error) error
+}
+
+// TPOPurposes are the HL7 v3 PurposeOfUse codes for treatment, payment and
+// health care operations. Disclosures for these purposes are exempt from
+// the accounting of disclosures (45 CFR 164.528(a)(1)(i)), so the
+// Disclosures view leaves them out.
+var TPOPurposes = []string{
+	"TREAT", "ETREAT", "CAREMGT", "COC", "CLINTRCH", "POPHLTH",
+	"HPAYMT", "CLMATTCH", "COVAUTH", "COVERAGE", "ELIGDTRM", "ELIGVER", "ENROLLM", "REMITADV",
+	"HOPERAT", "HQUALIMP", "HSYSADMIN", "MEMADMIN", "OPERAT", "PATADMIN", "PATSFTY", "RECORDMGT", "TRAIN",
+}
+
+// Query selects records. Zero fields select everything.
+type Query struct {
+	// Patients are the keyed hashes of one patient id under each audit key
+	// version in use (audit.Pseudonym); a record matches if it concerns any.
+	Patients []string `json:"-"`
+	// PatientLabel is how the report names the patient (e.g. "the patient
+	// whose lookup value is hk1-…"); it is never the raw id.
+	PatientLabel string    `json:"patient,omitempty"`
+	User         string    `json:"user,omitempty"`
+	Denials      bool      `json:"denials,omitempty"`
+	BreakGlass   bool      `json:"break_glass,omitempty"`
+	Disclosures  bool      `json:"disclosures,omitempty"`
+	Since        time.Time `json:"since,omitzero"`
+	Until        time.Time `json:"until,omitzero"`
+}
+
+// Row is one matching record, in the reader's terms.
+type Row struct {
+	Seq          uint64    `json:"seq"`
+	Time         time.Time `json:"time"`
+	Action       string    `json:"action"`
+	Outcome      string    `json:"outcome"`
+	Reason       string    `json:"reason"`
+	User         string    `json:"user"`
+	Roles        []string  `json:"roles"`
+	Client       string    `json:"client"`
+	PurposeOfUse string    `json:"purpose_of_use"`
+	Resources    []string  `json:"resources"`
+	Obligations  []string  `json:"obligations"`
+	BreakGlass   bool      `json:"break_glass"`
+	Hash         string    `json:"hash"`
+}
+
+// Report is the answer to a Query.
+type Report struct {
+	Query   Query          `json:"query"`
+	Scanned uint64         `json:"scanned"`
+	Rows    []Row          `json:"rows"`
+	ByUser  map[string]int `json:"by_user"`
+	ByOut   map[string]int `json:"by_outcome"`
+}
+
+// IsBreakGlass reports whether r was an emergency (break-the-glass) access:
+// purpose of use ETREAT, or a reason naming a break-the-glass grant.
+func IsBreakGlass(r audit.Record) bool {
+	return r.PurposeOfUse == "ETREAT" || strings.Contains(r.Reason, "break_glass") || strings.Contains(r.Reason, "btg")
+}
+
+// Match reports whether r satisfies q (pure).
+func (q Query) Match(r audit.Record) bool {
+	switch {
+	case !q.Since.IsZero() && r.Time.Before(q.Since):
+		return false
+	case !q.Until.IsZero() && !r.Time.Before(q.Until):
+		return false
+	case q.User != "" && r.Principal.Sub != q.User:
+		return false
+	case q.Denials && r.Outcome != audit.OutcomeDeny:
+		return false
+	case q.BreakGlass && !IsBreakGlass(r):
+		return false
+	case len(q.Patients) > 0 && !slices.ContainsFunc(r.Patients, func(p string) bool { return slices.Contains(q.Patients, p) }):
+		return false
+	case q.Disclosures && (r.Outcome != audit.OutcomeAllow || r.Action != "resources/read" || slices.Contains(TPOPurposes, r.PurposeOfUse)):
+		return false
+	}
+	return true
+}
+
+// Run scans the records from..to (0 = to the end) and returns those q
+// matches. progress, if not nil, is called with the records scanned so far
+// and total.
+func Run(ctx context.Context, src Source, q Query, total uint64, progress func(done, total int)) (Report, error) {
+	rep := Report{Query: q, Rows: []Row{}, ByUser: map[string]int{}, ByOut: map[string]int{}}
+	err := src.Records(ctx, 1, total, func(seq uint64, canonical []byte) error {
+		rep.Scanned++
+		if progress != nil && rep.Scanned%4096 == 0 {
+			progress(int(rep.Scanned), int(total))
+		}
+		r, err := audit.Decode(canonical)
+		if err != nil {
+			return fmt.Errorf("report: record %d does not decode: %w", seq, err)
+		}
+		if !q.Match(r) {
+			return nil
+		}
+		rep.Rows = append(rep.Rows, Row{
+			Seq: r.Seq, Time: r.Time, Action: r.Action, Outcome: r.Outcome, Reason: r.Reason,
+			User: r.Principal.Sub, Roles: r.Principal.Roles, Client: r.Principal.ClientID,
+			PurposeOfUse: r.PurposeOfUse, Resources: r.URIs, Obligations: r.Obligations,
+			BreakGlass: IsBreakGlass(r), Hash: audit.HashRecord(canonical),
+		})
+		rep.ByUser[r.Principal.Sub]++
+		rep.ByOut[r.Outcome]++
+		return nil
+	})
+	if progress != nil {
+		progress(int(rep.Scanned), int(max(total, rep.Scanned)))
+	}
+	return rep, err
+}
+
+// WriteJSON writes the report as one indented JSON document.
+func (rep Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// WriteTable writes the report as an aligned text table with a heading
+// that says what was asked and a summary line.
+func (rep Report) WriteTable(w io.Writer) error {
+	q := rep.Query
+	var what []string
+	switch {
+	case q.Disclosures:
+		what = append(what, "accounting of disclosures (45 CFR 164.528; treatment, payment and operations left out)")
+	case q.PatientLabel != "":
+		what = append(what, "accesses, including denials")
+	}
+	if q.PatientLabel != "" {
+		what = append(what, "patient "+q.PatientLabel)
+	}
+	if q.User != "" {
+		what = append(what, "user "+q.User)
+	}
+	if q.Denials {
+		what = append(what, "denials")
+	}
+	if q.BreakGlass {
+		what = append(what, "break-the-glass accesses")
+	}
+	if !q.Since.IsZero() || !q.Until.IsZero() {
+		what = append(what, fmt.Sprintf("from %s until %s", fmtTime(q.Since, "the start"), fmtTime(q.Until, "now")))
+	}
+	if len(what) == 0 {
+		what = append(what, "all records")
+	}
+	fmt.Fprintf(w, "custos audit report: %s\n", strings.Join(what, "; "))
+	fmt.Fprintf(w, "%d of %d records match\n\n", len(rep.Rows), rep.Scanned)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME (UTC)\tUSER\tROLES\tCLIENT\tPURPOSE\tACTION\tOUTCOME\tREASON\tRESOURCES")
+	for _, r := range rep.Rows {
+		res := strings.Join(r.Resources, " ")
+		if len(r.Resources) > 2 {
+			res = fmt.Sprintf("%s (+%d more)", strings.Join(r.Resources[:2], " "), len(r.Resources)-2)
+		}
+		bg := ""
+		if r.BreakGlass {
+			bg = " [BREAK-GLASS]"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t%s\t%s\n", r.Seq, r.Time.UTC().Format("2006-01-02 15:04:05"),
+			r.User, strings.Join(r.Roles, ","), r.Client, r.PurposeOfUse, r.Action, r.Outcome, bg, r.Reason, res)
+	}
+	return tw.Flush()
+}
+
+func fmtTime(t time.Time, zero string) string {
+	if t.IsZero() {
+		return zero
+	}
+	return t.UTC().Format(time.RFC3339)
+}

@@ -1,0 +1,128 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/custos-mcp/custos/audit"
+)
+
+var t0 = time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+
+func rec(seq uint64, sub, action, outcome, purpose string, patients ...string) audit.Record {
+	r := audit.Record{V: audit.FormatVersion, Seq: seq, EventID: "e", Time: t0.Add(time.Duration(seq) * time.Hour), Node: "n"}
+	r.Action, r.Outcome, r.PurposeOfUse = action, outcome, purpose
+	r.Principal = audit.Principal{Sub: sub, Roles: []string{"clinician"}, ClientID: "c"}
+	r.Patients = patients
+	r.URIs = []string{}
+	for _, p := range patients {
+		r.URIs = append(r.URIs, "note://t/patients/"+p+"/notes/x")
+	}
+	r.Digests, r.Obligations, r.Keys = []string{}, []string{}, []string{}
+	r.PrevHash = audit.ZeroHash
+	return r
+}
+
+// sliceSource serves encoded records (the pure part of a log).
+type sliceSource [][]byte
+
+func (s sliceSource) Records(_ context.Context, from, to uint64, fn func(uint64, []byte) error) error {
+	for i, b := range s {
+		seq := uint64(i + 1)
+		if seq < from || (to != 0 && seq > to) {
+			continue
+		}
+		if err := fn(seq, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func fixture() (sliceSource, []audit.Record) {
+	recs := []audit.Record{
+		rec(1, "dr-a", "resources/read", audit.OutcomeAllow, "TREAT", "hk1-p1"),
+		rec(2, "dr-b", "resources/read", audit.OutcomeDeny, "TREAT", "hk1-p1"),
+		rec(3, "res-c", "resources/read", audit.OutcomeAllow, "HRESCH", "hk1-p1"),
+		rec(4, "dr-a", "resources/read", audit.OutcomeAllow, "ETREAT", "hk1-p2"),
+		rec(5, "res-c", "resources/list", audit.OutcomeAllow, "HRESCH", "hk1-p1", "hk1-p2"),
+		rec(6, "bill-d", "resources/read", audit.OutcomeAllow, "HPAYMT", "hk1-p1"),
+		rec(7, "lawyer-e", "resources/read", audit.OutcomeAllow, "HLEGAL", "hk1-p1"),
+	}
+	var src sliceSource
+	for _, r := range recs {
+		src = append(src, audit.Encode(r))
+	}
+	return src, recs
+}
+
+func TestQueries(t *testing.T) {
+	src, _ := fixture()
+	for _, tc := range []struct {
+		name string
+		q    Query
+		want []uint64
+	}{
+		{"everything", Query{}, []uint64{1, 2, 3, 4, 5, 6, 7}},
+		{"patient incl. denials", Query{Patients: []string{"hk1-p1", "hk1-old-version"}}, []uint64{1, 2, 3, 5, 6, 7}},
+		{"accounting of disclosures", Query{Patients: []string{"hk1-p1"}, Disclosures: true}, []uint64{3, 7}},
+		{"user", Query{User: "dr-a"}, []uint64{1, 4}},
+		{"denials", Query{Denials: true}, []uint64{2}},
+		{"break-glass", Query{BreakGlass: true}, []uint64{4}},
+		{"since/until", Query{Since: t0.Add(2 * time.Hour), Until: t0.Add(5 * time.Hour)}, []uint64{2, 3, 4}},
+		{"patient and user", Query{Patients: []string{"hk1-p2"}, User: "res-c"}, []uint64{5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := Run(context.Background(), src, tc.q, uint64(len(src)), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []uint64
+			for _, r := range rep.Rows {
+				got = append(got, r.Seq)
+			}
+			if len(got) != len(tc.want) || !equal(got, tc.want) {
+				t.Fatalf("rows %v, want %v", got, tc.want)
+			}
+			if rep.Scanned != uint64(len(src)) {
+				t.Fatalf("scanned %d", rep.Scanned)
+			}
+		})
+	}
+}
+
+func equal(a, b []uint64) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
+
+func TestRenderingsAndDamagedRecord(t *testing.T) {
+	src, _ := fixture()
+	rep, err := Run(context.Background(), src, Query{Patients: []string{"hk1-p1"}, PatientLabel: "hk1-p1", Disclosures: true}, 7, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tb, js bytes.Buffer
+	if err := rep.WriteTable(&tb); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"accounting of disclosures", "patient hk1-p1", "2 of 7 records match", "lawyer-e", "HLEGAL"} {
+		if !strings.Contains(tb.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, tb.String())
+		}
+	}
+	if err := rep.WriteJSON(&js); err != nil || !strings.Contains(js.String(), `"seq": 7`) {
+		t.Errorf("json: %v\n%s", err, js.String())
+	}
+	src[3] = append([]byte(nil), src[3][:len(src[3])-1]...) // damaged record 4
+	if _, err := Run(context.Background(), src, Query{}, 7, nil); err == nil || !strings.Contains(err.Error(), "record 4") {
+		t.Fatalf("damaged record: %v", err)
+	}
+}
