@@ -1,0 +1,144 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/server"
+)
+
+// TestKill9UnderLoadEveryReceivedResponseIsAudited drives a dev server with
+// concurrent clients, kills it with SIGKILL mid-load, and after a restart
+// reconciles: every response a client received carried the event id of its
+// audit record (the receipt), and every one of those records is in the log,
+// allowed, and the log verifies. A response is never released before its
+// record is durable, so no receipt may be missing.
+func TestKill9UnderLoadEveryReceivedResponseIsAudited(t *testing.T) {
+	d := newDataset(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	start := func() (*exec.Cmd, string) {
+		os.Remove(addrFile)
+		cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", "127.0.0.1:0",
+			"--addr-file", addrFile, "--tokens", tokens)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
+				return cmd, strings.TrimSpace(string(b))
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatal("server did not start")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	srv, url := start()
+
+	// The clinician's readable resources.
+	cs := connect(t, url, tok)
+	var uris []string
+	for r, err := range cs.Resources(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		uris = append(uris, r.URI)
+	}
+	cs.Close()
+
+	var (
+		mu       sync.Mutex
+		receipts = map[string]string{} // event id → URI
+		wg       sync.WaitGroup
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-crash", Version: "1"}, nil).Connect(ctx,
+				&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{tok}}, MaxRetries: -1}, nil)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			for i := w; ctx.Err() == nil; i++ {
+				uri := uris[i%len(uris)]
+				res, err := c.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+				if err != nil {
+					return // the server is gone
+				}
+				id, _ := res.Meta[server.ReceiptKey].(string)
+				mu.Lock()
+				receipts[id] = uri
+				mu.Unlock()
+			}
+		}()
+	}
+	// Let the load run, then kill the server without warning.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := len(receipts)
+		mu.Unlock()
+		if n >= 200 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	srv.Wait()
+	cancel()
+	wg.Wait()
+	if len(receipts) < 50 {
+		t.Fatalf("only %d responses before the kill; the test proves little", len(receipts))
+	}
+	if _, ok := receipts[""]; ok {
+		t.Fatal("a response carried no audit receipt")
+	}
+
+	// Restart: the server starts on the killed data directory (its local
+	// checkpoints are consistent with the tree), then stops cleanly.
+	srv2, url2 := start()
+	c2 := connect(t, url2, tok)
+	if _, err := c2.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uris[0]}); err != nil {
+		t.Fatalf("read after restart: %v", err)
+	}
+	c2.Close()
+	srv2.Process.Signal(syscall.SIGTERM)
+	srv2.Wait()
+
+	d.verify(t)
+	byEvent := map[string]audit.Record{}
+	for _, r := range d.records(t) {
+		byEvent[r.EventID] = r
+	}
+	for id := range receipts {
+		r, ok := byEvent[id]
+		if !ok {
+			t.Errorf("a response was received whose audit record (event %s) is not in the log", id)
+			continue
+		}
+		if r.Action != "resources/read" || r.Outcome != audit.OutcomeAllow {
+			t.Errorf("receipt %s names record %d (%s %s), not an allowed read", id, r.Seq, r.Action, r.Outcome)
+		}
+	}
+	t.Logf("%d responses received before SIGKILL, all audited; %d records in the log", len(receipts), len(byEvent))
+}
