@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -227,6 +229,67 @@ func TestDecodeRejects(t *testing.T) {
 		{"prev_hash uppercase", rep(canon, `5e884898da`, `5E884898DA`)},
 		{"prev_hash short", rep(canon, `5e884898da`, `5e884898d`)},
 		{"prev_hash empty", rep(minimal, ZeroHash, ``)},
+		{"prev_hash long", rep(minimal, ZeroHash, ZeroHash+`0`)},
+		{"prev_hash escaped digit", rep(minimal, `"`+ZeroHash, `"\u0030`+ZeroHash[1:])},
+		{"prev_hash number", rep(minimal, `"`+ZeroHash+`"`, `0`)},
+		{"truncated", canon[:len(canon)-1]},
+		{"truncated in string", canon[:strings.Index(canon, "node-b")+3]},
+		{"truncated after escape", strings.SplitAfter(string(Encode(golden(t, "unicode"))), `\`)[0]},
+		{"truncated in u escape", strings.SplitAfter(string(Encode(golden(t, "unicode"))), `\u00`)[0]},
+		{"nested object", rep(minimal, `"reason":""`, `"reason":{}`)},
+		{"principal reordered", rep(canon, `{"sub":"dr.house@example.org","roles":["clinician","attending"]`, `{"roles":["clinician","attending"],"sub":"dr.house@example.org"`)},
+		{"principal extra field", rep(minimal, `"client_id":""}`, `"client_id":"","x":""}`)},
+		{"list trailing comma", rep(canon, `"attending"]`, `"attending",]`)},
+		{"list leading comma", rep(canon, `["clinician"`, `[,"clinician"`)},
+		{"list missing comma", rep(canon, `"clinician","attending"`, `"clinician""attending"`)},
+		{"list space", rep(canon, `"clinician","attending"`, `"clinician", "attending"`)},
+		{"list nested", rep(minimal, `"uris":[]`, `"uris":[[]]`)},
+		{"list unterminated", rep(minimal, `"uris":[]`, `"uris":[`)},
+		{"dev True", rep(canon, `"dev":true`, `"dev":True`)},
+		{"dev truth", rep(canon, `"dev":true`, `"dev":truth`)},
+		{"dev fals", rep(minimal, `"dev":false`, `"dev":fals`)},
+		{"short escape as unicode tab", strings.Replace(string(Encode(golden(t, "unicode"))), `\t`, `\u0009`, 1)},
+		{"unicode escape of backspace", strings.Replace(string(Encode(golden(t, "unicode"))), `\b`, `\u0008`, 1)},
+		{"unicode escape of quote", rep(canon, `"node-b"`, `"node\u0022b"`)},
+		{"unicode escape of space", rep(canon, `"node-b"`, `"node\u0020b"`)},
+		{"unicode escape of del", strings.Replace(string(Encode(golden(t, "unicode"))), "\x7f", `\u007f`, 1)},
+		{"unicode escape of non-ascii", rep(canon, `"node-b"`, `"node-\u00e9"`)},
+		{"surrogate escape", rep(canon, `"node-b"`, `"node-\ud83e\ude7a"`)},
+		{"escaped bad hex", strings.Replace(string(Encode(golden(t, "unicode"))), `\u001f`, `\u001g`, 1)},
+		{"escape x", rep(canon, `"node-b"`, `"node\x41"`)},
+		{"escape single quote", rep(canon, `"node-b"`, `"node\'b"`)},
+		{"encoded surrogate", rep(canon, `node-b`, "node-\xed\xa0\x80")},
+		{"overlong utf8", rep(canon, `node-b`, "node-\xc0\xaf")},
+		{"truncated utf8", rep(canon, `node-b`, "node-\xe6\x97")},
+		{"invalid utf8 after escape", strings.Replace(string(Encode(golden(t, "unicode"))), `\n`, "\\n\xff", 1)},
+		{"time day 31 in november", rep(canon, `2026-11-21`, `2026-11-31`)},
+		{"time feb 29 non leap", rep(canon, `2026-11-21`, `2026-02-29`)},
+		{"time feb 29 1900", rep(canon, `2026-11-21`, `1900-02-29`)},
+		{"time month 13", rep(canon, `2026-11-21`, `2026-13-21`)},
+		{"time month 0", rep(canon, `2026-11-21`, `2026-00-21`)},
+		{"time day 0", rep(canon, `2026-11-21`, `2026-11-00`)},
+		{"time hour 24", rep(canon, `T09:30:01`, `T24:30:01`)},
+		{"time minute 60", rep(canon, `T09:30:01`, `T09:60:01`)},
+		{"time second 60", rep(canon, `T09:30:01`, `T09:30:60`)},
+		{"time comma", rep(canon, `01.123456789Z`, `01,123456789Z`)},
+		{"time ten digits", rep(canon, `01.123456789Z`, `01.1234567890Z`)},
+		{"time space", rep(canon, `T09:30`, ` 09:30`)},
+		{"time escaped Z", rep(canon, `123456789Z`, `123456789\u005a`)},
+		{"time five-digit year", rep(canon, `2026-11-21`, `12026-11-21`)},
+		{"time number", rep(canon, `"2026-11-21T09:30:01.123456789Z"`, `20261121`)},
+		{"seq empty", rep(canon, `"seq":42`, `"seq":`)},
+		{"seq plus", rep(canon, `"seq":42`, `"seq":+42`)},
+		{"seq hex", rep(canon, `"seq":42`, `"seq":0x2a`)},
+		{"seq zero leading zero", rep(canon, `"seq":42`, `"seq":00`)},
+		{"seq huge", rep(canon, `"seq":42`, `"seq":99999999999999999999999`)},
+		{"seq max plus one digit", rep(canon, `"seq":42`, `"seq":184467440737095516150`)},
+		{"version 10", rep(canon2, `"v":2`, `"v":10`)},
+		{"version 21", rep(canon2, `"v":2`, `"v":21`)},
+		{"v2 keys after prev_hash position", rep(canon2, `,"prev_hash"`, `,"keys":[],"prev_hash"`)},
+		{"object closed twice", canon + "}"},
+		{"object not closed", canon[:len(canon)-1] + ","},
+		{"nul byte after", canon + "\x00"},
+		{"bom", "\ufeff" + canon},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -242,12 +305,16 @@ func TestDecodeRejects(t *testing.T) {
 }
 
 // FuzzDecode checks non-malleability: any input Decode accepts re-encodes to
-// exactly the same bytes, and its hash is HashRecord of those bytes.
+// exactly the same bytes, and its hash is HashRecord of those bytes. It also
+// checks the hand-written parser against decodeReference (the encoding/json
+// decoder it replaced): on every input both accept or both reject, and when
+// they accept they return the same Record.
 func FuzzDecode(f *testing.F) {
 	for _, g := range goldenRecords {
 		f.Add(Encode(g.rec))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		checkDecodeAgainstReference(t, b)
 		r, err := Decode(b)
 		if err != nil {
 			if !errors.Is(err, ErrNonCanonical) {
@@ -274,6 +341,203 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("second round trip: %v", err)
 		}
 	})
+}
+
+// checkDecodeAgainstReference fails t unless Decode and decodeReference
+// agree on b: both reject it (Decode with ErrNonCanonical), or both accept
+// it with deeply equal records.
+func checkDecodeAgainstReference(t testing.TB, b []byte) {
+	t.Helper()
+	got, err := Decode(b)
+	want, refErr := decodeReference(b)
+	switch {
+	case err != nil && !errors.Is(err, ErrNonCanonical):
+		t.Fatalf("Decode error %v does not wrap ErrNonCanonical\n in %q", err, b)
+	case (err == nil) != (refErr == nil):
+		t.Fatalf("Decode and the reference decoder disagree:\n in %q\nDecode: %v\nreference: %v", b, err, refErr)
+	case err == nil && !reflect.DeepEqual(got, want):
+		t.Fatalf("Decode and the reference decoder decode differently:\n in %q\n got %#v\nwant %#v", b, got, want)
+	}
+}
+
+// TestDecodeMatchesReference runs the differential check of FuzzDecode
+// deterministically on every golden vector and on systematic mutations of
+// each: every byte deleted, replaced by each of a set of bytes that matter
+// to the grammar, and each of those bytes inserted before it.
+func TestDecodeMatchesReference(t *testing.T) {
+	subst := []byte{'"', '\\', ',', ':', '[', ']', '{', '}', ' ', '0', '1', '9', 'a', 'f', 'u', 'Z', 0x00, 0x1f, 0x7f, 0xc3, 0xff}
+	for _, g := range goldenRecords {
+		canon := Encode(g.rec)
+		checkDecodeAgainstReference(t, canon)
+		buf := make([]byte, 0, len(canon)+1)
+		for i := range canon {
+			checkDecodeAgainstReference(t, append(append(buf[:0], canon[:i]...), canon[i+1:]...))
+			for _, c := range subst {
+				if c != canon[i] {
+					buf = append(buf[:0], canon...)
+					buf[i] = c
+					checkDecodeAgainstReference(t, buf)
+				}
+				checkDecodeAgainstReference(t, append(append(append(buf[:0], canon[:i]...), c), canon[i:]...))
+			}
+		}
+		for i := 0; i <= len(canon); i++ {
+			checkDecodeAgainstReference(t, canon[:i])
+		}
+	}
+}
+
+// TestDecodeTimesMatchReference checks the parser's date validation (month
+// lengths, leap years, ranges, year 0000) against time.Parse through the
+// reference decoder, on a grid of time strings around the edges.
+func TestDecodeTimesMatchReference(t *testing.T) {
+	canon := string(Encode(golden(t, "v2-dev")))
+	const orig = "2026-11-22T00:00:00.000000001Z"
+	if !strings.Contains(canon, orig) {
+		t.Fatal("test bug: time not found")
+	}
+	accepted := 0
+	for _, y := range []string{"0000", "0004", "0100", "0400", "1900", "1970", "2000", "2024", "2026", "2100", "9999", "-001", "20a6"} {
+		for _, m := range []string{"00", "01", "02", "04", "06", "09", "11", "12", "13", "1", "x1"} {
+			for _, d := range []string{"00", "01", "28", "29", "30", "31", "32", "99"} {
+				for _, hms := range []string{"00:00:00.000000000", "23:59:59.999999999", "24:00:00.000000000", "12:60:00.000000000", "12:00:60.000000000", "12:00:00,000000000", "9:00:00.0000000000", "12:00:00.00000000a"} {
+					ts := y + "-" + m + "-" + d + "T" + hms + "Z"
+					in := []byte(strings.Replace(canon, orig, ts, 1))
+					checkDecodeAgainstReference(t, in)
+					if _, err := Decode(in); err == nil {
+						accepted++
+					}
+				}
+			}
+		}
+	}
+	// Independently: valid years x valid months x listed days that exist
+	// in that month (per time.Date's normalization) x the two valid times.
+	want := 0
+	for _, y := range []int{0, 4, 100, 400, 1900, 1970, 2000, 2024, 2026, 2100, 9999} {
+		for _, m := range []int{1, 2, 4, 6, 9, 11, 12} {
+			last := time.Date(y, time.Month(m)+1, 0, 0, 0, 0, 0, time.UTC).Day()
+			for _, d := range []int{1, 28, 29, 30, 31} {
+				if d <= last {
+					want += 2
+				}
+			}
+		}
+	}
+	if accepted != want {
+		t.Fatalf("%d time strings accepted, want %d", accepted, want)
+	}
+}
+
+// TestDecodeAcceptsEdges: canonical encodings at the edges of the grammar
+// decode (each is also checked against the reference decoder).
+func TestDecodeAcceptsEdges(t *testing.T) {
+	base := golden(t, "v2-full")
+	var allCtl strings.Builder
+	for c := rune(0); c < 0x20; c++ {
+		allCtl.WriteRune(c)
+	}
+	cases := map[string]func(r *Record){
+		"seq 0":              func(r *Record) { r.Seq = 0 },
+		"seq 9":              func(r *Record) { r.Seq = 9 },
+		"seq 10":             func(r *Record) { r.Seq = 10 },
+		"seq max":            func(r *Record) { r.Seq = math.MaxUint64 },
+		"year 0":             func(r *Record) { r.Time = time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC) },
+		"leap day 2000":      func(r *Record) { r.Time = time.Date(2000, 2, 29, 23, 59, 59, 999999999, time.UTC) },
+		"every control char": func(r *Record) { r.Reason = allCtl.String() },
+		"escapes only":       func(r *Record) { r.Node = "\"\\\b\t\n\f\r" },
+		"escape then utf8":   func(r *Record) { r.Action = "\n\u00e9\U0001fa7a\x7f\u2028" },
+		"replacement char":   func(r *Record) { r.Principal.Sub = "\uFFFD" },
+		"empty strings":      func(r *Record) { r.Principal.Roles = []string{"", "", ""} },
+		"escaped list":       func(r *Record) { r.URIs = []string{"a\"b", "\\", "\x00"} },
+		"many list elements": func(r *Record) { r.Patients = strings.Split(strings.Repeat("p,", 99)+"p", ",") },
+		"one key":            func(r *Record) { r.Keys = []string{"\x00"} },
+		"v1":                 func(r *Record) { r.V, r.Keys = FormatVersion1, nil },
+	}
+	for name, mut := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := base
+			mut(&r)
+			b := Encode(r)
+			got, err := Decode(b)
+			if err != nil {
+				t.Fatalf("Decode: %v\n%q", err, b)
+			}
+			r.Hash = HashRecord(b)
+			if !reflect.DeepEqual(got, r) {
+				t.Fatalf("round trip:\n got %#v\nwant %#v", got, r)
+			}
+			checkDecodeAgainstReference(t, b)
+		})
+	}
+}
+
+// TestDecodeDoesNotAlias: the decoded record does not share memory with the
+// input (the caller may pass a bbolt page or a reused buffer), and its lists
+// are capped so that appending to one does not overwrite the next.
+func TestDecodeDoesNotAlias(t *testing.T) {
+	want := golden(t, "v2-full")
+	b := Encode(want)
+	want.Hash = HashRecord(b)
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] = 'X'
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("record changed with its input:\n got %#v\nwant %#v", got, want)
+	}
+	_ = append(got.Principal.Roles, "injected")
+	_ = append(got.URIs, "injected")
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("appending to one list changed another:\n got %#v\nwant %#v", got, want)
+	}
+}
+
+// TestDecodeAllocs pins Decode's allocation budget: one copy of the input
+// (shared by every string and the hash), one backing array for the lists,
+// and the hash state. Strings with escapes cost one more each.
+func TestDecodeAllocs(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		max  float64
+	}{{"minimal", 3}, {"full", 3}, {"v2-full", 3}, {"v2-dev", 3}, {"unicode", 3 + 4}} {
+		b := Encode(golden(t, c.name))
+		n := testing.AllocsPerRun(100, func() {
+			if _, err := Decode(b); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if n > c.max {
+			t.Errorf("%s: Decode makes %.0f allocations, want <= %.0f", c.name, n, c.max)
+		}
+	}
+}
+
+// TestDecodeErrorsOmitContents: a rejection names the position and the rule,
+// never the record's contents (the audit log is PHI; verify reports the
+// message).
+func TestDecodeErrorsOmitContents(t *testing.T) {
+	r := golden(t, "v2-full")
+	r.Principal.Sub = "SECRET-PATIENT-NAME"
+	canon := string(Encode(r))
+	for _, in := range []string{
+		strings.Replace(canon, "SECRET-PATIENT-NAME", `SECRET-PATIENT-NAME\/`, 1),
+		strings.Replace(canon, "SECRET-PATIENT-NAME", "SECRET-PATIENT-NAME\xff", 1),
+		strings.Replace(canon, "SECRET-PATIENT-NAME", "SECRET-PATIENT-NAME\x01", 1),
+		strings.Replace(canon, `"SECRET-PATIENT-NAME"`, `"SECRET-PATIENT-NAME`, 1),
+		canon + "SECRET-PATIENT-NAME",
+	} {
+		_, err := Decode([]byte(in))
+		if !errors.Is(err, ErrNonCanonical) {
+			t.Fatalf("Decode = %v, want ErrNonCanonical", err)
+		}
+		if strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("error reveals contents: %v", err)
+		}
+	}
 }
 
 // FuzzEncodeV2 checks the v2 encoder on arbitrary strings: a record built
@@ -349,4 +613,113 @@ func TestHashRecordFormula(t *testing.T) {
 	if HashRecord([]byte("x")) == HashRecord([]byte("y")) {
 		t.Fatal("HashRecord ignores its input")
 	}
+}
+
+// decodeReference is the encoding/json-based decoder Decode replaced, kept
+// as the reference the hand-written parser is checked against (FuzzDecode,
+// TestDecodeMatchesReference): decode with encoding/json, re-encode, and
+// require the result to equal the input byte for byte.
+func decodeReference(b []byte) (Record, error) {
+	var w refWireRecord
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return Record{}, fmt.Errorf("%w: %v", ErrNonCanonical, err)
+	}
+	var keys []string
+	switch w.V {
+	case FormatVersion1:
+		if w.Keys != nil {
+			return Record{}, fmt.Errorf("%w: a version 1 record has no keys field", ErrNonCanonical)
+		}
+	case FormatVersion2:
+		if w.Keys == nil {
+			return Record{}, fmt.Errorf("%w: a version 2 record needs a keys array", ErrNonCanonical)
+		}
+		keys = *w.Keys
+		if err := checkKeys(keys); err != nil {
+			return Record{}, fmt.Errorf("%w: %v", ErrNonCanonical, err)
+		}
+	default:
+		return Record{}, fmt.Errorf("%w: unsupported version %d", ErrNonCanonical, w.V)
+	}
+	t, err := time.Parse(TimeLayout, w.Time)
+	if err != nil {
+		return Record{}, fmt.Errorf("%w: time is not in the canonical format", ErrNonCanonical)
+	}
+	if !isHash(w.PrevHash) {
+		return Record{}, fmt.Errorf("%w: prev_hash is not 64 lowercase hex digits", ErrNonCanonical)
+	}
+	r := Record{
+		V: w.V,
+		Entry: Entry{
+			Action:  w.Action,
+			Outcome: w.Outcome,
+			Reason:  w.Reason,
+			Principal: Principal{
+				Sub:      w.Principal.Sub,
+				Roles:    nilIfEmpty(w.Principal.Roles),
+				ClientID: w.Principal.ClientID,
+			},
+			PurposeOfUse:   w.PurposeOfUse,
+			Session:        w.Session,
+			Source:         w.Source,
+			URIs:           nilIfEmpty(w.URIs),
+			Patients:       nilIfEmpty(w.Patients),
+			Digests:        nilIfEmpty(w.Digests),
+			DecisionID:     w.DecisionID,
+			PolicyRevision: w.PolicyRevision,
+			Obligations:    nilIfEmpty(w.Obligations),
+			Dev:            w.Dev,
+			Keys:           nilIfEmpty(keys),
+		},
+		EventID:  w.EventID,
+		Seq:      w.Seq,
+		Time:     t.UTC(),
+		Node:     w.Node,
+		PrevHash: w.PrevHash,
+	}
+	if !bytes.Equal(Encode(r), b) {
+		return Record{}, fmt.Errorf("%w: bytes differ from the canonical encoding of the record they describe", ErrNonCanonical)
+	}
+	r.Hash = HashRecord(b)
+	return r, nil
+}
+
+// refWireRecord is decodeReference's encoding/json target.
+type refWireRecord struct {
+	V              int              `json:"v"`
+	Seq            uint64           `json:"seq"`
+	EventID        string           `json:"event_id"`
+	Time           string           `json:"time"`
+	Node           string           `json:"node"`
+	Action         string           `json:"action"`
+	Outcome        string           `json:"outcome"`
+	Reason         string           `json:"reason"`
+	Principal      refWirePrincipal `json:"principal"`
+	PurposeOfUse   string           `json:"purpose_of_use"`
+	Session        string           `json:"session"`
+	Source         string           `json:"source"`
+	URIs           []string         `json:"uris"`
+	Patients       []string         `json:"patients"`
+	Digests        []string         `json:"digests"`
+	DecisionID     string           `json:"decision_id"`
+	PolicyRevision string           `json:"policy_revision"`
+	Obligations    []string         `json:"obligations"`
+	Dev            bool             `json:"dev"`
+	Keys           *[]string        `json:"keys"` // nil: absent (or null)
+	PrevHash       string           `json:"prev_hash"`
+}
+
+type refWirePrincipal struct {
+	Sub      string   `json:"sub"`
+	Roles    []string `json:"roles"`
+	ClientID string   `json:"client_id"`
+}
+
+func nilIfEmpty(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }
