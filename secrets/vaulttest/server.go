@@ -328,7 +328,13 @@ func (s *Server) signal(sig syscall.Signal) error {
 // Pause freezes the server with SIGSTOP: connections are still accepted by
 // the kernel but no request is answered, so clients time out. Resume or Stop
 // ends the pause.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+// It returns once every thread of the server is stopped.
+func (s *Server) Pause() error {
+	if err := s.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	return waitStopped(s.cmd.Process.Pid, time.Now().Add(5*time.Second))
+}
 
 // Resume continues a paused server with SIGCONT.
 func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
