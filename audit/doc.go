@@ -43,36 +43,72 @@
 // last v1 record's hash, and the storage layout (meta "format") is unchanged.
 // Within a log versions never decrease (VerifyFile: version_regression).
 //
+// # Merkle tree
+//
+// The records also form an RFC 6962 Merkle tree, stored the way
+// golang.org/x/mod/sumdb/tlog stores it, so that a signed checkpoint
+// (size, root) commits to the whole log and inclusion and consistency
+// proofs can be served. Leaf i (0-based) is record seq i+1; its data are the
+// record's canonical bytes exactly as stored, and
+//
+//	LeafHash = SHA-256(0x00 || canonical)          (tlog.RecordHash)
+//	node     = SHA-256(0x01 || left || right)      (tlog.NodeHash)
+//
+// The tree of size N covers records 1..N; N is the head seq. Appending leaf n
+// stores tlog.StoredHashes(n, canonical, ...) (the leaf hash and the hash of
+// every subtree it completes) at consecutive stored-hash indexes from
+// tlog.StoredHashIndex(0, n), in the same transaction as the record. TreeHead,
+// TreeHash, ProveRecord, ProveTree, ReadHashes and Records serve checkpoints
+// and proofs; they work on a log opened read-only too.
+//
 // # Storage layout
 //
-// One bbolt file, mode 0600, three buckets, all written in the same
+// One bbolt file, mode 0600, four buckets, all written in the same
 // transaction for each record:
 //
 //	records  key: seq as 8-byte big-endian   value: canonical bytes
 //	hashes   key: seq as 8-byte big-endian   value: 32-byte SHA-256 (raw)
+//	tlog     key: stored-hash index as 8-byte big-endian   value: 32-byte tree hash (raw)
 //	meta     "format"    = "custos-audit-v1"
 //	         "node"      = Options.Node of the process that created the file
 //	         "head_seq"  = 8-byte big-endian seq of the last record (0: empty)
 //	         "head_hash" = 32-byte hash of the last record (zeros: empty)
 //	         "head_time" = TimeLayout text of the last record's time ("": empty)
+//	         "tree_size" = 8-byte big-endian number of leaves in tlog (= head_seq)
+//
+// # Tree migration
+//
+// Logs written before the Merkle tree existed have neither the tlog bucket
+// nor meta tree_size. They are upgraded in place by a documented migration
+// (docs/audit-format.md, "Merkle tree"): a read-write Open computes the
+// missing stored hashes from the stored records, in write transactions of
+// 10,000 records each of which also advances tree_size (so an interrupted
+// migration resumes at the next Open), and logs its progress through
+// Options.Logger. Records are never touched; a conflicting stored hash stops
+// the migration with ErrCorrupt. Opened with Options.ReadOnly, such a log
+// still verifies its chain (Summary.TreeSize < HeadSeq) and TreeHead returns
+// ErrNoTree.
 //
 // # Group commit
 //
 // Appends go through bbolt's DB.Batch: concurrent Appends within
 // Options.MaxBatchDelay share one commit (two fdatasyncs). Batch may run an
 // append function more than once (after another function in the batch
-// failed, or alone), so the function reads the head inside the transaction
-// and computes seq, time, prev_hash and hash there; its only side effect
-// outside the transaction is the result the caller reads after Batch
-// returned nil. The event id is generated once, before the transaction.
+// failed, or alone), so the function reads the head and the tree inside the
+// transaction and computes seq, time, prev_hash, hash and the stored tree
+// hashes there; its only side effect outside the transaction is the result
+// the caller reads after Batch returned nil. The event id is generated once,
+// before the transaction.
 //
 // # Verification and export
 //
 // VerifyFile and ExportFile open a log read-only under a shared file lock (a
 // running server holds the exclusive lock: they fail with ErrLocked; Log.Verify
-// and Log.Export work on an open log). Both walk the log in chunks of read
+// and Log.Export work on an open log, and Open with Options.ReadOnly gives a
+// *Log for reading next to other readers). Both walk the log in chunks of read
 // transactions. VerifyFile reports every problem it finds, each naming the
-// record concerned.
+// record concerned; it checks the Merkle tree's stored hashes against the
+// records and the stored root against the root recomputed from the records.
 //
 // # Caveats
 //
@@ -80,6 +116,7 @@
 // reordering of stored records, unless the attacker also rewrites every later
 // record and the meta head. It does not defend against truncation of the
 // tail together with the meta head, or against an insider with write access
-// recomputing the whole chain: a later issue adds signed Merkle checkpoints
-// published outside the file.
+// recomputing the whole chain and the tree. The Merkle tree is what signed
+// checkpoints published outside the file commit to; only they (package
+// checkpoint) catch those.
 package audit

@@ -37,9 +37,29 @@ var (
 	// it or work on a copy.
 	ErrLocked = errors.New("audit: audit log is locked by another process")
 
-	// ErrClosed is returned by Append, Verify and Export after Close. The
-	// record was not written; the caller must release nothing.
+	// ErrClosed is returned by Append, Verify, Export and the Merkle tree
+	// methods after Close. The record was not written; the caller must
+	// release nothing.
 	ErrClosed = errors.New("audit: log is closed")
+
+	// ErrReadOnly is returned by Append on a log opened with
+	// Options.ReadOnly. Nothing was written; the caller must release
+	// nothing.
+	ErrReadOnly = errors.New("audit: log is open read-only")
+
+	// ErrNoTree is returned by TreeHead, TreeHash, ReadHashes, ProveRecord
+	// and ProveTree when the Merkle tree does not (yet) cover the records
+	// asked about: the log was written before the tree existed and was
+	// opened with Options.ReadOnly. Open it read-write once (as the server
+	// does) to run the migration; the hash chain can be verified meanwhile.
+	ErrNoTree = errors.New("audit: Merkle tree not built for this log")
+
+	// ErrOutOfRange is returned by TreeHash, ReadHashes, ProveRecord,
+	// ProveTree and Records for a seq, tree size or stored hash index
+	// outside the log (for example a size larger than TreeHead's). The
+	// caller asked for something that does not exist; nothing is wrong
+	// with the log.
+	ErrOutOfRange = errors.New("audit: seq or tree size out of range")
 )
 
 // CorruptError is the evidence for an integrity failure found at one record:

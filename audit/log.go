@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // Defaults for Options.
@@ -44,16 +45,22 @@ const formatMagic = "custos-audit-v1"
 
 // Options configures Open. The zero value of each field is documented.
 type Options struct {
-	Node          string           // required, non-empty: written into every record
+	Node          string           // required unless ReadOnly: written into every record
 	Logger        *slog.Logger     // operational log (never record contents); nil = discard
 	Now           func() time.Time // clock; nil = time.Now
 	MaxBatchDelay time.Duration    // group-commit window; 0 = DefaultMaxBatchDelay
 	MaxBatchSize  int              // records per commit at most; 0 = DefaultMaxBatchSize
 	Timeout       time.Duration    // file-lock wait; 0 = DefaultTimeout, then ErrLocked
+	// ReadOnly opens an existing log under a shared file lock, for
+	// verification, export and proofs next to other readers: Append fails
+	// with ErrReadOnly, nothing is written, and a log written before the
+	// Merkle tree existed is not migrated (the tree methods return
+	// ErrNoTree). false = read-write, exclusive lock, migration on Open.
+	ReadOnly bool
 }
 
 func (o *Options) validate() error {
-	if o.Node == "" {
+	if o.Node == "" && !o.ReadOnly {
 		return errors.New("audit: Options.Node is required")
 	}
 	if !utf8.ValidString(o.Node) {
@@ -101,13 +108,28 @@ type Log struct {
 // failing with ErrLocked. On an existing file it checks that the head record
 // decodes, hashes to the stored head hash and sits at the stored head seq;
 // otherwise it fails with a *CorruptError (errors.Is ErrCorrupt).
+//
+// A log written before the Merkle tree existed is then upgraded in place:
+// Open builds the tree's stored hashes from the stored records, in write
+// transactions of 10,000 records that each advance meta tree_size (an
+// interrupted migration resumes at the next Open), logging progress through
+// opts.Logger. Records are not touched. With opts.ReadOnly, Open takes a
+// shared lock instead, refuses a missing file, writes nothing and does not
+// migrate.
 func Open(path string, opts Options) (*Log, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	if opts.ReadOnly {
+		// bbolt would create a missing file before noticing ReadOnly.
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:      opts.Timeout,
 		FreelistType: bolt.FreelistMapType,
+		ReadOnly:     opts.ReadOnly,
 	})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
@@ -126,7 +148,12 @@ func Open(path string, opts Options) (*Log, error) {
 	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		l.log.Warn("audit log file is accessible to group or others", "mode", fi.Mode().Perm().String())
 	}
-	if err := db.Update(l.initTx); err != nil {
+	if opts.ReadOnly {
+		err = db.View(checkFormat)
+	} else {
+		err = db.Update(l.initTx)
+	}
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -142,8 +169,42 @@ func Open(path string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l.headSeq, l.headHash = seq, hash
-	l.log.Info("audit log opened", "head_seq", seq, "node", opts.Node)
+	if opts.ReadOnly {
+		var size int64
+		var built bool
+		err = db.View(func(tx *bolt.Tx) (err error) {
+			size, built, err = readTreeSize(tx)
+			return err
+		})
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		if !built || size != int64(seq) {
+			l.log.Warn("audit Merkle tree not built for every record; open read-write to migrate", "tree_size", size, "head_seq", seq)
+		}
+	} else if err := l.migrateTree(context.Background()); err != nil {
+		db.Close()
+		return nil, err
+	}
+	l.log.Info("audit log opened", "head_seq", seq, "node", opts.Node, "read_only", opts.ReadOnly)
 	return l, nil
+}
+
+// checkFormat checks, in a read-only transaction, that the file holds an
+// audit log of the known storage format.
+func checkFormat(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return notAuditLog("meta bucket missing")
+	}
+	if f := meta.Get(metaFormat); string(f) != formatMagic {
+		return &CorruptError{Kind: KindHeadMismatch, Expected: formatMagic, Got: string(f), Detail: "unknown storage format"}
+	}
+	if tx.Bucket(bucketRecords) == nil || tx.Bucket(bucketHashes) == nil {
+		return &CorruptError{Kind: KindHeadMismatch, Detail: "records or hashes bucket missing"}
+	}
+	return nil
 }
 
 // initTx creates the buckets and meta of a new file, and checks the format
@@ -151,15 +212,9 @@ func Open(path string, opts Options) (*Log, error) {
 func (l *Log) initTx(tx *bolt.Tx) error {
 	meta := tx.Bucket(bucketMeta)
 	if meta != nil {
-		if f := meta.Get(metaFormat); string(f) != formatMagic {
-			return &CorruptError{Kind: KindHeadMismatch, Expected: formatMagic, Got: string(f), Detail: "unknown storage format"}
-		}
-		if tx.Bucket(bucketRecords) == nil || tx.Bucket(bucketHashes) == nil {
-			return &CorruptError{Kind: KindHeadMismatch, Detail: "records or hashes bucket missing"}
-		}
-		return nil
+		return checkFormat(tx)
 	}
-	if tx.Bucket(bucketRecords) != nil || tx.Bucket(bucketHashes) != nil {
+	if tx.Bucket(bucketRecords) != nil || tx.Bucket(bucketHashes) != nil || tx.Bucket(bucketTree) != nil {
 		return &CorruptError{Kind: KindHeadMismatch, Detail: "meta bucket missing"}
 	}
 	var err error
@@ -172,12 +227,16 @@ func (l *Log) initTx(tx *bolt.Tx) error {
 	if _, err = tx.CreateBucket(bucketHashes); err != nil {
 		return err
 	}
+	if _, err = tx.CreateBucket(bucketTree); err != nil {
+		return err
+	}
 	for _, kv := range [][2][]byte{
 		{metaFormat, []byte(formatMagic)},
 		{metaNode, []byte(l.opts.Node)},
 		{metaHeadSeq, make([]byte, 8)},
 		{metaHeadHash, make([]byte, 32)},
 		{metaHeadTime, []byte{}},
+		{metaTreeSize, make([]byte, 8)},
 	} {
 		if err := meta.Put(kv[0], kv[1]); err != nil {
 			return err
@@ -265,17 +324,23 @@ func checkHead(tx *bolt.Tx) (uint64, string, error) {
 // appendTx is the body of one Append inside a (possibly batched) write
 // transaction. bbolt may run it several times (a batch that fails is retried,
 // and a failing function is rerun alone), so everything it derives — seq,
-// time, prev_hash, hash — is computed from the transaction's own view of the
-// head, and its only effects are writes to tx and to *out, which the caller
-// reads only after Batch returned nil.
+// time, prev_hash, hash, the Merkle tree's stored hashes — is computed from
+// the transaction's own view of the head and of the tree, and its only
+// effects are writes to tx and to *out, which the caller reads only after
+// Batch returned nil.
 func (l *Log) appendTx(tx *bolt.Tx, e *Entry, eventID string, out *Record) error {
-	meta, records, hashes := tx.Bucket(bucketMeta), tx.Bucket(bucketRecords), tx.Bucket(bucketHashes)
-	if meta == nil || records == nil || hashes == nil {
+	meta, records, hashes, tree := tx.Bucket(bucketMeta), tx.Bucket(bucketRecords), tx.Bucket(bucketHashes), tx.Bucket(bucketTree)
+	if meta == nil || records == nil || hashes == nil || tree == nil {
 		return &CorruptError{Kind: KindHeadMismatch, Detail: "bucket missing"}
 	}
 	h, err := readHead(meta)
 	if err != nil {
 		return err
+	}
+	// The tree covers exactly the records (Open migrated it): leaf h.seq is
+	// the new record.
+	if ts := meta.Get(metaTreeSize); len(ts) != 8 || binary.BigEndian.Uint64(ts) != h.seq {
+		return &CorruptError{Seq: h.seq + 1, Kind: KindTreeRootMismatch, Expected: fmt.Sprintf("tree size %d", h.seq), Got: fmt.Sprintf("%x", ts), Detail: "meta tree_size is not the head seq"}
 	}
 	seq := h.seq + 1
 	key := seqKey(seq)
@@ -313,6 +378,16 @@ func (l *Log) appendTx(tx *bolt.Tx, e *Entry, eventID string, out *Record) error
 	if err := hashes.Put(key, sum[:]); err != nil {
 		return err
 	}
+	// Merkle leaf seq-1 and the interior nodes it completes.
+	if tree.Get(treeKey(tlog.StoredHashIndex(0, int64(h.seq)))) != nil {
+		return &CorruptError{Seq: seq, Kind: KindTreeMismatch, Detail: "a stored tree hash already exists past the tree size"}
+	}
+	if err := putStoredHashes(tree, int64(h.seq), canon); err != nil {
+		return err
+	}
+	if err := meta.Put(metaTreeSize, key); err != nil {
+		return err
+	}
 	if err := meta.Put(metaHeadSeq, seqKey(seq)); err != nil {
 		return err
 	}
@@ -340,6 +415,9 @@ func (l *Log) appendTx(tx *bolt.Tx, e *Entry, eventID string, out *Record) error
 // at once; the record may still be committed afterwards (an audited request
 // that was not served is harmless; the converse never happens).
 func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
+	if l.opts.ReadOnly {
+		return Record{}, ErrReadOnly
+	}
 	if err := validateEntry(&e); err != nil {
 		return Record{}, err
 	}

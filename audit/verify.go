@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // Problem kinds reported by VerifyFile.
@@ -30,6 +32,21 @@ const (
 	// previous record's. An older custos cannot open a log whose head is of a
 	// newer version, so no legitimate writer produces this.
 	KindVersionRegression = "version_regression"
+	// KindTreeMismatch: a stored Merkle tree hash (tlog bucket) is missing
+	// or differs from the hash recomputed from the record (a leaf) or from
+	// its two stored children (an interior node), or a record lies outside
+	// a fully built tree. Seq is the record whose append stored the hash;
+	// Expected is the stored hash, Got the recomputed one (like
+	// hash_mismatch). Detail names the stored hash index and level.
+	KindTreeMismatch = "tree_mismatch"
+	// KindTreeRootMismatch: the root of the stored tree at meta tree_size
+	// differs from the root recomputed from the records 1..tree_size, or
+	// cannot be recomputed because records are missing, or the tree
+	// storage is inconsistent. Seq is the tree size; Expected is the
+	// stored root, Got the recomputed one (hex). Any checkpoint signed for
+	// that size commits to Expected, so the records are not the ones it
+	// signed.
+	KindTreeRootMismatch = "tree_root_mismatch"
 )
 
 // Problem is one integrity failure found by VerifyFile, with its evidence.
@@ -64,6 +81,16 @@ type Summary struct {
 	// newer ones.
 	RecordsV1 uint64 `json:"records_v1"`
 	RecordsV2 uint64 `json:"records_v2"`
+	// TreeSize is the number of records the Merkle tree covers (meta
+	// tree_size): HeadSeq for every log written or opened read-write by
+	// this version, less (0) for a log written before the tree existed and
+	// not yet migrated (read-only). TreeRoot is the root of the tree of
+	// the first TreeSize records recomputed from the records themselves
+	// (the RFC 6962 empty root when TreeSize is 0); when Problems is 0 it
+	// equals the stored root, i.e. what TreeHead returns and checkpoints
+	// sign. Its JSON form is base64, as in checkpoints.
+	TreeSize int64     `json:"tree_size"`
+	TreeRoot tlog.Hash `json:"tree_root"`
 }
 
 // verifyChunk is the number of records examined per read transaction: long
@@ -85,7 +112,16 @@ const verifyChunk = 1024
 //   - version_regression: a record of a lower format version than the one
 //     before it (v1 records may be followed by v2 records, not the reverse);
 //   - missing_hash, missing_record: the two buckets disagree;
-//   - head_mismatch: meta's head is not the last record.
+//   - head_mismatch: meta's head is not the last record;
+//   - tree_mismatch: a stored Merkle tree hash is missing or differs from
+//     the leaf hash of its record or from the hash of its stored children,
+//     or a record lies outside a fully built tree;
+//   - tree_root_mismatch: the stored tree's root at meta tree_size is not
+//     the root recomputed from records 1..tree_size (or cannot be).
+//
+// A log written before the Merkle tree existed and not yet migrated (opened
+// only read-only since) verifies its chain; Summary.TreeSize < HeadSeq says
+// the tree is not built and no tree problem is reported for it.
 //
 // The error is non-nil only when the file cannot be read (I/O, lock, ctx,
 // or a file that is not an audit log at all).
@@ -127,6 +163,64 @@ type verifier struct {
 	prevTime time.Time // time of the previous decodable record
 	prevV    int       // format version of the previous decodable record
 	haveTime bool
+
+	// Merkle tree state. tree, treeSize, treeBuilt and metaHead are those of
+	// the current read transaction.
+	tree      *bolt.Bucket
+	treeSize  int64
+	treeBuilt bool
+	metaHead  uint64
+	// fr is the tree recomputed from the records alone: the roots of the
+	// complete subtrees of the first fr.size leaves (a compact range).
+	fr frontier
+	// rootAt is fr's root when fr.size first equalled a transaction's
+	// tree_size (a partially migrated, read-only log).
+	rootAt     tlog.Hash
+	rootAtSize int64
+}
+
+// frontier folds leaf hashes into the roots of the complete subtrees of
+// the tree so far, one per set bit of size: the minimum state from which
+// the RFC 6962 root follows.
+type frontier struct {
+	size   int64
+	broken bool        // a leaf was out of order: the root cannot be recomputed
+	level  []tlog.Hash // level[l]: the latest complete subtree of 2^l leaves
+}
+
+func (f *frontier) push(leaf tlog.Hash) {
+	h, l := leaf, 0
+	for ; f.size>>l&1 == 1; l++ {
+		h = tlog.NodeHash(f.level[l], h)
+	}
+	if l == len(f.level) {
+		f.level = append(f.level, h)
+	} else {
+		f.level[l] = h
+	}
+	f.size++
+}
+
+// root is the RFC 6962 root of the first f.size leaves: the complete
+// subtrees combined right to left.
+func (f *frontier) root() tlog.Hash {
+	if f.size == 0 {
+		h, _ := tlog.TreeHash(0, nil)
+		return h
+	}
+	var h tlog.Hash
+	first := true
+	for l := 0; l < len(f.level); l++ {
+		if f.size>>l&1 == 0 {
+			continue
+		}
+		if first {
+			h, first = f.level[l], false
+		} else {
+			h = tlog.NodeHash(f.level[l], h)
+		}
+	}
+	return h
 }
 
 func (v *verifier) problem(p Problem) {
@@ -187,6 +281,7 @@ func (v *verifier) record(k, val, stored []byte) {
 		}
 		v.prevTime, v.prevV, v.haveTime = rec.Time, rec.V, true
 	}
+	v.treeRecord(seq, val)
 	v.prevHash = chainHash
 	v.expect = seq + 1
 	v.sum.HeadSeq, v.sum.HeadHash = seq, chainHash
@@ -210,6 +305,132 @@ func (v *verifier) head(meta *bolt.Bucket) {
 	}
 }
 
+// treeState loads the transaction's Merkle tree storage into v.
+func (v *verifier) treeState(tx *bolt.Tx, meta *bolt.Bucket) {
+	v.tree, v.treeSize, v.treeBuilt = nil, 0, false
+	if s := meta.Get(metaHeadSeq); len(s) == 8 {
+		v.metaHead = binary.BigEndian.Uint64(s)
+	}
+	size, ok, err := readTreeSize(tx)
+	if err != nil || !ok {
+		return // reported once, at the end
+	}
+	v.tree, v.treeSize, v.treeBuilt = tx.Bucket(bucketTree), size, true
+}
+
+// treeGet returns stored hash index i of the current transaction.
+func (v *verifier) treeGet(i int64) (tlog.Hash, bool) {
+	var h tlog.Hash
+	b := v.tree.Get(treeKey(i))
+	if len(b) != tlog.HashSize {
+		return h, false
+	}
+	copy(h[:], b)
+	return h, true
+}
+
+// treeRecord checks record seq against the Merkle tree: it folds the
+// record's leaf hash into the recomputed tree and checks the stored hashes
+// its append wrote, each against the record (the leaf) or against its two
+// stored children (interior nodes), so that each problem is blamed on the
+// record whose append stored the faulty hash.
+func (v *verifier) treeRecord(seq uint64, val []byte) {
+	n := int64(seq) - 1
+	leaf := LeafHash(val)
+	if !v.fr.broken && n == v.fr.size && seq != 0 {
+		v.fr.push(leaf)
+		if v.treeBuilt && v.fr.size == v.treeSize && v.rootAtSize != v.treeSize {
+			v.rootAt, v.rootAtSize = v.fr.root(), v.fr.size
+		}
+	} else {
+		v.fr.broken = true
+	}
+	if !v.treeBuilt || seq == 0 {
+		return
+	}
+	if n >= v.treeSize {
+		if v.treeSize >= int64(v.metaHead) {
+			v.problem(Problem{Seq: seq, Kind: KindTreeMismatch, Expected: fmt.Sprintf("seq <= tree size %d", v.treeSize), Got: fmt.Sprint(seq), Detail: "record is not in the Merkle tree"})
+		}
+		return
+	}
+	base := tlog.StoredHashIndex(0, n)
+	m := bits.TrailingZeros64(uint64(n + 1))
+	want, wantOK := leaf, true
+	var prev tlog.Hash
+	prevOK := false
+	for j := 0; j <= m; j++ {
+		idx := base + int64(j)
+		what := "the record's leaf hash"
+		if j > 0 {
+			what = "the hash of its stored children"
+			left, okL := v.treeGet(tlog.StoredHashIndex(j-1, n>>uint(j-1)-1))
+			want, wantOK = tlog.NodeHash(left, prev), okL && prevOK
+		}
+		got, ok := v.treeGet(idx)
+		switch {
+		case !ok:
+			w := ""
+			if wantOK {
+				w = fmtHash(want[:])
+			}
+			v.problem(Problem{Seq: seq, Kind: KindTreeMismatch, Got: w, Detail: fmt.Sprintf("stored tree hash %d (level %d) missing or malformed", idx, j)})
+		case wantOK && got != want:
+			v.problem(Problem{Seq: seq, Kind: KindTreeMismatch, Expected: fmtHash(got[:]), Got: fmtHash(want[:]), Detail: fmt.Sprintf("stored tree hash %d (level %d) is not %s", idx, j, what)})
+		}
+		prev, prevOK = got, ok
+	}
+}
+
+// treeEnd checks, in the transaction that saw the last record, that the
+// stored tree's root at tree_size is the root recomputed from the records
+// and that the tree storage holds nothing past tree_size.
+func (v *verifier) treeEnd(tx *bolt.Tx) {
+	v.sum.TreeRoot, _ = tlog.TreeHash(0, nil)
+	size, ok, err := readTreeSize(tx)
+	if err != nil {
+		v.problem(Problem{Kind: KindTreeRootMismatch, Detail: err.(*CorruptError).Detail})
+		return
+	}
+	if !ok {
+		return // a log written before the tree existed
+	}
+	v.sum.TreeSize = size
+	tree := tx.Bucket(bucketTree)
+	if k, _ := tree.Cursor().Last(); k != nil {
+		if len(k) != 8 || int64(binary.BigEndian.Uint64(k)) >= tlog.StoredHashCount(size) {
+			v.problem(Problem{Seq: uint64(size) + 1, Kind: KindTreeMismatch, Expected: fmt.Sprintf("stored hash indexes < %d", tlog.StoredHashCount(size)), Got: fmt.Sprintf("%x", k), Detail: "stored tree hashes past the tree size"})
+		}
+	}
+	if size == 0 {
+		return
+	}
+	stored, err := tlog.TreeHash(size, txHashReader{tree})
+	var recomputed tlog.Hash
+	known := false
+	switch {
+	case !v.fr.broken && v.fr.size == size:
+		recomputed, known = v.fr.root(), true
+	case v.rootAtSize == size:
+		recomputed, known = v.rootAt, true
+	}
+	switch {
+	case err != nil:
+		got := ""
+		if known {
+			got = fmtHash(recomputed[:])
+		}
+		v.problem(Problem{Seq: uint64(size), Kind: KindTreeRootMismatch, Got: got, Detail: "the stored tree is incomplete: its root cannot be computed"})
+	case !known:
+		v.problem(Problem{Seq: uint64(size), Kind: KindTreeRootMismatch, Expected: fmtHash(stored[:]), Detail: fmt.Sprintf("records 1..%d are not all present in order: the root cannot be recomputed from them", size)})
+	case stored != recomputed:
+		v.problem(Problem{Seq: uint64(size), Kind: KindTreeRootMismatch, Expected: fmtHash(stored[:]), Got: fmtHash(recomputed[:]), Detail: "the stored tree's root is not the root of the records"})
+	}
+	if known {
+		v.sum.TreeRoot = recomputed
+	}
+}
+
 func verifyDB(ctx context.Context, db *bolt.DB, report func(Problem)) (Summary, error) {
 	v := &verifier{report: report, expect: 1, prevHash: ZeroHash}
 	v.sum.HeadHash = ZeroHash
@@ -226,6 +447,7 @@ func verifyDB(ctx context.Context, db *bolt.DB, report func(Problem)) (Summary, 
 			if f := meta.Get(metaFormat); string(f) != formatMagic {
 				return notAuditLog("unknown storage format")
 			}
+			v.treeState(tx, meta)
 			c := records.Cursor()
 			k, val := seekAfter(c, after)
 			for n := 0; k != nil && n < verifyChunk; n++ {
@@ -237,6 +459,7 @@ func verifyDB(ctx context.Context, db *bolt.DB, report func(Problem)) (Summary, 
 				// The end is checked in the same transaction as the last
 				// records, so a concurrent Append cannot cause a false alarm.
 				v.head(meta)
+				v.treeEnd(tx)
 				done = true
 			}
 			return nil

@@ -96,7 +96,7 @@ func TestVerifyTamper(t *testing.T) {
 				v[i] ^= 0x01 // still a valid record: only the hash catches it
 				put(t, r, 5, v)
 			},
-			want: []string{"hash_mismatch@5"},
+			want: []string{"hash_mismatch@5", "tree_mismatch@5", "tree_root_mismatch@10"},
 		},
 		{
 			// Only a writer of an older version could add a v1 record, and
@@ -112,7 +112,7 @@ func TestVerifyTamper(t *testing.T) {
 				put(t, r, 5, canon)
 				put(t, h, 5, rawHash(t, canon))
 			},
-			want: []string{"chain_break@6", "version_regression@5"},
+			want: []string{"chain_break@6", "tree_mismatch@5", "tree_root_mismatch@10", "version_regression@5"},
 		},
 		{
 			name: "flip one structural byte",
@@ -121,7 +121,7 @@ func TestVerifyTamper(t *testing.T) {
 				v[0] = '['
 				put(t, r, 5, v)
 			},
-			want: []string{"hash_mismatch@5", "non_canonical@5"},
+			want: []string{"hash_mismatch@5", "non_canonical@5", "tree_mismatch@5", "tree_root_mismatch@10"},
 		},
 		{
 			name: "rewrite a record and its stored hash",
@@ -135,7 +135,7 @@ func TestVerifyTamper(t *testing.T) {
 				put(t, r, 5, canon)
 				put(t, h, 5, rawHash(t, canon))
 			},
-			want: []string{"chain_break@6"},
+			want: []string{"chain_break@6", "tree_mismatch@5", "tree_root_mismatch@10"},
 		},
 		{
 			name: "delete a record and its hash",
@@ -143,14 +143,14 @@ func TestVerifyTamper(t *testing.T) {
 				del(t, r, 5)
 				del(t, h, 5)
 			},
-			want: []string{"chain_break@6", "seq_gap@5"},
+			want: []string{"chain_break@6", "seq_gap@5", "tree_root_mismatch@10"},
 		},
 		{
 			name: "delete only the record",
 			tamper: func(t *testing.T, r, h, m *bolt.Bucket) {
 				del(t, r, 5)
 			},
-			want: []string{"chain_break@6", "missing_record@5", "seq_gap@5"},
+			want: []string{"chain_break@6", "missing_record@5", "seq_gap@5", "tree_root_mismatch@10"},
 		},
 		{
 			name: "delete the first record",
@@ -158,7 +158,7 @@ func TestVerifyTamper(t *testing.T) {
 				del(t, r, 1)
 				del(t, h, 1)
 			},
-			want: []string{"chain_break@2", "seq_gap@1"},
+			want: []string{"chain_break@2", "seq_gap@1", "tree_root_mismatch@10"},
 		},
 		{
 			name: "delete a stored hash",
@@ -177,6 +177,7 @@ func TestVerifyTamper(t *testing.T) {
 			want: []string{
 				"chain_break@3", "chain_break@4", "hash_mismatch@3", "hash_mismatch@4",
 				"seq_mismatch@3", "seq_mismatch@4", "time_regression@4",
+				"tree_mismatch@3", "tree_mismatch@4", "tree_root_mismatch@10",
 			},
 		},
 		{
@@ -185,7 +186,7 @@ func TestVerifyTamper(t *testing.T) {
 				del(t, r, 10)
 				del(t, h, 10)
 			},
-			want: []string{"head_mismatch@10"},
+			want: []string{"head_mismatch@10", "tree_root_mismatch@10"},
 		},
 		{
 			name: "insert a record past the head",
@@ -199,7 +200,7 @@ func TestVerifyTamper(t *testing.T) {
 				put(t, r, 11, canon)
 				put(t, h, 11, rawHash(t, canon))
 			},
-			want: []string{"head_mismatch@10"},
+			want: []string{"head_mismatch@10", "tree_mismatch@11"},
 		},
 		{
 			name: "backdate a record",
@@ -213,7 +214,7 @@ func TestVerifyTamper(t *testing.T) {
 				put(t, r, 6, canon)
 				put(t, h, 6, rawHash(t, canon))
 			},
-			want: []string{"chain_break@7", "time_regression@6"},
+			want: []string{"chain_break@7", "time_regression@6", "tree_mismatch@6", "tree_root_mismatch@10"},
 		},
 		{
 			name: "two tampered records",
@@ -229,7 +230,10 @@ func TestVerifyTamper(t *testing.T) {
 					put(t, r, seq, v)
 				}
 			},
-			want: []string{"chain_break@2", "chain_break@8", "hash_mismatch@2", "hash_mismatch@8"},
+			want: []string{
+				"chain_break@2", "chain_break@8", "hash_mismatch@2", "hash_mismatch@8",
+				"tree_mismatch@2", "tree_mismatch@8", "tree_root_mismatch@10",
+			},
 		},
 		{
 			name: "meta head hash changed",
@@ -258,7 +262,8 @@ func TestVerifyTamper(t *testing.T) {
 
 // TestVerifyEveryByte flips single bytes across a record (a sample of
 // offsets) and checks that every flip is found and blamed on that record
-// alone.
+// alone, apart from the tree root (seq 10: the tree size), which no longer
+// matches the records.
 func TestVerifyEveryByte(t *testing.T) {
 	path := newTenRecordLog(t)
 	var orig []byte
@@ -274,12 +279,14 @@ func TestVerifyEveryByte(t *testing.T) {
 			t.Fatalf("flip at offset %d not detected", i)
 		}
 		for _, p := range ps {
-			if p.Seq != 4 {
+			if p.Seq != 4 && (p.Seq != 10 || p.Kind != KindTreeRootMismatch) {
 				t.Fatalf("flip at offset %d of record 4 blamed on %s", i, p)
 			}
 		}
-		if !slices.Contains(kinds(ps), "hash_mismatch@4") {
-			t.Fatalf("flip at offset %d: no hash_mismatch: %v", i, kinds(ps))
+		for _, want := range []string{"hash_mismatch@4", "tree_mismatch@4", "tree_root_mismatch@10"} {
+			if !slices.Contains(kinds(ps), want) {
+				t.Fatalf("flip at offset %d: no %s: %v", i, want, kinds(ps))
+			}
 		}
 	}
 	tamper(t, path, func(r, h, m *bolt.Bucket) { put(t, r, 4, orig) })
@@ -367,7 +374,12 @@ func TestVerifyChunks(t *testing.T) {
 		put(t, r, verifyChunk+1, v)
 	})
 	ps, _ := collect(t, path)
-	if got := kinds(ps); !slices.Equal(got, []string{fmt.Sprintf("hash_mismatch@%d", verifyChunk+1)}) {
+	want := []string{
+		fmt.Sprintf("hash_mismatch@%d", verifyChunk+1),
+		fmt.Sprintf("tree_mismatch@%d", verifyChunk+1),
+		fmt.Sprintf("tree_root_mismatch@%d", n),
+	}
+	if got := kinds(ps); !slices.Equal(got, want) {
 		t.Fatalf("problems = %v", got)
 	}
 	tamper(t, path, func(r, h, m *bolt.Bucket) {
