@@ -1,0 +1,194 @@
+package bundle
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/custos-mcp/custos/audit"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+// goldenRecords is one record of each kind: read, list and templates list
+// allowed, a denied read, a failed read, and an action outside the BALP
+// mappings.
+func goldenRecords() map[string]audit.Record {
+	read := testRecord(4, audit.ZeroHash) // seq 4: allow read
+	list := testRecord(5, audit.ZeroHash) // seq 5: allow list
+	tmpl := testRecord(8, audit.ZeroHash)
+	tmpl.Action, tmpl.URIs, tmpl.Patients, tmpl.Digests = audit.ActionResourcesTemplatesList, []string{"phi://patients/{id}/summary"}, nil, nil
+	deny := testRecord(6, audit.ZeroHash)
+	errRec := testRecord(7, audit.ZeroHash)
+	errRec.Source = "stdio"
+	other := testRecord(12, audit.ZeroHash)
+	other.Action, other.URIs, other.Patients, other.Digests, other.PurposeOfUse = "policy/load", nil, nil, nil, ""
+	other.Principal = audit.Principal{Sub: "=cmd|' /C calc'!A0", ClientID: "-custos"}
+	other.Dev = true
+	return map[string]audit.Record{"read": read, "list": list, "templates": tmpl, "deny": deny, "error": errRec, "other": other}
+}
+
+func TestFormatsGolden(t *testing.T) {
+	for name, r := range goldenRecords() {
+		// Records come from audit.Decode in a bundle: round-trip to set Hash.
+		r, err := audit.Decode(audit.Encode(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fhir, err := FHIRAuditEvent(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ocsf, err := OCSFAPIActivity(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c bytes.Buffer
+		w := csv.NewWriter(&c)
+		w.Write(audit.CSVHeader)
+		w.Write(CSVRow(r))
+		w.Flush()
+		for _, g := range []struct {
+			file string
+			got  []byte
+		}{
+			{name + ".fhir.json", indent(t, fhir)},
+			{name + ".ocsf.json", indent(t, ocsf)},
+			{name + ".csv", c.Bytes()},
+		} {
+			path := filepath.Join("testdata", "golden", g.file)
+			if *update {
+				os.MkdirAll(filepath.Dir(path), 0o755)
+				if err := os.WriteFile(path, g.got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test -update)", err)
+			}
+			if !bytes.Equal(g.got, want) {
+				t.Errorf("%s differs from golden:\n%s", g.file, g.got)
+			}
+		}
+		// Compact output is one line, no HTML escaping.
+		if bytes.ContainsAny(fhir, "\n") || bytes.ContainsAny(ocsf, "\n") {
+			t.Errorf("%s: multi-line output", name)
+		}
+	}
+}
+
+// TestFormatMappings checks the coded values that matter to auditors,
+// independently of the golden files.
+func TestFormatMappings(t *testing.T) {
+	type fhirView struct {
+		Meta struct {
+			Profile []string `json:"profile"`
+		} `json:"meta"`
+		Type    struct{ Code string }   `json:"type"`
+		Subtype []struct{ Code string } `json:"subtype"`
+		Action  string                  `json:"action"`
+		Outcome string                  `json:"outcome"`
+		Agent   []struct {
+			Who struct {
+				Identifier struct{ Value string } `json:"identifier"`
+			} `json:"who"`
+			Requestor bool `json:"requestor"`
+		} `json:"agent"`
+		PurposeOfEvent []struct {
+			Coding []struct{ System, Code string } `json:"coding"`
+		} `json:"purposeOfEvent"`
+		Recorded string `json:"recorded"`
+	}
+	type ocsfView struct {
+		ClassUID    int   `json:"class_uid"`
+		CategoryUID int   `json:"category_uid"`
+		ActivityID  int   `json:"activity_id"`
+		TypeUID     int   `json:"type_uid"`
+		Time        int64 `json:"time"`
+		StatusID    int   `json:"status_id"`
+		Metadata    struct {
+			UID      string `json:"uid"`
+			Sequence uint64 `json:"sequence"`
+			Product  struct{ Name string }
+		} `json:"metadata"`
+		Actor struct {
+			User struct{ UID string } `json:"user"`
+		} `json:"actor"`
+		API struct{ Operation string } `json:"api"`
+	}
+	recs := goldenRecords()
+	for _, tc := range []struct {
+		kind                      string
+		profile, typ, sub, action string
+		outcome                   string
+		activity, status          int
+	}{
+		{"read", balpPatientRead, "rest", "read", "R", "0", 2, 1},
+		{"list", balpPatientQuery, "rest", "search", "E", "0", 2, 1},
+		{"templates", balpQuery, "rest", "search", "E", "0", 2, 1},
+		{"deny", balpPatientRead, "rest", "read", "R", "4", 2, 2},
+		{"error", balpPatientRead, "rest", "read", "R", "8", 2, 2},
+		{"other", "", "110100", "", "E", "0", 99, 1},
+	} {
+		r := recs[tc.kind]
+		b, _ := FHIRAuditEvent(r)
+		var f fhirView
+		if err := json.Unmarshal(b, &f); err != nil {
+			t.Fatal(err)
+		}
+		gotProfile := ""
+		if len(f.Meta.Profile) > 0 {
+			gotProfile = f.Meta.Profile[0]
+		}
+		gotSub := ""
+		if len(f.Subtype) > 0 {
+			gotSub = f.Subtype[0].Code
+		}
+		if gotProfile != tc.profile || f.Type.Code != tc.typ || gotSub != tc.sub || f.Action != tc.action || f.Outcome != tc.outcome {
+			t.Errorf("%s: FHIR profile %q type %q subtype %q action %q outcome %q", tc.kind, gotProfile, f.Type.Code, gotSub, f.Action, f.Outcome)
+		}
+		if f.Agent[0].Who.Identifier.Value != r.Principal.Sub || !f.Agent[0].Requestor || f.Agent[1].Who.Identifier.Value != r.Principal.ClientID {
+			t.Errorf("%s: FHIR agents %+v", tc.kind, f.Agent)
+		}
+		if r.PurposeOfUse != "" && (len(f.PurposeOfEvent) != 1 || f.PurposeOfEvent[0].Coding[0].Code != r.PurposeOfUse || f.PurposeOfEvent[0].Coding[0].System != fhirActReason) {
+			t.Errorf("%s: purposeOfEvent %+v", tc.kind, f.PurposeOfEvent)
+		}
+		if f.Recorded != r.Time.Format(audit.TimeLayout) {
+			t.Errorf("%s: recorded %s", tc.kind, f.Recorded)
+		}
+		b, _ = OCSFAPIActivity(r)
+		var o ocsfView
+		if err := json.Unmarshal(b, &o); err != nil {
+			t.Fatal(err)
+		}
+		if o.ClassUID != 6003 || o.CategoryUID != 6 || o.ActivityID != tc.activity || o.TypeUID != 600300+tc.activity || o.StatusID != tc.status ||
+			o.Time != r.Time.UnixMilli() || o.Metadata.UID != r.EventID || o.Metadata.Sequence != r.Seq || o.Metadata.Product.Name != "custos" ||
+			o.Actor.User.UID != r.Principal.Sub || o.API.Operation != r.Action {
+			t.Errorf("%s: OCSF %+v", tc.kind, o)
+		}
+	}
+	// CSV neutralizes formulas.
+	row := CSVRow(recs["other"])
+	if row[8] != "'=cmd|' /C calc'!A0" || row[10] != "'-custos" {
+		t.Errorf("CSV injection not neutralized: %q %q", row[8], row[10])
+	}
+	if len(row) != len(audit.CSVHeader) {
+		t.Errorf("CSV row has %d cells, header %d", len(row), len(audit.CSVHeader))
+	}
+}
+
+func indent(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	out.WriteByte('\n')
+	return out.Bytes()
+}
