@@ -44,7 +44,7 @@ e2e:
 
 ## bench: the benchmarks behind docs/benchmarks.md.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./policy/ ./audit/ ./server/ ./minimize/ ./store/
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./policy/ ./audit/ ./server/ ./minimize/ ./store/ ./audit/checkpoint/ ./audit/bundle/
 	CUSTOS_VAULT_BIN="$(VAULT_BIN)" $(GO) test -run '^$$' -bench . -benchtime 2s ./secrets/
 
 ## fuzz: a short run of every fuzz target (seed corpora run in `make test` anyway).

@@ -78,7 +78,11 @@ func (s *syncBuf) String() string {
 func serveVault(t *testing.T, v *vaultEnv, d *dataset, tokens, secretIDFile string, wrapped bool, extra ...string) *vaultServer {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
-	args := []string{"serve", "--data-dir", d.data, "--listen", "127.0.0.1:0", "--addr-file", addrFile,
+	anchor := filepath.Join(filepath.Dir(d.data), "anchor") // outlives restarts within a test
+	if err := os.MkdirAll(anchor, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"serve", "--data-dir", d.data, "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--anchor-dir", anchor,
 		"--tokens", tokens, "--page-size", "20", "--log-level", "debug",
 		"--vault-role-id-file", v.prov.RoleIDFile, "--vault-secret-id-file", secretIDFile}
 	if wrapped {
@@ -488,13 +492,19 @@ func TestVaultStartupRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	anchor := t.TempDir()
 	serveArgs := func(d *dataset, extra ...string) []string {
-		return append([]string{"serve", "--data-dir", d.data, "--stdio", "--principal-file", d.principal("clinician")}, extra...)
+		return append([]string{"serve", "--data-dir", d.data, "--stdio", "--principal-file", d.principal("clinician"), "--anchor-dir", anchor}, extra...)
 	}
 	_, errOut, code := custos(t, []string{"VAULT_ADDR=" + v.srv.Addr, "VAULT_TOKEN=" + weak}, serveArgs(enc)...)
 	if code != 1 || !strings.Contains(errOut, `permission denied`) || !strings.Contains(errOut, `transit/datakey/wrapped/custos-blob-kek`) ||
 		!strings.Contains(errOut, `capabilities = ["update"]`) || !strings.Contains(errOut, `"custos-server"`) || strings.Contains(errOut, weak) {
 		t.Errorf("serve with a policy lacking datakey: exit %d\n%s", code, errOut)
+	}
+	// No external anchor: refused (a rolled-back audit.db would go unseen).
+	_, errOut, code = custos(t, v.env, "serve", "--data-dir", enc.data, "--stdio", "--principal-file", enc.principal("clinician"))
+	if code != 2 || !strings.Contains(errOut, "--anchor-dir is required") {
+		t.Errorf("serve without --anchor-dir: exit %d\n%s", code, errOut)
 	}
 	// Plaintext catalog with Vault: refused, pointing at reencrypt.
 	_, errOut, code = custos(t, v.env, serveArgs(plain)...)

@@ -20,29 +20,46 @@ templates list and read, allowed or denied, written durably before any data
 was released. These commands open it read-only; stop 'custos serve' first
 (the server holds the file lock).`,
 	}
-	cmd.AddCommand(newAuditVerifyCmd(), newAuditExportCmd())
+	cmd.AddCommand(newAuditVerifyCmd(), newAuditExportCmd(), newAuditHashCmd(), newAuditReportCmd(), newAuditProveCmd(), newAuditPubkeyCmd())
 	return cmd
 }
 
 func newAuditVerifyCmd() *cobra.Command {
 	var (
-		dir    string
-		asJSON bool
+		dir, bundleDir, pubkey string
+		asJSON                 bool
 	)
 	cmd := &cobra.Command{
-		Use:   "verify --data-dir D",
-		Short: "Re-walk the whole hash chain and report every broken record",
-		Long: `verify recomputes the hash of every record, checks each record's canonical
-encoding, its link to the previous record (prev_hash), sequence continuity and
-time order, and the stored head. It reports every problem found, with the
+		Use:   "verify (--data-dir D | --bundle DIR --pubkey FILE)",
+		Short: "Verify the audit log, or an exported bundle offline, and report every problem",
+		Long: `verify --data-dir recomputes the hash of every record, checks each record's
+canonical encoding, its link to the previous record (prev_hash), sequence
+continuity and time order, the Merkle tree (every leaf and stored hash, and
+the root), and the stored head. It reports every problem found, with the
 record's seq, what was expected and what was found, and exits 1 if there is
-any. Exit 0 means the chain is intact.
+any. Exit 0 means the log is intact.
 
-Example:
+verify --bundle checks an export bundle ('custos audit export --out DIR')
+offline — no server, no Vault, no bbolt: the signatures on both checkpoints
+against the verifier keys (--pubkey, from 'custos audit pubkey'), the
+consistency proof between them, every record's canonical encoding, the seq
+range with no gap, the prev_hash chain, time order, and completeness (the
+records and the range proof recompute the signed root: no record is missing,
+added or changed). It prints a transcript to attach to an audit report and
+exits 1 naming every failure with its seq.
+
+Examples:
   custos audit verify --data-dir ./data
-  custos audit verify --data-dir ./data --json`,
+  custos audit verify --data-dir ./data --json
+  custos audit verify --bundle ./nov-bundle --pubkey custos-audit.vkeys`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if bundleDir != "" {
+				if dir != "" {
+					return usagef("choose --data-dir (the live log) or --bundle (an export), not both")
+				}
+				return newAuditVerifyBundle(cmd, bundleDir, pubkey, asJSON)
+			}
 			d, err := requireDataDir(dir)
 			if err != nil {
 				return err
@@ -80,6 +97,8 @@ Example:
 		},
 	}
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory holding audit.db")
+	cmd.Flags().StringVar(&bundleDir, "bundle", "", "verify this export bundle offline instead")
+	cmd.Flags().StringVar(&pubkey, "pubkey", "", "with --bundle: verifier keys file ('custos audit pubkey')")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
 }
@@ -101,11 +120,23 @@ func parseTime(flag, v string) (time.Time, error) {
 func newAuditExportCmd() *cobra.Command {
 	var (
 		dir, format, since, until, outPath string
+		bundleOut, anchorDir, formats      string
+		fromSeq, toSeq                     uint64
 	)
 	cmd := &cobra.Command{
-		Use:   "export --data-dir D --format jsonl|csv [--since T] [--until T] [-o FILE]",
-		Short: "Export audit records as JSON lines (exact record bytes) or CSV",
-		Long: `export writes the audit records in [--since, --until) to stdout or to FILE.
+		Use:   "export --data-dir D (--out DIR | --format jsonl|csv [-o FILE]) [--since T] [--until T]",
+		Short: "Export an auditor's bundle (records, signed checkpoints, proofs), or records as JSON lines or CSV",
+		Long: `export --out DIR writes an export bundle for auditors: the exact record bytes
+of a range (--from-seq/--to-seq, or --since/--until) in records.jsonl, the
+two signed checkpoints that bracket it, the consistency proof between them and
+the range proof that makes the range provably complete (proof.json), a
+manifest with every file's SHA-256, and human formats (--formats, default
+csv,fhir,ocsf: CSV, FHIR R4 AuditEvent per IHE BALP, OCSF API Activity). An
+auditor checks it offline with 'custos audit verify --bundle DIR --pubkey F'.
+The bundle's upper checkpoint must cover the range: records newer than the
+latest checkpoint are not exported until the next one.
+
+export --format writes the audit records in [--since, --until) to stdout or to FILE.
 jsonl writes each record's exact canonical bytes, one per line, so every line
 can be re-hashed independently (see docs/audit-format.md); csv writes one row
 per record with a header, for spreadsheets.
@@ -115,6 +146,7 @@ a failed export never leaves a partial file. The export is itself PHI: store
 it accordingly.
 
 Example:
+  custos audit export --data-dir ./data --out ./nov-bundle --since 2026-11-01 --until 2026-12-01
   custos audit export --data-dir ./data --format jsonl -o audit.jsonl
   custos audit export --data-dir ./data --format csv --since 2026-11-01 --until 2026-12-01`,
 		Args: cobra.NoArgs,
@@ -122,6 +154,18 @@ Example:
 			d, err := requireDataDir(dir)
 			if err != nil {
 				return err
+			}
+			if bundleOut != "" {
+				if cmd.Flags().Changed("format") || outPath != "" {
+					return usagef("--out DIR writes a bundle; --format and -o are for a single file")
+				}
+				if err := existingFile(d.audit(), "audit log"); err != nil {
+					return err
+				}
+				return writeBundle(cmd, d, bundleOut, anchorDir, fromSeq, toSeq, since, until, formats)
+			}
+			if fromSeq != 0 || toSeq != 0 {
+				return usagef("--from-seq/--to-seq select a bundle range: add --out DIR")
 			}
 			f := audit.Format(format)
 			if f != audit.FormatJSONL && f != audit.FormatCSV {
@@ -177,5 +221,10 @@ Example:
 	fl.StringVar(&since, "since", "", "first instant to include (RFC 3339 or YYYY-MM-DD)")
 	fl.StringVar(&until, "until", "", "instant to stop before (RFC 3339 or YYYY-MM-DD)")
 	fl.StringVarP(&outPath, "output", "o", "", "write to FILE instead of stdout")
+	fl.StringVar(&bundleOut, "out", "", "write an export bundle into this new directory")
+	fl.Uint64Var(&fromSeq, "from-seq", 0, "bundle: first record (default 1)")
+	fl.Uint64Var(&toSeq, "to-seq", 0, "bundle: last record (default: the head)")
+	fl.StringVar(&formats, "formats", "csv,fhir,ocsf", "bundle: human formats to add (csv, fhir, ocsf; empty for none)")
+	fl.StringVar(&anchorDir, "anchor-dir", "", "bundle: take the checkpoints from this anchor directory (default: the data directory's)")
 	return cmd
 }

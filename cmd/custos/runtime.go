@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"time"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
@@ -22,12 +25,35 @@ type runtimeOptions struct {
 	node      string
 	pageSize  int
 	logger    *slog.Logger
+	ckpt      checkpointOptions
 }
+
+// checkpointOptions configure signed checkpoints of the audit tree.
+type checkpointOptions struct {
+	deployment string        // names the deployment in the origin
+	anchorDir  string        // external anchor directory (required without --dev)
+	every      int64         // records between checkpoints
+	interval   time.Duration // at most this long between checkpoints
+}
+
+// origin is the checkpoint origin: "<deployment>/<node>/audit".
+func (o runtimeOptions) origin() string {
+	dep := o.ckpt.deployment
+	if dep == "" {
+		dep = defaultDeployment
+	}
+	return dep + "/" + o.node + "/audit"
+}
+
+// defaultDeployment names a deployment that did not name itself.
+const defaultDeployment = "custos.local"
 
 // keyProvider is what the runtime needs of a secrets provider.
 type keyProvider interface {
 	server.Keys
+	checkpoint.KeySigner
 	Name() string
+	SigningVersions() []int
 }
 
 // runtime is an assembled server with the resources it holds open.
@@ -38,6 +64,9 @@ type runtime struct {
 	policy  *policy.Engine
 	keys    keyProvider
 	vault   *secrets.Vault // nil with --dev
+	ckpt    *checkpoint.Checkpointer
+	ckptErr chan error // receives Run's result: an integrity error is fatal
+	stopCP  context.CancelFunc
 	closed  bool
 }
 
@@ -49,6 +78,13 @@ func (r *runtime) Close() error {
 	}
 	r.closed = true
 	var errs []error
+	if r.ckpt != nil {
+		// The final checkpoint covers every record appended so far.
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		errs = append(errs, r.ckpt.Close(ctx))
+		cancel()
+		r.stopCP()
+	}
 	if r.audit != nil {
 		errs = append(errs, r.audit.Close())
 	}
@@ -66,6 +102,9 @@ func (r *runtime) Close() error {
 // --dev the keys come from Vault, every key must be present, and the
 // catalog must be encrypted at rest under Vault's key-encryption key.
 func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) {
+	if origin := o.origin(); !checkpoint.ValidOrigin(origin) {
+		return nil, usagef("checkpoint origin %q is not valid: --deployment and --node must not contain spaces or '+'", origin)
+	}
 	rt := &runtime{}
 	defer func() {
 		if err != nil {
@@ -77,9 +116,16 @@ func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) 
 	}
 	var dataKeys store.DataKeys
 	if o.dev {
-		if rt.keys, err = secrets.NewDev(); err != nil {
+		dev, err := secrets.NewDev()
+		if err != nil {
 			return nil, err
 		}
+		// Dev audit and signing keys persist in the data directory so that
+		// audit lookups and checkpoint verification work across dev runs.
+		if err := dev.PersistIn(string(o.data)); err != nil {
+			return nil, err
+		}
+		rt.keys = dev
 	} else {
 		if o.vault == nil {
 			return nil, errors.New("no secrets provider: configure Vault (see --help) or run with --dev")
@@ -91,6 +137,16 @@ func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) 
 		if rt.keys.Dev() {
 			return nil, errors.New("the production path refuses dev keys")
 		}
+	}
+	// Checked after the keys and before the catalog and the audit log are
+	// opened (nothing is created on a refusal).
+	switch {
+	case o.ckpt.anchorDir != "":
+		if err := existingDir(o.ckpt.anchorDir, "anchor directory"); err != nil {
+			return nil, err
+		}
+	case !o.dev:
+		return nil, usagef("--anchor-dir is required without --dev: signed checkpoints must also be written outside the data directory, so that a rolled-back audit.db is caught at startup")
 	}
 	if rt.catalog, err = store.Open(o.data.catalog(), store.Options{Logger: o.logger, ReadOnly: true, DataKeys: dataKeys}); err != nil {
 		return nil, catalogHint(lockHint(err), o.data)
@@ -109,11 +165,14 @@ func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) 
 	if rt.audit, err = audit.Open(o.data.audit(), audit.Options{Node: o.node, Logger: o.logger}); err != nil {
 		return nil, lockHint(err)
 	}
+	if err := rt.startCheckpoints(ctx, o); err != nil {
+		return nil, err
+	}
 	if o.dev {
 		o.logger.Warn("DEV MODE: serving with ephemeral in-memory keys; every audit record is marked dev=true. Not for real PHI.")
 	}
 	rt.srv, err = server.New(server.Config{
-		Catalog: rt.catalog, Policy: rt.policy, Audit: rt.audit, Keys: rt.keys,
+		Catalog: rt.catalog, Policy: rt.policy, Audit: notifyingLog{rt.audit, rt.ckpt}, Keys: rt.keys,
 		PageSize: o.pageSize, Logger: o.logger, Version: version,
 	})
 	if err != nil {
@@ -133,4 +192,86 @@ func catalogHint(err error, d dataDir) error {
 		return fmt.Errorf("%w; it cannot be served with --dev keys: configure Vault (docs/vault.md)", err)
 	}
 	return err
+}
+
+// watchCheckpoints calls stop with the checkpointer's error if it stops on
+// an integrity problem (a fork or rollback seen while serving): the server
+// must not go on releasing data under a log it can no longer anchor.
+func (rt *runtime) watchCheckpoints(logger *slog.Logger, stop func(error)) {
+	go func() {
+		err := <-rt.ckptErr
+		rt.ckptErr <- err // for anyone else who waits
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, checkpoint.ErrClosed) {
+			logger.Error("audit checkpoints stopped on an integrity error; shutting down", "err", err)
+			stop(err)
+		}
+	}()
+}
+
+// notifyingLog tells the checkpointer the new tree size after each append.
+type notifyingLog struct {
+	*audit.Log
+	cp *checkpoint.Checkpointer
+}
+
+func (n notifyingLog) Append(ctx context.Context, e audit.Entry) (audit.Record, error) {
+	rec, err := n.Log.Append(ctx, e)
+	if err == nil {
+		n.cp.Notify(int64(rec.Seq))
+	}
+	return rec, err
+}
+
+// startCheckpoints checks the audit tree against every checkpoint anchored
+// so far (refusing a rolled-back, truncated or forked log) and starts
+// signing new ones into the local and the external anchor.
+func (rt *runtime) startCheckpoints(ctx context.Context, o runtimeOptions) error {
+	origin := o.origin()
+	anchors := []*checkpoint.Anchor{{Dir: string(o.data)}}
+	if o.ckpt.anchorDir != "" {
+		anchors = append(anchors, &checkpoint.Anchor{Dir: o.ckpt.anchorDir})
+	}
+	vkeys, err := checkpoint.VerifierKeys(origin, rt.keys, rt.keys.SigningVersions()...)
+	if err != nil {
+		return fmt.Errorf("checkpoint verifier keys: %w", err)
+	}
+	verifiers, err := checkpoint.ParseVerifierFile(checkpoint.FormatVerifierFile(vkeys))
+	if err != nil {
+		return err
+	}
+	entries, err := checkpoint.Load(anchors...)
+	if err != nil {
+		return fmt.Errorf("reading anchored checkpoints: %w", err)
+	}
+	if err := checkpoint.CheckAgainst(ctx, rt.audit, entries, verifiers); err != nil {
+		return fmt.Errorf("the audit log does not match its anchored checkpoints; refusing to serve: %w", err)
+	}
+	signer, _, err := checkpoint.NewSigner(ctx, origin, rt.keys)
+	if err != nil {
+		return fmt.Errorf("checkpoint signer: %w", err)
+	}
+	rt.ckpt, err = checkpoint.New(checkpoint.Config{
+		Origin: origin, Signer: signer, Tree: rt.audit, Anchors: anchors,
+		Every: o.ckpt.every, Interval: o.ckpt.interval, Logger: o.logger,
+	})
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	rt.stopCP, rt.ckptErr = cancel, make(chan error, 1)
+	go func() { rt.ckptErr <- rt.ckpt.Run(runCtx) }()
+	o.logger.Info("audit checkpoints", "origin", origin, "anchored", len(entries), "anchors", len(anchors), "every", o.ckpt.every, "interval", o.ckpt.interval.String())
+	return nil
+}
+
+// existingDir checks that path is a directory.
+func existingDir(path, what string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s %s is not a directory", what, path)
+	}
+	return nil
 }

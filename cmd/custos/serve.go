@@ -26,6 +26,7 @@ func newServeCmd() *cobra.Command {
 		stdio, dev                                                                 bool
 		pageSize                                                                   int
 		vf                                                                         vaultFlags
+		ckpt                                                                       checkpointOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --data-dir D (--stdio | --listen 127.0.0.1:PORT) [--dev | Vault settings]",
@@ -54,12 +55,21 @@ Keys:
 
 ` + vaultHelp + `
 
+Audit checkpoints:
+  The audit log is a Merkle tree. serve signs a checkpoint (C2SP format,
+  origin <deployment>/<node>/audit) every --checkpoint-every records or
+  --checkpoint-interval, and at shutdown, with the Vault Transit ed25519 key
+  (--dev: the dev key), and appends it to D/checkpoints.jsonl and to
+  --anchor-dir/checkpoints.jsonl (separate storage; required without --dev).
+  At startup serve refuses to run if audit.db is behind, or disagrees with,
+  any anchored checkpoint (rolled back, truncated, forked).
+
 Examples:
   CUSTOS_PRINCIPAL_FILE=./synthetic/principals/clinician.json \
     custos serve --dev --data-dir ./data --stdio
   VAULT_ADDR=https://vault.internal:8200 custos serve --data-dir ./data \
     --vault-role-id-file /etc/custos/role-id --vault-secret-id-file /etc/custos/secret-id \
-    --listen 127.0.0.1:8080 --tokens ./tokens.json`,
+    --anchor-dir /mnt/anchor/custos --listen 127.0.0.1:8080 --tokens ./tokens.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := requireDataDir(dir)
@@ -107,21 +117,35 @@ Examples:
 
 			rt, err := openRuntime(cmd.Context(), runtimeOptions{
 				data: d, policyDir: policyDir, dev: dev, vault: &vf, node: nodeName(node), pageSize: pageSize, logger: logger,
+				ckpt: ckpt,
 			})
 			if err != nil {
 				return err
 			}
 			defer rt.Close()
+			ctx, cancel := context.WithCancelCause(cmd.Context())
+			defer cancel(nil)
+			rt.watchCheckpoints(logger, cancel)
 
 			if stdio {
 				logger.Info("serving MCP on stdio", "sub", ident.Principal.Sub)
-				err := rt.srv.ServeStdio(cmd.Context(), &mcp.StdioTransport{}, ident)
+				err := rt.srv.ServeStdio(ctx, &mcp.StdioTransport{}, ident)
+				if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+					rt.Close()
+					return cause
+				}
 				if err != nil && !errors.Is(err, context.Canceled) {
 					return err
 				}
 				return rt.Close()
 			}
-			return serveHTTP(cmd.Context(), logger, rt.srv.HTTPHandler(tokens), listen, addrFile, rt)
+			if err := serveHTTP(ctx, logger, rt.srv.HTTPHandler(tokens), listen, addrFile, rt); err != nil {
+				return err
+			}
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				return cause
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -136,6 +160,10 @@ Examples:
 	f.IntVar(&pageSize, "page-size", server.DefaultPageSize, "resources per resources/list page")
 	f.StringVar(&node, "node", "", "node name recorded in audit records (default: hostname)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&ckpt.deployment, "deployment", defaultDeployment, "deployment name in the checkpoint origin (<deployment>/<node>/audit)")
+	f.StringVar(&ckpt.anchorDir, "anchor-dir", "", "directory on separate storage receiving every signed checkpoint (required without --dev)")
+	f.Int64Var(&ckpt.every, "checkpoint-every", 1000, "sign a checkpoint after this many new audit records")
+	f.DurationVar(&ckpt.interval, "checkpoint-interval", time.Second, "sign a checkpoint at least this often while records arrive")
 	vf.register(f)
 	return cmd
 }

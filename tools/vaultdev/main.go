@@ -125,7 +125,11 @@ func run() error {
 	token := strings.TrimSpace(string(tok))
 
 	addrFile := filepath.Join(dir, "addr")
-	serve := command(context.Background(), dir, []string{"VAULT_ADDR=" + srv.Addr}, custos, "serve", "--data-dir", data,
+	anchor := filepath.Join(dir, "anchor") // stands for separate storage
+	if err := os.MkdirAll(anchor, 0o700); err != nil {
+		return err
+	}
+	serve := command(context.Background(), dir, []string{"VAULT_ADDR=" + srv.Addr}, custos, "serve", "--data-dir", data, "--anchor-dir", anchor,
 		"--listen", *listen, "--addr-file", addrFile, "--tokens", tokens,
 		"--vault-role-id-file", prov.RoleIDFile, "--vault-secret-id-file", prov.SecretIDFile)
 	serve.Stdout, serve.Stderr = os.Stderr, os.Stderr

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/report"
+	"github.com/custos-mcp/custos/secrets"
+)
+
+// auditorKeys is what the audit tools need from a secrets provider: the
+// audit keyed-hash key versions and the checkpoint signing public keys.
+type auditorKeys interface {
+	AuditKeys(ctx context.Context) ([]secrets.Key, error)
+	PublicKey(version int) (ed25519.PublicKey, int, error)
+	SigningVersions() []int
+}
+
+// openAuditorKeys opens the keys of the audit tools: with --dev the key file
+// that 'serve --dev' left in the data directory, otherwise Vault with the
+// auditor's least privilege (policy custos-auditor).
+func openAuditorKeys(cmd *cobra.Command, dev bool, d dataDir, vf *vaultFlags) (auditorKeys, func(), error) {
+	if dev {
+		if name := explicitVaultFlag(cmd.Flags()); name != "" {
+			return nil, nil, usagef("--%s cannot be combined with --dev", name)
+		}
+		if err := existingFile(filepath.Join(string(d), secrets.DevKeyFile), "dev key file"); err != nil {
+			return nil, nil, fmt.Errorf("%w: only a data directory served with --dev has one; with Vault drop --dev", err)
+		}
+		k, err := secrets.NewDev()
+		if err == nil {
+			err = k.PersistIn(string(d))
+		}
+		return k, func() {}, err
+	}
+	o, err := vf.options(quietLogger(cmd))
+	if err != nil {
+		return nil, nil, err
+	}
+	o.AuditorOnly = true
+	v, err := secrets.OpenVault(cmd.Context(), o)
+	if err != nil {
+		return nil, nil, fmt.Errorf("vault: %w", err)
+	}
+	return v, func() { v.Close() }, nil
+}
+
+// pseudonyms are a value's lookup values under every audit key version held.
+func pseudonyms(ctx context.Context, k auditorKeys, value string) ([]string, []secrets.Key, error) {
+	keys, err := k.AuditKeys(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]string, len(keys))
+	for i, key := range keys {
+		out[i] = audit.Pseudonym(key.Bytes, value)
+	}
+	return out, keys, nil
+}
+
+func newAuditHashCmd() *cobra.Command {
+	var (
+		dir    string
+		dev    bool
+		asJSON bool
+		vf     vaultFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "hash VALUE --data-dir D [--dev]",
+		Short: "Compute the lookup value under which a patient id appears in the audit log",
+		Long: `Patient ids never appear in audit records: each is written as a keyed hash,
+HMAC-SHA256 under the audit keyed-hash key (docs/audit-format.md). hash prints
+the lookup value of VALUE under every audit key version held (the newest and
+up to two older ones; a record's "keys" field names the version it used), so
+an auditor can search the log or an export for a patient without the log
+exposing PHI.
+
+Keys come from Vault with the auditor's policy (custos-auditor: read the audit
+key and the signing public keys, nothing else; docs/vault.md), or with --dev
+from the dev key file of a data directory served with --dev.
+
+` + vaultHelp + `
+
+Example:
+  custos audit hash 0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f --data-dir ./data --dev
+  VAULT_ADDR=https://vault.internal:8200 custos audit hash PATIENT-ID --data-dir /srv/custos`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 || args[0] == "" {
+				return usagef("hash takes exactly one VALUE (a patient id)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := requireDataDir(dir)
+			if err != nil {
+				return err
+			}
+			k, closeKeys, err := openAuditorKeys(cmd, dev, d, &vf)
+			if err != nil {
+				return err
+			}
+			defer closeKeys()
+			hs, keys, err := pseudonyms(cmd.Context(), k, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				type row struct {
+					Key   string `json:"audit_key"`
+					Value string `json:"lookup_value"`
+				}
+				rows := make([]row, len(hs))
+				for i := range hs {
+					rows[i] = row{keys[i].ID, hs[i]}
+				}
+				return writeJSON(cmd.OutOrStdout(), rows)
+			}
+			for i := range hs {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\taudit key %s\n", hs[i], keys[i].ID)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "data-dir", "", "data directory holding audit.db")
+	f.BoolVar(&dev, "dev", false, "use the dev key file of a data directory served with --dev")
+	f.BoolVar(&asJSON, "json", false, "print the lookup values as JSON")
+	vf.register(f)
+	return cmd
+}
+
+func newAuditReportCmd() *cobra.Command {
+	var (
+		dir, patient, user, since, until      string
+		dev, denials, breakGlass, disclosures bool
+		asJSON                                bool
+		vf                                    vaultFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "report --data-dir D (--patient ID | --user SUB | --denials | --break-glass) [--since T] [--until T]",
+		Short: "Privacy officer reports: accesses to a patient, a user's activity, denials, break-the-glass",
+		Long: `report scans the audit log and lists the records that answer one question:
+
+  --patient ID       who accessed the patient's records, including denials (the
+                     id is turned into its lookup values first; see 'audit hash')
+  --patient ID --disclosures
+                     the accounting of disclosures (45 CFR 164.528): reads that
+                     released data for purposes other than treatment, payment
+                     and health care operations
+  --user SUB         everything one user (principal subject) did
+  --denials          every denied request
+  --break-glass      every emergency (ETREAT / break-the-glass) access
+
+Filters combine; --since/--until bound the time range ([since, until)). The
+output is a table, or JSON with --json. A record that does not decode stops
+the report (run 'custos audit verify'). --patient needs the audit key: from
+Vault with the auditor policy, or --dev for a dev data directory.
+
+` + vaultHelp + `
+
+Examples:
+  custos audit report --data-dir ./data --dev --patient 0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f
+  custos audit report --data-dir ./data --dev --patient ID --disclosures --since 2026-01-01
+  custos audit report --data-dir ./data --user dr-jones --since 2026-11-01 --json
+  custos audit report --data-dir ./data --denials`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := requireDataDir(dir)
+			if err != nil {
+				return err
+			}
+			if patient == "" && user == "" && !denials && !breakGlass {
+				return usagef("choose what to report: --patient ID, --user SUB, --denials or --break-glass")
+			}
+			if disclosures && patient == "" {
+				return usagef("--disclosures is the accounting of disclosures for one patient: add --patient ID")
+			}
+			q := report.Query{User: user, Denials: denials, BreakGlass: breakGlass, Disclosures: disclosures}
+			if q.Since, err = parseTime("since", since); err != nil {
+				return err
+			}
+			if q.Until, err = parseTime("until", until); err != nil {
+				return err
+			}
+			if err := existingFile(d.audit(), "audit log"); err != nil {
+				return err
+			}
+			if patient != "" {
+				k, closeKeys, err := openAuditorKeys(cmd, dev, d, &vf)
+				if err != nil {
+					return err
+				}
+				hs, _, err := pseudonyms(cmd.Context(), k, patient)
+				closeKeys()
+				if err != nil {
+					return err
+				}
+				q.Patients, q.PatientLabel = hs, hs[0]
+			}
+			log, err := audit.Open(d.audit(), audit.Options{ReadOnly: true})
+			if err != nil {
+				return lockHint(err)
+			}
+			defer log.Close()
+			size, _ := log.Head()
+			tick, done := progress(cmd.ErrOrStderr(), "scanning the audit log", true)
+			rep, err := report.Run(cmd.Context(), log, q, size, tick)
+			done()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return rep.WriteJSON(cmd.OutOrStdout())
+			}
+			return rep.WriteTable(cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "data-dir", "", "data directory holding audit.db")
+	f.StringVar(&patient, "patient", "", "report on this patient id (matched by its lookup values)")
+	f.StringVar(&user, "user", "", "report on this principal subject")
+	f.BoolVar(&denials, "denials", false, "only denied requests")
+	f.BoolVar(&breakGlass, "break-glass", false, "only break-the-glass (ETREAT) accesses")
+	f.BoolVar(&disclosures, "disclosures", false, "with --patient: the accounting of disclosures (leaves out TPO)")
+	f.StringVar(&since, "since", "", "first instant to include (RFC 3339 or YYYY-MM-DD)")
+	f.StringVar(&until, "until", "", "instant to stop before (RFC 3339 or YYYY-MM-DD)")
+	f.BoolVar(&dev, "dev", false, "use the dev key file of a data directory served with --dev")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	vf.register(f)
+	return cmd
+}

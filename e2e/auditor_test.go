@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestAuditorWorkflow is what a privacy officer and an auditor do with the
+// CLI after custos has served: look a patient up by keyed hash, report
+// accesses, disclosures, denials and a user's activity, write the verifier
+// keys, export a bundle, verify it offline (and see a tampered copy fail),
+// and prove one record's inclusion.
+func TestAuditorWorkflow(t *testing.T) {
+	d := newDataset(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	anchor := t.TempDir()
+	clin := newToken(t, d.principal("clinician"), tokens)
+	res := newToken(t, d.principal("researcher"), tokens)
+	out := newToken(t, d.principal("outsider"), tokens)
+
+	// One patient's FHIR resources (the researcher may read FHIR, not notes).
+	// A patient of the clinician's care team (not opted out, no sensitive
+	// category).
+	var pf struct{ Patients []string }
+	b, _ := os.ReadFile(d.principal("clinician"))
+	json.Unmarshal(b, &pf)
+	var patient string
+	for _, p := range pf.Patients {
+		if p != d.summary.EdgeCases["opted_out"] && p != d.summary.EdgeCases["hiv"] && p != d.summary.EdgeCases["sud"] {
+			patient = p
+			break
+		}
+	}
+	var uris []string
+	for _, l := range d.lines(t) {
+		if l.Labels.Patient == patient && strings.HasPrefix(l.URI, "fhir://") && len(l.Labels.Sensitivity) == 0 && len(uris) < 3 {
+			uris = append(uris, l.URI)
+		}
+	}
+	if patient == "" || len(uris) < 3 {
+		t.Fatalf("no suitable patient (%q, %d resources)", patient, len(uris))
+	}
+	if f := devServeRead(t, d, tokens, clin, anchor, 0, uris); f != 0 {
+		t.Fatalf("clinician: %d reads failed", f)
+	}
+	resFailed := devServeRead(t, d, tokens, res, anchor, 0, uris)
+	if f := devServeRead(t, d, tokens, out, anchor, 0, uris); f != len(uris) {
+		t.Fatalf("outsider: %d of %d reads refused, want all", f, len(uris))
+	}
+
+	// The lookup value; no raw patient id is in the log.
+	hash := strings.Fields(mustCustos(t, "audit", "hash", patient, "--dev", "--data-dir", d.data))[0]
+	if !strings.HasPrefix(hash, "hk1-") {
+		t.Fatalf("audit hash printed %q", hash)
+	}
+	raw, _ := os.ReadFile(filepath.Join(d.data, "audit.db"))
+	if strings.Contains(string(raw), patient) || !strings.Contains(string(raw), hash) {
+		t.Fatal("audit.db must hold the patient's lookup value and never the id")
+	}
+
+	reportRows := func(args ...string) []map[string]any {
+		t.Helper()
+		var rep struct {
+			Rows []map[string]any `json:"rows"`
+		}
+		outJSON := mustCustos(t, append([]string{"audit", "report", "--data-dir", d.data, "--dev", "--json"}, args...)...)
+		if err := json.Unmarshal([]byte(outJSON), &rep); err != nil {
+			t.Fatalf("report %v: %v\n%s", args, err, outJSON)
+		}
+		return rep.Rows
+	}
+	count := func(rows []map[string]any, key, val string) int {
+		n := 0
+		for _, r := range rows {
+			if r[key] == val {
+				n++
+			}
+		}
+		return n
+	}
+	all := reportRows("--patient", patient)
+	clinSub, resSub, outSub := subOf(t, d.principal("clinician")), subOf(t, d.principal("researcher")), subOf(t, d.principal("outsider"))
+	if count(all, "user", clinSub) < len(uris) || count(all, "user", outSub) != len(uris) || count(all, "user", resSub) != len(uris) {
+		t.Fatalf("patient report: %d clinician, %d researcher, %d outsider rows", count(all, "user", clinSub), count(all, "user", resSub), count(all, "user", outSub))
+	}
+	disc := reportRows("--patient", patient, "--disclosures")
+	if len(disc) != len(uris)-resFailed || count(disc, "user", resSub) != len(disc) {
+		t.Fatalf("accounting of disclosures: %d rows (%d by the researcher); want the researcher's %d allowed reads only", len(disc), count(disc, "user", resSub), len(uris)-resFailed)
+	}
+	if den := reportRows("--denials"); count(den, "outcome", "deny") != len(den) || count(den, "user", outSub) != len(uris) {
+		t.Fatalf("denials report: %v", den)
+	}
+	if mine := reportRows("--user", clinSub); count(mine, "user", clinSub) != len(mine) || len(mine) < len(uris) {
+		t.Fatalf("user report: %d rows", len(mine))
+	}
+	table := mustCustos(t, "audit", "report", "--data-dir", d.data, "--dev", "--patient", patient, "--disclosures")
+	if !strings.Contains(table, "accounting of disclosures") || strings.Contains(table, patient) {
+		t.Fatalf("disclosures table:\n%s", table)
+	}
+
+	// Verifier keys, bundle, offline verification, tamper, inclusion.
+	vkeys := filepath.Join(t.TempDir(), "custos.vkeys")
+	mustCustos(t, "audit", "pubkey", "--data-dir", d.data, "--dev", "-o", vkeys)
+	bdir := filepath.Join(t.TempDir(), "bundle")
+	mustCustos(t, "audit", "export", "--data-dir", d.data, "--out", bdir, "--from-seq", "2")
+	for _, f := range []string{"records.jsonl", "checkpoints.jsonl", "proof.json", "manifest.json", "audit.csv", "auditevent.ndjson", "ocsf.ndjson"} {
+		if _, err := os.Stat(filepath.Join(bdir, f)); err != nil {
+			t.Errorf("bundle lacks %s", f)
+		}
+	}
+	tr := mustCustos(t, "audit", "verify", "--bundle", bdir, "--pubkey", vkeys)
+	if !strings.Contains(tr, "VERIFIED") || strings.Contains(tr, "FAIL ") {
+		t.Fatalf("transcript of a good bundle:\n%s", tr)
+	}
+	recs, _ := os.ReadFile(filepath.Join(bdir, "records.jsonl"))
+	bad := strings.Replace(string(recs), `"outcome":"deny"`, `"outcome":"allow"`, 1)
+	if bad == string(recs) {
+		t.Fatal("no deny record to tamper with")
+	}
+	os.WriteFile(filepath.Join(bdir, "records.jsonl"), []byte(bad), 0o600)
+	tr2, _, code := custos(t, nil, "audit", "verify", "--bundle", bdir, "--pubkey", vkeys)
+	if code != 1 || !strings.Contains(tr2, "seq") {
+		t.Fatalf("tampered bundle: exit %d\n%s", code, tr2)
+	}
+	proof := mustCustos(t, "audit", "prove", "--data-dir", d.data, "--seq", "3")
+	if !strings.Contains(proof, "custos.local/") {
+		t.Fatalf("inclusion proof:\n%s", proof)
+	}
+	d.verify(t)
+}

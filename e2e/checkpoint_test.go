@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// devServe runs `custos serve --dev` with checkpoints anchored in anchor,
+// makes n reads as the clinician, and stops the server cleanly (which
+// signs a final checkpoint).
+func devServe(t *testing.T, d *dataset, tokens, tok, anchor string, n int) {
+	t.Helper()
+	devServeRead(t, d, tokens, tok, anchor, n, nil)
+}
+
+// devServeRead is devServe reading the given URIs instead (failures, e.g.
+// denials, are counted and returned) when uris is not nil.
+func devServeRead(t *testing.T, d *dataset, tokens, tok, anchor string, n int, uris []string) (failed int) {
+	t.Helper()
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", "127.0.0.1:0", "--addr-file", addrFile,
+		"--tokens", tokens, "--anchor-dir", anchor, "--checkpoint-interval", "50ms", "--node", "e2e")
+	var stderr syncBuf
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var url string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
+			url = strings.TrimSpace(string(b))
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("server did not start: %s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cs := connect(t, url, tok)
+	if uris == nil {
+		page, err := cs.ListResources(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: page.Resources[i%len(page.Resources)].URI}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, u := range uris {
+		if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: u}); err != nil {
+			failed++
+		}
+	}
+	cs.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve: %v\n%s", err, stderr.String())
+	}
+	return failed
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRolledBackAuditLogIsRefused: an audit.db restored from an earlier
+// copy (together with the data directory's own checkpoint file) is caught
+// at startup by the checkpoints in the external anchor.
+func TestRolledBackAuditLogIsRefused(t *testing.T) {
+	d := newDataset(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	anchor := t.TempDir()
+	backup := t.TempDir()
+
+	devServe(t, d, tokens, tok, anchor, 3)
+	copyFile(t, filepath.Join(d.data, "audit.db"), filepath.Join(backup, "audit.db"))
+	copyFile(t, filepath.Join(d.data, "checkpoints.jsonl"), filepath.Join(backup, "checkpoints.jsonl"))
+	devServe(t, d, tokens, tok, anchor, 5)
+	d.verify(t)
+
+	// Roll back both files in the data directory.
+	copyFile(t, filepath.Join(backup, "audit.db"), filepath.Join(d.data, "audit.db"))
+	copyFile(t, filepath.Join(backup, "checkpoints.jsonl"), filepath.Join(d.data, "checkpoints.jsonl"))
+	// The rolled-back log is internally intact: only the anchor can tell.
+	d.verify(t)
+	_, errOut, code := custos(t, nil, "serve", "--dev", "--data-dir", d.data, "--stdio",
+		"--principal-file", d.principal("clinician"), "--anchor-dir", anchor, "--node", "e2e")
+	if code != 1 || !strings.Contains(errOut, "refusing to serve") || !strings.Contains(errOut, "rolled back") {
+		t.Fatalf("serve on a rolled-back audit.db: exit %d\n%s", code, errOut)
+	}
+	t.Logf("refusal: %s", errOut)
+}
