@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -33,18 +32,7 @@ func devServeRead(t *testing.T, d *dataset, tokens, tok, anchor string, n int, u
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var url string
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
-			url = strings.TrimSpace(string(b))
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("server did not start: %s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	url := waitForAddr(t, addrFile, cmd, stderr.String)
 	cs := connect(t, url, tok)
 	if uris == nil {
 		page, err := cs.ListResources(context.Background(), nil)

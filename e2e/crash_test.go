@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -36,17 +35,7 @@ func TestKill9UnderLoadEveryReceivedResponseIsAudited(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
-				return cmd, strings.TrimSpace(string(b))
-			}
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				t.Fatal("server did not start")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		return cmd, waitForAddr(t, addrFile, cmd, func() string { return "" })
 	}
 	srv, url := start()
 

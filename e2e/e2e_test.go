@@ -345,18 +345,7 @@ func httpServer(t *testing.T, d *dataset, tokens string) (url string, stop func(
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
-			url = strings.TrimSpace(string(b))
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("server did not start: %s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	url = waitForAddr(t, addrFile, cmd, stderr.String)
 	stopped := false
 	stop = func() {
 		if stopped {
@@ -375,6 +364,23 @@ func httpServer(t *testing.T, d *dataset, tokens string) (url string, stop func(
 	}
 	t.Cleanup(stop)
 	return url, stop, &stderr
+}
+
+// waitForAddr waits up to 30 s for a starting `custos serve` to write its
+// endpoint URL to addrFile, and fails the test with the server's stderr if
+// it does not.
+func waitForAddr(t *testing.T, addrFile string, cmd *exec.Cmd, stderr func() string) string {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
+			return strings.TrimSpace(string(b))
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("server did not start: %s", stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func newToken(t *testing.T, principal, tokens string) string {
