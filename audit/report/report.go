@@ -114,10 +114,17 @@ func Run(ctx context.Context, src Source, q Query, total uint64, progress func(d
 		if !q.Match(r) {
 			return nil
 		}
+		res := r.URIs
+		if len(q.Patients) > 0 {
+			// A list page concerns many patients: show only this one's.
+			res = slices.DeleteFunc(slices.Clone(r.URIs), func(u string) bool {
+				return !slices.ContainsFunc(q.Patients, func(p string) bool { return strings.Contains(u, "/"+p+"/") })
+			})
+		}
 		rep.Rows = append(rep.Rows, Row{
 			Seq: r.Seq, Time: r.Time, Action: r.Action, Outcome: r.Outcome, Reason: r.Reason,
 			User: r.Principal.Sub, Roles: r.Principal.Roles, Client: r.Principal.ClientID,
-			PurposeOfUse: r.PurposeOfUse, Resources: r.URIs, Obligations: r.Obligations,
+			PurposeOfUse: r.PurposeOfUse, Resources: res, Obligations: r.Obligations,
 			BreakGlass: IsBreakGlass(r), Hash: audit.HashRecord(canonical),
 		})
 		rep.ByUser[r.Principal.Sub]++

@@ -90,6 +90,13 @@ func TestQueries(t *testing.T) {
 			if rep.Scanned != uint64(len(src)) {
 				t.Fatalf("scanned %d", rep.Scanned)
 			}
+			for _, r := range rep.Rows {
+				for _, u := range r.Resources {
+					if len(tc.q.Patients) > 0 && !strings.Contains(u, "/"+tc.q.Patients[0]+"/") && !strings.Contains(u, "/"+tc.q.Patients[len(tc.q.Patients)-1]+"/") {
+						t.Errorf("row %d shows another patient's resource %s", r.Seq, u)
+					}
+				}
+			}
 		})
 	}
 }
