@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/store"
 	"github.com/custos-mcp/custos/store/synth"
@@ -193,10 +194,17 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, patients int, keep, 
 	if len(problems) > 0 {
 		return fmt.Errorf("audit log verification FAILED: %d problem(s)", len(problems))
 	}
-	say("audit log: %d records, hash chain verified (head %s…)", vs.Records, vs.HeadHash[:16])
-	say("every request above was decided by policy and durably audited before any data was returned.")
+	say("audit log: %d records, hash chain and Merkle tree verified (head %s…)", vs.Records, vs.HeadHash[:16])
+	if e, ok, err := (&checkpoint.Anchor{Dir: string(data)}).Latest(); err == nil && ok {
+		say("signed checkpoint: tree size %d, root %s… (the audit log's tamper-evident commitment)", e.Size, e.Root.String()[:16])
+	}
+	say("patients appear in the audit log only as keyed hashes; every request above was decided by policy")
+	say("and durably audited before any data was returned.")
 	if keep {
-		say("kept %s — try: custos audit export --data-dir %s --format csv", tmp, data)
+		say("kept %s — try:", tmp)
+		say("  custos audit report --data-dir %s --dev --denials", data)
+		say("  custos audit pubkey --data-dir %s --dev -o demo.vkeys && custos audit export --data-dir %s --out demo-bundle \\", data, data)
+		say("    && custos audit verify --bundle demo-bundle --pubkey demo.vkeys")
 	}
 	say("done in %.1fs", time.Since(start).Seconds())
 	return nil
