@@ -84,12 +84,21 @@ func TestRolledBackAuditLogIsRefused(t *testing.T) {
 	copyFile(t, filepath.Join(d.data, "checkpoints.jsonl"), filepath.Join(backup, "checkpoints.jsonl"))
 	devServe(t, d, tokens, tok, anchor, 5)
 	d.verify(t)
+	vkeys := filepath.Join(t.TempDir(), "vkeys")
+	mustCustos(t, "audit", "pubkey", "--data-dir", d.data, "--dev", "-o", vkeys)
+	if out := mustCustos(t, "audit", "verify", "--data-dir", d.data, "--anchor-dir", anchor, "--pubkey", vkeys); !strings.Contains(out, "consistent with") {
+		t.Fatalf("verify against the anchor: %s", out)
+	}
 
 	// Roll back both files in the data directory.
 	copyFile(t, filepath.Join(backup, "audit.db"), filepath.Join(d.data, "audit.db"))
 	copyFile(t, filepath.Join(backup, "checkpoints.jsonl"), filepath.Join(d.data, "checkpoints.jsonl"))
 	// The rolled-back log is internally intact: only the anchor can tell.
 	d.verify(t)
+	out, _, code := custos(t, nil, "audit", "verify", "--data-dir", d.data, "--anchor-dir", anchor, "--pubkey", vkeys)
+	if code != 1 || !strings.Contains(out, "BROKEN anchor") || !strings.Contains(out, "rolled back") {
+		t.Fatalf("audit verify of a rolled-back log against the anchor: exit %d\n%s", code, out)
+	}
 	_, errOut, code := custos(t, nil, "serve", "--dev", "--data-dir", d.data, "--stdio",
 		"--principal-file", d.principal("clinician"), "--anchor-dir", anchor, "--node", "e2e")
 	if code != 1 || !strings.Contains(errOut, "refusing to serve") || !strings.Contains(errOut, "rolled back") {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/checkpoint"
 )
 
 func newAuditCmd() *cobra.Command {
@@ -26,18 +27,21 @@ was released. These commands open it read-only; stop 'custos serve' first
 
 func newAuditVerifyCmd() *cobra.Command {
 	var (
-		dir, bundleDir, pubkey string
-		asJSON                 bool
+		dir, bundleDir, pubkey, anchorDir string
+		asJSON                            bool
 	)
 	cmd := &cobra.Command{
-		Use:   "verify (--data-dir D | --bundle DIR --pubkey FILE)",
+		Use:   "verify (--data-dir D [--anchor-dir A --pubkey FILE] | --bundle DIR --pubkey FILE)",
 		Short: "Verify the audit log, or an exported bundle offline, and report every problem",
 		Long: `verify --data-dir recomputes the hash of every record, checks each record's
 canonical encoding, its link to the previous record (prev_hash), sequence
 continuity and time order, the Merkle tree (every leaf and stored hash, and
 the root), and the stored head. It reports every problem found, with the
 record's seq, what was expected and what was found, and exits 1 if there is
-any. Exit 0 means the log is intact.
+any. Exit 0 means the log is intact. With --anchor-dir and --pubkey it also
+checks the log against every signed checkpoint in D/checkpoints.jsonl and
+A/checkpoints.jsonl, as serve does at startup: a log that is internally intact
+but rolled back, truncated or forked fails here.
 
 verify --bundle checks an export bundle ('custos audit export --out DIR')
 offline — no server, no Vault, no bbolt: the signatures on both checkpoints
@@ -78,17 +82,36 @@ Examples:
 			if err != nil {
 				return lockHint(err)
 			}
+			// Against the anchored checkpoints: catches a rolled-back,
+			// truncated or forked log that is internally intact.
+			anchored, anchorErr := "", error(nil)
+			if anchorDir != "" {
+				anchored, anchorErr = checkAnchors(cmd, d, anchorDir, pubkey)
+				if anchorErr != nil && !asJSON {
+					fmt.Fprintf(out, "BROKEN anchor: %v\n", anchorErr)
+				}
+			}
 			if asJSON {
 				if problems == nil {
 					problems = []audit.Problem{}
 				}
-				if err := writeJSON(out, map[string]any{"ok": len(problems) == 0, "summary": sum, "problems": problems}); err != nil {
+				res := map[string]any{"ok": len(problems) == 0 && anchorErr == nil, "summary": sum, "problems": problems}
+				if anchorDir != "" {
+					res["anchor"] = map[string]any{"ok": anchorErr == nil, "checked": anchored, "error": errText(anchorErr)}
+				}
+				if err := writeJSON(out, res); err != nil {
 					return err
 				}
-			} else if len(problems) == 0 {
-				fmt.Fprintf(out, "OK: %d records, chain intact, head seq=%d hash=%s\n", sum.Records, sum.HeadSeq, sum.HeadHash)
+			} else if len(problems) == 0 && anchorErr == nil {
+				fmt.Fprintf(out, "OK: %d records, chain and tree intact, head seq=%d hash=%s\n", sum.Records, sum.HeadSeq, sum.HeadHash)
+				if anchored != "" {
+					fmt.Fprintf(out, "OK: consistent with %s\n", anchored)
+				}
 			} else {
-				fmt.Fprintf(out, "FAILED: %d problem(s) in %d records\n", len(problems), sum.Records)
+				fmt.Fprintf(out, "FAILED: %d problem(s) in %d records\n", len(problems)+btoi(anchorErr != nil), sum.Records)
+			}
+			if anchorErr != nil {
+				return exitError{code: 1, err: fmt.Errorf("audit log does not match its anchored checkpoints")}
 			}
 			if len(problems) > 0 {
 				return exitError{code: 1, err: fmt.Errorf("audit log verification failed: %d problem(s)", len(problems))}
@@ -98,7 +121,8 @@ Examples:
 	}
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory holding audit.db")
 	cmd.Flags().StringVar(&bundleDir, "bundle", "", "verify this export bundle offline instead")
-	cmd.Flags().StringVar(&pubkey, "pubkey", "", "with --bundle: verifier keys file ('custos audit pubkey')")
+	cmd.Flags().StringVar(&pubkey, "pubkey", "", "verifier keys file ('custos audit pubkey'), with --bundle or --anchor-dir")
+	cmd.Flags().StringVar(&anchorDir, "anchor-dir", "", "with --data-dir: also check against the checkpoints anchored here")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
 }
@@ -227,4 +251,51 @@ Example:
 	fl.StringVar(&formats, "formats", "csv,fhir,ocsf", "bundle: human formats to add (csv, fhir, ocsf; empty for none)")
 	fl.StringVar(&anchorDir, "anchor-dir", "", "bundle: take the checkpoints from this anchor directory (default: the data directory's)")
 	return cmd
+}
+
+// checkAnchors checks the log in d against the checkpoints of d and of
+// anchorDir, verified with the keys in pubkey. It returns what it checked.
+func checkAnchors(cmd *cobra.Command, d dataDir, anchorDir, pubkey string) (string, error) {
+	if pubkey == "" {
+		return "", usagef("--anchor-dir needs --pubkey FILE (the checkpoint verifier keys)")
+	}
+	keys, err := os.ReadFile(pubkey)
+	if err != nil {
+		return "", err
+	}
+	verifiers, err := checkpoint.ParseVerifierFile(keys)
+	if err != nil {
+		return "", err
+	}
+	entries, err := checkpoint.Load(&checkpoint.Anchor{Dir: string(d)}, &checkpoint.Anchor{Dir: anchorDir})
+	if err != nil {
+		return "", err
+	}
+	log, err := audit.Open(d.audit(), audit.Options{ReadOnly: true})
+	if err != nil {
+		return "", lockHint(err)
+	}
+	defer log.Close()
+	if err := checkpoint.CheckAgainst(cmd.Context(), log, entries, verifiers); err != nil {
+		return "", err
+	}
+	if len(entries) == 0 {
+		return "no anchored checkpoint", nil
+	}
+	last := entries[len(entries)-1]
+	return fmt.Sprintf("%d anchored checkpoints (latest: size %d, root %s)", len(entries), last.Size, last.Root), nil
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
