@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/secrets/vaulttest"
 )
 
@@ -392,6 +393,49 @@ func TestVaultRotationWhileServing(t *testing.T) {
 		}
 	}
 	d.verify(t)
+
+	// The auditor's tools with the least-privilege auditor token: lookup
+	// values under both audit key versions match the records written before
+	// and after the rotation; the verifier keys from Vault verify the
+	// checkpoints Vault signed while serving.
+	atok, err := v.srv.TokenWithPolicy(ctx, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aenv := []string{"VAULT_ADDR=" + v.srv.Addr, "VAULT_TOKEN=" + atok}
+	patient := ""
+	for _, l := range d.lines(t) {
+		if l.URI == page1.Resources[0].URI {
+			patient = l.Labels.Patient
+		}
+	}
+	hout, errOut, code := custos(t, aenv, "audit", "hash", patient, "--data-dir", d.data, "--json")
+	var hs []struct {
+		Key   string `json:"audit_key"`
+		Value string `json:"lookup_value"`
+	}
+	if code != 0 || json.Unmarshal([]byte(hout), &hs) != nil || len(hs) != 2 {
+		t.Fatalf("audit hash with the auditor token: exit %d %s %s", code, hout, errOut)
+	}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		for _, p := range r.Patients {
+			seen[p] = true
+		}
+	}
+	for _, h := range hs {
+		if !seen[h.Value] {
+			t.Errorf("lookup value under %s is in no record", h.Key)
+		}
+	}
+	vkeys := filepath.Join(t.TempDir(), "vkeys")
+	if _, errOut, code := custos(t, aenv, "audit", "pubkey", "--data-dir", d.data, "-o", vkeys); code != 0 {
+		t.Fatalf("audit pubkey with the auditor token: exit %d %s", code, errOut)
+	}
+	anchor := filepath.Join(filepath.Dir(d.data), "anchor")
+	if out := mustCustos(t, "audit", "verify", "--data-dir", d.data, "--anchor-dir", anchor, "--pubkey", vkeys); !strings.Contains(out, "consistent with") {
+		t.Fatalf("verify against the Vault-signed checkpoints: %s", out)
+	}
 }
 
 // TestVaultOutageFailsClosedAndRecovers stops Vault (SIGSTOP) under a

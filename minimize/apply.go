@@ -165,7 +165,9 @@ func applyOne(root any, o Obligation, opts Options) any {
 	segs, _ := parsePointer(o.Path) // validated by checkObligations
 	leaf := leafFunc(o, opts)
 	if len(segs) == 0 {
-		v, _ := leaf(root) // remove "" is rejected by Validate
+		// remove "" is rejected by Validate; an allow-list applied to a
+		// document that is not an object or array leaves null.
+		v, _ := leaf(root)
 		return v
 	}
 	return walk(root, segs, leaf)
@@ -186,6 +188,9 @@ func leafFunc(o Obligation, opts Options) leaf {
 	case OpScrub:
 		classes, _ := parseScrubFn(o.Fn)
 		return func(v any) (any, bool) { return scrubValue(v, classes), false }
+	case OpAllow:
+		root, _ := parseAllowFn(o.Fn)
+		return func(v any) (any, bool) { return allowValue(v, root) }
 	}
 	// Unreachable: ops are validated. Fail closed anyway.
 	return func(any) (any, bool) { return nil, true }

@@ -9,7 +9,7 @@ import "errors"
 // (the obligation is named in the message; the payload never is).
 var (
 	// ErrUnknownOp is returned when an obligation's Op is not one of OpRemove,
-	// OpMask, OpGeneralize or OpScrub.
+	// OpMask, OpGeneralize, OpScrub or OpAllow.
 	ErrUnknownOp = errors.New("minimize: unknown obligation op")
 
 	// ErrBadPath is returned when an obligation's Path is not a valid
@@ -18,8 +18,9 @@ var (
 	ErrBadPath = errors.New("minimize: malformed obligation path")
 
 	// ErrBadFn is returned when an obligation's Fn is not valid for its Op
-	// (for example mask with fn "year", generalize without fn, or scrub with a
-	// class other than phone, email, ssn, mrn, date).
+	// (for example mask with fn "year", generalize without fn, scrub with a
+	// class other than phone, email, ssn, mrn, date, or allow without a list
+	// of non-empty JSON pointers).
 	ErrBadFn = errors.New("minimize: obligation fn not valid for op")
 )
 

@@ -65,3 +65,29 @@ func ExampleApply_binary() {
 	fmt.Println(err)
 	// Output: minimize: binary payload withheld: obligations cannot be applied to binary content
 }
+
+// An allow-list keeps only the elements it names (and resourceType);
+// obligations before it still see the whole resource.
+func ExampleApply_allowList() {
+	obs := []byte(`{"resourceType": "Observation", "id": "4f1c", "status": "final",
+	  "subject": {"reference": "Patient/7d1a", "display": "Jane Doe"},
+	  "code": {"text": "Hemoglobin A1c"}, "effectiveDateTime": "2026-03-05T09:55:00-05:00",
+	  "valueQuantity": {"value": 7.4, "unit": "%"}}`)
+	research := []minimize.Obligation{
+		{Op: minimize.OpGeneralize, Path: "/effectiveDateTime", Fn: "year"},
+		{Op: minimize.OpAllow, Path: "", Fn: "/status,/code,/effectiveDateTime,/valueQuantity"},
+	}
+	out, err := minimize.Apply("application/fhir+json", obs, research, minimize.Options{})
+	if err != nil {
+		fmt.Println("withheld:", err)
+		return
+	}
+	fmt.Println(string(out))
+	for _, o := range research {
+		fmt.Println(o.HL7Code(), o)
+	}
+	// Output:
+	// {"code":{"text":"Hemoglobin A1c"},"effectiveDateTime":"2026","resourceType":"Observation","status":"final","valueQuantity":{"unit":"%","value":7.4}}
+	// DEID generalize:/effectiveDateTime:year
+	// MINEC allow::/status,/code,/effectiveDateTime,/valueQuantity
+}

@@ -29,12 +29,12 @@ func parseObligationSpec(spec string) []Obligation {
 }
 
 // idempotentSet reports whether applying obs twice must equal applying them
-// once: only remove, mask and scrub, and no remove addressing an array
+// once: only remove, mask, scrub and allow, and no remove addressing an array
 // element by index (removing /a/0 twice removes two elements).
 func idempotentSet(obs []Obligation) bool {
 	for _, o := range obs {
 		switch o.Op {
-		case OpMask, OpScrub:
+		case OpMask, OpScrub, OpAllow:
 		case OpRemove:
 			segs, _ := parsePointer(o.Path)
 			for _, s := range segs {

@@ -12,17 +12,22 @@ import (
 // It is the obligation vocabulary of custos: the policy emits it, the audit
 // log records its [Obligation.String] form, and [Apply] enforces it.
 type Obligation struct {
-	// Op is one of OpRemove, OpMask, OpGeneralize, OpScrub.
+	// Op is one of OpRemove, OpMask, OpGeneralize, OpScrub, OpAllow.
 	Op string `json:"op"`
 	// Path is an RFC 6901 JSON pointer into the payload. A segment "*"
 	// selects every element of an array. "" means the whole document; it is
 	// the only path valid for text payloads (scrub) and is invalid for remove.
+	// For allow it selects the value(s) the allow-list is applied to,
+	// usually "" (the whole resource).
 	Path string `json:"path"`
 	// Fn selects the op-specific function:
 	//   remove:     "" only.
 	//   mask:       "" ("***") or "last4" ("***" + last four characters).
 	//   generalize: "year", "zip3", "age90" or "birthyear90" (required).
 	//   scrub:      "" (all classes) or a comma list of phone,email,ssn,mrn,date.
+	//   allow:      a comma list of one or more JSON pointers, relative to
+	//               Path, naming the elements kept (required), e.g.
+	//               "/gender,/birthDate,/address/*/state".
 	Fn string `json:"fn,omitempty"`
 }
 
@@ -32,6 +37,20 @@ const (
 	OpMask       = "mask"       // replace the value with asterisks (HL7 MASK)
 	OpGeneralize = "generalize" // coarsen the value (HL7 DEID)
 	OpScrub      = "scrub"      // replace identifier patterns in text (HL7 DEID)
+	OpAllow      = "allow"      // keep only the listed elements (HL7 MINEC)
+)
+
+// HL7 v3 ObligationPolicy codes (code system [HL7CodeSystem]) that the ops
+// implement; see [Obligation.HL7Code].
+const (
+	// HL7CodeSystem is the FHIR URI of the HL7 v3 ActCode code system, of
+	// which ObligationPolicy (OID 2.16.840.1.113883.1.11.20445) is a part.
+	HL7CodeSystem = "http://terminology.hl7.org/CodeSystem/v3-ActCode"
+
+	HL7Redact = "REDACT" // remove information the user is not authorized to see
+	HL7Mask   = "MASK"   // render information unreadable
+	HL7DeID   = "DEID"   // strip data that would identify the information subject
+	HL7MinEC  = "MINEC"  // limit disclosure to the minimum necessary for the purpose of use
 )
 
 // Mask functions.
@@ -82,7 +101,7 @@ func (o Obligation) String() string {
 // obligation.
 func (o Obligation) Validate() error {
 	switch o.Op {
-	case OpRemove, OpMask, OpGeneralize, OpScrub:
+	case OpRemove, OpMask, OpGeneralize, OpScrub, OpAllow:
 	default:
 		return o.errorf(ErrUnknownOp)
 	}
@@ -111,8 +130,37 @@ func (o Obligation) Validate() error {
 		if _, err := parseScrubFn(o.Fn); err != nil {
 			return o.errorf(ErrBadFn)
 		}
+	case OpAllow:
+		if _, err := parseAllowFn(o.Fn); err != nil {
+			return o.errorf(ErrBadFn)
+		}
 	}
 	return nil
+}
+
+// HL7Code returns the HL7 v3 ObligationPolicy code (code system
+// [HL7CodeSystem]) that o implements:
+//
+//	remove     -> REDACT  (redact)
+//	mask       -> MASK    (mask)
+//	generalize -> DEID    (deidentify)
+//	scrub      -> DEID    (deidentify)
+//	allow      -> MINEC   (minimum necessary)
+//
+// It returns "" for an op outside the vocabulary (such an obligation does not
+// validate). The code depends only on Op.
+func (o Obligation) HL7Code() string {
+	switch o.Op {
+	case OpRemove:
+		return HL7Redact
+	case OpMask:
+		return HL7Mask
+	case OpGeneralize, OpScrub:
+		return HL7DeID
+	case OpAllow:
+		return HL7MinEC
+	}
+	return ""
 }
 
 // errorf wraps sentinel with the obligation's (policy-authored, never

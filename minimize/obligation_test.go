@@ -27,6 +27,10 @@ func TestValidate(t *testing.T) {
 		{Obligation{Op: OpScrub, Path: "/text/div", Fn: "phone"}, nil},
 		{Obligation{Op: OpScrub, Path: "", Fn: "phone,email,ssn,mrn,date"}, nil},
 		{Obligation{Op: OpScrub, Path: "", Fn: "date,date"}, nil},
+		{Obligation{Op: OpAllow, Path: "", Fn: "/gender"}, nil},
+		{Obligation{Op: OpAllow, Path: "", Fn: "/gender,/address/*/state,/a~1b"}, nil},
+		{Obligation{Op: OpAllow, Path: "/contained/*", Fn: "/code"}, nil},
+		{Obligation{Op: OpAllow, Path: "", Fn: "/"}, nil}, // member named ""
 
 		{Obligation{Op: "", Path: "/name"}, ErrUnknownOp},
 		{Obligation{Op: "delete", Path: "/name"}, ErrUnknownOp},
@@ -52,6 +56,15 @@ func TestValidate(t *testing.T) {
 		{Obligation{Op: OpScrub, Path: "", Fn: "phone,"}, ErrBadFn},
 		{Obligation{Op: OpScrub, Path: "", Fn: "phone, email"}, ErrBadFn},
 		{Obligation{Op: OpScrub, Path: "", Fn: ","}, ErrBadFn},
+		{Obligation{Op: OpAllow, Path: ""}, ErrBadFn},
+		{Obligation{Op: OpAllow, Path: "", Fn: ","}, ErrBadFn},
+		{Obligation{Op: OpAllow, Path: "", Fn: "/a,"}, ErrBadFn},
+		{Obligation{Op: OpAllow, Path: "", Fn: "/a,,/b"}, ErrBadFn},
+		{Obligation{Op: OpAllow, Path: "", Fn: "gender"}, ErrBadFn},
+		{Obligation{Op: OpAllow, Path: "", Fn: "/a, /b"}, ErrBadFn},
+		{Obligation{Op: OpAllow, Path: "", Fn: "/a~2"}, ErrBadFn},
+		{Obligation{Op: "ALLOW", Path: "", Fn: "/a"}, ErrUnknownOp},
+		{Obligation{Op: OpAllow, Path: "gender", Fn: "/a"}, ErrBadPath},
 	}
 	for _, tt := range tests {
 		t.Run(tt.ob.String(), func(t *testing.T) {
@@ -83,6 +96,7 @@ func TestString(t *testing.T) {
 		{Obligation{Op: OpMask, Path: "/telecom/*/value", Fn: "last4"}, "mask:/telecom/*/value:last4"},
 		{Obligation{Op: OpScrub, Path: ""}, "scrub:"},
 		{Obligation{Op: OpScrub, Path: "", Fn: "ssn,mrn"}, "scrub::ssn,mrn"},
+		{Obligation{Op: OpAllow, Path: "", Fn: "/gender,/birthDate"}, "allow::/gender,/birthDate"},
 	}
 	for _, tt := range tests {
 		if got := tt.ob.String(); got != tt.want {

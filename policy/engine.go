@@ -71,10 +71,18 @@ type Engine struct {
 	revision string
 	timeout  time.Duration
 	log      *slog.Logger
+
+	// bundleDigest is the digest of the signed bundle file the engine was
+	// loaded from ("" unless loaded by LoadBundle); candidateDigest is the
+	// digest of whatever the engine was loaded from (the bundle file, or the
+	// .rego files of a DirSource), for load events.
+	bundleDigest    string
+	candidateDigest string
 }
 
 // Load compiles every *.rego file under fsys except *_test.rego into one
-// prepared query for [Query]. Failures wrap [ErrCompile].
+// prepared query for [Query]. Failures wrap [ErrCompile]. Load does not run
+// the Rego tests; [LoadBundle] and the [Reloader] sources do.
 func Load(ctx context.Context, fsys fs.FS, opts Options) (*Engine, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -83,6 +91,17 @@ func Load(ctx context.Context, fsys fs.FS, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
+	e, err := compile(ctx, files, opts)
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info("policy loaded", "revision", e.revision, "modules", len(files))
+	return e, nil
+}
+
+// compile builds an Engine from the policy modules files (no tests). opts
+// must have been validated.
+func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%w: no .rego policy modules found", ErrCompile)
 	}
@@ -117,14 +136,12 @@ func Load(ctx context.Context, fsys fs.FS, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
-	e := &Engine{
+	return &Engine{
 		query:    pq,
 		revision: revision(files),
 		timeout:  opts.Timeout,
 		log:      opts.Logger,
-	}
-	e.log.Info("policy loaded", "revision", e.revision, "modules", len(files))
-	return e, nil
+	}, nil
 }
 
 // LoadDir is Load over os.DirFS(dir); it is what custos serve --policy-dir uses.
@@ -138,7 +155,15 @@ func Default(ctx context.Context, opts Options) (*Engine, error) {
 }
 
 // Revision returns "sha256:" + hex digest identifying the policy modules.
+// It depends only on the policy modules (paths and contents, not the tests),
+// so a directory and a bundle built from it have the same revision.
 func (e *Engine) Revision() string { return e.revision }
+
+// BundleDigest returns "sha256:" + hex(SHA-256 of the bundle file) when the
+// engine was loaded from a signed bundle by [LoadBundle], and "" when it was
+// loaded from a directory, an fs.FS or the embedded default policy. Audit
+// records name it next to [Engine.Revision].
+func (e *Engine) BundleDigest() string { return e.bundleDigest }
 
 // Decide evaluates the policy for in. It is fail-closed: unless the returned
 // error is nil, the Decision denies, has a reason code and no obligations.
@@ -269,15 +294,26 @@ type regoFile struct {
 // regoFiles returns the .rego files under fsys, sorted by path: the test
 // modules (*_test.rego) when tests is true, the policy modules otherwise.
 func regoFiles(fsys fs.FS, tests bool) ([]regoFile, error) {
+	all, err := allRegoFiles(fsys)
+	if err != nil {
+		return nil, err
+	}
+	policies, testFiles := splitTests(all)
+	if tests {
+		return testFiles, nil
+	}
+	return policies, nil
+}
+
+// allRegoFiles reads every .rego file under fsys (policy modules and tests)
+// in one walk, sorted by path.
+func allRegoFiles(fsys fs.FS) ([]regoFile, error) {
 	var files []regoFile
 	err := fs.WalkDir(fsys, ".", func(path string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if de.IsDir() || !strings.HasSuffix(path, ".rego") {
-			return nil
-		}
-		if strings.HasSuffix(path, "_test.rego") != tests {
 			return nil
 		}
 		b, err := fs.ReadFile(fsys, path)
@@ -292,6 +328,19 @@ func regoFiles(fsys fs.FS, tests bool) ([]regoFile, error) {
 	}
 	slices.SortFunc(files, func(a, b regoFile) int { return strings.Compare(a.path, b.path) })
 	return files, nil
+}
+
+// splitTests splits sorted files into policy modules and test modules
+// (*_test.rego), keeping the order.
+func splitTests(files []regoFile) (policies, tests []regoFile) {
+	for _, f := range files {
+		if strings.HasSuffix(f.path, "_test.rego") {
+			tests = append(tests, f)
+		} else {
+			policies = append(policies, f)
+		}
+	}
+	return policies, tests
 }
 
 // revision is "sha256:" + hex(SHA-256(path_1 || 0x00 || content_1 || 0x00 || ...))

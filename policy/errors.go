@@ -48,3 +48,60 @@ var (
 	// Reason code "unknown_obligation".
 	ErrBadObligation = errors.New("policy: obligation not understood")
 )
+
+// Bundle and reload errors. A candidate policy failing with any of them (or
+// with [ErrCompile]) is rejected: the caller keeps serving with the last good
+// engine and records the rejection ([Reloader] does both). They reach the
+// caller wrapped in a [*CandidateError] that names the rejected candidate.
+var (
+	// ErrBundle is returned by [LoadBundle] when the file is not a policy
+	// bundle custos accepts: unreadable, larger than [MaxBundleSize], not a
+	// gzipped tar of an OPA bundle, a delta bundle, or carrying data
+	// documents, Wasm or plan modules (custos evaluates Rego modules only, so
+	// it refuses what it would silently ignore).
+	ErrBundle = errors.New("policy: bad bundle")
+
+	// ErrSignature is returned by [LoadBundle] when signature verification
+	// fails: the bundle has no .signatures.json, the JWT names a key id that
+	// is not configured, the ES256 signature does not verify, a file's digest
+	// differs from the signed one, a file is not covered by the signature, a
+	// signed file is missing, or a file digest uses another algorithm than
+	// SHA-256. The bundle may have been tampered with; it must not be used.
+	ErrSignature = errors.New("policy: bundle signature verification failed")
+
+	// ErrTestsFailed is returned when the candidate policy's Rego tests
+	// (*_test.rego, shipped with the policy) fail, cannot be compiled, or do
+	// not exist where they are required. The message lists the failing tests.
+	ErrTestsFailed = errors.New("policy: policy tests failed")
+
+	// ErrKey is returned when a signing or verification key is unusable: not
+	// PEM, not an ECDSA P-256 key, an empty or duplicate key id, or when no
+	// verification key is configured at all (verification is mandatory).
+	ErrKey = errors.New("policy: bad key")
+
+	// ErrEventHook is returned by [New] and [Reloader.Reload] when
+	// ReloaderOptions.OnEvent failed for a policy_loaded event (for example
+	// the audit log could not record the load): the candidate is not swapped
+	// in, so no policy serves whose load is not on record.
+	ErrEventHook = errors.New("policy: load event not recorded")
+)
+
+// CandidateError is the error of a rejected candidate policy. It names the
+// candidate by Digest so that the rejection can be audited: for a bundle,
+// "sha256:" + hex of the bundle file; for a directory, the digest of its
+// .rego files (see [DirSource]); "" when the candidate could not be read at
+// all. Err wraps one of ErrBundle, ErrSignature, ErrCompile or
+// ErrTestsFailed (errors.Is sees through CandidateError).
+type CandidateError struct {
+	Digest string
+	Err    error
+}
+
+func (e *CandidateError) Error() string {
+	if e.Digest == "" {
+		return e.Err.Error()
+	}
+	return e.Err.Error() + " (candidate " + e.Digest + ")"
+}
+
+func (e *CandidateError) Unwrap() error { return e.Err }

@@ -35,6 +35,12 @@ func RunTests(ctx context.Context, fsys fs.FS) (TestSummary, error) {
 	if err != nil {
 		return sum, err
 	}
+	return runTests(ctx, policies, tests)
+}
+
+// runTests is RunTests over files already read.
+func runTests(ctx context.Context, policies, tests []regoFile) (TestSummary, error) {
+	var sum TestSummary
 	if len(tests) == 0 {
 		return sum, errors.New("policy: no *_test.rego files found")
 	}
