@@ -24,18 +24,52 @@
 //     "age90", "birthyear90"); a value of unexpected form becomes "***".
 //   - scrub ([OpScrub]): replace identifier patterns (phone, email, SSN, MRN,
 //     date) inside strings with tokens such as "[PHONE]".
+//   - allow ([OpAllow]): a field allow-list. Fn is a comma-separated list of
+//     JSON pointers, relative to Path, naming the elements that are kept;
+//     everything else in the value(s) Path selects is deleted, except a
+//     "resourceType" member of those values. For example
+//     {Op: "allow", Path: "", Fn: "/gender,/birthDate,/address/*/state"}
+//     keeps resourceType, gender, birthDate and the state of every address
+//     of a FHIR resource. A listed pointer keeps its whole subtree; "*"
+//     selects every array element; an index segment never selects an array
+//     element (so a list is idempotent); an object keeps its listed members
+//     and stays, possibly empty; a scalar or array where members were listed
+//     is deleted. It is the minimum-necessary form: what a role may see,
+//     rather than what it may not, so an element the policy author did not
+//     foresee is withheld rather than released.
 //
 // Paths are RFC 6901 JSON pointers, with one extension: a segment "*" selects
 // every element of an array (it matches a member literally named "*" when it
 // meets an object). A path that does not resolve is a no-op, not an error.
-// Obligations are applied in the order given.
+// Obligations are applied in the order given: obligations before an allow
+// see the whole document, obligations after it see only what it kept.
+//
+// An obligation is the triple op, path, fn of strings (JSON keys "op",
+// "path", "fn"), which is exactly what the policy emits and the policy
+// package decodes; [Obligation.String] renders it as op:path[:fn] for the
+// audit log, e.g. "allow::/gender,/birthDate".
 //
 // # Mapping to HL7 ObligationPolicy
 //
-// The HL7 v3 ObligationPolicy code system (used in FHIR security labels) has
-// REDACT, MASK and DEID. remove corresponds to REDACT, mask to MASK, and
-// generalize and scrub together implement DEID (HIPAA Safe Harbor,
-// 45 CFR 164.514(b)(2)).
+// Every op maps to one code of the HL7 v3 ObligationPolicy value set (code
+// system [HL7CodeSystem], http://terminology.hl7.org/CodeSystem/v3-ActCode),
+// returned by [Obligation.HL7Code]:
+//
+//	op          fn                          HL7 code  HL7 meaning
+//	remove      ""                          REDACT    remove information the user may not see
+//	mask        "", last4                   MASK      render information unreadable
+//	generalize  year, zip3, age90,          DEID      strip data that would identify the subject
+//	            birthyear90
+//	scrub       "" or phone,email,ssn,      DEID      strip data that would identify the subject
+//	            mrn,date
+//	allow       /ptr,/ptr,...               MINEC     limit disclosure to the minimum necessary
+//
+// generalize and scrub implement the HIPAA Safe Harbor transformations of
+// 45 CFR 164.514(b)(2) (dates to year, ZIP to ZIP3 with the restricted ZIP3
+// list, ages over 89 to 90+, identifier patterns in free text); allow
+// implements minimum necessary, 164.514(d). A Safe Harbor profile combines
+// them: the default policy's HRESCH obligations generalize dates and ZIPs,
+// remove the known identifier elements and end with an allow-list.
 //
 // # Invariants
 //
@@ -49,7 +83,7 @@
 //   - An unknown op, a malformed path or an unknown fn is an error
 //     ([ErrUnknownOp], [ErrBadPath], [ErrBadFn]) before anything is applied,
 //     so a policy can never ask for a minimization that would silently be
-//     skipped.
+//     skipped. Every op that validates has an HL7 code.
 //   - Generalization fails closed: a value that is not of the expected form
 //     is replaced with "***" rather than passed through.
 //   - Errors never contain payload content (it may be PHI); they name the
@@ -60,7 +94,8 @@
 // Scrubbing is pattern based. It removes the identifier formats listed on
 // [ScrubString] and nothing else: a name in free text, or an identifier in a
 // format it does not know, survives. Policies that need Safe Harbor on
-// structured data should remove or generalize the FHIR elements that carry
-// identifiers and use scrub for free text. Object member names are not
-// scrubbed, only values.
+// structured data should generalize the FHIR elements they keep and end
+// with an allow-list, rather than rely on scrub; free text that may hold
+// names cannot be made Safe Harbor by scrub alone. Object member names are
+// not scrubbed, only values.
 package minimize

@@ -131,7 +131,7 @@ func (o Obligation) Validate() error {
 			return o.errorf(ErrBadFn)
 		}
 	case OpAllow:
-		if _, err := parseAllowFn(o.Fn); err != nil {
+		if !validAllowFn(o.Fn) {
 			return o.errorf(ErrBadFn)
 		}
 	}

@@ -57,7 +57,17 @@ billing_obligations := {
 	],
 }
 
-# Research (HRESCH): HIPAA Safe Harbor style de-identification.
+# Research (HRESCH): HIPAA Safe Harbor de-identification (45 CFR
+# 164.514(b)(2)). A researcher's obligations for a type are
+# research_obligations[type] (generalize the dates and ZIP codes researchers
+# keep, remove the known identifier elements) followed by one allow-list
+# obligation built from research_allow[type], which keeps only the elements
+# named there: identifiers the removal lists do not foresee (resource ids,
+# references such as "Patient/<id>", extensions, free text) are withheld.
+# A type with removals but no allow-list is denied (no grant).
+# Free-text notes, PDF reports and images are not research types: names in
+# free text cannot be found by patterns, and binary content cannot be
+# minimized, so Safe Harbor cannot be met for them.
 research_patient_obligations := [
 	{"op": "remove", "path": "/meta"},
 	{"op": "remove", "path": "/name"},
@@ -112,13 +122,74 @@ research_clinical_obligations := [
 	{"op": "remove", "path": "/hospitalization"},
 ]
 
+research_coverage_obligations := [
+	{"op": "remove", "path": "/meta"},
+	{"op": "remove", "path": "/text"},
+	{"op": "remove", "path": "/identifier"},
+	{"op": "remove", "path": "/subscriberId"},
+	{"op": "remove", "path": "/subscriber"},
+	{"op": "remove", "path": "/policyHolder"},
+	{"op": "remove", "path": "/beneficiary"},
+	{"op": "remove", "path": "/dependent"},
+	{"op": "remove", "path": "/payor"},
+	{"op": "remove", "path": "/class"},
+	{"op": "remove", "path": "/contract"},
+	{"op": "generalize", "path": "/period/start", "fn": "year"},
+	{"op": "generalize", "path": "/period/end", "fn": "year"},
+]
+
 research_obligations := {
 	"patient": research_patient_obligations,
 	"observation": research_clinical_obligations,
 	"condition": research_clinical_obligations,
 	"medicationrequest": research_clinical_obligations,
 	"encounter": research_clinical_obligations,
+	"coverage": research_coverage_obligations,
 }
+
+# What a researcher may see of each type (JSON pointers; "*" is every array
+# element; resourceType is always kept). Every date element listed here is
+# generalized to the year (birthDate: to the year, or "90+" over age 89) and
+# every ZIP to ZIP3 by research_obligations before the allow-list applies.
+# Not listed, hence withheld, for every type: id, meta, text, identifier,
+# extension, contained, every Reference (subject, patient, encounter,
+# performer, requester, recorder, participant, beneficiary, payor, ...),
+# notes, free-text strings (valueString, dosage text), ages (onsetAge).
+research_allow := {
+	"patient": [
+		"/gender", "/birthDate", "/deceasedBoolean",
+		"/address/*/state", "/address/*/postalCode", "/address/*/country",
+		"/communication/*/language",
+	],
+	"observation": [
+		"/status", "/category", "/code", "/effectiveDateTime", "/issued",
+		"/valueQuantity", "/valueCodeableConcept", "/valueBoolean", "/valueInteger",
+		"/interpretation", "/bodySite", "/method",
+		"/referenceRange/*/low", "/referenceRange/*/high",
+		"/component/*/code", "/component/*/valueQuantity", "/component/*/valueCodeableConcept",
+	],
+	"condition": [
+		"/clinicalStatus", "/verificationStatus", "/category", "/severity", "/code", "/bodySite",
+		"/onsetDateTime", "/abatementDateTime", "/recordedDate",
+	],
+	"medicationrequest": [
+		"/status", "/intent", "/category", "/priority", "/medicationCodeableConcept", "/authoredOn",
+		"/reasonCode", "/courseOfTherapyType",
+		"/dosageInstruction/*/timing/code", "/dosageInstruction/*/timing/repeat/frequency",
+		"/dosageInstruction/*/timing/repeat/period", "/dosageInstruction/*/timing/repeat/periodUnit",
+		"/dosageInstruction/*/route", "/dosageInstruction/*/doseAndRate/*/doseQuantity",
+		"/dosageInstruction/*/asNeededBoolean",
+	],
+	"encounter": [
+		"/status", "/class", "/type", "/serviceType", "/priority",
+		"/period/start", "/period/end", "/length", "/reasonCode",
+	],
+	"coverage": ["/status", "/type", "/relationship", "/period/start", "/period/end"],
+}
+
+# The allow-list obligation of a research type; undefined for a type without
+# an allow-list.
+research_allow_obligation(typ) := {"op": "allow", "path": "", "fn": concat(",", research_allow[typ])}
 
 # ---------------------------------------------------------------------------
 # Entry point.
@@ -244,7 +315,10 @@ grant := {"reason": "billing_payment", "obligations": obs} if {
 grant := {"reason": "research_deidentified", "obligations": obs} if {
 	input.purpose_of_use == "HRESCH"
 	input.principal.roles[_] == "researcher"
-	obs := research_obligations[input.resource.type]
+	obs := array.concat(
+		research_obligations[input.resource.type],
+		[research_allow_obligation(input.resource.type)],
+	)
 }
 
 # Why no grant applied, reported only when the decision is a deny.
