@@ -365,6 +365,7 @@ func (l *Log) appendTx(tx *bolt.Tx, e *Entry, eventID string, out *Record) error
 		Node:     l.opts.Node,
 		PrevHash: hex.EncodeToString(h.hash[:]),
 	}
+	r.Input = nil // context, not evidence: stored aside below, never encoded
 	canon := Encode(r)
 	sum := hashRaw(canon)
 	r.Hash = hex.EncodeToString(sum[:])
@@ -377,6 +378,11 @@ func (l *Log) appendTx(tx *bolt.Tx, e *Entry, eventID string, out *Record) error
 	}
 	if err := hashes.Put(key, sum[:]); err != nil {
 		return err
+	}
+	if len(e.Input) > 0 {
+		if err := putInput(tx, key, e.Input); err != nil {
+			return err
+		}
 	}
 	// Merkle leaf seq-1 and the interior nodes it completes.
 	if tree.Get(treeKey(tlog.StoredHashIndex(0, int64(h.seq)))) != nil {
@@ -570,6 +576,9 @@ func validateEntry(e *Entry) error {
 			}
 		}
 	}
+	if err := validateInput(e.Input); err != nil {
+		return err
+	}
 	for _, k := range e.Keys {
 		if k == "" {
 			return fmt.Errorf("%w: an element of Keys is empty", ErrBadEntry)
@@ -598,5 +607,6 @@ func cloneEntry(e Entry) Entry {
 	e.Digests = slices.Clone(e.Digests)
 	e.Obligations = slices.Clone(e.Obligations)
 	e.Keys = slices.Clone(e.Keys)
+	e.Input = slices.Clone(e.Input)
 	return e
 }

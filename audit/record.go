@@ -59,6 +59,16 @@ type Entry struct {
 	Obligations    []string  // obligations applied, in their compact string form ("remove:/name")
 	Dev            bool      // served with ephemeral dev keys (--dev)
 	Keys           []string  // secret key versions in force, "name=ref" (see below); Append sorts a copy
+
+	// Input is the policy input the audited decision evaluated (JSON, with
+	// every patient id already replaced by its Pseudonym), kept for replay
+	// against a candidate policy (custos policy impact). It is context, not
+	// evidence: it is NOT part of the canonical record, its hash or the
+	// Merkle tree; Append stores it aside, in the same transaction, and the
+	// returned Record has Input nil (see Log.Inputs and inputs.go). Empty
+	// means none is stored. It must be valid JSON of at most MaxInputSize
+	// bytes (ErrBadEntry).
+	Input []byte
 }
 
 // Record is a committed Entry: what is stored, hashed and chained.

@@ -238,7 +238,11 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		r = store.Resource{URI: uri, MIMEType: u.MIMEType(), Labels: store.Labels{Tenant: u.Tenant, Patient: u.Patient, Type: u.Type}}
 	}
 
-	d, derr := s.decide(ctx, id, policy.NewSubject(id.Principal), policy.ActionRead, r)
+	in := policy.Input{Subject: policy.NewSubject(id.Principal), PurposeOfUse: id.PurposeOfUse, Action: policy.ActionRead, Resource: resourceInput(r)}
+	d, derr := s.decideInput(ctx, in, r)
+	// The input as evaluated, recorded (pseudonymized) with the decision
+	// for replay against a candidate policy (custos policy impact).
+	in.Principal, in.Subject = id.Principal, nil
 	if d.ID != "" {
 		e.DecisionID = d.ID
 	}
@@ -255,14 +259,14 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 			e.Reason += ",not_found"
 		}
 		s.log.Error("policy could not decide; request refused", "decision", d.ID, "err", derr)
-		if _, aerr := s.commit(ctx, e); aerr != nil {
+		if _, aerr := s.commitInput(ctx, e, &in); aerr != nil {
 			return nil, aerr
 		}
 		return nil, refused("access decision unavailable: request refused")
 	}
 	if !found {
 		e.Outcome, e.Reason = audit.OutcomeDeny, "not_found"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
+		if _, aerr := s.commitInput(ctx, e, &in); aerr != nil {
 			return nil, aerr
 		}
 		return nil, notFound(uri)
@@ -272,7 +276,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		if e.Reason == "" {
 			e.Reason = "denied"
 		}
-		if _, aerr := s.commit(ctx, e); aerr != nil {
+		if _, aerr := s.commitInput(ctx, e, &in); aerr != nil {
 			return nil, aerr
 		}
 		return nil, notFound(uri)
@@ -281,7 +285,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		e.Obligations = append(e.Obligations, o.String())
 	}
 	e.Outcome = audit.OutcomeAllow
-	rec, err := s.commit(ctx, e)
+	rec, err := s.commitInput(ctx, e, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +327,8 @@ func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResource
 		}
 		return nil, invalidParams("invalid cursor: templates are served in one page")
 	}
-	d, derr := s.cfg.Policy.Decide(ctx, policy.Input{Principal: id.Principal, PurposeOfUse: id.PurposeOfUse, Action: policy.ActionTemplates})
+	in := policy.Input{Principal: id.Principal, PurposeOfUse: id.PurposeOfUse, Action: policy.ActionTemplates}
+	d, derr := s.cfg.Policy.Decide(ctx, in)
 	e.DecisionID = d.ID
 	if d.Revision != "" {
 		e.PolicyRevision = d.Revision
@@ -338,7 +343,7 @@ func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResource
 	default:
 		e.Outcome = audit.OutcomeAllow
 	}
-	if _, err := s.commit(ctx, e); err != nil {
+	if _, err := s.commitInput(ctx, e, &in); err != nil {
 		return nil, err
 	}
 	switch e.Outcome {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -208,7 +209,13 @@ func (s *Server) entry(id Identity, action string) audit.Entry {
 // returns e with no identifiers at all, outcome error and (unless e was
 // already a refusal with its own reason) reason audit_key_unavailable, and
 // the error: the caller writes that record and refuses the request.
-func (s *Server) pseudonymize(ctx context.Context, e audit.Entry) (audit.Entry, error) {
+//
+// If in is not nil (a read or templates request that reached a decision),
+// e.Input becomes the JSON of in with every patient id replaced under the
+// same key (see pseudonymInput), for replay by custos policy impact; without
+// the key no input is recorded.
+func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Input) (audit.Entry, error) {
+	e.Input = nil
 	k, err := s.cfg.Keys.AuditKey(ctx)
 	if err != nil {
 		e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{}
@@ -233,7 +240,45 @@ func (s *Server) pseudonymize(ctx context.Context, e audit.Entry) (audit.Entry, 
 		}
 	}
 	e.Keys = append(keys, "audit-hmac="+k.ID)
+	if in != nil {
+		b, err := json.Marshal(pseudonymInput(k.Bytes, *in))
+		if err != nil { // cannot happen for strings and slices; record without it
+			s.log.Error("cannot encode the decision input; recorded without it", "action", e.Action, "err", err)
+		} else {
+			e.Input = b
+		}
+	}
 	return e, nil
+}
+
+// pseudonymInput is the policy input in as recorded for replay: the
+// principal's attributes in full (Subject, which has no JSON form, is
+// replaced by Principal), with every patient id — principal.patients,
+// resource.patient and the patient segment of resource.uri — replaced by
+// audit.Pseudonym(key, id). The same key maps equal ids to equal
+// pseudonyms, so the policy's equality tests (care relationship) decide a
+// replayed input as they decided the original. Nil lists become [], as the
+// policy saw them.
+func pseudonymInput(key []byte, in policy.Input) policy.Input {
+	p := in.Principal
+	p.Roles = nonNil(p.Roles)
+	ps := make([]string, len(p.Patients))
+	for i, id := range p.Patients {
+		ps[i] = audit.Pseudonym(key, id)
+	}
+	p.Patients = ps
+	out := policy.Input{Principal: p, PurposeOfUse: in.PurposeOfUse, Action: in.Action}
+	if r := in.Resource; r != nil {
+		rc := *r
+		rc.Sensitivity, rc.Consent = nonNil(r.Sensitivity), nonNil(r.Consent)
+		rc.URI = pseudonymURI(key, r.URI)
+		if r.Patient != "" {
+			rc.URI = strings.ReplaceAll(rc.URI, r.Patient, audit.Pseudonym(key, r.Patient))
+			rc.Patient = audit.Pseudonym(key, r.Patient)
+		}
+		out.Resource = &rc
+	}
+	return out
 }
 
 // pseudonymURI is uri with every occurrence of its patient id (the
@@ -270,7 +315,13 @@ func (s *Server) refuseStale(ctx context.Context, id Identity, method string, re
 // hashes (see pseudonymize). On failure it logs the cause (no PHI) and
 // returns the error the client sees: nothing is released.
 func (s *Server) commit(ctx context.Context, e audit.Entry) (audit.Record, error) {
-	e, kerr := s.pseudonymize(ctx, e)
+	return s.commitInput(ctx, e, nil)
+}
+
+// commitInput is commit for a request that reached a policy decision on in:
+// the record's decision input (Entry.Input) is in, pseudonymized.
+func (s *Server) commitInput(ctx context.Context, e audit.Entry, in *policy.Input) (audit.Record, error) {
+	e, kerr := s.pseudonymize(ctx, e, in)
 	rec, err := s.cfg.Audit.Append(ctx, e)
 	if err == nil && kerr != nil {
 		// The refusal itself is on record (without identifiers).
@@ -291,7 +342,7 @@ func (s *Server) commit(ctx context.Context, e audit.Entry) (audit.Record, error
 func (s *Server) auditFailure(ctx context.Context, e audit.Entry, reason string, err error) error {
 	e.Outcome = audit.OutcomeError
 	e.Reason = reason
-	e, _ = s.pseudonymize(ctx, e) // without the key: recorded without identifiers
+	e, _ = s.pseudonymize(ctx, e, nil) // without the key: recorded without identifiers; the decision's input is on the allow record
 	if _, aerr := s.cfg.Audit.Append(ctx, e); aerr != nil {
 		s.log.Error("audit append of failure record failed", "action", e.Action, "reason", reason, "err", aerr)
 	}
@@ -311,9 +362,14 @@ func resourceInput(r store.Resource) *policy.Resource {
 //
 // subj is id.Principal converted once per request (policy.NewSubject).
 func (s *Server) decide(ctx context.Context, id Identity, subj *policy.Subject, action policy.Action, r store.Resource) (policy.Decision, error) {
-	d, err := s.cfg.Policy.Decide(ctx, policy.Input{
+	return s.decideInput(ctx, policy.Input{
 		Subject: subj, PurposeOfUse: id.PurposeOfUse, Action: action, Resource: resourceInput(r),
-	})
+	}, r)
+}
+
+// decideInput is decide on an input already built from r.
+func (s *Server) decideInput(ctx context.Context, in policy.Input, r store.Resource) (policy.Decision, error) {
+	d, err := s.cfg.Policy.Decide(ctx, in)
 	if err != nil {
 		d.Allow = false
 		return d, err

@@ -1,0 +1,220 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// inputsOf returns every stored input of l in [from, to], by seq.
+func inputsOf(t *testing.T, l *Log, from, to uint64) map[uint64]string {
+	t.Helper()
+	got := map[uint64]string{}
+	var last uint64
+	err := l.Inputs(context.Background(), from, to, func(seq uint64, in []byte) error {
+		if seq <= last {
+			t.Errorf("Inputs: seq %d after %d", seq, last)
+		}
+		last = seq
+		got[seq] = string(in)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Inputs(%d, %d): %v", from, to, err)
+	}
+	return got
+}
+
+func TestInputsStoredAsideNotHashed(t *testing.T) {
+	l, path := mustOpen(t, Options{})
+	ctx := context.Background()
+	plain, err := l.Append(ctx, sampleEntry(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := sampleEntry(1)
+	e.Input = []byte(`{"marker":"input-only-7f3a"}`)
+	withInput, err := l.Append(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if withInput.Input != nil {
+		t.Error("the returned Record carries Input: it must be exactly what was hashed")
+	}
+	if withInput.Hash != HashRecord(Encode(withInput)) {
+		t.Error("record hash is not the hash of its encoding")
+	}
+	if bytes.Contains(Encode(withInput), []byte("input-only-7f3a")) {
+		t.Error("the input is part of the canonical record")
+	}
+	if got := inputsOf(t, l, 1, 10); len(got) != 1 || got[2] != `{"marker":"input-only-7f3a"}` || plain.Seq != 1 {
+		t.Errorf("Inputs = %v; want only seq 2", got)
+	}
+	// The caller's buffer is copied before the (possibly delayed) commit.
+	e.Input[2] = 'X'
+	if got := inputsOf(t, l, 2, 2); got[2] != `{"marker":"input-only-7f3a"}` {
+		t.Errorf("stored input changed with the caller's slice: %q", got[2])
+	}
+	l.Close()
+
+	// Read-only: inputs are readable; the chain and tree verify (the inputs
+	// bucket is outside them).
+	ro, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if got := inputsOf(t, ro, 1, 2); len(got) != 1 {
+		t.Errorf("read-only Inputs = %v", got)
+	}
+	if sum, err := ro.Verify(ctx, func(p Problem) { t.Errorf("verify: %s", p) }); err != nil || sum.Problems != 0 {
+		t.Fatalf("Verify: %v %+v", err, sum)
+	}
+}
+
+func TestInputsRejectedEntryWritesNothing(t *testing.T) {
+	l, _ := mustOpen(t, Options{})
+	cases := map[string][]byte{
+		"not json":  []byte(`{"a":`),
+		"too large": append(append([]byte(`"`), bytes.Repeat([]byte("a"), MaxInputSize)...), '"'),
+	}
+	for name, in := range cases {
+		e := sampleEntry(0)
+		e.Input = in
+		if _, err := l.Append(context.Background(), e); !errors.Is(err, ErrBadEntry) {
+			t.Errorf("%s: Append = %v, want ErrBadEntry", name, err)
+		}
+	}
+	if seq, _ := l.Head(); seq != 0 {
+		t.Fatalf("head %d after rejected entries", seq)
+	}
+	if got := inputsOf(t, l, 1, 5); len(got) != 0 {
+		t.Fatalf("inputs stored for rejected entries: %v", got)
+	}
+}
+
+func TestInputsRangeAndChunks(t *testing.T) {
+	defer func(c uint64) { recordsChunk = c }(recordsChunk)
+	recordsChunk = 3
+	l, _ := mustOpen(t, Options{})
+	for i := 1; i <= 20; i++ {
+		e := sampleEntry(i)
+		if i%2 == 1 {
+			e.Input = []byte(strconv.Itoa(i))
+		}
+		if _, err := l.Append(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		from, to uint64
+		want     []uint64
+	}{
+		{1, 20, []uint64{1, 3, 5, 7, 9, 11, 13, 15, 17, 19}},
+		{2, 9, []uint64{3, 5, 7, 9}},
+		{4, 4, nil},
+		{19, 1000, []uint64{19}},
+	}
+	for _, c := range cases {
+		got := inputsOf(t, l, c.from, c.to)
+		if len(got) != len(c.want) {
+			t.Errorf("Inputs(%d, %d) = %v; want seqs %v", c.from, c.to, got, c.want)
+			continue
+		}
+		for _, s := range c.want {
+			if got[s] != strconv.FormatUint(s, 10) {
+				t.Errorf("Inputs(%d, %d)[%d] = %q", c.from, c.to, s, got[s])
+			}
+		}
+	}
+	for _, r := range [][2]uint64{{0, 5}, {5, 4}} {
+		if err := l.Inputs(context.Background(), r[0], r[1], func(uint64, []byte) error { return nil }); !errors.Is(err, ErrOutOfRange) {
+			t.Errorf("Inputs(%d, %d) = %v, want ErrOutOfRange", r[0], r[1], err)
+		}
+	}
+	stop := errors.New("stop")
+	n := 0
+	err := l.Inputs(context.Background(), 1, 20, func(uint64, []byte) error { n++; return stop })
+	if !errors.Is(err, stop) || n != 1 {
+		t.Errorf("fn error: %v after %d calls", err, n)
+	}
+}
+
+// TestInputsPairedUnderGroupCommit: concurrent Appends share commits (and
+// bbolt may rerun a batch); every stored input sits under its own record.
+func TestInputsPairedUnderGroupCommit(t *testing.T) {
+	l, _ := mustOpen(t, Options{})
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			e := sampleEntry(i)
+			e.Reason = fmt.Sprintf("r%d", i)
+			e.Input = fmt.Appendf(nil, `"r%d"`, i)
+			if _, err := l.Append(context.Background(), e); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	got := inputsOf(t, l, 1, 64)
+	if len(got) != 64 {
+		t.Fatalf("%d inputs for 64 records", len(got))
+	}
+	err := l.Records(context.Background(), 1, 64, func(seq uint64, canon []byte) error {
+		r, err := Decode(canon)
+		if err != nil {
+			return err
+		}
+		if got[seq] != `"`+r.Reason+`"` {
+			t.Errorf("seq %d: record %s has input %s", seq, r.Reason, got[seq])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestInputsNeverOverwritten: an input already stored past the head (the
+// buckets disagree with meta) stops the append instead of replacing it.
+func TestInputsNeverOverwritten(t *testing.T) {
+	l, path := mustOpen(t, Options{})
+	if _, err := l.Append(context.Background(), sampleEntry(0)); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketInputs)
+		if err != nil {
+			return err
+		}
+		return b.Put(seqKey(2), []byte(`"planted"`))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Open(path, Options{Node: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	e := sampleEntry(1)
+	e.Input = []byte(`"new"`)
+	if _, err := l2.Append(context.Background(), e); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Append over a planted input = %v, want ErrCorrupt", err)
+	}
+	if got := inputsOf(t, l2, 1, 5); got[2] != `"planted"` {
+		t.Fatalf("input overwritten: %v", got)
+	}
+}

@@ -1,0 +1,412 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/policy/impact"
+	custosrego "github.com/custos-mcp/custos/rego"
+)
+
+func newPolicyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Test, check, explain and assess authorization policies before rollout",
+		Long: `policy helps a security team change the Rego authorization policy safely
+(docs/policy.md):
+
+  custos policy test [DIR]            run the Rego unit tests, with coverage
+  custos policy check DIR             compile as the server does and check the
+                                      decision schema on built-in example inputs
+  custos policy eval --input FILE     explain one decision: allow/deny, reasons,
+                                      obligations and the rules that fired
+  custos policy impact --candidate DIR --data-dir D
+                                      replay recently audited decisions against a
+                                      candidate policy: what would change?
+
+A policy directory holds .rego files (package custos.authz, rule decision)
+and their *_test.rego tests; without a directory the built-in default policy
+is used where that makes sense.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("policy needs a subcommand: test, check, eval or impact")
+		},
+	}
+	cmd.AddCommand(newPolicyTestCmd(), newPolicyCheckCmd(), newPolicyEvalCmd(), newPolicyImpactCmd())
+	return cmd
+}
+
+// policyFS is the policy directory dir, or the built-in default policy.
+func policyFS(dir string) (fs.FS, string, error) {
+	if dir == "" {
+		return custosrego.FS, "the built-in default policy", nil
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, "", fmt.Errorf("policy directory: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, "", usagef("%s is not a directory", dir)
+	}
+	return os.DirFS(dir), dir, nil
+}
+
+func newPolicyTestCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "test [DIR]",
+		Short: "Run the Rego unit tests of a policy, with coverage",
+		Long: `test runs every test_* rule of the *_test.rego files under DIR (default: the
+built-in policy) against the policy modules under DIR, with OPA's tester, and
+prints one line per test and the share of policy lines the tests evaluated
+(coverage of the policy modules, tests excluded). It exits 1 if any test fails
+or errors, or if there are no tests: a policy without tests is not ready.
+
+Tests may use any builtin; strict builtin errors are on, as in the server.
+
+Examples:
+  custos policy test                     the built-in policy
+  custos policy test ./policies          your policy and its tests
+  custos policy test ./policies --json   machine-readable results and coverage`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usagef("test takes at most one DIR")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := ""
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			fsys, name, err := policyFS(dir)
+			if err != nil {
+				return err
+			}
+			rep, err := policy.RunTestsCoverage(cmd.Context(), fsys)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if err := writeJSON(out, rep); err != nil {
+					return err
+				}
+			} else {
+				for _, r := range rep.Results {
+					line := fmt.Sprintf("%-7s %s.%s", r.Outcome, strings.TrimPrefix(r.Package, "data."), r.Name)
+					if r.Outcome != "PASS" && r.Location != "" {
+						line += " (" + r.Location + ")"
+					}
+					if r.Error != "" {
+						line += ": " + r.Error
+					}
+					fmt.Fprintln(out, line)
+				}
+				fmt.Fprintf(out, "\n%s: %d passed, %d failed; coverage %.1f%% of policy lines\n", name, rep.Passed, rep.Failed, rep.Coverage)
+			}
+			if rep.Failed > 0 {
+				return exitError{code: 1, err: fmt.Errorf("%d of %d policy tests failed", rep.Failed, rep.Passed+rep.Failed)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results and coverage as JSON")
+	return cmd
+}
+
+func newPolicyCheckCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "check DIR",
+		Short: "Compile a policy as the server does and check its decisions' schema",
+		Long: `check compiles the .rego files under DIR exactly as 'custos serve --policy-dir'
+does (Rego v1; http.send, net.* and opa.runtime removed; strict builtin
+errors), then decides a set of built-in example inputs — a clinician read and
+list, a note, a billing read, a researcher read, an outsider, templates, a
+request without purpose of use — and checks that every decision has the
+schema the server accepts:
+
+  {"allow": bool, "reasons": [string], "obligations": [{"op", "path", "fn"?}]}
+
+with obligations the minimizer understands. A denial is fine; a decision the
+server would have to reject (wrong shape, undefined, evaluation error,
+unknown obligation) fails the check for that example. It exits 1 on any
+failure. It does not run the Rego tests: see 'custos policy test'.
+
+Examples:
+  custos policy check ./policies
+  custos policy check ./policies --json`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 || args[0] == "" {
+				return usagef("check takes exactly one policy DIR")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, _, err := policyFS(args[0]); err != nil {
+				return err
+			}
+			eng, err := policy.LoadDir(cmd.Context(), args[0], policy.Options{})
+			if err != nil {
+				return err
+			}
+			res := policy.Check(cmd.Context(), eng)
+			failed := 0
+			for _, r := range res {
+				if !r.OK {
+					failed++
+				}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if err := writeJSON(out, struct {
+					Revision string               `json:"revision"`
+					Results  []policy.CheckResult `json:"results"`
+				}{eng.Revision(), res}); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(out, "compiled %s (revision %s)\n", args[0], eng.Revision())
+				for _, r := range res {
+					if !r.OK {
+						fmt.Fprintf(out, "FAIL  %s: %s\n", r.Example, r.Error)
+						continue
+					}
+					fmt.Fprintf(out, "ok    %s: %s %s%s\n", r.Example, verdict(r.Allow), strings.Join(r.Reasons, ","), obligationCount(len(r.Obligations)))
+				}
+			}
+			if failed > 0 {
+				return exitError{code: 1, err: fmt.Errorf("%d of %d examples got a decision the server would reject", failed, len(res))}
+			}
+			if !asJSON {
+				fmt.Fprintf(out, "all %d decisions have the schema the server accepts\n", len(res))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
+	return cmd
+}
+
+func verdict(allow bool) string {
+	if allow {
+		return "allow"
+	}
+	return "deny"
+}
+
+func obligationCount(n int) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return " (1 obligation)"
+	}
+	return fmt.Sprintf(" (%d obligations)", n)
+}
+
+func newPolicyEvalCmd() *cobra.Command {
+	var (
+		inputPath, dir string
+		asJSON         bool
+	)
+	cmd := &cobra.Command{
+		Use:   "eval --input FILE [--policy-dir DIR]",
+		Short: "Explain one decision: allow or deny, reasons, obligations and the rules that fired",
+		Long: `eval decides one policy input with the policy under --policy-dir (default: the
+built-in policy), compiled as the server compiles it, and explains the
+decision: allow or deny, the reason codes, the obligations (minimizations)
+and the rules of package custos.authz that fired (evaluated to true), with
+their file and line. FILE is a JSON policy input ("-" reads stdin):
+
+  {"principal": {"sub": "dr.alice", "roles": ["clinician"], "client_id": "assistant",
+                 "tenant": "general-hospital", "patients": ["7d1a3c52-..."]},
+   "purpose_of_use": "TREAT", "action": "read",
+   "resource": {"uri": "fhir://general-hospital/patients/7d1a3c52-.../observation/...",
+                "type": "observation", "patient": "7d1a3c52-...",
+                "tenant": "general-hospital", "sensitivity": [], "consent": []}}
+
+(docs/policy.md, "Input"). The exit status is 0 whether the input is allowed
+or denied, and 1 if the policy could not decide (the server would deny).
+
+Examples:
+  custos policy eval --input request.json
+  custos policy eval --input request.json --policy-dir ./policies --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if inputPath == "" {
+				return usagef("--input FILE is required (a JSON policy input; - for stdin)")
+			}
+			var raw []byte
+			var err error
+			if inputPath == "-" {
+				raw, err = io.ReadAll(cmd.InOrStdin())
+			} else {
+				raw, err = os.ReadFile(inputPath)
+			}
+			if err != nil {
+				return fmt.Errorf("input: %w", err)
+			}
+			var in policy.Input
+			dec := json.NewDecoder(strings.NewReader(string(raw)))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&in); err != nil {
+				return fmt.Errorf("input %s is not a policy input: %w", inputPath, err)
+			}
+			fsys, _, err := policyFS(dir)
+			if err != nil {
+				return err
+			}
+			eng, err := policy.Load(cmd.Context(), fsys, policy.Options{})
+			if err != nil {
+				return err
+			}
+			ex, derr := eng.Explain(cmd.Context(), in)
+			out := cmd.OutOrStdout()
+			if asJSON {
+				obs := []string{}
+				for _, o := range ex.Decision.Obligations {
+					obs = append(obs, o.String())
+				}
+				errText := ""
+				if derr != nil {
+					errText = derr.Error()
+				}
+				if err := writeJSON(out, struct {
+					Allow       bool               `json:"allow"`
+					Reasons     []string           `json:"reasons"`
+					Obligations []string           `json:"obligations"`
+					Revision    string             `json:"revision"`
+					Error       string             `json:"error,omitempty"`
+					Fired       []policy.FiredRule `json:"fired"`
+				}{ex.Decision.Allow, ex.Decision.Reasons, obs, ex.Decision.Revision, errText, ex.Fired}); err != nil {
+					return err
+				}
+			} else {
+				d := ex.Decision
+				fmt.Fprintf(out, "decision:    %s\n", strings.ToUpper(verdict(d.Allow)))
+				fmt.Fprintf(out, "reasons:     %s\n", strings.Join(d.Reasons, ", "))
+				if len(d.Obligations) == 0 {
+					fmt.Fprintln(out, "obligations: none")
+				} else {
+					fmt.Fprintln(out, "obligations:")
+					for _, o := range d.Obligations {
+						fmt.Fprintf(out, "  %s\n", o.String())
+					}
+				}
+				fmt.Fprintf(out, "revision:    %s\n", d.Revision)
+				if derr != nil {
+					fmt.Fprintf(out, "error:       %v (the server denies)\n", derr)
+				}
+				fmt.Fprintln(out, "rules that fired (package custos.authz):")
+				for _, f := range ex.Fired {
+					fmt.Fprintf(out, "  %-22s %s\n", f.Location, f.Rule)
+				}
+			}
+			if derr != nil {
+				return exitError{code: 1, err: errors.New("the policy could not decide this input")}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&inputPath, "input", "", "JSON policy input file (- for stdin)")
+	f.StringVar(&dir, "policy-dir", "", "policy directory (default: the built-in policy)")
+	f.BoolVar(&asJSON, "json", false, "print the decision and explanation as JSON")
+	return cmd
+}
+
+func newPolicyImpactCmd() *cobra.Command {
+	var (
+		candidate, dir, since, until string
+		asJSON                       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "impact --candidate DIR --data-dir D [--since T] [--until T]",
+		Short: "Replay audited decisions against a candidate policy and report what would change",
+		Long: `impact shows what a candidate policy would change before it is rolled out.
+The server stores, next to each audit record of a resources/read or
+resources/templates/list, the policy input it decided (patient ids replaced
+by their keyed hashes; docs/audit-format.md, "Decision inputs"). impact
+replays those inputs against the candidate under --candidate DIR (compiled as
+the server compiles it) and compares each result with the recorded decision:
+
+  allow→deny            the candidate would refuse what was served
+  deny→allow            the candidate would serve what was refused
+  obligations changed   both allow, with different minimizations
+  replay error          the candidate could not decide (the server would deny)
+
+It prints a summary and one line per decision that would change, or JSON
+with --json. resources/list pages are not replayed (they store no per-item
+inputs); list and read are decided by the same rules, so the reads show the
+impact. The audit log is opened read-only, next to a running server.
+--since/--until bound the record times ([since, until)). The exit status is
+0 whether or not decisions would change.
+
+Examples:
+  custos policy impact --candidate ./policies --data-dir /srv/custos
+  custos policy impact --candidate ./policies --data-dir /srv/custos --since 2026-11-01
+  custos policy impact --candidate ./policies --data-dir ./data --since 2026-11-20T08:00:00Z --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if candidate == "" {
+				return usagef("--candidate DIR is required (the policy to assess)")
+			}
+			d, err := requireDataDir(dir)
+			if err != nil {
+				return err
+			}
+			var opts impact.Options
+			if opts.Since, err = parseTime("since", since); err != nil {
+				return err
+			}
+			if opts.Until, err = parseTime("until", until); err != nil {
+				return err
+			}
+			if _, _, err := policyFS(candidate); err != nil {
+				return err
+			}
+			eng, err := policy.LoadDir(cmd.Context(), candidate, policy.Options{})
+			if err != nil {
+				return fmt.Errorf("candidate: %w", err)
+			}
+			if err := existingFile(d.audit(), "audit log"); err != nil {
+				return err
+			}
+			log, err := audit.Open(d.audit(), audit.Options{ReadOnly: true})
+			if err != nil {
+				return lockHint(err)
+			}
+			defer log.Close()
+			tick, done := progress(cmd.ErrOrStderr(), "replaying audited decisions", true)
+			opts.Progress = tick
+			rep, err := impact.Replay(cmd.Context(), eng, log, opts)
+			done()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return rep.WriteJSON(cmd.OutOrStdout())
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "candidate %s (revision %s)\n", candidate, eng.Revision())
+			return rep.WriteTable(cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&candidate, "candidate", "", "directory of the candidate policy (.rego files)")
+	f.StringVar(&dir, "data-dir", "", "data directory holding audit.db")
+	f.StringVar(&since, "since", "", "first instant to replay (RFC 3339 or YYYY-MM-DD)")
+	f.StringVar(&until, "until", "", "instant to stop before (RFC 3339 or YYYY-MM-DD)")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}

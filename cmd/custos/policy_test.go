@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/policy/impact"
+	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/store"
+	"github.com/custos-mcp/custos/store/synth"
+)
+
+// The recorded policy of the impact test is a frozen copy of the default
+// policy, and the candidate the same with billing's grant removed and one
+// research obligation dropped (package policy/impact's testdata).
+const (
+	baselinePolicy  = "../../policy/impact/testdata/baseline"
+	candidatePolicy = "../../policy/impact/testdata/candidate"
+)
+
+// TestPolicyImpactEndToEnd serves real reads through package server (real
+// catalog, real audit log, dev keys), then runs `custos policy impact` on
+// the data directory and checks what it reports.
+func TestPolicyImpactEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	seedDir := filepath.Join(dir, "synthetic")
+	if _, err := synth.Generate(ctx, seedDir, synth.Options{Patients: 4, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	d := dataDir(dir)
+	st, err := store.Open(d.catalog(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Import(ctx, seedDir, nil); err != nil {
+		t.Fatal(err)
+	}
+	log, err := audit.Open(d.audit(), audit.Options{Node: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := policy.LoadDir(ctx, baselinePolicy, policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := secrets.NewDev()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Catalog: st, Policy: eng, Audit: log, Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	for _, u := range mustPage(t, st) {
+		uris = append(uris, u.URI)
+	}
+	reads := map[string]int{}
+	for _, persona := range []string{"clinician", "billing", "researcher"} {
+		id, err := server.LoadPrincipalFile(filepath.Join(seedDir, "principals", persona+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, stop := connect(t, srv, id)
+		if _, err := cs.ListResources(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range uris {
+			if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: u}); err == nil {
+				reads[persona]++
+			}
+		}
+		stop()
+	}
+	if reads["billing"] == 0 || reads["researcher"] == 0 {
+		t.Fatalf("allowed reads %v: the fixture must give billing and research access", reads)
+	}
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"policy", "impact", "--candidate", candidatePolicy, "--data-dir", dir, "--json"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("policy impact exited %d: %s", code, stderr.String())
+	}
+	var rep impact.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, stdout.String())
+	}
+	if rep.Replayed != 3*len(uris) {
+		t.Errorf("replayed %d decisions, want %d reads", rep.Replayed, 3*len(uris))
+	}
+	if rep.Skipped != 3 {
+		t.Errorf("skipped %d, want the 3 list records", rep.Skipped)
+	}
+	if rep.Counts.AllowToDeny != reads["billing"] || rep.Counts.DenyToAllow != 0 || rep.Counts.ReplayError != 0 {
+		t.Errorf("counts %+v: want every one of the %d allowed billing reads allow→deny", rep.Counts, reads["billing"])
+	}
+	if rep.Counts.ObligationsChanged == 0 {
+		t.Errorf("counts %+v: research reads of clinical types keep /note under the candidate", rep.Counts)
+	}
+	for _, r := range rep.Rows {
+		if (r.Change == impact.ChangeAllowToDeny) != strings.Contains(r.User, "billing") {
+			t.Errorf("row %d: %s for %s", r.Seq, r.Change, r.User)
+		}
+	}
+
+	// The table, and the time filter: nothing is replayed before the reads.
+	stdout.Reset()
+	if code := run([]string{"policy", "impact", "--candidate", candidatePolicy, "--data-dir", dir}, &stdout, &stderr); code != 0 {
+		t.Fatalf("table: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "allow→deny") || !strings.Contains(stdout.String(), "HPAYMT") {
+		t.Errorf("table output:\n%s", stdout.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"policy", "impact", "--candidate", candidatePolicy, "--data-dir", dir, "--until", "2000-01-01", "--json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("--until: exit %d: %s", code, stderr.String())
+	}
+	var none impact.Report
+	if err := json.Unmarshal(stdout.Bytes(), &none); err != nil || none.Replayed != 0 || none.InRange != 0 {
+		t.Errorf("--until 2000-01-01 replayed %d of %d: %v", none.Replayed, none.InRange, err)
+	}
+
+	// No stored input holds a raw patient id.
+	raw, err := os.ReadFile(d.audit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st2, err := store.Open(d.catalog(), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	for _, r := range mustPage(t, st2) {
+		if bytes.Contains(raw, []byte(r.Labels.Patient)) {
+			t.Fatal("audit.db holds a raw patient id")
+		}
+	}
+}
+
+func mustPage(t *testing.T, st *store.Store) []store.Resource {
+	t.Helper()
+	rs, err := st.Page("", 1000)
+	if err != nil || len(rs) == 0 {
+		t.Fatalf("catalog: %d resources, %v", len(rs), err)
+	}
+	return rs
+}
+
+// connect serves srv to id over an in-memory transport.
+func connect(t *testing.T, srv *server.Server, id server.Identity) (*mcp.ClientSession, func()) {
+	t.Helper()
+	ct, stt := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.ServeStdio(ctx, stt, id)
+	}()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs, func() { cs.Close(); cancel(); <-done }
+}

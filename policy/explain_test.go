@@ -1,0 +1,57 @@
+package policy
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestExplainNamesTheRulesThatFired(t *testing.T) {
+	ctx := context.Background()
+	e, err := Default(ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outsider, clinician Input
+	for _, ex := range CheckExamples() {
+		switch ex.Name {
+		case "outsider read":
+			outsider = ex.Input
+		case "clinician read (care team)":
+			clinician = ex.Input
+		}
+	}
+	cases := []struct {
+		in        Input
+		allow     bool
+		want, not []string
+	}{
+		{clinician, true, []string{"grant", "care_relationship", "resource_decision"}, []string{"resource_denies", "known_types", "resource_decision (else)"}},
+		{outsider, false, []string{`resource_denies contains "tenant_mismatch"`, "resource_decision (else)"}, []string{"grant", "care_relationship"}},
+	}
+	for _, c := range cases {
+		ex, err := e.Explain(ctx, c.in)
+		if err != nil || ex.Decision.Allow != c.allow {
+			t.Fatalf("%s: allow=%v err=%v", c.in.Principal.Sub, ex.Decision.Allow, err)
+		}
+		rules := map[string]bool{}
+		for _, f := range ex.Fired {
+			rules[f.Rule] = true
+			if !strings.HasPrefix(f.Location, "custos/authz.rego:") {
+				t.Errorf("%s: location %q", f.Rule, f.Location)
+			}
+		}
+		for _, w := range c.want {
+			if !rules[w] {
+				t.Errorf("%s: %q did not fire; fired %v", c.in.Principal.Sub, w, ex.Fired)
+			}
+		}
+		for _, n := range c.not {
+			for r := range rules {
+				if strings.HasPrefix(r, n) {
+					t.Errorf("%s: %q reported as fired", c.in.Principal.Sub, r)
+				}
+			}
+		}
+	}
+}
