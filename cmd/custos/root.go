@@ -72,6 +72,8 @@ audit log). Only one process may open it for writing at a time.`,
 		newTokenCmd(),
 		newDemoCmd(),
 		newStoreCmd(),
+		newPolicyCmd(),
+		newBtgCmd(),
 	)
 	return root
 }

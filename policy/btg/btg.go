@@ -1,0 +1,402 @@
+package btg
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// DefaultMaxTTL caps how long a grant may last unless configured otherwise.
+const DefaultMaxTTL = 4 * time.Hour
+
+// Event kinds, also the audit actions the server writes for them.
+const (
+	KindGrant  = "btg/grant"
+	KindRevoke = "btg/revoke"
+	KindExpire = "btg/expire"
+	KindReview = "btg/review"
+)
+
+// Review verdicts.
+const (
+	VerdictAppropriate   = "appropriate"
+	VerdictInappropriate = "inappropriate"
+)
+
+var (
+	// ErrBadGrant is returned for a grant, revocation or review that is
+	// incomplete or not allowed (no reason, TTL above the cap, unknown
+	// verdict). Nothing is written.
+	ErrBadGrant = errors.New("btg: invalid")
+	// ErrNotFound is returned for an unknown grant id.
+	ErrNotFound = errors.New("btg: no such grant")
+	// ErrLocked is returned when another process holds the file longer
+	// than the timeout.
+	ErrLocked = errors.New("btg: grants file is locked by another process")
+)
+
+// Grant is one break-the-glass authorization.
+type Grant struct {
+	ID           string    `json:"id"`
+	Sub          string    `json:"sub"`
+	Patient      string    `json:"patient"`
+	Reason       string    `json:"reason"`
+	By           string    `json:"by"`
+	Created      time.Time `json:"created"`
+	Expires      time.Time `json:"expires"`
+	Revoked      time.Time `json:"revoked,omitzero"`
+	RevokedBy    string    `json:"revoked_by,omitempty"`
+	RevokeReason string    `json:"revoke_reason,omitempty"`
+	ExpiryEvent  bool      `json:"expiry_event,omitempty"` // the expiry has been put in the outbox
+	Uses         []Use     `json:"uses,omitempty"`
+	Reviews      []Review  `json:"reviews,omitempty"`
+}
+
+// Active reports whether g authorizes access at t.
+func (g Grant) Active(t time.Time) bool {
+	return g.Revoked.IsZero() && !t.Before(g.Created) && t.Before(g.Expires)
+}
+
+// Reviewed reports whether every use has been signed off (a grant with no
+// use needs no review).
+func (g Grant) Reviewed() bool {
+	if len(g.Uses) == 0 {
+		return true
+	}
+	last := g.Uses[len(g.Uses)-1].Time
+	for _, r := range g.Reviews {
+		if !r.Time.Before(last) {
+			return true
+		}
+	}
+	return false
+}
+
+// Use is one audited access made under a grant.
+type Use struct {
+	EventID string    `json:"event_id"` // the audit record's event id
+	Time    time.Time `json:"time"`
+	Action  string    `json:"action"`
+	Outcome string    `json:"outcome"`
+}
+
+// Review is the privacy officer's sign-off on a grant's uses.
+type Review struct {
+	Reviewer string    `json:"reviewer"`
+	Verdict  string    `json:"verdict"`
+	Note     string    `json:"note"`
+	Time     time.Time `json:"time"`
+}
+
+// Event is a change waiting to be written to the audit log.
+type Event struct {
+	ID      string    `json:"id"`
+	Kind    string    `json:"kind"`
+	GrantID string    `json:"grant_id"`
+	Sub     string    `json:"sub"`     // the grantee
+	Patient string    `json:"patient"` // opaque id; pseudonymized in the audit log
+	Actor   string    `json:"actor"`   // who acted: operator, reviewer, "custos" for expiry
+	Detail  string    `json:"detail"`  // reason, verdict and note
+	Time    time.Time `json:"time"`
+}
+
+// Options configure Open.
+type Options struct {
+	// Timeout for the file lock (default 2 s).
+	Timeout time.Duration
+	// MaxTTL caps grant durations (default DefaultMaxTTL).
+	MaxTTL time.Duration
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is the grants file. Each method opens and closes it.
+type Store struct {
+	path string
+	opts Options
+}
+
+var (
+	bucketGrants = []byte("grants")
+	bucketOutbox = []byte("outbox")
+	metaSeq      = []byte("outbox_seq")
+	bucketMeta   = []byte("meta")
+)
+
+// New returns the store at path (created on first write, mode 0600).
+func New(path string, opts Options) *Store {
+	if opts.Timeout == 0 {
+		opts.Timeout = 2 * time.Second
+	}
+	if opts.MaxTTL == 0 {
+		opts.MaxTTL = DefaultMaxTTL
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Store{path: path, opts: opts}
+}
+
+func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.opts.Timeout})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return ErrLocked
+		}
+		return fmt.Errorf("btg: opening %s: %w", s.path, err)
+	}
+	defer db.Close()
+	return db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketGrants, bucketOutbox, bucketMeta} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return fn(tx)
+	})
+}
+
+func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	if _, err := os.Stat(s.path); errors.Is(err, os.ErrNotExist) {
+		return nil // no grant was ever made
+	}
+	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.opts.Timeout, ReadOnly: true})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return ErrLocked
+		}
+		return fmt.Errorf("btg: opening %s: %w", s.path, err)
+	}
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketGrants) == nil {
+			return nil
+		}
+		return fn(tx)
+	})
+}
+
+func putGrant(tx *bolt.Tx, g Grant) error {
+	b, err := json.Marshal(g)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketGrants).Put([]byte(g.ID), b)
+}
+
+func getGrant(tx *bolt.Tx, id string) (Grant, error) {
+	v := tx.Bucket(bucketGrants).Get([]byte(id))
+	if v == nil {
+		return Grant{}, ErrNotFound
+	}
+	var g Grant
+	if err := json.Unmarshal(v, &g); err != nil {
+		return Grant{}, fmt.Errorf("btg: grant %s is corrupt: %w", id, err)
+	}
+	return g, nil
+}
+
+func enqueue(tx *bolt.Tx, e Event) error {
+	meta := tx.Bucket(bucketMeta)
+	var seq uint64
+	if v := meta.Get(metaSeq); len(v) == 8 {
+		seq = binary.BigEndian.Uint64(v)
+	}
+	seq++
+	k := binary.BigEndian.AppendUint64(nil, seq)
+	if err := meta.Put(metaSeq, k); err != nil {
+		return err
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketOutbox).Put(k, b)
+}
+
+// Request is what `custos btg grant` asks for.
+type Request struct {
+	Sub, Patient, Reason, By string
+	TTL                      time.Duration
+}
+
+// Grant records a new grant and its event. The reason is required and the
+// TTL may not exceed MaxTTL.
+func (s *Store) Grant(r Request) (Grant, error) {
+	r.Reason = strings.TrimSpace(r.Reason)
+	switch {
+	case r.Sub == "" || r.Patient == "" || r.By == "":
+		return Grant{}, fmt.Errorf("%w: a grant needs the user, the patient and the operator", ErrBadGrant)
+	case len(r.Reason) < 10:
+		return Grant{}, fmt.Errorf("%w: the reason is required and must say why (at least 10 characters)", ErrBadGrant)
+	case r.TTL <= 0:
+		return Grant{}, fmt.Errorf("%w: the TTL must be positive", ErrBadGrant)
+	case r.TTL > s.opts.MaxTTL:
+		return Grant{}, fmt.Errorf("%w: TTL %s exceeds the maximum %s", ErrBadGrant, r.TTL, s.opts.MaxTTL)
+	}
+	if _, err := uuid.Parse(r.Patient); err != nil {
+		return Grant{}, fmt.Errorf("%w: the patient must be an opaque patient id (UUID)", ErrBadGrant)
+	}
+	now := s.opts.Now().UTC()
+	g := Grant{ID: uuid.NewString(), Sub: r.Sub, Patient: r.Patient, Reason: r.Reason, By: r.By,
+		Created: now, Expires: now.Add(r.TTL)}
+	err := s.update(func(tx *bolt.Tx) error {
+		if err := putGrant(tx, g); err != nil {
+			return err
+		}
+		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindGrant, GrantID: g.ID, Sub: g.Sub, Patient: g.Patient,
+			Actor: r.By, Detail: fmt.Sprintf("reason=%q expires=%s", g.Reason, g.Expires.Format(time.RFC3339)), Time: now})
+	})
+	return g, err
+}
+
+// Revoke ends a grant now.
+func (s *Store) Revoke(id, by, reason string) (Grant, error) {
+	if by == "" || strings.TrimSpace(reason) == "" {
+		return Grant{}, fmt.Errorf("%w: a revocation needs the operator and a reason", ErrBadGrant)
+	}
+	now := s.opts.Now().UTC()
+	var g Grant
+	err := s.update(func(tx *bolt.Tx) error {
+		var err error
+		if g, err = getGrant(tx, id); err != nil {
+			return err
+		}
+		if !g.Revoked.IsZero() {
+			return fmt.Errorf("%w: grant %s was already revoked at %s", ErrBadGrant, id, g.Revoked.Format(time.RFC3339))
+		}
+		g.Revoked, g.RevokedBy, g.RevokeReason = now, by, strings.TrimSpace(reason)
+		if err := putGrant(tx, g); err != nil {
+			return err
+		}
+		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindRevoke, GrantID: g.ID, Sub: g.Sub, Patient: g.Patient,
+			Actor: by, Detail: fmt.Sprintf("reason=%q", g.RevokeReason), Time: now})
+	})
+	return g, err
+}
+
+// ReviewGrant records the privacy officer's sign-off on a grant's uses.
+func (s *Store) ReviewGrant(id, reviewer, verdict, note string) (Grant, error) {
+	if reviewer == "" {
+		return Grant{}, fmt.Errorf("%w: the reviewer is required", ErrBadGrant)
+	}
+	if verdict != VerdictAppropriate && verdict != VerdictInappropriate {
+		return Grant{}, fmt.Errorf("%w: verdict must be %s or %s", ErrBadGrant, VerdictAppropriate, VerdictInappropriate)
+	}
+	now := s.opts.Now().UTC()
+	var g Grant
+	err := s.update(func(tx *bolt.Tx) error {
+		var err error
+		if g, err = getGrant(tx, id); err != nil {
+			return err
+		}
+		if len(g.Uses) == 0 {
+			return fmt.Errorf("%w: grant %s has no recorded use to review", ErrBadGrant, id)
+		}
+		g.Reviews = append(g.Reviews, Review{Reviewer: reviewer, Verdict: verdict, Note: strings.TrimSpace(note), Time: now})
+		if err := putGrant(tx, g); err != nil {
+			return err
+		}
+		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindReview, GrantID: g.ID, Sub: g.Sub, Patient: g.Patient,
+			Actor: reviewer, Detail: fmt.Sprintf("verdict=%s uses=%d note=%q", verdict, len(g.Uses), strings.TrimSpace(note)), Time: now})
+	})
+	return g, err
+}
+
+// All returns every grant, newest first.
+func (s *Store) All() ([]Grant, error) {
+	var out []Grant
+	err := s.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketGrants).ForEach(func(k, v []byte) error {
+			var g Grant
+			if err := json.Unmarshal(v, &g); err != nil {
+				return fmt.Errorf("btg: grant %s is corrupt: %w", k, err)
+			}
+			out = append(out, g)
+			return nil
+		})
+	})
+	slices.SortFunc(out, func(a, b Grant) int { return b.Created.Compare(a.Created) })
+	return out, err
+}
+
+// Sync is the server's periodic step, in one transaction: it records the
+// uses made since the last step, queues an expiry event for every grant
+// whose expiry has passed, and returns the grants active now and the events
+// waiting to be audited (with their outbox keys, for Delivered).
+func (s *Store) Sync(uses map[string][]Use) (active []Grant, pending []Event, keys [][]byte, err error) {
+	now := s.opts.Now().UTC()
+	err = s.update(func(tx *bolt.Tx) error {
+		for id, us := range uses {
+			g, err := getGrant(tx, id)
+			if err != nil {
+				return err
+			}
+			g.Uses = append(g.Uses, us...)
+			if err := putGrant(tx, g); err != nil {
+				return err
+			}
+		}
+		var expired []Grant
+		err := tx.Bucket(bucketGrants).ForEach(func(_, v []byte) error {
+			var g Grant
+			if err := json.Unmarshal(v, &g); err != nil {
+				return err
+			}
+			switch {
+			case g.Active(now):
+				active = append(active, g)
+			case g.Revoked.IsZero() && !now.Before(g.Expires) && !g.ExpiryEvent:
+				expired = append(expired, g)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, g := range expired {
+			g.ExpiryEvent = true
+			if err := putGrant(tx, g); err != nil {
+				return err
+			}
+			if err := enqueue(tx, Event{ID: uuid.NewString(), Kind: KindExpire, GrantID: g.ID, Sub: g.Sub, Patient: g.Patient,
+				Actor: "custos", Detail: fmt.Sprintf("expired=%s uses=%d", g.Expires.Format(time.RFC3339), len(g.Uses)), Time: now}); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketOutbox).ForEach(func(k, v []byte) error {
+			var e Event
+			if err := json.Unmarshal(v, &e); err != nil {
+				return err
+			}
+			pending = append(pending, e)
+			keys = append(keys, slices.Clone(k))
+			return nil
+		})
+	})
+	return active, pending, keys, err
+}
+
+// Delivered removes audited events from the outbox.
+func (s *Store) Delivered(keys [][]byte) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	return s.update(func(tx *bolt.Tx) error {
+		for _, k := range keys {
+			if err := tx.Bucket(bucketOutbox).Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

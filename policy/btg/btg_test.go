@@ -1,0 +1,156 @@
+package btg
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+const patient = "0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f"
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newStore(t *testing.T) (*Store, *clock) {
+	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	return New(filepath.Join(t.TempDir(), "grants.db"), Options{MaxTTL: time.Hour, Now: c.now}), c
+}
+
+func TestGrantValidation(t *testing.T) {
+	s, _ := newStore(t)
+	for _, tc := range []struct {
+		name string
+		r    Request
+		want string
+	}{
+		{"no reason", Request{Sub: "dr", Patient: patient, By: "op", TTL: time.Minute}, "reason is required"},
+		{"short reason", Request{Sub: "dr", Patient: patient, By: "op", Reason: "er", TTL: time.Minute}, "reason is required"},
+		{"ttl over cap", Request{Sub: "dr", Patient: patient, By: "op", Reason: "cardiac arrest in ED", TTL: 2 * time.Hour}, "exceeds the maximum 1h0m0s"},
+		{"no ttl", Request{Sub: "dr", Patient: patient, By: "op", Reason: "cardiac arrest in ED"}, "must be positive"},
+		{"not an id", Request{Sub: "dr", Patient: "Jane Doe", By: "op", Reason: "cardiac arrest in ED", TTL: time.Minute}, "opaque patient id"},
+		{"no operator", Request{Sub: "dr", Patient: patient, Reason: "cardiac arrest in ED", TTL: time.Minute}, "operator"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := s.Grant(tc.r); !errors.Is(err, ErrBadGrant) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if all, err := s.All(); err != nil || len(all) != 0 {
+		t.Fatalf("refused grants were written: %v %v", all, err)
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	s, c := newStore(t)
+	g, err := s.Grant(Request{Sub: "dr-a", Patient: patient, By: "op-1", Reason: "unconscious patient in ED", TTL: 30 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, pending, keys, err := s.Sync(nil)
+	if err != nil || len(active) != 1 || active[0].ID != g.ID || len(pending) != 1 || pending[0].Kind != KindGrant {
+		t.Fatalf("after grant: active %v pending %v err %v", active, pending, err)
+	}
+	if err := s.Delivered(keys); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReviewGrant(g.ID, "po", VerdictAppropriate, "ok"); !errors.Is(err, ErrBadGrant) {
+		t.Fatalf("review without uses: %v", err)
+	}
+	c.t = c.t.Add(time.Minute)
+	uses := map[string][]Use{g.ID: {{EventID: "e1", Time: c.t, Action: "resources/read", Outcome: "allow"}}}
+	if _, pending, _, err = s.Sync(uses); err != nil || len(pending) != 0 {
+		t.Fatalf("uses: %v %v", pending, err)
+	}
+	all, _ := s.All()
+	if len(all[0].Uses) != 1 || all[0].Reviewed() {
+		t.Fatalf("grant after a use: %+v", all[0])
+	}
+	// Expiry: one event, once.
+	c.t = c.t.Add(30 * time.Minute)
+	active, pending, keys, err = s.Sync(nil)
+	if err != nil || len(active) != 0 || len(pending) != 1 || pending[0].Kind != KindExpire || !strings.Contains(pending[0].Detail, "uses=1") {
+		t.Fatalf("expiry: active %v pending %v err %v", active, pending, err)
+	}
+	s.Delivered(keys)
+	if _, pending, _, _ = s.Sync(nil); len(pending) != 0 {
+		t.Fatalf("expiry announced twice: %v", pending)
+	}
+	// Review.
+	if _, err := s.ReviewGrant(g.ID, "po", "fine", ""); !errors.Is(err, ErrBadGrant) {
+		t.Fatalf("unknown verdict: %v", err)
+	}
+	if g2, err := s.ReviewGrant(g.ID, "po", VerdictAppropriate, "documented in chart"); err != nil || !g2.Reviewed() {
+		t.Fatalf("review: %v %+v", err, g2)
+	}
+	if _, pending, _, _ = s.Sync(nil); len(pending) != 1 || pending[0].Kind != KindReview || pending[0].Actor != "po" {
+		t.Fatalf("review event: %v", pending)
+	}
+}
+
+func TestRevoke(t *testing.T) {
+	s, _ := newStore(t)
+	g, _ := s.Grant(Request{Sub: "dr-a", Patient: patient, By: "op-1", Reason: "unconscious patient in ED", TTL: 30 * time.Minute})
+	if _, err := s.Revoke(g.ID, "op-2", ""); !errors.Is(err, ErrBadGrant) {
+		t.Fatalf("revoke without reason: %v", err)
+	}
+	if _, err := s.Revoke(g.ID, "op-2", "patient stable, regular access arranged"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Revoke(g.ID, "op-2", "again"); !errors.Is(err, ErrBadGrant) {
+		t.Fatalf("second revoke: %v", err)
+	}
+	active, pending, _, _ := s.Sync(nil)
+	if len(active) != 0 || len(pending) != 2 || pending[1].Kind != KindRevoke {
+		t.Fatalf("after revoke: active %v pending %v", active, pending)
+	}
+	if _, err := s.Revoke("nope", "op", "x"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown grant: %v", err)
+	}
+}
+
+func TestLockedFile(t *testing.T) {
+	s, _ := newStore(t)
+	s.opts.Timeout = 100 * time.Millisecond
+	db, err := bolt.Open(s.path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := s.Grant(Request{Sub: "dr", Patient: patient, By: "op", Reason: "unconscious patient in ED", TTL: time.Minute}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("locked: %v", err)
+	}
+}
+
+func TestCache(t *testing.T) {
+	c := NewCache()
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	if _, ok := c.Lookup("dr", patient, now); ok {
+		t.Fatal("empty cache grants access")
+	}
+	g := Grant{ID: "g1", Sub: "dr", Patient: patient, Created: now.Add(-time.Minute), Expires: now.Add(time.Minute)}
+	c.Replace([]Grant{g})
+	if id, ok := c.Lookup("dr", patient, now); !ok || id != "g1" {
+		t.Fatalf("lookup: %q %v", id, ok)
+	}
+	if _, ok := c.Lookup("dr", patient, now.Add(2*time.Minute)); ok {
+		t.Fatal("an expired grant still works between syncs")
+	}
+	if _, ok := c.Lookup("other", patient, now); ok {
+		t.Fatal("a grant for one user works for another")
+	}
+	c.Used("g1", Use{EventID: "e1"})
+	u := c.TakeUses()
+	if len(u["g1"]) != 1 || len(c.TakeUses()) != 0 {
+		t.Fatalf("uses: %v", u)
+	}
+	c.Return(u)
+	if len(c.TakeUses()["g1"]) != 1 {
+		t.Fatal("returned uses lost")
+	}
+}

@@ -1,0 +1,25 @@
+// Package btg keeps break-the-glass grants: time-limited emergency access
+// of one user to one patient's records, with a reason, granted by an
+// operator (`custos btg grant`), used by the server for reads with purpose
+// of use ETREAT, and reviewed afterwards by the privacy officer
+// (`custos btg review`).
+//
+// The store is a bbolt file (conventionally DATA/grants.db) shared by the
+// CLI and the server. Neither holds it open: each operation opens it, does
+// one transaction and closes it, so the operator's CLI and a running server
+// take turns on the file lock. The server polls it (about once a second):
+// it loads the active grants into memory for its read path, records the
+// uses it made, and turns pending events into audit records.
+//
+// Invariants:
+//   - A grant always has a reason, a user, a patient (opaque id) and an
+//     expiry no later than its creation plus MaxTTL; it is never edited
+//     except to be revoked (once) or to record that its expiry was audited.
+//   - Every change — grant, revoke, expiry, review sign-off — is an Event in
+//     the outbox until the server has written it to the audit log; events
+//     carry ids so that a record written twice (crash between the audit
+//     append and the outbox delete) is recognizable.
+//   - Nothing here is a secret; patient ids are opaque ids. The audit log
+//     gets keyed hashes of them (the server pseudonymizes events as it does
+//     every record).
+package btg
