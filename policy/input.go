@@ -48,6 +48,16 @@ type Input struct {
 	PurposeOfUse string    `json:"purpose_of_use"` // HL7 v3 ActReason, e.g. "TREAT"; "" means missing
 	Action       Action    `json:"action"`
 	Resource     *Resource `json:"resource,omitempty"` // required for list and read
+	// BreakGlass, if set, is the active break-the-glass grant that covers
+	// the principal and the resource's patient (the server looked it up in
+	// the grants store; the policy decides what it permits).
+	BreakGlass *BreakGlass `json:"break_glass,omitempty"`
+}
+
+// BreakGlass names an active emergency-access grant.
+type BreakGlass struct {
+	Grant   string `json:"grant"`   // grant id
+	Patient string `json:"patient"` // the patient the grant covers
 }
 
 // validate checks what the engine, not the policy, requires of an Input.
@@ -96,6 +106,8 @@ var (
 	keyPatient     = ast.StringTerm("patient")
 	keySensitivity = ast.StringTerm("sensitivity")
 	keyConsent     = ast.StringTerm("consent")
+	keyBreakGlass  = ast.StringTerm("break_glass")
+	keyGrant       = ast.StringTerm("grant")
 )
 
 // value converts in to the AST value OPA evaluates, without the JSON round
@@ -127,6 +139,12 @@ func (in *Input) value() ast.Value {
 			ast.Item(keyTenant, ast.StringTerm(r.Tenant)),
 			ast.Item(keySensitivity, stringArray(r.Sensitivity)),
 			ast.Item(keyConsent, stringArray(r.Consent)),
+		)))
+	}
+	if bg := in.BreakGlass; bg != nil {
+		items = append(items, ast.Item(keyBreakGlass, ast.ObjectTerm(
+			ast.Item(keyGrant, ast.StringTerm(bg.Grant)),
+			ast.Item(keyPatient, ast.StringTerm(bg.Patient)),
 		)))
 	}
 	return ast.NewObject(items...)

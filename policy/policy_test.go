@@ -37,13 +37,14 @@ func TestRegoUnitTestsDetectMutations(t *testing.T) {
 	}
 	mutations := []struct{ name, old, new string }{
 		{"hiv needs no role", `"hiv": "sensitive:hiv"`, `"hiv": ""`},
-		{"opt-out ignored", `input.purpose_of_use != "TREAT"`, `input.purpose_of_use == "NEVER"`},
+		{"opt-out ignored", `not input.purpose_of_use in {"TREAT", "ETREAT"}`, `input.purpose_of_use == "NEVER"`},
 		{"auditor reads", `contains "auditor_no_phi_access" if input.principal.roles[_] == "auditor"`, `contains "auditor_no_phi_access" if false`},
 		{"no subscriberId mask", `{"op": "mask", "path": "/subscriberId", "fn": "last4"},`, ``},
 		{"no birthDate generalization", `{"op": "generalize", "path": "/birthDate", "fn": "birthyear90"},`, ``},
 		{"any tenant", `input.resource.tenant == input.principal.tenant`, `true`},
 		{"any patient", `input.resource.patient in input.principal.patients`, `true`},
-		{"no vip flag", `[grant.reason, "vip_patient"]`, `[grant.reason]`},
+		{"no vip flag", `array.concat(grant_reasons, ["vip_patient"])`, `grant_reasons`},
+		{"break-glass without grant", `input.break_glass.grant != ""`, `true`},
 		{"list differs from read", `decision := resource_decision if input.action in {"list", "read"}`,
 			"decision := resource_decision if input.action == \"read\"\ndecision := {\"allow\": true, \"reasons\": [], \"obligations\": []} if input.action == \"list\""},
 		{"unknown purpose allowed", `not input.purpose_of_use in known_purposes`, `false`},

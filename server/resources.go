@@ -14,6 +14,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/minimize"
 	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/store"
 )
 
@@ -238,7 +239,8 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		r = store.Resource{URI: uri, MIMEType: u.MIMEType(), Labels: store.Labels{Tenant: u.Tenant, Patient: u.Patient, Type: u.Type}}
 	}
 
-	in := policy.Input{Subject: policy.NewSubject(id.Principal), PurposeOfUse: id.PurposeOfUse, Action: policy.ActionRead, Resource: resourceInput(r)}
+	in := policy.Input{Subject: policy.NewSubject(id.Principal), PurposeOfUse: id.PurposeOfUse, Action: policy.ActionRead, Resource: resourceInput(r),
+		BreakGlass: s.breakGlass(id, r.Labels.Patient)}
 	d, derr := s.decideInput(ctx, in, r)
 	// The input as evaluated, recorded (pseudonymized) with the decision
 	// for replay against a candidate policy (custos policy impact).
@@ -288,6 +290,9 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	rec, err := s.commitInput(ctx, e, &in)
 	if err != nil {
 		return nil, err
+	}
+	if in.BreakGlass != nil && slices.Contains(d.Reasons, "break_glass") {
+		s.cfg.Grants.Used(in.BreakGlass.Grant, btg.Use{EventID: rec.EventID, Time: rec.Time, Action: ActionRead, Outcome: audit.OutcomeAllow})
 	}
 
 	// The record is durable: fetch and minimize.

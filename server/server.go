@@ -81,6 +81,10 @@ type Config struct {
 	Now func() time.Time
 	// Version is reported as the MCP server implementation version.
 	Version string
+	// Grants enables break-the-glass: reads with purpose ETREAT are decided
+	// with the active grant covering the caller and the patient, if any.
+	// nil means no grant ever applies.
+	Grants Grants
 }
 
 const (
@@ -364,6 +368,7 @@ func resourceInput(r store.Resource) *policy.Resource {
 func (s *Server) decide(ctx context.Context, id Identity, subj *policy.Subject, action policy.Action, r store.Resource) (policy.Decision, error) {
 	return s.decideInput(ctx, policy.Input{
 		Subject: subj, PurposeOfUse: id.PurposeOfUse, Action: action, Resource: resourceInput(r),
+		BreakGlass: s.breakGlass(id, r.Labels.Patient),
 	}, r)
 }
 

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/store"
@@ -67,6 +69,8 @@ type runtime struct {
 	ckpt    *checkpoint.Checkpointer
 	ckptErr chan error // receives Run's result: an integrity error is fatal
 	stopCP  context.CancelFunc
+	grants  *btg.Cache
+	stopBTG func() // stops the grants sync after a final round
 	closed  bool
 }
 
@@ -78,6 +82,9 @@ func (r *runtime) Close() error {
 	}
 	r.closed = true
 	var errs []error
+	if r.stopBTG != nil {
+		r.stopBTG() // last uses and events into the log before it closes
+	}
 	if r.ckpt != nil {
 		// The final checkpoint covers every record appended so far.
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -171,11 +178,15 @@ func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) 
 	if o.dev {
 		o.logger.Warn("DEV MODE: serving with ephemeral in-memory keys; every audit record is marked dev=true. Not for real PHI.")
 	}
+	rt.grants = btg.NewCache()
 	rt.srv, err = server.New(server.Config{
 		Catalog: rt.catalog, Policy: rt.policy, Audit: notifyingLog{rt.audit, rt.ckpt}, Keys: rt.keys,
-		PageSize: o.pageSize, Logger: o.logger, Version: version,
+		PageSize: o.pageSize, Logger: o.logger, Version: version, Grants: rt.grants,
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := rt.startGrantSync(ctx, o); err != nil {
 		return nil, err
 	}
 	o.logger.Info("ready", "policy_revision", rt.policy.Revision(), "secrets", rt.keys.Name(), "keys", rt.keys.KeyIDs(), "node", o.node)
@@ -273,5 +284,59 @@ func existingDir(path, what string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("%s %s is not a directory", what, path)
 	}
+	return nil
+}
+
+// grantSyncInterval is how often the server picks up break-the-glass grants,
+// revocations and reviews, and records uses and events.
+const grantSyncInterval = time.Second
+
+// startGrantSync loads the active break-the-glass grants and keeps them in
+// sync with D/grants.db: every second it records the uses made, loads the
+// grants active now, and writes pending grant events to the audit log.
+func (rt *runtime) startGrantSync(ctx context.Context, o runtimeOptions) error {
+	st := btg.New(o.data.grants(), btg.Options{})
+	round := func(ctx context.Context) error {
+		uses := rt.grants.TakeUses()
+		active, pending, keys, err := st.Sync(uses)
+		if err != nil {
+			rt.grants.Return(uses)
+			return err
+		}
+		rt.grants.Replace(active)
+		var done [][]byte
+		for i, ev := range pending {
+			if _, err := rt.srv.AuditGrantEvent(ctx, ev); err != nil {
+				st.Delivered(done)
+				return fmt.Errorf("auditing break-the-glass event: %w", err)
+			}
+			done = append(done, keys[i])
+		}
+		return st.Delivered(done)
+	}
+	if err := round(ctx); err != nil {
+		return fmt.Errorf("break-the-glass grants (%s): %w", o.data.grants(), err)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(grantSyncInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				if err := round(context.Background()); err != nil {
+					o.logger.Error("final break-the-glass sync failed", "err", err)
+				}
+				return
+			case <-t.C:
+				if err := round(context.Background()); err != nil {
+					o.logger.Warn("break-the-glass sync failed; retrying", "err", err)
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	rt.stopBTG = func() { once.Do(func() { close(stop); <-done }) }
 	return nil
 }

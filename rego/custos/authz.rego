@@ -280,9 +280,10 @@ resource_denies contains "sensitivity_label_unknown" if {
 	not sensitivity_roles[label]
 }
 
+# An opt-out stops every use but treatment, emergency treatment included.
 resource_denies contains "patient_opted_out" if {
 	input.resource.consent[_] == "opt-out"
-	input.purpose_of_use != "TREAT"
+	not input.purpose_of_use in {"TREAT", "ETREAT"}
 }
 
 resource_denies contains "consent_flag_unknown" if {
@@ -306,6 +307,24 @@ care_relationship if {
 	input.resource.patient in input.principal.patients
 }
 
+# Break-the-glass: a clinician with purpose ETREAT and an active grant for
+# this very patient (the server looks the grant up in the grants store and
+# passes it as input.break_glass) reads without a care relationship. The
+# grant id goes into the reasons so that every audit record of such a read
+# names it. Sensitive categories still need their role.
+grant := {"reason": "break_glass", "obligations": []} if {
+	input.purpose_of_use == "ETREAT"
+	input.principal.roles[_] == "clinician"
+	break_glass_covers
+}
+
+break_glass_covers if {
+	is_string(input.break_glass.grant)
+	input.break_glass.grant != ""
+	input.resource.patient != ""
+	input.break_glass.patient == input.resource.patient
+}
+
 grant := {"reason": "billing_payment", "obligations": obs} if {
 	input.purpose_of_use == "HPAYMT"
 	input.principal.roles[_] == "billing"
@@ -322,7 +341,13 @@ grant := {"reason": "research_deidentified", "obligations": obs} if {
 }
 
 # Why no grant applied, reported only when the decision is a deny.
-role_purpose := {"clinician": "TREAT", "billing": "HPAYMT", "researcher": "HRESCH"}
+role_purposes := {"clinician": {"TREAT", "ETREAT"}, "billing": {"HPAYMT"}, "researcher": {"HRESCH"}}
+
+no_grant_reasons contains "break_glass_grant_required" if {
+	input.purpose_of_use == "ETREAT"
+	input.principal.roles[_] == "clinician"
+	not break_glass_covers
+}
 
 no_grant_reasons contains "no_care_relationship" if {
 	input.purpose_of_use == "TREAT"
@@ -332,7 +357,8 @@ no_grant_reasons contains "no_care_relationship" if {
 
 no_grant_reasons contains "purpose_not_permitted" if {
 	some role in input.principal.roles
-	role_purpose[role] != input.purpose_of_use
+	role_purposes[role]
+	not input.purpose_of_use in role_purposes[role]
 }
 
 no_grant_reasons contains "resource_type_not_permitted" if {
@@ -353,7 +379,7 @@ no_grant_reasons contains "role_not_permitted" if {
 
 any_granting_role if {
 	some role in input.principal.roles
-	role_purpose[role]
+	role_purposes[role]
 }
 
 billing_type if billing_obligations[input.resource.type]
@@ -362,8 +388,12 @@ research_type if research_obligations[input.resource.type]
 
 # Allowed decisions about a VIP patient carry "vip_patient" so that the audit
 # record flags them for review.
-allow_reasons := [grant.reason, "vip_patient"] if {
+allow_reasons := array.concat(grant_reasons, ["vip_patient"]) if {
 	input.resource.sensitivity[_] == "vip"
+} else := grant_reasons
+
+grant_reasons := [grant.reason, concat("", ["grant=", input.break_glass.grant])] if {
+	grant.reason == "break_glass"
 } else := [grant.reason]
 
 resource_decision := {

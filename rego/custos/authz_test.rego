@@ -543,3 +543,54 @@ well_formed(d) if {
 	count(d.reasons) > 0
 	d.obligations == []
 }
+
+# --- break-the-glass ----------------------------------------------------------
+
+btg_req(p, r, grant) := object.union(req(p, "ETREAT", "read", r), {"break_glass": grant})
+
+test_break_glass_requires_a_grant if {
+	d := decide(clinician, "ETREAT", res("observation", patient_b))
+	not d.allow
+	"break_glass_grant_required" in d.reasons
+	not "purpose_not_permitted" in d.reasons
+}
+
+test_break_glass_grant_allows_the_patient_and_names_the_grant if {
+	d := authz.decision with input as btg_req(clinician, res("note", patient_b), {"grant": "g-1", "patient": patient_b})
+	d.allow
+	d.reasons == ["break_glass", "grant=g-1"]
+	d.obligations == []
+}
+
+test_break_glass_grant_covers_only_its_patient if {
+	d := authz.decision with input as btg_req(clinician, res("note", patient_a), {"grant": "g-1", "patient": patient_b})
+	not d.allow
+	"break_glass_grant_required" in d.reasons
+}
+
+test_break_glass_needs_the_clinician_role if {
+	d := authz.decision with input as btg_req(billing, res("note", patient_b), {"grant": "g-1", "patient": patient_b})
+	not d.allow
+}
+
+test_break_glass_empty_grant_id_is_no_grant if {
+	d := authz.decision with input as btg_req(clinician, res("note", patient_b), {"grant": "", "patient": patient_b})
+	not d.allow
+}
+
+test_break_glass_overrides_opt_out_but_not_sensitive_categories if {
+	optout := object.union(res("observation", patient_b), {"consent": ["opt-out"]})
+	d1 := authz.decision with input as btg_req(clinician, optout, {"grant": "g-1", "patient": patient_b})
+	d1.allow
+	hiv := object.union(res("observation", patient_b), {"sensitivity": ["hiv"]})
+	d2 := authz.decision with input as btg_req(clinician, hiv, {"grant": "g-1", "patient": patient_b})
+	not d2.allow
+	"sensitive_category_requires_role" in d2.reasons
+}
+
+test_break_glass_vip_is_flagged if {
+	vip := object.union(res("patient", patient_b), {"sensitivity": ["vip"]})
+	d := authz.decision with input as btg_req(clinician, vip, {"grant": "g-1", "patient": patient_b})
+	d.allow
+	d.reasons == ["break_glass", "grant=g-1", "vip_patient"]
+}
