@@ -2,6 +2,9 @@ package policy
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -45,4 +48,121 @@ func BenchmarkDecideParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// listPage100 is a realistic 100-item list page for a clinician with a care
+// relationship to 40 patients in a tenant of 100: mixed resource types, some
+// patients outside the care team, a few HIV- and VIP-labelled resources and
+// opted-out patients, as the catalog scan in server/resources.go sees them.
+func listPage100() (Principal, []*Resource) {
+	types := []string{"patient", "observation", "observation", "condition", "medicationrequest",
+		"encounter", "coverage", "note", "report", "image"}
+	var patients, careTeam []string
+	for i := range 100 {
+		p := fmt.Sprintf("7d1a3c52-0b8e-4f57-9a77-%012d", i)
+		patients = append(patients, p)
+		if i%5 < 2 {
+			careTeam = append(careTeam, p)
+		}
+	}
+	var page []*Resource
+	for i := range 100 {
+		r := resource(types[i%len(types)], patients[(i*7)%len(patients)])
+		r.URI = fmt.Sprintf("%s-%d", r.URI, i)
+		switch {
+		case i%17 == 0:
+			r.Sensitivity = []string{"hiv"}
+		case i%23 == 0:
+			r.Sensitivity = []string{"vip"}
+		case i%29 == 0:
+			r.Consent = []string{"opt-out"}
+		}
+		page = append(page, r)
+	}
+	p := principal("dr.alice", "clinician")
+	p.Patients = careTeam
+	return p, page
+}
+
+// BenchmarkListFilter100 decides one 100-item list page with the default
+// policy: one engine and one Subject for the whole page, as a list request
+// uses them. One op is the whole page (target ≤ 2 ms).
+func BenchmarkListFilter100(b *testing.B) {
+	e := mustDefault(b)
+	ctx := context.Background()
+	p, page := listPage100()
+	for _, tc := range []struct {
+		name    string
+		p       Principal
+		purpose string
+	}{
+		{"clinician", p, "TREAT"},
+		{"researcher", func() Principal { r := researcher; r.Patients = p.Patients; return r }(), "HRESCH"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			allowed := 0
+			for _, r := range page {
+				d, err := e.Decide(ctx, Input{Subject: NewSubject(tc.p), PurposeOfUse: tc.purpose, Action: ActionList, Resource: r})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if d.Allow {
+					allowed++
+				}
+			}
+			if allowed == 0 || allowed == len(page) {
+				b.Fatalf("%d of %d allowed; the page should mix allowed and denied items", allowed, len(page))
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				subj := NewSubject(tc.p)
+				for _, r := range page {
+					if _, err := e.Decide(ctx, Input{Subject: subj, PurposeOfUse: tc.purpose, Action: ActionList, Resource: r}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDecideDuringReload measures decisions through a Reloader while
+// another goroutine reloads the policy continuously.
+func BenchmarkDecideDuringReload(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	dir := b.TempDir()
+	for p, c := range defaultPolicyFilesTB(b) {
+		path := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(c), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// AllowNoTests is irrelevant here (the tests ship); the default policy's
+	// tests are exercised by TestRegoUnitTests.
+	r, err := New(ctx, DirSource{Dir: dir}, ReloaderOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			r.Reload(ctx) //nolint:errcheck
+		}
+	}()
+	in := Input{Principal: clinician, PurposeOfUse: "TREAT", Action: ActionRead, Resource: resource("observation", patientA)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := r.Current().Decide(ctx, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	cancel()
+	<-done
 }

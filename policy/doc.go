@@ -4,11 +4,27 @@
 // data.custos.authz.decision (see package rego for the default policy and
 // docs/policy.md for the schema).
 //
-// An [Engine] is built once per policy revision by [Load], [LoadDir] or
-// [Default]; [Engine.Decide] is then safe for concurrent use. To change the
-// policy, build a new Engine off the request path and swap it in (for
-// example with atomic.Pointer), keeping the last good one if the new policy
-// fails to compile.
+// An [Engine] is built once per policy revision by [Load], [LoadDir],
+// [Default] or [LoadBundle]; [Engine.Decide] is then safe for concurrent use.
+//
+// # Policy lifecycle
+//
+// Policies come from a directory (development: [DirSource]) or from a signed
+// OPA bundle (production: [BundleSource], [LoadBundle]). A bundle is built
+// from a directory with [BuildBundle], signed with ES256 by [SignBundle]
+// through a [JWSSigner] (a local P-256 key, [FileSigner], or Vault Transit)
+// and written with [WriteBundle]; it is a standard OPA bundle whose
+// .signatures.json OPA itself verifies. Loading verifies the signature
+// against the configured [VerificationKey]s; there is no unsigned mode.
+//
+// A [Reloader] serves the current Engine and replaces it on [Reloader.Reload]
+// (SIGHUP) or when [Reloader.Watch] sees the source change. Every candidate
+// is compiled and its shipped Rego tests (*_test.rego) are run off the
+// request path; only a candidate that passes is swapped in, atomically. A
+// broken, unsigned, tampered or failing candidate is rejected with a log line
+// and an [Event] for the audit log, and the last good policy keeps serving.
+// Loads are events too, and every Engine names its [Engine.Revision] and
+// [Engine.BundleDigest] for the audit records of its decisions.
 //
 // # Invariants
 //
@@ -33,4 +49,10 @@
 //     undefined.
 //   - No PHI in errors or logs: evaluation error details carry only OPA
 //     error codes and policy locations, never input values.
+//   - A bundle serves only if it is signed by a configured ES256 key, every
+//     file in it is covered by the signature with its SHA-256 digest, it
+//     holds Rego modules only, and its modules compile and its tests pass.
+//   - A request never sees a half-loaded policy: engines are immutable and
+//     published by one atomic pointer store. A request takes the current
+//     engine once ([Reloader.Current]) and decides all its items with it.
 package policy

@@ -355,3 +355,9 @@ func revision(files []regoFile) string {
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
+
+// sortFiles sorts files by path, as regoFiles returns them.
+func sortFiles(files []regoFile) []regoFile {
+	slices.SortFunc(files, func(a, b regoFile) int { return strings.Compare(a.path, b.path) })
+	return files
+}

@@ -1,0 +1,59 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// maxReasonLen bounds a rejection reason in logs and audit records; compile
+// errors of a large policy can otherwise run to many kilobytes.
+const maxReasonLen = 1024
+
+// vet is the gate every candidate policy passes before it may serve: its
+// policy modules compile into an Engine (as [Load] does) and its Rego tests
+// pass. files are all the candidate's .rego files, read once, so that what is
+// compiled, what is tested and what is digested are the same bytes. opts must
+// have been validated. Errors wrap ErrCompile or ErrTestsFailed.
+//
+// With requireTests false a candidate without any *_test.rego is accepted
+// untested; test modules that exist are always run.
+func vet(ctx context.Context, files []regoFile, opts Options, requireTests bool) (*Engine, error) {
+	policies, tests := splitTests(files)
+	e, err := compile(ctx, policies, opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(tests) == 0 {
+		if requireTests {
+			return nil, fmt.Errorf("%w: no *_test.rego files: a policy must ship its tests", ErrTestsFailed)
+		}
+		return e, nil
+	}
+	sum, err := runTests(ctx, policies, tests)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTestsFailed, err)
+	}
+	if sum.Failed > 0 {
+		shown := sum.Failures
+		if len(shown) > 5 {
+			shown = shown[:5]
+		}
+		return nil, fmt.Errorf("%w: %d of %d Rego tests failed: %s", ErrTestsFailed,
+			sum.Failed, sum.Failed+sum.Passed, strings.Join(shown, "; "))
+	}
+	return e, nil
+}
+
+// truncateReason shortens an error message for a log line or audit record.
+func truncateReason(s string) string {
+	if len(s) <= maxReasonLen {
+		return s
+	}
+	// Cut on a rune boundary.
+	cut := maxReasonLen
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}

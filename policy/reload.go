@@ -1,0 +1,344 @@
+package policy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Source is where a [Reloader] gets candidate policies from.
+type Source interface {
+	// Load reads, compiles and tests a candidate policy and returns its
+	// Engine, or an error (a [*CandidateError] for the sources of this
+	// package) if the candidate must not serve. It runs off the request path
+	// and may take as long as compiling and testing the policy takes.
+	Load(ctx context.Context) (*Engine, error)
+	// Describe names the source for logs and audit records, e.g.
+	// "dir:/etc/custos/policy". It never contains a secret.
+	Describe() string
+}
+
+// Fingerprinter is implemented by sources that [Reloader.Watch] can poll. The
+// fingerprint changes whenever a load could give a different result.
+type Fingerprinter interface {
+	Fingerprint() (string, error)
+}
+
+// DirSource loads the .rego files of a policy directory (development). Every
+// load reads all the files once, compiles the policy modules and runs the
+// *_test.rego tests on those same bytes.
+type DirSource struct {
+	Dir     string
+	Options Options // for the engines it loads
+	// AllowNoTests accepts a directory without any *_test.rego file. By
+	// default such a directory is rejected (ErrTestsFailed), as a bundle is.
+	AllowNoTests bool
+}
+
+// Describe implements [Source]: "dir:" + Dir.
+func (s DirSource) Describe() string { return "dir:" + s.Dir }
+
+// Load implements [Source]. Errors are a [*CandidateError] whose Digest is
+// the directory's content digest (see [DirSource.Fingerprint]).
+func (s DirSource) Load(ctx context.Context) (*Engine, error) {
+	opts := s.Options
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	files, err := allRegoFiles(os.DirFS(s.Dir))
+	if err != nil {
+		return nil, &CandidateError{Err: fmt.Errorf("%w: %w", ErrCompile, err)}
+	}
+	digest := revision(files)
+	e, err := vet(ctx, files, opts, !s.AllowNoTests)
+	if err != nil {
+		return nil, &CandidateError{Digest: digest, Err: err}
+	}
+	e.candidateDigest = digest
+	return e, nil
+}
+
+// Fingerprint implements [Fingerprinter]: the content digest of the
+// directory, "sha256:" + hex(SHA-256 of (path NUL content NUL) for every
+// .rego file, tests included, sorted by path). Any .rego file changed, added
+// or removed changes it. Reading a policy directory's few kilobytes each
+// poll is cheaper and more reliable than comparing modification times
+// (which coarse-grained file systems and copy tools can leave unchanged).
+func (s DirSource) Fingerprint() (string, error) {
+	files, err := allRegoFiles(os.DirFS(s.Dir))
+	if err != nil {
+		return "", err
+	}
+	return revision(files), nil
+}
+
+// BundleSource loads a signed bundle file with [LoadBundle] (production).
+// Replace the file atomically (write a temporary file, then rename it over
+// Path): a half-written bundle is rejected and retried only when it changes
+// again.
+type BundleSource struct {
+	Path    string
+	Keys    []VerificationKey
+	Options Options // for the engines it loads
+}
+
+// Describe implements [Source]: "bundle:" + Path.
+func (s BundleSource) Describe() string { return "bundle:" + s.Path }
+
+// Load implements [Source] with [LoadBundle].
+func (s BundleSource) Load(ctx context.Context) (*Engine, error) {
+	e, _, err := LoadBundle(ctx, s.Path, s.Keys, s.Options)
+	return e, err
+}
+
+// Fingerprint implements [Fingerprinter]: the bundle digest,
+// "sha256:" + hex(SHA-256 of the file), the same value as
+// [Engine.BundleDigest]. Hashing a bundle of a few hundred kilobytes each
+// poll costs well under a millisecond.
+func (s BundleSource) Fingerprint() (string, error) {
+	data, err := readBundleFile(s.Path)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// Event kinds, as written to the audit log.
+const (
+	EventLoaded   = "policy_loaded"
+	EventRejected = "policy_rejected"
+)
+
+// Event is a policy load or rejection, for the operational log and the audit
+// log. It never holds a secret or PHI.
+type Event struct {
+	Kind   string    // EventLoaded or EventRejected
+	Time   time.Time // when the load attempt finished
+	Source string    // Source.Describe()
+	// Revision and BundleDigest are the policy in force after the event: the
+	// new policy for EventLoaded, the last good one (which keeps serving) for
+	// EventRejected ("" when the initial load of New failed). BundleDigest is
+	// "" for a directory.
+	Revision     string
+	BundleDigest string
+	// PreviousRevision is the revision in force before a load ("" for the
+	// initial load and for rejections).
+	PreviousRevision string
+	// CandidateDigest names the candidate that was loaded or rejected: the
+	// bundle file digest, or the directory content digest; "" if the
+	// candidate could not be read.
+	CandidateDigest string
+	// Reason says why a candidate was rejected (at most 1 KiB; it quotes
+	// compile errors, failing test names or the verification failure, never
+	// key material). "" for EventLoaded.
+	Reason string
+}
+
+// DefaultPollInterval is the interval [Reloader.Watch] uses when given zero.
+const DefaultPollInterval = time.Second
+
+// ReloaderOptions configures a [Reloader]. The zero value is valid.
+type ReloaderOptions struct {
+	// Logger receives one line per load and per rejection. Nil discards.
+	Logger *slog.Logger
+	// OnEvent, if set, is called for every Event, synchronously and with
+	// reloads serialized (it must not call Reload). For EventLoaded it is
+	// called BEFORE the new engine is swapped in, and an error vetoes the
+	// swap (the candidate is rejected with ErrEventHook): this is where the
+	// load is written to the audit log, so that no decision is made by a
+	// policy whose load is not on record. Errors for EventRejected are
+	// logged.
+	OnEvent func(Event) error
+}
+
+// Reloader serves the current policy [Engine] and replaces it, off the
+// request path, when its [Source] yields a new one that compiles and passes
+// its tests.
+//
+// # Invariants
+//
+//   - A request never sees a half-loaded policy: a candidate is compiled and
+//     tested completely before one atomic pointer store publishes it, and
+//     engines are immutable.
+//   - The last good policy keeps serving: a candidate that fails to read,
+//     verify, compile or pass its tests is dropped, with an EventRejected.
+//   - Reloads are serialized, so an older candidate never replaces a newer
+//     one.
+//   - No request is dropped or blocked by a reload: in-flight decisions
+//     finish on the engine they started with.
+//
+// Request handlers call [Reloader.Current] once per request and use that
+// engine for every decision of the request: a resources/list page decides
+// all its items with one engine, so the page, and its audit record, reflect
+// a single policy revision. [Reloader.Decide] and [Reloader.Revision]
+// (which satisfy an interface like server.Decider) each load the current
+// engine anew, so two calls may straddle a reload.
+type Reloader struct {
+	src     Source
+	log     *slog.Logger
+	onEvent func(Event) error
+
+	cur atomic.Pointer[Engine]
+
+	mu     sync.Mutex // serializes loads; guards lastFP
+	lastFP string     // source fingerprint taken before the last load attempt
+}
+
+// New loads the initial policy from src and returns a Reloader serving it.
+// The initial load must succeed (and, with OnEvent set, be recorded):
+// otherwise New returns the error and the server must not start.
+func New(ctx context.Context, src Source, opts ReloaderOptions) (*Reloader, error) {
+	r := &Reloader{src: src, log: opts.Logger, onEvent: opts.OnEvent}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, err := r.reloadLocked(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Current returns the engine in force. It is one atomic load: call it once
+// per request.
+func (r *Reloader) Current() *Engine { return r.cur.Load() }
+
+// Decide is Current().Decide. See the type documentation for why a request
+// deciding several items should call Current once instead.
+func (r *Reloader) Decide(ctx context.Context, in Input) (Decision, error) {
+	return r.Current().Decide(ctx, in)
+}
+
+// Revision is Current().Revision().
+func (r *Reloader) Revision() string { return r.Current().Revision() }
+
+// BundleDigest is Current().BundleDigest().
+func (r *Reloader) BundleDigest() string { return r.Current().BundleDigest() }
+
+// Reload loads a candidate from the source now (on SIGHUP, for example). On
+// success the candidate is swapped in and the EventLoaded is returned with a
+// nil error. On failure the current engine keeps serving and the
+// EventRejected is returned with the candidate's error. A reload of an
+// unchanged policy succeeds and is reported as a load. A load interrupted
+// because ctx is done returns a zero Event and an error, and no event is
+// emitted.
+func (r *Reloader) Reload(ctx context.Context) (Event, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reloadLocked(ctx)
+}
+
+// Watch polls the source every interval (DefaultPollInterval when zero) and
+// reloads when its fingerprint changes, until ctx is done; it then returns
+// ctx.Err(). The source must implement [Fingerprinter] (DirSource and
+// BundleSource do). Polling is used instead of file system notifications to
+// stay dependency-free and to behave the same on every file system,
+// including network and container-mounted ones (a Kubernetes ConfigMap
+// update swaps a symlink, which inotify watchers commonly miss). A rejected
+// candidate is not retried until the fingerprint changes again.
+func (r *Reloader) Watch(ctx context.Context, interval time.Duration) error {
+	fp, ok := r.src.(Fingerprinter)
+	if !ok {
+		return fmt.Errorf("policy: source %s cannot be watched (no Fingerprint method)", r.src.Describe())
+	}
+	if interval < 0 {
+		return fmt.Errorf("policy: negative poll interval %v", interval)
+	}
+	if interval == 0 {
+		interval = DefaultPollInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var lastErr string
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		r.mu.Lock()
+		f, err := fp.Fingerprint()
+		switch {
+		case err != nil:
+			// Typically a file being replaced; log each distinct error once.
+			if msg := err.Error(); msg != lastErr {
+				lastErr = msg
+				r.log.Warn("policy source unreadable; keeping the current policy",
+					"source", r.src.Describe(), "err", msg)
+			}
+		case f != r.lastFP:
+			lastErr = ""
+			r.reloadLocked(ctx) //nolint:errcheck // reported by event and log
+		default:
+			lastErr = ""
+		}
+		r.mu.Unlock()
+	}
+}
+
+// reloadLocked loads a candidate and swaps it in if it is good. r.mu is held.
+func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
+	desc := r.src.Describe()
+	r.lastFP = ""
+	if fp, ok := r.src.(Fingerprinter); ok {
+		// Taken before the load: if the source changes during the load, the
+		// next poll sees a new fingerprint and loads again.
+		if f, err := fp.Fingerprint(); err == nil {
+			r.lastFP = f
+		}
+	}
+	prev := r.cur.Load()
+	e, err := r.src.Load(ctx)
+	if err == nil && e == nil {
+		err = errors.New("policy: source returned no engine")
+	}
+	if err == nil {
+		ev := Event{
+			Kind: EventLoaded, Time: time.Now().UTC(), Source: desc,
+			Revision: e.Revision(), BundleDigest: e.BundleDigest(), CandidateDigest: e.candidateDigest,
+		}
+		if prev != nil {
+			ev.PreviousRevision = prev.Revision()
+		}
+		if r.onEvent != nil {
+			if herr := r.onEvent(ev); herr != nil {
+				err = &CandidateError{Digest: e.candidateDigest, Err: fmt.Errorf("%w: %w", ErrEventHook, herr)}
+			}
+		}
+		if err == nil {
+			r.cur.Store(e)
+			r.log.Info("policy loaded", "source", desc, "revision", ev.Revision,
+				"bundle_digest", ev.BundleDigest, "previous_revision", ev.PreviousRevision)
+			return ev, nil
+		}
+	}
+	if ctx.Err() != nil {
+		// Interrupted (shutdown), not rejected: nothing to record.
+		r.log.Info("policy load interrupted", "source", desc, "err", ctx.Err())
+		return Event{}, err
+	}
+	ev := Event{Kind: EventRejected, Time: time.Now().UTC(), Source: desc, Reason: truncateReason(err.Error())}
+	if ce, ok := errors.AsType[*CandidateError](err); ok {
+		ev.CandidateDigest = ce.Digest
+	}
+	if prev != nil {
+		ev.Revision, ev.BundleDigest = prev.Revision(), prev.BundleDigest()
+	}
+	r.log.Warn("policy candidate rejected; the last good policy keeps serving", "source", desc,
+		"reason", ev.Reason, "candidate_digest", ev.CandidateDigest, "revision", ev.Revision)
+	if r.onEvent != nil {
+		if herr := r.onEvent(ev); herr != nil {
+			r.log.Error("policy rejection not recorded", "source", desc, "err", herr)
+		}
+	}
+	return ev, err
+}

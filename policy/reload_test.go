@@ -1,0 +1,457 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// events collects Reloader events and lets a test wait for the next one.
+type events struct {
+	mu   sync.Mutex
+	all  []Event
+	next chan Event
+}
+
+func newEvents() *events { return &events{next: make(chan Event, 100)} }
+
+func (ev *events) record(e Event) error {
+	ev.mu.Lock()
+	ev.all = append(ev.all, e)
+	ev.mu.Unlock()
+	ev.next <- e
+	return nil
+}
+
+// wait returns the next event. The generous bound only keeps a broken
+// implementation from hanging the test run; it is not a latency assertion.
+func (ev *events) wait(t *testing.T) Event {
+	t.Helper()
+	select {
+	case e := <-ev.next:
+		return e
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reload event")
+		return Event{}
+	}
+}
+
+// swapped waits until r serves the engine of a policy_loaded event: OnEvent
+// runs before the swap (so that it can veto it), so an event can arrive a
+// moment before Current returns the new engine.
+func swapped(t *testing.T, r *Reloader, e Event) {
+	t.Helper()
+	if e.Kind != EventLoaded {
+		t.Fatalf("event %+v, want %s", e, EventLoaded)
+	}
+	for i := 0; r.Revision() != e.Revision || r.BundleDigest() != e.BundleDigest; i++ {
+		if i == 30000 {
+			t.Fatalf("event %+v: engine never swapped in", e)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func decideReason(t *testing.T, e *Engine) string {
+	t.Helper()
+	d, err := e.Decide(context.Background(), readInput)
+	if err != nil || len(d.Reasons) != 1 {
+		t.Fatalf("Decide = %+v, %v", d, err)
+	}
+	return d.Reasons[0]
+}
+
+func updatePolicy(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, c := range files {
+		writeFile(t, filepath.Join(dir, p), c)
+	}
+}
+
+const brokenModule = "package custos.authz\n\ndecision := {\n"
+
+func TestReloaderDirReload(t *testing.T) {
+	ctx := context.Background()
+	dir := writeDir(t, reasonPolicy("a"))
+	ev := newEvents()
+	r, err := New(ctx, DirSource{Dir: dir}, ReloaderOptions{OnEvent: ev.record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := ev.wait(t)
+	revA := r.Revision()
+	if first.Kind != EventLoaded || first.Revision != revA || first.PreviousRevision != "" ||
+		first.Source != "dir:"+dir || first.CandidateDigest == "" || first.BundleDigest != "" {
+		t.Errorf("initial event %+v", first)
+	}
+
+	updatePolicy(t, dir, reasonPolicy("b"))
+	got, err := r.Reload(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revB := r.Revision()
+	if revB == revA || got.Kind != EventLoaded || got.Revision != revB || got.PreviousRevision != revA {
+		t.Errorf("reload event %+v (revA %s, revB %s)", got, revA, revB)
+	}
+	if e := ev.wait(t); e != got {
+		t.Errorf("OnEvent got %+v, Reload returned %+v", e, got)
+	}
+	if reason := decideReason(t, r.Current()); reason != "b" {
+		t.Errorf("after reload: reason %q, want b", reason)
+	}
+
+	// A broken candidate is rejected and b keeps serving.
+	writeFile(t, filepath.Join(dir, "custos/authz.rego"), brokenModule)
+	got, err = r.Reload(ctx)
+	if !errors.Is(err, ErrCompile) {
+		t.Fatalf("Reload of a broken policy: err = %v, want ErrCompile", err)
+	}
+	fp, _ := DirSource{Dir: dir}.Fingerprint()
+	if got.Kind != EventRejected || got.Revision != revB || got.Reason == "" || got.CandidateDigest != fp {
+		t.Errorf("rejection event %+v (fingerprint %s)", got, fp)
+	}
+	if e := ev.wait(t); e.Kind != EventRejected {
+		t.Errorf("OnEvent got %+v", e)
+	}
+	if r.Revision() != revB || decideReason(t, r.Current()) != "b" {
+		t.Errorf("after rejection: revision %s, want %s", r.Revision(), revB)
+	}
+
+	// A candidate whose tests fail is rejected too.
+	bad := reasonPolicy("c")
+	bad["custos/authz_test.rego"] = reasonPolicy("d")["custos/authz_test.rego"]
+	updatePolicy(t, dir, bad)
+	if _, err := r.Reload(ctx); !errors.Is(err, ErrTestsFailed) || r.Revision() != revB {
+		t.Fatalf("Reload with failing tests: err = %v, revision %s", err, r.Revision())
+	}
+
+	// Fixed: loaded, and back to the first policy's revision.
+	updatePolicy(t, dir, reasonPolicy("a"))
+	if got, err = r.Reload(ctx); err != nil || got.Revision != revA || r.Revision() != revA {
+		t.Fatalf("Reload after fix = %+v, %v", got, err)
+	}
+}
+
+// watchPolicy has the reason code in authz.rego only, so that replacing that
+// one file (atomically) changes the policy without an intermediate state.
+func watchPolicy(reason string) string {
+	return reasonPolicy(reason)["custos/authz.rego"]
+}
+
+func TestReloaderWatchDir(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	files := reasonPolicy("a")
+	files["custos/authz_test.rego"] = "package custos.authz_test\n\nimport data.custos.authz\n\n" +
+		"test_read_allowed if authz.decision.allow with input as {\"action\": \"read\"}\n"
+	dir := writeDir(t, files)
+	authz := filepath.Join(dir, "custos/authz.rego")
+	ev := newEvents()
+	r, err := New(ctx, DirSource{Dir: dir}, ReloaderOptions{OnEvent: ev.record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.wait(t)
+	revA := r.Revision()
+	done := make(chan error, 1)
+	go func() { done <- r.Watch(ctx, 5*time.Millisecond) }()
+
+	replaceFile(t, authz, []byte(watchPolicy("b")))
+	e := ev.wait(t)
+	swapped(t, r, e)
+	if e.PreviousRevision != revA || decideReason(t, r.Current()) != "b" {
+		t.Fatalf("after change: event %+v", e)
+	}
+	revB := r.Revision()
+
+	extra := filepath.Join(dir, "custos/extra.rego")
+	replaceFile(t, extra, []byte("package custos.extra\n\nx := {\n"))
+	if e := ev.wait(t); e.Kind != EventRejected || e.Revision != revB || r.Revision() != revB {
+		t.Fatalf("after broken file added: event %+v", e)
+	}
+	if decideReason(t, r.Current()) != "b" {
+		t.Fatal("the last good policy is not serving")
+	}
+
+	if err := os.Remove(extra); err != nil {
+		t.Fatal(err)
+	}
+	// Removing the broken file restores revB's files; they are loaded again
+	// (a new engine with the same revision).
+	if e := ev.wait(t); e.Kind != EventLoaded || e.Revision != revB {
+		t.Fatalf("after broken file removed: event %+v", e)
+	}
+
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch returned %v", err)
+	}
+	select {
+	case e := <-ev.next:
+		t.Fatalf("unexpected extra event %+v", e)
+	default:
+	}
+}
+
+// replaceFile writes data to path atomically, as a deployment should.
+func replaceFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReloaderWatchBundle(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	signer := newSigner(t, "k1")
+	bundleBytes := func(reason string, sign bool) ([]byte, string) {
+		b := newBundle(filesOf(reasonPolicy(reason)), reason)
+		if sign {
+			if err := SignBundle(ctx, b, signer); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, digest := writeBundleFile(t, b)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data, digest
+	}
+	path := filepath.Join(t.TempDir(), "policy.tar.gz")
+	a, digestA := bundleBytes("a", true)
+	replaceFile(t, path, a)
+
+	ev := newEvents()
+	src := BundleSource{Path: path, Keys: []VerificationKey{signer.VerificationKey()}}
+	r, err := New(ctx, src, ReloaderOptions{OnEvent: ev.record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := ev.wait(t); e.BundleDigest != digestA || e.CandidateDigest != digestA || r.BundleDigest() != digestA {
+		t.Fatalf("initial event %+v", e)
+	}
+	go r.Watch(ctx, 5*time.Millisecond) //nolint:errcheck
+
+	b, digestB := bundleBytes("b", true)
+	replaceFile(t, path, b)
+	e := ev.wait(t)
+	swapped(t, r, e)
+	if e.BundleDigest != digestB || decideReason(t, r.Current()) != "b" {
+		t.Fatalf("after signed bundle b: event %+v", e)
+	}
+
+	unsigned, digestU := bundleBytes("c", false)
+	replaceFile(t, path, unsigned)
+	e = ev.wait(t)
+	if e.Kind != EventRejected || e.CandidateDigest != digestU || e.BundleDigest != digestB ||
+		r.BundleDigest() != digestB || decideReason(t, r.Current()) != "b" {
+		t.Fatalf("after unsigned bundle: event %+v", e)
+	}
+	t.Logf("unsigned bundle: %s", e.Reason)
+
+	// A half-written file is rejected, then the complete one loads.
+	replaceFile(t, path, a[:len(a)/2])
+	if e := ev.wait(t); e.Kind != EventRejected || r.BundleDigest() != digestB {
+		t.Fatalf("after truncated bundle: event %+v", e)
+	}
+	replaceFile(t, path, a)
+	e = ev.wait(t)
+	swapped(t, r, e)
+	if e.BundleDigest != digestA {
+		t.Fatalf("after bundle a again: event %+v", e)
+	}
+}
+
+func TestReloaderInitialLoadMustSucceed(t *testing.T) {
+	ctx := context.Background()
+	dir := writeDir(t, map[string]string{"custos/authz.rego": brokenModule})
+	ev := newEvents()
+	if r, err := New(ctx, DirSource{Dir: dir}, ReloaderOptions{OnEvent: ev.record}); r != nil || !errors.Is(err, ErrCompile) {
+		t.Fatalf("New = %v, %v; want ErrCompile", r, err)
+	}
+	if e := ev.wait(t); e.Kind != EventRejected || e.Revision != "" {
+		t.Fatalf("event %+v", e)
+	}
+	src := BundleSource{Path: filepath.Join(t.TempDir(), "none.tar.gz"), Keys: []VerificationKey{newSigner(t, "k").VerificationKey()}}
+	if _, err := New(ctx, src, ReloaderOptions{}); !errors.Is(err, ErrBundle) {
+		t.Fatalf("New with a missing bundle: %v", err)
+	}
+	if _, err := New(ctx, BundleSource{Path: src.Path}, ReloaderOptions{}); !errors.Is(err, ErrKey) {
+		t.Fatalf("New with no keys: %v", err)
+	}
+}
+
+func TestReloaderEventHookVeto(t *testing.T) {
+	ctx := context.Background()
+	dir := writeDir(t, reasonPolicy("a"))
+	hookErr := errors.New("audit log unavailable")
+	var fail atomic.Bool
+	var kinds []string
+	hook := func(e Event) error {
+		kinds = append(kinds, e.Kind)
+		if fail.Load() {
+			return hookErr
+		}
+		return nil
+	}
+	fail.Store(true)
+	if _, err := New(ctx, DirSource{Dir: dir}, ReloaderOptions{OnEvent: hook}); !errors.Is(err, ErrEventHook) || !errors.Is(err, hookErr) {
+		t.Fatalf("New with a failing hook: %v", err)
+	}
+	fail.Store(false)
+	r, err := New(ctx, DirSource{Dir: dir}, ReloaderOptions{OnEvent: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revA := r.Revision()
+	updatePolicy(t, dir, reasonPolicy("b"))
+	fail.Store(true)
+	ev, err := r.Reload(ctx)
+	if !errors.Is(err, ErrEventHook) || ev.Kind != EventRejected || r.Revision() != revA {
+		t.Fatalf("Reload with a failing hook: %+v, %v; revision %s", ev, err, r.Revision())
+	}
+	want := []string{EventLoaded, EventRejected, EventLoaded, EventLoaded, EventRejected}
+	if len(kinds) != len(want) {
+		t.Fatalf("hook saw %v, want %v", kinds, want)
+	}
+	for i := range want {
+		if kinds[i] != want[i] {
+			t.Fatalf("hook saw %v, want %v", kinds, want)
+		}
+	}
+}
+
+func TestWatchNeedsFingerprinter(t *testing.T) {
+	r, err := New(context.Background(), staticSource{}, ReloaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Watch(context.Background(), 0); err == nil {
+		t.Fatal("Watch of a source without Fingerprint: want error")
+	}
+}
+
+type staticSource struct{}
+
+func (staticSource) Describe() string { return "static" }
+func (staticSource) Load(ctx context.Context) (*Engine, error) {
+	return Default(ctx, Options{})
+}
+
+// TestReloadUnderLoad swaps two policies 50 times while 8 goroutines decide
+// continuously (run it with -race). Every decision must come whole from one
+// of the two policies: its Revision and its reason code agree.
+func TestReloadUnderLoad(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := writeDir(t, reasonPolicy("a"))
+	r, err := New(ctx, DirSource{Dir: dir}, ReloaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revA := r.Revision()
+	updatePolicy(t, dir, reasonPolicy("b"))
+	if _, err := r.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	revB := r.Revision()
+	reasonOf := map[string]string{revA: "a", revB: "b"}
+
+	const workers = 8
+	var (
+		wg       sync.WaitGroup
+		stop     atomic.Bool
+		total    atomic.Int64
+		perRev   [2]atomic.Int64
+		failures = make(chan string, workers)
+	)
+	for range workers {
+		wg.Go(func() {
+			n := 0
+			for !stop.Load() || n == 0 {
+				e := r.Current() // once per request
+				d, err := e.Decide(ctx, readInput)
+				switch {
+				case err != nil:
+					failures <- "decision error: " + err.Error()
+					return
+				case !d.Allow || len(d.Reasons) != 1:
+					failures <- "unexpected decision " + d.Reasons[0]
+					return
+				case reasonOf[d.Revision] != d.Reasons[0] || d.Revision != e.Revision():
+					failures <- "decision from a mixed policy: revision " + d.Revision + " reason " + d.Reasons[0]
+					return
+				}
+				if d.Revision == revA {
+					perRev[0].Add(1)
+				} else {
+					perRev[1].Add(1)
+				}
+				n++
+			}
+			total.Add(int64(n))
+		})
+	}
+	for i := range 50 {
+		reason := "a"
+		if i%2 == 1 {
+			reason = "b"
+		}
+		updatePolicy(t, dir, reasonPolicy(reason))
+		if _, err := r.Reload(ctx); err != nil {
+			stop.Store(true)
+			t.Fatalf("reload %d: %v", i, err)
+		}
+		if want := map[string]string{"a": revA, "b": revB}[reason]; r.Revision() != want {
+			t.Fatalf("reload %d: revision %s, want %s", i, r.Revision(), want)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	close(failures)
+	for f := range failures {
+		t.Error(f)
+	}
+	if perRev[0].Load() == 0 || perRev[1].Load() == 0 {
+		t.Errorf("decisions per revision: a=%d b=%d; both policies should have served", perRev[0].Load(), perRev[1].Load())
+	}
+	if got := perRev[0].Load() + perRev[1].Load(); got != total.Load() {
+		t.Errorf("%d decisions counted per revision, %d made", got, total.Load())
+	}
+	t.Logf("%d decisions during 50 reloads (a=%d, b=%d)", total.Load(), perRev[0].Load(), perRev[1].Load())
+}
+
+func TestReloadCancelledIsNotAnEvent(t *testing.T) {
+	dir := writeDir(t, reasonPolicy("a"))
+	ev := newEvents()
+	r, err := New(context.Background(), DirSource{Dir: dir}, ReloaderOptions{OnEvent: ev.record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.wait(t)
+	rev := r.Revision()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	updatePolicy(t, dir, reasonPolicy("b"))
+	got, err := r.Reload(ctx)
+	if err == nil || got.Kind != "" || r.Revision() != rev {
+		t.Fatalf("Reload with a cancelled context = %+v, %v; revision %s, want %s", got, err, r.Revision(), rev)
+	}
+	select {
+	case e := <-ev.next:
+		t.Fatalf("unexpected event %+v", e)
+	default:
+	}
+}
