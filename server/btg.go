@@ -44,7 +44,7 @@ func (s *Server) breakGlass(id Identity, patient string) *policy.BreakGlass {
 // recognizable), and the detail with identifiers scrubbed (it is free text
 // an operator typed).
 func (s *Server) AuditGrantEvent(ctx context.Context, ev btg.Event) (audit.Record, error) {
-	e := s.entry(Identity{Principal: policy.Principal{Sub: ev.Actor}, Source: "btg"}, ev.Kind)
+	e := s.entry(ctx, Identity{Principal: policy.Principal{Sub: ev.Actor}, Source: "btg"}, ev.Kind)
 	e.Outcome = audit.OutcomeAllow
 	e.PurposeOfUse = PurposeEmergency
 	e.DecisionID = ev.ID

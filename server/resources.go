@@ -33,7 +33,7 @@ var private = mcp.Cacheable{TTLMs: 0, CacheScope: "private"}
 // keep each item the policy would let this caller read, audit what is
 // returned, then answer.
 func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesParams) (*mcp.ListResourcesResult, error) {
-	e := s.entry(id, ActionList)
+	e := s.entry(ctx, id, ActionList)
 	e.DecisionID = uuid.NewString() // names this list operation; per-item decisions are summarized in Reason
 
 	keys, err := s.cfg.Keys.CursorKeys(ctx)
@@ -198,7 +198,7 @@ func annotations(r store.Resource, full bool) *mcp.Annotations {
 // read answers resources/read: validate, look up, decide, audit durably,
 // and only then fetch and minimize the payload.
 func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
-	e := s.entry(id, ActionRead)
+	e := s.entry(ctx, id, ActionRead)
 	raw := ""
 	if p != nil {
 		raw = p.URI
@@ -323,7 +323,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 
 // templates answers resources/templates/list after a policy decision.
 func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResourceTemplatesParams) (*mcp.ListResourceTemplatesResult, error) {
-	e := s.entry(id, ActionTemplates)
+	e := s.entry(ctx, id, ActionTemplates)
 	if p != nil && p.Cursor != "" {
 		// There is a single page; any cursor is one we never issued.
 		e.Outcome, e.Reason = audit.OutcomeDeny, "bad_cursor"
@@ -333,7 +333,10 @@ func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResource
 		return nil, invalidParams("invalid cursor: templates are served in one page")
 	}
 	in := policy.Input{Principal: id.Principal, PurposeOfUse: id.PurposeOfUse, Action: policy.ActionTemplates}
-	d, derr := s.cfg.Policy.Decide(ctx, in)
+	d, derr := s.decider(ctx).Decide(ctx, in)
+	if d.Revision != "" {
+		d.Revision = s.policyRevision(ctx, d.Revision)
+	}
 	e.DecisionID = d.ID
 	if d.Revision != "" {
 		e.PolicyRevision = d.Revision

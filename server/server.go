@@ -173,6 +173,7 @@ func (s *Server) middleware(ident identityFunc) mcp.Middleware {
 			if err := s.cfg.Keys.Check(); err != nil {
 				return nil, s.refuseStale(ctx, id, method, req, err)
 			}
+			ctx = s.withDecider(ctx)
 			switch r := req.(type) {
 			case *mcp.ListResourcesRequest:
 				return s.list(ctx, id, r.Params)
@@ -187,8 +188,45 @@ func (s *Server) middleware(ident identityFunc) mcp.Middleware {
 	}
 }
 
+// decCtxKey carries the policy engine that decides one request.
+type decCtxKey struct{}
+
+// currentEngine is a Decider that can change while serving (a
+// policy.Reloader); each request is decided by one snapshot of it, so a
+// list page never mixes two policy revisions.
+type currentEngine interface{ Current() *policy.Engine }
+
+// withDecider pins the policy engine for the request in ctx.
+func (s *Server) withDecider(ctx context.Context) context.Context {
+	if c, ok := s.cfg.Policy.(currentEngine); ok {
+		return context.WithValue(ctx, decCtxKey{}, Decider(c.Current()))
+	}
+	return ctx
+}
+
+// decider is the engine deciding the request in ctx.
+func (s *Server) decider(ctx context.Context) Decider {
+	if d, ok := ctx.Value(decCtxKey{}).(Decider); ok {
+		return d
+	}
+	return s.cfg.Policy
+}
+
+// policyRevision names the policy in force for the request: its revision
+// and, when it came from a signed bundle, " bundle=" and the bundle digest.
+func (s *Server) policyRevision(ctx context.Context, rev string) string {
+	d := s.decider(ctx)
+	if rev == "" {
+		rev = d.Revision()
+	}
+	if b, ok := d.(interface{ BundleDigest() string }); ok && b.BundleDigest() != "" {
+		return rev + " bundle=" + b.BundleDigest()
+	}
+	return rev
+}
+
 // entry starts an audit entry for id.
-func (s *Server) entry(id Identity, action string) audit.Entry {
+func (s *Server) entry(ctx context.Context, id Identity, action string) audit.Entry {
 	return audit.Entry{
 		Action: action,
 		Principal: audit.Principal{
@@ -197,7 +235,7 @@ func (s *Server) entry(id Identity, action string) audit.Entry {
 		PurposeOfUse:   id.PurposeOfUse,
 		Session:        id.session,
 		Source:         id.Source,
-		PolicyRevision: s.cfg.Policy.Revision(),
+		PolicyRevision: s.policyRevision(ctx, ""),
 		Dev:            s.cfg.Keys.Dev(),
 		Keys:           s.cfg.Keys.KeyIDs(),
 		URIs:           []string{},
@@ -301,7 +339,7 @@ func pseudonymURI(key []byte, uri string) string {
 // refuseStale audits and refuses a request that arrived while the keys
 // are past their staleness limit: nothing is read, nothing released.
 func (s *Server) refuseStale(ctx context.Context, id Identity, method string, req mcp.Request, cause error) error {
-	e := s.entry(id, method)
+	e := s.entry(ctx, id, method)
 	e.Outcome, e.Reason = audit.OutcomeError, "keys_stale"
 	if r, ok := req.(*mcp.ReadResourceRequest); ok && r.Params != nil {
 		if u, err := store.ParseURI(r.Params.URI); err == nil {
@@ -374,7 +412,10 @@ func (s *Server) decide(ctx context.Context, id Identity, subj *policy.Subject, 
 
 // decideInput is decide on an input already built from r.
 func (s *Server) decideInput(ctx context.Context, in policy.Input, r store.Resource) (policy.Decision, error) {
-	d, err := s.cfg.Policy.Decide(ctx, in)
+	d, err := s.decider(ctx).Decide(ctx, in)
+	if d.Revision != "" {
+		d.Revision = s.policyRevision(ctx, d.Revision)
+	}
 	if err != nil {
 		d.Allow = false
 		return d, err

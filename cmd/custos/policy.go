@@ -41,7 +41,7 @@ is used where that makes sense.`,
 			return usagef("policy needs a subcommand: test, check, eval or impact")
 		},
 	}
-	cmd.AddCommand(newPolicyTestCmd(), newPolicyCheckCmd(), newPolicyEvalCmd(), newPolicyImpactCmd())
+	cmd.AddCommand(newPolicyTestCmd(), newPolicyCheckCmd(), newPolicyEvalCmd(), newPolicyImpactCmd(), newPolicyBundleCmd(), newPolicySignCmd())
 	return cmd
 }
 

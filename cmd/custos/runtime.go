@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,8 @@ import (
 type runtimeOptions struct {
 	data      dataDir
 	policyDir string
+	bundle    string   // signed policy bundle (production)
+	bundleKey []string // ID=PEMFILE verification keys of the bundle
 	dev       bool
 	vault     *vaultFlags // used unless dev
 	node      string
@@ -63,7 +66,10 @@ type runtime struct {
 	srv     *server.Server
 	catalog *store.Store
 	audit   *audit.Log
-	policy  *policy.Engine
+	policy  server.Decider
+	reload  *policy.Reloader // nil for the built-in policy
+	stopRel context.CancelFunc
+	pending []policy.Event // policy events from before the server existed
 	keys    keyProvider
 	vault   *secrets.Vault // nil with --dev
 	ckpt    *checkpoint.Checkpointer
@@ -82,6 +88,9 @@ func (r *runtime) Close() error {
 	}
 	r.closed = true
 	var errs []error
+	if r.stopRel != nil {
+		r.stopRel()
+	}
 	if r.stopBTG != nil {
 		r.stopBTG() // last uses and events into the log before it closes
 	}
@@ -158,14 +167,8 @@ func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) 
 	if rt.catalog, err = store.Open(o.data.catalog(), store.Options{Logger: o.logger, ReadOnly: true, DataKeys: dataKeys}); err != nil {
 		return nil, catalogHint(lockHint(err), o.data)
 	}
-	popts := policy.Options{Logger: o.logger}
-	if o.policyDir != "" {
-		rt.policy, err = policy.LoadDir(ctx, o.policyDir, popts)
-	} else {
-		rt.policy, err = policy.Default(ctx, popts)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("loading policy: %w", err)
+	if err := rt.openPolicy(ctx, o); err != nil {
+		return nil, err
 	}
 	// The audit log is opened (and created if new) last, so that a bad
 	// policy, catalog or key leaves the data directory as it was.
@@ -188,6 +191,18 @@ func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) 
 	}
 	if err := rt.startGrantSync(ctx, o); err != nil {
 		return nil, err
+	}
+	// The initial policy load happened before the server could audit it.
+	for _, ev := range rt.pending {
+		if err := rt.srv.AuditPolicyEvent(ctx, ev); err != nil {
+			return nil, err
+		}
+	}
+	rt.pending = nil
+	if rt.reload != nil {
+		wctx, cancel := context.WithCancel(context.Background())
+		rt.stopRel = cancel
+		go rt.reload.Watch(wctx, 0)
 	}
 	o.logger.Info("ready", "policy_revision", rt.policy.Revision(), "secrets", rt.keys.Name(), "keys", rt.keys.KeyIDs(), "node", o.node)
 	return rt, nil
@@ -339,4 +354,78 @@ func (rt *runtime) startGrantSync(ctx context.Context, o runtimeOptions) error {
 	var once sync.Once
 	rt.stopBTG = func() { once.Do(func() { close(stop); <-done }) }
 	return nil
+}
+
+// openPolicy loads the policy: the built-in default, a directory (--dev
+// only: unsigned) or a signed bundle (verification mandatory). Directories
+// and bundles are watched and reloaded (also on SIGHUP): a candidate is
+// compiled and its Rego tests run off the request path, then swapped in
+// atomically; every load and rejection is an audit event.
+func (rt *runtime) openPolicy(ctx context.Context, o runtimeOptions) error {
+	popts := policy.Options{Logger: o.logger}
+	var src policy.Source
+	switch {
+	case o.policyDir != "" && o.bundle != "":
+		return usagef("choose --policy-dir or --policy-bundle, not both")
+	case o.policyDir != "":
+		if !o.dev {
+			return usagef("--policy-dir loads an unsigned policy, for development (--dev); in production use --policy-bundle FILE --policy-key ID=PEM")
+		}
+		src = &policy.DirSource{Dir: o.policyDir, Options: popts, AllowNoTests: true}
+	case o.bundle != "":
+		if len(o.bundleKey) == 0 {
+			return usagef("--policy-bundle needs at least one --policy-key ID=PEMFILE: signature verification is mandatory")
+		}
+		var keys []policy.VerificationKey
+		for _, kv := range o.bundleKey {
+			id, file, ok := strings.Cut(kv, "=")
+			if !ok || id == "" || file == "" {
+				return usagef("--policy-key %q: want ID=PEMFILE", kv)
+			}
+			pem, err := os.ReadFile(file)
+			if err != nil {
+				return err
+			}
+			k, err := policy.ParseVerificationKey(id, pem)
+			if err != nil {
+				return err
+			}
+			keys = append(keys, k)
+		}
+		src = &policy.BundleSource{Path: o.bundle, Keys: keys, Options: popts}
+	default:
+		eng, err := policy.Default(ctx, popts)
+		if err != nil {
+			return fmt.Errorf("loading policy: %w", err)
+		}
+		rt.policy = eng
+		return nil
+	}
+	r, err := policy.New(ctx, src, policy.ReloaderOptions{Logger: o.logger, OnEvent: func(ev policy.Event) error {
+		if rt.srv == nil {
+			rt.pending = append(rt.pending, ev)
+			return nil
+		}
+		return rt.srv.AuditPolicyEvent(context.Background(), ev)
+	}})
+	if err != nil {
+		return fmt.Errorf("loading policy: %w", err)
+	}
+	rt.policy, rt.reload = r, r
+	return nil
+}
+
+// reloadPolicy reloads the policy now (SIGHUP); without a reloadable
+// source it says so.
+func (rt *runtime) reloadPolicy(ctx context.Context, logger *slog.Logger) {
+	if rt.reload == nil {
+		logger.Warn("SIGHUP: the built-in policy has nothing to reload")
+		return
+	}
+	ev, err := rt.reload.Reload(ctx)
+	if err != nil {
+		logger.Error("SIGHUP: policy reload rejected; the last good policy keeps serving", "err", err)
+		return
+	}
+	logger.Info("SIGHUP: policy reloaded", "revision", ev.Revision)
 }

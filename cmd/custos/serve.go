@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,6 +29,8 @@ func newServeCmd() *cobra.Command {
 		pageSize                                                                   int
 		vf                                                                         vaultFlags
 		ckpt                                                                       checkpointOptions
+		bundlePath                                                                 string
+		bundleKeys                                                                 []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --data-dir D (--stdio | --listen 127.0.0.1:PORT) [--dev | Vault settings]",
@@ -54,6 +58,15 @@ Keys:
   is marked dev=true, and an encrypted catalog is refused. Never for real PHI.
 
 ` + vaultHelp + `
+
+Policy:
+  The built-in default policy, or --policy-dir (--dev only) or a signed
+  --policy-bundle (signature checked against --policy-key, Rego tests run at
+  load). A changed directory or bundle, or SIGHUP, reloads it: the candidate
+  is compiled and tested off the request path and swapped in atomically; a
+  broken, unsigned or failing candidate is rejected and the last good policy
+  keeps serving. Loads and rejections are audit records (policy/load,
+  policy/reject); every record names the revision and bundle digest in force.
 
 Audit checkpoints:
   The audit log is a Merkle tree. serve signs a checkpoint (C2SP format,
@@ -116,7 +129,7 @@ Examples:
 			}
 
 			rt, err := openRuntime(cmd.Context(), runtimeOptions{
-				data: d, policyDir: policyDir, dev: dev, vault: &vf, node: nodeName(node), pageSize: pageSize, logger: logger,
+				data: d, policyDir: policyDir, bundle: bundlePath, bundleKey: bundleKeys, dev: dev, vault: &vf, node: nodeName(node), pageSize: pageSize, logger: logger,
 				ckpt: ckpt,
 			})
 			if err != nil {
@@ -126,6 +139,19 @@ Examples:
 			ctx, cancel := context.WithCancelCause(cmd.Context())
 			defer cancel(nil)
 			rt.watchCheckpoints(logger, cancel)
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-hup:
+						rt.reloadPolicy(ctx, logger)
+					}
+				}
+			}()
 
 			if stdio {
 				logger.Info("serving MCP on stdio", "sub", ident.Principal.Sub)
@@ -156,7 +182,9 @@ Examples:
 	f.StringVar(&listen, "listen", "", "serve Streamable HTTP on this loopback address, e.g. 127.0.0.1:8080")
 	f.StringVar(&tokenFile, "tokens", "", "dev token file for --listen")
 	f.StringVar(&addrFile, "addr-file", "", "write the MCP endpoint URL to this file once listening (useful with port 0)")
-	f.StringVar(&policyDir, "policy-dir", "", "load Rego policy from this directory instead of the built-in default")
+	f.StringVar(&policyDir, "policy-dir", "", "load the Rego policy from this directory (--dev only; watched and reloaded)")
+	f.StringVar(&bundlePath, "policy-bundle", "", "load the policy from this signed OPA bundle (watched and reloaded; needs --policy-key)")
+	f.StringArrayVar(&bundleKeys, "policy-key", nil, "ID=PEMFILE: an ES256 public key that may sign the policy bundle (repeatable)")
 	f.IntVar(&pageSize, "page-size", server.DefaultPageSize, "resources per resources/list page")
 	f.StringVar(&node, "node", "", "node name recorded in audit records (default: hostname)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

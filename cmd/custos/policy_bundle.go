@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/custos-mcp/custos/policy"
+)
+
+// parseSigningKey reads --key ID=PEMFILE (an ECDSA P-256 private key).
+func parseSigningKey(kv string) (*policy.FileSigner, error) {
+	id, file, ok := strings.Cut(kv, "=")
+	if !ok || id == "" || file == "" {
+		return nil, usagef("--key %q: want ID=PEMFILE (an ECDSA P-256 private key; the ID names it to verifiers)", kv)
+	}
+	return policy.NewFileSigner(id, file)
+}
+
+const policyKeyHelp = `Keys: ES256 (ECDSA P-256). Create a pair with
+  openssl ecparam -name prime256v1 -genkey -noout -out policy-signing.pem
+  openssl ec -in policy-signing.pem -pubout -out policy-signing.pub.pem
+keep the private key with the security team, and give servers the public key:
+  custos serve ... --policy-bundle policy.tar.gz --policy-key security-team-2026=policy-signing.pub.pem`
+
+func newPolicyBundleCmd() *cobra.Command {
+	var out, key, revision string
+	cmd := &cobra.Command{
+		Use:   "bundle DIR -o FILE --key ID=PEMFILE [--revision R]",
+		Short: "Build a signed OPA bundle from a policy directory (for rollout)",
+		Long: `bundle compiles DIR with the server's lock-down, runs its Rego tests (a
+policy that fails them is not bundled), packs the .rego files (tests
+included: servers run them again at load) into an OPA bundle, signs it with
+the key (.signatures.json, ES256) and writes FILE. Roll it out by replacing
+the file a server's --policy-bundle names: the server verifies the signature,
+runs the tests and swaps it in (or rejects it and keeps serving the old one).
+
+` + policyKeyHelp + `
+
+Example:
+  custos policy bundle ./policy -o policy.tar.gz --key security-team-2026=policy-signing.pem`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("bundle takes exactly one policy DIR")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" || key == "" {
+				return usagef("bundle needs -o FILE and --key ID=PEMFILE")
+			}
+			signer, err := parseSigningKey(key)
+			if err != nil {
+				return err
+			}
+			b, err := policy.BuildBundle(cmd.Context(), args[0], revision)
+			if err != nil {
+				return err
+			}
+			if err := policy.SignBundle(cmd.Context(), b, signer); err != nil {
+				return err
+			}
+			var buf bytes.Buffer
+			digest, err := policy.WriteBundle(&buf, b)
+			if err != nil {
+				return err
+			}
+			if err := writeFileAtomic(out, buf.Bytes(), 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: revision %s, digest %s, signed by %s\n", out, b.Manifest.Revision, digest, signer.KeyID())
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "bundle file to write")
+	cmd.Flags().StringVar(&key, "key", "", "ID=PEMFILE: the ECDSA P-256 signing key")
+	cmd.Flags().StringVar(&revision, "revision", "", "manifest revision (default: the policy revision, sha256 of the modules)")
+	return cmd
+}
+
+func newPolicySignCmd() *cobra.Command {
+	var out, key string
+	cmd := &cobra.Command{
+		Use:   "sign BUNDLE -o FILE --key ID=PEMFILE",
+		Short: "Re-sign an existing policy bundle (e.g. with a new key)",
+		Long: `sign reads BUNDLE (its old signature is not trusted), checks that its
+policy compiles and passes its tests, and writes it signed with the key to
+FILE.
+
+` + policyKeyHelp,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("sign takes exactly one BUNDLE file")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" || key == "" {
+				return usagef("sign needs -o FILE and --key ID=PEMFILE")
+			}
+			signer, err := parseSigningKey(key)
+			if err != nil {
+				return err
+			}
+			f, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			b, err := policy.ReadUnverifiedBundle(f)
+			f.Close()
+			if err != nil {
+				return err
+			}
+			if err := policy.SignBundle(cmd.Context(), b, signer); err != nil {
+				return err
+			}
+			var buf bytes.Buffer
+			digest, err := policy.WriteBundle(&buf, b)
+			if err != nil {
+				return err
+			}
+			// The re-signed bundle must load as a server would load it.
+			tmp, err := os.CreateTemp("", "custos-bundle-*")
+			if err != nil {
+				return err
+			}
+			defer os.Remove(tmp.Name())
+			tmp.Write(buf.Bytes())
+			tmp.Close()
+			if _, _, err := policy.LoadBundle(cmd.Context(), tmp.Name(), []policy.VerificationKey{signer.VerificationKey()}, policy.Options{}); err != nil {
+				return fmt.Errorf("the re-signed bundle does not load: %w", err)
+			}
+			if err := writeFileAtomic(out, buf.Bytes(), 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: digest %s, signed by %s\n", out, digest, signer.KeyID())
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "bundle file to write")
+	cmd.Flags().StringVar(&key, "key", "", "ID=PEMFILE: the ECDSA P-256 signing key")
+	return cmd
+}
