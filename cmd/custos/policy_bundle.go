@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/spf13/cobra"
 
 	"github.com/custos-mcp/custos/policy"
@@ -60,19 +61,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			if err := policy.SignBundle(cmd.Context(), b, signer); err != nil {
-				return err
-			}
-			var buf bytes.Buffer
-			digest, err := policy.WriteBundle(&buf, b)
-			if err != nil {
-				return err
-			}
-			if err := writeFileAtomic(out, buf.Bytes(), 0o644); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: revision %s, digest %s, signed by %s\n", out, b.Manifest.Revision, digest, signer.KeyID())
-			return nil
+			return signAndWrite(cmd, b, signer, out, nil)
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "bundle file to write")
@@ -114,33 +103,46 @@ FILE.
 			if err != nil {
 				return err
 			}
-			if err := policy.SignBundle(cmd.Context(), b, signer); err != nil {
-				return err
-			}
-			var buf bytes.Buffer
-			digest, err := policy.WriteBundle(&buf, b)
-			if err != nil {
-				return err
-			}
 			// The re-signed bundle must load as a server would load it.
-			tmp, err := os.CreateTemp("", "custos-bundle-*")
-			if err != nil {
-				return err
-			}
-			defer os.Remove(tmp.Name())
-			tmp.Write(buf.Bytes())
-			tmp.Close()
-			if _, _, err := policy.LoadBundle(cmd.Context(), tmp.Name(), []policy.VerificationKey{signer.VerificationKey()}, policy.Options{}); err != nil {
-				return fmt.Errorf("the re-signed bundle does not load: %w", err)
-			}
-			if err := writeFileAtomic(out, buf.Bytes(), 0o644); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: digest %s, signed by %s\n", out, digest, signer.KeyID())
-			return nil
+			return signAndWrite(cmd, b, signer, out, func(data []byte) error {
+				tmp, err := os.CreateTemp("", "custos-bundle-*")
+				if err != nil {
+					return err
+				}
+				defer os.Remove(tmp.Name())
+				tmp.Write(data)
+				tmp.Close()
+				if _, _, err := policy.LoadBundle(cmd.Context(), tmp.Name(), []policy.VerificationKey{signer.VerificationKey()}, policy.Options{}); err != nil {
+					return fmt.Errorf("the re-signed bundle does not load: %w", err)
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "bundle file to write")
 	cmd.Flags().StringVar(&key, "key", "", "ID=PEMFILE: the ECDSA P-256 signing key")
 	return cmd
+}
+
+// signAndWrite signs b, serializes it, runs check (if any) on the bytes and
+// writes them to out atomically.
+func signAndWrite(cmd *cobra.Command, b *bundle.Bundle, signer *policy.FileSigner, out string, check func([]byte) error) error {
+	if err := policy.SignBundle(cmd.Context(), b, signer); err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	digest, err := policy.WriteBundle(&buf, b)
+	if err != nil {
+		return err
+	}
+	if check != nil {
+		if err := check(buf.Bytes()); err != nil {
+			return err
+		}
+	}
+	if err := writeFileAtomic(out, buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: revision %s, digest %s, signed by %s\n", out, b.Manifest.Revision, digest, signer.KeyID())
+	return nil
 }

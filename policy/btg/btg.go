@@ -146,13 +146,23 @@ func New(path string, opts Options) *Store {
 	return &Store{path: path, opts: opts}
 }
 
-func (s *Store) update(fn func(tx *bolt.Tx) error) error {
-	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.opts.Timeout})
+// open opens the file for one operation, mapping a lock timeout to
+// ErrLocked.
+func (s *Store) open(readOnly bool) (*bolt.DB, error) {
+	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.opts.Timeout, ReadOnly: readOnly})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
-			return ErrLocked
+			return nil, ErrLocked
 		}
-		return fmt.Errorf("btg: opening %s: %w", s.path, err)
+		return nil, fmt.Errorf("btg: opening %s: %w", s.path, err)
+	}
+	return db, nil
+}
+
+func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	db, err := s.open(false)
+	if err != nil {
+		return err
 	}
 	defer db.Close()
 	return db.Update(func(tx *bolt.Tx) error {
@@ -169,12 +179,9 @@ func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 	if _, err := os.Stat(s.path); errors.Is(err, os.ErrNotExist) {
 		return nil // no grant was ever made
 	}
-	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.opts.Timeout, ReadOnly: true})
+	db, err := s.open(true)
 	if err != nil {
-		if errors.Is(err, berrors.ErrTimeout) {
-			return ErrLocked
-		}
-		return fmt.Errorf("btg: opening %s: %w", s.path, err)
+		return err
 	}
 	defer db.Close()
 	return db.View(func(tx *bolt.Tx) error {
