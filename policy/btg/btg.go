@@ -342,6 +342,34 @@ func (s *Store) All() ([]Grant, error) {
 // waiting to be audited (with their outbox keys, for Delivered).
 func (s *Store) Sync(uses map[string][]Use) (active []Grant, pending []Event, keys [][]byte, err error) {
 	now := s.opts.Now().UTC()
+	if len(uses) == 0 {
+		// The common case, once a second: nothing to record. Read only, and
+		// write only if an expiry must be announced or events are waiting.
+		busy := false
+		err = s.view(func(tx *bolt.Tx) error {
+			if k, _ := tx.Bucket(bucketOutbox).Cursor().First(); k != nil {
+				busy = true
+				return nil
+			}
+			return tx.Bucket(bucketGrants).ForEach(func(_, v []byte) error {
+				var g Grant
+				if err := json.Unmarshal(v, &g); err != nil {
+					return err
+				}
+				switch {
+				case g.Active(now):
+					active = append(active, g)
+				case g.Revoked.IsZero() && !now.Before(g.Expires) && !g.ExpiryEvent:
+					busy = true
+				}
+				return nil
+			})
+		})
+		if err != nil || !busy {
+			return active, nil, nil, err
+		}
+		active = nil
+	}
 	err = s.update(func(tx *bolt.Tx) error {
 		for id, us := range uses {
 			g, err := getGrant(tx, id)

@@ -2,6 +2,7 @@ package btg
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -152,5 +153,25 @@ func TestCache(t *testing.T) {
 	c.Return(u)
 	if len(c.TakeUses()["g1"]) != 1 {
 		t.Fatal("returned uses lost")
+	}
+}
+
+// TestIdleSyncDoesNotWrite: the server's once-a-second Sync reads only when
+// nothing changed (no fsync per second on an idle server).
+func TestIdleSyncDoesNotWrite(t *testing.T) {
+	s, _ := newStore(t)
+	g, _ := s.Grant(Request{Sub: "dr-a", Patient: patient, By: "op-1", Reason: "unconscious patient in ED", TTL: 30 * time.Minute})
+	_, _, keys, err := s.Sync(nil)
+	if err != nil || s.Delivered(keys) != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(s.path)
+	active, pending, _, err := s.Sync(nil)
+	after, _ := os.ReadFile(s.path)
+	if err != nil || len(active) != 1 || active[0].ID != g.ID || len(pending) != 0 {
+		t.Fatalf("idle sync: %v %v %v", active, pending, err)
+	}
+	if string(before) != string(after) {
+		t.Fatal("an idle sync rewrote the grants file")
 	}
 }
