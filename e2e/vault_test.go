@@ -613,3 +613,49 @@ func TestVaultDevReadmeCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestVaultSignedPolicyBundle: the security team signs a policy bundle with
+// the Vault Transit key (their own least-privilege token); the server,
+// without --dev, verifies it with the public keys it reads from Vault and
+// serves it; the server's own token cannot sign.
+func TestVaultSignedPolicyBundle(t *testing.T) {
+	v := startVault(t, vaulttest.ProvisionOptions{})
+	d := newVaultDataset(t, v)
+	ctx := context.Background()
+	signer, err := v.srv.TokenWithPolicy(ctx, secrets.PolicySignerPolicyName, secrets.PolicySignerHCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(t.TempDir(), "policy.tar.gz")
+	policyDir := filepath.Join(repo, "rego", "custos")
+	out, errOut, code := custos(t, []string{"VAULT_ADDR=" + v.srv.Addr, "VAULT_TOKEN=" + signer}, "policy", "bundle", policyDir, "-o", bundle, "--vault")
+	if code != 0 || !strings.Contains(out, "signed by vault:transit/custos-policy-signing@v1") {
+		t.Fatalf("policy bundle --vault: exit %d\n%s%s", code, out, errOut)
+	}
+	// The server's token may read the public key but not sign.
+	_, errOut, code = custos(t, v.env, "policy", "bundle", policyDir, "-o", bundle+".x", "--vault")
+	if code != 1 || !strings.Contains(errOut, "transit/sign/custos-policy-signing") {
+		t.Fatalf("signing with the server's token: exit %d\n%s", code, errOut)
+	}
+
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	s := serveVault(t, v, d, tokens, v.prov.SecretIDFile, false, "--policy-bundle", bundle, "--policy-key-vault")
+	cs := connect(t, s.url, tok)
+	if _, err := cs.ListResources(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.stop(t)
+	var loads int
+	for _, r := range d.records(t) {
+		if r.Action == "policy/load" {
+			loads++
+		}
+		if r.Action == "resources/list" && !strings.Contains(r.PolicyRevision, " bundle=sha256:") {
+			t.Errorf("record %d: policy revision %q names no bundle", r.Seq, r.PolicyRevision)
+		}
+	}
+	if loads != 1 {
+		t.Fatalf("%d policy/load records, want 1", loads)
+	}
+}

@@ -24,6 +24,14 @@ const AuditorPolicyName = "custos-auditor"
 //go:embed vault-auditor-policy.hcl
 var AuditorPolicyHCL string
 
+// PolicySignerPolicyName and PolicySignerHCL are the ACL policy of the
+// security team's signing identity: sign with the policy key, read its
+// public keys, nothing else.
+const PolicySignerPolicyName = "custos-policy-signer"
+
+//go:embed vault-policy-signer.hcl
+var PolicySignerHCL string
+
 // Layout names where custos's secrets live in Vault. Every field is a Vault
 // path component, never a secret value: configuration refers to secrets only
 // by path.
@@ -42,6 +50,9 @@ type Layout struct {
 	// BlobKey is the Transit key (type aes256-gcm96) that wraps per-blob data
 	// keys (envelope encryption at rest).
 	BlobKey string
+	// PolicyKey is the Transit key (type ecdsa-p256) with which the security
+	// team signs policy bundles; servers read only its public keys.
+	PolicyKey string
 }
 
 // DefaultLayout is the layout PolicyHCL grants.
@@ -52,6 +63,7 @@ var DefaultLayout = Layout{
 	TransitMount:  "transit",
 	SigningKey:    "custos-audit-signing",
 	BlobKey:       "custos-blob-kek",
+	PolicyKey:     "custos-policy-signing",
 }
 
 // KV secret values: each KV secret holds one field, KVField, whose value is
@@ -67,6 +79,7 @@ func (l Layout) withDefaults() Layout {
 	}{
 		{&l.KVMount, d.KVMount}, {&l.CursorKeyPath, d.CursorKeyPath}, {&l.AuditKeyPath, d.AuditKeyPath},
 		{&l.TransitMount, d.TransitMount}, {&l.SigningKey, d.SigningKey}, {&l.BlobKey, d.BlobKey},
+		{&l.PolicyKey, d.PolicyKey},
 	} {
 		if *f.dst == "" {
 			*f.dst = f.def
@@ -81,6 +94,7 @@ func (l Layout) validate() error {
 	for name, v := range map[string]string{
 		"kv mount": l.KVMount, "cursor key path": l.CursorKeyPath, "audit key path": l.AuditKeyPath,
 		"transit mount": l.TransitMount, "signing key": l.SigningKey, "blob key": l.BlobKey,
+		"policy key": l.PolicyKey,
 	} {
 		if strings.Trim(v, "/") != v || strings.ContainsAny(v, "?#@:= \t\r\n") || strings.Contains(v, "..") {
 			return fmt.Errorf("%w: %s must be a plain Vault path (no leading or trailing '/', '?', '#', '@', ':', '=', spaces or '..')", ErrBadConfig, name)

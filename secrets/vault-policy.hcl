@@ -39,3 +39,10 @@ path "transit/decrypt/custos-blob-kek" {
 path "transit/rewrap/custos-blob-kek" {
   capabilities = ["update"]
 }
+
+# Transit: the public keys of the policy-bundle signing key (ecdsa-p256), to
+# verify bundles (serve --policy-key-vault). Signing is the security team's
+# (policy custos-policy-signer), never the server's.
+path "transit/keys/custos-policy-signing" {
+  capabilities = ["read"]
+}

@@ -6,11 +6,39 @@ import (
 	"os"
 	"strings"
 
+	vault "github.com/hashicorp/vault/api"
 	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/spf13/cobra"
 
 	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/secrets"
 )
+
+// bundleSigner is the signer of --key ID=PEMFILE or, with --vault, the
+// Vault Transit policy key (token from $VAULT_TOKEN).
+func bundleSigner(cmd *cobra.Command, key string, useVault bool) (policy.JWSSigner, error) {
+	switch {
+	case key != "" && useVault:
+		return nil, usagef("choose --key ID=PEMFILE or --vault, not both")
+	case useVault:
+		addr := os.Getenv("VAULT_ADDR")
+		if addr == "" {
+			return nil, usagef("--vault needs $VAULT_ADDR and $VAULT_TOKEN (a token with policy custos-policy-signer)")
+		}
+		o := secrets.VaultOptions{Address: addr, Token: os.Getenv("VAULT_TOKEN"), Logger: quietLogger(cmd)}
+		if ca := os.Getenv("VAULT_CACERT"); ca != "" {
+			o.TLS = &vault.TLSConfig{CACert: ca}
+		}
+		s, err := secrets.OpenPolicySigner(cmd.Context(), o)
+		if err != nil {
+			return nil, fmt.Errorf("vault: %w", err)
+		}
+		return s, nil
+	case key != "":
+		return parseSigningKey(key)
+	}
+	return nil, usagef("a signing key is required: --key ID=PEMFILE or --vault")
+}
 
 // parseSigningKey reads --key ID=PEMFILE (an ECDSA P-256 private key).
 func parseSigningKey(kv string) (*policy.FileSigner, error) {
@@ -21,16 +49,22 @@ func parseSigningKey(kv string) (*policy.FileSigner, error) {
 	return policy.NewFileSigner(id, file)
 }
 
-const policyKeyHelp = `Keys: ES256 (ECDSA P-256). Create a pair with
+const policyKeyHelp = `Keys: ES256 (ECDSA P-256). With --vault the Transit key custos-policy-signing
+signs (the private key never leaves Vault; the token needs policy
+custos-policy-signer) and servers verify with --policy-key-vault. Or create a
+file pair with
   openssl ecparam -name prime256v1 -genkey -noout -out policy-signing.pem
   openssl ec -in policy-signing.pem -pubout -out policy-signing.pub.pem
 keep the private key with the security team, and give servers the public key:
   custos serve ... --policy-bundle policy.tar.gz --policy-key security-team-2026=policy-signing.pub.pem`
 
 func newPolicyBundleCmd() *cobra.Command {
-	var out, key, revision string
+	var (
+		out, key, revision string
+		useVault           bool
+	)
 	cmd := &cobra.Command{
-		Use:   "bundle DIR -o FILE --key ID=PEMFILE [--revision R]",
+		Use:   "bundle DIR -o FILE (--key ID=PEMFILE | --vault) [--revision R]",
 		Short: "Build a signed OPA bundle from a policy directory (for rollout)",
 		Long: `bundle compiles DIR with the server's lock-down, runs its Rego tests (a
 policy that fails them is not bundled), packs the .rego files (tests
@@ -50,10 +84,10 @@ Example:
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" || key == "" {
-				return usagef("bundle needs -o FILE and --key ID=PEMFILE")
+			if out == "" {
+				return usagef("bundle needs -o FILE")
 			}
-			signer, err := parseSigningKey(key)
+			signer, err := bundleSigner(cmd, key, useVault)
 			if err != nil {
 				return err
 			}
@@ -67,13 +101,17 @@ Example:
 	cmd.Flags().StringVarP(&out, "output", "o", "", "bundle file to write")
 	cmd.Flags().StringVar(&key, "key", "", "ID=PEMFILE: the ECDSA P-256 signing key")
 	cmd.Flags().StringVar(&revision, "revision", "", "manifest revision (default: the policy revision, sha256 of the modules)")
+	cmd.Flags().BoolVar(&useVault, "vault", false, "sign with the Vault Transit key custos-policy-signing ($VAULT_ADDR, $VAULT_TOKEN)")
 	return cmd
 }
 
 func newPolicySignCmd() *cobra.Command {
-	var out, key string
+	var (
+		out, key string
+		useVault bool
+	)
 	cmd := &cobra.Command{
-		Use:   "sign BUNDLE -o FILE --key ID=PEMFILE",
+		Use:   "sign BUNDLE -o FILE (--key ID=PEMFILE | --vault)",
 		Short: "Re-sign an existing policy bundle (e.g. with a new key)",
 		Long: `sign reads BUNDLE (its old signature is not trusted), checks that its
 policy compiles and passes its tests, and writes it signed with the key to
@@ -87,10 +125,10 @@ FILE.
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" || key == "" {
-				return usagef("sign needs -o FILE and --key ID=PEMFILE")
+			if out == "" {
+				return usagef("sign needs -o FILE")
 			}
-			signer, err := parseSigningKey(key)
+			signer, err := bundleSigner(cmd, key, useVault)
 			if err != nil {
 				return err
 			}
@@ -112,7 +150,11 @@ FILE.
 				defer os.Remove(tmp.Name())
 				tmp.Write(data)
 				tmp.Close()
-				if _, _, err := policy.LoadBundle(cmd.Context(), tmp.Name(), []policy.VerificationKey{signer.VerificationKey()}, policy.Options{}); err != nil {
+				fs, ok := signer.(*policy.FileSigner)
+				if !ok {
+					return nil // Vault: the server checks with the keys it reads from Vault
+				}
+				if _, _, err := policy.LoadBundle(cmd.Context(), tmp.Name(), []policy.VerificationKey{fs.VerificationKey()}, policy.Options{}); err != nil {
 					return fmt.Errorf("the re-signed bundle does not load: %w", err)
 				}
 				return nil
@@ -121,12 +163,13 @@ FILE.
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "bundle file to write")
 	cmd.Flags().StringVar(&key, "key", "", "ID=PEMFILE: the ECDSA P-256 signing key")
+	cmd.Flags().BoolVar(&useVault, "vault", false, "sign with the Vault Transit key custos-policy-signing ($VAULT_ADDR, $VAULT_TOKEN)")
 	return cmd
 }
 
 // signAndWrite signs b, serializes it, runs check (if any) on the bytes and
 // writes them to out atomically.
-func signAndWrite(cmd *cobra.Command, b *bundle.Bundle, signer *policy.FileSigner, out string, check func([]byte) error) error {
+func signAndWrite(cmd *cobra.Command, b *bundle.Bundle, signer policy.JWSSigner, out string, check func([]byte) error) error {
 	if err := policy.SignBundle(cmd.Context(), b, signer); err != nil {
 		return err
 	}

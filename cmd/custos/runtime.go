@@ -25,6 +25,7 @@ type runtimeOptions struct {
 	policyDir string
 	bundle    string   // signed policy bundle (production)
 	bundleKey []string // ID=PEMFILE verification keys of the bundle
+	bundleVlt bool     // also the Vault policy key's public keys
 	dev       bool
 	vault     *vaultFlags // used unless dev
 	node      string
@@ -373,10 +374,26 @@ func (rt *runtime) openPolicy(ctx context.Context, o runtimeOptions) error {
 		}
 		src = &policy.DirSource{Dir: o.policyDir, Options: popts, AllowNoTests: true}
 	case o.bundle != "":
-		if len(o.bundleKey) == 0 {
-			return usagef("--policy-bundle needs at least one --policy-key ID=PEMFILE: signature verification is mandatory")
+		if len(o.bundleKey) == 0 && !o.bundleVlt {
+			return usagef("--policy-bundle needs --policy-key ID=PEMFILE or --policy-key-vault: signature verification is mandatory")
 		}
 		var keys []policy.VerificationKey
+		if o.bundleVlt {
+			if rt.vault == nil {
+				return usagef("--policy-key-vault needs Vault (not --dev)")
+			}
+			vks, err := rt.vault.PolicyVerificationKeys(ctx)
+			if err != nil {
+				return fmt.Errorf("policy verification keys from Vault: %w", err)
+			}
+			for _, vk := range vks {
+				k, err := policy.ParseVerificationKey(vk.ID, vk.PEM)
+				if err != nil {
+					return err
+				}
+				keys = append(keys, k)
+			}
+		}
 		for _, kv := range o.bundleKey {
 			id, file, ok := strings.Cut(kv, "=")
 			if !ok || id == "" || file == "" {

@@ -31,6 +31,7 @@ func newServeCmd() *cobra.Command {
 		ckpt                                                                       checkpointOptions
 		bundlePath                                                                 string
 		bundleKeys                                                                 []string
+		bundleVault                                                                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --data-dir D (--stdio | --listen 127.0.0.1:PORT) [--dev | Vault settings]",
@@ -129,7 +130,7 @@ Examples:
 			}
 
 			rt, err := openRuntime(cmd.Context(), runtimeOptions{
-				data: d, policyDir: policyDir, bundle: bundlePath, bundleKey: bundleKeys, dev: dev, vault: &vf, node: nodeName(node), pageSize: pageSize, logger: logger,
+				data: d, policyDir: policyDir, bundle: bundlePath, bundleKey: bundleKeys, bundleVlt: bundleVault, dev: dev, vault: &vf, node: nodeName(node), pageSize: pageSize, logger: logger,
 				ckpt: ckpt,
 			})
 			if err != nil {
@@ -185,6 +186,7 @@ Examples:
 	f.StringVar(&policyDir, "policy-dir", "", "load the Rego policy from this directory (--dev only; watched and reloaded)")
 	f.StringVar(&bundlePath, "policy-bundle", "", "load the policy from this signed OPA bundle (watched and reloaded; needs --policy-key)")
 	f.StringArrayVar(&bundleKeys, "policy-key", nil, "ID=PEMFILE: an ES256 public key that may sign the policy bundle (repeatable)")
+	f.BoolVar(&bundleVault, "policy-key-vault", false, "also accept bundles signed by the Vault Transit key custos-policy-signing (every version)")
 	f.IntVar(&pageSize, "page-size", server.DefaultPageSize, "resources per resources/list page")
 	f.StringVar(&node, "node", "", "node name recorded in audit records (default: hostname)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

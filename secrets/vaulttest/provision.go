@@ -140,7 +140,7 @@ func (s *Server) Provision(ctx context.Context, opts ProvisionOptions) (*Provisi
 		return nil, err
 	}
 	// 2. Transit keys.
-	for _, k := range []struct{ name, typ string }{{l.SigningKey, "ed25519"}, {l.BlobKey, "aes256-gcm96"}} {
+	for _, k := range []struct{ name, typ string }{{l.SigningKey, "ed25519"}, {l.BlobKey, "aes256-gcm96"}, {l.PolicyKey, "ecdsa-p256"}} {
 		if err := step("create transit key "+k.name, createTransitKey(ctx, c, l.TransitMount, k.name, k.typ)); err != nil {
 			return nil, err
 		}

@@ -258,6 +258,10 @@ func TestProvisionedPolicy(t *testing.T) {
 				_, err := tr.WriteWithContext(ctx, l.TransitMount+"/keys/evil", map[string]any{"type": "ed25519"})
 				return err
 			}},
+			{"transit sign with the policy key (the security team signs)", func() error {
+				_, err := tr.WriteWithContext(ctx, l.TransitPath("sign", l.PolicyKey), map[string]any{"input": "eA=="})
+				return err
+			}},
 			{"transit verify (custos verifies locally)", func() error {
 				_, err := tr.WriteWithContext(ctx, l.TransitPath("verify", l.SigningKey), map[string]any{"input": "eA==", "signature": "vault:v1:AAAA"})
 				return err
