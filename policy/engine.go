@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -41,6 +42,10 @@ type Options struct {
 	// Timeout bounds each evaluation; zero means DefaultTimeout. Negative is
 	// an error.
 	Timeout time.Duration
+	// DecisionCache is how many decisions the engine memoizes (only for a
+	// deterministic policy; see decisionCache); zero means
+	// DefaultDecisionCache, negative disables the cache.
+	DecisionCache int
 }
 
 func (o *Options) validate() error {
@@ -78,6 +83,8 @@ type Engine struct {
 	// .rego files of a DirSource), for load events.
 	bundleDigest    string
 	candidateDigest string
+
+	cache *decisionCache // nil: every decision is evaluated
 }
 
 // Load compiles every *.rego file under fsys except *_test.rego into one
@@ -115,6 +122,7 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t.Value, nil }),
 	}
 	hasDecision := false
+	var modules []*ast.Module
 	for _, f := range files {
 		m, err := ast.ParseModuleWithOpts(f.path, string(f.content), ast.ParserOptions{RegoVersion: ast.RegoV1})
 		if err != nil {
@@ -128,6 +136,7 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 			}
 		}
 		regoOpts = append(regoOpts, rego.ParsedModule(m))
+		modules = append(modules, m)
 	}
 	if !hasDecision {
 		return nil, fmt.Errorf("%w: no rule %s is defined", ErrCompile, Query)
@@ -136,12 +145,20 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
-	return &Engine{
+	e := &Engine{
 		query:    pq,
 		revision: revision(files),
 		timeout:  opts.Timeout,
 		log:      opts.Logger,
-	}, nil
+	}
+	if opts.DecisionCache >= 0 {
+		if ok, builtin := deterministic(modules); ok {
+			e.cache = newDecisionCache(cmp.Or(opts.DecisionCache, DefaultDecisionCache))
+		} else {
+			opts.Logger.Info("policy calls a nondeterministic builtin; decisions are not cached", "builtin", builtin)
+		}
+	}
+	return e, nil
 }
 
 // LoadDir is Load over os.DirFS(dir); it is what custos serve --policy-dir uses.
@@ -178,6 +195,16 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	// here so that a cancelled request is always a denial.
 	if err := ctx.Err(); err != nil {
 		return e.fail(d, "policy_error", fmt.Errorf("%w: %w", ErrEvaluation, err))
+	}
+	var key [32]byte
+	if e.cache != nil {
+		key = cacheKey(&in)
+		if c, ok := e.cache.get(key); ok {
+			d.Allow, d.Reasons, d.Obligations = c.allow, slices.Clone(c.reasons), slices.Clone(c.obs)
+			e.log.Debug("policy decision", "decision_id", d.ID, "revision", d.Revision, "cached", true,
+				"action", string(in.Action), "allow", d.Allow, "reasons", d.Reasons, "obligations", len(d.Obligations))
+			return d, nil
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
@@ -217,6 +244,9 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 		d.Obligations = obs
 	} else if len(d.Reasons) == 0 {
 		d.Reasons = []string{"denied"}
+	}
+	if e.cache != nil {
+		e.cache.put(key, d)
 	}
 	e.log.Debug("policy decision", "decision_id", d.ID, "revision", d.Revision,
 		"action", string(in.Action), "allow", d.Allow, "reasons", d.Reasons, "obligations", len(d.Obligations))

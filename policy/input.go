@@ -64,13 +64,14 @@ type BreakGlass struct {
 // Subject is a Principal converted once to its policy input form. It is
 // immutable; reuse it for the decisions of one request.
 type Subject struct {
-	sub  string
-	term *ast.Term
+	sub    string
+	term   *ast.Term
+	digest [32]byte // principalDigest, the decision cache's view of the subject
 }
 
 // NewSubject converts p for reuse across decisions.
 func NewSubject(p Principal) *Subject {
-	return &Subject{sub: p.Sub, term: principalTerm(&p)}
+	return &Subject{sub: p.Sub, term: principalTerm(&p), digest: principalDigest(&p)}
 }
 
 func (in *Input) validate() error {
