@@ -1,0 +1,302 @@
+package ops
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Method label values of custos_requests_total and
+// custos_request_duration_seconds. Any other method is recorded as Other.
+const (
+	MethodList       = "resources/list"
+	MethodRead       = "resources/read"
+	MethodTemplates  = "resources/templates/list"
+	MethodInitialize = "initialize"
+	MethodPing       = "ping"
+)
+
+// Outcome label values of custos_requests_total. Any other outcome is
+// recorded as Other.
+const (
+	// OutcomeAllow: the request was decided and allowed (a list page, even
+	// an empty one, is allowed).
+	OutcomeAllow = "allow"
+	// OutcomeDeny: the policy denied the request or the input was invalid.
+	OutcomeDeny = "deny"
+	// OutcomeNotFound: a read answered "Resource not found" (which is also
+	// what a denied read looks like to the client).
+	OutcomeNotFound = "not_found"
+	// OutcomeError: the request failed after it was accepted.
+	OutcomeError = "error"
+	// OutcomeRefused: the server failed closed (audit, keys, policy or
+	// catalog unavailable) and released nothing.
+	OutcomeRefused = "refused"
+)
+
+// Rate-limit reasons of custos_rate_limited_total: which limit rejected
+// the request. Any other reason is recorded as Other.
+const (
+	LimitPrincipal   = "principal"   // per authenticated principal
+	LimitClient      = "client"      // per OAuth client / API client id
+	LimitSource      = "source"      // per source address
+	LimitGlobal      = "global"      // server-wide request rate
+	LimitConcurrency = "concurrency" // too many requests in flight
+)
+
+// Other is the label value recorded for any method, outcome, reason or
+// status outside the fixed sets above.
+const Other = "other"
+
+var (
+	methods  = []string{MethodList, MethodRead, MethodTemplates, MethodInitialize, MethodPing, Other}
+	outcomes = []string{OutcomeAllow, OutcomeDeny, OutcomeNotFound, OutcomeError, OutcomeRefused, Other}
+	reasons  = []string{LimitPrincipal, LimitClient, LimitSource, LimitGlobal, LimitConcurrency, Other}
+	statuses = []string{"401", "403", Other}
+)
+
+// Histogram buckets, in seconds.
+var (
+	// RequestBuckets spans 1 ms to 1 s (a request includes a policy
+	// evaluation and a durable audit append, so sub-millisecond answers are
+	// not expected), with one overflow bucket at 2.5 s.
+	RequestBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+	// AuditBuckets spans 100 µs to 1 s: a bbolt commit with fsync.
+	AuditBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+	// PolicyBuckets spans 50 µs to 250 ms: one prepared Rego evaluation.
+	PolicyBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25}
+)
+
+// Metrics holds the custos collectors. It is safe for concurrent use. A nil
+// *Metrics is valid: every method is then a no-op.
+type Metrics struct {
+	requests    [][]prometheus.Counter // [method][outcome]
+	latency     []prometheus.Observer  // [method]
+	audit       prometheus.Histogram
+	policy      prometheus.Histogram
+	rateLimited []prometheus.Counter // [reason]
+	authRejects []prometheus.Counter // [status]
+	checkpoint  prometheus.Gauge
+	keysStale   prometheus.Gauge
+	readiness   *prometheus.GaugeVec
+}
+
+// New creates the custos metrics and registers them with reg:
+//
+//	custos_requests_total{method, outcome}        counter
+//	custos_request_duration_seconds{method}       histogram (RequestBuckets)
+//	custos_audit_append_duration_seconds          histogram (AuditBuckets)
+//	custos_policy_eval_duration_seconds           histogram (PolicyBuckets)
+//	custos_rate_limited_total{reason}             counter
+//	custos_auth_rejections_total{status}          counter (status "401", "403")
+//	custos_checkpoint_size                        gauge (audit records under the newest checkpoint)
+//	custos_keys_stale                             gauge (1 while keys are past their staleness limit, else 0)
+//	custos_ready_check{check}                     gauge (1 if the named readiness check passed on the last /readyz, else 0)
+//
+// Every label value comes from a fixed set (see the Method*, Outcome*,
+// Limit* constants and Other); all series of the labelled counters are
+// created up front at 0, so rates and absent-series alerts work from the
+// first scrape. The check label of custos_ready_check takes only names
+// passed to Health.AddCheck by code.
+//
+// Use a registry of your own (prometheus.NewRegistry()), not the global
+// default one. New panics if a collector is already registered with reg
+// (as prometheus.MustRegister does): that is a wiring bug. A nil reg
+// creates unregistered metrics (useful in tests of other packages).
+func New(reg prometheus.Registerer) *Metrics {
+	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "custos_requests_total",
+		Help: "MCP requests answered, by method and outcome.",
+	}, []string{"method", "outcome"})
+	lat := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "custos_request_duration_seconds",
+		Help:    "Time to answer an MCP request, by method.",
+		Buckets: RequestBuckets,
+	}, []string{"method"})
+	aud := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "custos_audit_append_duration_seconds",
+		Help:    "Time to durably append one audit record.",
+		Buckets: AuditBuckets,
+	})
+	pol := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "custos_policy_eval_duration_seconds",
+		Help:    "Time to evaluate one policy decision.",
+		Buckets: PolicyBuckets,
+	})
+	rl := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "custos_rate_limited_total",
+		Help: "Requests rejected by a rate limit, by the limit that rejected them.",
+	}, []string{"reason"})
+	auth := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "custos_auth_rejections_total",
+		Help: "Requests rejected by authentication (401) or authorization (403).",
+	}, []string{"status"})
+	cp := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "custos_checkpoint_size",
+		Help: "Number of audit records covered by the newest signed checkpoint.",
+	})
+	ks := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "custos_keys_stale",
+		Help: "1 while the keys are past their staleness limit (requests are refused), else 0.",
+	})
+	rd := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "custos_ready_check",
+		Help: "1 if the named readiness check passed on the last /readyz probe, else 0.",
+	}, []string{"check"})
+	if reg != nil {
+		reg.MustRegister(reqs, lat, aud, pol, rl, auth, cp, ks, rd)
+	}
+
+	m := &Metrics{audit: aud, policy: pol, checkpoint: cp, keysStale: ks, readiness: rd}
+	m.requests = make([][]prometheus.Counter, len(methods))
+	m.latency = make([]prometheus.Observer, len(methods))
+	for i, meth := range methods {
+		m.latency[i] = lat.WithLabelValues(meth)
+		m.requests[i] = make([]prometheus.Counter, len(outcomes))
+		for j, out := range outcomes {
+			m.requests[i][j] = reqs.WithLabelValues(meth, out)
+		}
+	}
+	for _, r := range reasons {
+		m.rateLimited = append(m.rateLimited, rl.WithLabelValues(r))
+	}
+	for _, s := range statuses {
+		m.authRejects = append(m.authRejects, auth.WithLabelValues(s))
+	}
+	return m
+}
+
+// methodIndex is the index of method in methods; Other for anything else.
+func methodIndex(method string) int {
+	switch method {
+	case MethodList:
+		return 0
+	case MethodRead:
+		return 1
+	case MethodTemplates:
+		return 2
+	case MethodInitialize:
+		return 3
+	case MethodPing:
+		return 4
+	}
+	return len(methods) - 1
+}
+
+func outcomeIndex(outcome string) int {
+	switch outcome {
+	case OutcomeAllow:
+		return 0
+	case OutcomeDeny:
+		return 1
+	case OutcomeNotFound:
+		return 2
+	case OutcomeError:
+		return 3
+	case OutcomeRefused:
+		return 4
+	}
+	return len(outcomes) - 1
+}
+
+func reasonIndex(reason string) int {
+	switch reason {
+	case LimitPrincipal:
+		return 0
+	case LimitClient:
+		return 1
+	case LimitSource:
+		return 2
+	case LimitGlobal:
+		return 3
+	case LimitConcurrency:
+		return 4
+	}
+	return len(reasons) - 1
+}
+
+// ObserveRequest counts one answered request and records its latency.
+// method and outcome outside the fixed sets are recorded as Other, so no
+// caller can put a URI, an id or a token into a label.
+func (m *Metrics) ObserveRequest(method, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	mi := methodIndex(method)
+	m.requests[mi][outcomeIndex(outcome)].Inc()
+	m.latency[mi].Observe(d.Seconds())
+}
+
+// ObserveAudit records the duration of one durable audit append.
+func (m *Metrics) ObserveAudit(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.audit.Observe(d.Seconds())
+}
+
+// ObservePolicy records the duration of one policy evaluation.
+func (m *Metrics) ObservePolicy(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.policy.Observe(d.Seconds())
+}
+
+// RateLimited counts one request rejected by the limit named reason (one
+// of the Limit* constants; anything else is recorded as Other).
+func (m *Metrics) RateLimited(reason string) {
+	if m == nil {
+		return
+	}
+	m.rateLimited[reasonIndex(reason)].Inc()
+}
+
+// AuthRejected counts one request rejected with HTTP status 401 or 403;
+// any other status is recorded as Other.
+func (m *Metrics) AuthRejected(status int) {
+	if m == nil {
+		return
+	}
+	i := len(statuses) - 1
+	switch status {
+	case 401:
+		i = 0
+	case 403:
+		i = 1
+	}
+	m.authRejects[i].Inc()
+}
+
+// SetCheckpointSize sets the number of audit records covered by the newest
+// checkpoint (its tree size).
+func (m *Metrics) SetCheckpointSize(n uint64) {
+	if m == nil {
+		return
+	}
+	m.checkpoint.Set(float64(n))
+}
+
+// SetKeysStale sets custos_keys_stale to 1 (stale) or 0 (fresh).
+func (m *Metrics) SetKeysStale(stale bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if stale {
+		v = 1
+	}
+	m.keysStale.Set(v)
+}
+
+// setReady records the result of the readiness check named check.
+func (m *Metrics) setReady(check string, ok bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if ok {
+		v = 1
+	}
+	m.readiness.WithLabelValues(check).Set(v)
+}
