@@ -1,0 +1,29 @@
+// Package oauth makes custos an OAuth 2.1 resource server: it verifies JWT
+// access tokens issued by one authorization server and maps them to the
+// policy principal.
+//
+// Specifications followed:
+//   - RFC 9068 (JWT profile for OAuth 2.0 access tokens) and RFC 7519: a
+//     token is a JWS in compact serialization, signed with RS256, ES256 or
+//     EdDSA by a key of the issuer's JWKS (RFC 7517), selected by "kid".
+//   - RFC 8707: "aud" must contain the server's canonical resource URL.
+//   - RFC 9728: protected resource metadata, advertised through the
+//     resource_metadata parameter of WWW-Authenticate (RFC 6750 §3).
+//   - RFC 8693 §4.1: the "act" claim names the agent acting for "sub".
+//
+// Invariants:
+//   - Fail closed. A token is accepted only if every check passes: allowed
+//     algorithm (never "none" and never an HMAC, so a public key can not be
+//     used as a shared secret), a signature by a known asymmetric key, iss,
+//     aud, exp (required), nbf and iat within Config.Skew, a non-empty sub,
+//     a tenant and a client identity, and well-typed custom claims.
+//   - All cryptography is go-jose's (github.com/go-jose/go-jose/v4).
+//   - Errors and log lines never contain the token or any claim value; they
+//     name the check that failed.
+//   - The JWKS is cached. An unknown "kid" forces a refetch (key rotation),
+//     at most once per Config.MinRefreshInterval so that forged kids can not
+//     turn the verifier into a request amplifier against the issuer. If the
+//     issuer becomes unreachable the cached keys keep working.
+//   - Purpose of use is accepted only if it is a known HL7 v3 PurposeOfUse
+//     code; the claim and the request header must not disagree.
+package oauth

@@ -1,0 +1,253 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+)
+
+// RequiredScope returns the scope an MCP method requires beyond a valid
+// token: ScopeList for resources/list and resources/templates/list,
+// ScopeRead for resources/read, "" for anything else.
+func (v *Verifier) RequiredScope(mcpMethod string) string {
+	switch mcpMethod {
+	case "resources/list", "resources/templates/list":
+		return v.cfg.ScopeList
+	case "resources/read":
+		return v.cfg.ScopeRead
+	}
+	return ""
+}
+
+// CheckScope returns an error wrapping ErrInsufficientScope unless scope is
+// "" or granted by c.
+func CheckScope(c *Claims, scope string) error {
+	if scope == "" || c.HasScope(scope) {
+		return nil
+	}
+	return fmt.Errorf("%w: token lacks the required scope", ErrInsufficientScope)
+}
+
+// PurposeOfUse returns the caller's purpose of use: the purpose claim if
+// present, else the PurposeHeader of h. If both are present they must be
+// equal. A present value must be a known code; "" (neither present) is
+// returned without error, for the policy to deny. Errors wrap ErrPurpose and
+// do not echo the value.
+//
+// It takes the header rather than the request so that MCP handlers can pass
+// mcp.RequestExtra.Header as well as an HTTP middleware r.Header.
+func (v *Verifier) PurposeOfUse(h http.Header, c Claims) (string, error) {
+	fromHeader := strings.TrimSpace(h.Get(v.cfg.PurposeHeader))
+	if len(h.Values(v.cfg.PurposeHeader)) > 1 {
+		return "", fmt.Errorf("%w: header %s given more than once", ErrPurpose, v.cfg.PurposeHeader)
+	}
+	p := c.PurposeOfUse
+	switch {
+	case p != "" && fromHeader != "" && p != fromHeader:
+		return "", fmt.Errorf("%w: claim %q and header %s disagree", ErrPurpose, v.cfg.PurposeClaim, v.cfg.PurposeHeader)
+	case p == "":
+		p = fromHeader
+	}
+	if p != "" && !v.known[p] {
+		return "", fmt.Errorf("%w: not a known HL7 PurposeOfUse code", ErrPurpose)
+	}
+	return p, nil
+}
+
+// ResourceMetadataURL is the RFC 9728 metadata URL advertised in challenges.
+func (v *Verifier) ResourceMetadataURL() string { return v.cfg.ResourceMetadataURL }
+
+// MetadataPath is the path to mount MetadataHandler on: the path of
+// ResourceMetadataURL, /.well-known/oauth-protected-resource followed by
+// the path of Audience (RFC 9728 §3.1).
+func (v *Verifier) MetadataPath() string {
+	u, err := url.Parse(v.cfg.ResourceMetadataURL)
+	if err != nil { // validated by New
+		return "/.well-known/oauth-protected-resource"
+	}
+	return u.Path
+}
+
+// Metadata is the RFC 9728 protected resource metadata of this server.
+func (v *Verifier) Metadata() *oauthex.ProtectedResourceMetadata {
+	return &oauthex.ProtectedResourceMetadata{
+		Resource:               v.cfg.Audience,
+		AuthorizationServers:   []string{v.cfg.Issuer},
+		ScopesSupported:        []string{v.cfg.ScopeList, v.cfg.ScopeRead},
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           v.cfg.ResourceName,
+	}
+}
+
+// MetadataHandler serves Metadata as JSON (GET, with CORS, via the MCP
+// SDK's ProtectedResourceMetadataHandler). Mount it at MetadataPath.
+func (v *Verifier) MetadataHandler() http.Handler {
+	return auth.ProtectedResourceMetadataHandler(v.Metadata())
+}
+
+// Challenge writes an RFC 6750 §3 error response:
+//
+//   - status 401, err wrapping ErrMissing (or nil): WWW-Authenticate: Bearer
+//     resource_metadata="…", scope="…" — no error code (§3.1);
+//   - status 401, any other err: the same plus error="invalid_token",
+//     error_description="…" (a fixed text per sentinel, never the token);
+//   - status 403: error="insufficient_scope" and scope=requiredScope.
+//
+// scope is requiredScope if set, else all scopes this server knows. Other
+// statuses are written as plain errors without a challenge.
+func (v *Verifier) Challenge(w http.ResponseWriter, status int, err error, requiredScope string) {
+	scope := requiredScope
+	if scope == "" {
+		scope = v.cfg.ScopeList + " " + v.cfg.ScopeRead
+	}
+	params := []string{
+		fmt.Sprintf(`resource_metadata="%s"`, v.cfg.ResourceMetadataURL),
+		fmt.Sprintf(`scope="%s"`, scope),
+	}
+	switch status {
+	case http.StatusUnauthorized:
+		if err != nil && !errors.Is(err, ErrMissing) {
+			params = append(params, `error="invalid_token"`,
+				fmt.Sprintf(`error_description="%s"`, description(err)))
+		}
+	case http.StatusForbidden:
+		params = append(params, `error="insufficient_scope"`)
+	default:
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
+	w.Header().Set("WWW-Authenticate", "Bearer "+strings.Join(params, ", "))
+	http.Error(w, http.StatusText(status), status)
+}
+
+// description is a fixed, quote-free text for err's sentinel.
+func description(err error) string {
+	switch {
+	case errors.Is(err, ErrExpired):
+		return "token expired"
+	case errors.Is(err, ErrNotYetValid):
+		return "token not yet valid"
+	case errors.Is(err, ErrAudience):
+		return "token not issued for this resource"
+	case errors.Is(err, ErrIssuer):
+		return "token from an untrusted issuer"
+	}
+	return "token invalid"
+}
+
+// BearerToken extracts the token of an "Authorization: Bearer <token>"
+// header; it returns ErrMissing if there is none and ErrInvalid if the
+// header is malformed.
+func BearerToken(r *http.Request) (string, error) {
+	vals := r.Header.Values("Authorization")
+	switch len(vals) {
+	case 0:
+		return "", ErrMissing
+	case 1:
+	default:
+		return "", fmt.Errorf("%w: more than one Authorization header", ErrInvalid)
+	}
+	scheme, tok, ok := strings.Cut(vals[0], " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		return "", ErrMissing // another scheme: challenge for Bearer
+	}
+	tok = strings.TrimSpace(tok)
+	if tok == "" || strings.ContainsAny(tok, " \t") {
+		return "", fmt.Errorf("%w: malformed Authorization header", ErrInvalid)
+	}
+	return tok, nil
+}
+
+// claimsKey is the TokenInfo.Extra key and context key for Claims.
+const claimsKey = "custos.oauth.claims"
+
+type ctxKey struct{}
+
+// ClaimsFromTokenInfo returns the Claims a TokenVerifier or Middleware
+// attached to ti.
+func ClaimsFromTokenInfo(ti *auth.TokenInfo) (Claims, bool) {
+	if ti == nil {
+		return Claims{}, false
+	}
+	c, ok := ti.Extra[claimsKey].(Claims)
+	return c, ok
+}
+
+// ClaimsFromContext returns the Claims Middleware attached to the request
+// context.
+func ClaimsFromContext(ctx context.Context) (Claims, bool) {
+	c, ok := ctx.Value(ctxKey{}).(Claims)
+	return c, ok
+}
+
+// TokenInfo converts verified claims to the MCP SDK's TokenInfo, with the
+// Claims under Extra (see ClaimsFromTokenInfo).
+func TokenInfo(c Claims) *auth.TokenInfo {
+	return &auth.TokenInfo{
+		Scopes:     c.Scopes,
+		Expiration: c.Expiry,
+		UserID:     c.Subject,
+		Extra:      map[string]any{claimsKey: c},
+	}
+}
+
+// TokenVerifier adapts Verify to auth.RequireBearerToken. Errors wrap
+// auth.ErrInvalidToken (401). Note that the SDK middleware's challenge
+// carries no error code and compares Expiration without our skew; prefer
+// Middleware, which writes RFC 6750 challenges.
+func (v *Verifier) TokenVerifier() auth.TokenVerifier {
+	return func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		c, err := v.Verify(ctx, token)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, err)
+		}
+		return TokenInfo(c), nil
+	}
+}
+
+// Middleware authenticates every request before next sees it: a missing or
+// invalid token gets a 401 challenge; then method (if not nil) names the
+// MCP method of the request, and a token lacking RequiredScope(method) gets
+// a 403 challenge (a method error gets 400). On success the Claims are in
+// the request context (ClaimsFromContext) and, through the SDK's
+// RequireBearerToken, in auth.TokenInfoFromContext, which the MCP
+// streamable handler passes on as RequestExtra.TokenInfo.
+//
+// method must leave r.Body readable for next (e.g. read it and replace it).
+func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (string, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, err := BearerToken(r)
+		if err != nil {
+			v.Challenge(w, http.StatusUnauthorized, err, "")
+			return
+		}
+		c, err := v.Verify(r.Context(), tok)
+		if err != nil {
+			v.cfg.Logger.Info("oauth: token rejected", "err", err, "remote", r.RemoteAddr)
+			v.Challenge(w, http.StatusUnauthorized, err, "")
+			return
+		}
+		if method != nil {
+			m, err := method(r)
+			if err != nil {
+				http.Error(w, "bad request", http.StatusBadRequest)
+				return
+			}
+			if scope := v.RequiredScope(m); CheckScope(&c, scope) != nil {
+				v.Challenge(w, http.StatusForbidden, ErrInsufficientScope, scope)
+				return
+			}
+		}
+		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, c))
+		ti := TokenInfo(c)
+		auth.RequireBearerToken(func(context.Context, string, *http.Request) (*auth.TokenInfo, error) {
+			return ti, nil
+		}, &auth.RequireBearerTokenOptions{ClockSkew: v.cfg.Skew})(next).ServeHTTP(w, r)
+	})
+}

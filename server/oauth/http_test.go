@@ -1,0 +1,217 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+)
+
+func TestChallenge(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	v := is.verifier(t)
+	const meta = `resource_metadata="https://custos.test/.well-known/oauth-protected-resource/mcp"`
+	tests := []struct {
+		name   string
+		status int
+		err    error
+		scope  string
+		want   string
+	}{
+		{"missing", 401, ErrMissing, "", `Bearer ` + meta + `, scope="resources:list resources:read"`},
+		{"invalid", 401, fmt.Errorf("%w: x", ErrInvalid), "",
+			`Bearer ` + meta + `, scope="resources:list resources:read", error="invalid_token", error_description="token invalid"`},
+		{"expired", 401, ErrExpired, "",
+			`Bearer ` + meta + `, scope="resources:list resources:read", error="invalid_token", error_description="token expired"`},
+		{"audience", 401, ErrAudience, "",
+			`Bearer ` + meta + `, scope="resources:list resources:read", error="invalid_token", error_description="token not issued for this resource"`},
+		{"insufficient scope", 403, ErrInsufficientScope, "resources:read",
+			`Bearer ` + meta + `, scope="resources:read", error="insufficient_scope"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			v.Challenge(rec, tt.status, tt.err, tt.scope)
+			if rec.Code != tt.status {
+				t.Errorf("status = %d, want %d", rec.Code, tt.status)
+			}
+			if got := rec.Header().Values("WWW-Authenticate"); len(got) != 1 || got[0] != tt.want {
+				t.Errorf("WWW-Authenticate =\n %q\nwant\n %q", got, tt.want)
+			}
+		})
+	}
+	rec := httptest.NewRecorder()
+	v.Challenge(rec, 400, ErrPurpose, "")
+	if rec.Code != 400 || rec.Header().Get("WWW-Authenticate") != "" {
+		t.Errorf("400: code %d, challenge %q", rec.Code, rec.Header().Get("WWW-Authenticate"))
+	}
+}
+
+func TestMetadata(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	v := is.verifier(t)
+	if got, want := v.MetadataPath(), "/.well-known/oauth-protected-resource/mcp"; got != want {
+		t.Errorf("MetadataPath = %q, want %q", got, want)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(v.MetadataPath(), v.MetadataHandler())
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + v.MetadataPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	want := `{"resource":"https://custos.test/mcp","authorization_servers":["` + is.srv.URL +
+		`"],"scopes_supported":["resources:list","resources:read"],"bearer_methods_supported":["header"],"resource_name":"custos"}` + "\n"
+	if resp.StatusCode != 200 || string(body) != want {
+		t.Errorf("metadata: %d\n got %s\nwant %s", resp.StatusCode, body, want)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q", ct)
+	}
+
+	root := is.verifier(t, func(c *Config) { c.Audience = "https://custos.test/" })
+	if got, want := root.ResourceMetadataURL(), "https://custos.test/.well-known/oauth-protected-resource"; got != want {
+		t.Errorf("root ResourceMetadataURL = %q, want %q", got, want)
+	}
+}
+
+func TestPurposeOfUse(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	v := is.verifier(t)
+	tests := []struct {
+		name    string
+		claim   string
+		header  []string
+		want    string
+		wantErr bool
+	}{
+		{"claim", "TREAT", nil, "TREAT", false},
+		{"header", "", []string{"HRESCH"}, "HRESCH", false},
+		{"both equal", "TREAT", []string{"TREAT"}, "TREAT", false},
+		{"both differ", "TREAT", []string{"HRESCH"}, "", true},
+		{"unknown claim", "SHOPPING", nil, "", true},
+		{"unknown header", "", []string{"treat"}, "", true},
+		{"header twice", "", []string{"TREAT", "TREAT"}, "", true},
+		{"neither", "", nil, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			for _, x := range tt.header {
+				h.Add("X-Purpose-Of-Use", x)
+			}
+			got, err := v.PurposeOfUse(h, Claims{PurposeOfUse: tt.claim})
+			if tt.wantErr {
+				if !errors.Is(err, ErrPurpose) {
+					t.Fatalf("err = %v, want ErrPurpose", err)
+				}
+				if strings.Contains(err.Error(), "SHOPPING") || strings.Contains(err.Error(), "HRESCH") {
+					t.Errorf("error echoes the value: %v", err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("PurposeOfUse = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// jsonRPCMethod is a test method extractor: the method travels in a header.
+func jsonRPCMethod(r *http.Request) (string, error) {
+	m := r.Header.Get("X-Test-Method")
+	if m == "bad" {
+		return "", errors.New("unparsable")
+	}
+	return m, nil
+}
+
+func TestMiddleware(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	v := is.verifier(t)
+	var seen Claims
+	var sdkInfo *auth.TokenInfo
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, ok := ClaimsFromContext(r.Context())
+		if !ok {
+			t.Error("no claims in context")
+		}
+		seen, sdkInfo = c, auth.TokenInfoFromContext(r.Context())
+		w.WriteHeader(http.StatusNoContent)
+	})
+	h := v.Middleware(next, jsonRPCMethod)
+	listOnly := sign(t, ecKey, is.claims(set("scope", "resources:list")))
+	expired := sign(t, ecKey, is.claims(set("exp", t0.Add(-DefaultSkew*2).Unix())))
+	tests := []struct {
+		name, auth, method string
+		code               int
+		challenge          string // substring of WWW-Authenticate; "" means none expected
+	}{
+		{"no token", "", "resources/list", 401, `scope="resources:list resources:read"`},
+		{"basic auth", "Basic dXNlcjpwYXNz", "resources/list", 401, `scope="resources:list resources:read"`},
+		{"invalid", "Bearer abc.def.ghi", "resources/list", 401, `error="invalid_token"`},
+		{"expired", "Bearer " + expired, "resources/list", 401, `error_description="token expired"`},
+		{"list ok", "Bearer " + listOnly, "resources/list", 204, ""},
+		{"templates ok", "bearer " + listOnly, "resources/templates/list", 204, ""},
+		{"read needs scope", "Bearer " + listOnly, "resources/read", 403, `scope="resources:read", error="insufficient_scope"`},
+		{"no scope needed", "Bearer " + listOnly, "initialize", 204, ""},
+		{"bad method", "Bearer " + listOnly, "bad", 400, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seen, sdkInfo = Claims{}, nil
+			r := httptest.NewRequest("POST", "/mcp", nil).WithContext(context.Background())
+			if tt.auth != "" {
+				r.Header.Set("Authorization", tt.auth)
+			}
+			r.Header.Set("X-Test-Method", tt.method)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if rec.Code != tt.code {
+				t.Fatalf("code = %d, want %d (body %q)", rec.Code, tt.code, rec.Body)
+			}
+			ch := rec.Header().Get("WWW-Authenticate")
+			if tt.challenge == "" && ch != "" || !strings.Contains(ch, tt.challenge) {
+				t.Errorf("WWW-Authenticate = %q, want it to contain %q", ch, tt.challenge)
+			}
+			if tt.code == 204 {
+				if seen.Subject != "dr.alice" {
+					t.Errorf("handler saw claims %+v", seen)
+				}
+				c, ok := ClaimsFromTokenInfo(sdkInfo)
+				if !ok || c.Principal.Sub != "dr.alice" || sdkInfo.UserID != "dr.alice" {
+					t.Errorf("SDK TokenInfo = %+v", sdkInfo)
+				}
+			} else if seen.Subject != "" {
+				t.Error("handler ran for a rejected request")
+			}
+		})
+	}
+}
+
+func TestTokenVerifier(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	v := is.verifier(t)
+	tv := v.TokenVerifier()
+	r := httptest.NewRequest("GET", "/", nil)
+	ti, err := tv(context.Background(), sign(t, ecKey, is.claims()), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := ClaimsFromTokenInfo(ti); !ok || c.Principal.Tenant != "org-a" || !ti.Expiration.Equal(c.Expiry) {
+		t.Errorf("TokenInfo = %+v", ti)
+	}
+	_, err = tv(context.Background(), sign(t, ecKey, is.claims(set("iss", "x"))), r)
+	if !errors.Is(err, auth.ErrInvalidToken) || !errors.Is(err, ErrIssuer) {
+		t.Errorf("err = %v, want auth.ErrInvalidToken and ErrIssuer", err)
+	}
+}

@@ -1,0 +1,343 @@
+package oauth
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// allowedAlgs are the only JWS algorithms accepted. "none" and the HMAC
+// algorithms are absent: go-jose rejects any other alg at parse time, which
+// defeats the alg=none and the RS256->HS256 key-confusion attacks.
+var allowedAlgs = []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA}
+
+// maxJWKSBytes bounds the JWKS response body.
+const maxJWKSBytes = 1 << 20
+
+// Verifier verifies access tokens against the issuer's cached JWKS. It is
+// safe for concurrent use.
+type Verifier struct {
+	cfg   Config
+	names claimNames
+	known map[string]bool
+
+	keys        atomic.Pointer[keySet]
+	lastAttempt atomic.Int64 // unix nanoseconds of the last JWKS fetch attempt
+	refreshing  atomic.Bool  // a background refresh is running
+	fetchMu     sync.Mutex   // serializes JWKS fetches
+
+	// verified caches the claims of recently verified tokens, by
+	// SHA-256(token). An entry is used only with the key set it was
+	// verified against, and its times are rechecked on every hit.
+	cacheMu  sync.RWMutex
+	verified map[[32]byte]cachedClaims
+}
+
+type cachedClaims struct {
+	ks *keySet
+	c  Claims
+}
+
+// keySet is one fetched JWKS: usable public signing keys by kid.
+type keySet struct {
+	byKID   map[string][]jose.JSONWebKey
+	fetched time.Time
+}
+
+// New validates cfg and fetches the JWKS; it fails (ErrJWKS) if the key set
+// can not be fetched or holds no usable key.
+func New(ctx context.Context, cfg Config) (*Verifier, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	v := &Verifier{
+		cfg: cfg,
+		names: claimNames{roles: cfg.RolesClaim, tenant: cfg.TenantClaim,
+			patients: cfg.PatientsClaim, purpose: cfg.PurposeClaim},
+		known:    map[string]bool{},
+		verified: map[[32]byte]cachedClaims{},
+	}
+	for _, p := range cfg.KnownPurposes {
+		v.known[p] = true
+	}
+	v.fetchMu.Lock()
+	defer v.fetchMu.Unlock()
+	if err := v.fetchLocked(ctx); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Config returns the effective configuration (defaults applied).
+func (v *Verifier) Config() Config { return v.cfg }
+
+// Verify verifies a compact-serialized JWT access token and returns its
+// claims. Errors wrap one of ErrInvalid, ErrExpired, ErrNotYetValid,
+// ErrAudience, ErrIssuer (or ErrMissing for ""), and never contain the
+// token. Scopes are not checked here: see RequiredScope and CheckScope.
+func (v *Verifier) Verify(ctx context.Context, rawToken string) (Claims, error) {
+	if rawToken == "" {
+		return Claims{}, ErrMissing
+	}
+	var digest [32]byte
+	if v.cfg.CacheSize > 0 {
+		digest = sha256.Sum256([]byte(rawToken))
+		v.cacheMu.RLock()
+		e, ok := v.verified[digest]
+		v.cacheMu.RUnlock()
+		if ok && e.ks == v.keys.Load() {
+			if err := v.checkClaims(&e.c); err != nil {
+				return Claims{}, err
+			}
+			return e.c.clone(), nil
+		}
+	}
+	jws, err := jose.ParseSignedCompact(rawToken, allowedAlgs)
+	if err != nil {
+		// go-jose's message may describe the header, never the token.
+		return Claims{}, fmt.Errorf("%w: not a JWS with an allowed algorithm", ErrInvalid)
+	}
+	if len(jws.Signatures) != 1 {
+		return Claims{}, fmt.Errorf("%w: want exactly one signature", ErrInvalid)
+	}
+	h := jws.Signatures[0].Header
+	if err := checkTyp(h); err != nil {
+		return Claims{}, err
+	}
+	if h.KeyID == "" {
+		return Claims{}, fmt.Errorf("%w: header has no kid", ErrInvalid)
+	}
+	alg := jose.SignatureAlgorithm(h.Algorithm)
+	ks, keys, err := v.keysFor(ctx, h.KeyID)
+	if err != nil {
+		return Claims{}, err
+	}
+	var payload []byte
+	for _, k := range keys {
+		if !keyFits(k, alg) {
+			continue
+		}
+		if p, err := jws.Verify(k.Key); err == nil {
+			payload = p
+			break
+		}
+	}
+	if payload == nil {
+		return Claims{}, fmt.Errorf("%w: signature does not verify", ErrInvalid)
+	}
+	c, err := parseClaims(payload, v.names)
+	if err != nil {
+		return Claims{}, err
+	}
+	if err := v.checkClaims(&c); err != nil {
+		return Claims{}, err
+	}
+	if v.cfg.CacheSize > 0 {
+		v.cacheMu.Lock()
+		if len(v.verified) >= v.cfg.CacheSize {
+			for k := range v.verified { // evict an arbitrary entry
+				delete(v.verified, k)
+				break
+			}
+		}
+		v.verified[digest] = cachedClaims{ks: ks, c: c.clone()}
+		v.cacheMu.Unlock()
+	}
+	return c, nil
+}
+
+// clone copies the slices of c, so that callers can not alter the cache.
+func (c Claims) clone() Claims {
+	c.Audience = slices.Clone(c.Audience)
+	c.Scopes = slices.Clone(c.Scopes)
+	c.Principal.Roles = slices.Clone(c.Principal.Roles)
+	c.Principal.Patients = slices.Clone(c.Principal.Patients)
+	return c
+}
+
+// checkTyp rejects tokens whose typ names another kind of JWT (RFC 9068
+// §4 wants at+jwt; plain JWT and no typ are accepted for issuers that do
+// not set it).
+func checkTyp(h jose.Header) error {
+	t, ok := h.ExtraHeaders[jose.HeaderType]
+	if !ok {
+		return nil
+	}
+	s, _ := t.(string)
+	switch strings.ToLower(s) {
+	case "jwt", "at+jwt", "application/at+jwt":
+		return nil
+	}
+	return fmt.Errorf("%w: typ is not an access token type", ErrInvalid)
+}
+
+// checkClaims checks iss, aud and the validity window.
+func (v *Verifier) checkClaims(c *Claims) error {
+	if c.Issuer != v.cfg.Issuer {
+		return ErrIssuer
+	}
+	if !slices.Contains(c.Audience, v.cfg.Audience) {
+		return ErrAudience
+	}
+	now, skew := v.cfg.Now(), v.cfg.Skew
+	if !now.Add(-skew).Before(c.Expiry) { // valid while now - skew < exp
+		return ErrExpired
+	}
+	if !c.NotBefore.IsZero() && now.Add(skew).Before(c.NotBefore) {
+		return fmt.Errorf("%w: nbf", ErrNotYetValid)
+	}
+	if !c.IssuedAt.IsZero() && now.Add(skew).Before(c.IssuedAt) {
+		return fmt.Errorf("%w: iat", ErrNotYetValid)
+	}
+	return nil
+}
+
+// keyFits binds key types to algorithms, so that no key is ever used with
+// an algorithm of another family, whatever the JWKS says.
+func keyFits(k jose.JSONWebKey, alg jose.SignatureAlgorithm) bool {
+	if k.Algorithm != "" && k.Algorithm != string(alg) {
+		return false
+	}
+	switch pk := k.Key.(type) {
+	case *rsa.PublicKey:
+		return alg == jose.RS256 && pk.N.BitLen() >= 2048
+	case *ecdsa.PublicKey:
+		return alg == jose.ES256 && pk.Curve == elliptic.P256()
+	case ed25519.PublicKey:
+		return alg == jose.EdDSA
+	}
+	return false
+}
+
+// keysFor returns the cached keys for kid. An unknown kid forces a JWKS
+// refetch (key rotation), rate-limited by MinRefreshInterval. A stale set
+// is refreshed in the background while the cached keys keep serving.
+func (v *Verifier) keysFor(ctx context.Context, kid string) (*keySet, []jose.JSONWebKey, error) {
+	ks := v.keys.Load()
+	now := v.cfg.Now()
+	if now.Sub(ks.fetched) > v.cfg.JWKSRefresh && v.mayFetch(now) && v.refreshing.CompareAndSwap(false, true) {
+		go v.backgroundRefresh()
+	}
+	if keys := ks.byKID[kid]; len(keys) > 0 {
+		return ks, keys, nil
+	}
+	v.fetchMu.Lock()
+	defer v.fetchMu.Unlock()
+	if ks := v.keys.Load(); len(ks.byKID[kid]) > 0 { // fetched meanwhile
+		return ks, ks.byKID[kid], nil
+	}
+	if !v.mayFetch(v.cfg.Now()) {
+		return nil, nil, fmt.Errorf("%w: unknown kid (JWKS refresh rate-limited)", ErrInvalid)
+	}
+	if err := v.fetchLocked(ctx); err != nil {
+		v.cfg.Logger.Warn("oauth: JWKS refresh for unknown kid failed", "err", err)
+		return nil, nil, fmt.Errorf("%w: unknown kid (JWKS refresh failed)", ErrInvalid)
+	}
+	if ks := v.keys.Load(); len(ks.byKID[kid]) > 0 {
+		return ks, ks.byKID[kid], nil
+	}
+	return nil, nil, fmt.Errorf("%w: unknown kid", ErrInvalid)
+}
+
+func (v *Verifier) mayFetch(now time.Time) bool {
+	return now.Sub(time.Unix(0, v.lastAttempt.Load())) >= v.cfg.MinRefreshInterval
+}
+
+func (v *Verifier) backgroundRefresh() {
+	defer v.refreshing.Store(false)
+	v.fetchMu.Lock()
+	defer v.fetchMu.Unlock()
+	if !v.mayFetch(v.cfg.Now()) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := v.fetchLocked(ctx); err != nil {
+		v.cfg.Logger.Warn("oauth: periodic JWKS refresh failed; keeping cached keys", "err", err)
+	}
+}
+
+// fetchLocked fetches and installs the JWKS. v.fetchMu must be held. On
+// failure the cached set is kept.
+func (v *Verifier) fetchLocked(ctx context.Context) error {
+	v.lastAttempt.Store(v.cfg.Now().UnixNano())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.cfg.JWKSURL, nil)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrJWKS, err)
+	}
+	req.Header.Set("Accept", "application/jwk-set+json, application/json")
+	resp, err := v.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrJWKS, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%w: HTTP status %d", ErrJWKS, resp.StatusCode)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes+1))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrJWKS, err)
+	}
+	if len(body) > maxJWKSBytes {
+		return fmt.Errorf("%w: body larger than %d bytes", ErrJWKS, maxJWKSBytes)
+	}
+	byKID, skipped, err := parseJWKS(body)
+	if err != nil {
+		return err
+	}
+	v.keys.Store(&keySet{byKID: byKID, fetched: v.cfg.Now()})
+	v.cfg.Logger.Info("oauth: JWKS fetched", "keys", len(byKID), "skipped", skipped)
+	return nil
+}
+
+// parseJWKS keeps the usable keys of a JWK Set: public RSA, EC P-256 and
+// Ed25519 signing keys with a kid. Other keys (encryption keys, symmetric
+// keys, private keys, unknown types) are skipped and counted; a set with no
+// usable key is an error.
+func parseJWKS(body []byte) (map[string][]jose.JSONWebKey, int, error) {
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.Unmarshal(body, &set); err != nil {
+		return nil, 0, fmt.Errorf("%w: not a JWK Set", ErrJWKS)
+	}
+	byKID := map[string][]jose.JSONWebKey{}
+	skipped := 0
+	for _, raw := range set.Keys {
+		var k jose.JSONWebKey
+		if err := k.UnmarshalJSON(raw); err != nil || k.KeyID == "" || !k.Valid() ||
+			!k.IsPublic() || (k.Use != "" && k.Use != "sig") || !usableKey(k) {
+			skipped++
+			continue
+		}
+		byKID[k.KeyID] = append(byKID[k.KeyID], k)
+	}
+	if len(byKID) == 0 {
+		return nil, skipped, fmt.Errorf("%w: no usable signing key", ErrJWKS)
+	}
+	return byKID, skipped, nil
+}
+
+func usableKey(k jose.JSONWebKey) bool {
+	for _, alg := range allowedAlgs {
+		if keyFits(k, alg) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,451 @@
+package oauth
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/custos-mcp/custos/policy"
+)
+
+func TestVerifyValidMapsPrincipal(t *testing.T) {
+	is := newIssuer(t, rsaKey, ecKey, edKey)
+	v := is.verifier(t)
+	for _, k := range []signingKey{rsaKey, ecKey, edKey} {
+		t.Run(string(k.alg), func(t *testing.T) {
+			c, err := v.Verify(context.Background(), sign(t, k, is.claims()))
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			want := Claims{
+				Principal: policy.Principal{Sub: "dr.alice", Roles: []string{"clinician"}, ClientID: "claude-desktop",
+					Tenant: "org-a", Patients: []string{"11111111-1111-1111-1111-111111111111"}},
+				Issuer: is.srv.URL, Subject: "dr.alice", Audience: []string{testAudience}, ID: "tok-1",
+				Expiry: t0.Add(5 * time.Minute), NotBefore: t0.Add(-time.Minute), IssuedAt: t0.Add(-time.Minute),
+				Scopes: []string{"resources:list", "resources:read"}, AuthorizedParty: "claude-desktop",
+				PurposeOfUse: "TREAT",
+			}
+			if !reflect.DeepEqual(c, want) {
+				t.Errorf("claims:\n got %+v\nwant %+v", c, want)
+			}
+		})
+	}
+}
+
+// noneToken builds an unsigned token (alg none) by hand.
+func noneToken(claims map[string]any) string {
+	enc := base64.RawURLEncoding
+	h, _ := json.Marshal(map[string]string{"alg": "none", "kid": "rsa-1", "typ": "at+jwt"})
+	p, _ := json.Marshal(claims)
+	return enc.EncodeToString(h) + "." + enc.EncodeToString(p) + "."
+}
+
+// hmacToken signs with HS256 using secret (key-confusion attack).
+func hmacToken(t *testing.T, kid string, secret []byte, claims map[string]any) string {
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: jose.JSONWebKey{Key: secret, KeyID: kid}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.Signed(s).Claims(claims).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func TestVerifyRejects(t *testing.T) {
+	is := newIssuer(t, rsaKey, ecKey, edKey)
+	v := is.verifier(t)
+	skew := DefaultSkew
+	rogue, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	pubDER, _ := x509.MarshalPKIXPublicKey(rsaKey.public().Key)
+	pubJWK, _ := json.Marshal(rsaKey.public())
+	valid := sign(t, ecKey, is.claims())
+	parts := strings.Split(valid, ".")
+	otherPayload := strings.Split(sign(t, ecKey, is.claims(set("sub", "mallory"))), ".")[1]
+	noKID, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: ecKey.priv}, nil)
+	noKIDTok, _ := jwt.Signed(noKID).Claims(is.claims()).Serialize()
+	idTyp, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: ecKey.priv, KeyID: "ec-1"}},
+		(&jose.SignerOptions{}).WithType("logout+jwt"))
+	idTypTok, _ := jwt.Signed(idTyp).Claims(is.claims()).Serialize()
+
+	tests := []struct {
+		name  string
+		token string
+		want  error // nil: accepted
+	}{
+		{"aud array containing us", sign(t, ecKey, is.claims(set("aud", []string{"https://other", testAudience}))), nil},
+		{"wrong audience", sign(t, ecKey, is.claims(set("aud", "https://other.test/mcp"))), ErrAudience},
+		{"audience prefix only", sign(t, ecKey, is.claims(set("aud", "https://custos.test"))), ErrAudience},
+		{"no audience", sign(t, ecKey, is.claims(del("aud"))), ErrAudience},
+		{"wrong issuer", sign(t, ecKey, is.claims(set("iss", "https://evil.test"))), ErrIssuer},
+		{"expired beyond skew", sign(t, ecKey, is.claims(set("exp", t0.Add(-skew-time.Second).Unix()))), ErrExpired},
+		{"expired at skew", sign(t, ecKey, is.claims(set("exp", t0.Add(-skew).Unix()))), ErrExpired},
+		{"expired within skew", sign(t, ecKey, is.claims(set("exp", t0.Add(-skew/2).Unix()))), nil},
+		{"nbf beyond skew", sign(t, ecKey, is.claims(set("nbf", t0.Add(skew+time.Second).Unix()))), ErrNotYetValid},
+		{"nbf within skew", sign(t, ecKey, is.claims(set("nbf", t0.Add(skew/2).Unix()))), nil},
+		{"iat beyond skew", sign(t, ecKey, is.claims(set("iat", t0.Add(skew+time.Second).Unix()))), ErrNotYetValid},
+		{"missing exp", sign(t, ecKey, is.claims(del("exp"))), ErrInvalid},
+		{"missing sub", sign(t, ecKey, is.claims(del("sub"))), ErrInvalid},
+		{"empty sub", sign(t, ecKey, is.claims(set("sub", ""))), ErrInvalid},
+		{"missing tenant", sign(t, ecKey, is.claims(del("tenant"))), ErrInvalid},
+		{"no client identity", sign(t, ecKey, is.claims(del("azp"))), ErrInvalid},
+		{"roles not an array", sign(t, ecKey, is.claims(set("roles", "clinician"))), ErrInvalid},
+		{"patients not strings", sign(t, ecKey, is.claims(set("patients", []int{1}))), ErrInvalid},
+		{"sub not a string", sign(t, ecKey, is.claims(set("sub", 7))), ErrInvalid},
+		{"exp not a number", sign(t, ecKey, is.claims(set("exp", "soon"))), ErrInvalid},
+		{"bad signature (payload swapped)", parts[0] + "." + otherPayload + "." + parts[2], ErrInvalid},
+		{"bad signature (rogue key, our kid)", sign(t, signingKey{"ec-1", jose.ES256, rogue}, is.claims()), ErrInvalid},
+		{"alg none", noneToken(is.claims()), ErrInvalid},
+		{"HS256 with public key DER as secret", hmacToken(t, "rsa-1", pubDER, is.claims()), ErrInvalid},
+		{"HS256 with public JWK as secret", hmacToken(t, "rsa-1", pubJWK, is.claims()), ErrInvalid},
+		{"ES256 token naming an RSA kid", sign(t, signingKey{"rsa-1", jose.ES256, ecKey.priv}, is.claims()), ErrInvalid},
+		{"no kid", noKIDTok, ErrInvalid},
+		{"typ logout+jwt", idTypTok, ErrInvalid},
+		{"garbage", "not.a.jwt", ErrInvalid},
+		{"JWS JSON serialization", `{"payload":"e30","signatures":[]}`, ErrInvalid},
+		{"empty", "", ErrMissing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := v.Verify(context.Background(), tt.token)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Verify: %v, want success", err)
+				}
+				if c.Subject == "" {
+					t.Fatal("accepted token has no subject")
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Verify error = %v, want %v", err, tt.want)
+			}
+			if !reflect.DeepEqual(c, Claims{}) {
+				t.Errorf("rejected token returned claims %+v", c)
+			}
+			for _, seg := range strings.Split(tt.token, ".") {
+				if len(seg) > 8 && strings.Contains(err.Error(), seg) {
+					t.Errorf("error %q contains part of the token", err)
+				}
+			}
+			for _, val := range []string{"mallory", "https://evil.test", "https://other.test/mcp", "soon"} {
+				if strings.Contains(err.Error(), val) {
+					t.Errorf("error %q contains claim value %q", err, val)
+				}
+			}
+		})
+	}
+}
+
+func TestClientIdentity(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	v := is.verifier(t)
+	act := set("act", map[string]any{"sub": "agent-7", "act": map[string]any{"sub": "orchestrator"}})
+	tests := []struct {
+		name        string
+		mods        []func(map[string]any)
+		wantClient  string
+		wantActor   string
+		wantAZP     string
+		wantClaimID string
+	}{
+		{"azp wins", []func(map[string]any){set("client_id", "cid"), act}, "claude-desktop", "agent-7", "claude-desktop", "cid"},
+		{"client_id", []func(map[string]any){del("azp"), set("client_id", "cid"), act}, "cid", "agent-7", "", "cid"},
+		{"act.sub", []func(map[string]any){del("azp"), act}, "agent-7", "agent-7", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := v.Verify(context.Background(), sign(t, ecKey, is.claims(tt.mods...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := [4]string{c.Principal.ClientID, c.Actor, c.AuthorizedParty, c.ClientIDClaim}
+			want := [4]string{tt.wantClient, tt.wantActor, tt.wantAZP, tt.wantClaimID}
+			if got != want {
+				t.Errorf("client, actor, azp, client_id = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+func TestScopes(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	v := is.verifier(t)
+	tests := []struct {
+		name string
+		mods []func(map[string]any)
+		want []string
+	}{
+		{"scope string", nil, []string{"resources:list", "resources:read"}},
+		{"scp array", []func(map[string]any){del("scope"), set("scp", []string{"resources:read"})}, []string{"resources:read"}},
+		{"scp string", []func(map[string]any){del("scope"), set("scp", "resources:list  x")}, []string{"resources:list", "x"}},
+		{"scope wins over scp", []func(map[string]any){set("scope", "a"), set("scp", []string{"b"})}, []string{"a"}},
+		{"none", []func(map[string]any){del("scope")}, []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := v.Verify(context.Background(), sign(t, ecKey, is.claims(tt.mods...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c.Scopes, tt.want) {
+				t.Errorf("scopes = %q, want %q", c.Scopes, tt.want)
+			}
+		})
+	}
+	methods := map[string]string{
+		"resources/list": "resources:list", "resources/templates/list": "resources:list",
+		"resources/read": "resources:read", "tools/call": "", "initialize": "",
+	}
+	for m, want := range methods {
+		if got := v.RequiredScope(m); got != want {
+			t.Errorf("RequiredScope(%q) = %q, want %q", m, got, want)
+		}
+	}
+	listOnly := Claims{Scopes: []string{"resources:list"}}
+	if err := CheckScope(&listOnly, "resources:read"); !errors.Is(err, ErrInsufficientScope) {
+		t.Errorf("CheckScope(read) = %v, want ErrInsufficientScope", err)
+	}
+	if err := CheckScope(&listOnly, "resources:list"); err != nil {
+		t.Errorf("CheckScope(list) = %v", err)
+	}
+	if err := CheckScope(&listOnly, ""); err != nil {
+		t.Errorf("CheckScope(\"\") = %v", err)
+	}
+}
+
+func TestKeyRotationAndRateLimit(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	clk := newClock(t0)
+	v := is.verifier(t, func(c *Config) { c.Now = clk.Now; c.JWKSRefresh = time.Hour })
+	ctx := context.Background()
+	if n := is.fetches.Load(); n != 1 {
+		t.Fatalf("fetches after New = %d, want 1", n)
+	}
+	old := sign(t, ecKey, is.claims())
+	rotated := sign(t, ecKey2, is.claims())
+
+	// The issuer rotates: ec-2 is published next to ec-1.
+	clk.Add(DefaultMinRefreshInterval)
+	is.serve(t, ecKey, ecKey2)
+	if _, err := v.Verify(ctx, rotated); err != nil {
+		t.Fatalf("rotated key: %v", err)
+	}
+	if n := is.fetches.Load(); n != 2 {
+		t.Fatalf("fetches after rotation = %d, want 2", n)
+	}
+	for _, tok := range []string{old, rotated} { // cached: no fetch
+		if _, err := v.Verify(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Unknown kids within MinRefreshInterval: no fetch.
+	forged := sign(t, signingKey{"nope", jose.ES256, ecKey.priv}, is.claims())
+	for range 5 {
+		if _, err := v.Verify(ctx, forged); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("unknown kid: %v, want ErrInvalid", err)
+		}
+	}
+	if n := is.fetches.Load(); n != 2 {
+		t.Fatalf("fetches after forged kids = %d, want 2 (rate-limited)", n)
+	}
+	clk.Add(DefaultMinRefreshInterval)
+	if _, err := v.Verify(ctx, forged); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("unknown kid: %v, want ErrInvalid", err)
+	}
+	if _, err := v.Verify(ctx, forged); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("unknown kid: %v, want ErrInvalid", err)
+	}
+	if n := is.fetches.Load(); n != 3 {
+		t.Fatalf("fetches after interval = %d, want 3", n)
+	}
+	// The issuer retires ec-1; a later refresh drops it.
+	clk.Add(DefaultMinRefreshInterval)
+	is.serve(t, ecKey2)
+	if _, err := v.Verify(ctx, forged); !errors.Is(err, ErrInvalid) {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(ctx, old); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("retired key: %v, want ErrInvalid", err)
+	}
+}
+
+func TestJWKSDownKeepsCachedKeys(t *testing.T) {
+	is := newIssuer(t, rsaKey, ecKey)
+	clk := newClock(t0)
+	v := is.verifier(t, func(c *Config) { c.Now = clk.Now })
+	ctx := context.Background()
+	is.down.Store(true)
+	clk.Add(time.Minute)
+	tok := sign(t, rsaKey, is.claims(set("exp", t0.Add(time.Hour).Unix())))
+	if _, err := v.Verify(ctx, tok); err != nil {
+		t.Fatalf("cached key with issuer down: %v", err)
+	}
+	unknown := sign(t, ecKey2, is.claims(set("exp", t0.Add(time.Hour).Unix())))
+	if _, err := v.Verify(ctx, unknown); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("unknown kid with issuer down: %v", err)
+	}
+	is.srv.Close() // connection refused from now on
+	clk.Add(time.Minute)
+	if _, err := v.Verify(ctx, unknown); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("unknown kid with issuer gone: %v", err)
+	}
+	if _, err := v.Verify(ctx, tok); err != nil {
+		t.Fatalf("cached key with issuer gone: %v", err)
+	}
+}
+
+func TestPeriodicRefresh(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	clk := newClock(t0)
+	v := is.verifier(t, func(c *Config) { c.Now = clk.Now })
+	is.serve(t, ecKey, ecKey2)
+	clk.Add(DefaultJWKSRefresh + time.Second)
+	tok := sign(t, ecKey, is.claims(set("exp", t0.Add(time.Hour).Unix())))
+	if _, err := v.Verify(context.Background(), tok); err != nil { // served from cache, starts a refresh
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for v.keys.Load().byKID["ec-2"] == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("stale JWKS not refreshed in the background (fetches %d)", is.fetches.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := is.fetches.Load(); n != 2 {
+		t.Errorf("fetches = %d, want 2", n)
+	}
+}
+
+func TestNewFailsWithoutKeys(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	ctx := context.Background()
+
+	is.down.Store(true)
+	if _, err := New(ctx, is.config()); !errors.Is(err, ErrJWKS) {
+		t.Errorf("issuer down: %v, want ErrJWKS", err)
+	}
+	is.down.Store(false)
+
+	small, _ := rsaKeyBits(1024)
+	for name, body := range map[string]string{
+		"empty set":     `{"keys":[]}`,
+		"not json":      `<html>`,
+		"symmetric key": `{"keys":[{"kty":"oct","kid":"h","k":"c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"}]}`,
+		"rsa 1024":      mustJSON(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &small.PublicKey, KeyID: "r", Use: "sig"}}}),
+		"enc key":       mustJSON(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: ecKey.public().Key, KeyID: "e", Use: "enc"}}}),
+		"private key":   mustJSON(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: ecKey.priv, KeyID: "p"}}}),
+		"no kid":        mustJSON(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: ecKey.public().Key}}}),
+	} {
+		is.mu.Lock()
+		is.jwks = []byte(body)
+		is.mu.Unlock()
+		if _, err := New(ctx, is.config()); !errors.Is(err, ErrJWKS) {
+			t.Errorf("%s: %v, want ErrJWKS", name, err)
+		}
+	}
+	// Unusable keys are skipped, usable ones kept.
+	is.mu.Lock()
+	is.jwks = []byte(`{"keys":[{"kty":"oct","kid":"h","k":"c2VjcmV0"},{"kty":"XYZ","kid":"x"},` +
+		mustJSON(ecKey.public()) + `]}`)
+	is.mu.Unlock()
+	v, err := New(ctx, is.config())
+	if err != nil {
+		t.Fatalf("mixed set: %v", err)
+	}
+	if got := len(v.keys.Load().byKID); got != 1 {
+		t.Errorf("usable keys = %d, want 1", got)
+	}
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func TestConfigValidate(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	tests := []struct {
+		field string
+		mod   func(*Config)
+	}{
+		{"Issuer", func(c *Config) { c.Issuer = "" }},
+		{"Issuer", func(c *Config) { c.Issuer = "http://idp.example.com" }},
+		{"JWKSURL", func(c *Config) { c.JWKSURL = "jwks.json" }},
+		{"Audience", func(c *Config) { c.Audience = "" }},
+		{"Audience", func(c *Config) { c.Audience = "http://127.0.0.1/mcp" }},
+		{"Audience", func(c *Config) { c.Audience = "https://custos.test/mcp#x" }},
+		{"Skew", func(c *Config) { c.Skew = -time.Second }},
+		{"Skew", func(c *Config) { c.Skew = time.Hour }},
+		{"ScopeRead", func(c *Config) { c.ScopeRead = "a b" }},
+		{"PurposeHeader", func(c *Config) { c.PurposeHeader = "X: y" }},
+		{"KnownPurposes", func(c *Config) { c.KnownPurposes = []string{} }},
+		{"JWKSRefresh", func(c *Config) { c.JWKSRefresh = -1 }},
+		{"MinRefreshInterval", func(c *Config) { c.MinRefreshInterval = -1 }},
+	}
+	for _, tt := range tests {
+		cfg := is.config()
+		tt.mod(&cfg)
+		_, err := New(context.Background(), cfg)
+		if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), tt.field+":") {
+			t.Errorf("%s: err = %v, want ErrBadConfig naming the field", tt.field, err)
+		}
+	}
+	v := is.verifier(t)
+	c := v.Config()
+	if c.Skew != DefaultSkew || c.ScopeList != DefaultScopeList || c.PurposeHeader != DefaultPurposeHeader ||
+		c.JWKSRefresh != DefaultJWKSRefresh || c.MinRefreshInterval != DefaultMinRefreshInterval ||
+		c.ResourceMetadataURL != "https://custos.test/.well-known/oauth-protected-resource/mcp" {
+		t.Errorf("defaults not applied: %+v", c)
+	}
+}
+
+func TestVerifiedTokenCache(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	clk := newClock(t0)
+	v := is.verifier(t, func(c *Config) { c.Now = clk.Now })
+	ctx := context.Background()
+	tok := sign(t, ecKey, is.claims())
+	c, err := v.Verify(ctx, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Principal.Roles[0] = "admin" // must not reach the cache
+	c2, err := v.Verify(ctx, tok)
+	if err != nil || c2.Principal.Roles[0] != "clinician" {
+		t.Fatalf("cache hit: roles %q, err %v", c2.Principal.Roles, err)
+	}
+	if len(v.verified) != 1 {
+		t.Fatalf("cache entries = %d, want 1", len(v.verified))
+	}
+	clk.Add(5*time.Minute + DefaultSkew)
+	if _, err := v.Verify(ctx, tok); !errors.Is(err, ErrExpired) {
+		t.Fatalf("cached token after exp: %v, want ErrExpired", err)
+	}
+	small := is.verifier(t, func(c *Config) { c.Now = clk.Now; c.CacheSize = 2 })
+	for i := range 5 {
+		if _, err := small.Verify(ctx, sign(t, ecKey, is.claims(set("jti", fmt.Sprint(i)), set("exp", t0.Add(time.Hour).Unix())))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(small.verified) != 2 {
+		t.Errorf("bounded cache holds %d entries, want 2", len(small.verified))
+	}
+}
