@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/server/ops"
 	"github.com/custos-mcp/custos/store"
 )
 
@@ -81,6 +83,9 @@ type Config struct {
 	Now func() time.Time
 	// Version is reported as the MCP server implementation version.
 	Version string
+	// Metrics, if not nil, counts requests by method and outcome and times
+	// requests, audit appends and policy evaluations.
+	Metrics *ops.Metrics
 	// Grants enables break-the-glass: reads with purpose ETREAT are decided
 	// with the active grant covering the caller and the patient, if any.
 	// nil means no grant ever applies.
@@ -163,28 +168,52 @@ func (s *Server) middleware(ident identityFunc) mcp.Middleware {
 			if !strings.HasPrefix(method, "resources/") {
 				return next(ctx, method, req)
 			}
-			id, err := ident(req)
-			if err != nil {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated request"}
-			}
-			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
-				id.session = ss.ID()
-			}
-			if err := s.cfg.Keys.Check(); err != nil {
-				return nil, s.refuseStale(ctx, id, method, req, err)
-			}
-			ctx = s.withDecider(ctx)
-			switch r := req.(type) {
-			case *mcp.ListResourcesRequest:
-				return s.list(ctx, id, r.Params)
-			case *mcp.ReadResourceRequest:
-				return s.read(ctx, id, r.Params)
-			case *mcp.ListResourceTemplatesRequest:
-				return s.templates(ctx, id, r.Params)
-			default:
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not supported: " + method}
-			}
+			start := time.Now()
+			res, err := s.handle(ctx, ident, method, req)
+			s.cfg.Metrics.ObserveRequest(method, outcomeOf(err), time.Since(start))
+			return res, err
 		}
+	}
+}
+
+// outcomeOf classifies a request's result for metrics (a fixed set).
+func outcomeOf(err error) string {
+	var je *jsonrpc.Error
+	switch {
+	case err == nil:
+		return ops.OutcomeAllow
+	case errors.As(err, &je) && je.Code == CodeResourceNotFound:
+		return ops.OutcomeNotFound // denied and missing alike, as the client sees them
+	case errors.As(err, &je) && je.Code == jsonrpc.CodeInternalError:
+		return ops.OutcomeRefused
+	case errors.As(err, &je) && (je.Code == jsonrpc.CodeInvalidParams || je.Code == jsonrpc.CodeInvalidRequest):
+		return ops.OutcomeDeny
+	}
+	return ops.OutcomeError
+}
+
+// handle is the decision point of one resources/* request.
+func (s *Server) handle(ctx context.Context, ident identityFunc, method string, req mcp.Request) (mcp.Result, error) {
+	id, err := ident(req)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated request"}
+	}
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+		id.session = ss.ID()
+	}
+	if err := s.cfg.Keys.Check(); err != nil {
+		return nil, s.refuseStale(ctx, id, method, req, err)
+	}
+	ctx = s.withDecider(ctx)
+	switch r := req.(type) {
+	case *mcp.ListResourcesRequest:
+		return s.list(ctx, id, r.Params)
+	case *mcp.ReadResourceRequest:
+		return s.read(ctx, id, r.Params)
+	case *mcp.ListResourceTemplatesRequest:
+		return s.templates(ctx, id, r.Params)
+	default:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not supported: " + method}
 	}
 }
 
@@ -364,7 +393,9 @@ func (s *Server) commit(ctx context.Context, e audit.Entry) (audit.Record, error
 // the record's decision input (Entry.Input) is in, pseudonymized.
 func (s *Server) commitInput(ctx context.Context, e audit.Entry, in *policy.Input) (audit.Record, error) {
 	e, kerr := s.pseudonymize(ctx, e, in)
+	t0 := time.Now()
 	rec, err := s.cfg.Audit.Append(ctx, e)
+	s.cfg.Metrics.ObserveAudit(time.Since(t0))
 	if err == nil && kerr != nil {
 		// The refusal itself is on record (without identifiers).
 		s.log.Error("audit keyed-hash key unavailable; request refused", "action", e.Action, "err", kerr)
@@ -412,7 +443,9 @@ func (s *Server) decide(ctx context.Context, id Identity, subj *policy.Subject, 
 
 // decideInput is decide on an input already built from r.
 func (s *Server) decideInput(ctx context.Context, in policy.Input, r store.Resource) (policy.Decision, error) {
+	t0 := time.Now()
 	d, err := s.decider(ctx).Decide(ctx, in)
+	s.cfg.Metrics.ObservePolicy(time.Since(t0))
 	if d.Revision != "" {
 		d.Revision = s.policyRevision(ctx, d.Revision)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/server/ops"
 	"github.com/custos-mcp/custos/store"
 )
 
@@ -32,6 +33,7 @@ type runtimeOptions struct {
 	pageSize  int
 	logger    *slog.Logger
 	ckpt      checkpointOptions
+	metrics   *ops.Metrics // nil: no metrics
 }
 
 // checkpointOptions configure signed checkpoints of the audit tree.
@@ -185,7 +187,7 @@ func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) 
 	rt.grants = btg.NewCache()
 	rt.srv, err = server.New(server.Config{
 		Catalog: rt.catalog, Policy: rt.policy, Audit: notifyingLog{rt.audit, rt.ckpt}, Keys: rt.keys,
-		PageSize: o.pageSize, Logger: o.logger, Version: version, Grants: rt.grants,
+		PageSize: o.pageSize, Logger: o.logger, Version: version, Grants: rt.grants, Metrics: o.metrics,
 	})
 	if err != nil {
 		return nil, err
@@ -445,4 +447,29 @@ func (rt *runtime) reloadPolicy(ctx context.Context, logger *slog.Logger) {
 		return
 	}
 	logger.Info("SIGHUP: policy reloaded", "revision", ev.Revision)
+}
+
+// health is the readiness of the runtime: the audit log answers (its tree
+// head reads), a policy is loaded, and the keys are fresh.
+func (rt *runtime) health(m *ops.Metrics) *ops.Health {
+	h := &ops.Health{Metrics: m}
+	h.AddCheck("audit", func(ctx context.Context) error {
+		_, _, err := rt.audit.TreeHead(ctx)
+		return err
+	})
+	h.AddCheck("policy", func(context.Context) error {
+		if rt.policy.Revision() == "" {
+			return errors.New("no policy")
+		}
+		return nil
+	})
+	h.AddCheck("keys", func(context.Context) error {
+		err := rt.keys.Check()
+		m.SetKeysStale(err != nil)
+		if err != nil {
+			return ops.NewSafeError("keys stale")
+		}
+		return nil
+	})
+	return h
 }

@@ -13,9 +13,12 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/server/ops"
 )
 
 // principalEnv names the principal file for --stdio when --principal-file
@@ -32,6 +35,7 @@ func newServeCmd() *cobra.Command {
 		bundlePath                                                                 string
 		bundleKeys                                                                 []string
 		bundleVault                                                                bool
+		opsListen, opsAddrFile                                                     string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --data-dir D (--stdio | --listen 127.0.0.1:PORT) [--dev | Vault settings]",
@@ -129,8 +133,16 @@ Examples:
 				}
 			}
 
+			var reg *prometheus.Registry
+			var metrics *ops.Metrics
+			if opsListen != "" {
+				reg = prometheus.NewRegistry()
+				reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+				metrics = ops.New(reg)
+			}
 			rt, err := openRuntime(cmd.Context(), runtimeOptions{
-				data: d, policyDir: policyDir, bundle: bundlePath, bundleKey: bundleKeys, bundleVlt: bundleVault, dev: dev, vault: &vf, node: nodeName(node), pageSize: pageSize, logger: logger,
+				metrics: metrics,
+				data:    d, policyDir: policyDir, bundle: bundlePath, bundleKey: bundleKeys, bundleVlt: bundleVault, dev: dev, vault: &vf, node: nodeName(node), pageSize: pageSize, logger: logger,
 				ckpt: ckpt,
 			})
 			if err != nil {
@@ -139,6 +151,13 @@ Examples:
 			defer rt.Close()
 			ctx, cancel := context.WithCancelCause(cmd.Context())
 			defer cancel(nil)
+			if opsListen != "" {
+				stopOps, err := serveOps(logger, opsListen, opsAddrFile, ops.Handler(rt.health(metrics), metrics, reg))
+				if err != nil {
+					return err
+				}
+				defer stopOps()
+			}
 			rt.watchCheckpoints(logger, cancel)
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
@@ -190,6 +209,8 @@ Examples:
 	f.IntVar(&pageSize, "page-size", server.DefaultPageSize, "resources per resources/list page")
 	f.StringVar(&node, "node", "", "node name recorded in audit records (default: hostname)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&opsListen, "ops-listen", "", "serve /healthz, /readyz and Prometheus /metrics on this separate address (e.g. 127.0.0.1:9090)")
+	f.StringVar(&opsAddrFile, "ops-addr-file", "", "write the ops base URL to this file once listening (useful with port 0)")
 	f.StringVar(&ckpt.deployment, "deployment", defaultDeployment, "deployment name in the checkpoint origin (<deployment>/<node>/audit)")
 	f.StringVar(&ckpt.anchorDir, "anchor-dir", "", "directory on separate storage receiving every signed checkpoint (required without --dev)")
 	f.Int64Var(&ckpt.every, "checkpoint-every", 1000, "sign a checkpoint after this many new audit records")
@@ -229,4 +250,28 @@ func serveHTTP(ctx context.Context, logger *slog.Logger, h http.Handler, listen,
 		hs.Close()
 	}
 	return rt.Close()
+}
+
+// serveOps serves the operations endpoints on their own listener and
+// returns the function that stops them.
+func serveOps(logger *slog.Logger, addr, addrFile string, h http.Handler) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--ops-listen: %w", err)
+	}
+	url := "http://" + ln.Addr().String()
+	if addrFile != "" {
+		if err := writeFileAtomic(addrFile, []byte(url+"\n"), 0o600); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
+	hs := ops.NewHTTPServer(addr, h)
+	go hs.Serve(ln)
+	logger.Info("serving /healthz, /readyz and /metrics", "url", url)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(ctx)
+	}, nil
 }

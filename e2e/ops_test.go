@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestOpsEndpoints: /healthz, /readyz and /metrics on their own listener;
+// requests are counted by method and outcome, and the exposition carries no
+// URI, patient id or token.
+func TestOpsEndpoints(t *testing.T) {
+	d := newDataset(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	dir := t.TempDir()
+	addrFile, opsFile := filepath.Join(dir, "addr"), filepath.Join(dir, "ops")
+	cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", "127.0.0.1:0", "--addr-file", addrFile,
+		"--tokens", tokens, "--ops-listen", "127.0.0.1:0", "--ops-addr-file", opsFile)
+	var stderr syncBuf
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	url := waitForAddr(t, addrFile, cmd, stderr.String)
+	opsURL := waitForAddr(t, opsFile, cmd, stderr.String)
+
+	cs := connect(t, url, tok)
+	ctx := context.Background()
+	page, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := page.Resources[0].URI
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	missing := uri[:strings.LastIndex(uri, "/")+1] + "00000000-0000-4000-8000-000000000000"
+	cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: missing})
+
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(opsURL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != 200 || strings.TrimSpace(body) != "ok" {
+		t.Fatalf("/healthz: %d %q", code, body)
+	}
+	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"audit":"ok"`) || !strings.Contains(body, `"keys":"ok"`) || !strings.Contains(body, `"policy":"ok"`) {
+		t.Fatalf("/readyz: %d %s", code, body)
+	}
+	code, metrics := get("/metrics")
+	for _, want := range []string{
+		`custos_requests_total{method="resources/read",outcome="allow"} 1`,
+		`custos_requests_total{method="resources/read",outcome="not_found"} 1`,
+		`custos_requests_total{method="resources/list",outcome="allow"} 1`,
+		`custos_audit_append_duration_seconds_count`,
+		`custos_policy_eval_duration_seconds_count`,
+	} {
+		if code != 200 || !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for _, leak := range []string{uri, page.Resources[0].URI[strings.Index(uri, "/patients/")+10:][:36], tok, "general-hospital"} {
+		if strings.Contains(metrics, leak) {
+			t.Errorf("/metrics exposes %q", leak)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+}
