@@ -460,8 +460,15 @@ func TestHTTPGoSDKAndTypeScriptClients(t *testing.T) {
 	recs := d.records(t)
 	clinSub, billSub := subOf(t, d.principal("clinician")), subOf(t, d.principal("billing"))
 	var clinRecs, billRecs []audit.Record
+	var rejects []string
 	for _, r := range recs {
 		switch r.Principal.Sub {
+		case "":
+			// The two 401s above, refused before MCP and audited.
+			if r.Action != "auth/reject" || r.Outcome != "deny" {
+				t.Errorf("record %d without a principal: %s %s", r.Seq, r.Action, r.Outcome)
+			}
+			rejects = append(rejects, r.Reason)
 		case clinSub:
 			clinRecs = append(clinRecs, r)
 		case billSub:
@@ -469,6 +476,10 @@ func TestHTTPGoSDKAndTypeScriptClients(t *testing.T) {
 		default:
 			t.Errorf("record %d for unexpected principal %q", r.Seq, r.Principal.Sub)
 		}
+	}
+
+	if len(rejects) != 2 || !strings.HasPrefix(rejects[0], "http_401,") || !strings.HasPrefix(rejects[1], "http_401,") {
+		t.Errorf("the 401s were audited as %v", rejects)
 	}
 
 	// Clinician: the go-sdk session, then the TypeScript session.

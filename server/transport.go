@@ -35,7 +35,7 @@ func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 	})
 	protected := auth.RequireBearerToken(tokens.Verify, nil)(h)
 	mux := http.NewServeMux()
-	mux.Handle(MCPPath, http.NewCrossOriginProtection().Handler(protected))
+	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(protected)))
 	return mux
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/server/oauth"
 	"github.com/custos-mcp/custos/server/ops"
 )
 
@@ -36,6 +37,7 @@ func newServeCmd() *cobra.Command {
 		bundleKeys                                                                 []string
 		bundleVault                                                                bool
 		opsListen, opsAddrFile                                                     string
+		oauthIssuer, oauthJWKS, oauthAudience                                      string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --data-dir D (--stdio | --listen 127.0.0.1:PORT) [--dev | Vault settings]",
@@ -50,7 +52,13 @@ Identity:
               patients, purpose_of_use). Logs go to stderr; stdout is MCP.
   --listen    Streamable HTTP at http://ADDR/mcp on a loopback address; each
               request carries "Authorization: Bearer TOKEN", mapped to a
-              principal by --tokens (see 'custos token new').
+              principal by --tokens (see 'custos token new'), or an OAuth 2.1
+              access token (JWT) verified against --oauth-issuer's JWKS: audience
+              --oauth-audience, scopes resources:list / resources:read, claims
+              sub, roles, tenant, patients, azp (or act), purpose_of_use (or the
+              X-Purpose-Of-Use header). Protected resource metadata (RFC 9728)
+              is served under /.well-known/oauth-protected-resource. Every 401
+              and 403 is an audit record (auth/reject).
 
 Keys:
   Without --dev every key comes from HashiCorp Vault, and serve refuses to
@@ -111,6 +119,7 @@ Examples:
 			// Validate the identity configuration before opening anything.
 			var ident server.Identity
 			var tokens *server.Tokens
+			var verifier *oauth.Verifier
 			if stdio {
 				if principalFile == "" {
 					principalFile = os.Getenv(principalEnv)
@@ -121,9 +130,23 @@ Examples:
 				if ident, err = server.LoadPrincipalFile(principalFile); err != nil {
 					return err
 				}
+			} else if oauthIssuer != "" || oauthJWKS != "" || oauthAudience != "" {
+				if tokenFile != "" {
+					return usagef("choose --tokens (dev tokens) or --oauth-* (an OAuth 2.1 issuer), not both")
+				}
+				if oauthIssuer == "" || oauthJWKS == "" || oauthAudience == "" {
+					return usagef("OAuth needs --oauth-issuer, --oauth-jwks and --oauth-audience (this server's canonical URL, e.g. http://127.0.0.1:8080/mcp)")
+				}
+				if !server.IsLoopback(listen) {
+					return usagef("--listen %s: plain HTTP is only served on a loopback address (TLS is not available yet)", listen)
+				}
+				// Before anything is opened: an unreachable issuer changes nothing.
+				if verifier, err = oauth.New(cmd.Context(), oauth.Config{Issuer: oauthIssuer, JWKSURL: oauthJWKS, Audience: oauthAudience, Logger: logger}); err != nil {
+					return fmt.Errorf("oauth: %w", err)
+				}
 			} else {
 				if tokenFile == "" {
-					return usagef("--listen needs --tokens FILE (create one with 'custos token new')")
+					return usagef("--listen needs --tokens FILE (create one with 'custos token new') or --oauth-issuer/--oauth-jwks/--oauth-audience")
 				}
 				if !server.IsLoopback(listen) {
 					return usagef("--listen %s: plain HTTP is only served on a loopback address (127.0.0.1:PORT or [::1]:PORT)", listen)
@@ -185,7 +208,13 @@ Examples:
 				}
 				return rt.Close()
 			}
-			if err := serveHTTP(ctx, logger, rt.srv.HTTPHandler(tokens), listen, addrFile, rt); err != nil {
+			handler := http.Handler(nil)
+			if verifier != nil {
+				handler = rt.srv.OAuthHandler(verifier)
+			} else {
+				handler = rt.srv.HTTPHandler(tokens)
+			}
+			if err := serveHTTP(ctx, logger, handler, listen, addrFile, rt); err != nil {
 				return err
 			}
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
@@ -201,6 +230,9 @@ Examples:
 	f.StringVar(&principalFile, "principal-file", "", "principal for --stdio (default $"+principalEnv+")")
 	f.StringVar(&listen, "listen", "", "serve Streamable HTTP on this loopback address, e.g. 127.0.0.1:8080")
 	f.StringVar(&tokenFile, "tokens", "", "dev token file for --listen")
+	f.StringVar(&oauthIssuer, "oauth-issuer", "", "OAuth 2.1: the issuer (iss) of access tokens")
+	f.StringVar(&oauthJWKS, "oauth-jwks", "", "OAuth 2.1: the issuer's JWKS URL")
+	f.StringVar(&oauthAudience, "oauth-audience", "", "OAuth 2.1: this server's canonical URL, the required audience (RFC 8707)")
 	f.StringVar(&addrFile, "addr-file", "", "write the MCP endpoint URL to this file once listening (useful with port 0)")
 	f.StringVar(&policyDir, "policy-dir", "", "load the Rego policy from this directory (--dev only; watched and reloaded)")
 	f.StringVar(&bundlePath, "policy-bundle", "", "load the policy from this signed OPA bundle (watched and reloaded; needs --policy-key)")

@@ -152,10 +152,10 @@ func (c *Config) validate() error {
 	if err := checkURL(c.JWKSURL, true); err != nil {
 		return bad("JWKSURL", err.Error())
 	}
-	if err := checkURL(c.Audience, false); err != nil {
+	if err := checkURL(c.Audience, true); err != nil {
 		return bad("Audience", err.Error())
 	}
-	if err := checkURL(c.ResourceMetadataURL, false); err != nil {
+	if err := checkURL(c.ResourceMetadataURL, true); err != nil {
 		return bad("ResourceMetadataURL", err.Error())
 	}
 	if c.Skew < 0 || c.Skew > MaxSkew {

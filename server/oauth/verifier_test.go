@@ -390,7 +390,7 @@ func TestConfigValidate(t *testing.T) {
 		{"Issuer", func(c *Config) { c.Issuer = "http://idp.example.com" }},
 		{"JWKSURL", func(c *Config) { c.JWKSURL = "jwks.json" }},
 		{"Audience", func(c *Config) { c.Audience = "" }},
-		{"Audience", func(c *Config) { c.Audience = "http://127.0.0.1/mcp" }},
+		{"Audience", func(c *Config) { c.Audience = "http://custos.example/mcp" }},
 		{"Audience", func(c *Config) { c.Audience = "https://custos.test/mcp#x" }},
 		{"Skew", func(c *Config) { c.Skew = -time.Second }},
 		{"Skew", func(c *Config) { c.Skew = time.Hour }},

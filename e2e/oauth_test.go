@@ -1,0 +1,200 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// issuer is a real local OAuth issuer: a loopback JWKS endpoint and an
+// ES256 key that signs access tokens.
+type issuer struct {
+	srv    *httptest.Server
+	key    *ecdsa.PrivateKey
+	signer jose.Signer
+}
+
+func newIssuer(t *testing.T) *issuer {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	jwk := jose.JSONWebKey{Key: &key.PublicKey, KeyID: "k1", Algorithm: "ES256", Use: "sig"}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{jwk}})
+	}))
+	t.Cleanup(srv.Close)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key},
+		(&jose.SignerOptions{}).WithType("at+jwt").WithHeader("kid", "k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &issuer{srv: srv, key: key, signer: signer}
+}
+
+func (is *issuer) token(t *testing.T, aud, iss string, exp time.Duration, scope string, extra map[string]any) string {
+	t.Helper()
+	now := time.Now()
+	claims := jwt.Claims{Issuer: iss, Subject: "dr-oauth", Audience: jwt.Audience{aud},
+		Expiry: jwt.NewNumericDate(now.Add(exp)), IssuedAt: jwt.NewNumericDate(now.Add(-time.Minute)), NotBefore: jwt.NewNumericDate(now.Add(-time.Minute))}
+	custom := map[string]any{"scope": scope, "roles": []string{"clinician"}, "tenant": "general-hospital",
+		"patients": []string{}, "azp": "oauth-assistant", "purpose_of_use": "TREAT"}
+	for k, v := range extra {
+		custom[k] = v
+	}
+	tok, err := jwt.Signed(is.signer).Claims(claims).Claims(custom).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TestOAuthResourceServer: custos verifies real JWT access tokens from a
+// local issuer: the TypeScript SDK and go-sdk clients read with a good
+// token; wrong audience, wrong issuer, expired and missing-scope tokens and
+// a cross-origin request get 401/403 with the right WWW-Authenticate, and
+// every rejection is an audit record.
+func TestOAuthResourceServer(t *testing.T) {
+	d := newDataset(t)
+	is := newIssuer(t)
+	iss := is.srv.URL
+	// The clinician's care team, for the token's patients claim.
+	var pf struct{ Patients []string }
+	b, _ := os.ReadFile(d.principal("clinician"))
+	json.Unmarshal(b, &pf)
+
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	// The audience is this server's canonical URL: fixed port so it is known.
+	ln, _ := (&net0{}).free(t)
+	aud := "http://" + ln + "/mcp"
+	cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", ln, "--addr-file", addrFile,
+		"--oauth-issuer", iss, "--oauth-jwks", iss+"/jwks", "--oauth-audience", aud)
+	var stderr syncBuf
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	url := waitForAddr(t, addrFile, cmd, stderr.String)
+
+	good := is.token(t, aud, iss, time.Hour, "resources:list resources:read", map[string]any{"patients": pf.Patients})
+	ts := runTSClient(t, url, good)
+	if ts.Fatal != "" || len(ts.Resources.Pages) == 0 || len(ts.Resources.Pages[0].URIs) == 0 {
+		t.Fatalf("TypeScript client with a good token: %+v", ts)
+	}
+	cs := connect(t, url, good)
+	ctx := context.Background()
+	page, err := cs.ListResources(ctx, nil)
+	if err != nil || len(page.Resources) == 0 {
+		t.Fatalf("go-sdk list with a good token: %v", err)
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: page.Resources[0].URI}); err != nil {
+		t.Fatalf("read with a good token: %v", err)
+	}
+
+	post := func(tok, origin, method string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":{"uri":"x"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+			req.Header.Set("Sec-Fetch-Site", "cross-site")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for _, tc := range []struct {
+		name, tok, origin, method string
+		status                    int
+		challenge                 string
+	}{
+		{"no token", "", "", "resources/list", 401, `resource_metadata="`},
+		{"wrong audience", is.token(t, "http://other/mcp", iss, time.Hour, "resources:list resources:read", nil), "", "resources/list", 401, `error="invalid_token"`},
+		{"wrong issuer", is.token(t, aud, "http://evil", time.Hour, "resources:list resources:read", nil), "", "resources/list", 401, `error="invalid_token"`},
+		{"expired", is.token(t, aud, iss, -time.Hour, "resources:list resources:read", nil), "", "resources/list", 401, `error="invalid_token"`},
+		{"list-only token reads", is.token(t, aud, iss, time.Hour, "resources:list", nil), "", "resources/read", 403, `error="insufficient_scope"`},
+		{"cross-origin", good, "https://evil.example", "resources/list", 403, ""},
+	} {
+		resp := post(tc.tok, tc.origin, tc.method)
+		if resp.StatusCode != tc.status || !strings.Contains(resp.Header.Get("WWW-Authenticate"), tc.challenge) {
+			t.Errorf("%s: %d %q, want %d with %s", tc.name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), tc.status, tc.challenge)
+		}
+	}
+	// RFC 9728 metadata.
+	resp, err := http.Get(strings.TrimSuffix(url, "/mcp") + "/.well-known/oauth-protected-resource/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	json.NewDecoder(resp.Body).Decode(&md)
+	resp.Body.Close()
+	if md.Resource != aud || len(md.AuthorizationServers) != 1 || md.AuthorizationServers[0] != iss {
+		t.Errorf("protected resource metadata: %+v", md)
+	}
+	cs.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+
+	var rejects []string
+	reads := 0
+	for _, r := range d.records(t) {
+		switch {
+		case r.Action == "auth/reject":
+			rejects = append(rejects, r.Reason)
+		case r.Action == "resources/read" && r.Outcome == "allow":
+			reads++
+			if r.Principal.Sub != "dr-oauth" || r.Principal.ClientID != "oauth-assistant" || r.PurposeOfUse != "TREAT" {
+				t.Errorf("read record principal %+v purpose %s", r.Principal, r.PurposeOfUse)
+			}
+		}
+	}
+	want := "http_401,no_token http_401,invalid_token http_401,invalid_token http_401,invalid_token http_403,insufficient_scope http_403,cross_origin"
+	if strings.Join(rejects, " ") != want || reads < 1 {
+		t.Fatalf("auth/reject records %v (want %s), %d reads", rejects, want, reads)
+	}
+	for _, leak := range []string{good} {
+		if strings.Contains(stderr.String(), leak) {
+			t.Error("the server log contains a token")
+		}
+	}
+	d.verify(t)
+}
+
+type net0 struct{}
+
+// free returns a loopback address with a port that was free a moment ago.
+func (net0) free(t *testing.T) (string, error) {
+	t.Helper()
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr, nil
+}

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/server/oauth"
+)
+
+// ActionAuthReject is the audit action of an HTTP request refused before it
+// reached MCP: 401 (no, bad or expired token), 403 (insufficient scope or a
+// cross-origin request).
+const ActionAuthReject = "auth/reject"
+
+// OAuthHandler returns the Streamable HTTP handler for OAuth 2.1 access
+// tokens verified by v (issuer, audience, expiry, per-method scopes): the
+// MCP endpoint at MCPPath, the RFC 9728 protected resource metadata at
+// v.MetadataPath(), cross-origin requests refused, and every rejection
+// audited.
+func (s *Server) OAuthHandler(v *oauth.Verifier) http.Handler {
+	ms := s.newMCPServer(oauthIdentity(v))
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, &mcp.StreamableHTTPOptions{
+		Logger:              s.log,
+		SessionTimeout:      30 * time.Minute,
+		MaxRequestBodyBytes: 1 << 20,
+	})
+	mux := http.NewServeMux()
+	mux.Handle(v.MetadataPath(), v.MetadataHandler())
+	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(v.Middleware(h, jsonrpcMethod))))
+	return mux
+}
+
+// oauthIdentity maps the verified claims to the caller's Identity; the
+// purpose of use comes from the token or the purpose header and must be a
+// known code.
+func oauthIdentity(v *oauth.Verifier) identityFunc {
+	return func(req mcp.Request) (Identity, error) {
+		extra := req.GetExtra()
+		if extra == nil || extra.TokenInfo == nil {
+			return Identity{}, ErrNoIdentity
+		}
+		c, ok := oauth.ClaimsFromTokenInfo(extra.TokenInfo)
+		if !ok {
+			return Identity{}, ErrNoIdentity
+		}
+		pou, err := v.PurposeOfUse(extra.Header, c)
+		if err != nil {
+			return Identity{}, ErrNoIdentity
+		}
+		return Identity{Principal: c.Principal, PurposeOfUse: pou, Source: "oauth"}, nil
+	}
+}
+
+// jsonrpcMethod reads the JSON-RPC method of a POST body and leaves the
+// body readable for the MCP handler. GET (the SSE stream) and DELETE (end
+// of session) have none.
+func jsonrpcMethod(r *http.Request) (string, error) {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return "", nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	if err != nil {
+		return "", err
+	}
+	var msg struct {
+		Method string `json:"method"`
+	}
+	if err := json.Unmarshal(b, &msg); err != nil {
+		return "", errors.New("body is not one JSON-RPC message")
+	}
+	return msg.Method, nil
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusRecorder) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusRecorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusRecorder) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// auditRejections writes an audit record for every 401 and 403 that next
+// answers (tokens and Origin are checked before MCP sees the request): the
+// source address, the status and the OAuth error code — never the token.
+func (s *Server) auditRejections(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		if rec.status != http.StatusUnauthorized && rec.status != http.StatusForbidden {
+			return
+		}
+		s.cfg.Metrics.AuthRejected(rec.status)
+		reason := "http_" + strconv.Itoa(rec.status)
+		switch wa := w.Header().Get("WWW-Authenticate"); {
+		case strings.Contains(wa, `error="insufficient_scope"`):
+			reason += ",insufficient_scope"
+		case strings.Contains(wa, `error="invalid_token"`):
+			reason += ",invalid_token"
+		case rec.status == http.StatusUnauthorized:
+			reason += ",no_token"
+		default:
+			reason += ",cross_origin"
+		}
+		e := s.entry(context.Background(), Identity{Source: r.RemoteAddr}, ActionAuthReject)
+		e.Outcome, e.Reason = audit.OutcomeDeny, reason
+		if _, err := s.commit(context.Background(), e); err != nil {
+			s.log.Error("auditing an HTTP rejection failed", "status", rec.status, "err", err)
+		}
+	})
+}
