@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -55,8 +56,15 @@ func IsLoopback(addr string) bool {
 }
 
 // NewHTTPServer wraps h with the timeouts a server facing real clients
-// needs. addr must be a loopback address.
-func NewHTTPServer(addr string, h http.Handler) (*http.Server, error) {
+// needs. Without tlsConfig addr must be a loopback address.
+func NewHTTPServer(addr string, h http.Handler, tlsConfig ...*tls.Config) (*http.Server, error) {
+	if len(tlsConfig) > 0 && tlsConfig[0] != nil {
+		return &http.Server{
+			Addr: addr, Handler: h, TLSConfig: tlsConfig[0],
+			ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+			IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
+		}, nil
+	}
 	if !IsLoopback(addr) {
 		return nil, fmt.Errorf("%w: --listen %s: plain HTTP is only served on a loopback address (127.0.0.1, ::1); TLS for other addresses is not available yet", ErrBadConfig, addr)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +39,8 @@ func newServeCmd() *cobra.Command {
 		bundleVault                                                                bool
 		opsListen, opsAddrFile                                                     string
 		oauthIssuer, oauthJWKS, oauthAudience                                      string
+		tlsCert, tlsKey                                                            string
+		tls12                                                                      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --data-dir D (--stdio | --listen 127.0.0.1:PORT) [--dev | Vault settings]",
@@ -137,8 +140,8 @@ Examples:
 				if oauthIssuer == "" || oauthJWKS == "" || oauthAudience == "" {
 					return usagef("OAuth needs --oauth-issuer, --oauth-jwks and --oauth-audience (this server's canonical URL, e.g. http://127.0.0.1:8080/mcp)")
 				}
-				if !server.IsLoopback(listen) {
-					return usagef("--listen %s: plain HTTP is only served on a loopback address (TLS is not available yet)", listen)
+				if !server.IsLoopback(listen) && tlsCert == "" {
+					return usagef("--listen %s: plain HTTP is only served on a loopback address; add --tls-cert and --tls-key", listen)
 				}
 				// Before anything is opened: an unreachable issuer changes nothing.
 				if verifier, err = oauth.New(cmd.Context(), oauth.Config{Issuer: oauthIssuer, JWKSURL: oauthJWKS, Audience: oauthAudience, Logger: logger}); err != nil {
@@ -148,14 +151,25 @@ Examples:
 				if tokenFile == "" {
 					return usagef("--listen needs --tokens FILE (create one with 'custos token new') or --oauth-issuer/--oauth-jwks/--oauth-audience")
 				}
-				if !server.IsLoopback(listen) {
-					return usagef("--listen %s: plain HTTP is only served on a loopback address (127.0.0.1:PORT or [::1]:PORT)", listen)
+				if !server.IsLoopback(listen) && tlsCert == "" {
+					return usagef("--listen %s: plain HTTP is only served on a loopback address (127.0.0.1:PORT or [::1]:PORT); add --tls-cert and --tls-key", listen)
 				}
 				if tokens, err = server.LoadTokenFile(tokenFile); err != nil {
 					return err
 				}
 			}
 
+			var tlsConfig *tls.Config
+			if tlsCert != "" || tlsKey != "" {
+				if tlsCert == "" || tlsKey == "" {
+					return usagef("TLS needs both --tls-cert and --tls-key")
+				}
+				cr, err := server.NewCertReloader(tlsCert, tlsKey, logger)
+				if err != nil {
+					return err
+				}
+				tlsConfig = cr.TLSConfig(tls12)
+			}
 			var reg *prometheus.Registry
 			var metrics *ops.Metrics
 			if opsListen != "" {
@@ -214,7 +228,7 @@ Examples:
 			} else {
 				handler = rt.srv.HTTPHandler(tokens)
 			}
-			if err := serveHTTP(ctx, logger, handler, listen, addrFile, rt); err != nil {
+			if err := serveHTTP(ctx, logger, handler, listen, addrFile, rt, tlsConfig); err != nil {
 				return err
 			}
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
@@ -230,6 +244,9 @@ Examples:
 	f.StringVar(&principalFile, "principal-file", "", "principal for --stdio (default $"+principalEnv+")")
 	f.StringVar(&listen, "listen", "", "serve Streamable HTTP on this loopback address, e.g. 127.0.0.1:8080")
 	f.StringVar(&tokenFile, "tokens", "", "dev token file for --listen")
+	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain); reloaded when the file changes")
+	f.StringVar(&tlsKey, "tls-key", "", "the certificate's PEM private key")
+	f.BoolVar(&tls12, "tls12", false, "also accept TLS 1.2 (default: TLS 1.3 only)")
 	f.StringVar(&oauthIssuer, "oauth-issuer", "", "OAuth 2.1: the issuer (iss) of access tokens")
 	f.StringVar(&oauthJWKS, "oauth-jwks", "", "OAuth 2.1: the issuer's JWKS URL")
 	f.StringVar(&oauthAudience, "oauth-audience", "", "OAuth 2.1: this server's canonical URL, the required audience (RFC 8707)")
@@ -251,8 +268,8 @@ Examples:
 	return cmd
 }
 
-func serveHTTP(ctx context.Context, logger *slog.Logger, h http.Handler, listen, addrFile string, rt *runtime) error {
-	hs, err := server.NewHTTPServer(listen, h)
+func serveHTTP(ctx context.Context, logger *slog.Logger, h http.Handler, listen, addrFile string, rt *runtime, tlsConfig *tls.Config) error {
+	hs, err := server.NewHTTPServer(listen, h, tlsConfig)
 	if err != nil {
 		return err
 	}
@@ -260,7 +277,11 @@ func serveHTTP(ctx context.Context, logger *slog.Logger, h http.Handler, listen,
 	if err != nil {
 		return err
 	}
-	url := fmt.Sprintf("http://%s%s", ln.Addr(), server.MCPPath)
+	scheme := "http"
+	if tlsConfig != nil {
+		ln, scheme = tls.NewListener(ln, tlsConfig), "https"
+	}
+	url := fmt.Sprintf("%s://%s%s", scheme, ln.Addr(), server.MCPPath)
 	if addrFile != "" {
 		if err := writeFileAtomic(addrFile, []byte(url+"\n"), 0o600); err != nil {
 			ln.Close()

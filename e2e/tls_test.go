@@ -1,0 +1,127 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// writeCert writes a self-signed certificate for 127.0.0.1 with the given
+// serial, and returns it for the client's trust pool.
+func writeCert(t *testing.T, certFile, keyFile string, serial int64) *x509.Certificate {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "custos-e2e"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(key)
+	// Written next to the target and renamed, as a certificate manager does.
+	os.WriteFile(certFile+".tmp", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	os.WriteFile(keyFile+".tmp", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	os.Rename(keyFile+".tmp", keyFile)
+	os.Rename(certFile+".tmp", certFile)
+	c, _ := x509.ParseCertificate(der)
+	return c
+}
+
+// TestHTTPSWithCertificateReload serves MCP over TLS 1.3, refuses TLS 1.2,
+// and picks up a renewed certificate without a restart.
+func TestHTTPSWithCertificateReload(t *testing.T) {
+	d := newDataset(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	dir := t.TempDir()
+	certFile, keyFile, addrFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "addr")
+	c1 := writeCert(t, certFile, keyFile, 1)
+	cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", "127.0.0.1:0", "--addr-file", addrFile,
+		"--tokens", tokens, "--tls-cert", certFile, "--tls-key", keyFile)
+	var stderr syncBuf
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	url := waitForAddr(t, addrFile, cmd, stderr.String)
+	if !strings.HasPrefix(url, "https://") {
+		t.Fatalf("endpoint %s is not https", url)
+	}
+	client := func(trust *x509.Certificate, maxVersion uint16) *http.Client {
+		pool := x509.NewCertPool()
+		pool.AddCert(trust)
+		return &http.Client{Transport: bearer2{tok, &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MaxVersion: maxVersion}}}}
+	}
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-tls", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: client(c1, 0)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.ListResources(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs.Close()
+	if _, err := client(c1, tls.VersionTLS12).Get(url); err == nil {
+		t.Fatal("a TLS 1.2 client connected; the default is TLS 1.3 only")
+	}
+
+	// Renew: a new certificate (serial 2) is picked up by new connections.
+	time.Sleep(1100 * time.Millisecond)
+	c2 := writeCert(t, certFile, keyFile, 2)
+	var served int64
+	for deadline := time.Now().Add(10 * time.Second); served != 2; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the renewed certificate was not served (still serial %d)", served)
+		}
+		conn, err := tls.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "https://"), "/mcp"), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			continue
+		}
+		served = conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+		conn.Close()
+	}
+	cs2, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-tls", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: client(c2, 0)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs2.ListResources(ctx, nil); err != nil {
+		t.Fatalf("list over the renewed certificate: %v", err)
+	}
+	cs2.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	d.verify(t)
+}
+
+type bearer2 struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer2) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
