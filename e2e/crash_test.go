@@ -31,7 +31,7 @@ func TestKill9UnderLoadEveryReceivedResponseIsAudited(t *testing.T) {
 	start := func() (*exec.Cmd, string) {
 		os.Remove(addrFile)
 		cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", "127.0.0.1:0",
-			"--addr-file", addrFile, "--tokens", tokens)
+			"--addr-file", addrFile, "--tokens", tokens, "--rate-limit", "0") // load test: unlimited
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

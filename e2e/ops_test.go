@@ -82,3 +82,65 @@ func TestOpsEndpoints(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGTERM)
 	cmd.Wait()
 }
+
+// TestRateLimitPerPrincipal: beyond its bucket a principal gets 429 with
+// Retry-After, each refusal audited and counted; another principal is not
+// affected.
+func TestRateLimitPerPrincipal(t *testing.T) {
+	d := newDataset(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	other := newToken(t, d.principal("billing"), tokens)
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", "127.0.0.1:0", "--addr-file", addrFile,
+		"--tokens", tokens, "--rate-limit", "1", "--rate-burst", "5")
+	var stderr syncBuf
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	url := waitForAddr(t, addrFile, cmd, stderr.String)
+	post := func(tok string) *http.Response {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	limited := 0
+	for range 20 {
+		if resp := post(tok); resp.StatusCode == http.StatusTooManyRequests {
+			limited++
+			if resp.Header.Get("Retry-After") == "" {
+				t.Error("429 without Retry-After")
+			}
+		}
+	}
+	if limited < 10 {
+		t.Fatalf("%d of 20 rapid requests limited with a burst of 5", limited)
+	}
+	if resp := post(other); resp.StatusCode == http.StatusTooManyRequests {
+		t.Fatal("another principal was limited")
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	n := 0
+	sub := subOf(t, d.principal("clinician"))
+	for _, r := range d.records(t) {
+		if r.Action == "http/rate_limited" {
+			n++
+			if r.Principal.Sub != sub || r.Reason != "http_429,rate_limited" || r.Outcome != "deny" {
+				t.Errorf("rate-limit record %+v", r)
+			}
+		}
+	}
+	if n != limited {
+		t.Fatalf("%d rate-limit records for %d refusals", n, limited)
+	}
+}

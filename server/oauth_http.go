@@ -36,7 +36,7 @@ func (s *Server) OAuthHandler(v *oauth.Verifier) http.Handler {
 	})
 	mux := http.NewServeMux()
 	mux.Handle(v.MetadataPath(), v.MetadataHandler())
-	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(v.Middleware(h, jsonrpcMethod))))
+	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(v.Middleware(s.rateLimited(h), jsonrpcMethod))))
 	return mux
 }
 

@@ -83,6 +83,8 @@ type Config struct {
 	Now func() time.Time
 	// Version is reported as the MCP server implementation version.
 	Version string
+	// RateLimit bounds each principal's HTTP requests (zero: unlimited).
+	RateLimit RateLimit
 	// Metrics, if not nil, counts requests by method and outcome and times
 	// requests, audit appends and policy evaluations.
 	Metrics *ops.Metrics

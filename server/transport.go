@@ -34,7 +34,7 @@ func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 		SessionTimeout:      30 * time.Minute, // automatic logoff of idle sessions
 		MaxRequestBodyBytes: 1 << 20,
 	})
-	protected := auth.RequireBearerToken(tokens.Verify, nil)(h)
+	protected := auth.RequireBearerToken(tokens.Verify, nil)(s.rateLimited(h))
 	mux := http.NewServeMux()
 	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(protected)))
 	return mux

@@ -34,6 +34,7 @@ type runtimeOptions struct {
 	logger    *slog.Logger
 	ckpt      checkpointOptions
 	metrics   *ops.Metrics // nil: no metrics
+	rateLimit server.RateLimit
 }
 
 // checkpointOptions configure signed checkpoints of the audit tree.
@@ -187,7 +188,7 @@ func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) 
 	rt.grants = btg.NewCache()
 	rt.srv, err = server.New(server.Config{
 		Catalog: rt.catalog, Policy: rt.policy, Audit: notifyingLog{rt.audit, rt.ckpt}, Keys: rt.keys,
-		PageSize: o.pageSize, Logger: o.logger, Version: version, Grants: rt.grants, Metrics: o.metrics,
+		PageSize: o.pageSize, Logger: o.logger, Version: version, Grants: rt.grants, Metrics: o.metrics, RateLimit: o.rateLimit,
 	})
 	if err != nil {
 		return nil, err

@@ -41,6 +41,8 @@ func newServeCmd() *cobra.Command {
 		oauthIssuer, oauthJWKS, oauthAudience                                      string
 		tlsCert, tlsKey                                                            string
 		tls12                                                                      bool
+		rateLimit                                                                  float64
+		rateBurst                                                                  int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --data-dir D (--stdio | --listen 127.0.0.1:PORT) [--dev | Vault settings]",
@@ -178,8 +180,8 @@ Examples:
 				metrics = ops.New(reg)
 			}
 			rt, err := openRuntime(cmd.Context(), runtimeOptions{
-				metrics: metrics,
-				data:    d, policyDir: policyDir, bundle: bundlePath, bundleKey: bundleKeys, bundleVlt: bundleVault, dev: dev, vault: &vf, node: nodeName(node), pageSize: pageSize, logger: logger,
+				metrics: metrics, rateLimit: server.RateLimit{PerSecond: rateLimit, Burst: rateBurst},
+				data: d, policyDir: policyDir, bundle: bundlePath, bundleKey: bundleKeys, bundleVlt: bundleVault, dev: dev, vault: &vf, node: nodeName(node), pageSize: pageSize, logger: logger,
 				ckpt: ckpt,
 			})
 			if err != nil {
@@ -244,6 +246,8 @@ Examples:
 	f.StringVar(&principalFile, "principal-file", "", "principal for --stdio (default $"+principalEnv+")")
 	f.StringVar(&listen, "listen", "", "serve Streamable HTTP on this loopback address, e.g. 127.0.0.1:8080")
 	f.StringVar(&tokenFile, "tokens", "", "dev token file for --listen")
+	f.Float64Var(&rateLimit, "rate-limit", 100, "HTTP requests per second per principal (token bucket; 0 disables); beyond it: 429, audited")
+	f.IntVar(&rateBurst, "rate-burst", 200, "the bucket size of --rate-limit")
 	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain); reloaded when the file changes")
 	f.StringVar(&tlsKey, "tls-key", "", "the certificate's PEM private key")
 	f.BoolVar(&tls12, "tls12", false, "also accept TLS 1.2 (default: TLS 1.3 only)")

@@ -1,0 +1,91 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"golang.org/x/time/rate"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/server/ops"
+)
+
+// ActionRateLimited is the audit action of a request refused with 429.
+const ActionRateLimited = "http/rate_limited"
+
+// RateLimit is a per-principal token bucket: PerSecond requests on average,
+// bursts of up to Burst. A zero PerSecond disables it.
+type RateLimit struct {
+	PerSecond float64
+	Burst     int
+}
+
+// limiter holds one bucket per principal, dropping idle ones.
+type limiter struct {
+	rl   RateLimit
+	mu   sync.Mutex
+	m    map[string]*bucket
+	swep time.Time
+}
+
+type bucket struct {
+	lim  *rate.Limiter
+	seen time.Time
+}
+
+func newLimiter(rl RateLimit) *limiter {
+	return &limiter{rl: rl, m: map[string]*bucket{}}
+}
+
+// allow takes a token from key's bucket.
+func (l *limiter) allow(key string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.swep) > time.Minute {
+		for k, b := range l.m {
+			if now.Sub(b.seen) > 10*time.Minute {
+				delete(l.m, k)
+			}
+		}
+		l.swep = now
+	}
+	b, ok := l.m[key]
+	if !ok {
+		b = &bucket{lim: rate.NewLimiter(rate.Limit(l.rl.PerSecond), max(1, l.rl.Burst))}
+		l.m[key] = b
+	}
+	b.seen = now
+	return b.lim.AllowN(now, 1)
+}
+
+// rateLimited refuses a principal's requests beyond its bucket with 429 and
+// Retry-After, each refusal audited. It runs after token verification (the
+// principal is the token's subject).
+func (s *Server) rateLimited(next http.Handler) http.Handler {
+	if s.cfg.RateLimit.PerSecond <= 0 {
+		return next
+	}
+	l := newLimiter(s.cfg.RateLimit)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := ""
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			key = ti.UserID
+		}
+		if l.allow(key, time.Now()) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s.cfg.Metrics.RateLimited(ops.LimitPrincipal)
+		e := s.entry(context.Background(), Identity{Principal: policy.Principal{Sub: key}, Source: r.RemoteAddr}, ActionRateLimited)
+		e.Outcome, e.Reason = audit.OutcomeDeny, "http_429,rate_limited"
+		if _, err := s.commit(context.Background(), e); err != nil {
+			s.log.Error("auditing a rate-limit refusal failed", "err", err)
+		}
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "rate limit exceeded: retry later", http.StatusTooManyRequests)
+	})
+}
