@@ -106,6 +106,20 @@ func TestOAuthResourceServer(t *testing.T) {
 		t.Fatalf("read with a good token: %v", err)
 	}
 
+	// A good token whose purpose of use (header) is not a known code: the
+	// request is refused and audited as no_identity.
+	noPurpose := is.token(t, aud, iss, time.Hour, "resources:list resources:read", map[string]any{"purpose_of_use": nil})
+	bad, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-bad-purpose", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: headers{map[string]string{
+			"Authorization": "Bearer " + noPurpose, "X-Purpose-Of-Use": "SHOPPING"}}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.ListResources(ctx, nil); err == nil {
+		t.Fatal("a request with an unknown purpose of use was served")
+	}
+	bad.Close()
+
 	post := func(tok, origin, method string) *http.Response {
 		t.Helper()
 		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":{"uri":"x"}}`))
@@ -161,11 +175,13 @@ func TestOAuthResourceServer(t *testing.T) {
 	cmd.Wait()
 
 	var rejects []string
-	reads := 0
+	reads, noIdentity := 0, 0
 	for _, r := range d.records(t) {
 		switch {
 		case r.Action == "auth/reject":
 			rejects = append(rejects, r.Reason)
+		case r.Reason == "no_identity":
+			noIdentity++
 		case r.Action == "resources/read" && r.Outcome == "allow":
 			reads++
 			if r.Principal.Sub != "dr-oauth" || r.Principal.ClientID != "oauth-assistant" || r.PurposeOfUse != "TREAT" {
@@ -174,6 +190,9 @@ func TestOAuthResourceServer(t *testing.T) {
 		}
 	}
 	want := "http_401,no_token http_401,invalid_token http_401,invalid_token http_401,invalid_token http_403,insufficient_scope http_403,cross_origin"
+	if noIdentity != 1 {
+		t.Errorf("%d no_identity records for the unknown purpose of use, want 1", noIdentity)
+	}
 	if strings.Join(rejects, " ") != want || reads < 1 {
 		t.Fatalf("auth/reject records %v (want %s), %d reads", rejects, want, reads)
 	}
@@ -197,4 +216,14 @@ func (net0) free(t *testing.T) (string, error) {
 	addr := l.Addr().String()
 	l.Close()
 	return addr, nil
+}
+
+type headers struct{ h map[string]string }
+
+func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.h {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }

@@ -198,7 +198,14 @@ func outcomeOf(err error) string {
 func (s *Server) handle(ctx context.Context, ident identityFunc, method string, req mcp.Request) (mcp.Result, error) {
 	id, err := ident(req)
 	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated request"}
+		// Refused before any decision (e.g. an OAuth token whose purpose of
+		// use is unknown): on record too, without a principal.
+		e := s.entry(ctx, Identity{Source: "unidentified"}, method)
+		e.Outcome, e.Reason = audit.OutcomeDeny, "no_identity"
+		if _, aerr := s.commit(ctx, e); aerr != nil {
+			return nil, aerr
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated request (or unknown purpose of use)"}
 	}
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
 		id.session = ss.ID()

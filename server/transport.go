@@ -41,8 +41,7 @@ func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 }
 
 // IsLoopback reports whether addr ("host:port") names a loopback address.
-// Plain HTTP is served only there; TLS for other addresses arrives with the
-// production transport.
+// Plain HTTP is served only there; other addresses need TLS.
 func IsLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -66,7 +65,7 @@ func NewHTTPServer(addr string, h http.Handler, tlsConfig ...*tls.Config) (*http
 		}, nil
 	}
 	if !IsLoopback(addr) {
-		return nil, fmt.Errorf("%w: --listen %s: plain HTTP is only served on a loopback address (127.0.0.1, ::1); TLS for other addresses is not available yet", ErrBadConfig, addr)
+		return nil, fmt.Errorf("%w: --listen %s: plain HTTP is only served on a loopback address (127.0.0.1, ::1); other addresses need TLS (--tls-cert, --tls-key)", ErrBadConfig, addr)
 	}
 	return &http.Server{
 		Addr:              addr,

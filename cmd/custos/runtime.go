@@ -323,6 +323,11 @@ func (rt *runtime) startGrantSync(ctx context.Context, o runtimeOptions) error {
 			return err
 		}
 		rt.grants.Replace(active)
+		if rt.keys.Check() != nil {
+			// Without fresh keys an event could only be recorded without
+			// its patient, and again each second: keep it queued.
+			return nil
+		}
 		var done [][]byte
 		for i, ev := range pending {
 			if _, err := rt.srv.AuditGrantEvent(ctx, ev); err != nil {

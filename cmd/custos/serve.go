@@ -55,7 +55,8 @@ Identity:
   --stdio     one principal for the whole session, from --principal-file or
               $CUSTOS_PRINCIPAL_FILE (JSON: sub, roles, client_id, tenant,
               patients, purpose_of_use). Logs go to stderr; stdout is MCP.
-  --listen    Streamable HTTP at http://ADDR/mcp on a loopback address; each
+  --listen    Streamable HTTP at http://ADDR/mcp on a loopback address (or
+              https:// on any address with --tls-cert/--tls-key); each
               request carries "Authorization: Bearer TOKEN", mapped to a
               principal by --tokens (see 'custos token new'), or an OAuth 2.1
               access token (JWT) verified against --oauth-issuer's JWKS: audience
