@@ -167,7 +167,20 @@ func (s *Server) newMCPServer(ident identityFunc) *mcp.Server {
 func (s *Server) middleware(ident identityFunc) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if !strings.HasPrefix(method, "resources/") {
+			switch {
+			case method == "resources/subscribe" || method == "resources/unsubscribe" || method == "subscriptions/listen":
+				// Decided and audited in subscribe.go.
+				start := time.Now()
+				res, err := s.subscription(ctx, ident, method, req, next)
+				s.cfg.Metrics.ObserveRequest(method, outcomeOf(err), time.Since(start))
+				return res, err
+			case method == "completion/complete":
+				// Policy-filtered suggestions, in complete.go.
+				start := time.Now()
+				res, err := s.complete(ctx, ident, req)
+				s.cfg.Metrics.ObserveRequest(method, outcomeOf(err), time.Since(start))
+				return res, err
+			case !strings.HasPrefix(method, "resources/"):
 				return next(ctx, method, req)
 			}
 			start := time.Now()
