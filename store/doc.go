@@ -4,7 +4,8 @@
 //
 // # Responsibility
 //
-// store answers "which resources exist, with which labels" (Get, Page, Count)
+// store answers "which resources exist, with which labels" (Get, Page, Count;
+// Live follows a catalog replaced while serving and reports what changed)
 // and "what are the bytes of this digest" (Blob), and keeps the bytes
 // envelope-encrypted at rest when given a DataKeys provider (Reencrypt
 // migrates and rewraps). It makes no access
@@ -92,6 +93,9 @@
 //     resources[uri] equals versions[uri, max].
 //   - Labels.Tenant, Labels.Patient and Labels.Type equal the corresponding
 //     URI segments, so policy can trust either.
+//   - One file, replaced whole: while a Live serves a catalog, the file at
+//     its path is only ever replaced by rename (ImportStaged), never written
+//     in place; Live swaps in only a file that opens with its options.
 //   - All or nothing: Import validates every manifest line and every file
 //     (and, in an encrypted catalog, seals every new blob through the
 //     provider) before it writes, then writes in one bbolt transaction.
@@ -107,8 +111,20 @@
 // # Caveats
 //
 // bbolt allows one process to hold the file read-write; a second Open waits
-// Options.Timeout and returns ErrLocked. The server can open the store
-// ReadOnly (shared lock), but an import then has to wait until it closes.
+// Options.Timeout and returns ErrLocked. The server therefore opens the
+// catalog ReadOnly (shared lock) through Live, and imports while it serves
+// go through ImportStaged, which never writes the served file: it copies it
+// (tx.WriteTo, under a shared lock held until the end, so no in-place writer
+// can interleave) to a scratch file in the same directory, imports into the
+// copy, syncs it and renames it over the catalog; concurrent ImportStaged
+// calls serialize on an flock of path+".import.lock". A failed import removes
+// the scratch file and leaves the catalog untouched. Live polls the path
+// (DefaultPollInterval), opens a replaced file with its own Options (a file
+// that does not open is never swapped in), diffs it against the current one
+// by URI (Change), swaps it in, closes the old handle once the calls in
+// flight on it return, and reports the Change. Readers of the old file keep
+// a consistent view until they close it. An import needs disk space for a
+// second copy of the catalog.
 // A large import is one transaction, so the imported content is held in
 // memory until commit (a few hundred MB for 100,000 small files); Reencrypt
 // holds every old and new blob value in memory the same way.

@@ -1,0 +1,133 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// ImportStaged is Import into the catalog file at catalogPath without ever
+// writing to that file, so that it works while a server holds the catalog
+// open read-only (see Live), and is all or nothing for the file as a whole:
+//
+//  1. take the import lock (catalogPath + ".import.lock"; a concurrent
+//     ImportStaged waits opts.Timeout, then returns ErrLocked);
+//  2. open the catalog read-only (a shared lock, held until step 5, so no
+//     writer can change it in place meanwhile) and copy it, in one read
+//     transaction, to a scratch file in the same directory (no catalog yet:
+//     the scratch file starts empty);
+//  3. Import into the scratch file, opened read-write with opts (so every
+//     check of Import and of Open's encryption mode applies);
+//  4. sync the scratch file and give it the catalog's permissions;
+//  5. rename it over catalogPath and sync the directory.
+//
+// On any failure the scratch file is removed and catalogPath is untouched.
+// When the import changed nothing (every line unchanged) nothing is renamed.
+// A reader that opened the old file keeps reading it until it closes it;
+// the rename assumes POSIX semantics (replacing an open file).
+func ImportStaged(ctx context.Context, catalogPath, path string, opts Options, progress func(done, total int)) (rep ImportReport, err error) {
+	if opts.ReadOnly {
+		return ImportReport{}, errors.New("store: import into a read-only store")
+	}
+	if err := opts.validate(); err != nil {
+		return ImportReport{}, err
+	}
+	unlock, err := lockFile(catalogPath+".import.lock", opts.Timeout)
+	if err != nil {
+		return ImportReport{}, err
+	}
+	defer unlock()
+
+	dir, base := filepath.Dir(catalogPath), filepath.Base(catalogPath)
+	f, err := os.CreateTemp(dir, "."+base+".import-*")
+	if err != nil {
+		return ImportReport{}, fmt.Errorf("store: create scratch file: %w", pathless(err))
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
+
+	perm := os.FileMode(0o600)
+	var live *bolt.DB
+	switch fi, serr := os.Stat(catalogPath); {
+	case serr == nil:
+		perm = fi.Mode().Perm()
+		live, err = openBolt(catalogPath, &bolt.Options{ReadOnly: true, Timeout: opts.Timeout, FreelistType: bolt.FreelistMapType})
+		if err != nil {
+			f.Close()
+			return ImportReport{}, err
+		}
+		defer live.Close()
+		err = live.View(func(tx *bolt.Tx) error {
+			_, err := tx.WriteTo(f)
+			return err
+		})
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return ImportReport{}, fmt.Errorf("store: copy catalog: %w", pathless(err))
+		}
+	case errors.Is(serr, os.ErrNotExist):
+		f.Close() // bbolt initializes an empty file
+	default:
+		f.Close()
+		return ImportReport{}, fmt.Errorf("store: stat catalog: %w", pathless(serr))
+	}
+
+	st, err := Open(tmp, opts)
+	if err != nil {
+		return ImportReport{}, err
+	}
+	rep, err = st.Import(ctx, path, progress)
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return ImportReport{}, err
+	}
+	if live != nil && rep.Created == 0 && rep.Updated == 0 {
+		os.Remove(tmp)
+		return rep, nil
+	}
+	if err := syncFile(tmp, perm); err != nil {
+		return ImportReport{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return ImportReport{}, err // last point where the import can still be abandoned
+	}
+	if err := os.Rename(tmp, catalogPath); err != nil {
+		return ImportReport{}, fmt.Errorf("store: replace catalog: %w", pathless(err))
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		d.Sync()
+		d.Close()
+	}
+	return rep, nil
+}
+
+// syncFile sets path's permissions and flushes it to stable storage.
+func syncFile(path string, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("store: sync scratch file: %w", pathless(err))
+	}
+	defer f.Close()
+	if err := f.Chmod(perm); err != nil {
+		return fmt.Errorf("store: sync scratch file: %w", pathless(err))
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("store: sync scratch file: %w", pathless(err))
+	}
+	return nil
+}
