@@ -2,6 +2,7 @@ package store
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -331,6 +332,96 @@ func Templates() []Template {
 			Title:       "Clinical image",
 			Description: "A clinical image of one patient, as PNG; patient and id are lowercase UUIDs.",
 			MIMEType:    MIMEPNG,
+		},
+	}
+}
+
+// MaxPage is the highest page number a page URI may name.
+const MaxPage = 99999
+
+// pagedFamilies are the families whose resources can be read page by page:
+// long free text. FHIR JSON is not paged (a page of JSON is not JSON), nor
+// are the binary families (a binary is released whole or not at all).
+var pagedFamilies = map[string]bool{SchemeNote: true}
+
+// PageURI names one page of a paged text resource:
+//
+//	note://{tenant}/patients/{patient}/notes/{id}/pages/{n}
+//
+// n is a decimal page number from 1 to MaxPage without leading zeros. The
+// page is cut by the server from the text it would release for the whole
+// resource (see docs/uris.md, "Ranged reads"); a PageURI is never a catalog
+// key, and ParseURI rejects it.
+type PageURI struct {
+	URI      // the resource the page belongs to
+	Page int // 1-based
+}
+
+// String formats p. For a PageURI returned by ParsePageURI, String returns
+// exactly the parsed input.
+func (p PageURI) String() string {
+	return p.URI.String() + "/pages/" + strconv.Itoa(p.Page)
+}
+
+// Pageable reports whether the resources of u's family can be read by page.
+func (u URI) Pageable() bool { return pagedFamilies[u.Scheme] }
+
+// ParsePageURI parses a canonical page URI. Like ParseURI it accepts only
+// canonical input (ParsePageURI(s).String() == s) and its errors are
+// *URIError values wrapping ErrBadURI that never echo the input.
+func ParsePageURI(raw string) (PageURI, error) {
+	if len(raw) > MaxURILength {
+		return PageURI{}, uriErr("uri is too long")
+	}
+	i := strings.LastIndex(raw, "/pages/")
+	if i < 0 {
+		return PageURI{}, uriErr("uri is not a page uri (no /pages/ segment)")
+	}
+	u, err := ParseURI(raw[:i])
+	if err != nil {
+		return PageURI{}, err
+	}
+	if !u.Pageable() {
+		return PageURI{}, uriErr("resource family has no pages")
+	}
+	n, ok := parsePage(raw[i+len("/pages/"):])
+	if !ok {
+		return PageURI{}, uriErr("page is not a decimal number from 1 to 99999 without leading zeros")
+	}
+	p := PageURI{URI: u, Page: n}
+	if p.String() != raw { // defence in depth, as in ParseURI
+		return PageURI{}, uriErr("uri is not canonical")
+	}
+	return p, nil
+}
+
+// parsePage parses [1-9][0-9]{0,4}.
+func parsePage(s string) (int, bool) {
+	if len(s) == 0 || len(s) > 5 || s[0] == '0' {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, n >= 1 && n <= MaxPage
+}
+
+// PageTemplates returns the RFC 6570 level-1 templates of page URIs, one per
+// paged family. They are served by resources/templates/list after
+// Templates(); they are kept apart because a page is a view of a resource,
+// not a resource of its own (nothing is imported under a page URI).
+func PageTemplates() []Template {
+	return []Template{
+		{
+			URITemplate: "note://{tenant}/patients/{patient}/notes/{id}/pages/{n}",
+			Name:        "clinical-note-page",
+			Title:       "Clinical note, one page",
+			Description: "Page n (1-based) of a clinical note as the server would release it whole (after minimization), cut into pages of a fixed number of UTF-8 bytes on character boundaries; the page count is in the content's _meta custos/pages.",
+			MIMEType:    MIMEMarkdown,
 		},
 	}
 }
