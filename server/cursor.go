@@ -49,6 +49,20 @@ func cursorBinding(id Identity) []byte {
 	return append([]byte(cursorAADHead), h.Sum(nil)...)
 }
 
+// templatesAADHead replaces cursorAADHead in the binding of
+// resources/templates/list cursors:
+//
+//	aad = "custos/cursor/templates/v1\x00" || SHA-256(sub \x00 tenant \x00 client_id \x00 purpose_of_use)
+//
+// so that a cursor of one listing never opens for the other.
+const templatesAADHead = "custos/cursor/templates/v1\x00"
+
+// templatesCursorBinding is cursorBinding for templates cursors.
+func templatesCursorBinding(id Identity) []byte {
+	b := cursorBinding(id)
+	return append([]byte(templatesAADHead), b[len(cursorAADHead):]...)
+}
+
 // sealCursor encrypts st for the caller identified by binding. nonce must be
 // 12 fresh random bytes.
 func sealCursor(key, binding, nonce []byte, st cursorState) (string, error) {

@@ -1,6 +1,9 @@
 // Package server is custos's one decision point: it answers the MCP
-// Resources methods (resources/list, resources/read, resources/templates/list)
-// for every transport, stdio and Streamable HTTP alike.
+// Resources methods (resources/list, resources/read, including ranged reads
+// of pages of a note, resources/templates/list), completion/complete, and
+// resources/subscribe, resources/unsubscribe and subscriptions/listen, for
+// every transport (stdio and Streamable HTTP) and both protocol revisions
+// (2025-11-25 with sessions, 2026-07-28 stateless).
 //
 // Every request is handled in this order, and no step may be skipped or
 // reordered:
@@ -20,8 +23,12 @@
 //     the policy would allow reading it, and list metadata is minimized too
 //     (titles and descriptions scrubbed, size omitted when read would return
 //     something smaller, the content digest withheld under obligations).
-//   - Denied and not-found answer the same -32002 error; the audit record
-//     keeps the true reason.
+//   - Denied and not-found answer the same error (-32002 up to 2025-11-25,
+//     -32602 with data.uri on 2026-07-28; see NotFoundCode); the audit
+//     record keeps the true reason.
+//   - Completion suggests only values the caller could list; a subscription
+//     is decided like a read, and every update notification is decided again
+//     for its subscriber and audited before it is sent.
 //   - If the audit append fails, the request fails and no payload byte leaves.
 //   - If policy cannot decide, the request is refused (fail closed).
 //   - Binary payloads are released whole or not at all: a decision that

@@ -10,8 +10,19 @@ import (
 
 // CodeResourceNotFound is the JSON-RPC error code custos returns for a read
 // of a resource that does not exist AND for one the caller may not read: the
-// two are indistinguishable by design (existence must not leak).
+// two are indistinguishable by design (existence must not leak). It is the
+// code of protocol revisions up to 2025-11-25; see NotFoundCode.
 const CodeResourceNotFound = -32002
+
+// NotFoundCode is the "resource not found" code (denied reads included) a
+// client speaking protocolVersion receives: -32002 up to 2025-11-25, -32602
+// (invalid params, with data.uri) from 2026-07-28 on (SEP-2164).
+func NotFoundCode(protocolVersion string) int64 {
+	if protocolVersion >= ProtocolStateless {
+		return jsonrpc.CodeInvalidParams
+	}
+	return CodeResourceNotFound
+}
 
 // Sentinel errors of this package. Handlers never return them to the client
 // directly; they are mapped to JSON-RPC errors by the functions below.

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -26,14 +25,9 @@ const ActionAuthReject = "auth/reject"
 // tokens verified by v (issuer, audience, expiry, per-method scopes): the
 // MCP endpoint at MCPPath, the RFC 9728 protected resource metadata at
 // v.MetadataPath(), cross-origin requests refused, and every rejection
-// audited.
+// audited. Both protocol revisions are served as by HTTPHandler.
 func (s *Server) OAuthHandler(v *oauth.Verifier) http.Handler {
-	ms := s.newMCPServer(oauthIdentity(v))
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, &mcp.StreamableHTTPOptions{
-		Logger:              s.log,
-		SessionTimeout:      30 * time.Minute,
-		MaxRequestBodyBytes: 1 << 20,
-	})
+	h := s.mcpHandler(oauthIdentity(v)) // both protocol revisions, as HTTPHandler
 	mux := http.NewServeMux()
 	mux.Handle(v.MetadataPath(), v.MetadataHandler())
 	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(v.Middleware(s.rateLimited(h), jsonrpcMethod))))

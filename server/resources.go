@@ -2,11 +2,16 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"mime"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,9 +30,177 @@ const (
 	ActionTemplates = "resources/templates/list"
 )
 
-// private marks every result as per-user data that only the requesting
-// user's client may cache, and not for long.
-var private = mcp.Cacheable{TTLMs: 0, CacheScope: "private"}
+// ResourceOptions tunes the Resources protocol surface of a Server. The zero
+// value means the documented defaults.
+type ResourceOptions struct {
+	// TemplatesPageSize is the number of templates per
+	// resources/templates/list page, 1 to 100; 0 means
+	// DefaultTemplatesPageSize. Clients cannot choose it.
+	TemplatesPageSize int
+	// TextPageSize is the size in bytes of one page of a ranged read
+	// (store.PageURI), 64 to 1 MiB; 0 means DefaultTextPageSize. Pages are
+	// cut from the minimized text on UTF-8 character boundaries, so a page
+	// may be up to 3 bytes shorter.
+	TextPageSize int
+	// CacheTTL sets the ttlMs hints sent to clients of protocol revision
+	// 2026-07-28 and later; nil means DefaultCacheTTL. Older revisions always
+	// get ttlMs 0. cacheScope is always "private".
+	CacheTTL *CacheTTL
+}
+
+// CacheTTL is how long a client may keep each kind of result (the ttlMs
+// hint). Zero means "immediately stale".
+type CacheTTL struct {
+	List      time.Duration // resources/list pages
+	Read      time.Duration // resources/read results, whole or one page
+	Templates time.Duration // resources/templates/list pages
+}
+
+// Defaults of ResourceOptions (justified in docs/uris.md, "Caching hints").
+const (
+	DefaultTemplatesPageSize = 10
+	DefaultTextPageSize      = 16 << 10
+	DefaultListTTL           = 0
+	DefaultReadTTL           = 0
+	DefaultTemplatesTTL      = 60 * time.Second
+)
+
+// DefaultCacheTTL returns the default CacheTTL.
+func DefaultCacheTTL() CacheTTL {
+	return CacheTTL{List: DefaultListTTL, Read: DefaultReadTTL, Templates: DefaultTemplatesTTL}
+}
+
+// validate checks o and returns it with defaults filled in.
+func (o ResourceOptions) validate() (ResourceOptions, error) {
+	switch {
+	case o.TemplatesPageSize < 0 || o.TemplatesPageSize > 100:
+		return o, fmt.Errorf("%w: Resources.TemplatesPageSize must be between 1 and 100", ErrBadConfig)
+	case o.TextPageSize != 0 && (o.TextPageSize < 64 || o.TextPageSize > 1<<20):
+		return o, fmt.Errorf("%w: Resources.TextPageSize must be between 64 and 1048576", ErrBadConfig)
+	case o.CacheTTL != nil && (o.CacheTTL.List < 0 || o.CacheTTL.Read < 0 || o.CacheTTL.Templates < 0):
+		return o, fmt.Errorf("%w: Resources.CacheTTL must not be negative", ErrBadConfig)
+	}
+	if o.TemplatesPageSize == 0 {
+		o.TemplatesPageSize = DefaultTemplatesPageSize
+	}
+	if o.TextPageSize == 0 {
+		o.TextPageSize = DefaultTextPageSize
+	}
+	if o.CacheTTL == nil {
+		d := DefaultCacheTTL()
+		o.CacheTTL = &d
+	}
+	return o, nil
+}
+
+// ropts is s.cfg.Resources with defaults (New validates it; a Server built
+// otherwise still gets the defaults).
+func (s *Server) ropts() ResourceOptions {
+	o, err := s.cfg.Resources.validate()
+	if err != nil {
+		o, _ = ResourceOptions{}.validate()
+	}
+	return o
+}
+
+// ProtocolStateless is the first MCP protocol revision without sessions
+// (SEP-2575): its requests carry their protocol version in _meta.
+const ProtocolStateless = "2026-07-28"
+
+// statelessRevision reports whether a request's params _meta says it
+// follows protocol revision 2026-07-28 or later.
+func statelessRevision(m mcp.Meta) bool {
+	v, _ := m[mcp.MetaKeyProtocolVersion].(string)
+	return v >= ProtocolStateless
+}
+
+// cacheable is the cache hint of a result: always cacheScope "private"
+// (per-user PHI, no shared cache may keep it); ttlMs is ttl for 2026-07-28
+// clients and 0 for older revisions, which have no such field (the SDK
+// sends it anyway; 0 is the conservative value for a client that reads it).
+func cacheable(m mcp.Meta, ttl time.Duration) mcp.Cacheable {
+	c := mcp.Cacheable{CacheScope: "private"}
+	if statelessRevision(m) {
+		c.TTLMs = int(ttl / time.Millisecond)
+	}
+	return c
+}
+
+// ETagKey is the _meta key of a list item's, a read content's entity tag
+// (see etag).
+const ETagKey = "custos/etag"
+
+// Page _meta keys of a ranged read's content.
+const (
+	PageKey  = "custos/page"  // the page number returned
+	PagesKey = "custos/pages" // how many pages the released text has
+)
+
+// etag is the entity tag of r as released under d's obligations.
+//
+// Unminimized: digestRef(r), "sha256:<hex>@v<N>", a strong tag that is also
+// the audit log's content reference. Minimized: a weak tag that must not
+// reveal the stored digest (a guess of the unminimized content could be
+// confirmed by hashing it):
+//
+//	"m1:" || letterHex( HMAC-SHA256(key, "custos/etag/v1" 0x00 digestRef(r) 0x00 obligations)[:16] )
+//
+// with the obligations' compact forms sorted and joined by 0x00, and key
+// the newest cursor key. Equal m1 tags mean the same stored version
+// minimized under the same obligations. Without a key there is no tag ("").
+func etag(r store.Resource, d policy.Decision, key []byte) string {
+	if len(d.Obligations) == 0 {
+		return digestRef(r)
+	}
+	if len(key) == 0 {
+		return ""
+	}
+	obls := make([]string, len(d.Obligations))
+	for i, o := range d.Obligations {
+		obls[i] = o.String()
+	}
+	slices.Sort(obls)
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("custos/etag/v1\x00" + digestRef(r) + "\x00" + strings.Join(obls, "\x00")))
+	return "m1:" + letterHex(mac.Sum(nil)[:16])
+}
+
+// letterHex is hex with the digits 0-f written as the letters a-p: a tag
+// without digits can never look like (nor be flagged by a data-loss scanner
+// as) a phone number, ZIP code, MRN or date.
+func letterHex(b []byte) string {
+	out := make([]byte, 2*len(b))
+	for i, c := range b {
+		out[2*i], out[2*i+1] = 'a'+c>>4, 'a'+c&0x0f
+	}
+	return string(out)
+}
+
+// splitPages cuts text into pages of at most size bytes, each ending on a
+// UTF-8 character boundary (a page is shorter rather than split a
+// character; invalid UTF-8 is cut at size). Empty text is one empty page.
+// Concatenating the pages gives text back. size must be at least
+// utf8.UTFMax.
+func splitPages(text []byte, size int) [][]byte {
+	pages := [][]byte{}
+	for len(text) > size {
+		end := size
+		// If a valid character straddles the cut, cut before it instead
+		// (it starts at most UTFMax-1 bytes earlier, never at 0 as
+		// size >= UTFMax: every page is non-empty).
+		for i := end - 1; i > 0 && i > end-utf8.UTFMax; i-- {
+			if utf8.RuneStart(text[i]) {
+				if r, n := utf8.DecodeRune(text[i:]); (r != utf8.RuneError || n > 1) && i+n > end {
+					end = i
+				}
+				break
+			}
+		}
+		pages = append(pages, text[:end])
+		text = text[end:]
+	}
+	return append(pages, text)
+}
 
 // list answers resources/list: scan the catalog from the cursor position,
 // keep each item the policy would let this caller read, audit what is
@@ -101,7 +274,7 @@ scan:
 			if !d.Allow {
 				denied++
 			} else {
-				items = append(items, listItem(r, d))
+				items = append(items, listItem(r, d, keys[0].Bytes))
 				e.URIs = append(e.URIs, r.URI)
 				e.Digests = append(e.Digests, digestRef(r))
 				patients = append(patients, r.Labels.Patient)
@@ -132,7 +305,11 @@ scan:
 		}
 		return nil, refused("access decision unavailable: request refused")
 	}
-	res := &mcp.ListResourcesResult{Resources: items, Cacheable: private}
+	var meta mcp.Meta
+	if p != nil {
+		meta = p.Meta
+	}
+	res := &mcp.ListResourcesResult{Resources: items, Cacheable: cacheable(meta, s.ropts().CacheTTL.List)}
 	if res.Resources == nil {
 		res.Resources = []*mcp.Resource{}
 	}
@@ -163,9 +340,11 @@ scan:
 }
 
 // listItem is the minimized metadata of one listed resource: titles and
-// descriptions are scrubbed of identifiers, and size and content digest are
-// given only when read would return the stored bytes unchanged.
-func listItem(r store.Resource, d policy.Decision) *mcp.Resource {
+// descriptions are scrubbed of identifiers, and size, lastModified and the
+// content digest are given only when read would return the stored bytes
+// unchanged. Every item carries its entity tag under ETagKey (see etag;
+// etagKey is the newest cursor key).
+func listItem(r store.Resource, d policy.Decision, etagKey []byte) *mcp.Resource {
 	item := &mcp.Resource{
 		URI:         r.URI,
 		Name:        minimize.ScrubString(r.Name),
@@ -174,9 +353,13 @@ func listItem(r store.Resource, d policy.Decision) *mcp.Resource {
 		MIMEType:    r.MIMEType,
 		Annotations: annotations(r, len(d.Obligations) == 0),
 	}
+	item.Meta = mcp.Meta{}
 	if len(d.Obligations) == 0 {
 		item.Size = r.Size
-		item.Meta = mcp.Meta{"etag": r.ETag, "version": r.Version}
+		item.Meta["etag"], item.Meta["version"] = r.ETag, r.Version
+	}
+	if t := etag(r, d, etagKey); t != "" {
+		item.Meta[ETagKey] = t
 	}
 	return item
 }
@@ -197,13 +380,22 @@ func annotations(r store.Resource, full bool) *mcp.Annotations {
 
 // read answers resources/read: validate, look up, decide, audit durably,
 // and only then fetch and minimize the payload.
+//
+// A page URI (store.PageURI) is read the same way, as the resource it
+// belongs to: the same decision on the resource, its own audit record
+// (reason suffixed ",page=N"), then the page is cut from the minimized text
+// (splitPages). A page past the end answers exactly like a missing
+// resource; its allow record is followed by an error record
+// "page_out_of_range,page=N" (the page count is known only after the
+// payload was fetched and minimized, which the allow record must precede).
 func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
 	e := s.entry(ctx, id, ActionRead)
 	raw := ""
+	var meta mcp.Meta
 	if p != nil {
-		raw = p.URI
+		raw, meta = p.URI, p.Meta
 	}
-	u, err := store.ParseURI(raw)
+	u, page, err := parseReadURI(raw)
 	if err != nil {
 		// The raw string may hold a secret (userinfo, a token in a query):
 		// neither the audit record nor the error repeats it.
@@ -213,7 +405,11 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		}
 		return nil, invalidParams("invalid resource uri: %s", strings.TrimPrefix(err.Error(), store.ErrBadURI.Error()+": "))
 	}
-	uri := u.String()
+	uri := u.String() // the resource; asked is what the client named
+	asked := uri
+	if page > 0 {
+		asked = store.PageURI{URI: u, Page: page}.String()
+	}
 	e.URIs = []string{uri}
 	e.Patients = []string{u.Patient}
 	e.DecisionID = uuid.NewString()
@@ -221,7 +417,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	r, err := s.cfg.Catalog.Get(uri)
 	found := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		e.Outcome, e.Reason = audit.OutcomeError, "catalog_unavailable"
+		e.Outcome, e.Reason = audit.OutcomeError, withPage("catalog_unavailable", page)
 		s.log.Error("catalog lookup failed", "err", err)
 		if _, aerr := s.commit(ctx, e); aerr != nil {
 			return nil, aerr
@@ -260,6 +456,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		if !found {
 			e.Reason += ",not_found"
 		}
+		e.Reason = withPage(e.Reason, page)
 		s.log.Error("policy could not decide; request refused", "decision", d.ID, "err", derr)
 		if _, aerr := s.commitInput(ctx, e, &in); aerr != nil {
 			return nil, aerr
@@ -267,26 +464,28 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		return nil, refused("access decision unavailable: request refused")
 	}
 	if !found {
-		e.Outcome, e.Reason = audit.OutcomeDeny, "not_found"
+		e.Outcome, e.Reason = audit.OutcomeDeny, withPage("not_found", page)
 		if _, aerr := s.commitInput(ctx, e, &in); aerr != nil {
 			return nil, aerr
 		}
-		return nil, notFound(uri)
+		return nil, notFound(asked)
 	}
 	if !d.Allow {
 		e.Outcome = audit.OutcomeDeny
 		if e.Reason == "" {
 			e.Reason = "denied"
 		}
+		e.Reason = withPage(e.Reason, page)
 		if _, aerr := s.commitInput(ctx, e, &in); aerr != nil {
 			return nil, aerr
 		}
-		return nil, notFound(uri)
+		return nil, notFound(asked)
 	}
 	for _, o := range d.Obligations {
 		e.Obligations = append(e.Obligations, o.String())
 	}
 	e.Outcome = audit.OutcomeAllow
+	e.Reason = withPage(e.Reason, page)
 	rec, err := s.commitInput(ctx, e, &in)
 	if err != nil {
 		return nil, err
@@ -300,37 +499,111 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	if err != nil {
 		s.log.Error("payload fetch failed after audit; nothing released", "decision", d.ID, "err", err)
 		if errors.Is(err, store.ErrDataKey) {
-			return nil, s.auditFailure(ctx, e, "key_unavailable", refused("keys unavailable: the payload's data key could not be unwrapped; nothing released"))
+			return nil, s.auditFailure(ctx, e, withPage("key_unavailable", page), refused("keys unavailable: the payload's data key could not be unwrapped; nothing released"))
 		}
-		return nil, s.auditFailure(ctx, e, "payload_unavailable", refused("payload unavailable: nothing released"))
+		return nil, s.auditFailure(ctx, e, withPage("payload_unavailable", page), refused("payload unavailable: nothing released"))
 	}
 	out, err := minimize.Apply(r.MIMEType, payload, d.Obligations, minimize.Options{Now: s.now()})
 	if err != nil {
 		s.log.Error("minimization failed; nothing released", "decision", d.ID, "err", err)
-		return nil, s.auditFailure(ctx, e, "minimization_failed", refused("minimization failed: nothing released"))
+		return nil, s.auditFailure(ctx, e, withPage("minimization_failed", page), refused("minimization failed: nothing released"))
 	}
-	c := &mcp.ResourceContents{URI: uri, MIMEType: r.MIMEType}
+	c := &mcp.ResourceContents{URI: asked, MIMEType: r.MIMEType, Meta: mcp.Meta{}}
+	if page > 0 {
+		// Pages are cut from the minimized text only: whatever the page
+		// boundaries, concatenated pages are the minimized whole.
+		pages := splitPages(out, s.ropts().TextPageSize)
+		if page > len(pages) {
+			return nil, s.auditFailure(ctx, e, withPage("page_out_of_range", page), notFound(asked))
+		}
+		out = pages[page-1]
+		c.Meta[PageKey], c.Meta[PagesKey] = page, len(pages)
+	}
 	if isBinary(r.MIMEType) {
 		c.Blob = out
 	} else {
 		c.Text = string(out)
 	}
 	if len(d.Obligations) == 0 {
-		c.Meta = mcp.Meta{"etag": r.ETag, "version": r.Version}
+		c.Meta["etag"], c.Meta["version"] = r.ETag, r.Version
 	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}, Cacheable: private, Meta: receipt(rec)}, nil
+	var etagKey []byte
+	if len(d.Obligations) > 0 {
+		if keys, err := s.cfg.Keys.CursorKeys(ctx); err == nil && len(keys) > 0 {
+			etagKey = keys[0].Bytes
+		}
+	}
+	if t := etag(r, d, etagKey); t != "" {
+		c.Meta[ETagKey] = t
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}, Cacheable: cacheable(meta, s.ropts().CacheTTL.Read), Meta: receipt(rec)}, nil
 }
 
-// templates answers resources/templates/list after a policy decision.
+// parseReadURI parses the URI of a read: a resource URI (page 0) or a page
+// URI. A URI with a /pages/ segment is judged as a page URI, so its error
+// says what is wrong with the page.
+func parseReadURI(raw string) (store.URI, int, error) {
+	if !strings.Contains(raw, "/pages/") {
+		u, err := store.ParseURI(raw)
+		return u, 0, err
+	}
+	pu, err := store.ParsePageURI(raw)
+	return pu.URI, pu.Page, err
+}
+
+// withPage suffixes an audit reason with the page a ranged read named.
+func withPage(reason string, page int) string {
+	if page == 0 {
+		return reason
+	}
+	if reason == "" {
+		return "page=" + strconv.Itoa(page)
+	}
+	return reason + ",page=" + strconv.Itoa(page)
+}
+
+// templates answers resources/templates/list, one page at a time: each page
+// is decided by the policy and audited on its own. Cursors are sealed like
+// list cursors but for a different purpose (templatesCursorBinding), so a
+// list cursor does not open here nor the reverse.
 func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResourceTemplatesParams) (*mcp.ListResourceTemplatesResult, error) {
 	e := s.entry(ctx, id, ActionTemplates)
-	if p != nil && p.Cursor != "" {
-		// There is a single page; any cursor is one we never issued.
-		e.Outcome, e.Reason = audit.OutcomeDeny, "bad_cursor"
+	all := allTemplates()
+	size := s.ropts().TemplatesPageSize
+
+	keys, err := s.cfg.Keys.CursorKeys(ctx)
+	if err == nil && len(keys) == 0 {
+		err = errors.New("no cursor key")
+	}
+	if err != nil {
+		e.Outcome, e.Reason = audit.OutcomeError, "cursor_key_unavailable"
 		if _, aerr := s.commit(ctx, e); aerr != nil {
 			return nil, aerr
 		}
-		return nil, invalidParams("invalid cursor: templates are served in one page")
+		return nil, refused("keys unavailable: request refused")
+	}
+	binding := templatesCursorBinding(id)
+	start := 0
+	var meta mcp.Meta
+	if p != nil {
+		meta = p.Meta
+	}
+	if p != nil && p.Cursor != "" {
+		st, err := openCursorAny(keys, binding, p.Cursor, s.now())
+		if err == nil {
+			i := slices.IndexFunc(all, func(t store.Template) bool { return t.URITemplate == st.After })
+			if i < 0 { // the server's templates changed since the cursor was issued
+				err = fmt.Errorf("%w: stale", ErrBadCursor)
+			}
+			start = i + 1
+		}
+		if err != nil {
+			e.Outcome, e.Reason = audit.OutcomeDeny, "bad_cursor"
+			if _, aerr := s.commit(ctx, e); aerr != nil {
+				return nil, aerr
+			}
+			return nil, invalidParams("invalid cursor: %s", strings.TrimPrefix(err.Error(), ErrBadCursor.Error()+": "))
+		}
 	}
 	in := policy.Input{Principal: id.Principal, PurposeOfUse: id.PurposeOfUse, Action: policy.ActionTemplates}
 	d, derr := s.decider(ctx).Decide(ctx, in)
@@ -351,22 +624,45 @@ func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResource
 	default:
 		e.Outcome = audit.OutcomeAllow
 	}
-	if _, err := s.commitInput(ctx, e, &in); err != nil {
+	res := &mcp.ListResourceTemplatesResult{Cacheable: cacheable(meta, s.ropts().CacheTTL.Templates), ResourceTemplates: []*mcp.ResourceTemplate{}}
+	if e.Outcome == audit.OutcomeAllow {
+		end := min(start+size, len(all))
+		for _, t := range all[start:end] {
+			res.ResourceTemplates = append(res.ResourceTemplates, &mcp.ResourceTemplate{
+				URITemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description, MIMEType: t.MIMEType,
+			})
+		}
+		if end < len(all) {
+			nonce, err := newNonce()
+			if err == nil {
+				res.NextCursor, err = sealCursor(keys[0].Bytes, binding, nonce, cursorState{After: all[end-1].URITemplate, IAT: s.now().Unix()})
+			}
+			if err != nil {
+				s.log.Error("cannot seal cursor; request refused", "err", err)
+				e.Outcome, e.Reason = audit.OutcomeError, "cursor_seal_failed"
+			}
+		}
+	}
+	rec, err := s.commitInput(ctx, e, &in)
+	if err != nil {
 		return nil, err
 	}
-	switch e.Outcome {
-	case audit.OutcomeError:
+	switch {
+	case e.Reason == "cursor_seal_failed":
+		return nil, refused("cannot seal cursor: request refused")
+	case e.Outcome == audit.OutcomeError:
 		return nil, refused("access decision unavailable: request refused")
-	case audit.OutcomeDeny:
+	case e.Outcome == audit.OutcomeDeny:
 		return nil, &jsonrpcForbidden
 	}
-	res := &mcp.ListResourceTemplatesResult{Cacheable: private, ResourceTemplates: []*mcp.ResourceTemplate{}}
-	for _, t := range store.Templates() {
-		res.ResourceTemplates = append(res.ResourceTemplates, &mcp.ResourceTemplate{
-			URITemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description, MIMEType: t.MIMEType,
-		})
-	}
+	res.Meta = receipt(rec)
 	return res, nil
+}
+
+// allTemplates is every template the server serves, in a fixed order: one
+// per resource family, then the page templates.
+func allTemplates() []store.Template {
+	return append(store.Templates(), store.PageTemplates()...)
 }
 
 // ReceiptKey is the _meta key of a result's audit receipt: the event id of

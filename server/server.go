@@ -1,12 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"time"
 
@@ -92,6 +94,9 @@ type Config struct {
 	// with the active grant covering the caller and the patient, if any.
 	// nil means no grant ever applies.
 	Grants Grants
+	// Resources tunes templates paging, ranged reads and cache hints (see
+	// ResourceOptions; the zero value means the defaults).
+	Resources ResourceOptions
 }
 
 const (
@@ -105,9 +110,10 @@ const (
 // Server answers the MCP Resources methods through policy, audit and
 // minimization. It is safe for concurrent use.
 type Server struct {
-	cfg Config
-	log *slog.Logger
-	now func() time.Time
+	cfg  Config
+	log  *slog.Logger
+	now  func() time.Time
+	subs subscriptions // resource subscriptions (subscribe.go)
 }
 
 // New validates cfg and returns a Server.
@@ -125,6 +131,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: PageSize must be between 1 and 500", ErrBadConfig)
 	case cfg.ScanLimit < 0:
 		return nil, fmt.Errorf("%w: ScanLimit must not be negative", ErrBadConfig)
+	}
+	if _, err := cfg.Resources.validate(); err != nil {
+		return nil, err
 	}
 	if cfg.PageSize == 0 {
 		cfg.PageSize = DefaultPageSize
@@ -155,9 +164,14 @@ func (s *Server) newMCPServer(ident identityFunc) *mcp.Server {
 	}
 	ms := mcp.NewServer(&mcp.Implementation{Name: "custos", Title: "custos — audited PHI resources", Version: version}, &mcp.ServerOptions{
 		Logger:       s.log,
-		Capabilities: &mcp.ServerCapabilities{Resources: &mcp.ResourceCapabilities{}},
+		Capabilities: &mcp.ServerCapabilities{Resources: &mcp.ResourceCapabilities{Subscribe: true, ListChanged: true}, Completions: &mcp.CompletionCapabilities{}},
 		Instructions: "custos exposes protected health information as read-only resources. Every list and read is decided by policy and durably audited; results are minimized to what your role and purpose of use permit.",
+		// Decided and audited in subscribe.go; the SDK keeps the listen
+		// request ids and sends the notifications.
+		SubscribeHandler:   s.onSubscribe,
+		UnsubscribeHandler: s.onUnsubscribe,
 	})
+	s.subs.attach(ms)
 	ms.AddReceivingMiddleware(s.middleware(ident))
 	return ms
 }
@@ -173,22 +187,79 @@ func (s *Server) middleware(ident identityFunc) mcp.Middleware {
 				start := time.Now()
 				res, err := s.subscription(ctx, ident, method, req, next)
 				s.cfg.Metrics.ObserveRequest(method, outcomeOf(err), time.Since(start))
-				return res, err
+				return forRevision(req, res, err)
 			case method == "completion/complete":
 				// Policy-filtered suggestions, in complete.go.
 				start := time.Now()
 				res, err := s.complete(ctx, ident, req)
 				s.cfg.Metrics.ObserveRequest(method, outcomeOf(err), time.Since(start))
-				return res, err
+				return forRevision(req, res, err)
 			case !strings.HasPrefix(method, "resources/"):
 				return next(ctx, method, req)
 			}
 			start := time.Now()
 			res, err := s.handle(ctx, ident, method, req)
 			s.cfg.Metrics.ObserveRequest(method, outcomeOf(err), time.Since(start))
-			return res, err
+			return forRevision(req, res, err)
 		}
 	}
+}
+
+// forRevision adapts an answer to the protocol revision of the request. On
+// 2026-07-28 (stateless) "not found" is -32602 with data.uri (SEP-2164),
+// where 2025-11-25 used -32002, and a read result carries resultType
+// "complete". The go-sdk sets resultType only on results of its own read
+// handler, which custos does not use, and TypeScript SDK v2 clients refuse
+// a 2026-07-28 read result without it.
+func forRevision(req mcp.Request, res mcp.Result, err error) (mcp.Result, error) {
+	if !modernRequest(req) {
+		return res, err
+	}
+	var je *jsonrpc.Error
+	if errors.As(err, &je) && je.Code == CodeResourceNotFound {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: je.Message, Data: je.Data}
+	}
+	if r, ok := res.(*mcp.ReadResourceResult); ok && err == nil {
+		return completeRead{r}, nil
+	}
+	return res, err
+}
+
+// modernRequest reports whether req follows revision 2026-07-28 or later:
+// by the protocol version in its _meta (stateless requests carry it) or
+// by the version its session negotiated.
+func modernRequest(req mcp.Request) bool {
+	if p := req.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() && statelessRevision(p.GetMeta()) {
+		return true
+	}
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+		if ip := ss.InitializeParams(); ip != nil {
+			return ip.ProtocolVersion >= ProtocolStateless
+		}
+	}
+	return false
+}
+
+// completeRead is a read result marked resultType "complete" on the wire.
+type completeRead struct{ *mcp.ReadResourceResult }
+
+// MarshalJSON writes the read result with "resultType":"complete" first.
+func (r completeRead) MarshalJSON() ([]byte, error) {
+	b, err := r.ReadResourceResult.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < 2 || b[0] != '{' {
+		return nil, fmt.Errorf("server: read result is not a JSON object")
+	}
+	if bytes.Contains(b, []byte(`"resultType":`)) {
+		return b, nil // set by the SDK (not today); keep its value
+	}
+	out := []byte(`{"resultType":"complete"`)
+	if b[1] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, b[1:]...), nil
 }
 
 // outcomeOf classifies a request's result for metrics (a fixed set).

@@ -257,7 +257,7 @@ func TestListShowsExactlyWhatReadAllows(t *testing.T) {
 						t.Fatalf("read %s: want one content with a mimeType, got %+v", r.URI, res.Contents)
 					}
 					readable = append(readable, r.URI)
-				case rpcCode(err) == server.CodeResourceNotFound:
+				case rpcCode(err) == server.NotFoundCode(cs.InitializeResult().ProtocolVersion):
 				default:
 					t.Fatalf("read %s: unexpected error %v", r.URI, err)
 				}
@@ -293,8 +293,8 @@ func TestDeniedAndNotFoundLookAlikeButAuditKnows(t *testing.T) {
 	if !errors.As(errDenied, &d) || !errors.As(errMissing, &m) {
 		t.Fatalf("want JSON-RPC errors, got %v / %v", errDenied, errMissing)
 	}
-	if d.Code != server.CodeResourceNotFound || d.Code != m.Code || d.Message != m.Message {
-		t.Fatalf("denied %d %q vs not found %d %q: must be identical -32002", d.Code, d.Message, m.Code, m.Message)
+	if want := server.NotFoundCode(cs.InitializeResult().ProtocolVersion); d.Code != want || d.Code != m.Code || d.Message != m.Message || string(d.Data) != `{"uri":"`+existing+`"}` {
+		t.Fatalf("denied %d %q vs not found %d %q: must be identical %d with data.uri", d.Code, d.Message, m.Code, m.Message, want)
 	}
 	recs := f.records()
 	last2 := recs[len(recs)-2:]

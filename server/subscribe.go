@@ -2,13 +2,477 @@ package server
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/policy/btg"
+	"github.com/custos-mcp/custos/store"
 )
 
+// Audit actions of resource subscriptions.
+const (
+	// ActionSubscribe records the decision on one subscription request: a
+	// resources/subscribe (2025-11-25) or one URI of a subscriptions/listen
+	// (2026-07-28). It is decided exactly like a read of the URI.
+	ActionSubscribe = "subscribe"
+	// ActionUnsubscribe records a resources/unsubscribe request.
+	ActionUnsubscribe = "unsubscribe"
+	// ActionNotify records the decision to send (allow) or withhold (deny,
+	// error) one notifications/resources/updated to one subscriber. The
+	// notification tells the subscriber that a patient's record changed, so
+	// it is a disclosure and is decided and audited before it is sent.
+	ActionNotify = "notify"
+)
+
+// listChangedURI is a placeholder resource added to the go-sdk server's own
+// resource list each time the catalog's set of URIs changes: adding a
+// resource is the SDK's only exported way to emit
+// notifications/resources/list_changed (to legacy sessions and to
+// subscriptions/listen streams that opted in). The SDK's list is never
+// served: the middleware answers every resources/* request itself.
+const listChangedURI = "custos-internal:catalog"
+
+// subscriptions is the server's own registry of resource subscriptions:
+// which session subscribed to which URI as whom. The go-sdk server keeps a
+// parallel registry (it alone knows the subscriptions/listen request ids
+// that 2026-07-28 notifications must carry) and sends the notifications;
+// this registry decides, before each send, which of its entries may still
+// receive them, and removes from the SDK's registry every one that may not.
+//
+// The zero value is ready to use.
+type subscriptions struct {
+	// round is held exclusively while a change is notified (decide, audit,
+	// prune, send) and shared while a subscription is registered, so that a
+	// session is never in the SDK's registry at send time without having
+	// been decided and audited in this round.
+	round sync.RWMutex
+
+	mu       sync.Mutex
+	servers  []*mcp.Server
+	sessions map[*mcp.ServerSession]*subscriber
+}
+
+// subscriber is one session's subscriptions.
+type subscriber struct {
+	id   Identity    // the identity that subscribed, re-decided before each notification
+	ms   *mcp.Server // the SDK server the session belongs to
+	uris map[string]bool
+	// drop removes the session's subscription to a URI from the SDK's
+	// registry (the SDK's own resources/unsubscribe, called below the
+	// middleware).
+	drop mcp.MethodHandler
+}
+
+// subCtxKey carries the subscription call (identity, SDK handler) from the
+// middleware to the SDK's SubscribeHandler and UnsubscribeHandler, which
+// see neither the request's transport extra nor the middleware.
+type subCtxKey struct{}
+
+type subCall struct {
+	id     Identity
+	next   mcp.MethodHandler
+	listen bool // the call is a subscriptions/listen (its end unsubscribes)
+}
+
+// internalCtxKey marks an unsubscribe the server itself made (pruning a
+// subscriber that may no longer be notified): it is not a client request
+// and is not audited as one.
+type internalCtxKey struct{}
+
+// attach registers an SDK server built by newMCPServer, so that
+// CatalogChanged can notify its sessions.
+func (r *subscriptions) attach(ms *mcp.Server) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.servers = append(r.servers, ms)
+}
+
+// serverOf finds the SDK server ss belongs to.
+func (r *subscriptions) serverOf(ss *mcp.ServerSession) *mcp.Server {
+	r.mu.Lock()
+	servers := slices.Clone(r.servers)
+	r.mu.Unlock()
+	for _, ms := range servers {
+		for s := range ms.Sessions() {
+			if s == ss {
+				return ms
+			}
+		}
+	}
+	return nil
+}
+
+// add registers ss's subscription to uri as id. The first registration of a
+// session starts a watcher that forgets the session when it closes.
+func (r *subscriptions) add(ss *mcp.ServerSession, ms *mcp.Server, id Identity, uri string, drop mcp.MethodHandler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sessions == nil {
+		r.sessions = map[*mcp.ServerSession]*subscriber{}
+	}
+	sub, ok := r.sessions[ss]
+	if !ok {
+		sub = &subscriber{uris: map[string]bool{}}
+		r.sessions[ss] = sub
+		go func() {
+			ss.Wait()
+			r.forget(ss)
+		}()
+	}
+	sub.id, sub.ms, sub.drop = id, ms, drop
+	sub.uris[uri] = true
+}
+
+// remove drops ss's subscription to uri and reports whether it existed.
+func (r *subscriptions) remove(ss *mcp.ServerSession, uri string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sub, ok := r.sessions[ss]
+	if !ok || !sub.uris[uri] {
+		return false
+	}
+	delete(sub.uris, uri)
+	if len(sub.uris) == 0 {
+		delete(r.sessions, ss)
+	}
+	return true
+}
+
+// forget drops every subscription of a closed session.
+func (r *subscriptions) forget(ss *mcp.ServerSession) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.sessions, ss)
+}
+
+// target is one subscriber of one URI, as snapshotted for a notification.
+type target struct {
+	ss   *mcp.ServerSession
+	id   Identity
+	ms   *mcp.Server
+	drop mcp.MethodHandler
+}
+
+// subscribersOf snapshots the subscribers of uri.
+func (r *subscriptions) subscribersOf(uri string) []target {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []target
+	for ss, sub := range r.sessions {
+		if sub.uris[uri] {
+			out = append(out, target{ss: ss, id: sub.id, ms: sub.ms, drop: sub.drop})
+		}
+	}
+	return out
+}
+
+// count is the number of (session, URI) subscriptions held.
+func (r *subscriptions) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, sub := range r.sessions {
+		n += len(sub.uris)
+	}
+	return n
+}
+
+// Subscriptions returns the number of resource subscriptions currently
+// held (one per session and URI), for health reporting and tests.
+func (s *Server) Subscriptions() int { return s.subs.count() }
+
 // subscription answers resources/subscribe, resources/unsubscribe and
-// subscriptions/listen.
+// subscriptions/listen. It identifies the caller like every resources/*
+// request and passes the identity (in ctx) to the SDK, whose handlers call
+// back into onSubscribe and onUnsubscribe: the SDK keeps the listen request
+// id that 2026-07-28 notifications must carry, and calls onSubscribe once
+// per URI of a listen.
 func (s *Server) subscription(ctx context.Context, ident identityFunc, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
-	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not supported: " + method}
+	id, err := ident(req)
+	if err != nil {
+		e := s.entry(ctx, Identity{Source: "unidentified"}, method)
+		e.Outcome, e.Reason = audit.OutcomeDeny, "no_identity"
+		if _, aerr := s.commit(ctx, e); aerr != nil {
+			return nil, aerr
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated request (or unknown purpose of use)"}
+	}
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+		id.session = ss.ID()
+	}
+	if err := s.cfg.Keys.Check(); err != nil {
+		return nil, s.refuseStale(ctx, id, method, req, err)
+	}
+	ctx = s.withDecider(ctx)
+	ctx = context.WithValue(ctx, subCtxKey{}, &subCall{id: id, next: next, listen: method == "subscriptions/listen"})
+	return next(ctx, method, req)
+}
+
+// onSubscribe is the SDK's SubscribeHandler: it decides one subscription
+// exactly as a read of the URI would be decided, audits the decision
+// (action "subscribe") and, when allowed, registers the subscriber. A
+// denied and a missing URI both answer -32002, like read. An error stops
+// the SDK from registering the subscription (and fails a listen).
+func (s *Server) onSubscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	call, ok := ctx.Value(subCtxKey{}).(*subCall)
+	if !ok || req.Session == nil {
+		// Every subscription passes the middleware; anything else is refused.
+		return refused("subscription outside the decision point: refused")
+	}
+	raw := ""
+	if req.Params != nil {
+		raw = req.Params.URI
+	}
+	e := s.entry(ctx, call.id, ActionSubscribe)
+	u, err := store.ParseURI(raw)
+	if err != nil {
+		e.Outcome, e.Reason = audit.OutcomeDeny, "bad_uri"
+		if _, aerr := s.commit(ctx, e); aerr != nil {
+			return aerr
+		}
+		return invalidParams("invalid resource uri: %s", strings.TrimPrefix(err.Error(), store.ErrBadURI.Error()+": "))
+	}
+	uri := u.String()
+
+	// Shared with other subscriptions, exclusive with a notification
+	// round: the SDK registers the session after this returns, and a round
+	// that starts later sees it in this registry.
+	s.subs.round.RLock()
+	defer s.subs.round.RUnlock()
+
+	v := s.decideURI(ctx, call.id, uri, ActionSubscribe)
+	if v.err != nil {
+		return v.err
+	}
+	if !v.allow {
+		return notFound(uri)
+	}
+	ms := s.subs.serverOf(req.Session)
+	if ms == nil {
+		// Cannot happen for a session of a server built by newMCPServer.
+		s.log.Error("subscription from a session of an unknown server; not registered")
+		return refused("subscriptions unavailable: request refused")
+	}
+	s.subs.add(req.Session, ms, call.id, uri, call.next)
+	return nil
+}
+
+// onUnsubscribe is the SDK's UnsubscribeHandler. A client's
+// resources/unsubscribe is audited (action "unsubscribe"); the end of a
+// subscriptions/listen and the server's own pruning are not requests and
+// are not audited.
+func (s *Server) onUnsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	if req.Session == nil || req.Params == nil {
+		return nil
+	}
+	if ctx.Value(internalCtxKey{}) != nil {
+		return nil // pruned by notify, already removed here
+	}
+	call, ok := ctx.Value(subCtxKey{}).(*subCall)
+	if !ok {
+		return refused("unsubscription outside the decision point: refused")
+	}
+	if call.listen {
+		s.subs.remove(req.Session, req.Params.URI)
+		return nil
+	}
+	e := s.entry(ctx, call.id, ActionUnsubscribe)
+	u, err := store.ParseURI(req.Params.URI)
+	if err != nil {
+		e.Outcome, e.Reason = audit.OutcomeDeny, "bad_uri"
+		if _, aerr := s.commit(ctx, e); aerr != nil {
+			return aerr
+		}
+		return invalidParams("invalid resource uri: %s", strings.TrimPrefix(err.Error(), store.ErrBadURI.Error()+": "))
+	}
+	uri := u.String()
+	e.URIs, e.Patients = []string{uri}, []string{u.Patient}
+	e.Outcome, e.Reason = audit.OutcomeAllow, "unsubscribed"
+	if !s.subs.remove(req.Session, uri) {
+		e.Reason = "not_subscribed"
+	}
+	_, err = s.commit(ctx, e)
+	return err
+}
+
+// verdict is the outcome of decideURI: allow, or the error to return (nil
+// for a plain denial, which callers answer as not found).
+type verdict struct {
+	allow bool
+	err   error
+	rec   audit.Record
+}
+
+// decideURI decides whether id may read uri now and commits the audit
+// record of that decision under action (subscribe or notify): a missing URI
+// is decided as if it existed with the labels of its URI, then denied as
+// not_found, so neither the answer nor its timing says whether it exists
+// (the same rule as read). Only an allowed decision with a durable record
+// returns allow.
+func (s *Server) decideURI(ctx context.Context, id Identity, uri, action string) verdict {
+	u, err := store.ParseURI(uri)
+	if err != nil { // callers pass canonical URIs
+		return verdict{err: invalidParams("invalid resource uri")}
+	}
+	e := s.entry(ctx, id, action)
+	e.URIs, e.Patients = []string{uri}, []string{u.Patient}
+	e.DecisionID = uuid.NewString()
+
+	r, err := s.cfg.Catalog.Get(uri)
+	found := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		e.Outcome, e.Reason = audit.OutcomeError, "catalog_unavailable"
+		s.log.Error("catalog lookup failed", "action", action, "err", err)
+		if _, aerr := s.commit(ctx, e); aerr != nil {
+			return verdict{err: aerr}
+		}
+		return verdict{err: refused("catalog unavailable: request refused")}
+	}
+	if found {
+		e.Patients = []string{r.Labels.Patient}
+		e.Digests = []string{digestRef(r)}
+	} else {
+		r = store.Resource{URI: uri, MIMEType: u.MIMEType(), Labels: store.Labels{Tenant: u.Tenant, Patient: u.Patient, Type: u.Type}}
+	}
+	in := policy.Input{Subject: policy.NewSubject(id.Principal), PurposeOfUse: id.PurposeOfUse, Action: policy.ActionRead, Resource: resourceInput(r),
+		BreakGlass: s.breakGlass(id, r.Labels.Patient)}
+	d, derr := s.decideInput(ctx, in, r)
+	in.Principal, in.Subject = id.Principal, nil
+	if d.ID != "" {
+		e.DecisionID = d.ID
+	}
+	if d.Revision != "" {
+		e.PolicyRevision = d.Revision
+	}
+	e.Reason = strings.Join(d.Reasons, ",")
+	// A notification record is kept small: the decision input is recorded
+	// with the subscription, not with every notification.
+	var rec *policy.Input
+	if action != ActionNotify {
+		rec = &in
+	}
+	switch {
+	case derr != nil:
+		e.Outcome = audit.OutcomeError
+		if e.Reason == "" {
+			e.Reason = "policy_error"
+		}
+		if !found {
+			e.Reason += ",not_found"
+		}
+		s.log.Error("policy could not decide; refused", "action", action, "decision", d.ID, "err", derr)
+		if _, aerr := s.commitInput(ctx, e, rec); aerr != nil {
+			return verdict{err: aerr}
+		}
+		return verdict{err: refused("access decision unavailable: request refused")}
+	case !found:
+		e.Outcome, e.Reason = audit.OutcomeDeny, "not_found"
+	case !d.Allow:
+		e.Outcome = audit.OutcomeDeny
+		if e.Reason == "" {
+			e.Reason = "denied"
+		}
+	default:
+		e.Outcome = audit.OutcomeAllow
+		for _, o := range d.Obligations {
+			e.Obligations = append(e.Obligations, o.String())
+		}
+	}
+	saved, aerr := s.commitInput(ctx, e, rec)
+	if aerr != nil {
+		return verdict{err: aerr}
+	}
+	if e.Outcome != audit.OutcomeAllow {
+		return verdict{}
+	}
+	if in.BreakGlass != nil && slices.Contains(d.Reasons, "break_glass") {
+		s.cfg.Grants.Used(in.BreakGlass.Grant, btg.Use{EventID: saved.EventID, Time: saved.Time, Action: action, Outcome: audit.OutcomeAllow})
+	}
+	return verdict{allow: true, rec: saved}
+}
+
+// CatalogChanged notifies subscribers of a catalog change (a re-import
+// swapped in by store.Live). For every updated or removed URI, each
+// subscriber is decided again, as of now, with the identity it subscribed
+// as and the resource's new metadata:
+//
+//   - allowed: an audit record (action "notify", allow) is committed, then
+//     notifications/resources/updated is sent;
+//   - anything else (denied, removed from the catalog, policy or audit
+//     failure, stale keys): nothing is sent, the outcome is audited when it
+//     can be, and the subscription is dropped (the SDK's registry can only
+//     send to all of a URI's subscribers or remove one).
+//
+// When URIs were added or removed, notifications/resources/list_changed is
+// sent to every session that accepts it (it names no resource and is not
+// audited). CatalogChanged blocks until every notification is sent; it is
+// safe to call from any goroutine and calls are serialized.
+func (s *Server) CatalogChanged(ctx context.Context, ch store.Change) {
+	s.subs.round.Lock()
+	defer s.subs.round.Unlock()
+	ctx = s.withDecider(ctx)
+	for _, uri := range slices.Concat(ch.Updated, ch.Removed) {
+		targets := s.subs.subscribersOf(uri)
+		send := map[*mcp.Server]bool{}
+		for _, t := range targets {
+			if s.notifyDecision(ctx, t, uri) {
+				send[t.ms] = true
+				continue
+			}
+			s.prune(ctx, t, uri)
+		}
+		for ms := range send {
+			if err := ms.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+				s.log.Warn("resource updated notification failed", "err", err)
+			}
+		}
+	}
+	if ch.ListChanged() {
+		s.subs.mu.Lock()
+		servers := slices.Clone(s.subs.servers)
+		s.subs.mu.Unlock()
+		for _, ms := range servers {
+			ms.AddResource(&mcp.Resource{URI: listChangedURI, Name: "catalog"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return nil, notFound(listChangedURI)
+			})
+		}
+	}
+	s.log.Info("catalog change notified", "updated", len(ch.Updated), "added", len(ch.Added), "removed", len(ch.Removed))
+}
+
+// notifyDecision decides and audits one notification; true means it may be
+// sent.
+func (s *Server) notifyDecision(ctx context.Context, t target, uri string) bool {
+	if err := s.cfg.Keys.Check(); err != nil {
+		e := s.entry(ctx, t.id, ActionNotify)
+		if u, perr := store.ParseURI(uri); perr == nil {
+			e.URIs, e.Patients = []string{uri}, []string{u.Patient}
+		}
+		e.Outcome, e.Reason = audit.OutcomeError, "keys_stale"
+		s.log.Error("keys are stale; notification withheld", "err", err)
+		s.commit(ctx, e)
+		return false
+	}
+	v := s.decideURI(ctx, t.id, uri, ActionNotify)
+	return v.allow
+}
+
+// prune drops t's subscription to uri from both registries.
+func (s *Server) prune(ctx context.Context, t target, uri string) {
+	s.subs.remove(t.ss, uri)
+	if t.drop == nil {
+		return
+	}
+	ictx := context.WithValue(ctx, internalCtxKey{}, true)
+	if _, err := t.drop(ictx, "resources/unsubscribe", &mcp.UnsubscribeRequest{Session: t.ss, Params: &mcp.UnsubscribeParams{URI: uri}}); err != nil {
+		s.log.Warn("cannot drop a subscription from the SDK registry", "err", err)
+	}
 }

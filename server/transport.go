@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
@@ -26,18 +29,98 @@ func (s *Server) ServeStdio(ctx context.Context, t mcp.Transport, id Identity) e
 const MCPPath = "/mcp"
 
 // HTTPHandler returns the Streamable HTTP handler: bearer tokens verified by
-// tokens, cross-origin requests refused, the MCP endpoint at MCPPath.
+// tokens, cross-origin requests refused, the MCP endpoint at MCPPath serving
+// both protocol revisions (see mcpHandler).
 func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
-	ms := s.newMCPServer(bearerIdentity)
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, &mcp.StreamableHTTPOptions{
-		Logger:              s.log,
-		SessionTimeout:      30 * time.Minute, // automatic logoff of idle sessions
-		MaxRequestBodyBytes: 1 << 20,
-	})
+	h := s.mcpHandler(bearerIdentity)
 	protected := auth.RequireBearerToken(tokens.Verify, nil)(s.rateLimited(h))
 	mux := http.NewServeMux()
 	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(protected)))
 	return mux
+}
+
+// SessionTimeout is how long an idle 2025-11-25 session lives (automatic
+// logoff).
+const SessionTimeout = 30 * time.Minute
+
+// mcpHandler serves both MCP protocol revisions on one endpoint, with one
+// *mcp.Server (one middleware, one decision point) behind two go-sdk
+// Streamable HTTP handlers. The SDK serves the stateless revision
+// (2026-07-28, SEP-2575) only from a handler with
+// StreamableHTTPOptions.Stateless set, and sessions only from one without,
+// so each request is routed (statelessRequest):
+//
+//   - MCP-Protocol-Version header >= 2026-07-28: the stateless handler (any
+//     Mcp-Session-Id is ignored, as the revision has no sessions);
+//   - MCP-Protocol-Version header of an older revision: the stateful handler
+//     (initialize, Mcp-Session-Id, idle sessions closed after
+//     SessionTimeout);
+//   - no header: a POST whose body is a server/discover request or carries
+//     _meta "io.modelcontextprotocol/protocolVersion" >= 2026-07-28 goes
+//     to the stateless handler (which then answers the missing header as
+//     the revision demands); everything else (initialize, GET, DELETE,
+//     batches) to the stateful one.
+//
+// Callers wrap the result with identity, Origin check, rate limit and
+// rejection audit, so both revisions get exactly the same checks.
+func (s *Server) mcpHandler(ident identityFunc) http.Handler {
+	ms := s.newMCPServer(ident)
+	get := func(*http.Request) *mcp.Server { return ms }
+	stateful := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
+		Logger:              s.log,
+		SessionTimeout:      SessionTimeout,
+		MaxRequestBodyBytes: maxBody,
+	})
+	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
+		Logger:              s.log,
+		Stateless:           true,
+		MaxRequestBodyBytes: maxBody,
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if statelessRequest(r) {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})
+}
+
+// maxBody bounds an MCP request body.
+const maxBody = 1 << 20
+
+// statelessRequest reports whether r follows protocol revision 2026-07-28
+// or later (see mcpHandler). It may read the body of a POST without an
+// MCP-Protocol-Version header; the body stays readable in full.
+func statelessRequest(r *http.Request) bool {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
+		return v >= ProtocolStateless
+	}
+	if r.Method != http.MethodPost || r.Body == nil {
+		return false
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	rest := r.Body
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(b), rest), rest}
+	if err != nil {
+		return false
+	}
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Meta map[string]any `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(b, &msg) != nil {
+		return false // a batch, or not JSON: the stateful handler answers
+	}
+	v, _ := msg.Params.Meta[mcp.MetaKeyProtocolVersion].(string)
+	return msg.Method == "server/discover" || v >= ProtocolStateless
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // IsLoopback reports whether addr ("host:port") names a loopback address.
@@ -54,26 +137,80 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// Defaults of HTTPOptions.
+const (
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultMaxHeaderBytes    = 64 << 10
+)
+
+// HTTPOptions are the limits of the MCP HTTP server. A zero field takes its
+// default.
+type HTTPOptions struct {
+	// TLSConfig serves HTTPS; nil serves plain HTTP, on a loopback address
+	// only.
+	TLSConfig *tls.Config
+	// ReadHeaderTimeout bounds reading a request's headers (slow clients).
+	// Default DefaultReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request. Default DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing a response. Default 0, none: Streamable
+	// HTTP holds SSE streams open, and a write timeout cuts them.
+	WriteTimeout time.Duration
+	// IdleTimeout closes idle keep-alive connections. Default
+	// DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds request headers. Default DefaultMaxHeaderBytes.
+	MaxHeaderBytes int
+	// MaxRequestBodyBytes, if positive, bounds every request body (a longer
+	// body fails to read); the MCP handler has its own 1 MiB limit, so only
+	// smaller values tighten it. Default 0: the handler's limit.
+	MaxRequestBodyBytes int64
+}
+
 // NewHTTPServer wraps h with the timeouts a server facing real clients
 // needs. Without tlsConfig addr must be a loopback address.
 func NewHTTPServer(addr string, h http.Handler, tlsConfig ...*tls.Config) (*http.Server, error) {
-	if len(tlsConfig) > 0 && tlsConfig[0] != nil {
-		return &http.Server{
-			Addr: addr, Handler: h, TLSConfig: tlsConfig[0],
-			ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
-			IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
-		}, nil
+	var o HTTPOptions
+	if len(tlsConfig) > 0 {
+		o.TLSConfig = tlsConfig[0]
 	}
-	if !IsLoopback(addr) {
+	return NewHTTPServerWith(addr, h, o)
+}
+
+// NewHTTPServerWith is NewHTTPServer with explicit limits. Without
+// o.TLSConfig addr must be a loopback address (ErrBadConfig otherwise).
+func NewHTTPServerWith(addr string, h http.Handler, o HTTPOptions) (*http.Server, error) {
+	if o.TLSConfig == nil && !IsLoopback(addr) {
 		return nil, fmt.Errorf("%w: --listen %s: plain HTTP is only served on a loopback address (127.0.0.1, ::1); other addresses need TLS (--tls-cert, --tls-key)", ErrBadConfig, addr)
+	}
+	if o.ReadHeaderTimeout < 0 || o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.IdleTimeout < 0 || o.MaxHeaderBytes < 0 || o.MaxRequestBodyBytes < 0 {
+		return nil, fmt.Errorf("%w: negative HTTP timeout or limit", ErrBadConfig)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	def(&o.ReadTimeout, DefaultReadTimeout)
+	def(&o.IdleTimeout, DefaultIdleTimeout)
+	if o.MaxHeaderBytes == 0 {
+		o.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if o.MaxRequestBodyBytes > 0 {
+		h = http.MaxBytesHandler(h, o.MaxRequestBodyBytes)
 	}
 	return &http.Server{
 		Addr:              addr,
 		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		// WriteTimeout stays 0: Streamable HTTP holds SSE streams open.
+		TLSConfig:         o.TLSConfig,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		ReadTimeout:       o.ReadTimeout,
+		WriteTimeout:      o.WriteTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    o.MaxHeaderBytes,
 	}, nil
 }

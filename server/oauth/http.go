@@ -13,13 +13,16 @@ import (
 )
 
 // RequiredScope returns the scope an MCP method requires beyond a valid
-// token: ScopeList for resources/list and resources/templates/list,
-// ScopeRead for resources/read, "" for anything else.
+// token: ScopeList for resources/list, resources/templates/list and
+// completion/complete (suggestions are listings); ScopeRead for
+// resources/read and for resources/subscribe, resources/unsubscribe and
+// subscriptions/listen (an update notification tells that a resource's
+// content changed); "" for anything else (initialize, ping, ...).
 func (v *Verifier) RequiredScope(mcpMethod string) string {
 	switch mcpMethod {
-	case "resources/list", "resources/templates/list":
+	case "resources/list", "resources/templates/list", "completion/complete":
 		return v.cfg.ScopeList
-	case "resources/read":
+	case "resources/read", "resources/subscribe", "resources/unsubscribe", "subscriptions/listen":
 		return v.cfg.ScopeRead
 	}
 	return ""

@@ -210,6 +210,8 @@ func TestScopes(t *testing.T) {
 	methods := map[string]string{
 		"resources/list": "resources:list", "resources/templates/list": "resources:list",
 		"resources/read": "resources:read", "tools/call": "", "initialize": "",
+		"completion/complete": "resources:list", "resources/subscribe": "resources:read",
+		"resources/unsubscribe": "resources:read", "subscriptions/listen": "resources:read",
 	}
 	for m, want := range methods {
 		if got := v.RequiredScope(m); got != want {

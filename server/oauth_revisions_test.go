@@ -1,0 +1,107 @@
+package server_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/server/oauth"
+)
+
+// oauthServer serves f.srv's OAuthHandler with a real local issuer (JWKS
+// over loopback HTTP, ES256) and returns the MCP URL and a token minter.
+func (f *fixture) oauthServer(t *testing.T) (string, func(persona, scope string) string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: string(jose.ES256), Use: "sig"}}})
+	is := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		w.Write(jwks)
+	}))
+	t.Cleanup(is.Close)
+	const aud = "https://custos.test/mcp"
+	v, err := oauth.New(context.Background(), oauth.Config{Issuer: is.URL, JWKSURL: is.URL + "/jwks", Audience: aud})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(f.srv.OAuthHandler(v))
+	t.Cleanup(ts.Close)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, (&jose.SignerOptions{}).WithType("at+jwt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mint := func(persona, scope string) string {
+		id := f.identity(persona)
+		now := time.Now()
+		tok, err := jwt.Signed(signer).Claims(map[string]any{
+			"iss": is.URL, "sub": id.Principal.Sub, "aud": aud, "azp": id.Principal.ClientID,
+			"exp": now.Add(5 * time.Minute).Unix(), "iat": now.Add(-time.Minute).Unix(), "nbf": now.Add(-time.Minute).Unix(),
+			"jti": persona + scope, "scope": scope, "roles": id.Principal.Roles, "tenant": id.Principal.Tenant,
+			"patients": id.Principal.Patients, "purpose_of_use": id.PurposeOfUse,
+		}).Serialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	return ts.URL + server.MCPPath, mint
+}
+
+// The OAuth endpoint serves both revisions through the same token, scope
+// and audit checks.
+func TestOAuthServesBothProtocolRevisions(t *testing.T) {
+	f := newFixture(t, "")
+	url, mint := f.oauthServer(t)
+	full := mint("clinician", "resources:list resources:read")
+	listOnly := mint("clinician", "resources:list")
+	for _, rev := range []string{rev2025, rev2026} {
+		t.Run(rev, func(t *testing.T) {
+			hs := &httpServer{url: url, tokens: map[string]string{"full": full, "list": listOnly}}
+			cs := hs.connect(t, "full", rev)
+			if got := cs.InitializeResult().ProtocolVersion; got != rev || (cs.ID() != "") != (rev == rev2025) {
+				t.Fatalf("negotiated %s session %q", got, cs.ID())
+			}
+			res, err := cs.ListResources(context.Background(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := len(f.records())
+			if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: res.Resources[0].URI}); err != nil {
+				t.Fatal(err)
+			}
+			if r := f.records()[before]; r.Action != server.ActionRead || r.Outcome != audit.OutcomeAllow || r.Source != "oauth" || r.Session != cs.ID() {
+				t.Fatalf("read audited as %s/%s source %q session %q", r.Action, r.Outcome, r.Source, r.Session)
+			}
+
+			// The read scope is checked on both revisions.
+			ro := hs.connect(t, "list", rev)
+			before = len(f.records())
+			if _, err := ro.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: res.Resources[0].URI}); err == nil {
+				t.Fatal("read with a list-only token succeeded")
+			}
+			recs := f.records()[before:]
+			if len(recs) != 1 || recs[0].Action != server.ActionAuthReject || !strings.Contains(recs[0].Reason, "insufficient_scope") {
+				for _, r := range recs {
+					t.Logf("%s/%s %q", r.Action, r.Outcome, r.Reason)
+				}
+				t.Fatal("insufficient scope not audited as one auth/reject")
+			}
+		})
+	}
+}
