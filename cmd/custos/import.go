@@ -4,11 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/custos-mcp/custos/store"
 )
+
+// importLockWait is how long an import waits for another import (or a
+// writer such as 'custos store reencrypt') to finish.
+const importLockWait = 30 * time.Second
 
 func newImportCmd() *cobra.Command {
 	var (
@@ -35,7 +40,12 @@ catalog holds plaintext (dev and demo only). The two never mix: importing
 into an encrypted catalog without Vault, or with Vault into a plaintext one,
 is refused (migrate with 'custos store reencrypt').
 
-The serving process holds the catalog open: stop 'custos serve' first.
+Importing while 'custos serve' runs is supported: the import copies
+catalog.db, imports into the copy and renames it over catalog.db only when
+everything succeeded. The server notices the new file within about a second,
+swaps it in (requests in flight finish on the old one) and notifies
+subscribed clients of the resources that changed. Concurrent imports wait
+for each other.
 
 ` + vaultHelp + `
 
@@ -66,7 +76,7 @@ Example:
 			}
 			cleanup := func() {
 				if newCatalog {
-					os.Remove(d.catalog())
+					os.Remove(d.catalog() + ".import.lock")
 				}
 				if newDir {
 					os.Remove(string(d))
@@ -82,20 +92,15 @@ Example:
 				defer kv.Close()
 				dataKeys = kv
 			}
-			st, err := store.Open(d.catalog(), store.Options{DataKeys: dataKeys})
-			if err != nil {
-				cleanup()
-				return catalogHint(lockHint(err), d)
-			}
 			tick, done := progress(cmd.ErrOrStderr(), "validating and importing", false)
-			rep, err := st.Import(cmd.Context(), args[0], tick)
+			rep, err := store.ImportStaged(cmd.Context(), d.catalog(), args[0], store.Options{DataKeys: dataKeys, Timeout: importLockWait}, tick)
 			done()
-			if cerr := st.Close(); err == nil {
-				err = cerr
-			}
 			if err != nil {
 				cleanup()
-				return fmt.Errorf("%w (nothing was imported)", err)
+				if errors.Is(err, store.ErrLocked) {
+					return fmt.Errorf("%w: another import, or a writer such as 'custos store reencrypt', held the catalog for %s (nothing was imported)", err, importLockWait)
+				}
+				return fmt.Errorf("%w (nothing was imported)", catalogHint(err, d))
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), rep)

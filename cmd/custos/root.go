@@ -74,6 +74,7 @@ audit log). Only one process may open it for writing at a time.`,
 		newStoreCmd(),
 		newPolicyCmd(),
 		newBtgCmd(),
+		newConfigCmd(),
 	)
 	return root
 }

@@ -68,7 +68,8 @@ type keyProvider interface {
 // runtime is an assembled server with the resources it holds open.
 type runtime struct {
 	srv     *server.Server
-	catalog *store.Store
+	catalog *store.Live // follows catalog.db replaced by 'custos import' while serving
+	stopCat context.CancelFunc
 	audit   *audit.Log
 	policy  server.Decider
 	reload  *policy.Reloader // nil for the built-in policy
@@ -107,6 +108,9 @@ func (r *runtime) Close() error {
 	}
 	if r.audit != nil {
 		errs = append(errs, r.audit.Close())
+	}
+	if r.stopCat != nil {
+		r.stopCat()
 	}
 	if r.catalog != nil {
 		errs = append(errs, r.catalog.Close())
@@ -168,7 +172,16 @@ func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) 
 	case !o.dev:
 		return nil, usagef("--anchor-dir is required without --dev: signed checkpoints must also be written outside the data directory, so that a rolled-back audit.db is caught at startup")
 	}
-	if rt.catalog, err = store.Open(o.data.catalog(), store.Options{Logger: o.logger, ReadOnly: true, DataKeys: dataKeys}); err != nil {
+	// The catalog is opened read-only and followed: 'custos import' builds
+	// a new catalog.db beside it and renames it over the old one; the new
+	// file is swapped in (if it opens with these keys) and its changes
+	// are notified to subscribers once the server exists.
+	rt.catalog, err = store.OpenLive(o.data.catalog(), store.LiveOptions{
+		Options: store.Options{Logger: o.logger, DataKeys: dataKeys},
+		// Called only from Watch, started once rt.srv exists.
+		OnChange: func(c store.Change) { rt.srv.CatalogChanged(context.Background(), c) },
+	})
+	if err != nil {
 		return nil, catalogHint(lockHint(err), o.data)
 	}
 	if err := rt.openPolicy(ctx, o); err != nil {
@@ -193,6 +206,9 @@ func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) 
 	if err != nil {
 		return nil, err
 	}
+	cctx, cancelCat := context.WithCancel(context.Background())
+	rt.stopCat = cancelCat
+	go rt.catalog.Watch(cctx)
 	if err := rt.startGrantSync(ctx, o); err != nil {
 		return nil, err
 	}

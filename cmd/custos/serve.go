@@ -17,7 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/custos-mcp/custos/cmd/custos/internal/config"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/oauth"
 	"github.com/custos-mcp/custos/server/ops"
@@ -43,20 +45,29 @@ func newServeCmd() *cobra.Command {
 		tls12                                                                      bool
 		rateLimit                                                                  float64
 		rateBurst                                                                  int
+		configPath, logFormat                                                      string
+		httpOpts                                                                   server.HTTPOptions
+		oauthOpts                                                                  oauth.Config // scopes, claims, purpose header
 	)
 	cmd := &cobra.Command{
-		Use:   "serve --data-dir D (--stdio | --listen 127.0.0.1:PORT) [--dev | Vault settings]",
+		Use:   "serve [--config FILE] --data-dir D (--stdio | --listen ADDR) [--dev | Vault settings]",
 		Short: "Serve the catalog over MCP (stdio or Streamable HTTP)",
 		Long: `serve answers MCP resources/list, resources/read and resources/templates/list.
 Each request is decided by the policy, durably audited to D/audit.db, and only
 then answered, with the payload minimized as the decision demands.
 
+Configuration file:
+  --config FILE reads every setting below from one YAML file (see
+  docs/config.example.yaml; check it with 'custos config check FILE'). A
+  flag given on the command line overrides the file; the file overrides
+  the built-in defaults. Secrets are never in the file.
+
 Identity:
   --stdio     one principal for the whole session, from --principal-file or
               $CUSTOS_PRINCIPAL_FILE (JSON: sub, roles, client_id, tenant,
               patients, purpose_of_use). Logs go to stderr; stdout is MCP.
-  --listen    Streamable HTTP at http://ADDR/mcp on a loopback address (or
-              https:// on any address with --tls-cert/--tls-key); each
+  --listen    Streamable HTTP at https://ADDR/mcp with --tls-cert/--tls-key
+              (plain http:// only with --dev, on a loopback address); each
               request carries "Authorization: Bearer TOKEN", mapped to a
               principal by --tokens (see 'custos token new'), or an OAuth 2.1
               access token (JWT) verified against --oauth-issuer's JWKS: audience
@@ -101,26 +112,48 @@ Examples:
     custos serve --dev --data-dir ./data --stdio
   VAULT_ADDR=https://vault.internal:8200 custos serve --data-dir ./data \
     --vault-role-id-file /etc/custos/role-id --vault-secret-id-file /etc/custos/secret-id \
-    --anchor-dir /mnt/anchor/custos --listen 127.0.0.1:8080 --tokens ./tokens.json`,
+    --anchor-dir /mnt/anchor/custos --listen 10.0.0.5:8443 --tokens ./tokens.json \
+    --tls-cert /etc/custos/tls/server.crt --tls-key /etc/custos/tls/server.key
+  custos config check /etc/custos/custos.yaml && custos serve --config /etc/custos/custos.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := requireDataDir(dir)
-			if err != nil {
-				return err
-			}
+			// Before the file is applied, dev and the Vault flags reflect
+			// the command line alone; a conflict that involves the file is
+			// reported by the validation below, naming the field.
 			if dev {
 				if name := explicitVaultFlag(cmd.Flags()); name != "" {
 					return usagef("--%s cannot be combined with --dev: dev keys are ephemeral; drop --dev to use Vault", name)
 				}
 			}
+			if err := applyServeConfig(cmd.Flags(), configPath); err != nil {
+				return err
+			}
+			d, err := requireDataDir(dir)
+			if err != nil {
+				return err
+			}
 			if stdio == (listen != "") {
 				return usagef("choose exactly one of --stdio or --listen ADDR")
+			}
+			// Plain HTTP only for the demo: production traffic carries
+			// bearer tokens and PHI, and needs TLS even on loopback.
+			if listen != "" && tlsCert == "" && tlsKey == "" && !dev {
+				return usagef("--listen %s without --tls-cert and --tls-key: plain HTTP is only served with --dev, on a loopback address; add --tls-cert and --tls-key", listen)
 			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usagef("--log-level %q: want debug, info, warn or error", logLevel)
 			}
-			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			hopts := &slog.HandlerOptions{Level: level}
+			var logger *slog.Logger
+			switch logFormat {
+			case "json":
+				logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), hopts))
+			case "text":
+				logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), hopts))
+			default:
+				return usagef("--log-format %q: want json or text", logFormat)
+			}
 
 			// Validate the identity configuration before opening anything.
 			var ident server.Identity
@@ -147,7 +180,9 @@ Examples:
 					return usagef("--listen %s: plain HTTP is only served on a loopback address; add --tls-cert and --tls-key", listen)
 				}
 				// Before anything is opened: an unreachable issuer changes nothing.
-				if verifier, err = oauth.New(cmd.Context(), oauth.Config{Issuer: oauthIssuer, JWKSURL: oauthJWKS, Audience: oauthAudience, Logger: logger}); err != nil {
+				oc := oauthOpts
+				oc.Issuer, oc.JWKSURL, oc.Audience, oc.Logger = oauthIssuer, oauthJWKS, oauthAudience, logger
+				if verifier, err = oauth.New(cmd.Context(), oc); err != nil {
 					return fmt.Errorf("oauth: %w", err)
 				}
 			} else {
@@ -231,7 +266,8 @@ Examples:
 			} else {
 				handler = rt.srv.HTTPHandler(tokens)
 			}
-			if err := serveHTTP(ctx, logger, handler, listen, addrFile, rt, tlsConfig); err != nil {
+			httpOpts.TLSConfig = tlsConfig
+			if err := serveHTTP(ctx, logger, handler, listen, addrFile, rt, httpOpts); err != nil {
 				return err
 			}
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
@@ -241,11 +277,12 @@ Examples:
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&configPath, "config", "", "read settings from this YAML file (docs/config.example.yaml); flags given here override it")
 	f.StringVar(&dir, "data-dir", "", "data directory (catalog.db, audit.db)")
 	f.BoolVar(&dev, "dev", false, "serve with ephemeral dev keys (demo only; every audit record says dev=true)")
 	f.BoolVar(&stdio, "stdio", false, "serve one client on stdin/stdout")
 	f.StringVar(&principalFile, "principal-file", "", "principal for --stdio (default $"+principalEnv+")")
-	f.StringVar(&listen, "listen", "", "serve Streamable HTTP on this loopback address, e.g. 127.0.0.1:8080")
+	f.StringVar(&listen, "listen", "", "serve Streamable HTTP on this address (HTTPS with --tls-cert/--tls-key; plain HTTP only with --dev on loopback)")
 	f.StringVar(&tokenFile, "tokens", "", "dev token file for --listen")
 	f.Float64Var(&rateLimit, "rate-limit", 100, "HTTP requests per second per principal (token bucket; 0 disables); beyond it: 429, audited")
 	f.IntVar(&rateBurst, "rate-burst", 200, "the bucket size of --rate-limit")
@@ -255,6 +292,19 @@ Examples:
 	f.StringVar(&oauthIssuer, "oauth-issuer", "", "OAuth 2.1: the issuer (iss) of access tokens")
 	f.StringVar(&oauthJWKS, "oauth-jwks", "", "OAuth 2.1: the issuer's JWKS URL")
 	f.StringVar(&oauthAudience, "oauth-audience", "", "OAuth 2.1: this server's canonical URL, the required audience (RFC 8707)")
+	f.StringVar(&oauthOpts.ScopeList, "oauth-scope-list", oauth.DefaultScopeList, "OAuth 2.1: the scope resources/list, resources/templates/list and completion/complete require")
+	f.StringVar(&oauthOpts.ScopeRead, "oauth-scope-read", oauth.DefaultScopeRead, "OAuth 2.1: the scope resources/read and subscriptions (resources/subscribe, subscriptions/listen) require")
+	f.StringVar(&oauthOpts.RolesClaim, "oauth-roles-claim", oauth.DefaultRolesClaim, "OAuth 2.1: the claim holding the caller's roles (array of strings)")
+	f.StringVar(&oauthOpts.TenantClaim, "oauth-tenant-claim", oauth.DefaultTenantClaim, "OAuth 2.1: the claim holding the caller's tenant")
+	f.StringVar(&oauthOpts.PatientsClaim, "oauth-patients-claim", oauth.DefaultPatientsClaim, "OAuth 2.1: the claim holding the caller's patients (array of strings)")
+	f.StringVar(&oauthOpts.PurposeClaim, "oauth-purpose-claim", oauth.DefaultPurposeClaim, "OAuth 2.1: the claim holding the purpose of use")
+	f.StringVar(&oauthOpts.PurposeHeader, "oauth-purpose-header", oauth.DefaultPurposeHeader, "OAuth 2.1: the request header that may carry the purpose of use")
+	f.DurationVar(&httpOpts.ReadHeaderTimeout, "http-read-header-timeout", server.DefaultReadHeaderTimeout, "HTTP: time allowed to read a request's headers")
+	f.DurationVar(&httpOpts.ReadTimeout, "http-read-timeout", server.DefaultReadTimeout, "HTTP: time allowed to read a whole request")
+	f.DurationVar(&httpOpts.WriteTimeout, "http-write-timeout", 0, "HTTP: time allowed to write a response (0: none; a timeout cuts SSE streams)")
+	f.DurationVar(&httpOpts.IdleTimeout, "http-idle-timeout", server.DefaultIdleTimeout, "HTTP: close keep-alive connections idle this long")
+	f.IntVar(&httpOpts.MaxHeaderBytes, "http-max-header-bytes", server.DefaultMaxHeaderBytes, "HTTP: the largest request header block")
+	f.Int64Var(&httpOpts.MaxRequestBodyBytes, "http-max-body-bytes", config.MaxRequestBodyLimit, "HTTP: the largest request body (at most 1 MiB, the MCP handler's own limit)")
 	f.StringVar(&addrFile, "addr-file", "", "write the MCP endpoint URL to this file once listening (useful with port 0)")
 	f.StringVar(&policyDir, "policy-dir", "", "load the Rego policy from this directory (--dev only; watched and reloaded)")
 	f.StringVar(&bundlePath, "policy-bundle", "", "load the policy from this signed OPA bundle (watched and reloaded; needs --policy-key)")
@@ -263,6 +313,7 @@ Examples:
 	f.IntVar(&pageSize, "page-size", server.DefaultPageSize, "resources per resources/list page")
 	f.StringVar(&node, "node", "", "node name recorded in audit records (default: hostname)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logFormat, "log-format", "json", "json or text (the operational log on stderr)")
 	f.StringVar(&opsListen, "ops-listen", "", "serve /healthz, /readyz and Prometheus /metrics on this separate address (e.g. 127.0.0.1:9090)")
 	f.StringVar(&opsAddrFile, "ops-addr-file", "", "write the ops base URL to this file once listening (useful with port 0)")
 	f.StringVar(&ckpt.deployment, "deployment", defaultDeployment, "deployment name in the checkpoint origin (<deployment>/<node>/audit)")
@@ -273,8 +324,30 @@ Examples:
 	return cmd
 }
 
-func serveHTTP(ctx context.Context, logger *slog.Logger, h http.Handler, listen, addrFile string, rt *runtime, tlsConfig *tls.Config) error {
-	hs, err := server.NewHTTPServer(listen, h, tlsConfig)
+// applyServeConfig applies the configuration file at path (if any) to the
+// serve flags that were not given on the command line, and validates the
+// effective settings: every problem at once, each naming its field (or flag).
+func applyServeConfig(fs *pflag.FlagSet, path string) error {
+	var file *config.File
+	if path != "" {
+		var err error
+		if file, err = config.Load(path); err != nil {
+			return usageError{err}
+		}
+	}
+	eff, err := config.Apply(fs, file)
+	if err != nil {
+		return usageError{err}
+	}
+	if err := eff.Validate(config.Options{CheckFiles: true}); err != nil {
+		return usageError{err}
+	}
+	return nil
+}
+
+func serveHTTP(ctx context.Context, logger *slog.Logger, h http.Handler, listen, addrFile string, rt *runtime, o server.HTTPOptions) error {
+	tlsConfig := o.TLSConfig
+	hs, err := server.NewHTTPServerWith(listen, h, o)
 	if err != nil {
 		return err
 	}

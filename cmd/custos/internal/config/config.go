@@ -1,0 +1,147 @@
+package config
+
+import "time"
+
+// File is the schema of the configuration file. Every leaf is a pointer:
+// nil means "not in the file" (the flag's default applies), so that a
+// present zero value (rate_limit: 0) is told apart from an absent one. The
+// `flag` tag names the serve flag a leaf stands for; every serve flag but
+// --config has a field (TestEveryServeFlagHasAField in cmd/custos).
+type File struct {
+	// DataDir holds catalog.db, audit.db and grants.db.
+	DataDir *string `yaml:"data_dir" flag:"data-dir"`
+	// Dev serves with ephemeral dev keys; never for real PHI.
+	Dev *bool `yaml:"dev" flag:"dev"`
+	// Node names this server in audit records and checkpoint origins.
+	Node *string `yaml:"node" flag:"node"`
+	// PageSize is the number of resources per resources/list page.
+	PageSize *int `yaml:"page_size" flag:"page-size"`
+
+	Stdio  Stdio  `yaml:"stdio"`
+	HTTP   HTTP   `yaml:"http"`
+	TLS    TLS    `yaml:"tls"`
+	OAuth  OAuth  `yaml:"oauth"`
+	Policy Policy `yaml:"policy"`
+	Audit  Audit  `yaml:"audit"`
+	Vault  Vault  `yaml:"vault"`
+	Log    Log    `yaml:"log"`
+	Ops    Ops    `yaml:"ops"`
+
+	name     string          // the file's name in Problems ("" for flags only)
+	lines    map[string]int  // dotted path -> line of its key in the file
+	fromFlag map[string]bool // dotted path -> the value came from the command line
+}
+
+// Stdio serves one client on stdin/stdout as one principal.
+type Stdio struct {
+	Enabled       *bool   `yaml:"enabled" flag:"stdio"`
+	PrincipalFile *string `yaml:"principal_file" flag:"principal-file"`
+}
+
+// HTTP is the Streamable HTTP listener and its limits.
+type HTTP struct {
+	Listen              *string        `yaml:"listen" flag:"listen"`
+	AddrFile            *string        `yaml:"addr_file" flag:"addr-file"`
+	TokensFile          *string        `yaml:"tokens_file" flag:"tokens"`
+	RateLimit           *float64       `yaml:"rate_limit" flag:"rate-limit"`
+	RateBurst           *int           `yaml:"rate_burst" flag:"rate-burst"`
+	ReadHeaderTimeout   *time.Duration `yaml:"read_header_timeout" flag:"http-read-header-timeout"`
+	ReadTimeout         *time.Duration `yaml:"read_timeout" flag:"http-read-timeout"`
+	WriteTimeout        *time.Duration `yaml:"write_timeout" flag:"http-write-timeout"`
+	IdleTimeout         *time.Duration `yaml:"idle_timeout" flag:"http-idle-timeout"`
+	MaxHeaderBytes      *int           `yaml:"max_header_bytes" flag:"http-max-header-bytes"`
+	MaxRequestBodyBytes *int64         `yaml:"max_request_body_bytes" flag:"http-max-body-bytes"`
+}
+
+// TLS serves HTTPS. MinVersion is "1.3" (default) or "1.2"; it stands for
+// --tls12.
+type TLS struct {
+	CertFile   *string `yaml:"cert_file" flag:"tls-cert"`
+	KeyFile    *string `yaml:"key_file" flag:"tls-key"`
+	MinVersion *string `yaml:"min_version" flag:"tls12"`
+}
+
+// OAuth verifies OAuth 2.1 access tokens (JWTs) instead of dev tokens.
+type OAuth struct {
+	Issuer        *string     `yaml:"issuer" flag:"oauth-issuer"`
+	JWKSURL       *string     `yaml:"jwks_url" flag:"oauth-jwks"`
+	Audience      *string     `yaml:"audience" flag:"oauth-audience"`
+	Scopes        OAuthScopes `yaml:"scopes"`
+	Claims        OAuthClaims `yaml:"claims"`
+	PurposeHeader *string     `yaml:"purpose_header" flag:"oauth-purpose-header"`
+}
+
+// OAuthScopes are the scopes each method requires.
+type OAuthScopes struct {
+	List *string `yaml:"list" flag:"oauth-scope-list"`
+	Read *string `yaml:"read" flag:"oauth-scope-read"`
+}
+
+// OAuthClaims name the access token's custom claims.
+type OAuthClaims struct {
+	Roles        *string `yaml:"roles" flag:"oauth-roles-claim"`
+	Tenant       *string `yaml:"tenant" flag:"oauth-tenant-claim"`
+	Patients     *string `yaml:"patients" flag:"oauth-patients-claim"`
+	PurposeOfUse *string `yaml:"purpose_of_use" flag:"oauth-purpose-claim"`
+}
+
+// Policy chooses the Rego policy: built-in (nothing set), a directory (dev
+// only) or a signed bundle.
+type Policy struct {
+	Dir      *string     `yaml:"dir" flag:"policy-dir"`
+	Bundle   *string     `yaml:"bundle" flag:"policy-bundle"`
+	Keys     []PolicyKey `yaml:"keys" flag:"policy-key"`
+	VaultKey *bool       `yaml:"vault_key" flag:"policy-key-vault"`
+}
+
+// PolicyKey is an ES256 public key that may sign the policy bundle; it
+// stands for one --policy-key ID=FILE.
+type PolicyKey struct {
+	ID   string `yaml:"id"`
+	File string `yaml:"file"`
+}
+
+// Audit configures signed checkpoints of the audit log.
+type Audit struct {
+	Deployment         *string        `yaml:"deployment" flag:"deployment"`
+	AnchorDir          *string        `yaml:"anchor_dir" flag:"anchor-dir"`
+	CheckpointEvery    *int64         `yaml:"checkpoint_every" flag:"checkpoint-every"`
+	CheckpointInterval *time.Duration `yaml:"checkpoint_interval" flag:"checkpoint-interval"`
+}
+
+// Vault is the production secrets provider. There is deliberately no token
+// field: the token stays in $VAULT_TOKEN.
+type Vault struct {
+	Address         *string        `yaml:"address" flag:"vault-addr"`
+	CACertFile      *string        `yaml:"ca_cert_file" flag:"vault-ca-cert"`
+	AppRole         AppRole        `yaml:"approle"`
+	KVMount         *string        `yaml:"kv_mount" flag:"vault-kv-mount"`
+	CursorKey       *string        `yaml:"cursor_key" flag:"vault-cursor-key"`
+	AuditKey        *string        `yaml:"audit_key" flag:"vault-audit-key"`
+	TransitMount    *string        `yaml:"transit_mount" flag:"vault-transit-mount"`
+	SigningKey      *string        `yaml:"signing_key" flag:"vault-signing-key"`
+	BlobKey         *string        `yaml:"blob_key" flag:"vault-blob-key"`
+	Timeout         *time.Duration `yaml:"timeout" flag:"vault-timeout"`
+	KeyRefresh      *time.Duration `yaml:"key_refresh" flag:"key-refresh"`
+	KeyMaxStaleness *time.Duration `yaml:"key_max_staleness" flag:"key-max-staleness"`
+}
+
+// AppRole logs in to Vault with ids read from files.
+type AppRole struct {
+	Mount           *string `yaml:"mount" flag:"vault-approle-mount"`
+	RoleIDFile      *string `yaml:"role_id_file" flag:"vault-role-id-file"`
+	SecretIDFile    *string `yaml:"secret_id_file" flag:"vault-secret-id-file"`
+	SecretIDWrapped *bool   `yaml:"secret_id_wrapped" flag:"vault-secret-id-wrapped"`
+}
+
+// Log is the operational log on stderr (never the audit log).
+type Log struct {
+	Level  *string `yaml:"level" flag:"log-level"`
+	Format *string `yaml:"format" flag:"log-format"`
+}
+
+// Ops serves /healthz, /readyz and /metrics on a listener of its own.
+type Ops struct {
+	Listen   *string `yaml:"listen" flag:"ops-listen"`
+	AddrFile *string `yaml:"addr_file" flag:"ops-addr-file"`
+}
