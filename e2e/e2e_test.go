@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -14,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +26,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/store/synth"
 )
 
@@ -249,8 +253,10 @@ func script(t *testing.T, ctx context.Context, cs *mcp.ClientSession, d *dataset
 	_, errMissing := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: missing})
 	s.expect("resources/read", "deny", "not_found")
 	a, b := rpcError(errDenied), rpcError(errMissing)
-	if a == nil || b == nil || a.Code != -32002 || a.Code != b.Code || a.Message != b.Message {
-		t.Fatalf("denied (%v) and not-found (%v) must be the same -32002 error", errDenied, errMissing)
+	// -32002 up to 2025-11-25, -32602 with data.uri from 2026-07-28 on.
+	want := server.NotFoundCode(cs.InitializeResult().ProtocolVersion)
+	if a == nil || b == nil || a.Code != want || a.Code != b.Code || a.Message != b.Message {
+		t.Fatalf("denied (%v) and not-found (%v) must be the same %d error", errDenied, errMissing, want)
 	}
 	return s
 }
@@ -393,8 +399,21 @@ type bearer struct{ token string }
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
+	return testTransport.RoundTrip(r)
 }
+
+// testCAs holds every certificate the tests generate (writeCert), so that
+// the go-sdk clients of any test trust the servers started over HTTPS.
+var (
+	testCAs       = x509.NewCertPool()
+	testPEMsMu    sync.Mutex
+	testPEMs      []byte // the same certificates, PEM, for node
+	testTransport = func() *http.Transport {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = &tls.Config{RootCAs: testCAs}
+		return t
+	}()
+)
 
 func TestHTTPGoSDKAndTypeScriptClients(t *testing.T) {
 	d := newDataset(t)
@@ -684,6 +703,17 @@ func runTSClient(t *testing.T, url, token string, reads ...string) tsOutput {
 	cmd := exec.Command("node", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CUSTOS_TOKEN="+token)
+	if strings.HasPrefix(url, "https://") {
+		// node trusts the test certificates through NODE_EXTRA_CA_CERTS.
+		cas := filepath.Join(t.TempDir(), "cas.pem")
+		testPEMsMu.Lock()
+		err := os.WriteFile(cas, testPEMs, 0o644)
+		testPEMsMu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = append(cmd.Env, "NODE_EXTRA_CA_CERTS="+cas)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {

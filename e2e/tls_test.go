@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,10 +27,16 @@ import (
 
 // writeCert writes a self-signed certificate for 127.0.0.1 with the given
 // serial, and returns it for the client's trust pool.
+// certSeq makes every generated certificate's subject unique: node
+// (OpenSSL) finds the issuer of a self-signed certificate by subject name
+// among all NODE_EXTRA_CA_CERTS, and two test certificates with the same
+// subject and different keys would make it pick the wrong one.
+var certSeq atomic.Int64
+
 func writeCert(t *testing.T, certFile, keyFile string, serial int64) *x509.Certificate {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "custos-e2e"},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: fmt.Sprintf("custos-e2e-%d-%d", serial, certSeq.Add(1))},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}, KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true}
@@ -43,6 +51,10 @@ func writeCert(t *testing.T, certFile, keyFile string, serial int64) *x509.Certi
 	os.Rename(keyFile+".tmp", keyFile)
 	os.Rename(certFile+".tmp", certFile)
 	c, _ := x509.ParseCertificate(der)
+	testCAs.AddCert(c)
+	testPEMsMu.Lock()
+	testPEMs = append(testPEMs, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	testPEMsMu.Unlock()
 	return c
 }
 

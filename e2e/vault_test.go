@@ -83,7 +83,11 @@ func serveVault(t *testing.T, v *vaultEnv, d *dataset, tokens, secretIDFile stri
 	if err := os.MkdirAll(anchor, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	// Without --dev custos serves HTTPS only, loopback included.
+	certFile, keyFile := filepath.Join(filepath.Dir(addrFile), "cert.pem"), filepath.Join(filepath.Dir(addrFile), "key.pem")
+	writeCert(t, certFile, keyFile, time.Now().UnixNano())
 	args := []string{"serve", "--data-dir", d.data, "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--anchor-dir", anchor,
+		"--tls-cert", certFile, "--tls-key", keyFile,
 		"--tokens", tokens, "--page-size", "20", "--log-level", "debug",
 		"--vault-role-id-file", v.prov.RoleIDFile, "--vault-secret-id-file", secretIDFile}
 	if wrapped {

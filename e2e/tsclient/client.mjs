@@ -3,6 +3,17 @@
 // SDK over Streamable HTTP and prints ONE JSON object describing what it saw.
 //
 // Usage: node client.mjs --url URL [--read URI]... [--max-pages N] [--timeout-ms MS]
+//                         [--sdk v1|v2] [--protocol-version V]
+//
+// --sdk v1 (the default) drives @modelcontextprotocol/sdk (1.x, which speaks
+// the 2025 revisions and offers its latest, 2025-11-25); --sdk v2 drives
+// @modelcontextprotocol/client (2.x, the same TypeScript SDK split into
+// packages), which also speaks the stateless 2026-07-28 revision: with
+// --protocol-version 2026-07-28 it is pinned to that revision (server/discover,
+// no initialize, no session, no fallback); with a 2025 revision it runs the
+// plain initialize handshake offering exactly that revision. A server behind a
+// self-signed certificate is trusted with NODE_EXTRA_CA_CERTS=cert.pem, which
+// node reads at start-up and its fetch honours.
 //
 // The bearer token is read from the CUSTOS_TOKEN environment variable (never
 // from argv). When it is unset or empty no Authorization header is sent.
@@ -17,11 +28,38 @@
 import { createHash } from 'node:crypto';
 import { parseArgs } from 'node:util';
 
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { readFileSync } from 'node:fs';
 
-const USAGE = 'usage: node client.mjs --url URL [--read URI]... [--max-pages N] [--timeout-ms MS]';
+const USAGE = 'usage: node client.mjs --url URL [--read URI]... [--max-pages N] [--timeout-ms MS] [--sdk v1|v2] [--protocol-version V]';
+const MODERN_FROM = '2026-07-28'; // the first stateless revision (dates compare as strings)
+
+// The SDK in use, set by loadSdk: the Client and transport classes, the class
+// of JSON-RPC error responses, and the package's name and version.
+let sdk;
+
+async function loadSdk(which) {
+    if (which === 'v2') {
+        const m = await import('@modelcontextprotocol/client');
+        const name = '@modelcontextprotocol/client';
+        return { Client: m.Client, Transport: m.StreamableHTTPClientTransport, RpcError: m.ProtocolError, name, version: pkgVersion(name) };
+    }
+    const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+    const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+    const { McpError, LATEST_PROTOCOL_VERSION } = await import('@modelcontextprotocol/sdk/types.js');
+    const name = '@modelcontextprotocol/sdk';
+    return { Client, Transport: StreamableHTTPClientTransport, RpcError: McpError, name, version: pkgVersion(name), latest: LATEST_PROTOCOL_VERSION };
+}
+
+// pkgVersion reads an installed package's version from its package.json
+// under this script's node_modules (package exports hide package.json).
+function pkgVersion(name) {
+    try {
+        return JSON.parse(readFileSync(new URL(`./node_modules/${name}/package.json`, import.meta.url), 'utf8')).version ?? null;
+    } catch {
+        return null;
+    }
+}
+
 const BAD_CURSOR = 'not-a-cursor';
 
 const token = process.env.CUSTOS_TOKEN ?? '';
@@ -57,7 +95,7 @@ function sha256Hex(buf) {
 // the transport, timeouts, schema failures) keep whatever numeric code they
 // carry (e.g. the HTTP status) and name their class in "type".
 function errorRecord(err) {
-    if (err instanceof McpError) {
+    if (err instanceof sdk.RpcError) {
         const prefix = `MCP error ${err.code}: `;
         const message = err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message;
         return { code: err.code, message, data: err.data ?? null };
@@ -82,6 +120,8 @@ function parseCli(argv) {
             read: { type: 'string', multiple: true },
             'max-pages': { type: 'string' },
             'timeout-ms': { type: 'string' },
+            sdk: { type: 'string' },
+            'protocol-version': { type: 'string' },
             help: { type: 'boolean', short: 'h' },
         },
         strict: true,
@@ -103,8 +143,15 @@ function parseCli(argv) {
         if (!/^[1-9][0-9]*$/.test(raw)) throw new Error(`--${name} must be a positive integer, got ${raw}`);
         return Number(raw);
     };
+    const which = values.sdk ?? 'v1';
+    if (which !== 'v1' && which !== 'v2') throw new Error(`--sdk must be v1 or v2, got ${which}`);
+    const pv = values['protocol-version'];
+    if (pv !== undefined && !/^[0-9]{4}-[0-9]{2}-[0-9]{2}$/.test(pv)) throw new Error(`--protocol-version must be a revision date, got ${pv}`);
+    if (pv !== undefined && pv >= MODERN_FROM && which !== 'v2') throw new Error(`--protocol-version ${pv} needs --sdk v2`);
     return {
         url,
+        sdk: which,
+        protocolVersion: pv,
         reads: values.read ?? [],
         maxPages: posInt('max-pages', values['max-pages'], 1000),
         timeoutMs: posInt('timeout-ms', values['timeout-ms'], 30000),
@@ -182,11 +229,21 @@ async function main() {
         return;
     }
     const reqOpts = { timeout: opts.timeoutMs };
+    sdk = await loadSdk(opts.sdk);
+    if (opts.sdk === 'v1' && opts.protocolVersion !== undefined && opts.protocolVersion !== sdk.latest) {
+        fatal(`usage: ${sdk.name} ${sdk.version} offers only ${sdk.latest}; use --sdk v2 for ${opts.protocolVersion}`, 2);
+        return;
+    }
 
     const headers = {};
     if (token !== '') headers.Authorization = `Bearer ${token}`;
-    const transport = new StreamableHTTPClientTransport(opts.url, { requestInit: { headers } });
-    const client = new Client({ name: 'custos-e2e-tsclient', version: '0.0.0' }, { capabilities: {} });
+    const transport = new sdk.Transport(opts.url, { requestInit: { headers } });
+    const clientOpts = { capabilities: {} };
+    if (opts.sdk === 'v2' && opts.protocolVersion !== undefined) {
+        clientOpts.supportedProtocolVersions = [opts.protocolVersion];
+        clientOpts.versionNegotiation = { mode: opts.protocolVersion >= MODERN_FROM ? { pin: opts.protocolVersion } : 'legacy' };
+    }
+    const client = new sdk.Client({ name: 'custos-e2e-tsclient', version: '0.0.0' }, clientOpts);
     let closing = false;
     client.onerror = (err) => {
         if (!closing) diag('client error:', err?.message ?? err);
@@ -209,7 +266,8 @@ async function main() {
     }
 
     const out = {
-        protocolVersion: transport.protocolVersion ?? null,
+        sdk: { name: sdk.name, version: sdk.version },
+        protocolVersion: (opts.sdk === 'v2' ? client.getNegotiatedProtocolVersion() : transport.protocolVersion) ?? null,
         serverInfo: client.getServerVersion() ?? null,
         serverCapabilities: client.getServerCapabilities() ?? null,
         hasSession: transport.sessionId !== undefined,

@@ -18,9 +18,18 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -129,8 +138,15 @@ func run() error {
 	if err := os.MkdirAll(anchor, 0o700); err != nil {
 		return err
 	}
+	// Without --dev custos serves HTTPS only: a throwaway self-signed
+	// certificate for the loopback address stands in for the hospital's.
+	certFile, keyFile := filepath.Join(dir, "tls-cert.pem"), filepath.Join(dir, "tls-key.pem")
+	roots, err := selfSigned(certFile, keyFile)
+	if err != nil {
+		return err
+	}
 	serve := command(context.Background(), dir, []string{"VAULT_ADDR=" + srv.Addr}, custos, "serve", "--data-dir", data, "--anchor-dir", anchor,
-		"--listen", *listen, "--addr-file", addrFile, "--tokens", tokens,
+		"--listen", *listen, "--addr-file", addrFile, "--tokens", tokens, "--tls-cert", certFile, "--tls-key", keyFile,
 		"--vault-role-id-file", prov.RoleIDFile, "--vault-secret-id-file", prov.SecretIDFile)
 	serve.Stdout, serve.Stderr = os.Stderr, os.Stderr
 	if err := serve.Start(); err != nil {
@@ -147,11 +163,12 @@ func run() error {
 	}
 	say("\ncustos serves MCP at %s (no --dev: keys from Vault, AppRole login)", url)
 	say("  clinician bearer token: %s", token)
+	say("  TLS certificate to trust (self-signed): %s  (node: NODE_EXTRA_CA_CERTS=%s)", certFile, certFile)
 	say("  CLI against the same Vault: set -a; . %s; set +a", envFile)
 	say("  e.g. %s audit verify --data-dir %s   (after Ctrl-C)", custos, data)
 
 	if *smoke {
-		uri, err := readOne(ctx, url, token)
+		uri, err := readOne(ctx, url, token, roots)
 		if err != nil {
 			stopServe()
 			return fmt.Errorf("smoke read: %w", err)
@@ -205,18 +222,64 @@ func waitFile(ctx context.Context, path string, serve *exec.Cmd) (string, error)
 	return "", errors.New("custos serve did not start within 30 s")
 }
 
-type bearer string
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+string(b))
-	return http.DefaultTransport.RoundTrip(r)
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// selfSigned writes a self-signed ECDSA P-256 certificate for 127.0.0.1,
+// ::1 and localhost, valid for a day, and returns a pool that trusts it.
+func selfSigned(certFile, keyFile string) (*x509.CertPool, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: "custos vaultdev"},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return pool, nil
 }
 
 // readOne lists the first page and reads its first text resource.
-func readOne(ctx context.Context, url, token string) (string, error) {
+func readOne(ctx context.Context, url, token string, roots *x509.CertPool) (string, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "vaultdev-smoke", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer(token)}}, nil)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token, tr}}}, nil)
 	if err != nil {
 		return "", err
 	}

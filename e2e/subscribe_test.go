@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// subscriber is a go-sdk client over Streamable HTTP with the
+// resources/updated notifications it received.
+type subscriber struct {
+	cs      *mcp.ClientSession
+	updated chan *mcp.ResourceUpdatedNotificationParams
+}
+
+func subscribeClient(t *testing.T, ctx context.Context, url, token, version string) *subscriber {
+	t.Helper()
+	s := &subscriber{updated: make(chan *mcp.ResourceUpdatedNotificationParams, 8)}
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-subscribe", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { s.updated <- r.Params },
+	})
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connect (%s): %v", version, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	s.cs = cs
+	return s
+}
+
+// wait returns the next notification, failing the test if none comes
+// within a generous bound (the server polls for a new catalog every second).
+func (s *subscriber) wait(t *testing.T, who string) *mcp.ResourceUpdatedNotificationParams {
+	t.Helper()
+	select {
+	case p := <-s.updated:
+		return p
+	case <-time.After(45 * time.Second):
+		t.Fatalf("%s: no notifications/resources/updated after the import", who)
+	}
+	return nil
+}
+
+// A client subscribes; `custos import` of a changed manifest while the
+// server runs makes the server swap in the new catalog and notify the
+// subscriber, after an audited decision.
+func TestSubscribeNotifiedOnReimportWhileServing(t *testing.T) {
+	d := newDataset(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	clinTok := newToken(t, d.principal("clinician"), tokens)
+	hivTok := newToken(t, d.principal("clinician-hiv"), tokens)
+	outTok := newToken(t, d.principal("outsider"), tokens)
+	url, stop, _ := httpServer(t, d, tokens)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// The resource: the clinician's first patient's first encounter.
+	var who struct {
+		Patients []string `json:"patients"`
+	}
+	raw, err := os.ReadFile(d.principal("clinician"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &who); err != nil {
+		t.Fatal(err)
+	}
+	var line map[string]any
+	manifest, err := os.ReadFile(filepath.Join(d.seed, "manifest.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range bytes.Split(bytes.TrimSpace(manifest), []byte("\n")) {
+		var m map[string]any
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatal(err)
+		}
+		labels := m["labels"].(map[string]any)
+		if labels["type"] == "encounter" && labels["patient"] == who.Patients[0] && labels["sensitivity"] == nil {
+			line = m
+			break
+		}
+	}
+	if line == nil {
+		t.Fatal("no encounter of the clinician's first patient in the seed")
+	}
+	uri := line["uri"].(string)
+
+	legacy := subscribeClient(t, ctx, url, clinTok, "2025-11-25")
+	if caps := legacy.cs.InitializeResult().Capabilities; caps.Resources == nil || !caps.Resources.Subscribe || !caps.Resources.ListChanged {
+		t.Fatalf("resources capability %+v: want subscribe and listChanged", caps.Resources)
+	}
+	if err := legacy.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatalf("subscribe (2025-11-25): %v", err)
+	}
+	modern := subscribeClient(t, ctx, url, hivTok, "")
+	if err := modern.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatalf("subscribe (%s): %v", modern.cs.InitializeResult().ProtocolVersion, err)
+	}
+	outsider := subscribeClient(t, ctx, url, outTok, "2025-11-25")
+	if e := rpcError(outsider.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})); e == nil || e.Code != -32002 {
+		t.Fatalf("outsider subscribe: %v, want -32002", e)
+	}
+
+	// A new version of the encounter, imported while the server runs.
+	updates := t.TempDir()
+	file := line["file"].(string)
+	content, err := os.ReadFile(filepath.Join(d.seed, filepath.FromSlash(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fhir map[string]any
+	if err := json.Unmarshal(content, &fhir); err != nil {
+		t.Fatal(err)
+	}
+	fhir["meta"] = map[string]any{"versionId": "2"}
+	content, _ = json.Marshal(fhir)
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(updates, filepath.FromSlash(file))), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(updates, filepath.FromSlash(file)), content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := json.Marshal(line)
+	if err := os.WriteFile(filepath.Join(updates, "manifest.jsonl"), append(l, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := mustCustos(t, "import", "--data-dir", d.data, updates)
+	if !bytes.Contains([]byte(out), []byte("0 created, 1 updated")) {
+		t.Fatalf("import while serving: %s", out)
+	}
+
+	if p := legacy.wait(t, "clinician (2025-11-25)"); p.URI != uri {
+		t.Fatalf("legacy notification for %s, want %s", p.URI, uri)
+	}
+	t.Logf("second subscriber negotiated %s", modern.cs.InitializeResult().ProtocolVersion)
+	p := modern.wait(t, "clinician-hiv ("+modern.cs.InitializeResult().ProtocolVersion+")")
+	if p.URI != uri {
+		t.Fatalf("notification for %s, want %s", p.URI, uri)
+	}
+	if modern.cs.InitializeResult().ProtocolVersion >= "2026-07-28" {
+		if _, ok := p.Meta[mcp.MetaKeySubscriptionID]; !ok {
+			t.Fatalf("2026-07-28 notification without %s: %v", mcp.MetaKeySubscriptionID, p.Meta)
+		}
+	}
+	// The new version is what a read now returns.
+	res, err := legacy.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := res.Contents[0].Meta["version"]; v != float64(2) {
+		t.Fatalf("read after the import: version %v, want 2", v)
+	}
+	select {
+	case p := <-outsider.updated:
+		t.Fatalf("outsider was notified of %s", p.URI)
+	default:
+	}
+	legacy.cs.Close()
+	modern.cs.Close()
+	outsider.cs.Close()
+	stop()
+
+	var got []string
+	for _, r := range d.records(t) {
+		switch r.Action {
+		case "subscribe", "notify":
+			got = append(got, r.Action+":"+r.Outcome+":"+r.Principal.Sub)
+		}
+	}
+	clin, hiv, outSub := subOf(t, d.principal("clinician")), subOf(t, d.principal("clinician-hiv")), subOf(t, d.principal("outsider"))
+	for _, want := range []string{"subscribe:allow:" + clin, "subscribe:allow:" + hiv, "subscribe:deny:" + outSub, "notify:allow:" + clin, "notify:allow:" + hiv} {
+		if !slices.Contains(got, want) {
+			t.Errorf("audit log lacks %s; subscription records: %v", want, got)
+		}
+	}
+	if len(got) != 5 {
+		t.Errorf("subscription records %v, want 5", got)
+	}
+	d.verify(t)
+}
