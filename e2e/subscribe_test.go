@@ -113,32 +113,36 @@ func TestSubscribeNotifiedOnReimportWhileServing(t *testing.T) {
 	}
 
 	// A new version of the encounter, imported while the server runs.
-	updates := t.TempDir()
 	file := line["file"].(string)
-	content, err := os.ReadFile(filepath.Join(d.seed, filepath.FromSlash(file)))
-	if err != nil {
-		t.Fatal(err)
+	reimport := func(version string, line map[string]any) {
+		t.Helper()
+		updates := t.TempDir()
+		content, err := os.ReadFile(filepath.Join(d.seed, filepath.FromSlash(file)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fhir map[string]any
+		if err := json.Unmarshal(content, &fhir); err != nil {
+			t.Fatal(err)
+		}
+		fhir["meta"] = map[string]any{"versionId": version}
+		content, _ = json.Marshal(fhir)
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(updates, filepath.FromSlash(file))), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(updates, filepath.FromSlash(file)), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l, _ := json.Marshal(line)
+		if err := os.WriteFile(filepath.Join(updates, "manifest.jsonl"), append(l, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := mustCustos(t, "import", "--data-dir", d.data, updates)
+		if !bytes.Contains([]byte(out), []byte("0 created, 1 updated")) {
+			t.Fatalf("import while serving: %s", out)
+		}
 	}
-	var fhir map[string]any
-	if err := json.Unmarshal(content, &fhir); err != nil {
-		t.Fatal(err)
-	}
-	fhir["meta"] = map[string]any{"versionId": "2"}
-	content, _ = json.Marshal(fhir)
-	if err := os.MkdirAll(filepath.Dir(filepath.Join(updates, filepath.FromSlash(file))), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(updates, filepath.FromSlash(file)), content, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l, _ := json.Marshal(line)
-	if err := os.WriteFile(filepath.Join(updates, "manifest.jsonl"), append(l, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := mustCustos(t, "import", "--data-dir", d.data, updates)
-	if !bytes.Contains([]byte(out), []byte("0 created, 1 updated")) {
-		t.Fatalf("import while serving: %s", out)
-	}
+	reimport("2", line)
 
 	if p := legacy.wait(t, "clinician (2025-11-25)"); p.URI != uri {
 		t.Fatalf("legacy notification for %s, want %s", p.URI, uri)
@@ -166,6 +170,34 @@ func TestSubscribeNotifiedOnReimportWhileServing(t *testing.T) {
 		t.Fatalf("outsider was notified of %s", p.URI)
 	default:
 	}
+
+	// Access removed: version 3 is labelled HIV-sensitive, which the
+	// clinician without the HIV role may not read. Only clinician-hiv is
+	// notified; the clinician gets nothing, and the audit log says why.
+	hivLine := map[string]any{}
+	for k, v := range line {
+		hivLine[k] = v
+	}
+	labels := map[string]any{}
+	for k, v := range line["labels"].(map[string]any) {
+		labels[k] = v
+	}
+	labels["sensitivity"] = []string{"hiv"}
+	hivLine["labels"] = labels
+	reimport("3", hivLine)
+	if p := modern.wait(t, "clinician-hiv after the HIV label"); p.URI != uri {
+		t.Fatalf("notification for %s, want %s", p.URI, uri)
+	}
+	// The clinician's notification would have been decided in the same
+	// round as clinician-hiv's, before it was sent: nothing may follow.
+	select {
+	case p := <-legacy.updated:
+		t.Fatalf("clinician without the HIV role was notified of %s after losing access", p.URI)
+	case <-time.After(2 * time.Second):
+	}
+	if _, err := legacy.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err == nil {
+		t.Fatal("the clinician can still read the HIV-labelled version")
+	}
 	legacy.cs.Close()
 	modern.cs.Close()
 	outsider.cs.Close()
@@ -179,13 +211,13 @@ func TestSubscribeNotifiedOnReimportWhileServing(t *testing.T) {
 		}
 	}
 	clin, hiv, outSub := subOf(t, d.principal("clinician")), subOf(t, d.principal("clinician-hiv")), subOf(t, d.principal("outsider"))
-	for _, want := range []string{"subscribe:allow:" + clin, "subscribe:allow:" + hiv, "subscribe:deny:" + outSub, "notify:allow:" + clin, "notify:allow:" + hiv} {
-		if !slices.Contains(got, want) {
-			t.Errorf("audit log lacks %s; subscription records: %v", want, got)
-		}
-	}
-	if len(got) != 5 {
-		t.Errorf("subscription records %v, want 5", got)
+	want := []string{"subscribe:allow:" + clin, "subscribe:allow:" + hiv, "subscribe:deny:" + outSub,
+		"notify:allow:" + clin, "notify:allow:" + hiv, // version 2
+		"notify:allow:" + hiv, "notify:deny:" + clin} // version 3, HIV-labelled
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("subscription records\n got %v\nwant %v", got, want)
 	}
 	d.verify(t)
 }
