@@ -258,7 +258,7 @@ func TestInspectorCLIOverHTTPS(t *testing.T) {
 	if modernOK {
 		checkClientAudit(t, "e2e-inspector-modern", byClient["e2e-inspector-modern"], wantModern, "")
 	}
-	if len(rejects) != 1 || rejects[0].Reason != "http_401,invalid_token" || rejects[0].Outcome != "deny" {
+	if len(rejects) != 1 || rejects[0].Reason != "http_401,invalid_token,wrong_audience" || rejects[0].Outcome != "deny" {
 		t.Errorf("the wrong-audience refusal was audited as %v", summarize(rejects))
 	}
 	d.verify(t)

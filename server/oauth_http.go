@@ -122,6 +122,9 @@ func (s *Server) auditRejections(next http.Handler) http.Handler {
 			reason += ",insufficient_scope"
 		case strings.Contains(wa, `error="invalid_token"`):
 			reason += ",invalid_token"
+			if code := oauth.RejectionCode(wa); code != "" {
+				reason += "," + code // expired, wrong_audience, wrong_issuer, ...
+			}
 		case rec.status == http.StatusUnauthorized:
 			reason += ",no_token"
 		default:

@@ -129,19 +129,45 @@ func (v *Verifier) Challenge(w http.ResponseWriter, status int, err error, requi
 	http.Error(w, http.StatusText(status), status)
 }
 
-// description is a fixed, quote-free text for err's sentinel.
+// rejections pairs each sentinel with its fixed, quote-free
+// error_description and the short code audit records use.
+var rejections = []struct {
+	err        error
+	text, code string
+}{
+	{ErrExpired, "token expired", "expired"},
+	{ErrNotYetValid, "token not yet valid", "not_yet_valid"},
+	{ErrAudience, "token not issued for this resource", "wrong_audience"},
+	{ErrIssuer, "token from an untrusted issuer", "wrong_issuer"},
+	{ErrJWKS, "signing keys unavailable", "jwks_unavailable"},
+}
+
+// description is the fixed error_description for err's sentinel.
 func description(err error) string {
-	switch {
-	case errors.Is(err, ErrExpired):
-		return "token expired"
-	case errors.Is(err, ErrNotYetValid):
-		return "token not yet valid"
-	case errors.Is(err, ErrAudience):
-		return "token not issued for this resource"
-	case errors.Is(err, ErrIssuer):
-		return "token from an untrusted issuer"
+	for _, r := range rejections {
+		if errors.Is(err, r.err) {
+			return r.text
+		}
 	}
 	return "token invalid"
+}
+
+// RejectionCode maps a WWW-Authenticate error_description written by
+// Challenge back to a short code for audit records ("expired",
+// "wrong_audience", "wrong_issuer", "not_yet_valid", "jwks_unavailable";
+// "invalid" for any other invalid token, "" if the header has none).
+func RejectionCode(wwwAuthenticate string) string {
+	_, rest, ok := strings.Cut(wwwAuthenticate, `error_description="`)
+	if !ok {
+		return ""
+	}
+	text, _, _ := strings.Cut(rest, `"`)
+	for _, r := range rejections {
+		if text == r.text {
+			return r.code
+		}
+	}
+	return "invalid"
 }
 
 // BearerToken extracts the token of an "Authorization: Bearer <token>"
