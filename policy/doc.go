@@ -7,6 +7,19 @@
 // An [Engine] is built once per policy revision by [Load], [LoadDir],
 // [Default] or [LoadBundle]; [Engine.Decide] is then safe for concurrent use.
 //
+// # Batch decisions
+//
+// A list page is decided by [Engine.DecideBatch] (or [Reloader.DecideBatch]):
+// one decision per [Item], each equal to what Decide would return for that
+// item. When the policy defines the rule decisions ([BatchQuery]; detected
+// at load), every item the decision cache does not hold is decided in one
+// evaluation with input.items = [{"resource", "break_glass"}, ...]; otherwise
+// DecideBatch evaluates [Query] per item. One evaluation costs ~10 µs before
+// any rule runs, so per-item evaluation of a 100-item page cannot be fast;
+// the default policy decides such a page in about the cost of twenty single
+// decisions (BenchmarkDecideBatch100 runs both). See docs/policy.md, "Batch
+// decisions".
+//
 // # Policy lifecycle
 //
 // Policies come from a directory (development: [DirSource]) or from a signed
@@ -42,7 +55,12 @@
 //     (path NUL content NUL) sequence of the policy modules), so two servers
 //     running the same policy files report the same revision.
 //   - Every decision has a fresh ID (a random UUID) and the revision that
-//     made it, for the audit log.
+//     made it, for the audit log; in a batch too, one per item.
+//   - A batch fails closed as a whole: a bad input, an evaluation error or
+//     timeout (the deadline bounds the batch), a result that is not exactly
+//     one well-formed decision per item, or any failing item of the per-item
+//     fallback denies every item of the batch and returns the error. The
+//     batch query is compiled with the same lock-down as [Query].
 //   - The policy is sandboxed: http.send, net.* and opa.runtime are removed
 //     from the capabilities (using them is a compile error), and builtin
 //     errors are fatal (rego.StrictBuiltinErrors) rather than silently

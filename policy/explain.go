@@ -14,7 +14,7 @@ import (
 // FiredRule is a rule of package custos.authz that evaluated to true (a
 // body that succeeded) while deciding one input.
 type FiredRule struct {
-	Rule     string `json:"rule"`     // the head: "grant", "resource_denies contains \"tenant_mismatch\"", "has_role(r)"
+	Rule     string `json:"rule"`     // the head: "grant_mode", "request_denies contains \"subject_missing\"", "has_role(r)"
 	Location string `json:"location"` // "file:row" of the rule
 }
 
@@ -69,11 +69,20 @@ func ruleHead(r *ast.Rule) string {
 	name := h.Ref().String()
 	switch {
 	case len(h.Args) > 0:
-		args := make([]string, len(h.Args))
-		for i, a := range h.Args {
-			args[i] = a.String()
+		// The compiler renames argument variables (__local2__): quote the
+		// source head, or elide the arguments of an else branch.
+		src := strings.SplitN(string(r.Location.Text), "\n", 2)[0]
+		if strings.HasPrefix(src, name+"(") {
+			if i := strings.Index(src, ") :="); i > 0 {
+				name = src[:i+1]
+				break
+			}
+			if i := strings.Index(src, ") if"); i > 0 {
+				name = src[:i+1]
+				break
+			}
 		}
-		name += "(" + strings.Join(args, ", ") + ")"
+		name += "(…)"
 	case h.Key != nil && h.Value == nil:
 		key := h.Key.String()
 		if _, isVar := h.Key.Value.(ast.Var); isVar {
@@ -97,7 +106,7 @@ func ruleHead(r *ast.Rule) string {
 // isData reports whether r is a constant (a rule without a body, such as
 // known_types): it always "fires" and explains nothing.
 func isData(r *ast.Rule) bool {
-	if r.Default || len(r.Body) != 1 {
+	if r.Default || len(r.Head.Args) > 0 || len(r.Body) != 1 {
 		return false
 	}
 	t, ok := r.Body[0].Terms.(*ast.Term)

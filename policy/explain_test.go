@@ -26,8 +26,12 @@ func TestExplainNamesTheRulesThatFired(t *testing.T) {
 		allow     bool
 		want, not []string
 	}{
-		{clinician, true, []string{"grant", "care_relationship", "resource_decision"}, []string{"resource_denies", "known_types", "resource_decision (else)"}},
-		{outsider, false, []string{`resource_denies contains "tenant_mismatch"`, "resource_decision (else)"}, []string{"grant", "care_relationship"}},
+		{clinician, true,
+			[]string{`grant("care", _, true, _, _)`, "class_decision(has_res, typ, tenant, care, bg, bg_ok, sens, consent)", "resource_decision", "care_relationship_patients"},
+			[]string{"known_types", "class_decision(…) (else)", "no_grant_reasons"}},
+		{outsider, false,
+			[]string{"class_decision(…) (else)", "no_grant_reasons(has_res, typ, tenant, care, bg, bg_ok, sens, consent)", "resource_denies(true, typ, tenant, sens, consent)"},
+			[]string{"grant(", "allow_reasons"}},
 	}
 	for _, c := range cases {
 		ex, err := e.Explain(ctx, c.in)

@@ -133,22 +133,30 @@ func (in *Input) value() ast.Value {
 		ast.Item(keyAction, ast.StringTerm(string(in.Action))),
 	}
 	if r := in.Resource; r != nil {
-		items = append(items, ast.Item(keyResource, ast.ObjectTerm(
-			ast.Item(keyURI, ast.StringTerm(r.URI)),
-			ast.Item(keyType, ast.StringTerm(r.Type)),
-			ast.Item(keyPatient, ast.StringTerm(r.Patient)),
-			ast.Item(keyTenant, ast.StringTerm(r.Tenant)),
-			ast.Item(keySensitivity, stringArray(r.Sensitivity)),
-			ast.Item(keyConsent, stringArray(r.Consent)),
-		)))
+		items = append(items, ast.Item(keyResource, resourceTerm(r)))
 	}
 	if bg := in.BreakGlass; bg != nil {
-		items = append(items, ast.Item(keyBreakGlass, ast.ObjectTerm(
-			ast.Item(keyGrant, ast.StringTerm(bg.Grant)),
-			ast.Item(keyPatient, ast.StringTerm(bg.Patient)),
-		)))
+		items = append(items, ast.Item(keyBreakGlass, breakGlassTerm(bg)))
 	}
 	return ast.NewObject(items...)
+}
+
+func resourceTerm(r *Resource) *ast.Term {
+	return ast.ObjectTerm(
+		ast.Item(keyURI, ast.StringTerm(r.URI)),
+		ast.Item(keyType, ast.StringTerm(r.Type)),
+		ast.Item(keyPatient, ast.StringTerm(r.Patient)),
+		ast.Item(keyTenant, ast.StringTerm(r.Tenant)),
+		ast.Item(keySensitivity, stringArray(r.Sensitivity)),
+		ast.Item(keyConsent, stringArray(r.Consent)),
+	)
+}
+
+func breakGlassTerm(bg *BreakGlass) *ast.Term {
+	return ast.ObjectTerm(
+		ast.Item(keyGrant, ast.StringTerm(bg.Grant)),
+		ast.Item(keyPatient, ast.StringTerm(bg.Patient)),
+	)
 }
 
 func stringArray(ss []string) *ast.Term {

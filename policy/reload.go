@@ -218,6 +218,12 @@ func (r *Reloader) Decide(ctx context.Context, in Input) (Decision, error) {
 	return r.Current().Decide(ctx, in)
 }
 
+// DecideBatch is Current().DecideBatch: the whole batch is decided by one
+// engine snapshot, so a list page never mixes two policy revisions.
+func (r *Reloader) DecideBatch(ctx context.Context, in Input, items []Item) ([]Decision, error) {
+	return r.Current().DecideBatch(ctx, in, items)
+}
+
 // Revision is Current().Revision().
 func (r *Reloader) Revision() string { return r.Current().Revision() }
 

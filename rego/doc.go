@@ -13,8 +13,12 @@
 //   - Deny by default: a request is allowed only when a role grant matches its
 //     purpose of use, resource type, tenant and care relationship, and no
 //     deny rule (sensitivity, consent, auditor, tenant) fires.
-//   - "list" and "read" go through one rule set (resource_decision) that never
-//     looks at the action, so a listing never reveals what a read would deny.
+//   - "list" and "read" go through one function (resource_decisions) that
+//     never looks at the action, so a listing never reveals what a read would
+//     deny. It decides a list page in one evaluation (rule decisions, one
+//     decision per input.items entry) and a single resource as a page of one
+//     (rule decision); test_batch_equals_single_decisions checks the two
+//     entry points agree item by item.
 //   - Per-role, per-type obligation sets are plain data (billing_obligations,
 //     research_obligations, research_allow) in the vocabulary of package
 //     minimize.

@@ -605,7 +605,7 @@ var safeHarborMutations = []struct {
 	{"clinical dates not generalized",
 		[][2]string{{`{"op": "generalize", "path": "/effectiveDateTime", "fn": "year"},`, ``}}, classDates},
 	{"no allow-list",
-		[][2]string{{`[research_allow_obligation(input.resource.type)],`, `[],`}}, classOtherUnique},
+		[][2]string{{`[research_allow_obligation(typ)]),`, `[]),`}}, classOtherUnique},
 	{"observation allow-list lets the subject through",
 		[][2]string{{`"/status", "/category", "/code", "/effectiveDateTime"`, `"/subject", "/status", "/category", "/code", "/effectiveDateTime"`}}, classOtherUnique},
 	{"patient names allowed",

@@ -1,14 +1,26 @@
 # custos default authorization policy.
 #
-# Query: data.custos.authz.decision
-# Input: see docs/policy.md ("Input"). Output:
+# Queries: data.custos.authz.decision (one request) and
+# data.custos.authz.decisions (a list page: one decision per input.items entry).
+# Input: see docs/policy.md ("Input", "Batch decisions"). Output:
 #   {"allow": bool, "reasons": [string], "obligations": [{"op", "path", "fn"?}]}
 #
 # Invariants:
 #   - Deny by default: anything not granted below is denied.
-#   - "list" and "read" are decided by the same rule (resource_decision), which
-#     never looks at input.action, so a list never shows what a read would deny.
+#   - "list" and "read" are decided by the same function (resource_decisions),
+#     which never looks at input.action, and a list page is decided by the
+#     very function a single read goes through, so a list never shows what a
+#     read would deny.
 #   - Every deny carries at least one short snake_case reason code.
+#
+# Performance: a decision depends on the resource only through a few
+# features (type, tenant, labels, consent flags, whether the patient is in the
+# care team, the break-the-glass grant); everything that depends on the
+# principal and the purpose is a complete rule, evaluated once per query, and
+# class_decision, the decision for one combination of features, is a function,
+# which OPA memoizes per argument tuple within one query. A list page of 100
+# resources therefore evaluates the full rule set only once per distinct
+# feature combination.
 package custos.authz
 
 # HL7 v3 ActReason purpose-of-use codes the server understands.
@@ -192,7 +204,7 @@ research_allow := {
 research_allow_obligation(typ) := {"op": "allow", "path": "", "fn": concat(",", research_allow[typ])}
 
 # ---------------------------------------------------------------------------
-# Entry point.
+# Entry points.
 
 default decision := {"allow": false, "reasons": ["action_unknown"], "obligations": []}
 
@@ -200,19 +212,69 @@ decision := templates_decision if input.action == "templates"
 
 decision := resource_decision if input.action in {"list", "read"}
 
+# One resource (input.resource, input.break_glass), decided by
+# resource_decisions like an item of a list page. Missing resource fields
+# take the values of resource_defaults, which decide exactly as a missing
+# field would ("" is no tenant, no type and no patient; [] no label).
+resource_decision := resource_decisions([item])[0] if {
+	has_resource
+	item := {
+		"resource": object.union(resource_defaults, input.resource),
+		"break_glass": object.get(input, "break_glass", null),
+	}
+} else := class_decision(false, null, null, false, null, false, [], [])
+
+has_resource if is_object(input.resource)
+
+resource_defaults := {"type": "", "patient": "", "tenant": "", "sensitivity": [], "consent": []}
+
+# A list page: input.items is [{"resource": {...}, "break_glass": {...} or null}]
+# (the engine always sets both keys and every resource field), and
+# decisions[i] is the decision about input.items[i], exactly as decision would
+# be for that resource and grant.
+decisions := resource_decisions(input.items) if input.action in {"list", "read"}
+
+# The single rule set for list and read. It must not read input.action.
+# class_decision decides one combination of resource features; the features
+# are computed here, inline, because this runs once per list item:
+#   care:   the patient is in the principal's care team;
+#   bg:     the break-the-glass grant of the item (null if none);
+#   bg_ok:  the grant names this resource's patient.
+# care matters only to the care grant and bg, bg_ok only to the break-glass
+# grant (see grant and no_grant), so each grant mode computes only its own
+# and passes false/null for the others: a page costs a few expressions per
+# item. A rule that comes to need a feature in another mode (for example a
+# deny when a researcher treats the patient) must compute it in that mode's
+# branch below: elsewhere it reads "no relationship", and the batch-equals-
+# single tests cannot notice, since both entry points share this function.
+resource_decisions(items) := [class_decision(true, r.type, r.tenant, r.patient in care_relationship_patients, null, false, r.sensitivity, r.consent) |
+	some item in items
+	r := item.resource
+] if {
+	grant_mode == "care"
+} else := [class_decision(
+	true, r.type, r.tenant, false,
+	item.break_glass, r.patient == object.get(item, ["break_glass", "patient"], null),
+	r.sensitivity, r.consent,
+) |
+	some item in items
+	r := item.resource
+] if {
+	grant_mode == "break_glass"
+} else := [class_decision(true, r.type, r.tenant, false, null, false, r.sensitivity, r.consent) |
+	some item in items
+	r := item.resource
+]
+
 # ---------------------------------------------------------------------------
-# Request-level checks shared by every action.
-#
-# Conditions are written against input directly (input.x == "v",
-# input.xs[_] == "v") where possible so that OPA's rule index skips rules that
-# cannot match, which keeps decisions fast.
+# Request-level checks shared by every action; complete rules, so they are
+# evaluated once per query however many resources it decides.
 #
 # Beware: in Rego, `not f(input.missing)` and `not x in input.missing` can be
 # undefined rather than true when the reference is undefined (the arguments
 # are evaluated outside the negation), which would silently skip a deny.
-# Negated checks therefore go through helper rules (`not has_resource`,
-# `not has_role(r)`, `not known_type`), which are plainly false when the input
-# field is missing.
+# Negated checks therefore go through helper rules (`not has_role(r)`,
+# `not billing_type(typ)`), which are plainly false when the value is missing.
 
 request_denies contains "purpose_of_use_missing" if purpose_missing
 
@@ -237,181 +299,162 @@ templates_decision := {"allow": true, "reasons": ["templates_no_phi"], "obligati
 	count(request_denies) == 0
 } else := {"allow": false, "reasons": sort(request_denies), "obligations": []}
 
-# ---------------------------------------------------------------------------
-# The single rule set for list and read. It must not read input.action.
-
-resource_denies contains r if some r in request_denies
-
-resource_denies contains "resource_missing" if not has_resource
-
-has_resource if is_object(input.resource)
-
-resource_denies contains "tenant_mismatch" if {
-	has_resource
-	not same_tenant
-}
-
-same_tenant if {
-	input.principal.tenant != ""
-	input.resource.tenant == input.principal.tenant
-}
-
-resource_denies contains "resource_type_unknown" if {
-	has_resource
-	not known_type
-}
-
-known_type if input.resource.type in known_types
+# Denies that depend on the principal and purpose only.
+principal_denies contains r if some r in request_denies
 
 # Auditors review the audit log; they never read PHI, whatever other roles they hold.
-resource_denies contains "auditor_no_phi_access" if input.principal.roles[_] == "auditor"
-
-resource_denies contains "sensitive_category_requires_role" if {
-	some label in input.resource.sensitivity
-	needed := sensitivity_roles[label]
-	needed != ""
-	not has_role(needed)
-}
+principal_denies contains "auditor_no_phi_access" if input.principal.roles[_] == "auditor"
 
 has_role(r) if input.principal.roles[_] == r
 
-resource_denies contains "sensitivity_label_unknown" if {
-	some label in input.resource.sensitivity
-	not sensitivity_roles[label]
-}
+# The tenant resources must belong to: [] when the principal has none, so
+# that no resource matches.
+principal_tenants := [t | t := input.principal.tenant; t != ""]
 
-# An opt-out stops every use but treatment, emergency treatment included.
-resource_denies contains "patient_opted_out" if {
-	input.resource.consent[_] == "opt-out"
-	not input.purpose_of_use in {"TREAT", "ETREAT"}
-}
-
-resource_denies contains "consent_flag_unknown" if {
-	some flag in input.resource.consent
-	not flag in known_consent
-}
-
-# The grant: which role permits the request, and with which obligations.
-# The purposes of the three granting roles are disjoint, so at most one body
-# applies; should two ever apply with different values, evaluation fails with
-# a conflict error, which the engine turns into a denial.
-
-grant := {"reason": "clinician_care_team", "obligations": []} if {
+# Which grant the principal and purpose can earn. The purposes of the four
+# bodies are disjoint, so at most one applies; should two ever apply,
+# evaluation fails with a conflict error, which the engine turns into a denial.
+grant_mode := "care" if {
 	input.purpose_of_use == "TREAT"
 	input.principal.roles[_] == "clinician"
-	care_relationship
-}
-
-care_relationship if {
-	input.resource.patient != ""
-	input.resource.patient in input.principal.patients
 }
 
 # Break-the-glass: a clinician with purpose ETREAT and an active grant for
-# this very patient (the server looks the grant up in the grants store and
-# passes it as input.break_glass) reads without a care relationship. The
-# grant id goes into the reasons so that every audit record of such a read
-# names it. Sensitive categories still need their role.
-grant := {"reason": "break_glass", "obligations": []} if {
+# the resource's patient (the server looks the grant up in the grants store
+# and passes it as break_glass) reads without a care relationship.
+grant_mode := "break_glass" if {
 	input.purpose_of_use == "ETREAT"
 	input.principal.roles[_] == "clinician"
-	break_glass_covers
 }
 
-break_glass_covers if {
-	is_string(input.break_glass.grant)
-	input.break_glass.grant != ""
-	input.resource.patient != ""
-	input.break_glass.patient == input.resource.patient
-}
-
-grant := {"reason": "billing_payment", "obligations": obs} if {
+grant_mode := "billing" if {
 	input.purpose_of_use == "HPAYMT"
 	input.principal.roles[_] == "billing"
-	obs := billing_obligations[input.resource.type]
 }
 
-grant := {"reason": "research_deidentified", "obligations": obs} if {
+grant_mode := "research" if {
 	input.purpose_of_use == "HRESCH"
 	input.principal.roles[_] == "researcher"
-	obs := array.concat(
-		research_obligations[input.resource.type],
-		[research_allow_obligation(input.resource.type)],
-	)
 }
 
-# Why no grant applied, reported only when the decision is a deny.
+# The care team, as the patients a resource may concern to be in it; ""
+# never counts.
+care_relationship_patients := input.principal.patients if {
+	not "" in input.principal.patients
+} else := [p | some p in input.principal.patients; p != ""]
+
+# An opt-out stops every use but treatment, emergency treatment included.
+optout_blocks if not input.purpose_of_use in {"TREAT", "ETREAT"}
+
+# Why no grant applied, as far as the principal and purpose tell.
 role_purposes := {"clinician": {"TREAT", "ETREAT"}, "billing": {"HPAYMT"}, "researcher": {"HRESCH"}}
 
-no_grant_reasons contains "break_glass_grant_required" if {
-	input.purpose_of_use == "ETREAT"
-	input.principal.roles[_] == "clinician"
-	not break_glass_covers
-}
-
-no_grant_reasons contains "no_care_relationship" if {
-	input.purpose_of_use == "TREAT"
-	input.principal.roles[_] == "clinician"
-	not care_relationship
-}
-
-no_grant_reasons contains "purpose_not_permitted" if {
+principal_no_grant contains "purpose_not_permitted" if {
 	some role in input.principal.roles
 	role_purposes[role]
 	not input.purpose_of_use in role_purposes[role]
 }
 
-no_grant_reasons contains "resource_type_not_permitted" if {
-	input.purpose_of_use == "HPAYMT"
-	input.principal.roles[_] == "billing"
-	not billing_type
-}
-
-no_grant_reasons contains "resource_type_not_permitted" if {
-	input.purpose_of_use == "HRESCH"
-	input.principal.roles[_] == "researcher"
-	not research_type
-}
-
-no_grant_reasons contains "role_not_permitted" if {
-	not any_granting_role
-}
+principal_no_grant contains "role_not_permitted" if not any_granting_role
 
 any_granting_role if {
 	some role in input.principal.roles
 	role_purposes[role]
 }
 
-billing_type if billing_obligations[input.resource.type]
+# ---------------------------------------------------------------------------
+# The decision about one combination of resource features. has_res is false
+# only for a request without a resource object.
 
-research_type if research_obligations[input.resource.type]
-
-# Allowed decisions about a VIP patient carry "vip_patient" so that the audit
-# record flags them for review.
-allow_reasons := array.concat(grant_reasons, ["vip_patient"]) if {
-	input.resource.sensitivity[_] == "vip"
-} else := grant_reasons
-
-grant_reasons := [grant.reason, concat("", ["grant=", input.break_glass.grant])] if {
-	grant.reason == "break_glass"
-} else := [grant.reason]
-
-resource_decision := {
+class_decision(has_res, typ, tenant, care, bg, bg_ok, sens, consent) := {
 	"allow": true,
-	"reasons": allow_reasons,
-	"obligations": grant.obligations,
+	"reasons": allow_reasons(g, sens),
+	"obligations": g.obligations,
 } if {
-	grant
-	count(resource_denies) == 0
+	g := grant(grant_mode, typ, care, bg, bg_ok)
+	count(resource_denies(has_res, typ, tenant, sens, consent)) == 0
 } else := {
 	"allow": false,
-	"reasons": deny_reasons,
+	"reasons": sort(resource_denies(has_res, typ, tenant, sens, consent)),
+	"obligations": [],
+} if {
+	grant(grant_mode, typ, care, bg, bg_ok)
+} else := {
+	"allow": false,
+	"reasons": no_grant_reasons(has_res, typ, tenant, care, bg, bg_ok, sens, consent),
 	"obligations": [],
 }
 
-deny_reasons := sort(resource_denies) if {
-	count(resource_denies) > 0
-	grant
-} else := sort(resource_denies | no_grant_reasons) if {
-	count(resource_denies | no_grant_reasons) > 0
+# Allowed decisions about a VIP patient carry "vip_patient" so that the audit
+# record flags them for review.
+allow_reasons(g, sens) := array.concat(g.reasons, ["vip_patient"]) if {
+	sens[_] == "vip"
+} else := g.reasons
+
+# A deny without a grant lists the denies and why no grant applied.
+no_grant_reasons(has_res, typ, tenant, care, bg, bg_ok, sens, consent) := reasons if {
+	denies := resource_denies(has_res, typ, tenant, sens, consent)
+	reasons := sort((denies | principal_no_grant) | {code | code := no_grant(grant_mode, typ, care, bg, bg_ok)})
+	count(reasons) > 0
 } else := ["no_matching_grant"]
+
+resource_denies(false, _, _, _, _) := principal_denies | {"resource_missing"}
+
+resource_denies(true, typ, tenant, sens, consent) := (((principal_denies | tenant_denies) | type_denies) | label_denies) | consent_denies if {
+	tenant_denies := {"tenant_mismatch" | not tenant in principal_tenants}
+	type_denies := {"resource_type_unknown" | not typ in known_types}
+	label_denies := {code | some label in sens; code := label_deny(label)}
+	consent_denies := {code | some flag in consent; code := consent_deny(flag)}
+}
+
+label_deny(label) := "sensitivity_label_unknown" if not sensitivity_roles[label]
+
+label_deny(label) := "sensitive_category_requires_role" if {
+	needed := sensitivity_roles[label]
+	needed != ""
+	not has_role(needed)
+}
+
+consent_deny(flag) := "patient_opted_out" if {
+	flag == "opt-out"
+	optout_blocks
+}
+
+consent_deny(flag) := "consent_flag_unknown" if not flag in known_consent
+
+# The grant: which role permits the request, and with which obligations.
+grant("care", _, true, _, _) := {"reasons": ["clinician_care_team"], "obligations": []}
+
+# The grant id goes into the reasons so that every audit record of such a
+# read names it. Sensitive categories still need their role.
+grant("break_glass", _, _, bg, true) := {"reasons": ["break_glass", concat("", ["grant=", bg.grant])], "obligations": []} if {
+	break_glass_valid(bg)
+}
+
+grant("billing", typ, _, _, _) := {"reasons": ["billing_payment"], "obligations": billing_obligations[typ]}
+
+grant("research", typ, _, _, _) := {
+	"reasons": ["research_deidentified"],
+	"obligations": array.concat(research_obligations[typ], [research_allow_obligation(typ)]),
+}
+
+# A grant names a patient (bg_ok says it is the resource's) and has an id.
+break_glass_valid(bg) if {
+	is_string(bg.grant)
+	bg.grant != ""
+	bg.patient != ""
+}
+
+no_grant("care", _, false, _, _) := "no_care_relationship"
+
+no_grant("break_glass", _, _, bg, bg_ok) := "break_glass_grant_required" if not break_glass_covers(bg, bg_ok)
+
+no_grant("billing", typ, _, _, _) := "resource_type_not_permitted" if not billing_type(typ)
+
+no_grant("research", typ, _, _, _) := "resource_type_not_permitted" if not research_type(typ)
+
+break_glass_covers(bg, true) if break_glass_valid(bg)
+
+billing_type(typ) if billing_obligations[typ]
+
+research_type(typ) if research_obligations[typ]

@@ -169,6 +169,15 @@ test_clinician_unknown_type_denied if {
 	"resource_type_unknown" in d.reasons
 }
 
+test_empty_patient_is_no_care_relationship if {
+	p := object.union(clinician, {"patients": ["", patient_a]})
+	d := decide(p, "TREAT", object.union(res("observation", patient_a), {"patient": ""}))
+	not d.allow
+	"no_care_relationship" in d.reasons
+	d2 := decide(p, "TREAT", res("observation", patient_a))
+	d2.allow
+}
+
 # --- tenant -----------------------------------------------------------------
 
 test_tenant_mismatch_denied if {
@@ -593,4 +602,100 @@ test_break_glass_vip_is_flagged if {
 	d := authz.decision with input as btg_req(clinician, vip, {"grant": "g-1", "patient": patient_b})
 	d.allow
 	d.reasons == ["break_glass", "grant=g-1", "vip_patient"]
+}
+
+# --- batch decisions (list pages) ---------------------------------------------
+
+# A varied page: care-team and other patients, every kind of type, labels,
+# consent flags, a foreign tenant, and break-the-glass grants that cover the
+# item, cover another patient, or have no id.
+batch_items := [
+	{"resource": res("observation", patient_a), "break_glass": null},
+	{"resource": res("observation", patient_b), "break_glass": null},
+	{"resource": res("patient", patient_a), "break_glass": null},
+	{"resource": res("patient", patient_b), "break_glass": {"grant": "g-1", "patient": patient_b}},
+	{"resource": res("coverage", patient_b), "break_glass": null},
+	{"resource": res("encounter", patient_a), "break_glass": null},
+	{"resource": res("note", patient_b), "break_glass": {"grant": "g-2", "patient": patient_b}},
+	{"resource": res("image", patient_a), "break_glass": {"grant": "g-3", "patient": patient_b}},
+	{"resource": res("report", patient_b), "break_glass": {"grant": "", "patient": patient_b}},
+	{"resource": res("genome", patient_a), "break_glass": null},
+	{"resource": object.union(res("condition", patient_a), {"sensitivity": ["hiv"]}), "break_glass": null},
+	{"resource": object.union(res("condition", patient_b), {"sensitivity": ["sud", "vip"]}), "break_glass": {"grant": "g-4", "patient": patient_b}},
+	{"resource": object.union(res("observation", patient_a), {"sensitivity": ["vip"]}), "break_glass": null},
+	{"resource": object.union(res("observation", patient_a), {"sensitivity": ["genetic"]}), "break_glass": null},
+	{"resource": object.union(res("medicationrequest", patient_a), {"consent": ["opt-out"]}), "break_glass": null},
+	{"resource": object.union(res("medicationrequest", patient_b), {"consent": ["opt-out"]}), "break_glass": {"grant": "g-5", "patient": patient_b}},
+	{"resource": object.union(res("coverage", patient_a), {"consent": ["share-with-everyone"]}), "break_glass": null},
+	{"resource": object.union(res("encounter", patient_a), {"tenant": "other-hospital"}), "break_glass": null},
+	{"resource": object.union(res("observation", patient_a), {"patient": ""}), "break_glass": null},
+	{"resource": res("observation", patient_a), "break_glass": null}, # a repeat: same decision twice
+]
+
+# The decision about one item alone, through the single-resource entry point.
+single_decision(p, pou, item) := d if {
+	item.break_glass == null
+	d := authz.decision with input as req(p, pou, "read", item.resource)
+} else := d if {
+	d := authz.decision with input as object.union(req(p, pou, "read", item.resource), {"break_glass": item.break_glass})
+}
+
+batch_principals := [
+	clinician, billing, researcher, auditor,
+	object.union(clinician, {"roles": ["clinician", "sensitive:hiv", "sensitive:sud"]}),
+	object.union(researcher, {"roles": ["researcher", "sensitive:hiv"], "patients": [patient_a]}),
+	object.union(clinician, {"tenant": ""}),
+	object.union(clinician, {"patients": ["", patient_a]}),
+	object.union(billing, {"roles": ["billing", "clinician"]}),
+]
+
+# decisions[i] is exactly the decision the single entry point gives for
+# item i, for every principal and purpose: a list page never shows what a
+# read would deny, and never hides what it would allow.
+test_batch_equals_single_decisions if {
+	every p in batch_principals {
+		every pou in ["TREAT", "ETREAT", "HPAYMT", "HRESCH", "PUBHLTH", "", "BOGUS"] {
+			ds := authz.decisions with input as {"principal": p, "purpose_of_use": pou, "action": "list", "items": batch_items}
+			count(ds) == count(batch_items)
+			every i, item in batch_items {
+				ds[i] == single_decision(p, pou, item)
+			}
+		}
+	}
+}
+
+# The page above is not trivial: it mixes allows (with and without
+# obligations) and denies for every role that can read.
+test_batch_page_is_mixed if {
+	every pou_p in [["TREAT", clinician], ["ETREAT", clinician], ["HPAYMT", billing], ["HRESCH", researcher]] {
+		ds := authz.decisions with input as {"principal": pou_p[1], "purpose_of_use": pou_p[0], "action": "list", "items": batch_items}
+		count([d | some d in ds; d.allow]) > 0
+		count([d | some d in ds; not d.allow]) > 0
+	}
+	ds := authz.decisions with input as {"principal": researcher, "purpose_of_use": "HRESCH", "action": "list", "items": batch_items}
+	count([d | some d in ds; count(d.obligations) > 0]) > 0
+}
+
+test_batch_break_glass_per_item if {
+	ds := authz.decisions with input as {"principal": clinician, "purpose_of_use": "ETREAT", "action": "list", "items": batch_items}
+	ds[3].reasons == ["break_glass", "grant=g-1"]
+	ds[6].reasons == ["break_glass", "grant=g-2"]
+	not ds[7].allow # the grant names another patient
+	not ds[8].allow # a grant without id
+	not ds[1].allow # no grant
+}
+
+test_batch_read_equals_list if {
+	l := authz.decisions with input as {"principal": researcher, "purpose_of_use": "HRESCH", "action": "list", "items": batch_items}
+	r := authz.decisions with input as {"principal": researcher, "purpose_of_use": "HRESCH", "action": "read", "items": batch_items}
+	l == r
+}
+
+test_batch_empty_page if {
+	ds := authz.decisions with input as {"principal": clinician, "purpose_of_use": "TREAT", "action": "list", "items": []}
+	ds == []
+}
+
+test_batch_not_for_templates if {
+	not authz.decisions with input as {"principal": clinician, "purpose_of_use": "TREAT", "action": "templates", "items": batch_items}
 }
