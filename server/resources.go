@@ -260,17 +260,22 @@ scan:
 			more = false
 			break
 		}
-		for _, r := range batch {
+		// Decide no more of the chunk than can be consumed: up to the
+		// page's free slots (a page fills at the earliest when every
+		// item is allowed) and the scan budget.
+		batch = batch[:min(len(batch), s.cfg.PageSize-len(items), s.cfg.ScanLimit-scanned)]
+		ds, err := s.decideBatch(ctx, id, subj, batch)
+		if err != nil {
+			// The page cannot be decided: stop scanning and fail the
+			// whole request below rather than return a page that looks
+			// complete.
+			policyErr++
+			break scan
+		}
+		for i, r := range batch {
 			scanned++
 			last = r.URI
-			d, err := s.decide(ctx, id, subj, policy.ActionList, r)
-			if err != nil {
-				// The page cannot be decided: stop scanning and fail the
-				// whole request below rather than return a page that looks
-				// complete.
-				policyErr++
-				break scan
-			}
+			d := ds[i]
 			if !d.Allow {
 				denied++
 			} else {

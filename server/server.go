@@ -37,6 +37,10 @@ type Catalog interface {
 // could not decide; the returned Decision is then a denial.
 type Decider interface {
 	Decide(ctx context.Context, in policy.Input) (policy.Decision, error)
+	// DecideBatch decides one list page: decisions[i] is what Decide would
+	// answer for items[i] (the policy's batch rule evaluates the same
+	// function as a read). A non-nil error denies every item.
+	DecideBatch(ctx context.Context, in policy.Input, items []policy.Item) ([]policy.Decision, error)
 	Revision() string
 }
 
@@ -539,6 +543,34 @@ func (s *Server) decideInput(ctx context.Context, in policy.Input, r store.Resou
 	t0 := time.Now()
 	d, err := s.decider(ctx).Decide(ctx, in)
 	s.cfg.Metrics.ObservePolicy(time.Since(t0))
+	return s.finishDecision(ctx, d, err, r)
+}
+
+// decideBatch decides a list page of rs in one policy evaluation; each
+// decision is finished exactly as decideInput finishes a read's.
+func (s *Server) decideBatch(ctx context.Context, id Identity, subj *policy.Subject, rs []store.Resource) ([]policy.Decision, error) {
+	items := make([]policy.Item, len(rs))
+	for i, r := range rs {
+		items[i] = policy.Item{Resource: resourceInput(r), BreakGlass: s.breakGlass(id, r.Labels.Patient)}
+	}
+	t0 := time.Now()
+	ds, err := s.decider(ctx).DecideBatch(ctx, policy.Input{Subject: subj, PurposeOfUse: id.PurposeOfUse, Action: policy.ActionList}, items)
+	s.cfg.Metrics.ObservePolicy(time.Since(t0))
+	if err == nil && len(ds) != len(rs) {
+		err = fmt.Errorf("policy: %d decisions for %d items", len(ds), len(rs))
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i := range ds {
+		ds[i], _ = s.finishDecision(ctx, ds[i], nil, rs[i])
+	}
+	return ds, nil
+}
+
+// finishDecision names the bundle in force in d's revision and applies the
+// server's own rule for binaries.
+func (s *Server) finishDecision(ctx context.Context, d policy.Decision, err error, r store.Resource) (policy.Decision, error) {
 	if d.Revision != "" {
 		d.Revision = s.policyRevision(ctx, d.Revision)
 	}
