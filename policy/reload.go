@@ -188,9 +188,17 @@ type Reloader struct {
 
 	cur atomic.Pointer[Engine]
 
-	mu     sync.Mutex // serializes loads; guards lastFP
-	lastFP string     // source fingerprint taken before the last load attempt
+	mu         sync.Mutex // serializes loads; guards lastFP and retryAfter
+	lastFP     string     // source fingerprint taken before the last load attempt
+	retryAfter time.Time  // a good candidate whose load could not be recorded is retried from then
 }
+
+// HookRetryInterval is how long Watch waits before it loads again a good
+// candidate that was refused only because OnEvent failed (the load could
+// not be audited, e.g. while the audit log or its keys are unavailable).
+const HookRetryInterval = 5 * time.Second
+
+var hookRetryInterval = HookRetryInterval // shortened by tests
 
 // New loads the initial policy from src and returns a Reloader serving it.
 // The initial load must succeed (and, with OnEvent set, be recorded):
@@ -250,7 +258,9 @@ func (r *Reloader) Reload(ctx context.Context) (Event, error) {
 // stay dependency-free and to behave the same on every file system,
 // including network and container-mounted ones (a Kubernetes ConfigMap
 // update swaps a symlink, which inotify watchers commonly miss). A rejected
-// candidate is not retried until the fingerprint changes again.
+// candidate is not retried until the fingerprint changes again, except one
+// refused only because OnEvent failed: it is retried every
+// HookRetryInterval until its load is recorded.
 func (r *Reloader) Watch(ctx context.Context, interval time.Duration) error {
 	fp, ok := r.src.(Fingerprinter)
 	if !ok {
@@ -281,7 +291,7 @@ func (r *Reloader) Watch(ctx context.Context, interval time.Duration) error {
 				r.log.Warn("policy source unreadable; keeping the current policy",
 					"source", r.src.Describe(), "err", msg)
 			}
-		case f != r.lastFP:
+		case f != r.lastFP && !time.Now().Before(r.retryAfter):
 			lastErr = ""
 			r.reloadLocked(ctx) //nolint:errcheck // reported by event and log
 		default:
@@ -318,6 +328,9 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 		if r.onEvent != nil {
 			if herr := r.onEvent(ev); herr != nil {
 				err = &CandidateError{Digest: e.candidateDigest, Err: fmt.Errorf("%w: %w", ErrEventHook, herr)}
+				// Nothing is wrong with the candidate: forget its
+				// fingerprint so that Watch tries again (not at once).
+				r.lastFP, r.retryAfter = "", time.Now().Add(hookRetryInterval)
 			}
 		}
 		if err == nil {

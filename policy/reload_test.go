@@ -333,6 +333,52 @@ func TestReloaderEventHookVeto(t *testing.T) {
 	}
 }
 
+// A good candidate refused only because its load could not be recorded
+// (the audit log was unavailable) is loaded once recording works again,
+// without another change to the source; while recording fails, the last
+// good policy keeps serving.
+func TestWatchRetriesCandidateVetoedByHook(t *testing.T) {
+	defer func(d time.Duration) { hookRetryInterval = d }(hookRetryInterval)
+	hookRetryInterval = 50 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := writeDir(t, reasonPolicy("a"))
+	var fail atomic.Bool
+	var vetoed atomic.Int32
+	hook := func(e Event) error {
+		if fail.Load() && e.Kind == EventLoaded {
+			vetoed.Add(1)
+			return errors.New("audit log unavailable")
+		}
+		return nil
+	}
+	r, err := New(ctx, DirSource{Dir: dir}, ReloaderOptions{OnEvent: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revA := r.Revision()
+	fail.Store(true)
+	go r.Watch(ctx, 10*time.Millisecond)
+	updatePolicy(t, dir, reasonPolicy("b"))
+	deadline := time.Now().Add(10 * time.Second)
+	for vetoed.Load() < 2 { // retried, not given up after the first veto
+		if time.Now().After(deadline) {
+			t.Fatalf("candidate vetoed %d times; want it retried", vetoed.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r.Revision() != revA {
+		t.Fatal("a candidate whose load was not recorded is serving")
+	}
+	fail.Store(false)
+	for r.Revision() == revA {
+		if time.Now().After(deadline) {
+			t.Fatal("the candidate was never loaded after recording recovered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestWatchNeedsFingerprinter(t *testing.T) {
 	r, err := New(context.Background(), staticSource{}, ReloaderOptions{})
 	if err != nil {
