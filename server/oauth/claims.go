@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/custos-mcp/custos/policy"
 )
@@ -57,6 +59,10 @@ func parseClaims(payload []byte, n claimNames) (Claims, error) {
 	bad := func(name string) error { return fmt.Errorf("%w: claim %q has the wrong type", ErrInvalid, name) }
 	str := func(name string, dst *string) error {
 		if v, ok := raw[name]; ok && !isNull(v) {
+			if s, ok := plainString(v); ok {
+				*dst = s
+				return nil
+			}
 			if json.Unmarshal(v, dst) != nil {
 				return bad(name)
 			}
@@ -76,8 +82,10 @@ func parseClaims(payload []byte, n claimNames) (Claims, error) {
 		if !ok || isNull(v) {
 			return nil
 		}
-		var f float64
-		if json.Unmarshal(v, &f) != nil || math.IsNaN(f) || f < 0 || f > 1<<40 {
+		// v is a JSON value already validated by the map decode: a number
+		// is exactly what ParseFloat accepts, anything else fails both.
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil || math.IsNaN(f) || f < 0 || f > 1<<40 {
 			return bad(name)
 		}
 		*dst = time.Unix(int64(f), 0)
@@ -151,6 +159,21 @@ func cmpOr(ss ...string) string {
 		}
 	}
 	return ""
+}
+
+// plainString returns the value of a JSON string token without escapes,
+// taken from a document json.Unmarshal has already validated (so it has no
+// raw control characters); ok is false for anything else (escapes, invalid
+// UTF-8, other types), which the caller decodes the slow way.
+func plainString(v json.RawMessage) (string, bool) {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return "", false
+	}
+	s := v[1 : len(v)-1]
+	if bytes.IndexByte(s, '\\') >= 0 || !utf8.Valid(s) {
+		return "", false
+	}
+	return string(s), true
 }
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
