@@ -44,22 +44,11 @@ func (s *Server) complete(ctx context.Context, ident identityFunc, req mcp.Reque
 	if !ok {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not supported: completion/complete"}
 	}
-	id, err := ident(req)
+	ctx, id, err := s.admit(ctx, ident, ActionComplete, req)
 	if err != nil {
-		e := s.entry(ctx, Identity{Source: "unidentified"}, ActionComplete)
-		e.Outcome, e.Reason = audit.OutcomeDeny, "no_identity"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return nil, aerr
-		}
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated request (or unknown purpose of use)"}
+		return nil, err
 	}
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
-		id.session = ss.ID()
-	}
-	if err := s.cfg.Keys.Check(); err != nil {
-		return nil, s.refuseStale(ctx, id, ActionComplete, req, err)
-	}
-	return s.completeArgument(s.withDecider(ctx), id, r.Params)
+	return s.completeArgument(ctx, id, r.Params)
 }
 
 // completion is a validated completion request.

@@ -282,26 +282,36 @@ func outcomeOf(err error) string {
 	return ops.OutcomeError
 }
 
-// handle is the decision point of one resources/* request.
-func (s *Server) handle(ctx context.Context, ident identityFunc, method string, req mcp.Request) (mcp.Result, error) {
+// admit is the first step of every request the server decides: identify
+// the caller (a request without an identity, e.g. an OAuth token whose
+// purpose of use is unknown, is refused and recorded under action without a
+// principal), refuse it while keys are stale (recorded), and pin the policy
+// engine that decides it.
+func (s *Server) admit(ctx context.Context, ident identityFunc, action string, req mcp.Request) (context.Context, Identity, error) {
 	id, err := ident(req)
 	if err != nil {
-		// Refused before any decision (e.g. an OAuth token whose purpose of
-		// use is unknown): on record too, without a principal.
-		e := s.entry(ctx, Identity{Source: "unidentified"}, method)
+		e := s.entry(ctx, Identity{Source: "unidentified"}, action)
 		e.Outcome, e.Reason = audit.OutcomeDeny, "no_identity"
 		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return nil, aerr
+			return ctx, id, aerr
 		}
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated request (or unknown purpose of use)"}
+		return ctx, id, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated request (or unknown purpose of use)"}
 	}
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
 		id.session = ss.ID()
 	}
 	if err := s.cfg.Keys.Check(); err != nil {
-		return nil, s.refuseStale(ctx, id, method, req, err)
+		return ctx, id, s.refuseStale(ctx, id, action, req, err)
 	}
-	ctx = s.withDecider(ctx)
+	return s.withDecider(ctx), id, nil
+}
+
+// handle is the decision point of one resources/* request.
+func (s *Server) handle(ctx context.Context, ident identityFunc, method string, req mcp.Request) (mcp.Result, error) {
+	ctx, id, err := s.admit(ctx, ident, method, req)
+	if err != nil {
+		return nil, err
+	}
 	switch r := req.(type) {
 	case *mcp.ListResourcesRequest:
 		return s.list(ctx, id, r.Params)

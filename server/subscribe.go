@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
@@ -196,22 +195,10 @@ func (s *Server) Subscriptions() int { return s.subs.count() }
 // id that 2026-07-28 notifications must carry, and calls onSubscribe once
 // per URI of a listen.
 func (s *Server) subscription(ctx context.Context, ident identityFunc, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
-	id, err := ident(req)
+	ctx, id, err := s.admit(ctx, ident, method, req)
 	if err != nil {
-		e := s.entry(ctx, Identity{Source: "unidentified"}, method)
-		e.Outcome, e.Reason = audit.OutcomeDeny, "no_identity"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return nil, aerr
-		}
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated request (or unknown purpose of use)"}
+		return nil, err
 	}
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
-		id.session = ss.ID()
-	}
-	if err := s.cfg.Keys.Check(); err != nil {
-		return nil, s.refuseStale(ctx, id, method, req, err)
-	}
-	ctx = s.withDecider(ctx)
 	ctx = context.WithValue(ctx, subCtxKey{}, &subCall{id: id, next: next, listen: method == "subscriptions/listen"})
 	return next(ctx, method, req)
 }
