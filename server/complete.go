@@ -200,12 +200,7 @@ scan:
 	for !complete && scanned < s.cfg.ScanLimit {
 		batch, err := s.cfg.Catalog.Page(last, min(s.cfg.ScanLimit-scanned, 256))
 		if err != nil {
-			s.log.Error("catalog scan failed", "err", err)
-			e.Outcome, e.Reason = audit.OutcomeError, "catalog_unavailable"
-			if _, aerr := s.commit(ctx, e); aerr != nil {
-				return nil, aerr
-			}
-			return nil, refused("catalog unavailable: request refused")
+			return nil, s.catalogFailed(ctx, e, "catalog_unavailable", err)
 		}
 		if len(batch) == 0 {
 			complete = true

@@ -202,6 +202,18 @@ func splitPages(text []byte, size int) [][]byte {
 	return append(pages, text)
 }
 
+// catalogFailed logs a catalog failure, records it under reason (the
+// record carries the reason only, not the store's error) and refuses the
+// request: nothing is released.
+func (s *Server) catalogFailed(ctx context.Context, e audit.Entry, reason string, err error) error {
+	s.log.Error("catalog unavailable; request refused", "action", e.Action, "err", err)
+	e.Outcome, e.Reason = audit.OutcomeError, reason
+	if _, aerr := s.commit(ctx, e); aerr != nil {
+		return aerr
+	}
+	return refused("catalog unavailable: request refused")
+}
+
 // list answers resources/list: scan the catalog from the cursor position,
 // keep each item the policy would let this caller read, audit what is
 // returned, then answer.
@@ -249,12 +261,7 @@ scan:
 	for len(items) < s.cfg.PageSize && scanned < s.cfg.ScanLimit {
 		batch, err := s.cfg.Catalog.Page(last, min(s.cfg.ScanLimit-scanned, 256))
 		if err != nil {
-			s.log.Error("catalog scan failed", "err", err)
-			e.Outcome, e.Reason = audit.OutcomeError, "catalog_unavailable"
-			if _, aerr := s.commit(ctx, e); aerr != nil {
-				return nil, aerr
-			}
-			return nil, refused("catalog unavailable: request refused")
+			return nil, s.catalogFailed(ctx, e, "catalog_unavailable", err)
 		}
 		if len(batch) == 0 {
 			more = false
@@ -422,12 +429,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	r, err := s.cfg.Catalog.Get(uri)
 	found := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		e.Outcome, e.Reason = audit.OutcomeError, withPage("catalog_unavailable", page)
-		s.log.Error("catalog lookup failed", "err", err)
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return nil, aerr
-		}
-		return nil, refused("catalog unavailable: request refused")
+		return nil, s.catalogFailed(ctx, e, withPage("catalog_unavailable", page), err)
 	}
 	if found {
 		e.Patients = []string{r.Labels.Patient}

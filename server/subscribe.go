@@ -316,12 +316,7 @@ func (s *Server) decideURI(ctx context.Context, id Identity, uri, action string)
 	r, err := s.cfg.Catalog.Get(uri)
 	found := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		e.Outcome, e.Reason = audit.OutcomeError, "catalog_unavailable"
-		s.log.Error("catalog lookup failed", "action", action, "err", err)
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return verdict{err: aerr}
-		}
-		return verdict{err: refused("catalog unavailable: request refused")}
+		return verdict{err: s.catalogFailed(ctx, e, "catalog_unavailable", err)}
 	}
 	if found {
 		e.Patients = []string{r.Labels.Patient}
