@@ -233,6 +233,14 @@ func TestHTTPRoutesByProtocolRevision(t *testing.T) {
 	if st != 200 || msg["result"] == nil || hdr.Get("Mcp-Session-Id") != "" {
 		t.Fatalf("2026-07-28 list: %d %v session %q", st, msg, hdr.Get("Mcp-Session-Id"))
 	}
+	// One request, one JSON response (no SSE framing); the result says it
+	// is complete.
+	if ct := hdr.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("2026-07-28 list answered as %q, want application/json", ct)
+	}
+	if res, _ := msg["result"].(map[string]any); res["resultType"] != "complete" {
+		t.Fatalf("2026-07-28 list result without resultType complete: %v", msg)
+	}
 	// server/discover without the header is still routed to the stateless
 	// handler, which insists on the header (a stateful one would not know
 	// the method at all).

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -118,6 +119,8 @@ type Server struct {
 	log  *slog.Logger
 	now  func() time.Time
 	subs subscriptions // resource subscriptions (subscribe.go)
+
+	pseudonyms pseudonymCache
 }
 
 // New validates cfg and returns a Server.
@@ -402,13 +405,14 @@ func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Inp
 		}
 		return e, err
 	}
+	pseudonym := s.pseudonyms.under(k)
 	ps := make([]string, len(e.Patients))
 	for i, p := range e.Patients {
-		ps[i] = audit.Pseudonym(k.Bytes, p)
+		ps[i] = pseudonym(p)
 	}
 	us := make([]string, len(e.URIs))
 	for i, raw := range e.URIs {
-		us[i] = pseudonymURI(k.Bytes, raw)
+		us[i] = pseudonymURI(pseudonym, raw)
 	}
 	e.Patients, e.URIs = ps, us
 	keys := make([]string, 0, len(e.Keys))
@@ -419,7 +423,7 @@ func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Inp
 	}
 	e.Keys = append(keys, "audit-hmac="+k.ID)
 	if in != nil {
-		b, err := json.Marshal(pseudonymInput(k.Bytes, *in))
+		b, err := json.Marshal(pseudonymInput(pseudonym, *in))
 		if err != nil { // cannot happen for strings and slices; record without it
 			s.log.Error("cannot encode the decision input; recorded without it", "action", e.Action, "err", err)
 		} else {
@@ -433,26 +437,26 @@ func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Inp
 // principal's attributes in full (Subject, which has no JSON form, is
 // replaced by Principal), with every patient id — principal.patients,
 // resource.patient and the patient segment of resource.uri — replaced by
-// audit.Pseudonym(key, id). The same key maps equal ids to equal
-// pseudonyms, so the policy's equality tests (care relationship) decide a
-// replayed input as they decided the original. Nil lists become [], as the
-// policy saw them.
-func pseudonymInput(key []byte, in policy.Input) policy.Input {
+// pseudonym(id) (audit.Pseudonym under one key). The same key maps equal
+// ids to equal pseudonyms, so the policy's equality tests (care
+// relationship) decide a replayed input as they decided the original. Nil
+// lists become [], as the policy saw them.
+func pseudonymInput(pseudonym func(string) string, in policy.Input) policy.Input {
 	p := in.Principal
 	p.Roles = nonNil(p.Roles)
 	ps := make([]string, len(p.Patients))
 	for i, id := range p.Patients {
-		ps[i] = audit.Pseudonym(key, id)
+		ps[i] = pseudonym(id)
 	}
 	p.Patients = ps
 	out := policy.Input{Principal: p, PurposeOfUse: in.PurposeOfUse, Action: in.Action}
 	if r := in.Resource; r != nil {
 		rc := *r
 		rc.Sensitivity, rc.Consent = nonNil(r.Sensitivity), nonNil(r.Consent)
-		rc.URI = pseudonymURI(key, r.URI)
+		rc.URI = pseudonymURI(pseudonym, r.URI)
 		if r.Patient != "" {
-			rc.URI = strings.ReplaceAll(rc.URI, r.Patient, audit.Pseudonym(key, r.Patient))
-			rc.Patient = audit.Pseudonym(key, r.Patient)
+			rc.Patient = pseudonym(r.Patient)
+			rc.URI = strings.ReplaceAll(rc.URI, r.Patient, rc.Patient)
 		}
 		out.Resource = &rc
 	}
@@ -464,12 +468,48 @@ func pseudonymInput(key []byte, in policy.Input) policy.Input {
 // is the patient id) replaced by the keyed hash. Other resource ids stay:
 // they are opaque ids of resources, not of people. A URI that does not
 // parse (never stored by the server) is recorded as "invalid".
-func pseudonymURI(key []byte, uri string) string {
+func pseudonymURI(pseudonym func(string) string, uri string) string {
 	u, err := store.ParseURI(uri)
 	if err != nil {
 		return "invalid"
 	}
-	return strings.ReplaceAll(uri, u.Patient, audit.Pseudonym(key, u.Patient))
+	return strings.ReplaceAll(uri, u.Patient, pseudonym(u.Patient))
+}
+
+// pseudonymCache memoizes audit.Pseudonym under the newest audit key: a
+// read by a clinician with a care team of hundreds records every patient of
+// the team in its decision input, and an HMAC per patient per read was a
+// tenth of the server's CPU under load. It holds at most maxPseudonyms
+// entries of one key version; a new key version, or a full cache, starts
+// afresh. (It holds patient ids in memory, as the catalog does.)
+type pseudonymCache struct {
+	mu  sync.RWMutex
+	key string // the key's id and bytes: a key is never confused with another
+	m   map[string]string
+}
+
+const maxPseudonyms = 1 << 17
+
+// under returns audit.Pseudonym(k.Bytes, ·), memoized.
+func (c *pseudonymCache) under(k secrets.Key) func(string) string {
+	key := k.ID + "\x00" + string(k.Bytes)
+	return func(id string) string {
+		c.mu.RLock()
+		p, ok := c.m[id]
+		same := c.key == key
+		c.mu.RUnlock()
+		if ok && same {
+			return p
+		}
+		p = audit.Pseudonym(k.Bytes, id)
+		c.mu.Lock()
+		if c.key != key || len(c.m) >= maxPseudonyms {
+			c.key, c.m = key, make(map[string]string)
+		}
+		c.m[id] = p
+		c.mu.Unlock()
+		return p
+	}
 }
 
 // refuseStale audits and refuses a request that arrived while the keys
