@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// cli parses args, runs the harness and prints the report: data to stdout,
+// progress and errors to stderr (prefixed "load: "). It returns the exit
+// status: 2 for bad usage, 1 for a failed run (or, with -check, a missed
+// target), else 0.
+func cli(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		o       options
+		clients string
+		asJSON  bool
+		check   bool
+	)
+	fs.StringVar(&clients, "clients", "8,64", "comma-separated numbers of concurrent clients; each is run against the bare server, then custos")
+	fs.DurationVar(&o.Duration, "duration", defaultDuration, "measured time per server at each concurrency")
+	fs.DurationVar(&o.Warmup, "warmup", defaultWarmup, "warm-up per server at each concurrency (reads not measured, but audited)")
+	fs.IntVar(&o.Rounds, "rounds", 5, "split each -duration into this many slices, alternating bare and custos slices (robust to a machine whose load changes)")
+	fs.IntVar(&o.Size, "size", 4096, "bytes of text content per resource")
+	fs.IntVar(&o.Resources, "resources", 1000, "number of resources (notes) in the catalog")
+	fs.IntVar(&o.PerPatient, "notes-per-patient", 10, "notes per patient; every benchmark clinician has a care relationship with every patient, so this sets the size of the principal's patient list")
+	fs.IntVar(&o.Principals, "principals", 0, "distinct clinicians (bearer tokens) the custos clients read as, round-robin; 0: one per client")
+	fs.StringVar(&o.Mode, "mode", modeStateless, "stateless (MCP 2026-07-28, no sessions) or stateful (2025-11-25 sessions); custos serves both on one endpoint, the bare server the mode's")
+	bareFraming := fs.String("bare-framing", "", "json or sse: how the bare server frames its responses; default: as custos does in the mode (stateless: JSON, stateful: SSE). A different choice makes the ratios compare unlike things")
+	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of each custos run to this file (with -cN before the extension when several -clients are given)")
+	fs.StringVar(&o.DataDir, "data", "", "data directory for custos's catalog and audit log (must be empty or absent; kept). Default: a temporary directory, removed")
+	fs.Float64Var(&o.RateLimit, "rate-limit", 0, "custos per-principal rate limit in requests/s (serve's default is 100; 0 disables)")
+	fs.DurationVar(&o.AuditBatchDelay, "audit-batch-delay", 0, "custos audit group-commit window (audit.Options.MaxBatchDelay); 0: the default serve uses (2ms)")
+	fs.BoolVar(&check, "check", false, "exit 1 if a target is missed, a run had errors or the audit count does not match")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: go run ./bench/load [flags]\n\nDrives N concurrent MCP clients over HTTPS against custos (every read\ndecided and durably audited) and a bare go-sdk server serving the same\nresources, and compares throughput and latency.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "load: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	switch *bareFraming {
+	case "":
+		o.BareJSON = o.Mode == modeStateless
+	case "json", "sse":
+		o.BareJSON = *bareFraming == "json"
+	default:
+		fmt.Fprintf(stderr, "load: -bare-framing: want json or sse, got %q\n", *bareFraming)
+		return 2
+	}
+	var err error
+	if o.Clients, err = parseClients(clients); err != nil {
+		fmt.Fprintf(stderr, "load: -clients: %v\n", err)
+		return 2
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(stderr, "load: %v\n", err)
+		return 2
+	}
+	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	o.Progress = stderr
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := run(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "load: %v\n", err)
+		return 1
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "load: %v\n", err)
+			return 1
+		}
+	} else {
+		rep.print(stdout)
+	}
+	if check && !rep.Pass {
+		return 1
+	}
+	return 0
+}
+
+// parseClients parses "8,64".
+func parseClients(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 4096 {
+			return nil, fmt.Errorf("%q is not a number of clients between 1 and 4096", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
