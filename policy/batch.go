@@ -116,7 +116,7 @@ func (e *Engine) DecideBatch(ctx context.Context, in Input, items []Item) ([]Dec
 func (e *Engine) evalBatch(ctx context.Context, in *Input, items []Item, todo []int, ds []Decision) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	rs, err := e.batch.Eval(ctx, rego.EvalParsedInput(in.batchValue(items, todo)))
+	rs, err := evaluations.eval(ctx, e.batch, rego.EvalParsedInput(in.batchValue(items, todo)))
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			reason := "policy_error"

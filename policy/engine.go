@@ -227,7 +227,7 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(in.value()))
+	rs, err := evaluations.eval(ctx, &e.query, rego.EvalParsedInput(in.value()))
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			reason := "policy_error"
