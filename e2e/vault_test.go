@@ -663,3 +663,88 @@ func TestVaultSignedPolicyBundle(t *testing.T) {
 		t.Fatalf("%d policy/load records, want 1", loads)
 	}
 }
+
+// TestVaultEncryptedReimportWhileServing imports a changed note into an
+// encrypted catalog while custos serves it without --dev: the staged import
+// encrypts the new blob under Vault's key-encryption key, the server swaps
+// in the new catalog and serves the new version, and the new text never
+// lands in catalog.db in plaintext.
+func TestVaultEncryptedReimportWhileServing(t *testing.T) {
+	v := startVault(t, vaulttest.ProvisionOptions{})
+	d := newVaultDataset(t, v)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	s := serveVault(t, v, d, tokens, v.prov.SecretIDFile, false)
+	cs := connect(t, s.url, tok)
+	ctx := context.Background()
+
+	// A note the clinician may read, and its manifest line.
+	var line map[string]any
+	manifest, err := os.ReadFile(filepath.Join(d.seed, "manifest.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range bytes.Split(bytes.TrimSpace(manifest), []byte("\n")) {
+		var m map[string]any
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(m["uri"].(string), "note://") {
+			continue
+		}
+		if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: m["uri"].(string)}); err == nil {
+			line = m
+			break
+		}
+	}
+	if line == nil {
+		t.Fatal("no note the clinician can read")
+	}
+	uri, file := line["uri"].(string), line["file"].(string)
+
+	const marker = "REIMPORTED-WHILE-SERVING-7f3a"
+	updates := t.TempDir()
+	old, err := os.ReadFile(filepath.Join(d.seed, filepath.FromSlash(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(updates, filepath.FromSlash(file))), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(updates, filepath.FromSlash(file)), append(old, []byte("\n"+marker+"\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := json.Marshal(line)
+	if err := os.WriteFile(filepath.Join(updates, "manifest.jsonl"), append(l, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := custos(t, v.env, "import", "--data-dir", d.data, updates)
+	if code != 0 || !strings.Contains(out, "1 updated") {
+		t.Fatalf("encrypted import while serving: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// The server notices the new catalog within a poll or two.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil {
+			t.Fatalf("read during the swap: %v", err)
+		}
+		if strings.Contains(res.Contents[0].Text, marker) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new version was not served:\n%s", s.stderr.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	s.stop(t)
+	catalogDB, err := os.ReadFile(filepath.Join(d.data, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(catalogDB, []byte(marker)) {
+		t.Fatal("catalog.db holds the re-imported note in plaintext")
+	}
+	d.verify(t)
+}
