@@ -146,9 +146,10 @@ type Live struct {
 
 	cur atomic.Pointer[liveHandle]
 
-	reload sync.Mutex  // serializes Reload and Close
-	bad    os.FileInfo // the last file that failed to open, not retried until replaced
-	closed bool
+	reload  sync.Mutex  // serializes Reload and Close
+	bad     os.FileInfo // the last file that failed to open, not retried until replaced
+	statErr string      // the last failure to examine the file, logged once
+	closed  bool
 }
 
 // liveHandle is one open catalog file. mu is held shared by every call on
@@ -278,8 +279,14 @@ func (l *Live) Reload() (ch Change, swapped bool, err error) {
 	old := l.cur.Load()
 	fi, err := os.Stat(l.path)
 	if err != nil {
-		return Change{}, false, fmt.Errorf("store: stat catalog: %w", pathless(err))
+		err = fmt.Errorf("store: stat catalog: %w", pathless(err))
+		if msg := err.Error(); msg != l.statErr { // once per distinct failure
+			l.statErr = msg
+			l.log.Warn("catalog file cannot be examined; still serving the open catalog", "err", err)
+		}
+		return Change{}, false, err
 	}
+	l.statErr = ""
 	if os.SameFile(fi, old.fi) || (l.bad != nil && os.SameFile(fi, l.bad) && fi.ModTime().Equal(l.bad.ModTime())) {
 		return Change{}, false, nil
 	}

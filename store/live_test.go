@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -383,5 +384,42 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 	}
 	if r, _ := l.Get(f.entries[3].URI); r.Version != 6 {
 		t.Fatalf("after 5 swaps: version %d, want 6", r.Version)
+	}
+}
+
+// A catalog file that disappears while serving (deleted by mistake) does
+// not stop the open catalog, and the failure is logged once, not at every
+// poll.
+func TestLiveKeepsServingWhenTheFileIsRemoved(t *testing.T) {
+	f := newFixture(t)
+	f.addN(3)
+	f.writeManifest()
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	if _, err := ImportStaged(context.Background(), path, f.dir, Options{Timeout: 200 * time.Millisecond}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	l, err := OpenLive(path, LiveOptions{Options: Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	before, err := l.Count()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, swapped, err := l.Reload(); err == nil || swapped {
+			t.Fatalf("Reload of a removed file: swapped=%v err=%v", swapped, err)
+		}
+	}
+	if n := strings.Count(logs.String(), "catalog file cannot be examined"); n != 1 {
+		t.Fatalf("logged %d times, want once:\n%s", n, logs.String())
+	}
+	if after, err := l.Count(); err != nil || after != before {
+		t.Fatalf("the open catalog stopped serving: %d, %v (had %d)", after, err, before)
 	}
 }
