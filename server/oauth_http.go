@@ -68,13 +68,47 @@ func jsonrpcMethod(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var msg struct {
-		Method string `json:"method"`
+	return methodOf(b)
+}
+
+// methodOf returns the "method" member of one JSON-RPC message. The scope
+// check depends on it, so it reads the member exactly as the SDK's
+// case-sensitive decoder will: encoding/json matches struct fields without
+// regard to case and keeps the last duplicate, so {"method":"resources/read",
+// "Method":"ping"} would be scope-checked as ping and served as a read.
+// A message with more than one member named method in any case, or one not
+// spelled exactly "method", is refused.
+func methodOf(b []byte) (string, error) {
+	bad := errors.New("body is not one JSON-RPC message")
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", bad
 	}
-	if err := json.Unmarshal(b, &msg); err != nil {
-		return "", errors.New("body is not one JSON-RPC message")
+	method, seen := "", 0
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", bad
+		}
+		key, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return "", bad
+		}
+		if !strings.EqualFold(key, "method") {
+			continue
+		}
+		if seen++; seen > 1 || key != "method" || json.Unmarshal(v, &method) != nil {
+			return "", errors.New("body has an ambiguous or malformed method member")
+		}
 	}
-	return msg.Method, nil
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return "", bad
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", bad // trailing data after the message
+	}
+	return method, nil
 }
 
 // statusRecorder remembers the status a handler wrote.

@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -103,5 +104,47 @@ func TestOAuthServesBothProtocolRevisions(t *testing.T) {
 				t.Fatal("insufficient scope not audited as one auth/reject")
 			}
 		})
+	}
+}
+
+// The scope check reads the method exactly as the SDK will: a second,
+// case-changed "Method" member cannot make a read pass as a ping (found by
+// review: encoding/json matches keys case-insensitively, the SDK does not).
+func TestScopeCheckCannotBeFooledByACaseChangedMethod(t *testing.T) {
+	f := newFixture(t, "")
+	url, mint := f.oauthServer(t)
+	listOnly := mint("clinician", "resources:list")
+	uri := f.allURIs()[0].URI
+	h26 := map[string]string{"Mcp-Protocol-Version": rev2026}
+	before := len(f.records())
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"` + uri + `",` + meta2026("") + `},"Method":"ping"}`,
+		`{"jsonrpc":"2.0","id":2,"Method":"ping","method":"resources/read","params":{"uri":"` + uri + `",` + meta2026("") + `}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"ping","method":"resources/read","params":{"uri":"` + uri + `",` + meta2026("") + `}}`,
+	} {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+listOnly)
+		for k, v := range h26 {
+			req.Header.Set(k, v)
+		}
+		// The headers the SDK checks against the body's exact "method".
+		req.Header.Set("Mcp-Method", "resources/read")
+		req.Header.Set("Mcp-Name", uri)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK || strings.Contains(string(b), `"contents"`) {
+			t.Fatalf("list-only token read through %s: %d %s", body[:60], resp.StatusCode, b)
+		}
+	}
+	for _, r := range f.records()[before:] {
+		if r.Action == server.ActionRead {
+			t.Fatalf("a read was served and audited: %s/%s", r.Action, r.Outcome)
+		}
 	}
 }
