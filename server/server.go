@@ -170,7 +170,7 @@ func (s *Server) newMCPServer(ident identityFunc) *mcp.Server {
 		version = "dev"
 	}
 	ms := mcp.NewServer(&mcp.Implementation{Name: "custos", Title: "custos — audited PHI resources", Version: version}, &mcp.ServerOptions{
-		Logger:       s.log,
+		Logger:       sdkLogger(s.log),
 		Capabilities: &mcp.ServerCapabilities{Resources: &mcp.ResourceCapabilities{Subscribe: true, ListChanged: true}, Completions: &mcp.CompletionCapabilities{}},
 		Instructions: "custos exposes protected health information as read-only resources. Every list and read is decided by policy and durably audited; results are minimized to what your role and purpose of use permit.",
 		// Decided and audited in subscribe.go; the SDK keeps the listen

@@ -72,17 +72,17 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 	ms := s.newMCPServer(ident)
 	get := func(*http.Request) *mcp.Server { return ms }
 	stateful := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
-		Logger:              s.log,
+		Logger:              sdkLogger(s.log),
 		SessionTimeout:      SessionTimeout,
 		MaxRequestBodyBytes: maxBody,
 	})
 	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
-		Logger:              s.log,
+		Logger:              sdkLogger(s.log),
 		Stateless:           true,
 		MaxRequestBodyBytes: maxBody,
 	})
 	statelessJSON := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
-		Logger:              s.log,
+		Logger:              sdkLogger(s.log),
 		Stateless:           true,
 		JSONResponse:        true,
 		MaxRequestBodyBytes: maxBody,

@@ -1,0 +1,46 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+)
+
+// sdkLogger is the logger custos hands the go-sdk. The SDK logs resource
+// URIs at Info level ("resource subscribed", "resource updated
+// notification sent", with uri=…), and a URI names a patient id, which the
+// audit log itself records only as a keyed hash. So the SDK gets warnings
+// and errors only, with any uri or name attribute removed; custos's own
+// logs say what happened without identifiers.
+func sdkLogger(l *slog.Logger) *slog.Logger { return slog.New(sdkLogHandler{l.Handler()}) }
+
+type sdkLogHandler struct{ h slog.Handler }
+
+// sdkDropped are the attribute keys never passed on.
+var sdkDropped = map[string]bool{"uri": true, "name": true, "params": true}
+
+func (s sdkLogHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && s.h.Enabled(ctx, l)
+}
+
+func (s sdkLogHandler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		if !sdkDropped[a.Key] {
+			out.AddAttrs(a)
+		}
+		return true
+	})
+	return s.h.Handle(ctx, out)
+}
+
+func (s sdkLogHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	kept := make([]slog.Attr, 0, len(as))
+	for _, a := range as {
+		if !sdkDropped[a.Key] {
+			kept = append(kept, a)
+		}
+	}
+	return sdkLogHandler{s.h.WithAttrs(kept)}
+}
+
+func (s sdkLogHandler) WithGroup(name string) slog.Handler { return sdkLogHandler{s.h.WithGroup(name)} }
