@@ -27,7 +27,8 @@ type Identity struct {
 	// Source is "stdio" or the remote address of an HTTP request.
 	Source string
 
-	session string // MCP session id of the request being served
+	session string    // MCP session id of the request being served
+	expires time.Time // when the credential expires (OAuth exp); zero: never
 }
 
 // principalFile is the on-disk form of an identity, shared by the stdio

@@ -51,7 +51,7 @@ func oauthIdentity(v *oauth.Verifier) identityFunc {
 		if err != nil {
 			return Identity{}, ErrNoIdentity
 		}
-		return Identity{Principal: c.Principal, PurposeOfUse: pou, Source: "oauth"}, nil
+		return Identity{Principal: c.Principal, PurposeOfUse: pou, Source: "oauth", expires: c.Expiry}, nil
 	}
 }
 

@@ -59,11 +59,28 @@ type subscriptions struct {
 	sessions map[*mcp.ServerSession]*subscriber
 }
 
-// subscriber is one session's subscriptions.
+// Bounds on what one client can make the server decide and keep.
+const (
+	// MaxListenURIs is the most resources one subscriptions/listen may
+	// name (a URI named twice counts once and is decided once).
+	MaxListenURIs = 100
+	// MaxSessionSubscriptions is the most resource subscriptions one
+	// session may hold.
+	MaxSessionSubscriptions = 1000
+)
+
+// maxListenURIs is MaxListenURIs; tests lower it (export_test.go).
+var maxListenURIs = MaxListenURIs
+
+// subscriber is one session's subscriptions. The entry stays while the
+// session lives (one watcher goroutine per session forgets it when the
+// session closes), even when it holds no URI.
 type subscriber struct {
-	id   Identity    // the identity that subscribed, re-decided before each notification
-	ms   *mcp.Server // the SDK server the session belongs to
-	uris map[string]bool
+	ms *mcp.Server // the SDK server the session belongs to
+	// uris maps each subscribed URI to the identity that subscribed to
+	// it, re-decided before each notification (the purpose of use may
+	// differ from one request of a session to the next).
+	uris map[string]Identity
 	// drop removes the session's subscription to a URI from the SDK's
 	// registry (the SDK's own resources/unsubscribe, called below the
 	// middleware).
@@ -78,7 +95,8 @@ type subCtxKey struct{}
 type subCall struct {
 	id     Identity
 	next   mcp.MethodHandler
-	listen bool // the call is a subscriptions/listen (its end unsubscribes)
+	listen bool            // the call is a subscriptions/listen (its end unsubscribes)
+	seen   map[string]bool // URIs this call already subscribed (the SDK calls onSubscribe once per URI, duplicates included)
 }
 
 // internalCtxKey marks an unsubscribe the server itself made (pruning a
@@ -119,15 +137,28 @@ func (r *subscriptions) add(ss *mcp.ServerSession, ms *mcp.Server, id Identity, 
 	}
 	sub, ok := r.sessions[ss]
 	if !ok {
-		sub = &subscriber{uris: map[string]bool{}}
+		sub = &subscriber{uris: map[string]Identity{}}
 		r.sessions[ss] = sub
 		go func() {
 			ss.Wait()
 			r.forget(ss)
 		}()
 	}
-	sub.id, sub.ms, sub.drop = id, ms, drop
-	sub.uris[uri] = true
+	sub.ms, sub.drop = ms, drop
+	sub.uris[uri] = id
+}
+
+// full reports whether ss holds MaxSessionSubscriptions subscriptions and
+// uri is not one of them.
+func (r *subscriptions) full(ss *mcp.ServerSession, uri string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sub, ok := r.sessions[ss]
+	if !ok {
+		return false
+	}
+	_, held := sub.uris[uri]
+	return !held && len(sub.uris) >= MaxSessionSubscriptions
 }
 
 // remove drops ss's subscription to uri and reports whether it existed.
@@ -135,13 +166,13 @@ func (r *subscriptions) remove(ss *mcp.ServerSession, uri string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sub, ok := r.sessions[ss]
-	if !ok || !sub.uris[uri] {
+	if !ok {
+		return false
+	}
+	if _, held := sub.uris[uri]; !held {
 		return false
 	}
 	delete(sub.uris, uri)
-	if len(sub.uris) == 0 {
-		delete(r.sessions, ss)
-	}
 	return true
 }
 
@@ -166,8 +197,8 @@ func (r *subscriptions) subscribersOf(uri string) []target {
 	defer r.mu.Unlock()
 	var out []target
 	for ss, sub := range r.sessions {
-		if sub.uris[uri] {
-			out = append(out, target{ss: ss, id: sub.id, ms: sub.ms, drop: sub.drop})
+		if id, ok := sub.uris[uri]; ok {
+			out = append(out, target{ss: ss, id: id, ms: sub.ms, drop: sub.drop})
 		}
 	}
 	return out
@@ -228,6 +259,21 @@ func (s *Server) onSubscribe(ctx context.Context, req *mcp.SubscribeRequest) err
 		return invalidParams("invalid resource uri: %s", strings.TrimPrefix(err.Error(), store.ErrBadURI.Error()+": "))
 	}
 	uri := u.String()
+	if call.listen {
+		if call.seen == nil {
+			call.seen = map[string]bool{}
+		}
+		if call.seen[uri] {
+			return nil // named twice in one listen: decided once
+		}
+		if len(call.seen) >= maxListenURIs {
+			return invalidParams("too many resources in one subscriptions/listen: at most %d", maxListenURIs)
+		}
+		call.seen[uri] = true
+	}
+	if s.subs.full(req.Session, uri) {
+		return invalidParams("too many subscriptions in this session: at most %d", MaxSessionSubscriptions)
+	}
 
 	// Shared with other subscriptions, exclusive with a notification
 	// round: the SDK registers the session after this returns, and a round
@@ -281,11 +327,15 @@ func (s *Server) onUnsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest)
 		return invalidParams("invalid resource uri: %s", strings.TrimPrefix(err.Error(), store.ErrBadURI.Error()+": "))
 	}
 	uri := u.String()
+	if !s.subs.remove(req.Session, uri) {
+		// Names no patient: the session held no such subscription, and
+		// any well-formed URI could be named here.
+		e.Outcome, e.Reason = audit.OutcomeDeny, "not_subscribed"
+		_, err = s.commit(ctx, e)
+		return err
+	}
 	e.URIs, e.Patients = []string{uri}, []string{u.Patient}
 	e.Outcome, e.Reason = audit.OutcomeAllow, "unsubscribed"
-	if !s.subs.remove(req.Session, uri) {
-		e.Reason = "not_subscribed"
-	}
 	_, err = s.commit(ctx, e)
 	return err
 }
@@ -433,6 +483,17 @@ func (s *Server) CatalogChanged(ctx context.Context, ch store.Change) {
 // notifyDecision decides and audits one notification; true means it may be
 // sent.
 func (s *Server) notifyDecision(ctx context.Context, t target, uri string) bool {
+	if !t.id.expires.IsZero() && !s.now().Before(t.id.expires) {
+		// The access token the subscriber authenticated with has expired:
+		// its claims (care team, roles) can no longer be trusted as current.
+		e := s.entry(ctx, t.id, ActionNotify)
+		if u, perr := store.ParseURI(uri); perr == nil {
+			e.URIs, e.Patients = []string{uri}, []string{u.Patient}
+		}
+		e.Outcome, e.Reason = audit.OutcomeDeny, "token_expired"
+		s.commit(ctx, e)
+		return false
+	}
 	if err := s.cfg.Keys.Check(); err != nil {
 		e := s.entry(ctx, t.id, ActionNotify)
 		if u, perr := store.ParseURI(uri); perr == nil {

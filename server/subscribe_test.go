@@ -429,6 +429,12 @@ func TestSubscriptionsListen(t *testing.T) {
 // was accepted).
 func (lf *liveFixture) rawListen(id server.Identity, uri string) error {
 	lf.t.Helper()
+	return lf.rawListenMany(id, []string{uri})
+}
+
+// rawListenMany is rawListen naming several URIs.
+func (lf *liveFixture) rawListenMany(id server.Identity, uris []string) error {
+	lf.t.Helper()
 	ct, st := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -444,7 +450,7 @@ func (lf *liveFixture) rawListen(id server.Identity, uri string) error {
 	defer conn.Close()
 	params, err := json.Marshal(map[string]any{
 		"_meta":         map[string]any{mcp.MetaKeyProtocolVersion: "2026-07-28", mcp.MetaKeyClientCapabilities: map[string]any{}},
-		"notifications": map[string]any{"resourceSubscriptions": []string{uri}},
+		"notifications": map[string]any{"resourceSubscriptions": uris},
 	})
 	if err != nil {
 		lf.t.Fatal(err)
@@ -544,5 +550,95 @@ func TestSubscriptionToRemovedResource(t *testing.T) {
 	}
 	if n := lf.srv.Subscriptions(); n != 0 {
 		t.Fatalf("Subscriptions() = %d, want 0", n)
+	}
+}
+
+// One subscriptions/listen cannot make the server decide and record a URI
+// more than once, nor name more than the bound (found by review: 3,000
+// copies of one URI made 3,000 durable records).
+func TestListenIsBounded(t *testing.T) {
+	lf := newLiveFixture(t)
+	clin := lf.identity("clinician")
+	var allowed []string
+	page, err := lf.live.Page("", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range page {
+		if slices.Contains(clin.Principal.Patients, r.Labels.Patient) && len(r.Labels.Sensitivity) == 0 && len(r.Labels.Consent) == 0 {
+			allowed = append(allowed, r.URI)
+		}
+	}
+	if len(allowed) < 4 {
+		t.Fatalf("fixture: %d resources the clinician may read", len(allowed))
+	}
+	start := len(lf.records())
+	same := make([]string, 3000)
+	for i := range same {
+		same[i] = allowed[0]
+	}
+	if err := lf.rawListenMany(clin, same); err != nil {
+		t.Fatalf("listen naming one URI 3,000 times: %v", err)
+	}
+	if subs := lf.actions(start, server.ActionSubscribe); len(subs) != 1 {
+		t.Fatalf("%d subscribe records for one URI named 3,000 times, want 1", len(subs))
+	}
+	defer server.SetMaxListenURIs(3)()
+	start = len(lf.records())
+	err = lf.rawListenMany(clin, allowed[:4])
+	if err == nil || rpcCode(err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "at most 3") {
+		t.Fatalf("listen naming 4 URIs with a bound of 3: %v", err)
+	}
+	if subs := lf.actions(start, server.ActionSubscribe); len(subs) != 3 {
+		t.Fatalf("%d subscribe records before the bound, want 3", len(subs))
+	}
+}
+
+// An unsubscribe of a URI the session does not hold names no patient in
+// the audit log (any well-formed URI could be named).
+func TestUnsubscribeOfANonSubscriptionNamesNoPatient(t *testing.T) {
+	lf := newLiveFixture(t)
+	cs := lf.connectAs(lf.identity("clinician"), "2025-11-25")
+	start := len(lf.records())
+	if err := cs.cs.Unsubscribe(context.Background(), &mcp.UnsubscribeParams{URI: lf.entry(lf.identity("clinician"), "encounter").URI}); err != nil {
+		t.Fatal(err)
+	}
+	recs := lf.actions(start, server.ActionUnsubscribe)
+	if len(recs) != 1 || recs[0].Outcome != audit.OutcomeDeny || recs[0].Reason != "not_subscribed" || len(recs[0].Patients) != 0 || len(recs[0].URIs) != 0 {
+		t.Fatalf("unsubscribe records %+v", recs)
+	}
+}
+
+// A subscriber whose access token has expired is not notified (its claims,
+// care team included, are no longer current): the refusal is audited and
+// the subscription dropped, while a subscriber with a valid credential is
+// told (found by review: notifications outlived the token).
+func TestNoNotificationAfterTheTokenExpired(t *testing.T) {
+	lf := newLiveFixture(t)
+	plain := lf.identity("clinician")
+	expiring := server.WithExpiry(plain, time.Now().Add(300*time.Millisecond))
+	a := lf.connectAs(expiring, "2025-11-25")
+	b := lf.connectAs(plain, "2025-11-25")
+	e := lf.entry(plain, "encounter")
+	for _, w := range []*watcher{a, b} {
+		if err := w.cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: e.URI}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(400 * time.Millisecond)
+	start := len(lf.records())
+	lf.reimport([]store.ManifestEntry{e}, map[string][]byte{e.URI: lf.newContent(e, 2)})
+	b.got(t, "clinician", e.URI)
+	a.none(t, "clinician with an expired token")
+	var reasons []string
+	for _, r := range lf.actions(start, server.ActionNotify) {
+		reasons = append(reasons, r.Outcome+":"+r.Reason)
+	}
+	slices.Sort(reasons)
+	if len(reasons) != 2 || reasons[0] != "allow:clinician_care_team" || reasons[1] != "deny:token_expired" {
+		t.Fatalf("notify records %v", reasons)
+	}
+	if n := lf.srv.Subscriptions(); n != 1 {
+		t.Fatalf("Subscriptions() = %d, want 1 (the expired one dropped)", n)
 	}
 }
