@@ -245,9 +245,11 @@ scan:
 			}
 		}
 	}
-	if !complete && !policyErr {
-		more = true // scan budget spent
-	}
+	// hasMore says only that a 101st value the caller may list exists, and
+	// no total is given: a scan that spent its budget on entries the caller
+	// may not list must answer like a scan that found nothing (otherwise a
+	// context naming a hidden patient with many resources would answer
+	// differently from one naming no patient at all).
 	e.Reason = fmt.Sprintf("argument=%s returned=%d denied=%d scanned=%d", c.arg, len(values), denied, scanned)
 	if policyErr {
 		e.Outcome, e.Reason = audit.OutcomeError, "policy_error "+e.Reason
@@ -268,9 +270,6 @@ scan:
 	res := &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: values, HasMore: more}, Meta: receipt(rec)}
 	if res.Completion.Values == nil {
 		res.Completion.Values = []string{}
-	}
-	if !more {
-		res.Completion.Total = len(values)
 	}
 	return res, nil
 }

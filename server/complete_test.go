@@ -71,7 +71,7 @@ func TestCompletionSuggestsExactlyWhatListShows(t *testing.T) {
 
 				before := len(f.records())
 				res := complete(t, cs, fhirTemplate, "patient", "", nil)
-				if !slices.Equal(res.Completion.Values, patients) || res.Completion.HasMore || res.Completion.Total != len(patients) {
+				if !slices.Equal(res.Completion.Values, patients) || res.Completion.HasMore || res.Completion.Total != 0 {
 					t.Fatalf("patients: got %v (more %v total %d), want %v", res.Completion.Values, res.Completion.HasMore, res.Completion.Total, patients)
 				}
 				recs := f.records()[before:]
@@ -259,5 +259,28 @@ func writeBrokenPolicy(t *testing.T, dir string) {
 	pol := "package custos.authz\n\ndecision := {\"allow\": to_number(\"not a number\") > 0, \"reasons\": [], \"obligations\": []}\n"
 	if err := os.WriteFile(filepath.Join(dir, "broken.rego"), []byte(pol), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A completion whose scan spends its budget on entries the caller may not
+// list answers exactly like one that finds nothing: no hasMore, no total
+// (found by review: hasMore told a hidden patient with many resources
+// apart from a patient that does not exist).
+func TestCompletionDoesNotRevealAHiddenPatient(t *testing.T) {
+	f := newFixture(t, "")
+	f.reconfigure(func(c *server.Config) { c.ScanLimit, c.PageSize = 3, 1 })
+	cs := f.connectRev(f.identity("outsider"), rev2025)
+	var hidden string
+	for _, r := range f.allURIs() {
+		if strings.HasPrefix(r.URI, "fhir://") {
+			hidden = r.Labels.Patient
+			break
+		}
+	}
+	args := func(p string) map[string]string { return map[string]string{"tenant": "general-hospital", "patient": p} }
+	a := complete(t, cs, fhirTemplate, "type", "", args(hidden)).Completion
+	b := complete(t, cs, fhirTemplate, "type", "", args("00000000-0000-4000-8000-000000000000")).Completion
+	if len(a.Values) != 0 || a.HasMore != b.HasMore || a.Total != b.Total || len(b.Values) != 0 {
+		t.Fatalf("hidden patient %+v vs missing patient %+v: must look alike", a, b)
 	}
 }
