@@ -57,6 +57,12 @@ type subscriptions struct {
 	mu       sync.Mutex
 	servers  []*mcp.Server
 	sessions map[*mcp.ServerSession]*subscriber
+	// pruned are the subscriptions dropped in the last notification round.
+	// The SDK registers a subscription just after onSubscribe returns; a
+	// round that ran in between pruned it from this registry before the
+	// SDK held it, so the SDK may hold it now. The next round drops each
+	// again (unless it was decided and registered anew) before sending.
+	pruned []target
 }
 
 // Bounds on what one client can make the server decide and keep.
@@ -189,6 +195,7 @@ type target struct {
 	id   Identity
 	ms   *mcp.Server
 	drop mcp.MethodHandler
+	uri  string // set when pruned
 }
 
 // subscribersOf snapshots the subscribers of uri.
@@ -451,6 +458,7 @@ func (s *Server) CatalogChanged(ctx context.Context, ch store.Change) {
 	s.subs.round.Lock()
 	defer s.subs.round.Unlock()
 	ctx = s.withDecider(ctx)
+	s.redropPruned(ctx)
 	for _, uri := range slices.Concat(ch.Updated, ch.Removed) {
 		targets := s.subs.subscribersOf(uri)
 		send := map[*mcp.Server]bool{}
@@ -511,11 +519,42 @@ func (s *Server) notifyDecision(ctx context.Context, t target, uri string) bool 
 // prune drops t's subscription to uri from both registries.
 func (s *Server) prune(ctx context.Context, t target, uri string) {
 	s.subs.remove(t.ss, uri)
+	t.uri = uri
+	s.subs.mu.Lock()
+	s.subs.pruned = append(s.subs.pruned, t)
+	s.subs.mu.Unlock()
+	s.dropFromSDK(ctx, t)
+}
+
+// dropFromSDK removes t's subscription from the SDK's registry.
+func (s *Server) dropFromSDK(ctx context.Context, t target) {
 	if t.drop == nil {
 		return
 	}
 	ictx := context.WithValue(ctx, internalCtxKey{}, true)
-	if _, err := t.drop(ictx, "resources/unsubscribe", &mcp.UnsubscribeRequest{Session: t.ss, Params: &mcp.UnsubscribeParams{URI: uri}}); err != nil {
+	if _, err := t.drop(ictx, "resources/unsubscribe", &mcp.UnsubscribeRequest{Session: t.ss, Params: &mcp.UnsubscribeParams{URI: t.uri}}); err != nil {
 		s.log.Warn("cannot drop a subscription from the SDK registry", "err", err)
+	}
+}
+
+// redropPruned drops again, from the SDK's registry, every subscription the
+// previous round pruned that has not been decided and registered anew since
+// (see subscriptions.pruned). Called with round held exclusively.
+func (s *Server) redropPruned(ctx context.Context) {
+	s.subs.mu.Lock()
+	pruned := s.subs.pruned
+	s.subs.pruned = nil
+	var again []target
+	for _, t := range pruned {
+		if sub, ok := s.subs.sessions[t.ss]; ok {
+			if _, held := sub.uris[t.uri]; held {
+				continue // subscribed again, with a decision of its own
+			}
+		}
+		again = append(again, t)
+	}
+	s.subs.mu.Unlock()
+	for _, t := range again {
+		s.dropFromSDK(ctx, t)
 	}
 }
