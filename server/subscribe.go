@@ -462,12 +462,21 @@ func (s *Server) CatalogChanged(ctx context.Context, ch store.Change) {
 	for _, uri := range slices.Concat(ch.Updated, ch.Removed) {
 		targets := s.subs.subscribersOf(uri)
 		send := map[*mcp.Server]bool{}
+		var dropped []target
 		for _, t := range targets {
 			if s.notifyDecision(ctx, t, uri) {
 				send[t.ms] = true
 				continue
 			}
 			s.prune(ctx, t, uri)
+			t.uri = uri
+			dropped = append(dropped, t)
+		}
+		// Dropped once more just before sending: a subscription the SDK
+		// registered after its prune (see subscriptions.pruned) must not
+		// receive this notification either.
+		for _, t := range dropped {
+			s.dropFromSDK(ctx, t)
 		}
 		for ms := range send {
 			if err := ms.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
