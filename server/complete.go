@@ -179,6 +179,32 @@ func (s *Server) completeArgument(ctx context.Context, id Identity, p *mcp.Compl
 		}
 		return nil, err
 	}
+	// A research caller names and is shown aliases (research.go): the
+	// context's patient and id are resolved, and the values of a patient or
+	// id argument are aliases, matched against the typed prefix as such.
+	al, err := s.researchAliaser(ctx, id)
+	if err != nil {
+		e.Outcome, e.Reason = audit.OutcomeError, "audit_key_unavailable"
+		if _, aerr := s.commit(ctx, e); aerr != nil {
+			return nil, aerr
+		}
+		return nil, refused("keys unavailable: request refused")
+	}
+	aliased, aliasPrefix := false, ""
+	if al != nil {
+		for _, name := range []string{"patient", "id"} {
+			if v, ok := c.given[name]; ok {
+				real, found := al.resolve(ctx, v)
+				if !found {
+					real = "\x00" // no catalog URI has it: nothing matches
+				}
+				c.given[name] = real
+			}
+		}
+		if c.arg == "patient" || c.arg == "id" {
+			aliased, aliasPrefix, c.prefix = true, c.prefix, ""
+		}
+	}
 
 	var (
 		values    []string
@@ -218,6 +244,10 @@ scan:
 				continue
 			}
 			v, ok := c.value(u)
+			if ok && aliased {
+				v = al.alias(v)
+				ok = strings.HasPrefix(v, aliasPrefix)
+			}
 			if !ok || seen[v] {
 				continue
 			}

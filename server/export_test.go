@@ -16,3 +16,6 @@ func WithExpiry(id Identity, t time.Time) Identity {
 	id.expires = t
 	return id
 }
+
+// ResearchAlias is the research alias of a catalog id under key.
+func ResearchAlias(key []byte, id string) string { return researchAlias(key, id) }

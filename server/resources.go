@@ -232,6 +232,14 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 		}
 		return nil, refused("keys unavailable: request refused")
 	}
+	al, err := s.researchAliaser(ctx, id)
+	if err != nil {
+		e.Outcome, e.Reason = audit.OutcomeError, "audit_key_unavailable"
+		if _, aerr := s.commit(ctx, e); aerr != nil {
+			return nil, aerr
+		}
+		return nil, refused("keys unavailable: request refused")
+	}
 	binding := cursorBinding(id)
 	after := ""
 	if p != nil && p.Cursor != "" {
@@ -286,7 +294,11 @@ scan:
 			if !d.Allow {
 				denied++
 			} else {
-				items = append(items, listItem(r, d, keys[0].Bytes))
+				item := listItem(r, d, keys[0].Bytes)
+				if al != nil {
+					al.present(item, r.URI, r.Labels.Type)
+				}
+				items = append(items, item)
 				e.URIs = append(e.URIs, r.URI)
 				e.Digests = append(e.Digests, digestRef(r))
 				patients = append(patients, r.Labels.Patient)
@@ -417,11 +429,26 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		}
 		return nil, invalidParams("invalid resource uri: %s", strings.TrimPrefix(err.Error(), store.ErrBadURI.Error()+": "))
 	}
-	uri := u.String() // the resource; asked is what the client named
-	asked := uri
+	asked := u.String() // what the client named; uri is the resource
 	if page > 0 {
 		asked = store.PageURI{URI: u, Page: page}.String()
 	}
+	al, err := s.researchAliaser(ctx, id)
+	if err != nil {
+		e.Outcome, e.Reason = audit.OutcomeError, "audit_key_unavailable"
+		if _, aerr := s.commit(ctx, e); aerr != nil {
+			return nil, aerr
+		}
+		return nil, refused("keys unavailable: request refused")
+	}
+	if al != nil {
+		// A research caller names aliases; an unknown one stays as named
+		// and is not found, like any missing URI.
+		if real, ok := al.in(ctx, u); ok {
+			u = real
+		}
+	}
+	uri := u.String()
 	e.URIs = []string{uri}
 	e.Patients = []string{u.Patient}
 	e.DecisionID = uuid.NewString()

@@ -121,6 +121,7 @@ type Server struct {
 	subs subscriptions // resource subscriptions (subscribe.go)
 
 	pseudonyms pseudonymCache
+	aliases    aliases // research aliases (research.go)
 }
 
 // New validates cfg and returns a Server.

@@ -245,6 +245,22 @@ func TestListShowsExactlyWhatReadAllows(t *testing.T) {
 		t.Run(persona, func(t *testing.T) {
 			cs := f.connect(f.identity(persona))
 			listed := listAll(t, cs)
+			if persona == "researcher" {
+				// The research view shows aliases (research.go): each one
+				// reads, the answer names the alias, and no catalog id is
+				// shown; compared below by the catalog URI it stands for.
+				real := f.realIDs()
+				for i, alias := range listed {
+					res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: alias})
+					if err != nil || res.Contents[0].URI != alias {
+						t.Fatalf("read of listed alias %s: %v", alias, err)
+					}
+					listed[i] = f.realURI(real, alias)
+					if listed[i] == alias {
+						t.Fatalf("researcher shown a catalog URI: %s", alias)
+					}
+				}
+			}
 			if !slices.IsSorted(listed) {
 				t.Errorf("list is not in URI order")
 			}
@@ -639,4 +655,36 @@ func TestCursorPresenceDependsOnlyOnVisibleItems(t *testing.T) {
 			cursor = res.NextCursor
 		}
 	}
+}
+
+// realIDs maps every research alias of the fixture's catalog ids (under the
+// current audit key) back to the id; other strings map to themselves.
+func (f *fixture) realIDs() func(string) string {
+	f.t.Helper()
+	k, err := f.keys.AuditKey(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, r := range f.allURIs() {
+		u, _ := store.ParseURI(r.URI)
+		m[server.ResearchAlias(k.Bytes, u.Patient)] = u.Patient
+		m[server.ResearchAlias(k.Bytes, u.ID)] = u.ID
+	}
+	return func(s string) string {
+		if r, ok := m[s]; ok {
+			return r
+		}
+		return s
+	}
+}
+
+// realURI is uri with research aliases replaced by the catalog's ids.
+func (f *fixture) realURI(real func(string) string, uri string) string {
+	u, err := store.ParseURI(uri)
+	if err != nil {
+		return uri
+	}
+	u.Patient, u.ID = real(u.Patient), real(u.ID)
+	return u.String()
 }

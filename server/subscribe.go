@@ -266,6 +266,16 @@ func (s *Server) onSubscribe(ctx context.Context, req *mcp.SubscribeRequest) err
 		return invalidParams("invalid resource uri: %s", strings.TrimPrefix(err.Error(), store.ErrBadURI.Error()+": "))
 	}
 	uri := u.String()
+	if call.id.PurposeOfUse == ResearchPurpose {
+		// The research view shows aliases, and a change feed of aliased
+		// URIs is not offered: refused, and on record.
+		e.URIs, e.Patients = []string{uri}, []string{u.Patient}
+		e.Outcome, e.Reason = audit.OutcomeDeny, "research_no_subscriptions"
+		if _, aerr := s.commit(ctx, e); aerr != nil {
+			return aerr
+		}
+		return invalidParams("subscriptions are not offered for purpose of use %s (the de-identified research view has no change feed)", ResearchPurpose)
+	}
 	if call.listen {
 		if call.seen == nil {
 			call.seen = map[string]bool{}
