@@ -184,11 +184,7 @@ func (s *Server) completeArgument(ctx context.Context, id Identity, p *mcp.Compl
 	// id argument are aliases, matched against the typed prefix as such.
 	al, err := s.researchAliaser(ctx, id)
 	if err != nil {
-		e.Outcome, e.Reason = audit.OutcomeError, "audit_key_unavailable"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return nil, aerr
-		}
-		return nil, refused("keys unavailable: request refused")
+		return nil, s.aliasKeyUnavailable(ctx, e, err)
 	}
 	aliased, aliasPrefix := false, ""
 	if al != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/store"
 )
@@ -79,6 +80,18 @@ func (s *Server) researchAliaser(ctx context.Context, id Identity) (*aliaser, er
 		return nil, err
 	}
 	return &aliaser{key: k, s: s}, nil
+}
+
+// aliasKeyUnavailable records and refuses a research request whose aliases
+// cannot be made (the audit key is unavailable): a research view without
+// aliases would show catalog ids.
+func (s *Server) aliasKeyUnavailable(ctx context.Context, e audit.Entry, err error) error {
+	s.log.Error("audit key unavailable; research request refused", "err", err)
+	e.Outcome, e.Reason = audit.OutcomeError, "audit_key_unavailable"
+	if _, aerr := s.commit(ctx, e); aerr != nil {
+		return aerr
+	}
+	return refused("keys unavailable: request refused")
 }
 
 func (a *aliaser) alias(id string) string { return researchAlias(a.key.Bytes, id) }

@@ -234,11 +234,7 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 	}
 	al, err := s.researchAliaser(ctx, id)
 	if err != nil {
-		e.Outcome, e.Reason = audit.OutcomeError, "audit_key_unavailable"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return nil, aerr
-		}
-		return nil, refused("keys unavailable: request refused")
+		return nil, s.aliasKeyUnavailable(ctx, e, err)
 	}
 	binding := cursorBinding(id)
 	after := ""
@@ -435,11 +431,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	}
 	al, err := s.researchAliaser(ctx, id)
 	if err != nil {
-		e.Outcome, e.Reason = audit.OutcomeError, "audit_key_unavailable"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return nil, aerr
-		}
-		return nil, refused("keys unavailable: request refused")
+		return nil, s.aliasKeyUnavailable(ctx, e, err)
 	}
 	if al != nil {
 		// A research caller names aliases; an unknown one stays as named
