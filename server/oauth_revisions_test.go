@@ -138,7 +138,7 @@ func TestScopeCheckCannotBeFooledByACaseChangedMethod(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK || strings.Contains(string(b), `"contents"`) {
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "ambiguous or malformed method member") {
 			t.Fatalf("list-only token read through %s: %d %s", body[:60], resp.StatusCode, b)
 		}
 	}

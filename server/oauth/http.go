@@ -243,7 +243,8 @@ func (v *Verifier) TokenVerifier() auth.TokenVerifier {
 // Middleware authenticates every request before next sees it: a missing or
 // invalid token gets a 401 challenge; then method (if not nil) names the
 // MCP method of the request, and a token lacking RequiredScope(method) gets
-// a 403 challenge (a method error gets 400). On success the Claims are in
+// a 403 challenge (a method error gets 400 naming it; method's errors must
+// not quote the body). On success the Claims are in
 // the request context (ClaimsFromContext) and, through the SDK's
 // RequireBearerToken, in auth.TokenInfoFromContext, which the MCP
 // streamable handler passes on as RequestExtra.TokenInfo.
@@ -265,7 +266,9 @@ func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (s
 		if method != nil {
 			m, err := method(r)
 			if err != nil {
-				http.Error(w, "bad request", http.StatusBadRequest)
+				// The method func's errors name what is wrong with the body's
+				// shape, never its content.
+				http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
 				return
 			}
 			if scope := v.RequiredScope(m); CheckScope(&c, scope) != nil {
