@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -556,5 +557,28 @@ func TestResourceOptionsAreValidated(t *testing.T) {
 		if _, err := server.New(server.Config{Catalog: f.catalog, Policy: eng, Audit: f.log, Keys: f.keys, Resources: o}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// Automatic logoff: a 2025-11-25 session idle longer than
+// Config.SessionTimeout is closed; the client must initialize again.
+func TestIdleSessionIsLoggedOff(t *testing.T) {
+	f := newFixture(t, "")
+	f.reconfigure(func(c *server.Config) { c.SessionTimeout = 300 * time.Millisecond })
+	hs := f.serveHTTP("clinician")
+	cs := hs.connect(t, "clinician", rev2025)
+	if _, err := cs.ListResources(context.Background(), nil); err != nil {
+		t.Fatalf("list within the idle limit: %v", err)
+	}
+	time.Sleep(time.Second)
+	if _, err := cs.ListResources(context.Background(), nil); err == nil {
+		t.Fatal("a session idle past Config.SessionTimeout still served a list")
+	}
+	var bad error
+	f.reconfigure(func(c *server.Config) {
+		_, bad = server.New(server.Config{Catalog: c.Catalog, Policy: c.Policy, Audit: c.Audit, Keys: c.Keys, SessionTimeout: -time.Second})
+	})
+	if !errors.Is(bad, server.ErrBadConfig) || !strings.Contains(bad.Error(), "SessionTimeout") {
+		t.Fatalf("negative SessionTimeout: %v", bad)
 	}
 }

@@ -95,6 +95,9 @@ type Config struct {
 	// Metrics, if not nil, counts requests by method and outcome and times
 	// requests, audit appends and policy evaluations.
 	Metrics *ops.Metrics
+	// SessionTimeout closes a 2025-11-25 session idle this long (automatic
+	// logoff); 0 means the SessionTimeout constant (30 min).
+	SessionTimeout time.Duration
 	// Grants enables break-the-glass: reads with purpose ETREAT are decided
 	// with the active grant covering the caller and the patient, if any.
 	// nil means no grant ever applies.
@@ -139,6 +142,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: PageSize must be between 1 and 500", ErrBadConfig)
 	case cfg.ScanLimit < 0:
 		return nil, fmt.Errorf("%w: ScanLimit must not be negative", ErrBadConfig)
+	case cfg.SessionTimeout < 0:
+		return nil, fmt.Errorf("%w: SessionTimeout must not be negative", ErrBadConfig)
 	}
 	if _, err := cfg.Resources.validate(); err != nil {
 		return nil, err

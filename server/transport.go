@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -40,7 +41,7 @@ func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 }
 
 // SessionTimeout is how long an idle 2025-11-25 session lives (automatic
-// logoff).
+// logoff) unless Config.SessionTimeout says otherwise.
 const SessionTimeout = 30 * time.Minute
 
 // mcpHandler serves both MCP protocol revisions on one endpoint, with one
@@ -73,7 +74,7 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 	get := func(*http.Request) *mcp.Server { return ms }
 	stateful := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
 		Logger:              sdkLogger(s.log),
-		SessionTimeout:      SessionTimeout,
+		SessionTimeout:      cmp.Or(s.cfg.SessionTimeout, SessionTimeout),
 		MaxRequestBodyBytes: maxBody,
 	})
 	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{

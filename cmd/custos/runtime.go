@@ -35,6 +35,8 @@ type runtimeOptions struct {
 	ckpt      checkpointOptions
 	metrics   *ops.Metrics // nil: no metrics
 	rateLimit server.RateLimit
+	// sessionIdle closes idle MCP sessions (0: the server's default).
+	sessionIdle time.Duration
 }
 
 // checkpointOptions configure signed checkpoints of the audit tree.
@@ -201,7 +203,7 @@ func openRuntime(ctx context.Context, o runtimeOptions) (_ *runtime, err error) 
 	rt.grants = btg.NewCache()
 	rt.srv, err = server.New(server.Config{
 		Catalog: rt.catalog, Policy: rt.policy, Audit: notifyingLog{rt.audit, rt.ckpt}, Keys: rt.keys,
-		PageSize: o.pageSize, Logger: o.logger, Version: version, Grants: rt.grants, Metrics: o.metrics, RateLimit: o.rateLimit,
+		PageSize: o.pageSize, Logger: o.logger, Version: version, Grants: rt.grants, Metrics: o.metrics, RateLimit: o.rateLimit, SessionTimeout: o.sessionIdle,
 	})
 	if err != nil {
 		return nil, err

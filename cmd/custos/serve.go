@@ -45,6 +45,7 @@ func newServeCmd() *cobra.Command {
 		tls12                                                                      bool
 		rateLimit                                                                  float64
 		rateBurst                                                                  int
+		sessionIdle                                                                time.Duration
 		configPath, logFormat                                                      string
 		httpOpts                                                                   server.HTTPOptions
 		oauthOpts                                                                  oauth.Config // scopes, claims, purpose header
@@ -216,7 +217,7 @@ Examples:
 				metrics = ops.New(reg)
 			}
 			rt, err := openRuntime(cmd.Context(), runtimeOptions{
-				metrics: metrics, rateLimit: server.RateLimit{PerSecond: rateLimit, Burst: rateBurst},
+				metrics: metrics, rateLimit: server.RateLimit{PerSecond: rateLimit, Burst: rateBurst}, sessionIdle: sessionIdle,
 				data: d, policyDir: policyDir, bundle: bundlePath, bundleKey: bundleKeys, bundleVlt: bundleVault, dev: dev, vault: &vf, node: nodeName(node), pageSize: pageSize, logger: logger,
 				ckpt: ckpt,
 			})
@@ -303,6 +304,7 @@ Examples:
 	f.DurationVar(&httpOpts.ReadTimeout, "http-read-timeout", server.DefaultReadTimeout, "HTTP: time allowed to read a whole request")
 	f.DurationVar(&httpOpts.WriteTimeout, "http-write-timeout", 0, "HTTP: time allowed to write a response (0: none; a timeout cuts SSE streams)")
 	f.DurationVar(&httpOpts.IdleTimeout, "http-idle-timeout", server.DefaultIdleTimeout, "HTTP: close keep-alive connections idle this long")
+	f.DurationVar(&sessionIdle, "http-session-idle-timeout", server.SessionTimeout, "MCP: close a 2025-11-25 session idle this long (automatic logoff)")
 	f.IntVar(&httpOpts.MaxHeaderBytes, "http-max-header-bytes", server.DefaultMaxHeaderBytes, "HTTP: the largest request header block")
 	f.Int64Var(&httpOpts.MaxRequestBodyBytes, "http-max-body-bytes", config.MaxRequestBodyLimit, "HTTP: the largest request body (at most 1 MiB, the MCP handler's own limit)")
 	f.StringVar(&addrFile, "addr-file", "", "write the MCP endpoint URL to this file once listening (useful with port 0)")

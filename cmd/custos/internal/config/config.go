@@ -49,6 +49,7 @@ type HTTP struct {
 	ReadTimeout         *time.Duration `yaml:"read_timeout" flag:"http-read-timeout"`
 	WriteTimeout        *time.Duration `yaml:"write_timeout" flag:"http-write-timeout"`
 	IdleTimeout         *time.Duration `yaml:"idle_timeout" flag:"http-idle-timeout"`
+	SessionIdleTimeout  *time.Duration `yaml:"session_idle_timeout" flag:"http-session-idle-timeout"`
 	MaxHeaderBytes      *int           `yaml:"max_header_bytes" flag:"http-max-header-bytes"`
 	MaxRequestBodyBytes *int64         `yaml:"max_request_body_bytes" flag:"http-max-body-bytes"`
 }

@@ -269,6 +269,7 @@ func (v *validator) transport() {
 	v.positive("http.read_timeout", h.ReadTimeout)
 	v.notNegative("http.write_timeout", h.WriteTimeout)
 	v.positive("http.idle_timeout", h.IdleTimeout)
+	v.positive("http.session_idle_timeout", h.SessionIdleTimeout)
 	if h.ReadHeaderTimeout != nil && h.ReadTimeout != nil && *h.ReadTimeout > 0 && *h.ReadHeaderTimeout > *h.ReadTimeout {
 		v.add("http.read_header_timeout", "must not exceed %s (%s)", v.ref("http.read_timeout"), *h.ReadTimeout)
 	}
