@@ -19,7 +19,6 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/minimize"
 	"github.com/custos-mcp/custos/policy"
-	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/store"
 )
 
@@ -440,85 +439,14 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 			u = real
 		}
 	}
-	uri := u.String()
-	e.URIs = []string{uri}
-	e.Patients = []string{u.Patient}
-	e.DecisionID = uuid.NewString()
-
-	r, err := s.cfg.Catalog.Get(uri)
-	found := err == nil
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, s.catalogFailed(ctx, e, withPage("catalog_unavailable", page), err)
+	v := s.decideResource(ctx, id, e, u, page, true)
+	if v.err != nil {
+		return nil, v.err
 	}
-	if found {
-		e.Patients = []string{r.Labels.Patient}
-		e.Digests = []string{digestRef(r)}
-	} else {
-		// Decide a missing URI as if it existed with no labels. A not-found
-		// read then costs a policy evaluation like any other, and fails the
-		// same way when the policy cannot decide, so neither the answer nor
-		// its timing says whether the URI exists.
-		r = store.Resource{URI: uri, MIMEType: u.MIMEType(), Labels: store.Labels{Tenant: u.Tenant, Patient: u.Patient, Type: u.Type}}
-	}
-
-	in := policy.Input{Subject: policy.NewSubject(id.Principal), PurposeOfUse: id.PurposeOfUse, Action: policy.ActionRead, Resource: resourceInput(r),
-		BreakGlass: s.breakGlass(id, r.Labels.Patient)}
-	d, derr := s.decideInput(ctx, in, r)
-	// The input as evaluated, recorded (pseudonymized) with the decision
-	// for replay against a candidate policy (custos policy impact).
-	in.Principal, in.Subject = id.Principal, nil
-	if d.ID != "" {
-		e.DecisionID = d.ID
-	}
-	if d.Revision != "" {
-		e.PolicyRevision = d.Revision
-	}
-	e.Reason = strings.Join(d.Reasons, ",")
-	if derr != nil {
-		e.Outcome = audit.OutcomeError
-		if e.Reason == "" {
-			e.Reason = "policy_error"
-		}
-		if !found {
-			e.Reason += ",not_found"
-		}
-		e.Reason = withPage(e.Reason, page)
-		s.log.Error("policy could not decide; request refused", "decision", d.ID, "err", derr)
-		if _, aerr := s.commitInput(ctx, e, &in); aerr != nil {
-			return nil, aerr
-		}
-		return nil, refused("access decision unavailable: request refused")
-	}
-	if !found {
-		e.Outcome, e.Reason = audit.OutcomeDeny, withPage("not_found", page)
-		if _, aerr := s.commitInput(ctx, e, &in); aerr != nil {
-			return nil, aerr
-		}
+	if !v.allow {
 		return nil, notFound(asked)
 	}
-	if !d.Allow {
-		e.Outcome = audit.OutcomeDeny
-		if e.Reason == "" {
-			e.Reason = "denied"
-		}
-		e.Reason = withPage(e.Reason, page)
-		if _, aerr := s.commitInput(ctx, e, &in); aerr != nil {
-			return nil, aerr
-		}
-		return nil, notFound(asked)
-	}
-	for _, o := range d.Obligations {
-		e.Obligations = append(e.Obligations, o.String())
-	}
-	e.Outcome = audit.OutcomeAllow
-	e.Reason = withPage(e.Reason, page)
-	rec, err := s.commitInput(ctx, e, &in)
-	if err != nil {
-		return nil, err
-	}
-	if in.BreakGlass != nil && slices.Contains(d.Reasons, "break_glass") {
-		s.cfg.Grants.Used(in.BreakGlass.Grant, btg.Use{EventID: rec.EventID, Time: rec.Time, Action: ActionRead, Outcome: audit.OutcomeAllow})
-	}
+	r, d, rec, e := v.r, v.d, v.rec, v.e
 
 	// The record is durable: fetch and minimize.
 	payload, err := s.cfg.Catalog.Blob(ctx, r.ETag)

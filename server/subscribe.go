@@ -357,33 +357,48 @@ func (s *Server) onUnsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest)
 	return err
 }
 
-// verdict is the outcome of decideURI: allow, or the error to return (nil
-// for a plain denial, which callers answer as not found).
+// verdict is the outcome of decideResource: allow, or the error to return
+// (nil for a plain denial, which callers answer as not found).
 type verdict struct {
 	allow bool
 	err   error
-	rec   audit.Record
+	rec   audit.Record    // the durable record of the decision
+	e     audit.Entry     // that record's entry, for a follow-up failure record
+	r     store.Resource  // the resource decided on
+	d     policy.Decision // the decision
 }
 
 // decideURI decides whether id may read uri now and commits the audit
-// record of that decision under action (subscribe or notify): a missing URI
-// is decided as if it existed with the labels of its URI, then denied as
-// not_found, so neither the answer nor its timing says whether it exists
-// (the same rule as read). Only an allowed decision with a durable record
-// returns allow.
+// record of that decision under action (subscribe or notify); see
+// decideResource.
 func (s *Server) decideURI(ctx context.Context, id Identity, uri, action string) verdict {
 	u, err := store.ParseURI(uri)
 	if err != nil { // callers pass canonical URIs
 		return verdict{err: invalidParams("invalid resource uri")}
 	}
-	e := s.entry(ctx, id, action)
+	// A notification record is kept small: the decision input is recorded
+	// with the subscription, not with every notification.
+	return s.decideResource(ctx, id, s.entry(ctx, id, action), u, 0, action != ActionNotify)
+}
+
+// decideResource is the one lookup → decision → durable record step of
+// every request about one resource (a read, a ranged read, a subscription,
+// a notification), under e's action: it looks up u's metadata, decides as
+// a read, and commits e with the outcome (the decision input too when
+// withInput) before returning; only an allowed decision with a durable
+// record returns allow. A missing URI is decided as if it existed with the
+// labels of its URI, then denied as not_found, so neither the answer nor
+// its timing says whether it exists. page > 0 names the page of a ranged
+// read in every reason (",page=N").
+func (s *Server) decideResource(ctx context.Context, id Identity, e audit.Entry, u store.URI, page int, withInput bool) verdict {
+	uri := u.String()
 	e.URIs, e.Patients = []string{uri}, []string{u.Patient}
 	e.DecisionID = uuid.NewString()
 
 	r, err := s.cfg.Catalog.Get(uri)
 	found := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return verdict{err: s.catalogFailed(ctx, e, "catalog_unavailable", err)}
+		return verdict{err: s.catalogFailed(ctx, e, withPage("catalog_unavailable", page), err)}
 	}
 	if found {
 		e.Patients = []string{r.Labels.Patient}
@@ -394,6 +409,8 @@ func (s *Server) decideURI(ctx context.Context, id Identity, uri, action string)
 	in := policy.Input{Subject: policy.NewSubject(id.Principal), PurposeOfUse: id.PurposeOfUse, Action: policy.ActionRead, Resource: resourceInput(r),
 		BreakGlass: s.breakGlass(id, r.Labels.Patient)}
 	d, derr := s.decideInput(ctx, in, r)
+	// The input as evaluated, recorded (pseudonymized) with the decision
+	// for replay against a candidate policy (custos policy impact).
 	in.Principal, in.Subject = id.Principal, nil
 	if d.ID != "" {
 		e.DecisionID = d.ID
@@ -402,10 +419,8 @@ func (s *Server) decideURI(ctx context.Context, id Identity, uri, action string)
 		e.PolicyRevision = d.Revision
 	}
 	e.Reason = strings.Join(d.Reasons, ",")
-	// A notification record is kept small: the decision input is recorded
-	// with the subscription, not with every notification.
 	var rec *policy.Input
-	if action != ActionNotify {
+	if withInput {
 		rec = &in
 	}
 	switch {
@@ -417,7 +432,8 @@ func (s *Server) decideURI(ctx context.Context, id Identity, uri, action string)
 		if !found {
 			e.Reason += ",not_found"
 		}
-		s.log.Error("policy could not decide; refused", "action", action, "decision", d.ID, "err", derr)
+		e.Reason = withPage(e.Reason, page)
+		s.log.Error("policy could not decide; request refused", "action", e.Action, "decision", d.ID, "err", derr)
 		if _, aerr := s.commitInput(ctx, e, rec); aerr != nil {
 			return verdict{err: aerr}
 		}
@@ -435,6 +451,7 @@ func (s *Server) decideURI(ctx context.Context, id Identity, uri, action string)
 			e.Obligations = append(e.Obligations, o.String())
 		}
 	}
+	e.Reason = withPage(e.Reason, page)
 	saved, aerr := s.commitInput(ctx, e, rec)
 	if aerr != nil {
 		return verdict{err: aerr}
@@ -443,9 +460,9 @@ func (s *Server) decideURI(ctx context.Context, id Identity, uri, action string)
 		return verdict{}
 	}
 	if in.BreakGlass != nil && slices.Contains(d.Reasons, "break_glass") {
-		s.cfg.Grants.Used(in.BreakGlass.Grant, btg.Use{EventID: saved.EventID, Time: saved.Time, Action: action, Outcome: audit.OutcomeAllow})
+		s.cfg.Grants.Used(in.BreakGlass.Grant, btg.Use{EventID: saved.EventID, Time: saved.Time, Action: e.Action, Outcome: audit.OutcomeAllow})
 	}
-	return verdict{allow: true, rec: saved}
+	return verdict{allow: true, rec: saved, e: e, r: r, d: d}
 }
 
 // CatalogChanged notifies subscribers of a catalog change (a re-import
