@@ -80,12 +80,13 @@ func newFixture(t testing.TB, policyDir string) *fixture {
 	return newFixtureKeys(t, policyDir, nil)
 }
 
-// newFixtureKeys is newFixture with the given keys (nil: dev keys).
-func newFixtureKeys(t testing.TB, policyDir string, keys server.Keys) *fixture {
+// copySeedCatalog copies the shared seeded catalog into a fresh directory
+// dir (which also takes the test's audit log) as catPath.
+func copySeedCatalog(t testing.TB) (seedDir, dir, catPath string) {
 	t.Helper()
 	seedDir, cat := seedOnce(t)
-	dir := t.TempDir()
-	catPath := filepath.Join(dir, "catalog.db")
+	dir = t.TempDir()
+	catPath = filepath.Join(dir, "catalog.db")
 	data, err := os.ReadFile(cat)
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +94,13 @@ func newFixtureKeys(t testing.TB, policyDir string, keys server.Keys) *fixture {
 	if err := os.WriteFile(catPath, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return seedDir, dir, catPath
+}
+
+// newFixtureKeys is newFixture with the given keys (nil: dev keys).
+func newFixtureKeys(t testing.TB, policyDir string, keys server.Keys) *fixture {
+	t.Helper()
+	seedDir, dir, catPath := copySeedCatalog(t)
 	st, err := store.Open(catPath, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

@@ -32,18 +32,10 @@ type liveFixture struct {
 
 func newLiveFixture(t *testing.T) *liveFixture {
 	t.Helper()
-	seedDir, cat := seedOnce(t)
-	dir := t.TempDir()
-	catPath := filepath.Join(dir, "catalog.db")
-	data, err := os.ReadFile(cat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(catPath, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	seedDir, dir, catPath := copySeedCatalog(t)
 	lf := &liveFixture{catPath: catPath}
 	var srv *server.Server
+	var err error
 	lf.live, err = store.OpenLive(catPath, store.LiveOptions{OnChange: func(c store.Change) {
 		srv.CatalogChanged(context.Background(), c)
 	}})
