@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/custos-mcp/custos/minimize"
 )
@@ -116,7 +115,7 @@ func (e *Engine) DecideBatch(ctx context.Context, in Input, items []Item) ([]Dec
 func (e *Engine) evalBatch(ctx context.Context, in *Input, items []Item, todo []int, ds []Decision) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	rs, err := evaluations.eval(ctx, e.batch, rego.EvalParsedInput(in.batchValue(items, todo)))
+	rs, err := evaluations.eval(ctx, e.batch, e.evalOptions(in, in.batchValue(items, todo))...)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			reason := "policy_error"

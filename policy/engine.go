@@ -51,6 +51,11 @@ type Options struct {
 	// deterministic policy; see decisionCache); zero means
 	// DefaultDecisionCache, negative disables the cache.
 	DecisionCache int
+	// SubjectCache is how many (principal, purpose) pairs the engine keeps
+	// the values of subject-level rules for, across evaluations (only for a
+	// deterministic policy; see subjectcache.go); zero means
+	// DefaultSubjectCache, negative disables it.
+	SubjectCache int
 }
 
 func (o *Options) validate() error {
@@ -90,7 +95,8 @@ type Engine struct {
 	bundleDigest    string
 	candidateDigest string
 
-	cache *decisionCache // nil: every decision is evaluated
+	cache    *decisionCache // nil: every decision is evaluated
+	subjects *subjectCaches // nil: no value outlives its evaluation
 }
 
 // Load compiles every *.rego file under fsys except *_test.rego into one
@@ -170,11 +176,16 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 		timeout:  opts.Timeout,
 		log:      opts.Logger,
 	}
-	if opts.DecisionCache >= 0 {
-		if ok, builtin := deterministic(modules); ok {
-			e.cache = newDecisionCache(cmp.Or(opts.DecisionCache, DefaultDecisionCache))
-		} else {
-			opts.Logger.Info("policy calls a nondeterministic builtin; decisions are not cached", "builtin", builtin)
+	det, builtin := deterministic(modules)
+	if !det {
+		opts.Logger.Info("policy calls a nondeterministic builtin; decisions are not cached", "builtin", builtin)
+	}
+	if det && opts.DecisionCache >= 0 {
+		e.cache = newDecisionCache(cmp.Or(opts.DecisionCache, DefaultDecisionCache))
+	}
+	if det && opts.SubjectCache >= 0 {
+		if levels, ok := analyse(modules); ok {
+			e.subjects = newSubjectCaches(levels, cmp.Or(opts.SubjectCache, DefaultSubjectCache))
 		}
 	}
 	return e, nil
@@ -227,7 +238,7 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	rs, err := evaluations.eval(ctx, &e.query, rego.EvalParsedInput(in.value()))
+	rs, err := evaluations.eval(ctx, &e.query, e.evalOptions(&in, in.value())...)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			reason := "policy_error"
@@ -409,4 +420,28 @@ func revision(files []regoFile) string {
 func sortFiles(files []regoFile) []regoFile {
 	slices.SortFunc(files, func(a, b regoFile) int { return strings.Compare(a.path, b.path) })
 	return files
+}
+
+// evalOptions are the options of one evaluation of in, whose input document
+// is value.
+func (e *Engine) evalOptions(in *Input, value ast.Value) []rego.EvalOption {
+	opts := []rego.EvalOption{rego.EvalParsedInput(value)}
+	if e.subjects != nil {
+		opts = append(opts, rego.EvalVirtualCache(e.subjects.forInput(in)))
+	}
+	return opts
+}
+
+// analyse compiles modules on their own to find their subject-level rules;
+// false (no subject cache) if that compilation fails.
+func analyse(modules []*ast.Module) (ruleLevels, bool) {
+	mods := make(map[string]*ast.Module, len(modules))
+	for i, m := range modules {
+		mods[fmt.Sprintf("%d", i)] = m.Copy()
+	}
+	c := ast.NewCompiler().WithCapabilities(lockedCapabilities()).WithDefaultRegoVersion(ast.RegoV1)
+	if c.Compile(mods); c.Failed() {
+		return ruleLevels{}, false
+	}
+	return subjectLevelRules(c), true
 }

@@ -1,0 +1,322 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// levelsOf loads the policy src (package custos.authz) and returns the
+// subject-level verdict of each named rule.
+func levelsOf(t *testing.T, src string, rules ...string) map[string]bool {
+	t.Helper()
+	e, err := Load(context.Background(), fstest.MapFS{"p.rego": {Data: []byte(src)}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.subjects == nil {
+		t.Fatal("no subject cache for a deterministic policy")
+	}
+	out := map[string]bool{}
+	for _, r := range rules {
+		out[r] = e.subjects.levels.refLevel(ast.MustParseRef("data.custos.authz." + r))
+	}
+	return out
+}
+
+// TestSubjectLevelAnalysis pins which rules the analysis lets outlive an
+// evaluation: only those that reach the input through input.principal and
+// input.purpose_of_use alone, and depend on no other rule.
+func TestSubjectLevelAnalysis(t *testing.T) {
+	got := levelsOf(t, `package custos.authz
+import input.resource as res
+
+decision := {"allow": true, "reasons": [], "obligations": []}
+
+principal_only := input.principal.roles[0]
+purpose_only := input.purpose_of_use
+uses_principal_only := principal_only
+constant := {"a": 1}
+fn_of_args(x) := concat("/", [x, input.principal.sub])
+
+resource := input.resource.type
+action := input.action
+whole_input := object.get(input, ["resource", "type"], "")
+alias := res.type
+dynamic_input := input[k] if k := "action"
+uses_resource := resource
+fn_reads_resource(x) := concat("/", [x, input.resource.type])
+calls_resource_fn := fn_reads_resource("a")
+with_kw := x if {
+	x := principal_only with input.principal.roles as ["x"]
+}
+dynamic_data := data.custos.authz[k] if k := "principal_only"
+partial_set contains x if some x in input.principal.roles
+partial_set contains x if x := input.resource.type
+else_branch := 1 if input.principal.sub == "a" else := input.resource.uri
+`, "principal_only", "purpose_only", "uses_principal_only", "constant", "fn_of_args",
+		"resource", "action", "whole_input", "alias", "dynamic_input", "uses_resource", "fn_reads_resource",
+		"calls_resource_fn", "with_kw", "dynamic_data", "partial_set", "else_branch", "decision", "missing_rule")
+	want := map[string]bool{
+		"principal_only": true, "purpose_only": true, "uses_principal_only": true, "constant": true, "fn_of_args": true,
+		"decision": true, // a constant, here
+	}
+	for r, level := range got {
+		if level != want[r] {
+			t.Errorf("%s: subject-level = %v, want %v", r, level, want[r])
+		}
+	}
+}
+
+// TestDefaultPolicySubjectLevels pins the verdicts for the default policy's
+// entry points and the rules the speed-up depends on.
+func TestDefaultPolicySubjectLevels(t *testing.T) {
+	e, err := Default(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rule, want := range map[string]bool{
+		"decision": false, "decisions": false, "resource_decision": false, "has_resource": false,
+		"grant_mode": true, "principal_denies": true, "care_relationship_patients": true,
+		"class_decision": true, "resource_decisions": true, "templates_decision": true,
+	} {
+		if got := e.subjects.levels.refLevel(ast.MustParseRef("data.custos.authz." + rule)); got != want {
+			t.Errorf("%s: subject-level = %v, want %v", rule, got, want)
+		}
+	}
+}
+
+// trapPolicy makes every decision depend, in ways the analysis must see, on
+// the parts of the input a subject-level value must not depend on. A value
+// wrongly kept across evaluations shows up in the reasons of a later one.
+const trapPolicy = `package custos.authz
+import input.resource as res
+
+decision := {"allow": true, "reasons": reasons, "obligations": []}
+
+reasons := [
+	action, alias, via_get, via_with, via_dynamic, fn_reads("x"), concat(",", sort(partial)),
+	else_branch, uses_uses_action, stable,
+]
+
+action := input.action
+alias := res.type
+via_get := object.get(input, ["resource", "patient"], "none")
+inner := input.principal.sub
+via_with := x if {
+	x := inner with input.principal.sub as input.resource.uri
+}
+via_dynamic := data.custos.authz[k] if k := "action"
+fn_reads(x) := concat("/", [x, input.resource.uri])
+partial contains x if some x in input.principal.roles
+partial contains x if x := input.resource.tenant
+else_branch := "never" if input.principal.sub == "nobody" else := input.resource.patient
+uses_action := action
+uses_uses_action := uses_action
+stable := concat("+", [input.principal.sub, input.purpose_of_use])
+`
+
+// TestSubjectCacheNeverServesAStaleValue evaluates a sequence of inputs for
+// the same principal and purpose (varying the action and the resource) on
+// the trap policy with and without the subject cache: every decision must
+// be the same.
+func TestSubjectCacheNeverServesAStaleValue(t *testing.T) {
+	ctx := context.Background()
+	fsys := fstest.MapFS{"p.rego": {Data: []byte(trapPolicy)}}
+	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err := Load(ctx, fsys, Options{DecisionCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cached.subjects == nil {
+		t.Fatal("no subject cache")
+	}
+	p := clinician
+	p.Roles = []string{"clinician", "sensitive:hiv"}
+	for round := range 3 {
+		for i, typ := range []string{"observation", "note", "patient", "observation"} {
+			for _, action := range []Action{ActionRead, ActionList} {
+				r := resource(typ, []string{patientA, patientB}[i%2])
+				r.URI = fmt.Sprintf("custos://x/%d/%d", round, i)
+				r.Tenant = fmt.Sprint("t", i)
+				in := Input{Principal: p, PurposeOfUse: "TREAT", Action: action, Resource: r}
+				want, err := plain.Decide(ctx, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := cached.Decide(ctx, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got.Reasons, want.Reasons) {
+					t.Fatalf("round %d, %s %s: reasons %q, want %q", round, action, typ, got.Reasons, want.Reasons)
+				}
+			}
+		}
+	}
+	// The subject-level rules were shared: "stable" and "inner" are in the store.
+	st := cached.subjects.forInput(&Input{Principal: p, PurposeOfUse: "TREAT"}).(*evalCache).shared
+	if st.n == 0 {
+		t.Fatal("nothing was kept across evaluations")
+	}
+}
+
+// TestSubjectCacheDecidesLikeAFreshEvaluation runs the default policy over
+// the batch grid (every type, label, consent flag, tenant and grant shape)
+// for many principals and purposes, single and batch, twice and from
+// concurrent goroutines, on an engine with the subject cache and on one
+// without: every decision must be the same.
+func TestSubjectCacheDecidesLikeAFreshEvaluation(t *testing.T) {
+	ctx := context.Background()
+	plain, err := Default(ctx, Options{DecisionCache: -1, SubjectCache: -1, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err := Default(ctx, Options{DecisionCache: -1, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := batchGrid()
+	type caller struct {
+		p       Principal
+		purpose string
+	}
+	var callers []caller
+	for ri, roles := range [][]string{
+		{"clinician"}, {"billing"}, {"researcher"}, {"auditor"}, {},
+		{"clinician", "sensitive:hiv"}, {"researcher", "sensitive:sud", "sensitive:hiv"}, {"billing", "clinician"},
+	} {
+		for _, pou := range []string{"", "TREAT", "ETREAT", "HPAYMT", "HRESCH", "BOGUS"} {
+			callers = append(callers, caller{principal(fmt.Sprint("u", ri), roles...), pou})
+		}
+	}
+	// The same sub with other roles, another tenant or other patients is
+	// another subject.
+	same := principal("u0", "billing")
+	callers = append(callers, caller{same, "HPAYMT"}, caller{same, "TREAT"})
+	other := principal("u0", "clinician")
+	other.Tenant = "other"
+	callers = append(callers, caller{other, "TREAT"})
+	other = principal("u0", "clinician")
+	other.Patients = []string{patientB}
+	callers = append(callers, caller{other, "TREAT"})
+
+	want := make([][]Decision, len(callers))
+	for i, c := range callers {
+		want[i] = make([]Decision, len(items))
+		for j, it := range items {
+			d, err := plain.Decide(ctx, Input{Principal: c.p, PurposeOfUse: c.purpose, Action: ActionRead, Resource: it.Resource, BreakGlass: it.BreakGlass})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[i][j] = d
+		}
+	}
+	same2 := func(a, b Decision) bool {
+		return a.Allow == b.Allow && slices.Equal(a.Reasons, b.Reasons) && slices.Equal(a.Obligations, b.Obligations)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for worker := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 2 {
+				for k := range callers {
+					i := (k + worker*7 + round*3) % len(callers) // each worker its own order
+					c := callers[i]
+					in := Input{Principal: c.p, PurposeOfUse: c.purpose, Action: ActionList}
+					if (worker+round)%2 == 0 {
+						in.Subject = NewSubject(c.p)
+						in.Principal = Principal{}
+					}
+					ds, err := cached.DecideBatch(ctx, in, items)
+					if err != nil {
+						errs <- err.Error()
+						return
+					}
+					for j, it := range items {
+						in := in
+						in.Action, in.Resource, in.BreakGlass = ActionRead, it.Resource, it.BreakGlass
+						d, err := cached.Decide(ctx, in)
+						if err != nil {
+							errs <- err.Error()
+							return
+						}
+						if !same2(d, want[i][j]) || !same2(ds[j], want[i][j]) {
+							errs <- fmt.Sprintf("caller %d (%v, %q) item %d: single %v %v, batch %v %v, want %v %v",
+								i, c.p.Roles, c.purpose, j, d.Allow, d.Reasons, ds[j].Allow, ds[j].Reasons, want[i][j].Allow, want[i][j].Reasons)
+							return
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	n := 0
+	for _, s := range cached.subjects.m {
+		n += s.n
+	}
+	if n == 0 {
+		t.Fatal("nothing was kept across evaluations")
+	}
+}
+
+// TestSubjectCacheIsBounded fills the cache with more subjects than it
+// keeps, and one subject with more values than it keeps.
+func TestSubjectCacheIsBounded(t *testing.T) {
+	ctx := context.Background()
+	e, err := Default(ctx, Options{DecisionCache: -1, SubjectCache: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		if _, err := e.Decide(ctx, Input{Principal: principal(fmt.Sprint("u", i), "clinician"), PurposeOfUse: "TREAT", Action: ActionRead, Resource: resource("note", patientA)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(e.subjects.m); n > 16 || n == 0 {
+		t.Fatalf("%d subjects kept, want 1..16", n)
+	}
+	subj := NewSubject(clinician)
+	for i := range subjectCacheEntries + 200 {
+		r := resource("note", patientA)
+		r.URI = fmt.Sprint("custos://x/", i)
+		d, err := e.Decide(ctx, Input{Subject: subj, PurposeOfUse: "TREAT", Action: ActionRead, Resource: r})
+		if err != nil || !d.Allow {
+			t.Fatalf("read %d: %+v, %v", i, d, err)
+		}
+	}
+	st := e.subjects.forInput(&Input{Subject: subj, PurposeOfUse: "TREAT"}).(*evalCache).shared
+	if st.n != subjectCacheEntries {
+		t.Fatalf("%d values kept for one subject, want the bound %d", st.n, subjectCacheEntries)
+	}
+}
+
+// TestNondeterministicPolicyHasNoSubjectCache: a policy that reads the
+// clock is evaluated afresh every time.
+func TestNondeterministicPolicyHasNoSubjectCache(t *testing.T) {
+	e, err := Load(context.Background(), fstest.MapFS{"p.rego": {Data: []byte(`package custos.authz
+decision := {"allow": time.now_ns() > 0, "reasons": ["clock"], "obligations": []}
+`)}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.subjects != nil {
+		t.Fatal("subject cache for a policy that calls time.now_ns")
+	}
+}
