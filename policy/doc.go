@@ -20,6 +20,16 @@
 // decisions (BenchmarkDecideBatch100 runs both). See docs/policy.md, "Batch
 // decisions".
 //
+// # Subject cache
+//
+// Values of rules that depend only on the principal and purpose of use
+// (found by a static analysis of the compiled policy at load) and results
+// of functions built only on those, per argument tuple, outlive one
+// evaluation: they are kept per (principal digest, purpose) for the life of
+// the Engine (subjectcache.go; Options.SubjectCache). A principal's later
+// decisions skip them. Rules that read any other part of the input are
+// always evaluated afresh.
+//
 // # Policy lifecycle
 //
 // Policies come from a directory (development: [DirSource]) or from a signed
