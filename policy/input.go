@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 )
@@ -69,9 +70,43 @@ type Subject struct {
 	digest [32]byte // principalDigest, the decision cache's view of the subject
 }
 
-// NewSubject converts p for reuse across decisions.
+// NewSubject converts p for reuse across decisions. Subjects are
+// memoized by the digest of every principal field (a server converts the
+// same principal on each of its requests, and the conversion of a large care
+// team is the costly part): an equal principal gets the same *Subject.
 func NewSubject(p Principal) *Subject {
-	return &Subject{sub: p.Sub, term: principalTerm(&p), digest: principalDigest(&p)}
+	d := principalDigest(&p)
+	if s := subjects.get(d); s != nil {
+		return s
+	}
+	s := &Subject{sub: p.Sub, term: principalTerm(&p), digest: d}
+	subjects.put(d, s)
+	return s
+}
+
+// subjectMemoSize bounds the Subjects NewSubject keeps.
+const subjectMemoSize = 4096
+
+var subjects = &subjectMemo{m: make(map[[32]byte]*Subject)}
+
+type subjectMemo struct {
+	mu sync.RWMutex
+	m  map[[32]byte]*Subject
+}
+
+func (m *subjectMemo) get(d [32]byte) *Subject {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.m[d]
+}
+
+func (m *subjectMemo) put(d [32]byte, s *Subject) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.m) >= subjectMemoSize {
+		clear(m.m) // a bound, not a policy: start afresh
+	}
+	m.m[d] = s
 }
 
 func (in *Input) validate() error {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/open-policy-agent/opa/v1/ast"
 )
 
 // A Subject decides exactly as the Principal it was made from.
@@ -57,5 +59,33 @@ func BenchmarkDecideManyPatients(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// NewSubject returns the same Subject for an equal principal, and another
+// for a principal that differs in any field.
+func TestNewSubjectIsMemoizedByEveryField(t *testing.T) {
+	base := principal("dr.memo", "clinician")
+	s := NewSubject(base)
+	if NewSubject(principal("dr.memo", "clinician")) != s {
+		t.Fatal("an equal principal got another Subject")
+	}
+	for name, change := range map[string]func(*Principal){
+		"sub":       func(p *Principal) { p.Sub = "dr.other" },
+		"roles":     func(p *Principal) { p.Roles = []string{"clinician", "sensitive:hiv"} },
+		"client_id": func(p *Principal) { p.ClientID = "other" },
+		"tenant":    func(p *Principal) { p.Tenant = "other" },
+		"patients":  func(p *Principal) { p.Patients = []string{patientB} },
+		"split":     func(p *Principal) { p.Roles = []string{"clinic", "ian"} },
+	} {
+		p := principal("dr.memo", "clinician")
+		change(&p)
+		o := NewSubject(p)
+		if o == s || o.digest == s.digest {
+			t.Errorf("%s changed: same Subject", name)
+		}
+		if got := o.term.Value.(ast.Object).Get(ast.StringTerm("sub")).Value.(ast.String); string(got) != p.Sub {
+			t.Errorf("%s changed: subject term names %q", name, got)
+		}
 	}
 }

@@ -1,10 +1,13 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"testing"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/secrets"
 )
 
@@ -36,5 +39,42 @@ func TestPseudonymCacheFollowsTheKey(t *testing.T) {
 	}
 	if got := p("7"); got != audit.Pseudonym(k2.Bytes, "7") {
 		t.Fatalf("after overflow: %s", got)
+	}
+}
+
+// inputJSON is byte for byte json.Marshal(pseudonymInput(...)): for every
+// shape of input (with and without resource, grant, lists, characters JSON
+// escapes), for a principal seen before (from the memo) and under a
+// rotated key (never the old key's encoding).
+func TestInputJSONEqualsMarshal(t *testing.T) {
+	var c pseudonymCache
+	k1 := secrets.Key{ID: "secret/custos/audit-key@1", Bytes: []byte("0123456789abcdef0123456789abcdef")}
+	k1b := secrets.Key{ID: k1.ID, Bytes: []byte("another key with the id of key 1")}
+	pat := "7d1a3c52-0b8e-4f57-9a77-2f3d1c9b0a01"
+	team := policy.Principal{Sub: "dr.<a>&\"b\"", Roles: []string{"clinician"}, ClientID: "ai\u2028", Tenant: "t", Patients: []string{pat, "0c6e2b7d-5a44-4d39-8f0f-9b1e7c3a2d02"}}
+	bare := policy.Principal{Sub: "x"}
+	res := &policy.Resource{URI: "note://t/patients/" + pat + "/notes/n1", Type: "note", Patient: pat, Tenant: "t", Sensitivity: []string{"hiv"}}
+	noLists := &policy.Resource{URI: "note://t/patients/" + pat + "/notes/n2", Type: "note", Patient: pat, Tenant: "t"}
+	inputs := []policy.Input{
+		{Principal: team, PurposeOfUse: "TREAT", Action: policy.ActionRead, Resource: res},
+		{Principal: team, PurposeOfUse: "ETREAT", Action: policy.ActionRead, Resource: noLists, BreakGlass: &policy.BreakGlass{Grant: "g", Patient: pat}},
+		{Principal: team, PurposeOfUse: "TREAT", Action: policy.ActionTemplates},
+		{Principal: bare, PurposeOfUse: "", Action: policy.ActionList, Resource: &policy.Resource{URI: "bogus"}},
+	}
+	for round, k := range []secrets.Key{k1, k1, k1b, k1} {
+		p := c.under(k)
+		for i, in := range inputs {
+			want, err := json.Marshal(pseudonymInput(p, in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.inputJSON(k, p, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("round %d, input %d:\n got %s\nwant %s", round, i, got, want)
+			}
+		}
 	}
 }

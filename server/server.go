@@ -429,7 +429,7 @@ func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Inp
 	}
 	e.Keys = append(keys, "audit-hmac="+k.ID)
 	if in != nil {
-		b, err := json.Marshal(pseudonymInput(pseudonym, *in))
+		b, err := s.pseudonyms.inputJSON(k, pseudonym, *in)
 		if err != nil { // cannot happen for strings and slices; record without it
 			s.log.Error("cannot encode the decision input; recorded without it", "action", e.Action, "err", err)
 		} else {
@@ -448,14 +448,7 @@ func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Inp
 // relationship) decide a replayed input as they decided the original. Nil
 // lists become [], as the policy saw them.
 func pseudonymInput(pseudonym func(string) string, in policy.Input) policy.Input {
-	p := in.Principal
-	p.Roles = nonNil(p.Roles)
-	ps := make([]string, len(p.Patients))
-	for i, id := range p.Patients {
-		ps[i] = pseudonym(id)
-	}
-	p.Patients = ps
-	out := policy.Input{Principal: p, PurposeOfUse: in.PurposeOfUse, Action: in.Action}
+	out := policy.Input{Principal: pseudonymPrincipal(pseudonym, in.Principal), PurposeOfUse: in.PurposeOfUse, Action: in.Action}
 	if r := in.Resource; r != nil {
 		rc := *r
 		rc.Sensitivity, rc.Consent = nonNil(r.Sensitivity), nonNil(r.Consent)
@@ -467,6 +460,18 @@ func pseudonymInput(pseudonym func(string) string, in policy.Input) policy.Input
 		out.Resource = &rc
 	}
 	return out
+}
+
+// pseudonymPrincipal is p as recorded in a decision input: its care team
+// pseudonymized, nil lists as [].
+func pseudonymPrincipal(pseudonym func(string) string, p policy.Principal) policy.Principal {
+	p.Roles = nonNil(p.Roles)
+	ps := make([]string, len(p.Patients))
+	for i, id := range p.Patients {
+		ps[i] = pseudonym(id)
+	}
+	p.Patients = ps
+	return p
 }
 
 // pseudonymURI is uri with every occurrence of its patient id (the
@@ -492,6 +497,56 @@ type pseudonymCache struct {
 	mu  sync.RWMutex
 	key string // the key's id and bytes: a key is never confused with another
 	m   map[string]string
+
+	// principals holds the JSON of each recent principal as recorded in
+	// decision inputs (pseudonymPrincipal), under the same key: the care
+	// team of a clinician is encoded once, not on every read. Keyed by the
+	// principal's memoized policy.Subject (one per distinct principal).
+	pmu        sync.Mutex
+	pkey       string
+	principals map[*policy.Subject][]byte
+}
+
+const maxPrincipalJSON = 4096
+
+// inputJSON is json.Marshal(pseudonymInput(pseudonym, in)) for pseudonym
+// = c.under(k), with the principal's part taken from the memo.
+func (c *pseudonymCache) inputJSON(k secrets.Key, pseudonym func(string) string, in policy.Input) ([]byte, error) {
+	subj := policy.NewSubject(in.Principal)
+	key := k.ID + "\x00" + string(k.Bytes)
+	c.pmu.Lock()
+	if c.pkey != key || len(c.principals) >= maxPrincipalJSON {
+		c.pkey, c.principals = key, make(map[*policy.Subject][]byte)
+	}
+	pj, ok := c.principals[subj]
+	c.pmu.Unlock()
+	if !ok {
+		var err error
+		if pj, err = json.Marshal(pseudonymPrincipal(pseudonym, in.Principal)); err != nil {
+			return nil, err
+		}
+		c.pmu.Lock()
+		if c.pkey == key {
+			c.principals[subj] = pj
+		}
+		c.pmu.Unlock()
+	}
+	rest := pseudonymInput(pseudonym, policy.Input{PurposeOfUse: in.PurposeOfUse, Action: in.Action, Resource: in.Resource, BreakGlass: in.BreakGlass})
+	rj, err := json.Marshal(struct {
+		PurposeOfUse string             `json:"purpose_of_use"`
+		Action       policy.Action      `json:"action"`
+		Resource     *policy.Resource   `json:"resource,omitempty"`
+		BreakGlass   *policy.BreakGlass `json:"break_glass,omitempty"`
+	}{rest.PurposeOfUse, rest.Action, rest.Resource, rest.BreakGlass})
+	if err != nil {
+		return nil, err
+	}
+	// The fields of policy.Input in order: principal, then the rest.
+	out := make([]byte, 0, len(`{"principal":,`)+len(pj)+len(rj))
+	out = append(out, `{"principal":`...)
+	out = append(out, pj...)
+	out = append(out, ',')
+	return append(out, rj[1:]...), nil
 }
 
 const maxPseudonyms = 1 << 17
