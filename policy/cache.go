@@ -3,7 +3,6 @@ package policy
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"hash"
 	"slices"
 	"sync"
 
@@ -61,72 +60,80 @@ func (c *decisionCache) put(k [32]byte, d Decision) {
 	c.m[k] = v
 }
 
-// writeField writes a length-prefixed string, so that no two different
-// inputs hash alike.
-func writeField(h hash.Hash, s string) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-	h.Write(n[:])
-	h.Write([]byte(s))
+// appendField appends a length-prefixed string, so that no two different
+// inputs encode alike.
+func appendField(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+	return append(b, s...)
 }
 
-func writeList(h hash.Hash, ss []string) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(ss)))
-	h.Write(n[:])
+func appendList(b []byte, ss []string) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(len(ss)))
 	for _, s := range ss {
-		writeField(h, s)
+		b = appendField(b, s)
 	}
+	return b
+}
+
+// digestBufs recycles the encoding buffers of the digests below (a
+// principal with a large care team encodes to kilobytes, on every request).
+var digestBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// digest is SHA-256 over what encode appends to an empty buffer.
+func digest(encode func([]byte) []byte) [32]byte {
+	bp := digestBufs.Get().(*[]byte)
+	b := encode((*bp)[:0])
+	out := sha256.Sum256(b)
+	*bp = b
+	digestBufs.Put(bp)
+	return out
 }
 
 // principalDigest is SHA-256 over every principal field.
 func principalDigest(p *Principal) [32]byte {
-	h := sha256.New()
-	writeField(h, "custos/policy/principal/v1")
-	writeField(h, p.Sub)
-	writeList(h, p.Roles)
-	writeField(h, p.ClientID)
-	writeField(h, p.Tenant)
-	writeList(h, p.Patients)
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
+	return digest(func(b []byte) []byte {
+		b = appendField(b, "custos/policy/principal/v1")
+		b = appendField(b, p.Sub)
+		b = appendList(b, p.Roles)
+		b = appendField(b, p.ClientID)
+		b = appendField(b, p.Tenant)
+		return appendList(b, p.Patients)
+	})
 }
 
 // cacheKey is SHA-256 over every field of the input document.
 func cacheKey(in *Input) [32]byte {
-	h := sha256.New()
-	writeField(h, "custos/policy/input/v1")
 	var subj [32]byte
 	if in.Subject != nil {
 		subj = in.Subject.digest
 	} else {
 		subj = principalDigest(&in.Principal)
 	}
-	h.Write(subj[:])
-	writeField(h, in.PurposeOfUse)
-	writeField(h, string(in.Action))
-	if r := in.Resource; r != nil {
-		writeField(h, "resource")
-		writeField(h, r.URI)
-		writeField(h, r.Type)
-		writeField(h, r.Patient)
-		writeField(h, r.Tenant)
-		writeList(h, r.Sensitivity)
-		writeList(h, r.Consent)
-	} else {
-		writeField(h, "no resource")
-	}
-	if bg := in.BreakGlass; bg != nil {
-		writeField(h, "break_glass")
-		writeField(h, bg.Grant)
-		writeField(h, bg.Patient)
-	} else {
-		writeField(h, "no break_glass")
-	}
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
+	return digest(func(b []byte) []byte {
+		b = appendField(b, "custos/policy/input/v1")
+		b = append(b, subj[:]...)
+		b = appendField(b, in.PurposeOfUse)
+		b = appendField(b, string(in.Action))
+		if r := in.Resource; r != nil {
+			b = appendField(b, "resource")
+			b = appendField(b, r.URI)
+			b = appendField(b, r.Type)
+			b = appendField(b, r.Patient)
+			b = appendField(b, r.Tenant)
+			b = appendList(b, r.Sensitivity)
+			b = appendList(b, r.Consent)
+		} else {
+			b = appendField(b, "no resource")
+		}
+		if bg := in.BreakGlass; bg != nil {
+			b = appendField(b, "break_glass")
+			b = appendField(b, bg.Grant)
+			b = appendField(b, bg.Patient)
+		} else {
+			b = appendField(b, "no break_glass")
+		}
+		return b
+	})
 }
 
 // deterministic reports whether no module calls a builtin OPA marks as
