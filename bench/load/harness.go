@@ -141,8 +141,9 @@ type settings struct {
 // comparison is custos against bare at one concurrency.
 type comparison struct {
 	Clients         int     `json:"clients"`
-	ThroughputRatio float64 `json:"throughput_ratio"` // custos reads/s ÷ bare reads/s
-	P99Ratio        float64 `json:"p99_ratio"`        // custos p99 ÷ bare p99
+	ThroughputRatio float64 `json:"throughput_ratio"`   // custos reads/s ÷ bare reads/s
+	P99Ratio        float64 `json:"p99_ratio"`          // custos p99 ÷ bare p99
+	CPURatio        float64 `json:"cpu_per_read_ratio"` // custos CPU per read ÷ bare's; 0 if not measured
 	Checks          []check `json:"checks,omitempty"`
 }
 
@@ -333,16 +334,24 @@ func runConcurrency(ctx context.Context, o options, progress io.Writer, n int, b
 		}
 	}
 	slice := o.Duration / time.Duration(o.Rounds)
+	var cpu [2]time.Duration
 	for round := range o.Rounds {
 		for i, f := range fleets {
+			c0 := processCPU()
 			if err := f.slice(ctx, slice, true, d, uint64(n)<<16|uint64(round)<<8|uint64(i)); err != nil {
 				return [2]runResult{}, err
 			}
+			cpu[i] += processCPU() - c0
 		}
 	}
 	headAfter, _ := cs.log.Head()
 	grew := headAfter - headBefore
 	res := [2]runResult{fleets[0].result(), fleets[1].result()}
+	for i := range res {
+		if res[i].Reads > 0 && cpu[i] > 0 {
+			res[i].CPUPerReadMs = ms(cpu[i]) / float64(res[i].Reads)
+		}
+	}
 	res[1].AuditRecords = &grew
 	return res, nil
 }
@@ -357,6 +366,9 @@ func compare(bare, cust runResult) comparison {
 	}
 	if bare.P99ms > 0 {
 		c.P99Ratio = cust.P99ms / bare.P99ms
+	}
+	if bare.CPUPerReadMs > 0 {
+		c.CPURatio = cust.CPUPerReadMs / bare.CPUPerReadMs
 	}
 	switch bare.Clients {
 	case 64:
@@ -515,20 +527,20 @@ func (r *report) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\ncustos: default policy, audit fsync with group commit (%g ms window), checkpoints, %s (each a clinician caring for all %d patients, TREAT), rate limit %s\n\n", s.AuditBatchMs, principalsText(s), s.Patients, rl)
 
-	fmt.Fprintf(w, "%7s  %-6s  %9s  %8s  %8s  %8s  %8s  %6s\n", "clients", "server", "reads/s", "p50", "p90", "p99", "max", "errors")
+	fmt.Fprintf(w, "%7s  %-6s  %9s  %8s  %8s  %8s  %8s  %6s  %9s\n", "clients", "server", "reads/s", "p50", "p90", "p99", "max", "errors", "cpu/read")
 	for i, run := range r.Runs {
 		flag := ""
 		if run.TotalErrors > 0 {
 			flag = "  << ERRORS"
 		}
-		fmt.Fprintf(w, "%7d  %-6s  %9.1f  %8s  %8s  %8s  %8s  %6d%s\n", run.Clients, run.Server, run.ReadsPerSec,
-			fmtMs(run.P50ms), fmtMs(run.P90ms), fmtMs(run.P99ms), fmtMs(run.MaxMs), run.Errors, flag)
+		fmt.Fprintf(w, "%7d  %-6s  %9.1f  %8s  %8s  %8s  %8s  %6d  %9s%s\n", run.Clients, run.Server, run.ReadsPerSec,
+			fmtMs(run.P50ms), fmtMs(run.P90ms), fmtMs(run.P99ms), fmtMs(run.MaxMs), run.Errors, fmt.Sprintf("%.3f ms", run.CPUPerReadMs), flag)
 		for _, e := range run.ErrorSamples {
 			fmt.Fprintf(w, "         error: %s\n", e)
 		}
 		if i%2 == 1 {
 			c := r.Compare[i/2]
-			fmt.Fprintf(w, "%7s  custos/bare: throughput %.2f, p99 %.2f", "", c.ThroughputRatio, c.P99Ratio)
+			fmt.Fprintf(w, "%7s  custos/bare: throughput %.2f, p99 %.2f, cpu/read %.2f", "", c.ThroughputRatio, c.P99Ratio, c.CPURatio)
 			for _, ch := range c.Checks {
 				fmt.Fprintf(w, "; %s %.2f (%s) %s", ch.Name, ch.Value, ch.Target, passFail(ch.Pass))
 			}

@@ -48,6 +48,12 @@ type runResult struct {
 	TotalReads   int64    `json:"total_reads"`
 	TotalErrors  int64    `json:"total_errors"`
 	ErrorSamples []string `json:"error_samples,omitempty"`
+	// CPUPerReadMs is the process's CPU time (user + system, every
+	// goroutine: this server, its clients, GC, the audit log's commits)
+	// during this server's measured slices, per read served. It varies less
+	// from run to run than throughput on a shared machine, so ratios of it
+	// show whether a change made custos cheaper. 0 where not measured.
+	CPUPerReadMs float64 `json:"cpu_per_read_ms"`
 	// AuditRecords is how many records the custos audit log gained during
 	// the run (custos only).
 	AuditRecords *uint64 `json:"audit_records,omitempty"`

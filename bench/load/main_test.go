@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -61,10 +62,22 @@ func testShortRun(t *testing.T, mode string) {
 	if len(rep.Compare) != 1 || rep.Compare[0].ThroughputRatio <= 0 || rep.Compare[0].P99Ratio <= 0 {
 		t.Errorf("comparison = %+v, want positive ratios", rep.Compare)
 	}
+	if runtime.GOOS == "linux" {
+		for _, r := range rep.Runs {
+			// A read costs CPU: at least a TLS round trip and a JSON-RPC
+			// exchange, far more than a microsecond, far less than a second.
+			if r.CPUPerReadMs < 0.001 || r.CPUPerReadMs > 1000 {
+				t.Errorf("%s: CPU per read %v ms", r.Server, r.CPUPerReadMs)
+			}
+		}
+		if len(rep.Compare) == 1 && rep.Compare[0].CPURatio <= 0 {
+			t.Errorf("comparison = %+v, want a CPU-per-read ratio", rep.Compare[0])
+		}
+	}
 
 	var out bytes.Buffer
 	rep.print(&out)
-	for _, want := range []string{"custos/bare: throughput", "every served read has its record", "clients  server"} {
+	for _, want := range []string{"custos/bare: throughput", "cpu/read", "every served read has its record", "clients  server"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("printed report lacks %q:\n%s", want, out.String())
 		}
