@@ -63,16 +63,19 @@
 //
 // # Storage layout
 //
-// One bbolt file, mode 0600, four buckets (five once a decision input is
-// stored), all written in the same transaction for each record:
+// One bbolt file, mode 0600, four buckets (five or six once a decision input
+// is stored), all written in the same transaction for each record:
 //
 //	records  key: seq as 8-byte big-endian   value: canonical bytes
 //	hashes   key: seq as 8-byte big-endian   value: 32-byte SHA-256 (raw)
 //	tlog     key: stored-hash index as 8-byte big-endian   value: 32-byte tree hash (raw)
 //	inputs   key: seq as 8-byte big-endian   value: the record's decision input
-//	         (JSON; only for records given an Entry.Input; NOT hashed, chained
-//	         or in the tree: context for policy replay, not evidence; see
-//	         inputs.go)
+//	         (JSON, or 0x00 + SHA-256 of its principal + the JSON after the
+//	         principal; only for records given an Entry.Input; NOT hashed,
+//	         chained or in the tree: context for policy replay, not evidence;
+//	         see inputs.go)
+//	input-docs key: SHA-256 (32 bytes)   value: a principal's JSON that inputs
+//	         refer to, stored once
 //	meta     "format"    = "custos-audit-v1"
 //	         "node"      = Options.Node of the process that created the file
 //	         "head_seq"  = 8-byte big-endian seq of the last record (0: empty)

@@ -1,8 +1,11 @@
 package audit
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -25,9 +28,55 @@ import (
 // (Pseudonym), as in the record: the audit log is PHI, but it holds no raw
 // patient id.
 
-// bucketInputs holds decision inputs: key seq (8-byte big-endian), value the
-// input bytes (JSON). Created by the first Append that stores an input.
+//
+// A policy input repeats its principal in every record of that principal,
+// and a clinician's principal carries her whole care team (pseudonymized):
+// ~40 bytes a patient, tens of kilobytes for a large panel, on every read.
+// An input whose JSON begins with a "principal" member of at least
+// sharedPrincipalMin bytes is therefore stored in two parts: the principal's
+// value once, under its SHA-256, in bucketInputDocs, and the record's input
+// as a reference to it plus the rest of the JSON. Inputs reassembles the
+// exact bytes given to Append.
+
+// bucketInputs holds decision inputs: key seq (8-byte big-endian), value
+// either the input bytes (JSON, which never begins with a zero byte) or
+// inputSharedTag, the 32-byte SHA-256 of the input's principal value, and
+// the input's bytes after that value. Created by the first Append that
+// stores an input.
 var bucketInputs = []byte("inputs")
+
+// bucketInputDocs holds the principal values inputs refer to: key their
+// SHA-256 (32 bytes), value the JSON bytes. Written once, never rewritten.
+var bucketInputDocs = []byte("input-docs")
+
+const (
+	inputSharedTag     = 0x00
+	sharedPrincipalMin = 256
+)
+
+// inputPrincipalPrefix is how every input the server records begins
+// (policy.Input's first field).
+var inputPrincipalPrefix = []byte(`{"principal":`)
+
+// splitPrincipal returns the principal value of in and the bytes after it,
+// or ok false if in does not begin with a principal member worth sharing.
+// in is valid JSON (validateInput).
+func splitPrincipal(in []byte) (principal, rest []byte, ok bool) {
+	if !bytes.HasPrefix(in, inputPrincipalPrefix) {
+		return nil, nil, false
+	}
+	body := in[len(inputPrincipalPrefix):]
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var v json.RawMessage
+	if err := dec.Decode(&v); err != nil {
+		return nil, nil, false
+	}
+	n := int(dec.InputOffset())
+	if n < sharedPrincipalMin || n > len(body) {
+		return nil, nil, false
+	}
+	return body[:n], body[n:], true
+}
 
 // MaxInputSize is the largest Entry.Input Append accepts, in bytes.
 const MaxInputSize = 1 << 20
@@ -59,7 +108,47 @@ func putInput(tx *bolt.Tx, key, in []byte) error {
 		return &CorruptError{Seq: binary.BigEndian.Uint64(key), Kind: KindHeadMismatch, Detail: "a decision input already exists past the meta head"}
 	}
 	b.FillPercent = 1.0 // sequential keys only ever append
+	if p, rest, ok := splitPrincipal(in); ok {
+		docs, err := tx.CreateBucketIfNotExists(bucketInputDocs)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(p)
+		if docs.Get(sum[:]) == nil {
+			if err := docs.Put(sum[:], p); err != nil {
+				return err
+			}
+		}
+		v := make([]byte, 0, 1+len(sum)+len(rest))
+		v = append(append(append(v, inputSharedTag), sum[:]...), rest...)
+		return b.Put(key, v)
+	}
 	return b.Put(key, in)
+}
+
+// storedInput returns the input bytes Append was given for the stored
+// value v of record seq, reassembling a shared principal from docs.
+func storedInput(docs *bolt.Bucket, seq uint64, v []byte) ([]byte, error) {
+	if len(v) == 0 || v[0] != inputSharedTag {
+		return append([]byte(nil), v...), nil
+	}
+	if len(v) < 1+sha256.Size {
+		return nil, &CorruptError{Seq: seq, Kind: KindInputDocMissing, Detail: "a shared-principal input is shorter than its reference"}
+	}
+	sum := v[1 : 1+sha256.Size]
+	var p []byte
+	if docs != nil {
+		p = docs.Get(sum)
+	}
+	if p == nil {
+		return nil, &CorruptError{Seq: seq, Kind: KindInputDocMissing, Expected: hex.EncodeToString(sum), Detail: "the input's principal is not in the input-docs bucket"}
+	}
+	if got := sha256.Sum256(p); !bytes.Equal(got[:], sum) {
+		return nil, &CorruptError{Seq: seq, Kind: KindInputDocMissing, Expected: hex.EncodeToString(sum), Got: hex.EncodeToString(got[:]), Detail: "the stored principal does not hash to its key"}
+	}
+	rest := v[1+sha256.Size:]
+	out := make([]byte, 0, len(inputPrincipalPrefix)+len(p)+len(rest))
+	return append(append(append(out, inputPrincipalPrefix...), p...), rest...), nil
 }
 
 // Inputs calls fn, in seq order, for every record with seq in [from, to]
@@ -83,6 +172,7 @@ func (l *Log) Inputs(ctx context.Context, from, to uint64, fn func(seq uint64, i
 			if b == nil {
 				return nil
 			}
+			docs := tx.Bucket(bucketInputDocs)
 			c := b.Cursor()
 			k, v := c.Seek(seqKey(next))
 			for n := uint64(0); k != nil; n++ {
@@ -97,7 +187,11 @@ func (l *Log) Inputs(ctx context.Context, from, to uint64, fn func(seq uint64, i
 					next, done = seq, false // continue in a fresh transaction
 					return nil
 				}
-				if err := fn(seq, append([]byte(nil), v...)); err != nil {
+				input, err := storedInput(docs, seq, v)
+				if err != nil {
+					return err
+				}
+				if err := fn(seq, input); err != nil {
 					return err
 				}
 				if seq == to {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -216,5 +217,119 @@ func TestInputsNeverOverwritten(t *testing.T) {
 	}
 	if got := inputsOf(t, l2, 1, 5); got[2] != `"planted"` {
 		t.Fatalf("input overwritten: %v", got)
+	}
+}
+
+// careTeamInput is a decision input as the server records it: a principal
+// with n pseudonymized patients first, then the request.
+func careTeamInput(sub string, n int, uri string) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"principal":{"sub":%q,"roles":["clinician"],"client_id":"ai","tenant":"t","patients":[`, sub)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"p1:%032x"`, i)
+	}
+	fmt.Fprintf(&b, `]},"purpose_of_use":"TREAT","action":"read","resource":{"uri":%q,"type":"note"}}`, uri)
+	return []byte(b.String())
+}
+
+// A large principal is stored once, under its digest, and every input that
+// carries it comes back byte for byte; small principals and other shapes
+// are stored as given.
+func TestInputsSharePrincipals(t *testing.T) {
+	l, path := mustOpen(t, Options{})
+	ctx := context.Background()
+	inputs := [][]byte{
+		careTeamInput("dr.a", 100, "note://t/1"),
+		careTeamInput("dr.a", 100, "note://t/2"),
+		careTeamInput("dr.b", 100, "note://t/1"),
+		careTeamInput("dr.a", 100, "note://t/3"),
+		careTeamInput("dr.c", 1, "note://t/1"),              // principal too small to share
+		[]byte(`{"action":"read","principal":{"sub":"x"}}`), // not the server's shape
+		[]byte(`{"principal":` + strings.Repeat(" ", 300) + `{"sub":"spaced"} ,"action":"read"}`),
+	}
+	for i, in := range inputs {
+		e := sampleEntry(i)
+		e.Input = in
+		if _, err := l.Append(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := inputsOf(t, l, 1, 100)
+	for i, in := range inputs {
+		if got[uint64(i+1)] != string(in) {
+			t.Errorf("input %d:\n got %.120s\nwant %.120s", i+1, got[uint64(i+1)], in)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		docs := tx.Bucket(bucketInputDocs)
+		if docs == nil || docs.Stats().KeyN != 3 {
+			t.Errorf("input-docs holds %v principals, want 3 (dr.a, dr.b, the spaced one)", docs.Stats().KeyN)
+		}
+		b := tx.Bucket(bucketInputs)
+		for seq, shared := range map[uint64]bool{1: true, 2: true, 3: true, 4: true, 5: false, 6: false, 7: true} {
+			v := b.Get(seqKey(seq))
+			if (v[0] == inputSharedTag) != shared {
+				t.Errorf("seq %d: shared = %v, want %v", seq, v[0] == inputSharedTag, shared)
+			}
+			if shared && len(v) > 200 {
+				t.Errorf("seq %d: %d bytes stored for a shared input", seq, len(v))
+			}
+		}
+		return nil
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, path)
+}
+
+// An input whose principal is missing or altered is reported with its seq,
+// not returned.
+func TestInputsMissingPrincipalIsCorrupt(t *testing.T) {
+	for _, damage := range []string{"deleted", "altered"} {
+		t.Run(damage, func(t *testing.T) {
+			l, path := mustOpen(t, Options{})
+			e := sampleEntry(0)
+			e.Input = careTeamInput("dr.a", 50, "note://t/1")
+			if _, err := l.Append(context.Background(), e); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db, err := bolt.Open(path, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = db.Update(func(tx *bolt.Tx) error {
+				docs := tx.Bucket(bucketInputDocs)
+				k, v := docs.Cursor().First()
+				if damage == "deleted" {
+					return docs.Delete(k)
+				}
+				return docs.Put(k, bytes.Replace(v, []byte("dr.a"), []byte("dr.z"), 1))
+			})
+			db.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			l = mustOpenPath(t, path, Options{ReadOnly: true})
+			err = l.Inputs(context.Background(), 1, 10, func(uint64, []byte) error { return nil })
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.Kind != KindInputDocMissing || ce.Seq != 1 {
+				t.Fatalf("Inputs = %v, want a %s CorruptError at seq 1", err, KindInputDocMissing)
+			}
+		})
 	}
 }

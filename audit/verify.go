@@ -28,6 +28,10 @@ const (
 	KindMissingRecord  = "missing_record"  // the hashes bucket has an entry with no record
 	KindHeadMismatch   = "head_mismatch"   // meta's head (seq, hash) is not the last record
 	KindBadKey         = "bad_key"         // a records key is not 8 bytes
+	// KindInputDocMissing: a stored decision input refers to a principal
+	// that is not in the input-docs bucket, or not under its digest (inputs
+	// are context, not evidence: Inputs reports it, VerifyFile does not).
+	KindInputDocMissing = "input_doc_missing"
 	// KindVersionRegression: the record's format version is lower than the
 	// previous record's. An older custos cannot open a log whose head is of a
 	// newer version, so no legitimate writer produces this.
