@@ -115,7 +115,11 @@ func (e *Engine) DecideBatch(ctx context.Context, in Input, items []Item) ([]Dec
 func (e *Engine) evalBatch(ctx context.Context, in *Input, items []Item, todo []int, ds []Decision) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	rs, err := evaluations.eval(ctx, e.batch, e.evalOptions(in, in.batchValue(items, todo))...)
+	opts, succeeded := e.evalOptions(in, in.batchValue(items, todo))
+	rs, err := evaluations.eval(ctx, e.batch, opts...)
+	if err == nil {
+		succeeded()
+	}
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			reason := "policy_error"

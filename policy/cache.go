@@ -48,16 +48,23 @@ func (c *decisionCache) put(k [32]byte, d Decision) {
 	v := cachedDecision{allow: d.Allow, reasons: slices.Clone(d.Reasons), obs: slices.Clone(d.Obligations)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.m) >= c.max {
-		n := max(1, c.max/8) // a bound, not a policy: drop an eighth
-		for key := range c.m {
-			delete(c.m, key)
-			if n--; n == 0 {
-				break
-			}
+	makeRoom(c.m, c.max)
+	c.m[k] = v
+}
+
+// makeRoom deletes an eighth of m's entries (at least one), arbitrary ones,
+// when m holds max or more: a bound on memory, not an eviction policy.
+func makeRoom[K comparable, V any](m map[K]V, max int) {
+	if len(m) < max {
+		return
+	}
+	n := (max + 7) / 8
+	for key := range m {
+		delete(m, key)
+		if n--; n <= 0 {
+			return
 		}
 	}
-	c.m[k] = v
 }
 
 // appendField appends a length-prefixed string, so that no two different
@@ -136,6 +143,14 @@ func cacheKey(in *Input) [32]byte {
 	})
 }
 
+// readsTheClock names builtins OPA does not mark nondeterministic whose
+// result still depends on the time of the call (certificate validity is
+// checked against the wall clock): a cached result could outlive an expiry.
+var readsTheClock = map[string]bool{
+	"crypto.x509.parse_and_verify_certificates":              true,
+	"crypto.x509.parse_and_verify_certificates_with_options": true,
+}
+
 // deterministic reports whether no module calls a builtin OPA marks as
 // nondeterministic; it names the first one found.
 func deterministic(modules []*ast.Module) (bool, string) {
@@ -144,8 +159,9 @@ func deterministic(modules []*ast.Module) (bool, string) {
 		if found != "" {
 			return
 		}
-		if b, ok := ast.BuiltinMap[ref.String()]; ok && b.Nondeterministic {
-			found = ref.String()
+		name := ref.String()
+		if b, ok := ast.BuiltinMap[name]; ok && (b.Nondeterministic || readsTheClock[name]) {
+			found = name
 		}
 	}
 	for _, m := range modules {

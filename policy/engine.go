@@ -238,7 +238,11 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	rs, err := evaluations.eval(ctx, &e.query, e.evalOptions(&in, in.value())...)
+	opts, succeeded := e.evalOptions(&in, in.value())
+	rs, err := evaluations.eval(ctx, &e.query, opts...)
+	if err == nil {
+		succeeded()
+	}
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			reason := "policy_error"
@@ -423,13 +427,15 @@ func sortFiles(files []regoFile) []regoFile {
 }
 
 // evalOptions are the options of one evaluation of in, whose input document
-// is value.
-func (e *Engine) evalOptions(in *Input, value ast.Value) []rego.EvalOption {
+// is value, and the function to call once that evaluation has succeeded
+// (it publishes the subject-level values the evaluation computed).
+func (e *Engine) evalOptions(in *Input, value ast.Value) ([]rego.EvalOption, func()) {
 	opts := []rego.EvalOption{rego.EvalParsedInput(value)}
-	if e.subjects != nil {
-		opts = append(opts, rego.EvalVirtualCache(e.subjects.forInput(in)))
+	if e.subjects == nil {
+		return opts, func() {}
 	}
-	return opts
+	vc := e.subjects.forInput(in)
+	return append(opts, rego.EvalVirtualCache(vc)), vc.commit
 }
 
 // analyse compiles modules on their own to find their subject-level rules;

@@ -80,6 +80,9 @@ func NewSubject(p Principal) *Subject {
 		return s
 	}
 	s := &Subject{sub: p.Sub, term: principalTerm(&p), digest: d}
+	// Concurrent evaluations share the term: sort its keys now, as OPA
+	// would on first use, so that no evaluation writes to it.
+	freeze(s.term.Value)
 	subjects.put(d, s)
 	return s
 }
@@ -110,8 +113,15 @@ func (m *subjectMemo) put(d [32]byte, s *Subject) {
 }
 
 func (in *Input) validate() error {
-	if in.Subject != nil && in.Principal.Sub != "" && in.Principal.Sub != in.Subject.sub {
-		return fmt.Errorf("%w: Principal and Subject name different principals", ErrBadInput)
+	if s := in.Subject; s != nil {
+		if s.term == nil {
+			return fmt.Errorf("%w: Subject was not made by NewSubject", ErrBadInput)
+		}
+		// A Principal given beside the Subject must be the same principal
+		// in every field (the Subject is what the policy sees).
+		if !in.Principal.isZero() && principalDigest(&in.Principal) != s.digest {
+			return fmt.Errorf("%w: Principal and Subject are different principals", ErrBadInput)
+		}
 	}
 	switch in.Action {
 	case ActionList, ActionRead:
@@ -124,6 +134,10 @@ func (in *Input) validate() error {
 		return fmt.Errorf("%w: unknown action (%d bytes)", ErrBadInput, len(in.Action))
 	}
 	return nil
+}
+
+func (p *Principal) isZero() bool {
+	return p.Sub == "" && len(p.Roles) == 0 && p.ClientID == "" && p.Tenant == "" && len(p.Patients) == 0
 }
 
 // Object keys, built once. OPA treats terms as immutable, so they are shared.

@@ -36,6 +36,26 @@ func TestSubjectDecidesLikeItsPrincipal(t *testing.T) {
 	if d, err := e.Decide(context.Background(), in); !errors.Is(err, ErrBadInput) || d.Allow {
 		t.Fatalf("mismatched Principal and Subject: %+v, %v", d, err)
 	}
+	// The same sub with other roles is another principal too.
+	other := clinician
+	other.Roles = []string{"auditor"}
+	in = Input{Principal: other, Subject: NewSubject(clinician), PurposeOfUse: "TREAT", Action: ActionRead, Resource: resource("note", patientA)}
+	if d, err := e.Decide(context.Background(), in); !errors.Is(err, ErrBadInput) || d.Allow {
+		t.Fatalf("same sub, other roles: %+v, %v", d, err)
+	}
+	// Both given and equal is fine.
+	in.Principal = clinician
+	if d, err := e.Decide(context.Background(), in); err != nil || !d.Allow {
+		t.Fatalf("equal Principal and Subject: %+v, %v", d, err)
+	}
+	// A Subject not made by NewSubject is refused, not a panic.
+	in = Input{Subject: &Subject{}, PurposeOfUse: "TREAT", Action: ActionRead, Resource: resource("note", patientA)}
+	if d, err := e.Decide(context.Background(), in); !errors.Is(err, ErrBadInput) || d.Allow {
+		t.Fatalf("zero Subject: %+v, %v", d, err)
+	}
+	if ds, err := e.DecideBatch(context.Background(), Input{Subject: &Subject{}, PurposeOfUse: "TREAT", Action: ActionList}, []Item{{Resource: resource("note", patientA)}}); !errors.Is(err, ErrBadInput) || ds[0].Allow {
+		t.Fatalf("zero Subject, batch: %+v, %v", ds, err)
+	}
 }
 
 func BenchmarkDecideManyPatients(b *testing.B) {

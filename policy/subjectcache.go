@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -30,9 +31,19 @@ import (
 // analysis is conservative: the bare `input`, a dynamic lookup into it,
 // data reached through a dynamic reference that could name a non-subject
 // rule, all make a rule (and everything that uses it) per-evaluation. The
-// cache is not used for policies that call a nondeterministic builtin, and
-// only at the top frame: under `with`, OPA pushes a frame whose entries are
-// kept per evaluation as usual.
+// cache is not used for policies that call a nondeterministic builtin (or
+// one that reads the clock, see readsTheClock), and only at the top frame:
+// under `with`, OPA pushes a frame whose entries are kept per evaluation as
+// usual.
+//
+// A value is published only when the evaluation that computed it has
+// succeeded (evalCache.commit). OPA stores a rule's or function's value at
+// its first solution and checks the other solutions and definitions for a
+// conflict (or meets a builtin error) afterwards, aborting the evaluation:
+// published at once, such a value would outlive the abort, and a policy
+// whose fresh evaluation fails (and denies) would allow from the second
+// request on. Published values are frozen (OPA sorts set and object keys
+// lazily, in place) so that concurrent evaluations only read them.
 
 // DefaultSubjectCache is how many (principal, purpose) pairs an Engine keeps
 // subject-level values for when Options.SubjectCache is zero.
@@ -70,8 +81,10 @@ func newSubjectCaches(levels ruleLevels, max int) *subjectCaches {
 	return &subjectCaches{levels: levels, max: max, m: make(map[subjectKey]*subjectStore)}
 }
 
-// forInput returns the virtual cache for one evaluation of in.
-func (c *subjectCaches) forInput(in *Input) topdown.VirtualCache {
+// forInput returns the virtual cache for one evaluation of in. Values it
+// collects reach the shared store only through its commit, which the
+// engine calls when the evaluation has succeeded.
+func (c *subjectCaches) forInput(in *Input) *evalCache {
 	k := subjectKey{purpose: in.PurposeOfUse}
 	if in.Subject != nil {
 		k.principal = in.Subject.digest
@@ -81,15 +94,7 @@ func (c *subjectCaches) forInput(in *Input) topdown.VirtualCache {
 	c.mu.Lock()
 	s, ok := c.m[k]
 	if !ok {
-		if len(c.m) >= c.max {
-			n := max(1, c.max/8) // a bound, not a policy: drop an eighth
-			for key := range c.m {
-				delete(c.m, key)
-				if n--; n == 0 {
-					break
-				}
-			}
-		}
+		makeRoom(c.m, c.max)
 		s = &subjectStore{vc: topdown.NewVirtualCache()}
 		c.m[k] = s
 	}
@@ -97,14 +102,25 @@ func (c *subjectCaches) forInput(in *Input) topdown.VirtualCache {
 	return &evalCache{levels: c.levels, shared: s, local: topdown.NewVirtualCache()}
 }
 
-// evalCache is the topdown.VirtualCache of one evaluation: subject-level
-// entries of the top frame go to the shared store, everything else to a
-// cache of this evaluation alone.
+// evalCache is the topdown.VirtualCache of one evaluation. It reads
+// subject-level entries of the top frame from the shared store; every value
+// OPA puts goes to a cache of this evaluation alone, and the subject-level
+// ones of the top frame are also kept as pending. OPA puts a rule's value at
+// its first solution and only then checks the other solutions and
+// definitions for a conflict (or meets a builtin error), aborting the
+// evaluation: a value is therefore final only once the whole evaluation
+// has succeeded, and only then does commit publish the pending values.
 type evalCache struct {
-	levels ruleLevels
-	shared *subjectStore
-	local  topdown.VirtualCache
-	depth  int // frames pushed by `with`
+	levels  ruleLevels
+	shared  *subjectStore
+	local   topdown.VirtualCache
+	depth   int // frames pushed by `with`
+	pending []pendingValue
+}
+
+type pendingValue struct {
+	ref   ast.Ref // a copy: OPA reuses its key slices
+	value *ast.Term
 }
 
 func (c *evalCache) Push() { c.depth++; c.local.Push() }
@@ -112,38 +128,55 @@ func (c *evalCache) Pop()  { c.depth--; c.local.Pop() }
 
 func (c *evalCache) Get(ref ast.Ref) (*ast.Term, bool) {
 	if c.depth == 0 && c.levels.subjectLevel(ref) {
-		c.shared.mu.RLock()
-		v, undefined := c.shared.vc.Get(ref)
-		c.shared.mu.RUnlock()
-		if v != nil || undefined {
+		if v, undefined := c.shared.get(ref); v != nil || undefined {
 			return v, undefined
 		}
 	}
 	return c.local.Get(ref)
 }
 
+func (s *subjectStore) get(ref ast.Ref) (*ast.Term, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.vc.Get(ref)
+}
+
 func (c *evalCache) Put(ref ast.Ref, value *ast.Term) {
 	if c.depth == 0 && c.levels.subjectLevel(ref) {
-		s := c.shared
-		s.mu.Lock()
-		if s.n < subjectCacheEntries {
-			s.n++
-			for _, t := range ref {
-				freeze(t.Value)
-			}
-			if value != nil {
-				freeze(value.Value)
-			}
-			s.vc.Put(ref, value)
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Unlock()
+		c.pending = append(c.pending, pendingValue{ref: slices.Clone(ref), value: value})
 	}
 	c.local.Put(ref, value)
 }
 
 func (c *evalCache) Keys() []ast.Ref { return c.local.Keys() }
+
+// commit publishes the pending values of a successful evaluation to the
+// shared store, within its bound. Values are frozen first.
+func (c *evalCache) commit() {
+	if len(c.pending) == 0 {
+		return
+	}
+	s := c.shared
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range c.pending {
+		if v, undefined := s.vc.Get(p.ref); v != nil || undefined {
+			continue // published by another evaluation
+		}
+		if s.n >= subjectCacheEntries {
+			break
+		}
+		for _, t := range p.ref {
+			freeze(t.Value)
+		}
+		if p.value != nil {
+			freeze(p.value.Value)
+		}
+		s.vc.Put(p.ref, p.value)
+		s.n++
+	}
+	c.pending = nil
+}
 
 // freeze runs every lazy computation OPA's values do on first use, so that
 // a value other goroutines will read is never written again: a set or an
@@ -195,6 +228,13 @@ func (l ruleLevels) refLevel(ref ast.Ref) bool {
 	node := l.root
 	sawRule := false
 	for _, t := range ref {
+		switch t.Value.(type) {
+		case ast.String, ast.Var, ast.Number, ast.Boolean, ast.Null:
+		default:
+			// Not a rule tree segment (OPA's keys can hold its own
+			// scope markers, which are not even hashable): not shared.
+			return false
+		}
 		child := node.Child(t.Value)
 		if child == nil {
 			return sawRule // the rest indexes into the value of the rules passed

@@ -164,7 +164,7 @@ func TestSubjectCacheNeverServesAStaleValue(t *testing.T) {
 		}
 	}
 	// The subject-level rules were shared: "stable" and "inner" are in the store.
-	st := cached.subjects.forInput(&Input{Principal: p, PurposeOfUse: "TREAT"}).(*evalCache).shared
+	st := cached.subjects.forInput(&Input{Principal: p, PurposeOfUse: "TREAT"}).shared
 	if st.n == 0 {
 		t.Fatal("nothing was kept across evaluations")
 	}
@@ -301,7 +301,7 @@ func TestSubjectCacheIsBounded(t *testing.T) {
 			t.Fatalf("read %d: %+v, %v", i, d, err)
 		}
 	}
-	st := e.subjects.forInput(&Input{Subject: subj, PurposeOfUse: "TREAT"}).(*evalCache).shared
+	st := e.subjects.forInput(&Input{Subject: subj, PurposeOfUse: "TREAT"}).shared
 	if st.n != subjectCacheEntries {
 		t.Fatalf("%d values kept for one subject, want the bound %d", st.n, subjectCacheEntries)
 	}
@@ -316,7 +316,22 @@ decision := {"allow": time.now_ns() > 0, "reasons": ["clock"], "obligations": []
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.subjects != nil {
-		t.Fatal("subject cache for a policy that calls time.now_ns")
+	if e.subjects != nil || e.cache != nil {
+		t.Fatal("a cache for a policy that calls time.now_ns")
+	}
+	// Certificate verification reads the clock although OPA does not mark
+	// it nondeterministic.
+	e, err = Load(context.Background(), fstest.MapFS{"p.rego": {Data: []byte(`package custos.authz
+ok if {
+	[valid, _] := crypto.x509.parse_and_verify_certificates(input.principal.sub)
+	valid
+}
+decision := {"allow": ok, "reasons": ["certs"], "obligations": []}
+`)}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.subjects != nil || e.cache != nil {
+		t.Fatal("a cache for a policy that verifies certificates against the clock")
 	}
 }
