@@ -98,8 +98,11 @@
 //
 // # Group commit
 //
-// Appends go through bbolt's DB.Batch: concurrent Appends within
-// Options.MaxBatchDelay share one commit (two fdatasyncs). Batch may run an
+// Appends go through a batcher with bbolt's DB.Batch rules
+// (groupcommit.go): concurrent Appends within one window share one commit
+// (two fdatasyncs); the window is Options.MinBatchDelay while the process's
+// goroutines get a CPU promptly and grows to Options.MaxBatchDelay as they
+// queue for one (the Go scheduler's latency). The batcher may run an
 // append function more than once (after another function in the batch
 // failed, or alone), so the function reads the head and the tree inside the
 // transaction and computes seq, time, prev_hash, hash and the stored tree

@@ -22,7 +22,8 @@ import (
 
 // Defaults for Options.
 const (
-	DefaultMaxBatchDelay = 2 * time.Millisecond
+	DefaultMinBatchDelay = 1 * time.Millisecond
+	DefaultMaxBatchDelay = 5 * time.Millisecond
 	DefaultMaxBatchSize  = 256
 	DefaultTimeout       = 2 * time.Second
 )
@@ -45,12 +46,17 @@ const formatMagic = "custos-audit-v1"
 
 // Options configures Open. The zero value of each field is documented.
 type Options struct {
-	Node          string           // required unless ReadOnly: written into every record
-	Logger        *slog.Logger     // operational log (never record contents); nil = discard
-	Now           func() time.Time // clock; nil = time.Now
-	MaxBatchDelay time.Duration    // group-commit window; 0 = DefaultMaxBatchDelay
-	MaxBatchSize  int              // records per commit at most; 0 = DefaultMaxBatchSize
-	Timeout       time.Duration    // file-lock wait; 0 = DefaultTimeout, then ErrLocked
+	Node   string           // required unless ReadOnly: written into every record
+	Logger *slog.Logger     // operational log (never record contents); nil = discard
+	Now    func() time.Time // clock; nil = time.Now
+	// The group-commit window lies between MinBatchDelay (while the
+	// process gets CPU promptly) and MaxBatchDelay (while its goroutines
+	// queue for CPU); see groupcommit.go. 0 = the default; equal values
+	// give a fixed window.
+	MinBatchDelay time.Duration // 0 = DefaultMinBatchDelay (at most MaxBatchDelay)
+	MaxBatchDelay time.Duration // 0 = DefaultMaxBatchDelay
+	MaxBatchSize  int           // records per commit at most; 0 = DefaultMaxBatchSize
+	Timeout       time.Duration // file-lock wait; 0 = DefaultTimeout, then ErrLocked
 	// ReadOnly opens an existing log under a shared file lock, for
 	// verification, export and proofs next to other readers: Append fails
 	// with ErrReadOnly, nothing is written, and a log written before the
@@ -66,7 +72,7 @@ func (o *Options) validate() error {
 	if !utf8.ValidString(o.Node) {
 		return errors.New("audit: Options.Node is not valid UTF-8")
 	}
-	if o.MaxBatchDelay < 0 || o.MaxBatchSize < 0 || o.Timeout < 0 {
+	if o.MinBatchDelay < 0 || o.MaxBatchDelay < 0 || o.MaxBatchSize < 0 || o.Timeout < 0 {
 		return errors.New("audit: negative Options value")
 	}
 	if o.Logger == nil {
@@ -77,6 +83,12 @@ func (o *Options) validate() error {
 	}
 	if o.MaxBatchDelay == 0 {
 		o.MaxBatchDelay = DefaultMaxBatchDelay
+	}
+	if o.MinBatchDelay == 0 {
+		o.MinBatchDelay = min(DefaultMinBatchDelay, o.MaxBatchDelay)
+	}
+	if o.MinBatchDelay > o.MaxBatchDelay {
+		return fmt.Errorf("audit: Options.MinBatchDelay %v exceeds MaxBatchDelay %v", o.MinBatchDelay, o.MaxBatchDelay)
 	}
 	if o.MaxBatchSize == 0 {
 		o.MaxBatchSize = DefaultMaxBatchSize
@@ -97,6 +109,7 @@ type Log struct {
 	mu       sync.RWMutex // guards closed; Append holds it shared while registering in inflight
 	closed   bool
 	inflight sync.WaitGroup // Append goroutines still waiting for their commit
+	commits  *batcher       // group commit of Appends
 
 	headMu   sync.Mutex
 	headSeq  uint64
@@ -141,10 +154,9 @@ func Open(path string, opts Options) (*Log, error) {
 	// set explicitly so that nobody "optimizes" them away.
 	db.NoSync = false
 	db.NoGrowSync = false
-	db.MaxBatchDelay = opts.MaxBatchDelay
-	db.MaxBatchSize = opts.MaxBatchSize
 
-	l := &Log{db: db, opts: opts, log: opts.Logger}
+	l := &Log{db: db, opts: opts, log: opts.Logger,
+		commits: &batcher{db: db, minDelay: opts.MinBatchDelay, maxDelay: opts.MaxBatchDelay, maxSize: opts.MaxBatchSize}}
 	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		l.log.Warn("audit log file is accessible to group or others", "mode", fi.Mode().Perm().String())
 	}
@@ -456,7 +468,7 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 	go func() {
 		defer l.inflight.Done()
 		var rec Record
-		err := l.db.Batch(func(tx *bolt.Tx) error {
+		err := l.commits.do(func(tx *bolt.Tx) error {
 			return l.appendTx(tx, &e, eventID, &rec)
 		})
 		if err != nil {

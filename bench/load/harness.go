@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -59,9 +58,9 @@ type options struct {
 	CPUProfile string
 	DataDir    string  // "": a temporary directory, removed
 	RateLimit  float64 // custos per-principal requests/s; 0 disables
-	// AuditBatchDelay is the audit log's group-commit window
-	// (audit.Options.MaxBatchDelay); 0 means audit.DefaultMaxBatchDelay,
-	// what serve uses.
+	// AuditBatchDelay, if not 0, fixes the audit log's group-commit window
+	// (audit.Options.MinBatchDelay = MaxBatchDelay); 0 leaves the audit
+	// package's adaptive window, what serve uses.
 	AuditBatchDelay time.Duration
 	Logger          *slog.Logger
 	Progress        io.Writer // progress lines; nil discards
@@ -135,7 +134,7 @@ type settings struct {
 	RateLimit    float64 `json:"custos_rate_limit"`
 	ModesDiffer  bool    `json:"modes_differ"` // -bare-framing other than custos's: the ratios compare unlike things
 	Protocol     string  `json:"protocol"`
-	AuditBatchMs float64 `json:"audit_max_batch_delay_ms"`
+	AuditBatchMs float64 `json:"audit_batch_delay_ms"` // fixed window; 0: adaptive (audit defaults)
 }
 
 // comparison is custos against bare at one concurrency.
@@ -209,7 +208,7 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 		Size: o.Size, Resources: o.Resources, BareMode: modeName(o.Mode == modeStateless, o.BareJSON),
 		CustosMode: modeName(o.Mode == modeStateless, o.Mode == modeStateless), Protocol: protocolVersion(o.Mode == modeStateless), Transport: "HTTP/1.1 over TLS 1.3 (ECDSA P-256, self-signed), 127.0.0.1",
 		RateLimit: o.RateLimit, ModesDiffer: o.BareJSON != (o.Mode == modeStateless),
-		AuditBatchMs: float64(cmp.Or(o.AuditBatchDelay, audit.DefaultMaxBatchDelay)) / float64(time.Millisecond),
+		AuditBatchMs: float64(o.AuditBatchDelay) / float64(time.Millisecond),
 	}}
 
 	fmt.Fprintf(progress, "load: building a catalog of %d notes of %d bytes in %s\n", o.Resources, o.Size, dir)
@@ -525,7 +524,11 @@ func (r *report) print(w io.Writer) {
 	if s.RateLimit > 0 {
 		rl = fmt.Sprintf("%g/s per principal", s.RateLimit)
 	}
-	fmt.Fprintf(w, "\ncustos: default policy, audit fsync with group commit (%g ms window), checkpoints, %s (each a clinician caring for all %d patients, TREAT), rate limit %s\n\n", s.AuditBatchMs, principalsText(s), s.Patients, rl)
+	win := fmt.Sprintf("adaptive %g–%g ms window", float64(audit.DefaultMinBatchDelay)/float64(time.Millisecond), float64(audit.DefaultMaxBatchDelay)/float64(time.Millisecond))
+	if s.AuditBatchMs > 0 {
+		win = fmt.Sprintf("fixed %g ms window", s.AuditBatchMs)
+	}
+	fmt.Fprintf(w, "\ncustos: default policy, audit fsync with group commit (%s), checkpoints, %s (each a clinician caring for all %d patients, TREAT), rate limit %s\n\n", win, principalsText(s), s.Patients, rl)
 
 	fmt.Fprintf(w, "%7s  %-6s  %9s  %8s  %8s  %8s  %8s  %6s  %9s\n", "clients", "server", "reads/s", "p50", "p90", "p99", "max", "errors", "cpu/read")
 	for i, run := range r.Runs {

@@ -272,7 +272,8 @@ type custosSide struct {
 }
 
 // openCustos imports d into dir/catalog.db and assembles the server.
-// batchDelay is the audit log's group-commit window (0: its default).
+// batchDelay, if not 0, fixes the audit log's group-commit window (0: the
+// audit package's adaptive default, as serve uses).
 func openCustos(ctx context.Context, dir string, d dataset, maxClients int, rate server.RateLimit, batchDelay time.Duration, logger *slog.Logger) (_ *custosSide, err error) {
 	c := &custosSide{audit: filepath.Join(dir, "audit.db")}
 	defer func() {
@@ -315,7 +316,7 @@ func openCustos(ctx context.Context, dir string, d dataset, maxClients int, rate
 	if err != nil {
 		return nil, err
 	}
-	if c.log, err = audit.Open(c.audit, audit.Options{Node: benchNode, Logger: logger, MaxBatchDelay: batchDelay}); err != nil {
+	if c.log, err = audit.Open(c.audit, audit.Options{Node: benchNode, Logger: logger, MinBatchDelay: batchDelay, MaxBatchDelay: batchDelay}); err != nil {
 		return nil, err
 	}
 	origin := "custos.local/" + benchNode + "/audit"
