@@ -31,15 +31,15 @@ func BenchmarkAppendSerial(b *testing.B) {
 }
 
 // BenchmarkAppendParallel64: 64 concurrent writers, fsync on, group commit
-// with the default MaxBatchDelay (and a few alternatives for tuning).
+// with the default adaptive window (and a few fixed windows for tuning).
 func BenchmarkAppendParallel64(b *testing.B) {
 	for _, d := range []time.Duration{0, 500 * time.Microsecond, time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond} {
-		name := "delay=default"
+		name := "delay=adaptive"
 		if d != 0 {
 			name = "delay=" + d.String()
 		}
 		b.Run(name, func(b *testing.B) {
-			l, _ := mustOpen(b, Options{MaxBatchDelay: d})
+			l, _ := mustOpen(b, Options{MinBatchDelay: d, MaxBatchDelay: d})
 			e := sampleEntry(1)
 			const writers = 64
 			var next atomic.Int64
