@@ -56,17 +56,7 @@ func advRun(t *testing.T, modules map[string]string, p Principal, useSubject boo
 	for name, src := range modules {
 		fsys[name] = &fstest.MapFile{Data: []byte(src)}
 	}
-	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cached, err := Load(ctx, fsys, Options{DecisionCache: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cached.subjects == nil {
-		t.Fatal("no subject cache")
-	}
+	plain, cached := plainAndCached(t, fsys)
 	if advForceAll {
 		for n := range cached.subjects.levels.ok {
 			cached.subjects.levels.ok[n], cached.subjects.levels.at[n] = true, true

@@ -12,6 +12,25 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 )
 
+// plainAndCached loads the policy in fsys twice, without any cache and with
+// the subject cache only (no decision cache).
+func plainAndCached(t *testing.T, fsys fstest.MapFS) (plain, cached *Engine) {
+	t.Helper()
+	ctx := context.Background()
+	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err = Load(ctx, fsys, Options{DecisionCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cached.subjects == nil {
+		t.Fatal("no subject cache")
+	}
+	return plain, cached
+}
+
 // levelsOf loads the policy src (package custos.authz) and returns the
 // subject-level verdict of each named rule.
 func levelsOf(t *testing.T, src string, rules ...string) map[string]bool {
@@ -128,18 +147,7 @@ stable := concat("+", [input.principal.sub, input.purpose_of_use])
 // be the same.
 func TestSubjectCacheNeverServesAStaleValue(t *testing.T) {
 	ctx := context.Background()
-	fsys := fstest.MapFS{"p.rego": {Data: []byte(trapPolicy)}}
-	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cached, err := Load(ctx, fsys, Options{DecisionCache: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cached.subjects == nil {
-		t.Fatal("no subject cache")
-	}
+	plain, cached := plainAndCached(t, fstest.MapFS{"p.rego": {Data: []byte(trapPolicy)}})
 	p := clinician
 	p.Roles = []string{"clinician", "sensitive:hiv"}
 	for round := range 3 {
