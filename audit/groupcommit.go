@@ -23,7 +23,9 @@ import (
 // process's goroutines get a CPU promptly and up to MaxBatchDelay when they
 // queue for one, judged by the Go scheduler's latency (runtime/metrics
 // /sched/latencies:seconds, the time a runnable goroutine waits to run),
-// averaged over the last ~20 ms. Measured on the 2-core build machine
+// averaged over the interval since the previous sample (taken at most every
+// 20 ms, when a batch starts; an interval over 250 ms starts afresh, and an
+// interval without scheduling events counts as idle). Measured on the 2-core build machine
 // (docs/benchmarks.md): ~0.1 ms mean at 8 concurrent readers, ~1 ms at 64.
 
 // Scheduler latencies (mean over a sampling interval) at and below which
@@ -33,6 +35,9 @@ const (
 	idleSchedLatency      = 200 * time.Microsecond
 	saturatedSchedLatency = 800 * time.Microsecond
 	schedSampleInterval   = 20 * time.Millisecond
+	// An interval longer than this (no batch for a while) says nothing
+	// about now: the sample after it starts afresh.
+	schedSampleStale = 250 * time.Millisecond
 )
 
 // window maps a mean scheduler latency to a group-commit window in
@@ -51,11 +56,12 @@ func window(lo, hi, sched time.Duration) time.Duration {
 // schedSampler keeps the mean scheduler latency of the last sampling
 // interval. Reads are rate-limited to one per schedSampleInterval.
 type schedSampler struct {
-	mu     sync.Mutex
-	sample []metrics.Sample
-	prev   []uint64
-	at     time.Time
-	mean   time.Duration
+	mu          sync.Mutex
+	sample      []metrics.Sample
+	prev        []uint64
+	at          time.Time
+	mean        time.Duration
+	unsupported bool // the runtime has no such metric: behave as idle
 }
 
 const schedMetric = "/sched/latencies:seconds"
@@ -64,7 +70,7 @@ const schedMetric = "/sched/latencies:seconds"
 func (s *schedSampler) current(now time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.at.IsZero() && now.Sub(s.at) < schedSampleInterval {
+	if s.unsupported || (!s.at.IsZero() && now.Sub(s.at) < schedSampleInterval) {
 		return s.mean
 	}
 	if s.sample == nil {
@@ -72,10 +78,16 @@ func (s *schedSampler) current(now time.Time) time.Duration {
 	}
 	metrics.Read(s.sample)
 	if s.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
-		return 0 // not supported by this runtime: behave as idle
+		s.unsupported, s.mean = true, 0
+		return 0
 	}
 	h := s.sample[0].Value.Float64Histogram()
-	if s.prev != nil && len(s.prev) == len(h.Counts) {
+	// Only a recent interval says anything about now: after a quiet spell
+	// (no batch for a while) start a fresh interval rather than average
+	// over the whole spell; an interval without scheduling events is idle.
+	fresh := !s.at.IsZero() && now.Sub(s.at) <= schedSampleStale
+	s.mean = 0
+	if fresh && len(s.prev) == len(h.Counts) {
 		var n uint64
 		var sum float64
 		for i, c := range h.Counts {

@@ -33,11 +33,11 @@ func TestWindow(t *testing.T) {
 }
 
 // The sampler reads the Go scheduler's latency: with runnable goroutines
-// queueing for the CPUs, the mean exceeds the idle threshold, and within
-// one sampling interval the value is not re-read.
+// queueing for the CPUs, the mean exceeds the idle threshold; within one
+// sampling interval the value is not re-read; after a quiet spell the
+// first sample starts afresh (idle), not averaged over the spell.
 func TestSchedSamplerSeesQueueing(t *testing.T) {
 	var s schedSampler
-	s.current(time.Now())
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 4 * runtime.GOMAXPROCS(0) {
@@ -53,16 +53,22 @@ func TestSchedSamplerSeesQueueing(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(200 * time.Millisecond)
-	mean := s.current(time.Now())
+	var mean time.Duration
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		mean = max(mean, s.current(time.Now())) // as batches would, under load
+	}
 	close(stop)
 	wg.Wait()
 	if mean <= idleSchedLatency {
 		t.Fatalf("mean scheduler latency with %d spinning goroutines on %d CPUs = %v, want > %v",
 			4*runtime.GOMAXPROCS(0), runtime.GOMAXPROCS(0), mean, idleSchedLatency)
 	}
-	if again := s.current(s.at.Add(schedSampleInterval / 2)); again != mean {
-		t.Fatalf("re-read within the interval: %v, then %v", mean, again)
+	last := s.mean
+	if again := s.current(s.at.Add(schedSampleInterval / 2)); again != last {
+		t.Fatalf("re-read within the interval: %v, then %v", last, again)
+	}
+	if after := s.current(s.at.Add(schedSampleStale + time.Millisecond)); after != 0 {
+		t.Fatalf("first sample after a quiet spell = %v, want 0 (a fresh interval)", after)
 	}
 }
 
@@ -132,5 +138,9 @@ func TestBatchDelayOptions(t *testing.T) {
 	o = Options{Node: "n", MaxBatchDelay: 500 * time.Microsecond}
 	if err := o.validate(); err != nil || o.MinBatchDelay != 500*time.Microsecond {
 		t.Fatalf("lone MaxBatchDelay: %v %v", o.MinBatchDelay, err)
+	}
+	o = Options{Node: "n", MinBatchDelay: 10 * time.Millisecond}
+	if err := o.validate(); err != nil || o.MaxBatchDelay != 10*time.Millisecond {
+		t.Fatalf("lone MinBatchDelay above the default maximum: %v %v", o.MaxBatchDelay, err)
 	}
 }

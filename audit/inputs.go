@@ -58,25 +58,90 @@ const (
 // (policy.Input's first field).
 var inputPrincipalPrefix = []byte(`{"principal":`)
 
-// splitPrincipal returns the principal value of in and the bytes after it,
-// or ok false if in does not begin with a principal member worth sharing.
-// in is valid JSON (validateInput).
-func splitPrincipal(in []byte) (principal, rest []byte, ok bool) {
+// storedForm is how an input is stored: as given (shared false), or as a
+// reference to its principal (shared true: principal is the value that goes
+// into bucketInputDocs under sum, and value the bytes to store under the
+// record's seq). It is computed by Append before the write transaction.
+type storedForm struct {
+	shared    bool
+	sum       [sha256.Size]byte
+	principal []byte
+	value     []byte
+}
+
+// splitInput returns the stored form of in, which is valid JSON
+// (validateInput): shared when in begins with a principal member of at
+// least sharedPrincipalMin bytes.
+func splitInput(in []byte) storedForm {
 	if !bytes.HasPrefix(in, inputPrincipalPrefix) {
-		return nil, nil, false
+		return storedForm{value: in}
 	}
 	body := in[len(inputPrincipalPrefix):]
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var v json.RawMessage
-	if err := dec.Decode(&v); err != nil {
-		return nil, nil, false
-	}
-	n := int(dec.InputOffset())
+	n := valueEnd(body)
 	if n < sharedPrincipalMin || n > len(body) {
-		return nil, nil, false
+		return storedForm{value: in}
 	}
-	return body[:n], body[n:], true
+	f := storedForm{shared: true, sum: sha256.Sum256(body[:n]), principal: body[:n]}
+	f.value = make([]byte, 0, 1+sha256.Size+len(body)-n)
+	f.value = append(append(append(f.value, inputSharedTag), f.sum[:]...), body[n:]...)
+	return f
 }
+
+// valueEnd returns the length of the JSON value at the start of b,
+// including the whitespace before it, or -1. b is the rest of a valid JSON
+// text from the start of a value (the input passed json.Valid), so only
+// strings, nesting and the end of a scalar need tracking. Whatever it
+// returns, storage stays exact: the input is stored as the bytes before and
+// after the split point, and reassembled from them.
+func valueEnd(b []byte) int {
+	i := 0
+	for i < len(b) && isJSONSpace(b[i]) {
+		i++
+	}
+	if i == len(b) {
+		return -1
+	}
+	depth := 0
+	for ; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if i >= len(b) {
+				return -1
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of a scalar
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		default:
+			if depth == 0 && isJSONSpace(c) {
+				return i
+			}
+		}
+	}
+	if depth == 0 {
+		return len(b)
+	}
+	return -1
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // MaxInputSize is the largest Entry.Input Append accepts, in bytes.
 const MaxInputSize = 1 << 20
@@ -99,7 +164,7 @@ func validateInput(in []byte) error {
 // putInput stores in under key in tx (the record's transaction). Like the
 // record, it never overwrites: an input already stored under key means the
 // buckets disagree with the meta head.
-func putInput(tx *bolt.Tx, key, in []byte) error {
+func putInput(tx *bolt.Tx, key []byte, f storedForm) error {
 	b, err := tx.CreateBucketIfNotExists(bucketInputs)
 	if err != nil {
 		return err
@@ -108,27 +173,23 @@ func putInput(tx *bolt.Tx, key, in []byte) error {
 		return &CorruptError{Seq: binary.BigEndian.Uint64(key), Kind: KindHeadMismatch, Detail: "a decision input already exists past the meta head"}
 	}
 	b.FillPercent = 1.0 // sequential keys only ever append
-	if p, rest, ok := splitPrincipal(in); ok {
+	if f.shared {
 		docs, err := tx.CreateBucketIfNotExists(bucketInputDocs)
 		if err != nil {
 			return err
 		}
-		sum := sha256.Sum256(p)
-		if docs.Get(sum[:]) == nil {
-			if err := docs.Put(sum[:], p); err != nil {
+		if docs.Get(f.sum[:]) == nil {
+			if err := docs.Put(f.sum[:], f.principal); err != nil {
 				return err
 			}
 		}
-		v := make([]byte, 0, 1+len(sum)+len(rest))
-		v = append(append(append(v, inputSharedTag), sum[:]...), rest...)
-		return b.Put(key, v)
 	}
-	return b.Put(key, in)
+	return b.Put(key, f.value)
 }
 
 // storedInput returns the input bytes Append was given for the stored
 // value v of record seq, reassembling a shared principal from docs.
-func storedInput(docs *bolt.Bucket, seq uint64, v []byte) ([]byte, error) {
+func storedInput(docs *bolt.Bucket, verified map[[sha256.Size]byte]bool, seq uint64, v []byte) ([]byte, error) {
 	if len(v) == 0 || v[0] != inputSharedTag {
 		return append([]byte(nil), v...), nil
 	}
@@ -143,8 +204,12 @@ func storedInput(docs *bolt.Bucket, seq uint64, v []byte) ([]byte, error) {
 	if p == nil {
 		return nil, &CorruptError{Seq: seq, Kind: KindInputDocMissing, Expected: hex.EncodeToString(sum), Detail: "the input's principal is not in the input-docs bucket"}
 	}
-	if got := sha256.Sum256(p); !bytes.Equal(got[:], sum) {
-		return nil, &CorruptError{Seq: seq, Kind: KindInputDocMissing, Expected: hex.EncodeToString(sum), Got: hex.EncodeToString(got[:]), Detail: "the stored principal does not hash to its key"}
+	key := [sha256.Size]byte(sum)
+	if !verified[key] {
+		if got := sha256.Sum256(p); got != key {
+			return nil, &CorruptError{Seq: seq, Kind: KindInputDocMissing, Expected: hex.EncodeToString(sum), Got: hex.EncodeToString(got[:]), Detail: "the stored principal does not hash to its key"}
+		}
+		verified[key] = true // per call of Inputs: each principal is checked once
 	}
 	rest := v[1+sha256.Size:]
 	out := make([]byte, 0, len(inputPrincipalPrefix)+len(p)+len(rest))
@@ -173,6 +238,7 @@ func (l *Log) Inputs(ctx context.Context, from, to uint64, fn func(seq uint64, i
 				return nil
 			}
 			docs := tx.Bucket(bucketInputDocs)
+			verified := map[[sha256.Size]byte]bool{}
 			c := b.Cursor()
 			k, v := c.Seek(seqKey(next))
 			for n := uint64(0); k != nil; n++ {
@@ -187,7 +253,7 @@ func (l *Log) Inputs(ctx context.Context, from, to uint64, fn func(seq uint64, i
 					next, done = seq, false // continue in a fresh transaction
 					return nil
 				}
-				input, err := storedInput(docs, seq, v)
+				input, err := storedInput(docs, verified, seq, v)
 				if err != nil {
 					return err
 				}

@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -331,5 +332,66 @@ func TestInputsMissingPrincipalIsCorrupt(t *testing.T) {
 				t.Fatalf("Inputs = %v, want a %s CorruptError at seq 1", err, KindInputDocMissing)
 			}
 		})
+	}
+}
+
+// valueEnd finds where json.Decoder ends the same value, for every shape of
+// JSON value, whitespace and escape.
+func TestValueEndAgreesWithDecoder(t *testing.T) {
+	values := []string{
+		`{}`, `[]`, `""`, `0`, `-1.5e+10`, `true`, `false`, `null`,
+		`{"a":"}","b":["]",{"c":"\"{"}]}`, `"x\\"`, `"\\\""`, `"\u0000\u20ac"`, `"é"`,
+		`[[[[[]]]]]`, `{"k":[1,2,{"x":null}],"s":"a,b}"}`, ` {"pad":1}`, "\n\t [1]",
+		`"` + strings.Repeat("p", 300) + `"`, `[` + strings.Repeat(`"x",`, 100) + `"y"]`,
+	}
+	for _, v := range values {
+		for _, after := range []string{``, `,"action":"read"}`, ` ,"a":1}`, `}`, "\n}"} {
+			b := []byte(v + after)
+			dec := json.NewDecoder(bytes.NewReader(b))
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				t.Fatalf("%q: %v", b, err)
+			}
+			if got, want := valueEnd(b), int(dec.InputOffset()); got != want {
+				t.Errorf("valueEnd(%q) = %d, want %d", b, got, want)
+			}
+		}
+	}
+}
+
+// Inputs whose principal is of every JSON kind, at and around the sharing
+// threshold, come back byte for byte.
+func TestInputsShareEveryKindOfPrincipal(t *testing.T) {
+	l, _ := mustOpen(t, Options{})
+	pad := func(n int) string { return strings.Repeat("p", n) }
+	var inputs []string
+	for _, p := range []string{
+		`"` + pad(sharedPrincipalMin-2) + `"`, // exactly the threshold
+		`"` + pad(sharedPrincipalMin-3) + `"`, // one byte under
+		`[` + strings.Repeat(`1,`, 200) + `1]`,
+		`{"sub":"` + pad(300) + `","esc":"\"}\\"}`,
+		strings.Repeat(" ", 300) + `{"sub":"spaced"}`,
+		`123456789` + strings.Repeat("0", 300),
+	} {
+		inputs = append(inputs, `{"principal":`+p+`,"action":"read"}`, `{"principal":`+p+`}`)
+	}
+	for i, in := range inputs {
+		e := sampleEntry(i)
+		e.Input = []byte(in)
+		if _, err := l.Append(context.Background(), e); err != nil {
+			t.Fatalf("input %d: %v", i, err)
+		}
+	}
+	got := inputsOf(t, l, 1, 100)
+	for i, in := range inputs {
+		if got[uint64(i+1)] != in {
+			t.Errorf("input %d:\n got %.100q\nwant %.100q", i+1, got[uint64(i+1)], in)
+		}
+	}
+	if f := splitInput([]byte(inputs[0])); !f.shared {
+		t.Error("a principal of exactly the threshold is not shared")
+	}
+	if f := splitInput([]byte(inputs[2])); f.shared {
+		t.Error("a principal under the threshold is shared")
 	}
 }

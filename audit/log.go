@@ -82,7 +82,7 @@ func (o *Options) validate() error {
 		o.Now = time.Now
 	}
 	if o.MaxBatchDelay == 0 {
-		o.MaxBatchDelay = DefaultMaxBatchDelay
+		o.MaxBatchDelay = max(DefaultMaxBatchDelay, o.MinBatchDelay)
 	}
 	if o.MinBatchDelay == 0 {
 		o.MinBatchDelay = min(DefaultMinBatchDelay, o.MaxBatchDelay)
@@ -340,7 +340,7 @@ func checkHead(tx *bolt.Tx) (uint64, string, error) {
 // the transaction's own view of the head and of the tree, and its only
 // effects are writes to tx and to *out, which the caller reads only after
 // Batch returned nil.
-func (l *Log) appendTx(tx *bolt.Tx, e *Entry, eventID string, out *Record) error {
+func (l *Log) appendTx(tx *bolt.Tx, e *Entry, input storedForm, eventID string, out *Record) error {
 	meta, records, hashes, tree := tx.Bucket(bucketMeta), tx.Bucket(bucketRecords), tx.Bucket(bucketHashes), tx.Bucket(bucketTree)
 	if meta == nil || records == nil || hashes == nil || tree == nil {
 		return &CorruptError{Kind: KindHeadMismatch, Detail: "bucket missing"}
@@ -392,7 +392,7 @@ func (l *Log) appendTx(tx *bolt.Tx, e *Entry, eventID string, out *Record) error
 		return err
 	}
 	if len(e.Input) > 0 {
-		if err := putInput(tx, key, e.Input); err != nil {
+		if err := putInput(tx, key, input); err != nil {
 			return err
 		}
 	}
@@ -452,6 +452,11 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 	}
 	eventID := id.String()
 
+	// The stored form of the input (a shared principal split off and
+	// hashed) depends on the input alone: computed here, once, outside the
+	// single-writer transaction.
+	input := splitInput(e.Input)
+
 	l.mu.RLock()
 	if l.closed {
 		l.mu.RUnlock()
@@ -469,7 +474,7 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 		defer l.inflight.Done()
 		var rec Record
 		err := l.commits.do(func(tx *bolt.Tx) error {
-			return l.appendTx(tx, &e, eventID, &rec)
+			return l.appendTx(tx, &e, input, eventID, &rec)
 		})
 		if err != nil {
 			l.log.Error("audit append failed", "event_id", eventID, "err", err)
