@@ -2,6 +2,9 @@ package oauth
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
 	"testing"
 )
 
@@ -41,6 +44,39 @@ func FuzzPlainString(f *testing.F) {
 		var want string
 		if err := json.Unmarshal(v, &want); err != nil || got != want {
 			t.Fatalf("plainString(%q) = %q; encoding/json: %q, %v", v, got, want, err)
+		}
+	})
+}
+
+// equivalenceNames are the claimNames settings FuzzParseClaimsEquivalent
+// tries every input with: the defaults, configurable names that collide
+// with fixed ones, and names that only match keys after unescaping or
+// U+FFFD replacement of invalid UTF-8.
+var equivalenceNames = []claimNames{
+	{roles: "roles", tenant: "tenant", patients: "patients", purpose: "purpose_of_use"},
+	{roles: "sub", tenant: "iss", patients: "aud", purpose: "scope"},
+	{roles: "act", tenant: "\uFFFD", patients: "scp", purpose: "exp"},
+	{roles: "r\u00f4les", tenant: "azp", patients: "r\u00f4les", purpose: "azp"},
+}
+
+// FuzzParseClaimsEquivalent: parseClaims (the scanner) and
+// parseClaimsReference (the map decode it replaced) give identical claims
+// and identical errors for any payload and several claim name settings.
+func FuzzParseClaimsEquivalent(f *testing.F) {
+	f.Add([]byte(`{"iss":"https://as","sub":"dr.alice","aud":["x","y"],"exp":1700000000,"nbf":1,"iat":1,"jti":"j","azp":"c","scope":"a b","roles":["r"],"tenant":"t","patients":["p"],"purpose_of_use":"TREAT"}`))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		for _, n := range equivalenceNames {
+			got, gotErr := parseClaims(payload, n)
+			want, wantErr := parseClaimsReference(payload, n)
+			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+				t.Fatalf("names %+v, payload %q:\nerror %v\nwant  %v", n, payload, gotErr, wantErr)
+			}
+			if gotErr != nil && !errors.Is(gotErr, ErrInvalid) {
+				t.Fatalf("names %+v, payload %q: error %v does not wrap ErrInvalid", n, payload, gotErr)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("names %+v, payload %q:\nclaims %#v\nwant   %#v", n, payload, got, want)
+			}
 		}
 	})
 }
