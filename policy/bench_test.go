@@ -44,7 +44,10 @@ func mustSession(b *testing.B) *Engine {
 // benchmarkDecide measures the decisions of p with purpose about the
 // resources of page, in turn, each under a URI never used before (so that
 // no cache holds the resource): "first" without any cache (a principal's
-// first decision), "session" with the subject cache warmed by the earlier
+// first decision under a policy nobody has used yet), "newcomer" with the
+// engine's caches warmed by other principals' decisions but each op by a
+// principal never seen before (a principal's first decision on a serving
+// engine), "session" with the subject cache warmed by the earlier
 // iterations (the principal's later decisions). wantObligations says
 // whether the allowed decisions carry obligations.
 func benchmarkDecide(b *testing.B, p Principal, purpose string, page []*Resource, wantObligations bool) {
@@ -52,7 +55,7 @@ func benchmarkDecide(b *testing.B, p Principal, purpose string, page []*Resource
 	for _, tc := range []struct {
 		name string
 		e    *Engine
-	}{{"first", mustCold(b)}, {"session", mustSession(b)}} {
+	}{{"first", mustCold(b)}, {"newcomer", mustSession(b)}, {"session", mustSession(b)}} {
 		b.Run(tc.name, func(b *testing.B) {
 			e := tc.e
 			subj := NewSubject(p)
@@ -79,7 +82,13 @@ func benchmarkDecide(b *testing.B, p Principal, purpose string, page []*Resource
 				r := *page[i%len(page)]
 				r.URI = fmt.Sprintf("custos://bench/%d", i)
 				i++
-				if _, err := e.Decide(ctx, Input{Subject: subj, PurposeOfUse: purpose, Action: ActionRead, Resource: &r}); err != nil {
+				s := subj
+				if tc.name == "newcomer" {
+					q := p
+					q.Sub = fmt.Sprintf("%s-%d", p.Sub, i)
+					s = NewSubject(q)
+				}
+				if _, err := e.Decide(ctx, Input{Subject: s, PurposeOfUse: purpose, Action: ActionRead, Resource: &r}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -249,7 +258,10 @@ func BenchmarkDecideDuringReload(b *testing.B) {
 
 // BenchmarkDecideBatch100 decides the 100-item page of listPage100 (target
 // ≤ 2 ms; one op is the whole page) in one batch evaluation: "batch-first"
-// without any cache (a principal's first page), "batch-session" with the
+// without any cache (a principal's first page under a policy nobody has
+// used yet), "batch-newcomer" with the engine's caches warmed by other
+// principals but each op by a principal never seen before (a principal's
+// first page on a serving engine), "batch-session" with the
 // subject cache, each op under URIs never used before (a principal's next
 // page), "batch-warm" answered by the decision cache (the same page again);
 // and, in the same run, item by item with Decide without any cache
@@ -285,7 +297,7 @@ func BenchmarkDecideBatch100(b *testing.B) {
 			name  string
 			e     *Engine
 			fresh bool
-		}{{"batch-first", mustCold(b), true}, {"batch-session", mustSession(b), true}, {"batch-warm", mustDefault(b), false}} {
+		}{{"batch-first", mustCold(b), true}, {"batch-newcomer", mustSession(b), true}, {"batch-session", mustSession(b), true}, {"batch-warm", mustDefault(b), false}} {
 			b.Run(tc.name+"/"+mode.name, func(b *testing.B) {
 				e := mode.e
 				subj := NewSubject(tc.p)
@@ -315,8 +327,13 @@ func BenchmarkDecideBatch100(b *testing.B) {
 						b.StartTimer()
 					}
 					in.Subject = subj
-					if mode.name == "batch-first" {
+					switch mode.name {
+					case "batch-first":
 						in.Subject = NewSubject(tc.p) // a new request's conversion, as before
+					case "batch-newcomer":
+						q := tc.p
+						q.Sub = fmt.Sprintf("%s-%d", tc.p.Sub, n)
+						in.Subject = NewSubject(q)
 					}
 					if _, err := e.DecideBatch(ctx, in, page); err != nil {
 						b.Fatal(err)

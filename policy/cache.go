@@ -108,6 +108,28 @@ func principalDigest(p *Principal) [32]byte {
 	})
 }
 
+// numPrincipalFields is how many fields the principal document has.
+const numPrincipalFields = 5
+
+// principalFieldDigests hashes each field of p on its own, in the order of
+// the subject cache's projection bits (sub, roles, client_id, tenant,
+// patients), each under its own label so that no two fields hash alike.
+func principalFieldDigests(p *Principal) [numPrincipalFields][32]byte {
+	return [numPrincipalFields][32]byte{
+		digest(func(b []byte) []byte { return appendField(appendField(b, "custos/policy/principal/sub/v1"), p.Sub) }),
+		digest(func(b []byte) []byte { return appendList(appendField(b, "custos/policy/principal/roles/v1"), p.Roles) }),
+		digest(func(b []byte) []byte {
+			return appendField(appendField(b, "custos/policy/principal/client_id/v1"), p.ClientID)
+		}),
+		digest(func(b []byte) []byte {
+			return appendField(appendField(b, "custos/policy/principal/tenant/v1"), p.Tenant)
+		}),
+		digest(func(b []byte) []byte {
+			return appendList(appendField(b, "custos/policy/principal/patients/v1"), p.Patients)
+		}),
+	}
+}
+
 // cacheKey is SHA-256 over every field of the input document.
 func cacheKey(in *Input) [32]byte {
 	var subj [32]byte

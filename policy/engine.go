@@ -51,10 +51,10 @@ type Options struct {
 	// deterministic policy; see decisionCache); zero means
 	// DefaultDecisionCache, negative disables the cache.
 	DecisionCache int
-	// SubjectCache is how many (principal, purpose) pairs the engine keeps
-	// the values of subject-level rules for, across evaluations (only for a
-	// deterministic policy; see subjectcache.go); zero means
-	// DefaultSubjectCache, negative disables it.
+	// SubjectCache is how many values of subject-level rules the engine
+	// keeps across evaluations, in all (only for a deterministic policy;
+	// see subjectcache.go); zero means DefaultSubjectCache, negative
+	// disables it.
 	SubjectCache int
 }
 

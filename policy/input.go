@@ -67,7 +67,8 @@ type BreakGlass struct {
 type Subject struct {
 	sub    string
 	term   *ast.Term
-	digest [32]byte // principalDigest, the decision cache's view of the subject
+	digest [32]byte                     // principalDigest, the decision cache's view of the subject
+	fields [numPrincipalFields][32]byte // principalFieldDigests, the subject cache's
 }
 
 // NewSubject converts p for reuse across decisions. Subjects are
@@ -79,7 +80,7 @@ func NewSubject(p Principal) *Subject {
 	if s := subjects.get(d); s != nil {
 		return s
 	}
-	s := &Subject{sub: p.Sub, term: principalTerm(&p), digest: d}
+	s := &Subject{sub: p.Sub, term: principalTerm(&p), digest: d, fields: principalFieldDigests(&p)}
 	// Concurrent evaluations share the term: sort its keys now, as OPA
 	// would on first use, so that no evaluation writes to it.
 	freeze(s.term.Value)

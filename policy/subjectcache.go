@@ -3,6 +3,7 @@ package policy
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/topdown"
@@ -25,9 +26,22 @@ import (
 // through input.principal… or input.purpose_of_use, it uses no `with`, and
 // every rule it refers to is subject-level. A function's value is then a
 // function of its arguments and the principal and purpose; a complete or
-// partial rule's value a function of the principal and purpose. The shared
-// store is keyed by the principal's digest (every field of it) and the
-// purpose, and belongs to one Engine, so a policy reload starts empty. The
+// partial rule's value a function of the principal and purpose.
+//
+// More precisely, of the parts of them the rule reads: the analysis also
+// finds each rule's projection, the set of fields of the principal (sub,
+// roles, client_id, tenant, patients) and the purpose that the rule, and
+// every rule it refers to, reads (input.principal.roles[_] reads roles;
+// input.principal, or input.principal[x], reads every field). A value is
+// kept in the store of its rule's projection of the request: a rule that
+// reads only the roles and the purpose is shared by every principal with
+// those roles and purpose, and a rule that reads nothing of the input (a
+// constant, or a function of its arguments alone) by every request. The
+// default policy decides a combination of resource features
+// (class_decision) from the roles, tenant and purpose only, so a
+// principal's first read reuses what colleagues' reads computed. A store is
+// keyed by the projection's fields and a digest of their values, and
+// belongs to one Engine, so a policy reload starts empty. The
 // analysis is conservative: the bare `input`, a dynamic lookup into it,
 // data reached through a dynamic reference that could name a non-subject
 // rule, all make a rule (and everything that uses it) per-evaluation. The
@@ -45,9 +59,15 @@ import (
 // request on. Published values are frozen (OPA sorts set and object keys
 // lazily, in place) so that concurrent evaluations only read them.
 
-// DefaultSubjectCache is how many (principal, purpose) pairs an Engine keeps
-// subject-level values for when Options.SubjectCache is zero.
-const DefaultSubjectCache = 256
+// DefaultSubjectCache is how many subject-level values an Engine keeps in
+// all its stores when Options.SubjectCache is zero (the bound of the first
+// subject cache, 256 principals × 1,024 values).
+const DefaultSubjectCache = 256 * 1024
+
+// maxStores bounds how many stores (one per projection of a request that
+// some rule reads, see above) an Engine keeps; beyond it an eighth of them,
+// arbitrary ones, are dropped.
+const maxStores = 4096
 
 // subjectCacheEntries bounds the values kept per (principal, purpose);
 // beyond it new values are kept for the evaluation only. The first
@@ -56,54 +76,133 @@ const DefaultSubjectCache = 256
 // call, keyed by the whole resource) then take the remaining room.
 const subjectCacheEntries = 1024
 
-type subjectKey struct {
-	principal [32]byte
-	purpose   string
+// policyCacheEntries bounds the values of the store of the empty projection
+// (rules that read nothing of the input), shared by every request.
+const policyCacheEntries = 4096
+
+// A projection is a set of the request's parts a rule reads: one bit per
+// principal field, and one for the purpose of use.
+type projection uint8
+
+const (
+	readsSub projection = 1 << iota
+	readsRoles
+	readsClientID
+	readsTenant
+	readsPatients
+	readsPurpose
+
+	readsPrincipal = readsSub | readsRoles | readsClientID | readsTenant | readsPatients
+	readsAll       = readsPrincipal | readsPurpose
+)
+
+// principalFields maps the fields of the principal document (principalTerm)
+// to their bits. A field not listed here reads as every field.
+var principalFields = map[string]projection{
+	"sub": readsSub, "roles": readsRoles, "client_id": readsClientID,
+	"tenant": readsTenant, "patients": readsPatients,
 }
 
-// subjectCaches is an Engine's set of shared stores, bounded in number.
+// storeKey names a shared store: a projection, and the digest of the
+// request's values of its parts.
+type storeKey struct {
+	p      projection
+	digest [32]byte
+}
+
+// subjectCaches is an Engine's set of shared stores, bounded in number and
+// in values kept.
 type subjectCaches struct {
-	levels ruleLevels
+	levels    ruleLevels
+	maxValues int64
+	values    atomic.Int64 // kept in the stores of m
 
-	mu  sync.Mutex
-	max int
-	m   map[subjectKey]*subjectStore
+	mu sync.Mutex // guards m; taken before a store's mu, never after
+	m  map[storeKey]*subjectStore
 }
 
-// subjectStore is one (principal, purpose)'s shared virtual-cache store.
+// subjectStore is one projection's shared virtual-cache store.
 type subjectStore struct {
-	mu sync.RWMutex
-	vc topdown.VirtualCache // one frame; never Pushed
-	n  int
+	mu      sync.RWMutex
+	vc      topdown.VirtualCache // one frame; never Pushed
+	n       int
+	limit   int  // values kept at most
+	dropped bool // no longer in subjectCaches.m: takes no more values
 }
 
-func newSubjectCaches(levels ruleLevels, max int) *subjectCaches {
-	return &subjectCaches{levels: levels, max: max, m: make(map[subjectKey]*subjectStore)}
+func newSubjectCaches(levels ruleLevels, maxValues int) *subjectCaches {
+	return &subjectCaches{levels: levels, maxValues: int64(maxValues), m: make(map[storeKey]*subjectStore)}
+}
+
+// store returns the store for key, made if need be.
+func (c *subjectCaches) store(key storeKey) *subjectStore {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.m[key]
+	if !ok {
+		if len(c.m) >= maxStores {
+			c.dropLocked(maxStores / 8)
+		}
+		limit := subjectCacheEntries
+		if key.p == 0 {
+			limit = policyCacheEntries
+		}
+		s = &subjectStore{vc: topdown.NewVirtualCache(), limit: limit}
+		c.m[key] = s
+	}
+	return s
+}
+
+// dropLocked drops n arbitrary stores, and their values from the count.
+// c.mu is held.
+func (c *subjectCaches) dropLocked(n int) {
+	for k, s := range c.m {
+		if n <= 0 {
+			return
+		}
+		delete(c.m, k)
+		s.mu.Lock()
+		s.dropped = true
+		c.values.Add(-int64(s.n))
+		s.mu.Unlock()
+		n--
+	}
 }
 
 // forInput returns the virtual cache for one evaluation of in. Values it
-// collects reach the shared store only through its commit, which the
+// collects reach the shared stores only through its commit, which the
 // engine calls when the evaluation has succeeded.
 func (c *subjectCaches) forInput(in *Input) *evalCache {
-	k := subjectKey{purpose: in.PurposeOfUse}
+	var fields *[numPrincipalFields][32]byte
 	if in.Subject != nil {
-		k.principal = in.Subject.digest
+		fields = &in.Subject.fields
 	} else {
-		k.principal = principalDigest(&in.Principal)
+		f := principalFieldDigests(&in.Principal)
+		fields = &f
 	}
-	c.mu.Lock()
-	s, ok := c.m[k]
-	if !ok {
-		makeRoom(c.m, c.max)
-		s = &subjectStore{vc: topdown.NewVirtualCache()}
-		c.m[k] = s
-	}
-	c.mu.Unlock()
-	return &evalCache{levels: c.levels, shared: s, local: topdown.NewVirtualCache()}
+	return &evalCache{levels: c.levels, caches: c, fields: fields, purpose: in.PurposeOfUse, local: topdown.NewVirtualCache()}
+}
+
+// storeKey returns the key of the store for projection p of the request.
+func (c *evalCache) storeKey(p projection) storeKey {
+	return storeKey{p: p, digest: digest(func(b []byte) []byte {
+		b = appendField(b, "custos/policy/projection/v1")
+		b = append(b, byte(p))
+		for i := range numPrincipalFields {
+			if p&(1<<i) != 0 {
+				b = append(b, c.fields[i][:]...)
+			}
+		}
+		if p&readsPurpose != 0 {
+			b = appendField(b, c.purpose)
+		}
+		return b
+	})}
 }
 
 // evalCache is the topdown.VirtualCache of one evaluation. It reads
-// subject-level entries of the top frame from the shared store; every value
+// subject-level entries of the top frame from the shared store of their
+// rule's projection of this request; every value
 // OPA puts goes to a cache of this evaluation alone, and the subject-level
 // ones of the top frame are also kept as pending. OPA puts a rule's value at
 // its first solution and only then checks the other solutions and
@@ -112,13 +211,17 @@ func (c *subjectCaches) forInput(in *Input) *evalCache {
 // has succeeded, and only then does commit publish the pending values.
 type evalCache struct {
 	levels  ruleLevels
-	shared  *subjectStore
+	caches  *subjectCaches
+	fields  *[numPrincipalFields][32]byte // digests of the principal's fields
+	purpose string
+	stores  [readsAll + 1]*subjectStore // by projection, found on first use
 	local   topdown.VirtualCache
 	depth   int // frames pushed by `with`
 	pending []pendingValue
 }
 
 type pendingValue struct {
+	store *subjectStore
 	ref   ast.Ref // a copy: OPA reuses its key slices
 	value *ast.Term
 }
@@ -126,9 +229,25 @@ type pendingValue struct {
 func (c *evalCache) Push() { c.depth++; c.local.Push() }
 func (c *evalCache) Pop()  { c.depth--; c.local.Pop() }
 
+// storeFor returns the store that shares ref's value across evaluations;
+// nil if its value is kept for this evaluation only.
+func (c *evalCache) storeFor(ref ast.Ref) *subjectStore {
+	if c.depth > 0 {
+		return nil
+	}
+	ok, p := c.levels.keyLevel(ref)
+	if !ok {
+		return nil
+	}
+	if c.stores[p] == nil {
+		c.stores[p] = c.caches.store(c.storeKey(p))
+	}
+	return c.stores[p]
+}
+
 func (c *evalCache) Get(ref ast.Ref) (*ast.Term, bool) {
-	if c.depth == 0 && c.levels.subjectLevel(ref) {
-		if v, undefined := c.shared.get(ref); v != nil || undefined {
+	if s := c.storeFor(ref); s != nil {
+		if v, undefined := s.get(ref); v != nil || undefined {
 			return v, undefined
 		}
 	}
@@ -142,8 +261,8 @@ func (s *subjectStore) get(ref ast.Ref) (*ast.Term, bool) {
 }
 
 func (c *evalCache) Put(ref ast.Ref, value *ast.Term) {
-	if c.depth == 0 && c.levels.subjectLevel(ref) {
-		c.pending = append(c.pending, pendingValue{ref: slices.Clone(ref), value: value})
+	if s := c.storeFor(ref); s != nil {
+		c.pending = append(c.pending, pendingValue{store: s, ref: slices.Clone(ref), value: value})
 	}
 	c.local.Put(ref, value)
 }
@@ -151,20 +270,37 @@ func (c *evalCache) Put(ref ast.Ref, value *ast.Term) {
 func (c *evalCache) Keys() []ast.Ref { return c.local.Keys() }
 
 // commit publishes the pending values of a successful evaluation to the
-// shared store, within its bound. Values are frozen first.
+// shared stores, within their bounds. Values are frozen first.
 func (c *evalCache) commit() {
-	if len(c.pending) == 0 {
+	for _, s := range c.stores {
+		if s != nil {
+			s.publish(c.pending, c.caches)
+		}
+	}
+	c.pending = nil
+}
+
+// publish puts the pending values that belong to s into it, within its
+// bound and the Engine's (which concurrent publishers may overshoot by a
+// value each).
+func (s *subjectStore) publish(pending []pendingValue, c *subjectCaches) {
+	if !slices.ContainsFunc(pending, func(p pendingValue) bool { return p.store == s }) {
 		return
 	}
-	s := c.shared
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, p := range c.pending {
+	if s.dropped {
+		return
+	}
+	for _, p := range pending {
+		if p.store != s {
+			continue
+		}
 		if v, undefined := s.vc.Get(p.ref); v != nil || undefined {
 			continue // published by another evaluation
 		}
-		if s.n >= subjectCacheEntries {
-			break
+		if s.n >= s.limit || c.values.Load() >= c.maxValues {
+			return
 		}
 		for _, t := range p.ref {
 			freeze(t.Value)
@@ -174,8 +310,8 @@ func (c *evalCache) commit() {
 		}
 		s.vc.Put(p.ref, p.value)
 		s.n++
+		c.values.Add(1)
 	}
-	c.pending = nil
 }
 
 // freeze runs every lazy computation OPA's values do on first use, so that
@@ -201,53 +337,100 @@ func freeze(v ast.Value) {
 }
 
 // ruleLevels says, per node of the compiled rule tree, whether every rule
-// at or below it is subject-level.
+// at or below it is subject-level, and which projection they read.
 type ruleLevels struct {
-	root *ast.TreeNode
-	ok   map[*ast.TreeNode]bool // node -> subtree is subject-level
-	at   map[*ast.TreeNode]bool // node -> rules at this node are subject-level
+	root  *ast.TreeNode
+	ok    map[*ast.TreeNode]bool       // node -> subtree is subject-level
+	at    map[*ast.TreeNode]bool       // node -> rules at this node are subject-level
+	reads map[*ast.TreeNode]projection // node -> what the subtree's rules read
+	atRd  map[*ast.TreeNode]projection // node -> what the rules at this node read
+	fns   *fnLevels                    // memo of keyLevel for function calls
 }
+
+// fnLevels memoizes keyLevel for function-call keys by the call's function
+// reference term: OPA puts the compiled call's own term there, so there is
+// one per call site of the policy (a bound guards against any other use).
+type fnLevels struct {
+	m sync.Map // *ast.Term -> fnLevel
+	n atomic.Int32
+}
+
+type fnLevel struct {
+	ok bool
+	p  projection
+}
+
+const maxFnLevels = 4096
 
 // subjectLevel reports whether a virtual-cache key names a subject-level
 // value: either a document reference (data.p.rule, data.p.rule[key]) or a
 // function call (the function's reference followed by its arguments).
 func (l ruleLevels) subjectLevel(key ast.Ref) bool {
-	if len(key) > 0 {
-		if fn, ok := key[0].Value.(ast.Ref); ok {
-			return l.refLevel(fn)
-		}
-	}
-	return l.refLevel(key)
+	ok, _ := l.keyLevel(key)
+	return ok
 }
 
-// refLevel walks ref down the rule tree: every rule passed on the way (whose
-// value the rest of ref indexes into) must be subject-level, and so must
-// everything below the node where ref ends. A ref that names no rule at all
-// is not a virtual document; it is not cached across evaluations.
+// keyLevel is subjectLevel, and the projection the value depends on.
+func (l ruleLevels) keyLevel(key ast.Ref) (bool, projection) {
+	if len(key) > 0 {
+		if fn, ok := key[0].Value.(ast.Ref); ok {
+			if l.fns == nil {
+				return l.refProjection(fn)
+			}
+			if v, ok := l.fns.m.Load(key[0]); ok {
+				f := v.(fnLevel)
+				return f.ok, f.p
+			}
+			ok, p := l.refProjection(fn)
+			if l.fns.n.Add(1) <= maxFnLevels {
+				l.fns.m.Store(key[0], fnLevel{ok, p})
+			}
+			return ok, p
+		}
+	}
+	return l.refProjection(key)
+}
+
+// refLevel reports whether ref names a subject-level document.
 func (l ruleLevels) refLevel(ref ast.Ref) bool {
+	ok, _ := l.refProjection(ref)
+	return ok
+}
+
+// refProjection walks ref down the rule tree: every rule passed on the way
+// (whose value the rest of ref indexes into) must be subject-level, and so
+// must everything below the node where ref ends; the projection is what all
+// of them read. A ref that names no rule at all is not a virtual document;
+// it is not cached across evaluations.
+func (l ruleLevels) refProjection(ref ast.Ref) (bool, projection) {
 	node := l.root
 	sawRule := false
+	var p projection
 	for _, t := range ref {
 		switch t.Value.(type) {
 		case ast.String, ast.Var, ast.Number, ast.Boolean, ast.Null:
 		default:
 			// Not a rule tree segment (OPA's keys can hold its own
 			// scope markers, which are not even hashable): not shared.
-			return false
+			return false, 0
 		}
 		child := node.Child(t.Value)
 		if child == nil {
-			return sawRule // the rest indexes into the value of the rules passed
+			return sawRule, p // the rest indexes into the value of the rules passed
 		}
 		node = child
 		if len(node.Values) > 0 {
 			if !l.at[node] {
-				return false
+				return false, 0
 			}
 			sawRule = true
+			p |= l.atRd[node]
 		}
 	}
-	return l.ok[node] && (sawRule || hasRules(node))
+	if !l.ok[node] || !(sawRule || hasRules(node)) {
+		return false, 0
+	}
+	return true, p | l.reads[node]
 }
 
 func hasRules(n *ast.TreeNode) bool {
@@ -265,8 +448,9 @@ func hasRules(n *ast.TreeNode) bool {
 // of this file).
 func subjectLevelRules(c *ast.Compiler) ruleLevels {
 	type info struct {
-		ok   bool
-		deps []*ast.Rule
+		ok    bool
+		reads projection
+		deps  []*ast.Rule
 	}
 	rules := map[*ast.Rule]*info{}
 	for _, m := range c.Modules {
@@ -281,7 +465,9 @@ func subjectLevelRules(c *ast.Compiler) ruleLevels {
 			ast.WalkRefs(r, func(ref ast.Ref) bool {
 				switch {
 				case ref.HasPrefix(ast.InputRootRef):
-					if !subjectInput(ref) {
+					if p, ok := subjectInput(ref); ok {
+						i.reads |= p
+					} else {
 						i.ok = false
 					}
 				case ref.HasPrefix(ast.DefaultRootRef):
@@ -292,7 +478,8 @@ func subjectLevelRules(c *ast.Compiler) ruleLevels {
 			rules[r] = i
 		}
 	}
-	// Fixpoint: a rule that refers to a non-subject rule is not subject-level.
+	// Fixpoint: a rule that refers to a non-subject rule is not
+	// subject-level, and one reads whatever the rules it refers to read.
 	for changed := true; changed; {
 		changed = false
 		for _, i := range rules {
@@ -300,31 +487,44 @@ func subjectLevelRules(c *ast.Compiler) ruleLevels {
 				continue
 			}
 			for _, d := range i.deps {
-				if di, known := rules[d]; !known || !di.ok {
+				di, known := rules[d]
+				if !known || !di.ok {
 					i.ok = false
 					changed = true
 					break
 				}
+				if i.reads|di.reads != i.reads {
+					i.reads |= di.reads
+					changed = true
+				}
 			}
 		}
 	}
-	l := ruleLevels{root: c.RuleTree, ok: map[*ast.TreeNode]bool{}, at: map[*ast.TreeNode]bool{}}
-	var visit func(n *ast.TreeNode) bool
-	visit = func(n *ast.TreeNode) bool {
+	l := ruleLevels{
+		root: c.RuleTree, ok: map[*ast.TreeNode]bool{}, at: map[*ast.TreeNode]bool{},
+		reads: map[*ast.TreeNode]projection{}, atRd: map[*ast.TreeNode]projection{},
+		fns: &fnLevels{},
+	}
+	var visit func(n *ast.TreeNode) (bool, projection)
+	visit = func(n *ast.TreeNode) (bool, projection) {
 		at := true
+		var atRd projection
 		for _, r := range n.Values {
-			if i, known := rules[r]; !known || !i.ok {
+			i, known := rules[r]
+			if !known || !i.ok {
 				at = false
+				continue
 			}
+			atRd |= i.reads
 		}
-		ok := at
+		ok, reads := at, atRd
 		for _, child := range n.Children {
-			if !visit(child) {
-				ok = false
-			}
+			cok, crd := visit(child)
+			ok = ok && cok
+			reads |= crd
 		}
-		l.at[n], l.ok[n] = at, ok
-		return ok
+		l.at[n], l.ok[n], l.atRd[n], l.reads[n] = at, ok, atRd, reads
+		return ok, reads
 	}
 	visit(c.RuleTree)
 	return l
@@ -336,12 +536,24 @@ var (
 )
 
 // subjectInput reports whether an input reference stays inside
-// input.principal or input.purpose_of_use.
-func subjectInput(ref ast.Ref) bool {
-	if len(ref) < 2 {
-		return false // the whole input
+// input.principal or input.purpose_of_use, and which of their parts it reads.
+func subjectInput(ref ast.Ref) (projection, bool) {
+	switch {
+	case len(ref) < 2:
+		return 0, false // the whole input
+	case ref[1].Equal(inputPurpose):
+		return readsPurpose, true
+	case !ref[1].Equal(inputPrincipal):
+		return 0, false
+	case len(ref) < 3:
+		return readsPrincipal, true // the whole principal
 	}
-	return ref[1].Equal(inputPrincipal) || ref[1].Equal(inputPurpose)
+	if name, ok := ref[2].Value.(ast.String); ok {
+		if p, known := principalFields[string(name)]; known {
+			return p, true
+		}
+	}
+	return readsPrincipal, true // a dynamic or unknown field: all of them
 }
 
 // rulesReferred returns every rule a data reference could depend on: the

@@ -578,9 +578,12 @@ decision := {"allow": true, "reasons": [s], "obligations": []}
 		t.Errorf("FAIL: commit did not publish the value: %v", v)
 	}
 	// A full store: the value stays with the evaluation.
-	other := &Input{Principal: advPrincipal, PurposeOfUse: "ETREAT"}
+	// (s reads the sub only: another principal has another store.)
+	otherP := advPrincipal
+	otherP.Sub += "-other"
+	other := &Input{Principal: otherP, PurposeOfUse: "ETREAT"}
 	c2 := e.subjects.forInput(other)
-	c2.shared.n = subjectCacheEntries
+	c2.storeFor(key).n = subjectCacheEntries
 	c2.Put(key, ast.StringTerm("local"))
 	c2.commit()
 	if v, _ := c2.Get(key); v == nil || v.Value.Compare(ast.String("local")) != 0 {

@@ -172,8 +172,7 @@ func TestSubjectCacheNeverServesAStaleValue(t *testing.T) {
 		}
 	}
 	// The subject-level rules were shared: "stable" and "inner" are in the store.
-	st := cached.subjects.forInput(&Input{Principal: p, PurposeOfUse: "TREAT"}).shared
-	if st.n == 0 {
+	if storedValues(cached.subjects) == 0 {
 		t.Fatal("nothing was kept across evaluations")
 	}
 }
@@ -297,8 +296,26 @@ func TestSubjectCacheIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(e.subjects.m); n > 16 || n == 0 {
-		t.Fatalf("%d subjects kept, want 1..16", n)
+	if n := storedValues(e.subjects); n < 16 || n > 16+2 || e.subjects.values.Load() != int64(n) {
+		t.Fatalf("%d values kept (counted %d), want the bound 16 (overshoot by concurrent publishers only)", n, e.subjects.values.Load())
+	}
+	// The number of stores is bounded too, and dropping a store takes its
+	// values off the count.
+	e.subjects.mu.Lock()
+	for i := len(e.subjects.m); i < maxStores; i++ {
+		e.subjects.m[storeKey{p: readsAll, digest: [32]byte{byte(i), byte(i >> 8)}}] = &subjectStore{vc: nil, limit: 1}
+	}
+	e.subjects.mu.Unlock()
+	e.subjects.store(storeKey{p: readsAll, digest: [32]byte{0xff, 0xff, 0xff}})
+	if n := len(e.subjects.m); n > maxStores-maxStores/8+1 {
+		t.Fatalf("%d stores kept, want at most %d", n, maxStores-maxStores/8+1)
+	}
+	if n := storedValues(e.subjects); e.subjects.values.Load() != int64(n) {
+		t.Fatalf("%d values counted, %d kept", e.subjects.values.Load(), n)
+	}
+	e, err = Default(ctx, Options{DecisionCache: -1})
+	if err != nil {
+		t.Fatal(err)
 	}
 	subj := NewSubject(clinician)
 	for i := range subjectCacheEntries + 200 {
@@ -309,7 +326,9 @@ func TestSubjectCacheIsBounded(t *testing.T) {
 			t.Fatalf("read %d: %+v, %v", i, d, err)
 		}
 	}
-	st := e.subjects.forInput(&Input{Subject: subj, PurposeOfUse: "TREAT"}).shared
+	// Each read's page of one (resource_decisions, keyed by the whole item)
+	// goes to the store of the subject's full projection.
+	st := e.subjects.forInput(&Input{Subject: subj, PurposeOfUse: "TREAT"}).storeFor(ast.MustParseRef("data.custos.authz.resource_decisions"))
 	if st.n != subjectCacheEntries {
 		t.Fatalf("%d values kept for one subject, want the bound %d", st.n, subjectCacheEntries)
 	}
@@ -342,4 +361,17 @@ decision := {"allow": ok, "reasons": ["certs"], "obligations": []}
 	if e.subjects != nil || e.cache != nil {
 		t.Fatal("a cache for a policy that verifies certificates against the clock")
 	}
+}
+
+// storedValues counts the values kept in every shared store of c.
+func storedValues(c *subjectCaches) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, s := range c.m {
+		s.mu.RLock()
+		n += s.n
+		s.mu.RUnlock()
+	}
+	return n
 }

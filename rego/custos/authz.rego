@@ -222,7 +222,7 @@ resource_decision := resource_decisions([item])[0] if {
 		"resource": object.union(resource_defaults, input.resource),
 		"break_glass": object.get(input, "break_glass", null),
 	}
-} else := class_decision(false, null, null, false, null, false, [], [])
+} else := class_decision(request_denies, false, null, null, false, null, false, [], [])
 
 has_resource if is_object(input.resource)
 
@@ -247,13 +247,17 @@ decisions := resource_decisions(input.items) if input.action in {"list", "read"}
 # deny when a researcher treats the patient) must compute it in that mode's
 # branch below: elsewhere it reads "no relationship", and the batch-equals-
 # single tests cannot notice, since both entry points share this function.
-resource_decisions(items) := [class_decision(true, r.type, r.tenant, r.patient in care_relationship_patients, null, false, r.sensitivity, r.consent) |
+resource_decisions(items) := [class_decision(
+	request_denies, true, r.type, r.tenant,
+	r.patient in care_relationship_patients, null, false,
+	r.sensitivity, r.consent,
+) |
 	some item in items
 	r := item.resource
 ] if {
 	grant_mode == "care"
 } else := [class_decision(
-	true, r.type, r.tenant, false,
+	request_denies, true, r.type, r.tenant, false,
 	item.break_glass, r.patient == object.get(item, ["break_glass", "patient"], null),
 	r.sensitivity, r.consent,
 ) |
@@ -261,7 +265,7 @@ resource_decisions(items) := [class_decision(true, r.type, r.tenant, r.patient i
 	r := item.resource
 ] if {
 	grant_mode == "break_glass"
-} else := [class_decision(true, r.type, r.tenant, false, null, false, r.sensitivity, r.consent) |
+} else := [class_decision(request_denies, true, r.type, r.tenant, false, null, false, r.sensitivity, r.consent) |
 	some item in items
 	r := item.resource
 ]
@@ -299,8 +303,11 @@ templates_decision := {"allow": true, "reasons": ["templates_no_phi"], "obligati
 	count(request_denies) == 0
 } else := {"allow": false, "reasons": sort(request_denies), "obligations": []}
 
-# Denies that depend on the principal and purpose only.
-principal_denies contains r if some r in request_denies
+# Denies that depend on the principal's roles only. (The request-level
+# denies, request_denies, reach class_decision as its argument req instead:
+# they read the principal's sub, which the decision about a combination of
+# resource features therefore never does, so that custos can share it
+# between principals with the same roles, tenant and purpose.)
 
 # Auditors review the audit log; they never read PHI, whatever other roles they hold.
 principal_denies contains "auditor_no_phi_access" if input.principal.roles[_] == "auditor"
@@ -363,25 +370,27 @@ any_granting_role if {
 }
 
 # ---------------------------------------------------------------------------
-# The decision about one combination of resource features. has_res is false
-# only for a request without a resource object.
+# The decision about one combination of resource features. req is the set of
+# request-level denies (request_denies); has_res is false only for a request
+# without a resource object. It reads the principal's roles, tenant and
+# purpose of use, and nothing else of the input.
 
-class_decision(has_res, typ, tenant, care, bg, bg_ok, sens, consent) := {
+class_decision(req, has_res, typ, tenant, care, bg, bg_ok, sens, consent) := {
 	"allow": true,
 	"reasons": allow_reasons(g, sens),
 	"obligations": g.obligations,
 } if {
 	g := grant(grant_mode, typ, care, bg, bg_ok)
-	count(resource_denies(has_res, typ, tenant, sens, consent)) == 0
+	count(req | resource_denies(has_res, typ, tenant, sens, consent)) == 0
 } else := {
 	"allow": false,
-	"reasons": sort(resource_denies(has_res, typ, tenant, sens, consent)),
+	"reasons": sort(req | resource_denies(has_res, typ, tenant, sens, consent)),
 	"obligations": [],
 } if {
 	grant(grant_mode, typ, care, bg, bg_ok)
 } else := {
 	"allow": false,
-	"reasons": no_grant_reasons(has_res, typ, tenant, care, bg, bg_ok, sens, consent),
+	"reasons": no_grant_reasons(req, has_res, typ, tenant, care, bg, bg_ok, sens, consent),
 	"obligations": [],
 }
 
@@ -392,8 +401,8 @@ allow_reasons(g, sens) := array.concat(g.reasons, ["vip_patient"]) if {
 } else := g.reasons
 
 # A deny without a grant lists the denies and why no grant applied.
-no_grant_reasons(has_res, typ, tenant, care, bg, bg_ok, sens, consent) := reasons if {
-	denies := resource_denies(has_res, typ, tenant, sens, consent)
+no_grant_reasons(req, has_res, typ, tenant, care, bg, bg_ok, sens, consent) := reasons if {
+	denies := req | resource_denies(has_res, typ, tenant, sens, consent)
 	reasons := sort((denies | principal_no_grant) | {code | code := no_grant(grant_mode, typ, care, bg, bg_ok)})
 	count(reasons) > 0
 } else := ["no_matching_grant"]
