@@ -61,6 +61,9 @@ func (e *Engine) DecideBatch(ctx context.Context, in Input, items []Item) ([]Dec
 	if len(items) == 0 {
 		return ds, nil
 	}
+	if e.recent != nil {
+		e.recent.remember(&in, items)
+	}
 	if in.Subject == nil {
 		// Convert the principal once for the whole batch (term and cache
 		// digest), as a list request does.

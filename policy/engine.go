@@ -97,6 +97,7 @@ type Engine struct {
 
 	cache    *decisionCache // nil: every decision is evaluated
 	subjects *subjectCaches // nil: no value outlives its evaluation
+	recent   *recent        // the inputs decided last, for Warm; nil without subjects
 }
 
 // Load compiles every *.rego file under fsys except *_test.rego into one
@@ -186,6 +187,7 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 	if det && opts.SubjectCache >= 0 {
 		if levels, ok := analyse(modules); ok {
 			e.subjects = newSubjectCaches(levels, cmp.Or(opts.SubjectCache, DefaultSubjectCache))
+			e.recent = &recent{}
 		}
 	}
 	return e, nil
@@ -225,6 +227,9 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	// here so that a cancelled request is always a denial.
 	if err := ctx.Err(); err != nil {
 		return e.fail(d, "policy_error", fmt.Errorf("%w: %w", ErrEvaluation, err))
+	}
+	if e.recent != nil {
+		e.recent.remember(&in, nil)
 	}
 	var key [32]byte
 	if e.cache != nil {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -145,8 +146,19 @@ type Event struct {
 // DefaultPollInterval is the interval [Reloader.Watch] uses when given zero.
 const DefaultPollInterval = time.Second
 
+// DefaultWarmUp is how long a candidate spends at most, when
+// ReloaderOptions.WarmUp is zero, re-deciding the serving engine's most
+// recent inputs before it is swapped in (see Engine.Warm).
+const DefaultWarmUp = 250 * time.Millisecond
+
 // ReloaderOptions configures a [Reloader]. The zero value is valid.
 type ReloaderOptions struct {
+	// WarmUp bounds how long a good candidate spends, off the request path
+	// and before it is swapped in, re-deciding the inputs the serving
+	// engine decided last ([Engine.Warm]), so that a reload does not make
+	// every principal's next decision a first one. Zero means
+	// DefaultWarmUp; negative disables it.
+	WarmUp time.Duration
 	// Logger receives one line per load and per rejection. Nil discards.
 	Logger *slog.Logger
 	// OnEvent, if set, is called for every Event, synchronously and with
@@ -185,6 +197,7 @@ type Reloader struct {
 	src     Source
 	log     *slog.Logger
 	onEvent func(Event) error
+	warmUp  time.Duration
 
 	cur atomic.Pointer[Engine]
 
@@ -204,7 +217,7 @@ var hookRetryInterval = HookRetryInterval // shortened by tests
 // The initial load must succeed (and, with OnEvent set, be recorded):
 // otherwise New returns the error and the server must not start.
 func New(ctx context.Context, src Source, opts ReloaderOptions) (*Reloader, error) {
-	r := &Reloader{src: src, log: opts.Logger, onEvent: opts.OnEvent}
+	r := &Reloader{src: src, log: opts.Logger, onEvent: opts.OnEvent, warmUp: cmp.Or(opts.WarmUp, DefaultWarmUp)}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -324,6 +337,15 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 		}
 		if prev != nil {
 			ev.PreviousRevision = prev.Revision()
+		}
+		if prev != nil && r.warmUp > 0 {
+			// Before the load is recorded, so that the swap follows its
+			// record closely.
+			wctx, cancel := context.WithTimeout(ctx, r.warmUp)
+			start := time.Now()
+			n := e.Warm(wctx, prev)
+			cancel()
+			r.log.Debug("policy candidate warmed", "source", desc, "evaluations", n, "took", time.Since(start))
 		}
 		if r.onEvent != nil {
 			if herr := r.onEvent(ev); herr != nil {
