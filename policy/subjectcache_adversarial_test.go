@@ -54,11 +54,7 @@ func advResources() []*Resource {
 func advRun(t *testing.T, modules map[string]string, p Principal, useSubject bool) []string {
 	t.Helper()
 	ctx := context.Background()
-	fsys := fstest.MapFS{}
-	for name, src := range modules {
-		fsys[name] = &fstest.MapFile{Data: []byte(src)}
-	}
-	plain, cached := plainAndCached(t, fsys)
+	plain, cached := plainAndCached(t, mapFS(modules))
 	if advForceAll {
 		for n := range cached.subjects.levels.ok {
 			cached.subjects.levels.ok[n], cached.subjects.levels.at[n] = true, true
@@ -787,4 +783,13 @@ decision := {"allow": true, "reasons": [w, input.resource.uri], "obligations": [
 			t.Errorf("zero Subject: %+v, %v; want a bad_input denial", d, err)
 		}
 	}()
+}
+
+// mapFS is modules (file name -> source) as a file system.
+func mapFS(modules map[string]string) fstest.MapFS {
+	fsys := fstest.MapFS{}
+	for name, src := range modules {
+		fsys[name] = &fstest.MapFile{Data: []byte(src)}
+	}
+	return fsys
 }

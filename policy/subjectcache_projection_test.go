@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io/fs"
 	"testing"
-	"testing/fstest"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -183,11 +182,7 @@ func projPrincipals() []Principal {
 func projRun(t *testing.T, modules map[string]string) []string {
 	t.Helper()
 	ctx := context.Background()
-	fsys := fstest.MapFS{}
-	for name, src := range modules {
-		fsys[name] = &fstest.MapFile{Data: []byte(src)}
-	}
-	plain, cached := plainAndCached(t, fsys)
+	plain, cached := plainAndCached(t, mapFS(modules))
 	if projForceNone {
 		for n := range cached.subjects.levels.reads {
 			cached.subjects.levels.reads[n], cached.subjects.levels.atRd[n] = 0, 0
