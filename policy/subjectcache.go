@@ -2,6 +2,7 @@ package policy
 
 import (
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -236,13 +237,49 @@ func (c *evalCache) storeFor(ref ast.Ref) *subjectStore {
 		return nil
 	}
 	ok, p := c.levels.keyLevel(ref)
-	if !ok {
+	if !ok || !sharableKey(ref) {
 		return nil
 	}
 	if c.stores[p] == nil {
 		c.stores[p] = c.caches.store(c.storeKey(p))
 	}
 	return c.stores[p]
+}
+
+// sharableKey reports whether a virtual-cache key names a value by its
+// exact text: after the root (data) or the function's reference, only
+// strings, booleans, null, integers in canonical form and collections of
+// them. OPA compares numbers by value (f(1) and f(1.0) are one key) while
+// builtins such as json.marshal see their text, so a value computed for one
+// spelling must not be served, across evaluations and principals, to a
+// request that wrote another (within one evaluation OPA itself merges
+// them); and a key that still holds a reference or a variable does not
+// name a value at all.
+func sharableKey(key ast.Ref) bool {
+	for _, t := range key[min(1, len(key)):] {
+		if !exactValue(t.Value) {
+			return false
+		}
+	}
+	return true
+}
+
+func exactValue(v ast.Value) bool {
+	switch x := v.(type) {
+	case ast.String, ast.Boolean, ast.Null:
+		return true
+	case ast.Number:
+		i, ok := x.Int64()
+		return ok && strconv.FormatInt(i, 10) == string(x)
+	case *ast.Array:
+		return !x.Until(func(t *ast.Term) bool { return !exactValue(t.Value) })
+	case ast.Set:
+		return !x.Until(func(t *ast.Term) bool { return !exactValue(t.Value) })
+	case ast.Object:
+		return !x.Until(func(k, v *ast.Term) bool { return !exactValue(k.Value) || !exactValue(v.Value) })
+	default: // a reference, variable, call or comprehension
+		return false
+	}
 }
 
 func (c *evalCache) Get(ref ast.Ref) (*ast.Term, bool) {

@@ -9,7 +9,10 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"strings"
+	"sync"
 	"testing"
+	"testing/fstest"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -355,5 +358,147 @@ func TestProjectionAdversarialControl(t *testing.T) {
 				t.Errorf("the harness saw no stale value with every projection empty")
 			}
 		})
+	}
+}
+
+// TestProjectionNumberSpelling: a function that reads nothing of the
+// input is shared by every request (projection 0). OPA keys its values by
+// Term equality, under which 1 and 1.0 are the same key while builtins such
+// as sprintf tell them apart: the first request's representation decides
+// for every later request on the engine. Plain OPA does the same within one
+// evaluation, so the check is against the plain engine on a single read.
+func TestProjectionNumberSpelling(t *testing.T) {
+	ctx := context.Background()
+	src := `package custos.authz
+f(x) := json.marshal(x)
+n := to_number(trim_prefix(input.resource.uri, "u://"))
+decision := {"allow": f(n) == "1", "reasons": [f(n)], "obligations": []}
+`
+	plain, cached := plainAndCached(t, fstest.MapFS{"p.rego": {Data: []byte(src)}})
+	alice := advPrincipal
+	bob := advPrincipal
+	bob.Sub, bob.Tenant = "bob", "t9"
+	steps := []struct {
+		p   Principal
+		uri string
+	}{{alice, "u://1.0"}, {bob, "u://1"}, {bob, "u://1.0"}, {alice, "u://1"}}
+	var bad []string
+	for i, s := range steps {
+		in := Input{Principal: s.p, PurposeOfUse: "TREAT", Action: ActionRead, Resource: &Resource{URI: s.uri, Type: "note"}}
+		w := advOut(plain.Decide(ctx, in))
+		g := advOut(cached.Decide(ctx, in))
+		t.Logf("step %d %s %s: fresh %+v cached %+v", i, s.p.Sub, s.uri, w, g)
+		if w != g {
+			bad = append(bad, fmt.Sprintf("step %d %s %s: cached %+v, fresh %+v", i, s.p.Sub, s.uri, g, w))
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("FAIL: %s", strings.Join(bad, "\n\t"))
+	}
+}
+
+// TestProjectionConcurrentManyPrincipals: several goroutines decide (single
+// and batch) under the default policy for many principals on one engine
+// with small bounds, so stores fill, the value bound is hit and stores are
+// dropped while evaluations run; every decision must match the plain
+// engine. Run with -race.
+func TestProjectionConcurrentManyPrincipals(t *testing.T) {
+	ctx := context.Background()
+	fsys := mapFS(defaultModules())
+	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roleSets := [][]string{{"clinician"}, {"clinician", "sensitive:hiv"}, {"researcher"}, {"billing"}, nil, {"auditor"}}
+	tenants := []string{tenant, "other-hospital"}
+	patients := [][]string{{patientA}, {patientB}, nil, {patientA, patientB}}
+	purposes := []string{"TREAT", "HRESCH", "HPAYMT", "ETREAT", "", "PATRQT"}
+	resources := func(i int) *Resource {
+		types := []string{"observation", "note", "coverage", "patient", "encounter", "image"}
+		r := resource(types[i%len(types)], []string{patientA, patientB}[i%2])
+		switch i % 5 {
+		case 1:
+			r.Sensitivity = []string{"hiv"}
+		case 2:
+			r.Tenant = "other-hospital"
+		case 3:
+			r.Consent = []string{"opt-out"}
+		}
+		return r
+	}
+	for _, sc := range []int{0, 40, 500} {
+		cached, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: sc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cached.subjects == nil {
+			t.Fatal("no subject cache")
+		}
+		// Bring the store count near maxStores so that stores are dropped
+		// during the run.
+		cached.subjects.mu.Lock()
+		for i := len(cached.subjects.m); i < maxStores-3; i++ {
+			cached.subjects.m[storeKey{p: readsAll, digest: [32]byte{0xee, byte(i), byte(i >> 8)}}] = &subjectStore{limit: 1}
+		}
+		cached.subjects.mu.Unlock()
+		var mu sync.Mutex
+		var bad []string
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 80 {
+					j := i*7 + g*13
+					p := Principal{
+						Sub: fmt.Sprintf("u%d", j%9), Roles: roleSets[j%len(roleSets)], ClientID: fmt.Sprintf("c%d", j%2),
+						Tenant: tenants[(j/3)%2], Patients: patients[(j/5)%len(patients)],
+					}
+					pu := purposes[(j/2)%len(purposes)]
+					in := Input{Principal: p, PurposeOfUse: pu}
+					if i%2 == 0 {
+						in.Subject = NewSubject(p)
+					}
+					if i%4 == 1 {
+						in.Action = ActionList
+						items := []Item{{Resource: resources(j)}, {Resource: resources(j + 1), BreakGlass: &BreakGlass{Grant: "g", Patient: patientB}}, {Resource: resources(j + 2)}}
+						if i%3 == 0 {
+							in.Action = ActionRead
+						}
+						wd, werr := plain.DecideBatch(ctx, in, items)
+						gd, gerr := cached.DecideBatch(ctx, in, items)
+						for k := range items {
+							if w, g := advOut(wd[k], werr), advOut(gd[k], gerr); w != g || fmt.Sprint(wd[k].Obligations) != fmt.Sprint(gd[k].Obligations) {
+								mu.Lock()
+								bad = append(bad, fmt.Sprintf("sc %d batch %+v %q item %d: cached %+v fresh %+v", sc, p, pu, k, g, w))
+								mu.Unlock()
+							}
+						}
+						continue
+					}
+					in.Action, in.Resource = ActionRead, resources(j)
+					if i%7 == 3 {
+						in.BreakGlass = &BreakGlass{Grant: "g", Patient: in.Resource.Patient}
+					}
+					wd, werr := plain.Decide(ctx, in)
+					gd, gerr := cached.Decide(ctx, in)
+					if w, g := advOut(wd, werr), advOut(gd, gerr); w != g || fmt.Sprint(wd.Obligations) != fmt.Sprint(gd.Obligations) {
+						mu.Lock()
+						bad = append(bad, fmt.Sprintf("sc %d %+v %q: cached %+v fresh %+v", sc, p, pu, g, w))
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if len(bad) > 0 {
+			t.Errorf("FAIL SubjectCache=%d: %d mismatches, first: %s", sc, len(bad), bad[0])
+		}
+		if n := storedValues(cached.subjects); int64(n) != cached.subjects.values.Load() {
+			t.Errorf("SubjectCache=%d: %d values kept, %d counted", sc, n, cached.subjects.values.Load())
+		}
+		if storedValues(cached.subjects) == 0 {
+			t.Errorf("SubjectCache=%d: nothing shared (the test exercised no store)", sc)
+		}
 	}
 }
