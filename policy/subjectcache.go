@@ -70,11 +70,10 @@ const DefaultSubjectCache = 256 * 1024
 // arbitrary ones, are dropped.
 const maxStores = 4096
 
-// subjectCacheEntries bounds the values kept per (principal, purpose);
-// beyond it new values are kept for the evaluation only. The first
-// evaluations fill it with the principal-level rules, which every later
-// evaluation reuses; per-resource function results (a read's page-of-one
-// call, keyed by the whole resource) then take the remaining room.
+// subjectCacheEntries bounds the values kept per store (one projection of
+// a request); beyond it new values are kept for the evaluation only, so
+// that one principal's per-resource function results (a read's page-of-one
+// call, keyed by the whole resource) cannot take all of the Engine's room.
 const subjectCacheEntries = 1024
 
 // policyCacheEntries bounds the values of the store of the empty projection
