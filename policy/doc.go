@@ -25,10 +25,15 @@
 // Values of rules that depend only on the principal and purpose of use
 // (found by a static analysis of the compiled policy at load) and results
 // of functions built only on those, per argument tuple, outlive one
-// evaluation: they are kept per (principal digest, purpose) for the life of
-// the Engine (subjectcache.go; Options.SubjectCache). A principal's later
-// decisions skip them. Rules that read any other part of the input are
-// always evaluated afresh.
+// evaluation: each is kept for the life of the Engine in the store of its
+// projection, the parts of the principal and purpose its rule reads, and so
+// shared by every request that agrees on them, and by no other
+// (subjectcache.go; Options.SubjectCache). A principal's later decisions
+// skip them, and so does a colleague's first decision for what depends only
+// on their shared roles, tenant and purpose. Rules that read any other part
+// of the input are always evaluated afresh. A Reloader's candidate warms its
+// cache on the serving Engine's last inputs before it is swapped in
+// (warm.go; ReloaderOptions.WarmUp).
 //
 // # Policy lifecycle
 //
