@@ -411,7 +411,7 @@ grant_mode := "research" if {
 }
 `)},
 	}
-	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1})
+	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +464,7 @@ decision := {"allow": true, "reasons": [wv], "obligations": []} if input.resourc
 func advRaceOnce(t *testing.T, src string, sc int) {
 	ctx := context.Background()
 	{
-		e, err := Load(ctx, fstest.MapFS{"p.rego": {Data: []byte(src)}}, Options{DecisionCache: -1, SubjectCache: sc})
+		e, err := Load(ctx, fstest.MapFS{"p.rego": {Data: []byte(src)}}, Options{DecisionCache: -1, SubjectCache: sc, Timeout: testTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -498,11 +498,11 @@ f(x) := concat("#", [x, w, input.purpose_of_use])
 decision := {"allow": true, "reasons": [f(input.resource.type)], "obligations": []}
 `
 	fsys := fstest.MapFS{"p.rego": {Data: []byte(src)}}
-	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1})
+	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cached, err := Load(ctx, fsys, Options{DecisionCache: -1})
+	cached, err := Load(ctx, fsys, Options{DecisionCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +543,7 @@ func TestSubjectCacheAdversarialEvalCacheFrames(t *testing.T) {
 	e, err := Load(ctx, fstest.MapFS{"p.rego": {Data: []byte(`package custos.authz
 s := input.principal.sub
 decision := {"allow": true, "reasons": [s], "obligations": []}
-`)}}, Options{DecisionCache: -1})
+`)}}, Options{DecisionCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -638,11 +638,11 @@ decision := {"allow": true, "reasons": [json.marshal(w)], "obligations": []}
 decisions := [d | some it in input.items; d := {"allow": true, "reasons": [json.marshal([f(it.resource.type), g(s, o), h(pl)])], "obligations": []}]
 `
 	fsys := fstest.MapFS{"p.rego": {Data: []byte(src)}}
-	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1})
+	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cached, err := Load(ctx, fsys, Options{DecisionCache: -1})
+	cached, err := Load(ctx, fsys, Options{DecisionCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

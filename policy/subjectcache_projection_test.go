@@ -105,11 +105,11 @@ func TestDefaultPolicyProjections(t *testing.T) {
 // and decides like a fresh evaluation.
 func TestProjectionSharesBetweenPrincipals(t *testing.T) {
 	ctx := context.Background()
-	plain, err := Default(ctx, Options{DecisionCache: -1, SubjectCache: -1})
+	plain, err := Default(ctx, Options{DecisionCache: -1, SubjectCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := Default(ctx, Options{DecisionCache: -1})
+	e, err := Default(ctx, Options{DecisionCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +405,7 @@ decision := {"allow": f(n) == "1", "reasons": [f(n)], "obligations": []}
 func TestProjectionConcurrentManyPrincipals(t *testing.T) {
 	ctx := context.Background()
 	fsys := mapFS(defaultModules())
-	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1})
+	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func TestProjectionConcurrentManyPrincipals(t *testing.T) {
 		return r
 	}
 	for _, sc := range []int{0, 40, 500} {
-		cached, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: sc})
+		cached, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: sc, Timeout: testTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}

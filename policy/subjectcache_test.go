@@ -14,14 +14,19 @@ import (
 
 // plainAndCached loads the policy in fsys twice, without any cache and with
 // the subject cache only (no decision cache).
+// testTimeout is the evaluation deadline of the engines the equivalence
+// tests compare: generous, so that a starved machine (the race detector,
+// neighbours) never turns a decision into a policy_timeout on one side only.
+const testTimeout = 10 * time.Second
+
 func plainAndCached(t *testing.T, fsys fstest.MapFS) (plain, cached *Engine) {
 	t.Helper()
 	ctx := context.Background()
-	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1})
+	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cached, err = Load(ctx, fsys, Options{DecisionCache: -1})
+	cached, err = Load(ctx, fsys, Options{DecisionCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +318,7 @@ func TestSubjectCacheIsBounded(t *testing.T) {
 	if n := storedValues(e.subjects); e.subjects.values.Load() != int64(n) {
 		t.Fatalf("%d values counted, %d kept", e.subjects.values.Load(), n)
 	}
-	e, err = Default(ctx, Options{DecisionCache: -1})
+	e, err = Default(ctx, Options{DecisionCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func renamedDefault(t *testing.T) fstest.MapFS {
 // policy would.
 func TestWarmFillsSubjectCache(t *testing.T) {
 	ctx := context.Background()
-	prev, err := Default(ctx, Options{DecisionCache: -1})
+	prev, err := Default(ctx, Options{DecisionCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +70,11 @@ func TestWarmFillsSubjectCache(t *testing.T) {
 	if _, err := prev.DecideBatch(ctx, list, items); err != nil {
 		t.Fatal(err)
 	}
-	plain, err := Load(ctx, renamedDefault(t), Options{DecisionCache: -1, SubjectCache: -1})
+	plain, err := Load(ctx, renamedDefault(t), Options{DecisionCache: -1, SubjectCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := Load(ctx, renamedDefault(t), Options{DecisionCache: -1})
+	next, err := Load(ctx, renamedDefault(t), Options{DecisionCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestWarmFillsSubjectCache(t *testing.T) {
 // nothing more.
 func TestWarmStopsWithItsContext(t *testing.T) {
 	ctx := context.Background()
-	prev, err := Default(ctx, Options{DecisionCache: -1})
+	prev, err := Default(ctx, Options{DecisionCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestWarmStopsWithItsContext(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	next, err := Default(ctx, Options{DecisionCache: -1})
+	next, err := Default(ctx, Options{DecisionCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
