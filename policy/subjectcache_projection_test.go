@@ -142,7 +142,7 @@ func TestProjectionSharesBetweenPrincipals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if advOut(got, nil) != advOut(want, nil) || fmt.Sprint(got.Obligations) != fmt.Sprint(want.Obligations) {
+			if !sameOutcome(got, nil, want, nil) {
 				t.Fatalf("step %d %s reads %s: %+v, fresh evaluation %+v", i, p.Sub, pat, got, want)
 			}
 		}
@@ -468,7 +468,7 @@ func TestProjectionConcurrentManyPrincipals(t *testing.T) {
 						wd, werr := plain.DecideBatch(ctx, in, items)
 						gd, gerr := cached.DecideBatch(ctx, in, items)
 						for k := range items {
-							if w, g := advOut(wd[k], werr), advOut(gd[k], gerr); w != g || fmt.Sprint(wd[k].Obligations) != fmt.Sprint(gd[k].Obligations) {
+							if w, g := advOut(wd[k], werr), advOut(gd[k], gerr); !sameOutcome(gd[k], gerr, wd[k], werr) {
 								mu.Lock()
 								bad = append(bad, fmt.Sprintf("sc %d batch %+v %q item %d: cached %+v fresh %+v", sc, p, pu, k, g, w))
 								mu.Unlock()
@@ -482,7 +482,7 @@ func TestProjectionConcurrentManyPrincipals(t *testing.T) {
 					}
 					wd, werr := plain.Decide(ctx, in)
 					gd, gerr := cached.Decide(ctx, in)
-					if w, g := advOut(wd, werr), advOut(gd, gerr); w != g || fmt.Sprint(wd.Obligations) != fmt.Sprint(gd.Obligations) {
+					if w, g := advOut(wd, werr), advOut(gd, gerr); !sameOutcome(gd, gerr, wd, werr) {
 						mu.Lock()
 						bad = append(bad, fmt.Sprintf("sc %d %+v %q: cached %+v fresh %+v", sc, p, pu, g, w))
 						mu.Unlock()

@@ -485,7 +485,7 @@ func TestReviewDefaultPolicyGrid(t *testing.T) {
 					}
 					wd, werr := plain.Decide(ctx, in)
 					gd, gerr := cached.Decide(ctx, in)
-					if advOut(wd, werr) != advOut(gd, gerr) || fmt.Sprint(wd.Obligations) != fmt.Sprint(gd.Obligations) {
+					if !sameOutcome(gd, gerr, wd, werr) {
 						bad = append(bad, fmt.Sprintf("reverse=%v %+v %q %s: cached %+v %v, fresh %+v %v", reverse, p, pu, r.URI, advOut(gd, gerr), gd.Obligations, advOut(wd, werr), wd.Obligations))
 					}
 				}

@@ -380,3 +380,9 @@ func storedValues(c *subjectCaches) int {
 	}
 	return n
 }
+
+// sameOutcome reports whether two decisions (with their errors) say the
+// same: error or not, allow, reasons and obligations. Decision ids differ.
+func sameOutcome(a Decision, aerr error, b Decision, berr error) bool {
+	return advOut(a, aerr) == advOut(b, berr) && fmt.Sprint(a.Obligations) == fmt.Sprint(b.Obligations)
+}

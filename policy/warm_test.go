@@ -36,6 +36,29 @@ func warmInputs() ([]Input, Input, []Item) {
 	return reads, Input{Principal: bob, PurposeOfUse: "TREAT", Action: ActionList}, items
 }
 
+// servedEngine is the default policy after deciding the reads of
+// warmInputs and, with list, its page.
+func servedEngine(t *testing.T, list bool) *Engine {
+	t.Helper()
+	ctx := context.Background()
+	e, err := Default(ctx, Options{DecisionCache: -1, Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads, in, items := warmInputs()
+	for _, r := range reads {
+		if _, err := e.Decide(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if list {
+		if _, err := e.DecideBatch(ctx, in, items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
 // renamedDefault is the default policy with the care-team reason renamed,
 // so that its decisions can not be mistaken for the default policy's.
 func renamedDefault(t *testing.T) fstest.MapFS {
@@ -57,19 +80,8 @@ func renamedDefault(t *testing.T) fstest.MapFS {
 // policy would.
 func TestWarmFillsSubjectCache(t *testing.T) {
 	ctx := context.Background()
-	prev, err := Default(ctx, Options{DecisionCache: -1, Timeout: testTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prev := servedEngine(t, true)
 	reads, list, items := warmInputs()
-	for _, in := range reads {
-		if _, err := prev.Decide(ctx, in); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := prev.DecideBatch(ctx, list, items); err != nil {
-		t.Fatal(err)
-	}
 	plain, err := Load(ctx, renamedDefault(t), Options{DecisionCache: -1, SubjectCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +109,7 @@ func TestWarmFillsSubjectCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if advOut(got, nil) != advOut(want, nil) || fmt.Sprint(got.Obligations) != fmt.Sprint(want.Obligations) {
+		if !sameOutcome(got, nil, want, nil) {
 			t.Fatalf("after warming: %+v, fresh evaluation %+v", got, want)
 		}
 		if strings.Contains(strings.Join(got.Reasons, ","), "care_team_v2") {
@@ -116,7 +128,7 @@ func TestWarmFillsSubjectCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range items {
-		if advOut(got[i], nil) != advOut(want[i], nil) {
+		if !sameOutcome(got[i], nil, want[i], nil) {
 			t.Fatalf("item %d after warming: %+v, fresh evaluation %+v", i, got[i], want[i])
 		}
 	}
@@ -126,16 +138,7 @@ func TestWarmFillsSubjectCache(t *testing.T) {
 // nothing more.
 func TestWarmStopsWithItsContext(t *testing.T) {
 	ctx := context.Background()
-	prev, err := Default(ctx, Options{DecisionCache: -1, Timeout: testTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reads, _, _ := warmInputs()
-	for _, in := range reads {
-		if _, err := prev.Decide(ctx, in); err != nil {
-			t.Fatal(err)
-		}
-	}
+	prev := servedEngine(t, false)
 	next, err := Default(ctx, Options{DecisionCache: -1, Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
