@@ -2,11 +2,9 @@ package server
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
-	"github.com/custos-mcp/custos/minimize"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/policy/btg"
 )
@@ -41,14 +39,15 @@ func (s *Server) breakGlass(id Identity, patient string) *policy.BreakGlass {
 // review sign-off) to the audit log: action btg/<kind>, the actor as
 // principal, the patient keyed-hashed like every record, the outbox event
 // id as decision id (so a record written twice after a crash is
-// recognizable), and the detail with identifiers scrubbed (it is free text
-// an operator typed).
+// recognizable), and the event's structured reason (btg.Event.AuditReason:
+// grant id, expiry and duration verbatim; the operator's free text was
+// scrubbed when it was stored, and nothing is scrubbed again here).
 func (s *Server) AuditGrantEvent(ctx context.Context, ev btg.Event) (audit.Record, error) {
 	e := s.entry(ctx, Identity{Principal: policy.Principal{Sub: ev.Actor}, Source: "btg"}, ev.Kind)
 	e.Outcome = audit.OutcomeAllow
 	e.PurposeOfUse = PurposeEmergency
 	e.DecisionID = ev.ID
-	e.Reason = minimize.ScrubString(strings.Join([]string{"grant=" + ev.GrantID, "grantee=" + ev.Sub, ev.Detail}, " "))
+	e.Reason = ev.AuditReason()
 	if ev.Patient != "" {
 		e.Patients = []string{ev.Patient}
 	}

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/custos-mcp/custos/minimize"
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -97,16 +99,73 @@ type Review struct {
 	Time     time.Time `json:"time"`
 }
 
-// Event is a change waiting to be written to the audit log.
+// Event is a change waiting to be written to the audit log. Its fields are
+// structured: what custos produced (ids, times, durations, counts) is kept
+// as it is, and the one free-text field, Text, was scrubbed of identifiers
+// (minimize.ScrubString) before the event was stored. AuditReason renders
+// the event for the audit record without scrubbing anything again.
 type Event struct {
-	ID      string    `json:"id"`
-	Kind    string    `json:"kind"`
-	GrantID string    `json:"grant_id"`
-	Sub     string    `json:"sub"`     // the grantee
-	Patient string    `json:"patient"` // opaque id; pseudonymized in the audit log
-	Actor   string    `json:"actor"`   // who acted: operator, reviewer, "custos" for expiry
-	Detail  string    `json:"detail"`  // reason, verdict and note
-	Time    time.Time `json:"time"`
+	ID      string `json:"id"`
+	Kind    string `json:"kind"`
+	GrantID string `json:"grant_id"`
+	Sub     string `json:"sub"`     // the grantee
+	Patient string `json:"patient"` // opaque id; pseudonymized in the audit log
+	Actor   string `json:"actor"`   // who acted: operator, reviewer, "custos" for expiry
+	// Expires and TTL are the grant's expiry and duration (grant and
+	// expiry events).
+	Expires time.Time     `json:"expires,omitzero"`
+	TTL     time.Duration `json:"ttl,omitempty"`
+	Verdict string        `json:"verdict,omitempty"` // review events
+	Uses    int           `json:"uses,omitempty"`    // uses recorded so far (review, expiry)
+	// Text is the operator's free text: the grant or revocation reason, the
+	// review note. Scrubbed before it was stored.
+	Text string `json:"text,omitempty"`
+	// Detail is the pre-structured form an older custos left in the outbox:
+	// free text mixed with values. Only such legacy events carry it, and
+	// AuditReason scrubs it as that version did.
+	Detail string    `json:"detail,omitempty"`
+	Time   time.Time `json:"time"`
+}
+
+// AuditReason is the reason of the event's audit record:
+//
+//	grant=<id> grantee=<sub> [expires=<RFC3339> ttl=<duration>] [verdict=<v>] [uses=<n>] [reason=<quoted text>|note=<quoted text>]
+//
+// The grant id, grantee, expiry and duration are custos's own values and
+// appear verbatim; the quoted text was scrubbed when it was stored.
+func (e Event) AuditReason() string {
+	parts := []string{"grant=" + e.GrantID, "grantee=" + e.Sub}
+	if e.Detail != "" && e.Text == "" && e.Expires.IsZero() && e.Verdict == "" {
+		// Legacy outbox event: its detail was never scrubbed at intake.
+		return strings.Join(append(parts, minimize.ScrubString(e.Detail)), " ")
+	}
+	if !e.Expires.IsZero() {
+		parts = append(parts, "expires="+e.Expires.UTC().Format(time.RFC3339))
+	}
+	if e.TTL > 0 {
+		parts = append(parts, "ttl="+e.TTL.String())
+	}
+	if e.Verdict != "" {
+		parts = append(parts, "verdict="+e.Verdict)
+	}
+	if e.Kind == KindReview || e.Kind == KindExpire {
+		parts = append(parts, "uses="+strconv.Itoa(e.Uses))
+	}
+	if e.Text != "" {
+		key := "reason="
+		if e.Kind == KindReview {
+			key = "note="
+		}
+		parts = append(parts, key+strconv.Quote(e.Text))
+	}
+	return strings.Join(parts, " ")
+}
+
+// scrubText trims operator free text and removes identifiers from it
+// before it is stored: a reason or note is outside text, and the grants
+// file and the audit log must not keep an MRN or phone number typed there.
+func scrubText(s string) string {
+	return minimize.ScrubString(strings.TrimSpace(s))
 }
 
 // Options configure Open.
@@ -239,7 +298,7 @@ type Request struct {
 // Grant records a new grant and its event. The reason is required and the
 // TTL may not exceed MaxTTL.
 func (s *Store) Grant(r Request) (Grant, error) {
-	r.Reason = strings.TrimSpace(r.Reason)
+	r.Reason = scrubText(r.Reason)
 	switch {
 	case r.Sub == "" || r.Patient == "" || r.By == "":
 		return Grant{}, fmt.Errorf("%w: a grant needs the user, the patient and the operator", ErrBadGrant)
@@ -261,7 +320,7 @@ func (s *Store) Grant(r Request) (Grant, error) {
 			return err
 		}
 		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindGrant, GrantID: g.ID, Sub: g.Sub, Patient: g.Patient,
-			Actor: r.By, Detail: fmt.Sprintf("reason=%q expires=%s", g.Reason, g.Expires.Format(time.RFC3339)), Time: now})
+			Actor: r.By, Expires: g.Expires, TTL: g.Expires.Sub(g.Created), Text: g.Reason, Time: now})
 	})
 	return g, err
 }
@@ -281,12 +340,12 @@ func (s *Store) Revoke(id, by, reason string) (Grant, error) {
 		if !g.Revoked.IsZero() {
 			return fmt.Errorf("%w: grant %s was already revoked at %s", ErrBadGrant, id, g.Revoked.Format(time.RFC3339))
 		}
-		g.Revoked, g.RevokedBy, g.RevokeReason = now, by, strings.TrimSpace(reason)
+		g.Revoked, g.RevokedBy, g.RevokeReason = now, by, scrubText(reason)
 		if err := putGrant(tx, g); err != nil {
 			return err
 		}
 		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindRevoke, GrantID: g.ID, Sub: g.Sub, Patient: g.Patient,
-			Actor: by, Detail: fmt.Sprintf("reason=%q", g.RevokeReason), Time: now})
+			Actor: by, Text: g.RevokeReason, Time: now})
 	})
 	return g, err
 }
@@ -309,12 +368,12 @@ func (s *Store) ReviewGrant(id, reviewer, verdict, note string) (Grant, error) {
 		if len(g.Uses) == 0 {
 			return fmt.Errorf("%w: grant %s has no recorded use to review", ErrBadGrant, id)
 		}
-		g.Reviews = append(g.Reviews, Review{Reviewer: reviewer, Verdict: verdict, Note: strings.TrimSpace(note), Time: now})
+		g.Reviews = append(g.Reviews, Review{Reviewer: reviewer, Verdict: verdict, Note: scrubText(note), Time: now})
 		if err := putGrant(tx, g); err != nil {
 			return err
 		}
 		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindReview, GrantID: g.ID, Sub: g.Sub, Patient: g.Patient,
-			Actor: reviewer, Detail: fmt.Sprintf("verdict=%s uses=%d note=%q", verdict, len(g.Uses), strings.TrimSpace(note)), Time: now})
+			Actor: reviewer, Verdict: verdict, Uses: len(g.Uses), Text: scrubText(note), Time: now})
 	})
 	return g, err
 }
@@ -404,7 +463,7 @@ func (s *Store) Sync(uses map[string][]Use) (active []Grant, pending []Event, ke
 				return err
 			}
 			if err := enqueue(tx, Event{ID: uuid.NewString(), Kind: KindExpire, GrantID: g.ID, Sub: g.Sub, Patient: g.Patient,
-				Actor: "custos", Detail: fmt.Sprintf("expired=%s uses=%d", g.Expires.Format(time.RFC3339), len(g.Uses)), Time: now}); err != nil {
+				Actor: "custos", Expires: g.Expires, TTL: g.Expires.Sub(g.Created), Uses: len(g.Uses), Time: now}); err != nil {
 				return err
 			}
 		}

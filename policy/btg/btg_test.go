@@ -75,7 +75,7 @@ func TestLifecycle(t *testing.T) {
 	// Expiry: one event, once.
 	c.t = c.t.Add(30 * time.Minute)
 	active, pending, keys, err = s.Sync(nil)
-	if err != nil || len(active) != 0 || len(pending) != 1 || pending[0].Kind != KindExpire || !strings.Contains(pending[0].Detail, "uses=1") {
+	if err != nil || len(active) != 0 || len(pending) != 1 || pending[0].Kind != KindExpire || !strings.Contains(pending[0].AuditReason(), "uses=1") {
 		t.Fatalf("expiry: active %v pending %v err %v", active, pending, err)
 	}
 	s.Delivered(keys)
