@@ -19,10 +19,14 @@ func newAuditCmd() *cobra.Command {
 		Long: `The audit log (D/audit.db) holds one hash-chained record for every list,
 templates list and read, allowed or denied, written durably before any data
 was released. These commands open it read-only; stop 'custos serve' first
-(the server holds the file lock).`,
+(the server holds the file lock).
+
+Examples:
+  custos audit verify --data-dir ./data
+  custos audit report --data-dir ./data --denials --since 2026-11-01
+  custos audit export --data-dir ./data --out ./nov-bundle --since 2026-11-01 --until 2026-12-01`,
 	}
-	cmd.AddCommand(newAuditVerifyCmd(), newAuditExportCmd(), newAuditHashCmd(), newAuditReportCmd(), newAuditProveCmd(), newAuditPubkeyCmd())
-	return cmd
+	return commandGroup(cmd, newAuditVerifyCmd(), newAuditExportCmd(), newAuditHashCmd(), newAuditReportCmd(), newAuditProveCmd(), newAuditPubkeyCmd())
 }
 
 func newAuditVerifyCmd() *cobra.Command {
@@ -55,6 +59,7 @@ exits 1 naming every failure with its seq.
 Examples:
   custos audit verify --data-dir ./data
   custos audit verify --data-dir ./data --json
+  custos audit verify --data-dir ./data --anchor-dir /mnt/anchor --pubkey custos-audit.vkeys
   custos audit verify --bundle ./nov-bundle --pubkey custos-audit.vkeys`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,7 +67,13 @@ Examples:
 				if dir != "" {
 					return usagef("choose --data-dir (the live log) or --bundle (an export), not both")
 				}
+				if anchorDir != "" {
+					return usagef("--anchor-dir checks the live log (--data-dir); a bundle carries its own checkpoints")
+				}
 				return newAuditVerifyBundle(cmd, bundleDir, pubkey, asJSON)
+			}
+			if anchorDir != "" && pubkey == "" {
+				return usagef("--anchor-dir needs --pubkey FILE (the checkpoint verifier keys, from 'custos audit pubkey')")
 			}
 			d, err := requireDataDir(dir)
 			if err != nil {
@@ -256,9 +267,6 @@ Example:
 // checkAnchors checks the log in d against the checkpoints of d and of
 // anchorDir, verified with the keys in pubkey. It returns what it checked.
 func checkAnchors(cmd *cobra.Command, d dataDir, anchorDir, pubkey string) (string, error) {
-	if pubkey == "" {
-		return "", usagef("--anchor-dir needs --pubkey FILE (the checkpoint verifier keys)")
-	}
 	keys, err := os.ReadFile(pubkey)
 	if err != nil {
 		return "", err

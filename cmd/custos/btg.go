@@ -41,13 +41,8 @@ grant, revocation, expiry, use and review is in the audit log.
   custos btg list    shows grants and their uses
   custos btg review  lists unreviewed uses, and records the privacy officer's
                      sign-off (--grant ID --verdict appropriate|inappropriate)`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("btg needs a subcommand: grant, revoke, list or review")
-		},
 	}
-	cmd.AddCommand(newBtgGrantCmd(), newBtgRevokeCmd(), newBtgListCmd(), newBtgReviewCmd())
-	return cmd
+	return commandGroup(cmd, newBtgGrantCmd(), newBtgRevokeCmd(), newBtgListCmd(), newBtgReviewCmd())
 }
 
 func newBtgGrantCmd() *cobra.Command {

@@ -15,13 +15,13 @@ func newConfigCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Check a configuration file for 'custos serve --config'",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("missing subcommand: custos config check FILE")
-		},
+		Long: `config works on the YAML file that 'custos serve --config FILE' reads
+(commented example: docs/config.example.yaml).
+
+Example:
+  custos config check /etc/custos/custos.yaml`,
 	}
-	cmd.AddCommand(newConfigCheckCmd())
-	return cmd
+	return commandGroup(cmd, newConfigCheckCmd())
 }
 
 // configReport is the --json output of config check.

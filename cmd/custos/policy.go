@@ -32,17 +32,16 @@ func newPolicyCmd() *cobra.Command {
   custos policy impact --candidate DIR --data-dir D
                                       replay recently audited decisions against a
                                       candidate policy: what would change?
+  custos policy bundle DIR -o FILE --key ID=PEM
+                                      build a signed bundle for 'serve --policy-bundle'
+  custos policy sign BUNDLE -o FILE --key ID=PEM
+                                      re-sign a bundle (e.g. with a new key)
 
 A policy directory holds .rego files (package custos.authz, rule decision)
 and their *_test.rego tests; without a directory the built-in default policy
 is used where that makes sense.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("policy needs a subcommand: test, check, eval or impact")
-		},
 	}
-	cmd.AddCommand(newPolicyTestCmd(), newPolicyCheckCmd(), newPolicyEvalCmd(), newPolicyImpactCmd(), newPolicyBundleCmd(), newPolicySignCmd())
-	return cmd
+	return commandGroup(cmd, newPolicyTestCmd(), newPolicyCheckCmd(), newPolicyEvalCmd(), newPolicyImpactCmd(), newPolicyBundleCmd(), newPolicySignCmd())
 }
 
 // policyFS is the policy directory dir, or the built-in default policy.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -17,22 +18,22 @@ import (
 	"github.com/custos-mcp/custos/store"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRootCmd(stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil {
 		var ee exitError
 		if !errors.As(err, &ee) || ee.err != nil {
 			printErr(stderr, err)
 		}
 		if exitCode(err) == 2 {
-			fmt.Fprintln(stderr, "Run 'custos --help' for usage.")
+			if cmd == nil {
+				cmd = root
+			}
+			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		}
 	}
 	return exitCode(err)
@@ -57,14 +58,25 @@ Getting started:
 
 A data directory holds catalog.db (resources and blobs) and audit.db (the
 audit log). Only one process may open it for writing at a time.`,
-		Version:       version,
+		Version:       formatVersion(readBuildVersion()),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(
+	root.SetVersionTemplate("{{.Version}}")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		// A group parses its own flags before it looks at the subcommand, so
+		// in 'custos audit verfy --data-dir D' the flag looks unknown; the
+		// mistake to report is the subcommand.
+		if cmd.HasAvailableSubCommands() && cmd.Args != nil {
+			if aerr := cmd.Args(cmd, cmd.Flags().Args()); aerr != nil {
+				return aerr
+			}
+		}
+		return usageError{err}
+	})
+	commandGroup(root,
 		newServeCmd(),
 		newSeedCmd(),
 		newImportCmd(),
@@ -75,8 +87,82 @@ audit log). Only one process may open it for writing at a time.`,
 		newPolicyCmd(),
 		newBtgCmd(),
 		newConfigCmd(),
+		newVersionCmd(),
 	)
+	argsAreUsage(root)
 	return root
+}
+
+// argsAreUsage makes a wrong number or kind of positional arguments bad
+// usage (exit 2) in cmd and every command below it: cobra's own checks
+// (cobra.NoArgs, cobra.ExactArgs, ...) return plain errors, which would
+// exit 1 like a failed operation.
+func argsAreUsage(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(cmd *cobra.Command, args []string) error {
+			err := check(cmd, args)
+			var ue usageError
+			if err != nil && !errors.As(err, &ue) {
+				return usageError{err}
+			}
+			return err
+		}
+	}
+	for _, c := range cmd.Commands() {
+		argsAreUsage(c)
+	}
+}
+
+// commandGroup makes cmd the group of the subcommands subs, and returns it.
+// Cobra answers a group that has no Run of its own by printing its help and
+// exiting 0, even for a typo ('custos audit verfy'), so a script never
+// learns that nothing ran. A group made here fails instead as bad usage
+// (exit 2), naming the unknown subcommand and listing the valid ones; run
+// without a subcommand it fails the same way, except the root command, which
+// shows its help.
+func commandGroup(cmd *cobra.Command, subs ...*cobra.Command) *cobra.Command {
+	cmd.AddCommand(subs...)
+	cmd.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		return usagef("unknown subcommand %q for %q%s; valid subcommands: %s",
+			args[0], cmd.CommandPath(), didYouMean(cmd, args[0]), subcommandNames(cmd))
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if !cmd.HasParent() {
+			return cmd.Help()
+		}
+		return usagef("%q needs a subcommand: %s", cmd.CommandPath(), subcommandNames(cmd))
+	}
+	return cmd
+}
+
+// subcommandNames lists the subcommands of cmd that --help shows.
+func subcommandNames(cmd *cobra.Command) string {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// didYouMean suggests the subcommands of cmd closest to typed (cobra's
+// Levenshtein and prefix matching), or returns "".
+func didYouMean(cmd *cobra.Command, typed string) string {
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	var quoted []string
+	for _, s := range cmd.SuggestionsFor(typed) {
+		quoted = append(quoted, strconv.Quote(s))
+	}
+	if len(quoted) == 0 {
+		return ""
+	}
+	return " (did you mean " + strings.Join(quoted, " or ") + "?)"
 }
 
 // dataDir names the files of a data directory.

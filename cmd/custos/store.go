@@ -12,13 +12,13 @@ func newStoreCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "store",
 		Short: "Maintain the catalog (encryption at rest)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("store needs a subcommand: reencrypt")
-		},
+		Long: `store maintains the catalog, D/catalog.db. Stop 'custos serve' first: it
+holds the file.
+
+Example:
+  custos store reencrypt --data-dir ./data`,
 	}
-	cmd.AddCommand(newStoreReencryptCmd())
-	return cmd
+	return commandGroup(cmd, newStoreReencryptCmd())
 }
 
 func newStoreReencryptCmd() *cobra.Command {

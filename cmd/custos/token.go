@@ -19,11 +19,14 @@ func newTokenCmd() *cobra.Command {
 		Use:   "token",
 		Short: "Manage development bearer tokens for HTTP",
 		Long: `Over HTTP, custos (in --dev mode) maps bearer tokens to principals through a
-token file that stores only the SHA-256 of each token. OAuth 2.1 access tokens
-from a hospital's identity provider replace this in production.`,
+token file that stores only the SHA-256 of each token. In production, serve
+verifies OAuth 2.1 access tokens from the hospital's identity provider instead
+('custos serve --oauth-issuer ... --oauth-audience ...'; docs/operations.md).
+
+Example:
+  custos token new --principal ./synthetic/principals/clinician.json --tokens ./tokens.json`,
 	}
-	cmd.AddCommand(newTokenNewCmd())
-	return cmd
+	return commandGroup(cmd, newTokenNewCmd())
 }
 
 func newTokenNewCmd() *cobra.Command {
