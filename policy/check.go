@@ -61,6 +61,7 @@ func RunTestsCoverage(ctx context.Context, fsys fs.FS) (TestReport, error) {
 	cov := cover.New()
 	ch, err := tester.NewRunner().
 		SetDefaultRegoVersion(ast.RegoV1).
+		SetTimeout(TestCaseTimeout).
 		RaiseBuiltinErrors(true).
 		SetCoverageQueryTracer(cov).
 		SetCoverageRuns([]cover.Kind{}).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/tester"
@@ -17,6 +18,13 @@ type TestSummary struct {
 	Failed   int      // failed, errored or skipped (todo_test_) tests
 	Failures []string // one line per failed test: "package.name: FAIL|ERROR ... (file:line)"
 }
+
+// TestCaseTimeout bounds one Rego test case in RunTests and
+// RunTestsCoverage. OPA's tester defaults to 5 s, which the default policy's
+// table tests (every principal × purpose × page item) exceed on a loaded
+// 2-core machine, turning a correct policy into a failed test. The caller's
+// context still bounds the whole run.
+const TestCaseTimeout = time.Minute
 
 // RunTests runs the Rego unit tests (rules named test_* in *_test.rego files)
 // under fsys against the policy modules under fsys, with OPA's tester. It
@@ -54,6 +62,7 @@ func runTests(ctx context.Context, policies, tests []regoFile) (TestSummary, err
 	}
 	ch, err := tester.NewRunner().
 		SetDefaultRegoVersion(ast.RegoV1).
+		SetTimeout(TestCaseTimeout).
 		RaiseBuiltinErrors(true).
 		SetModules(modules).
 		RunTests(ctx, nil)
