@@ -224,7 +224,13 @@ func (c *checker) top() {
 	if o.DataDir == "" {
 		c.missing("data_dir", "required: the directory holding catalog.db and audit.db")
 	}
-	c.dir("data_dir", o.DataDir)
+	if !c.co.SkipFiles && o.DataDir != "" {
+		if _, err := os.Stat(o.DataDir); errors.Is(err, os.ErrNotExist) {
+			c.add("data_dir", "directory not found; create it with 'custos import --data-dir %s PATH'", c.name("data_dir"))
+		} else {
+			c.dir("data_dir", o.DataDir)
+		}
+	}
 	if c.set("page_size", o.PageSize == 0) && (o.PageSize < 1 || o.PageSize > MaxPageSize) {
 		c.add("page_size", "must be from 1 to %d, got %d", MaxPageSize, o.PageSize)
 	}
