@@ -44,6 +44,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Now gives the anchoring time. Nil means time.Now.
 	Now func() time.Time
+	// Anchored, if not nil, is called once for each checkpoint that every
+	// anchor holds, including, at the first step, the latest one already
+	// anchored. It runs with the Checkpointer's lock held: it must be
+	// quick and must not call the Checkpointer (a metric, a log line).
+	Anchored func(Entry)
 }
 
 func (cfg *Config) validate() error {
@@ -102,7 +107,8 @@ type Checkpointer struct {
 	stop   chan struct{}
 	done   chan struct{} // closed when Run returns
 
-	signed atomic.Int64 // size of the last signed checkpoint, for Notify
+	signed   atomic.Int64 // size of the last signed checkpoint, for Notify
+	reported int64        // size last passed to Config.Anchored (under mu)
 
 	lmu     sync.Mutex // lifecycle
 	running bool
@@ -316,5 +322,21 @@ func (c *Checkpointer) stepLocked(ctx context.Context) error {
 		c.anchored[i] = c.last.Size
 		c.cfg.Logger.Info("audit checkpoint anchored", "size", c.last.Size, "root", c.last.Root.String(), "anchor", a.Dir)
 	}
+	c.reportAnchored()
 	return errors.Join(errs...)
+}
+
+// reportAnchored calls Config.Anchored when every anchor holds a
+// checkpoint larger than the last one reported.
+func (c *Checkpointer) reportAnchored() {
+	if c.cfg.Anchored == nil || c.last.Size <= c.reported {
+		return
+	}
+	for _, n := range c.anchored {
+		if n < c.last.Size {
+			return
+		}
+	}
+	c.reported = c.last.Size
+	c.cfg.Anchored(*c.last)
 }

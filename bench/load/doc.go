@@ -10,7 +10,8 @@
 //
 // In one process it builds
 //
-//   - custos as `custos serve --dev` assembles it: a real catalog (bbolt
+//   - custos as `custos serve --dev` runs it, through the shipped assembly
+//     (package app: app.Open, app.Serve): a real catalog (bbolt
 //     file, opened read-only and followed as serve does) of -resources
 //     synthetic clinical notes of -size bytes each, the
 //     built-in default policy, a real audit log (bbolt, fsync, group commit at

@@ -218,7 +218,7 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, err := openCustos(ctx, dir, d, principals, server.RateLimit{PerSecond: o.RateLimit, Burst: max(1, int(2*o.RateLimit))}, o.AuditBatchDelay, logger)
+	cs, err := openCustos(ctx, dir, d, principals, server.RateLimit{PerSecond: o.RateLimit, Burst: max(1, int(2*o.RateLimit))}, o.AuditBatchDelay, tlsCfg, o.CPUProfile != "", logger)
 	if err != nil {
 		return nil, fmt.Errorf("custos: %w", err)
 	}
@@ -227,15 +227,10 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 			err = fmt.Errorf("closing custos: %w", cerr)
 		}
 	}()
-	custosH, bareH := cs.handler, bareServer(d, o.Mode == modeStateless, o.BareJSON)
+	bareH := bareServer(d, o.Mode == modeStateless, o.BareJSON)
 	if o.CPUProfile != "" {
-		custosH, bareH = labelled(custosH, "custos"), labelled(bareH, "bare")
+		bareH = labelled(bareH, "bare")
 	}
-	custosL, err := listenTLS(custosH, tlsCfg)
-	if err != nil {
-		return nil, err
-	}
-	defer custosL.stop()
 	bareL, err := listenTLS(bareH, tlsCfg)
 	if err != nil {
 		return nil, err
@@ -243,7 +238,7 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	defer bareL.stop()
 
 	bare := target{name: "bare", url: bareL.url}
-	cust := target{name: "custos", url: custosL.url, tokens: cs.tokens}
+	cust := target{name: "custos", url: cs.url, tokens: cs.tokens}
 	runsMatch := true
 	probe := func() {
 		if p, err := probeFsync(dir, 20); err == nil {
@@ -270,7 +265,6 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	probe()
 	// Stop serving and close the log (final checkpoint), then verify the
 	// file as `custos audit verify` does and count its records.
-	custosL.stop()
 	bareL.stop()
 	if err := cs.close(ctx); err != nil {
 		return nil, fmt.Errorf("closing custos: %w", err)
@@ -310,7 +304,7 @@ func runConcurrency(ctx context.Context, o options, progress io.Writer, n int, b
 			}
 		}
 	}()
-	headBefore, _ := cs.log.Head()
+	headBefore := cs.head()
 	for i, t := range []target{bare, cust} {
 		if fleets[i], err = connect(ctx, t, n, protocolVersion(o.Mode == modeStateless), pool); err != nil {
 			return [2]runResult{}, err
@@ -343,7 +337,7 @@ func runConcurrency(ctx context.Context, o options, progress io.Writer, n int, b
 			cpu[i] += processCPU() - c0
 		}
 	}
-	headAfter, _ := cs.log.Head()
+	headAfter := cs.head()
 	grew := headAfter - headBefore
 	res := [2]runResult{fleets[0].result(), fleets[1].result()}
 	for i := range res {

@@ -19,17 +19,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/custos-mcp/custos/audit"
-	"github.com/custos-mcp/custos/audit/checkpoint"
-	"github.com/custos-mcp/custos/policy"
-	"github.com/custos-mcp/custos/policy/btg"
-	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/store"
 )
@@ -253,40 +250,32 @@ func bareServer(d dataset, stateless, jsonResponse bool) http.Handler {
 	return mux
 }
 
-// custosSide is custos assembled as `custos serve --dev` does (see
-// cmd/custos/runtime.go): dev keys persisted in the data directory, the
-// catalog opened read-only and followed (store.Live), the built-in policy, the audit log at its
-// default group-commit settings with a checkpointer notified of each
-// append, an (empty) break-the-glass grant cache.
+// custosSide is custos as `custos serve --dev` runs it: the shipped
+// assembly (app.Open) on the imported data directory, with dev keys
+// persisted in it, the built-in policy, the audit log at its default
+// group-commit settings with the checkpointer notified of each append, an
+// (empty) break-the-glass grant cache, served over HTTPS by app.Serve with
+// serve's HTTP server settings.
 type custosSide struct {
-	catalog *store.Live
-	stopCat func() // stops following the catalog file and waits
-	log     *audit.Log
-	ckpt    *checkpoint.Checkpointer
-	stopCP  context.CancelFunc
-	cpDone  chan error
-	srv     *server.Server
-	tokens  []string // one bearer token per client (clinician), by client index
-	handler http.Handler
-	audit   string // audit.db path
+	app    *app.App
+	stop   context.CancelFunc
+	served chan error
+	url    string
+	tokens []string // one bearer token per client (clinician), by client index
+	audit  string   // audit.db path
 }
 
-// openCustos imports d into dir/catalog.db and assembles the server.
-// batchDelay, if not 0, fixes the audit log's group-commit window (0: the
-// audit package's adaptive default, as serve uses).
-func openCustos(ctx context.Context, dir string, d dataset, maxClients int, rate server.RateLimit, batchDelay time.Duration, logger *slog.Logger) (_ *custosSide, err error) {
-	c := &custosSide{audit: filepath.Join(dir, "audit.db")}
-	defer func() {
-		if err != nil {
-			c.close(context.Background())
-		}
-	}()
+// openCustos imports d into dir/catalog.db, opens the assembly on dir and
+// serves it on a random 127.0.0.1 port with tlsCfg. batchDelay, if not 0,
+// fixes the audit log's group-commit window (0: the audit package's
+// adaptive default, as serve uses). With profile, the server's goroutines
+// carry the pprof label side=custos.
+func openCustos(ctx context.Context, dir string, d dataset, maxClients int, rate server.RateLimit, batchDelay time.Duration, tlsCfg *tls.Config, profile bool, logger *slog.Logger) (_ *custosSide, err error) {
 	seed := filepath.Join(dir, "seed")
 	if err := writeManifest(seed, d); err != nil {
 		return nil, fmt.Errorf("writing the manifest: %w", err)
 	}
-	catPath := filepath.Join(dir, "catalog.db")
-	st, err := store.Open(catPath, store.Options{Logger: logger})
+	st, err := store.Open(filepath.Join(dir, app.CatalogFile), store.Options{Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -297,53 +286,6 @@ func openCustos(ctx context.Context, dir string, d dataset, maxClients int, rate
 	if err := st.Close(); err != nil {
 		return nil, err
 	}
-	// Read-only and followed, as serve opens it (a replaced catalog.db is
-	// swapped in and its changes notified to subscribers).
-	if c.catalog, err = store.OpenLive(catPath, store.LiveOptions{
-		Options:  store.Options{Logger: logger},
-		OnChange: func(ch store.Change) { c.srv.CatalogChanged(context.Background(), ch) },
-	}); err != nil {
-		return nil, err
-	}
-	keys, err := secrets.NewDev()
-	if err != nil {
-		return nil, err
-	}
-	if err := keys.PersistIn(dir); err != nil {
-		return nil, err
-	}
-	eng, err := policy.Default(ctx, policy.Options{Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	if c.log, err = audit.Open(c.audit, audit.Options{Node: benchNode, Logger: logger, MinBatchDelay: batchDelay, MaxBatchDelay: batchDelay}); err != nil {
-		return nil, err
-	}
-	origin := "custos.local/" + benchNode + "/audit"
-	signer, _, err := checkpoint.NewSigner(ctx, origin, keys)
-	if err != nil {
-		return nil, err
-	}
-	if c.ckpt, err = checkpoint.New(checkpoint.Config{
-		Origin: origin, Signer: signer, Tree: c.log, Anchors: []*checkpoint.Anchor{{Dir: dir}},
-		Every: checkpointEvery, Interval: checkpointInterval, Logger: logger,
-	}); err != nil {
-		return nil, err
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	c.stopCP, c.cpDone = cancel, make(chan error, 1)
-	go func() { c.cpDone <- c.ckpt.Run(runCtx) }()
-
-	if c.srv, err = server.New(server.Config{
-		Catalog: c.catalog, Policy: eng, Audit: notifyingLog{c.log, c.ckpt}, Keys: keys,
-		Logger: logger, Version: "load-bench", Grants: btg.NewCache(), RateLimit: rate,
-	}); err != nil {
-		return nil, err
-	}
-	wctx, cancelCat := context.WithCancel(context.Background())
-	watched := make(chan struct{})
-	go func() { defer close(watched); c.catalog.Watch(wctx) }()
-	c.stopCat = func() { cancelCat(); <-watched }
 	tokens, tf, err := tokenFile(maxClients, d.patients)
 	if err != nil {
 		return nil, err
@@ -352,53 +294,45 @@ func openCustos(ctx context.Context, dir string, d dataset, maxClients int, rate
 	if err != nil {
 		return nil, err
 	}
-	c.tokens = tokens
-	c.handler = c.srv.HTTPHandler(verifier)
+	a, err := app.Open(ctx, app.Options{
+		DataDir: dir, Dev: true, Node: benchNode, Version: "load-bench", Logger: logger,
+		AuditBatchDelay: batchDelay,
+		Checkpoints:     app.CheckpointOptions{Every: checkpointEvery, Interval: checkpointInterval},
+		HTTP:            &app.HTTPOptions{Listen: "127.0.0.1:0", Tokens: verifier, TLSConfig: tlsCfg, RateLimit: rate},
+	})
+	if err != nil {
+		return nil, err
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	c := &custosSide{app: a, stop: stop, served: make(chan error, 1), url: a.URL(), tokens: tokens, audit: filepath.Join(dir, app.AuditFile)}
+	serve := func(ctx context.Context) { c.served <- a.Serve(ctx) }
+	if profile {
+		// Goroutines inherit the labels of the one that starts them: every
+		// connection's goroutine is labelled side=custos.
+		go pprof.Do(sctx, pprof.Labels("side", "custos"), serve)
+	} else {
+		go serve(sctx)
+	}
 	return c, nil
 }
 
-// close stops the checkpointer (after a final checkpoint) and closes the
-// audit log and the catalog.
-func (c *custosSide) close(ctx context.Context) error {
-	var errs []error
-	if c.stopCat != nil {
-		c.stopCat()
-		c.stopCat = nil
-	}
-	if c.ckpt != nil {
-		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		errs = append(errs, c.ckpt.Close(cctx))
-		cancel()
-		c.stopCP()
-		if err := <-c.cpDone; err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, checkpoint.ErrClosed) {
-			errs = append(errs, fmt.Errorf("checkpointer: %w", err))
-		}
-		c.ckpt = nil
-	}
-	if c.log != nil {
-		errs = append(errs, c.log.Close())
-		c.log = nil
-	}
-	if c.catalog != nil {
-		errs = append(errs, c.catalog.Close())
-		c.catalog = nil
-	}
-	return errors.Join(errs...)
+// head is the audit log's head sequence number.
+func (c *custosSide) head() uint64 {
+	seq, _ := c.app.AuditLog().Head()
+	return seq
 }
 
-// notifyingLog tells the checkpointer the new tree size after each append,
-// as serve's does.
-type notifyingLog struct {
-	*audit.Log
-	cp *checkpoint.Checkpointer
-}
-
-func (n notifyingLog) Append(ctx context.Context, e audit.Entry) (audit.Record, error) {
-	rec, err := n.Log.Append(ctx, e)
-	if err == nil {
-		n.cp.Notify(int64(rec.Seq))
+// close stops serving and closes the assembly (a final checkpoint, then the
+// audit log and the catalog). Later calls return nil.
+func (c *custosSide) close(context.Context) error {
+	if c.app == nil {
+		return nil
 	}
-	return rec, err
+	c.stop()
+	err := <-c.served
+	err = errors.Join(err, c.app.Close())
+	c.app = nil
+	return err
 }
 
 // tokenFile makes n random bearer tokens and the dev token file mapping

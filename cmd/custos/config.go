@@ -88,7 +88,11 @@ for checking a file away from the host it is meant for.`,
 				eff, aerr = config.Apply(fs, file)
 				collect(aerr)
 				if eff != nil {
-					collect(eff.Validate(config.Options{Complete: true, CheckFiles: !noFiles}))
+					// The settings serve would run with: the file, and
+					// every other flag at its default.
+					all, serr := config.Snapshot(fs, eff)
+					collect(serr)
+					collect(all.Validate(config.Options{Complete: true, CheckFiles: !noFiles}))
 				}
 			}
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -156,14 +158,25 @@ log:
 	}
 	cmd := newServeCmd()
 	fs := cmd.Flags()
-	if err := fs.Parse([]string{"--config", cfg, "--data-dir", "/from/flag", "--page-size", "7"}); err != nil {
+	fromFlag := filepath.Join(dir, "from-flag")
+	if err := os.Mkdir(fromFlag, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := applyServeConfig(fs, cfg); err != nil {
+	if err := fs.Parse([]string{"--config", cfg, "--data-dir", fromFlag, "--page-size", "7"}); err != nil {
 		t.Fatal(err)
+	}
+	o, level, _, err := serveOptions(fs, cfg, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What serve runs with: app.Options mapped from the effective flags.
+	if o.DataDir != fromFlag || o.PageSize != 7 || o.HTTP == nil || o.HTTP.Listen != "127.0.0.1:7000" ||
+		o.HTTP.RateLimit.PerSecond != 0 || o.HTTP.RateLimit.Burst != 200 || o.HTTP.TokensFile != tokens ||
+		o.HTTP.Server.ReadTimeout != 10*time.Second || !o.Dev || o.Vault != nil || level != slog.LevelDebug {
+		t.Errorf("options: %+v, http %+v, level %v", o, o.HTTP, level)
 	}
 	for _, c := range []struct{ flag, want string }{
-		{"data-dir", "/from/flag"},             // command line beats file
+		{"data-dir", fromFlag},                 // command line beats file
 		{"page-size", "7"},                     // command line beats file
 		{"listen", "127.0.0.1:7000"},           // file beats default
 		{"rate-limit", "0"},                    // a zero in the file is a value

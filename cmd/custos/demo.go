@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/server"
@@ -130,22 +129,19 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, patients int, keep, 
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	rt, err := openRuntime(ctx, runtimeOptions{data: data, dev: true, node: "demo", logger: logger})
+	a, err := app.Open(ctx, app.Options{
+		DataDir: string(data), Dev: true, Node: "demo", Version: version,
+		HTTP: &app.HTTPOptions{Listen: "127.0.0.1:0", Tokens: tokens},
+	})
 	if err != nil {
 		return err
 	}
-	defer rt.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	hs, err := server.NewHTTPServer(ln.Addr().String(), rt.srv.HTTPHandler(tokens))
-	if err != nil {
-		return err
-	}
-	go hs.Serve(ln)
-	endpoint := fmt.Sprintf("http://%s%s", ln.Addr(), server.MCPPath)
+	defer a.Close()
+	sctx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(sctx) }()
+	endpoint := a.URL()
 	say("  serving %s (dev mode: ephemeral keys, records marked dev=true)\n", endpoint)
 
 	targets, err := demoTargets(seedDir, data)
@@ -166,10 +162,11 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, patients int, keep, 
 		}
 		steps = append(steps, s...)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	hs.Shutdown(sctx)
-	cancel()
-	if err := rt.Close(); err != nil {
+	stopServing()
+	if err := <-served; err != nil {
+		return err
+	}
+	if err := a.Close(); err != nil {
 		return err
 	}
 

@@ -2,54 +2,32 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/cmd/custos/internal/config"
+	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/oauth"
-	"github.com/custos-mcp/custos/server/ops"
 )
 
 // principalEnv names the principal file for --stdio when --principal-file
 // is not given.
 const principalEnv = "CUSTOS_PRINCIPAL_FILE"
 
+// newServeCmd maps serve's flags and configuration file onto app.Options
+// (config.AppOptions), which app validates, and runs the assembly until a
+// signal. SIGHUP reloads the policy.
 func newServeCmd() *cobra.Command {
-	var (
-		dir, policyDir, principalFile, tokenFile, listen, addrFile, node, logLevel string
-		stdio, dev                                                                 bool
-		pageSize                                                                   int
-		vf                                                                         vaultFlags
-		ckpt                                                                       checkpointOptions
-		bundlePath                                                                 string
-		bundleKeys                                                                 []string
-		bundleVault                                                                bool
-		opsListen, opsAddrFile                                                     string
-		oauthIssuer, oauthJWKS, oauthAudience                                      string
-		tlsCert, tlsKey                                                            string
-		tls12                                                                      bool
-		rateLimit                                                                  float64
-		rateBurst                                                                  int
-		sessionIdle                                                                time.Duration
-		configPath, logFormat                                                      string
-		httpOpts                                                                   server.HTTPOptions
-		oauthOpts                                                                  oauth.Config // scopes, claims, purpose header
-	)
+	var configPath string
 	cmd := &cobra.Command{
 		Use:   "serve [--config FILE] --data-dir D (--stdio | --listen ADDR) [--dev | Vault settings]",
 		Short: "Serve the catalog over MCP (stdio or Streamable HTTP)",
@@ -118,293 +96,152 @@ Examples:
   custos config check /etc/custos/custos.yaml && custos serve --config /etc/custos/custos.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// Before the file is applied, dev and the Vault flags reflect
-			// the command line alone; a conflict that involves the file is
-			// reported by the validation below, naming the field.
-			if dev {
-				if name := explicitVaultFlag(cmd.Flags()); name != "" {
-					return usagef("--%s cannot be combined with --dev: dev keys are ephemeral; drop --dev to use Vault", name)
-				}
-			}
-			if err := applyServeConfig(cmd.Flags(), configPath); err != nil {
-				return err
-			}
-			d, err := requireDataDir(dir)
+			o, level, format, err := serveOptions(cmd.Flags(), configPath, os.Getenv)
 			if err != nil {
 				return err
-			}
-			if stdio == (listen != "") {
-				return usagef("choose exactly one of --stdio or --listen ADDR")
-			}
-			// Plain HTTP only for the demo: production traffic carries
-			// bearer tokens and PHI, and needs TLS even on loopback.
-			if listen != "" && tlsCert == "" && tlsKey == "" && !dev {
-				return usagef("--listen %s without --tls-cert and --tls-key: plain HTTP is only served with --dev, on a loopback address; add --tls-cert and --tls-key", listen)
-			}
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return usagef("--log-level %q: want debug, info, warn or error", logLevel)
 			}
 			hopts := &slog.HandlerOptions{Level: level}
-			var logger *slog.Logger
-			switch logFormat {
-			case "json":
-				logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), hopts))
-			case "text":
-				logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), hopts))
-			default:
-				return usagef("--log-format %q: want json or text", logFormat)
-			}
-
-			// Validate the identity configuration before opening anything.
-			var ident server.Identity
-			var tokens *server.Tokens
-			var verifier *oauth.Verifier
-			if stdio {
-				if principalFile == "" {
-					principalFile = os.Getenv(principalEnv)
-				}
-				if principalFile == "" {
-					return usagef("--stdio needs a principal: --principal-file FILE or $%s", principalEnv)
-				}
-				if ident, err = server.LoadPrincipalFile(principalFile); err != nil {
-					return err
-				}
-			} else if oauthIssuer != "" || oauthJWKS != "" || oauthAudience != "" {
-				if tokenFile != "" {
-					return usagef("choose --tokens (dev tokens) or --oauth-* (an OAuth 2.1 issuer), not both")
-				}
-				if oauthIssuer == "" || oauthJWKS == "" || oauthAudience == "" {
-					return usagef("OAuth needs --oauth-issuer, --oauth-jwks and --oauth-audience (this server's canonical URL, e.g. http://127.0.0.1:8080/mcp)")
-				}
-				if !server.IsLoopback(listen) && tlsCert == "" {
-					return usagef("--listen %s: plain HTTP is only served on a loopback address; add --tls-cert and --tls-key", listen)
-				}
-				// Before anything is opened: an unreachable issuer changes nothing.
-				oc := oauthOpts
-				oc.Issuer, oc.JWKSURL, oc.Audience, oc.Logger = oauthIssuer, oauthJWKS, oauthAudience, logger
-				if verifier, err = oauth.New(cmd.Context(), oc); err != nil {
-					return fmt.Errorf("oauth: %w", err)
-				}
+			if format == "text" {
+				o.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), hopts))
 			} else {
-				if tokenFile == "" {
-					return usagef("--listen needs --tokens FILE (create one with 'custos token new') or --oauth-issuer/--oauth-jwks/--oauth-audience")
-				}
-				if !server.IsLoopback(listen) && tlsCert == "" {
-					return usagef("--listen %s: plain HTTP is only served on a loopback address (127.0.0.1:PORT or [::1]:PORT); add --tls-cert and --tls-key", listen)
-				}
-				if tokens, err = server.LoadTokenFile(tokenFile); err != nil {
-					return err
-				}
+				o.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), hopts))
 			}
-
-			var tlsConfig *tls.Config
-			if tlsCert != "" || tlsKey != "" {
-				if tlsCert == "" || tlsKey == "" {
-					return usagef("TLS needs both --tls-cert and --tls-key")
-				}
-				cr, err := server.NewCertReloader(tlsCert, tlsKey, logger)
-				if err != nil {
-					return err
-				}
-				tlsConfig = cr.TLSConfig(tls12)
-			}
-			var reg *prometheus.Registry
-			var metrics *ops.Metrics
-			if opsListen != "" {
-				reg = prometheus.NewRegistry()
-				reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-				metrics = ops.New(reg)
-			}
-			rt, err := openRuntime(cmd.Context(), runtimeOptions{
-				metrics: metrics, rateLimit: server.RateLimit{PerSecond: rateLimit, Burst: rateBurst}, sessionIdle: sessionIdle,
-				data: d, policyDir: policyDir, bundle: bundlePath, bundleKey: bundleKeys, bundleVlt: bundleVault, dev: dev, vault: &vf, node: nodeName(node), pageSize: pageSize, logger: logger,
-				ckpt: ckpt,
-			})
-			if err != nil {
-				return err
-			}
-			defer rt.Close()
-			ctx, cancel := context.WithCancelCause(cmd.Context())
-			defer cancel(nil)
-			if opsListen != "" {
-				stopOps, err := serveOps(logger, opsListen, opsAddrFile, ops.Handler(rt.health(metrics), metrics, reg))
-				if err != nil {
-					return err
-				}
-				defer stopOps()
-			}
-			rt.watchCheckpoints(logger, cancel)
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
-			go func() {
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-hup:
-						rt.reloadPolicy(ctx, logger)
-					}
-				}
-			}()
-
-			if stdio {
-				logger.Info("serving MCP on stdio", "sub", ident.Principal.Sub)
-				err := rt.srv.ServeStdio(ctx, &mcp.StdioTransport{}, ident)
-				if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-					rt.Close()
-					return cause
-				}
-				if err != nil && !errors.Is(err, context.Canceled) {
-					return err
-				}
-				return rt.Close()
-			}
-			handler := http.Handler(nil)
-			if verifier != nil {
-				handler = rt.srv.OAuthHandler(verifier)
-			} else {
-				handler = rt.srv.HTTPHandler(tokens)
-			}
-			httpOpts.TLSConfig = tlsConfig
-			if err := serveHTTP(ctx, logger, handler, listen, addrFile, rt, httpOpts); err != nil {
-				return err
-			}
-			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-				return cause
-			}
-			return nil
+			o.Version = version
+			return runServe(cmd.Context(), o)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&configPath, "config", "", "read settings from this YAML file (docs/config.example.yaml); flags given here override it")
-	f.StringVar(&dir, "data-dir", "", "data directory (catalog.db, audit.db)")
-	f.BoolVar(&dev, "dev", false, "serve with ephemeral dev keys (demo only; every audit record says dev=true)")
-	f.BoolVar(&stdio, "stdio", false, "serve one client on stdin/stdout")
-	f.StringVar(&principalFile, "principal-file", "", "principal for --stdio (default $"+principalEnv+")")
-	f.StringVar(&listen, "listen", "", "serve Streamable HTTP on this address (HTTPS with --tls-cert/--tls-key; plain HTTP only with --dev on loopback)")
-	f.StringVar(&tokenFile, "tokens", "", "dev token file for --listen")
-	f.Float64Var(&rateLimit, "rate-limit", 100, "HTTP requests per second per principal (token bucket; 0 disables); beyond it: 429, audited")
-	f.IntVar(&rateBurst, "rate-burst", 200, "the bucket size of --rate-limit")
-	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain); reloaded when the file changes")
-	f.StringVar(&tlsKey, "tls-key", "", "the certificate's PEM private key")
-	f.BoolVar(&tls12, "tls12", false, "also accept TLS 1.2 (default: TLS 1.3 only)")
-	f.StringVar(&oauthIssuer, "oauth-issuer", "", "OAuth 2.1: the issuer (iss) of access tokens")
-	f.StringVar(&oauthJWKS, "oauth-jwks", "", "OAuth 2.1: the issuer's JWKS URL")
-	f.StringVar(&oauthAudience, "oauth-audience", "", "OAuth 2.1: this server's canonical URL, the required audience (RFC 8707)")
-	f.StringVar(&oauthOpts.ScopeList, "oauth-scope-list", oauth.DefaultScopeList, "OAuth 2.1: the scope resources/list, resources/templates/list and completion/complete require")
-	f.StringVar(&oauthOpts.ScopeRead, "oauth-scope-read", oauth.DefaultScopeRead, "OAuth 2.1: the scope resources/read and subscriptions (resources/subscribe, subscriptions/listen) require")
-	f.StringVar(&oauthOpts.RolesClaim, "oauth-roles-claim", oauth.DefaultRolesClaim, "OAuth 2.1: the claim holding the caller's roles (array of strings)")
-	f.StringVar(&oauthOpts.TenantClaim, "oauth-tenant-claim", oauth.DefaultTenantClaim, "OAuth 2.1: the claim holding the caller's tenant")
-	f.StringVar(&oauthOpts.PatientsClaim, "oauth-patients-claim", oauth.DefaultPatientsClaim, "OAuth 2.1: the claim holding the caller's patients (array of strings)")
-	f.StringVar(&oauthOpts.PurposeClaim, "oauth-purpose-claim", oauth.DefaultPurposeClaim, "OAuth 2.1: the claim holding the purpose of use")
-	f.StringVar(&oauthOpts.PurposeHeader, "oauth-purpose-header", oauth.DefaultPurposeHeader, "OAuth 2.1: the request header that may carry the purpose of use")
-	f.DurationVar(&httpOpts.ReadHeaderTimeout, "http-read-header-timeout", server.DefaultReadHeaderTimeout, "HTTP: time allowed to read a request's headers")
-	f.DurationVar(&httpOpts.ReadTimeout, "http-read-timeout", server.DefaultReadTimeout, "HTTP: time allowed to read a whole request")
-	f.DurationVar(&httpOpts.WriteTimeout, "http-write-timeout", 0, "HTTP: time allowed to write a response (0: none; a timeout cuts SSE streams)")
-	f.DurationVar(&httpOpts.IdleTimeout, "http-idle-timeout", server.DefaultIdleTimeout, "HTTP: close keep-alive connections idle this long")
-	f.DurationVar(&sessionIdle, "http-session-idle-timeout", server.SessionTimeout, "MCP: close a 2025-11-25 session idle this long (automatic logoff)")
-	f.IntVar(&httpOpts.MaxHeaderBytes, "http-max-header-bytes", server.DefaultMaxHeaderBytes, "HTTP: the largest request header block")
-	f.Int64Var(&httpOpts.MaxRequestBodyBytes, "http-max-body-bytes", config.MaxRequestBodyLimit, "HTTP: the largest request body (at most 1 MiB, the MCP handler's own limit)")
-	f.StringVar(&addrFile, "addr-file", "", "write the MCP endpoint URL to this file once listening (useful with port 0)")
-	f.StringVar(&policyDir, "policy-dir", "", "load the Rego policy from this directory (--dev only; watched and reloaded)")
-	f.StringVar(&bundlePath, "policy-bundle", "", "load the policy from this signed OPA bundle (watched and reloaded; needs --policy-key)")
-	f.StringArrayVar(&bundleKeys, "policy-key", nil, "ID=PEMFILE: an ES256 public key that may sign the policy bundle (repeatable)")
-	f.BoolVar(&bundleVault, "policy-key-vault", false, "also accept bundles signed by the Vault Transit key custos-policy-signing (every version)")
-	f.IntVar(&pageSize, "page-size", server.DefaultPageSize, "resources per resources/list page")
-	f.StringVar(&node, "node", "", "node name recorded in audit records (default: hostname)")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&logFormat, "log-format", "json", "json or text (the operational log on stderr)")
-	f.StringVar(&opsListen, "ops-listen", "", "serve /healthz, /readyz and Prometheus /metrics on this separate address (e.g. 127.0.0.1:9090)")
-	f.StringVar(&opsAddrFile, "ops-addr-file", "", "write the ops base URL to this file once listening (useful with port 0)")
-	f.StringVar(&ckpt.deployment, "deployment", defaultDeployment, "deployment name in the checkpoint origin (<deployment>/<node>/audit)")
-	f.StringVar(&ckpt.anchorDir, "anchor-dir", "", "directory on separate storage receiving every signed checkpoint (required without --dev)")
-	f.Int64Var(&ckpt.every, "checkpoint-every", 1000, "sign a checkpoint after this many new audit records")
-	f.DurationVar(&ckpt.interval, "checkpoint-interval", time.Second, "sign a checkpoint at least this often while records arrive")
-	vf.register(f)
+	registerServeFlags(f)
 	return cmd
 }
 
-// applyServeConfig applies the configuration file at path (if any) to the
-// serve flags that were not given on the command line, and validates the
-// effective settings: every problem at once, each naming its field (or flag).
-func applyServeConfig(fs *pflag.FlagSet, path string) error {
+// serveOptions applies the configuration file at path (if any) to the
+// serve flags not given on the command line, and maps the effective
+// settings onto app.Options, validated as a whole: every problem at once,
+// each naming its field (or flag). It also returns the log settings.
+func serveOptions(fs *pflag.FlagSet, path string, getenv func(string) string) (app.Options, slog.Level, string, error) {
+	var level slog.Level
 	var file *config.File
 	if path != "" {
 		var err error
 		if file, err = config.Load(path); err != nil {
-			return usageError{err}
+			return app.Options{}, level, "", usageError{err}
 		}
 	}
 	eff, err := config.Apply(fs, file)
 	if err != nil {
-		return usageError{err}
+		return app.Options{}, level, "", usageError{err}
 	}
-	if err := eff.Validate(config.Options{CheckFiles: true}); err != nil {
-		return usageError{err}
+	all, err := config.Snapshot(fs, eff)
+	if err != nil {
+		return app.Options{}, level, "", usageError{err}
 	}
-	return nil
+	if err := all.Validate(config.Options{Complete: true, CheckFiles: true, Getenv: getenv}); err != nil {
+		return app.Options{}, level, "", usageError{err}
+	}
+	lv, _ := fs.GetString("log-level")
+	format, _ := fs.GetString("log-format")
+	level.UnmarshalText([]byte(lv)) // validated above
+	return all.AppOptions(getenv), level, format, nil
 }
 
-func serveHTTP(ctx context.Context, logger *slog.Logger, h http.Handler, listen, addrFile string, rt *runtime, o server.HTTPOptions) error {
-	tlsConfig := o.TLSConfig
-	hs, err := server.NewHTTPServerWith(listen, h, o)
+// runServe opens the assembly and serves until the context is done (a
+// signal) or the assembly stops on an integrity error; SIGHUP reloads the
+// policy.
+func runServe(ctx context.Context, o app.Options) error {
+	a, err := app.Open(ctx, o)
 	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return err
-	}
-	scheme := "http"
-	if tlsConfig != nil {
-		ln, scheme = tls.NewListener(ln, tlsConfig), "https"
-	}
-	url := fmt.Sprintf("%s://%s%s", scheme, ln.Addr(), server.MCPPath)
-	if addrFile != "" {
-		if err := writeFileAtomic(addrFile, []byte(url+"\n"), 0o600); err != nil {
-			ln.Close()
-			return err
+		// Options the assembly or the secrets provider refuse are a
+		// usage error, as the flags' own.
+		if errors.Is(err, app.ErrInvalid) || errors.Is(err, secrets.ErrBadConfig) {
+			return usageError{err}
 		}
+		return catalogHint(lockHint(err), dataDir(o.DataDir))
 	}
-	logger.Info("serving MCP over Streamable HTTP", "url", url)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	logger.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer a.Close()
+	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		hs.Close()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-hup:
+				reloadPolicy(sctx, a, o.Logger)
+			}
+		}
+	}()
+	err = a.Serve(sctx)
+	cancel()
+	if cerr := a.Close(); err == nil {
+		err = cerr
 	}
-	return rt.Close()
+	return err
 }
 
-// serveOps serves the operations endpoints on their own listener and
-// returns the function that stops them.
-func serveOps(logger *slog.Logger, addr, addrFile string, h http.Handler) (func(), error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--ops-listen: %w", err)
+// reloadPolicy reloads the policy now (SIGHUP).
+func reloadPolicy(ctx context.Context, a *app.App, logger *slog.Logger) {
+	ev, err := a.ReloadPolicy(ctx)
+	switch {
+	case errors.Is(err, app.ErrBuiltinPolicy):
+		logger.Warn("SIGHUP: the built-in policy has nothing to reload")
+	case err != nil:
+		logger.Error("SIGHUP: policy reload rejected; the last good policy keeps serving", "err", err)
+	default:
+		logger.Info("SIGHUP: policy reloaded", "revision", ev.Revision)
 	}
-	url := "http://" + ln.Addr().String()
-	if addrFile != "" {
-		if err := writeFileAtomic(addrFile, []byte(url+"\n"), 0o600); err != nil {
-			ln.Close()
-			return nil, err
-		}
-	}
-	hs := ops.NewHTTPServer(addr, h)
-	go hs.Serve(ln)
-	logger.Info("serving /healthz, /readyz and /metrics", "url", url)
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hs.Shutdown(ctx)
-	}, nil
+}
+
+// registerServeFlags registers every serve flag but --config; their values
+// are read back through config.Snapshot.
+func registerServeFlags(f *pflag.FlagSet) {
+	var vf vaultFlags // shared with import and store
+	f.String("data-dir", "", "data directory (catalog.db, audit.db)")
+	f.Bool("dev", false, "serve with ephemeral dev keys (demo only; every audit record says dev=true)")
+	f.Bool("stdio", false, "serve one client on stdin/stdout")
+	f.String("principal-file", "", "principal for --stdio (default $"+principalEnv+")")
+	f.String("listen", "", "serve Streamable HTTP on this address (HTTPS with --tls-cert/--tls-key; plain HTTP only with --dev on loopback)")
+	f.String("tokens", "", "dev token file for --listen")
+	f.Float64("rate-limit", 100, "HTTP requests per second per principal (token bucket; 0 disables); beyond it: 429, audited")
+	f.Int("rate-burst", 200, "the bucket size of --rate-limit")
+	f.String("tls-cert", "", "serve HTTPS with this PEM certificate (chain); reloaded when the file changes")
+	f.String("tls-key", "", "the certificate's PEM private key")
+	f.Bool("tls12", false, "also accept TLS 1.2 (default: TLS 1.3 only)")
+	f.String("oauth-issuer", "", "OAuth 2.1: the issuer (iss) of access tokens")
+	f.String("oauth-jwks", "", "OAuth 2.1: the issuer's JWKS URL")
+	f.String("oauth-audience", "", "OAuth 2.1: this server's canonical URL, the required audience (RFC 8707)")
+	f.String("oauth-scope-list", oauth.DefaultScopeList, "OAuth 2.1: the scope resources/list, resources/templates/list and completion/complete require")
+	f.String("oauth-scope-read", oauth.DefaultScopeRead, "OAuth 2.1: the scope resources/read and subscriptions (resources/subscribe, subscriptions/listen) require")
+	f.String("oauth-roles-claim", oauth.DefaultRolesClaim, "OAuth 2.1: the claim holding the caller's roles (array of strings)")
+	f.String("oauth-tenant-claim", oauth.DefaultTenantClaim, "OAuth 2.1: the claim holding the caller's tenant")
+	f.String("oauth-patients-claim", oauth.DefaultPatientsClaim, "OAuth 2.1: the claim holding the caller's patients (array of strings)")
+	f.String("oauth-purpose-claim", oauth.DefaultPurposeClaim, "OAuth 2.1: the claim holding the purpose of use")
+	f.String("oauth-purpose-header", oauth.DefaultPurposeHeader, "OAuth 2.1: the request header that may carry the purpose of use")
+	f.Duration("http-read-header-timeout", server.DefaultReadHeaderTimeout, "HTTP: time allowed to read a request's headers")
+	f.Duration("http-read-timeout", server.DefaultReadTimeout, "HTTP: time allowed to read a whole request")
+	f.Duration("http-write-timeout", 0, "HTTP: time allowed to write a response (0: none; a timeout cuts SSE streams)")
+	f.Duration("http-idle-timeout", server.DefaultIdleTimeout, "HTTP: close keep-alive connections idle this long")
+	f.Duration("http-session-idle-timeout", server.SessionTimeout, "MCP: close a 2025-11-25 session idle this long (automatic logoff)")
+	f.Int("http-max-header-bytes", server.DefaultMaxHeaderBytes, "HTTP: the largest request header block")
+	f.Int64("http-max-body-bytes", app.MaxRequestBodyLimit, "HTTP: the largest request body (at most 1 MiB, the MCP handler's own limit)")
+	f.String("addr-file", "", "write the MCP endpoint URL to this file once listening (useful with port 0)")
+	f.String("policy-dir", "", "load the Rego policy from this directory (--dev only; watched and reloaded)")
+	f.String("policy-bundle", "", "load the policy from this signed OPA bundle (watched and reloaded; needs --policy-key)")
+	f.StringArray("policy-key", nil, "ID=PEMFILE: an ES256 public key that may sign the policy bundle (repeatable)")
+	f.Bool("policy-key-vault", false, "also accept bundles signed by the Vault Transit key custos-policy-signing (every version)")
+	f.Int("page-size", server.DefaultPageSize, "resources per resources/list page")
+	f.String("node", "", "node name recorded in audit records (default: hostname)")
+	f.String("log-level", "info", "debug, info, warn or error")
+	f.String("log-format", "json", "json or text (the operational log on stderr)")
+	f.String("ops-listen", "", "serve /healthz, /readyz and Prometheus /metrics on this separate address (e.g. 127.0.0.1:9090)")
+	f.String("ops-addr-file", "", "write the ops base URL to this file once listening (useful with port 0)")
+	f.String("deployment", app.DefaultDeployment, "deployment name in the checkpoint origin (<deployment>/<node>/audit)")
+	f.String("anchor-dir", "", "directory on separate storage receiving every signed checkpoint (required without --dev)")
+	f.Int64("checkpoint-every", 1000, "sign a checkpoint after this many new audit records")
+	f.Duration("checkpoint-interval", time.Second, "sign a checkpoint at least this often while records arrive")
+	vf.register(f)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -94,4 +95,16 @@ Example:
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	vf.register(cmd.Flags())
 	return cmd
+}
+
+// catalogHint adds the command that resolves a catalog encryption-mode
+// refusal.
+func catalogHint(err error, d dataDir) error {
+	switch {
+	case errors.Is(err, store.ErrPlaintext):
+		return fmt.Errorf("%w; encrypt it at rest first: 'custos store reencrypt --data-dir %s' with the same Vault settings", err, d)
+	case errors.Is(err, store.ErrEncrypted):
+		return fmt.Errorf("%w; it cannot be served with --dev keys: configure Vault (docs/vault.md)", err)
+	}
+	return err
 }

@@ -2,8 +2,9 @@
 // starts Vault in dev mode (the binary built by tools/vault/build.sh),
 // provisions it the way docs/vault.md describes (Transit keys, KV keys, the
 // least-privilege custos-server policy, an AppRole), seeds a synthetic data
-// set, imports it encrypted at rest, and runs `custos serve` without --dev on
-// a loopback port, logging in to Vault with AppRole.
+// set, imports it encrypted at rest, and serves it without --dev on a
+// loopback port, logging in to Vault with AppRole: the assembly `custos
+// serve` runs (package app), in this process.
 //
 //	tools/vault/build.sh       # once
 //	go run ./tools/vaultdev    # Ctrl-C stops custos and Vault
@@ -28,6 +29,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -41,6 +43,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/custos-mcp/custos/app"
+	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/secrets/vaulttest"
 )
 
@@ -133,7 +137,6 @@ func run() error {
 	}
 	token := strings.TrimSpace(string(tok))
 
-	addrFile := filepath.Join(dir, "addr")
 	anchor := filepath.Join(dir, "anchor") // stands for separate storage
 	if err := os.MkdirAll(anchor, 0o700); err != nil {
 		return err
@@ -145,22 +148,26 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	serve := command(context.Background(), dir, []string{"VAULT_ADDR=" + srv.Addr}, custos, "serve", "--data-dir", data, "--anchor-dir", anchor,
-		"--listen", *listen, "--addr-file", addrFile, "--tokens", tokens, "--tls-cert", certFile, "--tls-key", keyFile,
-		"--vault-role-id-file", prov.RoleIDFile, "--vault-secret-id-file", prov.SecretIDFile)
-	serve.Stdout, serve.Stderr = os.Stderr, os.Stderr
-	if err := serve.Start(); err != nil {
-		return err
-	}
-	stopServe := func() error {
-		serve.Process.Signal(syscall.SIGTERM)
-		return serve.Wait()
-	}
-	url, err := waitFile(ctx, addrFile, serve)
+	// The assembly `custos serve` runs, in this process, without --dev.
+	a, err := app.Open(ctx, app.Options{
+		DataDir: data, Node: "vaultdev", Version: "vaultdev",
+		Logger:      slog.New(slog.NewJSONHandler(os.Stderr, nil)),
+		Checkpoints: app.CheckpointOptions{AnchorDir: anchor},
+		Vault: &secrets.VaultOptions{Address: srv.Addr,
+			AppRole: &secrets.AppRole{RoleIDFile: prov.RoleIDFile, SecretIDFile: prov.SecretIDFile}},
+		HTTP: &app.HTTPOptions{Listen: *listen, TokensFile: tokens, CertFile: certFile, KeyFile: keyFile},
+	})
 	if err != nil {
-		stopServe()
-		return err
+		return fmt.Errorf("custos: %w", err)
 	}
+	sctx, cancelServe := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(sctx) }()
+	stopServe := func() error {
+		cancelServe()
+		return errors.Join(<-served, a.Close())
+	}
+	url := a.URL()
 	say("\ncustos serves MCP at %s (no --dev: keys from Vault, AppRole login)", url)
 	say("  clinician bearer token: %s", token)
 	say("  TLS certificate to trust (self-signed): %s  (node: NODE_EXTRA_CA_CERTS=%s)", certFile, certFile)
@@ -202,24 +209,6 @@ func repoRoot() (string, error) {
 		return "", fmt.Errorf("run vaultdev from the custos repository: %w", err)
 	}
 	return strings.TrimSpace(string(out)), nil
-}
-
-func waitFile(ctx context.Context, path string, serve *exec.Cmd) (string, error) {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-			return strings.TrimSpace(string(b)), nil
-		}
-		if serve.ProcessState != nil {
-			return "", errors.New("custos serve exited")
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return "", errors.New("custos serve did not start within 30 s")
 }
 
 type bearer struct {

@@ -30,6 +30,9 @@ type File struct {
 	name     string          // the file's name in Problems ("" for flags only)
 	lines    map[string]int  // dotted path -> line of its key in the file
 	fromFlag map[string]bool // dotted path -> the value came from the command line
+	// set, if not nil, says which fields were given (Snapshot); nil means
+	// the fields that are not nil.
+	set map[string]bool
 }
 
 // Stdio serves one client on stdin/stdout as one principal.

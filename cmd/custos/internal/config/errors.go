@@ -23,13 +23,24 @@ type Problem struct {
 	// fromFlag reports that the value was given on the command line: the
 	// problem is then shown under the flag's name.
 	fromFlag bool
+	// missing reports a required field left unset.
+	missing bool
 }
 
 // String is "FILE: line N: FIELD: MESSAGE", or "--flag: MESSAGE" for a value
-// given on the command line.
+// given on the command line or when there is no file ("--flag is required
+// ..." for a required one).
 func (p Problem) String() string {
 	var b strings.Builder
-	if p.fromFlag && p.Flag != "" {
+	switch {
+	case p.fromFlag && p.Flag != "":
+		fmt.Fprintf(&b, "%s: %s", p.Flag, p.Message)
+		return b.String()
+	case p.File == "" && p.Flag != "" && p.missing:
+		// No configuration file: a required setting is named by its flag.
+		fmt.Fprintf(&b, "%s is %s", p.Flag, p.Message)
+		return b.String()
+	case p.File == "" && p.Flag != "":
 		fmt.Fprintf(&b, "%s: %s", p.Flag, p.Message)
 		return b.String()
 	}

@@ -1,0 +1,448 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/checkpoint"
+	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/policy/btg"
+	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/server/oauth"
+	"github.com/custos-mcp/custos/server/ops"
+	"github.com/custos-mcp/custos/store"
+)
+
+// Files of a data directory.
+const (
+	CatalogFile = "catalog.db"
+	AuditFile   = "audit.db"
+	GrantsFile  = "grants.db"
+)
+
+// keyProvider is what the App needs of a secrets provider.
+type keyProvider interface {
+	server.Keys
+	checkpoint.KeySigner
+	Name() string
+	SigningVersions() []int
+}
+
+// App is an assembled custos: keys, catalog, policy, audit log,
+// checkpointer, grant sync and server, and the listeners of its transport.
+// Its methods are safe for concurrent use.
+type App struct {
+	o   Options
+	log *slog.Logger
+
+	keys    keyProvider
+	vault   *secrets.Vault // nil with Dev
+	catalog *store.Live
+	stopCat func() // stops following catalog.db and waits
+	policy  server.Decider
+	reload  *policy.Reloader // nil for the built-in policy
+	stopRel context.CancelFunc
+	pending []policy.Event // policy events from before the server existed
+	audit   *audit.Log
+	ckpt    *checkpoint.Checkpointer
+	ckptErr chan error // receives Run's result
+	stopCP  context.CancelFunc
+	grants  *btg.Cache
+	stopBTG func() // stops the grant sync after a final round
+	srv     *server.Server
+
+	metrics  *ops.Metrics // nil without Ops.Listen
+	registry *prometheus.Registry
+
+	// Transport, prepared before anything is opened.
+	ident     server.Identity // stdio
+	tokens    *server.Tokens
+	verifier  *oauth.Verifier
+	tlsConfig *tls.Config
+	handler   http.Handler
+	ln        net.Listener
+	hs        *http.Server
+	url       string
+	opsLn     net.Listener
+	opsHS     *http.Server
+	opsURL    string
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// Open validates o, prepares the transport's identity (principal, tokens
+// or OAuth verifier) and TLS, then opens the keys, the catalog, the
+// policy, the audit log, the checkpointer, the grant sync and the server,
+// in that order, and binds the listeners. It fails closed: on any error
+// everything opened so far is closed again. Invalid options are Problems
+// (errors.Is(err, ErrInvalid)) and nothing is opened.
+func Open(ctx context.Context, o Options) (_ *App, err error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Node == "" {
+		o.Node = hostName()
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if origin := o.origin(); !checkpoint.ValidOrigin(origin) {
+		return nil, Problems{{Key: "node", Message: fmt.Sprintf("the checkpoint origin %q is not valid: the deployment and the node must not contain spaces or '+'", origin)}}
+	}
+	a := &App{o: o, log: o.Logger}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	// Identity and TLS first: a bad principal, token file, certificate or
+	// an unreachable OAuth issuer changes nothing on disk.
+	if err := a.prepareTransport(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.openKeys(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.openCatalog(); err != nil {
+		return nil, err
+	}
+	if err := a.openPolicy(ctx); err != nil {
+		return nil, err
+	}
+	// The audit log is opened (and created if new) last, so that a bad
+	// policy, catalog or key leaves the data directory as it was.
+	ao := audit.Options{Node: o.Node, Logger: o.Logger, MinBatchDelay: o.AuditBatchDelay, MaxBatchDelay: o.AuditBatchDelay}
+	if a.audit, err = audit.Open(a.path(AuditFile), ao); err != nil {
+		return nil, err
+	}
+	if o.Ops.Listen != "" {
+		a.registry = prometheus.NewRegistry()
+		a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		a.metrics = ops.New(a.registry)
+	}
+	if err := a.startCheckpoints(ctx); err != nil {
+		return nil, err
+	}
+	if o.Dev {
+		a.log.Warn("DEV MODE: serving with ephemeral in-memory keys; every audit record is marked dev=true. Not for real PHI.")
+	}
+	a.grants = btg.NewCache()
+	sc := server.Config{
+		Catalog: a.catalog, Policy: a.policy, Audit: checkpointedLog{a.audit, a.ckpt}, Keys: a.keys,
+		PageSize: o.PageSize, Logger: o.Logger, Version: o.Version, Grants: a.grants, Metrics: a.metrics,
+	}
+	if h := o.HTTP; h != nil {
+		sc.RateLimit, sc.SessionTimeout = h.RateLimit, h.SessionIdle
+	}
+	if a.srv, err = server.New(sc); err != nil {
+		return nil, err
+	}
+	a.followCatalog()
+	if err := a.startGrantSync(ctx); err != nil {
+		return nil, err
+	}
+	// The initial policy load happened before the server could audit it.
+	for _, ev := range a.pending {
+		if err := a.srv.AuditPolicyEvent(ctx, ev); err != nil {
+			return nil, err
+		}
+	}
+	a.pending = nil
+	if a.reload != nil {
+		wctx, cancel := context.WithCancel(context.Background())
+		a.stopRel = cancel
+		go a.reload.Watch(wctx, 0)
+	}
+	if err := a.listen(); err != nil {
+		return nil, err
+	}
+	a.log.Info("ready", "policy_revision", a.policy.Revision(), "secrets", a.keys.Name(), "keys", a.keys.KeyIDs(), "node", o.Node)
+	return a, nil
+}
+
+// hostName is the default node name.
+func hostName() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "custos"
+	}
+	return h
+}
+
+func (a *App) path(file string) string { return filepath.Join(a.o.DataDir, file) }
+
+// openKeys opens dev keys persisted in the data directory, or Vault with
+// every key present.
+func (a *App) openKeys(ctx context.Context) error {
+	if a.o.Dev {
+		dev, err := secrets.NewDev()
+		if err != nil {
+			return err
+		}
+		// Dev audit and signing keys persist in the data directory so that
+		// audit lookups and checkpoint verification work across dev runs.
+		if err := dev.PersistIn(a.o.DataDir); err != nil {
+			return err
+		}
+		a.keys = dev
+		return nil
+	}
+	vo := *a.o.Vault
+	if vo.Logger == nil {
+		vo.Logger = a.log
+	}
+	v, err := secrets.OpenVault(ctx, vo)
+	if err != nil {
+		return fmt.Errorf("vault: %w", err)
+	}
+	a.vault, a.keys = v, v
+	if a.keys.Dev() {
+		return errors.New("the production path refuses dev keys")
+	}
+	return nil
+}
+
+// openCatalog opens catalog.db read-only and follows it: 'custos import'
+// builds a new catalog.db beside it and renames it over the old one; the
+// new file is swapped in (if it opens with these keys) and its changes are
+// notified to subscribers once the server exists (followCatalog).
+func (a *App) openCatalog() error {
+	path := a.path(CatalogFile)
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("catalog not found at %s (is the data directory right?); create it with 'custos import --data-dir %s PATH'", path, a.o.DataDir)
+	case err != nil:
+		return err
+	case st.IsDir():
+		return fmt.Errorf("catalog at %s is a directory", path)
+	}
+	var dataKeys store.DataKeys
+	if a.vault != nil {
+		dataKeys = a.vault
+	}
+	a.catalog, err = store.OpenLive(path, store.LiveOptions{
+		Options: store.Options{Logger: a.log, DataKeys: dataKeys},
+		// Called only from Watch, started once a.srv exists.
+		OnChange: func(c store.Change) { a.srv.CatalogChanged(context.Background(), c) },
+	})
+	return err
+}
+
+func (a *App) followCatalog() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.catalog.Watch(ctx) }()
+	a.stopCat = func() { cancel(); <-done }
+}
+
+// checkpointedLog is the audit log the server appends to: after each
+// durable append it tells the checkpointer the new tree size. It is the
+// one place where appends reach the checkpointer.
+type checkpointedLog struct {
+	*audit.Log
+	cp *checkpoint.Checkpointer
+}
+
+func (l checkpointedLog) Append(ctx context.Context, e audit.Entry) (audit.Record, error) {
+	rec, err := l.Log.Append(ctx, e)
+	if err == nil {
+		l.cp.Notify(int64(rec.Seq))
+	}
+	return rec, err
+}
+
+// startCheckpoints checks the audit tree against every checkpoint anchored
+// so far (refusing a rolled-back, truncated or forked log) and starts
+// signing new ones into the local and the external anchor. Each anchored
+// checkpoint sets custos_checkpoint_size.
+func (a *App) startCheckpoints(ctx context.Context) error {
+	origin := a.o.origin()
+	anchors := []*checkpoint.Anchor{{Dir: a.o.DataDir}}
+	if d := a.o.Checkpoints.AnchorDir; d != "" {
+		anchors = append(anchors, &checkpoint.Anchor{Dir: d})
+	}
+	vkeys, err := checkpoint.VerifierKeys(origin, a.keys, a.keys.SigningVersions()...)
+	if err != nil {
+		return fmt.Errorf("checkpoint verifier keys: %w", err)
+	}
+	verifiers, err := checkpoint.ParseVerifierFile(checkpoint.FormatVerifierFile(vkeys))
+	if err != nil {
+		return err
+	}
+	entries, err := checkpoint.Load(anchors...)
+	if err != nil {
+		return fmt.Errorf("reading anchored checkpoints: %w", err)
+	}
+	if err := checkpoint.CheckAgainst(ctx, a.audit, entries, verifiers); err != nil {
+		return fmt.Errorf("the audit log does not match its anchored checkpoints; refusing to serve: %w", err)
+	}
+	signer, _, err := checkpoint.NewSigner(ctx, origin, a.keys)
+	if err != nil {
+		return fmt.Errorf("checkpoint signer: %w", err)
+	}
+	cp := a.o.Checkpoints
+	a.ckpt, err = checkpoint.New(checkpoint.Config{
+		Origin: origin, Signer: signer, Tree: a.audit, Anchors: anchors,
+		Every: cp.Every, Interval: cp.Interval, Logger: a.log,
+		Anchored: func(e checkpoint.Entry) { a.metrics.SetCheckpointSize(uint64(e.Size)) },
+	})
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	a.stopCP, a.ckptErr = cancel, make(chan error, 1)
+	go func() { a.ckptErr <- a.ckpt.Run(runCtx) }()
+	a.log.Info("audit checkpoints", "origin", origin, "anchored", len(entries), "anchors", len(anchors), "every", cp.Every, "interval", cp.Interval.String())
+	return nil
+}
+
+// grantSyncInterval is how often the App picks up break-the-glass grants,
+// revocations and reviews, and records uses and events.
+const grantSyncInterval = time.Second
+
+// startGrantSync loads the active break-the-glass grants and keeps them in
+// sync with grants.db: every second it records the uses made, loads the
+// grants active now, and writes pending grant events to the audit log.
+func (a *App) startGrantSync(ctx context.Context) error {
+	st := btg.New(a.path(GrantsFile), btg.Options{})
+	round := func(ctx context.Context) error {
+		uses := a.grants.TakeUses()
+		active, pending, keys, err := st.Sync(uses)
+		if err != nil {
+			a.grants.Return(uses)
+			return err
+		}
+		a.grants.Replace(active)
+		if a.keys.Check() != nil {
+			// Without fresh keys an event could only be recorded without
+			// its patient, and again each second: keep it queued.
+			return nil
+		}
+		var done [][]byte
+		for i, ev := range pending {
+			if _, err := a.srv.AuditGrantEvent(ctx, ev); err != nil {
+				st.Delivered(done)
+				return fmt.Errorf("auditing break-the-glass event: %w", err)
+			}
+			done = append(done, keys[i])
+		}
+		return st.Delivered(done)
+	}
+	if err := round(ctx); err != nil {
+		return fmt.Errorf("break-the-glass grants (%s): %w", a.path(GrantsFile), err)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(grantSyncInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				if err := round(context.Background()); err != nil {
+					a.log.Error("final break-the-glass sync failed", "err", err)
+				}
+				return
+			case <-t.C:
+				if err := round(context.Background()); err != nil {
+					a.log.Warn("break-the-glass sync failed; retrying", "err", err)
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	a.stopBTG = func() { once.Do(func() { close(stop); <-done }) }
+	return nil
+}
+
+// Close stops the listeners, the policy watcher and the grant sync (after
+// a final round), signs a final checkpoint covering every record, then
+// closes the audit log, the catalog and the Vault client: the reverse of
+// Open. It may be called more than once; later calls return nil.
+func (a *App) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil
+	}
+	a.closed = true
+	var errs []error
+	a.stopListeners()
+	if a.stopRel != nil {
+		a.stopRel()
+	}
+	if a.stopBTG != nil {
+		a.stopBTG() // last uses and events into the log before it closes
+	}
+	if a.ckpt != nil {
+		// The final checkpoint covers every record appended so far.
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		errs = append(errs, a.ckpt.Close(ctx))
+		cancel()
+		a.stopCP()
+	}
+	if a.audit != nil {
+		errs = append(errs, a.audit.Close())
+	}
+	if a.stopCat != nil {
+		a.stopCat()
+	}
+	if a.catalog != nil {
+		errs = append(errs, a.catalog.Close())
+	}
+	if a.vault != nil {
+		errs = append(errs, a.vault.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// AuditLog is the App's audit log, for inspection (Head, TreeHead) while
+// it serves. The App owns it: do not close it or append to it.
+func (a *App) AuditLog() *audit.Log { return a.audit }
+
+// Server is the assembled MCP server.
+func (a *App) Server() *server.Server { return a.srv }
+
+// Health is the readiness of the App: the audit log answers (its tree head
+// reads), a policy is loaded, and the keys are fresh.
+func (a *App) Health() *ops.Health {
+	h := &ops.Health{Metrics: a.metrics}
+	h.AddCheck("audit", func(ctx context.Context) error {
+		_, _, err := a.audit.TreeHead(ctx)
+		return err
+	})
+	h.AddCheck("policy", func(context.Context) error {
+		if a.policy.Revision() == "" {
+			return errors.New("no policy")
+		}
+		return nil
+	})
+	h.AddCheck("keys", func(context.Context) error {
+		err := a.keys.Check()
+		a.metrics.SetKeysStale(err != nil)
+		if err != nil {
+			return ops.NewSafeError("keys stale")
+		}
+		return nil
+	})
+	return h
+}

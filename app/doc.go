@@ -1,0 +1,46 @@
+// Package app is the one assembly of the custos application: it turns typed
+// Options into a serving custos, the same way for `custos serve`, `custos
+// demo`, tools/vaultdev and the load harness (bench/load), so that what is
+// tested and measured is what ships.
+//
+// Open wires the concrete types in a fixed order:
+//
+//  1. keys: dev keys persisted in the data directory, or HashiCorp Vault;
+//  2. catalog: catalog.db, opened read-only and followed (store.Live);
+//  3. policy: the built-in policy, a directory (dev only) or a signed bundle,
+//     watched and reloaded;
+//  4. audit log: audit.db, opened (and created if new) only after
+//     everything above succeeded, so that a refused start leaves the data
+//     directory as it was;
+//  5. checkpointer: the audit tree is checked against every anchored
+//     checkpoint, then signed checkpoints are written to the anchors;
+//  6. grant sync: break-the-glass grants from grants.db;
+//  7. server: server.New, fed the audit log through the checkpointer's
+//     notifier, then the listeners (MCP over HTTP, ops).
+//
+// Invariants:
+//   - Options.Validate (Check) is the one place where the rules of a serving
+//     configuration live. It reports every problem, not only the first, each
+//     naming its option by key: the dotted path of the configuration file
+//     (http.listen, audit.anchor_dir), which the serve flags mirror. The
+//     configuration file layer in cmd/ maps its fields and flags onto Options
+//     and reports these problems at their line or flag; it adds no rule of
+//     its own about what may be served.
+//   - Open fails closed: when any step fails, everything opened so far is
+//     closed again (in reverse order) before Open returns, so no file stays
+//     locked and no listener stays bound.
+//   - Close releases in the reverse order of Open: the listeners stop, the
+//     grant sync records its last uses, the checkpointer signs a final
+//     checkpoint covering every record, then the audit log, the catalog and
+//     the Vault client are closed. Close may be called more than once.
+//   - Every audit append the server makes reaches the checkpointer
+//     (checkpointedLog), and every checkpoint anchored sets the
+//     custos_checkpoint_size metric.
+//   - An integrity error of the checkpointer while serving (a fork or a
+//     rollback) stops Serve with that error: no data is released under a
+//     log that can no longer be anchored.
+//
+// The package reads the files its Options name (catalog, audit log, policy,
+// principal and token files, TLS certificates), never flags, environment
+// variables or configuration files: cmd/ does that and maps them to Options.
+package app

@@ -1,0 +1,184 @@
+package app
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/server/oauth"
+)
+
+// Options configure an App. The comment of each field names its key: the
+// dotted path of the serve configuration file (docs/config.example.yaml),
+// which Problems use and the serve flags mirror. A zero value means the
+// default stated in the comment; Check (with CheckOptions.Given) can tell a
+// zero that was asked for from one that was left out.
+type Options struct {
+	// DataDir holds catalog.db (created by 'custos import'), audit.db and
+	// grants.db. Required. Key data_dir.
+	DataDir string
+	// Dev serves with dev keys persisted in DataDir: every audit record is
+	// marked dev=true, an encrypted catalog is refused. Never for real PHI.
+	// Key dev.
+	Dev bool
+	// Vault opens the production keys. Required unless Dev; must be nil
+	// with Dev. Keys vault.*.
+	Vault *secrets.VaultOptions
+	// Node names this server in audit records and in the checkpoint origin
+	// <deployment>/<node>/audit. "" means the host name ("custos" if it has
+	// none). Key node.
+	Node string
+	// PageSize is the number of resources per resources/list page, 1 to
+	// MaxPageSize; 0 means server.DefaultPageSize. Key page_size.
+	PageSize int
+	// Policy chooses the Rego policy; the zero value is the built-in one.
+	Policy PolicyOptions
+	// Checkpoints configure the signed checkpoints of the audit log.
+	Checkpoints CheckpointOptions
+	// AuditBatchDelay, if not 0, fixes the audit log's group-commit window
+	// (audit.Options MinBatchDelay = MaxBatchDelay); 0 leaves the audit
+	// package's adaptive window, which serve uses. No key: for benchmarks.
+	AuditBatchDelay time.Duration
+
+	// Stdio serves one client on stdio (key stdio.enabled); HTTP serves
+	// Streamable HTTP (key http.listen). Exactly one must be set.
+	Stdio *StdioOptions
+	HTTP  *HTTPOptions
+	// Ops serves /healthz, /readyz and /metrics; the zero value serves
+	// nothing (and keeps no metrics).
+	Ops OpsOptions
+
+	// Logger receives the operational log (never a secret, a payload or
+	// PHI); nil discards.
+	Logger *slog.Logger
+	// Version is the MCP implementation version reported to clients; ""
+	// means "dev".
+	Version string
+}
+
+// PolicyOptions choose the policy: built-in (zero value), a directory
+// (Dev only, unsigned) or a signed bundle.
+type PolicyOptions struct {
+	// Dir is a directory of Rego files, watched and reloaded. Key policy.dir.
+	Dir string
+	// Bundle is a signed OPA bundle, watched and reloaded; its signature
+	// is checked against Keys and, with VaultKeys, the Vault policy key.
+	// Key policy.bundle.
+	Bundle string
+	// Keys are ES256 public keys that may sign Bundle. Key policy.keys.
+	Keys []PolicyKey
+	// VaultKeys also accepts bundles signed by the Vault Transit key
+	// custos-policy-signing (needs Vault). Key policy.vault_key.
+	VaultKeys bool
+}
+
+// PolicyKey is one verification key of a policy bundle: an id and the PEM
+// file of its public key.
+type PolicyKey struct {
+	ID, File string
+}
+
+// CheckpointOptions configure signed checkpoints of the audit tree.
+type CheckpointOptions struct {
+	// Deployment names the deployment in the checkpoint origin; "" means
+	// DefaultDeployment. Key audit.deployment.
+	Deployment string
+	// AnchorDir is a directory on separate storage that receives every
+	// signed checkpoint. Required without Dev. Key audit.anchor_dir.
+	AnchorDir string
+	// Every: a checkpoint after this many new records; 0 means
+	// checkpoint.DefaultEvery. Key audit.checkpoint_every.
+	Every int64
+	// Interval: a checkpoint at least this often while records arrive; 0
+	// means checkpoint.DefaultInterval. Key audit.checkpoint_interval.
+	Interval time.Duration
+}
+
+// StdioOptions serve one client on stdin/stdout as one principal.
+type StdioOptions struct {
+	// PrincipalFile is the principal (JSON: sub, roles, client_id, tenant,
+	// patients, purpose_of_use). Required. Key stdio.principal_file.
+	PrincipalFile string
+	// Transport carries the session; nil means stdin/stdout
+	// (mcp.StdioTransport). Tests pass an in-memory transport.
+	Transport mcp.Transport
+}
+
+// HTTPOptions serve MCP over Streamable HTTP at /mcp.
+type HTTPOptions struct {
+	// Listen is HOST:PORT (port 0 picks a free port; see App.URL). Plain
+	// HTTP is served only with Dev and on a loopback address. Required.
+	// Key http.listen.
+	Listen string
+	// AddrFile, if set, receives the MCP endpoint URL once listening. Key
+	// http.addr_file.
+	AddrFile string
+	// The identity of callers: exactly one of TokensFile (dev tokens, key
+	// http.tokens_file), Tokens (dev tokens already loaded; no key) and
+	// OAuth (an OAuth 2.1 issuer; keys oauth.*).
+	TokensFile string
+	Tokens     *server.Tokens
+	OAuth      *oauth.Config
+	// CertFile and KeyFile serve HTTPS with a certificate reloaded when the
+	// files change (keys tls.cert_file, tls.key_file). TLSConfig is a TLS
+	// configuration made by the caller instead (no key).
+	CertFile, KeyFile string
+	TLSConfig         *tls.Config
+	// TLS12 also accepts TLS 1.2 with CertFile (default: TLS 1.3 only).
+	// Key tls.min_version "1.2".
+	TLS12 bool
+	// Server holds the timeouts and limits of the http.Server (keys
+	// http.read_header_timeout, http.read_timeout, http.write_timeout,
+	// http.idle_timeout, http.max_header_bytes, http.max_request_body_bytes);
+	// zero fields take server's defaults, and a zero MaxRequestBodyBytes
+	// means MaxRequestBodyLimit. Its TLSConfig is ignored.
+	Server server.HTTPOptions
+	// RateLimit bounds each principal's requests (keys http.rate_limit,
+	// http.rate_burst); the zero value is unlimited.
+	RateLimit server.RateLimit
+	// SessionIdle closes an idle 2025-11-25 session; 0 means
+	// server.SessionTimeout. Key http.session_idle_timeout.
+	SessionIdle time.Duration
+}
+
+// OpsOptions serve the operations endpoints on a listener of their own.
+type OpsOptions struct {
+	// Listen is HOST:PORT of /healthz, /readyz and /metrics; "" serves
+	// none. Key ops.listen.
+	Listen string
+	// AddrFile, if set, receives the ops base URL once listening. Key
+	// ops.addr_file.
+	AddrFile string
+}
+
+// Defaults and limits of Options.
+const (
+	// DefaultDeployment names a deployment that did not name itself.
+	DefaultDeployment = "custos.local"
+	// MaxPageSize is the largest PageSize.
+	MaxPageSize = 500
+	// MinHeaderBytes and MaxHeaderBytesLimit bound
+	// HTTPOptions.Server.MaxHeaderBytes.
+	MinHeaderBytes      = 4 << 10
+	MaxHeaderBytesLimit = 1 << 20
+	// MinRequestBodyBytes and MaxRequestBodyLimit bound
+	// HTTPOptions.Server.MaxRequestBodyBytes; the upper limit is the MCP
+	// handler's own.
+	MinRequestBodyBytes = 4 << 10
+	MaxRequestBodyLimit = 1 << 20
+	// MaxOAuthNameSize bounds an OAuth scope, claim or header name.
+	MaxOAuthNameSize = 256
+)
+
+// origin is the checkpoint origin "<deployment>/<node>/audit".
+func (o *Options) origin() string {
+	dep := o.Checkpoints.Deployment
+	if dep == "" {
+		dep = DefaultDeployment
+	}
+	return dep + "/" + o.Node + "/audit"
+}

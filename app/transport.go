@@ -1,0 +1,230 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/audit/checkpoint"
+	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/server/oauth"
+	"github.com/custos-mcp/custos/server/ops"
+)
+
+// prepareTransport reads the principal (stdio) or loads the dev tokens or
+// builds the OAuth verifier, and the TLS configuration (HTTP), before
+// anything is opened.
+func (a *App) prepareTransport(ctx context.Context) error {
+	if s := a.o.Stdio; s != nil {
+		id, err := server.LoadPrincipalFile(s.PrincipalFile)
+		if err != nil {
+			return err
+		}
+		a.ident = id
+		return nil
+	}
+	h := a.o.HTTP
+	switch {
+	case h.OAuth != nil:
+		oc := *h.OAuth
+		oc.Logger = a.log
+		v, err := oauth.New(ctx, oc)
+		if err != nil {
+			return fmt.Errorf("oauth: %w", err)
+		}
+		a.verifier = v
+	case h.Tokens != nil:
+		a.tokens = h.Tokens
+	default:
+		t, err := server.LoadTokenFile(h.TokensFile)
+		if err != nil {
+			return err
+		}
+		a.tokens = t
+	}
+	switch {
+	case h.TLSConfig != nil:
+		a.tlsConfig = h.TLSConfig
+	case h.CertFile != "":
+		cr, err := server.NewCertReloader(h.CertFile, h.KeyFile, a.log)
+		if err != nil {
+			return err
+		}
+		a.tlsConfig = cr.TLSConfig(h.TLS12)
+	}
+	return nil
+}
+
+// listen binds the MCP and the ops listeners and writes their address
+// files; serving starts with Serve.
+func (a *App) listen() error {
+	if h := a.o.HTTP; h != nil {
+		if a.verifier != nil {
+			a.handler = a.srv.OAuthHandler(a.verifier)
+		} else {
+			a.handler = a.srv.HTTPHandler(a.tokens)
+		}
+		so := h.Server
+		so.TLSConfig = a.tlsConfig
+		if so.MaxRequestBodyBytes == 0 {
+			so.MaxRequestBodyBytes = MaxRequestBodyLimit
+		}
+		hs, err := server.NewHTTPServerWith(h.Listen, a.handler, so)
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", h.Listen)
+		if err != nil {
+			return fmt.Errorf("http.listen: %w", err)
+		}
+		scheme := "http"
+		if a.tlsConfig != nil {
+			ln, scheme = tls.NewListener(ln, a.tlsConfig), "https"
+		}
+		a.ln, a.hs = ln, hs
+		a.url = fmt.Sprintf("%s://%s%s", scheme, ln.Addr(), server.MCPPath)
+		if err := writeAddrFile(h.AddrFile, a.url); err != nil {
+			return err
+		}
+	}
+	if o := a.o.Ops; o.Listen != "" {
+		ln, err := net.Listen("tcp", o.Listen)
+		if err != nil {
+			return fmt.Errorf("ops.listen: %w", err)
+		}
+		a.opsLn = ln
+		a.opsURL = "http://" + ln.Addr().String()
+		a.opsHS = ops.NewHTTPServer(o.Listen, ops.Handler(a.Health(), a.metrics, a.registry))
+		if err := writeAddrFile(o.AddrFile, a.opsURL); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeAddrFile writes url and a newline to path (if set), atomically.
+func writeAddrFile(path, url string) error {
+	if path == "" {
+		return nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.WriteString(url + "\n")
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+	}
+	return werr
+}
+
+// URL is the MCP endpoint (scheme://host:port/mcp) once Open returned, ""
+// for stdio.
+func (a *App) URL() string { return a.url }
+
+// OpsURL is the base URL of the ops endpoints, "" without Ops.Listen.
+func (a *App) OpsURL() string { return a.opsURL }
+
+// Handler is the MCP HTTP handler as served (bearer tokens or OAuth, rate
+// limits, /mcp and the protected resource metadata); nil for stdio.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// Serve serves the configured transport (and the ops endpoints) until ctx
+// is done, the stdio session ends, or the checkpointer stops on an
+// integrity error (a fork or a rollback seen while serving), whose error
+// it then returns. It does not Close the App; call Close after it.
+func (a *App) Serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go a.watchCheckpoints(ctx, cancel)
+	if a.opsHS != nil {
+		go a.opsHS.Serve(a.opsLn)
+		a.log.Info("serving /healthz, /readyz and /metrics", "url", a.opsURL)
+	}
+	var err error
+	if s := a.o.Stdio; s != nil {
+		t := s.Transport
+		if t == nil {
+			t = &mcp.StdioTransport{}
+		}
+		a.log.Info("serving MCP on stdio", "sub", a.ident.Principal.Sub)
+		err = a.srv.ServeStdio(ctx, t, a.ident)
+	} else {
+		err = a.serveHTTP(ctx)
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func (a *App) serveHTTP(ctx context.Context) error {
+	a.log.Info("serving MCP over Streamable HTTP", "url", a.url)
+	errc := make(chan error, 1)
+	go func() { errc <- a.hs.Serve(a.ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	a.log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.hs.Shutdown(sctx); err != nil {
+		a.hs.Close()
+	}
+	return nil
+}
+
+// watchCheckpoints cancels Serve with the checkpointer's error if it stops
+// on an integrity problem: the App must not go on releasing data under a
+// log it can no longer anchor.
+func (a *App) watchCheckpoints(ctx context.Context, stop context.CancelCauseFunc) {
+	select {
+	case err := <-a.ckptErr:
+		a.ckptErr <- err // for anyone else who waits
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, checkpoint.ErrClosed) {
+			a.log.Error("audit checkpoints stopped on an integrity error; shutting down", "err", err)
+			stop(err)
+		}
+	case <-ctx.Done():
+	}
+}
+
+// stopListeners stops the HTTP and ops servers (or closes their listeners
+// if they never served).
+func (a *App) stopListeners() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if a.hs != nil {
+		if err := a.hs.Shutdown(ctx); err != nil {
+			a.hs.Close()
+		}
+	}
+	if a.ln != nil {
+		a.ln.Close()
+	}
+	if a.opsHS != nil {
+		a.opsHS.Shutdown(ctx)
+	}
+	if a.opsLn != nil {
+		a.opsLn.Close()
+	}
+}
