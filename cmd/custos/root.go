@@ -201,14 +201,3 @@ func lockHint(err error) error {
 	}
 	return err
 }
-
-func nodeName(flag string) string {
-	if flag != "" {
-		return flag
-	}
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		return "custos"
-	}
-	return h
-}

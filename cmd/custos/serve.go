@@ -53,7 +53,8 @@ Identity:
               --oauth-audience, scopes resources:list / resources:read, claims
               sub, roles, tenant, patients, azp (or act), purpose_of_use (or the
               X-Purpose-Of-Use header). Protected resource metadata (RFC 9728)
-              is served under /.well-known/oauth-protected-resource. Every 401
+              is served under /.well-known/oauth-protected-resource/mcp (the
+              audience's path appended; the bare path answers 404). Every 401
               and 403 is an audit record (auth/reject).
 
 Keys:
