@@ -29,9 +29,9 @@ deps:
 		$(NPM) ci --prefix e2e/inspector --no-audit --no-fund --loglevel=error && \
 		cp e2e/inspector/package-lock.json e2e/inspector/node_modules/.custos-installed-lock; }
 
-## conformance: run only the official MCP conformance suite (make test runs it
-## within unit, as part of ./e2e/; this target installs its deps, with the node 22 it needs,
-## e2e/conformance) against a served data set, every scenario that applies.
+## conformance: only the official MCP conformance suite (e2e/conformance, with
+## the node 22 it needs) against a served data set, every scenario that applies.
+## make test installs it and runs it once, within unit (it is part of ./e2e/).
 .PHONY: conformance conformance-deps
 conformance: conformance-deps
 	$(GO) test -count=1 -run '^TestMCPConformance$$' -v ./e2e/
