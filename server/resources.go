@@ -206,11 +206,7 @@ func splitPages(text []byte, size int) [][]byte {
 // request: nothing is released.
 func (s *Server) catalogFailed(ctx context.Context, e audit.Entry, reason string, err error) error {
 	s.log.Error("catalog unavailable; request refused", "action", e.Action, "err", err)
-	e.Outcome, e.Reason = audit.OutcomeError, reason
-	if _, aerr := s.commit(ctx, e); aerr != nil {
-		return aerr
-	}
-	return refused("catalog unavailable: request refused")
+	return s.refuse(ctx, e, audit.OutcomeError, reason, refused("catalog unavailable: request refused"))
 }
 
 // list answers resources/list: scan the catalog from the cursor position,
@@ -225,11 +221,7 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 		err = errors.New("no cursor key")
 	}
 	if err != nil {
-		e.Outcome, e.Reason = audit.OutcomeError, "cursor_key_unavailable"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return nil, aerr
-		}
-		return nil, refused("keys unavailable: request refused")
+		return nil, s.refuse(ctx, e, audit.OutcomeError, ReasonCursorKeyUnavailable, refused("keys unavailable: request refused"))
 	}
 	al, err := s.researchAliaser(ctx, id)
 	if err != nil {
@@ -240,11 +232,7 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 	if p != nil && p.Cursor != "" {
 		st, err := openCursorAny(keys, binding, p.Cursor, s.now())
 		if err != nil {
-			e.Outcome, e.Reason = audit.OutcomeDeny, "bad_cursor"
-			if _, aerr := s.commit(ctx, e); aerr != nil {
-				return nil, aerr
-			}
-			return nil, invalidParams("invalid cursor: %s", strings.TrimPrefix(err.Error(), ErrBadCursor.Error()+": "))
+			return nil, s.refuse(ctx, e, audit.OutcomeDeny, ReasonBadCursor, badCursor(err))
 		}
 		after = st.After
 	}
@@ -264,7 +252,7 @@ scan:
 	for len(items) < s.cfg.PageSize && scanned < s.cfg.ScanLimit {
 		batch, err := s.cfg.Catalog.Page(last, min(s.cfg.ScanLimit-scanned, 256))
 		if err != nil {
-			return nil, s.catalogFailed(ctx, e, "catalog_unavailable", err)
+			return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, err)
 		}
 		if len(batch) == 0 {
 			more = false
@@ -315,14 +303,9 @@ scan:
 	e.Reason = fmt.Sprintf("returned=%d denied=%d scanned=%d", len(items), denied, scanned)
 	if policyErr > 0 {
 		// Fail closed: nothing of the page is released.
-		e.Outcome = audit.OutcomeError
-		e.Reason = "policy_error " + e.Reason
 		e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{}
 		s.log.Error("policy could not decide a list item; request refused", "list", e.DecisionID)
-		if _, err := s.commit(ctx, e); err != nil {
-			return nil, err
-		}
-		return nil, refused("access decision unavailable: request refused")
+		return nil, s.refuse(ctx, e, audit.OutcomeError, ReasonPolicyError+" "+e.Reason, undecided())
 	}
 	var meta mcp.Meta
 	if p != nil {
@@ -339,12 +322,8 @@ scan:
 		}
 		if err != nil {
 			s.log.Error("cannot seal cursor; request refused", "err", err)
-			e.Outcome, e.Reason = audit.OutcomeError, "cursor_seal_failed"
 			e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{}
-			if _, aerr := s.commit(ctx, e); aerr != nil {
-				return nil, aerr
-			}
-			return nil, refused("cannot seal cursor: request refused")
+			return nil, s.refuse(ctx, e, audit.OutcomeError, ReasonCursorSealFailed, refused("cannot seal cursor: request refused"))
 		}
 	}
 	e.Patients = dedupe(patients)
@@ -418,11 +397,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	if err != nil {
 		// The raw string may hold a secret (userinfo, a token in a query):
 		// neither the audit record nor the error repeats it.
-		e.Outcome, e.Reason = audit.OutcomeDeny, "bad_uri"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return nil, aerr
-		}
-		return nil, invalidParams("invalid resource uri: %s", strings.TrimPrefix(err.Error(), store.ErrBadURI.Error()+": "))
+		return nil, s.refuse(ctx, e, audit.OutcomeDeny, ReasonBadURI, badURI(err))
 	}
 	asked := u.String() // what the client named; uri is the resource
 	if page > 0 {
@@ -453,14 +428,14 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	if err != nil {
 		s.log.Error("payload fetch failed after audit; nothing released", "decision", d.ID, "err", err)
 		if errors.Is(err, store.ErrDataKey) {
-			return nil, s.auditFailure(ctx, e, withPage("key_unavailable", page), refused("keys unavailable: the payload's data key could not be unwrapped; nothing released"))
+			return nil, s.auditFailure(ctx, e, withPage(ReasonDataKeyUnavailable, page), refused("keys unavailable: the payload's data key could not be unwrapped; nothing released"))
 		}
-		return nil, s.auditFailure(ctx, e, withPage("payload_unavailable", page), refused("payload unavailable: nothing released"))
+		return nil, s.auditFailure(ctx, e, withPage(ReasonPayloadUnavailable, page), refused("payload unavailable: nothing released"))
 	}
 	out, err := minimize.Apply(r.MIMEType, payload, d.Obligations, minimize.Options{Now: s.now()})
 	if err != nil {
 		s.log.Error("minimization failed; nothing released", "decision", d.ID, "err", err)
-		return nil, s.auditFailure(ctx, e, withPage("minimization_failed", page), refused("minimization failed: nothing released"))
+		return nil, s.auditFailure(ctx, e, withPage(ReasonMinimizationFailed, page), refused("minimization failed: nothing released"))
 	}
 	c := &mcp.ResourceContents{URI: asked, MIMEType: r.MIMEType, Meta: mcp.Meta{}}
 	if page > 0 {
@@ -468,7 +443,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		// boundaries, concatenated pages are the minimized whole.
 		pages := splitPages(out, s.ropts().TextPageSize)
 		if page > len(pages) {
-			return nil, s.auditFailure(ctx, e, withPage("page_out_of_range", page), notFound(asked))
+			return nil, s.auditFailure(ctx, e, withPage(ReasonPageOutOfRange, page), notFound(asked))
 		}
 		out = pages[page-1]
 		c.Meta[PageKey], c.Meta[PagesKey] = page, len(pages)
@@ -530,11 +505,7 @@ func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResource
 		err = errors.New("no cursor key")
 	}
 	if err != nil {
-		e.Outcome, e.Reason = audit.OutcomeError, "cursor_key_unavailable"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return nil, aerr
-		}
-		return nil, refused("keys unavailable: request refused")
+		return nil, s.refuse(ctx, e, audit.OutcomeError, ReasonCursorKeyUnavailable, refused("keys unavailable: request refused"))
 	}
 	binding := templatesCursorBinding(id)
 	start := 0
@@ -552,11 +523,7 @@ func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResource
 			start = i + 1
 		}
 		if err != nil {
-			e.Outcome, e.Reason = audit.OutcomeDeny, "bad_cursor"
-			if _, aerr := s.commit(ctx, e); aerr != nil {
-				return nil, aerr
-			}
-			return nil, invalidParams("invalid cursor: %s", strings.TrimPrefix(err.Error(), ErrBadCursor.Error()+": "))
+			return nil, s.refuse(ctx, e, audit.OutcomeDeny, ReasonBadCursor, badCursor(err))
 		}
 	}
 	in := policy.Input{Principal: id.Principal, PurposeOfUse: id.PurposeOfUse, Action: policy.ActionTemplates}
@@ -593,7 +560,7 @@ func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResource
 			}
 			if err != nil {
 				s.log.Error("cannot seal cursor; request refused", "err", err)
-				e.Outcome, e.Reason = audit.OutcomeError, "cursor_seal_failed"
+				e.Outcome, e.Reason = audit.OutcomeError, ReasonCursorSealFailed
 			}
 		}
 	}
@@ -602,10 +569,10 @@ func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResource
 		return nil, err
 	}
 	switch {
-	case e.Reason == "cursor_seal_failed":
+	case e.Reason == ReasonCursorSealFailed:
 		return nil, refused("cannot seal cursor: request refused")
 	case e.Outcome == audit.OutcomeError:
-		return nil, refused("access decision unavailable: request refused")
+		return nil, undecided()
 	case e.Outcome == audit.OutcomeDeny:
 		return nil, &jsonrpcForbidden
 	}

@@ -300,11 +300,8 @@ func (s *Server) admit(ctx context.Context, ident identityFunc, action string, r
 	id, err := ident(req)
 	if err != nil {
 		e := s.entry(ctx, Identity{Source: "unidentified"}, action)
-		e.Outcome, e.Reason = audit.OutcomeDeny, "no_identity"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return ctx, id, aerr
-		}
-		return ctx, id, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated request (or unknown purpose of use)"}
+		return ctx, id, s.refuse(ctx, e, audit.OutcomeDeny, ReasonNoIdentity,
+			&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated request (or unknown purpose of use)"})
 	}
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
 		id.session = ss.ID()
@@ -407,7 +404,7 @@ func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Inp
 	if err != nil {
 		e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{}
 		if e.Outcome != audit.OutcomeError { // a refusal keeps its own reason
-			e.Outcome, e.Reason = audit.OutcomeError, "audit_key_unavailable"
+			e.Outcome, e.Reason = audit.OutcomeError, ReasonAuditKeyUnavailable
 		}
 		return e, err
 	}
@@ -577,17 +574,14 @@ func (c *pseudonymCache) under(k secrets.Key) func(string) string {
 // are past their staleness limit: nothing is read, nothing released.
 func (s *Server) refuseStale(ctx context.Context, id Identity, method string, req mcp.Request, cause error) error {
 	e := s.entry(ctx, id, method)
-	e.Outcome, e.Reason = audit.OutcomeError, "keys_stale"
 	if r, ok := req.(*mcp.ReadResourceRequest); ok && r.Params != nil {
 		if u, err := store.ParseURI(r.Params.URI); err == nil {
 			e.URIs, e.Patients = []string{u.String()}, []string{u.Patient}
 		}
 	}
 	s.log.Error("keys are stale; request refused", "action", method, "err", cause)
-	if _, err := s.commit(ctx, e); err != nil {
-		return err
-	}
-	return refused("keys unavailable: the server could not refresh its keys from the secrets provider within the staleness limit; request refused, nothing released")
+	return s.refuse(ctx, e, audit.OutcomeError, ReasonKeysStale,
+		refused("keys unavailable: the server could not refresh its keys from the secrets provider within the staleness limit; request refused, nothing released"))
 }
 
 // commit appends e durably, with patient ids replaced by their keyed
@@ -693,7 +687,7 @@ func (s *Server) finishDecision(ctx context.Context, d policy.Decision, err erro
 		// Binary is released whole or not at all: a demanded minimization
 		// that cannot be applied makes the decision a denial.
 		d.Allow = false
-		d.Reasons = append(d.Reasons, "binary_cannot_be_minimized")
+		d.Reasons = append(d.Reasons, ReasonBinaryNotMinimizable)
 	}
 	return d, nil
 }

@@ -259,22 +259,14 @@ func (s *Server) onSubscribe(ctx context.Context, req *mcp.SubscribeRequest) err
 	e := s.entry(ctx, call.id, ActionSubscribe)
 	u, err := store.ParseURI(raw)
 	if err != nil {
-		e.Outcome, e.Reason = audit.OutcomeDeny, "bad_uri"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return aerr
-		}
-		return invalidParams("invalid resource uri: %s", strings.TrimPrefix(err.Error(), store.ErrBadURI.Error()+": "))
+		return s.refuse(ctx, e, audit.OutcomeDeny, ReasonBadURI, badURI(err))
 	}
 	uri := u.String()
 	if call.id.PurposeOfUse == ResearchPurpose {
 		// The research view shows aliases, and a change feed of aliased
 		// URIs is not offered: refused, and on record.
 		e.URIs, e.Patients = []string{uri}, []string{u.Patient}
-		e.Outcome, e.Reason = audit.OutcomeDeny, "research_no_subscriptions"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return aerr
-		}
-		return invalidParams("subscriptions are not offered for purpose of use %s (the de-identified research view has no change feed)", ResearchPurpose)
+		return s.refuse(ctx, e, audit.OutcomeDeny, ReasonResearchNoSubscriptions, invalidParams("subscriptions are not offered for purpose of use %s (the de-identified research view has no change feed)", ResearchPurpose))
 	}
 	if call.listen {
 		if call.seen == nil {
@@ -337,22 +329,16 @@ func (s *Server) onUnsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest)
 	e := s.entry(ctx, call.id, ActionUnsubscribe)
 	u, err := store.ParseURI(req.Params.URI)
 	if err != nil {
-		e.Outcome, e.Reason = audit.OutcomeDeny, "bad_uri"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return aerr
-		}
-		return invalidParams("invalid resource uri: %s", strings.TrimPrefix(err.Error(), store.ErrBadURI.Error()+": "))
+		return s.refuse(ctx, e, audit.OutcomeDeny, ReasonBadURI, badURI(err))
 	}
 	uri := u.String()
 	if !s.subs.remove(req.Session, uri) {
 		// Names no patient: the session held no such subscription, and
 		// any well-formed URI could be named here.
-		e.Outcome, e.Reason = audit.OutcomeDeny, "not_subscribed"
-		_, err = s.commit(ctx, e)
-		return err
+		return s.refuse(ctx, e, audit.OutcomeDeny, ReasonNotSubscribed, nil)
 	}
 	e.URIs, e.Patients = []string{uri}, []string{u.Patient}
-	e.Outcome, e.Reason = audit.OutcomeAllow, "unsubscribed"
+	e.Outcome, e.Reason = audit.OutcomeAllow, ReasonUnsubscribed
 	_, err = s.commit(ctx, e)
 	return err
 }
@@ -398,7 +384,7 @@ func (s *Server) decideResource(ctx context.Context, id Identity, e audit.Entry,
 	r, err := s.cfg.Catalog.Get(uri)
 	found := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return verdict{err: s.catalogFailed(ctx, e, withPage("catalog_unavailable", page), err)}
+		return verdict{err: s.catalogFailed(ctx, e, withPage(ReasonCatalogUnavailable, page), err)}
 	}
 	if found {
 		e.Patients = []string{r.Labels.Patient}
@@ -427,23 +413,23 @@ func (s *Server) decideResource(ctx context.Context, id Identity, e audit.Entry,
 	case derr != nil:
 		e.Outcome = audit.OutcomeError
 		if e.Reason == "" {
-			e.Reason = "policy_error"
+			e.Reason = ReasonPolicyError
 		}
 		if !found {
-			e.Reason += ",not_found"
+			e.Reason += "," + ReasonNotFound
 		}
 		e.Reason = withPage(e.Reason, page)
 		s.log.Error("policy could not decide; request refused", "action", e.Action, "decision", d.ID, "err", derr)
 		if _, aerr := s.commitInput(ctx, e, rec); aerr != nil {
 			return verdict{err: aerr}
 		}
-		return verdict{err: refused("access decision unavailable: request refused")}
+		return verdict{err: undecided()}
 	case !found:
-		e.Outcome, e.Reason = audit.OutcomeDeny, "not_found"
+		e.Outcome, e.Reason = audit.OutcomeDeny, ReasonNotFound
 	case !d.Allow:
 		e.Outcome = audit.OutcomeDeny
 		if e.Reason == "" {
-			e.Reason = "denied"
+			e.Reason = ReasonDenied
 		}
 	default:
 		e.Outcome = audit.OutcomeAllow
@@ -459,7 +445,7 @@ func (s *Server) decideResource(ctx context.Context, id Identity, e audit.Entry,
 	if e.Outcome != audit.OutcomeAllow {
 		return verdict{}
 	}
-	if in.BreakGlass != nil && slices.Contains(d.Reasons, "break_glass") {
+	if in.BreakGlass != nil && slices.Contains(d.Reasons, policyReasonBreakGlass) {
 		s.cfg.Grants.Used(in.BreakGlass.Grant, btg.Use{EventID: saved.EventID, Time: saved.Time, Action: e.Action, Outcome: audit.OutcomeAllow})
 	}
 	return verdict{allow: true, rec: saved, e: e, r: r, d: d}
@@ -534,8 +520,9 @@ func (s *Server) notifyDecision(ctx context.Context, t target, uri string) bool 
 		if u, perr := store.ParseURI(uri); perr == nil {
 			e.URIs, e.Patients = []string{uri}, []string{u.Patient}
 		}
-		e.Outcome, e.Reason = audit.OutcomeDeny, "token_expired"
-		s.commit(ctx, e)
+		if err := s.refuse(ctx, e, audit.OutcomeDeny, ReasonTokenExpired, nil); err != nil {
+			s.log.Error("auditing a withheld notification failed", "err", err)
+		}
 		return false
 	}
 	if err := s.cfg.Keys.Check(); err != nil {
@@ -543,9 +530,10 @@ func (s *Server) notifyDecision(ctx context.Context, t target, uri string) bool 
 		if u, perr := store.ParseURI(uri); perr == nil {
 			e.URIs, e.Patients = []string{uri}, []string{u.Patient}
 		}
-		e.Outcome, e.Reason = audit.OutcomeError, "keys_stale"
 		s.log.Error("keys are stale; notification withheld", "err", err)
-		s.commit(ctx, e)
+		if err := s.refuse(ctx, e, audit.OutcomeError, ReasonKeysStale, nil); err != nil {
+			s.log.Error("auditing a withheld notification failed", "err", err)
+		}
 		return false
 	}
 	v := s.decideURI(ctx, t.id, uri, ActionNotify)
