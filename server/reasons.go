@@ -1,11 +1,5 @@
 package server
 
-import (
-	"context"
-
-	"github.com/custos-mcp/custos/audit"
-)
-
 // Audit reasons written by this package: the server's own vocabulary for
 // the reason field of the records it writes (docs/audit-format.md). A
 // record that reached a policy decision carries the policy's reasons
@@ -107,23 +101,3 @@ const (
 // allows only under a break-the-glass grant: such a read is reported to
 // the grant (Grants.Used) once its record is durable.
 const policyReasonBreakGlass = "break_glass"
-
-// refuse records a refusal, then answers: e is committed with outcome and
-// reason, and answer is returned once the record is durable. It fails
-// closed: if the record cannot be committed, the commit's error is returned
-// instead (a refused() error saying the audit log or its key is
-// unavailable), so the caller gets no data either way, and a clear error.
-//
-// answer is what the client gets for the refusal (invalidParams, notFound,
-// refused(...), ...). It is nil only where the protocol answers an empty
-// success to a refused request (an unsubscribe of a subscription not held)
-// or where the answer is not an MCP error (an HTTP status written by the
-// caller, a notification withheld): then the returned error is the commit's
-// alone, for the caller to return or log.
-func (s *Server) refuse(ctx context.Context, e audit.Entry, outcome, reason string, answer error) error {
-	e.Outcome, e.Reason = outcome, reason
-	if _, err := s.commit(ctx, e); err != nil {
-		return err
-	}
-	return answer
-}
