@@ -118,7 +118,7 @@ func parseCompletion(p *mcp.CompleteParams) (completion, string, error) {
 			}
 			// Context names the template does not have are ignored, as is
 			// the argument being completed.
-			if vars[name] && name != c.arg && name != "n" {
+			if vars[name] && name != c.arg && name != store.PageVariable {
 				c.given[name] = v
 			}
 		}
@@ -205,7 +205,7 @@ func (s *Server) completeArgument(ctx context.Context, id Identity, p *mcp.Compl
 		scanned   int
 		denied    int
 		policyErr bool
-		complete  = c.arg == "n" // page numbers are not suggested: the count depends on minimization
+		complete  = c.arg == store.PageVariable // page numbers are not suggested: the count depends on minimization
 		more      bool
 		subj      = policy.NewSubject(id.Principal)
 		seek      = c.seek()

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/minimize"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/store"
@@ -246,7 +247,7 @@ func (s *Server) finishDecision(ctx context.Context, d policy.Decision, err erro
 		d.Allow = false
 		return d, err
 	}
-	if d.Allow && len(d.Obligations) > 0 && isBinary(r.MIMEType) {
+	if d.Allow && len(d.Obligations) > 0 && minimize.IsBinary(r.MIMEType) {
 		// Binary is released whole or not at all: a demanded minimization
 		// that cannot be applied makes the decision a denial.
 		d.Allow = false

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"mime"
 	"slices"
 	"strconv"
 	"strings"
@@ -393,16 +392,14 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	if p != nil {
 		raw, meta = p.URI, p.Meta
 	}
-	u, page, err := parseReadURI(raw)
+	pu, err := store.ParseReadURI(raw)
 	if err != nil {
 		// The raw string may hold a secret (userinfo, a token in a query):
 		// neither the audit record nor the error repeats it.
 		return nil, s.refuse(ctx, e, audit.OutcomeDeny, ReasonBadURI, badURI(err))
 	}
-	asked := u.String() // what the client named; uri is the resource
-	if page > 0 {
-		asked = store.PageURI{URI: u, Page: page}.String()
-	}
+	asked := pu.String() // what the client named; u is the resource
+	u, page := pu.URI, pu.Page
 	al, err := s.researchAliaser(ctx, id)
 	if err != nil {
 		return nil, s.aliasKeyUnavailable(ctx, e, err)
@@ -448,7 +445,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		out = pages[page-1]
 		c.Meta[PageKey], c.Meta[PagesKey] = page, len(pages)
 	}
-	if isBinary(r.MIMEType) {
+	if minimize.IsBinary(r.MIMEType) {
 		c.Blob = out
 	} else {
 		c.Text = string(out)
@@ -466,18 +463,6 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		c.Meta[ETagKey] = t
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}, Cacheable: cacheable(meta, s.ropts().CacheTTL.Read), Meta: receipt(rec)}, nil
-}
-
-// parseReadURI parses the URI of a read: a resource URI (page 0) or a page
-// URI. A URI with a /pages/ segment is judged as a page URI, so its error
-// says what is wrong with the page.
-func parseReadURI(raw string) (store.URI, int, error) {
-	if !strings.Contains(raw, "/pages/") {
-		u, err := store.ParseURI(raw)
-		return u, 0, err
-	}
-	pu, err := store.ParsePageURI(raw)
-	return pu.URI, pu.Page, err
 }
 
 // withPage suffixes an audit reason with the page a ranged read named.
@@ -595,16 +580,6 @@ func receipt(rec audit.Record) mcp.Meta { return mcp.Meta{ReceiptKey: rec.EventI
 
 // digestRef is the content reference recorded in the audit log.
 func digestRef(r store.Resource) string { return fmt.Sprintf("%s@v%d", r.ETag, r.Version) }
-
-// isBinary reports whether a MIME type is served as a base64 blob (anything
-// that is neither text/* nor JSON).
-func isBinary(mt string) bool {
-	base, _, err := mime.ParseMediaType(mt)
-	if err != nil {
-		return true
-	}
-	return !(strings.HasPrefix(base, "text/") || base == "application/json" || strings.HasSuffix(base, "+json"))
-}
 
 func dedupe(s []string) []string {
 	out := slices.Clone(s)
