@@ -498,11 +498,11 @@ func TestETagsAndLastModified(t *testing.T) {
 			tag, _ := item.Meta[server.ETagKey].(string)
 			tags[persona][f.realURI(real, item.URI)] = tag
 			minimized := item.Size == 0 // size is withheld exactly when read would minimize
-			digestRef := fmt.Sprintf("%s@v%d", r.ETag, r.Version)
+			digestRef := fmt.Sprintf("%s@v%d", r.Digest, r.Version)
 			switch {
 			case !minimized && tag != digestRef:
 				t.Errorf("%s %s: etag %q, want %q", persona, item.URI, tag, digestRef)
-			case minimized && (!strings.HasPrefix(tag, "m1:") || len(tag) != 35 || strings.Contains(tag, strings.TrimPrefix(r.ETag, "sha256:")[:16])):
+			case minimized && (!strings.HasPrefix(tag, "m1:") || len(tag) != 35 || strings.Contains(tag, strings.TrimPrefix(r.Digest, "sha256:")[:16])):
 				t.Errorf("%s %s: minimized etag %q", persona, item.URI, tag)
 			}
 			if lm := item.Annotations.LastModified; lm != "" {

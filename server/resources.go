@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -124,55 +122,11 @@ func cacheable(m mcp.Meta, ttl time.Duration) mcp.Cacheable {
 	return c
 }
 
-// ETagKey is the _meta key of a list item's, a read content's entity tag
-// (see etag).
-const ETagKey = "custos/etag"
-
 // Page _meta keys of a ranged read's content.
 const (
 	PageKey  = "custos/page"  // the page number returned
 	PagesKey = "custos/pages" // how many pages the released text has
 )
-
-// etag is the entity tag of r as released under d's obligations.
-//
-// Unminimized: digestRef(r), "sha256:<hex>@v<N>", a strong tag that is also
-// the audit log's content reference. Minimized: a weak tag that must not
-// reveal the stored digest (a guess of the unminimized content could be
-// confirmed by hashing it):
-//
-//	"m1:" || letterHex( HMAC-SHA256(key, "custos/etag/v1" 0x00 digestRef(r) 0x00 obligations)[:16] )
-//
-// with the obligations' compact forms sorted and joined by 0x00, and key
-// the newest cursor key. Equal m1 tags mean the same stored version
-// minimized under the same obligations. Without a key there is no tag ("").
-func etag(r store.Resource, d policy.Decision, key []byte) string {
-	if len(d.Obligations) == 0 {
-		return digestRef(r)
-	}
-	if len(key) == 0 {
-		return ""
-	}
-	obls := make([]string, len(d.Obligations))
-	for i, o := range d.Obligations {
-		obls[i] = o.String()
-	}
-	slices.Sort(obls)
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("custos/etag/v1\x00" + digestRef(r) + "\x00" + strings.Join(obls, "\x00")))
-	return "m1:" + letterHex(mac.Sum(nil)[:16])
-}
-
-// letterHex is hex with the digits 0-f written as the letters a-p: a tag
-// without digits can never look like (nor be flagged by a data-loss scanner
-// as) a phone number, ZIP code, MRN or date.
-func letterHex(b []byte) string {
-	out := make([]byte, 2*len(b))
-	for i, c := range b {
-		out[2*i], out[2*i+1] = 'a'+c>>4, 'a'+c&0x0f
-	}
-	return string(out)
-}
 
 // splitPages cuts text into pages of at most size bytes, each ending on a
 // UTF-8 character boundary (a page is shorter rather than split a
@@ -227,6 +181,7 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 		return nil, s.aliasKeyUnavailable(ctx, e, err)
 	}
 	binding := cursorBinding(id)
+	tagKey := entityTagKey(keys[0].Bytes)
 	after := ""
 	if p != nil && p.Cursor != "" {
 		st, err := openCursorAny(keys, binding, p.Cursor, s.now())
@@ -276,7 +231,7 @@ scan:
 			if !d.Allow {
 				denied++
 			} else {
-				item := listItem(r, d, keys[0].Bytes)
+				item := listItem(r, d, tagKey)
 				if al != nil {
 					al.present(item, r.URI, r.Labels.Type)
 				}
@@ -339,9 +294,9 @@ scan:
 // listItem is the minimized metadata of one listed resource: titles and
 // descriptions are scrubbed of identifiers, and size, lastModified and the
 // content digest are given only when read would return the stored bytes
-// unchanged. Every item carries its entity tag under ETagKey (see etag;
-// etagKey is the newest cursor key).
-func listItem(r store.Resource, d policy.Decision, etagKey []byte) *mcp.Resource {
+// unchanged. Every item carries its entity tag under ETagKey (see
+// entityTag; tagKey is entityTagKey of the newest cursor key).
+func listItem(r store.Resource, d policy.Decision, tagKey []byte) *mcp.Resource {
 	item := &mcp.Resource{
 		URI:         r.URI,
 		Name:        minimize.ScrubString(r.Name),
@@ -353,9 +308,9 @@ func listItem(r store.Resource, d policy.Decision, etagKey []byte) *mcp.Resource
 	item.Meta = mcp.Meta{}
 	if len(d.Obligations) == 0 {
 		item.Size = r.Size
-		item.Meta["etag"], item.Meta["version"] = r.ETag, r.Version
+		item.Meta[DigestKey], item.Meta[VersionKey] = r.Digest, r.Version
 	}
-	if t := etag(r, d, etagKey); t != "" {
+	if t := entityTag(r, d, tagKey); t != "" {
 		item.Meta[ETagKey] = t
 	}
 	return item
@@ -421,7 +376,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	r, d, rec, e := v.r, v.d, v.rec, v.e
 
 	// The record is durable: fetch and minimize.
-	payload, err := s.cfg.Catalog.Blob(ctx, r.ETag)
+	payload, err := s.cfg.Catalog.Blob(ctx, r.Digest)
 	if err != nil {
 		s.log.Error("payload fetch failed after audit; nothing released", "decision", d.ID, "err", err)
 		if errors.Is(err, store.ErrDataKey) {
@@ -451,15 +406,15 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		c.Text = string(out)
 	}
 	if len(d.Obligations) == 0 {
-		c.Meta["etag"], c.Meta["version"] = r.ETag, r.Version
+		c.Meta[DigestKey], c.Meta[VersionKey] = r.Digest, r.Version
 	}
-	var etagKey []byte
+	var tagKey []byte
 	if len(d.Obligations) > 0 {
 		if keys, err := s.cfg.Keys.CursorKeys(ctx); err == nil && len(keys) > 0 {
-			etagKey = keys[0].Bytes
+			tagKey = entityTagKey(keys[0].Bytes)
 		}
 	}
-	if t := etag(r, d, etagKey); t != "" {
+	if t := entityTag(r, d, tagKey); t != "" {
 		c.Meta[ETagKey] = t
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}, Cacheable: cacheable(meta, s.ropts().CacheTTL.Read), Meta: receipt(rec)}, nil
@@ -577,9 +532,6 @@ func allTemplates() []store.Template {
 const ReceiptKey = "custos/audit-event"
 
 func receipt(rec audit.Record) mcp.Meta { return mcp.Meta{ReceiptKey: rec.EventID} }
-
-// digestRef is the content reference recorded in the audit log.
-func digestRef(r store.Resource) string { return fmt.Sprintf("%s@v%d", r.ETag, r.Version) }
 
 func dedupe(s []string) []string {
 	out := slices.Clone(s)

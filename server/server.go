@@ -61,7 +61,8 @@ type AuditLog interface {
 type Keys interface {
 	// CursorKeys returns the cursor keys held, newest first: cursors are
 	// sealed with the first and opened with any (a rotation does not break
-	// cursors already issued).
+	// cursors already issued). The key of minimized entity tags is derived
+	// from the first (entityTagKey); no other key is made from them.
 	CursorKeys(ctx context.Context) ([]secrets.Key, error)
 	// Check reports, without a round trip to the key source, whether the
 	// keys are fresh enough to serve; an error refuses the request.

@@ -517,7 +517,7 @@ func TestResearcherGetsDeidentifiedPayload(t *testing.T) {
 	for _, r := range f.allURIs() {
 		if r.Labels.Type == "patient" && len(r.Labels.Consent) == 0 && len(r.Labels.Sensitivity) == 0 {
 			patientURI = r.URI
-			b, err := f.catalog.Blob(context.Background(), r.ETag)
+			b, err := f.catalog.Blob(context.Background(), r.Digest)
 			if err != nil {
 				t.Fatal(err)
 			}
