@@ -40,6 +40,14 @@ func Apply(mimeType string, payload []byte, obs []Obligation, opts Options) ([]b
 	return bytes.Clone(payload), nil
 }
 
+// IsBinary reports whether Apply treats a payload of this MIME type as
+// binary: released whole or not at all, never minimized. It is every type
+// that is neither JSON (application/json, */*+json) nor text/*, including
+// an unparsable type (fail closed). A server serves such a payload as a
+// base64 blob, and a decision that demands any obligation of it is a
+// denial.
+func IsBinary(mimeType string) bool { return kindOf(mimeType) == kindBinary }
+
 type payloadKind int
 
 const (

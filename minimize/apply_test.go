@@ -369,6 +369,26 @@ func TestText(t *testing.T) {
 	}
 }
 
+// IsBinary is the rule Apply dispatches on: JSON and text are minimized,
+// everything else (unknown and unparsable types included) is binary.
+func TestIsBinary(t *testing.T) {
+	for mt, want := range map[string]bool{
+		"application/json": false, "application/fhir+json; fhirVersion=4.0": false, "Application/JSON": false,
+		"text/plain": false, "text/markdown; charset=utf-8": false,
+		"image/png": true, "application/pdf": true, "application/octet-stream": true,
+		"": true, "not a mime type": true, "text": true, "fhir+json": true,
+	} {
+		if got := IsBinary(mt); got != want {
+			t.Errorf("IsBinary(%q) = %v, want %v", mt, got, want)
+		}
+		// Apply agrees: an obligation on a binary type is withheld.
+		_, err := Apply(mt, []byte("{}"), []Obligation{{Op: OpScrub}}, Options{})
+		if errors.Is(err, ErrBinaryWithheld) != want {
+			t.Errorf("Apply(%q) with an obligation: %v; IsBinary %v", mt, err, want)
+		}
+	}
+}
+
 func TestApplyDispatch(t *testing.T) {
 	jsonDoc := []byte(`{"b":"555-123-4567","a":1}`)
 	scrubAll := []Obligation{{Op: OpScrub}}
@@ -405,6 +425,9 @@ func TestApplyDispatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.mime, func(t *testing.T) {
+			if tt.wantErr == ErrBinaryWithheld && !IsBinary(tt.mime) {
+				t.Errorf("Apply withholds %q as binary but IsBinary says it is not", tt.mime)
+			}
 			got, err := Apply(tt.mime, tt.payload, tt.obs, Options{})
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) || got != nil {

@@ -69,8 +69,8 @@ func BenchmarkEnvelopeRead16KiB(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			etags[i] = r.ETag
-			if _, err := st.Blob(ctx, r.ETag); err != nil { // warm the key cache
+			etags[i] = r.Digest
+			if _, err := st.Blob(ctx, r.Digest); err != nil { // warm the key cache
 				b.Fatal(err)
 			}
 		}

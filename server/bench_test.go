@@ -2,16 +2,11 @@ package server_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/custos-mcp/custos/audit"
-	"github.com/custos-mcp/custos/policy"
-	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
-	"github.com/custos-mcp/custos/store"
 	"github.com/custos-mcp/custos/store/synth"
 )
 
@@ -68,49 +63,15 @@ func BenchmarkReadPathParallel64(b *testing.B) {
 // half of them and a researcher who sees the FHIR resources of most. Every
 // page is decided item by item and audited durably.
 func BenchmarkListPage100k(b *testing.B) {
-	dir := b.TempDir()
-	seed := filepath.Join(dir, "synthetic")
-	if _, err := synth.Generate(context.Background(), seed, synth.Options{Patients: 10_000, Seed: 1}); err != nil {
-		b.Fatal(err)
-	}
-	st, err := store.Open(filepath.Join(dir, "catalog.db"), store.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := st.Import(context.Background(), seed, nil); err != nil {
-		b.Fatal(err)
-	}
-	n, _ := st.Count()
-	b.Logf("catalog: %d resources", n)
-	log, err := audit.Open(filepath.Join(dir, "audit.db"), audit.Options{Node: "bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer log.Close()
-	eng, err := policy.Default(context.Background(), policy.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	keys, _ := secrets.NewDev()
-	srv, err := server.New(server.Config{Catalog: st, Policy: eng, Audit: log, Keys: keys})
-	if err != nil {
-		b.Fatal(err)
-	}
+	f := newServerFixture(b, fixtureOptions{
+		seed: &synth.Options{Patients: 10_000, Seed: 1},
+		tune: func(c *server.Config) { c.PageSize = 0 }, // the default page size
+	})
+	b.Logf("catalog: %d resources", len(f.allURIs()))
 	for _, persona := range []string{"clinician", "researcher"} {
 		b.Run(persona, func(b *testing.B) {
-			id, err := server.LoadPrincipalFile(filepath.Join(seed, "principals", persona+".json"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			ct, stt := mcp.NewInMemoryTransports()
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go srv.ServeStdio(ctx, stt, id)
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, ct, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cs.Close()
+			ctx := context.Background()
+			cs := f.connectFor(b, f.identity(persona), "")
 			cursor := ""
 			items := 0
 			b.ResetTimer()

@@ -87,14 +87,14 @@ func parseTemplate(t string) []templateToken {
 // are the -32602 message and the audit reason; they never echo values.
 func parseCompletion(p *mcp.CompleteParams) (completion, string, error) {
 	if p == nil || p.Ref == nil {
-		return completion{}, "bad_completion", invalidParams("completion: ref is required")
+		return completion{}, ReasonBadCompletion, invalidParams("completion: ref is required")
 	}
 	if p.Ref.Type != "ref/resource" {
-		return completion{}, "unknown_ref", invalidParams("completion: unknown ref (this server has no prompts; use ref/resource with a uriTemplate)")
+		return completion{}, ReasonUnknownRef, invalidParams("completion: unknown ref (this server has no prompts; use ref/resource with a uriTemplate)")
 	}
 	i := slices.IndexFunc(allTemplates(), func(t store.Template) bool { return t.URITemplate == p.Ref.URI })
 	if i < 0 {
-		return completion{}, "unknown_ref", invalidParams("completion: ref uri is not a uriTemplate of resources/templates/list")
+		return completion{}, ReasonUnknownRef, invalidParams("completion: ref uri is not a uriTemplate of resources/templates/list")
 	}
 	tmpl := allTemplates()[i].URITemplate
 	c := completion{tokens: parseTemplate(tmpl), arg: p.Argument.Name, prefix: p.Argument.Value, given: map[string]string{}}
@@ -106,19 +106,19 @@ func parseCompletion(p *mcp.CompleteParams) (completion, string, error) {
 		}
 	}
 	if !vars[c.arg] {
-		return completion{}, "unknown_argument", invalidParams("completion: the template has no variable by that argument name")
+		return completion{}, ReasonUnknownArgument, invalidParams("completion: the template has no variable by that argument name")
 	}
 	if len(c.prefix) > maxCompletionInput {
-		return completion{}, "bad_completion", invalidParams("completion: argument value too long")
+		return completion{}, ReasonBadCompletion, invalidParams("completion: argument value too long")
 	}
 	if p.Context != nil {
 		for name, v := range p.Context.Arguments {
 			if len(v) > maxCompletionInput {
-				return completion{}, "bad_completion", invalidParams("completion: context argument value too long")
+				return completion{}, ReasonBadCompletion, invalidParams("completion: context argument value too long")
 			}
 			// Context names the template does not have are ignored, as is
 			// the argument being completed.
-			if vars[name] && name != c.arg && name != "n" {
+			if vars[name] && name != c.arg && name != store.PageVariable {
 				c.given[name] = v
 			}
 		}
@@ -173,11 +173,7 @@ func (s *Server) completeArgument(ctx context.Context, id Identity, p *mcp.Compl
 	e.DecisionID = uuid.NewString() // names this completion; per-candidate decisions are summarized in Reason
 	c, reason, err := parseCompletion(p)
 	if err != nil {
-		e.Outcome, e.Reason = audit.OutcomeDeny, reason
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return nil, aerr
-		}
-		return nil, err
+		return nil, s.refuse(ctx, e, audit.OutcomeDeny, reason, err)
 	}
 	// A research caller names and is shown aliases (research.go): the
 	// context's patient and id are resolved, and the values of a patient or
@@ -209,7 +205,7 @@ func (s *Server) completeArgument(ctx context.Context, id Identity, p *mcp.Compl
 		scanned   int
 		denied    int
 		policyErr bool
-		complete  = c.arg == "n" // page numbers are not suggested: the count depends on minimization
+		complete  = c.arg == store.PageVariable // page numbers are not suggested: the count depends on minimization
 		more      bool
 		subj      = policy.NewSubject(id.Principal)
 		seek      = c.seek()
@@ -222,7 +218,7 @@ scan:
 	for !complete && scanned < s.cfg.ScanLimit {
 		batch, err := s.cfg.Catalog.Page(last, min(s.cfg.ScanLimit-scanned, 256))
 		if err != nil {
-			return nil, s.catalogFailed(ctx, e, "catalog_unavailable", err)
+			return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, err)
 		}
 		if len(batch) == 0 {
 			complete = true
@@ -278,13 +274,9 @@ scan:
 	// differently from one naming no patient at all).
 	e.Reason = fmt.Sprintf("argument=%s returned=%d denied=%d scanned=%d", c.arg, len(values), denied, scanned)
 	if policyErr {
-		e.Outcome, e.Reason = audit.OutcomeError, "policy_error "+e.Reason
 		e.URIs = []string{}
 		s.log.Error("policy could not decide a completion candidate; request refused", "completion", e.DecisionID)
-		if _, err := s.commit(ctx, e); err != nil {
-			return nil, err
-		}
-		return nil, refused("access decision unavailable: request refused")
+		return nil, s.refuse(ctx, e, audit.OutcomeError, ReasonPolicyError+" "+e.Reason, undecided())
 	}
 	e.Outcome = audit.OutcomeAllow
 	e.Patients = dedupe(patients)

@@ -12,8 +12,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
-	"github.com/custos-mcp/custos/policy"
-	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/store"
 	"github.com/custos-mcp/custos/store/synth"
@@ -204,33 +202,10 @@ func TestCompletionFailsClosedWhenPolicyCannotDecide(t *testing.T) {
 // More than 100 candidate values: 100 come back, sorted, with hasMore and no
 // total.
 func TestCompletionStopsAt100Values(t *testing.T) {
-	dir := t.TempDir()
-	seedDir := filepath.Join(dir, "synthetic")
-	if _, err := synth.Generate(context.Background(), seedDir, synth.Options{Patients: 40, Seed: 3}); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(filepath.Join(dir, "catalog.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Import(context.Background(), seedDir, nil); err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{t: t, seedDir: seedDir, catalog: st, logPath: filepath.Join(dir, "audit.db")}
-	if f.log, err = audit.Open(f.logPath, audit.Options{Node: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	if f.keys, err = secrets.NewDev(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.log.Close(); st.Close() })
-	eng, err := policy.Default(context.Background(), policy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.srv, err = server.New(server.Config{Catalog: st, Policy: eng, Audit: f.log, Keys: f.keys}); err != nil {
-		t.Fatal(err)
-	}
+	f := newServerFixture(t, fixtureOptions{
+		seed: &synth.Options{Patients: 40, Seed: 3},
+		tune: func(c *server.Config) { c.PageSize = 0 }, // the default page size
+	})
 	cs := f.connect(f.identity("researcher"))
 	listed := listAll(t, cs)
 	ids := want(listed, "fhir", func(u store.URI) string { return u.ID }, nil)

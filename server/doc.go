@@ -8,15 +8,33 @@
 // Every request is handled in this order, and no step may be skipped or
 // reordered:
 //
-//  1. identify the caller (principal and purpose of use, from the transport);
-//  2. validate the request (URI in canonical form, cursor sealed for this
-//     caller) — bad input is refused with -32602 and audited;
+//  1. identify the caller (principal and purpose of use, from the transport)
+//     and pin the policy that decides the request ([Snapshotter]);
+//  2. validate the request (URI in canonical form, store.ParseReadURI;
+//     cursor sealed for this caller) — bad input is refused with -32602 and
+//     audited;
 //  3. look up catalog metadata (labels only, never the payload);
 //  4. ask the policy for a decision ([Decider]);
 //  5. append the audit record and wait until it is durable ([AuditLog]);
 //  6. only for an allowed read: fetch the payload and apply the decision's
 //     obligations (package minimize);
 //  7. answer.
+//
+// The files follow that path: server.go (Config, New, the middleware,
+// admit: step 1), decide.go (pinning and steps 3–5 for one resource:
+// decideResource, shared by read, subscribe and notify), record.go (audit
+// entries, pseudonymization, commit, and refuse, the one way a refusal is
+// recorded and answered), reasons.go (the audit reasons the server
+// writes), resources.go (list, read — steps 6 and 7 —, templates),
+// entitytag.go (what _meta says about content), then subscribe.go,
+// complete.go, research.go, btg.go and the transports.
+//
+// Three values about content travel in _meta and only one is an entity
+// tag: [ETagKey] ("custos/etag") is the entity tag of what the caller
+// receives (minimized tags are keyed with a key derived from the newest
+// cursor key by HKDF); [DigestKey] ("etag" on the wire) is the stored
+// content digest (store.Resource.Digest) and [VersionKey] its version,
+// both given only unminimized.
 //
 // Invariants:
 //   - List and read share one decision function: a list item is shown only if
@@ -29,10 +47,12 @@
 //   - Completion suggests only values the caller could list; a subscription
 //     is decided like a read, and every update notification is decided again
 //     for its subscriber and audited before it is sent.
-//   - If the audit append fails, the request fails and no payload byte leaves.
+//   - If the audit append fails, the request fails and no payload byte leaves;
+//     a refusal whose record cannot be written answers the audit failure,
+//     never the refusal alone.
 //   - If policy cannot decide, the request is refused (fail closed).
-//   - Binary payloads are released whole or not at all: a decision that
-//     demands minimization of a binary resource is a denial.
+//   - Binary payloads (minimize.IsBinary) are released whole or not at all: a
+//     decision that demands minimization of a binary resource is a denial.
 //   - The SDK's in-memory resource list and its plain-text cursors are never
 //     used; cursors are AEAD-sealed and bound to the caller.
 //   - No PHI, payload or secret is written to the operational log or put in an

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/custos-mcp/custos/store"
 )
 
 // CodeResourceNotFound is the JSON-RPC error code custos returns for a read
@@ -53,6 +56,20 @@ func invalidParams(format string, args ...any) error {
 // refused reports a server-side failure that made the server fail closed.
 func refused(msg string) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}
+}
+
+// undecided answers a request the policy could not decide (fail closed).
+func undecided() error { return refused("access decision unavailable: request refused") }
+
+// badURI answers a URI that does not parse (err wraps store.ErrBadURI and
+// names the check that failed, never the input).
+func badURI(err error) error {
+	return invalidParams("invalid resource uri: %s", strings.TrimPrefix(err.Error(), store.ErrBadURI.Error()+": "))
+}
+
+// badCursor answers a cursor that does not open (err wraps ErrBadCursor).
+func badCursor(err error) error {
+	return invalidParams("invalid cursor: %s", strings.TrimPrefix(err.Error(), ErrBadCursor.Error()+": "))
 }
 
 // jsonrpcForbidden answers a templates request the policy denied.

@@ -153,20 +153,19 @@ func (s *Server) auditRejections(next http.Handler) http.Handler {
 		reason := "http_" + strconv.Itoa(rec.status)
 		switch wa := w.Header().Get("WWW-Authenticate"); {
 		case strings.Contains(wa, `error="insufficient_scope"`):
-			reason += ",insufficient_scope"
+			reason += "," + ReasonInsufficientScope
 		case strings.Contains(wa, `error="invalid_token"`):
-			reason += ",invalid_token"
+			reason += "," + ReasonInvalidToken
 			if code := oauth.RejectionCode(wa); code != "" {
 				reason += "," + code // expired, wrong_audience, wrong_issuer, ...
 			}
 		case rec.status == http.StatusUnauthorized:
-			reason += ",no_token"
+			reason += "," + ReasonNoToken
 		default:
-			reason += ",cross_origin"
+			reason += "," + ReasonCrossOrigin
 		}
 		e := s.entry(context.Background(), Identity{Source: r.RemoteAddr}, ActionAuthReject)
-		e.Outcome, e.Reason = audit.OutcomeDeny, reason
-		if _, err := s.commit(context.Background(), e); err != nil {
+		if err := s.refuse(context.Background(), e, audit.OutcomeDeny, reason, nil); err != nil {
 			s.log.Error("auditing an HTTP rejection failed", "status", rec.status, "err", err)
 		}
 	})

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/hex"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -66,29 +67,55 @@ func FuzzSplitPages(f *testing.F) {
 // reference; minimized a keyed tag, independent of obligation order and
 // never containing the stored digest.
 func TestETag(t *testing.T) {
-	r := store.Resource{ETag: "sha256:" + strings.Repeat("ab", 32), Version: 3}
-	if got := etag(r, policy.Decision{Allow: true}, nil); got != "sha256:"+strings.Repeat("ab", 32)+"@v3" {
+	r := store.Resource{Digest: "sha256:" + strings.Repeat("ab", 32), Version: 3}
+	if got := entityTag(r, policy.Decision{Allow: true}, nil); got != "sha256:"+strings.Repeat("ab", 32)+"@v3" {
 		t.Fatalf("unminimized etag %q", got)
 	}
 	obs := []minimize.Obligation{{Op: minimize.OpRemove, Path: "/name"}, {Op: minimize.OpScrub, Path: ""}}
 	d := policy.Decision{Allow: true, Obligations: obs}
-	if got := etag(r, d, nil); got != "" {
+	if got := entityTag(r, d, nil); got != "" {
 		t.Fatalf("minimized etag without a key: %q", got)
 	}
-	got := etag(r, d, testKey)
+	got := entityTag(r, d, testKey)
 	if got != "m1:"+etagGolden || strings.Contains(got, "abab") || strings.ContainsAny(got[3:], "0123456789") {
 		t.Fatalf("minimized etag %q, want m1:%s", got, etagGolden)
 	}
 	rev := policy.Decision{Allow: true, Obligations: []minimize.Obligation{obs[1], obs[0]}}
-	if etag(r, rev, testKey) != got {
+	if entityTag(r, rev, testKey) != got {
 		t.Error("etag depends on obligation order")
 	}
 	r2 := r
 	r2.Version = 4
-	if etag(r2, d, testKey) == got || etag(r, policy.Decision{Allow: true, Obligations: obs[:1]}, testKey) == got || etag(r, d, bytes.Repeat([]byte{8}, 32)) == got {
+	if entityTag(r2, d, testKey) == got || entityTag(r, policy.Decision{Allow: true, Obligations: obs[:1]}, testKey) == got || entityTag(r, d, bytes.Repeat([]byte{8}, 32)) == got {
 		t.Error("etag does not change with the version, the obligations or the key")
 	}
 }
+
+// The key of minimized entity tags is derived from the cursor key (HKDF),
+// never the cursor key itself; the tag a client receives is keyed with it.
+func TestEntityTagKey(t *testing.T) {
+	k := entityTagKey(testKey)
+	if hex.EncodeToString(k) != entityTagKeyGolden {
+		t.Fatalf("entityTagKey = %x, want %s", k, entityTagKeyGolden)
+	}
+	if entityTagKey(nil) != nil {
+		t.Error("a key derived from no cursor key")
+	}
+	r := store.Resource{Digest: "sha256:" + strings.Repeat("ab", 32), Version: 3}
+	d := policy.Decision{Allow: true, Obligations: []minimize.Obligation{{Op: minimize.OpRemove, Path: "/name"}, {Op: minimize.OpScrub, Path: ""}}}
+	if got := entityTag(r, d, k); got != "m1:"+etagDerivedGolden {
+		t.Fatalf("minimized entity tag under the derived key %q, want m1:%s", got, etagDerivedGolden)
+	}
+}
+
+// entityTagKeyGolden is HKDF-SHA256(ikm 0x07*32, no salt, info
+// "custos/etag-key/v1", 32 bytes), and etagDerivedGolden the tag of
+// TestETag's resource and obligations under it, both computed independently
+// (Python hmac, RFC 5869 by hand).
+const (
+	entityTagKeyGolden = "12a22880084013f53ed3ee6aa71973921d62f5faeda70ae73d4792b50b46aead"
+	etagDerivedGolden  = "egcdncadaimpdajhfeddhachagancgeg"
+)
 
 // etagGolden is letterHex(HMAC-SHA256(0x07*32, "custos/etag/v1" 0x00
 // "sha256:abab…ab@v3" 0x00 "remove:/name" 0x00 "scrub:")[:16]), computed

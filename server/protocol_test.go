@@ -21,7 +21,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
-	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/store"
 )
@@ -30,54 +29,6 @@ const (
 	rev2025 = "2025-11-25"
 	rev2026 = "2026-07-28"
 )
-
-// reconfigure replaces f's server by one on the same catalog, audit log and
-// keys with the default policy and cfg's tuning fields.
-func (f *fixture) reconfigure(tune func(*server.Config)) {
-	f.t.Helper()
-	f.reconfigurePolicy("", tune)
-}
-
-// reconfigurePolicy is reconfigure with the policy in policyDir ("" for the
-// default policy).
-func (f *fixture) reconfigurePolicy(policyDir string, tune func(*server.Config)) {
-	f.t.Helper()
-	eng, err := policy.Default(context.Background(), policy.Options{})
-	if policyDir != "" {
-		eng, err = policy.LoadDir(context.Background(), policyDir, policy.Options{})
-	}
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	cfg := server.Config{Catalog: f.catalog, Policy: eng, Audit: f.log, Keys: f.keys, PageSize: 10}
-	if tune != nil {
-		tune(&cfg)
-	}
-	if f.srv, err = server.New(cfg); err != nil {
-		f.t.Fatal(err)
-	}
-}
-
-// connectRev is connect with the client asking for protocol revision rev.
-func (f *fixture) connectRev(id server.Identity, rev string) *mcp.ClientSession {
-	f.t.Helper()
-	ct, st := mcp.NewInMemoryTransports()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f.srv.ServeStdio(ctx, st, id)
-	}()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: rev})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if got := cs.InitializeResult().ProtocolVersion; got != rev {
-		f.t.Fatalf("client speaks %s, want %s", got, rev)
-	}
-	f.t.Cleanup(func() { cs.Close(); cancel(); <-done })
-	return cs
-}
 
 // httpServer serves f.srv's HTTPHandler with one bearer token per persona.
 type httpServer struct {
@@ -498,11 +449,11 @@ func TestETagsAndLastModified(t *testing.T) {
 			tag, _ := item.Meta[server.ETagKey].(string)
 			tags[persona][f.realURI(real, item.URI)] = tag
 			minimized := item.Size == 0 // size is withheld exactly when read would minimize
-			digestRef := fmt.Sprintf("%s@v%d", r.ETag, r.Version)
+			digestRef := fmt.Sprintf("%s@v%d", r.Digest, r.Version)
 			switch {
 			case !minimized && tag != digestRef:
 				t.Errorf("%s %s: etag %q, want %q", persona, item.URI, tag, digestRef)
-			case minimized && (!strings.HasPrefix(tag, "m1:") || len(tag) != 35 || strings.Contains(tag, strings.TrimPrefix(r.ETag, "sha256:")[:16])):
+			case minimized && (!strings.HasPrefix(tag, "m1:") || len(tag) != 35 || strings.Contains(tag, strings.TrimPrefix(r.Digest, "sha256:")[:16])):
 				t.Errorf("%s %s: minimized etag %q", persona, item.URI, tag)
 			}
 			if lm := item.Annotations.LastModified; lm != "" {
@@ -546,7 +497,6 @@ func TestETagsAndLastModified(t *testing.T) {
 
 func TestResourceOptionsAreValidated(t *testing.T) {
 	f := newFixture(t, "")
-	eng, _ := policy.Default(context.Background(), policy.Options{})
 	for name, o := range map[string]server.ResourceOptions{
 		"templates page negative": {TemplatesPageSize: -1},
 		"templates page too big":  {TemplatesPageSize: 101},
@@ -554,7 +504,9 @@ func TestResourceOptionsAreValidated(t *testing.T) {
 		"text page too big":       {TextPageSize: 2 << 20},
 		"negative ttl":            {CacheTTL: &server.CacheTTL{Read: -time.Second}},
 	} {
-		if _, err := server.New(server.Config{Catalog: f.catalog, Policy: eng, Audit: f.log, Keys: f.keys, Resources: o}); err == nil {
+		cfg := f.config(loadPolicy(t, ""))
+		cfg.Resources = o
+		if _, err := server.New(cfg); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

@@ -115,7 +115,7 @@ decision := {"allow": true, "reasons": ["test_notes_scrubbed"], "obligations": [
 					if err != nil {
 						t.Fatal(err)
 					}
-					raw, err := f.catalog.Blob(context.Background(), r.ETag)
+					raw, err := f.catalog.Blob(context.Background(), r.Digest)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -81,8 +81,7 @@ func (s *Server) rateLimited(next http.Handler) http.Handler {
 		}
 		s.cfg.Metrics.RateLimited(ops.LimitPrincipal)
 		e := s.entry(context.Background(), Identity{Principal: policy.Principal{Sub: key}, Source: r.RemoteAddr}, ActionRateLimited)
-		e.Outcome, e.Reason = audit.OutcomeDeny, "http_429,rate_limited"
-		if _, err := s.commit(context.Background(), e); err != nil {
+		if err := s.refuse(context.Background(), e, audit.OutcomeDeny, ReasonRateLimited, nil); err != nil {
 			s.log.Error("auditing a rate-limit refusal failed", "err", err)
 		}
 		w.Header().Set("Retry-After", "1")

@@ -87,11 +87,7 @@ func (s *Server) researchAliaser(ctx context.Context, id Identity) (*aliaser, er
 // aliases would show catalog ids.
 func (s *Server) aliasKeyUnavailable(ctx context.Context, e audit.Entry, err error) error {
 	s.log.Error("audit key unavailable; research request refused", "err", err)
-	e.Outcome, e.Reason = audit.OutcomeError, "audit_key_unavailable"
-	if _, aerr := s.commit(ctx, e); aerr != nil {
-		return aerr
-	}
-	return refused("keys unavailable: request refused")
+	return s.refuse(ctx, e, audit.OutcomeError, ReasonAuditKeyUnavailable, refused("keys unavailable: request refused"))
 }
 
 func (a *aliaser) alias(id string) string { return researchAlias(a.key.Bytes, id) }

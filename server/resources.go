@@ -2,11 +2,8 @@ package server
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"mime"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,55 +122,11 @@ func cacheable(m mcp.Meta, ttl time.Duration) mcp.Cacheable {
 	return c
 }
 
-// ETagKey is the _meta key of a list item's, a read content's entity tag
-// (see etag).
-const ETagKey = "custos/etag"
-
 // Page _meta keys of a ranged read's content.
 const (
 	PageKey  = "custos/page"  // the page number returned
 	PagesKey = "custos/pages" // how many pages the released text has
 )
-
-// etag is the entity tag of r as released under d's obligations.
-//
-// Unminimized: digestRef(r), "sha256:<hex>@v<N>", a strong tag that is also
-// the audit log's content reference. Minimized: a weak tag that must not
-// reveal the stored digest (a guess of the unminimized content could be
-// confirmed by hashing it):
-//
-//	"m1:" || letterHex( HMAC-SHA256(key, "custos/etag/v1" 0x00 digestRef(r) 0x00 obligations)[:16] )
-//
-// with the obligations' compact forms sorted and joined by 0x00, and key
-// the newest cursor key. Equal m1 tags mean the same stored version
-// minimized under the same obligations. Without a key there is no tag ("").
-func etag(r store.Resource, d policy.Decision, key []byte) string {
-	if len(d.Obligations) == 0 {
-		return digestRef(r)
-	}
-	if len(key) == 0 {
-		return ""
-	}
-	obls := make([]string, len(d.Obligations))
-	for i, o := range d.Obligations {
-		obls[i] = o.String()
-	}
-	slices.Sort(obls)
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("custos/etag/v1\x00" + digestRef(r) + "\x00" + strings.Join(obls, "\x00")))
-	return "m1:" + letterHex(mac.Sum(nil)[:16])
-}
-
-// letterHex is hex with the digits 0-f written as the letters a-p: a tag
-// without digits can never look like (nor be flagged by a data-loss scanner
-// as) a phone number, ZIP code, MRN or date.
-func letterHex(b []byte) string {
-	out := make([]byte, 2*len(b))
-	for i, c := range b {
-		out[2*i], out[2*i+1] = 'a'+c>>4, 'a'+c&0x0f
-	}
-	return string(out)
-}
 
 // splitPages cuts text into pages of at most size bytes, each ending on a
 // UTF-8 character boundary (a page is shorter rather than split a
@@ -206,11 +159,7 @@ func splitPages(text []byte, size int) [][]byte {
 // request: nothing is released.
 func (s *Server) catalogFailed(ctx context.Context, e audit.Entry, reason string, err error) error {
 	s.log.Error("catalog unavailable; request refused", "action", e.Action, "err", err)
-	e.Outcome, e.Reason = audit.OutcomeError, reason
-	if _, aerr := s.commit(ctx, e); aerr != nil {
-		return aerr
-	}
-	return refused("catalog unavailable: request refused")
+	return s.refuse(ctx, e, audit.OutcomeError, reason, refused("catalog unavailable: request refused"))
 }
 
 // list answers resources/list: scan the catalog from the cursor position,
@@ -225,26 +174,19 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 		err = errors.New("no cursor key")
 	}
 	if err != nil {
-		e.Outcome, e.Reason = audit.OutcomeError, "cursor_key_unavailable"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return nil, aerr
-		}
-		return nil, refused("keys unavailable: request refused")
+		return nil, s.refuse(ctx, e, audit.OutcomeError, ReasonCursorKeyUnavailable, refused("keys unavailable: request refused"))
 	}
 	al, err := s.researchAliaser(ctx, id)
 	if err != nil {
 		return nil, s.aliasKeyUnavailable(ctx, e, err)
 	}
 	binding := cursorBinding(id)
+	tagKey := entityTagKey(keys[0].Bytes)
 	after := ""
 	if p != nil && p.Cursor != "" {
 		st, err := openCursorAny(keys, binding, p.Cursor, s.now())
 		if err != nil {
-			e.Outcome, e.Reason = audit.OutcomeDeny, "bad_cursor"
-			if _, aerr := s.commit(ctx, e); aerr != nil {
-				return nil, aerr
-			}
-			return nil, invalidParams("invalid cursor: %s", strings.TrimPrefix(err.Error(), ErrBadCursor.Error()+": "))
+			return nil, s.refuse(ctx, e, audit.OutcomeDeny, ReasonBadCursor, badCursor(err))
 		}
 		after = st.After
 	}
@@ -264,7 +206,7 @@ scan:
 	for len(items) < s.cfg.PageSize && scanned < s.cfg.ScanLimit {
 		batch, err := s.cfg.Catalog.Page(last, min(s.cfg.ScanLimit-scanned, 256))
 		if err != nil {
-			return nil, s.catalogFailed(ctx, e, "catalog_unavailable", err)
+			return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, err)
 		}
 		if len(batch) == 0 {
 			more = false
@@ -289,7 +231,7 @@ scan:
 			if !d.Allow {
 				denied++
 			} else {
-				item := listItem(r, d, keys[0].Bytes)
+				item := listItem(r, d, tagKey)
 				if al != nil {
 					al.present(item, r.URI, r.Labels.Type)
 				}
@@ -315,14 +257,9 @@ scan:
 	e.Reason = fmt.Sprintf("returned=%d denied=%d scanned=%d", len(items), denied, scanned)
 	if policyErr > 0 {
 		// Fail closed: nothing of the page is released.
-		e.Outcome = audit.OutcomeError
-		e.Reason = "policy_error " + e.Reason
 		e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{}
 		s.log.Error("policy could not decide a list item; request refused", "list", e.DecisionID)
-		if _, err := s.commit(ctx, e); err != nil {
-			return nil, err
-		}
-		return nil, refused("access decision unavailable: request refused")
+		return nil, s.refuse(ctx, e, audit.OutcomeError, ReasonPolicyError+" "+e.Reason, undecided())
 	}
 	var meta mcp.Meta
 	if p != nil {
@@ -339,12 +276,8 @@ scan:
 		}
 		if err != nil {
 			s.log.Error("cannot seal cursor; request refused", "err", err)
-			e.Outcome, e.Reason = audit.OutcomeError, "cursor_seal_failed"
 			e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{}
-			if _, aerr := s.commit(ctx, e); aerr != nil {
-				return nil, aerr
-			}
-			return nil, refused("cannot seal cursor: request refused")
+			return nil, s.refuse(ctx, e, audit.OutcomeError, ReasonCursorSealFailed, refused("cannot seal cursor: request refused"))
 		}
 	}
 	e.Patients = dedupe(patients)
@@ -361,9 +294,9 @@ scan:
 // listItem is the minimized metadata of one listed resource: titles and
 // descriptions are scrubbed of identifiers, and size, lastModified and the
 // content digest are given only when read would return the stored bytes
-// unchanged. Every item carries its entity tag under ETagKey (see etag;
-// etagKey is the newest cursor key).
-func listItem(r store.Resource, d policy.Decision, etagKey []byte) *mcp.Resource {
+// unchanged. Every item carries its entity tag under ETagKey (see
+// entityTag; tagKey is entityTagKey of the newest cursor key).
+func listItem(r store.Resource, d policy.Decision, tagKey []byte) *mcp.Resource {
 	item := &mcp.Resource{
 		URI:         r.URI,
 		Name:        minimize.ScrubString(r.Name),
@@ -375,9 +308,9 @@ func listItem(r store.Resource, d policy.Decision, etagKey []byte) *mcp.Resource
 	item.Meta = mcp.Meta{}
 	if len(d.Obligations) == 0 {
 		item.Size = r.Size
-		item.Meta["etag"], item.Meta["version"] = r.ETag, r.Version
+		item.Meta[DigestKey], item.Meta[VersionKey] = r.Digest, r.Version
 	}
-	if t := etag(r, d, etagKey); t != "" {
+	if t := entityTag(r, d, tagKey); t != "" {
 		item.Meta[ETagKey] = t
 	}
 	return item
@@ -414,20 +347,14 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	if p != nil {
 		raw, meta = p.URI, p.Meta
 	}
-	u, page, err := parseReadURI(raw)
+	pu, err := store.ParseReadURI(raw)
 	if err != nil {
 		// The raw string may hold a secret (userinfo, a token in a query):
 		// neither the audit record nor the error repeats it.
-		e.Outcome, e.Reason = audit.OutcomeDeny, "bad_uri"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return nil, aerr
-		}
-		return nil, invalidParams("invalid resource uri: %s", strings.TrimPrefix(err.Error(), store.ErrBadURI.Error()+": "))
+		return nil, s.refuse(ctx, e, audit.OutcomeDeny, ReasonBadURI, badURI(err))
 	}
-	asked := u.String() // what the client named; uri is the resource
-	if page > 0 {
-		asked = store.PageURI{URI: u, Page: page}.String()
-	}
+	asked := pu.String() // what the client named; u is the resource
+	u, page := pu.URI, pu.Page
 	al, err := s.researchAliaser(ctx, id)
 	if err != nil {
 		return nil, s.aliasKeyUnavailable(ctx, e, err)
@@ -449,18 +376,18 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	r, d, rec, e := v.r, v.d, v.rec, v.e
 
 	// The record is durable: fetch and minimize.
-	payload, err := s.cfg.Catalog.Blob(ctx, r.ETag)
+	payload, err := s.cfg.Catalog.Blob(ctx, r.Digest)
 	if err != nil {
 		s.log.Error("payload fetch failed after audit; nothing released", "decision", d.ID, "err", err)
 		if errors.Is(err, store.ErrDataKey) {
-			return nil, s.auditFailure(ctx, e, withPage("key_unavailable", page), refused("keys unavailable: the payload's data key could not be unwrapped; nothing released"))
+			return nil, s.auditFailure(ctx, e, withPage(ReasonDataKeyUnavailable, page), refused("keys unavailable: the payload's data key could not be unwrapped; nothing released"))
 		}
-		return nil, s.auditFailure(ctx, e, withPage("payload_unavailable", page), refused("payload unavailable: nothing released"))
+		return nil, s.auditFailure(ctx, e, withPage(ReasonPayloadUnavailable, page), refused("payload unavailable: nothing released"))
 	}
 	out, err := minimize.Apply(r.MIMEType, payload, d.Obligations, minimize.Options{Now: s.now()})
 	if err != nil {
 		s.log.Error("minimization failed; nothing released", "decision", d.ID, "err", err)
-		return nil, s.auditFailure(ctx, e, withPage("minimization_failed", page), refused("minimization failed: nothing released"))
+		return nil, s.auditFailure(ctx, e, withPage(ReasonMinimizationFailed, page), refused("minimization failed: nothing released"))
 	}
 	c := &mcp.ResourceContents{URI: asked, MIMEType: r.MIMEType, Meta: mcp.Meta{}}
 	if page > 0 {
@@ -468,41 +395,29 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		// boundaries, concatenated pages are the minimized whole.
 		pages := splitPages(out, s.ropts().TextPageSize)
 		if page > len(pages) {
-			return nil, s.auditFailure(ctx, e, withPage("page_out_of_range", page), notFound(asked))
+			return nil, s.auditFailure(ctx, e, withPage(ReasonPageOutOfRange, page), notFound(asked))
 		}
 		out = pages[page-1]
 		c.Meta[PageKey], c.Meta[PagesKey] = page, len(pages)
 	}
-	if isBinary(r.MIMEType) {
+	if minimize.IsBinary(r.MIMEType) {
 		c.Blob = out
 	} else {
 		c.Text = string(out)
 	}
 	if len(d.Obligations) == 0 {
-		c.Meta["etag"], c.Meta["version"] = r.ETag, r.Version
+		c.Meta[DigestKey], c.Meta[VersionKey] = r.Digest, r.Version
 	}
-	var etagKey []byte
+	var tagKey []byte
 	if len(d.Obligations) > 0 {
 		if keys, err := s.cfg.Keys.CursorKeys(ctx); err == nil && len(keys) > 0 {
-			etagKey = keys[0].Bytes
+			tagKey = entityTagKey(keys[0].Bytes)
 		}
 	}
-	if t := etag(r, d, etagKey); t != "" {
+	if t := entityTag(r, d, tagKey); t != "" {
 		c.Meta[ETagKey] = t
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}, Cacheable: cacheable(meta, s.ropts().CacheTTL.Read), Meta: receipt(rec)}, nil
-}
-
-// parseReadURI parses the URI of a read: a resource URI (page 0) or a page
-// URI. A URI with a /pages/ segment is judged as a page URI, so its error
-// says what is wrong with the page.
-func parseReadURI(raw string) (store.URI, int, error) {
-	if !strings.Contains(raw, "/pages/") {
-		u, err := store.ParseURI(raw)
-		return u, 0, err
-	}
-	pu, err := store.ParsePageURI(raw)
-	return pu.URI, pu.Page, err
 }
 
 // withPage suffixes an audit reason with the page a ranged read named.
@@ -530,11 +445,7 @@ func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResource
 		err = errors.New("no cursor key")
 	}
 	if err != nil {
-		e.Outcome, e.Reason = audit.OutcomeError, "cursor_key_unavailable"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return nil, aerr
-		}
-		return nil, refused("keys unavailable: request refused")
+		return nil, s.refuse(ctx, e, audit.OutcomeError, ReasonCursorKeyUnavailable, refused("keys unavailable: request refused"))
 	}
 	binding := templatesCursorBinding(id)
 	start := 0
@@ -552,11 +463,7 @@ func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResource
 			start = i + 1
 		}
 		if err != nil {
-			e.Outcome, e.Reason = audit.OutcomeDeny, "bad_cursor"
-			if _, aerr := s.commit(ctx, e); aerr != nil {
-				return nil, aerr
-			}
-			return nil, invalidParams("invalid cursor: %s", strings.TrimPrefix(err.Error(), ErrBadCursor.Error()+": "))
+			return nil, s.refuse(ctx, e, audit.OutcomeDeny, ReasonBadCursor, badCursor(err))
 		}
 	}
 	in := policy.Input{Principal: id.Principal, PurposeOfUse: id.PurposeOfUse, Action: policy.ActionTemplates}
@@ -593,7 +500,7 @@ func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResource
 			}
 			if err != nil {
 				s.log.Error("cannot seal cursor; request refused", "err", err)
-				e.Outcome, e.Reason = audit.OutcomeError, "cursor_seal_failed"
+				e.Outcome, e.Reason = audit.OutcomeError, ReasonCursorSealFailed
 			}
 		}
 	}
@@ -602,10 +509,10 @@ func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResource
 		return nil, err
 	}
 	switch {
-	case e.Reason == "cursor_seal_failed":
+	case e.Reason == ReasonCursorSealFailed:
 		return nil, refused("cannot seal cursor: request refused")
 	case e.Outcome == audit.OutcomeError:
-		return nil, refused("access decision unavailable: request refused")
+		return nil, undecided()
 	case e.Outcome == audit.OutcomeDeny:
 		return nil, &jsonrpcForbidden
 	}
@@ -625,19 +532,6 @@ func allTemplates() []store.Template {
 const ReceiptKey = "custos/audit-event"
 
 func receipt(rec audit.Record) mcp.Meta { return mcp.Meta{ReceiptKey: rec.EventID} }
-
-// digestRef is the content reference recorded in the audit log.
-func digestRef(r store.Resource) string { return fmt.Sprintf("%s@v%d", r.ETag, r.Version) }
-
-// isBinary reports whether a MIME type is served as a base64 blob (anything
-// that is neither text/* nor JSON).
-func isBinary(mt string) bool {
-	base, _, err := mime.ParseMediaType(mt)
-	if err != nil {
-		return true
-	}
-	return !(strings.HasPrefix(base, "text/") || base == "application/json" || strings.HasSuffix(base, "+json"))
-}
 
 func dedupe(s []string) []string {
 	out := slices.Clone(s)

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -34,15 +32,23 @@ type Catalog interface {
 	Blob(ctx context.Context, digest string) ([]byte, error)
 }
 
-// Decider is the policy decision point. A non-nil error means the policy
-// could not decide; the returned Decision is then a denial.
+// Decider is the policy decision point (*policy.Engine, *policy.Reloader).
+// A non-nil error means the policy could not decide; the returned Decision
+// is then a denial. A Decider whose policy can change while serving also
+// implements Snapshotter (decide.go), so that one request is decided by one
+// policy.
 type Decider interface {
 	Decide(ctx context.Context, in policy.Input) (policy.Decision, error)
 	// DecideBatch decides one list page: decisions[i] is what Decide would
 	// answer for items[i] (the policy's batch rule evaluates the same
 	// function as a read). A non-nil error denies every item.
 	DecideBatch(ctx context.Context, in policy.Input, items []policy.Item) ([]policy.Decision, error)
+	// Revision names the policy; it is recorded in every audit record.
 	Revision() string
+	// BundleDigest is the digest of the signed bundle the policy was
+	// loaded from, "" if it was not; recorded after the revision
+	// (" bundle=<digest>").
+	BundleDigest() string
 }
 
 // AuditLog appends a record and returns only once it is durable.
@@ -55,7 +61,8 @@ type AuditLog interface {
 type Keys interface {
 	// CursorKeys returns the cursor keys held, newest first: cursors are
 	// sealed with the first and opened with any (a rotation does not break
-	// cursors already issued).
+	// cursors already issued). The key of minimized entity tags is derived
+	// from the first (entityTagKey); no other key is made from them.
 	CursorKeys(ctx context.Context) ([]secrets.Key, error)
 	// Check reports, without a round trip to the key source, whether the
 	// keys are fresh enough to serve; an error refuses the request.
@@ -73,9 +80,12 @@ type Keys interface {
 // Config wires a Server. Catalog, Policy, Audit and Keys are required.
 type Config struct {
 	Catalog Catalog
-	Policy  Decider
-	Audit   AuditLog
-	Keys    Keys
+	// Policy decides every request. If it is also a Snapshotter (as
+	// *policy.Reloader is), each request is pinned to the engine in force
+	// when it was admitted.
+	Policy Decider
+	Audit  AuditLog
+	Keys   Keys
 	// PageSize is the number of resources per resources/list page; 0 means
 	// DefaultPageSize. Clients cannot choose it.
 	PageSize int
@@ -122,6 +132,9 @@ type Server struct {
 	log  *slog.Logger
 	now  func() time.Time
 	subs subscriptions // resource subscriptions (subscribe.go)
+	// snapshot returns the Decider that decides one request, called once
+	// as the request is admitted (snapshotOf(cfg.Policy), decide.go).
+	snapshot func() Decider
 
 	pseudonyms pseudonymCache
 	aliases    aliases // research aliases (research.go)
@@ -157,7 +170,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ScanLimit < cfg.PageSize {
 		cfg.ScanLimit = cfg.PageSize
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now}
+	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, snapshot: snapshotOf(cfg.Policy)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -301,11 +314,8 @@ func (s *Server) admit(ctx context.Context, ident identityFunc, action string, r
 	id, err := ident(req)
 	if err != nil {
 		e := s.entry(ctx, Identity{Source: "unidentified"}, action)
-		e.Outcome, e.Reason = audit.OutcomeDeny, "no_identity"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return ctx, id, aerr
-		}
-		return ctx, id, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated request (or unknown purpose of use)"}
+		return ctx, id, s.refuse(ctx, e, audit.OutcomeDeny, ReasonNoIdentity,
+			&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated request (or unknown purpose of use)"})
 	}
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
 		id.session = ss.ID()
@@ -332,371 +342,6 @@ func (s *Server) handle(ctx context.Context, ident identityFunc, method string, 
 	default:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not supported: " + method}
 	}
-}
-
-// decCtxKey carries the policy engine that decides one request.
-type decCtxKey struct{}
-
-// currentEngine is a Decider that can change while serving (a
-// policy.Reloader); each request is decided by one snapshot of it, so a
-// list page never mixes two policy revisions.
-type currentEngine interface{ Current() *policy.Engine }
-
-// withDecider pins the policy engine for the request in ctx.
-func (s *Server) withDecider(ctx context.Context) context.Context {
-	if c, ok := s.cfg.Policy.(currentEngine); ok {
-		return context.WithValue(ctx, decCtxKey{}, Decider(c.Current()))
-	}
-	return ctx
-}
-
-// decider is the engine deciding the request in ctx.
-func (s *Server) decider(ctx context.Context) Decider {
-	if d, ok := ctx.Value(decCtxKey{}).(Decider); ok {
-		return d
-	}
-	return s.cfg.Policy
-}
-
-// policyRevision names the policy in force for the request: its revision
-// and, when it came from a signed bundle, " bundle=" and the bundle digest.
-func (s *Server) policyRevision(ctx context.Context, rev string) string {
-	d := s.decider(ctx)
-	if rev == "" {
-		rev = d.Revision()
-	}
-	if b, ok := d.(interface{ BundleDigest() string }); ok && b.BundleDigest() != "" {
-		return rev + " bundle=" + b.BundleDigest()
-	}
-	return rev
-}
-
-// entry starts an audit entry for id.
-func (s *Server) entry(ctx context.Context, id Identity, action string) audit.Entry {
-	return audit.Entry{
-		Action: action,
-		Principal: audit.Principal{
-			Sub: id.Principal.Sub, Roles: nonNil(id.Principal.Roles), ClientID: id.Principal.ClientID,
-		},
-		PurposeOfUse:   id.PurposeOfUse,
-		Session:        id.session,
-		Source:         id.Source,
-		PolicyRevision: s.policyRevision(ctx, ""),
-		Dev:            s.cfg.Keys.Dev(),
-		Keys:           s.cfg.Keys.KeyIDs(),
-		URIs:           []string{},
-		Patients:       []string{},
-		Digests:        []string{},
-		Obligations:    []string{},
-	}
-}
-
-// pseudonymize replaces every patient id in e (the patients list and the
-// patient segment of each URI) with audit.Pseudonym under the newest audit
-// key, and names that key's version in e.Keys. If the key is unavailable it
-// returns e with no identifiers at all, outcome error and (unless e was
-// already a refusal with its own reason) reason audit_key_unavailable, and
-// the error: the caller writes that record and refuses the request.
-//
-// If in is not nil (a read or templates request that reached a decision),
-// e.Input becomes the JSON of in with every patient id replaced under the
-// same key (see pseudonymInput), for replay by custos policy impact; without
-// the key no input is recorded.
-func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Input) (audit.Entry, error) {
-	e.Input = nil
-	k, err := s.cfg.Keys.AuditKey(ctx)
-	if err != nil {
-		e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{}
-		if e.Outcome != audit.OutcomeError { // a refusal keeps its own reason
-			e.Outcome, e.Reason = audit.OutcomeError, "audit_key_unavailable"
-		}
-		return e, err
-	}
-	pseudonym := s.pseudonyms.under(k)
-	ps := make([]string, len(e.Patients))
-	for i, p := range e.Patients {
-		ps[i] = pseudonym(p)
-	}
-	us := make([]string, len(e.URIs))
-	for i, raw := range e.URIs {
-		us[i] = pseudonymURI(pseudonym, raw)
-	}
-	e.Patients, e.URIs = ps, us
-	keys := make([]string, 0, len(e.Keys))
-	for _, id := range e.Keys {
-		if !strings.HasPrefix(id, "audit-hmac=") {
-			keys = append(keys, id)
-		}
-	}
-	e.Keys = append(keys, "audit-hmac="+k.ID)
-	if in != nil {
-		b, err := s.pseudonyms.inputJSON(k, pseudonym, *in)
-		if err != nil { // cannot happen for strings and slices; record without it
-			s.log.Error("cannot encode the decision input; recorded without it", "action", e.Action, "err", err)
-		} else {
-			e.Input = b
-		}
-	}
-	return e, nil
-}
-
-// pseudonymInput is the policy input in as recorded for replay: the
-// principal's attributes in full (Subject, which has no JSON form, is
-// replaced by Principal), with every patient id — principal.patients,
-// resource.patient and the patient segment of resource.uri — replaced by
-// pseudonym(id) (audit.Pseudonym under one key). The same key maps equal
-// ids to equal pseudonyms, so the policy's equality tests (care
-// relationship) decide a replayed input as they decided the original. Nil
-// lists become [], as the policy saw them.
-func pseudonymInput(pseudonym func(string) string, in policy.Input) policy.Input {
-	out := policy.Input{Principal: pseudonymPrincipal(pseudonym, in.Principal), PurposeOfUse: in.PurposeOfUse, Action: in.Action}
-	if r := in.Resource; r != nil {
-		rc := *r
-		rc.Sensitivity, rc.Consent = nonNil(r.Sensitivity), nonNil(r.Consent)
-		rc.URI = pseudonymURI(pseudonym, r.URI)
-		if r.Patient != "" {
-			rc.Patient = pseudonym(r.Patient)
-			rc.URI = strings.ReplaceAll(rc.URI, r.Patient, rc.Patient)
-		}
-		out.Resource = &rc
-	}
-	return out
-}
-
-// pseudonymPrincipal is p as recorded in a decision input: its care team
-// pseudonymized, nil lists as [].
-func pseudonymPrincipal(pseudonym func(string) string, p policy.Principal) policy.Principal {
-	p.Roles = nonNil(p.Roles)
-	ps := make([]string, len(p.Patients))
-	for i, id := range p.Patients {
-		ps[i] = pseudonym(id)
-	}
-	p.Patients = ps
-	return p
-}
-
-// pseudonymURI is uri with every occurrence of its patient id (the
-// patient segment, and the resource id of a FHIR Patient resource, which
-// is the patient id) replaced by the keyed hash. Other resource ids stay:
-// they are opaque ids of resources, not of people. A URI that does not
-// parse (never stored by the server) is recorded as "invalid".
-func pseudonymURI(pseudonym func(string) string, uri string) string {
-	u, err := store.ParseURI(uri)
-	if err != nil {
-		return "invalid"
-	}
-	return strings.ReplaceAll(uri, u.Patient, pseudonym(u.Patient))
-}
-
-// pseudonymCache memoizes audit.Pseudonym under the newest audit key: a
-// read by a clinician with a care team of hundreds records every patient of
-// the team in its decision input, and an HMAC per patient per read was a
-// tenth of the server's CPU under load. It holds at most maxPseudonyms
-// entries of one key version; a new key version, or a full cache, starts
-// afresh. (It holds patient ids in memory, as the catalog does.)
-type pseudonymCache struct {
-	mu  sync.RWMutex
-	key string // the key's id and bytes: a key is never confused with another
-	m   map[string]string
-
-	// principals holds the JSON of each recent principal as recorded in
-	// decision inputs (pseudonymPrincipal), under the same key: the care
-	// team of a clinician is encoded once, not on every read. Keyed by the
-	// principal's memoized policy.Subject (one per distinct principal).
-	pmu        sync.Mutex
-	pkey       string
-	principals map[*policy.Subject][]byte
-}
-
-const maxPrincipalJSON = 4096
-
-// inputJSON is json.Marshal(pseudonymInput(pseudonym, in)) for pseudonym
-// = c.under(k), with the principal's part taken from the memo.
-func (c *pseudonymCache) inputJSON(k secrets.Key, pseudonym func(string) string, in policy.Input) ([]byte, error) {
-	subj := policy.NewSubject(in.Principal)
-	key := k.ID + "\x00" + string(k.Bytes)
-	c.pmu.Lock()
-	if c.pkey != key || len(c.principals) >= maxPrincipalJSON {
-		c.pkey, c.principals = key, make(map[*policy.Subject][]byte)
-	}
-	pj, ok := c.principals[subj]
-	c.pmu.Unlock()
-	if !ok {
-		var err error
-		if pj, err = json.Marshal(pseudonymPrincipal(pseudonym, in.Principal)); err != nil {
-			return nil, err
-		}
-		c.pmu.Lock()
-		if c.pkey == key {
-			c.principals[subj] = pj
-		}
-		c.pmu.Unlock()
-	}
-	rest := pseudonymInput(pseudonym, policy.Input{PurposeOfUse: in.PurposeOfUse, Action: in.Action, Resource: in.Resource, BreakGlass: in.BreakGlass})
-	rj, err := json.Marshal(struct {
-		PurposeOfUse string             `json:"purpose_of_use"`
-		Action       policy.Action      `json:"action"`
-		Resource     *policy.Resource   `json:"resource,omitempty"`
-		BreakGlass   *policy.BreakGlass `json:"break_glass,omitempty"`
-	}{rest.PurposeOfUse, rest.Action, rest.Resource, rest.BreakGlass})
-	if err != nil {
-		return nil, err
-	}
-	// The fields of policy.Input in order: principal, then the rest.
-	out := make([]byte, 0, len(`{"principal":,`)+len(pj)+len(rj))
-	out = append(out, `{"principal":`...)
-	out = append(out, pj...)
-	out = append(out, ',')
-	return append(out, rj[1:]...), nil
-}
-
-const maxPseudonyms = 1 << 17
-
-// under returns audit.Pseudonym(k.Bytes, ·), memoized.
-func (c *pseudonymCache) under(k secrets.Key) func(string) string {
-	key := k.ID + "\x00" + string(k.Bytes)
-	return func(id string) string {
-		c.mu.RLock()
-		p, ok := c.m[id]
-		same := c.key == key
-		c.mu.RUnlock()
-		if ok && same {
-			return p
-		}
-		p = audit.Pseudonym(k.Bytes, id)
-		c.mu.Lock()
-		if c.key != key || len(c.m) >= maxPseudonyms {
-			c.key, c.m = key, make(map[string]string)
-		}
-		c.m[id] = p
-		c.mu.Unlock()
-		return p
-	}
-}
-
-// refuseStale audits and refuses a request that arrived while the keys
-// are past their staleness limit: nothing is read, nothing released.
-func (s *Server) refuseStale(ctx context.Context, id Identity, method string, req mcp.Request, cause error) error {
-	e := s.entry(ctx, id, method)
-	e.Outcome, e.Reason = audit.OutcomeError, "keys_stale"
-	if r, ok := req.(*mcp.ReadResourceRequest); ok && r.Params != nil {
-		if u, err := store.ParseURI(r.Params.URI); err == nil {
-			e.URIs, e.Patients = []string{u.String()}, []string{u.Patient}
-		}
-	}
-	s.log.Error("keys are stale; request refused", "action", method, "err", cause)
-	if _, err := s.commit(ctx, e); err != nil {
-		return err
-	}
-	return refused("keys unavailable: the server could not refresh its keys from the secrets provider within the staleness limit; request refused, nothing released")
-}
-
-// commit appends e durably, with patient ids replaced by their keyed
-// hashes (see pseudonymize). On failure it logs the cause (no PHI) and
-// returns the error the client sees: nothing is released.
-func (s *Server) commit(ctx context.Context, e audit.Entry) (audit.Record, error) {
-	return s.commitInput(ctx, e, nil)
-}
-
-// commitInput is commit for a request that reached a policy decision on in:
-// the record's decision input (Entry.Input) is in, pseudonymized.
-func (s *Server) commitInput(ctx context.Context, e audit.Entry, in *policy.Input) (audit.Record, error) {
-	e, kerr := s.pseudonymize(ctx, e, in)
-	t0 := time.Now()
-	rec, err := s.cfg.Audit.Append(ctx, e)
-	s.cfg.Metrics.ObserveAudit(time.Since(t0))
-	if err == nil && kerr != nil {
-		// The refusal itself is on record (without identifiers).
-		s.log.Error("audit keyed-hash key unavailable; request refused", "action", e.Action, "err", kerr)
-		return rec, refused("keys unavailable: request refused, nothing released")
-	}
-	if err != nil {
-		s.log.Error("audit append failed; request refused", "action", e.Action, "outcome", e.Outcome, "err", err)
-		return rec, refused("audit log unavailable: request refused, nothing released")
-	}
-	s.log.Debug("audited", "action", e.Action, "outcome", e.Outcome, "seq", rec.Seq, "decision", e.DecisionID)
-	return rec, nil
-}
-
-// auditFailure records a request that failed after its allow record was
-// written (payload unreadable, minimization failed). Its own failure is
-// logged; the client gets err either way.
-func (s *Server) auditFailure(ctx context.Context, e audit.Entry, reason string, err error) error {
-	e.Outcome = audit.OutcomeError
-	e.Reason = reason
-	e, _ = s.pseudonymize(ctx, e, nil) // without the key: recorded without identifiers; the decision's input is on the allow record
-	if _, aerr := s.cfg.Audit.Append(ctx, e); aerr != nil {
-		s.log.Error("audit append of failure record failed", "action", e.Action, "reason", reason, "err", aerr)
-	}
-	return err
-}
-
-// resourceInput is the policy view of a catalog entry.
-func resourceInput(r store.Resource) *policy.Resource {
-	return &policy.Resource{
-		URI: r.URI, Type: r.Labels.Type, Patient: r.Labels.Patient, Tenant: r.Labels.Tenant,
-		Sensitivity: nonNil(r.Labels.Sensitivity), Consent: nonNil(r.Labels.Consent),
-	}
-}
-
-// decide asks the policy about one resource. It is the single decision
-// function behind both list and read.
-//
-// subj is id.Principal converted once per request (policy.NewSubject).
-func (s *Server) decide(ctx context.Context, id Identity, subj *policy.Subject, action policy.Action, r store.Resource) (policy.Decision, error) {
-	return s.decideInput(ctx, policy.Input{
-		Subject: subj, PurposeOfUse: id.PurposeOfUse, Action: action, Resource: resourceInput(r),
-		BreakGlass: s.breakGlass(id, r.Labels.Patient),
-	}, r)
-}
-
-// decideInput is decide on an input already built from r.
-func (s *Server) decideInput(ctx context.Context, in policy.Input, r store.Resource) (policy.Decision, error) {
-	t0 := time.Now()
-	d, err := s.decider(ctx).Decide(ctx, in)
-	s.cfg.Metrics.ObservePolicy(time.Since(t0))
-	return s.finishDecision(ctx, d, err, r)
-}
-
-// decideBatch decides a list page of rs in one policy evaluation; each
-// decision is finished exactly as decideInput finishes a read's.
-func (s *Server) decideBatch(ctx context.Context, id Identity, subj *policy.Subject, rs []store.Resource) ([]policy.Decision, error) {
-	items := make([]policy.Item, len(rs))
-	for i, r := range rs {
-		items[i] = policy.Item{Resource: resourceInput(r), BreakGlass: s.breakGlass(id, r.Labels.Patient)}
-	}
-	t0 := time.Now()
-	ds, err := s.decider(ctx).DecideBatch(ctx, policy.Input{Subject: subj, PurposeOfUse: id.PurposeOfUse, Action: policy.ActionList}, items)
-	s.cfg.Metrics.ObservePolicy(time.Since(t0))
-	if err == nil && len(ds) != len(rs) {
-		err = fmt.Errorf("policy: %d decisions for %d items", len(ds), len(rs))
-	}
-	if err != nil {
-		return nil, err
-	}
-	for i := range ds {
-		ds[i], _ = s.finishDecision(ctx, ds[i], nil, rs[i])
-	}
-	return ds, nil
-}
-
-// finishDecision names the bundle in force in d's revision and applies the
-// server's own rule for binaries.
-func (s *Server) finishDecision(ctx context.Context, d policy.Decision, err error, r store.Resource) (policy.Decision, error) {
-	if d.Revision != "" {
-		d.Revision = s.policyRevision(ctx, d.Revision)
-	}
-	if err != nil {
-		d.Allow = false
-		return d, err
-	}
-	if d.Allow && len(d.Obligations) > 0 && isBinary(r.MIMEType) {
-		// Binary is released whole or not at all: a demanded minimization
-		// that cannot be applied makes the decision a denial.
-		d.Allow = false
-		d.Reasons = append(d.Reasons, "binary_cannot_be_minimized")
-	}
-	return d, nil
 }
 
 func newNonce() ([]byte, error) {

@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,211 +16,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
-	"github.com/custos-mcp/custos/policy"
-	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/store"
 	"github.com/custos-mcp/custos/store/synth"
 )
-
-// seeded is a synthetic data set imported once per test binary: generating
-// and importing are deterministic, and each test opens its own copy.
-var seeded struct {
-	once sync.Once
-	dir  string // seed output (principals/, SUMMARY.json)
-	cat  string // a catalog.db to copy
-	err  error
-}
-
-func seedOnce(t testing.TB) (seedDir, catalogPath string) {
-	t.Helper()
-	seeded.once.Do(func() {
-		base, err := os.MkdirTemp("", "custos-server-test-")
-		if err != nil {
-			seeded.err = err
-			return
-		}
-		seeded.dir = filepath.Join(base, "synthetic")
-		seeded.cat = filepath.Join(base, "catalog.db")
-		if _, err := synth.Generate(context.Background(), seeded.dir, synth.Options{Patients: 12, Seed: 7}); err != nil {
-			seeded.err = err
-			return
-		}
-		st, err := store.Open(seeded.cat, store.Options{})
-		if err != nil {
-			seeded.err = err
-			return
-		}
-		defer st.Close()
-		_, seeded.err = st.Import(context.Background(), seeded.dir, nil)
-	})
-	if seeded.err != nil {
-		t.Fatal(seeded.err)
-	}
-	return seeded.dir, seeded.cat
-}
-
-type fixture struct {
-	t       testing.TB
-	seedDir string
-	catalog *store.Store
-	log     *audit.Log
-	logPath string
-	srv     *server.Server
-	keys    server.Keys
-}
-
-// newFixture assembles a server on real bbolt files in t.TempDir() with the
-// default policy (or policyDir) and dev keys. On cleanup the audit log is
-// closed and verified: any test that breaks the chain fails.
-func newFixture(t testing.TB, policyDir string) *fixture {
-	t.Helper()
-	return newFixtureKeys(t, policyDir, nil)
-}
-
-// copySeedCatalog copies the shared seeded catalog into a fresh directory
-// dir (which also takes the test's audit log) as catPath.
-func copySeedCatalog(t testing.TB) (seedDir, dir, catPath string) {
-	t.Helper()
-	seedDir, cat := seedOnce(t)
-	dir = t.TempDir()
-	catPath = filepath.Join(dir, "catalog.db")
-	data, err := os.ReadFile(cat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(catPath, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return seedDir, dir, catPath
-}
-
-// newFixtureKeys is newFixture with the given keys (nil: dev keys).
-func newFixtureKeys(t testing.TB, policyDir string, keys server.Keys) *fixture {
-	t.Helper()
-	seedDir, dir, catPath := copySeedCatalog(t)
-	st, err := store.Open(catPath, store.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{t: t, seedDir: seedDir, catalog: st, logPath: filepath.Join(dir, "audit.db")}
-	f.log, err = audit.Open(f.logPath, audit.Options{Node: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var eng *policy.Engine
-	if policyDir != "" {
-		eng, err = policy.LoadDir(context.Background(), policyDir, policy.Options{})
-	} else {
-		eng, err = policy.Default(context.Background(), policy.Options{})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if keys == nil {
-		if keys, err = secrets.NewDev(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.keys = keys
-	f.srv, err = server.New(server.Config{Catalog: st, Policy: eng, Audit: f.log, Keys: keys, PageSize: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		f.log.Close()
-		st.Close()
-		var probs []audit.Problem
-		if _, err := audit.VerifyFile(context.Background(), f.logPath, func(p audit.Problem) { probs = append(probs, p) }); err != nil {
-			t.Errorf("verify audit log: %v", err)
-		}
-		for _, p := range probs {
-			t.Errorf("audit log problem: %v", p)
-		}
-	})
-	return f
-}
-
-func (f *fixture) identity(name string) server.Identity {
-	f.t.Helper()
-	id, err := server.LoadPrincipalFile(filepath.Join(f.seedDir, "principals", name+".json"))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return id
-}
-
-// connect serves f over an in-memory transport as id and returns a go-sdk
-// client session.
-func (f *fixture) connect(id server.Identity) *mcp.ClientSession {
-	f.t.Helper()
-	ct, st := mcp.NewInMemoryTransports()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f.srv.ServeStdio(ctx, st, id)
-	}()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), ct, nil)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(func() { cs.Close(); cancel(); <-done })
-	return cs
-}
-
-// audited is how uri appears in an audit record: its patient segment is the
-// keyed hash of the patient id (an implementation independent of the
-// server's, from the documented formula).
-func (f *fixture) audited(uri string) string {
-	f.t.Helper()
-	u, err := store.ParseURI(uri)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	k, err := f.keys.AuditKey(context.Background())
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return strings.ReplaceAll(uri, u.Patient, audit.Pseudonym(k.Bytes, u.Patient))
-}
-
-// records returns every audit record so far.
-func (f *fixture) records() []audit.Record {
-	f.t.Helper()
-	var buf bytes.Buffer
-	if _, err := f.log.Export(context.Background(), &buf, audit.FormatJSONL, audit.Filter{}); err != nil {
-		f.t.Fatal(err)
-	}
-	var out []audit.Record
-	sc := bufio.NewScanner(&buf)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		r, err := audit.Decode(sc.Bytes())
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-func (f *fixture) allURIs() []store.Resource {
-	f.t.Helper()
-	var all []store.Resource
-	after := ""
-	for {
-		page, err := f.catalog.Page(after, 100)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		if len(page) == 0 {
-			return all
-		}
-		all = append(all, page...)
-		after = page[len(page)-1].URI
-	}
-}
 
 func listAll(t testing.TB, cs *mcp.ClientSession) []string {
 	t.Helper()
@@ -517,7 +314,7 @@ func TestResearcherGetsDeidentifiedPayload(t *testing.T) {
 	for _, r := range f.allURIs() {
 		if r.Labels.Type == "patient" && len(r.Labels.Consent) == 0 && len(r.Labels.Sensitivity) == 0 {
 			patientURI = r.URI
-			b, err := f.catalog.Blob(context.Background(), r.ETag)
+			b, err := f.catalog.Blob(context.Background(), r.Digest)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,17 +2,12 @@ package server
 
 import (
 	"context"
-	"errors"
 	"slices"
-	"strings"
 	"sync"
 
-	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
-	"github.com/custos-mcp/custos/policy"
-	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/store"
 )
 
@@ -259,22 +254,14 @@ func (s *Server) onSubscribe(ctx context.Context, req *mcp.SubscribeRequest) err
 	e := s.entry(ctx, call.id, ActionSubscribe)
 	u, err := store.ParseURI(raw)
 	if err != nil {
-		e.Outcome, e.Reason = audit.OutcomeDeny, "bad_uri"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return aerr
-		}
-		return invalidParams("invalid resource uri: %s", strings.TrimPrefix(err.Error(), store.ErrBadURI.Error()+": "))
+		return s.refuse(ctx, e, audit.OutcomeDeny, ReasonBadURI, badURI(err))
 	}
 	uri := u.String()
 	if call.id.PurposeOfUse == ResearchPurpose {
 		// The research view shows aliases, and a change feed of aliased
 		// URIs is not offered: refused, and on record.
 		e.URIs, e.Patients = []string{uri}, []string{u.Patient}
-		e.Outcome, e.Reason = audit.OutcomeDeny, "research_no_subscriptions"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return aerr
-		}
-		return invalidParams("subscriptions are not offered for purpose of use %s (the de-identified research view has no change feed)", ResearchPurpose)
+		return s.refuse(ctx, e, audit.OutcomeDeny, ReasonResearchNoSubscriptions, invalidParams("subscriptions are not offered for purpose of use %s (the de-identified research view has no change feed)", ResearchPurpose))
 	}
 	if call.listen {
 		if call.seen == nil {
@@ -337,132 +324,18 @@ func (s *Server) onUnsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest)
 	e := s.entry(ctx, call.id, ActionUnsubscribe)
 	u, err := store.ParseURI(req.Params.URI)
 	if err != nil {
-		e.Outcome, e.Reason = audit.OutcomeDeny, "bad_uri"
-		if _, aerr := s.commit(ctx, e); aerr != nil {
-			return aerr
-		}
-		return invalidParams("invalid resource uri: %s", strings.TrimPrefix(err.Error(), store.ErrBadURI.Error()+": "))
+		return s.refuse(ctx, e, audit.OutcomeDeny, ReasonBadURI, badURI(err))
 	}
 	uri := u.String()
 	if !s.subs.remove(req.Session, uri) {
 		// Names no patient: the session held no such subscription, and
 		// any well-formed URI could be named here.
-		e.Outcome, e.Reason = audit.OutcomeDeny, "not_subscribed"
-		_, err = s.commit(ctx, e)
-		return err
+		return s.refuse(ctx, e, audit.OutcomeDeny, ReasonNotSubscribed, nil)
 	}
 	e.URIs, e.Patients = []string{uri}, []string{u.Patient}
-	e.Outcome, e.Reason = audit.OutcomeAllow, "unsubscribed"
+	e.Outcome, e.Reason = audit.OutcomeAllow, ReasonUnsubscribed
 	_, err = s.commit(ctx, e)
 	return err
-}
-
-// verdict is the outcome of decideResource: allow, or the error to return
-// (nil for a plain denial, which callers answer as not found).
-type verdict struct {
-	allow bool
-	err   error
-	rec   audit.Record    // the durable record of the decision
-	e     audit.Entry     // that record's entry, for a follow-up failure record
-	r     store.Resource  // the resource decided on
-	d     policy.Decision // the decision
-}
-
-// decideURI decides whether id may read uri now and commits the audit
-// record of that decision under action (subscribe or notify); see
-// decideResource.
-func (s *Server) decideURI(ctx context.Context, id Identity, uri, action string) verdict {
-	u, err := store.ParseURI(uri)
-	if err != nil { // callers pass canonical URIs
-		return verdict{err: invalidParams("invalid resource uri")}
-	}
-	// A notification record is kept small: the decision input is recorded
-	// with the subscription, not with every notification.
-	return s.decideResource(ctx, id, s.entry(ctx, id, action), u, 0, action != ActionNotify)
-}
-
-// decideResource is the one lookup → decision → durable record step of
-// every request about one resource (a read, a ranged read, a subscription,
-// a notification), under e's action: it looks up u's metadata, decides as
-// a read, and commits e with the outcome (the decision input too when
-// withInput) before returning; only an allowed decision with a durable
-// record returns allow. A missing URI is decided as if it existed with the
-// labels of its URI, then denied as not_found, so neither the answer nor
-// its timing says whether it exists. page > 0 names the page of a ranged
-// read in every reason (",page=N").
-func (s *Server) decideResource(ctx context.Context, id Identity, e audit.Entry, u store.URI, page int, withInput bool) verdict {
-	uri := u.String()
-	e.URIs, e.Patients = []string{uri}, []string{u.Patient}
-	e.DecisionID = uuid.NewString()
-
-	r, err := s.cfg.Catalog.Get(uri)
-	found := err == nil
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return verdict{err: s.catalogFailed(ctx, e, withPage("catalog_unavailable", page), err)}
-	}
-	if found {
-		e.Patients = []string{r.Labels.Patient}
-		e.Digests = []string{digestRef(r)}
-	} else {
-		r = store.Resource{URI: uri, MIMEType: u.MIMEType(), Labels: store.Labels{Tenant: u.Tenant, Patient: u.Patient, Type: u.Type}}
-	}
-	in := policy.Input{Subject: policy.NewSubject(id.Principal), PurposeOfUse: id.PurposeOfUse, Action: policy.ActionRead, Resource: resourceInput(r),
-		BreakGlass: s.breakGlass(id, r.Labels.Patient)}
-	d, derr := s.decideInput(ctx, in, r)
-	// The input as evaluated, recorded (pseudonymized) with the decision
-	// for replay against a candidate policy (custos policy impact).
-	in.Principal, in.Subject = id.Principal, nil
-	if d.ID != "" {
-		e.DecisionID = d.ID
-	}
-	if d.Revision != "" {
-		e.PolicyRevision = d.Revision
-	}
-	e.Reason = strings.Join(d.Reasons, ",")
-	var rec *policy.Input
-	if withInput {
-		rec = &in
-	}
-	switch {
-	case derr != nil:
-		e.Outcome = audit.OutcomeError
-		if e.Reason == "" {
-			e.Reason = "policy_error"
-		}
-		if !found {
-			e.Reason += ",not_found"
-		}
-		e.Reason = withPage(e.Reason, page)
-		s.log.Error("policy could not decide; request refused", "action", e.Action, "decision", d.ID, "err", derr)
-		if _, aerr := s.commitInput(ctx, e, rec); aerr != nil {
-			return verdict{err: aerr}
-		}
-		return verdict{err: refused("access decision unavailable: request refused")}
-	case !found:
-		e.Outcome, e.Reason = audit.OutcomeDeny, "not_found"
-	case !d.Allow:
-		e.Outcome = audit.OutcomeDeny
-		if e.Reason == "" {
-			e.Reason = "denied"
-		}
-	default:
-		e.Outcome = audit.OutcomeAllow
-		for _, o := range d.Obligations {
-			e.Obligations = append(e.Obligations, o.String())
-		}
-	}
-	e.Reason = withPage(e.Reason, page)
-	saved, aerr := s.commitInput(ctx, e, rec)
-	if aerr != nil {
-		return verdict{err: aerr}
-	}
-	if e.Outcome != audit.OutcomeAllow {
-		return verdict{}
-	}
-	if in.BreakGlass != nil && slices.Contains(d.Reasons, "break_glass") {
-		s.cfg.Grants.Used(in.BreakGlass.Grant, btg.Use{EventID: saved.EventID, Time: saved.Time, Action: e.Action, Outcome: audit.OutcomeAllow})
-	}
-	return verdict{allow: true, rec: saved, e: e, r: r, d: d}
 }
 
 // CatalogChanged notifies subscribers of a catalog change (a re-import
@@ -534,8 +407,9 @@ func (s *Server) notifyDecision(ctx context.Context, t target, uri string) bool 
 		if u, perr := store.ParseURI(uri); perr == nil {
 			e.URIs, e.Patients = []string{uri}, []string{u.Patient}
 		}
-		e.Outcome, e.Reason = audit.OutcomeDeny, "token_expired"
-		s.commit(ctx, e)
+		if err := s.refuse(ctx, e, audit.OutcomeDeny, ReasonTokenExpired, nil); err != nil {
+			s.log.Error("auditing a withheld notification failed", "err", err)
+		}
 		return false
 	}
 	if err := s.cfg.Keys.Check(); err != nil {
@@ -543,9 +417,10 @@ func (s *Server) notifyDecision(ctx context.Context, t target, uri string) bool 
 		if u, perr := store.ParseURI(uri); perr == nil {
 			e.URIs, e.Patients = []string{uri}, []string{u.Patient}
 		}
-		e.Outcome, e.Reason = audit.OutcomeError, "keys_stale"
 		s.log.Error("keys are stale; notification withheld", "err", err)
-		s.commit(ctx, e)
+		if err := s.refuse(ctx, e, audit.OutcomeError, ReasonKeysStale, nil); err != nil {
+			s.log.Error("auditing a withheld notification failed", "err", err)
+		}
 		return false
 	}
 	v := s.decideURI(ctx, t.id, uri, ActionNotify)

@@ -16,62 +16,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
-	"github.com/custos-mcp/custos/policy"
-	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/store"
 )
-
-// liveFixture is a server over a store.Live catalog whose changes are
-// notified (as custos serve wires them), on real bbolt files.
-type liveFixture struct {
-	*fixture
-	live    *store.Live
-	catPath string
-}
-
-func newLiveFixture(t *testing.T) *liveFixture {
-	t.Helper()
-	seedDir, dir, catPath := copySeedCatalog(t)
-	lf := &liveFixture{catPath: catPath}
-	var srv *server.Server
-	var err error
-	lf.live, err = store.OpenLive(catPath, store.LiveOptions{OnChange: func(c store.Change) {
-		srv.CatalogChanged(context.Background(), c)
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{t: t, seedDir: seedDir, logPath: filepath.Join(dir, "audit.db")}
-	if f.log, err = audit.Open(f.logPath, audit.Options{Node: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	eng, err := policy.Default(context.Background(), policy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.keys, err = secrets.NewDev(); err != nil {
-		t.Fatal(err)
-	}
-	srv, err = server.New(server.Config{Catalog: lf.live, Policy: eng, Audit: f.log, Keys: f.keys, PageSize: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.srv = srv
-	lf.fixture = f
-	t.Cleanup(func() {
-		f.log.Close()
-		lf.live.Close()
-		var probs []audit.Problem
-		if _, err := audit.VerifyFile(context.Background(), f.logPath, func(p audit.Problem) { probs = append(probs, p) }); err != nil {
-			t.Errorf("verify audit log: %v", err)
-		}
-		for _, p := range probs {
-			t.Errorf("audit log problem: %v", p)
-		}
-	})
-	return lf
-}
 
 // entry returns the seed manifest entry of the first resource of type typ
 // of the first patient id covers, with no sensitivity label.

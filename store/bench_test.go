@@ -76,7 +76,7 @@ func BenchmarkBlob(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		etags[i] = r.ETag
+		etags[i] = r.Digest
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -161,7 +161,7 @@ func BenchmarkBlob16KiB(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				etags[i] = r.ETag
+				etags[i] = r.Digest
 			}
 			ctx := context.Background()
 			b.SetBytes(16 << 10)

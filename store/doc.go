@@ -71,17 +71,17 @@
 // an encrypted catalog is never downgraded.
 //
 // Metadata is not encrypted: resource records (URIs, names, titles,
-// descriptions, MIME types, sizes, ETags, annotations) and labels stay in the
+// descriptions, MIME types, sizes, content digests, annotations) and labels stay in the
 // clear, because policy decides on them before any key is used. URIs hold
 // only opaque ids (no names or record numbers) and labels are policy
 // attributes; manifests must keep PHI out of names, titles and descriptions.
-// ETags are SHA-256 digests of the plaintext, so a party holding a candidate
+// Content digests are SHA-256 of the plaintext, so a party holding a candidate
 // content can confirm it is stored; that is inherent to content addressing.
 //
 // # Invariants
 //
 //   - Content addressing: every blob is stored under the SHA-256 of its bytes;
-//     identical content is stored once. Resource.ETag is "sha256:" + hex of
+//     identical content is stored once. Resource.Digest is "sha256:" + hex of
 //     that key and Resource.Size is the blob's length. Blob re-hashes the
 //     bytes on every read and returns an *IntegrityError instead of content
 //     that does not match (45 CFR 164.312(c), integrity).

@@ -47,12 +47,12 @@ func checkBlobs(t testing.TB, s *Store, f *fixture) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := s.Blob(context.Background(), r.ETag)
+		b, err := s.Blob(context.Background(), r.Digest)
 		if err != nil {
-			t.Fatalf("Blob(%s): %v", r.ETag, err)
+			t.Fatalf("Blob(%s): %v", r.Digest, err)
 		}
 		if !bytes.Equal(b, f.readFile(e.File)) {
-			t.Fatalf("Blob(%s) differs from the imported file", r.ETag)
+			t.Fatalf("Blob(%s) differs from the imported file", r.Digest)
 		}
 	}
 }
@@ -170,11 +170,11 @@ func TestEnvelopeTamper(t *testing.T) {
 			s.Close()
 			editDB(t, path, func(tx *bolt.Tx) error {
 				b := tx.Bucket(bucketBlobs)
-				k := mustDigestKey(t, r.ETag)
+				k := mustDigestKey(t, r.Digest)
 				return b.Put(k, tc.edit(bytes.Clone(b.Get(k))))
 			})
 			s = openKeyed(t, path, Options{ReadOnly: true, DataKeys: dk})
-			b, err := s.Blob(context.Background(), r.ETag)
+			b, err := s.Blob(context.Background(), r.Digest)
 			if b != nil {
 				t.Fatalf("Blob returned %d bytes", len(b))
 			}
@@ -183,22 +183,22 @@ func TestEnvelopeTamper(t *testing.T) {
 			}
 			if tc.reason == "" {
 				var ke *KeyError
-				if !errors.As(err, &ke) || !errors.Is(err, ErrDataKey) || errors.Is(err, ErrCorrupt) || ke.Digest != r.ETag {
-					t.Fatalf("err = %v, want a *KeyError for %s", err, r.ETag)
+				if !errors.As(err, &ke) || !errors.Is(err, ErrDataKey) || errors.Is(err, ErrCorrupt) || ke.Digest != r.Digest {
+					t.Fatalf("err = %v, want a *KeyError for %s", err, r.Digest)
 				}
 			} else {
 				var ie *IntegrityError
 				if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ie) {
 					t.Fatalf("err = %v, want *IntegrityError", err)
 				}
-				if ie.Digest != r.ETag || ie.Reason != tc.reason || ie.Got != "" {
-					t.Fatalf("evidence %+v, want digest %s reason %q", ie, r.ETag, tc.reason)
+				if ie.Digest != r.Digest || ie.Reason != tc.reason || ie.Got != "" {
+					t.Fatalf("evidence %+v, want digest %s reason %q", ie, r.Digest, tc.reason)
 				}
-				if !strings.Contains(err.Error(), r.ETag) {
+				if !strings.Contains(err.Error(), r.Digest) {
 					t.Fatalf("message %q lacks the digest", err)
 				}
 			}
-			if _, err := s.Blob(context.Background(), other.ETag); err != nil {
+			if _, err := s.Blob(context.Background(), other.Digest); err != nil {
 				t.Fatalf("untouched blob: %v", err)
 			}
 		})
@@ -218,13 +218,13 @@ func TestEnvelopeMovedToAnotherDigest(t *testing.T) {
 	s.Close()
 	editDB(t, path, func(tx *bolt.Tx) error {
 		bk := tx.Bucket(bucketBlobs)
-		return bk.Put(mustDigestKey(t, b.ETag), bytes.Clone(bk.Get(mustDigestKey(t, a.ETag))))
+		return bk.Put(mustDigestKey(t, b.Digest), bytes.Clone(bk.Get(mustDigestKey(t, a.Digest))))
 	})
 	s = openKeyed(t, path, Options{DataKeys: dk})
-	_, err := s.Blob(context.Background(), b.ETag)
+	_, err := s.Blob(context.Background(), b.Digest)
 	var ie *IntegrityError
-	if !errors.As(err, &ie) || ie.Digest != b.ETag || ie.Reason != errAuth {
-		t.Fatalf("err = %v, want an authentication failure for %s", err, b.ETag)
+	if !errors.As(err, &ie) || ie.Digest != b.Digest || ie.Reason != errAuth {
+		t.Fatalf("err = %v, want an authentication failure for %s", err, b.Digest)
 	}
 }
 
@@ -237,16 +237,16 @@ func TestUnwrapFailureIsNotCorruption(t *testing.T) {
 	r, _ := s.Get(f.entries[0].URI)
 	down := errFakeUnavailable
 	dk.unwrapErr.Store(&down)
-	b, err := s.Blob(context.Background(), r.ETag)
+	b, err := s.Blob(context.Background(), r.Digest)
 	if b != nil || !errors.Is(err, ErrDataKey) || !errors.Is(err, errFakeUnavailable) || errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Blob = %d bytes, %v; want ErrDataKey and the provider's error, not ErrCorrupt", len(b), err)
 	}
 	var ke *KeyError
-	if !errors.As(err, &ke) || ke.Op != "unwrap" || ke.Digest != r.ETag {
+	if !errors.As(err, &ke) || ke.Op != "unwrap" || ke.Digest != r.Digest {
 		t.Fatalf("err = %#v", err)
 	}
 	dk.unwrapErr.Store(nil)
-	if _, err := s.Blob(context.Background(), r.ETag); err != nil {
+	if _, err := s.Blob(context.Background(), r.Digest); err != nil {
 		t.Fatalf("after recovery: %v", err)
 	}
 }
@@ -429,7 +429,7 @@ func TestReencryptPlaintextCatalog(t *testing.T) {
 	dk := newFakeKeys(testKEK)
 	s = openKeyed(t, path, Options{DataKeys: dk, Migrate: true})
 	r, _ := s.Get(f.entries[3].URI)
-	if _, err := s.Blob(context.Background(), r.ETag); !errors.Is(err, ErrPlaintext) {
+	if _, err := s.Blob(context.Background(), r.Digest); !errors.Is(err, ErrPlaintext) {
 		t.Fatalf("Blob before migration: %v", err)
 	}
 	if _, err := s.Import(context.Background(), f.dir, nil); !errors.Is(err, ErrPlaintext) {
@@ -525,7 +525,7 @@ func TestReencryptReportsEveryCorruptBlob(t *testing.T) {
 	bad := []string{}
 	for _, i := range []int{2, 7} {
 		r, _ := s.Get(f.entries[i].URI)
-		bad = append(bad, r.ETag)
+		bad = append(bad, r.Digest)
 	}
 	s.Close()
 	editDB(t, path, func(tx *bolt.Tx) error {
@@ -595,7 +595,7 @@ func TestReencryptConcurrentReads(t *testing.T) {
 	etags := make([]string, len(f.entries))
 	for i, e := range f.entries {
 		r, _ := s.Get(e.URI)
-		etags[i] = r.ETag
+		etags[i] = r.Digest
 	}
 	stop := make(chan struct{})
 	errs := make(chan error, 4)

@@ -196,7 +196,7 @@ func checkDB(t testing.TB, path string) {
 			if got := vers.Get(versionKey(r.URI, r.Version)); string(got) != string(v) {
 				t.Errorf("%s: current resource differs from its history entry", r.URI)
 			}
-			if tx.Bucket(bucketBlobs).Get(mustDigestKey(t, r.ETag)) == nil {
+			if tx.Bucket(bucketBlobs).Get(mustDigestKey(t, r.Digest)) == nil {
 				t.Errorf("%s: blob missing", r.URI)
 			}
 			return nil

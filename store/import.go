@@ -44,7 +44,7 @@ type ImportReport struct {
 // directory, so neither ".." nor a symlink can reach outside it.
 //
 // Content is stored once per digest. A URI whose content or metadata differs
-// from its current version gets Version+1 (and a new ETag if the content
+// from its current version gets Version+1 (and a new Digest if the content
 // changed); the previous versions stay in the history. Identical entries are
 // counted as Unchanged and not rewritten.
 //
@@ -328,7 +328,7 @@ func writeEntries(ctx context.Context, tx *bolt.Tx, lines []manifestLine, blobVa
 			MIMEType:    e.MIMEType,
 			Size:        sizes[i],
 			Annotations: e.Annotations,
-			ETag:        formatDigest(digests[i]),
+			Digest:      formatDigest(digests[i]),
 			Version:     1,
 			Labels:      e.Labels,
 		}

@@ -52,8 +52,8 @@ func TestImportSuccess(t *testing.T) {
 			t.Fatalf("Get(%s): %v", e.URI, err)
 		}
 		data := f.readFile(e.File)
-		if r.ETag != Digest(data) || r.Size != int64(len(data)) || r.Version != 1 {
-			t.Errorf("%s: etag %s size %d version %d", e.URI, r.ETag, r.Size, r.Version)
+		if r.Digest != Digest(data) || r.Size != int64(len(data)) || r.Version != 1 {
+			t.Errorf("%s: etag %s size %d version %d", e.URI, r.Digest, r.Size, r.Version)
 		}
 		if r.Name != e.Name || r.Title != e.Title || r.Description != e.Description || r.MIMEType != e.MIMEType {
 			t.Errorf("%s: metadata %+v", e.URI, r)
@@ -65,13 +65,13 @@ func TestImportSuccess(t *testing.T) {
 		if !r.Annotations.LastModified.Equal(e.Annotations.LastModified) || r.Annotations.Priority != 0.5 {
 			t.Errorf("%s: annotations %+v", e.URI, r.Annotations)
 		}
-		b, err := s.Blob(context.Background(), r.ETag)
+		b, err := s.Blob(context.Background(), r.Digest)
 		if err != nil || !bytes.Equal(b, data) {
-			t.Fatalf("Blob(%s) = %d bytes, %v", r.ETag, len(b), err)
+			t.Fatalf("Blob(%s) = %d bytes, %v", r.Digest, len(b), err)
 		}
 		// Blob returns a copy the caller may modify.
 		b[0] ^= 0xff
-		if b2, err := s.Blob(context.Background(), r.ETag); err != nil || !bytes.Equal(b2, data) {
+		if b2, err := s.Blob(context.Background(), r.Digest); err != nil || !bytes.Equal(b2, data) {
 			t.Fatalf("Blob after modifying a returned slice: %v", err)
 		}
 	}
@@ -380,7 +380,7 @@ func TestImportFailureKeepsPreviousState(t *testing.T) {
 		t.Fatalf("resources changed: %d -> %d", len(before), len(after))
 	}
 	for i := range before {
-		if after[i].ETag != before[i].ETag || after[i].Version != 1 || after[i].Title != before[i].Title {
+		if after[i].Digest != before[i].Digest || after[i].Version != 1 || after[i].Title != before[i].Title {
 			t.Fatalf("resource %d changed by failed import: %+v", i, after[i])
 		}
 	}
@@ -436,21 +436,21 @@ func TestReimport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cur.Version != 2 || cur.ETag == old.ETag || cur.ETag != Digest(newData) || cur.Size != int64(len(newData)) {
-		t.Fatalf("after content change: %+v (old etag %s)", cur, old.ETag)
+	if cur.Version != 2 || cur.Digest == old.Digest || cur.Digest != Digest(newData) || cur.Size != int64(len(newData)) {
+		t.Fatalf("after content change: %+v (old etag %s)", cur, old.Digest)
 	}
 	v1, err := s.Version(changed.URI, 1)
-	if err != nil || v1.ETag != old.ETag || v1.Version != 1 {
+	if err != nil || v1.Digest != old.Digest || v1.Version != 1 {
 		t.Fatalf("Version 1 = %+v, %v", v1, err)
 	}
-	if b, err := s.Blob(context.Background(), old.ETag); err != nil || !bytes.Equal(b, oldData) {
+	if b, err := s.Blob(context.Background(), old.Digest); err != nil || !bytes.Equal(b, oldData) {
 		t.Fatalf("old blob: %v", err)
 	}
 	meta, _ := s.Get(f.entries[4].URI)
 	if meta.Version != 2 || meta.Title != "Renamed" {
 		t.Fatalf("after metadata change: %+v", meta)
 	}
-	if v1, _ := s.Version(f.entries[4].URI, 1); v1.ETag != meta.ETag || v1.Title == "Renamed" {
+	if v1, _ := s.Version(f.entries[4].URI, 1); v1.Digest != meta.Digest || v1.Title == "Renamed" {
 		t.Fatalf("metadata change: v1 %+v", v1)
 	}
 	if r, _ := s.Get(f.entries[6].URI); r.Version != 1 {
@@ -465,7 +465,7 @@ func TestReimport(t *testing.T) {
 	if rep.Unchanged != 9 || rep.Updated != 0 || rep.Created != 0 {
 		t.Fatalf("identical re-import = %+v", rep)
 	}
-	if cur2, _ := s.Get(changed.URI); cur2.Version != 2 || cur2.ETag != cur.ETag {
+	if cur2, _ := s.Get(changed.URI); cur2.Version != 2 || cur2.Digest != cur.Digest {
 		t.Fatalf("identical re-import changed %+v", cur2)
 	}
 
@@ -475,7 +475,7 @@ func TestReimport(t *testing.T) {
 	if rep.Updated != 1 {
 		t.Fatalf("revert import = %+v", rep)
 	}
-	if r, _ := s.Get(changed.URI); r.Version != 3 || r.ETag != old.ETag {
+	if r, _ := s.Get(changed.URI); r.Version != 3 || r.Digest != old.Digest {
 		t.Fatalf("after revert: %+v", r)
 	}
 }

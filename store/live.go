@@ -23,7 +23,7 @@ const DefaultPollInterval = time.Second
 // list is in ascending byte order of URI.
 type Change struct {
 	// Updated are URIs present in both whose current version differs
-	// (another version number or ETag: new content, labels or metadata).
+	// (another version number or Digest: new content, labels or metadata).
 	Updated []string
 	// Added are URIs only in the new catalog.
 	Added []string
@@ -74,7 +74,7 @@ func diff(old, cur pager) (Change, error) {
 			ch.Added = append(ch.Added, rb.URI)
 			b.i++
 		default:
-			if ra.Version != rb.Version || ra.ETag != rb.ETag {
+			if ra.Version != rb.Version || ra.Digest != rb.Digest {
 				ch.Updated = append(ch.Updated, ra.URI)
 			}
 			a.i++

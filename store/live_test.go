@@ -28,7 +28,7 @@ func (p pages) Page(after string, limit int) ([]Resource, error) {
 }
 
 func TestDiff(t *testing.T) {
-	r := func(uri string, v int, etag string) Resource { return Resource{URI: uri, Version: v, ETag: etag} }
+	r := func(uri string, v int, etag string) Resource { return Resource{URI: uri, Version: v, Digest: etag} }
 	many := func(prefix string, n int) pages {
 		var out pages
 		for i := range n {
@@ -170,11 +170,11 @@ func TestImportStagedWhileServing(t *testing.T) {
 	}
 	mu.Unlock()
 	cur, err := l.Get(changed.URI)
-	if err != nil || cur.Version != 2 || cur.ETag == old.ETag {
+	if err != nil || cur.Version != 2 || cur.Digest == old.Digest {
 		t.Fatalf("after Reload: %+v, %v", cur, err)
 	}
 	// A digest read before the swap is still served after it.
-	if b, err := l.Blob(context.Background(), old.ETag); err != nil || !bytes.Equal(b, oldData) {
+	if b, err := l.Blob(context.Background(), old.Digest); err != nil || !bytes.Equal(b, oldData) {
 		t.Fatalf("old blob after swap: %v", err)
 	}
 	if n, err := l.Count(); err != nil || n != 10 {
@@ -355,7 +355,7 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := l.Blob(context.Background(), first.ETag); err != nil {
+				if _, err := l.Blob(context.Background(), first.Digest); err != nil {
 					errs <- err
 					return
 				}

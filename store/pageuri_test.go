@@ -56,13 +56,43 @@ func TestPageTemplatesExpandToPageURIs(t *testing.T) {
 		t.Fatal("no page templates")
 	}
 	for _, tp := range ts {
-		exp := strings.NewReplacer("{tenant}", "gh", "{patient}", tPatient, "{id}", tID, "{n}", "3").Replace(tp.URITemplate)
+		exp := strings.NewReplacer("{tenant}", "gh", "{patient}", tPatient, "{id}", tID, "{"+PageVariable+"}", "3").Replace(tp.URITemplate)
 		p, err := ParsePageURI(exp)
 		if err != nil || p.Page != 3 || p.String() != exp {
 			t.Errorf("template %q expands to %q: %+v, %v", tp.URITemplate, exp, p, err)
 		}
 		if tp.MIMEType != p.MIMEType() || tp.Name == "" || tp.Description == "" {
 			t.Errorf("template %q: mime %q (want %q) or missing name/description", tp.URITemplate, tp.MIMEType, p.MIMEType())
+		}
+	}
+}
+
+// ParseReadURI takes a resource URI as page 0 and a page URI as its page,
+// and judges anything with a /pages/ segment as a page URI.
+func TestParseReadURI(t *testing.T) {
+	note := "note://gh/patients/" + tPatient + "/notes/" + tID
+	for _, tc := range []struct {
+		raw    string
+		page   int
+		reason string // "" = accepted
+	}{
+		{note, 0, ""},
+		{"fhir://gh/patients/" + tPatient + "/observation/" + tID, 0, ""},
+		{note + "/pages/3", 3, ""},
+		{note + "/pages/0", 0, "page is not a decimal number from 1 to 99999 without leading zeros"},
+		{"fhir://gh/patients/" + tPatient + "/observation/" + tID + "/pages/1", 0, "resource family has no pages"},
+		{note + "/", 0, "uri has a trailing slash"},
+	} {
+		p, err := ParseReadURI(tc.raw)
+		if tc.reason == "" {
+			if err != nil || p.Page != tc.page || p.String() != tc.raw {
+				t.Errorf("ParseReadURI(%q) = %+v, %v", tc.raw, p, err)
+			}
+			continue
+		}
+		var ue *URIError
+		if !errors.As(err, &ue) || ue.Reason != tc.reason {
+			t.Errorf("ParseReadURI(%q): got %v, want reason %q", tc.raw, err, tc.reason)
 		}
 	}
 }

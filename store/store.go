@@ -53,7 +53,7 @@ const DefaultTimeout = 2 * time.Second
 // while a writer grows the file. 64-bit platforms only.
 const initialMmapSize = 1 << 30 * (strconv.IntSize / 64)
 
-// DigestPrefix prefixes every content digest (ETag).
+// DigestPrefix prefixes every content digest (Resource.Digest).
 const DigestPrefix = "sha256:"
 
 // Labels are the attributes policy decides on. Tenant, Patient and Type
@@ -83,9 +83,13 @@ type Resource struct {
 	MIMEType    string      `json:"mimeType"`
 	Size        int64       `json:"size"`
 	Annotations Annotations `json:"annotations"`
-	ETag        string      `json:"etag"`    // content digest "sha256:<hex>" of the blob
-	Version     int         `json:"version"` // 1-based, +1 on every changed re-import
-	Labels      Labels      `json:"labels"`
+	// Digest is the content digest "sha256:<hex>" of the blob, the key
+	// Blob takes. It is stored under the JSON name "etag" (the catalog's
+	// format since v1); it is not the entity tag a client receives, which
+	// the server derives per decision.
+	Digest  string `json:"etag"`
+	Version int    `json:"version"` // 1-based, +1 on every changed re-import
+	Labels  Labels `json:"labels"`
 }
 
 // Options configure Open. The zero value is valid: discard logs, wait
@@ -417,7 +421,7 @@ func (s *Store) Count() (int, error) {
 }
 
 // Blob returns the content stored under digest ("sha256:<hex>", as in
-// Resource.ETag), as a new slice. It returns ErrNotFound if no blob has that
+// Resource.Digest), as a new slice. It returns ErrNotFound if no blob has that
 // digest or digest is malformed.
 //
 // In an encrypted catalog Blob unwraps the blob's data key through
@@ -502,7 +506,7 @@ func (s *Store) decrypt(ctx context.Context, digest string, key, v []byte, inPla
 	return pt, nil
 }
 
-// Digest returns the content digest of b in the form used by Resource.ETag:
+// Digest returns the content digest of b in the form used by Resource.Digest:
 // "sha256:" + lowercase hex SHA-256(b).
 func Digest(b []byte) string { return formatDigest(sha256.Sum256(b)) }
 

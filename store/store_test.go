@@ -54,7 +54,7 @@ func TestBlobIntegrity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	b, err := s.Blob(context.Background(), r.ETag)
+	b, err := s.Blob(context.Background(), r.Digest)
 	if b != nil {
 		t.Fatalf("Blob returned %d corrupt bytes", len(b))
 	}
@@ -65,14 +65,14 @@ func TestBlobIntegrity(t *testing.T) {
 	if !errors.As(err, &ie) {
 		t.Fatalf("error %T is not an *IntegrityError", err)
 	}
-	if ie.Digest != r.ETag || ie.Got != Digest(corrupted) {
-		t.Fatalf("evidence = %+v, want digest %s got %s", ie, r.ETag, Digest(corrupted))
+	if ie.Digest != r.Digest || ie.Got != Digest(corrupted) {
+		t.Fatalf("evidence = %+v, want digest %s got %s", ie, r.Digest, Digest(corrupted))
 	}
-	if !strings.Contains(err.Error(), r.ETag) || strings.Contains(err.Error(), marker) {
+	if !strings.Contains(err.Error(), r.Digest) || strings.Contains(err.Error(), marker) {
 		t.Fatalf("error message %q", err)
 	}
 	// Other blobs are unaffected.
-	if _, err := s.Blob(context.Background(), other.ETag); err != nil {
+	if _, err := s.Blob(context.Background(), other.Digest); err != nil {
 		t.Fatalf("untouched blob: %v", err)
 	}
 }

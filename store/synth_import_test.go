@@ -42,9 +42,9 @@ func TestImportSynthDataSet(t *testing.T) {
 		}
 		for _, r := range page {
 			byType[r.Labels.Type]++
-			b, err := s.Blob(context.Background(), r.ETag)
+			b, err := s.Blob(context.Background(), r.Digest)
 			if err != nil || int64(len(b)) != r.Size {
-				t.Fatalf("Blob(%s): %d bytes, %v", r.ETag, len(b), err)
+				t.Fatalf("Blob(%s): %d bytes, %v", r.Digest, len(b), err)
 			}
 		}
 		if len(page) < 100 {

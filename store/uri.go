@@ -351,16 +351,28 @@ var pagedFamilies = map[string]bool{SchemeNote: true}
 // n is a decimal page number from 1 to MaxPage without leading zeros. The
 // page is cut by the server from the text it would release for the whole
 // resource (see docs/uris.md, "Ranged reads"); a PageURI is never a catalog
-// key, and ParseURI rejects it.
+// key, and ParseURI rejects it. Page 0 names the whole resource (what
+// ParseReadURI returns for a resource URI).
 type PageURI struct {
 	URI      // the resource the page belongs to
-	Page int // 1-based
+	Page int // 1-based; 0 is the whole resource
 }
 
-// String formats p. For a PageURI returned by ParsePageURI, String returns
+// pageSegment joins a resource URI and a page number in a page URI.
+const pageSegment = "/pages/"
+
+// PageVariable is the variable of the page number in the page templates
+// (PageTemplates).
+const PageVariable = "n"
+
+// String formats p: the resource URI for Page 0, the page URI otherwise.
+// For a PageURI returned by ParsePageURI or ParseReadURI, String returns
 // exactly the parsed input.
 func (p PageURI) String() string {
-	return p.URI.String() + "/pages/" + strconv.Itoa(p.Page)
+	if p.Page == 0 {
+		return p.URI.String()
+	}
+	return p.URI.String() + pageSegment + strconv.Itoa(p.Page)
 }
 
 // Pageable reports whether the resources of u's family can be read by page.
@@ -373,7 +385,7 @@ func ParsePageURI(raw string) (PageURI, error) {
 	if len(raw) > MaxURILength {
 		return PageURI{}, uriErr("uri is too long")
 	}
-	i := strings.LastIndex(raw, "/pages/")
+	i := strings.LastIndex(raw, pageSegment)
 	if i < 0 {
 		return PageURI{}, uriErr("uri is not a page uri (no /pages/ segment)")
 	}
@@ -384,7 +396,7 @@ func ParsePageURI(raw string) (PageURI, error) {
 	if !u.Pageable() {
 		return PageURI{}, uriErr("resource family has no pages")
 	}
-	n, ok := parsePage(raw[i+len("/pages/"):])
+	n, ok := parsePage(raw[i+len(pageSegment):])
 	if !ok {
 		return PageURI{}, uriErr("page is not a decimal number from 1 to 99999 without leading zeros")
 	}
@@ -393,6 +405,21 @@ func ParsePageURI(raw string) (PageURI, error) {
 		return PageURI{}, uriErr("uri is not canonical")
 	}
 	return p, nil
+}
+
+// ParseReadURI parses the URI a read names: a resource URI (ParseURI; Page
+// 0) or a page URI (ParsePageURI). A URI with a /pages/ segment is judged
+// as a page URI, so its error says what is wrong with the page. Errors are
+// those of ParseURI and ParsePageURI: they never echo the input.
+func ParseReadURI(raw string) (PageURI, error) {
+	if !strings.Contains(raw, pageSegment) {
+		u, err := ParseURI(raw)
+		if err != nil {
+			return PageURI{}, err
+		}
+		return PageURI{URI: u}, nil
+	}
+	return ParsePageURI(raw)
 }
 
 // parsePage parses [1-9][0-9]{0,4}.

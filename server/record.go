@@ -1,0 +1,304 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/store"
+)
+
+// The record step of the request path (see doc.go): every audit record the
+// server writes is started by entry and written by commit (or refuse, for a
+// refusal), which returns only once the record is durable, with every
+// patient id replaced by its keyed hash (pseudonymize).
+
+// entry starts an audit entry for id.
+func (s *Server) entry(ctx context.Context, id Identity, action string) audit.Entry {
+	return audit.Entry{
+		Action: action,
+		Principal: audit.Principal{
+			Sub: id.Principal.Sub, Roles: nonNil(id.Principal.Roles), ClientID: id.Principal.ClientID,
+		},
+		PurposeOfUse:   id.PurposeOfUse,
+		Session:        id.session,
+		Source:         id.Source,
+		PolicyRevision: s.policyRevision(ctx, ""),
+		Dev:            s.cfg.Keys.Dev(),
+		Keys:           s.cfg.Keys.KeyIDs(),
+		URIs:           []string{},
+		Patients:       []string{},
+		Digests:        []string{},
+		Obligations:    []string{},
+	}
+}
+
+// pseudonymize replaces every patient id in e (the patients list and the
+// patient segment of each URI) with audit.Pseudonym under the newest audit
+// key, and names that key's version in e.Keys. If the key is unavailable it
+// returns e with no identifiers at all, outcome error and (unless e was
+// already a refusal with its own reason) reason audit_key_unavailable, and
+// the error: the caller writes that record and refuses the request.
+//
+// If in is not nil (a read or templates request that reached a decision),
+// e.Input becomes the JSON of in with every patient id replaced under the
+// same key (see pseudonymInput), for replay by custos policy impact; without
+// the key no input is recorded.
+func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Input) (audit.Entry, error) {
+	e.Input = nil
+	k, err := s.cfg.Keys.AuditKey(ctx)
+	if err != nil {
+		e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{}
+		if e.Outcome != audit.OutcomeError { // a refusal keeps its own reason
+			e.Outcome, e.Reason = audit.OutcomeError, ReasonAuditKeyUnavailable
+		}
+		return e, err
+	}
+	pseudonym := s.pseudonyms.under(k)
+	ps := make([]string, len(e.Patients))
+	for i, p := range e.Patients {
+		ps[i] = pseudonym(p)
+	}
+	us := make([]string, len(e.URIs))
+	for i, raw := range e.URIs {
+		us[i] = pseudonymURI(pseudonym, raw)
+	}
+	e.Patients, e.URIs = ps, us
+	keys := make([]string, 0, len(e.Keys))
+	for _, id := range e.Keys {
+		if !strings.HasPrefix(id, "audit-hmac=") {
+			keys = append(keys, id)
+		}
+	}
+	e.Keys = append(keys, "audit-hmac="+k.ID)
+	if in != nil {
+		b, err := s.pseudonyms.inputJSON(k, pseudonym, *in)
+		if err != nil { // cannot happen for strings and slices; record without it
+			s.log.Error("cannot encode the decision input; recorded without it", "action", e.Action, "err", err)
+		} else {
+			e.Input = b
+		}
+	}
+	return e, nil
+}
+
+// pseudonymInput is the policy input in as recorded for replay: the
+// principal's attributes in full (Subject, which has no JSON form, is
+// replaced by Principal), with every patient id — principal.patients,
+// resource.patient and the patient segment of resource.uri — replaced by
+// pseudonym(id) (audit.Pseudonym under one key). The same key maps equal
+// ids to equal pseudonyms, so the policy's equality tests (care
+// relationship) decide a replayed input as they decided the original. Nil
+// lists become [], as the policy saw them.
+func pseudonymInput(pseudonym func(string) string, in policy.Input) policy.Input {
+	out := policy.Input{Principal: pseudonymPrincipal(pseudonym, in.Principal), PurposeOfUse: in.PurposeOfUse, Action: in.Action}
+	if r := in.Resource; r != nil {
+		rc := *r
+		rc.Sensitivity, rc.Consent = nonNil(r.Sensitivity), nonNil(r.Consent)
+		rc.URI = pseudonymURI(pseudonym, r.URI)
+		if r.Patient != "" {
+			rc.Patient = pseudonym(r.Patient)
+			rc.URI = strings.ReplaceAll(rc.URI, r.Patient, rc.Patient)
+		}
+		out.Resource = &rc
+	}
+	return out
+}
+
+// pseudonymPrincipal is p as recorded in a decision input: its care team
+// pseudonymized, nil lists as [].
+func pseudonymPrincipal(pseudonym func(string) string, p policy.Principal) policy.Principal {
+	p.Roles = nonNil(p.Roles)
+	ps := make([]string, len(p.Patients))
+	for i, id := range p.Patients {
+		ps[i] = pseudonym(id)
+	}
+	p.Patients = ps
+	return p
+}
+
+// pseudonymURI is uri with every occurrence of its patient id (the
+// patient segment, and the resource id of a FHIR Patient resource, which
+// is the patient id) replaced by the keyed hash. Other resource ids stay:
+// they are opaque ids of resources, not of people. A URI that does not
+// parse (never stored by the server) is recorded as "invalid".
+func pseudonymURI(pseudonym func(string) string, uri string) string {
+	u, err := store.ParseURI(uri)
+	if err != nil {
+		return "invalid"
+	}
+	return strings.ReplaceAll(uri, u.Patient, pseudonym(u.Patient))
+}
+
+// pseudonymCache memoizes audit.Pseudonym under the newest audit key: a
+// read by a clinician with a care team of hundreds records every patient of
+// the team in its decision input, and an HMAC per patient per read was a
+// tenth of the server's CPU under load. It holds at most maxPseudonyms
+// entries of one key version; a new key version, or a full cache, starts
+// afresh. (It holds patient ids in memory, as the catalog does.)
+type pseudonymCache struct {
+	mu  sync.RWMutex
+	key string // the key's id and bytes: a key is never confused with another
+	m   map[string]string
+
+	// principals holds the JSON of each recent principal as recorded in
+	// decision inputs (pseudonymPrincipal), under the same key: the care
+	// team of a clinician is encoded once, not on every read. Keyed by the
+	// principal's memoized policy.Subject (one per distinct principal).
+	pmu        sync.Mutex
+	pkey       string
+	principals map[*policy.Subject][]byte
+}
+
+const maxPrincipalJSON = 4096
+
+// inputJSON is json.Marshal(pseudonymInput(pseudonym, in)) for pseudonym
+// = c.under(k), with the principal's part taken from the memo.
+func (c *pseudonymCache) inputJSON(k secrets.Key, pseudonym func(string) string, in policy.Input) ([]byte, error) {
+	subj := policy.NewSubject(in.Principal)
+	key := k.ID + "\x00" + string(k.Bytes)
+	c.pmu.Lock()
+	if c.pkey != key || len(c.principals) >= maxPrincipalJSON {
+		c.pkey, c.principals = key, make(map[*policy.Subject][]byte)
+	}
+	pj, ok := c.principals[subj]
+	c.pmu.Unlock()
+	if !ok {
+		var err error
+		if pj, err = json.Marshal(pseudonymPrincipal(pseudonym, in.Principal)); err != nil {
+			return nil, err
+		}
+		c.pmu.Lock()
+		if c.pkey == key {
+			c.principals[subj] = pj
+		}
+		c.pmu.Unlock()
+	}
+	rest := pseudonymInput(pseudonym, policy.Input{PurposeOfUse: in.PurposeOfUse, Action: in.Action, Resource: in.Resource, BreakGlass: in.BreakGlass})
+	rj, err := json.Marshal(struct {
+		PurposeOfUse string             `json:"purpose_of_use"`
+		Action       policy.Action      `json:"action"`
+		Resource     *policy.Resource   `json:"resource,omitempty"`
+		BreakGlass   *policy.BreakGlass `json:"break_glass,omitempty"`
+	}{rest.PurposeOfUse, rest.Action, rest.Resource, rest.BreakGlass})
+	if err != nil {
+		return nil, err
+	}
+	// The fields of policy.Input in order: principal, then the rest.
+	out := make([]byte, 0, len(`{"principal":,`)+len(pj)+len(rj))
+	out = append(out, `{"principal":`...)
+	out = append(out, pj...)
+	out = append(out, ',')
+	return append(out, rj[1:]...), nil
+}
+
+const maxPseudonyms = 1 << 17
+
+// under returns audit.Pseudonym(k.Bytes, ·), memoized.
+func (c *pseudonymCache) under(k secrets.Key) func(string) string {
+	key := k.ID + "\x00" + string(k.Bytes)
+	return func(id string) string {
+		c.mu.RLock()
+		p, ok := c.m[id]
+		same := c.key == key
+		c.mu.RUnlock()
+		if ok && same {
+			return p
+		}
+		p = audit.Pseudonym(k.Bytes, id)
+		c.mu.Lock()
+		if c.key != key || len(c.m) >= maxPseudonyms {
+			c.key, c.m = key, make(map[string]string)
+		}
+		c.m[id] = p
+		c.mu.Unlock()
+		return p
+	}
+}
+
+// refuseStale audits and refuses a request that arrived while the keys
+// are past their staleness limit: nothing is read, nothing released.
+func (s *Server) refuseStale(ctx context.Context, id Identity, method string, req mcp.Request, cause error) error {
+	e := s.entry(ctx, id, method)
+	if r, ok := req.(*mcp.ReadResourceRequest); ok && r.Params != nil {
+		if u, err := store.ParseURI(r.Params.URI); err == nil {
+			e.URIs, e.Patients = []string{u.String()}, []string{u.Patient}
+		}
+	}
+	s.log.Error("keys are stale; request refused", "action", method, "err", cause)
+	return s.refuse(ctx, e, audit.OutcomeError, ReasonKeysStale,
+		refused("keys unavailable: the server could not refresh its keys from the secrets provider within the staleness limit; request refused, nothing released"))
+}
+
+// commit appends e durably, with patient ids replaced by their keyed
+// hashes (see pseudonymize). On failure it logs the cause (no PHI) and
+// returns the error the client sees: nothing is released.
+func (s *Server) commit(ctx context.Context, e audit.Entry) (audit.Record, error) {
+	return s.commitInput(ctx, e, nil)
+}
+
+// commitInput is commit for a request that reached a policy decision on in:
+// the record's decision input (Entry.Input) is in, pseudonymized.
+func (s *Server) commitInput(ctx context.Context, e audit.Entry, in *policy.Input) (audit.Record, error) {
+	e, kerr := s.pseudonymize(ctx, e, in)
+	t0 := time.Now()
+	rec, err := s.cfg.Audit.Append(ctx, e)
+	s.cfg.Metrics.ObserveAudit(time.Since(t0))
+	if err == nil && kerr != nil {
+		// The refusal itself is on record (without identifiers).
+		s.log.Error("audit keyed-hash key unavailable; request refused", "action", e.Action, "err", kerr)
+		return rec, refused("keys unavailable: request refused, nothing released")
+	}
+	if err != nil {
+		s.log.Error("audit append failed; request refused", "action", e.Action, "outcome", e.Outcome, "err", err)
+		return rec, refused("audit log unavailable: request refused, nothing released")
+	}
+	s.log.Debug("audited", "action", e.Action, "outcome", e.Outcome, "seq", rec.Seq, "decision", e.DecisionID)
+	return rec, nil
+}
+
+// auditFailure records a request that failed after its allow record was
+// written (payload unreadable, minimization failed). Its own failure is
+// logged; the client gets err either way.
+func (s *Server) auditFailure(ctx context.Context, e audit.Entry, reason string, err error) error {
+	e.Outcome = audit.OutcomeError
+	e.Reason = reason
+	e, _ = s.pseudonymize(ctx, e, nil) // without the key: recorded without identifiers; the decision's input is on the allow record
+	if _, aerr := s.cfg.Audit.Append(ctx, e); aerr != nil {
+		s.log.Error("audit append of failure record failed", "action", e.Action, "reason", reason, "err", aerr)
+	}
+	return err
+}
+
+// refuse records a refusal, then answers: e is committed with outcome and
+// reason, and answer is returned once the record is durable. It fails
+// closed: if the record cannot be committed, the commit's error is returned
+// instead (a refused() error saying the audit log or its key is
+// unavailable), so the caller gets no data either way, and a clear error.
+//
+// answer is what the client gets for the refusal (invalidParams, notFound,
+// refused(...), ...). It is nil only where the protocol answers an empty
+// success to a refused request (an unsubscribe of a subscription not held)
+// or where the answer is not an MCP error (an HTTP status written by the
+// caller, a notification withheld): then the returned error is the commit's
+// alone, for the caller to return or log.
+func (s *Server) refuse(ctx context.Context, e audit.Entry, outcome, reason string, answer error) error {
+	return s.refuseInput(ctx, e, nil, outcome, reason, answer)
+}
+
+// refuseInput is refuse for a request that reached a policy decision on in
+// (recorded with it, as commitInput does).
+func (s *Server) refuseInput(ctx context.Context, e audit.Entry, in *policy.Input, outcome, reason string, answer error) error {
+	e.Outcome, e.Reason = outcome, reason
+	if _, err := s.commitInput(ctx, e, in); err != nil {
+		return err
+	}
+	return answer
+}
