@@ -2,6 +2,7 @@ package audittest_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -55,6 +56,53 @@ func TestCleanupFailsOnABrokenLog(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
+	editFirstRecord(t, path)
+	r.runCleanups()
+	if !r.failed {
+		t.Fatal("an edited record passed the cleanup check")
+	}
+}
+
+// TestVerifyOnCleanupChecksAnotherWritersLog: a log written and closed by
+// someone else (a served binary, a CLI command) is verified on cleanup, and
+// an edited record fails the test; a log that was never written is not an
+// error (a test may end before a server wrote anything).
+func TestVerifyOnCleanupChecksAnotherWritersLog(t *testing.T) {
+	r := &recorder{TB: t}
+	path := filepath.Join(t.TempDir(), "audit.db")
+	audittest.VerifyOnCleanup(r, path)
+	l, err := audit.Open(path, audit.Options{Node: "other-process"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := l.Append(context.Background(), audit.Entry{Action: audit.ActionResourcesList, Outcome: audit.OutcomeAllow,
+			Reason: "ok", Principal: audit.Principal{Sub: "a"}, PurposeOfUse: "TREAT"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	audittest.Verify(t, path) // intact so far
+	editFirstRecord(t, path)
+	r.runCleanups()
+	if !r.failed {
+		t.Fatal("an edited record passed VerifyOnCleanup")
+	}
+
+	missing := &recorder{TB: t}
+	audittest.VerifyOnCleanup(missing, filepath.Join(t.TempDir(), "audit.db"))
+	missing.runCleanups()
+	if missing.failed {
+		t.Fatal("VerifyOnCleanup failed on a log that was never written")
+	}
+}
+
+// editFirstRecord flips one bit in the middle of the first stored record,
+// behind the log's back.
+func editFirstRecord(t *testing.T, path string) {
+	t.Helper()
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -66,12 +114,10 @@ func TestCleanupFailsOnABrokenLog(t *testing.T) {
 		edited[len(edited)/2] ^= 1
 		return b.Put(append([]byte(nil), k...), edited)
 	})
-	db.Close()
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		t.Fatal(err)
-	}
-	r.runCleanups()
-	if !r.failed {
-		t.Fatal("an edited record passed the cleanup check")
 	}
 }
