@@ -25,6 +25,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/audittest"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/store/synth"
 )
@@ -636,7 +637,7 @@ func runTSClient(t *testing.T, url, token string, reads ...string) tsOutput {
 // it, and so does the data-set fixture's own check when the test ends: the
 // data set is made under a recorder that catches that check's verdict.
 func TestTamperedRecordIsNamed(t *testing.T) {
-	r := &recorder{TB: t}
+	r := audittest.NewRecorder(t)
 	d := newDataset(r)
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	tok := newToken(t, d.principal("clinician"), tokens)
@@ -693,27 +694,8 @@ func TestTamperedRecordIsNamed(t *testing.T) {
 			t.Errorf("verify blames an untouched record: %s", line)
 		}
 	}
-	r.runCleanups()
-	if !r.failed {
+	r.RunCleanups()
+	if !r.Failed() {
 		t.Fatal("the data set's cleanup check passed a tampered audit log")
-	}
-}
-
-// recorder is a testing.TB that records failures and cleanups instead of
-// acting on them, so that a fixture's own check can be shown to fail.
-// Everything else (Fatal, TempDir, Helper) goes to the real test.
-type recorder struct {
-	testing.TB
-	failed   bool
-	cleanups []func()
-}
-
-func (r *recorder) Errorf(string, ...any) { r.failed = true }
-func (r *recorder) Cleanup(f func())      { r.cleanups = append(r.cleanups, f) }
-
-// runCleanups runs the recorded cleanups, last-in first-out like testing.
-func (r *recorder) runCleanups() {
-	for i := len(r.cleanups) - 1; i >= 0; i-- {
-		r.cleanups[i]()
 	}
 }

@@ -11,33 +11,23 @@ import (
 	"github.com/custos-mcp/custos/audit/audittest"
 )
 
-// recorder is a testing.TB that records failures instead of failing, so the
-// helper's own check can be shown to fail.
-type recorder struct {
-	testing.TB
-	failed   bool
-	cleanups []func()
-}
-
-func (r *recorder) Errorf(string, ...any) { r.failed = true }
-func (r *recorder) Cleanup(f func())      { r.cleanups = append(r.cleanups, f) }
-func (r *recorder) Helper()               {}
-
-func (r *recorder) runCleanups() {
-	for i := len(r.cleanups) - 1; i >= 0; i-- {
-		r.cleanups[i]()
+// appendThree appends three records to l.
+func appendThree(t *testing.T, l *audit.Log) {
+	t.Helper()
+	for range 3 {
+		if _, err := l.Append(context.Background(), audit.Entry{Action: audit.ActionResourcesList, Outcome: audit.OutcomeAllow,
+			Reason: "ok", Principal: audit.Principal{Sub: "a"}, PurposeOfUse: "TREAT"}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
 func TestCleanupVerifiesAGoodLog(t *testing.T) {
-	r := &recorder{TB: t}
+	r := audittest.NewRecorder(t)
 	l, _ := audittest.Open(r, audit.Options{})
-	if _, err := l.Append(context.Background(), audit.Entry{Action: audit.ActionResourcesList, Outcome: audit.OutcomeAllow,
-		Reason: "ok", Principal: audit.Principal{Sub: "a"}, PurposeOfUse: "TREAT"}); err != nil {
-		t.Fatal(err)
-	}
-	r.runCleanups()
-	if r.failed {
+	appendThree(t, l)
+	r.RunCleanups()
+	if r.Failed() {
 		t.Fatal("a good log was reported broken")
 	}
 }
@@ -45,20 +35,15 @@ func TestCleanupVerifiesAGoodLog(t *testing.T) {
 // TestCleanupFailsOnABrokenLog edits a committed record behind the log's
 // back: the cleanup must fail the test.
 func TestCleanupFailsOnABrokenLog(t *testing.T) {
-	r := &recorder{TB: t}
+	r := audittest.NewRecorder(t)
 	l, path := audittest.Open(r, audit.Options{})
-	for range 3 {
-		if _, err := l.Append(context.Background(), audit.Entry{Action: audit.ActionResourcesList, Outcome: audit.OutcomeAllow,
-			Reason: "ok", Principal: audit.Principal{Sub: "a"}, PurposeOfUse: "TREAT"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendThree(t, l)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	editFirstRecord(t, path)
-	r.runCleanups()
-	if !r.failed {
+	r.RunCleanups()
+	if !r.Failed() {
 		t.Fatal("an edited record passed the cleanup check")
 	}
 }
@@ -68,33 +53,28 @@ func TestCleanupFailsOnABrokenLog(t *testing.T) {
 // an edited record fails the test; a log that was never written is not an
 // error (a test may end before a server wrote anything).
 func TestVerifyOnCleanupChecksAnotherWritersLog(t *testing.T) {
-	r := &recorder{TB: t}
+	r := audittest.NewRecorder(t)
 	path := filepath.Join(t.TempDir(), "audit.db")
 	audittest.VerifyOnCleanup(r, path)
 	l, err := audit.Open(path, audit.Options{Node: "other-process"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 3 {
-		if _, err := l.Append(context.Background(), audit.Entry{Action: audit.ActionResourcesList, Outcome: audit.OutcomeAllow,
-			Reason: "ok", Principal: audit.Principal{Sub: "a"}, PurposeOfUse: "TREAT"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendThree(t, l)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	audittest.Verify(t, path) // intact so far
 	editFirstRecord(t, path)
-	r.runCleanups()
-	if !r.failed {
+	r.RunCleanups()
+	if !r.Failed() {
 		t.Fatal("an edited record passed VerifyOnCleanup")
 	}
 
-	missing := &recorder{TB: t}
+	missing := audittest.NewRecorder(t)
 	audittest.VerifyOnCleanup(missing, filepath.Join(t.TempDir(), "audit.db"))
-	missing.runCleanups()
-	if missing.failed {
+	missing.RunCleanups()
+	if missing.Failed() {
 		t.Fatal("VerifyOnCleanup failed on a log that was never written")
 	}
 }
