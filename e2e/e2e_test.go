@@ -204,7 +204,7 @@ func script(t *testing.T, ctx context.Context, cs *mcp.ClientSession, d *dataset
 	}
 	_, errDenied := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: denied})
 	s.expect("resources/read", "deny", "*")
-	missing := denied[:strings.LastIndex(denied, "/")+1] + "00000000-0000-4000-8000-000000000000"
+	missing := missingURI(denied)
 	_, errMissing := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: missing})
 	s.expect("resources/read", "deny", "not_found")
 	a, b := rpcError(errDenied), rpcError(errMissing)
@@ -376,7 +376,7 @@ func TestHTTPGoSDKAndTypeScriptClients(t *testing.T) {
 			billNote = l.URI
 		}
 	}
-	missing := coverage[:strings.LastIndex(coverage, "/")+1] + "00000000-0000-4000-8000-000000000000"
+	missing := missingURI(coverage)
 	tsClin := runTSClient(t, url, clinTok, note, report, hiv, missing)
 	tsBill := runTSClient(t, url, billTok, coverage, billNote, missing)
 	stop()

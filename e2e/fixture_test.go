@@ -69,6 +69,69 @@ func (d *dataset) principal(name string) string {
 	return filepath.Join(d.seed, "principals", name+".json")
 }
 
+// manifest is the seed's manifest, one map per line, as `custos import`
+// reads it (for writing a changed line back with reimport).
+func (d *dataset) manifest(t *testing.T) []map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(d.seed, "manifest.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, l := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		var m map[string]any
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// reimport imports one resource again, as `custos import` of a one-line
+// manifest (line, a manifest line) with content as the file it names, with
+// env added to the environment, while a server may be running. It returns
+// the import's output and fails the test if the import fails.
+func (d *dataset) reimport(t *testing.T, env []string, line map[string]any, content []byte) string {
+	t.Helper()
+	updates := t.TempDir()
+	file := filepath.Join(updates, filepath.FromSlash(line["file"].(string)))
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := json.Marshal(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(updates, "manifest.jsonl"), append(l, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := custos(t, env, "import", "--data-dir", d.data, updates)
+	if code != 0 {
+		t.Fatalf("import while serving: exit %d\n%s%s", code, out, errOut)
+	}
+	return out
+}
+
+// seedFile is the content of a file of the seed (a manifest line's "file").
+func (d *dataset) seedFile(t *testing.T, file string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.seed, filepath.FromSlash(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// missingURI is uri with its last segment replaced by an id no resource
+// has: a read of it is not found.
+func missingURI(uri string) string {
+	return uri[:strings.LastIndex(uri, "/")+1] + "00000000-0000-4000-8000-000000000000"
+}
+
 // loopback is a listen address on a free loopback port.
 const loopback = "127.0.0.1:0"
 

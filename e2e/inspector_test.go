@@ -144,7 +144,7 @@ func TestInspectorCLIOverHTTPS(t *testing.T) {
 	if note == "" || coverage == "" || hiv == "" || slices.Contains(listed, hiv) || listPages < 2 {
 		t.Fatalf("data set: note %q coverage %q hiv %q, %d list pages", note, coverage, hiv, listPages)
 	}
-	missing := note[:strings.LastIndex(note, "/")+1] + "00000000-0000-4000-8000-000000000000"
+	missing := missingURI(note)
 	goRead := func(cs *mcp.ClientSession, uri string) *mcp.ResourceContents {
 		t.Helper()
 		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})

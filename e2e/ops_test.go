@@ -33,7 +33,7 @@ func TestOpsEndpoints(t *testing.T) {
 	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
-	missing := uri[:strings.LastIndex(uri, "/")+1] + "00000000-0000-4000-8000-000000000000"
+	missing := missingURI(uri)
 	cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: missing})
 
 	get := func(path string) (int, string) {

@@ -259,7 +259,7 @@ func TestTypeScriptClientOverHTTPSWithOAuth(t *testing.T) {
 	if note == "" || report == "" || hiv == "" || slices.Contains(listed, hiv) || listPages < 2 {
 		t.Fatalf("data set: note %q report %q hiv %q (listed: %v), %d list pages", note, report, hiv, slices.Contains(listed, hiv), listPages)
 	}
-	missing := note[:strings.LastIndex(note, "/")+1] + "00000000-0000-4000-8000-000000000000"
+	missing := missingURI(note)
 	want := map[string]string{} // uri → sha256 of the content the go-sdk client read
 	for _, u := range []string{note, report} {
 		res, err := ref.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: u})

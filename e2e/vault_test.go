@@ -608,15 +608,7 @@ func TestVaultEncryptedReimportWhileServing(t *testing.T) {
 
 	// A note the clinician may read, and its manifest line.
 	var line map[string]any
-	manifest, err := os.ReadFile(filepath.Join(d.seed, "manifest.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range bytes.Split(bytes.TrimSpace(manifest), []byte("\n")) {
-		var m map[string]any
-		if err := json.Unmarshal(l, &m); err != nil {
-			t.Fatal(err)
-		}
+	for _, m := range d.manifest(t) {
 		if !strings.HasPrefix(m["uri"].(string), "note://") {
 			continue
 		}
@@ -631,24 +623,8 @@ func TestVaultEncryptedReimportWhileServing(t *testing.T) {
 	uri, file := line["uri"].(string), line["file"].(string)
 
 	const marker = "REIMPORTED-WHILE-SERVING-7f3a"
-	updates := t.TempDir()
-	old, err := os.ReadFile(filepath.Join(d.seed, filepath.FromSlash(file)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(filepath.Join(updates, filepath.FromSlash(file))), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(updates, filepath.FromSlash(file)), append(old, []byte("\n"+marker+"\n")...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l, _ := json.Marshal(line)
-	if err := os.WriteFile(filepath.Join(updates, "manifest.jsonl"), append(l, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, errOut, code := custos(t, v.env, "import", "--data-dir", d.data, updates)
-	if code != 0 || !strings.Contains(out, "1 updated") {
-		t.Fatalf("encrypted import while serving: exit %d\n%s%s", code, out, errOut)
+	if out := d.reimport(t, v.env, line, append(d.seedFile(t, file), []byte("\n"+marker+"\n")...)); !strings.Contains(out, "1 updated") {
+		t.Fatalf("encrypted import while serving: %s", out)
 	}
 
 	// The server notices the new catalog within a poll or two.
