@@ -271,7 +271,9 @@ func writeSyntheticLog(tb testing.TB, path string, n int) {
 				if err := records.Put(seqKey(r.Seq), canon); err != nil {
 					return err
 				}
-				if err := hashes.Put(seqKey(r.Seq), prev[:]); err != nil {
+				// A copy: bbolt keeps the value slice until the commit,
+				// and prev changes on the next record.
+				if err := hashes.Put(seqKey(r.Seq), bytes.Clone(prev[:])); err != nil {
 					return err
 				}
 				last = r

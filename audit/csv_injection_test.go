@@ -4,17 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
-	"path/filepath"
 	"testing"
 )
 
 func TestCSVExportNeutralizesFormulas(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.db")
-	l, err := Open(path, Options{Node: "n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, _ := mustOpen(t, Options{Node: "n"})
 	evil := "=HYPERLINK(\"http://x\",\"y\")"
 	if _, err := l.Append(context.Background(), Entry{Action: "resources/read", Outcome: OutcomeDeny, Reason: "-1+1", Principal: Principal{Sub: evil, ClientID: "@c"}, Keys: []string{"=cmd|' /C calc'!A0", "+x"}}); err != nil {
 		t.Fatal(err)

@@ -149,6 +149,7 @@ func syntheticExportLog(t *testing.T, n int) (string, [][]byte) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "audit.db")
 	writeSyntheticLog(t, path, n)
+	mustVerify(t, path) // written behind Append's back: check it is a log Append could have written
 	return path, makeChain(n)
 }
 

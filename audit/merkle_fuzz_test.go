@@ -148,6 +148,7 @@ func FuzzTamper(f *testing.F) {
 	if err := l.Close(); err != nil {
 		f.Fatal(err)
 	}
+	mustVerify(f, base) // every mutation starts from a log that verifies
 	img, err := os.ReadFile(base)
 	if err != nil {
 		f.Fatal(err)

@@ -739,11 +739,7 @@ func TestReadOnlyOpen(t *testing.T) {
 	if _, err := Open(filepath.Join(t.TempDir(), "missing.db"), Options{ReadOnly: true}); err == nil {
 		t.Fatal("read-only Open of a missing file succeeded")
 	}
-	w, err := Open(path, Options{Node: "n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	mustOpenPath(t, path, Options{Node: "n"})
 	if _, err := Open(path, Options{ReadOnly: true, Timeout: 100 * time.Millisecond}); !errors.Is(err, ErrLocked) {
 		t.Fatalf("read-only Open next to a writer = %v, want ErrLocked", err)
 	}

@@ -154,6 +154,7 @@ func TestMigratedLogTamper(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
+	mustVerify(t, path) // intact before the tampering below
 	for _, seq := range []uint64{3, 6} {
 		tamper(t, path, func(r, h, m *bolt.Bucket) {
 			v := get(r, seq)

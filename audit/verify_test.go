@@ -14,7 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// newTenRecordLog writes a closed log of 10 records, 1s apart.
+// newTenRecordLog writes a closed, verified log of 10 records, 1s apart.
 func newTenRecordLog(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "audit.db")
@@ -26,6 +26,9 @@ func newTenRecordLog(t *testing.T) string {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// Verified now, before a caller tampers with it: a problem found later
+	// is the caller's doing.
+	mustVerify(t, path)
 	return path
 }
 

@@ -3,13 +3,13 @@ package e2e
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/audit/audittest"
 )
 
 // devServe runs `custos serve --dev` with checkpoints anchored in anchor,
@@ -24,16 +24,9 @@ func devServe(t *testing.T, d *dataset, tokens, tok, anchor string, n int) {
 // denials, are counted and returned) when uris is not nil.
 func devServeRead(t *testing.T, d *dataset, tokens, tok, anchor string, n int, uris []string) (failed int) {
 	t.Helper()
-	addrFile := filepath.Join(t.TempDir(), "addr")
-	cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", "127.0.0.1:0", "--addr-file", addrFile,
+	s := serve(t, d, nil, "--dev", "--listen", loopback,
 		"--tokens", tokens, "--anchor-dir", anchor, "--checkpoint-interval", "50ms", "--node", "e2e")
-	var stderr syncBuf
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	url := waitForAddr(t, addrFile, cmd, stderr.String)
-	cs := connect(t, url, tok)
+	cs := connect(t, s.url, tok)
 	if uris == nil {
 		page, err := cs.ListResources(context.Background(), nil)
 		if err != nil {
@@ -51,9 +44,8 @@ func devServeRead(t *testing.T, d *dataset, tokens, tok, anchor string, n int, u
 		}
 	}
 	cs.Close()
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("serve: %v\n%s", err, stderr.String())
+	if err := s.stop(t); err != nil {
+		t.Fatalf("serve: %v\n%s", err, s.stderr)
 	}
 	return failed
 }
@@ -80,10 +72,10 @@ func TestRolledBackAuditLogIsRefused(t *testing.T) {
 	backup := t.TempDir()
 
 	devServe(t, d, tokens, tok, anchor, 3)
-	copyFile(t, filepath.Join(d.data, "audit.db"), filepath.Join(backup, "audit.db"))
+	copyFile(t, d.audit(), filepath.Join(backup, "audit.db"))
 	copyFile(t, filepath.Join(d.data, "checkpoints.jsonl"), filepath.Join(backup, "checkpoints.jsonl"))
 	devServe(t, d, tokens, tok, anchor, 5)
-	d.verify(t)
+	audittest.Verify(t, d.audit())
 	vkeys := filepath.Join(t.TempDir(), "vkeys")
 	mustCustos(t, "audit", "pubkey", "--data-dir", d.data, "--dev", "-o", vkeys)
 	if out := mustCustos(t, "audit", "verify", "--data-dir", d.data, "--anchor-dir", anchor, "--pubkey", vkeys); !strings.Contains(out, "consistent with") {
@@ -91,10 +83,10 @@ func TestRolledBackAuditLogIsRefused(t *testing.T) {
 	}
 
 	// Roll back both files in the data directory.
-	copyFile(t, filepath.Join(backup, "audit.db"), filepath.Join(d.data, "audit.db"))
+	copyFile(t, filepath.Join(backup, "audit.db"), d.audit())
 	copyFile(t, filepath.Join(backup, "checkpoints.jsonl"), filepath.Join(d.data, "checkpoints.jsonl"))
 	// The rolled-back log is internally intact: only the anchor can tell.
-	d.verify(t)
+	audittest.Verify(t, d.audit())
 	out, _, code := custos(t, nil, "audit", "verify", "--data-dir", d.data, "--anchor-dir", anchor, "--pubkey", vkeys)
 	if code != 1 || !strings.Contains(out, "BROKEN anchor") || !strings.Contains(out, "rolled back") {
 		t.Fatalf("audit verify of a rolled-back log against the anchor: exit %d\n%s", code, out)

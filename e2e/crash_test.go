@@ -3,17 +3,15 @@ package e2e
 import (
 	"context"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/audittest"
 	"github.com/custos-mcp/custos/server"
 )
 
@@ -27,17 +25,11 @@ func TestKill9UnderLoadEveryReceivedResponseIsAudited(t *testing.T) {
 	d := newDataset(t)
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	tok := newToken(t, d.principal("clinician"), tokens)
-	addrFile := filepath.Join(t.TempDir(), "addr")
-	start := func() (*exec.Cmd, string) {
-		os.Remove(addrFile)
-		cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", "127.0.0.1:0",
-			"--addr-file", addrFile, "--tokens", tokens, "--rate-limit", "0") // load test: unlimited
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd, waitForAddr(t, addrFile, cmd, func() string { return "" })
+	start := func() *served {
+		return serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens, "--rate-limit", "0") // load test: unlimited
 	}
-	srv, url := start()
+	srv := start()
+	url := srv.url
 
 	// The clinician's readable resources.
 	cs := connect(t, url, tok)
@@ -90,10 +82,7 @@ func TestKill9UnderLoadEveryReceivedResponseIsAudited(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	srv.Wait()
+	srv.kill(t)
 	cancel()
 	wg.Wait()
 	if len(receipts) < 50 {
@@ -105,16 +94,17 @@ func TestKill9UnderLoadEveryReceivedResponseIsAudited(t *testing.T) {
 
 	// Restart: the server starts on the killed data directory (its local
 	// checkpoints are consistent with the tree), then stops cleanly.
-	srv2, url2 := start()
-	c2 := connect(t, url2, tok)
+	srv2 := start()
+	c2 := connect(t, srv2.url, tok)
 	if _, err := c2.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uris[0]}); err != nil {
 		t.Fatalf("read after restart: %v", err)
 	}
 	c2.Close()
-	srv2.Process.Signal(syscall.SIGTERM)
-	srv2.Wait()
+	if err := srv2.stop(t); err != nil {
+		t.Fatalf("restarted server: %v\n%s", err, srv2.stderr)
+	}
 
-	d.verify(t)
+	audittest.Verify(t, d.audit())
 	byEvent := map[string]audit.Record{}
 	for _, r := range d.records(t) {
 		byEvent[r.EventID] = r

@@ -3,10 +3,16 @@
 // it over stdio and Streamable HTTP, and talks to it with real MCP clients —
 // the go-sdk client and the official TypeScript SDK client (e2e/tsclient,
 // installed with npm ci by the test itself when missing). After each session
-// it checks that the audit log holds exactly the expected records and that
-// `custos audit verify` passes, and that a one-byte change to a stored
-// record is caught and named. TestMCPConformance runs the official MCP
-// conformance suite (e2e/conformance) against a served data set.
+// it checks that the audit log holds exactly the expected records, and that
+// `custos audit verify` catches and names a one-byte change to a stored
+// record. TestMCPConformance runs the official MCP conformance suite
+// (e2e/conformance) against a served data set.
+//
+// Fixtures (fixture_test.go): every test's data set comes from newDataset,
+// whose audit log is verified (hash chain, Merkle tree, canonical encoding;
+// audit/audittest) when the test ends, after every server the test started
+// with serve has been stopped. TestTamperedRecordIsNamed shows that check
+// failing on a tampered log.
 //
 // Invariant under test: every list, templates list and read produced exactly
 // one durable audit record, denials and errors included, and nothing was

@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/audittest"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/store/synth"
 )
@@ -63,7 +63,7 @@ func TestMain(m *testing.M) {
 }
 
 // custos runs the binary and returns stdout, stderr and the exit code.
-func custos(t *testing.T, env []string, args ...string) (string, string, int) {
+func custos(t testing.TB, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -80,50 +80,13 @@ func custos(t *testing.T, env []string, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
-func mustCustos(t *testing.T, args ...string) string {
+func mustCustos(t testing.TB, args ...string) string {
 	t.Helper()
 	out, errOut, code := custos(t, nil, args...)
 	if code != 0 {
 		t.Fatalf("custos %v: exit %d\n%s%s", args, code, out, errOut)
 	}
 	return out
-}
-
-// dataset seeds and imports a fresh data set with the CLI.
-type dataset struct {
-	seed, data string
-	summary    struct {
-		EdgeCases map[string]string `json:"edge_cases"`
-	}
-}
-
-func newDataset(t *testing.T) *dataset {
-	t.Helper()
-	return newDatasetEnv(t, nil)
-}
-
-// newDatasetEnv imports with env added to the environment (e.g. Vault
-// settings, which make the catalog encrypted at rest).
-func newDatasetEnv(t *testing.T, env []string) *dataset {
-	t.Helper()
-	dir := t.TempDir()
-	d := &dataset{seed: filepath.Join(dir, "synthetic"), data: filepath.Join(dir, "data")}
-	mustCustos(t, "seed", "--out", d.seed, "--patients", "12", "--seed", "3")
-	if out, errOut, code := custos(t, env, "import", "--data-dir", d.data, d.seed); code != 0 {
-		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
-	}
-	raw, err := os.ReadFile(filepath.Join(d.seed, "SUMMARY.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &d.summary); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-func (d *dataset) principal(name string) string {
-	return filepath.Join(d.seed, "principals", name+".json")
 }
 
 // records exports the audit log with the CLI and decodes every line.
@@ -141,14 +104,6 @@ func (d *dataset) records(t *testing.T) []audit.Record {
 		recs = append(recs, r)
 	}
 	return recs
-}
-
-func (d *dataset) verify(t *testing.T) {
-	t.Helper()
-	out := mustCustos(t, "audit", "verify", "--data-dir", d.data)
-	if !strings.HasPrefix(out, "OK:") {
-		t.Fatalf("audit verify: %s", out)
-	}
 }
 
 func summarize(recs []audit.Record) []string {
@@ -249,7 +204,7 @@ func script(t *testing.T, ctx context.Context, cs *mcp.ClientSession, d *dataset
 	}
 	_, errDenied := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: denied})
 	s.expect("resources/read", "deny", "*")
-	missing := denied[:strings.LastIndex(denied, "/")+1] + "00000000-0000-4000-8000-000000000000"
+	missing := missingURI(denied)
 	_, errMissing := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: missing})
 	s.expect("resources/read", "deny", "not_found")
 	a, b := rpcError(errDenied), rpcError(errMissing)
@@ -337,56 +292,6 @@ func TestStdioGoSDKClient(t *testing.T) {
 		t.Errorf("dev mode not announced at startup: %s", stderr.String())
 	}
 	checkAudit(t, d.records(t), s.expectAudit, subOf(t, d.principal("clinician")))
-	d.verify(t)
-}
-
-// httpServer starts `custos serve --listen` on a free loopback port.
-func httpServer(t *testing.T, d *dataset, tokens string) (url string, stop func(), logs *bytes.Buffer) {
-	t.Helper()
-	addrFile := filepath.Join(t.TempDir(), "addr")
-	cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", "127.0.0.1:0",
-		"--addr-file", addrFile, "--tokens", tokens, "--page-size", "20", "--log-level", "debug")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	url = waitForAddr(t, addrFile, cmd, stderr.String)
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			t.Errorf("server did not stop on SIGTERM: %s", stderr.String())
-		}
-	}
-	t.Cleanup(stop)
-	return url, stop, &stderr
-}
-
-// waitForAddr waits up to 30 s for a starting `custos serve` to write its
-// endpoint URL to addrFile, and fails the test with the server's stderr if
-// it does not.
-func waitForAddr(t *testing.T, addrFile string, cmd *exec.Cmd, stderr func() string) string {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
-			return strings.TrimSpace(string(b))
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("server did not start: %s", stderr())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func newToken(t *testing.T, principal, tokens string) string {
@@ -471,7 +376,7 @@ func TestHTTPGoSDKAndTypeScriptClients(t *testing.T) {
 			billNote = l.URI
 		}
 	}
-	missing := coverage[:strings.LastIndex(coverage, "/")+1] + "00000000-0000-4000-8000-000000000000"
+	missing := missingURI(coverage)
 	tsClin := runTSClient(t, url, clinTok, note, report, hiv, missing)
 	tsBill := runTSClient(t, url, billTok, coverage, billNote, missing)
 	stop()
@@ -534,7 +439,6 @@ func TestHTTPGoSDKAndTypeScriptClients(t *testing.T) {
 			t.Errorf("biller's coverage read has no obligations recorded")
 		}
 	}
-	d.verify(t)
 	checkNoPHIInLogs(t, d, logs.String(), clinTok, billTok)
 }
 
@@ -729,9 +633,12 @@ func runTSClient(t *testing.T, url, token string, reads ...string) tsOutput {
 	return o
 }
 
-// Tamper: one byte of one stored record changed → verify fails and names it.
+// Tamper: one byte of one stored record changed → verify fails and names
+// it, and so does the data-set fixture's own check when the test ends: the
+// data set is made under a recorder that catches that check's verdict.
 func TestTamperedRecordIsNamed(t *testing.T) {
-	d := newDataset(t)
+	r := audittest.NewRecorder(t)
+	d := newDataset(r)
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	tok := newToken(t, d.principal("clinician"), tokens)
 	url, stop, _ := httpServer(t, d, tokens)
@@ -748,10 +655,12 @@ func TestTamperedRecordIsNamed(t *testing.T) {
 	}
 	cs.Close()
 	stop()
-	d.verify(t)
+	if out := mustCustos(t, "audit", "verify", "--data-dir", d.data); !strings.HasPrefix(out, "OK:") {
+		t.Fatalf("audit verify before tampering: %s", out)
+	}
 
 	const victim = 2
-	db, err := bolt.Open(filepath.Join(d.data, "audit.db"), 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := bolt.Open(d.audit(), 0o600, &bolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -784,5 +693,9 @@ func TestTamperedRecordIsNamed(t *testing.T) {
 			!strings.Contains(line, "kind=tree_root_mismatch") {
 			t.Errorf("verify blames an untouched record: %s", line)
 		}
+	}
+	r.RunCleanups()
+	if !r.Failed() {
+		t.Fatal("the data set's cleanup check passed a tampered audit log")
 	}
 }

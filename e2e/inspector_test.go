@@ -114,7 +114,7 @@ func TestInspectorCLIOverHTTPS(t *testing.T) {
 	if note == "" || coverage == "" || hiv == "" || slices.Contains(listed, hiv) || listPages < 2 {
 		t.Fatalf("data set: note %q coverage %q hiv %q, %d list pages", note, coverage, hiv, listPages)
 	}
-	missing := note[:strings.LastIndex(note, "/")+1] + "00000000-0000-4000-8000-000000000000"
+	missing := missingURI(note)
 	goRead := func(cs *mcp.ClientSession, uri string) *mcp.ResourceContents {
 		t.Helper()
 		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
@@ -231,5 +231,4 @@ func TestInspectorCLIOverHTTPS(t *testing.T) {
 	if len(rejects) != 1 || rejects[0].Reason != "http_401,invalid_token,wrong_audience" || rejects[0].Outcome != "deny" {
 		t.Errorf("the wrong-audience refusal was audited as %v", summarize(rejects))
 	}
-	d.verify(t)
 }

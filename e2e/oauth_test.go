@@ -10,10 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -77,19 +74,12 @@ func TestOAuthResourceServer(t *testing.T) {
 	b, _ := os.ReadFile(d.principal("clinician"))
 	json.Unmarshal(b, &pf)
 
-	addrFile := filepath.Join(t.TempDir(), "addr")
 	// The audience is this server's canonical URL: fixed port so it is known.
 	ln, _ := (&net0{}).free(t)
 	aud := "http://" + ln + "/mcp"
-	cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", ln, "--addr-file", addrFile,
+	srv := serve(t, d, nil, "--dev", "--listen", ln,
 		"--oauth-issuer", iss, "--oauth-jwks", iss+"/jwks", "--oauth-audience", aud)
-	var stderr syncBuf
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	url := waitForAddr(t, addrFile, cmd, stderr.String)
+	url := srv.url
 
 	good := is.token(t, aud, iss, time.Hour, "resources:list resources:read", map[string]any{"patients": pf.Patients})
 	ts := runTSClient(t, url, good)
@@ -176,8 +166,7 @@ func TestOAuthResourceServer(t *testing.T) {
 		t.Errorf("protected resource metadata: %+v", md)
 	}
 	cs.Close()
-	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
+	srv.stop(t)
 
 	var rejects []string
 	reads, noIdentity := 0, 0
@@ -202,11 +191,10 @@ func TestOAuthResourceServer(t *testing.T) {
 		t.Fatalf("auth/reject records %v (want %s), %d reads", rejects, want, reads)
 	}
 	for _, leak := range []string{good} {
-		if strings.Contains(stderr.String(), leak) {
+		if strings.Contains(srv.stderr.String(), leak) {
 			t.Error("the server log contains a token")
 		}
 	}
-	d.verify(t)
 }
 
 type net0 struct{}

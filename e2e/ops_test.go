@@ -4,10 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,20 +18,12 @@ func TestOpsEndpoints(t *testing.T) {
 	d := newDataset(t)
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	tok := newToken(t, d.principal("clinician"), tokens)
-	dir := t.TempDir()
-	addrFile, opsFile := filepath.Join(dir, "addr"), filepath.Join(dir, "ops")
-	cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", "127.0.0.1:0", "--addr-file", addrFile,
-		"--tokens", tokens, "--ops-listen", "127.0.0.1:0", "--ops-addr-file", opsFile)
-	var stderr syncBuf
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	url := waitForAddr(t, addrFile, cmd, stderr.String)
-	opsURL := waitForAddr(t, opsFile, cmd, stderr.String)
+	opsFile := filepath.Join(t.TempDir(), "ops")
+	srv := serve(t, d, nil, "--dev", "--listen", loopback,
+		"--tokens", tokens, "--ops-listen", loopback, "--ops-addr-file", opsFile)
+	opsURL := srv.waitAddr(t, opsFile)
 
-	cs := connect(t, url, tok)
+	cs := connect(t, srv.url, tok)
 	ctx := context.Background()
 	page, err := cs.ListResources(ctx, nil)
 	if err != nil {
@@ -43,7 +33,7 @@ func TestOpsEndpoints(t *testing.T) {
 	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
-	missing := uri[:strings.LastIndex(uri, "/")+1] + "00000000-0000-4000-8000-000000000000"
+	missing := missingURI(uri)
 	cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: missing})
 
 	get := func(path string) (int, string) {
@@ -79,8 +69,6 @@ func TestOpsEndpoints(t *testing.T) {
 			t.Errorf("/metrics exposes %q", leak)
 		}
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
 }
 
 // TestRateLimitPerPrincipal: beyond its bucket a principal gets 429 with
@@ -91,18 +79,9 @@ func TestRateLimitPerPrincipal(t *testing.T) {
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	tok := newToken(t, d.principal("clinician"), tokens)
 	other := newToken(t, d.principal("billing"), tokens)
-	addrFile := filepath.Join(t.TempDir(), "addr")
-	cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", "127.0.0.1:0", "--addr-file", addrFile,
-		"--tokens", tokens, "--rate-limit", "1", "--rate-burst", "5")
-	var stderr syncBuf
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	url := waitForAddr(t, addrFile, cmd, stderr.String)
+	srv := serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens, "--rate-limit", "1", "--rate-burst", "5")
 	post := func(tok string) *http.Response {
-		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req, _ := http.NewRequest("POST", srv.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Authorization", "Bearer "+tok)
@@ -128,8 +107,7 @@ func TestRateLimitPerPrincipal(t *testing.T) {
 	if resp := post(other); resp.StatusCode == http.StatusTooManyRequests {
 		t.Fatal("another principal was limited")
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
+	srv.stop(t)
 	n := 0
 	sub := subOf(t, d.principal("clinician"))
 	for _, r := range d.records(t) {

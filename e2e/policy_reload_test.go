@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -47,17 +46,10 @@ func TestSignedPolicyBundleHotReload(t *testing.T) {
 
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	tok := newToken(t, d.principal("clinician"), tokens)
-	addrFile := filepath.Join(t.TempDir(), "addr")
-	cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", "127.0.0.1:0", "--addr-file", addrFile,
+	srv := serve(t, d, nil, "--dev", "--listen", loopback,
 		"--tokens", tokens, "--policy-bundle", bundle, "--policy-key", "team="+pubFile)
-	var stderr syncBuf
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	url := waitForAddr(t, addrFile, cmd, stderr.String)
-	cs := connect(t, url, tok)
+	stderr := srv.stderr
+	cs := connect(t, srv.url, tok)
 	ctx := context.Background()
 	read := func() {
 		t.Helper()
@@ -88,11 +80,10 @@ func TestSignedPolicyBundleHotReload(t *testing.T) {
 	waitLog(`"msg":"policy candidate rejected`, 1)
 	read()
 	// SIGHUP reloads (the tampered file again: rejected again).
-	cmd.Process.Signal(syscall.SIGHUP)
+	srv.cmd.Process.Signal(syscall.SIGHUP)
 	waitLog(`"msg":"policy candidate rejected`, 2)
 	read()
-	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
+	srv.stop(t)
 
 	var loads, rejects []string
 	var revisions []string
@@ -118,5 +109,4 @@ func TestSignedPolicyBundleHotReload(t *testing.T) {
 	if rejects[0] != loads[1] {
 		t.Fatalf("a rejection must name the policy that keeps serving: %q vs %q", rejects[0], loads[1])
 	}
-	d.verify(t)
 }

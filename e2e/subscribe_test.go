@@ -1,13 +1,13 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,15 +76,7 @@ func TestSubscribeNotifiedOnReimportWhileServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var line map[string]any
-	manifest, err := os.ReadFile(filepath.Join(d.seed, "manifest.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range bytes.Split(bytes.TrimSpace(manifest), []byte("\n")) {
-		var m map[string]any
-		if err := json.Unmarshal(l, &m); err != nil {
-			t.Fatal(err)
-		}
+	for _, m := range d.manifest(t) {
 		labels := m["labels"].(map[string]any)
 		if labels["type"] == "encounter" && labels["patient"] == who.Patients[0] && labels["sensitivity"] == nil {
 			line = m
@@ -116,29 +108,13 @@ func TestSubscribeNotifiedOnReimportWhileServing(t *testing.T) {
 	file := line["file"].(string)
 	reimport := func(version string, line map[string]any) {
 		t.Helper()
-		updates := t.TempDir()
-		content, err := os.ReadFile(filepath.Join(d.seed, filepath.FromSlash(file)))
-		if err != nil {
-			t.Fatal(err)
-		}
 		var fhir map[string]any
-		if err := json.Unmarshal(content, &fhir); err != nil {
+		if err := json.Unmarshal(d.seedFile(t, file), &fhir); err != nil {
 			t.Fatal(err)
 		}
 		fhir["meta"] = map[string]any{"versionId": version}
-		content, _ = json.Marshal(fhir)
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(updates, filepath.FromSlash(file))), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(updates, filepath.FromSlash(file)), content, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		l, _ := json.Marshal(line)
-		if err := os.WriteFile(filepath.Join(updates, "manifest.jsonl"), append(l, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		out := mustCustos(t, "import", "--data-dir", d.data, updates)
-		if !bytes.Contains([]byte(out), []byte("0 created, 1 updated")) {
+		content, _ := json.Marshal(fhir)
+		if out := d.reimport(t, nil, line, content); !strings.Contains(out, "0 created, 1 updated") {
 			t.Fatalf("import while serving: %s", out)
 		}
 	}
@@ -219,5 +195,4 @@ func TestSubscribeNotifiedOnReimportWhileServing(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("subscription records\n got %v\nwant %v", got, want)
 	}
-	d.verify(t)
 }

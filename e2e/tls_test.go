@@ -14,11 +14,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -65,17 +63,10 @@ func TestHTTPSWithCertificateReload(t *testing.T) {
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	tok := newToken(t, d.principal("clinician"), tokens)
 	dir := t.TempDir()
-	certFile, keyFile, addrFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "addr")
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	c1 := writeCert(t, certFile, keyFile, 1)
-	cmd := exec.Command(bin, "serve", "--dev", "--data-dir", d.data, "--listen", "127.0.0.1:0", "--addr-file", addrFile,
-		"--tokens", tokens, "--tls-cert", certFile, "--tls-key", keyFile)
-	var stderr syncBuf
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	url := waitForAddr(t, addrFile, cmd, stderr.String)
+	srv := serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens, "--tls-cert", certFile, "--tls-key", keyFile)
+	url := srv.url
 	if !strings.HasPrefix(url, "https://") {
 		t.Fatalf("endpoint %s is not https", url)
 	}
@@ -122,9 +113,6 @@ func TestHTTPSWithCertificateReload(t *testing.T) {
 		t.Fatalf("list over the renewed certificate: %v", err)
 	}
 	cs2.Close()
-	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
-	d.verify(t)
 }
 
 type bearer2 struct {

@@ -12,8 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,93 +47,27 @@ func newVaultDataset(t *testing.T, v *vaultEnv) *dataset {
 	return newDatasetEnv(t, v.env)
 }
 
-// vaultServer starts `custos serve` without --dev, logging in to Vault with
-// AppRole, on a free loopback port.
-type vaultServer struct {
-	url    string
-	cmd    *exec.Cmd
-	stderr *syncBuf
-	done   chan error
-}
-
-// syncBuf collects a child's stderr while the test reads it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func serveVault(t *testing.T, v *vaultEnv, d *dataset, tokens, secretIDFile string, wrapped bool, extra ...string) *vaultServer {
+// serveVault starts `custos serve` without --dev, logging in to Vault with
+// AppRole, over HTTPS on a free loopback port.
+func serveVault(t *testing.T, v *vaultEnv, d *dataset, tokens, secretIDFile string, wrapped bool, extra ...string) *served {
 	t.Helper()
-	addrFile := filepath.Join(t.TempDir(), "addr")
 	anchor := filepath.Join(filepath.Dir(d.data), "anchor") // outlives restarts within a test
 	if err := os.MkdirAll(anchor, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	// Without --dev custos serves HTTPS only, loopback included.
-	certFile, keyFile := filepath.Join(filepath.Dir(addrFile), "cert.pem"), filepath.Join(filepath.Dir(addrFile), "key.pem")
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	writeCert(t, certFile, keyFile, time.Now().UnixNano())
-	args := []string{"serve", "--data-dir", d.data, "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--anchor-dir", anchor,
+	args := []string{"--listen", loopback, "--anchor-dir", anchor,
 		"--tls-cert", certFile, "--tls-key", keyFile,
 		"--tokens", tokens, "--page-size", "20", "--log-level", "debug",
 		"--vault-role-id-file", v.prov.RoleIDFile, "--vault-secret-id-file", secretIDFile}
 	if wrapped {
 		args = append(args, "--vault-secret-id-wrapped")
 	}
-	args = append(args, extra...)
-	cmd := exec.Command(bin, args...)
 	// Only the address: serve must log in with AppRole, not a token.
-	cmd.Env = append(os.Environ(), "VAULT_ADDR="+v.srv.Addr)
-	s := &vaultServer{cmd: cmd, stderr: &syncBuf{}, done: make(chan error, 1)}
-	cmd.Stderr = s.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.done <- cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
-			s.url = strings.TrimSpace(string(b))
-			break
-		}
-		select {
-		case err := <-s.done:
-			t.Fatalf("serve exited: %v\n%s", err, s.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("server did not start: %s", s.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Cleanup(func() { s.stop(t) })
-	return s
-}
-
-func (s *vaultServer) stop(t *testing.T) {
-	if s.cmd.ProcessState != nil {
-		return
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(20 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.done
-		t.Errorf("server did not stop on SIGTERM")
-	}
+	return serve(t, d, []string{"VAULT_ADDR=" + v.srv.Addr}, append(args, extra...)...)
 }
 
 func connect(t *testing.T, url, token string) *mcp.ClientSession {
@@ -238,7 +170,7 @@ func TestVaultCanarySecretsNeverLeak(t *testing.T) {
 	// Exports, the audit database and the catalog, as files.
 	jsonl := mustCustos(t, "audit", "export", "--data-dir", d.data, "--format", "jsonl")
 	csv := mustCustos(t, "audit", "export", "--data-dir", d.data, "--format", "csv")
-	auditDB, err := os.ReadFile(filepath.Join(d.data, "audit.db"))
+	auditDB, err := os.ReadFile(d.audit())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +243,6 @@ func TestVaultCanarySecretsNeverLeak(t *testing.T) {
 			t.Fatalf("record %d: dev=%v keys=%v; want Vault key versions %q", r.Seq, r.Dev, r.Keys, want)
 		}
 	}
-	d.verify(t)
 }
 
 // TestVaultRotationWhileServing rotates every key while custos serves:
@@ -396,7 +327,6 @@ func TestVaultRotationWhileServing(t *testing.T) {
 			t.Errorf("last record keys %q lack %s", last, want)
 		}
 	}
-	d.verify(t)
 
 	// The auditor's tools with the least-privilege auditor token: lookup
 	// values under both audit key versions match the records written before
@@ -516,7 +446,6 @@ func TestVaultOutageFailsClosedAndRecovers(t *testing.T) {
 	if stale < 2 || allowAfter == 0 {
 		t.Fatalf("audit log: %d keys_stale refusals, %d allowed reads after them", stale, allowAfter)
 	}
-	d.verify(t)
 }
 
 // TestVaultStartupRefusals: wrong policy, plaintext catalog, dev keys on an
@@ -565,7 +494,7 @@ func TestVaultStartupRefusals(t *testing.T) {
 		t.Errorf("serve --dev of an encrypted catalog: exit %d\n%s", code, errOut)
 	}
 	for _, d := range []*dataset{plain, enc} {
-		if _, err := os.Stat(filepath.Join(d.data, "audit.db")); err == nil {
+		if _, err := os.Stat(d.audit()); err == nil {
 			t.Errorf("a refused start created %s/audit.db", d.data)
 		}
 	}
@@ -586,7 +515,6 @@ func TestVaultStartupRefusals(t *testing.T) {
 		t.Fatalf("read from the migrated catalog: %v", err)
 	}
 	s.stop(t)
-	plain.verify(t)
 }
 
 func secretsPolicy(t *testing.T) string {
@@ -680,15 +608,7 @@ func TestVaultEncryptedReimportWhileServing(t *testing.T) {
 
 	// A note the clinician may read, and its manifest line.
 	var line map[string]any
-	manifest, err := os.ReadFile(filepath.Join(d.seed, "manifest.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range bytes.Split(bytes.TrimSpace(manifest), []byte("\n")) {
-		var m map[string]any
-		if err := json.Unmarshal(l, &m); err != nil {
-			t.Fatal(err)
-		}
+	for _, m := range d.manifest(t) {
 		if !strings.HasPrefix(m["uri"].(string), "note://") {
 			continue
 		}
@@ -703,24 +623,8 @@ func TestVaultEncryptedReimportWhileServing(t *testing.T) {
 	uri, file := line["uri"].(string), line["file"].(string)
 
 	const marker = "REIMPORTED-WHILE-SERVING-7f3a"
-	updates := t.TempDir()
-	old, err := os.ReadFile(filepath.Join(d.seed, filepath.FromSlash(file)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(filepath.Join(updates, filepath.FromSlash(file))), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(updates, filepath.FromSlash(file)), append(old, []byte("\n"+marker+"\n")...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l, _ := json.Marshal(line)
-	if err := os.WriteFile(filepath.Join(updates, "manifest.jsonl"), append(l, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, errOut, code := custos(t, v.env, "import", "--data-dir", d.data, updates)
-	if code != 0 || !strings.Contains(out, "1 updated") {
-		t.Fatalf("encrypted import while serving: exit %d\n%s%s", code, out, errOut)
+	if out := d.reimport(t, v.env, line, append(d.seedFile(t, file), []byte("\n"+marker+"\n")...)); !strings.Contains(out, "1 updated") {
+		t.Fatalf("encrypted import while serving: %s", out)
 	}
 
 	// The server notices the new catalog within a poll or two.
@@ -746,5 +650,4 @@ func TestVaultEncryptedReimportWhileServing(t *testing.T) {
 	if bytes.Contains(catalogDB, []byte(marker)) {
 		t.Fatal("catalog.db holds the re-imported note in plaintext")
 	}
-	d.verify(t)
 }

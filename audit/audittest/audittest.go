@@ -8,7 +8,8 @@
 // OpenPath; a test whose log is written by another process (a served
 // custos binary, a CLI command) registers the file with VerifyOnCleanup.
 // Package audit's own tests keep their internal copy (helpers_test.go),
-// since they cannot import this package.
+// since they cannot import this package. Recorder lets a test show such a
+// check failing.
 package audittest
 
 import (
@@ -80,3 +81,34 @@ func Verify(t testing.TB, path string) audit.Summary {
 	}
 	return sum
 }
+
+// Recorder is a testing.TB that records the failures (Errorf) and cleanups
+// registered through it instead of acting on them, so that a test can show
+// a fixture's own check failing: make the fixture with a Recorder, break
+// what it checks, call RunCleanups and expect Failed. Everything else
+// (Fatal, TempDir, Helper, Log) goes to the real test it wraps.
+type Recorder struct {
+	testing.TB
+	failed   bool
+	cleanups []func()
+}
+
+// NewRecorder wraps t.
+func NewRecorder(t testing.TB) *Recorder { return &Recorder{TB: t} }
+
+// Errorf records a failure.
+func (r *Recorder) Errorf(string, ...any) { r.failed = true }
+
+// Cleanup records f for RunCleanups.
+func (r *Recorder) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+
+// RunCleanups runs the recorded cleanups, last-in first-out as testing does.
+func (r *Recorder) RunCleanups() {
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+	r.cleanups = nil
+}
+
+// Failed reports whether Errorf was called.
+func (r *Recorder) Failed() bool { return r.failed }

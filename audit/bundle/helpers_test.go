@@ -6,11 +6,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/audittest"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -160,13 +160,10 @@ func newMemSource(t testing.TB, n int) *memSource {
 }
 
 // openRealLog creates an audit log in t.TempDir() and appends n entries.
+// The log is verified on cleanup.
 func openRealLog(t testing.TB, n int) *audit.Log {
 	t.Helper()
-	l, err := audit.Open(filepath.Join(t.TempDir(), "audit.db"), audit.Options{Node: "node-1", MaxBatchDelay: time.Microsecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l, _ := audittest.Open(t, audit.Options{Node: "node-1", MaxBatchDelay: time.Microsecond})
 	ctx := context.Background()
 	for i := 1; i <= n; i++ {
 		if _, err := l.Append(ctx, testRecord(uint64(i), "").Entry); err != nil {

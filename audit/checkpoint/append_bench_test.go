@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/audittest"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/secrets"
 )
@@ -26,12 +27,8 @@ func BenchmarkAppend64WithCheckpoints(b *testing.B) {
 			name = "checkpoints=on"
 		}
 		b.Run(name, func(b *testing.B) {
-			dir := b.TempDir()
-			l, err := audit.Open(filepath.Join(dir, "audit.db"), audit.Options{Node: "bench"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
+			l, path := audittest.Open(b, audit.Options{Node: "bench"})
+			dir := filepath.Dir(path) // the data directory, holding the local anchor
 			var cp *checkpoint.Checkpointer
 			if withCP {
 				keys, err := secrets.NewDev()

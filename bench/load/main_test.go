@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/custos-mcp/custos/audit/audittest"
 )
 
 // TestHarnessShortRun runs the whole harness briefly with 2 clients: both
@@ -22,12 +24,18 @@ func TestHarnessShortRun(t *testing.T) {
 }
 
 func testShortRun(t *testing.T, mode string) {
+	dataDir := filepath.Join(t.TempDir(), "data")
 	rep, err := run(context.Background(), options{
 		Clients: []int{2}, Duration: 400 * time.Millisecond, Warmup: 100 * time.Millisecond,
-		Size: 4096, Resources: 50, PerPatient: 10, Rounds: 2, Mode: mode, DataDir: filepath.Join(t.TempDir(), "data"),
+		Size: 4096, Resources: 50, PerPatient: 10, Rounds: 2, Mode: mode, DataDir: dataDir,
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The harness verifies its own log (rep.Audit below); this check of the
+	// file it left does not depend on the harness reporting truthfully.
+	if sum := audittest.Verify(t, filepath.Join(dataDir, "audit.db")); sum.Records == 0 {
+		t.Error("the harness left an empty audit log")
 	}
 	if want := protocolVersion(mode == modeStateless); rep.Settings.Protocol != want {
 		t.Errorf("protocol %q, want %q", rep.Settings.Protocol, want)

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/audittest"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/policy/impact"
 	"github.com/custos-mcp/custos/secrets"
@@ -46,10 +47,7 @@ func TestPolicyImpactEndToEnd(t *testing.T) {
 	if _, err := st.Import(ctx, seedDir, nil); err != nil {
 		t.Fatal(err)
 	}
-	log, err := audit.Open(d.audit(), audit.Options{Node: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := audittest.OpenPath(t, d.audit(), audit.Options{Node: "test"})
 	eng, err := policy.LoadDir(ctx, baselinePolicy, policy.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/audittest"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/policy/impact"
 )
@@ -66,12 +67,8 @@ var traffic = []struct {
 func newLog(t *testing.T) *audit.Log {
 	t.Helper()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "audit.db")
 	n := 0
-	log, err := audit.Open(path, audit.Options{Node: "test", Now: func() time.Time { n++; return start.Add(time.Duration(n-1) * time.Hour) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	log, path := audittest.Open(t, audit.Options{Node: "test", Now: func() time.Time { n++; return start.Add(time.Duration(n-1) * time.Hour) }})
 	eng := engine(t, dirFS(t, "testdata/baseline"))
 	for _, tr := range traffic {
 		e := audit.Entry{Outcome: audit.OutcomeAllow, Action: "resources/list", Reason: "returned=0 denied=0 scanned=0", Principal: audit.Principal{Sub: "dr.alice"}}
@@ -105,12 +102,7 @@ func newLog(t *testing.T) *audit.Log {
 	if err := log.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ro, err := audit.Open(path, audit.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ro.Close() })
-	return ro
+	return audittest.OpenPath(t, path, audit.Options{ReadOnly: true})
 }
 
 func engine(t *testing.T, fsys fs.FS) *policy.Engine {
