@@ -34,6 +34,6 @@ func BenchmarkExamineLine(b *testing.B) {
 	src := newMemSource(b, 2)
 	line := src.records[1]
 	for b.Loop() {
-		examineLine(line)
+		examineLine(line, nil)
 	}
 }

@@ -2,7 +2,9 @@ package bundle
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -10,9 +12,10 @@ import (
 	"github.com/custos-mcp/custos/audit"
 )
 
-// Format is a human-readable rendering written next to records.jsonl. They
-// are derived from the records and are not authoritative: records.jsonl is
-// what the signed checkpoints commit to.
+// Format is a human-readable rendering written next to records.jsonl. It is
+// derived from the records, and bound to them: Verify regenerates each
+// human file from records.jsonl (what the signed checkpoints commit to) and
+// compares it byte for byte.
 type Format string
 
 // Human formats and the bundle file each one is written to.
@@ -33,6 +36,49 @@ func (f Format) FileName() string {
 		return "ocsf.ndjson"
 	}
 	return ""
+}
+
+// Formats lists every human format, in the order Verify checks them.
+var Formats = []Format{FormatCSV, FormatFHIR, FormatOCSF}
+
+// header returns the bytes f writes before the first record: the CSV
+// header row; nothing for the NDJSON formats.
+func (f Format) header() ([]byte, error) {
+	if f != FormatCSV {
+		return nil, nil
+	}
+	return csvLine(audit.CSVHeader)
+}
+
+// render returns the bytes f writes for r, line ending(s) included. Write
+// produces each human file as header() followed by render of every record,
+// and Verify regenerates it the same way and compares byte for byte: a
+// human file is bound to records.jsonl, which the signed checkpoint
+// commits to.
+func (f Format) render(r audit.Record) ([]byte, error) {
+	switch f {
+	case FormatCSV:
+		return csvLine(CSVRow(r))
+	case FormatFHIR:
+		ev, err := FHIRAuditEvent(r)
+		return append(ev, '\n'), err
+	case FormatOCSF:
+		ev, err := OCSFAPIActivity(r)
+		return append(ev, '\n'), err
+	}
+	return nil, fmt.Errorf("bundle: unknown format %q", f)
+}
+
+// csvLine encodes one CSV record as encoding/csv writes it ("\n" line
+// ending, quoting as needed; a cell may hold a newline inside quotes).
+func csvLine(cells []string) ([]byte, error) {
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	if err := w.Write(cells); err != nil {
+		return nil, err
+	}
+	w.Flush()
+	return b.Bytes(), w.Error()
 }
 
 // recordHash returns r.Hash, computing it when the record did not come
