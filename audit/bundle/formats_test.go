@@ -29,7 +29,14 @@ func goldenRecords() map[string]audit.Record {
 	other.Action, other.URIs, other.Patients, other.Digests, other.PurposeOfUse = "policy/load", nil, nil, nil, ""
 	other.Principal = audit.Principal{Sub: "=cmd|' /C calc'!A0", ClientID: "-custos"}
 	other.Dev = true
-	return map[string]audit.Record{"read": read, "list": list, "templates": tmpl, "deny": deny, "error": errRec, "other": other}
+	// A read of a resource concerning two patients: one event per patient.
+	multi := testRecord(16, audit.ZeroHash)
+	multi.Patients = append(multi.Patients, "hk1-00000000000000000000000000000099")
+	// A request refused before authentication: no principal.
+	unauth := testRecord(14, audit.ZeroHash)
+	unauth.Action, unauth.Reason, unauth.URIs, unauth.Patients, unauth.Digests = "auth/reject", "http_401,no_token", nil, nil, nil
+	unauth.Principal, unauth.PurposeOfUse, unauth.Session, unauth.Source, unauth.DecisionID, unauth.PolicyRevision = audit.Principal{}, "", "", "203.0.113.7:40112", "", ""
+	return map[string]audit.Record{"read": read, "list": list, "templates": tmpl, "deny": deny, "error": errRec, "other": other, "multi": multi, "unauth": unauth}
 }
 
 func TestFormatsGolden(t *testing.T) {
@@ -39,9 +46,13 @@ func TestFormatsGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fhir, err := FHIRAuditEvent(r)
+		events, err := FHIRAuditEvents(r)
 		if err != nil {
 			t.Fatal(err)
+		}
+		var fhir []byte
+		for _, ev := range events {
+			fhir = append(fhir, indent(t, ev)...)
 		}
 		ocsf, err := OCSFAPIActivity(r)
 		if err != nil {
@@ -56,7 +67,7 @@ func TestFormatsGolden(t *testing.T) {
 			file string
 			got  []byte
 		}{
-			{name + ".fhir.json", indent(t, fhir)},
+			{name + ".fhir.json", fhir},
 			{name + ".ocsf.json", indent(t, ocsf)},
 			{name + ".csv", c.Bytes()},
 		} {
@@ -77,7 +88,7 @@ func TestFormatsGolden(t *testing.T) {
 			}
 		}
 		// Compact output is one line, no HTML escaping.
-		if bytes.ContainsAny(fhir, "\n") || bytes.ContainsAny(ocsf, "\n") {
+		if bytes.ContainsAny(events[0], "\n") || bytes.ContainsAny(ocsf, "\n") {
 			t.Errorf("%s: multi-line output", name)
 		}
 	}
@@ -132,12 +143,13 @@ func TestFormatMappings(t *testing.T) {
 		{"read", balpPatientRead, "rest", "read", "R", "0", 2, 1},
 		{"list", balpPatientQuery, "rest", "search", "E", "0", 2, 1},
 		{"templates", balpQuery, "rest", "search", "E", "0", 2, 1},
-		{"deny", balpPatientRead, "rest", "read", "R", "4", 2, 2},
-		{"error", balpPatientRead, "rest", "read", "R", "8", 2, 2},
+		{"deny", "", "rest", "read", "R", "4", 2, 2},
+		{"error", "", "rest", "read", "R", "8", 2, 2},
 		{"other", "", "110100", "", "E", "0", 99, 1},
 	} {
 		r := recs[tc.kind]
-		b, _ := FHIRAuditEvent(r)
+		evs, _ := FHIRAuditEvents(r)
+		b := evs[0]
 		var f fhirView
 		if err := json.Unmarshal(b, &f); err != nil {
 			t.Fatal(err)

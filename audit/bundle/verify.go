@@ -76,7 +76,11 @@ const ToolName = "custos audit bundle verify"
 //   - time: record times never decrease;
 //   - completeness: RangeRoot(from-1, to, upper.size, leaf hashes of the
 //     lines, proof.range) equals upper.root, so the lines are exactly the
-//     log's records from..to.
+//     log's records from..to;
+//   - derived: each human-format file present (audit.csv,
+//     auditevent.ndjson, ocsf.ndjson) is byte for byte its regeneration
+//     from the lines (Format.header, then Format.render of each record):
+//     the first differing line is reported with the file's name.
 //
 // Every failure is reported, each with its seq (0 for bundle-level
 // problems). Verify returns an error wrapping ErrInvalid when any check
@@ -148,7 +152,7 @@ func (v *bundleVerifier) run(vs note.Verifiers) {
 	v.checkConsistency()
 	v.checkCompleteness()
 	// Order the check list as documented.
-	order := []string{CheckManifest, CheckCheckpoint, CheckConsistency, CheckCanonical, CheckSequence, CheckChain, CheckTime, CheckCompleteness}
+	order := []string{CheckManifest, CheckCheckpoint, CheckConsistency, CheckCanonical, CheckSequence, CheckChain, CheckTime, CheckCompleteness, CheckDerived}
 	slices.SortStableFunc(v.t.Checks, func(a, b CheckResult) int {
 		return slices.Index(order, a.Name) - slices.Index(order, b.Name)
 	})
@@ -428,6 +432,8 @@ type lineResult struct {
 	v         int
 	time      time.Time
 	prevHash  string
+	derived   [][]byte // the record rendered in each human format being checked
+	renderErr error
 }
 
 type lineBatch struct {
@@ -443,12 +449,14 @@ func (v *bundleVerifier) readRecords() {
 	f, err := os.Open(filepath.Join(v.dir, FileRecords))
 	if err != nil {
 		v.problem(Problem{Check: CheckCanonical, Detail: "cannot read records.jsonl: " + errText(err)})
-		for _, c := range []string{CheckCanonical, CheckSequence, CheckChain, CheckTime} {
+		for _, c := range []string{CheckCanonical, CheckSequence, CheckChain, CheckTime, CheckDerived} {
 			v.result(c, false, "not run: records.jsonl unreadable")
 		}
 		return
 	}
 	defer f.Close()
+	derived := v.openDerived()
+	formats := derived.formats()
 	fileHash := sha256.New()
 	br := io.TeeReader(f, fileHash)
 
@@ -459,7 +467,7 @@ func (v *bundleVerifier) readRecords() {
 		go func() {
 			for b := range jobs {
 				for i, l := range b.lines {
-					b.res[i] = examineLine(l)
+					b.res[i] = examineLine(l, formats)
 				}
 				close(b.done)
 			}
@@ -511,7 +519,7 @@ func (v *bundleVerifier) readRecords() {
 		}
 	}()
 
-	c := seqChecker{v: v}
+	c := seqChecker{v: v, derived: derived}
 	leaves := make([]tlog.Hash, 0, 1024)
 	if v.manifest != nil {
 		leaves = make([]tlog.Hash, 0, v.to-v.from+1)
@@ -530,6 +538,7 @@ func (v *bundleVerifier) readRecords() {
 		v.problem(Problem{Seq: c.lastSeq(), Check: CheckCanonical, Detail: "records.jsonl does not end in a newline (truncated?)"})
 	}
 	c.finish()
+	derived.finish()
 	v.leaves = leaves
 	v.recordsHash = "sha256:" + hex.EncodeToString(fileHash.Sum(nil))
 	v.t.Records = c.n
@@ -539,7 +548,7 @@ func (v *bundleVerifier) readRecords() {
 	v.result(CheckTime, true, "record times never decrease")
 }
 
-func examineLine(l []byte) lineResult {
+func examineLine(l []byte, formats []Format) lineResult {
 	r := lineResult{leaf: tlog.RecordHash(l)}
 	rec, err := audit.Decode(l)
 	if err != nil {
@@ -549,12 +558,22 @@ func examineLine(l []byte) lineResult {
 	}
 	// Decode sets Hash = audit.HashRecord(l).
 	r.seq, r.v, r.time, r.prevHash, r.hash = rec.Seq, rec.V, rec.Time, rec.PrevHash, rec.Hash
+	if len(formats) > 0 {
+		r.derived = make([][]byte, len(formats))
+		for i, f := range formats {
+			if r.derived[i], err = f.render(rec); err != nil {
+				r.renderErr = err
+				break
+			}
+		}
+	}
 	return r
 }
 
 // seqChecker runs the order-dependent checks over the lines.
 type seqChecker struct {
 	v        *bundleVerifier
+	derived  *derivedChecker
 	n        int64
 	seen     []uint64 // bitmap over from..to
 	prev     *lineResult
@@ -578,9 +597,11 @@ func (c *seqChecker) line(r *lineResult) {
 	if r.decodeErr != nil {
 		v.problem(Problem{Seq: expect, Check: CheckCanonical, Detail: fmt.Sprintf("line %d does not decode canonically: %s", c.n, r.decodeErr.Error())})
 		c.mark(expect)
+		c.derived.stop(expect)
 	} else {
 		seq = r.seq
 		c.sequence(seq, expect)
+		c.derived.record(seq, r.derived, r.renderErr)
 		// Chain.
 		var wantPrev string
 		switch {

@@ -3,6 +3,7 @@ package bundle
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,7 +90,7 @@ func TestVerifyTamper(t *testing.T) {
 				ls[line(20)] = bytes.Replace(ls[line(20)], []byte("user-"), []byte("usex-"), 1)
 				return ls
 			})
-		}, nil, []string{"0/completeness", "0/manifest", "21/chain"}},
+		}, nil, []string{"0/completeness", "0/manifest", "20/derived", "21/chain"}},
 		{"byte changed, not canonical", func(t *testing.T, dir string) {
 			editLines(t, dir, func(ls [][]byte) [][]byte {
 				ls[line(20)] = bytes.Replace(ls[line(20)], []byte(`"seq":20`), []byte(`"seq":020`), 1)
@@ -101,26 +102,26 @@ func TestVerifyTamper(t *testing.T) {
 				ls[line(40)] = bytes.Replace(ls[line(40)], []byte("user-"), []byte("usex-"), 1)
 				return ls
 			})
-		}, nil, []string{"0/completeness", "0/manifest"}},
+		}, nil, []string{"0/completeness", "0/manifest", "40/derived"}},
 		{"line deleted", func(t *testing.T, dir string) {
 			editLines(t, dir, func(ls [][]byte) [][]byte { return slices.Delete(ls, line(25), line(25)+1) })
-		}, nil, []string{"0/completeness", "0/manifest", "25/sequence", "26/chain", "26/sequence"}},
+		}, nil, []string{"0/completeness", "0/manifest", "25/sequence", "26/chain", "26/derived", "26/sequence"}},
 		{"first line deleted", func(t *testing.T, dir string) {
 			editLines(t, dir, func(ls [][]byte) [][]byte { return ls[1:] })
-		}, nil, []string{"0/completeness", "0/manifest", "11/sequence", "12/sequence"}},
+		}, nil, []string{"0/completeness", "0/manifest", "11/sequence", "12/derived", "12/sequence"}},
 		{"lines swapped", func(t *testing.T, dir string) {
 			editLines(t, dir, func(ls [][]byte) [][]byte {
 				ls[line(30)], ls[line(31)] = ls[line(31)], ls[line(30)]
 				return ls
 			})
-		}, nil, []string{"0/completeness", "0/manifest", "30/chain", "30/sequence", "30/time", "31/chain", "31/sequence", "32/chain", "32/sequence"}},
+		}, nil, []string{"0/completeness", "0/manifest", "30/chain", "30/sequence", "30/time", "31/chain", "31/derived", "31/sequence", "32/chain", "32/sequence"}},
 		{"line duplicated", func(t *testing.T, dir string) {
 			editLines(t, dir, func(ls [][]byte) [][]byte { return slices.Insert(ls, line(15), ls[line(15)]) })
-		}, nil, []string{"0/completeness", "0/manifest", "15/chain", "15/sequence"}},
+		}, nil, []string{"0/completeness", "0/manifest", "15/chain", "15/derived", "15/sequence"}},
 		{"foreign line inserted", func(t *testing.T, dir string) {
 			extra := audit.Encode(testRecord(15, audit.ZeroHash))
 			editLines(t, dir, func(ls [][]byte) [][]byte { return slices.Insert(ls, line(16), extra) })
-		}, nil, []string{"0/completeness", "0/manifest", "15/chain", "15/sequence", "15/time", "16/chain"}},
+		}, nil, []string{"0/completeness", "0/manifest", "15/chain", "15/derived", "15/sequence", "15/time", "16/chain"}},
 		{"truncated mid-line", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, FileRecords)
 			b := mustRead(t, p)
@@ -128,7 +129,7 @@ func TestVerifyTamper(t *testing.T) {
 		}, nil, []string{"0/completeness", "0/manifest", "40/canonical"}},
 		{"truncated to 5 lines", func(t *testing.T, dir string) {
 			editLines(t, dir, func(ls [][]byte) [][]byte { return ls[:5] })
-		}, nil, []string{"0/completeness", "0/manifest", "16/sequence"}},
+		}, nil, []string{"0/completeness", "0/derived", "0/manifest", "16/sequence"}},
 		{"checkpoint signature altered", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, FileCheckpoints)
 			ls := bytes.Split(bytes.TrimSpace(mustRead(t, p)), []byte("\n"))
@@ -165,7 +166,7 @@ func TestVerifyTamper(t *testing.T) {
 		}, nil, []string{"0/completeness", "40/sequence"}},
 		{"human format altered", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "audit.csv"), []byte("x\n"), 0o600)
-		}, nil, []string{"0/manifest"}},
+		}, nil, []string{"0/derived", "0/manifest"}},
 		{"unlisted file", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "extra.jsonl"), []byte("x\n"), 0o600)
 		}, nil, []string{"0/manifest"}},
@@ -261,14 +262,151 @@ func TestTranscriptText(t *testing.T) {
 			{Name: CheckChain, Ran: true, Detail: "d"},
 			{Name: CheckCompleteness, Ran: true, Problems: 1, Detail: "d"},
 			{Name: CheckConsistency, Ran: false, Detail: "not run"},
+			{Name: CheckDerived, Ran: true, Problems: 1, Detail: "audit.csv regenerated"},
 		},
-		Problems: []Problem{{Seq: 21, Check: CheckChain, Expected: "aa", Got: "bb", Detail: "x"}},
+		Problems: []Problem{
+			{Seq: 21, Check: CheckChain, Expected: "aa", Got: "bb", Detail: "x"},
+			{Seq: 22, Check: CheckDerived, Detail: "audit.csv line 13 (record seq 22) differs"},
+		},
 	}
 	txt := tr.Text()
 	for _, want := range []string{"origin:    " + testOrigin, "seq 11..40, 30 record line(s)", "lower:     empty tree", "upper:     size 45 root " + root.String(),
-		"chain        PASS", "completeness FAIL (1)", "consistency  SKIP", "seq 21: chain: x (expected aa, got bb)", "FAILED: 1 problem(s)", "k+1+AQ"} {
+		"chain        PASS", "completeness FAIL (1)", "consistency  SKIP", "seq 21: chain: x (expected aa, got bb)",
+		"derived      FAIL (1)  audit.csv regenerated", "seq 22: derived: audit.csv line 13 (record seq 22) differs", "FAILED: 2 problem(s)", "k+1+AQ"} {
 		if !strings.Contains(txt, want) {
 			t.Errorf("transcript lacks %q:\n%s", want, txt)
 		}
+	}
+}
+
+// TestVerifyDerivedFiles changes one human-format file of a bundle and
+// updates the manifest's digest to match, as someone covering their tracks
+// would: the manifest is not signed, so only the regeneration of the file
+// from records.jsonl catches it. Each problem names the file and its first
+// differing line.
+func TestVerifyDerivedFiles(t *testing.T) {
+	l := openRealLog(t, 50)
+	k := newTestKey(t, testOrigin, 1)
+	vkeys := []byte(k.vkey)
+	write := func(t *testing.T) string {
+		dir := filepath.Join(t.TempDir(), "bundle")
+		ck := checkpoints(t, k, l, 10, 45)
+		if _, err := Write(context.Background(), dir, l, WriteOptions{From: 11, To: 40, Checkpoints: ck, Formats: Formats}); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	// edit rewrites file name line by line and puts its new digest in the
+	// manifest.
+	edit := func(t *testing.T, dir, name string, f func(lines []string) []string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		lines := strings.SplitAfter(strings.TrimSuffix(string(mustRead(t, p)), "\n"), "\n")
+		lines[len(lines)-1] += "\n"
+		out := []byte(strings.Join(f(lines), ""))
+		if err := os.WriteFile(p, out, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		editJSON(t, filepath.Join(dir, FileManifest), func(m *Manifest) { m.Files[name] = fmt.Sprintf("sha256:%x", sha256.Sum256(out)) })
+	}
+	// lineOf is the 0-based index of the only line holding s.
+	lineOf := func(t *testing.T, lines []string, s string) int {
+		t.Helper()
+		at := -1
+		for i, l := range lines {
+			if strings.Contains(l, s) {
+				if at >= 0 {
+					t.Fatalf("%q on lines %d and %d", s, at+1, i+1)
+				}
+				at = i
+			}
+		}
+		if at < 0 {
+			t.Fatalf("no line holds %q", s)
+		}
+		return at
+	}
+	replaceOn := func(t *testing.T, lines []string, i int, old, new string) {
+		t.Helper()
+		if !strings.Contains(lines[i], old) {
+			t.Fatalf("line %d lacks %q", i+1, old)
+		}
+		lines[i] = strings.Replace(lines[i], old, new, 1)
+	}
+
+	t.Run("untouched", func(t *testing.T) {
+		tr, err := Verify(write(t), vkeys)
+		if err != nil || !tr.OK {
+			t.Fatalf("Verify: %v\n%s", err, tr.Text())
+		}
+		txt := tr.Text()
+		if !strings.Contains(txt, "derived      PASS      audit.csv, auditevent.ndjson, ocsf.ndjson regenerated from records.jsonl") {
+			t.Errorf("transcript does not show the derived check:\n%s", txt)
+		}
+	})
+
+	// Record 20 is an allowed read (testRecord).
+	for _, tc := range []struct {
+		name, file string
+		seq        uint64
+		tamper     func(t *testing.T, lines []string) ([]string, int) // returns the lines and the 1-based line changed
+		detail     string
+	}{
+		{"csv row allow to deny", "audit.csv", 20, func(t *testing.T, ls []string) ([]string, int) {
+			i := slices.IndexFunc(ls, func(l string) bool { return strings.HasPrefix(l, "2,20,") }) // columns v, seq
+			replaceOn(t, ls, i, ",allow,", ",deny,")
+			return ls, i + 1
+		}, "differs from its regeneration"},
+		{"fhir outcome success to failure", "auditevent.ndjson", 20, func(t *testing.T, ls []string) ([]string, int) {
+			i := lineOf(t, ls, `{"url":"seq","valueString":"20"}`)
+			replaceOn(t, ls, i, `"outcome":"0"`, `"outcome":"4"`)
+			return ls, i + 1
+		}, "differs from its regeneration"},
+		{"ocsf status success to failure", "ocsf.ndjson", 20, func(t *testing.T, ls []string) ([]string, int) {
+			i := lineOf(t, ls, `"sequence":20,`)
+			replaceOn(t, ls, i, `"status_id":1,`, `"status_id":2,`)
+			return ls, i + 1
+		}, "differs from its regeneration"},
+		{"ocsf event removed", "ocsf.ndjson", 20, func(t *testing.T, ls []string) ([]string, int) {
+			i := lineOf(t, ls, `"sequence":20,`)
+			return slices.Delete(ls, i, i+1), i + 1
+		}, "differs from its regeneration"},
+		{"csv cut", "audit.csv", 40, func(t *testing.T, ls []string) ([]string, int) {
+			return ls[:len(ls)-1], len(ls)
+		}, "ends at line"},
+		{"fhir event added", "auditevent.ndjson", 0, func(t *testing.T, ls []string) ([]string, int) {
+			return append(ls, ls[0]), len(ls) + 1
+		}, "has content after line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := write(t)
+			var changed int
+			edit(t, dir, tc.file, func(ls []string) []string {
+				ls, changed = tc.tamper(t, ls)
+				return ls
+			})
+			tr, err := Verify(dir, vkeys)
+			if !errors.Is(err, ErrInvalid) || tr.OK {
+				t.Fatalf("Verify: err %v, OK %v; want ErrInvalid\n%s", err, tr.OK, tr.Text())
+			}
+			if got := problemSet(tr.Problems); !slices.Equal(got, []string{fmt.Sprintf("%d/derived", tc.seq)}) {
+				t.Fatalf("problems %v, want only %d/derived\n%s", got, tc.seq, tr.Text())
+			}
+			p := tr.Problems[0]
+			where := fmt.Sprintf("%s line %d", tc.file, changed)
+			switch tc.detail {
+			case "has content after line":
+				where = fmt.Sprintf("%s has content after line %d", tc.file, changed-1)
+			case "ends at line":
+				where = fmt.Sprintf("%s ends at line %d", tc.file, changed)
+			}
+			if !strings.Contains(p.Detail, where) || !strings.Contains(p.Detail, tc.detail) {
+				t.Errorf("problem %q does not name %q (%s)", p.Detail, where, tc.detail)
+			}
+			txt := tr.Text()
+			if !strings.Contains(txt, "derived      FAIL (1)") || !strings.Contains(txt, "FAILED: 1 problem(s)") {
+				t.Errorf("transcript:\n%s", txt)
+			}
+		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -362,30 +361,21 @@ func writeRecords(ctx context.Context, dir string, src Source, opts WriteOptions
 		return nil, err
 	}
 	type human struct {
-		name string
-		d    *digestWriter
-		csv  *csv.Writer
-		f    func(audit.Record) ([]byte, error)
+		f Format
+		d *digestWriter
 	}
-	var hs []*human
+	var hs []human
 	for _, f := range slices.Compact(slices.Sorted(slices.Values(opts.Formats))) {
 		d, err := createDigest(dir, f.FileName())
 		if err != nil {
 			return nil, err
 		}
-		h := &human{name: f.FileName(), d: d}
-		switch f {
-		case FormatCSV:
-			h.csv = csv.NewWriter(d)
-			if err := h.csv.Write(audit.CSVHeader); err != nil {
-				return nil, err
-			}
-		case FormatFHIR:
-			h.f = FHIRAuditEvent
-		case FormatOCSF:
-			h.f = OCSFAPIActivity
+		head, err := f.header()
+		if err != nil {
+			return nil, err
 		}
-		hs = append(hs, h)
+		d.Write(head)
+		hs = append(hs, human{f: f, d: d})
 	}
 	leaves := make([]tlog.Hash, 0, opts.To-opts.From+1)
 	next := opts.From
@@ -405,18 +395,11 @@ func writeRecords(ctx context.Context, dir string, src Source, opts WriteOptions
 			return &audit.CorruptError{Seq: seq, Kind: audit.KindNonCanonical, Detail: "record does not decode; run verify"}
 		}
 		for _, h := range hs {
-			if h.csv != nil {
-				if err := h.csv.Write(CSVRow(r)); err != nil {
-					return err
-				}
-				continue
-			}
-			line, err := h.f(r)
+			b, err := h.f.render(r)
 			if err != nil {
 				return err
 			}
-			h.d.Write(line)
-			h.d.Write([]byte{'\n'})
+			h.d.Write(b)
 		}
 		return nil
 	})
@@ -430,13 +413,7 @@ func writeRecords(ctx context.Context, dir string, src Source, opts WriteOptions
 		return nil, err
 	}
 	for _, h := range hs {
-		if h.csv != nil {
-			h.csv.Flush()
-			if err := h.csv.Error(); err != nil {
-				return nil, err
-			}
-		}
-		if err := h.d.close(h.name, files); err != nil {
+		if err := h.d.close(h.f.FileName(), files); err != nil {
 			return nil, err
 		}
 	}

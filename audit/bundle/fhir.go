@@ -1,0 +1,429 @@
+package bundle
+
+import (
+	"encoding/base64"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/custos-mcp/custos/audit"
+)
+
+// FHIR code systems, identifier systems and the IHE BALP profiles used by
+// FHIRAuditEvents. The profile rules followed are those of IHE ITI Basic
+// Audit Log Patterns (BALP) 1.1: IHE.BasicAudit.Read, PatientRead, Query and
+// PatientQuery (input/fsh/PatientRead.fsh and PatientQuery.fsh of
+// github.com/IHE/ITI.BasicAudit).
+const (
+	fhirAuditEventType   = "http://terminology.hl7.org/CodeSystem/audit-event-type"
+	fhirRestful          = "http://hl7.org/fhir/restful-interaction"
+	fhirDICOM            = "http://dicom.nema.org/resources/ontology/DCM"
+	fhirParticipation    = "http://terminology.hl7.org/CodeSystem/v3-ParticipationType"
+	fhirEntityType       = "http://terminology.hl7.org/CodeSystem/audit-entity-type"
+	fhirObjectRole       = "http://terminology.hl7.org/CodeSystem/object-role"
+	fhirSourceType       = "http://terminology.hl7.org/CodeSystem/security-source-type"
+	fhirActReason        = "http://terminology.hl7.org/CodeSystem/v3-ActReason"
+	fhirNetworkType      = "http://hl7.org/fhir/network-type"
+	fhirURI              = "urn:ietf:rfc:3986"
+	balpPatientRead      = "https://profiles.ihe.net/ITI/BALP/StructureDefinition/IHE.BasicAudit.PatientRead"
+	balpRead             = "https://profiles.ihe.net/ITI/BALP/StructureDefinition/IHE.BasicAudit.Read"
+	balpPatientQuery     = "https://profiles.ihe.net/ITI/BALP/StructureDefinition/IHE.BasicAudit.PatientQuery"
+	balpQuery            = "https://profiles.ihe.net/ITI/BALP/StructureDefinition/IHE.BasicAudit.Query"
+	custosAuditRecordExt = "https://github.com/custos-mcp/custos/fhir/StructureDefinition/audit-record"
+	custosPatientHash    = "https://github.com/custos-mcp/custos/fhir/NamingSystem/audit-patient-keyed-hash"
+	actionAuthReject     = "auth/reject" // server.ActionAuthReject: an HTTP request refused before MCP
+)
+
+// DICOM roles of the two network agents (DCM 110153, 110152).
+var (
+	roleSource      = fhirCoding{System: fhirDICOM, Code: "110153", Display: "Source Role ID"}
+	roleDestination = fhirCoding{System: fhirDICOM, Code: "110152", Display: "Destination Role ID"}
+)
+
+type fhirCoding struct {
+	System  string `json:"system,omitempty"`
+	Code    string `json:"code,omitempty"`
+	Display string `json:"display,omitempty"`
+}
+
+type fhirConcept struct {
+	Coding []fhirCoding `json:"coding,omitempty"`
+	Text   string       `json:"text,omitempty"`
+}
+
+type fhirIdentifier struct {
+	System string `json:"system,omitempty"`
+	Value  string `json:"value"`
+}
+
+type fhirReference struct {
+	Type       string          `json:"type,omitempty"`
+	Identifier *fhirIdentifier `json:"identifier,omitempty"`
+	Display    string          `json:"display,omitempty"`
+}
+
+type fhirNetwork struct {
+	Address string `json:"address"`
+	Type    string `json:"type"`
+}
+
+type fhirAgent struct {
+	Type         *fhirConcept   `json:"type,omitempty"`
+	Role         []fhirConcept  `json:"role,omitempty"`
+	Who          *fhirReference `json:"who,omitempty"`
+	Requestor    bool           `json:"requestor"`
+	Network      *fhirNetwork   `json:"network,omitempty"`
+	PurposeOfUse []fhirConcept  `json:"purposeOfUse,omitempty"`
+}
+
+type fhirSource struct {
+	Site     string        `json:"site,omitempty"`
+	Observer fhirReference `json:"observer"`
+	Type     []fhirCoding  `json:"type,omitempty"`
+}
+
+type fhirEntity struct {
+	What        *fhirReference `json:"what,omitempty"`
+	Type        *fhirCoding    `json:"type,omitempty"`
+	Role        *fhirCoding    `json:"role,omitempty"`
+	Description string         `json:"description,omitempty"`
+	Query       string         `json:"query,omitempty"` // base64Binary
+}
+
+type fhirExtension struct {
+	URL         string          `json:"url"`
+	ValueString string          `json:"valueString,omitempty"`
+	Extension   []fhirExtension `json:"extension,omitempty"`
+}
+
+type fhirMeta struct {
+	Profile []string `json:"profile"`
+}
+
+type fhirAuditEvent struct {
+	ResourceType   string          `json:"resourceType"`
+	ID             string          `json:"id,omitempty"`
+	Meta           *fhirMeta       `json:"meta,omitempty"`
+	Extension      []fhirExtension `json:"extension"`
+	Type           fhirCoding      `json:"type"`
+	Subtype        []fhirCoding    `json:"subtype,omitempty"`
+	Action         string          `json:"action"`
+	Recorded       string          `json:"recorded"`
+	Outcome        string          `json:"outcome"`
+	OutcomeDesc    string          `json:"outcomeDesc,omitempty"`
+	PurposeOfEvent []fhirConcept   `json:"purposeOfEvent,omitempty"`
+	Agent          []fhirAgent     `json:"agent"`
+	Source         fhirSource      `json:"source"`
+	Entity         []fhirEntity    `json:"entity,omitempty"`
+}
+
+// balpKind is the BALP pattern a record's action follows.
+type balpKind int
+
+const (
+	kindOther balpKind = iota // DICOM Application Activity (or User Authentication): no BALP profile
+	kindRead                  // resources/read: Read / PatientRead
+	kindQuery                 // resources/list, resources/templates/list: Query / PatientQuery
+)
+
+func balpKindOf(action string) balpKind {
+	switch action {
+	case audit.ActionResourcesRead:
+		return kindRead
+	case audit.ActionResourcesList, audit.ActionResourcesTemplatesList:
+		return kindQuery
+	}
+	return kindOther
+}
+
+// FHIRAuditEvents renders r as FHIR R4 AuditEvents following the IHE Basic
+// Audit Log Patterns (BALP). One record gives one event, except that a
+// read or a list concerning several patients gives one event per patient
+// (BALP PatientRead and PatientQuery name exactly one patient), with ids
+// "<event_id>-1" ... "<event_id>-N" instead of the event_id.
+//
+//   - resources/read: the Read pattern: type audit-event-type#rest, subtype
+//     restful-interaction#read, action R; agents client = DCM 110152
+//     Destination Role ID (the data flows to it), server = DCM 110153
+//     Source Role ID; entity data (audit-entity-type#2 System Object,
+//     object-role#4 Domain Resource, what = the URI) and, when patients are
+//     concerned, entity patient (#1 Person, object-role#1 Patient).
+//   - resources/list, resources/templates/list: the Query pattern: subtype
+//     search, action E; client = 110153 Source Role ID, server = 110152
+//     Destination Role ID (the DICOM/IHE convention for queries); entity
+//     query (#2, object-role#24 Query) with query = base64 of the MCP
+//     method (custos lists take no parameters but an opaque cursor, which
+//     is not recorded) and the method as description; the results are not
+//     entities (BALP records the query, not its results): the URIs naming
+//     the event's patient (all of them when none) are in the custos
+//     extension.
+//   - auth/reject: DCM 110114 User Authentication, subtype DCM 110122
+//     Login, action E; any other action: DCM 110100 Application Activity,
+//     action E; every patient and URI as entities.
+//
+// The user agent (v3-ParticipationType#IRCP, requestor, roles, purpose of
+// use) is present when the record names a principal. outcome is 0 for
+// allow, 4 (minor failure) for deny, 8 (serious failure) for error, with
+// the reason in outcomeDesc. meta.profile claims the BALP profile only for
+// a successful read or query that carries everything the profile requires:
+// BALP's profiles fix outcome 0, so a denial or an error follows the
+// pattern without claiming it, as BALP says failures do; and a record
+// whose client address is unknown (HTTP requests record the transport
+// "oauth", not the peer) cannot fill agent[client].network (1..1).
+//
+// The extension custosAuditRecordExt carries seq, hash, prev_hash, action,
+// decision_id, policy_revision, session, digests, obligations and keys, so
+// that every event traces back to its signed record. No element is an
+// empty string (FHIR forbids them): what the record lacks is left out.
+func FHIRAuditEvents(r audit.Record) ([][]byte, error) {
+	kind := balpKindOf(r.Action)
+	groups := [][]string{r.Patients} // the patients of each event
+	if kind != kindOther && len(r.Patients) > 1 {
+		groups = groups[:0]
+		for _, p := range r.Patients {
+			groups = append(groups, []string{p})
+		}
+	}
+	out := make([][]byte, 0, len(groups))
+	for i, patients := range groups {
+		ev := fhirEvent(r, kind, patients)
+		if len(groups) > 1 {
+			ev.ID = r.EventID + "-" + strconv.Itoa(i+1)
+			ev.Extension[0].Extension = append(ev.Extension[0].Extension,
+				fhirExtension{URL: "part", ValueString: strconv.Itoa(i+1) + "/" + strconv.Itoa(len(groups))})
+		}
+		b, err := marshalLine(ev)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// fhirEvent renders the event of r concerning patients.
+func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent {
+	ev := fhirAuditEvent{
+		ResourceType: "AuditEvent",
+		ID:           r.EventID,
+		Recorded:     r.Time.UTC().Format(audit.TimeLayout),
+		OutcomeDesc:  r.Reason,
+		Source: fhirSource{
+			Site:     r.Node,
+			Observer: deviceRef(r.Node),
+			Type:     []fhirCoding{{System: fhirSourceType, Code: "4", Display: "Application Server"}},
+		},
+	}
+	switch kind {
+	case kindRead:
+		ev.Type = fhirCoding{System: fhirAuditEventType, Code: "rest", Display: "Restful Operation"}
+		ev.Subtype = []fhirCoding{{System: fhirRestful, Code: "read", Display: "read"}}
+		ev.Action = "R"
+	case kindQuery:
+		ev.Type = fhirCoding{System: fhirAuditEventType, Code: "rest", Display: "Restful Operation"}
+		ev.Subtype = []fhirCoding{{System: fhirRestful, Code: "search", Display: "search"}}
+		ev.Action = "E"
+	default:
+		ev.Type = fhirCoding{System: fhirDICOM, Code: "110100", Display: "Application Activity"}
+		if r.Action == actionAuthReject {
+			ev.Type = fhirCoding{System: fhirDICOM, Code: "110114", Display: "User Authentication"}
+			ev.Subtype = []fhirCoding{{System: fhirDICOM, Code: "110122", Display: "Login"}}
+		}
+		ev.Action = "E"
+	}
+	switch r.Outcome {
+	case audit.OutcomeAllow:
+		ev.Outcome = "0"
+	case audit.OutcomeDeny:
+		ev.Outcome = "4"
+	default:
+		ev.Outcome = "8"
+	}
+	var purpose []fhirConcept
+	if r.PurposeOfUse != "" {
+		purpose = []fhirConcept{{Coding: []fhirCoding{{System: fhirActReason, Code: r.PurposeOfUse}}}}
+		ev.PurposeOfEvent = purpose
+	}
+
+	// Agents. Read: the data flows from the server (source) to the client
+	// (destination). Query and the rest: the request flows from the client
+	// (source) to the server (destination), the DICOM/IHE convention.
+	clientRole, serverRole := roleSource, roleDestination
+	if kind == kindRead {
+		clientRole, serverRole = roleDestination, roleSource
+	}
+	hasUser := r.Principal.Sub != ""
+	client := fhirAgent{
+		Type:      &fhirConcept{Coding: []fhirCoding{clientRole}},
+		Requestor: !hasUser, // with no principal the client application is the only requestor known
+		Network:   clientNetwork(r.Source, r.Node),
+	}
+	if r.Principal.ClientID != "" {
+		client.Who = &fhirReference{Type: "Device", Identifier: &fhirIdentifier{Value: r.Principal.ClientID}}
+	}
+	server := fhirAgent{
+		Type: &fhirConcept{Coding: []fhirCoding{serverRole}},
+	}
+	if r.Node != "" {
+		server.Who = &fhirReference{Type: "Device", Identifier: &fhirIdentifier{Value: r.Node}, Display: r.Node}
+		server.Network = &fhirNetwork{Address: r.Node, Type: "1"} // machine name
+	}
+	if hasUser {
+		user := fhirAgent{
+			Type:         &fhirConcept{Coding: []fhirCoding{{System: fhirParticipation, Code: "IRCP", Display: "information recipient"}}},
+			Who:          &fhirReference{Identifier: &fhirIdentifier{Value: r.Principal.Sub}},
+			Requestor:    true,
+			PurposeOfUse: purpose,
+		}
+		for _, role := range r.Principal.Roles {
+			if role != "" {
+				user.Role = append(user.Role, fhirConcept{Text: role})
+			}
+		}
+		ev.Agent = append(ev.Agent, user)
+	}
+	ev.Agent = append(ev.Agent, client, server)
+
+	// Entities.
+	for _, p := range patients {
+		if p == "" {
+			continue
+		}
+		ev.Entity = append(ev.Entity, fhirEntity{
+			What: &fhirReference{Type: "Patient", Identifier: &fhirIdentifier{System: custosPatientHash, Value: p}},
+			Type: &fhirCoding{System: fhirEntityType, Code: "1", Display: "Person"},
+			Role: &fhirCoding{System: fhirObjectRole, Code: "1", Display: "Patient"},
+		})
+	}
+	var resultURIs []string // query results, named in the extension
+	switch kind {
+	case kindQuery:
+		ev.Entity = append(ev.Entity, fhirEntity{
+			Type:        &fhirCoding{System: fhirEntityType, Code: "2", Display: "System Object"},
+			Role:        &fhirCoding{System: fhirObjectRole, Code: "24", Display: "Query"},
+			Description: r.Action,
+			Query:       base64.StdEncoding.EncodeToString([]byte(r.Action)),
+		})
+		resultURIs = urisOf(r.URIs, patients)
+	default:
+		for _, u := range r.URIs {
+			if u == "" {
+				continue
+			}
+			ev.Entity = append(ev.Entity, fhirEntity{
+				What: &fhirReference{Identifier: &fhirIdentifier{System: fhirURI, Value: u}},
+				Type: &fhirCoding{System: fhirEntityType, Code: "2", Display: "System Object"},
+				Role: &fhirCoding{System: fhirObjectRole, Code: "4", Display: "Domain Resource"},
+			})
+		}
+	}
+	if p := balpProfile(r, kind, patients, client, server); p != "" {
+		ev.Meta = &fhirMeta{Profile: []string{p}}
+	}
+
+	ext := fhirExtension{URL: custosAuditRecordExt}
+	add := func(name, v string) {
+		if v != "" {
+			ext.Extension = append(ext.Extension, fhirExtension{URL: name, ValueString: v})
+		}
+	}
+	add("seq", strconv.FormatUint(r.Seq, 10))
+	add("hash", recordHash(r))
+	add("prev_hash", r.PrevHash)
+	add("action", r.Action)
+	add("decision_id", r.DecisionID)
+	add("policy_revision", r.PolicyRevision)
+	add("session", r.Session)
+	add("source", r.Source)
+	for _, u := range resultURIs {
+		add("uri", u)
+	}
+	for _, d := range r.Digests {
+		add("digest", d)
+	}
+	for _, o := range r.Obligations {
+		add("obligation", o)
+	}
+	for _, k := range r.Keys {
+		add("key", k)
+	}
+	if r.Dev {
+		add("dev", "true")
+	}
+	ev.Extension = []fhirExtension{ext}
+	return ev
+}
+
+// balpProfile returns the BALP profile the event conforms to, or "" when
+// it follows the pattern without meeting a profile: a failure (the
+// profiles fix outcome 0), an action BALP has no pattern for, or a record
+// lacking what the profile requires (client identity, client and server
+// network addresses; a Read needs its data entity).
+func balpProfile(r audit.Record, kind balpKind, patients []string, client, server fhirAgent) string {
+	if kind == kindOther || r.Outcome != audit.OutcomeAllow ||
+		client.Who == nil || client.Network == nil || server.Who == nil || server.Network == nil {
+		return ""
+	}
+	switch kind {
+	case kindRead:
+		if len(r.URIs) != 1 || r.URIs[0] == "" {
+			return ""
+		}
+		return pick(len(patients) == 1, balpPatientRead, balpRead)
+	default:
+		return pick(len(patients) == 1, balpPatientQuery, balpQuery)
+	}
+}
+
+// clientNetwork is the client agent's network address, when the record
+// knows it: an IP address (network-type 2) from an "ip:port" or "ip"
+// source; for "stdio" the node's name (type 1, machine name: a stdio
+// client runs on the server's machine). Other sources ("oauth", "btg",
+// "unidentified", ...) name a transport or a component, not an address.
+func clientNetwork(source, node string) *fhirNetwork {
+	host := source
+	if h, _, err := net.SplitHostPort(source); err == nil {
+		host = h
+	}
+	if net.ParseIP(host) != nil {
+		return &fhirNetwork{Address: host, Type: "2"}
+	}
+	if source == "stdio" && node != "" {
+		return &fhirNetwork{Address: node, Type: "1"}
+	}
+	return nil
+}
+
+// deviceRef is the source observer: the custos node.
+func deviceRef(node string) fhirReference {
+	if node == "" {
+		return fhirReference{Type: "Device", Display: "custos"}
+	}
+	return fhirReference{Type: "Device", Identifier: &fhirIdentifier{Value: node}, Display: node}
+}
+
+// urisOf returns the URIs naming one of patients (every occurrence of a
+// patient id in a URI is its keyed hash, as in the record's patients), or
+// all of them when patients is empty.
+func urisOf(uris, patients []string) []string {
+	if len(patients) == 0 {
+		return uris
+	}
+	var out []string
+	for _, u := range uris {
+		for _, p := range patients {
+			if p != "" && strings.Contains(u, p) {
+				out = append(out, u)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func pick(c bool, a, b string) string {
+	if c {
+		return a
+	}
+	return b
+}
