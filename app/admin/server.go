@@ -40,8 +40,8 @@ type Config struct {
 
 // Server serves the admin socket.
 type Server struct {
-	cfg  Config
-	self uint32
+	cfg   Config
+	allow func(Cred) bool // Allowed for this server's uid and groups
 	ln   net.Listener
 	hs   *http.Server
 	path string
@@ -81,7 +81,8 @@ func Listen(path string, cfg Config) (*Server, error) {
 		ln.Close()
 		return nil, fmt.Errorf("admin: chmod: %w", err)
 	}
-	s := &Server{cfg: cfg, self: uint32(os.Getuid()), ln: ln, path: path}
+	self := uint32(os.Getuid())
+	s := &Server{cfg: cfg, ln: ln, path: path, allow: func(c Cred) bool { return Allowed(c, self, cfg.Groups) }}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ping", s.ping)
 	mux.HandleFunc("POST /v1/{op}", s.op)
@@ -130,7 +131,7 @@ type credResult struct {
 func (s *Server) checkPeer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cr, _ := r.Context().Value(credKey{}).(credResult)
-		if cr.err != nil || !Allowed(cr.cred, s.self, s.cfg.Groups) {
+		if cr.err != nil || !s.allow(cr.cred) {
 			s.cfg.Logger.Warn("admin socket: peer refused", "uid", cr.cred.UID, "gid", cr.cred.GID, "pid", cr.cred.PID, "err", cr.err)
 			writeError(w, http.StatusForbidden, &access.Error{Code: "forbidden", Message: "admin socket: this account may not use the server's admin socket"})
 			return
