@@ -42,9 +42,9 @@ type Config struct {
 type Server struct {
 	cfg   Config
 	allow func(Cred) bool // Allowed for this server's uid and groups
-	ln   net.Listener
-	hs   *http.Server
-	path string
+	ln    net.Listener
+	hs    *http.Server
+	path  string
 }
 
 // Listen binds the admin socket at path. The caller must hold the audit
