@@ -343,7 +343,7 @@ func TestVaultRotationWhileServing(t *testing.T) {
 			patient = l.Labels.Patient
 		}
 	}
-	hout, errOut, code := custos(t, aenv, "audit", "hash", patient, "--data-dir", d.data, "--json")
+	hout, errOut, code := custos(t, aenv, "audit", "hash", patient, "--data-dir", d.data, "--purpose", "PATRQT", "--json")
 	var hs []struct {
 		Key   string `json:"audit_key"`
 		Value string `json:"lookup_value"`
