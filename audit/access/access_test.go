@@ -16,6 +16,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/audittest"
+	"github.com/custos-mcp/custos/audit/report"
 )
 
 var alice = access.Caller{Account: "os:uid=1000(alice)", Source: "local"}
@@ -116,7 +117,7 @@ func TestPurposeIsRequired(t *testing.T) {
 	reqs := map[access.Op]any{
 		access.OpExport: access.ExportRequest{Format: audit.FormatCSV},
 		access.OpBundle: access.BundleRequest{},
-		access.OpReport: access.ReportRequest{Denials: true},
+		access.OpReport: access.ReportRequest{Query: report.Query{Denials: true}},
 		access.OpProve:  access.ProveRequest{Seq: 1},
 		access.OpHash:   access.HashRequest{Patient: "hk1-0123456789abcdef0123456789abcdef"},
 		access.OpImpact: access.ImpactRequest{},
@@ -165,7 +166,7 @@ func TestFailClosedWhenNotRecorded(t *testing.T) {
 		access.OpVerify: access.VerifyRequest{},
 		access.OpExport: access.ExportRequest{Ask: ask, Format: audit.FormatJSONL},
 		access.OpBundle: access.BundleRequest{Ask: ask},
-		access.OpReport: access.ReportRequest{Ask: ask, Denials: true},
+		access.OpReport: access.ReportRequest{Ask: ask, Query: report.Query{Denials: true}},
 		access.OpProve:  access.ProveRequest{Ask: ask, Seq: 1},
 		access.OpImpact: access.ImpactRequest{Ask: ask},
 	} {

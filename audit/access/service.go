@@ -83,61 +83,35 @@ func (s *Service) Run(ctx context.Context, c Caller, op Op, req []byte, w io.Wri
 	return res, err
 }
 
-func decode(req []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(req))
-	d.DisallowUnknownFields()
-	if err := d.Decode(v); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadRequest, err)
-	}
-	return nil
-}
-
 func (s *Service) run(ctx context.Context, c Caller, op Op, req []byte, w io.Writer) (Result, error) {
 	switch op {
 	case OpVerify:
-		var r VerifyRequest
-		if err := decode(req, &r); err != nil {
-			return Result{}, err
-		}
-		return s.verify(ctx, c, r, w)
+		return with(req, func(r VerifyRequest) (Result, error) { return s.verify(ctx, c, r, w) })
 	case OpExport:
-		var r ExportRequest
-		if err := decode(req, &r); err != nil {
-			return Result{}, err
-		}
-		return s.export(ctx, c, r, w)
+		return with(req, func(r ExportRequest) (Result, error) { return s.export(ctx, c, r, w) })
 	case OpBundle:
-		var r BundleRequest
-		if err := decode(req, &r); err != nil {
-			return Result{}, err
-		}
-		return s.bundle(ctx, c, r, w)
+		return with(req, func(r BundleRequest) (Result, error) { return s.bundle(ctx, c, r, w) })
 	case OpReport:
-		var r ReportRequest
-		if err := decode(req, &r); err != nil {
-			return Result{}, err
-		}
-		return s.report(ctx, c, r, w)
+		return with(req, func(r ReportRequest) (Result, error) { return s.report(ctx, c, r, w) })
 	case OpProve:
-		var r ProveRequest
-		if err := decode(req, &r); err != nil {
-			return Result{}, err
-		}
-		return s.prove(ctx, c, r, w)
+		return with(req, func(r ProveRequest) (Result, error) { return s.prove(ctx, c, r, w) })
 	case OpHash:
-		var r HashRequest
-		if err := decode(req, &r); err != nil {
-			return Result{}, err
-		}
-		return s.hash(ctx, c, r)
+		return with(req, func(r HashRequest) (Result, error) { return s.hash(ctx, c, r) })
 	case OpImpact:
-		var r ImpactRequest
-		if err := decode(req, &r); err != nil {
-			return Result{}, err
-		}
-		return s.impact(ctx, c, r, w)
+		return with(req, func(r ImpactRequest) (Result, error) { return s.impact(ctx, c, r, w) })
 	}
 	return Result{}, fmt.Errorf("%w: unknown operation %q", ErrBadRequest, op)
+}
+
+// with decodes req into an R, refusing unknown fields, and calls op.
+func with[R any](req []byte, op func(R) (Result, error)) (Result, error) {
+	var r R
+	d := json.NewDecoder(bytes.NewReader(req))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&r); err != nil {
+		return Result{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	return op(r)
 }
 
 // open appends the access record and pins the view at it.
@@ -417,18 +391,13 @@ func (s *Service) bundle(ctx context.Context, c Caller, r BundleRequest, w io.Wr
 }
 
 // ReportRequest is a privacy officer's report (package report) over the
-// view. Patients are lookup values (keyed hashes), never ids.
+// view. Patients are lookup values (keyed hashes), never ids; Keys names
+// the key version of Patients[0].
 type ReportRequest struct {
 	Ask
-	Patients     []string  `json:"patients,omitempty"`
-	PatientLabel string    `json:"patient_label,omitempty"`
-	Keys         []string  `json:"keys,omitempty"` // the key versions of Patients[0]
-	User         string    `json:"user,omitempty"`
-	Denials      bool      `json:"denials,omitempty"`
-	BreakGlass   bool      `json:"break_glass,omitempty"`
-	Disclosures  bool      `json:"disclosures,omitempty"`
-	Since        time.Time `json:"since,omitzero"`
-	Until        time.Time `json:"until,omitzero"`
+	report.Query
+	Patients []string `json:"patients,omitempty"`
+	Keys     []string `json:"keys,omitempty"`
 }
 
 func (s *Service) report(ctx context.Context, c Caller, r ReportRequest, w io.Writer) (Result, error) {
@@ -463,10 +432,8 @@ func (s *Service) report(ctx context.Context, c Caller, r ReportRequest, w io.Wr
 	if err != nil {
 		return Result{}, err
 	}
-	q := report.Query{
-		Patients: r.Patients, PatientLabel: r.PatientLabel, User: r.User, Denials: r.Denials,
-		BreakGlass: r.BreakGlass, Disclosures: r.Disclosures, Since: r.Since, Until: r.Until,
-	}
+	q := r.Query
+	q.Patients = r.Patients
 	rep, err := report.Run(ctx, v, q, v.n, nil)
 	if err != nil {
 		return Result{AccessSeq: v.n}, err

@@ -201,7 +201,7 @@ Examples:
 			if disclosures && patient == "" {
 				return usagef("--disclosures is the accounting of disclosures for one patient: add --patient ID")
 			}
-			q := access.ReportRequest{Ask: af.ask(), User: user, Denials: denials, BreakGlass: breakGlass, Disclosures: disclosures}
+			q := access.ReportRequest{Ask: af.ask(), Query: report.Query{User: user, Denials: denials, BreakGlass: breakGlass, Disclosures: disclosures}}
 			if q.Since, err = parseTime("since", since); err != nil {
 				return err
 			}
