@@ -16,7 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/custos-mcp/custos/app/admin"
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/policy/btg"
@@ -80,6 +82,7 @@ type App struct {
 	opsLn     net.Listener
 	opsHS     *http.Server
 	opsURL    string
+	admin     *admin.Server
 
 	mu     sync.Mutex
 	closed bool
@@ -174,8 +177,31 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 	if err := a.listen(); err != nil {
 		return nil, err
 	}
+	if err := a.serveAdmin(); err != nil {
+		return nil, err
+	}
 	a.log.Info("ready", "policy_revision", a.policy.Revision(), "secrets", a.keys.Name(), "keys", a.keys.KeyIDs(), "node", o.Node)
 	return a, nil
+}
+
+// serveAdmin serves the admin socket D/admin.sock, through which the
+// auditor commands reach the log while the App holds its lock. Access records go through
+// the checkpointed log like every other record.
+func (a *App) serveAdmin() error {
+	svc := access.New(a.audit, checkpointedLog{a.audit, a.ckpt}, a.o.DataDir, a.log)
+	path := admin.Path(a.o.DataDir)
+	s, err := admin.Listen(path, admin.Config{Service: svc, Groups: a.o.Admin.Groups, Logger: a.log})
+	if err != nil {
+		return fmt.Errorf("admin socket: %w", err)
+	}
+	a.admin = s
+	go func() {
+		if err := s.Serve(); err != nil {
+			a.log.Error("admin socket stopped", "err", err)
+		}
+	}()
+	a.log.Info("serving the admin socket", "path", path)
+	return nil
 }
 
 // hostName is the default node name.

@@ -51,6 +51,9 @@ type Options struct {
 	// Ops serves /healthz, /readyz and /metrics; the zero value serves
 	// nothing (and keeps no metrics).
 	Ops OpsOptions
+	// Admin configures the admin socket DataDir/admin.sock, which is
+	// always served (docs/audit-access.md).
+	Admin AdminOptions
 
 	// Logger receives the operational log (never a secret, a payload or
 	// PHI); nil discards.
@@ -153,6 +156,16 @@ type OpsOptions struct {
 	// AddrFile, if set, receives the ops base URL once listening. Key
 	// ops.addr_file.
 	AddrFile string
+}
+
+// AdminOptions configure the admin socket through which the auditor
+// commands reach the running server (package app/admin).
+type AdminOptions struct {
+	// Groups are gids whose members (as their primary or effective group)
+	// may use the socket besides the server's own uid and root; the socket
+	// is then mode 0660 and owned by the first group. Empty: mode 0600.
+	// Key admin.groups.
+	Groups []uint32
 }
 
 // Defaults and limits of Options.

@@ -227,4 +227,7 @@ func (a *App) stopListeners() {
 	if a.opsLn != nil {
 		a.opsLn.Close()
 	}
+	if a.admin != nil {
+		a.admin.Shutdown(ctx)
+	}
 }

@@ -29,9 +29,12 @@ const (
 )
 
 // Filter selects records by time. Zero bounds are unbounded; Since is
-// inclusive, Until exclusive.
+// inclusive, Until exclusive. To, if not 0, ends the export after record
+// To (a prefix 1..To pinned by the caller: records appended meanwhile are
+// left out).
 type Filter struct {
 	Since, Until time.Time
+	To           uint64
 }
 
 func (f Filter) match(t time.Time) bool {
@@ -143,6 +146,10 @@ func exportDB(ctx context.Context, db *bolt.DB, w io.Writer, f Format, filter Fi
 			c := records.Cursor()
 			k, v := seekAfter(c, after)
 			for i := 0; k != nil && i < exportChunk; i++ {
+				if filter.To != 0 && len(k) == 8 && binary.BigEndian.Uint64(k) > filter.To {
+					k = nil // past the pinned prefix
+					break
+				}
 				after = append(after[:0], k...)
 				rec, err := Decode(v)
 				if err != nil {

@@ -52,7 +52,7 @@ func TestAuditorWorkflow(t *testing.T) {
 	}
 
 	// The lookup value; no raw patient id is in the log.
-	hash := strings.Fields(mustCustos(t, "audit", "hash", patient, "--dev", "--data-dir", d.data))[0]
+	hash := strings.Fields(mustCustos(t, "audit", "hash", patient, "--dev", "--purpose", "PATRQT", "--data-dir", d.data))[0]
 	if !strings.HasPrefix(hash, "hk1-") {
 		t.Fatalf("audit hash printed %q", hash)
 	}
@@ -66,7 +66,7 @@ func TestAuditorWorkflow(t *testing.T) {
 		var rep struct {
 			Rows []map[string]any `json:"rows"`
 		}
-		outJSON := mustCustos(t, append([]string{"audit", "report", "--data-dir", d.data, "--dev", "--json"}, args...)...)
+		outJSON := mustCustos(t, append([]string{"audit", "report", "--data-dir", d.data, "--dev", "--purpose", "HOPERAT", "--json"}, args...)...)
 		if err := json.Unmarshal([]byte(outJSON), &rep); err != nil {
 			t.Fatalf("report %v: %v\n%s", args, err, outJSON)
 		}
@@ -96,7 +96,7 @@ func TestAuditorWorkflow(t *testing.T) {
 	if mine := reportRows("--user", clinSub); count(mine, "user", clinSub) != len(mine) || len(mine) < len(uris) {
 		t.Fatalf("user report: %d rows", len(mine))
 	}
-	table := mustCustos(t, "audit", "report", "--data-dir", d.data, "--dev", "--patient", patient, "--disclosures")
+	table := mustCustos(t, "audit", "report", "--data-dir", d.data, "--dev", "--purpose", "PATRQT", "--patient", patient, "--disclosures")
 	if !strings.Contains(table, "accounting of disclosures") || strings.Contains(table, patient) {
 		t.Fatalf("disclosures table:\n%s", table)
 	}
@@ -105,7 +105,7 @@ func TestAuditorWorkflow(t *testing.T) {
 	vkeys := filepath.Join(t.TempDir(), "custos.vkeys")
 	mustCustos(t, "audit", "pubkey", "--data-dir", d.data, "--dev", "-o", vkeys)
 	bdir := filepath.Join(t.TempDir(), "bundle")
-	mustCustos(t, "audit", "export", "--data-dir", d.data, "--out", bdir, "--from-seq", "2")
+	mustCustos(t, "audit", "export", "--data-dir", d.data, "--purpose", "HOPERAT", "--out", bdir, "--from-seq", "2")
 	for _, f := range []string{"records.jsonl", "checkpoints.jsonl", "proof.json", "manifest.json", "audit.csv", "auditevent.ndjson", "ocsf.ndjson"} {
 		if _, err := os.Stat(filepath.Join(bdir, f)); err != nil {
 			t.Errorf("bundle lacks %s", f)
@@ -125,7 +125,7 @@ func TestAuditorWorkflow(t *testing.T) {
 	if code != 1 || !strings.Contains(tr2, "seq") {
 		t.Fatalf("tampered bundle: exit %d\n%s", code, tr2)
 	}
-	proof := mustCustos(t, "audit", "prove", "--data-dir", d.data, "--seq", "3")
+	proof := mustCustos(t, "audit", "prove", "--data-dir", d.data, "--purpose", "HOPERAT", "--seq", "3")
 	if !strings.Contains(proof, "custos.local/") {
 		t.Fatalf("inclusion proof:\n%s", proof)
 	}

@@ -168,8 +168,8 @@ func TestVaultCanarySecretsNeverLeak(t *testing.T) {
 	s.stop(t)
 
 	// Exports, the audit database and the catalog, as files.
-	jsonl := mustCustos(t, "audit", "export", "--data-dir", d.data, "--format", "jsonl")
-	csv := mustCustos(t, "audit", "export", "--data-dir", d.data, "--format", "csv")
+	jsonl := mustCustos(t, "audit", "export", "--data-dir", d.data, "--purpose", "HOPERAT", "--format", "jsonl")
+	csv := mustCustos(t, "audit", "export", "--data-dir", d.data, "--purpose", "HOPERAT", "--format", "csv")
 	auditDB, err := os.ReadFile(d.audit())
 	if err != nil {
 		t.Fatal(err)
@@ -343,7 +343,7 @@ func TestVaultRotationWhileServing(t *testing.T) {
 			patient = l.Labels.Patient
 		}
 	}
-	hout, errOut, code := custos(t, aenv, "audit", "hash", patient, "--data-dir", d.data, "--json")
+	hout, errOut, code := custos(t, aenv, "audit", "hash", patient, "--data-dir", d.data, "--purpose", "PATRQT", "--json")
 	var hs []struct {
 		Key   string `json:"audit_key"`
 		Value string `json:"lookup_value"`

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 )
 
@@ -18,13 +21,17 @@ func newAuditCmd() *cobra.Command {
 		Short: "Verify and export the audit log",
 		Long: `The audit log (D/audit.db) holds one hash-chained record for every list,
 templates list and read, allowed or denied, written durably before any data
-was released. These commands open it read-only; stop 'custos serve' first
-(the server holds the file lock).
+was released. The log is itself PHI, so every command that reads it first
+appends an access record to it (action audit/<verb>; who: your OS account and
+--by; why: --purpose, an HL7 ActReason code, required except for verify,
+which defaults to HOPERAT). They work next to a running server: given
+--data-dir D they reach it through its admin socket D/admin.sock, and when no
+server runs they open the log themselves (docs/audit-access.md).
 
 Examples:
   custos audit verify --data-dir ./data
-  custos audit report --data-dir ./data --denials --since 2026-11-01
-  custos audit export --data-dir ./data --out ./nov-bundle --since 2026-11-01 --until 2026-12-01`,
+  custos audit report --data-dir ./data --purpose HOPERAT --denials --since 2026-11-01
+  custos audit export --data-dir ./data --purpose HOPERAT --by j.doe --out ./nov-bundle --since 2026-11-01 --until 2026-12-01`,
 	}
 	return commandGroup(cmd, newAuditVerifyCmd(), newAuditExportCmd(), newAuditHashCmd(), newAuditReportCmd(), newAuditProveCmd(), newAuditPubkeyCmd())
 }
@@ -33,6 +40,7 @@ func newAuditVerifyCmd() *cobra.Command {
 	var (
 		dir, bundleDir, pubkey, anchorDir string
 		asJSON                            bool
+		af                                accessFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "verify (--data-dir D [--anchor-dir A --pubkey FILE] | --bundle DIR --pubkey FILE)",
@@ -79,57 +87,36 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if err := existingFile(d.audit(), "audit log"); err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			var problems []audit.Problem
-			sum, err := audit.VerifyFile(cmd.Context(), d.audit(), func(p audit.Problem) {
-				problems = append(problems, p)
-				if !asJSON {
-					fmt.Fprintf(out, "BROKEN seq=%d kind=%s expected=%s got=%s %s\n", p.Seq, p.Kind, p.Expected, p.Got, p.Detail)
-				}
-			})
-			if err != nil {
-				return lockHint(err)
-			}
-			// Against the anchored checkpoints: catches a rolled-back,
-			// truncated or forked log that is internally intact.
-			anchored, anchorErr := "", error(nil)
+			req := access.VerifyRequest{Ask: af.ask()}
 			if anchorDir != "" {
-				anchored, anchorErr = checkAnchors(cmd, d, anchorDir, pubkey)
-				if anchorErr != nil && !asJSON {
-					fmt.Fprintf(out, "BROKEN anchor: %v\n", anchorErr)
-				}
-			}
-			if asJSON {
-				if problems == nil {
-					problems = []audit.Problem{}
-				}
-				res := map[string]any{"ok": len(problems) == 0 && anchorErr == nil, "summary": sum, "problems": problems}
-				if anchorDir != "" {
-					res["anchor"] = map[string]any{"ok": anchorErr == nil, "checked": anchored, "error": errText(anchorErr)}
-				}
-				if err := writeJSON(out, res); err != nil {
+				if req.VerifierKeys, err = os.ReadFile(pubkey); err != nil {
 					return err
 				}
-			} else if len(problems) == 0 && anchorErr == nil {
-				fmt.Fprintf(out, "OK: %d records, chain and tree intact, head seq=%d hash=%s\n", sum.Records, sum.HeadSeq, sum.HeadHash)
-				if anchored != "" {
-					fmt.Fprintf(out, "OK: consistent with %s\n", anchored)
+				if req.Anchor, err = readAnchorFile(anchorDir); err != nil {
+					return err
 				}
-			} else {
-				fmt.Fprintf(out, "FAILED: %d problem(s) in %d records\n", len(problems)+btoi(anchorErr != nil), sum.Records)
+				req.AnchorName = (&checkpoint.Anchor{Dir: anchorDir}).Path()
 			}
-			if anchorErr != nil {
-				return exitError{code: 1, err: fmt.Errorf("audit log does not match its anchored checkpoints")}
+			var res access.VerifyResult
+			ran := false
+			err = withAuditReader(cmd, d, func(r auditReader) error {
+				ran = true
+				_, err := r.Do(cmd.Context(), access.OpVerify, req, decodeInto(&res))
+				return err
+			})
+			if err != nil && !ran && errors.Is(err, audit.ErrCorrupt) {
+				// The log cannot take the access record; verification of
+				// evidence must not depend on it (docs/audit-access.md).
+				fmt.Fprintf(cmd.ErrOrStderr(), "custos: warning: this verification is not recorded in the audit log: %v\n", err)
+				res, err = verifyUnrecorded(cmd, d, req)
 			}
-			if len(problems) > 0 {
-				return exitError{code: 1, err: fmt.Errorf("audit log verification failed: %d problem(s)", len(problems))}
+			if err != nil {
+				return err
 			}
-			return nil
+			return printVerify(cmd, res, asJSON)
 		},
 	}
+	af.register(cmd.Flags(), "purpose of use, an HL7 ActReason code (default HOPERAT: health care operations)")
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory holding audit.db")
 	cmd.Flags().StringVar(&bundleDir, "bundle", "", "verify this export bundle offline instead")
 	cmd.Flags().StringVar(&pubkey, "pubkey", "", "verifier keys file ('custos audit pubkey'), with --bundle or --anchor-dir")
@@ -157,6 +144,7 @@ func newAuditExportCmd() *cobra.Command {
 		dir, format, since, until, outPath string
 		bundleOut, anchorDir, formats      string
 		fromSeq, toSeq                     uint64
+		af                                 accessFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "export --data-dir D (--out DIR | --format jsonl|csv [-o FILE]) [--since T] [--until T]",
@@ -169,7 +157,8 @@ manifest with every file's SHA-256, and human formats (--formats, default
 csv,fhir,ocsf: CSV, FHIR R4 AuditEvent per IHE BALP, OCSF API Activity). An
 auditor checks it offline with 'custos audit verify --bundle DIR --pubkey F'.
 The bundle's upper checkpoint must cover the range: records newer than the
-latest checkpoint are not exported until the next one.
+latest checkpoint are not exported until the next one. Without --to-seq (or
+--until) the range ends at the latest checkpoint.
 
 export --format writes the audit records in [--since, --until) to stdout or to FILE.
 jsonl writes each record's exact canonical bytes, one per line, so every line
@@ -181,9 +170,9 @@ a failed export never leaves a partial file. The export is itself PHI: store
 it accordingly.
 
 Example:
-  custos audit export --data-dir ./data --out ./nov-bundle --since 2026-11-01 --until 2026-12-01
-  custos audit export --data-dir ./data --format jsonl -o audit.jsonl
-  custos audit export --data-dir ./data --format csv --since 2026-11-01 --until 2026-12-01`,
+  custos audit export --data-dir ./data --purpose HOPERAT --out ./nov-bundle --since 2026-11-01 --until 2026-12-01
+  custos audit export --data-dir ./data --purpose HOPERAT --format jsonl -o audit.jsonl
+  custos audit export --data-dir ./data --purpose HOPERAT --format csv --since 2026-11-01 --until 2026-12-01`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := requireDataDir(dir)
@@ -194,10 +183,7 @@ Example:
 				if cmd.Flags().Changed("format") || outPath != "" {
 					return usagef("--out DIR writes a bundle; --format and -o are for a single file")
 				}
-				if err := existingFile(d.audit(), "audit log"); err != nil {
-					return err
-				}
-				return writeBundle(cmd, d, bundleOut, anchorDir, fromSeq, toSeq, since, until, formats)
+				return writeBundle(cmd, d, af.ask(), bundleOut, anchorDir, fromSeq, toSeq, since, until, formats)
 			}
 			if fromSeq != 0 || toSeq != 0 {
 				return usagef("--from-seq/--to-seq select a bundle range: add --out DIR")
@@ -217,20 +203,28 @@ Example:
 			if !s.IsZero() && !u.IsZero() && !u.After(s) {
 				return usagef("--until must be after --since")
 			}
-			if err := existingFile(d.audit(), "audit log"); err != nil {
-				return err
+			req := access.ExportRequest{Ask: af.ask(), Format: f, Since: s, Until: u}
+			export := func(w io.Writer) (n int, err error) {
+				err = withAuditReader(cmd, d, func(r auditReader) error {
+					res, err := r.Do(cmd.Context(), access.OpExport, req, func(rd io.Reader) error {
+						_, err := io.Copy(w, rd)
+						return err
+					})
+					n = res.Records
+					return err
+				})
+				return n, err
 			}
-			filter := audit.Filter{Since: s, Until: u}
 			if outPath == "" || outPath == "-" {
-				_, err := audit.ExportFile(cmd.Context(), d.audit(), cmd.OutOrStdout(), f, filter)
-				return lockHint(err)
+				_, err := export(cmd.OutOrStdout())
+				return err
 			}
 			tmp, err := os.CreateTemp(filepath.Dir(outPath), ".custos-export-*")
 			if err != nil {
 				return err
 			}
 			defer os.Remove(tmp.Name())
-			n, err := audit.ExportFile(cmd.Context(), d.audit(), tmp, f, filter)
+			n, err := export(tmp)
 			if err == nil {
 				err = tmp.Sync()
 			}
@@ -244,13 +238,14 @@ Example:
 				err = os.Rename(tmp.Name(), outPath)
 			}
 			if err != nil {
-				return fmt.Errorf("export failed, nothing written to %s: %w", outPath, lockHint(err))
+				return fmt.Errorf("export failed, nothing written to %s: %w", outPath, err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "exported %d records to %s\n", n, outPath)
 			return nil
 		},
 	}
 	fl := cmd.Flags()
+	af.register(fl, purposeRequired)
 	fl.StringVar(&dir, "data-dir", "", "data directory holding audit.db")
 	fl.StringVar(&format, "format", "jsonl", "jsonl or csv")
 	fl.StringVar(&since, "since", "", "first instant to include (RFC 3339 or YYYY-MM-DD)")
@@ -264,34 +259,57 @@ Example:
 	return cmd
 }
 
-// checkAnchors checks the log in d against the checkpoints of d and of
-// anchorDir, verified with the keys in pubkey. It returns what it checked.
-func checkAnchors(cmd *cobra.Command, d dataDir, anchorDir, pubkey string) (string, error) {
-	keys, err := os.ReadFile(pubkey)
+// printVerify prints a verification's result: every problem, then OK or
+// FAILED (or the result as JSON), and fails with exit 1 if it found any.
+func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool) error {
+	out := cmd.OutOrStdout()
+	anchorFailed := res.Anchor != nil && !res.Anchor.OK
+	if asJSON {
+		if err := writeJSON(out, res); err != nil {
+			return err
+		}
+	} else {
+		for _, p := range res.Problems {
+			fmt.Fprintf(out, "BROKEN seq=%d kind=%s expected=%s got=%s %s\n", p.Seq, p.Kind, p.Expected, p.Got, p.Detail)
+		}
+		if anchorFailed {
+			fmt.Fprintf(out, "BROKEN anchor: %s\n", res.Anchor.Error)
+		}
+		sum := res.Summary
+		if len(res.Problems) == 0 && !anchorFailed {
+			fmt.Fprintf(out, "OK: %d records, chain and tree intact, head seq=%d hash=%s\n", sum.Records, sum.HeadSeq, sum.HeadHash)
+			if res.Anchor != nil {
+				fmt.Fprintf(out, "OK: consistent with %s\n", res.Anchor.Checked)
+			}
+		} else {
+			fmt.Fprintf(out, "FAILED: %d problem(s) in %d records\n", len(res.Problems)+btoi(anchorFailed), sum.Records)
+		}
+	}
+	if anchorFailed {
+		return exitError{code: 1, err: fmt.Errorf("audit log does not match its anchored checkpoints")}
+	}
+	if len(res.Problems) > 0 {
+		return exitError{code: 1, err: fmt.Errorf("audit log verification failed: %d problem(s)", len(res.Problems))}
+	}
+	return nil
+}
+
+// verifyUnrecorded verifies a log that cannot take an access record (its
+// head is damaged, so it cannot be opened for writing): read-only, under a
+// shared lock, and without the anchor check, which needs an intact tree
+// head.
+func verifyUnrecorded(cmd *cobra.Command, d dataDir, req access.VerifyRequest) (access.VerifyResult, error) {
+	res := access.VerifyResult{Problems: []audit.Problem{}}
+	sum, err := audit.VerifyFile(cmd.Context(), d.audit(), func(p audit.Problem) { res.Problems = append(res.Problems, p) })
 	if err != nil {
-		return "", err
+		return res, lockHint(err)
 	}
-	verifiers, err := checkpoint.ParseVerifierFile(keys)
-	if err != nil {
-		return "", err
+	res.Summary, res.OK = sum, len(res.Problems) == 0
+	if len(req.VerifierKeys) > 0 {
+		res.Anchor = &access.AnchorResult{Error: "not checked: the log's head is damaged"}
+		res.OK = false
 	}
-	entries, err := checkpoint.Load(&checkpoint.Anchor{Dir: string(d)}, &checkpoint.Anchor{Dir: anchorDir})
-	if err != nil {
-		return "", err
-	}
-	log, err := audit.Open(d.audit(), audit.Options{ReadOnly: true})
-	if err != nil {
-		return "", lockHint(err)
-	}
-	defer log.Close()
-	if err := checkpoint.CheckAgainst(cmd.Context(), log, entries, verifiers); err != nil {
-		return "", err
-	}
-	if len(entries) == 0 {
-		return "no anchored checkpoint", nil
-	}
-	last := entries[len(entries)-1]
-	return fmt.Sprintf("%d anchored checkpoints (latest: size %d, root %s)", len(entries), last.Size, last.Root), nil
+	return res, nil
 }
 
 func errText(err error) string {

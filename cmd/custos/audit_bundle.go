@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
 
-	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/bundle"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 )
@@ -34,56 +36,40 @@ func anchorLines(path string) ([][]byte, error) {
 	return out, sc.Err()
 }
 
-// writeBundle is `audit export --out DIR`.
-func writeBundle(cmd *cobra.Command, d dataDir, out, anchorDir string, fromSeq, toSeq uint64, since, until, formats string) error {
-	anchorPath := filepath.Join(string(d), checkpoint.FileName)
+// writeBundle is `audit export --out DIR`: the bundle is written by the
+// process that holds the log (withAuditReader) and unpacked into out.
+func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir string, fromSeq, toSeq uint64, since, until, formats string) error {
+	req := access.BundleRequest{Ask: ask, From: fromSeq, To: toSeq}
 	if anchorDir != "" {
-		anchorPath = filepath.Join(anchorDir, checkpoint.FileName)
+		lines, err := anchorLines(filepath.Join(anchorDir, checkpoint.FileName))
+		if err != nil {
+			return fmt.Errorf("reading checkpoints: %w (a bundle needs the signed checkpoints that serve writes)", err)
+		}
+		req.Checkpoints = lines
 	}
-	lines, err := anchorLines(anchorPath)
-	if err != nil {
-		return fmt.Errorf("reading checkpoints: %w (a bundle needs the signed checkpoints that serve writes)", err)
-	}
-	var fs []bundle.Format
 	if formats != "" {
 		for _, f := range strings.Split(formats, ",") {
 			switch bundle.Format(f) {
 			case bundle.FormatCSV, bundle.FormatFHIR, bundle.FormatOCSF:
-				fs = append(fs, bundle.Format(f))
+				req.Formats = append(req.Formats, bundle.Format(f))
 			default:
 				return usagef("--formats: %q is not one of csv, fhir, ocsf", f)
 			}
 		}
 	}
-	log, err := audit.Open(d.audit(), audit.Options{ReadOnly: true})
-	if err != nil {
-		return lockHint(err)
-	}
-	defer log.Close()
-	head, _ := log.Head()
 	if since != "" || until != "" {
 		if fromSeq != 0 || toSeq != 0 {
 			return usagef("choose a seq range (--from-seq/--to-seq) or a time range (--since/--until), not both")
 		}
-		s, err := parseTime("since", since)
-		if err != nil {
+		var err error
+		if req.Since, err = parseTime("since", since); err != nil {
 			return err
 		}
-		u, err := parseTime("until", until)
-		if err != nil {
-			return err
-		}
-		if fromSeq, toSeq, err = bundle.ResolveTimeRange(cmd.Context(), log, s, u); err != nil {
+		if req.Until, err = parseTime("until", until); err != nil {
 			return err
 		}
 	}
-	if fromSeq == 0 {
-		fromSeq = 1
-	}
-	if toSeq == 0 {
-		toSeq = head
-	}
-	m, err := bundle.Write(cmd.Context(), out, log, bundle.WriteOptions{From: fromSeq, To: toSeq, Checkpoints: lines, Formats: fs})
+	m, err := fetchBundle(cmd, d, req, out)
 	if err != nil {
 		if errors.Is(err, bundle.ErrNoCheckpoint) {
 			return fmt.Errorf("%w (serve signs one at least every --checkpoint-interval and at shutdown)", err)
@@ -93,6 +79,25 @@ func writeBundle(cmd *cobra.Command, d dataDir, out, anchorDir string, fromSeq, 
 	fmt.Fprintf(cmd.OutOrStdout(), "bundle %s: records %d..%d (%d), checkpoints at sizes %d and %d, origin %s\n",
 		out, m.From, m.To, m.Records, m.Lower, m.Upper, m.Origin)
 	return nil
+}
+
+// fetchBundle writes the export bundle req asks for into the new
+// directory out, through withAuditReader (one access record, action
+// req.Action or audit/export), and returns its manifest.
+func fetchBundle(cmd *cobra.Command, d dataDir, req access.BundleRequest, out string) (bundle.Manifest, error) {
+	var m bundle.Manifest
+	err := withAuditReader(cmd, d, func(r auditReader) error {
+		_, err := r.Do(cmd.Context(), access.OpBundle, req, func(rd io.Reader) error { return access.ReadBundle(rd, out) })
+		return err
+	})
+	if err != nil {
+		return m, err
+	}
+	b, err := os.ReadFile(filepath.Join(out, bundle.FileManifest))
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	return m, err
 }
 
 func newAuditVerifyBundle(cmd *cobra.Command, dir, pubkey string, asJSON bool) error {
@@ -125,6 +130,7 @@ func newAuditProveCmd() *cobra.Command {
 		dir    string
 		seq    uint64
 		asJSON bool
+		af     accessFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "prove --data-dir D --seq N",
@@ -139,7 +145,7 @@ A record newer than the latest checkpoint is not yet covered: wait for the
 next one (serve signs at least every --checkpoint-interval).
 
 Example:
-  custos audit prove --data-dir ./data --seq 42`,
+  custos audit prove --data-dir ./data --purpose HOPERAT --seq 42`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := requireDataDir(dir)
@@ -149,23 +155,17 @@ Example:
 			if seq == 0 {
 				return usagef("--seq N is required (records are numbered from 1)")
 			}
-			entry, ok, err := (&checkpoint.Anchor{Dir: string(d)}).Latest()
-			if err != nil {
+			var in bundle.Inclusion
+			err = withAuditReader(cmd, d, func(r auditReader) error {
+				_, err := r.Do(cmd.Context(), access.OpProve, access.ProveRequest{Ask: af.ask(), Seq: seq}, func(rd io.Reader) error {
+					b, err := io.ReadAll(rd)
+					if err == nil {
+						in, err = bundle.ParseInclusion(b)
+					}
+					return err
+				})
 				return err
-			}
-			if !ok {
-				return errors.New("no signed checkpoint yet in " + filepath.Join(string(d), checkpoint.FileName))
-			}
-			line, err := checkpoint.FormatLine(entry)
-			if err != nil {
-				return err
-			}
-			log, err := audit.Open(d.audit(), audit.Options{ReadOnly: true})
-			if err != nil {
-				return lockHint(err)
-			}
-			defer log.Close()
-			in, err := bundle.InclusionProof(cmd.Context(), log, seq, line)
+			})
 			if err != nil {
 				return err
 			}
@@ -181,6 +181,7 @@ Example:
 			return nil
 		},
 	}
+	af.register(cmd.Flags(), purposeRequired)
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory holding audit.db and checkpoints.jsonl")
 	cmd.Flags().Uint64Var(&seq, "seq", 0, "the record to prove")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the proof as JSON")

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/report"
 	"github.com/custos-mcp/custos/secrets"
 )
@@ -50,6 +51,15 @@ func openAuditorKeys(cmd *cobra.Command, dev bool, d dataDir, vf *vaultFlags) (a
 	return v, func() { v.Close() }, nil
 }
 
+// auditKeyIDs names audit keys as records do ("audit-hmac=<id>").
+func auditKeyIDs(keys []secrets.Key) []string {
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = "audit-hmac=" + k.ID
+	}
+	return ids
+}
+
 // pseudonyms are a value's lookup values under every audit key version held.
 func pseudonyms(ctx context.Context, k auditorKeys, value string) ([]string, []secrets.Key, error) {
 	keys, err := k.AuditKeys(ctx)
@@ -69,6 +79,7 @@ func newAuditHashCmd() *cobra.Command {
 		dev    bool
 		asJSON bool
 		vf     vaultFlags
+		af     accessFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "hash VALUE --data-dir D [--dev]",
@@ -87,8 +98,8 @@ from the dev key file of a data directory served with --dev.
 ` + vaultHelp + `
 
 Example:
-  custos audit hash 0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f --data-dir ./data --dev
-  VAULT_ADDR=https://vault.internal:8200 custos audit hash PATIENT-ID --data-dir /srv/custos`,
+  custos audit hash 0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f --data-dir ./data --dev --purpose PATRQT
+  VAULT_ADDR=https://vault.internal:8200 custos audit hash PATIENT-ID --data-dir /srv/custos --purpose PATRQT`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 || args[0] == "" {
 				return usagef("hash takes exactly one VALUE (a patient id)")
@@ -106,6 +117,14 @@ Example:
 			}
 			defer closeKeys()
 			hs, keys, err := pseudonyms(cmd.Context(), k, args[0])
+			if err != nil {
+				return err
+			}
+			// Nothing is printed before the access record is durable.
+			err = withAuditReader(cmd, d, func(r auditReader) error {
+				_, err := r.Do(cmd.Context(), access.OpHash, access.HashRequest{Ask: af.ask(), Patient: hs[0], Keys: auditKeyIDs(keys[:1])}, access.Discard)
+				return err
+			})
 			if err != nil {
 				return err
 			}
@@ -130,6 +149,7 @@ Example:
 	f.StringVar(&dir, "data-dir", "", "data directory holding audit.db")
 	f.BoolVar(&dev, "dev", false, "use the dev key file of a data directory served with --dev")
 	f.BoolVar(&asJSON, "json", false, "print the lookup values as JSON")
+	af.register(f, purposeRequired)
 	vf.register(f)
 	return cmd
 }
@@ -140,6 +160,7 @@ func newAuditReportCmd() *cobra.Command {
 		dev, denials, breakGlass, disclosures bool
 		asJSON                                bool
 		vf                                    vaultFlags
+		af                                    accessFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "report --data-dir D (--patient ID | --user SUB | --denials | --break-glass) [--since T] [--until T]",
@@ -164,10 +185,10 @@ Vault with the auditor policy, or --dev for a dev data directory.
 ` + vaultHelp + `
 
 Examples:
-  custos audit report --data-dir ./data --dev --patient 0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f
-  custos audit report --data-dir ./data --dev --patient ID --disclosures --since 2026-01-01
-  custos audit report --data-dir ./data --user dr-jones --since 2026-11-01 --json
-  custos audit report --data-dir ./data --denials`,
+  custos audit report --data-dir ./data --purpose HOPERAT --dev --patient 0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f
+  custos audit report --data-dir ./data --purpose HOPERAT --dev --patient ID --disclosures --since 2026-01-01
+  custos audit report --data-dir ./data --purpose HOPERAT --user dr-jones --since 2026-11-01 --json
+  custos audit report --data-dir ./data --purpose HOPERAT --denials`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := requireDataDir(dir)
@@ -180,14 +201,11 @@ Examples:
 			if disclosures && patient == "" {
 				return usagef("--disclosures is the accounting of disclosures for one patient: add --patient ID")
 			}
-			q := report.Query{User: user, Denials: denials, BreakGlass: breakGlass, Disclosures: disclosures}
+			q := access.ReportRequest{Ask: af.ask(), Query: report.Query{User: user, Denials: denials, BreakGlass: breakGlass, Disclosures: disclosures}}
 			if q.Since, err = parseTime("since", since); err != nil {
 				return err
 			}
 			if q.Until, err = parseTime("until", until); err != nil {
-				return err
-			}
-			if err := existingFile(d.audit(), "audit log"); err != nil {
 				return err
 			}
 			if patient != "" {
@@ -195,22 +213,18 @@ Examples:
 				if err != nil {
 					return err
 				}
-				hs, _, err := pseudonyms(cmd.Context(), k, patient)
+				hs, keys, err := pseudonyms(cmd.Context(), k, patient)
 				closeKeys()
 				if err != nil {
 					return err
 				}
-				q.Patients, q.PatientLabel = hs, hs[0]
+				q.Patients, q.PatientLabel, q.Keys = hs, hs[0], auditKeyIDs(keys[:1])
 			}
-			log, err := audit.Open(d.audit(), audit.Options{ReadOnly: true})
-			if err != nil {
-				return lockHint(err)
-			}
-			defer log.Close()
-			size, _ := log.Head()
-			tick, done := progress(cmd.ErrOrStderr(), "scanning the audit log", true)
-			rep, err := report.Run(cmd.Context(), log, q, size, tick)
-			done()
+			var rep report.Report
+			err = withAuditReader(cmd, d, func(r auditReader) error {
+				_, err := r.Do(cmd.Context(), access.OpReport, q, decodeInto(&rep))
+				return err
+			})
 			if err != nil {
 				return err
 			}
@@ -231,6 +245,7 @@ Examples:
 	f.StringVar(&until, "until", "", "instant to stop before (RFC 3339 or YYYY-MM-DD)")
 	f.BoolVar(&dev, "dev", false, "use the dev key file of a data directory served with --dev")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	af.register(f, purposeRequired)
 	vf.register(f)
 	return cmd
 }

@@ -199,8 +199,8 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, patients int, keep, 
 	say("and durably audited before any data was returned.")
 	if keep {
 		say("kept %s — try:", tmp)
-		say("  custos audit report --data-dir %s --dev --denials", data)
-		say("  custos audit pubkey --data-dir %s --dev -o demo.vkeys && custos audit export --data-dir %s --out demo-bundle \\", data, data)
+		say("  custos audit report --data-dir %s --dev --purpose HOPERAT --denials", data)
+		say("  custos audit pubkey --data-dir %s --dev -o demo.vkeys && custos audit export --data-dir %s --purpose HOPERAT --out demo-bundle \\", data, data)
 		say("    && custos audit verify --bundle demo-bundle --pubkey demo.vkeys")
 	}
 	say("done in %.1fs", time.Since(start).Seconds())

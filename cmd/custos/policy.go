@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/policy/impact"
 	custosrego "github.com/custos-mcp/custos/rego"
@@ -329,9 +329,10 @@ func newPolicyImpactCmd() *cobra.Command {
 	var (
 		candidate, dir, since, until string
 		asJSON                       bool
+		af                           accessFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "impact --candidate DIR --data-dir D [--since T] [--until T]",
+		Use:   "impact --candidate DIR --data-dir D --purpose CODE [--since T] [--until T]",
 		Short: "Replay audited decisions against a candidate policy and report what would change",
 		Long: `impact shows what a candidate policy would change before it is rolled out.
 The server stores, next to each audit record of a resources/read or
@@ -348,14 +349,18 @@ the server compiles it) and compares each result with the recorded decision:
 It prints a summary and one line per decision that would change, or JSON
 with --json. resources/list pages are not replayed (they store no per-item
 inputs); list and read are decided by the same rules, so the reads show the
-impact. The audit log is opened read-only, next to a running server.
---since/--until bound the record times ([since, until)). The exit status is
-0 whether or not decisions would change.
+impact. It works next to a running server: the records and inputs are
+read through the server's admin socket (D/admin.sock), or from the log
+itself when no server runs; either way the reading is recorded in the audit
+log first (action policy/impact, with --purpose and --by). The candidate is
+compiled and replayed in this process. --since/--until bound the record
+times ([since, until)). The exit status is 0 whether or not decisions would
+change.
 
 Examples:
-  custos policy impact --candidate ./policies --data-dir /srv/custos
-  custos policy impact --candidate ./policies --data-dir /srv/custos --since 2026-11-01
-  custos policy impact --candidate ./policies --data-dir ./data --since 2026-11-20T08:00:00Z --json`,
+  custos policy impact --candidate ./policies --data-dir /srv/custos --purpose HOPERAT
+  custos policy impact --candidate ./policies --data-dir /srv/custos --purpose HOPERAT --since 2026-11-01
+  custos policy impact --candidate ./policies --data-dir ./data --purpose HOPERAT --since 2026-11-20T08:00:00Z --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if candidate == "" {
@@ -379,17 +384,20 @@ Examples:
 			if err != nil {
 				return fmt.Errorf("candidate: %w", err)
 			}
-			if err := existingFile(d.audit(), "audit log"); err != nil {
-				return err
-			}
-			log, err := audit.Open(d.audit(), audit.Options{ReadOnly: true})
-			if err != nil {
-				return lockHint(err)
-			}
-			defer log.Close()
 			tick, done := progress(cmd.ErrOrStderr(), "replaying audited decisions", true)
 			opts.Progress = tick
-			rep, err := impact.Replay(cmd.Context(), eng, log, opts)
+			var rep impact.Report
+			req := access.ImpactRequest{Ask: af.ask(), Since: opts.Since, Until: opts.Until}
+			err = withAuditReader(cmd, d, func(r auditReader) error {
+				_, err := r.Do(cmd.Context(), access.OpImpact, req, func(rd io.Reader) error {
+					src, err := access.ReadImpact(rd)
+					if err == nil {
+						rep, err = impact.Replay(cmd.Context(), eng, src, opts)
+					}
+					return err
+				})
+				return err
+			})
 			done()
 			if err != nil {
 				return err
@@ -402,6 +410,7 @@ Examples:
 		},
 	}
 	f := cmd.Flags()
+	af.register(f, purposeRequired)
 	f.StringVar(&candidate, "candidate", "", "directory of the candidate policy (.rego files)")
 	f.StringVar(&dir, "data-dir", "", "data directory holding audit.db")
 	f.StringVar(&since, "since", "", "first instant to replay (RFC 3339 or YYYY-MM-DD)")

@@ -1,0 +1,135 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/custos-mcp/custos/audit/access"
+)
+
+// Errors of Dial.
+var (
+	// ErrNoSocket: there is no admin socket: no server runs on the data
+	// directory (or one that predates the socket). The caller may open
+	// the log itself, under its exclusive lock.
+	ErrNoSocket = errors.New("admin: no admin socket")
+	// ErrNoAnswer: the socket exists but nobody accepts connections on it:
+	// a server is starting or stopping, or crashed and left it. The caller
+	// may try the log's lock; it must not delete the socket.
+	ErrNoAnswer = errors.New("admin: the admin socket does not answer")
+)
+
+// Client is a connection to a running server's admin socket.
+type Client struct {
+	path string
+	hc   *http.Client
+}
+
+// pingTimeout bounds Dial's first request.
+const pingTimeout = 10 * time.Second
+
+// Dial connects to the admin socket at path and checks that a server
+// answers (GET /v1/ping). It fails with ErrNoSocket or ErrNoAnswer when no
+// server is there, and with an *access.Error (code "forbidden") when the
+// server refuses this account.
+func Dial(ctx context.Context, path string) (*Client, error) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrNoSocket
+	}
+	c := &Client{path: path, hc: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+		MaxIdleConns:    1,
+		IdleConnTimeout: 30 * time.Second,
+	}}}
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, "http://custos-admin/v1/ping", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s", ErrNoAnswer, path)
+		}
+		return nil, fmt.Errorf("admin: %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, readError(resp)
+	}
+	var p Ping
+	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || !p.OK {
+		return nil, fmt.Errorf("admin: %s: not a custos admin socket", path)
+	}
+	return c, nil
+}
+
+// Close releases the client's idle connection.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// Do runs op with req on the server and hands the output to consume,
+// which must read it to the end. The output counts only if the server
+// ended it with a Result: otherwise Do returns the server's error (an
+// *access.Error) even if consume succeeded.
+func (c *Client) Do(ctx context.Context, op access.Op, req any, consume func(io.Reader) error) (access.Result, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return access.Result{}, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://custos-admin/v1/"+string(op), bytes.NewReader(body))
+	if err != nil {
+		return access.Result{}, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		return access.Result{}, fmt.Errorf("admin: %s: %w", c.path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return access.Result{}, readError(resp)
+	}
+	cerr := consume(resp.Body)
+	if cerr == nil {
+		_, cerr = io.Copy(io.Discard, resp.Body) // the trailers follow the body
+	}
+	if t := resp.Trailer.Get(TrailerError); t != "" {
+		e := &access.Error{}
+		if json.Unmarshal([]byte(t), e) != nil {
+			e = &access.Error{Code: "internal", Message: t}
+		}
+		return access.Result{}, e
+	}
+	if cerr != nil {
+		return access.Result{}, cerr
+	}
+	var res access.Result
+	t := resp.Trailer.Get(TrailerResult)
+	if t == "" || json.Unmarshal([]byte(t), &res) != nil {
+		return access.Result{}, fmt.Errorf("admin: %s: the server's output ended early (no result)", c.path)
+	}
+	return res, nil
+}
+
+func readError(resp *http.Response) error {
+	e := &access.Error{}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(b, e) != nil || e.Code == "" {
+		return fmt.Errorf("admin: the server answered %s", resp.Status)
+	}
+	return e
+}

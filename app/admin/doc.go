@@ -1,0 +1,32 @@
+// Package admin is the local admin endpoint of a running custos server:
+// HTTP/1.1 over the Unix-domain socket D/admin.sock, through which the
+// auditor commands (package audit/access) reach the one process that holds
+// the audit log's lock (docs/audit-access.md, decisions 2 and 3).
+//
+// # Invariants
+//
+//   - Nothing listens on the network: the socket is a file in the data
+//     directory, mode 0600 (0660 when admin groups are configured).
+//   - Every connection is checked with the kernel's peer credentials
+//     (SO_PEERCRED) before any request on it is served: the peer's uid must
+//     be the server's or 0, or its gid one of the configured admin groups
+//     (Allowed). A refused connection gets 403 and a JSON error, and is
+//     logged; nothing is recorded or read for it.
+//   - The caller's identity in the access record is the peer's uid from the
+//     kernel, never anything the client sends.
+//   - Results stream: the response body is the operation's output as it is
+//     produced. An error before the first byte is a JSON error
+//     {"code","message"} with a status; an error after it is reported in the
+//     trailer Custos-Error, and a complete output ends with the trailer
+//     Custos-Result. A client accepts an output only with Custos-Result.
+//   - The server never deletes a socket it did not create, except a stale
+//     one at start, which it may because it holds the audit log's exclusive
+//     lock (no other server can be using it). Clients never delete it.
+//
+// # Caveats
+//
+// SO_PEERCRED reports the peer's effective uid and gid at connect time;
+// supplementary groups are not seen, so an admin group must be the
+// caller's primary (or effective, via sg/newgrp) group. The data directory
+// (0700) must also let the caller reach the socket.
+package admin

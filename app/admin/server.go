@@ -1,0 +1,225 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/custos-mcp/custos/audit/access"
+)
+
+// SocketName is the admin socket's name in the data directory.
+const SocketName = "admin.sock"
+
+// Path is the admin socket of data directory dir.
+func Path(dir string) string { return filepath.Join(dir, SocketName) }
+
+// maxRequest bounds a request body (anchor lines of a verification
+// included).
+const maxRequest = 16 << 20
+
+// Config configures Listen.
+type Config struct {
+	// Service runs the operations; required.
+	Service *access.Service
+	// Groups are gids whose members may use the socket besides the
+	// server's own uid and root; empty: none (socket mode 0600).
+	Groups []uint32
+	// Logger receives the operational log (refused peers, failed
+	// operations); nil discards.
+	Logger *slog.Logger
+}
+
+// Server serves the admin socket.
+type Server struct {
+	cfg   Config
+	allow func(Cred) bool // Allowed for this server's uid and groups
+	ln    net.Listener
+	hs    *http.Server
+	path  string
+}
+
+// Listen binds the admin socket at path. The caller must hold the audit
+// log's exclusive lock: a socket file already at path is then stale (left
+// by a server that crashed) and is replaced.
+func Listen(path string, cfg Config) (*Server, error) {
+	if cfg.Service == nil {
+		return nil, errors.New("admin: Config.Service is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("admin: %s exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("admin: removing the stale socket: %w", err)
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("admin: listen: %w", err)
+	}
+	mode := os.FileMode(0o600)
+	if len(cfg.Groups) > 0 {
+		mode = 0o660
+		if err := os.Chown(path, -1, int(cfg.Groups[0])); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("admin: giving the socket to admin group %d: %w", cfg.Groups[0], err)
+		}
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("admin: chmod: %w", err)
+	}
+	self := uint32(os.Getuid())
+	s := &Server{cfg: cfg, ln: ln, path: path, allow: func(c Cred) bool { return Allowed(c, self, cfg.Groups) }}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/ping", s.ping)
+	mux.HandleFunc("POST /v1/{op}", s.op)
+	s.hs = &http.Server{
+		Handler:           s.checkPeer(mux),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       time.Minute,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			cred, err := PeerCred(c)
+			return context.WithValue(ctx, credKey{}, credResult{cred, err})
+		},
+	}
+	return s, nil
+}
+
+// Serve serves connections until Shutdown; it returns nil after Shutdown.
+func (s *Server) Serve() error {
+	err := s.hs.Serve(s.ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting, waits for requests in flight until ctx ends,
+// then closes them; the socket file is removed.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.hs.Shutdown(ctx)
+	if err != nil {
+		s.hs.Close()
+	}
+	s.ln.Close()
+	return err
+}
+
+type credKey struct{}
+
+type credResult struct {
+	cred Cred
+	err  error
+}
+
+// checkPeer refuses every request of a connection whose peer is not
+// Allowed.
+func (s *Server) checkPeer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cr, _ := r.Context().Value(credKey{}).(credResult)
+		if cr.err != nil || !s.allow(cr.cred) {
+			s.cfg.Logger.Warn("admin socket: peer refused", "uid", cr.cred.UID, "gid", cr.cred.GID, "pid", cr.cred.PID, "err", cr.err)
+			writeError(w, http.StatusForbidden, &access.Error{Code: "forbidden", Message: "admin socket: this account may not use the server's admin socket"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Ping is the answer to GET /v1/ping: that a server holds the log.
+type Ping struct {
+	OK  bool `json:"ok"`
+	PID int  `json:"pid"`
+}
+
+func (s *Server) ping(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(Ping{OK: true, PID: os.Getpid()})
+}
+
+// Trailers of an operation's response.
+const (
+	TrailerResult = "Custos-Result" // the access.Result (JSON): the output is complete
+	TrailerError  = "Custos-Error"  // an access.Error (JSON): the output is incomplete
+)
+
+func (s *Server) op(w http.ResponseWriter, r *http.Request) {
+	op := access.Op(r.PathValue("op"))
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequest+1))
+	if err != nil || len(body) > maxRequest {
+		writeError(w, http.StatusBadRequest, &access.Error{Code: "bad_request", Message: "admin socket: request body unreadable or too large"})
+		return
+	}
+	cr := r.Context().Value(credKey{}).(credResult)
+	caller := access.Caller{Account: access.Account(cr.cred.UID), Source: SocketName}
+	w.Header().Set("Trailer", TrailerResult+", "+TrailerError)
+	lw := &lazyWriter{w: w}
+	res, err := s.cfg.Service.Run(r.Context(), caller, op, body, lw)
+	if err != nil {
+		e := &access.Error{Code: access.Code(err), Message: err.Error()}
+		if !lw.started {
+			w.Header().Del("Trailer")
+			writeError(w, status(e.Code), e)
+			return
+		}
+		b, _ := json.Marshal(e)
+		w.Header().Set(TrailerError, string(b))
+		return
+	}
+	if !lw.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	b, _ := json.Marshal(res)
+	w.Header().Set(TrailerResult, string(b))
+}
+
+// lazyWriter sends the 200 header with the first byte of output.
+type lazyWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (l *lazyWriter) Write(p []byte) (int, error) {
+	if !l.started {
+		l.w.Header().Set("Content-Type", "application/octet-stream")
+		l.w.WriteHeader(http.StatusOK)
+		l.started = true
+	}
+	return l.w.Write(p)
+}
+
+func status(code string) int {
+	switch code {
+	case "bad_request":
+		return http.StatusBadRequest
+	case "forbidden":
+		return http.StatusForbidden
+	case "not_found":
+		return http.StatusNotFound
+	case "no_checkpoint", "checkpoint_mismatch", "not_empty":
+		return http.StatusConflict
+	case "not_recorded":
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func writeError(w http.ResponseWriter, code int, e *access.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(e)
+}

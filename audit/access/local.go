@@ -1,0 +1,52 @@
+package access
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+)
+
+// Local runs operations in this process, which holds the audit log's
+// exclusive lock (no server runs). It has the same Do as the admin
+// socket's client: the request goes through JSON and the output through a
+// pipe, so a command behaves the same in both modes.
+type Local struct {
+	Service *Service
+	Caller  Caller
+}
+
+// errStopped tells Run that the consumer stopped reading.
+var errStopped = errors.New("access: the reader stopped")
+
+// Do runs op with req (marshalled to JSON) and hands its output to
+// consume, which must read it to the end. It returns the operation's
+// Result, the operation's error if it failed, else consume's.
+func (l Local) Do(ctx context.Context, op Op, req any, consume func(io.Reader) error) (Result, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return Result{}, err
+	}
+	pr, pw := io.Pipe()
+	var res Result
+	var runErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		res, runErr = l.Service.Run(ctx, l.Caller, op, body, pw)
+		pw.CloseWithError(runErr)
+	}()
+	cerr := consume(pr)
+	pr.CloseWithError(errStopped)
+	<-done
+	if runErr != nil && !errors.Is(runErr, errStopped) {
+		return res, runErr
+	}
+	return res, cerr
+}
+
+// Discard is a consume function for operations without output (OpHash).
+func Discard(r io.Reader) error {
+	_, err := io.Copy(io.Discard, r)
+	return err
+}

@@ -1,0 +1,515 @@
+package access
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/bundle"
+	"github.com/custos-mcp/custos/audit/checkpoint"
+	"github.com/custos-mcp/custos/audit/report"
+)
+
+// Op names an auditor operation (the admin socket's path /v1/<op>).
+type Op string
+
+// Operations.
+const (
+	OpVerify Op = "verify" // VerifyRequest -> VerifyResult (JSON)
+	OpExport Op = "export" // ExportRequest -> the export's exact bytes
+	OpBundle Op = "bundle" // BundleRequest -> the bundle's files as a tar archive
+	OpReport Op = "report" // ReportRequest -> report.Report (JSON)
+	OpProve  Op = "prove"  // ProveRequest  -> bundle.Inclusion (JSON)
+	OpHash   Op = "hash"   // HashRequest   -> nothing: the access record only
+	OpImpact Op = "impact" // ImpactRequest -> replay inputs (JSON lines; ReadImpact)
+)
+
+// Ops lists every operation.
+var Ops = []Op{OpVerify, OpExport, OpBundle, OpReport, OpProve, OpHash, OpImpact}
+
+// Result is what an operation says besides its output: the access record's
+// seq (the end N of the view) and, for exports and bundles, the number of
+// records written.
+type Result struct {
+	AccessSeq uint64 `json:"access_seq"`
+	Records   int    `json:"records"`
+}
+
+// Service runs the operations on one open audit log, inside the process
+// that holds its exclusive lock.
+type Service struct {
+	log     *audit.Log
+	app     Appender
+	dir     string // the data directory: its checkpoints.jsonl, and room for temporary bundles
+	logger  *slog.Logger
+	nowFunc func() time.Time
+}
+
+// New returns a Service reading log and appending access records through
+// app (nil: log itself). dir is the data directory holding the log's
+// anchor file (checkpoints.jsonl). logger receives the operational log
+// (nil discards).
+func New(log *audit.Log, app Appender, dir string, logger *slog.Logger) *Service {
+	if app == nil {
+		app = log
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{log: log, app: app, dir: dir, logger: logger, nowFunc: time.Now}
+}
+
+// Run decodes req (JSON) as op's request, appends the access record, and
+// only then runs op on the view 1..N, writing its output to w. A request
+// that does not decode or validate fails with ErrBadRequest and nothing
+// is recorded; a failed append fails with ErrNotRecorded and nothing is
+// read.
+func (s *Service) Run(ctx context.Context, c Caller, op Op, req []byte, w io.Writer) (Result, error) {
+	res, err := s.run(ctx, c, op, req, w)
+	if err != nil {
+		s.logger.Warn("audit access failed", "op", string(op), "caller", c.Account, "code", Code(err))
+	} else {
+		s.logger.Info("audit access", "op", string(op), "caller", c.Account, "access_seq", res.AccessSeq, "records", res.Records)
+	}
+	return res, err
+}
+
+func (s *Service) run(ctx context.Context, c Caller, op Op, req []byte, w io.Writer) (Result, error) {
+	switch op {
+	case OpVerify:
+		return with(req, func(r VerifyRequest) (Result, error) { return s.verify(ctx, c, r, w) })
+	case OpExport:
+		return with(req, func(r ExportRequest) (Result, error) { return s.export(ctx, c, r, w) })
+	case OpBundle:
+		return with(req, func(r BundleRequest) (Result, error) { return s.bundle(ctx, c, r, w) })
+	case OpReport:
+		return with(req, func(r ReportRequest) (Result, error) { return s.report(ctx, c, r, w) })
+	case OpProve:
+		return with(req, func(r ProveRequest) (Result, error) { return s.prove(ctx, c, r, w) })
+	case OpHash:
+		return with(req, func(r HashRequest) (Result, error) { return s.hash(ctx, c, r) })
+	case OpImpact:
+		return with(req, func(r ImpactRequest) (Result, error) { return s.impact(ctx, c, r, w) })
+	}
+	return Result{}, fmt.Errorf("%w: unknown operation %q", ErrBadRequest, op)
+}
+
+// with decodes req into an R, refusing unknown fields, and calls op.
+func with[R any](req []byte, op func(R) (Result, error)) (Result, error) {
+	var r R
+	d := json.NewDecoder(bytes.NewReader(req))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&r); err != nil {
+		return Result{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	return op(r)
+}
+
+// open appends the access record and pins the view at it.
+func (s *Service) open(ctx context.Context, c Caller, action string, a Ask, reason subject, patients, keys []string) (View, error) {
+	rec, err := record(ctx, s.app, c, action, a, reason, patients, keys)
+	if err != nil {
+		return View{}, err
+	}
+	return NewView(s.log, rec.Seq, rec.Hash), nil
+}
+
+func checkTimes(since, until time.Time) error {
+	if !since.IsZero() && !until.IsZero() && !until.After(since) {
+		return fmt.Errorf("%w: until must be after since", ErrBadRequest)
+	}
+	return nil
+}
+
+// VerifyRequest verifies the log. With VerifierKeys, it also checks the
+// tree at N against every checkpoint anchored in the data directory and
+// in Anchor (the lines of another anchor's checkpoints.jsonl, named
+// AnchorName in errors), as serve does at startup.
+type VerifyRequest struct {
+	Ask
+	VerifierKeys []byte `json:"verifier_keys,omitempty"`
+	Anchor       []byte `json:"anchor,omitempty"`
+	AnchorName   string `json:"anchor_name,omitempty"`
+}
+
+// VerifyResult is the verification's outcome (`audit verify --json`).
+type VerifyResult struct {
+	OK       bool            `json:"ok"`
+	Summary  audit.Summary   `json:"summary"`
+	Problems []audit.Problem `json:"problems"`
+	Anchor   *AnchorResult   `json:"anchor,omitempty"`
+}
+
+// AnchorResult is the check against anchored checkpoints.
+type AnchorResult struct {
+	OK      bool   `json:"ok"`
+	Checked string `json:"checked"`
+	Error   string `json:"error"`
+}
+
+func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Writer) (Result, error) {
+	action, err := r.check(ActionVerify, ActionComplianceReport)
+	if err != nil {
+		return Result{}, err
+	}
+	var why subject
+	why.flag("anchors", len(r.VerifierKeys) > 0)
+	v, err := s.open(ctx, c, action, r.Ask, why, nil, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	res := VerifyResult{Problems: []audit.Problem{}}
+	res.Summary, err = s.log.Verify(ctx, func(p audit.Problem) { res.Problems = append(res.Problems, p) })
+	if err != nil {
+		return Result{AccessSeq: v.n}, err
+	}
+	res.OK = len(res.Problems) == 0
+	if len(r.VerifierKeys) > 0 {
+		checked, err := s.checkAnchors(ctx, v, r)
+		res.Anchor = &AnchorResult{OK: err == nil, Checked: checked}
+		if err != nil {
+			res.Anchor.Error, res.OK = err.Error(), false
+		}
+	}
+	return Result{AccessSeq: v.n}, json.NewEncoder(w).Encode(res)
+}
+
+// checkAnchors checks the view against the checkpoints of the data
+// directory and of r.Anchor.
+func (s *Service) checkAnchors(ctx context.Context, v View, r VerifyRequest) (string, error) {
+	verifiers, err := checkpoint.ParseVerifierFile(r.VerifierKeys)
+	if err != nil {
+		return "", err
+	}
+	local, err := s.anchored(v.n)
+	if err != nil {
+		return "", err
+	}
+	name := r.AnchorName
+	if name == "" {
+		name = "anchor"
+	}
+	other, err := checkpoint.ReadEntries(bytes.NewReader(r.Anchor), name)
+	if err != nil {
+		return "", err
+	}
+	if err := checkpoint.CheckMonotonic(other); err != nil {
+		return "", err
+	}
+	entries := append(local, other...)
+	if err := checkpoint.CheckAgainst(ctx, v, entries, verifiers); err != nil {
+		return "", err
+	}
+	if len(entries) == 0 {
+		return "no anchored checkpoint", nil
+	}
+	latest := entries[0]
+	for _, e := range entries[1:] {
+		if e.Size > latest.Size {
+			latest = e
+		}
+	}
+	return fmt.Sprintf("%d anchored checkpoints (latest: size %d, root %s)", len(entries), latest.Size, latest.Root), nil
+}
+
+// anchored reads the data directory's anchored checkpoints of size at most
+// n. A torn last line is a checkpoint being written: it is left out.
+func (s *Service) anchored(n uint64) ([]checkpoint.Entry, error) {
+	es, err := (&checkpoint.Anchor{Dir: s.dir}).All()
+	var torn *checkpoint.TornError
+	if err != nil && !errors.As(err, &torn) {
+		return nil, err
+	}
+	if err := checkpoint.CheckMonotonic(es); err != nil {
+		return nil, err
+	}
+	out := es[:0]
+	for _, e := range es {
+		if e.Size <= int64(n) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// ExportRequest exports the records of the view whose time is in [Since,
+// Until) as JSON lines or CSV (audit.Log.Export).
+type ExportRequest struct {
+	Ask
+	Format audit.Format `json:"format"`
+	Since  time.Time    `json:"since,omitzero"`
+	Until  time.Time    `json:"until,omitzero"`
+}
+
+func (s *Service) export(ctx context.Context, c Caller, r ExportRequest, w io.Writer) (Result, error) {
+	action, err := r.check(ActionExport, ActionComplianceReport)
+	if err != nil {
+		return Result{}, err
+	}
+	if r.Format != audit.FormatJSONL && r.Format != audit.FormatCSV {
+		return Result{}, fmt.Errorf("%w: format must be jsonl or csv", ErrBadRequest)
+	}
+	if err := checkTimes(r.Since, r.Until); err != nil {
+		return Result{}, err
+	}
+	var why subject
+	why.add("format", string(r.Format))
+	why.time("since", r.Since)
+	why.time("until", r.Until)
+	v, err := s.open(ctx, c, action, r.Ask, why, nil, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	n, err := s.log.Export(ctx, w, r.Format, audit.Filter{Since: r.Since, Until: r.Until, To: v.n})
+	return Result{AccessSeq: v.n, Records: n}, err
+}
+
+// BundleRequest writes an export bundle of records From..To (or of the
+// time range [Since, Until)) of the view, as a tar archive of its files
+// (ReadBundle unpacks it). Checkpoints are the anchor lines to choose the
+// bracketing checkpoints from; none means the data directory's. Without
+// To (explicit or from Until) the range ends at the latest checkpoint of
+// size at most N: newer records, the access record among them, are not
+// anchored yet.
+type BundleRequest struct {
+	Ask
+	From        uint64          `json:"from,omitempty"`
+	To          uint64          `json:"to,omitempty"`
+	Since       time.Time       `json:"since,omitzero"`
+	Until       time.Time       `json:"until,omitzero"`
+	Formats     []bundle.Format `json:"formats,omitempty"`
+	Checkpoints [][]byte        `json:"checkpoints,omitempty"`
+}
+
+// Bundle errors, mapped to codes (Code).
+var (
+	errNoCheckpoint       = bundle.ErrNoCheckpoint
+	errCheckpointMismatch = bundle.ErrCheckpointMismatch
+	errNotEmpty           = bundle.ErrNotEmpty
+)
+
+func (s *Service) bundle(ctx context.Context, c Caller, r BundleRequest, w io.Writer) (Result, error) {
+	action, err := r.check(ActionExport, ActionComplianceReport)
+	if err != nil {
+		return Result{}, err
+	}
+	timed := !r.Since.IsZero() || !r.Until.IsZero()
+	if timed && (r.From != 0 || r.To != 0) {
+		return Result{}, fmt.Errorf("%w: choose a seq range or a time range, not both", ErrBadRequest)
+	}
+	if err := checkTimes(r.Since, r.Until); err != nil {
+		return Result{}, err
+	}
+	if r.To != 0 && r.From > r.To {
+		return Result{}, fmt.Errorf("%w: from %d is after to %d", ErrBadRequest, r.From, r.To)
+	}
+	for _, f := range r.Formats {
+		if f.FileName() == "" {
+			return Result{}, fmt.Errorf("%w: format %q is not one of csv, fhir, ocsf", ErrBadRequest, f)
+		}
+	}
+	var why subject
+	why.add("bundle", "1")
+	why.uint("from", r.From)
+	why.uint("to", r.To)
+	why.time("since", r.Since)
+	why.time("until", r.Until)
+	var fs []string
+	for _, f := range r.Formats {
+		fs = append(fs, string(f))
+	}
+	why.add("formats", strings.Join(fs, ","))
+	v, err := s.open(ctx, c, action, r.Ask, why, nil, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{AccessSeq: v.n}
+	lines := r.Checkpoints
+	if len(lines) == 0 {
+		es, err := s.anchored(v.n)
+		if err != nil {
+			return res, err
+		}
+		for _, e := range es {
+			l, err := checkpoint.FormatLine(e)
+			if err != nil {
+				return res, err
+			}
+			lines = append(lines, l)
+		}
+	}
+	// Only checkpoints the view can prove against.
+	var upto int64
+	kept := lines[:0:0]
+	for _, l := range lines {
+		e, err := checkpoint.ParseLine(bytes.TrimSpace(l))
+		if err != nil || e.Size > int64(v.n) {
+			continue
+		}
+		kept = append(kept, l)
+		upto = max(upto, e.Size)
+	}
+	from, to := r.From, r.To
+	if timed {
+		if from, to, err = bundle.ResolveTimeRange(ctx, v, r.Since, r.Until); err != nil {
+			return res, err
+		}
+		if r.Until.IsZero() {
+			to = min(to, uint64(upto))
+		}
+	}
+	if from == 0 {
+		from = 1
+	}
+	if to == 0 {
+		to = uint64(upto)
+	}
+	if to == 0 || from > to {
+		return res, fmt.Errorf("%w: records %d..%d: no signed checkpoint covers them yet", errNoCheckpoint, from, max(from, to))
+	}
+	tmp, err := os.MkdirTemp(s.dir, ".access-bundle-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, "bundle")
+	m, err := bundle.Write(ctx, dir, v, bundle.WriteOptions{From: from, To: to, Checkpoints: kept, Formats: r.Formats, Now: s.nowFunc})
+	if err != nil {
+		return res, err
+	}
+	res.Records = int(m.Records)
+	return res, writeTar(w, dir)
+}
+
+// ReportRequest is a privacy officer's report (package report) over the
+// view. Patients are lookup values (keyed hashes), never ids; Keys names
+// the key version of Patients[0].
+type ReportRequest struct {
+	Ask
+	report.Query
+	Patients []string `json:"patients,omitempty"`
+	Keys     []string `json:"keys,omitempty"`
+}
+
+func (s *Service) report(ctx context.Context, c Caller, r ReportRequest, w io.Writer) (Result, error) {
+	action, err := r.check(ActionReport, ActionComplianceReport)
+	if err != nil {
+		return Result{}, err
+	}
+	if len(r.Patients) == 0 && r.User == "" && !r.Denials && !r.BreakGlass {
+		return Result{}, fmt.Errorf("%w: choose what to report: patient, user, denials or break-glass", ErrBadRequest)
+	}
+	if r.Disclosures && len(r.Patients) == 0 {
+		return Result{}, fmt.Errorf("%w: the accounting of disclosures is for one patient", ErrBadRequest)
+	}
+	if err := checkTimes(r.Since, r.Until); err != nil {
+		return Result{}, err
+	}
+	var why, patients []string
+	sj := subject(why)
+	if len(r.Patients) > 0 {
+		// The record names the patient as every record does: by one
+		// lookup value, the newest (Patients[0]).
+		patients = r.Patients[:1]
+		sj.add("patient", r.Patients[0])
+	}
+	sj.add("user", r.User)
+	sj.flag("denials", r.Denials)
+	sj.flag("break_glass", r.BreakGlass)
+	sj.flag("disclosures", r.Disclosures)
+	sj.time("since", r.Since)
+	sj.time("until", r.Until)
+	v, err := s.open(ctx, c, action, r.Ask, sj, patients, r.Keys)
+	if err != nil {
+		return Result{}, err
+	}
+	q := r.Query
+	q.Patients = r.Patients
+	rep, err := report.Run(ctx, v, q, v.n, nil)
+	if err != nil {
+		return Result{AccessSeq: v.n}, err
+	}
+	return Result{AccessSeq: v.n, Records: len(rep.Rows)}, rep.WriteJSON(w)
+}
+
+// ProveRequest proves record Seq against the latest checkpoint of size at
+// most N anchored in the data directory.
+type ProveRequest struct {
+	Ask
+	Seq uint64 `json:"seq"`
+}
+
+func (s *Service) prove(ctx context.Context, c Caller, r ProveRequest, w io.Writer) (Result, error) {
+	action, err := r.check(ActionProve)
+	if err != nil {
+		return Result{}, err
+	}
+	if r.Seq == 0 {
+		return Result{}, fmt.Errorf("%w: seq is required (records are numbered from 1)", ErrBadRequest)
+	}
+	var why subject
+	why.uint("seq", r.Seq)
+	v, err := s.open(ctx, c, action, r.Ask, why, nil, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{AccessSeq: v.n}
+	es, err := s.anchored(v.n)
+	if err != nil {
+		return res, err
+	}
+	if len(es) == 0 {
+		return res, fmt.Errorf("%w: no signed checkpoint yet in %s", errNoCheckpoint, filepath.Join(s.dir, checkpoint.FileName))
+	}
+	line, err := checkpoint.FormatLine(es[len(es)-1])
+	if err != nil {
+		return res, err
+	}
+	in, err := bundle.InclusionProof(ctx, v, r.Seq, line)
+	if err != nil {
+		return res, err
+	}
+	b, err := in.JSON()
+	if err != nil {
+		return res, err
+	}
+	res.Records = 1
+	_, err = w.Write(append(b, '\n'))
+	return res, err
+}
+
+// HashRequest records that a patient's lookup values were computed
+// (`audit hash`): the caller computes them with its own keys; the record
+// names the patient by Patient (a lookup value) and Keys (its key
+// versions).
+type HashRequest struct {
+	Ask
+	Patient string   `json:"patient"`
+	Keys    []string `json:"keys,omitempty"`
+}
+
+func (s *Service) hash(ctx context.Context, c Caller, r HashRequest) (Result, error) {
+	action, err := r.check(ActionHash, ActionComplianceReport)
+	if err != nil {
+		return Result{}, err
+	}
+	if r.Patient == "" {
+		return Result{}, fmt.Errorf("%w: patient (a lookup value) is required", ErrBadRequest)
+	}
+	var why subject
+	why.add("patient", r.Patient)
+	v, err := s.open(ctx, c, action, r.Ask, why, []string{r.Patient}, r.Keys)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{AccessSeq: v.n}, nil
+}

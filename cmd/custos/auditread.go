@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/custos-mcp/custos/app/admin"
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/access"
+	"github.com/custos-mcp/custos/audit/checkpoint"
+)
+
+// auditReader runs one auditor operation on the audit log of a data
+// directory and hands its output to consume: an *admin.Client (a server
+// runs on the directory) or an access.Local (this process holds the log's
+// lock). Both run the same access.Service operation, which appends the
+// access record before it reads anything.
+type auditReader interface {
+	Do(ctx context.Context, op access.Op, req any, consume func(io.Reader) error) (access.Result, error)
+}
+
+// withAuditReader finds the way to d's audit log and calls fn with it
+// (docs/audit-access.md, decision 3):
+//
+//   - a server answers on D/admin.sock: fn's operations run there;
+//   - otherwise this process opens D/audit.db read-write under its
+//     exclusive lock (the server is not running) and runs them itself;
+//   - the socket exists, nobody answers and the lock is held: a server is
+//     starting or stopping, and withAuditReader fails saying so. It never
+//     deletes the socket or breaks the lock.
+//
+// Every auditor command (audit verify, export, report, prove, hash, policy
+// impact, compliance report) reads the log only through it.
+func withAuditReader(cmd *cobra.Command, d dataDir, fn func(auditReader) error) error {
+	ctx := cmd.Context()
+	sock := admin.Path(string(d))
+	c, err := admin.Dial(ctx, sock)
+	if err == nil {
+		defer c.Close()
+		return fn(c)
+	}
+	if !errors.Is(err, admin.ErrNoSocket) && !errors.Is(err, admin.ErrNoAnswer) {
+		return err
+	}
+	silent := errors.Is(err, admin.ErrNoSocket)
+	if err := existingFile(d.audit(), "audit log"); err != nil {
+		return err
+	}
+	log, err := audit.Open(d.audit(), audit.Options{Node: cliNode(), Logger: quietLogger(cmd)})
+	if err != nil {
+		if errors.Is(err, audit.ErrLocked) && !silent {
+			return fmt.Errorf("%w: %s exists but does not answer: a server is starting or stopping on %s; try again in a moment (do not delete the socket)", err, sock, d)
+		}
+		return lockHint(err)
+	}
+	defer log.Close()
+	return fn(access.Local{Service: access.New(log, nil, string(d), quietLogger(cmd)), Caller: access.Self()})
+}
+
+// cliNode is the node name of access records a command appends itself: the
+// host name, as serve's default.
+func cliNode() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "custos"
+}
+
+// accessFlags are --by and --purpose, which every auditor command takes.
+type accessFlags struct{ by, purpose string }
+
+func (a *accessFlags) register(f *pflag.FlagSet, purposeHelp string) {
+	f.StringVar(&a.by, "by", "", "who the operator acts for (recorded in the access record)")
+	f.StringVar(&a.purpose, "purpose", "", purposeHelp)
+}
+
+func (a *accessFlags) ask() access.Ask { return access.Ask{By: a.by, Purpose: a.purpose} }
+
+// purposeRequired is the --purpose help of commands that output record
+// contents.
+const purposeRequired = "purpose of use, an HL7 ActReason code (required; e.g. HOPERAT, or PATRQT for a patient's accounting request)"
+
+// decodeInto returns a consume function that decodes one JSON document
+// into v.
+func decodeInto(v any) func(io.Reader) error {
+	return func(r io.Reader) error { return json.NewDecoder(r).Decode(v) }
+}
+
+// readAnchorFile reads the checkpoints.jsonl of anchor directory dir: a
+// missing directory is an error (an unmounted anchor must not look empty),
+// a missing file means no checkpoint yet.
+func readAnchorFile(dir string) ([]byte, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("anchor directory: %w", err)
+	}
+	b, err := os.ReadFile((&checkpoint.Anchor{Dir: dir}).Path())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
