@@ -345,11 +345,16 @@ func (a *App) startCheckpoints(ctx context.Context) error {
 // revocations and reviews, and records uses and events.
 const grantSyncInterval = time.Second
 
-// startGrantSync loads the active break-the-glass grants and keeps them in
-// sync with grants.db: every second it records the uses made, loads the
+// startGrantSync publishes the break-the-glass rules in grants.db, loads
+// the active grants and keeps them in sync with the file: every second it
+// records the uses made, refuses grants that break the rules, loads the
 // grants active now, and writes pending grant events to the audit log.
 func (a *App) startGrantSync(ctx context.Context) error {
-	st := btg.New(a.path(GrantsFile), btg.Options{})
+	rules := a.o.BreakGlass.rules()
+	st := btg.New(a.path(GrantsFile), btg.Options{Rules: &rules})
+	if err := st.Publish(rules); err != nil {
+		return fmt.Errorf("break-the-glass grants (%s): publishing the rules: %w", a.path(GrantsFile), err)
+	}
 	round := func(ctx context.Context) error {
 		uses := a.grants.TakeUses()
 		active, pending, keys, err := st.Sync(uses)

@@ -82,13 +82,14 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestValidateReportsEveryProblem(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing")
 	o := app.Options{
-		DataDir:  missing,
-		PageSize: 900,
-		Node:     "a b",
-		Policy:   app.PolicyOptions{Dir: missing, Bundle: "b.tar.gz"},
-		Stdio:    &app.StdioOptions{},
-		HTTP:     &app.HTTPOptions{Listen: "10.0.0.1:8080", CertFile: "c.pem"},
-		Ops:      app.OpsOptions{AddrFile: "ops.url"},
+		DataDir:    missing,
+		PageSize:   900,
+		Node:       "a b",
+		Policy:     app.PolicyOptions{Dir: missing, Bundle: "b.tar.gz"},
+		Stdio:      &app.StdioOptions{},
+		HTTP:       &app.HTTPOptions{Listen: "10.0.0.1:8080", CertFile: "c.pem"},
+		Ops:        app.OpsOptions{AddrFile: "ops.url"},
+		BreakGlass: app.BreakGlassOptions{MaxTTL: 720 * time.Hour, GrantRoles: []string{"btg-operator", "ed supervisor"}},
 	}
 	err := o.Validate()
 	if !errors.Is(err, app.ErrInvalid) {
@@ -112,6 +113,8 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		{"audit.anchor_dir", "required without dev"},
 		{"vault.address", "required without dev"},
 		{"ops.addr_file", "only used with ops.listen"},
+		{"btg.max_ttl", "at most 24h0m0s"},
+		{"btg.grant_roles[1]", "without spaces"},
 	} {
 		found := false
 		for _, p := range ps {

@@ -3,10 +3,12 @@ package app
 import (
 	"crypto/tls"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/oauth"
@@ -39,6 +41,9 @@ type Options struct {
 	Policy PolicyOptions
 	// Checkpoints configure the signed checkpoints of the audit log.
 	Checkpoints CheckpointOptions
+	// BreakGlass are the break-the-glass rules; the zero value is a 4-hour
+	// maximum TTL and any operator who can write grants.db.
+	BreakGlass BreakGlassOptions
 	// AuditBatchDelay, if not 0, fixes the audit log's group-commit window
 	// (audit.Options MinBatchDelay = MaxBatchDelay); 0 leaves the audit
 	// package's adaptive window, which serve uses. No key: for benchmarks.
@@ -99,6 +104,31 @@ type CheckpointOptions struct {
 	// Interval: a checkpoint at least this often while records arrive; 0
 	// means checkpoint.DefaultInterval. Key audit.checkpoint_interval.
 	Interval time.Duration
+}
+
+// BreakGlassOptions are the deployment's break-the-glass rules (btg.Rules).
+// They are server configuration, never an argument of 'custos btg grant':
+// the App publishes them in grants.db for that command to enforce, and
+// refuses (never applies, and audits as btg/refuse) any grant it finds
+// there that breaks them.
+type BreakGlassOptions struct {
+	// MaxTTL caps how long a grant may last, up to btg.CeilingTTL; 0
+	// means btg.DefaultMaxTTL (4h). Key btg.max_ttl.
+	MaxTTL time.Duration
+	// GrantRoles are the operator roles allowed to grant: the OS groups of
+	// the account running 'custos btg grant'. Empty means any operator who
+	// can write grants.db. Key btg.grant_roles.
+	GrantRoles []string
+}
+
+// rules are o as btg.Rules.
+func (o BreakGlassOptions) rules() btg.Rules {
+	r := btg.DefaultRules()
+	if o.MaxTTL != 0 {
+		r.MaxTTL = o.MaxTTL
+	}
+	r.GrantRoles = slices.Sorted(slices.Values(o.GrantRoles))
+	return r
 }
 
 // StdioOptions serve one client on stdin/stdout as one principal.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/audit/checkpoint"
+	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/server"
 )
 
@@ -233,6 +234,14 @@ func (c *checker) top() {
 	}
 	if c.set("page_size", o.PageSize == 0) && (o.PageSize < 1 || o.PageSize > MaxPageSize) {
 		c.add("page_size", "must be from 1 to %d, got %d", MaxPageSize, o.PageSize)
+	}
+	if bg := o.BreakGlass; c.set("btg.max_ttl", bg.MaxTTL == 0) && (bg.MaxTTL <= 0 || bg.MaxTTL > btg.CeilingTTL) {
+		c.add("btg.max_ttl", "must be more than 0 and at most %s (break-the-glass is emergency access), got %s", btg.CeilingTTL, bg.MaxTTL)
+	}
+	for i, role := range o.BreakGlass.GrantRoles {
+		if role == "" || strings.ContainsAny(role, " \t,") {
+			c.add(fmt.Sprintf("btg.grant_roles[%d]", i), "want a role (an OS group name) without spaces or commas")
+		}
 	}
 	node, dep := o.Node, o.Checkpoints.Deployment
 	if node != "" && !checkpoint.ValidOrigin("x/"+node+"/audit") || strings.Contains(node, "/") {

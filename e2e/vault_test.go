@@ -344,13 +344,18 @@ func TestVaultRotationWhileServing(t *testing.T) {
 		}
 	}
 	hout, errOut, code := custos(t, aenv, "audit", "hash", patient, "--data-dir", d.data, "--purpose", "PATRQT", "--json")
-	var hs []struct {
-		Key   string `json:"audit_key"`
-		Value string `json:"lookup_value"`
+	var hash struct {
+		Values []struct {
+			Key   string `json:"audit_key"`
+			Value string `json:"lookup_value"`
+		} `json:"lookup_values"`
+		KeyVersions struct{ Searched []string } `json:"key_versions"`
 	}
-	if code != 0 || json.Unmarshal([]byte(hout), &hs) != nil || len(hs) != 2 {
+	if code != 0 || json.Unmarshal([]byte(hout), &hash) != nil || len(hash.Values) != 2 ||
+		strings.Join(hash.KeyVersions.Searched, " ") != "secret/custos/audit-hmac-key@2 secret/custos/audit-hmac-key@1" {
 		t.Fatalf("audit hash with the auditor token: exit %d %s %s", code, hout, errOut)
 	}
+	hs := hash.Values
 	seen := map[string]bool{}
 	for _, r := range recs {
 		for _, p := range r.Patients {

@@ -83,3 +83,17 @@ func TestDevPersistInKeepsAuditAndSigningKeys(t *testing.T) {
 		t.Fatal("malformed dev key file accepted")
 	}
 }
+
+// TestDevAuditKeyHistoryIsItsOneKey: the dev provider's history of audit
+// key versions is its one key, readable, under the id its records name.
+func TestDevAuditKeyHistoryIsItsOneKey(t *testing.T) {
+	d, _ := NewDev()
+	if err := d.PersistIn(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	h, err := d.AuditKeyHistory(context.Background())
+	k, _ := d.AuditKey(context.Background())
+	if err != nil || len(h) != 1 || len(h.Unreadable()) != 0 || h[0].ID != "dev:file" || !bytes.Equal(h.Keys()[0].Bytes, k.Bytes) {
+		t.Fatalf("dev history: %+v %v", h, err)
+	}
+}

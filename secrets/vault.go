@@ -31,9 +31,10 @@ const (
 	DefaultDataKeyTTL      = 5 * time.Minute
 	DefaultDataKeyCache    = 65536
 	// retainedVersions is how many versions of each KV key (the newest
-	// and older ones) are held: cursors sealed just before a rotation still
-	// open for their one-hour life, and audit lookups cover records keyed
-	// with the previous versions.
+	// and older ones) are held in memory: cursors sealed just before a
+	// rotation still open for their one-hour life. Patient lookups in the
+	// audit log do not rely on it: they read every version ever written
+	// (AuditKeyHistory).
 	retainedVersions = 3
 )
 
@@ -761,7 +762,9 @@ func (v *Vault) CursorKeys(context.Context) ([]Key, error) {
 	return out, nil
 }
 
-// AuditKeys returns the audit keyed-hash keys held, newest first.
+// AuditKeys returns the audit keyed-hash keys held in memory, newest first:
+// at most retainedVersions. Patient lookups use AuditKeyHistory, which
+// covers every version.
 func (v *Vault) AuditKeys(context.Context) ([]Key, error) {
 	st, err := v.fresh()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -398,5 +399,91 @@ func TestVaultAuditorOnly(t *testing.T) {
 	}
 	if _, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr, Token: tok}); !errors.Is(err, secrets.ErrPermission) {
 		t.Fatalf("server open with the auditor token: %v, want permission denied", err)
+	}
+}
+
+// TestAuditKeyHistoryCoversEveryVersion: after four rotations the auditor
+// reads all five audit key versions from the KV metadata (the in-memory
+// set holds only three), and a destroyed or deleted version is listed with
+// its problem, never dropped.
+func TestAuditKeyHistoryCoversEveryVersion(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := p.Layout.AuditKeyPath
+	want := map[int][]byte{1: p.AuditKey}
+	for ver := 2; ver <= 5; ver++ {
+		k := bytes.Repeat([]byte{byte(ver)}, 32)
+		if got, err := srv.RotateKV(ctx, path, k); err != nil || got != ver {
+			t.Fatalf("rotation to version %d: %d %v", ver, got, err)
+		}
+		want[ver] = k
+	}
+	tok, err := srv.TokenWithPolicy(ctx, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr, Token: tok, AuditorOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if held, _ := v.AuditKeys(ctx); len(held) != 3 {
+		t.Fatalf("the provider holds %d versions in memory; this test shows the history reaches past them", len(held))
+	}
+	h, err := v.AuditKeyHistory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 5 || len(h.Keys()) != 5 || len(h.Unreadable()) != 0 {
+		t.Fatalf("history: %d versions, %d readable", len(h), len(h.Keys()))
+	}
+	for i, kv := range h {
+		ver := 5 - i
+		if kv.Version != ver || kv.ID != "secret/custos/audit-hmac-key@"+strconv.Itoa(ver) || !bytes.Equal(kv.Key.Bytes, want[ver]) {
+			t.Fatalf("history[%d] = %s (version %d), want version %d with its key", i, kv.ID, kv.Version, ver)
+		}
+	}
+
+	kv2 := srv.Root().KVv2(p.Layout.KVMount)
+	if err := kv2.Destroy(ctx, path, []int{2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv2.DeleteVersions(ctx, path, []int{4}); err != nil {
+		t.Fatal(err)
+	}
+	h, err = v.AuditKeyHistory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids, problems []string
+	for _, k := range h.Keys() {
+		ids = append(ids, k.ID)
+	}
+	for _, u := range h.Unreadable() {
+		problems = append(problems, u.ID+": "+u.Problem)
+	}
+	if strings.Join(ids, " ") != "secret/custos/audit-hmac-key@5 secret/custos/audit-hmac-key@3 secret/custos/audit-hmac-key@1" ||
+		len(problems) != 2 || !strings.Contains(problems[0], "@4: deleted in Vault") || !strings.Contains(problems[1], "@2: destroyed in Vault") {
+		t.Fatalf("after destroying v2 and deleting v4: readable %v, unreadable %v", ids, problems)
+	}
+
+	// The server's policy does not grant the metadata: the error names the
+	// auditor policy's rule.
+	stok, err := srv.TokenWithPolicy(ctx, secrets.PolicyName, secrets.PolicyHCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr, Token: stok, AuditorOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sv.Close()
+	if _, err := sv.AuditKeyHistory(ctx); !errors.Is(err, secrets.ErrPermission) || !strings.Contains(err.Error(), `secret/metadata/custos/audit-hmac-key`) ||
+		!strings.Contains(err.Error(), secrets.AuditorPolicyName) {
+		t.Fatalf("history with the server's token: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
@@ -14,7 +15,9 @@ import (
 type Grants interface {
 	// Lookup returns the id of an active grant covering sub and patient.
 	Lookup(sub, patient string, t time.Time) (string, bool)
-	// Used records an audited read made under a grant.
+	// Used records an audited access made under a grant: one per request
+	// (a read, a list page, a completion) per grant its decisions relied
+	// on.
 	Used(grantID string, u btg.Use)
 }
 
@@ -35,8 +38,40 @@ func (s *Server) breakGlass(id Identity, patient string) *policy.BreakGlass {
 	return &policy.BreakGlass{Grant: g, Patient: patient}
 }
 
+// grantRelied returns the id of the grant d relied on: the policy allowed
+// with reason break_glass and bg (the grant input of the decision) names
+// it. "" otherwise.
+func grantRelied(bg *policy.BreakGlass, d policy.Decision) string {
+	if bg == nil || !d.Allow || !slices.Contains(d.Reasons, policyReasonBreakGlass) {
+		return ""
+	}
+	return bg.Grant
+}
+
+// grantsRelied collects, in order and once each, the grants the allowed
+// decisions of one request relied on.
+type grantsRelied []string
+
+func (g *grantsRelied) add(id string) {
+	if id != "" && !slices.Contains(*g, id) {
+		*g = append(*g, id)
+	}
+}
+
+// recordUses reports one use of each grant to Grants, naming the request's
+// durable audit record rec: called only after rec was committed, so a use
+// is never recorded for an access that was not.
+func (s *Server) recordUses(grants grantsRelied, rec audit.Record) {
+	for _, id := range grants {
+		if id == "" || s.cfg.Grants == nil {
+			continue
+		}
+		s.cfg.Grants.Used(id, btg.Use{EventID: rec.EventID, Seq: rec.Seq, Time: rec.Time, Action: rec.Action, Outcome: rec.Outcome})
+	}
+}
+
 // AuditGrantEvent writes a break-the-glass event (grant, revoke, expiry,
-// review sign-off) to the audit log: action btg/<kind>, the actor as
+// review sign-off, and with outcome deny a refusal) to the audit log: action btg/<kind>, the actor as
 // principal, the patient keyed-hashed like every record, the outbox event
 // id as decision id (so a record written twice after a crash is
 // recognizable), and the event's structured reason (btg.Event.AuditReason:
@@ -45,6 +80,9 @@ func (s *Server) breakGlass(id Identity, patient string) *policy.BreakGlass {
 func (s *Server) AuditGrantEvent(ctx context.Context, ev btg.Event) (audit.Record, error) {
 	e := s.entry(ctx, Identity{Principal: policy.Principal{Sub: ev.Actor}, Source: "btg"}, ev.Kind)
 	e.Outcome = audit.OutcomeAllow
+	if ev.Kind == btg.KindRefuse {
+		e.Outcome = audit.OutcomeDeny // the grant never takes effect
+	}
 	e.PurposeOfUse = PurposeEmergency
 	e.DecisionID = ev.ID
 	e.Reason = ev.AuditReason()

@@ -5,12 +5,18 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy/btg"
+	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/store"
 )
 
 // uuidShapes returns grant ids of every shape a UUID's digits can take:
@@ -105,5 +111,70 @@ func TestGrantFreeTextIsScrubbedAtIntake(t *testing.T) {
 	wantRevoke := "grant=" + g.ID + " grantee=dr-a reason=\"pt [PHONE] stable\""
 	if reasons[0] != wantGrant || reasons[1] != wantRevoke {
 		t.Fatalf("reasons:\n got %q\nwant %q", reasons, []string{wantGrant, wantRevoke})
+	}
+}
+
+// TestGrantUsesAreCountedPerRequest: every request that reveals a patient's
+// resources under a break-the-glass grant — a read, a list page, a
+// completion — is one use of the grant (however many of the patient's
+// resources it showed), naming the request's action and its audit record;
+// a request that did not rely on the grant is no use of it.
+func TestGrantUsesAreCountedPerRequest(t *testing.T) {
+	grants := btg.NewCache()
+	f := newServerFixture(t, fixtureOptions{tune: func(c *server.Config) { c.Grants = grants }})
+	id := f.identity("clinician")
+	id.PurposeOfUse, id.Principal.Patients = server.PurposeEmergency, []string{}
+
+	var target store.URI
+	for _, r := range f.allURIs() {
+		if u, err := store.ParseURI(r.URI); err == nil && u.Scheme == "fhir" && len(r.Labels.Sensitivity) == 0 && len(r.Labels.Consent) == 0 {
+			target = u
+			break
+		}
+	}
+	now := time.Now()
+	grants.Replace([]btg.Grant{{ID: "g-1", Sub: id.Principal.Sub, Patient: target.Patient,
+		Created: now.Add(-time.Minute), Expires: now.Add(time.Hour)}})
+	cs := f.connect(id)
+	ctx := context.Background()
+
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: target.String()}); err != nil {
+		t.Fatal(err)
+	}
+	listed := listAll(t, cs)
+	if len(listed) < 2 {
+		t.Fatalf("the grant lists %d resources; the test needs a patient with several", len(listed))
+	}
+	ids := complete(t, cs, fhirTemplate, "id", "", map[string]string{"tenant": target.Tenant, "patient": target.Patient, "type": target.Type})
+	if len(ids.Completion.Values) == 0 {
+		t.Fatal("the completion under the grant suggested nothing")
+	}
+	// No use: a completion about another patient, which reveals nothing.
+	complete(t, cs, fhirTemplate, "id", "", map[string]string{"tenant": target.Tenant, "patient": "00000000-0000-4000-8000-000000000000", "type": target.Type})
+
+	k, _ := f.keys.AuditKey(ctx)
+	pseud := audit.Pseudonym(k.Bytes, target.Patient)
+	var want []btg.Use
+	for _, r := range f.records() {
+		if r.Outcome == audit.OutcomeAllow && slices.Contains(r.Patients, pseud) {
+			want = append(want, btg.Use{EventID: r.EventID, Seq: r.Seq, Time: r.Time, Action: r.Action, Outcome: r.Outcome})
+		}
+	}
+	got := grants.TakeUses()["g-1"]
+	actions := map[string]int{}
+	for _, u := range got {
+		actions[u.Action]++
+	}
+	if actions[server.ActionRead] != 1 || actions[server.ActionList] < 1 || actions[server.ActionComplete] != 1 {
+		t.Fatalf("uses by action %v, want one read, one per list page with the patient, one completion", actions)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d uses for %d requests that revealed the patient:\n got %+v\nwant %+v", len(got), len(want), got, want)
+	}
+	for i := range want {
+		if got[i].EventID != want[i].EventID || got[i].Seq != want[i].Seq || got[i].Action != want[i].Action ||
+			!got[i].Time.Equal(want[i].Time) || got[i].Outcome != audit.OutcomeAllow {
+			t.Fatalf("use %d = %+v, want %+v", i, got[i], want[i])
+		}
 	}
 }

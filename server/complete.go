@@ -205,6 +205,7 @@ func (s *Server) completeArgument(ctx context.Context, id Identity, p *mcp.Compl
 		scanned   int
 		denied    int
 		policyErr bool
+		grants    grantsRelied                  // break-the-glass grants the values rely on
 		complete  = c.arg == store.PageVariable // page numbers are not suggested: the count depends on minimization
 		more      bool
 		subj      = policy.NewSubject(id.Principal)
@@ -243,7 +244,7 @@ scan:
 			if !ok || seen[v] {
 				continue
 			}
-			d, err := s.decide(ctx, id, subj, policy.ActionList, r)
+			d, bg, err := s.decide(ctx, id, subj, policy.ActionList, r)
 			if err != nil {
 				policyErr = true
 				break scan
@@ -258,6 +259,7 @@ scan:
 			}
 			seen[v] = true
 			values = append(values, v)
+			grants.add(bg)
 			patients = append(patients, r.Labels.Patient)
 			if c.arg == "id" {
 				e.URIs = append(e.URIs, r.URI)
@@ -284,6 +286,7 @@ scan:
 	if err != nil {
 		return nil, err
 	}
+	s.recordUses(grants, rec)
 	slices.Sort(values)
 	res := &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: values, HasMore: more}, Meta: receipt(rec)}
 	if res.Completion.Values == nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/minimize"
 	"github.com/custos-mcp/custos/policy"
-	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/store"
 )
 
@@ -182,9 +180,9 @@ func (s *Server) decideResource(ctx context.Context, id Identity, e audit.Entry,
 	if e.Outcome != audit.OutcomeAllow {
 		return verdict{}
 	}
-	if in.BreakGlass != nil && slices.Contains(d.Reasons, policyReasonBreakGlass) {
-		s.cfg.Grants.Used(in.BreakGlass.Grant, btg.Use{EventID: saved.EventID, Time: saved.Time, Action: e.Action, Outcome: audit.OutcomeAllow})
-	}
+	var grants grantsRelied
+	grants.add(grantRelied(in.BreakGlass, d))
+	s.recordUses(grants, saved)
 	return verdict{allow: true, rec: saved, e: e, r: r, d: d}
 }
 
@@ -197,14 +195,16 @@ func resourceInput(r store.Resource) *policy.Resource {
 }
 
 // decide asks the policy about one resource. It is the single decision
-// function behind both list and read.
+// function behind both list and read. It also returns the id of the
+// break-the-glass grant an allowed decision relied on ("" if none).
 //
 // subj is id.Principal converted once per request (policy.NewSubject).
-func (s *Server) decide(ctx context.Context, id Identity, subj *policy.Subject, action policy.Action, r store.Resource) (policy.Decision, error) {
-	return s.decideInput(ctx, policy.Input{
-		Subject: subj, PurposeOfUse: id.PurposeOfUse, Action: action, Resource: resourceInput(r),
-		BreakGlass: s.breakGlass(id, r.Labels.Patient),
+func (s *Server) decide(ctx context.Context, id Identity, subj *policy.Subject, action policy.Action, r store.Resource) (policy.Decision, string, error) {
+	bg := s.breakGlass(id, r.Labels.Patient)
+	d, err := s.decideInput(ctx, policy.Input{
+		Subject: subj, PurposeOfUse: id.PurposeOfUse, Action: action, Resource: resourceInput(r), BreakGlass: bg,
 	}, r)
+	return d, grantRelied(bg, d), err
 }
 
 // decideInput is decide on an input already built from r.
@@ -216,25 +216,28 @@ func (s *Server) decideInput(ctx context.Context, in policy.Input, r store.Resou
 }
 
 // decideBatch decides a list page of rs in one policy evaluation; each
-// decision is finished exactly as decideInput finishes a read's.
-func (s *Server) decideBatch(ctx context.Context, id Identity, subj *policy.Subject, rs []store.Resource) ([]policy.Decision, error) {
+// decision is finished exactly as decideInput finishes a read's. grants[i]
+// is the id of the break-the-glass grant ds[i] relied on ("" if none).
+func (s *Server) decideBatch(ctx context.Context, id Identity, subj *policy.Subject, rs []store.Resource) (ds []policy.Decision, grants []string, err error) {
 	items := make([]policy.Item, len(rs))
 	for i, r := range rs {
 		items[i] = policy.Item{Resource: resourceInput(r), BreakGlass: s.breakGlass(id, r.Labels.Patient)}
 	}
 	t0 := time.Now()
-	ds, err := s.decider(ctx).DecideBatch(ctx, policy.Input{Subject: subj, PurposeOfUse: id.PurposeOfUse, Action: policy.ActionList}, items)
+	ds, err = s.decider(ctx).DecideBatch(ctx, policy.Input{Subject: subj, PurposeOfUse: id.PurposeOfUse, Action: policy.ActionList}, items)
 	s.cfg.Metrics.ObservePolicy(time.Since(t0))
 	if err == nil && len(ds) != len(rs) {
 		err = fmt.Errorf("policy: %d decisions for %d items", len(ds), len(rs))
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	grants = make([]string, len(ds))
 	for i := range ds {
 		ds[i], _ = s.finishDecision(ctx, ds[i], nil, rs[i])
+		grants[i] = grantRelied(items[i].BreakGlass, ds[i])
 	}
-	return ds, nil
+	return ds, grants, nil
 }
 
 // finishDecision names the bundle in force in d's revision and applies the

@@ -98,6 +98,7 @@ const (
 )
 
 // policyReasonBreakGlass is the reason the policy gives for an access it
-// allows only under a break-the-glass grant: such a read is reported to
-// the grant (Grants.Used) once its record is durable.
+// allows only under a break-the-glass grant: a request that relied on it
+// (a read, a list page, a completion) is reported to the grant as one use
+// (Grants.Used) once its record is durable.
 const policyReasonBreakGlass = "break_glass"

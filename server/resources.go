@@ -198,6 +198,7 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 		scanned   int
 		denied    int
 		policyErr int
+		grants    grantsRelied // break-the-glass grants the page relies on
 		last      = after
 		more      = true
 		subj      = policy.NewSubject(id.Principal)
@@ -216,7 +217,7 @@ scan:
 		// page's free slots (a page fills at the earliest when every
 		// item is allowed) and the scan budget.
 		batch = batch[:min(len(batch), s.cfg.PageSize-len(items), s.cfg.ScanLimit-scanned)]
-		ds, err := s.decideBatch(ctx, id, subj, batch)
+		ds, bgs, err := s.decideBatch(ctx, id, subj, batch)
 		if err != nil {
 			// The page cannot be decided: stop scanning and fail the
 			// whole request below rather than return a page that looks
@@ -236,6 +237,7 @@ scan:
 					al.present(item, r.URI, r.Labels.Type)
 				}
 				items = append(items, item)
+				grants.add(bgs[i])
 				e.URIs = append(e.URIs, r.URI)
 				e.Digests = append(e.Digests, digestRef(r))
 				patients = append(patients, r.Labels.Patient)
@@ -287,6 +289,7 @@ scan:
 	if err != nil {
 		return nil, err
 	}
+	s.recordUses(grants, rec)
 	res.Meta = receipt(rec)
 	return res, nil
 }

@@ -9,8 +9,9 @@
 //     not decode stops the report with an error naming its seq: a report
 //     over a damaged log is never silently partial.
 //   - Patients are matched by their keyed hashes (audit.Pseudonym under each
-//     audit key version the caller holds); the report never needs, prints or
-//     stores a raw patient id.
+//     audit key version the caller searched: cmd/custos searches every
+//     version ever used, and the report states them in KeyVersions); the
+//     report never needs, prints or stores a raw patient id.
 //   - Pure filtering: no I/O besides the Source; table and JSON renderings
 //     are deterministic.
 package report

@@ -61,13 +61,49 @@ type Row struct {
 	Hash         string    `json:"hash"`
 }
 
+// KeyVersions says which audit key versions a patient lookup searched. A
+// record names a patient under the keyed hash of the version in force when
+// it was written (its keys field), so a lookup finds exactly the records
+// keyed under the versions it searched.
+type KeyVersions struct {
+	// Searched are the key ids searched ("secret/custos/audit-hmac-key@3"),
+	// newest first.
+	Searched []string `json:"searched"`
+	// NotSearched are the versions that could not be read, and why.
+	NotSearched []KeyProblem `json:"not_searched,omitempty"`
+	// GapAccepted says the operator accepted NotSearched explicitly: the
+	// records keyed under those versions are missing from the answer.
+	GapAccepted bool `json:"gap_accepted,omitempty"`
+}
+
+// KeyProblem is a key version that could not be searched.
+type KeyProblem struct {
+	Key     string `json:"key"`
+	Problem string `json:"problem"`
+}
+
+// WriteText writes the versions searched and, if any, the ones not searched
+// and what that means for the answer.
+func (k KeyVersions) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "audit key versions searched: %s\n", strings.Join(k.Searched, ", "))
+	for _, p := range k.NotSearched {
+		fmt.Fprintf(w, "audit key version NOT searched: %s (%s)\n", p.Key, p.Problem)
+	}
+	if len(k.NotSearched) > 0 && k.GapAccepted {
+		fmt.Fprintln(w, "GAP ACCEPTED (--accept-key-gap): records keyed under the versions not searched are MISSING from this answer")
+	}
+}
+
 // Report is the answer to a Query.
 type Report struct {
-	Query   Query          `json:"query"`
-	Scanned uint64         `json:"scanned"`
-	Rows    []Row          `json:"rows"`
-	ByUser  map[string]int `json:"by_user"`
-	ByOut   map[string]int `json:"by_outcome"`
+	Query Query `json:"query"`
+	// KeyVersions names the audit key versions a patient lookup searched
+	// (nil without --patient).
+	KeyVersions *KeyVersions   `json:"key_versions,omitempty"`
+	Scanned     uint64         `json:"scanned"`
+	Rows        []Row          `json:"rows"`
+	ByUser      map[string]int `json:"by_user"`
+	ByOut       map[string]int `json:"by_outcome"`
 }
 
 // IsBreakGlass reports whether r was an emergency (break-the-glass) access:
@@ -174,6 +210,9 @@ func (rep Report) WriteTable(w io.Writer) error {
 		what = append(what, "all records")
 	}
 	fmt.Fprintf(w, "custos audit report: %s\n", strings.Join(what, "; "))
+	if rep.KeyVersions != nil {
+		rep.KeyVersions.WriteText(w)
+	}
 	fmt.Fprintf(w, "%d of %d records match\n\n", len(rep.Rows), rep.Scanned)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME (UTC)\tUSER\tROLES\tCLIENT\tPURPOSE\tACTION\tOUTCOME\tREASON\tRESOURCES")

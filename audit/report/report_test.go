@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +132,34 @@ func TestRenderingsAndDamagedRecord(t *testing.T) {
 	src[3] = append([]byte(nil), src[3][:len(src[3])-1]...) // damaged record 4
 	if _, err := Run(context.Background(), src, Query{}, 7, nil); err == nil || !strings.Contains(err.Error(), "record 4") {
 		t.Fatalf("damaged record: %v", err)
+	}
+}
+
+// TestKeyVersionsAreStated: a patient report names the audit key versions
+// it searched, and a gap the operator accepted is stated in both
+// renderings.
+func TestKeyVersionsAreStated(t *testing.T) {
+	src, _ := fixture()
+	rep, err := Run(context.Background(), src, Query{Patients: []string{"hk1-p1"}, PatientLabel: "hk1-p1"}, 7, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.KeyVersions = &KeyVersions{Searched: []string{"secret/k@5", "secret/k@4", "secret/k@1"},
+		NotSearched: []KeyProblem{{"secret/k@3", "deleted in Vault"}, {"secret/k@2", "destroyed in Vault"}}, GapAccepted: true}
+	var tb, js bytes.Buffer
+	rep.WriteTable(&tb)
+	for _, want := range []string{"audit key versions searched: secret/k@5, secret/k@4, secret/k@1\n",
+		"NOT searched: secret/k@2 (destroyed in Vault)", "GAP ACCEPTED", "MISSING from this answer"} {
+		if !strings.Contains(tb.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, tb.String())
+		}
+	}
+	rep.WriteJSON(&js)
+	var got struct {
+		KeyVersions KeyVersions `json:"key_versions"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &got); err != nil || len(got.KeyVersions.Searched) != 3 ||
+		len(got.KeyVersions.NotSearched) != 2 || !got.KeyVersions.GapAccepted {
+		t.Fatalf("json key versions: %+v %v\n%s", got, err, js.String())
 	}
 }

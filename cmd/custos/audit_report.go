@@ -8,16 +8,16 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/report"
 	"github.com/custos-mcp/custos/secrets"
 )
 
-// auditorKeys is what the audit tools need from a secrets provider: the
-// audit keyed-hash key versions and the checkpoint signing public keys.
+// auditorKeys is what the audit tools need from a secrets provider: every
+// audit keyed-hash key version ever used (audit_keys.go) and the checkpoint
+// signing public keys.
 type auditorKeys interface {
-	AuditKeys(ctx context.Context) ([]secrets.Key, error)
+	AuditKeyHistory(ctx context.Context) (secrets.AuditKeyHistory, error)
 	PublicKey(version int) (ed25519.PublicKey, int, error)
 	SigningVersions() []int
 }
@@ -60,36 +60,26 @@ func auditKeyIDs(keys []secrets.Key) []string {
 	return ids
 }
 
-// pseudonyms are a value's lookup values under every audit key version held.
-func pseudonyms(ctx context.Context, k auditorKeys, value string) ([]string, []secrets.Key, error) {
-	keys, err := k.AuditKeys(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]string, len(keys))
-	for i, key := range keys {
-		out[i] = audit.Pseudonym(key.Bytes, value)
-	}
-	return out, keys, nil
-}
-
 func newAuditHashCmd() *cobra.Command {
 	var (
-		dir    string
-		dev    bool
-		asJSON bool
-		vf     vaultFlags
-		af     accessFlags
+		dir       string
+		dev       bool
+		asJSON    bool
+		acceptGap bool
+		vf        vaultFlags
+		af        accessFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "hash VALUE --data-dir D [--dev]",
 		Short: "Compute the lookup value under which a patient id appears in the audit log",
 		Long: `Patient ids never appear in audit records: each is written as a keyed hash,
 HMAC-SHA256 under the audit keyed-hash key (docs/audit-format.md). hash prints
-the lookup value of VALUE under every audit key version held (the newest and
-up to two older ones; a record's "keys" field names the version it used), so
+the lookup value of VALUE under every audit key version ever used (read from
+Vault's KV metadata; a record's "keys" field names the version it used), so
 an auditor can search the log or an export for a patient without the log
-exposing PHI.
+exposing PHI. It says which versions it searched. If a version cannot be read
+(destroyed or deleted in Vault) it fails, naming it, unless --accept-key-gap:
+then it prints the other lookup values and states the gap.
 
 Keys come from Vault with the auditor's policy (custos-auditor: read the audit
 key and the signing public keys, nothing else; docs/vault.md), or with --dev
@@ -116,7 +106,7 @@ Example:
 				return err
 			}
 			defer closeKeys()
-			hs, keys, err := pseudonyms(cmd.Context(), k, args[0])
+			hs, keys, kv, err := patientLookup(cmd.Context(), k, args[0], acceptGap)
 			if err != nil {
 				return err
 			}
@@ -133,15 +123,19 @@ Example:
 					Key   string `json:"audit_key"`
 					Value string `json:"lookup_value"`
 				}
-				rows := make([]row, len(hs))
+				out := struct {
+					Values      []row              `json:"lookup_values"`
+					KeyVersions report.KeyVersions `json:"key_versions"`
+				}{make([]row, len(hs)), kv}
 				for i := range hs {
-					rows[i] = row{keys[i].ID, hs[i]}
+					out.Values[i] = row{keys[i].ID, hs[i]}
 				}
-				return writeJSON(cmd.OutOrStdout(), rows)
+				return writeJSON(cmd.OutOrStdout(), out)
 			}
 			for i := range hs {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\taudit key %s\n", hs[i], keys[i].ID)
 			}
+			kv.WriteText(cmd.OutOrStdout())
 			return nil
 		},
 	}
@@ -150,6 +144,7 @@ Example:
 	f.BoolVar(&dev, "dev", false, "use the dev key file of a data directory served with --dev")
 	f.BoolVar(&asJSON, "json", false, "print the lookup values as JSON")
 	af.register(f, purposeRequired)
+	registerAcceptKeyGap(f, &acceptGap)
 	vf.register(f)
 	return cmd
 }
@@ -158,7 +153,7 @@ func newAuditReportCmd() *cobra.Command {
 	var (
 		dir, patient, user, since, until      string
 		dev, denials, breakGlass, disclosures bool
-		asJSON                                bool
+		asJSON, acceptGap                     bool
 		vf                                    vaultFlags
 		af                                    accessFlags
 	)
@@ -180,7 +175,11 @@ func newAuditReportCmd() *cobra.Command {
 Filters combine; --since/--until bound the time range ([since, until)). The
 output is a table, or JSON with --json. A record that does not decode stops
 the report (run 'custos audit verify'). --patient needs the audit key: from
-Vault with the auditor policy, or --dev for a dev data directory.
+Vault with the auditor policy, or --dev for a dev data directory. It searches
+under every audit key version ever used and says which; if one cannot be read
+(destroyed or deleted in Vault) the report fails, naming it, unless
+--accept-key-gap: then the report states that records keyed under it are
+missing.
 
 ` + vaultHelp + `
 
@@ -202,6 +201,7 @@ Examples:
 				return usagef("--disclosures is the accounting of disclosures for one patient: add --patient ID")
 			}
 			q := access.ReportRequest{Ask: af.ask(), Query: report.Query{User: user, Denials: denials, BreakGlass: breakGlass, Disclosures: disclosures}}
+			var keyVersions *report.KeyVersions // the key versions a patient lookup searched
 			if q.Since, err = parseTime("since", since); err != nil {
 				return err
 			}
@@ -213,12 +213,12 @@ Examples:
 				if err != nil {
 					return err
 				}
-				hs, keys, err := pseudonyms(cmd.Context(), k, patient)
+				hs, keys, kv, err := patientLookup(cmd.Context(), k, patient, acceptGap)
 				closeKeys()
 				if err != nil {
 					return err
 				}
-				q.Patients, q.PatientLabel, q.Keys = hs, hs[0], auditKeyIDs(keys[:1])
+				q.Patients, q.PatientLabel, q.Keys, keyVersions = hs, hs[0], auditKeyIDs(keys[:1]), &kv
 			}
 			var rep report.Report
 			err = withAuditReader(cmd, d, func(r auditReader) error {
@@ -228,6 +228,7 @@ Examples:
 			if err != nil {
 				return err
 			}
+			rep.KeyVersions = keyVersions
 			if asJSON {
 				return rep.WriteJSON(cmd.OutOrStdout())
 			}
@@ -246,6 +247,7 @@ Examples:
 	f.BoolVar(&dev, "dev", false, "use the dev key file of a data directory served with --dev")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	af.register(f, purposeRequired)
+	registerAcceptKeyGap(f, &acceptGap)
 	vf.register(f)
 	return cmd
 }

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,6 +18,27 @@ import (
 
 // grantsFile is the break-the-glass grants file of a data directory.
 func (d dataDir) grants() string { return filepath.Join(string(d), "grants.db") }
+
+// osOperator is the operator of 'custos btg grant': the OS account running
+// the command (its name, not $USER, which anyone can set) and its roles, the
+// names of the account's OS groups. The OS authenticated the account; the
+// server's btg.grant_roles names the groups whose members may grant.
+func osOperator() (name string, roles []string, err error) {
+	u, err := user.Current()
+	if err != nil {
+		return "", nil, fmt.Errorf("btg: cannot tell which OS account runs this command: %w", err)
+	}
+	gids, err := u.GroupIds()
+	if err != nil {
+		return "", nil, fmt.Errorf("btg: cannot read the OS groups of account %s: %w", u.Username, err)
+	}
+	for _, gid := range gids {
+		if g, err := user.LookupGroupId(gid); err == nil {
+			roles = append(roles, g.Name)
+		}
+	}
+	return u.Username, roles, nil
+}
 
 // operator is who runs the command: the flag, else $USER.
 func operator(flag, value string) (string, error) {
@@ -47,17 +71,24 @@ grant, revocation, expiry, use and review is in the audit log.
 
 func newBtgGrantCmd() *cobra.Command {
 	var (
-		dir, sub, patient, reason, by string
-		ttl, maxTTL                   time.Duration
-		asJSON                        bool
+		dir, sub, patient, reason string
+		ttl                       time.Duration
+		asJSON                    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "grant --data-dir D --sub USER --patient ID --reason TEXT --ttl 30m",
 		Short: "Grant a user emergency (ETREAT) access to one patient for a limited time",
 		Long: `grant lets USER read patient ID's records with purpose of use ETREAT until the
-TTL runs out (at most --max-ttl, default 4h) or the grant is revoked. The reason
-is required: it is recorded, audited and shown to the privacy officer, who
-reviews every use afterwards ('custos btg review').
+TTL runs out or the grant is revoked. The reason is required: it is recorded,
+audited and shown to the privacy officer, who reviews every use afterwards
+('custos btg review').
+
+The operator is the OS account running the command, and its roles are the
+account's OS groups. The longest TTL and the roles allowed to grant are the
+server's configuration (btg.max_ttl, default 4h; btg.grant_roles), which
+'custos serve' publishes in grants.db: this command enforces them and has no
+flag to change them. A grant that breaks the server's rules anyway (an edited
+file, an older custos) is refused by the server and audited (btg/refuse).
 
 Example:
   custos btg grant --data-dir /srv/custos --sub dr-jones \
@@ -71,12 +102,21 @@ Example:
 			if sub == "" || patient == "" || reason == "" {
 				return usagef("grant needs --sub, --patient and --reason")
 			}
-			op, err := operator("by", by)
+			op, roles, err := osOperator()
 			if err != nil {
 				return err
 			}
-			g, err := btg.New(d.grants(), btg.Options{MaxTTL: maxTTL}).Grant(btg.Request{
-				Sub: sub, Patient: patient, Reason: reason, By: op, TTL: ttl})
+			st := btg.New(d.grants(), btg.Options{})
+			_, published, err := st.Rules()
+			if err != nil {
+				return err
+			}
+			if !published {
+				fmt.Fprintf(cmd.ErrOrStderr(), "custos: warning: no server has published its break-the-glass rules in %s yet; "+
+					"applying the defaults (max TTL %s, any operator). The server refuses a grant that breaks its own rules.\n",
+					d.grants(), btg.DefaultMaxTTL)
+			}
+			g, err := st.Grant(btg.Request{Sub: sub, Patient: patient, Reason: reason, By: op, Roles: roles, TTL: ttl})
 			if err != nil {
 				return err
 			}
@@ -93,9 +133,7 @@ Example:
 	f.StringVar(&sub, "sub", "", "the user (principal subject) who gets access")
 	f.StringVar(&patient, "patient", "", "the patient id (opaque UUID)")
 	f.StringVar(&reason, "reason", "", "why (required; recorded and reviewed)")
-	f.DurationVar(&ttl, "ttl", 30*time.Minute, "how long the grant lasts")
-	f.DurationVar(&maxTTL, "max-ttl", btg.DefaultMaxTTL, "the longest TTL this deployment allows")
-	f.StringVar(&by, "by", "", "the operator granting (default $USER)")
+	f.DurationVar(&ttl, "ttl", 30*time.Minute, "how long the grant lasts (at most the server's btg.max_ttl)")
 	f.BoolVar(&asJSON, "json", false, "print the grant as JSON")
 	return cmd
 }
@@ -160,6 +198,21 @@ func newBtgListCmd() *cobra.Command {
 	return cmd
 }
 
+// grantState is a grant's state at now.
+func grantState(g btg.Grant, now time.Time) string {
+	switch {
+	case g.Refused != "":
+		return "refused:" + g.Refused
+	case !g.Revoked.IsZero():
+		return "revoked"
+	case g.Active(now):
+		return "active"
+	case now.Before(g.Created):
+		return "pending"
+	}
+	return "expired"
+}
+
 func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
 	if asJSON {
 		if gs == nil {
@@ -169,23 +222,42 @@ func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
 	}
 	now := time.Now()
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GRANT\tUSER\tSTATE\tUSES\tREVIEWED\tBY\tEXPIRES (UTC)\tREASON")
+	fmt.Fprintln(tw, "GRANT\tUSER\tSTATE\tUSES\tREVIEWED\tBY\tROLE\tTTL\tEXPIRES (UTC)\tREASON")
 	for _, g := range gs {
-		state := "expired"
-		switch {
-		case !g.Revoked.IsZero():
-			state = "revoked"
-		case g.Active(now):
-			state = "active"
-		}
 		rev := "yes"
 		if !g.Reviewed() {
 			rev = "NO"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", g.ID, g.Sub, state, len(g.Uses), rev, g.By,
-			g.Expires.UTC().Format("2006-01-02 15:04"), strings.ReplaceAll(g.Reason, "\t", " "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Sub, grantState(g, now), len(g.Uses), rev, g.By,
+			cmp.Or(g.ByRole, "-"), g.TTL(), g.Expires.UTC().Format("2006-01-02 15:04"), strings.ReplaceAll(g.Reason, "\t", " "))
 	}
 	return tw.Flush()
+}
+
+// printUses lists every use of each grant: when, the request's action and
+// outcome, and its audit record (seq and event id), for the reviewer to
+// look each one up ('custos audit report', 'custos audit prove').
+func printUses(cmd *cobra.Command, gs []btg.Grant) error {
+	out := cmd.OutOrStdout()
+	for _, g := range gs {
+		fmt.Fprintf(out, "\ngrant %s (%s): %d use(s)\n", g.ID, g.Sub, len(g.Uses))
+		if len(g.Uses) == 0 {
+			continue
+		}
+		tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  TIME (UTC)\tACTION\tOUTCOME\tAUDIT SEQ\tAUDIT EVENT")
+		for _, u := range g.Uses {
+			seq := "-"
+			if u.Seq > 0 {
+				seq = strconv.FormatUint(u.Seq, 10)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", u.Time.UTC().Format(time.RFC3339), u.Action, u.Outcome, seq, u.EventID)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func newBtgReviewCmd() *cobra.Command {
@@ -194,14 +266,19 @@ func newBtgReviewCmd() *cobra.Command {
 		asJSON                           bool
 	)
 	cmd := &cobra.Command{
-		Use:   "review --data-dir D [--grant ID --verdict appropriate|inappropriate --note TEXT]",
+		Use:   "review --data-dir D [--grant ID [--verdict appropriate|inappropriate --note TEXT]]",
 		Short: "List unreviewed break-the-glass uses, or sign one grant's uses off",
 		Long: `Without --grant, review lists every grant with uses that no review has
-covered yet. With --grant, --verdict and --note it records the privacy officer's
-sign-off (reviewer, verdict, note); the server writes it to the audit log.
+covered yet, and every use of each: its time, the request's action (a read, a
+list page or a completion that revealed the patient's resources), outcome, and
+the seq and event id of its audit record. With --grant alone it shows that
+grant and every use of it. With --grant, --verdict and --note it records the
+privacy officer's sign-off (reviewer, verdict, note); the server writes it to
+the audit log. --json prints the grants with their uses.
 
 Example:
   custos btg review --data-dir /srv/custos
+  custos btg review --data-dir /srv/custos --grant 6f1c…
   custos btg review --data-dir /srv/custos --grant 6f1c… --verdict appropriate \
     --note "documented emergency, chart updated" --reviewer privacy-officer`,
 		Args: cobra.NoArgs,
@@ -211,21 +288,27 @@ Example:
 				return err
 			}
 			st := btg.New(d.grants(), btg.Options{})
-			if id == "" {
-				if verdict != "" || note != "" {
+			if id == "" || verdict == "" && note == "" {
+				if id == "" && (verdict != "" || note != "") {
 					return usagef("--verdict and --note need --grant ID")
 				}
 				all, err := st.All()
 				if err != nil {
 					return err
 				}
-				var open []btg.Grant
+				var shown []btg.Grant
 				for _, g := range all {
-					if !g.Reviewed() {
-						open = append(open, g)
+					if id == "" && !g.Reviewed() || g.ID == id {
+						shown = append(shown, g)
 					}
 				}
-				return printGrants(cmd, open, asJSON)
+				if id != "" && len(shown) == 0 {
+					return fmt.Errorf("%w: %s", btg.ErrNotFound, id)
+				}
+				if err := printGrants(cmd, shown, asJSON); err != nil || asJSON {
+					return err
+				}
+				return printUses(cmd, shown)
 			}
 			op, err := operator("reviewer", reviewer)
 			if err != nil {

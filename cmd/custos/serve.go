@@ -14,6 +14,7 @@ import (
 
 	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/cmd/custos/internal/config"
+	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/oauth"
@@ -244,5 +245,7 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.String("anchor-dir", "", "directory on separate storage receiving every signed checkpoint (required without --dev)")
 	f.Int64("checkpoint-every", 1000, "sign a checkpoint after this many new audit records")
 	f.Duration("checkpoint-interval", time.Second, "sign a checkpoint at least this often while records arrive")
+	f.Duration("btg-max-ttl", btg.DefaultMaxTTL, "break-the-glass: the longest grant 'custos btg grant' may make (at most 24h); longer grants are refused and audited")
+	f.StringArray("btg-grant-role", nil, "break-the-glass: an OS group whose members may grant (repeatable; none: any operator who can write grants.db)")
 	vf.register(f)
 }

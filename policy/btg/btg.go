@@ -20,12 +20,27 @@ import (
 // DefaultMaxTTL caps how long a grant may last unless configured otherwise.
 const DefaultMaxTTL = 4 * time.Hour
 
+// CeilingTTL is the longest MaxTTL a deployment may configure:
+// break-the-glass is emergency access, not a standing permission.
+const CeilingTTL = 24 * time.Hour
+
 // Event kinds, also the audit actions the server writes for them.
 const (
 	KindGrant  = "btg/grant"
 	KindRevoke = "btg/revoke"
 	KindExpire = "btg/expire"
 	KindReview = "btg/review"
+	// KindRefuse: the server refused a grant it found in the file that
+	// breaks its Rules (TTL above the cap, operator role not allowed). The
+	// grant never takes effect.
+	KindRefuse = "btg/refuse"
+)
+
+// Refusal codes: why the server refused a grant (Grant.Refused, the
+// refused= part of a btg/refuse record).
+const (
+	RefusedTTL  = "ttl_over_cap"
+	RefusedRole = "role_not_allowed"
 )
 
 // Review verdicts.
@@ -48,24 +63,96 @@ var (
 
 // Grant is one break-the-glass authorization.
 type Grant struct {
-	ID           string    `json:"id"`
-	Sub          string    `json:"sub"`
-	Patient      string    `json:"patient"`
-	Reason       string    `json:"reason"`
-	By           string    `json:"by"`
+	ID      string `json:"id"`
+	Sub     string `json:"sub"`
+	Patient string `json:"patient"`
+	Reason  string `json:"reason"`
+	By      string `json:"by"`
+	// ByRole is the operator's role that allowed the grant (one of
+	// Rules.GrantRoles); "" when the rules name no roles.
+	ByRole       string    `json:"by_role,omitempty"`
 	Created      time.Time `json:"created"`
 	Expires      time.Time `json:"expires"`
 	Revoked      time.Time `json:"revoked,omitzero"`
 	RevokedBy    string    `json:"revoked_by,omitempty"`
 	RevokeReason string    `json:"revoke_reason,omitempty"`
 	ExpiryEvent  bool      `json:"expiry_event,omitempty"` // the expiry has been put in the outbox
-	Uses         []Use     `json:"uses,omitempty"`
-	Reviews      []Review  `json:"reviews,omitempty"`
+	// Refused is set by the server when the grant breaks its Rules
+	// (RefusedTTL, RefusedRole): the grant never takes effect.
+	Refused string   `json:"refused,omitempty"`
+	Uses    []Use    `json:"uses,omitempty"`
+	Reviews []Review `json:"reviews,omitempty"`
 }
 
 // Active reports whether g authorizes access at t.
 func (g Grant) Active(t time.Time) bool {
-	return g.Revoked.IsZero() && !t.Before(g.Created) && t.Before(g.Expires)
+	return g.Revoked.IsZero() && g.Refused == "" && !t.Before(g.Created) && t.Before(g.Expires)
+}
+
+// TTL is the grant's duration: its expiry minus its creation.
+func (g Grant) TTL() time.Duration { return g.Expires.Sub(g.Created) }
+
+// MarshalJSON adds the grant's duration ("ttl", a Go duration) to its
+// fields, so that every rendering of a grant carries its expiry and
+// duration. The duration is derived, never read back: Expires and Created
+// are the record.
+func (g Grant) MarshalJSON() ([]byte, error) {
+	type fields Grant
+	return json.Marshal(struct {
+		fields
+		TTL string `json:"ttl"`
+	}{fields(g), g.TTL().String()})
+}
+
+// Rules are a deployment's break-the-glass rules. They are server
+// configuration (serve's btg.max_ttl and btg.grant_roles; docs/policy.md,
+// "Break-the-glass"), never an argument of the granting command: the
+// server publishes them in the grants file (Store.Publish) for the CLI to
+// enforce, and checks every grant it finds against its own copy.
+type Rules struct {
+	// MaxTTL caps grant durations; 0 means DefaultMaxTTL.
+	MaxTTL time.Duration `json:"max_ttl"`
+	// GrantRoles are the operator roles allowed to grant (the operator's
+	// roles are the OS groups of the account running 'custos btg grant');
+	// empty means any operator who can write the grants file.
+	GrantRoles []string `json:"grant_roles,omitempty"`
+}
+
+// DefaultRules apply where no rules were configured or published.
+func DefaultRules() Rules { return Rules{MaxTTL: DefaultMaxTTL} }
+
+func (r Rules) maxTTL() time.Duration {
+	if r.MaxTTL <= 0 {
+		return DefaultMaxTTL
+	}
+	return r.MaxTTL
+}
+
+// Refusal says why g breaks r (RefusedTTL, RefusedRole), or "" when it
+// does not. It is the server's check of every grant it finds in the file,
+// however it got there (an older CLI, an edited file).
+func (r Rules) Refusal(g Grant) string {
+	if ttl := g.TTL(); ttl <= 0 || ttl > r.maxTTL() {
+		return RefusedTTL
+	}
+	if len(r.GrantRoles) > 0 && !slices.Contains(r.GrantRoles, g.ByRole) {
+		return RefusedRole
+	}
+	return ""
+}
+
+// grantingRole is the first of roles (sorted) that r allows to grant; ""
+// and true when r names no roles.
+func (r Rules) grantingRole(roles []string) (string, bool) {
+	if len(r.GrantRoles) == 0 {
+		return "", true
+	}
+	for _, role := range slices.Sorted(slices.Values(roles)) {
+		if slices.Contains(r.GrantRoles, role) {
+			return role, true
+		}
+	}
+	return "", false
 }
 
 // Reviewed reports whether every use has been signed off (a grant with no
@@ -85,7 +172,8 @@ func (g Grant) Reviewed() bool {
 
 // Use is one audited access made under a grant.
 type Use struct {
-	EventID string    `json:"event_id"` // the audit record's event id
+	EventID string    `json:"event_id"`      // the audit record's event id
+	Seq     uint64    `json:"seq,omitempty"` // the audit record's seq
 	Time    time.Time `json:"time"`
 	Action  string    `json:"action"`
 	Outcome string    `json:"outcome"`
@@ -115,6 +203,12 @@ type Event struct {
 	// expiry events).
 	Expires time.Time     `json:"expires,omitzero"`
 	TTL     time.Duration `json:"ttl,omitempty"`
+	// ByRole is the operator role that allowed the grant (grant events).
+	ByRole string `json:"by_role,omitempty"`
+	// Refused and MaxTTL: why the server refused the grant, and the cap
+	// it applied (refuse events).
+	Refused string        `json:"refused,omitempty"`
+	MaxTTL  time.Duration `json:"max_ttl,omitempty"`
 	Verdict string        `json:"verdict,omitempty"` // review events
 	Uses    int           `json:"uses,omitempty"`    // uses recorded so far (review, expiry)
 	// Text is the operator's free text: the grant or revocation reason, the
@@ -129,10 +223,11 @@ type Event struct {
 
 // AuditReason is the reason of the event's audit record:
 //
-//	grant=<id> grantee=<sub> [expires=<RFC3339> ttl=<duration>] [verdict=<v>] [uses=<n>] [reason=<quoted text>|note=<quoted text>]
+//	grant=<id> grantee=<sub> [expires=<RFC3339> ttl=<duration>] [by_role=<role>] [refused=<code> [max_ttl=<duration>]] [verdict=<v>] [uses=<n>] [reason=<quoted text>|note=<quoted text>]
 //
-// The grant id, grantee, expiry and duration are custos's own values and
-// appear verbatim; the quoted text was scrubbed when it was stored.
+// The grant id, grantee, expiry, duration, role and refusal are custos's
+// own values and appear verbatim; the quoted text was scrubbed when it was
+// stored.
 func (e Event) AuditReason() string {
 	parts := []string{"grant=" + e.GrantID, "grantee=" + e.Sub}
 	if e.Detail != "" && e.Text == "" && e.Expires.IsZero() && e.Verdict == "" {
@@ -142,8 +237,17 @@ func (e Event) AuditReason() string {
 	if !e.Expires.IsZero() {
 		parts = append(parts, "expires="+e.Expires.UTC().Format(time.RFC3339))
 	}
-	if e.TTL > 0 {
+	if e.TTL != 0 {
 		parts = append(parts, "ttl="+e.TTL.String())
+	}
+	if e.ByRole != "" {
+		parts = append(parts, "by_role="+e.ByRole)
+	}
+	if e.Refused != "" {
+		parts = append(parts, "refused="+e.Refused)
+		if e.MaxTTL > 0 {
+			parts = append(parts, "max_ttl="+e.MaxTTL.String())
+		}
 	}
 	if e.Verdict != "" {
 		parts = append(parts, "verdict="+e.Verdict)
@@ -172,8 +276,10 @@ func scrubText(s string) string {
 type Options struct {
 	// Timeout for the file lock (default 2 s).
 	Timeout time.Duration
-	// MaxTTL caps grant durations (default DefaultMaxTTL).
-	MaxTTL time.Duration
+	// Rules, if not nil, are the rules to apply: the server's configured
+	// ones (and tests'). nil means the rules the server published in the
+	// file (Publish), or DefaultRules if it never did: what the CLI uses.
+	Rules *Rules
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 }
@@ -188,6 +294,7 @@ var (
 	bucketGrants = []byte("grants")
 	bucketOutbox = []byte("outbox")
 	metaSeq      = []byte("outbox_seq")
+	metaRules    = []byte("rules")
 	bucketMeta   = []byte("meta")
 )
 
@@ -195,9 +302,6 @@ var (
 func New(path string, opts Options) *Store {
 	if opts.Timeout == 0 {
 		opts.Timeout = 2 * time.Second
-	}
-	if opts.MaxTTL == 0 {
-		opts.MaxTTL = DefaultMaxTTL
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -289,14 +393,79 @@ func enqueue(tx *bolt.Tx, e Event) error {
 	return tx.Bucket(bucketOutbox).Put(k, b)
 }
 
-// Request is what `custos btg grant` asks for.
-type Request struct {
-	Sub, Patient, Reason, By string
-	TTL                      time.Duration
+// rules returns the rules in force for this store: Options.Rules, else
+// those published in the file, else DefaultRules.
+func (s *Store) rules(tx *bolt.Tx) (Rules, error) {
+	if s.opts.Rules != nil {
+		return *s.opts.Rules, nil
+	}
+	if b := tx.Bucket(bucketMeta); b != nil {
+		if v := b.Get(metaRules); v != nil {
+			var r Rules
+			if err := json.Unmarshal(v, &r); err != nil {
+				return Rules{}, fmt.Errorf("btg: the published rules are corrupt: %w", err)
+			}
+			return r, nil
+		}
+	}
+	return DefaultRules(), nil
 }
 
-// Grant records a new grant and its event. The reason is required and the
-// TTL may not exceed MaxTTL.
+// Publish records r in the file as the rules in force (the server's
+// configuration), for the CLI to enforce. It writes only when they changed.
+func (s *Store) Publish(r Rules) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	same := false
+	if err := s.view(func(tx *bolt.Tx) error {
+		if m := tx.Bucket(bucketMeta); m != nil {
+			same = string(m.Get(metaRules)) == string(b)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if same {
+		return nil
+	}
+	return s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaRules, b) })
+}
+
+// Rules returns the rules a grant made now must meet, and whether a server
+// published them (false: DefaultRules, or Options.Rules).
+func (s *Store) Rules() (Rules, bool, error) {
+	if s.opts.Rules != nil {
+		return *s.opts.Rules, false, nil
+	}
+	r, published := DefaultRules(), false
+	err := s.view(func(tx *bolt.Tx) error {
+		if m := tx.Bucket(bucketMeta); m == nil || m.Get(metaRules) == nil {
+			return nil
+		}
+		published = true
+		var err error
+		r, err = s.rules(tx)
+		return err
+	})
+	return r, published, err
+}
+
+// Request is what `custos btg grant` asks for.
+type Request struct {
+	Sub, Patient, Reason string
+	// By is the operator; Roles are the operator's roles (the OS groups of
+	// the account running the command), checked against Rules.GrantRoles.
+	By    string
+	Roles []string
+	TTL   time.Duration
+}
+
+// Grant records a new grant and its event. The reason is required, the TTL
+// may not exceed the rules' MaxTTL and, when the rules name roles allowed
+// to grant, the operator must hold one (checked in the transaction that
+// writes the grant, against the rules in force; see Options.Rules).
 func (s *Store) Grant(r Request) (Grant, error) {
 	r.Reason = scrubText(r.Reason)
 	switch {
@@ -306,8 +475,6 @@ func (s *Store) Grant(r Request) (Grant, error) {
 		return Grant{}, fmt.Errorf("%w: the reason is required and must say why (at least 10 characters)", ErrBadGrant)
 	case r.TTL <= 0:
 		return Grant{}, fmt.Errorf("%w: the TTL must be positive", ErrBadGrant)
-	case r.TTL > s.opts.MaxTTL:
-		return Grant{}, fmt.Errorf("%w: TTL %s exceeds the maximum %s", ErrBadGrant, r.TTL, s.opts.MaxTTL)
 	}
 	if _, err := uuid.Parse(r.Patient); err != nil {
 		return Grant{}, fmt.Errorf("%w: the patient must be an opaque patient id (UUID)", ErrBadGrant)
@@ -316,13 +483,29 @@ func (s *Store) Grant(r Request) (Grant, error) {
 	g := Grant{ID: uuid.NewString(), Sub: r.Sub, Patient: r.Patient, Reason: r.Reason, By: r.By,
 		Created: now, Expires: now.Add(r.TTL)}
 	err := s.update(func(tx *bolt.Tx) error {
+		rules, err := s.rules(tx)
+		if err != nil {
+			return err
+		}
+		if r.TTL > rules.maxTTL() {
+			return fmt.Errorf("%w: TTL %s exceeds the maximum %s (the server's btg.max_ttl)", ErrBadGrant, r.TTL, rules.maxTTL())
+		}
+		role, ok := rules.grantingRole(r.Roles)
+		if !ok {
+			return fmt.Errorf("%w: operator %s holds none of the roles allowed to grant (the server's btg.grant_roles: %s)",
+				ErrBadGrant, r.By, strings.Join(rules.GrantRoles, ", "))
+		}
+		g.ByRole = role
 		if err := putGrant(tx, g); err != nil {
 			return err
 		}
 		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindGrant, GrantID: g.ID, Sub: g.Sub, Patient: g.Patient,
-			Actor: r.By, Expires: g.Expires, TTL: g.Expires.Sub(g.Created), Text: g.Reason, Time: now})
+			Actor: r.By, Expires: g.Expires, TTL: g.TTL(), ByRole: g.ByRole, Text: g.Reason, Time: now})
 	})
-	return g, err
+	if err != nil {
+		return Grant{}, err
+	}
+	return g, nil
 }
 
 // Revoke ends a grant now.
@@ -396,29 +579,36 @@ func (s *Store) All() ([]Grant, error) {
 }
 
 // Sync is the server's periodic step, in one transaction: it records the
-// uses made since the last step, queues an expiry event for every grant
-// whose expiry has passed, and returns the grants active now and the events
-// waiting to be audited (with their outbox keys, for Delivered).
+// uses made since the last step, refuses every grant that breaks the rules
+// in force (Options.Rules; a btg/refuse event, once, and the grant never
+// takes effect), queues an expiry event for every grant whose expiry has
+// passed, and returns the grants active now and the events waiting to be
+// audited (with their outbox keys, for Delivered).
 func (s *Store) Sync(uses map[string][]Use) (active []Grant, pending []Event, keys [][]byte, err error) {
 	now := s.opts.Now().UTC()
 	if len(uses) == 0 {
 		// The common case, once a second: nothing to record. Read only, and
-		// write only if an expiry must be announced or events are waiting.
+		// write only if a grant must be refused, an expiry announced or
+		// events are waiting.
 		busy := false
 		err = s.view(func(tx *bolt.Tx) error {
 			if k, _ := tx.Bucket(bucketOutbox).Cursor().First(); k != nil {
 				busy = true
 				return nil
 			}
+			rules, err := s.rules(tx)
+			if err != nil {
+				return err
+			}
 			return tx.Bucket(bucketGrants).ForEach(func(_, v []byte) error {
 				var g Grant
 				if err := json.Unmarshal(v, &g); err != nil {
 					return err
 				}
-				switch {
-				case g.Active(now):
+				switch classify(g, rules, now) {
+				case grantActive:
 					active = append(active, g)
-				case g.Revoked.IsZero() && !now.Before(g.Expires) && !g.ExpiryEvent:
+				case grantRefuse, grantExpire:
 					busy = true
 				}
 				return nil
@@ -440,30 +630,42 @@ func (s *Store) Sync(uses map[string][]Use) (active []Grant, pending []Event, ke
 				return err
 			}
 		}
-		var expired []Grant
-		err := tx.Bucket(bucketGrants).ForEach(func(_, v []byte) error {
+		rules, err := s.rules(tx)
+		if err != nil {
+			return err
+		}
+		var changed []Grant
+		err = tx.Bucket(bucketGrants).ForEach(func(_, v []byte) error {
 			var g Grant
 			if err := json.Unmarshal(v, &g); err != nil {
 				return err
 			}
-			switch {
-			case g.Active(now):
+			switch classify(g, rules, now) {
+			case grantActive:
 				active = append(active, g)
-			case g.Revoked.IsZero() && !now.Before(g.Expires) && !g.ExpiryEvent:
-				expired = append(expired, g)
+			case grantRefuse, grantExpire:
+				changed = append(changed, g)
 			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		for _, g := range expired {
-			g.ExpiryEvent = true
+		for _, g := range changed {
+			ev := Event{ID: uuid.NewString(), GrantID: g.ID, Sub: g.Sub, Patient: g.Patient,
+				Actor: "custos", Expires: g.Expires, TTL: g.TTL(), Uses: len(g.Uses), Time: now}
+			if code := rules.Refusal(g); code != "" {
+				g.Refused, ev.Kind, ev.Refused, ev.ByRole = code, KindRefuse, code, g.ByRole
+				if code == RefusedTTL {
+					ev.MaxTTL = rules.maxTTL()
+				}
+			} else {
+				g.ExpiryEvent, ev.Kind = true, KindExpire
+			}
 			if err := putGrant(tx, g); err != nil {
 				return err
 			}
-			if err := enqueue(tx, Event{ID: uuid.NewString(), Kind: KindExpire, GrantID: g.ID, Sub: g.Sub, Patient: g.Patient,
-				Actor: "custos", Expires: g.Expires, TTL: g.Expires.Sub(g.Created), Uses: len(g.Uses), Time: now}); err != nil {
+			if err := enqueue(tx, ev); err != nil {
 				return err
 			}
 		}
@@ -478,6 +680,32 @@ func (s *Store) Sync(uses map[string][]Use) (active []Grant, pending []Event, ke
 		})
 	})
 	return active, pending, keys, err
+}
+
+// What Sync does with a grant.
+const (
+	grantIdle   = iota // nothing: revoked, refused, announced, or not yet started
+	grantActive        // in force now
+	grantRefuse        // breaks the rules: refuse it
+	grantExpire        // its expiry passed: announce it
+)
+
+// classify says what Sync does with g under rules at now. A grant is
+// checked against the rules until it is revoked, refused or its expiry
+// is announced, so that a grant that breaks them is refused even if it
+// was written while no server ran.
+func classify(g Grant, rules Rules, now time.Time) int {
+	switch {
+	case !g.Revoked.IsZero() || g.Refused != "" || g.ExpiryEvent:
+		return grantIdle
+	case rules.Refusal(g) != "":
+		return grantRefuse
+	case g.Active(now):
+		return grantActive
+	case !now.Before(g.Expires):
+		return grantExpire
+	}
+	return grantIdle
 }
 
 // Delivered removes audited events from the outbox.

@@ -1,6 +1,7 @@
 package btg
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -19,7 +20,7 @@ func (c *clock) now() time.Time { return c.t }
 
 func newStore(t *testing.T) (*Store, *clock) {
 	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
-	return New(filepath.Join(t.TempDir(), "grants.db"), Options{MaxTTL: time.Hour, Now: c.now}), c
+	return New(filepath.Join(t.TempDir(), "grants.db"), Options{Rules: &Rules{MaxTTL: time.Hour}, Now: c.now}), c
 }
 
 func TestGrantValidation(t *testing.T) {
@@ -31,7 +32,7 @@ func TestGrantValidation(t *testing.T) {
 	}{
 		{"no reason", Request{Sub: "dr", Patient: patient, By: "op", TTL: time.Minute}, "reason is required"},
 		{"short reason", Request{Sub: "dr", Patient: patient, By: "op", Reason: "er", TTL: time.Minute}, "reason is required"},
-		{"ttl over cap", Request{Sub: "dr", Patient: patient, By: "op", Reason: "cardiac arrest in ED", TTL: 2 * time.Hour}, "exceeds the maximum 1h0m0s"},
+		{"ttl over cap", Request{Sub: "dr", Patient: patient, By: "op", Reason: "cardiac arrest in ED", TTL: 2 * time.Hour}, "exceeds the maximum 1h0m0s (the server's btg.max_ttl)"},
 		{"no ttl", Request{Sub: "dr", Patient: patient, By: "op", Reason: "cardiac arrest in ED"}, "must be positive"},
 		{"not an id", Request{Sub: "dr", Patient: "Jane Doe", By: "op", Reason: "cardiac arrest in ED", TTL: time.Minute}, "opaque patient id"},
 		{"no operator", Request{Sub: "dr", Patient: patient, Reason: "cardiac arrest in ED", TTL: time.Minute}, "operator"},
@@ -173,5 +174,101 @@ func TestIdleSyncDoesNotWrite(t *testing.T) {
 	}
 	if string(before) != string(after) {
 		t.Fatal("an idle sync rewrote the grants file")
+	}
+}
+
+// TestRulesArePublishedByTheServer: a store without rules of its own (the
+// CLI) enforces what the server published, and the defaults before that.
+func TestRulesArePublishedByTheServer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "grants.db")
+	cli := New(path, Options{})
+	req := Request{Sub: "dr", Patient: patient, By: "op", Reason: "cardiac arrest in ED", TTL: 5 * time.Hour}
+	if r, published, err := cli.Rules(); err != nil || published || r.MaxTTL != DefaultMaxTTL {
+		t.Fatalf("rules before any server: %+v %v %v", r, published, err)
+	}
+	if _, err := cli.Grant(req); !errors.Is(err, ErrBadGrant) || !strings.Contains(err.Error(), "exceeds the maximum 4h0m0s") {
+		t.Fatalf("5h grant under the default cap: %v", err)
+	}
+	server := New(path, Options{Rules: &Rules{MaxTTL: 30 * time.Minute, GrantRoles: []string{"btg-operator"}}})
+	if err := server.Publish(*server.opts.Rules); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+	if err := server.Publish(*server.opts.Rules); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(path); string(before) != string(after) {
+		t.Fatal("publishing the same rules again rewrote the file")
+	}
+	if r, published, err := cli.Rules(); err != nil || !published || r.MaxTTL != 30*time.Minute {
+		t.Fatalf("published rules: %+v %v %v", r, published, err)
+	}
+	req.TTL, req.Roles = time.Hour, []string{"btg-operator"}
+	if _, err := cli.Grant(req); !errors.Is(err, ErrBadGrant) || !strings.Contains(err.Error(), "exceeds the maximum 30m0s") {
+		t.Fatalf("1h grant under a published 30m cap: %v", err)
+	}
+	req.TTL, req.Roles = 20*time.Minute, []string{"staff", "wheel"}
+	if _, err := cli.Grant(req); !errors.Is(err, ErrBadGrant) || !strings.Contains(err.Error(), "btg.grant_roles: btg-operator") {
+		t.Fatalf("grant by an operator without an allowed role: %v", err)
+	}
+	req.Roles = []string{"staff", "btg-operator"}
+	g, err := cli.Grant(req)
+	if err != nil || g.ByRole != "btg-operator" {
+		t.Fatalf("allowed grant: %+v %v", g, err)
+	}
+	_, pending, _, _ := server.Sync(nil)
+	if len(pending) != 1 || !strings.Contains(pending[0].AuditReason(), "ttl=20m0s by_role=btg-operator") {
+		t.Fatalf("grant event: %+v", pending)
+	}
+	b, _ := json.Marshal(g)
+	if !strings.Contains(string(b), `"ttl":"20m0s"`) || !strings.Contains(string(b), `"expires":`) {
+		t.Fatalf("grant JSON lacks its duration or expiry: %s", b)
+	}
+}
+
+// TestServerRefusesGrantsBreakingItsRules: grants written past the rules
+// (an older CLI, an edited file, a cap lowered since) never take effect;
+// each is refused once, with an audit event naming why.
+func TestServerRefusesGrantsBreakingItsRules(t *testing.T) {
+	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	path := filepath.Join(t.TempDir(), "grants.db")
+	old := New(path, Options{Rules: &Rules{MaxTTL: 720 * time.Hour}, Now: c.now}) // what `--max-ttl 1000h` used to allow
+	long, err := old.Grant(Request{Sub: "dr-a", Patient: patient, By: "op", Reason: "unconscious patient in ED", TTL: 720 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noRole, err := old.Grant(Request{Sub: "dr-b", Patient: patient, By: "op", Reason: "unconscious patient in ED", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := New(path, Options{Rules: &Rules{MaxTTL: 4 * time.Hour, GrantRoles: []string{"btg-operator"}}, Now: c.now})
+	active, pending, keys, err := server.Sync(nil)
+	if err != nil || len(active) != 0 {
+		t.Fatalf("grants breaking the rules are active: %v %v", active, err)
+	}
+	reasons := map[string]string{}
+	for _, e := range pending {
+		if e.Kind == KindRefuse {
+			reasons[e.GrantID] = e.AuditReason()
+		}
+	}
+	if !strings.Contains(reasons[long.ID], "ttl=720h0m0s refused=ttl_over_cap max_ttl=4h0m0s") ||
+		!strings.Contains(reasons[noRole.ID], "refused=role_not_allowed") {
+		t.Fatalf("refusal events: %v", reasons)
+	}
+	server.Delivered(keys)
+	if _, pending, _, _ = server.Sync(nil); len(pending) != 0 {
+		t.Fatalf("refused twice: %v", pending)
+	}
+	all, _ := server.All()
+	for _, g := range all {
+		if g.Refused == "" || g.Active(c.t) {
+			t.Fatalf("grant %s not marked refused: %+v", g.ID, g)
+		}
+	}
+	// Past their expiry, refused grants are not announced as expired.
+	c.t = c.t.Add(800 * time.Hour)
+	if _, pending, _, _ = server.Sync(nil); len(pending) != 0 {
+		t.Fatalf("refused grants expired: %v", pending)
 	}
 }

@@ -11,10 +11,23 @@
 // it loads the active grants into memory for its read path, records the
 // uses it made, and turns pending events into audit records.
 //
+// The rules a grant must meet (Rules: the maximum TTL and the operator
+// roles allowed to grant) are the server's configuration. The server
+// publishes them in the file; the CLI enforces the published rules when it
+// writes a grant, and the server checks every grant it reads against its
+// own rules and refuses (never applies, and audits as btg/refuse) one that
+// breaks them, whoever wrote it.
+//
 // Invariants:
 //   - A grant always has a reason, a user, a patient (opaque id) and an
-//     expiry no later than its creation plus MaxTTL; it is never edited
-//     except to be revoked (once) or to record that its expiry was audited.
+//     expiry; it takes effect only if its duration is at most the server's
+//     MaxTTL and, when the server names roles allowed to grant, its
+//     operator's role is one of them. It is never edited except to be
+//     revoked (once), refused (once), to record its uses, or to record
+//     that its expiry was audited.
+//   - Every use is recorded: one per request (a read, a list page, a
+//     completion) per grant the request's decisions relied on, naming the
+//     request's action and its audit record.
 //   - Every change — grant, revoke, expiry, review sign-off — is an Event in
 //     the outbox until the server has written it to the audit log; events
 //     carry ids so that a record written twice (crash between the audit

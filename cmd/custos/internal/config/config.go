@@ -23,6 +23,7 @@ type File struct {
 	OAuth  OAuth  `yaml:"oauth"`
 	Policy Policy `yaml:"policy"`
 	Audit  Audit  `yaml:"audit"`
+	BTG    BTG    `yaml:"btg"`
 	Vault  Vault  `yaml:"vault"`
 	Log    Log    `yaml:"log"`
 	Ops    Ops    `yaml:"ops"`
@@ -111,6 +112,14 @@ type Audit struct {
 	AnchorDir          *string        `yaml:"anchor_dir" flag:"anchor-dir"`
 	CheckpointEvery    *int64         `yaml:"checkpoint_every" flag:"checkpoint-every"`
 	CheckpointInterval *time.Duration `yaml:"checkpoint_interval" flag:"checkpoint-interval"`
+}
+
+// BTG are the break-the-glass rules (app.BreakGlassOptions): server
+// configuration, which 'custos btg grant' reads from what serve published
+// in grants.db, never from flags of its own.
+type BTG struct {
+	MaxTTL     *time.Duration `yaml:"max_ttl" flag:"btg-max-ttl"`
+	GrantRoles []string       `yaml:"grant_roles" flag:"btg-grant-role"`
 }
 
 // Vault is the production secrets provider. There is deliberately no token

@@ -62,12 +62,14 @@ func TestParseProblems(t *testing.T) {
 	}{
 		{"misspelled field", "data_dir: /d\nhttp:\n  listn: 127.0.0.1:1\n", []want{{"http.listn", `unknown field "listn" (did you mean "listen"?)`}}, 3},
 		{"unknown section", "htp:\n  listen: x\n", []want{{"htp", `did you mean "http"?`}}, 1},
-		{"unknown far field", "frobnicate: 1\n", []want{{"frobnicate", "known here: audit, data_dir"}}, 1},
+		{"unknown far field", "frobnicate: 1\n", []want{{"frobnicate", "known here: audit, btg, data_dir"}}, 1},
 		{"duplicate key", "dev: true\ndev: false\n", []want{{"dev", "defined twice (first on line 1)"}}, 2},
 		{"wrong type int", "page_size: many\n", []want{{"page_size", "want an integer"}}, 1},
 		{"wrong type bool", "dev: maybe\n", []want{{"dev", "want true or false"}}, 1},
 		{"bare number duration", "http:\n  read_timeout: 30\n", []want{{"http.read_timeout", "want a Go duration"}}, 2},
 		{"bad duration", "vault:\n  timeout: soon\n", []want{{"vault.timeout", "want a Go duration"}}, 2},
+		{"roles not a list", "btg:\n  grant_roles: custos-btg\n", []want{{"btg.grant_roles", "want a list of strings"}}, 2},
+		{"role not a string", "btg:\n  grant_roles: [[a]]\n", []want{{"btg.grant_roles[0]", "want a string"}}, 2},
 		{"section not mapping", "tls: yes\n", []want{{"tls", "want a mapping of fields"}}, 1},
 		{"leaf is list", "node: [a, b]\n", []want{{"node", "want a string, not a list"}}, 1},
 		{"policy keys not list", "policy:\n  keys: k=f\n", []want{{"policy.keys", "want a list of {id, file}"}}, 2},
@@ -251,6 +253,9 @@ func TestValidate(t *testing.T) {
 		{"policy keys bad", "policy:\n  bundle: FILE\n  keys:\n    - {id: a, file: MISSING}\n    - {id: a, file: FILE}\n    - {id: \"\", file: \"\"}\n", Options{CheckFiles: true}, []want{
 			{"policy.keys[0].file", "file not found"}, {"policy.keys[1].id", "appears twice"}, {"policy.keys[2].id", "want a key id"}, {"policy.keys[2].file", "want the PEM file"}}},
 		{"vault key with dev", "dev: true\npolicy:\n  bundle: FILE\n  vault_key: true\n", Options{}, []want{{"policy.vault_key", "needs Vault"}}},
+		{"btg rules", "btg:\n  max_ttl: 720h\n  grant_roles: [custos-btg, \"ed supervisor\"]\n", Options{}, []want{
+			{"btg.max_ttl", "at most 24h0m0s"}, {"btg.grant_roles[1]", "without spaces"}}},
+		{"btg zero ttl", "btg:\n  max_ttl: 0s\n", Options{}, []want{{"btg.max_ttl", "more than 0"}}},
 		{"anchor is data dir", "data_dir: DIR\naudit:\n  anchor_dir: DIR/\n", Options{}, []want{{"audit.anchor_dir", "must not be the data directory"}}},
 		{"anchor missing", "audit:\n  anchor_dir: MISSING\n", Options{CheckFiles: true}, []want{{"audit.anchor_dir", "directory not found"}}},
 		{"log", "log:\n  level: loud\n  format: xml\n", Options{}, []want{{"log.level", "want debug"}, {"log.format", "want json"}}},
@@ -318,6 +323,8 @@ func flagSet() *pflag.FlagSet {
 	fs.Duration("http-read-timeout", 30*time.Second, "")
 	fs.StringArray("policy-key", nil, "")
 	fs.String("policy-bundle", "", "")
+	fs.Duration("btg-max-ttl", 4*time.Hour, "")
+	fs.StringArray("btg-grant-role", nil, "")
 	fs.String("vault-addr", "", "")
 	return fs
 }
@@ -336,6 +343,9 @@ tls:
 policy:
   bundle: b.tar.gz
   keys: [{id: file, file: file.pem}]
+btg:
+  max_ttl: 1h
+  grant_roles: [custos-btg, ed-supervisor]
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -346,6 +356,10 @@ policy:
 	}
 	get := func(name string) string { return fs.Lookup(name).Value.String() }
 	keys, _ := fs.GetStringArray("policy-key")
+	roles, _ := fs.GetStringArray("btg-grant-role")
+	if o := eff.AppOptions(func(string) string { return "" }); o.BreakGlass.MaxTTL != time.Hour || strings.Join(o.BreakGlass.GrantRoles, ",") != "custos-btg,ed-supervisor" {
+		t.Errorf("break-glass options: %+v", o.BreakGlass)
+	}
 	for _, c := range []struct{ name, got, want string }{
 		{"listen (flag wins)", get("listen"), "127.0.0.1:9"},
 		{"rate-limit (file's 0 is not the default)", get("rate-limit"), "0"},
@@ -353,6 +367,8 @@ policy:
 		{"tls12 (file 1.2)", get("tls12"), "true"},
 		{"http-read-timeout (default)", get("http-read-timeout"), "30s"},
 		{"policy-key (flag list replaces file list)", strings.Join(keys, ","), "cli=cli.pem"},
+		{"btg-max-ttl (file)", get("btg-max-ttl"), "1h0m0s"},
+		{"btg-grant-role (file list)", strings.Join(roles, ","), "custos-btg,ed-supervisor"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)

@@ -84,6 +84,7 @@ func effective(fs *pflag.FlagSet, from *File, cli map[string]bool) (*File, error
 var (
 	durationT = reflect.TypeOf(time.Duration(0))
 	keysT     = reflect.TypeOf([]PolicyKey(nil))
+	stringsT  = reflect.TypeOf([]string(nil)) // a repeatable flag, one value each
 )
 
 // flagStrings renders a set field as the flag value(s) it stands for; it
@@ -104,6 +105,15 @@ func (fd *Field) flagStrings(f *File) ([]string, error) {
 				return nil, fmt.Errorf("key %d: want an id without '=' or spaces, and a file", i)
 			}
 			out = append(out, k.ID+"="+k.File)
+		}
+		return out, nil
+	case fd.typ == stringsT:
+		out := []string{}
+		for i, s := range v.Interface().([]string) {
+			if strings.TrimSpace(s) == "" {
+				return nil, fmt.Errorf("item %d: want a value, not an empty string", i)
+			}
+			out = append(out, s)
 		}
 		return out, nil
 	}
@@ -148,6 +158,14 @@ func (fd *Field) setFromFlag(f *File, fs *pflag.FlagSet, fl *pflag.Flag) error {
 			keys = append(keys, PolicyKey{ID: id, File: file})
 		}
 		v.Set(reflect.ValueOf(keys))
+		return nil
+	}
+	if fd.typ == stringsT {
+		vals, err := fs.GetStringArray(fd.Flag)
+		if err != nil {
+			return err
+		}
+		v.Set(reflect.ValueOf(append([]string{}, vals...)))
 		return nil
 	}
 	s := fl.Value.String()
@@ -220,7 +238,7 @@ func Settings(fs *pflag.FlagSet, eff *File, getenv func(string) string) []Settin
 			if fl.Value.String() == "true" {
 				s.Value = "1.2"
 			}
-		case fd.typ == keysT:
+		case fd.typ == keysT, fd.typ == stringsT:
 			vals, _ := fs.GetStringArray(fd.Flag)
 			s.Value = strings.Join(vals, ",")
 		}

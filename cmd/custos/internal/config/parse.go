@@ -251,6 +251,10 @@ func (p *parser) leaf(n *yaml.Node, t reflect.Type, path string) {
 		p.policyKeys(n, path)
 		return
 	}
+	if t == reflect.TypeOf([]string(nil)) {
+		p.stringList(n, path)
+		return
+	}
 	if n.Kind != yaml.ScalarNode {
 		p.addBad(n.Line, path, path, fmt.Sprintf("want %s, not %s", typeName(t), kindName(n)))
 		return
@@ -298,6 +302,20 @@ func (p *parser) policyKeys(n *yaml.Node, path string) {
 			if v.Kind != yaml.ScalarNode || v.Tag != "!!str" {
 				p.addBad(v.Line, path, kpath, "want a string")
 			}
+		}
+	}
+}
+
+// stringList checks a list of strings.
+func (p *parser) stringList(n *yaml.Node, path string) {
+	if n.Kind != yaml.SequenceNode {
+		p.addBad(n.Line, path, path, "want a list of strings, not "+kindName(n))
+		return
+	}
+	for i, item := range n.Content {
+		item = resolve(item)
+		if item.Kind != yaml.ScalarNode || item.Tag != "!!str" {
+			p.addBad(item.Line, path, fmt.Sprintf("%s[%d]", path, i), "want a string, not "+kindName(item))
 		}
 	}
 }

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/audittest"
+	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/secrets/vaulttest"
+)
+
+// TestPatientLookupsSearchEveryKeyVersion runs the real commands against a
+// real Vault: after four rotations of the audit key, with a disclosure
+// about one patient written under each of the five versions, the 164.528
+// accounting (audit report --patient --disclosures) finds all five and
+// names the versions it searched, and audit hash gives a lookup value under
+// each. Once a version is destroyed in Vault both fail closed, naming it;
+// with --accept-key-gap they search the rest and state the gap.
+func TestPatientLookupsSearchEveryKeyVersion(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const patient = "0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f"
+	dir := t.TempDir()
+	log := audittest.OpenPath(t, filepath.Join(dir, "audit.db"), audit.Options{})
+	keyID := func(ver int) string { return "secret/custos/audit-hmac-key@" + strconv.Itoa(ver) }
+	for ver := 1; ver <= 5; ver++ {
+		key := p.AuditKey
+		if ver > 1 {
+			key = bytes.Repeat([]byte{byte(0x40 + ver)}, 32)
+			if got, err := srv.RotateKV(ctx, p.Layout.AuditKeyPath, key); err != nil || got != ver {
+				t.Fatalf("rotation to version %d: %d %v", ver, got, err)
+			}
+		}
+		// A disclosure (purpose not treatment, payment or operations) and
+		// a record about someone else, each keyed under version ver.
+		for _, who := range []string{patient, "9d9d9d9d-0000-4000-8000-000000000000"} {
+			ps := audit.Pseudonym(key, who)
+			if _, err := log.Append(ctx, audit.Entry{Action: "resources/read", Outcome: audit.OutcomeAllow, Reason: "legal_request",
+				Principal: audit.Principal{Sub: "counsel-" + strconv.Itoa(ver), Roles: []string{"legal"}}, PurposeOfUse: "HLEGAL",
+				URIs: []string{"fhir://t/patients/" + ps + "/Condition/c" + strconv.Itoa(ver)}, Patients: []string{ps},
+				Keys: []string{"audit-hmac=" + keyID(ver)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	log.Close()
+	tok, err := srv.TokenWithPolicy(ctx, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VAULT_ADDR", srv.Addr)
+	t.Setenv("VAULT_TOKEN", tok)
+	custos := func(args ...string) (string, string, int) {
+		var stdout, stderr bytes.Buffer
+		code := run(append(args, "--data-dir", dir), &stdout, &stderr)
+		return stdout.String(), stderr.String(), code
+	}
+	all := []string{keyID(5), keyID(4), keyID(3), keyID(2), keyID(1)}
+	accounting := func(extra ...string) (rows []string, kv struct {
+		Searched    []string
+		NotSearched []struct{ Key, Problem string } `json:"not_searched"`
+		GapAccepted bool                            `json:"gap_accepted"`
+	}) {
+		t.Helper()
+		out, errOut, code := custos(append([]string{"audit", "report", "--patient", patient, "--disclosures", "--json"}, extra...)...)
+		if code != 0 {
+			t.Fatalf("audit report: exit %d\n%s%s", code, out, errOut)
+		}
+		var rep struct {
+			Rows        []struct{ User string }
+			KeyVersions *json.RawMessage `json:"key_versions"`
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.KeyVersions == nil {
+			t.Fatalf("report JSON: %v\n%s", err, out)
+		}
+		json.Unmarshal(*rep.KeyVersions, &kv)
+		for _, r := range rep.Rows {
+			rows = append(rows, r.User)
+		}
+		return rows, kv
+	}
+
+	rows, kv := accounting()
+	if strings.Join(rows, " ") != "counsel-1 counsel-2 counsel-3 counsel-4 counsel-5" {
+		t.Fatalf("the accounting found %v, want the disclosure under each of the five key versions", rows)
+	}
+	if strings.Join(kv.Searched, " ") != strings.Join(all, " ") || len(kv.NotSearched) != 0 || kv.GapAccepted {
+		t.Fatalf("key versions searched: %+v", kv)
+	}
+	out, _, code := custos("audit", "report", "--patient", patient, "--disclosures")
+	if code != 0 || !strings.Contains(out, "audit key versions searched: "+strings.Join(all, ", ")+"\n") || !strings.Contains(out, "5 of 10 records match") {
+		t.Fatalf("text report:\n%s", out)
+	}
+	out, _, code = custos("audit", "hash", patient)
+	if code != 0 || strings.Count(out, "\taudit key secret/custos/audit-hmac-key@") != 5 || !strings.Contains(out, "audit key versions searched: "+strings.Join(all, ", ")) {
+		t.Fatalf("audit hash:\n%s", out)
+	}
+
+	// A destroyed version: every lookup fails closed and names it.
+	if err := srv.Root().KVv2(p.Layout.KVMount).Destroy(ctx, p.Layout.AuditKeyPath, []int{2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"audit", "report", "--patient", patient, "--disclosures"},
+		{"audit", "report", "--patient", patient, "--json"},
+		{"audit", "hash", patient},
+	} {
+		out, errOut, code := custos(args...)
+		if code == 0 || !strings.Contains(errOut, keyID(2)+" (destroyed in Vault)") || !strings.Contains(errOut, "--accept-key-gap") ||
+			strings.Contains(out, "counsel-") {
+			t.Fatalf("%v with version 2 destroyed: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	// Accepting the gap: the other four are found, and the gap is stated.
+	rows, kv = accounting("--accept-key-gap")
+	if strings.Join(rows, " ") != "counsel-1 counsel-3 counsel-4 counsel-5" || !kv.GapAccepted ||
+		len(kv.NotSearched) != 1 || kv.NotSearched[0].Key != keyID(2) || kv.NotSearched[0].Problem != "destroyed in Vault" {
+		t.Fatalf("accepted gap: rows %v, key versions %+v", rows, kv)
+	}
+	out, _, code = custos("audit", "report", "--patient", patient, "--disclosures", "--accept-key-gap")
+	if code != 0 || !strings.Contains(out, "NOT searched: "+keyID(2)+" (destroyed in Vault)") || !strings.Contains(out, "GAP ACCEPTED") {
+		t.Fatalf("text report with an accepted gap:\n%s", out)
+	}
+}
