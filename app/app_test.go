@@ -89,6 +89,8 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		Stdio:    &app.StdioOptions{},
 		HTTP:     &app.HTTPOptions{Listen: "10.0.0.1:8080", CertFile: "c.pem"},
 		Ops:      app.OpsOptions{AddrFile: "ops.url"},
+
+		AuditRetention: -time.Hour,
 	}
 	err := o.Validate()
 	if !errors.Is(err, app.ErrInvalid) {
@@ -112,6 +114,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		{"audit.anchor_dir", "required without dev"},
 		{"vault.address", "required without dev"},
 		{"ops.addr_file", "only used with ops.listen"},
+		{"audit.retention", "more than 0"},
 	} {
 		found := false
 		for _, p := range ps {
@@ -207,10 +210,21 @@ func TestServeHTTP(t *testing.T) {
 	}
 	resp, err := http.Get(a.OpsURL() + "/readyz")
 	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Errorf("readyz: %v %v", resp, err)
+		t.Fatalf("readyz: %v %v", resp, err)
 	}
-	if resp != nil {
-		resp.Body.Close()
+	// The retention period (six years by default) and the oldest record's
+	// age are details of /readyz.
+	var ready struct {
+		Details struct {
+			Retention app.AuditRetention `json:"audit_retention"`
+		}
+	}
+	err = json.NewDecoder(resp.Body).Decode(&ready)
+	resp.Body.Close()
+	ret := ready.Details.Retention
+	if err != nil || ret.Period != app.DefaultRetention.String() || ret.PeriodDays != 2191.5 || ret.Records < head ||
+		ret.OldestRecord.IsZero() || time.Since(ret.OldestRecord) > time.Minute || ret.PastRetention || ret.DeletesOldRecord {
+		t.Errorf("readyz audit_retention = %+v (%v)", ret, err)
 	}
 
 	cancel()

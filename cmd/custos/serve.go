@@ -244,5 +244,6 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.String("anchor-dir", "", "directory on separate storage receiving every signed checkpoint (required without --dev)")
 	f.Int64("checkpoint-every", 1000, "sign a checkpoint after this many new audit records")
 	f.Duration("checkpoint-interval", time.Second, "sign a checkpoint at least this often while records arrive")
+	f.Duration("audit-retention", app.DefaultRetention, "how long audit records must be kept (reported by /readyz and compliance report; custos never deletes one)")
 	vf.register(f)
 }
