@@ -206,15 +206,19 @@ func TestFiguresTraceToRecords(t *testing.T) {
 	}
 	access := []string{"resources/list", "resources/read", "resources/templates/list", "complete", "subscribe", "unsubscribe", "notify"}
 	rules := map[string]func(audit.Record) bool{
-		"records":              func(audit.Record) bool { return true },
-		"accesses":             func(r audit.Record) bool { return slices.Contains(access, r.Action) },
-		"allowed":              func(r audit.Record) bool { return slices.Contains(access, r.Action) && r.Outcome == "allow" },
-		"denials":              func(r audit.Record) bool { return slices.Contains(access, r.Action) && r.Outcome == "deny" },
-		"errors":               func(r audit.Record) bool { return slices.Contains(access, r.Action) && r.Outcome == "error" },
-		"refusals":             func(r audit.Record) bool { return r.Action == "auth/reject" || r.Action == "http/rate_limited" || r.Outcome == "error" },
-		"break_glass_accesses": func(r audit.Record) bool { return slices.Contains(access, r.Action) && (r.PurposeOfUse == "ETREAT" || strings.Contains(r.Reason, "break_glass") || strings.Contains(r.Reason, "btg")) },
-		"grant_events":         func(r audit.Record) bool { return strings.HasPrefix(r.Action, "btg/") },
-		"policy_events":        func(r audit.Record) bool { return strings.HasPrefix(r.Action, "policy/") },
+		"records":  func(audit.Record) bool { return true },
+		"accesses": func(r audit.Record) bool { return slices.Contains(access, r.Action) },
+		"allowed":  func(r audit.Record) bool { return slices.Contains(access, r.Action) && r.Outcome == "allow" },
+		"denials":  func(r audit.Record) bool { return slices.Contains(access, r.Action) && r.Outcome == "deny" },
+		"errors":   func(r audit.Record) bool { return slices.Contains(access, r.Action) && r.Outcome == "error" },
+		"refusals": func(r audit.Record) bool {
+			return r.Action == "auth/reject" || r.Action == "http/rate_limited" || r.Outcome == "error"
+		},
+		"break_glass_accesses": func(r audit.Record) bool {
+			return slices.Contains(access, r.Action) && (r.PurposeOfUse == "ETREAT" || strings.Contains(r.Reason, "break_glass") || strings.Contains(r.Reason, "btg"))
+		},
+		"grant_events":  func(r audit.Record) bool { return strings.HasPrefix(r.Action, "btg/") },
+		"policy_events": func(r audit.Record) bool { return strings.HasPrefix(r.Action, "policy/") },
 	}
 	for name, rule := range rules {
 		if doc.Rules["summary."+name] == "" {
