@@ -159,15 +159,17 @@ func dayBuckets(days []Day, values func(Day) map[string]int) ([]bucket, string) 
 	return out, gran
 }
 
-// niceMax rounds m up to 1, 2 or 5 times a power of ten.
+// niceMax is the top of the y axis: four equal steps, each 1, 2 or 5
+// times a power of ten, reaching at least m.
 func niceMax(m int) int {
 	if m <= 4 {
 		return 4
 	}
-	p := math.Pow(10, math.Floor(math.Log10(float64(m))))
-	for _, f := range []float64{1, 2, 5, 10} {
-		if v := f * p; v >= float64(m) {
-			return int(v)
+	step := float64(m) / 4
+	p := math.Pow(10, math.Floor(math.Log10(step)))
+	for _, f := range []float64{1, 2, 2.5, 5, 10} {
+		if f*p >= step && (f != 2.5 || p >= 10) {
+			return 4 * int(f*p)
 		}
 	}
 	return m
@@ -194,7 +196,7 @@ func stacked(id, title, caption string, bks []bucket, ss []series) chart {
 	}
 	n := max(len(bks), 1)
 	slot := c.PlotW / float64(n)
-	w := math.Max(slot*0.8, 1)
+	w := math.Min(math.Max(slot*0.8, 1), 48) // a lone bar stays a bar
 	every := max(1, (n+9)/10) // at most about ten x labels
 	for i, b := range bks {
 		x := c.PlotX + slot*float64(i) + (slot-w)/2

@@ -417,3 +417,11 @@ func TestChartBuckets(t *testing.T) {
 		t.Errorf("six years drawn per %s", g)
 	}
 }
+
+func TestNiceMax(t *testing.T) {
+	for m, want := range map[int]int{0: 4, 3: 4, 5: 8, 15: 20, 21: 40, 100: 100, 101: 200, 4001: 8000} {
+		if got := niceMax(m); got != want || got%4 != 0 {
+			t.Errorf("niceMax(%d) = %d, want %d", m, got, want)
+		}
+	}
+}
