@@ -197,7 +197,7 @@ func stacked(id, title, caption string, bks []bucket, ss []series) chart {
 	n := max(len(bks), 1)
 	slot := c.PlotW / float64(n)
 	w := math.Min(math.Max(slot*0.8, 1), 48) // a lone bar stays a bar
-	every := max(1, (n+9)/10) // at most about ten x labels
+	every := max(1, (n+9)/10)                // at most about ten x labels
 	for i, b := range bks {
 		x := c.PlotX + slot*float64(i) + (slot-w)/2
 		br := bar{X: round1(x), W: round1(w), Label: b.Label}
