@@ -537,8 +537,11 @@ func DurationText(d time.Duration) string {
 			return fmt.Sprintf("%d years", n)
 		}
 	}
-	days := d.Hours() / 24
-	return strconv.FormatFloat(math.Round(days*100)/100, 'f', -1, 64) + " days"
+	days := math.Round(d.Hours()/24*100) / 100
+	if days == 1 {
+		return "1 day"
+	}
+	return strconv.FormatFloat(days, 'f', -1, 64) + " days"
 }
 
 // ControlsFrom lists every control of def with its status: with results

@@ -382,7 +382,7 @@ func TestRetention(t *testing.T) {
 	if r := gap.Retention(period, now, 3, 3, true); r.NothingDeleted.GaplessFromOne {
 		t.Error("a gap passed")
 	}
-	for d, want := range map[time.Duration]string{period: "6 years", 8766 * time.Hour: "1 year", 36 * time.Hour: "1.5 days"} {
+	for d, want := range map[time.Duration]string{period: "6 years", 8766 * time.Hour: "1 year", 36 * time.Hour: "1.5 days", 24 * time.Hour: "1 day"} {
 		if got := DurationText(d); got != want {
 			t.Errorf("DurationText(%v) = %q, want %q", d, got, want)
 		}
