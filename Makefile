@@ -48,6 +48,13 @@ conformance-deps:
 		$(NPM) ci --prefix e2e/conformance --no-audit --no-fund --loglevel=error && \
 		cp e2e/conformance/package-lock.json e2e/conformance/node_modules/.custos-installed-lock; }
 
+## browser-deps: Debian's Chromium for the e2e test that renders the
+## compliance report (TestComplianceReportInBrowser); installed only when
+## missing. Needs root (apt-get).
+.PHONY: browser-deps
+browser-deps:
+	@command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
+
 ## vault: build the pinned Vault server once (about 15 minutes cold on 2 cores).
 vault:
 	@tools/vault/build.sh >/dev/null
