@@ -110,16 +110,9 @@ Examples:
 			if out == "" {
 				return usagef("--out DIR is required (a new or empty directory for the package)")
 			}
-			s, err := parseTime("since", since)
+			s, u, err := parseTimeRange(since, until)
 			if err != nil {
 				return err
-			}
-			u, err := parseTime("until", until)
-			if err != nil {
-				return err
-			}
-			if !s.IsZero() && !u.IsZero() && !u.After(s) {
-				return usagef("--until must be after --since")
 			}
 			if pubkey != "" && dev {
 				return usagef("--pubkey and --dev both name the verifier keys: choose one")

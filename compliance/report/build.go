@@ -13,6 +13,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	auditreport "github.com/custos-mcp/custos/audit/report"
 	"github.com/custos-mcp/custos/compliance"
+	"github.com/custos-mcp/custos/policy/btg"
 )
 
 // AccessActions are the actions of records that are accesses to patient
@@ -405,19 +406,17 @@ func subjects(m map[string]*subjectAcc, others func(*Subject, int)) []Subject {
 	return out
 }
 
-// reviewed: a review at or after the last use (no use needs no review), as
-// btg.Grant.Reviewed judges it.
+// reviewed applies btg.Grant.Reviewed, the rule 'custos btg review' uses,
+// to the uses and reviews the records show.
 func reviewed(g Grant) bool {
-	if len(g.Uses) == 0 {
-		return true
+	bg := btg.Grant{}
+	for _, u := range g.Uses {
+		bg.Uses = append(bg.Uses, btg.Use{Time: u.Time})
 	}
-	last := g.Uses[len(g.Uses)-1].Time
 	for _, r := range g.Reviews {
-		if !r.Time.Before(last) {
-			return true
-		}
+		bg.Reviews = append(bg.Reviews, btg.Review{Time: r.Time})
 	}
-	return false
+	return bg.Reviewed()
 }
 
 func crossCheck(file []GrantFileEntry, recs map[string]*Grant, p Period) *GrantsFile {
