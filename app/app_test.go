@@ -82,14 +82,15 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestValidateReportsEveryProblem(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing")
 	o := app.Options{
-		DataDir:    missing,
-		PageSize:   900,
-		Node:       "a b",
-		Policy:     app.PolicyOptions{Dir: missing, Bundle: "b.tar.gz"},
-		Stdio:      &app.StdioOptions{},
-		HTTP:       &app.HTTPOptions{Listen: "10.0.0.1:8080", CertFile: "c.pem"},
-		Ops:        app.OpsOptions{AddrFile: "ops.url"},
-		BreakGlass: app.BreakGlassOptions{MaxTTL: 720 * time.Hour, GrantRoles: []string{"btg-operator", "ed supervisor"}},
+		DataDir:        missing,
+		PageSize:       900,
+		Node:           "a b",
+		Policy:         app.PolicyOptions{Dir: missing, Bundle: "b.tar.gz"},
+		Stdio:          &app.StdioOptions{},
+		HTTP:           &app.HTTPOptions{Listen: "10.0.0.1:8080", CertFile: "c.pem"},
+		Ops:            app.OpsOptions{AddrFile: "ops.url"},
+		BreakGlass:     app.BreakGlassOptions{MaxTTL: 720 * time.Hour, GrantRoles: []string{"btg-operator", "ed supervisor"}},
+		AuditRetention: -time.Hour,
 	}
 	err := o.Validate()
 	if !errors.Is(err, app.ErrInvalid) {
@@ -115,6 +116,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		{"ops.addr_file", "only used with ops.listen"},
 		{"btg.max_ttl", "at most 24h0m0s"},
 		{"btg.grant_roles[1]", "without spaces"},
+		{"audit.retention", "more than 0"},
 	} {
 		found := false
 		for _, p := range ps {
@@ -210,10 +212,21 @@ func TestServeHTTP(t *testing.T) {
 	}
 	resp, err := http.Get(a.OpsURL() + "/readyz")
 	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Errorf("readyz: %v %v", resp, err)
+		t.Fatalf("readyz: %v %v", resp, err)
 	}
-	if resp != nil {
-		resp.Body.Close()
+	// The retention period (six years by default) and the oldest record's
+	// age are details of /readyz.
+	var ready struct {
+		Details struct {
+			Retention app.AuditRetention `json:"audit_retention"`
+		}
+	}
+	err = json.NewDecoder(resp.Body).Decode(&ready)
+	resp.Body.Close()
+	ret := ready.Details.Retention
+	if err != nil || ret.Period != app.DefaultRetention.String() || ret.PeriodDays != 2191.5 || ret.Records < head ||
+		ret.OldestRecord.IsZero() || time.Since(ret.OldestRecord) > time.Minute || ret.PastRetention || ret.DeletesOldRecord {
+		t.Errorf("readyz audit_retention = %+v (%v)", ret, err)
 	}
 
 	cancel()

@@ -44,6 +44,13 @@ type Options struct {
 	// BreakGlass are the break-the-glass rules; the zero value is a 4-hour
 	// maximum TTL and any operator who can write grants.db.
 	BreakGlass BreakGlassOptions
+
+	// AuditRetention is how long audit records must be kept: reported by
+	// /readyz (with the oldest record's age) and by 'custos compliance
+	// report'. custos never deletes a record, whatever its age; purging
+	// past retention is the operator's (docs/operations.md). 0 means
+	// DefaultRetention. Key audit.retention.
+	AuditRetention time.Duration
 	// AuditBatchDelay, if not 0, fixes the audit log's group-commit window
 	// (audit.Options MinBatchDelay = MaxBatchDelay); 0 leaves the audit
 	// package's adaptive window, which serve uses. No key: for benchmarks.
@@ -213,9 +220,21 @@ const (
 	// handler's own.
 	MinRequestBodyBytes = 4 << 10
 	MaxRequestBodyLimit = 1 << 20
+	// DefaultRetention is six years (6 × 365.25 days = 52596h): HIPAA
+	// keeps required documentation six years (45 CFR 164.316(b)(2)).
+	DefaultRetention = 52596 * time.Hour
 	// MaxOAuthNameSize bounds an OAuth scope, claim or header name.
 	MaxOAuthNameSize = 256
 )
+
+// Retention is the audit retention period in force: AuditRetention, or
+// DefaultRetention when it is 0.
+func (o *Options) Retention() time.Duration {
+	if o.AuditRetention == 0 {
+		return DefaultRetention
+	}
+	return o.AuditRetention
+}
 
 // origin is the checkpoint origin "<deployment>/<node>/audit".
 func (o *Options) origin() string {

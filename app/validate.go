@@ -420,6 +420,7 @@ func (c *checker) checkpoints() {
 		c.add("audit.checkpoint_every", "must be 1 or more, got %d", cp.Every)
 	}
 	c.positive("audit.checkpoint_interval", cp.Interval)
+	c.positive("audit.retention", o.AuditRetention)
 }
 
 func (c *checker) vault() {

@@ -139,6 +139,21 @@ func parseTime(flag, v string) (time.Time, error) {
 	return time.Time{}, usagef("--%s %q: want RFC 3339 (2026-11-21T10:00:00Z) or a date (2026-11-21)", flag, v)
 }
 
+// parseTimeRange parses --since and --until (either may be empty) and
+// checks that until is after since.
+func parseTimeRange(since, until string) (s, u time.Time, err error) {
+	if s, err = parseTime("since", since); err != nil {
+		return s, u, err
+	}
+	if u, err = parseTime("until", until); err != nil {
+		return s, u, err
+	}
+	if !s.IsZero() && !u.IsZero() && !u.After(s) {
+		return s, u, usagef("--until must be after --since")
+	}
+	return s, u, nil
+}
+
 func newAuditExportCmd() *cobra.Command {
 	var (
 		dir, format, since, until, outPath string
@@ -192,16 +207,9 @@ Example:
 			if f != audit.FormatJSONL && f != audit.FormatCSV {
 				return usagef("--format must be jsonl or csv, got %q", format)
 			}
-			s, err := parseTime("since", since)
+			s, u, err := parseTimeRange(since, until)
 			if err != nil {
 				return err
-			}
-			u, err := parseTime("until", until)
-			if err != nil {
-				return err
-			}
-			if !s.IsZero() && !u.IsZero() && !u.After(s) {
-				return usagef("--until must be after --since")
 			}
 			req := access.ExportRequest{Ask: af.ask(), Format: f, Since: s, Until: u}
 			export := func(w io.Writer) (n int, err error) {

@@ -231,24 +231,10 @@ Example:
 				}
 				origin = c.Origin
 			}
-			k, closeKeys, err := openAuditorKeys(cmd, dev, d, &vf)
+			data, err := verifierKeyFile(cmd, dev, d, &vf, origin)
 			if err != nil {
 				return err
 			}
-			defer closeKeys()
-			var vkeys []string
-			for _, ver := range k.SigningVersions() {
-				pub, _, err := k.PublicKey(ver)
-				if err != nil {
-					return err
-				}
-				vk, err := note.NewEd25519VerifierKey(origin, pub)
-				if err != nil {
-					return err
-				}
-				vkeys = append(vkeys, vk)
-			}
-			data := checkpoint.FormatVerifierFile(vkeys)
 			if out == "" || out == "-" {
 				_, err := cmd.OutOrStdout().Write(data)
 				return err
@@ -263,6 +249,30 @@ Example:
 	f.BoolVar(&dev, "dev", false, "use the dev key file of a data directory served with --dev")
 	vf.register(f)
 	return cmd
+}
+
+// verifierKeyFile is the verifier key file of origin's checkpoints (one
+// note verifier key per signing key version), from the auditor's keys:
+// the dev key file with dev, otherwise Vault.
+func verifierKeyFile(cmd *cobra.Command, dev bool, d dataDir, vf *vaultFlags, origin string) ([]byte, error) {
+	k, closeKeys, err := openAuditorKeys(cmd, dev, d, vf)
+	if err != nil {
+		return nil, err
+	}
+	defer closeKeys()
+	var vkeys []string
+	for _, ver := range k.SigningVersions() {
+		pub, _, err := k.PublicKey(ver)
+		if err != nil {
+			return nil, err
+		}
+		vk, err := note.NewEd25519VerifierKey(origin, pub)
+		if err != nil {
+			return nil, err
+		}
+		vkeys = append(vkeys, vk)
+	}
+	return checkpoint.FormatVerifierFile(vkeys), nil
 }
 
 // noteText is the body of a signed note (up to the blank line before the

@@ -86,6 +86,7 @@ audit log). Only one process may open it for writing at a time.`,
 		newStoreCmd(),
 		newPolicyCmd(),
 		newBtgCmd(),
+		newComplianceCmd(),
 		newConfigCmd(),
 		newVersionCmd(),
 	)

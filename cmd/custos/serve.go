@@ -247,5 +247,6 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.Duration("checkpoint-interval", time.Second, "sign a checkpoint at least this often while records arrive")
 	f.Duration("btg-max-ttl", btg.DefaultMaxTTL, "break-the-glass: the longest grant 'custos btg grant' may make (at most 24h); longer grants are refused and audited")
 	f.StringArray("btg-grant-role", nil, "break-the-glass: an OS group whose members may grant (repeatable; none: any operator who can write grants.db)")
+	f.Duration("audit-retention", app.DefaultRetention, "how long audit records must be kept (reported by /readyz and compliance report; custos never deletes one)")
 	vf.register(f)
 }

@@ -18,6 +18,17 @@ import (
 // unless the error implements SafeError.
 type Check func(ctx context.Context) error
 
+// Detail returns one piece of information shown in a readiness Report
+// beside the checks (e.g. the audit retention period and the oldest
+// record's age). It does not decide readiness. Its value is JSON-encoded
+// as it is, so it must hold only custos's own values (durations, times,
+// counts), never PHI, a payload or a secret. An error shows as
+// "unavailable", never as its text.
+type Detail func(ctx context.Context) (any, error)
+
+// DetailUnavailable is the value shown for a Detail that failed.
+const DetailUnavailable = "unavailable"
+
 // DefaultTimeout bounds one readiness probe when Health.Timeout is 0.
 const DefaultTimeout = 2 * time.Second
 
@@ -31,11 +42,12 @@ const (
 // Report is the answer of a readiness probe: Status is "ready" or
 // "not_ready"; Checks maps each check name to "ok", "timeout", "failing"
 // or its SafeError text; Failing names the checks that did not pass,
-// sorted.
+// sorted; Details holds the value of each registered Detail.
 type Report struct {
 	Status  string            `json:"status"`
 	Checks  map[string]string `json:"checks"`
 	Failing []string          `json:"failing,omitempty"`
+	Details map[string]any    `json:"details,omitempty"`
 }
 
 // Ready reports whether every check passed.
@@ -51,9 +63,10 @@ type Health struct {
 	// custos_ready_check{check}.
 	Metrics *Metrics
 
-	mu     sync.RWMutex
-	names  []string
-	checks map[string]Check
+	mu      sync.RWMutex
+	names   []string
+	checks  map[string]Check
+	details map[string]Detail
 }
 
 // checkName is what a check may be called: it is a JSON key in /readyz
@@ -81,6 +94,23 @@ func (h *Health) AddCheck(name string, c Check) {
 	h.checks[name] = c
 }
 
+// AddDetail registers d under name (same rule for names as AddCheck),
+// replacing any detail of that name. It panics on a bad name or a nil d.
+func (h *Health) AddDetail(name string, d Detail) {
+	if !checkName.MatchString(name) {
+		panic(fmt.Sprintf("ops: invalid detail name %q", name))
+	}
+	if d == nil {
+		panic("ops: nil detail " + name)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.details == nil {
+		h.details = make(map[string]Detail)
+	}
+	h.details[name] = d
+}
+
 // Ready runs every check in parallel under Timeout (and ctx) and reports.
 // With no checks registered it is ready.
 func (h *Health) Ready(ctx context.Context) Report {
@@ -89,6 +119,10 @@ func (h *Health) Ready(ctx context.Context) Report {
 	checks := make([]Check, len(names))
 	for i, n := range names {
 		checks[i] = h.checks[n]
+	}
+	details := make(map[string]Detail, len(h.details))
+	for n, d := range h.details {
+		details[n] = d
 	}
 	timeout, metrics := h.Timeout, h.Metrics
 	h.mu.RUnlock()
@@ -122,7 +156,28 @@ func (h *Health) Ready(ctx context.Context) Report {
 		rep.Status = "not_ready"
 		slices.Sort(rep.Failing)
 	}
+	if len(details) > 0 {
+		rep.Details = make(map[string]any, len(details))
+		for n, d := range details {
+			rep.Details[n] = runDetail(ctx, d)
+		}
+	}
 	return rep
+}
+
+// runDetail returns d's value, or DetailUnavailable when it fails or
+// panics.
+func runDetail(ctx context.Context, d Detail) (v any) {
+	defer func() {
+		if recover() != nil {
+			v = DetailUnavailable
+		}
+	}()
+	v, err := d(ctx)
+	if err != nil {
+		return DetailUnavailable
+	}
+	return v
 }
 
 // runCheck runs c and returns its result text; it returns when c does or
@@ -179,7 +234,8 @@ func (h *Health) Healthz(w http.ResponseWriter, r *http.Request) {
 // Report as JSON when every check passed, else 503 with the failing checks
 // named, e.g.
 //
-//	{"status":"not_ready","checks":{"audit":"ok","keys":"timeout"},"failing":["keys"]}
+//	{"status":"not_ready","checks":{"audit":"ok","keys":"timeout"},"failing":["keys"],
+//	 "details":{"audit_retention":{"period":"52596h0m0s", ...}}}
 func (h *Health) Readyz(w http.ResponseWriter, r *http.Request) {
 	rep := h.Ready(r.Context())
 	code := http.StatusOK

@@ -212,3 +212,38 @@ func TestHandlerRoutes(t *testing.T) {
 		t.Errorf("NewHTTPServer = %+v", s)
 	}
 }
+
+// TestReadyzDetails: details are shown beside the checks, do not decide
+// readiness, and a failing or panicking one shows "unavailable", never
+// its error's text.
+func TestReadyzDetails(t *testing.T) {
+	const secret = "hvs.CAESIJsecret"
+	h := &Health{}
+	h.AddCheck("audit", ok)
+	h.AddDetail("audit_retention", func(context.Context) (any, error) {
+		return map[string]any{"period": "52596h0m0s", "oldest_record_age_days": 3}, nil
+	})
+	h.AddDetail("broken", func(context.Context) (any, error) { return nil, errors.New(secret) })
+	h.AddDetail("panics", func(context.Context) (any, error) { panic(secret) })
+	code, body := get(t, Handler(h, nil, prometheus.NewRegistry()), "/readyz")
+	if code != 200 || strings.Contains(body, secret) {
+		t.Fatalf("/readyz = %d %s", code, body)
+	}
+	var rep struct {
+		Status  string
+		Details map[string]any
+	}
+	if err := json.Unmarshal([]byte(body), &rep); err != nil {
+		t.Fatal(err)
+	}
+	ret, _ := rep.Details["audit_retention"].(map[string]any)
+	if rep.Status != "ready" || ret["period"] != "52596h0m0s" || rep.Details["broken"] != DetailUnavailable || rep.Details["panics"] != DetailUnavailable {
+		t.Fatalf("report %+v", rep)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("AddDetail accepted a bad name")
+		}
+	}()
+	h.AddDetail("Bad Name", func(context.Context) (any, error) { return 1, nil })
+}

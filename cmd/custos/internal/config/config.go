@@ -106,12 +106,14 @@ type PolicyKey struct {
 	File string `yaml:"file"`
 }
 
-// Audit configures signed checkpoints of the audit log.
+// Audit configures signed checkpoints of the audit log and its retention
+// period (reported, never enforced by deleting).
 type Audit struct {
 	Deployment         *string        `yaml:"deployment" flag:"deployment"`
 	AnchorDir          *string        `yaml:"anchor_dir" flag:"anchor-dir"`
 	CheckpointEvery    *int64         `yaml:"checkpoint_every" flag:"checkpoint-every"`
 	CheckpointInterval *time.Duration `yaml:"checkpoint_interval" flag:"checkpoint-interval"`
+	Retention          *time.Duration `yaml:"retention" flag:"audit-retention"`
 }
 
 // BTG are the break-the-glass rules (app.BreakGlassOptions): server

@@ -227,8 +227,9 @@ func (f *File) AppOptions(getenv func(string) string) app.Options {
 			Deployment: str(f.Audit.Deployment), AnchorDir: str(f.Audit.AnchorDir),
 			Every: int64Of(f.Audit.CheckpointEvery), Interval: durOf(f.Audit.CheckpointInterval),
 		},
-		Ops:        app.OpsOptions{Listen: str(f.Ops.Listen), AddrFile: str(f.Ops.AddrFile)},
-		BreakGlass: app.BreakGlassOptions{MaxTTL: durOf(f.BTG.MaxTTL), GrantRoles: f.BTG.GrantRoles},
+		Ops:            app.OpsOptions{Listen: str(f.Ops.Listen), AddrFile: str(f.Ops.AddrFile)},
+		BreakGlass:     app.BreakGlassOptions{MaxTTL: durOf(f.BTG.MaxTTL), GrantRoles: f.BTG.GrantRoles},
+		AuditRetention: durOf(f.Audit.Retention),
 	}
 	for _, k := range f.Policy.Keys {
 		o.Policy.Keys = append(o.Policy.Keys, app.PolicyKey{ID: k.ID, File: k.File})

@@ -1,0 +1,347 @@
+package report
+
+import (
+	"time"
+
+	"github.com/custos-mcp/custos/audit/bundle"
+)
+
+// Format is the "format" value of report.json.
+const Format = "custos-compliance-report/v1"
+
+// Report is the auditor's report: everything report.json holds and
+// report.html shows. Every figure drawn from the period names its records
+// by seq (Figure, Seqs) in the bundle the package includes; Rules says how
+// each is recounted from the bundle's records.jsonl.
+type Report struct {
+	Format    string    `json:"format"`
+	Generated time.Time `json:"generated"`
+	Tool      string    `json:"tool"` // "custos <version>"
+
+	Period Period    `json:"period"`
+	Bundle BundleRef `json:"bundle"`
+
+	Summary  Summary   `json:"summary"`
+	Days     []Day     `json:"days"`     // days with records, in order
+	Patients []Subject `json:"patients"` // by lookup value (keyed hash), most accesses first
+	Users    []Subject `json:"users"`    // by principal subject, most accesses first
+	Denials  []Event   `json:"denials"`
+	Refusals []Event   `json:"refusals"`
+
+	BreakGlass       BreakGlass `json:"break_glass"`
+	Policies         []Policy   `json:"policies"`
+	PolicyRejections []Event    `json:"policy_rejections"`
+	Keys             []KeyUse   `json:"keys"`
+
+	Verification Verification `json:"verification"`
+	Retention    Retention    `json:"retention"`
+	Controls     Controls     `json:"controls"`
+
+	// Rules maps each figure's JSON path to how it is recounted from the
+	// bundle's records.jsonl.
+	Rules map[string]string `json:"rules"`
+}
+
+// Period is the time range asked for and the records it resolved to.
+type Period struct {
+	Since time.Time `json:"since,omitzero"` // zero: from the first record
+	Until time.Time `json:"until,omitzero"` // zero: to the last record covered by a checkpoint
+	First EventRef  `json:"first"`          // first record of the period
+	Last  EventRef  `json:"last"`           // last record of the period
+}
+
+// BundleRef names the export bundle the figures come from.
+type BundleRef struct {
+	Dir      string          `json:"dir"` // relative to the package: "bundle"
+	Manifest bundle.Manifest `json:"manifest"`
+	// NotCovered is set when records of the period came after the latest
+	// signed checkpoint: they are not in the bundle, nor in any figure.
+	NotCovered *SeqRange `json:"not_covered,omitempty"`
+}
+
+// SeqRange is an inclusive range of seqs.
+type SeqRange struct {
+	From uint64 `json:"from"`
+	To   uint64 `json:"to"`
+}
+
+// EventRef names one record by seq and time.
+type EventRef struct {
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+}
+
+// Summary holds the period's totals.
+type Summary struct {
+	Records            Figure `json:"records"`
+	Accesses           Figure `json:"accesses"`
+	Allowed            Figure `json:"allowed"`
+	Denials            Figure `json:"denials"`
+	Errors             Figure `json:"errors"`
+	Refusals           Figure `json:"refusals"`
+	BreakGlassAccesses Figure `json:"break_glass_accesses"`
+	GrantEvents        Figure `json:"grant_events"`
+	PolicyEvents       Figure `json:"policy_events"`
+	Patients           int    `json:"patients"` // distinct lookup values in accesses
+	Users              int    `json:"users"`    // distinct principal subjects in accesses
+}
+
+// Day is one UTC day of the period. Its records are the contiguous range
+// Seqs (record times never decrease).
+type Day struct {
+	Date       string         `json:"date"` // YYYY-MM-DD, UTC
+	Seqs       Seqs           `json:"seqs"`
+	Records    int            `json:"records"`
+	Accesses   int            `json:"accesses"`
+	Outcomes   map[string]int `json:"accesses_by_outcome"`
+	Purposes   map[string]int `json:"accesses_by_purpose"`
+	Denials    int            `json:"denials"`
+	Refusals   int            `json:"refusals"`
+	BreakGlass int            `json:"break_glass_accesses"`
+	Grants     int            `json:"grant_events"`
+}
+
+// Subject is one patient (by lookup value) or one user (by principal
+// subject) and the accesses that concern them.
+type Subject struct {
+	ID         string    `json:"id"`
+	Accesses   Figure    `json:"accesses"`
+	Allowed    int       `json:"allowed"`
+	Denied     int       `json:"denied"`
+	Errors     int       `json:"errors"`
+	BreakGlass int       `json:"break_glass"`
+	Users      int       `json:"users,omitempty"`    // a patient's distinct users
+	Patients   int       `json:"patients,omitempty"` // a user's distinct patients
+	Purposes   []string  `json:"purposes"`
+	First      time.Time `json:"first"`
+	Last       time.Time `json:"last"`
+}
+
+// Event is one record in the reader's terms (denials, refusals, policy
+// rejections). It never holds a URI or a raw patient id.
+type Event struct {
+	Seq      uint64    `json:"seq"`
+	Time     time.Time `json:"time"`
+	Action   string    `json:"action"`
+	Outcome  string    `json:"outcome"`
+	Reason   string    `json:"reason"`
+	User     string    `json:"user"`
+	Client   string    `json:"client"`
+	Purpose  string    `json:"purpose_of_use"`
+	Patients int       `json:"patients"` // how many patients the record concerns
+}
+
+// BreakGlass is the period's break-the-glass trail, from the audit records
+// (btg/* events and accesses naming a grant), cross-checked against
+// grants.db when the package found one.
+type BreakGlass struct {
+	// Accesses are access records with purpose ETREAT or a break-glass
+	// reason (audit/report.IsBreakGlass).
+	Accesses Figure `json:"accesses"`
+	// WithoutGrant are those of Accesses that name no grant (typically
+	// emergency requests refused because no grant covered them).
+	WithoutGrant Figure  `json:"without_grant"`
+	Grants       []Grant `json:"grants"`
+	Unreviewed   int     `json:"unreviewed"` // grants with a use after their last review
+	// GrantsFile is the cross-check against grants.db (nil: none found).
+	GrantsFile *GrantsFile `json:"grants_file,omitempty"`
+}
+
+// Grant is one break-the-glass grant as the audit records show it.
+type Grant struct {
+	ID        string    `json:"id"`
+	Grantee   string    `json:"grantee"`
+	Patient   string    `json:"patient"` // lookup value (keyed hash)
+	GrantedBy string    `json:"granted_by"`
+	Granted   *EventRef `json:"granted"` // nil: granted before the period
+	Expires   string    `json:"expires,omitempty"`
+	TTL       string    `json:"ttl,omitempty"`
+	Revoked   *EventRef `json:"revoked,omitempty"`
+	RevokedBy string    `json:"revoked_by,omitempty"`
+	Expired   *EventRef `json:"expired,omitempty"`
+	Uses      []Use     `json:"uses"`
+	UseSeqs   Seqs      `json:"use_seqs"`
+	Reviews   []Review  `json:"reviews"`
+	// Reviewed: every use is covered by a later review (true with no use).
+	Reviewed bool `json:"reviewed"`
+}
+
+// Use is one access made under a grant.
+type Use struct {
+	Seq     uint64    `json:"seq"`
+	Time    time.Time `json:"time"`
+	Action  string    `json:"action"`
+	Outcome string    `json:"outcome"`
+}
+
+// Review is a privacy officer's sign-off on a grant.
+type Review struct {
+	Seq      uint64    `json:"seq"`
+	Time     time.Time `json:"time"`
+	Reviewer string    `json:"reviewer"`
+	Verdict  string    `json:"verdict"`
+	Uses     string    `json:"uses"` // uses the reviewer saw, as the record states
+}
+
+// GrantsFile compares grants.db with the audit records. grants.db is a
+// mutable working file, not covered by any signature: this is a
+// cross-check, never evidence.
+type GrantsFile struct {
+	Grants     []GrantFileRow `json:"grants"`
+	Mismatches int            `json:"mismatches"`
+}
+
+// GrantFileEntry is what the report needs of one grant of grants.db (no
+// patient id: the file holds raw ids, the report only lookup values).
+type GrantFileEntry struct {
+	ID      string
+	Grantee string
+	Created time.Time
+	Expires time.Time
+	Revoked time.Time
+	Uses    int
+	Reviews int
+}
+
+// GrantFileRow is one grant of grants.db next to the records.
+type GrantFileRow struct {
+	ID          string    `json:"id"`
+	Grantee     string    `json:"grantee"`
+	Created     time.Time `json:"created"`
+	Expires     time.Time `json:"expires"`
+	FileUses    int       `json:"file_uses"`
+	RecordUses  int       `json:"record_uses"`
+	FileReviews int       `json:"file_reviews"`
+	RecReviews  int       `json:"record_reviews"`
+	// Comparable: the grant's whole life lies in the period, so the
+	// counts must agree; Mismatch: they do not.
+	Comparable bool `json:"comparable"`
+	Mismatch   bool `json:"mismatch"`
+}
+
+// Policy is one policy revision in force during the period.
+type Policy struct {
+	Revision  string     `json:"revision"`
+	Bundle    string     `json:"bundle_digest,omitempty"`
+	Decisions Figure     `json:"decisions"` // period records decided under it
+	First     time.Time  `json:"first,omitzero"`
+	Last      time.Time  `json:"last,omitzero"`
+	Loads     []EventRef `json:"loads"` // policy/load records of it in the period
+	// LoadedBefore is the last policy/load of this revision before the
+	// period (outside the bundle; prove it with 'custos audit prove').
+	LoadedBefore *EventRef `json:"loaded_before,omitempty"`
+}
+
+// KeyUse is one secret key version named by records' keys field.
+type KeyUse struct {
+	Key     string    `json:"key"` // "name=ref", never key material
+	Records Figure    `json:"records"`
+	First   time.Time `json:"first"`
+	Last    time.Time `json:"last"`
+}
+
+// Verification is the transcript of every check the command ran.
+type Verification struct {
+	Log     LogCheck           `json:"log"`
+	Anchors AnchorCheck        `json:"anchors"`
+	Bundle  *bundle.Transcript `json:"bundle"`
+	OK      bool               `json:"ok"` // all three passed
+}
+
+// LogCheck is the whole live log's verification (audit.Log.Verify): every
+// record's hash and canonical form, the chain, seq continuity, time order,
+// the Merkle tree and the head.
+type LogCheck struct {
+	Records  int64    `json:"records"`
+	HeadSeq  uint64   `json:"head_seq"`
+	HeadHash string   `json:"head_hash"`
+	Problems []string `json:"problems"`
+	OK       bool     `json:"ok"`
+}
+
+// AnchorCheck is the check of the log against its anchored checkpoints.
+type AnchorCheck struct {
+	Checkpoints int    `json:"checkpoints"`
+	LatestSize  int64  `json:"latest_size"`
+	LatestRoot  string `json:"latest_root"`
+	Sources     string `json:"sources"` // the anchor files read
+	Error       string `json:"error,omitempty"`
+	OK          bool   `json:"ok"`
+}
+
+// Retention is the retention status of the whole log (not only the
+// period).
+type Retention struct {
+	Period        string    `json:"period"` // Go duration
+	PeriodText    string    `json:"period_text"`
+	Records       uint64    `json:"records"` // head seq
+	Oldest        *EventRef `json:"oldest"`
+	Newest        *EventRef `json:"newest"`
+	OldestAgeDays float64   `json:"oldest_age_days"`
+	// PastRetention are the records older than the period at generation
+	// time. custos keeps them; purging is an operator's procedure.
+	PastRetention  Figure         `json:"past_retention"`
+	Months         []Month        `json:"months"`
+	NothingDeleted NothingDeleted `json:"nothing_deleted"`
+	DeletesRecords bool           `json:"deletes_records"` // always false
+}
+
+// Month is one calendar month (UTC) of the whole log.
+type Month struct {
+	Month   string `json:"month"` // YYYY-MM
+	Seqs    Seqs   `json:"seqs"`
+	Records int    `json:"records"`
+}
+
+// NothingDeleted is the proof that no record was deleted: seqs run from 1
+// with no gap to the head, the Merkle tree's size equals the head, and the
+// log is consistent with every anchored (signed) checkpoint, so no prefix
+// a checkpoint committed to was cut or rewritten.
+type NothingDeleted struct {
+	GaplessFromOne     bool   `json:"gapless_from_one"`
+	FirstSeq           uint64 `json:"first_seq"`
+	LastSeq            uint64 `json:"last_seq"`
+	TreeSize           int64  `json:"tree_size"`
+	TreeSizeEqualsHead bool   `json:"tree_size_equals_head"`
+	AnchorsConsistent  bool   `json:"anchors_consistent"`
+	OK                 bool   `json:"ok"`
+}
+
+// Controls is the status of each compliance/ control.
+type Controls struct {
+	Definition string `json:"definition"` // title and version of the component definition
+	// Checked: a `go test -json` results file was given and judged
+	// (compliance.CheckEvidence); otherwise every control is "not checked
+	// in this package".
+	Checked    bool      `json:"checked"`
+	Results    string    `json:"results,omitempty"` // the results file's name
+	Passed     int       `json:"passed"`
+	Failed     int       `json:"failed"`
+	NotChecked int       `json:"not_checked"`
+	Items      []Control `json:"controls"`
+}
+
+// Control statuses.
+const (
+	StatusPassed     = "evidence passed"
+	StatusFailed     = "evidence failed"
+	StatusNotChecked = "not checked in this package"
+)
+
+// Control is one implemented requirement and its evidence.
+type Control struct {
+	ID             string         `json:"id"`
+	Catalog        string         `json:"catalog"` // "HIPAA Security Rule", "HIPAA Privacy Rule", "NIST SP 800-53 rev5"
+	Source         string         `json:"source"`  // the control implementation's source
+	Title          string         `json:"title"`
+	Implementation string         `json:"implementation"`
+	Status         string         `json:"status"`
+	Evidence       []EvidenceTest `json:"evidence"`
+}
+
+// EvidenceTest is one evidence test and its result in the results file
+// ("pass", "fail", "skip", "did not run", or StatusNotChecked).
+type EvidenceTest struct {
+	Test   string `json:"test"`
+	Result string `json:"result"`
+}

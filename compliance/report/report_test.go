@@ -1,0 +1,427 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/bundle"
+	"github.com/custos-mcp/custos/compliance"
+)
+
+func TestSeqs(t *testing.T) {
+	var s Seqs
+	for _, q := range []uint64{1, 2, 3, 3, 5, 9, 10, 11, 12} {
+		s.Add(q)
+	}
+	if got := s.String(); got != "1-3,5,9-12" || s.Len() != 8 || s.First() != 1 || s.Last() != 12 || !s.Contains(10) || s.Contains(4) {
+		t.Fatalf("seqs %q len %d", got, s.Len())
+	}
+	b, _ := json.Marshal(s)
+	var back Seqs
+	if err := json.Unmarshal(b, &back); err != nil || back.String() != s.String() {
+		t.Fatalf("round trip %s -> %q, %v", b, back.String(), err)
+	}
+	var all []uint64
+	back.Each(func(q uint64) { all = append(all, q) })
+	if !slices.Equal(all, []uint64{1, 2, 3, 5, 9, 10, 11, 12}) {
+		t.Fatalf("Each = %v", all)
+	}
+	if p, err := ParseSeqs("1-2,3,7"); err != nil || p.String() != "1-3,7" {
+		t.Fatalf("adjacent ranges not merged: %q %v", p.String(), err)
+	}
+	for _, bad := range []string{"0", "3-1", "5,2", "1-3,3", "x", "1,,2"} {
+		if _, err := ParseSeqs(bad); err == nil {
+			t.Errorf("ParseSeqs(%q) accepted", bad)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Add below the last seq did not panic")
+		}
+	}()
+	s.Add(4)
+}
+
+var t0 = time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
+
+// trail is a small period of records covering every class: reads and a
+// list allowed and denied, an error, an auth refusal, a policy load and
+// rejection, a break-the-glass grant with two uses, a refused emergency
+// read, a revocation and a review.
+func trail() []audit.Record {
+	rec := func(day, min int, action, outcome, reason, sub, purpose string, patients ...string) audit.Record {
+		return audit.Record{Entry: audit.Entry{Action: action, Outcome: outcome, Reason: reason,
+			Principal: audit.Principal{Sub: sub, ClientID: "assistant"}, PurposeOfUse: purpose, Patients: patients,
+			PolicyRevision: "rev-a", Keys: []string{"audit-hmac=secret/custos/audit-key@2", "cursor=secret/custos/cursor-key@1"}},
+			Time: t0.AddDate(0, 0, day).Add(time.Duration(min) * time.Minute)}
+	}
+	rs := []audit.Record{
+		rec(0, 0, "policy/load", "allow", "candidate=sha256:aa", "custos", ""),
+		rec(0, 1, "resources/list", "allow", "clinician_care_team", "dr-a", "TREAT", "hk1-p1", "hk1-p2"),
+		rec(0, 2, "resources/read", "allow", "clinician_care_team", "dr-a", "TREAT", "hk1-p1"),
+		rec(0, 3, "resources/read", "deny", "not_care_team", "dr-b", "TREAT", "hk1-p1"),
+		rec(1, 0, "auth/reject", "deny", "http_401,no_token", "", ""),
+		rec(1, 1, "resources/read", "deny", "no_grant", "dr-er", "ETREAT", "hk1-p3"),
+		rec(1, 2, "btg/grant", "allow", `grant=g1 grantee=dr-er expires=2026-11-21T13:00:00Z ttl=4h0m0s reason="unconscious"`, "op-night", "ETREAT", "hk1-p3"),
+		rec(1, 3, "resources/read", "allow", "break_glass,grant=g1", "dr-er", "ETREAT", "hk1-p3"),
+		rec(1, 4, "resources/read", "allow", "break_glass,grant=g1,page=2", "dr-er", "ETREAT", "hk1-p3"),
+		rec(1, 5, "btg/revoke", "allow", `grant=g1 grantee=dr-er reason="stable"`, "op-night", "ETREAT", "hk1-p3"),
+		rec(3, 0, "resources/read", "error", "payload_unavailable", "dr-a", "TREAT", "hk1-p2"),
+		rec(3, 1, "btg/review", "allow", `grant=g1 grantee=dr-er verdict=appropriate uses=2 note="documented emergency"`, "privacy-officer", "ETREAT", "hk1-p3"),
+		rec(3, 2, "policy/reject", "deny", "candidate=sha256:bb parse error", "custos", ""),
+		rec(3, 3, "resources/read", "allow", "researcher", "res-1", "HRESCH", "hk1-p2"),
+	}
+	rs[0].PolicyRevision = "rev-a bundle=sha256:b1"
+	rs[12].PolicyRevision = "rev-a"
+	for i := range rs {
+		rs[i].Seq = uint64(101 + i)
+	}
+	return rs
+}
+
+func build(t *testing.T, rs []audit.Record, in Inputs) *Report {
+	t.Helper()
+	b := NewBuilder()
+	for _, r := range rs {
+		if err := b.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := b.Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// TestBuild: the figures of a known trail.
+func TestBuild(t *testing.T) {
+	rs := trail()
+	rep := build(t, rs, Inputs{Generated: t0.AddDate(0, 0, 5), Tool: "custos test",
+		PriorLoads: []PolicyLoad{{Seq: 7, Time: t0.AddDate(0, -1, 0), Revision: "rev-a", Bundle: "sha256:b0"}}})
+	s := rep.Summary
+	for _, c := range []struct {
+		name string
+		f    Figure
+		want string
+	}{
+		{"records", s.Records, "101-114"},
+		{"accesses", s.Accesses, "102-104,106,108-109,111,114"},
+		{"allowed", s.Allowed, "102-103,108-109,114"},
+		{"denials", s.Denials, "104,106"},
+		{"errors", s.Errors, "111"},
+		{"refusals", s.Refusals, "105,111"},
+		{"break glass", s.BreakGlassAccesses, "106,108-109"},
+		{"grant events", s.GrantEvents, "107,110,112"},
+		{"policy events", s.PolicyEvents, "101,113"},
+	} {
+		if c.f.Seqs.String() != c.want || c.f.Count != c.f.Seqs.Len() {
+			t.Errorf("%s = %d %q, want %q", c.name, c.f.Count, c.f.Seqs.String(), c.want)
+		}
+	}
+	if s.Patients != 3 || s.Users != 4 || rep.Period.First.Seq != 101 || rep.Period.Last.Seq != 114 {
+		t.Errorf("summary %+v period %+v", s, rep.Period)
+	}
+	if len(rep.Days) != 3 || rep.Days[0].Date != "2026-11-20" || rep.Days[0].Seqs.String() != "101-104" ||
+		rep.Days[0].Outcomes["allow"] != 2 || rep.Days[0].Outcomes["deny"] != 1 || rep.Days[1].Purposes["ETREAT"] != 3 || rep.Days[1].Grants != 2 {
+		t.Errorf("days %+v", rep.Days)
+	}
+	p1 := rep.Patients[0]
+	if p1.ID != "hk1-p1" || p1.Accesses.Seqs.String() != "102-104" || p1.Users != 2 || p1.Denied != 1 {
+		t.Errorf("patients %+v", rep.Patients)
+	}
+	if i := slices.IndexFunc(rep.Users, func(u Subject) bool { return u.ID == "dr-a" }); i < 0 || rep.Users[i].Patients != 2 || rep.Users[i].Accesses.Count != 3 {
+		t.Errorf("users %+v", rep.Users)
+	}
+	bg := rep.BreakGlass
+	if len(bg.Grants) != 1 || bg.WithoutGrant.Seqs.String() != "106" || bg.Unreviewed != 0 {
+		t.Fatalf("break glass %+v", bg)
+	}
+	g := bg.Grants[0]
+	if g.ID != "g1" || g.Grantee != "dr-er" || g.Patient != "hk1-p3" || g.Granted.Seq != 107 || g.GrantedBy != "op-night" ||
+		g.TTL != "4h0m0s" || g.Expires != "2026-11-21T13:00:00Z" || g.Revoked.Seq != 110 || g.UseSeqs.String() != "108-109" ||
+		len(g.Reviews) != 1 || g.Reviews[0].Verdict != "appropriate" || g.Reviews[0].Reviewer != "privacy-officer" || g.Reviews[0].Uses != "2" || !g.Reviewed {
+		t.Errorf("grant %+v", g)
+	}
+	if len(rep.Policies) != 1 || rep.Policies[0].Bundle != "sha256:b1" || len(rep.Policies[0].Loads) != 1 ||
+		rep.Policies[0].LoadedBefore == nil || rep.Policies[0].LoadedBefore.Seq != 7 || rep.Policies[0].Decisions.Count != 12 {
+		t.Errorf("policies %+v", rep.Policies)
+	}
+	if len(rep.PolicyRejections) != 1 || rep.PolicyRejections[0].Seq != 113 {
+		t.Errorf("policy rejections %+v", rep.PolicyRejections)
+	}
+	if len(rep.Keys) != 2 || rep.Keys[0].Key != "audit-hmac=secret/custos/audit-key@2" || rep.Keys[0].Records.Count != 14 {
+		t.Errorf("keys %+v", rep.Keys)
+	}
+	// A grant used after its last review is unreviewed.
+	late := append(trail(), audit.Record{Seq: 115, Time: t0.AddDate(0, 0, 4), Entry: audit.Entry{Action: "resources/read", Outcome: "allow",
+		Reason: "break_glass,grant=g1", PurposeOfUse: "ETREAT", Principal: audit.Principal{Sub: "dr-er"}}})
+	if r := build(t, late, Inputs{}); r.BreakGlass.Unreviewed != 1 || r.BreakGlass.Grants[0].Reviewed {
+		t.Errorf("a use after the review left the grant reviewed: %+v", r.BreakGlass)
+	}
+	// Records must be one contiguous range.
+	b := NewBuilder()
+	b.Add(rs[0])
+	if err := b.Add(rs[2]); err == nil {
+		t.Error("a gap in the records was accepted")
+	}
+	if _, err := NewBuilder().Build(Inputs{}); err == nil {
+		t.Error("a report of no record was built")
+	}
+}
+
+// TestFiguresTraceToRecords: every figure in report.json names exactly the
+// records its rule selects, so an auditor recounting from records.jsonl
+// gets the same numbers. The rules are applied here independently of the
+// builder, from their text in Rules.
+func TestFiguresTraceToRecords(t *testing.T) {
+	rs := trail()
+	rep := build(t, rs, Inputs{})
+	var buf bytes.Buffer
+	if err := rep.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Summary map[string]json.RawMessage
+		Days    []struct {
+			Date     string
+			Seqs     Seqs
+			Accesses int
+			Outcomes map[string]int `json:"accesses_by_outcome"`
+		}
+		Patients []struct {
+			ID       string
+			Accesses Figure
+		}
+		Rules map[string]string
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	access := []string{"resources/list", "resources/read", "resources/templates/list", "complete", "subscribe", "unsubscribe", "notify"}
+	rules := map[string]func(audit.Record) bool{
+		"records":  func(audit.Record) bool { return true },
+		"accesses": func(r audit.Record) bool { return slices.Contains(access, r.Action) },
+		"allowed":  func(r audit.Record) bool { return slices.Contains(access, r.Action) && r.Outcome == "allow" },
+		"denials":  func(r audit.Record) bool { return slices.Contains(access, r.Action) && r.Outcome == "deny" },
+		"errors":   func(r audit.Record) bool { return slices.Contains(access, r.Action) && r.Outcome == "error" },
+		"refusals": func(r audit.Record) bool {
+			return r.Action == "auth/reject" || r.Action == "http/rate_limited" || r.Outcome == "error"
+		},
+		"break_glass_accesses": func(r audit.Record) bool {
+			return slices.Contains(access, r.Action) && (r.PurposeOfUse == "ETREAT" || strings.Contains(r.Reason, "break_glass") || strings.Contains(r.Reason, "btg"))
+		},
+		"grant_events":  func(r audit.Record) bool { return strings.HasPrefix(r.Action, "btg/") },
+		"policy_events": func(r audit.Record) bool { return strings.HasPrefix(r.Action, "policy/") },
+	}
+	for name, rule := range rules {
+		if doc.Rules["summary."+name] == "" {
+			t.Errorf("summary.%s has no rule in report.json", name)
+		}
+		var f Figure
+		if err := json.Unmarshal(doc.Summary[name], &f); err != nil {
+			t.Fatalf("summary.%s: %v", name, err)
+		}
+		var want Seqs
+		for _, r := range rs {
+			if rule(r) {
+				want.Add(r.Seq)
+			}
+		}
+		if f.Seqs.String() != want.String() || f.Count != want.Len() {
+			t.Errorf("summary.%s = %d %q; its rule selects %q", name, f.Count, f.Seqs.String(), want.String())
+		}
+	}
+	for _, d := range doc.Days {
+		n := 0
+		d.Seqs.Each(func(q uint64) {
+			r := rs[q-101]
+			if r.Time.Format(time.DateOnly) != d.Date {
+				t.Errorf("day %s names seq %d of %s", d.Date, q, r.Time)
+			}
+			if rules["accesses"](r) {
+				n++
+			}
+		})
+		if n != d.Accesses {
+			t.Errorf("day %s: %d accesses, its records hold %d", d.Date, d.Accesses, n)
+		}
+	}
+	for _, p := range doc.Patients {
+		p.Accesses.Seqs.Each(func(q uint64) {
+			if !slices.Contains(rs[q-101].Patients, p.ID) {
+				t.Errorf("patient %s names seq %d, which does not concern them", p.ID, q)
+			}
+		})
+	}
+}
+
+// TestHTMLIsSelfContained: one page with inline CSS and SVG, a
+// Content-Security-Policy that forbids every fetch, no script, and no
+// outside address anywhere in it; the charts hold the data.
+func TestHTMLIsSelfContained(t *testing.T) {
+	def, err := compliance.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := build(t, trail(), Inputs{
+		Generated: t0.AddDate(0, 0, 5), Tool: "custos test",
+		Bundle:       BundleRef{Dir: "bundle", Manifest: bundle.Manifest{Origin: "custos.local/n/audit", From: 101, To: 114, Records: 14}},
+		Verification: Verification{Log: LogCheck{OK: true}, Anchors: AnchorCheck{OK: true}, Bundle: &bundle.Transcript{OK: true}},
+		Controls:     ControlsFrom(def, nil, ""),
+	})
+	var buf bytes.Buffer
+	if err := rep.WriteHTML(&buf); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, bad := range []string{"http://", "https://", "<script", "src=", "href=", "url(", "@import", "<link", "<img", "<iframe"} {
+		if strings.Contains(page, bad) {
+			t.Errorf("the page contains %q", bad)
+		}
+	}
+	if !strings.Contains(page, `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">`) {
+		t.Error("no Content-Security-Policy that forbids fetching")
+	}
+	for _, id := range []string{"chart-outcome", "chart-purpose", "chart-denials", "chart-breakglass", "chart-months"} {
+		if !strings.Contains(page, `<figure id="`+id+`">`) {
+			t.Errorf("chart %s missing", id)
+		}
+	}
+	// The first deny bar is the outcome chart's first day: one denied
+	// access, and the tooltip names the day's records.
+	values := regexp.MustCompile(`data-series="deny" data-value="(\d+)"><title>([^<]*)</title>`).FindAllStringSubmatch(page, -1)
+	if len(values) == 0 || values[0][1] != "1" || values[0][2] != "2026-11-20, denied: 1 (records 101-104)" {
+		t.Errorf("deny bars %q", values)
+	}
+	for _, want := range []string{"hk1-p1", "dr-er", "g1", "appropriate", "rev-a", "sha256:b1", "audit-hmac=secret/custos/audit-key@2",
+		StatusNotChecked, "How each figure is counted"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, ">"+StatusPassed+"<") {
+		t.Error("a control is shown as passed without test results")
+	}
+}
+
+// TestControls: without results nothing is passed; with results a control
+// passes only when every test it names passed.
+func TestControls(t *testing.T) {
+	def, err := compliance.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ControlsFrom(def, nil, "")
+	if c.Checked || c.Passed != 0 || c.NotChecked != len(def.Controls) || len(c.Items) != len(def.Controls) {
+		t.Fatalf("unchecked controls %+v", c)
+	}
+	for _, it := range c.Items {
+		if it.Status != StatusNotChecked || len(it.Evidence) == 0 || it.Evidence[0].Result != StatusNotChecked || it.Catalog == "" {
+			t.Fatalf("control %+v", it)
+		}
+	}
+	res := compliance.Results{}
+	for _, ctl := range def.Controls {
+		for _, ref := range ctl.Evidence {
+			res[ref] = compliance.StatusPass
+		}
+	}
+	victim := def.Controls[0]
+	res[victim.Evidence[0]] = compliance.StatusSkip
+	c = ControlsFrom(def, res, "test-results.json")
+	if !c.Checked || c.Failed < 1 || c.Passed+c.Failed != len(def.Controls) || c.Items[0].Status != StatusFailed || c.Items[0].Evidence[0].Result != "skip" {
+		t.Fatalf("checked controls: passed %d failed %d, first %+v", c.Passed, c.Failed, c.Items[0])
+	}
+	if c.Items[1].Status != StatusPassed && !slices.Contains(def.Controls[1].Evidence, victim.Evidence[0]) {
+		t.Errorf("second control %+v", c.Items[1])
+	}
+}
+
+// TestRetention: months, the records past retention, and the proof that
+// nothing was deleted failing on a gap, a short tree or inconsistent anchors.
+func TestRetention(t *testing.T) {
+	now := time.Date(2032, 12, 1, 0, 0, 0, 0, time.UTC)
+	period := 52596 * time.Hour
+	cutoff := now.Add(-period)
+	scan := NewLogScan(cutoff)
+	times := []time.Time{
+		time.Date(2026, 10, 30, 0, 0, 0, 0, time.UTC), time.Date(2026, 10, 31, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC),
+	}
+	for i, tm := range times {
+		r := audit.Record{Seq: uint64(i + 1), Time: tm, Entry: audit.Entry{Action: "resources/read"}}
+		if i == 2 {
+			r.Action, r.PolicyRevision = "policy/load", "rev-b bundle=sha256:cc"
+		}
+		scan.Add(r)
+	}
+	ret := scan.Retention(period, now, 4, 4, true)
+	if ret.PeriodText != "6 years" || !ret.NothingDeleted.OK || ret.Oldest.Seq != 1 || ret.Newest.Seq != 4 ||
+		ret.PastRetention.Seqs.String() != "1-2" || len(ret.Months) != 3 || ret.Months[0].Seqs.String() != "1-2" || ret.Months[1].Month != "2026-12" {
+		t.Fatalf("retention %+v", ret)
+	}
+	if l := scan.PolicyLoads(); len(l) != 1 || l[0].Revision != "rev-b" || l[0].Bundle != "sha256:cc" {
+		t.Errorf("policy loads %+v", l)
+	}
+	if r := scan.Retention(period, now, 5, 4, true); r.NothingDeleted.OK || r.NothingDeleted.GaplessFromOne || r.NothingDeleted.TreeSizeEqualsHead {
+		t.Errorf("head 5 with records to 4 and tree 4: %+v", r.NothingDeleted)
+	}
+	if r := scan.Retention(period, now, 4, 4, false); r.NothingDeleted.OK {
+		t.Error("inconsistent anchors passed")
+	}
+	gap := NewLogScan(cutoff)
+	gap.Add(audit.Record{Seq: 1, Time: times[0]})
+	gap.Add(audit.Record{Seq: 3, Time: times[1]})
+	if r := gap.Retention(period, now, 3, 3, true); r.NothingDeleted.GaplessFromOne {
+		t.Error("a gap passed")
+	}
+	for d, want := range map[time.Duration]string{period: "6 years", 8766 * time.Hour: "1 year", 36 * time.Hour: "1.5 days", 24 * time.Hour: "1 day"} {
+		if got := DurationText(d); got != want {
+			t.Errorf("DurationText(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// TestChartBuckets: a long period is drawn per week or month, empty
+// buckets included, and the bars add up to the days.
+func TestChartBuckets(t *testing.T) {
+	days := []Day{
+		{Date: "2026-01-05", Outcomes: map[string]int{"allow": 2}},
+		{Date: "2026-01-06", Outcomes: map[string]int{"allow": 1, "deny": 1}},
+		{Date: "2026-04-20", Outcomes: map[string]int{"deny": 3}},
+	}
+	for i := range days {
+		days[i].Seqs.Add(uint64(i*10 + 1))
+	}
+	bks, gran := dayBuckets(days, func(d Day) map[string]int { return d.Outcomes })
+	if gran != "week" || len(bks) != 16 || bks[0].Label != "week of 2026-01-05" || bks[0].Values["allow"] != 3 || bks[0].Seqs.String() != "1,11" || bks[15].Values["deny"] != 3 {
+		t.Fatalf("%s buckets %+v", gran, bks)
+	}
+	c := stacked("x", "t", "c", bks, []series{{"allow", "allowed", colorAllow}, {"deny", "denied", colorDeny}})
+	if c.Total != 7 || len(c.Bars) != 16 || len(c.XLabels) > 10 {
+		t.Fatalf("chart total %d bars %d labels %d", c.Total, len(c.Bars), len(c.XLabels))
+	}
+	for _, s := range c.Bars[15].Segs {
+		if s.Y < c.PlotY || s.Y+s.H > c.PlotBottom+0.1 {
+			t.Errorf("segment outside the plot: %+v", s)
+		}
+	}
+	if _, g := dayBuckets([]Day{{Date: "2020-01-01"}, {Date: "2026-01-01"}}, func(Day) map[string]int { return nil }); g != "month" {
+		t.Errorf("six years drawn per %s", g)
+	}
+}
+
+func TestNiceMax(t *testing.T) {
+	for m, want := range map[int]int{0: 4, 3: 4, 5: 8, 15: 20, 21: 40, 100: 100, 101: 200, 4001: 8000} {
+		if got := niceMax(m); got != want || got%4 != 0 {
+			t.Errorf("niceMax(%d) = %d, want %d", m, got, want)
+		}
+	}
+}
