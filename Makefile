@@ -57,6 +57,15 @@ validators:
 		$(NPM) ci --prefix e2e/validators --no-audit --no-fund --loglevel=error && \
 		cp e2e/validators/package-lock.json e2e/validators/node_modules/.custos-installed-lock; }
 
+## ops-deps: promtool (Debian's prometheus package) and systemd-analyze
+## (Debian's systemd) for the deploy/ tests (e2e/deploy_test.go), each
+## installed with apt-get only when its command is missing.
+.PHONY: ops-deps
+APT_INSTALL = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
+ops-deps:
+	@command -v promtool >/dev/null || { apt-get update -qq && $(APT_INSTALL) prometheus; }
+	@command -v systemd-analyze >/dev/null || { apt-get update -qq && $(APT_INSTALL) systemd; }
+
 ## vault: build the pinned Vault server once (about 15 minutes cold on 2 cores).
 vault:
 	@tools/vault/build.sh >/dev/null
