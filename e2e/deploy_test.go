@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -358,13 +359,7 @@ func TestDashboardQueriesParse(t *testing.T) {
 		Expr   string `yaml:"expr"`
 	}
 	var rules []rule
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range exprs {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	keys := slices.Sorted(maps.Keys(exprs))
 	for i, k := range keys {
 		rules = append(rules, rule{Record: fmt.Sprintf("dashboard:query_%d", i), Expr: exprs[k]})
 	}
@@ -438,13 +433,7 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 	if len(used) < 10 {
 		t.Fatalf("only %d metrics found in the rules and the dashboard: %v", len(used), used)
 	}
-	for _, m := range slices.Sorted(func(yield func(string) bool) {
-		for m := range used {
-			if !yield(m) {
-				return
-			}
-		}
-	}) {
+	for _, m := range slices.Sorted(maps.Keys(used)) {
 		switch {
 		case exported[m] && pendingMetrics[m] != "":
 			t.Errorf("%s is exported now: remove it from pendingMetrics (%s)", m, pendingMetrics[m])
