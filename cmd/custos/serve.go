@@ -17,6 +17,7 @@ import (
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/oauth"
+	"github.com/custos-mcp/custos/server/ops"
 )
 
 // principalEnv names the principal file for --stdio when --principal-file
@@ -227,6 +228,9 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.Duration("http-write-timeout", 0, "HTTP: time allowed to write a response (0: none; a timeout cuts SSE streams)")
 	f.Duration("http-idle-timeout", server.DefaultIdleTimeout, "HTTP: close keep-alive connections idle this long")
 	f.Duration("http-session-idle-timeout", server.SessionTimeout, "MCP: close a 2025-11-25 session idle this long (automatic logoff)")
+	f.Int("http-max-sessions", server.DefaultMaxSessions, "MCP: the 2025-11-25 sessions one principal may hold at once; beyond it: 429, audited")
+	f.Duration("http-refusal-window", server.DefaultRefusalWindow, "HTTP: failed authentications are audited in aggregate per source address over this window")
+	f.Int("http-refusals-per-source", server.DefaultRefusalsPerSource, "HTTP: failed authentications one source address may make per --http-refusal-window; beyond it: 429")
 	f.Int("http-max-header-bytes", server.DefaultMaxHeaderBytes, "HTTP: the largest request header block")
 	f.Int64("http-max-body-bytes", app.MaxRequestBodyLimit, "HTTP: the largest request body (at most 1 MiB, the MCP handler's own limit)")
 	f.String("addr-file", "", "write the MCP endpoint URL to this file once listening (useful with port 0)")
@@ -244,5 +248,7 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.String("anchor-dir", "", "directory on separate storage receiving every signed checkpoint (required without --dev)")
 	f.Int64("checkpoint-every", 1000, "sign a checkpoint after this many new audit records")
 	f.Duration("checkpoint-interval", time.Second, "sign a checkpoint at least this often while records arrive")
+	f.Int64("audit-disk-low-watermark", ops.DefaultDiskWatermark, "bytes free on the audit volume below which /readyz is not ready and custos_audit_volume_low is 1")
+	f.Int64("audit-disk-reserve", ops.DefaultDiskReserve, "bytes free on the audit volume below which new requests are refused (disk_low), keeping the rest for the records that must be written")
 	vf.register(f)
 }

@@ -227,7 +227,8 @@ func (f *File) AppOptions(getenv func(string) string) app.Options {
 			Deployment: str(f.Audit.Deployment), AnchorDir: str(f.Audit.AnchorDir),
 			Every: int64Of(f.Audit.CheckpointEvery), Interval: durOf(f.Audit.CheckpointInterval),
 		},
-		Ops: app.OpsOptions{Listen: str(f.Ops.Listen), AddrFile: str(f.Ops.AddrFile)},
+		AuditDisk: app.AuditDiskOptions{LowWatermark: int64Of(f.Audit.DiskLowWatermark), Reserve: int64Of(f.Audit.DiskReserve)},
+		Ops:       app.OpsOptions{Listen: str(f.Ops.Listen), AddrFile: str(f.Ops.AddrFile)},
 	}
 	for _, k := range f.Policy.Keys {
 		o.Policy.Keys = append(o.Policy.Keys, app.PolicyKey{ID: k.ID, File: k.File})
@@ -273,6 +274,8 @@ func (f *File) httpOptions() *app.HTTPOptions {
 		},
 		RateLimit:   server.RateLimit{Burst: intOf(h.RateBurst)},
 		SessionIdle: durOf(h.SessionIdleTimeout),
+		MaxSessions: intOf(h.MaxSessions),
+		Refusals:    server.RefusalLimits{Window: durOf(h.RefusalWindow), PerSource: intOf(h.RefusalsPerSource)},
 	}
 	if h.RateLimit != nil {
 		o.RateLimit.PerSecond = *h.RateLimit
