@@ -240,7 +240,7 @@ func (s *Server) auditRejections(next http.Handler, verify auth.TokenVerifier) h
 			}
 		}
 		e := s.entry(context.Background(), id, ActionAuthReject)
-		if err := s.refuseCounted(context.Background(), e, audit.OutcomeDeny, reason, nil); err != nil {
+		if err := s.refuseCountedIf(context.Background(), e, audit.OutcomeDeny, reason, nil, !rw.limited); err != nil {
 			s.log.Error("auditing an HTTP rejection failed", "status", rw.status, "err", err)
 		}
 	})

@@ -120,8 +120,10 @@ func hostOf(remote string) string {
 
 // count counts one refusal of kind k by who and reports whether it is to
 // be recorded on its own (the first of its kind in the window, within the
-// server-wide budget). After close every refusal is recorded on its own.
-func (r *refusals) count(k refusalKind, who audit.Principal) (individual bool) {
+// server-wide budget, unless mayRecord is false: then it is counted for the
+// aggregate whatever it is). After close every refusal is recorded on its
+// own.
+func (r *refusals) count(k refusalKind, who audit.Principal, mayRecord bool) (individual bool) {
 	r.once.Do(func() { go r.run() })
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -132,7 +134,7 @@ func (r *refusals) count(k refusalKind, who audit.Principal) (individual bool) {
 		t.n++
 		return false
 	}
-	if r.individual < maxIndividual && len(r.kinds) < maxKinds {
+	if mayRecord && r.individual < maxIndividual && len(r.kinds) < maxKinds {
 		r.individual++
 		r.kinds[k] = &refusalTally{who: who}
 		return true
@@ -225,8 +227,14 @@ func (r *refusals) close(ctx context.Context) {
 // else counted for the window's aggregate record and not written now.
 // answer is returned either way (or the commit's error, as refuse does).
 func (s *Server) refuseCounted(ctx context.Context, e audit.Entry, outcome, reason string, answer error) error {
+	return s.refuseCountedIf(ctx, e, outcome, reason, answer, true)
+}
+
+// refuseCountedIf is refuseCounted; without mayRecord the refusal is only
+// counted for the aggregate (a source over its limit, answered 429).
+func (s *Server) refuseCountedIf(ctx context.Context, e audit.Entry, outcome, reason string, answer error, mayRecord bool) error {
 	k := refusalKind{action: e.Action, outcome: outcome, source: hostOf(e.Source), sub: e.Principal.Sub, reason: reason}
-	if !s.refusals.count(k, e.Principal) {
+	if !s.refusals.count(k, e.Principal, mayRecord) {
 		return answer
 	}
 	return s.refuse(ctx, e, outcome, reason, answer)
