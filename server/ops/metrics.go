@@ -324,11 +324,7 @@ func (m *Metrics) SetKeysStale(stale bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
-	if stale {
-		v = 1
-	}
-	m.keysStale.Set(v)
+	m.keysStale.Set(oneIf(stale))
 }
 
 // setReady records the result of the readiness check named check.
@@ -336,11 +332,7 @@ func (m *Metrics) setReady(check string, ok bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
-	if ok {
-		v = 1
-	}
-	m.readiness.WithLabelValues(check).Set(v)
+	m.readiness.WithLabelValues(check).Set(oneIf(ok))
 }
 
 // AuthFailure counts one HTTP request refused before MCP saw it, by class
@@ -373,9 +365,13 @@ func (m *Metrics) SetDisk(free uint64, low bool) {
 		return
 	}
 	m.diskFree.Set(float64(free))
-	v := 0.0
-	if low {
-		v = 1
+	m.volumeLow.Set(oneIf(low))
+}
+
+// oneIf is a 0/1 gauge value.
+func oneIf(b bool) float64 {
+	if b {
+		return 1
 	}
-	m.volumeLow.Set(v)
+	return 0
 }
