@@ -280,3 +280,61 @@ func p99(d []time.Duration) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// A watermark and reserve above the free space: /readyz is not ready, the
+// alert gauge is 1, and requests are refused and recorded as disk_low.
+func TestAuditVolumeWatermarkIsWired(t *testing.T) {
+	f := newFixture(t)
+	dbPath := filepath.Join(f.data, app.AuditFile)
+	audittest.VerifyOnCleanup(t, dbPath)
+	a, err := app.Open(context.Background(), app.Options{
+		DataDir: f.data, Dev: true, Node: "test", Version: "test",
+		AuditDisk: app.AuditDiskOptions{LowWatermark: 1 << 62, Reserve: 1 << 62},
+		HTTP:      &app.HTTPOptions{Listen: "127.0.0.1:0", Tokens: f.tokens(t)},
+		Ops:       app.OpsOptions{Listen: "127.0.0.1:0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(ctx) }()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(a.OpsURL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"disk":"audit volume in reserve: requests refused"`) {
+		t.Errorf("/readyz: %d %s", code, body)
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, "\ncustos_audit_volume_low 1\n") || !strings.Contains(body, "\ncustos_audit_disk_free_bytes ") {
+		t.Error("/metrics lacks custos_audit_volume_low 1 or custos_audit_disk_free_bytes")
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "clinician", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: a.URL(), HTTPClient: &http.Client{Transport: bearer{"clinician-token"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.ListResources(ctx, nil); err == nil || !strings.Contains(err.Error(), "audit volume low") {
+		t.Fatalf("a list in the reserve answered %v", err)
+	}
+	cs.Close()
+	cancel()
+	<-served
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := audit.ExportFile(context.Background(), dbPath, &buf, audit.FormatJSONL, audit.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"reason":"disk_low"`) {
+		t.Error("no disk_low record")
+	}
+}
