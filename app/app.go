@@ -68,6 +68,8 @@ type App struct {
 	stopBTG func() // stops the grant sync after a final round
 	srv     *server.Server
 
+	disk     *ops.DiskWatch // the audit volume's free space
+	stopDisk context.CancelFunc
 	metrics  *ops.Metrics // nil without Ops.Listen
 	registry *prometheus.Registry
 
@@ -142,6 +144,9 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 		a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		a.metrics = ops.New(a.registry)
 	}
+	if err := a.watchDisk(); err != nil {
+		return nil, err
+	}
 	if err := a.startCheckpoints(ctx); err != nil {
 		return nil, err
 	}
@@ -152,9 +157,11 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 	sc := server.Config{
 		Catalog: a.catalog, Policy: a.policy, Audit: checkpointedLog{a.audit, a.ckpt}, Keys: a.keys,
 		PageSize: o.PageSize, Logger: o.Logger, Version: o.Version, Grants: a.grants, Metrics: a.metrics,
+		Volume: a.disk,
 	}
 	if h := o.HTTP; h != nil {
 		sc.RateLimit, sc.SessionTimeout = h.RateLimit, h.SessionIdle
+		sc.MaxSessions, sc.Refusals = h.MaxSessions, h.Refusals
 	}
 	if a.srv, err = server.New(sc); err != nil {
 		return nil, err
@@ -342,6 +349,23 @@ func (a *App) startCheckpoints(ctx context.Context) error {
 	return nil
 }
 
+// watchDisk samples the free space of the audit log's volume now and
+// every ops.DefaultDiskInterval: below the low watermark /readyz is not
+// ready, below the reserve the server refuses new requests.
+func (a *App) watchDisk() error {
+	d, err := ops.NewDiskWatch(ops.DiskOptions{
+		Dir: filepath.Dir(a.path(AuditFile)), Watermark: uint64(a.o.AuditDisk.LowWatermark),
+		Reserve: uint64(a.o.AuditDisk.Reserve), Metrics: a.metrics, Logger: a.log,
+	})
+	if err != nil {
+		return fmt.Errorf("audit volume: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.disk, a.stopDisk = d, cancel
+	go d.Run(ctx)
+	return nil
+}
+
 // grantSyncInterval is how often the App picks up break-the-glass grants,
 // revocations and reviews, and records uses and events.
 const grantSyncInterval = time.Second
@@ -419,6 +443,15 @@ func (a *App) Close() error {
 	a.closed = true
 	var errs []error
 	a.stopListeners()
+	if a.srv != nil {
+		// Pending aggregate refusal records, before the final checkpoint.
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		a.srv.Close(ctx)
+		cancel()
+	}
+	if a.stopDisk != nil {
+		a.stopDisk()
+	}
 	if a.stopRel != nil {
 		a.stopRel()
 	}
@@ -455,8 +488,9 @@ func (a *App) AuditLog() *audit.Log { return a.audit }
 func (a *App) Server() *server.Server { return a.srv }
 
 // Health is the readiness of the App: the audit log answers (its tree head
-// reads), a policy is loaded, and the keys are fresh. Its details show the
-// audit retention period and the oldest record's age (AuditRetention).
+// reads), a policy is loaded, the audit volume is above its low watermark,
+// and the keys are fresh. Its details show the audit retention period and
+// the oldest record's age (AuditRetention).
 func (a *App) Health() *ops.Health {
 	h := &ops.Health{Metrics: a.metrics}
 	h.AddCheck("audit", func(ctx context.Context) error {
@@ -469,6 +503,7 @@ func (a *App) Health() *ops.Health {
 		}
 		return nil
 	})
+	h.AddCheck("disk", a.disk.Check)
 	h.AddCheck("keys", func(context.Context) error {
 		err := a.keys.Check()
 		a.metrics.SetKeysStale(err != nil)

@@ -51,6 +51,9 @@ type Options struct {
 	// past retention is the operator's (docs/operations.md). 0 means
 	// DefaultRetention. Key audit.retention.
 	AuditRetention time.Duration
+
+	// AuditDisk watches the free space of the audit log's volume.
+	AuditDisk AuditDiskOptions
 	// AuditBatchDelay, if not 0, fixes the audit log's group-commit window
 	// (audit.Options MinBatchDelay = MaxBatchDelay); 0 leaves the audit
 	// package's adaptive window, which serve uses. No key: for benchmarks.
@@ -183,6 +186,30 @@ type HTTPOptions struct {
 	// SessionIdle closes an idle 2025-11-25 session; 0 means
 	// server.SessionTimeout. Key http.session_idle_timeout.
 	SessionIdle time.Duration
+	// MaxSessions caps the 2025-11-25 sessions one principal holds at
+	// once; 0 means server.DefaultMaxSessions. Key
+	// http.max_sessions_per_principal.
+	MaxSessions int
+	// Refusals bound what failed authentications cost the audit log: the
+	// aggregation window (key http.refusal_window; 0 means
+	// server.DefaultRefusalWindow) and the failures one source address may
+	// make in a window before it is answered 429 (key
+	// http.refusals_per_source; 0 means server.DefaultRefusalsPerSource).
+	Refusals server.RefusalLimits
+}
+
+// AuditDiskOptions watch the free space of the audit log's volume
+// (sampled every ops.DefaultDiskInterval).
+type AuditDiskOptions struct {
+	// LowWatermark: below this many free bytes /readyz is not ready and
+	// custos_audit_volume_low is 1 (an alert before the volume is full);
+	// 0 means ops.DefaultDiskWatermark. Key audit.disk_low_watermark.
+	LowWatermark int64
+	// Reserve: below this many free bytes (at most LowWatermark) new
+	// requests are refused (disk_low), keeping the rest for the records
+	// that must be written; 0 means ops.DefaultDiskReserve (or
+	// LowWatermark if smaller). Key audit.disk_reserve.
+	Reserve int64
 }
 
 // OpsOptions serve the operations endpoints on a listener of their own.

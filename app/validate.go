@@ -15,6 +15,7 @@ import (
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/server/ops"
 )
 
 // ErrInvalid is matched (errors.Is) by every Problems value: the Options
@@ -320,6 +321,13 @@ func (c *checker) http(h *HTTPOptions) {
 	if b := h.RateLimit.Burst; c.set("http.rate_burst", b == 0) && b < 1 {
 		c.add("http.rate_burst", "must be 1 or more, got %d", b)
 	}
+	if n := h.MaxSessions; c.set("http.max_sessions_per_principal", n == 0) && n < 1 {
+		c.add("http.max_sessions_per_principal", "must be 1 or more, got %d", n)
+	}
+	if n := h.Refusals.PerSource; c.set("http.refusals_per_source", n == 0) && n < 1 {
+		c.add("http.refusals_per_source", "must be 1 or more, got %d", n)
+	}
+	c.positive("http.refusal_window", h.Refusals.Window)
 	s := h.Server
 	c.positive("http.read_header_timeout", s.ReadHeaderTimeout)
 	c.positive("http.read_timeout", s.ReadTimeout)
@@ -421,6 +429,23 @@ func (c *checker) checkpoints() {
 	}
 	c.positive("audit.checkpoint_interval", cp.Interval)
 	c.positive("audit.retention", o.AuditRetention)
+	d := c.o.AuditDisk
+	if c.set("audit.disk_low_watermark", d.LowWatermark == 0) && d.LowWatermark < 1 {
+		c.add("audit.disk_low_watermark", "must be 1 byte or more, got %d", d.LowWatermark)
+	}
+	if c.set("audit.disk_reserve", d.Reserve == 0) && d.Reserve < 1 {
+		c.add("audit.disk_reserve", "must be 1 byte or more, got %d", d.Reserve)
+	}
+	if w := cmpOr(d.LowWatermark, ops.DefaultDiskWatermark); d.Reserve > w {
+		c.add("audit.disk_reserve", "must not exceed %s (%d bytes): requests are refused below the reserve, and the alert must come first", c.name("audit.disk_low_watermark"), w)
+	}
+}
+
+func cmpOr(v, def int64) int64 {
+	if v == 0 {
+		return def
+	}
+	return v
 }
 
 func (c *checker) vault() {

@@ -44,8 +44,6 @@ const (
 var pendingMetrics = map[string]string{
 	"custos_audit_scrub_failures_total": "issue 16 item 5 (continuous integrity: scrub failures)",
 	"custos_audit_integrity_ok":         "issue 16 item 5 (continuous integrity: 1 while the log verifies)",
-	"custos_audit_volume_low":           "issue 16 item 4 (disk low-watermark reached: 0/1)",
-	"custos_audit_disk_free_bytes":      "issue 16 item 4 (free bytes on the audit volume)",
 }
 
 // prometheusMetrics are made by Prometheus itself, not by custos.

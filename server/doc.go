@@ -27,7 +27,12 @@
 // recorded and answered), reasons.go (the audit reasons the server
 // writes), resources.go (list, read — steps 6 and 7 —, templates),
 // entitytag.go (what _meta says about content), then subscribe.go,
-// complete.go, research.go, btg.go and the transports.
+// complete.go, research.go, btg.go and the transports (with sessions.go,
+// the cap on sessions per principal). refusals.go records the refusals
+// anyone can cause (failed authentications, a session too many, requests
+// while the audit volume is in its reserve) once per kind and window and
+// otherwise in one aggregate record, so that they cannot fill the audit
+// volume; every one of them is still counted in the metrics.
 //
 // Three values about content travel in _meta and only one is an entity
 // tag: [ETagKey] ("custos/etag") is the entity tag of what the caller

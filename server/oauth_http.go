@@ -10,10 +10,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/server/oauth"
+	"github.com/custos-mcp/custos/server/ops"
 )
 
 // ActionAuthReject is the audit action of an HTTP request refused before it
@@ -30,7 +33,7 @@ func (s *Server) OAuthHandler(v *oauth.Verifier) http.Handler {
 	h := s.mcpHandler(oauthIdentity(v)) // both protocol revisions, as HTTPHandler
 	mux := http.NewServeMux()
 	mux.Handle(v.MetadataPath(), v.MetadataHandler())
-	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(v.Middleware(s.rateLimited(h), jsonrpcMethod))))
+	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(v.Middleware(noteCaller(s.rateLimited(h)), jsonrpcMethod)), v.TokenVerifier()))
 	return mux
 }
 
@@ -111,62 +114,158 @@ func methodOf(b []byte) (string, error) {
 	return method, nil
 }
 
-// statusRecorder remembers the status a handler wrote.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
+// caller is what the handlers inside auditRejections learnt of a request:
+// the verified token (noteCaller), and whether it named a session of
+// another principal (sessionCap).
+type caller struct {
+	ti       *auth.TokenInfo
+	mismatch bool
 }
 
-func (w *statusRecorder) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
+type callerKey struct{}
+
+func callerOf(r *http.Request) *caller {
+	c, _ := r.Context().Value(callerKey{}).(*caller)
+	return c
+}
+
+// noteCaller tells auditRejections the verified token of a request; it
+// runs after token verification.
+func noteCaller(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c := callerOf(r); c != nil {
+			c.ti = auth.TokenInfoFromContext(r.Context())
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// principalOf is the principal of a verified token: the dev token's
+// identity or the OAuth claims.
+func principalOf(ti *auth.TokenInfo) policy.Principal {
+	if id, ok := ti.Extra[tokenInfoKey].(Identity); ok {
+		return id.Principal
+	}
+	if c, ok := oauth.ClaimsFromTokenInfo(ti); ok {
+		return c.Principal
+	}
+	return policy.Principal{Sub: ti.UserID}
+}
+
+// rejectWriter passes a response through, except a 401 or 403 from a
+// source over its limit of failed authentications, which it turns into a
+// 429 (refusals.go).
+type rejectWriter struct {
+	http.ResponseWriter
+	reject  func(status int) (over bool) // called once, for the first 401 or 403
+	status  int
+	limited bool // answered 429 instead: the inner handler's body is dropped
+}
+
+func (w *rejectWriter) WriteHeader(code int) {
+	if w.status != 0 {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.status = code
+	if (code == http.StatusUnauthorized || code == http.StatusForbidden) && w.reject(code) {
+		w.limited = true
+		h := w.Header()
+		h.Del("WWW-Authenticate")
+		http.Error(w.ResponseWriter, "too many failed requests from this address: retry later", http.StatusTooManyRequests)
+		return
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *statusRecorder) Write(b []byte) (int, error) {
+func (w *rejectWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
-		w.status = http.StatusOK
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.limited {
+		return len(b), nil
 	}
 	return w.ResponseWriter.Write(b)
 }
 
-func (w *statusRecorder) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+func (w *rejectWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && !w.limited {
 		f.Flush()
 	}
 }
 
-func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *rejectWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// auditRejections writes an audit record for every 401 and 403 that next
-// answers (tokens and Origin are checked before MCP sees the request): the
-// source address, the status and the OAuth error code — never the token.
-func (s *Server) auditRejections(next http.Handler) http.Handler {
+// auditRejections records every 401 and 403 that next answers (tokens,
+// Origin and session ownership are checked before MCP sees the request):
+// the source address, the status and the OAuth error code — never the
+// token — and the caller's principal when its token verified (a request
+// naming another principal's session, or from another origin, is recorded
+// with the identity of whoever made it; verify checks the bearer token of
+// a 403 refused before verification). Every rejection is counted in the
+// metrics; the records are aggregated and a source over its limit is
+// answered 429 (refusals.go).
+func (s *Server) auditRejections(next http.Handler, verify auth.TokenVerifier) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
-		if rec.status != http.StatusUnauthorized && rec.status != http.StatusForbidden {
+		c := &caller{}
+		r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
+		var (
+			reason, class string
+			source        = hostOf(r.RemoteAddr)
+		)
+		rw := &rejectWriter{ResponseWriter: w, reject: func(status int) bool {
+			reason, class = rejectionReason(status, w.Header().Get("WWW-Authenticate"), c.mismatch)
+			s.cfg.Metrics.AuthRejected(status)
+			s.cfg.Metrics.AuthFailure(class)
+			over := s.refusals.failedAuth(source)
+			if over {
+				s.cfg.Metrics.RateLimited(ops.LimitSource)
+				w.Header().Set("Retry-After", s.refusals.retryAfter())
+			}
+			return over
+		}}
+		next.ServeHTTP(rw, r)
+		if reason == "" {
 			return
 		}
-		s.cfg.Metrics.AuthRejected(rec.status)
-		reason := "http_" + strconv.Itoa(rec.status)
-		switch wa := w.Header().Get("WWW-Authenticate"); {
-		case strings.Contains(wa, `error="insufficient_scope"`):
-			reason += "," + ReasonInsufficientScope
-		case strings.Contains(wa, `error="invalid_token"`):
-			reason += "," + ReasonInvalidToken
-			if code := oauth.RejectionCode(wa); code != "" {
-				reason += "," + code // expired, wrong_audience, wrong_issuer, ...
+		id := Identity{Source: r.RemoteAddr}
+		switch {
+		case c.ti != nil:
+			id.Principal = principalOf(c.ti)
+		case rw.status == http.StatusForbidden && verify != nil:
+			if tok, err := oauth.BearerToken(r); err == nil {
+				if ti, err := verify(r.Context(), tok, r); err == nil && ti != nil {
+					id.Principal = principalOf(ti)
+				}
 			}
-		case rec.status == http.StatusUnauthorized:
-			reason += "," + ReasonNoToken
-		default:
-			reason += "," + ReasonCrossOrigin
 		}
-		e := s.entry(context.Background(), Identity{Source: r.RemoteAddr}, ActionAuthReject)
-		if err := s.refuse(context.Background(), e, audit.OutcomeDeny, reason, nil); err != nil {
-			s.log.Error("auditing an HTTP rejection failed", "status", rec.status, "err", err)
+		e := s.entry(context.Background(), id, ActionAuthReject)
+		if err := s.refuseCountedIf(context.Background(), e, audit.OutcomeDeny, reason, nil, !rw.limited); err != nil {
+			s.log.Error("auditing an HTTP rejection failed", "status", rw.status, "err", err)
 		}
 	})
+}
+
+// rejectionReason is the audit reason of an HTTP 401 or 403 and its class
+// for custos_auth_failures_total.
+func rejectionReason(status int, wwwAuthenticate string, mismatch bool) (reason, class string) {
+	switch {
+	case strings.Contains(wwwAuthenticate, `error="insufficient_scope"`):
+		class = ReasonInsufficientScope
+	case strings.Contains(wwwAuthenticate, `error="invalid_token"`):
+		class = ReasonInvalidToken
+	case status == http.StatusUnauthorized:
+		class = ReasonNoToken
+	case mismatch:
+		class = ReasonSessionMismatch
+	default:
+		class = ReasonCrossOrigin
+	}
+	reason = "http_" + strconv.Itoa(status) + "," + class
+	if class == ReasonInvalidToken {
+		if code := oauth.RejectionCode(wwwAuthenticate); code != "" {
+			reason += "," + code // expired, wrong_audience, wrong_issuer, ...
+		}
+	}
+	return reason, class
 }

@@ -96,14 +96,29 @@ func TestOAuthServesBothProtocolRevisions(t *testing.T) {
 			if _, err := ro.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: res.Resources[0].URI}); err == nil {
 				t.Fatal("read with a list-only token succeeded")
 			}
+			// The first refusal of its kind (source, principal, reason) is
+			// recorded on its own, with the caller's principal; the second,
+			// on the other revision, is counted for the aggregate record.
 			recs := f.records()[before:]
-			if len(recs) != 1 || recs[0].Action != server.ActionAuthReject || !strings.Contains(recs[0].Reason, "insufficient_scope") {
-				for _, r := range recs {
-					t.Logf("%s/%s %q", r.Action, r.Outcome, r.Reason)
+			if rev == rev2026 {
+				if len(recs) != 0 {
+					t.Fatalf("a repeated refusal was recorded on its own: %d records", len(recs))
 				}
-				t.Fatal("insufficient scope not audited as one auth/reject")
+				return
+			}
+			if len(recs) != 1 || recs[0].Action != server.ActionAuthReject || recs[0].Reason != "http_403,insufficient_scope" || recs[0].Principal.Sub != f.identity("clinician").Principal.Sub {
+				for _, r := range recs {
+					t.Logf("%s/%s %q by %q", r.Action, r.Outcome, r.Reason, r.Principal.Sub)
+				}
+				t.Fatal("insufficient scope not audited as one auth/reject naming the caller")
 			}
 		})
+	}
+	before := len(f.records())
+	f.srv.Close(context.Background())
+	recs := f.records()[before:]
+	if len(recs) != 1 || !strings.HasPrefix(recs[0].Reason, "http_403,insufficient_scope,aggregate,count=1,window=") || recs[0].Source != "127.0.0.1" {
+		t.Fatalf("the repeated refusal was not flushed as one aggregate on Close: %+v", recs)
 	}
 }
 

@@ -84,6 +84,14 @@ const (
 	// ReasonRateLimited: an HTTP request beyond the principal's rate limit
 	// (answered 429). Outcome deny.
 	ReasonRateLimited = "http_429,rate_limited"
+	// ReasonSessionLimit: a new 2025-11-25 session beyond the principal's
+	// cap (Config.MaxSessions), answered 429 (action http/rate_limited).
+	// Outcome deny; recorded in aggregate (refusals.go).
+	ReasonSessionLimit = "http_429,session_limit"
+	// ReasonDiskLow: the audit volume is down to its reserve; the request
+	// is refused so that the records that must be written still fit.
+	// Outcome error; recorded in aggregate (refusals.go).
+	ReasonDiskLow = "disk_low"
 )
 
 // Parts of the reason of an HTTP request refused before MCP saw it
@@ -95,7 +103,15 @@ const (
 	ReasonInvalidToken      = "invalid_token"
 	ReasonInsufficientScope = "insufficient_scope"
 	ReasonCrossOrigin       = "cross_origin"
+	// ReasonSessionMismatch: the request named a 2025-11-25 session of
+	// another principal (a hijack attempt); recorded with the caller's own
+	// principal.
+	ReasonSessionMismatch = "session_mismatch"
 )
+
+// Suffix of an aggregate refusal record's reason (refusals.go):
+// "<reason>,aggregate,count=N,window=START/END".
+const ReasonAggregate = "aggregate"
 
 // policyReasonBreakGlass is the reason the policy gives for an access it
 // allows only under a break-the-glass grant: a request that relied on it

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -115,6 +116,24 @@ type Config struct {
 	// Resources tunes templates paging, ranged reads and cache hints (see
 	// ResourceOptions; the zero value means the defaults).
 	Resources ResourceOptions
+	// Refusals bound what refusals anyone can cause cost the audit log
+	// (refusals.go; the zero value means the defaults).
+	Refusals RefusalLimits
+	// MaxSessions caps the 2025-11-25 sessions one principal holds at once
+	// over HTTP (sessions.go); 0 means DefaultMaxSessions.
+	MaxSessions int
+	// Volume, if not nil, says when the audit volume is down to its
+	// reserve: new requests are then refused (disk_low), so that the
+	// records that must be written still fit.
+	Volume Volume
+}
+
+// Volume reports the state of the audit log's volume (*ops.DiskWatch).
+type Volume interface {
+	// InReserve reports whether free space is below the reserve. It must
+	// be cheap: it is asked on every request (sample the volume
+	// periodically, not per call).
+	InReserve() bool
 }
 
 const (
@@ -138,6 +157,9 @@ type Server struct {
 
 	pseudonyms pseudonymCache
 	aliases    aliases // research aliases (research.go)
+
+	refusals  *refusals // aggregated refusals (refusals.go)
+	closeOnce sync.Once
 }
 
 // New validates cfg and returns a Server.
@@ -157,6 +179,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: ScanLimit must not be negative", ErrBadConfig)
 	case cfg.SessionTimeout < 0:
 		return nil, fmt.Errorf("%w: SessionTimeout must not be negative", ErrBadConfig)
+	case cfg.MaxSessions < 0 || cfg.Refusals.PerSource < 0 || cfg.Refusals.Window < 0:
+		return nil, fmt.Errorf("%w: MaxSessions and Refusals must not be negative", ErrBadConfig)
 	}
 	if _, err := cfg.Resources.validate(); err != nil {
 		return nil, err
@@ -177,6 +201,7 @@ func New(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.refusals = newRefusals(s, cfg.Refusals)
 	return s, nil
 }
 
@@ -308,8 +333,9 @@ func outcomeOf(err error) string {
 // admit is the first step of every request the server decides: identify
 // the caller (a request without an identity, e.g. an OAuth token whose
 // purpose of use is unknown, is refused and recorded under action without a
-// principal), refuse it while keys are stale (recorded), and pin the policy
-// engine that decides it.
+// principal), refuse it while the audit volume is down to its reserve
+// (recorded in aggregate, refusals.go) or keys are stale (recorded), and
+// pin the policy engine that decides it.
 func (s *Server) admit(ctx context.Context, ident identityFunc, action string, req mcp.Request) (context.Context, Identity, error) {
 	id, err := ident(req)
 	if err != nil {
@@ -319,6 +345,12 @@ func (s *Server) admit(ctx context.Context, ident identityFunc, action string, r
 	}
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
 		id.session = ss.ID()
+	}
+	if v := s.cfg.Volume; v != nil && v.InReserve() {
+		// What is left of the volume is kept for the records that must be
+		// written: these refusals (aggregated), policy loads, checkpoints.
+		return ctx, id, s.refuseCounted(ctx, s.entry(ctx, id, action), audit.OutcomeError, ReasonDiskLow,
+			refused("audit volume low: request refused, nothing released"))
 	}
 	if err := s.cfg.Keys.Check(); err != nil {
 		return ctx, id, s.refuseStale(ctx, id, action, req, err)

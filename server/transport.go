@@ -34,9 +34,9 @@ const MCPPath = "/mcp"
 // both protocol revisions (see mcpHandler).
 func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 	h := s.mcpHandler(bearerIdentity)
-	protected := auth.RequireBearerToken(tokens.Verify, nil)(s.rateLimited(h))
+	protected := auth.RequireBearerToken(tokens.Verify, nil)(noteCaller(s.rateLimited(h)))
 	mux := http.NewServeMux()
-	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(protected)))
+	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(protected), tokens.Verify))
 	return mux
 }
 
@@ -55,7 +55,7 @@ const SessionTimeout = 30 * time.Minute
 //     Mcp-Session-Id is ignored, as the revision has no sessions);
 //   - MCP-Protocol-Version header of an older revision: the stateful handler
 //     (initialize, Mcp-Session-Id, idle sessions closed after
-//     SessionTimeout);
+//     SessionTimeout, at most Config.MaxSessions per principal: sessions.go);
 //   - no header: a POST whose body is a server/discover request or carries
 //     _meta "io.modelcontextprotocol/protocolVersion" >= 2026-07-28 goes
 //     to the stateless handler (which then answers the missing header as
@@ -88,10 +88,11 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 		JSONResponse:        true,
 		MaxRequestBodyBytes: maxBody,
 	})
+	sessions := newSessionCap(s, ms).handler(stateful)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch modern, method := statelessRequest(r); {
 		case !modern:
-			stateful.ServeHTTP(w, r)
+			sessions.ServeHTTP(w, r)
 		case method == "subscriptions/listen":
 			stateless.ServeHTTP(w, r)
 		default:

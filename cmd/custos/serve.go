@@ -18,6 +18,7 @@ import (
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/oauth"
+	"github.com/custos-mcp/custos/server/ops"
 )
 
 // principalEnv names the principal file for --stdio when --principal-file
@@ -228,6 +229,9 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.Duration("http-write-timeout", 0, "HTTP: time allowed to write a response (0: none; a timeout cuts SSE streams)")
 	f.Duration("http-idle-timeout", server.DefaultIdleTimeout, "HTTP: close keep-alive connections idle this long")
 	f.Duration("http-session-idle-timeout", server.SessionTimeout, "MCP: close a 2025-11-25 session idle this long (automatic logoff)")
+	f.Int("http-max-sessions", server.DefaultMaxSessions, "MCP: the 2025-11-25 sessions one principal may hold at once; beyond it: 429, audited")
+	f.Duration("http-refusal-window", server.DefaultRefusalWindow, "HTTP: failed authentications are audited in aggregate per source address over this window")
+	f.Int("http-refusals-per-source", server.DefaultRefusalsPerSource, "HTTP: failed authentications one source address may make per --http-refusal-window; beyond it: 429")
 	f.Int("http-max-header-bytes", server.DefaultMaxHeaderBytes, "HTTP: the largest request header block")
 	f.Int64("http-max-body-bytes", app.MaxRequestBodyLimit, "HTTP: the largest request body (at most 1 MiB, the MCP handler's own limit)")
 	f.String("addr-file", "", "write the MCP endpoint URL to this file once listening (useful with port 0)")
@@ -248,5 +252,7 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.Duration("btg-max-ttl", btg.DefaultMaxTTL, "break-the-glass: the longest grant 'custos btg grant' may make (at most 24h); longer grants are refused and audited")
 	f.StringArray("btg-grant-role", nil, "break-the-glass: an OS group whose members may grant (repeatable; none: any operator who can write grants.db)")
 	f.Duration("audit-retention", app.DefaultRetention, "how long audit records must be kept (reported by /readyz and compliance report; custos never deletes one)")
+	f.Int64("audit-disk-low-watermark", ops.DefaultDiskWatermark, "bytes free on the audit volume below which /readyz is not ready and custos_audit_volume_low is 1")
+	f.Int64("audit-disk-reserve", ops.DefaultDiskReserve, "bytes free on the audit volume below which new requests are refused (disk_low), keeping the rest for the records that must be written")
 	vf.register(f)
 }

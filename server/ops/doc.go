@@ -1,5 +1,7 @@
 // Package ops is the operational surface of custos: liveness and readiness
-// probes, Prometheus metrics and the structured JSON operational log.
+// probes, Prometheus metrics, the structured JSON operational log, and the
+// watch on the audit volume's free space (DiskWatch: sampled periodically,
+// never per request; a sample that fails counts as in the reserve).
 //
 // It is served on a listener of its own (see Handler and NewHTTPServer),
 // never on the MCP endpoint: operators and orchestrators reach it, AI

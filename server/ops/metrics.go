@@ -42,6 +42,18 @@ const (
 	LimitSource      = "source"      // per source address
 	LimitGlobal      = "global"      // server-wide request rate
 	LimitConcurrency = "concurrency" // too many requests in flight
+	LimitSessions    = "sessions"    // too many sessions held by one principal
+)
+
+// Failure label values of custos_auth_failures_total: why an HTTP request
+// was refused before MCP saw it (the class of its audit reason). Any other
+// value is recorded as Other.
+const (
+	FailureNoToken           = "no_token"
+	FailureInvalidToken      = "invalid_token"
+	FailureInsufficientScope = "insufficient_scope"
+	FailureCrossOrigin       = "cross_origin"
+	FailureSessionMismatch   = "session_mismatch"
 )
 
 // Other is the label value recorded for any method, outcome, reason or
@@ -51,7 +63,8 @@ const Other = "other"
 var (
 	methods  = []string{MethodList, MethodRead, MethodTemplates, MethodInitialize, MethodPing, Other}
 	outcomes = []string{OutcomeAllow, OutcomeDeny, OutcomeNotFound, OutcomeError, OutcomeRefused, Other}
-	reasons  = []string{LimitPrincipal, LimitClient, LimitSource, LimitGlobal, LimitConcurrency, Other}
+	reasons  = []string{LimitPrincipal, LimitClient, LimitSource, LimitGlobal, LimitConcurrency, LimitSessions, Other}
+	failures = []string{FailureNoToken, FailureInvalidToken, FailureInsufficientScope, FailureCrossOrigin, FailureSessionMismatch, Other}
 	statuses = []string{"401", "403", Other}
 )
 
@@ -76,6 +89,10 @@ type Metrics struct {
 	policy      prometheus.Histogram
 	rateLimited []prometheus.Counter // [reason]
 	authRejects []prometheus.Counter // [status]
+	authFails   []prometheus.Counter // [failure]
+	unwritten   prometheus.Counter
+	diskFree    prometheus.Gauge
+	volumeLow   prometheus.Gauge
 	checkpoint  prometheus.Gauge
 	keysStale   prometheus.Gauge
 	readiness   *prometheus.GaugeVec
@@ -89,6 +106,10 @@ type Metrics struct {
 //	custos_policy_eval_duration_seconds           histogram (PolicyBuckets)
 //	custos_rate_limited_total{reason}             counter
 //	custos_auth_rejections_total{status}          counter (status "401", "403")
+//	custos_auth_failures_total{reason}            counter (each refusal before MCP, by class: Failure*)
+//	custos_refusal_aggregates_unwritten_total     counter (aggregate refusal records that could not be written)
+//	custos_audit_disk_free_bytes                  gauge (free bytes on the audit log's volume, last sample)
+//	custos_audit_volume_low                       gauge (1 while free space is below the low watermark, else 0)
 //	custos_checkpoint_size                        gauge (audit records under the newest checkpoint)
 //	custos_keys_stale                             gauge (1 while keys are past their staleness limit, else 0)
 //	custos_ready_check{check}                     gauge (1 if the named readiness check passed on the last /readyz, else 0)
@@ -131,6 +152,22 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "custos_auth_rejections_total",
 		Help: "Requests rejected by authentication (401) or authorization (403).",
 	}, []string{"status"})
+	fails := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "custos_auth_failures_total",
+		Help: "HTTP requests refused before MCP saw them (no or invalid token, insufficient scope, cross-origin, another principal's session), by reason; each one, recorded in the audit log individually or in aggregate.",
+	}, []string{"reason"})
+	unw := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "custos_refusal_aggregates_unwritten_total",
+		Help: "Aggregate refusal records that could not be written to the audit log (the refusals they count were refused; nothing was released).",
+	})
+	free := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "custos_audit_disk_free_bytes",
+		Help: "Free bytes on the audit log's volume (available to custos), at the last sample.",
+	})
+	low := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "custos_audit_volume_low",
+		Help: "1 while free space on the audit log's volume is below the low watermark (/readyz not ready), else 0.",
+	})
 	cp := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "custos_checkpoint_size",
 		Help: "Number of audit records covered by the newest signed checkpoint.",
@@ -144,10 +181,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "1 if the named readiness check passed on the last /readyz probe, else 0.",
 	}, []string{"check"})
 	if reg != nil {
-		reg.MustRegister(reqs, lat, aud, pol, rl, auth, cp, ks, rd)
+		reg.MustRegister(reqs, lat, aud, pol, rl, auth, fails, unw, free, low, cp, ks, rd)
 	}
 
-	m := &Metrics{audit: aud, policy: pol, checkpoint: cp, keysStale: ks, readiness: rd}
+	m := &Metrics{audit: aud, policy: pol, unwritten: unw, diskFree: free, volumeLow: low, checkpoint: cp, keysStale: ks, readiness: rd}
 	m.requests = make([][]prometheus.Counter, len(methods))
 	m.latency = make([]prometheus.Observer, len(methods))
 	for i, meth := range methods {
@@ -162,6 +199,9 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	for _, s := range statuses {
 		m.authRejects = append(m.authRejects, auth.WithLabelValues(s))
+	}
+	for _, f := range failures {
+		m.authFails = append(m.authFails, fails.WithLabelValues(f))
 	}
 	return m
 }
@@ -211,6 +251,8 @@ func reasonIndex(reason string) int {
 		return 3
 	case LimitConcurrency:
 		return 4
+	case LimitSessions:
+		return 5
 	}
 	return len(reasons) - 1
 }
@@ -282,11 +324,7 @@ func (m *Metrics) SetKeysStale(stale bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
-	if stale {
-		v = 1
-	}
-	m.keysStale.Set(v)
+	m.keysStale.Set(oneIf(stale))
 }
 
 // setReady records the result of the readiness check named check.
@@ -294,9 +332,46 @@ func (m *Metrics) setReady(check string, ok bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
-	if ok {
-		v = 1
+	m.readiness.WithLabelValues(check).Set(oneIf(ok))
+}
+
+// AuthFailure counts one HTTP request refused before MCP saw it, by class
+// (one of the Failure* constants; anything else is recorded as Other).
+func (m *Metrics) AuthFailure(class string) {
+	if m == nil {
+		return
 	}
-	m.readiness.WithLabelValues(check).Set(v)
+	i := len(failures) - 1
+	for j, f := range failures[:len(failures)-1] {
+		if f == class {
+			i = j
+		}
+	}
+	m.authFails[i].Inc()
+}
+
+// AggregateUnwritten counts one aggregate refusal record that could not be
+// written to the audit log.
+func (m *Metrics) AggregateUnwritten() {
+	if m == nil {
+		return
+	}
+	m.unwritten.Inc()
+}
+
+// SetDisk sets custos_audit_disk_free_bytes and custos_audit_volume_low.
+func (m *Metrics) SetDisk(free uint64, low bool) {
+	if m == nil {
+		return
+	}
+	m.diskFree.Set(float64(free))
+	m.volumeLow.Set(oneIf(low))
+}
+
+// oneIf is a 0/1 gauge value.
+func oneIf(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

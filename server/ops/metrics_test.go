@@ -108,6 +108,7 @@ custos_rate_limited_total{reason="concurrency"} 0
 custos_rate_limited_total{reason="global"} 0
 custos_rate_limited_total{reason="other"} 1
 custos_rate_limited_total{reason="principal"} 2
+custos_rate_limited_total{reason="sessions"} 0
 custos_rate_limited_total{reason="source"} 0
 # HELP custos_auth_rejections_total Requests rejected by authentication (401) or authorization (403).
 # TYPE custos_auth_rejections_total counter

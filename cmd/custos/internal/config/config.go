@@ -56,6 +56,9 @@ type HTTP struct {
 	SessionIdleTimeout  *time.Duration `yaml:"session_idle_timeout" flag:"http-session-idle-timeout"`
 	MaxHeaderBytes      *int           `yaml:"max_header_bytes" flag:"http-max-header-bytes"`
 	MaxRequestBodyBytes *int64         `yaml:"max_request_body_bytes" flag:"http-max-body-bytes"`
+	MaxSessions         *int           `yaml:"max_sessions_per_principal" flag:"http-max-sessions"`
+	RefusalWindow       *time.Duration `yaml:"refusal_window" flag:"http-refusal-window"`
+	RefusalsPerSource   *int           `yaml:"refusals_per_source" flag:"http-refusals-per-source"`
 }
 
 // TLS serves HTTPS. MinVersion is "1.3" (default) or "1.2"; it stands for
@@ -106,14 +109,17 @@ type PolicyKey struct {
 	File string `yaml:"file"`
 }
 
-// Audit configures signed checkpoints of the audit log and its retention
-// period (reported, never enforced by deleting).
+// Audit configures signed checkpoints of the audit log, its retention
+// period (reported, never enforced by deleting) and the watch on its
+// volume's free space.
 type Audit struct {
 	Deployment         *string        `yaml:"deployment" flag:"deployment"`
 	AnchorDir          *string        `yaml:"anchor_dir" flag:"anchor-dir"`
 	CheckpointEvery    *int64         `yaml:"checkpoint_every" flag:"checkpoint-every"`
 	CheckpointInterval *time.Duration `yaml:"checkpoint_interval" flag:"checkpoint-interval"`
 	Retention          *time.Duration `yaml:"retention" flag:"audit-retention"`
+	DiskLowWatermark   *int64         `yaml:"disk_low_watermark" flag:"audit-disk-low-watermark"`
+	DiskReserve        *int64         `yaml:"disk_reserve" flag:"audit-disk-reserve"`
 }
 
 // BTG are the break-the-glass rules (app.BreakGlassOptions): server

@@ -230,6 +230,7 @@ func (f *File) AppOptions(getenv func(string) string) app.Options {
 		Ops:            app.OpsOptions{Listen: str(f.Ops.Listen), AddrFile: str(f.Ops.AddrFile)},
 		BreakGlass:     app.BreakGlassOptions{MaxTTL: durOf(f.BTG.MaxTTL), GrantRoles: f.BTG.GrantRoles},
 		AuditRetention: durOf(f.Audit.Retention),
+		AuditDisk:      app.AuditDiskOptions{LowWatermark: int64Of(f.Audit.DiskLowWatermark), Reserve: int64Of(f.Audit.DiskReserve)},
 	}
 	for _, k := range f.Policy.Keys {
 		o.Policy.Keys = append(o.Policy.Keys, app.PolicyKey{ID: k.ID, File: k.File})
@@ -275,6 +276,8 @@ func (f *File) httpOptions() *app.HTTPOptions {
 		},
 		RateLimit:   server.RateLimit{Burst: intOf(h.RateBurst)},
 		SessionIdle: durOf(h.SessionIdleTimeout),
+		MaxSessions: intOf(h.MaxSessions),
+		Refusals:    server.RefusalLimits{Window: durOf(h.RefusalWindow), PerSource: intOf(h.RefusalsPerSource)},
 	}
 	if h.RateLimit != nil {
 		o.RateLimit.PerSecond = *h.RateLimit

@@ -1,0 +1,340 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/server/ops"
+)
+
+// Tests of what anyone can make the server do to its audit log
+// (refusals.go, sessions.go, the Volume check of admit): refusals are
+// recorded once per kind and window and otherwise counted, a source over
+// its limit is answered 429, sessions per principal are capped, the
+// audit volume's reserve refuses new requests, and a hijack attempt is
+// recorded with its own caller.
+
+// metric is the value of the series of name whose labels include the
+// given label value ("" for a series without labels).
+func metric(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			ok := label == ""
+			for _, lp := range m.GetLabel() {
+				ok = ok || lp.GetValue() == label
+			}
+			if !ok {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no series %s{%s}", name, label)
+	return 0
+}
+
+// postList sends one resources/list request (revision 2025-11-25) with
+// the given headers and returns the status and the response headers.
+func postList(t *testing.T, url string, header map[string]string) (int, http.Header) {
+	t.Helper()
+	h := map[string]string{"Mcp-Protocol-Version": rev2025}
+	for k, v := range header {
+		h[k] = v
+	}
+	status, hdr, _ := post(t, url, "", h, `{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{}}`)
+	return status, hdr
+}
+
+// withMetrics tunes a fixture with metrics on a registry of its own.
+func withMetrics(reg *prometheus.Registry, more func(*server.Config)) func(*server.Config) {
+	m := ops.New(reg)
+	return func(c *server.Config) {
+		c.Metrics = m
+		if more != nil {
+			more(c)
+		}
+	}
+}
+
+func TestFailedAuthenticationsAreAggregatedPerSource(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := newServerFixture(t, fixtureOptions{tune: withMetrics(reg, func(c *server.Config) {
+		c.Refusals = server.RefusalLimits{Window: time.Hour, PerSource: 10}
+	})})
+	hs := f.serveHTTP("clinician")
+	const n = 50
+	codes := map[int]int{}
+	for i := range n {
+		h := map[string]string{}
+		if i%2 == 1 {
+			h["Authorization"] = "Bearer not-a-token"
+		}
+		status, hdr := postList(t, hs.url, h)
+		codes[status]++
+		if status == http.StatusTooManyRequests && hdr.Get("Retry-After") == "" {
+			t.Error("429 without Retry-After")
+		}
+	}
+	if codes[401] != 10 || codes[429] != n-10 {
+		t.Fatalf("answers %v, want 10 × 401 then 429s", codes)
+	}
+	// A valid token from the same, limited, address is served as usual.
+	cs := hs.connect(t, "clinician", rev2025)
+	if _, err := cs.ListResources(context.Background(), nil); err != nil {
+		t.Fatalf("a clinician behind a limited address was refused: %v", err)
+	}
+
+	// Dev tokens' bad-token 401 carries no error code: both kinds are
+	// http_401,no_token from 127.0.0.1, so one record was written.
+	var rejects []audit.Record
+	for _, r := range f.records() {
+		if r.Action == server.ActionAuthReject {
+			rejects = append(rejects, r)
+		}
+	}
+	if len(rejects) != 1 || rejects[0].Reason != "http_401,no_token" || rejects[0].Principal.Sub != "" {
+		t.Fatalf("%d auth/reject records before the window ended, want the first one alone: %+v", len(rejects), rejects)
+	}
+	if got := metric(t, reg, "custos_auth_failures_total", ops.FailureNoToken); got != n {
+		t.Errorf("custos_auth_failures_total{no_token} = %v, want every one of %d", got, n)
+	}
+	if got := metric(t, reg, "custos_rate_limited_total", ops.LimitSource); got != n-10 {
+		t.Errorf("custos_rate_limited_total{source} = %v, want %d", got, n-10)
+	}
+
+	// Close writes the aggregate: the other 49, with source and window.
+	before := len(f.records())
+	f.srv.Close(context.Background())
+	recs := f.records()[before:]
+	if len(recs) != 1 {
+		t.Fatalf("Close wrote %d records, want one aggregate", len(recs))
+	}
+	r := recs[0]
+	const prefix = "http_401,no_token,aggregate,count=49,window="
+	if r.Action != server.ActionAuthReject || r.Outcome != audit.OutcomeDeny || r.Source != "127.0.0.1" || !strings.HasPrefix(r.Reason, prefix) {
+		t.Fatalf("aggregate %s/%s source %q reason %q, want %s…", r.Action, r.Outcome, r.Source, r.Reason, prefix)
+	}
+	start, end, ok := strings.Cut(strings.TrimPrefix(r.Reason, prefix), "/")
+	t0, err0 := time.Parse(time.RFC3339, start)
+	t1, err1 := time.Parse(time.RFC3339, end)
+	if !ok || err0 != nil || err1 != nil || t1.Before(t0) {
+		t.Errorf("window %q is not START/END in RFC 3339", strings.TrimPrefix(r.Reason, prefix))
+	}
+}
+
+// At the end of each window the aggregates are written without a
+// shutdown, and a new window records the first refusal of a kind again.
+func TestRefusalWindowFlushes(t *testing.T) {
+	f := newServerFixture(t, fixtureOptions{tune: func(c *server.Config) {
+		c.Refusals = server.RefusalLimits{Window: 300 * time.Millisecond}
+	}})
+	hs := f.serveHTTP("clinician")
+	for range 3 {
+		postList(t, hs.url, nil)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var reasons []string
+	for time.Now().Before(deadline) {
+		reasons = reasons[:0]
+		for _, r := range f.records() {
+			reasons = append(reasons, r.Reason)
+		}
+		if len(reasons) == 2 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(reasons) != 2 || reasons[0] != "http_401,no_token" || !strings.HasPrefix(reasons[1], "http_401,no_token,aggregate,count=2,") {
+		t.Fatalf("records %q, want the first refusal and one aggregate of 2", reasons)
+	}
+	postList(t, hs.url, nil) // a new window: recorded on its own again
+	if recs := f.records(); len(recs) != 3 || recs[2].Reason != "http_401,no_token" {
+		t.Fatalf("the first refusal of a new window was not recorded on its own")
+	}
+}
+
+// An aggregate that cannot be written is logged and counted; the requests
+// were refused, so nothing was released.
+func TestUnwrittenAggregateIsCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := newServerFixture(t, fixtureOptions{tune: withMetrics(reg, nil)})
+	hs := f.serveHTTP("clinician")
+	postList(t, hs.url, nil)
+	postList(t, hs.url, nil)
+	if err := f.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Close(context.Background())
+	if got := metric(t, reg, "custos_refusal_aggregates_unwritten_total", ""); got != 1 {
+		t.Fatalf("custos_refusal_aggregates_unwritten_total = %v, want 1", got)
+	}
+}
+
+// A request naming another principal's session, or coming from another
+// origin, is recorded with the principal of its own token.
+func TestHijackAttemptIsRecordedWithTheCaller(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician", "billing")
+	victim := hs.connect(t, "clinician", rev2025)
+	if victim.ID() == "" {
+		t.Fatal("no session")
+	}
+	attacker := f.identity("billing").Principal.Sub
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		reason string
+		sub    string
+	}{
+		{"another principal's session", map[string]string{"Authorization": "Bearer " + hs.tokens["billing"], "Mcp-Session-Id": victim.ID()}, "http_403,session_mismatch", attacker},
+		{"cross-origin with a token", map[string]string{"Authorization": "Bearer " + hs.tokens["billing"], "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}, "http_403,cross_origin", attacker},
+		{"cross-origin without one", map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}, "http_403,cross_origin", ""},
+	} {
+		before := len(f.records())
+		if status, _ := postList(t, hs.url, tc.header); status != http.StatusForbidden {
+			t.Fatalf("%s: %d, want 403", tc.name, status)
+		}
+		recs := f.records()[before:]
+		if len(recs) != 1 || recs[0].Action != server.ActionAuthReject || recs[0].Reason != tc.reason || recs[0].Principal.Sub != tc.sub {
+			t.Fatalf("%s: recorded %+v, want %s by %q", tc.name, recs, tc.reason, tc.sub)
+		}
+	}
+	// The victim's session still works.
+	if _, err := victim.ListResources(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSessionsPerPrincipalAreCapped(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := newServerFixture(t, fixtureOptions{tune: withMetrics(reg, func(c *server.Config) {
+		c.MaxSessions = 2
+		c.SessionTimeout = 400 * time.Millisecond
+	})})
+	hs := f.serveHTTP("clinician", "billing")
+	a := hs.connect(t, "clinician", rev2025)
+	hs.connect(t, "clinician", rev2025)
+	if _, err := hs.tryConnect(t, "clinician", rev2025); err == nil {
+		t.Fatal("a third session was opened with a cap of 2")
+	}
+	hs.connect(t, "billing", rev2025) // another principal has slots of its own
+	if got := metric(t, reg, "custos_rate_limited_total", ops.LimitSessions); got != 1 {
+		t.Errorf("custos_rate_limited_total{sessions} = %v, want 1", got)
+	}
+	var refusals []audit.Record
+	for _, r := range f.records() {
+		if r.Action == server.ActionRateLimited {
+			refusals = append(refusals, r)
+		}
+	}
+	if len(refusals) != 1 || refusals[0].Reason != server.ReasonSessionLimit || refusals[0].Principal.Sub != f.identity("clinician").Principal.Sub {
+		t.Fatalf("session-limit refusals recorded as %+v", refusals)
+	}
+
+	// Ending a session (DELETE) gives its slot back.
+	a.Close()
+	if !eventually(func() bool { _, err := hs.tryConnect(t, "clinician", rev2025); return err == nil }) {
+		t.Fatal("a slot was not released when its session ended")
+	}
+	// Idle sessions time out and give their slots back.
+	time.Sleep(600 * time.Millisecond)
+	for range 2 {
+		if !eventually(func() bool { _, err := hs.tryConnect(t, "clinician", rev2025); return err == nil }) {
+			t.Fatal("slots were not released when their sessions idled out")
+		}
+	}
+}
+
+// eventually polls cond for up to 5 s.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return false
+}
+
+// While the audit volume is down to its reserve, new requests are refused
+// with disk_low, recorded once per kind and window and then counted; once
+// space is back they are served again.
+func TestAuditVolumeReserveRefusesRequests(t *testing.T) {
+	var free atomic.Uint64
+	free.Store(10 << 30)
+	reg := prometheus.NewRegistry()
+	m := ops.New(reg)
+	vol, err := ops.NewDiskWatch(ops.DiskOptions{Dir: t.TempDir(), Watermark: 2 << 30, Reserve: 1 << 30, Metrics: m,
+		Free: func(string) (uint64, error) { return free.Load(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newServerFixture(t, fixtureOptions{tune: func(c *server.Config) { c.Volume, c.Metrics = vol, m }})
+	cs := f.connect(f.identity("clinician"))
+	list := func() error { _, err := cs.ListResources(context.Background(), nil); return err }
+	if err := list(); err != nil {
+		t.Fatal(err)
+	}
+
+	free.Store(1<<30 + 1) // low: an alert, requests still served
+	vol.Sample()
+	if err := list(); err != nil || !vol.Low() || metric(t, reg, "custos_audit_volume_low", "") != 1 {
+		t.Fatalf("below the watermark: list %v, low %v", err, vol.Low())
+	}
+
+	free.Store(1<<30 - 1) // in the reserve
+	vol.Sample()
+	before := len(f.records())
+	for range 3 {
+		if err := list(); err == nil || !strings.Contains(err.Error(), "audit volume low") {
+			t.Fatalf("a list in the reserve answered %v", err)
+		}
+	}
+	recs := f.records()[before:]
+	if len(recs) != 1 || recs[0].Reason != server.ReasonDiskLow || recs[0].Outcome != audit.OutcomeError {
+		t.Fatalf("refusals in the reserve recorded as %+v, want one disk_low", recs)
+	}
+
+	free.Store(10 << 30)
+	vol.Sample()
+	if err := list(); err != nil {
+		t.Fatalf("space is back but the list was refused: %v", err)
+	}
+	before = len(f.records())
+	f.srv.Close(context.Background())
+	if recs := f.records()[before:]; len(recs) != 1 || !strings.HasPrefix(recs[0].Reason, "disk_low,aggregate,count=2,") {
+		t.Fatalf("Close wrote %+v, want the aggregate of the 2 other refusals", recs)
+	}
+}
+
+// tryConnect is httpServer.connect returning the error; a session opened
+// is closed when the test ends.
+func (hs *httpServer) tryConnect(t *testing.T, persona, rev string) (*mcp.ClientSession, error) {
+	tr := &mcp.StreamableClientTransport{Endpoint: hs.url, HTTPClient: &http.Client{Transport: bearer{hs.tokens[persona]}}, DisableStandaloneSSE: true}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: rev})
+	if err == nil {
+		t.Cleanup(func() { cs.Close() })
+	}
+	return cs, err
+}

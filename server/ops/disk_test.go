@@ -1,0 +1,67 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestDiskWatchStates(t *testing.T) {
+	free, ferr := uint64(10<<30), error(nil)
+	m := New(nil)
+	d, err := NewDiskWatch(DiskOptions{Dir: t.TempDir(), Watermark: 2 << 30, Reserve: 1 << 30, Metrics: m,
+		Free: func(string) (uint64, error) { return free, ferr }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		free      uint64
+		err       error
+		low, resv bool
+		check     string
+	}{
+		{"plenty", 10 << 30, nil, false, false, StatusOK},
+		{"below the watermark", 2<<30 - 1, nil, true, false, "audit volume low"},
+		{"below the reserve", 1<<30 - 1, nil, true, true, "audit volume in reserve: requests refused"},
+		{"back", 3 << 30, nil, false, false, StatusOK},
+		{"unreadable: fail closed", 10 << 30, errors.New("statfs: boom"), true, true, "audit volume in reserve: requests refused"},
+	} {
+		free, ferr = tc.free, tc.err
+		if err := d.Sample(); (err != nil) != (tc.err != nil) {
+			t.Fatalf("%s: Sample = %v", tc.name, err)
+		}
+		if d.Low() != tc.low || d.InReserve() != tc.resv || describe(d.Check(context.Background())) != tc.check {
+			t.Errorf("%s: low %v reserve %v check %q", tc.name, d.Low(), d.InReserve(), describe(d.Check(context.Background())))
+		}
+		wantLow := 0.0
+		if tc.low {
+			wantLow = 1
+		}
+		if got := testutil.ToFloat64(m.volumeLow); got != wantLow {
+			t.Errorf("%s: custos_audit_volume_low = %v", tc.name, got)
+		}
+		if got := testutil.ToFloat64(m.diskFree); tc.err == nil && got != float64(tc.free) {
+			t.Errorf("%s: custos_audit_disk_free_bytes = %v", tc.name, got)
+		}
+	}
+}
+
+func TestDiskWatchOptions(t *testing.T) {
+	if _, err := NewDiskWatch(DiskOptions{Dir: t.TempDir(), Watermark: 1 << 20, Reserve: 2 << 20}); !errors.Is(err, ErrDiskOptions) {
+		t.Errorf("a reserve above the watermark: %v", err)
+	}
+	if _, err := NewDiskWatch(DiskOptions{}); !errors.Is(err, ErrDiskOptions) {
+		t.Errorf("no directory: %v", err)
+	}
+	// The real statfs of a real directory.
+	d, err := NewDiskWatch(DiskOptions{Dir: t.TempDir(), Watermark: 1, Reserve: 1})
+	if err != nil || d.Free() == 0 || d.Low() {
+		t.Fatalf("statfs of a temp dir: free %d low %v err %v", d.Free(), d.Low(), err)
+	}
+	if _, err := NewDiskWatch(DiskOptions{Dir: t.TempDir() + "/missing"}); err == nil {
+		t.Error("a missing directory was sampled")
+	}
+}

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/server/ops"
+)
+
+// DefaultMaxSessions is the number of 2025-11-25 sessions one principal may
+// hold at once when Config.MaxSessions is 0. A session lives until the
+// client ends it (DELETE) or it is idle for Config.SessionTimeout; without
+// a cap one token could open 1,000 sessions in a second and hold them for
+// half an hour.
+const DefaultMaxSessions = 100
+
+// sessionHeader is the Streamable HTTP session header.
+const sessionHeader = "Mcp-Session-Id"
+
+// sessionCap counts the sessions of the stateful handler per principal
+// (the verified token's subject), refuses a new one at the cap with 429
+// (recorded as http/rate_limited, reason http_429,session_limit, in
+// aggregate), and releases a slot when its session closes or idles out.
+// It also tells auditRejections when a request names a session of another
+// principal, which the SDK refuses with 403 (a hijack attempt).
+type sessionCap struct {
+	s   *Server
+	ms  *mcp.Server
+	max int
+
+	mu    sync.Mutex
+	held  map[string]int    // principal -> sessions held or being created
+	owner map[string]string // session id -> principal
+}
+
+func newSessionCap(s *Server, ms *mcp.Server) *sessionCap {
+	n := s.cfg.MaxSessions
+	if n == 0 {
+		n = DefaultMaxSessions
+	}
+	return &sessionCap{s: s, ms: ms, max: n, held: map[string]int{}, owner: map[string]string{}}
+}
+
+func (c *sessionCap) acquire(sub string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held[sub] >= c.max {
+		return false
+	}
+	c.held[sub]++
+	return true
+}
+
+func (c *sessionCap) release(sub, sessionID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sessionID != "" {
+		delete(c.owner, sessionID)
+	}
+	if c.held[sub]--; c.held[sub] <= 0 {
+		delete(c.held, sub)
+	}
+}
+
+// session is the open session with the given id, nil if there is none.
+func (c *sessionCap) session(id string) *mcp.ServerSession {
+	for ss := range c.ms.Sessions() {
+		if ss.ID() == id {
+			return ss
+		}
+	}
+	return nil
+}
+
+// handler wraps the stateful Streamable HTTP handler. A POST without a
+// session id may create a session: it takes a slot first, and gives it
+// back unless a session was made, in which case the slot is given back
+// when that session ends.
+func (c *sessionCap) handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ti := auth.TokenInfoFromContext(r.Context())
+		sub := ""
+		if ti != nil {
+			sub = ti.UserID
+		}
+		if sid := r.Header.Get(sessionHeader); sid != "" {
+			c.mu.Lock()
+			owner, ok := c.owner[sid]
+			c.mu.Unlock()
+			if cl := callerOf(r); ok && owner != sub && cl != nil {
+				cl.mismatch = true // the SDK answers 403; auditRejections records it
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !c.acquire(sub) {
+			c.s.cfg.Metrics.RateLimited(ops.LimitSessions)
+			id := Identity{Source: r.RemoteAddr}
+			if ti != nil {
+				id.Principal = principalOf(ti)
+			}
+			e := c.s.entry(context.Background(), id, ActionRateLimited)
+			if err := c.s.refuseCounted(context.Background(), e, audit.OutcomeDeny, ReasonSessionLimit, nil); err != nil {
+				c.s.log.Error("auditing a session-limit refusal failed", "err", err)
+				http.Error(w, "audit log unavailable: request refused", http.StatusServiceUnavailable)
+				return
+			}
+			w.Header().Set("Retry-After", "60")
+			http.Error(w, "too many open sessions for this principal: end one (HTTP DELETE) or retry later", http.StatusTooManyRequests)
+			return
+		}
+		next.ServeHTTP(w, r)
+		sid := w.Header().Get(sessionHeader)
+		ss := (*mcp.ServerSession)(nil)
+		if sid != "" {
+			ss = c.session(sid)
+		}
+		if ss == nil {
+			c.release(sub, "")
+			return
+		}
+		c.mu.Lock()
+		c.owner[sid] = sub
+		c.mu.Unlock()
+		go func() {
+			ss.Wait() // the client ended it, it idled out, or the server stopped
+			c.release(sub, sid)
+		}()
+	})
+}
