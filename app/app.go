@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/checkpoint"
@@ -61,9 +62,15 @@ type App struct {
 	ckpt    *checkpoint.Checkpointer
 	ckptErr chan error // receives Run's result
 	stopCP  context.CancelFunc
-	grants  *btg.Cache
-	stopBTG func() // stops the grant sync after a final round
-	srv     *server.Server
+	// anchors and verifiers check the log against the anchored
+	// checkpoints (at startup, and on every scrub pass).
+	anchors   []*checkpoint.Anchor
+	verifiers note.Verifiers
+	guard     integrity // latched when a scrub pass finds the log broken
+	stopScrub func()    // stops the scrubber and waits
+	grants    *btg.Cache
+	stopBTG   func() // stops the grant sync after a final round
+	srv       *server.Server
 
 	metrics  *ops.Metrics // nil without Ops.Listen
 	registry *prometheus.Registry
@@ -146,7 +153,7 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 	}
 	a.grants = btg.NewCache()
 	sc := server.Config{
-		Catalog: a.catalog, Policy: a.policy, Audit: checkpointedLog{a.audit, a.ckpt}, Keys: a.keys,
+		Catalog: a.catalog, Policy: a.policy, Audit: checkpointedLog{a.audit, a.ckpt, &a.guard}, Keys: a.keys,
 		PageSize: o.PageSize, Logger: o.Logger, Version: o.Version, Grants: a.grants, Metrics: a.metrics,
 	}
 	if h := o.HTTP; h != nil {
@@ -172,6 +179,9 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 		go a.reload.Watch(wctx, 0)
 	}
 	if err := a.listen(); err != nil {
+		return nil, err
+	}
+	if err := a.startScrub(); err != nil {
 		return nil, err
 	}
 	a.log.Info("ready", "policy_revision", a.policy.Revision(), "secrets", a.keys.Name(), "keys", a.keys.KeyIDs(), "node", o.Node)
@@ -256,13 +266,19 @@ func (a *App) followCatalog() {
 
 // checkpointedLog is the audit log the server appends to: after each
 // durable append it tells the checkpointer the new tree size. It is the
-// one place where appends reach the checkpointer.
+// one place where appends reach the checkpointer. Once the integrity guard
+// is latched (a scrub pass found the log broken) it refuses every append
+// with audit.ErrIntegrity, so the server releases nothing more.
 type checkpointedLog struct {
 	*audit.Log
-	cp *checkpoint.Checkpointer
+	cp    *checkpoint.Checkpointer
+	guard *integrity
 }
 
 func (l checkpointedLog) Append(ctx context.Context, e audit.Entry) (audit.Record, error) {
+	if err := l.guard.check(); err != nil {
+		return audit.Record{}, err
+	}
 	rec, err := l.Log.Append(ctx, e)
 	if err == nil {
 		l.cp.Notify(int64(rec.Seq))
@@ -271,9 +287,10 @@ func (l checkpointedLog) Append(ctx context.Context, e audit.Entry) (audit.Recor
 }
 
 // startCheckpoints checks the audit tree against every checkpoint anchored
-// so far (refusing a rolled-back, truncated or forked log) and starts
-// signing new ones into the local and the external anchor. Each anchored
-// checkpoint sets custos_checkpoint_size.
+// so far (refusing a rolled-back, truncated or forked log), verifies every
+// record after the last one (verifySuffix: refusing an edited record
+// there) and starts signing new ones into the local and the external
+// anchor. Each anchored checkpoint sets custos_checkpoint_size.
 func (a *App) startCheckpoints(ctx context.Context) error {
 	origin := a.o.origin()
 	anchors := []*checkpoint.Anchor{{Dir: a.o.DataDir}}
@@ -294,6 +311,10 @@ func (a *App) startCheckpoints(ctx context.Context) error {
 	}
 	if err := checkpoint.CheckAgainst(ctx, a.audit, entries, verifiers); err != nil {
 		return fmt.Errorf("the audit log does not match its anchored checkpoints; refusing to serve: %w", err)
+	}
+	a.anchors, a.verifiers = anchors, verifiers
+	if err := a.verifySuffix(ctx, entries); err != nil {
+		return err
 	}
 	signer, _, err := checkpoint.NewSigner(ctx, origin, a.keys)
 	if err != nil {
@@ -393,6 +414,9 @@ func (a *App) Close() error {
 	if a.stopBTG != nil {
 		a.stopBTG() // last uses and events into the log before it closes
 	}
+	if a.stopScrub != nil {
+		a.stopScrub()
+	}
 	if a.ckpt != nil {
 		// The final checkpoint covers every record appended so far.
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -430,6 +454,7 @@ func (a *App) Health() *ops.Health {
 		_, _, err := a.audit.TreeHead(ctx)
 		return err
 	})
+	h.AddCheck("integrity", a.integrityCheck)
 	h.AddCheck("policy", func(context.Context) error {
 		if a.policy.Revision() == "" {
 			return errors.New("no policy")

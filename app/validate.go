@@ -411,6 +411,19 @@ func (c *checker) checkpoints() {
 		c.add("audit.checkpoint_every", "must be 1 or more, got %d", cp.Every)
 	}
 	c.positive("audit.checkpoint_interval", cp.Interval)
+	c.scrub()
+}
+
+// scrub checks the scrubber's schedule: a pass at most every second, and
+// a positive rate.
+func (c *checker) scrub() {
+	sc := c.o.Scrub
+	if c.set("audit.scrub_interval", sc.Interval == 0) && sc.Interval < time.Second {
+		c.add("audit.scrub_interval", "must be 1s or more, got %s", sc.Interval)
+	}
+	if c.set("audit.scrub_rate", sc.Rate == 0) && sc.Rate < 1 {
+		c.add("audit.scrub_rate", "must be 1 or more records per second, got %d", sc.Rate)
+	}
 }
 
 func (c *checker) vault() {
