@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/custos-mcp/custos/app"
+	"github.com/custos-mcp/custos/audit/scrub"
 	"github.com/custos-mcp/custos/cmd/custos/internal/config"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
@@ -85,7 +86,18 @@ Audit checkpoints:
   (--dev: the dev key), and appends it to D/checkpoints.jsonl and to
   --anchor-dir/checkpoints.jsonl (separate storage; required without --dev).
   At startup serve refuses to run if audit.db is behind, or disagrees with,
-  any anchored checkpoint (rolled back, truncated, forked).
+  any anchored checkpoint (rolled back, truncated, forked), or if a record
+  after the last anchored checkpoint does not verify (the error names it).
+
+Continuous integrity:
+  While serving, a scrubber re-verifies every record of the audit log (hash
+  chain, canonical encoding, stored hashes, Merkle tree, anchored
+  checkpoints) every --scrub-interval (default 24h; the first pass starts
+  with the server), checking at most --scrub-rate records per second. A
+  broken record, tree or checkpoint turns /readyz not ready, sets
+  custos_audit_integrity_ok to 0, appends an audit/integrity record naming
+  the seq, and refuses every read and list until an operator has
+  investigated and restarted (docs/operations.md, Continuous integrity).
 
 Examples:
   CUSTOS_PRINCIPAL_FILE=./synthetic/principals/clinician.json \
@@ -244,5 +256,7 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.String("anchor-dir", "", "directory on separate storage receiving every signed checkpoint (required without --dev)")
 	f.Int64("checkpoint-every", 1000, "sign a checkpoint after this many new audit records")
 	f.Duration("checkpoint-interval", time.Second, "sign a checkpoint at least this often while records arrive")
+	f.Duration("scrub-interval", scrub.DefaultInterval, "re-verify the whole audit log this often while serving (the first pass starts with the server)")
+	f.Int("scrub-rate", scrub.DefaultRate, "records per second the audit scrubber checks at most (about 5 µs of CPU each)")
 	vf.register(f)
 }

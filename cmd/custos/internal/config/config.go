@@ -105,12 +105,14 @@ type PolicyKey struct {
 	File string `yaml:"file"`
 }
 
-// Audit configures signed checkpoints of the audit log.
+// Audit configures signed checkpoints of the audit log and its scrubber.
 type Audit struct {
 	Deployment         *string        `yaml:"deployment" flag:"deployment"`
 	AnchorDir          *string        `yaml:"anchor_dir" flag:"anchor-dir"`
 	CheckpointEvery    *int64         `yaml:"checkpoint_every" flag:"checkpoint-every"`
 	CheckpointInterval *time.Duration `yaml:"checkpoint_interval" flag:"checkpoint-interval"`
+	ScrubInterval      *time.Duration `yaml:"scrub_interval" flag:"scrub-interval"`
+	ScrubRate          *int           `yaml:"scrub_rate" flag:"scrub-rate"`
 }
 
 // Vault is the production secrets provider. There is deliberately no token

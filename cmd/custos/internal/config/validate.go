@@ -227,7 +227,8 @@ func (f *File) AppOptions(getenv func(string) string) app.Options {
 			Deployment: str(f.Audit.Deployment), AnchorDir: str(f.Audit.AnchorDir),
 			Every: int64Of(f.Audit.CheckpointEvery), Interval: durOf(f.Audit.CheckpointInterval),
 		},
-		Ops: app.OpsOptions{Listen: str(f.Ops.Listen), AddrFile: str(f.Ops.AddrFile)},
+		Scrub: app.ScrubOptions{Interval: durOf(f.Audit.ScrubInterval), Rate: intOf(f.Audit.ScrubRate)},
+		Ops:   app.OpsOptions{Listen: str(f.Ops.Listen), AddrFile: str(f.Ops.AddrFile)},
 	}
 	for _, k := range f.Policy.Keys {
 		o.Policy.Keys = append(o.Policy.Keys, app.PolicyKey{ID: k.ID, File: k.File})
