@@ -94,7 +94,7 @@ func (a *App) verifySuffix(ctx context.Context, entries []checkpoint.Entry) erro
 	if sum.Problems > 0 {
 		a.log.Error("AUDIT LOG INTEGRITY FAILURE at startup: a record after the last anchored checkpoint does not verify; refusing to serve",
 			"from", from, "to", head, "problems", sum.Problems)
-		return fmt.Errorf("%w: records %d..%d after the last anchored checkpoint (size %d) do not verify (%d problems); refusing to serve: %s",
+		return fmt.Errorf("%w: records %d..%d after the last anchored checkpoint (size %d) do not verify (%d problem(s)); refusing to serve: %s",
 			audit.ErrCorrupt, from, head, last.Size, sum.Problems, strings.Join(problems, "; "))
 	}
 	a.metrics.SetAuditIntegrity(true)
