@@ -1,22 +1,18 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/audit"
@@ -74,33 +70,6 @@ func connectClinician(t *testing.T, ctx context.Context, a *app.App) *mcp.Client
 	return cs
 }
 
-// flipRecord flips one byte inside the action string of record seq of the
-// stopped server's audit.db (a bbolt update of the records bucket, as an
-// attacker with write access to the file would do): the JSON stays
-// well-formed, the record no longer hashes to its stored hash.
-func flipRecord(t *testing.T, path string, seq uint64) {
-	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("records"))
-		k := binary.BigEndian.AppendUint64(nil, seq)
-		v := slices.Clone(b.Get(k))
-		i := bytes.Index(v, []byte(`"action":"`))
-		if v == nil || i < 0 {
-			return fmt.Errorf("record %d not found", seq)
-		}
-		v[i+len(`"action":"`)+2] ^= 0x01
-		return b.Put(k, v)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -126,7 +95,7 @@ func TestEditBeforeTheLastAnchorIsFoundByTheScrubber(t *testing.T) {
 	path := filepath.Join(f.data, app.AuditFile)
 	audittest.Verify(t, path)
 	const victim = 3
-	flipRecord(t, path, victim)
+	audittest.FlipRecord(t, path, victim)
 
 	start := time.Now()
 	a, err := app.Open(context.Background(), o)
@@ -246,7 +215,7 @@ func TestEditAfterTheLastAnchorIsRefusedAtStartup(t *testing.T) {
 	first := appendUnanchored(3)
 	victim := first + 1
 	audittest.Verify(t, path)
-	flipRecord(t, path, victim)
+	audittest.FlipRecord(t, path, victim)
 	_, err = app.Open(context.Background(), o)
 	if err == nil {
 		t.Fatal("Open served a log with an edited record after the last anchored checkpoint")

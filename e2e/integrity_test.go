@@ -1,49 +1,18 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/audittest"
 )
-
-// flipAction flips one byte inside the action string of record seq of a
-// stopped server's audit.db, with a bbolt update of the records bucket as
-// an attacker with write access to the file would.
-func flipAction(t *testing.T, path string, seq uint64) {
-	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("records"))
-		k := binary.BigEndian.AppendUint64(nil, seq)
-		v := slices.Clone(b.Get(k))
-		i := bytes.Index(v, []byte(`"action":"`))
-		if i < 0 {
-			return fmt.Errorf("record %d not found", seq)
-		}
-		v[i+len(`"action":"`)+2] ^= 0x01
-		return b.Put(k, v)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestEditedRecordAfterRestart drives the real binary through both cases
 // of issue 16 item 5: a record edited in the middle of a stopped server's
@@ -64,7 +33,7 @@ func TestEditedRecordAfterRestart(t *testing.T) {
 	// record (a clean stop), and startup checks only the last record and
 	// the one before it.
 	const victim = 2
-	flipAction(t, d.audit(), victim)
+	audittest.FlipRecord(t, d.audit(), victim)
 
 	opsFile := filepath.Join(t.TempDir(), "ops")
 	start := time.Now()
@@ -141,7 +110,7 @@ func TestEditedRecordAfterRestart(t *testing.T) {
 		}
 	}
 	l.Close()
-	flipAction(t, d.audit(), last.Seq-1)
+	audittest.FlipRecord(t, d.audit(), last.Seq-1)
 	_, errOut, exit := custos(t, nil, "serve", "--dev", "--data-dir", d.data, "--stdio",
 		"--principal-file", d.principal("clinician"), "--anchor-dir", anchor, "--node", "e2e")
 	if exit != 1 || !strings.Contains(errOut, "refusing to serve") || !strings.Contains(errOut, fmt.Sprintf("seq %d: hash_mismatch", last.Seq-1)) {

@@ -1,9 +1,7 @@
 package scrub_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -12,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/custos-mcp/custos/audit"
@@ -58,27 +55,6 @@ func newScrubber(t *testing.T, c scrub.Config) *scrub.Scrubber {
 	return s
 }
 
-// flipRecord flips one byte inside a string of record seq of the closed
-// log at path, as an attacker with write access to the file would.
-func flipRecord(t *testing.T, path string, seq uint64) {
-	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("records"))
-		k := binary.BigEndian.AppendUint64(nil, seq)
-		v := slices.Clone(b.Get(k))
-		v[bytes.Index(v, []byte(`"resources/read"`))+3] ^= 0x01
-		return b.Put(k, v)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestPassIntact: a pass over an intact log with anchored roots verifies
 // every record.
 func TestPassIntact(t *testing.T) {
@@ -105,7 +81,7 @@ func TestPassFindsAnEditedRecord(t *testing.T) {
 	appendN(t, l, 30)
 	anchored := roots(t, l, 10, 30)
 	l.Close()
-	flipRecord(t, path, 17)
+	audittest.FlipRecord(t, path, 17)
 
 	l, err = audit.Open(path, audit.Options{Node: "test"}) // the head is intact: Open accepts it
 	if err != nil {

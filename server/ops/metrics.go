@@ -301,11 +301,7 @@ func (m *Metrics) SetKeysStale(stale bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
-	if stale {
-		v = 1
-	}
-	m.keysStale.Set(v)
+	m.keysStale.Set(gaugeBool(stale))
 }
 
 // SetAuditIntegrity sets custos_audit_integrity_ok to 1 (the audit log
@@ -314,11 +310,7 @@ func (m *Metrics) SetAuditIntegrity(ok bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
-	if ok {
-		v = 1
-	}
-	m.integrityOK.Set(v)
+	m.integrityOK.Set(gaugeBool(ok))
 }
 
 // ScrubFailed counts one scrub pass that found a problem or could not
@@ -344,9 +336,13 @@ func (m *Metrics) setReady(check string, ok bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
-	if ok {
-		v = 1
+	m.readiness.WithLabelValues(check).Set(gaugeBool(ok))
+}
+
+// gaugeBool is the gauge value of a condition: 1 or 0.
+func gaugeBool(b bool) float64 {
+	if b {
+		return 1
 	}
-	m.readiness.WithLabelValues(check).Set(v)
+	return 0
 }
