@@ -137,17 +137,21 @@ func TestEditBeforeTheLastAnchorIsFoundByTheScrubber(t *testing.T) {
 	cs.Close()
 	cancel()
 	<-served
-	head, _ := a.AuditLog().Head()
+	// The record follows the latch (which refuses releases first).
 	var integrity []audit.Record
-	err = a.AuditLog().Records(context.Background(), victim+1, head, func(seq uint64, canon []byte) error {
-		r, err := audit.Decode(canon)
-		if err == nil && r.Action == "audit/integrity" {
-			integrity = append(integrity, r)
+	var head uint64
+	for deadline := time.Now().Add(5 * time.Second); len(integrity) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		head, _ = a.AuditLog().Head()
+		err = a.AuditLog().Records(context.Background(), victim+1, head, func(seq uint64, canon []byte) error {
+			r, err := audit.Decode(canon)
+			if err == nil && r.Action == "audit/integrity" {
+				integrity = append(integrity, r)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(integrity) == 0 {
 		t.Fatal("no audit/integrity record after the break")
