@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/custos-mcp/custos/app/admin"
 	"github.com/custos-mcp/custos/audit"
@@ -64,9 +65,15 @@ type App struct {
 	ckpt    *checkpoint.Checkpointer
 	ckptErr chan error // receives Run's result
 	stopCP  context.CancelFunc
-	grants  *btg.Cache
-	stopBTG func() // stops the grant sync after a final round
-	srv     *server.Server
+	// anchors and verifiers check the log against the anchored
+	// checkpoints (at startup, and on every scrub pass).
+	anchors   []*checkpoint.Anchor
+	verifiers note.Verifiers
+	guard     integrity // latched when a scrub pass finds the log broken
+	stopScrub func()    // stops the scrubber and waits
+	grants    *btg.Cache
+	stopBTG   func() // stops the grant sync after a final round
+	srv       *server.Server
 
 	disk     *ops.DiskWatch // the audit volume's free space
 	stopDisk context.CancelFunc
@@ -155,7 +162,7 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 	}
 	a.grants = btg.NewCache()
 	sc := server.Config{
-		Catalog: a.catalog, Policy: a.policy, Audit: checkpointedLog{a.audit, a.ckpt}, Keys: a.keys,
+		Catalog: a.catalog, Policy: a.policy, Audit: checkpointedLog{a.audit, a.ckpt, &a.guard}, Keys: a.keys,
 		PageSize: o.PageSize, Logger: o.Logger, Version: o.Version, Grants: a.grants, Metrics: a.metrics,
 		Volume: a.disk,
 	}
@@ -188,6 +195,9 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 	if err := a.serveAdmin(); err != nil {
 		return nil, err
 	}
+	if err := a.startScrub(); err != nil {
+		return nil, err
+	}
 	a.log.Info("ready", "policy_revision", a.policy.Revision(), "secrets", a.keys.Name(), "keys", a.keys.KeyIDs(), "node", o.Node)
 	return a, nil
 }
@@ -196,7 +206,11 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 // auditor commands reach the log while the App holds its lock. Access records go through
 // the checkpointed log like every other record.
 func (a *App) serveAdmin() error {
-	svc := access.New(a.audit, checkpointedLog{a.audit, a.ckpt}, a.o.DataDir, a.log)
+	// No integrity guard here: after a detected break the server releases
+	// no payload, but auditors must still be able to verify and export the
+	// log to investigate it; their access records are appended to the same
+	// chain, after the audit/integrity record, like every other record.
+	svc := access.New(a.audit, checkpointedLog{a.audit, a.ckpt, nil}, a.o.DataDir, a.log)
 	path := admin.Path(a.o.DataDir)
 	s, err := admin.Listen(path, admin.Config{Service: svc, Groups: a.o.Admin.Groups, Logger: a.log})
 	if err != nil {
@@ -290,13 +304,19 @@ func (a *App) followCatalog() {
 
 // checkpointedLog is the audit log the server appends to: after each
 // durable append it tells the checkpointer the new tree size. It is the
-// one place where appends reach the checkpointer.
+// one place where appends reach the checkpointer. Once the integrity guard
+// is latched (a scrub pass found the log broken) it refuses every append
+// with audit.ErrIntegrity, so the server releases nothing more.
 type checkpointedLog struct {
 	*audit.Log
-	cp *checkpoint.Checkpointer
+	cp    *checkpoint.Checkpointer
+	guard *integrity
 }
 
 func (l checkpointedLog) Append(ctx context.Context, e audit.Entry) (audit.Record, error) {
+	if err := l.guard.check(); err != nil {
+		return audit.Record{}, err
+	}
 	rec, err := l.Log.Append(ctx, e)
 	if err == nil {
 		l.cp.Notify(int64(rec.Seq))
@@ -305,9 +325,10 @@ func (l checkpointedLog) Append(ctx context.Context, e audit.Entry) (audit.Recor
 }
 
 // startCheckpoints checks the audit tree against every checkpoint anchored
-// so far (refusing a rolled-back, truncated or forked log) and starts
-// signing new ones into the local and the external anchor. Each anchored
-// checkpoint sets custos_checkpoint_size.
+// so far (refusing a rolled-back, truncated or forked log), verifies every
+// record after the last one (verifySuffix: refusing an edited record
+// there) and starts signing new ones into the local and the external
+// anchor. Each anchored checkpoint sets custos_checkpoint_size.
 func (a *App) startCheckpoints(ctx context.Context) error {
 	origin := a.o.origin()
 	anchors := []*checkpoint.Anchor{{Dir: a.o.DataDir}}
@@ -328,6 +349,10 @@ func (a *App) startCheckpoints(ctx context.Context) error {
 	}
 	if err := checkpoint.CheckAgainst(ctx, a.audit, entries, verifiers); err != nil {
 		return fmt.Errorf("the audit log does not match its anchored checkpoints; refusing to serve: %w", err)
+	}
+	a.anchors, a.verifiers = anchors, verifiers
+	if err := a.verifySuffix(ctx, entries); err != nil {
+		return err
 	}
 	signer, _, err := checkpoint.NewSigner(ctx, origin, a.keys)
 	if err != nil {
@@ -458,6 +483,9 @@ func (a *App) Close() error {
 	if a.stopBTG != nil {
 		a.stopBTG() // last uses and events into the log before it closes
 	}
+	if a.stopScrub != nil {
+		a.stopScrub()
+	}
 	if a.ckpt != nil {
 		// The final checkpoint covers every record appended so far.
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -497,6 +525,7 @@ func (a *App) Health() *ops.Health {
 		_, _, err := a.audit.TreeHead(ctx)
 		return err
 	})
+	h.AddCheck("integrity", a.integrityCheck)
 	h.AddCheck("policy", func(context.Context) error {
 		if a.policy.Revision() == "" {
 			return errors.New("no policy")

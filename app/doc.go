@@ -13,7 +13,9 @@
 //     everything above succeeded, so that a refused start leaves the data
 //     directory as it was;
 //  5. checkpointer: the audit tree is checked against every anchored
-//     checkpoint, then signed checkpoints are written to the anchors;
+//     checkpoint and every record after the last one is verified (an
+//     edited record there refuses the start), then signed checkpoints are
+//     written to the anchors;
 //  6. grant sync: break-the-glass grants from grants.db;
 //  7. server: server.New, fed the audit log through the checkpointer's
 //     notifier, then the listeners (MCP over HTTP, ops).
@@ -39,6 +41,13 @@
 //   - An integrity error of the checkpointer while serving (a fork or a
 //     rollback) stops Serve with that error: no data is released under a
 //     log that can no longer be anchored.
+//   - A scrubber (audit/scrub) re-verifies the whole log on a schedule,
+//     from Open to Close. A break it finds latches the integrity guard
+//     (scrub.go): /readyz fails its "integrity" check, an audit/integrity
+//     record naming the seq is appended and anchored, and every later
+//     append of the server is refused with audit.ErrIntegrity, so nothing
+//     more is released; the process keeps running, so that the break
+//     stays visible, until an operator restarts it.
 //
 // The package reads the files its Options name (catalog, audit log, policy,
 // principal and token files, TLS certificates), never flags, environment

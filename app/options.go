@@ -54,6 +54,9 @@ type Options struct {
 
 	// AuditDisk watches the free space of the audit log's volume.
 	AuditDisk AuditDiskOptions
+
+	// Scrub configures the background re-verification of the audit log.
+	Scrub ScrubOptions
 	// AuditBatchDelay, if not 0, fixes the audit log's group-commit window
 	// (audit.Options MinBatchDelay = MaxBatchDelay); 0 leaves the audit
 	// package's adaptive window, which serve uses. No key: for benchmarks.
@@ -139,6 +142,20 @@ func (o BreakGlassOptions) rules() btg.Rules {
 	}
 	r.GrantRoles = slices.Sorted(slices.Values(o.GrantRoles))
 	return r
+}
+
+// ScrubOptions configure the scrubber that re-verifies the whole audit
+// log while serving (package audit/scrub; docs/operations.md, "Continuous
+// integrity").
+type ScrubOptions struct {
+	// Interval is the time between the starts of two passes over the
+	// whole log; the first starts with the server. 0 means
+	// scrub.DefaultInterval (24h). Key audit.scrub_interval.
+	Interval time.Duration
+	// Rate is the number of records checked per second at most (about
+	// 5 µs of CPU each); 0 means scrub.DefaultRate (10,000). Key
+	// audit.scrub_rate.
+	Rate int
 }
 
 // StdioOptions serve one client on stdin/stdout as one principal.

@@ -439,6 +439,19 @@ func (c *checker) checkpoints() {
 	if w := cmpOr(d.LowWatermark, ops.DefaultDiskWatermark); d.Reserve > w {
 		c.add("audit.disk_reserve", "must not exceed %s (%d bytes): requests are refused below the reserve, and the alert must come first", c.name("audit.disk_low_watermark"), w)
 	}
+	c.scrub()
+}
+
+// scrub checks the scrubber's schedule: a pass at most every second, and
+// a positive rate.
+func (c *checker) scrub() {
+	sc := c.o.Scrub
+	if c.set("audit.scrub_interval", sc.Interval == 0) && sc.Interval < time.Second {
+		c.add("audit.scrub_interval", "must be 1s or more, got %s", sc.Interval)
+	}
+	if c.set("audit.scrub_rate", sc.Rate == 0) && sc.Rate < 1 {
+		c.add("audit.scrub_rate", "must be 1 or more records per second, got %d", sc.Rate)
+	}
 }
 
 func cmpOr(v, def int64) int64 {

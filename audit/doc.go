@@ -119,6 +119,12 @@
 // transactions. VerifyFile reports every problem it finds, each naming the
 // record concerned; it checks the Merkle tree's stored hashes against the
 // records and the stored root against the root recomputed from the records.
+// Log.VerifyRange runs the same record and tree checks over a range From..To
+// of an open log, next to the writer, starting from the stored tree at
+// From-1 and comparing the recomputed roots with roots the caller trusts
+// (anchored checkpoints); serve runs it on the suffix after the last
+// anchored checkpoint at startup, and its scrubber over the whole log on a
+// schedule (package audit/scrub).
 //
 // # Caveats
 //

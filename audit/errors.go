@@ -60,6 +60,16 @@ var (
 	// caller asked for something that does not exist; nothing is wrong
 	// with the log.
 	ErrOutOfRange = errors.New("audit: seq or tree size out of range")
+
+	// ErrIntegrity is returned by the guard a server puts in front of
+	// Append (app's audit log wrapper), not by Log itself, once a
+	// verification of the open log (VerifyRange, run by the scrubber) has
+	// found a record, the tree or an anchored checkpoint broken: the log's
+	// past can no longer be proven, so every append is refused and the
+	// caller must release nothing. It stays so until an operator has
+	// investigated and restarted the server (docs/operations.md,
+	// "Continuous integrity").
+	ErrIntegrity = errors.New("audit: audit log failed its integrity check")
 )
 
 // CorruptError is the evidence for an integrity failure found at one record:

@@ -181,6 +181,8 @@ type verifier struct {
 	// tree_size (a partially migrated, read-only log).
 	rootAt     tlog.Hash
 	rootAtSize int64
+	// roots are the roots expected at some tree sizes (VerifyRange).
+	roots map[int64]tlog.Hash
 }
 
 // frontier folds leaf hashes into the roots of the complete subtrees of
@@ -343,6 +345,7 @@ func (v *verifier) treeRecord(seq uint64, val []byte) {
 	leaf := LeafHash(val)
 	if !v.fr.broken && n == v.fr.size && seq != 0 {
 		v.fr.push(leaf)
+		v.checkRoot()
 		if v.treeBuilt && v.fr.size == v.treeSize && v.rootAtSize != v.treeSize {
 			v.rootAt, v.rootAtSize = v.fr.root(), v.fr.size
 		}

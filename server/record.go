@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -258,6 +259,9 @@ func (s *Server) commitInput(ctx context.Context, e audit.Entry, in *policy.Inpu
 	}
 	if err != nil {
 		s.log.Error("audit append failed; request refused", "action", e.Action, "outcome", e.Outcome, "err", err)
+		if errors.Is(err, audit.ErrIntegrity) {
+			return rec, refused("audit log integrity check failed: records can no longer be proven; request refused, nothing released")
+		}
 		return rec, refused("audit log unavailable: request refused, nothing released")
 	}
 	s.log.Debug("audited", "action", e.Action, "outcome", e.Outcome, "seq", rec.Seq, "decision", e.DecisionID)

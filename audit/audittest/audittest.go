@@ -13,12 +13,19 @@
 package audittest
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/custos-mcp/custos/audit"
 )
@@ -80,6 +87,36 @@ func Verify(t testing.TB, path string) audit.Summary {
 		t.Errorf("audittest: verify %s: %v", filepath.Base(path), err)
 	}
 	return sum
+}
+
+// FlipRecord edits record seq of the log at path behind its back, as an
+// attacker with write access to the file would: one byte inside the
+// record's action string is flipped with a bbolt update of the records
+// bucket, so the JSON stays well-formed but the record no longer hashes to
+// its stored hash (nor to its Merkle leaf). No process may hold the log
+// open. It is for tests of the checks that must catch such an edit; the
+// file then fails Verify.
+func FlipRecord(t testing.TB, path string, seq uint64) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("audittest: flip record %d of %s: %v", seq, filepath.Base(path), err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("records"))
+		k := binary.BigEndian.AppendUint64(nil, seq)
+		v := slices.Clone(b.Get(k))
+		i := bytes.Index(v, []byte(`"action":"`))
+		if i < 0 {
+			return fmt.Errorf("record %d not found", seq)
+		}
+		v[i+len(`"action":"`)+2] ^= 0x01
+		return b.Put(k, v)
+	})
+	if err != nil {
+		t.Fatalf("audittest: flip record %d of %s: %v", seq, filepath.Base(path), err)
+	}
 }
 
 // Recorder is a testing.TB that records the failures (Errorf) and cleanups

@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/audittest"
 )
@@ -41,7 +39,7 @@ func TestCleanupFailsOnABrokenLog(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	editFirstRecord(t, path)
+	audittest.FlipRecord(t, path, 1)
 	r.RunCleanups()
 	if !r.Failed() {
 		t.Fatal("an edited record passed the cleanup check")
@@ -65,7 +63,7 @@ func TestVerifyOnCleanupChecksAnotherWritersLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	audittest.Verify(t, path) // intact so far
-	editFirstRecord(t, path)
+	audittest.FlipRecord(t, path, 1)
 	r.RunCleanups()
 	if !r.Failed() {
 		t.Fatal("an edited record passed VerifyOnCleanup")
@@ -76,28 +74,5 @@ func TestVerifyOnCleanupChecksAnotherWritersLog(t *testing.T) {
 	missing.RunCleanups()
 	if missing.Failed() {
 		t.Fatal("VerifyOnCleanup failed on a log that was never written")
-	}
-}
-
-// editFirstRecord flips one bit in the middle of the first stored record,
-// behind the log's back.
-func editFirstRecord(t *testing.T, path string) {
-	t.Helper()
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("records"))
-		k, v := b.Cursor().First()
-		edited := append([]byte(nil), v...)
-		edited[len(edited)/2] ^= 1
-		return b.Put(append([]byte(nil), k...), edited)
-	})
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/cmd/custos/internal/config"
 )
 
@@ -153,6 +154,8 @@ http:
   read_timeout: 10s
 log:
   level: debug
+audit:
+  scrub_interval: 1h
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +165,7 @@ log:
 	if err := os.Mkdir(fromFlag, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := fs.Parse([]string{"--config", cfg, "--data-dir", fromFlag, "--page-size", "7"}); err != nil {
+	if err := fs.Parse([]string{"--config", cfg, "--data-dir", fromFlag, "--page-size", "7", "--scrub-rate", "500"}); err != nil {
 		t.Fatal(err)
 	}
 	o, level, _, err := serveOptions(fs, cfg, func(string) string { return "" })
@@ -174,6 +177,9 @@ log:
 		o.HTTP.RateLimit.PerSecond != 0 || o.HTTP.RateLimit.Burst != 200 || o.HTTP.TokensFile != tokens ||
 		o.HTTP.Server.ReadTimeout != 10*time.Second || !o.Dev || o.Vault != nil || level != slog.LevelDebug {
 		t.Errorf("options: %+v, http %+v, level %v", o, o.HTTP, level)
+	}
+	if o.Scrub != (app.ScrubOptions{Interval: time.Hour, Rate: 500}) {
+		t.Errorf("scrub options %+v, want the file's interval and the flag's rate", o.Scrub)
 	}
 	for _, c := range []struct{ flag, want string }{
 		{"data-dir", fromFlag},                 // command line beats file

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/custos-mcp/custos/app"
+	"github.com/custos-mcp/custos/audit/scrub"
 	"github.com/custos-mcp/custos/cmd/custos/internal/config"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/secrets"
@@ -87,7 +88,18 @@ Audit checkpoints:
   (--dev: the dev key), and appends it to D/checkpoints.jsonl and to
   --anchor-dir/checkpoints.jsonl (separate storage; required without --dev).
   At startup serve refuses to run if audit.db is behind, or disagrees with,
-  any anchored checkpoint (rolled back, truncated, forked).
+  any anchored checkpoint (rolled back, truncated, forked), or if a record
+  after the last anchored checkpoint does not verify (the error names it).
+
+Continuous integrity:
+  While serving, a scrubber re-verifies every record of the audit log (hash
+  chain, canonical encoding, stored hashes, Merkle tree, anchored
+  checkpoints) every --scrub-interval (default 24h; the first pass starts
+  with the server), checking at most --scrub-rate records per second. A
+  broken record, tree or checkpoint turns /readyz not ready, sets
+  custos_audit_integrity_ok to 0, appends an audit/integrity record naming
+  the seq, and refuses every read and list until an operator has
+  investigated and restarted (docs/operations.md, Continuous integrity).
 
 Examples:
   CUSTOS_PRINCIPAL_FILE=./synthetic/principals/clinician.json \
@@ -254,5 +266,7 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.Duration("audit-retention", app.DefaultRetention, "how long audit records must be kept (reported by /readyz and compliance report; custos never deletes one)")
 	f.Int64("audit-disk-low-watermark", ops.DefaultDiskWatermark, "bytes free on the audit volume below which /readyz is not ready and custos_audit_volume_low is 1")
 	f.Int64("audit-disk-reserve", ops.DefaultDiskReserve, "bytes free on the audit volume below which new requests are refused (disk_low), keeping the rest for the records that must be written")
+	f.Duration("scrub-interval", scrub.DefaultInterval, "re-verify the whole audit log this often while serving (the first pass starts with the server)")
+	f.Int("scrub-rate", scrub.DefaultRate, "records per second the audit scrubber checks at most (about 5 µs of CPU each)")
 	vf.register(f)
 }

@@ -96,6 +96,9 @@ type Metrics struct {
 	checkpoint  prometheus.Gauge
 	keysStale   prometheus.Gauge
 	readiness   *prometheus.GaugeVec
+	integrityOK prometheus.Gauge
+	scrubFailed prometheus.Counter
+	scrubOK     prometheus.Gauge
 }
 
 // New creates the custos metrics and registers them with reg:
@@ -113,6 +116,9 @@ type Metrics struct {
 //	custos_checkpoint_size                        gauge (audit records under the newest checkpoint)
 //	custos_keys_stale                             gauge (1 while keys are past their staleness limit, else 0)
 //	custos_ready_check{check}                     gauge (1 if the named readiness check passed on the last /readyz, else 0)
+//	custos_audit_integrity_ok                     gauge (1 while the audit log verifies, 0 once a check found it broken)
+//	custos_audit_scrub_failures_total             counter (scrub passes that found a problem or could not finish)
+//	custos_audit_scrub_last_success_timestamp_seconds gauge (Unix time of the end of the last clean scrub pass; 0: none yet)
 //
 // Every label value comes from a fixed set (see the Method*, Outcome*,
 // Limit* constants and Other); all series of the labelled counters are
@@ -180,11 +186,24 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "custos_ready_check",
 		Help: "1 if the named readiness check passed on the last /readyz probe, else 0.",
 	}, []string{"check"})
+	iok := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "custos_audit_integrity_ok",
+		Help: "1 while the audit log verifies (startup suffix check and every scrub pass so far), 0 once a record, the Merkle tree or an anchored checkpoint was found broken (reads are then refused).",
+	})
+	sf := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "custos_audit_scrub_failures_total",
+		Help: "Audit scrub passes that found an integrity problem or could not finish.",
+	})
+	sok := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "custos_audit_scrub_last_success_timestamp_seconds",
+		Help: "Unix time at which the last scrub pass that verified the whole audit log ended (0: none yet).",
+	})
 	if reg != nil {
-		reg.MustRegister(reqs, lat, aud, pol, rl, auth, fails, unw, free, low, cp, ks, rd)
+		reg.MustRegister(reqs, lat, aud, pol, rl, auth, fails, unw, free, low, cp, ks, rd, iok, sf, sok)
 	}
 
-	m := &Metrics{audit: aud, policy: pol, unwritten: unw, diskFree: free, volumeLow: low, checkpoint: cp, keysStale: ks, readiness: rd}
+	m := &Metrics{audit: aud, policy: pol, unwritten: unw, diskFree: free, volumeLow: low, checkpoint: cp, keysStale: ks, readiness: rd,
+		integrityOK: iok, scrubFailed: sf, scrubOK: sok}
 	m.requests = make([][]prometheus.Counter, len(methods))
 	m.latency = make([]prometheus.Observer, len(methods))
 	for i, meth := range methods {
@@ -324,7 +343,34 @@ func (m *Metrics) SetKeysStale(stale bool) {
 	if m == nil {
 		return
 	}
-	m.keysStale.Set(oneIf(stale))
+	m.keysStale.Set(gaugeBool(stale))
+}
+
+// SetAuditIntegrity sets custos_audit_integrity_ok to 1 (the audit log
+// verifies) or 0 (a check found it broken).
+func (m *Metrics) SetAuditIntegrity(ok bool) {
+	if m == nil {
+		return
+	}
+	m.integrityOK.Set(gaugeBool(ok))
+}
+
+// ScrubFailed counts one scrub pass that found a problem or could not
+// finish (custos_audit_scrub_failures_total).
+func (m *Metrics) ScrubFailed() {
+	if m == nil {
+		return
+	}
+	m.scrubFailed.Inc()
+}
+
+// ScrubSucceeded records the end time of a scrub pass that verified the
+// whole log (custos_audit_scrub_last_success_timestamp_seconds).
+func (m *Metrics) ScrubSucceeded(end time.Time) {
+	if m == nil {
+		return
+	}
+	m.scrubOK.Set(float64(end.UnixNano()) / 1e9)
 }
 
 // setReady records the result of the readiness check named check.
@@ -332,7 +378,7 @@ func (m *Metrics) setReady(check string, ok bool) {
 	if m == nil {
 		return
 	}
-	m.readiness.WithLabelValues(check).Set(oneIf(ok))
+	m.readiness.WithLabelValues(check).Set(gaugeBool(ok))
 }
 
 // AuthFailure counts one HTTP request refused before MCP saw it, by class
@@ -365,11 +411,11 @@ func (m *Metrics) SetDisk(free uint64, low bool) {
 		return
 	}
 	m.diskFree.Set(float64(free))
-	m.volumeLow.Set(oneIf(low))
+	m.volumeLow.Set(gaugeBool(low))
 }
 
-// oneIf is a 0/1 gauge value.
-func oneIf(b bool) float64 {
+// gaugeBool is the gauge value of a condition: 1 or 0.
+func gaugeBool(b bool) float64 {
 	if b {
 		return 1
 	}

@@ -200,6 +200,35 @@ func TestLabelHygiene(t *testing.T) {
 	}
 }
 
+// TestIntegrityMetrics: the names the Prometheus rules use, and their
+// values after a clean pass, a failed one and a detected break.
+func TestIntegrityMetrics(t *testing.T) {
+	m, reg := newTestMetrics(t)
+	m.SetAuditIntegrity(true)
+	m.ScrubSucceeded(time.Unix(1700000000, 500_000_000))
+	m.ScrubFailed()
+	m.ScrubFailed()
+	want := `
+# HELP custos_audit_integrity_ok 1 while the audit log verifies (startup suffix check and every scrub pass so far), 0 once a record, the Merkle tree or an anchored checkpoint was found broken (reads are then refused).
+# TYPE custos_audit_integrity_ok gauge
+custos_audit_integrity_ok 1
+# HELP custos_audit_scrub_failures_total Audit scrub passes that found an integrity problem or could not finish.
+# TYPE custos_audit_scrub_failures_total counter
+custos_audit_scrub_failures_total 2
+# HELP custos_audit_scrub_last_success_timestamp_seconds Unix time at which the last scrub pass that verified the whole audit log ended (0: none yet).
+# TYPE custos_audit_scrub_last_success_timestamp_seconds gauge
+custos_audit_scrub_last_success_timestamp_seconds 1.7000000005e+09
+`
+	names := []string{"custos_audit_integrity_ok", "custos_audit_scrub_failures_total", "custos_audit_scrub_last_success_timestamp_seconds"}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	m.SetAuditIntegrity(false)
+	if got := testutil.ToFloat64(m.integrityOK); got != 0 {
+		t.Errorf("integrity ok after a break = %v", got)
+	}
+}
+
 func TestNilMetricsIsNoop(t *testing.T) {
 	var m *Metrics
 	m.ObserveRequest(MethodRead, OutcomeAllow, time.Millisecond)
@@ -210,6 +239,9 @@ func TestNilMetricsIsNoop(t *testing.T) {
 	m.SetCheckpointSize(1)
 	m.SetKeysStale(true)
 	m.setReady("audit", true)
+	m.SetAuditIntegrity(false)
+	m.ScrubFailed()
+	m.ScrubSucceeded(time.Now())
 	if m != nil {
 		t.Fatal("unreachable")
 	}

@@ -110,8 +110,8 @@ type PolicyKey struct {
 }
 
 // Audit configures signed checkpoints of the audit log, its retention
-// period (reported, never enforced by deleting) and the watch on its
-// volume's free space.
+// period (reported, never enforced by deleting), the watch on its volume's
+// free space and its scrubber.
 type Audit struct {
 	Deployment         *string        `yaml:"deployment" flag:"deployment"`
 	AnchorDir          *string        `yaml:"anchor_dir" flag:"anchor-dir"`
@@ -120,6 +120,8 @@ type Audit struct {
 	Retention          *time.Duration `yaml:"retention" flag:"audit-retention"`
 	DiskLowWatermark   *int64         `yaml:"disk_low_watermark" flag:"audit-disk-low-watermark"`
 	DiskReserve        *int64         `yaml:"disk_reserve" flag:"audit-disk-reserve"`
+	ScrubInterval      *time.Duration `yaml:"scrub_interval" flag:"scrub-interval"`
+	ScrubRate          *int           `yaml:"scrub_rate" flag:"scrub-rate"`
 }
 
 // BTG are the break-the-glass rules (app.BreakGlassOptions): server

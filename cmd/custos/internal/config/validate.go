@@ -231,6 +231,7 @@ func (f *File) AppOptions(getenv func(string) string) app.Options {
 		BreakGlass:     app.BreakGlassOptions{MaxTTL: durOf(f.BTG.MaxTTL), GrantRoles: f.BTG.GrantRoles},
 		AuditRetention: durOf(f.Audit.Retention),
 		AuditDisk:      app.AuditDiskOptions{LowWatermark: int64Of(f.Audit.DiskLowWatermark), Reserve: int64Of(f.Audit.DiskReserve)},
+		Scrub:          app.ScrubOptions{Interval: durOf(f.Audit.ScrubInterval), Rate: intOf(f.Audit.ScrubRate)},
 	}
 	for _, k := range f.Policy.Keys {
 		o.Policy.Keys = append(o.Policy.Keys, app.PolicyKey{ID: k.ID, File: k.File})
