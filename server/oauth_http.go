@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,7 +55,10 @@ func oauthIdentity(v *oauth.Verifier) identityFunc {
 		if err != nil {
 			return Identity{}, ErrNoIdentity
 		}
-		return Identity{Principal: c.Principal, PurposeOfUse: pou, Source: "oauth", expires: c.Expiry}, nil
+		// The source is the caller's address, as for dev tokens; "oauth"
+		// only where no HTTP request carried the token.
+		src := cmp.Or(oauth.RemoteAddrFromTokenInfo(extra.TokenInfo), "oauth")
+		return Identity{Principal: c.Principal, PurposeOfUse: pou, Source: src, expires: c.Expiry}, nil
 	}
 }
 

@@ -168,8 +168,9 @@ func balpKindOf(action string) balpKind {
 // a successful read or query that carries everything the profile requires:
 // BALP's profiles fix outcome 0, so a denial or an error follows the
 // pattern without claiming it, as BALP says failures do; and a record
-// whose client address is unknown (HTTP requests record the transport
-// "oauth", not the peer) cannot fill agent[client].network (1..1).
+// whose client address is unknown (a source naming a component, or the
+// "oauth" that logs before the peer address was recorded carry) cannot
+// fill agent[client].network (1..1).
 //
 // The extension custosAuditRecordExt carries seq, hash, prev_hash, action,
 // decision_id, policy_revision, session, digests, obligations and keys, so
@@ -378,8 +379,9 @@ func balpProfile(r audit.Record, kind balpKind, patients []string, client, serve
 // clientNetwork is the client agent's network address, when the record
 // knows it: an IP address (network-type 2) from an "ip:port" or "ip"
 // source; for "stdio" the node's name (type 1, machine name: a stdio
-// client runs on the server's machine). Other sources ("oauth", "btg",
-// "unidentified", ...) name a transport or a component, not an address.
+// client runs on the server's machine). Other sources ("btg",
+// "unidentified", the "oauth" of older logs, ...) name a transport or a
+// component, not an address.
 func clientNetwork(source, node string) *fhirNetwork {
 	host := source
 	if h, _, err := net.SplitHostPort(source); err == nil {

@@ -196,6 +196,10 @@ func BearerToken(r *http.Request) (string, error) {
 // claimsKey is the TokenInfo.Extra key and context key for Claims.
 const claimsKey = "custos.oauth.claims"
 
+// remoteKey is the TokenInfo.Extra key of the remote address of the HTTP
+// request whose token was verified (see RemoteAddrFromTokenInfo).
+const remoteKey = "custos.oauth.remote"
+
 type ctxKey struct{}
 
 // ClaimsFromTokenInfo returns the Claims a TokenVerifier or Middleware
@@ -206,6 +210,19 @@ func ClaimsFromTokenInfo(ti *auth.TokenInfo) (Claims, bool) {
 	}
 	c, ok := ti.Extra[claimsKey].(Claims)
 	return c, ok
+}
+
+// RemoteAddrFromTokenInfo returns the remote address (host:port) of the
+// HTTP request the TokenInfo was made for, or "" when it is not known. It
+// is the caller's network address for the audit record (hipaa.md: every
+// record carries the source address); the TokenInfo is made per request,
+// never cached, so it is always the current request's.
+func RemoteAddrFromTokenInfo(ti *auth.TokenInfo) string {
+	if ti == nil {
+		return ""
+	}
+	a, _ := ti.Extra[remoteKey].(string)
+	return a
 }
 
 // ClaimsFromContext returns the Claims Middleware attached to the request
@@ -231,12 +248,16 @@ func TokenInfo(c Claims) *auth.TokenInfo {
 // carries no error code and compares Expiration without our skew; prefer
 // Middleware, which writes RFC 6750 challenges.
 func (v *Verifier) TokenVerifier() auth.TokenVerifier {
-	return func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	return func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
 		c, err := v.Verify(ctx, token)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, err)
 		}
-		return TokenInfo(c), nil
+		ti := TokenInfo(c)
+		if r != nil {
+			ti.Extra[remoteKey] = r.RemoteAddr
+		}
+		return ti, nil
 	}
 }
 
@@ -278,6 +299,7 @@ func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (s
 		}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, c))
 		ti := TokenInfo(c)
+		ti.Extra[remoteKey] = r.RemoteAddr
 		auth.RequireBearerToken(func(context.Context, string, *http.Request) (*auth.TokenInfo, error) {
 			return ti, nil
 		}, &auth.RequireBearerTokenOptions{ClockSkew: v.cfg.Skew})(next).ServeHTTP(w, r)
