@@ -175,7 +175,7 @@ func TestComplianceReportInBrowser(t *testing.T) {
 		t.Fatal("an emergency read without a grant was allowed")
 	}
 	out := mustCustos(t, "btg", "grant", "--data-dir", d.data, "--sub", "dr-er", "--patient", patient,
-		"--reason", "unconscious patient in ED", "--ttl", "10m", "--by", "op-night", "--json")
+		"--reason", "unconscious patient in ED", "--ttl", "10m", "--json")
 	var g struct{ ID string }
 	if err := json.Unmarshal([]byte(out), &g); err != nil || g.ID == "" {
 		t.Fatalf("grant: %v %s", err, out)
