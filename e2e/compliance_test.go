@@ -175,7 +175,7 @@ func TestComplianceReportInBrowser(t *testing.T) {
 		t.Fatal("an emergency read without a grant was allowed")
 	}
 	out := mustCustos(t, "btg", "grant", "--data-dir", d.data, "--sub", "dr-er", "--patient", patient,
-		"--reason", "unconscious patient in ED", "--ttl", "10m", "--by", "op-night", "--json")
+		"--reason", "unconscious patient in ED", "--ttl", "10m", "--json")
 	var g struct{ ID string }
 	if err := json.Unmarshal([]byte(out), &g); err != nil || g.ID == "" {
 		t.Fatalf("grant: %v %s", err, out)
@@ -207,7 +207,7 @@ func TestComplianceReportInBrowser(t *testing.T) {
 			NotChecked int `json:"not_checked"`
 		}
 	}
-	outJSON, errOut, code := custos(t, nil, "compliance", "report", "--data-dir", d.data, "--dev", "--out", pkg, "--json")
+	outJSON, errOut, code := custos(t, nil, "compliance", "report", "--data-dir", d.data, "--dev", "--purpose", "HOPERAT", "--out", pkg, "--json")
 	if code != 0 {
 		t.Fatalf("compliance report: exit %d\n%s%s", code, outJSON, errOut)
 	}
