@@ -22,12 +22,12 @@ import (
 
 // TestAuditorCommandsNextToARunningServer runs every auditor command
 // (verify, verify --anchor-dir, export jsonl and csv, export bundle and
-// verify --bundle, report, prove, hash, policy impact) against a running
-// `custos serve` while go-sdk clients read through it, then again on the
-// stopped server's files. Each run must be consistent (the exports are
-// exactly a prefix that ends at their own access record, the bundle
-// verifies, the proof checks) and must leave exactly one access record
-// with its action and purpose, in the same verified chain
+// verify --bundle, report, prove, hash, policy impact, compliance report)
+// against a running `custos serve` while go-sdk clients read through it,
+// then again on the stopped server's files. Each run must be consistent
+// (the exports are exactly a prefix that ends at their own access record,
+// the bundles verify, the proof checks) and must leave exactly one access
+// record with its action and purpose, in the same verified chain
 // (docs/audit-access.md).
 func TestAuditorCommandsNextToARunningServer(t *testing.T) {
 	d := newDataset(t)
@@ -45,7 +45,9 @@ func TestAuditorCommandsNextToARunningServer(t *testing.T) {
 	vkeys := filepath.Join(t.TempDir(), "vkeys")
 
 	s := serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens,
-		"--anchor-dir", anchor, "--checkpoint-interval", "50ms", "--node", "e2e")
+		"--anchor-dir", anchor, "--checkpoint-interval", "50ms", "--node", "e2e",
+		"--rate-limit", "0") // the load is one principal reading as fast as it can
+
 	mustCustos(t, "audit", "pubkey", "--data-dir", d.data, "--dev", "--origin", "custos.local/e2e/audit", "-o", vkeys)
 
 	// Load: four go-sdk clients read in a loop until the commands are done.
@@ -165,6 +167,36 @@ func TestAuditorCommandsNextToARunningServer(t *testing.T) {
 			t.Fatalf("%s: policy impact: %v\n%s", mode, err, out)
 		}
 		ran("policy/impact", "HOPERAT")
+
+		// The compliance package: its bundle verifies offline and ends at
+		// the latest checkpoint of size at most its own access record's
+		// seq N. Records after that checkpoint (the access record among
+		// them) are named as not covered; a checkpoint signed right at N
+		// covers them all.
+		pkg := filepath.Join(dir, "package")
+		var cp struct {
+			Verified       bool `json:"verified"`
+			NothingDeleted bool `json:"nothing_deleted"`
+			Bundle         struct {
+				From, To   uint64
+				NotCovered *struct{ From, To uint64 } `json:"not_covered"`
+			}
+		}
+		out = mustCustos(t, "compliance", "report", "--data-dir", d.data, "--anchor-dir", anchor, "--pubkey", vkeys,
+			"--purpose", "HOPERAT", "--by", "e2e-auditor", "--out", pkg, "--json")
+		if err := json.Unmarshal([]byte(out), &cp); err != nil || !cp.Verified || !cp.NothingDeleted || cp.Bundle.From != 1 {
+			t.Fatalf("%s: compliance report: %v\n%s", mode, err, out)
+		}
+		if tr := mustCustos(t, "audit", "verify", "--bundle", filepath.Join(pkg, "bundle"), "--pubkey", vkeys); !strings.Contains(tr, "VERIFIED") {
+			t.Fatalf("%s: the package's bundle does not verify:\n%s", mode, tr)
+		}
+		recs := bundleRecords(t, filepath.Join(pkg, "bundle", "records.jsonl"))
+		last := recs[len(recs)-1]
+		if nc := cp.Bundle.NotCovered; last.Seq != cp.Bundle.To || (nc != nil && nc.From != last.Seq+1) ||
+			(nc == nil && (last.Action != "compliance/report" || !strings.HasPrefix(last.Reason, "by=e2e-auditor"))) {
+			t.Fatalf("%s: the package's bundle ends at %+v, not covered %+v", mode, last, nc)
+		}
+		ran("compliance/report", "HOPERAT")
 		return want
 	}
 

@@ -207,7 +207,7 @@ func TestComplianceReportInBrowser(t *testing.T) {
 			NotChecked int `json:"not_checked"`
 		}
 	}
-	outJSON, errOut, code := custos(t, nil, "compliance", "report", "--data-dir", d.data, "--dev", "--out", pkg, "--json")
+	outJSON, errOut, code := custos(t, nil, "compliance", "report", "--data-dir", d.data, "--dev", "--purpose", "HOPERAT", "--out", pkg, "--json")
 	if code != 0 {
 		t.Fatalf("compliance report: exit %d\n%s%s", code, outJSON, errOut)
 	}

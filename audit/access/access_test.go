@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/access"
@@ -114,13 +115,15 @@ func TestPurposeIsRequired(t *testing.T) {
 	appendN(t, l, 2)
 	local := access.Local{Service: access.New(l, nil, dir, nil), Caller: alice}
 	ctx := context.Background()
+	_, keys := testVerifierKeys(t, "custos.test/access/audit")
 	reqs := map[access.Op]any{
-		access.OpExport: access.ExportRequest{Format: audit.FormatCSV},
-		access.OpBundle: access.BundleRequest{},
-		access.OpReport: access.ReportRequest{Query: report.Query{Denials: true}},
-		access.OpProve:  access.ProveRequest{Seq: 1},
-		access.OpHash:   access.HashRequest{Patient: "hk1-0123456789abcdef0123456789abcdef"},
-		access.OpImpact: access.ImpactRequest{},
+		access.OpExport:     access.ExportRequest{Format: audit.FormatCSV},
+		access.OpBundle:     access.BundleRequest{},
+		access.OpReport:     access.ReportRequest{Query: report.Query{Denials: true}},
+		access.OpProve:      access.ProveRequest{Seq: 1},
+		access.OpHash:       access.HashRequest{Patient: "hk1-0123456789abcdef0123456789abcdef"},
+		access.OpImpact:     access.ImpactRequest{},
+		access.OpCompliance: access.ComplianceRequest{Retention: time.Hour, VerifierKeys: keys},
 	}
 	for op, req := range reqs {
 		_, err := local.Do(ctx, op, req, access.Discard)
@@ -162,13 +165,16 @@ func TestFailClosedWhenNotRecorded(t *testing.T) {
 	appendN(t, l, 3)
 	local := access.Local{Service: access.New(l, failingAppender{}, dir, nil), Caller: alice}
 	ask := access.Ask{Purpose: "HOPERAT"}
+	signer, keys := testVerifierKeys(t, "custos.test/access/audit")
+	anchorHead(t, l, dir, signer) // so that only the failed append stops the compliance reading
 	for op, req := range map[access.Op]any{
-		access.OpVerify: access.VerifyRequest{},
-		access.OpExport: access.ExportRequest{Ask: ask, Format: audit.FormatJSONL},
-		access.OpBundle: access.BundleRequest{Ask: ask},
-		access.OpReport: access.ReportRequest{Ask: ask, Query: report.Query{Denials: true}},
-		access.OpProve:  access.ProveRequest{Ask: ask, Seq: 1},
-		access.OpImpact: access.ImpactRequest{Ask: ask},
+		access.OpVerify:     access.VerifyRequest{},
+		access.OpExport:     access.ExportRequest{Ask: ask, Format: audit.FormatJSONL},
+		access.OpBundle:     access.BundleRequest{Ask: ask},
+		access.OpReport:     access.ReportRequest{Ask: ask, Query: report.Query{Denials: true}},
+		access.OpProve:      access.ProveRequest{Ask: ask, Seq: 1},
+		access.OpImpact:     access.ImpactRequest{Ask: ask},
+		access.OpCompliance: access.ComplianceRequest{Ask: ask, Retention: time.Hour, VerifierKeys: keys},
 	} {
 		var out bytes.Buffer
 		_, err := local.Do(context.Background(), op, req, func(r io.Reader) error {

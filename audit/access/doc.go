@@ -1,8 +1,9 @@
 // Package access is the one implementation of every auditor operation on
 // the audit log — verify, export (JSONL, CSV), export bundle, report,
-// prove, hash and the reading of policy-impact replay inputs — together
-// with the access record that audits each of them. It follows the agreed
-// design in docs/audit-access.md (decisions 1, 3, 4 and 5).
+// prove, hash, the reading of policy-impact replay inputs and the
+// compliance report's reading (verification, retention scan, bundle) —
+// together with the access record that audits each of them. It follows
+// the agreed design in docs/audit-access.md (decisions 1, 3, 4 and 5).
 //
 // A Service runs inside the one process that holds the audit log's
 // exclusive lock: a running server (reached through its admin socket,

@@ -1,6 +1,7 @@
 package access
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -31,10 +32,13 @@ const (
 	OpProve  Op = "prove"  // ProveRequest  -> bundle.Inclusion (JSON)
 	OpHash   Op = "hash"   // HashRequest   -> nothing: the access record only
 	OpImpact Op = "impact" // ImpactRequest -> replay inputs (JSON lines; ReadImpact)
+	// OpCompliance: ComplianceRequest -> a tar archive of ComplianceFile
+	// (ComplianceResult) and the bundle's files (ReadCompliance).
+	OpCompliance Op = "compliance"
 )
 
 // Ops lists every operation.
-var Ops = []Op{OpVerify, OpExport, OpBundle, OpReport, OpProve, OpHash, OpImpact}
+var Ops = []Op{OpVerify, OpExport, OpBundle, OpReport, OpProve, OpHash, OpImpact, OpCompliance}
 
 // Result is what an operation says besides its output: the access record's
 // seq (the end N of the view) and, for exports and bundles, the number of
@@ -99,6 +103,8 @@ func (s *Service) run(ctx context.Context, c Caller, op Op, req []byte, w io.Wri
 		return with(req, func(r HashRequest) (Result, error) { return s.hash(ctx, c, r) })
 	case OpImpact:
 		return with(req, func(r ImpactRequest) (Result, error) { return s.impact(ctx, c, r, w) })
+	case OpCompliance:
+		return with(req, func(r ComplianceRequest) (Result, error) { return s.compliance(ctx, c, r, w) })
 	}
 	return Result{}, fmt.Errorf("%w: unknown operation %q", ErrBadRequest, op)
 }
@@ -167,50 +173,66 @@ func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Wr
 	if err != nil {
 		return Result{}, err
 	}
-	res := VerifyResult{Problems: []audit.Problem{}}
-	res.Summary, err = s.log.Verify(ctx, func(p audit.Problem) { res.Problems = append(res.Problems, p) })
+	res, err := s.verifyLog(ctx)
 	if err != nil {
 		return Result{AccessSeq: v.n}, err
 	}
-	res.OK = len(res.Problems) == 0
 	if len(r.VerifierKeys) > 0 {
-		checked, err := s.checkAnchors(ctx, v, r)
-		res.Anchor = &AnchorResult{OK: err == nil, Checked: checked}
+		res.Anchor = &AnchorResult{}
+		verifiers, err := checkpoint.ParseVerifierFile(r.VerifierKeys)
+		var entries []checkpoint.Entry
+		if err == nil {
+			entries, err = s.anchorEntries(v, r.Anchor, r.AnchorName)
+		}
+		if err == nil {
+			err = checkpoint.CheckAgainst(ctx, v, entries, verifiers)
+		}
 		if err != nil {
 			res.Anchor.Error, res.OK = err.Error(), false
+		} else {
+			res.Anchor.OK, res.Anchor.Checked = true, checkedText(entries)
 		}
 	}
 	return Result{AccessSeq: v.n}, json.NewEncoder(w).Encode(res)
 }
 
-// checkAnchors checks the view against the checkpoints of the data
-// directory and of r.Anchor.
-func (s *Service) checkAnchors(ctx context.Context, v View, r VerifyRequest) (string, error) {
-	verifiers, err := checkpoint.ParseVerifierFile(r.VerifierKeys)
-	if err != nil {
-		return "", err
-	}
+// verifyLog verifies the whole log: every record, including those
+// appended after the view's end (the log's end is checked in the same
+// transaction as its last records).
+func (s *Service) verifyLog(ctx context.Context) (VerifyResult, error) {
+	res := VerifyResult{Problems: []audit.Problem{}}
+	var err error
+	res.Summary, err = s.log.Verify(ctx, func(p audit.Problem) { res.Problems = append(res.Problems, p) })
+	res.OK = err == nil && len(res.Problems) == 0
+	return res, err
+}
+
+// anchorEntries are the checkpoints to check the view against: those of
+// the data directory of size at most N, then those of anchor (the lines
+// of another anchor's checkpoints.jsonl, named name in errors; "anchor"
+// when unnamed).
+func (s *Service) anchorEntries(v View, anchor []byte, name string) ([]checkpoint.Entry, error) {
 	local, err := s.anchored(v.n)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	name := r.AnchorName
 	if name == "" {
 		name = "anchor"
 	}
-	other, err := checkpoint.ReadEntries(bytes.NewReader(r.Anchor), name)
+	other, err := checkpoint.ReadEntries(bytes.NewReader(anchor), name)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := checkpoint.CheckMonotonic(other); err != nil {
-		return "", err
+		return nil, err
 	}
-	entries := append(local, other...)
-	if err := checkpoint.CheckAgainst(ctx, v, entries, verifiers); err != nil {
-		return "", err
-	}
+	return append(local, other...), nil
+}
+
+// latestEntry is the entry of the largest size (false: none).
+func latestEntry(entries []checkpoint.Entry) (checkpoint.Entry, bool) {
 	if len(entries) == 0 {
-		return "no anchored checkpoint", nil
+		return checkpoint.Entry{}, false
 	}
 	latest := entries[0]
 	for _, e := range entries[1:] {
@@ -218,7 +240,16 @@ func (s *Service) checkAnchors(ctx context.Context, v View, r VerifyRequest) (st
 			latest = e
 		}
 	}
-	return fmt.Sprintf("%d anchored checkpoints (latest: size %d, root %s)", len(entries), latest.Size, latest.Root), nil
+	return latest, true
+}
+
+// checkedText says which checkpoints a verification checked.
+func checkedText(entries []checkpoint.Entry) string {
+	latest, ok := latestEntry(entries)
+	if !ok {
+		return "no anchored checkpoint"
+	}
+	return fmt.Sprintf("%d anchored checkpoints (latest: size %d, root %s)", len(entries), latest.Size, latest.Root)
 }
 
 // anchored reads the data directory's anchored checkpoints of size at most
@@ -333,21 +364,56 @@ func (s *Service) bundle(ctx context.Context, c Caller, r BundleRequest, w io.Wr
 		return Result{}, err
 	}
 	res := Result{AccessSeq: v.n}
-	lines := r.Checkpoints
+	kept, upto, err := s.provable(v, r.Checkpoints)
+	if err != nil {
+		return res, err
+	}
+	from, to := r.From, r.To
+	if timed {
+		if from, to, err = bundle.ResolveTimeRange(ctx, v, r.Since, r.Until); err != nil {
+			return res, err
+		}
+		if r.Until.IsZero() {
+			to = min(to, upto)
+		}
+	}
+	if from == 0 {
+		from = 1
+	}
+	if to == 0 {
+		to = upto
+	}
+	if to == 0 || from > to {
+		return res, fmt.Errorf("%w: records %d..%d: no signed checkpoint covers them yet", errNoCheckpoint, from, max(from, to))
+	}
+	m, err := s.sendBundle(ctx, v, bundle.WriteOptions{From: from, To: to, Checkpoints: kept, Formats: r.Formats}, func(dir string) error {
+		tw := tar.NewWriter(w)
+		if err := tarDir(tw, dir, ""); err != nil {
+			return err
+		}
+		return tw.Close()
+	})
+	res.Records = int(m.Records)
+	return res, err
+}
+
+// provable returns the checkpoint lines (none: those anchored in the data
+// directory) that the view can prove against, of size at most N, and the
+// largest of their sizes (0: none).
+func (s *Service) provable(v View, lines [][]byte) ([][]byte, uint64, error) {
 	if len(lines) == 0 {
 		es, err := s.anchored(v.n)
 		if err != nil {
-			return res, err
+			return nil, 0, err
 		}
 		for _, e := range es {
 			l, err := checkpoint.FormatLine(e)
 			if err != nil {
-				return res, err
+				return nil, 0, err
 			}
 			lines = append(lines, l)
 		}
 	}
-	// Only checkpoints the view can prove against.
 	var upto int64
 	kept := lines[:0:0]
 	for _, l := range lines {
@@ -358,36 +424,25 @@ func (s *Service) bundle(ctx context.Context, c Caller, r BundleRequest, w io.Wr
 		kept = append(kept, l)
 		upto = max(upto, e.Size)
 	}
-	from, to := r.From, r.To
-	if timed {
-		if from, to, err = bundle.ResolveTimeRange(ctx, v, r.Since, r.Until); err != nil {
-			return res, err
-		}
-		if r.Until.IsZero() {
-			to = min(to, uint64(upto))
-		}
-	}
-	if from == 0 {
-		from = 1
-	}
-	if to == 0 {
-		to = uint64(upto)
-	}
-	if to == 0 || from > to {
-		return res, fmt.Errorf("%w: records %d..%d: no signed checkpoint covers them yet", errNoCheckpoint, from, max(from, to))
-	}
+	return kept, uint64(upto), nil
+}
+
+// sendBundle writes the bundle o of the view into a temporary directory
+// inside the data directory, hands that directory to send (which streams
+// its files), and removes it.
+func (s *Service) sendBundle(ctx context.Context, v View, o bundle.WriteOptions, send func(dir string) error) (bundle.Manifest, error) {
 	tmp, err := os.MkdirTemp(s.dir, ".access-bundle-")
 	if err != nil {
-		return res, err
+		return bundle.Manifest{}, err
 	}
 	defer os.RemoveAll(tmp)
 	dir := filepath.Join(tmp, "bundle")
-	m, err := bundle.Write(ctx, dir, v, bundle.WriteOptions{From: from, To: to, Checkpoints: kept, Formats: r.Formats, Now: s.nowFunc})
+	o.Now = s.nowFunc
+	m, err := bundle.Write(ctx, dir, v, o)
 	if err != nil {
-		return res, err
+		return m, err
 	}
-	res.Records = int(m.Records)
-	return res, writeTar(w, dir)
+	return m, send(dir)
 }
 
 // ReportRequest is a privacy officer's report (package report) over the

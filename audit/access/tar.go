@@ -15,27 +15,26 @@ import (
 // of millions of records stays well below).
 const maxBundleFile = 64 << 30
 
-// writeTar writes the regular files of dir (a bundle: flat) as a tar
-// archive, in name order.
-func writeTar(w io.Writer, dir string) error {
+// tarDir adds the regular files of dir (a bundle: flat) to tw, in name
+// order, each named prefix + its name.
+func tarDir(tw *tar.Writer, dir, prefix string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
-	tw := tar.NewWriter(w)
 	for _, e := range entries {
 		if !e.Type().IsRegular() {
 			return fmt.Errorf("access: bundle holds %s, which is not a regular file", e.Name())
 		}
-		if err := tarFile(tw, filepath.Join(dir, e.Name())); err != nil {
+		if err := tarFile(tw, filepath.Join(dir, e.Name()), prefix+e.Name()); err != nil {
 			return err
 		}
 	}
-	return tw.Close()
+	return nil
 }
 
-func tarFile(tw *tar.Writer, path string) error {
+func tarFile(tw *tar.Writer, path, name string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -45,10 +44,19 @@ func tarFile(tw *tar.Writer, path string) error {
 	if err != nil {
 		return err
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: filepath.Base(path), Mode: 0o600, Size: st.Size(), ModTime: st.ModTime(), Typeflag: tar.TypeReg}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: st.Size(), ModTime: st.ModTime(), Typeflag: tar.TypeReg}); err != nil {
 		return err
 	}
 	_, err = io.Copy(tw, f)
+	return err
+}
+
+// tarBytes adds one file name holding b to tw.
+func tarBytes(tw *tar.Writer, name string, b []byte) error {
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(b)), Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	_, err := tw.Write(b)
 	return err
 }
 
@@ -57,6 +65,12 @@ func tarFile(tw *tar.Writer, path string) error {
 // appear or is complete (built next to it and renamed), and an existing
 // dir must be empty. Only flat regular file names are accepted.
 func ReadBundle(r io.Reader, dir string) error {
+	return unpack(tar.NewReader(r), dir, "")
+}
+
+// unpack reads the remaining entries of tr, each named prefix + a flat
+// regular file name, into the new directory dir (see ReadBundle).
+func unpack(tr *tar.Reader, dir, prefix string) error {
 	dir = filepath.Clean(dir)
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("%w: %s", errNotEmpty, dir)
@@ -73,7 +87,6 @@ func ReadBundle(r io.Reader, dir string) error {
 			os.RemoveAll(tmp)
 		}
 	}()
-	tr := tar.NewReader(r)
 	files := 0
 	for {
 		h, err := tr.Next()
@@ -83,9 +96,9 @@ func ReadBundle(r io.Reader, dir string) error {
 		if err != nil {
 			return fmt.Errorf("access: bundle stream: %w", err)
 		}
-		name := h.Name
-		if h.Typeflag != tar.TypeReg || name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") || h.Size < 0 || h.Size > maxBundleFile {
-			return fmt.Errorf("access: bundle stream: unexpected entry %q", name)
+		name, found := strings.CutPrefix(h.Name, prefix)
+		if !found || h.Typeflag != tar.TypeReg || name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") || h.Size < 0 || h.Size > maxBundleFile {
+			return fmt.Errorf("access: bundle stream: unexpected entry %q", h.Name)
 		}
 		if err := readFile(filepath.Join(tmp, name), tr, h.Size); err != nil {
 			return err

@@ -85,15 +85,20 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 // directory out, through withAuditReader (one access record, action
 // req.Action or audit/export), and returns its manifest.
 func fetchBundle(cmd *cobra.Command, d dataDir, req access.BundleRequest, out string) (bundle.Manifest, error) {
-	var m bundle.Manifest
 	err := withAuditReader(cmd, d, func(r auditReader) error {
 		_, err := r.Do(cmd.Context(), access.OpBundle, req, func(rd io.Reader) error { return access.ReadBundle(rd, out) })
 		return err
 	})
 	if err != nil {
-		return m, err
+		return bundle.Manifest{}, err
 	}
-	b, err := os.ReadFile(filepath.Join(out, bundle.FileManifest))
+	return readManifest(out)
+}
+
+// readManifest reads the manifest of the bundle in dir.
+func readManifest(dir string) (bundle.Manifest, error) {
+	var m bundle.Manifest
+	b, err := os.ReadFile(filepath.Join(dir, bundle.FileManifest))
 	if err == nil {
 		err = json.Unmarshal(b, &m)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/bundle"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/cmd/custos/internal/config"
@@ -32,7 +34,7 @@ safeguards (compliance/component-definition.json, docs/compliance.md) into
 evidence an auditor can check without trusting the server.
 
 Example:
-  custos compliance report --data-dir ./data --dev --out ./q4-package --since 2026-10-01 --until 2027-01-01`,
+  custos compliance report --data-dir ./data --dev --purpose HOPERAT --out ./q4-package --since 2026-10-01 --until 2027-01-01`,
 	}
 	return commandGroup(cmd, newComplianceReportCmd())
 }
@@ -52,9 +54,10 @@ func newComplianceReportCmd() *cobra.Command {
 		retention                       time.Duration
 		dev, asJSON                     bool
 		vf                              vaultFlags
+		af                              accessFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "report --data-dir D --out DIR [--since T] [--until U] [--pubkey FILE | --dev]",
+		Use:   "report --data-dir D --purpose CODE --out DIR [--since T] [--until U] [--pubkey FILE | --dev]",
 		Short: "Write the auditor's package: a verified export bundle and a report of accesses, denials, break-glass, policies, keys, retention and controls",
 		Long: `report writes the auditor's package for a period into the new directory DIR:
 
@@ -81,6 +84,14 @@ seq, so an auditor can recount it after checking the bundle with
 the latest signed checkpoint: records newer than it are left out (and the
 report says which).
 
+Reading the log is itself recorded: before anything is read, one access
+record (action compliance/report, your OS account, --by, --purpose, the
+period) is appended to the same hash-chained log, and everything is read as
+of that record. The command works while serve runs (through D/admin.sock)
+and when it does not (it then holds the audit log's lock itself). Its own
+access record is newer than the latest signed checkpoint, so it is among
+the records the package leaves out.
+
 Controls are shown as passed only with --test-results FILE, the 'go test
 -json' output of a full run (make test writes bin/test-results.json);
 without it each control is "not checked in this package".
@@ -96,8 +107,9 @@ verification failed; the package is still written and says what failed.
 ` + vaultHelp + `
 
 Examples:
-  custos compliance report --data-dir ./data --dev --out ./package
+  custos compliance report --data-dir ./data --dev --purpose HOPERAT --out ./package
   custos compliance report --data-dir /srv/custos --anchor-dir /mnt/anchor \
+      --purpose HOPERAT --by privacy-officer \
       --pubkey custos-audit.vkeys --since 2026-10-01 --until 2027-01-01 \
       --test-results bin/test-results.json --config /etc/custos/config.yaml --out ./q4-2026
   # then open ./package/report.html in a browser`,
@@ -127,7 +139,7 @@ Examples:
 			if err := emptyTarget(out); err != nil {
 				return err
 			}
-			p := packageRun{cmd: cmd, d: d, out: out, since: s, until: u, retention: ret,
+			p := packageRun{cmd: cmd, d: d, ask: af.ask(), out: out, since: s, until: u, retention: ret,
 				anchorDir: anchorDir, testResults: testResults, pubkey: pubkey, dev: dev, vf: &vf}
 			rep, err := p.run(cmd.Context())
 			if err != nil {
@@ -158,20 +170,9 @@ Examples:
 	f.StringVar(&cfgPath, "config", "", "read audit.retention from this serve configuration file")
 	f.BoolVar(&dev, "dev", false, "use the dev key file of a data directory served with --dev")
 	f.BoolVar(&asJSON, "json", false, "print a summary of the package as JSON")
+	af.register(f, purposeRequired)
 	vf.register(f)
 	return cmd
-}
-
-// openReportLog opens the audit log the report reads: read-only, the way
-// the other audit commands do today. It is the one place the report opens
-// the log (docs/audit-access.md: reading through a running server's admin
-// socket, and recording the access, come here later).
-func openReportLog(d dataDir) (*audit.Log, error) {
-	log, err := audit.Open(d.audit(), audit.Options{ReadOnly: true})
-	if err != nil {
-		return nil, lockHint(err)
-	}
-	return log, nil
 }
 
 // reportRetention is --audit-retention, or audit.retention of the
@@ -220,6 +221,7 @@ func emptyTarget(dir string) error {
 type packageRun struct {
 	cmd                    *cobra.Command
 	d                      dataDir
+	ask                    access.Ask
 	out                    string
 	since, until           time.Time
 	retention              time.Duration
@@ -234,29 +236,27 @@ func (p *packageRun) step(format string, args ...any) {
 }
 
 // run writes the package into a temporary directory beside p.out and
-// renames it into place when complete.
+// renames it into place when complete. The log is read once, through
+// withAuditReader (a running server's admin socket, or this process under
+// the log's lock): one access record (compliance/report), then the
+// verification, the retention scan and the bundle of the view that ends
+// at it (access.OpCompliance).
 func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
-	now := time.Now().UTC()
-	log, err := openReportLog(p.d)
-	if err != nil {
-		return nil, err
-	}
-	defer log.Close()
-	head, _ := log.Head()
-	treeSize, _, err := log.TreeHead(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if head == 0 {
-		return nil, errors.New("the audit log is empty: there is nothing to report")
-	}
+	req := access.ComplianceRequest{Ask: p.ask, Since: p.since, Until: p.until, Retention: p.retention}
 
-	// Anchored checkpoints and the keys that check them.
+	// Anchored checkpoints: the latest names the origin of the keys that
+	// check them.
 	anchors := []*checkpoint.Anchor{{Dir: string(p.d)}}
 	sources := []string{filepath.Join(string(p.d), checkpoint.FileName)}
 	if p.anchorDir != "" {
-		anchors = append(anchors, &checkpoint.Anchor{Dir: p.anchorDir})
-		sources = append(sources, filepath.Join(p.anchorDir, checkpoint.FileName))
+		a := &checkpoint.Anchor{Dir: p.anchorDir}
+		b, err := readAnchorFile(p.anchorDir)
+		if err != nil {
+			return nil, err
+		}
+		anchors = append(anchors, a)
+		sources = append(sources, a.Path())
+		req.Anchor, req.AnchorName = b, a.Path()
 	}
 	entries, err := checkpoint.Load(anchors...)
 	if err != nil {
@@ -265,75 +265,14 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 	if len(entries) == 0 {
 		return nil, errors.New("no signed checkpoint yet: a package needs one (serve signs one at least every --checkpoint-interval and at shutdown)")
 	}
-	latest := entries[len(entries)-1]
-	vkeys, err := p.verifierKeys(latest)
-	if err != nil {
+	if req.VerifierKeys, err = p.verifierKeys(entries[len(entries)-1]); err != nil {
 		return nil, err
 	}
-	verifiers, err := checkpoint.ParseVerifierFile(vkeys)
-	if err != nil {
+	if _, err := checkpoint.ParseVerifierFile(req.VerifierKeys); err != nil {
 		return nil, fmt.Errorf("verifier keys: %w", err)
 	}
 
-	// The whole log, and against its anchors.
-	p.step("verifying the audit log (%d records)", head)
-	var v report.Verification
-	v.Log.Problems = []string{}
-	sum, err := log.Verify(ctx, func(pr audit.Problem) {
-		v.Log.Problems = append(v.Log.Problems, fmt.Sprintf("seq=%d kind=%s expected=%s got=%s %s", pr.Seq, pr.Kind, pr.Expected, pr.Got, pr.Detail))
-	})
-	if err != nil {
-		return nil, err
-	}
-	v.Log.Records, v.Log.HeadSeq, v.Log.HeadHash = int64(sum.Records), sum.HeadSeq, sum.HeadHash
-	v.Log.OK = len(v.Log.Problems) == 0
-	p.step("checking it against %d anchored checkpoints", len(entries))
-	v.Anchors = report.AnchorCheck{Checkpoints: len(entries), LatestSize: latest.Size, LatestRoot: latest.Root.String(), Sources: strings.Join(sources, ", ")}
-	if err := checkpoint.CheckAgainst(ctx, log, entries, verifiers); err != nil {
-		v.Anchors.Error = err.Error()
-	} else {
-		v.Anchors.OK = true
-	}
-
-	// The period's seq range, up to the latest signed checkpoint.
-	from, to := uint64(1), head
-	if !p.since.IsZero() || !p.until.IsZero() {
-		if from, to, err = bundle.ResolveTimeRange(ctx, log, p.since, p.until); err != nil {
-			return nil, err
-		}
-	}
-	var notCovered *report.SeqRange
-	if covered := uint64(latest.Size); to > covered {
-		if covered < from {
-			return nil, fmt.Errorf("no signed checkpoint covers the period yet (records %d..%d; the latest checkpoint is at size %d): try again after the next checkpoint", from, to, covered)
-		}
-		notCovered = &report.SeqRange{From: covered + 1, To: to}
-		to = covered
-	}
-
-	// Retention: the whole log.
-	p.step("scanning the whole log for retention")
-	scan := report.NewLogScan(now.Add(-p.retention))
-	tick, done := progress(p.cmd.ErrOrStderr(), "scanning", true)
-	n := 0
-	err = log.Records(ctx, 1, head, func(seq uint64, canonical []byte) error {
-		r, err := audit.Decode(canonical)
-		if err != nil {
-			return fmt.Errorf("record %d does not decode: %w (run 'custos audit verify')", seq, err)
-		}
-		scan.Add(r)
-		if n++; n%4096 == 0 {
-			tick(n, int(head))
-		}
-		return nil
-	})
-	done()
-	if err != nil {
-		return nil, err
-	}
-	ret := scan.Retention(p.retention, now, head, treeSize, v.Anchors.OK)
-
-	// The bundle, built in the package's temporary directory.
+	// The package's temporary directory.
 	parent := filepath.Dir(filepath.Clean(p.out))
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(filepath.Clean(p.out))+".tmp-")
 	if err != nil {
@@ -345,25 +284,29 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 			os.RemoveAll(tmp)
 		}
 	}()
-	var lines [][]byte
-	for _, e := range entries {
-		l, err := checkpoint.FormatLine(e)
-		if err != nil {
-			return nil, err
-		}
-		lines = append(lines, bytes.TrimRight(l, "\n"))
-	}
-	p.step("writing the export bundle of records %d..%d", from, to)
 	bdir := filepath.Join(tmp, packageBundle)
-	m, err := bundle.Write(ctx, bdir, log, bundle.WriteOptions{
-		From: from, To: to, Checkpoints: lines,
-		Formats: []bundle.Format{bundle.FormatCSV, bundle.FormatFHIR, bundle.FormatOCSF},
+	p.step("verifying the audit log and its %d anchored checkpoints, scanning it for retention, writing the export bundle", len(entries))
+	var res access.ComplianceResult
+	err = withAuditReader(p.cmd, p.d, func(r auditReader) error {
+		_, err := r.Do(ctx, access.OpCompliance, req, func(rd io.Reader) (err error) {
+			res, err = access.ReadCompliance(rd, bdir)
+			return err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	m, err := readManifest(bdir)
+	if err != nil {
+		return nil, err
+	}
+	p.step("access recorded as record %d; the bundle holds records %d..%d", res.AccessSeq, m.From, m.To)
+	v := res.Verification
+	v.Anchors.Sources = strings.Join(sources, ", ")
+
 	p.step("verifying the bundle offline")
-	tr, verr := bundle.Verify(bdir, vkeys)
+	tr, verr := bundle.Verify(bdir, req.VerifierKeys)
 	tr.Dir = packageBundle // the package's own, relative name
 	if verr != nil && !errors.Is(verr, bundle.ErrInvalid) {
 		return nil, verr
@@ -385,9 +328,9 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 		return nil, err
 	}
 	rep, err := b.Build(report.Inputs{
-		Generated: now, Tool: "custos " + version, Since: p.since, Until: p.until,
-		Bundle:       report.BundleRef{Dir: packageBundle, Manifest: m, NotCovered: notCovered},
-		Verification: v, Retention: ret, PriorLoads: scan.PolicyLoads(), Controls: controls, Grants: grants,
+		Generated: res.Now, Tool: "custos " + version, Since: p.since, Until: p.until,
+		Bundle:       report.BundleRef{Dir: packageBundle, Manifest: m, NotCovered: res.NotCovered},
+		Verification: v, Retention: res.Retention, PriorLoads: res.PolicyLoads, Controls: controls, Grants: grants,
 	})
 	if err != nil {
 		return nil, err

@@ -447,10 +447,10 @@ func crossCheck(file []GrantFileEntry, recs map[string]*Grant, p Period) *Grants
 
 // PolicyLoad is one policy/load record of the whole log.
 type PolicyLoad struct {
-	Seq      uint64
-	Time     time.Time
-	Revision string
-	Bundle   string
+	Seq      uint64    `json:"seq"`
+	Time     time.Time `json:"time"`
+	Revision string    `json:"revision"`
+	Bundle   string    `json:"bundle"`
 }
 
 // LogScan reads every record of the whole log, in seq order, for the

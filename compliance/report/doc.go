@@ -20,8 +20,10 @@
 // # Invariants
 //
 //   - Pure: Builder, LogScan, ControlsFrom and the renderers do no I/O
-//     beyond the writer they are given; the command reads the log, writes
-//     the bundle and runs the checks.
+//     beyond the writer they are given. The log is read, under one access
+//     record, by audit/access (OpCompliance: the checks, LogScan over
+//     records 1..N, the bundle); the command builds the report from what
+//     it returns and from the bundle's records.
 //   - The report holds no raw patient id and no URI: patients are the
 //     lookup values (keyed hashes) the log already holds, events carry
 //     counts of patients, not their resources.

@@ -1,0 +1,206 @@
+package access
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/bundle"
+	"github.com/custos-mcp/custos/audit/checkpoint"
+	creport "github.com/custos-mcp/custos/compliance/report"
+)
+
+// ComplianceRequest is the reading of the log 'custos compliance report'
+// does, under one access record (action compliance/report): verify the
+// whole log, check the view 1..N against the anchored checkpoints (those
+// of the data directory and of Anchor, the lines of another anchor's
+// checkpoints.jsonl named AnchorName) with VerifierKeys, scan records 1..N
+// for retention (Retention is the configured period), and write the
+// export bundle of the period [Since, Until) — all of it by default —
+// up to the latest of those checkpoints of size at most N.
+type ComplianceRequest struct {
+	Ask
+	Since        time.Time     `json:"since,omitzero"`
+	Until        time.Time     `json:"until,omitzero"`
+	Retention    time.Duration `json:"retention"`
+	VerifierKeys []byte        `json:"verifier_keys"`
+	Anchor       []byte        `json:"anchor,omitempty"`
+	AnchorName   string        `json:"anchor_name,omitempty"`
+}
+
+// ComplianceResult is what OpCompliance found besides the bundle: the
+// first file of its output (ComplianceFile; ReadCompliance).
+type ComplianceResult struct {
+	AccessSeq uint64    `json:"access_seq"`
+	Now       time.Time `json:"now"` // when the view was pinned: the retention status's reference time
+	// Verification holds the checks of the whole log and of its anchors;
+	// Sources and Bundle are left for the caller, which verifies the
+	// bundle itself.
+	Verification creport.Verification `json:"verification"`
+	// NotCovered are records of the period newer than the latest signed
+	// checkpoint of size at most N (the access record among them): they
+	// are not in the bundle.
+	NotCovered  *creport.SeqRange    `json:"not_covered,omitempty"`
+	Retention   creport.Retention    `json:"retention"`
+	PolicyLoads []creport.PolicyLoad `json:"policy_loads"`
+}
+
+// Names in OpCompliance's output: ComplianceFile first, then the bundle's
+// files under BundlePrefix.
+const (
+	ComplianceFile = "compliance.json"
+	BundlePrefix   = "bundle/"
+)
+
+// maxComplianceFile bounds ComplianceFile in a stream (a log with many
+// problems lists each).
+const maxComplianceFile = 256 << 20
+
+func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest, w io.Writer) (Result, error) {
+	action, err := r.check(ActionComplianceReport)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := checkTimes(r.Since, r.Until); err != nil {
+		return Result{}, err
+	}
+	if r.Retention <= 0 {
+		return Result{}, fmt.Errorf("%w: the retention period must be more than 0", ErrBadRequest)
+	}
+	verifiers, err := checkpoint.ParseVerifierFile(r.VerifierKeys)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: verifier keys: %v", ErrBadRequest, err)
+	}
+	var why subject
+	why.time("since", r.Since)
+	why.time("until", r.Until)
+	why.add("retention", r.Retention.String())
+	v, err := s.open(ctx, c, action, r.Ask, why, nil, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{AccessSeq: v.n}
+	out := ComplianceResult{AccessSeq: v.n, Now: s.nowFunc().UTC()}
+
+	// The whole log, and the view against its anchors.
+	vr, err := s.verifyLog(ctx)
+	if err != nil {
+		return res, err
+	}
+	lc := &out.Verification.Log
+	lc.Records, lc.HeadSeq, lc.HeadHash, lc.OK = int64(vr.Summary.Records), vr.Summary.HeadSeq, vr.Summary.HeadHash, vr.OK
+	lc.Problems = make([]string, 0, len(vr.Problems))
+	for _, p := range vr.Problems {
+		lc.Problems = append(lc.Problems, fmt.Sprintf("seq=%d kind=%s expected=%s got=%s %s", p.Seq, p.Kind, p.Expected, p.Got, p.Detail))
+	}
+	entries, err := s.anchorEntries(v, r.Anchor, r.AnchorName)
+	if err != nil {
+		return res, fmt.Errorf("reading the anchored checkpoints: %w", err)
+	}
+	latest, ok := latestEntry(entries)
+	if !ok {
+		return res, fmt.Errorf("%w: a compliance package needs one (serve signs one at least every --checkpoint-interval and at shutdown)", errNoCheckpoint)
+	}
+	ac := &out.Verification.Anchors
+	ac.Checkpoints, ac.LatestSize, ac.LatestRoot = len(entries), latest.Size, latest.Root.String()
+	if err := checkpoint.CheckAgainst(ctx, v, entries, verifiers); err != nil {
+		ac.Error = err.Error()
+	} else {
+		ac.OK = true
+	}
+
+	// Retention: records 1..N.
+	scan := creport.NewLogScan(out.Now.Add(-r.Retention))
+	err = v.Records(ctx, 1, v.n, func(seq uint64, canonical []byte) error {
+		rec, err := audit.Decode(canonical)
+		if err != nil {
+			return fmt.Errorf("%w: record %d does not decode: %v (run 'custos audit verify')", audit.ErrCorrupt, seq, err)
+		}
+		scan.Add(rec)
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	// The tree of the view is the log's (it covers every record, HeadSeq
+	// >= N) cut at N.
+	out.Retention = scan.Retention(r.Retention, out.Now, v.n, min(vr.Summary.TreeSize, int64(v.n)), ac.OK)
+	out.PolicyLoads = scan.PolicyLoads()
+	if out.PolicyLoads == nil {
+		out.PolicyLoads = []creport.PolicyLoad{}
+	}
+
+	// The period's records, up to the latest checkpoint the view can prove
+	// against.
+	var lines [][]byte
+	for _, e := range entries {
+		l, err := checkpoint.FormatLine(e)
+		if err != nil {
+			return res, err
+		}
+		lines = append(lines, l)
+	}
+	kept, covered, err := s.provable(v, lines)
+	if err != nil {
+		return res, err
+	}
+	from, to := uint64(1), v.n
+	if !r.Since.IsZero() || !r.Until.IsZero() {
+		if from, to, err = bundle.ResolveTimeRange(ctx, v, r.Since, r.Until); err != nil {
+			return res, err
+		}
+	}
+	if to > covered {
+		if covered < from {
+			return res, fmt.Errorf("%w: no signed checkpoint covers the period yet (records %d..%d; the latest checkpoint is at size %d): try again after the next checkpoint", errNoCheckpoint, from, to, covered)
+		}
+		out.NotCovered = &creport.SeqRange{From: covered + 1, To: to}
+		to = covered
+	}
+	head, err := json.Marshal(out)
+	if err != nil {
+		return res, err
+	}
+	m, err := s.sendBundle(ctx, v, bundle.WriteOptions{
+		From: from, To: to, Checkpoints: kept,
+		Formats: []bundle.Format{bundle.FormatCSV, bundle.FormatFHIR, bundle.FormatOCSF},
+	}, func(dir string) error {
+		tw := tar.NewWriter(w)
+		if err := tarBytes(tw, ComplianceFile, head); err != nil {
+			return err
+		}
+		if err := tarDir(tw, dir, BundlePrefix); err != nil {
+			return err
+		}
+		return tw.Close()
+	})
+	res.Records = int(m.Records)
+	return res, err
+}
+
+// ReadCompliance reads OpCompliance's output: it returns the
+// ComplianceResult and unpacks the bundle into the new directory dir (as
+// ReadBundle: complete or absent).
+func ReadCompliance(r io.Reader, dir string) (ComplianceResult, error) {
+	var out ComplianceResult
+	tr := tar.NewReader(r)
+	h, err := tr.Next()
+	if err != nil {
+		return out, fmt.Errorf("access: compliance stream: %w", err)
+	}
+	if h.Name != ComplianceFile || h.Typeflag != tar.TypeReg || h.Size < 0 || h.Size > maxComplianceFile {
+		return out, fmt.Errorf("access: compliance stream: unexpected first entry %q", h.Name)
+	}
+	var tmp ComplianceResult
+	if err := json.NewDecoder(io.LimitReader(tr, h.Size)).Decode(&tmp); err != nil {
+		return out, fmt.Errorf("access: compliance stream: %s: %w", ComplianceFile, err)
+	}
+	if err := unpack(tr, dir, BundlePrefix); err != nil {
+		return out, err
+	}
+	return tmp, nil
+}

@@ -1,0 +1,192 @@
+package access_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/access"
+	"github.com/custos-mcp/custos/audit/bundle"
+	"github.com/custos-mcp/custos/audit/checkpoint"
+)
+
+// testVerifierKeys is a fresh note key named origin: its signer and the
+// verifier key file that checks it.
+func testVerifierKeys(t *testing.T, origin string) (note.Signer, []byte) {
+	t.Helper()
+	skey, vkey, err := note.GenerateKey(rand.Reader, origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer, checkpoint.FormatVerifierFile([]string{vkey})
+}
+
+// anchorHead signs a checkpoint of l's current tree and anchors it in dir,
+// as serve's checkpointer does.
+func anchorHead(t *testing.T, l *audit.Log, dir string, signer note.Signer) int64 {
+	t.Helper()
+	size, root, err := l.TreeHead(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checkpoint.Checkpoint{Origin: signer.Name(), Size: size, Root: root}
+	signed, err := checkpoint.Sign(c, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&checkpoint.Anchor{Dir: dir}).Append(context.Background(), signed, c, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return size
+}
+
+// TestComplianceRecordsFirstAndReadsTheView: OpCompliance appends one
+// access record (compliance/report, with its period and retention) before
+// it reads, then verifies the log and its anchors, scans exactly 1..N for
+// retention while the writer keeps appending, and streams a bundle that
+// ends at the latest checkpoint of size at most N and verifies offline;
+// the records after it, the access record among them, are named as not
+// covered.
+func TestComplianceRecordsFirstAndReadsTheView(t *testing.T) {
+	l, dir := openLog(t)
+	appendN(t, l, 20)
+	if _, err := l.Append(context.Background(), audit.Entry{Action: "policy/load", Outcome: audit.OutcomeAllow, PolicyRevision: "rev-a bundle=sha256:aa"}); err != nil {
+		t.Fatal(err)
+	}
+	signer, keys := testVerifierKeys(t, "custos.test/access/audit")
+	covered := anchorHead(t, l, dir, signer)
+	appendN(t, l, 3) // after the checkpoint: not in the bundle
+	local := access.Local{Service: access.New(l, nil, dir, nil), Caller: alice}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var appended atomic.Int64
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			if _, err := l.Append(context.Background(), audit.Entry{Action: audit.ActionResourcesList, Outcome: audit.OutcomeAllow}); err != nil {
+				t.Error(err)
+				return
+			}
+			appended.Add(1)
+		}
+	})
+	since := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	out := filepath.Join(t.TempDir(), "bundle")
+	var cr access.ComplianceResult
+	res, err := local.Do(context.Background(), access.OpCompliance, access.ComplianceRequest{
+		Ask: access.Ask{Purpose: "HOPERAT", By: "privacy-officer"}, Since: since, Retention: 24 * time.Hour, VerifierKeys: keys,
+	}, func(r io.Reader) (err error) {
+		cr, err = access.ReadCompliance(r, out)
+		return err
+	})
+	cancel()
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := res.AccessSeq
+	if n < 25 || cr.AccessSeq != n || appended.Load() == 0 {
+		t.Fatalf("access seq %d (result %d), %d appended meanwhile", n, cr.AccessSeq, appended.Load())
+	}
+
+	// The access record came first: it is record N, the end of the view.
+	var rec audit.Record
+	if err := l.Records(context.Background(), n, n, func(_ uint64, c []byte) (err error) {
+		rec, err = audit.Decode(c)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Action != access.ActionComplianceReport || rec.PurposeOfUse != "HOPERAT" || rec.Principal.Sub != alice.Account ||
+		rec.Reason != "by=privacy-officer since=2020-01-01T00:00:00Z retention=24h0m0s" {
+		t.Fatalf("access record %+v", rec)
+	}
+
+	// Verified, and the scan covers exactly 1..N although the log grew.
+	v := cr.Verification
+	if !v.Log.OK || len(v.Log.Problems) != 0 || v.Log.HeadSeq < n || !v.Anchors.OK || v.Anchors.Checkpoints != 1 || v.Anchors.LatestSize != covered {
+		t.Fatalf("verification %+v", v)
+	}
+	ret := cr.Retention
+	months := 0
+	for _, m := range ret.Months {
+		months += m.Records
+	}
+	if ret.Records != n || ret.Newest.Seq != n || !ret.NothingDeleted.OK || ret.NothingDeleted.LastSeq != n ||
+		ret.NothingDeleted.TreeSize != int64(n) || uint64(months) != n || ret.PastRetention.Count != 0 {
+		t.Fatalf("retention of 1..%d: %+v", n, ret)
+	}
+	if len(cr.PolicyLoads) != 1 || cr.PolicyLoads[0].Revision != "rev-a" || cr.PolicyLoads[0].Bundle != "sha256:aa" {
+		t.Fatalf("policy loads %+v", cr.PolicyLoads)
+	}
+	if head, _ := l.Head(); head <= n {
+		t.Fatalf("head %d: nothing was appended after the view", head)
+	}
+
+	// The bundle: records 1..covered, verified offline; the rest named.
+	if cr.NotCovered == nil || cr.NotCovered.From != uint64(covered)+1 || cr.NotCovered.To != n {
+		t.Fatalf("not covered %+v, want %d..%d", cr.NotCovered, covered+1, n)
+	}
+	tr, err := bundle.Verify(out, keys)
+	if err != nil || !tr.OK {
+		t.Fatalf("bundle: %v\n%s", err, tr.Text())
+	}
+	var m bundle.Manifest
+	b, _ := os.ReadFile(filepath.Join(out, bundle.FileManifest))
+	if err := json.Unmarshal(b, &m); err != nil || m.From != 1 || m.To != uint64(covered) || res.Records != int(covered) {
+		t.Fatalf("manifest %+v (%v), result %+v", m, err, res)
+	}
+	if _, err := os.Stat(filepath.Join(out, access.ComplianceFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s landed in the bundle: %v", access.ComplianceFile, err)
+	}
+}
+
+// TestComplianceNeedsACheckpoint: without a signed checkpoint there is no
+// bundle to give; the access was recorded all the same, and the stream
+// holds nothing.
+func TestComplianceNeedsACheckpoint(t *testing.T) {
+	l, dir := openLog(t)
+	appendN(t, l, 3)
+	_, keys := testVerifierKeys(t, "custos.test/access/audit")
+	local := access.Local{Service: access.New(l, nil, dir, nil), Caller: alice}
+	var out bytes.Buffer
+	_, err := local.Do(context.Background(), access.OpCompliance, access.ComplianceRequest{Ask: access.Ask{Purpose: "HOPERAT"}, Retention: time.Hour, VerifierKeys: keys}, func(r io.Reader) error {
+		_, err := io.Copy(&out, r)
+		return err
+	})
+	if !errors.Is(err, bundle.ErrNoCheckpoint) || access.Code(err) != "no_checkpoint" || out.Len() != 0 {
+		t.Fatalf("no checkpoint: %v, %d bytes", err, out.Len())
+	}
+	if rec := lastRecord(t, l); rec.Seq != 4 || rec.Action != access.ActionComplianceReport {
+		t.Fatalf("last record %+v, want the access record", rec)
+	}
+	// Malformed verifier keys or no retention are bad requests: nothing
+	// is recorded.
+	for _, req := range []access.ComplianceRequest{
+		{Ask: access.Ask{Purpose: "HOPERAT"}, Retention: time.Hour, VerifierKeys: []byte("not a key\n")},
+		{Ask: access.Ask{Purpose: "HOPERAT"}, VerifierKeys: keys},
+	} {
+		if _, err := local.Do(context.Background(), access.OpCompliance, req, access.Discard); !errors.Is(err, access.ErrBadRequest) {
+			t.Errorf("%+v: %v, want ErrBadRequest", req, err)
+		}
+	}
+	if head, _ := l.Head(); head != 4 {
+		t.Fatalf("refused requests appended records: head %d", head)
+	}
+}
