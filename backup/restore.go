@@ -370,4 +370,3 @@ func copyFile(from, to string) error {
 	}
 	return writeFile(to, in, st.Size())
 }
-
