@@ -5,8 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -37,26 +35,7 @@ func TestBackupUnderLoadAndRestoreDrill(t *testing.T) {
 
 	s := serve(t, d, nil, args...)
 	mustCustos(t, "audit", "pubkey", "--data-dir", d.data, "--dev", "--origin", "custos.local/e2e/audit", "-o", vkeys)
-	ctx, stop := context.WithCancel(context.Background())
-	var reads atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 3 {
-		cs := connect(t, s.url, tok)
-		page, err := cs.ListResources(ctx, nil)
-		if err != nil || len(page.Resources) == 0 {
-			t.Fatalf("list: %v", err)
-		}
-		wg.Go(func() {
-			defer cs.Close()
-			for j := i; ctx.Err() == nil; j++ {
-				if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: page.Resources[j%len(page.Resources)].URI}); err != nil && ctx.Err() == nil {
-					t.Errorf("read under load: %v", err)
-					return
-				}
-				reads.Add(1)
-			}
-		})
-	}
+	reads, stopLoad := readUnderLoad(t, s.url, tok, 3)
 	waitFor(t, func() bool { return reads.Load() >= 30 })
 
 	bdir := filepath.Join(t.TempDir(), "backup")
@@ -75,8 +54,7 @@ func TestBackupUnderLoadAndRestoreDrill(t *testing.T) {
 	// Keep serving: more records, more checkpoints.
 	after := reads.Load()
 	waitFor(t, func() bool { return reads.Load() >= after+30 })
-	stop()
-	wg.Wait()
+	stopLoad()
 	if err := s.stop(t); err != nil {
 		t.Fatalf("serve: %v\n%s", err, s.stderr)
 	}
