@@ -15,9 +15,9 @@
 // # Invariants
 //
 //   - Audited before read. Run appends the access record (action
-//     "audit/<verb>", "policy/impact", "compliance/report" or "backup"; principal =
-//     the caller's OS account; purpose of use; reason = the range or
-//     subject) and waits until it is durable before it reads any record.
+//     "audit/<verb>", "policy/impact", "compliance/report" or "backup";
+//     principal = the caller's OS account; purpose of use; reason = the
+//     range or subject) and waits until it is durable before it reads any record.
 //     If the append fails, Run returns ErrNotRecorded and reads nothing
 //     (fail closed).
 //   - A consistent view is a prefix. The access record's seq N pins the
