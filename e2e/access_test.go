@@ -51,27 +51,7 @@ func TestAuditorCommandsNextToARunningServer(t *testing.T) {
 	mustCustos(t, "audit", "pubkey", "--data-dir", d.data, "--dev", "--origin", "custos.local/e2e/audit", "-o", vkeys)
 
 	// Load: four go-sdk clients read in a loop until the commands are done.
-	ctx, stop := context.WithCancel(context.Background())
-	var reads atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 4 {
-		cs := connect(t, s.url, tok)
-		page, err := cs.ListResources(ctx, nil)
-		if err != nil || len(page.Resources) == 0 {
-			t.Fatalf("list: %v", err)
-		}
-		wg.Go(func() {
-			defer cs.Close()
-			for j := i; ctx.Err() == nil; j++ {
-				_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: page.Resources[j%len(page.Resources)].URI})
-				if err != nil && ctx.Err() == nil {
-					t.Errorf("read under load: %v", err)
-					return
-				}
-				reads.Add(1)
-			}
-		})
-	}
+	reads, stopLoad := readUnderLoad(t, s.url, tok, 4)
 	waitFor(t, func() bool { return reads.Load() >= 40 })
 
 	runAll := func(mode string) map[string]int {
@@ -204,8 +184,7 @@ func TestAuditorCommandsNextToARunningServer(t *testing.T) {
 	if reads.Load() < 80 {
 		t.Logf("only %d reads happened while the commands ran", reads.Load())
 	}
-	stop()
-	wg.Wait()
+	stopLoad()
 	if err := s.stop(t); err != nil {
 		t.Fatalf("serve: %v\n%s", err, s.stderr)
 	}
@@ -252,4 +231,34 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("timed out")
 		}
 	}
+}
+
+// readUnderLoad starts n go-sdk clients that read the resources they list,
+// in a loop, through the server at url until stop is called (stop waits for
+// them). reads counts the reads done; a failed read fails the test.
+func readUnderLoad(t *testing.T, url, tok string, n int) (reads *atomic.Int64, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	reads = new(atomic.Int64)
+	var wg sync.WaitGroup
+	for i := range n {
+		cs := connect(t, url, tok)
+		page, err := cs.ListResources(ctx, nil)
+		if err != nil || len(page.Resources) == 0 {
+			t.Fatalf("list: %v", err)
+		}
+		wg.Go(func() {
+			defer cs.Close()
+			for j := i; ctx.Err() == nil; j++ {
+				_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: page.Resources[j%len(page.Resources)].URI})
+				if err != nil && ctx.Err() == nil {
+					t.Errorf("read under load: %v", err)
+					return
+				}
+				reads.Add(1)
+			}
+		})
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return reads, func() { cancel(); wg.Wait() }
 }

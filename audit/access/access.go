@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/backup"
 )
 
 // Actions of access records: what was read, one per operation.
@@ -24,6 +25,7 @@ const (
 	ActionHash             = "audit/hash"
 	ActionPolicyImpact     = "policy/impact"
 	ActionComplianceReport = "compliance/report"
+	ActionBackup           = backup.ActionBackup
 )
 
 // DefaultVerifyPurpose is the purpose of use of a verification that names

@@ -1,9 +1,10 @@
 // Package access is the one implementation of every auditor operation on
 // the audit log — verify, export (JSONL, CSV), export bundle, report,
-// prove, hash, the reading of policy-impact replay inputs and the
-// compliance report's reading (verification, retention scan, bundle) —
-// together with the access record that audits each of them. It follows
-// the agreed design in docs/audit-access.md (decisions 1, 3, 4 and 5).
+// prove, hash, the reading of policy-impact replay inputs, the
+// compliance report's reading (verification, retention scan, bundle) and
+// the online backup (package backup) — together with the access record
+// that audits each of them. It follows the agreed design in
+// docs/audit-access.md (decisions 1, 3, 4, 5 and 6).
 //
 // A Service runs inside the one process that holds the audit log's
 // exclusive lock: a running server (reached through its admin socket,
@@ -14,9 +15,9 @@
 // # Invariants
 //
 //   - Audited before read. Run appends the access record (action
-//     "audit/<verb>", "policy/impact" or "compliance/report"; principal =
-//     the caller's OS account; purpose of use; reason = the range or
-//     subject) and waits until it is durable before it reads any record.
+//     "audit/<verb>", "policy/impact", "compliance/report" or "backup";
+//     principal = the caller's OS account; purpose of use; reason = the
+//     range or subject) and waits until it is durable before it reads any record.
 //     If the append fails, Run returns ErrNotRecorded and reads nothing
 //     (fail closed).
 //   - A consistent view is a prefix. The access record's seq N pins the

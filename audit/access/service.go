@@ -18,6 +18,7 @@ import (
 	"github.com/custos-mcp/custos/audit/bundle"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/audit/report"
+	"github.com/custos-mcp/custos/backup"
 )
 
 // Op names an auditor operation (the admin socket's path /v1/<op>).
@@ -35,10 +36,11 @@ const (
 	// OpCompliance: ComplianceRequest -> a tar archive of ComplianceFile
 	// (ComplianceResult) and the bundle's files (ReadCompliance).
 	OpCompliance Op = "compliance"
+	OpBackup     Op = "backup" // BackupRequest -> the backup's files as a tar archive (backup.Receive)
 )
 
 // Ops lists every operation.
-var Ops = []Op{OpVerify, OpExport, OpBundle, OpReport, OpProve, OpHash, OpImpact, OpCompliance}
+var Ops = []Op{OpVerify, OpExport, OpBundle, OpReport, OpProve, OpHash, OpImpact, OpCompliance, OpBackup}
 
 // Result is what an operation says besides its output: the access record's
 // seq (the end N of the view) and, for exports and bundles, the number of
@@ -105,6 +107,8 @@ func (s *Service) run(ctx context.Context, c Caller, op Op, req []byte, w io.Wri
 		return with(req, func(r ImpactRequest) (Result, error) { return s.impact(ctx, c, r, w) })
 	case OpCompliance:
 		return with(req, func(r ComplianceRequest) (Result, error) { return s.compliance(ctx, c, r, w) })
+	case OpBackup:
+		return with(req, func(r BackupRequest) (Result, error) { return s.backup(ctx, c, r, w) })
 	}
 	return Result{}, fmt.Errorf("%w: unknown operation %q", ErrBadRequest, op)
 }
@@ -223,7 +227,7 @@ func (s *Service) anchorEntries(v View, anchor []byte, name string) ([]checkpoin
 	if err != nil {
 		return nil, err
 	}
-	if err := checkpoint.CheckMonotonic(other); err != nil {
+	if other, err = checkpoint.Current(other); err != nil {
 		return nil, err
 	}
 	return append(local, other...), nil
@@ -260,7 +264,7 @@ func (s *Service) anchored(n uint64) ([]checkpoint.Entry, error) {
 	if err != nil && !errors.As(err, &torn) {
 		return nil, err
 	}
-	if err := checkpoint.CheckMonotonic(es); err != nil {
+	if es, err = checkpoint.Current(es); err != nil {
 		return nil, err
 	}
 	out := es[:0]
@@ -567,4 +571,29 @@ func (s *Service) hash(ctx context.Context, c Caller, r HashRequest) (Result, er
 		return Result{}, err
 	}
 	return Result{AccessSeq: v.n}, nil
+}
+
+// BackupRequest takes an online backup of the data directory (package
+// backup): consistent copies of audit.db, catalog.db and grants.db, the
+// checkpoints, and a manifest, as a tar archive (backup.Save unpacks,
+// verifies and places it). Out is where the caller will write it,
+// recorded in the access record's reason.
+type BackupRequest struct {
+	Ask
+	Out string `json:"out,omitempty"`
+}
+
+func (s *Service) backup(ctx context.Context, c Caller, r BackupRequest, w io.Writer) (Result, error) {
+	action, err := r.check(ActionBackup)
+	if err != nil {
+		return Result{}, err
+	}
+	var why subject
+	why.add("out", r.Out)
+	rec, err := record(ctx, s.app, c, action, r.Ask, why, nil, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	m, err := backup.Write(ctx, w, backup.Source{Log: s.log, Dir: s.dir, Access: rec, Now: s.nowFunc})
+	return Result{AccessSeq: rec.Seq, Records: int(m.Audit.HeadSeq)}, err
 }

@@ -29,6 +29,10 @@ type Entry struct {
 	Root tlog.Hash
 	Note []byte    // the full signed note
 	Time time.Time // when it was anchored (UTC)
+	// Rollback is the acknowledged rollback this line carries, if any
+	// (see Rollback and Current); its signature is checked only by
+	// CheckAgainst.
+	Rollback *Rollback
 
 	// Where the entry was read from (not part of the line): the file path,
 	// 1-based line number (0 if unknown) and byte offset of the line.
@@ -54,18 +58,29 @@ type line struct {
 	Root *tlog.Hash `json:"root"`
 	Note *string    `json:"note"`
 	Time *string    `json:"time"`
+	// Rollback is the signed note of a rollback acknowledgement, on the
+	// line of the checkpoint that includes the restore's record.
+	Rollback *string `json:"rollback,omitempty"`
 }
 
 // FormatLine returns e's anchor line, including the final '\n':
 //
 //	{"size":N,"root":"<base64>","note":"<signed note>","time":"<RFC 3339 nano UTC>"}
+//
+// with a fifth field "rollback" (its signed note) when e carries a
+// Rollback.
 func FormatLine(e Entry) ([]byte, error) {
 	t := e.Time.UTC().Format(time.RFC3339Nano)
 	n := string(e.Note)
+	l := line{Size: &e.Size, Root: &e.Root, Note: &n, Time: &t}
+	if e.Rollback != nil {
+		rb := string(e.Rollback.Note)
+		l.Rollback = &rb
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(line{Size: &e.Size, Root: &e.Root, Note: &n, Time: &t}); err != nil {
+	if err := enc.Encode(l); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil // Encode appends '\n'
@@ -74,7 +89,9 @@ func FormatLine(e Entry) ([]byte, error) {
 // ParseLine parses one anchor line (with or without its final '\n'). It
 // requires exactly the four fields, a non-negative size, a signed note
 // whose body (not its signature: that needs verifiers, see Open) parses as
-// a checkpoint with the same size and root, and an RFC 3339 time.
+// a checkpoint with the same size and root, and an RFC 3339 time; an
+// optional "rollback" must be a rollback acknowledgement (unverified) of
+// that same tree.
 func ParseLine(b []byte) (Entry, error) {
 	b = bytes.TrimSuffix(b, []byte("\n"))
 	var l line
@@ -104,7 +121,18 @@ func ParseLine(b []byte) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w: anchor line size/root differ from its note (%d %s vs %d %s)",
 			ErrBadCheckpoint, *l.Size, *l.Root, c.Size, c.Root)
 	}
-	return Entry{Size: *l.Size, Root: *l.Root, Note: []byte(*l.Note), Time: t.UTC()}, nil
+	e := Entry{Size: *l.Size, Root: *l.Root, Note: []byte(*l.Note), Time: t.UTC()}
+	if l.Rollback != nil {
+		r, err := rollbackBody([]byte(*l.Rollback))
+		if err != nil {
+			return Entry{}, err
+		}
+		if r.To != e.Size || r.ToRoot != e.Root || r.Origin != c.Origin {
+			return Entry{}, fmt.Errorf("%w: the acknowledgement is not of this line's checkpoint", ErrBadRollback)
+		}
+		e.Rollback = &r
+	}
+	return e, nil
 }
 
 // noteBody parses the checkpoint in a signed note without verifying it.
@@ -203,7 +231,33 @@ func (a *Anchor) Append(ctx context.Context, signedNote []byte, ckpt Checkpoint,
 	if c != ckpt {
 		return fmt.Errorf("%w: signed note does not hold the checkpoint being anchored", ErrBadCheckpoint)
 	}
-	b, err := FormatLine(Entry{Size: ckpt.Size, Root: ckpt.Root, Note: signedNote, Time: t})
+	return a.appendLine(Entry{Size: ckpt.Size, Root: ckpt.Root, Note: signedNote, Time: t})
+}
+
+// AppendRollback anchors the checkpoint e (of the restored log, including
+// the restore's own record) with the rollback acknowledgement it carries
+// (e.Rollback, signed), like Append. It checks that the line parses back
+// (the acknowledgement is of e's tree), not the signatures.
+func (a *Anchor) AppendRollback(ctx context.Context, e Entry) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if e.Rollback == nil {
+		return fmt.Errorf("%w: no acknowledgement", ErrBadRollback)
+	}
+	b, err := FormatLine(e)
+	if err != nil {
+		return err
+	}
+	if _, err := ParseLine(b); err != nil {
+		return err
+	}
+	return a.appendLine(e)
+}
+
+// appendLine appends e's line (FormatLine) and fsyncs it.
+func (a *Anchor) appendLine(e Entry) error {
+	b, err := FormatLine(e)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,11 @@
 //	{"size":N,"root":"<base64>","note":"<signed note>","time":"<RFC 3339 nano UTC>"}
 //
 // The same format is used for the local copy in the data directory and for
-// the external anchor, and by export bundles.
+// the external anchor, and by export bundles. A line may carry a fifth
+// field, "rollback": a signed rollback acknowledgement written by `custos
+// restore --accept-rollback` (see Rollback): it supersedes the earlier
+// lines of its file above the restored size, and counts only once
+// CheckAgainst has verified its signature.
 //
 // # Invariants
 //

@@ -47,18 +47,16 @@ func entrySide(e Entry) Side {
 }
 
 // CheckMonotonic returns a *RegressionError (ErrRolledBack) if the sizes of
-// entries, read from one anchor file in order, ever decrease.
+// entries, read from one anchor file in order, ever decrease, except where
+// a rollback acknowledgement supersedes earlier entries (Current).
 func CheckMonotonic(entries []Entry) error {
-	for i := 1; i < len(entries); i++ {
-		if entries[i].Size < entries[i-1].Size {
-			return &RegressionError{Prev: entries[i-1], Next: entries[i]}
-		}
-	}
-	return nil
+	_, err := Current(entries)
+	return err
 }
 
-// Load reads every anchor (All), checks each one is monotonic, and returns
-// all their entries, sorted by size (stable), for CheckAgainst. Any error
+// Load reads every anchor (All), applies each one's rollback
+// acknowledgements and checks it is monotonic (Current), and returns
+// all their current entries, sorted by size (stable), for CheckAgainst. Any error
 // (torn, corrupt, regression, missing directory) is returned with no
 // entries: startup must fail closed.
 func Load(anchors ...*Anchor) ([]Entry, error) {
@@ -68,7 +66,8 @@ func Load(anchors ...*Anchor) ([]Entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := CheckMonotonic(es); err != nil {
+		es, err = Current(es)
+		if err != nil {
 			return nil, err
 		}
 		all = append(all, es...)
@@ -91,6 +90,11 @@ func Load(anchors ...*Anchor) ([]Entry, error) {
 //     if it regrew past the anchored size);
 //  5. the local tree proves (ProveTree, tlog.CheckTree) that its head
 //     extends the largest anchored checkpoint (*InconsistentError).
+//
+// Every entry carrying a rollback acknowledgement (see Current) must also
+// verify: its signed note opens with verifiers and is the one of its line,
+// and the local tree of its From records has its FromRoot (ErrBadRollback,
+// ErrBadSignature, *ForkError).
 //
 // No entries: nothing was anchored yet, and nil is returned; whether an
 // empty anchor is acceptable for a non-empty log (first start after the
@@ -125,6 +129,13 @@ func CheckAgainst(ctx context.Context, tree Tree, entries []Entry, verifiers not
 	}
 	if size < latest.Size {
 		return &RolledBackError{LocalSize: size, LocalRoot: root, Anchored: latest}
+	}
+	for _, e := range entries {
+		if e.Rollback != nil {
+			if err := checkRollback(tree, e, verifiers); err != nil {
+				return err
+			}
+		}
 	}
 
 	checked := make(map[int64]bool, len(entries))

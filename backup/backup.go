@@ -1,0 +1,256 @@
+package backup
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/checkpoint"
+)
+
+// Files of a backup (and of the data directory they come from).
+const (
+	FileAudit       = "audit.db"
+	FileCatalog     = "catalog.db"
+	FileGrants      = "grants.db"
+	FileDevKeys     = "dev-keys.json" // secrets.DevKeyFile
+	FileCheckpoints = checkpoint.FileName
+	FileManifest    = "manifest.json"
+)
+
+// Format is the manifest's format tag.
+const Format = "custos-backup/1"
+
+// The package's error vocabulary.
+var (
+	// ErrUnverified: the backup does not verify (a file differs from the
+	// manifest, the audit copy has problems or does not match its
+	// checkpoints, a bbolt copy fails tx.Check). Do not restore it; take a
+	// new backup. The error lists every problem found.
+	ErrUnverified = errors.New("backup: the backup does not verify")
+	// ErrExists: the destination exists and is not empty; nothing was
+	// written. Choose a new directory.
+	ErrExists = errors.New("backup: the destination exists and is not empty")
+	// ErrLocked: a bbolt file could not be opened for reading within the
+	// timeout (another process holds it exclusively). Retry.
+	ErrLocked = errors.New("backup: a file is locked by another process")
+)
+
+// Manifest describes a backup: manifest.json.
+type Manifest struct {
+	Format  string    `json:"format"`
+	Created time.Time `json:"created"`
+	Files   []File    `json:"files"`
+	// Access is the access record that audits the backup (action
+	// "backup"): the copy's view is records 1..Access.Seq and more.
+	Access Head `json:"access"`
+	// Audit is the audit copy's head and tree at backup time.
+	Audit AuditHead `json:"audit"`
+	// Checkpoints counts the lines of checkpoints.jsonl; Checkpoint is the
+	// latest of them (nil: none anchored yet), which the copy extends.
+	Checkpoints int       `json:"checkpoints"`
+	Checkpoint  *Anchored `json:"checkpoint,omitempty"`
+}
+
+// File is one file of a backup.
+type File struct {
+	Name   string `json:"name"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// Head names one record.
+type Head struct {
+	Seq  uint64 `json:"seq"`
+	Hash string `json:"hash"`
+}
+
+// AuditHead is the head record and Merkle tree of an audit copy.
+type AuditHead struct {
+	HeadSeq  uint64    `json:"head_seq"`
+	HeadHash string    `json:"head_hash"`
+	TreeSize int64     `json:"tree_size"`
+	TreeRoot tlog.Hash `json:"tree_root"`
+}
+
+// Anchored is an anchored checkpoint.
+type Anchored struct {
+	Size int64     `json:"size"`
+	Root tlog.Hash `json:"root"`
+	Time time.Time `json:"time"`
+}
+
+// Source is what Write copies: the open audit log (held by this process),
+// the data directory it lives in, and the backup's access record, already
+// durable in the log.
+type Source struct {
+	Log    *audit.Log
+	Dir    string
+	Access audit.Record
+	// Timeout bounds the wait for the catalog's and grants' locks (zero:
+	// 5 s).
+	Timeout time.Duration
+	Now     func() time.Time // nil: time.Now
+}
+
+// Write writes the backup of src to w as a tar archive of flat files, the
+// manifest last, and returns the manifest.
+func Write(ctx context.Context, w io.Writer, src Source) (Manifest, error) {
+	if src.Timeout == 0 {
+		src.Timeout = DefaultTimeout
+	}
+	if src.Now == nil {
+		src.Now = time.Now
+	}
+	m := Manifest{Format: Format, Created: src.Now().UTC(), Access: Head{Seq: src.Access.Seq, Hash: src.Access.Hash}}
+	tw := tar.NewWriter(w)
+	add := func(name string, size int64) (io.Writer, func(), error) {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: size, ModTime: m.Created, Typeflag: tar.TypeReg}); err != nil {
+			return nil, nil, err
+		}
+		h := sha256.New()
+		return io.MultiWriter(tw, h), func() {
+			m.Files = append(m.Files, File{Name: name, Bytes: size, SHA256: hex.EncodeToString(h.Sum(nil))})
+		}, nil
+	}
+	// The audit log first: its head bounds the checkpoints copied.
+	var done func()
+	snap, err := src.Log.WriteSnapshot(func(s audit.Snapshot) (io.Writer, error) {
+		w, d, err := add(FileAudit, s.Bytes)
+		done = d
+		return w, err
+	})
+	if err != nil {
+		return m, fmt.Errorf("backup: copying %s: %w", FileAudit, err)
+	}
+	done()
+	if snap.HeadSeq < src.Access.Seq {
+		return m, fmt.Errorf("backup: the audit copy ends at %d, before its own access record %d", snap.HeadSeq, src.Access.Seq)
+	}
+	m.Audit = AuditHead{HeadSeq: snap.HeadSeq, HeadHash: snap.HeadHash, TreeSize: snap.TreeSize, TreeRoot: snap.TreeRoot}
+	for _, name := range []string{FileCatalog, FileGrants} {
+		if err := ctx.Err(); err != nil {
+			return m, err
+		}
+		err := copyBolt(filepath.Join(src.Dir, name), src.Timeout, func(size int64) (io.Writer, func(), error) { return add(name, size) })
+		if errors.Is(err, os.ErrNotExist) && name == FileGrants {
+			continue // no grant was ever made
+		}
+		if err != nil {
+			return m, fmt.Errorf("backup: copying %s: %w", name, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(src.Dir, FileDevKeys)); err == nil {
+		if err := addBytes(add, FileDevKeys, b); err != nil {
+			return m, err
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return m, fmt.Errorf("backup: reading %s: %w", FileDevKeys, err)
+	}
+	lines, latest, err := anchoredLines(src.Dir, snap.HeadSeq)
+	if err != nil {
+		return m, err
+	}
+	m.Checkpoints, m.Checkpoint = bytes.Count(lines, []byte("\n")), latest
+	if err := addBytes(add, FileCheckpoints, lines); err != nil {
+		return m, err
+	}
+	mb, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return m, err
+	}
+	if err := addBytes(add, FileManifest, append(mb, '\n')); err != nil {
+		return m, err
+	}
+	m.Files = m.Files[:len(m.Files)-1] // the manifest does not list itself
+	return m, tw.Close()
+}
+
+type addFunc func(name string, size int64) (io.Writer, func(), error)
+
+func addBytes(add addFunc, name string, b []byte) error {
+	w, done, err := add(name, int64(len(b)))
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	done()
+	return nil
+}
+
+// copyBolt copies the bbolt file at path with tx.WriteTo in one read
+// transaction, opening it read-only (a shared lock, compatible with the
+// server's read-only catalog and its brief grant updates).
+func copyBolt(path string, timeout time.Duration, add func(size int64) (io.Writer, func(), error)) error {
+	if _, err := os.Stat(path); err != nil {
+		return err // bbolt would create a missing file
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return fmt.Errorf("%w: %s", ErrLocked, path)
+		}
+		return err
+	}
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error {
+		w, done, err := add(tx.Size())
+		if err != nil {
+			return err
+		}
+		n, err := tx.WriteTo(w)
+		if err == nil && n != tx.Size() {
+			err = fmt.Errorf("wrote %d of %d bytes", n, tx.Size())
+		}
+		if err == nil {
+			done()
+		}
+		return err
+	})
+}
+
+// anchoredLines reads the data directory's anchor file and returns its
+// current entries (checkpoint.Current) of size at most head as anchor
+// lines, and the latest of them. A torn last line (a checkpoint being
+// written) is left out.
+func anchoredLines(dir string, head uint64) ([]byte, *Anchored, error) {
+	es, err := (&checkpoint.Anchor{Dir: dir}).All()
+	var torn *checkpoint.TornError
+	if err != nil && !errors.As(err, &torn) {
+		return nil, nil, fmt.Errorf("backup: reading the anchored checkpoints: %w", err)
+	}
+	if es, err = checkpoint.Current(es); err != nil {
+		return nil, nil, fmt.Errorf("backup: reading the anchored checkpoints: %w", err)
+	}
+	var out []byte
+	var latest *Anchored
+	for _, e := range es {
+		if e.Size > int64(head) {
+			continue
+		}
+		l, err := checkpoint.FormatLine(e)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, l...)
+		latest = &Anchored{Size: e.Size, Root: e.Root, Time: e.Time}
+	}
+	return out, latest, nil
+}

@@ -1,0 +1,372 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/checkpoint"
+)
+
+// ActionRestore is the action of the record a restore appends to the
+// restored log.
+const ActionRestore = "backup/restore"
+
+// Errors of Restore.
+var (
+	// ErrBehind: the backup's log is behind a signed checkpoint anchored
+	// in the data directory or the external anchor (a rollback: records
+	// anchored since were lost). Nothing was changed. Restore a newer
+	// backup, or acknowledge the loss (RestoreOptions.AcceptRollback).
+	ErrBehind = errors.New("backup: the backup is behind an anchored checkpoint")
+	// ErrServing: a process holds the data directory's audit log (a server
+	// runs on it). Stop it first; nothing was changed.
+	ErrServing = errors.New("backup: the data directory is in use (a server holds its audit log)")
+	// ErrDataDirExists: the data directory exists and is not empty, and
+	// Force was not given. Nothing was changed.
+	ErrDataDirExists = errors.New("backup: the data directory exists and is not empty")
+)
+
+// RestoreOptions configures Restore.
+type RestoreOptions struct {
+	From    string // the backup directory
+	DataDir string // the data directory to restore into
+	// Anchors are the external anchor directories (the server's
+	// --anchor-dir); the data directory's own anchor file, if any, is read
+	// too. An anchor that is configured must be named: a missing one
+	// cannot be told from one that holds nothing.
+	Anchors []string
+	// Verifiers check the checkpoints' signatures (required).
+	Verifiers note.Verifiers
+	// AcceptRollback, when not empty, is the operator's reason for
+	// restoring a backup that is behind the anchors; Signer (named as the
+	// checkpoints' origin) then signs the checkpoint and the
+	// acknowledgement. Signer is called only then.
+	AcceptRollback string
+	Signer         func(origin string) (note.Signer, error)
+	// Force replaces an existing data directory, which is kept beside it
+	// (RestoreResult.Replaced).
+	Force bool
+	// Account is the OS account recorded as the restore's principal
+	// ("os:uid=…"), Purpose its purpose of use, Node the records' node.
+	Account, Purpose, Node string
+	Now                    func() time.Time // nil: time.Now
+	// Timeout bounds the wait for the data directory's lock (zero: 1 s).
+	Timeout time.Duration
+}
+
+// RestoreResult says what Restore did.
+type RestoreResult struct {
+	Manifest Manifest `json:"manifest"`
+	// Behind is the largest anchored checkpoint the backup was behind
+	// (nil: none; the backup extends every anchored checkpoint).
+	Behind *Anchored `json:"behind,omitempty"`
+	// Record is the restore's own audit record (seq = the backup's head + 1).
+	Record Head `json:"record"`
+	// Acknowledged says that a rollback acknowledgement was signed and
+	// anchored (in the data directory and every external anchor).
+	Acknowledged bool `json:"acknowledged"`
+	// Replaced is where the data directory that was replaced now is.
+	Replaced string `json:"replaced,omitempty"`
+}
+
+// Restore restores the backup From into DataDir, all or nothing:
+//
+//  1. the backup verifies (Verify, with signatures);
+//  2. DataDir is not in use, and empty unless Force;
+//  3. the backup's log is checked against every checkpoint anchored in
+//     DataDir and in Anchors: those at or below its head must match
+//     (checkpoint.CheckAgainst; a fork is always refused); any larger one
+//     means the backup is behind (ErrBehind), unless AcceptRollback;
+//  4. the files are staged in a new directory beside DataDir, and the
+//     restore appends its own record (ActionRestore: the backup, its head,
+//     the anchored size it is behind, the reason, the account) to the
+//     staged log. Behind and acknowledged, it signs the checkpoint of the
+//     log with that record and a rollback acknowledgement
+//     (checkpoint.Rollback), and anchors them in the staged directory and
+//     then in every external anchor;
+//  5. the staged directory is checked as serve will check it (every
+//     record; checkpoint.Load and CheckAgainst over all anchors), and only
+//     then swapped in (an existing DataDir is renamed aside first).
+//
+// If step 4 anchored the acknowledgement externally and step 5 then fails,
+// the staged directory is kept and named in the error: it is complete, and
+// the external anchor already expects it.
+func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Timeout == 0 {
+		o.Timeout = time.Second
+	}
+	if o.Verifiers == nil {
+		return res, errors.New("backup: restore needs the checkpoint verifier keys")
+	}
+	rep, err := Verify(ctx, o.From, o.Verifiers)
+	if err != nil {
+		return res, err
+	}
+	m := rep.Manifest
+	res.Manifest = m
+	exists, err := checkDataDir(o)
+	if err != nil {
+		return res, err
+	}
+
+	// The anchored checkpoints: the data directory's (if it has one) and
+	// every external anchor's.
+	anchors := make([]*checkpoint.Anchor, 0, len(o.Anchors)+1)
+	if exists {
+		anchors = append(anchors, &checkpoint.Anchor{Dir: o.DataDir})
+	}
+	for _, a := range o.Anchors {
+		anchors = append(anchors, &checkpoint.Anchor{Dir: a})
+	}
+	entries, err := checkpoint.Load(anchors...)
+	if err != nil {
+		return res, fmt.Errorf("backup: reading the anchored checkpoints: %w", err)
+	}
+	var upto []checkpoint.Entry
+	var behind *checkpoint.Entry
+	for _, e := range entries {
+		if e.Size <= int64(m.Audit.HeadSeq) {
+			upto = append(upto, e)
+		} else if behind == nil || e.Size > behind.Size {
+			e := e
+			behind = &e
+		}
+	}
+	copyLog, err := audit.Open(filepath.Join(o.From, FileAudit), audit.Options{ReadOnly: true})
+	if err != nil {
+		return res, err
+	}
+	err = checkpoint.CheckAgainst(ctx, copyLog, upto, o.Verifiers)
+	copyLog.Close()
+	if err != nil {
+		return res, fmt.Errorf("backup: the backup does not match the anchored checkpoints at or below its head %d: %w", m.Audit.HeadSeq, err)
+	}
+	if behind != nil {
+		if _, _, err := checkpoint.Open(behind.Note, o.Verifiers); err != nil {
+			return res, fmt.Errorf("backup: %s: %w", behind.Location(), err)
+		}
+		res.Behind = &Anchored{Size: behind.Size, Root: behind.Root, Time: behind.Time}
+		if o.AcceptRollback == "" {
+			return res, fmt.Errorf("%w: the backup ends at record %d, but %s anchors a checkpoint of %d records (root %s); the %d records after the backup would be lost. Restore a newer backup, or acknowledge the loss with --accept-rollback REASON (recorded and anchored)",
+				ErrBehind, m.Audit.HeadSeq, behind.Location(), behind.Size, behind.Root, behind.Size-int64(m.Audit.HeadSeq))
+		}
+	}
+
+	staged, err := os.MkdirTemp(filepath.Dir(filepath.Clean(o.DataDir)), "."+filepath.Base(filepath.Clean(o.DataDir))+".restore-")
+	if err != nil {
+		return res, fmt.Errorf("backup: %w", err)
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			os.RemoveAll(staged)
+		}
+	}()
+	for _, f := range m.Files {
+		if err := copyFile(filepath.Join(o.From, f.Name), filepath.Join(staged, f.Name)); err != nil {
+			return res, err
+		}
+	}
+	if err := res.record(ctx, o, staged, behind); err != nil {
+		return res, err
+	}
+	if res.Acknowledged {
+		keep = true // the external anchors now expect this log
+	}
+	if err := checkStaged(ctx, staged, o); err != nil {
+		if keep {
+			return res, fmt.Errorf("backup: the staged data directory %s does not pass the startup checks: %w", staged, err)
+		}
+		return res, err
+	}
+	if err := syncDir(staged); err != nil {
+		return res, err
+	}
+	if exists {
+		res.Replaced = fmt.Sprintf("%s.replaced-%s", filepath.Clean(o.DataDir), o.Now().UTC().Format("20060102T150405Z"))
+		if err := os.Rename(o.DataDir, res.Replaced); err != nil {
+			return res, fmt.Errorf("backup: moving the old data directory aside: %w", err)
+		}
+	} else if err := os.Remove(o.DataDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return res, fmt.Errorf("backup: %w", err)
+	}
+	if err := os.Rename(staged, o.DataDir); err != nil {
+		keep = true
+		return res, fmt.Errorf("backup: moving the restored directory %s into place: %w", staged, err)
+	}
+	keep = true
+	return res, syncDir(filepath.Dir(filepath.Clean(o.DataDir)))
+}
+
+// checkDataDir checks that o.DataDir is not in use and may be replaced; it
+// reports whether it exists with something in it.
+func checkDataDir(o RestoreOptions) (bool, error) {
+	entries, err := os.ReadDir(o.DataDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("backup: %w", err)
+	}
+	if len(entries) == 0 {
+		return false, nil
+	}
+	if p := filepath.Join(o.DataDir, FileAudit); fileExists(p) {
+		l, err := audit.Open(p, audit.Options{ReadOnly: true, Timeout: o.Timeout})
+		if errors.Is(err, audit.ErrLocked) {
+			return true, fmt.Errorf("%w: %s", ErrServing, o.DataDir)
+		}
+		if err == nil {
+			l.Close()
+		}
+	}
+	if !o.Force {
+		return true, fmt.Errorf("%w: %s (pass --force to replace it; it is kept beside as %s.replaced-TIME)", ErrDataDirExists, o.DataDir, filepath.Clean(o.DataDir))
+	}
+	return true, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// record appends the restore's record to the staged log and, behind and
+// acknowledged, anchors its checkpoint with the acknowledgement.
+func (res *RestoreResult) record(ctx context.Context, o RestoreOptions, staged string, behind *checkpoint.Entry) error {
+	log, err := audit.Open(filepath.Join(staged, FileAudit), audit.Options{Node: o.Node})
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	m := res.Manifest
+	var why []string
+	kv := func(k, v string) {
+		if strings.ContainsAny(v, " \"=\t\n") {
+			v = strconv.Quote(v)
+		}
+		why = append(why, k+"="+v)
+	}
+	kv("backup", o.From)
+	kv("head", strconv.FormatUint(m.Audit.HeadSeq, 10))
+	kv("head_hash", m.Audit.HeadHash)
+	if behind != nil {
+		kv("behind", strconv.FormatInt(behind.Size, 10))
+		kv("accept_rollback", o.AcceptRollback)
+	}
+	purpose := o.Purpose
+	if purpose == "" {
+		purpose = "HOPERAT"
+	}
+	rec, err := log.Append(ctx, audit.Entry{
+		Action: ActionRestore, Outcome: audit.OutcomeAllow, Reason: strings.Join(why, " "),
+		Principal:    audit.Principal{Sub: o.Account, Roles: []string{}, ClientID: "custos-cli"},
+		PurposeOfUse: purpose, Source: "local",
+	})
+	if err != nil {
+		return fmt.Errorf("backup: recording the restore: %w", err)
+	}
+	res.Record = Head{Seq: rec.Seq, Hash: rec.Hash}
+	if behind == nil {
+		return nil // serve signs the next checkpoint, which extends every anchored one
+	}
+	origin, err := noteOrigin(behind.Note)
+	if err != nil {
+		return err
+	}
+	if o.Signer == nil {
+		return errors.New("backup: acknowledging a rollback needs the checkpoint signing key")
+	}
+	signer, err := o.Signer(origin)
+	if err != nil {
+		return err
+	}
+	size := int64(rec.Seq)
+	root, err := log.TreeHash(size)
+	if err != nil {
+		return err
+	}
+	fromRoot, err := log.TreeHash(size - 1)
+	if err != nil {
+		return err
+	}
+	signed, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: origin, Size: size, Root: root}, signer)
+	if err != nil {
+		return err
+	}
+	r := checkpoint.Rollback{Origin: origin, From: size - 1, FromRoot: fromRoot, Behind: behind.Size, BehindRoot: behind.Root,
+		To: size, ToRoot: root, Record: rec.Hash}
+	if r.Note, err = checkpoint.SignRollback(r, signer); err != nil {
+		return err
+	}
+	e := checkpoint.Entry{Size: size, Root: root, Note: signed, Time: o.Now().UTC(), Rollback: &r}
+	if err := (&checkpoint.Anchor{Dir: staged}).AppendRollback(ctx, e); err != nil {
+		return err
+	}
+	for _, a := range o.Anchors {
+		if err := (&checkpoint.Anchor{Dir: a}).AppendRollback(ctx, e); err != nil {
+			return fmt.Errorf("backup: anchoring the acknowledgement in %s: %w", a, err)
+		}
+	}
+	res.Acknowledged = true
+	return nil
+}
+
+// checkStaged checks the staged directory as serve does at startup.
+func checkStaged(ctx context.Context, staged string, o RestoreOptions) error {
+	path := filepath.Join(staged, FileAudit)
+	var problems []string
+	if _, err := audit.VerifyFile(ctx, path, func(p audit.Problem) { problems = append(problems, p.String()) }); err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: the restored log: %s", ErrUnverified, strings.Join(problems, "; "))
+	}
+	anchors := []*checkpoint.Anchor{{Dir: staged}}
+	for _, a := range o.Anchors {
+		anchors = append(anchors, &checkpoint.Anchor{Dir: a})
+	}
+	entries, err := checkpoint.Load(anchors...)
+	if err != nil {
+		return err
+	}
+	log, err := audit.Open(path, audit.Options{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	return checkpoint.CheckAgainst(ctx, log, entries, o.Verifiers)
+}
+
+func noteOrigin(signed []byte) (string, error) {
+	i := strings.Index(string(signed), "\n")
+	if i <= 0 {
+		return "", fmt.Errorf("%w: not a signed note", checkpoint.ErrBadCheckpoint)
+	}
+	return string(signed[:i]), nil
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	return writeFile(to, in, st.Size())
+}

@@ -1,0 +1,159 @@
+package backup_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/audittest"
+	"github.com/custos-mcp/custos/audit/checkpoint"
+	"github.com/custos-mcp/custos/backup"
+)
+
+// saved takes and commits a backup of d.
+func (d *dataDir) saved(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "backup")
+	staged, _, err := d.take(t, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := staged.Commit(context.Background(), d.verifiers); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (d *dataDir) restoreOptions(from, to string, anchors ...string) backup.RestoreOptions {
+	return backup.RestoreOptions{From: from, DataDir: to, Anchors: anchors, Verifiers: d.verifiers, Account: "os:uid=0(root)",
+		Node: "test", Signer: func(string) (note.Signer, error) { return d.signer, nil }}
+}
+
+// A backup taken, then the log goes on and a newer checkpoint is anchored:
+// restoring the backup is refused as behind, and accepted with an
+// acknowledgement that is recorded and anchored and that the startup
+// checks then accept.
+func TestRestoreBehindTheAnchorsNeedsAnAcknowledgement(t *testing.T) {
+	ctx := context.Background()
+	d := newDataDir(t, 10, 10)
+	from := d.saved(t) // head 11
+	for range 9 {
+		d.append(t, "later")
+	}
+	d.anchor(t, 20)
+	to := filepath.Join(t.TempDir(), "restored")
+	audittest.VerifyOnCleanup(t, filepath.Join(to, backup.FileAudit))
+
+	// The data directory's own anchor is the external anchor here.
+	o := d.restoreOptions(from, to, d.dir)
+	res, err := backup.Restore(ctx, o)
+	if !errors.Is(err, backup.ErrBehind) || res.Behind == nil || res.Behind.Size != 20 {
+		t.Fatalf("restore behind: %v (behind %+v)", err, res.Behind)
+	}
+	if _, err := os.Stat(to); !os.IsNotExist(err) {
+		t.Fatalf("a refused restore left %s", to)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(to)); len(entries) != 0 {
+		t.Fatalf("a refused restore left %v", entries)
+	}
+
+	o.AcceptRollback = "disk lost"
+	res, err = backup.Restore(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Acknowledged || res.Record.Seq != 12 {
+		t.Fatalf("result %+v", res)
+	}
+	l := audittest.OpenPath(t, filepath.Join(to, backup.FileAudit), audit.Options{ReadOnly: true})
+	l.Records(ctx, 12, 12, func(_ uint64, c []byte) error {
+		r, _ := audit.Decode(c)
+		if r.Action != backup.ActionRestore || !strings.Contains(r.Reason, `accept_rollback="disk lost"`) || !strings.Contains(r.Reason, "behind=20") ||
+			r.Principal.Sub != "os:uid=0(root)" {
+			t.Errorf("restore record %+v", r)
+		}
+		return nil
+	})
+	// What serve checks at startup: both anchors, the restored tree.
+	es, err := checkpoint.Load(&checkpoint.Anchor{Dir: to}, &checkpoint.Anchor{Dir: d.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.CheckAgainst(ctx, l, es, d.verifiers); err != nil {
+		t.Fatalf("startup check of the restored log: %v", err)
+	}
+	// The checkpoint of size 20 (the lost history) is superseded by the
+	// acknowledgement at 12, in both anchors.
+	for _, e := range es {
+		if e.Size == 20 || (e.Size == 12) != (e.Rollback != nil) {
+			t.Fatalf("current entries %+v", es)
+		}
+	}
+}
+
+func TestRestoreRefusals(t *testing.T) {
+	ctx := context.Background()
+	d := newDataDir(t, 5, 5)
+	from := d.saved(t)
+
+	t.Run("not empty without force, in use, replaced with force", func(t *testing.T) {
+		to := t.TempDir()
+		os.WriteFile(filepath.Join(to, "x"), nil, 0o600)
+		if _, err := backup.Restore(ctx, d.restoreOptions(from, to)); !errors.Is(err, backup.ErrDataDirExists) {
+			t.Fatalf("non-empty data dir: %v", err)
+		}
+		// A process holding the data directory's audit log.
+		busy := t.TempDir()
+		audittest.OpenPath(t, filepath.Join(busy, backup.FileAudit), audit.Options{})
+		o := d.restoreOptions(from, busy)
+		o.Force = true
+		if _, err := backup.Restore(ctx, o); !errors.Is(err, backup.ErrServing) {
+			t.Fatalf("held data dir: %v", err)
+		}
+		o = d.restoreOptions(from, to)
+		o.Force = true
+		res, err := backup.Restore(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		audittest.VerifyOnCleanup(t, filepath.Join(to, backup.FileAudit))
+		if _, err := os.Stat(filepath.Join(res.Replaced, "x")); err != nil || res.Behind != nil || res.Acknowledged {
+			t.Fatalf("replaced %q: %v; %+v", res.Replaced, err, res)
+		}
+	})
+	t.Run("unverified backup", func(t *testing.T) {
+		bad := copyDir(t, from)
+		f := filepath.Join(bad, backup.FileCatalog)
+		b, _ := os.ReadFile(f)
+		b[100] ^= 1
+		os.WriteFile(f, b, 0o600)
+		to := filepath.Join(t.TempDir(), "to")
+		if _, err := backup.Restore(ctx, d.restoreOptions(bad, to)); !errors.Is(err, backup.ErrUnverified) {
+			t.Fatalf("corrupt backup: %v", err)
+		}
+	})
+	t.Run("forked anchor", func(t *testing.T) {
+		other := newDataDir(t, 5, 5) // another log's checkpoint at size 5
+		to := filepath.Join(t.TempDir(), "to")
+		o := d.restoreOptions(from, to, other.dir)
+		o.AcceptRollback = "no acknowledgement covers a fork"
+		if _, err := backup.Restore(ctx, o); !errors.Is(err, checkpoint.ErrFork) && !errors.Is(err, checkpoint.ErrBadSignature) {
+			t.Fatalf("forked anchor: %v", err)
+		}
+		if _, err := os.Stat(to); !os.IsNotExist(err) {
+			t.Fatal("a refused restore left the data directory")
+		}
+	})
+	t.Run("missing anchor dir", func(t *testing.T) {
+		to := filepath.Join(t.TempDir(), "to")
+		if _, err := backup.Restore(ctx, d.restoreOptions(from, to, filepath.Join(t.TempDir(), "unmounted"))); err == nil {
+			t.Fatal("restore with a missing anchor directory succeeded")
+		}
+	})
+}

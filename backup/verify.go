@@ -1,0 +1,389 @@
+package backup
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/checkpoint"
+)
+
+// ReadManifest reads dir's manifest strictly.
+func ReadManifest(dir string) (Manifest, error) {
+	b, err := os.ReadFile(filepath.Join(dir, FileManifest))
+	if err != nil {
+		return Manifest{}, fmt.Errorf("backup: %w", err)
+	}
+	var m Manifest
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&m); err != nil {
+		return Manifest{}, fmt.Errorf("%w: %s: %v", ErrUnverified, FileManifest, err)
+	}
+	if m.Format != Format {
+		return Manifest{}, fmt.Errorf("%w: %s: format %q, want %q", ErrUnverified, FileManifest, m.Format, Format)
+	}
+	return m, nil
+}
+
+// Report is what Verify found: every problem, and what was checked.
+type Report struct {
+	Manifest Manifest `json:"manifest"`
+	Problems []string `json:"problems"`
+	// Signatures says whether the latest checkpoint's signature was
+	// checked (verifier keys were given).
+	Signatures bool `json:"signatures"`
+}
+
+// Verify checks the backup in dir and reports every problem found (see the
+// package invariants). With verifiers it also checks the signatures of the
+// checkpoints (checkpoint.CheckAgainst); without, their roots only. The
+// error is ErrUnverified (with the problems) when the backup does not
+// verify, another error when it cannot be read at all.
+func Verify(ctx context.Context, dir string, verifiers note.Verifiers) (Report, error) {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return Report{}, err
+	}
+	rep := Report{Manifest: m, Problems: []string{}, Signatures: verifiers != nil}
+	bad := func(format string, args ...any) { rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...)) }
+
+	listed := map[string]bool{FileManifest: true}
+	for _, f := range m.Files {
+		if listed[f.Name] || f.Name != filepath.Base(f.Name) || strings.HasPrefix(f.Name, ".") {
+			bad("%s: listed twice or not a plain name", f.Name)
+			continue
+		}
+		listed[f.Name] = true
+		size, sum, err := hashFile(filepath.Join(dir, f.Name))
+		switch {
+		case err != nil:
+			bad("%s: %v", f.Name, err)
+		case size != f.Bytes || sum != f.SHA256:
+			bad("%s: %d bytes, SHA-256 %s; the manifest says %d bytes, %s", f.Name, size, sum, f.Bytes, f.SHA256)
+		}
+	}
+	for _, need := range []string{FileAudit, FileCatalog, FileCheckpoints} {
+		if !listed[need] {
+			bad("%s: missing from the manifest", need)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !listed[e.Name()] {
+			bad("%s: not in the manifest", e.Name())
+		}
+	}
+	if len(rep.Problems) > 0 {
+		return rep, unverified(rep)
+	}
+
+	verifyAudit(ctx, dir, m, verifiers, bad)
+	for _, name := range []string{FileCatalog, FileGrants} {
+		if listed[name] {
+			for _, err := range checkBolt(filepath.Join(dir, name)) {
+				bad("%s: %v", name, err)
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return rep, err
+	}
+	if len(rep.Problems) > 0 {
+		return rep, unverified(rep)
+	}
+	return rep, nil
+}
+
+func unverified(rep Report) error {
+	return fmt.Errorf("%w: %s", ErrUnverified, strings.Join(rep.Problems, "; "))
+}
+
+// verifyAudit checks the audit copy: every record (audit.VerifyFile), the
+// head and tree against the manifest, the access record, and the
+// checkpoints.
+func verifyAudit(ctx context.Context, dir string, m Manifest, verifiers note.Verifiers, bad func(string, ...any)) {
+	path := filepath.Join(dir, FileAudit)
+	sum, err := audit.VerifyFile(ctx, path, func(p audit.Problem) { bad("%s: %s", FileAudit, p) })
+	if err != nil {
+		bad("%s: %v", FileAudit, err)
+		return
+	}
+	if sum.HeadSeq != m.Audit.HeadSeq || sum.HeadHash != m.Audit.HeadHash {
+		bad("%s: head %d %s; the manifest says %d %s", FileAudit, sum.HeadSeq, sum.HeadHash, m.Audit.HeadSeq, m.Audit.HeadHash)
+	}
+	if sum.Problems > 0 {
+		return
+	}
+	log, err := audit.Open(path, audit.Options{ReadOnly: true})
+	if err != nil {
+		bad("%s: %v", FileAudit, err)
+		return
+	}
+	defer log.Close()
+	size, root, err := log.TreeHead(ctx)
+	if err != nil || size != m.Audit.TreeSize || root != m.Audit.TreeRoot {
+		bad("%s: tree %d %s (%v); the manifest says %d %s", FileAudit, size, root, err, m.Audit.TreeSize, m.Audit.TreeRoot)
+		return
+	}
+	if m.Access.Seq == 0 || m.Access.Seq > m.Audit.HeadSeq {
+		bad("%s: the access record %d is not in the copy (head %d)", FileAudit, m.Access.Seq, m.Audit.HeadSeq)
+	} else {
+		err := log.Records(ctx, m.Access.Seq, m.Access.Seq, func(_ uint64, canonical []byte) error {
+			if h := audit.HashRecord(canonical); h != m.Access.Hash {
+				return fmt.Errorf("record %d hashes to %s, the access record was %s", m.Access.Seq, h, m.Access.Hash)
+			}
+			if r, err := audit.Decode(canonical); err != nil || r.Action != ActionBackup {
+				return fmt.Errorf("record %d is not a %q access record", m.Access.Seq, ActionBackup)
+			}
+			return nil
+		})
+		if err != nil {
+			bad("%s: %v", FileAudit, err)
+		}
+	}
+	es, err := ReadCheckpoints(dir)
+	if err != nil {
+		bad("%s: %v", FileCheckpoints, err)
+		return
+	}
+	if len(es) != m.Checkpoints {
+		bad("%s: %d checkpoints; the manifest says %d", FileCheckpoints, len(es), m.Checkpoints)
+	}
+	if n := len(es); n > 0 {
+		l := es[n-1]
+		if m.Checkpoint == nil || l.Size != m.Checkpoint.Size || l.Root != m.Checkpoint.Root {
+			bad("%s: the latest checkpoint is %d %s; the manifest says %+v", FileCheckpoints, l.Size, l.Root, m.Checkpoint)
+		}
+	}
+	if err := CheckTree(ctx, log, es, verifiers); err != nil {
+		bad("%s: not consistent with %s: %v", FileAudit, FileCheckpoints, err)
+	}
+}
+
+// ActionBackup is the action of a backup's access record.
+const ActionBackup = "backup"
+
+// ReadCheckpoints reads a backup's checkpoints.jsonl: complete lines only,
+// rollback acknowledgements applied (checkpoint.Current).
+func ReadCheckpoints(dir string) ([]checkpoint.Entry, error) {
+	path := filepath.Join(dir, FileCheckpoints)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	es, err := checkpoint.ReadEntries(bytes.NewReader(b), path)
+	if err != nil {
+		return nil, err
+	}
+	return checkpoint.Current(es)
+}
+
+// CheckTree checks tree against entries: with verifiers as the server does
+// at startup (checkpoint.CheckAgainst); without, every entry's root must be
+// the tree's at its size, and none may be larger than the tree.
+func CheckTree(ctx context.Context, tree checkpoint.Tree, entries []checkpoint.Entry, verifiers note.Verifiers) error {
+	if verifiers != nil {
+		return checkpoint.CheckAgainst(ctx, tree, entries, verifiers)
+	}
+	size, _, err := tree.TreeHead(ctx)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Size > size {
+			return &checkpoint.RolledBackError{LocalSize: size, Anchored: e}
+		}
+		h, err := tree.TreeHash(e.Size)
+		if err != nil {
+			return err
+		}
+		if h != e.Root {
+			return &checkpoint.ForkError{Size: e.Size, A: checkpoint.Side{Source: e.Location(), Root: e.Root, Note: e.Note}, B: checkpoint.Side{Source: "backup audit tree", Root: h}}
+		}
+	}
+	return nil
+}
+
+// checkBolt runs bbolt's consistency check on a read-only open of path.
+func checkBolt(path string) []error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: DefaultTimeout})
+	if err != nil {
+		return []error{err}
+	}
+	defer db.Close()
+	var errs []error
+	err = db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			errs = append(errs, err)
+		}
+		return nil
+	})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// DefaultTimeout bounds the wait for a file lock.
+const DefaultTimeout = 5 * time.Second
+
+func hashFile(path string) (int64, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	return n, hex.EncodeToString(h.Sum(nil)), err
+}
+
+// maxFile bounds one file read from a backup stream.
+const maxFile = 1 << 50
+
+// Staged is a backup received into a temporary directory beside its
+// destination, not yet verified or in place.
+type Staged struct {
+	dir, out string
+}
+
+// Receive unpacks the backup stream r (Write's output) into a new
+// temporary directory beside out, each file fsynced. out must not exist or
+// be an empty directory (ErrExists). On failure nothing is left behind.
+// Call Commit once the stream is known complete (the transport reported
+// success), or Discard.
+func Receive(r io.Reader, out string) (*Staged, error) {
+	out = filepath.Clean(out)
+	if err := CheckDest(out); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+".partial-")
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	if err := unpack(r, tmp); err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	return &Staged{dir: tmp, out: out}, nil
+}
+
+// CheckDest fails with ErrExists unless out is missing or an empty
+// directory: call it before asking for a backup stream.
+func CheckDest(out string) error {
+	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
+		return fmt.Errorf("%w: %s", ErrExists, out)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("backup: %w", err)
+	}
+	return nil
+}
+
+// Discard removes the staged directory.
+func (s *Staged) Discard() { os.RemoveAll(s.dir) }
+
+// Commit verifies the staged backup (Verify, with verifiers if given),
+// fsyncs its directory and renames it to its destination. If it does not
+// verify, or anything fails, the staged directory is removed and nothing
+// is left at the destination; the report says what failed.
+func (s *Staged) Commit(ctx context.Context, verifiers note.Verifiers) (Report, error) {
+	ok := false
+	defer func() {
+		if !ok {
+			s.Discard()
+		}
+	}()
+	rep, err := Verify(ctx, s.dir, verifiers)
+	if err != nil {
+		return rep, err
+	}
+	if err := syncDir(s.dir); err != nil {
+		return rep, err
+	}
+	if err := CheckDest(s.out); err != nil {
+		return rep, err
+	}
+	if err := os.Remove(s.out); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return rep, fmt.Errorf("backup: %w", err)
+	}
+	if err := os.Rename(s.dir, s.out); err != nil {
+		return rep, fmt.Errorf("backup: %w", err)
+	}
+	ok = true
+	return rep, syncDir(filepath.Dir(s.out))
+}
+
+// unpack writes the flat regular files of a tar stream into dir, each
+// fsynced.
+func unpack(r io.Reader, dir string) error {
+	tr := tar.NewReader(r)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("backup: stream: %w", err)
+		}
+		name := h.Name
+		if h.Typeflag != tar.TypeReg || name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") ||
+			h.Size < 0 || h.Size > maxFile || slices.Contains(names, name) {
+			return fmt.Errorf("backup: stream: unexpected entry %q", name)
+		}
+		names = append(names, name)
+		if err := writeFile(filepath.Join(dir, name), tr, h.Size); err != nil {
+			return err
+		}
+	}
+	if !slices.Contains(names, FileManifest) {
+		return fmt.Errorf("backup: stream: no %s (the backup ended early)", FileManifest)
+	}
+	return nil
+}
+
+func writeFile(path string, r io.Reader, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	n, err := io.Copy(f, io.LimitReader(r, size))
+	if err == nil && n != size {
+		err = io.ErrUnexpectedEOF
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("backup: writing %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
