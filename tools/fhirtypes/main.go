@@ -99,7 +99,9 @@ func main() {
 		var b bundle
 		readJSON(filepath.Join(*defs, "dist/fhir/r4", f), &b)
 		for _, e := range b.Entry {
-			var head struct{ ResourceType string `json:"resourceType"` }
+			var head struct {
+				ResourceType string `json:"resourceType"`
+			}
 			if err := json.Unmarshal(e.Resource, &head); err != nil || head.ResourceType != "StructureDefinition" {
 				continue
 			}
