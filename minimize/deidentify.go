@@ -2,6 +2,7 @@ package minimize
 
 import (
 	"encoding/json"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -80,14 +81,7 @@ var allowedExtensions = map[string]bool{
 
 // AllowedExtensions returns, sorted, the extension URLs the deidentify
 // obligation keeps (a fresh copy).
-func AllowedExtensions() []string {
-	out := make([]string, 0, len(allowedExtensions))
-	for u := range allowedExtensions {
-		out = append(out, u)
-	}
-	slices.Sort(out)
-	return out
-}
+func AllowedExtensions() []string { return slices.Sorted(maps.Keys(allowedExtensions)) }
 
 // terminologySystems are the code systems whose codings the deidentify
 // walk keeps: public vocabularies, whose codes name concepts, not people.

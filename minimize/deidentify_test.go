@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,6 +203,9 @@ func TestDeidentifyWithholds(t *testing.T) {
 	}
 	if _, err := minimize.Apply("text/markdown", []byte("x"), safeHarbor, minimize.Options{Now: deidNow}); !errors.Is(err, minimize.ErrNotApplicable) {
 		t.Errorf("on text: %v", err)
+	}
+	if !slices.Contains(minimize.AllowedExtensions(), "http://hl7.org/fhir/StructureDefinition/data-absent-reason") {
+		t.Error("data-absent-reason, which the walk writes, is not an allowed extension")
 	}
 	for _, o := range []minimize.Obligation{{Op: minimize.OpDeidentify}, {Op: minimize.OpDeidentify, Path: "/code", Fn: "safeharbor"}} {
 		if o.Validate() == nil {
