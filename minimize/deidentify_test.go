@@ -240,3 +240,27 @@ func BenchmarkDeidentify(b *testing.B) {
 		})
 	}
 }
+
+// FuzzDeidentify: on any input the walk either withholds (an error, no
+// payload) or returns a JSON object naming a known resource type; it never
+// panics.
+func FuzzDeidentify(f *testing.F) {
+	corpus, _ := safeharbortest.Corpus(f, deidNow.Year())
+	for _, r := range corpus {
+		f.Add(r.Raw)
+	}
+	f.Add([]byte(`{"resourceType":"Patient","contained":[{"resourceType":"Patient","id":"x"}],"link":[{"other":{"reference":"#x"}}]}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		out, err := minimize.Apply("application/fhir+json", doc, safeHarbor, minimize.Options{Now: deidNow, Alias: testAlias})
+		if err != nil {
+			if out != nil {
+				t.Fatal("a payload with an error")
+			}
+			return
+		}
+		var v map[string]any
+		if err := json.Unmarshal(out, &v); err != nil || v["resourceType"] == nil {
+			t.Fatalf("output %q is not a resource: %v", out, err)
+		}
+	})
+}
