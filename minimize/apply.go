@@ -92,6 +92,12 @@ func JSON(doc []byte, obs []Obligation, opts Options) ([]byte, error) {
 		return nil, err
 	}
 	for _, o := range obs {
+		if o.Op == OpDeidentify {
+			if root, err = deidentify(root, opts); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		root = applyOne(root, o, opts)
 	}
 	return encodeJSON(root)
@@ -128,7 +134,7 @@ func checkObligations(obs []Obligation, opts Options) error {
 		return err
 	}
 	for _, o := range obs {
-		if o.Op == OpGeneralize && o.Fn == GeneralizeBirthYear90 && opts.Now.IsZero() {
+		if (o.Op == OpGeneralize && o.Fn == GeneralizeBirthYear90 || o.Op == OpDeidentify) && opts.Now.IsZero() {
 			return o.errorf(ErrNoReferenceTime)
 		}
 	}

@@ -37,6 +37,18 @@
 //     is deleted. It is the minimum-necessary form: what a role may see,
 //     rather than what it may not, so an element the policy author did not
 //     foresee is withheld rather than released.
+//   - deidentify ([OpDeidentify], Fn [DeidentifySafeHarbor], Path ""): HIPAA
+//     Safe Harbor for any FHIR R4 resource. It walks every element by its
+//     FHIR data type (a table generated from the R4 StructureDefinitions by
+//     tools/fhirtypes, fhirtypes_gen.go) and decides per type: free text,
+//     narrative, notes, identifiers, names, contact points, attachments,
+//     URIs and extensions not on [AllowedExtensions] are dropped; codings
+//     are kept only for public terminologies; dates become the year;
+//     addresses keep state, country and ZIP3; references to a patient are
+//     rewritten with [Options.Alias], all others dropped; contained
+//     resources are walked recursively. An element of unknown type is
+//     dropped. A required element it drops gets a data-absent-reason
+//     extension, so the output stays valid FHIR R4. See deidentify.go.
 //
 // Paths are RFC 6901 JSON pointers, with one extension: a segment "*" selects
 // every element of an array (it matches a member literally named "*" when it
@@ -62,14 +74,15 @@
 //	            birthyear90
 //	scrub       "" or phone,email,ssn,      DEID      strip data that would identify the subject
 //	            mrn,date
+//	deidentify  safeharbor                  DEID      strip data that would identify the subject
 //	allow       /ptr,/ptr,...               MINEC     limit disclosure to the minimum necessary
 //
 // generalize and scrub implement the HIPAA Safe Harbor transformations of
 // 45 CFR 164.514(b)(2) (dates to year, ZIP to ZIP3 with the restricted ZIP3
 // list, ages over 89 to 90+, identifier patterns in free text); allow
 // implements minimum necessary, 164.514(d). A Safe Harbor profile combines
-// them: the default policy's HRESCH obligations generalize dates and ZIPs,
-// remove the known identifier elements and end with an allow-list.
+// them; deidentify does all of it by FHIR data type, and is what the default
+// policy's HRESCH view uses.
 //
 // # Invariants
 //
@@ -90,6 +103,10 @@
 //     obligation instead.
 //
 // # Caveats
+//
+// deidentify withholds a document that is not a FHIR resource of a known
+// type, or that carries a modifier extension it does not know
+// ([ErrWithheld]): FHIR forbids ignoring a modifier extension.
 //
 // Scrubbing is pattern based. It removes the identifier formats listed on
 // [ScrubString] and nothing else: a name in free text, or an identifier in a

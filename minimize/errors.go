@@ -9,7 +9,7 @@ import "errors"
 // (the obligation is named in the message; the payload never is).
 var (
 	// ErrUnknownOp is returned when an obligation's Op is not one of OpRemove,
-	// OpMask, OpGeneralize, OpScrub or OpAllow.
+	// OpMask, OpGeneralize, OpScrub, OpAllow or OpDeidentify.
 	ErrUnknownOp = errors.New("minimize: unknown obligation op")
 
 	// ErrBadPath is returned when an obligation's Path is not a valid
@@ -43,8 +43,15 @@ var (
 	// corrupt or mislabelled; the caller should deny the read and report it.
 	ErrMalformed = errors.New("minimize: malformed JSON payload")
 
-	// ErrNoReferenceTime is returned when a generalize:birthyear90 obligation
-	// is applied with a zero [Options.Now]. The caller must pass the current
+	// ErrWithheld is returned by [JSON] (and [Apply] for JSON types) when a
+	// deidentify obligation meets a document it cannot de-identify: not a
+	// FHIR R4 resource of a known type, or a resource with a modifier
+	// extension custos does not know (FHIR forbids ignoring one). The caller
+	// must not release the payload.
+	ErrWithheld = errors.New("minimize: resource withheld: it cannot be de-identified")
+
+	// ErrNoReferenceTime is returned when a generalize:birthyear90 or a
+	// deidentify obligation is applied with a zero [Options.Now]. The caller must pass the current
 	// time; it is a programming error, not a policy error.
-	ErrNoReferenceTime = errors.New("minimize: birthyear90 needs Options.Now")
+	ErrNoReferenceTime = errors.New("minimize: birthyear90 and deidentify need Options.Now")
 )

@@ -12,7 +12,8 @@ import (
 // It is the obligation vocabulary of custos: the policy emits it, the audit
 // log records its [Obligation.String] form, and [Apply] enforces it.
 type Obligation struct {
-	// Op is one of OpRemove, OpMask, OpGeneralize, OpScrub, OpAllow.
+	// Op is one of OpRemove, OpMask, OpGeneralize, OpScrub, OpAllow,
+	// OpDeidentify.
 	Op string `json:"op"`
 	// Path is an RFC 6901 JSON pointer into the payload. A segment "*"
 	// selects every element of an array. "" means the whole document; it is
@@ -28,6 +29,7 @@ type Obligation struct {
 	//   allow:      a comma list of one or more JSON pointers, relative to
 	//               Path, naming the elements kept (required), e.g.
 	//               "/gender,/birthDate,/address/*/state".
+	//   deidentify: "safeharbor" (required).
 	Fn string `json:"fn,omitempty"`
 }
 
@@ -38,6 +40,17 @@ const (
 	OpGeneralize = "generalize" // coarsen the value (HL7 DEID)
 	OpScrub      = "scrub"      // replace identifier patterns in text (HL7 DEID)
 	OpAllow      = "allow"      // keep only the listed elements (HL7 MINEC)
+	// OpDeidentify de-identifies a whole FHIR R4 resource by walking every
+	// element by its data type (HL7 DEID); see deidentify.go.
+	OpDeidentify = "deidentify"
+)
+
+// Deidentify functions.
+const (
+	// DeidentifySafeHarbor is HIPAA Safe Harbor (45 CFR 164.514(b)(2)) for
+	// any FHIR R4 resource, valid FHIR R4 out (docs/policy.md, "Research
+	// view").
+	DeidentifySafeHarbor = "safeharbor"
 )
 
 // HL7 v3 ObligationPolicy codes (code system [HL7CodeSystem]) that the ops
@@ -78,12 +91,19 @@ const (
 
 // Options carries the inputs of minimization that are not in the payload.
 //
-// The zero value is valid for every obligation except generalize:birthyear90,
-// which needs Now and fails with ErrNoReferenceTime without it.
+// The zero value is valid for every obligation except generalize:birthyear90
+// and deidentify, which need Now and fail with ErrNoReferenceTime without it.
 type Options struct {
 	// Now is the reference instant for age computations. The caller passes
 	// it so that minimization stays a pure function. Its UTC date is used.
 	Now time.Time
+	// Alias, if not nil, is the name under which the caller knows a patient
+	// (its research alias): the deidentify obligation rewrites a reference
+	// "Patient/<id>" to "Patient/<Alias(id)>". It must be a pure function
+	// returning a FHIR id; a result that is not one drops the reference.
+	// Nil: deidentify drops every reference to a patient. Other obligations
+	// ignore it.
+	Alias func(id string) string
 }
 
 // String returns the stable compact form used in the audit log:
@@ -101,7 +121,7 @@ func (o Obligation) String() string {
 // obligation.
 func (o Obligation) Validate() error {
 	switch o.Op {
-	case OpRemove, OpMask, OpGeneralize, OpScrub, OpAllow:
+	case OpRemove, OpMask, OpGeneralize, OpScrub, OpAllow, OpDeidentify:
 	default:
 		return o.errorf(ErrUnknownOp)
 	}
@@ -134,6 +154,13 @@ func (o Obligation) Validate() error {
 		if !validAllowFn(o.Fn) {
 			return o.errorf(ErrBadFn)
 		}
+	case OpDeidentify:
+		if o.Path != "" {
+			return o.errorf(ErrBadPath)
+		}
+		if o.Fn != DeidentifySafeHarbor {
+			return o.errorf(ErrBadFn)
+		}
 	}
 	return nil
 }
@@ -145,6 +172,7 @@ func (o Obligation) Validate() error {
 //	mask       -> MASK    (mask)
 //	generalize -> DEID    (deidentify)
 //	scrub      -> DEID    (deidentify)
+//	deidentify -> DEID    (deidentify)
 //	allow      -> MINEC   (minimum necessary)
 //
 // It returns "" for an op outside the vocabulary (such an obligation does not
@@ -155,7 +183,7 @@ func (o Obligation) HL7Code() string {
 		return HL7Redact
 	case OpMask:
 		return HL7Mask
-	case OpGeneralize, OpScrub:
+	case OpGeneralize, OpScrub, OpDeidentify:
 		return HL7DeID
 	case OpAllow:
 		return HL7MinEC

@@ -40,7 +40,7 @@ func TestRegoUnitTestsDetectMutations(t *testing.T) {
 		{"opt-out ignored", `not input.purpose_of_use in {"TREAT", "ETREAT"}`, `input.purpose_of_use == "NEVER"`},
 		{"auditor reads", `contains "auditor_no_phi_access" if input.principal.roles[_] == "auditor"`, `contains "auditor_no_phi_access" if false`},
 		{"no subscriberId mask", `{"op": "mask", "path": "/subscriberId", "fn": "last4"},`, ``},
-		{"no birthDate generalization", `{"op": "generalize", "path": "/birthDate", "fn": "birthyear90"},`, ``},
+		{"no research de-identification", `research_deidentify := [{"op": "deidentify", "path": "", "fn": "safeharbor"}]`, `research_deidentify := []`},
 		{"any tenant", `not tenant in principal_tenants`, `false`},
 		{"any patient", `r.patient in care_relationship_patients,`, `true,`},
 		{"no vip flag", `array.concat(g.reasons, ["vip_patient"])`, `g.reasons`},
@@ -54,7 +54,7 @@ func TestRegoUnitTestsDetectMutations(t *testing.T) {
 		{"batch differs from single", `decisions := resource_decisions(input.items) if`,
 			`decisions := [decision | some _ in input.items] if`},
 		{"empty patient is in the care team", `not "" in input.principal.patients`, `true`},
-		{"researcher reads notes", `"encounter": research_clinical_obligations,`, "\"encounter\": research_clinical_obligations,\n\t\"note\": [],"},
+		{"researcher reads notes", `"encounter": research_deidentify,`, "\"encounter\": research_deidentify,\n\t\"note\": [],"},
 		{"empty purpose accepted", `purpose_missing if input.purpose_of_use == ""`, `purpose_missing if false`},
 	}
 	for _, m := range mutations {

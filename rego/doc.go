@@ -20,15 +20,14 @@
 //     (rule decision); test_batch_equals_single_decisions checks the two
 //     entry points agree item by item.
 //   - Per-role, per-type obligation sets are plain data (billing_obligations,
-//     research_obligations, research_allow) in the vocabulary of package
-//     minimize.
+//     research_obligations) in the vocabulary of package minimize.
 //   - Research (HRESCH) is HIPAA Safe Harbor: every FHIR type a researcher
-//     may read ends with one allow-list obligation (op "allow") naming the
-//     only elements released, after the generalizations of the dates and
-//     ZIP codes it keeps; a type without an allow-list is denied. Notes,
-//     PDFs and images are denied for research. safeharbor_test.go proves it
-//     on a generated synthetic data set by scanning every de-identified
-//     output for the 18 identifier classes.
+//     may read carries one obligation, deidentify:safeharbor, which package
+//     minimize applies by walking every element by its FHIR R4 data type;
+//     a type without research obligations is denied. Notes, PDFs and images
+//     are denied for research. safeharbor_test.go proves it on a generated
+//     synthetic data set and on the realistic corpus testdata/fhir-corpus
+//     by scanning every de-identified output for the 18 identifier classes.
 //
 // This package only holds the policy text; package policy compiles and
 // evaluates it. A hospital can replace it with its own directory of .rego

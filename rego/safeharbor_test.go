@@ -2,219 +2,28 @@ package rego_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
 
 	"github.com/custos-mcp/custos/minimize"
+	"github.com/custos-mcp/custos/minimize/safeharbortest"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/rego"
 	"github.com/custos-mcp/custos/store/synth"
 )
 
-// The 18 HIPAA Safe Harbor identifier classes, 45 CFR 164.514(b)(2)(i)(A)-(R).
-const (
-	classNames       = "A names"
-	classGeography   = "B geography smaller than a state"
-	classDates       = "C dates (except year) and ages over 89"
-	classPhone       = "D telephone numbers"
-	classFax         = "E fax numbers"
-	classEmail       = "F e-mail addresses"
-	classSSN         = "G social security numbers"
-	classMRN         = "H medical record numbers"
-	classHealthPlan  = "I health plan beneficiary numbers"
-	classAccount     = "J account numbers"
-	classLicense     = "K certificate/license numbers"
-	classVehicle     = "L vehicle identifiers"
-	classDevice      = "M device identifiers and serial numbers"
-	classURL         = "N web URLs"
-	classIP          = "O IP addresses"
-	classBiometric   = "P biometric identifiers"
-	classPhoto       = "Q full-face photographs"
-	classOtherUnique = "R other unique identifying numbers, characteristics, codes"
-)
-
-var allClasses = []string{classNames, classGeography, classDates, classPhone, classFax, classEmail,
-	classSSN, classMRN, classHealthPlan, classAccount, classLicense, classVehicle, classDevice,
-	classURL, classIP, classBiometric, classPhoto, classOtherUnique}
-
 // fhirTypes are the synthetic FHIR resource types; the Safe Harbor profile
 // must release every one of them, de-identified.
 var fhirTypes = []string{"patient", "observation", "condition", "medicationrequest", "encounter", "coverage"}
-
-// terminologySystems are code system URIs. They name vocabularies, not
-// people, and may stay; any other URL or URN in an output is a leak.
-var terminologySystems = []string{
-	"http://loinc.org", "http://snomed.info/sct", "http://hl7.org/fhir/sid/icd-10-cm",
-	"http://www.nlm.nih.gov/research/umls/rxnorm", "http://unitsofmeasure.org", "urn:ietf:bcp:47",
-}
-
-var (
-	fullDateRE  = regexp.MustCompile(`(1[89]|20)\d\d-(0[1-9]|1[0-2])|\bT?\d\d:\d\d|\b\d{1,2}/\d{1,2}/\d{2,4}\b`)
-	uuidRE      = regexp.MustCompile(`(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	referenceRE = regexp.MustCompile(`\b(Patient|RelatedPerson|Person|Practitioner|PractitionerRole|Organization|Location|` +
-		`Encounter|EpisodeOfCare|Condition|Observation|MedicationRequest|Coverage|Device|Group|Account|` +
-		`DocumentReference|DiagnosticReport|Procedure|ServiceRequest)/[A-Za-z0-9.-]{1,64}`) // literal FHIR references
-	ipRE      = regexp.MustCompile(`\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b|\b[0-9a-f]{1,4}(:[0-9a-f]{0,4}){3,7}\b`)
-	urlRE     = regexp.MustCompile(`(?i)\b(https?|ftp|urn|mailto|tel|file|data):|\bwww\.`)
-	idTokenRE = regexp.MustCompile(`\b[A-Za-z]{1,5}-?\d{5,}\b`) // MRN-00123456, W123456789, ENC-..., GRP-...
-	ageKeyRE  = regexp.MustCompile(`^age$|Age$`)                // age, onsetAge, abatementAge
-)
-
-// scanner finds the Safe Harbor identifier classes in a JSON document.
-type scanner struct {
-	known   map[string]string // identifying string -> class
-	values  []string          // keys of known, longest first
-	nowYear int               // reference year for ages
-}
-
-func newScanner(nowYear int) *scanner {
-	return &scanner{known: map[string]string{}, nowYear: nowYear}
-}
-
-// add registers identifying strings of a class (short strings match
-// anything and are ignored, as synth.Identifiers does).
-func (s *scanner) add(class string, vals ...string) {
-	for _, v := range vals {
-		if len(v) >= 3 {
-			if _, dup := s.known[v]; !dup {
-				s.known[v] = class
-				s.values = append(s.values, v)
-			}
-		}
-	}
-	sort.Slice(s.values, func(i, j int) bool { return len(s.values[i]) > len(s.values[j]) })
-}
-
-// A finding names a class and where it was found (a JSON pointer), never
-// the value.
-type finding struct{ class, where string }
-
-// scan decodes doc and reports every identifier it holds.
-func (s *scanner) scan(doc []byte) []finding {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return []finding{{classOtherUnique, "(not JSON)"}}
-	}
-	var out []finding
-	s.walk("", "", v, &out)
-	return out
-}
-
-func (s *scanner) walk(ptr, key string, v any, out *[]finding) {
-	add := func(class string) { *out = append(*out, finding{class, ptr}) }
-	switch x := v.(type) {
-	case map[string]any:
-		if ageKeyRE.MatchString(key) { // an Age quantity
-			if n, ok := x["value"].(json.Number); ok {
-				if f, err := n.Float64(); err == nil && f > 89 {
-					add(classDates)
-				}
-			}
-		}
-		for k, c := range x {
-			switch k {
-			case "photo":
-				add(classPhoto)
-			case "id", "meta", "identifier", "extension", "modifierExtension", "contained":
-				if ptr == "" {
-					add(classOtherUnique) // resource ids and their bookkeeping
-				}
-			case "reference":
-				add(classOtherUnique)
-			}
-			if ptr == "" && k == "text" {
-				add(classOtherUnique) // the narrative repeats the resource
-			}
-			s.walk(ptr+"/"+k, k, c, out)
-		}
-	case []any:
-		for i, c := range x {
-			s.walk(ptr+"/"+strconv.Itoa(i), key, c, out)
-		}
-	case json.Number:
-		if ageKeyRE.MatchString(key) {
-			if f, err := x.Float64(); err == nil && f > 89 {
-				add(classDates)
-			}
-		}
-		s.scalar(ptr, key, string(x), add)
-	case string:
-		s.scalar(ptr, key, x, add)
-	}
-}
-
-// isTerminology reports whether val, the value of a "system" member, names
-// a code system.
-func isTerminology(key, val string) bool {
-	return key == "system" && (slices.Contains(terminologySystems, val) ||
-		strings.HasPrefix(val, "http://terminology.hl7.org/CodeSystem/"))
-}
-
-func (s *scanner) scalar(ptr, key, val string, add func(string)) {
-	for _, k := range s.values {
-		if strings.Contains(val, k) {
-			add(s.known[k])
-		}
-	}
-	if isTerminology(key, val) {
-		return
-	}
-	switch key {
-	case "birthDate":
-		y, err := strconv.Atoi(val)
-		if val != "90+" && (err != nil || len(val) != 4 || s.nowYear-y-1 > 89) {
-			add(classDates)
-		}
-	case "postalCode":
-		if len(val) != 3 || strings.Trim(val, "0123456789") != "" {
-			add(classGeography)
-		}
-	case "line", "city", "district", "county":
-		add(classGeography)
-	case "data", "valueBase64Binary":
-		add(classBiometric) // encoded content: fingerprints, voice prints, images
-	}
-	if ageKeyRE.MatchString(key) {
-		if f, err := strconv.ParseFloat(strings.TrimSuffix(val, "+"), 64); err == nil && f > 89 && val != "90+" {
-			add(classDates)
-		}
-	}
-	if fullDateRE.MatchString(val) {
-		add(classDates)
-	}
-	if uuidRE.MatchString(val) || referenceRE.MatchString(val) {
-		add(classOtherUnique)
-	}
-	if ipRE.MatchString(val) {
-		add(classIP)
-	}
-	if idTokenRE.MatchString(val) {
-		add(classOtherUnique)
-	}
-	if urlRE.MatchString(val) {
-		add(classURL)
-	}
-	// The scrub patterns of package minimize, as a second opinion.
-	for class, fn := range map[string]string{classPhone: "phone", classEmail: "email", classSSN: "ssn", classMRN: "mrn", classDates: "date"} {
-		if out, err := minimize.Text([]byte(val), []minimize.Obligation{{Op: minimize.OpScrub, Fn: fn}}, minimize.Options{}); err != nil || string(out) != val {
-			add(class)
-		}
-	}
-}
 
 // manifestLine is the part of a synth manifest line the test needs.
 type manifestLine struct {
@@ -235,7 +44,7 @@ type manifestLine struct {
 type dataset struct {
 	dir     string
 	lines   []manifestLine
-	scanner *scanner
+	scanner *safeharbortest.Scanner
 }
 
 // newDataset generates 20 patients (every edge case: aged 92, a restricted
@@ -249,7 +58,7 @@ func newDataset(t testing.TB) *dataset {
 	if _, err := synth.Generate(context.Background(), dir, synth.Options{Patients: 20}); err != nil {
 		t.Fatal(err)
 	}
-	d := &dataset{dir: dir, scanner: newScanner(synth.DefaultNow.Year())}
+	d := &dataset{dir: dir, scanner: safeharbortest.NewScanner(synth.DefaultNow.Year())}
 	f, err := os.Open(filepath.Join(dir, synth.ManifestFile))
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +72,7 @@ func newDataset(t testing.TB) *dataset {
 			t.Fatal(err)
 		}
 		d.lines = append(d.lines, l)
-		d.scanner.add(classOtherUnique, l.Labels.Patient)
+		d.scanner.Add(safeharbortest.ClassOtherUnique, l.Labels.Patient)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
@@ -276,7 +85,7 @@ func newDataset(t testing.TB) *dataset {
 		if err := json.Unmarshal(d.payload(t, l), &v); err != nil {
 			t.Fatal(err)
 		}
-		collect(v, d.scanner)
+		d.scanner.Collect(v)
 	}
 	ids, err := synth.Identifiers(dir)
 	if err != nil {
@@ -284,7 +93,7 @@ func newDataset(t testing.TB) *dataset {
 	}
 	// synth.Identifiers does not say which class a string is; those the
 	// files did not classify above are the names.
-	d.scanner.add(classNames, ids...)
+	d.scanner.Add(safeharbortest.ClassNames, ids...)
 	return d
 }
 
@@ -295,88 +104,6 @@ func (d *dataset) payload(t testing.TB, l manifestLine) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// collect registers the identifying strings of one raw FHIR resource.
-func collect(v any, s *scanner) {
-	switch x := v.(type) {
-	case map[string]any:
-		if id, ok := x["id"].(string); ok {
-			s.add(classOtherUnique, id)
-		}
-		if r, ok := x["reference"].(string); ok {
-			s.add(classOtherUnique, r)
-		}
-		_, coded := x["code"]
-		_, sys := x["system"]
-		if disp, ok := x["display"].(string); ok && !coded && !sys {
-			s.add(classNames, disp) // a Reference's display: a person or a facility
-		}
-		if sub, ok := x["subscriberId"].(string); ok {
-			s.add(classHealthPlan, sub)
-		}
-		for _, idf := range asSlice(x["identifier"]) {
-			m, _ := idf.(map[string]any)
-			val, _ := m["value"].(string)
-			switch system, _ := m["system"].(string); {
-			case strings.Contains(system, "ssn"):
-				s.add(classSSN, val)
-			case strings.Contains(system, "mrn"):
-				s.add(classMRN, val)
-			case strings.Contains(system, "member"):
-				s.add(classHealthPlan, val)
-			default:
-				s.add(classAccount, val)
-			}
-		}
-		for _, c := range asSlice(x["class"]) {
-			if m, ok := c.(map[string]any); ok {
-				if val, ok := m["value"].(string); ok {
-					s.add(classHealthPlan, val) // the plan's group number
-				}
-			}
-		}
-		for _, t := range asSlice(x["telecom"]) {
-			m, _ := t.(map[string]any)
-			val, _ := m["value"].(string)
-			switch m["system"] {
-			case "email":
-				s.add(classEmail, val)
-			case "fax":
-				s.add(classFax, val)
-			default:
-				s.add(classPhone, val)
-			}
-		}
-		for _, a := range asSlice(x["address"]) {
-			m, _ := a.(map[string]any)
-			for _, k := range []string{"city", "postalCode", "district"} {
-				if val, ok := m[k].(string); ok {
-					s.add(classGeography, val)
-				}
-			}
-			for _, line := range asSlice(m["line"]) {
-				if val, ok := line.(string); ok {
-					s.add(classGeography, val)
-				}
-			}
-		}
-		if bd, ok := x["birthDate"].(string); ok {
-			s.add(classDates, bd)
-		}
-		for _, c := range x {
-			collect(c, s)
-		}
-	case []any:
-		for _, c := range x {
-			collect(c, s)
-		}
-	}
-}
-
-func asSlice(v any) []any {
-	s, _ := v.([]any)
-	return s
 }
 
 // researcher may read every sensitive category, so that the scan covers the
@@ -427,11 +154,55 @@ func deidentifyAll(t *testing.T, e *policy.Engine, d *dataset) scanResult {
 			t.Fatalf("Apply %s (%s): %v", l.URI, l.Labels.Type, err)
 		}
 		res.released[l.Labels.Type]++
-		for _, f := range d.scanner.scan(out) {
-			res.findings[f.class] = append(res.findings[f.class], l.URI+" at "+f.where)
+		for _, f := range d.scanner.Scan(out) {
+			res.findings[f.Class] = append(res.findings[f.Class], l.URI+" at "+f.Where)
 		}
 	}
 	return res
+}
+
+// deidentifyCorpus decides an HRESCH read of every resource of the
+// realistic corpus (testdata/fhir-corpus) whose type custos serves, applies
+// the obligations as the server does (no research aliases: references to
+// the patient are dropped too), and returns the findings by class.
+func deidentifyCorpus(t *testing.T, e *policy.Engine) map[string][]string {
+	t.Helper()
+	corpus, s := safeharbortest.Corpus(t, synth.DefaultNow.Year())
+	subj := policy.NewSubject(safeHarborResearcher)
+	findings := map[string][]string{}
+	released := 0
+	for _, r := range corpus {
+		typ := strings.ToLower(r.Type)
+		if !slices.Contains(fhirTypes, typ) {
+			continue
+		}
+		dec, err := e.Decide(context.Background(), policy.Input{Subject: subj, PurposeOfUse: "HRESCH", Action: policy.ActionRead,
+			Resource: &policy.Resource{Type: typ, Patient: "p", Tenant: synth.DefaultTenant}})
+		if err != nil || !dec.Allow {
+			t.Fatalf("Decide %s: %+v %v", r.Name, dec, err)
+		}
+		out, err := minimize.Apply("application/fhir+json", r.Raw, dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+		if err != nil {
+			t.Fatalf("Apply %s: %v", r.Name, err)
+		}
+		released++
+		for _, f := range s.Scan(out) {
+			findings[f.Class] = append(findings[f.Class], r.Name+" at "+f.Where)
+		}
+	}
+	if released < 7 {
+		t.Fatalf("only %d corpus resources released", released)
+	}
+	return findings
+}
+
+// TestSafeHarborDeidentifiesCorpus: the default policy's research view of
+// the realistic corpus holds none of the 18 classes (package minimize's
+// TestDeidentifyCorpus has the positive control and every corpus type).
+func TestSafeHarborDeidentifiesCorpus(t *testing.T) {
+	for class, where := range deidentifyCorpus(t, defaultEngine(t)) {
+		t.Errorf("class %s found %d times, e.g. %s", class, len(where), where[0])
+	}
 }
 
 func defaultEngine(t *testing.T) *policy.Engine {
@@ -466,8 +237,8 @@ func TestSafeHarborDeidentifiesEveryResourceType(t *testing.T) {
 			t.Errorf("%s: %d released, %d denied; free text and binary content must be denied for research", typ, res.released[typ], res.denied[typ])
 		}
 	}
-	if len(d.scanner.known) < 200 {
-		t.Fatalf("only %d identifying strings collected: the scan would prove little", len(d.scanner.known))
+	if d.scanner.Known() < 200 {
+		t.Fatalf("only %d identifying strings collected: the scan would prove little", d.scanner.Known())
 	}
 }
 
@@ -480,12 +251,12 @@ func TestSafeHarborScannerDetectsRawData(t *testing.T) {
 		if l.MimeType != "application/fhir+json" {
 			continue
 		}
-		for _, f := range d.scanner.scan(d.payload(t, l)) {
-			found[f.class] = true
+		for _, f := range d.scanner.Scan(d.payload(t, l)) {
+			found[f.Class] = true
 		}
 	}
-	for _, class := range []string{classNames, classGeography, classDates, classPhone, classEmail, classSSN,
-		classMRN, classHealthPlan, classAccount, classURL, classOtherUnique} {
+	for _, class := range []string{safeharbortest.ClassNames, safeharbortest.ClassGeography, safeharbortest.ClassDates, safeharbortest.ClassPhone, safeharbortest.ClassEmail, safeharbortest.ClassSSN,
+		safeharbortest.ClassMRN, safeharbortest.ClassHealthPlan, safeharbortest.ClassAccount, safeharbortest.ClassURL, safeharbortest.ClassOtherUnique} {
 		if !found[class] {
 			t.Errorf("scanner does not detect class %s in the raw data", class)
 		}
@@ -534,22 +305,22 @@ const everyClassPatient = `{
 
 // everyClassKnown lists the identifying strings of everyClassPatient by class.
 var everyClassKnown = map[string][]string{
-	classNames:       {"Evelyn", "Marsh", "Paul", "Ruth Okafor", "Kent County Clinic"},
-	classGeography:   {"14 Orchard Lane", "Chestertown", "Kent", "05901"},
-	classDates:       {"1931-07-19", "2025-11-02", "2001-04-01"},
-	classPhone:       {"(410) 555-0134", "(410) 555-0145"},
-	classFax:         {"(410) 555-0188"},
-	classEmail:       {"evelyn.marsh@example.net"},
-	classSSN:         {"912-44-8123"},
-	classMRN:         {"MRN-77441123"},
-	classLicense:     {"MD-4471923"},
-	classVehicle:     {"1HGCM82633A004352"},
-	classDevice:      {"SN-88231177"},
-	classURL:         {"https://evelyn-marsh.example.net/", "https://ehr.general-hospital.example/fhir"},
-	classIP:          {"192.168.14.27"},
-	classBiometric:   {"RklOR0VSUFJJTlQ="},
-	classPhoto:       {"/9j/4AAQSkZJRgABAQ=="},
-	classOtherUnique: {"b0f7a1de-2c59-4e1b-9a3d-6c1e0f2a7b44", "Practitioner/4471", "Organization/12"},
+	safeharbortest.ClassNames:       {"Evelyn", "Marsh", "Paul", "Ruth Okafor", "Kent County Clinic"},
+	safeharbortest.ClassGeography:   {"14 Orchard Lane", "Chestertown", "Kent", "05901"},
+	safeharbortest.ClassDates:       {"1931-07-19", "2025-11-02", "2001-04-01"},
+	safeharbortest.ClassPhone:       {"(410) 555-0134", "(410) 555-0145"},
+	safeharbortest.ClassFax:         {"(410) 555-0188"},
+	safeharbortest.ClassEmail:       {"evelyn.marsh@example.net"},
+	safeharbortest.ClassSSN:         {"912-44-8123"},
+	safeharbortest.ClassMRN:         {"MRN-77441123"},
+	safeharbortest.ClassLicense:     {"MD-4471923"},
+	safeharbortest.ClassVehicle:     {"1HGCM82633A004352"},
+	safeharbortest.ClassDevice:      {"SN-88231177"},
+	safeharbortest.ClassURL:         {"https://evelyn-marsh.example.net/", "https://ehr.general-hospital.example/fhir"},
+	safeharbortest.ClassIP:          {"192.168.14.27"},
+	safeharbortest.ClassBiometric:   {"RklOR0VSUFJJTlQ="},
+	safeharbortest.ClassPhoto:       {"/9j/4AAQSkZJRgABAQ=="},
+	safeharbortest.ClassOtherUnique: {"b0f7a1de-2c59-4e1b-9a3d-6c1e0f2a7b44", "Practitioner/4471", "Organization/12"},
 }
 
 // TestSafeHarborEveryClassFixture: the scanner finds all 18 classes in a
@@ -557,16 +328,16 @@ var everyClassKnown = map[string][]string{
 // and Encounter, covered by the synthetic data), and the HRESCH
 // obligations of the default policy leave none of them.
 func TestSafeHarborEveryClassFixture(t *testing.T) {
-	s := newScanner(synth.DefaultNow.Year())
+	s := safeharbortest.NewScanner(synth.DefaultNow.Year())
 	for class, vals := range everyClassKnown {
-		s.add(class, vals...)
+		s.Add(class, vals...)
 	}
 	found := map[string]bool{}
-	for _, f := range s.scan([]byte(everyClassPatient)) {
-		found[f.class] = true
+	for _, f := range s.Scan([]byte(everyClassPatient)) {
+		found[f.Class] = true
 	}
-	for _, class := range allClasses {
-		if !found[class] && class != classHealthPlan && class != classAccount {
+	for _, class := range safeharbortest.AllClasses {
+		if !found[class] && class != safeharbortest.ClassHealthPlan && class != safeharbortest.ClassAccount {
 			t.Errorf("scanner misses class %s in the fixture", class)
 		}
 	}
@@ -580,10 +351,13 @@ func TestSafeHarborEveryClassFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range s.scan(out) {
-		t.Errorf("de-identified fixture still has class %s at %s", f.class, f.where)
+	for _, f := range s.Scan(out) {
+		t.Errorf("de-identified fixture still has class %s at %s", f.Class, f.Where)
 	}
-	const want = `{"address":[{"country":"US","postalCode":"000","state":"MD"}],"birthDate":"90+",` +
+	// birthDate over age 89 is withheld with data-absent-reason "masked"
+	// (a date cannot hold "90+"); the address keeps state, ZIP3, country.
+	const want = `{"_birthDate":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]},` +
+		`"active":true,"address":[{"country":"US","postalCode":"000","state":"MD"}],` +
 		`"communication":[{"language":{"coding":[{"code":"en","system":"urn:ietf:bcp:47"}]}}],` +
 		`"deceasedBoolean":false,"gender":"female","resourceType":"Patient"}`
 	if string(out) != want {
@@ -598,23 +372,19 @@ var safeHarborMutations = []struct {
 	edits [][2]string // old, new (each old must occur in authz.rego)
 	class string
 }{
-	{"birthDate not generalized",
-		[][2]string{{`{"op": "generalize", "path": "/birthDate", "fn": "birthyear90"},`, ``}}, classDates},
-	{"ZIP not generalized",
-		[][2]string{{`{"op": "generalize", "path": "/address/*/postalCode", "fn": "zip3"},`, ``}}, classGeography},
-	{"clinical dates not generalized",
-		[][2]string{{`{"op": "generalize", "path": "/effectiveDateTime", "fn": "year"},`, ``}}, classDates},
-	{"no allow-list",
-		[][2]string{{`[research_allow_obligation(typ)]),`, `[]),`}}, classOtherUnique},
-	{"observation allow-list lets the subject through",
-		[][2]string{{`"/status", "/category", "/code", "/effectiveDateTime"`, `"/subject", "/status", "/category", "/code", "/effectiveDateTime"`}}, classOtherUnique},
-	{"patient names allowed",
-		[][2]string{{`{"op": "remove", "path": "/name"},`, ``}, {`"/gender", "/birthDate",`, `"/gender", "/birthDate", "/name",`}}, classNames},
-	{"patient telecom allowed",
-		[][2]string{{`{"op": "remove", "path": "/telecom"},`, ``}, {`"/gender", "/birthDate",`, `"/gender", "/birthDate", "/telecom",`}}, classPhone},
-	{"member id allowed",
-		[][2]string{{`{"op": "remove", "path": "/subscriberId"},`, ``}, {`"coverage": ["/status",`, `"coverage": ["/subscriberId", "/status",`}}, classHealthPlan},
+	{"no de-identification",
+		[][2]string{{researchDeidentify, `research_deidentify := []`}}, safeharbortest.ClassOtherUnique},
+	{"pattern scrub instead of the walk",
+		[][2]string{{researchDeidentify, `research_deidentify := [{"op": "scrub", "path": ""}]`}}, safeharbortest.ClassNames},
+	{"allow-list of whole subtrees instead of the walk (the old profile)",
+		[][2]string{{researchDeidentify, `research_deidentify := [{"op": "generalize", "path": "/birthDate", "fn": "birthyear90"}, ` +
+			`{"op": "allow", "path": "", "fn": "/gender,/birthDate,/code,/valueQuantity,/reasonCode,/type,/status"}]`}}, safeharbortest.ClassNames},
+	{"walk after a removal-only step that keeps names",
+		[][2]string{{researchDeidentify, `research_deidentify := [{"op": "remove", "path": "/meta"}]`}}, safeharbortest.ClassNames},
 }
+
+// researchDeidentify is the research obligation of the default policy.
+const researchDeidentify = `research_deidentify := [{"op": "deidentify", "path": "", "fn": "safeharbor"}]`
 
 // TestSafeHarborScanDetectsMutations runs the scan against weakened copies
 // of the default policy.
@@ -638,6 +408,9 @@ func TestSafeHarborScanDetectsMutations(t *testing.T) {
 				t.Fatal(err)
 			}
 			res := deidentifyAll(t, e, d)
+			for class, where := range deidentifyCorpus(t, e) {
+				res.findings[class] = append(res.findings[class], where...)
+			}
 			if len(res.findings[m.class]) == 0 {
 				t.Errorf("mutation survived: class %s not found (found: %s)", m.class, summarize(res.findings))
 			}

@@ -64,13 +64,35 @@ func entityTag(r store.Resource, d policy.Decision, key []byte) string {
 	if len(key) == 0 {
 		return ""
 	}
+	return minimizedTag(key, "custos/etag/v1\x00"+digestRef(r), d)
+}
+
+// researchEntityTag is the entity tag of r released to a research caller
+// under the URI shown (its research alias):
+//
+//	"m1:" || letterHex( HMAC-SHA256(key, "custos/etag/research/v1" 0x00 shown 0x00 digestRef(r) 0x00 obligations)[:16] )
+//
+// It differs from the tag any other caller gets for the same stored
+// version and obligations (entityTag), so a tag cannot link an alias to
+// the real URI. Without a key there is no tag ("").
+func researchEntityTag(r store.Resource, d policy.Decision, key []byte, shown string) string {
+	if len(key) == 0 {
+		return ""
+	}
+	return minimizedTag(key, "custos/etag/research/v1\x00"+shown+"\x00"+digestRef(r), d)
+}
+
+// minimizedTag is "m1:" || letterHex(HMAC-SHA256(key, prefix 0x00
+// obligations)[:16]), the obligations' compact forms sorted and joined by
+// 0x00.
+func minimizedTag(key []byte, prefix string, d policy.Decision) string {
 	obls := make([]string, len(d.Obligations))
 	for i, o := range d.Obligations {
 		obls[i] = o.String()
 	}
 	slices.Sort(obls)
 	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("custos/etag/v1\x00" + digestRef(r) + "\x00" + strings.Join(obls, "\x00")))
+	mac.Write([]byte(prefix + "\x00" + strings.Join(obls, "\x00")))
 	return "m1:" + letterHex(mac.Sum(nil)[:16])
 }
 

@@ -132,6 +132,9 @@ type fixtureOptions struct {
 	live bool
 	// tune adjusts the server configuration before New.
 	tune func(*server.Config)
+	// corpus also imports the realistic FHIR corpus (corpusPatient's
+	// resources; research_test.go).
+	corpus bool
 }
 
 type fixture struct {
@@ -161,6 +164,9 @@ func newServerFixture(t testing.TB, o fixtureOptions) *fixture {
 		}
 	} else {
 		seedDir, dir, catPath = copySeedCatalog(t)
+	}
+	if o.corpus {
+		importCorpus(t, catPath)
 	}
 	f := &fixture{t: t, seedDir: seedDir, catPath: catPath, logPath: filepath.Join(dir, "audit.db"), keys: o.keys, tune: o.tune}
 	if o.live {

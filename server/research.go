@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/store"
 )
@@ -51,14 +55,19 @@ func researchAlias(key []byte, id string) string {
 }
 
 // aliases is the reverse index alias → catalog id for one audit key
-// version, rebuilt from the catalog when an alias is not found (at most
-// once per aliasRebuild) or the key changes.
+// version, and the catalog's URIs in the order of their research URIs,
+// rebuilt from the catalog when an alias is not found or a research list
+// starts (at most once per aliasRebuild) or the key changes.
 type aliases struct {
 	mu    sync.Mutex
 	keyID string
 	built time.Time
 	real  map[string]string
+	order []aliasedURI // sorted by shown
 }
+
+// aliasedURI is a catalog URI and the URI a research caller is shown.
+type aliasedURI struct{ shown, real string }
 
 const aliasRebuild = time.Second
 
@@ -92,13 +101,83 @@ func (s *Server) aliasKeyUnavailable(ctx context.Context, e audit.Entry, err err
 
 func (a *aliaser) alias(id string) string { return researchAlias(a.key.Bytes, id) }
 
-// present rewrites a list item for the research caller: its URI, and its
-// name, which the catalog derives from the resource id.
-func (a *aliaser) present(item *mcp.Resource, uri, typ string) {
-	item.URI = a.out(uri)
+// present rewrites a list item for the research caller: its URI; its
+// name, which the catalog derives from the resource id; its title and
+// description, which the catalog takes from the source (they may name the
+// patient, an address or a date) and which are rebuilt from the type
+// alone; and its entity tag (researchEntityTag, never the tag another
+// caller gets for the real URI).
+func (a *aliaser) present(item *mcp.Resource, r store.Resource, d policy.Decision, tagKey []byte) {
+	typ := r.Labels.Type
+	item.URI = a.out(r.URI)
+	item.Name = typ
 	if u, err := store.ParseURI(item.URI); err == nil && len(u.ID) >= 8 {
-		item.Name = typ + "-" + u.ID[:8]
+		// The alias's first hex digits written as letters (0-f as a-p):
+		// a name without digits never looks like a ZIP code or a phone
+		// number.
+		name := []byte(u.ID[:8])
+		for i, c := range name {
+			if c >= '0' && c <= '9' {
+				name[i] = 'a' + c - '0'
+			} else {
+				name[i] = 'k' + c - 'a'
+			}
+		}
+		item.Name = typ + "-" + string(name)
 	}
+	item.Title, item.Description = researchTitle(typ)
+	delete(item.Meta, ETagKey)
+	if t := researchEntityTag(r, d, tagKey, item.URI); t != "" {
+		item.Meta[ETagKey] = t
+	}
+}
+
+// researchTitle is the title and description of a research list item,
+// made from the resource type only: nothing of the source record.
+func researchTitle(typ string) (title, description string) {
+	name := typ
+	if n, ok := researchTypeNames[typ]; ok {
+		name = n
+	}
+	return name + " (de-identified)", "A FHIR R4 " + name + " resource, de-identified under HIPAA Safe Harbor (research view)."
+}
+
+// researchTypeNames are the FHIR names of the catalog's lowercase types.
+var researchTypeNames = map[string]string{
+	"patient": "Patient", "observation": "Observation", "condition": "Condition",
+	"medicationrequest": "MedicationRequest", "encounter": "Encounter", "coverage": "Coverage",
+}
+
+// minimizeAlias is the alias function minimization rewrites references to
+// a patient with (minimize.Options.Alias): the same alias the caller's
+// URIs carry for a catalog id.
+func (a *aliaser) minimizeAlias() func(string) string { return a.alias }
+
+// page returns up to limit catalog resources whose research URI sorts
+// after after, in research-URI order, with those URIs: a research list is
+// ordered by alias, so that its order says nothing of the catalog's ids.
+func (a *aliaser) page(ctx context.Context, after string, limit int) ([]store.Resource, []string, error) {
+	order, err := a.ordered(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	i, _ := slices.BinarySearchFunc(order, after, func(e aliasedURI, t string) int { return strings.Compare(e.shown, t) })
+	if i < len(order) && order[i].shown == after {
+		i++
+	}
+	var rs []store.Resource
+	var shown []string
+	for ; i < len(order) && len(rs) < limit; i++ {
+		r, err := a.s.cfg.Catalog.Get(order[i].real)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // removed since the index was built
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		rs, shown = append(rs, r), append(shown, order[i].shown)
+	}
+	return rs, shown, nil
 }
 
 // out is uri as the research caller sees it: patient and resource id
@@ -131,7 +210,7 @@ func (a *aliaser) resolve(ctx context.Context, alias string) (string, bool) {
 	idx := &a.s.aliases
 	idx.mu.Lock()
 	defer idx.mu.Unlock()
-	if idx.keyID == a.key.ID+"\x00"+string(a.key.Bytes) {
+	if idx.keyID == a.keyID() {
 		if id, ok := idx.real[alias]; ok {
 			return id, true
 		}
@@ -139,31 +218,46 @@ func (a *aliaser) resolve(ctx context.Context, alias string) (string, bool) {
 			return "", false
 		}
 	}
-	real, err := a.index(ctx)
-	if err != nil {
+	if err := a.rebuild(ctx, idx); err != nil {
 		a.s.log.Error("cannot index the catalog for research aliases", "err", err)
 		return "", false
 	}
-	idx.keyID, idx.built, idx.real = a.key.ID+"\x00"+string(a.key.Bytes), time.Now(), real
-	id, ok := real[alias]
+	id, ok := idx.real[alias]
 	return id, ok
 }
 
-// index maps the alias of every patient id and resource id in the
-// catalog to the id.
-func (a *aliaser) index(ctx context.Context) (map[string]string, error) {
+// ordered returns the catalog's URIs in research-URI order, rebuilt if
+// older than aliasRebuild. The slice is never modified once built.
+func (a *aliaser) ordered(ctx context.Context) ([]aliasedURI, error) {
+	idx := &a.s.aliases
+	idx.mu.Lock()
+	defer idx.mu.Unlock()
+	if idx.keyID != a.keyID() || time.Since(idx.built) >= aliasRebuild {
+		if err := a.rebuild(ctx, idx); err != nil {
+			return nil, err
+		}
+	}
+	return idx.order, nil
+}
+
+func (a *aliaser) keyID() string { return a.key.ID + "\x00" + string(a.key.Bytes) }
+
+// rebuild indexes the catalog into idx (held locked): the alias of every
+// patient id and resource id to the id, and every URI by research URI.
+func (a *aliaser) rebuild(ctx context.Context, idx *aliases) error {
 	real := map[string]string{}
+	var order []aliasedURI
 	after := ""
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		page, err := a.s.cfg.Catalog.Page(after, 1024)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if len(page) == 0 {
-			return real, nil
+			break
 		}
 		for _, r := range page {
 			after = r.URI
@@ -173,6 +267,10 @@ func (a *aliaser) index(ctx context.Context) (map[string]string, error) {
 			}
 			real[a.alias(u.Patient)] = u.Patient
 			real[a.alias(u.ID)] = u.ID
+			order = append(order, aliasedURI{shown: a.out(r.URI), real: r.URI})
 		}
 	}
+	slices.SortFunc(order, func(x, y aliasedURI) int { return strings.Compare(x.shown, y.shown) })
+	idx.keyID, idx.built, idx.real, idx.order = a.keyID(), time.Now(), real, order
+	return nil
 }

@@ -205,7 +205,15 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 	)
 scan:
 	for len(items) < s.cfg.PageSize && scanned < s.cfg.ScanLimit {
-		batch, err := s.cfg.Catalog.Page(last, min(s.cfg.ScanLimit-scanned, 256))
+		var (
+			batch []store.Resource
+			keys  []string // the position of each item in the listing: its URI as shown
+		)
+		if al != nil {
+			batch, keys, err = al.page(ctx, last, min(s.cfg.ScanLimit-scanned, 256))
+		} else {
+			batch, err = s.cfg.Catalog.Page(last, min(s.cfg.ScanLimit-scanned, 256))
+		}
 		if err != nil {
 			return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, err)
 		}
@@ -228,13 +236,16 @@ scan:
 		for i, r := range batch {
 			scanned++
 			last = r.URI
+			if al != nil {
+				last = keys[i]
+			}
 			d := ds[i]
 			if !d.Allow {
 				denied++
 			} else {
 				item := listItem(r, d, tagKey)
 				if al != nil {
-					al.present(item, r.URI, r.Labels.Type)
+					al.present(item, r, d, tagKey)
 				}
 				items = append(items, item)
 				grants.add(bgs[i])
@@ -387,7 +398,11 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		}
 		return nil, s.auditFailure(ctx, e, withPage(ReasonPayloadUnavailable, page), refused("payload unavailable: nothing released"))
 	}
-	out, err := minimize.Apply(r.MIMEType, payload, d.Obligations, minimize.Options{Now: s.now()})
+	mopts := minimize.Options{Now: s.now()}
+	if al != nil {
+		mopts.Alias = al.minimizeAlias()
+	}
+	out, err := minimize.Apply(r.MIMEType, payload, d.Obligations, mopts)
 	if err != nil {
 		s.log.Error("minimization failed; nothing released", "decision", d.ID, "err", err)
 		return nil, s.auditFailure(ctx, e, withPage(ReasonMinimizationFailed, page), refused("minimization failed: nothing released"))
@@ -417,7 +432,11 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 			tagKey = entityTagKey(keys[0].Bytes)
 		}
 	}
-	if t := entityTag(r, d, tagKey); t != "" {
+	t := entityTag(r, d, tagKey)
+	if al != nil {
+		t = researchEntityTag(r, d, tagKey, al.out(r.URI))
+	}
+	if t != "" {
 		c.Meta[ETagKey] = t
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}, Cacheable: cacheable(meta, s.ropts().CacheTTL.Read), Meta: receipt(rec)}, nil

@@ -70,138 +70,27 @@ billing_obligations := {
 }
 
 # Research (HRESCH): HIPAA Safe Harbor de-identification (45 CFR
-# 164.514(b)(2)). A researcher's obligations for a type are
-# research_obligations[type] (generalize the dates and ZIP codes researchers
-# keep, remove the known identifier elements) followed by one allow-list
-# obligation built from research_allow[type], which keeps only the elements
-# named there: identifiers the removal lists do not foresee (resource ids,
-# references such as "Patient/<id>", extensions, free text) are withheld.
-# A type with removals but no allow-list is denied (no grant).
+# 164.514(b)(2)) of every FHIR type a researcher may read, by one
+# obligation: deidentify:safeharbor. Package minimize applies it by walking
+# every element of the resource by its FHIR R4 data type (docs/policy.md,
+# "Research view"): free text, narrative, notes, identifiers, names,
+# contact points, extensions not on its allow-list and references other
+# than to the patient (shown under the caller's research alias) are
+# dropped; dates become the year, birth dates over age 89 are withheld,
+# addresses keep state and ZIP3. The output stays valid FHIR R4.
 # Free-text notes, PDF reports and images are not research types: names in
 # free text cannot be found by patterns, and binary content cannot be
 # minimized, so Safe Harbor cannot be met for them.
-research_patient_obligations := [
-	{"op": "remove", "path": "/meta"},
-	{"op": "remove", "path": "/name"},
-	{"op": "remove", "path": "/telecom"},
-	{"op": "remove", "path": "/identifier"},
-	{"op": "remove", "path": "/text"},
-	{"op": "remove", "path": "/contact"},
-	{"op": "remove", "path": "/photo"},
-	{"op": "remove", "path": "/extension"},
-	{"op": "remove", "path": "/address/*/line"},
-	{"op": "remove", "path": "/address/*/city"},
-	{"op": "remove", "path": "/address/*/district"},
-	{"op": "remove", "path": "/address/*/text"},
-	{"op": "remove", "path": "/address/*/period"},
-	{"op": "remove", "path": "/_birthDate"},
-	{"op": "remove", "path": "/deceasedDateTime"},
-	{"op": "remove", "path": "/generalPractitioner"},
-	{"op": "remove", "path": "/managingOrganization"},
-	{"op": "remove", "path": "/link"},
-	{"op": "generalize", "path": "/address/*/postalCode", "fn": "zip3"},
-	{"op": "generalize", "path": "/birthDate", "fn": "birthyear90"},
-]
-
-# Applied to every clinical FHIR type; paths a resource does not have are no-ops.
-research_clinical_obligations := [
-	{"op": "remove", "path": "/meta"},
-	{"op": "remove", "path": "/text"},
-	{"op": "remove", "path": "/identifier"},
-	{"op": "remove", "path": "/subject/display"},
-	{"op": "remove", "path": "/note"},
-	{"op": "remove", "path": "/performer/*/display"},
-	{"op": "remove", "path": "/requester/display"},
-	{"op": "remove", "path": "/recorder/display"},
-	{"op": "remove", "path": "/participant/*/individual/display"},
-	{"op": "generalize", "path": "/effectiveDateTime", "fn": "year"},
-	{"op": "generalize", "path": "/issued", "fn": "year"},
-	{"op": "generalize", "path": "/onsetDateTime", "fn": "year"},
-	{"op": "generalize", "path": "/abatementDateTime", "fn": "year"},
-	{"op": "generalize", "path": "/recordedDate", "fn": "year"},
-	{"op": "generalize", "path": "/authoredOn", "fn": "year"},
-	{"op": "generalize", "path": "/period/start", "fn": "year"},
-	{"op": "generalize", "path": "/period/end", "fn": "year"},
-	# Other date forms of the same elements: removed rather than generalized.
-	{"op": "remove", "path": "/effectivePeriod"},
-	{"op": "remove", "path": "/effectiveInstant"},
-	{"op": "remove", "path": "/onsetPeriod"},
-	{"op": "remove", "path": "/onsetString"},
-	{"op": "remove", "path": "/abatementPeriod"},
-	{"op": "remove", "path": "/abatementString"},
-	{"op": "remove", "path": "/dispenseRequest"},
-	{"op": "remove", "path": "/location"},
-	{"op": "remove", "path": "/hospitalization"},
-]
-
-research_coverage_obligations := [
-	{"op": "remove", "path": "/meta"},
-	{"op": "remove", "path": "/text"},
-	{"op": "remove", "path": "/identifier"},
-	{"op": "remove", "path": "/subscriberId"},
-	{"op": "remove", "path": "/subscriber"},
-	{"op": "remove", "path": "/policyHolder"},
-	{"op": "remove", "path": "/beneficiary"},
-	{"op": "remove", "path": "/dependent"},
-	{"op": "remove", "path": "/payor"},
-	{"op": "remove", "path": "/class"},
-	{"op": "remove", "path": "/contract"},
-	{"op": "generalize", "path": "/period/start", "fn": "year"},
-	{"op": "generalize", "path": "/period/end", "fn": "year"},
-]
+research_deidentify := [{"op": "deidentify", "path": "", "fn": "safeharbor"}]
 
 research_obligations := {
-	"patient": research_patient_obligations,
-	"observation": research_clinical_obligations,
-	"condition": research_clinical_obligations,
-	"medicationrequest": research_clinical_obligations,
-	"encounter": research_clinical_obligations,
-	"coverage": research_coverage_obligations,
+	"patient": research_deidentify,
+	"observation": research_deidentify,
+	"condition": research_deidentify,
+	"medicationrequest": research_deidentify,
+	"encounter": research_deidentify,
+	"coverage": research_deidentify,
 }
-
-# What a researcher may see of each type (JSON pointers; "*" is every array
-# element; resourceType is always kept). Every date element listed here is
-# generalized to the year (birthDate: to the year, or "90+" over age 89) and
-# every ZIP to ZIP3 by research_obligations before the allow-list applies.
-# Not listed, hence withheld, for every type: id, meta, text, identifier,
-# extension, contained, every Reference (subject, patient, encounter,
-# performer, requester, recorder, participant, beneficiary, payor, ...),
-# notes, free-text strings (valueString, dosage text), ages (onsetAge).
-research_allow := {
-	"patient": [
-		"/gender", "/birthDate", "/deceasedBoolean",
-		"/address/*/state", "/address/*/postalCode", "/address/*/country",
-		"/communication/*/language",
-	],
-	"observation": [
-		"/status", "/category", "/code", "/effectiveDateTime", "/issued",
-		"/valueQuantity", "/valueCodeableConcept", "/valueBoolean", "/valueInteger",
-		"/interpretation", "/bodySite", "/method",
-		"/referenceRange/*/low", "/referenceRange/*/high",
-		"/component/*/code", "/component/*/valueQuantity", "/component/*/valueCodeableConcept",
-	],
-	"condition": [
-		"/clinicalStatus", "/verificationStatus", "/category", "/severity", "/code", "/bodySite",
-		"/onsetDateTime", "/abatementDateTime", "/recordedDate",
-	],
-	"medicationrequest": [
-		"/status", "/intent", "/category", "/priority", "/medicationCodeableConcept", "/authoredOn",
-		"/reasonCode", "/courseOfTherapyType",
-		"/dosageInstruction/*/timing/code", "/dosageInstruction/*/timing/repeat/frequency",
-		"/dosageInstruction/*/timing/repeat/period", "/dosageInstruction/*/timing/repeat/periodUnit",
-		"/dosageInstruction/*/route", "/dosageInstruction/*/doseAndRate/*/doseQuantity",
-		"/dosageInstruction/*/asNeededBoolean",
-	],
-	"encounter": [
-		"/status", "/class", "/type", "/serviceType", "/priority",
-		"/period/start", "/period/end", "/length", "/reasonCode",
-	],
-	"coverage": ["/status", "/type", "/relationship", "/period/start", "/period/end"],
-}
-
-# The allow-list obligation of a research type; undefined for a type without
-# an allow-list.
-research_allow_obligation(typ) := {"op": "allow", "path": "", "fn": concat(",", research_allow[typ])}
 
 # ---------------------------------------------------------------------------
 # Entry points.
@@ -444,7 +333,7 @@ grant("billing", typ, _, _, _) := {"reasons": ["billing_payment"], "obligations"
 
 grant("research", typ, _, _, _) := {
 	"reasons": ["research_deidentified"],
-	"obligations": array.concat(research_obligations[typ], [research_allow_obligation(typ)]),
+	"obligations": research_obligations[typ],
 }
 
 # A grant names a patient (bg_ok says it is the resource's) and has an id.

