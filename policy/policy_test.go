@@ -62,13 +62,12 @@ func TestRegoUnitTestsDetectMutations(t *testing.T) {
 			if !strings.Contains(string(orig), m.old) {
 				t.Fatalf("mutation target %q not in authz.rego", m.old)
 			}
-			fsys := fstest.MapFS{
-				"custos/authz.rego":      {Data: []byte(strings.Replace(string(orig), m.old, m.new, 1))},
-				"custos/authz_test.rego": {Data: tests},
-			}
-			sum, err := RunTests(context.Background(), fsys)
+			// One failing test is the answer: stop there.
+			sum, err := runTests(context.Background(),
+				[]regoFile{{path: "custos/authz.rego", content: []byte(strings.Replace(string(orig), m.old, m.new, 1))}},
+				[]regoFile{{path: "custos/authz_test.rego", content: tests}}, true)
 			if err != nil {
-				t.Fatalf("RunTests: %v", err)
+				t.Fatalf("runTests: %v", err)
 			}
 			if sum.Failed == 0 {
 				t.Errorf("mutation survived: all %d Rego tests passed", sum.Passed)
@@ -93,5 +92,22 @@ func TestRunTestsNoTests(t *testing.T) {
 	}
 	if sum.Failed != 1 || sum.Passed != 0 || len(sum.Failures) != 1 || !strings.Contains(sum.Failures[0], "test_allows") {
 		t.Fatalf("summary = %+v, want one failure of test_allows", sum)
+	}
+}
+
+// runTests with firstFailure reports the first failing test only; without,
+// every one.
+func TestRunTestsFirstFailure(t *testing.T) {
+	policies := []regoFile{{path: "p/authz.rego", content: []byte("package custos.authz\n\ndecision := {\"allow\": false}\n")}}
+	tests := []regoFile{{path: "p/authz_test.rego", content: []byte("package custos.authz_test\n\nimport data.custos.authz\n\n" +
+		"test_a if authz.decision.allow\ntest_b if authz.decision.allow\ntest_c if authz.decision.allow\ntest_d if not authz.decision.allow\n")}}
+	for first, want := range map[bool]int{true: 1, false: 3} {
+		sum, err := runTests(context.Background(), policies, tests, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Failed != want || len(sum.Failures) != want {
+			t.Errorf("firstFailure=%v: %+v, want %d failures", first, sum, want)
+		}
 	}
 }

@@ -182,108 +182,189 @@ func TestSubjectCacheNeverServesAStaleValue(t *testing.T) {
 	}
 }
 
-// TestSubjectCacheDecidesLikeAFreshEvaluation runs the default policy over
-// the batch grid (every type, label, consent flag, tenant and grant shape)
-// for many principals and purposes, single and batch, twice and from
-// concurrent goroutines, on an engine with the subject cache and on one
-// without: every decision must be the same.
-func TestSubjectCacheDecidesLikeAFreshEvaluation(t *testing.T) {
-	ctx := context.Background()
-	plain, err := Default(ctx, Options{DecisionCache: -1, SubjectCache: -1, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cached, err := Default(ctx, Options{DecisionCache: -1, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	items := batchGrid()
-	type caller struct {
-		p       Principal
-		purpose string
-	}
-	var callers []caller
+// subjectCaller is a principal and purpose the subject-cache equivalence
+// tests decide for.
+type subjectCaller struct {
+	p       Principal
+	purpose string
+}
+
+// subjectCallers are many role sets and purposes, and the same sub with
+// other roles, another tenant or other patients (another subject).
+func subjectCallers() []subjectCaller {
+	var callers []subjectCaller
 	for ri, roles := range [][]string{
 		{"clinician"}, {"billing"}, {"researcher"}, {"auditor"}, {},
 		{"clinician", "sensitive:hiv"}, {"researcher", "sensitive:sud", "sensitive:hiv"}, {"billing", "clinician"},
 	} {
 		for _, pou := range []string{"", "TREAT", "ETREAT", "HPAYMT", "HRESCH", "BOGUS"} {
-			callers = append(callers, caller{principal(fmt.Sprint("u", ri), roles...), pou})
+			callers = append(callers, subjectCaller{principal(fmt.Sprint("u", ri), roles...), pou})
 		}
 	}
-	// The same sub with other roles, another tenant or other patients is
-	// another subject.
 	same := principal("u0", "billing")
-	callers = append(callers, caller{same, "HPAYMT"}, caller{same, "TREAT"})
+	callers = append(callers, subjectCaller{same, "HPAYMT"}, subjectCaller{same, "TREAT"})
 	other := principal("u0", "clinician")
 	other.Tenant = "other"
-	callers = append(callers, caller{other, "TREAT"})
+	callers = append(callers, subjectCaller{other, "TREAT"})
 	other = principal("u0", "clinician")
 	other.Patients = []string{patientB}
-	callers = append(callers, caller{other, "TREAT"})
+	return append(callers, subjectCaller{other, "TREAT"})
+}
 
+// input is c's list input, naming the caller by a Subject when asSubject.
+func (c subjectCaller) input(asSubject bool) Input {
+	in := Input{Principal: c.p, PurposeOfUse: c.purpose, Action: ActionList}
+	if asSubject {
+		in.Subject = NewSubject(c.p)
+		in.Principal = Principal{}
+	}
+	return in
+}
+
+// defaultPlainAndCached loads the default policy without any cache and with
+// the subject cache only.
+func defaultPlainAndCached(t *testing.T) (plain, cached *Engine) {
+	t.Helper()
+	ctx := context.Background()
+	plain, err := Default(ctx, Options{DecisionCache: -1, SubjectCache: -1, Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err = Default(ctx, Options{DecisionCache: -1, Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cached.subjects == nil {
+		t.Fatal("no subject cache")
+	}
+	return plain, cached
+}
+
+// sameDecision reports whether a and b allow alike with the same reasons
+// and obligations.
+func sameDecision(a, b Decision) bool {
+	return a.Allow == b.Allow && slices.Equal(a.Reasons, b.Reasons) && slices.Equal(a.Obligations, b.Obligations)
+}
+
+// TestSubjectCacheDecidesLikeAFreshEvaluation runs the default policy over
+// the batch grid (every type, label, consent flag, tenant and grant shape)
+// for many principals and purposes, single and batch, by principal and by
+// subject, twice, on an engine with the subject cache and on one without:
+// every decision must be the same. TestSubjectCacheConcurrentDecisions
+// decides the same grid from concurrent goroutines.
+func TestSubjectCacheDecidesLikeAFreshEvaluation(t *testing.T) {
+	ctx := context.Background()
+	plain, cached := defaultPlainAndCached(t)
+	items := batchGrid()
+	callers := subjectCallers()
 	want := make([][]Decision, len(callers))
-	for i, c := range callers {
-		want[i] = make([]Decision, len(items))
-		for j, it := range items {
-			d, err := plain.Decide(ctx, Input{Principal: c.p, PurposeOfUse: c.purpose, Action: ActionRead, Resource: it.Resource, BreakGlass: it.BreakGlass})
+	for round := range 2 {
+		for k := range callers {
+			i := (k + round*3) % len(callers) // each round its own order
+			c := callers[i]
+			in := c.input((i+round)%2 == 0)
+			ds, err := cached.DecideBatch(ctx, in, items)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want[i][j] = d
+			if want[i] == nil {
+				want[i] = make([]Decision, len(items))
+				for j, it := range items {
+					if want[i][j], err = plain.Decide(ctx, Input{Principal: c.p, PurposeOfUse: c.purpose, Action: ActionRead, Resource: it.Resource, BreakGlass: it.BreakGlass}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for j, it := range items {
+				in := in
+				in.Action, in.Resource, in.BreakGlass = ActionRead, it.Resource, it.BreakGlass
+				d, err := cached.Decide(ctx, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !sameDecision(d, want[i][j]) || !sameDecision(ds[j], want[i][j]) {
+					t.Fatalf("round %d, caller %d (%v, %q) item %d: single %v %v, batch %v %v, want %v %v",
+						round, i, c.p.Roles, c.purpose, j, d.Allow, d.Reasons, ds[j].Allow, ds[j].Reasons, want[i][j].Allow, want[i][j].Reasons)
+				}
+			}
 		}
 	}
-	same2 := func(a, b Decision) bool {
-		return a.Allow == b.Allow && slices.Equal(a.Reasons, b.Reasons) && slices.Equal(a.Obligations, b.Obligations)
+	if storedValues(cached.subjects) == 0 {
+		t.Fatal("nothing was kept across evaluations")
 	}
+}
+
+// TestSubjectCacheConcurrentDecisions decides the grid of
+// TestSubjectCacheDecidesLikeAFreshEvaluation from four goroutines at once,
+// each in its own order, on one engine with the subject cache. Each caller
+// is decided by two of them, one by subject and one by principal (workers
+// 0 and 2 take the even callers, 1 and 3 the odd ones); each decides the
+// caller's batch and the single decisions of the items j with j%4 equal
+// to its number. Every decision must be the engine without the cache's.
+// The reference is that engine's batch decision (TestDecideBatchMatchesDecide
+// holds batch to single), so that under -race the time goes to the
+// concurrent engine.
+func TestSubjectCacheConcurrentDecisions(t *testing.T) {
+	ctx := context.Background()
+	plain, cached := defaultPlainAndCached(t)
+	items := batchGrid()
+	callers := subjectCallers()
+	want := make([][]Decision, len(callers))
+	for i, c := range callers {
+		ds, err := plain.DecideBatch(ctx, Input{Principal: c.p, PurposeOfUse: c.purpose, Action: ActionList}, items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = ds
+	}
+	const workers = 4
 	var wg sync.WaitGroup
-	errs := make(chan string, 64)
-	for worker := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for round := range 2 {
-				for k := range callers {
-					i := (k + worker*7 + round*3) % len(callers) // each worker its own order
-					c := callers[i]
-					in := Input{Principal: c.p, PurposeOfUse: c.purpose, Action: ActionList}
-					if (worker+round)%2 == 0 {
-						in.Subject = NewSubject(c.p)
-						in.Principal = Principal{}
+	errs := make(chan string, workers)
+	for worker := range workers {
+		wg.Go(func() {
+			for k := range callers {
+				i := (k + worker*7) % len(callers) // each worker its own order
+				if i%2 != worker%2 {
+					continue
+				}
+				c := callers[i]
+				in := c.input(worker < 2)
+				ds, err := cached.DecideBatch(ctx, in, items)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				for j, it := range items {
+					if !sameDecision(ds[j], want[i][j]) {
+						errs <- fmt.Sprintf("caller %d (%v, %q) item %d: batch %v %v, want %v %v",
+							i, c.p.Roles, c.purpose, j, ds[j].Allow, ds[j].Reasons, want[i][j].Allow, want[i][j].Reasons)
+						return
 					}
-					ds, err := cached.DecideBatch(ctx, in, items)
+					if j%workers != worker {
+						continue
+					}
+					in := in
+					in.Action, in.Resource, in.BreakGlass = ActionRead, it.Resource, it.BreakGlass
+					d, err := cached.Decide(ctx, in)
 					if err != nil {
 						errs <- err.Error()
 						return
 					}
-					for j, it := range items {
-						in := in
-						in.Action, in.Resource, in.BreakGlass = ActionRead, it.Resource, it.BreakGlass
-						d, err := cached.Decide(ctx, in)
-						if err != nil {
-							errs <- err.Error()
-							return
-						}
-						if !same2(d, want[i][j]) || !same2(ds[j], want[i][j]) {
-							errs <- fmt.Sprintf("caller %d (%v, %q) item %d: single %v %v, batch %v %v, want %v %v",
-								i, c.p.Roles, c.purpose, j, d.Allow, d.Reasons, ds[j].Allow, ds[j].Reasons, want[i][j].Allow, want[i][j].Reasons)
-							return
-						}
+					if !sameDecision(d, want[i][j]) {
+						errs <- fmt.Sprintf("caller %d (%v, %q) item %d: single %v %v, want %v %v",
+							i, c.p.Roles, c.purpose, j, d.Allow, d.Reasons, want[i][j].Allow, want[i][j].Reasons)
+						return
 					}
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
 	for e := range errs {
 		t.Error(e)
 	}
-	n := 0
-	for _, s := range cached.subjects.m {
-		n += s.n
-	}
-	if n == 0 {
+	if storedValues(cached.subjects) == 0 {
 		t.Fatal("nothing was kept across evaluations")
 	}
 }

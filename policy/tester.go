@@ -43,11 +43,14 @@ func RunTests(ctx context.Context, fsys fs.FS) (TestSummary, error) {
 	if err != nil {
 		return sum, err
 	}
-	return runTests(ctx, policies, tests)
+	return runTests(ctx, policies, tests, false)
 }
 
-// runTests is RunTests over files already read.
-func runTests(ctx context.Context, policies, tests []regoFile) (TestSummary, error) {
+// runTests is RunTests over files already read. With firstFailure it stops
+// at the first test that fails: the summary then holds that failure and the
+// tests that passed before it, which is all a caller asking "does any test
+// fail?" needs (the mutation test of the default policy).
+func runTests(ctx context.Context, policies, tests []regoFile, firstFailure bool) (TestSummary, error) {
 	var sum TestSummary
 	if len(tests) == 0 {
 		return sum, errors.New("policy: no *_test.rego files found")
@@ -60,16 +63,22 @@ func runTests(ctx context.Context, policies, tests []regoFile) (TestSummary, err
 		}
 		modules[f.path] = m
 	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	ch, err := tester.NewRunner().
 		SetDefaultRegoVersion(ast.RegoV1).
 		SetTimeout(TestCaseTimeout).
 		RaiseBuiltinErrors(true).
 		SetModules(modules).
-		RunTests(ctx, nil)
+		RunTests(runCtx, nil)
 	if err != nil {
 		return sum, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
+	stopped := false
 	for r := range ch {
+		if stopped {
+			continue // cancelled after the first failure
+		}
 		if r.Pass() {
 			sum.Passed++
 			continue
@@ -87,6 +96,10 @@ func runTests(ctx context.Context, policies, tests []regoFile) (TestSummary, err
 			loc = fmt.Sprintf(" (%s:%d)", r.Location.File, r.Location.Row)
 		}
 		sum.Failures = append(sum.Failures, r.Package+"."+r.Name+": "+outcome+loc)
+		if firstFailure {
+			stopped = true
+			stop()
+		}
 	}
 	slices.Sort(sum.Failures)
 	if sum.Passed+sum.Failed == 0 {

@@ -6,7 +6,8 @@
 //     data.custos.authz.decision, which yields
 //     {"allow": bool, "reasons": [string], "obligations": [{"op", "path", "fn"?}]}.
 //   - custos/authz_test.rego: Rego unit tests (package custos.authz_test) for
-//     every rule of the default policy; run by go test ./policy/ ./rego/.
+//     every rule of the default policy; run by go test ./policy/
+//     (TestRegoUnitTests).
 //
 // Invariants of the default policy:
 //

@@ -23,21 +23,6 @@ func TestEmbeddedFiles(t *testing.T) {
 	}
 }
 
-// TestPolicyUnitTests runs the embedded Rego tests, so that
-// go test ./rego/ alone checks the policy.
-func TestPolicyUnitTests(t *testing.T) {
-	sum, err := policy.RunTests(context.Background(), rego.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range sum.Failures {
-		t.Error(f)
-	}
-	if sum.Passed == 0 {
-		t.Fatal("no Rego tests ran")
-	}
-}
-
 // TestWorkedExample evaluates the worked example of docs/policy.md: the
 // first JSON block of that section is the input, the second the decision,
 // so the document cannot drift from the policy.

@@ -135,6 +135,9 @@ func TestVaultLoadsEveryKeyAndUsesTransit(t *testing.T) {
 	assertNoCanary(t, "provider name", v.Name(), canaries([]string{p.SecretID, p.RoleID}))
 }
 
+// TestVaultRotationKeepsOldVersionsUsable runs under -race (tools/racetests): the background refresh picks up the new key versions while the test uses the keys.
+//
+//custos:race
 func TestVaultRotationKeepsOldVersionsUsable(t *testing.T) {
 	srv := vaulttest.Start(t, vaulttest.Options{})
 	ctx := context.Background()
@@ -197,7 +200,10 @@ func TestVaultRotationKeepsOldVersionsUsable(t *testing.T) {
 	}
 }
 
-func TestVaultOutageFailsClosedAndRecovers(t *testing.T) {
+// TestVaultKeysOutageFailsClosedAndRecovers runs under -race (tools/racetests): the background refresh fails and recovers while the test uses the keys.
+//
+//custos:race
+func TestVaultKeysOutageFailsClosedAndRecovers(t *testing.T) {
 	srv := vaulttest.Start(t, vaulttest.Options{})
 	ctx := context.Background()
 	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
@@ -250,6 +256,9 @@ func TestVaultOutageFailsClosedAndRecovers(t *testing.T) {
 	}
 }
 
+// TestVaultAppRoleLogsInAgainAfterTokenExpiry runs under -race (tools/racetests): the background renewal logs in again while the test uses the keys.
+//
+//custos:race
 func TestVaultAppRoleLogsInAgainAfterTokenExpiry(t *testing.T) {
 	srv := vaulttest.Start(t, vaulttest.Options{})
 	ctx := context.Background()

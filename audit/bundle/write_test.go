@@ -16,6 +16,10 @@ import (
 
 // TestWriteVerifyRealLog exports ranges of a real audit log and verifies
 // each bundle offline.
+//
+// Under -race (tools/racetests): verify.go reads and checks records on a pool of goroutines.
+//
+//custos:race
 func TestWriteVerifyRealLog(t *testing.T) {
 	ctx := context.Background()
 	l := openRealLog(t, 30)

@@ -387,6 +387,10 @@ func TestProvisionedPolicy(t *testing.T) {
 }
 
 // TestPauseResumeStop checks the outage controls against a real server.
+//
+// Under -race (tools/racetests): the server's output is read on its own goroutine while the test stops and resumes it.
+//
+//custos:race
 func TestPauseResumeStop(t *testing.T) {
 	s := vaulttest.Start(t, vaulttest.Options{})
 	c := s.Root()

@@ -311,6 +311,9 @@ func TestJWKSDownKeepsCachedKeys(t *testing.T) {
 	}
 }
 
+// TestPeriodicRefresh runs under -race (tools/racetests): the stale key set is fetched on a background goroutine while the test reads it.
+//
+//custos:race
 func TestPeriodicRefresh(t *testing.T) {
 	is := newIssuer(t, ecKey)
 	clk := newClock(t0)

@@ -39,6 +39,9 @@ func ok(context.Context) error { return nil }
 // slow blocks until ctx is done, as a hung dependency that honours ctx.
 func slow(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 
+// TestReadyz runs under -race (tools/racetests): Ready runs every check on its own goroutine.
+//
+//custos:race
 func TestReadyz(t *testing.T) {
 	const secret = "vault token hvs.CAESIJ at https://vault.internal/v1/secret"
 	tests := []struct {

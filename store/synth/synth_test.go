@@ -180,6 +180,9 @@ var fhirResourceType = map[string]string{
 	"medicationrequest": "MedicationRequest", "encounter": "Encounter", "coverage": "Coverage",
 }
 
+// TestDeterministic runs under -race (tools/racetests): Generate writes patients on a pool of goroutines; the output must not depend on their order.
+//
+//custos:race
 func TestDeterministic(t *testing.T) {
 	opts := Options{Patients: 13, Seed: 7}
 	a, _ := generate(t, opts)

@@ -1,0 +1,5 @@
+package c
+
+import "testing"
+
+func TestStart(t *testing.T) { Start(func() {}) }

@@ -1,0 +1,4 @@
+package a
+
+// Start starts a goroutine: package a needs a test under -race.
+func Start(f func()) { go f() }

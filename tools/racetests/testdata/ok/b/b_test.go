@@ -1,0 +1,7 @@
+package b
+
+import "testing"
+
+func TestSequential(t *testing.T) {}
+
+func TestOther(t *testing.T) {}

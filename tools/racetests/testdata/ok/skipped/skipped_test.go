@@ -1,0 +1,5 @@
+package skipped
+
+import "testing"
+
+func TestSkippedGoStatement(t *testing.T) { go func() {}() }
