@@ -13,8 +13,12 @@ import (
 
 // Group commit.
 //
-// Every Append waits for its record's commit (two fdatasyncs). Appends that
-// arrive within a short window share one commit: the batcher below is
+// Every Append waits for its record's commit (two fdatasyncs). An Append
+// that finds no commit running and no batch gathering commits at once,
+// alone (the leader): an idle server adds no window to a request's latency.
+// Appends that arrive while a commit runs gather in the next batch, which
+// waits for its window. Appends that gather share one commit: the batcher
+// below is
 // bbolt's DB.Batch (same retry rules) with a window chosen per batch
 // instead of fixed. On an idle server the window is pure waiting, added to
 // every request's latency; on a server whose CPU is saturated, each commit
@@ -121,8 +125,9 @@ type batcher struct {
 	maxSize  int
 	sched    schedSampler
 
-	mu  sync.Mutex
-	cur *batchRun
+	mu       sync.Mutex
+	cur      *batchRun
+	inflight int // batches started and not yet committed (guarded by mu)
 }
 
 type batchRun struct {
@@ -144,9 +149,14 @@ type batchCall struct {
 func (b *batcher) do(fn func(*bolt.Tx) error) error {
 	errCh := make(chan error, 1)
 	b.mu.Lock()
+	var lead *batchRun
 	if b.cur == nil || len(b.cur.calls) >= b.maxSize {
 		r := &batchRun{b: b}
-		r.timer = time.AfterFunc(b.window(), r.trigger)
+		if b.inflight == 0 {
+			lead = r // leader: nothing is committing, so commit now
+		} else {
+			r.timer = time.AfterFunc(b.window(), r.trigger)
+		}
 		b.cur = r
 	}
 	b.cur.calls = append(b.cur.calls, batchCall{fn: fn, err: errCh})
@@ -154,6 +164,9 @@ func (b *batcher) do(fn func(*bolt.Tx) error) error {
 		go b.cur.trigger()
 	}
 	b.mu.Unlock()
+	if lead != nil {
+		lead.trigger() // in this goroutine: its result is already in errCh after
+	}
 	err := <-errCh
 	if err == errTrySolo {
 		err = b.db.Update(fn)
@@ -173,11 +186,15 @@ func (r *batchRun) trigger() { r.start.Do(r.run) }
 
 func (r *batchRun) run() {
 	r.b.mu.Lock()
-	r.timer.Stop()
+	if r.timer != nil {
+		r.timer.Stop()
+	}
 	if r.b.cur == r {
 		r.b.cur = nil // no call joins this batch any more
 	}
+	r.b.inflight++
 	r.b.mu.Unlock()
+	defer r.b.committed()
 	for len(r.calls) > 0 {
 		failed := -1
 		err := r.b.db.Update(func(tx *bolt.Tx) error {
@@ -202,6 +219,16 @@ func (r *batchRun) run() {
 		}
 		return
 	}
+}
+
+// committed ends a batch. The batch that gathered meanwhile keeps its
+// window: starting it at once would make batches smaller when the CPU is
+// saturated, and each commit costs CPU (measured: 64 clients lost a fifth
+// of their throughput that way, docs/benchmarks.md).
+func (b *batcher) committed() {
+	b.mu.Lock()
+	b.inflight--
+	b.mu.Unlock()
 }
 
 // callSafely runs fn, turning a panic into an error (the transaction is

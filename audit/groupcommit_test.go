@@ -2,6 +2,7 @@ package audit
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -84,8 +85,10 @@ func TestBatcherRunsAFailingFunctionAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	// A long fixed window, so that the three calls share one batch.
-	b := &batcher{db: db, minDelay: 200 * time.Millisecond, maxDelay: 200 * time.Millisecond, maxSize: 3}
+	// A commit in flight (held open by a leader), so that the three calls
+	// gather as followers and share one batch.
+	b := &batcher{db: db, minDelay: 200 * time.Millisecond, maxDelay: 200 * time.Millisecond, maxSize: 64}
+	release := holdCommit(t, b)
 	boom := errors.New("boom")
 	var runs [3]atomic.Int32
 	put := func(i int, fail bool) func(*bolt.Tx) error {
@@ -107,6 +110,8 @@ func TestBatcherRunsAFailingFunctionAlone(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = b.do(put(i, i == 1)) }()
 	}
+	waitFollowers(t, b, 3)
+	release()
 	wg.Wait()
 	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], boom) {
 		t.Fatalf("errors %v, want nil, boom, nil", errs)
@@ -146,5 +151,97 @@ func TestBatchDelayOptions(t *testing.T) {
 	o = Options{Node: "n", MinBatchDelay: 10 * time.Millisecond}
 	if err := o.validate(); err != nil || o.MaxBatchDelay != 10*time.Millisecond {
 		t.Fatalf("lone MinBatchDelay above the default maximum: %v %v", o.MaxBatchDelay, err)
+	}
+}
+
+// holdCommit starts a leader whose transaction blocks until the returned
+// release is called, so that calls made meanwhile gather as followers.
+func holdCommit(t *testing.T, b *batcher) (release func()) {
+	t.Helper()
+	started, hold := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- b.do(func(*bolt.Tx) error { close(started); <-hold; return nil })
+	}()
+	<-started
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			close(hold)
+			if err := <-done; err != nil {
+				t.Errorf("the held commit: %v", err)
+			}
+		})
+	}
+	t.Cleanup(release) // a failed test must not leave the commit held
+	return release
+}
+
+// waitFollowers waits until n calls have gathered in the next batch.
+func waitFollowers(t *testing.T, b *batcher, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		got := 0
+		if b.cur != nil {
+			got = len(b.cur.calls)
+		}
+		b.mu.Unlock()
+		if got >= n {
+			return
+		}
+	}
+	t.Fatalf("%d calls did not gather behind the running commit", n)
+}
+
+// TestLeaderCommitsAtOnce: with nothing committing, an Append does not wait
+// for its window (here 10 s): the leader commits alone, at once. Appends
+// that gather while a commit runs share one transaction, after their
+// window.
+func TestLeaderCommitsAtOnce(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "b.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := &batcher{db: db, minDelay: 10 * time.Second, maxDelay: 10 * time.Second, maxSize: 64}
+	put := func(k string, tx *bolt.Tx) error {
+		bk, err := tx.CreateBucketIfNotExists([]byte("k"))
+		if err != nil {
+			return err
+		}
+		return bk.Put([]byte(k), []byte{1})
+	}
+	start := time.Now()
+	if err := b.do(func(tx *bolt.Tx) error { return put("leader", tx) }); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("an Append on an idle batcher took %v: it waited for its window", d)
+	}
+
+	// Followers: a batcher with a short window, a commit held open, four
+	// Appends gathered behind it.
+	b = &batcher{db: db, minDelay: 300 * time.Millisecond, maxDelay: 300 * time.Millisecond, maxSize: 64}
+	release := holdCommit(t, b)
+	var txs [4]*bolt.Tx
+	var wg sync.WaitGroup
+	start = time.Now()
+	for i := range txs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.do(func(tx *bolt.Tx) error { txs[i] = tx; return put(fmt.Sprint("f", i), tx) }); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	waitFollowers(t, b, len(txs))
+	release()
+	wg.Wait()
+	for i := range txs {
+		if txs[i] != txs[0] {
+			t.Fatalf("followers committed in separate transactions (%p, %p)", txs[0], txs[i])
+		}
 	}
 }
