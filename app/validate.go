@@ -119,8 +119,11 @@ func (c *checker) name(key string) string { return c.co.Name(key) }
 // zero that was asked for.
 func (c *checker) set(key string, zero bool) bool { return !zero || c.co.Given(key) }
 
-// statError says why a path could not be used, without the path.
-func statError(err error) string {
+// StatError says why a path could not be used ("not found", "permission
+// denied", the system's reason), without the path: problems name the option
+// or the file, never echo a value. cmd's configuration layer words its own
+// file problems with it too.
+func StatError(err error) string {
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return "not found"
@@ -141,7 +144,7 @@ func (c *checker) file(key, path string) {
 	st, err := os.Stat(path)
 	switch {
 	case err != nil:
-		c.add(key, "file %s", statError(err))
+		c.add(key, "file %s", StatError(err))
 	case st.IsDir():
 		c.add(key, "is a directory, want a file")
 	}
@@ -154,7 +157,7 @@ func (c *checker) dir(key, path string) {
 	st, err := os.Stat(path)
 	switch {
 	case err != nil:
-		c.add(key, "directory %s", statError(err))
+		c.add(key, "directory %s", StatError(err))
 	case !st.IsDir():
 		c.add(key, "is not a directory")
 	}

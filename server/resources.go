@@ -207,10 +207,10 @@ scan:
 	for len(items) < s.cfg.PageSize && scanned < s.cfg.ScanLimit {
 		var (
 			batch []store.Resource
-			keys  []string // the position of each item in the listing: its URI as shown
+			shown []string // the position of each item in the listing: its URI as shown
 		)
 		if al != nil {
-			batch, keys, err = al.page(ctx, last, min(s.cfg.ScanLimit-scanned, 256))
+			batch, shown, err = al.page(ctx, last, min(s.cfg.ScanLimit-scanned, 256))
 		} else {
 			batch, err = s.cfg.Catalog.Page(last, min(s.cfg.ScanLimit-scanned, 256))
 		}
@@ -237,7 +237,7 @@ scan:
 			scanned++
 			last = r.URI
 			if al != nil {
-				last = keys[i]
+				last = shown[i]
 			}
 			d := ds[i]
 			if !d.Allow {

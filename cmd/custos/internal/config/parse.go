@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/custos-mcp/custos/app"
 )
 
 // MaxFileSize bounds a configuration file; a larger one is refused unread.
@@ -46,19 +48,7 @@ func readFile(path string) ([]byte, error) {
 
 // fileError says why a file could not be used, without the path (the
 // Problem names it).
-func fileError(err error) string {
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return "file not found"
-	case errors.Is(err, os.ErrPermission):
-		return "permission denied"
-	}
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err.Error()
-	}
-	return err.Error()
-}
+func fileError(err error) string { return "file " + app.StatError(err) }
 
 // Parse parses a configuration file strictly. name is used in Problems. It
 // returns either a whole File or Problems listing everything wrong: syntax,
