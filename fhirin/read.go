@@ -102,8 +102,11 @@ func (rd *reader) readSource(s *source) error {
 
 // readNDJSON reads one JSON object a line; blank lines are skipped.
 func (rd *reader) readNDJSON(s *source, r io.Reader) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), rd.opts.maxLine())
+	// A stream error (gzip cut short) surfaces after the partial line
+	// before it: er keeps it, to report it instead of that line's JSON error.
+	er := &errReader{r: r}
+	sc := bufio.NewScanner(er)
+	sc.Buffer(make([]byte, 0, min(64<<10, rd.opts.maxLine())), rd.opts.maxLine())
 	line := 0
 	for sc.Scan() {
 		line++
@@ -115,6 +118,9 @@ func (rd *reader) readNDJSON(s *source, r io.Reader) error {
 			return err
 		}
 		if err := rd.unit(s, line, b); err != nil {
+			if er.err != nil && !errors.Is(er.err, io.EOF) {
+				return rd.streamErr(s, line, er.err)
+			}
 			return err
 		}
 	}
@@ -260,4 +266,18 @@ type newlineCounter int
 func (n *newlineCounter) Write(p []byte) (int, error) {
 	*n += newlineCounter(bytes.Count(p, []byte{'\n'}))
 	return len(p), nil
+}
+
+// errReader remembers the first error of its reader.
+type errReader struct {
+	r   io.Reader
+	err error
+}
+
+func (e *errReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && e.err == nil {
+		e.err = err
+	}
+	return n, err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"slices"
 	"time"
 )
@@ -51,7 +52,7 @@ func jsonErr(w string, raw []byte, err error) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
-	case errors.As(err, &se) && se.Offset >= int64(len(raw)):
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.As(err, &se) && se.Offset >= int64(len(raw)):
 		return newError(w, "", ErrTruncated, "the line ends inside a JSON value")
 	case errors.As(err, &se):
 		return newError(w, "", ErrJSON, "invalid JSON near byte %d", se.Offset)
