@@ -3,6 +3,7 @@ package fhirin
 import (
 	"encoding/base64"
 	"mime"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,7 +27,7 @@ func (rd *reader) liftAttachments(r *resource, patient string, labels []string, 
 			att["url"] = rd.opts.Link(TypeAttachment, id, patient)
 			r.modified = true
 			out = append(out, Item{Type: TypeAttachment, ID: id, Patient: patient, Body: data, MIMEType: mt,
-				Sensitivity: labels, Consent: rd.idx.consent(patient), LastUpdated: updated,
+				Sensitivity: slices.Clone(labels), Consent: rd.idx.consent(patient), LastUpdated: updated,
 				Carrier: Carrier{r.typ, r.id}, Where: r.where})
 			return nil
 		}

@@ -83,10 +83,10 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 		return r.errf("resourceType", ErrResourceType, "missing")
 	case !r4Types[typ]:
 		return r.errf("resourceType", ErrResourceType, "not an R4 resource type")
-	case typ == "Bundle":
-		return r.errf("Bundle", ErrUnsupported, "a Bundle inside a Bundle is not imported")
 	case wantType != "" && typ != wantType:
 		return r.errf("resourceType", ErrResourceType, "a %s file holds only %s resources, not %s", wantType, wantType, typ)
+	case typ == "Bundle":
+		return r.errf("Bundle", ErrUnsupported, "a Bundle inside a Bundle is not imported")
 	}
 	r.typ = typ
 	id, _ := r.m["id"].(string)
