@@ -47,37 +47,41 @@ func validID(s string) bool {
 	return true
 }
 
-// eachAt calls fn for every object found at the dotted element path below
-// v, descending through arrays, with the FHIR path of each (indices
-// included: "participant[1].actor").
-func eachAt(v any, path, fhirPath string, fn func(obj map[string]any, fhirPath string) error) error {
-	name, rest, more := strings.Cut(path, ".")
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil
-	}
-	child, ok := obj[name]
-	if !ok {
-		return nil
-	}
-	visit := func(c any, p string) error {
-		if !more {
-			if o, ok := c.(map[string]any); ok {
+// eachAt calls fn for every object found at the dotted element path
+// below the resource, descending through arrays, with the FHIR path of
+// each (indices included: "Appointment.participant[1].actor"). An element
+// on the path that is present but not an object (or an array of objects)
+// is an error: a Reference written as a string must not make a resource
+// tenant-level by being overlooked.
+func (r *resource) eachAt(path string, fn func(obj map[string]any, fhirPath string) error) error {
+	var walk func(v any, path, fhirPath string) error
+	walk = func(v any, path, fhirPath string) error {
+		name, rest, more := strings.Cut(path, ".")
+		child, ok := v.(map[string]any)[name]
+		if !ok {
+			return nil
+		}
+		visit := func(c any, p string) error {
+			o, ok := c.(map[string]any)
+			if !ok {
+				return r.errf(p, ErrJSON, "not a JSON object")
+			}
+			if !more {
 				return fn(o, p)
+			}
+			return walk(o, rest, p)
+		}
+		if arr, ok := child.([]any); ok {
+			for i, c := range arr {
+				if err := visit(c, fhirPath+"."+name+"["+itoa(i)+"]"); err != nil {
+					return err
+				}
 			}
 			return nil
 		}
-		return eachAt(c, rest, p, fn)
+		return visit(child, fhirPath+"."+name)
 	}
-	if arr, ok := child.([]any); ok {
-		for i, c := range arr {
-			if err := visit(c, fhirPath+"."+name+"["+itoa(i)+"]"); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return visit(child, fhirPath+"."+name)
+	return walk(r.m, path, r.typ)
 }
 
 // compartment returns the source id of the Patient whose compartment holds
@@ -93,7 +97,7 @@ func (r *resource) compartment() (string, error) {
 	}
 	patient, first := "", ""
 	for _, p := range compartmentPaths[r.typ] {
-		err := eachAt(r.m, p, r.typ, func(ref map[string]any, path string) error {
+		err := r.eachAt(p, func(ref map[string]any, path string) error {
 			id, isPatient, err := r.patientRef(ref)
 			if err != nil {
 				return r.errf(path, ErrCompartment, "%v", err)
@@ -132,7 +136,9 @@ func (r *resource) patientRef(ref map[string]any) (string, bool, error) {
 	}
 	t, ok := parseLiteral(s)
 	if !ok {
-		if strings.HasPrefix(s, "Patient?") || typ == "Patient" {
+		// "Patient/<not an id>", "x/y/Patient/1", "Patient?query": a
+		// Patient all the same, which must not be overlooked.
+		if typ == "Patient" || strings.HasPrefix(s, "Patient/") || strings.HasPrefix(s, "Patient?") || strings.Contains(s, "/Patient/") {
 			return "", false, errUnresolvedPatient
 		}
 		return "", false, nil

@@ -89,5 +89,5 @@ func newError(where, path string, sentinel error, format string, args ...any) *E
 var (
 	errLogicalPatient    = errors.New("a Patient named by identifier only cannot be placed")
 	errContainedPatient  = errors.New("a contained Patient cannot be placed in a compartment")
-	errUnresolvedPatient = errors.New("a conditional or unparsable Patient reference is not resolved by this import")
+	errUnresolvedPatient = errors.New("a conditional or malformed Patient reference is not resolved by this import")
 )

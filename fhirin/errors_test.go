@@ -81,6 +81,10 @@ func TestBadInput(t *testing.T) {
 		{name: "unresolved conditional Patient", files: map[string]string{"b.json": bundle("transaction",
 			`{"fullUrl":"urn:uuid:5ec2e7a0-0000-4000-8000-000000000002","resource":{"resourceType":"Observation","id":"o","subject":{"reference":"Patient?identifier=urn:mrn|SECRET"}}}`)},
 			err: ErrCompartment, where: "b.json:1", fpath: "Observation.subject"},
+		{name: "malformed Patient reference", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":"Patient/SECRET MRN"}}`},
+			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
+		{name: "Reference written as a string", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":"Patient/SECRET"}`},
+			err: ErrJSON, where: "Observation.ndjson:1", fpath: "Observation.subject"},
 		{name: "Binary linked by nobody", files: map[string]string{"Binary.ndjson": `{"resourceType":"Binary","id":"SECRET-b","contentType":"text/plain","data":"` + b64("SECRET") + `"}`},
 			err: ErrCompartment, where: "Binary.ndjson:1", fpath: "Binary"},
 		{name: "Binary linked from two patients", files: map[string]string{

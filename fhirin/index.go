@@ -130,7 +130,7 @@ func (r *resource) eachAttachment(fn func(att map[string]any, path string) error
 	if !ok {
 		return nil
 	}
-	return eachAt(r.m, p, r.typ, fn)
+	return r.eachAt(p, fn)
 }
 
 // binaryURL reads an attachment url that names a Binary: "Binary/id", an
