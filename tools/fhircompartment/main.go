@@ -20,16 +20,15 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"go/format"
 	"log"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/custos-mcp/custos/tools/internal/fhirdefs"
 )
 
 type compartmentDefinition struct {
@@ -66,16 +65,16 @@ func main() {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 	}
-	readJSON(filepath.Join(*defs, "package.json"), &pkg)
+	fhirdefs.ReadJSON("fhircompartment", filepath.Join(*defs, "package.json"), &pkg)
 	dir := filepath.Join(*defs, "dist/fhir/r4")
 
 	var cd compartmentDefinition
-	readJSON(filepath.Join(dir, "compartmentdefinition-patient.json"), &cd)
+	fhirdefs.ReadJSON("fhircompartment", filepath.Join(dir, "compartmentdefinition-patient.json"), &cd)
 	if cd.ResourceType != "CompartmentDefinition" || cd.Code != "Patient" {
 		log.Fatalf("fhircompartment: not the Patient CompartmentDefinition")
 	}
 	var sp searchParameters
-	readJSON(filepath.Join(dir, "search-parameters.json"), &sp)
+	fhirdefs.ReadJSON("fhircompartment", filepath.Join(dir, "search-parameters.json"), &sp)
 
 	var types []string
 	paths := map[string][]string{}
@@ -145,21 +144,5 @@ func main() {
 		buf.WriteString("},\n")
 	}
 	buf.WriteString("}\n")
-	src, err := format.Source(buf.Bytes())
-	if err != nil {
-		log.Fatalf("fhircompartment: gofmt: %v", err)
-	}
-	if err := os.WriteFile(*out, src, 0o644); err != nil {
-		log.Fatal(err)
-	}
-}
-
-func readJSON(path string, v any) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		log.Fatalf("fhircompartment: %v (run `make validators` first)", err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		log.Fatalf("fhircompartment: %s: %v", path, err)
-	}
+	fhirdefs.WriteGo("fhircompartment", *out, buf.Bytes())
 }
