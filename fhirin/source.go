@@ -3,6 +3,7 @@ package fhirin
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"io"
@@ -52,6 +53,14 @@ func Detect(path string) (Format, error) {
 		return FormatUnknown, pathErr(err)
 	}
 	defer f.Close()
+	if strings.HasSuffix(name, ".gz") {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			return FormatUnknown, nil
+		}
+		defer zr.Close()
+		return sniff(zr), nil
+	}
 	return sniff(f), nil
 }
 

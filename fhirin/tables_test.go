@@ -2,6 +2,7 @@ package fhirin
 
 import (
 	"bytes"
+	"compress/gzip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -135,7 +136,12 @@ func TestDetect(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(custosDir, "manifest.jsonl"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(`{"resourceType":"Bundle","type":"collection","entry":[]}`))
+	zw.Close()
 	for path, want := range map[string]Format{
+		write("b.json.gz", gz.String()): FormatJSON,
 		"testdata/bulk":                 FormatDir,
 		"testdata/export-manifest.json": FormatExportManifest,
 		"testdata/synthea-bundle.json":  FormatJSON,
