@@ -116,6 +116,7 @@ func (w *fhirWriter) patient(group []manifestEntry) error {
 			"category":     []any{concept("http://loinc.org", "59284-0", "Patient Consent")},
 			"patient":      map[string]any{"reference": "Patient/" + patient},
 			"dateTime":     w.opts.Now.Format("2006-01-02"),
+			"policyRule":   concept("http://terminology.hl7.org/CodeSystem/v3-ActCode", "OPTOUT", "opt out"),
 			"provision":    map[string]any{"type": "deny"},
 		})
 	}
