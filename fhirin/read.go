@@ -188,6 +188,9 @@ func (rd *reader) readJSON(s *source, r io.Reader) error {
 	}
 	n := 0
 	for {
+		if err := rd.ctx.Err(); err != nil {
+			return err
+		}
 		tok, err := peekDelim(dec)
 		if err == io.EOF {
 			break
