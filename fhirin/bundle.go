@@ -110,7 +110,7 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 		if err := rd.ctx.Err(); err != nil {
 			return err
 		}
-		if err := rd.bundleEntry(s, b, i, e); err != nil {
+		if err := rd.problem(rd.bundleEntry(s, b, i, e)); err != nil {
 			return err
 		}
 	}

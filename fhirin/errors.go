@@ -5,8 +5,9 @@ import (
 	"fmt"
 )
 
-// The error vocabulary of Read and Detect. Every error Read returns about
-// the input is an *Error that wraps exactly one of these, names the place
+// The error vocabulary of Read and Detect. Every problem Read reports about
+// the input (it joins up to MaxProblems of them) is an *Error that wraps
+// exactly one of these, names the place
 // (file:line) and, where there is one, the FHIR path, and never quotes the
 // input's content: no value, id, reference or name from a record appears
 // in it. A caller branches with errors.Is; none of them is retryable: the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -182,5 +183,49 @@ func TestReadStops(t *testing.T) {
 	}
 	if err := Read(t.Context(), "testdata/bulk", Options{}, func(Item) error { return nil }); err == nil {
 		t.Error("Read without Link succeeded")
+	}
+}
+
+// Read reports every problem it finds, each once (the second pass finds
+// the first pass's again), up to MaxProblems, and yields nothing after the
+// first.
+func TestEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	good := `{"resourceType":"DocumentReference","id":"ok","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","data":"aGk="}}]}`
+	bad := []string{
+		`{"resourceType":"DocumentReference","id":"a","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/missing"}}]}`,
+		`{"resourceType":"DocumentReference","subject":{"reference":"Patient/p"}}`,
+		`{"resourceType":"DocumentReference","id":"c",`,
+	}
+	lines := []string{good, bad[0], good, bad[1], bad[2], good}
+	if err := os.WriteFile(filepath.Join(dir, "DocumentReference.ndjson"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	items, err := readAll(t, dir)
+	if len(items) != 0 {
+		t.Errorf("%d items yielded despite problems", len(items))
+	}
+	var got []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		fe := e.(*Error)
+		got = append(got, fe.Where+" "+fe.Err.Error())
+	}
+	want := []string{"DocumentReference.ndjson:4 missing or invalid id", "DocumentReference.ndjson:5 truncated JSON",
+		"DocumentReference.ndjson:2 dangling reference"}
+	if !slices.Equal(got, want) {
+		t.Errorf("problems\n%v\nwant\n%v", got, want)
+	}
+
+	var many []string
+	for range MaxProblems + 5 {
+		many = append(many, bad[1])
+	}
+	if err := os.WriteFile(filepath.Join(dir, "DocumentReference.ndjson"), []byte(strings.Join(many, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = readAll(t, dir)
+	errs := err.(interface{ Unwrap() []error }).Unwrap()
+	if len(errs) != MaxProblems+1 || !strings.Contains(errs[MaxProblems].Error(), "more than 20 problems") {
+		t.Errorf("%d errors, the last %v", len(errs), errs[len(errs)-1])
 	}
 }

@@ -94,27 +94,29 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 }
 
 // check ends the first pass: every linked Binary is present, and every
-// Binary has exactly one patient (or is linked from tenant-level data).
-func (x *index) check() error {
+// Binary has exactly one patient (or is linked from tenant-level data). It
+// returns every problem, in Binary id order.
+func (x *index) check() []error {
 	ids := make([]string, 0, len(x.binaries))
 	for id := range x.binaries {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
+	var errs []error
 	for _, id := range ids {
 		b := x.binaries[id]
 		switch {
 		case !b.present:
-			return newError(b.linkWhere, b.linkPath, ErrDangling, "an attachment url to a Binary that is not in the import")
+			errs = append(errs, newError(b.linkWhere, b.linkPath, ErrDangling, "an attachment url to a Binary that is not in the import"))
 		case b.linked && b.hasCtx && b.ctxPatient != b.patient:
-			return newError(b.where, "Binary.securityContext", ErrCompartment, "names another patient than the resource that links the Binary (at %s)", b.linkWhere)
+			errs = append(errs, newError(b.where, "Binary.securityContext", ErrCompartment, "names another patient than the resource that links the Binary (at %s)", b.linkWhere))
 		case !b.linked && !b.hasCtx:
-			return newError(b.where, "Binary", ErrCompartment, "a Binary that no resource of the import links and whose securityContext names no Patient cannot be placed")
+			errs = append(errs, newError(b.where, "Binary", ErrCompartment, "a Binary that no resource of the import links and whose securityContext names no Patient cannot be placed"))
 		case !b.linked:
 			b.patient = b.ctxPatient
 		}
 	}
-	return nil
+	return errs
 }
 
 // attachmentPaths are the Attachment elements lifted out of their carrier.

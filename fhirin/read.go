@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -14,10 +15,15 @@ import (
 
 // Read reads the FHIR input at path (see Detect for the formats) and calls
 // yield for every item, in input order, a carrier before the attachments
-// lifted out of it. It stops at the first problem and returns it (an
-// *Error for a problem with the input), or the first error yield returns,
-// or ctx's error. Items already yielded are then not to be imported: the
-// caller stages and commits only after Read returns nil.
+// lifted out of it.
+//
+// A problem with the input is an *Error. Read goes on past one to find the
+// others (the next line, Bundle entry or file; a stream error ends its
+// file), up to MaxProblems, and then returns them all joined (errors.Join;
+// errors.As finds the first). Once it has found one it yields nothing more;
+// items already yielded are then not to be imported: the caller stages and
+// commits only after Read returns nil. The first error yield returns, or
+// ctx's, stops Read at once and is returned as it is.
 //
 // Read makes two passes. The first indexes what an item depends on that may
 // come later in the input: Binary resources and the attachments that link to
@@ -41,22 +47,62 @@ func Read(ctx context.Context, path string, opts Options, yield func(Item) error
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rd := &reader{ctx: ctx, opts: opts, log: log, yield: yield, idx: newIndex()}
+	rd := &reader{ctx: ctx, opts: opts, log: log, yield: yield, idx: newIndex(), seen: map[string]bool{}}
+	err = rd.passes(srcs)
+	if errors.Is(err, errTooMany) {
+		rd.problems = append(rd.problems, fmt.Errorf("fhirin: more than %d problems; the first %d are listed", MaxProblems, MaxProblems))
+	} else if err != nil {
+		return err
+	}
+	if len(rd.problems) > 0 {
+		return errors.Join(rd.problems...)
+	}
+	log.Info("fhirin: read", "format", f.String(), "files", len(srcs), "items", rd.items)
+	return nil
+}
+
+// MaxProblems caps how many problems one Read reports.
+const MaxProblems = 20
+
+// errTooMany stops reading once MaxProblems problems are known.
+var errTooMany = errors.New("too many problems")
+
+func (rd *reader) passes(srcs []source) error {
 	for _, s := range srcs {
-		if err := rd.readSource(&s); err != nil {
+		if err := rd.problem(rd.readSource(&s)); err != nil {
 			return err
 		}
 	}
-	if err := rd.idx.check(); err != nil {
-		return err
+	for _, err := range rd.idx.check() {
+		if err := rd.problem(err); err != nil {
+			return err
+		}
 	}
 	rd.emit = true
 	for _, s := range srcs {
-		if err := rd.readSource(&s); err != nil {
+		if err := rd.problem(rd.readSource(&s)); err != nil {
 			return err
 		}
 	}
-	log.Info("fhirin: read", "format", f.String(), "files", len(srcs), "items", rd.items)
+	return nil
+}
+
+// problem records an input problem (an *Error) and returns nil so reading
+// goes on, or errTooMany past MaxProblems; any other error (yield's, ctx's,
+// errTooMany) is returned as it is. The second pass finds the first pass's
+// problems again: each is recorded once.
+func (rd *reader) problem(err error) error {
+	e, ok := err.(*Error)
+	if !ok {
+		return err
+	}
+	if msg := e.Error(); !rd.seen[msg] {
+		if len(rd.problems) == MaxProblems {
+			return errTooMany
+		}
+		rd.seen[msg] = true
+		rd.problems = append(rd.problems, e)
+	}
 	return nil
 }
 
@@ -69,6 +115,9 @@ type reader struct {
 	idx   *index
 	emit  bool // second pass: yield items
 	items int
+
+	problems []error         // the *Errors found so far
+	seen     map[string]bool // their messages
 }
 
 // indexedTypes are the types the first pass looks at; a Bulk file named for
@@ -121,7 +170,9 @@ func (rd *reader) readNDJSON(s *source, r io.Reader) error {
 			if er.err != nil && !errors.Is(er.err, io.EOF) {
 				return rd.streamErr(s, line, er.err)
 			}
-			return err
+			if err := rd.problem(err); err != nil {
+				return err
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -208,7 +259,7 @@ func (rd *reader) readJSON(s *source, r io.Reader) error {
 				if err != nil {
 					return err
 				}
-				if err := rd.unit(s, lineOf(raw), raw); err != nil {
+				if err := rd.problem(rd.unit(s, lineOf(raw), raw)); err != nil {
 					return err
 				}
 			}
@@ -221,7 +272,7 @@ func (rd *reader) readJSON(s *source, r io.Reader) error {
 		if err != nil {
 			return err
 		}
-		if err := rd.unit(s, lineOf(raw), raw); err != nil {
+		if err := rd.problem(rd.unit(s, lineOf(raw), raw)); err != nil {
 			return err
 		}
 	}

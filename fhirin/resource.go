@@ -200,7 +200,12 @@ func union(a, b []string) []string {
 	return slices.Compact(out)
 }
 
+// emitItem yields an item, unless a problem has been found: then the
+// import fails, and the caller gets nothing more to stage.
 func (rd *reader) emitItem(it Item) error {
+	if len(rd.problems) > 0 {
+		return nil
+	}
 	rd.items++
 	return rd.yield(it)
 }
