@@ -120,7 +120,10 @@ func (r *resource) compartment() (string, error) {
 
 // patientRef reads one Reference: the Patient id it names, if it names one.
 func (r *resource) patientRef(ref map[string]any) (string, bool, error) {
-	s, _ := ref["reference"].(string)
+	s, isString := ref["reference"].(string)
+	if _, present := ref["reference"]; present && !isString {
+		return "", false, errReferenceNotString
+	}
 	typ, _ := ref["type"].(string)
 	if s == "" {
 		if typ == "Patient" {

@@ -88,7 +88,8 @@ func newError(where, path string, sentinel error, format string, args ...any) *E
 
 // Causes inside compartment errors (wrapped in an *Error by the caller).
 var (
-	errLogicalPatient    = errors.New("a Patient named by identifier only cannot be placed")
-	errContainedPatient  = errors.New("a contained Patient cannot be placed in a compartment")
-	errUnresolvedPatient = errors.New("a conditional or malformed Patient reference is not resolved by this import")
+	errReferenceNotString = errors.New("Reference.reference is not a string")
+	errLogicalPatient     = errors.New("a Patient named by identifier only cannot be placed")
+	errContainedPatient   = errors.New("a contained Patient cannot be placed in a compartment")
+	errUnresolvedPatient  = errors.New("a conditional or malformed Patient reference is not resolved by this import")
 )

@@ -84,6 +84,8 @@ func TestBadInput(t *testing.T) {
 			err: ErrCompartment, where: "b.json:1", fpath: "Observation.subject"},
 		{name: "malformed Patient reference", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":"Patient/SECRET MRN"}}`},
 			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
+		{name: "reference not a string", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":{"SECRET":1}}}`},
+			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
 		{name: "Reference written as a string", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":"Patient/SECRET"}`},
 			err: ErrJSON, where: "Observation.ndjson:1", fpath: "Observation.subject"},
 		{name: "Binary linked by nobody", files: map[string]string{"Binary.ndjson": `{"resourceType":"Binary","id":"SECRET-b","contentType":"text/plain","data":"` + b64("SECRET") + `"}`},
