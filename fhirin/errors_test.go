@@ -3,6 +3,7 @@ package fhirin
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/base64"
 	"errors"
 	"os"
@@ -229,5 +230,31 @@ func TestEveryProblem(t *testing.T) {
 	errs := err.(interface{ Unwrap() []error }).Unwrap()
 	if len(errs) != MaxProblems+1 || !strings.Contains(errs[MaxProblems].Error(), "more than 20 problems") {
 		t.Errorf("%d errors, the last %v", len(errs), errs[len(errs)-1])
+	}
+}
+
+// A byte order mark before the JSON is ignored, in NDJSON and JSON files;
+// a canceled context stops Read with its error.
+func TestBOMAndCancel(t *testing.T) {
+	dir := t.TempDir()
+	bom := "\xef\xbb\xbf"
+	for name, content := range map[string]string{
+		"Patient.ndjson": bom + `{"resourceType":"Patient","id":"a"}` + "\n",
+		"b.json":         bom + `{"resourceType":"Bundle","type":"collection","entry":[{"resource":{"resourceType":"Patient","id":"b"}}]}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if f, _ := Detect(filepath.Join(dir, name)); f == FormatUnknown {
+			t.Errorf("Detect(%s) = %v", name, f)
+		}
+	}
+	if items := mustReadAll(t, dir); len(items) != 2 {
+		t.Errorf("%d items, want 2", len(items))
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := Read(ctx, "testdata/synthea-bundle.json", Options{Link: testLink}, func(Item) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled Read: %v", err)
 	}
 }

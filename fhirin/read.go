@@ -160,6 +160,9 @@ func (rd *reader) readNDJSON(s *source, r io.Reader) error {
 	for sc.Scan() {
 		line++
 		b := bytes.TrimSpace(sc.Bytes())
+		if line == 1 {
+			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // a byte order mark
+		}
 		if len(b) == 0 {
 			continue
 		}
@@ -219,7 +222,7 @@ func (c *countReader) Read(p []byte) (int, error) {
 // readJSON reads a stream of JSON values: one resource or Bundle, several
 // concatenated, or arrays of them.
 func (rd *reader) readJSON(s *source, r io.Reader) error {
-	cr := &countReader{r: r, max: int64(rd.opts.maxLine())}
+	cr := &countReader{r: skipBOM(bufio.NewReaderSize(r, 64<<10)), max: int64(rd.opts.maxLine())}
 	dec := json.NewDecoder(cr)
 	// lineOf returns the line of the value that just ended at
 	// dec.InputOffset() and is len(raw) bytes long: the newlines read, less

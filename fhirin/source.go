@@ -68,7 +68,7 @@ func Detect(path string) (Format, error) {
 // "output" (or "transactionTime") an $export manifest, "uri" or "file" a
 // custos manifest line. A top-level array is FHIR JSON.
 func sniff(r io.Reader) Format {
-	dec := json.NewDecoder(bufio.NewReader(r))
+	dec := json.NewDecoder(skipBOM(bufio.NewReader(r)))
 	tok, err := dec.Token()
 	if err != nil {
 		return FormatUnknown
@@ -306,4 +306,13 @@ func readLimited(path string, max int64) ([]byte, error) {
 		return nil, errors.New("file too large")
 	}
 	return bytes.TrimSpace(b), nil
+}
+
+// skipBOM drops a UTF-8 byte order mark at the start of br, which some
+// Windows tools write before JSON (RFC 8259 lets a parser ignore it).
+func skipBOM(br *bufio.Reader) *bufio.Reader {
+	if b, err := br.Peek(3); err == nil && string(b) == "\xef\xbb\xbf" {
+		br.Discard(3)
+	}
+	return br
 }
