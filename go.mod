@@ -3,6 +3,7 @@ module github.com/custos-mcp/custos
 go 1.26.0
 
 require (
+	github.com/gabriel-vasile/mimetype v1.4.16
 	github.com/go-jose/go-jose/v4 v4.1.8
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/vault/api v1.23.0

@@ -26,6 +26,12 @@ report PDFs and small PNG images, plus manifest.jsonl for 'custos import',
 example principal files in DIR/principals/ and SUMMARY.json naming the
 edge-case patients (aged 92, VIP, opted out, HIV, SUD, restricted ZIP3).
 
+The same data set is also written in standard FHIR R4 formats: a Bulk Data
+export (DIR/bulk/<Type>.ndjson with its $export manifest DIR/bulk-export.json)
+and one transaction Bundle per patient (DIR/bundles/<patient>.json), with
+notes, reports and images as base64 attachments, labels in meta.security and
+the opt-out as a Consent (docs/import.md).
+
 The same --patients, --seed and --tenant always produce byte-identical output.
 About 10 resources are generated per patient: --patients 10000 gives ~100,000.
 

@@ -48,6 +48,15 @@
 //	principals/*.json     example principals: clinician, clinician-hiv,
 //	                      billing, researcher, auditor, outsider
 //	SUMMARY.json          {"patients","resources","by_type","edge_cases"}
+//	bulk/<Type>.ndjson    the same data set as a FHIR Bulk Data export: the
+//	                      FHIR resources as above, notes as DocumentReference,
+//	                      reports as DiagnosticReport.presentedForm, images as
+//	                      Media (base64 attachments), labels in meta.security
+//	                      (ActCode HIV, 42CFRPart2, CELEB), and an active
+//	                      Consent that denies for the opted-out patient
+//	bulk-export.json      its $export manifest (relative urls)
+//	bundles/<patient>.json the same resources, one transaction Bundle per
+//	                      patient, references between entries as urn:uuid
 //
 // URIs: fhir://{tenant}/patients/{patient}/{type}/{id} with type one of
 // patient, observation, condition, medicationrequest, encounter, coverage

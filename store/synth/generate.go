@@ -272,6 +272,11 @@ func (g *generator) run(ctx context.Context) (Summary, error) {
 		return sum, err
 	}
 	sum.Bytes += n
+	n, err = g.writeFHIR(tmpPath)
+	if err != nil {
+		return sum, err
+	}
+	sum.Bytes += n
 	if err := os.Rename(tmpPath, filepath.Join(g.dir, ManifestFile)); err != nil {
 		return sum, fmt.Errorf("synth: publish manifest: %w", err)
 	}

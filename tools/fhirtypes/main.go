@@ -20,12 +20,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"go/format"
 	"log"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/custos-mcp/custos/tools/internal/fhirdefs"
 )
 
 type bundle struct {
@@ -80,7 +81,7 @@ func main() {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 	}
-	readJSON(filepath.Join(*defs, "package.json"), &pkg)
+	fhirdefs.ReadJSON("fhirtypes", filepath.Join(*defs, "package.json"), &pkg)
 	fhirVersion := ""
 	if b, err := os.ReadFile(filepath.Join(*defs, "dist/fhir/r4/version.info")); err == nil {
 		for line := range strings.SplitSeq(string(b), "\n") {
@@ -97,7 +98,7 @@ func main() {
 	var resources []string
 	for _, f := range []string{"profiles-types.json", "profiles-resources.json"} {
 		var b bundle
-		readJSON(filepath.Join(*defs, "dist/fhir/r4", f), &b)
+		fhirdefs.ReadJSON("fhirtypes", filepath.Join(*defs, "dist/fhir/r4", f), &b)
 		for _, e := range b.Entry {
 			var head struct {
 				ResourceType string `json:"resourceType"`
@@ -196,23 +197,7 @@ func main() {
 		buf.WriteString("\t},\n")
 	}
 	buf.WriteString("}\n")
-	src, err := format.Source(buf.Bytes())
-	if err != nil {
-		log.Fatalf("fhirtypes: gofmt: %v", err)
-	}
-	if err := os.WriteFile(*out, src, 0o644); err != nil {
-		log.Fatal(err)
-	}
-}
-
-func readJSON(path string, v any) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		log.Fatalf("fhirtypes: %v (run `make validators` first)", err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		log.Fatalf("fhirtypes: %s: %v", path, err)
-	}
+	fhirdefs.WriteGo("fhirtypes", *out, buf.Bytes())
 }
 
 // cut splits "A.b.c" into "A.b" and "c".

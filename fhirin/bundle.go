@@ -1,0 +1,312 @@
+package fhirin
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/url"
+	"strings"
+)
+
+// importedBundleTypes are the Bundle types whose entries are imported.
+// document, message and history Bundles (and the responses) are refused:
+// their entries are not a set of resources to keep as they are.
+var importedBundleTypes = map[string]bool{"collection": true, "transaction": true, "batch": true, "searchset": true}
+
+// bundle is one Bundle's reference context: its entries by fullUrl and by
+// identifier, and the labels of its meta.security, which apply to every entry.
+type bundle struct {
+	typ          string
+	labels       []string
+	byFullURL    map[string]refTarget
+	byIdentifier map[string]refTarget // "Type?system|value" and "Type?*|value"; an ambiguous key maps to the zero target
+}
+
+// entry is one Bundle.entry.
+type entry struct {
+	FullURL  string          `json:"fullUrl"`
+	Resource json.RawMessage `json:"resource"`
+	Request  *struct {
+		Method string `json:"method"`
+		URL    string `json:"url"`
+	} `json:"request"`
+	Search *struct {
+		Mode string `json:"mode"`
+	} `json:"search"`
+
+	line int
+	typ  string // resource.resourceType
+	id   string // resource.id, or the uuid of a urn:uuid fullUrl
+}
+
+type coding struct {
+	System string `json:"system"`
+	Code   string `json:"code"`
+}
+
+// readBundle imports the entries of one Bundle, raw, that starts at line.
+func (rd *reader) readBundle(s *source, line int, raw []byte) error {
+	w := where(s, line)
+	b := &bundle{byFullURL: map[string]refTarget{}, byIdentifier: map[string]refTarget{}}
+	var entries []*entry
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // '{': raw is a checked JSON object
+		return newError(w, "Bundle", ErrJSON, "not a JSON object")
+	}
+	lineAt, counted := line, 0
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return newError(w, "Bundle", ErrJSON, "not a JSON object")
+		}
+		key, _ := tok.(string)
+		switch key {
+		case "type":
+			if err := dec.Decode(&b.typ); err != nil {
+				return newError(w, "Bundle.type", ErrJSON, "not a string")
+			}
+		case "meta":
+			var meta struct {
+				Security []coding `json:"security"`
+			}
+			if err := dec.Decode(&meta); err != nil {
+				return newError(w, "Bundle.meta", ErrJSON, "not a Meta")
+			}
+			b.labels = labelsOf(meta.Security)
+		case "entry":
+			if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+				return newError(w, "Bundle.entry", ErrJSON, "not an array")
+			}
+			for i := 0; dec.More(); i++ {
+				var e entry
+				var er json.RawMessage
+				if err := dec.Decode(&er); err != nil {
+					return newError(w, "Bundle.entry["+itoa(i)+"]", ErrJSON, "not a JSON value")
+				}
+				start := int(dec.InputOffset()) - len(er)
+				lineAt += bytes.Count(raw[counted:start], []byte{'\n'})
+				counted = start
+				e.line = lineAt
+				if err := json.Unmarshal(er, &e); err != nil {
+					return newError(where(s, lineAt), "Bundle.entry["+itoa(i)+"]", ErrJSON, "not a Bundle entry")
+				}
+				entries = append(entries, &e)
+			}
+			if _, err := dec.Token(); err != nil {
+				return newError(w, "Bundle.entry", ErrJSON, "not an array")
+			}
+		default:
+			if err := skipValue(dec); err != nil {
+				return newError(w, "Bundle", ErrJSON, "not a JSON object")
+			}
+		}
+	}
+	if !importedBundleTypes[b.typ] {
+		return newError(w, "Bundle.type", ErrUnsupported, "only collection, transaction, batch and searchset Bundles are imported")
+	}
+	if err := b.index(s, entries); err != nil {
+		return err
+	}
+	for i, e := range entries {
+		if err := rd.ctx.Err(); err != nil {
+			return err
+		}
+		if err := rd.problem(rd.bundleEntry(s, b, i, e)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// index reads every entry's resource head and records its fullUrl and
+// identifiers, so references between entries resolve in any order.
+func (b *bundle) index(s *source, entries []*entry) error {
+	for i, e := range entries {
+		if len(e.Resource) == 0 || bytes.Equal(e.Resource, []byte("null")) {
+			continue
+		}
+		path := "Bundle.entry[" + itoa(i) + "].resource"
+		var head struct {
+			ResourceType string          `json:"resourceType"`
+			ID           string          `json:"id"`
+			Identifier   json.RawMessage `json:"identifier"`
+		}
+		if err := json.Unmarshal(e.Resource, &head); err != nil {
+			return newError(where(s, e.line), path, ErrJSON, "not a resource object")
+		}
+		var identifiers []struct {
+			System string `json:"system"`
+			Value  string `json:"value"`
+		}
+		// Most types repeat identifier; one that holds a single Identifier
+		// is not indexed (conditional references to it stay unresolved).
+		_ = json.Unmarshal(head.Identifier, &identifiers)
+		e.typ, e.id = head.ResourceType, head.ID
+		if e.id == "" {
+			if u, ok := strings.CutPrefix(e.FullURL, "urn:uuid:"); ok {
+				e.id = strings.ToLower(u)
+			}
+		}
+		t := refTarget{e.typ, e.id}
+		if e.FullURL != "" {
+			if _, dup := b.byFullURL[e.FullURL]; dup {
+				return newError(where(s, e.line), "Bundle.entry["+itoa(i)+"].fullUrl", ErrValue, "two entries share one fullUrl")
+			}
+			b.byFullURL[e.FullURL] = t
+		}
+		for _, id := range identifiers {
+			if id.Value == "" {
+				continue
+			}
+			for _, k := range []string{e.typ + "?" + id.System + "|" + id.Value, e.typ + "?*|" + id.Value} {
+				if old, seen := b.byIdentifier[k]; seen && old != t {
+					b.byIdentifier[k] = refTarget{} // ambiguous
+				} else {
+					b.byIdentifier[k] = t
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// resolveConditional resolves "Type?identifier=[system|]value" against the
+// Bundle's entries; every other search is left unresolved.
+func (b *bundle) resolveConditional(ref string) (refTarget, bool) {
+	typ, q, ok := strings.Cut(ref, "?")
+	if !ok || !r4Types[typ] {
+		return refTarget{}, false
+	}
+	v, err := url.ParseQuery(q)
+	if err != nil || len(v) != 1 || len(v["identifier"]) != 1 {
+		return refTarget{}, false
+	}
+	tok := v["identifier"][0]
+	key := typ + "?*|" + tok
+	if strings.Contains(tok, "|") {
+		key = typ + "?" + tok
+	}
+	t, ok := b.byIdentifier[key]
+	return t, ok && t.id != ""
+}
+
+// bundleEntry imports one entry: a resource, or the retirement a DELETE
+// request names. GET and HEAD requests without a resource carry nothing to
+// import; search outcomes (OperationOutcome) are skipped.
+func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
+	w := where(s, e.line)
+	path := "Bundle.entry[" + itoa(i) + "]"
+	method := ""
+	if e.Request != nil {
+		method = strings.ToUpper(e.Request.Method)
+	}
+	hasResource := len(e.Resource) > 0 && !bytes.Equal(e.Resource, []byte("null"))
+	switch method {
+	case "PATCH":
+		return newError(w, path+".request.method", ErrUnsupported, "PATCH entries are not imported")
+	case "DELETE":
+		if hasResource {
+			return newError(w, path+".resource", ErrUnsupported, "a DELETE entry carries no resource")
+		}
+		t, ok := parseLiteral(e.Request.URL)
+		if !ok {
+			return newError(w, path+".request.url", ErrUnsupported, "a DELETE must name Type/id (conditional deletes are not imported)")
+		}
+		if rd.emit {
+			return rd.emitItem(Item{Type: t.typ, ID: t.id, Deleted: true, Where: w})
+		}
+		return nil
+	case "GET", "HEAD":
+		if !hasResource {
+			return nil
+		}
+	}
+	if !hasResource {
+		return newError(w, path+".resource", ErrValue, "an entry without a resource (and not a DELETE)")
+	}
+	if e.Search != nil && e.Search.Mode == "outcome" {
+		return nil
+	}
+	if !rd.emit && !indexedTypes[e.typ] {
+		return nil
+	}
+	return rd.resource(s, w, e.Resource, "", b, e.id)
+}
+
+// rewriteRefs walks a resource of the Bundle and replaces every reference
+// to an entry (urn:uuid, or a conditional reference by identifier that one
+// entry matches) with its relative form "Type/id", so it stays meaningful
+// once the resource is stored on its own. A urn:uuid naming no entry is an
+// error. Outside a Bundle (b nil) every urn:uuid reference is dangling.
+func (r *resource) rewriteRefs(b *bundle) error {
+	var stack []string
+	var walk func(v any) error
+	walk = func(v any) error {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, c := range v {
+				if s, ok := c.(string); ok && k == "reference" {
+					if err := r.rewriteRef(b, v, s, stack); err != nil {
+						return err
+					}
+					continue
+				}
+				stack = append(stack, "."+k)
+				if err := walk(c); err != nil {
+					return err
+				}
+				stack = stack[:len(stack)-1]
+			}
+		case []any:
+			for i, c := range v {
+				stack = append(stack, "["+itoa(i)+"]")
+				if err := walk(c); err != nil {
+					return err
+				}
+				stack = stack[:len(stack)-1]
+			}
+		}
+		return nil
+	}
+	if err := walk(r.m); err != nil {
+		return err
+	}
+	if b == nil {
+		return nil
+	}
+	// An attachment url may name a Binary entry by urn:uuid too.
+	return r.eachAttachment(func(att map[string]any, path string) error {
+		u, _ := att["url"].(string)
+		if !strings.HasPrefix(u, "urn:uuid:") {
+			return nil
+		}
+		t, ok := b.byFullURL[u]
+		if !ok {
+			return r.errf(path+".url", ErrDangling, "a urn:uuid url to no entry of the Bundle")
+		}
+		att["url"] = t.typ + "/" + t.id
+		r.modified = true
+		return nil
+	})
+}
+
+func (r *resource) rewriteRef(b *bundle, obj map[string]any, ref string, stack []string) error {
+	if strings.HasPrefix(ref, "urn:uuid:") {
+		t, ok := refTarget{}, false
+		if b != nil {
+			t, ok = b.byFullURL[ref]
+		}
+		if !ok {
+			return r.errf(r.typ+strings.Join(stack, "")+".reference", ErrDangling, "a urn:uuid reference to no entry of the Bundle")
+		}
+		obj["reference"] = t.typ + "/" + t.id
+		r.modified = true
+		return nil
+	}
+	if b != nil && strings.Contains(ref, "?") {
+		if t, ok := b.resolveConditional(ref); ok {
+			obj["reference"] = t.typ + "/" + t.id
+			r.modified = true
+		}
+	}
+	return nil
+}

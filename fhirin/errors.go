@@ -1,0 +1,95 @@
+package fhirin
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The error vocabulary of Read and Detect. Every problem Read reports about
+// the input (it joins up to MaxProblems of them) is an *Error that wraps
+// exactly one of these, names the place
+// (file:line) and, where there is one, the FHIR path, and never quotes the
+// input's content: no value, id, reference or name from a record appears
+// in it. A caller branches with errors.Is; none of them is retryable: the
+// input must be corrected, and nothing it holds may be imported.
+var (
+	// ErrCustosManifest: the path is a custos import manifest
+	// (manifest.jsonl), not FHIR; give it to the manifest importer.
+	ErrCustosManifest = errors.New("a custos import manifest, not FHIR input")
+	// ErrFormat: a file or directory entry is none of the formats Read
+	// takes, or a Bundle is of a type it does not import.
+	ErrFormat = errors.New("not a FHIR input format this reader takes")
+	// ErrManifest: an $export manifest is malformed, lists errors, or names
+	// a file that is not local or does not exist.
+	ErrManifest = errors.New("bad $export manifest")
+	// ErrJSON: a line or file is not well-formed JSON, or an element has
+	// the wrong JSON type.
+	ErrJSON = errors.New("malformed JSON")
+	// ErrValue: an element's value is not valid for its FHIR type (an
+	// instant that is not one, a Bundle entry without a resource).
+	ErrValue = errors.New("invalid value")
+	// ErrTruncated: a line or file ends in the middle of a JSON value.
+	ErrTruncated = errors.New("truncated JSON")
+	// ErrLineTooLong: an NDJSON line is longer than Options.MaxLine.
+	ErrLineTooLong = errors.New("NDJSON line too long")
+	// ErrGzip: a .gz file is not valid gzip (bad header, checksum, or cut short).
+	ErrGzip = errors.New("bad gzip stream")
+	// ErrResourceType: resourceType is missing, not an R4 resource type,
+	// or not the type the file is named or listed for.
+	ErrResourceType = errors.New("bad resourceType")
+	// ErrID: a resource has no id (and no urn:uuid fullUrl to take one
+	// from), or its id is not a FHIR id.
+	ErrID = errors.New("missing or invalid id")
+	// ErrDangling: a urn:uuid reference names no entry of its Bundle, or an
+	// attachment url names a Binary that is not in the import.
+	ErrDangling = errors.New("dangling reference")
+	// ErrCompartment: a resource cannot be placed in exactly one patient
+	// compartment (two patients, a contained or unresolved Patient), or a
+	// Binary is linked to no resource and names no patient.
+	ErrCompartment = errors.New("patient compartment undetermined")
+	// ErrAttachment: attachment data is not valid base64, has no
+	// contentType, or its bytes contradict the contentType.
+	ErrAttachment = errors.New("bad attachment")
+	// ErrUnsupported: valid FHIR this reader deliberately does not import
+	// (a nested Bundle, a conditional delete, a PATCH entry).
+	ErrUnsupported = errors.New("unsupported FHIR construct")
+)
+
+// Error is a problem with the input at one place.
+type Error struct {
+	Where string // "file:line" (line 0: the file as a whole)
+	Path  string // FHIR path, e.g. "Observation.subject"; "" if none
+	Err   error  // one of the sentinels above
+	// Detail is fixed wording with counts and names from the FHIR
+	// specification, never input content.
+	Detail string
+}
+
+func (e *Error) Error() string {
+	s := "fhirin: " + e.Where + ": "
+	if e.Path != "" {
+		s += e.Path + ": "
+	}
+	s += e.Err.Error()
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+// Unwrap returns the sentinel, for errors.Is.
+func (e *Error) Unwrap() error { return e.Err }
+
+// newError builds an *Error; detail is formatted from args that the caller
+// guarantees carry no input content.
+func newError(where, path string, sentinel error, format string, args ...any) *Error {
+	return &Error{Where: where, Path: path, Err: sentinel, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Causes inside compartment errors (wrapped in an *Error by the caller).
+var (
+	errReferenceNotString = errors.New("Reference.reference is not a string")
+	errLogicalPatient     = errors.New("a Patient named by identifier only cannot be placed")
+	errContainedPatient   = errors.New("a contained Patient cannot be placed in a compartment")
+	errUnresolvedPatient  = errors.New("a conditional or malformed Patient reference is not resolved by this import")
+)

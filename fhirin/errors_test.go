@@ -1,0 +1,260 @@
+package fhirin
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Every bad input gets an *Error naming file:line and the FHIR path, with
+// the right sentinel, and quoting nothing of the content: each case plants
+// "SECRET" in ids, references and values.
+func TestBadInput(t *testing.T) {
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	pat := `{"resourceType":"Patient","id":"SECRET-MRN-1"}`
+	obs := func(extra string) string {
+		return `{"resourceType":"Observation","id":"SECRET-obs","status":"final","code":{"text":"SECRET"},"subject":{"reference":"Patient/SECRET-MRN-1"}` + extra + `}`
+	}
+	bundle := func(typ string, entries ...string) string {
+		return `{"resourceType":"Bundle","type":"` + typ + `","entry":[` + strings.Join(entries, ",\n") + `]}`
+	}
+	gz := func(s string) string {
+		var b bytes.Buffer
+		w := gzip.NewWriter(&b)
+		w.Write([]byte(s))
+		w.Close()
+		return b.String()
+	}
+	cases := []struct {
+		name  string
+		files map[string]string // the first key sorted is the path read, unless path is set
+		path  string
+		err   error
+		where string
+		fpath string // FHIR path in the error ("" = none expected)
+	}{
+		{name: "truncated NDJSON line", files: map[string]string{"Observation.ndjson": obs("") + "\n" + obs("")[:60]},
+			err: ErrTruncated, where: "Observation.ndjson:2"},
+		{name: "invalid JSON line", files: map[string]string{"Observation.ndjson": obs("") + "\n\n{\"resourceType\":SECRET}\n"},
+			err: ErrJSON, where: "Observation.ndjson:3"},
+		{name: "not gzip", files: map[string]string{"Observation.ndjson.gz": obs("")},
+			err: ErrGzip, where: "Observation.ndjson.gz"},
+		{name: "gzip cut short", files: map[string]string{"Observation.ndjson.gz": gz(obs("") + "\n" + obs("") + "\n")[:60]},
+			err: ErrGzip, where: "Observation.ndjson.gz:1"},
+		{name: "unknown resourceType", files: map[string]string{"x.ndjson": `{"resourceType":"SECRETType","id":"a"}`},
+			err: ErrResourceType, where: "x.ndjson:1", fpath: "resourceType"},
+		{name: "resourceType not the file's", files: map[string]string{"Observation.ndjson": pat},
+			err: ErrResourceType, where: "Observation.ndjson:1", fpath: "resourceType"},
+		{name: "missing id", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","status":"SECRET"}`},
+			err: ErrID, where: "Observation.ndjson:1", fpath: "Observation.id"},
+		{name: "invalid id", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"SECRET MRN"}`},
+			err: ErrID, where: "Observation.ndjson:1", fpath: "Observation.id"},
+		{name: "bad lastUpdated", files: map[string]string{"Observation.ndjson": obs(`,"meta":{"lastUpdated":"SECRET"}`)},
+			err: ErrValue, where: "Observation.ndjson:1", fpath: "Observation.meta.lastUpdated"},
+		{name: "dangling urn:uuid in a Bundle", files: map[string]string{"b.json": bundle("transaction",
+			`{"fullUrl":"urn:uuid:5ec2e7a0-0000-4000-8000-000000000001","resource":`+pat+`}`,
+			`{"fullUrl":"urn:uuid:5ec2e7a0-0000-4000-8000-000000000002","resource":{"resourceType":"Observation","id":"SECRET-o","subject":{"reference":"urn:uuid:5ec2e7a0-0000-4000-8000-00000000dead"}}}`)},
+			err: ErrDangling, where: "b.json:2", fpath: "Observation.subject.reference"},
+		{name: "urn:uuid outside a Bundle", files: map[string]string{"o.json": obs(`,"encounter":{"reference":"urn:uuid:5ec2e7a0-0000-4000-8000-000000000001"}`)},
+			err: ErrDangling, where: "o.json:1", fpath: "Observation.encounter.reference"},
+		{name: "attachment url to a missing Binary", files: map[string]string{"DocumentReference.ndjson": `{"resourceType":"DocumentReference","id":"SECRET-d","subject":{"reference":"Patient/SECRET-MRN-1"},"content":[{"attachment":{"contentType":"application/pdf","url":"Binary/SECRET-b"}}]}`},
+			err: ErrDangling, where: "DocumentReference.ndjson:1", fpath: "DocumentReference.content[0].attachment.url"},
+		{name: "attachment bytes contradict contentType", files: map[string]string{"DocumentReference.ndjson": obs("")[:0] + `{"resourceType":"DocumentReference","id":"d","subject":{"reference":"Patient/SECRET-MRN-1"},"content":[{"attachment":{"contentType":"application/pdf","data":"` + b64("SECRET note, plain text") + `"}}]}`},
+			err: ErrAttachment, where: "DocumentReference.ndjson:1", fpath: "DocumentReference.content[0].attachment.contentType"},
+		{name: "PDF bytes declared as text", files: map[string]string{"DiagnosticReport.ndjson": `{"resourceType":"DiagnosticReport","id":"d","status":"final","code":{},"subject":{"reference":"Patient/SECRET-MRN-1"},"presentedForm":[{"contentType":"text/plain","data":"` + b64("%PDF-1.4\n\x00\x01\x02SECRET") + `"}]}`},
+			err: ErrAttachment, where: "DiagnosticReport.ndjson:1", fpath: "DiagnosticReport.presentedForm[0].contentType"},
+		{name: "bad base64", files: map[string]string{"Media.ndjson": `{"resourceType":"Media","id":"m","status":"completed","subject":{"reference":"Patient/SECRET-MRN-1"},"content":{"contentType":"image/png","data":"SECRET!!"}}`},
+			err: ErrAttachment, where: "Media.ndjson:1", fpath: "Media.content.data"},
+		{name: "data without contentType", files: map[string]string{"Binary.ndjson": `{"resourceType":"Binary","id":"b","securityContext":{"reference":"Patient/SECRET-MRN-1"},"data":"` + b64("SECRET") + `"}`},
+			err: ErrAttachment, where: "Binary.ndjson:1", fpath: "Binary.contentType"},
+		{name: "two patients", files: map[string]string{"Observation.ndjson": obs(`,"performer":[{"reference":"Practitioner/x"},{"reference":"Patient/SECRET-MRN-2"}]`)},
+			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.performer[1]"},
+		{name: "contained Patient", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","contained":[{"resourceType":"Patient","id":"p1","name":[{"family":"SECRET"}]}],"subject":{"reference":"#p1"}}`},
+			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
+		{name: "Patient by identifier only", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"type":"Patient","identifier":{"value":"SECRET"}}}`},
+			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
+		{name: "unresolved conditional Patient", files: map[string]string{"b.json": bundle("transaction",
+			`{"fullUrl":"urn:uuid:5ec2e7a0-0000-4000-8000-000000000002","resource":{"resourceType":"Observation","id":"o","subject":{"reference":"Patient?identifier=urn:mrn|SECRET"}}}`)},
+			err: ErrCompartment, where: "b.json:1", fpath: "Observation.subject"},
+		{name: "malformed Patient reference", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":"Patient/SECRET MRN"}}`},
+			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
+		{name: "reference not a string", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":{"SECRET":1}}}`},
+			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
+		{name: "Reference written as a string", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":"Patient/SECRET"}`},
+			err: ErrJSON, where: "Observation.ndjson:1", fpath: "Observation.subject"},
+		{name: "Binary linked by nobody", files: map[string]string{"Binary.ndjson": `{"resourceType":"Binary","id":"SECRET-b","contentType":"text/plain","data":"` + b64("SECRET") + `"}`},
+			err: ErrCompartment, where: "Binary.ndjson:1", fpath: "Binary"},
+		{name: "Binary linked from two patients", files: map[string]string{
+			"Binary.ndjson":            `{"resourceType":"Binary","id":"b","contentType":"text/plain","data":"` + b64("SECRET") + `"}`,
+			"DocumentReference.ndjson": `{"resourceType":"DocumentReference","id":"d1","subject":{"reference":"Patient/SECRET-MRN-1"},"content":[{"attachment":{"url":"Binary/b"}}]}` + "\n" + `{"resourceType":"DocumentReference","id":"d2","subject":{"reference":"Patient/SECRET-MRN-2"},"content":[{"attachment":{"url":"Binary/b"}}]}`},
+			path: ".", err: ErrCompartment, where: "DocumentReference.ndjson:2", fpath: "DocumentReference.content[0].attachment.url"},
+		{name: "document Bundle", files: map[string]string{"b.json": bundle("document", `{"resource":`+pat+`}`)},
+			err: ErrUnsupported, where: "b.json:1", fpath: "Bundle.type"},
+		{name: "nested Bundle", files: map[string]string{"b.json": bundle("collection", `{"resource":`+bundle("collection")+`}`)},
+			err: ErrUnsupported, where: "b.json:1", fpath: "Bundle"},
+		{name: "conditional delete", files: map[string]string{"b.json": bundle("transaction", `{"request":{"method":"DELETE","url":"Patient?identifier=SECRET"}}`)},
+			err: ErrUnsupported, where: "b.json:1", fpath: "Bundle.entry[0].request.url"},
+		{name: "entry without resource", files: map[string]string{"b.json": bundle("collection", `{"fullUrl":"urn:uuid:SECRET"}`)},
+			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].resource"},
+		{name: "truncated Bundle file", files: map[string]string{"b.json": bundle("collection", `{"resource":`+pat+`}`, `{"resource":`+pat+`}`)[:120]},
+			err: ErrTruncated, where: "b.json:2"},
+		{name: "custos manifest", files: map[string]string{"manifest.jsonl": `{"uri":"fhir://t/patients/x/observation/y","file":"SECRET.json"}`},
+			path: ".", err: ErrCustosManifest, where: "."},
+		{name: "unknown file in a directory", files: map[string]string{"Patient.ndjson": pat, "notes.txt": "SECRET"},
+			path: ".", err: ErrFormat, where: "notes.txt"},
+		{name: "export manifest with a remote url", files: map[string]string{"m.json": `{"transactionTime":"2024-01-01T00:00:00Z","output":[{"type":"Patient","url":"https://ehr.example/SECRET.ndjson"}]}`},
+			err: ErrManifest, where: "m.json", fpath: "output[0].url"},
+		{name: "export manifest listing errors", files: map[string]string{"m.json": `{"transactionTime":"2024-01-01T00:00:00Z","output":[{"type":"Patient","url":"Patient.ndjson"}],"error":[{"type":"OperationOutcome","url":"e.ndjson"}]}`, "Patient.ndjson": pat},
+			path: "m.json", err: ErrManifest, where: "m.json", fpath: "error"},
+		{name: "export manifest naming a missing file", files: map[string]string{"m.json": `{"transactionTime":"2024-01-01T00:00:00Z","output":[{"type":"Patient","url":"SECRET.ndjson"}]}`},
+			err: ErrManifest, where: "m.json", fpath: "output[0].url"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			first := ""
+			for name, content := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if first == "" || name < first {
+					first = name
+				}
+			}
+			path := filepath.Join(dir, first)
+			if tc.path != "" {
+				path = filepath.Join(dir, tc.path)
+			}
+			_, err := readAll(t, path)
+			var fe *Error
+			if !errors.As(err, &fe) || !errors.Is(err, tc.err) {
+				t.Fatalf("err = %v, want an *Error wrapping %v", err, tc.err)
+			}
+			wantWhere := tc.where
+			if wantWhere == "." {
+				wantWhere = filepath.Base(dir)
+			}
+			if fe.Where != wantWhere || fe.Path != tc.fpath {
+				t.Errorf("at %q %q, want %q %q (%v)", fe.Where, fe.Path, wantWhere, tc.fpath, err)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("the error quotes content: %v", err)
+			}
+		})
+	}
+}
+
+// Options.MaxLine bounds a line: a longer one is an error, not a larger buffer.
+func TestMaxLine(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "Observation.ndjson")
+	long := `{"resourceType":"Observation","id":"o","note":[{"text":"` + strings.Repeat("x", 4096) + `"}]}`
+	if err := os.WriteFile(p, []byte(`{"resourceType":"Observation","id":"a"}`+"\n"+long+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Read(t.Context(), p, Options{Link: testLink, MaxLine: 1024}, func(Item) error { return nil })
+	var fe *Error
+	if !errors.As(err, &fe) || !errors.Is(err, ErrLineTooLong) || fe.Where != "Observation.ndjson:2" {
+		t.Errorf("err = %v, want ErrLineTooLong at line 2", err)
+	}
+	j := filepath.Join(dir, "o.json")
+	if err := os.WriteFile(j, []byte(long), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Read(t.Context(), j, Options{Link: testLink, MaxLine: 1024}, func(Item) error { return nil }); !errors.Is(err, ErrLineTooLong) {
+		t.Errorf("JSON file: err = %v, want ErrLineTooLong", err)
+	}
+	if err := Read(t.Context(), p, Options{Link: testLink}, func(Item) error { return nil }); err != nil {
+		t.Errorf("default MaxLine: %v", err)
+	}
+}
+
+// A callback error stops Read and is returned as it is; Link is required.
+func TestReadStops(t *testing.T) {
+	stop := errors.New("stop")
+	n := 0
+	err := Read(t.Context(), "testdata/bulk", Options{Link: testLink}, func(Item) error { n++; return stop })
+	if err != stop || n != 1 {
+		t.Errorf("err = %v after %d items, want stop after 1", err, n)
+	}
+	if err := Read(t.Context(), "testdata/bulk", Options{}, func(Item) error { return nil }); err == nil {
+		t.Error("Read without Link succeeded")
+	}
+}
+
+// Read reports every problem it finds, each once (the second pass finds
+// the first pass's again), up to MaxProblems, and yields nothing after the
+// first.
+func TestEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	good := `{"resourceType":"DocumentReference","id":"ok","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","data":"aGk="}}]}`
+	bad := []string{
+		`{"resourceType":"DocumentReference","id":"a","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/missing"}}]}`,
+		`{"resourceType":"DocumentReference","subject":{"reference":"Patient/p"}}`,
+		`{"resourceType":"DocumentReference","id":"c",`,
+	}
+	lines := []string{good, bad[0], good, bad[1], bad[2], good}
+	if err := os.WriteFile(filepath.Join(dir, "DocumentReference.ndjson"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	items, err := readAll(t, dir)
+	if len(items) != 0 {
+		t.Errorf("%d items yielded despite problems", len(items))
+	}
+	var got []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		fe := e.(*Error)
+		got = append(got, fe.Where+" "+fe.Err.Error())
+	}
+	want := []string{"DocumentReference.ndjson:4 missing or invalid id", "DocumentReference.ndjson:5 truncated JSON",
+		"DocumentReference.ndjson:2 dangling reference"}
+	if !slices.Equal(got, want) {
+		t.Errorf("problems\n%v\nwant\n%v", got, want)
+	}
+
+	var many []string
+	for range MaxProblems + 5 {
+		many = append(many, bad[1])
+	}
+	if err := os.WriteFile(filepath.Join(dir, "DocumentReference.ndjson"), []byte(strings.Join(many, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = readAll(t, dir)
+	errs := err.(interface{ Unwrap() []error }).Unwrap()
+	if len(errs) != MaxProblems+1 || !strings.Contains(errs[MaxProblems].Error(), "more than 20 problems") {
+		t.Errorf("%d errors, the last %v", len(errs), errs[len(errs)-1])
+	}
+}
+
+// A byte order mark before the JSON is ignored, in NDJSON and JSON files;
+// a canceled context stops Read with its error.
+func TestBOMAndCancel(t *testing.T) {
+	dir := t.TempDir()
+	bom := "\xef\xbb\xbf"
+	for name, content := range map[string]string{
+		"Patient.ndjson": bom + `{"resourceType":"Patient","id":"a"}` + "\n",
+		"b.json":         bom + `{"resourceType":"Bundle","type":"collection","entry":[{"resource":{"resourceType":"Patient","id":"b"}}]}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if f, _ := Detect(filepath.Join(dir, name)); f == FormatUnknown {
+			t.Errorf("Detect(%s) = %v", name, f)
+		}
+	}
+	if items := mustReadAll(t, dir); len(items) != 2 {
+		t.Errorf("%d items, want 2", len(items))
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := Read(ctx, "testdata/synthea-bundle.json", Options{Link: testLink}, func(Item) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled Read: %v", err)
+	}
+}

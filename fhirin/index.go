@@ -1,0 +1,157 @@
+package fhirin
+
+import (
+	"slices"
+	"strings"
+)
+
+// index is what the first pass learns: per Binary, where it is and who
+// links to it; the patients who opted out. It holds ids and labels only.
+type index struct {
+	optOut   map[string]bool // source Patient ids with an active deny Consent
+	binaries map[string]*binaryInfo
+}
+
+type binaryInfo struct {
+	present    bool
+	where      string // of the Binary
+	ctxPatient string // from securityContext
+	hasCtx     bool
+	linked     bool
+	patient    string // of the resources that link to it
+	linkWhere  string // of the first link, and its path
+	linkPath   string
+	carrier    Carrier
+	labels     []string // of every linking resource
+}
+
+func newIndex() *index {
+	return &index{optOut: map[string]bool{}, binaries: map[string]*binaryInfo{}}
+}
+
+func (x *index) binary(id string) *binaryInfo {
+	b := x.binaries[id]
+	if b == nil {
+		b = &binaryInfo{}
+		x.binaries[id] = b
+	}
+	return b
+}
+
+// consent is Item.Consent for a patient.
+func (x *index) consent(patient string) []string {
+	if patient != "" && x.optOut[patient] {
+		return []string{"opt-out"}
+	}
+	return nil
+}
+
+// indexResource is the first pass over one resource.
+func (rd *reader) indexResource(r *resource, patient string, labels []string) error {
+	x := rd.idx
+	switch r.typ {
+	case "Consent":
+		if patient != "" && isOptOut(r.m) {
+			x.optOut[patient] = true
+		}
+	case "Binary":
+		b := x.binary(r.id)
+		if b.present {
+			return r.errf("Binary.id", ErrID, "a second Binary with the same id (the first at %s)", b.where)
+		}
+		b.present, b.where = true, r.where
+		if sc, ok := r.m["securityContext"].(map[string]any); ok {
+			id, isPatient, err := r.patientRef(sc)
+			if err != nil {
+				return r.errf("Binary.securityContext", ErrCompartment, "%v", err)
+			}
+			if isPatient {
+				b.ctxPatient, b.hasCtx = id, true
+			}
+		}
+	default:
+		return r.eachAttachment(func(att map[string]any, path string) error {
+			if _, hasData := att["data"]; hasData {
+				return nil
+			}
+			binID, ok, err := r.binaryURL(att, path)
+			if err != nil || !ok {
+				return err
+			}
+			b := x.binary(binID)
+			if b.linked && b.patient != patient {
+				return r.errf(path+".url", ErrCompartment, "links a Binary that a resource of another compartment links too (at %s)", b.linkWhere)
+			}
+			if !b.linked {
+				b.linked, b.patient, b.linkWhere, b.linkPath = true, patient, r.where, path+".url"
+				b.carrier = Carrier{r.typ, r.id}
+			}
+			b.labels = union(b.labels, labels)
+			return nil
+		})
+	}
+	return nil
+}
+
+// check ends the first pass: every linked Binary is present, and every
+// Binary has exactly one patient (or is linked from tenant-level data). It
+// returns every problem, in Binary id order.
+func (x *index) check() []error {
+	ids := make([]string, 0, len(x.binaries))
+	for id := range x.binaries {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var errs []error
+	for _, id := range ids {
+		b := x.binaries[id]
+		switch {
+		case !b.present:
+			errs = append(errs, newError(b.linkWhere, b.linkPath, ErrDangling, "an attachment url to a Binary that is not in the import"))
+		case b.linked && b.hasCtx && b.ctxPatient != b.patient:
+			errs = append(errs, newError(b.where, "Binary.securityContext", ErrCompartment, "names another patient than the resource that links the Binary (at %s)", b.linkWhere))
+		case !b.linked && !b.hasCtx:
+			errs = append(errs, newError(b.where, "Binary", ErrCompartment, "a Binary that no resource of the import links and whose securityContext names no Patient cannot be placed"))
+		case !b.linked:
+			b.patient = b.ctxPatient
+		}
+	}
+	return errs
+}
+
+// attachmentPaths are the Attachment elements lifted out of their carrier.
+var attachmentPaths = map[string]string{
+	"DocumentReference": "content.attachment",
+	"DiagnosticReport":  "presentedForm",
+	"Media":             "content",
+}
+
+// eachAttachment calls fn for every liftable Attachment of the resource.
+func (r *resource) eachAttachment(fn func(att map[string]any, path string) error) error {
+	p, ok := attachmentPaths[r.typ]
+	if !ok {
+		return nil
+	}
+	return r.eachAt(p, fn)
+}
+
+// binaryURL reads an attachment url that names a Binary: "Binary/id", an
+// absolute URL ending so, or (rewritten before) a urn:uuid Bundle entry.
+// A url to anything else (an outside document) is left alone.
+func (r *resource) binaryURL(att map[string]any, path string) (string, bool, error) {
+	u, _ := att["url"].(string)
+	if u == "" {
+		return "", false, nil
+	}
+	t, ok := parseLiteral(u)
+	if !ok {
+		if strings.HasPrefix(u, "urn:uuid:") {
+			return "", false, r.errf(path+".url", ErrDangling, "a urn:uuid url to no entry of the Bundle")
+		}
+		return "", false, nil
+	}
+	if t.typ != "Binary" {
+		return "", false, r.errf(path+".url", ErrValue, "an attachment url names a %s, not a Binary", t.typ)
+	}
+	return t.id, true, nil
+}

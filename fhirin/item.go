@@ -1,0 +1,124 @@
+package fhirin
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Item is one catalog-ready thing read from the input: a resource, a
+// Binary, an attachment lifted out of a resource, or the retirement of a
+// resource.
+type Item struct {
+	// Type is the R4 resourceType, or "Attachment" for an attachment lifted
+	// out of its carrier.
+	Type string
+	// ID is the source logical id. A lifted attachment's id is derived from
+	// its carrier and element: "<CarrierType>/<carrier id>/<element path>",
+	// e.g. "DocumentReference/abc/content[0].attachment", stable across
+	// re-imports of the same carrier.
+	ID string
+	// Patient is the source id of the Patient whose compartment holds the
+	// item ("" = tenant-level reference data); a Patient's own id for a
+	// Patient. Empty for a Deleted item: the store finds what to retire by
+	// (Type, ID).
+	Patient string
+	// Deleted marks a retirement (a Bulk `deleted` entry or a DELETE entry
+	// of a transaction or batch Bundle); Body is nil.
+	Deleted bool
+	// Body is the resource as compact FHIR JSON (urn:uuid references
+	// resolved, lifted attachments replaced by a url from Options.Link), or
+	// the decoded bytes of an attachment or Binary. Read allocates it for
+	// the item: the callback may keep it.
+	Body []byte
+	// MIMEType is "application/fhir+json" for a resource, the checked
+	// contentType for an attachment or Binary.
+	MIMEType string
+	// Sensitivity holds the custos sensitivity labels (docs/import.md,
+	// "Labels"), sorted and without duplicates.
+	Sensitivity []string
+	// Consent holds "opt-out" when the patient has an active Consent that
+	// denies; nil otherwise.
+	Consent []string
+	// LastUpdated is meta.lastUpdated (zero if absent).
+	LastUpdated time.Time
+	// Carrier is the resource an attachment was lifted from or a Binary is
+	// linked from (zero for a resource).
+	Carrier Carrier
+	// Where is "file:line" of the line, Bundle entry or file that held it.
+	Where string
+}
+
+// Carrier names a resource by source type and id.
+type Carrier struct {
+	Type, ID string
+}
+
+// FHIRJSON is the MIME type of a resource item.
+const FHIRJSON = "application/fhir+json"
+
+// TypeAttachment is Item.Type for an attachment lifted out of a resource.
+const TypeAttachment = "Attachment"
+
+// DefaultMaxLine is the longest NDJSON line (and the largest JSON file
+// value: one resource or one Bundle) read when Options.MaxLine is 0: 64 MiB,
+// the store's largest blob (store.MaxBlobSize) in base64 with room for the
+// resource around it. Memory while reading is bounded by a small multiple
+// of it.
+const DefaultMaxLine = 96 << 20
+
+// Options configure Read. The zero value is not usable: Link is required.
+type Options struct {
+	// Link returns the custos URI an attachment link must point to, for a
+	// lifted attachment (typ TypeAttachment) or a Binary (typ "Binary"),
+	// by source id and source patient. Required.
+	Link func(typ, id, patient string) string
+	// MaxLine bounds an NDJSON line and a JSON file's top-level value, in
+	// bytes; 0 means DefaultMaxLine.
+	MaxLine int
+	// Logger receives operational messages (never content); nil discards.
+	Logger *slog.Logger
+}
+
+func (o Options) maxLine() int {
+	if o.MaxLine > 0 {
+		return o.MaxLine
+	}
+	return DefaultMaxLine
+}
+
+// Format is the kind of input a path holds.
+type Format int
+
+const (
+	// FormatUnknown: none of the below.
+	FormatUnknown Format = iota
+	// FormatCustosManifest: a custos import manifest (manifest.jsonl, or a
+	// directory holding one). Read refuses it with ErrCustosManifest.
+	FormatCustosManifest
+	// FormatExportManifest: a Bulk Data $export manifest JSON.
+	FormatExportManifest
+	// FormatDir: a directory of FHIR files: a Bulk Data export
+	// (<Type>[.NNN].ndjson[.gz]) and/or Bundle and resource JSON files.
+	FormatDir
+	// FormatNDJSON: one NDJSON file (resources or Bundles), maybe gzipped.
+	FormatNDJSON
+	// FormatJSON: one JSON file holding a resource, a Bundle, or an array
+	// of them.
+	FormatJSON
+)
+
+func (f Format) String() string {
+	switch f {
+	case FormatCustosManifest:
+		return "custos manifest"
+	case FormatExportManifest:
+		return "Bulk Data $export manifest"
+	case FormatDir:
+		return "directory of FHIR files"
+	case FormatNDJSON:
+		return "FHIR NDJSON"
+	case FormatJSON:
+		return "FHIR JSON"
+	}
+	return "unknown"
+}

@@ -1,0 +1,340 @@
+package fhirin
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+)
+
+// Read reads the FHIR input at path (see Detect for the formats) and calls
+// yield for every item, in input order, a carrier before the attachments
+// lifted out of it.
+//
+// A problem with the input is an *Error. Read goes on past one to find the
+// others (the next line, Bundle entry or file; a stream error ends its
+// file), up to MaxProblems, and then returns them all joined (errors.Join;
+// errors.As finds the first). Once it has found one it yields nothing more;
+// items already yielded are then not to be imported: the caller stages and
+// commits only after Read returns nil. The first error yield returns, or
+// ctx's, stops Read at once and is returned as it is.
+//
+// Read makes two passes. The first indexes what an item depends on that may
+// come later in the input: Binary resources and the attachments that link to
+// them (a Binary's patient and labels come from its linking resource), and
+// active Consents that deny (the patient's opt-out). It keeps only ids and
+// labels, never content. The second pass yields. Memory is bounded by
+// Options.MaxLine (one line, one Bundle), plus the index.
+func Read(ctx context.Context, path string, opts Options, yield func(Item) error) error {
+	if opts.Link == nil {
+		return errors.New("fhirin: Options.Link is required")
+	}
+	f, err := Detect(path)
+	if err != nil {
+		return err
+	}
+	srcs, err := sources(path, f)
+	if err != nil {
+		return err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rd := &reader{ctx: ctx, opts: opts, log: log, yield: yield, idx: newIndex(), seen: map[string]bool{}}
+	err = rd.passes(srcs)
+	if errors.Is(err, errTooMany) {
+		rd.problems = append(rd.problems, fmt.Errorf("fhirin: more than %d problems; the first %d are listed", MaxProblems, MaxProblems))
+	} else if err != nil {
+		return err
+	}
+	if len(rd.problems) > 0 {
+		return errors.Join(rd.problems...)
+	}
+	log.Info("fhirin: read", "format", f.String(), "files", len(srcs), "items", rd.items)
+	return nil
+}
+
+// MaxProblems caps how many problems one Read reports.
+const MaxProblems = 20
+
+// errTooMany stops reading once MaxProblems problems are known.
+var errTooMany = errors.New("too many problems")
+
+func (rd *reader) passes(srcs []source) error {
+	for _, s := range srcs {
+		if err := rd.problem(rd.readSource(&s)); err != nil {
+			return err
+		}
+	}
+	for _, err := range rd.idx.check() {
+		if err := rd.problem(err); err != nil {
+			return err
+		}
+	}
+	rd.emit = true
+	for _, s := range srcs {
+		if err := rd.problem(rd.readSource(&s)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// problem records an input problem (an *Error) and returns nil so reading
+// goes on, or errTooMany past MaxProblems; any other error (yield's, ctx's,
+// errTooMany) is returned as it is. The second pass finds the first pass's
+// problems again: each is recorded once.
+func (rd *reader) problem(err error) error {
+	e, ok := err.(*Error)
+	if !ok {
+		return err
+	}
+	if msg := e.Error(); !rd.seen[msg] {
+		if len(rd.problems) == MaxProblems {
+			return errTooMany
+		}
+		rd.seen[msg] = true
+		rd.problems = append(rd.problems, e)
+	}
+	return nil
+}
+
+// reader holds one Read's state.
+type reader struct {
+	ctx   context.Context
+	opts  Options
+	log   *slog.Logger
+	yield func(Item) error
+	idx   *index
+	emit  bool // second pass: yield items
+	items int
+
+	problems []error         // the *Errors found so far
+	seen     map[string]bool // their messages
+}
+
+// indexedTypes are the types the first pass looks at; a Bulk file named for
+// another type is skipped in that pass.
+var indexedTypes = map[string]bool{"Binary": true, "Consent": true, "Bundle": true,
+	"DocumentReference": true, "DiagnosticReport": true, "Media": true}
+
+func (rd *reader) readSource(s *source) error {
+	if !rd.emit && s.wantType != "" && !indexedTypes[s.wantType] {
+		return nil
+	}
+	f, err := os.Open(s.path)
+	if err != nil {
+		return newError(s.name, "", ErrFormat, "%v", pathErr(err))
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if s.gz {
+		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 64<<10))
+		if err != nil {
+			return newError(s.name, "", ErrGzip, "no gzip header")
+		}
+		defer zr.Close()
+		r = zr
+	}
+	if s.ndjson {
+		return rd.readNDJSON(s, r)
+	}
+	return rd.readJSON(s, r)
+}
+
+// readNDJSON reads one JSON object a line; blank lines are skipped.
+func (rd *reader) readNDJSON(s *source, r io.Reader) error {
+	// A stream error (gzip cut short) surfaces after the partial line
+	// before it: er keeps it, to report it instead of that line's JSON error.
+	er := &errReader{r: r}
+	sc := bufio.NewScanner(er)
+	sc.Buffer(make([]byte, 0, min(64<<10, rd.opts.maxLine())), rd.opts.maxLine())
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if line == 1 {
+			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // a byte order mark
+		}
+		if len(b) == 0 {
+			continue
+		}
+		if err := rd.ctx.Err(); err != nil {
+			return err
+		}
+		if err := rd.unit(s, line, b); err != nil {
+			if er.err != nil && !errors.Is(er.err, io.EOF) {
+				return rd.streamErr(s, line, er.err)
+			}
+			if err := rd.problem(err); err != nil {
+				return err
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return rd.streamErr(s, line+1, err)
+	}
+	return nil
+}
+
+// streamErr classifies a read error of a source.
+func (rd *reader) streamErr(s *source, line int, err error) error {
+	switch {
+	case errors.Is(err, bufio.ErrTooLong), errors.Is(err, errValueTooLong):
+		return newError(where(s, line), "", ErrLineTooLong, "longer than %d bytes", rd.opts.maxLine())
+	case s.gz && (errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.ErrUnexpectedEOF)):
+		return newError(where(s, line), "", ErrGzip, "corrupt or cut short")
+	}
+	return newError(where(s, line), "", ErrFormat, "read failed: %v", pathErr(err))
+}
+
+func where(s *source, line int) string { return s.name + ":" + itoa(line) }
+
+// errValueTooLong is returned by limitReader when one JSON value exceeds MaxLine.
+var errValueTooLong = errors.New("value too long")
+
+// countReader counts bytes and newlines read, and fails once more than max
+// bytes have been read since mark: a JSON value larger than MaxLine.
+type countReader struct {
+	r         io.Reader
+	off, mark int64
+	lines     int64
+	max       int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	if c.off-c.mark > c.max {
+		return 0, errValueTooLong
+	}
+	n, err := c.r.Read(p)
+	c.off += int64(n)
+	c.lines += int64(bytes.Count(p[:n], []byte{'\n'}))
+	return n, err
+}
+
+// readJSON reads a stream of JSON values: one resource or Bundle, several
+// concatenated, or arrays of them.
+func (rd *reader) readJSON(s *source, r io.Reader) error {
+	cr := &countReader{r: skipBOM(bufio.NewReaderSize(r, 64<<10)), max: int64(rd.opts.maxLine())}
+	dec := json.NewDecoder(cr)
+	// lineOf returns the line of the value that just ended at
+	// dec.InputOffset() and is len(raw) bytes long: the newlines read, less
+	// those still buffered ahead, less those inside the value.
+	lineOf := func(raw []byte) int {
+		var ahead newlineCounter
+		_, _ = io.Copy(&ahead, dec.Buffered()) // a *bytes.Reader: WriteTo, no copy
+		return int(cr.lines-int64(ahead)-int64(bytes.Count(raw, []byte{'\n'}))) + 1
+	}
+	decodeOne := func() (json.RawMessage, error) {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, rd.jsonStreamErr(s, cr, err)
+		}
+		cr.mark = dec.InputOffset()
+		return raw, nil
+	}
+	n := 0
+	for {
+		if err := rd.ctx.Err(); err != nil {
+			return err
+		}
+		tok, err := peekDelim(dec)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return rd.jsonStreamErr(s, cr, err)
+		}
+		n++
+		if tok == '[' {
+			if _, err := dec.Token(); err != nil {
+				return rd.jsonStreamErr(s, cr, err)
+			}
+			for dec.More() {
+				raw, err := decodeOne()
+				if err != nil {
+					return err
+				}
+				if err := rd.problem(rd.unit(s, lineOf(raw), raw)); err != nil {
+					return err
+				}
+			}
+			if _, err := dec.Token(); err != nil {
+				return rd.jsonStreamErr(s, cr, err)
+			}
+			continue
+		}
+		raw, err := decodeOne()
+		if err != nil {
+			return err
+		}
+		if err := rd.problem(rd.unit(s, lineOf(raw), raw)); err != nil {
+			return err
+		}
+	}
+	if n == 0 {
+		return newError(where(s, 1), "", ErrFormat, "empty file")
+	}
+	return nil
+}
+
+// peekDelim reports the first byte of the next value without consuming it
+// ('[' for an array; anything else is decoded as one value).
+func peekDelim(dec *json.Decoder) (byte, error) {
+	if !dec.More() {
+		// More is false at EOF and before a closing delimiter.
+		if _, err := dec.Token(); err != nil {
+			return 0, err
+		}
+		return 0, errors.New("unexpected closing delimiter")
+	}
+	rest, _ := io.ReadAll(io.LimitReader(dec.Buffered(), 64))
+	b := bytes.TrimLeft(rest, " \t\r\n")
+	if len(b) == 0 {
+		return '{', nil
+	}
+	return b[0], nil
+}
+
+func (rd *reader) jsonStreamErr(s *source, cr *countReader, err error) error {
+	line := int(cr.lines) + 1
+	var se *json.SyntaxError
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) && !s.gz:
+		return newError(where(s, line), "", ErrTruncated, "the file ends inside a JSON value")
+	case errors.As(err, &se):
+		return newError(where(s, line), "", ErrJSON, "invalid JSON near byte %d", se.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF) && s.gz:
+		return newError(where(s, line), "", ErrTruncated, "the file (or its gzip stream) ends inside a JSON value")
+	}
+	return rd.streamErr(s, line, err)
+}
+
+// newlineCounter counts the newlines written to it.
+type newlineCounter int
+
+func (n *newlineCounter) Write(p []byte) (int, error) {
+	*n += newlineCounter(bytes.Count(p, []byte{'\n'}))
+	return len(p), nil
+}
+
+// errReader remembers the first error of its reader.
+type errReader struct {
+	r   io.Reader
+	err error
+}
+
+func (e *errReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}

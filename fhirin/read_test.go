@@ -1,0 +1,301 @@
+package fhirin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// testLink is the Link callback of the tests: a recognizable custos URI.
+func testLink(typ, id, patient string) string {
+	return "attachment://t/" + typ + "/" + id + "/" + patient
+}
+
+func readAll(t testing.TB, path string) ([]Item, error) {
+	t.Helper()
+	var out []Item
+	err := Read(context.Background(), path, Options{Link: testLink}, func(it Item) error {
+		out = append(out, it)
+		return nil
+	})
+	return out, err
+}
+
+func mustReadAll(t testing.TB, path string) []Item {
+	t.Helper()
+	items, err := readAll(t, path)
+	if err != nil {
+		t.Fatalf("Read(%s): %v", path, err)
+	}
+	return items
+}
+
+func find(t testing.TB, items []Item, typ, id string) Item {
+	t.Helper()
+	for _, it := range items {
+		if it.Type == typ && it.ID == id && !it.Deleted {
+			return it
+		}
+	}
+	t.Fatalf("no %s %s among %d items", typ, id, len(items))
+	return Item{}
+}
+
+const (
+	p1 = "8c7ba1e5-1f0b-4a3e-9d3c-5e2f7a9b1c01"
+	p2 = "3f1d9e2a-6b4c-4d8e-8a1f-2c3b4d5e6f02"
+)
+
+// The Bulk export directory and its $export manifest yield the same items.
+func TestReadBulkExport(t *testing.T) {
+	dir := mustReadAll(t, "testdata/bulk")
+	man := mustReadAll(t, "testdata/export-manifest.json")
+	if len(dir) != 24 || len(man) != len(dir) {
+		t.Fatalf("got %d items from the directory, %d from the manifest; want 24", len(dir), len(man))
+	}
+	key := func(it Item) string { return it.Type + "/" + it.ID + "/" + it.Patient + "/" + string(it.Body) }
+	var a, b []string
+	for i := range dir {
+		a, b = append(a, key(dir[i])), append(b, key(man[i]))
+		if !strings.HasPrefix(man[i].Where, "bulk/") {
+			t.Errorf("manifest item Where %q: want the path relative to the manifest", man[i].Where)
+		}
+	}
+	slices.Sort(a)
+	slices.Sort(b)
+	if !slices.Equal(a, b) {
+		t.Error("the directory and the manifest yield different items")
+	}
+
+	for _, tc := range []struct {
+		typ, id, patient string
+		labels, consent  []string
+	}{
+		{"Patient", p1, p1, nil, nil},
+		{"Patient", p2, p2, []string{"vip"}, []string{"opt-out"}}, // ActCode CELEB; the Consent denies
+		{"Observation", "obs-0002", p1, []string{"hiv"}, nil},
+		{"Observation", "obs-0003", p2, []string{"restricted"}, []string{"opt-out"}},
+		{"Observation", "obs-0005", p1, nil, nil}, // from the .ndjson.gz file
+		{"Condition", "cond-0002", p2, []string{"psy", "sud"}, []string{"opt-out"}},
+		{"Organization", "ef58ea08-d883-3957-8300-150554edc8fb", "", nil, nil},
+		{"Practitioner", "0000016d-3a85-4cca-0000-000000005e8c", "", nil, nil},
+		{"Medication", "b7a1c3d5-e6f7-4a8b-9c0d-1e2f3a4b5c6d", "", nil, nil},
+		{"MedicationRequest", "medreq-0001", p1, nil, nil},
+		// The PDF Binary takes the compartment of the DocumentReference linking it.
+		{"Binary", "c0ffee00-1111-4222-8333-444455556666", p2, nil, []string{"opt-out"}},
+		// This one is linked by nobody: its securityContext names the patient.
+		{"Binary", "c0ffee00-1111-4222-8333-444455557777", p1, nil, nil},
+	} {
+		it := find(t, dir, tc.typ, tc.id)
+		if it.Patient != tc.patient || !slices.Equal(it.Sensitivity, tc.labels) || !slices.Equal(it.Consent, tc.consent) {
+			t.Errorf("%s %s: patient %q labels %v consent %v; want %q %v %v", tc.typ, tc.id, it.Patient, it.Sensitivity, it.Consent, tc.patient, tc.labels, tc.consent)
+		}
+	}
+
+	obs := find(t, dir, "Observation", "obs-0001")
+	if obs.MIMEType != FHIRJSON || obs.LastUpdated.Format("2006-01-02") != "2024-05-02" || obs.Where != "Observation.000.ndjson:1" {
+		t.Errorf("obs-0001: %q %v %q", obs.MIMEType, obs.LastUpdated, obs.Where)
+	}
+	if !bytes.Contains(obs.Body, []byte(`"value":6.10`)) {
+		t.Errorf("obs-0001 body lost the decimal's precision: %s", obs.Body)
+	}
+
+	// The inline note is lifted out of its DocumentReference.
+	doc := find(t, dir, "DocumentReference", "doc-0001")
+	attID := "DocumentReference/doc-0001/content[0].attachment"
+	att := find(t, dir, TypeAttachment, attID)
+	if !bytes.HasPrefix(att.Body, []byte("Harold594 Kuhn96 was seen")) || att.MIMEType != "text/plain; charset=utf-8" ||
+		att.Patient != p1 || att.Carrier != (Carrier{"DocumentReference", "doc-0001"}) {
+		t.Errorf("lifted note: %+v", att)
+	}
+	if bytes.Contains(doc.Body, []byte(`"data"`)) || !bytes.Contains(doc.Body, []byte(`"url":"`+testLink(TypeAttachment, attID, p1)+`"`)) {
+		t.Errorf("carrier keeps its data or lacks the link: %s", doc.Body)
+	}
+	// A url to a Binary of the import becomes the Binary's link.
+	doc2 := find(t, dir, "DocumentReference", "doc-0002")
+	if !bytes.Contains(doc2.Body, []byte(`"url":"`+testLink("Binary", "c0ffee00-1111-4222-8333-444455556666", p2)+`"`)) {
+		t.Errorf("Binary link missing: %s", doc2.Body)
+	}
+	pdf := find(t, dir, "Binary", "c0ffee00-1111-4222-8333-444455556666")
+	if !bytes.HasPrefix(pdf.Body, []byte("%PDF-")) || pdf.MIMEType != "application/pdf" || pdf.Carrier != (Carrier{"DocumentReference", "doc-0002"}) {
+		t.Errorf("Binary: %q %q %+v", pdf.Body[:8], pdf.MIMEType, pdf.Carrier)
+	}
+
+	var deleted []string
+	for _, it := range dir {
+		if it.Deleted {
+			deleted = append(deleted, it.Type+"/"+it.ID)
+			if it.Body != nil || it.Where != "Bundle.deleted.ndjson:1" {
+				t.Errorf("deleted item %+v", it)
+			}
+		}
+	}
+	if !slices.Equal(deleted, []string{"Observation/obs-0099", "Condition/cond-0042"}) {
+		t.Errorf("deleted = %v", deleted)
+	}
+}
+
+// A Synthea-shaped transaction Bundle: urn:uuid references resolved to
+// relative ones, conditional references outside the Bundle kept, notes
+// lifted, the Binary an attachment names by urn:uuid linked, every entry
+// named by the line it starts on.
+func TestReadSyntheaBundle(t *testing.T) {
+	const pt = "a3c9e7d1-2b4f-4e6a-8c0d-1f2e3a4b5c6d"
+	items := mustReadAll(t, "testdata/synthea-bundle.json")
+	src, err := os.ReadFile("testdata/synthea-bundle.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entryLines []string // lines where an entry object opens (indent 4)
+	for i, l := range strings.Split(string(src), "\n") {
+		if l == "    {" {
+			entryLines = append(entryLines, "synthea-bundle.json:"+itoa(i+1))
+		}
+	}
+	var resources []Item
+	for _, it := range items {
+		if bytes.Contains(it.Body, []byte(`"reference":"urn:uuid:`)) || bytes.Contains(it.Body, []byte(`"url":"urn:uuid:`)) {
+			t.Errorf("%s %s still holds a urn:uuid reference", it.Type, it.ID)
+		}
+		if it.Type != TypeAttachment {
+			resources = append(resources, it)
+		}
+		if it.Patient != pt {
+			t.Errorf("%s %s: patient %q, want %q", it.Type, it.ID, it.Patient, pt)
+		}
+	}
+	if len(resources) != len(entryLines) {
+		t.Fatalf("%d resources for %d entries", len(resources), len(entryLines))
+	}
+	for i, it := range resources {
+		if it.Where != entryLines[i] {
+			t.Errorf("%s Where = %q, want %q", it.Type, it.Where, entryLines[i])
+		}
+	}
+	enc := find(t, items, "Encounter", "e1e2e3e4-0001-4aaa-8bbb-000000000001")
+	if !bytes.Contains(enc.Body, []byte(`"reference":"Patient/`+pt+`"`)) ||
+		!bytes.Contains(enc.Body, []byte(`"reference":"Practitioner?identifier=http://hl7.org/fhir/sid/us-npi|9999924094"`)) {
+		t.Errorf("Encounter references: %s", enc.Body)
+	}
+	if c := find(t, items, "Condition", "e1e2e3e4-0002-4aaa-8bbb-000000000002"); !slices.Equal(c.Sensitivity, []string{"hiv"}) {
+		t.Errorf("Condition labels %v", c.Sensitivity)
+	}
+	for _, id := range []string{"DocumentReference/e1e2e3e4-0004-4aaa-8bbb-000000000004/content[0].attachment", "DiagnosticReport/e1e2e3e4-0005-4aaa-8bbb-000000000005/presentedForm[0]"} {
+		if a := find(t, items, TypeAttachment, id); !bytes.HasPrefix(a.Body, []byte("Harold594")) || a.MIMEType != "text/plain; charset=utf-8" {
+			t.Errorf("%s: %+v", id, a)
+		}
+	}
+	bin := find(t, items, "Binary", "e1e2e3e4-0008-4aaa-8bbb-000000000008")
+	if bin.Carrier != (Carrier{"DocumentReference", "e1e2e3e4-0009-4aaa-8bbb-000000000009"}) {
+		t.Errorf("Binary carrier %+v", bin.Carrier)
+	}
+	doc2 := find(t, items, "DocumentReference", "e1e2e3e4-0009-4aaa-8bbb-000000000009")
+	if !bytes.Contains(doc2.Body, []byte(testLink("Binary", bin.ID, pt))) {
+		t.Errorf("DocumentReference lacks the Binary link: %s", doc2.Body)
+	}
+	obs := find(t, items, "Observation", "e1e2e3e4-0003-4aaa-8bbb-000000000003")
+	if !bytes.Contains(obs.Body, []byte(`"value":176.30`)) { // re-encoded: the urn:uuid references were resolved
+		t.Errorf("Observation lost the decimal's precision: %s", obs.Body)
+	}
+	prov := find(t, items, "Provenance", "e1e2e3e4-0007-4aaa-8bbb-000000000007")
+	if !bytes.Contains(prov.Body, []byte(`"reference":"Claim/e1e2e3e4-0006-4aaa-8bbb-000000000006"`)) {
+		t.Errorf("Provenance targets not resolved: %s", prov.Body)
+	}
+}
+
+// One Bundle, many per file: a JSON array, concatenated values, NDJSON;
+// and a directory of them. All yield the same items.
+func TestReadBundleForms(t *testing.T) {
+	const second = "../testdata/fhir-corpus/bundle-immunization.json"
+	var srcs [2][]byte
+	var compact [2]bytes.Buffer
+	var want []Item
+	for i, p := range []string{"testdata/synthea-bundle.json", second} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs[i] = bytes.TrimSpace(b)
+		if err := json.Compact(&compact[i], b); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, mustReadAll(t, p)...)
+	}
+	dir := t.TempDir()
+	forms := map[string][]byte{
+		"array.json":        []byte("[\n" + string(srcs[0]) + ",\n" + string(srcs[1]) + "\n]\n"),
+		"concatenated.json": []byte(string(srcs[0]) + "\n" + string(srcs[1])),
+		"bundles.ndjson":    []byte(compact[0].String() + "\n" + compact[1].String() + "\n"),
+	}
+	firstLines := strings.Count(string(srcs[0]), "\n") + 1
+	for name, b := range forms {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got := mustReadAll(t, p)
+		if len(got) != len(want) {
+			t.Errorf("%s: %d items, want %d", name, len(got), len(want))
+			continue
+		}
+		for i := range got {
+			if !bytes.Equal(got[i].Body, want[i].Body) || got[i].Patient != want[i].Patient {
+				t.Errorf("%s: item %d differs", name, i)
+			}
+		}
+		last := got[len(got)-1].Where
+		switch name {
+		case "bundles.ndjson":
+			if last != "bundles.ndjson:2" {
+				t.Errorf("second NDJSON Bundle's entry at %q", last)
+			}
+		case "array.json":
+			// The last entry of the second Bundle opens on its line 18.
+			if got[0].Where != "array.json:6" || last != "array.json:"+itoa(1+firstLines+18) {
+				t.Errorf("array Bundle entries at %q and %q", got[0].Where, last)
+			}
+		}
+	}
+	if _, err := readAll(t, dir); !errors.Is(err, ErrID) {
+		t.Errorf("a directory holding one Binary three times: %v, want ErrID", err)
+	}
+}
+
+// The corpus written independently of custos (testdata/fhir-corpus): every
+// FHIR file reads, each resource lands in MRN-77441123's compartment but
+// the Practitioner (and the Provenance of an Immunization, which the R4
+// compartment leaves tenant-level).
+func TestReadCorpus(t *testing.T) {
+	files, err := filepath.Glob("../testdata/fhir-corpus/*.json")
+	if err != nil || len(files) < 10 {
+		t.Fatalf("corpus: %v, %d files", err, len(files))
+	}
+	n := 0
+	for _, f := range files {
+		if filepath.Base(f) == "identifiers.json" { // the scanner's list, not FHIR
+			if ft, _ := Detect(f); ft != FormatUnknown {
+				t.Errorf("identifiers.json detected as %v", ft)
+			}
+			continue
+		}
+		for _, it := range mustReadAll(t, f) {
+			n++
+			want := "MRN-77441123"
+			if it.Type == "Practitioner" || it.Type == "Provenance" {
+				want = ""
+			}
+			if it.Patient != want {
+				t.Errorf("%s %s: patient %q, want %q", filepath.Base(f), it.Type, it.Patient, want)
+			}
+		}
+	}
+	if n < 12 {
+		t.Errorf("only %d items from the corpus", n)
+	}
+}

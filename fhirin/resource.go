@@ -1,0 +1,211 @@
+package fhirin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+	"time"
+)
+
+// resource is one resource being read.
+type resource struct {
+	where    string
+	typ, id  string
+	m        map[string]any
+	raw      []byte
+	modified bool // m differs from raw
+}
+
+func (r *resource) errf(path string, sentinel error, format string, args ...any) error {
+	return newError(r.where, path, sentinel, format, args...)
+}
+
+// unit reads one top-level JSON value: a resource or a Bundle.
+func (rd *reader) unit(s *source, line int, raw []byte) error {
+	w := where(s, line)
+	typ := s.wantType
+	if typ == "" || typ == "Bundle" {
+		var head struct {
+			ResourceType string `json:"resourceType"`
+		}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			return jsonErr(w, raw, err)
+		}
+		typ = head.ResourceType
+		if s.wantType == "Bundle" && typ != "Bundle" {
+			return newError(w, "", ErrResourceType, "a Bundle file holds only Bundles")
+		}
+	}
+	if typ == "Bundle" {
+		return rd.readBundle(s, line, raw)
+	}
+	if !rd.emit && !indexedTypes[typ] {
+		return nil
+	}
+	return rd.resource(s, w, raw, s.wantType, nil, "")
+}
+
+// jsonErr classifies a JSON decoding error of one value without quoting it.
+func jsonErr(w string, raw []byte, err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.As(err, &se) && se.Offset >= int64(len(raw)):
+		return newError(w, "", ErrTruncated, "the line ends inside a JSON value")
+	case errors.As(err, &se):
+		return newError(w, "", ErrJSON, "invalid JSON near byte %d", se.Offset)
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return newError(w, "", ErrJSON, "not a JSON object")
+		}
+		return newError(w, te.Field, ErrJSON, "not a %s", te.Type.String())
+	}
+	return newError(w, "", ErrJSON, "undecodable")
+}
+
+// resource reads one resource (outside a Bundle: b nil); idFallback is the
+// id to give a Bundle entry that has none (its urn:uuid).
+func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *bundle, idFallback string) error {
+	r := &resource{where: w, raw: raw}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // decimals keep their written precision
+	if err := dec.Decode(&r.m); err != nil {
+		return jsonErr(w, raw, err)
+	}
+	if r.m == nil {
+		return newError(w, "", ErrJSON, "not a JSON object")
+	}
+	typ, _ := r.m["resourceType"].(string)
+	switch {
+	case typ == "":
+		return r.errf("resourceType", ErrResourceType, "missing")
+	case !r4Types[typ]:
+		return r.errf("resourceType", ErrResourceType, "not an R4 resource type")
+	case wantType != "" && typ != wantType:
+		return r.errf("resourceType", ErrResourceType, "a %s file holds only %s resources, not %s", wantType, wantType, typ)
+	case typ == "Bundle":
+		return r.errf("Bundle", ErrUnsupported, "a Bundle inside a Bundle is not imported")
+	}
+	r.typ = typ
+	id, _ := r.m["id"].(string)
+	if id == "" && idFallback != "" {
+		id = idFallback
+		r.m["id"] = id
+		r.modified = true
+	}
+	if !validID(id) {
+		return r.errf(typ+".id", ErrID, "missing or not [A-Za-z0-9.-]{1,64}")
+	}
+	r.id = id
+	if b != nil || bytes.Contains(raw, []byte("urn:uuid:")) {
+		if err := r.rewriteRefs(b); err != nil {
+			return err
+		}
+	}
+	patient, err := r.compartment()
+	if err != nil {
+		return err
+	}
+	labels := r.labels(b)
+	updated, err := r.lastUpdated()
+	if err != nil {
+		return err
+	}
+
+	if !rd.emit {
+		return rd.indexResource(r, patient, labels)
+	}
+	if typ == "Binary" {
+		return rd.emitBinary(r, labels, updated)
+	}
+	atts, err := rd.liftAttachments(r, patient, labels, updated)
+	if err != nil {
+		return err
+	}
+	body, err := r.body()
+	if err != nil {
+		return err
+	}
+	if err := rd.emitItem(Item{Type: typ, ID: id, Patient: patient, Body: body, MIMEType: FHIRJSON,
+		Sensitivity: labels, Consent: rd.idx.consent(patient), LastUpdated: updated, Where: w}); err != nil {
+		return err
+	}
+	for _, a := range atts {
+		if err := rd.emitItem(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// body is the resource's JSON: the input compacted, or m re-encoded (keys
+// sorted, no HTML escaping, numbers as written) when it was changed.
+func (r *resource) body() ([]byte, error) {
+	var buf bytes.Buffer
+	if !r.modified {
+		buf.Grow(len(r.raw))
+		if err := json.Compact(&buf, r.raw); err != nil {
+			return nil, r.errf("", ErrJSON, "not compactable")
+		}
+		return buf.Bytes(), nil
+	}
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r.m); err != nil {
+		return nil, r.errf("", ErrJSON, "not re-encodable")
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// lastUpdated is meta.lastUpdated, which must be a FHIR instant if present.
+func (r *resource) lastUpdated() (time.Time, error) {
+	meta, _ := r.m["meta"].(map[string]any)
+	v, ok := meta["lastUpdated"]
+	if !ok {
+		return time.Time{}, nil
+	}
+	s, _ := v.(string)
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, r.errf(r.typ+".meta.lastUpdated", ErrValue, "not a FHIR instant")
+	}
+	return t.UTC(), nil
+}
+
+// labels are the resource's security labels with those of its Bundle.
+func (r *resource) labels(b *bundle) []string {
+	meta, _ := r.m["meta"].(map[string]any)
+	arr, _ := meta["security"].([]any)
+	var cs []coding
+	for _, c := range arr {
+		if o, ok := c.(map[string]any); ok {
+			sys, _ := o["system"].(string)
+			code, _ := o["code"].(string)
+			cs = append(cs, coding{sys, code})
+		}
+	}
+	l := labelsOf(cs)
+	if b != nil && len(b.labels) > 0 {
+		l = union(l, b.labels)
+	}
+	return l
+}
+
+// union returns the sorted set union of two sorted sets.
+func union(a, b []string) []string {
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// emitItem yields an item, unless a problem has been found: then the
+// import fails, and the caller gets nothing more to stage.
+func (rd *reader) emitItem(it Item) error {
+	if len(rd.problems) > 0 {
+		return nil
+	}
+	rd.items++
+	return rd.yield(it)
+}

@@ -1,0 +1,318 @@
+package fhirin
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// source is one file to read.
+type source struct {
+	path     string // to open
+	name     string // in Where: relative to the directory or manifest given
+	ndjson   bool   // NDJSON (else a stream of JSON values)
+	gz       bool
+	wantType string // every top-level resource must be of this type ("" = any)
+}
+
+// custosManifestName is the custos import manifest a directory may hold
+// (store.ManifestName; not imported, to keep the dependency arrow one way).
+const custosManifestName = "manifest.jsonl"
+
+// Detect reports the format of the file or directory at path. It reads no
+// more than it needs: a directory's listing, a file's name and, for a JSON
+// file, its top-level keys up to the first that decides.
+func Detect(path string) (Format, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return FormatUnknown, pathErr(err)
+	}
+	if fi.IsDir() {
+		if _, err := os.Stat(filepath.Join(path, custosManifestName)); err == nil {
+			return FormatCustosManifest, nil
+		}
+		return FormatDir, nil
+	}
+	name := strings.ToLower(filepath.Base(path))
+	switch {
+	case strings.HasSuffix(name, ".ndjson"), strings.HasSuffix(name, ".ndjson.gz"):
+		return FormatNDJSON, nil
+	case name == custosManifestName:
+		return FormatCustosManifest, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return FormatUnknown, pathErr(err)
+	}
+	defer f.Close()
+	if strings.HasSuffix(name, ".gz") {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			return FormatUnknown, nil
+		}
+		defer zr.Close()
+		return sniff(zr), nil
+	}
+	return sniff(f), nil
+}
+
+// sniff decides by the first top-level keys: "resourceType" is FHIR,
+// "output" (or "transactionTime") an $export manifest, "uri" or "file" a
+// custos manifest line. A top-level array is FHIR JSON.
+func sniff(r io.Reader) Format {
+	dec := json.NewDecoder(skipBOM(bufio.NewReader(r)))
+	tok, err := dec.Token()
+	if err != nil {
+		return FormatUnknown
+	}
+	if tok == json.Delim('[') {
+		return FormatJSON
+	}
+	if tok != json.Delim('{') {
+		return FormatUnknown
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return FormatUnknown
+		}
+		switch tok {
+		case "resourceType":
+			return FormatJSON
+		case "output", "transactionTime":
+			return FormatExportManifest
+		case "uri", "file":
+			return FormatCustosManifest
+		}
+		if skipValue(dec) != nil {
+			return FormatUnknown
+		}
+	}
+	return FormatUnknown
+}
+
+// skipValue consumes one JSON value token by token, keeping none of it.
+func skipValue(dec *json.Decoder) error {
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
+}
+
+// pathErr drops the path from an *os.PathError (it may name a patient: a
+// Synthea bundle file is named after one); the caller names the place.
+func pathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return errors.New("fhirin: " + pe.Op + ": " + pe.Err.Error())
+	}
+	return err
+}
+
+// sources lists the files to read for a path of the given format.
+func sources(path string, f Format) ([]source, error) {
+	switch f {
+	case FormatCustosManifest:
+		return nil, newError(filepath.Base(path), "", ErrCustosManifest, "import it with the custos manifest importer")
+	case FormatNDJSON, FormatJSON:
+		return []source{fileSource(path, filepath.Base(path))}, nil
+	case FormatExportManifest:
+		return manifestSources(path)
+	case FormatDir:
+		return dirSources(path)
+	}
+	return nil, newError(filepath.Base(path), "", ErrFormat, "neither a Bulk Data export, a Bundle, a resource, nor a directory of them")
+}
+
+// fileSource describes a file by its name: <Type>[.NNN].ndjson[.gz] is
+// NDJSON whose lines must be of Type when the name starts with an R4 type.
+func fileSource(path, name string) source {
+	lower := strings.ToLower(name)
+	s := source{path: path, name: name, gz: strings.HasSuffix(lower, ".gz")}
+	base := strings.TrimSuffix(lower, ".gz")
+	if strings.HasSuffix(base, ".ndjson") {
+		s.ndjson = true
+		typ, _, _ := strings.Cut(filepath.Base(name), ".")
+		if r4Types[typ] {
+			s.wantType = typ
+		}
+	}
+	return s
+}
+
+// dirSources lists a directory's files in name order: *.ndjson[.gz] and
+// *.json[.gz]. Hidden entries are skipped; anything else (a subdirectory,
+// another extension, an $export manifest) is an error rather than silently
+// left out of the import.
+func dirSources(dir string) ([]source, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, pathErr(err)
+	}
+	var out []source
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		lower := strings.TrimSuffix(strings.ToLower(name), ".gz")
+		if !e.Type().IsRegular() || !(strings.HasSuffix(lower, ".ndjson") || strings.HasSuffix(lower, ".json")) {
+			return nil, newError(name, "", ErrFormat, "a directory may hold only *.ndjson[.gz] and *.json[.gz] files")
+		}
+		out = append(out, fileSource(filepath.Join(dir, name), name))
+	}
+	if len(out) == 0 {
+		return nil, newError(filepath.Base(dir), "", ErrFormat, "no *.ndjson or *.json file in the directory")
+	}
+	slices.SortFunc(out, func(a, b source) int { return strings.Compare(a.name, b.name) })
+	return out, nil
+}
+
+// exportManifest is the Bulk Data $export complete-status body.
+type exportManifest struct {
+	TransactionTime string         `json:"transactionTime"`
+	Output          []manifestFile `json:"output"`
+	Deleted         []manifestFile `json:"deleted"`
+	Error           []manifestFile `json:"error"`
+}
+
+type manifestFile struct {
+	Type string `json:"type"`
+	URL  string `json:"url"`
+}
+
+// maxManifest bounds an $export manifest's size (its file list).
+const maxManifest = 16 << 20
+
+// manifestSources reads an $export manifest: output[] and deleted[] files,
+// each a relative path (to the manifest's directory), an absolute path or a
+// file: URL. A non-empty error[] is refused: an export that reported errors
+// is incomplete, and importing it as a full sync would retire what it
+// missed.
+func manifestSources(path string) ([]source, error) {
+	name := filepath.Base(path)
+	b, err := readLimited(path, maxManifest)
+	if err != nil {
+		return nil, newError(name, "", ErrManifest, "%v", err)
+	}
+	var m exportManifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, newError(name, "", ErrManifest, "not a JSON $export manifest")
+	}
+	if len(m.Error) > 0 {
+		return nil, newError(name, "error", ErrManifest, "the export reported %d error file(s); import a complete export", len(m.Error))
+	}
+	if len(m.Output) == 0 && len(m.Deleted) == 0 {
+		return nil, newError(name, "output", ErrManifest, "no output and no deleted files")
+	}
+	dir := filepath.Dir(path)
+	var out []source
+	add := func(field string, i int, f manifestFile) error {
+		at := field + "[" + itoa(i) + "]"
+		if !r4Types[f.Type] {
+			return newError(name, at+".type", ErrManifest, "not an R4 resource type")
+		}
+		if field == "deleted" && f.Type != "Bundle" {
+			return newError(name, at+".type", ErrManifest, "deleted files hold Bundles")
+		}
+		p, err := localPath(dir, f.URL)
+		if err != nil {
+			return newError(name, at+".url", ErrManifest, "%v", err)
+		}
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			return newError(name, at+".url", ErrManifest, "no such file")
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			rel = filepath.Base(p)
+		}
+		s := fileSource(p, rel)
+		s.ndjson, s.wantType = true, f.Type
+		out = append(out, s)
+		return nil
+	}
+	for i, f := range m.Output {
+		if err := add("output", i, f); err != nil {
+			return nil, err
+		}
+	}
+	for i, f := range m.Deleted {
+		if err := add("deleted", i, f); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// localPath resolves a manifest url: a file: URL, an absolute path, or a
+// path relative to dir. http(s) URLs are for `custos sync`, not import.
+func localPath(dir, raw string) (string, error) {
+	if raw == "" {
+		return "", errors.New("empty url")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", errors.New("not a URL or path")
+	}
+	switch u.Scheme {
+	case "file":
+		if u.Host != "" && u.Host != "localhost" {
+			return "", errors.New("a file: URL on another host")
+		}
+		return filepath.FromSlash(u.Path), nil
+	case "":
+		p := filepath.FromSlash(u.Path)
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		return p, nil
+	}
+	return "", errors.New("not a local file (use custos sync for a server's export)")
+}
+
+// readLimited reads a whole file of at most max bytes.
+func readLimited(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, pathErr(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, pathErr(err)
+	}
+	if int64(len(b)) > max {
+		return nil, errors.New("file too large")
+	}
+	return bytes.TrimSpace(b), nil
+}
+
+// skipBOM drops a UTF-8 byte order mark at the start of br, which some
+// Windows tools write before JSON (RFC 8259 lets a parser ignore it).
+func skipBOM(br *bufio.Reader) *bufio.Reader {
+	if b, err := br.Peek(3); err == nil && string(b) == "\xef\xbb\xbf" {
+		br.Discard(3)
+	}
+	return br
+}

