@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/custos-mcp/custos/store"
 )
@@ -24,13 +25,16 @@ func ExampleParseURI() {
 
 func ExampleTemplates() {
 	for _, t := range store.Templates() {
-		fmt.Println(t.URITemplate, t.MIMEType)
+		fmt.Println(strings.TrimSpace(t.URITemplate + " " + t.MIMEType)) // attachments: MIME type per resource
 	}
 	// Output:
 	// fhir://{tenant}/patients/{patient}/{type}/{id} application/fhir+json
+	// fhir://{tenant}/{type}/{id} application/fhir+json
 	// note://{tenant}/patients/{patient}/notes/{id} text/markdown
 	// report://{tenant}/patients/{patient}/reports/{id} application/pdf
 	// image://{tenant}/patients/{patient}/images/{id} image/png
+	// attachment://{tenant}/patients/{patient}/attachments/{id}
+	// attachment://{tenant}/attachments/{id}
 }
 
 func ExampleDigest() {
