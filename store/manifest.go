@@ -28,7 +28,10 @@ const (
 
 // Known label and annotation values.
 var (
-	knownSensitivity = []string{"hiv", "sud", "vip"}
+	// knownSensitivity: "hiv", "sud" (42 CFR Part 2), "psy", "eth", "sdv",
+	// "std", "sex" (HL7 v3 ActCode sensitivity), "restricted" and
+	// "very-restricted" (v3 Confidentiality R and V), "vip".
+	knownSensitivity = []string{"eth", "hiv", "psy", "restricted", "sdv", "sex", "std", "sud", "very-restricted", "vip"}
 	knownConsent     = []string{"opt-out"}
 	knownAudience    = []string{"assistant", "user"}
 )
