@@ -44,7 +44,7 @@ func TestPolicyDocumented(t *testing.T) {
 	l := DefaultLayout
 	paths := map[string]bool{
 		l.KVDataPath(l.CursorKeyPath): true, l.KVDataPath(l.AuditKeyPath): true,
-		l.KVDataPath(l.IDKeyPath): true,
+		l.KVDataPath(l.IDKeyPath):           true,
 		l.TransitPath("keys", l.SigningKey): true, l.TransitPath("sign", l.SigningKey): true,
 		l.TransitPath("keys", l.BlobKey): true, l.TransitPath("datakey/wrapped", l.BlobKey): true,
 		l.TransitPath("decrypt", l.BlobKey): true, l.TransitPath("rewrap", l.BlobKey): true,
