@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/store"
 )
 
@@ -24,6 +25,12 @@ const (
 	// notification tells the subscriber that a patient's record changed, so
 	// it is a disclosure and is decided and audited before it is sent.
 	ActionNotify = "notify"
+	// ActionRetire records that a URI left the catalog (a deletion or a full
+	// import retired it, or the replacing catalog no longer holds it), seen
+	// when the server swapped the new catalog in. Principal "custos",
+	// outcome allow, reason ReasonRetired; it names the URI (its patient
+	// segment pseudonymized like every record's), never a source id.
+	ActionRetire = "catalog/retire"
 )
 
 // listChangedURI is a placeholder resource added to the go-sdk server's own
@@ -359,6 +366,7 @@ func (s *Server) CatalogChanged(ctx context.Context, ch store.Change) {
 	defer s.subs.round.Unlock()
 	ctx = s.withDecider(ctx)
 	s.redropPruned(ctx)
+	s.auditRetired(ctx, ch.Removed)
 	for _, uri := range slices.Concat(ch.Updated, ch.Removed) {
 		targets := s.subs.subscribersOf(uri)
 		send := map[*mcp.Server]bool{}
@@ -395,6 +403,23 @@ func (s *Server) CatalogChanged(ctx context.Context, ch store.Change) {
 		}
 	}
 	s.log.Info("catalog change notified", "updated", len(ch.Updated), "added", len(ch.Added), "removed", len(ch.Removed))
+}
+
+// auditRetired writes one ActionRetire record per URI that left the
+// catalog, before any subscriber is told. A record that cannot be written
+// is logged (the catalog has changed already; there is nothing to refuse).
+func (s *Server) auditRetired(ctx context.Context, removed []string) {
+	for _, uri := range removed {
+		e := s.entry(ctx, Identity{Principal: policy.Principal{Sub: "custos"}}, ActionRetire)
+		e.Outcome, e.Reason = audit.OutcomeAllow, ReasonRetired
+		e.URIs = []string{uri}
+		if u, err := store.ParseURI(uri); err == nil {
+			e.Patients = patientList(u.Patient)
+		}
+		if _, err := s.commit(ctx, e); err != nil {
+			s.log.Error("auditing a retired resource failed", "err", err)
+		}
+	}
 }
 
 // notifyDecision decides and audits one notification; true means it may be
