@@ -66,6 +66,17 @@ var families = map[string]family{
 // lowercase spelling of URI.Type ("observation", "documentreference").
 func IsFHIRType(typ string) bool { _, ok := fhirTypes[typ]; return ok }
 
+// FHIRTypes returns every concrete FHIR R4 resource type, lowercased, in
+// ascending order.
+func FHIRTypes() []string {
+	out := make([]string, 0, len(fhirTypes))
+	for t := range fhirTypes {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // FHIRResourceType returns the FHIR resourceType spelling of the lowercase
 // type typ ("documentreference" -> "DocumentReference"), or "" if typ is
 // not an R4 resource type.
