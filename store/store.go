@@ -180,7 +180,13 @@ type Store struct {
 // than opts.Timeout, and ErrEncrypted, ErrPlaintext or an error wrapping
 // ErrKEKMismatch if opts.DataKeys does not match the catalog's encryption
 // mode (see Options.DataKeys).
-func Open(path string, opts Options) (*Store, error) {
+func Open(path string, opts Options) (*Store, error) { return open(path, opts, false) }
+
+// open is Open; scratch opens a staged import's scratch copy, whose commits
+// need not be durable one by one (bbolt NoSync, NoGrowSync): the copy is
+// synced whole before it is renamed over the catalog (staged), and a copy
+// left by a crash is never used.
+func open(path string, opts Options, scratch bool) (*Store, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -189,6 +195,8 @@ func Open(path string, opts Options) (*Store, error) {
 		ReadOnly:        opts.ReadOnly,
 		FreelistType:    bolt.FreelistMapType,
 		InitialMmapSize: initialMmapSize,
+		NoSync:          scratch,
+		NoGrowSync:      scratch,
 	}
 	db, err := openBolt(path, &bo)
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 const (
 	// DefaultBatchEntries is how many entries ImportEntries commits at most
 	// per write transaction.
-	DefaultBatchEntries = 4096
+	DefaultBatchEntries = 256
 	// DefaultBatchBytes is how many content bytes ImportEntries holds at
 	// most before it commits a batch.
 	DefaultBatchBytes = 32 << 20
@@ -159,6 +159,14 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 		"updated", r.Updated, "unchanged", r.Unchanged, "retired", r.Retired, "bytes", r.Bytes)
 	return r, nil
 }
+
+// streamFillPercent is the fill factor of the nodes a streaming batch
+// splits. Keys arrive in random order across batches (digests, keyed ids),
+// and bbolt re-splits every node a commit touches at this threshold: at
+// bbolt's default of one half, a catalog of 100,000 resources grew to
+// 515 MB; fuller nodes leave less slack for later inserts but far fewer
+// pages.
+const streamFillPercent = 0.8
 
 // entryImport is the state of one ImportEntries.
 type entryImport struct {
@@ -310,13 +318,28 @@ func (imp *entryImport) flush(ctx context.Context) error {
 	}
 	clear(imp.batch) // drop the bodies
 	imp.batch, imp.batchBytes, imp.deletes = imp.batch[:0], 0, imp.deletes[:0]
+	imp.s.release()
 	return nil
+}
+
+// release drops the file mapping's pages from the resident set
+// (releaseResident) while no transaction of s is open.
+func (s *Store) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var size int64
+	if s.db.View(func(tx *bolt.Tx) error { size = tx.Size(); return nil }) == nil {
+		releaseResident(s.db, size)
+	}
 }
 
 // write writes the batch and the deletions in tx: blobs in digest order and
 // resources in URI order (appends, see writeEntries).
 func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.Time) error {
 	res, vers, blobs, ids := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketBlobs), tx.Bucket(bucketIDs)
+	for _, b := range []*bolt.Bucket{res, vers, blobs, ids} {
+		b.FillPercent = streamFillPercent
+	}
 	batch := imp.batch
 	order := make([]int, len(batch))
 	for i := range order {
