@@ -119,8 +119,8 @@
 //     in place; Live swaps in only a file that opens with its options.
 //   - All or nothing: ImportEntriesStaged commits batches into a scratch
 //     copy and renames it over the catalog only when the whole stream was
-//     imported and the copy passes bbolt's consistency check; on failure
-//     the catalog is byte-identical. (ImportEntries alone, on an open store,
+//     imported and the synced copy reopens cleanly; on failure the catalog
+//     is byte-identical. (ImportEntries alone, on an open store,
 //     is not atomic: it is the staged import's building block.)
 //     Import validates every manifest line and every file
 //     (and, in an encrypted catalog, seals every new blob through the
