@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/json"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -536,5 +537,49 @@ func TestImportEntriesProgress(t *testing.T) {
 		if calls[i][0] <= calls[i-1][0] {
 			t.Fatalf("progress not growing: %v", calls)
 		}
+	}
+}
+
+// TestManifestNewShapes: the manifest format also takes the new URI shapes:
+// any R4 type, tenant-level reference data (labels.patient ""), and
+// attachments with a media type of their own, checked against the bytes.
+func TestManifestNewShapes(t *testing.T) {
+	f := newFixture(t)
+	p, id, id2 := testUUID(1, 1), testUUID(2, 1), testUUID(2, 2)
+	f.writeFile("proc.json", []byte(`{"resourceType":"Procedure"}`))
+	f.writeFile("org.json", []byte(`{"resourceType":"Organization"}`))
+	f.writeFile("a.pdf", []byte("%PDF-1.7 x"))
+	f.writeFile("b.txt", []byte("%PDF-1.7 not text"))
+	line := func(uri, typ, patient, mt, file string) string {
+		b, _ := json.Marshal(ManifestEntry{URI: uri, Name: "n", MIMEType: mt, File: file, Labels: Labels{Tenant: "gh", Patient: patient, Type: typ}})
+		return string(b)
+	}
+	f.writeManifest(
+		line("fhir://gh/patients/"+p+"/procedure/"+id, "procedure", p, MIMEFHIR, "proc.json"),
+		line("fhir://gh/organization/"+id2, "organization", "", MIMEFHIR, "org.json"),
+		line("attachment://gh/patients/"+p+"/attachments/"+id, "attachment", p, "application/pdf", "a.pdf"),
+	)
+	s, _ := openTestStore(t)
+	rep := mustImport(t, s, f.dir)
+	if rep.Created != 3 {
+		t.Fatalf("report %+v", rep)
+	}
+	if r, err := s.Get("attachment://gh/patients/" + p + "/attachments/" + id); err != nil || r.MIMEType != "application/pdf" {
+		t.Fatalf("attachment %+v %v", r, err)
+	}
+	// An attachment whose bytes contradict its type, one with a
+	// non-canonical type, and one with none are rejected.
+	f.writeManifest(
+		line("attachment://gh/attachments/"+id, "attachment", "", "text/plain", "b.txt"),
+		line("attachment://gh/attachments/"+id2, "attachment", "", "Application/PDF", "a.pdf"),
+		line("attachment://gh/attachments/"+testUUID(2, 3), "attachment", "", "", "a.pdf"),
+	)
+	_, err := s.Import(context.Background(), f.dir, nil)
+	if err == nil || !strings.Contains(err.Error(), "mimeType: is not a media type in canonical form") || !strings.Contains(err.Error(), "mimeType: missing") {
+		t.Fatalf("err = %v", err)
+	}
+	f.writeManifest(line("attachment://gh/attachments/"+id, "attachment", "", "text/plain", "b.txt"))
+	if _, err := s.Import(context.Background(), f.dir, nil); err == nil || !strings.Contains(err.Error(), "file: attachment bytes are application/pdf, not text/plain") {
+		t.Fatalf("err = %v", err)
 	}
 }
