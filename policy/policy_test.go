@@ -65,7 +65,7 @@ func TestRegoUnitTestsDetectMutations(t *testing.T) {
 		{"restricted for secondary use", `treatment_mode if grant_mode in {"care", "break_glass"}`, `treatment_mode if true`},
 		{"eth needs no role", `"eth": "sensitive:sud"`, `"eth": ""`},
 		{"very-restricted needs no role", `"very-restricted": "sensitive:very-restricted"`, `"very-restricted": ""`},
-		{"unknown fhir type known", `known_types := fhir_r4_types | document_types`, `known_types := fhir_r4_types | document_types | {"widget"}`},
+		{"unknown fhir type known", `known_type(typ) if typ in document_types`, `known_type(typ) if typ in document_types | {"widget"}`},
 		{"empty purpose accepted", `purpose_missing if input.purpose_of_use == ""`, `purpose_missing if false`},
 	}
 	for _, m := range mutations {

@@ -39,7 +39,9 @@ known_purposes := {
 # billing and research do not. Any other type is denied (fail closed).
 document_types := {"note", "report", "image", "attachment"}
 
-known_types := fhir_r4_types | document_types
+known_type(typ) if typ in fhir_r4_types
+
+known_type(typ) if typ in document_types
 
 # Tenant-level reference data: resources outside every Patient compartment
 # (labels.patient is ""), which name no patient. Clinicians (treatment and
@@ -363,7 +365,7 @@ resource_denies(false, _, _, _, _) := principal_denies | {"resource_missing"}
 
 resource_denies(true, typ, tenant, sens, consent) := (((principal_denies | tenant_denies) | type_denies) | label_denies) | consent_denies if {
 	tenant_denies := {"tenant_mismatch" | not tenant in principal_tenants}
-	type_denies := {"resource_type_unknown" | not typ in known_types}
+	type_denies := {"resource_type_unknown" | not known_type(typ)}
 	label_denies := {code | some label in sens; code := label_deny(label)}
 	consent_denies := {code | some flag in consent; code := consent_deny(flag)}
 }

@@ -622,7 +622,7 @@ test_unknown_types_denied if {
 test_every_r4_type_is_known if {
 	count(authz.fhir_r4_types) == 147
 	every typ in ["patient", "observation", "binary", "organization", "documentreference", "medicationknowledge"] {
-		typ in authz.known_types
+		authz.known_type(typ)
 	}
 }
 
