@@ -74,6 +74,7 @@ func (e *EntryError) Unwrap() error { return ErrBadEntry }
 type entryRecord struct {
 	uri    URI
 	id     [16]byte // the keyed resource id, for the id index and seen set
+	where  string   // Entry.Where (or "entry N")
 	res    Resource
 	body   []byte
 	digest [32]byte

@@ -82,7 +82,10 @@ func (o *EntryOptions) validate() error {
 // (EntryOptions.Namer) into the store, in batches: each batch is validated,
 // its new blobs sealed (encrypted catalog: outside any transaction) and
 // then written in one write transaction. Memory stays about one batch
-// (BatchEntries, BatchBytes) plus 16 bytes and the Where of each entry seen.
+// (BatchEntries, BatchBytes), whatever the stream's length: the entries seen
+// so far (to find an entry named twice, and, with Full, what the stream did
+// not mention) are kept in a scratch bucket of the catalog file, removed at
+// the end.
 //
 // ImportEntries on its own is NOT all or nothing: a failure leaves the
 // batches before it committed. Use ImportEntriesStaged, which imports into
@@ -111,7 +114,7 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	if err := opts.validate(); err != nil {
 		return ImportReport{}, err
 	}
-	imp := &entryImport{s: s, opts: opts, seen: map[[16]byte]string{}}
+	imp := &entryImport{s: s, opts: opts, pending: map[[16]byte]string{}}
 	if err := imp.begin(); err != nil {
 		return ImportReport{}, err
 	}
@@ -152,6 +155,9 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 			return ImportReport{}, err
 		}
 	}
+	if err := s.update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketImportSeen) }); err != nil {
+		return ImportReport{}, fmt.Errorf("store: remove the import's scratch bucket: %w", err)
+	}
 	imp.rep.Lines = n
 	imp.progress(n, n)
 	r := imp.rep
@@ -173,14 +179,27 @@ type entryImport struct {
 	s     *Store
 	opts  EntryOptions
 	mode  string
-	seen  map[[16]byte]string // keyed id -> Where of the entry that named it
 	probs entryProblems
+	// pending maps the keyed ids of the queued batch to their Where;
+	// bucketImportSeen holds those of the batches written.
+	pending map[[16]byte]string
 
 	batch      []entryRecord
 	batchBytes int64
-	deletes    [][16]byte
+	deletes    []deletion
 	rep        ImportReport
 	lastProg   int
+}
+
+// bucketImportSeen is a streaming import's scratch bucket: keyed id -> Where
+// of every entry written so far. ImportEntries removes it at the end (and a
+// stale one left by a failed import at the start).
+var bucketImportSeen = []byte("import-seen")
+
+// deletion is a queued Deleted entry.
+type deletion struct {
+	id    [16]byte
+	where string
 }
 
 // entryProblems collects entry problems up to maxReportedProblems.
@@ -242,6 +261,14 @@ func (imp *entryImport) begin() error {
 		if _, err := tx.CreateBucketIfNotExists(bucketIDs); err != nil {
 			return fmt.Errorf("store: create bucket: %w", err)
 		}
+		if tx.Bucket(bucketImportSeen) != nil {
+			if err := tx.DeleteBucket(bucketImportSeen); err != nil {
+				return fmt.Errorf("store: remove a stale import bucket: %w", err)
+			}
+		}
+		if _, err := tx.CreateBucket(bucketImportSeen); err != nil {
+			return fmt.Errorf("store: create bucket: %w", err)
+		}
 		return nil
 	})
 }
@@ -258,13 +285,17 @@ func (imp *entryImport) add(e *Entry, n int) bool {
 		return imp.probs.add(where, strings.TrimPrefix(err.Error(), "store: "))
 	}
 	id := uuid.MustParse(u.ID)
-	if first, dup := imp.seen[id]; dup {
-		return imp.probs.add(where, "the same resource appears twice in the input (first at "+first+")")
+	if first, dup := imp.pending[id]; dup {
+		return imp.probs.add(where, duplicate(first))
 	}
-	imp.seen[id] = where
+	if len(imp.probs.list) == 0 {
+		// Once nothing more is written, entries are only validated: no
+		// record of them is kept, so memory stays bounded.
+		imp.pending[id] = where
+	}
 	if e.Deleted {
 		if len(imp.probs.list) == 0 {
-			imp.deletes = append(imp.deletes, id)
+			imp.deletes = append(imp.deletes, deletion{id, where})
 		}
 		return true
 	}
@@ -275,12 +306,30 @@ func (imp *entryImport) add(e *Entry, n int) bool {
 	if len(imp.probs.list) > 0 {
 		return true // validate the rest, write nothing more
 	}
-	rec.id = id
+	rec.id, rec.where = id, where
 	rec.digest = sha256.Sum256(e.Body)
 	rec.res.Digest = formatDigest(rec.digest)
 	imp.batch = append(imp.batch, rec)
 	imp.batchBytes += int64(len(e.Body))
 	return true
+}
+
+// duplicate is the problem of an entry whose resource the input named
+// before, at first.
+func duplicate(first string) string {
+	return "the same resource appears twice in the input (first at " + first + ")"
+}
+
+// markSeen records id in the scratch bucket of entries written, or returns
+// the problem if an earlier batch had it.
+func markSeen(seen *bolt.Bucket, id [16]byte, where string) error {
+	if first := seen.Get(id[:]); first != nil {
+		return &EntryError{Where: where, Reason: duplicate(string(first))}
+	}
+	if err := seen.Put(id[:], []byte(where)); err != nil {
+		return fmt.Errorf("store: put seen: %w", err)
+	}
+	return nil
 }
 
 // flush seals (encrypted catalog) and writes the queued batch.
@@ -318,6 +367,7 @@ func (imp *entryImport) flush(ctx context.Context) error {
 	}
 	clear(imp.batch) // drop the bodies
 	imp.batch, imp.batchBytes, imp.deletes = imp.batch[:0], 0, imp.deletes[:0]
+	clear(imp.pending)
 	imp.s.release()
 	return nil
 }
@@ -337,7 +387,8 @@ func (s *Store) release() {
 // resources in URI order (appends, see writeEntries).
 func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.Time) error {
 	res, vers, blobs, ids := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketBlobs), tx.Bucket(bucketIDs)
-	for _, b := range []*bolt.Bucket{res, vers, blobs, ids} {
+	seen := tx.Bucket(bucketImportSeen)
+	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen} {
 		b.FillPercent = streamFillPercent
 	}
 	batch := imp.batch
@@ -364,6 +415,9 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(batch[a].res.URI, batch[b].res.URI) })
 	for _, i := range order {
 		rec := &batch[i]
+		if err := markSeen(seen, rec.id, rec.where); err != nil {
+			return err
+		}
 		imp.rep.Bytes += rec.res.Size
 		// A resource whose URI changed (its patient changed) retires the old one.
 		if old := ids.Get(rec.id[:]); old != nil && string(old) != rec.res.URI {
@@ -414,8 +468,11 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 			return fmt.Errorf("store: put resource: %w", err)
 		}
 	}
-	for _, id := range imp.deletes {
-		uri := ids.Get(id[:])
+	for _, d := range imp.deletes {
+		if err := markSeen(seen, d.id, d.where); err != nil {
+			return err
+		}
+		uri := ids.Get(d.id[:])
 		if uri == nil {
 			imp.rep.Unchanged++ // never imported: nothing to retire
 			continue
@@ -497,17 +554,25 @@ func (imp *entryImport) retireUnmentioned(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for _, r := range page {
-			if r.Labels.Tenant != tenant || r.Source != imp.opts.Source {
-				continue
+		err = imp.s.view(func(tx *bolt.Tx) error {
+			seen := tx.Bucket(bucketImportSeen)
+			for _, r := range page {
+				if r.Labels.Tenant != tenant || r.Source != imp.opts.Source {
+					continue
+				}
+				u, err := ParseURI(r.URI)
+				if err != nil {
+					return fmt.Errorf("%w: stored uri does not parse", ErrCorrupt)
+				}
+				id := uuid.MustParse(u.ID)
+				if seen.Get(id[:]) == nil {
+					gone = append(gone, r.URI)
+				}
 			}
-			u, err := ParseURI(r.URI)
-			if err != nil {
-				return fmt.Errorf("%w: stored uri does not parse", ErrCorrupt)
-			}
-			if _, ok := imp.seen[uuid.MustParse(u.ID)]; !ok {
-				gone = append(gone, r.URI)
-			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		if len(page) < diffPage {
 			break

@@ -315,7 +315,6 @@ func TestImportEntriesFailureLeavesCatalogUntouched(t *testing.T) {
 		Entry{Type: "Attachment", ID: "a1", Patient: srcPatient, MIMEType: "application/pdf", Body: []byte("MRN-004711 is not a pdf"), Where: "DocumentReference.ndjson:9"},
 		Entry{Type: "Attachment", ID: "a2", Patient: srcPatient, MIMEType: "text/plain", Body: []byte("%PDF-1.7 MRN-004711"), Where: "DocumentReference.ndjson:10"},
 		Entry{Type: "Attachment", ID: "a3", Patient: srcPatient, MIMEType: "text/plain", Body: []byte{0xff, 0xfe}, Where: "DocumentReference.ndjson:11"},
-		fhirEntry("Observation", "o1", srcPatient, `{"resourceType":"Observation"}`), // duplicate
 		Entry{Type: "Observation", ID: "s", Patient: srcPatient, Body: []byte(`{"resourceType":"Observation"}`), Sensitivity: []string{"secret"}, Where: "x.ndjson:99"},
 	)
 	_, err := stagedImport(t, path, EntryOptions{BatchEntries: 7}, es...)
@@ -330,7 +329,6 @@ func TestImportEntriesFailureLeavesCatalogUntouched(t *testing.T) {
 		"DocumentReference.ndjson:9: attachment bytes are not application/pdf",
 		"DocumentReference.ndjson:10: attachment bytes are application/pdf, not text/plain",
 		"DocumentReference.ndjson:11: attachment text is not valid utf-8",
-		"Observation.ndjson:o1: the same resource appears twice in the input (first at Observation.ndjson:o1)",
 		"x.ndjson:99: sensitivity: unknown value",
 	} {
 		if !strings.Contains(msg, want) {
@@ -346,6 +344,21 @@ func TestImportEntriesFailureLeavesCatalogUntouched(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(dir, ".catalog.db.import-*"))
 	if len(left) != 0 {
 		t.Errorf("scratch files left: %v", left)
+	}
+
+	// The same resource twice: in one batch, and across batches (found in
+	// the import's scratch bucket, after earlier batches were written).
+	for _, first := range []int{8, 1} { // o8 is in the pending batch, o1 in one written
+		dup := fhirEntry("Observation", fmt.Sprintf("o%d", first), srcPatient, `{"resourceType":"Observation"}`)
+		dup.Where = "again.ndjson:1"
+		_, err = stagedImport(t, path, EntryOptions{BatchEntries: 7}, append(slices.Clone(es[:10]), dup)...)
+		want := fmt.Sprintf("again.ndjson:1: the same resource appears twice in the input (first at Observation.ndjson:o%d)", first)
+		if !errors.Is(err, ErrBadEntry) || err.Error() != want {
+			t.Fatalf("duplicate: err = %v, want %q", err, want)
+		}
+		if fileSum(t, path) != before {
+			t.Error("a failed import changed the catalog")
+		}
 	}
 
 	// A reader error mid-stream, after batches were committed to the copy.
