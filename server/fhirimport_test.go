@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,6 +61,18 @@ func TestFHIRImportServed(t *testing.T) {
 	reads := lf.actions(start, server.ActionRead)
 	if len(reads) != 3 || reads[1].Reason != "reference_data" {
 		t.Fatalf("read records: %+v", reads)
+	}
+
+	// Completion: the reference-data template offers the tenant-level
+	// type and id; the patient template never offers them.
+	if got := complete(t, cs, "fhir://{tenant}/{type}/{id}", "type", "", nil).Completion.Values; !slices.Equal(got, []string{"organization"}) {
+		t.Errorf("reference-data types = %v", got)
+	}
+	if got := complete(t, cs, "fhir://{tenant}/{type}/{id}", "id", "", map[string]string{"type": "organization"}).Completion.Values; !slices.Equal(got, []string{org[strings.LastIndex(org, "/")+1:]}) {
+		t.Errorf("reference-data ids = %v", got)
+	}
+	if got := complete(t, cs, fhirTemplate, "type", "org", nil).Completion.Values; len(got) != 0 {
+		t.Errorf("the patient template offers %v", got)
 	}
 
 	rcs := lf.connect(lf.identity("researcher"))
