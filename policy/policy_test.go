@@ -53,8 +53,19 @@ func TestRegoUnitTestsDetectMutations(t *testing.T) {
 		{"billing any type", `"obligations": billing_obligations[typ]}`, `"obligations": object.get(billing_obligations, typ, [])}`},
 		{"batch differs from single", `decisions := resource_decisions(input.items) if`,
 			`decisions := [decision | some _ in input.items] if`},
-		{"empty patient is in the care team", `not "" in input.principal.patients`, `true`},
-		{"researcher reads notes", `"encounter": research_deidentify,`, "\"encounter\": research_deidentify,\n\t\"note\": [],"},
+		// An empty patient makes a resource tenant-level (decided by
+		// reference_grant), so the care team's "" filter below it is
+		// defence in depth no test can reach; the mutation targets the
+		// tenant-level feature instead.
+		{"tenant-level decided by the care grant", "request_denies, true, r.type, r.tenant, r.patient == \"\",\n\tr.patient in care_relationship_patients,", "request_denies, true, r.type, r.tenant, false,\n\tr.patient in care_relationship_patients,"},
+		{"researcher reads notes", `"familymemberhistory", "imagingstudy", "specimen",`, `"familymemberhistory", "imagingstudy", "specimen", "note",`},
+		{"researcher reads attachments", `"familymemberhistory", "imagingstudy", "specimen",`, `"familymemberhistory", "imagingstudy", "specimen", "attachment",`},
+		{"reference data of any type", `reference_type(typ) if typ in reference_types`, `reference_type(typ) if typ`},
+		{"reference data for research undeidentified", `reference_grant("research", typ) := {"reasons": ["research_deidentified"], "obligations": research_deidentify}`, `reference_grant("research", typ) := {"reasons": ["research_deidentified"], "obligations": []}`},
+		{"restricted for secondary use", `treatment_mode if grant_mode in {"care", "break_glass"}`, `treatment_mode if true`},
+		{"eth needs no role", `"eth": "sensitive:sud"`, `"eth": ""`},
+		{"very-restricted needs no role", `"very-restricted": "sensitive:very-restricted"`, `"very-restricted": ""`},
+		{"unknown fhir type known", `known_type(typ) if typ in document_types`, `known_type(typ) if typ in document_types | {"widget"}`},
 		{"empty purpose accepted", `purpose_missing if input.purpose_of_use == ""`, `purpose_missing if false`},
 	}
 	for _, m := range mutations {

@@ -12,7 +12,31 @@ import (
 	"github.com/custos-mcp/custos/minimize"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/rego"
+	"github.com/custos-mcp/custos/store"
 )
+
+// TestFHIRTypesMatchStore: the policy's fhir_r4_types are exactly the
+// types a fhir:// URI may carry (store.FHIRTypes, generated from the R4
+// StructureDefinitions).
+func TestFHIRTypesMatchStore(t *testing.T) {
+	b, err := fs.ReadFile(rego.FS, "custos/authz.rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(b), "\nfhir_r4_types := {\n")
+	block, _, ok2 := strings.Cut(block, "\n}")
+	if !ok || !ok2 {
+		t.Fatal("authz.rego has no fhir_r4_types set")
+	}
+	var got []string
+	for _, line := range strings.Split(block, "\n") {
+		got = append(got, strings.Trim(strings.TrimSpace(line), `",`))
+	}
+	slices.Sort(got)
+	if want := store.FHIRTypes(); !slices.Equal(got, want) {
+		t.Errorf("fhir_r4_types has %d types, store %d; they differ", len(got), len(want))
+	}
+}
 
 func TestEmbeddedFiles(t *testing.T) {
 	for _, name := range []string{"custos/authz.rego", "custos/authz_test.rego"} {

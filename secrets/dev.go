@@ -38,6 +38,7 @@ func (k Key) LogValue() slog.Value { return slog.StringValue(k.String()) }
 type Dev struct {
 	cursor  Key
 	audit   Key
+	id      Key
 	signPub ed25519.PublicKey
 	signKey ed25519.PrivateKey
 	signID  string
@@ -45,7 +46,7 @@ type Dev struct {
 
 // NewDev returns a development provider with fresh random keys.
 func NewDev() (*Dev, error) {
-	b := make([]byte, 2*KeySize)
+	b := make([]byte, 3*KeySize)
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("secrets: drawing dev key: %w", err)
 	}
@@ -55,7 +56,8 @@ func NewDev() (*Dev, error) {
 	}
 	return &Dev{
 		cursor:  Key{ID: "dev-ephemeral-1", Bytes: b[:KeySize]},
-		audit:   Key{ID: "dev:ephemeral", Bytes: b[KeySize:]},
+		audit:   Key{ID: "dev:ephemeral", Bytes: b[KeySize : 2*KeySize]},
+		id:      Key{ID: "dev:ephemeral", Bytes: b[2*KeySize:]},
 		signPub: pub, signKey: priv, signID: "dev:ephemeral",
 	}, nil
 }
@@ -75,13 +77,17 @@ const DevKeyFile = "dev-keys.json"
 type devKeyFile struct {
 	AuditHMAC   string `json:"audit_hmac"`
 	SigningSeed string `json:"signing_seed"`
+	// IDKey was added later: a file without it gets one drawn and written.
+	IDKey string `json:"id_key,omitempty"`
 }
 
-// PersistIn makes the audit keyed-hash key and the checkpoint signing key
-// persistent across dev runs on one data directory: they are read from
-// dir/dev-keys.json, or drawn and written there (mode 0600) if it does not
-// exist. `custos audit hash`, reports and checkpoint verification then work
-// on a dev data directory. The keys get the id "dev:file". The cursor key
+// PersistIn makes the audit keyed-hash key, the checkpoint signing key and
+// the resource id key persistent across dev runs on one data directory:
+// they are read from dir/dev-keys.json, or drawn and written there (mode
+// 0600) if it does not exist (a file written before the id key existed gets
+// one added). `custos audit hash`, reports and checkpoint verification then
+// work on a dev data directory, and demo, serve and import name imported
+// resources alike. The keys get the id "dev:file". The cursor key
 // stays ephemeral. Production keys live in Vault, never in a file beside
 // the log; this exists for the demo and synthetic data only.
 func (d *Dev) PersistIn(dir string) error {
@@ -91,21 +97,10 @@ func (d *Dev) PersistIn(dir string) error {
 		kf := devKeyFile{
 			AuditHMAC:   base64.StdEncoding.EncodeToString(d.audit.Bytes),
 			SigningSeed: base64.StdEncoding.EncodeToString(d.signKey.Seed()),
+			IDKey:       base64.StdEncoding.EncodeToString(d.id.Bytes),
 		}
-		b, _ = json.Marshal(kf)
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return fmt.Errorf("secrets: creating %s: %w", DevKeyFile, err)
-		}
-		_, werr := f.Write(append(b, '\n'))
-		if err := f.Sync(); werr == nil {
-			werr = err
-		}
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			return fmt.Errorf("secrets: writing %s: %w", DevKeyFile, werr)
+		if b, err = writeDevKeys(path, kf, false); err != nil {
+			return err
 		}
 	} else if err != nil {
 		return fmt.Errorf("secrets: reading %s: %w", DevKeyFile, err)
@@ -116,17 +111,62 @@ func (d *Dev) PersistIn(dir string) error {
 	if err := dec.Decode(&kf); err != nil {
 		return fmt.Errorf("%w: %s is not a dev key file", ErrBadConfig, path)
 	}
+	if kf.IDKey == "" {
+		kf.IDKey = base64.StdEncoding.EncodeToString(d.id.Bytes)
+		if _, err := writeDevKeys(path, kf, true); err != nil {
+			return err
+		}
+	}
 	ak, err1 := base64.StdEncoding.Strict().DecodeString(kf.AuditHMAC)
 	seed, err2 := base64.StdEncoding.Strict().DecodeString(kf.SigningSeed)
-	if err1 != nil || err2 != nil || len(ak) != KeySize || len(seed) != ed25519.SeedSize {
+	ik, err3 := base64.StdEncoding.Strict().DecodeString(kf.IDKey)
+	if err1 != nil || err2 != nil || err3 != nil || len(ak) != KeySize || len(seed) != ed25519.SeedSize || len(ik) != KeySize {
 		return fmt.Errorf("%w: %s holds malformed keys", ErrBadConfig, path)
 	}
 	d.audit = Key{ID: "dev:file", Bytes: ak}
+	d.id = Key{ID: "dev:file", Bytes: ik}
 	d.signKey = ed25519.NewKeyFromSeed(seed)
 	d.signPub = d.signKey.Public().(ed25519.PublicKey)
 	d.signID = "dev:file"
 	return nil
 }
+
+// writeDevKeys writes kf to path (mode 0600): a new file, or with replace
+// a new version of an existing one (through a temporary file and a rename,
+// so a crash leaves the old or the new file, never half of one). It
+// returns the bytes written.
+func writeDevKeys(path string, kf devKeyFile, replace bool) ([]byte, error) {
+	b, _ := json.Marshal(kf)
+	b = append(b, '\n')
+	target := path
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if replace {
+		target = path + ".tmp"
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(target, flags, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("secrets: creating %s: %w", DevKeyFile, err)
+	}
+	_, werr := f.Write(b)
+	if err := f.Sync(); werr == nil {
+		werr = err
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil && replace {
+		werr = os.Rename(target, path)
+	}
+	if werr != nil {
+		return nil, fmt.Errorf("secrets: writing %s: %w", DevKeyFile, werr)
+	}
+	return b, nil
+}
+
+// IDKey returns the resource id key (store.ResourceID): ephemeral, or
+// persisted by PersistIn so that demo, serve and import agree.
+func (d *Dev) IDKey(context.Context) (Key, error) { return d.id.clone(), nil }
 
 // AuditKey returns the audit keyed-hash key.
 func (d *Dev) AuditKey(context.Context) (Key, error) { return d.audit.clone(), nil }

@@ -3,6 +3,7 @@ package secrets
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"os"
@@ -81,6 +82,58 @@ func TestDevPersistInKeepsAuditAndSigningKeys(t *testing.T) {
 	c, _ := NewDev()
 	if err := c.PersistIn(dir); err == nil {
 		t.Fatal("malformed dev key file accepted")
+	}
+}
+
+// TestDevPersistInKeepsIDKey: the resource id key is persisted with the
+// other dev keys, so demo, serve and import name resources alike; a key
+// file written before the id key existed gets one added, once, and keeps
+// its other keys.
+func TestDevPersistInKeepsIDKey(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, _ := NewDev()
+	b, _ := NewDev()
+	ea, _ := a.IDKey(ctx)
+	eb, _ := b.IDKey(ctx)
+	if bytes.Equal(ea.Bytes, eb.Bytes) || len(ea.Bytes) != KeySize {
+		t.Fatal("ephemeral id keys must be fresh random keys")
+	}
+	if err := a.PersistIn(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PersistIn(dir); err != nil {
+		t.Fatal(err)
+	}
+	ka, _ := a.IDKey(ctx)
+	kb, _ := b.IDKey(ctx)
+	if !bytes.Equal(ka.Bytes, kb.Bytes) || ka.ID != "dev:file" || !bytes.Equal(ka.Bytes, ea.Bytes) {
+		t.Fatalf("id key not persisted: %v %v", ka, kb)
+	}
+
+	// An older file: audit key and signing seed only.
+	old := t.TempDir()
+	seed := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	audit := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{8}, 32))
+	if err := os.WriteFile(filepath.Join(old, DevKeyFile), []byte(`{"audit_hmac":"`+audit+`","signing_seed":"`+seed+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := NewDev()
+	if err := c.PersistIn(old); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := NewDev()
+	if err := d.PersistIn(old); err != nil {
+		t.Fatal(err)
+	}
+	kc, _ := c.IDKey(ctx)
+	kd, _ := d.IDKey(ctx)
+	ac, _ := d.AuditKey(ctx)
+	if !bytes.Equal(kc.Bytes, kd.Bytes) || !bytes.Equal(ac.Bytes, bytes.Repeat([]byte{8}, 32)) {
+		t.Fatal("id key added to an older file is not kept, or the audit key changed")
+	}
+	if fi, err := os.Stat(filepath.Join(old, DevKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode: %v %v", fi, err)
 	}
 }
 

@@ -42,6 +42,11 @@ type Layout struct {
 	CursorKeyPath string
 	// AuditKeyPath is the KV path of the audit keyed-hash (HMAC) key.
 	AuditKeyPath string
+	// IDKeyPath is the KV path of the resource id key: the HMAC key of the
+	// opaque ids of imported FHIR resources (store.ResourceID). It is never
+	// rotated: a new version would give every resource a new URI, so the
+	// catalog records the version it was imported under and refuses another.
+	IDKeyPath string
 	// TransitMount is the mount of the Transit engine ("transit").
 	TransitMount string
 	// SigningKey is the Transit key (type ed25519, not exportable) that signs
@@ -60,6 +65,7 @@ var DefaultLayout = Layout{
 	KVMount:       "secret",
 	CursorKeyPath: "custos/cursor-key",
 	AuditKeyPath:  "custos/audit-hmac-key",
+	IDKeyPath:     "custos/id-key",
 	TransitMount:  "transit",
 	SigningKey:    "custos-audit-signing",
 	BlobKey:       "custos-blob-kek",
@@ -78,6 +84,7 @@ func (l Layout) withDefaults() Layout {
 		def string
 	}{
 		{&l.KVMount, d.KVMount}, {&l.CursorKeyPath, d.CursorKeyPath}, {&l.AuditKeyPath, d.AuditKeyPath},
+		{&l.IDKeyPath, d.IDKeyPath},
 		{&l.TransitMount, d.TransitMount}, {&l.SigningKey, d.SigningKey}, {&l.BlobKey, d.BlobKey},
 		{&l.PolicyKey, d.PolicyKey},
 	} {
@@ -92,7 +99,7 @@ func (l Layout) withDefaults() Layout {
 // look like they carry a value instead of naming one.
 func (l Layout) validate() error {
 	for name, v := range map[string]string{
-		"kv mount": l.KVMount, "cursor key path": l.CursorKeyPath, "audit key path": l.AuditKeyPath,
+		"kv mount": l.KVMount, "cursor key path": l.CursorKeyPath, "audit key path": l.AuditKeyPath, "id key path": l.IDKeyPath,
 		"transit mount": l.TransitMount, "signing key": l.SigningKey, "blob key": l.BlobKey,
 		"policy key": l.PolicyKey,
 	} {

@@ -27,8 +27,8 @@ func TestPolicyDocumented(t *testing.T) {
 		return out
 	}
 	policy, documented := set(PolicyHCL), set(string(doc))
-	if len(policy) != 9 {
-		t.Fatalf("the policy has %d rules, want 9 (update this test and docs/vault.md together)", len(policy))
+	if len(policy) != 10 {
+		t.Fatalf("the policy has %d rules, want 10 (update this test and docs/vault.md together)", len(policy))
 	}
 	for r := range policy {
 		if !documented[r] {
@@ -44,6 +44,7 @@ func TestPolicyDocumented(t *testing.T) {
 	l := DefaultLayout
 	paths := map[string]bool{
 		l.KVDataPath(l.CursorKeyPath): true, l.KVDataPath(l.AuditKeyPath): true,
+		l.KVDataPath(l.IDKeyPath):           true,
 		l.TransitPath("keys", l.SigningKey): true, l.TransitPath("sign", l.SigningKey): true,
 		l.TransitPath("keys", l.BlobKey): true, l.TransitPath("datakey/wrapped", l.BlobKey): true,
 		l.TransitPath("decrypt", l.BlobKey): true, l.TransitPath("rewrap", l.BlobKey): true,

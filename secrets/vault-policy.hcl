@@ -5,12 +5,16 @@
 # cannot write or delete secrets, rotate or export keys, or read any other
 # path. Token renewal and lookup come from Vault's built-in "default" policy.
 
-# KV v2 (mount "secret"): the cursor sealing key and the audit keyed-hash key.
+# KV v2 (mount "secret"): the cursor sealing key, the audit keyed-hash key and
+# the resource id key (opaque ids of imported FHIR resources; never rotated).
 # Reading a specific older version (?version=N) needs the same capability.
 path "secret/data/custos/cursor-key" {
   capabilities = ["read"]
 }
 path "secret/data/custos/audit-hmac-key" {
+  capabilities = ["read"]
+}
+path "secret/data/custos/id-key" {
   capabilities = ["read"]
 }
 

@@ -165,6 +165,7 @@ type keyState struct {
 	cursor     []Key // newest first
 	audit      Key   // == audits[0]
 	audits     []Key // newest first
+	id         Key   // the resource id key, newest version (IDKey)
 	signing    signingKey
 	blobKEKVer int
 	refreshed  time.Time
@@ -340,6 +341,15 @@ func (v *Vault) fetch(ctx context.Context, prev *keyState) (*keyState, error) {
 	}
 	if st.audits, err = v.readKVVersions(ctx, l.AuditKeyPath, prev.heldAudit()); err != nil {
 		return nil, err
+	}
+	if !v.opts.AuditorOnly {
+		// Checked at startup like every key; a server that never imports
+		// does not use it, but one node's configuration serves both.
+		id, err := v.readKV(ctx, l.IDKeyPath, 0)
+		if err != nil {
+			return nil, err
+		}
+		st.id = id.key
 	}
 	st.audit = st.audits[0]
 
@@ -775,6 +785,21 @@ func (v *Vault) AuditKeys(context.Context) ([]Key, error) {
 		out[i] = k.clone()
 	}
 	return out, nil
+}
+
+// IDKey returns the resource id key (Layout.IDKeyPath, its newest version):
+// the HMAC key of the opaque ids of imported FHIR resources
+// (store.ResourceID). Its ID ("secret/custos/id-key@1") names the version;
+// the catalog records it and refuses an import under another.
+func (v *Vault) IDKey(context.Context) (Key, error) {
+	st, err := v.fresh()
+	if err != nil {
+		return Key{}, err
+	}
+	if len(st.id.Bytes) == 0 {
+		return Key{}, fmt.Errorf("%w: opened for audit tools only", ErrMissing)
+	}
+	return st.id.clone(), nil
 }
 
 // AuditKey returns the newest audit keyed-hash (HMAC) key.

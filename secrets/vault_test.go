@@ -91,6 +91,10 @@ func TestVaultLoadsEveryKeyAndUsesTransit(t *testing.T) {
 	if err != nil || !bytes.Equal(ak.Bytes, p.AuditKey) {
 		t.Fatalf("audit key = %v, %v", ak, err)
 	}
+	ik, err := v.IDKey(ctx)
+	if err != nil || !bytes.Equal(ik.Bytes, p.IDKey) || ik.ID != "secret/custos/id-key@1" {
+		t.Fatalf("id key = %v, %v; want the provisioned key, version 1", ik, err)
+	}
 	want := "audit-hmac=secret/custos/audit-hmac-key@1 blob-kek=transit/custos-blob-kek@1 cursor=secret/custos/cursor-key@1 signing=transit/custos-audit-signing@1"
 	if got := strings.Join(v.KeyIDs(), " "); got != want {
 		t.Fatalf("KeyIDs = %q\nwant     %q", got, want)
@@ -325,6 +329,8 @@ func TestVaultStartupErrorsNameThePathAndTheRule(t *testing.T) {
 			[]string{"transit/sign/custos-audit-signing", `capabilities = ["update"]`, `"custos-server"`}, []string{tok}},
 		{"missing KV key", secrets.VaultOptions{Address: srv.Addr, Token: srv.RootToken, Layout: secrets.Layout{CursorKeyPath: "custos/nope"}}, secrets.ErrMissing,
 			[]string{"secret/data/custos/nope", "vault kv put"}, []string{srv.RootToken}},
+		{"missing id key", secrets.VaultOptions{Address: srv.Addr, Token: srv.RootToken, Layout: secrets.Layout{IDKeyPath: "custos/no-id-key"}}, secrets.ErrMissing,
+			[]string{"secret/data/custos/no-id-key", "vault kv put"}, []string{srv.RootToken}},
 		{"missing transit key", secrets.VaultOptions{Address: srv.Addr, Token: srv.RootToken, Layout: secrets.Layout{BlobKey: "nope"}}, secrets.ErrMissing,
 			[]string{"transit/keys/nope", "type=aes256-gcm96"}, []string{srv.RootToken}},
 		{"bad token", secrets.VaultOptions{Address: srv.Addr, Token: "hvs.not-a-token-canary"}, secrets.ErrPermission,

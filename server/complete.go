@@ -58,6 +58,10 @@ type completion struct {
 	arg    string            // the variable to complete
 	prefix string            // what the client typed so far
 	given  map[string]string // context arguments of other variables
+	// patients is whether the template names a patient: the templates of
+	// tenant-level reference data (no {patient}) match only URIs without
+	// one, and the others only URIs with one.
+	patients bool
 }
 
 // templateToken is a literal run or a {variable} of a level-1 URI template.
@@ -99,6 +103,7 @@ func parseCompletion(p *mcp.CompleteParams) (completion, string, error) {
 	tmpl := allTemplates()[i].URITemplate
 	c := completion{tokens: parseTemplate(tmpl), arg: p.Argument.Name, prefix: p.Argument.Value, given: map[string]string{}}
 	c.scheme, _, _ = strings.Cut(tmpl, "://")
+	c.patients = strings.Contains(tmpl, "{patient}")
 	vars := map[string]bool{}
 	for _, t := range c.tokens {
 		if t.name != "" {
@@ -150,7 +155,7 @@ func (c completion) seek() string {
 // value returns u's value of the argument, if u matches the template and
 // the given context.
 func (c completion) value(u store.URI) (string, bool) {
-	if u.Scheme != c.scheme {
+	if u.Scheme != c.scheme || (u.Patient != "") != c.patients {
 		return "", false
 	}
 	vals := map[string]string{"tenant": u.Tenant, "patient": u.Patient, "type": u.Type, "id": u.ID}

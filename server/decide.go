@@ -120,7 +120,7 @@ func (s *Server) decideURI(ctx context.Context, id Identity, uri, action string)
 // read in every reason (",page=N").
 func (s *Server) decideResource(ctx context.Context, id Identity, e audit.Entry, u store.URI, page int, withInput bool) verdict {
 	uri := u.String()
-	e.URIs, e.Patients = []string{uri}, []string{u.Patient}
+	e.URIs, e.Patients = []string{uri}, patientList(u.Patient)
 	e.DecisionID = uuid.NewString()
 
 	r, err := s.cfg.Catalog.Get(uri)
@@ -129,7 +129,7 @@ func (s *Server) decideResource(ctx context.Context, id Identity, e audit.Entry,
 		return verdict{err: s.catalogFailed(ctx, e, withPage(ReasonCatalogUnavailable, page), err)}
 	}
 	if found {
-		e.Patients = []string{r.Labels.Patient}
+		e.Patients = patientList(r.Labels.Patient)
 		e.Digests = []string{digestRef(r)}
 	} else {
 		r = store.Resource{URI: uri, MIMEType: u.MIMEType(), Labels: store.Labels{Tenant: u.Tenant, Patient: u.Patient, Type: u.Type}}

@@ -42,6 +42,10 @@ const (
 	// caller gets the answer a denial gets. Appended (",not_found") to a
 	// policy error about a missing URI.
 	ReasonNotFound = "not_found"
+	// ReasonRetired: a URI left the catalog (ActionRetire): deleted at the
+	// source, missing from a full import, or no longer in the replacing
+	// catalog. Outcome allow.
+	ReasonRetired = "retired"
 	// ReasonDenied: the policy denied without giving a reason. Outcome deny.
 	ReasonDenied = "denied"
 	// ReasonBinaryNotMinimizable is added to an allow decision's reasons

@@ -135,7 +135,19 @@ func pseudonymURI(pseudonym func(string) string, uri string) string {
 	if err != nil {
 		return "invalid"
 	}
+	if u.Patient == "" {
+		return uri // tenant-level reference data: no patient to hide
+	}
 	return strings.ReplaceAll(uri, u.Patient, pseudonym(u.Patient))
+}
+
+// patientList is the audit record's Patients for one resource of patient
+// p: none for tenant-level reference data (p == "").
+func patientList(p string) []string {
+	if p == "" {
+		return nil
+	}
+	return []string{p}
 }
 
 // pseudonymCache memoizes audit.Pseudonym under the newest audit key: a
@@ -230,7 +242,7 @@ func (s *Server) refuseStale(ctx context.Context, id Identity, method string, re
 	e := s.entry(ctx, id, method)
 	if r, ok := req.(*mcp.ReadResourceRequest); ok && r.Params != nil {
 		if u, err := store.ParseURI(r.Params.URI); err == nil {
-			e.URIs, e.Patients = []string{u.String()}, []string{u.Patient}
+			e.URIs, e.Patients = []string{u.String()}, patientList(u.Patient)
 		}
 	}
 	s.log.Error("keys are stale; request refused", "action", method, "err", cause)

@@ -135,17 +135,14 @@ func (a *aliaser) present(item *mcp.Resource, r store.Resource, d policy.Decisio
 // researchTitle is the title and description of a research list item,
 // made from the resource type only: nothing of the source record.
 func researchTitle(typ string) (title, description string) {
+	if typ == store.TypeAttachment {
+		return "Attachment (de-identified)", "An attachment (document or image), de-identified under HIPAA Safe Harbor (research view)."
+	}
 	name := typ
-	if n, ok := researchTypeNames[typ]; ok {
+	if n := store.FHIRResourceType(typ); n != "" {
 		name = n
 	}
 	return name + " (de-identified)", "A FHIR R4 " + name + " resource, de-identified under HIPAA Safe Harbor (research view)."
-}
-
-// researchTypeNames are the FHIR names of the catalog's lowercase types.
-var researchTypeNames = map[string]string{
-	"patient": "Patient", "observation": "Observation", "condition": "Condition",
-	"medicationrequest": "MedicationRequest", "encounter": "Encounter", "coverage": "Coverage",
 }
 
 // minimizeAlias is the alias function minimization rewrites references to
@@ -188,7 +185,10 @@ func (a *aliaser) out(uri string) string {
 	if err != nil {
 		return uri
 	}
-	u.Patient, u.ID = a.alias(u.Patient), a.alias(u.ID)
+	if u.Patient != "" { // tenant-level reference data has no patient
+		u.Patient = a.alias(u.Patient)
+	}
+	u.ID = a.alias(u.ID)
 	return u.String()
 }
 
@@ -196,7 +196,10 @@ func (a *aliaser) out(uri string) string {
 // aliases) to the catalog URI; ok is false when either is not an alias of
 // a catalog id (the caller gets "not found", as for any missing URI).
 func (a *aliaser) in(ctx context.Context, u store.URI) (store.URI, bool) {
-	p, ok1 := a.resolve(ctx, u.Patient)
+	p, ok1 := "", true
+	if u.Patient != "" {
+		p, ok1 = a.resolve(ctx, u.Patient)
+	}
 	id, ok2 := a.resolve(ctx, u.ID)
 	if !ok1 || !ok2 {
 		return u, false
@@ -265,7 +268,9 @@ func (a *aliaser) rebuild(ctx context.Context, idx *aliases) error {
 			if err != nil {
 				continue
 			}
-			real[a.alias(u.Patient)] = u.Patient
+			if u.Patient != "" {
+				real[a.alias(u.Patient)] = u.Patient
+			}
 			real[a.alias(u.ID)] = u.ID
 			order = append(order, aliasedURI{shown: a.out(r.URI), real: r.URI})
 		}

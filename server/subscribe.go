@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/store"
 )
 
@@ -24,6 +25,12 @@ const (
 	// notification tells the subscriber that a patient's record changed, so
 	// it is a disclosure and is decided and audited before it is sent.
 	ActionNotify = "notify"
+	// ActionRetire records that a URI left the catalog (a deletion or a full
+	// import retired it, or the replacing catalog no longer holds it), seen
+	// when the server swapped the new catalog in. Principal "custos",
+	// outcome allow, reason ReasonRetired; it names the URI (its patient
+	// segment pseudonymized like every record's), never a source id.
+	ActionRetire = "catalog/retire"
 )
 
 // listChangedURI is a placeholder resource added to the go-sdk server's own
@@ -260,7 +267,7 @@ func (s *Server) onSubscribe(ctx context.Context, req *mcp.SubscribeRequest) err
 	if call.id.PurposeOfUse == ResearchPurpose {
 		// The research view shows aliases, and a change feed of aliased
 		// URIs is not offered: refused, and on record.
-		e.URIs, e.Patients = []string{uri}, []string{u.Patient}
+		e.URIs, e.Patients = []string{uri}, patientList(u.Patient)
 		return s.refuse(ctx, e, audit.OutcomeDeny, ReasonResearchNoSubscriptions, invalidParams("subscriptions are not offered for purpose of use %s (the de-identified research view has no change feed)", ResearchPurpose))
 	}
 	if call.listen {
@@ -332,7 +339,7 @@ func (s *Server) onUnsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest)
 		// any well-formed URI could be named here.
 		return s.refuse(ctx, e, audit.OutcomeDeny, ReasonNotSubscribed, nil)
 	}
-	e.URIs, e.Patients = []string{uri}, []string{u.Patient}
+	e.URIs, e.Patients = []string{uri}, patientList(u.Patient)
 	e.Outcome, e.Reason = audit.OutcomeAllow, ReasonUnsubscribed
 	_, err = s.commit(ctx, e)
 	return err
@@ -359,6 +366,7 @@ func (s *Server) CatalogChanged(ctx context.Context, ch store.Change) {
 	defer s.subs.round.Unlock()
 	ctx = s.withDecider(ctx)
 	s.redropPruned(ctx)
+	s.auditRetired(ctx, ch.Removed)
 	for _, uri := range slices.Concat(ch.Updated, ch.Removed) {
 		targets := s.subs.subscribersOf(uri)
 		send := map[*mcp.Server]bool{}
@@ -397,6 +405,23 @@ func (s *Server) CatalogChanged(ctx context.Context, ch store.Change) {
 	s.log.Info("catalog change notified", "updated", len(ch.Updated), "added", len(ch.Added), "removed", len(ch.Removed))
 }
 
+// auditRetired writes one ActionRetire record per URI that left the
+// catalog, before any subscriber is told. A record that cannot be written
+// is logged (the catalog has changed already; there is nothing to refuse).
+func (s *Server) auditRetired(ctx context.Context, removed []string) {
+	for _, uri := range removed {
+		e := s.entry(ctx, Identity{Principal: policy.Principal{Sub: "custos"}}, ActionRetire)
+		e.Outcome, e.Reason = audit.OutcomeAllow, ReasonRetired
+		e.URIs = []string{uri}
+		if u, err := store.ParseURI(uri); err == nil {
+			e.Patients = patientList(u.Patient)
+		}
+		if _, err := s.commit(ctx, e); err != nil {
+			s.log.Error("auditing a retired resource failed", "err", err)
+		}
+	}
+}
+
 // notifyDecision decides and audits one notification; true means it may be
 // sent.
 func (s *Server) notifyDecision(ctx context.Context, t target, uri string) bool {
@@ -405,7 +430,7 @@ func (s *Server) notifyDecision(ctx context.Context, t target, uri string) bool 
 		// its claims (care team, roles) can no longer be trusted as current.
 		e := s.entry(ctx, t.id, ActionNotify)
 		if u, perr := store.ParseURI(uri); perr == nil {
-			e.URIs, e.Patients = []string{uri}, []string{u.Patient}
+			e.URIs, e.Patients = []string{uri}, patientList(u.Patient)
 		}
 		if err := s.refuse(ctx, e, audit.OutcomeDeny, ReasonTokenExpired, nil); err != nil {
 			s.log.Error("auditing a withheld notification failed", "err", err)
@@ -415,7 +440,7 @@ func (s *Server) notifyDecision(ctx context.Context, t target, uri string) bool 
 	if err := s.cfg.Keys.Check(); err != nil {
 		e := s.entry(ctx, t.id, ActionNotify)
 		if u, perr := store.ParseURI(uri); perr == nil {
-			e.URIs, e.Patients = []string{uri}, []string{u.Patient}
+			e.URIs, e.Patients = []string{uri}, patientList(u.Patient)
 		}
 		s.log.Error("keys are stale; notification withheld", "err", err)
 		if err := s.refuse(ctx, e, audit.OutcomeError, ReasonKeysStale, nil); err != nil {

@@ -581,3 +581,59 @@ func TestNoNotificationAfterTheTokenExpired(t *testing.T) {
 		t.Fatalf("Subscriptions() = %d, want 1 (the expired one dropped)", n)
 	}
 }
+
+// A resource retired by a FHIR import (a Bulk deleted entry) leaves the
+// served catalog when the new file is swapped in, and the server writes
+// one catalog/retire record for it, naming its URI (patient segment
+// pseudonymized) and never a source id, before any subscriber hears of it.
+func TestRetiredResourceIsAudited(t *testing.T) {
+	lf := newLiveFixture(t)
+	ctx := context.Background()
+	n, err := store.NewNamer("general-hospital", []byte("0123456789abcdef0123456789abcdef"), "test:id-key@1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const srcPatient, srcObs = "MRN-CANARY-4711", "obs-CANARY-1"
+	patient := store.Entry{Type: "Patient", ID: srcPatient, Body: []byte(`{"resourceType":"Patient","id":"MRN-CANARY-4711"}`)}
+	obs := store.Entry{Type: "Observation", ID: srcObs, Patient: srcPatient, Body: []byte(`{"resourceType":"Observation","id":"obs-CANARY-1"}`)}
+	stream := func(es ...store.Entry) func(func(store.Entry, error) bool) {
+		return func(yield func(store.Entry, error) bool) {
+			for _, e := range es {
+				if !yield(e, nil) {
+					return
+				}
+			}
+		}
+	}
+	if _, err := store.ImportEntriesStaged(ctx, lf.catPath, stream(patient, obs), store.EntryOptions{Namer: n}, store.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, swapped, err := lf.live.Reload(); err != nil || !swapped {
+		t.Fatalf("Reload: %v %v", swapped, err)
+	}
+	start := len(lf.records())
+	if _, err := store.ImportEntriesStaged(ctx, lf.catPath, stream(store.Entry{Type: "Observation", ID: srcObs, Deleted: true}), store.EntryOptions{Namer: n}, store.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	uri := n.Link("Observation", srcObs, srcPatient)
+	ch, swapped, err := lf.live.Reload()
+	if err != nil || !swapped || !slices.Equal(ch.Removed, []string{uri}) {
+		t.Fatalf("Reload = %+v, %v, %v", ch, swapped, err)
+	}
+	recs := lf.actions(start, server.ActionRetire)
+	if len(recs) != 1 {
+		t.Fatalf("retire records: %+v", recs)
+	}
+	r := recs[0]
+	if r.Outcome != audit.OutcomeAllow || r.Reason != server.ReasonRetired || r.Principal.Sub != "custos" ||
+		len(r.URIs) != 1 || r.URIs[0] != lf.audited(uri) || len(r.Patients) != 1 {
+		t.Fatalf("retire record %+v", r)
+	}
+	raw, err := os.ReadFile(lf.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "CANARY") {
+		t.Fatal("the audit log holds a source id")
+	}
+}

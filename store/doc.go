@@ -1,6 +1,8 @@
 // Package store is custos's resource catalog and content-addressed blob
 // store, kept in one bbolt file, together with the custos URI scheme and its
-// RFC 6570 templates and the manifest import that fills the store.
+// RFC 6570 templates, the keyed ids of FHIR input, and the imports that fill
+// the store: the manifest import and the streaming import of source
+// resources (ImportEntries).
 //
 // # Responsibility
 //
@@ -16,17 +18,21 @@
 //
 // # URIs
 //
-// A resource is named by a URI of one of four families (see ParseURI and
+// A resource is named by a URI of one of five families (see ParseURI and
 // docs/uris.md):
 //
-//	fhir://{tenant}/patients/{patient}/{type}/{id}
+//	fhir://{tenant}/patients/{patient}/{type}/{id}   (any R4 type)
+//	fhir://{tenant}/{type}/{id}                      (tenant-level reference data)
 //	note://{tenant}/patients/{patient}/notes/{id}
 //	report://{tenant}/patients/{patient}/reports/{id}
 //	image://{tenant}/patients/{patient}/images/{id}
+//	attachment://{tenant}[/patients/{patient}]/attachments/{id}
 //
-// Patient and id are opaque lowercase UUIDs, never names or record numbers.
-// ParseURI accepts only canonical input, so a resource has exactly one URI
-// string and byte-wise comparison of URIs is identity.
+// Patient and id are opaque lowercase UUIDs, never names or record numbers;
+// for FHIR input they are keyed ids of the source ids (ResourceID, Namer:
+// HMAC-SHA256 under the resource id key, as UUID version 8). ParseURI
+// accepts only canonical input, so a resource has exactly one URI string
+// and byte-wise comparison of URIs is identity.
 //
 // # Storage layout (schema version 2)
 //
@@ -35,9 +41,18 @@
 //	                    every version ever imported, the current one included
 //	bucket "blobs":     SHA-256(content) (32 bytes) -> content, or its
 //	                    envelope in an encrypted catalog
+//	bucket "ids":       keyed resource id (16 bytes) -> its URI; streaming
+//	                    imports only (created by the first)
 //	bucket "meta":      "schema"     -> uint32be(SchemaVersion) = 2
 //	                    "encryption" -> "none" | "envelope-v1"
 //	                    "kek"        -> DataKeys.KEK(), envelope-v1 only
+//	                    "id-key"     -> the version of the resource id key
+//	                                    the streaming imports named under
+//
+// A retired URI (ImportEntries) has no "resources" entry; its newest
+// version carries the retirement time (Resource.Retired). The "ids" bucket,
+// meta "id-key" and the Resource fields "source" and "retired" were added
+// without a schema change: older binaries ignore them.
 //
 // Schema version 1 is the same without "encryption" and "kek" and is always
 // plaintext; Open still accepts it and leaves it at version 1 until
@@ -87,16 +102,27 @@
 //     that does not match (45 CFR 164.312(c), integrity).
 //   - Nothing is deleted: blobs and versions are never removed or rewritten;
 //     an import only adds blobs, adds versions and moves "resources" forward
-//     (164.316(b)(2), retention). The one exception is Reencrypt, which
+//     (164.316(b)(2), retention). Retirement removes a URI from "resources"
+//     only, after adding the version that records it. The one exception is Reencrypt, which
 //     rewrites a blob's value (plaintext to envelope, or a rewrapped data
 //     key) after verifying that the content it encodes is unchanged. Versions of one URI are 1, 2, 3, ... and
-//     resources[uri] equals versions[uri, max].
-//   - Labels.Tenant, Labels.Patient and Labels.Type equal the corresponding
-//     URI segments, so policy can trust either.
+//     resources[uri] equals versions[uri, max] for a live URI; a retired
+//     URI has no resources entry and versions[uri, max] carries Retired.
+//   - Labels.Tenant and Labels.Type equal the corresponding URI segments.
+//     Labels.Patient equals the URI's patient segment for manifest imports;
+//     for FHIR input it is the SOURCE Patient id and the URI's patient is
+//     ResourceID(id key, tenant, "Patient", Labels.Patient) (computed by the
+//     import, so they agree by construction); "" for tenant-level resources.
+//     No URI, name, title or description of FHIR input carries a source id.
 //   - One file, replaced whole: while a Live serves a catalog, the file at
 //     its path is only ever replaced by rename (ImportStaged), never written
 //     in place; Live swaps in only a file that opens with its options.
-//   - All or nothing: Import validates every manifest line and every file
+//   - All or nothing: ImportEntriesStaged commits batches into a scratch
+//     copy and renames it over the catalog only when the whole stream was
+//     imported and the synced copy reopens cleanly; on failure the catalog
+//     is byte-identical. (ImportEntries alone, on an open store,
+//     is not atomic: it is the staged import's building block.)
+//     Import validates every manifest line and every file
 //     (and, in an encrypted catalog, seals every new blob through the
 //     provider) before it writes, then writes in one bbolt transaction.
 //     Provider round trips never happen while a transaction is open.
@@ -125,8 +151,9 @@
 // flight on it return, and reports the Change. Readers of the old file keep
 // a consistent view until they close it. An import needs disk space for a
 // second copy of the catalog.
-// A large import is one transaction, so the imported content is held in
-// memory until commit (a few hundred MB for 100,000 small files); Reencrypt
+// A large manifest import is one transaction, so the imported content is held in
+// memory until commit (a few hundred MB for 100,000 small files); the
+// streaming import holds about one batch instead. Reencrypt
 // holds every old and new blob value in memory the same way.
 //
 // bbolt keeps freed pages in the file, with their old bytes: rewriting a

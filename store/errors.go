@@ -28,6 +28,19 @@ var (
 	// returns it: fix the manifest and import again.
 	ErrBadManifest = errors.New("store: bad manifest")
 
+	// ErrBadEntry is returned by ImportEntries (wrapped in one or more
+	// *EntryError values naming each entry's Where) when entries of the
+	// stream are invalid. A staged import (ImportEntriesStaged) has then
+	// changed nothing: fix the input and import again.
+	ErrBadEntry = errors.New("store: bad entry")
+
+	// ErrIDKeyChanged is returned by ImportEntries when the catalog's
+	// imported resources were named under another version of the resource
+	// id key than the Namer's: importing would give every resource a new
+	// URI. Configure the key the catalog was imported under; the id key is
+	// never rotated.
+	ErrIDKeyChanged = errors.New("store: resource id key differs from the one the catalog was imported under")
+
 	// ErrCorrupt is returned when stored bytes no longer match their digest or
 	// a stored record cannot be decoded. For blobs it is wrapped in an
 	// *IntegrityError carrying the evidence. The content must not be served;

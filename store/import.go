@@ -31,6 +31,7 @@ type ImportReport struct {
 	Created   int   `json:"created"`   // URIs not in the store before
 	Updated   int   `json:"updated"`   // URIs whose content or metadata changed (new version)
 	Unchanged int   `json:"unchanged"` // URIs identical to their current version
+	Retired   int   `json:"retired"`   // URIs retired (ImportEntries: deleted, moved, or missing from a full import)
 	Bytes     int64 `json:"bytes"`     // total size of the content of all entries
 }
 
@@ -471,10 +472,15 @@ func readFile(root *os.Root, name string) ([]byte, error) {
 
 var pngSignature = []byte("\x89PNG\r\n\x1a\n")
 
-// checkContent verifies that data is plausible content for u's family. Its
-// reasons never quote the content.
-func checkContent(u URI, data []byte) error {
+// checkContent verifies that data is plausible content for u's family (an
+// attachment: for its media type mimeType). Its reasons never quote the
+// content.
+func checkContent(u URI, mimeType string, data []byte) error {
 	switch u.Scheme {
+	case SchemeAttachment:
+		if _, reason := checkAttachment(mimeType, data); reason != "" {
+			return &fileError{reason}
+		}
 	case SchemeFHIR:
 		// encoding/json would replace invalid UTF-8 silently; minimization
 		// rejects it, so such a resource could be listed but never read.
@@ -537,7 +543,7 @@ func validateFiles(ctx context.Context, root *os.Root, manifest string, lines []
 				}
 				data, err := readFile(root, lines[i].entry.File)
 				if err == nil {
-					err = checkContent(lines[i].uri, data)
+					err = checkContent(lines[i].uri, lines[i].entry.MIMEType, data)
 				}
 				if err != nil {
 					failed[i] = err

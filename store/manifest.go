@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,7 +29,10 @@ const (
 
 // Known label and annotation values.
 var (
-	knownSensitivity = []string{"hiv", "sud", "vip"}
+	// knownSensitivity: "hiv", "sud" (42 CFR Part 2), "psy", "eth", "sdv",
+	// "std", "sex" (HL7 v3 ActCode sensitivity), "restricted" and
+	// "very-restricted" (v3 Confidentiality R and V), "vip".
+	knownSensitivity = []string{"eth", "hiv", "psy", "restricted", "sdv", "sex", "std", "sud", "very-restricted", "vip"}
 	knownConsent     = []string{"opt-out"}
 	knownAudience    = []string{"assistant", "user"}
 )
@@ -174,8 +178,14 @@ func parseLine(raw []byte, n int, probs *problems) (ManifestEntry, URI, bool) {
 		if e.Labels.Type != u.Type {
 			bad("labels.type", "does not match the uri")
 		}
-		if e.MIMEType != "" && e.MIMEType != u.MIMEType() {
-			bad("mimeType", "must be "+u.MIMEType()+" for "+u.Scheme+" resources")
+		switch want := u.MIMEType(); {
+		case want == "" && e.MIMEType != "":
+			// Attachments: a media type of their own, in canonical form.
+			if mt, params, err := mime.ParseMediaType(e.MIMEType); err != nil || mime.FormatMediaType(mt, params) != e.MIMEType {
+				bad("mimeType", "is not a media type in canonical form (lowercase, no spaces)")
+			}
+		case e.MIMEType != "" && e.MIMEType != want:
+			bad("mimeType", "must be "+want+" for "+u.Scheme+" resources")
 		}
 	}
 	checkText := func(field, v string, max int, required bool) {

@@ -27,6 +27,10 @@ func TestParsePageURI(t *testing.T) {
 		{note + "/pages/2/pages/1", 0, "uri has the wrong number of path segments"},
 		{"fhir://gh/patients/" + tPatient + "/observation/" + tID + "/pages/1", 0, "resource family has no pages"},
 		{"report://gh/patients/" + tPatient + "/reports/" + tID + "/pages/1", 0, "resource family has no pages"},
+		{"fhir://gh/organization/" + tID + "/pages/1", 0, "resource family has no pages"},
+		{"attachment://gh/patients/" + tPatient + "/attachments/" + tID + "/pages/1", 0, "resource family has no pages"},
+		{"attachment://gh/attachments/" + tID + "/pages/1", 0, "resource family has no pages"},
+		{"note://gh/notes/" + tID + "/pages/1", 0, "uri has the wrong number of path segments (note resources belong to a patient)"},
 		{"note://gh/patients/jane-doe/notes/" + tID + "/pages/1", 0, "patient is not a canonical uuid"},
 		{note + "/pages/1" + strings.Repeat("0", 300), 0, "uri is too long"},
 	} {

@@ -25,10 +25,14 @@ var (
 	bucketVersions  = []byte("versions")
 	bucketBlobs     = []byte("blobs")
 	bucketMeta      = []byte("meta")
+	// bucketIDs indexes the resources of streaming imports: keyed resource
+	// id (16 bytes) -> URI of its current (or last) URI.
+	bucketIDs = []byte("ids")
 
 	metaSchemaKey     = []byte("schema")
 	metaEncryptionKey = []byte("encryption")
 	metaKEKKey        = []byte("kek")
+	metaIDKeyKey      = []byte("id-key")
 )
 
 // SchemaVersion is the on-disk layout version that new catalogs get under
@@ -56,13 +60,18 @@ const initialMmapSize = 1 << 30 * (strconv.IntSize / 64)
 // DigestPrefix prefixes every content digest (Resource.Digest).
 const DigestPrefix = "sha256:"
 
-// Labels are the attributes policy decides on. Tenant, Patient and Type
-// always equal the corresponding segments of the resource URI.
+// Labels are the attributes policy decides on. Tenant and Type always equal
+// the corresponding segments of the resource URI. Patient is the patient as
+// the EHR and the identity provider know it: for a manifest import it
+// equals the URI's patient segment; for a FHIR import (ImportEntries) it is
+// the SOURCE Patient id, and the URI carries its keyed id
+// (ResourceID(key, tenant, "Patient", Patient)). "" for tenant-level
+// reference data.
 type Labels struct {
 	Tenant      string   `json:"tenant"`
 	Patient     string   `json:"patient"`
 	Type        string   `json:"type"`
-	Sensitivity []string `json:"sensitivity,omitempty"` // "hiv", "sud" (42 CFR Part 2), "vip"
+	Sensitivity []string `json:"sensitivity,omitempty"` // "hiv", "sud" (42 CFR Part 2), "psy", "eth", "sdv", "std", "sex", "restricted", "very-restricted", "vip"
 	Consent     []string `json:"consent,omitempty"`     // "opt-out"
 }
 
@@ -90,6 +99,14 @@ type Resource struct {
 	Digest  string `json:"etag"`
 	Version int    `json:"version"` // 1-based, +1 on every changed re-import
 	Labels  Labels `json:"labels"`
+	// Source is "" for a manifest import and the import source of a
+	// streaming import (EntryOptions.Source, e.g. "fhir"): a full import
+	// retires only what its own source imported.
+	Source string `json:"source,omitempty"`
+	// Retired is set only on the version that retired the URI (a deletion,
+	// or a full import that no longer mentions it): from then on the URI is
+	// neither listed nor readable (Get, Page, Count), its versions stay.
+	Retired time.Time `json:"retired,omitzero"`
 }
 
 // Options configure Open. The zero value is valid: discard logs, wait
@@ -163,7 +180,13 @@ type Store struct {
 // than opts.Timeout, and ErrEncrypted, ErrPlaintext or an error wrapping
 // ErrKEKMismatch if opts.DataKeys does not match the catalog's encryption
 // mode (see Options.DataKeys).
-func Open(path string, opts Options) (*Store, error) {
+func Open(path string, opts Options) (*Store, error) { return open(path, opts, false) }
+
+// open is Open; scratch opens a staged import's scratch copy, whose commits
+// need not be durable one by one (bbolt NoSync, NoGrowSync): the copy is
+// synced whole before it is renamed over the catalog (staged), and a copy
+// left by a crash is never used.
+func open(path string, opts Options, scratch bool) (*Store, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -172,6 +195,8 @@ func Open(path string, opts Options) (*Store, error) {
 		ReadOnly:        opts.ReadOnly,
 		FreelistType:    bolt.FreelistMapType,
 		InitialMmapSize: initialMmapSize,
+		NoSync:          scratch,
+		NoGrowSync:      scratch,
 	}
 	db, err := openBolt(path, &bo)
 	if err != nil {

@@ -11,13 +11,17 @@ const MaxURILength = 256
 
 // Resource families (URI schemes).
 const (
-	SchemeFHIR   = "fhir"
-	SchemeNote   = "note"
-	SchemeReport = "report"
-	SchemeImage  = "image"
+	SchemeFHIR       = "fhir"
+	SchemeNote       = "note"
+	SchemeReport     = "report"
+	SchemeImage      = "image"
+	SchemeAttachment = "attachment"
 )
 
-// Resource types as they appear in URI.Type and Labels.Type.
+// Resource types as they appear in URI.Type and Labels.Type. A fhir URI may
+// carry any concrete FHIR R4 resource type, lowercased (IsFHIRType); the
+// constants name the ones custos's own manifest format and synthetic data
+// use.
 const (
 	TypePatient           = "patient"
 	TypeObservation       = "observation"
@@ -28,9 +32,10 @@ const (
 	TypeNote              = "note"
 	TypeReport            = "report"
 	TypeImage             = "image"
+	TypeAttachment        = "attachment"
 )
 
-// MIME types, one per family.
+// MIME types, one per family (attachments carry their own, per resource).
 const (
 	MIMEFHIR     = "application/fhir+json"
 	MIMEMarkdown = "text/markdown"
@@ -40,45 +45,62 @@ const (
 
 // family describes one URI scheme: the collection path segment (empty for
 // fhir, where the type itself is the segment), the single type of the
-// non-FHIR families, and the MIME type.
+// non-FHIR families, the MIME type ("" when each resource has its own) and
+// whether a resource may belong to the tenant rather than to a patient.
 type family struct {
-	collection string
-	typ        string
-	mime       string
+	collection  string
+	typ         string
+	mime        string
+	tenantLevel bool
 }
 
 var families = map[string]family{
-	SchemeFHIR:   {mime: MIMEFHIR},
-	SchemeNote:   {collection: "notes", typ: TypeNote, mime: MIMEMarkdown},
-	SchemeReport: {collection: "reports", typ: TypeReport, mime: MIMEPDF},
-	SchemeImage:  {collection: "images", typ: TypeImage, mime: MIMEPNG},
+	SchemeFHIR:       {mime: MIMEFHIR, tenantLevel: true},
+	SchemeNote:       {collection: "notes", typ: TypeNote, mime: MIMEMarkdown},
+	SchemeReport:     {collection: "reports", typ: TypeReport, mime: MIMEPDF},
+	SchemeImage:      {collection: "images", typ: TypeImage, mime: MIMEPNG},
+	SchemeAttachment: {collection: "attachments", typ: TypeAttachment, tenantLevel: true},
 }
 
-// fhirTypes are the FHIR R4 resource types custos serves, lowercased; the
-// value is the FHIR resourceType spelling.
-var fhirTypes = map[string]string{
-	TypePatient:           "Patient",
-	TypeObservation:       "Observation",
-	TypeCondition:         "Condition",
-	TypeMedicationRequest: "MedicationRequest",
-	TypeEncounter:         "Encounter",
-	TypeCoverage:          "Coverage",
+// IsFHIRType reports whether typ is a concrete FHIR R4 resource type in the
+// lowercase spelling of URI.Type ("observation", "documentreference").
+func IsFHIRType(typ string) bool { _, ok := fhirTypes[typ]; return ok }
+
+// FHIRTypes returns every concrete FHIR R4 resource type, lowercased, in
+// ascending order.
+func FHIRTypes() []string {
+	out := make([]string, 0, len(fhirTypes))
+	for t := range fhirTypes {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
 }
+
+// FHIRResourceType returns the FHIR resourceType spelling of the lowercase
+// type typ ("documentreference" -> "DocumentReference"), or "" if typ is
+// not an R4 resource type.
+func FHIRResourceType(typ string) string { return fhirTypes[typ] }
 
 // URI is a parsed custos resource URI:
 //
-//	fhir://{tenant}/patients/{patient}/{type}/{id}
-//	note://{tenant}/patients/{patient}/notes/{id}     (Type "note")
-//	report://{tenant}/patients/{patient}/reports/{id} (Type "report")
-//	image://{tenant}/patients/{patient}/images/{id}   (Type "image")
+//	fhir://{tenant}/patients/{patient}/{type}/{id}           (any R4 type)
+//	fhir://{tenant}/{type}/{id}                              (tenant-level reference data)
+//	note://{tenant}/patients/{patient}/notes/{id}            (Type "note")
+//	report://{tenant}/patients/{patient}/reports/{id}        (Type "report")
+//	image://{tenant}/patients/{patient}/images/{id}          (Type "image")
+//	attachment://{tenant}/patients/{patient}/attachments/{id} (Type "attachment")
+//	attachment://{tenant}/attachments/{id}                   (Type "attachment", no patient)
 //
-// Patient and ID are lowercase canonical UUIDs; the URI never carries a name,
-// MRN or any other identifier with meaning outside custos.
+// Patient and ID are lowercase canonical UUIDs; Patient is "" for a
+// tenant-level resource. The URI never carries a name, MRN or any other
+// identifier with meaning outside custos: for FHIR input both are keyed ids
+// (PatientID, ResourceID).
 type URI struct {
-	Scheme  string // "fhir", "note", "report" or "image"
+	Scheme  string // "fhir", "note", "report", "image" or "attachment"
 	Tenant  string // [a-z0-9][a-z0-9-]{0,62}
-	Patient string // lowercase canonical UUID
-	Type    string // FHIR type for fhir; "note", "report" or "image" otherwise
+	Patient string // lowercase canonical UUID; "" for tenant-level resources
+	Type    string // lowercase R4 type for fhir; the family's single type otherwise
 	ID      string // lowercase canonical UUID
 }
 
@@ -94,8 +116,10 @@ func (u URI) String() string {
 	b.WriteString(u.Scheme)
 	b.WriteString("://")
 	b.WriteString(u.Tenant)
-	b.WriteString("/patients/")
-	b.WriteString(u.Patient)
+	if u.Patient != "" {
+		b.WriteString("/patients/")
+		b.WriteString(u.Patient)
+	}
 	b.WriteByte('/')
 	b.WriteString(seg)
 	b.WriteByte('/')
@@ -104,7 +128,8 @@ func (u URI) String() string {
 }
 
 // MIMEType returns the MIME type of the resources of u's family, or "" for an
-// unknown scheme.
+// unknown scheme and for attachments, whose MIME type is per resource
+// (Resource.MIMEType).
 func (u URI) MIMEType() string { return families[u.Scheme].mime }
 
 // credentialParams are query parameter names (lowercase, without '-' and
@@ -218,30 +243,42 @@ func ParseURI(raw string) (URI, error) {
 			return URI{}, uriErr("uri has a dot segment")
 		}
 	}
-	if len(segs) != 4 {
+	u := URI{Scheme: scheme, Tenant: authority}
+	switch len(segs) {
+	case 4:
+		if segs[0] != "patients" {
+			return URI{}, uriErr("first path segment is not patients")
+		}
+		if !IsCanonicalUUID(segs[1]) {
+			return URI{}, uriErr("patient is not a canonical uuid")
+		}
+		u.Patient = segs[1]
+		segs = segs[2:]
+	case 2:
+		if !fam.tenantLevel {
+			return URI{}, uriErr("uri has the wrong number of path segments (" + scheme + " resources belong to a patient)")
+		}
+	default:
 		return URI{}, uriErr("uri has the wrong number of path segments")
 	}
-	if segs[0] != "patients" {
-		return URI{}, uriErr("first path segment is not patients")
-	}
-	if !IsCanonicalUUID(segs[1]) {
-		return URI{}, uriErr("patient is not a canonical uuid")
-	}
-	u := URI{Scheme: scheme, Tenant: authority, Patient: segs[1], ID: segs[3]}
 	if fam.collection == "" {
-		if _, ok := fhirTypes[segs[2]]; !ok {
+		if _, ok := fhirTypes[segs[0]]; !ok {
 			return URI{}, uriErr("unknown fhir resource type")
 		}
-		u.Type = segs[2]
+		if u.Patient == "" && segs[0] == TypePatient {
+			return URI{}, uriErr("a patient resource has a patients segment (no tenant-level uri)")
+		}
+		u.Type = segs[0]
 	} else {
-		if segs[2] != fam.collection {
+		if segs[0] != fam.collection {
 			return URI{}, uriErr("collection segment is not " + fam.collection)
 		}
 		u.Type = fam.typ
 	}
-	if !IsCanonicalUUID(segs[3]) {
+	if !IsCanonicalUUID(segs[1]) {
 		return URI{}, uriErr("id is not a canonical uuid")
 	}
+	u.ID = segs[1]
 	// Defence in depth: the checks above should make this impossible.
 	if u.String() != raw {
 		return URI{}, uriErr("uri is not canonical")
@@ -300,16 +337,25 @@ type Template struct {
 	MIMEType    string
 }
 
-// Templates returns one RFC 6570 level-1 template per resource family. The
-// variables are tenant, patient, id and, for fhir, type; each expands to one
-// path segment with the syntax ParseURI enforces.
+// Templates returns the RFC 6570 level-1 templates of the URI space: one per
+// resource family and, for the families with tenant-level resources (fhir,
+// attachment), one more without the patient. The variables are tenant,
+// patient, id and, for fhir, type; each expands to one path segment with
+// the syntax ParseURI enforces.
 func Templates() []Template {
 	return []Template{
 		{
 			URITemplate: "fhir://{tenant}/patients/{patient}/{type}/{id}",
 			Name:        "fhir-resource",
 			Title:       "FHIR R4 resource",
-			Description: "A FHIR R4 resource of one patient. type is one of patient, observation, condition, medicationrequest, encounter, coverage; patient and id are lowercase UUIDs.",
+			Description: "A FHIR R4 resource of one patient (in the Patient compartment). type is the lowercased FHIR resourceType (observation, documentreference, ...); patient and id are lowercase UUIDs.",
+			MIMEType:    MIMEFHIR,
+		},
+		{
+			URITemplate: "fhir://{tenant}/{type}/{id}",
+			Name:        "fhir-reference",
+			Title:       "FHIR R4 reference data",
+			Description: "A FHIR R4 resource of the tenant outside every Patient compartment (organization, practitioner, location, medication, ...). type is the lowercased FHIR resourceType; id is a lowercase UUID.",
 			MIMEType:    MIMEFHIR,
 		},
 		{
@@ -332,6 +378,18 @@ func Templates() []Template {
 			Title:       "Clinical image",
 			Description: "A clinical image of one patient, as PNG; patient and id are lowercase UUIDs.",
 			MIMEType:    MIMEPNG,
+		},
+		{
+			URITemplate: "attachment://{tenant}/patients/{patient}/attachments/{id}",
+			Name:        "attachment",
+			Title:       "Attachment",
+			Description: "A document, image or other attachment of one patient, lifted out of the FHIR resource that carried it (DocumentReference, DiagnosticReport, Media) or a Binary; its MIME type is per resource. patient and id are lowercase UUIDs.",
+		},
+		{
+			URITemplate: "attachment://{tenant}/attachments/{id}",
+			Name:        "tenant-attachment",
+			Title:       "Attachment (no patient)",
+			Description: "An attachment of tenant-level reference data; its MIME type is per resource. id is a lowercase UUID.",
 		},
 	}
 }

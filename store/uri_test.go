@@ -26,6 +26,17 @@ func TestParseURIValid(t *testing.T) {
 		{"report://general-hospital/patients/" + tPatient + "/reports/" + tID, URI{"report", "general-hospital", tPatient, "report", tID}},
 		{"image://general-hospital/patients/" + tPatient + "/images/" + tID, URI{"image", "general-hospital", tPatient, "image", tID}},
 		{"fhir://" + strings.Repeat("a", 63) + "/patients/" + tPatient + "/patient/" + tID, URI{"fhir", strings.Repeat("a", 63), tPatient, "patient", tID}},
+		// Any R4 type in the Patient compartment.
+		{"fhir://gh/patients/" + tPatient + "/documentreference/" + tID, URI{"fhir", "gh", tPatient, "documentreference", tID}},
+		{"fhir://gh/patients/" + tPatient + "/procedure/" + tID, URI{"fhir", "gh", tPatient, "procedure", tID}},
+		{"fhir://gh/patients/" + tPatient + "/allergyintolerance/" + tID, URI{"fhir", "gh", tPatient, "allergyintolerance", tID}},
+		// Tenant-level reference data.
+		{"fhir://gh/organization/" + tID, URI{"fhir", "gh", "", "organization", tID}},
+		{"fhir://gh/practitioner/" + tID, URI{"fhir", "gh", "", "practitioner", tID}},
+		{"fhir://gh/medication/" + tID, URI{"fhir", "gh", "", "medication", tID}},
+		// Attachments, of a patient and of the tenant.
+		{"attachment://gh/patients/" + tPatient + "/attachments/" + tID, URI{"attachment", "gh", tPatient, "attachment", tID}},
+		{"attachment://gh/attachments/" + tID, URI{"attachment", "gh", "", "attachment", tID}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.raw, func(t *testing.T) {
@@ -86,7 +97,20 @@ func TestParseURIRejects(t *testing.T) {
 		{"patient name", "fhir://general-hospital/patients/jane-doe/observation/" + tID, "patient is not a canonical uuid", "jane"},
 		{"patient mrn", "fhir://general-hospital/patients/MRN123456/observation/" + tID, "patient is not a canonical uuid", "MRN123456"},
 		{"uppercase patient uuid", "fhir://general-hospital/patients/" + strings.ToUpper(tPatient) + "/observation/" + tID, "patient is not a canonical uuid", ""},
-		{"unknown fhir type", pre + "/procedure/" + tID, "unknown fhir resource type", ""},
+		{"unknown fhir type", pre + "/procedures/" + tID, "unknown fhir resource type", ""},
+		{"abstract fhir type", pre + "/domainresource/" + tID, "unknown fhir resource type", ""},
+		{"tenant-level unknown type", "fhir://general-hospital/widget/" + tID, "unknown fhir resource type", ""},
+		{"tenant-level patients", "fhir://general-hospital/patients/" + tPatient, "unknown fhir resource type", ""},
+		{"tenant-level patient", "fhir://general-hospital/patient/" + tID, "a patient resource has a patients segment", ""},
+		{"tenant-level camel type", "fhir://general-hospital/Organization/" + tID, "unknown fhir resource type", ""},
+		{"tenant-level id not uuid", "fhir://general-hospital/organization/MRN123456", "id is not a canonical uuid", "MRN123456"},
+		{"tenant-level note", "note://general-hospital/notes/" + tID, "uri has the wrong number of path segments (note resources belong to a patient)", ""},
+		{"tenant-level image", "image://general-hospital/images/" + tID, "uri has the wrong number of path segments", ""},
+		{"one segment", "fhir://general-hospital/" + tID, "uri has the wrong number of path segments", ""},
+		{"three segments", "fhir://general-hospital/organization/" + tID + "/x", "uri has the wrong number of path segments", ""},
+		{"attachment wrong collection", "attachment://general-hospital/patients/" + tPatient + "/notes/" + tID, "collection segment is not attachments", ""},
+		{"attachment tenant wrong collection", "attachment://general-hospital/binary/" + tID, "collection segment is not attachments", ""},
+		{"attachment source id", "attachment://general-hospital/attachments/doc-17", "id is not a canonical uuid", "doc-17"},
 		{"camel fhir type", pre + "/Observation/" + tID, "unknown fhir resource type", ""},
 		{"wrong collection", "note://general-hospital/patients/" + tPatient + "/reports/" + tID, "collection segment is not notes", ""},
 		{"note with fhir type", "note://general-hospital/patients/" + tPatient + "/observation/" + tID, "collection segment is not notes", ""},
@@ -132,31 +156,33 @@ func TestParseURIRejects(t *testing.T) {
 
 func TestTemplates(t *testing.T) {
 	ts := Templates()
-	if len(ts) != 4 {
-		t.Fatalf("got %d templates, want 4", len(ts))
-	}
 	examples := map[string]URI{
-		"fhir":   {Scheme: "fhir", Tenant: "gh", Patient: tPatient, Type: "coverage", ID: tID},
-		"note":   {Scheme: "note", Tenant: "gh", Patient: tPatient, Type: "note", ID: tID},
-		"report": {Scheme: "report", Tenant: "gh", Patient: tPatient, Type: "report", ID: tID},
-		"image":  {Scheme: "image", Tenant: "gh", Patient: tPatient, Type: "image", ID: tID},
+		"fhir-resource":     {Scheme: "fhir", Tenant: "gh", Patient: tPatient, Type: "coverage", ID: tID},
+		"fhir-reference":    {Scheme: "fhir", Tenant: "gh", Type: "organization", ID: tID},
+		"clinical-note":     {Scheme: "note", Tenant: "gh", Patient: tPatient, Type: "note", ID: tID},
+		"lab-report":        {Scheme: "report", Tenant: "gh", Patient: tPatient, Type: "report", ID: tID},
+		"clinical-image":    {Scheme: "image", Tenant: "gh", Patient: tPatient, Type: "image", ID: tID},
+		"attachment":        {Scheme: "attachment", Tenant: "gh", Patient: tPatient, Type: "attachment", ID: tID},
+		"tenant-attachment": {Scheme: "attachment", Tenant: "gh", Type: "attachment", ID: tID},
+	}
+	if len(ts) != len(examples) {
+		t.Fatalf("got %d templates, want %d", len(ts), len(examples))
 	}
 	seen := map[string]bool{}
 	for _, tp := range ts {
-		scheme, _, ok := strings.Cut(tp.URITemplate, "://")
-		if !ok {
-			t.Fatalf("template %q has no scheme", tp.URITemplate)
+		u, ok := examples[tp.Name]
+		if !ok || seen[tp.Name] {
+			t.Fatalf("unexpected or repeated template %q", tp.Name)
 		}
-		u, ok := examples[scheme]
-		if !ok || seen[scheme] {
-			t.Fatalf("unexpected or repeated template scheme %q", scheme)
-		}
-		seen[scheme] = true
-		if tp.Name == "" || tp.Title == "" || tp.Description == "" {
-			t.Errorf("template %q lacks name/title/description", tp.URITemplate)
+		seen[tp.Name] = true
+		if tp.Title == "" || tp.Description == "" {
+			t.Errorf("template %q lacks title/description", tp.URITemplate)
 		}
 		if tp.MIMEType != u.MIMEType() {
 			t.Errorf("template %q mime %q, want %q", tp.URITemplate, tp.MIMEType, u.MIMEType())
+		}
+		if strings.Contains(tp.URITemplate, "{patient}") != (u.Patient != "") {
+			t.Errorf("template %q and its example disagree on the patient", tp.URITemplate)
 		}
 		// Level-1 expansion of the template must give the canonical URI.
 		exp := strings.NewReplacer("{tenant}", u.Tenant, "{patient}", u.Patient, "{type}", u.Type, "{id}", u.ID).Replace(tp.URITemplate)
@@ -169,11 +195,40 @@ func TestTemplates(t *testing.T) {
 	}
 }
 
+// TestFHIRTypes checks the generated R4 type table: every concrete R4 type,
+// lowercased, with its resourceType spelling; no abstract type.
+func TestFHIRTypes(t *testing.T) {
+	if n := len(fhirTypes); n != 147 {
+		t.Errorf("%d R4 resource types, want 147 (FHIR 4.0.1)", n)
+	}
+	for lower, name := range fhirTypes {
+		if strings.ToLower(name) != lower {
+			t.Errorf("%q -> %q", lower, name)
+		}
+	}
+	for _, typ := range []string{"patient", "observation", "documentreference", "binary", "organization", "medicationrequest", "coverage"} {
+		if !IsFHIRType(typ) {
+			t.Errorf("IsFHIRType(%q) = false", typ)
+		}
+	}
+	for _, typ := range []string{"resource", "domainresource", "Patient", "", "note", "attachment"} {
+		if IsFHIRType(typ) {
+			t.Errorf("IsFHIRType(%q) = true", typ)
+		}
+	}
+	if got := FHIRResourceType("documentreference"); got != "DocumentReference" {
+		t.Errorf("FHIRResourceType = %q", got)
+	}
+}
+
 // FuzzParseURI checks that accepted URIs are canonical (round-trip exactly)
 // and can carry neither userinfo, query, fragment nor percent-encoding.
 func FuzzParseURI(f *testing.F) {
 	f.Add("fhir://general-hospital/patients/" + tPatient + "/observation/" + tID)
 	f.Add("note://t/patients/" + tPatient + "/notes/" + tID)
+	f.Add("fhir://t/organization/" + tID)
+	f.Add("attachment://t/attachments/" + tID)
+	f.Add("attachment://t/patients/" + tPatient + "/attachments/" + tID)
 	f.Fuzz(func(t *testing.T, raw string) {
 		u, err := ParseURI(raw)
 		if err != nil {
@@ -190,6 +245,12 @@ func FuzzParseURI(f *testing.F) {
 		}
 		if len(raw) > MaxURILength {
 			t.Fatalf("accepted a URI of %d bytes", len(raw))
+		}
+		if u.Patient == "" && !families[u.Scheme].tenantLevel {
+			t.Fatalf("accepted %q without a patient", raw)
+		}
+		if u.Scheme == SchemeFHIR && !IsFHIRType(u.Type) {
+			t.Fatalf("accepted %q with a type outside R4", raw)
 		}
 		u2, err := ParseURI(u.String())
 		if err != nil || u2 != u {

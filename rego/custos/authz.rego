@@ -29,22 +29,59 @@ known_purposes := {
 	"HMARKT", "COVERAGE", "PUBHLTH", "PATRQT",
 }
 
-# Resource types served by the store (lowercase).
-# FHIR R4 JSON: patient, observation, condition, medicationrequest, encounter,
-# coverage. Documents: note (text/markdown), report (application/pdf),
-# image (image/png).
-known_types := {
-	"patient", "observation", "condition", "medicationrequest", "encounter", "coverage",
-	"note", "report", "image",
+# Resource types served by the store (lowercase): every concrete FHIR R4
+# resource type (fhir_r4_types, fhirtypes.rego; FHIR R4 JSON) and the
+# document families note (text/markdown), report (application/pdf), image
+# (image/png) and attachment (a document or image lifted out of the FHIR
+# resource that carried it, or a Binary; MIME type per resource). An
+# attachment is treated like the note and report families it resembles:
+# clinicians with a care relationship (or a break-the-glass grant) read it;
+# billing and research do not. Any other type is denied (fail closed).
+document_types := {"note", "report", "image", "attachment"}
+
+known_type(typ) if typ in fhir_r4_types
+
+known_type(typ) if typ in document_types
+
+# Tenant-level reference data: resources outside every Patient compartment
+# (labels.patient is ""), which name no patient. Clinicians (treatment and
+# emergency treatment) and billing of the tenant read them; research reads
+# them de-identified. A tenant-level resource of another type (a Group,
+# whose members are patients; an attachment without a patient; a clinical
+# type that names no patient) is denied to everyone: fail closed.
+reference_types := {
+	"organization", "practitioner", "practitionerrole", "location",
+	"healthcareservice", "endpoint", "medication", "substance",
+	"device", "devicedefinition", "medicationknowledge",
 }
 
 # Sensitivity labels and the extra role each one needs. A label mapped to ""
 # needs no extra role. Labels not listed here are denied (fail closed).
+#   hiv: HIV/AIDS information;
+#   sud: substance use disorder records under 42 CFR Part 2; eth (HL7
+#        ActCode ETH, substance abuse information) needs the same role;
+#   psy: psychiatry; sdv: sexual assault, abuse or domestic violence;
+#   std: sexually transmitted disease; sex: sexuality and reproductive health;
+#   restricted (v3 Confidentiality R): treatment only (care team or
+#        break-the-glass), never billing or research (restricted_use_only_treatment);
+#   very-restricted (v3 Confidentiality V): treatment only, and the
+#        sensitive:very-restricted role;
+#   vip: no extra role; allowed decisions carry "vip_patient" for review.
 sensitivity_roles := {
 	"hiv": "sensitive:hiv",
 	"sud": "sensitive:sud",
+	"eth": "sensitive:sud",
+	"psy": "sensitive:psy",
+	"sdv": "sensitive:sdv",
+	"std": "sensitive:std",
+	"sex": "sensitive:sex",
+	"restricted": "",
+	"very-restricted": "sensitive:very-restricted",
 	"vip": "",
 }
+
+# Labels that allow treatment use only.
+treatment_only_labels := {"restricted", "very-restricted"}
 
 # Consent flags understood by this policy; unknown flags are denied.
 known_consent := {"opt-out"}
@@ -83,14 +120,19 @@ billing_obligations := {
 # minimized, so Safe Harbor cannot be met for them.
 research_deidentify := [{"op": "deidentify", "path": "", "fn": "safeharbor"}]
 
-research_obligations := {
-	"patient": research_deidentify,
-	"observation": research_deidentify,
-	"condition": research_deidentify,
-	"medicationrequest": research_deidentify,
-	"encounter": research_deidentify,
-	"coverage": research_deidentify,
+# The research types: structured clinical FHIR types of the Patient
+# compartment and the reference types. Types that carry documents
+# (DocumentReference, DiagnosticReport, Media, Binary, Composition) and
+# free-text types (Communication, ClinicalImpression, ...) are not research
+# types, like notes.
+research_fhir_types := {
+	"patient", "observation", "condition", "medicationrequest", "encounter", "coverage",
+	"allergyintolerance", "procedure", "immunization", "medicationadministration",
+	"medicationstatement", "medicationdispense", "careplan", "goal", "servicerequest",
+	"familymemberhistory", "imagingstudy", "specimen",
 }
+
+research_obligations := {typ: research_deidentify | some typ in research_fhir_types | reference_types}
 
 # ---------------------------------------------------------------------------
 # Entry points.
@@ -111,7 +153,7 @@ resource_decision := resource_decisions([item])[0] if {
 		"resource": object.union(resource_defaults, input.resource),
 		"break_glass": object.get(input, "break_glass", null),
 	}
-} else := class_decision(request_denies, false, null, null, false, null, false, [], [])
+} else := class_decision(request_denies, false, null, null, false, false, null, false, [], [])
 
 has_resource if is_object(input.resource)
 
@@ -126,6 +168,8 @@ decisions := resource_decisions(input.items) if input.action in {"list", "read"}
 # The single rule set for list and read. It must not read input.action.
 # class_decision decides one combination of resource features; the features
 # are computed here, inline, because this runs once per list item:
+#   ref:    the resource is tenant-level (labels.patient is ""): reference
+#           data, decided by reference_grant instead of the role grants;
 #   care:   the patient is in the principal's care team;
 #   bg:     the break-the-glass grant of the item (null if none);
 #   bg_ok:  the grant names this resource's patient.
@@ -137,7 +181,7 @@ decisions := resource_decisions(input.items) if input.action in {"list", "read"}
 # branch below: elsewhere it reads "no relationship", and the batch-equals-
 # single tests cannot notice, since both entry points share this function.
 resource_decisions(items) := [class_decision(
-	request_denies, true, r.type, r.tenant,
+	request_denies, true, r.type, r.tenant, r.patient == "",
 	r.patient in care_relationship_patients, null, false,
 	r.sensitivity, r.consent,
 ) |
@@ -146,7 +190,7 @@ resource_decisions(items) := [class_decision(
 ] if {
 	grant_mode == "care"
 } else := [class_decision(
-	request_denies, true, r.type, r.tenant, false,
+	request_denies, true, r.type, r.tenant, r.patient == "", false,
 	item.break_glass, r.patient == object.get(item, ["break_glass", "patient"], null),
 	r.sensitivity, r.consent,
 ) |
@@ -154,7 +198,7 @@ resource_decisions(items) := [class_decision(
 	r := item.resource
 ] if {
 	grant_mode == "break_glass"
-} else := [class_decision(request_denies, true, r.type, r.tenant, false, null, false, r.sensitivity, r.consent) |
+} else := [class_decision(request_denies, true, r.type, r.tenant, r.patient == "", false, null, false, r.sensitivity, r.consent) |
 	some item in items
 	r := item.resource
 ]
@@ -264,24 +308,41 @@ any_granting_role if {
 # without a resource object. It reads the principal's roles, tenant and
 # purpose of use, and nothing else of the input.
 
-class_decision(req, has_res, typ, tenant, care, bg, bg_ok, sens, consent) := {
+class_decision(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent) := {
 	"allow": true,
 	"reasons": allow_reasons(g, sens),
 	"obligations": g.obligations,
 } if {
-	g := grant(grant_mode, typ, care, bg, bg_ok)
+	g := pick_grant(grant_mode, typ, ref, care, bg, bg_ok)
 	count(req | resource_denies(has_res, typ, tenant, sens, consent)) == 0
 } else := {
 	"allow": false,
 	"reasons": sort(req | resource_denies(has_res, typ, tenant, sens, consent)),
 	"obligations": [],
 } if {
-	grant(grant_mode, typ, care, bg, bg_ok)
+	pick_grant(grant_mode, typ, ref, care, bg, bg_ok)
 } else := {
 	"allow": false,
-	"reasons": no_grant_reasons(req, has_res, typ, tenant, care, bg, bg_ok, sens, consent),
+	"reasons": no_grant_reasons(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent),
 	"obligations": [],
 }
+
+# A tenant-level resource is decided by reference_grant, anything else by
+# the role grants.
+pick_grant(mode, typ, true, _, _, _) := reference_grant(mode, typ)
+
+pick_grant(mode, typ, false, care, bg, bg_ok) := grant(mode, typ, care, bg, bg_ok)
+
+reference_grant(mode, typ) := {"reasons": ["reference_data"], "obligations": []} if {
+	mode in {"care", "break_glass", "billing"}
+	reference_type(typ)
+}
+
+reference_grant("research", typ) := {"reasons": ["research_deidentified"], "obligations": research_deidentify} if {
+	reference_type(typ)
+}
+
+reference_type(typ) if typ in reference_types
 
 # Allowed decisions about a VIP patient carry "vip_patient" so that the audit
 # record flags them for review.
@@ -290,22 +351,35 @@ allow_reasons(g, sens) := array.concat(g.reasons, ["vip_patient"]) if {
 } else := g.reasons
 
 # A deny without a grant lists the denies and why no grant applied.
-no_grant_reasons(req, has_res, typ, tenant, care, bg, bg_ok, sens, consent) := reasons if {
+no_grant_reasons(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent) := reasons if {
 	denies := req | resource_denies(has_res, typ, tenant, sens, consent)
-	reasons := sort((denies | principal_no_grant) | {code | code := no_grant(grant_mode, typ, care, bg, bg_ok)})
+	reasons := sort((denies | principal_no_grant) | {code | code := pick_no_grant(grant_mode, typ, ref, care, bg, bg_ok)})
 	count(reasons) > 0
 } else := ["no_matching_grant"]
+
+pick_no_grant(_, typ, true, _, _, _) := "reference_type_not_permitted" if not reference_type(typ)
+
+pick_no_grant(mode, typ, false, care, bg, bg_ok) := no_grant(mode, typ, care, bg, bg_ok)
 
 resource_denies(false, _, _, _, _) := principal_denies | {"resource_missing"}
 
 resource_denies(true, typ, tenant, sens, consent) := (((principal_denies | tenant_denies) | type_denies) | label_denies) | consent_denies if {
 	tenant_denies := {"tenant_mismatch" | not tenant in principal_tenants}
-	type_denies := {"resource_type_unknown" | not typ in known_types}
+	type_denies := {"resource_type_unknown" | not known_type(typ)}
 	label_denies := {code | some label in sens; code := label_deny(label)}
 	consent_denies := {code | some flag in consent; code := consent_deny(flag)}
 }
 
-label_deny(label) := "sensitivity_label_unknown" if not sensitivity_roles[label]
+label_deny(label) := "sensitivity_label_unknown" if not label_known(label)
+
+label_known(label) if sensitivity_roles[label]
+
+label_deny(label) := "restricted_use_only_treatment" if {
+	label in treatment_only_labels
+	not treatment_mode
+}
+
+treatment_mode if grant_mode in {"care", "break_glass"}
 
 label_deny(label) := "sensitive_category_requires_role" if {
 	needed := sensitivity_roles[label]
@@ -356,3 +430,157 @@ break_glass_covers(bg, true) if break_glass_valid(bg)
 billing_type(typ) if billing_obligations[typ]
 
 research_type(typ) if research_obligations[typ]
+
+# Every concrete FHIR R4 resource type (FHIR 4.0.1), lowercase: the types a
+# fhir:// URI may carry, as in store/fhirtypes_gen.go (generated by
+# tools/fhirtypes from the R4 StructureDefinitions). rego_test.go
+# (TestFHIRTypesMatchStore) keeps the two lists equal.
+fhir_r4_types := {
+	"account",
+	"activitydefinition",
+	"adverseevent",
+	"allergyintolerance",
+	"appointment",
+	"appointmentresponse",
+	"auditevent",
+	"basic",
+	"binary",
+	"biologicallyderivedproduct",
+	"bodystructure",
+	"bundle",
+	"capabilitystatement",
+	"careplan",
+	"careteam",
+	"catalogentry",
+	"chargeitem",
+	"chargeitemdefinition",
+	"claim",
+	"claimresponse",
+	"clinicalimpression",
+	"codesystem",
+	"communication",
+	"communicationrequest",
+	"compartmentdefinition",
+	"composition",
+	"conceptmap",
+	"condition",
+	"consent",
+	"contract",
+	"coverage",
+	"coverageeligibilityrequest",
+	"coverageeligibilityresponse",
+	"detectedissue",
+	"device",
+	"devicedefinition",
+	"devicemetric",
+	"devicerequest",
+	"deviceusestatement",
+	"diagnosticreport",
+	"documentmanifest",
+	"documentreference",
+	"effectevidencesynthesis",
+	"encounter",
+	"endpoint",
+	"enrollmentrequest",
+	"enrollmentresponse",
+	"episodeofcare",
+	"eventdefinition",
+	"evidence",
+	"evidencevariable",
+	"examplescenario",
+	"explanationofbenefit",
+	"familymemberhistory",
+	"flag",
+	"goal",
+	"graphdefinition",
+	"group",
+	"guidanceresponse",
+	"healthcareservice",
+	"imagingstudy",
+	"immunization",
+	"immunizationevaluation",
+	"immunizationrecommendation",
+	"implementationguide",
+	"insuranceplan",
+	"invoice",
+	"library",
+	"linkage",
+	"list",
+	"location",
+	"measure",
+	"measurereport",
+	"media",
+	"medication",
+	"medicationadministration",
+	"medicationdispense",
+	"medicationknowledge",
+	"medicationrequest",
+	"medicationstatement",
+	"medicinalproduct",
+	"medicinalproductauthorization",
+	"medicinalproductcontraindication",
+	"medicinalproductindication",
+	"medicinalproductingredient",
+	"medicinalproductinteraction",
+	"medicinalproductmanufactured",
+	"medicinalproductpackaged",
+	"medicinalproductpharmaceutical",
+	"medicinalproductundesirableeffect",
+	"messagedefinition",
+	"messageheader",
+	"molecularsequence",
+	"namingsystem",
+	"nutritionorder",
+	"observation",
+	"observationdefinition",
+	"operationdefinition",
+	"operationoutcome",
+	"organization",
+	"organizationaffiliation",
+	"parameters",
+	"patient",
+	"paymentnotice",
+	"paymentreconciliation",
+	"person",
+	"plandefinition",
+	"practitioner",
+	"practitionerrole",
+	"procedure",
+	"provenance",
+	"questionnaire",
+	"questionnaireresponse",
+	"relatedperson",
+	"requestgroup",
+	"researchdefinition",
+	"researchelementdefinition",
+	"researchstudy",
+	"researchsubject",
+	"riskassessment",
+	"riskevidencesynthesis",
+	"schedule",
+	"searchparameter",
+	"servicerequest",
+	"slot",
+	"specimen",
+	"specimendefinition",
+	"structuredefinition",
+	"structuremap",
+	"subscription",
+	"subscriptionstatus",
+	"substance",
+	"substancenucleicacid",
+	"substancepolymer",
+	"substanceprotein",
+	"substancereferenceinformation",
+	"substancesourcematerial",
+	"substancespecification",
+	"supplydelivery",
+	"supplyrequest",
+	"task",
+	"terminologycapabilities",
+	"testreport",
+	"testscript",
+	"valueset",
+	"verificationresult",
+	"visionprescription",
+}

@@ -169,11 +169,13 @@ test_clinician_unknown_type_denied if {
 	"resource_type_unknown" in d.reasons
 }
 
+# An empty patient never matches an empty entry of the care team; a
+# clinical type without a patient is not reference data either.
 test_empty_patient_is_no_care_relationship if {
 	p := object.union(clinician, {"patients": ["", patient_a]})
 	d := decide(p, "TREAT", object.union(res("observation", patient_a), {"patient": ""}))
 	not d.allow
-	"no_care_relationship" in d.reasons
+	"reference_type_not_permitted" in d.reasons
 	d2 := decide(p, "TREAT", res("observation", patient_a))
 	d2.allow
 }
@@ -234,7 +236,7 @@ test_researcher_every_fhir_type_deidentified if {
 		d := decide(researcher, "HRESCH", res(typ, patient_b))
 		d.allow
 		d.reasons == ["research_deidentified"]
-		d.obligations == [{"op": "deidentify", "path": "", "fn": "safeharbor"}]
+		{"op": "deidentify", "path": "", "fn": "safeharbor"} in d.obligations
 	}
 }
 
@@ -521,6 +523,12 @@ batch_items := [
 	{"resource": object.union(res("encounter", patient_a), {"tenant": "other-hospital"}), "break_glass": null},
 	{"resource": object.union(res("observation", patient_a), {"patient": ""}), "break_glass": null},
 	{"resource": res("observation", patient_a), "break_glass": null}, # a repeat: same decision twice
+	{"resource": res("procedure", patient_a), "break_glass": null},
+	{"resource": res("attachment", patient_b), "break_glass": {"grant": "g-6", "patient": patient_b}},
+	{"resource": ref_res("organization"), "break_glass": null},
+	{"resource": ref_res("group"), "break_glass": null},
+	{"resource": object.union(res("observation", patient_a), {"sensitivity": ["restricted"]}), "break_glass": null},
+	{"resource": object.union(res("condition", patient_a), {"sensitivity": ["eth", "psy"]}), "break_glass": null},
 ]
 
 # The decision about one item alone, through the single-resource entry point.
@@ -589,4 +597,138 @@ test_batch_empty_page if {
 
 test_batch_not_for_templates if {
 	not authz.decisions with input as {"principal": clinician, "purpose_of_use": "TREAT", "action": "templates", "items": batch_items}
+}
+
+# --- any FHIR R4 type, attachments, reference data (issue 14) ------------------
+
+# A tenant-level resource: labels.patient is "".
+ref_res(typ) := res(typ, "")
+
+test_any_r4_type_in_the_care_team if {
+	every typ in ["procedure", "documentreference", "allergyintolerance", "diagnosticreport", "immunization"] {
+		decide(clinician, "TREAT", res(typ, patient_a)).allow
+		not decide(clinician, "TREAT", res(typ, patient_b)).allow
+	}
+}
+
+test_unknown_types_denied if {
+	every typ in ["widget", "Observation", "domainresource", "resource", ""] {
+		d := decide(clinician, "TREAT", res(typ, patient_a))
+		not d.allow
+		"resource_type_unknown" in d.reasons
+	}
+}
+
+test_every_r4_type_is_known if {
+	count(authz.fhir_r4_types) == 147
+	every typ in ["patient", "observation", "binary", "organization", "documentreference", "medicationknowledge"] {
+		authz.known_type(typ)
+	}
+}
+
+# An attachment is read like a note: clinicians of the care team, or with a
+# break-the-glass grant; not billing, not research.
+test_attachment_like_a_note if {
+	decide(clinician, "TREAT", res("attachment", patient_a)).allow
+	not decide(clinician, "TREAT", res("attachment", patient_b)).allow
+	bg := authz.decision with input as object.union(req(clinician, "ETREAT", "read", res("attachment", patient_b)), {"break_glass": {"grant": "g-9", "patient": patient_b}})
+	bg.allow
+	d := decide(billing, "HPAYMT", res("attachment", patient_a))
+	not d.allow
+	"resource_type_not_permitted" in d.reasons
+	r := decide(researcher, "HRESCH", res("attachment", patient_a))
+	not r.allow
+	"resource_type_not_permitted" in r.reasons
+}
+
+test_reference_data_for_treatment_and_billing if {
+	every typ in ["organization", "practitioner", "location", "medication"] {
+		d := decide(clinician, "TREAT", ref_res(typ))
+		d.allow
+		d.reasons == ["reference_data"]
+		d.obligations == []
+		decide(clinician, "ETREAT", ref_res(typ)).allow # no grant needed: no patient
+		decide(billing, "HPAYMT", ref_res(typ)).allow
+	}
+}
+
+test_reference_data_for_research_is_deidentified if {
+	d := decide(researcher, "HRESCH", ref_res("practitioner"))
+	d.allow
+	{"op": "deidentify", "path": "", "fn": "safeharbor"} in d.obligations
+}
+
+test_reference_data_denied_otherwise if {
+	# other tenant, auditor, unknown purpose, a role without a grant
+	not decide(clinician, "TREAT", object.union(ref_res("organization"), {"tenant": "other-hospital"})).allow
+	"auditor_no_phi_access" in decide(auditor, "TREAT", ref_res("organization")).reasons
+	not decide(clinician, "HMARKT", ref_res("organization")).allow
+	not decide(object.union(clinician, {"roles": ["nurse"]}), "TREAT", ref_res("organization")).allow
+}
+
+# Types outside the reference list without a patient are denied to everyone:
+# a Group names patients; an attachment or a clinical type without a
+# patient is not reference data.
+test_tenant_level_non_reference_denied if {
+	every typ in ["group", "attachment", "observation", "list", "note"] {
+		every pp in [["TREAT", clinician], ["HPAYMT", billing], ["HRESCH", researcher]] {
+			d := decide(pp[1], pp[0], ref_res(typ))
+			not d.allow
+		}
+		"reference_type_not_permitted" in decide(clinician, "TREAT", ref_res(typ)).reasons
+	}
+}
+
+test_research_reads_more_structured_types if {
+	every typ in ["procedure", "allergyintolerance", "immunization", "careplan"] {
+		d := decide(researcher, "HRESCH", res(typ, patient_a))
+		d.allow
+		d.obligations == [{"op": "deidentify", "path": "", "fn": "safeharbor"}]
+	}
+	every typ in ["documentreference", "diagnosticreport", "media", "binary", "communication", "note", "attachment"] {
+		not decide(researcher, "HRESCH", res(typ, patient_a)).allow
+	}
+}
+
+# --- sensitivity labels from meta.security (issue 14) --------------------------
+
+labeled(typ, labels) := object.union(res(typ, patient_a), {"sensitivity": labels})
+
+test_sensitivity_labels_need_their_role if {
+	every lr in [["eth", "sensitive:sud"], ["psy", "sensitive:psy"], ["sdv", "sensitive:sdv"], ["std", "sensitive:std"], ["sex", "sensitive:sex"]] {
+		d := decide(clinician, "TREAT", labeled("condition", [lr[0]]))
+		not d.allow
+		"sensitive_category_requires_role" in d.reasons
+		decide(object.union(clinician, {"roles": ["clinician", lr[1]]}), "TREAT", labeled("condition", [lr[0]])).allow
+	}
+}
+
+test_restricted_is_treatment_only if {
+	decide(clinician, "TREAT", labeled("observation", ["restricted"])).allow
+	bg := authz.decision with input as object.union(req(clinician, "ETREAT", "read", labeled("observation", ["restricted"])), {"break_glass": {"grant": "g-9", "patient": patient_a}})
+	bg.allow
+	b := decide(billing, "HPAYMT", labeled("coverage", ["restricted"]))
+	not b.allow
+	"restricted_use_only_treatment" in b.reasons
+	r := decide(researcher, "HRESCH", labeled("observation", ["restricted"]))
+	not r.allow
+	"restricted_use_only_treatment" in r.reasons
+}
+
+test_very_restricted_needs_role_and_treatment if {
+	d := decide(clinician, "TREAT", labeled("observation", ["very-restricted"]))
+	not d.allow
+	"sensitive_category_requires_role" in d.reasons
+	vr := object.union(clinician, {"roles": ["clinician", "sensitive:very-restricted"]})
+	decide(vr, "TREAT", labeled("observation", ["very-restricted"])).allow
+	vb := object.union(billing, {"roles": ["billing", "sensitive:very-restricted"]})
+	b := decide(vb, "HPAYMT", labeled("coverage", ["very-restricted"]))
+	not b.allow
+	"restricted_use_only_treatment" in b.reasons
+}
+
+test_unknown_label_still_denied if {
+	d := decide(clinician, "TREAT", labeled("observation", ["n"]))
+	not d.allow
+	"sensitivity_label_unknown" in d.reasons
 }

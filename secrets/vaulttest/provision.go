@@ -84,8 +84,8 @@ type Provisioned struct {
 	WrappedSecretID string
 	// Token is a service token holding secrets.PolicyName (and "default").
 	Token string
-	// CursorKey and AuditKey are the key bytes stored in KV (version 1).
-	CursorKey, AuditKey []byte
+	// CursorKey, AuditKey and IDKey are the key bytes stored in KV (version 1).
+	CursorKey, AuditKey, IDKey []byte
 }
 
 // Provision sets up the server for custos with the root token:
@@ -93,7 +93,8 @@ type Provisioned struct {
 //  1. enable Transit at Layout.TransitMount (if not yet enabled);
 //  2. create Layout.SigningKey (ed25519) and Layout.BlobKey (aes256-gcm96),
 //     both not exportable;
-//  3. write Layout.CursorKeyPath and Layout.AuditKeyPath in KV v2 with field
+//  3. write Layout.CursorKeyPath, Layout.AuditKeyPath and Layout.IDKeyPath
+//     (fresh random bytes) in KV v2 with field
 //     secrets.KVField = base64(key);
 //  4. write the ACL policy secrets.PolicyName = secrets.PolicyHCL;
 //  5. enable AppRole at AppRoleMount (if not yet enabled) and write role
@@ -127,6 +128,9 @@ func (s *Server) Provision(ctx context.Context, opts ProvisionOptions) (*Provisi
 	if p.AuditKey, err = keyOrRandom(opts.AuditKey); err != nil {
 		return nil, err
 	}
+	if p.IDKey, err = keyOrRandom(nil); err != nil {
+		return nil, err
+	}
 	c := s.Root()
 	step := func(name string, err error) error {
 		if err != nil {
@@ -149,7 +153,7 @@ func (s *Server) Provision(ctx context.Context, opts ProvisionOptions) (*Provisi
 	for _, kv := range []struct {
 		path string
 		key  []byte
-	}{{l.CursorKeyPath, p.CursorKey}, {l.AuditKeyPath, p.AuditKey}} {
+	}{{l.CursorKeyPath, p.CursorKey}, {l.AuditKeyPath, p.AuditKey}, {l.IDKeyPath, p.IDKey}} {
 		_, err := s.putKV(ctx, kv.path, kvValue(kv.key))
 		if err := step("write kv "+l.KVDataPath(kv.path), err); err != nil {
 			return nil, err

@@ -1,0 +1,104 @@
+package server_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/store"
+)
+
+// TestFHIRImportServed: resources of a streaming FHIR import (keyed URIs,
+// labels naming the SOURCE patient) are served by the policy: a clinician of
+// the patient reads the patient's Observation and attachment and the
+// tenant's reference data (reason reference_data); a researcher sees the
+// reference data under an alias URI without a patient segment and reads it
+// de-identified, and never sees the attachment.
+func TestFHIRImportServed(t *testing.T) {
+	lf := newLiveFixture(t)
+	ctx := context.Background()
+	clin := lf.identity("clinician")
+	src := clin.Principal.Patients[0] // the patient as the identity provider names it
+	n, err := store.NewNamer("general-hospital", []byte("0123456789abcdef0123456789abcdef"), "test:id-key@1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := []store.Entry{
+		{Type: "Observation", ID: "obs-src-1", Patient: src, Body: []byte(`{"resourceType":"Observation","id":"obs-src-1","status":"final","code":{"text":"Heart rate"}}`)},
+		{Type: "Organization", ID: "org-src-1", Body: []byte(`{"resourceType":"Organization","id":"org-src-1","name":"City Hospital"}`)},
+		{Type: "Attachment", ID: "DocumentReference/doc-1/content/0", Patient: src, MIMEType: "text/plain; charset=utf-8", Carrier: store.Carrier{Type: "DocumentReference", ID: "doc-1"},
+			Body: []byte("Progress note: stable.")},
+	}
+	stream := func(yield func(store.Entry, error) bool) {
+		for _, e := range entries {
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+	if _, err := store.ImportEntriesStaged(ctx, lf.catPath, stream, store.EntryOptions{Namer: n}, store.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, swapped, err := lf.live.Reload(); err != nil || !swapped {
+		t.Fatalf("Reload: %v %v", swapped, err)
+	}
+	obs := n.Link("Observation", "obs-src-1", src)
+	org := n.Link("Organization", "org-src-1", "")
+	att := n.Link("Attachment", "DocumentReference/doc-1/content/0", src)
+
+	cs := lf.connect(clin)
+	start := len(lf.records())
+	for _, uri := range []string{obs, org, att} {
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil || len(res.Contents) != 1 {
+			t.Fatalf("clinician read %s: %v", uri, err)
+		}
+	}
+	reads := lf.actions(start, server.ActionRead)
+	if len(reads) != 3 || reads[1].Reason != "reference_data" {
+		t.Fatalf("read records: %+v", reads)
+	}
+
+	// Completion: the reference-data template offers the tenant-level
+	// type and id; the patient template never offers them.
+	if got := complete(t, cs, "fhir://{tenant}/{type}/{id}", "type", "", nil).Completion.Values; !slices.Equal(got, []string{"organization"}) {
+		t.Errorf("reference-data types = %v", got)
+	}
+	if got := complete(t, cs, "fhir://{tenant}/{type}/{id}", "id", "", map[string]string{"type": "organization"}).Completion.Values; !slices.Equal(got, []string{org[strings.LastIndex(org, "/")+1:]}) {
+		t.Errorf("reference-data ids = %v", got)
+	}
+	if got := complete(t, cs, fhirTemplate, "type", "org", nil).Completion.Values; len(got) != 0 {
+		t.Errorf("the patient template offers %v", got)
+	}
+
+	rcs := lf.connect(lf.identity("researcher"))
+	var refs []string
+	for r, err := range rcs.Resources(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(r.URI, org[strings.LastIndex(org, "/")+1:]) || strings.HasPrefix(r.URI, "attachment://") {
+			t.Fatalf("research list shows a catalog id or an attachment: %s", r.URI)
+		}
+		if strings.HasPrefix(r.URI, "fhir://general-hospital/organization/") {
+			refs = append(refs, r.URI)
+			if r.Title != "Organization (de-identified)" {
+				t.Errorf("research title %q", r.Title)
+			}
+		}
+	}
+	if len(refs) != 1 {
+		t.Fatalf("research list has %d organizations, want 1", len(refs))
+	}
+	res, err := rcs.ReadResource(ctx, &mcp.ReadResourceParams{URI: refs[0]})
+	if err != nil || len(res.Contents) != 1 || strings.Contains(res.Contents[0].Text, "org-src-1") {
+		t.Fatalf("research read of reference data: %v %+v", err, res)
+	}
+	if _, err := rcs.ReadResource(ctx, &mcp.ReadResourceParams{URI: att}); err == nil {
+		t.Fatal("a researcher read an attachment")
+	}
+}

@@ -1,0 +1,256 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Entry is one source resource of a streaming import (ImportEntries): the
+// store's mirror of what a FHIR reader yields per item (fhirin). Ids are
+// SOURCE ids (as the EHR knows them); the store names the resource by
+// keyed ids (Namer) and never puts a source id in a URI, name, title or
+// description.
+type Entry struct {
+	// Type is the FHIR resourceType ("Observation"), or "Attachment" for an
+	// attachment lifted out of the resource that carried it.
+	Type string
+	// ID is the source logical id (for a lifted attachment, a stable id
+	// derived from its carrier and element path).
+	ID string
+	// Patient is the source id of the Patient whose compartment holds the
+	// resource; "" for tenant-level reference data. A Patient's own is its ID.
+	Patient string
+	// Deleted marks a deletion (a Bulk Data "deleted" entry): the resource
+	// is retired. Body and the other fields are ignored.
+	Deleted bool
+	// Body is the FHIR JSON (with lifted attachments replaced by a link to
+	// their URI), or the attachment's bytes.
+	Body []byte
+	// MIMEType is the attachment's media type, checked against Body; for a
+	// FHIR resource it is "" or application/fhir+json.
+	MIMEType string
+	// Sensitivity and Consent are label values (knownSensitivity,
+	// knownConsent), e.g. from meta.security.
+	Sensitivity []string
+	Consent     []string
+	// LastUpdated is meta.lastUpdated (the resource annotation lastModified).
+	LastUpdated time.Time
+	// Carrier is the resource an attachment came from (Type and source ID);
+	// its type goes into the attachment's title, its id nowhere.
+	Carrier Carrier
+	// Where locates the entry in the input ("Observation.ndjson:17"), for
+	// errors. It must not hold PHI.
+	Where string
+}
+
+// Carrier names the resource an attachment was lifted out of.
+type Carrier struct {
+	Type string
+	ID   string
+}
+
+// EntryError locates a problem with one Entry of a streaming import. Its
+// message is "Where: reason" and never quotes the entry's content or ids.
+// It unwraps to ErrBadEntry.
+type EntryError struct {
+	Where  string // Entry.Where; "entry N" (1-based) when the entry has none
+	Reason string
+}
+
+func (e *EntryError) Error() string { return e.Where + ": " + e.Reason }
+
+// Unwrap returns ErrBadEntry.
+func (e *EntryError) Unwrap() error { return ErrBadEntry }
+
+// entryRecord is a validated Entry: its URI, catalog record (without
+// Version) and content digest.
+type entryRecord struct {
+	uri    URI
+	id     [16]byte // the keyed resource id, for the id index and seen set
+	where  string   // Entry.Where (or "entry N")
+	res    Resource
+	body   []byte
+	digest [32]byte
+}
+
+// category is the part of a FHIR resource a title is built from.
+type fhirHead struct {
+	ResourceType string          `json:"resourceType"`
+	Category     json.RawMessage `json:"category"`
+}
+
+type codeableConcept struct {
+	Coding []struct {
+		Code string `json:"code"`
+	} `json:"coding"`
+}
+
+// categoryCode returns the first coding's code of a FHIR category element
+// (a CodeableConcept, a list of them, or a list of codes), if it looks like
+// a terminology code ([A-Za-z0-9._-], at most 64 bytes). It never returns
+// display text, which may carry anything.
+func categoryCode(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var code string
+	var many []codeableConcept
+	var one codeableConcept
+	var codes []string
+	switch {
+	case json.Unmarshal(raw, &many) == nil && len(many) > 0 && len(many[0].Coding) > 0:
+		code = many[0].Coding[0].Code
+	case json.Unmarshal(raw, &one) == nil && len(one.Coding) > 0:
+		code = one.Coding[0].Code
+	case json.Unmarshal(raw, &codes) == nil && len(codes) > 0:
+		code = codes[0]
+	}
+	if len(code) == 0 || len(code) > 64 {
+		return ""
+	}
+	for i := 0; i < len(code); i++ {
+		c := code[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return ""
+		}
+	}
+	return code
+}
+
+// entryTexts returns the name, title and description of a resource from
+// its type, its category code, its carrier's type and its opaque id only:
+// never from display text, names or source ids.
+func entryTexts(u URI, resourceType, category, carrierType, mimeType string) (name, title, description string) {
+	name = u.Type + "-" + u.ID[:8]
+	whose := "of one patient"
+	if u.Patient == "" {
+		whose = "of the tenant (reference data)"
+	}
+	if u.Scheme == SchemeAttachment {
+		title = "Attachment"
+		if fhirTypes[strings.ToLower(carrierType)] == carrierType && carrierType != "" {
+			title += " of a " + carrierType
+		}
+		title += " (" + mimeType + ")"
+		return name, title, "A " + mimeType + " attachment " + whose + "."
+	}
+	title = resourceType
+	if category != "" {
+		title += " (" + category + ")"
+	}
+	return name, title, "A FHIR R4 " + resourceType + " resource " + whose + "."
+}
+
+// checkEntry validates e (not Deleted) for URI u and builds its record.
+// Reasons never quote content or ids.
+func checkEntry(e *Entry, u URI, source string) (entryRecord, string) {
+	rec := entryRecord{uri: u, body: e.Body}
+	if len(e.Body) > MaxBlobSize {
+		return rec, fmt.Sprintf("content larger than %d bytes", MaxBlobSize)
+	}
+	var resourceType, category, mt string
+	if u.Scheme == SchemeFHIR {
+		if e.MIMEType != "" && e.MIMEType != MIMEFHIR {
+			return rec, "mime type of a FHIR resource must be " + MIMEFHIR
+		}
+		if !utf8.Valid(e.Body) {
+			return rec, "FHIR JSON is not valid utf-8"
+		}
+		var h fhirHead
+		if err := json.Unmarshal(e.Body, &h); err != nil {
+			var se *json.SyntaxError
+			if errors.As(err, &se) {
+				return rec, fmt.Sprintf("FHIR JSON is not valid json (byte %d)", se.Offset)
+			}
+			return rec, "FHIR JSON is not a resource object"
+		}
+		if h.ResourceType != e.Type {
+			return rec, "resourceType does not match the entry's type"
+		}
+		resourceType, category, mt = h.ResourceType, categoryCode(h.Category), MIMEFHIR
+	} else {
+		var reason string
+		if mt, reason = checkAttachment(e.MIMEType, e.Body); reason != "" {
+			return rec, reason
+		}
+	}
+	sens, err := normalizeSet(e.Sensitivity, knownSensitivity)
+	if err != nil {
+		return rec, "sensitivity: " + err.Error()
+	}
+	cons, err := normalizeSet(e.Consent, knownConsent)
+	if err != nil {
+		return rec, "consent: " + err.Error()
+	}
+	patient := e.Patient
+	if e.Type == "Patient" {
+		patient = e.ID
+	}
+	name, title, desc := entryTexts(u, resourceType, category, e.Carrier.Type, mt)
+	rec.res = Resource{
+		URI: u.String(), Name: name, Title: title, Description: desc, MIMEType: mt,
+		Size:        int64(len(e.Body)),
+		Annotations: Annotations{LastModified: e.LastUpdated.UTC()},
+		Labels:      Labels{Tenant: u.Tenant, Patient: patient, Type: u.Type, Sensitivity: sens, Consent: cons},
+		Source:      source,
+	}
+	return rec, ""
+}
+
+// checkAttachment checks an attachment's declared media type against its
+// bytes and returns the type to store (normalized by mime.FormatMediaType).
+// Types with a signature (PDF, PNG, JPEG, GIF) must have it; text must be
+// UTF-8 (declared charset utf-8 or us-ascii, or none); JSON must parse; and
+// no attachment may look like one of the signed types it does not declare.
+func checkAttachment(declared string, data []byte) (string, string) {
+	if declared == "" {
+		return "", "attachment has no mime type"
+	}
+	mt, params, err := mime.ParseMediaType(declared)
+	if err != nil {
+		return "", "attachment mime type is not a media type"
+	}
+	sniffed := sniff(data)
+	switch {
+	case mt == MIMEPDF, mt == MIMEPNG, mt == "image/jpeg", mt == "image/gif":
+		if sniffed != mt {
+			return "", "attachment bytes are not " + mt
+		}
+	case sniffed != "":
+		return "", "attachment bytes are " + sniffed + ", not " + mt
+	case strings.HasPrefix(mt, "text/"):
+		if cs := strings.ToLower(params["charset"]); cs != "" && cs != "utf-8" && cs != "us-ascii" {
+			return "", "attachment text charset is not utf-8"
+		}
+		if !utf8.Valid(data) {
+			return "", "attachment text is not valid utf-8"
+		}
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		if !json.Valid(data) {
+			return "", "attachment is not valid json"
+		}
+	}
+	return mime.FormatMediaType(mt, params), ""
+}
+
+// sniff returns the signed media type data starts with, or "".
+func sniff(data []byte) string {
+	switch {
+	case bytes.HasPrefix(data, []byte("%PDF-")):
+		return MIMEPDF
+	case bytes.HasPrefix(data, pngSignature):
+		return MIMEPNG
+	}
+	switch t := http.DetectContentType(data); t {
+	case "image/jpeg", "image/gif":
+		return t
+	}
+	return ""
+}

@@ -1,0 +1,607 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Defaults of EntryOptions.
+const (
+	// DefaultBatchEntries is how many entries ImportEntries commits at most
+	// per write transaction.
+	DefaultBatchEntries = 256
+	// DefaultBatchBytes is how many content bytes ImportEntries holds at
+	// most before it commits a batch.
+	DefaultBatchBytes = 32 << 20
+	// DefaultSource is the Resource.Source of entries when
+	// EntryOptions.Source is empty.
+	DefaultSource = "fhir"
+)
+
+// EntryOptions configure ImportEntries.
+type EntryOptions struct {
+	// Namer names the entries (tenant and resource id key). Required.
+	Namer *Namer
+	// Source labels what this import's resources came from (Resource.Source;
+	// [a-z0-9:._-], at most 64 bytes, no PHI), e.g. "fhir" or
+	// "sync:<name>". "" means DefaultSource. A full import retires only
+	// resources of its tenant and source.
+	Source string
+	// Full makes the stream the complete content of the source for the
+	// tenant: every resource of that tenant and source it does not mention
+	// is retired after the last batch.
+	Full bool
+	// Progress, if not nil, is called from the calling goroutine about
+	// every 1,000 entries with the number of entries read so far and total
+	// 0 (a stream's length is unknown), and once at the end with done ==
+	// total.
+	Progress func(done, total int)
+	// BatchEntries and BatchBytes bound a batch (zero: DefaultBatchEntries,
+	// DefaultBatchBytes): the memory an import holds is about one batch.
+	BatchEntries int
+	BatchBytes   int64
+	// Now stamps retirements; nil means time.Now.
+	Now func() time.Time
+}
+
+func (o *EntryOptions) validate() error {
+	if o.Namer == nil {
+		return errors.New("store: import entries: no namer")
+	}
+	if o.Source == "" {
+		o.Source = DefaultSource
+	}
+	if len(o.Source) > 64 || strings.Trim(o.Source, "abcdefghijklmnopqrstuvwxyz0123456789:._-") != "" {
+		return errors.New("store: import entries: source must be [a-z0-9:._-], at most 64 bytes")
+	}
+	if o.BatchEntries <= 0 {
+		o.BatchEntries = DefaultBatchEntries
+	}
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = DefaultBatchBytes
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// ImportEntries imports a stream of source resources of one tenant
+// (EntryOptions.Namer) into the store, in batches: each batch is validated,
+// its new blobs sealed (encrypted catalog: outside any transaction) and
+// then written in one write transaction. Memory stays about one batch
+// (BatchEntries, BatchBytes), whatever the stream's length: the entries seen
+// so far (to find an entry named twice, and, with Full, what the stream did
+// not mention) are kept in a scratch bucket of the catalog file, removed at
+// the end.
+//
+// ImportEntries on its own is NOT all or nothing: a failure leaves the
+// batches before it committed. Use ImportEntriesStaged, which imports into
+// a scratch copy and replaces the catalog only with a complete, verified
+// copy; ImportEntries is its building block.
+//
+// Every entry is named by the Namer (keyed ids; never a source id in a URI,
+// name, title or description) and checked (checkEntry: FHIR JSON whose
+// resourceType is the entry's type, attachment bytes matching their MIME
+// type, known label values); each URI may appear once. Invalid entries are
+// reported as *EntryError values (ErrBadEntry) naming their Where, up to a
+// cap; after the first one nothing more is written. An error from the
+// stream itself is returned as it is (the reader's errors name the input).
+//
+// A URI whose content or metadata changed gets a new version; identical
+// entries are Unchanged. A Deleted entry, a resource whose URI changed
+// (its patient changed) and, with Full, every resource of the tenant and
+// source the stream did not mention, are retired (Retired): a new version
+// carrying the retirement time, and no longer listed or readable. Nothing
+// is deleted. The catalog records the id key's version and refuses another
+// (ErrIDKeyChanged).
+func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, error], opts EntryOptions) (ImportReport, error) {
+	if s.readOnly {
+		return ImportReport{}, errors.New("store: import into a read-only store")
+	}
+	if err := opts.validate(); err != nil {
+		return ImportReport{}, err
+	}
+	imp := &entryImport{s: s, opts: opts, pending: map[[16]byte]string{}}
+	if err := imp.begin(); err != nil {
+		return ImportReport{}, err
+	}
+	start := time.Now()
+	n := 0
+	for e, err := range entries {
+		if err != nil {
+			return ImportReport{}, err
+		}
+		n++
+		if n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return ImportReport{}, err
+			}
+			imp.progress(n, 0)
+		}
+		if !imp.add(&e, n) {
+			break // too many problems to list
+		}
+		if len(imp.batch) >= opts.BatchEntries || imp.batchBytes >= opts.BatchBytes || len(imp.deletes) >= opts.BatchEntries {
+			if err := imp.flush(ctx); err != nil {
+				return ImportReport{}, err
+			}
+		}
+	}
+	if err := imp.probs.err(); err != nil {
+		s.log.Warn("import failed", "entries", n, "err", err)
+		return ImportReport{}, err
+	}
+	if n == 0 {
+		return ImportReport{}, &EntryError{Where: "input", Reason: "no entries"}
+	}
+	if err := imp.flush(ctx); err != nil {
+		return ImportReport{}, err
+	}
+	if opts.Full {
+		if err := imp.retireUnmentioned(ctx); err != nil {
+			return ImportReport{}, err
+		}
+	}
+	if err := s.update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketImportSeen) }); err != nil {
+		return ImportReport{}, fmt.Errorf("store: remove the import's scratch bucket: %w", err)
+	}
+	imp.rep.Lines = n
+	imp.progress(n, n)
+	r := imp.rep
+	s.log.Info("import committed", "elapsed", time.Since(start).Round(time.Millisecond), "entries", r.Lines, "created", r.Created,
+		"updated", r.Updated, "unchanged", r.Unchanged, "retired", r.Retired, "bytes", r.Bytes)
+	return r, nil
+}
+
+// streamFillPercent is the fill factor of the nodes a streaming batch
+// splits. Keys arrive in random order across batches (digests, keyed ids),
+// and bbolt re-splits every node a commit touches at this threshold: at
+// bbolt's default of one half, a catalog of 100,000 resources grew to
+// 515 MB; fuller nodes leave less slack for later inserts but far fewer
+// pages.
+const streamFillPercent = 0.8
+
+// entryImport is the state of one ImportEntries.
+type entryImport struct {
+	s     *Store
+	opts  EntryOptions
+	mode  string
+	probs entryProblems
+	// pending maps the keyed ids of the queued batch to their Where;
+	// bucketImportSeen holds those of the batches written.
+	pending map[[16]byte]string
+
+	batch      []entryRecord
+	batchBytes int64
+	deletes    []deletion
+	rep        ImportReport
+	lastProg   int
+}
+
+// bucketImportSeen is a streaming import's scratch bucket: keyed id -> Where
+// of every entry written so far. ImportEntries removes it at the end (and a
+// stale one left by a failed import at the start).
+var bucketImportSeen = []byte("import-seen")
+
+// deletion is a queued Deleted entry.
+type deletion struct {
+	id    [16]byte
+	where string
+}
+
+// entryProblems collects entry problems up to maxReportedProblems.
+type entryProblems struct {
+	list []error
+	more int
+}
+
+func (p *entryProblems) add(where, reason string) bool {
+	if len(p.list) >= maxReportedProblems {
+		p.more++
+		return false
+	}
+	p.list = append(p.list, &EntryError{Where: where, Reason: reason})
+	return true
+}
+
+func (p *entryProblems) err() error {
+	switch {
+	case len(p.list) == 0:
+		return nil
+	case len(p.list) == 1 && p.more == 0:
+		return p.list[0]
+	case p.more > 0:
+		return errors.Join(append(p.list, fmt.Errorf("%w: %d more problems not shown", ErrBadEntry, p.more))...)
+	}
+	return errors.Join(p.list...)
+}
+
+func (imp *entryImport) progress(done, total int) {
+	if imp.opts.Progress != nil && (done-imp.lastProg >= 1000 || done == total) {
+		imp.lastProg = done
+		imp.opts.Progress(done, total)
+	}
+}
+
+// begin checks the encryption mode and records (or checks) the id key's
+// version in meta, creating the id index.
+func (imp *entryImport) begin() error {
+	keyID := imp.opts.Namer.keyID
+	return imp.s.update(func(tx *bolt.Tx) error {
+		mode, _, err := encryption(tx)
+		if err != nil {
+			return err
+		}
+		if err := imp.s.checkMode(mode); err != nil {
+			return err
+		}
+		imp.mode = mode
+		meta := tx.Bucket(bucketMeta)
+		switch got := meta.Get(metaIDKeyKey); {
+		case got == nil:
+			if err := meta.Put(metaIDKeyKey, []byte(keyID)); err != nil {
+				return fmt.Errorf("store: write meta: %w", err)
+			}
+		case string(got) != keyID:
+			return fmt.Errorf("%w: catalog %q, import %q", ErrIDKeyChanged, got, keyID)
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketIDs); err != nil {
+			return fmt.Errorf("store: create bucket: %w", err)
+		}
+		if tx.Bucket(bucketImportSeen) != nil {
+			if err := tx.DeleteBucket(bucketImportSeen); err != nil {
+				return fmt.Errorf("store: remove a stale import bucket: %w", err)
+			}
+		}
+		if _, err := tx.CreateBucket(bucketImportSeen); err != nil {
+			return fmt.Errorf("store: create bucket: %w", err)
+		}
+		return nil
+	})
+}
+
+// add validates entry number n and queues it; false when the problem list
+// is full.
+func (imp *entryImport) add(e *Entry, n int) bool {
+	where := e.Where
+	if where == "" {
+		where = "entry " + strconv.Itoa(n)
+	}
+	u, err := imp.opts.Namer.URI(e.Type, e.ID, e.Patient)
+	if err != nil {
+		return imp.probs.add(where, strings.TrimPrefix(err.Error(), "store: "))
+	}
+	id := uuid.MustParse(u.ID)
+	if first, dup := imp.pending[id]; dup {
+		return imp.probs.add(where, duplicate(first))
+	}
+	if len(imp.probs.list) == 0 {
+		// Once nothing more is written, entries are only validated: no
+		// record of them is kept, so memory stays bounded.
+		imp.pending[id] = where
+	}
+	if e.Deleted {
+		if len(imp.probs.list) == 0 {
+			imp.deletes = append(imp.deletes, deletion{id, where})
+		}
+		return true
+	}
+	rec, reason := checkEntry(e, u, imp.opts.Source)
+	if reason != "" {
+		return imp.probs.add(where, reason)
+	}
+	if len(imp.probs.list) > 0 {
+		return true // validate the rest, write nothing more
+	}
+	rec.id, rec.where = id, where
+	rec.digest = sha256.Sum256(e.Body)
+	rec.res.Digest = formatDigest(rec.digest)
+	imp.batch = append(imp.batch, rec)
+	imp.batchBytes += int64(len(e.Body))
+	return true
+}
+
+// duplicate is the problem of an entry whose resource the input named
+// before, at first.
+func duplicate(first string) string {
+	return "the same resource appears twice in the input (first at " + first + ")"
+}
+
+// markSeen records id in the scratch bucket of entries written, or returns
+// the problem if an earlier batch had it.
+func markSeen(seen *bolt.Bucket, id [16]byte, where string) error {
+	if first := seen.Get(id[:]); first != nil {
+		return &EntryError{Where: where, Reason: duplicate(string(first))}
+	}
+	if err := seen.Put(id[:], []byte(where)); err != nil {
+		return fmt.Errorf("store: put seen: %w", err)
+	}
+	return nil
+}
+
+// flush seals (encrypted catalog) and writes the queued batch.
+func (imp *entryImport) flush(ctx context.Context) error {
+	if len(imp.batch) == 0 && len(imp.deletes) == 0 {
+		return nil
+	}
+	batch := imp.batch
+	blobValue := func(i int) []byte { return batch[i].body }
+	if imp.mode == EncryptionEnvelope {
+		contents := make([][]byte, len(batch))
+		digests := make([][sha256.Size]byte, len(batch))
+		for i := range batch {
+			contents[i], digests[i] = batch[i].body, batch[i].digest
+		}
+		sealed, err := imp.s.sealNew(ctx, contents, digests, newProgress(nil, 0), 0)
+		if err != nil {
+			return err
+		}
+		blobValue = func(i int) []byte { return sealed[batch[i].digest] }
+	}
+	now := imp.opts.Now().UTC()
+	err := imp.s.update(func(tx *bolt.Tx) error {
+		m, _, err := encryption(tx)
+		if err != nil {
+			return err
+		}
+		if m != imp.mode {
+			return errors.New("store: encryption mode changed during import; import again")
+		}
+		return imp.write(tx, blobValue, now)
+	})
+	if err != nil {
+		return err
+	}
+	clear(imp.batch) // drop the bodies
+	imp.batch, imp.batchBytes, imp.deletes = imp.batch[:0], 0, imp.deletes[:0]
+	clear(imp.pending)
+	imp.s.release()
+	return nil
+}
+
+// release drops the file mapping's pages from the resident set
+// (releaseResident) while no transaction of s is open.
+func (s *Store) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var size int64
+	if s.db.View(func(tx *bolt.Tx) error { size = tx.Size(); return nil }) == nil {
+		releaseResident(s.db, size)
+	}
+}
+
+// write writes the batch and the deletions in tx: blobs in digest order and
+// resources in URI order (appends, see writeEntries).
+func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.Time) error {
+	res, vers, blobs, ids := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketBlobs), tx.Bucket(bucketIDs)
+	seen := tx.Bucket(bucketImportSeen)
+	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen} {
+		b.FillPercent = streamFillPercent
+	}
+	batch := imp.batch
+	order := make([]int, len(batch))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(batch[a].digest[:], batch[b].digest[:]) })
+	for n, i := range order {
+		if n > 0 && batch[order[n-1]].digest == batch[i].digest {
+			continue
+		}
+		if blobs.Get(batch[i].digest[:]) != nil {
+			continue
+		}
+		v := blobValue(i)
+		if v == nil {
+			return fmt.Errorf("%w: blob %s disappeared during import", ErrCorrupt, formatDigest(batch[i].digest))
+		}
+		if err := blobs.Put(batch[i].digest[:], v); err != nil {
+			return fmt.Errorf("store: put blob: %w", err)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(batch[a].res.URI, batch[b].res.URI) })
+	for _, i := range order {
+		rec := &batch[i]
+		if err := markSeen(seen, rec.id, rec.where); err != nil {
+			return err
+		}
+		imp.rep.Bytes += rec.res.Size
+		// A resource whose URI changed (its patient changed) retires the old one.
+		if old := ids.Get(rec.id[:]); old != nil && string(old) != rec.res.URI {
+			ok, err := retire(res, vers, string(old), now)
+			if err != nil {
+				return err
+			}
+			if ok {
+				imp.rep.Retired++
+			}
+		}
+		if err := ids.Put(rec.id[:], []byte(rec.res.URI)); err != nil {
+			return fmt.Errorf("store: put id: %w", err)
+		}
+		prev, live, err := lastVersion(res, vers, rec.res.URI)
+		if err != nil {
+			return err
+		}
+		r := rec.res
+		switch {
+		case prev == nil:
+			r.Version = 1
+			imp.rep.Created++
+		case live:
+			r.Version = prev.Version
+			same, err := sameResource(r, *prev)
+			if err != nil {
+				return err
+			}
+			if same {
+				imp.rep.Unchanged++
+				continue
+			}
+			r.Version++
+			imp.rep.Updated++
+		default: // retired before, back now
+			r.Version = prev.Version + 1
+			imp.rep.Updated++
+		}
+		enc, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("store: encode resource: %w", err)
+		}
+		if err := vers.Put(versionKey(r.URI, r.Version), enc); err != nil {
+			return fmt.Errorf("store: put version: %w", err)
+		}
+		if err := res.Put([]byte(r.URI), enc); err != nil {
+			return fmt.Errorf("store: put resource: %w", err)
+		}
+	}
+	for _, d := range imp.deletes {
+		if err := markSeen(seen, d.id, d.where); err != nil {
+			return err
+		}
+		uri := ids.Get(d.id[:])
+		if uri == nil {
+			imp.rep.Unchanged++ // never imported: nothing to retire
+			continue
+		}
+		ok, err := retire(res, vers, string(uri), now)
+		if err != nil {
+			return err
+		}
+		if ok {
+			imp.rep.Retired++
+		} else {
+			imp.rep.Unchanged++ // retired already
+		}
+	}
+	return nil
+}
+
+// lastVersion returns the newest version of uri and whether it is live (in
+// resources); nil if the URI was never imported.
+func lastVersion(res, vers *bolt.Bucket, uri string) (*Resource, bool, error) {
+	var r Resource
+	if v := res.Get([]byte(uri)); v != nil {
+		if err := decodeResource(v, &r); err != nil {
+			return nil, false, err
+		}
+		return &r, true, nil
+	}
+	c := vers.Cursor()
+	prefix := append([]byte(uri), 0)
+	k, v := c.Seek(versionKey(uri, 1<<32-1))
+	if k == nil {
+		k, v = c.Last()
+	} else if !bytes.Equal(k, versionKey(uri, 1<<32-1)) {
+		k, v = c.Prev()
+	}
+	if k == nil || !bytes.HasPrefix(k, prefix) || len(k) != len(prefix)+4 {
+		return nil, false, nil
+	}
+	if err := decodeResource(v, &r); err != nil {
+		return nil, false, err
+	}
+	return &r, false, nil
+}
+
+// retire retires the live resource uri at now: a new version carrying the
+// time, and no entry in resources. false if uri is not live.
+func retire(res, vers *bolt.Bucket, uri string, now time.Time) (bool, error) {
+	v := res.Get([]byte(uri))
+	if v == nil {
+		return false, nil
+	}
+	var r Resource
+	if err := decodeResource(v, &r); err != nil {
+		return false, err
+	}
+	r.Version++
+	r.Retired = now
+	enc, err := json.Marshal(r)
+	if err != nil {
+		return false, fmt.Errorf("store: encode resource: %w", err)
+	}
+	if err := vers.Put(versionKey(uri, r.Version), enc); err != nil {
+		return false, fmt.Errorf("store: put version: %w", err)
+	}
+	if err := res.Delete([]byte(uri)); err != nil {
+		return false, fmt.Errorf("store: retire: %w", err)
+	}
+	return true, nil
+}
+
+// retireUnmentioned retires every live resource of the tenant and source
+// whose keyed id the stream did not name, in batches.
+func (imp *entryImport) retireUnmentioned(ctx context.Context) error {
+	tenant := imp.opts.Namer.tenant
+	var gone []string
+	after := ""
+	for {
+		page, err := imp.s.Page(after, diffPage)
+		if err != nil {
+			return err
+		}
+		err = imp.s.view(func(tx *bolt.Tx) error {
+			seen := tx.Bucket(bucketImportSeen)
+			for _, r := range page {
+				if r.Labels.Tenant != tenant || r.Source != imp.opts.Source {
+					continue
+				}
+				u, err := ParseURI(r.URI)
+				if err != nil {
+					return fmt.Errorf("%w: stored uri does not parse", ErrCorrupt)
+				}
+				id := uuid.MustParse(u.ID)
+				if seen.Get(id[:]) == nil {
+					gone = append(gone, r.URI)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(page) < diffPage {
+			break
+		}
+		after = page[len(page)-1].URI
+	}
+	now := imp.opts.Now().UTC()
+	for len(gone) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		chunk := gone[:min(len(gone), imp.opts.BatchEntries)]
+		gone = gone[len(chunk):]
+		err := imp.s.update(func(tx *bolt.Tx) error {
+			res, vers := tx.Bucket(bucketResources), tx.Bucket(bucketVersions)
+			for _, uri := range chunk {
+				ok, err := retire(res, vers, uri, now)
+				if err != nil {
+					return err
+				}
+				if ok {
+					imp.rep.Retired++
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

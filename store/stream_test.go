@@ -1,0 +1,598 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var testIDKey = bytes.Repeat([]byte{0x42}, 32)
+
+// Golden keyed ids under testIDKey (TestResourceIDVectors).
+const (
+	goldenPatient     = "cdcc52c3-6174-81ea-a7eb-916734a3d4fb"
+	goldenObservation = "d6a7732f-601b-8415-a2eb-2931f7dbc838"
+)
+
+// TestResourceIDGolden pins the keyed id derivation: golden vectors, and
+// the same value computed independently from HMAC-SHA256 and RFC 9562's
+// version 8 layout.
+func TestResourceIDGolden(t *testing.T) {
+	golden := []struct{ tenant, typ, id string }{
+		{"general-hospital", "Patient", "MRN-000123"},
+		{"general-hospital", "Observation", "obs-1"},
+		{"t", "Attachment", "DocumentReference/d1/content/0"},
+	}
+	for _, g := range golden {
+		got := ResourceID(testIDKey, g.tenant, g.typ, g.id)
+		// Independent computation.
+		m := hmac.New(sha256.New, testIDKey)
+		ns, _ := hex.DecodeString(strings.ReplaceAll(idNamespace.String(), "-", ""))
+		m.Write(ns)
+		m.Write([]byte(g.tenant + "\x00" + g.typ + "\x00" + g.id))
+		b := m.Sum(nil)[:16]
+		b[6] = b[6]&0x0f | 0x80
+		b[8] = b[8]&0x3f | 0x80
+		h := hex.EncodeToString(b)
+		want := h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+		if got != want {
+			t.Errorf("ResourceID(%s, %s, %s) = %s, independent computation %s", g.tenant, g.typ, g.id, got, want)
+		}
+		if !IsCanonicalUUID(got) || got[14] != '8' {
+			t.Errorf("%s is not a canonical version 8 uuid", got)
+		}
+		t.Logf("golden: %s %s %s -> %s", g.tenant, g.typ, g.id, got)
+	}
+	// Fields are separated: moving bytes between them changes the id.
+	if ResourceID(testIDKey, "ab", "c", "d") == ResourceID(testIDKey, "a", "bc", "d") {
+		t.Error("tenant and type are not separated")
+	}
+	if ResourceID(testIDKey, "t", "Patient", "1") == ResourceID(bytes.Repeat([]byte{1}, 32), "t", "Patient", "1") {
+		t.Error("the key does not matter")
+	}
+}
+
+// TestResourceIDVectors are golden vectors of the derivation (computed once
+// and pinned): a change of namespace, layout or field order breaks every
+// imported catalog's URIs, so it must break this test first.
+func TestResourceIDVectors(t *testing.T) {
+	for _, v := range []struct{ tenant, typ, id, want string }{
+		{"general-hospital", "Patient", "MRN-000123", goldenPatient},
+		{"general-hospital", "Observation", "obs-1", goldenObservation},
+	} {
+		if got := ResourceID(testIDKey, v.tenant, v.typ, v.id); got != v.want {
+			t.Errorf("ResourceID(%s, %s, %s) = %s, want %s", v.tenant, v.typ, v.id, got, v.want)
+		}
+	}
+}
+
+func testNamer(t testing.TB, tenant string) *Namer {
+	t.Helper()
+	n, err := NewNamer(tenant, testIDKey, "test:id-key@1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestNamerURIs(t *testing.T) {
+	n := testNamer(t, "gh")
+	p := ResourceID(testIDKey, "gh", "Patient", "MRN-1")
+	for _, c := range []struct{ typ, id, patient, want string }{
+		{"Patient", "MRN-1", "", "fhir://gh/patients/" + p + "/patient/" + p},
+		{"Patient", "MRN-1", "MRN-1", "fhir://gh/patients/" + p + "/patient/" + p},
+		{"Observation", "o1", "MRN-1", "fhir://gh/patients/" + p + "/observation/" + ResourceID(testIDKey, "gh", "Observation", "o1")},
+		{"DocumentReference", "d1", "MRN-1", "fhir://gh/patients/" + p + "/documentreference/" + ResourceID(testIDKey, "gh", "DocumentReference", "d1")},
+		{"Organization", "org-1", "", "fhir://gh/organization/" + ResourceID(testIDKey, "gh", "Organization", "org-1")},
+		{"Attachment", "DocumentReference/d1/content/0", "MRN-1", "attachment://gh/patients/" + p + "/attachments/" + ResourceID(testIDKey, "gh", "Attachment", "DocumentReference/d1/content/0")},
+		{"Binary", "b1", "", "attachment://gh/attachments/" + ResourceID(testIDKey, "gh", "Binary", "b1")},
+	} {
+		u, err := n.URI(c.typ, c.id, c.patient)
+		if err != nil {
+			t.Fatalf("%s/%s: %v", c.typ, c.id, err)
+		}
+		if u.String() != c.want || n.Link(c.typ, c.id, c.patient) != c.want {
+			t.Errorf("%s/%s = %s, want %s", c.typ, c.id, u, c.want)
+		}
+		if pu, err := ParseURI(c.want); err != nil || pu != u {
+			t.Errorf("%s does not parse back: %v", c.want, err)
+		}
+	}
+	for _, c := range []struct{ typ, id, patient string }{
+		{"observation", "o1", "MRN-1"}, // not the resourceType spelling
+		{"Widget", "w1", ""},
+		{"", "x", ""},
+		{"Observation", "", "MRN-1"},
+		{"Patient", "MRN-1", "MRN-2"},
+	} {
+		if _, err := n.URI(c.typ, c.id, c.patient); err == nil {
+			t.Errorf("URI(%q, %q, %q) succeeded", c.typ, c.id, c.patient)
+		} else if strings.Contains(err.Error(), "MRN") || (c.id != "" && strings.Contains(err.Error(), c.id)) {
+			t.Errorf("error %q echoes an id", err)
+		}
+		if n.Link(c.typ, c.id, c.patient) != "" {
+			t.Errorf("Link(%q, %q, %q) is not empty", c.typ, c.id, c.patient)
+		}
+	}
+	if _, err := NewNamer("Bad Tenant", testIDKey, "k"); err == nil {
+		t.Error("bad tenant accepted")
+	}
+	if _, err := NewNamer("t", testIDKey[:8], "k"); err == nil {
+		t.Error("short key accepted")
+	}
+}
+
+// entries turns a slice into the stream ImportEntries takes.
+func entries(es ...Entry) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
+		for _, e := range es {
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+}
+
+const (
+	srcPatient = "MRN-004711" // a source id that must never appear in a URI or text
+	srcOrg     = "org-cityhospital"
+)
+
+func fhirEntry(typ, id, patient, body string) Entry {
+	return Entry{Type: typ, ID: id, Patient: patient, Body: []byte(body), Where: typ + ".ndjson:" + id}
+}
+
+func sampleEntries() []Entry {
+	return []Entry{
+		fhirEntry("Patient", srcPatient, srcPatient, `{"resourceType":"Patient","id":"MRN-004711","name":[{"family":"Doe"}]}`),
+		fhirEntry("Observation", "obs-1", srcPatient, `{"resourceType":"Observation","id":"obs-1","category":[{"coding":[{"code":"vital-signs","display":"Jane Doe's vitals"}]}],"subject":{"reference":"Patient/MRN-004711"}}`),
+		fhirEntry("Condition", "cond-1", srcPatient, `{"resourceType":"Condition","id":"cond-1","category":[{"coding":[{"code":"Doe 555-1234"}]}]}`),
+		fhirEntry("Organization", srcOrg, "", `{"resourceType":"Organization","id":"org-cityhospital","name":"City Hospital"}`),
+		{Type: "Attachment", ID: "DocumentReference/doc-1/content/0", Patient: srcPatient, Body: []byte("%PDF-1.4 note of MRN-004711"),
+			MIMEType: "application/pdf", Carrier: Carrier{Type: "DocumentReference", ID: "doc-1"}, Sensitivity: []string{"psy", "restricted"}, Where: "DocumentReference.ndjson:3"},
+	}
+}
+
+func stagedImport(t testing.TB, path string, eopts EntryOptions, es ...Entry) (ImportReport, error) {
+	t.Helper()
+	if eopts.Namer == nil {
+		eopts.Namer = testNamer(t, "gh")
+	}
+	return ImportEntriesStaged(context.Background(), path, entries(es...), eopts, Options{Timeout: time.Second})
+}
+
+func openRead(t testing.TB, path string) *Store {
+	t.Helper()
+	s, err := Open(path, Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func allResources(t testing.TB, s *Store) []Resource {
+	t.Helper()
+	rs, err := s.Page("", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func TestImportEntriesStaged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	rep, err := stagedImport(t, path, EntryOptions{}, sampleEntries()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Lines != 5 || rep.Created != 5 || rep.Updated+rep.Unchanged+rep.Retired != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	checkDB(t, path)
+	s := openRead(t, path)
+	rs := allResources(t, s)
+	if len(rs) != 5 {
+		t.Fatalf("%d resources", len(rs))
+	}
+	n := testNamer(t, "gh")
+	titles := map[string]string{}
+	for _, r := range rs {
+		// No source id (nor anything of the content) in URI, name, title,
+		// description.
+		for _, field := range []string{r.URI, r.Name, r.Title, r.Description} {
+			for _, bad := range []string{srcPatient, srcOrg, "obs-1", "doc-1", "Doe", "555", "City"} {
+				if strings.Contains(field, bad) {
+					t.Errorf("%s carries %q: %q", r.URI, bad, field)
+				}
+			}
+		}
+		titles[r.Labels.Type] = r.Title
+		u, _ := ParseURI(r.URI)
+		if r.Labels.Tenant != "gh" || r.Labels.Type != u.Type || r.Source != DefaultSource || r.Version != 1 {
+			t.Errorf("%s: labels %+v source %q version %d", r.URI, r.Labels, r.Source, r.Version)
+		}
+		switch {
+		case u.Type == "organization":
+			if u.Patient != "" || r.Labels.Patient != "" {
+				t.Errorf("reference data has a patient: %s %+v", r.URI, r.Labels)
+			}
+		default:
+			// The URI carries the keyed id; the label the source id.
+			if u.Patient != ResourceID(testIDKey, "gh", "Patient", srcPatient) || r.Labels.Patient != srcPatient {
+				t.Errorf("%s: patient %q label %q", r.URI, u.Patient, r.Labels.Patient)
+			}
+		}
+	}
+	for typ, want := range map[string]string{
+		"observation": "Observation (vital-signs)",
+		"condition":   "Condition", // its category code is not a code
+		"attachment":  "Attachment of a DocumentReference (application/pdf)",
+		"patient":     "Patient",
+	} {
+		if titles[typ] != want {
+			t.Errorf("title of %s = %q, want %q", typ, titles[typ], want)
+		}
+	}
+	att, err := s.Get(n.Link("Attachment", "DocumentReference/doc-1/content/0", srcPatient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if att.MIMEType != "application/pdf" || !slices.Equal(att.Labels.Sensitivity, []string{"psy", "restricted"}) {
+		t.Errorf("attachment %+v", att)
+	}
+	b, err := s.Blob(context.Background(), att.Digest)
+	if err != nil || string(b) != "%PDF-1.4 note of MRN-004711" {
+		t.Errorf("blob %q %v", b, err)
+	}
+	s.Close()
+
+	// The same stream again: nothing changes and the file is not replaced.
+	before := fileSum(t, path)
+	rep, err = stagedImport(t, path, EntryOptions{}, sampleEntries()...)
+	if err != nil || rep.Unchanged != 5 || rep.Created+rep.Updated+rep.Retired != 0 {
+		t.Fatalf("re-import: %+v %v", rep, err)
+	}
+	if fileSum(t, path) != before {
+		t.Error("an unchanged re-import replaced the catalog")
+	}
+
+	// One changed resource: a new version of the same URI.
+	es := sampleEntries()
+	es[1].Body = []byte(`{"resourceType":"Observation","id":"obs-1","category":[{"coding":[{"code":"laboratory"}]}]}`)
+	rep, err = stagedImport(t, path, EntryOptions{}, es...)
+	if err != nil || rep.Updated != 1 || rep.Unchanged != 4 {
+		t.Fatalf("changed re-import: %+v %v", rep, err)
+	}
+	s = openRead(t, path)
+	r, err := s.Get(n.Link("Observation", "obs-1", srcPatient))
+	if err != nil || r.Version != 2 || r.Title != "Observation (laboratory)" {
+		t.Fatalf("updated resource %+v %v", r, err)
+	}
+	checkDB(t, path)
+}
+
+func fileSum(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Digest(b)
+}
+
+// TestImportEntriesFailureLeavesCatalogUntouched: an import that fails
+// after several committed batches (of the scratch copy) leaves the catalog
+// byte-identical and no scratch file behind; every problem names its Where
+// and none quotes content or ids.
+func TestImportEntriesFailureLeavesCatalogUntouched(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "catalog.db")
+	if _, err := stagedImport(t, path, EntryOptions{}, sampleEntries()...); err != nil {
+		t.Fatal(err)
+	}
+	before := fileSum(t, path)
+	var es []Entry
+	for i := range 50 {
+		es = append(es, fhirEntry("Observation", fmt.Sprintf("o%d", i), srcPatient, fmt.Sprintf(`{"resourceType":"Observation","id":"o%d"}`, i)))
+	}
+	es = append(es,
+		fhirEntry("Observation", "bad-json", srcPatient, `{"resourceType":"Observation","id":"MRN-004711"`),
+		fhirEntry("Condition", "wrong-type", srcPatient, `{"resourceType":"Observation"}`),
+		fhirEntry("Widget", "w", "", `{}`),
+		Entry{Type: "Attachment", ID: "a1", Patient: srcPatient, MIMEType: "application/pdf", Body: []byte("MRN-004711 is not a pdf"), Where: "DocumentReference.ndjson:9"},
+		Entry{Type: "Attachment", ID: "a2", Patient: srcPatient, MIMEType: "text/plain", Body: []byte("%PDF-1.7 MRN-004711"), Where: "DocumentReference.ndjson:10"},
+		Entry{Type: "Attachment", ID: "a3", Patient: srcPatient, MIMEType: "text/plain", Body: []byte{0xff, 0xfe}, Where: "DocumentReference.ndjson:11"},
+		Entry{Type: "Observation", ID: "s", Patient: srcPatient, Body: []byte(`{"resourceType":"Observation"}`), Sensitivity: []string{"secret"}, Where: "x.ndjson:99"},
+	)
+	_, err := stagedImport(t, path, EntryOptions{BatchEntries: 7}, es...)
+	if !errors.Is(err, ErrBadEntry) {
+		t.Fatalf("err = %v, want ErrBadEntry", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"Observation.ndjson:bad-json: FHIR JSON is not valid json",
+		"Condition.ndjson:wrong-type: resourceType does not match",
+		"Widget.ndjson:w: not a FHIR R4 resource type",
+		"DocumentReference.ndjson:9: attachment bytes are not application/pdf",
+		"DocumentReference.ndjson:10: attachment bytes are application/pdf, not text/plain",
+		"DocumentReference.ndjson:11: attachment text is not valid utf-8",
+		"x.ndjson:99: sensitivity: unknown value",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "MRN-004711") {
+		t.Errorf("error quotes content: %s", msg)
+	}
+	if fileSum(t, path) != before {
+		t.Error("a failed import changed the catalog")
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, ".catalog.db.import-*"))
+	if len(left) != 0 {
+		t.Errorf("scratch files left: %v", left)
+	}
+
+	// The same resource twice: in one batch, and across batches (found in
+	// the import's scratch bucket, after earlier batches were written).
+	for _, first := range []int{8, 1} { // o8 is in the pending batch, o1 in one written
+		dup := fhirEntry("Observation", fmt.Sprintf("o%d", first), srcPatient, `{"resourceType":"Observation"}`)
+		dup.Where = "again.ndjson:1"
+		_, err = stagedImport(t, path, EntryOptions{BatchEntries: 7}, append(slices.Clone(es[:10]), dup)...)
+		want := fmt.Sprintf("again.ndjson:1: the same resource appears twice in the input (first at Observation.ndjson:o%d)", first)
+		if !errors.Is(err, ErrBadEntry) || err.Error() != want {
+			t.Fatalf("duplicate: err = %v, want %q", err, want)
+		}
+		if fileSum(t, path) != before {
+			t.Error("a failed import changed the catalog")
+		}
+	}
+
+	// A reader error mid-stream, after batches were committed to the copy.
+	boom := errors.New("Observation.ndjson:51: truncated line")
+	stream := func(yield func(Entry, error) bool) {
+		for _, e := range es[:50] {
+			if !yield(e, nil) {
+				return
+			}
+		}
+		yield(Entry{}, boom)
+	}
+	_, err = ImportEntriesStaged(context.Background(), path, stream, EntryOptions{Namer: testNamer(t, "gh"), BatchEntries: 7}, Options{})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want the reader's", err)
+	}
+	if fileSum(t, path) != before {
+		t.Error("a failed import changed the catalog")
+	}
+}
+
+// TestRetirement: a deleted entry, a full import that no longer mentions a
+// resource, and a resource whose patient changed retire a URI: it is no
+// longer listed or readable, its versions stay with the retirement time,
+// Diff reports it Removed, and a later import brings it back as a new
+// version. A full import leaves other tenants and sources alone.
+func TestRetirement(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "catalog.db")
+	// A manifest resource (source "") in the same tenant: never retired by
+	// a full FHIR import.
+	f := newFixture(t)
+	f.add("note")
+	f.writeManifest()
+	if _, err := ImportStaged(context.Background(), path, f.dir, Options{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	es := sampleEntries()
+	if _, err := stagedImport(t, path, EntryOptions{}, es...); err != nil {
+		t.Fatal(err)
+	}
+	other := testNamer(t, "other")
+	if _, err := stagedImport(t, path, EntryOptions{Namer: other}, es[3]); err != nil {
+		t.Fatal(err)
+	}
+	old := openRead(t, path)
+	n := testNamer(t, "gh")
+	obs := n.Link("Observation", "obs-1", srcPatient)
+	cond := n.Link("Condition", "cond-1", srcPatient)
+	org := n.Link("Organization", srcOrg, "")
+	count0, _ := old.Count()
+
+	// A deletion; a Bulk deleted entry names no patient.
+	now := time.Date(2026, 11, 25, 3, 0, 0, 0, time.UTC)
+	rep, err := stagedImport(t, path, EntryOptions{Now: func() time.Time { return now }}, Entry{Type: "Observation", ID: "obs-1", Deleted: true, Where: "deleted/Observation.ndjson:1"})
+	if err != nil || rep.Retired != 1 {
+		t.Fatalf("delete: %+v %v", rep, err)
+	}
+	cur := openRead(t, path)
+	if _, err := cur.Get(obs); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("retired resource still readable: %v", err)
+	}
+	if c, _ := cur.Count(); c != count0-1 {
+		t.Errorf("count %d, want %d", c, count0-1)
+	}
+	for _, r := range allResources(t, cur) {
+		if r.URI == obs {
+			t.Error("retired resource still listed")
+		}
+	}
+	v1, err1 := cur.Version(obs, 1)
+	v2, err2 := cur.Version(obs, 2)
+	if err1 != nil || err2 != nil || !v1.Retired.IsZero() || !v2.Retired.Equal(now) || v2.Digest != v1.Digest {
+		t.Fatalf("history: %+v %v / %+v %v", v1, err1, v2, err2)
+	}
+	ch, err := Diff(old, cur)
+	if err != nil || !slices.Equal(ch.Removed, []string{obs}) || len(ch.Added)+len(ch.Updated) != 0 {
+		t.Fatalf("diff %+v %v", ch, err)
+	}
+	checkDB(t, path)
+
+	// Deleting it again, or deleting what never was, changes nothing.
+	rep, err = stagedImport(t, path, EntryOptions{}, Entry{Type: "Observation", ID: "obs-1", Deleted: true}, Entry{Type: "Observation", ID: "never", Deleted: true})
+	if err != nil || rep.Retired != 0 || rep.Unchanged != 2 {
+		t.Fatalf("repeated delete: %+v %v", rep, err)
+	}
+
+	// It comes back: a new version, readable again.
+	rep, err = stagedImport(t, path, EntryOptions{}, es[1])
+	if err != nil || rep.Updated != 1 {
+		t.Fatalf("revive: %+v %v", rep, err)
+	}
+	back := openRead(t, path)
+	if r, err := back.Get(obs); err != nil || r.Version != 3 || !r.Retired.IsZero() {
+		t.Fatalf("revived %+v %v", r, err)
+	}
+
+	// A full import without the Condition and the Organization retires
+	// both, and nothing of the manifest or of the other tenant.
+	rep, err = stagedImport(t, path, EntryOptions{Full: true}, es[0], es[1], es[4])
+	if err != nil || rep.Retired != 2 || rep.Unchanged != 3 {
+		t.Fatalf("full: %+v %v", rep, err)
+	}
+	full := openRead(t, path)
+	for _, u := range []string{cond, org} {
+		if _, err := full.Get(u); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s not retired: %v", u, err)
+		}
+	}
+	for _, u := range []string{f.entries[0].URI, other.Link("Organization", srcOrg, ""), obs} {
+		if _, err := full.Get(u); err != nil {
+			t.Errorf("%s retired by a full import of another source or tenant: %v", u, err)
+		}
+	}
+
+	// The Observation moves to another patient: its old URI is retired.
+	moved := es[1]
+	moved.Patient = "MRN-000999"
+	rep, err = stagedImport(t, path, EntryOptions{}, moved)
+	if err != nil || rep.Created != 1 || rep.Retired != 1 {
+		t.Fatalf("move: %+v %v", rep, err)
+	}
+	last := openRead(t, path)
+	if _, err := last.Get(obs); !errors.Is(err, ErrNotFound) {
+		t.Errorf("old uri of a moved resource still readable: %v", err)
+	}
+	if r, err := last.Get(n.Link("Observation", "obs-1", "MRN-000999")); err != nil || r.Labels.Patient != "MRN-000999" {
+		t.Errorf("moved resource: %+v %v", r, err)
+	}
+	checkDB(t, path)
+}
+
+func TestImportEntriesIDKeyChanged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	if _, err := stagedImport(t, path, EntryOptions{}, sampleEntries()...); err != nil {
+		t.Fatal(err)
+	}
+	before := fileSum(t, path)
+	n, _ := NewNamer("gh", testIDKey, "test:id-key@2")
+	_, err := stagedImport(t, path, EntryOptions{Namer: n}, sampleEntries()...)
+	if !errors.Is(err, ErrIDKeyChanged) {
+		t.Fatalf("err = %v, want ErrIDKeyChanged", err)
+	}
+	if fileSum(t, path) != before {
+		t.Error("catalog changed")
+	}
+}
+
+func TestImportEntriesEncrypted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	dk := newFakeKeys(testKEK)
+	rep, err := ImportEntriesStaged(context.Background(), path, entries(sampleEntries()...), EntryOptions{Namer: testNamer(t, "gh"), BatchEntries: 2}, Options{DataKeys: dk})
+	if err != nil || rep.Created != 5 {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	if fileHolds(t, path, "MRN-004711 is") || fileHolds(t, path, "Doe") {
+		t.Error("plaintext content in an encrypted catalog")
+	}
+	s, err := Open(path, Options{ReadOnly: true, DataKeys: dk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, err := s.Get(testNamer(t, "gh").Link("Attachment", "DocumentReference/doc-1/content/0", srcPatient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Blob(context.Background(), r.Digest)
+	if err != nil || !bytes.HasPrefix(b, []byte("%PDF-1.4")) {
+		t.Fatalf("blob %q %v", b, err)
+	}
+}
+
+func TestImportEntriesProgress(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	var es []Entry
+	for i := range 2500 {
+		es = append(es, fhirEntry("Observation", fmt.Sprintf("o%d", i), srcPatient, fmt.Sprintf(`{"resourceType":"Observation","id":"o%d"}`, i)))
+	}
+	var calls [][2]int
+	_, err := stagedImport(t, path, EntryOptions{Progress: func(d, tot int) { calls = append(calls, [2]int{d, tot}) }, BatchEntries: 1000}, es...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) < 2 || calls[len(calls)-1] != [2]int{2500, 2500} {
+		t.Fatalf("progress %v", calls)
+	}
+	for i := 1; i < len(calls); i++ {
+		if calls[i][0] <= calls[i-1][0] {
+			t.Fatalf("progress not growing: %v", calls)
+		}
+	}
+}
+
+// TestManifestNewShapes: the manifest format also takes the new URI shapes:
+// any R4 type, tenant-level reference data (labels.patient ""), and
+// attachments with a media type of their own, checked against the bytes.
+func TestManifestNewShapes(t *testing.T) {
+	f := newFixture(t)
+	p, id, id2 := testUUID(1, 1), testUUID(2, 1), testUUID(2, 2)
+	f.writeFile("proc.json", []byte(`{"resourceType":"Procedure"}`))
+	f.writeFile("org.json", []byte(`{"resourceType":"Organization"}`))
+	f.writeFile("a.pdf", []byte("%PDF-1.7 x"))
+	f.writeFile("b.txt", []byte("%PDF-1.7 not text"))
+	line := func(uri, typ, patient, mt, file string) string {
+		b, _ := json.Marshal(ManifestEntry{URI: uri, Name: "n", MIMEType: mt, File: file, Labels: Labels{Tenant: "gh", Patient: patient, Type: typ}})
+		return string(b)
+	}
+	f.writeManifest(
+		line("fhir://gh/patients/"+p+"/procedure/"+id, "procedure", p, MIMEFHIR, "proc.json"),
+		line("fhir://gh/organization/"+id2, "organization", "", MIMEFHIR, "org.json"),
+		line("attachment://gh/patients/"+p+"/attachments/"+id, "attachment", p, "application/pdf", "a.pdf"),
+	)
+	s, _ := openTestStore(t)
+	rep := mustImport(t, s, f.dir)
+	if rep.Created != 3 {
+		t.Fatalf("report %+v", rep)
+	}
+	if r, err := s.Get("attachment://gh/patients/" + p + "/attachments/" + id); err != nil || r.MIMEType != "application/pdf" {
+		t.Fatalf("attachment %+v %v", r, err)
+	}
+	// An attachment whose bytes contradict its type, one with a
+	// non-canonical type, and one with none are rejected.
+	f.writeManifest(
+		line("attachment://gh/attachments/"+id, "attachment", "", "text/plain", "b.txt"),
+		line("attachment://gh/attachments/"+id2, "attachment", "", "Application/PDF", "a.pdf"),
+		line("attachment://gh/attachments/"+testUUID(2, 3), "attachment", "", "", "a.pdf"),
+	)
+	_, err := s.Import(context.Background(), f.dir, nil)
+	if err == nil || !strings.Contains(err.Error(), "mimeType: is not a media type in canonical form") || !strings.Contains(err.Error(), "mimeType: missing") {
+		t.Fatalf("err = %v", err)
+	}
+	f.writeManifest(line("attachment://gh/attachments/"+id, "attachment", "", "text/plain", "b.txt"))
+	if _, err := s.Import(context.Background(), f.dir, nil); err == nil || !strings.Contains(err.Error(), "file: attachment bytes are application/pdf, not text/plain") {
+		t.Fatalf("err = %v", err)
+	}
+}
