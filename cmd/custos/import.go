@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/custos-mcp/custos/app"
+	"github.com/custos-mcp/custos/fhirin"
+	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/store"
 )
 
@@ -19,19 +23,41 @@ func newImportCmd() *cobra.Command {
 	var (
 		dir    string
 		asJSON bool
+		tenant string
+		full   bool
+		source string
 		vf     vaultFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "import --data-dir D PATH",
-		Short: "Load a manifest or a seeded directory into the catalog, all or nothing (encrypted at rest with Vault)",
-		Long: `import loads resources into D/catalog.db. PATH is a manifest (JSON lines:
-metadata plus a file path relative to the manifest) or a directory written by
-'custos seed' (its manifest.jsonl is used).
+		Use:   "import --data-dir D [--tenant T] PATH",
+		Short: "Load standard FHIR R4 (Bulk export, Bundles, resources) or a custos manifest into the catalog, all or nothing",
+		Long: `import loads resources into D/catalog.db. PATH is one of:
 
-Every line is validated before anything is written, and everything is written
-in one transaction: a bad line is reported with its line number and nothing
-is imported. Re-importing a URI whose content or metadata changed creates a
-new version with a new etag; older versions are kept.
+  - a FHIR Bulk Data export: a directory of <Type>[.NNN].ndjson[.gz] files,
+    or its $export manifest JSON (output and deleted entries);
+  - FHIR Bundles (collection, transaction, batch, searchset): a file holding
+    one or many, or a directory of them; urn:uuid references are resolved;
+  - single FHIR R4 resources (a .json file, or a directory of them);
+  - a custos manifest (JSON lines: metadata plus a file path relative to the
+    manifest), or a directory written by 'custos seed' (its manifest.jsonl).
+
+FHIR input needs --tenant. Any R4 resource type is accepted. A resource in a
+Patient compartment belongs to that patient; the rest is tenant-level
+reference data. Attachments (DocumentReference, DiagnosticReport, Media,
+Binary) become resources of their own, their bytes checked against their
+contentType. Sensitivity labels come from meta.security, opt-out from an
+active Consent that denies. URIs carry opaque ids keyed by the resource id
+key (Vault, or the dev key file in D), never a source id: re-importing the
+same resource updates the same URI. The mapping is in docs/import.md.
+
+Everything is validated while it is staged, and nothing is swapped in
+unless all of it is valid: a bad line is reported with its file and line
+(and FHIR path) and nothing is imported. Re-importing a resource whose
+content or metadata changed creates a new version with a new etag; older
+versions are kept. A Bulk "deleted" entry retires a resource, and --full
+retires every resource of the tenant (and --source) the input does not
+mention: it is no longer listed or readable, its versions are kept, and a
+running server audits the retirement and notifies subscribers.
 
 Encryption at rest: when Vault is configured ($VAULT_ADDR or --vault-addr),
 every new blob is encrypted with its own data key from Vault Transit
@@ -49,12 +75,15 @@ for each other.
 
 ` + vaultHelp + `
 
-Example:
+Examples:
+  custos import --data-dir ./data --tenant general-hospital ./export/
+  custos import --data-dir ./data --tenant general-hospital ./export/bulk-export.json
+  custos import --data-dir ./data --tenant general-hospital ./synthea/fhir/
   custos import --data-dir ./data ./synthetic
   custos import --data-dir ./data ./updates/manifest.jsonl`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usagef("import takes exactly one PATH (a manifest file or a seeded directory), got %d", len(args))
+				return usagef("import takes exactly one PATH (FHIR input, a manifest file or a seeded directory), got %d", len(args))
 			}
 			return nil
 		},
@@ -65,6 +94,17 @@ Example:
 			}
 			if _, err := os.Stat(args[0]); err != nil {
 				return fmt.Errorf("import: %w", err)
+			}
+			format, err := fhirin.Detect(args[0])
+			if err != nil {
+				return fmt.Errorf("import: %w", err)
+			}
+			isFHIR := format != fhirin.FormatCustosManifest
+			if isFHIR && tenant == "" {
+				return usagef("import: %s is FHIR input (%s): --tenant is required, e.g. --tenant general-hospital", args[0], format)
+			}
+			if !isFHIR && (tenant != "" || full || source != "") {
+				return usagef("import: --tenant, --full and --source apply to FHIR input; %s is a custos manifest, whose URIs name their tenant", args[0])
 			}
 			// A failed first import leaves no trace: remember what existed.
 			_, derr := os.Stat(string(d))
@@ -82,7 +122,12 @@ Example:
 					os.Remove(string(d))
 				}
 			}
-			var dataKeys store.DataKeys
+			var (
+				dataKeys store.DataKeys
+				idKeys   interface {
+					IDKey(context.Context) (secrets.Key, error)
+				}
+			)
 			if vf.configured() {
 				kv, err := vf.open(cmd.Context(), quietLogger(cmd))
 				if err != nil {
@@ -90,10 +135,31 @@ Example:
 					return err
 				}
 				defer kv.Close()
-				dataKeys = kv
+				dataKeys, idKeys = kv, kv
+			} else if isFHIR {
+				dev, err := secrets.NewDev()
+				if err == nil {
+					err = dev.PersistIn(string(d))
+				}
+				if err != nil {
+					cleanup()
+					return fmt.Errorf("import: dev resource id key: %w", err)
+				}
+				idKeys = dev
 			}
-			tick, done := progress(cmd.ErrOrStderr(), "validating and importing", false)
-			rep, err := store.ImportStaged(cmd.Context(), d.catalog(), args[0], store.Options{DataKeys: dataKeys, Timeout: importLockWait}, tick)
+			tick, done := progress(cmd.ErrOrStderr(), "validating and importing", !isFHIR)
+			var rep store.ImportReport
+			if isFHIR {
+				var key secrets.Key
+				if key, err = idKeys.IDKey(cmd.Context()); err == nil {
+					rep, err = app.ImportFHIR(cmd.Context(), d.catalog(), args[0], app.FHIRImport{
+						Tenant: tenant, IDKey: key, Full: full, Source: source, DataKeys: dataKeys,
+						Timeout: importLockWait, Progress: tick, Logger: quietLogger(cmd),
+					})
+				}
+			} else {
+				rep, err = store.ImportStaged(cmd.Context(), d.catalog(), args[0], store.Options{DataKeys: dataKeys, Timeout: importLockWait}, tick)
+			}
 			done()
 			if err != nil {
 				cleanup()
@@ -105,6 +171,11 @@ Example:
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), rep)
 			}
+			if isFHIR {
+				fmt.Fprintf(cmd.OutOrStdout(), "imported %d FHIR entries for tenant %s: %d created, %d updated, %d unchanged, %d retired (%d bytes)\n",
+					rep.Lines, tenant, rep.Created, rep.Updated, rep.Unchanged, rep.Retired, rep.Bytes)
+				return nil
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "imported %d lines: %d created, %d updated, %d unchanged (%d bytes)\n",
 				rep.Lines, rep.Created, rep.Updated, rep.Unchanged, rep.Bytes)
 			return nil
@@ -112,6 +183,9 @@ Example:
 	}
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory (created if missing)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the import report as JSON")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant the FHIR input belongs to (required for FHIR input)")
+	cmd.Flags().BoolVar(&full, "full", false, "the FHIR input is the tenant's complete data from this source: retire what it does not mention")
+	cmd.Flags().StringVar(&source, "source", "", `origin label of the FHIR input (default "fhir"); --full retires only resources of this source`)
 	vf.register(cmd.Flags())
 	return cmd
 }

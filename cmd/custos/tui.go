@@ -81,8 +81,11 @@ func progress(w io.Writer, what string, showCount bool) (func(done, total int), 
 					progressbar.OptionThrottle(100 * time.Millisecond),
 					progressbar.OptionClearOnFinish(),
 				}
-				if showCount {
+				if showCount || total <= 0 {
 					opts = append(opts, progressbar.OptionShowCount())
+				}
+				if total <= 0 {
+					total = -1 // a stream of unknown length: a spinner with the count
 				}
 				bar = progressbar.NewOptions(total, opts...)
 			}

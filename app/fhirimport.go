@@ -1,0 +1,93 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"time"
+
+	"github.com/custos-mcp/custos/fhirin"
+	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/store"
+)
+
+// FHIRImport configures ImportFHIR: where standard FHIR input goes and under
+// which key its resources are named.
+type FHIRImport struct {
+	// Tenant the resources belong to. Required.
+	Tenant string
+	// IDKey is the resource id key (secrets: Vault KV, or the dev key file
+	// of the data directory). Required; it names every imported resource.
+	IDKey secrets.Key
+	// Full makes the input the complete content of Source for Tenant: what
+	// it does not mention is retired (store.EntryOptions.Full).
+	Full bool
+	// Source labels the import's origin ("" = store.DefaultSource); a full
+	// import retires only resources of its own source.
+	Source string
+	// DataKeys encrypts new blobs at rest (nil: plaintext catalog).
+	DataKeys store.DataKeys
+	// Timeout bounds the wait for another import's lock (0: store default).
+	Timeout time.Duration
+	// Progress is called with the number of entries read (total 0 until the
+	// end); nil for none.
+	Progress func(done, total int)
+	// Logger receives operational messages, never content; nil discards.
+	Logger *slog.Logger
+}
+
+// errStopped ends fhirin.Read when the store stops consuming entries (it
+// found a problem and reports that instead).
+var errStopped = errors.New("app: import stopped by the catalog")
+
+// ImportFHIR reads the FHIR input at path (a Bulk export directory or its
+// $export manifest, Bundles, or single resources; fhirin.Detect) as a stream
+// and imports it into the catalog at catalogPath through the staged import:
+// all or nothing, with memory bounded by one batch, while a server may be
+// serving the catalog. A custos manifest is refused with
+// fhirin.ErrCustosManifest: the caller routes it to store.ImportStaged.
+func ImportFHIR(ctx context.Context, catalogPath, path string, o FHIRImport) (store.ImportReport, error) {
+	namer, err := store.NewNamer(o.Tenant, o.IDKey.Bytes, o.IDKey.ID)
+	if err != nil {
+		return store.ImportReport{}, err
+	}
+	opts := fhirin.Options{Link: namer.Link, Logger: o.Logger}
+	eopts := store.EntryOptions{Namer: namer, Source: o.Source, Full: o.Full, Progress: o.Progress}
+	return store.ImportEntriesStaged(ctx, catalogPath, fhirEntries(ctx, path, opts),
+		eopts, store.Options{DataKeys: o.DataKeys, Timeout: o.Timeout, Logger: o.Logger})
+}
+
+// fhirEntries adapts fhirin.Read to the store's entry stream. A read error
+// is the stream's last element.
+func fhirEntries(ctx context.Context, path string, opts fhirin.Options) iter.Seq2[store.Entry, error] {
+	return func(yield func(store.Entry, error) bool) {
+		err := fhirin.Read(ctx, path, opts, func(it fhirin.Item) error {
+			if !yield(entryOf(it), nil) {
+				return errStopped
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopped) {
+			yield(store.Entry{}, fmt.Errorf("reading FHIR input: %w", err))
+		}
+	}
+}
+
+// entryOf maps a reader item onto the store's entry, field for field.
+func entryOf(it fhirin.Item) store.Entry {
+	return store.Entry{
+		Type:        it.Type,
+		ID:          it.ID,
+		Patient:     it.Patient,
+		Deleted:     it.Deleted,
+		Body:        it.Body,
+		MIMEType:    it.MIMEType,
+		Sensitivity: it.Sensitivity,
+		Consent:     it.Consent,
+		LastUpdated: it.LastUpdated,
+		Carrier:     store.Carrier{Type: it.Carrier.Type, ID: it.Carrier.ID},
+		Where:       it.Where,
+	}
+}
