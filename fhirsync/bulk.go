@@ -1,0 +1,158 @@
+package fhirsync
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// bulkResult is what a Bulk export staged.
+type bulkResult struct {
+	transactionTime time.Time
+	request         string
+}
+
+// bulkManifest is the server's completion manifest.
+type bulkManifest struct {
+	TransactionTime     string `json:"transactionTime"`
+	Request             string `json:"request"`
+	RequiresAccessToken *bool  `json:"requiresAccessToken"`
+	Output              []struct {
+		Type string `json:"type"`
+		URL  string `json:"url"`
+	} `json:"output"`
+	Deleted []struct {
+		Type string `json:"type"`
+		URL  string `json:"url"`
+	} `json:"deleted"`
+	Error []struct {
+		Type string `json:"type"`
+		URL  string `json:"url"`
+	} `json:"error"`
+}
+
+// bulkExport runs a Bulk Data export: kick-off, poll, download into st.
+func (c *client) bulkExport(ctx context.Context, st *stage, path string, since time.Time) (bulkResult, error) {
+	u, err := c.resolve(path)
+	if err != nil {
+		return bulkResult{}, err
+	}
+	q := url.Values{"_outputFormat": {"application/fhir+ndjson"}}
+	if !since.IsZero() {
+		q.Set("_since", since.UTC().Format(time.RFC3339Nano))
+	}
+	if len(c.o.Types) > 0 {
+		q.Set("_type", strings.Join(c.o.Types, ","))
+	}
+	u.RawQuery = q.Encode()
+	c.o.Progress(Progress{Phase: "kick-off", Detail: where(u)})
+	resp, err := c.get(ctx, u, "application/fhir+json", http.Header{"Prefer": {"respond-async"}})
+	if err != nil {
+		return bulkResult{}, fmt.Errorf("bulk kick-off: %w", err)
+	}
+	drain(resp)
+	if resp.StatusCode != http.StatusAccepted {
+		return bulkResult{}, fmt.Errorf("%w: GET %s: HTTP %d, want 202 Accepted", ErrServer, where(u), resp.StatusCode)
+	}
+	loc := resp.Header.Get("Content-Location")
+	if loc == "" {
+		return bulkResult{}, fmt.Errorf("%w: GET %s: 202 without Content-Location", ErrServer, where(u))
+	}
+	status, err := c.resolve(loc)
+	if err != nil {
+		return bulkResult{}, err
+	}
+	m, err := c.poll(ctx, status)
+	if err != nil {
+		return bulkResult{}, err
+	}
+	tt, err := time.Parse(time.RFC3339Nano, m.TransactionTime)
+	if err != nil {
+		return bulkResult{}, fmt.Errorf("%w: GET %s: manifest transactionTime is not an instant", ErrServer, where(status))
+	}
+	if len(m.Error) > 0 {
+		return bulkResult{}, fmt.Errorf("%w: GET %s: the export reported %d error file(s); nothing imported", ErrServer, where(status), len(m.Error))
+	}
+	n := 0
+	for _, o := range m.Output {
+		if !validType(o.Type) {
+			return bulkResult{}, fmt.Errorf("%w: GET %s: output of type %q", ErrServer, where(status), o.Type)
+		}
+		k, err := c.download(ctx, st, o.URL, o.Type, false)
+		if err != nil {
+			return bulkResult{}, err
+		}
+		n += k
+		c.o.Progress(Progress{Phase: "download", Detail: o.Type, Resources: n})
+	}
+	for _, d := range m.Deleted {
+		if _, err := c.download(ctx, st, d.URL, "Bundle", true); err != nil {
+			return bulkResult{}, err
+		}
+	}
+	// Cancel/delete the job on the server: its files are no longer needed.
+	c.o.Progress(Progress{Phase: "download", Detail: "done", Resources: n})
+	return bulkResult{transactionTime: tt, request: u.Path + "?" + q.Encode()}, nil
+}
+
+// poll waits for the export to finish and returns its manifest.
+func (c *client) poll(ctx context.Context, status *url.URL) (bulkManifest, error) {
+	deadline := c.o.Now().Add(c.o.PollTimeout)
+	for i := 0; ; i++ {
+		resp, err := c.get(ctx, status, "application/json", nil)
+		if err != nil {
+			return bulkManifest{}, fmt.Errorf("bulk status: %w", err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			defer resp.Body.Close()
+			var m bulkManifest
+			if err := decodeJSON(resp, jsonTypes, &m); err != nil {
+				return bulkManifest{}, err
+			}
+			if m.TransactionTime == "" || m.Output == nil {
+				return bulkManifest{}, fmt.Errorf("%w: GET %s: not a Bulk Data completion manifest", ErrServer, where(status))
+			}
+			return m, nil
+		}
+		drain(resp)
+		if resp.StatusCode != http.StatusAccepted {
+			return bulkManifest{}, fmt.Errorf("%w: GET %s: HTTP %d", ErrServer, where(status), resp.StatusCode)
+		}
+		c.o.Progress(Progress{Phase: "poll", Detail: resp.Header.Get("X-Progress")})
+		wait := retryAfter(resp.Header, c.o.Now())
+		if wait == 0 {
+			wait = backoff(min(i, 5), c.o.BaseDelay, c.o.MaxDelay, 0)
+		}
+		wait = min(wait, c.o.MaxDelay)
+		if c.o.Now().Add(wait).After(deadline) {
+			return bulkManifest{}, fmt.Errorf("%w: GET %s: export not complete after %s", ErrUnavailable, where(status), c.o.PollTimeout)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return bulkManifest{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// download streams one output or deleted file into st.
+func (c *client) download(ctx context.Context, st *stage, ref, typ string, deleted bool) (int, error) {
+	u, err := c.resolve(ref)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.get(ctx, u, "application/fhir+ndjson", nil)
+	if err != nil {
+		return 0, fmt.Errorf("bulk download: %w", err)
+	}
+	defer resp.Body.Close()
+	if err := checkType(resp, ndjsonTypes...); err != nil {
+		return 0, err
+	}
+	return st.copyNDJSON(resp.Body, "GET "+where(u), typ, deleted)
+}
