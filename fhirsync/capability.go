@@ -22,7 +22,7 @@ type capability struct {
 
 // capabilityStatement is the part of a CapabilityStatement used.
 type capabilityStatement struct {
-	ResourceType string `json:"resourceType"`
+	ResourceType string   `json:"resourceType"`
 	Instantiates []string `json:"instantiates"`
 	Rest         []struct {
 		Mode     string `json:"mode"`

@@ -29,7 +29,9 @@ type Importer interface {
 type ImporterFunc func(ctx context.Context, dir string, full bool) error
 
 // Import calls f.
-func (f ImporterFunc) Import(ctx context.Context, dir string, full bool) error { return f(ctx, dir, full) }
+func (f ImporterFunc) Import(ctx context.Context, dir string, full bool) error {
+	return f(ctx, dir, full)
+}
 
 // Recorder writes the audit records of a sync and returns only when the
 // record is durable. An error makes the sync fail closed (ErrNotRecorded).

@@ -112,4 +112,3 @@ func (c *client) restSearch(ctx context.Context, st *stage, typ string, since ti
 	}
 	return st.copyNDJSON(tmp, "search "+typ+" ("+filepath.Base(tmp.Name())+")", typ, false)
 }
-
