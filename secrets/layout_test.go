@@ -47,7 +47,7 @@ func TestPolicyDocumented(t *testing.T) {
 		l.TransitPath("keys", l.SigningKey): true, l.TransitPath("sign", l.SigningKey): true,
 		l.TransitPath("keys", l.BlobKey): true, l.TransitPath("datakey/wrapped", l.BlobKey): true,
 		l.TransitPath("decrypt", l.BlobKey): true, l.TransitPath("rewrap", l.BlobKey): true,
-		l.TransitPath("keys", l.PolicyKey): true,
+		l.TransitPath("keys", l.PolicyKey):     true,
 		l.TransitPath("keys", l.FHIRClientKey): true, l.TransitPath("sign", l.FHIRClientKey): true,
 	}
 	for r := range policy {
