@@ -9,6 +9,7 @@ import (
 	"crypto/rsa"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -199,7 +200,13 @@ func (a *authenticator) fetch(ctx context.Context, now time.Time) (string, time.
 	})
 	a.c.requests += tc.requests
 	if err != nil {
-		return "", 0, fmt.Errorf("%w: token request: %w", ErrAuth, explainTokenError(err))
+		if errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return "", 0, fmt.Errorf("token request: %w", err)
+		}
+		if !errors.Is(err, ErrAuth) {
+			err = fmt.Errorf("%w: %w", ErrAuth, err)
+		}
+		return "", 0, fmt.Errorf("%w; check --client-id and that the FHIR server registered this client's public key (custos sync --print-jwks)", err)
 	}
 	defer resp.Body.Close()
 	var tr tokenResponse
@@ -214,14 +221,6 @@ func (a *authenticator) fetch(ctx context.Context, now time.Time) (string, time.
 		ttl = 5 * time.Minute
 	}
 	return tr.AccessToken, ttl, nil
-}
-
-// explainTokenError adds what to check to a refused token request.
-func explainTokenError(err error) error {
-	if strings.Contains(err.Error(), "HTTP 400") || strings.Contains(err.Error(), "HTTP 401") {
-		return fmt.Errorf("%v; check --client-id and that the server registered this client's public key (custos sync --print-jwks)", err)
-	}
-	return err
 }
 
 // decodeJSON checks the content type and decodes a bounded JSON body.

@@ -21,8 +21,9 @@ type bulkManifest struct {
 	Request             string `json:"request"`
 	RequiresAccessToken *bool  `json:"requiresAccessToken"`
 	Output              []struct {
-		Type string `json:"type"`
-		URL  string `json:"url"`
+		Type  string `json:"type"`
+		URL   string `json:"url"`
+		Count *int   `json:"count"`
 	} `json:"output"`
 	Deleted []struct {
 		Type string `json:"type"`
@@ -84,6 +85,12 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 		k, err := c.download(ctx, st, o.URL, o.Type, false)
 		if err != nil {
 			return bulkResult{}, err
+		}
+		// A file cut exactly at a line end is still a truncated file when
+		// the manifest says how many resources it holds.
+		if o.Count != nil && *o.Count != k {
+			u, _ := c.resolve(o.URL)
+			return bulkResult{}, fmt.Errorf("%w: GET %s: %d resources, the manifest says %d (truncated download?)", ErrServer, where(u), k, *o.Count)
 		}
 		n += k
 		c.o.Progress(Progress{Phase: "download", Detail: o.Type, Resources: n})

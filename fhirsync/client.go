@@ -57,7 +57,10 @@ func (c *client) resolve(ref string) (*url.URL, error) {
 func statusError(req *http.Request, resp *http.Response) error {
 	msg := fmt.Sprintf("%s %s: HTTP %d", req.Method, where(req.URL), resp.StatusCode)
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-		return fmt.Errorf("%w: %s (the server refused the access token)", ErrAuth, msg)
+		if req.Header.Get("Authorization") != "" {
+			msg += " (the server refused a fresh access token)"
+		}
+		return fmt.Errorf("%w: %s", ErrAuth, msg)
 	}
 	return fmt.Errorf("%w: %s", ErrServer, msg)
 }

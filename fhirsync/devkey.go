@@ -64,4 +64,3 @@ func DevKey(path string) (key crypto.Signer, kid string, err error) {
 	}
 	return ek, "dev:" + base64.RawURLEncoding.EncodeToString(tp), nil
 }
-

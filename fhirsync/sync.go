@@ -168,9 +168,10 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time) (Result, *
 			}
 			n += k
 		}
-		// The next increment starts at the server's clock before the first
-		// search: whatever changed during this sync is fetched again.
-		res.Next, request = cp.serverTime.Add(-time.Second), "REST search of "+fmt.Sprint(len(types))+" types"
+		// The next increment starts at the server's clock (its Date header,
+		// truncated to the second) before the first search: whatever
+		// changed during this sync, or in that second, is fetched again.
+		res.Next, request = cp.serverTime, "REST search of "+fmt.Sprint(len(types))+" types"
 	}
 	res.Resources, res.Deleted, res.Types = st.total(), st.deleted, st.counts
 	if err := st.finish(res.Next, request); err != nil {
