@@ -71,6 +71,7 @@ type App struct {
 	verifiers note.Verifiers
 	guard     integrity // latched when a scrub pass finds the log broken
 	stopScrub func()    // stops the scrubber and waits
+	stopSync  func()    // stops the scheduled FHIR sync and waits
 	grants    *btg.Cache
 	stopBTG   func() // stops the grant sync after a final round
 	srv       *server.Server
@@ -196,6 +197,9 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 		return nil, err
 	}
 	if err := a.startScrub(); err != nil {
+		return nil, err
+	}
+	if err := a.startSync(ctx); err != nil {
 		return nil, err
 	}
 	a.log.Info("ready", "policy_revision", a.policy.Revision(), "secrets", a.keys.Name(), "keys", a.keys.KeyIDs(), "node", o.Node)
@@ -479,6 +483,9 @@ func (a *App) Close() error {
 	}
 	if a.stopRel != nil {
 		a.stopRel()
+	}
+	if a.stopSync != nil {
+		a.stopSync() // a sync in flight is cancelled and records its outcome
 	}
 	if a.stopBTG != nil {
 		a.stopBTG() // last uses and events into the log before it closes

@@ -613,3 +613,42 @@ func TestSyncCLI(t *testing.T) {
 		t.Fatalf("wrong client id: exit %d: %s", code, errOut)
 	}
 }
+
+// TestServeSyncsOnSchedule: serve --sync-fhir-base runs a sync when it
+// starts, recorded in the server's own audit log, and 'custos sync' on the
+// same data directory refuses while the server holds it.
+func TestServeSyncsOnSchedule(t *testing.T) {
+	fhirServerDir(t)
+	d := newDataset(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	newToken(t, d.principal("clinician"), tokens)
+	jwks := mustCustos(t, "sync", "--dev", "--data-dir", d.data, "--fhir-base", "http://127.0.0.1:1/fhir", "--client-id", "custos-serve", "--print-jwks")
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-serve", JWKS: json.RawMessage(jwks), Bulk: "system", Seed: map[string]int{"resources": 100}})
+	s := serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens,
+		"--sync-fhir-base", srv.url, "--sync-client-id", "custos-serve", "--sync-every", "1h")
+
+	deadline := time.Now().Add(60 * time.Second)
+	var exp string
+	for time.Now().Before(deadline) {
+		exp = mustCustos(t, "audit", "export", "--data-dir", d.data, "--purpose", "HOPERAT", "--format", "jsonl")
+		if strings.Contains(exp, `"sync/end"`) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(exp, `"sync/start"`) || !strings.Contains(exp, `"sync/end"`) || !strings.Contains(exp, srv.url) {
+		t.Fatalf("no sync records from the scheduled sync:\n%s\nserver log:\n%s", exp, s.stderr)
+	}
+	if !strings.Contains(exp, "resources=100") {
+		t.Fatalf("the scheduled sync did not fetch the server's 100 resources:\n%s", exp)
+	}
+	if srv.stats(t).Tokens != 1 {
+		t.Fatal("the scheduled sync did not authenticate with the data directory's --dev key")
+	}
+	if _, errOut, code := custos(t, nil, "sync", "--dev", "--data-dir", d.data, "--fhir-base", srv.url); code != 1 || !strings.Contains(errOut, "serve --sync-every") {
+		t.Fatalf("custos sync next to a running server: exit %d: %s", code, errOut)
+	}
+	if err := s.stop(t); err != nil {
+		t.Fatalf("serve: %v\n%s", err, s.stderr)
+	}
+}
