@@ -41,6 +41,7 @@ type fhirServerConfig struct {
 	Seed        map[string]int  `json:"seed"`
 	TokenTTL    int             `json:"tokenTTL,omitempty"`
 	ExportPolls int             `json:"exportPolls"`
+	PublicFiles bool            `json:"publicFiles,omitempty"`
 	Control     bool            `json:"control"`
 }
 
@@ -140,9 +141,11 @@ func (f *fhirServer) control(t *testing.T, name string, args, out any) {
 }
 
 type fhirStats struct {
-	Requests        map[string]int `json:"requests"`
-	Tokens          int            `json:"tokens"`
-	ResourcesServed int            `json:"resourcesServed"`
+	Requests              map[string]int `json:"requests"`
+	Tokens                int            `json:"tokens"`
+	ResourcesServed       int            `json:"resourcesServed"`
+	JobsDeleted           int            `json:"jobsDeleted"`
+	FileRequestsWithToken int            `json:"fileRequestsWithToken"`
 }
 
 func (f *fhirServer) stats(t *testing.T) fhirStats {
@@ -391,6 +394,9 @@ func TestSyncBulkAndREST(t *testing.T) {
 			}
 			if len(stateFiles(t, env.dir)) != 1 {
 				t.Fatalf("state files %v, want one", stateFiles(t, env.dir))
+			}
+			if st := srv.stats(t); mode == "bulk" && st.JobsDeleted != 1 {
+				t.Errorf("%d export jobs deleted after the download, want 1", st.JobsDeleted)
 			}
 
 			// Change three resources and delete two.
@@ -650,5 +656,22 @@ func TestServeSyncsOnSchedule(t *testing.T) {
 	}
 	if err := s.stop(t); err != nil {
 		t.Fatalf("serve: %v\n%s", err, s.stderr)
+	}
+}
+
+// TestSyncBulkFilesWithoutToken: a manifest with requiresAccessToken false
+// (files in object storage behind pre-signed URLs) is downloaded without
+// the token; with true, the token goes along.
+func TestSyncBulkFilesWithoutToken(t *testing.T) {
+	for _, public := range []bool{false, true} {
+		env := newSyncEnv(t)
+		srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: "system", Seed: map[string]int{"resources": 50}, PublicFiles: public})
+		res, err := env.run(t, env.options(srv))
+		if err != nil || res.Resources != 50 {
+			t.Fatalf("public files %v: %d resources, %v", public, res.Resources, err)
+		}
+		if n := srv.stats(t).FileRequestsWithToken; public != (n == 0) {
+			t.Fatalf("public files %v: %d file requests carried the token", public, n)
+		}
 	}
 }

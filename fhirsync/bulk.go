@@ -77,31 +77,38 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 	if len(m.Error) > 0 {
 		return bulkResult{}, fmt.Errorf("%w: GET %s: the export reported %d error file(s); nothing imported", ErrServer, where(status), len(m.Error))
 	}
+	// Files that need no token may live on another origin (pre-signed
+	// object storage URLs); they are then fetched without the token.
+	fc := c
+	if m.RequiresAccessToken != nil && !*m.RequiresAccessToken {
+		fc = &client{o: c.o, base: c.base, anyOrigin: true}
+		defer func() { c.requests += fc.requests }()
+	}
 	n := 0
 	for _, o := range m.Output {
 		if !validType(o.Type) {
 			return bulkResult{}, fmt.Errorf("%w: GET %s: output of type %q", ErrServer, where(status), o.Type)
 		}
-		k, err := c.download(ctx, st, o.URL, o.Type, false)
+		k, err := fc.download(ctx, st, o.URL, o.Type, false)
 		if err != nil {
 			return bulkResult{}, err
 		}
 		// A file cut exactly at a line end is still a truncated file when
 		// the manifest says how many resources it holds.
 		if o.Count != nil && *o.Count != k {
-			u, _ := c.resolve(o.URL)
+			u, _ := fc.resolve(o.URL)
 			return bulkResult{}, fmt.Errorf("%w: GET %s: %d resources, the manifest says %d (truncated download?)", ErrServer, where(u), k, *o.Count)
 		}
 		n += k
 		c.o.Progress(Progress{Phase: "download", Detail: o.Type, Resources: n})
 	}
 	for _, d := range m.Deleted {
-		if _, err := c.download(ctx, st, d.URL, "Bundle", true); err != nil {
+		if _, err := fc.download(ctx, st, d.URL, "Bundle", true); err != nil {
 			return bulkResult{}, err
 		}
 	}
-	// Cancel/delete the job on the server: its files are no longer needed.
 	c.o.Progress(Progress{Phase: "download", Detail: "done", Resources: n})
+	c.deleteJob(ctx, status)
 	return bulkResult{transactionTime: tt, request: u.Path + "?" + q.Encode()}, nil
 }
 
@@ -162,4 +169,27 @@ func (c *client) download(ctx context.Context, st *stage, ref, typ string, delet
 		return 0, err
 	}
 	return st.copyNDJSON(resp.Body, "GET "+where(u), typ, deleted)
+}
+
+// deleteJob tells the server the export's files may go (Bulk Data: DELETE
+// on the status URL). Best effort: a failure is logged, not an error.
+func (c *client) deleteJob(ctx context.Context, status *url.URL) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, status.String(), nil)
+	if err != nil {
+		return
+	}
+	if c.auth != nil {
+		tok, err := c.auth.token(ctx)
+		if err != nil {
+			return
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	c.requests++
+	resp, err := c.o.HTTPClient.Do(req)
+	if err != nil {
+		c.o.Logger.Warn("fhirsync: deleting the finished export job", "request", "DELETE "+where(status), "err", transportCause(err))
+		return
+	}
+	drain(resp)
 }

@@ -52,11 +52,8 @@ func (o capOperation) isExport() bool {
 // readCapability fetches [base]/metadata.
 func (c *client) readCapability(ctx context.Context, group string) (capability, error) {
 	u, _ := c.resolve("metadata")
-	// The CapabilityStatement is public (FHIR R4 3.1.0.1.6): no token.
-	auth := c.auth
-	c.auth = nil
+	// Read before authenticating: the CapabilityStatement is public.
 	resp, err := c.get(ctx, u, "application/fhir+json", nil)
-	c.auth = auth
 	if err != nil {
 		return capability{}, fmt.Errorf("capability statement: %w", err)
 	}
@@ -72,8 +69,16 @@ func (c *client) readCapability(ctx context.Context, group string) (capability, 
 	if t, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
 		cp.serverTime = t
 	}
-	var system, patient bool
-	groupOK := false
+	cp.exportPath, cp.types = chooseExport(cs, group)
+	return cp, nil
+}
+
+// chooseExport picks the $export kick-off path the CapabilityStatement
+// offers — Group/<group>/$export when a group is asked for and Group
+// export is offered, else system $export, else Patient/$export, else ""
+// — and lists the types it can search.
+func chooseExport(cs capabilityStatement, group string) (exportPath string, types []string) {
+	var system, patient, groupOK bool
 	for _, r := range cs.Rest {
 		if r.Mode != "" && r.Mode != "server" {
 			continue
@@ -94,7 +99,7 @@ func (c *client) readCapability(ctx context.Context, group string) (capability, 
 			}
 			for _, in := range res.Interaction {
 				if in.Code == "search-type" && validType(res.Type) {
-					cp.types = append(cp.types, res.Type)
+					types = append(types, res.Type)
 					break
 				}
 			}
@@ -102,11 +107,11 @@ func (c *client) readCapability(ctx context.Context, group string) (capability, 
 	}
 	switch {
 	case group != "" && groupOK:
-		cp.exportPath = "Group/" + group + "/$export"
+		exportPath = "Group/" + group + "/$export"
 	case system:
-		cp.exportPath = "$export"
+		exportPath = "$export"
 	case patient:
-		cp.exportPath = "Patient/$export"
+		exportPath = "Patient/$export"
 	}
-	return cp, nil
+	return exportPath, types
 }

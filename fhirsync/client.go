@@ -23,6 +23,9 @@ type client struct {
 	// requests counts HTTP requests sent (retries included), for tests and
 	// the outcome record.
 	requests int
+	// anyOrigin lets resolve accept URLs on another origin; only for a
+	// client without a token (Bulk files with requiresAccessToken false).
+	anyOrigin bool
 }
 
 // where names a URL in messages: its path only, never the query (a
@@ -46,6 +49,9 @@ func (c *client) resolve(ref string) (*url.URL, error) {
 		b := *c.base
 		b.Path += "/"
 		u = b.ResolveReference(u)
+	}
+	if c.anyOrigin && c.auth == nil && (u.Scheme == "https" || u.Scheme == c.base.Scheme) && u.Host != "" {
+		return u, nil
 	}
 	if u.Scheme != c.base.Scheme || u.Host != c.base.Host {
 		return nil, fmt.Errorf("%w: %s: URL on another origin than the FHIR base; refused (the access token is never sent elsewhere)", ErrServer, where(u))

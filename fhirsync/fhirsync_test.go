@@ -226,3 +226,51 @@ func TestAuditEntry(t *testing.T) {
 		t.Fatalf("a long reason is not bounded: %d bytes", len(long.Reason))
 	}
 }
+
+// TestChooseExport: the kick-off the CapabilityStatement offers, in the
+// order Group (when asked) > system > Patient > none (REST).
+func TestChooseExport(t *testing.T) {
+	cs := func(system bool, resOps map[string]string) capabilityStatement {
+		var c capabilityStatement
+		b := `{"resourceType":"CapabilityStatement","rest":[{"mode":"server","resource":[`
+		first := true
+		for _, typ := range []string{"Group", "Observation", "Patient"} {
+			if !first {
+				b += ","
+			}
+			first = false
+			b += `{"type":"` + typ + `","interaction":[{"code":"read"},{"code":"search-type"}]`
+			if def, ok := resOps[typ]; ok {
+				b += `,"operation":[{"name":"export","definition":"` + def + `"}]`
+			}
+			b += `}`
+		}
+		b += `]`
+		if system {
+			b += `,"operation":[{"name":"export","definition":"http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export"}]`
+		}
+		b += `}]}`
+		if err := json.Unmarshal([]byte(b), &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	const grp, pat = "http://hl7.org/fhir/uv/bulkdata/OperationDefinition/group-export", "http://hl7.org/fhir/uv/bulkdata/OperationDefinition/patient-export"
+	for _, tc := range []struct {
+		name   string
+		cs     capabilityStatement
+		group  string
+		export string
+	}{
+		{"system", cs(true, nil), "", "$export"},
+		{"group asked and offered", cs(true, map[string]string{"Group": grp}), "g1", "Group/g1/$export"},
+		{"group asked, not offered", cs(true, nil), "g1", "$export"},
+		{"patient only", cs(false, map[string]string{"Patient": pat}), "", "Patient/$export"},
+		{"none", cs(false, nil), "", ""},
+	} {
+		got, types := chooseExport(tc.cs, tc.group)
+		if got != tc.export || strings.Join(types, ",") != "Group,Observation,Patient" {
+			t.Errorf("%s: %q %v, want %q and three searchable types", tc.name, got, types, tc.export)
+		}
+	}
+}

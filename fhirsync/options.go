@@ -98,6 +98,9 @@ type Options struct {
 	Types []string
 	// NoBulk forces the REST search even if the server offers $export.
 	NoBulk bool
+	// Group, when set and the server offers Group-level $export, exports
+	// that Group (its patients' compartments) instead of the whole system.
+	Group string
 	// PageSize is the _count of REST searches; 0 = DefaultPageSize.
 	PageSize int
 	// MaxAttempts bounds the tries of one request (429/5xx/transport
@@ -146,6 +149,9 @@ func (o *Options) validate() error {
 		if _, err := assertionAlg(o.Key); err != nil {
 			return err
 		}
+	}
+	if strings.ContainsAny(o.Group, "/?#% ") {
+		return fmt.Errorf("%w: group id %q is not a FHIR id", ErrBadConfig, o.Group)
 	}
 	for _, t := range o.Types {
 		if !validType(t) {

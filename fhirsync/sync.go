@@ -127,7 +127,7 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time) (Result, *
 	c := &client{o: o, base: base}
 	res := Result{Base: o.Base, Full: full, Since: since}
 	o.Progress(Progress{Phase: "capability"})
-	cp, err := c.readCapability(ctx, "")
+	cp, err := c.readCapability(ctx, o.Group)
 	if err != nil {
 		return res, c, err
 	}

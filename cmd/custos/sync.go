@@ -38,6 +38,7 @@ var newSyncImporter = func(d dataDir, tenant string, keys store.DataKeys) fhirsy
 func newSyncCmd() *cobra.Command {
 	var (
 		dir, base, tenant, clientID string
+		group                       string
 		dev, asJSON, full, noBulk   bool
 		printJWKS                   bool
 		types                       []string
@@ -51,9 +52,10 @@ into D/catalog.db, all or nothing.
 
 How it fetches:
   It reads the server's CapabilityStatement ([base]/metadata). If the server
-  offers Bulk Data $export (system level, else Patient level), sync kicks an
-  export off, polls it (honouring Retry-After, showing X-Progress) and
-  downloads every output and deleted file. Otherwise it pages a REST search
+  offers Bulk Data $export (Group level with --group, else system level,
+  else Patient level), sync kicks an export off, polls it (honouring
+  Retry-After, showing X-Progress) and downloads every output and deleted
+  file. Otherwise it pages a REST search
   per resource type (_count, following the Bundle's next links). Every file
   is streamed to a staging directory in D, checked (JSON, content types,
   complete NDJSON lines, types matching their files), and only then imported.
@@ -150,7 +152,7 @@ Examples:
 			}
 			return runSync(cmd, d, fhirsync.Options{
 				Base: base, Tenant: tenant, StateDir: string(d), ClientID: clientID, Key: key, KeyID: kid,
-				Importer: newSyncImporter(d, tenant, dataKeys), Full: full, NoBulk: noBulk, Types: types,
+				Importer: newSyncImporter(d, tenant, dataKeys), Full: full, NoBulk: noBulk, Types: types, Group: group,
 				Logger: quietLogger(cmd), Progress: syncProgress(cmd.ErrOrStderr()),
 			}, dev, kid, asJSON)
 		},
@@ -164,6 +166,7 @@ Examples:
 	f.BoolVar(&asJSON, "json", false, "print the sync report as JSON")
 	f.BoolVar(&full, "full", false, "fetch everything and retire what the server no longer has, even if a previous sync saved a state")
 	f.BoolVar(&noBulk, "no-bulk", false, "page REST searches even if the server offers $export")
+	f.StringVar(&group, "group", "", "export this Group (Group/ID/$export) when the server offers Group-level export")
 	f.StringSliceVar(&types, "type", nil, "only these resource types (repeatable; default: all the server offers)")
 	f.BoolVar(&printJWKS, "print-jwks", false, "print the client's public key as a JWKS (to register with the FHIR server) and exit")
 	vf.register(f)

@@ -29,6 +29,7 @@
 // Usage: node server.mjs CONFIG.json; prints {"url": BASE} on stdout when
 // it listens. CONFIG: {port, clientId, jwks (null: no auth), bulk
 // ("system" | "patient" | "none"), seed: {resources}, tokenTTL, exportPolls,
+// publicFiles (export files need no token: requiresAccessToken false),
 // control}.
 
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -55,7 +56,7 @@ const jobs = new Map();
 const tokens = new Map(); // token -> expiry (ms)
 const usedJti = new Set();
 const faults = [];
-const stats = { requests: {}, tokens: 0, resourcesServed: 0, searches: 0, exports: 0 };
+const stats = { requests: {}, tokens: 0, resourcesServed: 0, searches: 0, exports: 0, jobsDeleted: 0, fileRequestsWithToken: 0 };
 let base = '';
 
 function fhirRequest(method, pathAndQuery, body) {
@@ -227,7 +228,7 @@ function status(res, id) {
   }
   if (job.error) return sendOutcome(res, 500, 'export failed');
   const f = (x) => ({ type: x.type, url: `${base}/_bulk/file/${job.id}/${x.name}`, count: x.count });
-  send(res, 200, { transactionTime: job.transactionTime, request: job.request, requiresAccessToken: !!jwks,
+  send(res, 200, { transactionTime: job.transactionTime, request: job.request, requiresAccessToken: !!jwks && !cfg.publicFiles,
     output: job.files.map(f), deleted: job.deleted.map(f), error: [] }, 'application/json');
 }
 
@@ -331,13 +332,22 @@ async function handle(req, res) {
   }
   if (url.pathname === '/auth/token' && req.method === 'POST') return token(req, res, body);
   if (url.pathname === FHIR + '/metadata') return send(res, 200, capability());
+  let m = /^\/fhir\/_bulk\/file\/([^/]+)\/([^/]+)$/.exec(url.pathname);
+  if (m && req.method === 'GET') {
+    if (req.headers.authorization) stats.fileRequestsWithToken++;
+    if (cfg.publicFiles || authorized(req)) return file(res, m[1], m[2], fault);
+  }
   if (!authorized(req)) return sendOutcome(res, 401, 'a valid bearer token is required');
   const bulk = cfg.bulk || 'none';
   if (req.method === 'GET' && ((bulk === 'system' && url.pathname === FHIR + '/$export') || (bulk === 'patient' && url.pathname === FHIR + '/Patient/$export'))) return kickoff(req, res, url);
-  let m = /^\/fhir\/_bulk\/status\/([^/]+)$/.exec(url.pathname);
+  m = /^\/fhir\/_bulk\/status\/([^/]+)$/.exec(url.pathname);
   if (m && req.method === 'GET') return status(res, m[1]);
-  m = /^\/fhir\/_bulk\/file\/([^/]+)\/([^/]+)$/.exec(url.pathname);
-  if (m && req.method === 'GET') return file(res, m[1], m[2], fault);
+  if (m && req.method === 'DELETE') { // the client is done with the job
+    if (!jobs.delete(m[1])) return sendOutcome(res, 404, 'no such job');
+    stats.jobsDeleted++;
+    res.writeHead(202);
+    return res.end();
+  }
   if (url.pathname.startsWith(FHIR + '/')) return fhir(req, res, url, body);
   sendOutcome(res, 404, 'not found');
 }
