@@ -25,28 +25,28 @@ func (a *App) startSync(ctx context.Context) error {
 		return fmt.Errorf("sync: Options.Sync.Importer is required with a FHIR base")
 	}
 	var key crypto.Signer
-	var kid string
+	var kid, auditKey string
 	if so.ClientID != "" {
 		if a.o.Dev {
 			k, id, err := fhirsync.DevKey(a.path(SyncKeyFile))
 			if err != nil {
 				return fmt.Errorf("sync: dev client key: %w", err)
 			}
-			key, kid = k, id
+			key, kid, auditKey = k, id, "fhir-client="+id
 		} else {
 			s, err := a.vault.FHIRClientSigner(ctx)
 			if err != nil {
 				return fmt.Errorf("sync: vault: %w", err)
 			}
-			key, kid = s, s.KeyID()
+			key, kid, auditKey = s, s.KeyID(), s.AuditKeyID()
 		}
 	}
 	rec := fhirsync.AuditRecorder{
 		Log: checkpointedLog{a.audit, a.ckpt, &a.guard}, Dev: a.o.Dev,
 		Principal: audit.Principal{Sub: "custos-serve", Roles: []string{"sync"}, ClientID: so.ClientID},
 	}
-	if kid != "" {
-		rec.Keys = []string{"fhir-client=" + kid}
+	if auditKey != "" {
+		rec.Keys = []string{auditKey}
 	}
 	var dataKeys store.DataKeys
 	if a.vault != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/audittest"
 	"github.com/custos-mcp/custos/fhirsync"
+	"github.com/custos-mcp/custos/secrets/vaulttest"
 )
 
 // The FHIR server of these tests is Medplum's FhirRouter and in-memory
@@ -673,5 +674,36 @@ func TestSyncBulkFilesWithoutToken(t *testing.T) {
 		if n := srv.stats(t).FileRequestsWithToken; public != (n == 0) {
 			t.Fatalf("public files %v: %d file requests carried the token", public, n)
 		}
+	}
+}
+
+// TestVaultSyncSignsWithTransit: with Vault (the least-privilege
+// custos-server token) the client assertion is signed by the Transit key
+// transit/custos-fhir-client; the FHIR server's jose verifies it against
+// the JWKS 'custos sync --print-jwks' printed, and the audit records name
+// the key version.
+func TestVaultSyncSignsWithTransit(t *testing.T) {
+	fhirServerDir(t)
+	v := startVault(t, vaulttest.ProvisionOptions{})
+	d := t.TempDir()
+	audittest.VerifyOnCleanup(t, filepath.Join(d, "audit.db"))
+	jwks, errOut, code := custos(t, v.env, "sync", "--data-dir", d, "--fhir-base", "http://127.0.0.1:1/fhir", "--client-id", "custos-vault", "--print-jwks")
+	if code != 0 || !strings.Contains(jwks, `"kid": "vault:transit/custos-fhir-client@v1"`) || strings.Contains(jwks, `"d"`) {
+		t.Fatalf("--print-jwks with Vault: exit %d\n%s%s", code, jwks, errOut)
+	}
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-vault", JWKS: json.RawMessage(jwks), Bulk: "none", Seed: map[string]int{"resources": 120}})
+	out, errOut, code := custos(t, v.env, "sync", "--data-dir", d, "--fhir-base", srv.url, "--client-id", "custos-vault", "--json")
+	if code != 0 && !strings.Contains(errOut, "no FHIR importer") {
+		t.Fatalf("sync with Vault: exit %d\n%s%s", code, out, errOut)
+	}
+	if srv.stats(t).Tokens != 1 {
+		t.Fatalf("the server issued no token for the Transit-signed assertion:\n%s", errOut)
+	}
+	if strings.Contains(out+errOut, v.prov.Token) {
+		t.Fatal("the Vault token reached the output")
+	}
+	exp := mustCustos(t, "audit", "export", "--data-dir", d, "--purpose", "HOPERAT", "--format", "jsonl")
+	if !strings.Contains(exp, "fhir-client=transit/custos-fhir-client@1") || !strings.Contains(exp, "resources=120") {
+		t.Fatalf("the sync records do not name the Transit key or the count:\n%s", exp)
 	}
 }

@@ -29,6 +29,7 @@ type FHIRClientSigner struct {
 	ver     int
 	pub     *ecdsa.PublicKey
 	kid     string
+	ref     string
 }
 
 // FHIRClientSigner reads the FHIR client key's latest version and returns
@@ -72,12 +73,17 @@ func (v *Vault) FHIRClientSigner(ctx context.Context) (*FHIRClientSigner, error)
 	return &FHIRClientSigner{
 		client: v.client, api: l.TransitPath("sign", l.FHIRClientKey), timeout: v.opts.RequestTimeout,
 		ver: latest, pub: ek, kid: "vault:" + l.TransitMount + "/" + l.FHIRClientKey + "@v" + strconv.Itoa(latest),
+		ref: "fhir-client=" + l.TransitMount + "/" + l.FHIRClientKey + "@" + strconv.Itoa(latest),
 	}, nil
 }
 
 // KeyID names the key version: "vault:transit/custos-fhir-client@v1". It
 // is the kid of the client assertions and of the JWKS entry.
 func (f *FHIRClientSigner) KeyID() string { return f.kid }
+
+// AuditKeyID names the key version in audit records' keys, in their
+// "name=ref" form: "fhir-client=transit/custos-fhir-client@1".
+func (f *FHIRClientSigner) AuditKeyID() string { return f.ref }
 
 // Public returns the ECDSA P-384 public key.
 func (f *FHIRClientSigner) Public() crypto.PublicKey { return f.pub }

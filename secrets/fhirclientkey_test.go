@@ -30,8 +30,8 @@ func TestFHIRClientSignerSignsES384JWS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("FHIRClientSigner: %v", err)
 	}
-	if s.KeyID() != "vault:transit/custos-fhir-client@v1" {
-		t.Fatalf("KeyID = %q", s.KeyID())
+	if s.KeyID() != "vault:transit/custos-fhir-client@v1" || s.AuditKeyID() != "fhir-client=transit/custos-fhir-client@1" {
+		t.Fatalf("KeyID = %q, AuditKeyID = %q", s.KeyID(), s.AuditKeyID())
 	}
 	pub, ok := s.Public().(*ecdsa.PublicKey)
 	if !ok || pub.Curve.Params().Name != "P-384" {

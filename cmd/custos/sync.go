@@ -13,16 +13,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/app/admin"
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/store"
 )
-
-// devSyncKeyFile is the --dev client key of custos sync in the data
-// directory.
-const devSyncKeyFile = "sync-client-key.pem"
 
 // errNoFHIRImporter: this build cannot import FHIR yet. The FHIR input
 // reader and the catalog's FHIR import (issue 14 items 1, 2, 4) are
@@ -74,7 +71,7 @@ Authorization (SMART Backend Services):
   .well-known/smart-configuration for an access token (cached until it
   expires; a 401 re-authenticates once). The key is the Vault Transit key
   transit/custos-fhir-client (ecdsa-p384, never leaves Vault); with --dev, a
-  local key in D/` + devSyncKeyFile + ` (demos and tests only). Register the
+  local key in D/` + app.SyncKeyFile + ` (demos and tests only). Register the
   client's public key with the FHIR server: --print-jwks prints it.
 
 Failures:
@@ -116,12 +113,13 @@ Examples:
 			}
 			var dataKeys store.DataKeys
 			var key crypto.Signer
-			var kid string
+			var kid, auditKey string
 			switch {
 			case dev:
-				if key, kid, err = fhirsync.DevKey(filepath.Join(string(d), devSyncKeyFile)); err != nil {
+				if key, kid, err = fhirsync.DevKey(filepath.Join(string(d), app.SyncKeyFile)); err != nil {
 					return err
 				}
+				auditKey = "fhir-client=" + kid
 			case vf.configured():
 				kv, err := vf.open(ctx, quietLogger(cmd))
 				if err != nil {
@@ -134,7 +132,7 @@ Examples:
 					if err != nil {
 						return fmt.Errorf("vault: %w", err)
 					}
-					key, kid = s, s.KeyID()
+					key, kid, auditKey = s, s.KeyID(), s.AuditKeyID()
 				}
 			case clientID != "" || printJWKS:
 				return usagef("a client key is needed: configure Vault (--vault-addr or $VAULT_ADDR, key transit/%s) or use --dev", secrets.DefaultLayout.FHIRClientKey)
@@ -154,7 +152,7 @@ Examples:
 				Base: base, Tenant: tenant, StateDir: string(d), ClientID: clientID, Key: key, KeyID: kid,
 				Importer: newSyncImporter(d, tenant, dataKeys), Full: full, NoBulk: noBulk, Types: types, Group: group,
 				Logger: quietLogger(cmd), Progress: syncProgress(cmd.ErrOrStderr()),
-			}, dev, kid, asJSON)
+			}, dev, auditKey, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -162,7 +160,7 @@ Examples:
 	f.StringVar(&base, "fhir-base", "", "FHIR R4 base URL, http(s)://HOST[:PORT]/PATH (no credentials)")
 	f.StringVar(&tenant, "tenant", "", "tenant the resources belong to (default: the catalog's default tenant)")
 	f.StringVar(&clientID, "client-id", "", "SMART Backend Services client id (none: the server needs no authorization)")
-	f.BoolVar(&dev, "dev", false, "sign client assertions with a local key in D/"+devSyncKeyFile+" instead of Vault (demos and tests only)")
+	f.BoolVar(&dev, "dev", false, "sign client assertions with a local key in D/"+app.SyncKeyFile+" instead of Vault (demos and tests only)")
 	f.BoolVar(&asJSON, "json", false, "print the sync report as JSON")
 	f.BoolVar(&full, "full", false, "fetch everything and retire what the server no longer has, even if a previous sync saved a state")
 	f.BoolVar(&noBulk, "no-bulk", false, "page REST searches even if the server offers $export")
@@ -175,7 +173,7 @@ Examples:
 
 // runSync opens the audit log (refusing while a server holds it), runs one
 // sync and reports it.
-func runSync(cmd *cobra.Command, d dataDir, o fhirsync.Options, dev bool, kid string, asJSON bool) error {
+func runSync(cmd *cobra.Command, d dataDir, o fhirsync.Options, dev bool, auditKey string, asJSON bool) error {
 	ctx := cmd.Context()
 	if c, err := admin.Dial(ctx, admin.Path(string(d))); err == nil {
 		c.Close()
@@ -188,8 +186,8 @@ func runSync(cmd *cobra.Command, d dataDir, o fhirsync.Options, dev bool, kid st
 	defer log.Close()
 	rec := fhirsync.AuditRecorder{Log: log, Dev: dev,
 		Principal: audit.Principal{Sub: "uid:" + strconv.Itoa(os.Getuid()), Roles: []string{"sync"}, ClientID: o.ClientID}}
-	if kid != "" && o.ClientID != "" {
-		rec.Keys = []string{"fhir-client=" + kid}
+	if auditKey != "" && o.ClientID != "" {
+		rec.Keys = []string{auditKey}
 	}
 	o.Recorder = rec
 	s, err := fhirsync.New(o)
