@@ -622,8 +622,9 @@ func TestSyncCLI(t *testing.T) {
 }
 
 // TestServeSyncsOnSchedule: serve --sync-fhir-base runs a sync when it
-// starts, recorded in the server's own audit log, and 'custos sync' on the
-// same data directory refuses while the server holds it.
+// starts, recorded in the server's own audit log; 'custos sync' on the same
+// data directory has the running server run it (admin socket), recorded as
+// run by the caller's account, and is refused for another base.
 func TestServeSyncsOnSchedule(t *testing.T) {
 	fhirServerDir(t)
 	d := newDataset(t)
@@ -652,8 +653,28 @@ func TestServeSyncsOnSchedule(t *testing.T) {
 	if srv.stats(t).Tokens != 1 {
 		t.Fatal("the scheduled sync did not authenticate with the data directory's --dev key")
 	}
-	if _, errOut, code := custos(t, nil, "sync", "--dev", "--data-dir", d.data, "--fhir-base", srv.url); code != 1 || !strings.Contains(errOut, "serve --sync-every") {
-		t.Fatalf("custos sync next to a running server: exit %d: %s", code, errOut)
+	// custos sync next to the running server: the server runs it, recorded
+	// in its log as run by this account.
+	out, errOut, code := custos(t, nil, "sync", "--dev", "--data-dir", d.data, "--fhir-base", srv.url+"/", "--full", "--json")
+	if code != 0 && !(strings.Contains(errOut, "by the server") && strings.Contains(errOut, "no FHIR importer")) {
+		t.Fatalf("custos sync next to a running server: exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "it runs the sync") {
+		t.Errorf("the CLI did not say the server runs the sync: %s", errOut)
+	}
+	exp = mustCustos(t, "audit", "export", "--data-dir", d.data, "--purpose", "HOPERAT", "--format", "jsonl")
+	var byCLI int
+	for _, line := range strings.Split(exp, "\n") {
+		if strings.Contains(line, `"sync/start"`) && strings.Contains(line, `"sub":"os:uid=`) && strings.Contains(line, `"reason":"full"`) {
+			byCLI++
+		}
+	}
+	if byCLI != 1 || srv.stats(t).Tokens != 2 {
+		t.Fatalf("the delegated sync: %d start records by the caller's account, %d tokens; want 1 and 2\n%s", byCLI, srv.stats(t).Tokens, exp)
+	}
+	// Another base than the server's: refused, nothing fetched.
+	if _, errOut, code := custos(t, nil, "sync", "--dev", "--data-dir", d.data, "--fhir-base", "http://127.0.0.1:1/other"); code != 1 || !strings.Contains(errOut, "this server syncs "+srv.url) {
+		t.Fatalf("custos sync of another base next to the server: exit %d: %s", code, errOut)
 	}
 	if err := s.stop(t); err != nil {
 		t.Fatalf("serve: %v\n%s", err, s.stderr)

@@ -125,6 +125,33 @@ func (c *Client) Do(ctx context.Context, op access.Op, req any, consume func(io.
 	return res, nil
 }
 
+// Sync asks the server to run one FHIR sync now (POST /v1/sync) with req
+// and decodes its result into out. It returns the server's error (an
+// *access.Error) when the sync failed.
+func (c *Client) Sync(ctx context.Context, req, out any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://custos-admin/v1/sync", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		return fmt.Errorf("admin: %s: %w", c.path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return readError(resp)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxRequest)).Decode(out); err != nil {
+		return fmt.Errorf("admin: %s: unreadable sync result: %v", c.path, err)
+	}
+	return nil
+}
+
 func readError(resp *http.Response) error {
 	e := &access.Error{}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))

@@ -16,6 +16,7 @@ import (
 	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/app/admin"
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/store"
@@ -82,9 +83,11 @@ Failures:
 
 Audit:
   Every sync is two records in D/audit.db: sync/start before the first
-  request, sync/end with the counts or the error. A running 'custos serve'
-  holds the audit log: then sync refuses, and the server's own schedule
-  (serve --sync-every) does the syncing.
+  request, sync/end with the counts or the error. When 'custos serve' runs
+  on D it holds the audit log: sync then asks it, through its admin socket
+  D/admin.sock, to run the sync now with the server's own settings and key
+  (serve --sync-fhir-base must name the same server), recorded in its log
+  as run by your account.
 
 ` + vaultHelp + `
 
@@ -176,8 +179,22 @@ Examples:
 func runSync(cmd *cobra.Command, d dataDir, o fhirsync.Options, dev bool, auditKey string, asJSON bool) error {
 	ctx := cmd.Context()
 	if c, err := admin.Dial(ctx, admin.Path(string(d))); err == nil {
-		c.Close()
-		return fmt.Errorf("a custos server runs on %s and holds its audit log; it syncs on its own schedule (serve --sync-every), or stop it to sync from the command line", d)
+		// A server holds the audit log: it runs the sync, with its own
+		// settings and key, recorded in its log as run by this account.
+		defer c.Close()
+		b, _ := fhirsync.ParseBase(o.Base)
+		fmt.Fprintf(cmd.ErrOrStderr(), "sync: a server runs on %s; it runs the sync (its own client and key)\n", d)
+		var res fhirsync.Result
+		if err := c.Sync(ctx, app.SyncRequest{Base: b.String(), Full: o.Full}, &res); err != nil {
+			var ae *access.Error
+			if errors.As(err, &ae) && ae.Code == "not_found" {
+				return fmt.Errorf("a custos server runs on %s and holds its audit log, but syncs from no FHIR server: configure serve --sync-fhir-base, or stop it to sync from the command line", d)
+			}
+			return fmt.Errorf("sync %s (by the server): %w", b, err)
+		}
+		return reportSync(cmd, res, asJSON)
+	} else if !errors.Is(err, admin.ErrNoSocket) && !errors.Is(err, admin.ErrNoAnswer) {
+		return err
 	}
 	log, err := audit.Open(d.audit(), audit.Options{Node: cliNode(), Logger: quietLogger(cmd)})
 	if err != nil {
@@ -198,6 +215,11 @@ func runSync(cmd *cobra.Command, d dataDir, o fhirsync.Options, dev bool, auditK
 	if err != nil {
 		return fmt.Errorf("sync %s: %w (nothing was imported; the next sync starts from the same point)", s.Base(), err)
 	}
+	return reportSync(cmd, res, asJSON)
+}
+
+// reportSync prints a sync's result on stdout.
+func reportSync(cmd *cobra.Command, res fhirsync.Result, asJSON bool) error {
 	if asJSON {
 		return writeJSON(cmd.OutOrStdout(), res)
 	}
