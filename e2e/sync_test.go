@@ -469,8 +469,8 @@ func TestSyncBulkAndREST(t *testing.T) {
 	}
 }
 
-// TestSyncBackoffAndReauth: 429 and 503 answers (with Retry-After) are
-// retried; a 401 re-authenticates once; a server that keeps failing ends
+// TestSyncBackoffAndReauth: 429 and 503 answers (with Retry-After) and a
+// download that breaks off are retried; a 401 re-authenticates once; a server that keeps failing ends
 // with a clear error naming the path and the attempts, and nothing is
 // imported or saved.
 func TestSyncBackoffAndReauth(t *testing.T) {
@@ -480,13 +480,17 @@ func TestSyncBackoffAndReauth(t *testing.T) {
 	srv.control(t, "fault", map[string]any{"match": "/_bulk/status", "status": 429, "retryAfter": 1, "count": 2}, nil)
 	srv.control(t, "fault", map[string]any{"match": "/_bulk/file", "status": 503, "count": 1}, nil)
 	srv.control(t, "fault", map[string]any{"match": "/$export", "status": 401, "count": 1}, nil)
+	srv.control(t, "fault", map[string]any{"match": "/Observation.ndjson", "reset": true, "count": 1}, nil)
 	start := time.Now()
 	res, err := env.run(t, env.options(srv))
 	if err != nil {
-		t.Fatalf("sync through 429, 503 and 401: %v", err)
+		t.Fatalf("sync through 429, 503, 401 and a reset connection: %v", err)
 	}
 	if res.Resources != 200 || res.Tokens != 2 {
 		t.Fatalf("resources %d tokens %d; want 200 and a second token after the 401", res.Resources, res.Tokens)
+	}
+	if n := srv.stats(t).Requests["GET /fhir/_bulk/file/:id/Observation.ndjson"]; n != 2 {
+		t.Fatalf("Observation.ndjson fetched %d times, want 2 (the reset, then the retry)", n)
 	}
 	if took := time.Since(start); took < 2*time.Second {
 		t.Fatalf("sync took %s; the two 429s asked for Retry-After: 1 each", took)

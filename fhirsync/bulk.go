@@ -2,6 +2,7 @@ package fhirsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -154,21 +155,43 @@ func (c *client) poll(ctx context.Context, status *url.URL) (bulkManifest, error
 	}
 }
 
-// download streams one output or deleted file into st.
+// download streams one output or deleted file into st. A download that
+// breaks off (connection reset, truncated transfer) is tried again, with
+// the backoff of any request, up to Options.MaxAttempts times.
 func (c *client) download(ctx context.Context, st *stage, ref, typ string, deleted bool) (int, error) {
 	u, err := c.resolve(ref)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := c.get(ctx, u, "application/fhir+ndjson", nil)
-	if err != nil {
-		return 0, fmt.Errorf("bulk download: %w", err)
+	for attempt := 0; ; attempt++ {
+		resp, err := c.get(ctx, u, "application/fhir+ndjson", nil)
+		if err != nil {
+			return 0, fmt.Errorf("bulk download: %w", err)
+		}
+		if err := checkType(resp, ndjsonTypes...); err != nil {
+			drain(resp)
+			return 0, err
+		}
+		n, err := st.copyNDJSON(resp.Body, "GET "+where(u), typ, deleted)
+		resp.Body.Close()
+		if !errors.Is(err, errInterrupted) {
+			return n, err
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		if attempt+1 >= c.o.MaxAttempts {
+			return 0, fmt.Errorf("%w: %v; gave up after %d attempts", ErrUnavailable, err, attempt+1)
+		}
+		c.o.Logger.Warn("fhirsync: download broke off; retrying", "request", "GET "+where(u), "attempt", attempt+1)
+		t := time.NewTimer(backoff(attempt, c.o.BaseDelay, c.o.MaxDelay, 0))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-t.C:
+		}
 	}
-	defer resp.Body.Close()
-	if err := checkType(resp, ndjsonTypes...); err != nil {
-		return 0, err
-	}
-	return st.copyNDJSON(resp.Body, "GET "+where(u), typ, deleted)
 }
 
 // deleteJob tells the server the export's files may go (Bulk Data: DELETE

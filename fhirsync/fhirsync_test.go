@@ -274,3 +274,34 @@ func TestChooseExport(t *testing.T) {
 		}
 	}
 }
+
+// brokenReader yields its data, then a transport error.
+type brokenReader struct{ data *strings.Reader }
+
+func (b brokenReader) Read(p []byte) (int, error) {
+	if b.data.Len() == 0 {
+		return 0, errors.New("connection reset by peer")
+	}
+	return b.data.Read(p)
+}
+
+// TestCopyNDJSONInterrupted: a body that breaks off is errInterrupted (to
+// be retried), leaves no file, and the retry reuses the file's number.
+func TestCopyNDJSONInterrupted(t *testing.T) {
+	st, err := newStage(t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := `{"resourceType":"Patient","id":"p1"}` + "\n"
+	_, err = st.copyNDJSON(brokenReader{strings.NewReader(line + line[:10])}, "src", "Patient", false)
+	if !errors.Is(err, errInterrupted) || errors.Is(err, ErrServer) {
+		t.Fatalf("err = %v, want errInterrupted", err)
+	}
+	if entries, _ := os.ReadDir(st.dir); len(entries) != 0 {
+		t.Fatalf("left %d files", len(entries))
+	}
+	n, err := st.copyNDJSON(strings.NewReader(line+line), "src", "Patient", false)
+	if err != nil || n != 2 || st.m.Output[0].URL != "Patient.000.ndjson" || st.counts["Patient"] != 2 {
+		t.Fatalf("retry: %d, %v, %+v", n, err, st.m.Output)
+	}
+}

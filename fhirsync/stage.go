@@ -71,54 +71,62 @@ func (s *stage) file(typ string) (*os.File, string, error) {
 // newline-terminated (the last line may omit it), whose resourceType is
 // want (or any type when want is ""). deleted files hold Bundles. It
 // returns the number of resources.
-func (s *stage) copyNDJSON(r io.Reader, src, typ string, deleted bool) (int, error) {
-	f, name, err := s.file(map[bool]string{true: "deleted", false: typ}[deleted])
+func (s *stage) copyNDJSON(r io.Reader, src, typ string, deleted bool) (n int, err error) {
+	kind := typ
+	if deleted {
+		kind = "deleted"
+	}
+	f, name, err := s.file(kind)
 	if err != nil {
 		return 0, err
 	}
+	// A failed copy leaves nothing: the file goes, its number is reused.
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(filepath.Join(s.dir, name))
+			s.next[kind]--
+		}
+	}()
 	w := bufio.NewWriterSize(f, 256<<10)
 	br := bufio.NewReaderSize(r, 256<<10)
 	want := typ
 	if deleted {
 		want = "Bundle"
 	}
-	n, line := 0, 0
+	line, dels := 0, 0
 	for {
-		b, err := readLine(br, s.maxLine)
+		b, rerr := readLine(br, s.maxLine)
+		switch {
+		case errors.Is(rerr, errLineTooLong):
+			return n, fmt.Errorf("%w: %s line %d: longer than %d bytes", ErrServer, src, line+1, s.maxLine)
+		case rerr != nil && !errors.Is(rerr, io.EOF):
+			// The connection broke: worth another try (download).
+			return n, fmt.Errorf("%w: %s: the download broke off after line %d: %v", errInterrupted, src, line, transportCause(rerr))
+		}
 		if len(b) > 0 {
 			line++
-			t := bytes.TrimSpace(b)
-			if len(t) > 0 {
-				if err := checkResource(t, want); err != nil {
-					f.Close()
+		}
+		if t := bytes.TrimSpace(b); len(t) > 0 {
+			if err := checkResource(t, want); err != nil {
+				return n, fmt.Errorf("%w: %s line %d: %v", ErrServer, src, line, err)
+			}
+			if deleted {
+				k, err := countDeletions(t)
+				if err != nil {
 					return n, fmt.Errorf("%w: %s line %d: %v", ErrServer, src, line, err)
 				}
-				if deleted {
-					k, derr := countDeletions(t)
-					if derr != nil {
-						f.Close()
-						return n, fmt.Errorf("%w: %s line %d: %v", ErrServer, src, line, derr)
-					}
-					s.deleted += k
-				}
-				w.Write(t)
-				w.WriteByte('\n')
-				n++
+				dels += k
 			}
+			w.Write(t)
+			w.WriteByte('\n')
+			n++
 		}
-		if errors.Is(err, io.EOF) {
+		if rerr != nil { // io.EOF
 			break
-		}
-		if err != nil {
-			f.Close()
-			if errors.Is(err, errLineTooLong) {
-				return n, fmt.Errorf("%w: %s line %d: longer than %d bytes", ErrServer, src, line+1, s.maxLine)
-			}
-			return n, fmt.Errorf("%w: %s: reading: %v (truncated download?)", ErrServer, src, transportCause(err))
 		}
 	}
 	if err := w.Flush(); err != nil {
-		f.Close()
 		return n, err
 	}
 	if err := f.Close(); err != nil {
@@ -128,12 +136,16 @@ func (s *stage) copyNDJSON(r io.Reader, src, typ string, deleted bool) (int, err
 	if deleted {
 		mf.Type = "Bundle"
 		s.m.Deleted = append(s.m.Deleted, mf)
+		s.deleted += dels
 	} else {
 		s.m.Output = append(s.m.Output, mf)
 		s.counts[typ] += n
 	}
 	return n, nil
 }
+
+// errInterrupted: reading a response body failed (not its content).
+var errInterrupted = errors.New("fhirsync: download interrupted")
 
 var errLineTooLong = errors.New("line too long")
 

@@ -23,7 +23,8 @@
 //     listed as deleted files (Bundles of DELETE entries);
 //   - test-only controls under /_control (enabled by config.control):
 //     inject faults (429/5xx with Retry-After, garbage bodies, wrong
-//     content types, truncated NDJSON), update or delete resources through
+//     content types, truncated NDJSON, a connection reset mid-file),
+//     update or delete resources through
 //     the router, expire tokens, read request counters.
 //
 // Usage: node server.mjs CONFIG.json; prints {"url": BASE} on stdout when
@@ -239,6 +240,11 @@ function file(res, id, name, fault) {
   stats.resourcesServed += x.count;
   let body = x.body;
   if (fault?.truncate) body = body.slice(0, Math.floor(body.length / 2) + 7);
+  if (fault?.reset) { // the connection breaks mid-body (Content-Length promised more)
+    res.writeHead(200, { 'Content-Type': 'application/fhir+ndjson', 'Content-Length': Buffer.byteLength(body) });
+    res.write(body.slice(0, Math.floor(body.length / 2)));
+    return setTimeout(() => res.socket.destroy(), 50);
+  }
   res.writeHead(200, { 'Content-Type': 'application/fhir+ndjson' });
   res.end(body);
 }
@@ -320,7 +326,7 @@ async function handle(req, res) {
   stats.requests[key] = (stats.requests[key] || 0) + 1;
   if (cfg.control && url.pathname.startsWith('/_control/')) return control(req, res, url, body);
   const fault = takeFault(url.pathname);
-  if (fault && !fault.truncate) {
+  if (fault && !fault.truncate && !fault.reset) {
     res.writeHead(fault.status || 200, { 'Content-Type': fault.contentType || 'application/fhir+json', ...(fault.retryAfter ? { 'Retry-After': String(fault.retryAfter) } : {}) });
     return res.end(fault.body || '');
   }
