@@ -48,13 +48,13 @@ type Progress struct {
 
 // Defaults of Options.
 const (
-	DefaultPageSize    = 1000
-	DefaultMaxAttempts = 6
-	DefaultBaseDelay   = 500 * time.Millisecond
-	DefaultMaxDelay    = 30 * time.Second
-	DefaultPollTimeout = time.Hour
-	DefaultMaxLine     = 64 << 20
-	DefaultTimeout     = 5 * time.Minute
+	DefaultPageSize      = 1000
+	DefaultMaxAttempts   = 6
+	DefaultBaseDelay     = 500 * time.Millisecond
+	DefaultMaxDelay      = 30 * time.Second
+	DefaultPollTimeout   = time.Hour
+	DefaultMaxLine       = 64 << 20
+	DefaultHeaderTimeout = time.Minute
 )
 
 // Options configure a Syncer. Zero values take the defaults named.
@@ -114,9 +114,12 @@ type Options struct {
 	PollTimeout time.Duration
 	// MaxLine bounds one NDJSON line (one resource); 0 = DefaultMaxLine.
 	MaxLine int
-	// Timeout bounds each HTTP request, header to last byte; 0 = DefaultTimeout.
-	Timeout time.Duration
-	// HTTPClient is the transport (TLS settings); nil = a fresh client.
+	// HeaderTimeout bounds the wait for each response's headers (a body,
+	// such as a large NDJSON file, streams as long as it flows); 0 =
+	// DefaultHeaderTimeout. Only used when HTTPClient is nil.
+	HeaderTimeout time.Duration
+	// HTTPClient is the transport (TLS settings); nil = a client with
+	// HeaderTimeout and the environment's proxy settings.
 	HTTPClient *http.Client
 	// Logger receives the operational log (never a token or a payload);
 	// nil discards.
@@ -142,7 +145,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: no audit recorder", ErrBadConfig)
 	case o.ClientID != "" && o.Key == nil:
 		return fmt.Errorf("%w: client id %q without a signing key", ErrBadConfig, o.ClientID)
-	case o.PageSize < 0 || o.MaxAttempts < 0 || o.BaseDelay < 0 || o.MaxDelay < 0 || o.PollTimeout < 0 || o.MaxLine < 0 || o.Timeout < 0:
+	case o.PageSize < 0 || o.MaxAttempts < 0 || o.BaseDelay < 0 || o.MaxDelay < 0 || o.PollTimeout < 0 || o.MaxLine < 0 || o.HeaderTimeout < 0:
 		return fmt.Errorf("%w: negative option", ErrBadConfig)
 	}
 	if o.Key != nil {
@@ -166,7 +169,7 @@ func (o *Options) validate() error {
 	def(&o.BaseDelay, DefaultBaseDelay)
 	def(&o.MaxDelay, DefaultMaxDelay)
 	def(&o.PollTimeout, DefaultPollTimeout)
-	def(&o.Timeout, DefaultTimeout)
+	def(&o.HeaderTimeout, DefaultHeaderTimeout)
 	if o.PageSize == 0 {
 		o.PageSize = DefaultPageSize
 	}
@@ -183,7 +186,9 @@ func (o *Options) validate() error {
 		o.Scope = "system/*.read"
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.ResponseHeaderTimeout = o.HeaderTimeout
+		o.HTTPClient = &http.Client{Transport: tr}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
