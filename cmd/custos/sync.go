@@ -110,6 +110,9 @@ Examples:
 			if dev && explicitVaultFlag(cmd.Flags()) != "" {
 				return usagef("--dev uses a local client key; it does not combine with --%s", explicitVaultFlag(cmd.Flags()))
 			}
+			if (clientID != "" || printJWKS) && !dev && !vf.configured() {
+				return usagef("a client key is needed: configure Vault (--vault-addr or $VAULT_ADDR, key transit/%s) or use --dev", secrets.DefaultLayout.FHIRClientKey)
+			}
 			ctx := cmd.Context()
 			if err := os.MkdirAll(string(d), 0o700); err != nil {
 				return err
@@ -137,8 +140,6 @@ Examples:
 					}
 					key, kid, auditKey = s, s.KeyID(), s.AuditKeyID()
 				}
-			case clientID != "" || printJWKS:
-				return usagef("a client key is needed: configure Vault (--vault-addr or $VAULT_ADDR, key transit/%s) or use --dev", secrets.DefaultLayout.FHIRClientKey)
 			}
 			if printJWKS {
 				b, err := fhirsync.PublicJWKS(key, kid)
