@@ -271,7 +271,8 @@ type SyncOptions struct {
 	// ClientID is the SMART Backend Services client id; "" means the FHIR
 	// server needs no authorization. Key sync.client_id.
 	ClientID string
-	// Tenant receives the resources; "" means the default. Key sync.tenant.
+	// Tenant receives the resources. Required with FHIRBase. Key
+	// sync.tenant.
 	Tenant string
 	// Importer returns the importer that loads what a sync staged into the
 	// catalog (the caller wires the FHIR importer); Open calls it with the

@@ -25,10 +25,12 @@ func TestSyncOptionsChecked(t *testing.T) {
 		want  []string
 	}{
 		{"none", app.SyncOptions{}, nil, nil},
-		{"valid", app.SyncOptions{FHIRBase: "https://ehr.example.org/fhir", Every: time.Hour, ClientID: "custos", Importer: imp}, nil, nil},
-		{"credentials in the base", app.SyncOptions{FHIRBase: "https://u:p@ehr.example.org/fhir", Importer: imp}, nil,
+		{"valid", app.SyncOptions{FHIRBase: "https://ehr.example.org/fhir", Every: time.Hour, ClientID: "custos", Tenant: "t", Importer: imp}, nil, nil},
+		{"no tenant", app.SyncOptions{FHIRBase: "https://ehr.example.org/fhir", Importer: imp}, nil,
+			[]string{"sync.tenant: required with sync.fhir_base: the tenant the synced resources belong to"}},
+		{"credentials in the base", app.SyncOptions{FHIRBase: "https://u:p@ehr.example.org/fhir", Tenant: "t", Importer: imp}, nil,
 			[]string{"sync.fhir_base: want http(s)://HOST[:PORT][/PATH] without credentials, a query or a fragment"}},
-		{"too often", app.SyncOptions{FHIRBase: "http://127.0.0.1:8080/fhir", Every: time.Second, Importer: imp}, nil,
+		{"too often", app.SyncOptions{FHIRBase: "http://127.0.0.1:8080/fhir", Every: time.Second, Tenant: "t", Importer: imp}, nil,
 			[]string{"sync.every: must be 1m0s or more, got 1s"}},
 		{"client id without a base", app.SyncOptions{ClientID: "custos"}, []string{"sync.client_id"},
 			[]string{"sync.client_id: needs sync.fhir_base"}},

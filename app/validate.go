@@ -458,6 +458,9 @@ func (c *checker) sync() {
 		}
 		return
 	}
+	if sy.Tenant == "" {
+		c.missing("sync.tenant", "required with %s: the tenant the synced resources belong to", c.name("sync.fhir_base"))
+	}
 	if _, err := fhirsync.ParseBase(sy.FHIRBase); err != nil {
 		c.add("sync.fhir_base", "want http(s)://HOST[:PORT][/PATH] without credentials, a query or a fragment")
 	}

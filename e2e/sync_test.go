@@ -180,14 +180,18 @@ func newCheckingImporter(t *testing.T) *checkingImporter {
 	return &checkingImporter{t: t, catalog: map[string]string{}, retired: map[string]bool{}}
 }
 
-func (c *checkingImporter) Import(_ context.Context, dir string, full bool) error {
+func (c *checkingImporter) Import(_ context.Context, manifest string, full bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fail != nil {
 		return c.fail
 	}
+	dir := filepath.Dir(manifest)
+	if filepath.Base(manifest) != fhirsync.ManifestName {
+		return fmt.Errorf("importer called with %s, want the staging manifest", manifest)
+	}
 	var m fhirsync.Manifest
-	b, err := os.ReadFile(filepath.Join(dir, fhirsync.ManifestName))
+	b, err := os.ReadFile(manifest)
 	if err != nil {
 		return err
 	}
@@ -310,6 +314,7 @@ func (t *teeLog) Append(ctx context.Context, e audit.Entry) (audit.Record, error
 
 // syncEnv is a client (dev key, audit log, checking importer) for one server.
 type syncEnv struct {
+	runs  int // syncs run
 	dir   string
 	key   fhirsync.Options
 	imp   *checkingImporter
@@ -339,7 +344,7 @@ func newSyncEnv(t *testing.T) *syncEnv {
 // options for a sync of srv, with fast backoff.
 func (e *syncEnv) options(srv *fhirServer) fhirsync.Options {
 	o := e.key
-	o.Base, o.StateDir, o.Importer = srv.url, e.dir, e.imp
+	o.Base, o.StateDir, o.Importer, o.Tenant = srv.url, e.dir, e.imp, "e2e"
 	o.Recorder = fhirsync.AuditRecorder{Log: e.audit, Dev: true, Principal: audit.Principal{Sub: "e2e", ClientID: o.ClientID}}
 	o.BaseDelay, o.MaxDelay = 50*time.Millisecond, 2*time.Second
 	return o
@@ -351,6 +356,7 @@ func (e *syncEnv) run(t *testing.T, o fhirsync.Options) (fhirsync.Result, error)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.runs++
 	return s.Run(context.Background())
 }
 
@@ -431,6 +437,12 @@ func TestSyncBulkAndREST(t *testing.T) {
 				}
 			}
 			if mode == "bulk" {
+				// Nothing changed since: nothing imported, the state advances.
+				calls := len(env.imp.calls)
+				res0, err := env.run(t, env.options(srv))
+				if err != nil || res0.Resources != 0 || res0.Full || len(env.imp.calls) != calls || !res0.Next.After(res2.Next) {
+					t.Fatalf("a sync without changes: %+v, %v; %d import calls, want %d", res0, err, len(env.imp.calls), calls)
+				}
 				if res2.Deleted != 2 || !env.imp.retired["Observation/"+obs[3]] || !env.imp.retired["Observation/"+obs[4]] || env.imp.live() != n-2 {
 					t.Fatalf("deletions: %d staged, catalog %d live; want 2 retired, %d live", res2.Deleted, env.imp.live(), n-2)
 				}
@@ -450,8 +462,8 @@ func TestSyncBulkAndREST(t *testing.T) {
 			// Every sync is two audit records: start, then the outcome.
 			env.audit.mu.Lock()
 			defer env.audit.mu.Unlock()
-			if len(env.audit.got) != 2*len(env.imp.calls) {
-				t.Fatalf("%d audit records for %d syncs", len(env.audit.got), len(env.imp.calls))
+			if len(env.audit.got) != 2*env.runs {
+				t.Fatalf("%d audit records for %d syncs", len(env.audit.got), env.runs)
 			}
 			for i, e := range env.audit.got {
 				want := fhirsync.ActionSyncStart
@@ -551,6 +563,22 @@ func TestSyncGarbageImportsNothing(t *testing.T) {
 	}
 }
 
+// TestSyncEmptyFullSyncIsRefused: a full sync that gets no resources at
+// all would retire everything of its base: it is refused instead.
+func TestSyncEmptyFullSyncIsRefused(t *testing.T) {
+	env := newSyncEnv(t)
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: "system", Seed: map[string]int{"resources": 20}})
+	o := env.options(srv)
+	o.Types = []string{"Medication"} // the server holds none
+	_, err := env.run(t, o)
+	if !errors.Is(err, fhirsync.ErrServer) || !strings.Contains(err.Error(), "a full sync got no resources at all") {
+		t.Fatalf("got %v; want the empty full sync refused", err)
+	}
+	if len(env.imp.calls) != 0 || len(stateFiles(t, env.dir)) != 0 {
+		t.Fatal("something was imported or saved")
+	}
+}
+
 // TestSyncAuthFailure: a client whose key the server does not hold gets a
 // clear authorization error (no token, no assertion in it).
 func TestSyncAuthFailure(t *testing.T) {
@@ -579,11 +607,14 @@ func TestSyncCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "SMART Backend Services") || !strings.Contains(out, "--fhir-base") {
 		t.Fatalf("sync --help: exit %d\n%s%s", code, out, errOut)
 	}
-	if _, errOut, code := custos(t, nil, "sync", "--data-dir", d); code != 2 || !strings.Contains(errOut, "--fhir-base is required") {
+	if _, errOut, code := custos(t, nil, "sync", "--tenant", "e2e", "--data-dir", d); code != 2 || !strings.Contains(errOut, "--fhir-base is required") {
 		t.Fatalf("sync without --fhir-base: exit %d: %s", code, errOut)
 	}
-	if _, errOut, code := custos(t, nil, "sync", "--data-dir", d, "--fhir-base", "http://user:pw@127.0.0.1/fhir"); code != 2 || strings.Contains(errOut, "pw") {
+	if _, errOut, code := custos(t, nil, "sync", "--tenant", "e2e", "--data-dir", d, "--fhir-base", "http://user:pw@127.0.0.1/fhir"); code != 2 || strings.Contains(errOut, "pw") {
 		t.Fatalf("a base with credentials: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := custos(t, nil, "sync", "--data-dir", d, "--fhir-base", "http://127.0.0.1:1/fhir"); code != 2 || !strings.Contains(errOut, "--tenant is required") {
+		t.Fatalf("sync without --tenant: exit %d: %s", code, errOut)
 	}
 	jwks := mustCustos(t, "sync", "--dev", "--data-dir", d, "--fhir-base", "http://127.0.0.1:1/fhir", "--client-id", "custos-cli", "--print-jwks")
 	var set struct {
@@ -593,7 +624,7 @@ func TestSyncCLI(t *testing.T) {
 		t.Fatalf("--print-jwks: %v\n%s", err, jwks)
 	}
 	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-cli", JWKS: json.RawMessage(jwks), Bulk: "system", Seed: map[string]int{"resources": 500}})
-	out, errOut, code = custos(t, nil, "sync", "--dev", "--data-dir", d, "--fhir-base", srv.url, "--client-id", "custos-cli", "--json")
+	out, errOut, code = custos(t, nil, "sync", "--tenant", "e2e", "--dev", "--data-dir", d, "--fhir-base", srv.url, "--client-id", "custos-cli", "--json")
 	if !strings.Contains(errOut, "sync: kick-off") {
 		t.Errorf("no progress on stderr: %s", errOut)
 	}
@@ -619,7 +650,7 @@ func TestSyncCLI(t *testing.T) {
 		t.Fatalf("audit export lacks the sync records:\n%s", exp)
 	}
 	// A wrong client id: a clear error, exit 1, no secret in it.
-	_, errOut, code = custos(t, nil, "sync", "--dev", "--data-dir", d, "--fhir-base", srv.url, "--client-id", "someone-else")
+	_, errOut, code = custos(t, nil, "sync", "--tenant", "e2e", "--dev", "--data-dir", d, "--fhir-base", srv.url, "--client-id", "someone-else")
 	if code != 1 || !strings.Contains(errOut, "authorization failed") || strings.Contains(errOut, "eyJ") {
 		t.Fatalf("wrong client id: exit %d: %s", code, errOut)
 	}
@@ -637,7 +668,7 @@ func TestServeSyncsOnSchedule(t *testing.T) {
 	jwks := mustCustos(t, "sync", "--dev", "--data-dir", d.data, "--fhir-base", "http://127.0.0.1:1/fhir", "--client-id", "custos-serve", "--print-jwks")
 	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-serve", JWKS: json.RawMessage(jwks), Bulk: "system", Seed: map[string]int{"resources": 100}})
 	s := serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens,
-		"--sync-fhir-base", srv.url, "--sync-client-id", "custos-serve", "--sync-every", "1h")
+		"--sync-fhir-base", srv.url, "--sync-client-id", "custos-serve", "--sync-every", "1h", "--sync-tenant", "e2e")
 
 	deadline := time.Now().Add(60 * time.Second)
 	var exp string
@@ -659,7 +690,7 @@ func TestServeSyncsOnSchedule(t *testing.T) {
 	}
 	// custos sync next to the running server: the server runs it, recorded
 	// in its log as run by this account.
-	out, errOut, code := custos(t, nil, "sync", "--dev", "--data-dir", d.data, "--fhir-base", srv.url+"/", "--full", "--json")
+	out, errOut, code := custos(t, nil, "sync", "--tenant", "e2e", "--dev", "--data-dir", d.data, "--fhir-base", srv.url+"/", "--full", "--json")
 	if code != 0 && !(strings.Contains(errOut, "by the server") && strings.Contains(errOut, "no FHIR importer")) {
 		t.Fatalf("custos sync next to a running server: exit %d\n%s%s", code, out, errOut)
 	}
@@ -669,7 +700,7 @@ func TestServeSyncsOnSchedule(t *testing.T) {
 	exp = mustCustos(t, "audit", "export", "--data-dir", d.data, "--purpose", "HOPERAT", "--format", "jsonl")
 	var byCLI int
 	for _, line := range strings.Split(exp, "\n") {
-		if strings.Contains(line, `"sync/start"`) && strings.Contains(line, `"sub":"os:uid=`) && strings.Contains(line, `"reason":"full"`) {
+		if strings.Contains(line, `"sync/start"`) && strings.Contains(line, `"sub":"os:uid=`) && strings.Contains(line, `"reason":"full tenant=e2e"`) {
 			byCLI++
 		}
 	}
@@ -677,7 +708,7 @@ func TestServeSyncsOnSchedule(t *testing.T) {
 		t.Fatalf("the delegated sync: %d start records by the caller's account, %d tokens; want 1 and 2\n%s", byCLI, srv.stats(t).Tokens, exp)
 	}
 	// Another base than the server's: refused, nothing fetched.
-	if _, errOut, code := custos(t, nil, "sync", "--dev", "--data-dir", d.data, "--fhir-base", "http://127.0.0.1:1/other"); code != 1 || !strings.Contains(errOut, "this server syncs "+srv.url) {
+	if _, errOut, code := custos(t, nil, "sync", "--tenant", "e2e", "--dev", "--data-dir", d.data, "--fhir-base", "http://127.0.0.1:1/other"); code != 1 || !strings.Contains(errOut, "this server syncs "+srv.url) {
 		t.Fatalf("custos sync of another base next to the server: exit %d: %s", code, errOut)
 	}
 	if err := s.stop(t); err != nil {
@@ -717,7 +748,7 @@ func TestVaultSyncSignsWithTransit(t *testing.T) {
 		t.Fatalf("--print-jwks with Vault: exit %d\n%s%s", code, jwks, errOut)
 	}
 	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-vault", JWKS: json.RawMessage(jwks), Bulk: "none", Seed: map[string]int{"resources": 120}})
-	out, errOut, code := custos(t, v.env, "sync", "--data-dir", d, "--fhir-base", srv.url, "--client-id", "custos-vault", "--json")
+	out, errOut, code := custos(t, v.env, "sync", "--tenant", "e2e", "--data-dir", d, "--fhir-base", srv.url, "--client-id", "custos-vault", "--json")
 	if code != 0 && !strings.Contains(errOut, "no FHIR importer") {
 		t.Fatalf("sync with Vault: exit %d\n%s%s", code, out, errOut)
 	}

@@ -21,7 +21,9 @@
 //     successful sync (its state), streaming every file to disk;
 //  3. validate what was fetched (JSON, content types, complete NDJSON
 //     lines, resource types matching their file);
-//  4. call [Importer].Import on the staging directory;
+//  4. call [Importer].Import with the staging directory's manifest (not
+//     when an incremental sync found no change; a full sync that found
+//     nothing at all is refused rather than retiring everything);
 //  5. only then write the new state file.
 //
 // # Invariants

@@ -26,8 +26,8 @@ func Example() {
 		Base:     "https://ehr.example.org/fhir/R4",
 		StateDir: "data",
 		ClientID: "custos", Key: key, KeyID: kid,
-		Importer: fhirsync.ImporterFunc(func(ctx context.Context, dir string, full bool) error {
-			// dir holds <Type>.NNN.ndjson, deleted.NNN.ndjson and manifest.json.
+		Importer: fhirsync.ImporterFunc(func(ctx context.Context, manifest string, full bool) error {
+			// manifest lists <Type>.NNN.ndjson and deleted.NNN.ndjson beside it.
 			return nil
 		}),
 		Recorder: fhirsync.AuditRecorder{Log: auditLog, Dev: true, Principal: audit.Principal{Sub: "example", ClientID: "custos"}},

@@ -13,20 +13,21 @@ import (
 
 // Importer loads a staging directory into the catalog, all or nothing.
 //
-// dir holds <Type>.NNN.ndjson files (one resource per line, the file's
-// type), deleted files (deleted.NNN.ndjson: one Bundle per line whose
-// entries carry request.method DELETE and request.url "Type/id") and
-// manifest.json, a FHIR Bulk Data completion manifest whose output and
-// deleted urls are the file names. full means the directory holds every
-// resource the server has: resources of this FHIR base missing from it are
-// retired. Import must return an error, and change nothing, if it cannot
-// import everything.
+// manifest is the path of the directory's manifest.json, a FHIR Bulk Data
+// completion manifest whose output and deleted urls are file names
+// relative to it: <Type>.NNN.ndjson (one resource per line, of the file's
+// type) and deleted.NNN.ndjson (one Bundle per line whose entries carry
+// request.method DELETE and request.url "Type/id"). Read the directory
+// through the manifest: deleted files are not named by a resource type.
+// full means the directory holds every resource the server has: resources
+// of this FHIR base missing from it are retired. Import must return an
+// error, and change nothing, if it cannot import everything.
 type Importer interface {
-	Import(ctx context.Context, dir string, full bool) error
+	Import(ctx context.Context, manifest string, full bool) error
 }
 
 // ImporterFunc adapts a function to Importer.
-type ImporterFunc func(ctx context.Context, dir string, full bool) error
+type ImporterFunc func(ctx context.Context, manifest string, full bool) error
 
 // Import calls f.
 func (f ImporterFunc) Import(ctx context.Context, dir string, full bool) error {

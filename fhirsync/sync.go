@@ -177,8 +177,18 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time) (Result, *
 	if err := st.finish(res.Next, request); err != nil {
 		return res, c, fmt.Errorf("staging: %w", err)
 	}
+	switch {
+	case res.Resources == 0 && res.Deleted == 0 && !full:
+		// Nothing changed: nothing to import; the state advances.
+		o.Progress(Progress{Phase: "import", Detail: "nothing changed"})
+		return res, c, nil
+	case res.Resources == 0 && full:
+		// A full sync of nothing would retire everything from this base:
+		// an empty answer is more likely a fault than an empty server.
+		return res, c, fmt.Errorf("%w: a full sync got no resources at all (%s); nothing was retired", ErrServer, request)
+	}
 	o.Progress(Progress{Phase: "import", Resources: res.Resources})
-	if err := o.Importer.Import(ctx, st.dir, full); err != nil {
+	if err := o.Importer.Import(ctx, filepath.Join(st.dir, ManifestName), full); err != nil {
 		return res, c, fmt.Errorf("%w: %w", ErrImport, err)
 	}
 	return res, c, nil

@@ -162,8 +162,8 @@ func serveOptions(fs *pflag.FlagSet, path string, getenv func(string) string) (a
 	level.UnmarshalText([]byte(lv)) // validated above
 	o := all.AppOptions(getenv)
 	if o.Sync.FHIRBase != "" {
-		d, tenant := dataDir(o.DataDir), o.Sync.Tenant
-		o.Sync.Importer = func(keys store.DataKeys) fhirsync.Importer { return newSyncImporter(d, tenant, keys) }
+		d, tenant, source := dataDir(o.DataDir), o.Sync.Tenant, normBase(o.Sync.FHIRBase)
+		o.Sync.Importer = func(keys store.DataKeys) fhirsync.Importer { return newSyncImporter(d, tenant, source, keys) }
 	}
 	return o, level, format, nil
 }
@@ -278,6 +278,6 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.String("sync-fhir-base", "", "pull from this FHIR R4 server on a schedule, as 'custos sync' does (the first sync starts with the server)")
 	f.Duration("sync-every", app.DefaultSyncEvery, "time between the starts of two scheduled syncs (at least 1m)")
 	f.String("sync-client-id", "", "SMART Backend Services client id of the scheduled sync (key: Vault transit/custos-fhir-client, or D/"+app.SyncKeyFile+" with --dev)")
-	f.String("sync-tenant", "", "tenant that receives the synced resources")
+	f.String("sync-tenant", "", "tenant that receives the synced resources (required with --sync-fhir-base)")
 	vf.register(f)
 }

@@ -24,12 +24,17 @@ import (
 
 // errNoFHIRImporter: this build cannot import FHIR yet. The FHIR input
 // reader and the catalog's FHIR import (issue 14 items 1, 2, 4) are
-// separate changes; newSyncImporter is where they are wired in.
+// separate changes; newSyncImporter is where they are wired in: the
+// manifest path goes to the FHIR import as the input path (it reads the
+// files through the manifest), with tenant, source (the FHIR base, so a
+// full sync retires only this server's resources), full and the keys.
 var errNoFHIRImporter = errors.New("this build has no FHIR importer yet (issue 14): the fetched resources were validated but not imported")
 
 // newSyncImporter returns the importer custos sync hands its staging
-// directory to (a Bulk export layout, see fhirsync.Importer).
-var newSyncImporter = func(d dataDir, tenant string, keys store.DataKeys) fhirsync.Importer {
+// manifest to (a Bulk export layout, see fhirsync.Importer): the resources
+// go to tenant, labelled with source (the FHIR base), so that a full sync
+// retires only what came from that server.
+var newSyncImporter = func(d dataDir, tenant, source string, keys store.DataKeys) fhirsync.Importer {
 	return fhirsync.ImporterFunc(func(context.Context, string, bool) error { return errNoFHIRImporter })
 }
 
@@ -43,10 +48,11 @@ func newSyncCmd() *cobra.Command {
 		vf                          vaultFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "sync --fhir-base URL --data-dir D [--tenant T] [--client-id ID] [--dev] [--json]",
+		Use:   "sync --fhir-base URL --data-dir D --tenant T [--client-id ID] [--dev] [--json]",
 		Short: "Pull resources from a live FHIR R4 server (Bulk $export or REST search) and import them",
 		Long: `sync fetches resources from the FHIR R4 server at --fhir-base and imports them
-into D/catalog.db, all or nothing.
+into D/catalog.db for --tenant, all or nothing, labelled with the server's
+base URL as their source (a full sync retires only what came from it).
 
 How it fetches:
   It reads the server's CapabilityStatement ([base]/metadata). If the server
@@ -93,8 +99,8 @@ Audit:
 
 Examples:
   custos sync --dev --data-dir ./data --fhir-base http://127.0.0.1:8103/fhir --client-id custos --print-jwks
-  custos sync --dev --data-dir ./data --fhir-base http://127.0.0.1:8103/fhir --client-id custos
-  custos sync --data-dir /var/lib/custos --fhir-base https://ehr.example.org/fhir/R4 --client-id custos --json`,
+  custos sync --dev --data-dir ./data --tenant demo --fhir-base http://127.0.0.1:8103/fhir --client-id custos
+  custos sync --data-dir /var/lib/custos --tenant general-hospital --fhir-base https://ehr.example.org/fhir/R4 --client-id custos --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := requireDataDir(dir)
@@ -109,6 +115,9 @@ Examples:
 			}
 			if dev && explicitVaultFlag(cmd.Flags()) != "" {
 				return usagef("--dev uses a local client key; it does not combine with --%s", explicitVaultFlag(cmd.Flags()))
+			}
+			if tenant == "" && !printJWKS {
+				return usagef("--tenant is required: the tenant the synced resources belong to, e.g. --tenant general-hospital")
 			}
 			if (clientID != "" || printJWKS) && !dev && !vf.configured() {
 				return usagef("a client key is needed: configure Vault (--vault-addr or $VAULT_ADDR, key transit/%s) or use --dev", secrets.DefaultLayout.FHIRClientKey)
@@ -154,7 +163,7 @@ Examples:
 			}
 			return runSync(cmd, d, fhirsync.Options{
 				Base: base, Tenant: tenant, StateDir: string(d), ClientID: clientID, Key: key, KeyID: kid,
-				Importer: newSyncImporter(d, tenant, dataKeys), Full: full, NoBulk: noBulk, Types: types, Group: group,
+				Importer: newSyncImporter(d, tenant, normBase(base), dataKeys), Full: full, NoBulk: noBulk, Types: types, Group: group,
 				Logger: quietLogger(cmd), Progress: syncProgress(cmd.ErrOrStderr()),
 			}, dev, auditKey, asJSON)
 		},
@@ -162,7 +171,7 @@ Examples:
 	f := cmd.Flags()
 	f.StringVar(&dir, "data-dir", "", "data directory (created if missing)")
 	f.StringVar(&base, "fhir-base", "", "FHIR R4 base URL, http(s)://HOST[:PORT]/PATH (no credentials)")
-	f.StringVar(&tenant, "tenant", "", "tenant the resources belong to (default: the catalog's default tenant)")
+	f.StringVar(&tenant, "tenant", "", "tenant the synced resources belong to (required)")
 	f.StringVar(&clientID, "client-id", "", "SMART Backend Services client id (none: the server needs no authorization)")
 	f.BoolVar(&dev, "dev", false, "sign client assertions with a local key in D/"+app.SyncKeyFile+" instead of Vault (demos and tests only)")
 	f.BoolVar(&asJSON, "json", false, "print the sync report as JSON")
@@ -252,4 +261,13 @@ func syncProgress(w io.Writer) func(fhirsync.Progress) {
 		}
 		fmt.Fprintln(w, line)
 	}
+}
+
+// normBase is the normalized FHIR base (already checked by ParseBase).
+func normBase(base string) string {
+	u, err := fhirsync.ParseBase(base)
+	if err != nil {
+		return base
+	}
+	return u.String()
 }
