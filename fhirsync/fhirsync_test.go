@@ -305,3 +305,21 @@ func TestCopyNDJSONInterrupted(t *testing.T) {
 		t.Fatalf("retry: %d, %v, %+v", n, err, st.m.Output)
 	}
 }
+
+// TestSourceLabel: one label per server, whatever the spelling of its base,
+// within the catalog's source alphabet [a-z0-9:._-] and 64 bytes.
+func TestSourceLabel(t *testing.T) {
+	a, b := SourceLabel("https://EHR.example.org/fhir/R4/"), SourceLabel("https://EHR.example.org/fhir/R4")
+	c := SourceLabel("https://ehr.example.org/fhir/R5")
+	if a != b || a == c || len(a) > 64 || !strings.HasPrefix(a, "fhir-sync:") {
+		t.Fatalf("labels %q %q %q", a, b, c)
+	}
+	for _, r := range a {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune(":._-", r)) {
+			t.Fatalf("label %q has %q", a, r)
+		}
+	}
+	if !strings.Contains(statePath("d", "https://EHR.example.org/fhir/R4"), a[len("fhir-sync:"):]) {
+		t.Fatal("the label and the state file name differ in their id")
+	}
+}

@@ -30,10 +30,27 @@ type State struct {
 	Deleted   int `json:"deleted"`
 }
 
+// baseID is a short id of a normalized base: hex(SHA-256(base)[:8]).
+func baseID(base string) string {
+	h := sha256.Sum256([]byte(base))
+	return hex.EncodeToString(h[:8])
+}
+
 // statePath is the state file of base in dir.
 func statePath(dir, base string) string {
-	h := sha256.Sum256([]byte(base))
-	return filepath.Join(dir, "sync-"+hex.EncodeToString(h[:8])+".json")
+	return filepath.Join(dir, "sync-"+baseID(base)+".json")
+}
+
+// SourceLabel is the catalog source label of the resources synced from
+// base: "fhir-sync:" + hex(SHA-256(normalized base)[:8]), within the
+// catalog's label alphabet [a-z0-9:._-], the same for every spelling of
+// the base ParseBase normalizes, and the same id as the state file's
+// name. A full sync retires only resources of its own label.
+func SourceLabel(base string) string {
+	if u, err := ParseBase(base); err == nil {
+		base = u.String()
+	}
+	return "fhir-sync:" + baseID(base)
 }
 
 // ReadState reads the state of base; a missing file is the zero State

@@ -162,7 +162,7 @@ func serveOptions(fs *pflag.FlagSet, path string, getenv func(string) string) (a
 	level.UnmarshalText([]byte(lv)) // validated above
 	o := all.AppOptions(getenv)
 	if o.Sync.FHIRBase != "" {
-		d, tenant, source := dataDir(o.DataDir), o.Sync.Tenant, normBase(o.Sync.FHIRBase)
+		d, tenant, source := dataDir(o.DataDir), o.Sync.Tenant, fhirsync.SourceLabel(o.Sync.FHIRBase)
 		o.Sync.Importer = func(keys store.DataKeys) fhirsync.Importer { return newSyncImporter(d, tenant, source, keys) }
 	}
 	return o, level, format, nil

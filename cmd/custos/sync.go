@@ -26,14 +26,15 @@ import (
 // reader and the catalog's FHIR import (issue 14 items 1, 2, 4) are
 // separate changes; newSyncImporter is where they are wired in: the
 // manifest path goes to the FHIR import as the input path (it reads the
-// files through the manifest), with tenant, source (the FHIR base, so a
-// full sync retires only this server's resources), full and the keys.
+// files through the manifest), with tenant, source (the base's
+// fhirsync.SourceLabel, so a full sync retires only this server's
+// resources), full and the keys.
 var errNoFHIRImporter = errors.New("this build has no FHIR importer yet (issue 14): the fetched resources were validated but not imported")
 
 // newSyncImporter returns the importer custos sync hands its staging
 // manifest to (a Bulk export layout, see fhirsync.Importer): the resources
-// go to tenant, labelled with source (the FHIR base), so that a full sync
-// retires only what came from that server.
+// go to tenant, labelled with source (fhirsync.SourceLabel of the FHIR
+// base), so that a full sync retires only what came from that server.
 var newSyncImporter = func(d dataDir, tenant, source string, keys store.DataKeys) fhirsync.Importer {
 	return fhirsync.ImporterFunc(func(context.Context, string, bool) error { return errNoFHIRImporter })
 }
@@ -51,8 +52,8 @@ func newSyncCmd() *cobra.Command {
 		Use:   "sync --fhir-base URL --data-dir D --tenant T [--client-id ID] [--dev] [--json]",
 		Short: "Pull resources from a live FHIR R4 server (Bulk $export or REST search) and import them",
 		Long: `sync fetches resources from the FHIR R4 server at --fhir-base and imports them
-into D/catalog.db for --tenant, all or nothing, labelled with the server's
-base URL as their source (a full sync retires only what came from it).
+into D/catalog.db for --tenant, all or nothing, under the source label
+fhir-sync:<id of the base> (a full sync retires only what came from it).
 
 How it fetches:
   It reads the server's CapabilityStatement ([base]/metadata). If the server
@@ -163,7 +164,7 @@ Examples:
 			}
 			return runSync(cmd, d, fhirsync.Options{
 				Base: base, Tenant: tenant, StateDir: string(d), ClientID: clientID, Key: key, KeyID: kid,
-				Importer: newSyncImporter(d, tenant, normBase(base), dataKeys), Full: full, NoBulk: noBulk, Types: types, Group: group,
+				Importer: newSyncImporter(d, tenant, fhirsync.SourceLabel(base), dataKeys), Full: full, NoBulk: noBulk, Types: types, Group: group,
 				Logger: quietLogger(cmd), Progress: syncProgress(cmd.ErrOrStderr()),
 			}, dev, auditKey, asJSON)
 		},
@@ -263,11 +264,3 @@ func syncProgress(w io.Writer) func(fhirsync.Progress) {
 	}
 }
 
-// normBase is the normalized FHIR base (already checked by ParseBase).
-func normBase(base string) string {
-	u, err := fhirsync.ParseBase(base)
-	if err != nil {
-		return base
-	}
-	return u.String()
-}
