@@ -263,4 +263,3 @@ func syncProgress(w io.Writer) func(fhirsync.Progress) {
 		fmt.Fprintln(w, line)
 	}
 }
-
