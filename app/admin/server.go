@@ -165,15 +165,25 @@ const (
 	TrailerError  = "Custos-Error"  // an access.Error (JSON): the output is incomplete
 )
 
-func (s *Server) op(w http.ResponseWriter, r *http.Request) {
-	op := access.Op(r.PathValue("op"))
+// request reads a request's body (bounded) and names its caller from the
+// connection's peer credentials; on a bad body it answers 400 and
+// returns ok false.
+func request(w http.ResponseWriter, r *http.Request) (body []byte, caller access.Caller, ok bool) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequest+1))
 	if err != nil || len(body) > maxRequest {
 		writeError(w, http.StatusBadRequest, &access.Error{Code: "bad_request", Message: "admin socket: request body unreadable or too large"})
-		return
+		return nil, access.Caller{}, false
 	}
 	cr := r.Context().Value(credKey{}).(credResult)
-	caller := access.Caller{Account: access.Account(cr.cred.UID), Source: SocketName}
+	return body, access.Caller{Account: access.Account(cr.cred.UID), Source: SocketName}, true
+}
+
+func (s *Server) op(w http.ResponseWriter, r *http.Request) {
+	op := access.Op(r.PathValue("op"))
+	body, caller, ok := request(w, r)
+	if !ok {
+		return
+	}
 	w.Header().Set("Trailer", TrailerResult+", "+TrailerError)
 	lw := &lazyWriter{w: w}
 	res, err := s.cfg.Service.Run(r.Context(), caller, op, body, lw)
@@ -201,13 +211,10 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, &access.Error{Code: "not_found", Message: "admin socket: this server runs no FHIR sync (serve --sync-fhir-base)"})
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequest+1))
-	if err != nil || len(body) > maxRequest {
-		writeError(w, http.StatusBadRequest, &access.Error{Code: "bad_request", Message: "admin socket: request body unreadable or too large"})
+	body, caller, ok := request(w, r)
+	if !ok {
 		return
 	}
-	cr := r.Context().Value(credKey{}).(credResult)
-	caller := access.Caller{Account: access.Account(cr.cred.UID), Source: SocketName}
 	res, err := s.cfg.Sync(r.Context(), caller, body)
 	if err != nil {
 		var e *access.Error
