@@ -60,10 +60,12 @@ How it fetches:
   offers Bulk Data $export (Group level with --group, else system level,
   else Patient level), sync kicks an export off, polls it (honouring
   Retry-After, showing X-Progress) and downloads every output and deleted
-  file. Otherwise it pages a REST search
-  per resource type (_count, following the Bundle's next links). Every file
-  is streamed to a staging directory in D, checked (JSON, content types,
-  complete NDJSON lines, types matching their files), and only then imported.
+  file. Otherwise it pages a REST search per resource type (_count,
+  following the Bundle's next links). Every file is streamed to a staging
+  directory in D, checked (JSON, content types, complete NDJSON lines, types
+  matching their files), and only then imported. An incremental sync that
+  finds no change imports nothing; a full sync that finds no resource at all
+  is refused rather than retiring everything.
 
 Increments:
   The first sync is full: resources of this server missing from it are
@@ -83,8 +85,9 @@ Authorization (SMART Backend Services):
   client's public key with the FHIR server: --print-jwks prints it.
 
 Failures:
-  429 and 5xx answers are retried with exponential backoff and jitter,
-  honouring Retry-After, then fail with the request's path. An unusable
+  429 and 5xx answers, dropped connections and downloads that break off are
+  retried with exponential backoff and jitter, honouring Retry-After, then
+  fail with the request's path. An unusable
   answer (bad JSON, wrong content type, truncated NDJSON) fails at once,
   naming the URL path. Errors never contain a token or a payload.
 
