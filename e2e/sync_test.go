@@ -763,3 +763,18 @@ func TestVaultSyncSignsWithTransit(t *testing.T) {
 		t.Fatalf("the sync records do not name the Transit key or the count:\n%s", exp)
 	}
 }
+
+// TestSyncPatientLevelExport: a server that offers only Patient-level
+// $export is exported there.
+func TestSyncPatientLevelExport(t *testing.T) {
+	env := newSyncEnv(t)
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: "patient", Seed: map[string]int{"resources": 40}})
+	res, err := env.run(t, env.options(srv))
+	if err != nil || res.Mode != "bulk" || res.Resources != 40 {
+		t.Fatalf("Patient-level export: %+v, %v", res, err)
+	}
+	st := srv.stats(t)
+	if st.Requests["GET /fhir/Patient/$export"] != 1 || st.Requests["GET /fhir/$export"] != 0 {
+		t.Fatalf("kick-offs: %v", st.Requests)
+	}
+}

@@ -20,7 +20,8 @@
 //   - Bulk Data $export (system or Patient level, _since, _type): the job
 //     pages the router's own search per type (_lastUpdated=gt<_since>) into
 //     NDJSON files; deletions done through the server since _since are
-//     listed as deleted files (Bundles of DELETE entries);
+//     listed as deleted files (Bundles of DELETE entries); Patient-level
+//     export is simplified: it exports every type held, like system level;
 //   - test-only controls under /_control (enabled by config.control):
 //     inject faults (429/5xx with Retry-After, garbage bodies, wrong
 //     content types, truncated NDJSON, a connection reset mid-file),
