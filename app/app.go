@@ -22,6 +22,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/checkpoint"
+	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/secrets"
@@ -69,8 +70,11 @@ type App struct {
 	// checkpoints (at startup, and on every scrub pass).
 	anchors   []*checkpoint.Anchor
 	verifiers note.Verifiers
-	guard     integrity // latched when a scrub pass finds the log broken
-	stopScrub func()    // stops the scrubber and waits
+	guard     integrity              // latched when a scrub pass finds the log broken
+	stopScrub func()                 // stops the scrubber and waits
+	stopSync  func()                 // stops the scheduled FHIR sync and waits
+	syncOpts  *fhirsync.Options      // nil: no sync configured
+	syncRec   fhirsync.AuditRecorder // the records of syncs (Principal.Sub set per run)
 	grants    *btg.Cache
 	stopBTG   func() // stops the grant sync after a final round
 	srv       *server.Server
@@ -192,12 +196,16 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 	if err := a.listen(); err != nil {
 		return nil, err
 	}
+	if err := a.prepareSync(ctx); err != nil {
+		return nil, err
+	}
 	if err := a.serveAdmin(); err != nil {
 		return nil, err
 	}
 	if err := a.startScrub(); err != nil {
 		return nil, err
 	}
+	a.startSync()
 	a.log.Info("ready", "policy_revision", a.policy.Revision(), "secrets", a.keys.Name(), "keys", a.keys.KeyIDs(), "node", o.Node)
 	return a, nil
 }
@@ -212,7 +220,11 @@ func (a *App) serveAdmin() error {
 	// chain, after the audit/integrity record, like every other record.
 	svc := access.New(a.audit, checkpointedLog{a.audit, a.ckpt, nil}, a.o.DataDir, a.log)
 	path := admin.Path(a.o.DataDir)
-	s, err := admin.Listen(path, admin.Config{Service: svc, Groups: a.o.Admin.Groups, Logger: a.log})
+	cfg := admin.Config{Service: svc, Groups: a.o.Admin.Groups, Logger: a.log}
+	if a.syncOpts != nil {
+		cfg.Sync = a.syncNow
+	}
+	s, err := admin.Listen(path, cfg)
 	if err != nil {
 		return fmt.Errorf("admin socket: %w", err)
 	}
@@ -479,6 +491,9 @@ func (a *App) Close() error {
 	}
 	if a.stopRel != nil {
 		a.stopRel()
+	}
+	if a.stopSync != nil {
+		a.stopSync() // a sync in flight is cancelled and records its outcome
 	}
 	if a.stopBTG != nil {
 		a.stopBTG() // last uses and events into the log before it closes

@@ -8,10 +8,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/oauth"
+	"github.com/custos-mcp/custos/store"
 )
 
 // Options configure an App. The comment of each field names its key: the
@@ -72,6 +74,9 @@ type Options struct {
 	// Admin configures the admin socket DataDir/admin.sock, which is
 	// always served (docs/audit-access.md).
 	Admin AdminOptions
+	// Sync pulls from a FHIR server on a schedule (package fhirsync); the
+	// zero value runs no sync.
+	Sync SyncOptions
 
 	// Logger receives the operational log (never a secret, a payload or
 	// PHI); nil discards.
@@ -248,6 +253,41 @@ type AdminOptions struct {
 	// Key admin.groups.
 	Groups []uint32
 }
+
+// SyncOptions run a sync from a live FHIR R4 server on a schedule, inside
+// the server (which holds the audit log the sync records go to;
+// docs/operations.md, "Scheduled FHIR sync"). The client key is the Vault
+// Transit key Layout.FHIRClientKey, or with Dev the local key
+// DataDir/sync-client-key.pem; it is loaded at Open, so a missing key stops
+// the server from starting.
+type SyncOptions struct {
+	// FHIRBase is the server's FHIR base URL (http(s), no credentials,
+	// query or fragment); "" means no scheduled sync. Key sync.fhir_base.
+	FHIRBase string
+	// Every is the time between the starts of two syncs; the first starts
+	// with the server. 0 means DefaultSyncEvery; at least MinSyncEvery.
+	// Key sync.every.
+	Every time.Duration
+	// ClientID is the SMART Backend Services client id; "" means the FHIR
+	// server needs no authorization. Key sync.client_id.
+	ClientID string
+	// Tenant receives the resources. Required with FHIRBase. Key
+	// sync.tenant.
+	Tenant string
+	// Importer returns the importer that loads what a sync staged into the
+	// catalog (the caller wires the FHIR importer); Open calls it with the
+	// App's blob data keys (nil with Dev). Required with FHIRBase. No key.
+	Importer func(dataKeys store.DataKeys) fhirsync.Importer
+}
+
+// Defaults and limits of SyncOptions.
+const (
+	DefaultSyncEvery = time.Hour
+	MinSyncEvery     = time.Minute
+	// SyncKeyFile is the Dev client key of the scheduled sync (and of
+	// 'custos sync --dev') in the data directory.
+	SyncKeyFile = "sync-client-key.pem"
+)
 
 // Defaults and limits of Options.
 const (

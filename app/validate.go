@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/audit/checkpoint"
+	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/ops"
@@ -443,6 +444,29 @@ func (c *checker) checkpoints() {
 		c.add("audit.disk_reserve", "must not exceed %s (%d bytes): requests are refused below the reserve, and the alert must come first", c.name("audit.disk_low_watermark"), w)
 	}
 	c.scrub()
+	c.sync()
+}
+
+// sync checks the scheduled FHIR sync.
+func (c *checker) sync() {
+	sy := c.o.Sync
+	if sy.FHIRBase == "" {
+		for _, k := range []string{"sync.every", "sync.client_id", "sync.tenant"} {
+			if c.co.Given(k) {
+				c.add(k, "needs %s", c.name("sync.fhir_base"))
+			}
+		}
+		return
+	}
+	if sy.Tenant == "" {
+		c.missing("sync.tenant", "required with %s: the tenant the synced resources belong to", c.name("sync.fhir_base"))
+	}
+	if _, err := fhirsync.ParseBase(sy.FHIRBase); err != nil {
+		c.add("sync.fhir_base", "want http(s)://HOST[:PORT][/PATH] without credentials, a query or a fragment")
+	}
+	if c.set("sync.every", sy.Every == 0) && sy.Every < MinSyncEvery {
+		c.add("sync.every", "must be %s or more, got %s", MinSyncEvery, sy.Every)
+	}
 }
 
 // scrub checks the scrubber's schedule: a pass at most every second, and

@@ -14,6 +14,9 @@
 //     datakey/wrapped and are unwrapped by Transit decrypt into a bounded,
 //     expiring in-memory cache. [Layout] names the paths; [PolicyHCL] is the
 //     least-privilege ACL policy they need (docs/vault.md).
+//     [Vault.FHIRClientSigner] is a crypto.Signer over the non-exportable
+//     Transit ecdsa-p384 key that signs custos sync's SMART client
+//     assertions; it is read on demand, not at startup.
 //   - [Dev], ephemeral random keys for the demo and tests.
 //
 // Invariants:

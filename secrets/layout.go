@@ -58,6 +58,10 @@ type Layout struct {
 	// PolicyKey is the Transit key (type ecdsa-p256) with which the security
 	// team signs policy bundles; servers read only its public keys.
 	PolicyKey string
+	// FHIRClientKey is the Transit key (type ecdsa-p384, not exportable)
+	// that signs custos sync's SMART Backend Services client assertions
+	// (ES384); the FHIR server registers its public key.
+	FHIRClientKey string
 }
 
 // DefaultLayout is the layout PolicyHCL grants.
@@ -70,6 +74,7 @@ var DefaultLayout = Layout{
 	SigningKey:    "custos-audit-signing",
 	BlobKey:       "custos-blob-kek",
 	PolicyKey:     "custos-policy-signing",
+	FHIRClientKey: "custos-fhir-client",
 }
 
 // KV secret values: each KV secret holds one field, KVField, whose value is
@@ -86,7 +91,7 @@ func (l Layout) withDefaults() Layout {
 		{&l.KVMount, d.KVMount}, {&l.CursorKeyPath, d.CursorKeyPath}, {&l.AuditKeyPath, d.AuditKeyPath},
 		{&l.IDKeyPath, d.IDKeyPath},
 		{&l.TransitMount, d.TransitMount}, {&l.SigningKey, d.SigningKey}, {&l.BlobKey, d.BlobKey},
-		{&l.PolicyKey, d.PolicyKey},
+		{&l.PolicyKey, d.PolicyKey}, {&l.FHIRClientKey, d.FHIRClientKey},
 	} {
 		if *f.dst == "" {
 			*f.dst = f.def
@@ -101,7 +106,7 @@ func (l Layout) validate() error {
 	for name, v := range map[string]string{
 		"kv mount": l.KVMount, "cursor key path": l.CursorKeyPath, "audit key path": l.AuditKeyPath, "id key path": l.IDKeyPath,
 		"transit mount": l.TransitMount, "signing key": l.SigningKey, "blob key": l.BlobKey,
-		"policy key": l.PolicyKey,
+		"policy key": l.PolicyKey, "fhir client key": l.FHIRClientKey,
 	} {
 		if strings.Trim(v, "/") != v || strings.ContainsAny(v, "?#@:= \t\r\n") || strings.Contains(v, "..") {
 			return fmt.Errorf("%w: %s must be a plain Vault path (no leading or trailing '/', '?', '#', '@', ':', '=', spaces or '..')", ErrBadConfig, name)

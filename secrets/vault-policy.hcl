@@ -50,3 +50,14 @@ path "transit/rewrap/custos-blob-kek" {
 path "transit/keys/custos-policy-signing" {
   capabilities = ["read"]
 }
+
+# Transit: the non-exportable ecdsa-p384 key that signs custos sync's SMART
+# Backend Services client assertions (ES384) to a FHIR server's token
+# endpoint. custos reads its public key (to print the JWKS the FHIR server
+# registers) and asks Vault to sign; only needed where custos sync runs.
+path "transit/keys/custos-fhir-client" {
+  capabilities = ["read"]
+}
+path "transit/sign/custos-fhir-client" {
+  capabilities = ["update"]
+}

@@ -86,18 +86,9 @@ func (c *Client) Close() { c.hc.CloseIdleConnections() }
 // ended it with a Result: otherwise Do returns the server's error (an
 // *access.Error) even if consume succeeded.
 func (c *Client) Do(ctx context.Context, op access.Op, req any, consume func(io.Reader) error) (access.Result, error) {
-	body, err := json.Marshal(req)
+	resp, err := c.post(ctx, string(op), req)
 	if err != nil {
 		return access.Result{}, err
-	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://custos-admin/v1/"+string(op), bytes.NewReader(body))
-	if err != nil {
-		return access.Result{}, err
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	resp, err := c.hc.Do(hr)
-	if err != nil {
-		return access.Result{}, fmt.Errorf("admin: %s: %w", c.path, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -123,6 +114,42 @@ func (c *Client) Do(ctx context.Context, op access.Op, req any, consume func(io.
 		return access.Result{}, fmt.Errorf("admin: %s: the server's output ended early (no result)", c.path)
 	}
 	return res, nil
+}
+
+// Sync asks the server to run one FHIR sync now (POST /v1/sync) with req
+// and decodes its result into out. It returns the server's error (an
+// *access.Error) when the sync failed.
+func (c *Client) Sync(ctx context.Context, req, out any) error {
+	resp, err := c.post(ctx, "sync", req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return readError(resp)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxRequest)).Decode(out); err != nil {
+		return fmt.Errorf("admin: %s: unreadable sync result: %v", c.path, err)
+	}
+	return nil
+}
+
+// post sends req as JSON to POST /v1/<name>.
+func (c *Client) post(ctx context.Context, name string, req any) (*http.Response, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://custos-admin/v1/"+name, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		return nil, fmt.Errorf("admin: %s: %w", c.path, err)
+	}
+	return resp, nil
 }
 
 func readError(resp *http.Response) error {

@@ -1,7 +1,9 @@
 // Package admin is the local admin endpoint of a running custos server:
 // HTTP/1.1 over the Unix-domain socket D/admin.sock, through which the
 // auditor commands (package audit/access) reach the one process that holds
-// the audit log's lock (docs/audit-access.md, decisions 2 and 3).
+// the audit log's lock (docs/audit-access.md, decisions 2 and 3), and
+// through which 'custos sync' has a running server run one FHIR sync
+// (POST /v1/sync, Config.Sync; docs/import-sync.md).
 //
 // # Invariants
 //

@@ -36,6 +36,13 @@ type Config struct {
 	// Logger receives the operational log (refused peers, failed
 	// operations); nil discards.
 	Logger *slog.Logger
+	// Sync, if set, runs one FHIR sync now for POST /v1/sync ('custos
+	// sync' next to a running server, which holds the audit log the sync
+	// is recorded in). caller is the peer the kernel reports; req is the
+	// request body (JSON). It returns the result, encoded as JSON, or an
+	// error: an *access.Error keeps its code, any other is "sync_failed".
+	// nil: POST /v1/sync answers 404 not_found.
+	Sync func(ctx context.Context, caller access.Caller, req []byte) (any, error)
 }
 
 // Server serves the admin socket.
@@ -85,6 +92,7 @@ func Listen(path string, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, ln: ln, path: path, allow: func(c Cred) bool { return Allowed(c, self, cfg.Groups) }}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ping", s.ping)
+	mux.HandleFunc("POST /v1/sync", s.sync)
 	mux.HandleFunc("POST /v1/{op}", s.op)
 	s.hs = &http.Server{
 		Handler:           s.checkPeer(mux),
@@ -157,15 +165,25 @@ const (
 	TrailerError  = "Custos-Error"  // an access.Error (JSON): the output is incomplete
 )
 
-func (s *Server) op(w http.ResponseWriter, r *http.Request) {
-	op := access.Op(r.PathValue("op"))
+// request reads a request's body (bounded) and names its caller from the
+// connection's peer credentials; on a bad body it answers 400 and
+// returns ok false.
+func request(w http.ResponseWriter, r *http.Request) (body []byte, caller access.Caller, ok bool) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequest+1))
 	if err != nil || len(body) > maxRequest {
 		writeError(w, http.StatusBadRequest, &access.Error{Code: "bad_request", Message: "admin socket: request body unreadable or too large"})
-		return
+		return nil, access.Caller{}, false
 	}
 	cr := r.Context().Value(credKey{}).(credResult)
-	caller := access.Caller{Account: access.Account(cr.cred.UID), Source: SocketName}
+	return body, access.Caller{Account: access.Account(cr.cred.UID), Source: SocketName}, true
+}
+
+func (s *Server) op(w http.ResponseWriter, r *http.Request) {
+	op := access.Op(r.PathValue("op"))
+	body, caller, ok := request(w, r)
+	if !ok {
+		return
+	}
 	w.Header().Set("Trailer", TrailerResult+", "+TrailerError)
 	lw := &lazyWriter{w: w}
 	res, err := s.cfg.Service.Run(r.Context(), caller, op, body, lw)
@@ -185,6 +203,30 @@ func (s *Server) op(w http.ResponseWriter, r *http.Request) {
 	}
 	b, _ := json.Marshal(res)
 	w.Header().Set(TrailerResult, string(b))
+}
+
+// sync runs Config.Sync and answers its result as one JSON document.
+func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Sync == nil {
+		writeError(w, http.StatusNotFound, &access.Error{Code: "not_found", Message: "admin socket: this server runs no FHIR sync (serve --sync-fhir-base)"})
+		return
+	}
+	body, caller, ok := request(w, r)
+	if !ok {
+		return
+	}
+	res, err := s.cfg.Sync(r.Context(), caller, body)
+	if err != nil {
+		var e *access.Error
+		if !errors.As(err, &e) {
+			e = &access.Error{Code: "sync_failed", Message: err.Error()}
+		}
+		s.cfg.Logger.Warn("admin socket: sync failed", "caller", caller.Account, "code", e.Code)
+		writeError(w, status(e.Code), e)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(res)
 }
 
 // lazyWriter sends the 200 header with the first byte of output.
@@ -210,8 +252,10 @@ func status(code string) int {
 		return http.StatusForbidden
 	case "not_found":
 		return http.StatusNotFound
-	case "no_checkpoint", "checkpoint_mismatch", "not_empty":
+	case "no_checkpoint", "checkpoint_mismatch", "not_empty", "busy":
 		return http.StatusConflict
+	case "sync_failed":
+		return http.StatusBadGateway
 	case "not_recorded":
 		return http.StatusServiceUnavailable
 	}

@@ -15,11 +15,13 @@ import (
 	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/audit/scrub"
 	"github.com/custos-mcp/custos/cmd/custos/internal/config"
+	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/oauth"
 	"github.com/custos-mcp/custos/server/ops"
+	"github.com/custos-mcp/custos/store"
 )
 
 // principalEnv names the principal file for --stdio when --principal-file
@@ -158,7 +160,12 @@ func serveOptions(fs *pflag.FlagSet, path string, getenv func(string) string) (a
 	lv, _ := fs.GetString("log-level")
 	format, _ := fs.GetString("log-format")
 	level.UnmarshalText([]byte(lv)) // validated above
-	return all.AppOptions(getenv), level, format, nil
+	o := all.AppOptions(getenv)
+	if o.Sync.FHIRBase != "" {
+		d, tenant, source := dataDir(o.DataDir), o.Sync.Tenant, fhirsync.SourceLabel(o.Sync.FHIRBase)
+		o.Sync.Importer = func(keys store.DataKeys) fhirsync.Importer { return newSyncImporter(d, tenant, source, keys) }
+	}
+	return o, level, format, nil
 }
 
 // runServe opens the assembly and serves until the context is done (a
@@ -268,5 +275,9 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.Int64("audit-disk-reserve", ops.DefaultDiskReserve, "bytes free on the audit volume below which new requests are refused (disk_low), keeping the rest for the records that must be written")
 	f.Duration("scrub-interval", scrub.DefaultInterval, "re-verify the whole audit log this often while serving (the first pass starts with the server)")
 	f.Int("scrub-rate", scrub.DefaultRate, "records per second the audit scrubber checks at most (about 5 µs of CPU each)")
+	f.String("sync-fhir-base", "", "pull from this FHIR R4 server on a schedule, as 'custos sync' does (the first sync starts with the server)")
+	f.Duration("sync-every", app.DefaultSyncEvery, "time between the starts of two scheduled syncs (at least 1m)")
+	f.String("sync-client-id", "", "SMART Backend Services client id of the scheduled sync (key: Vault transit/custos-fhir-client, or D/"+app.SyncKeyFile+" with --dev)")
+	f.String("sync-tenant", "", "tenant that receives the synced resources (required with --sync-fhir-base)")
 	vf.register(f)
 }

@@ -25,7 +25,8 @@ const vaultHelp = `Vault (the production secrets provider; docs/vault.md):
   keys        referred to by Vault path only (defaults need no flags):
               KV v2 secret/custos/cursor-key, secret/custos/audit-hmac-key;
               Transit transit/custos-audit-signing (ed25519),
-              transit/custos-blob-kek (aes256-gcm96)`
+              transit/custos-blob-kek (aes256-gcm96);
+              transit/custos-fhir-client (ecdsa-p384; FHIR sync only)`
 
 // vaultFlags are the Vault settings of serve, import and store reencrypt.
 // Secrets are never flag values: the token comes from the environment, the

@@ -91,8 +91,9 @@ type Provisioned struct {
 // Provision sets up the server for custos with the root token:
 //
 //  1. enable Transit at Layout.TransitMount (if not yet enabled);
-//  2. create Layout.SigningKey (ed25519) and Layout.BlobKey (aes256-gcm96),
-//     both not exportable;
+//  2. create Layout.SigningKey (ed25519), Layout.BlobKey (aes256-gcm96),
+//     Layout.PolicyKey (ecdsa-p256) and Layout.FHIRClientKey (ecdsa-p384),
+//     none exportable;
 //  3. write Layout.CursorKeyPath, Layout.AuditKeyPath and Layout.IDKeyPath
 //     (fresh random bytes) in KV v2 with field
 //     secrets.KVField = base64(key);
@@ -144,7 +145,7 @@ func (s *Server) Provision(ctx context.Context, opts ProvisionOptions) (*Provisi
 		return nil, err
 	}
 	// 2. Transit keys.
-	for _, k := range []struct{ name, typ string }{{l.SigningKey, "ed25519"}, {l.BlobKey, "aes256-gcm96"}, {l.PolicyKey, "ecdsa-p256"}} {
+	for _, k := range []struct{ name, typ string }{{l.SigningKey, "ed25519"}, {l.BlobKey, "aes256-gcm96"}, {l.PolicyKey, "ecdsa-p256"}, {l.FHIRClientKey, "ecdsa-p384"}} {
 		if err := step("create transit key "+k.name, createTransitKey(ctx, c, l.TransitMount, k.name, k.typ)); err != nil {
 			return nil, err
 		}

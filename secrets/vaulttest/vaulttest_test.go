@@ -262,6 +262,14 @@ func TestProvisionedPolicy(t *testing.T) {
 				_, err := tr.WriteWithContext(ctx, l.TransitPath("sign", l.PolicyKey), map[string]any{"input": "eA=="})
 				return err
 			}},
+			{"transit rotate the FHIR client key", func() error {
+				_, err := tr.WriteWithContext(ctx, l.TransitMount+"/keys/"+l.FHIRClientKey+"/rotate", nil)
+				return err
+			}},
+			{"transit export the FHIR client key", func() error {
+				_, err := tr.ReadWithContext(ctx, l.TransitMount+"/export/signing-key/"+l.FHIRClientKey)
+				return err
+			}},
 			{"transit verify (custos verifies locally)", func() error {
 				_, err := tr.WriteWithContext(ctx, l.TransitPath("verify", l.SigningKey), map[string]any{"input": "eA==", "signature": "vault:v1:AAAA"})
 				return err

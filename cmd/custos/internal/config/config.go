@@ -27,6 +27,7 @@ type File struct {
 	Vault  Vault  `yaml:"vault"`
 	Log    Log    `yaml:"log"`
 	Ops    Ops    `yaml:"ops"`
+	Sync   Sync   `yaml:"sync"`
 
 	name     string          // the file's name in Problems ("" for flags only)
 	lines    map[string]int  // dotted path -> line of its key in the file
@@ -167,4 +168,12 @@ type Log struct {
 type Ops struct {
 	Listen   *string `yaml:"listen" flag:"ops-listen"`
 	AddrFile *string `yaml:"addr_file" flag:"ops-addr-file"`
+}
+
+// Sync pulls from a live FHIR R4 server on a schedule (app.SyncOptions).
+type Sync struct {
+	FHIRBase *string        `yaml:"fhir_base" flag:"sync-fhir-base"`
+	Every    *time.Duration `yaml:"every" flag:"sync-every"`
+	ClientID *string        `yaml:"client_id" flag:"sync-client-id"`
+	Tenant   *string        `yaml:"tenant" flag:"sync-tenant"`
 }

@@ -232,6 +232,10 @@ func (f *File) AppOptions(getenv func(string) string) app.Options {
 		AuditRetention: durOf(f.Audit.Retention),
 		AuditDisk:      app.AuditDiskOptions{LowWatermark: int64Of(f.Audit.DiskLowWatermark), Reserve: int64Of(f.Audit.DiskReserve)},
 		Scrub:          app.ScrubOptions{Interval: durOf(f.Audit.ScrubInterval), Rate: intOf(f.Audit.ScrubRate)},
+		Sync: app.SyncOptions{
+			FHIRBase: str(f.Sync.FHIRBase), Every: durOf(f.Sync.Every),
+			ClientID: str(f.Sync.ClientID), Tenant: str(f.Sync.Tenant),
+		},
 	}
 	for _, k := range f.Policy.Keys {
 		o.Policy.Keys = append(o.Policy.Keys, app.PolicyKey{ID: k.ID, File: k.File})

@@ -1,0 +1,780 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/audittest"
+	"github.com/custos-mcp/custos/fhirsync"
+	"github.com/custos-mcp/custos/secrets/vaulttest"
+)
+
+// The FHIR server of these tests is Medplum's FhirRouter and in-memory
+// repository (npm, from e2e/fhirserver/package-lock.json) behind
+// e2e/fhirserver/server.mjs, which adds only transport, a SMART token
+// endpoint verifying client assertions with npm jose, Bulk $export on the
+// router's search, and test controls (fault injection). See
+// docs/import-sync.md.
+
+// fhirServer is a running e2e/fhirserver.
+type fhirServer struct {
+	url string
+	cmd *exec.Cmd
+}
+
+type fhirServerConfig struct {
+	ClientID    string          `json:"clientId"`
+	JWKS        json.RawMessage `json:"jwks"`
+	Bulk        string          `json:"bulk"`
+	Seed        map[string]int  `json:"seed"`
+	TokenTTL    int             `json:"tokenTTL,omitempty"`
+	ExportPolls int             `json:"exportPolls"`
+	PublicFiles bool            `json:"publicFiles,omitempty"`
+	Control     bool            `json:"control"`
+}
+
+// fhirServerDir is e2e/fhirserver with its npm packages installed (make
+// deps), or skips (fails under CI).
+func fhirServerDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(repo, "e2e", "fhirserver")
+	for _, pkg := range []string{"@medplum/fhir-router", "jose"} {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json")); err != nil {
+			const hint = "the FHIR server is not installed: run `make deps` (npm ci --prefix e2e/fhirserver)"
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s (CI=true: a missing dependency fails): %v", hint, err)
+			}
+			t.Skipf("%s: %v", hint, err)
+		}
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatalf("node is required for the FHIR server: %v", err)
+	}
+	return dir
+}
+
+// startFHIRServer starts the server seeded with n resources.
+func startFHIRServer(t *testing.T, cfg fhirServerConfig) *fhirServer {
+	t.Helper()
+	dir := fhirServerDir(t)
+	cfg.Control = true
+	if cfg.JWKS == nil {
+		cfg.JWKS = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(cfg)
+	cf := filepath.Join(t.TempDir(), "fhirserver.json")
+	if err := os.WriteFile(cf, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", "server.mjs", cf)
+	cmd.Dir = dir
+	var stderr syncBuf
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(out)
+		if s.Scan() {
+			line <- s.Text()
+		}
+		close(line)
+	}()
+	select {
+	case l, ok := <-line:
+		var hello struct {
+			URL    string `json:"url"`
+			Seeded int    `json:"seeded"`
+		}
+		if !ok || json.Unmarshal([]byte(l), &hello) != nil || hello.URL == "" {
+			t.Fatalf("FHIR server did not start: %q\n%s", l, stderr.String())
+		}
+		if want := cfg.Seed["resources"]; hello.Seeded != want {
+			t.Fatalf("FHIR server seeded %d resources, want %d", hello.Seeded, want)
+		}
+		return &fhirServer{url: hello.URL, cmd: cmd}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("FHIR server did not start within 2 minutes\n%s", stderr.String())
+	}
+	return nil
+}
+
+// control calls a test control of the server and decodes its answer.
+func (f *fhirServer) control(t *testing.T, name string, args, out any) {
+	t.Helper()
+	b, _ := json.Marshal(args)
+	root := strings.TrimSuffix(f.url, "/fhir")
+	resp, err := http.Post(root+"/_control/"+name, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("control %s: HTTP %d", name, resp.StatusCode)
+	}
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type fhirStats struct {
+	Requests              map[string]int `json:"requests"`
+	Tokens                int            `json:"tokens"`
+	ResourcesServed       int            `json:"resourcesServed"`
+	JobsDeleted           int            `json:"jobsDeleted"`
+	FileRequestsWithToken int            `json:"fileRequestsWithToken"`
+}
+
+func (f *fhirServer) stats(t *testing.T) fhirStats {
+	var s fhirStats
+	f.control(t, "stats", nil, &s)
+	return s
+}
+
+// checkingImporter is the importer of these tests: it reads every staged
+// file and checks it fully against the manifest (each listed file exists,
+// its line count equals its count, every line is a resource of the file's
+// type with an id, deleted files hold DELETE entries, nothing unlisted),
+// then applies it to an in-memory catalog: type/id → meta.versionId, with
+// retirement for deletions and, on a full sync, for everything missing.
+type checkingImporter struct {
+	t       *testing.T
+	mu      sync.Mutex
+	catalog map[string]string
+	retired map[string]bool
+	calls   []importCall
+	fail    error // returned instead of importing, when set
+}
+
+type importCall struct {
+	full              bool
+	imported, deleted int
+	types             map[string]int
+}
+
+func newCheckingImporter(t *testing.T) *checkingImporter {
+	return &checkingImporter{t: t, catalog: map[string]string{}, retired: map[string]bool{}}
+}
+
+func (c *checkingImporter) Import(_ context.Context, manifest string, full bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail != nil {
+		return c.fail
+	}
+	dir := filepath.Dir(manifest)
+	if filepath.Base(manifest) != fhirsync.ManifestName {
+		return fmt.Errorf("importer called with %s, want the staging manifest", manifest)
+	}
+	var m fhirsync.Manifest
+	b, err := os.ReadFile(manifest)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("manifest: %v", err)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, m.TransactionTime); err != nil {
+		return fmt.Errorf("manifest transactionTime %q", m.TransactionTime)
+	}
+	listed := map[string]bool{fhirsync.ManifestName: true}
+	seen := map[string]string{}
+	call := importCall{full: full, types: map[string]int{}}
+	var deletions []string
+	read := func(f fhirsync.ManifestFile, deleted bool) error {
+		listed[f.URL] = true
+		data, err := os.ReadFile(filepath.Join(dir, f.URL))
+		if err != nil {
+			return err
+		}
+		if len(data) > 0 && data[len(data)-1] != '\n' {
+			return fmt.Errorf("%s: last line not terminated", f.URL)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+		if len(data) == 0 {
+			lines = nil
+		}
+		if len(lines) != f.Count {
+			return fmt.Errorf("%s: %d lines, manifest says %d", f.URL, len(lines), f.Count)
+		}
+		for i, l := range lines {
+			var r struct {
+				ResourceType string `json:"resourceType"`
+				ID           string `json:"id"`
+				Meta         struct {
+					VersionID string `json:"versionId"`
+				} `json:"meta"`
+				Entry []struct {
+					Request struct{ Method, URL string } `json:"request"`
+				} `json:"entry"`
+			}
+			if err := json.Unmarshal([]byte(l), &r); err != nil {
+				return fmt.Errorf("%s:%d: %v", f.URL, i+1, err)
+			}
+			if deleted {
+				for _, e := range r.Entry {
+					if e.Request.Method != "DELETE" {
+						return fmt.Errorf("%s:%d: %s entry in a deleted file", f.URL, i+1, e.Request.Method)
+					}
+					deletions = append(deletions, e.Request.URL)
+				}
+				continue
+			}
+			if r.ResourceType != f.Type || r.ID == "" || r.Meta.VersionID == "" {
+				return fmt.Errorf("%s:%d: %s/%s version %q in a file of %s", f.URL, i+1, r.ResourceType, r.ID, r.Meta.VersionID, f.Type)
+			}
+			seen[r.ResourceType+"/"+r.ID] = r.Meta.VersionID
+			call.types[r.ResourceType]++
+		}
+		return nil
+	}
+	for _, f := range m.Output {
+		if err := read(f, false); err != nil {
+			return err
+		}
+	}
+	for _, f := range m.Deleted {
+		if err := read(f, true); err != nil {
+			return err
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !listed[e.Name()] {
+			return fmt.Errorf("staged file %s is not in the manifest", e.Name())
+		}
+	}
+	// Apply: all checks passed.
+	if full {
+		for k := range c.catalog {
+			if _, ok := seen[k]; !ok {
+				c.retired[k] = true
+			}
+		}
+	}
+	for k, v := range seen {
+		c.catalog[k] = v
+		delete(c.retired, k)
+	}
+	for _, k := range deletions {
+		c.retired[k] = true
+	}
+	call.imported, call.deleted = len(seen), len(deletions)
+	c.calls = append(c.calls, call)
+	return nil
+}
+
+// live is the number of catalog entries not retired.
+func (c *checkingImporter) live() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.catalog) - len(c.retired)
+}
+
+// teeLog appends to a real audit log and keeps the entries.
+type teeLog struct {
+	l   *audit.Log
+	mu  sync.Mutex
+	got []audit.Entry
+}
+
+func (t *teeLog) Append(ctx context.Context, e audit.Entry) (audit.Record, error) {
+	r, err := t.l.Append(ctx, e)
+	if err == nil {
+		t.mu.Lock()
+		t.got = append(t.got, e)
+		t.mu.Unlock()
+	}
+	return r, err
+}
+
+// syncEnv is a client (dev key, audit log, checking importer) for one server.
+type syncEnv struct {
+	runs  int // syncs run
+	dir   string
+	key   fhirsync.Options
+	imp   *checkingImporter
+	audit *teeLog
+	jwks  json.RawMessage
+}
+
+func newSyncEnv(t *testing.T) *syncEnv {
+	t.Helper()
+	dir := t.TempDir()
+	key, kid, err := fhirsync.DevKey(filepath.Join(dir, "client-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks, err := fhirsync.PublicJWKS(key, kid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := audittest.Open(t, audit.Options{})
+	tl := &teeLog{l: l}
+	return &syncEnv{
+		dir: dir, imp: newCheckingImporter(t), audit: tl, jwks: jwks,
+		key: fhirsync.Options{ClientID: "custos-sync", Key: key, KeyID: kid},
+	}
+}
+
+// options for a sync of srv, with fast backoff.
+func (e *syncEnv) options(srv *fhirServer) fhirsync.Options {
+	o := e.key
+	o.Base, o.StateDir, o.Importer, o.Tenant = srv.url, e.dir, e.imp, "e2e"
+	o.Recorder = fhirsync.AuditRecorder{Log: e.audit, Dev: true, Principal: audit.Principal{Sub: "e2e", ClientID: o.ClientID}}
+	o.BaseDelay, o.MaxDelay = 50*time.Millisecond, 2*time.Second
+	return o
+}
+
+func (e *syncEnv) run(t *testing.T, o fhirsync.Options) (fhirsync.Result, error) {
+	t.Helper()
+	s, err := fhirsync.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.runs++
+	return s.Run(context.Background())
+}
+
+// stateFiles lists the sync state files in dir.
+func stateFiles(t *testing.T, dir string) []string {
+	m, _ := filepath.Glob(filepath.Join(dir, "sync-*.json"))
+	return m
+}
+
+// TestSyncBulkAndREST: 10,000 resources from the real FHIR server, once by
+// Bulk $export and once by paged REST search, each in under 60 s; then an
+// incremental rerun fetches only what changed, and a deletion retires (Bulk
+// deleted file) or a full sync retires what is missing (REST).
+func TestSyncBulkAndREST(t *testing.T) {
+	const n = 10000
+	for _, mode := range []string{"bulk", "rest"} {
+		t.Run(mode, func(t *testing.T) {
+			env := newSyncEnv(t)
+			bulk := map[string]string{"bulk": "system", "rest": "none"}[mode]
+			srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: bulk, Seed: map[string]int{"resources": n}, ExportPolls: 1})
+
+			// The server's Date header has second precision: a REST increment
+			// refetches what changed in the second its predecessor started.
+			// Let the seeding's second pass so the rerun below sees only the
+			// test's changes.
+			time.Sleep(time.Second)
+			start := time.Now()
+			res, err := env.run(t, env.options(srv))
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("full sync: %v", err)
+			}
+			t.Logf("%s: full sync of %d resources in %s (%d requests, %d tokens)", mode, res.Resources, took.Round(time.Millisecond), res.Requests, res.Tokens)
+			if res.Mode != mode || !res.Full || res.Resources != n || env.imp.live() != n {
+				t.Fatalf("full sync: mode %s full %v resources %d, catalog %d; want %s, full, %d", res.Mode, res.Full, res.Resources, env.imp.live(), mode, n)
+			}
+			if took > 60*time.Second {
+				t.Errorf("full sync of %d resources took %s, target < 60 s", n, took)
+			}
+			if res.Tokens != 1 {
+				t.Errorf("%d tokens fetched, want 1 (cached until expiry)", res.Tokens)
+			}
+			if len(stateFiles(t, env.dir)) != 1 {
+				t.Fatalf("state files %v, want one", stateFiles(t, env.dir))
+			}
+			if st := srv.stats(t); mode == "bulk" && st.JobsDeleted != 1 {
+				t.Errorf("%d export jobs deleted after the download, want 1", st.JobsDeleted)
+			}
+
+			// Change three resources and delete two.
+			var obs, pats []string
+			srv.control(t, "ids", map[string]string{"type": "Observation"}, &obs)
+			srv.control(t, "ids", map[string]string{"type": "Patient"}, &pats)
+			time.Sleep(1100 * time.Millisecond) // _lastUpdated=gt has second precision
+			for _, id := range obs[:3] {
+				srv.control(t, "update", map[string]string{"type": "Observation", "id": id}, nil)
+			}
+			for _, id := range obs[3:5] {
+				srv.control(t, "delete", map[string]string{"type": "Observation", "id": id}, nil)
+			}
+			before := srv.stats(t).ResourcesServed
+			res2, err := env.run(t, env.options(srv))
+			if err != nil {
+				t.Fatalf("incremental sync: %v", err)
+			}
+			served := srv.stats(t).ResourcesServed - before
+			last := env.imp.calls[len(env.imp.calls)-1]
+			t.Logf("%s: incremental sync: %d resources, %d deleted, %d served by the server", mode, res2.Resources, res2.Deleted, served)
+			if res2.Full || last.full {
+				t.Fatal("the rerun was a full sync; want incremental")
+			}
+			if res2.Resources != 3 || last.types["Observation"] != 3 || served > 3+2 {
+				t.Fatalf("incremental sync fetched %d resources (%v), the server served %d; want only the 3 changed", res2.Resources, last.types, served)
+			}
+			for _, id := range obs[:3] {
+				if v := env.imp.catalog["Observation/"+id]; v == "" {
+					t.Fatalf("updated Observation/%s missing", id)
+				}
+			}
+			if mode == "bulk" {
+				// Nothing changed since: nothing imported, the state advances.
+				calls := len(env.imp.calls)
+				res0, err := env.run(t, env.options(srv))
+				if err != nil || res0.Resources != 0 || res0.Full || len(env.imp.calls) != calls || !res0.Next.After(res2.Next) {
+					t.Fatalf("a sync without changes: %+v, %v; %d import calls, want %d", res0, err, len(env.imp.calls), calls)
+				}
+				if res2.Deleted != 2 || !env.imp.retired["Observation/"+obs[3]] || !env.imp.retired["Observation/"+obs[4]] || env.imp.live() != n-2 {
+					t.Fatalf("deletions: %d staged, catalog %d live; want 2 retired, %d live", res2.Deleted, env.imp.live(), n-2)
+				}
+			} else {
+				// A REST search cannot see deletions: a full sync retires them.
+				o := env.options(srv)
+				o.Full = true
+				res3, err := env.run(t, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !res3.Full || res3.Resources != n-2 || !env.imp.retired["Observation/"+obs[3]] || env.imp.live() != n-2 {
+					t.Fatalf("full REST sync: %d resources, catalog %d live; want %d and the 2 deleted retired", res3.Resources, env.imp.live(), n-2)
+				}
+			}
+
+			// Every sync is two audit records: start, then the outcome.
+			env.audit.mu.Lock()
+			defer env.audit.mu.Unlock()
+			if len(env.audit.got) != 2*env.runs {
+				t.Fatalf("%d audit records for %d syncs", len(env.audit.got), env.runs)
+			}
+			for i, e := range env.audit.got {
+				want := fhirsync.ActionSyncStart
+				if i%2 == 1 {
+					want = fhirsync.ActionSyncEnd
+				}
+				if e.Action != want || e.Outcome != audit.OutcomeAllow || e.Source != srv.url || !e.Dev {
+					t.Fatalf("audit record %d: %s %s source %q dev %v", i, e.Action, e.Outcome, e.Source, e.Dev)
+				}
+			}
+			if r := env.audit.got[1].Reason; !strings.Contains(r, fmt.Sprintf("mode=%s resources=%d", mode, n)) {
+				t.Fatalf("outcome record reason %q lacks the mode and count", r)
+			}
+		})
+	}
+}
+
+// TestSyncBackoffAndReauth: 429 and 503 answers (with Retry-After) and a
+// download that breaks off are retried; a 401 re-authenticates once; a server that keeps failing ends
+// with a clear error naming the path and the attempts, and nothing is
+// imported or saved.
+func TestSyncBackoffAndReauth(t *testing.T) {
+	env := newSyncEnv(t)
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: "system", Seed: map[string]int{"resources": 200}, ExportPolls: 1})
+
+	srv.control(t, "fault", map[string]any{"match": "/_bulk/status", "status": 429, "retryAfter": 1, "count": 2}, nil)
+	srv.control(t, "fault", map[string]any{"match": "/_bulk/file", "status": 503, "count": 1}, nil)
+	srv.control(t, "fault", map[string]any{"match": "/$export", "status": 401, "count": 1}, nil)
+	srv.control(t, "fault", map[string]any{"match": "/Observation.ndjson", "reset": true, "count": 1}, nil)
+	start := time.Now()
+	res, err := env.run(t, env.options(srv))
+	if err != nil {
+		t.Fatalf("sync through 429, 503, 401 and a reset connection: %v", err)
+	}
+	if res.Resources != 200 || res.Tokens != 2 {
+		t.Fatalf("resources %d tokens %d; want 200 and a second token after the 401", res.Resources, res.Tokens)
+	}
+	if n := srv.stats(t).Requests["GET /fhir/_bulk/file/:id/Observation.ndjson"]; n != 2 {
+		t.Fatalf("Observation.ndjson fetched %d times, want 2 (the reset, then the retry)", n)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Fatalf("sync took %s; the two 429s asked for Retry-After: 1 each", took)
+	}
+
+	// A server that keeps answering 503: a clear final error.
+	state := stateFiles(t, env.dir)
+	stBefore, _ := os.ReadFile(state[0])
+	calls := len(env.imp.calls)
+	srv.control(t, "fault", map[string]any{"match": "/metadata", "status": 503, "retryAfter": 1, "count": 100}, nil)
+	o := env.options(srv)
+	o.MaxAttempts = 3
+	_, err = env.run(t, o)
+	if !errors.Is(err, fhirsync.ErrUnavailable) || !strings.Contains(err.Error(), "GET /fhir/metadata: HTTP 503") || !strings.Contains(err.Error(), "after 3 attempts") {
+		t.Fatalf("persistent 503: %v; want ErrUnavailable naming GET /fhir/metadata and 3 attempts", err)
+	}
+	if len(env.imp.calls) != calls {
+		t.Fatal("the importer was called for a failed sync")
+	}
+	if st, _ := os.ReadFile(state[0]); !bytes.Equal(st, stBefore) {
+		t.Fatal("a failed sync changed the state file")
+	}
+	last := env.audit.got[len(env.audit.got)-1]
+	if last.Action != fhirsync.ActionSyncEnd || last.Outcome != audit.OutcomeError || !strings.Contains(last.Reason, "HTTP 503") {
+		t.Fatalf("the failed sync's audit record: %s %s %q", last.Action, last.Outcome, last.Reason)
+	}
+}
+
+// TestSyncGarbageImportsNothing: bad JSON, a wrong content type and a
+// truncated NDJSON file each fail with an error naming the URL path, and
+// nothing is imported or saved.
+func TestSyncGarbageImportsNothing(t *testing.T) {
+	env := newSyncEnv(t)
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: "system", Seed: map[string]int{"resources": 300}, ExportPolls: 0})
+	for _, tc := range []struct {
+		name  string
+		fault map[string]any
+		want  string
+	}{
+		{"bad JSON capability statement", map[string]any{"match": "/metadata", "status": 200, "body": `{"resourceType": "CapabilityStatement", "rest": [`}, "GET /fhir/metadata: body is not valid JSON"},
+		{"HTML manifest", map[string]any{"match": "/_bulk/status", "status": 200, "contentType": "text/html", "body": "<html>maintenance</html>"}, "/fhir/_bulk/status/"},
+		{"truncated NDJSON", map[string]any{"match": "/_bulk/file", "truncate": true}, "/fhir/_bulk/file/"},
+		{"NDJSON of another type", map[string]any{"match": "/Patient.ndjson", "status": 200, "contentType": "application/fhir+ndjson", "body": `{"resourceType":"Observation","id":"x"}` + "\n"}, "resourceType \"Observation\" in a file of type \"Patient\""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv.control(t, "fault", tc.fault, nil)
+			_, err := env.run(t, env.options(srv))
+			if !errors.Is(err, fhirsync.ErrServer) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v; want ErrServer naming %q", err, tc.want)
+			}
+			if len(env.imp.calls) != 0 || len(stateFiles(t, env.dir)) != 0 {
+				t.Fatal("something was imported or saved")
+			}
+			if entries, _ := filepath.Glob(filepath.Join(env.dir, "sync-staging-*")); len(entries) != 0 {
+				t.Fatalf("staging left behind: %v", entries)
+			}
+		})
+	}
+}
+
+// TestSyncEmptyFullSyncIsRefused: a full sync that gets no resources at
+// all would retire everything of its base: it is refused instead.
+func TestSyncEmptyFullSyncIsRefused(t *testing.T) {
+	env := newSyncEnv(t)
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: "system", Seed: map[string]int{"resources": 20}})
+	o := env.options(srv)
+	o.Types = []string{"Medication"} // the server holds none
+	_, err := env.run(t, o)
+	if !errors.Is(err, fhirsync.ErrServer) || !strings.Contains(err.Error(), "a full sync got no resources at all") {
+		t.Fatalf("got %v; want the empty full sync refused", err)
+	}
+	if len(env.imp.calls) != 0 || len(stateFiles(t, env.dir)) != 0 {
+		t.Fatal("something was imported or saved")
+	}
+}
+
+// TestSyncAuthFailure: a client whose key the server does not hold gets a
+// clear authorization error (no token, no assertion in it).
+func TestSyncAuthFailure(t *testing.T) {
+	env := newSyncEnv(t)
+	other := newSyncEnv(t)
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: other.jwks, Bulk: "system", Seed: map[string]int{"resources": 10}})
+	_, err := env.run(t, env.options(srv))
+	if !errors.Is(err, fhirsync.ErrAuth) || !strings.Contains(err.Error(), "POST /auth/token: HTTP 401") || !strings.Contains(err.Error(), "--print-jwks") {
+		t.Fatalf("got %v; want ErrAuth naming POST /auth/token and the fix", err)
+	}
+	if strings.Contains(err.Error(), "eyJ") {
+		t.Fatal("the error carries a JWT")
+	}
+	if len(env.imp.calls) != 0 || srv.stats(t).Tokens != 0 {
+		t.Fatal("a token was issued or something imported")
+	}
+}
+
+// TestSyncCLI drives the real binary: --print-jwks registers the --dev key
+// with the server, then a sync runs with audit records in D/audit.db.
+func TestSyncCLI(t *testing.T) {
+	fhirServerDir(t)
+	d := t.TempDir()
+	audittest.VerifyOnCleanup(t, filepath.Join(d, "audit.db"))
+	out, errOut, code := custos(t, nil, "sync", "--help")
+	if code != 0 || !strings.Contains(out, "SMART Backend Services") || !strings.Contains(out, "--fhir-base") {
+		t.Fatalf("sync --help: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := custos(t, nil, "sync", "--tenant", "e2e", "--data-dir", d); code != 2 || !strings.Contains(errOut, "--fhir-base is required") {
+		t.Fatalf("sync without --fhir-base: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := custos(t, nil, "sync", "--tenant", "e2e", "--data-dir", d, "--fhir-base", "http://user:pw@127.0.0.1/fhir"); code != 2 || strings.Contains(errOut, "pw") {
+		t.Fatalf("a base with credentials: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := custos(t, nil, "sync", "--data-dir", d, "--fhir-base", "http://127.0.0.1:1/fhir"); code != 2 || !strings.Contains(errOut, "--tenant is required") {
+		t.Fatalf("sync without --tenant: exit %d: %s", code, errOut)
+	}
+	jwks := mustCustos(t, "sync", "--dev", "--data-dir", d, "--fhir-base", "http://127.0.0.1:1/fhir", "--client-id", "custos-cli", "--print-jwks")
+	var set struct {
+		Keys []struct{ Kty, Crv, Alg, Kid string } `json:"keys"`
+	}
+	if err := json.Unmarshal([]byte(jwks), &set); err != nil || len(set.Keys) != 1 || set.Keys[0].Crv != "P-384" || set.Keys[0].Alg != "ES384" {
+		t.Fatalf("--print-jwks: %v\n%s", err, jwks)
+	}
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-cli", JWKS: json.RawMessage(jwks), Bulk: "system", Seed: map[string]int{"resources": 500}})
+	out, errOut, code = custos(t, nil, "sync", "--tenant", "e2e", "--dev", "--data-dir", d, "--fhir-base", srv.url, "--client-id", "custos-cli", "--json")
+	if !strings.Contains(errOut, "sync: kick-off") {
+		t.Errorf("no progress on stderr: %s", errOut)
+	}
+	switch code {
+	case 0: // the FHIR importer is wired in
+		var res fhirsync.Result
+		if err := json.Unmarshal([]byte(out), &res); err != nil || res.Resources != 500 {
+			t.Fatalf("sync --json: %v\n%s", err, out)
+		}
+		if len(stateFiles(t, d)) != 1 {
+			t.Fatal("no state saved after a successful sync")
+		}
+	default: // this branch: fetched and validated, no FHIR importer yet
+		if !strings.Contains(errOut, "no FHIR importer") || len(stateFiles(t, d)) != 0 {
+			t.Fatalf("sync: exit %d\n%s%s", code, out, errOut)
+		}
+	}
+	if srv.stats(t).Tokens != 1 {
+		t.Fatal("the CLI did not authenticate with its --dev key")
+	}
+	exp := mustCustos(t, "audit", "export", "--data-dir", d, "--purpose", "HOPERAT", "--format", "jsonl")
+	if !strings.Contains(exp, `"sync/start"`) || !strings.Contains(exp, `"sync/end"`) || !strings.Contains(exp, srv.url) {
+		t.Fatalf("audit export lacks the sync records:\n%s", exp)
+	}
+	// A wrong client id: a clear error, exit 1, no secret in it.
+	_, errOut, code = custos(t, nil, "sync", "--tenant", "e2e", "--dev", "--data-dir", d, "--fhir-base", srv.url, "--client-id", "someone-else")
+	if code != 1 || !strings.Contains(errOut, "authorization failed") || strings.Contains(errOut, "eyJ") {
+		t.Fatalf("wrong client id: exit %d: %s", code, errOut)
+	}
+}
+
+// TestServeSyncsOnSchedule: serve --sync-fhir-base runs a sync when it
+// starts, recorded in the server's own audit log; 'custos sync' on the same
+// data directory has the running server run it (admin socket), recorded as
+// run by the caller's account, and is refused for another base.
+func TestServeSyncsOnSchedule(t *testing.T) {
+	fhirServerDir(t)
+	d := newDataset(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	newToken(t, d.principal("clinician"), tokens)
+	jwks := mustCustos(t, "sync", "--dev", "--data-dir", d.data, "--fhir-base", "http://127.0.0.1:1/fhir", "--client-id", "custos-serve", "--print-jwks")
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-serve", JWKS: json.RawMessage(jwks), Bulk: "system", Seed: map[string]int{"resources": 100}})
+	s := serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens,
+		"--sync-fhir-base", srv.url, "--sync-client-id", "custos-serve", "--sync-every", "1h", "--sync-tenant", "e2e")
+
+	deadline := time.Now().Add(60 * time.Second)
+	var exp string
+	for time.Now().Before(deadline) {
+		exp = mustCustos(t, "audit", "export", "--data-dir", d.data, "--purpose", "HOPERAT", "--format", "jsonl")
+		if strings.Contains(exp, `"sync/end"`) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(exp, `"sync/start"`) || !strings.Contains(exp, `"sync/end"`) || !strings.Contains(exp, srv.url) {
+		t.Fatalf("no sync records from the scheduled sync:\n%s\nserver log:\n%s", exp, s.stderr)
+	}
+	if !strings.Contains(exp, "resources=100") {
+		t.Fatalf("the scheduled sync did not fetch the server's 100 resources:\n%s", exp)
+	}
+	if srv.stats(t).Tokens != 1 {
+		t.Fatal("the scheduled sync did not authenticate with the data directory's --dev key")
+	}
+	// custos sync next to the running server: the server runs it, recorded
+	// in its log as run by this account.
+	out, errOut, code := custos(t, nil, "sync", "--tenant", "e2e", "--dev", "--data-dir", d.data, "--fhir-base", srv.url+"/", "--full", "--json")
+	if code != 0 && !(strings.Contains(errOut, "by the server") && strings.Contains(errOut, "no FHIR importer")) {
+		t.Fatalf("custos sync next to a running server: exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "it runs the sync") {
+		t.Errorf("the CLI did not say the server runs the sync: %s", errOut)
+	}
+	exp = mustCustos(t, "audit", "export", "--data-dir", d.data, "--purpose", "HOPERAT", "--format", "jsonl")
+	var byCLI int
+	for _, line := range strings.Split(exp, "\n") {
+		if strings.Contains(line, `"sync/start"`) && strings.Contains(line, `"sub":"os:uid=`) && strings.Contains(line, `"reason":"full tenant=e2e"`) {
+			byCLI++
+		}
+	}
+	if byCLI != 1 || srv.stats(t).Tokens != 2 {
+		t.Fatalf("the delegated sync: %d start records by the caller's account, %d tokens; want 1 and 2\n%s", byCLI, srv.stats(t).Tokens, exp)
+	}
+	// Another base than the server's: refused, nothing fetched.
+	if _, errOut, code := custos(t, nil, "sync", "--tenant", "e2e", "--dev", "--data-dir", d.data, "--fhir-base", "http://127.0.0.1:1/other"); code != 1 || !strings.Contains(errOut, "this server syncs "+srv.url) {
+		t.Fatalf("custos sync of another base next to the server: exit %d: %s", code, errOut)
+	}
+	if err := s.stop(t); err != nil {
+		t.Fatalf("serve: %v\n%s", err, s.stderr)
+	}
+}
+
+// TestSyncBulkFilesWithoutToken: a manifest with requiresAccessToken false
+// (files in object storage behind pre-signed URLs) is downloaded without
+// the token; with true, the token goes along.
+func TestSyncBulkFilesWithoutToken(t *testing.T) {
+	for _, public := range []bool{false, true} {
+		env := newSyncEnv(t)
+		srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: "system", Seed: map[string]int{"resources": 50}, PublicFiles: public})
+		res, err := env.run(t, env.options(srv))
+		if err != nil || res.Resources != 50 {
+			t.Fatalf("public files %v: %d resources, %v", public, res.Resources, err)
+		}
+		if n := srv.stats(t).FileRequestsWithToken; public != (n == 0) {
+			t.Fatalf("public files %v: %d file requests carried the token", public, n)
+		}
+	}
+}
+
+// TestVaultSyncSignsWithTransit: with Vault (the least-privilege
+// custos-server token) the client assertion is signed by the Transit key
+// transit/custos-fhir-client; the FHIR server's jose verifies it against
+// the JWKS 'custos sync --print-jwks' printed, and the audit records name
+// the key version.
+func TestVaultSyncSignsWithTransit(t *testing.T) {
+	fhirServerDir(t)
+	v := startVault(t, vaulttest.ProvisionOptions{})
+	d := t.TempDir()
+	audittest.VerifyOnCleanup(t, filepath.Join(d, "audit.db"))
+	jwks, errOut, code := custos(t, v.env, "sync", "--data-dir", d, "--fhir-base", "http://127.0.0.1:1/fhir", "--client-id", "custos-vault", "--print-jwks")
+	if code != 0 || !strings.Contains(jwks, `"kid": "vault:transit/custos-fhir-client@v1"`) || strings.Contains(jwks, `"d"`) {
+		t.Fatalf("--print-jwks with Vault: exit %d\n%s%s", code, jwks, errOut)
+	}
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-vault", JWKS: json.RawMessage(jwks), Bulk: "none", Seed: map[string]int{"resources": 120}})
+	out, errOut, code := custos(t, v.env, "sync", "--tenant", "e2e", "--data-dir", d, "--fhir-base", srv.url, "--client-id", "custos-vault", "--json")
+	if code != 0 && !strings.Contains(errOut, "no FHIR importer") {
+		t.Fatalf("sync with Vault: exit %d\n%s%s", code, out, errOut)
+	}
+	if srv.stats(t).Tokens != 1 {
+		t.Fatalf("the server issued no token for the Transit-signed assertion:\n%s", errOut)
+	}
+	if strings.Contains(out+errOut, v.prov.Token) {
+		t.Fatal("the Vault token reached the output")
+	}
+	exp := mustCustos(t, "audit", "export", "--data-dir", d, "--purpose", "HOPERAT", "--format", "jsonl")
+	if !strings.Contains(exp, "fhir-client=transit/custos-fhir-client@1") || !strings.Contains(exp, "resources=120") {
+		t.Fatalf("the sync records do not name the Transit key or the count:\n%s", exp)
+	}
+}
+
+// TestSyncPatientLevelExport: a server that offers only Patient-level
+// $export is exported there.
+func TestSyncPatientLevelExport(t *testing.T) {
+	env := newSyncEnv(t)
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: "patient", Seed: map[string]int{"resources": 40}})
+	res, err := env.run(t, env.options(srv))
+	if err != nil || res.Mode != "bulk" || res.Resources != 40 {
+		t.Fatalf("Patient-level export: %+v, %v", res, err)
+	}
+	st := srv.stats(t)
+	if st.Requests["GET /fhir/Patient/$export"] != 1 || st.Requests["GET /fhir/$export"] != 0 {
+		t.Fatalf("kick-offs: %v", st.Requests)
+	}
+}

@@ -1,0 +1,218 @@
+package fhirsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// bulkResult is what a Bulk export staged.
+type bulkResult struct {
+	transactionTime time.Time
+	request         string
+}
+
+// bulkManifest is the server's completion manifest.
+type bulkManifest struct {
+	TransactionTime     string `json:"transactionTime"`
+	Request             string `json:"request"`
+	RequiresAccessToken *bool  `json:"requiresAccessToken"`
+	Output              []struct {
+		Type  string `json:"type"`
+		URL   string `json:"url"`
+		Count *int   `json:"count"`
+	} `json:"output"`
+	Deleted []struct {
+		Type string `json:"type"`
+		URL  string `json:"url"`
+	} `json:"deleted"`
+	Error []struct {
+		Type string `json:"type"`
+		URL  string `json:"url"`
+	} `json:"error"`
+}
+
+// bulkExport runs a Bulk Data export: kick-off, poll, download into st.
+func (c *client) bulkExport(ctx context.Context, st *stage, path string, since time.Time) (bulkResult, error) {
+	u, err := c.resolve(path)
+	if err != nil {
+		return bulkResult{}, err
+	}
+	q := url.Values{"_outputFormat": {"application/fhir+ndjson"}}
+	if !since.IsZero() {
+		q.Set("_since", since.UTC().Format(time.RFC3339Nano))
+	}
+	if len(c.o.Types) > 0 {
+		q.Set("_type", strings.Join(c.o.Types, ","))
+	}
+	u.RawQuery = q.Encode()
+	c.o.Progress(Progress{Phase: "kick-off", Detail: where(u)})
+	resp, err := c.get(ctx, u, "application/fhir+json", http.Header{"Prefer": {"respond-async"}})
+	if err != nil {
+		return bulkResult{}, fmt.Errorf("bulk kick-off: %w", err)
+	}
+	drain(resp)
+	if resp.StatusCode != http.StatusAccepted {
+		return bulkResult{}, fmt.Errorf("%w: GET %s: HTTP %d, want 202 Accepted", ErrServer, where(u), resp.StatusCode)
+	}
+	loc := resp.Header.Get("Content-Location")
+	if loc == "" {
+		return bulkResult{}, fmt.Errorf("%w: GET %s: 202 without Content-Location", ErrServer, where(u))
+	}
+	status, err := c.resolve(loc)
+	if err != nil {
+		return bulkResult{}, err
+	}
+	m, err := c.poll(ctx, status)
+	if err != nil {
+		return bulkResult{}, err
+	}
+	tt, err := time.Parse(time.RFC3339Nano, m.TransactionTime)
+	if err != nil {
+		return bulkResult{}, fmt.Errorf("%w: GET %s: manifest transactionTime is not an instant", ErrServer, where(status))
+	}
+	if len(m.Error) > 0 {
+		return bulkResult{}, fmt.Errorf("%w: GET %s: the export reported %d error file(s); nothing imported", ErrServer, where(status), len(m.Error))
+	}
+	// Files that need no token may live on another origin (pre-signed
+	// object storage URLs); they are then fetched without the token.
+	fc := c
+	if m.RequiresAccessToken != nil && !*m.RequiresAccessToken {
+		fc = &client{o: c.o, base: c.base, anyOrigin: true}
+		defer func() { c.requests += fc.requests }()
+	}
+	n := 0
+	for _, o := range m.Output {
+		if !validType(o.Type) {
+			return bulkResult{}, fmt.Errorf("%w: GET %s: output of type %q", ErrServer, where(status), o.Type)
+		}
+		k, err := fc.download(ctx, st, o.URL, o.Type, false)
+		if err != nil {
+			return bulkResult{}, err
+		}
+		// A file cut exactly at a line end is still a truncated file when
+		// the manifest says how many resources it holds.
+		if o.Count != nil && *o.Count != k {
+			u, _ := fc.resolve(o.URL)
+			return bulkResult{}, fmt.Errorf("%w: GET %s: %d resources, the manifest says %d (truncated download?)", ErrServer, where(u), k, *o.Count)
+		}
+		n += k
+		c.o.Progress(Progress{Phase: "download", Detail: o.Type, Resources: n})
+	}
+	for _, d := range m.Deleted {
+		if _, err := fc.download(ctx, st, d.URL, "Bundle", true); err != nil {
+			return bulkResult{}, err
+		}
+	}
+	c.o.Progress(Progress{Phase: "download", Detail: "done", Resources: n})
+	c.deleteJob(ctx, status)
+	return bulkResult{transactionTime: tt, request: u.Path + "?" + q.Encode()}, nil
+}
+
+// poll waits for the export to finish and returns its manifest.
+func (c *client) poll(ctx context.Context, status *url.URL) (bulkManifest, error) {
+	deadline := c.o.Now().Add(c.o.PollTimeout)
+	for i := 0; ; i++ {
+		resp, err := c.get(ctx, status, "application/json", nil)
+		if err != nil {
+			return bulkManifest{}, fmt.Errorf("bulk status: %w", err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			defer resp.Body.Close()
+			var m bulkManifest
+			if err := decodeJSON(resp, jsonTypes, &m); err != nil {
+				return bulkManifest{}, err
+			}
+			if m.TransactionTime == "" || m.Output == nil {
+				return bulkManifest{}, fmt.Errorf("%w: GET %s: not a Bulk Data completion manifest", ErrServer, where(status))
+			}
+			return m, nil
+		}
+		drain(resp)
+		if resp.StatusCode != http.StatusAccepted {
+			return bulkManifest{}, fmt.Errorf("%w: GET %s: HTTP %d", ErrServer, where(status), resp.StatusCode)
+		}
+		c.o.Progress(Progress{Phase: "poll", Detail: resp.Header.Get("X-Progress")})
+		wait := retryAfter(resp.Header, c.o.Now())
+		if wait == 0 {
+			wait = backoff(min(i, 5), c.o.BaseDelay, c.o.MaxDelay, 0)
+		}
+		wait = min(wait, c.o.MaxDelay)
+		if c.o.Now().Add(wait).After(deadline) {
+			return bulkManifest{}, fmt.Errorf("%w: GET %s: export not complete after %s", ErrUnavailable, where(status), c.o.PollTimeout)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return bulkManifest{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// download streams one output or deleted file into st. A download that
+// breaks off (connection reset, truncated transfer) is tried again, with
+// the backoff of any request, up to Options.MaxAttempts times.
+func (c *client) download(ctx context.Context, st *stage, ref, typ string, deleted bool) (int, error) {
+	u, err := c.resolve(ref)
+	if err != nil {
+		return 0, err
+	}
+	for attempt := 0; ; attempt++ {
+		resp, err := c.get(ctx, u, "application/fhir+ndjson", nil)
+		if err != nil {
+			return 0, fmt.Errorf("bulk download: %w", err)
+		}
+		if err := checkType(resp, ndjsonTypes...); err != nil {
+			drain(resp)
+			return 0, err
+		}
+		n, err := st.copyNDJSON(resp.Body, "GET "+where(u), typ, deleted)
+		resp.Body.Close()
+		if !errors.Is(err, errInterrupted) {
+			return n, err
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		if attempt+1 >= c.o.MaxAttempts {
+			return 0, fmt.Errorf("%w: %v; gave up after %d attempts", ErrUnavailable, err, attempt+1)
+		}
+		c.o.Logger.Warn("fhirsync: download broke off; retrying", "request", "GET "+where(u), "attempt", attempt+1)
+		t := time.NewTimer(backoff(attempt, c.o.BaseDelay, c.o.MaxDelay, 0))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// deleteJob tells the server the export's files may go (Bulk Data: DELETE
+// on the status URL). Best effort: a failure is logged, not an error.
+func (c *client) deleteJob(ctx context.Context, status *url.URL) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, status.String(), nil)
+	if err != nil {
+		return
+	}
+	if c.auth != nil {
+		tok, err := c.auth.token(ctx)
+		if err != nil {
+			return
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	c.requests++
+	resp, err := c.o.HTTPClient.Do(req)
+	if err != nil {
+		c.o.Logger.Warn("fhirsync: deleting the finished export job", "request", "DELETE "+where(status), "err", transportCause(err))
+		return
+	}
+	drain(resp)
+}

@@ -1,0 +1,218 @@
+package fhirsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// client does the HTTP of one sync: bearer token, retries with backoff,
+// one re-authentication on 401, and errors that name only the URL path.
+type client struct {
+	o    *Options
+	base *url.URL
+	auth *authenticator // nil: no authorization
+	// requests counts HTTP requests sent (retries included), for tests and
+	// the outcome record.
+	requests int
+	// anyOrigin lets resolve accept URLs on another origin; only for a
+	// client without a token (Bulk files with requiresAccessToken false).
+	anyOrigin bool
+}
+
+// where names a URL in messages: its path only, never the query (a
+// pre-signed URL carries credentials there) or user information.
+func where(u *url.URL) string {
+	if u.Path == "" {
+		return "/"
+	}
+	return u.Path
+}
+
+// resolve makes ref (absolute, or relative to the base) a URL. It must be
+// on the base's scheme and host: a server cannot send the token elsewhere
+// (a manifest or a next link naming another host is refused).
+func (c *client) resolve(ref string) (*url.URL, error) {
+	u, err := url.Parse(ref)
+	if err != nil {
+		return nil, fmt.Errorf("%w: unparsable URL in the server's answer", ErrServer)
+	}
+	if !u.IsAbs() {
+		b := *c.base
+		b.Path += "/"
+		u = b.ResolveReference(u)
+	}
+	if c.anyOrigin && c.auth == nil && (u.Scheme == "https" || u.Scheme == c.base.Scheme) && u.Host != "" {
+		return u, nil
+	}
+	if u.Scheme != c.base.Scheme || u.Host != c.base.Host {
+		return nil, fmt.Errorf("%w: %s: URL on another origin than the FHIR base; refused (the access token is never sent elsewhere)", ErrServer, where(u))
+	}
+	return u, nil
+}
+
+// statusError is a non-retryable HTTP answer.
+func statusError(req *http.Request, resp *http.Response) error {
+	msg := fmt.Sprintf("%s %s: HTTP %d", req.Method, where(req.URL), resp.StatusCode)
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		if req.Header.Get("Authorization") != "" {
+			msg += " (the server refused a fresh access token)"
+		}
+		return fmt.Errorf("%w: %s", ErrAuth, msg)
+	}
+	return fmt.Errorf("%w: %s", ErrServer, msg)
+}
+
+// retryable reports whether an HTTP status is worth retrying.
+func retryable(code int) bool {
+	return code == http.StatusTooManyRequests || code >= 500
+}
+
+// retryAfter parses Retry-After (seconds or an HTTP date); 0 when absent.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// backoff is the wait before retry n (0-based): full jitter in [d/2, d]
+// with d = min(base·2^n, max), raised to the server's Retry-After (capped
+// at max).
+func backoff(n int, base, maxd, after time.Duration) time.Duration {
+	d := maxd
+	if n < 30 && base<<n > 0 && base<<n < maxd {
+		d = base << n
+	}
+	d = d/2 + rand.N(d/2+1)
+	if after > d {
+		d = min(after, maxd)
+	}
+	return d
+}
+
+// do sends a request built by mk (called again for every attempt) and
+// returns a 2xx response or an error. 202 is a success (Bulk status). It
+// retries 429, 5xx and transport errors, and re-authenticates once on 401.
+func (c *client) do(ctx context.Context, mk func(ctx context.Context) (*http.Request, error)) (*http.Response, error) {
+	reauthed := false
+	var last string
+	start := c.o.Now()
+	for attempt := 0; ; attempt++ {
+		req, err := mk(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if c.auth != nil {
+			tok, err := c.auth.token(ctx)
+			if err != nil {
+				return nil, err
+			}
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		c.requests++
+		resp, err := c.o.HTTPClient.Do(req)
+		var after time.Duration
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			// The transport's error text can hold the full URL: name the path.
+			last = fmt.Sprintf("%s %s: %v", req.Method, where(req.URL), transportCause(err))
+		case resp.StatusCode == http.StatusUnauthorized && c.auth != nil && !reauthed:
+			drain(resp)
+			c.auth.invalidate()
+			reauthed = true
+			attempt--
+			continue
+		case retryable(resp.StatusCode):
+			after = retryAfter(resp.Header, c.o.Now())
+			drain(resp)
+			last = fmt.Sprintf("%s %s: HTTP %d", req.Method, where(req.URL), resp.StatusCode)
+		case resp.StatusCode >= 200 && resp.StatusCode < 300:
+			return resp, nil
+		default:
+			drain(resp)
+			return nil, statusError(req, resp)
+		}
+		if attempt+1 >= c.o.MaxAttempts {
+			return nil, fmt.Errorf("%w: %s; gave up after %d attempts over %s", ErrUnavailable, last, attempt+1, c.o.Now().Sub(start).Round(time.Millisecond))
+		}
+		wait := backoff(attempt, c.o.BaseDelay, c.o.MaxDelay, after)
+		c.o.Logger.Warn("fhirsync: retrying", "request", last, "attempt", attempt+1, "wait", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// transportCause strips the URL from a *url.Error.
+func transportCause(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// drain discards a little of the body so the connection can be reused,
+// then closes it.
+func drain(resp *http.Response) {
+	io.CopyN(io.Discard, resp.Body, 64<<10)
+	resp.Body.Close()
+}
+
+// get is a GET of u with the given Accept header.
+func (c *client) get(ctx context.Context, u *url.URL, accept string, hdr http.Header) (*http.Response, error) {
+	return c.do(ctx, func(ctx context.Context) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrBadConfig, where(u), err)
+		}
+		req.Header.Set("Accept", accept)
+		for k, v := range hdr {
+			req.Header[k] = v
+		}
+		return req, nil
+	})
+}
+
+// checkType refuses a response whose media type is not one of want.
+func checkType(resp *http.Response, want ...string) error {
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err == nil {
+		for _, w := range want {
+			if mt == w {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: %s %s: content type %q, want %s", ErrServer, resp.Request.Method, where(resp.Request.URL),
+		resp.Header.Get("Content-Type"), strings.Join(want, " or "))
+}
+
+// Media types accepted for FHIR JSON and NDJSON.
+var (
+	jsonTypes   = []string{"application/fhir+json", "application/json", "application/json+fhir"}
+	ndjsonTypes = []string{"application/fhir+ndjson", "application/ndjson", "application/x-ndjson", "application/octet-stream", "text/plain"}
+)

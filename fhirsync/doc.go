@@ -1,0 +1,62 @@
+// Package fhirsync pulls resources from a live FHIR R4 server into a
+// staging directory laid out as a FHIR Bulk Data export, and hands that
+// directory to an importer.
+//
+// Specifications followed: FHIR R4 RESTful API (CapabilityStatement at
+// [base]/metadata, search with _count, _lastUpdated and Bundle
+// link[relation=next]); FHIR Bulk Data Access 2.0 ($export kick-off with
+// Prefer: respond-async, status polling with Retry-After and X-Progress,
+// the completion manifest with output and deleted files, _since); SMART App
+// Launch 2.x Backend Services (client_credentials grant with a
+// private_key_jwt client assertion, RS384 or ES384, exp at most five
+// minutes ahead, aud = the token endpoint of
+// .well-known/smart-configuration).
+//
+// A [Syncer] runs one sync at a time:
+//
+//  1. read the CapabilityStatement; choose Bulk $export (system, then
+//     Group, then Patient level, whichever the server offers) or, when none
+//     is offered, a paged REST search per resource type;
+//  2. fetch everything (full) or only what changed since the last
+//     successful sync (its state), streaming every file to disk;
+//  3. validate what was fetched (JSON, content types, complete NDJSON
+//     lines, resource types matching their file);
+//  4. call [Importer].Import with the staging directory's manifest (not
+//     when an incremental sync found no change; a full sync that found
+//     nothing at all is refused rather than retiring everything);
+//  5. only then write the new state file.
+//
+// # Invariants
+//
+//   - A failed sync changes nothing: the importer is not called unless
+//     every file was fetched and validated, and the state file is written
+//     (atomically: temporary file, fsync, rename) only after the import
+//     succeeded. The next run then fetches the same changes again.
+//   - Every sync is audited: a start record before the first request to
+//     the server and an outcome record (counts or the error) at the end,
+//     through [Recorder]. If the start record cannot be written, nothing is
+//     fetched (fail closed).
+//   - Bounded memory: resources are streamed from the network to staging
+//     files line by line; no file or Bundle page is held whole beyond one
+//     page of a REST search (at most Options.PageSize resources).
+//   - No secret leaves in a message: errors and log lines name the URL path
+//     of the request that failed, never its query (pre-signed download URLs
+//     carry credentials there), never an access token or client assertion,
+//     never a payload. The FHIR base URL is refused if it carries user
+//     information, a query or a fragment.
+//   - The client assertion is signed by an opaque key (a crypto.Signer:
+//     Vault Transit in production, a local key with --dev) through
+//     go-jose; this package never sees private key material of a Vault key
+//     and never assembles a JWS by hand.
+//   - Retries: 429 and 5xx answers and transport errors are retried with
+//     exponential backoff and full jitter, honouring Retry-After, up to
+//     Options.MaxAttempts; a 401 discards the cached token and re-authenticates
+//     once.
+//
+// # Caveats
+//
+// A REST search cannot see deletions: an incremental REST sync only adds
+// and updates; resources deleted on the server are retired by the next full
+// sync (Options.Full, or the first sync). Bulk exports report deletions
+// through their deleted files when the server supports it.
+package fhirsync

@@ -1,0 +1,32 @@
+package fhirsync
+
+import "errors"
+
+// Errors of a sync. Every error a Syncer returns wraps exactly one of them,
+// so a caller (the CLI's exit code, the scheduler's log) can branch on the
+// cause; the message names the URL path involved.
+var (
+	// ErrBadConfig: Options are unusable (no base URL, a base URL with
+	// credentials, no importer). Nothing was contacted.
+	ErrBadConfig = errors.New("fhirsync: bad configuration")
+	// ErrAuth: the SMART token endpoint refused the client, or the FHIR
+	// server refused a fresh token. Check the client id and that the
+	// server holds the client's public key (JWKS).
+	ErrAuth = errors.New("fhirsync: authorization failed")
+	// ErrServer: the server answered something that is not what the
+	// specification allows (bad JSON, wrong content type, truncated NDJSON,
+	// a manifest without files, a 4xx). Nothing was imported; the server
+	// must be fixed.
+	ErrServer = errors.New("fhirsync: unusable answer from the FHIR server")
+	// ErrUnavailable: the server kept answering 429 or 5xx (or could not be
+	// reached) through every retry. Nothing was imported; try again later.
+	ErrUnavailable = errors.New("fhirsync: FHIR server unavailable")
+	// ErrImport: the importer refused what was fetched. The state is
+	// unchanged; the same changes are fetched again next time.
+	ErrImport = errors.New("fhirsync: import failed")
+	// ErrNotRecorded: the audit record of the sync could not be written;
+	// nothing was fetched (fail closed).
+	ErrNotRecorded = errors.New("fhirsync: sync not recorded in the audit log")
+	// ErrBusy: another sync of the same FHIR base holds its lock.
+	ErrBusy = errors.New("fhirsync: another sync of this FHIR base is running")
+)

@@ -1,0 +1,234 @@
+package fhirsync
+
+import (
+	"context"
+	"crypto"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Importer loads a staging directory into the catalog, all or nothing.
+//
+// manifest is the path of the directory's manifest.json, a FHIR Bulk Data
+// completion manifest whose output and deleted urls are file names
+// relative to it: <Type>.NNN.ndjson (one resource per line, of the file's
+// type) and deleted.NNN.ndjson (one Bundle per line whose entries carry
+// request.method DELETE and request.url "Type/id"). Read the directory
+// through the manifest: deleted files are not named by a resource type.
+// full means the directory holds every resource the server has: resources
+// of this FHIR base missing from it are retired. Import must return an
+// error, and change nothing, if it cannot import everything.
+type Importer interface {
+	Import(ctx context.Context, manifest string, full bool) error
+}
+
+// ImporterFunc adapts a function to Importer.
+type ImporterFunc func(ctx context.Context, manifest string, full bool) error
+
+// Import calls f.
+func (f ImporterFunc) Import(ctx context.Context, dir string, full bool) error {
+	return f(ctx, dir, full)
+}
+
+// Recorder writes the audit records of a sync and returns only when the
+// record is durable. An error makes the sync fail closed (ErrNotRecorded).
+type Recorder interface {
+	RecordSync(ctx context.Context, e Event) error
+}
+
+// Progress is reported while a sync runs (for a progress line on stderr).
+type Progress struct {
+	Phase     string // "capability", "auth", "kick-off", "poll", "download", "search", "import"
+	Detail    string // e.g. the server's X-Progress, or the resource type
+	Resources int    // resources fetched so far
+}
+
+// Defaults of Options.
+const (
+	DefaultPageSize      = 1000
+	DefaultMaxAttempts   = 6
+	DefaultBaseDelay     = 500 * time.Millisecond
+	DefaultMaxDelay      = 30 * time.Second
+	DefaultPollTimeout   = time.Hour
+	DefaultMaxLine       = 64 << 20
+	DefaultHeaderTimeout = time.Minute
+)
+
+// Options configure a Syncer. Zero values take the defaults named.
+type Options struct {
+	// Base is the FHIR base URL (http(s)://host[:port]/path). It must not
+	// carry user information, a query or a fragment. Required.
+	Base string
+	// Tenant is passed to the importer's caller only through the audit
+	// record; "" means the default tenant.
+	Tenant string
+	// StateDir holds the state files (one per base) and, unless
+	// StagingDir is set, the staging directories. Required.
+	StateDir string
+	// StagingDir is where staging directories are created; "" = StateDir.
+	// A staging directory is removed when the sync ends.
+	StagingDir string
+	// ClientID is the SMART Backend Services client id. "" means the server
+	// needs no authorization (its CapabilityStatement and smart
+	// configuration name no token endpoint); a server that asks for one then
+	// fails with ErrAuth.
+	ClientID string
+	// Key signs the client assertion: an ECDSA P-384 key (ES384) or an RSA
+	// key (RS384), kept where it lives (Vault Transit, or a local key with
+	// --dev). Required with ClientID.
+	Key crypto.Signer
+	// KeyID is the kid of the client assertion's header, as registered in
+	// the server's JWKS for the client.
+	KeyID string
+	// Scope requested with the token; "" = "system/*.read".
+	Scope string
+	// Importer receives the staging directory. Required.
+	Importer Importer
+	// Recorder audits each sync. Required.
+	Recorder Recorder
+	// Full forces a full sync (everything fetched; missing resources are
+	// retired) even when a previous state exists.
+	Full bool
+	// Types restricts the sync to these resource types; empty = every type
+	// the CapabilityStatement lists as searchable (REST) or everything the
+	// export yields (Bulk).
+	Types []string
+	// NoBulk forces the REST search even if the server offers $export.
+	NoBulk bool
+	// Group, when set and the server offers Group-level $export, exports
+	// that Group (its patients' compartments) instead of the whole system.
+	Group string
+	// PageSize is the _count of REST searches; 0 = DefaultPageSize.
+	PageSize int
+	// MaxAttempts bounds the tries of one request (429/5xx/transport
+	// errors); 0 = DefaultMaxAttempts.
+	MaxAttempts int
+	// BaseDelay and MaxDelay shape the backoff: attempt n waits a random
+	// duration in [d/2, d] with d = min(BaseDelay·2^n, MaxDelay), or the
+	// server's Retry-After if that is longer (capped at MaxDelay).
+	BaseDelay, MaxDelay time.Duration
+	// PollTimeout bounds how long a Bulk export may run; 0 = DefaultPollTimeout.
+	PollTimeout time.Duration
+	// MaxLine bounds one NDJSON line (one resource); 0 = DefaultMaxLine.
+	MaxLine int
+	// HeaderTimeout bounds the wait for each response's headers (a body,
+	// such as a large NDJSON file, streams as long as it flows); 0 =
+	// DefaultHeaderTimeout. Only used when HTTPClient is nil.
+	HeaderTimeout time.Duration
+	// HTTPClient is the transport (TLS settings); nil = a client with
+	// HeaderTimeout and the environment's proxy settings.
+	HTTPClient *http.Client
+	// Logger receives the operational log (never a token or a payload);
+	// nil discards.
+	Logger *slog.Logger
+	// Progress, when set, is called as the sync advances.
+	Progress func(Progress)
+	// Now is the clock; nil = time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) validate() error {
+	base, err := ParseBase(o.Base)
+	if err != nil {
+		return err
+	}
+	o.Base = base.String()
+	switch {
+	case o.StateDir == "":
+		return fmt.Errorf("%w: no state directory", ErrBadConfig)
+	case o.Importer == nil:
+		return fmt.Errorf("%w: no importer", ErrBadConfig)
+	case o.Recorder == nil:
+		return fmt.Errorf("%w: no audit recorder", ErrBadConfig)
+	case o.ClientID != "" && o.Key == nil:
+		return fmt.Errorf("%w: client id %q without a signing key", ErrBadConfig, o.ClientID)
+	case o.PageSize < 0 || o.MaxAttempts < 0 || o.BaseDelay < 0 || o.MaxDelay < 0 || o.PollTimeout < 0 || o.MaxLine < 0 || o.HeaderTimeout < 0:
+		return fmt.Errorf("%w: negative option", ErrBadConfig)
+	}
+	if o.Key != nil {
+		if _, err := assertionAlg(o.Key); err != nil {
+			return err
+		}
+	}
+	if strings.ContainsAny(o.Group, "/?#% ") {
+		return fmt.Errorf("%w: group id %q is not a FHIR id", ErrBadConfig, o.Group)
+	}
+	for _, t := range o.Types {
+		if !validType(t) {
+			return fmt.Errorf("%w: %q is not a FHIR resource type name", ErrBadConfig, t)
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.BaseDelay, DefaultBaseDelay)
+	def(&o.MaxDelay, DefaultMaxDelay)
+	def(&o.PollTimeout, DefaultPollTimeout)
+	def(&o.HeaderTimeout, DefaultHeaderTimeout)
+	if o.PageSize == 0 {
+		o.PageSize = DefaultPageSize
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.MaxLine == 0 {
+		o.MaxLine = DefaultMaxLine
+	}
+	if o.StagingDir == "" {
+		o.StagingDir = o.StateDir
+	}
+	if o.Scope == "" {
+		o.Scope = "system/*.read"
+	}
+	if o.HTTPClient == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.ResponseHeaderTimeout = o.HeaderTimeout
+		o.HTTPClient = &http.Client{Transport: tr}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Progress == nil {
+		o.Progress = func(Progress) {}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// ParseBase checks a FHIR base URL: http or https, a host, no user
+// information, query or fragment (secrets never travel in URLs). The
+// returned URL has no trailing slash.
+func ParseBase(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: FHIR base must be http(s)://HOST[:PORT][/PATH]", ErrBadConfig)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return nil, fmt.Errorf("%w: FHIR base must not carry credentials, a query or a fragment", ErrBadConfig)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	return u, nil
+}
+
+// validType reports whether t looks like a FHIR resource type name
+// (an uppercase letter, then letters).
+func validType(t string) bool {
+	if t == "" || t[0] < 'A' || t[0] > 'Z' || len(t) > 64 {
+		return false
+	}
+	for _, c := range t {
+		if (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') {
+			return false
+		}
+	}
+	return true
+}

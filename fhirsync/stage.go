@@ -1,0 +1,237 @@
+package fhirsync
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// ManifestName is the completion manifest in a staging directory.
+const ManifestName = "manifest.json"
+
+// Manifest is a FHIR Bulk Data completion manifest, as written into the
+// staging directory: output and deleted urls are file names relative to it.
+type Manifest struct {
+	TransactionTime     string         `json:"transactionTime"`
+	Request             string         `json:"request"`
+	RequiresAccessToken bool           `json:"requiresAccessToken"`
+	Output              []ManifestFile `json:"output"`
+	Deleted             []ManifestFile `json:"deleted,omitempty"`
+	Error               []ManifestFile `json:"error"`
+}
+
+// ManifestFile is one file of a Manifest.
+type ManifestFile struct {
+	Type  string `json:"type"`
+	URL   string `json:"url"`
+	Count int    `json:"count,omitempty"`
+}
+
+// stage is a staging directory being filled.
+type stage struct {
+	dir     string
+	maxLine int
+	next    map[string]int // per type (and "deleted"): the next file number
+	m       Manifest
+	counts  map[string]int // resources per type
+	deleted int
+}
+
+func newStage(parent string, maxLine int) (*stage, error) {
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(parent, "sync-staging-")
+	if err != nil {
+		return nil, err
+	}
+	return &stage{dir: dir, maxLine: maxLine, next: map[string]int{}, counts: map[string]int{}, m: Manifest{Output: []ManifestFile{}, Error: []ManifestFile{}}}, nil
+}
+
+func (s *stage) remove() { os.RemoveAll(s.dir) }
+
+// file creates the next file of typ ("deleted" for deletions).
+func (s *stage) file(typ string) (*os.File, string, error) {
+	n := s.next[typ]
+	s.next[typ] = n + 1
+	name := fmt.Sprintf("%s.%03d.ndjson", typ, n)
+	f, err := os.OpenFile(filepath.Join(s.dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	return f, name, err
+}
+
+// copyNDJSON streams r (an NDJSON file at path src, for messages) into a
+// new staging file of typ, checking each line: a complete JSON object,
+// newline-terminated (the last line may omit it), whose resourceType is
+// want (or any type when want is ""). deleted files hold Bundles. It
+// returns the number of resources.
+func (s *stage) copyNDJSON(r io.Reader, src, typ string, deleted bool) (n int, err error) {
+	kind := typ
+	if deleted {
+		kind = "deleted"
+	}
+	f, name, err := s.file(kind)
+	if err != nil {
+		return 0, err
+	}
+	// A failed copy leaves nothing: the file goes, its number is reused.
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(filepath.Join(s.dir, name))
+			s.next[kind]--
+		}
+	}()
+	w := bufio.NewWriterSize(f, 256<<10)
+	br := bufio.NewReaderSize(r, 256<<10)
+	want := typ
+	if deleted {
+		want = "Bundle"
+	}
+	line, dels := 0, 0
+	for {
+		b, rerr := readLine(br, s.maxLine)
+		switch {
+		case errors.Is(rerr, errLineTooLong):
+			return n, fmt.Errorf("%w: %s line %d: longer than %d bytes", ErrServer, src, line+1, s.maxLine)
+		case rerr != nil && !errors.Is(rerr, io.EOF):
+			// The connection broke: worth another try (download).
+			return n, fmt.Errorf("%w: %s: the download broke off after line %d: %v", errInterrupted, src, line, transportCause(rerr))
+		}
+		if len(b) > 0 {
+			line++
+		}
+		if t := bytes.TrimSpace(b); len(t) > 0 {
+			if err := checkResource(t, want); err != nil {
+				return n, fmt.Errorf("%w: %s line %d: %v", ErrServer, src, line, err)
+			}
+			if deleted {
+				k, err := countDeletions(t)
+				if err != nil {
+					return n, fmt.Errorf("%w: %s line %d: %v", ErrServer, src, line, err)
+				}
+				dels += k
+			}
+			w.Write(t)
+			w.WriteByte('\n')
+			n++
+		}
+		if rerr != nil { // io.EOF
+			break
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return n, err
+	}
+	if err := f.Close(); err != nil {
+		return n, err
+	}
+	mf := ManifestFile{Type: typ, URL: name, Count: n}
+	if deleted {
+		mf.Type = "Bundle"
+		s.m.Deleted = append(s.m.Deleted, mf)
+		s.deleted += dels
+	} else {
+		s.m.Output = append(s.m.Output, mf)
+		s.counts[typ] += n
+	}
+	return n, nil
+}
+
+// errInterrupted: reading a response body failed (not its content).
+var errInterrupted = errors.New("fhirsync: download interrupted")
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine returns the next line (without its newline) of at most max
+// bytes; io.EOF with the last, unterminated line.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(buf)+len(chunk) > max+1 {
+			return nil, errLineTooLong
+		}
+		buf = append(buf, chunk...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err == nil {
+			return buf[:len(buf)-1], nil
+		}
+		return buf, err
+	}
+}
+
+// checkResource checks one NDJSON line: a JSON object with resourceType
+// want (any when ""), and an id. The error never quotes the line.
+func checkResource(b []byte, want string) error {
+	var head struct {
+		ResourceType string `json:"resourceType"`
+		ID           string `json:"id"`
+	}
+	if !json.Valid(b) {
+		return errors.New("not a complete JSON value (truncated or malformed)")
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return errors.New("not a JSON object")
+	}
+	if head.ResourceType == "" {
+		return errors.New("no resourceType")
+	}
+	if want != "" && head.ResourceType != want {
+		return fmt.Errorf("resourceType %q in a file of type %q", head.ResourceType, want)
+	}
+	if head.ID == "" && head.ResourceType != "Bundle" {
+		return errors.New("resource without an id")
+	}
+	return nil
+}
+
+// countDeletions checks a deleted-file Bundle and counts its DELETE entries.
+func countDeletions(b []byte) (int, error) {
+	var bundle struct {
+		Entry []struct {
+			Request struct {
+				Method string `json:"method"`
+				URL    string `json:"url"`
+			} `json:"request"`
+		} `json:"entry"`
+	}
+	if err := json.Unmarshal(b, &bundle); err != nil {
+		return 0, errors.New("deleted Bundle is malformed")
+	}
+	for _, e := range bundle.Entry {
+		if e.Request.Method != "DELETE" || e.Request.URL == "" {
+			return 0, errors.New("deleted Bundle entry without request DELETE Type/id")
+		}
+	}
+	return len(bundle.Entry), nil
+}
+
+// finish writes the manifest.
+func (s *stage) finish(transactionTime time.Time, request string) error {
+	s.m.TransactionTime = transactionTime.UTC().Format(time.RFC3339Nano)
+	s.m.Request = request
+	sort.SliceStable(s.m.Output, func(i, j int) bool { return s.m.Output[i].URL < s.m.Output[j].URL })
+	b, err := json.MarshalIndent(s.m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(s.dir, ManifestName), append(b, '\n'), 0o600)
+}
+
+// total is the number of resources staged.
+func (s *stage) total() int {
+	n := 0
+	for _, c := range s.counts {
+		n += c
+	}
+	return n
+}

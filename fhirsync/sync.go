@@ -1,0 +1,213 @@
+package fhirsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Event is one audit record of a sync: Phase "start" before the first
+// request to the server, "end" when the sync is over (Err nil: imported).
+type Event struct {
+	Phase  string // "start" | "end"
+	Base   string // the FHIR base URL (never credentials: ParseBase refuses them)
+	Tenant string
+	Full   bool      // a full sync (missing resources retired)
+	Since  time.Time // zero for a full sync
+	// The rest is set on "end".
+	Mode      string         // "bulk" | "rest" ("" if the sync failed before choosing)
+	Resources int            // resources staged (and, with Err nil, imported)
+	Deleted   int            // deletions staged
+	Types     map[string]int // resources per type
+	Requests  int            // HTTP requests sent, retries included
+	Duration  time.Duration
+	Err       error // nil: imported; else the cause (its message names paths only)
+}
+
+// Result is what a successful sync did.
+type Result struct {
+	Base      string         `json:"base"`
+	Mode      string         `json:"mode"`
+	Full      bool           `json:"full"`
+	Since     time.Time      `json:"since,omitzero"`
+	Resources int            `json:"resources"`
+	Deleted   int            `json:"deleted"`
+	Types     map[string]int `json:"types"`
+	Requests  int            `json:"requests"`
+	Tokens    int            `json:"tokens"`
+	Duration  time.Duration  `json:"duration_ns"`
+	// Next is where the next incremental sync starts.
+	Next time.Time `json:"next_since"`
+}
+
+// Syncer syncs one FHIR base. Its Run may be called repeatedly (a
+// schedule); runs of the same base, in this or another process, exclude
+// each other through a lock file beside the state file.
+type Syncer struct {
+	o Options
+}
+
+// New checks opts and returns a Syncer.
+func New(opts Options) (*Syncer, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	return &Syncer{o: opts}, nil
+}
+
+// Base is the normalized FHIR base URL.
+func (s *Syncer) Base() string { return s.o.Base }
+
+// Run does one sync (see the package documentation for the steps and
+// invariants).
+func (s *Syncer) Run(ctx context.Context) (Result, error) {
+	o := s.o
+	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
+		return Result{}, fmt.Errorf("%w: state directory: %v", ErrBadConfig, err)
+	}
+	unlock, err := lockBase(o.StateDir, o.Base)
+	if err != nil {
+		return Result{}, err
+	}
+	defer unlock()
+	prev, err := ReadState(o.StateDir, o.Base)
+	if err != nil {
+		return Result{}, err
+	}
+	full := o.Full || prev.Since.IsZero()
+	var since time.Time
+	if !full {
+		since = prev.Since
+	}
+	start := o.Now()
+	if err := o.Recorder.RecordSync(ctx, Event{Phase: "start", Base: o.Base, Tenant: o.Tenant, Full: full, Since: since}); err != nil {
+		return Result{}, fmt.Errorf("%w: %v (nothing was fetched)", ErrNotRecorded, err)
+	}
+	res, c, err := s.run(ctx, full, since)
+	res.Duration = o.Now().Sub(start)
+	end := Event{Phase: "end", Base: o.Base, Tenant: o.Tenant, Full: full, Since: since, Mode: res.Mode,
+		Resources: res.Resources, Deleted: res.Deleted, Types: res.Types, Requests: c.requests, Duration: res.Duration, Err: err}
+	res.Requests = c.requests
+	if c.auth != nil {
+		res.Tokens = c.auth.fetched
+	}
+	// The outcome record is written with a context that outlives a
+	// cancelled sync: a cancelled sync is still recorded.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if rerr := o.Recorder.RecordSync(rctx, end); rerr != nil && err == nil {
+		// Imported but not recorded: the state is not advanced, so the
+		// next sync fetches (and records) the same changes again.
+		return res, fmt.Errorf("%w: the outcome of a sync that imported %d resources: %v (state not advanced)", ErrNotRecorded, res.Resources, rerr)
+	}
+	if err != nil {
+		return res, err
+	}
+	st := State{Base: o.Base, Mode: res.Mode, Since: res.Next, LastSync: o.Now().UTC(), LastFull: prev.LastFull,
+		Resources: res.Resources, Deleted: res.Deleted}
+	if full {
+		st.LastFull = st.LastSync
+	}
+	if err := writeState(o.StateDir, st); err != nil {
+		return res, fmt.Errorf("imported, but writing the sync state failed (the next sync repeats this one): %w", err)
+	}
+	return res, nil
+}
+
+// run fetches, stages and imports; c is returned for its counters.
+func (s *Syncer) run(ctx context.Context, full bool, since time.Time) (Result, *client, error) {
+	o := &s.o
+	base, _ := ParseBase(o.Base)
+	c := &client{o: o, base: base}
+	res := Result{Base: o.Base, Full: full, Since: since}
+	o.Progress(Progress{Phase: "capability"})
+	cp, err := c.readCapability(ctx, o.Group)
+	if err != nil {
+		return res, c, err
+	}
+	if o.ClientID != "" {
+		o.Progress(Progress{Phase: "auth"})
+		if c.auth, err = newAuthenticator(ctx, c); err != nil {
+			return res, c, err
+		}
+	}
+	st, err := newStage(o.StagingDir, o.MaxLine)
+	if err != nil {
+		return res, c, fmt.Errorf("staging: %w", err)
+	}
+	defer st.remove()
+	var request string
+	if cp.exportPath != "" && !o.NoBulk {
+		res.Mode = "bulk"
+		br, err := c.bulkExport(ctx, st, cp.exportPath, since)
+		if err != nil {
+			return res, c, err
+		}
+		res.Next, request = br.transactionTime, br.request
+	} else {
+		res.Mode = "rest"
+		types := o.Types
+		if len(types) == 0 {
+			types = cp.types
+		}
+		if len(types) == 0 {
+			return res, c, fmt.Errorf("%w: GET /metadata: the CapabilityStatement offers neither $export nor a searchable resource type", ErrServer)
+		}
+		sort.Strings(types)
+		n := 0
+		for _, t := range types {
+			k, err := c.restSearch(ctx, st, t, since, n)
+			if err != nil {
+				return res, c, err
+			}
+			n += k
+		}
+		// The next increment starts at the server's clock (its Date header,
+		// truncated to the second) before the first search: whatever
+		// changed during this sync, or in that second, is fetched again.
+		res.Next, request = cp.serverTime, "REST search of "+fmt.Sprint(len(types))+" types"
+	}
+	res.Resources, res.Deleted, res.Types = st.total(), st.deleted, st.counts
+	if err := st.finish(res.Next, request); err != nil {
+		return res, c, fmt.Errorf("staging: %w", err)
+	}
+	switch {
+	case res.Resources == 0 && res.Deleted == 0 && !full:
+		// Nothing changed: nothing to import; the state advances.
+		o.Progress(Progress{Phase: "import", Detail: "nothing changed"})
+		return res, c, nil
+	case res.Resources == 0 && full:
+		// A full sync of nothing would retire everything from this base:
+		// an empty answer is more likely a fault than an empty server.
+		return res, c, fmt.Errorf("%w: a full sync got no resources at all (%s); nothing was retired", ErrServer, request)
+	}
+	o.Progress(Progress{Phase: "import", Resources: res.Resources})
+	if err := o.Importer.Import(ctx, filepath.Join(st.dir, ManifestName), full); err != nil {
+		return res, c, fmt.Errorf("%w: %w", ErrImport, err)
+	}
+	return res, c, nil
+}
+
+// lockBase takes the exclusive, non-blocking lock of base's sync.
+func lockBase(dir, base string) (func(), error) {
+	p := statePath(dir, base)
+	p = p[:len(p)-len(filepath.Ext(p))] + ".lock"
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrBusy, p)
+		}
+		return nil, err
+	}
+	return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+}
