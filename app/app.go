@@ -45,6 +45,8 @@ type keyProvider interface {
 	checkpoint.KeySigner
 	Name() string
 	SigningVersions() []int
+	// IDKey names imported FHIR resources (the scheduled sync's imports).
+	IDKey(context.Context) (secrets.Key, error)
 }
 
 // App is an assembled custos: keys, catalog, policy, audit log,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/fhirin"
+	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/store"
 )
@@ -90,4 +91,18 @@ func entryOf(it fhirin.Item) store.Entry {
 		Carrier:     store.Carrier{Type: it.Carrier.Type, ID: it.Carrier.ID},
 		Where:       it.Where,
 	}
+}
+
+// FHIRImporter is the fhirsync.Importer of a sync: it imports the staged
+// $export manifest a sync hands it into the catalog at catalogPath with
+// ImportFHIR under o (o.Source should be the base's fhirsync.SourceLabel,
+// so that a full sync retires only what came from that server), full as
+// the sync says.
+func FHIRImporter(catalogPath string, o FHIRImport) fhirsync.Importer {
+	return fhirsync.ImporterFunc(func(ctx context.Context, manifest string, full bool) error {
+		o := o
+		o.Full = full
+		_, err := ImportFHIR(ctx, catalogPath, manifest, o)
+		return err
+	})
 }

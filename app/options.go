@@ -274,9 +274,11 @@ type SyncOptions struct {
 	// Tenant receives the resources. Required with FHIRBase. Key
 	// sync.tenant.
 	Tenant string
-	// Importer returns the importer that loads what a sync staged into the
-	// catalog (the caller wires the FHIR importer); Open calls it with the
-	// App's blob data keys (nil with Dev). Required with FHIRBase. No key.
+	// Importer, if not nil, replaces the importer that loads what a sync
+	// staged into the catalog; Open calls it with the App's blob data keys
+	// (nil with Dev). nil means FHIRImporter into DataDir's catalog for
+	// Tenant, under the source label of FHIRBase and the App's resource id
+	// key. No key (tests only).
 	Importer func(dataKeys store.DataKeys) fhirsync.Importer
 }
 

@@ -31,9 +31,6 @@ func (a *App) prepareSync(ctx context.Context) error {
 	if so.FHIRBase == "" {
 		return nil
 	}
-	if so.Importer == nil {
-		return errors.New("sync: Options.Sync.Importer is required with a FHIR base")
-	}
 	var key crypto.Signer
 	var kid, auditKey string
 	if so.ClientID != "" {
@@ -55,9 +52,22 @@ func (a *App) prepareSync(ctx context.Context) error {
 	if a.vault != nil {
 		dataKeys = a.vault
 	}
+	importer := so.Importer
+	if importer == nil {
+		idKey, err := a.keys.IDKey(ctx)
+		if err != nil {
+			return fmt.Errorf("sync: resource id key: %w", err)
+		}
+		importer = func(dataKeys store.DataKeys) fhirsync.Importer {
+			return FHIRImporter(a.path(CatalogFile), FHIRImport{
+				Tenant: so.Tenant, IDKey: idKey, Source: fhirsync.SourceLabel(so.FHIRBase),
+				DataKeys: dataKeys, Logger: a.log,
+			})
+		}
+	}
 	o := fhirsync.Options{
 		Base: so.FHIRBase, Tenant: so.Tenant, StateDir: a.o.DataDir, ClientID: so.ClientID, Key: key, KeyID: kid,
-		Importer: so.Importer(dataKeys), Logger: a.log,
+		Importer: importer(dataKeys), Logger: a.log,
 	}
 	rec := fhirsync.AuditRecorder{
 		Log: checkpointedLog{a.audit, a.ckpt, &a.guard}, Dev: a.o.Dev,

@@ -16,10 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/audittest"
 	"github.com/custos-mcp/custos/fhirsync"
+	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/secrets/vaulttest"
+	"github.com/custos-mcp/custos/store"
 )
 
 // The FHIR server of these tests is Medplum's FhirRouter and in-memory
@@ -168,6 +171,11 @@ type checkingImporter struct {
 	retired map[string]bool
 	calls   []importCall
 	fail    error // returned instead of importing, when set
+	// real is the shipped importer (app.FHIRImporter) into catalogPath:
+	// after the checks pass, the staged files are imported for real, and
+	// the catalog must then list exactly the model's live resources.
+	real        fhirsync.Importer
+	catalogPath string
 }
 
 type importCall struct {
@@ -178,6 +186,16 @@ type importCall struct {
 
 func newCheckingImporter(t *testing.T) *checkingImporter {
 	return &checkingImporter{t: t, catalog: map[string]string{}, retired: map[string]bool{}}
+}
+
+// importInto makes c import for real into a catalog in dir, for tenant
+// "e2e" under base's source label, after its checks.
+func (c *checkingImporter) importInto(dir, base string) {
+	c.catalogPath = filepath.Join(dir, "catalog.db")
+	c.real = app.FHIRImporter(c.catalogPath, app.FHIRImport{
+		Tenant: "e2e", Source: fhirsync.SourceLabel(base),
+		IDKey: secrets.Key{ID: "e2e:id-key", Bytes: bytes.Repeat([]byte{7}, secrets.KeySize)},
+	})
 }
 
 func (c *checkingImporter) Import(_ context.Context, manifest string, full bool) error {
@@ -268,6 +286,11 @@ func (c *checkingImporter) Import(_ context.Context, manifest string, full bool)
 			return fmt.Errorf("staged file %s is not in the manifest", e.Name())
 		}
 	}
+	if c.real != nil {
+		if err := c.real.Import(context.Background(), manifest, full); err != nil {
+			return err
+		}
+	}
 	// Apply: all checks passed.
 	if full {
 		for k := range c.catalog {
@@ -285,6 +308,20 @@ func (c *checkingImporter) Import(_ context.Context, manifest string, full bool)
 	}
 	call.imported, call.deleted = len(seen), len(deletions)
 	c.calls = append(c.calls, call)
+	if c.real != nil {
+		st, err := store.Open(c.catalogPath, store.Options{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		n, err := st.Count()
+		st.Close()
+		if err != nil {
+			return err
+		}
+		if live := len(c.catalog) - len(c.retired); n != live {
+			return fmt.Errorf("the catalog lists %d resources after the import, the model %d", n, live)
+		}
+	}
 	return nil
 }
 
@@ -345,6 +382,9 @@ func newSyncEnv(t *testing.T) *syncEnv {
 func (e *syncEnv) options(srv *fhirServer) fhirsync.Options {
 	o := e.key
 	o.Base, o.StateDir, o.Importer, o.Tenant = srv.url, e.dir, e.imp, "e2e"
+	if e.imp.real == nil {
+		e.imp.importInto(e.dir, srv.url)
+	}
 	o.Recorder = fhirsync.AuditRecorder{Log: e.audit, Dev: true, Principal: audit.Principal{Sub: "e2e", ClientID: o.ClientID}}
 	o.BaseDelay, o.MaxDelay = 50*time.Millisecond, 2*time.Second
 	return o
@@ -628,19 +668,24 @@ func TestSyncCLI(t *testing.T) {
 	if !strings.Contains(errOut, "sync: kick-off") {
 		t.Errorf("no progress on stderr: %s", errOut)
 	}
-	switch code {
-	case 0: // the FHIR importer is wired in
-		var res fhirsync.Result
-		if err := json.Unmarshal([]byte(out), &res); err != nil || res.Resources != 500 {
-			t.Fatalf("sync --json: %v\n%s", err, out)
-		}
-		if len(stateFiles(t, d)) != 1 {
-			t.Fatal("no state saved after a successful sync")
-		}
-	default: // this branch: fetched and validated, no FHIR importer yet
-		if !strings.Contains(errOut, "no FHIR importer") || len(stateFiles(t, d)) != 0 {
-			t.Fatalf("sync: exit %d\n%s%s", code, out, errOut)
-		}
+	if code != 0 {
+		t.Fatalf("sync: exit %d\n%s%s", code, out, errOut)
+	}
+	var res fhirsync.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Resources != 500 {
+		t.Fatalf("sync --json: %v\n%s", err, out)
+	}
+	if len(stateFiles(t, d)) != 1 {
+		t.Fatal("no state saved after a successful sync")
+	}
+	st, err := store.Open(filepath.Join(d, "catalog.db"), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := st.Count()
+	st.Close()
+	if err != nil || n != 500 {
+		t.Fatalf("the catalog lists %d resources after the sync (%v), want 500", n, err)
 	}
 	if srv.stats(t).Tokens != 1 {
 		t.Fatal("the CLI did not authenticate with its --dev key")

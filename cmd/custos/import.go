@@ -124,34 +124,21 @@ Examples:
 			}
 			var (
 				dataKeys store.DataKeys
-				idKeys   interface {
-					IDKey(context.Context) (secrets.Key, error)
-				}
+				kv       *secrets.Vault
 			)
 			if vf.configured() {
-				kv, err := vf.open(cmd.Context(), quietLogger(cmd))
-				if err != nil {
+				if kv, err = vf.open(cmd.Context(), quietLogger(cmd)); err != nil {
 					cleanup()
 					return err
 				}
 				defer kv.Close()
-				dataKeys, idKeys = kv, kv
-			} else if isFHIR {
-				dev, err := secrets.NewDev()
-				if err == nil {
-					err = dev.PersistIn(string(d))
-				}
-				if err != nil {
-					cleanup()
-					return fmt.Errorf("import: dev resource id key: %w", err)
-				}
-				idKeys = dev
+				dataKeys = kv
 			}
 			tick, done := progress(cmd.ErrOrStderr(), "validating and importing", !isFHIR)
 			var rep store.ImportReport
 			if isFHIR {
 				var key secrets.Key
-				if key, err = idKeys.IDKey(cmd.Context()); err == nil {
+				if key, err = resourceIDKey(cmd.Context(), d, kv); err == nil {
 					rep, err = app.ImportFHIR(cmd.Context(), d.catalog(), args[0], app.FHIRImport{
 						Tenant: tenant, IDKey: key, Full: full, Source: source, DataKeys: dataKeys,
 						Timeout: importLockWait, Progress: tick, Logger: quietLogger(cmd),
@@ -188,4 +175,21 @@ Examples:
 	cmd.Flags().StringVar(&source, "source", "", `origin label of the FHIR input (default "fhir"); --full retires only resources of this source`)
 	vf.register(cmd.Flags())
 	return cmd
+}
+
+// resourceIDKey returns the key that names imported FHIR resources: Vault's
+// (KV custos/id-key) when kv is open, otherwise the dev key persisted in
+// D/dev-keys.json, the one 'custos serve --dev' and 'custos demo' use on D.
+func resourceIDKey(ctx context.Context, d dataDir, kv *secrets.Vault) (secrets.Key, error) {
+	if kv != nil {
+		return kv.IDKey(ctx)
+	}
+	dev, err := secrets.NewDev()
+	if err == nil {
+		err = dev.PersistIn(string(d))
+	}
+	if err != nil {
+		return secrets.Key{}, fmt.Errorf("dev resource id key: %w", err)
+	}
+	return dev.IDKey(ctx)
 }

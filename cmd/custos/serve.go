@@ -15,13 +15,11 @@ import (
 	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/audit/scrub"
 	"github.com/custos-mcp/custos/cmd/custos/internal/config"
-	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/oauth"
 	"github.com/custos-mcp/custos/server/ops"
-	"github.com/custos-mcp/custos/store"
 )
 
 // principalEnv names the principal file for --stdio when --principal-file
@@ -161,10 +159,6 @@ func serveOptions(fs *pflag.FlagSet, path string, getenv func(string) string) (a
 	format, _ := fs.GetString("log-format")
 	level.UnmarshalText([]byte(lv)) // validated above
 	o := all.AppOptions(getenv)
-	if o.Sync.FHIRBase != "" {
-		d, tenant, source := dataDir(o.DataDir), o.Sync.Tenant, fhirsync.SourceLabel(o.Sync.FHIRBase)
-		o.Sync.Importer = func(keys store.DataKeys) fhirsync.Importer { return newSyncImporter(d, tenant, source, keys) }
-	}
 	return o, level, format, nil
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto"
 	"errors"
 	"fmt"
@@ -22,21 +21,15 @@ import (
 	"github.com/custos-mcp/custos/store"
 )
 
-// errNoFHIRImporter: this build cannot import FHIR yet. The FHIR input
-// reader and the catalog's FHIR import (issue 14 items 1, 2, 4) are
-// separate changes; newSyncImporter is where they are wired in: the
-// manifest path goes to the FHIR import as the input path (it reads the
-// files through the manifest), with tenant, source (the base's
-// fhirsync.SourceLabel, so a full sync retires only this server's
-// resources), full and the keys.
-var errNoFHIRImporter = errors.New("this build has no FHIR importer yet (issue 14): the fetched resources were validated but not imported")
-
 // newSyncImporter returns the importer custos sync hands its staging
-// manifest to (a Bulk export layout, see fhirsync.Importer): the resources
-// go to tenant, labelled with source (fhirsync.SourceLabel of the FHIR
-// base), so that a full sync retires only what came from that server.
-var newSyncImporter = func(d dataDir, tenant, source string, keys store.DataKeys) fhirsync.Importer {
-	return fhirsync.ImporterFunc(func(context.Context, string, bool) error { return errNoFHIRImporter })
+// manifest to (a Bulk export layout, see fhirsync.Importer): app.ImportFHIR
+// into D/catalog.db for tenant, labelled with source (fhirsync.SourceLabel
+// of the FHIR base), so that a full sync retires only what came from that
+// server, under the resource id key.
+func newSyncImporter(d dataDir, tenant, source string, idKey secrets.Key, keys store.DataKeys) fhirsync.Importer {
+	return app.FHIRImporter(d.catalog(), app.FHIRImport{
+		Tenant: tenant, IDKey: idKey, Source: source, DataKeys: keys, Timeout: importLockWait,
+	})
 }
 
 func newSyncCmd() *cobra.Command {
@@ -131,6 +124,7 @@ Examples:
 				return err
 			}
 			var dataKeys store.DataKeys
+			var kv *secrets.Vault
 			var key crypto.Signer
 			var kid, auditKey string
 			switch {
@@ -140,8 +134,7 @@ Examples:
 				}
 				auditKey = "fhir-client=" + kid
 			case vf.configured():
-				kv, err := vf.open(ctx, quietLogger(cmd))
-				if err != nil {
+				if kv, err = vf.open(ctx, quietLogger(cmd)); err != nil {
 					return err
 				}
 				defer kv.Close()
@@ -165,9 +158,13 @@ Examples:
 			if clientID == "" {
 				key = nil
 			}
+			idKey, err := resourceIDKey(ctx, d, kv)
+			if err != nil {
+				return err
+			}
 			return runSync(cmd, d, fhirsync.Options{
 				Base: base, Tenant: tenant, StateDir: string(d), ClientID: clientID, Key: key, KeyID: kid,
-				Importer: newSyncImporter(d, tenant, fhirsync.SourceLabel(base), dataKeys), Full: full, NoBulk: noBulk, Types: types, Group: group,
+				Importer: newSyncImporter(d, tenant, fhirsync.SourceLabel(base), idKey, dataKeys), Full: full, NoBulk: noBulk, Types: types, Group: group,
 				Logger: quietLogger(cmd), Progress: syncProgress(cmd.ErrOrStderr()),
 			}, dev, auditKey, asJSON)
 		},
