@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/server"
@@ -443,6 +444,29 @@ func (c *checker) checkpoints() {
 		c.add("audit.disk_reserve", "must not exceed %s (%d bytes): requests are refused below the reserve, and the alert must come first", c.name("audit.disk_low_watermark"), w)
 	}
 	c.scrub()
+	c.segments()
+}
+
+// segments checks the audit log's rollover limits and its archive
+// directory: separate from the data and anchor directories.
+func (c *checker) segments() {
+	sg := c.o.AuditSegments
+	if sg.RollSize != 0 && sg.RollSize < MinAuditRollSize {
+		c.add("audit.roll_size", "must be %d bytes or more, got %d", MinAuditRollSize, sg.RollSize)
+	}
+	if sg.RollPeriod != 0 && sg.RollPeriod < MinAuditRollPeriod {
+		c.add("audit.roll_period", "must be %s or more, got %s", MinAuditRollPeriod, sg.RollPeriod)
+	}
+	c.dir("audit.archive_dir", sg.ArchiveDir)
+	if sg.ArchiveDir != "" {
+		a := filepath.Clean(sg.ArchiveDir)
+		switch {
+		case c.o.DataDir != "" && (a == filepath.Clean(c.o.DataDir) || a == filepath.Clean(audit.SealedDir(filepath.Join(c.o.DataDir, AuditFile)))):
+			c.add("audit.archive_dir", "must not be the data directory or its audit.sealed: the archive is separate storage")
+		case c.o.Checkpoints.AnchorDir != "" && a == filepath.Clean(c.o.Checkpoints.AnchorDir):
+			c.add("audit.archive_dir", "must not be the anchor directory")
+		}
+	}
 }
 
 // scrub checks the scrubber's schedule: a pass at most every second, and

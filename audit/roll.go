@@ -100,17 +100,24 @@ func (r *roller) run(l *Log) {
 		case <-ctx.Done():
 		}
 	}()
-	if err := l.archivePending(ctx); err != nil && ctx.Err() == nil {
-		l.log.Error("audit segment archiving failed", "err", err)
-	}
 	tick := time.NewTicker(time.Minute)
 	defer tick.Stop()
+	pending := true
 	for {
 		select {
 		case <-r.quit:
 			return
 		case <-r.kick:
 		case <-tick.C:
+		}
+		// Seal notes missing after a crash, and segments not yet
+		// archived: after the first event, by when the server has set
+		// its SealSigner.
+		if pending {
+			pending = false
+			if err := l.archivePending(ctx); err != nil && ctx.Err() == nil {
+				l.log.Error("audit segment archiving failed", "err", err)
+			}
 		}
 		if _, err := l.RollIfDue(ctx); err != nil && ctx.Err() == nil {
 			l.log.Error("audit segment seal failed; appends continue in the live segment and the seal is retried", "err", err)
@@ -126,6 +133,15 @@ func (r *roller) run(l *Log) {
 		case <-time.After(rollPoll):
 		}
 	}
+}
+
+// SetSealSigner sets the signer of the seal notes written from now on
+// (Options.SealSigner), for a server whose signer exists only once the log
+// is open.
+func (l *Log) SetSealSigner(s note.Signer) {
+	l.roll.mu.Lock()
+	defer l.roll.mu.Unlock()
+	l.opts.SealSigner = s
 }
 
 // RollDue reports whether the live segment is due to be sealed under the

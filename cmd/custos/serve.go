@@ -268,5 +268,8 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.Int64("audit-disk-reserve", ops.DefaultDiskReserve, "bytes free on the audit volume below which new requests are refused (disk_low), keeping the rest for the records that must be written")
 	f.Duration("scrub-interval", scrub.DefaultInterval, "re-verify the whole audit log this often while serving (the first pass starts with the server)")
 	f.Int("scrub-rate", scrub.DefaultRate, "records per second the audit scrubber checks at most (about 5 µs of CPU each)")
+	f.Int64("audit-roll-size", 0, "seal the live audit segment once its file holds this many bytes (at least 65536; 0: no size limit)")
+	f.Duration("audit-roll-period", 0, "seal the live audit segment once its first record is this old (at least 1m; 0: monthly, UTC)")
+	f.String("audit-archive-dir", "", "directory on separate storage receiving every sealed audit segment with its signed seal (default: keep them in DATA_DIR/audit.sealed)")
 	vf.register(f)
 }

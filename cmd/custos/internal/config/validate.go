@@ -232,6 +232,8 @@ func (f *File) AppOptions(getenv func(string) string) app.Options {
 		AuditRetention: durOf(f.Audit.Retention),
 		AuditDisk:      app.AuditDiskOptions{LowWatermark: int64Of(f.Audit.DiskLowWatermark), Reserve: int64Of(f.Audit.DiskReserve)},
 		Scrub:          app.ScrubOptions{Interval: durOf(f.Audit.ScrubInterval), Rate: intOf(f.Audit.ScrubRate)},
+		AuditSegments: app.AuditSegmentOptions{RollSize: int64Of(f.Audit.RollSize), RollPeriod: durOf(f.Audit.RollPeriod),
+			ArchiveDir: str(f.Audit.ArchiveDir)},
 	}
 	for _, k := range f.Policy.Keys {
 		o.Policy.Keys = append(o.Policy.Keys, app.PolicyKey{ID: k.ID, File: k.File})
