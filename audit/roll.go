@@ -33,7 +33,7 @@ import (
 //     stored hashes of the complete subtrees of the tree at L's head;
 //  4. write the seal into L's meta (bbolt commit, fsync): from here on L
 //     takes no append;
-//  5. close L, chmod 0400, fsync it, rename it to SealedDir(P)/k.db, rename
+//  5. close L, truncate it to its pages in use, chmod 0400, fsync it, rename it to SealedDir(P)/k.db, rename
 //     P.next to P, fsync both directories; reopen k.db read-only; release
 //     the lock;
 //  6. sign the seal (Options.SealSigner) and write it beside k.db as
@@ -439,11 +439,23 @@ func createNext(path string, opts Options, seal Seal, frontier map[int64][]byte,
 func (l *Log) moveSealed(s *segment, seal Seal) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var used int64 // pages up to the high-water mark: bbolt preallocates beyond it
 	if s.db != nil {
+		if err := s.db.View(func(tx *bolt.Tx) error { used = tx.Size(); return nil }); err != nil {
+			return err
+		}
 		if err := s.db.Close(); err != nil {
 			return err
 		}
 		s.db = nil
+	}
+	// The file never grows again: drop the preallocated tail (up to half
+	// of a small file). A file of exactly tx.Size() bytes is what bbolt's
+	// own hot backup (tx.WriteTo) writes.
+	if fi, err := os.Stat(s.path); err == nil && used > 0 && fi.Size() > used {
+		if err := os.Truncate(s.path, used); err != nil {
+			return err
+		}
 	}
 	dst, err := sealPaths(l.path, seal.Segment, s.path)
 	if err != nil {
