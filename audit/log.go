@@ -172,6 +172,9 @@ func Open(path string, opts Options) (*Log, error) {
 		if err := l.recoverSeal(); err != nil {
 			return nil, err
 		}
+		if err := readOnlySealed(path); err != nil {
+			return nil, err
+		}
 	}
 	if opts.ReadOnly {
 		// bbolt would create a missing file before noticing ReadOnly.

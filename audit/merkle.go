@@ -388,7 +388,9 @@ func (l *Log) ProveTree(oldSize, newSize int64) (tlog.TreeProof, error) {
 // seq, else ErrOutOfRange) in order, from whichever segments hold them,
 // with each record's exact stored canonical bytes (the Merkle leaf data).
 // The records are read in chunks of read transactions; canonical is valid
-// only during the call, so fn must not retain it (copy it). A missing
+// only during the call, so fn must not retain it (copy it), and fn must
+// not call the log's read methods (a nested bbolt read transaction can
+// deadlock with the writer growing the file). A missing
 // record fails with a *CorruptError (kind seq_gap); an error from fn stops
 // the walk and is returned as is.
 func (l *Log) Records(ctx context.Context, from, to uint64, fn func(seq uint64, canonical []byte) error) error {
@@ -417,7 +419,7 @@ func (l *Log) Records(ctx context.Context, from, to uint64, fn func(seq uint64, 
 			c := tx.Bucket(bucketRecords).Cursor()
 			k, v := c.Seek(seqKey(next))
 			for n := uint64(0); n < recordsChunk && next <= to; n++ {
-				if k == nil && s.seal != nil && s.seal.Last < next {
+				if seal := s.seal.Load(); k == nil && seal != nil && seal.Last < next {
 					return nil // the next segment holds it
 				}
 				if len(k) != 8 || binary.BigEndian.Uint64(k) != next {

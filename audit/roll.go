@@ -33,9 +33,10 @@ import (
 //     stored hashes of the complete subtrees of the tree at L's head;
 //  4. write the seal into L's meta (bbolt commit, fsync): from here on L
 //     takes no append;
-//  5. close L, truncate it to its pages in use, chmod 0400, fsync it, rename it to SealedDir(P)/k.db, rename
-//     P.next to P, fsync both directories; reopen k.db read-only; release
-//     the lock;
+//  5. rename L to SealedDir(P)/k.db, fsync that directory, rename P.next
+//     to P, fsync the data directory; appends go on in k+1; release the
+//     lock; then close the writer's handle on k.db, trim the file to its
+//     pages in use, chmod 0400, fsync it and reopen it read-only;
 //  6. sign the seal (Options.SealSigner) and write it beside k.db as
 //     k.seal; copy both to the archive directory if one is configured.
 //
@@ -68,7 +69,7 @@ func (r *roller) start(l *Log) {
 		return
 	}
 	r.kick, r.quit, r.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
-	go r.run(l) //custos:race
+	go r.run(l)
 }
 
 func (r *roller) notify() {
@@ -218,9 +219,13 @@ func (l *Log) Roll(ctx context.Context) (bool, error) {
 	if err := w.run(ctx); err != nil {
 		return false, fmt.Errorf("audit: seal: %w", err)
 	}
-	seal, err := l.sealLocked(ctx, live, w)
+	seal, dst, err := l.sealLocked(ctx, live, w)
 	if err != nil {
 		return false, err
+	}
+	if err := l.finishSealed(live, dst); err != nil {
+		l.log.Error("audit sealed segment not made read-only; the next open does it", "segment", seal.Segment, "err", err)
+		return true, fmt.Errorf("audit: seal of segment %d: %w", seal.Segment, err)
 	}
 	l.log.Info("audit segment sealed", "segment", seal.Segment, "first", seal.First, "last", seal.Last, "elapsed", time.Since(start).String())
 	// Step 6, outside the writer's lock.
@@ -235,18 +240,18 @@ func (l *Log) Roll(ctx context.Context) (bool, error) {
 }
 
 // sealLocked runs steps 2 to 5 under the writer's lock.
-func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Seal, error) {
+func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Seal, string, error) {
 	v := w.v
 	var problems []Problem
 	v.report = func(p Problem) { problems = append(problems, p) }
 	l.segMu.Lock()
 	defer l.segMu.Unlock()
 	if l.broken != nil {
-		return Seal{}, l.broken
+		return Seal{}, "", l.broken
 	}
 	// Step 2: what was appended meanwhile.
 	if err := w.run(ctx); err != nil {
-		return Seal{}, fmt.Errorf("audit: seal: %w", err)
+		return Seal{}, "", fmt.Errorf("audit: seal: %w", err)
 	}
 	if v.sum.Problems > 0 {
 		p := Problem{Kind: KindSealMismatch, Detail: "problems found before the writer's lock was taken"}
@@ -256,17 +261,17 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 		l.broken = &CorruptError{Seq: p.Seq, Kind: p.Kind, Expected: p.Expected, Got: p.Got,
 			Detail: fmt.Sprintf("segment %d failed its verification at sealing (%d problems), appends refused: %s", live.no, v.sum.Problems, p.Detail)}
 		l.log.Error("audit segment failed its verification at sealing; appends refused", "segment", live.no, "problems", v.sum.Problems, "seq", p.Seq, "kind", p.Kind)
-		return Seal{}, l.broken
+		return Seal{}, "", l.broken
 	}
 	seal, frontier, err := l.sealOf(live, v.sum)
 	if err != nil {
-		return Seal{}, err
+		return Seal{}, "", err
 	}
 	// Step 3.
 	next, err := createNext(l.path+nextSuffix, l.opts, seal, frontier, l.opts.Timeout)
 	if err != nil {
 		os.Remove(l.path + nextSuffix)
-		return Seal{}, fmt.Errorf("audit: seal: next segment: %w", err)
+		return Seal{}, "", fmt.Errorf("audit: seal: next segment: %w", err)
 	}
 	crashed := func(step int) error {
 		if sealCrash == nil {
@@ -280,23 +285,33 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 		return err
 	}
 	if err := crashed(3); err != nil {
-		return Seal{}, err
+		return Seal{}, "", err
 	}
 	// Step 4: the commit point.
 	body := seal.Body()
 	if err := live.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaSeal, body) }); err != nil {
 		next.Close()
 		os.Remove(l.path + nextSuffix)
-		return Seal{}, fmt.Errorf("audit: seal: %w", err)
+		return Seal{}, "", fmt.Errorf("audit: seal: %w", err)
 	}
 	if err := crashed(4); err != nil {
-		return Seal{}, err
+		return Seal{}, "", err
 	}
-	// Step 5.
-	err = l.moveSealed(live, seal)
+	// Step 5: the files change places. The writer's handle stays open on
+	// the moved file (finishSealed closes it once the writer's lock is
+	// released: a reader may hold the segment while it looks segments up).
+	dir := SealedDir(l.path)
+	dst := filepath.Join(dir, SegmentFile(seal.Segment))
+	err = os.MkdirAll(dir, 0o700)
+	if err == nil {
+		err = os.Rename(l.path, dst)
+	}
+	if err == nil {
+		err = fsyncDir(dir)
+	}
 	if err == nil {
 		if err := crashed(5); err != nil {
-			return Seal{}, err
+			return Seal{}, "", err
 		}
 		err = os.Rename(l.path+nextSuffix, l.path)
 	}
@@ -304,17 +319,18 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 		next.Close()
 		l.broken = fmt.Errorf("audit: seal of segment %d interrupted after its commit point (restart to complete it): %w", live.no, err)
 		l.log.Error("audit segment seal interrupted; appends refused until a restart completes it", "segment", live.no, "err", err)
-		return Seal{}, l.broken
+		return Seal{}, "", l.broken
 	}
 	if err := fsyncDir(filepath.Dir(l.path)); err != nil {
 		l.log.Warn("audit: fsync of the data directory failed after a seal", "err", err)
 	}
+	live.seal.Store(&seal)
 	l.segs = append(l.segs, &segment{no: seal.Segment + 1, base: seal.Last, path: l.path, db: next})
 	l.commits.db = next
 	l.headMu.Lock()
 	l.liveFirst = time.Time{}
 	l.headMu.Unlock()
-	return seal, nil
+	return seal, dst, nil
 }
 
 // sealOf computes the seal of segment s from its verification summary, and
@@ -433,10 +449,10 @@ func createNext(path string, opts Options, seal Seal, frontier map[int64][]byte,
 	return db, nil
 }
 
-// moveSealed makes segment s's file immutable and moves it into the
-// sealed directory: close the writer's handle, chmod 0400, fsync, rename,
-// fsync both directories, reopen read-only.
-func (l *Log) moveSealed(s *segment, seal Seal) error {
+// finishSealed makes sealed segment s, moved to dst, immutable: close the
+// writer's handle, trim the file to its pages in use, chmod 0400, fsync,
+// reopen read-only.
+func (l *Log) finishSealed(s *segment, dst string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var used int64 // pages up to the high-water mark: bbolt preallocates beyond it
@@ -449,43 +465,39 @@ func (l *Log) moveSealed(s *segment, seal Seal) error {
 		}
 		s.db = nil
 	}
+	s.path = dst
 	// The file never grows again: drop the preallocated tail (up to half
 	// of a small file). A file of exactly tx.Size() bytes is what bbolt's
 	// own hot backup (tx.WriteTo) writes.
-	if fi, err := os.Stat(s.path); err == nil && used > 0 && fi.Size() > used {
-		if err := os.Truncate(s.path, used); err != nil {
+	if fi, err := os.Stat(dst); err == nil && used > 0 && fi.Size() > used {
+		if err := os.Truncate(dst, used); err != nil {
 			return err
 		}
 	}
-	dst, err := sealPaths(l.path, seal.Segment, s.path)
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(s.path, dst); err != nil {
-		return err
-	}
-	if err := fsyncDir(filepath.Dir(dst)); err != nil {
-		return err
-	}
-	if err := fsyncDir(filepath.Dir(l.path)); err != nil {
+	if err := makeReadOnly(dst); err != nil {
 		return err
 	}
 	db, err := openReadOnlyTimeout(dst, l.opts.Timeout)
 	if err != nil {
 		return err
 	}
-	s.db, s.path, s.seal = db, dst, &seal
+	s.db = db
 	return nil
+}
+
+// makeReadOnly sets mode 0400 on a sealed file and fsyncs it.
+func makeReadOnly(path string) error {
+	if err := os.Chmod(path, 0o400); err != nil {
+		return err
+	}
+	return fsyncFile(path)
 }
 
 // sealPaths prepares file src (sealed segment no of the log at path) for
 // its move: read-only mode bits and fsync; it creates the sealed directory
 // and returns the destination.
 func sealPaths(path string, no uint64, src string) (string, error) {
-	if err := os.Chmod(src, 0o400); err != nil {
-		return "", err
-	}
-	if err := fsyncFile(src); err != nil {
+	if err := makeReadOnly(src); err != nil {
 		return "", err
 	}
 	dir := SealedDir(path)
@@ -644,6 +656,25 @@ func (l *Log) recoverSeal() error {
 	return nil
 }
 
+// readOnlySealed makes every sealed segment file in the sealed directory
+// read-only (a seal interrupted after its rename left it writable).
+func readOnlySealed(path string) error {
+	files, err := segmentFilesIn(SealedDir(path))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil || fi.Mode().Perm() == 0o400 {
+			continue
+		}
+		if err := makeReadOnly(f); err != nil {
+			return fmt.Errorf("audit: sealed segment %s: %w", filepath.Base(f), err)
+		}
+	}
+	return nil
+}
+
 // notePointer records the archive directory in the sealed directory, so
 // that readers given only the live segment's path find archived segments.
 func (l *Log) notePointer() error {
@@ -672,7 +703,7 @@ func (l *Log) archivePending(ctx context.Context) error {
 	var errs []error
 	for _, s := range l.segments() {
 		s.mu.RLock()
-		seal := s.seal
+		seal := s.seal.Load()
 		s.mu.RUnlock()
 		if seal == nil {
 			continue
@@ -696,7 +727,7 @@ func (l *Log) archive(ctx context.Context, s *segment) error {
 		return nil
 	}
 	s.mu.RLock()
-	src, seal := s.path, s.seal
+	src, seal := s.path, s.seal.Load()
 	s.mu.RUnlock()
 	if seal == nil || filepath.Dir(src) != SealedDir(l.path) {
 		return nil

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -211,16 +213,21 @@ func ParseSeal(text []byte, verifiers note.Verifiers) (Seal, error) {
 }
 
 // segment is one bbolt file of the log. Sealed segments never change; the
-// live one grows. db is swapped once, when sealing closes the writer's
-// handle and reopens the file read-only, so every read goes through mu.
+// live one grows. db is swapped when sealing closes the writer's handle and
+// reopens the file read-only (and when archiving moves it), so every read
+// goes through mu. Lock order: Log.segMu before segment.mu is never taken
+// (a reader holds mu while it may look up segments); sealing swaps db only
+// after it released segMu.
 type segment struct {
 	no   uint64
 	base uint64 // seq of the predecessor's last record (first - 1)
 
-	mu   sync.RWMutex
+	// seal is set once, when the segment is sealed (nil while live).
+	seal atomic.Pointer[Seal]
+
+	mu   sync.RWMutex // guards path and db
 	path string
 	db   *bolt.DB
-	seal *Seal // nil while live
 }
 
 // view runs fn in a read transaction of the segment.
@@ -344,7 +351,8 @@ func openSealed(path string, timeout time.Duration) (*segment, error) {
 			return &CorruptError{Seq: h.seq, Kind: KindSealMismatch, Expected: fmt.Sprintf("segment %d records %d..%d", m.no, m.baseSeq+1, h.seq),
 				Got: fmt.Sprintf("segment %d records %d..%d", seal.Segment, seal.First, seal.Last), Detail: "the seal does not describe its segment"}
 		}
-		s.no, s.base, s.seal = m.no, m.baseSeq, &seal
+		s.no, s.base = m.no, m.baseSeq
+		s.seal.Store(&seal)
 		return nil
 	})
 	if err != nil {
@@ -382,24 +390,36 @@ func sealedFiles(path, archiveDir string) (map[uint64]string, error) {
 		if d == "" {
 			continue
 		}
-		ents, err := os.ReadDir(d)
-		if errors.Is(err, os.ErrNotExist) {
+		files, err := segmentFilesIn(d)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, files)
+	}
+	return out, nil
+}
+
+// segmentFilesIn lists the segment files (NNNNNN.db) of directory d, by
+// number; a missing directory has none.
+func segmentFilesIn(d string) (map[uint64]string, error) {
+	out := map[uint64]string{}
+	ents, err := os.ReadDir(d)
+	if errors.Is(err, os.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("audit: sealed segments: %w", err)
+	}
+	for _, e := range ents {
+		m := segmentName.FindStringSubmatch(e.Name())
+		if m == nil || !e.Type().IsRegular() {
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("audit: sealed segments: %w", err)
+		no, err := strconv.ParseUint(m[1], 10, 64)
+		if err != nil || no == 0 {
+			continue
 		}
-		for _, e := range ents {
-			m := segmentName.FindStringSubmatch(e.Name())
-			if m == nil || !e.Type().IsRegular() {
-				continue
-			}
-			no, err := strconv.ParseUint(m[1], 10, 64)
-			if err != nil || no == 0 {
-				continue
-			}
-			out[no] = filepath.Join(d, e.Name())
-		}
+		out[no] = filepath.Join(d, e.Name())
 	}
 	return out, nil
 }
@@ -453,8 +473,9 @@ func continuity(segs []*segment, liveNo, liveBase uint64, liveBaseHash string) [
 		}
 	}
 	for _, s := range segs {
-		check(s.no, s.base, s.seal.PrevHash)
-		wantNo, wantBase, wantHash = s.no+1, s.seal.Last, s.seal.HeadHash
+		seal := s.seal.Load()
+		check(s.no, s.base, seal.PrevHash)
+		wantNo, wantBase, wantHash = s.no+1, seal.Last, seal.HeadHash
 	}
 	check(liveNo, liveBase, liveBaseHash)
 	return out

@@ -117,7 +117,7 @@ func TestSegmentsContinueChainAndTree(t *testing.T) {
 	// The seals' trees are prefixes of one another and of the head.
 	var seals []Seal
 	for _, s := range segs[:3] {
-		seals = append(seals, *s.seal)
+		seals = append(seals, *s.seal.Load())
 		if fi, err := os.Stat(s.path); err != nil || fi.Mode().Perm() != 0o400 {
 			t.Errorf("sealed %s: mode %v, %v", filepath.Base(s.path), fi.Mode().Perm(), err)
 		}
@@ -125,7 +125,7 @@ func TestSegmentsContinueChainAndTree(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seal note: %v", err)
 		}
-		if got, err := ParseSeal(text, nil); err != nil || got != *s.seal {
+		if got, err := ParseSeal(text, nil); err != nil || got != *s.seal.Load() {
 			t.Errorf("seal note of %d = %+v, %v", s.no, got, err)
 		}
 	}
@@ -184,7 +184,10 @@ func mustTreeHash(t *testing.T, l *Log, n int64) tlog.Hash {
 	return h
 }
 
-// TestRollBySize seals the live segment once its file reaches RollSize.
+// TestRollBySize seals the live segment once its file reaches RollSize
+// (the background roller runs too).
+//
+//custos:race
 func TestRollBySize(t *testing.T) {
 	l, path := mustOpen(t, Options{RollSize: 64 << 10})
 	ctx := context.Background()
@@ -223,7 +226,10 @@ func TestRollBySize(t *testing.T) {
 	}
 }
 
-// TestRollByTime seals monthly and by period, judged by the injected clock.
+// TestRollByTime seals monthly and by period, judged by the injected
+// clock (the background roller runs too).
+//
+//custos:race
 func TestRollByTime(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Date(2026, 1, 30, 23, 0, 0, 0, time.UTC)
@@ -408,9 +414,9 @@ func TestSealedReadWhileAppending(t *testing.T) {
 			}
 		}()
 	}
-	wg.Add(1)
+	rolled := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(rolled)
 		for range 5 {
 			time.Sleep(20 * time.Millisecond)
 			if _, err := l.Roll(ctx); err != nil {
@@ -418,7 +424,12 @@ func TestSealedReadWhileAppending(t *testing.T) {
 			}
 		}
 	}()
-	for i := 0; i < 20; i++ {
+	for i, done := 0, false; i < 20 || !done; i++ {
+		select {
+		case <-rolled:
+			done = true
+		default:
+		}
 		size, root, err := l.TreeHead(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -535,6 +546,8 @@ func TestSingleFileLogBecomesFirstSegment(t *testing.T) {
 
 // TestArchiveDir: sealed segments move to the archive directory with
 // their seal notes; readers given only the live path find them there.
+//
+//custos:race
 func TestArchiveDir(t *testing.T) {
 	archive := filepath.Join(t.TempDir(), "archive")
 	l, path := mustOpen(t, Options{ArchiveDir: archive})

@@ -136,7 +136,7 @@ func (v *verifier) seedSegment(tx *bolt.Tx, m segmentMeta) {
 // sealEnd checks, after a sealed segment's last record, its seal against
 // what the records gave.
 func (v *verifier) sealEnd(s *segment) {
-	seal := s.seal
+	seal := s.seal.Load()
 	if seal == nil {
 		return
 	}
@@ -291,7 +291,7 @@ func VerifySegment(ctx context.Context, path string, report func(Problem)) (Summ
 		if err != nil {
 			v.problem(Problem{Seq: s.base + 1, Kind: KindSealMismatch, Detail: err.Error()})
 		} else {
-			s.seal = &seal
+			s.seal.Store(&seal)
 		}
 	}
 	w := &segmentWalk{v: v, s: s, alone: true}

@@ -93,14 +93,15 @@ func (l *Log) WriteSealed(before uint64, open func(SealedSegment) (io.Writer, er
 			break
 		}
 		err := l.viewIn(s, func(tx *bolt.Tx) error {
-			if s.seal == nil {
+			seal := s.seal.Load()
+			if seal == nil {
 				return fmt.Errorf("audit: segment %d is not sealed", s.no)
 			}
 			n, err := os.ReadFile(sealNotePath(s.path))
 			if err != nil {
-				n = s.seal.Body()
+				n = seal.Body()
 			}
-			w, err := open(SealedSegment{No: s.no, First: s.seal.First, Last: s.seal.Last, Bytes: tx.Size(), Note: n})
+			w, err := open(SealedSegment{No: s.no, First: seal.First, Last: seal.Last, Bytes: tx.Size(), Note: n})
 			if err != nil {
 				return err
 			}
