@@ -120,7 +120,11 @@ func (r *roller) run(l *Log) {
 				l.log.Error("audit segment archiving failed", "err", err)
 			}
 		}
-		if _, err := l.RollIfDue(ctx); err != nil && ctx.Err() == nil {
+		_, err := l.RollIfDue(ctx)
+		if errors.Is(err, ErrClosed) {
+			return
+		}
+		if err != nil && ctx.Err() == nil {
 			l.log.Error("audit segment seal failed; appends continue in the live segment and the seal is retried", "err", err)
 			select { // back off
 			case <-r.quit:

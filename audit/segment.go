@@ -115,91 +115,34 @@ func ParseSeal(text []byte, verifiers note.Verifiers) (Seal, error) {
 	} else if i := bytes.Index(text, []byte("\n\n")); i >= 0 {
 		body = text[:i+1]
 	}
+	// Scan leniently, then insist on the canonical form: the seal must
+	// re-encode to exactly the bytes given.
 	var s Seal
-	lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
-	if len(lines) != 6 || lines[0] != sealHeader {
-		return Seal{}, errors.New("audit: malformed seal: not a custos audit seal v1")
-	}
-	root := func(t string) (tlog.Hash, error) {
-		var h tlog.Hash
-		b, err := base64.StdEncoding.DecodeString(t)
-		if err != nil || len(b) != tlog.HashSize {
-			return h, errors.New("bad tree root")
-		}
-		copy(h[:], b)
-		return h, nil
-	}
-	hexHash := func(t string) error {
-		if b, err := hex.DecodeString(t); err != nil || len(b) != 32 || hex.EncodeToString(b) != t {
-			return errors.New("bad chain hash")
-		}
-		return nil
-	}
 	var prevSeq, lastSeq uint64
-	var ft, lt string
-	fields := func(i int, name string, n int) ([]string, error) {
-		f := strings.Split(lines[i], " ")
-		if len(f) != n+1 || f[0] != name {
-			return nil, fmt.Errorf("line %d is not %q with %d fields", i+1, name, n)
-		}
-		return f[1:], nil
+	var prevRoot, headRoot, ft, lt string
+	if _, err := fmt.Sscanf(string(body), sealHeader+"\nsegment %d\nrecords %d %d\nprev %d %s %s\nhead %d %s %s\ntime %s %s\n",
+		&s.Segment, &s.First, &s.Last, &prevSeq, &s.PrevHash, &prevRoot, &lastSeq, &s.HeadHash, &headRoot, &ft, &lt); err != nil {
+		return Seal{}, fmt.Errorf("audit: malformed seal: %v", err)
 	}
-	num := func(t string) (uint64, error) { return strconv.ParseUint(t, 10, 64) }
-	err := func() error {
-		f, err := fields(1, "segment", 1)
-		if err != nil {
-			return err
+	var err error
+	for _, h := range []string{s.PrevHash, s.HeadHash} {
+		if b, herr := hex.DecodeString(h); herr != nil || len(b) != 32 || hex.EncodeToString(b) != h {
+			err = errors.New("bad chain hash")
 		}
-		if s.Segment, err = num(f[0]); err != nil {
-			return err
+	}
+	for _, r := range []struct {
+		text string
+		to   *tlog.Hash
+	}{{prevRoot, &s.PrevRoot}, {headRoot, &s.Root}} {
+		if b, rerr := base64.StdEncoding.DecodeString(r.text); rerr != nil || len(b) != tlog.HashSize {
+			err = errors.New("bad tree root")
+		} else {
+			copy(r.to[:], b)
 		}
-		if f, err = fields(2, "records", 2); err != nil {
-			return err
-		}
-		if s.First, err = num(f[0]); err != nil {
-			return err
-		}
-		if s.Last, err = num(f[1]); err != nil {
-			return err
-		}
-		if f, err = fields(3, "prev", 3); err != nil {
-			return err
-		}
-		if prevSeq, err = num(f[0]); err != nil {
-			return err
-		}
-		s.PrevHash = f[1]
-		if err = hexHash(f[1]); err != nil {
-			return err
-		}
-		if s.PrevRoot, err = root(f[2]); err != nil {
-			return err
-		}
-		if f, err = fields(4, "head", 3); err != nil {
-			return err
-		}
-		if lastSeq, err = num(f[0]); err != nil {
-			return err
-		}
-		s.HeadHash = f[1]
-		if err = hexHash(f[1]); err != nil {
-			return err
-		}
-		if s.Root, err = root(f[2]); err != nil {
-			return err
-		}
-		if f, err = fields(5, "time", 2); err != nil {
-			return err
-		}
-		ft, lt = f[0], f[1]
-		if s.FirstTime, err = time.Parse(TimeLayout, ft); err != nil {
-			return err
-		}
-		if s.LastTime, err = time.Parse(TimeLayout, lt); err != nil {
-			return err
-		}
-		return nil
-	}()
+	}
+	if s.FirstTime, err = parseTimeOr(ft, err); err == nil {
+		s.LastTime, err = parseTimeOr(lt, err)
+	}
 	if err != nil {
 		return Seal{}, fmt.Errorf("audit: malformed seal: %v", err)
 	}
@@ -210,6 +153,14 @@ func ParseSeal(text []byte, verifiers note.Verifiers) (Seal, error) {
 		return Seal{}, errors.New("audit: malformed seal: not in canonical form")
 	}
 	return s, nil
+}
+
+// parseTimeOr parses a TimeLayout time unless err is already set.
+func parseTimeOr(text string, err error) (time.Time, error) {
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Parse(TimeLayout, text)
 }
 
 // segment is one bbolt file of the log. Sealed segments never change; the

@@ -40,6 +40,28 @@ func segmentedLog(t *testing.T, opts Options, sizes ...int) (*Log, string) {
 	return l, path
 }
 
+// writeSegmented writes a log of len(sizes) segments into a fresh
+// directory, closes it and returns its path: for tests that then damage it
+// (no verification on cleanup).
+func writeSegmented(t *testing.T, sizes ...int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "audit.db")
+	l, err := Open(path, Options{Node: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range sizes {
+		appendN(t, l, n)
+		if i < len(sizes)-1 {
+			rollOrFail(t, l)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // memTree recomputes the Merkle tree of canonical records independently
 // of the log's storage: tlog.StoredHashes into a map.
 type memTree map[int64]tlog.Hash
@@ -299,17 +321,7 @@ func flipSealed(t *testing.T, path string, seq uint64) {
 // scrubber runs on an open log).
 func TestFlippedRecordInSealedSegment(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "audit.db")
-	l, err := Open(path, Options{Node: "n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 4)
-	rollOrFail(t, l)
-	appendN(t, l, 4)
-	rollOrFail(t, l)
-	appendN(t, l, 2)
-	l.Close()
+	path := writeSegmented(t, 4, 4, 2)
 	seg2 := filepath.Join(SealedDir(path), SegmentFile(2))
 	flipSealed(t, seg2, 6)
 
@@ -331,7 +343,7 @@ func TestFlippedRecordInSealedSegment(t *testing.T) {
 	}
 	// The server still opens (only the head is checked at open); the
 	// scrubber's walk finds it.
-	l, err = Open(path, Options{Node: "n"})
+	l, err := Open(path, Options{Node: "n"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,17 +357,7 @@ func TestFlippedRecordInSealedSegment(t *testing.T) {
 // TestMissingMiddleSegment: a sealed segment removed from the middle is
 // reported by VerifyFile, and the writer refuses to open the log.
 func TestMissingMiddleSegment(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.db")
-	l, err := Open(path, Options{Node: "n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		appendN(t, l, 3)
-		rollOrFail(t, l)
-	}
-	appendN(t, l, 1)
-	l.Close()
+	path := writeSegmented(t, 3, 3, 3, 1)
 	seg2 := filepath.Join(SealedDir(path), SegmentFile(2))
 	if err := os.Rename(seg2, seg2+".gone"); err != nil {
 		t.Fatal(err)
@@ -607,5 +609,34 @@ func TestSealSigned(t *testing.T) {
 	text[5] ^= 1
 	if _, err := ParseSeal(text, note.VerifierList(verifier)); err == nil {
 		t.Error("a changed seal note verified")
+	}
+}
+
+// TestParseSealCanonical: a seal parses back from its body, and any other
+// spelling of the same fields is refused.
+func TestParseSealCanonical(t *testing.T) {
+	root, _ := tlog.TreeHash(0, nil)
+	s := Seal{Segment: 2, First: 6, Last: 13, PrevHash: strings.Repeat("ab", 32), PrevRoot: root,
+		HeadHash: strings.Repeat("0f", 32), Root: tlog.Hash{1, 2, 3},
+		FirstTime: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), LastTime: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)}
+	body := s.Body()
+	if got, err := ParseSeal(body, nil); err != nil || got != s {
+		t.Fatalf("ParseSeal(Body) = %+v, %v", got, err)
+	}
+	for name, bad := range map[string]string{
+		"extra space":   strings.Replace(string(body), "records 6", "records  6", 1),
+		"upper hex":     strings.Replace(string(body), strings.Repeat("ab", 32), strings.Repeat("AB", 32), 1),
+		"short hash":    strings.Replace(string(body), strings.Repeat("0f", 32), "0f", 1),
+		"last mismatch": strings.Replace(string(body), "head 13", "head 12", 1),
+		"prev mismatch": strings.Replace(string(body), "prev 5", "prev 4", 1),
+		"other header":  strings.Replace(string(body), "seal v1", "seal v2", 1),
+		"trailing line": string(body) + "x\n",
+		"no final LF":   strings.TrimSuffix(string(body), "\n"),
+		"leading zero":  strings.Replace(string(body), "segment 2", "segment 02", 1),
+		"zero segment":  strings.Replace(string(body), "segment 2", "segment 0", 1),
+	} {
+		if _, err := ParseSeal([]byte(bad), nil); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }

@@ -333,15 +333,7 @@ func (v *verifier) treeState(tx *bolt.Tx, meta *bolt.Bucket) {
 }
 
 // treeGet returns stored hash index i of the current transaction.
-func (v *verifier) treeGet(i int64) (tlog.Hash, bool) {
-	var h tlog.Hash
-	b := v.tree.Get(treeKey(i))
-	if len(b) != tlog.HashSize {
-		return h, false
-	}
-	copy(h[:], b)
-	return h, true
-}
+func (v *verifier) treeGet(i int64) (tlog.Hash, bool) { return txHashReader{v.tree}.get(i) }
 
 // treeRecord checks record seq against the Merkle tree: it folds the
 // record's leaf hash into the recomputed tree and checks the stored hashes
