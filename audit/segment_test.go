@@ -606,9 +606,24 @@ func TestSealSigned(t *testing.T) {
 	if err != nil || s.Last != 2 {
 		t.Fatalf("ParseSeal = %+v, %v", s, err)
 	}
+	if ps := l.CheckSeals(note.VerifierList(verifier)); len(ps) != 0 {
+		t.Errorf("CheckSeals of a good note: %v", ps)
+	}
 	text[5] ^= 1
 	if _, err := ParseSeal(text, note.VerifierList(verifier)); err == nil {
 		t.Error("a changed seal note verified")
+	}
+	notePath := filepath.Join(SealedDir(path), "000001.seal")
+	os.Chmod(notePath, 0o600)
+	if err := os.WriteFile(notePath, text, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if ps := l.CheckSeals(note.VerifierList(verifier)); len(ps) != 1 || ps[0].Kind != KindSealMismatch || ps[0].Seq != 1 {
+		t.Errorf("CheckSeals of a changed note: %v", ps)
+	}
+	os.Remove(notePath)
+	if ps := l.CheckSeals(note.VerifierList(verifier)); len(ps) != 1 || !strings.Contains(ps[0].Detail, "missing") {
+		t.Errorf("CheckSeals of a missing note: %v", ps)
 	}
 }
 

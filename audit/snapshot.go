@@ -6,6 +6,7 @@ import (
 	"os"
 
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 )
 
@@ -116,4 +117,39 @@ func (l *Log) WriteSealed(before uint64, open func(SealedSegment) (io.Writer, er
 		}
 	}
 	return nil
+}
+
+// CheckSeals checks the seal note of every sealed segment against
+// verifiers (the checkpoint verifier keys: seals are signed like
+// checkpoints): the note must be there, carry a signature one of them
+// verifies, and state the seal stored in the segment. It reports a
+// seal_mismatch Problem for each one that does not, naming the segment's
+// first record.
+func (l *Log) CheckSeals(verifiers note.Verifiers) []Problem {
+	var out []Problem
+	for _, s := range l.segments() {
+		stored := s.seal.Load()
+		if stored == nil {
+			break
+		}
+		s.mu.RLock()
+		path := s.path
+		s.mu.RUnlock()
+		bad := func(detail string) {
+			out = append(out, Problem{Seq: stored.First, Kind: KindSealMismatch, Detail: fmt.Sprintf("segment %d's seal note: %s", stored.Segment, detail)})
+		}
+		text, err := os.ReadFile(sealNotePath(path))
+		if err != nil {
+			bad("missing")
+			continue
+		}
+		got, err := ParseSeal(text, verifiers)
+		switch {
+		case err != nil:
+			bad(err.Error())
+		case got != *stored:
+			bad("not the seal stored in the segment")
+		}
+	}
+	return out
 }
