@@ -133,10 +133,9 @@ func (v *verifier) seedSegment(tx *bolt.Tx, m segmentMeta) {
 	}
 }
 
-// sealEnd checks, after a sealed segment's last record, its seal against
-// what the records gave.
-func (v *verifier) sealEnd(s *segment) {
-	seal := s.seal.Load()
+// sealEnd checks, after a sealed segment's last record, its seal (nil: the
+// segment was live when the walk began) against what the records gave.
+func (v *verifier) sealEnd(s *segment, seal *Seal) {
 	if seal == nil {
 		return
 	}
@@ -169,6 +168,9 @@ type segmentWalk struct {
 // stored hashes without records.
 func (w *segmentWalk) run(ctx context.Context) error {
 	v := w.v
+	// A segment sealed while it is walked may have records past the walk's
+	// end: only a seal there from the start is checked.
+	sealed := w.s.seal.Load()
 	for done := false; !done; {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -215,7 +217,7 @@ func (w *segmentWalk) run(ctx context.Context) error {
 			return err
 		}
 	}
-	v.sealEnd(w.s)
+	v.sealEnd(w.s, sealed)
 	// Hashes without records.
 	for done := false; !done; {
 		if err := ctx.Err(); err != nil {
