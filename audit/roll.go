@@ -767,14 +767,20 @@ func (l *Log) archive(ctx context.Context, s *segment) error {
 
 // copyVerified copies src to dst durably (read-only mode bits) and checks
 // that the copy has the original's SHA-256. An existing dst with the same
-// digest is kept.
+// digest is kept; one with another digest is never replaced (archived
+// evidence, e.g. of a log a restore replaced): that is an error.
 func copyVerified(src, dst string) error {
 	want, err := fileSHA256(src)
 	if err != nil {
 		return err
 	}
-	if got, err := fileSHA256(dst); err == nil && got == want {
+	if got, err := fileSHA256(dst); err == nil {
+		if got != want {
+			return fmt.Errorf("audit: the archive already holds a different %s; it is never replaced (move it aside by hand if it belongs to another log)", filepath.Base(dst))
+		}
 		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
 	}
 	in, err := os.Open(src)
 	if err != nil {

@@ -568,14 +568,31 @@ func TestArchiveDir(t *testing.T) {
 			}
 		}
 	}
+	// An archive file of another log under the same name is never
+	// replaced: archiving the next segment 3 fails and leaves it.
+	foreign := filepath.Join(archive, SegmentFile(3))
+	if err := os.WriteFile(foreign, []byte("another log's segment"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 1)
+	if ok, err := l.Roll(context.Background()); !ok || err != nil {
+		t.Fatalf("Roll: %v %v", ok, err)
+	}
+	if b, _ := os.ReadFile(foreign); string(b) != "another log's segment" {
+		t.Error("archiving replaced a foreign archive file")
+	}
+	if _, err := os.Stat(filepath.Join(SealedDir(path), SegmentFile(3))); err != nil {
+		t.Errorf("segment 3 left the sealed directory although its archive copy failed: %v", err)
+	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if sum := mustVerify(t, path); sum.Records != 7 {
-		t.Errorf("VerifyFile walked %d records, want 7", sum.Records)
+	os.Remove(foreign) // readers prefer the sealed directory's copy anyway
+	if sum := mustVerify(t, path); sum.Records != 8 {
+		t.Errorf("VerifyFile walked %d records, want 8", sum.Records)
 	}
 	var out bytes.Buffer
-	if n, err := ExportFile(context.Background(), path, &out, FormatJSONL, Filter{}); err != nil || n != 7 {
+	if n, err := ExportFile(context.Background(), path, &out, FormatJSONL, Filter{}); err != nil || n != 8 {
 		t.Errorf("ExportFile = %d, %v", n, err)
 	}
 }
