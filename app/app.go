@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/checkpoint"
+	"github.com/custos-mcp/custos/audit/scrub"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/secrets"
@@ -144,7 +146,7 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 	// policy, catalog or key leaves the data directory as it was.
 	ao := audit.Options{Node: o.Node, Logger: o.Logger, MinBatchDelay: o.AuditBatchDelay, MaxBatchDelay: o.AuditBatchDelay,
 		RollSize: o.AuditSegments.RollSize, RollPeriod: o.AuditSegments.RollPeriod, RollMonthly: o.AuditSegments.RollPeriod == 0,
-		ArchiveDir: o.AuditSegments.ArchiveDir}
+		ArchiveDir: o.AuditSegments.ArchiveDir, SealVerifyRate: cmp.Or(o.Scrub.Rate, scrub.DefaultRate)}
 	if a.audit, err = audit.Open(a.path(AuditFile), ao); err != nil {
 		return nil, err
 	}

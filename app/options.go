@@ -165,7 +165,8 @@ type ScrubOptions struct {
 // AuditSegmentOptions configure sealed segments of the audit log
 // (docs/operations.md, "Sealed segments and archive"): the live segment
 // DataDir/audit.db is sealed and a new one started when the first of the
-// size and period limits is reached.
+// size and period limits is reached. Sealing verifies the segment at the
+// scrubber's rate (ScrubOptions.Rate).
 type AuditSegmentOptions struct {
 	// RollSize seals the live segment once its file holds this many
 	// bytes, at least MinAuditRollSize; 0 means no size limit. Key

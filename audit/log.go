@@ -78,6 +78,12 @@ type Options struct {
 	// given only the live path find archived segments. "" = keep sealed
 	// segments in SealedDir(path).
 	ArchiveDir string
+	// SealVerifyRate bounds the records per second that sealing verifies
+	// before it takes the writer's lock (step 1 of roll.go), so that the
+	// seal of a large segment does not compete with serving for CPU; the
+	// few records appended meanwhile are verified unthrottled. 0 =
+	// unthrottled.
+	SealVerifyRate int
 	// SealSigner, if set, signs each seal note (golang.org/x/mod/sumdb/note,
 	// as checkpoints are signed). nil = seal notes are unsigned.
 	SealSigner note.Signer
@@ -90,7 +96,7 @@ func (o *Options) validate() error {
 	if !utf8.ValidString(o.Node) {
 		return errors.New("audit: Options.Node is not valid UTF-8")
 	}
-	if o.MinBatchDelay < 0 || o.MaxBatchDelay < 0 || o.MaxBatchSize < 0 || o.Timeout < 0 || o.RollSize < 0 || o.RollPeriod < 0 {
+	if o.MinBatchDelay < 0 || o.MaxBatchDelay < 0 || o.MaxBatchSize < 0 || o.Timeout < 0 || o.RollSize < 0 || o.RollPeriod < 0 || o.SealVerifyRate < 0 {
 		return errors.New("audit: negative Options value")
 	}
 	if o.Logger == nil {

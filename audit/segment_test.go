@@ -672,3 +672,27 @@ func TestParseSealCanonical(t *testing.T) {
 		}
 	}
 }
+
+// TestSealVerifyRate: the verification before the writer's lock keeps to
+// SealVerifyRate; appends are not held meanwhile.
+func TestSealVerifyRate(t *testing.T) {
+	l, _ := mustOpen(t, Options{SealVerifyRate: 100})
+	appendN(t, l, 50) // one chunk: a pause of 0.5 s
+	done := make(chan time.Duration, 1)
+	start := time.Now()
+	go func() {
+		rollOrFail(t, l)
+		done <- time.Since(start)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := l.Append(context.Background(), sampleEntry(1)); err != nil {
+		t.Fatal(err)
+	}
+	appended := time.Since(start)
+	if el := <-done; el < 450*time.Millisecond || appended > 400*time.Millisecond {
+		t.Errorf("seal took %s (want >= 0.5 s at 100 records/s), an append during it %s", el, appended)
+	}
+	if seq, _ := l.Head(); seq != 51 || len(l.segments()) != 2 {
+		t.Errorf("head %d, %d segments", seq, len(l.segments()))
+	}
+}

@@ -161,6 +161,9 @@ type segmentWalk struct {
 	alone     bool // seed from the segment's own account instead of entering
 	afterRec  []byte
 	afterHash []byte
+	// pace, if set, is called after each chunk of records, outside its
+	// transaction, with the number of records checked (throttling).
+	pace func(ctx context.Context, n int) error
 }
 
 // run walks from where the walk stopped to the segment's current end,
@@ -175,6 +178,7 @@ func (w *segmentWalk) run(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		n := 0
 		err := w.s.view(func(tx *bolt.Tx) error {
 			meta, records, hashes := tx.Bucket(bucketMeta), tx.Bucket(bucketRecords), tx.Bucket(bucketHashes)
 			if meta == nil || records == nil || hashes == nil {
@@ -199,7 +203,7 @@ func (w *segmentWalk) run(ctx context.Context) error {
 			v.treeState(tx, meta)
 			c := records.Cursor()
 			k, val := seekAfter(c, w.afterRec)
-			for n := 0; k != nil && n < verifyChunk; n++ {
+			for ; k != nil && n < verifyChunk; n++ {
 				v.record(k, val, hashes.Get(k))
 				w.afterRec = append(w.afterRec[:0], k...)
 				k, val = c.Next()
@@ -215,6 +219,11 @@ func (w *segmentWalk) run(ctx context.Context) error {
 		})
 		if err != nil {
 			return err
+		}
+		if w.pace != nil && n > 0 {
+			if err := w.pace(ctx, n); err != nil {
+				return err
+			}
 		}
 	}
 	v.sealEnd(w.s, sealed)
