@@ -198,8 +198,8 @@ func (l *Log) RollIfDue(ctx context.Context) (bool, error) {
 // step 1 or 2 finds a problem, nothing is sealed, every later Append
 // fails with a *CorruptError (the log's past can no longer be proven) and
 // Roll returns it; other failures before the commit point leave the live
-// segment as it was. A failure after the commit point also makes every
-// later Append fail, until a restart completes the seal.
+// segment as it was. A failure of the commit itself or after it also
+// makes every later Append fail, until a restart settles the seal.
 func (l *Log) Roll(ctx context.Context) (bool, error) {
 	if l.opts.ReadOnly {
 		return false, ErrReadOnly
@@ -295,9 +295,15 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 	// Step 4: the commit point.
 	body := seal.Body()
 	if err := live.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaSeal, body) }); err != nil {
+		// A failed commit may still have reached the disk: whether the
+		// segment is sealed is known only to the next open, which
+		// completes the seal or continues the segment. Until then nothing
+		// is appended.
 		next.Close()
 		os.Remove(l.path + nextSuffix)
-		return Seal{}, "", fmt.Errorf("audit: seal: %w", err)
+		l.broken = fmt.Errorf("audit: seal of segment %d: its commit failed (restart to settle it): %w", live.no, err)
+		l.log.Error("audit segment seal commit failed; appends refused until a restart settles it", "segment", live.no, "err", err)
+		return Seal{}, "", l.broken
 	}
 	if err := crashed(4); err != nil {
 		return Seal{}, "", err
