@@ -219,7 +219,7 @@ func (l *Log) Roll(ctx context.Context) (bool, error) {
 	start := time.Now()
 	// Step 1: the segment so far, next to the writer.
 	v := &verifier{}
-	w := &segmentWalk{v: v, s: live, alone: true, pace: ratePace(l.opts.SealVerifyRate)}
+	w := &segmentWalk{v: v, s: live, alone: true, pace: Pacer(l.opts.SealVerifyRate)}
 	if err := w.run(ctx); err != nil {
 		return false, fmt.Errorf("audit: seal: %w", err)
 	}
@@ -342,24 +342,6 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 	l.liveFirst = time.Time{}
 	l.headMu.Unlock()
 	return seal, dst, nil
-}
-
-// ratePace returns a pace that keeps a walk at rate records per second at
-// most (nil for 0: unthrottled).
-func ratePace(rate int) func(ctx context.Context, n int) error {
-	if rate <= 0 {
-		return nil
-	}
-	return func(ctx context.Context, n int) error {
-		t := time.NewTimer(time.Duration(n) * time.Second / time.Duration(rate))
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return nil
-		}
-	}
 }
 
 // sealOf computes the seal of segment s from its verification summary, and

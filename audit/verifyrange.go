@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/bits"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/mod/sumdb/tlog"
@@ -37,6 +38,32 @@ type RangeOptions struct {
 	// throttles the walk by sleeping there. An error stops the walk and
 	// is returned.
 	Pace func(ctx context.Context, n int) error
+}
+
+// Pacer returns a RangeOptions.Pace that holds a walk to rate records per
+// second, cumulatively (after done records it waits until start +
+// done/rate, start being the time Pacer was called), or nil for rate <= 0
+// (unthrottled).
+func Pacer(rate int) func(ctx context.Context, n int) error {
+	if rate <= 0 {
+		return nil
+	}
+	start, done := time.Now(), 0
+	return func(ctx context.Context, n int) error {
+		done += n
+		d := time.Until(start.Add(time.Duration(float64(done) / float64(rate) * float64(time.Second))))
+		if d <= 0 {
+			return nil
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
 }
 
 // VerifyRange checks records From..To of the open log, next to the writer,
