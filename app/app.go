@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/checkpoint"
+	"github.com/custos-mcp/custos/audit/scrub"
 	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/policy/btg"
@@ -148,7 +150,9 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 	}
 	// The audit log is opened (and created if new) last, so that a bad
 	// policy, catalog or key leaves the data directory as it was.
-	ao := audit.Options{Node: o.Node, Logger: o.Logger, MinBatchDelay: o.AuditBatchDelay, MaxBatchDelay: o.AuditBatchDelay}
+	ao := audit.Options{Node: o.Node, Logger: o.Logger, MinBatchDelay: o.AuditBatchDelay, MaxBatchDelay: o.AuditBatchDelay,
+		RollSize: o.AuditSegments.RollSize, RollPeriod: o.AuditSegments.RollPeriod, RollMonthly: o.AuditSegments.RollPeriod == 0,
+		ArchiveDir: o.AuditSegments.ArchiveDir, SealVerifyRate: cmp.Or(o.Scrub.Rate, scrub.DefaultRate)}
 	if a.audit, err = audit.Open(a.path(AuditFile), ao); err != nil {
 		return nil, err
 	}
@@ -372,6 +376,7 @@ func (a *App) startCheckpoints(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint signer: %w", err)
 	}
+	a.audit.SetSealSigner(signer) // seals are signed like checkpoints
 	cp := a.o.Checkpoints
 	a.ckpt, err = checkpoint.New(checkpoint.Config{
 		Origin: origin, Signer: signer, Tree: a.audit, Anchors: anchors,

@@ -91,6 +91,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		Ops:            app.OpsOptions{AddrFile: "ops.url"},
 		BreakGlass:     app.BreakGlassOptions{MaxTTL: 720 * time.Hour, GrantRoles: []string{"btg-operator", "ed supervisor"}},
 		AuditRetention: -time.Hour,
+		AuditSegments:  app.AuditSegmentOptions{RollSize: 4096, RollPeriod: time.Second, ArchiveDir: missing},
 	}
 	err := o.Validate()
 	if !errors.Is(err, app.ErrInvalid) {
@@ -117,6 +118,9 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		{"btg.max_ttl", "at most 24h0m0s"},
 		{"btg.grant_roles[1]", "without spaces"},
 		{"audit.retention", "more than 0"},
+		{"audit.roll_size", "65536 bytes or more, got 4096"},
+		{"audit.roll_period", "1m0s or more, got 1s"},
+		{"audit.archive_dir", "must not be the data directory"},
 	} {
 		found := false
 		for _, p := range ps {

@@ -59,6 +59,10 @@ type Options struct {
 
 	// Scrub configures the background re-verification of the audit log.
 	Scrub ScrubOptions
+	// AuditSegments configure the audit log's rollover into sealed
+	// segments and their archive; the zero value seals monthly and keeps
+	// sealed segments in DataDir/audit.sealed.
+	AuditSegments AuditSegmentOptions
 	// AuditBatchDelay, if not 0, fixes the audit log's group-commit window
 	// (audit.Options MinBatchDelay = MaxBatchDelay); 0 leaves the audit
 	// package's adaptive window, which serve uses. No key: for benchmarks.
@@ -162,6 +166,34 @@ type ScrubOptions struct {
 	// audit.scrub_rate.
 	Rate int
 }
+
+// AuditSegmentOptions configure sealed segments of the audit log
+// (docs/operations.md, "Sealed segments and archive"): the live segment
+// DataDir/audit.db is sealed and a new one started when the first of the
+// size and period limits is reached. Sealing verifies the segment at the
+// scrubber's rate (ScrubOptions.Rate).
+type AuditSegmentOptions struct {
+	// RollSize seals the live segment once its file holds this many
+	// bytes, at least MinAuditRollSize; 0 means no size limit. Key
+	// audit.roll_size.
+	RollSize int64
+	// RollPeriod seals it once its first record is this old, at least
+	// MinAuditRollPeriod; 0 means monthly: in the first minute of a new
+	// calendar month (UTC), or at the first record after it. Key
+	// audit.roll_period.
+	RollPeriod time.Duration
+	// ArchiveDir is a directory on separate storage that receives every
+	// sealed segment with its signed seal (copied, verified, then removed
+	// from the data directory); "" keeps them in DataDir/audit.sealed.
+	// Readers find archived segments there. Key audit.archive_dir.
+	ArchiveDir string
+}
+
+// Limits of AuditSegmentOptions.
+const (
+	MinAuditRollSize   = 64 << 10
+	MinAuditRollPeriod = time.Minute
+)
 
 // StdioOptions serve one client on stdin/stdout as one principal.
 type StdioOptions struct {

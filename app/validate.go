@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/policy/btg"
@@ -445,6 +446,7 @@ func (c *checker) checkpoints() {
 	}
 	c.scrub()
 	c.sync()
+	c.segments()
 }
 
 // sync checks the scheduled FHIR sync.
@@ -466,6 +468,28 @@ func (c *checker) sync() {
 	}
 	if c.set("sync.every", sy.Every == 0) && sy.Every < MinSyncEvery {
 		c.add("sync.every", "must be %s or more, got %s", MinSyncEvery, sy.Every)
+	}
+}
+
+// segments checks the audit log's rollover limits and its archive
+// directory: separate from the data and anchor directories.
+func (c *checker) segments() {
+	sg := c.o.AuditSegments
+	if sg.RollSize != 0 && sg.RollSize < MinAuditRollSize {
+		c.add("audit.roll_size", "must be %d bytes or more, got %d", MinAuditRollSize, sg.RollSize)
+	}
+	if sg.RollPeriod != 0 && sg.RollPeriod < MinAuditRollPeriod {
+		c.add("audit.roll_period", "must be %s or more, got %s", MinAuditRollPeriod, sg.RollPeriod)
+	}
+	c.dir("audit.archive_dir", sg.ArchiveDir)
+	if sg.ArchiveDir != "" {
+		a := filepath.Clean(sg.ArchiveDir)
+		switch {
+		case c.o.DataDir != "" && (a == filepath.Clean(c.o.DataDir) || a == filepath.Clean(audit.SealedDir(filepath.Join(c.o.DataDir, AuditFile)))):
+			c.add("audit.archive_dir", "must not be the data directory or its audit.sealed: the archive is separate storage")
+		case c.o.Checkpoints.AnchorDir != "" && a == filepath.Clean(c.o.Checkpoints.AnchorDir):
+			c.add("audit.archive_dir", "must not be the anchor directory")
+		}
 	}
 }
 

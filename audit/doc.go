@@ -1,7 +1,8 @@
 // Package audit is custos's compliance audit log: an append-only,
 // hash-chained sequence of records, one per audited event (resources/list,
-// resources/read, ...), kept in its own bbolt file (conventionally
-// DATA_DIR/audit.db). It implements HIPAA 164.312(b) (audit controls) and
+// resources/read, ...), kept in bbolt files of its own: the live segment
+// (conventionally DATA_DIR/audit.db) and the sealed segments before it
+// (see "Segments"). It implements HIPAA 164.312(b) (audit controls) and
 // 164.312(c) (integrity). The format is specified in docs/audit-format.md.
 //
 // # Invariants
@@ -83,6 +84,31 @@
 //	         "head_time" = TimeLayout text of the last record's time ("": empty)
 //	         "tree_size" = 8-byte big-endian number of leaves in tlog (= head_seq)
 //
+// # Segments
+//
+// The log rolls over to a new file by size or by time (Options.RollSize,
+// RollPeriod, RollMonthly; segment.go, roll.go). Seq, chain hash and
+// Merkle leaf index are global: a new segment records its predecessor's
+// head (meta base_seq, base_hash, base_time, base_root) and starts its
+// tlog bucket with copies of the stored hashes of the complete subtrees of
+// the tree at that head, so appends within it are those of one file. The
+// sealed segment gets a seal (its records, its predecessor's head and its
+// own: chain hash and tree root), signed like a checkpoint when a
+// SealSigner is set, and is made immutable (mode 0400, fsync, moved to
+// SealedDir, never opened read-write again) after it verified. Invariants:
+//
+//   - Only the live segment is ever written; a segment with a seal takes
+//     no append.
+//   - Sealing has one commit point (the seal in the segment's meta); Open
+//     rolls an interrupted seal back before it and completes it after.
+//   - Segments k and k+1 link: k+1's base is k's seal head. A read-write
+//     Open refuses segments that do not follow each other; every reader
+//     (Verify, VerifyFile, VerifyRange, Records, proofs, Export, Inputs,
+//     WriteSealed) spans them, reading each sealed file without the
+//     writer's lock.
+//
+// A log written before segments existed is segment 1 as it is.
+//
 // # Tree migration
 //
 // Logs written before the Merkle tree existed have neither the tlog bucket
@@ -112,8 +138,9 @@
 //
 // # Verification and export
 //
-// VerifyFile and ExportFile open a log read-only under a shared file lock (a
-// running server holds the exclusive lock: they fail with ErrLocked; Log.Verify
+// VerifyFile and ExportFile open a log (every segment) read-only under
+// shared file locks (a running server holds the exclusive lock of the live
+// segment: they fail with ErrLocked; Log.Verify
 // and Log.Export work on an open log, and Open with Options.ReadOnly gives a
 // *Log for reading next to other readers). Both walk the log in chunks of read
 // transactions. VerifyFile reports every problem it finds, each naming the

@@ -111,11 +111,19 @@ func ExportFile(ctx context.Context, path string, w io.Writer, f Format, filter 
 	if err != nil {
 		return 0, err
 	}
-	defer db.Close()
-	return exportDB(ctx, db, w, f, filter)
+	live := &segment{path: path, db: db}
+	defer live.close()
+	sealed, err := openSealedAll(path, "", DefaultTimeout)
+	if err != nil {
+		return 0, err
+	}
+	defer closeSegments(sealed)
+	return exportSegments(ctx, append(sealed, live), w, f, filter)
 }
 
-func exportDB(ctx context.Context, db *bolt.DB, w io.Writer, f Format, filter Filter) (int, error) {
+// exportSegments exports the records of segs (in order) as ExportFile
+// does.
+func exportSegments(ctx context.Context, segs []*segment, w io.Writer, f Format, filter Filter) (int, error) {
 	var buf bytes.Buffer // one chunk's output
 	var cw *csv.Writer
 	var row []string
@@ -132,13 +140,31 @@ func exportDB(ctx context.Context, db *bolt.DB, w io.Writer, f Format, filter Fi
 	}
 
 	n := 0
+	for _, s := range segs {
+		if filter.To != 0 && s.base >= filter.To {
+			break
+		}
+		m, err := exportSegment(ctx, s, &buf, cw, row, w, filter)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// exportSegment exports one segment's matching records, formatting each
+// chunk into buf (through cw for CSV) inside its transaction and writing
+// it to w after.
+func exportSegment(ctx context.Context, s *segment, buf *bytes.Buffer, cw *csv.Writer, row []string, w io.Writer, filter Filter) (int, error) {
+	n := 0
 	var after []byte
 	for done := false; !done; {
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
 		rows := 0
-		err := db.View(func(tx *bolt.Tx) error {
+		err := s.view(func(tx *bolt.Tx) error {
 			records := tx.Bucket(bucketRecords)
 			if records == nil {
 				return notAuditLog("records bucket missing")

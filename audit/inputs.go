@@ -226,13 +226,26 @@ func (l *Log) Inputs(ctx context.Context, from, to uint64, fn func(seq uint64, i
 	if from < 1 || to < from {
 		return fmt.Errorf("%w: inputs %d..%d", ErrOutOfRange, from, to)
 	}
+	for _, s := range l.segments() {
+		if s.base >= to {
+			break
+		}
+		if err := l.segmentInputs(ctx, s, max(from, s.base+1), to, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// segmentInputs is Inputs over one segment.
+func (l *Log) segmentInputs(ctx context.Context, s *segment, from, to uint64, fn func(seq uint64, input []byte) error) error {
 	next := from
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		done := true
-		err := l.view(func(tx *bolt.Tx) error {
+		err := l.viewIn(s, func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucketInputs)
 			if b == nil {
 				return nil

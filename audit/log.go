@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 )
 
@@ -63,6 +64,29 @@ type Options struct {
 	// Merkle tree existed is not migrated (the tree methods return
 	// ErrNoTree). false = read-write, exclusive lock, migration on Open.
 	ReadOnly bool
+
+	// Rollover (read-write only; see roll.go and doc.go, "Segments"). A
+	// background goroutine seals the live segment and starts the next one
+	// once the live segment holds at least one record and any of these
+	// says so. All zero: the log is one segment that only grows.
+	RollSize    int64         // the live file has reached this many bytes; 0 = no size limit
+	RollPeriod  time.Duration // its first record is this old (by Now); 0 = no age limit
+	RollMonthly bool          // it began in an earlier calendar month (UTC) than Now's
+	// ArchiveDir, if set, receives every sealed segment and its seal note
+	// (copied, fsynced, compared by SHA-256, then removed from the sealed
+	// directory); the sealed directory records where it is, so readers
+	// given only the live path find archived segments. "" = keep sealed
+	// segments in SealedDir(path).
+	ArchiveDir string
+	// SealVerifyRate bounds the records per second that sealing verifies
+	// before it takes the writer's lock (step 1 of roll.go), so that the
+	// seal of a large segment does not compete with serving for CPU; the
+	// few records appended meanwhile are verified unthrottled. 0 =
+	// unthrottled.
+	SealVerifyRate int
+	// SealSigner, if set, signs each seal note (golang.org/x/mod/sumdb/note,
+	// as checkpoints are signed). nil = seal notes are unsigned.
+	SealSigner note.Signer
 }
 
 func (o *Options) validate() error {
@@ -72,7 +96,7 @@ func (o *Options) validate() error {
 	if !utf8.ValidString(o.Node) {
 		return errors.New("audit: Options.Node is not valid UTF-8")
 	}
-	if o.MinBatchDelay < 0 || o.MaxBatchDelay < 0 || o.MaxBatchSize < 0 || o.Timeout < 0 {
+	if o.MinBatchDelay < 0 || o.MaxBatchDelay < 0 || o.MaxBatchSize < 0 || o.Timeout < 0 || o.RollSize < 0 || o.RollPeriod < 0 || o.SealVerifyRate < 0 {
 		return errors.New("audit: negative Options value")
 	}
 	if o.Logger == nil {
@@ -99,10 +123,11 @@ func (o *Options) validate() error {
 	return nil
 }
 
-// Log is an open audit log: the single writer of one bbolt file. It is safe
-// for concurrent use; concurrent Appends are group-committed.
+// Log is an open audit log: the single writer of its live segment, and the
+// reader of every segment (see segment.go). It is safe for concurrent use;
+// concurrent Appends are group-committed.
 type Log struct {
-	db   *bolt.DB
+	path string // the live segment
 	opts Options
 	log  *slog.Logger
 
@@ -111,42 +136,154 @@ type Log struct {
 	inflight sync.WaitGroup // Append goroutines still waiting for their commit
 	commits  *batcher       // group commit of Appends
 
-	headMu   sync.Mutex
-	headSeq  uint64
-	headHash string
+	// segMu guards segs and the batcher's file: Append holds it shared
+	// over its commit, sealing exclusively while it switches files.
+	segMu  sync.RWMutex
+	segs   []*segment // sealed segments in order, then the live one
+	broken error      // latched when sealing failed half-way: appends refused
+
+	headMu    sync.Mutex
+	headSeq   uint64
+	headHash  string
+	liveFirst time.Time // time of the live segment's first record (zero: none yet)
+
+	roll roller
 }
 
-// Open opens the audit log at path, creating it (mode 0600) if missing. It
-// takes bbolt's exclusive file lock, waiting at most opts.Timeout before
-// failing with ErrLocked. On an existing file it checks that the head record
-// decodes, hashes to the stored head hash and sits at the stored head seq;
-// otherwise it fails with a *CorruptError (errors.Is ErrCorrupt).
+// Open opens the audit log whose live segment is path, creating it (mode
+// 0600) if missing, together with its sealed segments (SealedDir(path) and
+// Options.ArchiveDir). It takes bbolt's exclusive file lock on the live
+// segment, waiting at most opts.Timeout before failing with ErrLocked;
+// sealed segments are opened read-only. On an existing file it checks that
+// the head record decodes, hashes to the stored head hash and sits at the
+// stored head seq, and that the segments follow each other (numbers, first
+// seqs, predecessor heads); otherwise it fails with a *CorruptError
+// (errors.Is ErrCorrupt). A seal interrupted by a crash is completed (or,
+// before its commit point, rolled back) first; see roll.go.
 //
 // A log written before the Merkle tree existed is then upgraded in place:
 // Open builds the tree's stored hashes from the stored records, in write
 // transactions of 10,000 records that each advance meta tree_size (an
 // interrupted migration resumes at the next Open), logging progress through
 // opts.Logger. Records are not touched. With opts.ReadOnly, Open takes a
-// shared lock instead, refuses a missing file, writes nothing and does not
-// migrate.
+// shared lock instead, refuses a missing file, writes nothing, does not
+// migrate and does not complete a seal; segments that do not follow each
+// other are then reported by Verify rather than refused.
 func Open(path string, opts Options) (*Log, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
+	}
+	l := &Log{path: path, opts: opts, log: opts.Logger}
+	if !opts.ReadOnly {
+		if err := l.recoverSeal(); err != nil {
+			return nil, err
+		}
+		if err := readOnlySealed(path); err != nil {
+			return nil, err
+		}
 	}
 	if opts.ReadOnly {
 		// bbolt would create a missing file before noticing ReadOnly.
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("audit: %w", err)
 		}
+	} else if opts.ArchiveDir != "" {
+		if err := l.notePointer(); err != nil {
+			return nil, err
+		}
+	}
+	sealed, err := openSealedAll(path, opts.ArchiveDir, opts.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	live, err := l.openLive(path, len(sealed) == 0)
+	if err != nil {
+		closeSegments(sealed)
+		return nil, err
+	}
+	l.segs = append(sealed, live)
+	l.commits = &batcher{db: live.db, minDelay: opts.MinBatchDelay, maxDelay: opts.MaxBatchDelay, maxSize: opts.MaxBatchSize}
+	fail := func(err error) (*Log, error) {
+		closeSegments(l.segs)
+		return nil, err
+	}
+	var seq uint64
+	var hash string
+	var lm segmentMeta
+	err = live.view(func(tx *bolt.Tx) error {
+		var err error
+		if seq, hash, err = checkHead(tx); err != nil {
+			return err
+		}
+		lm, err = readSegmentMeta(tx.Bucket(bucketMeta))
+		if err != nil {
+			return err
+		}
+		if lm.seal != nil {
+			return &CorruptError{Seq: seq, Kind: KindSealMismatch, Detail: "the live segment is sealed; open it read-write to complete the seal"}
+		}
+		if seq > lm.baseSeq {
+			rec, err := Decode(tx.Bucket(bucketRecords).Get(seqKey(lm.baseSeq + 1)))
+			if err != nil {
+				return &CorruptError{Seq: lm.baseSeq + 1, Kind: KindNonCanonical, Detail: "the live segment's first record does not decode"}
+			}
+			l.liveFirst = rec.Time
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	live.no, live.base = lm.no, lm.baseSeq
+	baseHash := ZeroHash
+	if lm.baseSeq > 0 {
+		baseHash = hex.EncodeToString(lm.baseHash[:])
+	}
+	if breaks := continuity(sealed, lm.no, lm.baseSeq, baseHash); len(breaks) > 0 && !opts.ReadOnly {
+		p := breaks[0]
+		return fail(&CorruptError{Seq: p.Seq, Kind: p.Kind, Expected: p.Expected, Got: p.Got, Detail: p.Detail + "; run audit verify"})
+	}
+	l.headSeq, l.headHash = seq, hash
+	if opts.ReadOnly {
+		var size int64
+		var built bool
+		err = live.view(func(tx *bolt.Tx) (err error) {
+			size, built, err = readTreeSize(tx)
+			return err
+		})
+		if err != nil {
+			return fail(err)
+		}
+		if !built || size != int64(seq) {
+			l.log.Warn("audit Merkle tree not built for every record; open read-write to migrate", "tree_size", size, "head_seq", seq)
+		}
+	} else if err := l.migrateTree(context.Background()); err != nil {
+		return fail(err)
+	}
+	l.log.Info("audit log opened", "head_seq", seq, "segment", lm.no, "sealed_segments", len(sealed), "node", opts.Node, "read_only", opts.ReadOnly)
+	if !opts.ReadOnly {
+		l.roll.start(l)
+	}
+	return l, nil
+}
+
+// openLive opens the live segment file. A new file is created only as the
+// log's first segment: when sealed segments exist the live one is created
+// by sealing, and a missing one is corruption.
+func (l *Log) openLive(path string, first bool) (*segment, error) {
+	if !l.opts.ReadOnly && !first {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, &CorruptError{Kind: KindSegmentMissing, Detail: "the live segment is missing while sealed segments exist"}
+		}
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:      opts.Timeout,
+		Timeout:      l.opts.Timeout,
 		FreelistType: bolt.FreelistMapType,
-		ReadOnly:     opts.ReadOnly,
+		ReadOnly:     l.opts.ReadOnly,
 	})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
-			return nil, fmt.Errorf("%w (waited %s)", ErrLocked, opts.Timeout)
+			return nil, fmt.Errorf("%w (waited %s)", ErrLocked, l.opts.Timeout)
 		}
 		return nil, fmt.Errorf("audit: open: %w", err)
 	}
@@ -154,13 +291,10 @@ func Open(path string, opts Options) (*Log, error) {
 	// set explicitly so that nobody "optimizes" them away.
 	db.NoSync = false
 	db.NoGrowSync = false
-
-	l := &Log{db: db, opts: opts, log: opts.Logger,
-		commits: &batcher{db: db, minDelay: opts.MinBatchDelay, maxDelay: opts.MaxBatchDelay, maxSize: opts.MaxBatchSize}}
 	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		l.log.Warn("audit log file is accessible to group or others", "mode", fi.Mode().Perm().String())
 	}
-	if opts.ReadOnly {
+	if l.opts.ReadOnly {
 		err = db.View(checkFormat)
 	} else {
 		err = db.Update(l.initTx)
@@ -169,38 +303,39 @@ func Open(path string, opts Options) (*Log, error) {
 		db.Close()
 		return nil, err
 	}
-	var seq uint64
-	var hash string
-	err = db.View(func(tx *bolt.Tx) error {
-		var err error
-		seq, hash, err = checkHead(tx)
-		return err
+	return &segment{path: path, db: db}, nil
+}
+
+// live returns the live segment.
+func (l *Log) live() *segment {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	return l.segs[len(l.segs)-1]
+}
+
+// segments returns the segments in order, the live one last.
+func (l *Log) segments() []*segment {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	return slices.Clone(l.segs)
+}
+
+// segmentOf returns the segment holding record seq (the last one whose
+// base is below seq).
+func (l *Log) segmentOf(seq uint64) *segment {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	return segmentOf(l.segs, seq)
+}
+
+func segmentOf(segs []*segment, seq uint64) *segment {
+	i, _ := slices.BinarySearchFunc(segs, seq, func(s *segment, seq uint64) int {
+		if s.base < seq {
+			return -1
+		}
+		return 1
 	})
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	l.headSeq, l.headHash = seq, hash
-	if opts.ReadOnly {
-		var size int64
-		var built bool
-		err = db.View(func(tx *bolt.Tx) (err error) {
-			size, built, err = readTreeSize(tx)
-			return err
-		})
-		if err != nil {
-			db.Close()
-			return nil, err
-		}
-		if !built || size != int64(seq) {
-			l.log.Warn("audit Merkle tree not built for every record; open read-write to migrate", "tree_size", size, "head_seq", seq)
-		}
-	} else if err := l.migrateTree(context.Background()); err != nil {
-		db.Close()
-		return nil, err
-	}
-	l.log.Info("audit log opened", "head_seq", seq, "node", opts.Node, "read_only", opts.ReadOnly)
-	return l, nil
+	return segs[max(i-1, 0)]
 }
 
 // checkFormat checks, in a read-only transaction, that the file holds an
@@ -301,11 +436,19 @@ func checkHead(tx *bolt.Tx) (uint64, string, error) {
 	}
 	headHex := hex.EncodeToString(h.hash[:])
 	k, v := records.Cursor().Last()
-	if h.seq == 0 {
-		if k != nil || headHex != ZeroHash {
-			return 0, "", &CorruptError{Kind: KindHeadMismatch, Expected: "empty log", Got: "records present", Detail: "meta says the log is empty"}
+	sm, err := readSegmentMeta(meta)
+	if err != nil {
+		return 0, "", err
+	}
+	if h.seq == sm.baseSeq {
+		baseHex := ZeroHash
+		if sm.baseSeq > 0 {
+			baseHex = hex.EncodeToString(sm.baseHash[:])
 		}
-		return 0, ZeroHash, nil
+		if k != nil || headHex != baseHex {
+			return 0, "", &CorruptError{Seq: h.seq, Kind: KindHeadMismatch, Expected: "empty segment", Got: "records present", Detail: "meta says the segment holds no record"}
+		}
+		return h.seq, headHex, nil
 	}
 	if k == nil || len(k) != 8 || binary.BigEndian.Uint64(k) != h.seq {
 		got := "no records"
@@ -344,6 +487,9 @@ func (l *Log) appendTx(tx *bolt.Tx, e *Entry, input storedForm, eventID string, 
 	meta, records, hashes, tree := tx.Bucket(bucketMeta), tx.Bucket(bucketRecords), tx.Bucket(bucketHashes), tx.Bucket(bucketTree)
 	if meta == nil || records == nil || hashes == nil || tree == nil {
 		return &CorruptError{Kind: KindHeadMismatch, Detail: "bucket missing"}
+	}
+	if meta.Get(metaSeal) != nil {
+		return &CorruptError{Kind: KindSealMismatch, Detail: "append to a sealed segment refused"}
 	}
 	h, err := readHead(meta)
 	if err != nil {
@@ -473,9 +619,14 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 	go func() {
 		defer l.inflight.Done()
 		var rec Record
-		err := l.commits.do(func(tx *bolt.Tx) error {
-			return l.appendTx(tx, &e, input, eventID, &rec)
-		})
+		l.segMu.RLock()
+		err := l.broken
+		if err == nil {
+			err = l.commits.do(func(tx *bolt.Tx) error {
+				return l.appendTx(tx, &e, input, eventID, &rec)
+			})
+		}
+		l.segMu.RUnlock()
 		if err != nil {
 			l.log.Error("audit append failed", "event_id", eventID, "err", err)
 			done <- result{err: fmt.Errorf("audit: append: %w", err)}
@@ -500,10 +651,14 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 
 func (l *Log) noteHead(r Record) {
 	l.headMu.Lock()
-	defer l.headMu.Unlock()
 	if r.Seq > l.headSeq {
 		l.headSeq, l.headHash = r.Seq, r.Hash
 	}
+	if l.liveFirst.IsZero() {
+		l.liveFirst = r.Time
+	}
+	l.headMu.Unlock()
+	l.roll.notify()
 }
 
 // Head returns the seq and hash of the last record committed through this
@@ -525,33 +680,38 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	l.mu.Unlock()
+	l.roll.stop()
+	l.roll.mu.Lock() // a Roll in progress finishes first
+	defer l.roll.mu.Unlock()
 	l.inflight.Wait()
-	if err := l.db.Close(); err != nil {
+	l.segMu.Lock()
+	defer l.segMu.Unlock()
+	if err := closeSegments(l.segs); err != nil {
 		return fmt.Errorf("audit: close: %w", err)
 	}
 	l.log.Info("audit log closed")
 	return nil
 }
 
-// Verify runs the VerifyFile checks on the open log, concurrently with
-// Appends (each chunk is its own read transaction).
+// Verify runs the VerifyFile checks on every segment of the open log,
+// concurrently with Appends (each chunk is its own read transaction).
 func (l *Log) Verify(ctx context.Context, report func(Problem)) (Summary, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
 		return Summary{}, ErrClosed
 	}
-	return verifyDB(ctx, l.db, report)
+	return verifySegments(ctx, l.segments(), report)
 }
 
-// Export runs ExportFile on the open log.
+// Export runs ExportFile on every segment of the open log.
 func (l *Log) Export(ctx context.Context, w io.Writer, f Format, filter Filter) (int, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
 		return 0, ErrClosed
 	}
-	return exportDB(ctx, l.db, w, f, filter)
+	return exportSegments(ctx, l.segments(), w, f, filter)
 }
 
 var knownOutcomes = []string{OutcomeAllow, OutcomeDeny, OutcomeError}

@@ -134,7 +134,8 @@ func (l *Log) migrateTree(ctx context.Context) error {
 	var size int64
 	var headSeq uint64
 	var ok bool
-	err := l.db.View(func(tx *bolt.Tx) error {
+	live := l.live()
+	err := live.view(func(tx *bolt.Tx) error {
 		var err error
 		if size, ok, err = readTreeSize(tx); err != nil {
 			return err
@@ -159,7 +160,7 @@ func (l *Log) migrateTree(ctx context.Context) error {
 			return err
 		}
 		var done bool
-		err := l.db.Update(func(tx *bolt.Tx) error {
+		err := live.update(func(tx *bolt.Tx) error {
 			cur, ok, err := readTreeSize(tx)
 			if err != nil {
 				return err
@@ -207,14 +208,37 @@ func (l *Log) migrateTree(ctx context.Context) error {
 	}
 }
 
-// view runs fn in a read transaction of the open log (ErrClosed after Close).
+// view runs fn in a read transaction of the live segment (ErrClosed after
+// Close).
 func (l *Log) view(fn func(tx *bolt.Tx) error) error {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
 		return ErrClosed
 	}
-	return l.db.View(fn)
+	return l.live().view(fn)
+}
+
+// viewSeq runs fn in a read transaction of the segment holding record seq.
+func (l *Log) viewSeq(seq uint64, fn func(tx *bolt.Tx, s *segment) error) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	s := l.segmentOf(seq)
+	return s.view(func(tx *bolt.Tx) error { return fn(tx, s) })
+}
+
+// viewIn runs fn in a read transaction of segment s (ErrClosed after
+// Close).
+func (l *Log) viewIn(s *segment, fn func(tx *bolt.Tx) error) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return s.view(fn)
 }
 
 // TreeHead returns the size and root hash of the Merkle tree over every
@@ -249,66 +273,96 @@ func (l *Log) TreeHead(ctx context.Context) (size int64, root tlog.Hash, err err
 	return size, root, nil
 }
 
-// ReadHashes returns the stored hashes at the given tlog stored-hash indexes
-// (tlog.StoredHashIndex), in one read transaction: *Log is a tlog.HashReader.
-// A missing index fails with a *CorruptError (kind tree_mismatch) if it lies
-// inside the tree, which callers avoid by asking only for trees of size at
-// most TreeHead's; ErrNoTree if the log has no tree yet.
-func (l *Log) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
-	var out []tlog.Hash
-	err := l.view(func(tx *bolt.Tx) error {
-		size, r, err := builtTree(tx)
-		if err != nil {
-			return err
+// logHashReader is a tlog.HashReader over every segment of the log: each
+// stored hash is read from the segment whose append stored it (index i was
+// stored by record storingSeq(i)).
+type logHashReader struct{ l *Log }
+
+func (r logHashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	segs := r.l.segments()
+	for i := 0; i < len(indexes); {
+		s := segmentOf(segs, storingSeq(indexes[i]))
+		j := i + 1
+		for j < len(indexes) && segmentOf(segs, storingSeq(indexes[j])) == s {
+			j++
 		}
-		limit := tlog.StoredHashCount(size)
-		for _, idx := range indexes {
-			if idx < 0 || idx >= limit {
-				return fmt.Errorf("%w: stored hash index %d, tree size %d", ErrOutOfRange, idx, size)
+		err := r.l.viewIn(s, func(tx *bolt.Tx) error {
+			tree := tx.Bucket(bucketTree)
+			if tree == nil {
+				return fmt.Errorf("%w: the log predates the Merkle tree; open it read-write once to migrate", ErrNoTree)
 			}
+			h, err := txHashReader{tree}.ReadHashes(indexes[i:j])
+			copy(out[i:j], h)
+			return err
+		})
+		if err != nil {
+			return nil, err
 		}
-		out, err = r.ReadHashes(indexes)
+		i = j
+	}
+	return out, nil
+}
+
+// treeSize is the size of the Merkle tree (the live segment's tree_size),
+// or ErrNoTree.
+func (l *Log) treeSize() (int64, error) {
+	var n int64
+	err := l.view(func(tx *bolt.Tx) error {
+		var err error
+		n, _, err = builtTree(tx)
 		return err
 	})
-	return out, err
+	return n, err
+}
+
+// ReadHashes returns the stored hashes at the given tlog stored-hash indexes
+// (tlog.StoredHashIndex), from whichever segments hold them: *Log is a
+// tlog.HashReader. A missing index fails with a *CorruptError (kind
+// tree_mismatch) if it lies inside the tree, which callers avoid by asking
+// only for trees of size at most TreeHead's; ErrNoTree if the log has no
+// tree yet.
+func (l *Log) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	size, err := l.treeSize()
+	if err != nil {
+		return nil, err
+	}
+	limit := tlog.StoredHashCount(size)
+	for _, idx := range indexes {
+		if idx < 0 || idx >= limit {
+			return nil, fmt.Errorf("%w: stored hash index %d, tree size %d", ErrOutOfRange, idx, size)
+		}
+	}
+	return logHashReader{l}.ReadHashes(indexes)
 }
 
 // TreeHash returns the root hash of the tree of the first size records
 // (0 <= size <= tree size, else ErrOutOfRange).
 func (l *Log) TreeHash(size int64) (tlog.Hash, error) {
-	var root tlog.Hash
-	err := l.view(func(tx *bolt.Tx) error {
-		n, r, err := builtTree(tx)
-		if err != nil {
-			return err
-		}
-		if size < 0 || size > n {
-			return fmt.Errorf("%w: tree size %d requested, tree has %d", ErrOutOfRange, size, n)
-		}
-		root, err = tlog.TreeHash(size, r)
-		return err
-	})
-	return root, err
+	n, err := l.treeSize()
+	if err != nil {
+		return tlog.Hash{}, err
+	}
+	if size < 0 || size > n {
+		return tlog.Hash{}, fmt.Errorf("%w: tree size %d requested, tree has %d", ErrOutOfRange, size, n)
+	}
+	return tlog.TreeHash(size, logHashReader{l})
 }
 
 // ProveRecord returns the inclusion proof (RFC 6962 audit path) of record
 // seq (leaf seq-1) in the tree of the first size records; check it with
 // tlog.CheckRecord(p, size, root, int64(seq)-1, LeafHash(canonical)).
-// It requires 1 <= seq <= size <= tree size, else ErrOutOfRange.
+// It requires 1 <= seq <= size <= tree size, else ErrOutOfRange. The
+// record may lie in any segment.
 func (l *Log) ProveRecord(seq uint64, size int64) (tlog.RecordProof, error) {
-	var p tlog.RecordProof
-	err := l.view(func(tx *bolt.Tx) error {
-		n, r, err := builtTree(tx)
-		if err != nil {
-			return err
-		}
-		if seq < 1 || size > n || seq > uint64(max(size, 0)) {
-			return fmt.Errorf("%w: record %d in tree size %d requested, tree has %d", ErrOutOfRange, seq, size, n)
-		}
-		p, err = tlog.ProveRecord(size, int64(seq)-1, r)
-		return err
-	})
-	return p, err
+	n, err := l.treeSize()
+	if err != nil {
+		return nil, err
+	}
+	if seq < 1 || size > n || seq > uint64(max(size, 0)) {
+		return nil, fmt.Errorf("%w: record %d in tree size %d requested, tree has %d", ErrOutOfRange, seq, size, n)
+	}
+	return tlog.ProveRecord(size, int64(seq)-1, logHashReader{l})
 }
 
 // ProveTree returns the consistency proof that the tree of the first
@@ -317,53 +371,57 @@ func (l *Log) ProveRecord(seq uint64, size int64) (tlog.RecordProof, error) {
 // 0 <= oldSize <= newSize <= tree size, else ErrOutOfRange. The proof from
 // the empty tree (oldSize 0), like the proof between equal sizes, is empty.
 func (l *Log) ProveTree(oldSize, newSize int64) (tlog.TreeProof, error) {
-	var p tlog.TreeProof
-	err := l.view(func(tx *bolt.Tx) error {
-		n, r, err := builtTree(tx)
-		if err != nil {
-			return err
-		}
-		if oldSize < 0 || oldSize > newSize || newSize > n {
-			return fmt.Errorf("%w: consistency %d -> %d requested, tree has %d", ErrOutOfRange, oldSize, newSize, n)
-		}
-		if oldSize == 0 || oldSize == newSize {
-			p = tlog.TreeProof{}
-			return nil
-		}
-		p, err = tlog.ProveTree(newSize, oldSize, r)
-		return err
-	})
-	return p, err
+	n, err := l.treeSize()
+	if err != nil {
+		return nil, err
+	}
+	if oldSize < 0 || oldSize > newSize || newSize > n {
+		return nil, fmt.Errorf("%w: consistency %d -> %d requested, tree has %d", ErrOutOfRange, oldSize, newSize, n)
+	}
+	if oldSize == 0 || oldSize == newSize {
+		return tlog.TreeProof{}, nil
+	}
+	return tlog.ProveTree(newSize, oldSize, logHashReader{l})
 }
 
 // Records calls fn for records from..to (inclusive, 1 <= from <= to <= head
-// seq, else ErrOutOfRange) in order, with each record's exact stored
-// canonical bytes (the Merkle leaf data). The records are read in chunks of
-// read transactions; canonical is valid only during the call, so fn must not
-// retain it (copy it). A missing record fails with a *CorruptError (kind
-// seq_gap); an error from fn stops the walk and is returned as is.
+// seq, else ErrOutOfRange) in order, from whichever segments hold them,
+// with each record's exact stored canonical bytes (the Merkle leaf data).
+// The records are read in chunks of read transactions; canonical is valid
+// only during the call, so fn must not retain it (copy it), and fn must
+// not call the log's read methods (a nested bbolt read transaction can
+// deadlock with the writer growing the file). A missing
+// record fails with a *CorruptError (kind seq_gap); an error from fn stops
+// the walk and is returned as is.
 func (l *Log) Records(ctx context.Context, from, to uint64, fn func(seq uint64, canonical []byte) error) error {
 	if from < 1 || to < from {
 		return fmt.Errorf("%w: records %d..%d", ErrOutOfRange, from, to)
+	}
+	err := l.view(func(tx *bolt.Tx) error {
+		h, err := readHead(tx.Bucket(bucketMeta))
+		if err != nil {
+			return err
+		}
+		if to > h.seq {
+			return fmt.Errorf("%w: records %d..%d requested, head is %d", ErrOutOfRange, from, to, h.seq)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	next := from
 	for next <= to {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		err := l.view(func(tx *bolt.Tx) error {
-			if next == from {
-				h, err := readHead(tx.Bucket(bucketMeta))
-				if err != nil {
-					return err
-				}
-				if to > h.seq {
-					return fmt.Errorf("%w: records %d..%d requested, head is %d", ErrOutOfRange, from, to, h.seq)
-				}
-			}
+		err := l.viewSeq(next, func(tx *bolt.Tx, s *segment) error {
 			c := tx.Bucket(bucketRecords).Cursor()
 			k, v := c.Seek(seqKey(next))
 			for n := uint64(0); n < recordsChunk && next <= to; n++ {
+				if seal := s.seal.Load(); k == nil && seal != nil && seal.Last < next {
+					return nil // the next segment holds it
+				}
 				if len(k) != 8 || binary.BigEndian.Uint64(k) != next {
 					return &CorruptError{Seq: next, Kind: KindSeqGap, Detail: "record missing"}
 				}

@@ -3,8 +3,10 @@ package audit
 import (
 	"fmt"
 	"io"
+	"os"
 
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 )
 
@@ -12,6 +14,7 @@ import (
 // the copy's byte size and, in the same transaction, its head record and
 // its Merkle tree (size = HeadSeq).
 type Snapshot struct {
+	Segment  uint64 // the live segment's number: sealed segments before it complete the copy (WriteSealed)
 	Bytes    int64
 	HeadSeq  uint64
 	HeadHash string
@@ -19,12 +22,15 @@ type Snapshot struct {
 	TreeRoot tlog.Hash
 }
 
-// WriteSnapshot writes a consistent copy of the whole log file with bbolt's
+// WriteSnapshot writes a consistent copy of the live segment's file with bbolt's
 // tx.WriteTo inside one read transaction (bbolt's supported hot backup):
 // the writer goes on appending meanwhile, and the copy holds exactly the
 // records committed when the transaction began. It first checks the head
 // (as Open does) and reads the tree, then calls open with the Snapshot
 // (Bytes known) and writes the copy to the writer open returns.
+//
+// The copy is the whole log only together with the sealed segments before
+// Snapshot.Segment (WriteSealed), which never change.
 //
 // Caveat: the transaction lasts as long as the copy. A long read
 // transaction delays bbolt's remapping when the file must grow (appends
@@ -48,7 +54,11 @@ func (l *Log) WriteSnapshot(open func(Snapshot) (io.Writer, error)) (Snapshot, e
 		if err != nil {
 			return err
 		}
-		s = Snapshot{Bytes: tx.Size(), HeadSeq: seq, HeadHash: hash, TreeSize: n, TreeRoot: root}
+		sm, err := readSegmentMeta(tx.Bucket(bucketMeta))
+		if err != nil {
+			return err
+		}
+		s = Snapshot{Segment: sm.no, Bytes: tx.Size(), HeadSeq: seq, HeadHash: hash, TreeSize: n, TreeRoot: root}
 		w, err := open(s)
 		if err != nil {
 			return err
@@ -60,4 +70,86 @@ func (l *Log) WriteSnapshot(open func(Snapshot) (io.Writer, error)) (Snapshot, e
 		return err
 	})
 	return s, err
+}
+
+// SealedSegment describes a sealed segment as WriteSealed copies it: its
+// number, records, file size and seal note (as written beside the file,
+// signed when a SealSigner was set; the unsigned seal body if the note is
+// not there).
+type SealedSegment struct {
+	No          uint64
+	First, Last uint64
+	Bytes       int64
+	Note        []byte
+}
+
+// WriteSealed copies each sealed segment numbered below before, in order:
+// it calls open with the segment's description and writes the file (bbolt
+// tx.WriteTo of the read-only file: the exact bytes, or a compacted copy
+// of the same pages) to the writer open returns. With before =
+// Snapshot.Segment it completes a WriteSnapshot copy into the whole log.
+func (l *Log) WriteSealed(before uint64, open func(SealedSegment) (io.Writer, error)) error {
+	for _, s := range l.segments() {
+		if s.no >= before {
+			break
+		}
+		err := l.viewIn(s, func(tx *bolt.Tx) error {
+			seal := s.seal.Load()
+			if seal == nil {
+				return fmt.Errorf("audit: segment %d is not sealed", s.no)
+			}
+			n, err := os.ReadFile(sealNotePath(s.path))
+			if err != nil {
+				n = seal.Body()
+			}
+			w, err := open(SealedSegment{No: s.no, First: seal.First, Last: seal.Last, Bytes: tx.Size(), Note: n})
+			if err != nil {
+				return err
+			}
+			written, err := tx.WriteTo(w)
+			if err == nil && written != tx.Size() {
+				err = fmt.Errorf("audit: segment %d: wrote %d of %d bytes", s.no, written, tx.Size())
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckSeals checks the seal note of every sealed segment against
+// verifiers (the checkpoint verifier keys: seals are signed like
+// checkpoints): the note must be there, carry a signature one of them
+// verifies, and state the seal stored in the segment. It reports a
+// seal_mismatch Problem for each one that does not, naming the segment's
+// first record.
+func (l *Log) CheckSeals(verifiers note.Verifiers) []Problem {
+	var out []Problem
+	for _, s := range l.segments() {
+		stored := s.seal.Load()
+		if stored == nil {
+			break
+		}
+		s.mu.RLock()
+		path := s.path
+		s.mu.RUnlock()
+		bad := func(detail string) {
+			out = append(out, Problem{Seq: stored.First, Kind: KindSealMismatch, Detail: fmt.Sprintf("segment %d's seal note: %s", stored.Segment, detail)})
+		}
+		text, err := os.ReadFile(sealNotePath(path))
+		if err != nil {
+			bad("missing")
+			continue
+		}
+		got, err := ParseSeal(text, verifiers)
+		switch {
+		case err != nil:
+			bad(err.Error())
+		case got != *stored:
+			bad("not the seal stored in the segment")
+		}
+	}
+	return out
 }

@@ -134,19 +134,27 @@ func VerifyFile(ctx context.Context, path string, report func(Problem)) (Summary
 	if err != nil {
 		return Summary{}, err
 	}
-	defer db.Close()
-	return verifyDB(ctx, db, report)
+	live := &segment{path: path, db: db}
+	defer live.close()
+	sealed, err := openSealedAll(path, "", DefaultTimeout)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer closeSegments(sealed)
+	return verifySegments(ctx, append(sealed, live), report)
 }
 
-func openReadOnly(path string) (*bolt.DB, error) {
+func openReadOnly(path string) (*bolt.DB, error) { return openReadOnlyTimeout(path, DefaultTimeout) }
+
+func openReadOnlyTimeout(path string, timeout time.Duration) (*bolt.DB, error) {
 	// bbolt would create a missing file before noticing ReadOnly; refuse.
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: DefaultTimeout})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
-			return nil, fmt.Errorf("%w (waited %s)", ErrLocked, DefaultTimeout)
+			return nil, fmt.Errorf("%w (waited %s)", ErrLocked, timeout)
 		}
 		return nil, fmt.Errorf("audit: open: %w", err)
 	}
@@ -325,15 +333,7 @@ func (v *verifier) treeState(tx *bolt.Tx, meta *bolt.Bucket) {
 }
 
 // treeGet returns stored hash index i of the current transaction.
-func (v *verifier) treeGet(i int64) (tlog.Hash, bool) {
-	var h tlog.Hash
-	b := v.tree.Get(treeKey(i))
-	if len(b) != tlog.HashSize {
-		return h, false
-	}
-	copy(h[:], b)
-	return h, true
-}
+func (v *verifier) treeGet(i int64) (tlog.Hash, bool) { return txHashReader{v.tree}.get(i) }
 
 // treeRecord checks record seq against the Merkle tree: it folds the
 // record's leaf hash into the recomputed tree and checks the stored hashes
@@ -436,74 +436,6 @@ func (v *verifier) treeEnd(tx *bolt.Tx) {
 	if known {
 		v.sum.TreeRoot = recomputed
 	}
-}
-
-func verifyDB(ctx context.Context, db *bolt.DB, report func(Problem)) (Summary, error) {
-	v := &verifier{report: report, expect: 1, prevHash: ZeroHash}
-	v.sum.HeadHash = ZeroHash
-	var after []byte
-	for done := false; !done; {
-		if err := ctx.Err(); err != nil {
-			return v.sum, err
-		}
-		err := db.View(func(tx *bolt.Tx) error {
-			meta, records, hashes := tx.Bucket(bucketMeta), tx.Bucket(bucketRecords), tx.Bucket(bucketHashes)
-			if meta == nil || records == nil || hashes == nil {
-				return notAuditLog("bucket missing")
-			}
-			if f := meta.Get(metaFormat); string(f) != formatMagic {
-				return notAuditLog("unknown storage format")
-			}
-			v.treeState(tx, meta)
-			c := records.Cursor()
-			k, val := seekAfter(c, after)
-			for n := 0; k != nil && n < verifyChunk; n++ {
-				v.record(k, val, hashes.Get(k))
-				after = append(after[:0], k...)
-				k, val = c.Next()
-			}
-			if k == nil {
-				// The end is checked in the same transaction as the last
-				// records, so a concurrent Append cannot cause a false alarm.
-				v.head(meta)
-				v.treeEnd(tx)
-				done = true
-			}
-			return nil
-		})
-		if err != nil {
-			return v.sum, err
-		}
-	}
-	// Second pass: hashes without records.
-	after = nil
-	for done := false; !done; {
-		if err := ctx.Err(); err != nil {
-			return v.sum, err
-		}
-		err := db.View(func(tx *bolt.Tx) error {
-			records, hashes := tx.Bucket(bucketRecords), tx.Bucket(bucketHashes)
-			c := hashes.Cursor()
-			k, _ := seekAfter(c, after)
-			for n := 0; k != nil && n < verifyChunk; n++ {
-				if records.Get(k) == nil {
-					var seq uint64
-					if len(k) == 8 {
-						seq = binary.BigEndian.Uint64(k)
-					}
-					v.problem(Problem{Seq: seq, Kind: KindMissingRecord, Detail: "stored hash without a record"})
-				}
-				after = append(after[:0], k...)
-				k, _ = c.Next()
-			}
-			done = k == nil
-			return nil
-		})
-		if err != nil {
-			return v.sum, err
-		}
-	}
-	return v.sum, nil
 }
 
 // seekAfter positions c on the first key strictly after after (the first key

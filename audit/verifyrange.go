@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/bits"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/mod/sumdb/tlog"
@@ -37,6 +38,32 @@ type RangeOptions struct {
 	// throttles the walk by sleeping there. An error stops the walk and
 	// is returned.
 	Pace func(ctx context.Context, n int) error
+}
+
+// Pacer returns a RangeOptions.Pace that holds a walk to rate records per
+// second, cumulatively (after done records it waits until start +
+// done/rate, start being the time Pacer was called), or nil for rate <= 0
+// (unthrottled).
+func Pacer(rate int) func(ctx context.Context, n int) error {
+	if rate <= 0 {
+		return nil
+	}
+	start, done := time.Now(), 0
+	return func(ctx context.Context, n int) error {
+		done += n
+		d := time.Until(start.Add(time.Duration(float64(done) / float64(rate) * float64(time.Second))))
+		if d <= 0 {
+			return nil
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
 }
 
 // VerifyRange checks records From..To of the open log, next to the writer,
@@ -76,29 +103,75 @@ func (l *Log) VerifyRange(ctx context.Context, ro RangeOptions, report func(Prob
 	}
 	v := &verifier{report: report, expect: ro.From, prevHash: ZeroHash, roots: ro.Roots}
 	v.sum.HeadHash = ZeroHash
-	var after []byte
-	for done := false; !done; {
-		if err := ctx.Err(); err != nil {
+	err := l.view(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			return notAuditLog("bucket missing")
+		}
+		h, err := readHead(meta)
+		if err != nil {
+			return err
+		}
+		if ro.To > h.seq {
+			return fmt.Errorf("%w: records %d..%d requested, head is %d", ErrOutOfRange, ro.From, ro.To, h.seq)
+		}
+		return nil
+	})
+	if err != nil {
+		return v.sum, err
+	}
+	// The chain and the tree into the range, from the segment holding
+	// record From-1 (its tree has every hash the tree of From-1 needs).
+	if err := l.viewSeq(max(ro.From-1, 1), func(tx *bolt.Tx, _ *segment) error {
+		if tx.Bucket(bucketRecords) == nil || tx.Bucket(bucketHashes) == nil {
+			return notAuditLog("bucket missing")
+		}
+		v.seed(tx, ro.From)
+		return nil
+	}); err != nil {
+		return v.sum, err
+	}
+	segs := l.segments()
+	for i, s := range segs {
+		if i+1 < len(segs) && segs[i+1].base < ro.From {
+			continue // ends before the range
+		}
+		if s.base >= ro.To {
+			break
+		}
+		last := i+1 == len(segs) || segs[i+1].base >= ro.To // holds record To
+		done, err := l.rangeSegment(ctx, s, ro, chunk, v, last)
+		if err != nil || done {
 			return v.sum, err
 		}
-		n := 0
-		err := l.view(func(tx *bolt.Tx) error {
+	}
+	return v.sum, nil
+}
+
+// rangeSegment runs VerifyRange over the part of the range in segment s;
+// last says s holds record To (its end is then checked). It reports
+// whether the range's end was checked.
+func (l *Log) rangeSegment(ctx context.Context, s *segment, ro RangeOptions, chunk int, v *verifier, last bool) (bool, error) {
+	var after []byte
+	entered := false
+	for {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		n, done := 0, false
+		err := l.viewIn(s, func(tx *bolt.Tx) error {
 			meta, records, hashes := tx.Bucket(bucketMeta), tx.Bucket(bucketRecords), tx.Bucket(bucketHashes)
 			if meta == nil || records == nil || hashes == nil {
 				return notAuditLog("bucket missing")
 			}
 			c := records.Cursor()
 			var k, val []byte
-			if after == nil {
-				h, err := readHead(meta)
-				if err != nil {
-					return err
+			if !entered {
+				entered = true
+				if s.base >= ro.From {
+					v.enter(tx, s) // the range crosses into s
 				}
-				if ro.To > h.seq {
-					return fmt.Errorf("%w: records %d..%d requested, head is %d", ErrOutOfRange, ro.From, ro.To, h.seq)
-				}
-				v.seed(tx, ro.From)
-				k, val = c.Seek(seqKey(ro.From))
+				k, val = c.Seek(seqKey(max(ro.From, s.base+1)))
 			} else {
 				k, val = seekAfter(c, after)
 			}
@@ -113,23 +186,27 @@ func (l *Log) VerifyRange(ctx context.Context, ro RangeOptions, report func(Prob
 				k, val = c.Next()
 			}
 			if k == nil || len(k) == 8 && binary.BigEndian.Uint64(k) > ro.To {
-				// The end is checked in the transaction that saw the last
-				// record of the range.
-				v.rangeEnd(tx, meta, ro.To)
 				done = true
+				if last {
+					// The end is checked in the transaction that saw the
+					// last record of the range.
+					v.rangeEnd(tx, meta, ro.To)
+				}
 			}
 			return nil
 		})
 		if err != nil {
-			return v.sum, err
+			return false, err
 		}
 		if ro.Pace != nil && n > 0 {
 			if err := ro.Pace(ctx, n); err != nil {
-				return v.sum, err
+				return false, err
 			}
 		}
+		if done {
+			return last, nil
+		}
 	}
-	return v.sum, nil
 }
 
 // seed sets up v, inside the first transaction, to continue the chain and

@@ -9,6 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
+	"regexp"
+	"strings"
 
 	"io"
 	"os"
@@ -31,7 +34,22 @@ const (
 	FileDevKeys     = "dev-keys.json" // secrets.DevKeyFile
 	FileCheckpoints = checkpoint.FileName
 	FileManifest    = "manifest.json"
+	// DirSealed holds the sealed audit segments (audit.SealedDir), the
+	// one directory in a backup: DirSealed/NNNNNN.db and NNNNNN.seal.
+	DirSealed = "audit.sealed"
 )
+
+// validName reports whether name may appear in a backup: a plain file
+// name, or a sealed segment or seal note under DirSealed.
+func validName(name string) bool {
+	if strings.HasPrefix(name, DirSealed+"/") {
+		name = strings.TrimPrefix(name, DirSealed+"/")
+		return sealedName.MatchString(name)
+	}
+	return name != "" && name == filepath.Base(name) && !strings.HasPrefix(name, ".")
+}
+
+var sealedName = regexp.MustCompile(`^[0-9]{6,}\.(db|seal)$`)
 
 // Format is the manifest's format tag.
 const Format = "custos-backup/1"
@@ -143,6 +161,27 @@ func Write(ctx context.Context, w io.Writer, src Source) (Manifest, error) {
 		return m, fmt.Errorf("backup: the audit copy ends at %d, before its own access record %d", snap.HeadSeq, src.Access.Seq)
 	}
 	m.Audit = AuditHead{HeadSeq: snap.HeadSeq, HeadHash: snap.HeadHash, TreeSize: snap.TreeSize, TreeRoot: snap.TreeRoot}
+	// The sealed segments before the copied live one (immutable files),
+	// each with its seal note.
+	var pending func() // the hash record of the segment being written
+	err = src.Log.WriteSealed(snap.Segment, func(s audit.SealedSegment) (io.Writer, error) {
+		if pending != nil {
+			pending()
+		}
+		name := path.Join(DirSealed, audit.SegmentFile(s.No))
+		if err := addBytes(add, strings.TrimSuffix(name, ".db")+".seal", s.Note); err != nil {
+			return nil, err
+		}
+		w, d, err := add(name, s.Bytes)
+		pending = d
+		return w, err
+	})
+	if err != nil {
+		return m, fmt.Errorf("backup: copying the sealed audit segments: %w", err)
+	}
+	if pending != nil {
+		pending()
+	}
 	for _, name := range []string{FileCatalog, FileGrants} {
 		if err := ctx.Err(); err != nil {
 			return m, err

@@ -175,9 +175,27 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 		}
 	}()
 	for _, f := range m.Files {
-		if err := copyFile(filepath.Join(o.From, f.Name), filepath.Join(staged, f.Name)); err != nil {
+		if !validName(f.Name) {
+			return res, fmt.Errorf("backup: %s: not a plain name", f.Name)
+		}
+		to := filepath.Join(staged, f.Name)
+		if sealed := filepath.Base(f.Name) != f.Name; sealed {
+			if err := os.MkdirAll(filepath.Dir(to), 0o700); err != nil {
+				return res, fmt.Errorf("backup: %w", err)
+			}
+		}
+		if err := copyFile(filepath.Join(o.From, f.Name), to); err != nil {
 			return res, err
 		}
+		if filepath.Base(f.Name) != f.Name {
+			// Sealed segments and their notes are immutable.
+			if err := os.Chmod(to, 0o400); err != nil {
+				return res, fmt.Errorf("backup: %w", err)
+			}
+		}
+	}
+	if err := syncDir(filepath.Join(staged, DirSealed)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return res, err
 	}
 	if err := res.record(ctx, o, staged, behind); err != nil {
 		return res, err

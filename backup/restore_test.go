@@ -157,3 +157,57 @@ func TestRestoreRefusals(t *testing.T) {
 		}
 	})
 }
+
+// A log of sealed segments backs up with its segments and seal notes
+// (audit.sealed/ in the backup), verifies as one log, and restores into a
+// data directory whose segments are read-only and whose log opens and
+// continues.
+func TestBackupAndRestoreSealedSegments(t *testing.T) {
+	ctx := context.Background()
+	d := newDataDir(t, 5)
+	for range 2 {
+		if ok, err := d.log.Roll(ctx); !ok || err != nil {
+			t.Fatalf("Roll: %v %v", ok, err)
+		}
+		for range 3 {
+			d.append(t, "next segment")
+		}
+	}
+	d.anchor(t, 11)
+	from := d.saved(t) // head 12: segments 1..5, 6..8, live 9..12
+	var names []string
+	m, err := backup.ReadManifest(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range m.Files {
+		names = append(names, f.Name)
+	}
+	if got := strings.Join(names, ","); !strings.HasPrefix(got, "audit.db,audit.sealed/000001.seal,audit.sealed/000001.db,audit.sealed/000002.seal,audit.sealed/000002.db,") {
+		t.Fatalf("files %s", got)
+	}
+	if err := os.Remove(filepath.Join(from, "audit.sealed", "000001.db")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := backup.Verify(ctx, from, d.verifiers); err == nil {
+		t.Fatal("a backup without its first segment verified")
+	}
+	from = d.saved(t) // head 13
+	to := filepath.Join(t.TempDir(), "restored")
+	audittest.VerifyOnCleanup(t, filepath.Join(to, backup.FileAudit))
+	if _, err := backup.Restore(ctx, d.restoreOptions(from, to)); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"000001.db", "000001.seal", "000002.db", "000002.seal"} {
+		if fi, err := os.Stat(filepath.Join(to, "audit.sealed", f)); err != nil || fi.Mode().Perm() != 0o400 {
+			t.Errorf("restored %s: %v", f, err)
+		}
+	}
+	l := audittest.OpenPath(t, filepath.Join(to, backup.FileAudit), audit.Options{})
+	if seq, _ := l.Head(); seq != 14 { // 13 + the restore record
+		t.Errorf("restored head %d, want 14", seq)
+	}
+	if err := l.Records(ctx, 1, 14, func(uint64, []byte) error { return nil }); err != nil {
+		t.Errorf("records across the restored segments: %v", err)
+	}
+}

@@ -65,7 +65,7 @@ func Verify(ctx context.Context, dir string, verifiers note.Verifiers) (Report, 
 
 	listed := map[string]bool{FileManifest: true}
 	for _, f := range m.Files {
-		if listed[f.Name] || f.Name != filepath.Base(f.Name) || strings.HasPrefix(f.Name, ".") {
+		if listed[f.Name] || !validName(f.Name) {
 			bad("%s: listed twice or not a plain name", f.Name)
 			continue
 		}
@@ -85,6 +85,15 @@ func Verify(ctx context.Context, dir string, verifiers note.Verifiers) (Report, 
 	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
+		if e.Name() == DirSealed && e.IsDir() {
+			sealed, _ := os.ReadDir(filepath.Join(dir, DirSealed))
+			for _, e := range sealed {
+				if name := DirSealed + "/" + e.Name(); !listed[name] {
+					bad("%s: not in the manifest", name)
+				}
+			}
+			continue
+		}
 		if !listed[e.Name()] {
 			bad("%s: not in the manifest", e.Name())
 		}
@@ -343,11 +352,16 @@ func unpack(r io.Reader, dir string) error {
 			return fmt.Errorf("backup: stream: %w", err)
 		}
 		name := h.Name
-		if h.Typeflag != tar.TypeReg || name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") ||
+		if h.Typeflag != tar.TypeReg || !validName(name) ||
 			h.Size < 0 || h.Size > maxFile || slices.Contains(names, name) {
 			return fmt.Errorf("backup: stream: unexpected entry %q", name)
 		}
 		names = append(names, name)
+		if filepath.Base(name) != name {
+			if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o700); err != nil {
+				return fmt.Errorf("backup: %w", err)
+			}
+		}
 		if err := writeFile(filepath.Join(dir, name), tr, h.Size); err != nil {
 			return err
 		}

@@ -30,6 +30,33 @@ import (
 // record with its action and purpose, in the same verified chain
 // (docs/audit-access.md).
 func TestAuditorCommandsNextToARunningServer(t *testing.T) {
+	auditorCommandsNextToARunningServer(t)
+}
+
+// TestAuditorCommandsSpanSealedSegments is the same with a tiny roll size
+// (64 KiB, tens of records): the log rolls over again and again under the
+// load and while the commands run, and every command (verify, export,
+// bundle, report, prove, hash, policy impact, compliance report) spans
+// the sealed segments and the live one, against the running server and on
+// the stopped server's files.
+func TestAuditorCommandsSpanSealedSegments(t *testing.T) {
+	data := auditorCommandsNextToARunningServer(t, "--audit-roll-size", "65536")
+	sealed, _ := filepath.Glob(filepath.Join(audit.SealedDir(filepath.Join(data, "audit.db")), "*.db"))
+	notes, _ := filepath.Glob(filepath.Join(audit.SealedDir(filepath.Join(data, "audit.db")), "*.seal"))
+	if len(sealed) < 3 || len(notes) != len(sealed) {
+		t.Fatalf("%d sealed segments, %d seal notes; want 3 or more, one note each", len(sealed), len(notes))
+	}
+	t.Logf("%d sealed segments", len(sealed))
+	for _, f := range sealed {
+		if _, err := audit.VerifySegment(context.Background(), f, func(p audit.Problem) { t.Errorf("%s alone: %s", filepath.Base(f), p) }); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// auditorCommandsNextToARunningServer runs the test above with extra serve
+// arguments and returns the data directory.
+func auditorCommandsNextToARunningServer(t *testing.T, serveArgs ...string) string {
 	d := newDataset(t)
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	anchor := t.TempDir()
@@ -44,9 +71,9 @@ func TestAuditorCommandsNextToARunningServer(t *testing.T) {
 	}
 	vkeys := filepath.Join(t.TempDir(), "vkeys")
 
-	s := serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens,
+	s := serve(t, d, nil, append([]string{"--dev", "--listen", loopback, "--tokens", tokens,
 		"--anchor-dir", anchor, "--checkpoint-interval", "50ms", "--node", "e2e",
-		"--rate-limit", "0") // the load is one principal reading as fast as it can
+		"--rate-limit", "0"}, serveArgs...)...) // the load is one principal reading as fast as it can
 
 	mustCustos(t, "audit", "pubkey", "--data-dir", d.data, "--dev", "--origin", "custos.local/e2e/audit", "-o", vkeys)
 
@@ -221,6 +248,7 @@ func TestAuditorCommandsNextToARunningServer(t *testing.T) {
 			t.Errorf("access records through %s: %v, want %v", src, got[src], want)
 		}
 	}
+	return d.data
 }
 
 // waitFor waits up to 20 s for cond.

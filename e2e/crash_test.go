@@ -22,11 +22,31 @@ import (
 // allowed, and the log verifies. A response is never released before its
 // record is durable, so no receipt may be missing.
 func TestKill9UnderLoadEveryReceivedResponseIsAudited(t *testing.T) {
+	kill9UnderLoad(t, 1)
+}
+
+// TestKill9WhileSealingNothingIsLost is the same with a log that rolls
+// over every 64 KiB (tens of records), killed and restarted three times
+// under load: kills land between and inside seals, each restart completes
+// or rolls back the seal it finds, and across all of them every received
+// response is audited, the sealed segments link and the log verifies.
+func TestKill9WhileSealingNothingIsLost(t *testing.T) {
+	data := kill9UnderLoad(t, 3, "--audit-roll-size", "65536")
+	sealed, _ := filepath.Glob(filepath.Join(audit.SealedDir(filepath.Join(data, "audit.db")), "*.db"))
+	if len(sealed) < 3 {
+		t.Fatalf("%d sealed segments, want several", len(sealed))
+	}
+	t.Logf("%d sealed segments", len(sealed))
+}
+
+// kill9UnderLoad runs the test above rounds times on one data directory,
+// with extra serve arguments, and returns the data directory.
+func kill9UnderLoad(t *testing.T, rounds int, serveArgs ...string) string {
 	d := newDataset(t)
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	tok := newToken(t, d.principal("clinician"), tokens)
 	start := func() *served {
-		return serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens, "--rate-limit", "0") // load test: unlimited
+		return serve(t, d, nil, append([]string{"--dev", "--listen", loopback, "--tokens", tokens, "--rate-limit", "0"}, serveArgs...)...) // load test: unlimited
 	}
 	srv := start()
 	url := srv.url
@@ -45,51 +65,13 @@ func TestKill9UnderLoadEveryReceivedResponseIsAudited(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		receipts = map[string]string{} // event id → URI
-		wg       sync.WaitGroup
 	)
-	ctx, cancel := context.WithCancel(context.Background())
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-crash", Version: "1"}, nil).Connect(ctx,
-				&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{tok}}, MaxRetries: -1}, nil)
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			for i := w; ctx.Err() == nil; i++ {
-				uri := uris[i%len(uris)]
-				res, err := c.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
-				if err != nil {
-					return // the server is gone
-				}
-				id, _ := res.Meta[server.ReceiptKey].(string)
-				mu.Lock()
-				receipts[id] = uri
-				mu.Unlock()
-			}
-		}()
-	}
-	// Let the load run, then kill the server without warning.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		mu.Lock()
-		n := len(receipts)
-		mu.Unlock()
-		if n >= 200 || time.Now().After(deadline) {
-			break
+	for round := range rounds {
+		if round > 0 {
+			srv = start()
+			url = srv.url
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	srv.kill(t)
-	cancel()
-	wg.Wait()
-	if len(receipts) < 50 {
-		t.Fatalf("only %d responses before the kill; the test proves little", len(receipts))
-	}
-	if _, ok := receipts[""]; ok {
-		t.Fatal("a response carried no audit receipt")
+		load(t, url, tok, uris, srv, &mu, receipts, 200*(round+1))
 	}
 
 	// Restart: the server starts on the killed data directory (its local
@@ -120,4 +102,56 @@ func TestKill9UnderLoadEveryReceivedResponseIsAudited(t *testing.T) {
 		}
 	}
 	t.Logf("%d responses received before SIGKILL, all audited; %d records in the log", len(receipts), len(byEvent))
+	return d.data
+}
+
+// load reads with 8 clients through srv until receipts holds want
+// responses (or 20 s passed), then kills srv with SIGKILL.
+func load(t *testing.T, url, tok string, uris []string, srv *served, mu *sync.Mutex, receipts map[string]string, want int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-crash", Version: "1"}, nil).Connect(ctx,
+				&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{tok}}, MaxRetries: -1}, nil)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			for i := w; ctx.Err() == nil; i++ {
+				uri := uris[i%len(uris)]
+				res, err := c.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+				if err != nil {
+					return // the server is gone
+				}
+				id, _ := res.Meta[server.ReceiptKey].(string)
+				mu.Lock()
+				receipts[id] = uri
+				mu.Unlock()
+			}
+		}()
+	}
+	// Let the load run, then kill the server without warning.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := len(receipts)
+		mu.Unlock()
+		if n >= want || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.kill(t)
+	cancel()
+	wg.Wait()
+	if len(receipts) < 50 {
+		t.Fatalf("only %d responses before the kill; the test proves little", len(receipts))
+	}
+	if _, ok := receipts[""]; ok {
+		t.Fatal("a response carried no audit receipt")
+	}
 }

@@ -143,7 +143,8 @@ func checkTimes(since, until time.Time) error {
 // VerifyRequest verifies the log. With VerifierKeys, it also checks the
 // tree at N against every checkpoint anchored in the data directory and
 // in Anchor (the lines of another anchor's checkpoints.jsonl, named
-// AnchorName in errors), as serve does at startup.
+// AnchorName in errors), as serve does at startup, and the signature of
+// every sealed segment's seal (problems of kind seal_mismatch).
 type VerifyRequest struct {
 	Ask
 	VerifierKeys []byte `json:"verifier_keys,omitempty"`
@@ -195,6 +196,10 @@ func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Wr
 			res.Anchor.Error, res.OK = err.Error(), false
 		} else {
 			res.Anchor.OK, res.Anchor.Checked = true, checkedText(entries)
+			// The sealed segments' seals are signed like checkpoints.
+			if ps := s.log.CheckSeals(verifiers); len(ps) > 0 {
+				res.Problems, res.OK = append(res.Problems, ps...), false
+			}
 		}
 	}
 	return Result{AccessSeq: v.n}, json.NewEncoder(w).Encode(res)

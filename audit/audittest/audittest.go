@@ -90,7 +90,8 @@ func Verify(t testing.TB, path string) audit.Summary {
 }
 
 // FlipRecord edits record seq of the log at path behind its back, as an
-// attacker with write access to the file would: one byte inside the
+// attacker with write access to the file would (in whichever segment
+// holds it, a sealed one included): one byte inside the
 // record's action string is flipped with a bbolt update of the records
 // bucket, so the JSON stays well-formed but the record no longer hashes to
 // its stored hash (nor to its Merkle leaf). No process may hold the log
@@ -98,25 +99,53 @@ func Verify(t testing.TB, path string) audit.Summary {
 // file then fails Verify.
 func FlipRecord(t testing.TB, path string, seq uint64) {
 	t.Helper()
+	files := []string{path}
+	sealed, _ := filepath.Glob(filepath.Join(audit.SealedDir(path), "*.db"))
+	files = append(files, sealed...)
+	for _, f := range files {
+		if flipIn(t, f, seq, f != path) {
+			return
+		}
+	}
+	t.Fatalf("audittest: flip record %d of %s: not in any segment", seq, filepath.Base(path))
+}
+
+// flipIn flips record seq in the segment file path if it holds it; a
+// sealed (read-only) file is made writable for the edit and read-only
+// again after.
+func flipIn(t testing.TB, path string, seq uint64, sealed bool) bool {
+	t.Helper()
+	if sealed {
+		if err := os.Chmod(path, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Chmod(path, 0o400)
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("audittest: flip record %d of %s: %v", seq, filepath.Base(path), err)
 	}
 	defer db.Close()
+	found := false
 	err = db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte("records"))
 		k := binary.BigEndian.AppendUint64(nil, seq)
 		v := slices.Clone(b.Get(k))
+		if v == nil {
+			return nil
+		}
 		i := bytes.Index(v, []byte(`"action":"`))
 		if i < 0 {
-			return fmt.Errorf("record %d not found", seq)
+			return fmt.Errorf("record %d has no action", seq)
 		}
 		v[i+len(`"action":"`)+2] ^= 0x01
+		found = true
 		return b.Put(k, v)
 	})
 	if err != nil {
 		t.Fatalf("audittest: flip record %d of %s: %v", seq, filepath.Base(path), err)
 	}
+	return found
 }
 
 // Recorder is a testing.TB that records the failures (Errorf) and cleanups

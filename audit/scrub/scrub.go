@@ -219,9 +219,8 @@ func (s *Scrubber) pass(ctx context.Context, p *Pass) error {
 	if size == 0 {
 		return nil
 	}
-	pc := &pacer{rate: float64(s.c.Rate), start: time.Now()}
 	sum, err := s.c.Log.VerifyRange(ctx, audit.RangeOptions{
-		From: 1, To: uint64(size), Roots: roots, Chunk: min(MaxChunk, max(1, s.c.Rate/10)), Pace: pc.pace,
+		From: 1, To: uint64(size), Roots: roots, Chunk: min(MaxChunk, max(1, s.c.Rate/10)), Pace: audit.Pacer(s.c.Rate),
 	}, p.add)
 	p.Records = sum.Records
 	return err
@@ -231,30 +230,5 @@ func (p *Pass) add(pr audit.Problem) {
 	p.Found++
 	if len(p.Problems) < MaxProblems {
 		p.Problems = append(p.Problems, pr)
-	}
-}
-
-// pacer holds a walk to rate records per second, cumulatively: after done
-// records it waits until start + done/rate.
-type pacer struct {
-	rate  float64
-	start time.Time
-	done  int
-}
-
-func (pc *pacer) pace(ctx context.Context, n int) error {
-	pc.done += n
-	due := pc.start.Add(time.Duration(float64(pc.done) / pc.rate * float64(time.Second)))
-	d := time.Until(due)
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

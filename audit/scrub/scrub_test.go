@@ -110,6 +110,43 @@ func TestPassFindsAnEditedRecord(t *testing.T) {
 	}
 }
 
+// TestPassFindsAnEditedRecordInASealedSegment: the pass spans every
+// segment: a byte flipped in the middle sealed segment of a stopped log is
+// named by the next pass.
+func TestPassFindsAnEditedRecordInASealedSegment(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "audit.db")
+	l, err := audit.Open(path, audit.Options{Node: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		appendN(t, l, 10)
+		if ok, err := l.Roll(ctx); !ok || err != nil {
+			t.Fatalf("Roll: %v %v", ok, err)
+		}
+	}
+	appendN(t, l, 5)
+	anchored := roots(t, l, 10, 35)
+	l.Close()
+	audittest.FlipRecord(t, path, 17) // in sealed segment 2 (11..20)
+
+	l, err = audit.Open(path, audit.Options{Node: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	s := newScrubber(t, scrub.Config{Log: l, Rate: 1 << 20,
+		Anchored: func(context.Context) (map[int64]tlog.Hash, error) { return anchored, nil }})
+	p := s.Pass(ctx)
+	if !p.Broken() || p.Size != 35 || p.Records != 35 {
+		t.Fatalf("pass = %+v", p)
+	}
+	if r := p.Reason(); !strings.HasPrefix(r, "kind=hash_mismatch,seq=17,") {
+		t.Errorf("reason %q", r)
+	}
+}
+
 // TestPassAnchors: an anchor error matching audit.ErrCorrupt is a finding
 // with its seq and kind; any other error stops the pass without one.
 func TestPassAnchors(t *testing.T) {

@@ -112,7 +112,7 @@ type PolicyKey struct {
 
 // Audit configures signed checkpoints of the audit log, its retention
 // period (reported, never enforced by deleting), the watch on its volume's
-// free space and its scrubber.
+// free space, its scrubber and its sealed segments.
 type Audit struct {
 	Deployment         *string        `yaml:"deployment" flag:"deployment"`
 	AnchorDir          *string        `yaml:"anchor_dir" flag:"anchor-dir"`
@@ -123,6 +123,9 @@ type Audit struct {
 	DiskReserve        *int64         `yaml:"disk_reserve" flag:"audit-disk-reserve"`
 	ScrubInterval      *time.Duration `yaml:"scrub_interval" flag:"scrub-interval"`
 	ScrubRate          *int           `yaml:"scrub_rate" flag:"scrub-rate"`
+	RollSize           *int64         `yaml:"roll_size" flag:"audit-roll-size"`
+	RollPeriod         *time.Duration `yaml:"roll_period" flag:"audit-roll-period"`
+	ArchiveDir         *string        `yaml:"archive_dir" flag:"audit-archive-dir"`
 }
 
 // BTG are the break-the-glass rules (app.BreakGlassOptions): server

@@ -236,6 +236,8 @@ func (f *File) AppOptions(getenv func(string) string) app.Options {
 			FHIRBase: str(f.Sync.FHIRBase), Every: durOf(f.Sync.Every),
 			ClientID: str(f.Sync.ClientID), Tenant: str(f.Sync.Tenant),
 		},
+		AuditSegments: app.AuditSegmentOptions{RollSize: int64Of(f.Audit.RollSize), RollPeriod: durOf(f.Audit.RollPeriod),
+			ArchiveDir: str(f.Audit.ArchiveDir)},
 	}
 	for _, k := range f.Policy.Keys {
 		o.Policy.Keys = append(o.Policy.Keys, app.PolicyKey{ID: k.ID, File: k.File})

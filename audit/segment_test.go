@@ -1,0 +1,698 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// rollOrFail seals the live segment and fails t unless it did.
+func rollOrFail(t testing.TB, l *Log) {
+	t.Helper()
+	ok, err := l.Roll(context.Background())
+	if err != nil || !ok {
+		t.Fatalf("Roll = %v, %v", ok, err)
+	}
+}
+
+// segmentedLog writes a log of len(sizes) segments, sizes[i] records in
+// segment i+1 (the last one live), and returns it open with its path.
+func segmentedLog(t *testing.T, opts Options, sizes ...int) (*Log, string) {
+	t.Helper()
+	l, path := mustOpen(t, opts)
+	for i, n := range sizes {
+		appendN(t, l, n)
+		if i < len(sizes)-1 {
+			rollOrFail(t, l)
+		}
+	}
+	return l, path
+}
+
+// writeSegmented writes a log of len(sizes) segments into a fresh
+// directory, closes it and returns its path: for tests that then damage it
+// (no verification on cleanup).
+func writeSegmented(t *testing.T, sizes ...int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "audit.db")
+	l, err := Open(path, Options{Node: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range sizes {
+		appendN(t, l, n)
+		if i < len(sizes)-1 {
+			rollOrFail(t, l)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// memTree recomputes the Merkle tree of canonical records independently
+// of the log's storage: tlog.StoredHashes into a map.
+type memTree map[int64]tlog.Hash
+
+func (m memTree) ReadHashes(idx []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(idx))
+	for i, x := range idx {
+		h, ok := m[x]
+		if !ok {
+			return nil, fmt.Errorf("index %d missing", x)
+		}
+		out[i] = h
+	}
+	return out, nil
+}
+
+func (m memTree) add(t testing.TB, n int64, canon []byte) {
+	hs, err := tlog.StoredHashes(n, canon, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j, h := range hs {
+		m[tlog.StoredHashIndex(0, n)+int64(j)] = h
+	}
+}
+
+// TestSegmentsContinueChainAndTree writes four segments (three sealed) and
+// checks that seq, chain and Merkle tree are one across them: the tree
+// root is the root of every record recomputed independently; every
+// record's inclusion proof and the consistency proofs between the seals'
+// trees check; Records, Export and VerifyRange span the segments; each
+// sealed segment verifies alone; sealed files are read-only.
+func TestSegmentsContinueChainAndTree(t *testing.T) {
+	ctx := context.Background()
+	l, path := segmentedLog(t, Options{}, 5, 8, 1, 6) // sealed 1..5, 6..13, 14..14; live 15..20
+	segs := l.segments()
+	if len(segs) != 4 {
+		t.Fatalf("%d segments, want 4", len(segs))
+	}
+	size, root, err := l.TreeHead(ctx)
+	if err != nil || size != 20 {
+		t.Fatalf("TreeHead = %d, %v", size, err)
+	}
+	mt := memTree{}
+	prev := ZeroHash
+	var canons [][]byte
+	if err := l.Records(ctx, 1, 20, func(seq uint64, c []byte) error {
+		r, err := Decode(c)
+		if err != nil {
+			return err
+		}
+		if r.Seq != seq || r.PrevHash != prev {
+			return fmt.Errorf("record %d: seq %d prev %s, want prev %s", seq, r.Seq, r.PrevHash, prev)
+		}
+		prev = r.Hash
+		mt.add(t, int64(seq)-1, c)
+		canons = append(canons, bytes.Clone(c))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := tlog.TreeHash(20, mt)
+	if err != nil || want != root {
+		t.Fatalf("tree root %x, recomputed %x (%v)", root, want, err)
+	}
+	for seq := uint64(1); seq <= 20; seq++ {
+		p, err := l.ProveRecord(seq, 20)
+		if err != nil {
+			t.Fatalf("ProveRecord(%d): %v", seq, err)
+		}
+		if err := tlog.CheckRecord(p, 20, root, int64(seq)-1, LeafHash(canons[seq-1])); err != nil {
+			t.Errorf("inclusion of %d: %v", seq, err)
+		}
+	}
+	// The seals' trees are prefixes of one another and of the head.
+	var seals []Seal
+	for _, s := range segs[:3] {
+		seals = append(seals, *s.seal.Load())
+		if fi, err := os.Stat(s.path); err != nil || fi.Mode().Perm() != 0o400 {
+			t.Errorf("sealed %s: mode %v, %v", filepath.Base(s.path), fi.Mode().Perm(), err)
+		}
+		text, err := os.ReadFile(sealNotePath(s.path))
+		if err != nil {
+			t.Fatalf("seal note: %v", err)
+		}
+		if got, err := ParseSeal(text, nil); err != nil || got != *s.seal.Load() {
+			t.Errorf("seal note of %d = %+v, %v", s.no, got, err)
+		}
+	}
+	sizes := []int64{5, 13, 14, 20}
+	roots := []tlog.Hash{seals[0].Root, seals[1].Root, seals[2].Root, root}
+	for i := 0; i+1 < len(sizes); i++ {
+		if seals[i].Last != uint64(sizes[i]) || (i > 0 && seals[i].PrevHash != seals[i-1].HeadHash) || (i > 0 && seals[i].PrevRoot != seals[i-1].Root) {
+			t.Errorf("seal %d does not link: %+v", i+1, seals[i])
+		}
+		p, err := l.ProveTree(sizes[i], sizes[i+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tlog.CheckTree(p, sizes[i+1], roots[i+1], sizes[i], roots[i]); err != nil {
+			t.Errorf("consistency %d -> %d: %v", sizes[i], sizes[i+1], err)
+		}
+	}
+	var out bytesBuffer
+	if n, err := l.Export(ctx, &out, FormatJSONL, Filter{}); err != nil || n != 20 {
+		t.Fatalf("Export = %d, %v", n, err)
+	}
+	for i, line := range out.lines() {
+		if !bytes.Equal(line, canons[i]) {
+			t.Errorf("export line %d differs from record %d", i+1, i+1)
+		}
+	}
+	sum, err := l.VerifyRange(ctx, RangeOptions{From: 3, To: 17, Chunk: 2, Roots: map[int64]tlog.Hash{5: seals[0].Root, 13: seals[1].Root}}, func(p Problem) { t.Error(p) })
+	if err != nil || sum.Records != 15 || sum.TreeRoot != mustTreeHash(t, l, 17) {
+		t.Errorf("VerifyRange = %+v, %v", sum, err)
+	}
+	if sum, err := l.Verify(ctx, func(p Problem) { t.Error(p) }); err != nil || sum.Records != 20 || sum.TreeRoot != root {
+		t.Errorf("Verify = %+v, %v", sum, err)
+	}
+	for _, s := range segs[:3] {
+		if _, err := VerifySegment(ctx, s.path, func(p Problem) { t.Errorf("%s alone: %s", filepath.Base(s.path), p) }); err != nil {
+			t.Error(err)
+		}
+	}
+	// Reopened, the log goes on from its head in the live segment.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2 := mustOpenPath(t, path, Options{})
+	r, err := l2.Append(ctx, sampleEntry(99))
+	if err != nil || r.Seq != 21 || r.PrevHash != prev {
+		t.Fatalf("append after reopen = seq %d prev %s, %v", r.Seq, r.PrevHash, err)
+	}
+}
+
+func mustTreeHash(t *testing.T, l *Log, n int64) tlog.Hash {
+	t.Helper()
+	h, err := l.TreeHash(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestRollBySize seals the live segment once its file reaches RollSize
+// (the background roller runs too).
+//
+//custos:race
+func TestRollBySize(t *testing.T) {
+	l, path := mustOpen(t, Options{RollSize: 64 << 10})
+	ctx := context.Background()
+	rolled := 0
+	for i := 0; i < 600 && rolled < 2; i++ {
+		if _, err := l.Append(ctx, sampleEntry(i)); err != nil {
+			t.Fatal(err)
+		}
+		// The background roller may have sealed already; RollIfDue is
+		// what it runs.
+		if ok, err := l.RollIfDue(ctx); err != nil {
+			t.Fatal(err)
+		} else if ok {
+			rolled++
+		}
+		rolled = max(rolled, len(l.segments())-1)
+	}
+	if rolled < 2 {
+		t.Fatalf("no two rolls by size in 600 records")
+	}
+	files, err := sealedFiles(path, "")
+	if err != nil || len(files) < 2 {
+		t.Fatalf("sealed files %v, %v", files, err)
+	}
+	for _, f := range files {
+		var size int64
+		db, err := bolt.Open(f, 0, &bolt.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.View(func(tx *bolt.Tx) error { size = tx.Size(); return nil })
+		db.Close()
+		if size < 64<<10 || size > 128<<10 {
+			t.Errorf("%s: %d bytes, want about RollSize", filepath.Base(f), size)
+		}
+	}
+}
+
+// TestRollByTime seals monthly and by period, judged by the injected
+// clock (the background roller runs too).
+//
+//custos:race
+func TestRollByTime(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 30, 23, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	set := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
+	ctx := context.Background()
+
+	l, _ := mustOpen(t, Options{RollMonthly: true, Now: clock})
+	if due, _ := l.RollDue(); due {
+		t.Fatal("an empty segment is due")
+	}
+	appendN(t, l, 3)
+	set(time.Date(2026, 1, 31, 23, 59, 59, 0, time.UTC))
+	if ok, err := l.RollIfDue(ctx); ok || err != nil {
+		t.Fatalf("rolled within the month: %v %v", ok, err)
+	}
+	set(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
+	if ok, err := l.RollIfDue(ctx); !ok || err != nil {
+		t.Fatalf("no roll at the new month: %v %v", ok, err)
+	}
+	appendN(t, l, 2)
+	set(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)) // a later year, an earlier month number
+	if ok, err := l.RollIfDue(ctx); !ok || err != nil {
+		t.Fatalf("no roll in the next year: %v %v", ok, err)
+	}
+
+	set(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+	p, _ := mustOpen(t, Options{RollPeriod: time.Hour, Now: clock})
+	appendN(t, p, 1)
+	set(now.Add(59 * time.Minute))
+	if due, _ := p.RollDue(); due {
+		t.Fatal("due before the period")
+	}
+	set(now.Add(time.Minute))
+	if ok, err := p.RollIfDue(ctx); !ok || err != nil {
+		t.Fatalf("no roll after the period: %v %v", ok, err)
+	}
+}
+
+// flipSealed rewrites record seq of sealed segment file path with one byte
+// changed, as an attacker with write access to the file would.
+func flipSealed(t *testing.T, path string, seq uint64) {
+	t.Helper()
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketRecords)
+		v := bytes.Clone(b.Get(seqKey(seq)))
+		i := bytes.Index(v, []byte("user-"))
+		v[i+5] ^= 1
+		return b.Put(seqKey(seq), v)
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(path, 0o400)
+}
+
+// TestFlippedRecordInSealedSegment: a record edited in a sealed segment is
+// named by VerifyFile, by VerifySegment and by VerifyRange (what the
+// scrubber runs on an open log).
+func TestFlippedRecordInSealedSegment(t *testing.T) {
+	ctx := context.Background()
+	path := writeSegmented(t, 4, 4, 2)
+	seg2 := filepath.Join(SealedDir(path), SegmentFile(2))
+	flipSealed(t, seg2, 6)
+
+	named := func(ps []Problem) bool {
+		for _, p := range ps {
+			if p.Seq == 6 && p.Kind == KindHashMismatch {
+				return true
+			}
+		}
+		return false
+	}
+	ps, _ := collect(t, path)
+	if !named(ps) {
+		t.Errorf("VerifyFile did not name seq 6: %v", ps)
+	}
+	var alone []Problem
+	if _, err := VerifySegment(ctx, seg2, func(p Problem) { alone = append(alone, p) }); err != nil || !named(alone) {
+		t.Errorf("VerifySegment did not name seq 6: %v %v", alone, err)
+	}
+	// The server still opens (only the head is checked at open); the
+	// scrubber's walk finds it.
+	l, err := Open(path, Options{Node: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var ranged []Problem
+	if _, err := l.VerifyRange(ctx, RangeOptions{From: 1, To: 10}, func(p Problem) { ranged = append(ranged, p) }); err != nil || !named(ranged) {
+		t.Errorf("VerifyRange did not name seq 6: %v %v", ranged, err)
+	}
+}
+
+// TestMissingMiddleSegment: a sealed segment removed from the middle is
+// reported by VerifyFile, and the writer refuses to open the log.
+func TestMissingMiddleSegment(t *testing.T) {
+	path := writeSegmented(t, 3, 3, 3, 1)
+	seg2 := filepath.Join(SealedDir(path), SegmentFile(2))
+	if err := os.Rename(seg2, seg2+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	ps, sum := collect(t, path)
+	found := false
+	for _, p := range ps {
+		if p.Kind == KindSegmentMissing && p.Seq == 4 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("VerifyFile did not report segment 2 missing: %v", ps)
+	}
+	if sum.Records != 7 {
+		t.Errorf("records walked %d, want 7 (the other segments, still checked)", sum.Records)
+	}
+	if _, err := Open(path, Options{Node: "n"}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), KindSegmentMissing) {
+		t.Errorf("Open with a missing segment = %v, want segment_missing", err)
+	}
+	// Read-only, the log opens and Verify reports it.
+	ro, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	var ps2 []Problem
+	if _, err := ro.Verify(context.Background(), func(p Problem) { ps2 = append(ps2, p) }); err != nil || len(ps2) == 0 {
+		t.Errorf("read-only Verify = %v, %v", ps2, err)
+	}
+}
+
+// TestSealedReadWhileAppending reads sealed segments (records, proofs,
+// verification) while writers append and the log rolls.
+func TestSealedReadWhileAppending(t *testing.T) {
+	l, _ := mustOpen(t, Options{})
+	ctx := context.Background()
+	appendN(t, l, 10)
+	rollOrFail(t, l)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := l.Append(ctx, sampleEntry(w*1000+i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	rolled := make(chan struct{})
+	go func() {
+		defer close(rolled)
+		for range 5 {
+			time.Sleep(20 * time.Millisecond)
+			if _, err := l.Roll(ctx); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	for i, done := 0, false; i < 20 || !done; i++ {
+		select {
+		case <-rolled:
+			done = true
+		default:
+		}
+		size, root, err := l.TreeHead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := l.ProveRecord(3, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var leaf tlog.Hash
+		if err := l.Records(ctx, 3, 3, func(_ uint64, c []byte) error { leaf = LeafHash(c); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := tlog.CheckRecord(p, size, root, 2, leaf); err != nil {
+			t.Errorf("inclusion at size %d: %v", size, err)
+		}
+		if _, err := l.Verify(ctx, func(p Problem) { t.Error(p) }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.VerifyRange(ctx, RangeOptions{From: 1, To: uint64(size)}, func(p Problem) { t.Error(p) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if n := len(l.segments()); n < 3 {
+		t.Errorf("%d segments after the rolls", n)
+	}
+}
+
+// TestCrashDuringSeal stops a seal after each of its steps, as a kill
+// would, and reopens: before the commit point the seal is rolled back,
+// after it the seal is completed; no record is lost either way and the
+// log verifies.
+func TestCrashDuringSeal(t *testing.T) {
+	for _, step := range []int{3, 4, 5} {
+		t.Run(fmt.Sprint("step", step), func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "audit.db")
+			l, err := Open(path, Options{Node: "n"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			appendN(t, l, 4)
+			rollOrFail(t, l)
+			recs := appendN(t, l, 3)
+			sealCrash = func(s int) error {
+				if s == step {
+					return errors.New("killed")
+				}
+				return nil
+			}
+			_, err = l.Roll(ctx)
+			sealCrash = nil
+			if err == nil {
+				t.Fatal("Roll survived its kill")
+			}
+			if _, err := l.Append(ctx, sampleEntry(1)); err == nil {
+				t.Error("append after an interrupted seal succeeded")
+			}
+			l.Close()
+			if step == 4 {
+				// The next segment may be lost too: Open recreates it.
+				os.Remove(path + nextSuffix)
+			}
+			l2 := mustOpenPath(t, path, Options{})
+			seq, hash := l2.Head()
+			if seq != 7 || hash != recs[2].Hash {
+				t.Fatalf("head after recovery = %d %s, want 7 %s", seq, hash, recs[2].Hash)
+			}
+			segs := l2.segments()
+			wantSegs := 2
+			if step > 3 {
+				wantSegs = 3
+			}
+			if len(segs) != wantSegs {
+				t.Errorf("%d segments after recovery, want %d", len(segs), wantSegs)
+			}
+			if _, err := os.Stat(path + nextSuffix); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("next segment left behind: %v", err)
+			}
+			r, err := l2.Append(ctx, sampleEntry(8))
+			if err != nil || r.Seq != 8 || r.PrevHash != hash {
+				t.Fatalf("append after recovery = %d, %v", r.Seq, err)
+			}
+			rollOrFail(t, l2)
+		})
+	}
+}
+
+// TestSingleFileLogBecomesFirstSegment: a log written by the code before
+// segments (the v1 fixture) is the first segment: it rolls, and the whole
+// log verifies with the fixture's records intact.
+func TestSingleFileLogBecomesFirstSegment(t *testing.T) {
+	path, lines := copyV1Fixture(t)
+	l := mustOpenPath(t, path, Options{})
+	appendN(t, l, 2)
+	rollOrFail(t, l)
+	appendN(t, l, 2)
+	var out bytesBuffer
+	n, err := l.Export(context.Background(), &out, FormatJSONL, Filter{})
+	if err != nil || n != 9 {
+		t.Fatalf("Export = %d, %v", n, err)
+	}
+	for i, line := range lines {
+		if !bytes.Equal(out.lines()[i], line) {
+			t.Errorf("fixture record %d changed", i+1)
+		}
+	}
+	seg1 := filepath.Join(SealedDir(path), SegmentFile(1))
+	if _, err := VerifySegment(context.Background(), seg1, func(p Problem) { t.Error(p) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestArchiveDir: sealed segments move to the archive directory with
+// their seal notes; readers given only the live path find them there.
+//
+//custos:race
+func TestArchiveDir(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "archive")
+	l, path := mustOpen(t, Options{ArchiveDir: archive})
+	appendN(t, l, 3)
+	rollOrFail(t, l)
+	appendN(t, l, 3)
+	rollOrFail(t, l)
+	appendN(t, l, 1)
+	for _, no := range []uint64{1, 2} {
+		for _, f := range []string{SegmentFile(no), sealNotePath(SegmentFile(no))} {
+			if fi, err := os.Stat(filepath.Join(archive, f)); err != nil || fi.Mode().Perm() != 0o400 {
+				t.Errorf("archive %s: %v", f, err)
+			}
+			if _, err := os.Stat(filepath.Join(SealedDir(path), f)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s still in the sealed directory", f)
+			}
+		}
+	}
+	// An archive file of another log under the same name is never
+	// replaced: archiving the next segment 3 fails and leaves it.
+	foreign := filepath.Join(archive, SegmentFile(3))
+	if err := os.WriteFile(foreign, []byte("another log's segment"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 1)
+	if ok, err := l.Roll(context.Background()); !ok || err != nil {
+		t.Fatalf("Roll: %v %v", ok, err)
+	}
+	if b, _ := os.ReadFile(foreign); string(b) != "another log's segment" {
+		t.Error("archiving replaced a foreign archive file")
+	}
+	if _, err := os.Stat(filepath.Join(SealedDir(path), SegmentFile(3))); err != nil {
+		t.Errorf("segment 3 left the sealed directory although its archive copy failed: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(foreign) // readers prefer the sealed directory's copy anyway
+	if sum := mustVerify(t, path); sum.Records != 8 {
+		t.Errorf("VerifyFile walked %d records, want 8", sum.Records)
+	}
+	var out bytes.Buffer
+	if n, err := ExportFile(context.Background(), path, &out, FormatJSONL, Filter{}); err != nil || n != 8 {
+		t.Errorf("ExportFile = %d, %v", n, err)
+	}
+}
+
+// TestSealSigned: with a SealSigner, the seal note carries a signature its
+// verifier accepts.
+func TestSealSigned(t *testing.T) {
+	skey, vkey, err := note.GenerateKey(nil, "custos-test-seal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := note.NewVerifier(vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, path := mustOpen(t, Options{SealSigner: signer})
+	appendN(t, l, 2)
+	rollOrFail(t, l)
+	text, err := os.ReadFile(filepath.Join(SealedDir(path), "000001.seal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ParseSeal(text, note.VerifierList(verifier))
+	if err != nil || s.Last != 2 {
+		t.Fatalf("ParseSeal = %+v, %v", s, err)
+	}
+	if ps := l.CheckSeals(note.VerifierList(verifier)); len(ps) != 0 {
+		t.Errorf("CheckSeals of a good note: %v", ps)
+	}
+	text[5] ^= 1
+	if _, err := ParseSeal(text, note.VerifierList(verifier)); err == nil {
+		t.Error("a changed seal note verified")
+	}
+	notePath := filepath.Join(SealedDir(path), "000001.seal")
+	os.Chmod(notePath, 0o600)
+	if err := os.WriteFile(notePath, text, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if ps := l.CheckSeals(note.VerifierList(verifier)); len(ps) != 1 || ps[0].Kind != KindSealMismatch || ps[0].Seq != 1 {
+		t.Errorf("CheckSeals of a changed note: %v", ps)
+	}
+	os.Remove(notePath)
+	if ps := l.CheckSeals(note.VerifierList(verifier)); len(ps) != 1 || !strings.Contains(ps[0].Detail, "missing") {
+		t.Errorf("CheckSeals of a missing note: %v", ps)
+	}
+}
+
+// TestParseSealCanonical: a seal parses back from its body, and any other
+// spelling of the same fields is refused.
+func TestParseSealCanonical(t *testing.T) {
+	root, _ := tlog.TreeHash(0, nil)
+	s := Seal{Segment: 2, First: 6, Last: 13, PrevHash: strings.Repeat("ab", 32), PrevRoot: root,
+		HeadHash: strings.Repeat("0f", 32), Root: tlog.Hash{1, 2, 3},
+		FirstTime: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), LastTime: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)}
+	body := s.Body()
+	if got, err := ParseSeal(body, nil); err != nil || got != s {
+		t.Fatalf("ParseSeal(Body) = %+v, %v", got, err)
+	}
+	for name, bad := range map[string]string{
+		"extra space":   strings.Replace(string(body), "records 6", "records  6", 1),
+		"upper hex":     strings.Replace(string(body), strings.Repeat("ab", 32), strings.Repeat("AB", 32), 1),
+		"short hash":    strings.Replace(string(body), strings.Repeat("0f", 32), "0f", 1),
+		"last mismatch": strings.Replace(string(body), "head 13", "head 12", 1),
+		"prev mismatch": strings.Replace(string(body), "prev 5", "prev 4", 1),
+		"other header":  strings.Replace(string(body), "seal v1", "seal v2", 1),
+		"trailing line": string(body) + "x\n",
+		"no final LF":   strings.TrimSuffix(string(body), "\n"),
+		"leading zero":  strings.Replace(string(body), "segment 2", "segment 02", 1),
+		"zero segment":  strings.Replace(string(body), "segment 2", "segment 0", 1),
+	} {
+		if _, err := ParseSeal([]byte(bad), nil); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestSealVerifyRate: the verification before the writer's lock keeps to
+// SealVerifyRate; appends are not held meanwhile.
+func TestSealVerifyRate(t *testing.T) {
+	l, _ := mustOpen(t, Options{SealVerifyRate: 100})
+	appendN(t, l, 50) // one chunk: a pause of 0.5 s
+	done := make(chan time.Duration, 1)
+	start := time.Now()
+	go func() {
+		rollOrFail(t, l)
+		done <- time.Since(start)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := l.Append(context.Background(), sampleEntry(1)); err != nil {
+		t.Fatal(err)
+	}
+	appended := time.Since(start)
+	if el := <-done; el < 450*time.Millisecond || appended > 400*time.Millisecond {
+		t.Errorf("seal took %s (want >= 0.5 s at 100 records/s), an append during it %s", el, appended)
+	}
+	if seq, _ := l.Head(); seq != 51 || len(l.segments()) != 2 {
+		t.Errorf("head %d, %d segments", seq, len(l.segments()))
+	}
+}
