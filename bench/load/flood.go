@@ -39,6 +39,7 @@ type floodOptions struct {
 	Sources  int     // source addresses, 127.0.0.2 onward
 	Workers  int     // flood requests in flight
 	Pin      bool    // pin custos and the clinician to one CPU, the flood to the others
+	NewConns bool    // a new TCP and TLS connection for every flood request
 }
 
 func (f *floodOptions) validate() error {
@@ -82,6 +83,7 @@ type floodSettings struct {
 	Size       int     `json:"size_bytes"`
 	Protocol   string  `json:"protocol"`
 	Transport  string  `json:"transport"`
+	NewConns   bool    `json:"new_conns"` // a TLS handshake per flood request
 	Pinned     bool    `json:"pinned"`
 	ServerCPUs []int   `json:"server_cpus,omitempty"` // custos and the clinician (this process)
 	FloodCPUs  []int   `json:"flood_cpus,omitempty"`  // the flood process
@@ -115,6 +117,9 @@ type floodVolume struct {
 	FilesBefore int64   `json:"files_before_bytes"`
 	FilesAfter  int64   `json:"files_after_bytes"`
 	FloodCPUms  float64 `json:"flood_process_cpu_ms"`
+	// ServerCPUPerRefusalUs is this process's CPU (custos alone: the
+	// clinician does not read in this phase) during the flood, per request.
+	ServerCPUPerRefusalUs float64 `json:"server_cpu_per_refusal_us"`
 }
 
 // floodLatency is the clinician's reads without and with the flood, in
@@ -181,10 +186,10 @@ func runFlood(ctx context.Context, o options) (_ *floodReport, err error) {
 	fo := *o.Flood
 	clinicians := o.Clients[0]
 	rep := &floodReport{Machine: describeMachine(), Settings: floodSettings{
-		Requests: fo.Requests, Rate: fo.Rate, Sources: fo.Sources, Workers: fo.Workers, Clinicians: clinicians,
+		Requests: fo.Requests, Rate: fo.Rate, Sources: fo.Sources, Workers: fo.Workers, NewConns: fo.NewConns, Clinicians: clinicians,
 		Rounds: o.Rounds, DurationS: o.Duration.Seconds(), WarmupS: o.Warmup.Seconds(), Resources: o.Resources, Size: o.Size,
 		Protocol:  protocolVersion(o.Mode == modeStateless),
-		Transport: "HTTP/1.1 over TLS 1.3, 127.0.0.1; the flood from 127.0.0.2 onward, keep-alive connections",
+		Transport: "HTTP/1.1 over TLS 1.3, 127.0.0.1; the flood from 127.0.0.2 onward",
 		WindowS:   server.DefaultRefusalWindow.Seconds(), PerSource: server.DefaultRefusalsPerSource,
 	}}
 
@@ -244,7 +249,7 @@ func runFlood(ctx context.Context, o options) (_ *floodReport, err error) {
 	if cs, err = start(); err != nil {
 		return nil, fmt.Errorf("custos: %w", err)
 	}
-	b, err := fp.batch(fo.Requests, cs.url)
+	b, cpu, err := profiledBatch(fp, fo.Requests, cs.url, o.CPUProfile)
 	if cerr := cs.close(ctx); err == nil {
 		err = cerr
 	}
@@ -257,6 +262,7 @@ func runFlood(ctx context.Context, o options) (_ *floodReport, err error) {
 	}
 	v := &rep.Volume
 	v.Answers, v.Seconds, v.FloodCPUms = b.Status, b.Seconds, b.CPUms
+	v.ServerCPUPerRefusalUs = float64(cpu.Microseconds()) / float64(fo.Requests)
 	v.UsedBefore, v.UsedAfter, v.Growth = before.used, after.used, after.used-before.used
 	v.FilesBefore, v.FilesAfter = before.files, after.files
 	v.Records = after.head - before.head
@@ -332,17 +338,6 @@ func floodLatencyPhase(ctx context.Context, o options, fp *floodProcess, cs *cus
 			return lat, reads, err
 		}
 	}
-	if o.CPUProfile != "" {
-		stop, err := startProfile(o.CPUProfile)
-		if err != nil {
-			return lat, reads, err
-		}
-		defer func() {
-			if perr := stop(); perr != nil && err == nil {
-				err = perr
-			}
-		}()
-	}
 	lat.Answers = map[string]int{}
 	var cpu [2]time.Duration
 	slice := o.Duration / time.Duration(o.Rounds)
@@ -403,6 +398,26 @@ func floodLatencyPhase(ctx context.Context, o options, fp *floodProcess, cs *cus
 	return lat, reads, nil
 }
 
+// profiledBatch has the flood process send n requests to url and returns
+// its answer and this process's CPU time meanwhile; with a profile path,
+// it writes a CPU profile of that time there.
+func profiledBatch(fp *floodProcess, n int, url, profile string) (_ floodBatch, cpu time.Duration, err error) {
+	if profile != "" {
+		stop, err := startProfile(profile)
+		if err != nil {
+			return floodBatch{}, 0, err
+		}
+		defer func() {
+			if perr := stop(); perr != nil && err == nil {
+				err = perr
+			}
+		}()
+	}
+	c0 := processCPU()
+	b, err := fp.batch(n, url)
+	return b, processCPU() - c0, err
+}
+
 // startFlood starts the flood process on cpus (none: unpinned).
 func startFlood(ctx context.Context, tlsCfg *tls.Config, fo floodOptions, cpus []int) (*floodProcess, error) {
 	exe, err := selfExecutable()
@@ -410,7 +425,7 @@ func startFlood(ctx context.Context, tlsCfg *tls.Config, fo floodOptions, cpus [
 		return nil, err
 	}
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsCfg.Certificates[0].Certificate[0]})
-	cfg, err := json.Marshal(floodConfig{CAPEM: string(caPEM), Sources: fo.Sources, Workers: fo.Workers, Rate: fo.Rate})
+	cfg, err := json.Marshal(floodConfig{CAPEM: string(caPEM), Sources: fo.Sources, Workers: fo.Workers, Rate: fo.Rate, NewConns: fo.NewConns})
 	if err != nil {
 		return nil, err
 	}
@@ -531,7 +546,11 @@ func (r *floodReport) print(w io.Writer) {
 	if s.Rate > 0 {
 		pace = fmt.Sprintf("paced at %g/s", s.Rate)
 	}
-	fmt.Fprintf(w, "flood: %d unauthenticated requests per phase (half no token, half a forged one) from %d source addresses, %d in flight, %s; a separate process\n", s.Requests, s.Sources, s.Workers, pace)
+	conns := "keep-alive connections"
+	if s.NewConns {
+		conns = "a new TLS connection per request"
+	}
+	fmt.Fprintf(w, "flood: %d unauthenticated requests per phase (half no token, half a forged one) from %d source addresses, %d in flight, %s, %s; a separate process\n", s.Requests, s.Sources, s.Workers, pace, conns)
 	if s.Pinned {
 		fmt.Fprintf(w, "cpus: custos and the clinician on %v, the flood process on %v\n", s.ServerCPUs, s.FloodCPUs)
 	} else {
@@ -543,8 +562,9 @@ func (r *floodReport) print(w io.Writer) {
 	fmt.Fprintf(w, "volume (the flood alone, %.1f s): answers %s\n", v.Seconds, answers(v.Answers))
 	fmt.Fprintf(w, "  records added %d: %d auth/reject (%d one by one, %d aggregates counting %d) accounting for %d refusals\n",
 		v.Records, v.Rejects, v.Rejects-v.Aggregates, v.Aggregates, v.Aggregated, v.Accounted)
-	fmt.Fprintf(w, "  audit volume in use %d → %d bytes: grew %d bytes (%.1f bytes per request); files on disk %d → %d bytes\n\n",
+	fmt.Fprintf(w, "  audit volume in use %d → %d bytes: grew %d bytes (%.1f bytes per request); files on disk %d → %d bytes\n",
 		v.UsedBefore, v.UsedAfter, v.Growth, float64(v.Growth)/float64(max(1, s.Requests)), v.FilesBefore, v.FilesAfter)
+	fmt.Fprintf(w, "  custos CPU per refused request: %.1f µs; flood process CPU %.0f ms\n\n", v.ServerCPUPerRefusalUs, v.FloodCPUms)
 
 	l := r.Latency
 	fmt.Fprintf(w, "latency (%d rounds): flood answers %s in %.1f s (%.0f/s), flood process CPU %.0f ms\n", s.Rounds, answers(l.Answers), l.FloodSeconds, l.FloodRate, l.FloodCPUms)
@@ -556,7 +576,7 @@ func (r *floodReport) print(w io.Writer) {
 			fmt.Fprintf(w, "           error: %s\n", e)
 		}
 	}
-	fmt.Fprintf(w, "  server-side CPU per refused request: %.1f µs\n\n", l.ServerCPUPerRefusalUs)
+	fmt.Fprintf(w, "  CPU per refused request in this process (custos and the clinician, reads taken off at their unloaded cost): %.1f µs\n\n", l.ServerCPUPerRefusalUs)
 
 	a := r.Audit
 	fmt.Fprintf(w, "audit: %d records, verified: %v (%d problems); read allow records %d for %d clinician reads served (%d failed)\n",

@@ -28,6 +28,9 @@ type floodConfig struct {
 	Sources int     `json:"sources"` // source addresses 127.0.0.2 … 127.0.0.(1+Sources)
 	Workers int     `json:"workers"` // requests in flight
 	Rate    float64 `json:"rate"`    // requests/s; 0 unpaced
+	// NewConns opens a new connection (TCP and TLS handshake) for every
+	// request instead of keeping connections alive.
+	NewConns bool `json:"new_conns"`
 }
 
 // floodBatch is the flood process's answer to one batch: how the server
@@ -68,6 +71,7 @@ func floodChild(cfgJSON string, stdin io.Reader, stdout, stderr io.Writer) int {
 			DialContext:         d.DialContext,
 			TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13},
 			MaxIdleConnsPerHost: cfg.Workers/cfg.Sources + 1,
+			DisableKeepAlives:   cfg.NewConns,
 			IdleConnTimeout:     time.Minute,
 		}}
 	}

@@ -47,7 +47,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Mode, "mode", modeStateless, "stateless (MCP 2026-07-28, no sessions) or stateful (2025-11-25 sessions); custos serves both on one endpoint, the bare server the mode's")
 	bareFraming := fs.String("bare-framing", "", "json or sse: how the bare server frames its responses; default: as custos does in the mode (stateless: JSON, stateful: SSE). A different choice makes the ratios compare unlike things")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of each custos run to this file (with -cN before the extension when several -clients are given)")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of each custos run to this file (with -cN before the extension when several -clients are given); with -flood, of the flood alone (phase 1)")
 	fs.StringVar(&o.DataDir, "data", "", "data directory for custos's catalog and audit log (must be empty or absent; kept). Default: a temporary directory, removed")
 	fs.Float64Var(&o.RateLimit, "rate-limit", 0, "custos per-principal rate limit in requests/s (serve's default is 100; 0 disables)")
 	fs.DurationVar(&o.AuditBatchDelay, "audit-batch-delay", 0, "fix custos's audit group-commit window (audit.Options.MinBatchDelay and MaxBatchDelay); 0: the adaptive window serve uses (1–5 ms by CPU queueing)")
@@ -56,6 +56,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&fo.Rate, "flood-rate", fo.Rate, "-flood: the flood's pace in requests/s (0: as fast as -flood-workers go)")
 	fs.IntVar(&fo.Sources, "flood-sources", fo.Sources, "-flood: source addresses (127.0.0.2 onward)")
 	fs.IntVar(&fo.Workers, "flood-workers", fo.Workers, "-flood: flood requests in flight")
+	fs.BoolVar(&fo.NewConns, "flood-new-conns", false, "-flood: open a new TLS connection for every flood request (a handshake each) instead of keep-alive connections")
 	fs.BoolVar(&fo.Pin, "flood-pin", fo.Pin, "-flood: pin custos and the clinician to the first CPU and the flood process to the others (Linux)")
 	fs.BoolVar(&check, "check", false, "exit 1 if a target is missed, a run had errors or the audit count does not match")
 	fs.Usage = func() {
