@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,14 +169,7 @@ func runFlood(ctx context.Context, o options) (_ *floodReport, err error) {
 	if err := o.Flood.validate(); err != nil {
 		return nil, err
 	}
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	progress := o.Progress
-	if progress == nil {
-		progress = io.Discard
-	}
+	logger, progress := o.sinks()
 	dir, cleanup, err := dataDir(o.DataDir)
 	if err != nil {
 		return nil, err

@@ -175,14 +175,7 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	progress := o.Progress
-	if progress == nil {
-		progress = io.Discard
-	}
+	logger, progress := o.sinks()
 	dir, cleanup, err := dataDir(o.DataDir)
 	if err != nil {
 		return nil, err
@@ -279,6 +272,18 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 		}
 	}
 	return rep, nil
+}
+
+// sinks are o.Logger and o.Progress, discarding where nil.
+func (o *options) sinks() (*slog.Logger, io.Writer) {
+	logger, progress := o.Logger, o.Progress
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if progress == nil {
+		progress = io.Discard
+	}
+	return logger, progress
 }
 
 // dataDir is the data directory of a run: dir, which must be empty or
