@@ -86,6 +86,8 @@ type floodSettings struct {
 	Pinned     bool    `json:"pinned"`
 	ServerCPUs []int   `json:"server_cpus,omitempty"` // custos and the clinician (this process)
 	FloodCPUs  []int   `json:"flood_cpus,omitempty"`  // the flood process
+	// FloodRanOn is the CPUs the flood process said it may run on.
+	FloodRanOn []int   `json:"flood_ran_on,omitempty"`
 	WindowS    float64 `json:"refusal_window_s"`
 	PerSource  int     `json:"refusals_per_source"`
 }
@@ -254,6 +256,7 @@ func runFlood(ctx context.Context, o options) (_ *floodReport, err error) {
 	}
 	v := &rep.Volume
 	v.Answers, v.Seconds, v.FloodCPUms = b.Status, b.Seconds, b.CPUms
+	rep.Settings.FloodRanOn = b.CPUs
 	v.ServerCPUPerRefusalUs = float64(cpu.Microseconds()) / float64(fo.Requests)
 	v.UsedBefore, v.UsedAfter, v.Growth = before.used, after.used, after.used-before.used
 	v.FilesBefore, v.FilesAfter = before.files, after.files
@@ -544,7 +547,7 @@ func (r *floodReport) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "flood: %d unauthenticated requests per phase (half no token, half a forged one) from %d source addresses, %d in flight, %s, %s; a separate process\n", s.Requests, s.Sources, s.Workers, pace, conns)
 	if s.Pinned {
-		fmt.Fprintf(w, "cpus: custos and the clinician on %v, the flood process on %v\n", s.ServerCPUs, s.FloodCPUs)
+		fmt.Fprintf(w, "cpus: custos and the clinician on %v, the flood process on %v (it reports %v)\n", s.ServerCPUs, s.FloodCPUs, s.FloodRanOn)
 	} else {
 		fmt.Fprintln(w, "cpus: not pinned (the flood shares the server's CPUs)")
 	}

@@ -7,6 +7,8 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +34,7 @@ func TestMain(m *testing.M) {
 func TestFloodShortRun(t *testing.T) {
 	const requests, sources = 600, 8
 	dataDir := filepath.Join(t.TempDir(), "data")
+	procs, cpus := runtime.GOMAXPROCS(0), allowedCPUs()
 	rep, err := runFlood(context.Background(), options{
 		Clients: []int{1}, Duration: 400 * time.Millisecond, Warmup: 50 * time.Millisecond,
 		Size: 1024, Resources: 50, PerPatient: 10, Rounds: 2, Mode: modeStateless, DataDir: dataDir,
@@ -42,6 +45,18 @@ func TestFloodShortRun(t *testing.T) {
 	}
 	if sum := audittest.Verify(t, filepath.Join(dataDir, "audit.db")); sum.Records == 0 {
 		t.Error("the scenario left an empty audit log")
+	}
+	// On Linux with two CPUs or more, custos ran on the first and the flood
+	// process on the others; afterwards this process may use all of them
+	// again.
+	s := rep.Settings
+	if runtime.GOOS == "linux" && len(cpus) >= 2 {
+		if !s.Pinned || !slices.Equal(s.ServerCPUs, cpus[:1]) || !slices.Equal(s.FloodCPUs, cpus[1:]) || !slices.Equal(s.FloodRanOn, cpus[1:]) {
+			t.Errorf("pinned %v: custos on %v, flood on %v (it reports %v); want %v and %v", s.Pinned, s.ServerCPUs, s.FloodCPUs, s.FloodRanOn, cpus[:1], cpus[1:])
+		}
+	}
+	if got := allowedCPUs(); !slices.Equal(got, cpus) || runtime.GOMAXPROCS(0) != procs {
+		t.Errorf("after the run: CPUs %v, GOMAXPROCS %d; want %v and %d as before", got, runtime.GOMAXPROCS(0), cpus, procs)
 	}
 	v := rep.Volume
 	// 30 failures per source are answered 401, the rest 429.

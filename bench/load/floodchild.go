@@ -41,6 +41,7 @@ type floodBatch struct {
 	Seconds float64        `json:"seconds"`
 	CPUms   float64        `json:"cpu_ms"` // the flood process's CPU during the batch
 	Samples []string       `json:"error_samples,omitempty"`
+	CPUs    []int          `json:"cpus,omitempty"` // the CPUs the flood process may run on
 }
 
 // floodBody is what every flood request asks: a resources/list, which the
@@ -143,7 +144,7 @@ func sendBatch(ctx context.Context, cfg floodConfig, clients []*http.Client, url
 		}()
 	}
 	wg.Wait()
-	return floodBatch{Sent: n, Status: status, Seconds: time.Since(start).Seconds(), CPUms: ms(processCPU() - c0), Samples: samples}
+	return floodBatch{Sent: n, Status: status, Seconds: time.Since(start).Seconds(), CPUms: ms(processCPU() - c0), Samples: samples, CPUs: allowedCPUs()}
 }
 
 // floodRequest sends unauthenticated request k (a forged token if k is odd)

@@ -17,9 +17,18 @@ import (
 // the first allowed CPU for the server, the others for the flood. ok is
 // false with fewer than two CPUs: then nothing is pinned.
 func cpuSplit() (server, flood []int, ok bool) {
+	cpus := allowedCPUs()
+	if len(cpus) < 2 {
+		return nil, nil, false
+	}
+	return cpus[:1], cpus[1:], true
+}
+
+// allowedCPUs are the CPUs the calling thread may run on (nil if unknown).
+func allowedCPUs() []int {
 	var all unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &all); err != nil {
-		return nil, nil, false
+		return nil
 	}
 	var cpus []int
 	for c := range 8 * 128 { // CPUSet holds 1024 CPUs
@@ -27,10 +36,7 @@ func cpuSplit() (server, flood []int, ok bool) {
 			cpus = append(cpus, c)
 		}
 	}
-	if len(cpus) < 2 {
-		return nil, nil, false
-	}
-	return cpus[:1], cpus[1:], true
+	return cpus
 }
 
 func cpuSet(cpus []int) *unix.CPUSet {
