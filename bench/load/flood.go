@@ -20,6 +20,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/server"
 )
@@ -225,7 +226,7 @@ func runFlood(ctx context.Context, o options) (_ *floodReport, err error) {
 	start := func() (*custosSide, error) {
 		return startCustos(ctx, dir, tokens, tf, server.RateLimit{PerSecond: o.RateLimit, Burst: max(1, int(2*o.RateLimit))}, o.AuditBatchDelay, tlsCfg, o.CPUProfile != "", logger)
 	}
-	auditPath := filepath.Join(dir, "audit.db")
+	auditPath := filepath.Join(dir, app.AuditFile)
 
 	// 1. Volume.
 	fmt.Fprintf(progress, "load: flood volume: %d unauthenticated requests from %d addresses, custos alone\n", fo.Requests, fo.Sources)
@@ -236,7 +237,7 @@ func runFlood(ctx context.Context, o options) (_ *floodReport, err error) {
 	if err := cs.close(ctx); err != nil {
 		return nil, err
 	}
-	before, err := measureVolume(ctx, dir, auditPath)
+	before, err := measureVolume(dir, auditPath)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +251,7 @@ func runFlood(ctx context.Context, o options) (_ *floodReport, err error) {
 	if err != nil {
 		return nil, err
 	}
-	after, err := measureVolume(ctx, dir, auditPath)
+	after, err := measureVolume(dir, auditPath)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +283,7 @@ func runFlood(ctx context.Context, o options) (_ *floodReport, err error) {
 	if err := cs.close(ctx); err != nil {
 		return nil, err
 	}
-	end, err := measureVolume(ctx, dir, auditPath)
+	end, err := measureVolume(dir, auditPath)
 	if err != nil {
 		return nil, err
 	}
@@ -415,7 +416,9 @@ func profiledBatch(fp *floodProcess, n int, url, profile string) (_ floodBatch, 
 
 // startFlood starts the flood process on cpus (none: unpinned).
 func startFlood(ctx context.Context, tlsCfg *tls.Config, fo floodOptions, cpus []int) (*floodProcess, error) {
-	exe, err := selfExecutable()
+	// The flood process is this program again: the load command, or the
+	// test binary, whose TestMain runs floodChild too.
+	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
@@ -453,7 +456,7 @@ type volumeState struct {
 // measureVolume measures the closed audit log at auditPath and the other
 // audit files in dir (any file or directory whose name starts with
 // "audit", such as sealed segments).
-func measureVolume(ctx context.Context, dir, auditPath string) (volumeState, error) {
+func measureVolume(dir, auditPath string) (volumeState, error) {
 	var v volumeState
 	db, err := bolt.Open(auditPath, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -207,10 +206,4 @@ func newLineScanner(r io.Reader) *bufio.Scanner {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
 	return sc
-}
-
-// selfExecutable is the program the flood process runs: this one (the
-// load command, or the test binary, whose TestMain runs floodChild too).
-func selfExecutable() (string, error) {
-	return os.Executable()
 }
