@@ -157,3 +157,21 @@ func TestFloodChildInput(t *testing.T) {
 		t.Errorf("no batch: exit %d, want 0", code)
 	}
 }
+
+// TestFloodCLIJSON runs -flood end to end through the command line with
+// -json: the report on stdout is the flood report.
+func TestFloodCLIJSON(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := cli([]string{"-flood", "-json", "-flood-requests", "200", "-flood-sources", "4", "-flood-workers", "4",
+		"-duration", "200ms", "-rounds", "1", "-warmup", "0s", "-resources", "20", "-size", "256"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr: %s", code, stderr.String())
+	}
+	var rep floodReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("stdout is not a JSON report: %v\n%s", err, stdout.String())
+	}
+	if rep.Settings.Requests != 200 || rep.Settings.Clinicians != 1 || rep.Volume.Accounted != 200 || rep.Latency.Flooded.Reads == 0 || !rep.Audit.Verified {
+		t.Errorf("report = %+v", rep)
+	}
+}
