@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -583,7 +584,11 @@ func (r *floodReport) print(w io.Writer) {
 		fmt.Fprintf(w, "  %s\n", n)
 	}
 	for _, c := range r.Checks {
-		fmt.Fprintf(w, "check: %s %.3g (%s) %s\n", c.Name, c.Value, c.Target, passFail(c.Pass))
+		val := fmt.Sprintf("%.2f", c.Value)
+		if c.Value == math.Trunc(c.Value) {
+			val = fmt.Sprintf("%.0f", c.Value)
+		}
+		fmt.Fprintf(w, "check: %s %s (%s) %s\n", c.Name, val, c.Target, passFail(c.Pass))
 	}
 	fmt.Fprintf(w, "\nresult: %s\n", passFail(r.Pass))
 }
