@@ -8,9 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,40 +22,31 @@ import (
 	"github.com/custos-mcp/custos/audit/audittest"
 )
 
-// The abuse target of issue 16 (docs/benchmarks.md, "Abuse"): 20,000
-// unauthenticated requests from 64 loopback source addresses (2,000/s by
-// default, CUSTOS_ABUSE_RATE) grow the audit volume by less than 1 MB,
-// while a clinician keeps reading. The
-// clinician's p99 under the flood is compared with an unloaded p99
-// measured first in the same run; it is reported (-v, and
-// CUSTOS_ABUSE_REPORT=FILE appends a JSON line), not asserted.
+// The volume part of the abuse target of issue 16 (docs/benchmarks.md,
+// "Unauthenticated flood"): 20,000 unauthenticated requests from 64
+// loopback source addresses grow the audit volume by less than 1 MB, and
+// every one of them is on record, one by one or counted in an aggregate.
+// The volume is measured exactly: the server is started and stopped once
+// on a new log (the "before"), then started, flooded and stopped (which
+// writes the pending aggregates); the growth is the flood's records and
+// one start's and stop's own. The clinician's latency under a flood is a
+// benchmark: go run ./bench/load -flood.
 func TestUnauthenticatedFloodSparesTheAuditVolume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("20,000 requests: not in -short")
 	}
 	const (
-		flood    = 20000
-		sources  = 64 // 127.0.0.2 … 127.0.0.65
-		workers  = 16
-		baseline = 300 // unloaded reads
+		flood   = 20000
+		sources = 64 // 127.0.0.2 … 127.0.0.65
+		workers = 16
 	)
-	// The flood's pace: CUSTOS_ABUSE_RATE requests per second (0: as fast
-	// as 16 workers go, which on a small machine mostly measures the
-	// flood client and the server competing for the same cores).
-	rate := 2000
-	if v := os.Getenv("CUSTOS_ABUSE_RATE"); v != "" {
-		if _, err := fmt.Sscanf(v, "%d", &rate); err != nil || rate < 0 {
-			t.Fatalf("CUSTOS_ABUSE_RATE=%q: want requests per second, 0 for unpaced", v)
-		}
-	}
 	f := newFixture(t)
 	dbPath := filepath.Join(f.data, app.AuditFile)
 	audittest.VerifyOnCleanup(t, dbPath)
-	// The server is opened three times: empty, for the unloaded reads, for
-	// the flood. Between runs the log is closed, so that the bytes it uses
-	// (bbolt's high-water mark, not the file, which grows by doubling) can
-	// be read, and what the clinician's reads cost be taken off the flood's.
-	serve := func() (a *app.App, cs *mcp.ClientSession, uris []string, stop func()) {
+	// serve starts the server on the log; stop stops it and closes the
+	// log, so that the bytes it uses (bbolt's high-water mark, not the
+	// file, which grows by doubling) can be read.
+	serve := func() (a *app.App, stop func()) {
 		a, err := app.Open(context.Background(), app.Options{
 			DataDir: f.data, Dev: true, Node: "test", Version: "test",
 			HTTP: &app.HTTPOptions{Listen: "127.0.0.1:0", Tokens: f.tokens(t)},
@@ -68,20 +57,7 @@ func TestUnauthenticatedFloodSparesTheAuditVolume(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		served := make(chan error, 1)
 		go func() { served <- a.Serve(ctx) }()
-		cs, err = mcp.NewClient(&mcp.Implementation{Name: "clinician", Version: "1"}, nil).Connect(ctx,
-			&mcp.StreamableClientTransport{Endpoint: a.URL(), HTTPClient: &http.Client{Transport: bearer{"clinician-token"}}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		page, err := cs.ListResources(ctx, nil)
-		if err != nil || len(page.Resources) == 0 {
-			t.Fatalf("list: %v", err)
-		}
-		for _, r := range page.Resources {
-			uris = append(uris, r.URI)
-		}
-		return a, cs, uris, func() {
-			cs.Close()
+		return a, func() {
 			cancel()
 			if err := <-served; err != nil {
 				t.Fatal(err)
@@ -91,31 +67,16 @@ func TestUnauthenticatedFloodSparesTheAuditVolume(t *testing.T) {
 			}
 		}
 	}
-	read := func(cs *mcp.ClientSession, uris []string, i int) time.Duration {
-		t0 := time.Now()
-		if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uris[i%len(uris)]}); err != nil {
-			t.Errorf("clinician read refused: %v", err)
-		}
-		return time.Since(t0)
-	}
 
-	_, _, _, stop := serve()
+	_, stop := serve()
 	stop()
 	used0, n0 := usedBytes(t, dbPath)
-
-	// Unloaded: the clinician alone.
-	_, cs, uris, stop := serve()
-	var unloaded []time.Duration
-	for i := range baseline {
-		unloaded = append(unloaded, read(cs, uris, i))
-	}
+	_, stop = serve()
 	stop()
 	used1, n1 := usedBytes(t, dbPath)
-	size1 := fileSize(t, dbPath)
-	perRecord := float64(used1-used0) / float64(n1-n0) // a clinician's read (and the list and policy load of a start)
+	startStop := n1 - n0 // the records of one start and stop
 
-	a, cs, uris, stop := serve()
-	// The flood, while the clinician reads.
+	a, stop := serve()
 	clients := make([]*http.Client, sources)
 	for i := range clients {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i))}}
@@ -124,7 +85,6 @@ func TestUnauthenticatedFloodSparesTheAuditVolume(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{}}`
 	statuses := make([]map[int]int, workers)
 	var wg sync.WaitGroup
-	done := make(chan struct{})
 	start := time.Now()
 	for w := range workers {
 		statuses[w] = map[int]int{}
@@ -132,9 +92,6 @@ func TestUnauthenticatedFloodSparesTheAuditVolume(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := w; j < flood; j += workers {
-				if rate > 0 {
-					time.Sleep(time.Until(start.Add(time.Duration(j) * time.Second / time.Duration(rate))))
-				}
 				req, _ := http.NewRequest("POST", a.URL(), strings.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Accept", "application/json, text/event-stream")
@@ -153,26 +110,10 @@ func TestUnauthenticatedFloodSparesTheAuditVolume(t *testing.T) {
 			}
 		}()
 	}
-	var loaded []time.Duration
-	reads := make(chan struct{})
-	go func() {
-		defer close(reads)
-		for i := 0; ; i++ {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			loaded = append(loaded, read(cs, uris, i))
-		}
-	}()
 	wg.Wait()
 	elapsed := time.Since(start)
-	close(done)
-	<-reads
 	stop()
 	used2, n2 := usedBytes(t, dbPath)
-	size2 := fileSize(t, dbPath)
 
 	total := map[int]int{}
 	for _, s := range statuses {
@@ -207,25 +148,10 @@ func TestUnauthenticatedFloodSparesTheAuditVolume(t *testing.T) {
 			aggregated += c
 		}
 	}
-	// The clinician's records during the flood (reads, and the list and
-	// policy load of the start) cost what they cost unloaded.
-	others := int64(n2-n1) - int64(rejects)
-	othersCost := int64(perRecord * float64(others))
-	floodGrowth := used2 - used1 - othersCost
-	p99u, p99l := p99(unloaded), p99(loaded)
+	growth := used2 - used1
 	t.Logf("flood: %d requests from %d addresses in %s (%.0f/s), answers %v", flood, sources, elapsed.Round(time.Millisecond), float64(flood)/elapsed.Seconds(), total)
-	t.Logf("audit: %d auth/reject records (%d aggregates counting %d refusals; %d bytes as JSONL); audit.db used %d → %d bytes (file %d → %d), of which %d for %d other records at %.0f bytes each (measured unloaded): flood growth %d bytes",
-		rejects, aggregates, aggregated, rejectBytes, used1, used2, size1, size2, othersCost, others, perRecord, floodGrowth)
-	t.Logf("clinician p99: unloaded %s (%d reads), under the flood %s (%d reads): ratio %.2f",
-		p99u, len(unloaded), p99l, len(loaded), float64(p99l)/float64(p99u))
-	if path := os.Getenv("CUSTOS_ABUSE_REPORT"); path != "" {
-		line := fmt.Sprintf(`{"rate":%d,"requests":%d,"seconds":%.2f,"auth_reject_records":%d,"auth_reject_jsonl_bytes":%d,"audit_db_used_growth_bytes":%d,"flood_growth_bytes":%d,"p99_unloaded_ms":%.3f,"p99_loaded_ms":%.3f,"loaded_reads":%d}`+"\n",
-			rate, flood, elapsed.Seconds(), rejects, rejectBytes, used2-used1, floodGrowth, ms(p99u), ms(p99l), len(loaded))
-		if fh, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
-			fh.WriteString(line)
-			fh.Close()
-		}
-	}
+	t.Logf("audit: %d auth/reject records (%d aggregates counting %d refusals; %d bytes as JSONL) and %d of the start and stop; audit.db in use %d → %d bytes: the flood grew it by %d bytes",
+		rejects, aggregates, aggregated, rejectBytes, n2-n1-uint64(rejects), used1, used2, growth)
 
 	// Every refusal is on record, one by one or counted in an aggregate.
 	if individual := rejects - aggregates; individual+aggregated != flood {
@@ -234,16 +160,17 @@ func TestUnauthenticatedFloodSparesTheAuditVolume(t *testing.T) {
 	if rejects > 2*sources {
 		t.Errorf("%d auth/reject records, want at most 2 per source address (the first, then one aggregate)", rejects)
 	}
-	if floodGrowth >= 1_000_000 || rejectBytes >= 1_000_000 {
-		t.Errorf("the flood grew the audit volume by %d bytes (%d bytes of records), want < 1 MB", floodGrowth, rejectBytes)
+	// The growth is the flood's: besides its records, only a start's and a
+	// stop's, as many as an idle start and stop wrote.
+	if others := n2 - n1 - uint64(rejects); others != startStop {
+		t.Errorf("%d records besides the flood's, want %d (a start and a stop)", others, startStop)
 	}
-	if len(loaded) == 0 {
-		t.Error("the clinician made no read during the flood")
+	if growth >= 1_000_000 || rejectBytes >= 1_000_000 {
+		t.Errorf("the flood grew the audit volume by %d bytes (%d bytes of records), want < 1 MB", growth, rejectBytes)
 	}
-	// The p99 ratio is not asserted: on a shared 2-core machine the
-	// unloaded p99 alone varies tenfold between runs. The figures are in
-	// docs/benchmarks.md; here the clinician's reads must go on, unrefused
-	// (read fails the test on a refusal).
+	if used1 < used0 || growth <= 0 {
+		t.Errorf("audit volume in use %d → %d → %d bytes: want it to grow with the records", used0, used1, used2)
+	}
 }
 
 // usedBytes is the space the closed bbolt file at path uses (its
@@ -263,23 +190,6 @@ func usedBytes(t *testing.T, path string) (int64, uint64) {
 	}
 	return used, sum.Records
 }
-
-func fileSize(t *testing.T, path string) int64 {
-	t.Helper()
-	st, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.Size()
-}
-
-func p99(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[(len(s)*99)/100]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // A watermark and reserve above the free space: /readyz is not ready, the
 // alert gauge is 1, and requests are refused and recorded as disk_low.

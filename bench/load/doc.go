@@ -7,6 +7,9 @@
 //	                    [-bare-framing json|sse] [-rate-limit 0]
 //	                    [-audit-batch-delay 0] [-json] [-cpuprofile FILE]
 //	                    [-data DIR] [-check]
+//	go run ./bench/load -flood [-flood-requests 20000] [-flood-rate 2000]
+//	                    [-flood-sources 64] [-flood-workers 16]
+//	                    [-flood-new-conns] [-flood-pin=true] [-clients 1] ...
 //
 // In one process it builds
 //
@@ -64,6 +67,33 @@
 // framing, and the report then says the modes differ.
 // Before each concurrency level the report probes the data directory's disk
 // (4 KiB append+fsync), which custos waits on and the bare server does not.
+//
+// # The unauthenticated flood (-flood)
+//
+// With -flood it measures the abuse target of issue 16 instead: 20,000
+// unauthenticated requests grow the audit volume by less than 1 MB, while
+// a clinician's reads keep a p99 under twice their unloaded p99
+// (runFlood). The flood comes from a separate process — this program run
+// again with its configuration in CUSTOS_LOAD_FLOOD_CHILD (floodChild) —
+// that sends POST /mcp requests, half without a token and half with a
+// forged one, from -flood-sources loopback addresses (127.0.0.2 onward:
+// the failed-authentication limit is per source address) at -flood-rate
+// requests/s over keep-alive TLS connections (-flood-new-conns: a
+// handshake per request). With -flood-pin (the default, Linux, two CPUs
+// or more) this process — custos and the clinician — runs on the first
+// CPU and the flood process on the others (sched_setaffinity), so that the
+// flood's own work does not take the server's CPU. Two phases:
+//
+//  1. the flood alone against a server started on the log and stopped
+//     around it: the audit volume's growth (bbolt's high-water mark of
+//     audit.db plus any other audit file), the refusals on record (one by
+//     one and counted in aggregates; they must add up to every request),
+//     and custos's CPU per refused request (-cpuprofile profiles this
+//     phase);
+//  2. -clients clinicians (default 1) read in a closed loop in -rounds
+//     alternating slices: unloaded for -duration/-rounds, then while the
+//     flood process sends its share of another -flood-requests; the p99s
+//     of the two are compared.
 //
 // The exit status is 0 whatever the figures, unless -check is given: then 1
 // when a target is missed, a run had errors or the audit count does not match.

@@ -62,8 +62,11 @@ type options struct {
 	// (audit.Options.MinBatchDelay = MaxBatchDelay); 0 leaves the audit
 	// package's adaptive window, what serve uses.
 	AuditBatchDelay time.Duration
-	Logger          *slog.Logger
-	Progress        io.Writer // progress lines; nil discards
+	// Flood, if not nil, runs the -flood scenario (runFlood) instead of
+	// the comparison with the bare server.
+	Flood    *floodOptions
+	Logger   *slog.Logger
+	Progress io.Writer // progress lines; nil discards
 }
 
 func (o *options) validate() error {
@@ -172,30 +175,12 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+	logger, progress := o.sinks()
+	dir, cleanup, err := dataDir(o.DataDir)
+	if err != nil {
+		return nil, err
 	}
-	progress := o.Progress
-	if progress == nil {
-		progress = io.Discard
-	}
-	dir := o.DataDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "custos-load-"); err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-	} else {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, err
-		}
-		if ents, err := os.ReadDir(dir); err != nil {
-			return nil, err
-		} else if len(ents) > 0 {
-			return nil, fmt.Errorf("-data %s is not empty: the audit count needs a fresh audit log", dir)
-		}
-	}
+	defer cleanup()
 
 	principals := o.Principals
 	if principals == 0 {
@@ -287,6 +272,39 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 		}
 	}
 	return rep, nil
+}
+
+// sinks are o.Logger and o.Progress, discarding where nil.
+func (o *options) sinks() (*slog.Logger, io.Writer) {
+	logger, progress := o.Logger, o.Progress
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if progress == nil {
+		progress = io.Discard
+	}
+	return logger, progress
+}
+
+// dataDir is the data directory of a run: dir, which must be empty or
+// absent (the audit count needs a fresh audit log) and is kept, or with
+// dir "" a temporary directory that cleanup removes.
+func dataDir(dir string) (_ string, cleanup func(), err error) {
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "custos-load-"); err != nil {
+			return "", nil, err
+		}
+		return dir, func() { os.RemoveAll(dir) }, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", nil, err
+	}
+	if ents, err := os.ReadDir(dir); err != nil {
+		return "", nil, err
+	} else if len(ents) > 0 {
+		return "", nil, fmt.Errorf("-data %s is not empty: the audit count needs a fresh audit log", dir)
+	}
+	return dir, func() {}, nil
 }
 
 // runConcurrency runs n clients against each server: both fleets connect,
@@ -586,3 +604,5 @@ func passFail(ok bool) string {
 	}
 	return "FAIL"
 }
+
+func (r *report) passed() bool { return r.Pass }

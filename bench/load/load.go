@@ -140,7 +140,16 @@ func (f *fleet) close() {
 // slice has every client read random URIs in a closed loop for dur; reads
 // started in the slice are tallied, and their latencies kept if measure.
 func (f *fleet) slice(ctx context.Context, dur time.Duration, measure bool, d dataset, seed uint64) error {
-	end := time.Now().Add(dur)
+	done := make(chan struct{})
+	t := time.AfterFunc(dur, func() { close(done) })
+	defer t.Stop()
+	return f.sliceUntil(ctx, done, measure, d, seed)
+}
+
+// sliceUntil is slice until done is closed: reads started before are
+// tallied, and the measured time is the time until then.
+func (f *fleet) sliceUntil(ctx context.Context, done <-chan struct{}, measure bool, d dataset, seed uint64) error {
+	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range f.sessions {
 		wg.Add(1)
@@ -150,7 +159,12 @@ func (f *fleet) slice(ctx context.Context, dur time.Duration, measure bool, d da
 			rng := mrand.New(mrand.NewPCG(seed, uint64(i)))
 			for {
 				t0 := time.Now()
-				if !t0.Before(end) || ctx.Err() != nil {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if ctx.Err() != nil {
 					return
 				}
 				k := rng.IntN(len(d.uris))
@@ -179,9 +193,14 @@ func (f *fleet) slice(ctx context.Context, dur time.Duration, measure bool, d da
 			}
 		})
 	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	elapsed := time.Since(start)
 	wg.Wait()
 	if measure {
-		f.measured += dur
+		f.measured += elapsed
 	}
 	return ctx.Err()
 }

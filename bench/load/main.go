@@ -15,6 +15,9 @@ import (
 )
 
 func main() {
+	if cfg, ok := os.LookupEnv(floodChildEnv); ok {
+		os.Exit(floodChild(cfg, os.Stdin, os.Stdout, os.Stderr))
+	}
 	os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -30,6 +33,8 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		clients string
 		asJSON  bool
 		check   bool
+		flood   bool
+		fo      = floodOptions{Requests: 20000, Rate: 2000, Sources: 64, Workers: 16, Pin: true}
 	)
 	fs.StringVar(&clients, "clients", "8,64", "comma-separated numbers of concurrent clients; each is run against the bare server, then custos")
 	fs.DurationVar(&o.Duration, "duration", defaultDuration, "measured time per server at each concurrency")
@@ -42,10 +47,17 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Mode, "mode", modeStateless, "stateless (MCP 2026-07-28, no sessions) or stateful (2025-11-25 sessions); custos serves both on one endpoint, the bare server the mode's")
 	bareFraming := fs.String("bare-framing", "", "json or sse: how the bare server frames its responses; default: as custos does in the mode (stateless: JSON, stateful: SSE). A different choice makes the ratios compare unlike things")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of each custos run to this file (with -cN before the extension when several -clients are given)")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of each custos run to this file (with -cN before the extension when several -clients are given); with -flood, of the flood alone (phase 1)")
 	fs.StringVar(&o.DataDir, "data", "", "data directory for custos's catalog and audit log (must be empty or absent; kept). Default: a temporary directory, removed")
 	fs.Float64Var(&o.RateLimit, "rate-limit", 0, "custos per-principal rate limit in requests/s (serve's default is 100; 0 disables)")
 	fs.DurationVar(&o.AuditBatchDelay, "audit-batch-delay", 0, "fix custos's audit group-commit window (audit.Options.MinBatchDelay and MaxBatchDelay); 0: the adaptive window serve uses (1–5 ms by CPU queueing)")
+	fs.BoolVar(&flood, "flood", false, "run the unauthenticated flood scenario instead: the audit volume's growth for -flood-requests unauthenticated requests, and a clinician's p99 with and without them (-clients clinicians, default 1)")
+	fs.IntVar(&fo.Requests, "flood-requests", fo.Requests, "-flood: unauthenticated requests per phase")
+	fs.Float64Var(&fo.Rate, "flood-rate", fo.Rate, "-flood: the flood's pace in requests/s (0: as fast as -flood-workers go)")
+	fs.IntVar(&fo.Sources, "flood-sources", fo.Sources, "-flood: source addresses (127.0.0.2 onward)")
+	fs.IntVar(&fo.Workers, "flood-workers", fo.Workers, "-flood: flood requests in flight")
+	fs.BoolVar(&fo.NewConns, "flood-new-conns", false, "-flood: open a new TLS connection for every flood request (a handshake each) instead of keep-alive connections")
+	fs.BoolVar(&fo.Pin, "flood-pin", fo.Pin, "-flood: pin custos and the clinician to the first CPU and the flood process to the others (Linux)")
 	fs.BoolVar(&check, "check", false, "exit 1 if a target is missed, a run had errors or the audit count does not match")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: go run ./bench/load [flags]\n\nDrives N concurrent MCP clients over HTTPS against custos (every read\ndecided and durably audited) and a bare go-sdk server serving the same\nresources, and compares throughput and latency.\n\nFlags:")
@@ -79,12 +91,35 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "load: %v\n", err)
 		return 2
 	}
+	if flood {
+		if err := fo.validate(); err != nil {
+			fmt.Fprintf(stderr, "load: %v\n", err)
+			return 2
+		}
+		o.Flood = &fo
+		clientsSet := false
+		fs.Visit(func(f *flag.Flag) { clientsSet = clientsSet || f.Name == "clients" })
+		if !clientsSet {
+			o.Clients = []int{1}
+		} else if len(o.Clients) != 1 {
+			fmt.Fprintln(stderr, "load: -flood takes one -clients value (the clinicians)")
+			return 2
+		}
+	}
 	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	o.Progress = stderr
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	rep, err := run(ctx, o)
+	var rep interface {
+		print(io.Writer)
+		passed() bool
+	}
+	if o.Flood != nil {
+		rep, err = runFlood(ctx, o)
+	} else {
+		rep, err = run(ctx, o)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "load: %v\n", err)
 		return 1
@@ -99,7 +134,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	} else {
 		rep.print(stdout)
 	}
-	if check && !rep.Pass {
+	if check && !rep.passed() {
 		return 1
 	}
 	return 0

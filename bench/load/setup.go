@@ -265,31 +265,44 @@ type custosSide struct {
 	audit  string   // audit.db path
 }
 
-// openCustos imports d into dir/catalog.db, opens the assembly on dir and
-// serves it on a random 127.0.0.1 port with tlsCfg. batchDelay, if not 0,
-// fixes the audit log's group-commit window (0: the audit package's
-// adaptive default, as serve uses). With profile, the server's goroutines
-// carry the pprof label side=custos.
-func openCustos(ctx context.Context, dir string, d dataset, maxClients int, rate server.RateLimit, batchDelay time.Duration, tlsCfg *tls.Config, profile bool, logger *slog.Logger) (_ *custosSide, err error) {
-	seed := filepath.Join(dir, "seed")
-	if err := writeManifest(seed, d); err != nil {
-		return nil, fmt.Errorf("writing the manifest: %w", err)
-	}
-	st, err := store.Open(filepath.Join(dir, app.CatalogFile), store.Options{Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := st.Import(ctx, seed, nil); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("importing: %w", err)
-	}
-	if err := st.Close(); err != nil {
+// openCustos imports d into dir/catalog.db, makes a dev token for each of
+// maxClients clinicians and serves the assembly (startCustos).
+func openCustos(ctx context.Context, dir string, d dataset, maxClients int, rate server.RateLimit, batchDelay time.Duration, tlsCfg *tls.Config, profile bool, logger *slog.Logger) (*custosSide, error) {
+	if err := importCatalog(ctx, dir, d, logger); err != nil {
 		return nil, err
 	}
 	tokens, tf, err := tokenFile(maxClients, d.patients)
 	if err != nil {
 		return nil, err
 	}
+	return startCustos(ctx, dir, tokens, tf, rate, batchDelay, tlsCfg, profile, logger)
+}
+
+// importCatalog writes d as an import directory under dir/seed and imports
+// it into dir/catalog.db.
+func importCatalog(ctx context.Context, dir string, d dataset, logger *slog.Logger) error {
+	seed := filepath.Join(dir, "seed")
+	if err := writeManifest(seed, d); err != nil {
+		return fmt.Errorf("writing the manifest: %w", err)
+	}
+	st, err := store.Open(filepath.Join(dir, app.CatalogFile), store.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	if _, err := st.Import(ctx, seed, nil); err != nil {
+		st.Close()
+		return fmt.Errorf("importing: %w", err)
+	}
+	return st.Close()
+}
+
+// startCustos opens the assembly on dir (its catalog imported) with the
+// dev token file tf (tokens[i] is client i's bearer token) and serves it
+// on a random 127.0.0.1 port with tlsCfg. batchDelay, if not 0, fixes the
+// audit log's group-commit window (0: the audit package's adaptive
+// default, as serve uses). With profile, the server's goroutines carry the
+// pprof label side=custos.
+func startCustos(ctx context.Context, dir string, tokens []string, tf []byte, rate server.RateLimit, batchDelay time.Duration, tlsCfg *tls.Config, profile bool, logger *slog.Logger) (*custosSide, error) {
 	verifier, err := server.ParseTokenFile(tf)
 	if err != nil {
 		return nil, err
