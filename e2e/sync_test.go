@@ -30,7 +30,7 @@ import (
 // e2e/fhirserver/server.mjs, which adds only transport, a SMART token
 // endpoint verifying client assertions with npm jose, Bulk $export on the
 // router's search, and test controls (fault injection). See
-// docs/import-sync.md.
+// docs/import.md, "Sync from a live FHIR server".
 
 // fhirServer is a running e2e/fhirserver.
 type fhirServer struct {

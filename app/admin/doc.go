@@ -3,7 +3,7 @@
 // auditor commands (package audit/access) reach the one process that holds
 // the audit log's lock (docs/audit-access.md, decisions 2 and 3), and
 // through which 'custos sync' has a running server run one FHIR sync
-// (POST /v1/sync, Config.Sync; docs/import-sync.md).
+// (POST /v1/sync, Config.Sync; docs/import.md, "Sync from a live FHIR server").
 //
 // # Invariants
 //
