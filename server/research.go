@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sort"
 	"sync"
 	"time"
 
@@ -64,7 +65,33 @@ type aliases struct {
 	built time.Time
 	real  map[string]string
 	order []aliasedURI // sorted by shown
+
+	// With an indexed catalog (store.Index), the aliases are built per
+	// tenant, lazily, for one key and one catalog index at a time:
+	// tenants[t] for (tkey, tix).
+	tkey    string
+	tix     *store.Index
+	tenants map[string]*tenantAliases
 }
+
+// tenantAliases are the research aliases of one tenant's patients under
+// one audit key and one catalog index. Invariant
+// (TestResearchIndexedAgreesWithPlain): walking groups in order and, in
+// each, the members' research URIs sorted, yields the tenant's resources
+// in the order of their research URIs — the order the plain index
+// (aliases.order) gives them — because every research URI of a group
+// starts with the group's prefix and the prefixes are sorted and none is
+// a prefix of another. Resource id aliases are not kept: they are made
+// for one patient's resources when needed.
+type tenantAliases struct {
+	groups  []aliasGroup      // sorted by prefix
+	patient map[string]string // patient alias -> patient id
+}
+
+// aliasGroup is the resources of one patient under one URI scheme: every
+// research URI of them starts with prefix,
+// "{scheme}://{tenant}/patients/{alias of patient}/".
+type aliasGroup struct{ prefix, scheme, patient string }
 
 // aliasedURI is a catalog URI and the URI a research caller is shown.
 type aliasedURI struct{ shown, real string }
@@ -238,6 +265,114 @@ func (a *aliaser) ordered(ctx context.Context) ([]aliasedURI, error) {
 		}
 	}
 	return idx.order, nil
+}
+
+// tenantAliases returns the aliases of tenant's patients in ix, built on
+// first use for this key and index (HMAC of each of the tenant's patient
+// ids, ~1 µs each: ~10 ms for 10,000 patients, against ~1 s for the
+// plain index of a 100,000-resource catalog). A new key or index (a
+// swapped catalog) drops what was built for the previous one.
+func (a *aliaser) tenantAliases(ix *store.Index, tenant string) *tenantAliases {
+	idx := &a.s.aliases
+	idx.mu.Lock()
+	defer idx.mu.Unlock()
+	if idx.tkey != a.keyID() || idx.tix != ix {
+		idx.tkey, idx.tix, idx.tenants = a.keyID(), ix, map[string]*tenantAliases{}
+	}
+	if ta, ok := idx.tenants[tenant]; ok {
+		return ta
+	}
+	ta := &tenantAliases{patient: map[string]string{}}
+	for _, p := range ix.Patients(tenant) {
+		al := a.alias(p)
+		ta.patient[al] = p
+		for _, scheme := range ix.PatientSchemes(tenant, p) {
+			ta.groups = append(ta.groups, aliasGroup{prefix: scheme + "://" + tenant + "/patients/" + al + "/", scheme: scheme, patient: p})
+		}
+	}
+	slices.SortFunc(ta.groups, func(x, y aliasGroup) int { return strings.Compare(x.prefix, y.prefix) })
+	idx.tenants[tenant] = ta
+	return ta
+}
+
+// errAliasOrder means a research URI does not start with its group's
+// prefix: the URI forms changed and indexedPage's order would no longer be
+// the research-URI order. The list is refused rather than misordered.
+var errAliasOrder = errors.New("research alias order: a research URI outside its group")
+
+// indexedPage is page over the tenant's resources in ix: up to limit of
+// them whose research URI sorts after after, in research-URI order, with
+// those URIs, as entries (see entryResources). It computes the aliases of
+// the patients it pages through only.
+func (a *aliaser) indexedPage(ctx context.Context, ix *store.Index, tenant, after string, limit int) ([]store.Resource, []string, error) {
+	ta := a.tenantAliases(ix, tenant)
+	// The groups wholly before after: after is past their prefix and
+	// does not start with it (then every URI starting with the prefix
+	// sorts before after).
+	i := sort.Search(len(ta.groups), func(i int) bool {
+		p := ta.groups[i].prefix
+		return after <= p || strings.HasPrefix(after, p)
+	})
+	var rs []store.Resource
+	var shown []string
+	for ; i < len(ta.groups) && len(rs) < limit; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		g := ta.groups[i]
+		var members []aliasedURI
+		for _, e := range ix.PatientEntries(tenant, g.patient) {
+			if e.Scheme() != g.scheme {
+				continue
+			}
+			out := a.out(e.URI)
+			if !strings.HasPrefix(out, g.prefix) {
+				return nil, nil, errAliasOrder
+			}
+			if out > after {
+				members = append(members, aliasedURI{shown: out, real: e.URI})
+				rs = append(rs, entryResources([]store.Entry{e})...)
+			}
+		}
+		// Sort the group's members (and their resources alike) by
+		// research URI.
+		start := len(rs) - len(members)
+		order := make([]int, len(members))
+		for j := range order {
+			order[j] = j
+		}
+		slices.SortFunc(order, func(x, y int) int { return strings.Compare(members[x].shown, members[y].shown) })
+		sorted := make([]store.Resource, len(members))
+		for j, k := range order {
+			sorted[j] = rs[start+k]
+			shown = append(shown, members[k].shown)
+		}
+		copy(rs[start:], sorted)
+	}
+	if len(rs) > limit {
+		rs, shown = rs[:limit], shown[:limit]
+	}
+	return rs, shown, nil
+}
+
+// indexedIn is in for an indexed catalog: the patient alias is resolved
+// through the tenant's aliases, the resource id among that patient's
+// resources only.
+func (a *aliaser) indexedIn(ix *store.Index, u store.URI) (store.URI, bool) {
+	ta := a.tenantAliases(ix, u.Tenant)
+	p, ok := ta.patient[u.Patient]
+	if !ok {
+		return u, false
+	}
+	want := u.String()
+	for _, e := range ix.PatientEntries(u.Tenant, p) {
+		if a.out(e.URI) == want {
+			if real, err := store.ParseURI(e.URI); err == nil {
+				return real, true
+			}
+		}
+	}
+	return u, false
 }
 
 func (a *aliaser) keyID() string { return a.key.ID + "\x00" + string(a.key.Bytes) }

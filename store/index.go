@@ -134,6 +134,19 @@ func (ix *Index) PatientEntries(tenant, patient string) []Entry {
 	return out
 }
 
+// PatientSchemes returns the distinct schemes of the URIs of the entries
+// whose labels name tenant and patient, sorted.
+func (ix *Index) PatientSchemes(tenant, patient string) []string {
+	var out []string
+	for _, p := range ix.patients[tenantKey{tenant, patient}] {
+		if s := ix.entries[p].Scheme(); !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // entry returns a copy of entries[p] whose label slices are its own.
 func (ix *Index) entry(p int32) Entry {
 	e := ix.entries[p]

@@ -91,6 +91,14 @@ func checkIndex(t *testing.T, ix *Index, p pager) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("PatientEntries(%q, %q):\n got %+v\nwant %+v", tenant, p, got, want)
 			}
+			var schemes []string
+			for _, e := range want {
+				schemes = append(schemes, e.Scheme())
+			}
+			slices.Sort(schemes)
+			if got := ix.PatientSchemes(tenant, p); !slices.Equal(got, slices.Compact(schemes)) {
+				t.Fatalf("PatientSchemes(%q, %q) = %v, want %v", tenant, p, got, schemes)
+			}
 		}
 	}
 }
