@@ -6,8 +6,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"slices"
-	"strings"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
