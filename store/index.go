@@ -34,11 +34,12 @@ type Entry struct {
 //
 // An Index is safe for concurrent use; its methods return copies.
 type Index struct {
-	entries  []Entry               // every resource, in URI order
-	tenants  map[string][]int32    // tenant -> positions in entries, ascending
-	patients map[tenantKey][]int32 // (tenant, patient) -> positions, ascending
-	sorted   map[string][]string   // tenant -> its distinct patients, sorted
-	strs     map[string]string     // interned label strings, only while building
+	entries  []Entry                // every resource, in URI order
+	tenants  map[string][]int32     // tenant -> positions in entries, ascending
+	patients map[tenantKey][]int32  // (tenant, patient) -> positions, ascending
+	schemes  map[tenantKey][]string // (tenant, patient) -> distinct URI schemes, sorted
+	sorted   map[string][]string    // tenant -> its distinct patients, sorted
+	strs     map[string]string      // interned label strings, only while building
 }
 
 type tenantKey struct{ tenant, patient string }
@@ -48,7 +49,7 @@ const indexPage = 1024
 
 // buildIndex reads every current resource of p, page by page.
 func buildIndex(p pager) (*Index, error) {
-	ix := &Index{tenants: map[string][]int32{}, patients: map[tenantKey][]int32{}, sorted: map[string][]string{}, strs: map[string]string{}}
+	ix := &Index{tenants: map[string][]int32{}, patients: map[tenantKey][]int32{}, schemes: map[tenantKey][]string{}, sorted: map[string][]string{}, strs: map[string]string{}}
 	after := ""
 	for {
 		page, err := p.Page(after, indexPage)
@@ -91,6 +92,11 @@ func (ix *Index) add(r *Resource) {
 	ix.tenants[l.Tenant] = append(ix.tenants[l.Tenant], pos)
 	k := tenantKey{l.Tenant, l.Patient}
 	ix.patients[k] = append(ix.patients[k], pos)
+	// Resources are added in URI order, and a URI starts with its
+	// scheme: one patient's schemes arrive sorted.
+	if sc := ix.schemes[k]; len(sc) == 0 || sc[len(sc)-1] != ix.entries[pos].Scheme() {
+		ix.schemes[k] = append(sc, ix.intern(ix.entries[pos].Scheme()))
+	}
 }
 
 // Len is the number of resources indexed.
@@ -137,14 +143,7 @@ func (ix *Index) PatientEntries(tenant, patient string) []Entry {
 // PatientSchemes returns the distinct schemes of the URIs of the entries
 // whose labels name tenant and patient, sorted.
 func (ix *Index) PatientSchemes(tenant, patient string) []string {
-	var out []string
-	for _, p := range ix.patients[tenantKey{tenant, patient}] {
-		if s := ix.entries[p].Scheme(); !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return slices.Clone(ix.schemes[tenantKey{tenant, patient}])
 }
 
 // entry returns a copy of entries[p] whose label slices are its own.
