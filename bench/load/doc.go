@@ -7,6 +7,7 @@
 //	                    [-bare-framing json|sse] [-rate-limit 0]
 //	                    [-audit-batch-delay 0] [-json] [-cpuprofile FILE]
 //	                    [-data DIR] [-check]
+//	go run ./bench/load -catalog 10000 [-catalog-rounds 5] [-json] [-data DIR] [-check]
 //
 // In one process it builds
 //
@@ -37,6 +38,17 @@
 // the next. It prints reads/s, p50, p90, p99, max and errors per server, the
 // custos/bare ratios, and PASS/FAIL against the targets of the load-harness
 // issue (docs/benchmarks.md, "Load harness (bench/load)").
+//
+// # The big-catalog scenario (-catalog N)
+//
+// With -catalog N the harness instead serves custos alone (the same
+// shipped assembly, HTTPS) on a synthetic catalog of N patients (synth,
+// ~10 resources each), one bearer token per persona of the data set's
+// principals/, and measures each persona's first resources/list page in a
+// new session (-catalog-rounds times; round 1 is the persona's first on
+// the server), the pages a caller who sees nothing needs to reach the end,
+// and a researcher's first read after the assembly is reopened (catalog.go;
+// docs/benchmarks.md, "Big catalogs and first decisions").
 //
 // # Invariants checked
 //

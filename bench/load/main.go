@@ -46,6 +46,9 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.DataDir, "data", "", "data directory for custos's catalog and audit log (must be empty or absent; kept). Default: a temporary directory, removed")
 	fs.Float64Var(&o.RateLimit, "rate-limit", 0, "custos per-principal rate limit in requests/s (serve's default is 100; 0 disables)")
 	fs.DurationVar(&o.AuditBatchDelay, "audit-batch-delay", 0, "fix custos's audit group-commit window (audit.Options.MinBatchDelay and MaxBatchDelay); 0: the adaptive window serve uses (1–5 ms by CPU queueing)")
+	var cat catalogOptions
+	fs.IntVar(&cat.Patients, "catalog", 0, "run the big-catalog scenario instead (catalog.go): a synthetic catalog of this many patients (~10 resources each), first list pages and a researcher's first read; 0: off")
+	fs.IntVar(&cat.Rounds, "catalog-rounds", 5, "rounds of the big-catalog scenario (first pages per persona, each in a new session)")
 	fs.BoolVar(&check, "check", false, "exit 1 if a target is missed, a run had errors or the audit count does not match")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: go run ./bench/load [flags]\n\nDrives N concurrent MCP clients over HTTPS against custos (every read\ndecided and durably audited) and a bare go-sdk server serving the same\nresources, and compares throughput and latency.\n\nFlags:")
@@ -84,6 +87,10 @@ func cli(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if cat.Patients > 0 {
+		cat.DataDir, cat.Logger, cat.Progress = o.DataDir, o.Logger, o.Progress
+		return cliCatalog(ctx, cat, asJSON, check, stdout, stderr)
+	}
 	rep, err := run(ctx, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "load: %v\n", err)
