@@ -226,3 +226,60 @@ func TestTenantBoundaryHoldsUnderAnOpenPolicy(t *testing.T) {
 		t.Fatalf("records: %+v", recs)
 	}
 }
+
+// A cursor issued before a catalog swap stays valid after it, on the
+// indexed path as on the plain one, and both continue alike from it (for a
+// research caller too, whose cursor is a position among research URIs).
+func TestIndexedCursorAcrossSwap(t *testing.T) {
+	f, _ := twoTenantFixture(t, nil)
+	indexed := f.srv
+	cfg := f.config(loadPolicy(t, ""))
+	cfg.Catalog = plainCatalog{f.catalog}
+	plain, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []server.Identity{f.identity("clinician"), f.identity("billing"), f.identity("researcher")}
+	cursors := make([]string, len(ids))
+	for i, id := range ids {
+		f.srv = indexed
+		res, err := f.connect(id).ListResources(context.Background(), &mcp.ListResourcesParams{})
+		if err != nil || res.NextCursor == "" {
+			t.Fatalf("first page: %v (cursor %q)", err, res.NextCursor)
+		}
+		cursors[i] = res.NextCursor
+	}
+	// Swap in a catalog with more resources of the same tenant.
+	more := filepath.Join(t.TempDir(), "more")
+	if _, err := synth.Generate(context.Background(), more, synth.Options{Patients: 6, Seed: 9}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ImportStaged(context.Background(), f.catPath, more, store.Options{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, swapped, err := f.live.Reload(); err != nil || !swapped {
+		t.Fatalf("reload: swapped=%v err=%v", swapped, err)
+	}
+	rest := func(srv *server.Server, id server.Identity, cursor string) []string {
+		f.srv = srv
+		cs := f.connect(id)
+		var items []string
+		for cursor != "" {
+			res, err := cs.ListResources(context.Background(), &mcp.ListResourcesParams{Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range res.Resources {
+				items = append(items, r.URI)
+			}
+			cursor = res.NextCursor
+		}
+		return items
+	}
+	for i, id := range ids {
+		a, b := rest(indexed, id, cursors[i]), rest(plain, id, cursors[i])
+		if len(a) == 0 || !slices.Equal(a, b) {
+			t.Fatalf("%s: after the swap, indexed %d items, plain %d:\n%v\n%v", id.Principal.Sub, len(a), len(b), a, b)
+		}
+	}
+}
