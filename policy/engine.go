@@ -437,7 +437,7 @@ func sortFiles(files []regoFile) []regoFile {
 func (e *Engine) evalOptions(in *Input, value ast.Value) ([]rego.EvalOption, func()) {
 	opts := []rego.EvalOption{rego.EvalParsedInput(value)}
 	if e.subjects == nil {
-		return opts, func() {}
+		return append(opts, rego.EvalVirtualCache(newFlatCache())), func() {}
 	}
 	vc := e.subjects.forInput(in)
 	return append(opts, rego.EvalVirtualCache(vc)), vc.commit
