@@ -22,6 +22,19 @@ import (
 // path the indexed one must agree with.
 type plainCatalog struct{ server.Catalog }
 
+// plainServer is a server like f's, with the policy in policyDir ("" for
+// the default), over f's catalog without its index.
+func plainServer(t *testing.T, f *fixture, policyDir string) *server.Server {
+	t.Helper()
+	cfg := f.config(loadPolicy(t, policyDir))
+	cfg.Catalog = plainCatalog{f.catalog}
+	s, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // twoTenantFixture is a live fixture whose catalog holds two tenants: the
 // usual synthetic set (general-hospital) and a second one (other-clinic,
 // whose principals are in otherSeed/principals).
@@ -96,13 +109,7 @@ func TestIndexedListAgreesWithPlain(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, other := twoTenantFixture(t, func(c *server.Config) { c.ScanLimit = tc.scanLimit })
-			indexed := f.srv
-			cfg := f.config(loadPolicy(t, ""))
-			cfg.Catalog = plainCatalog{f.catalog}
-			plain, err := server.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			indexed, plain := f.srv, plainServer(t, f, "")
 			ids := map[string]server.Identity{}
 			for _, p := range []string{"clinician", "clinician-hiv", "billing", "researcher", "auditor", "outsider"} {
 				ids[p] = f.identity(p)
@@ -168,13 +175,7 @@ func TestNothingVisibleIsOneEmptyPage(t *testing.T) {
 	if len(recs) != 1 || recs[0].Outcome != audit.OutcomeAllow || recs[0].Reason != "returned=0 denied=0 scanned=0" {
 		t.Fatalf("records: %+v", recs)
 	}
-	cfg := f.config(loadPolicy(t, ""))
-	cfg.Catalog = plainCatalog{f.catalog}
-	plain, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(listPages(t, f, plain, id)); n < 10 {
+	if n := len(listPages(t, f, plainServer(t, f, ""), id)); n < 10 {
 		t.Fatalf("the plain scan took %d pages; the test needs a catalog many scan budgets long", n)
 	}
 }
@@ -191,15 +192,7 @@ func TestTenantBoundaryHoldsUnderAnOpenPolicy(t *testing.T) {
 	f, _ := twoTenantFixture(t, nil)
 	f.reconfigurePolicy(dir, nil)
 	id := f.identity("auditor")
-	for _, srv := range []*server.Server{f.srv, func() *server.Server {
-		cfg := f.config(loadPolicy(t, dir))
-		cfg.Catalog = plainCatalog{f.catalog}
-		s, err := server.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}()} {
+	for _, srv := range []*server.Server{f.srv, plainServer(t, f, dir)} {
 		listed := slices.Concat(listPages(t, f, srv, id)...)
 		if len(listed) == 0 {
 			t.Fatal("the open policy lists nothing")
@@ -232,13 +225,7 @@ func TestTenantBoundaryHoldsUnderAnOpenPolicy(t *testing.T) {
 // research caller too, whose cursor is a position among research URIs).
 func TestIndexedCursorAcrossSwap(t *testing.T) {
 	f, _ := twoTenantFixture(t, nil)
-	indexed := f.srv
-	cfg := f.config(loadPolicy(t, ""))
-	cfg.Catalog = plainCatalog{f.catalog}
-	plain, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	indexed, plain := f.srv, plainServer(t, f, "")
 	ids := []server.Identity{f.identity("clinician"), f.identity("billing"), f.identity("researcher")}
 	cursors := make([]string, len(ids))
 	for i, id := range ids {

@@ -57,20 +57,7 @@ func cliCatalog(ctx context.Context, o catalogOptions, asJSON, check bool, stdou
 		fmt.Fprintf(stderr, "load: %v\n", err)
 		return 1
 	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(stderr, "load: %v\n", err)
-			return 1
-		}
-	} else {
-		rep.print(stdout)
-	}
-	if check && !rep.Pass {
-		return 1
-	}
-	return 0
+	return emit(rep, rep.Pass, asJSON, check, stdout, stderr)
 }
 
 // catalogOptions configure the big-catalog scenario.

@@ -96,6 +96,12 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "load: %v\n", err)
 		return 1
 	}
+	return emit(rep, rep.Pass, asJSON, check, stdout, stderr)
+}
+
+// emit prints rep to stdout, as JSON with asJSON, and returns the exit
+// status: 1 when it cannot, or with check when the report did not pass.
+func emit(rep interface{ print(io.Writer) }, pass, asJSON, check bool, stdout, stderr io.Writer) int {
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -106,7 +112,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	} else {
 		rep.print(stdout)
 	}
-	if check && !rep.Pass {
+	if check && !pass {
 		return 1
 	}
 	return 0
