@@ -195,7 +195,7 @@ func TestIndexTenantLevelResources(t *testing.T) {
 		{URI: "fhir://t1/patients/p/patient/2", Version: 1, Labels: Labels{Tenant: "t1", Patient: "p", Type: "patient"}},
 		{URI: "fhir://t2/organization/3", Version: 2, Labels: Labels{Tenant: "t2", Type: "organization"}},
 	}
-	ix, err := buildIndex(rs)
+	ix, err := buildIndex(resourceEntries(rs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,7 +195,7 @@ func (l *Live) open() (*liveHandle, error) {
 	if err != nil {
 		return nil, err
 	}
-	ix, err := buildIndex(st)
+	ix, err := buildIndex(st.entryPage)
 	if err != nil {
 		st.Close()
 		return nil, err
