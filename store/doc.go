@@ -110,8 +110,9 @@
 //     that tenant, in URI order, and PatientEntries those of one patient
 //     (keyed on Labels, never on URI segments). TestIndexAgreesWithPage
 //     holds it against a plain Page walk. Building it costs one decoding
-//     pass over the catalog at open and swap (off the request path) and
-//     ~300 bytes of memory per resource.
+//     pass over the catalog (of the indexed fields only) at open and at
+//     each swap, off the request path: ~0.9-2 s and ~41 MB for 100,000
+//     resources (docs/benchmarks.md).
 //   - No PHI or secrets in errors or logs: errors name manifest lines and
 //     fields, URI errors say what is wrong without echoing input, and file
 //     content is never quoted.
