@@ -300,7 +300,11 @@ func (a *aliaser) tenantAliases(ix *store.Index, tenant string, groups bool) *te
 		for _, p := range patients {
 			ta.patient[researchAliasWith(m, p)] = p
 		}
-		idx.tenants[tenant] = ta
+		if len(patients) > 0 {
+			// Only tenants of the catalog are kept: a caller can name any
+			// tenant in a URI, and must not grow this map by doing so.
+			idx.tenants[tenant] = ta
+		}
 	}
 	if groups && ta.groups == nil {
 		aliases := make([]string, 0, len(ta.patient))
