@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -55,7 +56,7 @@ func benchmarkDecide(b *testing.B, p Principal, purpose string, page []*Resource
 	for _, tc := range []struct {
 		name string
 		e    *Engine
-	}{{"first", mustCold(b)}, {"newcomer", mustSession(b)}, {"session", mustSession(b)}} {
+	}{{"first", mustCold(b)}, {"new-combination", mustSession(b)}, {"newcomer", mustSession(b)}, {"session", mustSession(b)}} {
 		b.Run(tc.name, func(b *testing.B) {
 			e := tc.e
 			subj := NewSubject(p)
@@ -83,9 +84,20 @@ func benchmarkDecide(b *testing.B, p Principal, purpose string, page []*Resource
 				r.URI = fmt.Sprintf("custos://bench/%d", i)
 				i++
 				s := subj
-				if tc.name == "newcomer" {
+				switch tc.name {
+				case "newcomer":
 					q := p
 					q.Sub = fmt.Sprintf("%s-%d", p.Sub, i)
+					s = NewSubject(q)
+				case "new-combination":
+					// Roles and tenant never seen before (purpose is the
+					// role's): nothing of the principal is cached, only what
+					// depends on no input at all.
+					q := p
+					q.Sub = fmt.Sprintf("%s-%d", p.Sub, i)
+					q.Roles = append(slices.Clone(p.Roles), fmt.Sprintf("team-%d", i))
+					q.Tenant = fmt.Sprintf("tenant-%d", i)
+					r.Tenant = q.Tenant
 					s = NewSubject(q)
 				}
 				if _, err := e.Decide(ctx, Input{Subject: s, PurposeOfUse: purpose, Action: ActionRead, Resource: &r}); err != nil {

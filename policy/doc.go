@@ -35,6 +35,14 @@
 // cache on the serving Engine's last inputs before it is swapped in
 // (warm.go; ReloaderOptions.WarmUp).
 //
+// Every evaluation gets custos's own virtual cache (flatcache.go): one map
+// per frame by a hash of the key, where OPA's default keeps a trie with a
+// hash map per key segment, and the subject cache's shared stores are kept
+// the same way. It answers every lookup exactly as OPA's cache does
+// (TestFlatCacheAgreesWithOPA drives both through the same random
+// operations); it only costs fewer allocations: a first decision for a new
+// (roles, tenant, purpose) made ~900 before, ~560 now.
+//
 // # Policy lifecycle
 //
 // Policies come from a directory (development: [DirSource]) or from a signed

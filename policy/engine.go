@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown"
 
@@ -435,9 +436,11 @@ func sortFiles(files []regoFile) []regoFile {
 // is value, and the function to call once that evaluation has succeeded
 // (it publishes the subject-level values the evaluation computed).
 func (e *Engine) evalOptions(in *Input, value ast.Value) ([]rego.EvalOption, func()) {
-	opts := []rego.EvalOption{rego.EvalParsedInput(value)}
+	// No metrics: custos reads none, and OPA's default times every
+	// evaluation phase into a fresh map.
+	opts := []rego.EvalOption{rego.EvalParsedInput(value), rego.EvalMetrics(metrics.NoOp())}
 	if e.subjects == nil {
-		return opts, func() {}
+		return append(opts, rego.EvalVirtualCache(newFlatCache())), func() {}
 	}
 	vc := e.subjects.forInput(in)
 	return append(opts, rego.EvalVirtualCache(vc)), vc.commit

@@ -209,10 +209,15 @@ func breakGlassTerm(bg *BreakGlass) *ast.Term {
 	)
 }
 
+// stringArray is the array term of ss; its element terms are allocated
+// together (a care team of thousands of patients is one allocation, not
+// thousands), each equal to ast.StringTerm of its string.
 func stringArray(ss []string) *ast.Term {
+	elems := make([]ast.Term, len(ss))
 	terms := make([]*ast.Term, len(ss))
 	for i, s := range ss {
-		terms[i] = ast.StringTerm(s)
+		elems[i].Value = ast.String(s)
+		terms[i] = &elems[i]
 	}
 	return ast.ArrayTerm(terms...)
 }

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/topdown"
 )
 
 // The subject cache keeps, across evaluations, the values OPA computes for
@@ -121,10 +120,16 @@ type subjectCaches struct {
 	m  map[storeKey]*subjectStore
 }
 
-// subjectStore is one projection's shared virtual-cache store.
+// subjectStore is one projection's shared store of values, by rule or
+// function-call key (an ast.Ref, matched exactly as OPA's virtual cache
+// matches it: term by term, with Term.Equal). It is a flat map by a hash
+// of the key rather than OPA's trie of hash maps (one per key segment): a
+// store for a new combination of roles, tenant and purpose is filled with
+// every value of a first evaluation at once, and building the trie cost
+// about a quarter of that evaluation's allocations.
 type subjectStore struct {
 	mu      sync.RWMutex
-	vc      topdown.VirtualCache // one frame; never Pushed
+	m       map[uint64][]storedValue // refHash(key) -> the values of keys with that hash
 	n       int
 	limit   int  // values kept at most
 	dropped bool // no longer in subjectCaches.m: takes no more values
@@ -147,7 +152,7 @@ func (c *subjectCaches) store(key storeKey) *subjectStore {
 		if key.p == 0 {
 			limit = policyCacheEntries
 		}
-		s = &subjectStore{vc: topdown.NewVirtualCache(), limit: limit}
+		s = &subjectStore{m: make(map[uint64][]storedValue), limit: limit}
 		c.m[key] = s
 	}
 	return s
@@ -180,7 +185,7 @@ func (c *subjectCaches) forInput(in *Input) *evalCache {
 		f := principalFieldDigests(&in.Principal)
 		fields = &f
 	}
-	return &evalCache{levels: c.levels, caches: c, fields: fields, purpose: in.PurposeOfUse, local: topdown.NewVirtualCache()}
+	return &evalCache{levels: c.levels, caches: c, fields: fields, purpose: in.PurposeOfUse, local: newFlatCache()}
 }
 
 // storeKey returns the key of the store for projection p of the request.
@@ -215,7 +220,7 @@ type evalCache struct {
 	fields  *[numPrincipalFields][32]byte // digests of the principal's fields
 	purpose string
 	stores  [readsAll + 1]*subjectStore // by projection, found on first use
-	local   topdown.VirtualCache
+	local   *flatCache
 	depth   int // frames pushed by `with`
 	pending []pendingValue
 }
@@ -293,7 +298,35 @@ func (c *evalCache) Get(ref ast.Ref) (*ast.Term, bool) {
 func (s *subjectStore) get(ref ast.Ref) (*ast.Term, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.vc.Get(ref)
+	return s.lookup(ref)
+}
+
+// storedValue is one value of a subjectStore; value nil means undefined.
+type storedValue struct {
+	ref   ast.Ref
+	value *ast.Term
+}
+
+// lookup is what topdown.VirtualCache.Get answers for ref: the value, or
+// (nil, true) for a key known to be undefined, or (nil, false) for an
+// unknown key. s.mu is held.
+func (s *subjectStore) lookup(ref ast.Ref) (*ast.Term, bool) {
+	for _, sv := range s.m[refHash(ref)] {
+		if sv.ref.Equal(ref) {
+			return sv.value, sv.value == nil
+		}
+	}
+	return nil, false
+}
+
+// refHash hashes ref's terms in order (ast.Ref.Hash sums them, so that
+// the keys of f(a, b) and f(b, a) would always collide).
+func refHash(ref ast.Ref) uint64 {
+	h := uint64(14695981039346656037) // FNV-1a offset basis, over term hashes
+	for _, t := range ref {
+		h = (h ^ uint64(t.Value.Hash())) * 1099511628211
+	}
+	return h
 }
 
 func (c *evalCache) Put(ref ast.Ref, value *ast.Term) {
@@ -332,7 +365,7 @@ func (s *subjectStore) publish(pending []pendingValue, c *subjectCaches) {
 		if p.store != s {
 			continue
 		}
-		if v, undefined := s.vc.Get(p.ref); v != nil || undefined {
+		if v, undefined := s.lookup(p.ref); v != nil || undefined {
 			continue // published by another evaluation
 		}
 		if s.n >= s.limit || c.values.Load() >= c.maxValues {
@@ -344,7 +377,8 @@ func (s *subjectStore) publish(pending []pendingValue, c *subjectCaches) {
 		if p.value != nil {
 			freeze(p.value.Value)
 		}
-		s.vc.Put(p.ref, p.value)
+		k := refHash(p.ref)
+		s.m[k] = append(s.m[k], storedValue{ref: p.ref, value: p.value})
 		s.n++
 		c.values.Add(1)
 	}

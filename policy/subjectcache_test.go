@@ -389,7 +389,7 @@ func TestSubjectCacheIsBounded(t *testing.T) {
 	// values off the count.
 	e.subjects.mu.Lock()
 	for i := len(e.subjects.m); i < maxStores; i++ {
-		e.subjects.m[storeKey{p: readsAll, digest: [32]byte{byte(i), byte(i >> 8)}}] = &subjectStore{vc: nil, limit: 1}
+		e.subjects.m[storeKey{p: readsAll, digest: [32]byte{byte(i), byte(i >> 8)}}] = &subjectStore{limit: 1}
 	}
 	e.subjects.mu.Unlock()
 	e.subjects.store(storeKey{p: readsAll, digest: [32]byte{0xff, 0xff, 0xff}})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/store/synth"
 )
@@ -84,6 +85,123 @@ func BenchmarkListPage100k(b *testing.B) {
 				cursor = res.NextCursor // walk the catalog; wrap around at the end
 			}
 			b.ReportMetric(float64(items)/float64(b.N), "items/page")
+		})
+	}
+}
+
+// BenchmarkFirstListPage100k answers a caller's first resources/list page
+// (no cursor) on a ~100,000-resource catalog served by store.Live, for
+// every persona, through the indexed scan and through the plain scan of
+// the whole catalog (the reference path: plainCatalog hides the index).
+// cold: every op on a server with a freshly compiled default policy (no
+// decision or subject cache) and new research aliases, as after a start;
+// warm: the same server and session again. pages-to-end is how many pages
+// a caller who sees nothing on the first needs to reach the end (walked
+// once, outside the timer).
+func BenchmarkFirstListPage100k(b *testing.B) {
+	f := newServerFixture(b, fixtureOptions{
+		seed: &synth.Options{Patients: 10_000, Seed: 1},
+		live: true,
+		tune: func(c *server.Config) { c.PageSize = 0 },
+	})
+	newServer := func(b *testing.B, catalog server.Catalog) *server.Server {
+		eng, err := policy.Default(context.Background(), policy.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg := f.config(eng)
+		cfg.Catalog = catalog
+		srv, err := server.New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return srv
+	}
+	for _, path := range []struct {
+		name    string
+		catalog server.Catalog
+	}{{"indexed", f.catalog}, {"plain", plainCatalog{f.catalog}}} {
+		for _, persona := range []string{"clinician", "clinician-hiv", "billing", "researcher", "auditor", "outsider"} {
+			for _, temp := range []string{"cold", "warm"} {
+				b.Run(path.name+"/"+persona+"/"+temp, func(b *testing.B) {
+					ctx := context.Background()
+					f.srv = newServer(b, path.catalog)
+					cs := f.connectFor(b, f.identity(persona), "")
+					items := 0
+					for b.Loop() {
+						if temp == "cold" {
+							b.StopTimer()
+							f.srv = newServer(b, path.catalog)
+							cs = f.connectFor(b, f.identity(persona), "")
+							b.StartTimer()
+						}
+						res, err := cs.ListResources(ctx, &mcp.ListResourcesParams{})
+						if err != nil {
+							b.Fatal(err)
+						}
+						items = len(res.Resources)
+					}
+					b.ReportMetric(float64(items), "items/page")
+					if items == 0 && temp == "warm" {
+						pages := 0
+						for cursor := ""; ; {
+							res, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
+							if err != nil {
+								b.Fatal(err)
+							}
+							pages++
+							if cursor = res.NextCursor; cursor == "" {
+								break
+							}
+						}
+						b.ReportMetric(float64(pages), "pages-to-end")
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkResearchFirstRead100k is a researcher's first resources/read
+// (of an alias from an earlier listing) in a new session on a server that
+// has not served a researcher yet (no research aliases, no policy
+// caches), on a ~100,000-resource catalog, indexed and plain.
+func BenchmarkResearchFirstRead100k(b *testing.B) {
+	f := newServerFixture(b, fixtureOptions{
+		seed: &synth.Options{Patients: 10_000, Seed: 1},
+		live: true,
+		tune: func(c *server.Config) { c.PageSize = 0 },
+	})
+	id := f.identity("researcher")
+	ctx := context.Background()
+	res, err := f.connectFor(b, id, "").ListResources(ctx, &mcp.ListResourcesParams{})
+	if err != nil || len(res.Resources) == 0 {
+		b.Fatalf("list: %v", err)
+	}
+	alias := res.Resources[len(res.Resources)-1].URI
+	for _, path := range []struct {
+		name    string
+		catalog server.Catalog
+	}{{"indexed", f.catalog}, {"plain", plainCatalog{f.catalog}}} {
+		b.Run(path.name, func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				eng, err := policy.Default(ctx, policy.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				cfg := f.config(eng)
+				cfg.Catalog = path.catalog
+				if f.srv, err = server.New(cfg); err != nil {
+					b.Fatal(err)
+				}
+				cs := f.connectFor(b, id, "")
+				b.StartTimer()
+				r, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: alias})
+				if err != nil || r.Contents[0].URI != alias {
+					b.Fatalf("read: %v", err)
+				}
+			}
 		})
 	}
 }

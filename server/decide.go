@@ -136,7 +136,7 @@ func (s *Server) decideResource(ctx context.Context, id Identity, e audit.Entry,
 	}
 	in := policy.Input{Subject: policy.NewSubject(id.Principal), PurposeOfUse: id.PurposeOfUse, Action: policy.ActionRead, Resource: resourceInput(r),
 		BreakGlass: s.breakGlass(id, r.Labels.Patient)}
-	d, derr := s.decideInput(ctx, in, r)
+	d, derr := s.decideInput(ctx, in, r, id.Principal.Tenant)
 	// The input as evaluated, recorded (pseudonymized) with the decision
 	// for replay against a candidate policy (custos policy impact).
 	in.Principal, in.Subject = id.Principal, nil
@@ -203,16 +203,17 @@ func (s *Server) decide(ctx context.Context, id Identity, subj *policy.Subject, 
 	bg := s.breakGlass(id, r.Labels.Patient)
 	d, err := s.decideInput(ctx, policy.Input{
 		Subject: subj, PurposeOfUse: id.PurposeOfUse, Action: action, Resource: resourceInput(r), BreakGlass: bg,
-	}, r)
+	}, r, id.Principal.Tenant)
 	return d, grantRelied(bg, d), err
 }
 
-// decideInput is decide on an input already built from r.
-func (s *Server) decideInput(ctx context.Context, in policy.Input, r store.Resource) (policy.Decision, error) {
+// decideInput is decide on an input already built from r, for a caller of
+// tenant.
+func (s *Server) decideInput(ctx context.Context, in policy.Input, r store.Resource, tenant string) (policy.Decision, error) {
 	t0 := time.Now()
 	d, err := s.decider(ctx).Decide(ctx, in)
 	s.cfg.Metrics.ObservePolicy(time.Since(t0))
-	return s.finishDecision(ctx, d, err, r)
+	return s.finishDecision(ctx, d, err, r, tenant)
 }
 
 // decideBatch decides a list page of rs in one policy evaluation; each
@@ -234,21 +235,34 @@ func (s *Server) decideBatch(ctx context.Context, id Identity, subj *policy.Subj
 	}
 	grants = make([]string, len(ds))
 	for i := range ds {
-		ds[i], _ = s.finishDecision(ctx, ds[i], nil, rs[i])
+		ds[i], _ = s.finishDecision(ctx, ds[i], nil, rs[i], id.Principal.Tenant)
 		grants[i] = grantRelied(items[i].BreakGlass, ds[i])
 	}
 	return ds, grants, nil
 }
 
 // finishDecision names the bundle in force in d's revision and applies the
-// server's own rule for binaries.
-func (s *Server) finishDecision(ctx context.Context, d policy.Decision, err error, r store.Resource) (policy.Decision, error) {
+// server's own rules: the tenant boundary and the rule for binaries.
+//
+// The tenant boundary: a resource is released only to a caller of its
+// tenant (tenant is the caller's, never ""). It repeats what the default
+// policy decides (tenant_mismatch), so that it never changes a decision of
+// that policy; it makes the boundary hold whatever policy is loaded, which
+// is what lets a list scan only the caller's tenant (store.Index) without
+// a second decision: every item of every list and every read still passes
+// the one policy decision, then this rule, in this function.
+func (s *Server) finishDecision(ctx context.Context, d policy.Decision, err error, r store.Resource, tenant string) (policy.Decision, error) {
 	if d.Revision != "" {
 		d.Revision = s.policyRevision(ctx, d.Revision)
 	}
 	if err != nil {
 		d.Allow = false
 		return d, err
+	}
+	if d.Allow && (tenant == "" || r.Labels.Tenant != tenant) {
+		d.Allow, d.Obligations = false, nil
+		d.Reasons = append(d.Reasons, ReasonTenantBoundary)
+		return d, nil
 	}
 	if d.Allow && len(d.Obligations) > 0 && minimize.IsBinary(r.MIMEType) {
 		// Binary is released whole or not at all: a demanded minimization

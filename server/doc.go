@@ -58,6 +58,24 @@
 //   - If policy cannot decide, the request is refused (fail closed).
 //   - Binary payloads (minimize.IsBinary) are released whole or not at all: a
 //     decision that demands minimization of a binary resource is a denial.
+//   - Tenant boundary: a resource is released (listed, read, notified) only
+//     to a caller of its tenant, whatever the policy says: finishDecision
+//     turns an allow about another tenant's resource into a denial
+//     (tenant_boundary). The default policy already denies it
+//     (tenant_mismatch), so no decision of it changes. Because of this rule
+//     a list over an indexed catalog (store.Live: store.Index) scans the
+//     caller's tenant only: the pages are exactly those of a scan of the
+//     whole catalog (TestIndexedListAgreesWithPlain keeps the plain scan as
+//     the reference), and a caller whose tenant holds nothing gets one
+//     empty page without a cursor. Every listed item is still decided by
+//     the one policy decision, on the labels the index holds; its metadata
+//     is then read by Get and must be the version decided (Version and
+//     Digest), else the page ends before it.
+//   - Research aliases over an indexed catalog (research.go) are built per
+//     audit key, catalog index and tenant, lazily, and page in exactly the
+//     order of the plain alias index (TestIndexedListAgreesWithPlain); a
+//     research URI outside the prefix its order assumes refuses the list
+//     rather than misorder it.
 //   - The SDK's in-memory resource list and its plain-text cursors are never
 //     used; cursors are AEAD-sealed and bound to the caller.
 //   - No PHI, payload or secret is written to the operational log or put in an

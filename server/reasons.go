@@ -52,6 +52,11 @@ const (
 	// when it demands minimization of a binary resource, which makes it a
 	// denial (binary is released whole or not at all).
 	ReasonBinaryNotMinimizable = "binary_cannot_be_minimized"
+	// ReasonTenantBoundary is added to an allow decision's reasons about
+	// a resource of another tenant than the caller's (or of no tenant),
+	// which makes it a denial: the server's own tenant boundary, whatever
+	// the policy says (decide.go, finishDecision).
+	ReasonTenantBoundary = "tenant_boundary"
 	// ReasonDataKeyUnavailable: after the allow record, the payload's data
 	// key could not be unwrapped; nothing released. Outcome error.
 	ReasonDataKeyUnavailable = "key_unavailable"

@@ -2,12 +2,17 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/custos-mcp/custos/minimize"
 	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/store"
+	"github.com/custos-mcp/custos/store/synth"
 )
 
 // Golden vectors of research aliases, computed independently (Python's
@@ -50,5 +55,54 @@ func TestResearchTitleFromTypeOnly(t *testing.T) {
 	title, desc := researchTitle("observation")
 	if title != "Observation (de-identified)" || minimize.ScrubString(desc) != desc || strings.Contains(desc, "observation/") {
 		t.Fatalf("researchTitle = %q, %q", title, desc)
+	}
+}
+
+// Research aliases are kept for tenants of the catalog only: naming other
+// tenants (any caller can put any tenant in a URI) does not grow the map,
+// and they resolve nothing. The golden vector above holds for the aliases
+// made with one reused keyed state too.
+func TestTenantAliasesKeepOnlyCatalogTenants(t *testing.T) {
+	dir := t.TempDir()
+	seed, cat := filepath.Join(dir, "seed"), filepath.Join(dir, "catalog.db")
+	if _, err := synth.Generate(context.Background(), seed, synth.Options{Patients: 3, Seed: 2}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(cat, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Import(context.Background(), seed, nil); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	live, err := store.OpenLive(cat, store.LiveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	ix, err := live.Index()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, 32)
+	for i := range key {
+		key[i] = byte(i)
+	}
+	a := &aliaser{key: secrets.Key{ID: "k", Bytes: key}, s: &Server{}}
+	for i := range 100 {
+		u := store.URI{Scheme: store.SchemeFHIR, Tenant: fmt.Sprintf("t%d", i), Patient: "67956e46-6679-80b2-a37e-97bc46958d62", Type: "patient", ID: "5601172e-6311-8704-905e-34f744e16709"}
+		if _, ok := a.indexedIn(ix, u); ok {
+			t.Fatal("an unknown tenant resolved")
+		}
+	}
+	ta := a.tenantAliases(ix, synth.DefaultTenant, true)
+	if n := len(a.s.aliases.tenants); n != 1 || len(ta.patient) != 3 || len(ta.groups) == 0 {
+		t.Fatalf("%d tenants kept, %d patients, %d groups", n, len(ta.patient), len(ta.groups))
+	}
+	for al, p := range ta.patient {
+		if researchAlias(key, p.seg) != al || p.label != p.seg { // the manifest format: label = URI segment
+			t.Fatalf("alias of %+v: %s, want %s", p, al, researchAlias(key, p.seg))
+		}
 	}
 }

@@ -191,6 +191,15 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 		after = st.After
 	}
 
+	// A catalog with an index (store.Live) is scanned over the caller's
+	// tenant only: the tenant boundary (finishDecision) denies every other
+	// resource whatever the policy says, so skipping them changes no page.
+	// Items are decided on their indexed labels; the metadata of an
+	// allowed one is read afterwards (Get) and must be the version decided.
+	ix, err := s.catalogIndex()
+	if err != nil {
+		return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, err)
+	}
 	var (
 		items     []*mcp.Resource
 		patients  []string
@@ -208,11 +217,17 @@ scan:
 		var (
 			batch []store.Resource
 			shown []string // the position of each item in the listing: its URI as shown
+			n     = min(s.cfg.ScanLimit-scanned, 256)
 		)
-		if al != nil {
-			batch, shown, err = al.page(ctx, last, min(s.cfg.ScanLimit-scanned, 256))
-		} else {
-			batch, err = s.cfg.Catalog.Page(last, min(s.cfg.ScanLimit-scanned, 256))
+		switch {
+		case al != nil && ix != nil:
+			batch, shown, err = al.indexedPage(ctx, ix, id.Principal.Tenant, last, n)
+		case al != nil:
+			batch, shown, err = al.page(ctx, last, n)
+		case ix != nil:
+			batch = entryResources(ix.TenantPage(id.Principal.Tenant, last, n))
+		default:
+			batch, err = s.cfg.Catalog.Page(last, n)
 		}
 		if err != nil {
 			return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, err)
@@ -234,12 +249,27 @@ scan:
 			break scan
 		}
 		for i, r := range batch {
+			d := ds[i]
+			if d.Allow && ix != nil {
+				full, err := s.cfg.Catalog.Get(r.URI)
+				switch {
+				case errors.Is(err, store.ErrNotFound):
+					d.Allow = false // removed since it was indexed: not listed
+				case err != nil:
+					return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, err)
+				case full.Version != r.Version || full.Digest != r.Digest:
+					// Replaced since it was indexed: end the page before
+					// it; the next page decides the new version.
+					break scan
+				default:
+					r = full
+				}
+			}
 			scanned++
 			last = r.URI
 			if al != nil {
 				last = shown[i]
 			}
-			d := ds[i]
 			if !d.Allow {
 				denied++
 			} else {
@@ -303,6 +333,33 @@ scan:
 	s.recordUses(grants, rec)
 	res.Meta = receipt(rec)
 	return res, nil
+}
+
+// indexedCatalog is a Catalog that keeps an in-memory index of its
+// resources by tenant and patient (store.Live does).
+type indexedCatalog interface {
+	// Index returns the index of the catalog now served; it describes
+	// that catalog even after another one replaced it.
+	Index() (*store.Index, error)
+}
+
+// catalogIndex is the index of the catalog, nil if it keeps none.
+func (s *Server) catalogIndex() (*store.Index, error) {
+	if c, ok := s.cfg.Catalog.(indexedCatalog); ok {
+		return c.Index()
+	}
+	return nil, nil
+}
+
+// entryResources are index entries as the resources decided on: URI,
+// labels, MIME type, version and digest (what a decision reads, and what
+// tells the version decided apart), without the rest of the metadata.
+func entryResources(es []store.IndexEntry) []store.Resource {
+	rs := make([]store.Resource, len(es))
+	for i, e := range es {
+		rs[i] = store.Resource{URI: e.URI, MIMEType: e.MIMEType, Version: e.Version, Digest: e.Digest, Labels: e.Labels}
+	}
+	return rs
 }
 
 // listItem is the minimized metadata of one listed resource: titles and
@@ -376,7 +433,15 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	if al != nil {
 		// A research caller names aliases; an unknown one stays as named
 		// and is not found, like any missing URI.
-		if real, ok := al.in(ctx, u); ok {
+		ix, err := s.catalogIndex()
+		if err != nil {
+			return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, err)
+		}
+		if ix != nil {
+			if real, ok := al.indexedIn(ix, u); ok {
+				u = real
+			}
+		} else if real, ok := al.in(ctx, u); ok {
 			u = real
 		}
 	}

@@ -157,6 +157,7 @@ type Live struct {
 type liveHandle struct {
 	mu     sync.RWMutex
 	st     *Store
+	ix     *Index // the file's index, built when it was opened
 	fi     os.FileInfo
 	closed bool
 }
@@ -194,7 +195,12 @@ func (l *Live) open() (*liveHandle, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &liveHandle{st: st, fi: fi}, nil
+	ix, err := buildIndex(st.entryPage)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &liveHandle{st: st, ix: ix, fi: fi}, nil
 }
 
 // acquire returns the current catalog, held shared; release with
@@ -221,6 +227,19 @@ func (l *Live) Get(uri string) (Resource, error) {
 	}
 	defer h.mu.RUnlock()
 	return h.st.Get(uri)
+}
+
+// Index returns the index of the current catalog (see Index): immutable,
+// it stays usable after a swap, describing the catalog it was built for.
+// Callers that decide on an IndexEntry and then Get the record from the current
+// catalog compare Version and Digest to notice a swap in between.
+func (l *Live) Index() (*Index, error) {
+	h, err := l.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer h.mu.RUnlock()
+	return h.ix, nil
 }
 
 // Page is Store.Page on the current catalog.

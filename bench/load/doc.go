@@ -10,6 +10,7 @@
 //	go run ./bench/load -flood [-flood-requests 20000] [-flood-rate 2000]
 //	                    [-flood-sources 64] [-flood-workers 16]
 //	                    [-flood-new-conns] [-flood-pin=true] [-clients 1] ...
+//	go run ./bench/load -catalog 10000 [-catalog-rounds 5] [-json] [-data DIR] [-check]
 //
 // In one process it builds
 //
@@ -40,6 +41,17 @@
 // the next. It prints reads/s, p50, p90, p99, max and errors per server, the
 // custos/bare ratios, and PASS/FAIL against the targets of the load-harness
 // issue (docs/benchmarks.md, "Load harness (bench/load)").
+//
+// # The big-catalog scenario (-catalog N)
+//
+// With -catalog N the harness instead serves custos alone (the same
+// shipped assembly, HTTPS) on a synthetic catalog of N patients (synth,
+// ~10 resources each), one bearer token per persona of the data set's
+// principals/, and measures each persona's first resources/list page in a
+// new session (-catalog-rounds times; round 1 is the persona's first on
+// the server), the pages a caller who sees nothing needs to reach the end,
+// and a researcher's first read after the assembly is reopened (catalog.go;
+// docs/benchmarks.md, "Big catalogs and first decisions").
 //
 // # Invariants checked
 //

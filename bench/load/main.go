@@ -58,6 +58,9 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&fo.Workers, "flood-workers", fo.Workers, "-flood: flood requests in flight")
 	fs.BoolVar(&fo.NewConns, "flood-new-conns", false, "-flood: open a new TLS connection for every flood request (a handshake each) instead of keep-alive connections")
 	fs.BoolVar(&fo.Pin, "flood-pin", fo.Pin, "-flood: pin custos and the clinician to the first CPU and the flood process to the others (Linux)")
+	var cat catalogOptions
+	fs.IntVar(&cat.Patients, "catalog", 0, "run the big-catalog scenario instead (catalog.go): a synthetic catalog of this many patients (~10 resources each), first list pages and a researcher's first read; 0: off")
+	fs.IntVar(&cat.Rounds, "catalog-rounds", 5, "rounds of the big-catalog scenario (first pages per persona, each in a new session)")
 	fs.BoolVar(&check, "check", false, "exit 1 if a target is missed, a run had errors or the audit count does not match")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: go run ./bench/load [flags]\n\nDrives N concurrent MCP clients over HTTPS against custos (every read\ndecided and durably audited) and a bare go-sdk server serving the same\nresources, and compares throughput and latency.\n\nFlags:")
@@ -111,6 +114,10 @@ func cli(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if cat.Patients > 0 {
+		cat.DataDir, cat.Logger, cat.Progress = o.DataDir, o.Logger, o.Progress
+		return cliCatalog(ctx, cat, asJSON, check, stdout, stderr)
+	}
 	var rep interface {
 		print(io.Writer)
 		passed() bool
@@ -124,6 +131,12 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "load: %v\n", err)
 		return 1
 	}
+	return emit(rep, rep.passed(), asJSON, check, stdout, stderr)
+}
+
+// emit prints rep to stdout, as JSON with asJSON, and returns the exit
+// status: 1 when it cannot, or with check when the report did not pass.
+func emit(rep interface{ print(io.Writer) }, pass, asJSON, check bool, stdout, stderr io.Writer) int {
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -134,7 +147,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	} else {
 		rep.print(stdout)
 	}
-	if check && !rep.passed() {
+	if check && !pass {
 		return 1
 	}
 	return 0

@@ -1,0 +1,206 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+// plainTenantPage is the reference TenantPage: walk the whole catalog with
+// Page and keep the tenant's resources.
+func plainTenantPage(t *testing.T, p pager, tenant, after string, limit int) []IndexEntry {
+	t.Helper()
+	out := []IndexEntry{}
+	for {
+		page, err := p.Page(after, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page {
+			if r.Labels.Tenant == tenant && len(out) < limit {
+				out = append(out, IndexEntry{URI: r.URI, MIMEType: r.MIMEType, Version: r.Version, Digest: r.Digest, Labels: r.Labels})
+			}
+		}
+		if len(page) < 7 {
+			return out
+		}
+		after = page[len(page)-1].URI
+	}
+}
+
+// retenant moves entry i of f to tenant (URI and labels alike).
+func (f *fixture) retenant(i int, tenant string) {
+	f.t.Helper()
+	u, err := ParseURI(f.entries[i].URI)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	u.Tenant = tenant
+	f.entries[i].URI, f.entries[i].Labels.Tenant = u.String(), tenant
+}
+
+// checkIndex compares every answer of ix with the plain walk of p, for
+// every tenant of p (and one it does not hold), from every position (every
+// URI, and strings between and around them) and several limits.
+func checkIndex(t *testing.T, ix *Index, p pager) {
+	t.Helper()
+	all := plainAll(t, p)
+	tenants := map[string]bool{"no-such-tenant": true}
+	var positions []string
+	for _, r := range all {
+		tenants[r.Labels.Tenant] = true
+		positions = append(positions, r.URI, r.URI+"\x00", r.URI[:len(r.URI)-1])
+	}
+	positions = append(positions, "", "a", "zzzz")
+	if ix.Len() != len(all) {
+		t.Fatalf("index holds %d resources, catalog %d", ix.Len(), len(all))
+	}
+	for tenant := range tenants {
+		for _, after := range positions {
+			for _, limit := range []int{1, 3, 1000} {
+				got, want := ix.TenantPage(tenant, after, limit), plainTenantPage(t, p, tenant, after, limit)
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("TenantPage(%q, %q, %d):\n got %+v\nwant %+v", tenant, after, limit, got, want)
+				}
+			}
+		}
+		every := plainTenantPage(t, p, tenant, "", 1<<30)
+		if ix.TenantLen(tenant) != len(every) {
+			t.Fatalf("TenantLen(%q) = %d, want %d", tenant, ix.TenantLen(tenant), len(every))
+		}
+		byPatient := map[string][]IndexEntry{}
+		for _, e := range every {
+			byPatient[e.Labels.Patient] = append(byPatient[e.Labels.Patient], e)
+		}
+		var patients []string
+		for p := range byPatient {
+			patients = append(patients, p)
+		}
+		slices.Sort(patients)
+		if got := ix.Patients(tenant); !slices.Equal(got, patients) {
+			t.Fatalf("Patients(%q) = %v, want %v", tenant, got, patients)
+		}
+		for _, p := range append(patients, "no-such-patient") {
+			got, want := ix.PatientEntries(tenant, p), byPatient[p]
+			if want == nil {
+				want = []IndexEntry{}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("PatientEntries(%q, %q):\n got %+v\nwant %+v", tenant, p, got, want)
+			}
+			var schemes []string
+			for _, e := range want {
+				schemes = append(schemes, e.Scheme())
+			}
+			slices.Sort(schemes)
+			if got := ix.PatientSchemes(tenant, p); !slices.Equal(got, slices.Compact(schemes)) {
+				t.Fatalf("PatientSchemes(%q, %q) = %v, want %v", tenant, p, got, schemes)
+			}
+		}
+	}
+}
+
+// plainAll is every resource of p, by a plain walk.
+func plainAll(t *testing.T, p pager) []Resource {
+	t.Helper()
+	rs, err := p.Page("", 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// The index a Live builds agrees with a plain walk of the catalog (the
+// reference), before and after a swap, and the index taken before the swap
+// still describes the old catalog.
+func TestIndexAgreesWithPage(t *testing.T) {
+	f := newFixture(t)
+	f.addN(40)
+	for i := range f.entries {
+		switch i % 3 {
+		case 1:
+			f.retenant(i, "other-clinic")
+		case 2:
+			f.retenant(i, "a-clinic")
+		}
+	}
+	f.writeManifest()
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	if _, err := ImportStaged(context.Background(), path, f.dir, Options{Timeout: 200 * time.Millisecond}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { checkDB(t, path) })
+	l, err := OpenLive(path, LiveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	before, err := l.Index()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIndex(t, before, l)
+
+	// Replace the catalog: new resources (one in a new tenant), retitled
+	// and relabelled ones.
+	snapshot := plainAll(t, l)
+	f.addN(5)
+	f.retenant(len(f.entries)-1, "new-clinic")
+	f.entries[3].Title = "Retitled"
+	f.entries[4].Labels.Sensitivity = []string{"vip"}
+	f.writeManifest()
+	if _, err := ImportStaged(context.Background(), path, f.dir, Options{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, swapped, err := l.Reload(); err != nil || !swapped {
+		t.Fatalf("reload: swapped=%v err=%v", swapped, err)
+	}
+	after, err := l.Index()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after == before {
+		t.Fatal("the swap kept the old index")
+	}
+	checkIndex(t, after, l)
+	if after.TenantLen("new-clinic") != 1 {
+		t.Fatalf("new tenant: %d resources", after.TenantLen("new-clinic"))
+	}
+	// The old index is unchanged: it still holds what the old catalog held.
+	if got := before.TenantPage("", "", 1<<30); len(got) != 0 {
+		t.Fatalf("old index answers for tenant \"\": %v", got)
+	}
+	var old []IndexEntry
+	for _, tenant := range []string{"a-clinic", "general-hospital", "other-clinic"} {
+		old = append(old, before.TenantPage(tenant, "", 1<<30)...)
+	}
+	if len(old) != len(snapshot) {
+		t.Fatalf("old index holds %d resources, the old catalog %d", len(old), len(snapshot))
+	}
+
+	l.Close()
+	if _, err := l.Index(); err != ErrClosed {
+		t.Fatalf("Index after Close: %v", err)
+	}
+}
+
+// The index is keyed on labels: resources without a patient (tenant-level
+// resources) are indexed under the patient "" of their tenant.
+func TestIndexTenantLevelResources(t *testing.T) {
+	rs := pages{
+		{URI: "fhir://t1/organization/1", Version: 1, Labels: Labels{Tenant: "t1", Type: "organization"}},
+		{URI: "fhir://t1/patients/p/patient/2", Version: 1, Labels: Labels{Tenant: "t1", Patient: "p", Type: "patient"}},
+		{URI: "fhir://t2/organization/3", Version: 2, Labels: Labels{Tenant: "t2", Type: "organization"}},
+	}
+	ix, err := buildIndex(resourceEntries(rs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIndex(t, ix, rs)
+	if got := ix.Patients("t1"); !slices.Equal(got, []string{"", "p"}) {
+		t.Fatalf("patients of t1: %v", got)
+	}
+}
