@@ -91,7 +91,7 @@ type aliases struct {
 // a prefix of another. Resource id aliases are not kept: they are made
 // for one patient's resources when needed.
 type tenantAliases struct {
-	groups  []aliasGroup      // sorted by prefix; nil until a list needs them
+	groups  []aliasGroup           // sorted by prefix; nil until a list needs them
 	patient map[string]aliasTarget // patient alias -> the patient it names
 }
 
