@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -258,5 +259,47 @@ func writeFile(t *testing.T, path, s string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFHIRImportBadInputChangesNothing: a truncated NDJSON line and an
+// attachment whose bytes contradict its contentType are refused by `custos
+// import` with the file and line named, no content quoted, and the catalog
+// left byte for byte as it was.
+func TestFHIRImportBadInputChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	seed, data := filepath.Join(dir, "synthetic"), filepath.Join(dir, "data")
+	mustCustos(t, "seed", "--out", seed, "--patients", "3", "--seed", "5")
+	importJSON(t, data, filepath.Join(seed, "bulk"))
+	catalog := filepath.Join(data, "catalog.db")
+	before, err := os.ReadFile(catalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, file, content, want string }{
+		{"truncated line", "Observation.ndjson", `{"resourceType":"Observation","id":"obs-x","status":"final","code":{"text":"SECRET-PHI`, "Observation.ndjson:1"},
+		{"attachment contradicting its type", "DocumentReference.ndjson",
+			`{"resourceType":"DocumentReference","id":"doc-x","status":"current","subject":{"reference":"Patient/p-1"},"content":[{"attachment":{"contentType":"application/pdf","data":"` +
+				base64.StdEncoding.EncodeToString([]byte("SECRET-PHI plain text, not a PDF")) + `"}}]}`, "DocumentReference.ndjson:1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := filepath.Join(t.TempDir(), "export")
+			if err := os.MkdirAll(bad, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(bad, "Patient.ndjson"), `{"resourceType":"Patient","id":"p-1"}`+"\n")
+			writeFile(t, filepath.Join(bad, tc.file), tc.content+"\n")
+			out, errOut, code := custos(t, nil, "import", "--data-dir", data, "--tenant", "general-hospital", bad)
+			if code == 0 || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, "nothing was imported") {
+				t.Fatalf("exit %d, want a refusal naming %s:\n%s%s", code, tc.want, out, errOut)
+			}
+			if strings.Contains(errOut, "SECRET-PHI") {
+				t.Fatalf("the error quotes the input: %s", errOut)
+			}
+			after, err := os.ReadFile(catalog)
+			if err != nil || !bytes.Equal(before, after) {
+				t.Fatalf("the catalog changed (%v)", err)
+			}
+		})
 	}
 }
