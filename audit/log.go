@@ -22,7 +22,7 @@ import (
 
 // Defaults for Options.
 const (
-	DefaultMinBatchDelay = 1 * time.Millisecond
+	DefaultMinBatchDelay = 0
 	DefaultMaxBatchDelay = 5 * time.Millisecond
 	DefaultMaxBatchSize  = 256
 	DefaultTimeout       = 2 * time.Second
@@ -49,11 +49,11 @@ type Options struct {
 	Node   string           // required unless ReadOnly: written into every record
 	Logger *slog.Logger     // operational log (never record contents); nil = discard
 	Now    func() time.Time // clock; nil = time.Now
-	// The group-commit window lies between MinBatchDelay (while the
-	// process gets CPU promptly) and MaxBatchDelay (while its goroutines
-	// queue for CPU); see groupcommit.go. 0 = the default; equal values
-	// give a fixed window.
-	MinBatchDelay time.Duration // 0 = DefaultMinBatchDelay (at most MaxBatchDelay)
+	// The group-commit window of a batch that gathers while a commit runs
+	// lies between MinBatchDelay (while the process gets CPU promptly) and
+	// MaxBatchDelay (while its goroutines queue for CPU); see
+	// groupcommit.go. Equal values give a fixed window.
+	MinBatchDelay time.Duration // 0 = DefaultMinBatchDelay, 0: commit when the running commit ends
 	MaxBatchDelay time.Duration // 0 = DefaultMaxBatchDelay
 	MaxBatchSize  int           // records per commit at most; 0 = DefaultMaxBatchSize
 	Timeout       time.Duration // file-lock wait; 0 = DefaultTimeout, then ErrLocked
