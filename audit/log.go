@@ -506,6 +506,15 @@ func (l *Log) noteHead(r Record) {
 	}
 }
 
+// Commits returns how many group commits (write transactions of Appends)
+// this Log has started since Open; with Head it gives the mean number of
+// records per commit over an interval (the load harness prints it).
+func (l *Log) Commits() uint64 {
+	l.commits.mu.Lock()
+	defer l.commits.mu.Unlock()
+	return l.commits.commits
+}
+
 // Head returns the seq and hash of the last record committed through this
 // Log (or found at Open): (0, ZeroHash) for an empty log.
 func (l *Log) Head() (seq uint64, hash string) {
