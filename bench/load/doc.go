@@ -6,6 +6,7 @@
 //	                    [-principals 0] [-mode stateless|stateful]
 //	                    [-bare-framing json|sse] [-rate-limit 0]
 //	                    [-audit-batch-delay 0] [-json] [-cpuprofile FILE]
+//	                    [-memprofile FILE]
 //	                    [-data DIR] [-check]
 //
 // In one process it builds

@@ -57,6 +57,9 @@ type options struct {
 	Mode       string
 	BareJSON   bool // the bare server answers with application/json
 	CPUProfile string
+	// MemProfile, if set, receives the allocation profile (runtime/pprof
+	// "allocs": cumulative since the process started) after each level.
+	MemProfile string
 	DataDir    string  // "": a temporary directory, removed
 	RateLimit  float64 // custos per-principal requests/s; 0 disables
 	// AuditBatchDelay, if not 0, fixes the audit log's group-commit window
@@ -338,6 +341,11 @@ func runConcurrency(ctx context.Context, o options, progress io.Writer, n int, b
 			cpu[i] += processCPU() - c0
 		}
 	}
+	if o.MemProfile != "" {
+		if err := writeAllocs(profilePath(o.MemProfile, n, len(o.Clients) > 1)); err != nil {
+			return [2]runResult{}, err
+		}
+	}
 	headAfter := cs.head()
 	grew, commits := headAfter-headBefore, cs.commits()-commitsBefore
 	res := [2]runResult{fleets[0].result(), fleets[1].result()}
@@ -426,6 +434,19 @@ func startProfile(path string) (func() error, error) {
 		pprof.StopCPUProfile()
 		return f.Close()
 	}, nil
+}
+
+// writeAllocs writes the allocation profile to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // labelled runs h under the pprof label side=name, so that a CPU profile
