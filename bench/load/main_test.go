@@ -25,12 +25,17 @@ func TestHarnessShortRun(t *testing.T) {
 
 func testShortRun(t *testing.T, mode string) {
 	dataDir := filepath.Join(t.TempDir(), "data")
+	memProfile := filepath.Join(t.TempDir(), "allocs.prof")
 	rep, err := run(context.Background(), options{
 		Clients: []int{2}, Duration: 400 * time.Millisecond, Warmup: 100 * time.Millisecond,
 		Size: 4096, Resources: 50, PerPatient: 10, Rounds: 2, Mode: mode, DataDir: dataDir,
+		MemProfile: memProfile,
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fi, err := os.Stat(memProfile); err != nil || fi.Size() == 0 {
+		t.Errorf("-memprofile: %v (want a non-empty allocation profile)", err)
 	}
 	// The harness verifies its own log (rep.Audit below); this check of the
 	// file it left does not depend on the harness reporting truthfully.
@@ -88,7 +93,7 @@ func testShortRun(t *testing.T, mode string) {
 
 	var out bytes.Buffer
 	rep.print(&out)
-	for _, want := range []string{"custos/bare: throughput", "cpu/read", "every served read has its record", "clients  server"} {
+	for _, want := range []string{"custos/bare: throughput", "cpu/read", "audit records/commit", "every served read has its record", "clients  server"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("printed report lacks %q:\n%s", want, out.String())
 		}
