@@ -208,15 +208,8 @@ func TestLeaderCommitsAtOnce(t *testing.T) {
 	}
 	defer db.Close()
 	b := &batcher{db: db, minDelay: 10 * time.Second, maxDelay: 10 * time.Second, maxSize: 64}
-	put := func(k string, tx *bolt.Tx) error {
-		bk, err := tx.CreateBucketIfNotExists([]byte("k"))
-		if err != nil {
-			return err
-		}
-		return bk.Put([]byte(k), []byte{1})
-	}
 	start := time.Now()
-	if err := b.do(func(tx *bolt.Tx) error { return put("leader", tx) }); err != nil {
+	if err := b.do(func(tx *bolt.Tx) error { return putKey(tx, "leader") }); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
@@ -226,25 +219,32 @@ func TestLeaderCommitsAtOnce(t *testing.T) {
 	// Followers: a batcher with a short window, a commit held open, four
 	// Appends gathered behind it.
 	b = &batcher{db: db, minDelay: 300 * time.Millisecond, maxDelay: 300 * time.Millisecond, maxSize: 64}
+	gatherBehindACommit(t, b, 4)
+}
+
+// gatherBehindACommit holds a commit of b open, makes n calls, waits until
+// they gathered behind it, releases it and fails t unless the n calls
+// committed in one transaction.
+func gatherBehindACommit(t *testing.T, b *batcher, n int) {
+	t.Helper()
 	release := holdCommit(t, b)
-	var txs [4]*bolt.Tx
+	txs := make([]*bolt.Tx, n)
 	var wg sync.WaitGroup
-	start = time.Now()
 	for i := range txs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := b.do(func(tx *bolt.Tx) error { txs[i] = tx; return put(fmt.Sprint("f", i), tx) }); err != nil {
+			if err := b.do(func(tx *bolt.Tx) error { txs[i] = tx; return putKey(tx, fmt.Sprint("f", i)) }); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
-	waitFollowers(t, b, len(txs))
+	waitFollowers(t, b, n)
 	release()
 	wg.Wait()
 	for i := range txs {
 		if txs[i] != txs[0] {
-			t.Fatalf("followers committed in separate transactions (%p, %p)", txs[0], txs[i])
+			t.Fatalf("calls gathered during a commit committed in separate transactions (%p, %p)", txs[0], txs[i])
 		}
 	}
 }
@@ -263,26 +263,7 @@ func TestPipelineCommitsTheGatheredBatchWhenTheCommitEnds(t *testing.T) {
 	}
 	defer db.Close()
 	b := &batcher{db: db, maxSize: 64} // window 0
-	release := holdCommit(t, b)
-	var txs [4]*bolt.Tx
-	var wg sync.WaitGroup
-	for i := range txs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := b.do(func(tx *bolt.Tx) error { txs[i] = tx; return putKey(tx, fmt.Sprint("f", i)) }); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	waitFollowers(t, b, len(txs))
-	release()
-	wg.Wait()
-	for i := range txs {
-		if txs[i] != txs[0] {
-			t.Fatalf("calls gathered during a commit committed in separate transactions (%p, %p)", txs[0], txs[i])
-		}
-	}
+	gatherBehindACommit(t, b, 4)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.commits != 2 || b.committing || b.cur != nil || len(b.full) != 0 {
