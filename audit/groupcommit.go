@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"runtime/metrics"
@@ -38,9 +37,9 @@ import (
 // window starts with its first call. Measured on the 2-core build machine
 // (docs/benchmarks.md): ~0.1 ms mean at 8 concurrent readers, ~1 ms at 64.
 //
-// Invariant: a call's result is sent only after the transaction that ran it
+// Invariant: a call's finish runs only after the transaction that ran it
 // committed (or failed: then every call of that transaction gets the
-// error, or errTrySolo to be rerun alone); no call is in two committed
+// error, or the failing call is rerun alone); no call is in two committed
 // transactions. TestGroupCommitMatchesTheLog checks the records returned
 // against the records stored.
 
@@ -124,10 +123,6 @@ func (s *schedSampler) current(now time.Time) time.Duration {
 	return s.mean
 }
 
-// errTrySolo tells a caller that its function failed inside a batch and
-// must be run again alone, so that its error is its own.
-var errTrySolo = errors.New("audit: batch function failed; run it alone")
-
 // batcher runs functions in shared read-write transactions, one commit at a
 // time (see the top of this file). A batch is gathering (cur: calls join
 // it), closed (full: queued behind the running commit), or committing; at
@@ -153,16 +148,19 @@ type batchRun struct {
 }
 
 type batchCall struct {
-	fn  func(*bolt.Tx) error
-	err chan<- error
+	fn     func(*bolt.Tx) error
+	finish func(error)
 }
 
-// do runs fn in a transaction shared with the other functions given within
-// one window, and returns fn's error or the commit's. Like DB.Batch, fn may
-// run more than once: after another function of its batch failed, and
-// alone after it failed itself.
-func (b *batcher) do(fn func(*bolt.Tx) error) error {
-	errCh := make(chan error, 1)
+// submit queues fn to run in a transaction shared with the other functions
+// given within one window, and returns at once. finish is called exactly
+// once, by a goroutine of the batcher, with fn's error or the commit's,
+// after the transaction that ran fn committed or failed: the caller waits
+// for it without a goroutine of its own in between (one scheduling hop from
+// the commit to the caller). Like DB.Batch, fn may run more than once:
+// after another function of its batch failed, and alone, in a transaction
+// of its own, after it failed itself (so that its error is its own).
+func (b *batcher) submit(fn func(*bolt.Tx) error, finish func(error)) {
 	now := time.Now()
 	b.mu.Lock()
 	if b.cur == nil {
@@ -172,7 +170,7 @@ func (b *batcher) do(fn func(*bolt.Tx) error) error {
 		}
 		b.cur = r
 	}
-	b.cur.calls = append(b.cur.calls, batchCall{fn: fn, err: errCh})
+	b.cur.calls = append(b.cur.calls, batchCall{fn: fn, finish: finish})
 	if len(b.cur.calls) >= b.maxSize {
 		b.full = append(b.full, b.cur)
 		b.cur = nil
@@ -180,13 +178,15 @@ func (b *batcher) do(fn func(*bolt.Tx) error) error {
 	r := b.next(now)
 	b.mu.Unlock()
 	if r != nil {
-		b.commit(r) // in this goroutine: fn's result is in errCh after it
+		go b.commit(r) // the leader's: its caller may stop waiting (Append's ctx)
 	}
-	err := <-errCh
-	if err == errTrySolo {
-		err = b.db.Update(fn)
-	}
-	return err
+}
+
+// do is submit, waiting for fn's outcome.
+func (b *batcher) do(fn func(*bolt.Tx) error) error {
+	errCh := make(chan error, 1)
+	b.submit(fn, func(err error) { errCh <- err })
+	return <-errCh
 }
 
 // next, with b.mu held, picks the batch to commit now, if nothing commits:
@@ -263,15 +263,15 @@ func (b *batcher) commit(r *batchRun) {
 			return nil
 		})
 		if failed >= 0 {
-			// Out of the batch, to be run alone by its caller; the rest
-			// runs again in a new transaction.
+			// Out of the batch, to be run alone, beside the batcher; the
+			// rest runs again in a new transaction.
 			c := calls[failed]
 			calls[failed], calls = calls[len(calls)-1], calls[:len(calls)-1]
-			c.err <- errTrySolo
+			go func() { c.finish(b.db.Update(c.fn)) }()
 			continue
 		}
 		for _, c := range calls {
-			c.err <- err // success, or bbolt's own commit error, to everyone
+			c.finish(err) // success, or bbolt's own commit error, to everyone
 		}
 		return
 	}

@@ -433,3 +433,43 @@ func putKey(tx *bolt.Tx, k string) error {
 	}
 	return bk.Put([]byte(k), []byte{1})
 }
+
+// TestAbandonedAppendStillCommits: a caller whose ctx ends while its record
+// waits behind a commit gets ctx's error at once; the record still commits
+// with its batch, and Close waits for that commit.
+//
+//custos:race
+func TestAbandonedAppendStillCommits(t *testing.T) {
+	l, path := mustOpen(t, Options{})
+	release := holdCommit(t, l.commits)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l.Append(ctx, sampleEntry(1))
+		errc <- err
+	}()
+	waitFollowers(t, l.commits, 1)
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("abandoned Append = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Append did not return when its ctx ended")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while an abandoned record was still waiting for its commit", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if sum := mustVerify(t, path); sum.Records != 1 {
+		t.Fatalf("%d records after the abandoned Append, want 1 (it commits all the same)", sum.Records)
+	}
+}

@@ -470,12 +470,11 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 		err error
 	}
 	done := make(chan result, 1)
-	go func() {
-		defer l.inflight.Done()
-		var rec Record
-		err := l.commits.do(func(tx *bolt.Tx) error {
-			return l.appendTx(tx, &e, input, eventID, &rec)
-		})
+	var rec Record // written by appendTx, read by finish: both on the batcher's goroutine
+	l.commits.submit(func(tx *bolt.Tx) error {
+		return l.appendTx(tx, &e, input, eventID, &rec)
+	}, func(err error) {
+		defer l.inflight.Done() // Close waits for this even when the caller stopped waiting
 		if err != nil {
 			l.log.Error("audit append failed", "event_id", eventID, "err", err)
 			done <- result{err: fmt.Errorf("audit: append: %w", err)}
@@ -483,7 +482,7 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 		}
 		l.noteHead(rec)
 		done <- result{rec: rec}
-	}()
+	})
 	select {
 	case res := <-done:
 		return res.rec, res.err
