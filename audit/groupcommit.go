@@ -238,18 +238,21 @@ func (b *batcher) window() time.Duration {
 }
 
 // commit commits r, delivers every call's result, then hands the batcher
-// on: the batch that gathered meanwhile commits at once, in a goroutine of
-// its own, if its window is over (the pipeline), or when its timer fires.
+// on: the batch that gathered meanwhile commits at once, in this goroutine
+// (always one of the batcher's: the leader's, a timer's), if its window is
+// over (the pipeline), or later when its timer fires.
 func (b *batcher) commit(r *batchRun) {
-	defer func() {
+	for r != nil {
+		b.commitOne(r)
 		b.mu.Lock()
 		b.committing = false
-		nr := b.next(time.Now())
+		r = b.next(time.Now())
 		b.mu.Unlock()
-		if nr != nil {
-			go b.commit(nr) // the next batch commits while this caller returns
-		}
-	}()
+	}
+}
+
+// commitOne runs r's calls in one transaction and calls their finish.
+func (b *batcher) commitOne(r *batchRun) {
 	calls := r.calls
 	for len(calls) > 0 {
 		failed := -1
