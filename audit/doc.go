@@ -124,11 +124,16 @@
 //
 // # Group commit
 //
-// Appends go through a batcher with bbolt's DB.Batch rules
-// (groupcommit.go): concurrent Appends within one window share one commit
-// (two fdatasyncs); the window is Options.MinBatchDelay while the process's
-// goroutines get a CPU promptly and grows to Options.MaxBatchDelay as they
-// queue for one (the Go scheduler's latency). The batcher may run an
+// Appends go through a leader/follower batcher with bbolt's DB.Batch rules
+// (groupcommit.go): one commit (two fdatasyncs) runs at a time; an Append
+// on an idle log commits at once, and the Appends that arrive during a
+// commit share the next one, which starts when the running commit ends or
+// when its window is over, whichever is later. The window is
+// Options.MinBatchDelay (default 0) while the process's goroutines get a
+// CPU promptly and grows to Options.MaxBatchDelay as they queue for one
+// (the Go scheduler's latency). Fast-path invariant: a caller hears of its
+// record only after the transaction holding it committed, and the record it
+// is given is the one stored (TestGroupCommitMatchesTheLog). The batcher may run an
 // append function more than once (after another function in the batch
 // failed, or alone), so the function reads the head and the tree inside the
 // transaction and computes seq, time, prev_hash, hash and the stored tree

@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"runtime/metrics"
@@ -13,24 +12,36 @@ import (
 
 // Group commit.
 //
-// Every Append waits for its record's commit (two fdatasyncs). An Append
-// that finds no commit running and no batch gathering commits at once,
+// Every Append waits for its record's commit (two fdatasyncs), and one
+// commit runs at a time. The batcher is a leader/follower pipeline: an
+// Append that finds no commit running and no batch waiting commits at once,
 // alone (the leader): an idle server adds no window to a request's latency.
-// Appends that arrive while a commit runs gather in the next batch, which
-// waits for its window. Appends that gather share one commit: the batcher
-// below is
-// bbolt's DB.Batch (same retry rules) with a window chosen per batch
-// instead of fixed. On an idle server the window is pure waiting, added to
-// every request's latency; on a server whose CPU is saturated, each commit
-// (page writes, spill, fdatasync) costs CPU that a longer window shares
-// among more records. The batcher therefore waits MinBatchDelay while the
-// process's goroutines get a CPU promptly and up to MaxBatchDelay when they
-// queue for one, judged by the Go scheduler's latency (runtime/metrics
+// Appends that arrive while a commit runs gather in the next batch (the
+// followers), which commits when the running commit ends or when its window
+// is over, whichever is later; a batch that reaches MaxBatchSize is closed
+// and queued behind the running commit, and the next one gathers. Batched
+// functions follow bbolt's DB.Batch rules (a failing function leaves the
+// batch and is run alone by its caller).
+//
+// The window decides how large batches grow. While the process's goroutines
+// get a CPU promptly, it is MinBatchDelay (default 0: the batch gathered
+// during a commit commits the moment that commit ends, so its records wait
+// at most for the rest of one commit and their own). When the CPU is
+// saturated, each commit (page writes, spill, fdatasync) costs CPU that a
+// longer window shares among more records, so the window grows to
+// MaxBatchDelay, judged by the Go scheduler's latency (runtime/metrics
 // /sched/latencies:seconds, the time a runnable goroutine waits to run),
 // averaged over the interval since the previous sample (taken at most every
 // 20 ms, when a batch starts; an interval over 250 ms starts afresh, and an
-// interval without scheduling events counts as idle). Measured on the 2-core build machine
+// interval without scheduling events counts as idle). A follower batch's
+// window starts with its first call. Measured on the 2-core build machine
 // (docs/benchmarks.md): ~0.1 ms mean at 8 concurrent readers, ~1 ms at 64.
+//
+// Invariant: a call's finish runs only after the transaction that ran it
+// committed (or failed: then every call of that transaction gets the
+// error, or the failing call is rerun alone); no call is in two committed
+// transactions. TestGroupCommitMatchesTheLog checks the records returned
+// against the records stored.
 
 // Scheduler latencies (mean over a sampling interval) at and below which
 // the window is MinBatchDelay, and at and above which it is MaxBatchDelay;
@@ -112,12 +123,10 @@ func (s *schedSampler) current(now time.Time) time.Duration {
 	return s.mean
 }
 
-// errTrySolo tells a caller that its function failed inside a batch and
-// must be run again alone, so that its error is its own.
-var errTrySolo = errors.New("audit: batch function failed; run it alone")
-
-// batcher runs functions in shared read-write transactions (bbolt's
-// DB.Batch with a window per batch, see above).
+// batcher runs functions in shared read-write transactions, one commit at a
+// time (see the top of this file). A batch is gathering (cur: calls join
+// it), closed (full: queued behind the running commit), or committing; at
+// most one commits.
 type batcher struct {
 	db       *bolt.DB
 	minDelay time.Duration
@@ -125,56 +134,102 @@ type batcher struct {
 	maxSize  int
 	sched    schedSampler
 
-	mu       sync.Mutex
-	cur      *batchRun
-	inflight int // batches started and not yet committed (guarded by mu)
+	mu         sync.Mutex
+	cur        *batchRun   // gathering, or nil
+	full       []*batchRun // closed at maxSize, oldest first, waiting for the commit
+	committing bool        // a batch is committing (guarded by mu)
+	commits    uint64      // commits started (guarded by mu; for tests and figures)
 }
 
 type batchRun struct {
-	b     *batcher
-	timer *time.Timer
-	start sync.Once
 	calls []batchCall
+	due   time.Time   // the end of its window: it commits at due or when the running commit ends, whichever is later
+	timer *time.Timer // wakes the batcher at due while nothing commits
 }
 
 type batchCall struct {
-	fn  func(*bolt.Tx) error
-	err chan<- error
+	fn     func(*bolt.Tx) error
+	finish func(error)
 }
 
-// do runs fn in a transaction shared with the other functions given within
-// one window, and returns fn's error or the commit's. Like DB.Batch, fn may
-// run more than once: after another function of its batch failed, and
-// alone after it failed itself.
-func (b *batcher) do(fn func(*bolt.Tx) error) error {
-	errCh := make(chan error, 1)
+// submit queues fn to run in a transaction shared with the other functions
+// given within one window, and returns at once. finish is called exactly
+// once, by a goroutine of the batcher, with fn's error or the commit's,
+// after the transaction that ran fn committed or failed: the caller waits
+// for it without a goroutine of its own in between (one scheduling hop from
+// the commit to the caller). Like DB.Batch, fn may run more than once:
+// after another function of its batch failed, and alone, in a transaction
+// of its own, after it failed itself (so that its error is its own).
+func (b *batcher) submit(fn func(*bolt.Tx) error, finish func(error)) {
+	now := time.Now()
 	b.mu.Lock()
-	var lead *batchRun
-	if b.cur == nil || len(b.cur.calls) >= b.maxSize {
-		r := &batchRun{b: b}
-		if b.inflight == 0 {
-			lead = r // leader: nothing is committing, so commit now
-		} else {
-			r.timer = time.AfterFunc(b.window(), r.trigger)
+	if b.cur == nil {
+		r := &batchRun{due: now} // leader: nothing commits or waits, so commit now
+		if b.committing || len(b.full) > 0 {
+			r.due = now.Add(b.window()) // follower: gathers for its window
 		}
 		b.cur = r
 	}
-	b.cur.calls = append(b.cur.calls, batchCall{fn: fn, err: errCh})
+	b.cur.calls = append(b.cur.calls, batchCall{fn: fn, finish: finish})
 	if len(b.cur.calls) >= b.maxSize {
-		go b.cur.trigger()
+		b.full = append(b.full, b.cur)
+		b.cur = nil
 	}
+	r := b.next(now)
 	b.mu.Unlock()
-	if lead != nil {
-		lead.trigger() // in this goroutine: its result is already in errCh after
+	if r != nil {
+		go b.commit(r) // the leader's: its caller may stop waiting (Append's ctx)
 	}
-	err := <-errCh
-	if err == errTrySolo {
-		err = b.db.Update(fn)
-	}
-	return err
 }
 
-// window is the wait of a batch started now.
+// do is submit, waiting for fn's outcome.
+func (b *batcher) do(fn func(*bolt.Tx) error) error {
+	errCh := make(chan error, 1)
+	b.submit(fn, func(err error) { errCh <- err })
+	return <-errCh
+}
+
+// next, with b.mu held, picks the batch to commit now, if nothing commits:
+// a full one, else the gathering one once its window is over. It marks the
+// batcher committing; the caller must commit the batch it returns. If the
+// gathering batch's window is not over, it arms the batch's timer instead.
+func (b *batcher) next(now time.Time) *batchRun {
+	if b.committing {
+		return nil
+	}
+	var r *batchRun
+	switch {
+	case len(b.full) > 0:
+		r, b.full = b.full[0], b.full[1:]
+	case b.cur == nil:
+		return nil
+	case !now.Before(b.cur.due):
+		r, b.cur = b.cur, nil
+	default:
+		if b.cur.timer == nil {
+			b.cur.timer = time.AfterFunc(b.cur.due.Sub(now), b.wake)
+		}
+		return nil
+	}
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	b.committing = true
+	b.commits++
+	return r
+}
+
+// wake is a gathering batch's timer: its window is over.
+func (b *batcher) wake() {
+	b.mu.Lock()
+	r := b.next(time.Now())
+	b.mu.Unlock()
+	if r != nil {
+		b.commit(r)
+	}
+}
+
+// window is the wait of a batch started now while a commit runs.
 func (b *batcher) window() time.Duration {
 	if b.maxDelay <= b.minDelay {
 		return b.minDelay
@@ -182,23 +237,27 @@ func (b *batcher) window() time.Duration {
 	return window(b.minDelay, b.maxDelay, b.sched.current(time.Now()))
 }
 
-func (r *batchRun) trigger() { r.start.Do(r.run) }
+// commit commits r, delivers every call's result, then hands the batcher
+// on: the batch that gathered meanwhile commits at once, in this goroutine
+// (always one of the batcher's: the leader's, a timer's), if its window is
+// over (the pipeline), or later when its timer fires.
+func (b *batcher) commit(r *batchRun) {
+	for r != nil {
+		b.commitOne(r)
+		b.mu.Lock()
+		b.committing = false
+		r = b.next(time.Now())
+		b.mu.Unlock()
+	}
+}
 
-func (r *batchRun) run() {
-	r.b.mu.Lock()
-	if r.timer != nil {
-		r.timer.Stop()
-	}
-	if r.b.cur == r {
-		r.b.cur = nil // no call joins this batch any more
-	}
-	r.b.inflight++
-	r.b.mu.Unlock()
-	defer r.b.committed()
-	for len(r.calls) > 0 {
+// commitOne runs r's calls in one transaction and calls their finish.
+func (b *batcher) commitOne(r *batchRun) {
+	calls := r.calls
+	for len(calls) > 0 {
 		failed := -1
-		err := r.b.db.Update(func(tx *bolt.Tx) error {
-			for i, c := range r.calls {
+		err := b.db.Update(func(tx *bolt.Tx) error {
+			for i, c := range calls {
 				if err := callSafely(c.fn, tx); err != nil {
 					failed = i
 					return err
@@ -207,28 +266,18 @@ func (r *batchRun) run() {
 			return nil
 		})
 		if failed >= 0 {
-			// Out of the batch, to be run alone by its caller; the rest
-			// runs again in a new transaction.
-			c := r.calls[failed]
-			r.calls[failed], r.calls = r.calls[len(r.calls)-1], r.calls[:len(r.calls)-1]
-			c.err <- errTrySolo
+			// Out of the batch, to be run alone, beside the batcher; the
+			// rest runs again in a new transaction.
+			c := calls[failed]
+			calls[failed], calls = calls[len(calls)-1], calls[:len(calls)-1]
+			go func() { c.finish(b.db.Update(c.fn)) }()
 			continue
 		}
-		for _, c := range r.calls {
-			c.err <- err // success, or bbolt's own commit error, to everyone
+		for _, c := range calls {
+			c.finish(err) // success, or bbolt's own commit error, to everyone
 		}
 		return
 	}
-}
-
-// committed ends a batch. The batch that gathered meanwhile keeps its
-// window: starting it at once would make batches smaller when the CPU is
-// saturated, and each commit costs CPU (measured: 64 clients lost a fifth
-// of their throughput that way, docs/benchmarks.md).
-func (b *batcher) committed() {
-	b.mu.Lock()
-	b.inflight--
-	b.mu.Unlock()
 }
 
 // callSafely runs fn, turning a panic into an error (the transaction is

@@ -1,6 +1,8 @@
 package audit
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -133,8 +135,9 @@ func TestBatcherRunsAFailingFunctionAlone(t *testing.T) {
 }
 
 // MinBatchDelay above MaxBatchDelay is refused; zero values take the
-// defaults, a lone MaxBatchDelay below the default minimum is a fixed
-// window.
+// defaults (a lone MaxBatchDelay keeps the default minimum, 0: a batch
+// gathered during a commit then commits when it ends while the CPU is idle);
+// a lone MinBatchDelay above the default maximum is a fixed window.
 func TestBatchDelayOptions(t *testing.T) {
 	o := Options{Node: "n", MinBatchDelay: 3 * time.Millisecond, MaxBatchDelay: 2 * time.Millisecond}
 	if err := o.validate(); err == nil {
@@ -145,8 +148,8 @@ func TestBatchDelayOptions(t *testing.T) {
 		t.Fatalf("defaults: %v %v %v", o.MinBatchDelay, o.MaxBatchDelay, err)
 	}
 	o = Options{Node: "n", MaxBatchDelay: 500 * time.Microsecond}
-	if err := o.validate(); err != nil || o.MinBatchDelay != 500*time.Microsecond {
-		t.Fatalf("lone MaxBatchDelay: %v %v", o.MinBatchDelay, err)
+	if err := o.validate(); err != nil || o.MinBatchDelay != 0 {
+		t.Fatalf("lone MaxBatchDelay: MinBatchDelay %v %v, want 0 (the default)", o.MinBatchDelay, err)
 	}
 	o = Options{Node: "n", MinBatchDelay: 10 * time.Millisecond}
 	if err := o.validate(); err != nil || o.MaxBatchDelay != 10*time.Millisecond {
@@ -205,15 +208,8 @@ func TestLeaderCommitsAtOnce(t *testing.T) {
 	}
 	defer db.Close()
 	b := &batcher{db: db, minDelay: 10 * time.Second, maxDelay: 10 * time.Second, maxSize: 64}
-	put := func(k string, tx *bolt.Tx) error {
-		bk, err := tx.CreateBucketIfNotExists([]byte("k"))
-		if err != nil {
-			return err
-		}
-		return bk.Put([]byte(k), []byte{1})
-	}
 	start := time.Now()
-	if err := b.do(func(tx *bolt.Tx) error { return put("leader", tx) }); err != nil {
+	if err := b.do(func(tx *bolt.Tx) error { return putKey(tx, "leader") }); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
@@ -223,25 +219,257 @@ func TestLeaderCommitsAtOnce(t *testing.T) {
 	// Followers: a batcher with a short window, a commit held open, four
 	// Appends gathered behind it.
 	b = &batcher{db: db, minDelay: 300 * time.Millisecond, maxDelay: 300 * time.Millisecond, maxSize: 64}
+	gatherBehindACommit(t, b, 4)
+}
+
+// gatherBehindACommit holds a commit of b open, makes n calls, waits until
+// they gathered behind it, releases it and fails t unless the n calls
+// committed in one transaction.
+func gatherBehindACommit(t *testing.T, b *batcher, n int) {
+	t.Helper()
 	release := holdCommit(t, b)
-	var txs [4]*bolt.Tx
+	txs := make([]*bolt.Tx, n)
 	var wg sync.WaitGroup
-	start = time.Now()
 	for i := range txs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := b.do(func(tx *bolt.Tx) error { txs[i] = tx; return put(fmt.Sprint("f", i), tx) }); err != nil {
+			if err := b.do(func(tx *bolt.Tx) error { txs[i] = tx; return putKey(tx, fmt.Sprint("f", i)) }); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
-	waitFollowers(t, b, len(txs))
+	waitFollowers(t, b, n)
 	release()
 	wg.Wait()
 	for i := range txs {
 		if txs[i] != txs[0] {
-			t.Fatalf("followers committed in separate transactions (%p, %p)", txs[0], txs[i])
+			t.Fatalf("calls gathered during a commit committed in separate transactions (%p, %p)", txs[0], txs[i])
 		}
+	}
+}
+
+// TestPipelineCommitsTheGatheredBatchWhenTheCommitEnds: with a zero window
+// (an idle CPU), the calls that arrive during a commit gather in one batch
+// that commits, in one transaction, as soon as that commit ends. A batcher
+// that started each of them on its own zero timer would commit them in
+// separate transactions, each queued behind the last.
+//
+//custos:race
+func TestPipelineCommitsTheGatheredBatchWhenTheCommitEnds(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "b.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := &batcher{db: db, maxSize: 64} // window 0
+	gatherBehindACommit(t, b, 4)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.commits != 2 || b.committing || b.cur != nil || len(b.full) != 0 {
+		t.Fatalf("after the held commit and one gathered batch: commits %d, committing %v, gathering %v, full %d; want 2, false, nil, 0",
+			b.commits, b.committing, b.cur != nil, len(b.full))
+	}
+}
+
+// TestPipelineKeepsTheWindow: a batch gathered during a commit that ends
+// before the batch's window is over waits for the rest of its window (the
+// CPU-saturated case, where a longer window shares each commit's cost).
+//
+//custos:race
+func TestPipelineKeepsTheWindow(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "b.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const win = 300 * time.Millisecond
+	b := &batcher{db: db, minDelay: win, maxDelay: win, maxSize: 64}
+	release := holdCommit(t, b)
+	start := time.Now()
+	done := make(chan time.Duration, 1)
+	go func() {
+		err := b.do(func(tx *bolt.Tx) error { return putKey(tx, "f") })
+		if err != nil {
+			t.Error(err)
+		}
+		done <- time.Since(start)
+	}()
+	waitFollowers(t, b, 1)
+	release() // well within the window
+	if d := <-done; d < win {
+		t.Fatalf("a follower committed after %v, before its %v window was over", d, win)
+	}
+}
+
+// TestPipelineQueuesFullBatches: calls beyond MaxBatchSize that arrive
+// during a commit form further batches, committed one after the other,
+// none larger than MaxBatchSize, every call exactly once.
+//
+//custos:race
+func TestPipelineQueuesFullBatches(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "b.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := &batcher{db: db, maxSize: 2}
+	release := holdCommit(t, b)
+	const n = 5
+	var mu sync.Mutex
+	perTx := map[*bolt.Tx]int{}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := b.do(func(tx *bolt.Tx) error {
+				mu.Lock()
+				perTx[tx]++
+				mu.Unlock()
+				return putKey(tx, fmt.Sprint("f", i))
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	// Two full batches queued and one gathering.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		full, gathering := len(b.full), b.cur != nil
+		b.mu.Unlock()
+		if full == 2 && gathering {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queued full batches %d, gathering %v; want 2, true", full, gathering)
+		}
+	}
+	release()
+	wg.Wait()
+	total := 0
+	for _, c := range perTx {
+		if c > 2 {
+			t.Errorf("a transaction ran %d calls, MaxBatchSize is 2", c)
+		}
+		total += c
+	}
+	if total != n || len(perTx) != 3 {
+		t.Fatalf("%d calls in %d transactions, want %d in 3", total, len(perTx), n)
+	}
+	if err := db.View(func(tx *bolt.Tx) error {
+		if got := tx.Bucket([]byte("k")).Stats().KeyN; got != n {
+			t.Errorf("%d keys committed, want %d", got, n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGroupCommitMatchesTheLog: many concurrent Appends through the group
+// commit (zero window, small batches, so that batches queue and the
+// pipeline hands over often) each return exactly the record the log
+// stores at its seq, seqs are dense and the log verifies. The fast path
+// (a shared transaction) and the plain one (reading the log) agree.
+//
+//custos:race
+func TestGroupCommitMatchesTheLog(t *testing.T) {
+	l, _ := mustOpen(t, Options{MinBatchDelay: 0, MaxBatchDelay: 0, MaxBatchSize: 3})
+	const writers, each = 16, 20
+	recs := make(chan Record, writers*each)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				r, err := l.Append(context.Background(), sampleEntry(w*each+i))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				recs <- r
+			}
+		}()
+	}
+	wg.Wait()
+	close(recs)
+	got := map[uint64]Record{}
+	for r := range recs {
+		if _, dup := got[r.Seq]; dup {
+			t.Fatalf("seq %d returned twice", r.Seq)
+		}
+		got[r.Seq] = r
+	}
+	if len(got) != writers*each {
+		t.Fatalf("%d records returned, want %d", len(got), writers*each)
+	}
+	err := l.Records(context.Background(), 1, writers*each, func(seq uint64, canonical []byte) error {
+		stored, err := Decode(canonical)
+		if err != nil {
+			return err
+		}
+		r, ok := got[seq]
+		if !ok {
+			return fmt.Errorf("seq %d stored but returned to no caller", seq)
+		}
+		r.Input = nil // stored aside, not in the canonical record
+		if !bytes.Equal(Encode(r), canonical) || r.Hash != stored.Hash {
+			return fmt.Errorf("seq %d: the record returned to its caller is not the one stored", seq)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func putKey(tx *bolt.Tx, k string) error {
+	bk, err := tx.CreateBucketIfNotExists([]byte("k"))
+	if err != nil {
+		return err
+	}
+	return bk.Put([]byte(k), []byte{1})
+}
+
+// TestAbandonedAppendStillCommits: a caller whose ctx ends while its record
+// waits behind a commit gets ctx's error at once; the record still commits
+// with its batch, and Close waits for that commit.
+//
+//custos:race
+func TestAbandonedAppendStillCommits(t *testing.T) {
+	l, path := mustOpen(t, Options{})
+	release := holdCommit(t, l.commits)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l.Append(ctx, sampleEntry(1))
+		errc <- err
+	}()
+	waitFollowers(t, l.commits, 1)
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("abandoned Append = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Append did not return when its ctx ended")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while an abandoned record was still waiting for its commit", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if sum := mustVerify(t, path); sum.Records != 1 {
+		t.Fatalf("%d records after the abandoned Append, want 1 (it commits all the same)", sum.Records)
 	}
 }

@@ -23,7 +23,7 @@ import (
 
 // Defaults for Options.
 const (
-	DefaultMinBatchDelay = 1 * time.Millisecond
+	DefaultMinBatchDelay = 0
 	DefaultMaxBatchDelay = 5 * time.Millisecond
 	DefaultMaxBatchSize  = 256
 	DefaultTimeout       = 2 * time.Second
@@ -50,11 +50,11 @@ type Options struct {
 	Node   string           // required unless ReadOnly: written into every record
 	Logger *slog.Logger     // operational log (never record contents); nil = discard
 	Now    func() time.Time // clock; nil = time.Now
-	// The group-commit window lies between MinBatchDelay (while the
-	// process gets CPU promptly) and MaxBatchDelay (while its goroutines
-	// queue for CPU); see groupcommit.go. 0 = the default; equal values
-	// give a fixed window.
-	MinBatchDelay time.Duration // 0 = DefaultMinBatchDelay (at most MaxBatchDelay)
+	// The group-commit window of a batch that gathers while a commit runs
+	// lies between MinBatchDelay (while the process gets CPU promptly) and
+	// MaxBatchDelay (while its goroutines queue for CPU); see
+	// groupcommit.go. Equal values give a fixed window.
+	MinBatchDelay time.Duration // 0 = DefaultMinBatchDelay, 0: commit when the running commit ends
 	MaxBatchDelay time.Duration // 0 = DefaultMaxBatchDelay
 	MaxBatchSize  int           // records per commit at most; 0 = DefaultMaxBatchSize
 	Timeout       time.Duration // file-lock wait; 0 = DefaultTimeout, then ErrLocked
@@ -616,17 +616,9 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 		err error
 	}
 	done := make(chan result, 1)
-	go func() {
-		defer l.inflight.Done()
-		var rec Record
-		l.segMu.RLock()
-		err := l.broken
-		if err == nil {
-			err = l.commits.do(func(tx *bolt.Tx) error {
-				return l.appendTx(tx, &e, input, eventID, &rec)
-			})
-		}
-		l.segMu.RUnlock()
+	var rec Record // written by appendTx, read by finish: both on the batcher's goroutine
+	finish := func(err error) {
+		defer l.inflight.Done() // Close waits for this even when the caller stopped waiting
 		if err != nil {
 			l.log.Error("audit append failed", "event_id", eventID, "err", err)
 			done <- result{err: fmt.Errorf("audit: append: %w", err)}
@@ -634,7 +626,20 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 		}
 		l.noteHead(rec)
 		done <- result{rec: rec}
-	}()
+	}
+	// The segment is held (segMu, shared) from here until the batch that
+	// holds this record has committed: a roll (segMu, exclusive) never
+	// switches the file under a pending record. The batcher's goroutine
+	// releases it, which sync.RWMutex allows.
+	l.segMu.RLock()
+	if err := l.broken; err != nil {
+		l.segMu.RUnlock()
+		finish(err)
+	} else {
+		l.commits.submit(func(tx *bolt.Tx) error {
+			return l.appendTx(tx, &e, input, eventID, &rec)
+		}, func(err error) { l.segMu.RUnlock(); finish(err) })
+	}
 	select {
 	case res := <-done:
 		return res.rec, res.err
@@ -659,6 +664,15 @@ func (l *Log) noteHead(r Record) {
 	}
 	l.headMu.Unlock()
 	l.roll.notify()
+}
+
+// Commits returns how many group commits (write transactions of Appends)
+// this Log has started since Open; with Head it gives the mean number of
+// records per commit over an interval (the load harness prints it).
+func (l *Log) Commits() uint64 {
+	l.commits.mu.Lock()
+	defer l.commits.mu.Unlock()
+	return l.commits.commits
 }
 
 // Head returns the seq and hash of the last record committed through this

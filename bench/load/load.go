@@ -57,6 +57,9 @@ type runResult struct {
 	// AuditRecords is how many records the custos audit log gained during
 	// the run (custos only).
 	AuditRecords *uint64 `json:"audit_records,omitempty"`
+	// AuditCommits is how many group commits the audit log started during
+	// the run (custos only): AuditRecords / AuditCommits is the mean batch.
+	AuditCommits *uint64 `json:"audit_commits,omitempty"`
 }
 
 // clientState is one closed-loop client's tally, across slices.

@@ -48,6 +48,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	bareFraming := fs.String("bare-framing", "", "json or sse: how the bare server frames its responses; default: as custos does in the mode (stateless: JSON, stateful: SSE). A different choice makes the ratios compare unlike things")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of each custos run to this file (with -cN before the extension when several -clients are given); with -flood, of the flood alone (phase 1)")
+	fs.StringVar(&o.MemProfile, "memprofile", "", "after each concurrency level, write the allocation profile (cumulative since the process started: compare levels with go tool pprof -base) to this file (with -cN before the extension when several -clients are given)")
 	fs.StringVar(&o.DataDir, "data", "", "data directory for custos's catalog and audit log (must be empty or absent; kept). Default: a temporary directory, removed")
 	fs.Float64Var(&o.RateLimit, "rate-limit", 0, "custos per-principal rate limit in requests/s (serve's default is 100; 0 disables)")
 	fs.DurationVar(&o.AuditBatchDelay, "audit-batch-delay", 0, "fix custos's audit group-commit window (audit.Options.MinBatchDelay and MaxBatchDelay); 0: the adaptive window serve uses (1–5 ms by CPU queueing)")

@@ -335,6 +335,9 @@ func (c *custosSide) head() uint64 {
 	return seq
 }
 
+// commits is the number of group commits the audit log has started.
+func (c *custosSide) commits() uint64 { return c.app.AuditLog().Commits() }
+
 // close stops serving and closes the assembly (a final checkpoint, then the
 // audit log and the catalog). Later calls return nil.
 func (c *custosSide) close(context.Context) error {
