@@ -49,6 +49,12 @@
 //     more is released; the process keeps running, so that the break
 //     stays visible, until an operator restarts it.
 //
+//   - A scheduled FHIR sync (Options.Sync) records sync/start and sync/end
+//     through the same checkpointed log and imports through ImportFHIR, the
+//     one join of the FHIR reader (fhirin) and the staged streaming import
+//     (store) that `custos import` and `custos sync` use too: what is
+//     synced is imported exactly as what is imported by hand.
+//
 // The package reads the files its Options name (catalog, audit log, policy,
 // principal and token files, TLS certificates), never flags, environment
 // variables or configuration files: cmd/ does that and maps them to Options.
