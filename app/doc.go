@@ -21,6 +21,7 @@
 //     notifier, then the listeners (MCP over HTTP, ops).
 //
 // Invariants:
+//
 //   - Options.Validate (Check) is the one place where the rules of a serving
 //     configuration live. It reports every problem, not only the first, each
 //     naming its option by key: the dotted path of the configuration file
@@ -28,19 +29,24 @@
 //     configuration file layer in cmd/ maps its fields and flags onto Options
 //     and reports these problems at their line or flag; it adds no rule of
 //     its own about what may be served.
+//
 //   - Open fails closed: when any step fails, everything opened so far is
 //     closed again (in reverse order) before Open returns, so no file stays
 //     locked and no listener stays bound.
+//
 //   - Close releases in the reverse order of Open: the listeners stop, the
 //     grant sync records its last uses, the checkpointer signs a final
 //     checkpoint covering every record, then the audit log, the catalog and
 //     the Vault client are closed. Close may be called more than once.
+//
 //   - Every audit append the server makes reaches the checkpointer
 //     (checkpointedLog), and every checkpoint anchored sets the
 //     custos_checkpoint_size metric.
+//
 //   - An integrity error of the checkpointer while serving (a fork or a
 //     rollback) stops Serve with that error: no data is released under a
 //     log that can no longer be anchored.
+//
 //   - A scrubber (audit/scrub) re-verifies the whole log on a schedule,
 //     from Open to Close. A break it finds latches the integrity guard
 //     (scrub.go): /readyz fails its "integrity" check, an audit/integrity
