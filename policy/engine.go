@@ -100,12 +100,12 @@ type Decision struct {
 
 // Engine evaluates one compiled policy revision. It is safe for concurrent use.
 type Engine struct {
-	query    rego.PreparedEvalQuery
-	batch    *rego.PreparedEvalQuery // nil: the policy has no rule decisions
+	query rego.PreparedEvalQuery
+	batch *rego.PreparedEvalQuery // nil: the policy has no rule decisions
 	// nothing evaluates NothingVisibleQuery alone; nil when the policy
 	// does not define it. When it is not nil, query and batch evaluate
 	// [decision(s), nothing_visible] (withNothingVisible).
-	nothing *rego.PreparedEvalQuery
+	nothing  *rego.PreparedEvalQuery
 	revision string
 	timeout  time.Duration
 	log      *slog.Logger
