@@ -23,11 +23,7 @@ type blindDecider struct{ server.Decider }
 // scanningServer is a server like f's whose lists always scan.
 func scanningServer(t *testing.T, f *fixture, policyDir string) *server.Server {
 	t.Helper()
-	s, err := server.New(f.config(blindDecider{loadPolicy(t, policyDir)}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return newServer(t, f.config(blindDecider{loadPolicy(t, policyDir)}))
 }
 
 // A caller of the catalog's own tenant whom the policy denies everything
