@@ -75,7 +75,8 @@
 //     whether nothing can be visible to the caller for the purpose
 //     (policy.Engine.NothingVisible, the policy's rule nothing_visible);
 //     if so it answers one empty page without cursor, scans nothing, and
-//     records reason nothing_visible. That is not a second decision: the
+//     records reason nothing_visible (a completion likewise suggests
+//     nothing and scans nothing). That is not a second decision: the
 //     engine enforces the rule inside the one decision function (every
 //     list and read decision denies while it holds), so the page is
 //     exactly what scanning and deciding every item would give

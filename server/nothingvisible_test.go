@@ -140,3 +140,24 @@ default nothing_visible := false
 		t.Fatalf("records: %+v", recs)
 	}
 }
+
+// A completion for a caller to whom nothing is visible suggests nothing
+// and scans nothing; the scanning reference suggests the same nothing
+// after deciding candidates.
+func TestNothingVisibleCompletesNothingUnscanned(t *testing.T) {
+	f := newFixture(t, "")
+	id := f.identity("auditor")
+	for _, tc := range []struct {
+		srv    *server.Server
+		prefix string
+	}{{f.srv, server.ReasonNothingVisible + " argument=patient returned=0 denied=0 scanned=0"}, {scanningServer(t, f, ""), "argument=patient returned=0 denied="}} {
+		f.srv = tc.srv
+		before := len(f.records())
+		res := complete(t, f.connect(id), fhirTemplate, "patient", "", nil)
+		recs := f.records()[before:]
+		if len(res.Completion.Values) != 0 || res.Completion.HasMore || len(recs) != 1 || recs[0].Outcome != audit.OutcomeAllow ||
+			!strings.HasPrefix(recs[0].Reason, tc.prefix) || (tc.prefix[0] == 'a' && strings.HasSuffix(recs[0].Reason, "denied=0 scanned=0")) {
+			t.Fatalf("values %v more %v, records %+v; want reason %q…", res.Completion.Values, res.Completion.HasMore, recs, tc.prefix)
+		}
+	}
+}
