@@ -183,12 +183,33 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 	if !hasDecision {
 		return nil, fmt.Errorf("%w: no rule %s is defined", ErrCompile, Query)
 	}
-	// nothing_visible is used only with a default: an undefined value
-	// would make every decision undefined.
+	// The static analysis of the subject cache, made at most once.
+	var (
+		levels             ruleLevels
+		levelsOK, analyzed bool
+	)
+	analysed := func() (ruleLevels, bool) {
+		if !analyzed {
+			levels, levelsOK = analyse(modules)
+			analyzed = true
+		}
+		return levels, levelsOK
+	}
+	// nothing_visible is used only with a default (an undefined value
+	// would make every decision undefined) and only if it reads nothing
+	// but the principal and the purpose (NothingVisible evaluates it on
+	// them alone: a rule reading the resource would answer there what no
+	// decision answers).
 	var nothing *rego.PreparedEvalQuery
 	query, batchQuery := Query, BatchQuery
 	if hasNothing && !nothingDefault {
 		opts.Logger.Info("policy defines nothing_visible without a default; it is ignored and lists are scanned")
+	}
+	if hasNothing && nothingDefault {
+		if l, ok := analysed(); !ok || !l.refLevel(nothingVisibleRef) {
+			opts.Logger.Info("policy's nothing_visible reads more than the principal and the purpose; it is ignored and lists are scanned")
+			hasNothing = false
+		}
 	}
 	if hasNothing && nothingDefault {
 		nq, err := rego.New(slices.Concat(regoOpts, []func(*rego.Rego){rego.Query(NothingVisibleQuery)})...).PrepareForEval(ctx)
@@ -226,7 +247,7 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 		e.cache = newDecisionCache(cmp.Or(opts.DecisionCache, DefaultDecisionCache))
 	}
 	if det && opts.SubjectCache >= 0 {
-		if levels, ok := analyse(modules); ok {
+		if levels, ok := analysed(); ok {
 			e.subjects = newSubjectCaches(levels, cmp.Or(opts.SubjectCache, DefaultSubjectCache))
 			e.recent = &recent{}
 		}
@@ -339,6 +360,8 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 		"action", string(in.Action), "allow", d.Allow, "reasons", d.Reasons, "obligations", len(d.Obligations))
 	return d, nil
 }
+
+var nothingVisibleRef = ast.MustParseRef(NothingVisibleQuery)
 
 // withNothingVisible is query evaluated together with NothingVisibleQuery,
 // in one evaluation: an array [query's value, nothing_visible].

@@ -164,6 +164,10 @@ func TestNothingVisibleUndefined(t *testing.T) {
 	for name, body := range map[string]string{
 		"no rule":    allow,
 		"no default": allow + `nothing_visible if "auditor" in input.principal.roles` + "\n",
+		// Evaluated on the principal alone, this would say true; with a
+		// resource, false: not a rule about the principal, so not used.
+		"reads the resource": allow + "default nothing_visible := false\nnothing_visible if not input.resource\n",
+		"reads the action":   allow + "default nothing_visible := false\nnothing_visible if input.action == \"list\"\n",
 	} {
 		e := loadPolicy(t, body)
 		if nv, err := e.NothingVisible(ctx, in); nv || err != nil {
