@@ -35,7 +35,9 @@
 // The default policy builds it from the rules that deny every resource, so
 // the override never fires for it (TestNothingVisibleMeansEveryDecisionDenies
 // checks both directions against the plain decisions). A policy without the
-// rule, or without its default, is never asked: lists scan as before.
+// rule, without its default, or whose rule reads more than the principal and
+// the purpose (the subject cache's static analysis, at load) is never asked
+// and the rule is not enforced: lists scan as before.
 //
 // # Subject cache
 //
