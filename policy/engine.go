@@ -35,7 +35,8 @@ const BatchQuery = "data.custos.authz.decisions"
 
 // NothingVisibleQuery is the Rego query [Engine.NothingVisible]
 // evaluates when the policy defines it (rule nothing_visible in package
-// custos.authz, with a default; detected at load): true when no resource
+// custos.authz, with a default, reading only the principal and the
+// purpose; checked at load): true when no resource
 // can be allowed to the principal for the purpose. When it is defined, the
 // engine evaluates it with every decision, in the same evaluation, and
 // enforces it: a list or read decision made while it holds denies (reason
@@ -402,8 +403,9 @@ func withhold(d *Decision) {
 // allowed to in's principal for in's purpose, whatever the resource and
 // grant (rule nothing_visible, [NothingVisibleQuery]). in.Action must be
 // list or read, and in.Resource and in.BreakGlass nil. It is false, with
-// a nil error, when the policy does not define the rule: the caller then
-// decides every resource.
+// a nil error, when the policy does not define the rule or the engine does
+// not use it (see NothingVisibleQuery): the caller then decides every
+// resource.
 //
 // True is safe to act on without deciding any resource: while it holds,
 // every list and read decision of this engine for in's principal and
