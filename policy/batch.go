@@ -139,9 +139,13 @@ func (e *Engine) evalBatch(ctx context.Context, in *Input, items []Item, todo []
 	if len(rs) > 1 {
 		return "policy_bad_shape", fmt.Errorf("%w: %d results", ErrBadShape, len(rs))
 	}
-	arr, ok := rs[0].Expressions[0].Value.(*ast.Array)
+	v, _ := rs[0].Expressions[0].Value.(ast.Value)
+	v, nothingVisible, err := e.splitNothingVisible(v)
+	if err != nil {
+		return "policy_bad_shape", err
+	}
+	arr, ok := v.(*ast.Array)
 	if !ok {
-		v, _ := rs[0].Expressions[0].Value.(ast.Value)
 		return "policy_bad_shape", fmt.Errorf("%w: decisions is %s, want array", ErrBadShape, valueName(v))
 	}
 	if arr.Len() != len(todo) {
@@ -179,6 +183,9 @@ func (e *Engine) evalBatch(ctx context.Context, in *Input, items []Item, todo []
 			d.Obligations = slices.Clone(p.obs)
 		} else if len(d.Reasons) == 0 {
 			d.Reasons = []string{"denied"}
+		}
+		if nothingVisible {
+			withhold(d)
 		}
 	}
 	return "", nil

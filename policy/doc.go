@@ -20,6 +20,25 @@
 // decisions (BenchmarkDecideBatch100 runs both). See docs/policy.md, "Batch
 // decisions".
 //
+// # Nothing visible
+//
+// A policy may define the rule nothing_visible (package custos.authz, with
+// a default; [NothingVisibleQuery]): true when no resource can be allowed
+// to the principal for the purpose, whatever the resource and grant.
+// [Engine.NothingVisible] evaluates it alone, so that a list can answer
+// one empty page without deciding a single resource. It is not a second
+// policy: the engine evaluates it with every decision, in the same
+// evaluation as decision or decisions, and enforces it, so that while it
+// holds every list or read decision denies (an allow it overrides gets
+// the reason [ReasonNothingVisible]). Skipping a scan on its word is
+// therefore exactly scanning and denying every item, whatever the policy.
+// The default policy builds it from the rules that deny every resource, so
+// the override never fires for it (TestNothingVisibleMeansEveryDecisionDenies
+// checks both directions against the plain decisions). A policy without the
+// rule, without its default, or whose rule reads more than the principal and
+// the purpose (the subject cache's static analysis, at load) is never asked
+// and the rule is not enforced: lists scan as before.
+//
 // # Subject cache
 //
 // Values of rules that depend only on the principal and purpose of use
@@ -93,6 +112,9 @@
 //   - A bundle serves only if it is signed by a configured ES256 key, every
 //     file in it is covered by the signature with its SHA-256 digest, it
 //     holds Rego modules only, and its modules compile and its tests pass.
+//   - nothing_visible only ever takes away: while it holds for a principal
+//     and purpose, every list and read decision denies; when it does not,
+//     decisions are exactly the policy's.
 //   - A request never sees a half-loaded policy: engines are immutable and
 //     published by one atomic pointer store. A request takes the current
 //     engine once ([Reloader.Current]) and decides all its items with it.

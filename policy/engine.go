@@ -33,6 +33,24 @@ const Query = "data.custos.authz.decision"
 // custos.authz); without it, DecideBatch evaluates [Query] per item.
 const BatchQuery = "data.custos.authz.decisions"
 
+// NothingVisibleQuery is the Rego query [Engine.NothingVisible]
+// evaluates when the policy defines it (rule nothing_visible in package
+// custos.authz, with a default, reading only the principal and the
+// purpose; checked at load): true when no resource
+// can be allowed to the principal for the purpose. When it is defined, the
+// engine evaluates it with every decision, in the same evaluation, and
+// enforces it: a list or read decision made while it holds denies (reason
+// [ReasonNothingVisible] added to an allow it overrides), so that skipping
+// a list scan on its word is exactly scanning and denying every item.
+const NothingVisibleQuery = "data.custos.authz.nothing_visible"
+
+// ReasonNothingVisible is the reason the engine adds to a list or read
+// decision the policy allowed although its rule nothing_visible held for
+// the principal and purpose: the engine denies it (see
+// [NothingVisibleQuery]). A policy whose rules imply nothing_visible, like
+// the default policy, never meets it.
+const ReasonNothingVisible = "nothing_visible"
+
 // DefaultTimeout bounds one evaluation when Options.Timeout is zero. It is a
 // guard against a runaway policy, not a latency target (a decision takes
 // ~100 µs): under CPU contention (64 concurrent requests on 2 cores) a
@@ -83,8 +101,12 @@ type Decision struct {
 
 // Engine evaluates one compiled policy revision. It is safe for concurrent use.
 type Engine struct {
-	query    rego.PreparedEvalQuery
-	batch    *rego.PreparedEvalQuery // nil: the policy has no rule decisions
+	query rego.PreparedEvalQuery
+	batch *rego.PreparedEvalQuery // nil: the policy has no rule decisions
+	// nothing evaluates NothingVisibleQuery alone; nil when the policy
+	// does not define it. When it is not nil, query and batch evaluate
+	// [decision(s), nothing_visible] (withNothingVisible).
+	nothing  *rego.PreparedEvalQuery
 	revision string
 	timeout  time.Duration
 	log      *slog.Logger
@@ -136,7 +158,7 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 		// converting it to Go maps.
 		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t.Value, nil }),
 	}
-	hasDecision, hasBatch := false, false
+	hasDecision, hasBatch, hasNothing, nothingDefault := false, false, false, false
 	var modules []*ast.Module
 	for _, f := range files {
 		m, err := ast.ParseModuleWithOpts(f.path, string(f.content), ast.ParserOptions{RegoVersion: ast.RegoV1})
@@ -150,6 +172,9 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 					hasDecision = true
 				case "decisions":
 					hasBatch = true
+				case "nothing_visible":
+					hasNothing = true
+					nothingDefault = nothingDefault || r.Default
 				}
 			}
 		}
@@ -159,13 +184,49 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 	if !hasDecision {
 		return nil, fmt.Errorf("%w: no rule %s is defined", ErrCompile, Query)
 	}
-	pq, err := rego.New(slices.Concat(regoOpts, []func(*rego.Rego){rego.Query(Query)})...).PrepareForEval(ctx)
+	// The static analysis of the subject cache, made at most once.
+	var (
+		levels             ruleLevels
+		levelsOK, analyzed bool
+	)
+	analysed := func() (ruleLevels, bool) {
+		if !analyzed {
+			levels, levelsOK = analyse(modules)
+			analyzed = true
+		}
+		return levels, levelsOK
+	}
+	// nothing_visible is used only with a default (an undefined value
+	// would make every decision undefined) and only if it reads nothing
+	// but the principal and the purpose (NothingVisible evaluates it on
+	// them alone: a rule reading the resource would answer there what no
+	// decision answers).
+	var nothing *rego.PreparedEvalQuery
+	query, batchQuery := Query, BatchQuery
+	if hasNothing && !nothingDefault {
+		opts.Logger.Info("policy defines nothing_visible without a default; it is ignored and lists are scanned")
+	}
+	if hasNothing && nothingDefault {
+		if l, ok := analysed(); !ok || !l.refLevel(nothingVisibleRef) {
+			opts.Logger.Info("policy's nothing_visible reads more than the principal and the purpose; it is ignored and lists are scanned")
+			hasNothing = false
+		}
+	}
+	if hasNothing && nothingDefault {
+		nq, err := rego.New(slices.Concat(regoOpts, []func(*rego.Rego){rego.Query(NothingVisibleQuery)})...).PrepareForEval(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCompile, err)
+		}
+		nothing = &nq
+		query, batchQuery = withNothingVisible(Query), withNothingVisible(BatchQuery)
+	}
+	pq, err := rego.New(slices.Concat(regoOpts, []func(*rego.Rego){rego.Query(query)})...).PrepareForEval(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
 	var batch *rego.PreparedEvalQuery
 	if hasBatch {
-		bq, err := rego.New(slices.Concat(regoOpts, []func(*rego.Rego){rego.Query(BatchQuery)})...).PrepareForEval(ctx)
+		bq, err := rego.New(slices.Concat(regoOpts, []func(*rego.Rego){rego.Query(batchQuery)})...).PrepareForEval(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrCompile, err)
 		}
@@ -174,6 +235,7 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 	e := &Engine{
 		query:    pq,
 		batch:    batch,
+		nothing:  nothing,
 		revision: revision(files),
 		timeout:  opts.Timeout,
 		log:      opts.Logger,
@@ -186,7 +248,7 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 		e.cache = newDecisionCache(cmp.Or(opts.DecisionCache, DefaultDecisionCache))
 	}
 	if det && opts.SubjectCache >= 0 {
-		if levels, ok := analyse(modules); ok {
+		if levels, ok := analysed(); ok {
 			e.subjects = newSubjectCaches(levels, cmp.Or(opts.SubjectCache, DefaultSubjectCache))
 			e.recent = &recent{}
 		}
@@ -270,6 +332,10 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	if !ok {
 		return e.fail(d, "policy_bad_shape", fmt.Errorf("%w: result is %T", ErrBadShape, rs[0].Expressions[0].Value))
 	}
+	val, nothingVisible, err := e.splitNothingVisible(val)
+	if err != nil {
+		return e.fail(d, "policy_bad_shape", err)
+	}
 	allow, reasons, obs, err := parseDecision(val)
 	if err != nil {
 		reason := "policy_bad_shape"
@@ -285,12 +351,99 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	} else if len(d.Reasons) == 0 {
 		d.Reasons = []string{"denied"}
 	}
+	if nothingVisible && (in.Action == ActionList || in.Action == ActionRead) {
+		withhold(&d)
+	}
 	if e.cache != nil {
 		e.cache.put(key, d)
 	}
 	e.log.Debug("policy decision", "decision_id", d.ID, "revision", d.Revision,
 		"action", string(in.Action), "allow", d.Allow, "reasons", d.Reasons, "obligations", len(d.Obligations))
 	return d, nil
+}
+
+var nothingVisibleRef = ast.MustParseRef(NothingVisibleQuery)
+
+// withNothingVisible is query evaluated together with NothingVisibleQuery,
+// in one evaluation: an array [query's value, nothing_visible].
+func withNothingVisible(query string) string {
+	return "[" + query + ", " + NothingVisibleQuery + "]"
+}
+
+// splitNothingVisible splits the value of a query built by
+// withNothingVisible into the decision (or decisions) and nothing_visible,
+// which must be a boolean. Without nothing_visible (e.nothing is nil) it
+// returns v and false.
+func (e *Engine) splitNothingVisible(v ast.Value) (ast.Value, bool, error) {
+	if e.nothing == nil {
+		return v, false, nil
+	}
+	arr, ok := v.(*ast.Array)
+	if !ok || arr.Len() != 2 {
+		return nil, false, fmt.Errorf("%w: result is %s, want [decision, nothing_visible]", ErrBadShape, valueName(v))
+	}
+	b, ok := arr.Elem(1).Value.(ast.Boolean)
+	if !ok {
+		return nil, false, fmt.Errorf("%w: nothing_visible is %s, want boolean", ErrBadShape, valueName(arr.Elem(1).Value))
+	}
+	return arr.Elem(0).Value, bool(b), nil
+}
+
+// withhold enforces nothing_visible on a list or read decision d: an allow
+// becomes a denial (reason ReasonNothingVisible added, no obligations); a
+// denial is left as it is.
+func withhold(d *Decision) {
+	if d.Allow {
+		d.Allow, d.Obligations = false, nil
+		d.Reasons = append(d.Reasons, ReasonNothingVisible)
+	}
+}
+
+// NothingVisible reports whether the policy says that no resource can be
+// allowed to in's principal for in's purpose, whatever the resource and
+// grant (rule nothing_visible, [NothingVisibleQuery]). in.Action must be
+// list or read, and in.Resource and in.BreakGlass nil. It is false, with
+// a nil error, when the policy does not define the rule or the engine does
+// not use it (see NothingVisibleQuery): the caller then decides every
+// resource.
+//
+// True is safe to act on without deciding any resource: while it holds,
+// every list and read decision of this engine for in's principal and
+// purpose denies (Decide and DecideBatch enforce it). A non-nil error
+// means the policy could not say; the result is then false and the caller
+// must refuse the request (fail closed), as it would on a failed decision.
+func (e *Engine) NothingVisible(ctx context.Context, in Input) (bool, error) {
+	if e.nothing == nil {
+		return false, nil
+	}
+	if err := in.validateBatch(nil); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("%w: %w", ErrEvaluation, err)
+	}
+	if in.Subject == nil {
+		in.Subject = NewSubject(in.Principal)
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	opts, succeeded := e.evalOptions(&in, in.value())
+	rs, err := evaluations.eval(ctx, e.nothing, opts...)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return false, fmt.Errorf("%w: %w", ErrEvaluation, ctx.Err())
+	case err != nil:
+		return false, fmt.Errorf("%w: %s", ErrEvaluation, evalErrorDetail(err))
+	case len(rs) != 1 || len(rs[0].Expressions) == 0:
+		return false, fmt.Errorf("%w: nothing_visible has %d results", ErrBadShape, len(rs))
+	}
+	succeeded()
+	b, ok := rs[0].Expressions[0].Value.(ast.Boolean)
+	if !ok {
+		v, _ := rs[0].Expressions[0].Value.(ast.Value)
+		return false, fmt.Errorf("%w: nothing_visible is %s, want boolean", ErrBadShape, valueName(v))
+	}
+	return bool(b), nil
 }
 
 // fail turns d into a denial with reason and logs err, which must not hold PHI.

@@ -67,6 +67,12 @@ func TestRegoUnitTestsDetectMutations(t *testing.T) {
 		{"very-restricted needs no role", `"very-restricted": "sensitive:very-restricted"`, `"very-restricted": ""`},
 		{"unknown fhir type known", `known_type(typ) if typ in document_types`, `known_type(typ) if typ in document_types | {"widget"}`},
 		{"empty purpose accepted", `purpose_missing if input.purpose_of_use == ""`, `purpose_missing if false`},
+		{"nothing visible never for request denies", `nothing_visible if count(request_denies) > 0`, `nothing_visible if false`},
+		{"nothing visible never for auditors", `nothing_visible if count(principal_denies) > 0`, `nothing_visible if false`},
+		{"nothing visible never without tenant", `nothing_visible if count(principal_tenants) == 0`, `nothing_visible if false`},
+		{"nothing visible never without grant mode", `nothing_visible if not grant_mode`, `nothing_visible if false`},
+		{"nothing visible to everyone", `nothing_visible if not grant_mode`, `nothing_visible if true`},
+		{"nothing visible reads the resource", `default nothing_visible := false`, "default nothing_visible := false\n\nnothing_visible if input.resource.type == \"note\""},
 	}
 	for _, m := range mutations {
 		t.Run(m.name, func(t *testing.T) {

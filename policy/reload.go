@@ -245,6 +245,12 @@ func (r *Reloader) DecideBatch(ctx context.Context, in Input, items []Item) ([]D
 	return r.Current().DecideBatch(ctx, in, items)
 }
 
+// NothingVisible is Current().NothingVisible. A list that skips its scan
+// on its word consults no other engine for that page.
+func (r *Reloader) NothingVisible(ctx context.Context, in Input) (bool, error) {
+	return r.Current().NothingVisible(ctx, in)
+}
+
 // Revision is Current().Revision().
 func (r *Reloader) Revision() string { return r.Current().Revision() }
 

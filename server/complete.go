@@ -203,6 +203,14 @@ func (s *Server) completeArgument(ctx context.Context, id Identity, p *mcp.Compl
 		}
 	}
 
+	// Nothing visible to the caller: every candidate would be denied, so
+	// none is scanned (see list).
+	subj := policy.NewSubject(id.Principal)
+	nothing, err := s.nothingVisible(ctx, id, subj)
+	if err != nil {
+		s.log.Error("policy could not say whether anything is visible; request refused", "completion", e.DecisionID, "err", err)
+		return nil, s.refuse(ctx, e, audit.OutcomeError, ReasonPolicyError+" argument="+c.arg+" returned=0 denied=0 scanned=0", undecided())
+	}
 	var (
 		values    []string
 		seen      = map[string]bool{}
@@ -210,10 +218,9 @@ func (s *Server) completeArgument(ctx context.Context, id Identity, p *mcp.Compl
 		scanned   int
 		denied    int
 		policyErr bool
-		grants    grantsRelied                  // break-the-glass grants the values rely on
-		complete  = c.arg == store.PageVariable // page numbers are not suggested: the count depends on minimization
+		grants    grantsRelied                             // break-the-glass grants the values rely on
+		complete  = c.arg == store.PageVariable || nothing // page numbers are not suggested: the count depends on minimization
 		more      bool
-		subj      = policy.NewSubject(id.Principal)
 		seek      = c.seek()
 		last      = seek
 	)
@@ -280,6 +287,9 @@ scan:
 	// context naming a hidden patient with many resources would answer
 	// differently from one naming no patient at all).
 	e.Reason = fmt.Sprintf("argument=%s returned=%d denied=%d scanned=%d", c.arg, len(values), denied, scanned)
+	if nothing {
+		e.Reason = ReasonNothingVisible + " " + e.Reason
+	}
 	if policyErr {
 		e.URIs = []string{}
 		s.log.Error("policy could not decide a completion candidate; request refused", "completion", e.DecisionID)

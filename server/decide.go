@@ -85,6 +85,39 @@ func (s *Server) policyRevision(ctx context.Context, rev string) string {
 	return rev
 }
 
+// visibility is implemented by a Decider whose policy can say that nothing
+// is visible to a caller (*policy.Engine, *policy.Reloader).
+type visibility interface {
+	// NothingVisible is true when no resource can be allowed to in's
+	// principal for in's purpose; the policy then denies every list and
+	// read decision for them (policy.Engine.NothingVisible).
+	NothingVisible(ctx context.Context, in policy.Input) (bool, error)
+}
+
+var (
+	_ visibility = (*policy.Engine)(nil)
+	_ visibility = (*policy.Reloader)(nil)
+)
+
+// nothingVisible asks the policy pinned for the request whether nothing
+// is visible to id for its purpose; false when the Decider cannot say.
+// It is not a second decision: the engine enforces the answer inside the
+// one decision function, so while it is true every item a list would scan
+// is denied, and answering an empty page instead changes no page. (The
+// tenant boundary, finishDecision, only ever turns allows into denials.)
+//
+// subj is id.Principal converted once per request (policy.NewSubject).
+func (s *Server) nothingVisible(ctx context.Context, id Identity, subj *policy.Subject) (bool, error) {
+	v, ok := s.decider(ctx).(visibility)
+	if !ok {
+		return false, nil
+	}
+	t0 := time.Now()
+	nv, err := v.NothingVisible(ctx, policy.Input{Subject: subj, PurposeOfUse: id.PurposeOfUse, Action: policy.ActionList})
+	s.cfg.Metrics.ObservePolicy(time.Since(t0))
+	return nv, err
+}
+
 // verdict is the outcome of decideResource: allow, or the error to return
 // (nil for a plain denial, which callers answer as not found).
 type verdict struct {

@@ -71,6 +71,17 @@
 //     the one policy decision, on the labels the index holds; its metadata
 //     is then read by Get and must be the version decided (Version and
 //     Digest), else the page ends before it.
+//   - Nothing visible: a list first asks the policy pinned for the request
+//     whether nothing can be visible to the caller for the purpose
+//     (policy.Engine.NothingVisible, the policy's rule nothing_visible);
+//     if so it answers one empty page without cursor, scans nothing, and
+//     records reason nothing_visible (a completion likewise suggests
+//     nothing and scans nothing). That is not a second decision: the
+//     engine enforces the rule inside the one decision function (every
+//     list and read decision denies while it holds), so the page is
+//     exactly what scanning and deciding every item would give
+//     (TestNothingVisibleListsOneEmptyPageUnscanned keeps the scan as the
+//     reference). If the policy cannot say, the list is refused.
 //   - Research aliases over an indexed catalog (research.go) are built per
 //     audit key, catalog index and tenant, lazily, and page in exactly the
 //     order of the plain alias index (TestIndexedListAgreesWithPlain); a

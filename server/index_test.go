@@ -30,6 +30,12 @@ func plainServer(t *testing.T, f *fixture, policyDir string) *server.Server {
 	t.Helper()
 	cfg := f.config(loadPolicy(t, policyDir))
 	cfg.Catalog = plainCatalog{f.catalog}
+	return newServer(t, cfg)
+}
+
+// newServer is server.New(cfg), which must succeed.
+func newServer(t *testing.T, cfg server.Config) *server.Server {
+	t.Helper()
 	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)

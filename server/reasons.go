@@ -1,5 +1,7 @@
 package server
 
+import "github.com/custos-mcp/custos/policy"
+
 // Audit reasons written by this package: the server's own vocabulary for
 // the reason field of the records it writes (docs/audit-format.md). A
 // record that reached a policy decision carries the policy's reasons
@@ -57,6 +59,12 @@ const (
 	// which makes it a denial: the server's own tenant boundary, whatever
 	// the policy says (decide.go, finishDecision).
 	ReasonTenantBoundary = "tenant_boundary"
+	// ReasonNothingVisible prefixes the scan summary of a list page
+	// answered without scanning ("nothing_visible returned=0 denied=0
+	// scanned=0", outcome allow, no cursor): the policy says nothing is
+	// visible to the caller for the purpose (rule nothing_visible), and
+	// denies every list and read decision for them while it holds.
+	ReasonNothingVisible = policy.ReasonNothingVisible
 	// ReasonDataKeyUnavailable: after the allow record, the payload's data
 	// key could not be unwrapped; nothing released. Outcome error.
 	ReasonDataKeyUnavailable = "key_unavailable"

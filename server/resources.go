@@ -164,7 +164,8 @@ func (s *Server) catalogFailed(ctx context.Context, e audit.Entry, reason string
 
 // list answers resources/list: scan the catalog from the cursor position,
 // keep each item the policy would let this caller read, audit what is
-// returned, then answer.
+// returned, then answer. A caller to whom the policy says nothing is
+// visible gets one empty page without cursor, and no scan.
 func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesParams) (*mcp.ListResourcesResult, error) {
 	e := s.entry(ctx, id, ActionList)
 	e.DecisionID = uuid.NewString() // names this list operation; per-item decisions are summarized in Reason
@@ -191,6 +192,17 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 		after = st.After
 	}
 
+	// Nothing visible: the policy says that no resource can be allowed to
+	// this caller for this purpose, and the engine enforces that on every
+	// decision, so a scan would deny every item: skip it and answer one
+	// empty page, no cursor (decide.go, nothingVisible).
+	subj := policy.NewSubject(id.Principal)
+	nothing, err := s.nothingVisible(ctx, id, subj)
+	if err != nil {
+		s.log.Error("policy could not say whether anything is visible; request refused", "list", e.DecisionID, "err", err)
+		return nil, s.refuse(ctx, e, audit.OutcomeError, ReasonPolicyError+" returned=0 denied=0 scanned=0", undecided())
+	}
+
 	// A catalog with an index (store.Live) is scanned over the caller's
 	// tenant only: the tenant boundary (finishDecision) denies every other
 	// resource whatever the policy says, so skipping them changes no page.
@@ -209,11 +221,10 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 		policyErr int
 		grants    grantsRelied // break-the-glass grants the page relies on
 		last      = after
-		more      = true
-		subj      = policy.NewSubject(id.Principal)
+		more      = !nothing
 	)
 scan:
-	for len(items) < s.cfg.PageSize && scanned < s.cfg.ScanLimit {
+	for more && len(items) < s.cfg.PageSize && scanned < s.cfg.ScanLimit {
 		var (
 			batch []store.Resource
 			shown []string // the position of each item in the listing: its URI as shown
@@ -298,6 +309,9 @@ scan:
 	// cursor, even when the next page turns out empty.
 
 	e.Reason = fmt.Sprintf("returned=%d denied=%d scanned=%d", len(items), denied, scanned)
+	if nothing {
+		e.Reason = ReasonNothingVisible + " " + e.Reason
+	}
 	if policyErr > 0 {
 		// Fail closed: nothing of the page is released.
 		e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{}

@@ -1,7 +1,9 @@
 # custos default authorization policy.
 #
-# Queries: data.custos.authz.decision (one request) and
-# data.custos.authz.decisions (a list page: one decision per input.items entry).
+# Queries: data.custos.authz.decision (one request),
+# data.custos.authz.decisions (a list page: one decision per input.items entry)
+# and data.custos.authz.nothing_visible (no resource can be allowed to the
+# principal for the purpose: a list answers one empty page without scanning).
 # Input: see docs/policy.md ("Input", "Batch decisions"). Output:
 #   {"allow": bool, "reasons": [string], "obligations": [{"op", "path", "fn"?}]}
 #
@@ -276,6 +278,35 @@ grant_mode := "research" if {
 	input.purpose_of_use == "HRESCH"
 	input.principal.roles[_] == "researcher"
 }
+
+# Nothing is visible: no resource, whatever its labels and whatever
+# break-the-glass grant comes with it, can be allowed to this principal for
+# this purpose. It reads the principal and the purpose only, never a
+# resource, a grant or the action, and holds exactly when one of the
+# conditions below does, each of which denies every resource on its own in
+# class_decision, the one decision function for list and read:
+#   - a request-level deny (request_denies): class_decision allows only
+#     when req is empty;
+#   - a principal deny (principal_denies, e.g. auditor_no_phi_access): part
+#     of resource_denies for every resource;
+#   - no tenant (principal_tenants is []): every resource is
+#     tenant_mismatch;
+#   - no grant mode: pick_grant, reference data included, is then
+#     undefined for every resource. (Every grant mode allows some resource:
+#     care, break_glass and billing read reference data, research its
+#     types; a break-the-glass grant counts only in mode break_glass.)
+# The server lists one empty page without scanning when it holds, and the
+# engine enforces it: a list or read decision for such a principal denies
+# whatever the rules above say (docs/policy.md, "Nothing visible").
+default nothing_visible := false
+
+nothing_visible if count(request_denies) > 0
+
+nothing_visible if count(principal_denies) > 0
+
+nothing_visible if count(principal_tenants) == 0
+
+nothing_visible if not grant_mode
 
 # The care team, as the patients a resource may concern to be in it; ""
 # never counts.

@@ -732,3 +732,75 @@ test_unknown_label_still_denied if {
 	not d.allow
 	"sensitivity_label_unknown" in d.reasons
 }
+
+# --- nothing visible --------------------------------------------------------
+
+nothing_visible(p, pou) := v if {
+	v := authz.nothing_visible with input as {"principal": p, "purpose_of_use": pou, "action": "list"}
+}
+
+tenant_level(typ) := object.union(res(typ, patient_a), {"patient": "", "uri": sprintf("custos://general-hospital/%s/x", [typ])})
+
+# A sample of resources covering every grant: care team and not, reference
+# data, billing and research types, documents; each with and without a
+# break-the-glass grant for its patient.
+nv_items := [{"resource": r, "break_glass": bg} |
+	some r in [
+		res("observation", patient_a), res("observation", patient_b), res("coverage", patient_b),
+		res("patient", patient_b), res("note", patient_a), tenant_level("organization"),
+		tenant_level("medication"),
+	]
+	some bg in [null, {"grant": "g-1", "patient": r.patient}]
+]
+
+# Callers who can see nothing, and callers who can see something.
+nv_blind := [
+	[auditor, "HOPERAT"], [auditor, "TREAT"],
+	[object.union(auditor, {"roles": ["auditor", "clinician"]}), "TREAT"],
+	[object.union(clinician, {"roles": ["nurse"]}), "TREAT"],
+	[clinician, "HPAYMT"], [billing, "TREAT"], [researcher, "ETREAT"],
+	[object.union(clinician, {"tenant": ""}), "TREAT"],
+	[clinician, ""], [clinician, "CURIOSITY"],
+	[object.union(clinician, {"sub": ""}), "TREAT"],
+]
+
+nv_seeing := [
+	[clinician, "TREAT"], [object.union(clinician, {"patients": []}), "TREAT"],
+	[object.union(clinician, {"patients": []}), "ETREAT"],
+	[billing, "HPAYMT"], [researcher, "HRESCH"],
+]
+
+test_nothing_visible_to_those_no_resource_is_allowed if {
+	every c in nv_blind {
+		nothing_visible(c[0], c[1]) == true
+		ds := authz.decisions with input as {"principal": c[0], "purpose_of_use": c[1], "action": "list", "items": nv_items}
+		count(ds) == count(nv_items)
+		every d in ds {
+			not d.allow
+		}
+	}
+}
+
+test_something_visible_to_every_grant_mode if {
+	every c in nv_seeing {
+		nothing_visible(c[0], c[1]) == false
+		ds := authz.decisions with input as {"principal": c[0], "purpose_of_use": c[1], "action": "list", "items": nv_items}
+		some d in ds
+		d.allow
+	}
+}
+
+# It depends on the principal and purpose only: a resource, a grant or the
+# action in the input change nothing.
+test_nothing_visible_reads_no_resource if {
+	every c in array.concat(nv_blind, nv_seeing) {
+		v := nothing_visible(c[0], c[1])
+		every item in nv_items {
+			every action in ["read", "list", "templates"] {
+				x := {"principal": c[0], "purpose_of_use": c[1], "action": action, "resource": item.resource, "break_glass": item.break_glass}
+				w := authz.nothing_visible with input as x
+				w == v
+			}
+		}
+	}
+}
