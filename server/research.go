@@ -119,18 +119,6 @@ func (g aliasGroup) prefix(tenant string) string {
 	return g.scheme + "://" + tenant + "/patients/" + g.alias + "/"
 }
 
-// uriPatients are the distinct patient segments of the URIs of the
-// resources whose labels name patient (see aliasTarget). The research
-// alias is of the URI segment, as aliaser.out makes it.
-func uriPatients(ix *store.Index, tenant, patient string) []string {
-	var segs []string
-	for _, e := range ix.PatientEntries(tenant, patient) {
-		if u, err := store.ParseURI(e.URI); err == nil && u.Patient != "" && !slices.Contains(segs, u.Patient) {
-			segs = append(segs, u.Patient)
-		}
-	}
-	return segs
-}
 
 // aliasedURI is a catalog URI and the URI a research caller is shown.
 type aliasedURI struct{ shown, real string }
@@ -331,7 +319,7 @@ func (a *aliaser) tenantAliases(ix *store.Index, tenant string, groups bool) *te
 			if p == "" { // tenant-level reference data: grouped below
 				continue
 			}
-			for _, seg := range uriPatients(ix, tenant, p) {
+			for _, seg := range ix.PatientSegments(tenant, p) {
 				ta.patient[researchAliasWith(m, seg)] = aliasTarget{label: p, seg: seg}
 			}
 		}

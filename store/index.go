@@ -42,6 +42,7 @@ type Index struct {
 	tenants  map[string][]int32     // tenant -> positions in entries, ascending
 	patients map[tenantKey][]int32  // (tenant, patient) -> positions, ascending
 	schemes  map[tenantKey][]string // (tenant, patient) -> distinct URI schemes, sorted
+	segs     map[tenantKey][]string // (tenant, patient) -> distinct URI patient segments
 	sorted   map[string][]string    // tenant -> its distinct patients, sorted
 	strs     map[string]string      // interned label strings, only while building
 }
@@ -54,7 +55,7 @@ const indexPage = 1024
 // buildIndex reads every current resource, page by page, with next (the
 // entries of up to limit resources after after, in URI order).
 func buildIndex(next func(after string, limit int) ([]IndexEntry, error)) (*Index, error) {
-	ix := &Index{tenants: map[string][]int32{}, patients: map[tenantKey][]int32{}, schemes: map[tenantKey][]string{}, sorted: map[string][]string{}, strs: map[string]string{}}
+	ix := &Index{tenants: map[string][]int32{}, patients: map[tenantKey][]int32{}, schemes: map[tenantKey][]string{}, segs: map[tenantKey][]string{}, sorted: map[string][]string{}, strs: map[string]string{}}
 	after := ""
 	for {
 		page, err := next(after, indexPage)
@@ -147,6 +148,17 @@ func (ix *Index) add(e *IndexEntry) {
 	if sc := ix.schemes[k]; len(sc) == 0 || sc[len(sc)-1] != ix.entries[pos].Scheme() {
 		ix.schemes[k] = append(sc, ix.intern(ix.entries[pos].Scheme()))
 	}
+	if u, err := ParseURI(e.URI); err == nil && u.Patient != "" && !slices.Contains(ix.segs[k], u.Patient) {
+		ix.segs[k] = append(ix.segs[k], u.Patient)
+	}
+}
+
+// PatientSegments returns the distinct patient segments of the URIs of the
+// entries whose labels name tenant and patient, in the order first seen:
+// one for a catalog of one format (the manifest's URI carries the label's
+// patient id, FHIR input its keyed id), two where both name the patient.
+func (ix *Index) PatientSegments(tenant, patient string) []string {
+	return slices.Clone(ix.segs[tenantKey{tenant, patient}])
 }
 
 // Len is the number of resources indexed.

@@ -99,6 +99,15 @@ func checkIndex(t *testing.T, ix *Index, p pager) {
 			if got := ix.PatientSchemes(tenant, p); !slices.Equal(got, slices.Compact(schemes)) {
 				t.Fatalf("PatientSchemes(%q, %q) = %v, want %v", tenant, p, got, schemes)
 			}
+			var segs []string
+			for _, e := range want {
+				if u, err := ParseURI(e.URI); err == nil && u.Patient != "" && !slices.Contains(segs, u.Patient) {
+					segs = append(segs, u.Patient)
+				}
+			}
+			if got := ix.PatientSegments(tenant, p); !slices.Equal(got, segs) {
+				t.Fatalf("PatientSegments(%q, %q) = %v, want %v", tenant, p, got, segs)
+			}
 		}
 	}
 }
