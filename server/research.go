@@ -119,7 +119,6 @@ func (g aliasGroup) prefix(tenant string) string {
 	return g.scheme + "://" + tenant + "/patients/" + g.alias + "/"
 }
 
-
 // aliasedURI is a catalog URI and the URI a research caller is shown.
 type aliasedURI struct{ shown, real string }
 
