@@ -335,6 +335,14 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 	if err := fsyncDir(filepath.Dir(l.path)); err != nil {
 		l.log.Warn("audit: fsync of the data directory failed after a seal", "err", err)
 	}
+	// The seal note is written before the segment shows as sealed, so that
+	// nobody (CheckSeals of an auditor's verify while the server rolls)
+	// sees a sealed segment without its note. Signing here holds appends
+	// for one signature, once per segment. A failure is logged and the
+	// note is written at the next open (archivePending), as before.
+	if err := l.writeSealNoteAt(dst, seal); err != nil {
+		l.log.Error("audit seal note not written; it is written at the next open", "segment", seal.Segment, "err", err)
+	}
 	live.seal.Store(&seal)
 	l.segs = append(l.segs, &segment{no: seal.Segment + 1, base: seal.Last, path: l.path, db: next})
 	l.commits.db = next
@@ -524,6 +532,11 @@ func (l *Log) writeSealNote(s *segment, seal Seal) error {
 	s.mu.RLock()
 	path := s.path
 	s.mu.RUnlock()
+	return l.writeSealNoteAt(path, seal)
+}
+
+// writeSealNoteAt writes the seal note of the sealed segment file path.
+func (l *Log) writeSealNoteAt(path string, seal Seal) error {
 	dst := sealNotePath(path)
 	if _, err := os.Stat(dst); err == nil {
 		return nil
