@@ -75,9 +75,14 @@ func (s *Store) Reencrypt(ctx context.Context, progress func(done, total int)) (
 		if mode, _, err = encryption(tx); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
+		blobs := tx.Bucket(bucketBlobs)
+		return blobs.ForEach(func(k, v []byte) error {
 			if len(k) != sha256.Size {
 				return fmt.Errorf("%w: blob key of %d bytes", ErrCorrupt, len(k))
+			}
+			v, err := blobValue(blobs, k, v)
+			if err != nil {
+				return err
 			}
 			keys = append(keys, bytes.Clone(k))
 			olds = append(olds, bytes.Clone(v))
@@ -172,16 +177,20 @@ func (s *Store) commitReencrypt(mode string, keys, olds, news [][]byte) error {
 		if m != mode {
 			return errors.New("store: encryption mode changed during reencrypt; run it again")
 		}
-		blobs := tx.Bucket(bucketBlobs)
+		bw := newBlobWriter(tx)
 		for i, k := range keys {
 			if news[i] == nil {
 				continue
 			}
-			if !bytes.Equal(blobs.Get(k), olds[i]) {
+			cur, err := getBlob(bw.b, k)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(cur, olds[i]) {
 				return errors.New("store: a blob changed during reencrypt; run it again")
 			}
-			if err := blobs.Put(k, news[i]); err != nil {
-				return fmt.Errorf("store: put blob: %w", err)
+			if err := bw.replace(k, news[i]); err != nil {
+				return err
 			}
 		}
 		if mode == EncryptionNone {
