@@ -191,7 +191,7 @@ func (s *Store) sealNew(ctx context.Context, contents [][]byte, digests [][sha25
 		for i, d := range digests {
 			if !seen[d] {
 				seen[d] = true
-				if !hasBlob(blobs, d[:]) {
+				if blobs.Get(d[:]) == nil {
 					need = append(need, i)
 				}
 			}
@@ -279,8 +279,7 @@ func writeEntries(ctx context.Context, tx *bolt.Tx, lines []manifestLine, blobVa
 	rep := ImportReport{Lines: len(lines)}
 	res := tx.Bucket(bucketResources)
 	vers := tx.Bucket(bucketVersions)
-	bw := newBlobWriter(tx)
-	blobs := bw.b
+	blobs := tx.Bucket(bucketBlobs)
 	for _, b := range []*bolt.Bucket{res, vers, blobs} {
 		b.FillPercent = importFillPercent
 	}
@@ -298,7 +297,7 @@ func writeEntries(ctx context.Context, tx *bolt.Tx, lines []manifestLine, blobVa
 		if n > 0 && digests[byDigest[n-1]] == digests[i] {
 			continue // deduplicated within this manifest
 		}
-		if hasBlob(blobs, digests[i][:]) {
+		if blobs.Get(digests[i][:]) != nil {
 			continue // already stored
 		}
 		v := blobValue(i)
@@ -307,8 +306,8 @@ func writeEntries(ctx context.Context, tx *bolt.Tx, lines []manifestLine, blobVa
 			// are never deleted.
 			return ImportReport{}, fmt.Errorf("%w: blob %s disappeared during import", ErrCorrupt, formatDigest(digests[i]))
 		}
-		if err := bw.put(digests[i][:], v); err != nil {
-			return ImportReport{}, err
+		if err := blobs.Put(digests[i][:], v); err != nil {
+			return ImportReport{}, fmt.Errorf("store: put blob: %w", err)
 		}
 	}
 

@@ -75,14 +75,9 @@ func (s *Store) Reencrypt(ctx context.Context, progress func(done, total int)) (
 		if mode, _, err = encryption(tx); err != nil {
 			return err
 		}
-		blobs := tx.Bucket(bucketBlobs)
-		return blobs.ForEach(func(k, v []byte) error {
+		return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
 			if len(k) != sha256.Size {
 				return fmt.Errorf("%w: blob key of %d bytes", ErrCorrupt, len(k))
-			}
-			v, err := blobValue(blobs, k, v)
-			if err != nil {
-				return err
 			}
 			keys = append(keys, bytes.Clone(k))
 			olds = append(olds, bytes.Clone(v))
@@ -177,20 +172,16 @@ func (s *Store) commitReencrypt(mode string, keys, olds, news [][]byte) error {
 		if m != mode {
 			return errors.New("store: encryption mode changed during reencrypt; run it again")
 		}
-		bw := newBlobWriter(tx)
+		blobs := tx.Bucket(bucketBlobs)
 		for i, k := range keys {
 			if news[i] == nil {
 				continue
 			}
-			cur, err := getBlob(bw.b, k)
-			if err != nil {
-				return err
-			}
-			if !bytes.Equal(cur, olds[i]) {
+			if !bytes.Equal(blobs.Get(k), olds[i]) {
 				return errors.New("store: a blob changed during reencrypt; run it again")
 			}
-			if err := bw.replace(k, news[i]); err != nil {
-				return err
+			if err := blobs.Put(k, news[i]); err != nil {
+				return fmt.Errorf("store: put blob: %w", err)
 			}
 		}
 		if mode == EncryptionNone {

@@ -37,19 +37,13 @@ var (
 
 // SchemaVersion is the on-disk layout version that new catalogs get under
 // meta/"schema". Version 2 added meta/"encryption" (and meta/"kek") and the
-// envelope blob format; version 3 added nested blobs (a blob over
-// blobInlineMax bytes is a bucket under its digest). Open also accepts
-// schemaV1, which has no "encryption" key and is always plaintext, and
-// schemaV2; they are upgraded only when Reencrypt (or an Open with DataKeys
-// of an empty catalog) records the envelope mode, or when a write stores the
-// first nested blob, so older binaries keep reading the catalogs they can
-// read correctly and refuse the others.
-const SchemaVersion = 3
+// envelope blob format. Open also accepts schemaV1, which has no
+// "encryption" key and is always plaintext; it is upgraded to version 2 only
+// when Reencrypt (or an Open with DataKeys of an empty catalog) records the
+// envelope mode, so older binaries keep reading plaintext catalogs.
+const SchemaVersion = 2
 
-const (
-	schemaV1 = 1
-	schemaV2 = 2
-)
+const schemaV1 = 1
 
 // DefaultTimeout is how long Open waits for the file lock when
 // Options.Timeout is zero.
@@ -245,7 +239,7 @@ func encryption(tx *bolt.Tx) (mode, kek string, err error) {
 			return "", "", fmt.Errorf("%w: schema 1 catalog records an encryption mode", ErrCorrupt)
 		}
 		return EncryptionNone, "", nil
-	case schemaV2, SchemaVersion:
+	case SchemaVersion:
 	default:
 		return "", "", errors.New("store: unsupported schema version")
 	}
@@ -262,7 +256,7 @@ func encryption(tx *bolt.Tx) (mode, kek string, err error) {
 	return "", "", errors.New("store: unsupported encryption mode")
 }
 
-// putEncryption records mode (and the provider's KEK) under SchemaVersion.
+// putEncryption records mode (and the provider's KEK) under schema 2.
 func putEncryption(tx *bolt.Tx, mode string, keys DataKeys) error {
 	meta := tx.Bucket(bucketMeta)
 	err := meta.Put(metaSchemaKey, binary.BigEndian.AppendUint32(nil, SchemaVersion))
@@ -475,10 +469,7 @@ func (s *Store) Blob(ctx context.Context, digest string) ([]byte, error) {
 		if mode, _, err = encryption(tx); err != nil {
 			return err
 		}
-		v, err := getBlob(tx.Bucket(bucketBlobs), key)
-		if err != nil {
-			return err
-		}
+		v := tx.Bucket(bucketBlobs).Get(key)
 		if v == nil {
 			return ErrNotFound
 		}

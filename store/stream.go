@@ -386,8 +386,7 @@ func (s *Store) release() {
 // write writes the batch and the deletions in tx: blobs in digest order and
 // resources in URI order (appends, see writeEntries).
 func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.Time) error {
-	bw := newBlobWriter(tx)
-	res, vers, blobs, ids := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), bw.b, tx.Bucket(bucketIDs)
+	res, vers, blobs, ids := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketBlobs), tx.Bucket(bucketIDs)
 	seen := tx.Bucket(bucketImportSeen)
 	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen} {
 		b.FillPercent = streamFillPercent
@@ -402,15 +401,15 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		if n > 0 && batch[order[n-1]].digest == batch[i].digest {
 			continue
 		}
-		if hasBlob(blobs, batch[i].digest[:]) {
+		if blobs.Get(batch[i].digest[:]) != nil {
 			continue
 		}
 		v := blobValue(i)
 		if v == nil {
 			return fmt.Errorf("%w: blob %s disappeared during import", ErrCorrupt, formatDigest(batch[i].digest))
 		}
-		if err := bw.put(batch[i].digest[:], v); err != nil {
-			return err
+		if err := blobs.Put(batch[i].digest[:], v); err != nil {
+			return fmt.Errorf("store: put blob: %w", err)
 		}
 	}
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(batch[a].res.URI, batch[b].res.URI) })
