@@ -23,10 +23,12 @@ const (
 	// per write transaction. The mapping is released after each batch, so
 	// the resident set between releases grows with it: every entry touches
 	// random leaves of five buckets, and the kernel maps up to 64 KiB of
-	// cached neighbours with each page it faults in. Measured end to end
-	// on 99,833 resources (docs/benchmarks.md): 256 entries 201-205 MB peak
-	// RSS, 128 143 MB, 64 101 MB, 32 75 MB but slower.
-	DefaultBatchEntries = 64
+	// cached neighbours with each page it faults in; smaller batches cost
+	// CPU (commits, and faulting the released pages back in). Measured end
+	// to end on 99,833 resources (docs/benchmarks.md, "Streaming import of
+	// FHIR input"): peak RSS 200-206 MB at 256 entries, 138-143 MB at 128,
+	// 116-118 MB at 96, 94-101 MB at 64 (7% more CPU than 96).
+	DefaultBatchEntries = 96
 	// DefaultBatchBytes is how many content bytes ImportEntries holds at
 	// most before it commits a batch.
 	DefaultBatchBytes = 32 << 20
