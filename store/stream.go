@@ -26,8 +26,8 @@ const (
 	// cached neighbours with each page it faults in; smaller batches cost
 	// CPU (commits, and faulting the released pages back in). Measured end
 	// to end on 99,833 resources (docs/benchmarks.md, "Streaming import of
-	// FHIR input"): peak RSS 200-206 MB at 256 entries, 138-143 MB at 128,
-	// 116-118 MB at 96, 94-101 MB at 64 (7% more CPU than 96).
+	// FHIR input"): peak RSS 195-205 MiB at 256 entries, 135-140 MiB at
+	// 128, 113-115 MiB at 96, 92-99 MiB at 64 (7% more CPU than 96).
 	DefaultBatchEntries = 96
 	// DefaultBatchBytes is how many content bytes ImportEntries holds at
 	// most before it commits a batch.
