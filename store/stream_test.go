@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 var testIDKey = bytes.Repeat([]byte{0x42}, 32)
@@ -594,5 +596,53 @@ func TestManifestNewShapes(t *testing.T) {
 	f.writeManifest(line("attachment://gh/attachments/"+id, "attachment", "", "text/plain", "b.txt"))
 	if _, err := s.Import(context.Background(), f.dir, nil); err == nil || !strings.Contains(err.Error(), "file: attachment bytes are application/pdf, not text/plain") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestImportDropsSeenInChunks: the scratch bucket of entries seen is
+// emptied over several transactions (dropSeen) and then removed, the
+// catalog stays consistent, and a later full import, which needs the
+// bucket again, still retires exactly what it did not mention.
+func TestImportDropsSeenInChunks(t *testing.T) {
+	defer func(n int) { seenDropChunk = n }(seenDropChunk)
+	es := sampleEntries()
+	// lastTx imports es into a new catalog with the given chunk and
+	// returns the id of its last transaction.
+	lastTx := func(chunk int) (string, uint64) {
+		t.Helper()
+		seenDropChunk = chunk
+		path := filepath.Join(t.TempDir(), "catalog.db")
+		if _, err := stagedImport(t, path, EntryOptions{BatchEntries: 2}, es...); err != nil {
+			t.Fatal(err)
+		}
+		checkDB(t, path)
+		var id uint64
+		s := openRead(t, path)
+		s.db.View(func(tx *bolt.Tx) error {
+			id = uint64(tx.ID())
+			if tx.Bucket(bucketImportSeen) != nil {
+				t.Error("scratch bucket left in the catalog")
+			}
+			return nil
+		})
+		return path, id
+	}
+	_, whole := lastTx(4096)
+	path, chunked := lastTx(2)
+	// 5 keys: one chunk and the removal, or chunks of 2, 2 and 1 and the
+	// removal.
+	if chunked-whole != 2 {
+		t.Errorf("the drop in chunks of 2 took %d more transactions than in one, want 2", chunked-whole)
+	}
+	rep, err := stagedImport(t, path, EntryOptions{Full: true, BatchEntries: 2}, es[0], es[1], es[4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Retired != 2 || rep.Unchanged != 3 {
+		t.Errorf("full import: %+v, want 2 retired, 3 unchanged", rep)
+	}
+	checkDB(t, path)
+	if n := len(allResources(t, openRead(t, path))); n != 3 {
+		t.Errorf("%d live resources after the full import, want 3", n)
 	}
 }
