@@ -97,16 +97,18 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, patients int, keep, 
 	if err := os.MkdirAll(string(data), 0o700); err != nil {
 		return err
 	}
-	st, err := store.Open(data.catalog(), store.Options{})
+	// The demo imports the seed's FHIR Bulk export, as a hospital's data
+	// arrives: keyed opaque URIs, notes as attachments lifted out of their
+	// DocumentReferences, labels from meta.security.
+	idKey, err := resourceIDKey(ctx, data, nil)
 	if err != nil {
 		return err
 	}
-	rep, err := st.Import(ctx, seedDir, nil)
-	st.Close()
+	rep, err := app.ImportFHIR(ctx, data.catalog(), filepath.Join(seedDir, "bulk"), app.FHIRImport{Tenant: synth.DefaultTenant, IDKey: idKey})
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
-	say("  imported %d resources into %s", rep.Created, data.catalog())
+	say("  imported the seed's FHIR Bulk export: %d catalog entries into %s", rep.Created, data.catalog())
 
 	// Serve over loopback HTTP with fresh dev tokens for each persona.
 	personas := []*demoPersona{
@@ -239,8 +241,12 @@ func demoTargets(seedDir string, data dataDir) (map[string]string, error) {
 		for _, r := range page {
 			after = r.URI
 			if r.Labels.Patient == want {
-				if _, ok := t[r.Labels.Type]; !ok {
-					t[r.Labels.Type] = r.URI
+				kind := r.Labels.Type
+				if kind == store.TypeAttachment && strings.HasPrefix(r.MIMEType, "text/") {
+					kind = "note" // a clinical note lifted out of its DocumentReference
+				}
+				if _, ok := t[kind]; !ok {
+					t[kind] = r.URI
 				}
 			}
 			if contains(r.Labels.Sensitivity, "hiv") && t["hiv"] == "" {

@@ -1,0 +1,50 @@
+package e2e
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestDemo runs the README's first command, `custos demo`, as a new user
+// would (here with --json): it seeds, imports the seed's FHIR Bulk export,
+// serves, and drives four personas. Each persona's outcome is what the
+// policy promises, and the audit log verifies.
+func TestDemo(t *testing.T) {
+	out, errOut, code := custos(t, nil, "demo", "--json")
+	if code != 0 {
+		t.Fatalf("demo: exit %d\n%s%s", code, out, errOut)
+	}
+	var rep struct {
+		Audit struct {
+			Problems, Records int
+		} `json:"audit"`
+		Steps []struct{ Persona, Action, Target, Outcome, Detail string } `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("demo --json: %v\n%s", err, out)
+	}
+	if rep.Audit.Problems != 0 || rep.Audit.Records < len(rep.Steps) { // every step, plus the policy load and the like
+		t.Fatalf("audit: %+v for %d steps", rep.Audit, len(rep.Steps))
+	}
+	got := map[string][]string{}
+	for _, s := range rep.Steps {
+		got[s.Persona] = append(got[s.Persona], s.Action+" "+strings.Fields(s.Target)[0]+" "+s.Outcome)
+	}
+	want := map[string][]string{
+		"clinician":  {"list all allowed", "read fhir allowed", "read attachment allowed", "read attachment refused"},
+		"biller":     {"list all allowed", "read fhir minimized", "read attachment refused"},
+		"researcher": {"list all allowed", "read fhir minimized", "read attachment refused"},
+		"outsider":   {"list all allowed", "read fhir refused", "read fhir refused"},
+	}
+	for p, w := range want {
+		if strings.Join(got[p], "; ") != strings.Join(w, "; ") {
+			t.Errorf("%s: %v, want %v", p, got[p], w)
+		}
+	}
+	for _, s := range rep.Steps {
+		if s.Persona == "outsider" && s.Action == "list" && !strings.HasPrefix(s.Detail, "0 visible") {
+			t.Errorf("the outsider lists %q", s.Detail)
+		}
+	}
+}
