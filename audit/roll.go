@@ -34,11 +34,13 @@ import (
 //  4. write the seal into L's meta (bbolt commit, fsync): from here on L
 //     takes no append;
 //  5. rename L to SealedDir(P)/k.db, fsync that directory, rename P.next
-//     to P, fsync the data directory; appends go on in k+1; release the
-//     lock; then close the writer's handle on k.db, trim the file to its
-//     pages in use, chmod 0400, fsync it and reopen it read-only;
-//  6. sign the seal (Options.SealSigner) and write it beside k.db as
-//     k.seal; copy both to the archive directory if one is configured.
+//     to P, fsync the data directory; sign the seal (Options.SealSigner)
+//     and write it beside k.db as k.seal, still under the lock, so that
+//     nobody sees L sealed without its note; appends go on in k+1; release
+//     the lock; then close the writer's handle on k.db, trim the file to
+//     its pages in use, chmod 0400, fsync it and reopen it read-only;
+//  6. copy k.db and k.seal to the archive directory if one is configured
+//     (and write k.seal if step 5 could not).
 //
 // A crash before step 4 leaves L live and unsealed: Open removes P.next
 // (rolled back, nothing lost). A crash after step 4 leaves L sealed at P,
@@ -233,7 +235,8 @@ func (l *Log) Roll(ctx context.Context) (bool, error) {
 		return true, fmt.Errorf("audit: seal of segment %d: %w", seal.Segment, err)
 	}
 	l.log.Info("audit segment sealed", "segment", seal.Segment, "first", seal.First, "last", seal.Last, "elapsed", time.Since(start).String())
-	// Step 6, outside the writer's lock.
+	// Step 6, outside the writer's lock: the note if step 5 could not
+	// write it (it is there already otherwise), then the archive.
 	if err := l.writeSealNote(live, seal); err != nil {
 		l.log.Error("audit seal note not written; it is written at the next open", "segment", seal.Segment, "err", err)
 		return true, nil
