@@ -17,6 +17,8 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/custos-mcp/custos/internal/durable"
 )
 
 // Rollover and sealing.
@@ -321,7 +323,7 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 		err = os.Rename(l.path, dst)
 	}
 	if err == nil {
-		err = fsyncDir(dir)
+		err = durable.SyncDir(dir)
 	}
 	if err == nil {
 		if err := crashed(5); err != nil {
@@ -335,7 +337,7 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 		l.log.Error("audit segment seal interrupted; appends refused until a restart completes it", "segment", live.no, "err", err)
 		return Seal{}, "", l.broken
 	}
-	if err := fsyncDir(filepath.Dir(l.path)); err != nil {
+	if err := durable.SyncDir(filepath.Dir(l.path)); err != nil {
 		l.log.Warn("audit: fsync of the data directory failed after a seal", "err", err)
 	}
 	// The seal note is written before the segment shows as sealed, so that
@@ -553,39 +555,12 @@ func (l *Log) writeSealNoteAt(path string, seal Seal) error {
 			text = signed
 		}
 	}
-	return writeFileSync(dst, text, 0o400)
+	return durable.WriteFile(dst, text, 0o400)
 }
 
 // sealNotePath is the seal note beside segment file path (k.db -> k.seal).
 func sealNotePath(path string) string {
 	return path[:len(path)-len(filepath.Ext(path))] + ".seal"
-}
-
-// writeFileSync writes data to path atomically and durably: a temporary
-// file, fsync, rename, fsync of the directory.
-func writeFileSync(path string, data []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, mode)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return fsyncDir(filepath.Dir(path))
 }
 
 // recoverSeal completes or rolls back a seal a crash interrupted (see the
@@ -600,7 +575,7 @@ func (l *Log) recoverSeal() error {
 		if err := os.Rename(next, l.path); err != nil {
 			return fmt.Errorf("audit: complete seal: %w", err)
 		}
-		return fsyncDir(filepath.Dir(l.path))
+		return durable.SyncDir(filepath.Dir(l.path))
 	case errLive != nil:
 		return nil // a new log, or an error Open reports
 	}
@@ -669,13 +644,13 @@ func (l *Log) recoverSeal() error {
 		err = os.Rename(l.path, dst)
 	}
 	if err == nil {
-		err = fsyncDir(filepath.Dir(dst))
+		err = durable.SyncDir(filepath.Dir(dst))
 	}
 	if err == nil {
 		err = os.Rename(next, l.path)
 	}
 	if err == nil {
-		err = fsyncDir(filepath.Dir(l.path))
+		err = durable.SyncDir(filepath.Dir(l.path))
 	}
 	if err != nil {
 		return fmt.Errorf("audit: complete seal: %w", err)
@@ -719,7 +694,7 @@ func (l *Log) notePointer() error {
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return fmt.Errorf("audit: archive directory: %w", err)
 	}
-	return writeFileSync(filepath.Join(dir, archivePointer), []byte(abs+"\n"), 0o600)
+	return durable.WriteFile(filepath.Join(dir, archivePointer), []byte(abs+"\n"), 0o600)
 }
 
 // archivePending writes missing seal notes and archives every sealed
@@ -785,7 +760,7 @@ func (l *Log) archive(ctx context.Context, s *segment) error {
 		}
 	}
 	l.log.Info("audit segment archived", "segment", seal.Segment)
-	return fsyncDir(filepath.Dir(src))
+	return durable.SyncDir(filepath.Dir(src))
 }
 
 // copyVerified copies src to dst durably (read-only mode bits) and checks
@@ -838,7 +813,7 @@ func copyVerified(src, dst string) error {
 		os.Remove(tmp)
 		return err
 	}
-	return fsyncDir(filepath.Dir(dst))
+	return durable.SyncDir(filepath.Dir(dst))
 }
 
 func fileSHA256(path string) ([32]byte, error) {

@@ -432,16 +432,6 @@ func continuity(segs []*segment, liveNo, liveBase uint64, liveBaseHash string) [
 	return out
 }
 
-// fsyncDir makes a rename or creation in dir durable.
-func fsyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // fsyncFile fsyncs the file at path.
 func fsyncFile(path string) error {
 	f, err := os.Open(path)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/checkpoint"
+
+	"github.com/custos-mcp/custos/internal/durable"
 )
 
 // ActionRestore is the action of the record a restore appends to the
@@ -194,7 +196,7 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 			}
 		}
 	}
-	if err := syncDir(filepath.Join(staged, DirSealed)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := durable.SyncDir(filepath.Join(staged, DirSealed)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return res, err
 	}
 	if err := res.record(ctx, o, staged, behind); err != nil {
@@ -209,7 +211,7 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 		}
 		return res, err
 	}
-	if err := syncDir(staged); err != nil {
+	if err := durable.SyncDir(staged); err != nil {
 		return res, err
 	}
 	if exists {
@@ -225,7 +227,7 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 		return res, fmt.Errorf("backup: moving the restored directory %s into place: %w", staged, err)
 	}
 	keep = true
-	return res, syncDir(filepath.Dir(filepath.Clean(o.DataDir)))
+	return res, durable.SyncDir(filepath.Dir(filepath.Clean(o.DataDir)))
 }
 
 // checkDataDir checks that o.DataDir is not in use and may be replaced; it

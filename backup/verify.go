@@ -21,6 +21,8 @@ import (
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/checkpoint"
+
+	"github.com/custos-mcp/custos/internal/durable"
 )
 
 // ReadManifest reads dir's manifest strictly.
@@ -322,7 +324,7 @@ func (s *Staged) Commit(ctx context.Context, verifiers note.Verifiers) (Report, 
 	if err != nil {
 		return rep, err
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := durable.SyncDir(s.dir); err != nil {
 		return rep, err
 	}
 	if err := CheckDest(s.out); err != nil {
@@ -335,7 +337,7 @@ func (s *Staged) Commit(ctx context.Context, verifiers note.Verifiers) (Report, 
 		return rep, fmt.Errorf("backup: %w", err)
 	}
 	ok = true
-	return rep, syncDir(filepath.Dir(s.out))
+	return rep, durable.SyncDir(filepath.Dir(s.out))
 }
 
 // unpack writes the flat regular files of a tar stream into dir, each
@@ -391,13 +393,4 @@ func writeFile(path string, r io.Reader, size int64) error {
 		return fmt.Errorf("backup: writing %s: %w", filepath.Base(path), err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/custos-mcp/custos/internal/durable"
 )
 
 // State is what a sync remembers of one FHIR base between runs, in
@@ -83,29 +85,5 @@ func writeState(dir string, s State) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".sync-state-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), p); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return durable.WriteFile(p, append(b, '\n'), 0o600)
 }

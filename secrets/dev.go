@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+
+	"github.com/custos-mcp/custos/internal/durable"
 )
 
 // KeySize is the size in bytes of every symmetric key this package hands out
@@ -138,13 +140,15 @@ func (d *Dev) PersistIn(dir string) error {
 func writeDevKeys(path string, kf devKeyFile, replace bool) ([]byte, error) {
 	b, _ := json.Marshal(kf)
 	b = append(b, '\n')
-	target := path
-	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
 	if replace {
-		target = path + ".tmp"
-		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+		if err := durable.WriteFile(path, b, 0o600); err != nil {
+			return nil, fmt.Errorf("secrets: writing %s: %w", DevKeyFile, err)
+		}
+		return b, nil
 	}
-	f, err := os.OpenFile(target, flags, 0o600)
+	// A new file is created exclusively: two processes drawing keys for
+	// one data directory at once must not both win.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("secrets: creating %s: %w", DevKeyFile, err)
 	}
@@ -154,9 +158,6 @@ func writeDevKeys(path string, kf devKeyFile, replace bool) ([]byte, error) {
 	}
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
-	}
-	if werr == nil && replace {
-		werr = os.Rename(target, path)
 	}
 	if werr != nil {
 		return nil, fmt.Errorf("secrets: writing %s: %w", DevKeyFile, werr)

@@ -18,6 +18,8 @@ import (
 
 	"github.com/custos-mcp/custos/audit"
 	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/custos-mcp/custos/internal/durable"
 )
 
 // Source is what Write, ResolveTimeRange and InclusionProof read from an
@@ -235,7 +237,7 @@ func Write(ctx context.Context, dir string, src Source, opts WriteOptions) (Mani
 	if err := writeFile(tmp, FileManifest, append(mj, '\n'), nil); err != nil {
 		return Manifest{}, err
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := durable.SyncDir(tmp); err != nil {
 		return Manifest{}, err
 	}
 	// Publish: an empty dir is replaced, a non-empty one refused.
@@ -249,7 +251,7 @@ func Write(ctx context.Context, dir string, src Source, opts WriteOptions) (Mani
 		return Manifest{}, err
 	}
 	ok = true
-	if err := syncDir(parent); err != nil {
+	if err := durable.SyncDir(parent); err != nil {
 		return m, err
 	}
 	return m, nil
@@ -342,15 +344,6 @@ func writeFile(dir, name string, data []byte, files map[string]string) error {
 	}
 	d.Write(data)
 	return d.close(name, files)
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 // writeRecords writes records.jsonl and the human formats and returns the

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/custos-mcp/custos/internal/durable"
 )
 
 // FileName is the name of the anchor file inside an anchor directory.
@@ -308,20 +310,11 @@ func (a *Anchor) appendLine(e Entry) error {
 		return fmt.Errorf("checkpoint: anchor %s: close: %w", path, err)
 	}
 	if created {
-		if err := syncDir(a.Dir); err != nil {
+		if err := durable.SyncDir(a.Dir); err != nil {
 			return fmt.Errorf("checkpoint: anchor %s: fsync directory: %w", a.Dir, err)
 		}
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // lineStart returns the offset just after the last '\n' strictly before
