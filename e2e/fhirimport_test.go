@@ -132,6 +132,23 @@ func TestFHIRBulkImportServed(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// The one URI gone is an Observation, and it no longer reads either.
+	now := map[string]bool{}
+	for _, r := range listAll(t, ctx, cs) {
+		now[r.URI] = true
+	}
+	var gone []string
+	for _, r := range listed {
+		if !now[r.URI] {
+			gone = append(gone, r.URI)
+		}
+	}
+	if len(gone) != 1 || !strings.Contains(gone[0], "/observation/") {
+		t.Fatalf("URIs gone from the list: %v, want the one retired Observation", gone)
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: gone[0]}); err == nil {
+		t.Fatal("the retired Observation still reads")
+	}
 	cs.Close()
 	cmd.Wait()
 	d := &dataset{data: data}
@@ -166,9 +183,9 @@ func importJSON(t *testing.T, data, path string) importReport {
 	return rep
 }
 
-// readBulk returns every source id of the export (resource ids, and the
-// ids its references name), the decoded note texts of its
-// DocumentReferences, and one Observation id.
+// readBulk returns every source id of the export (the ids of its
+// resources, which include every Patient its references name), the decoded
+// note texts of its DocumentReferences, and one Observation id.
 func readBulk(t *testing.T, dir string) (ids, notes []string, observation string) {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.ndjson"))

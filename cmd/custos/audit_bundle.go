@@ -17,6 +17,7 @@ import (
 	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/bundle"
 	"github.com/custos-mcp/custos/audit/checkpoint"
+	"github.com/custos-mcp/custos/internal/durable"
 )
 
 // anchorLines reads the raw lines of a checkpoint anchor file.
@@ -244,7 +245,7 @@ Example:
 				_, err := cmd.OutOrStdout().Write(data)
 				return err
 			}
-			return writeFileAtomic(out, data, 0o644)
+			return durable.WriteFile(out, data, 0o644)
 		},
 	}
 	f := cmd.Flags()

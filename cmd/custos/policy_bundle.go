@@ -10,6 +10,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/spf13/cobra"
 
+	"github.com/custos-mcp/custos/internal/durable"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/secrets"
 )
@@ -183,7 +184,7 @@ func signAndWrite(cmd *cobra.Command, b *bundle.Bundle, signer policy.JWSSigner,
 			return err
 		}
 	}
-	if err := writeFileAtomic(out, buf.Bytes(), 0o644); err != nil {
+	if err := durable.WriteFile(out, buf.Bytes(), 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: revision %s, digest %s, signed by %s\n", out, b.Manifest.Revision, digest, signer.KeyID())

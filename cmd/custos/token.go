@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/custos-mcp/custos/internal/durable"
 	"github.com/custos-mcp/custos/server"
 )
 
@@ -69,7 +69,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			if err := writeFileAtomic(tokens, append(data, '\n'), 0o600); err != nil {
+			if err := durable.WriteFile(tokens, append(data, '\n'), 0o600); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), tok)
@@ -88,31 +88,6 @@ func compactJSON(b []byte) []byte {
 	}
 	out, _ := json.Marshal(v)
 	return out
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames
-// it into place, so readers never see a partial file.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".custos-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // randomToken draws a 256-bit bearer token.
