@@ -241,6 +241,7 @@ scan:
 			batch, err = s.cfg.Catalog.Page(last, n)
 		}
 		if err != nil {
+			e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{} // nothing of the page is released
 			return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, err)
 		}
 		if len(batch) == 0 {
@@ -267,10 +268,13 @@ scan:
 				case errors.Is(err, store.ErrNotFound):
 					d.Allow = false // removed since it was indexed: not listed
 				case err != nil:
+					e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{} // nothing of the page is released
 					return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, err)
-				case full.Version != r.Version || full.Digest != r.Digest:
-					// Replaced since it was indexed: end the page before
-					// it; the next page decides the new version.
+				case !sameDecided(full, r):
+					// Replaced since it was indexed (another version, or
+					// a file from elsewhere whose versions restart: then
+					// its labels may differ at the same version): end the
+					// page before it; the next page decides what is there.
 					break scan
 				default:
 					r = full
@@ -642,4 +646,16 @@ func dedupe(s []string) []string {
 		out = []string{}
 	}
 	return out
+}
+
+// sameDecided reports whether full, read from the catalog after a list
+// item was decided on its indexed entry r, is what was decided on: the same
+// version and content, and the same decision inputs (labels, MIME type).
+// Versions alone are not enough across catalog files from different
+// lineages (a restored or separately built file restarts them).
+func sameDecided(full, r store.Resource) bool {
+	a, b := full.Labels, r.Labels
+	return full.Version == r.Version && full.Digest == r.Digest && full.MIMEType == r.MIMEType &&
+		a.Tenant == b.Tenant && a.Patient == b.Patient && a.Type == b.Type &&
+		slices.Equal(a.Sensitivity, b.Sensitivity) && slices.Equal(a.Consent, b.Consent)
 }
