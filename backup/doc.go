@@ -2,12 +2,14 @@
 // directory (docs/operations.md, "Backup and restore"; docs/audit-access.md,
 // decision 6).
 //
-// A backup is a flat directory:
+// A backup is a directory (flat, except for the sealed audit segments):
 //
 //	audit.db           the audit log, copied with bbolt's tx.WriteTo in one read transaction
 //	catalog.db         the catalog, likewise (read-only open: the server's lock is shared)
 //	grants.db          the break-the-glass grants, likewise (absent if none was ever made)
 //	dev-keys.json      the dev keys of a --dev data directory (absent with Vault)
+//	audit.sealed/      the sealed audit segments NNNNNN.db and their seal notes NNNNNN.seal,
+//	                   copied as they are (restored read-only)
 //	checkpoints.jsonl  the data directory's anchored checkpoints of size <= the copy's head
 //	manifest.json      names, sizes and SHA-256 of the files above; the audit head and tree
 //	                   of the copy; the access record that audits the backup; the latest

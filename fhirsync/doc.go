@@ -14,9 +14,10 @@
 //
 // A [Syncer] runs one sync at a time:
 //
-//  1. read the CapabilityStatement; choose Bulk $export (system, then
-//     Group, then Patient level, whichever the server offers) or, when none
-//     is offered, a paged REST search per resource type;
+//  1. read the CapabilityStatement; choose Bulk $export (Group level
+//     when --group names a group and the server offers it, else system,
+//     else Patient level) or, when none is offered, a paged REST search
+//     per resource type;
 //  2. fetch everything (full) or only what changed since the last
 //     successful sync (its state), streaming every file to disk;
 //  3. validate what was fetched (JSON, content types, complete NDJSON
