@@ -409,17 +409,30 @@ func (s *Server) CatalogChanged(ctx context.Context, ch store.Change) {
 // catalog, before any subscriber is told. A record that cannot be written
 // is logged (the catalog has changed already; there is nothing to refuse).
 func (s *Server) auditRetired(ctx context.Context, removed []string) {
+	// Up to retireAppends records in flight at once, so that the audit
+	// log's group commit batches them: a full import that retires many
+	// resources costs a few commits, not one fsync per URI while the
+	// notifications wait. Every record is committed before this returns.
+	const retireAppends = 64
+	sem := make(chan struct{}, retireAppends)
+	var wg sync.WaitGroup
 	for _, uri := range removed {
-		e := s.entry(ctx, Identity{Principal: policy.Principal{Sub: "custos"}}, ActionRetire)
-		e.Outcome, e.Reason = audit.OutcomeAllow, ReasonRetired
-		e.URIs = []string{uri}
-		if u, err := store.ParseURI(uri); err == nil {
-			e.Patients = patientList(u.Patient)
-		}
-		if _, err := s.commit(ctx, e); err != nil {
-			s.log.Error("auditing a retired resource failed", "err", err)
-		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			e := s.entry(ctx, Identity{Principal: policy.Principal{Sub: "custos"}}, ActionRetire)
+			e.Outcome, e.Reason = audit.OutcomeAllow, ReasonRetired
+			e.URIs = []string{uri}
+			if u, err := store.ParseURI(uri); err == nil {
+				e.Patients = patientList(u.Patient)
+			}
+			if _, err := s.commit(ctx, e); err != nil {
+				s.log.Error("auditing a retired resource failed", "err", err)
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 // notifyDecision decides and audits one notification; true means it may be

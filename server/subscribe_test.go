@@ -586,6 +586,10 @@ func TestNoNotificationAfterTheTokenExpired(t *testing.T) {
 // served catalog when the new file is swapped in, and the server writes
 // one catalog/retire record for it, naming its URI (patient segment
 // pseudonymized) and never a source id, before any subscriber hears of it.
+// It runs under -race (tools/racetests): the server writes the retire
+// records from goroutines of its own.
+//
+//custos:race
 func TestRetiredResourceIsAudited(t *testing.T) {
 	lf := newLiveFixture(t)
 	ctx := context.Background()
