@@ -84,7 +84,7 @@ func (e *Engine) DecideBatch(ctx context.Context, in Input, items []Item) ([]Dec
 		if e.cache != nil {
 			x := in
 			x.Resource, x.BreakGlass = it.Resource, it.BreakGlass
-			keys[i] = cacheKey(&x)
+			keys[i] = cacheKey(&x, e.keyURI)
 			if c, ok := e.cache.get(keys[i]); ok {
 				ds[i].Allow, ds[i].Reasons, ds[i].Obligations = c.allow, slices.Clone(c.reasons), slices.Clone(c.obs)
 				continue

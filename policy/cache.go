@@ -130,8 +130,10 @@ func principalFieldDigests(p *Principal) [numPrincipalFields][32]byte {
 	}
 }
 
-// cacheKey is SHA-256 over every field of the input document.
-func cacheKey(in *Input) [32]byte {
+// cacheKey is SHA-256 over every field of the input document, or, when
+// withURI is false (the policy cannot read the resource's URI:
+// readsResourceURI), over every field but that one.
+func cacheKey(in *Input, withURI bool) [32]byte {
 	var subj [32]byte
 	if in.Subject != nil {
 		subj = in.Subject.digest
@@ -139,13 +141,19 @@ func cacheKey(in *Input) [32]byte {
 		subj = principalDigest(&in.Principal)
 	}
 	return digest(func(b []byte) []byte {
-		b = appendField(b, "custos/policy/input/v1")
+		if withURI {
+			b = appendField(b, "custos/policy/input/v1")
+		} else {
+			b = appendField(b, "custos/policy/input-without-uri/v1")
+		}
 		b = append(b, subj[:]...)
 		b = appendField(b, in.PurposeOfUse)
 		b = appendField(b, string(in.Action))
 		if r := in.Resource; r != nil {
 			b = appendField(b, "resource")
-			b = appendField(b, r.URI)
+			if withURI {
+				b = appendField(b, r.URI)
+			}
 			b = appendField(b, r.Type)
 			b = appendField(b, r.Patient)
 			b = appendField(b, r.Tenant)

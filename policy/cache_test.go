@@ -57,29 +57,35 @@ func TestDecisionCacheEqualsEvaluation(t *testing.T) {
 func TestDecisionCacheKeySeesEveryField(t *testing.T) {
 	p, page := listPage100()
 	base := Input{Subject: NewSubject(p), PurposeOfUse: "TREAT", Action: ActionRead, Resource: page[0]}
-	k := cacheKey(&base)
 	q := p
 	q.Patients = append([]string(nil), p.Patients[1:]...)
 	r := *page[0]
 	r.Sensitivity = []string{"sud"}
 	r2 := *page[0]
 	r2.URI += "x"
-	for name, in := range map[string]Input{
-		"care team":   {Subject: NewSubject(q), PurposeOfUse: "TREAT", Action: ActionRead, Resource: page[0]},
-		"purpose":     {Subject: base.Subject, PurposeOfUse: "ETREAT", Action: ActionRead, Resource: page[0]},
-		"action":      {Subject: base.Subject, PurposeOfUse: "TREAT", Action: ActionList, Resource: page[0]},
-		"sensitivity": {Subject: base.Subject, PurposeOfUse: "TREAT", Action: ActionRead, Resource: &r},
-		"uri":         {Subject: base.Subject, PurposeOfUse: "TREAT", Action: ActionRead, Resource: &r2},
-		"break glass": {Subject: base.Subject, PurposeOfUse: "TREAT", Action: ActionRead, Resource: page[0], BreakGlass: &BreakGlass{Grant: "g", Patient: page[0].Patient}},
-		"principal":   {Principal: q, PurposeOfUse: "TREAT", Action: ActionRead, Resource: page[0]},
-	} {
-		if cacheKey(&in) == k {
-			t.Errorf("changing the %s does not change the cache key", name)
+	for _, withURI := range []bool{true, false} {
+		k := cacheKey(&base, withURI)
+		for name, in := range map[string]Input{
+			"care team":   {Subject: NewSubject(q), PurposeOfUse: "TREAT", Action: ActionRead, Resource: page[0]},
+			"purpose":     {Subject: base.Subject, PurposeOfUse: "ETREAT", Action: ActionRead, Resource: page[0]},
+			"action":      {Subject: base.Subject, PurposeOfUse: "TREAT", Action: ActionList, Resource: page[0]},
+			"sensitivity": {Subject: base.Subject, PurposeOfUse: "TREAT", Action: ActionRead, Resource: &r},
+			"uri":         {Subject: base.Subject, PurposeOfUse: "TREAT", Action: ActionRead, Resource: &r2},
+			"break glass": {Subject: base.Subject, PurposeOfUse: "TREAT", Action: ActionRead, Resource: page[0], BreakGlass: &BreakGlass{Grant: "g", Patient: page[0].Patient}},
+			"principal":   {Principal: q, PurposeOfUse: "TREAT", Action: ActionRead, Resource: page[0]},
+		} {
+			changed := cacheKey(&in, withURI) != k
+			if want := withURI || name != "uri"; changed != want {
+				t.Errorf("with the URI %v: changing the %s changes the cache key: %v, want %v", withURI, name, changed, want)
+			}
+		}
+		same := Input{Principal: p, PurposeOfUse: "TREAT", Action: ActionRead, Resource: page[0]}
+		if cacheKey(&same, withURI) != k {
+			t.Errorf("with the URI %v: a Principal and its Subject give different keys", withURI)
 		}
 	}
-	same := Input{Principal: p, PurposeOfUse: "TREAT", Action: ActionRead, Resource: page[0]}
-	if cacheKey(&same) != k {
-		t.Error("a Principal and its Subject give different keys")
+	if cacheKey(&base, true) == cacheKey(&base, false) {
+		t.Error("keys with and without the URI coincide")
 	}
 }
 

@@ -39,6 +39,20 @@
 // the purpose (the subject cache's static analysis, at load) is never asked
 // and the rule is not enforced: lists scan as before.
 //
+// # Decision cache
+//
+// A deterministic policy's decisions are memoized by a SHA-256 over the
+// input (cache.go). When no rule can read input.resource.uri (a
+// conservative analysis of the policy text at load, inputkey.go:
+// the bare input or input.resource, a dynamic key, an import or a `with`
+// count as reading it), the key leaves the URI out, so one evaluation
+// answers every resource with the same features for the same principal,
+// purpose and action. Invariant: a cached decision equals the evaluated
+// one (TestURIFreeCacheAgreesWithEvaluation drives a cached and an
+// uncached engine through the same random requests, each feature
+// combination under several URIs, single and batched;
+// TestURIReadingPolicyDecidesPerURI checks a policy that reads the URI).
+//
 // # Subject cache
 //
 // Values of rules that depend only on the principal and purpose of use

@@ -119,6 +119,7 @@ type Engine struct {
 	candidateDigest string
 
 	cache    *decisionCache // nil: every decision is evaluated
+	keyURI   bool           // the cache keys include the resource's URI (readsResourceURI)
 	subjects *subjectCaches // nil: no value outlives its evaluation
 	recent   *recent        // the inputs decided last, for Warm; nil without subjects
 }
@@ -184,17 +185,17 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 	if !hasDecision {
 		return nil, fmt.Errorf("%w: no rule %s is defined", ErrCompile, Query)
 	}
-	// The static analysis of the subject cache, made at most once.
+	// The static analysis of the caches, made at most once.
 	var (
-		levels             ruleLevels
-		levelsOK, analyzed bool
+		found             analysis
+		foundOK, analyzed bool
 	)
-	analysed := func() (ruleLevels, bool) {
+	analysed := func() (analysis, bool) {
 		if !analyzed {
-			levels, levelsOK = analyse(modules)
+			found, foundOK = analyse(modules)
 			analyzed = true
 		}
-		return levels, levelsOK
+		return found, foundOK
 	}
 	// nothing_visible is used only with a default (an undefined value
 	// would make every decision undefined) and only if it reads nothing
@@ -207,7 +208,7 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 		opts.Logger.Info("policy defines nothing_visible without a default; it is ignored and lists are scanned")
 	}
 	if hasNothing && nothingDefault {
-		if l, ok := analysed(); !ok || !l.refLevel(nothingVisibleRef) {
+		if a, ok := analysed(); !ok || !a.levels.refLevel(nothingVisibleRef) {
 			opts.Logger.Info("policy's nothing_visible reads more than the principal and the purpose; it is ignored and lists are scanned")
 			hasNothing = false
 		}
@@ -246,10 +247,12 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 	}
 	if det && opts.DecisionCache >= 0 {
 		e.cache = newDecisionCache(cmp.Or(opts.DecisionCache, DefaultDecisionCache))
+		a, _ := analysed()
+		e.keyURI = a.readsURI
 	}
 	if det && opts.SubjectCache >= 0 {
-		if levels, ok := analysed(); ok {
-			e.subjects = newSubjectCaches(levels, cmp.Or(opts.SubjectCache, DefaultSubjectCache))
+		if a, ok := analysed(); ok {
+			e.subjects = newSubjectCaches(a.levels, cmp.Or(opts.SubjectCache, DefaultSubjectCache))
 			e.recent = &recent{}
 		}
 	}
@@ -296,7 +299,7 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	}
 	var key [32]byte
 	if e.cache != nil {
-		key = cacheKey(&in)
+		key = cacheKey(&in, e.keyURI)
 		if c, ok := e.cache.get(key); ok {
 			d.Allow, d.Reasons, d.Obligations = c.allow, slices.Clone(c.reasons), slices.Clone(c.obs)
 			e.log.Debug("policy decision", "decision_id", d.ID, "revision", d.Revision, "cached", true,
@@ -599,16 +602,23 @@ func (e *Engine) evalOptions(in *Input, value ast.Value) ([]rego.EvalOption, fun
 	return append(opts, rego.EvalVirtualCache(vc)), vc.commit
 }
 
-// analyse compiles modules on their own to find their subject-level rules;
-// false (no subject cache) if that compilation fails.
-func analyse(modules []*ast.Module) (ruleLevels, bool) {
+// analysis is what the static analysis of a policy found.
+type analysis struct {
+	levels   ruleLevels // the subject-level rules (subjectcache.go)
+	readsURI bool       // some rule can read input.resource.uri (inputkey.go)
+}
+
+// analyse compiles modules on their own to find their subject-level rules
+// and whether they can read the resource's URI; false (no subject cache,
+// cache keys with the URI) if that compilation fails.
+func analyse(modules []*ast.Module) (analysis, bool) {
 	mods := make(map[string]*ast.Module, len(modules))
 	for i, m := range modules {
 		mods[fmt.Sprintf("%d", i)] = m.Copy()
 	}
 	c := ast.NewCompiler().WithCapabilities(lockedCapabilities()).WithDefaultRegoVersion(ast.RegoV1)
 	if c.Compile(mods); c.Failed() {
-		return ruleLevels{}, false
+		return analysis{readsURI: true}, false
 	}
-	return subjectLevelRules(c), true
+	return analysis{levels: subjectLevelRules(c), readsURI: readsResourceURI(modules)}, true
 }

@@ -405,10 +405,13 @@ func TestSubjectCacheIsBounded(t *testing.T) {
 	}
 	subj := NewSubject(clinician)
 	for i := range subjectCacheEntries + 200 {
-		r := resource("note", patientA)
+		// A patient per read (outside the care team: denied), so that each
+		// read's item differs; the URI alone would not (the default policy
+		// does not put it in the item).
+		r := resource("note", fmt.Sprintf("7d1a3c52-0b8e-4f57-9a77-%012d", i))
 		r.URI = fmt.Sprint("custos://x/", i)
 		d, err := e.Decide(ctx, Input{Subject: subj, PurposeOfUse: "TREAT", Action: ActionRead, Resource: r})
-		if err != nil || !d.Allow {
+		if err != nil || d.Allow {
 			t.Fatalf("read %d: %+v, %v", i, d, err)
 		}
 	}

@@ -20,6 +20,10 @@
 //     decision per input.items entry) and a single resource as a page of one
 //     (rule decision); test_batch_equals_single_decisions checks the two
 //     entry points agree item by item.
+//   - The resource's fields are read by name (object.get with a constant
+//     key), never input.resource as a whole, and the URI not at all, so
+//     the engine caches a decision for every resource that differs only in
+//     its URI (policy/inputkey.go; TestDefaultPolicyKeysWithoutTheURI).
 //   - Per-role, per-type obligation sets are plain data (billing_obligations,
 //     research_obligations) in the vocabulary of package minimize.
 //   - Research (HRESCH) is HIPAA Safe Harbor: every FHIR type a researcher

@@ -147,19 +147,27 @@ decision := resource_decision if input.action in {"list", "read"}
 
 # One resource (input.resource, input.break_glass), decided by
 # resource_decisions like an item of a list page. Missing resource fields
-# take the values of resource_defaults, which decide exactly as a missing
-# field would ("" is no tenant, no type and no patient; [] no label).
+# take the defaults given to object.get, which decide exactly as a missing
+# field would ("" is no tenant, no type and no patient; [] no label). Each
+# field is read by name (object.get with a constant key), never
+# input.resource as a whole, so that the engine can see that no rule reads
+# the resource's URI and cache a principal's decision for every resource
+# that differs only in its URI (docs/policy.md, "Decision cache").
 resource_decision := resource_decisions([item])[0] if {
 	has_resource
 	item := {
-		"resource": object.union(resource_defaults, input.resource),
+		"resource": {
+			"type": object.get(input.resource, "type", ""),
+			"patient": object.get(input.resource, "patient", ""),
+			"tenant": object.get(input.resource, "tenant", ""),
+			"sensitivity": object.get(input.resource, "sensitivity", []),
+			"consent": object.get(input.resource, "consent", []),
+		},
 		"break_glass": object.get(input, "break_glass", null),
 	}
 } else := class_decision(request_denies, false, null, null, false, false, null, false, [], [])
 
 has_resource if is_object(input.resource)
-
-resource_defaults := {"type": "", "patient": "", "tenant": "", "sensitivity": [], "consent": []}
 
 # A list page: input.items is [{"resource": {...}, "break_glass": {...} or null}]
 # (the engine always sets both keys and every resource field), and

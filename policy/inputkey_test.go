@@ -1,0 +1,195 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"testing/fstest"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// analysed compiles one module as compile does and runs the analysis.
+func readsURIOf(t *testing.T, src string) bool {
+	t.Helper()
+	m, err := ast.ParseModuleWithOpts("p.rego", src, ast.ParserOptions{RegoVersion: ast.RegoV1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := analyse([]*ast.Module{m})
+	if !ok {
+		t.Fatalf("analysis failed to compile:\n%s", src)
+	}
+	return a.readsURI
+}
+
+func TestReadsResourceURI(t *testing.T) {
+	const head = "package custos.authz\n\n"
+	for _, tc := range []struct {
+		name, body string
+		want       bool
+	}{
+		{"fields by name", `decision := {"allow": input.resource.type == "note" , "reasons": [input.resource.patient], "obligations": []}`, false},
+		{"type check of the resource", `decision := {"allow": is_object(input.resource), "reasons": [type_name(input.resource)], "obligations": []}`, false},
+		{"principal and break glass", `decision := {"allow": input.principal.sub == input.break_glass.patient, "reasons": [], "obligations": []}`, false},
+		{"the URI", `decision := {"allow": startswith(input.resource.uri, "custos://t/"), "reasons": [], "obligations": []}`, true},
+		{"the URI in a function", "f(x) := x\n" + `decision := {"allow": f(input.resource.uri) == "a", "reasons": [], "obligations": []}`, true},
+		{"the whole resource", `decision := {"allow": true, "reasons": [], "obligations": [object.union({}, input.resource)]}`, true},
+		{"the resource in a variable", `decision := {"allow": r.type == "note", "reasons": [], "obligations": []} if r := input.resource`, true},
+		{"object.get of a field", `decision := {"allow": object.get(input.resource, "type", "") == "note", "reasons": [object.get(input, "break_glass", null)], "obligations": []}`, false},
+		{"object.get of a path", `decision := {"allow": object.get(input, ["resource", "type"], "") == "note", "reasons": [], "obligations": []}`, false},
+		{"object.get of the URI by path", `decision := {"allow": object.get(input, ["resource", "uri"], "") == "a", "reasons": [], "obligations": []}`, true},
+		{"object.get of the URI", `decision := {"allow": object.get(input.resource, "uri", "") == "a", "reasons": [], "obligations": []}`, true},
+		{"object.get of the resource", `decision := {"allow": object.get(input, "resource", {}).uri == "a", "reasons": [], "obligations": []}`, true},
+		{"object.get with a variable key", `decision := {"allow": true, "reasons": [object.get(input.resource, k, "") | some k in ["type", "uri"]], "obligations": []}`, true},
+		{"the whole input", `decision := {"allow": json.marshal(input) == "", "reasons": [], "obligations": []}`, true},
+		{"a dynamic key of the resource", `decision := {"allow": true, "reasons": [k | some k, _ in input.resource], "obligations": []}`, true},
+		{"a dynamic key of the input", `decision := {"allow": true, "reasons": [k | some k; input[k]], "obligations": []}`, true},
+		{"an import", "import input.resource as res\n" + `decision := {"allow": res.uri == "a", "reasons": [], "obligations": []}`, true},
+		{"with the input replaced", "allowed if input.resource.type == \"note\"\n" + `decision := {"allow": true, "reasons": [], "obligations": []} if allowed with input.resource.type as "note"`, true},
+		{"a type check of the URI itself", `decision := {"allow": is_string(input.resource.uri), "reasons": [], "obligations": []}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := readsURIOf(t, head+tc.body+"\n"); got != tc.want {
+				t.Errorf("readsResourceURI = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDefaultPolicyKeysWithoutTheURI: the default policy reads every
+// resource field by name, and never the URI, so its decisions are cached
+// per combination of the other fields.
+func TestDefaultPolicyKeysWithoutTheURI(t *testing.T) {
+	e, err := Default(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.keyURI {
+		t.Fatal("the default policy's cache keys include the URI: some rule reads input.resource.uri or input.resource whole")
+	}
+}
+
+// TestURIReadingPolicyDecidesPerURI: a policy that reads the URI keeps it
+// in the cache key, so two resources that differ only in their URI are
+// decided apart even when the first decision is cached.
+func TestURIReadingPolicyDecidesPerURI(t *testing.T) {
+	ctx := context.Background()
+	e, err := Load(ctx, fstest.MapFS{"p.rego": {Data: []byte(`package custos.authz
+
+decision := {"allow": r.uri == "custos://t/note/a", "reasons": ["by_uri"], "obligations": []} if r := input.resource
+`)}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.keyURI || e.cache == nil {
+		t.Fatalf("keyURI %v, cache %v: want a cache keyed with the URI", e.keyURI, e.cache != nil)
+	}
+	subj := NewSubject(clinician)
+	for range 2 { // the second round is served from the cache
+		for uri, want := range map[string]bool{"custos://t/note/a": true, "custos://t/note/b": false} {
+			r := resource("note", patientA)
+			r.URI = uri
+			d, err := e.Decide(ctx, Input{Subject: subj, PurposeOfUse: "TREAT", Action: ActionRead, Resource: r})
+			if err != nil || d.Allow != want {
+				t.Fatalf("%s: %+v, %v; want allow %v", uri, d, err, want)
+			}
+		}
+	}
+}
+
+// TestURIFreeCacheAgreesWithEvaluation drives the default policy's cached
+// engine (decision cache keyed without the URI, subject cache) and an
+// engine without any cache through the same random requests, each feature
+// combination asked under several URIs, one by one and as list pages:
+// every decision must be the same.
+func TestURIFreeCacheAgreesWithEvaluation(t *testing.T) {
+	ctx := context.Background()
+	cached, err := Default(ctx, Options{Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := Default(ctx, Options{DecisionCache: -1, SubjectCache: -1, Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cached.keyURI || cached.cache == nil {
+		t.Fatal("the cached engine does not key without the URI")
+	}
+	rng := rand.New(rand.NewPCG(17, 25))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	patients := []string{patientA, patientB, "", "3f0c9a7e-1d2b-4c5e-8f6a-7b8c9d0e1f20"}
+	tenants := []string{tenant, "other-hospital", ""}
+	principals := []Principal{clinician, billing, researcher, auditor,
+		{Sub: "dr.hiv", Roles: []string{"clinician", "sensitive:hiv"}, Tenant: tenant, Patients: []string{patientA, patientB}},
+		{Sub: "dr.other", Roles: []string{"clinician"}, Tenant: "other-hospital", Patients: []string{patientA}},
+		{Sub: "nobody", Tenant: tenant},
+	}
+	labels := [][]string{{}, {"hiv"}, {"vip"}, {"restricted"}, {"bogus"}, {"sud", "vip"}}
+	consents := [][]string{{}, {"opt-out"}, {"bogus"}}
+	disagree := 0
+	compare := func(what string, got, want Decision) {
+		t.Helper()
+		if got.Allow != want.Allow || !reflect.DeepEqual(got.Reasons, want.Reasons) || !reflect.DeepEqual(got.Obligations, want.Obligations) {
+			disagree++
+			if disagree <= 5 {
+				t.Errorf("%s: cached %v %v %v, evaluated %v %v %v", what, got.Allow, got.Reasons, got.Obligations, want.Allow, want.Reasons, want.Obligations)
+			}
+		}
+	}
+	for i := range 400 {
+		p := principals[rng.IntN(len(principals))]
+		purpose := pick("TREAT", "ETREAT", "HPAYMT", "HRESCH", "", "NOPE")
+		subj := NewSubject(p)
+		var items []Item
+		for range 1 + rng.IntN(4) {
+			r := Resource{
+				Type:        pick("note", "observation", "coverage", "encounter", "patient", "organization", "bogus"),
+				Patient:     patients[rng.IntN(len(patients))],
+				Tenant:      tenants[rng.IntN(len(tenants))],
+				Sensitivity: labels[rng.IntN(len(labels))],
+				Consent:     consents[rng.IntN(len(consents))],
+			}
+			var bg *BreakGlass
+			if rng.IntN(3) == 0 {
+				bg = &BreakGlass{Grant: "g-1", Patient: patients[rng.IntN(len(patients))]}
+			}
+			for u := range 3 { // the same features under three URIs
+				x := r
+				x.URI = fmt.Sprintf("custos://%s/%s/%d-%d", x.Tenant, x.Type, i, u)
+				in := Input{Subject: subj, PurposeOfUse: purpose, Action: ActionRead, Resource: &x, BreakGlass: bg}
+				got, gerr := cached.Decide(ctx, in)
+				want, werr := plain.Decide(ctx, in)
+				if (gerr == nil) != (werr == nil) {
+					t.Fatalf("request %d: cached error %v, evaluated error %v", i, gerr, werr)
+				}
+				compare(fmt.Sprintf("request %d (%s, %s, %+v, break glass %v)", i, p.Sub, purpose, x, bg), got, want)
+				items = append(items, Item{Resource: &x, BreakGlass: bg})
+			}
+		}
+		// The same resources listed under fresh URIs: batch decisions go
+		// through the same cache.
+		page := make([]Item, len(items))
+		for j, it := range items {
+			x := *it.Resource
+			x.URI += "/listed"
+			page[j] = Item{Resource: &x, BreakGlass: it.BreakGlass}
+		}
+		got, gerr := cached.DecideBatch(ctx, Input{Subject: subj, PurposeOfUse: purpose, Action: ActionList}, page)
+		want, werr := plain.DecideBatch(ctx, Input{Subject: subj, PurposeOfUse: purpose, Action: ActionList}, page)
+		if (gerr == nil) != (werr == nil) || len(got) != len(want) {
+			t.Fatalf("page %d: cached %d decisions, error %v; evaluated %d, error %v", i, len(got), gerr, len(want), werr)
+		}
+		for j := range got {
+			compare(fmt.Sprintf("page %d item %d", i, j), got[j], want[j])
+		}
+	}
+	if disagree > 0 {
+		t.Fatalf("%d decisions disagree", disagree)
+	}
+	if n := len(cached.cache.m); n == 0 {
+		t.Fatal("nothing was cached")
+	}
+}
