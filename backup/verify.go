@@ -21,7 +21,6 @@ import (
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/checkpoint"
-
 	"github.com/custos-mcp/custos/internal/durable"
 )
 
@@ -324,20 +323,14 @@ func (s *Staged) Commit(ctx context.Context, verifiers note.Verifiers) (Report, 
 	if err != nil {
 		return rep, err
 	}
-	if err := durable.SyncDir(s.dir); err != nil {
-		return rep, err
-	}
-	if err := CheckDest(s.out); err != nil {
-		return rep, err
-	}
-	if err := os.Remove(s.out); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return rep, fmt.Errorf("backup: %w", err)
-	}
-	if err := os.Rename(s.dir, s.out); err != nil {
+	if err := durable.PublishDir(s.dir, s.out, CheckDest); err != nil {
+		if errors.Is(err, ErrExists) {
+			return rep, err
+		}
 		return rep, fmt.Errorf("backup: %w", err)
 	}
 	ok = true
-	return rep, durable.SyncDir(filepath.Dir(s.out))
+	return rep, nil
 }
 
 // unpack writes the flat regular files of a tar stream into dir, each

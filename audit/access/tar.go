@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/custos-mcp/custos/internal/durable"
 )
 
 // maxBundleFile bounds one file of a bundle read from a stream (a bundle
@@ -111,10 +113,7 @@ func unpack(tr *tar.Reader, dir, prefix string) error {
 	if err := os.Chmod(tmp, 0o700); err != nil {
 		return err
 	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
+	if err := durable.PublishDir(tmp, dir, nil); err != nil {
 		return err
 	}
 	ok = true

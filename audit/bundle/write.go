@@ -237,23 +237,11 @@ func Write(ctx context.Context, dir string, src Source, opts WriteOptions) (Mani
 	if err := writeFile(tmp, FileManifest, append(mj, '\n'), nil); err != nil {
 		return Manifest{}, err
 	}
-	if err := durable.SyncDir(tmp); err != nil {
-		return Manifest{}, err
-	}
 	// Publish: an empty dir is replaced, a non-empty one refused.
-	if err := checkTarget(dir); err != nil {
-		return Manifest{}, err
-	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return Manifest{}, err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
+	if err := durable.PublishDir(tmp, dir, checkTarget); err != nil {
 		return Manifest{}, err
 	}
 	ok = true
-	if err := durable.SyncDir(parent); err != nil {
-		return m, err
-	}
 	return m, nil
 }
 

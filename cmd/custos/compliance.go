@@ -22,6 +22,7 @@ import (
 	"github.com/custos-mcp/custos/cmd/custos/internal/config"
 	"github.com/custos-mcp/custos/compliance"
 	"github.com/custos-mcp/custos/compliance/report"
+	"github.com/custos-mcp/custos/internal/durable"
 	"github.com/custos-mcp/custos/policy/btg"
 )
 
@@ -346,18 +347,12 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 	for name, data := range map[string][]byte{
 		packageReportJSON: js.Bytes(), packageReportHTML: page.Bytes(), packageVerification: []byte(verificationText(rep)),
 	} {
-		if err := os.WriteFile(filepath.Join(tmp, name), data, 0o600); err != nil {
+		if err := durable.WriteFile(filepath.Join(tmp, name), data, 0o600); err != nil {
 			return nil, err
 		}
 	}
 	// Publish: an empty --out is replaced, a non-empty one was refused.
-	if err := emptyTarget(p.out); err != nil {
-		return nil, err
-	}
-	if err := os.Remove(p.out); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	if err := os.Rename(tmp, p.out); err != nil {
+	if err := durable.PublishDir(tmp, p.out, emptyTarget); err != nil {
 		return nil, err
 	}
 	published = true

@@ -8,8 +8,13 @@
 //     the temporary file is removed and path is left as it was.
 //   - SyncDir makes the creation, rename or removal of an entry of dir
 //     durable (POSIX: an fsync of the directory itself).
+//   - PublishDir makes a directory built next to its destination appear
+//     there whole or not at all: its entries are fsynced (the directory
+//     itself; the caller has synced each file), an existing destination
+//     must pass the caller's check and be a directory (then empty: it is
+//     removed, never a file), and the rename is fsynced in the parent.
 //
 // Every package that persists state (the audit log's seals, checkpoints and
-// bundles, backups, sync state, dev keys) uses these two instead of its own
-// copy.
+// bundles, backups, sync state, dev keys, audit access bundles, compliance
+// packages) uses these instead of its own copy.
 package durable

@@ -1,6 +1,8 @@
 package durable
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -46,4 +48,32 @@ func WriteFile(path string, data []byte, mode os.FileMode) (err error) {
 		return err
 	}
 	return SyncDir(dir)
+}
+
+// PublishDir renames the directory tmp, built in dst's parent and whose
+// files the caller has fsynced, to dst, durably: it fsyncs tmp, calls
+// check (if not nil) on dst so that the caller can refuse what is there
+// with its own error (an existing non-empty directory, say), refuses a dst
+// that exists and is not a directory, removes an existing (empty) dst,
+// renames tmp to dst and fsyncs dst's parent. On an error before the
+// rename, tmp is left for the caller to remove and dst is as it was.
+func PublishDir(tmp, dst string, check func(dst string) error) error {
+	if err := SyncDir(tmp); err != nil {
+		return err
+	}
+	if check != nil {
+		if err := check(dst); err != nil {
+			return err
+		}
+	}
+	if fi, err := os.Lstat(dst); err == nil && !fi.IsDir() {
+		return fmt.Errorf("durable: %s exists and is not a directory", dst)
+	}
+	if err := os.Remove(dst); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(dst))
 }

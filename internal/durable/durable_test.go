@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -47,4 +48,74 @@ func TestWriteFileFailureLeavesOld(t *testing.T) {
 	if err := SyncDir(filepath.Join(dir, "missing")); err == nil {
 		t.Fatal("SyncDir of a missing directory succeeded")
 	}
+}
+
+func TestPublishDir(t *testing.T) {
+	parent := t.TempDir()
+	build := func() string {
+		t.Helper()
+		tmp, err := os.MkdirTemp(parent, ".out.tmp-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tmp, "a.json"), []byte("{}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return tmp
+	}
+	refuseNonEmpty := func(dst string) error {
+		if es, err := os.ReadDir(dst); err == nil && len(es) > 0 {
+			return errors.New("not empty")
+		}
+		return nil
+	}
+	dst := filepath.Join(parent, "out")
+
+	// Missing destination: published whole.
+	tmp := build()
+	if err := PublishDir(tmp, dst, refuseNonEmpty); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "a.json")); err != nil || string(b) != "{}\n" {
+		t.Fatalf("published file %q, %v", b, err)
+	}
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the temporary directory is still there: %v", err)
+	}
+
+	// A non-empty destination: the check refuses, nothing moves.
+	tmp = build()
+	if err := PublishDir(tmp, dst, refuseNonEmpty); err == nil || err.Error() != "not empty" {
+		t.Fatalf("publishing over a non-empty directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "a.json")); err != nil {
+		t.Fatalf("the refused temporary directory lost its file: %v", err)
+	}
+	os.RemoveAll(tmp)
+
+	// An empty destination is replaced.
+	empty := filepath.Join(parent, "empty")
+	if err := os.Mkdir(empty, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := PublishDir(build(), empty, refuseNonEmpty); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(empty, "a.json")); err != nil {
+		t.Fatalf("the empty destination was not replaced: %v", err)
+	}
+
+	// A file at the destination is never removed, even without a check.
+	file := filepath.Join(parent, "file")
+	if err := os.WriteFile(file, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tmp = build()
+	if err := PublishDir(tmp, file, nil); err == nil {
+		t.Fatal("published over a regular file")
+	}
+	if b, _ := os.ReadFile(file); string(b) != "keep" {
+		t.Fatalf("the file at the destination became %q", b)
+	}
+	os.RemoveAll(tmp)
 }
