@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/custos-mcp/custos/app/admin"
 	"github.com/custos-mcp/custos/audit"
@@ -543,10 +544,7 @@ func (a *App) Server() *server.Server { return a.srv }
 // the oldest record's age (AuditRetention).
 func (a *App) Health() *ops.Health {
 	h := &ops.Health{Metrics: a.metrics}
-	h.AddCheck("audit", func(ctx context.Context) error {
-		_, _, err := a.audit.TreeHead(ctx)
-		return err
-	})
+	h.AddCheck("audit", func(ctx context.Context) error { return auditReady(ctx, a.audit) })
 	h.AddCheck("integrity", a.integrityCheck)
 	h.AddCheck("policy", func(context.Context) error {
 		if a.policy.Revision() == "" {
@@ -567,6 +565,23 @@ func (a *App) Health() *ops.Health {
 		return a.AuditRetention(ctx, time.Now())
 	})
 	return h
+}
+
+// auditLog is what the readiness check "audit" asks of the audit log.
+type auditLog interface {
+	TreeHead(ctx context.Context) (int64, tlog.Hash, error)
+	Broken() error
+}
+
+// auditReady is the readiness check "audit": the tree head reads, and no
+// seal that failed half-way has latched the log into refusing appends
+// (every read would be refused until a restart settles it).
+func auditReady(ctx context.Context, l auditLog) error {
+	if l.Broken() != nil {
+		return ops.NewSafeError("audit log refuses appends: a segment seal failed (restart to settle it)")
+	}
+	_, _, err := l.TreeHead(ctx)
+	return err
 }
 
 // AuditRetention is the retention status of the audit log at now: the

@@ -675,6 +675,16 @@ func (l *Log) Commits() uint64 {
 	return l.commits.commits
 }
 
+// Broken returns the error a seal that failed half-way latched (Append
+// refuses every record with it until a restart settles the seal), or nil.
+// The server's readiness reports it, so that a load balancer stops sending
+// requests that could only be refused.
+func (l *Log) Broken() error {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	return l.broken
+}
+
 // Head returns the seq and hash of the last record committed through this
 // Log (or found at Open): (0, ZeroHash) for an empty log.
 func (l *Log) Head() (seq uint64, hash string) {

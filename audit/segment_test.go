@@ -477,6 +477,9 @@ func TestCrashDuringSeal(t *testing.T) {
 			appendN(t, l, 4)
 			rollOrFail(t, l)
 			recs := appendN(t, l, 3)
+			if err := l.Broken(); err != nil {
+				t.Fatalf("Broken before the failed seal: %v", err)
+			}
 			sealCrash = func(s int) error {
 				if s == step {
 					return errors.New("killed")
@@ -490,6 +493,9 @@ func TestCrashDuringSeal(t *testing.T) {
 			}
 			if _, err := l.Append(ctx, sampleEntry(1)); err == nil {
 				t.Error("append after an interrupted seal succeeded")
+			}
+			if err := l.Broken(); err == nil {
+				t.Error("Broken is nil after an interrupted seal")
 			}
 			l.Close()
 			if step == 4 {
