@@ -3,6 +3,7 @@ package store
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"os"
@@ -121,7 +122,10 @@ func importScaleInChild(t *testing.T, count string) {
 	}
 	// Sample the anonymous (heap) and file-backed (bbolt's mapping) parts
 	// of the resident set while the import runs.
+	// The sampler must not call t.Fatal (not the test's goroutine): it
+	// keeps its first error for the test to report.
 	var maxAnon, maxFile float64
+	var sampleErr error
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
@@ -129,7 +133,13 @@ func importScaleInChild(t *testing.T, count string) {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			maxAnon, maxFile = max(maxAnon, vmKB(t, "RssAnon")), max(maxFile, vmKB(t, "RssFile"))
+			anon, err1 := readVMKB("RssAnon")
+			file, err2 := readVMKB("RssFile")
+			if err := errors.Join(err1, err2); err != nil {
+				sampleErr = err
+				return
+			}
+			maxAnon, maxFile = max(maxAnon, anon), max(maxFile, file)
 			select {
 			case <-stop:
 				return
@@ -147,6 +157,9 @@ func importScaleInChild(t *testing.T, count string) {
 	cpu := cpuSeconds() - cpu0
 	close(stop)
 	<-sampled
+	if sampleErr != nil {
+		t.Fatalf("sampling the resident set: %v", sampleErr)
+	}
 	if rep.Created != n {
 		t.Fatalf("report %+v", rep)
 	}
@@ -167,20 +180,30 @@ func cpuSeconds() float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
-// vmKB reads a kB field of /proc/self/status.
+// vmKB reads a kB field of /proc/self/status, on the test's goroutine.
 func vmKB(t *testing.T, field string) float64 {
+	v, err := readVMKB(field)
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skip("no /proc/self/status")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// readVMKB reads a kB field of /proc/self/status.
+func readVMKB(field string) (float64, error) {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		t.Skip("no /proc/self/status")
+		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			f, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			return f
+			return strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
 		}
 	}
-	t.Fatalf("no %s in /proc/self/status", field)
-	return 0
+	return 0, fmt.Errorf("no %s in /proc/self/status", field)
 }
 
 // BenchmarkImportEntriesStaged imports b.N synthetic entries in one staged
