@@ -19,7 +19,8 @@ const DefaultDecisionCache = 65536
 // only when the policy is deterministic (no builtin marked nondeterministic
 // by OPA, such as time.now_ns, rand.intn or uuid.rfc4122): the decision is
 // then a function of the input alone, and the key is a SHA-256 over every
-// field of the input. Each hit is a new Decision with a fresh ID and copies
+// field of the input the policy can read (cacheKey: all of them, or all
+// but the resource's URI). Each hit is a new Decision with a fresh ID and copies
 // of the slices; failures are never cached.
 type decisionCache struct {
 	mu  sync.RWMutex
