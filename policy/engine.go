@@ -120,6 +120,7 @@ type Engine struct {
 
 	cache    *decisionCache // nil: every decision is evaluated
 	keyURI   bool           // the cache keys include the resource's URI (readsResourceURI)
+	nondet   string         // the nondeterministic builtin that turned the caches off, if any
 	subjects *subjectCaches // nil: no value outlives its evaluation
 	recent   *recent        // the inputs decided last, for Warm; nil without subjects
 }
@@ -244,6 +245,7 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 	det, builtin := deterministic(modules)
 	if !det {
 		opts.Logger.Info("policy calls a nondeterministic builtin; decisions are not cached", "builtin", builtin)
+		e.nondet = builtin
 	}
 	if det && opts.DecisionCache >= 0 {
 		e.cache = newDecisionCache(cmp.Or(opts.DecisionCache, DefaultDecisionCache))
@@ -273,6 +275,25 @@ func Default(ctx context.Context, opts Options) (*Engine, error) {
 // It depends only on the policy modules (paths and contents, not the tests),
 // so a directory and a bundle built from it have the same revision.
 func (e *Engine) Revision() string { return e.revision }
+
+// Caching says how an Engine memoizes, for policy authors (custos policy
+// check): what their policy's shape costs at serving time.
+type Caching struct {
+	Decisions bool `json:"decisions"` // whole decisions are memoized (the policy is deterministic)
+	// WithoutURI: the decision cache's keys leave out the resource's URI, so
+	// one evaluation answers every resource with the same features; false
+	// when some rule can read input.resource.uri (readsResourceURI).
+	WithoutURI bool `json:"without_uri"`
+	Subjects   bool `json:"subjects"` // subject-level rule values outlive an evaluation
+	// Nondeterministic names the builtin (time.now_ns, ...) that turned
+	// both caches off; "" if none did.
+	Nondeterministic string `json:"nondeterministic,omitempty"`
+}
+
+// Caching returns how e memoizes its decisions.
+func (e *Engine) Caching() Caching {
+	return Caching{Decisions: e.cache != nil, WithoutURI: e.cache != nil && !e.keyURI, Subjects: e.subjects != nil, Nondeterministic: e.nondet}
+}
 
 // BundleDigest returns "sha256:" + hex(SHA-256 of the bundle file) when the
 // engine was loaded from a signed bundle by [LoadBundle], and "" when it was

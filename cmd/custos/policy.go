@@ -142,6 +142,11 @@ server would have to reject (wrong shape, undefined, evaluation error,
 unknown obligation) fails the check for that example. It exits 1 on any
 failure. It does not run the Rego tests: see 'custos policy test'.
 
+It also says how the server will memoize the policy's decisions: per
+combination of resource features when no rule can read the resource's URI,
+per resource when one can (reading input.resource whole counts), not at all
+when the policy calls a nondeterministic builtin such as time.now_ns.
+
 Examples:
   custos policy check ./policies
   custos policy check ./policies --json`,
@@ -170,12 +175,14 @@ Examples:
 			if asJSON {
 				if err := writeJSON(out, struct {
 					Revision string               `json:"revision"`
+					Caching  policy.Caching       `json:"caching"`
 					Results  []policy.CheckResult `json:"results"`
-				}{eng.Revision(), res}); err != nil {
+				}{eng.Revision(), eng.Caching(), res}); err != nil {
 					return err
 				}
 			} else {
 				fmt.Fprintf(out, "compiled %s (revision %s)\n", args[0], eng.Revision())
+				fmt.Fprintf(out, "caching: %s\n", cachingText(eng.Caching()))
 				for _, r := range res {
 					if !r.OK {
 						fmt.Fprintf(out, "FAIL  %s: %s\n", r.Example, r.Error)
@@ -195,6 +202,20 @@ Examples:
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
 	return cmd
+}
+
+// cachingText says in one line what the policy's shape means for serving
+// (docs/policy.md, "Decision cache").
+func cachingText(c policy.Caching) string {
+	switch {
+	case !c.Decisions && c.Nondeterministic != "":
+		return "none: the policy calls " + c.Nondeterministic + ", so every decision is evaluated afresh"
+	case !c.Decisions:
+		return "none"
+	case c.WithoutURI:
+		return "decisions memoized per principal, purpose and resource features (no rule reads the resource's URI)"
+	}
+	return "decisions memoized per resource: some rule can read input.resource.uri (or input.resource or input whole, a dynamic key, an import or a with), so every resource is evaluated once per principal"
 }
 
 func verdict(allow bool) string {

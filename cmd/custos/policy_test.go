@@ -177,3 +177,44 @@ func connect(t *testing.T, srv *server.Server, id server.Identity) (*mcp.ClientS
 	}
 	return cs, func() { cs.Close(); cancel(); <-done }
 }
+
+// TestPolicyCheckSaysHowDecisionsAreCached: `policy check` tells a policy
+// author what their policy's shape means for serving: the default policy
+// is memoized per feature combination, one that reads the URI per
+// resource, one that reads the clock not at all.
+func TestPolicyCheckSaysHowDecisionsAreCached(t *testing.T) {
+	write := func(src string) string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "authz.rego"), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	for _, tc := range []struct {
+		name, dir, want string
+		caching        policy.Caching
+	}{
+		{"default", "../../rego/custos", "per principal, purpose and resource features",
+			policy.Caching{Decisions: true, WithoutURI: true, Subjects: true}},
+		{"reads the URI", write("package custos.authz\n\ndecision := {\"allow\": input.resource.uri == \"x\", \"reasons\": [\"uri\"], \"obligations\": []}\n"),
+			"memoized per resource", policy.Caching{Decisions: true, Subjects: true}},
+		{"reads the clock", write("package custos.authz\n\ndecision := {\"allow\": time.now_ns() < 0, \"reasons\": [\"clock\"], \"obligations\": []}\n"),
+			"the policy calls time.now_ns", policy.Caching{Nondeterministic: "time.now_ns"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			run([]string{"policy", "check", tc.dir}, &out, &errb)
+			if !strings.Contains(out.String(), "caching: ") || !strings.Contains(out.String(), tc.want) {
+				t.Errorf("policy check printed:\n%s%s\nwant a caching line with %q", out.String(), errb.String(), tc.want)
+			}
+			out.Reset()
+			run([]string{"policy", "check", "--json", tc.dir}, &out, &errb)
+			var got struct {
+				Caching policy.Caching `json:"caching"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &got); err != nil || got.Caching != tc.caching {
+				t.Errorf("policy check --json caching = %+v (%v), want %+v\n%s", got.Caching, err, tc.caching, out.String())
+			}
+		})
+	}
+}
