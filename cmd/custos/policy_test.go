@@ -192,7 +192,7 @@ func TestPolicyCheckSaysHowDecisionsAreCached(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, dir, want string
-		caching        policy.Caching
+		caching         policy.Caching
 	}{
 		{"default", "../../rego/custos", "per principal, purpose and resource features",
 			policy.Caching{Decisions: true, WithoutURI: true, Subjects: true}},
