@@ -248,16 +248,11 @@ func TestRollBySize(t *testing.T) {
 	}
 }
 
-// TestRollByTime seals monthly and by period, judged by the injected
-// clock (the background roller runs too).
-//
 // rollAt sets the fake clock to when and calls RollIfDue, and reports
 // whether the live segment was sealed, by this call or by the log's own
 // roller, which polls too and may win the race once the clock says a roll
 // is due (then this call finds an empty live segment, which is not due).
 // The segments are counted before the clock moves, when no roll is due.
-//
-//custos:race
 func rollAt(ctx context.Context, t *testing.T, l *Log, set func(time.Time), when time.Time) bool {
 	t.Helper()
 	before := len(l.segments())
@@ -269,6 +264,10 @@ func rollAt(ctx context.Context, t *testing.T, l *Log, set func(time.Time), when
 	return ok || len(l.segments()) > before
 }
 
+// TestRollByTime seals monthly and by period, judged by the injected
+// clock (the background roller runs too).
+//
+//custos:race
 func TestRollByTime(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Date(2026, 1, 30, 23, 0, 0, 0, time.UTC)
