@@ -73,7 +73,14 @@
 // from). A -cpuprofile covers both servers and the clients of a concurrency
 // level; samples carry the pprof label side=bare, side=custos or side=client
 // (go tool pprof -tagfocus side=custos), and unlabelled samples are the
-// runtime (GC), bbolt's group-commit goroutine and timers. The
+// runtime (GC), bbolt's group-commit goroutine and timers. Per server and
+// level the report gives the process's CPU per read (getrusage over that
+// server's slices), the heap allocated per read (runtime/metrics) and the
+// CPU per read of idle-priority GC mark workers (runtime/metrics' estimate):
+// those run only on a CPU that would otherwise be idle, so a server that
+// waits on its disk shows CPU per read that a saturated one does not, and
+// the CPU ratio overstates custos's cost where custos is not saturated
+// (runtimestats.go). The
 // per-principal rate limit of `custos serve` (100/s, burst 200) is off by
 // default (-rate-limit): the harness measures the read path, not the limiter.
 // custos answers stateless reads with application/json (the orientation's

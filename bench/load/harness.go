@@ -350,13 +350,15 @@ func runConcurrency(ctx context.Context, o options, progress io.Writer, n int, b
 	}
 	slice := o.Duration / time.Duration(o.Rounds)
 	var cpu [2]time.Duration
+	var rt [2]runtimeSample
 	for round := range o.Rounds {
 		for i, f := range fleets {
-			c0 := processCPU()
+			c0, r0 := processCPU(), readRuntime()
 			if err := f.slice(ctx, slice, true, d, uint64(n)<<16|uint64(round)<<8|uint64(i)); err != nil {
 				return [2]runResult{}, err
 			}
 			cpu[i] += processCPU() - c0
+			rt[i] = rt[i].add(readRuntime().sub(r0))
 		}
 	}
 	if o.MemProfile != "" {
@@ -370,6 +372,8 @@ func runConcurrency(ctx context.Context, o options, progress io.Writer, n int, b
 	for i := range res {
 		if res[i].Reads > 0 && cpu[i] > 0 {
 			res[i].CPUPerReadMs = ms(cpu[i]) / float64(res[i].Reads)
+			res[i].AllocKBPerRead = float64(rt[i].allocBytes) / 1024 / float64(res[i].Reads)
+			res[i].IdleGCPerReadMs = ms(rt[i].gcIdle) / float64(res[i].Reads)
 		}
 	}
 	res[1].AuditRecords, res[1].AuditCommits = &grew, &commits
@@ -565,14 +569,15 @@ func (r *report) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\ncustos: default policy, audit fsync with group commit (%s), checkpoints, %s (each a clinician caring for all %d patients, TREAT), rate limit %s\n\n", win, principalsText(s), s.Patients, rl)
 
-	fmt.Fprintf(w, "%7s  %-6s  %9s  %8s  %8s  %8s  %8s  %6s  %9s\n", "clients", "server", "reads/s", "p50", "p90", "p99", "max", "errors", "cpu/read")
+	fmt.Fprintf(w, "%7s  %-6s  %9s  %8s  %8s  %8s  %8s  %6s  %9s  %9s  %10s\n", "clients", "server", "reads/s", "p50", "p90", "p99", "max", "errors", "cpu/read", "idle-gc", "alloc/read")
 	for i, run := range r.Runs {
 		flag := ""
 		if run.TotalErrors > 0 {
 			flag = "  << ERRORS"
 		}
-		fmt.Fprintf(w, "%7d  %-6s  %9.1f  %8s  %8s  %8s  %8s  %6d  %9s%s\n", run.Clients, run.Server, run.ReadsPerSec,
-			fmtMs(run.P50ms), fmtMs(run.P90ms), fmtMs(run.P99ms), fmtMs(run.MaxMs), run.Errors, fmt.Sprintf("%.3f ms", run.CPUPerReadMs), flag)
+		fmt.Fprintf(w, "%7d  %-6s  %9.1f  %8s  %8s  %8s  %8s  %6d  %9s  %9s  %10s%s\n", run.Clients, run.Server, run.ReadsPerSec,
+			fmtMs(run.P50ms), fmtMs(run.P90ms), fmtMs(run.P99ms), fmtMs(run.MaxMs), run.Errors, fmt.Sprintf("%.3f ms", run.CPUPerReadMs),
+			fmt.Sprintf("%.3f ms", run.IdleGCPerReadMs), fmt.Sprintf("%.0f KB", run.AllocKBPerRead), flag)
 		for _, e := range run.ErrorSamples {
 			fmt.Fprintf(w, "         error: %s\n", e)
 		}

@@ -54,6 +54,17 @@ type runResult struct {
 	// from run to run than throughput on a shared machine, so ratios of it
 	// show whether a change made custos cheaper. 0 where not measured.
 	CPUPerReadMs float64 `json:"cpu_per_read_ms"`
+	// IdleGCPerReadMs is the CPU that idle-priority GC mark workers used
+	// in the same slices, per read (runtime/metrics' estimate, accounted
+	// when a GC cycle ends, so a cycle that spans two slices counts in the
+	// second: meaningful over slices of seconds only). These workers run
+	// only on a CPU that would otherwise be idle, so a server that waits
+	// (custos, on its audit commit) shows CPU per read in CPUPerReadMs that
+	// a saturated one does not (see runtimestats.go).
+	IdleGCPerReadMs float64 `json:"idle_gc_per_read_ms,omitempty"`
+	// AllocKBPerRead is the heap the process allocated in the same slices
+	// per read served (clients included, for both servers alike).
+	AllocKBPerRead float64 `json:"alloc_kb_per_read,omitempty"`
 	// AuditRecords is how many records the custos audit log gained during
 	// the run (custos only).
 	AuditRecords *uint64 `json:"audit_records,omitempty"`

@@ -72,6 +72,13 @@ func testShortRun(t *testing.T, mode string) {
 	if c, g := rep.Runs[1].AuditCommits, rep.Runs[1].AuditRecords; c == nil || g == nil || *c == 0 || *c > *g {
 		t.Errorf("audit commits during the custos run = %v for %v records, want between 1 and the records", c, g)
 	}
+	for _, r := range rep.Runs {
+		// A read over TLS and JSON-RPC allocates at least its 4 KiB note
+		// (encoded and decoded), and far less than 100 MB.
+		if r.AllocKBPerRead < 4 || r.AllocKBPerRead > 100_000 {
+			t.Errorf("%s: allocated %v KB per read", r.Server, r.AllocKBPerRead)
+		}
+	}
 	if rep.Settings.Patients != 5 {
 		t.Errorf("patients = %d, want 5 (50 notes, 10 per patient)", rep.Settings.Patients)
 	}
@@ -85,6 +92,9 @@ func testShortRun(t *testing.T, mode string) {
 			if r.CPUPerReadMs < 0.001 || r.CPUPerReadMs > 1000 {
 				t.Errorf("%s: CPU per read %v ms", r.Server, r.CPUPerReadMs)
 			}
+			if r.IdleGCPerReadMs < 0 {
+				t.Errorf("%s: idle GC per read %v ms", r.Server, r.IdleGCPerReadMs)
+			}
 		}
 		if len(rep.Compare) == 1 && rep.Compare[0].CPURatio <= 0 {
 			t.Errorf("comparison = %+v, want a CPU-per-read ratio", rep.Compare[0])
@@ -93,7 +103,7 @@ func testShortRun(t *testing.T, mode string) {
 
 	var out bytes.Buffer
 	rep.print(&out)
-	for _, want := range []string{"custos/bare: throughput", "cpu/read", "audit records/commit", "every served read has its record", "clients  server"} {
+	for _, want := range []string{"custos/bare: throughput", "cpu/read", "idle-gc", "alloc/read", "audit records/commit", "every served read has its record", "clients  server"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("printed report lacks %q:\n%s", want, out.String())
 		}
