@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"slices"
-
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/topdown"
 )
@@ -16,68 +14,117 @@ import (
 // keys match term by term with Term.Equal, only the top frame is read,
 // Pop drops the top frame, and a key marked undefined stays undefined
 // when a value is put for it later.
+//
+// A frame's entries live in one slice, chained by hash from the map, and
+// the copies of their keys in a shared arena, so that a value put costs
+// no allocation of its own (a first decision puts a few dozen).
 type flatCache struct {
-	frames []map[uint64][]flatEntry
+	frames []flatFrame
+	arena  []*ast.Term // room for copies of keys; never reused
+}
+
+// flatFrame is one frame: first maps a key hash to 1 + the index in
+// entries of the last entry put with that hash, whose next (1 + index, or
+// 0) leads to the one before.
+type flatFrame struct {
+	first   map[uint64]int32
+	entries []flatEntry
 }
 
 type flatEntry struct {
 	ref       ast.Ref // a copy: OPA reuses its key slices
 	value     *ast.Term
 	undefined bool
+	next      int32
 }
+
+// flatFrameHint is the room a new frame is made with: about what a first
+// decision under the default policy puts.
+const flatFrameHint = 8
+
+// An arena chunk holds twice as many key terms as the one before, from
+// flatArenaFirst up to flatArenaMax.
+const (
+	flatArenaFirst = 32
+	flatArenaMax   = 256
+)
 
 var _ topdown.VirtualCache = (*flatCache)(nil)
 
 func newFlatCache() *flatCache {
-	return &flatCache{frames: []map[uint64][]flatEntry{{}}}
+	c := &flatCache{frames: make([]flatFrame, 1, 2)}
+	c.frames[0] = newFlatFrame()
+	return c
 }
 
-func (c *flatCache) Push() { c.frames = append(c.frames, map[uint64][]flatEntry{}) }
+func newFlatFrame() flatFrame {
+	return flatFrame{first: make(map[uint64]int32, flatFrameHint), entries: make([]flatEntry, 0, flatFrameHint)}
+}
+
+func (c *flatCache) Push() { c.frames = append(c.frames, newFlatFrame()) }
 
 func (c *flatCache) Pop() {
 	if len(c.frames) > 1 {
+		c.frames[len(c.frames)-1] = flatFrame{}
 		c.frames = c.frames[:len(c.frames)-1]
 		return
 	}
-	c.frames[0] = map[uint64][]flatEntry{}
+	c.frames[0] = newFlatFrame()
 }
 
-func (c *flatCache) top() map[uint64][]flatEntry { return c.frames[len(c.frames)-1] }
+func (c *flatCache) top() *flatFrame { return &c.frames[len(c.frames)-1] }
+
+// find returns the entry of f for ref, whose hash is h; nil if none.
+func (f *flatFrame) find(ref ast.Ref, h uint64) *flatEntry {
+	for i := f.first[h]; i != 0; {
+		e := &f.entries[i-1]
+		if e.ref.Equal(ref) {
+			return e
+		}
+		i = e.next
+	}
+	return nil
+}
 
 func (c *flatCache) Get(ref ast.Ref) (*ast.Term, bool) {
-	for _, e := range c.top()[refHash(ref)] {
-		if e.ref.Equal(ref) {
-			if e.undefined {
-				return nil, true
-			}
-			return e.value, false
+	if e := c.top().find(ref, refHash(ref)); e != nil {
+		if e.undefined {
+			return nil, true
 		}
+		return e.value, false
 	}
 	return nil, false
 }
 
 func (c *flatCache) Put(ref ast.Ref, value *ast.Term) {
-	m, h := c.top(), refHash(ref)
-	for i := range m[h] {
-		if e := &m[h][i]; e.ref.Equal(ref) {
-			if value != nil {
-				e.value = value
-			} else {
-				e.undefined = true
-			}
-			return
+	f, h := c.top(), refHash(ref)
+	if e := f.find(ref, h); e != nil {
+		if value != nil {
+			e.value = value
+		} else {
+			e.undefined = true
 		}
+		return
 	}
-	m[h] = append(m[h], flatEntry{ref: slices.Clone(ref), value: value, undefined: value == nil})
+	f.entries = append(f.entries, flatEntry{ref: c.copyRef(ref), value: value, undefined: value == nil, next: f.first[h]})
+	f.first[h] = int32(len(f.entries))
+}
+
+// copyRef copies ref into the arena.
+func (c *flatCache) copyRef(ref ast.Ref) ast.Ref {
+	if cap(c.arena)-len(c.arena) < len(ref) {
+		c.arena = make([]*ast.Term, 0, max(min(2*cap(c.arena), flatArenaMax), flatArenaFirst, len(ref)))
+	}
+	n := len(c.arena)
+	c.arena = append(c.arena, ref...)
+	return c.arena[n:len(c.arena):len(c.arena)]
 }
 
 func (c *flatCache) Keys() []ast.Ref {
 	var keys []ast.Ref
-	for _, es := range c.top() {
-		for _, e := range es {
-			if e.value != nil { // as OPA's: keys with a value, undefined or not
-				keys = append(keys, e.ref)
-			}
+	for _, e := range c.top().entries {
+		if e.value != nil { // as OPA's: keys with a value, undefined or not
+			keys = append(keys, e.ref)
 		}
 	}
 	return keys
