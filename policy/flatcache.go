@@ -20,7 +20,7 @@ import (
 // no allocation of its own (a first decision puts a few dozen).
 type flatCache struct {
 	frames []flatFrame
-	arena  []*ast.Term // room for copies of keys; never reused
+	arena  refArena
 }
 
 // flatFrame is one frame: first maps a key hash to 1 + the index in
@@ -96,7 +96,11 @@ func (c *flatCache) Get(ref ast.Ref) (*ast.Term, bool) {
 	return nil, false
 }
 
-func (c *flatCache) Put(ref ast.Ref, value *ast.Term) {
+func (c *flatCache) Put(ref ast.Ref, value *ast.Term) { c.put(ref, value, nil) }
+
+// put is Put; copied, if not nil, is a copy of ref that the caller will
+// not change, which a new entry keeps instead of making its own.
+func (c *flatCache) put(ref ast.Ref, value *ast.Term, copied ast.Ref) {
 	f, h := c.top(), refHash(ref)
 	if e := f.find(ref, h); e != nil {
 		if value != nil {
@@ -106,18 +110,25 @@ func (c *flatCache) Put(ref ast.Ref, value *ast.Term) {
 		}
 		return
 	}
-	f.entries = append(f.entries, flatEntry{ref: c.copyRef(ref), value: value, undefined: value == nil, next: f.first[h]})
+	if copied == nil {
+		copied = c.arena.copy(ref)
+	}
+	f.entries = append(f.entries, flatEntry{ref: copied, value: value, undefined: value == nil, next: f.first[h]})
 	f.first[h] = int32(len(f.entries))
 }
 
-// copyRef copies ref into the arena.
-func (c *flatCache) copyRef(ref ast.Ref) ast.Ref {
-	if cap(c.arena)-len(c.arena) < len(ref) {
-		c.arena = make([]*ast.Term, 0, max(min(2*cap(c.arena), flatArenaMax), flatArenaFirst, len(ref)))
+// refArena copies keys into shared chunks of terms, which are never
+// reused: a copy lives as long as anything holds it (and keeps its chunk).
+type refArena struct{ chunk []*ast.Term }
+
+// copy returns a copy of ref.
+func (a *refArena) copy(ref ast.Ref) ast.Ref {
+	if cap(a.chunk)-len(a.chunk) < len(ref) {
+		a.chunk = make([]*ast.Term, 0, max(min(2*cap(a.chunk), flatArenaMax), flatArenaFirst, len(ref)))
 	}
-	n := len(c.arena)
-	c.arena = append(c.arena, ref...)
-	return c.arena[n:len(c.arena):len(c.arena)]
+	n := len(a.chunk)
+	a.chunk = append(a.chunk, ref...)
+	return a.chunk[n:len(a.chunk):len(a.chunk)]
 }
 
 func (c *flatCache) Keys() []ast.Ref {

@@ -77,23 +77,27 @@ func TestFlatCacheAgreesWithOPA(t *testing.T) {
 	}
 }
 
-// A subject store finds each of several keys that share a hash bucket.
+// A subject store finds each of several keys kept under one hash, and
+// tells a key it does not hold from one known to be undefined.
 func TestSubjectStoreCollisions(t *testing.T) {
-	s := &subjectStore{m: map[uint64][]storedValue{}, limit: 10}
-	a := ast.MustParseRef("data.x.f")
-	a = append(a, ast.StringTerm("1"))
-	b := ast.MustParseRef("data.x.f")
-	b = append(b, ast.StringTerm("2"))
-	// Force both into a's bucket.
-	s.m[refHash(a)] = []storedValue{{ref: b, value: ast.StringTerm("B")}, {ref: a, value: nil}}
-	if v, undefined := s.lookup(a); v != nil || !undefined {
-		t.Fatalf("a: (%v, %v), want undefined", v, undefined)
+	s := &subjectStore{m: map[uint64]storedValue{}, limit: 10}
+	key := func(arg string) ast.Ref { return append(ast.MustParseRef("data.x.f"), ast.StringTerm(arg)) }
+	a, b, c, d := key("1"), key("2"), key("3"), key("4")
+	const h = 42 // one hash for all of them
+	s.keep(h, a, nil)
+	s.keep(h, b, ast.StringTerm("B"))
+	s.keep(h, c, ast.StringTerm("C"))
+	for _, tc := range []struct {
+		ref       ast.Ref
+		want      *ast.Term
+		undefined bool
+	}{{a, nil, true}, {b, ast.StringTerm("B"), false}, {c, ast.StringTerm("C"), false}, {d, nil, false}} {
+		v, undefined := s.lookupHash(h, tc.ref)
+		if undefined != tc.undefined || (v == nil) != (tc.want == nil) || (v != nil && !v.Equal(tc.want)) {
+			t.Errorf("%v: (%v, %v), want (%v, %v)", tc.ref, v, undefined, tc.want, tc.undefined)
+		}
 	}
-	if v, undefined := s.lookup(b); v != nil || undefined {
-		t.Fatalf("b looked up in its own bucket: (%v, %v), want unknown", v, undefined)
-	}
-	s.m[refHash(b)] = s.m[refHash(a)]
-	if v, _ := s.lookup(b); v == nil || !v.Equal(ast.StringTerm("B")) {
-		t.Fatalf("b: %v", v)
+	if v, undefined := s.lookupHash(h+1, b); v != nil || undefined {
+		t.Errorf("b under another hash: (%v, %v), want unknown", v, undefined)
 	}
 }
