@@ -67,11 +67,11 @@ func TestRegoUnitTestsDetectMutations(t *testing.T) {
 		{"very-restricted needs no role", `"very-restricted": "sensitive:very-restricted"`, `"very-restricted": ""`},
 		{"unknown fhir type known", `known_type(typ) if typ in document_types`, `known_type(typ) if typ in document_types | {"widget"}`},
 		{"empty purpose accepted", `purpose_missing if input.purpose_of_use == ""`, `purpose_missing if false`},
-		{"nothing visible never for request denies", "\tcount(request_denies) == 0\n\tcount(principal_denies) == 0\n", "\ttrue\n\tcount(principal_denies) == 0\n"},
-		{"nothing visible never for auditors", "\tcount(principal_denies) == 0\n", "\ttrue\n"},
-		{"nothing visible never without tenant", "\tcount(principal_tenants) > 0\n", "\ttrue\n"},
-		{"nothing visible never without grant mode", "\tcount(principal_tenants) > 0\n\tgrant_mode\n}", "\tcount(principal_tenants) > 0\n\ttrue\n}"},
-		{"nothing visible to everyone", `nothing_visible if not something_visible`, `nothing_visible if true`},
+		{"nothing visible never for request denies", `nothing_visible if count(request_denies) > 0`, `nothing_visible if false`},
+		{"nothing visible never for auditors", `nothing_visible if count(principal_denies) > 0`, `nothing_visible if false`},
+		{"nothing visible never without tenant", `nothing_visible if count(principal_tenants) == 0`, `nothing_visible if false`},
+		{"nothing visible never without grant mode", `nothing_visible if not grant_mode`, `nothing_visible if false`},
+		{"nothing visible to everyone", `nothing_visible if not grant_mode`, `nothing_visible if true`},
 		// resource_denies's first body answers a resource with nothing to
 		// deny without building the deny sets; each of its checks must matter.
 		{"no-deny shortcut skips the tenant", "\thas_res == true\n\ttenant in principal_tenants\n", "\thas_res == true\n"},

@@ -314,16 +314,13 @@ grant_mode := "research" if {
 # whatever the rules above say (docs/policy.md, "Nothing visible").
 default nothing_visible := false
 
-nothing_visible if not something_visible
+nothing_visible if count(request_denies) > 0
 
-# The negation of the four conditions above, in their order, as one body
-# (one rule to evaluate per decision rather than four).
-something_visible if {
-	count(request_denies) == 0
-	count(principal_denies) == 0
-	count(principal_tenants) > 0
-	grant_mode
-}
+nothing_visible if count(principal_denies) > 0
+
+nothing_visible if count(principal_tenants) == 0
+
+nothing_visible if not grant_mode
 
 # The care team, as the patients a resource may concern to be in it; ""
 # never counts.
