@@ -323,8 +323,10 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 		key = cacheKey(&in, e.keyURI)
 		if c, ok := e.cache.get(key); ok {
 			d.Allow, d.Reasons, d.Obligations = c.allow, slices.Clone(c.reasons), slices.Clone(c.obs)
-			e.log.Debug("policy decision", "decision_id", d.ID, "revision", d.Revision, "cached", true,
-				"action", string(in.Action), "allow", d.Allow, "reasons", d.Reasons, "obligations", len(d.Obligations))
+			if e.log.Enabled(ctx, slog.LevelDebug) {
+				e.log.Debug("policy decision", "decision_id", d.ID, "revision", d.Revision, "cached", true,
+					"action", string(in.Action), "allow", d.Allow, "reasons", d.Reasons, "obligations", len(d.Obligations))
+			}
 			return d, nil
 		}
 	}
@@ -381,8 +383,11 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	if e.cache != nil {
 		e.cache.put(key, d)
 	}
-	e.log.Debug("policy decision", "decision_id", d.ID, "revision", d.Revision,
-		"action", string(in.Action), "allow", d.Allow, "reasons", d.Reasons, "obligations", len(d.Obligations))
+	// Guarded: the arguments alone cost allocations, even when discarded.
+	if e.log.Enabled(ctx, slog.LevelDebug) {
+		e.log.Debug("policy decision", "decision_id", d.ID, "revision", d.Revision,
+			"action", string(in.Action), "allow", d.Allow, "reasons", d.Reasons, "obligations", len(d.Obligations))
+	}
 	return d, nil
 }
 
@@ -613,15 +618,18 @@ func sortFiles(files []regoFile) []regoFile {
 // is value, and the function to call once that evaluation has succeeded
 // (it publishes the subject-level values the evaluation computed).
 func (e *Engine) evalOptions(in *Input, value ast.Value) ([]rego.EvalOption, func()) {
-	// No metrics: custos reads none, and OPA's default times every
-	// evaluation phase into a fresh map.
-	opts := []rego.EvalOption{rego.EvalParsedInput(value), rego.EvalMetrics(metrics.NoOp())}
+	opts := make([]rego.EvalOption, 0, 3)
+	opts = append(opts, rego.EvalParsedInput(value), noMetrics)
 	if e.subjects == nil {
 		return append(opts, rego.EvalVirtualCache(newFlatCache())), func() {}
 	}
 	vc := e.subjects.forInput(in)
 	return append(opts, rego.EvalVirtualCache(vc)), vc.commit
 }
+
+// noMetrics turns metrics off: custos reads none, and OPA's default times
+// every evaluation phase into a fresh map.
+var noMetrics = rego.EvalMetrics(metrics.NoOp())
 
 // analysis is what the static analysis of a policy found.
 type analysis struct {
