@@ -332,11 +332,12 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	opts, succeeded := e.evalOptions(&in, in.value())
+	opts, succeeded, release := e.evalOptions(&in, in.value())
 	rs, err := evaluations.eval(ctx, &e.query, opts...)
 	if err == nil {
 		succeeded()
 	}
+	release()
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			reason := "policy_error"
@@ -456,8 +457,9 @@ func (e *Engine) NothingVisible(ctx context.Context, in Input) (bool, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	opts, succeeded := e.evalOptions(&in, in.value())
+	opts, succeeded, release := e.evalOptions(&in, in.value())
 	rs, err := evaluations.eval(ctx, e.nothing, opts...)
+	defer release()
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return false, fmt.Errorf("%w: %w", ErrEvaluation, ctx.Err())
@@ -615,16 +617,19 @@ func sortFiles(files []regoFile) []regoFile {
 }
 
 // evalOptions are the options of one evaluation of in, whose input document
-// is value, and the function to call once that evaluation has succeeded
-// (it publishes the subject-level values the evaluation computed).
-func (e *Engine) evalOptions(in *Input, value ast.Value) ([]rego.EvalOption, func()) {
-	opts := make([]rego.EvalOption, 0, 3)
+// is value, the function to call once that evaluation has succeeded (it
+// publishes the subject-level values the evaluation computed), and the one
+// to call, if at all, once the evaluation has returned and its results are
+// read: it gives the evaluation's virtual cache back for reuse.
+func (e *Engine) evalOptions(in *Input, value ast.Value) (opts []rego.EvalOption, succeeded, release func()) {
+	opts = make([]rego.EvalOption, 0, 3)
 	opts = append(opts, rego.EvalParsedInput(value), noMetrics)
 	if e.subjects == nil {
-		return append(opts, rego.EvalVirtualCache(newFlatCache())), func() {}
+		vc := newFlatCache()
+		return append(opts, rego.EvalVirtualCache(vc)), func() {}, vc.release
 	}
 	vc := e.subjects.forInput(in)
-	return append(opts, rego.EvalVirtualCache(vc)), vc.commit
+	return append(opts, rego.EvalVirtualCache(vc)), vc.commit, vc.release
 }
 
 // noMetrics turns metrics off: custos reads none, and OPA's default times

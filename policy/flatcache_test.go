@@ -14,7 +14,9 @@ import (
 // Push, Pop and Put, over keys whose terms are permutations of one another
 // (equal sums of term hashes), of several lengths and kinds, with values
 // and undefined marks; a key slice reused by the caller after Put must not
-// change what is stored.
+// change what is stored. Each run's flat cache is released at its end,
+// wherever its frames are, so that later runs get reused caches, which must
+// answer as a new OPA cache does.
 func TestFlatCacheAgreesWithOPA(t *testing.T) {
 	terms := []*ast.Term{
 		ast.StringTerm("a"), ast.StringTerm("b"), ast.NumberTerm("1"), ast.BooleanTerm(true), ast.NullTerm(),
@@ -42,6 +44,9 @@ func TestFlatCacheAgreesWithOPA(t *testing.T) {
 	keys = append(keys, ast.Ref{fn, terms[0], terms[1]}, ast.Ref{fn, terms[1], terms[0]})
 	for run := range 20 {
 		flat, opa := newFlatCache(), topdown.NewVirtualCache()
+		if n := len(flat.Keys()); n != 0 || len(flat.frames) != 1 {
+			t.Fatalf("run %d: a reused cache has %d keys, %d frames", run, n, len(flat.frames))
+		}
 		depth := 0
 		for step := range 400 {
 			switch op := rnd.IntN(10); {
@@ -74,6 +79,7 @@ func TestFlatCacheAgreesWithOPA(t *testing.T) {
 				t.Fatalf("run %d step %d: %d keys, OPA %d", run, step, len(flat.Keys()), len(opa.Keys()))
 			}
 		}
+		flat.release()
 	}
 }
 

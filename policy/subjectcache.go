@@ -365,6 +365,13 @@ func (c *evalCache) Put(ref ast.Ref, value *ast.Term) {
 
 func (c *evalCache) Keys() []ast.Ref { return c.local.Keys() }
 
+// release gives the evaluation's own cache back for reuse; the evaluation
+// must have returned, and commit (if at all) been called.
+func (c *evalCache) release() {
+	c.local.release()
+	c.local = nil
+}
+
 // commit publishes the pending values of a successful evaluation to the
 // shared stores, within their bounds. Values are frozen first.
 func (c *evalCache) commit() {
