@@ -351,24 +351,32 @@ any_granting_role if {
 # The decision about one combination of resource features. req is the set of
 # request-level denies (request_denies); has_res is false only for a request
 # without a resource object. It reads the principal's roles, tenant and
-# purpose of use, and nothing else of the input.
+# purpose of use, and nothing else of the input. pick_grant is asked once
+# before the else: OPA memoizes a function's defined values only, so a
+# missing grant asked for in two branches was evaluated twice.
 
-class_decision(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent) := {
-	"allow": true,
-	"reasons": allow_reasons(g, sens),
-	"obligations": g.obligations,
-} if {
-	g := pick_grant(grant_mode, typ, ref, care, bg, bg_ok)
-	count(req | resource_denies(has_res, typ, tenant, sens, consent)) == 0
-} else := {
-	"allow": false,
-	"reasons": sort(req | resource_denies(has_res, typ, tenant, sens, consent)),
-	"obligations": [],
-} if {
+class_decision(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent) := granted_decision(
+	pick_grant(grant_mode, typ, ref, care, bg, bg_ok),
+	req | resource_denies(has_res, typ, tenant, sens, consent),
+	sens,
+) if {
 	pick_grant(grant_mode, typ, ref, care, bg, bg_ok)
 } else := {
 	"allow": false,
 	"reasons": no_grant_reasons(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent),
+	"obligations": [],
+}
+
+# The decision when grant g applies: allowed unless something denies.
+granted_decision(g, denies, sens) := {
+	"allow": true,
+	"reasons": allow_reasons(g, sens),
+	"obligations": g.obligations,
+} if {
+	count(denies) == 0
+} else := {
+	"allow": false,
+	"reasons": sort(denies),
 	"obligations": [],
 }
 
