@@ -30,7 +30,7 @@ func TestExplainNamesTheRulesThatFired(t *testing.T) {
 			[]string{`grant(mode, _, care, _, _)`, "class_decision(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent)", "resource_decision", "care_relationship_patients"},
 			[]string{"known_types", "class_decision(…) (else)", "no_grant_reasons"}},
 		{outsider, false,
-			[]string{"class_decision(…) (else)", "no_grant_reasons(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent)", "resource_denies(…) (else)"},
+			[]string{"class_decision(…) (else)", "no_grant_reasons(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent)", "resource_denies(true, typ, tenant, sens, consent)"},
 			[]string{"grant(", "allow_reasons"}},
 	}
 	for _, c := range cases {

@@ -357,7 +357,7 @@ any_granting_role if {
 
 class_decision(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent) := granted_decision(
 	pick_grant(grant_mode, typ, ref, care, bg, bg_ok),
-	req | resource_denies(has_res, typ, tenant, sens, consent),
+	req | class_denies(has_res, typ, tenant, sens, consent),
 	sens,
 ) if {
 	pick_grant(grant_mode, typ, ref, care, bg, bg_ok)
@@ -411,7 +411,7 @@ allow_reasons(g, sens) := array.concat(g.reasons, ["vip_patient"]) if {
 
 # A deny without a grant lists the denies and why no grant applied.
 no_grant_reasons(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent) := reasons if {
-	denies := req | resource_denies(has_res, typ, tenant, sens, consent)
+	denies := req | class_denies(has_res, typ, tenant, sens, consent)
 	reasons := sort((denies | principal_no_grant) | {code | code := pick_no_grant(grant_mode, typ, ref, care, bg, bg_ok)})
 	count(reasons) > 0
 } else := ["no_matching_grant"]
@@ -423,21 +423,25 @@ pick_no_grant(_, typ, ref, _, _, _) := "reference_type_not_permitted" if {
 
 pick_no_grant(mode, typ, ref, care, bg, bg_ok) := no_grant(mode, typ, care, bg, bg_ok) if ref == false
 
-resource_denies(has_res, _, _, _, _) := principal_denies | {"resource_missing"} if has_res == false
-
-# The first body is the common case, a resource of the principal's tenant,
-# of a known type, without labels or consent flags: every deny set of the
-# second is then empty, and the value principal_denies, without building
-# them. (TestRegoUnitTestsDetectMutations checks that each of its conditions
-# matters.)
-resource_denies(has_res, typ, tenant, sens, consent) := principal_denies if {
+# The denies of one combination of resource features: resource_denies,
+# answered without building its deny sets in the common case, a resource of
+# the principal's tenant, of a known type, without labels or consent flags,
+# which only the principal's own denies can deny. (TestRegoUnitTestsDetectMutations
+# checks that each of its conditions matters.)
+class_denies(has_res, typ, tenant, sens, consent) := principal_denies if {
 	has_res == true
 	tenant in principal_tenants
 	known_type(typ)
 	sens == []
 	consent == []
-} else := (((principal_denies | tenant_denies) | type_denies) | label_denies) | consent_denies if {
-	has_res == true
+} else := resource_denies(has_res, typ, tenant, sens, consent)
+
+# resource_denies keeps constants in its heads (see pick_grant): it is
+# reached off the common path only, and custos policy eval names the rule
+# by them.
+resource_denies(false, _, _, _, _) := principal_denies | {"resource_missing"}
+
+resource_denies(true, typ, tenant, sens, consent) := (((principal_denies | tenant_denies) | type_denies) | label_denies) | consent_denies if {
 	tenant_denies := {"tenant_mismatch" | not tenant in principal_tenants}
 	type_denies := {"resource_type_unknown" | not known_type(typ)}
 	label_denies := {code | some label in sens; code := label_deny(label)}
