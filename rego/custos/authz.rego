@@ -302,7 +302,7 @@ grant_mode := "research" if {
 #   - a request-level deny (request_denies): class_decision allows only
 #     when req is empty;
 #   - a principal deny (principal_denies, e.g. auditor_no_phi_access): part
-#     of resource_denies for every resource;
+#     of class_denies (and resource_denies) for every resource;
 #   - no tenant (principal_tenants is []): every resource is
 #     tenant_mismatch;
 #   - no grant mode: pick_grant, reference data included, is then
