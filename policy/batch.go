@@ -118,8 +118,9 @@ func (e *Engine) DecideBatch(ctx context.Context, in Input, items []Item) ([]Dec
 func (e *Engine) evalBatch(ctx context.Context, in *Input, items []Item, todo []int, ds []Decision) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	opts, succeeded := e.evalOptions(in, in.batchValue(items, todo))
+	opts, succeeded, release := e.evalOptions(in, in.batchValue(items, todo))
 	rs, err := evaluations.eval(ctx, e.batch, opts...)
+	defer release()
 	if err == nil {
 		succeeded()
 	}

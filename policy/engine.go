@@ -323,18 +323,21 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 		key = cacheKey(&in, e.keyURI)
 		if c, ok := e.cache.get(key); ok {
 			d.Allow, d.Reasons, d.Obligations = c.allow, slices.Clone(c.reasons), slices.Clone(c.obs)
-			e.log.Debug("policy decision", "decision_id", d.ID, "revision", d.Revision, "cached", true,
-				"action", string(in.Action), "allow", d.Allow, "reasons", d.Reasons, "obligations", len(d.Obligations))
+			if e.log.Enabled(ctx, slog.LevelDebug) {
+				e.log.Debug("policy decision", "decision_id", d.ID, "revision", d.Revision, "cached", true,
+					"action", string(in.Action), "allow", d.Allow, "reasons", d.Reasons, "obligations", len(d.Obligations))
+			}
 			return d, nil
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	opts, succeeded := e.evalOptions(&in, in.value())
+	opts, succeeded, release := e.evalOptions(&in, in.value())
 	rs, err := evaluations.eval(ctx, &e.query, opts...)
 	if err == nil {
 		succeeded()
 	}
+	release()
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			reason := "policy_error"
@@ -381,8 +384,11 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	if e.cache != nil {
 		e.cache.put(key, d)
 	}
-	e.log.Debug("policy decision", "decision_id", d.ID, "revision", d.Revision,
-		"action", string(in.Action), "allow", d.Allow, "reasons", d.Reasons, "obligations", len(d.Obligations))
+	// Guarded: the arguments alone cost allocations, even when discarded.
+	if e.log.Enabled(ctx, slog.LevelDebug) {
+		e.log.Debug("policy decision", "decision_id", d.ID, "revision", d.Revision,
+			"action", string(in.Action), "allow", d.Allow, "reasons", d.Reasons, "obligations", len(d.Obligations))
+	}
 	return d, nil
 }
 
@@ -451,8 +457,9 @@ func (e *Engine) NothingVisible(ctx context.Context, in Input) (bool, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	opts, succeeded := e.evalOptions(&in, in.value())
+	opts, succeeded, release := e.evalOptions(&in, in.value())
 	rs, err := evaluations.eval(ctx, e.nothing, opts...)
+	defer release()
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return false, fmt.Errorf("%w: %w", ErrEvaluation, ctx.Err())
@@ -610,18 +617,24 @@ func sortFiles(files []regoFile) []regoFile {
 }
 
 // evalOptions are the options of one evaluation of in, whose input document
-// is value, and the function to call once that evaluation has succeeded
-// (it publishes the subject-level values the evaluation computed).
-func (e *Engine) evalOptions(in *Input, value ast.Value) ([]rego.EvalOption, func()) {
-	// No metrics: custos reads none, and OPA's default times every
-	// evaluation phase into a fresh map.
-	opts := []rego.EvalOption{rego.EvalParsedInput(value), rego.EvalMetrics(metrics.NoOp())}
+// is value, the function to call once that evaluation has succeeded (it
+// publishes the subject-level values the evaluation computed), and the one
+// to call, if at all, once the evaluation has returned and its results are
+// read: it gives the evaluation's virtual cache back for reuse.
+func (e *Engine) evalOptions(in *Input, value ast.Value) (opts []rego.EvalOption, succeeded, release func()) {
+	opts = make([]rego.EvalOption, 0, 3)
+	opts = append(opts, rego.EvalParsedInput(value), noMetrics)
 	if e.subjects == nil {
-		return append(opts, rego.EvalVirtualCache(newFlatCache())), func() {}
+		vc := newFlatCache()
+		return append(opts, rego.EvalVirtualCache(vc)), func() {}, vc.release
 	}
 	vc := e.subjects.forInput(in)
-	return append(opts, rego.EvalVirtualCache(vc)), vc.commit
+	return append(opts, rego.EvalVirtualCache(vc)), vc.commit, vc.release
 }
+
+// noMetrics turns metrics off: custos reads none, and OPA's default times
+// every evaluation phase into a fresh map.
+var noMetrics = rego.EvalMetrics(metrics.NoOp())
 
 // analysis is what the static analysis of a policy found.
 type analysis struct {

@@ -27,7 +27,7 @@ func TestExplainNamesTheRulesThatFired(t *testing.T) {
 		want, not []string
 	}{
 		{clinician, true,
-			[]string{`grant("care", _, true, _, _)`, "class_decision(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent)", "resource_decision", "care_relationship_patients"},
+			[]string{`grant(mode, _, care, _, _)`, "class_decision(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent)", "resource_decision", "care_relationship_patients"},
 			[]string{"known_types", "class_decision(…) (else)", "no_grant_reasons"}},
 		{outsider, false,
 			[]string{"class_decision(…) (else)", "no_grant_reasons(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent)", "resource_denies(true, typ, tenant, sens, consent)"},

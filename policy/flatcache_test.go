@@ -14,7 +14,9 @@ import (
 // Push, Pop and Put, over keys whose terms are permutations of one another
 // (equal sums of term hashes), of several lengths and kinds, with values
 // and undefined marks; a key slice reused by the caller after Put must not
-// change what is stored.
+// change what is stored. Each run's flat cache is released at its end,
+// wherever its frames are, so that later runs get reused caches, which must
+// answer as a new OPA cache does.
 func TestFlatCacheAgreesWithOPA(t *testing.T) {
 	terms := []*ast.Term{
 		ast.StringTerm("a"), ast.StringTerm("b"), ast.NumberTerm("1"), ast.BooleanTerm(true), ast.NullTerm(),
@@ -42,6 +44,9 @@ func TestFlatCacheAgreesWithOPA(t *testing.T) {
 	keys = append(keys, ast.Ref{fn, terms[0], terms[1]}, ast.Ref{fn, terms[1], terms[0]})
 	for run := range 20 {
 		flat, opa := newFlatCache(), topdown.NewVirtualCache()
+		if n := len(flat.Keys()); n != 0 || len(flat.frames) != 1 {
+			t.Fatalf("run %d: a reused cache has %d keys, %d frames", run, n, len(flat.frames))
+		}
 		depth := 0
 		for step := range 400 {
 			switch op := rnd.IntN(10); {
@@ -74,26 +79,31 @@ func TestFlatCacheAgreesWithOPA(t *testing.T) {
 				t.Fatalf("run %d step %d: %d keys, OPA %d", run, step, len(flat.Keys()), len(opa.Keys()))
 			}
 		}
+		flat.release()
 	}
 }
 
-// A subject store finds each of several keys that share a hash bucket.
+// A subject store finds each of several keys kept under one hash, and
+// tells a key it does not hold from one known to be undefined.
 func TestSubjectStoreCollisions(t *testing.T) {
-	s := &subjectStore{m: map[uint64][]storedValue{}, limit: 10}
-	a := ast.MustParseRef("data.x.f")
-	a = append(a, ast.StringTerm("1"))
-	b := ast.MustParseRef("data.x.f")
-	b = append(b, ast.StringTerm("2"))
-	// Force both into a's bucket.
-	s.m[refHash(a)] = []storedValue{{ref: b, value: ast.StringTerm("B")}, {ref: a, value: nil}}
-	if v, undefined := s.lookup(a); v != nil || !undefined {
-		t.Fatalf("a: (%v, %v), want undefined", v, undefined)
+	s := &subjectStore{m: map[uint64]storedValue{}, limit: 10}
+	key := func(arg string) ast.Ref { return append(ast.MustParseRef("data.x.f"), ast.StringTerm(arg)) }
+	a, b, c, d := key("1"), key("2"), key("3"), key("4")
+	const h = 42 // one hash for all of them
+	s.keep(h, a, nil)
+	s.keep(h, b, ast.StringTerm("B"))
+	s.keep(h, c, ast.StringTerm("C"))
+	for _, tc := range []struct {
+		ref       ast.Ref
+		want      *ast.Term
+		undefined bool
+	}{{a, nil, true}, {b, ast.StringTerm("B"), false}, {c, ast.StringTerm("C"), false}, {d, nil, false}} {
+		v, undefined := s.lookupHash(h, tc.ref)
+		if undefined != tc.undefined || (v == nil) != (tc.want == nil) || (v != nil && !v.Equal(tc.want)) {
+			t.Errorf("%v: (%v, %v), want (%v, %v)", tc.ref, v, undefined, tc.want, tc.undefined)
+		}
 	}
-	if v, undefined := s.lookup(b); v != nil || undefined {
-		t.Fatalf("b looked up in its own bucket: (%v, %v), want unknown", v, undefined)
-	}
-	s.m[refHash(b)] = s.m[refHash(a)]
-	if v, _ := s.lookup(b); v == nil || !v.Equal(ast.StringTerm("B")) {
-		t.Fatalf("b: %v", v)
+	if v, undefined := s.lookupHash(h+1, b); v != nil || undefined {
+		t.Errorf("b under another hash: (%v, %v), want unknown", v, undefined)
 	}
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 )
@@ -177,11 +178,10 @@ func principalTerm(p *Principal) *ast.Term {
 
 func (in *Input) value() ast.Value {
 	principal := in.Subject.termOr(&in.Principal)
-	items := [][2]*ast.Term{
-		ast.Item(keyPrincipal, principal),
-		ast.Item(keyPurpose, ast.StringTerm(in.PurposeOfUse)),
-		ast.Item(keyAction, ast.StringTerm(string(in.Action))),
-	}
+	items := make([][2]*ast.Term, 3, 5)
+	items[0] = ast.Item(keyPrincipal, principal)
+	items[1] = ast.Item(keyPurpose, sharedStringTerm(in.PurposeOfUse))
+	items[2] = ast.Item(keyAction, actionTerm(in.Action))
 	if r := in.Resource; r != nil {
 		items = append(items, ast.Item(keyResource, resourceTerm(r)))
 	}
@@ -194,9 +194,9 @@ func (in *Input) value() ast.Value {
 func resourceTerm(r *Resource) *ast.Term {
 	return ast.ObjectTerm(
 		ast.Item(keyURI, ast.StringTerm(r.URI)),
-		ast.Item(keyType, ast.StringTerm(r.Type)),
+		ast.Item(keyType, sharedStringTerm(r.Type)),
 		ast.Item(keyPatient, ast.StringTerm(r.Patient)),
-		ast.Item(keyTenant, ast.StringTerm(r.Tenant)),
+		ast.Item(keyTenant, sharedStringTerm(r.Tenant)),
 		ast.Item(keySensitivity, stringArray(r.Sensitivity)),
 		ast.Item(keyConsent, stringArray(r.Consent)),
 	)
@@ -213,6 +213,9 @@ func breakGlassTerm(bg *BreakGlass) *ast.Term {
 // together (a care team of thousands of patients is one allocation, not
 // thousands), each equal to ast.StringTerm of its string.
 func stringArray(ss []string) *ast.Term {
+	if len(ss) == 0 {
+		return ast.InternedEmptyArray
+	}
 	elems := make([]ast.Term, len(ss))
 	terms := make([]*ast.Term, len(ss))
 	for i, s := range ss {
@@ -220,6 +223,55 @@ func stringArray(ss []string) *ast.Term {
 		terms[i] = &elems[i]
 	}
 	return ast.ArrayTerm(terms...)
+}
+
+// The terms of the actions, and of the strings many inputs share (purposes
+// of use, resource types, tenants), are made once and shared, like the
+// object keys above and ast.InternedEmptyArray: OPA never changes a term of
+// the input, and a string term has nothing it computes later.
+var (
+	termList      = ast.StringTerm(string(ActionList))
+	termRead      = ast.StringTerm(string(ActionRead))
+	termTemplates = ast.StringTerm(string(ActionTemplates))
+)
+
+func actionTerm(a Action) *ast.Term {
+	switch a {
+	case ActionList:
+		return termList
+	case ActionRead:
+		return termRead
+	case ActionTemplates:
+		return termTemplates
+	}
+	return ast.StringTerm(string(a))
+}
+
+// maxSharedTerms bounds the strings sharedStringTerm keeps (a bound, not a
+// policy: past it, terms are made per input).
+const maxSharedTerms = 4096
+
+var (
+	sharedTerms  sync.Map // string -> *ast.Term
+	sharedTermsN atomic.Int32
+)
+
+// sharedStringTerm returns ast.StringTerm(s), shared with every other
+// input that holds s. It is for values that repeat across requests
+// (purposes, resource types, tenants), never for identifiers of patients
+// or resources, which would only fill the table.
+func sharedStringTerm(s string) *ast.Term {
+	if t, ok := sharedTerms.Load(s); ok {
+		return t.(*ast.Term)
+	}
+	t := ast.StringTerm(s)
+	if sharedTermsN.Load() < maxSharedTerms {
+		if prev, loaded := sharedTerms.LoadOrStore(s, t); loaded {
+			return prev.(*ast.Term)
+		}
+		sharedTermsN.Add(1)
+	}
+	return t
 }
 
 func (s *Subject) termOr(p *Principal) *ast.Term {

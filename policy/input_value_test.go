@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -39,5 +40,30 @@ func TestInputValueIsItsJSON(t *testing.T) {
 		if got := in.value(); got.Compare(want) != 0 || !ast.ValueEqual(got, want) {
 			t.Fatalf("input document:\n got %v\nwant %v", got, want)
 		}
+	}
+}
+
+// Shared terms are the terms they stand for, the same one for every input
+// that holds the string, and past the bound still the right term.
+func TestSharedStringTerms(t *testing.T) {
+	for _, a := range []Action{ActionList, ActionRead, ActionTemplates, "other"} {
+		if got := actionTerm(a); !got.Equal(ast.StringTerm(string(a))) {
+			t.Errorf("actionTerm(%q) = %v", a, got)
+		}
+	}
+	if a, b := sharedStringTerm("TREAT"), sharedStringTerm("TREAT"); a != b || !a.Equal(ast.StringTerm("TREAT")) {
+		t.Errorf("sharedStringTerm(TREAT): %p %v, %p %v", a, a, b, b)
+	}
+	for i := range maxSharedTerms + 10 {
+		s := fmt.Sprintf("type-%d", i)
+		if got := sharedStringTerm(s); !got.Equal(ast.StringTerm(s)) {
+			t.Fatalf("sharedStringTerm(%q) = %v", s, got)
+		}
+	}
+	if n := sharedTermsN.Load(); n > maxSharedTerms {
+		t.Errorf("%d shared terms kept, bound %d", n, maxSharedTerms)
+	}
+	if got := stringArray(nil); !got.Equal(ast.ArrayTerm()) {
+		t.Errorf("stringArray(nil) = %v", got)
 	}
 }

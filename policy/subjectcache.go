@@ -129,7 +129,7 @@ type subjectCaches struct {
 // about a quarter of that evaluation's allocations.
 type subjectStore struct {
 	mu      sync.RWMutex
-	m       map[uint64][]storedValue // refHash(key) -> the values of keys with that hash
+	m       map[uint64]storedValue // refHash(key) -> the value of a key with that hash, and of any other in more
 	n       int
 	limit   int  // values kept at most
 	dropped bool // no longer in subjectCaches.m: takes no more values
@@ -152,7 +152,7 @@ func (c *subjectCaches) store(key storeKey) *subjectStore {
 		if key.p == 0 {
 			limit = policyCacheEntries
 		}
-		s = &subjectStore{m: make(map[uint64][]storedValue), limit: limit}
+		s = &subjectStore{m: make(map[uint64]storedValue), limit: limit}
 		c.m[key] = s
 	}
 	return s
@@ -223,7 +223,14 @@ type evalCache struct {
 	local   *flatCache
 	depth   int // frames pushed by `with`
 	pending []pendingValue
+	// arena holds the copies of pending keys, which the stores keep
+	// once published (with the chunks they are in).
+	arena refArena
 }
+
+// pendingHint is the room made for pending values at the first: about
+// what a first decision under the default policy puts.
+const pendingHint = 16
 
 type pendingValue struct {
 	store *subjectStore
@@ -302,18 +309,33 @@ func (s *subjectStore) get(ref ast.Ref) (*ast.Term, bool) {
 }
 
 // storedValue is one value of a subjectStore; value nil means undefined.
+// more holds the values of other keys with the same hash (rare), so that a
+// value kept costs no allocation of its own.
 type storedValue struct {
 	ref   ast.Ref
 	value *ast.Term
+	more  []storedValue
 }
 
 // lookup is what topdown.VirtualCache.Get answers for ref: the value, or
 // (nil, true) for a key known to be undefined, or (nil, false) for an
 // unknown key. s.mu is held.
 func (s *subjectStore) lookup(ref ast.Ref) (*ast.Term, bool) {
-	for _, sv := range s.m[refHash(ref)] {
-		if sv.ref.Equal(ref) {
-			return sv.value, sv.value == nil
+	return s.lookupHash(refHash(ref), ref)
+}
+
+// lookupHash is lookup of ref, whose hash is h.
+func (s *subjectStore) lookupHash(h uint64, ref ast.Ref) (*ast.Term, bool) {
+	sv, ok := s.m[h]
+	if !ok {
+		return nil, false
+	}
+	if sv.ref.Equal(ref) {
+		return sv.value, sv.value == nil
+	}
+	for _, o := range sv.more {
+		if o.ref.Equal(ref) {
+			return o.value, o.value == nil
 		}
 	}
 	return nil, false
@@ -330,13 +352,25 @@ func refHash(ref ast.Ref) uint64 {
 }
 
 func (c *evalCache) Put(ref ast.Ref, value *ast.Term) {
+	var copied ast.Ref
 	if s := c.storeFor(ref); s != nil {
-		c.pending = append(c.pending, pendingValue{store: s, ref: slices.Clone(ref), value: value})
+		if c.pending == nil {
+			c.pending = make([]pendingValue, 0, pendingHint)
+		}
+		copied = c.arena.copy(ref)
+		c.pending = append(c.pending, pendingValue{store: s, ref: copied, value: value})
 	}
-	c.local.Put(ref, value)
+	c.local.put(ref, value, copied)
 }
 
 func (c *evalCache) Keys() []ast.Ref { return c.local.Keys() }
+
+// release gives the evaluation's own cache back for reuse; the evaluation
+// must have returned, and commit (if at all) been called.
+func (c *evalCache) release() {
+	c.local.release()
+	c.local = nil
+}
 
 // commit publishes the pending values of a successful evaluation to the
 // shared stores, within their bounds. Values are frozen first.
@@ -377,11 +411,21 @@ func (s *subjectStore) publish(pending []pendingValue, c *subjectCaches) {
 		if p.value != nil {
 			freeze(p.value.Value)
 		}
-		k := refHash(p.ref)
-		s.m[k] = append(s.m[k], storedValue{ref: p.ref, value: p.value})
+		s.keep(refHash(p.ref), p.ref, p.value)
 		s.n++
 		c.values.Add(1)
 	}
+}
+
+// keep adds the value of ref, whose hash is h and which s does not hold.
+// s.mu is held.
+func (s *subjectStore) keep(h uint64, ref ast.Ref, value *ast.Term) {
+	if sv, ok := s.m[h]; ok {
+		sv.more = append(sv.more, storedValue{ref: ref, value: value})
+		s.m[h] = sv
+		return
+	}
+	s.m[h] = storedValue{ref: ref, value: value}
 }
 
 // freeze runs every lazy computation OPA's values do on first use, so that

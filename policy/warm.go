@@ -99,13 +99,14 @@ func (e *Engine) Warm(ctx context.Context, prev *Engine) int {
 				continue // remembered after validation: cannot happen
 			}
 			ectx, cancel := context.WithTimeout(ctx, e.timeout)
-			opts, succeeded := e.evalOptions(&in, in.value())
+			opts, succeeded, release := e.evalOptions(&in, in.value())
 			_, err := evaluations.eval(ectx, &e.query, opts...)
 			cancel()
 			if err == nil {
 				succeeded()
 				done++
 			}
+			release()
 			continue
 		}
 		if e.batch == nil || len(w.items) == 0 || in.validateBatch(w.items) != nil {

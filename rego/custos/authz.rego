@@ -134,7 +134,11 @@ research_fhir_types := {
 	"familymemberhistory", "imagingstudy", "specimen",
 }
 
-research_obligations := {typ: research_deidentify | some typ in research_fhir_types | reference_types}
+# A partial object, so that research_obligations[typ] evaluates the one key
+# it is asked for (a comprehension built all of them on every first use).
+research_obligations[typ] := research_deidentify if some typ in research_fhir_types
+
+research_obligations[typ] := research_deidentify if some typ in reference_types
 
 # ---------------------------------------------------------------------------
 # Entry points.
@@ -225,9 +229,11 @@ resource_decisions(items) := [class_decision(
 
 request_denies contains "purpose_of_use_missing" if purpose_missing
 
+# The membership check comes first: for a known purpose the body fails at
+# once, without evaluating purpose_missing again.
 request_denies contains "purpose_of_use_unknown" if {
-	not purpose_missing
 	not input.purpose_of_use in known_purposes
+	not purpose_missing
 }
 
 request_denies contains "subject_missing" if not subject_present
@@ -296,7 +302,7 @@ grant_mode := "research" if {
 #   - a request-level deny (request_denies): class_decision allows only
 #     when req is empty;
 #   - a principal deny (principal_denies, e.g. auditor_no_phi_access): part
-#     of resource_denies for every resource;
+#     of class_denies (and resource_denies) for every resource;
 #   - no tenant (principal_tenants is []): every resource is
 #     tenant_mismatch;
 #   - no grant mode: pick_grant, reference data included, is then
@@ -345,20 +351,15 @@ any_granting_role if {
 # The decision about one combination of resource features. req is the set of
 # request-level denies (request_denies); has_res is false only for a request
 # without a resource object. It reads the principal's roles, tenant and
-# purpose of use, and nothing else of the input.
+# purpose of use, and nothing else of the input. pick_grant is asked once
+# before the else: OPA memoizes a function's defined values only, so a
+# missing grant asked for in two branches was evaluated twice.
 
-class_decision(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent) := {
-	"allow": true,
-	"reasons": allow_reasons(g, sens),
-	"obligations": g.obligations,
-} if {
-	g := pick_grant(grant_mode, typ, ref, care, bg, bg_ok)
-	count(req | resource_denies(has_res, typ, tenant, sens, consent)) == 0
-} else := {
-	"allow": false,
-	"reasons": sort(req | resource_denies(has_res, typ, tenant, sens, consent)),
-	"obligations": [],
-} if {
+class_decision(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent) := granted_decision(
+	pick_grant(grant_mode, typ, ref, care, bg, bg_ok),
+	req | class_denies(has_res, typ, tenant, sens, consent),
+	sens,
+) if {
 	pick_grant(grant_mode, typ, ref, care, bg, bg_ok)
 } else := {
 	"allow": false,
@@ -366,11 +367,30 @@ class_decision(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent) :
 	"obligations": [],
 }
 
+# The decision when grant g applies: allowed unless something denies.
+granted_decision(g, denies, sens) := {
+	"allow": true,
+	"reasons": allow_reasons(g, sens),
+	"obligations": g.obligations,
+} if {
+	count(denies) == 0
+} else := {
+	"allow": false,
+	"reasons": sort(denies),
+	"obligations": [],
+}
+
 # A tenant-level resource is decided by reference_grant, anything else by
 # the role grants.
-pick_grant(mode, typ, true, _, _, _) := reference_grant(mode, typ)
+#
+# The functions below test their mode and flag arguments in the body
+# (ref == true, mode == "care"), not with constants in the head: OPA's rule
+# index picks a function's definitions by such equalities in the body, but
+# tries every definition whose head holds the constant (each a failed
+# unification, for every call).
+pick_grant(mode, typ, ref, _, _, _) := reference_grant(mode, typ) if ref == true
 
-pick_grant(mode, typ, false, care, bg, bg_ok) := grant(mode, typ, care, bg, bg_ok)
+pick_grant(mode, typ, ref, care, bg, bg_ok) := grant(mode, typ, care, bg, bg_ok) if ref == false
 
 reference_grant(mode, typ) := {"reasons": ["reference_data"], "obligations": []} if {
 	mode in {"care", "break_glass", "billing"}
@@ -391,15 +411,34 @@ allow_reasons(g, sens) := array.concat(g.reasons, ["vip_patient"]) if {
 
 # A deny without a grant lists the denies and why no grant applied.
 no_grant_reasons(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent) := reasons if {
-	denies := req | resource_denies(has_res, typ, tenant, sens, consent)
+	denies := req | class_denies(has_res, typ, tenant, sens, consent)
 	reasons := sort((denies | principal_no_grant) | {code | code := pick_no_grant(grant_mode, typ, ref, care, bg, bg_ok)})
 	count(reasons) > 0
 } else := ["no_matching_grant"]
 
-pick_no_grant(_, typ, true, _, _, _) := "reference_type_not_permitted" if not reference_type(typ)
+pick_no_grant(_, typ, ref, _, _, _) := "reference_type_not_permitted" if {
+	ref == true
+	not reference_type(typ)
+}
 
-pick_no_grant(mode, typ, false, care, bg, bg_ok) := no_grant(mode, typ, care, bg, bg_ok)
+pick_no_grant(mode, typ, ref, care, bg, bg_ok) := no_grant(mode, typ, care, bg, bg_ok) if ref == false
 
+# The denies of one combination of resource features: resource_denies,
+# answered without building its deny sets in the common case, a resource of
+# the principal's tenant, of a known type, without labels or consent flags,
+# which only the principal's own denies can deny. (TestRegoUnitTestsDetectMutations
+# checks that each of its conditions matters.)
+class_denies(has_res, typ, tenant, sens, consent) := principal_denies if {
+	has_res == true
+	tenant in principal_tenants
+	known_type(typ)
+	sens == []
+	consent == []
+} else := resource_denies(has_res, typ, tenant, sens, consent)
+
+# resource_denies keeps constants in its heads (see pick_grant): it is
+# reached off the common path only, and custos policy eval names the rule
+# by them.
 resource_denies(false, _, _, _, _) := principal_denies | {"resource_missing"}
 
 resource_denies(true, typ, tenant, sens, consent) := (((principal_denies | tenant_denies) | type_denies) | label_denies) | consent_denies if {
@@ -434,20 +473,25 @@ consent_deny(flag) := "patient_opted_out" if {
 consent_deny(flag) := "consent_flag_unknown" if not flag in known_consent
 
 # The grant: which role permits the request, and with which obligations.
-grant("care", _, true, _, _) := {"reasons": ["clinician_care_team"], "obligations": []}
+grant(mode, _, care, _, _) := {"reasons": ["clinician_care_team"], "obligations": []} if {
+	mode == "care"
+	care == true
+}
 
 # The grant id goes into the reasons so that every audit record of such a
 # read names it. Sensitive categories still need their role.
-grant("break_glass", _, _, bg, true) := {"reasons": ["break_glass", concat("", ["grant=", bg.grant])], "obligations": []} if {
+grant(mode, _, _, bg, bg_ok) := {"reasons": ["break_glass", concat("", ["grant=", bg.grant])], "obligations": []} if {
+	mode == "break_glass"
+	bg_ok == true
 	break_glass_valid(bg)
 }
 
-grant("billing", typ, _, _, _) := {"reasons": ["billing_payment"], "obligations": billing_obligations[typ]}
+grant(mode, typ, _, _, _) := {"reasons": ["billing_payment"], "obligations": billing_obligations[typ]} if mode == "billing"
 
-grant("research", typ, _, _, _) := {
+grant(mode, typ, _, _, _) := {
 	"reasons": ["research_deidentified"],
 	"obligations": research_obligations[typ],
-}
+} if mode == "research"
 
 # A grant names a patient (bg_ok says it is the resource's) and has an id.
 break_glass_valid(bg) if {
@@ -456,13 +500,25 @@ break_glass_valid(bg) if {
 	bg.patient != ""
 }
 
-no_grant("care", _, false, _, _) := "no_care_relationship"
+no_grant(mode, _, care, _, _) := "no_care_relationship" if {
+	mode == "care"
+	care == false
+}
 
-no_grant("break_glass", _, _, bg, bg_ok) := "break_glass_grant_required" if not break_glass_covers(bg, bg_ok)
+no_grant(mode, _, _, bg, bg_ok) := "break_glass_grant_required" if {
+	mode == "break_glass"
+	not break_glass_covers(bg, bg_ok)
+}
 
-no_grant("billing", typ, _, _, _) := "resource_type_not_permitted" if not billing_type(typ)
+no_grant(mode, typ, _, _, _) := "resource_type_not_permitted" if {
+	mode == "billing"
+	not billing_type(typ)
+}
 
-no_grant("research", typ, _, _, _) := "resource_type_not_permitted" if not research_type(typ)
+no_grant(mode, typ, _, _, _) := "resource_type_not_permitted" if {
+	mode == "research"
+	not research_type(typ)
+}
 
 break_glass_covers(bg, true) if break_glass_valid(bg)
 
