@@ -72,7 +72,7 @@ func TestRegoUnitTestsDetectMutations(t *testing.T) {
 		{"nothing visible never without tenant", `nothing_visible if count(principal_tenants) == 0`, `nothing_visible if false`},
 		{"nothing visible never without grant mode", `nothing_visible if not grant_mode`, `nothing_visible if false`},
 		{"nothing visible to everyone", `nothing_visible if not grant_mode`, `nothing_visible if true`},
-		// resource_denies's first body answers a resource with nothing to
+		// class_denies answers a resource with nothing to
 		// deny without building the deny sets; each of its checks must matter.
 		{"no-deny shortcut skips the tenant", "\thas_res == true\n\ttenant in principal_tenants\n", "\thas_res == true\n"},
 		{"no-deny shortcut skips the type", "\ttenant in principal_tenants\n\tknown_type(typ)\n", "\ttenant in principal_tenants\n"},

@@ -24,6 +24,13 @@
 //     key), never input.resource as a whole, and the URI not at all, so
 //     the engine caches a decision for every resource that differs only in
 //     its URI (policy/inputkey.go; TestDefaultPolicyKeysWithoutTheURI).
+//   - class_denies is a fast path of resource_denies: a resource of the
+//     principal's tenant, of a known type, without sensitivity labels or
+//     consent flags can be denied by the principal's own denies only, so
+//     it answers principal_denies without building the deny sets.
+//     test_class_denies_agrees_with_resource_denies checks the two agree on
+//     every combination of principal, tenant, type, labels and consent
+//     flags it enumerates.
 //   - Per-role, per-type obligation sets are plain data (billing_obligations,
 //     research_obligations) in the vocabulary of package minimize.
 //   - Research (HRESCH) is HIPAA Safe Harbor: every FHIR type a researcher

@@ -804,3 +804,46 @@ test_nothing_visible_reads_no_resource if {
 		}
 	}
 }
+
+# --- the no-deny shortcut -----------------------------------------------------
+
+# class_denies answers the common case (own tenant, known type, no labels,
+# no consent flags) with principal_denies alone; everywhere it must agree
+# with the plain resource_denies, for every principal, including the ones
+# with principal denies (the auditor) and without a tenant.
+shortcut_principals := [clinician, billing, researcher, auditor, object.union(clinician, {"tenant": ""})]
+
+shortcut_tenants := ["general-hospital", "other-hospital", ""]
+
+shortcut_types := ["Observation", "note", "no-such-type", ""]
+
+shortcut_labels := [[], ["vip"], ["restricted"], ["psy"], ["no-such-label"]]
+
+shortcut_consent := [[], ["opt-out"], ["no-such-flag"]]
+
+test_class_denies_agrees_with_resource_denies if {
+	every p in shortcut_principals {
+		every tenant in shortcut_tenants {
+			every typ in shortcut_types {
+				every sens in shortcut_labels {
+					every consent in shortcut_consent {
+						x := {"principal": p, "purpose_of_use": "treatment", "action": "read"}
+						fast := authz.class_denies(true, typ, tenant, sens, consent) with input as x
+						plain := authz.resource_denies(true, typ, tenant, sens, consent) with input as x
+						fast == plain
+					}
+				}
+			}
+		}
+	}
+}
+
+# The shortcut is taken at all: on the common path its answer is the
+# principal's denies (empty for a clinician, the auditor's own for an
+# auditor).
+test_class_denies_shortcut_common_path if {
+	x := {"principal": clinician, "purpose_of_use": "treatment", "action": "read"}
+	authz.class_denies(true, "Observation", "general-hospital", [], []) with input as x == set()
+	y := {"principal": auditor, "purpose_of_use": "treatment", "action": "read"}
+	authz.class_denies(true, "Observation", "general-hospital", [], []) with input as y == {"auditor_no_phi_access"}
+}
