@@ -159,14 +159,17 @@ func (w *watcher) none(t *testing.T, who string) {
 func (w *watcher) got(t *testing.T, who, uri string) *mcp.ResourceUpdatedNotificationParams {
 	t.Helper()
 	w.sync(t)
+	// Under 2026-07-28 the notification travels on the listen stream, not
+	// on the connection sync used, so a round trip does not order them:
+	// wait for it, boundedly.
 	select {
 	case p := <-w.updated:
 		if p.URI != uri {
 			t.Fatalf("%s: resources/updated for %s, want %s", who, p.URI, uri)
 		}
 		return p
-	default:
-		t.Fatalf("%s received no resources/updated for %s", who, uri)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s received no resources/updated for %s within 10 s", who, uri)
 	}
 	return nil
 }
