@@ -17,6 +17,10 @@
 //   - Sequence numbers are 1-based and gapless; each record's time is UTC and
 //     never earlier than the previous record's; each record carries the hash
 //     of the previous one (ZeroHash for seq 1).
+//   - Append accepts an Entry.Input only if encoding/json.Valid accepts it.
+//     validJSON (inputs.go) is a fast path of that check for inputs of up to
+//     fastValidMax bytes; TestValidJSONAgreesWithEncodingJSON and
+//     FuzzValidJSON check it against encoding/json.Valid.
 //   - Records hold identifiers (URIs, opaque patient ids, digests), never
 //     payloads. The log is itself PHI; this package's errors and operational
 //     log lines never include record contents.
