@@ -13,8 +13,7 @@ import (
 // says something about either server.
 var runtimeSampleNames = []string{
 	"/gc/heap/allocs:bytes",                 // cumulative bytes allocated on the heap
-	"/cpu/classes/gc/total:cpu-seconds",     // estimated CPU of the collector, all kinds
-	"/cpu/classes/gc/mark/idle:cpu-seconds", // the part done by idle-priority mark workers (CPU that was idle)
+	"/cpu/classes/gc/mark/idle:cpu-seconds", // CPU of the idle-priority mark workers (CPU that was idle)
 }
 
 // runtimeSample is one reading of runtimeSampleNames.
@@ -40,7 +39,7 @@ func readRuntime() runtimeSample {
 	if s[0].Value.Kind() == metrics.KindUint64 {
 		r.allocBytes = s[0].Value.Uint64()
 	}
-	r.gcIdle = secs(s[1].Value)
+	r.gcIdle = secs(s[1].Value) // the idle mark workers' (TestReadRuntimeReadsIdleMarking)
 	return r
 }
 
