@@ -80,7 +80,17 @@
 // those run only on a CPU that would otherwise be idle, so a server that
 // waits on its disk shows CPU per read that a saturated one does not, and
 // the CPU ratio overstates custos's cost where custos is not saturated
-// (runtimestats.go). The
+// (runtimestats.go).
+//
+// custos serves its ops endpoint as `custos serve --ops-listen` does, and
+// the report gives custos's own view of its measured slices from its
+// Prometheus histograms, scraped before and after each slice
+// (opsmetrics.go): the mean time a read spent in custos's handler, of which
+// its audit append (the record's preparation and the wait for its durable
+// group commit: the off-CPU part a disk adds), and a policy decision's. The
+// rest of the latency a client sees is the SDK, HTTP, TLS and waiting for a
+// CPU. Means only: the histograms' buckets are too coarse for percentiles.
+// The -flood scenario does not serve it. The
 // per-principal rate limit of `custos serve` (100/s, burst 200) is off by
 // default (-rate-limit): the harness measures the read path, not the limiter.
 // custos answers stateless reads with application/json (the orientation's

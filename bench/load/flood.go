@@ -225,7 +225,7 @@ func runFlood(ctx context.Context, o options) (_ *floodReport, err error) {
 		}
 	}()
 	start := func() (*custosSide, error) {
-		return startCustos(ctx, dir, tokens, tf, server.RateLimit{PerSecond: o.RateLimit, Burst: max(1, int(2*o.RateLimit))}, o.AuditBatchDelay, tlsCfg, o.CPUProfile != "", logger)
+		return startCustos(ctx, dir, tokens, tf, server.RateLimit{PerSecond: o.RateLimit, Burst: max(1, int(2*o.RateLimit))}, o.AuditBatchDelay, tlsCfg, o.CPUProfile != "", false, logger)
 	}
 	auditPath := filepath.Join(dir, app.AuditFile)
 

@@ -207,7 +207,7 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, err := openCustos(ctx, dir, d, principals, server.RateLimit{PerSecond: o.RateLimit, Burst: max(1, int(2*o.RateLimit))}, o.AuditBatchDelay, tlsCfg, o.CPUProfile != "", logger)
+	cs, err := openCustos(ctx, dir, d, principals, server.RateLimit{PerSecond: o.RateLimit, Burst: max(1, int(2*o.RateLimit))}, o.AuditBatchDelay, tlsCfg, o.CPUProfile != "", true, logger)
 	if err != nil {
 		return nil, fmt.Errorf("custos: %w", err)
 	}
@@ -351,14 +351,29 @@ func runConcurrency(ctx context.Context, o options, progress io.Writer, n int, b
 	slice := o.Duration / time.Duration(o.Rounds)
 	var cpu [2]time.Duration
 	var rt [2]runtimeSample
+	var own opsSample // custos's own histograms over its measured slices
+	opsURL := cs.opsURL()
 	for round := range o.Rounds {
 		for i, f := range fleets {
+			var o0 opsSample
+			if i == 1 && opsURL != "" {
+				if o0, err = scrapeOps(ctx, opsURL); err != nil {
+					return [2]runResult{}, err
+				}
+			}
 			c0, r0 := processCPU(), readRuntime()
 			if err := f.slice(ctx, slice, true, d, uint64(n)<<16|uint64(round)<<8|uint64(i)); err != nil {
 				return [2]runResult{}, err
 			}
 			cpu[i] += processCPU() - c0
 			rt[i] = rt[i].add(readRuntime().sub(r0))
+			if i == 1 && opsURL != "" {
+				o1, err := scrapeOps(ctx, opsURL)
+				if err != nil {
+					return [2]runResult{}, err
+				}
+				own = own.add(o1.sub(o0))
+			}
 		}
 	}
 	if o.MemProfile != "" {
@@ -377,6 +392,13 @@ func runConcurrency(ctx context.Context, o options, progress io.Writer, n int, b
 		}
 	}
 	res[1].AuditRecords, res[1].AuditCommits = &grew, &commits
+	if opsURL != "" {
+		res[1].Own = &ownMeans{
+			ReadMs: own.read.meanMs(), Reads: own.read.count,
+			AuditAppendMs: own.audit.meanMs(), AuditAppends: own.audit.count,
+			PolicyMs: own.policy.meanMs(), PolicyEvals: own.policy.count,
+		}
+	}
 	return res, nil
 }
 
@@ -591,6 +613,10 @@ func (r *report) print(w io.Writer) {
 				fmt.Fprintf(w, "; %s %.2f (%s) %s", ch.Name, ch.Value, ch.Target, passFail(ch.Pass))
 			}
 			fmt.Fprintln(w)
+			if m := run.Own; m != nil {
+				fmt.Fprintf(w, "%7s  custos's own means (ops metrics): a read in its handler %.3f ms (%d), of which its audit append %.3f ms (%d), a policy decision %.3f ms (%d)\n",
+					"", m.ReadMs, m.Reads, m.AuditAppendMs, m.AuditAppends, m.PolicyMs, m.PolicyEvals)
+			}
 		}
 	}
 

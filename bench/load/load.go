@@ -71,6 +71,23 @@ type runResult struct {
 	// AuditCommits is how many group commits the audit log started during
 	// the run (custos only): AuditRecords / AuditCommits is the mean batch.
 	AuditCommits *uint64 `json:"audit_commits,omitempty"`
+	// Own is custos's own view of its measured slices, from its ops
+	// metrics (custos only; opsmetrics.go).
+	Own *ownMeans `json:"own,omitempty"`
+}
+
+// ownMeans are means of custos's own histograms (server/ops) over the
+// measured slices, with the number of observations each: a read in
+// custos's handler (decision, audit append, fetch, minimization), an audit
+// append (the record's preparation and the wait for its durable commit),
+// a policy decision (cached or evaluated).
+type ownMeans struct {
+	ReadMs        float64 `json:"read_ms"`
+	Reads         uint64  `json:"reads"`
+	AuditAppendMs float64 `json:"audit_append_ms"`
+	AuditAppends  uint64  `json:"audit_appends"`
+	PolicyMs      float64 `json:"policy_ms"`
+	PolicyEvals   uint64  `json:"policy_evals"`
 }
 
 // clientState is one closed-loop client's tally, across slices.

@@ -51,7 +51,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.MemProfile, "memprofile", "", "after each concurrency level, write the allocation profile (cumulative since the process started: compare levels with go tool pprof -base) to this file (with -cN before the extension when several -clients are given)")
 	fs.StringVar(&o.DataDir, "data", "", "data directory for custos's catalog and audit log (must be empty or absent; kept). Default: a temporary directory, removed")
 	fs.Float64Var(&o.RateLimit, "rate-limit", 0, "custos per-principal rate limit in requests/s (serve's default is 100; 0 disables)")
-	fs.DurationVar(&o.AuditBatchDelay, "audit-batch-delay", 0, "fix custos's audit group-commit window (audit.Options.MinBatchDelay and MaxBatchDelay); 0: the adaptive window serve uses (1–5 ms by CPU queueing)")
+	fs.DurationVar(&o.AuditBatchDelay, "audit-batch-delay", 0, "fix custos's audit group-commit window (audit.Options.MinBatchDelay and MaxBatchDelay); 0: the adaptive window serve uses (0–5 ms by the scheduler's latency)")
 	fs.BoolVar(&flood, "flood", false, "run the unauthenticated flood scenario instead: the audit volume's growth for -flood-requests unauthenticated requests, and a clinician's p99 with and without them (-clients clinicians, default 1)")
 	fs.IntVar(&fo.Requests, "flood-requests", fo.Requests, "-flood: unauthenticated requests per phase")
 	fs.Float64Var(&fo.Rate, "flood-rate", fo.Rate, "-flood: the flood's pace in requests/s (0: as fast as -flood-workers go)")

@@ -72,6 +72,24 @@ func testShortRun(t *testing.T, mode string) {
 	if c, g := rep.Runs[1].AuditCommits, rep.Runs[1].AuditRecords; c == nil || g == nil || *c == 0 || *c > *g {
 		t.Errorf("audit commits during the custos run = %v for %v records, want between 1 and the records", c, g)
 	}
+	// custos's own histograms saw exactly the measured reads (a slice ends
+	// when its clients have their answers, which custos observes before it
+	// sends them), one audit append and one policy decision each, and a
+	// handler's time holds its append's.
+	if m := rep.Runs[1].Own; m == nil {
+		t.Error("custos run without its own means (ops metrics)")
+	} else {
+		n := uint64(rep.Runs[1].Reads)
+		if m.Reads != n || m.AuditAppends != n || m.PolicyEvals != n {
+			t.Errorf("ops metrics counted %d reads, %d audit appends, %d policy decisions for %d measured reads", m.Reads, m.AuditAppends, m.PolicyEvals, n)
+		}
+		if m.PolicyMs <= 0 || m.AuditAppendMs <= 0 || m.ReadMs < m.AuditAppendMs || m.ReadMs > rep.Runs[1].MaxMs {
+			t.Errorf("own means %+v: want 0 < policy, 0 < audit append <= read <= the slowest read seen by a client (%v ms)", m, rep.Runs[1].MaxMs)
+		}
+	}
+	if rep.Runs[0].Own != nil {
+		t.Errorf("bare run has custos's own means: %+v", rep.Runs[0].Own)
+	}
 	for _, r := range rep.Runs {
 		// A read over TLS and JSON-RPC allocates at least its 4 KiB note
 		// (encoded and decoded), and far less than 100 MB.
@@ -103,7 +121,7 @@ func testShortRun(t *testing.T, mode string) {
 
 	var out bytes.Buffer
 	rep.print(&out)
-	for _, want := range []string{"custos/bare: throughput", "cpu/read", "idle-gc", "alloc/read", "audit records/commit", "every served read has its record", "clients  server"} {
+	for _, want := range []string{"custos/bare: throughput", "cpu/read", "idle-gc", "alloc/read", "audit records/commit", "custos's own means (ops metrics)", "every served read has its record", "clients  server"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("printed report lacks %q:\n%s", want, out.String())
 		}

@@ -267,7 +267,7 @@ type custosSide struct {
 
 // openCustos imports d into dir/catalog.db, makes a dev token for each of
 // maxClients clinicians and serves the assembly (startCustos).
-func openCustos(ctx context.Context, dir string, d dataset, maxClients int, rate server.RateLimit, batchDelay time.Duration, tlsCfg *tls.Config, profile bool, logger *slog.Logger) (*custosSide, error) {
+func openCustos(ctx context.Context, dir string, d dataset, maxClients int, rate server.RateLimit, batchDelay time.Duration, tlsCfg *tls.Config, profile, ops bool, logger *slog.Logger) (*custosSide, error) {
 	if err := importCatalog(ctx, dir, d, logger); err != nil {
 		return nil, err
 	}
@@ -275,7 +275,7 @@ func openCustos(ctx context.Context, dir string, d dataset, maxClients int, rate
 	if err != nil {
 		return nil, err
 	}
-	return startCustos(ctx, dir, tokens, tf, rate, batchDelay, tlsCfg, profile, logger)
+	return startCustos(ctx, dir, tokens, tf, rate, batchDelay, tlsCfg, profile, ops, logger)
 }
 
 // importCatalog writes d as an import directory under dir/seed and imports
@@ -301,18 +301,23 @@ func importCatalog(ctx context.Context, dir string, d dataset, logger *slog.Logg
 // on a random 127.0.0.1 port with tlsCfg. batchDelay, if not 0, fixes the
 // audit log's group-commit window (0: the audit package's adaptive
 // default, as serve uses). With profile, the server's goroutines carry the
-// pprof label side=custos.
-func startCustos(ctx context.Context, dir string, tokens []string, tf []byte, rate server.RateLimit, batchDelay time.Duration, tlsCfg *tls.Config, profile bool, logger *slog.Logger) (*custosSide, error) {
+// pprof label side=custos. With ops it also serves the ops endpoint
+// (/metrics) on a random 127.0.0.1 port, as serve --ops-listen does.
+func startCustos(ctx context.Context, dir string, tokens []string, tf []byte, rate server.RateLimit, batchDelay time.Duration, tlsCfg *tls.Config, profile, ops bool, logger *slog.Logger) (*custosSide, error) {
 	verifier, err := server.ParseTokenFile(tf)
 	if err != nil {
 		return nil, err
 	}
-	a, err := app.Open(ctx, app.Options{
+	ao := app.Options{
 		DataDir: dir, Dev: true, Node: benchNode, Version: "load-bench", Logger: logger,
 		AuditBatchDelay: batchDelay,
 		Checkpoints:     app.CheckpointOptions{Every: checkpointEvery, Interval: checkpointInterval},
 		HTTP:            &app.HTTPOptions{Listen: "127.0.0.1:0", Tokens: verifier, TLSConfig: tlsCfg, RateLimit: rate},
-	})
+	}
+	if ops {
+		ao.Ops.Listen = "127.0.0.1:0"
+	}
+	a, err := app.Open(ctx, ao)
 	if err != nil {
 		return nil, err
 	}
@@ -334,6 +339,9 @@ func (c *custosSide) head() uint64 {
 	seq, _ := c.app.AuditLog().Head()
 	return seq
 }
+
+// opsURL is the base URL of custos's ops endpoint, "" if not served.
+func (c *custosSide) opsURL() string { return c.app.OpsURL() }
 
 // commits is the number of group commits the audit log has started.
 func (c *custosSide) commits() uint64 { return c.app.AuditLog().Commits() }
