@@ -7,39 +7,40 @@ import (
 
 // Runtime counters sampled around each measured slice, so that a run can
 // say, per server, how many bytes the process allocated and how much CPU
-// the garbage collector used per read served. Both servers, their clients
-// and the collector share one process: the counters are the process's, as
-// processCPU is, and only their difference between the two servers' slices
-// says something about either server.
-var runtimeSampleNames = []string{
-	"/gc/heap/allocs:bytes",                 // cumulative bytes allocated on the heap
-	"/cpu/classes/gc/mark/idle:cpu-seconds", // CPU of the idle-priority mark workers (CPU that was idle)
-}
+// the collector's idle-priority mark workers used per read served. Both
+// servers, their clients and the collector share one process: the counters
+// are the process's, as processCPU is, and only their difference between
+// the two servers' slices says something about either server.
+const (
+	sampleAllocs = "/gc/heap/allocs:bytes"                 // cumulative bytes allocated on the heap
+	sampleGCIdle = "/cpu/classes/gc/mark/idle:cpu-seconds" // CPU of the idle-priority mark workers (CPU that was idle)
+)
 
-// runtimeSample is one reading of runtimeSampleNames.
+// runtimeSample is one reading of the samples above.
 type runtimeSample struct {
 	allocBytes uint64
 	gcIdle     time.Duration
 }
 
-// readRuntime reads the counters; an unsupported one reads as zero.
+// readRuntime reads the counters; an unsupported one reads as zero. Each
+// field is read by its sample's name, not by position (a positional read
+// once reported the collector's total CPU as its idle marking).
 func readRuntime() runtimeSample {
-	s := make([]metrics.Sample, len(runtimeSampleNames))
-	for i, n := range runtimeSampleNames {
-		s[i].Name = n
-	}
+	s := []metrics.Sample{{Name: sampleAllocs}, {Name: sampleGCIdle}}
 	metrics.Read(s)
-	secs := func(v metrics.Value) time.Duration {
-		if v.Kind() != metrics.KindFloat64 {
-			return 0
-		}
-		return time.Duration(v.Float64() * float64(time.Second))
-	}
 	var r runtimeSample
-	if s[0].Value.Kind() == metrics.KindUint64 {
-		r.allocBytes = s[0].Value.Uint64()
+	for _, x := range s {
+		switch x.Name {
+		case sampleAllocs:
+			if x.Value.Kind() == metrics.KindUint64 {
+				r.allocBytes = x.Value.Uint64()
+			}
+		case sampleGCIdle:
+			if x.Value.Kind() == metrics.KindFloat64 {
+				r.gcIdle = time.Duration(x.Value.Float64() * float64(time.Second))
+			}
+		}
 	}
-	r.gcIdle = secs(s[1].Value) // the idle mark workers' (TestReadRuntimeReadsIdleMarking)
 	return r
 }
 
