@@ -815,7 +815,7 @@ shortcut_principals := [clinician, billing, researcher, auditor, object.union(cl
 
 shortcut_tenants := ["general-hospital", "other-hospital", ""]
 
-shortcut_types := ["Observation", "note", "no-such-type", ""]
+shortcut_types := ["observation", "note", "Observation", "no-such-type", ""]
 
 shortcut_labels := [[], ["vip"], ["restricted"], ["psy"], ["no-such-label"]]
 
@@ -841,9 +841,14 @@ test_class_denies_agrees_with_resource_denies if {
 # The shortcut is taken at all: on the common path its answer is the
 # principal's denies (empty for a clinician, the auditor's own for an
 # auditor).
+#
+# The value is bound before it is compared: `f(...) with input as x == v`
+# parses as `f(...) with input as (x == v)`, which holds for any v.
 test_class_denies_shortcut_common_path if {
 	x := {"principal": clinician, "purpose_of_use": "treatment", "action": "read"}
-	authz.class_denies(true, "Observation", "general-hospital", [], []) with input as x == set()
+	clinician_denies := authz.class_denies(true, "observation", "general-hospital", [], []) with input as x
+	clinician_denies == set()
 	y := {"principal": auditor, "purpose_of_use": "treatment", "action": "read"}
-	authz.class_denies(true, "Observation", "general-hospital", [], []) with input as y == {"auditor_no_phi_access"}
+	auditor_denies := authz.class_denies(true, "observation", "general-hospital", [], []) with input as y
+	auditor_denies == {"auditor_no_phi_access"}
 }

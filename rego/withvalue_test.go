@@ -1,0 +1,53 @@
+package rego_test
+
+import (
+	"io/fs"
+	"testing"
+
+	"github.com/custos-mcp/custos/rego"
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// comparisons are the builtins a `with` value must not be: in
+// `f(x) with input as y == v` the comparison binds to the value, so the
+// expression tests `f(x)` under the input `y == v` (a boolean) and holds
+// whatever v is.
+var comparisons = map[string]bool{"eq": true, "equal": true, "neq": true, "lt": true, "lte": true, "gt": true, "gte": true, "assign": true}
+
+// withComparisons returns the `with` values of m that are comparisons, as
+// "row: text".
+func withComparisons(m *ast.Module) []string {
+	var found []string
+	ast.WalkExprs(m, func(e *ast.Expr) bool {
+		for _, w := range e.With {
+			if call, ok := w.Value.Value.(ast.Call); ok && len(call) > 0 {
+				if ref, ok := call[0].Value.(ast.Ref); ok && comparisons[ref.String()] {
+					found = append(found, w.Location.String()+": "+w.String())
+				}
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// TestNoComparisonAsWithValue: no Rego test compares under a `with` by
+// mistake (such a test cannot fail).
+func TestNoComparisonAsWithValue(t *testing.T) {
+	src, err := fs.ReadFile(rego.FS, "custos/authz_test.rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ast.ParseModuleWithOpts("custos/authz_test.rego", string(src), ast.ParserOptions{RegoVersion: ast.RegoV1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found := withComparisons(m); len(found) > 0 {
+		t.Fatalf("a `with` takes a comparison as its value (the expression holds whatever is compared; bind the value first): %v", found)
+	}
+	// The check finds the mistake it looks for.
+	bad := ast.MustParseModuleWithOpts("package p\n\ntest_x if {\n\tdata.p.f with input as {\"a\": 1} == {\"b\"}\n}\n", ast.ParserOptions{RegoVersion: ast.RegoV1})
+	if found := withComparisons(bad); len(found) != 1 {
+		t.Fatalf("the check missed `f with input as x == v`: %v", found)
+	}
+}
