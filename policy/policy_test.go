@@ -64,6 +64,7 @@ func TestRegoUnitTestsDetectMutations(t *testing.T) {
 		{"reference data for research undeidentified", `reference_grant("research", typ) := {"reasons": ["research_deidentified"], "obligations": research_deidentify}`, `reference_grant("research", typ) := {"reasons": ["research_deidentified"], "obligations": []}`},
 		{"restricted for secondary use", `treatment_mode if grant_mode in {"care", "break_glass"}`, `treatment_mode if true`},
 		{"eth needs no role", `"eth": "sensitive:sud"`, `"eth": ""`},
+		{"sensitive roles never checked", ` | {code | some label in sens; code := label_role_deny(label)}`, ``},
 		{"very-restricted needs no role", `"very-restricted": "sensitive:very-restricted"`, `"very-restricted": ""`},
 		{"unknown fhir type known", `known_type(typ) if typ in document_types`, `known_type(typ) if typ in document_types | {"widget"}`},
 		{"empty purpose accepted", `purpose_missing if input.purpose_of_use == ""`, `purpose_missing if false`},

@@ -444,7 +444,7 @@ resource_denies(false, _, _, _, _) := principal_denies | {"resource_missing"}
 resource_denies(true, typ, tenant, sens, consent) := (((principal_denies | tenant_denies) | type_denies) | label_denies) | consent_denies if {
 	tenant_denies := {"tenant_mismatch" | not tenant in principal_tenants}
 	type_denies := {"resource_type_unknown" | not known_type(typ)}
-	label_denies := {code | some label in sens; code := label_deny(label)}
+	label_denies := {code | some label in sens; code := label_deny(label)} | {code | some label in sens; code := label_role_deny(label)}
 	consent_denies := {code | some flag in consent; code := consent_deny(flag)}
 }
 
@@ -459,7 +459,12 @@ label_deny(label) := "restricted_use_only_treatment" if {
 
 treatment_mode if grant_mode in {"care", "break_glass"}
 
-label_deny(label) := "sensitive_category_requires_role" if {
+# A label can deny for two reasons at once (very-restricted outside
+# treatment and without its role), so the role's reason is a function of
+# its own: two definitions of one function giving different values for one
+# label are a conflict, which fails the whole evaluation (a list page with
+# such a resource would fail for every item on it).
+label_role_deny(label) := "sensitive_category_requires_role" if {
 	needed := sensitivity_roles[label]
 	needed != ""
 	not has_role(needed)

@@ -727,6 +727,24 @@ test_very_restricted_needs_role_and_treatment if {
 	"restricted_use_only_treatment" in b.reasons
 }
 
+# Outside treatment and without the role, very-restricted denies for both
+# reasons, and a list page that holds such a resource decides its other
+# items (one conflicting label once failed the whole page).
+test_very_restricted_outside_treatment_without_role if {
+	every c in [[researcher, "HRESCH", "observation"], [billing, "HPAYMT", "coverage"]] {
+		d := decide(c[0], c[1], labeled(c[2], ["very-restricted"]))
+		not d.allow
+		d.reasons == ["restricted_use_only_treatment", "sensitive_category_requires_role"]
+		items := [
+			{"resource": res(c[2], patient_a), "break_glass": null},
+			{"resource": labeled(c[2], ["very-restricted"]), "break_glass": null},
+		]
+		ds := authz.decisions with input as {"principal": c[0], "purpose_of_use": c[1], "action": "list", "items": items}
+		ds[0].allow
+		ds[1] == d
+	}
+}
+
 test_unknown_label_still_denied if {
 	d := decide(clinician, "TREAT", labeled("observation", ["n"]))
 	not d.allow
