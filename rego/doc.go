@@ -31,6 +31,15 @@
 //     test_class_denies_agrees_with_resource_denies checks the two agree on
 //     every combination of principal, tenant, type, labels and consent
 //     flags it enumerates.
+//   - Every request is decided without an evaluation error, and a deny
+//     lists every reason that applies: no function gives two different
+//     values for one argument (OPA fails the whole evaluation on such a
+//     conflict, and with it every item of a list page). Reasons that can
+//     hold together come from separate functions (label_deny and
+//     label_role_deny: very-restricted outside treatment and without its
+//     role). policy.TestDefaultPolicyDecidesEveryRequest decides a grid of
+//     principals, purposes and resources, single and as list pages, and
+//     fails on any error.
 //   - Per-role, per-type obligation sets are plain data (billing_obligations,
 //     research_obligations) in the vocabulary of package minimize.
 //   - Research (HRESCH) is HIPAA Safe Harbor: every FHIR type a researcher
