@@ -67,7 +67,6 @@ func decisionGrid() (principals []Principal, purposes []string, items []Item) {
 // fails the whole evaluation, so one such resource would deny every item of
 // its list page.
 func TestDefaultPolicyDecidesEveryRequest(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	e, err := Default(ctx, Options{DecisionCache: -1, SubjectCache: -1, Timeout: testTimeout})
 	if err != nil {
