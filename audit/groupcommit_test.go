@@ -264,11 +264,22 @@ func TestPipelineCommitsTheGatheredBatchWhenTheCommitEnds(t *testing.T) {
 	defer db.Close()
 	b := &batcher{db: db, maxSize: 64} // window 0
 	gatherBehindACommit(t, b, 4)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.commits != 2 || b.committing || b.cur != nil || len(b.full) != 0 {
-		t.Fatalf("after the held commit and one gathered batch: commits %d, committing %v, gathering %v, full %d; want 2, false, nil, 0",
-			b.commits, b.committing, b.cur != nil, len(b.full))
+	// The committer hands the batcher on (committing false) just after it
+	// told the calls their outcome: wait for that, not for the calls.
+	var commits uint64
+	var committing, gathering bool
+	var full int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		commits, committing, gathering, full = b.commits, b.committing, b.cur != nil, len(b.full)
+		b.mu.Unlock()
+		if !committing || time.Now().After(deadline) {
+			break
+		}
+	}
+	if commits != 2 || committing || gathering || full != 0 {
+		t.Fatalf("after the held commit and one gathered batch: commits %d, committing %v, gathering %v, full %d; want 2, false, false, 0",
+			commits, committing, gathering, full)
 	}
 }
 
