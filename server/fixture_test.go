@@ -135,6 +135,9 @@ type fixtureOptions struct {
 	// corpus also imports the realistic FHIR corpus (corpusPatient's
 	// resources; research_test.go).
 	corpus bool
+	// imports, if not nil, imports more into the catalog file before it is
+	// served.
+	imports func(t testing.TB, catPath string)
 }
 
 type fixture struct {
@@ -167,6 +170,9 @@ func newServerFixture(t testing.TB, o fixtureOptions) *fixture {
 	}
 	if o.corpus {
 		importCorpus(t, catPath)
+	}
+	if o.imports != nil {
+		o.imports(t, catPath)
 	}
 	f := &fixture{t: t, seedDir: seedDir, catPath: catPath, logPath: filepath.Join(dir, "audit.db"), keys: o.keys, tune: o.tune}
 	if o.live {

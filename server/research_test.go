@@ -142,7 +142,15 @@ func importCorpus(t testing.TB, catPath string) {
 		})
 		manifest.Write(append(line, '\n'))
 	}
-	if err := os.WriteFile(filepath.Join(dir, "manifest.jsonl"), manifest.Bytes(), 0o600); err != nil {
+	importManifest(t, catPath, dir, manifest.Bytes())
+}
+
+// importManifest writes manifest (JSON lines of store.ManifestEntry) into
+// dir, beside the files it names, and imports dir into the catalog file at
+// catPath.
+func importManifest(t testing.TB, catPath, dir string, manifest []byte) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "manifest.jsonl"), manifest, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	st, err := store.Open(catPath, store.Options{})
