@@ -65,7 +65,9 @@ func decisionGrid() (principals []Principal, purposes []string, items []Item) {
 // server logs as a failure and the audit records as one; and a conflict
 // (two definitions of a function giving different values for one argument)
 // fails the whole evaluation, so one such resource would deny every item of
-// its list page.
+// its list page. Over the same grid, a list page's decisions are the single
+// reads' (one decision function for list and read), and a principal to whom
+// nothing is visible is allowed nothing.
 func TestDefaultPolicyDecidesEveryRequest(t *testing.T) {
 	ctx := context.Background()
 	e, err := Default(ctx, Options{DecisionCache: -1, SubjectCache: -1, Timeout: testTimeout})
@@ -78,18 +80,32 @@ func TestDefaultPolicyDecidesEveryRequest(t *testing.T) {
 	for _, p := range principals {
 		for _, pou := range purposes {
 			subj := NewSubject(p)
-			for _, it := range items {
+			singles := make([]Decision, len(items))
+			anyAllowed := false
+			for i, it := range items {
 				d, err := e.Decide(ctx, Input{Subject: subj, PurposeOfUse: pou, Action: ActionRead, Resource: it.Resource, BreakGlass: it.BreakGlass})
+				singles[i] = d
 				decisions++
 				if d.Allow {
 					allowed++
+					anyAllowed = true
 				}
 				if err != nil && len(bad) < 10 {
 					bad = append(bad, fmt.Sprintf("read: %+v %q %+v %+v: %v", p, pou, *it.Resource, it.BreakGlass, err))
 				}
 			}
-			if _, err := e.DecideBatch(ctx, Input{Subject: subj, PurposeOfUse: pou, Action: ActionList}, items); err != nil && len(bad) < 10 {
+			in := Input{Subject: subj, PurposeOfUse: pou, Action: ActionList}
+			page, err := e.DecideBatch(ctx, in, items)
+			if err != nil && len(bad) < 10 {
 				bad = append(bad, fmt.Sprintf("list page of %d items: %+v %q: %v", len(items), p, pou, err))
+			}
+			for i := range page {
+				if g, w := fmt.Sprint(page[i].Allow, page[i].Reasons, page[i].Obligations), fmt.Sprint(singles[i].Allow, singles[i].Reasons, singles[i].Obligations); g != w && len(bad) < 10 {
+					bad = append(bad, fmt.Sprintf("list item %d of %+v %q: %s, read %s", i, p, pou, g, w))
+				}
+			}
+			if nothing, err := e.NothingVisible(ctx, in); err != nil || (nothing && anyAllowed) {
+				bad = append(bad, fmt.Sprintf("nothing visible to %+v %q: %v (%v), yet a read was allowed: %v", p, pou, nothing, err, anyAllowed))
 			}
 		}
 	}
@@ -100,5 +116,5 @@ func TestDefaultPolicyDecidesEveryRequest(t *testing.T) {
 	if allowed == 0 || allowed == decisions {
 		t.Fatalf("%d of %d decisions allowed: the grid does not exercise the policy", allowed, decisions)
 	}
-	t.Logf("%d decisions (%d allowed) and %d list pages of %d items, none failed", decisions, allowed, len(principals)*len(purposes), len(items))
+	t.Logf("%d decisions (%d allowed) and %d list pages of %d items, none failed, every page equal to its reads", decisions, allowed, len(principals)*len(purposes), len(items))
 }
