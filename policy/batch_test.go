@@ -13,10 +13,15 @@ import (
 
 // batchGrid is a varied list page for DecideBatch: every type, both
 // patients, labels, consent flags, a foreign tenant and break-the-glass
-// grants that cover the item, cover another patient or have no id.
+// grants that cover the item, cover another patient or have no id. The
+// labels include restricted and very-restricted: very-restricted denies for
+// two reasons at once outside treatment and without its role, which a
+// policy that gives both from one function turns into an evaluation
+// conflict failing the whole page (TestDecideBatchMatchesDecide and
+// TestNothingVisibleMeansEveryDecisionDenies then fail).
 func batchGrid() []Item {
 	types := []string{"patient", "observation", "condition", "medicationrequest", "encounter", "coverage", "note", "report", "image", "genome"}
-	labels := [][]string{nil, {"hiv"}, {"sud"}, {"vip"}, {"hiv", "vip"}, {"genetic"}}
+	labels := [][]string{nil, {"hiv"}, {"sud"}, {"vip"}, {"hiv", "vip"}, {"genetic"}, {"restricted"}, {"very-restricted", "psy"}}
 	consents := [][]string{nil, {"opt-out"}, {"share"}}
 	var items []Item
 	i := 0

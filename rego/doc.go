@@ -37,9 +37,11 @@
 //     conflict, and with it every item of a list page). Reasons that can
 //     hold together come from separate functions (label_deny and
 //     label_role_deny: very-restricted outside treatment and without its
-//     role). policy.TestDefaultPolicyDecidesEveryRequest decides a grid of
-//     principals, purposes and resources, single and as list pages, and
-//     fails on any error.
+//     role). policy.TestDecideBatchMatchesDecide and
+//     TestNothingVisibleMeansEveryDecisionDenies decide their grid (every
+//     label the policy knows, very-restricted included) single and as list
+//     pages and fail on any error; test_class_denies_agrees_with_resource_denies
+//     evaluates very-restricted outside treatment.
 //   - Per-role, per-type obligation sets are plain data (billing_obligations,
 //     research_obligations) in the vocabulary of package minimize.
 //   - Research (HRESCH) is HIPAA Safe Harbor: every FHIR type a researcher

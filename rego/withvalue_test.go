@@ -12,7 +12,7 @@ import (
 // `f(x) with input as y == v` the comparison binds to the value, so the
 // expression tests `f(x)` under the input `y == v` (a boolean) and holds
 // whatever v is.
-var comparisons = map[string]bool{"eq": true, "equal": true, "neq": true, "lt": true, "lte": true, "gt": true, "gte": true, "assign": true}
+var comparisons = map[string]bool{"eq": true, "equal": true, "neq": true, "lt": true, "lte": true, "gt": true, "gte": true}
 
 // withComparisons returns the `with` values of m that are comparisons, as
 // "row: text".

@@ -835,7 +835,7 @@ shortcut_tenants := ["general-hospital", "other-hospital", ""]
 
 shortcut_types := ["observation", "note", "Observation", "no-such-type", ""]
 
-shortcut_labels := [[], ["vip"], ["restricted"], ["psy"], ["no-such-label"]]
+shortcut_labels := [[], ["vip"], ["restricted"], ["very-restricted"], ["psy"], ["no-such-label"]]
 
 shortcut_consent := [[], ["opt-out"], ["no-such-flag"]]
 
