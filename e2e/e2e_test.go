@@ -479,26 +479,36 @@ func checkNoPHIInLogs(t *testing.T, d *dataset, logs string, secrets ...string) 
 		if len(n) < 4 {
 			continue
 		}
-		// An all-digit identifier (a ZIP code, a phone number's digits)
-		// counts only where it is not part of a longer number: timestamps
-		// and durations are full of digit runs.
-		for rest, off := logs, 0; ; {
-			i := strings.Index(rest, n)
-			if i < 0 {
-				break
-			}
-			at := off + i
-			if !isDigits(n) || ((at == 0 || !isDigit(logs[at-1])) && (at+len(n) == len(logs) || !isDigit(logs[at+len(n)]))) {
-				// The data set is synthetic: naming the needle is safe here.
-				t.Errorf("server log contains a %s (%q) in: …%s…", what, n, logs[max(0, at-60):min(len(logs), at+len(n)+20)])
-				break
-			}
-			rest, off = rest[i+1:], at+1
+		if at := leakAt(logs, n); at >= 0 {
+			// The data set is synthetic: naming the needle is safe here.
+			t.Errorf("server log contains a %s (%q) in: …%s…", what, n, logs[max(0, at-60):min(len(logs), at+len(n)+20)])
 		}
 	}
 }
 
+// leakAt returns where needle first occurs in logs as an identifier, or -1.
+// An all-digit identifier (a ZIP code, a phone number's digits) counts only
+// where it is not part of a longer hexadecimal run: timestamps and
+// durations are full of digit runs, and the random ids and digests of every
+// log line (decision ids, SHA-256 revisions) hold any five digits in a row
+// now and then ("…2e62720d87a5…").
+func leakAt(logs, needle string) int {
+	for rest, off := logs, 0; ; {
+		i := strings.Index(rest, needle)
+		if i < 0 {
+			return -1
+		}
+		at := off + i
+		if !isDigits(needle) || ((at == 0 || !isHex(logs[at-1])) && (at+len(needle) == len(logs) || !isHex(logs[at+len(needle)]))) {
+			return at
+		}
+		rest, off = rest[i+1:], at+1
+	}
+}
+
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func isHex(c byte) bool { return isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') }
 
 func isDigits(s string) bool {
 	for i := 0; i < len(s); i++ {
