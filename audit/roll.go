@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -35,8 +36,8 @@ import (
 //     stored hashes of the complete subtrees of the tree at L's head;
 //  4. write the seal into L's meta (bbolt commit, fsync): from here on L
 //     takes no append;
-//  5. rename L to SealedDir(P)/k.db, fsync that directory, rename P.next
-//     to P, fsync the data directory; sign the seal (Options.SealSigner)
+//  5. link L as SealedDir(P)/k.db, fsync that directory, rename P.next
+//     over P (atomic: P is never missing), fsync the data directory; sign the seal (Options.SealSigner)
 //     and write it beside k.db as k.seal, still under the lock, so that
 //     nobody sees L sealed without its note; appends go on in k+1; release
 //     the lock; then close the writer's handle on k.db, trim the file to
@@ -45,9 +46,10 @@ import (
 //     (and write k.seal if step 5 could not).
 //
 // A crash before step 4 leaves L live and unsealed: Open removes P.next
-// (rolled back, nothing lost). A crash after step 4 leaves L sealed at P,
-// or L in the sealed directory and P.next beside a missing P: Open
-// completes steps 3 and 5 (nothing lost). Open writes a missing k.seal
+// (rolled back, nothing lost). A crash after step 4 leaves L sealed at P
+// (and maybe already linked in the sealed directory), or, from a version
+// that renamed L away, L in the sealed directory and P.next beside a
+// missing P: Open completes steps 3 and 5 (nothing lost). Open writes a missing k.seal
 // (step 6) too.
 
 // sealCrash, when a test sets it, is called after each step of a seal
@@ -320,7 +322,7 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 	dst := filepath.Join(dir, SegmentFile(seal.Segment))
 	err = os.MkdirAll(dir, 0o700)
 	if err == nil {
-		err = os.Rename(l.path, dst)
+		err = l.linkSealed(l.path, dst)
 	}
 	if err == nil {
 		err = durable.SyncDir(dir)
@@ -509,6 +511,35 @@ func (l *Log) finishSealed(s *segment, dst string) error {
 	return nil
 }
 
+// linkSealed gives the sealed segment file src (the live path) its sealed
+// name dst as a second hard link, so that the live path never goes
+// missing: the next segment's rename over src, atomic, then replaces it.
+// Readers that look at the live path while the server rolls (an auditor's
+// command checking --data-dir, a backup script) always find a file. A dst
+// that is already src (a link made before a crash) is accepted; any other
+// dst is refused, never replaced. Where the file system refuses hard links
+// the file is renamed instead, and the live path is missing for the moment
+// until the next segment takes its place (logged).
+func (l *Log) linkSealed(src, dst string) error {
+	err := os.Link(src, dst)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, fs.ErrExist) {
+		a, errA := os.Stat(src)
+		b, errB := os.Stat(dst)
+		if errA == nil && errB == nil && os.SameFile(a, b) {
+			return nil
+		}
+		return fmt.Errorf("sealed segment %s exists already and is another file: refusing to replace it", dst)
+	}
+	if _, serr := os.Lstat(dst); !errors.Is(serr, fs.ErrNotExist) {
+		return fmt.Errorf("sealed segment %s: %w (and it cannot be checked: %v)", dst, err, serr)
+	}
+	l.log.Warn("audit: the file system refused a hard link for the sealed segment; renaming it (the live path is missing until the next segment takes its place)", "err", err)
+	return os.Rename(src, dst)
+}
+
 // makeReadOnly sets mode 0400 on a sealed file and fsyncs it.
 func makeReadOnly(path string) error {
 	if err := os.Chmod(path, 0o400); err != nil {
@@ -641,7 +672,7 @@ func (l *Log) recoverSeal() error {
 	}
 	dst, err := sealPaths(l.path, seal.Segment, l.path)
 	if err == nil {
-		err = os.Rename(l.path, dst)
+		err = l.linkSealed(l.path, dst)
 	}
 	if err == nil {
 		err = durable.SyncDir(filepath.Dir(dst))

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -480,8 +482,16 @@ func TestSealedReadWhileAppending(t *testing.T) {
 // after it the seal is completed; no record is lost either way and the
 // log verifies.
 func TestCrashDuringSeal(t *testing.T) {
-	for _, step := range []int{3, 4, 5} {
-		t.Run(fmt.Sprint("step", step), func(t *testing.T) {
+	for _, c := range []struct {
+		step    int
+		renamed bool // the state the earlier sealing left: the live file renamed away
+	}{{3, false}, {4, false}, {5, false}, {5, true}} {
+		step := c.step
+		name := fmt.Sprint("step", step)
+		if c.renamed {
+			name += "-renamed"
+		}
+		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			path := filepath.Join(t.TempDir(), "audit.db")
 			l, err := Open(path, Options{Node: "n"})
@@ -511,7 +521,23 @@ func TestCrashDuringSeal(t *testing.T) {
 			if err := l.Broken(); err == nil {
 				t.Error("Broken is nil after an interrupted seal")
 			}
+			if step == 5 {
+				// The sealed file has its sealed name and still its live
+				// one: the live path is never missing.
+				a, errA := os.Stat(path)
+				b, errB := os.Stat(filepath.Join(SealedDir(path), SegmentFile(2)))
+				if errA != nil || errB != nil || !os.SameFile(a, b) {
+					t.Errorf("after step 5 the live path and the sealed name are not the one file: %v, %v", errA, errB)
+				}
+			}
 			l.Close()
+			if c.renamed {
+				// The earlier sealing renamed the live file away before
+				// the next segment took its place: P missing, P.next there.
+				if err := os.Remove(path); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if step == 4 {
 				// The next segment may be lost too: Open recreates it.
 				os.Remove(path + nextSuffix)
@@ -538,6 +564,54 @@ func TestCrashDuringSeal(t *testing.T) {
 			}
 			rollOrFail(t, l2)
 		})
+	}
+}
+
+// TestLivePathNeverMissingDuringSeal: while the log rolls, the live path
+// always names a file, so that a reader looking at the data directory
+// during a seal (an auditor's command checking --data-dir) never finds it
+// empty. The old sealing renamed the live file away before the next
+// segment took its place.
+func TestLivePathNeverMissingDuringSeal(t *testing.T) {
+	l, path := mustOpen(t, Options{})
+	var missing, looks atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			looks.Add(1)
+			if _, err := os.Stat(path); err != nil {
+				missing.Add(1)
+			}
+		}
+	}()
+	for range 20 {
+		appendN(t, l, 2)
+		rollOrFail(t, l)
+	}
+	close(stop)
+	wg.Wait()
+	if n := missing.Load(); n > 0 {
+		t.Fatalf("the live path was missing %d times in %d looks during 20 seals", n, looks.Load())
+	}
+	if n := len(l.segments()); n != 21 {
+		t.Fatalf("%d segments after 20 seals", n)
+	}
+	// Every sealed file is one file under one name (the live path's link
+	// has gone with the next segment's rename).
+	files, _ := filepath.Glob(filepath.Join(SealedDir(path), "*.db"))
+	for _, f := range files {
+		var st syscall.Stat_t
+		if err := syscall.Stat(f, &st); err != nil || st.Nlink != 1 {
+			t.Errorf("%s: %d links, %v", filepath.Base(f), st.Nlink, err)
+		}
 	}
 }
 
@@ -714,5 +788,38 @@ func TestSealVerifyRate(t *testing.T) {
 	}
 	if seq, _ := l.Head(); seq != 51 || len(l.segments()) != 2 {
 		t.Errorf("head %d, %d segments", seq, len(l.segments()))
+	}
+}
+
+// TestLinkSealedNeverReplacesAnotherFile: a sealed name that already holds
+// another file is refused and left as it was; one that is already the
+// sealed file (a link made before a crash) is accepted.
+func TestLinkSealedNeverReplacesAnotherFile(t *testing.T) {
+	l, _ := mustOpen(t, Options{})
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "live.db"), filepath.Join(dir, "000001.db")
+	if err := os.WriteFile(src, []byte("sealed"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, []byte("another log's segment"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.linkSealed(src, dst); err == nil || !strings.Contains(err.Error(), "another file") {
+		t.Fatalf("linkSealed over another file = %v", err)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "another log's segment" {
+		t.Fatalf("the other file changed: %q", b)
+	}
+	os.Remove(dst)
+	for range 2 { // the second time the link is there already
+		if err := l.linkSealed(src, dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "sealed" {
+		t.Fatalf("sealed name holds %q", b)
+	}
+	if _, err := os.Stat(src); err != nil {
+		t.Fatalf("the live name went away: %v", err)
 	}
 }
