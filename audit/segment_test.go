@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -827,5 +828,31 @@ func TestLinkSealedNeverReplacesAnotherFile(t *testing.T) {
 	}
 	if _, err := os.Stat(src); err != nil {
 		t.Fatalf("the live name went away: %v", err)
+	}
+}
+
+// TestSealWithoutHardLinks: on a file system that refuses hard links the
+// seal renames the file instead, as before, and completes: the segments
+// verify and appends go on in the next one.
+func TestSealWithoutHardLinks(t *testing.T) {
+	linkFile = func(string, string) error { return &os.LinkError{Op: "link", Err: syscall.EPERM} }
+	defer func() { linkFile = os.Link }()
+	l, path := mustOpen(t, Options{})
+	for range 3 {
+		appendN(t, l, 2)
+		rollOrFail(t, l)
+	}
+	appendN(t, l, 1)
+	if n := len(l.segments()); n != 4 {
+		t.Fatalf("%d segments after 3 seals", n)
+	}
+	for no := uint64(1); no <= 3; no++ {
+		f := filepath.Join(SealedDir(path), SegmentFile(no))
+		if _, err := VerifySegment(context.Background(), f, func(p Problem) { t.Error(p) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seq, _ := l.Head(); seq != 7 {
+		t.Fatalf("head %d, want 7", seq)
 	}
 }
