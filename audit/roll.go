@@ -37,11 +37,12 @@ import (
 //  4. write the seal into L's meta (bbolt commit, fsync): from here on L
 //     takes no append;
 //  5. link L as SealedDir(P)/k.db, fsync that directory, rename P.next
-//     over P (atomic: P is never missing), fsync the data directory; sign the seal (Options.SealSigner)
-//     and write it beside k.db as k.seal, still under the lock, so that
-//     nobody sees L sealed without its note; appends go on in k+1; release
-//     the lock; then close the writer's handle on k.db, trim the file to
-//     its pages in use, chmod 0400, fsync it and reopen it read-only;
+//     over P (atomic: P is never missing), fsync the data directory;
+//     sign the seal (Options.SealSigner) and write it beside k.db as
+//     k.seal, still under the lock, so that nobody sees L sealed without
+//     its note; appends go on in k+1; release the lock; then close the
+//     writer's handle on k.db, trim the file to its pages in use, chmod
+//     0400, fsync it and reopen it read-only;
 //  6. copy k.db and k.seal to the archive directory if one is configured
 //     (and write k.seal if step 5 could not).
 //
@@ -49,8 +50,8 @@ import (
 // (rolled back, nothing lost). A crash after step 4 leaves L sealed at P
 // (and maybe already linked in the sealed directory), or, from a version
 // that renamed L away, L in the sealed directory and P.next beside a
-// missing P: Open completes steps 3 and 5 (nothing lost). Open writes a missing k.seal
-// (step 6) too.
+// missing P: Open completes steps 3 and 5 (nothing lost). Open writes a
+// missing k.seal (step 6) too.
 
 // sealCrash, when a test sets it, is called after each step of a seal
 // (3, 4, 5); an error stops the seal there as if the process had been
@@ -533,8 +534,11 @@ func (l *Log) linkSealed(src, dst string) error {
 		}
 		return fmt.Errorf("sealed segment %s exists already and is another file: refusing to replace it", dst)
 	}
-	if _, serr := os.Lstat(dst); !errors.Is(serr, fs.ErrNotExist) {
-		return fmt.Errorf("sealed segment %s: %w (and it cannot be checked: %v)", dst, err, serr)
+	switch _, serr := os.Lstat(dst); {
+	case serr == nil:
+		return fmt.Errorf("sealed segment %s exists already: refusing to replace it (link: %w)", dst, err)
+	case !errors.Is(serr, fs.ErrNotExist):
+		return fmt.Errorf("sealed segment %s: %w (and it cannot be checked: %w)", dst, err, serr)
 	}
 	l.log.Warn("audit: the file system refused a hard link for the sealed segment; renaming it (the live path is missing until the next segment takes its place)", "err", err)
 	return os.Rename(src, dst)
