@@ -105,6 +105,11 @@
 //     no append.
 //   - Sealing has one commit point (the seal in the segment's meta); Open
 //     rolls an interrupted seal back before it and completes it after.
+//   - The live path always names a file, during a seal too: the sealed
+//     file is linked under its sealed name and the next segment renamed
+//     over the live path (TestLivePathNeverMissingDuringSeal). A sealed
+//     name that holds another file is never replaced. Only a file system
+//     without hard links falls back to a rename (logged).
 //   - Segments k and k+1 link: k+1's base is k's seal head. A read-write
 //     Open refuses segments that do not follow each other; every reader
 //     (Verify, VerifyFile, VerifyRange, Records, proofs, Export, Inputs,

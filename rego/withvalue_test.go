@@ -2,6 +2,7 @@ package rego_test
 
 import (
 	"io/fs"
+	"strings"
 	"testing"
 
 	"github.com/custos-mcp/custos/rego"
@@ -31,19 +32,34 @@ func withComparisons(m *ast.Module) []string {
 	return found
 }
 
-// TestNoComparisonAsWithValue: no Rego test compares under a `with` by
-// mistake (such a test cannot fail).
+// TestNoComparisonAsWithValue: no Rego module of the default policy (its
+// tests above all) compares under a `with` by mistake (such a test cannot
+// fail).
 func TestNoComparisonAsWithValue(t *testing.T) {
-	src, err := fs.ReadFile(rego.FS, "custos/authz_test.rego")
+	files := 0
+	err := fs.WalkDir(rego.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".rego") {
+			return err
+		}
+		files++
+		src, err := fs.ReadFile(rego.FS, path)
+		if err != nil {
+			return err
+		}
+		m, err := ast.ParseModuleWithOpts(path, string(src), ast.ParserOptions{RegoVersion: ast.RegoV1})
+		if err != nil {
+			return err
+		}
+		if found := withComparisons(m); len(found) > 0 {
+			t.Errorf("a `with` takes a comparison as its value (the expression holds whatever is compared; bind the value first): %v", found)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := ast.ParseModuleWithOpts("custos/authz_test.rego", string(src), ast.ParserOptions{RegoVersion: ast.RegoV1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if found := withComparisons(m); len(found) > 0 {
-		t.Fatalf("a `with` takes a comparison as its value (the expression holds whatever is compared; bind the value first): %v", found)
+	if files < 2 {
+		t.Fatalf("%d Rego modules found in rego.FS, want the policy and its tests", files)
 	}
 	// The check finds the mistake it looks for.
 	bad := ast.MustParseModuleWithOpts("package p\n\ntest_x if {\n\tdata.p.f with input as {\"a\": 1} == {\"b\"}\n}\n", ast.ParserOptions{RegoVersion: ast.RegoV1})
