@@ -3,11 +3,13 @@ package minimize
 import (
 	"encoding/json"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // The deidentify obligation (OpDeidentify, Fn DeidentifySafeHarbor) is HIPAA
@@ -22,15 +24,19 @@ import (
 //
 // What each type becomes (docs/policy.md, "Research view"):
 //
-//	boolean, integer, positiveInt,       kept
-//	unsignedInt, decimal
-//	code                                 kept, scrubbed (ScrubString)
+//	boolean, integer, positiveInt,       kept when well formed; an age over
+//	unsignedInt, decimal                 89 dropped (ageCtx)
+//	code                                 kept when a token without spaces
+//	                                     (codeText), scrubbed (ScrubString)
 //	date, dateTime                       the year ("YYYY", valid for both);
-//	                                     birthDate: the year, or withheld
+//	                                     a date of birth (birthDate, born[x],
+//	                                     a birth-date Observation's value):
+//	                                     the year, or withheld
 //	                                     (data-absent-reason "masked") when
 //	                                     the age is over 89 at Options.Now
 //	instant, time                        dropped
-//	string, markdown                     dropped, except Quantity.unit and
+//	string, markdown                     dropped, except Quantity.unit when
+//	                                     a unit symbol (unitText) and
 //	                                     Address.state/country (scrubbed)
 //	uri, url, canonical, oid, uuid, id,  dropped (Coding.system: kept when it
 //	base64Binary, xhtml                  is a public terminology; see below)
@@ -48,16 +54,26 @@ import (
 //	                                     display and version dropped
 //	Quantity and its kinds               value, comparator, unit kept; system
 //	                                     and code only for UCUM and ISO 4217;
-//	                                     an Age over 89 is dropped
-//	Address                              state, country, ZIP3 of postalCode
-//	                                     ("000" for the restricted ZIP3s)
-//	Extension, modifierExtension         dropped unless its url is in
-//	                                     allowedExtensions; an element with an
-//	                                     unknown modifierExtension is dropped
-//	                                     whole, a resource with one withheld
+//	                                     an age over 89 is dropped: an Age, a
+//	                                     quantity in a unit of time, a value
+//	                                     in an age element or age Observation
+//	Address                              state, country, ZIP3 of a US
+//	                                     postalCode ("000" for the restricted
+//	                                     ZIP3s); other postal codes dropped
+//	Location.position                    dropped (geocodes)
+//	Extension, modifierExtension         url and valueCode when the url is in
+//	                                     allowedExtensions and the code one of
+//	                                     its codes, else dropped; an element
+//	                                     with an unknown modifierExtension is
+//	                                     dropped whole, a resource with one
+//	                                     withheld
 //	Resource (contained, Bundle entries) de-identified recursively; contained
 //	                                     ids renumbered "c1", "c2", ...
 //	other complex types, backbones       walked element by element
+//
+// An age at an event and a year of the same resource that together tell
+// the birth year of someone now over 89 make the walk withhold the age
+// (topResource).
 //
 // An object left empty is dropped. A required element (minimum cardinality
 // 1) that the walk dropped is replaced by a data-absent-reason extension
@@ -71,12 +87,27 @@ import (
 const dataAbsentReason = "http://hl7.org/fhir/StructureDefinition/data-absent-reason"
 
 // allowedExtensions are the extensions (and modifier extensions) the
-// deidentify walk keeps, by URL; their values are walked by type like any
-// other element. Every other extension is dropped. An extension belongs
-// here only if no value it can carry identifies anyone.
-var allowedExtensions = map[string]bool{
-	dataAbsentReason: true, // a code saying why a value is missing
-	"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex": true, // valueCode F, M, UNK
+// deidentify walk keeps, by URL, each with the codes its valueCode may
+// hold: an allowed extension is released as its url and valueCode only,
+// and only when that code is one of its codes (any other value type, a
+// nested extension or a code outside the list drops it). Every other
+// extension is dropped. An extension belongs here only if no value it can
+// carry identifies anyone.
+var allowedExtensions = map[string]map[string]bool{
+	// Why a value is missing (the DataAbsentReason value set of R4).
+	dataAbsentReason: setOf("unknown", "asked-unknown", "temp-unknown", "not-asked", "asked-declined",
+		"masked", "not-applicable", "unsupported", "as-text", "error", "not-a-number",
+		"negative-infinity", "positive-infinity", "not-performed", "not-permitted"),
+	// Sex assigned at birth (US Core's birth sex value sets, all versions).
+	"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex": setOf("F", "M", "UNK", "ASKU", "OTH"),
+}
+
+func setOf(vals ...string) map[string]bool {
+	m := make(map[string]bool, len(vals))
+	for _, v := range vals {
+		m[v] = true
+	}
+	return m
 }
 
 // AllowedExtensions returns, sorted, the extension URLs the deidentify
@@ -143,6 +174,22 @@ var primitiveTypes = map[string]bool{
 // fhirID is the syntax of a FHIR logical id.
 var fhirID = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
 
+// fhirInteger is the JSON form of a FHIR integer (no fraction, no exponent).
+var fhirInteger = regexp.MustCompile(`^-?[0-9]{1,19}$`)
+
+// codeText is what a released code may look like: a token without spaces,
+// as the codes of value sets and public terminologies are ("final",
+// "en-US", "8480-6", "E11.9"). FHIR's code syntax allows inner spaces, so
+// free text typed into a code ("Jane Roe's preferred: en") is valid FHIR;
+// it is dropped here rather than trusted to the scrub patterns.
+var codeText = regexp.MustCompile(`^[^\s]{1,64}$`)
+
+// unitText is what a released unit text may look like: a unit symbol
+// ("mg/dL", "mm[Hg]", "{beats}/min", "10*3/uL", "°C", "years"), not a
+// phrase. A unit that is prose ("mg/dL (per Dr. Alvarez)") is dropped; the
+// UCUM code, kept beside it, still says the unit.
+var unitText = regexp.MustCompile(`^[\p{L}\p{N}%/.*^\[\]{}()'_+\-:°]{1,32}$`)
+
 // deid is the state of one resource's walk.
 type deid struct {
 	now   time.Time
@@ -151,7 +198,25 @@ type deid struct {
 	// its new id; localRefs are the new ids some released reference names.
 	contained map[string]string
 	localRefs map[string]bool
+
+	// ageLimit is the greatest age, in years, released: 89 (Safe Harbor),
+	// lower when an age and a year of the same resource would tell a birth
+	// year of someone now over 89 (see topResource).
+	ageLimit float64
+	// ageCtx: the walk is inside a value that is an age whatever its unit
+	// says (an age Range, the value of an age Observation); birthCtx:
+	// inside a date of birth (FamilyMemberHistory.bornPeriod, the value of
+	// a birth-date Observation).
+	ageCtx, birthCtx bool
+	// oldestYear is the earliest year of an event date released (0: none);
+	// oldestAge the greatest age released (-1: none).
+	oldestYear int
+	oldestAge  float64
 }
+
+// maxAge is the greatest age Safe Harbor releases: ages over 89 are
+// aggregated, here withheld.
+const maxAge = 89
 
 // deidentify applies the deidentify obligation to a decoded document. The
 // document must be a FHIR resource of a known type; anything else, and a
@@ -174,8 +239,30 @@ func deidentify(root any, opts Options) (any, error) {
 // the contained resources that will be released, walks everything, and
 // then drops contained resources no released reference names (FHIR
 // invariant dom-3).
+//
+// An age at an event and the event's year together tell the birth year,
+// which Safe Harbor withholds for everyone now over 89 (164.514(b)(2)(i)(C):
+// "all elements of dates (including year) indicative of such age"). So the
+// walk notes the earliest event year and the greatest age it releases; if
+// that age, carried from that year to Options.Now, is over 89, the resource
+// is walked again with the ages that could be such an age withheld.
 func (d *deid) topResource(m map[string]any) (map[string]any, bool) {
+	d.ageLimit = maxAge
+	out, ok := d.walkTop(m)
+	if !ok || d.oldestAge < 0 || d.oldestYear == 0 {
+		return out, ok
+	}
+	if limit := float64(maxAge - (d.now.Year() - d.oldestYear)); d.oldestAge > limit {
+		d.ageLimit = limit
+		out, ok = d.walkTop(m)
+	}
+	return out, ok
+}
+
+// walkTop is one walk of topResource.
+func (d *deid) walkTop(m map[string]any) (map[string]any, bool) {
 	d.contained, d.localRefs = map[string]string{}, map[string]bool{}
+	d.ageCtx, d.birthCtx, d.oldestYear, d.oldestAge = false, false, 0, -1
 	n := 0
 	for _, c := range asArray(m["contained"]) {
 		cm, _ := c.(map[string]any)
@@ -234,7 +321,7 @@ func (d *deid) resource(m map[string]any, contained bool) (map[string]any, bool)
 func unknownModifier(m map[string]any) bool {
 	for _, x := range asArray(m["modifierExtension"]) {
 		xm, _ := x.(map[string]any)
-		if u, _ := xm["url"].(string); !allowedExtensions[u] {
+		if u, _ := xm["url"].(string); allowedExtensions[u] == nil {
 			return true
 		}
 	}
@@ -252,12 +339,13 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 	}
 	out := make(map[string]any, len(m))
 	var dropped []string // required elements the walk dropped
+	valueCtx := observationValue(key, m)
 	for k, v := range m {
 		e, ok := defs[k]
 		if !ok {
 			continue // resourceType, "_name" companions, unknown elements: fail closed
 		}
-		if k == "birthDate" && e.typ == "date" {
+		if birthElement(k) && (e.typ == "date" || e.typ == "dateTime") {
 			if y, ok := generalizeBirthYear(v, d.now).(string); ok && len(y) == 4 && y != masked {
 				out[k] = y
 			} else {
@@ -265,7 +353,18 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			}
 			continue
 		}
-		if nv, keep := d.element(key, k, e, v); keep {
+		age, birth := d.ageCtx, d.birthCtx
+		switch {
+		case e.choice == "value" && valueCtx != "":
+			d.ageCtx, d.birthCtx = d.ageCtx || valueCtx == "age", d.birthCtx || valueCtx == "birth"
+		case birthElement(k):
+			d.birthCtx = true
+		case ageElement(key, k, e):
+			d.ageCtx = true
+		}
+		nv, keep := d.element(key, k, e, v)
+		d.ageCtx, d.birthCtx = age, birth
+		if keep {
 			out[k] = nv
 		} else if e.required {
 			dropped = append(dropped, k)
@@ -300,7 +399,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 	if droppedTypes[typ] {
 		if (typ == "string" || typ == "markdown") && keptStrings[parent+"."+name] {
 			s, ok := v.(string)
-			return ScrubString(s), ok && s != ""
+			return ScrubString(s), ok && unitText.MatchString(s)
 		}
 		return nil, false
 	}
@@ -309,16 +408,33 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		_, ok := v.(bool)
 		return v, ok
 	case "integer", "integer64", "positiveInt", "unsignedInt", "decimal":
-		_, ok := v.(json.Number)
-		return v, ok
+		n, ok := v.(json.Number)
+		if !ok || typ != "decimal" && !fhirInteger.MatchString(string(n)) {
+			return nil, false
+		}
+		f, err := n.Float64()
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return nil, false
+		}
+		if d.birthCtx || d.ageCtx && !d.releaseAge(f) {
+			return nil, false // a number in a birth date may be its year
+		}
+		return v, true
 	case "code":
 		s, ok := v.(string)
-		return ScrubString(s), ok && s != ""
+		return ScrubString(s), ok && codeText.MatchString(s)
 	case "date", "dateTime":
+		if d.birthCtx {
+			y, ok := generalizeBirthYear(v, d.now).(string)
+			return y, ok && len(y) == 4 && y != masked
+		}
 		s, _ := v.(string)
 		m := fhirDate.FindStringSubmatch(s)
 		if m == nil {
 			return nil, false
+		}
+		if y, _ := strconv.Atoi(m[1]); d.oldestYear == 0 || y < d.oldestYear {
+			d.oldestYear = y
 		}
 		return m[1], true
 	}
@@ -340,6 +456,8 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		out, ok = d.coding(m)
 	case "Quantity", "Age", "Count", "Distance", "Duration", "SimpleQuantity", "MoneyQuantity":
 		out, ok = d.quantity(m, typ)
+	case "Location.position":
+		return nil, false // a geocode (Safe Harbor class B)
 	case "Address":
 		out, ok = d.address(m)
 	case "Extension":
@@ -390,9 +508,15 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 
 // quantity keeps value, comparator and unit, and system and code only for
 // UCUM and ISO 4217 (FHIR qty-3: a code needs its system). An age over 89
-// is dropped (Safe Harbor aggregates ages over 89).
+// is dropped (Safe Harbor aggregates ages over 89): an Age, any quantity
+// in a unit of time (UCUM's, or a unit text such as "years"), and any
+// quantity where the walk is inside an age (ageCtx: taken in years when
+// its unit says nothing).
 func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
+	age := d.ageCtx
+	d.ageCtx = false // the value is judged here, with its unit
 	out, ok := d.object(m, typ)
+	d.ageCtx = age
 	if !ok {
 		return nil, false
 	}
@@ -401,17 +525,145 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	} else {
 		delete(out, "code")
 	}
-	if typ == "Age" {
-		if n, ok := out["value"].(json.Number); !ok || generalizeAge(n) == over89 || generalizeAge(n) == masked {
-			return nil, false
-		}
+	if years, ok := ageYears(m, typ == "Age" || age); ok && !d.releaseAge(years) {
+		return nil, false
 	}
 	return out, true
 }
 
+// releaseAge reports whether an age of years may be released, and notes
+// it (topResource).
+func (d *deid) releaseAge(years float64) bool {
+	if !(years >= 0 && years <= d.ageLimit) { // NaN, negative, over the limit
+		return false
+	}
+	d.oldestAge = max(d.oldestAge, years)
+	return true
+}
+
+// timeUnits are the units of time a quantity's code (UCUM) or unit text
+// may name, in years per unit.
+var timeUnits = func() map[string]float64 {
+	const year, month, week, day, hour, minute = 1.0, 1.0 / 12, 7 / 365.25, 1 / 365.25, 1 / 8766.0, 1 / 525960.0
+	m := map[string]float64{}
+	for u, f := range map[string]float64{
+		"a": year, "a_j": year, "a_g": year, "a_t": year, "y": year, "yr": year, "yrs": year, "year": year, "years": year, "year(s)": year,
+		"mo": month, "mo_j": month, "mo_g": month, "mo_s": month, "mos": month, "month": month, "months": month, "month(s)": month,
+		"wk": week, "wks": week, "week": week, "weeks": week, "week(s)": week,
+		"d": day, "day": day, "days": day, "day(s)": day,
+		"h": hour, "hr": hour, "hrs": hour, "hour": hour, "hours": hour, "hour(s)": hour,
+		"min": minute, "mins": minute, "minute": minute, "minutes": minute, "minute(s)": minute,
+		"s": minute / 60, "sec": minute / 60, "second": minute / 60, "seconds": minute / 60,
+	} {
+		m[u] = f
+	}
+	return m
+}()
+
+// ageYears returns a quantity's value in years, and whether the quantity
+// is an age: its code or unit is a unit of time, or anyAge says it is an
+// age whatever its unit (then a unit that is not one of time counts as
+// years). A value that is not a finite number is an age of NaN years when
+// the quantity is an age (never released).
+func ageYears(q map[string]any, anyAge bool) (float64, bool) {
+	code, _ := q["code"].(string) // UCUM is case-sensitive: "a" is a year, "A" an ampere
+	unit, _ := q["unit"].(string)
+	per, timed := timeUnits[code]
+	if !timed {
+		per, timed = timeUnits[strings.ToLower(strings.TrimSpace(strings.Trim(unit, "{}")))]
+	}
+	if !timed && !anyAge {
+		return 0, false
+	}
+	if !timed {
+		per = 1
+	}
+	n, ok := q["value"].(json.Number)
+	if !ok {
+		if _, has := q["value"]; !has && !anyAge {
+			return 0, false // a unit without a value tells no age
+		}
+		return math.NaN(), true
+	}
+	f, err := n.Float64()
+	if err != nil || math.IsInf(f, 0) {
+		return math.NaN(), true
+	}
+	return f * per, true
+}
+
+// ageElement reports whether element name of key holds an age whatever its
+// type: it is named for one (age, onsetAge, ageRange ...), or it is an
+// alternative of a choice one of whose types is Age (Condition.onsetRange,
+// FamilyMemberHistory.deceasedRange, Procedure.performedRange ...).
+func ageElement(key, name string, e fhirElement) bool {
+	if name == "age" || e.typ == "Age" {
+		return true
+	}
+	if e.choice == "" {
+		return false
+	}
+	for _, o := range fhirElements[key] {
+		if o.choice == e.choice && o.typ == "Age" {
+			return true
+		}
+	}
+	return false
+}
+
+// birthElement reports whether an element is a date of birth
+// (Patient.birthDate and the like, FamilyMemberHistory.born[x]).
+func birthElement(name string) bool {
+	return name == "birthDate" || strings.HasPrefix(name, "born")
+}
+
+// Observation codes (LOINC) whose value is an age, or a date or year of
+// birth: the value of such an Observation, or of such a component, is
+// judged as one.
+var (
+	ageObservations = setOf(
+		"30525-0", // Age
+		"21611-9", // Age - estimated
+		"21612-7", // Age - reported
+		"29553-5", // Age calculated
+		"30972-4", // Age at diagnosis
+		"39016-1", // Age at death
+		"63900-5", // Current age or age at death
+	)
+	birthObservations = setOf(
+		"21112-8", // Birth date
+		"80904-6", // Birth year
+	)
+)
+
+// observationValue says what the value[x] of an Observation or of one of
+// its components is by the Observation's code: "age", "birth" or "".
+func observationValue(key string, m map[string]any) string {
+	if key != "Observation" && key != "Observation.component" {
+		return ""
+	}
+	code, _ := m["code"].(map[string]any)
+	for _, c := range asArray(code["coding"]) {
+		cm, _ := c.(map[string]any)
+		if sys, _ := cm["system"].(string); sys != "http://loinc.org" {
+			continue
+		}
+		switch c, _ := cm["code"].(string); {
+		case ageObservations[c]:
+			return "age"
+		case birthObservations[c]:
+			return "birth"
+		}
+	}
+	return ""
+}
+
 // address keeps the state, the country and the ZIP3 of a US ZIP code
 // ("000" for the restricted prefixes), nothing else; a postal code of
-// another form is dropped.
+// another form, or of an address that is not in the United States, is
+// dropped: Safe Harbor's three-digit rule is the US ZIP code's, and the
+// first digits of another country's postal code are a subdivision smaller
+// than a state like any other.
 func (d *deid) address(m map[string]any) (map[string]any, bool) {
 	if unknownModifier(m) {
 		return nil, false
@@ -422,25 +674,27 @@ func (d *deid) address(m map[string]any) (map[string]any, bool) {
 			out[k] = ScrubString(s)
 		}
 	}
+	if !usAddress(m) {
+		return out, true
+	}
 	if z, ok := generalize(GeneralizeZIP3, m["postalCode"], d.now).(string); ok && z != masked {
 		out["postalCode"] = z
 	}
 	return out, true
 }
 
-// extension keeps an allowed extension, its value walked by type.
+// extension keeps an allowed extension as its url and valueCode, when the
+// code is one the extension allows; anything else it carries is dropped,
+// and so is the extension if it has no such code (FHIR ext-1: a value or
+// extensions).
 func (d *deid) extension(m map[string]any) (map[string]any, bool) {
 	u, _ := m["url"].(string)
-	if !allowedExtensions[u] {
+	codes := allowedExtensions[u]
+	code, _ := m["valueCode"].(string)
+	if !codes[code] {
 		return nil, false
 	}
-	out, ok := d.object(m, "Extension")
-	if !ok || len(out) == 0 { // FHIR ext-1: a value or extensions
-		return nil, false
-	}
-	delete(out, "_url") // the walk drops uris; url is put back
-	out["url"] = u
-	return out, true
+	return map[string]any{"url": u, "valueCode": code}, true
 }
 
 // absent is a data-absent-reason extension "masked", as an element.
@@ -479,3 +733,54 @@ func asArray(v any) []any {
 	a, _ := v.([]any)
 	return a
 }
+
+// usAddress reports whether an address is in the United States, as far as
+// it says: its country is the United States, or it names no country and
+// its state, if any, is a US state, district or territory. Everything else
+// keeps no postal code.
+func usAddress(m map[string]any) bool {
+	norm := func(k string) string {
+		s, _ := m[k].(string)
+		return strings.Map(func(r rune) rune {
+			if r == ' ' || r == '.' || r == '-' || r == '_' {
+				return -1
+			}
+			return unicode.ToUpper(r)
+		}, s)
+	}
+	if c := norm("country"); c != "" {
+		return usCountries[c]
+	}
+	st := norm("state")
+	return st == "" || usStates[st]
+}
+
+// usCountries are the ways an address says "United States" (ISO 3166
+// alpha-2, alpha-3, numeric, and the name), normalized by usAddress.
+var usCountries = setOf("US", "USA", "840", "UNITEDSTATES", "UNITEDSTATESOFAMERICA")
+
+// usStates are the US states, the District of Columbia, the territories
+// and the armed forces' postal "states", by USPS code and by name,
+// normalized by usAddress.
+var usStates = func() map[string]bool {
+	m := map[string]bool{}
+	for code, name := range map[string]string{
+		"AL": "Alabama", "AK": "Alaska", "AZ": "Arizona", "AR": "Arkansas", "CA": "California",
+		"CO": "Colorado", "CT": "Connecticut", "DE": "Delaware", "FL": "Florida", "GA": "Georgia",
+		"HI": "Hawaii", "ID": "Idaho", "IL": "Illinois", "IN": "Indiana", "IA": "Iowa", "KS": "Kansas",
+		"KY": "Kentucky", "LA": "Louisiana", "ME": "Maine", "MD": "Maryland", "MA": "Massachusetts",
+		"MI": "Michigan", "MN": "Minnesota", "MS": "Mississippi", "MO": "Missouri", "MT": "Montana",
+		"NE": "Nebraska", "NV": "Nevada", "NH": "New Hampshire", "NJ": "New Jersey", "NM": "New Mexico",
+		"NY": "New York", "NC": "North Carolina", "ND": "North Dakota", "OH": "Ohio", "OK": "Oklahoma",
+		"OR": "Oregon", "PA": "Pennsylvania", "RI": "Rhode Island", "SC": "South Carolina",
+		"SD": "South Dakota", "TN": "Tennessee", "TX": "Texas", "UT": "Utah", "VT": "Vermont",
+		"VA": "Virginia", "WA": "Washington", "WV": "West Virginia", "WI": "Wisconsin", "WY": "Wyoming",
+		"DC": "District of Columbia", "PR": "Puerto Rico", "GU": "Guam", "VI": "Virgin Islands",
+		"AS": "American Samoa", "MP": "Northern Mariana Islands", "UM": "United States Minor Outlying Islands",
+		"AA": "Armed Forces Americas", "AE": "Armed Forces Europe", "AP": "Armed Forces Pacific",
+	} {
+		m[code] = true
+		m[strings.ToUpper(strings.ReplaceAll(name, " ", ""))] = true
+	}
+	return m
+}()

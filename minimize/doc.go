@@ -43,8 +43,12 @@
 //     tools/fhirtypes, fhirtypes_gen.go) and decides per type: free text,
 //     narrative, notes, identifiers, names, contact points, attachments,
 //     URIs and extensions not on [AllowedExtensions] are dropped; codings
-//     are kept only for public terminologies; dates become the year;
-//     addresses keep state, country and ZIP3; references to a patient are
+//     are kept only for public terminologies; dates become the year, dates
+//     of birth of people over 89 are withheld; ages over 89 (by type, unit
+//     of time, age element or LOINC age code) are dropped, and so is an age
+//     that with a year of its resource tells such a birth year; addresses
+//     keep state, country and, in the US, ZIP3; geocodes are dropped;
+//     references to a patient are
 //     rewritten with [Options.Alias], all others dropped; contained
 //     resources are walked recursively. An element of unknown type is
 //     dropped. A required element it drops gets a data-absent-reason

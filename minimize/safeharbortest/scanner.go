@@ -53,8 +53,10 @@ var AllClasses = []string{ClassNames, ClassGeography, ClassDates, ClassPhone, Cl
 // people, and may stay; any other URL or URN in an output is a leak.
 var terminologySystems = []string{
 	"http://loinc.org", "http://snomed.info/sct", "http://hl7.org/fhir/sid/icd-10-cm",
-	"http://www.nlm.nih.gov/research/umls/rxnorm", "http://unitsofmeasure.org", "urn:ietf:bcp:47",
-	"http://hl7.org/fhir/sid/cvx",
+	"http://hl7.org/fhir/sid/icd-10", "http://hl7.org/fhir/sid/icd-9-cm", "http://hl7.org/fhir/sid/ndc",
+	"http://www.ama-assn.org/go/cpt", "http://nucc.org/provider-taxonomy", "urn:iso:std:iso:3166",
+	"urn:iso:std:iso:4217", "http://www.nlm.nih.gov/research/umls/rxnorm", "http://unitsofmeasure.org",
+	"urn:ietf:bcp:47", "http://hl7.org/fhir/sid/cvx",
 }
 
 var (
@@ -67,7 +69,27 @@ var (
 	urlRE     = regexp.MustCompile(`(?i)\b(https?|ftp|urn|mailto|tel|file|data):|\bwww\.`)
 	idTokenRE = regexp.MustCompile(`\b[A-Za-z]{1,5}-?\d{5,}\b`) // MRN-00123456, W123456789, ENC-..., GRP-...
 	ageKeyRE  = regexp.MustCompile(`^age$|Age$`)                // age, onsetAge, abatementAge
+	// ageRangeKeyRE: ranges that hold ages (FamilyMemberHistory.ageRange,
+	// Condition.onsetRange, ReferenceRange.age ...), unitless values in years.
+	ageRangeKeyRE = regexp.MustCompile(`^age(Range)?$|^(onset|abatement|deceased|performed)Range$`)
+	birthKeyRE    = regexp.MustCompile(`^birthDate$|^born`)
+	yearRE        = regexp.MustCompile(`^((1[89]|20)\d\d)(-\d\d(-\d\d(T.*)?)?)?$`)
 )
+
+// timeUnitYears are units of time (UCUM codes and common unit texts) in
+// years: a quantity in one of them is an age or a duration, and one of
+// over 89 years can only be an age.
+var timeUnitYears = map[string]float64{
+	"a": 1, "y": 1, "yr": 1, "yrs": 1, "year": 1, "years": 1, "mo": 1.0 / 12, "month": 1.0 / 12,
+	"months": 1.0 / 12, "wk": 7 / 365.25, "week": 7 / 365.25, "weeks": 7 / 365.25, "d": 1 / 365.25,
+	"day": 1 / 365.25, "days": 1 / 365.25,
+}
+
+// LOINC codes of Observations whose value is an age, or a birth date or
+// year (the HL7 LOINCObservationActContextAgeType value set and age at
+// death; birth date, birth year).
+var ageLOINC = []string{"30525-0", "21611-9", "21612-7", "29553-5", "30972-4", "39016-1", "63900-5"}
+var birthLOINC = []string{"21112-8", "80904-6"}
 
 // Scanner finds the Safe Harbor identifier classes in a JSON document.
 type Scanner struct {
@@ -116,19 +138,131 @@ func (s *Scanner) Scan(doc []byte) []Finding {
 	}
 	var out []Finding
 	s.walk("", "", v, &out)
+	s.agePlusYear(v, &out)
 	return out
+}
+
+// agePlusYear finds, in each resource of v (a top-level one and each
+// Bundle entry's), an age at an event and a year that together tell the
+// birth year of someone now over 89: the greatest age it holds, carried
+// from the earliest year of a date it holds (birth dates apart) to
+// nowYear, is over 89.
+func (s *Scanner) agePlusYear(v any, out *[]Finding) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	maxAge, minYear := -1.0, 0
+	var visit func(key string, v any, inEntry bool)
+	visit = func(key string, v any, inEntry bool) {
+		switch x := v.(type) {
+		case map[string]any:
+			if _, ok := x["resourceType"]; ok && inEntry {
+				s.agePlusYear(x, out) // a resource of its own: judged alone
+				return
+			}
+			if years, ok := quantityAge(key, x); ok {
+				maxAge = max(maxAge, years)
+			}
+			for k, c := range x {
+				visit(k, c, k == "resource")
+			}
+		case []any:
+			for _, c := range x {
+				visit(key, c, false)
+			}
+		case string:
+			if m := yearRE.FindStringSubmatch(x); m != nil && !birthKeyRE.MatchString(key) && key != "code" && key != "value" {
+				if y, _ := strconv.Atoi(m[1]); minYear == 0 || y < minYear {
+					minYear = y
+				}
+			}
+		}
+	}
+	for k, c := range m {
+		visit(k, c, k == "resource")
+	}
+	if maxAge >= 0 && minYear > 0 && float64(s.nowYear-minYear)+maxAge > 89 {
+		*out = append(*out, Finding{ClassDates, "(an age and a year: a birth year of someone over 89)"})
+	}
+}
+
+// quantityAge returns the age in years that x, the value of member key,
+// states: a quantity in a unit of time, or any number under an age key.
+func quantityAge(key string, x map[string]any) (float64, bool) {
+	n, ok := x["value"].(json.Number)
+	if !ok {
+		return 0, false
+	}
+	f, err := n.Float64()
+	if err != nil {
+		return 0, false
+	}
+	for _, k := range []string{"code", "unit"} {
+		if u, ok := x[k].(string); ok {
+			if per, ok := timeUnitYears[strings.ToLower(u)]; ok {
+				return f * per, true
+			}
+		}
+	}
+	return f, ageKeyRE.MatchString(key)
+}
+
+// loincCode reports whether the CodeableConcept c has a LOINC coding of
+// one of codes.
+func loincCode(c any, codes []string) bool {
+	cm, _ := c.(map[string]any)
+	for _, x := range asSlice(cm["coding"]) {
+		xm, _ := x.(map[string]any)
+		code, _ := xm["code"].(string)
+		if xm["system"] == "http://loinc.org" && slices.Contains(codes, code) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 	add := func(class string) { *out = append(*out, Finding{class, ptr}) }
 	switch x := v.(type) {
 	case map[string]any:
-		if ageKeyRE.MatchString(key) { // an Age quantity
-			if n, ok := x["value"].(json.Number); ok {
+		if years, ok := quantityAge(key, x); ok && years > 89 { // an Age, or a quantity of time
+			add(ClassDates)
+		}
+		if ageRangeKeyRE.MatchString(key) { // a Range of ages: unitless values are years
+			for _, end := range []string{"low", "high"} {
+				if q, ok := x[end].(map[string]any); ok {
+					if n, ok := q["value"].(json.Number); ok {
+						if f, err := n.Float64(); err == nil && f > 89 {
+							add(ClassDates)
+						}
+					}
+				}
+			}
+		}
+		if loincCode(x["code"], ageLOINC) { // an age Observation (or component)
+			for k, c := range x {
+				if !strings.HasPrefix(k, "value") {
+					continue
+				}
+				n, _ := c.(json.Number)
+				if q, ok := c.(map[string]any); ok {
+					n, _ = q["value"].(json.Number)
+				}
 				if f, err := n.Float64(); err == nil && f > 89 {
 					add(ClassDates)
 				}
 			}
+		}
+		if loincCode(x["code"], birthLOINC) { // a birth date Observation: as birthDate
+			for k, c := range x {
+				if val, ok := c.(string); ok && strings.HasPrefix(k, "value") {
+					s.scalar(ptr+"/"+k, "birthDate", val, add)
+				}
+			}
+		}
+		if c, ok := x["country"].(string); ok && x["postalCode"] != nil && !slices.Contains([]string{"US", "USA", "United States"}, c) {
+			add(ClassGeography) // another country's postal code: no ZIP3 rule applies
 		}
 		for k, c := range x {
 			switch k {
@@ -187,19 +321,19 @@ func (s *Scanner) scalar(ptr, key, val string, add func(string)) {
 	if isTerminology(key, val) || key == "url" && slices.Contains(definitionURLs, val) {
 		return
 	}
-	switch key {
-	case "birthDate":
+	switch {
+	case birthKeyRE.MatchString(key):
 		y, err := strconv.Atoi(val)
 		if val != "90+" && (err != nil || len(val) != 4 || s.nowYear-y-1 > 89) {
 			add(ClassDates)
 		}
-	case "postalCode":
+	case key == "postalCode":
 		if len(val) != 3 || strings.Trim(val, "0123456789") != "" {
 			add(ClassGeography)
 		}
-	case "line", "city", "district", "county":
+	case slices.Contains([]string{"line", "city", "district", "county", "latitude", "longitude"}, key):
 		add(ClassGeography)
-	case "data", "valueBase64Binary":
+	case key == "data" || key == "valueBase64Binary":
 		add(ClassBiometric) // encoded content: fingerprints, voice prints, images
 	}
 	if ageKeyRE.MatchString(key) {
