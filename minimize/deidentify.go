@@ -228,7 +228,7 @@ func deidentify(root any, opts Options) (any, error) {
 		return nil, ErrWithheld
 	}
 	d := &deid{now: opts.Now, alias: opts.Alias}
-	out, ok := d.topResource(m)
+	out, ok := d.topResource(m, maxAge)
 	if !ok {
 		return nil, ErrWithheld
 	}
@@ -245,15 +245,18 @@ func deidentify(root any, opts Options) (any, error) {
 // "all elements of dates (including year) indicative of such age"). So the
 // walk notes the earliest event year and the greatest age it releases; if
 // that age, carried from that year to Options.Now, is over 89, the resource
-// is walked again with the ages that could be such an age withheld.
-func (d *deid) topResource(m map[string]any) (map[string]any, bool) {
-	d.ageLimit = maxAge
+// is walked again with the ages that could be such an age withheld (at most
+// limit, the limit of the document it is part of). A resource inside
+// another (a Bundle's entry) is one document with it: its ages and years
+// count in the outer resource's, and the outer's limit bounds its ages.
+func (d *deid) topResource(m map[string]any, limit float64) (map[string]any, bool) {
+	d.ageLimit = limit
 	out, ok := d.walkTop(m)
 	if !ok || d.oldestAge < 0 || d.oldestYear == 0 {
 		return out, ok
 	}
-	if limit := float64(maxAge - (d.now.Year() - d.oldestYear)); d.oldestAge > limit {
-		d.ageLimit = limit
+	if l := float64(maxAge - (d.now.Year() - d.oldestYear)); d.oldestAge > l {
+		d.ageLimit = min(limit, l)
 		out, ok = d.walkTop(m)
 	}
 	return out, ok
@@ -448,7 +451,12 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		if name == "contained" {
 			out, ok = d.resource(m, true)
 		} else { // a resource of its own (Bundle.entry.resource, Parameters)
-			out, ok = (&deid{now: d.now, alias: d.alias}).topResource(m)
+			inner := &deid{now: d.now, alias: d.alias}
+			out, ok = inner.topResource(m, d.ageLimit)
+			if inner.oldestYear != 0 && (d.oldestYear == 0 || inner.oldestYear < d.oldestYear) {
+				d.oldestYear = inner.oldestYear
+			}
+			d.oldestAge = max(d.oldestAge, inner.oldestAge)
 		}
 	case "Reference":
 		out, ok = d.reference(m), true
