@@ -188,7 +188,7 @@ var codeText = regexp.MustCompile(`^[^\s]{1,64}$`)
 // ("mg/dL", "mm[Hg]", "{beats}/min", "10*3/uL", "°C", "years"), not a
 // phrase. A unit that is prose ("mg/dL (per Dr. Alvarez)") is dropped; the
 // UCUM code, kept beside it, still says the unit.
-var unitText = regexp.MustCompile(`^[\p{L}\p{N}%/.*^\[\]{}()'_+\-:°]{1,32}$`)
+var unitText = regexp.MustCompile(`^[\p{L}\p{N}%/.*^\[\]{}()'_+\-:°#]{1,32}$`)
 
 // deid is the state of one resource's walk.
 type deid struct {

@@ -303,3 +303,23 @@ func FuzzDeidentify(f *testing.F) {
 		}
 	})
 }
+
+// TestDeidentifyKeepsUnits: the unit texts of real data (Synthea, US
+// Core, UCUM's common units) are unit symbols, kept as they are.
+func TestDeidentifyKeepsUnits(t *testing.T) {
+	for _, unit := range []string{"mm[Hg]", "kg/m2", "/min", "{beats}/min", "%", "mg/dL", "mmol/L", "10*3/uL",
+		"{#}/[HPF]", "[degF]", "Cel", "g/dL", "mL/min/{1.73_m2}", "[lb_av]", "[in_i]", "cm", "kg", "{score}",
+		"[ppm]", "ug/L", "µg/L", "°C", "years", "mo", "U/L", "[IU]/L", "fL", "pg", "10*6/uL", "ng/mL",
+		"mg/(24.h)", "1", "{ratio}", "[arb'U]/mL", "m2", "meq/L", "cm[H2O]", "L/min", "mL"} {
+		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1"}]},"valueQuantity":{"value":3,"unit":` + strconvQuote(unit) + `}}`
+		want := `{"code":{"coding":[{"code":"1","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","valueQuantity":{"unit":` + strconvQuote(unit) + `,"value":3}}`
+		if got := string(deidentify(t, []byte(in), nil)); got != want {
+			t.Errorf("unit %q:\n got %s\nwant %s", unit, got, want)
+		}
+	}
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
