@@ -5,6 +5,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/custos-mcp/custos/audit"
 )
@@ -208,9 +210,9 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 		ResourceType: "AuditEvent",
 		ID:           r.EventID,
 		Recorded:     r.Time.UTC().Format(audit.TimeLayout),
-		OutcomeDesc:  r.Reason,
+		OutcomeDesc:  fhirString(r.Reason),
 		Source: fhirSource{
-			Site:     r.Node,
+			Site:     fhirString(r.Node),
 			Observer: deviceRef(r.Node),
 			Type:     []fhirCoding{{System: fhirSourceType, Code: "4", Display: "Application Server"}},
 		},
@@ -241,8 +243,8 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 		ev.Outcome = "8"
 	}
 	var purpose []fhirConcept
-	if r.PurposeOfUse != "" {
-		purpose = []fhirConcept{{Coding: []fhirCoding{{System: fhirActReason, Code: r.PurposeOfUse}}}}
+	if c := fhirCode(r.PurposeOfUse); c != "" {
+		purpose = []fhirConcept{{Coding: []fhirCoding{{System: fhirActReason, Code: c}}}}
 		ev.PurposeOfEvent = purpose
 	}
 
@@ -259,26 +261,26 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 		Requestor: !hasUser, // with no principal the client application is the only requestor known
 		Network:   clientNetwork(r.Source, r.Node),
 	}
-	if r.Principal.ClientID != "" {
-		client.Who = &fhirReference{Type: "Device", Identifier: &fhirIdentifier{Value: r.Principal.ClientID}}
+	if id := fhirString(r.Principal.ClientID); id != "" {
+		client.Who = &fhirReference{Type: "Device", Identifier: &fhirIdentifier{Value: id}}
 	}
 	server := fhirAgent{
 		Type: &fhirConcept{Coding: []fhirCoding{serverRole}},
 	}
-	if r.Node != "" {
-		server.Who = &fhirReference{Type: "Device", Identifier: &fhirIdentifier{Value: r.Node}, Display: r.Node}
-		server.Network = &fhirNetwork{Address: r.Node, Type: "1"} // machine name
+	if node := fhirString(r.Node); node != "" {
+		server.Who = &fhirReference{Type: "Device", Identifier: &fhirIdentifier{Value: node}, Display: node}
+		server.Network = &fhirNetwork{Address: node, Type: "1"} // machine name
 	}
 	if hasUser {
 		user := fhirAgent{
 			Type:         &fhirConcept{Coding: []fhirCoding{{System: fhirParticipation, Code: "IRCP", Display: "information recipient"}}},
-			Who:          &fhirReference{Identifier: &fhirIdentifier{Value: r.Principal.Sub}},
+			Who:          &fhirReference{Identifier: &fhirIdentifier{Value: fhirRequired(r.Principal.Sub)}},
 			Requestor:    true,
 			PurposeOfUse: purpose,
 		}
 		for _, role := range r.Principal.Roles {
-			if role != "" {
-				user.Role = append(user.Role, fhirConcept{Text: role})
+			if t := fhirString(role); t != "" {
+				user.Role = append(user.Role, fhirConcept{Text: t})
 			}
 		}
 		ev.Agent = append(ev.Agent, user)
@@ -287,7 +289,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 
 	// Entities.
 	for _, p := range patients {
-		if p == "" {
+		if p = fhirString(p); p == "" {
 			continue
 		}
 		ev.Entity = append(ev.Entity, fhirEntity{
@@ -302,13 +304,13 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 		ev.Entity = append(ev.Entity, fhirEntity{
 			Type:        &fhirCoding{System: fhirEntityType, Code: "2", Display: "System Object"},
 			Role:        &fhirCoding{System: fhirObjectRole, Code: "24", Display: "Query"},
-			Description: r.Action,
+			Description: fhirString(r.Action),
 			Query:       base64.StdEncoding.EncodeToString([]byte(r.Action)),
 		})
 		resultURIs = urisOf(r.URIs, patients)
 	default:
 		for _, u := range r.URIs {
-			if u == "" {
+			if u = fhirString(u); u == "" {
 				continue
 			}
 			ev.Entity = append(ev.Entity, fhirEntity{
@@ -324,7 +326,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 
 	ext := fhirExtension{URL: custosAuditRecordExt}
 	add := func(name, v string) {
-		if v != "" {
+		if v = fhirString(v); v != "" {
 			ext.Extension = append(ext.Extension, fhirExtension{URL: name, ValueString: v})
 		}
 	}
@@ -398,7 +400,7 @@ func clientNetwork(source, node string) *fhirNetwork {
 
 // deviceRef is the source observer: the custos node.
 func deviceRef(node string) fhirReference {
-	if node == "" {
+	if node = fhirString(node); node == "" {
 		return fhirReference{Type: "Device", Display: "custos"}
 	}
 	return fhirReference{Type: "Device", Identifier: &fhirIdentifier{Value: node}, Display: node}
@@ -428,4 +430,79 @@ func pick(c bool, a, b string) string {
 		return a
 	}
 	return b
+}
+
+// FHIR's string rules, for the record's own text (reasons, principals,
+// roles, client ids, node names, URIs) in an AuditEvent: a FHIR string
+// matches [ \r\n\t\S]+ (the R4 JSON schema, where \s is JavaScript's
+// Unicode whitespace), holds no control character and something that is
+// not whitespace, and is at most 1 MiB (Medplum); a code matches
+// [^\s]+( [^\s]+)*. A record may hold anything a principal or a policy
+// error wrote, so the FHIR rendering is made to fit, and the exact value
+// stays in the record (records.jsonl, the extension's hash).
+
+// maxFHIRString is the longest string rendered, in bytes: FHIR's 1 MiB,
+// less room for the truncation mark.
+const maxFHIRString = 1<<20 - 64
+
+// fhirString is s as a FHIR string: each control character but tab, CR
+// and LF becomes U+FFFD, each other whitespace character (no-break space,
+// ideographic space, line and paragraph separators, the byte order mark)
+// a space; a string longer than maxFHIRString is cut at a character
+// boundary and marked; a string that is then only whitespace is "" (the
+// element is left out). It is pure.
+func fhirString(s string) string {
+	clean := true
+	for _, r := range s {
+		if r != ' ' && r != '\t' && r != '\r' && r != '\n' && (unicode.IsControl(r) || jsSpace(r) || r == utf8.RuneError) {
+			clean = false
+			break
+		}
+	}
+	if !clean {
+		s = strings.Map(func(r rune) rune {
+			switch {
+			case r == ' ' || r == '\t' || r == '\r' || r == '\n':
+				return r
+			case unicode.IsControl(r):
+				return unicode.ReplacementChar
+			case jsSpace(r):
+				return ' '
+			}
+			return r
+		}, s)
+	}
+	if len(s) > maxFHIRString {
+		cut := maxFHIRString
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + " [truncated]"
+	}
+	if strings.TrimFunc(s, unicode.IsSpace) == "" {
+		return ""
+	}
+	return s
+}
+
+// fhirRequired is fhirString for an element that must have a value: a
+// string that is only whitespace becomes U+FFFD.
+func fhirRequired(s string) string {
+	if v := fhirString(s); v != "" {
+		return v
+	}
+	return string(unicode.ReplacementChar)
+}
+
+// fhirCode is s as a FHIR code: fhirString, with its whitespace trimmed
+// and each run of it made one space ("" when nothing is left).
+func fhirCode(s string) string {
+	return strings.Join(strings.Fields(fhirString(s)), " ")
+}
+
+// jsSpace reports whether JavaScript's \s matches r (ECMAScript
+// WhiteSpace and LineTerminator: Unicode's space separators, the byte
+// order mark, and the ASCII and Unicode line breaks).
+func jsSpace(r rune) bool {
+	return unicode.IsSpace(r) || r == '\ufeff' || unicode.Is(unicode.Zs, r) || r == '\u2028' || r == '\u2029'
 }

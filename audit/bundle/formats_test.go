@@ -7,7 +7,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/custos-mcp/custos/audit"
 )
@@ -203,4 +205,37 @@ func indent(t *testing.T, b []byte) []byte {
 	}
 	out.WriteByte('\n')
 	return out.Bytes()
+}
+
+// TestFHIRStringRules pins how record text is made a FHIR string or code.
+func TestFHIRStringRules(t *testing.T) {
+	for _, tc := range []struct{ in, str, code string }{
+		{"TREAT", "TREAT", "TREAT"},
+		{"TREAT ", "TREAT ", "TREAT"},
+		{" a\tb\r\nc ", " a\tb\r\nc ", "a b c"},
+		{"dr\u00a0ada", "dr ada", "dr ada"},
+		{"山田\u3000太郎", "山田 太郎", "山田 太郎"},
+		{"\ufeffbom", " bom", "bom"},
+		{"x\u2028y\u2029z", "x y z", "x y z"},
+		{"ctl\x01\x7f\u0085", "ctl\ufffd\ufffd\ufffd", "ctl\ufffd\ufffd\ufffd"},
+		{"bad\xffutf8", "bad\ufffdutf8", "bad\ufffdutf8"},
+		{" ", "", ""},
+		{"\u00a0\u3000\ufeff", "", ""},
+		{"", "", ""},
+	} {
+		if got := fhirString(tc.in); got != tc.str {
+			t.Errorf("fhirString(%q) = %q, want %q", tc.in, got, tc.str)
+		}
+		if got := fhirCode(tc.in); got != tc.code {
+			t.Errorf("fhirCode(%q) = %q, want %q", tc.in, got, tc.code)
+		}
+	}
+	if got := fhirRequired(" \u00a0"); got != "\ufffd" {
+		t.Errorf("fhirRequired of blanks = %q", got)
+	}
+	long := strings.Repeat("é", maxFHIRString) // twice the limit in bytes
+	got := fhirString(long)
+	if len(got) > 1<<20 || !utf8.ValidString(got) || !strings.HasSuffix(got, " [truncated]") {
+		t.Errorf("a long string: %d bytes, valid UTF-8 %v, suffix %q", len(got), utf8.ValidString(got), got[len(got)-12:])
+	}
 }

@@ -111,8 +111,15 @@ func realisticEntries() []audit.Entry {
 // them, in every human format, as a verified bundle.
 func exportRealistic(t *testing.T) (dir string, records []audit.Record) {
 	t.Helper()
-	l, _ := audittest.Open(t, audit.Options{Node: "custos-node-1", MaxBatchDelay: time.Microsecond})
-	for _, e := range realisticEntries() {
+	return exportEntries(t, "custos-node-1", realisticEntries())
+}
+
+// exportEntries writes entries to a real audit log of node and exports
+// them, in every human format, as a verified bundle.
+func exportEntries(t *testing.T, node string, entries []audit.Entry) (dir string, records []audit.Record) {
+	t.Helper()
+	l, _ := audittest.Open(t, audit.Options{Node: node, MaxBatchDelay: time.Microsecond})
+	for _, e := range entries {
 		if _, err := l.Append(context.Background(), e); err != nil {
 			t.Fatal(err)
 		}
@@ -417,4 +424,50 @@ func checkBALP(ev auditEvent, r audit.Record) []string {
 		fail("source %q gives no client network address", r.Source)
 	}
 	return bad
+}
+
+// hostileEntries are records holding what FHIR strings may not: text a
+// principal, a client or a policy error can put into a record (no-break
+// and ideographic spaces, line separators, a byte order mark, control
+// characters, blanks, stray spaces around a purpose, more than 1 MiB).
+func hostileEntries() []audit.Entry {
+	odd := []string{"dr\u00a0ada", "山田\u3000太郎", "line\u2028sep", "\ufeffbom", "ctl\x01\x1f\x7f", " ", "tab\there", "\u0085nel", "para\u2029"}
+	var out []audit.Entry
+	for i, s := range odd {
+		out = append(out, audit.Entry{
+			Action: audit.ActionResourcesRead, Outcome: audit.OutcomeDeny, Reason: "policy rejected: " + s,
+			Principal:    audit.Principal{Sub: s, Roles: []string{s, "clinician"}, ClientID: s},
+			PurposeOfUse: []string{"TREAT ", " TREAT", "TREAT\n", "TREAT\u00a0", "ETREAT  X", " ", "HRESCH", "TREAT", "\ufeffTREAT"}[i],
+			Source:       "10.0.0.5:51234", Session: s, DecisionID: "dec-" + s, PolicyRevision: s,
+			URIs: []string{"fhir://patients/hk1-" + s + "/Observation/o"}, Patients: []string{"hk1-" + s},
+		})
+	}
+	out = append(out, audit.Entry{Action: "policy/reject", Outcome: audit.OutcomeError,
+		Reason: strings.Repeat("é", 600_000) + "\x00", Principal: audit.Principal{Sub: "custos"}, Source: "bundle"})
+	return out
+}
+
+// TestFHIRExportOfHostileStrings: the AuditEvents of records holding text
+// FHIR forbids pass HL7's schema and Medplum (the text made to fit FHIR's
+// string and code rules), and every event still names its record.
+func TestFHIRExportOfHostileStrings(t *testing.T) {
+	dir, records := exportEntries(t, "node\u00a01", hostileEntries())
+	fhirLines := lines(t, filepath.Join(dir, FormatFHIR.FileName()))
+	if len(fhirLines) != len(records) {
+		t.Fatalf("%d AuditEvents for %d records", len(fhirLines), len(records))
+	}
+	for i, line := range fhirLines {
+		var ev auditEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.seq() != records[i].Seq {
+			t.Errorf("event %d names record %d, want %d", i, ev.seq(), records[i].Seq)
+		}
+	}
+	rep := validators.FHIR(t, fhirLines)
+	for _, inv := range rep.Invalid {
+		t.Errorf("AuditEvent %d (record seq %d, reason %.40q) is not valid FHIR R4 (%s): %.300s", inv.Index, records[inv.Index].Seq, records[inv.Index].Reason, inv.Validator, inv.Message)
+	}
+	t.Logf("%d AuditEvents checked by %v", rep.Validated, rep.Validators)
 }
