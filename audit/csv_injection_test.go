@@ -26,9 +26,27 @@ func TestCSVExportNeutralizesFormulas(t *testing.T) {
 		col[h] = i
 	}
 	row := rows[1]
-	for name, want := range map[string]string{"sub": "'" + evil, "reason": "'-1+1", "client_id": "'@c", "action": "resources/read", "keys": "'+x;=cmd|' /C calc'!A0"} {
+	for name, want := range map[string]string{"sub": "'" + evil, "reason": "'-1+1", "client_id": "'@c", "action": "resources/read", "keys": "'+x;'=cmd|' /C calc'!A0"} {
 		if got := row[col[name]]; got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}
+	}
+}
+
+// TestCSVSafe pins the cells CSVSafe and CSVList defuse: every formula
+// start, in the first element of a list and after a ";".
+func TestCSVSafe(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"=1+2", "'=1+2"}, {"+1", "'+1"}, {"-1", "'-1"}, {"@SUM(A1)", "'@SUM(A1)"},
+		{"\tx", "'\tx"}, {"\rx", "'\rx"}, {"\nx", "'\nx"}, {"\x00x", "'\x00x"},
+		{"＝1+2", "'＝1+2"}, {"＋1", "'＋1"}, {"－1", "'－1"}, {"＠x", "'＠x"},
+		{"a=1", "a=1"}, {"", ""}, {"clinician", "clinician"}, {"'already", "'already"},
+	} {
+		if got := CSVSafe(tc.in); got != tc.want {
+			t.Errorf("CSVSafe(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if got, want := CSVList([]string{"clinician", "=1+2", "@x", "ok"}), "clinician;'=1+2;'@x;ok"; got != want {
+		t.Errorf("CSVList = %q, want %q", got, want)
 	}
 }

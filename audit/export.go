@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -61,7 +62,7 @@ var CSVHeader = []string{
 // csvRow fills row (len(CSVHeader) cells, reused between records) with r's
 // cells, each passed through csvSafe.
 func csvRow(r *Record, row []string) []string {
-	j := func(s []string) string { return strings.Join(s, ";") }
+	j := CSVList
 	row = append(row[:0],
 		strconv.Itoa(r.V), strconv.FormatUint(r.Seq, 10), r.EventID, r.Time.UTC().Format(TimeLayout), r.Node,
 		r.Action, r.Outcome, r.Reason,
@@ -70,20 +71,38 @@ func csvRow(r *Record, row []string) []string {
 		j(r.Obligations), strconv.FormatBool(r.Dev), j(r.Keys), r.PrevHash, r.Hash,
 	)
 	for i, cell := range row {
-		row[i] = csvSafe(cell)
+		row[i] = CSVSafe(cell)
 	}
 	return row
 }
 
-// csvSafe neutralizes spreadsheet formula injection (OWASP "CSV
-// injection"): a cell that a spreadsheet would evaluate — one starting with
-// =, +, -, @, tab or carriage return — is prefixed with a single quote. The
-// CSV export is for people; the JSONL export keeps the exact bytes.
-func csvSafe(cell string) string {
-	if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
+// formulaStarts are the first characters that make a spreadsheet evaluate
+// a cell, or that some spreadsheets drop before evaluating it: =, +, -, @
+// (OWASP "CSV injection"), tab, CR, LF and NUL (ASVS 5.0 1.2.10), and the
+// fullwidth forms of the four that spreadsheets in CJK locales read as
+// them.
+const formulaStarts = "=+-@\t\r\n\x00＝＋－＠"
+
+// CSVSafe neutralizes spreadsheet formula injection in one cell: a cell
+// whose first character is one of formulaStarts is prefixed with a single
+// quote. The CSV export is for people; the JSONL export keeps the exact
+// bytes. It is pure.
+func CSVSafe(cell string) string {
+	if first, _ := utf8.DecodeRuneInString(cell); cell != "" && strings.ContainsRune(formulaStarts, first) {
 		return "'" + cell
 	}
 	return cell
+}
+
+// CSVList is a list cell: its elements, each made safe by CSVSafe (a
+// spreadsheet that splits cells at ";" would otherwise evaluate an element
+// after the first), joined by ";".
+func CSVList(elems []string) string {
+	safe := make([]string, len(elems))
+	for i, e := range elems {
+		safe[i] = CSVSafe(e)
+	}
+	return strings.Join(safe, ";")
 }
 
 // exportChunk is the number of records read per read transaction. Each

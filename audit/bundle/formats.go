@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 
 	"github.com/custos-mcp/custos/audit"
 )
@@ -99,7 +98,7 @@ func recordHash(r audit.Record) string {
 // cells a spreadsheet would evaluate (starting with = + - @ tab CR) prefixed
 // with a single quote.
 func CSVRow(r audit.Record) []string {
-	j := func(s []string) string { return strings.Join(s, ";") }
+	j := audit.CSVList
 	row := []string{
 		strconv.Itoa(r.V), strconv.FormatUint(r.Seq, 10), r.EventID, r.Time.UTC().Format(audit.TimeLayout), r.Node,
 		r.Action, r.Outcome, r.Reason,
@@ -108,9 +107,7 @@ func CSVRow(r audit.Record) []string {
 		j(r.Obligations), strconv.FormatBool(r.Dev), j(r.Keys), r.PrevHash, recordHash(r),
 	}
 	for i, cell := range row {
-		if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
-			row[i] = "'" + cell
-		}
+		row[i] = audit.CSVSafe(cell)
 	}
 	return row
 }
