@@ -40,7 +40,12 @@ func isBreakGlass(r audit.Record) bool { return isAccess(r) && auditreport.IsBre
 
 func isGrantEvent(r audit.Record) bool { return strings.HasPrefix(r.Action, "btg/") }
 
-func isPolicyEvent(r audit.Record) bool { return strings.HasPrefix(r.Action, "policy/") }
+// isPolicyEvent: a policy's lifecycle, loaded or rejected. policy/impact
+// starts with "policy/" too, but it is an auditor's access record (a
+// replay of decisions), not an event of the policy.
+func isPolicyEvent(r audit.Record) bool {
+	return r.Action == "policy/load" || r.Action == "policy/reject"
+}
 
 // Rules are the recomputation rules of the figures, keyed by JSON path.
 // "records" means the lines of the bundle's records.jsonl; "access" a
@@ -54,7 +59,7 @@ var Rules = map[string]string{
 	"summary.refusals":             "records with action auth/reject or http/rate_limited, or with outcome error (any action)",
 	"summary.break_glass_accesses": "accesses with purpose_of_use ETREAT or a reason containing break_glass or btg",
 	"summary.grant_events":         "records whose action starts with btg/ (grant, revoke, expire, review)",
-	"summary.policy_events":        "records whose action starts with policy/ (load, reject)",
+	"summary.policy_events":        "records whose action is policy/load or policy/reject (not the access record policy/impact)",
 	"days[]":                       "records whose time (UTC) falls on date; each day is the contiguous seq range seqs; the counts apply the summary rules to those records; accesses_by_purpose counts accesses by purpose_of_use",
 	"patients[]":                   "accesses whose patients field contains id (a keyed-hash lookup value); a list naming several patients counts for each",
 	"users[]":                      "accesses whose principal.sub is id",

@@ -218,7 +218,7 @@ func TestFiguresTraceToRecords(t *testing.T) {
 			return slices.Contains(access, r.Action) && (r.PurposeOfUse == "ETREAT" || strings.Contains(r.Reason, "break_glass") || strings.Contains(r.Reason, "btg"))
 		},
 		"grant_events":  func(r audit.Record) bool { return strings.HasPrefix(r.Action, "btg/") },
-		"policy_events": func(r audit.Record) bool { return strings.HasPrefix(r.Action, "policy/") },
+		"policy_events": func(r audit.Record) bool { return r.Action == "policy/load" || r.Action == "policy/reject" },
 	}
 	for name, rule := range rules {
 		if doc.Rules["summary."+name] == "" {
@@ -423,5 +423,20 @@ func TestNiceMax(t *testing.T) {
 		if got := niceMax(m); got != want || got%4 != 0 {
 			t.Errorf("niceMax(%d) = %d, want %d", m, got, want)
 		}
+	}
+}
+
+// TestPolicyImpactIsNoPolicyEvent: an auditor's policy/impact replay is
+// an access record; policy_events counts the loads and rejections only.
+func TestPolicyImpactIsNoPolicyEvent(t *testing.T) {
+	rs := trail()
+	last := rs[len(rs)-1]
+	impact := last
+	impact.Seq, impact.Time = last.Seq+1, last.Time.Add(time.Minute)
+	impact.Action, impact.Outcome, impact.Reason, impact.Patients = "policy/impact", "allow", "candidate=sha256:cc", nil
+	impact.Principal = audit.Principal{Sub: "auditor"}
+	rep := build(t, append(rs, impact), Inputs{Generated: t0.AddDate(0, 0, 5), Tool: "custos test"})
+	if got := rep.Summary.PolicyEvents; got.Count != 2 || got.Seqs.String() != "101,113" {
+		t.Errorf("policy_events = %+v, want the load 101 and the rejection 113", got)
 	}
 }
