@@ -153,19 +153,24 @@ func (s *Server) decideURI(ctx context.Context, id Identity, uri, action string)
 // read in every reason (",page=N").
 func (s *Server) decideResource(ctx context.Context, id Identity, e audit.Entry, u store.URI, page int, withInput bool) verdict {
 	uri := u.String()
-	e.URIs, e.Patients = []string{uri}, patientList(u.Patient)
+	e.URIs = []string{uri}
 	e.DecisionID = uuid.NewString()
 
 	r, err := s.cfg.Catalog.Get(uri)
 	found := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		e.Patients = patientList(s.patientOf(u))
 		return verdict{err: s.catalogFailed(ctx, e, withPage(ReasonCatalogUnavailable, page), err)}
 	}
 	if found {
 		e.Patients = patientList(r.Labels.Patient)
 		e.Digests = []string{digestRef(r)}
 	} else {
-		r = store.Resource{URI: uri, MIMEType: u.MIMEType(), Labels: store.Labels{Tenant: u.Tenant, Patient: u.Patient, Type: u.Type}}
+		// Decided as a resource of the patient its URI names, by the id
+		// resources name that patient by (patientOf), so that the record
+		// names the patient as a found resource's would.
+		r = store.Resource{URI: uri, MIMEType: u.MIMEType(), Labels: store.Labels{Tenant: u.Tenant, Patient: s.patientOf(u), Type: u.Type}}
+		e.Patients = patientList(r.Labels.Patient)
 	}
 	in := policy.Input{Subject: policy.NewSubject(id.Principal), PurposeOfUse: id.PurposeOfUse, Action: policy.ActionRead, Resource: resourceInput(r),
 		BreakGlass: s.breakGlass(id, r.Labels.Patient)}

@@ -323,6 +323,27 @@ func (f *fixture) audited(uri string) string {
 	return strings.ReplaceAll(uri, u.Patient, audit.Pseudonym(k.Bytes, u.Patient))
 }
 
+// pseudonym is the keyed hash an audit record names patient id by.
+func (f *fixture) pseudonym(id string) string {
+	f.t.Helper()
+	k, err := f.keys.AuditKey(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return audit.Pseudonym(k.Bytes, id)
+}
+
+// auditedAs is uri as a record names it when its patient segment stands
+// for patient id (FHIR input: the segment is a keyed id of it).
+func (f *fixture) auditedAs(uri, id string) string {
+	f.t.Helper()
+	u, err := store.ParseURI(uri)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return strings.ReplaceAll(uri, u.Patient, f.pseudonym(id))
+}
+
 // records returns every audit record so far.
 func (f *fixture) records() []audit.Record {
 	f.t.Helper()

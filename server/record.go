@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,7 +70,7 @@ func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Inp
 	}
 	us := make([]string, len(e.URIs))
 	for i, raw := range e.URIs {
-		us[i] = pseudonymURI(pseudonym, raw)
+		us[i] = pseudonymURI(pseudonym, raw, s.patientOf)
 	}
 	e.Patients, e.URIs = ps, us
 	keys := make([]string, 0, len(e.Keys))
@@ -97,16 +98,17 @@ func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Inp
 // pseudonym(id) (audit.Pseudonym under one key). The same key maps equal
 // ids to equal pseudonyms, so the policy's equality tests (care
 // relationship) decide a replayed input as they decided the original. Nil
-// lists become [], as the policy saw them.
+// lists become [], as the policy saw them. The URI's patient segment is
+// the resource's patient (resource.patient), whatever form the segment
+// has (a keyed id for FHIR input).
 func pseudonymInput(pseudonym func(string) string, in policy.Input) policy.Input {
 	out := policy.Input{Principal: pseudonymPrincipal(pseudonym, in.Principal), PurposeOfUse: in.PurposeOfUse, Action: in.Action}
 	if r := in.Resource; r != nil {
 		rc := *r
 		rc.Sensitivity, rc.Consent = nonNil(r.Sensitivity), nonNil(r.Consent)
-		rc.URI = pseudonymURI(pseudonym, r.URI)
+		rc.URI = pseudonymURI(pseudonym, r.URI, func(u store.URI) string { return cmp.Or(r.Patient, u.Patient) })
 		if r.Patient != "" {
 			rc.Patient = pseudonym(r.Patient)
-			rc.URI = strings.ReplaceAll(rc.URI, r.Patient, rc.Patient)
 		}
 		out.Resource = &rc
 	}
@@ -125,12 +127,14 @@ func pseudonymPrincipal(pseudonym func(string) string, p policy.Principal) polic
 	return p
 }
 
-// pseudonymURI is uri with every occurrence of its patient id (the
-// patient segment, and the resource id of a FHIR Patient resource, which
-// is the patient id) replaced by the keyed hash. Other resource ids stay:
-// they are opaque ids of resources, not of people. A URI that does not
-// parse (never stored by the server) is recorded as "invalid".
-func pseudonymURI(pseudonym func(string) string, uri string) string {
+// pseudonymURI is uri with every occurrence of its patient segment (and
+// the resource id of a FHIR Patient resource, which is the same) replaced
+// by the keyed hash of the patient's id, patientOf(u): the id resources
+// and the record's patients name the patient by, so that a URI and the
+// patients of a record agree. Other resource ids stay: they are opaque
+// ids of resources, not of people. A URI that does not parse (never
+// stored by the server) is recorded as "invalid".
+func pseudonymURI(pseudonym func(string) string, uri string, patientOf func(store.URI) string) string {
 	u, err := store.ParseURI(uri)
 	if err != nil {
 		return "invalid"
@@ -138,7 +142,51 @@ func pseudonymURI(pseudonym func(string) string, uri string) string {
 	if u.Patient == "" {
 		return uri // tenant-level reference data: no patient to hide
 	}
-	return strings.ReplaceAll(uri, u.Patient, pseudonym(u.Patient))
+	return strings.ReplaceAll(uri, u.Patient, pseudonym(patientOf(u)))
+}
+
+// maxPatientIDs bounds the memo of patientOf.
+const maxPatientIDs = 1 << 16
+
+// patientIDs memoizes patientOf for segments the catalog resolved.
+type patientIDs struct {
+	mu sync.RWMutex
+	m  map[string]string // tenant NUL segment -> labels.patient
+}
+
+// patientOf returns the patient id u's patient segment stands for, as
+// resources name their patient (labels.patient, the id a principal's
+// care team and the record's patients use): for custos's own data the
+// segment itself; for FHIR input, whose segment is a keyed id of the
+// source Patient id (docs/uris.md, "Opaque ids"), the labels.patient of
+// the catalog's Patient resource of that compartment. When the catalog
+// holds no such Patient (it was never imported, or was retired), the
+// segment. "" when u names no patient. A resolved segment is memoized:
+// under the catalog's never-rotated id key a segment always stands for
+// the same id.
+func (s *Server) patientOf(u store.URI) string {
+	if u.Patient == "" {
+		return ""
+	}
+	key := u.Tenant + "\x00" + u.Patient
+	s.patientIDs.mu.RLock()
+	id, ok := s.patientIDs.m[key]
+	s.patientIDs.mu.RUnlock()
+	if ok {
+		return id
+	}
+	pu := store.URI{Scheme: store.SchemeFHIR, Tenant: u.Tenant, Patient: u.Patient, Type: "patient", ID: u.Patient}
+	r, err := s.cfg.Catalog.Get(pu.String())
+	if err != nil || r.Labels.Patient == "" {
+		return u.Patient
+	}
+	s.patientIDs.mu.Lock()
+	if s.patientIDs.m == nil || len(s.patientIDs.m) >= maxPatientIDs {
+		s.patientIDs.m = make(map[string]string)
+	}
+	s.patientIDs.m[key] = r.Labels.Patient
+	s.patientIDs.mu.Unlock()
+	return r.Labels.Patient
 }
 
 // patientList is the audit record's Patients for one resource of patient
@@ -242,7 +290,7 @@ func (s *Server) refuseStale(ctx context.Context, id Identity, method string, re
 	e := s.entry(ctx, id, method)
 	if r, ok := req.(*mcp.ReadResourceRequest); ok && r.Params != nil {
 		if u, err := store.ParseURI(r.Params.URI); err == nil {
-			e.URIs, e.Patients = []string{u.String()}, patientList(u.Patient)
+			e.URIs, e.Patients = []string{u.String()}, patientList(s.patientOf(u))
 		}
 	}
 	s.log.Error("keys are stale; request refused", "action", method, "err", cause)

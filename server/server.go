@@ -156,7 +156,8 @@ type Server struct {
 	snapshot func() Decider
 
 	pseudonyms pseudonymCache
-	aliases    aliases // research aliases (research.go)
+	patientIDs patientIDs // patientOf's memo
+	aliases    aliases    // research aliases (research.go)
 
 	refusals  *refusals // aggregated refusals (refusals.go)
 	closeOnce sync.Once

@@ -267,7 +267,7 @@ func (s *Server) onSubscribe(ctx context.Context, req *mcp.SubscribeRequest) err
 	if call.id.PurposeOfUse == ResearchPurpose {
 		// The research view shows aliases, and a change feed of aliased
 		// URIs is not offered: refused, and on record.
-		e.URIs, e.Patients = []string{uri}, patientList(u.Patient)
+		e.URIs, e.Patients = []string{uri}, patientList(s.patientOf(u))
 		return s.refuse(ctx, e, audit.OutcomeDeny, ReasonResearchNoSubscriptions, invalidParams("subscriptions are not offered for purpose of use %s (the de-identified research view has no change feed)", ResearchPurpose))
 	}
 	if call.listen {
@@ -339,7 +339,7 @@ func (s *Server) onUnsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest)
 		// any well-formed URI could be named here.
 		return s.refuse(ctx, e, audit.OutcomeDeny, ReasonNotSubscribed, nil)
 	}
-	e.URIs, e.Patients = []string{uri}, patientList(u.Patient)
+	e.URIs, e.Patients = []string{uri}, patientList(s.patientOf(u))
 	e.Outcome, e.Reason = audit.OutcomeAllow, ReasonUnsubscribed
 	_, err = s.commit(ctx, e)
 	return err
@@ -425,7 +425,7 @@ func (s *Server) auditRetired(ctx context.Context, removed []string) {
 			e.Outcome, e.Reason = audit.OutcomeAllow, ReasonRetired
 			e.URIs = []string{uri}
 			if u, err := store.ParseURI(uri); err == nil {
-				e.Patients = patientList(u.Patient)
+				e.Patients = patientList(s.patientOf(u))
 			}
 			if _, err := s.commit(ctx, e); err != nil {
 				s.log.Error("auditing a retired resource failed", "err", err)
@@ -443,7 +443,7 @@ func (s *Server) notifyDecision(ctx context.Context, t target, uri string) bool 
 		// its claims (care team, roles) can no longer be trusted as current.
 		e := s.entry(ctx, t.id, ActionNotify)
 		if u, perr := store.ParseURI(uri); perr == nil {
-			e.URIs, e.Patients = []string{uri}, patientList(u.Patient)
+			e.URIs, e.Patients = []string{uri}, patientList(s.patientOf(u))
 		}
 		if err := s.refuse(ctx, e, audit.OutcomeDeny, ReasonTokenExpired, nil); err != nil {
 			s.log.Error("auditing a withheld notification failed", "err", err)
@@ -453,7 +453,7 @@ func (s *Server) notifyDecision(ctx context.Context, t target, uri string) bool 
 	if err := s.cfg.Keys.Check(); err != nil {
 		e := s.entry(ctx, t.id, ActionNotify)
 		if u, perr := store.ParseURI(uri); perr == nil {
-			e.URIs, e.Patients = []string{uri}, patientList(u.Patient)
+			e.URIs, e.Patients = []string{uri}, patientList(s.patientOf(u))
 		}
 		s.log.Error("keys are stale; notification withheld", "err", err)
 		if err := s.refuse(ctx, e, audit.OutcomeError, ReasonKeysStale, nil); err != nil {

@@ -632,9 +632,33 @@ func TestRetiredResourceIsAudited(t *testing.T) {
 		t.Fatalf("retire records: %+v", recs)
 	}
 	r := recs[0]
+	// The record names the patient by the keyed hash of the source
+	// Patient id, in its patients and in the URI's patient segment alike
+	// (the URI's segment is a keyed id of it, which the catalog resolves
+	// through the compartment's Patient).
+	hashed := lf.pseudonym(srcPatient)
 	if r.Outcome != audit.OutcomeAllow || r.Reason != server.ReasonRetired || r.Principal.Sub != "custos" ||
-		len(r.URIs) != 1 || r.URIs[0] != lf.audited(uri) || len(r.Patients) != 1 {
-		t.Fatalf("retire record %+v", r)
+		len(r.URIs) != 1 || r.URIs[0] != lf.auditedAs(uri, srcPatient) || !slices.Equal(r.Patients, []string{hashed}) ||
+		!strings.Contains(r.URIs[0], hashed) {
+		t.Fatalf("retire record %+v, want patient %s in patients and URI", r, hashed)
+	}
+	// A read of the retired URI and of a URI that never existed in the same
+	// compartment (both not found) name the patient the same way.
+	cs := lf.connect(lf.identity("clinician"))
+	never := n.Link("Observation", "obs-never-imported", srcPatient)
+	for _, u := range []string{uri, never} {
+		if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: u}); err == nil {
+			t.Fatalf("read of %s succeeded", u)
+		}
+	}
+	reads := lf.actions(start, audit.ActionResourcesRead)
+	if len(reads) != 2 {
+		t.Fatalf("read records: %+v", reads)
+	}
+	for _, rd := range reads {
+		if rd.Reason != server.ReasonNotFound || !slices.Equal(rd.Patients, []string{hashed}) || len(rd.URIs) != 1 || !strings.Contains(rd.URIs[0], hashed) {
+			t.Errorf("not-found read record names the patient otherwise: %+v, want %s", rd, hashed)
+		}
 	}
 	raw, err := os.ReadFile(lf.logPath)
 	if err != nil {
