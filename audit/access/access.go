@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/bundle"
 	"github.com/custos-mcp/custos/backup"
 )
 
@@ -57,7 +58,7 @@ var (
 // "not_empty", "corrupt" or "internal".
 func Code(err error) string {
 	switch {
-	case errors.Is(err, ErrBadRequest):
+	case errors.Is(err, ErrBadRequest), errors.Is(err, bundle.ErrBadRange):
 		return "bad_request"
 	case errors.Is(err, ErrNotRecorded):
 		return "not_recorded"

@@ -17,6 +17,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/audittest"
+	"github.com/custos-mcp/custos/audit/bundle"
 	"github.com/custos-mcp/custos/audit/report"
 )
 
@@ -281,3 +282,16 @@ func TestPrefixViewWhileAppending(t *testing.T) {
 }
 
 func decodeJSON(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+// TestCodeOfBadRange: a range past the log's head, or a time range with
+// no record, is the caller's mistake (bad_request), not an internal error.
+func TestCodeOfBadRange(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("%w: to 999 is beyond the log head 18", bundle.ErrBadRange),
+		fmt.Errorf("%w: no record in the time range", bundle.ErrBadRange),
+	} {
+		if got := access.Code(err); got != "bad_request" {
+			t.Errorf("Code(%v) = %q, want bad_request", err, got)
+		}
+	}
+}

@@ -70,6 +70,11 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 			return err
 		}
 	}
+	// A target that cannot take the bundle is refused before the access
+	// (and its record) starts, as compliance report does.
+	if err := emptyTarget(out); err != nil {
+		return err
+	}
 	m, err := fetchBundle(cmd, d, req, out)
 	if err != nil {
 		if errors.Is(err, bundle.ErrNoCheckpoint) {
