@@ -300,3 +300,59 @@ func TestReadCorpus(t *testing.T) {
 		t.Errorf("only %d items from the corpus", n)
 	}
 }
+
+// A JSON syntax error in a .json file is reported at the line of the bad
+// byte, however far the decoder has read ahead of it (pretty-printed
+// Bundles, concatenated values, arrays), and a truncated file at its last
+// line. Each file plants the bad byte on the line marked "BAD" (the
+// truncated file: its last line).
+func TestJSONErrorLine(t *testing.T) {
+	var pretty strings.Builder // a pretty-printed Bundle of 60 entries, the first one broken
+	pretty.WriteString("{\n  \"resourceType\": \"Bundle\",\n  \"type\": \"collection\",\n  \"entry\": [\n")
+	for i := range 60 {
+		status := `"final"`
+		if i == 0 {
+			status = "final BAD"
+		}
+		if i > 0 {
+			pretty.WriteString(",\n")
+		}
+		pretty.WriteString("    {\n      \"resource\": {\n        \"resourceType\": \"Observation\",\n        \"id\": \"o" + itoa(i) +
+			"\",\n        \"status\": " + status + ",\n        \"subject\": {\n          \"reference\": \"Patient/p1\"\n        }\n      }\n    }")
+	}
+	pretty.WriteString("\n  ]\n}\n")
+	obs := `{"resourceType":"Observation","id":"o","status":"final"}`
+	for name, content := range map[string]string{
+		"pretty.json":       pretty.String(),
+		"one-line.json":     `{"resourceType":"Patient","id":"p","birthDate":SECRET} BAD` + "\n",
+		"concatenated.json": obs + "\n" + obs + "\n\n" + `{"resourceType":"Patient",` + "\n" + `"id":x} BAD` + "\n" + strings.Repeat(obs+"\n", 200),
+		"array.json":        "[\n" + obs + ",\n" + obs + ",\n" + `{"resourceType":"Patient","id":"p",` + "\n\n" + `"name":[}]} BAD` + "\n" + strings.Repeat(","+obs+"\n", 200) + "]\n",
+		"no-comma.json":     "[\n" + obs + "\n" + obs + " BAD\n" + strings.Repeat(","+obs+"\n", 200) + "]\n",
+		"truncated.json":    "[\n" + obs + ",\n" + `{"resourceType":"Patient",` + "\n" + `"id":"p"` + "\n\n",
+		"crlf.json":         strings.ReplaceAll("{\n\"resourceType\":\"Patient\",\n\"id\":\"p\",\n\"active\":tru} BAD\n}\n", "\n", "\r\n"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), name)
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			want := 4 // truncated.json
+			for i, l := range strings.Split(content, "\n") {
+				if strings.Contains(l, "BAD") {
+					want = i + 1
+				}
+			}
+			_, err := readAll(t, p)
+			var fe *Error
+			if !errors.As(err, &fe) || !(errors.Is(err, ErrJSON) || errors.Is(err, ErrTruncated)) {
+				t.Fatalf("err = %v, want ErrJSON or ErrTruncated", err)
+			}
+			if fe.Where != name+":"+itoa(want) {
+				t.Errorf("at %s, want %s:%d (%v)", fe.Where, name, want, err)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("the error quotes content: %v", err)
+			}
+		})
+	}
+}
