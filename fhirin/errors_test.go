@@ -258,3 +258,40 @@ func TestBOMAndCancel(t *testing.T) {
 		t.Errorf("canceled Read: %v", err)
 	}
 }
+
+// FHIR XML is refused as such, whatever the file is named, and a file
+// holding an empty JSON array is refused like an empty file: neither holds
+// a resource or a Bundle, and neither may import nothing silently.
+func TestNotFHIRJSON(t *testing.T) {
+	dir := t.TempDir()
+	xml := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<Patient xmlns="http://hl7.org/fhir"><id value="SECRET-MRN"/></Patient>`
+	for _, tc := range []struct {
+		name, content, where, detail string
+	}{
+		{"Patient.xml", xml, "Patient.xml", "FHIR XML is not supported"},
+		{"patient.json", "\xef\xbb\xbf  \n" + xml, "patient.json", "FHIR XML is not supported"},
+		{"empty-array.json", "\n[ \n ]\n", "empty-array.json:2", "an empty JSON array"},
+		{"empty.json", "\n\n", "empty.json", "empty file"},
+	} {
+		p := filepath.Join(dir, tc.name)
+		if err := os.WriteFile(p, []byte(tc.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		items, err := readAll(t, p)
+		var fe *Error
+		if !errors.As(err, &fe) || !errors.Is(err, ErrFormat) || fe.Where != tc.where || !strings.Contains(fe.Detail, tc.detail) {
+			t.Errorf("%s: %d items, err = %v; want ErrFormat at %s saying %q", tc.name, len(items), err, tc.where, tc.detail)
+		}
+		if err != nil && strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("the error quotes content: %v", err)
+		}
+	}
+	// A Bundle without entries is a Bundle: nothing to import, no error.
+	p := filepath.Join(dir, "empty-searchset.json")
+	if err := os.WriteFile(p, []byte(`{"resourceType":"Bundle","type":"searchset","total":0}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if items, err := readAll(t, p); err != nil || len(items) != 0 {
+		t.Errorf("an empty searchset: %d items, %v", len(items), err)
+	}
+}

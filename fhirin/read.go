@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 )
 
 // Read reads the FHIR input at path (see Detect for the formats) and calls
@@ -39,6 +41,11 @@ func Read(ctx context.Context, path string, opts Options, yield func(Item) error
 	if err != nil {
 		return err
 	}
+	if f == FormatUnknown {
+		if err := notJSON(path); err != nil {
+			return err
+		}
+	}
 	srcs, err := sources(path, f)
 	if err != nil {
 		return err
@@ -58,6 +65,33 @@ func Read(ctx context.Context, path string, opts Options, yield func(Item) error
 		return errors.Join(rd.problems...)
 	}
 	log.Info("fhirin: read", "format", f.String(), "files", len(srcs), "items", rd.items)
+	return nil
+}
+
+// notJSON explains a file Detect cannot place when it is plainly not FHIR
+// JSON: FHIR XML (by its name, or a first byte '<'), or no content at all.
+// It returns nil for anything else, which sources refuses as an unknown
+// format.
+func notJSON(path string) error {
+	name := filepath.Base(path)
+	lower := strings.ToLower(name)
+	if strings.HasSuffix(lower, ".xml") || strings.HasSuffix(lower, ".xml.gz") {
+		return newError(name, "", ErrFormat, "FHIR XML is not supported: custos reads FHIR JSON (Bulk Data NDJSON, Bundles, resources); convert the file to JSON")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil // sources reports it
+	}
+	defer f.Close()
+	head := make([]byte, 512)
+	n, _ := io.ReadFull(f, head)
+	head = bytes.TrimLeft(bytes.TrimPrefix(head[:n], []byte("\xef\xbb\xbf")), " \t\r\n")
+	switch {
+	case n == 0 || len(head) == 0 && n < 512:
+		return newError(name, "", ErrFormat, "empty file")
+	case len(head) > 0 && head[0] == '<':
+		return newError(name, "", ErrFormat, "FHIR XML is not supported: custos reads FHIR JSON (Bulk Data NDJSON, Bundles, resources); convert the file to JSON")
+	}
 	return nil
 }
 
@@ -254,8 +288,16 @@ func (rd *reader) readJSON(s *source, r io.Reader) error {
 		}
 		n++
 		if tok == '[' {
+			at, _ := errorAt(cr, dec, nil) // the line of the '['
 			if _, err := dec.Token(); err != nil {
 				return rd.jsonStreamErr(s, cr, dec, err)
+			}
+			if !dec.More() {
+				// Like an empty file: no resource, no Bundle, and an
+				// input that must not import nothing silently.
+				if err := rd.problem(newError(where(s, at), "", ErrFormat, "an empty JSON array: no resource or Bundle")); err != nil {
+					return err
+				}
 			}
 			for dec.More() {
 				raw, err := decodeOne()
