@@ -356,3 +356,32 @@ func TestJSONErrorLine(t *testing.T) {
 		})
 	}
 }
+
+// Security labels come from meta.security and from the elements R4
+// defines as a resource's own security labels (DocumentReference.
+// securityLabel, Composition.confidentiality), under every spelling of the
+// code systems, and the ActCode sensitivity codes below the ones the
+// policy knows map to the same labels (testdata/labels-bundle.json).
+func TestReadLabels(t *testing.T) {
+	items := mustReadAll(t, "testdata/labels-bundle.json")
+	for _, tc := range []struct {
+		typ, id string
+		want    []string
+	}{
+		{"Patient", "p1", []string{"vip"}},                         // ActCode CELEB, as older custos data writes it
+		{"Patient", "p2", []string{"vip"}},                         // ActCode CEL (celebrity information sensitivity)
+		{"DocumentReference", "d1", []string{"psy", "restricted"}}, // PSYTHPN and BH in meta.security, R in securityLabel
+		{TypeAttachment, "DocumentReference/d1/content[0].attachment", []string{"psy", "restricted"}},
+		{"DocumentReference", "d2", []string{"psy", "sdv"}},  // MH (https spelling) and MST in securityLabel
+		{"Binary", "b1", []string{"psy", "sdv"}},             // the labels of the DocumentReference linking it
+		{"Observation", "o1", []string{"restricted", "sud"}}, // OPIOIDUD; R under the https spelling
+		{"Observation", "o2", []string{"sud"}},               // ETHUD, ActUSPrivacyLaw 42CFRPart2; GDIS has no label
+		{"Composition", "c1", []string{"restricted"}},
+		{"Composition", "c2", []string{"very-restricted"}},
+		{"Composition", "c3", nil},
+	} {
+		if got := find(t, items, tc.typ, tc.id).Sensitivity; !slices.Equal(got, tc.want) {
+			t.Errorf("%s %s: labels %v, want %v", tc.typ, tc.id, got, tc.want)
+		}
+	}
+}
