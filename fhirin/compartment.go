@@ -90,7 +90,8 @@ func (r *resource) eachAt(path string, fn func(obj map[string]any, fhirPath stri
 // type's compartment paths that targets a Patient must name the same one:
 // two different patients, a contained Patient ("#x") or a Patient named
 // only by identifier or by an unresolved condition is an error, since the
-// resource cannot be placed without guessing.
+// resource cannot be placed without guessing; so is an absolute reference
+// that names nothing custos can identify.
 func (r *resource) compartment() (string, error) {
 	if r.typ == "Patient" {
 		return r.id, nil
@@ -119,6 +120,11 @@ func (r *resource) compartment() (string, error) {
 }
 
 // patientRef reads one Reference: the Patient id it names, if it names one.
+// By now every reference the Bundle resolves is "Type/id" (rewriteRefs). An
+// absolute reference (urn:oid, an http URL that is not RESTful, ...) that
+// no entry of the Bundle resolved and that does not end in Type/id is an
+// error, unless its type names a type other than Patient: it may name a
+// Patient, and must not make patient data tenant-level.
 func (r *resource) patientRef(ref map[string]any) (string, bool, error) {
 	s, isString := ref["reference"].(string)
 	if _, present := ref["reference"]; present && !isString {
@@ -144,9 +150,28 @@ func (r *resource) patientRef(ref map[string]any) (string, bool, error) {
 		if typ == "Patient" || strings.HasPrefix(s, "Patient/") || strings.HasPrefix(s, "Patient?") || strings.Contains(s, "/Patient/") {
 			return "", false, errUnresolvedPatient
 		}
+		if isAbsolute(s) && !(typ != "" && typ != "Patient" && r4Types[typ]) {
+			return "", false, errUnresolvedAbsolute
+		}
 		return "", false, nil
 	}
 	return t.id, t.typ == "Patient", nil
+}
+
+// isAbsolute reports whether a reference starts with a URI scheme
+// (RFC 3986: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":").
+func isAbsolute(ref string) bool {
+	scheme, _, ok := strings.Cut(ref, ":")
+	if !ok || scheme == "" || strings.ContainsAny(scheme, "/?#") {
+		return false
+	}
+	for i := 0; i < len(scheme); i++ {
+		c := scheme[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return true
 }
 
 // containedPatient reports whether the contained resource with this id is a Patient.

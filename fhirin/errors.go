@@ -26,7 +26,8 @@ var (
 	// the wrong JSON type.
 	ErrJSON = errors.New("malformed JSON")
 	// ErrValue: an element's value is not valid for its FHIR type (an
-	// instant that is not one, a Bundle entry without a resource).
+	// instant that is not one, a Bundle entry without a resource, a RESTful
+	// fullUrl that does not end with its resource's type and id).
 	ErrValue = errors.New("invalid value")
 	// ErrTruncated: a line or file ends in the middle of a JSON value.
 	ErrTruncated = errors.New("truncated JSON")
@@ -44,8 +45,9 @@ var (
 	// attachment url names a Binary that is not in the import.
 	ErrDangling = errors.New("dangling reference")
 	// ErrCompartment: a resource cannot be placed in exactly one patient
-	// compartment (two patients, a contained or unresolved Patient), or a
-	// Binary is linked to no resource and names no patient.
+	// compartment (two patients, a contained or unresolved Patient, an
+	// unresolvable absolute reference at a compartment path), or a Binary
+	// is linked to no resource and names no patient.
 	ErrCompartment = errors.New("patient compartment undetermined")
 	// ErrAttachment: attachment data is not valid base64, has no
 	// contentType, or its bytes contradict the contentType.
@@ -92,4 +94,5 @@ var (
 	errLogicalPatient     = errors.New("a Patient named by identifier only cannot be placed")
 	errContainedPatient   = errors.New("a contained Patient cannot be placed in a compartment")
 	errUnresolvedPatient  = errors.New("a conditional or malformed Patient reference is not resolved by this import")
+	errUnresolvedAbsolute = errors.New("an absolute reference that no entry of the Bundle resolves and that does not end in Type/id cannot be placed (give it the Patient's Type/id, or the entry's fullUrl)")
 )

@@ -385,3 +385,38 @@ func TestReadLabels(t *testing.T) {
 		}
 	}
 }
+
+// A reference that is an entry's fullUrl resolves to that entry's
+// resource whatever the fullUrl's scheme (urn:oid, an absolute URL that is
+// not a RESTful one, a RESTful one, with a version), places the resource
+// in its Patient's compartment, and is rewritten to the relative Type/id
+// (a RESTful URL already naming that resource is kept as written)
+// (testdata/fullurl-bundle.json).
+func TestReadFullURLReferences(t *testing.T) {
+	items := mustReadAll(t, "testdata/fullurl-bundle.json")
+	for _, tc := range []struct {
+		typ, id, patient string
+		refs             []string // the body holds each
+	}{
+		{"Observation", "o1", "p1", []string{`"subject":{"reference":"Patient/p1"}`}},
+		{"Observation", "o2", "p2", []string{`"subject":{"reference":"Patient/p2"}`}},
+		{"Observation", "o3", "p3", []string{`"reference":"https://ehr.example.org/fhir/Patient/p3/_history/2"`}},
+		{"Observation", "o4", "p1", []string{`"reference":"Patient/p1"`, `"reference":"Practitioner/pr1"`, `"reference":"https://other.example.org/ids/practitioner-x"`}},
+		{"Immunization", "i1", "p1", []string{`"reference":"Patient/p1"`}},
+		{"AllergyIntolerance", "a1", "p2", []string{`"reference":"Patient/p2"`}},
+		{"Practitioner", "pr1", "", nil},
+	} {
+		it := find(t, items, tc.typ, tc.id)
+		if it.Patient != tc.patient {
+			t.Errorf("%s %s: patient %q, want %q", tc.typ, tc.id, it.Patient, tc.patient)
+		}
+		for _, ref := range tc.refs {
+			if !bytes.Contains(it.Body, []byte(ref)) {
+				t.Errorf("%s %s: body lacks %s: %s", tc.typ, tc.id, ref, it.Body)
+			}
+		}
+		if bytes.Contains(it.Body, []byte("urn:oid:")) || bytes.Contains(it.Body, []byte("/records/")) {
+			t.Errorf("%s %s: a reference to an entry is left unresolved: %s", tc.typ, tc.id, it.Body)
+		}
+	}
+}
