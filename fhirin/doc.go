@@ -32,8 +32,10 @@
 //     through the compartment parameters' reference paths of that
 //     definition (compartmentPaths). A resource whose compartment
 //     references name two different patients, a contained Patient, or a
-//     Patient the import cannot resolve, is an error: it is never guessed
-//     into one compartment nor left tenant-level.
+//     Patient the import cannot resolve, or hold a reference it cannot
+//     read as Type/id, or whose Reference(Patient)-only element
+//     (patientOnlyPaths) names no Patient, is an error: it is never
+//     guessed into one compartment nor left tenant-level.
 //   - A Binary's compartment is that of the resources linking it (or its
 //     securityContext Patient); one linked by nobody and naming no Patient
 //     is an error, never tenant-level.
