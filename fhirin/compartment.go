@@ -129,15 +129,16 @@ func (r *resource) compartment() (string, error) {
 	return patient, nil
 }
 
-// patientRef reads one Reference at a compartment path: the Patient id it
-// names, if it names one. By now every reference the Bundle resolves is
+// patientRef reads one Reference at a compartment path (or a Binary's
+// securityContext): the Patient id it names, if it names one. By now every reference the Bundle resolves is
 // "Type/id" (rewriteRefs). What names a Patient, or may, and cannot be
 // read without guessing is an error:
 //   - a reference that is not a string;
 //   - a Patient named by identifier only (type Patient, no reference);
 //   - a contained Patient ("#x");
 //   - a conditional reference to a Patient that the Bundle did not resolve;
-//   - a reference whose type contradicts the Patient it names, or not;
+//   - a type that contradicts the reference (type Patient with "Group/g",
+//     another type with "Patient/p");
 //   - a malformed literal reference ("patient/p1", "Patient/bad id",
 //     "a/b/Patient/1", a conditional on no R4 type): a typo must not make
 //     patient data tenant-level;
