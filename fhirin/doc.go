@@ -13,8 +13,11 @@
 //     manifest JSON (output[] and deleted[], files relative or file: URLs);
 //   - Bundles of type collection, transaction, batch and searchset, one or
 //     many per file (concatenated, a JSON array, or NDJSON), a file or a
-//     directory of them, with urn:uuid references resolved;
+//     directory of them, with references to entries (their fullUrls, of
+//     any scheme) resolved;
 //   - single resource JSON files.
+//
+// Only FHIR JSON: a FHIR XML file is refused as such (ErrFormat).
 //
 // A custos import manifest (manifest.jsonl) is not FHIR: Detect reports it
 // as FormatCustosManifest and Read refuses it with ErrCustosManifest, so the
@@ -29,8 +32,10 @@
 //     through the compartment parameters' reference paths of that
 //     definition (compartmentPaths). A resource whose compartment
 //     references name two different patients, a contained Patient, or a
-//     Patient the import cannot resolve is an error: it is never guessed
-//     into one compartment nor left tenant-level.
+//     Patient the import cannot resolve, or hold a reference it cannot
+//     read as Type/id, or whose Reference(Patient)-only element
+//     (patientOnlyPaths) names no Patient, is an error: it is never
+//     guessed into one compartment nor left tenant-level.
 //   - A Binary's compartment is that of the resources linking it (or its
 //     securityContext Patient); one linked by nobody and naming no Patient
 //     is an error, never tenant-level.

@@ -26,7 +26,8 @@ var (
 	// the wrong JSON type.
 	ErrJSON = errors.New("malformed JSON")
 	// ErrValue: an element's value is not valid for its FHIR type (an
-	// instant that is not one, a Bundle entry without a resource).
+	// instant that is not one, a Bundle entry without a resource, a RESTful
+	// fullUrl that does not end with its resource's type and id).
 	ErrValue = errors.New("invalid value")
 	// ErrTruncated: a line or file ends in the middle of a JSON value.
 	ErrTruncated = errors.New("truncated JSON")
@@ -44,8 +45,10 @@ var (
 	// attachment url names a Binary that is not in the import.
 	ErrDangling = errors.New("dangling reference")
 	// ErrCompartment: a resource cannot be placed in exactly one patient
-	// compartment (two patients, a contained or unresolved Patient), or a
-	// Binary is linked to no resource and names no patient.
+	// compartment (two patients, a contained or unresolved Patient, a
+	// malformed or unresolvable reference at a compartment path, an element
+	// typed Reference(Patient) that names no Patient), or a Binary is
+	// linked to no resource and names no patient.
 	ErrCompartment = errors.New("patient compartment undetermined")
 	// ErrAttachment: attachment data is not valid base64, has no
 	// contentType, or its bytes contradict the contentType.
@@ -91,5 +94,9 @@ var (
 	errReferenceNotString = errors.New("Reference.reference is not a string")
 	errLogicalPatient     = errors.New("a Patient named by identifier only cannot be placed")
 	errContainedPatient   = errors.New("a contained Patient cannot be placed in a compartment")
-	errUnresolvedPatient  = errors.New("a conditional or malformed Patient reference is not resolved by this import")
+	errUnresolvedPatient  = errors.New("a conditional Patient reference is not resolved by this import")
+	errTypeMismatch       = errors.New("Reference.type contradicts the type the reference names")
+	errMalformedReference = errors.New("a malformed reference: neither Type/id with an R4 type (case-sensitive), an absolute URL, #id, nor Type?query")
+	errUnresolvedAbsolute = errors.New("an absolute reference that no entry of the Bundle resolves and that does not end in Type/id cannot be placed (give it the Patient's Type/id, or the entry's fullUrl)")
+	errNotPatient         = errors.New("an element typed Reference(Patient) must name its Patient: Patient/id, an absolute URL ending so, or a Patient entry's fullUrl (an identifier or display alone cannot be placed)")
 )

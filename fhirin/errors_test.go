@@ -85,10 +85,49 @@ func TestBadInput(t *testing.T) {
 			err: ErrCompartment, where: "b.json:1", fpath: "Observation.subject"},
 		{name: "malformed Patient reference", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":"Patient/SECRET MRN"}}`},
 			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
+		{name: "urn:oid Patient naming no entry", files: map[string]string{"b.json": bundle("collection",
+			`{"fullUrl":"urn:oid:1.2.3.4.5","resource":`+pat+`}`,
+			`{"fullUrl":"urn:oid:1.2.3.4.6","resource":{"resourceType":"Observation","id":"SECRET-o","subject":{"reference":"urn:oid:1.2.3.SECRET"}}}`)},
+			err: ErrCompartment, where: "b.json:2", fpath: "Observation.subject"},
+		{name: "urn:oid outside a Bundle", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":"urn:oid:1.2.3.SECRET"}}`},
+			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
+		{name: "absolute URL that is no Type/id and no entry", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":"https://ehr.example.org/records/SECRET-MRN-1"}}`},
+			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
+		{name: "unresolved absolute performer", files: map[string]string{"Observation.ndjson": obs(`,"performer":[{"reference":"https://ehr.example.org/staff/SECRET"}]`)},
+			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.performer[0]"},
+		{name: "RESTful fullUrl naming another resource", files: map[string]string{"b.json": bundle("collection",
+			`{"fullUrl":"https://ehr.example.org/fhir/Patient/SECRET-MRN-2","resource":`+pat+`}`)},
+			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].fullUrl"},
+		{name: "lowercase type in a reference", files: map[string]string{"Condition.ndjson": `{"resourceType":"Condition","id":"c","subject":{"reference":"patient/SECRET-MRN-1"},"code":{"text":"SECRET"}}`},
+			err: ErrCompartment, where: "Condition.ndjson:1", fpath: "Condition.subject"},
+		{name: "malformed performer reference", files: map[string]string{"Observation.ndjson": obs(`,"performer":[{"reference":"practitioner/SECRET"}]`)},
+			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.performer[0]"},
+		{name: "conditional reference to no R4 type", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":"patient?identifier=SECRET"}}`},
+			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
+		{name: "type Patient, reference to another type", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":"Group/SECRET","type":"Patient"}}`},
+			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
+		{name: "Reference(Patient) by identifier", files: map[string]string{"Immunization.ndjson": `{"resourceType":"Immunization","id":"i","status":"completed","vaccineCode":{"text":"x"},"occurrenceDateTime":"2020-01-01","patient":{"identifier":{"system":"urn:oid:2.16.840.1.113883.19.5","value":"SECRET"}}}`},
+			err: ErrCompartment, where: "Immunization.ndjson:1", fpath: "Immunization.patient"},
+		{name: "Reference(Patient) by display", files: map[string]string{"AllergyIntolerance.ndjson": `{"resourceType":"AllergyIntolerance","id":"a","patient":{"display":"SECRET Doe"},"code":{"text":"peanut"}}`},
+			err: ErrCompartment, where: "AllergyIntolerance.ndjson:1", fpath: "AllergyIntolerance.patient"},
+		{name: "Reference(Patient) to another type", files: map[string]string{"Coverage.ndjson": `{"resourceType":"Coverage","id":"c","status":"active","beneficiary":{"reference":"RelatedPerson/SECRET"},"payor":[{"reference":"Organization/o"}]}`},
+			err: ErrCompartment, where: "Coverage.ndjson:1", fpath: "Coverage.beneficiary"},
+		{name: "Reference(Patient) to a contained resource", files: map[string]string{"Consent.ndjson": `{"resourceType":"Consent","id":"c","status":"active","contained":[{"resourceType":"RelatedPerson","id":"r","patient":{"reference":"Patient/SECRET"}}],"patient":{"reference":"#r"}}`},
+			err: ErrCompartment, where: "Consent.ndjson:1", fpath: "Consent.patient"},
+		{name: "Reference(Patient) by extension only", files: map[string]string{"Claim.ndjson": `{"resourceType":"Claim","id":"c","patient":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"unknown"}]}}`},
+			err: ErrCompartment, where: "Claim.ndjson:1", fpath: "Claim.patient"},
 		{name: "reference not a string", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":{"SECRET":1}}}`},
 			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
 		{name: "Reference written as a string", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":"Patient/SECRET"}`},
 			err: ErrJSON, where: "Observation.ndjson:1", fpath: "Observation.subject"},
+		{name: "meta.security not an array", files: map[string]string{"Observation.ndjson": obs(`,"meta":{"security":{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV","display":"SECRET"}}`)},
+			err: ErrJSON, where: "Observation.ndjson:1", fpath: "Observation.meta.security"},
+		{name: "security label not a Coding", files: map[string]string{"Observation.ndjson": obs(`,"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":["SECRET"]}]}`)},
+			err: ErrJSON, where: "Observation.ndjson:1", fpath: "Observation.meta.security[0]"},
+		{name: "securityLabel not an array", files: map[string]string{"DocumentReference.ndjson": `{"resourceType":"DocumentReference","id":"d","subject":{"reference":"Patient/SECRET-MRN-1"},"securityLabel":{"coding":[{"code":"R"}]},"content":[]}`},
+			err: ErrJSON, where: "DocumentReference.ndjson:1", fpath: "DocumentReference.securityLabel"},
+		{name: "confidentiality not a code", files: map[string]string{"Composition.ndjson": `{"resourceType":"Composition","id":"c","subject":{"reference":"Patient/SECRET-MRN-1"},"confidentiality":{"code":"R"}}`},
+			err: ErrJSON, where: "Composition.ndjson:1", fpath: "Composition.confidentiality"},
 		{name: "Binary linked by nobody", files: map[string]string{"Binary.ndjson": `{"resourceType":"Binary","id":"SECRET-b","contentType":"text/plain","data":"` + b64("SECRET") + `"}`},
 			err: ErrCompartment, where: "Binary.ndjson:1", fpath: "Binary"},
 		{name: "Binary linked from two patients", files: map[string]string{
@@ -256,5 +295,42 @@ func TestBOMAndCancel(t *testing.T) {
 	cancel()
 	if err := Read(ctx, "testdata/synthea-bundle.json", Options{Link: testLink}, func(Item) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled Read: %v", err)
+	}
+}
+
+// FHIR XML is refused as such, whatever the file is named, and a file
+// holding an empty JSON array is refused like an empty file: neither holds
+// a resource or a Bundle, and neither may import nothing silently.
+func TestNotFHIRJSON(t *testing.T) {
+	dir := t.TempDir()
+	xml := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<Patient xmlns="http://hl7.org/fhir"><id value="SECRET-MRN"/></Patient>`
+	for _, tc := range []struct {
+		name, content, where, detail string
+	}{
+		{"Patient.xml", xml, "Patient.xml", "FHIR XML is not supported"},
+		{"patient.json", "\xef\xbb\xbf  \n" + xml, "patient.json", "FHIR XML is not supported"},
+		{"empty-array.json", "\n[ \n ]\n", "empty-array.json:2", "an empty JSON array"},
+		{"empty.json", "\n\n", "empty.json", "empty file"},
+	} {
+		p := filepath.Join(dir, tc.name)
+		if err := os.WriteFile(p, []byte(tc.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		items, err := readAll(t, p)
+		var fe *Error
+		if !errors.As(err, &fe) || !errors.Is(err, ErrFormat) || fe.Where != tc.where || !strings.Contains(fe.Detail, tc.detail) {
+			t.Errorf("%s: %d items, err = %v; want ErrFormat at %s saying %q", tc.name, len(items), err, tc.where, tc.detail)
+		}
+		if err != nil && strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("the error quotes content: %v", err)
+		}
+	}
+	// A Bundle without entries is a Bundle: nothing to import, no error.
+	p := filepath.Join(dir, "empty-searchset.json")
+	if err := os.WriteFile(p, []byte(`{"resourceType":"Bundle","type":"searchset","total":0}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if items, err := readAll(t, p); err != nil || len(items) != 0 {
+		t.Errorf("an empty searchset: %d items, %v", len(items), err)
 	}
 }

@@ -7,16 +7,26 @@ import "slices"
 // are the custos sensitivity label values themselves.
 const LabelSystem = "https://github.com/custos-mcp/custos/fhir/CodeSystem/label"
 
-// Code systems by every URI they are written with (canonical, pre-R4, OID).
+// Code systems by every URI they are written with: canonical, the same
+// under https (a common misspelling of the canonical URI, which names the
+// same system), pre-R4, OID.
 var (
-	confidentialitySystems = []string{"http://terminology.hl7.org/CodeSystem/v3-Confidentiality", "http://hl7.org/fhir/v3/Confidentiality", "urn:oid:2.16.840.1.113883.5.25"}
-	actCodeSystems         = []string{"http://terminology.hl7.org/CodeSystem/v3-ActCode", "http://hl7.org/fhir/v3/ActCode", "urn:oid:2.16.840.1.113883.5.4"}
+	confidentialitySystems = []string{"http://terminology.hl7.org/CodeSystem/v3-Confidentiality", "https://terminology.hl7.org/CodeSystem/v3-Confidentiality",
+		"http://hl7.org/fhir/v3/Confidentiality", "urn:oid:2.16.840.1.113883.5.25"}
+	actCodeSystems = []string{"http://terminology.hl7.org/CodeSystem/v3-ActCode", "https://terminology.hl7.org/CodeSystem/v3-ActCode",
+		"http://hl7.org/fhir/v3/ActCode", "urn:oid:2.16.840.1.113883.5.4"}
+	usPrivacyLawSystems = []string{"http://terminology.hl7.org/CodeSystem/v3-ActUSPrivacyLaw", "https://terminology.hl7.org/CodeSystem/v3-ActUSPrivacyLaw",
+		"http://hl7.org/fhir/v3/ActUSPrivacyLaw", "urn:oid:2.16.840.1.113883.5.1138"}
 )
 
-// The mapping from meta.security codes to custos sensitivity labels
+// The mapping from security label codes to custos sensitivity labels
 // (docs/import.md, "Labels"). Codes not listed carry no label: N, L, M and
 // U confidentiality are the ordinary levels, and other sensitivity codes
-// have no rule in the default policy.
+// have no rule in the default policy. An ActCode sensitivity code below one
+// the policy knows (HL7's _ActInformationSensitivityPolicy hierarchy: BH
+// and MH beside PSY, OPIOIDUD and ETHUD below SUD) maps to the same label:
+// it names a kind of that information. TestLabelCodesAreHL7 checks every
+// code against the R4 code systems.
 var (
 	confidentialityLabels = map[string]string{
 		"R": "restricted",
@@ -31,14 +41,27 @@ var (
 	actCodeLabels = map[string]string{
 		"HIV":        "hiv",
 		"ETH":        "eth", // substance abuse information sensitivity
-		"PSY":        "psy",
-		"SDV":        "sdv",
+		"SUD":        "sud", // substance use disorder information sensitivity
+		"ETHUD":      "sud", // alcohol use disorder information sensitivity (below SUD)
+		"OPIOIDUD":   "sud", // opioid use disorder information sensitivity (below SUD)
+		"42CFRPart2": "sud", // ActPolicy 42 CFR Part 2 (substance use disorder records)
+		"PSY":        "psy", // psychiatry disorder information sensitivity
+		"MH":         "psy", // mental health information sensitivity
+		"PSYTHPN":    "psy", // psychotherapy note information sensitivity
+		"BH":         "psy", // behavioral health information sensitivity
+		"COGN":       "psy", // cognitive disability information sensitivity (below BH)
+		"DVD":        "psy", // developmental disability information sensitivity (below BH)
+		"EMOTDIS":    "psy", // emotional disturbance information sensitivity (below BH)
+		"SDV":        "sdv", // sexual assault, abuse, or domestic violence information sensitivity
+		"MST":        "sdv", // military sexual trauma information sensitivity
 		"STD":        "std",
 		"SEX":        "sex",
-		"SUD":        "sud", // substance use disorder information sensitivity
-		"42CFRPart2": "sud", // ActPolicy 42 CFR Part 2 (substance use disorder records)
-		"CELEB":      "vip", // celebrity information sensitivity
+		"CEL":        "vip", // celebrity information sensitivity
+		"CELEB":      "vip", // not in R4's v3-ActCode (HL7's code is CEL), but custos seed writes it and sources copy it
 	}
+	// usPrivacyLawLabels are v3-ActUSPrivacyLaw's codes (the same codes as
+	// ActCode's _ActUSPrivacyLaw).
+	usPrivacyLawLabels = map[string]string{"42CFRPart2": "sud"}
 	// customLabels are LabelSystem's codes.
 	customLabels = map[string]string{"vip": "vip", "hiv": "hiv", "sud": "sud", "psy": "psy", "eth": "eth",
 		"sdv": "sdv", "std": "std", "sex": "sex", "restricted": "restricted", "very-restricted": "very-restricted"}
@@ -54,6 +77,8 @@ func labelsOf(cs []coding) []string {
 			table = confidentialityLabels
 		case slices.Contains(actCodeSystems, c.System):
 			table = actCodeLabels
+		case slices.Contains(usPrivacyLawSystems, c.System):
+			table = usPrivacyLawLabels
 		case c.System == LabelSystem:
 			table = customLabels
 		default:

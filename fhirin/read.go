@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 )
 
 // Read reads the FHIR input at path (see Detect for the formats) and calls
@@ -39,6 +41,11 @@ func Read(ctx context.Context, path string, opts Options, yield func(Item) error
 	if err != nil {
 		return err
 	}
+	if f == FormatUnknown {
+		if err := notJSON(path); err != nil {
+			return err
+		}
+	}
 	srcs, err := sources(path, f)
 	if err != nil {
 		return err
@@ -58,6 +65,33 @@ func Read(ctx context.Context, path string, opts Options, yield func(Item) error
 		return errors.Join(rd.problems...)
 	}
 	log.Info("fhirin: read", "format", f.String(), "files", len(srcs), "items", rd.items)
+	return nil
+}
+
+// notJSON explains a file Detect cannot place when it is plainly not FHIR
+// JSON: FHIR XML (by its name, or a first byte '<'), or no content at all.
+// It returns nil for anything else, which sources refuses as an unknown
+// format.
+func notJSON(path string) error {
+	name := filepath.Base(path)
+	lower := strings.ToLower(name)
+	if strings.HasSuffix(lower, ".xml") || strings.HasSuffix(lower, ".xml.gz") {
+		return newError(name, "", ErrFormat, "FHIR XML is not supported: custos reads FHIR JSON (Bulk Data NDJSON, Bundles, resources); convert the file to JSON")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil // sources reports it
+	}
+	defer f.Close()
+	head := make([]byte, 512)
+	n, _ := io.ReadFull(f, head)
+	head = bytes.TrimLeft(bytes.TrimPrefix(head[:n], []byte("\xef\xbb\xbf")), " \t\r\n")
+	switch {
+	case n == 0 || len(head) == 0 && n < 512:
+		return newError(name, "", ErrFormat, "empty file")
+	case len(head) > 0 && head[0] == '<':
+		return newError(name, "", ErrFormat, "FHIR XML is not supported: custos reads FHIR JSON (Bulk Data NDJSON, Bundles, resources); convert the file to JSON")
+	}
 	return nil
 }
 
@@ -235,7 +269,7 @@ func (rd *reader) readJSON(s *source, r io.Reader) error {
 	decodeOne := func() (json.RawMessage, error) {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, rd.jsonStreamErr(s, cr, err)
+			return nil, rd.jsonStreamErr(s, cr, dec, err)
 		}
 		cr.mark = dec.InputOffset()
 		return raw, nil
@@ -250,12 +284,20 @@ func (rd *reader) readJSON(s *source, r io.Reader) error {
 			break
 		}
 		if err != nil {
-			return rd.jsonStreamErr(s, cr, err)
+			return rd.jsonStreamErr(s, cr, dec, err)
 		}
 		n++
 		if tok == '[' {
+			at, _ := errorAt(cr, dec, nil) // the line of the '['
 			if _, err := dec.Token(); err != nil {
-				return rd.jsonStreamErr(s, cr, err)
+				return rd.jsonStreamErr(s, cr, dec, err)
+			}
+			if !dec.More() {
+				// Like an empty file: no resource, no Bundle, and an
+				// input that must not import nothing silently.
+				if err := rd.problem(newError(where(s, at), "", ErrFormat, "an empty JSON array: no resource or Bundle")); err != nil {
+					return err
+				}
 			}
 			for dec.More() {
 				raw, err := decodeOne()
@@ -267,7 +309,7 @@ func (rd *reader) readJSON(s *source, r io.Reader) error {
 				}
 			}
 			if _, err := dec.Token(); err != nil {
-				return rd.jsonStreamErr(s, cr, err)
+				return rd.jsonStreamErr(s, cr, dec, err)
 			}
 			continue
 		}
@@ -303,18 +345,56 @@ func peekDelim(dec *json.Decoder) (byte, error) {
 	return b[0], nil
 }
 
-func (rd *reader) jsonStreamErr(s *source, cr *countReader, err error) error {
-	line := int(cr.lines) + 1
+// jsonStreamErr classifies an error of the JSON file decoder, at the line
+// of the byte it concerns (see errorAt).
+func (rd *reader) jsonStreamErr(s *source, cr *countReader, dec *json.Decoder, err error) error {
+	line, off := errorAt(cr, dec, err)
 	var se *json.SyntaxError
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF) && !s.gz:
 		return newError(where(s, line), "", ErrTruncated, "the file ends inside a JSON value")
 	case errors.As(err, &se):
-		return newError(where(s, line), "", ErrJSON, "invalid JSON near byte %d", se.Offset)
+		return newError(where(s, line), "", ErrJSON, "invalid JSON at byte offset %d", off)
 	case errors.Is(err, io.ErrUnexpectedEOF) && s.gz:
 		return newError(where(s, line), "", ErrTruncated, "the file (or its gzip stream) ends inside a JSON value")
 	}
 	return rd.streamErr(s, line, err)
+}
+
+// errorAt returns the line and the byte offset of the byte a decoder error
+// concerns (the offset in the JSON text: after a byte order mark, in the
+// decompressed stream of a .gz file). The decoder reads ahead of its
+// position (dec.InputOffset()), and a SyntaxError's Offset counts only the
+// bytes its values scanned (not those Token consumed), so neither cr.lines
+// nor Offset tells the line.
+// What the decoder holds from its position on (dec.Buffered(), every byte
+// read and not consumed) does: the lines before the position are
+// cr.lines less the newlines buffered, and the byte is found in the
+// buffer:
+//   - a syntax error: where a fresh decoder of the buffer fails (a value
+//     Decode rejected), or else at the position (Token rejected the byte
+//     there: "expected comma after array element");
+//   - the input ending inside a value: its last non-blank byte;
+//   - anything else (a read error, a value over MaxLine): the start of the
+//     value at the position.
+func errorAt(cr *countReader, dec *json.Decoder, err error) (line int, off int64) {
+	var buf bytes.Buffer
+	_, _ = io.Copy(&buf, dec.Buffered()) // a *bytes.Reader: never fails
+	b := buf.Bytes()
+	pos := len(b) - len(bytes.TrimLeft(b, " \t\r\n"))
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		var raw json.RawMessage
+		if err := json.NewDecoder(bytes.NewReader(b)).Decode(&raw); errors.As(err, &se) && se.Offset > 0 {
+			pos = int(se.Offset) - 1 // Offset counts the bad byte
+		}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		pos = len(bytes.TrimRight(b, " \t\r\n")) - 1
+	}
+	pos = max(0, min(pos, len(b)))
+	line = int(cr.lines) - bytes.Count(b, []byte{'\n'}) + bytes.Count(b[:pos], []byte{'\n'}) + 1
+	return line, dec.InputOffset() + int64(pos)
 }
 
 // newlineCounter counts the newlines written to it.

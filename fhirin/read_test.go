@@ -300,3 +300,123 @@ func TestReadCorpus(t *testing.T) {
 		t.Errorf("only %d items from the corpus", n)
 	}
 }
+
+// A JSON syntax error in a .json file is reported at the line of the bad
+// byte, however far the decoder has read ahead of it (pretty-printed
+// Bundles, concatenated values, arrays), and a truncated file at its last
+// line. Each file plants the bad byte on the line marked "BAD" (the
+// truncated file: its last line).
+func TestJSONErrorLine(t *testing.T) {
+	var pretty strings.Builder // a pretty-printed Bundle of 60 entries, the first one broken
+	pretty.WriteString("{\n  \"resourceType\": \"Bundle\",\n  \"type\": \"collection\",\n  \"entry\": [\n")
+	for i := range 60 {
+		status := `"final"`
+		if i == 0 {
+			status = "final BAD"
+		}
+		if i > 0 {
+			pretty.WriteString(",\n")
+		}
+		pretty.WriteString("    {\n      \"resource\": {\n        \"resourceType\": \"Observation\",\n        \"id\": \"o" + itoa(i) +
+			"\",\n        \"status\": " + status + ",\n        \"subject\": {\n          \"reference\": \"Patient/p1\"\n        }\n      }\n    }")
+	}
+	pretty.WriteString("\n  ]\n}\n")
+	obs := `{"resourceType":"Observation","id":"o","status":"final"}`
+	for name, content := range map[string]string{
+		"pretty.json":       pretty.String(),
+		"one-line.json":     `{"resourceType":"Patient","id":"p","birthDate":SECRET} BAD` + "\n",
+		"concatenated.json": obs + "\n" + obs + "\n\n" + `{"resourceType":"Patient",` + "\n" + `"id":x} BAD` + "\n" + strings.Repeat(obs+"\n", 200),
+		"array.json":        "[\n" + obs + ",\n" + obs + ",\n" + `{"resourceType":"Patient","id":"p",` + "\n\n" + `"name":[}]} BAD` + "\n" + strings.Repeat(","+obs+"\n", 200) + "]\n",
+		"no-comma.json":     "[\n" + obs + "\n" + obs + " BAD\n" + strings.Repeat(","+obs+"\n", 200) + "]\n",
+		"truncated.json":    "[\n" + obs + ",\n" + `{"resourceType":"Patient",` + "\n" + `"id":"p"` + "\n\n",
+		"crlf.json":         strings.ReplaceAll("{\n\"resourceType\":\"Patient\",\n\"id\":\"p\",\n\"active\":tru} BAD\n}\n", "\n", "\r\n"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), name)
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			want := 4 // truncated.json
+			for i, l := range strings.Split(content, "\n") {
+				if strings.Contains(l, "BAD") {
+					want = i + 1
+				}
+			}
+			_, err := readAll(t, p)
+			var fe *Error
+			if !errors.As(err, &fe) || !(errors.Is(err, ErrJSON) || errors.Is(err, ErrTruncated)) {
+				t.Fatalf("err = %v, want ErrJSON or ErrTruncated", err)
+			}
+			if fe.Where != name+":"+itoa(want) {
+				t.Errorf("at %s, want %s:%d (%v)", fe.Where, name, want, err)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("the error quotes content: %v", err)
+			}
+		})
+	}
+}
+
+// Security labels come from meta.security and from the elements R4
+// defines as a resource's own security labels (DocumentReference.
+// securityLabel, Composition.confidentiality), under every spelling of the
+// code systems, and the ActCode sensitivity codes below the ones the
+// policy knows map to the same labels (testdata/labels-bundle.json).
+func TestReadLabels(t *testing.T) {
+	items := mustReadAll(t, "testdata/labels-bundle.json")
+	for _, tc := range []struct {
+		typ, id string
+		want    []string
+	}{
+		{"Patient", "p1", []string{"vip"}},                         // ActCode CELEB, as older custos data writes it
+		{"Patient", "p2", []string{"vip"}},                         // ActCode CEL (celebrity information sensitivity)
+		{"DocumentReference", "d1", []string{"psy", "restricted"}}, // PSYTHPN and BH in meta.security, R in securityLabel
+		{TypeAttachment, "DocumentReference/d1/content[0].attachment", []string{"psy", "restricted"}},
+		{"DocumentReference", "d2", []string{"psy", "sdv"}},  // MH (https spelling) and MST in securityLabel
+		{"Binary", "b1", []string{"psy", "sdv"}},             // the labels of the DocumentReference linking it
+		{"Observation", "o1", []string{"restricted", "sud"}}, // OPIOIDUD; R under the https spelling
+		{"Observation", "o2", []string{"sud"}},               // ETHUD, ActUSPrivacyLaw 42CFRPart2; GDIS has no label
+		{"Composition", "c1", []string{"restricted"}},
+		{"Composition", "c2", []string{"very-restricted"}},
+		{"Composition", "c3", nil},
+	} {
+		if got := find(t, items, tc.typ, tc.id).Sensitivity; !slices.Equal(got, tc.want) {
+			t.Errorf("%s %s: labels %v, want %v", tc.typ, tc.id, got, tc.want)
+		}
+	}
+}
+
+// A reference that is an entry's fullUrl resolves to that entry's
+// resource whatever the fullUrl's scheme (urn:oid, an absolute URL that is
+// not a RESTful one, a RESTful one, with a version), places the resource
+// in its Patient's compartment, and is rewritten to the relative Type/id
+// (a RESTful URL already naming that resource is kept as written)
+// (testdata/fullurl-bundle.json).
+func TestReadFullURLReferences(t *testing.T) {
+	items := mustReadAll(t, "testdata/fullurl-bundle.json")
+	for _, tc := range []struct {
+		typ, id, patient string
+		refs             []string // the body holds each
+	}{
+		{"Observation", "o1", "p1", []string{`"subject":{"reference":"Patient/p1"}`}},
+		{"Observation", "o2", "p2", []string{`"subject":{"reference":"Patient/p2"}`}},
+		{"Observation", "o3", "p3", []string{`"reference":"https://ehr.example.org/fhir/Patient/p3/_history/2"`}},
+		{"Observation", "o4", "p1", []string{`"reference":"Patient/p1"`, `"reference":"Practitioner/pr1"`, `"reference":"https://other.example.org/ids/practitioner-x"`}},
+		{"Immunization", "i1", "p1", []string{`"reference":"Patient/p1"`}},
+		{"AllergyIntolerance", "a1", "p2", []string{`"reference":"Patient/p2"`}},
+		{"Practitioner", "pr1", "", nil},
+	} {
+		it := find(t, items, tc.typ, tc.id)
+		if it.Patient != tc.patient {
+			t.Errorf("%s %s: patient %q, want %q", tc.typ, tc.id, it.Patient, tc.patient)
+		}
+		for _, ref := range tc.refs {
+			if !bytes.Contains(it.Body, []byte(ref)) {
+				t.Errorf("%s %s: body lacks %s: %s", tc.typ, tc.id, ref, it.Body)
+			}
+		}
+		if bytes.Contains(it.Body, []byte("urn:oid:")) || bytes.Contains(it.Body, []byte("/records/")) {
+			t.Errorf("%s %s: a reference to an entry is left unresolved: %s", tc.typ, tc.id, it.Body)
+		}
+	}
+}

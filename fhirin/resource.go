@@ -108,7 +108,10 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	if err != nil {
 		return err
 	}
-	labels := r.labels(b)
+	labels, err := r.labels(b)
+	if err != nil {
+		return err
+	}
 	updated, err := r.lastUpdated()
 	if err != nil {
 		return err
@@ -174,23 +177,77 @@ func (r *resource) lastUpdated() (time.Time, error) {
 	return t.UTC(), nil
 }
 
-// labels are the resource's security labels with those of its Bundle.
-func (r *resource) labels(b *bundle) []string {
-	meta, _ := r.m["meta"].(map[string]any)
-	arr, _ := meta["security"].([]any)
+// labels are the resource's security labels with those of its Bundle: its
+// meta.security, and the elements R4 defines as the security labels of the
+// resource itself, DocumentReference.securityLabel (CodeableConcepts) and
+// Composition.confidentiality (a v3-Confidentiality code). Where they are
+// of the wrong JSON type it is an error: a label must not be lost by being
+// overlooked. (AuditEvent.entity.securityLabel and
+// Consent.provision.securityLabel label other data, not their resource.)
+func (r *resource) labels(b *bundle) ([]string, error) {
 	var cs []coding
-	for _, c := range arr {
-		if o, ok := c.(map[string]any); ok {
-			sys, _ := o["system"].(string)
-			code, _ := o["code"].(string)
-			cs = append(cs, coding{sys, code})
+	if meta := r.m["meta"]; meta != nil {
+		m, ok := meta.(map[string]any)
+		if !ok {
+			return nil, r.errf(r.typ+".meta", ErrJSON, "not a JSON object")
+		}
+		if err := r.codings(m["security"], r.typ+".meta.security", &cs); err != nil {
+			return nil, err
+		}
+	}
+	switch r.typ {
+	case "DocumentReference":
+		if v, ok := r.m["securityLabel"]; ok {
+			arr, ok := v.([]any)
+			if !ok {
+				return nil, r.errf(r.typ+".securityLabel", ErrJSON, "not an array")
+			}
+			for i, cc := range arr {
+				path := r.typ + ".securityLabel[" + itoa(i) + "]"
+				o, ok := cc.(map[string]any)
+				if !ok {
+					return nil, r.errf(path, ErrJSON, "not a CodeableConcept")
+				}
+				if err := r.codings(o["coding"], path+".coding", &cs); err != nil {
+					return nil, err
+				}
+			}
+		}
+	case "Composition":
+		if v, ok := r.m["confidentiality"]; ok {
+			code, ok := v.(string)
+			if !ok {
+				return nil, r.errf(r.typ+".confidentiality", ErrJSON, "not a code")
+			}
+			cs = append(cs, coding{confidentialitySystems[0], code})
 		}
 	}
 	l := labelsOf(cs)
 	if b != nil && len(b.labels) > 0 {
 		l = union(l, b.labels)
 	}
-	return l
+	return l, nil
+}
+
+// codings appends the Codings of v, an array found at path (nil: absent).
+func (r *resource) codings(v any, path string, cs *[]coding) error {
+	if v == nil {
+		return nil
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return r.errf(path, ErrJSON, "not an array")
+	}
+	for i, c := range arr {
+		o, ok := c.(map[string]any)
+		sys, ok1 := o["system"].(string)
+		code, ok2 := o["code"].(string)
+		if !ok || (!ok1 && o["system"] != nil) || (!ok2 && o["code"] != nil) {
+			return r.errf(path+"["+itoa(i)+"]", ErrJSON, "not a Coding")
+		}
+		*cs = append(*cs, coding{sys, code})
+	}
+	return nil
 }
 
 // union returns the sorted set union of two sorted sets.

