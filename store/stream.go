@@ -48,7 +48,11 @@ type EntryOptions struct {
 	Source string
 	// Full makes the stream the complete content of the source for the
 	// tenant: every resource of that tenant and source it does not mention
-	// is retired after the last batch.
+	// is retired after the last batch. Its Deleted entries retire what they
+	// name, as for any import (the full import would retire it anyway, as
+	// unmentioned). A full stream must hold at least one entry that is not
+	// Deleted: one of deletions only is refused (ErrBadEntry), since it
+	// would retire everything.
 	Full bool
 	// Progress, if not nil, is called from the calling goroutine about
 	// every 1,000 entries with the number of entries read so far and total
@@ -126,12 +130,15 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 		return ImportReport{}, err
 	}
 	start := time.Now()
-	n := 0
+	n, kept := 0, 0
 	for e, err := range entries {
 		if err != nil {
 			return ImportReport{}, err
 		}
 		n++
+		if !e.Deleted {
+			kept++
+		}
 		if n%1024 == 0 {
 			if err := ctx.Err(); err != nil {
 				return ImportReport{}, err
@@ -153,6 +160,14 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	}
 	if n == 0 {
 		return ImportReport{}, &EntryError{Where: "input", Reason: "no entries"}
+	}
+	if opts.Full && kept == 0 {
+		// A full import keeps exactly what it holds: with nothing to keep it
+		// would retire every resource of the tenant and source (an export
+		// that failed to write its output files, say). Refused, like an
+		// empty input.
+		return ImportReport{}, &EntryError{Where: "input", Reason: fmt.Sprintf(
+			"a full import holds no resource to keep, only deletions (%d): it would retire every resource of the tenant and source; import deletions without full", n)}
 	}
 	if err := imp.flush(ctx); err != nil {
 		return ImportReport{}, err

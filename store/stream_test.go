@@ -646,3 +646,46 @@ func TestImportDropsSeenInChunks(t *testing.T) {
 		t.Errorf("%d live resources after the full import, want 3", n)
 	}
 }
+
+// TestFullImportNeedsAResource: a full import of deletions only (a Bulk
+// export whose output files are missing, say) is refused and changes
+// nothing, where it used to retire the whole tenant. A full import of
+// deletions and resources keeps exactly its resources: the deletion
+// retires what it names, the rest it does not mention is retired too.
+func TestFullImportNeedsAResource(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	es := sampleEntries()
+	if _, err := stagedImport(t, path, EntryOptions{}, es...); err != nil {
+		t.Fatal(err)
+	}
+	before := fileSum(t, path)
+	del := Entry{Type: "Observation", ID: "nonexistent", Deleted: true, Where: "del.json:1"}
+	_, err := stagedImport(t, path, EntryOptions{Full: true}, del)
+	if !errors.Is(err, ErrBadEntry) || !strings.Contains(err.Error(), "input: a full import holds no resource to keep, only deletions (1)") {
+		t.Fatalf("full import of deletions only: err = %v", err)
+	}
+	if fileSum(t, path) != before {
+		t.Error("a refused full import changed the catalog")
+	}
+	if n := len(allResources(t, openRead(t, path))); n != len(es) {
+		t.Errorf("%d live resources, want %d", n, len(es))
+	}
+
+	// Incrementally, the same deletion is fine (it names nothing live).
+	if rep, err := stagedImport(t, path, EntryOptions{}, del); err != nil || rep.Unchanged != 1 || rep.Retired != 0 {
+		t.Fatalf("incremental deletion: %+v %v", rep, err)
+	}
+
+	// Deletions with resources: the Observation is deleted, the Patient
+	// kept, everything else unmentioned and retired.
+	obsDel := Entry{Type: "Observation", ID: "obs-1", Deleted: true, Where: "del.json:2"}
+	rep, err := stagedImport(t, path, EntryOptions{Full: true}, es[0], obsDel)
+	if err != nil || rep.Unchanged != 1 || rep.Retired != 4 {
+		t.Fatalf("full import with a deletion: %+v %v, want 1 unchanged, 4 retired", rep, err)
+	}
+	rs := allResources(t, openRead(t, path))
+	if len(rs) != 1 || rs[0].Labels.Type != "patient" {
+		t.Errorf("live after the full import: %v, want the Patient only", rs)
+	}
+	checkDB(t, path)
+}

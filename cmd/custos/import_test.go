@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/custos-mcp/custos/store"
+)
+
+// The tests of this file run the real 'custos import' on the FHIR files of
+// testdata/fhir (the reproducers of an outside probe of the import) into a
+// data directory in t.TempDir(), and read the catalog it leaves on disk.
+
+// importFHIR runs 'custos import --json --data-dir dir --tenant t' on
+// testdata/fhir/input (with extra flags before it) and returns its report,
+// or its stderr as the error text with a non-zero exit.
+func importFHIR(t *testing.T, dir, input string, flags ...string) (store.ImportReport, string) {
+	t.Helper()
+	t.Setenv("VAULT_ADDR", "") // the dev id key of the data directory
+	args := append([]string{"import", "--json", "--data-dir", dir, "--tenant", "t"}, flags...)
+	args = append(args, filepath.Join("testdata", "fhir", input))
+	var out, errb bytes.Buffer
+	if code := run(args, &out, &errb); code != 0 {
+		return store.ImportReport{}, errb.String()
+	}
+	var rep store.ImportReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("custos %s: report %q: %v", strings.Join(args, " "), out.String(), err)
+	}
+	return rep, ""
+}
+
+// mustImportFHIR is importFHIR that fails the test on an error.
+func mustImportFHIR(t *testing.T, dir, input string, flags ...string) store.ImportReport {
+	t.Helper()
+	rep, msg := importFHIR(t, dir, input, flags...)
+	if msg != "" {
+		t.Fatalf("import %s: %s", input, msg)
+	}
+	return rep
+}
+
+// liveResources lists the live resources of the catalog in dir, as
+// "type patient" (the source patient id of the label, "-" for none),
+// sorted.
+func liveResources(t *testing.T, dir string) []string {
+	t.Helper()
+	s, err := store.Open(filepath.Join(dir, "catalog.db"), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rs, err := s.Page("", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rs {
+		p := r.Labels.Patient
+		if p == "" {
+			p = "-"
+		}
+		out = append(out, r.Labels.Type+" "+p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestImportFullOfDeletionsOnly: 'import --full' of input holding only
+// DELETE entries is refused and changes nothing (it retired the whole
+// tenant).
+func TestImportFullOfDeletionsOnly(t *testing.T) {
+	dir := t.TempDir()
+	mustImportFHIR(t, dir, "docref.json")
+	before := liveResources(t, dir)
+	_, msg := importFHIR(t, dir, "delonly.json", "--full")
+	if !strings.Contains(msg, "a full import holds no resource to keep, only deletions (1)") || !strings.Contains(msg, "nothing was imported") {
+		t.Fatalf("import --full of deletions only: %q", msg)
+	}
+	if after := liveResources(t, dir); !slices.Equal(after, before) {
+		t.Errorf("live resources %v, want %v", after, before)
+	}
+	// Without --full the same input is an ordinary deletion (of nothing).
+	if rep := mustImportFHIR(t, dir, "delonly.json"); rep.Retired != 0 || rep.Unchanged != 1 {
+		t.Errorf("incremental deletion: %+v", rep)
+	}
+}
