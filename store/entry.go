@@ -72,12 +72,15 @@ func (e *EntryError) Unwrap() error { return ErrBadEntry }
 // entryRecord is a validated Entry: its URI, catalog record (without
 // Version) and content digest.
 type entryRecord struct {
-	uri    URI
-	id     [16]byte // the keyed resource id, for the id index and seen set
-	where  string   // Entry.Where (or "entry N")
-	res    Resource
-	body   []byte
-	digest [32]byte
+	uri URI
+	id  [16]byte // the keyed resource id, for the id index and seen set
+	// carrier is the keyed id of the resource a lifted attachment came
+	// from (Entry.Carrier), for the carried index; zero for anything else.
+	carrier [16]byte
+	where   string // Entry.Where (or "entry N")
+	res     Resource
+	body    []byte
+	digest  [32]byte
 }
 
 // category is the part of a FHIR resource a title is built from.

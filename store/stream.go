@@ -113,10 +113,14 @@ func (o *EntryOptions) validate() error {
 //
 // A URI whose content or metadata changed gets a new version; identical
 // entries are Unchanged. A Deleted entry, a resource whose URI changed
-// (its patient changed) and, with Full, every resource of the tenant and
+// (its patient changed), a lifted attachment (Type "Attachment" with a
+// Carrier) that its carrier no longer carries when the stream updates or
+// deletes the carrier, and, with Full, every resource of the tenant and
 // source the stream did not mention, are retired (Retired): a new version
 // carrying the retirement time, and no longer listed or readable. Nothing
-// is deleted. The catalog records the id key's version and refuses another
+// is deleted. Which attachments a carrier carries is kept in the catalog
+// (bucket "carried") by the imports that lift them; a Binary is a resource
+// of its own and is not retired with a carrier that linked it. The catalog records the id key's version and refuses another
 // (ErrIDKeyChanged).
 func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, error], opts EntryOptions) (ImportReport, error) {
 	if s.readOnly {
@@ -172,6 +176,9 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	if err := imp.flush(ctx); err != nil {
 		return ImportReport{}, err
 	}
+	if err := imp.retireUncarried(ctx); err != nil {
+		return ImportReport{}, err
+	}
 	if opts.Full {
 		if err := imp.retireUnmentioned(ctx); err != nil {
 			return ImportReport{}, err
@@ -217,6 +224,12 @@ type entryImport struct {
 // of every entry written so far. ImportEntries removes it at the end (and a
 // stale one left by a failed import at the start).
 var bucketImportSeen = []byte("import-seen")
+
+// bucketImportCarriers is a streaming import's scratch bucket: keyed id ->
+// empty for every entry written so far that the carried index (bucketCarried)
+// lists as a carrier, i.e. whose attachments retireUncarried must check.
+// retireUncarried empties and removes it (and begin a stale one).
+var bucketImportCarriers = []byte("import-carriers")
 
 // deletion is a queued Deleted entry.
 type deletion struct {
@@ -280,16 +293,20 @@ func (imp *entryImport) begin() error {
 		case string(got) != keyID:
 			return fmt.Errorf("%w: catalog %q, import %q", ErrIDKeyChanged, got, keyID)
 		}
-		if _, err := tx.CreateBucketIfNotExists(bucketIDs); err != nil {
-			return fmt.Errorf("store: create bucket: %w", err)
-		}
-		if tx.Bucket(bucketImportSeen) != nil {
-			if err := tx.DeleteBucket(bucketImportSeen); err != nil {
-				return fmt.Errorf("store: remove a stale import bucket: %w", err)
+		for _, name := range [][]byte{bucketIDs, bucketCarried} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("store: create bucket: %w", err)
 			}
 		}
-		if _, err := tx.CreateBucket(bucketImportSeen); err != nil {
-			return fmt.Errorf("store: create bucket: %w", err)
+		for _, name := range [][]byte{bucketImportSeen, bucketImportCarriers} {
+			if tx.Bucket(name) != nil {
+				if err := tx.DeleteBucket(name); err != nil {
+					return fmt.Errorf("store: remove a stale import bucket: %w", err)
+				}
+			}
+			if _, err := tx.CreateBucket(name); err != nil {
+				return fmt.Errorf("store: create bucket: %w", err)
+			}
 		}
 		return nil
 	})
@@ -324,6 +341,13 @@ func (imp *entryImport) add(e *Entry, n int) bool {
 	rec, reason := checkEntry(e, u, imp.opts.Source)
 	if reason != "" {
 		return imp.probs.add(where, reason)
+	}
+	if e.Type == TypeAttachmentSource && e.Carrier.ID != "" {
+		cu, err := imp.opts.Namer.URI(e.Carrier.Type, e.Carrier.ID, "")
+		if err != nil {
+			return imp.probs.add(where, "carrier: "+strings.TrimPrefix(err.Error(), "store: "))
+		}
+		rec.carrier = uuid.MustParse(cu.ID)
 	}
 	if len(imp.probs.list) > 0 {
 		return true // validate the rest, write nothing more
@@ -409,9 +433,20 @@ func (s *Store) release() {
 // resources in URI order (appends, see writeEntries).
 func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.Time) error {
 	res, vers, blobs, ids := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketBlobs), tx.Bucket(bucketIDs)
-	seen := tx.Bucket(bucketImportSeen)
-	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen} {
+	seen, carried, carriers := tx.Bucket(bucketImportSeen), tx.Bucket(bucketCarried), tx.Bucket(bucketImportCarriers)
+	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen, carried, carriers} {
 		b.FillPercent = streamFillPercent
+	}
+	// noteCarrier queues id for retireUncarried if it carried attachments
+	// before (or, earlier in this import, carries some now).
+	noteCarrier := func(id [16]byte) error {
+		if k, _ := carried.Cursor().Seek(id[:]); k == nil || !bytes.HasPrefix(k, id[:]) {
+			return nil
+		}
+		if err := carriers.Put(id[:], nil); err != nil {
+			return fmt.Errorf("store: put carrier: %w", err)
+		}
+		return nil
 	}
 	batch := imp.batch
 	order := make([]int, len(batch))
@@ -454,6 +489,13 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		if err := ids.Put(rec.id[:], []byte(rec.res.URI)); err != nil {
 			return fmt.Errorf("store: put id: %w", err)
 		}
+		if rec.carrier != ([16]byte{}) {
+			if err := carried.Put(append(rec.carrier[:], rec.id[:]...), nil); err != nil {
+				return fmt.Errorf("store: put carried: %w", err)
+			}
+		} else if err := noteCarrier(rec.id); err != nil {
+			return err
+		}
 		prev, live, err := lastVersion(res, vers, rec.res.URI)
 		if err != nil {
 			return err
@@ -492,6 +534,9 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 	}
 	for _, d := range imp.deletes {
 		if err := markSeen(seen, d.id, d.where); err != nil {
+			return err
+		}
+		if err := noteCarrier(d.id); err != nil {
 			return err
 		}
 		uri := ids.Get(d.id[:])
@@ -673,4 +718,75 @@ func (imp *entryImport) retireUnmentioned(ctx context.Context) error {
 		imp.s.release()
 	}
 	return nil
+}
+
+// retireUncarried retires the lifted attachments that a carrier named by
+// this import (imported or deleted) carried before and no longer carries:
+// for every carrier queued in bucketImportCarriers, each attachment the
+// carried index lists for it that this import did not write is retired
+// and leaves the index. A deleted carrier carries nothing; a carrier that
+// moved to another patient carries what its new version carries (the
+// attachments it still carries moved with it, retiring their old URIs).
+// It works in chunks of BatchEntries carriers, one transaction each,
+// draining the scratch bucket, and then removes it.
+func (imp *entryImport) retireUncarried(ctx context.Context) error {
+	now := imp.opts.Now().UTC()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		done := false
+		err := imp.s.update(func(tx *bolt.Tx) error {
+			res, vers, ids := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketIDs)
+			seen, carried, carriers := tx.Bucket(bucketImportSeen), tx.Bucket(bucketCarried), tx.Bucket(bucketImportCarriers)
+			var queued, gone [][]byte
+			c := carriers.Cursor()
+			for k, _ := c.First(); k != nil && len(queued) < imp.opts.BatchEntries; k, _ = c.Next() {
+				queued = append(queued, bytes.Clone(k))
+			}
+			if len(queued) == 0 {
+				done = true
+				return tx.DeleteBucket(bucketImportCarriers)
+			}
+			for _, carrier := range queued {
+				cc := carried.Cursor()
+				for k, _ := cc.Seek(carrier); k != nil && bytes.HasPrefix(k, carrier); k, _ = cc.Next() {
+					att := k[len(carrier):]
+					if seen.Get(att) != nil {
+						continue // carried by this import
+					}
+					gone = append(gone, bytes.Clone(k))
+					uri := ids.Get(att)
+					if uri == nil {
+						return fmt.Errorf("%w: a carried attachment has no id entry", ErrCorrupt)
+					}
+					ok, err := retire(res, vers, string(uri), now)
+					if err != nil {
+						return err
+					}
+					if ok {
+						imp.rep.Retired++
+					}
+				}
+			}
+			for _, k := range gone {
+				if err := carried.Delete(k); err != nil {
+					return fmt.Errorf("store: delete carried: %w", err)
+				}
+			}
+			for _, k := range queued {
+				if err := carriers.Delete(k); err != nil {
+					return fmt.Errorf("store: delete carrier: %w", err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		imp.s.release()
+		if done {
+			return nil
+		}
+	}
 }

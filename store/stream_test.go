@@ -689,3 +689,111 @@ func TestFullImportNeedsAResource(t *testing.T) {
 	}
 	checkDB(t, path)
 }
+
+// docRef returns a DocumentReference id of patient carrying the given
+// texts as lifted attachments (content[i].attachment), in the order
+// fhirin yields them: the carrier, then its attachments.
+func docRef(id, patient string, texts ...string) []Entry {
+	es := []Entry{fhirEntry("DocumentReference", id, patient, `{"resourceType":"DocumentReference","id":"`+id+`","subject":{"reference":"Patient/`+patient+`"}}`)}
+	for i, text := range texts {
+		es = append(es, Entry{Type: "Attachment", ID: fmt.Sprintf("DocumentReference/%s/content[%d].attachment", id, i), Patient: patient,
+			Body: []byte(text), MIMEType: "text/plain", Carrier: Carrier{Type: "DocumentReference", ID: id}, Where: "DocumentReference.ndjson:" + id})
+	}
+	return es
+}
+
+// TestRetireUncarriedAttachments: an attachment lifted out of a carrier
+// is retired when an import updates the carrier without it (moved to
+// another patient, or with fewer attachments) or deletes the carrier, in
+// the same all-or-nothing import, whatever batch each entry falls in. A
+// Binary the carrier linked is a resource of its own and stays.
+func TestRetireUncarriedAttachments(t *testing.T) {
+	n := testNamer(t, "gh")
+	att := func(i int, patient string) string {
+		return n.Link("Attachment", fmt.Sprintf("DocumentReference/d2/content[%d].attachment", i), patient)
+	}
+	for _, batch := range []int{1, 2, 96} {
+		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "catalog.db")
+			opts := EntryOptions{BatchEntries: batch}
+			live := func() []string {
+				t.Helper()
+				var out []string
+				for _, r := range allResources(t, openRead(t, path)) {
+					out = append(out, r.URI)
+				}
+				return out
+			}
+			import_ := func(wantCreated, wantUpdated, wantRetired int, es ...Entry) {
+				t.Helper()
+				rep, err := stagedImport(t, path, opts, es...)
+				if err != nil || rep.Created != wantCreated || rep.Updated != wantUpdated || rep.Retired != wantRetired {
+					t.Fatalf("import: %+v %v, want %d created, %d updated, %d retired", rep, err, wantCreated, wantUpdated, wantRetired)
+				}
+				checkDB(t, path)
+			}
+			pats := []Entry{fhirEntry("Patient", "p1", "p1", `{"resourceType":"Patient","id":"p1"}`), fhirEntry("Patient", "p2", "p2", `{"resourceType":"Patient","id":"p2"}`)}
+			bin := Entry{Type: "Binary", ID: "b1", Patient: "p1", Body: []byte("linked"), MIMEType: "text/plain", Carrier: Carrier{Type: "DocumentReference", ID: "d2"}, Where: "Binary.ndjson:1"}
+			import_(6, 0, 0, append(append(pats, docRef("d2", "p1", "one", "two")...), bin)...)
+			if l := live(); !slices.Contains(l, att(0, "p1")) || !slices.Contains(l, att(1, "p1")) {
+				t.Fatalf("live %v lacks the attachments", l)
+			}
+
+			// The same carrier again: nothing is retired.
+			import_(0, 0, 0, docRef("d2", "p1", "one", "two")...)
+
+			// Moved to p2 with one attachment: the carrier and content[0]
+			// move (their p1 URIs retire), content[1] is retired.
+			import_(2, 0, 3, docRef("d2", "p2", "one")...)
+			l := live()
+			for _, u := range []string{att(0, "p1"), att(1, "p1"), att(1, "p2"), n.Link("DocumentReference", "d2", "p1")} {
+				if slices.Contains(l, u) {
+					t.Errorf("%s still live after the move", u)
+				}
+			}
+			for _, u := range []string{att(0, "p2"), n.Link("DocumentReference", "d2", "p2"), n.Link("Binary", "b1", "p1")} {
+				if !slices.Contains(l, u) {
+					t.Errorf("%s not live after the move", u)
+				}
+			}
+
+			// Fewer attachments (none): content[0] is retired; then it
+			// comes back.
+			import_(0, 0, 1, docRef("d2", "p2")...)
+			import_(0, 1, 0, docRef("d2", "p2", "one")...)
+
+			// A deletion of the carrier retires its attachment with it,
+			// and leaves the Binary.
+			import_(0, 0, 2, Entry{Type: "DocumentReference", ID: "d2", Deleted: true, Where: "del.json:2"})
+			l = live()
+			if slices.Contains(l, att(0, "p2")) || !slices.Contains(l, n.Link("Binary", "b1", "p1")) {
+				t.Errorf("after the deletion: live %v", l)
+			}
+			s := openRead(t, path)
+			s.db.View(func(tx *bolt.Tx) error {
+				if tx.Bucket(bucketImportCarriers) != nil || tx.Bucket(bucketImportSeen) != nil {
+					t.Error("a scratch bucket left in the catalog")
+				}
+				if k, _ := tx.Bucket(bucketCarried).Cursor().First(); k != nil {
+					t.Error("the carried index still lists an attachment of the deleted carrier")
+				}
+				return nil
+			})
+
+			// A full import that moves the carrier: each stale URI is
+			// retired once (uncarried, moved or unmentioned), and the
+			// Binary nobody mentions any more with them.
+			path = filepath.Join(t.TempDir(), "catalog.db")
+			opts.Full = false
+			import_(6, 0, 0, append(append(pats, docRef("d2", "p1", "one", "two")...), bin)...)
+			opts.Full = true
+			rep, err := stagedImport(t, path, opts, append(pats, docRef("d2", "p2", "one")...)...)
+			if err != nil || rep.Created != 2 || rep.Unchanged != 2 || rep.Retired != 4 {
+				t.Fatalf("full import with a move: %+v %v, want 2 created, 2 unchanged, 4 retired", rep, err)
+			}
+			if l := live(); len(l) != 4 || !slices.Contains(l, att(0, "p2")) {
+				t.Errorf("live after the full import: %v", l)
+			}
+		})
+	}
+}

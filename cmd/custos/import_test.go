@@ -89,3 +89,29 @@ func TestImportFullOfDeletionsOnly(t *testing.T) {
 		t.Errorf("incremental deletion: %+v", rep)
 	}
 }
+
+// TestImportRetiresUncarriedAttachments: the probe's reproducers of stale
+// lifted attachments. DocumentReference d2 of p1 with two inline
+// attachments, re-imported moved to p2 with one, leaves nothing under p1;
+// a DELETE of a DocumentReference retires its attachment with it.
+func TestImportRetiresUncarriedAttachments(t *testing.T) {
+	dir := t.TempDir()
+	mustImportFHIR(t, dir, "docref2.json")
+	want := []string{"attachment p1", "attachment p1", "documentreference p1", "patient p2"}
+	if got := liveResources(t, dir); !slices.Equal(got, want) {
+		t.Fatalf("after docref2.json: %v, want %v", got, want)
+	}
+	rep := mustImportFHIR(t, dir, "docref3.json")
+	want = []string{"attachment p2", "documentreference p2", "patient p2"}
+	if got := liveResources(t, dir); !slices.Equal(got, want) || rep.Retired != 3 {
+		t.Errorf("after docref3.json: %v (%d retired), want %v (3 retired)", got, rep.Retired, want)
+	}
+
+	dir = t.TempDir()
+	mustImportFHIR(t, dir, "docref.json")
+	rep = mustImportFHIR(t, dir, "del.json")
+	want = []string{"patient p1"}
+	if got := liveResources(t, dir); !slices.Equal(got, want) || rep.Retired != 2 {
+		t.Errorf("after del.json: %v (%d retired), want %v (2 retired)", got, rep.Retired, want)
+	}
+}
