@@ -77,7 +77,7 @@ type entryRecord struct {
 	// carrier is the keyed id of the resource a lifted attachment came
 	// from (Entry.Carrier), for the carried index; zero for anything else.
 	carrier [16]byte
-	where   string // Entry.Where (or "entry N")
+	occ     occurrence // fingerprint, patient and Where (or "entry N"), for the seen set
 	res     Resource
 	body    []byte
 	digest  [32]byte

@@ -354,7 +354,7 @@ func TestImportEntriesFailureLeavesCatalogUntouched(t *testing.T) {
 		dup := fhirEntry("Observation", fmt.Sprintf("o%d", first), srcPatient, `{"resourceType":"Observation"}`)
 		dup.Where = "again.ndjson:1"
 		_, err = stagedImport(t, path, EntryOptions{BatchEntries: 7}, append(slices.Clone(es[:10]), dup)...)
-		want := fmt.Sprintf("again.ndjson:1: the same resource appears twice in the input (first at Observation.ndjson:o%d)", first)
+		want := fmt.Sprintf("again.ndjson:1: the same resource appears twice in the input, with different content or labels (first at Observation.ndjson:o%d)", first)
 		if !errors.Is(err, ErrBadEntry) || err.Error() != want {
 			t.Fatalf("duplicate: err = %v, want %q", err, want)
 		}
@@ -793,6 +793,97 @@ func TestRetireUncarriedAttachments(t *testing.T) {
 			}
 			if l := live(); len(l) != 4 || !slices.Contains(l, att(0, "p2")) {
 				t.Errorf("live after the full import: %v", l)
+			}
+		})
+	}
+}
+
+// TestImportRepeatedEntries: a resource repeated in one input (Synthea's
+// per-patient Bundles each embed the same Organization and Practitioners)
+// is imported once when the repeat has the same content in canonical form
+// (whitespace, key order and escapes aside), the same patient and the
+// same labels, in one batch or across batches; a repeat that differs in
+// any of these is refused, naming both places and no content.
+func TestImportRepeatedEntries(t *testing.T) {
+	org := `{"resourceType":"Organization","id":"org-1","name":"FALMOUTH HOSPITAL","telecom":[{"value":"5085485300"}],"extension":[{"valueDecimal":6.10}]}`
+	// The same value: other key order, whitespace, a \u escape.
+	orgSame := "{\"id\": \"org-1\", \"resourceType\":\"Organization\",\n \"telecom\":[{\"value\":\"5085485300\"}],\"name\":\"FALMOUTH \\u0048OSPITAL\",\"extension\":[{\"valueDecimal\":6.10}]}"
+	at := func(e Entry, where string) Entry { e.Where = where; return e }
+	orgA := at(fhirEntry("Organization", "org-1", "", org), "patient-A.json:35")
+	orgB := at(fhirEntry("Organization", "org-1", "", orgSame), "patient-B.json:35")
+	pat := func(id string) Entry {
+		return fhirEntry("Patient", id, id, `{"resourceType":"Patient","id":"`+id+`"}`)
+	}
+	cond := func(patient, where string) Entry {
+		return at(fhirEntry("Condition", "c1", patient, `{"resourceType":"Condition","id":"c1"}`), where)
+	}
+	for _, c := range []struct {
+		batch     int
+		encrypted bool
+	}{{1, false}, {96, false}, {1, true}} { // across batches (the first read back, decrypted), and in one
+		t.Run(fmt.Sprintf("batch=%d,encrypted=%v", c.batch, c.encrypted), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "catalog.db")
+			var sopts Options
+			if c.encrypted {
+				sopts.DataKeys = newFakeKeys(testKEK)
+			}
+			opts := EntryOptions{Namer: testNamer(t, "gh"), BatchEntries: c.batch}
+			stagedImport := func(t *testing.T, path string, opts EntryOptions, es ...Entry) (ImportReport, error) {
+				return ImportEntriesStaged(context.Background(), path, entries(es...), opts, sopts)
+			}
+			del := Entry{Type: "Observation", ID: "gone", Deleted: true, Where: "deleted.ndjson:1"}
+			rep, err := stagedImport(t, path, opts, orgA, pat("A"), cond("A", "a.json:3"), del,
+				orgB, pat("B"), cond("A", "b.json:9"), at(del, "deleted.ndjson:2"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Lines != 8 || rep.Created != 4 || rep.Repeated != 3 || rep.Unchanged != 1 {
+				t.Errorf("report %+v, want 8 lines, 4 created, 3 repeated, 1 unchanged (the deletion of nothing)", rep)
+			}
+			s, err := Open(path, Options{ReadOnly: true, DataKeys: sopts.DataKeys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			r, err := s.Get(testNamer(t, "gh").Link("Organization", "org-1", ""))
+			if err != nil || r.Version != 1 {
+				t.Fatalf("organization %+v %v", r, err)
+			}
+			if b, err := s.Blob(context.Background(), r.Digest); err != nil || string(b) != org {
+				t.Errorf("stored %q %v, want the first occurrence", b, err)
+			}
+			s.Close()
+			checkDB(t, path)
+			before := fileSum(t, path)
+
+			for _, c := range []struct {
+				name   string
+				es     []Entry
+				reason string
+			}{
+				{"content", []Entry{orgA, at(fhirEntry("Organization", "org-1", "", strings.Replace(org, "FALMOUTH", "BOURNE", 1)), "patient-B.json:35")},
+					"patient-B.json:35: the same resource appears twice in the input, with different content or labels (first at patient-A.json:35)"},
+				{"number", []Entry{orgA, at(fhirEntry("Organization", "org-1", "", strings.Replace(org, "6.10", "6.1", 1)), "patient-B.json:35")},
+					"patient-B.json:35: the same resource appears twice in the input, with different content or labels (first at patient-A.json:35)"},
+				{"labels", []Entry{orgA, func() Entry { e := orgB; e.Sensitivity = []string{"restricted"}; return e }()},
+					"patient-B.json:35: the same resource appears twice in the input, with different content or labels (first at patient-A.json:35)"},
+				{"patient", []Entry{pat("A"), pat("B"), cond("A", "a.json:3"), cond("B", "b.json:9")},
+					"b.json:9: the same resource appears twice in the input, in different patient compartments (first at a.json:3)"},
+				{"deleted", []Entry{orgA, at(Entry{Type: "Organization", ID: "org-1", Deleted: true}, "deleted.ndjson:4")},
+					"deleted.ndjson:4: the same resource is both deleted and imported in the input (first at patient-A.json:35)"},
+				{"deleted first", []Entry{at(Entry{Type: "Organization", ID: "org-1", Deleted: true}, "deleted.ndjson:4"), orgA},
+					"patient-A.json:35: the same resource is both deleted and imported in the input (first at deleted.ndjson:4)"},
+			} {
+				_, err := stagedImport(t, path, opts, c.es...)
+				if !errors.Is(err, ErrBadEntry) || err.Error() != c.reason {
+					t.Errorf("%s: err = %v, want %q", c.name, err, c.reason)
+				}
+				if err != nil && (strings.Contains(err.Error(), "org-1") || strings.Contains(err.Error(), "FALMOUTH")) {
+					t.Errorf("%s: the error quotes content: %v", c.name, err)
+				}
+				if fileSum(t, path) != before {
+					t.Errorf("%s: a refused import changed the catalog", c.name)
+				}
 			}
 		})
 	}

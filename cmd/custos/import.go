@@ -159,8 +159,12 @@ Examples:
 				return writeJSON(cmd.OutOrStdout(), rep)
 			}
 			if isFHIR {
-				fmt.Fprintf(cmd.OutOrStdout(), "imported %d FHIR entries for tenant %s: %d created, %d updated, %d unchanged, %d retired (%d bytes)\n",
-					rep.Lines, tenant, rep.Created, rep.Updated, rep.Unchanged, rep.Retired, rep.Bytes)
+				repeated := ""
+				if rep.Repeated > 0 {
+					repeated = fmt.Sprintf(", %d repeated (imported once)", rep.Repeated)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "imported %d FHIR entries for tenant %s: %d created, %d updated, %d unchanged, %d retired%s (%d bytes)\n",
+					rep.Lines, tenant, rep.Created, rep.Updated, rep.Unchanged, rep.Retired, repeated, rep.Bytes)
 				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "imported %d lines: %d created, %d updated, %d unchanged (%d bytes)\n",

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,13 +17,17 @@ import (
 // data directory in t.TempDir(), and read the catalog it leaves on disk.
 
 // importFHIR runs 'custos import --json --data-dir dir --tenant t' on
-// testdata/fhir/input (with extra flags before it) and returns its report,
+// input (a path under testdata/fhir, or absolute; with extra flags before
+// it) and returns its report,
 // or its stderr as the error text with a non-zero exit.
 func importFHIR(t *testing.T, dir, input string, flags ...string) (store.ImportReport, string) {
 	t.Helper()
 	t.Setenv("VAULT_ADDR", "") // the dev id key of the data directory
 	args := append([]string{"import", "--json", "--data-dir", dir, "--tenant", "t"}, flags...)
-	args = append(args, filepath.Join("testdata", "fhir", input))
+	if !filepath.IsAbs(input) {
+		input = filepath.Join("testdata", "fhir", input)
+	}
+	args = append(args, input)
 	var out, errb bytes.Buffer
 	if code := run(args, &out, &errb); code != 0 {
 		return store.ImportReport{}, errb.String()
@@ -113,5 +118,41 @@ func TestImportRetiresUncarriedAttachments(t *testing.T) {
 	want = []string{"patient p1"}
 	if got := liveResources(t, dir); !slices.Equal(got, want) || rep.Retired != 2 {
 		t.Errorf("after del.json: %v (%d retired), want %v (2 retired)", got, rep.Retired, want)
+	}
+}
+
+// TestImportRepeatedResource: Bundles that each embed the same
+// Practitioner (Synthea's per-patient Bundles do so with their
+// Organizations and Practitioners) import it once; if one copy differs the
+// import is refused, naming both places and nothing of the content.
+func TestImportRepeatedResource(t *testing.T) {
+	dir := t.TempDir()
+	rep := mustImportFHIR(t, dir, "dup")
+	want := []string{"patient a", "patient b", "practitioner -"}
+	if got := liveResources(t, dir); !slices.Equal(got, want) || rep.Created != 3 || rep.Repeated != 1 {
+		t.Errorf("after dup/: %v, %+v; want %v, 3 created, 1 repeated", got, rep, want)
+	}
+
+	in := t.TempDir()
+	for _, f := range []string{"bundle-a.json", "bundle-b.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "fhir", "dup", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "bundle-b.json" {
+			b = bytes.Replace(b, []byte(`"family":"Bone"`), []byte(`"family":"Marrow"`), 1)
+		}
+		if err := os.WriteFile(filepath.Join(in, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, msg := importFHIR(t, t.TempDir(), in)
+	if !strings.Contains(msg, "bundle-b.json:2: the same resource appears twice in the input, with different content or labels (first at bundle-a.json:2)") {
+		t.Errorf("a repeat that differs: %q", msg)
+	}
+	for _, phi := range []string{"Bone", "Marrow", "dr1"} {
+		if strings.Contains(msg, phi) {
+			t.Errorf("the error quotes %q: %s", phi, msg)
+		}
 	}
 }
