@@ -360,11 +360,15 @@ type entryProblems struct {
 }
 
 func (p *entryProblems) add(where, reason string) bool {
+	return p.addError(&EntryError{Where: where, Reason: reason})
+}
+
+func (p *entryProblems) addError(e *EntryError) bool {
 	if len(p.list) >= maxReportedProblems {
 		p.more++
 		return false
 	}
-	p.list = append(p.list, &EntryError{Where: where, Reason: reason})
+	p.list = append(p.list, e)
 	return true
 }
 
@@ -443,9 +447,10 @@ func (imp *entryImport) add(e *Entry, n int) bool {
 	occ := occurrence{where: where}
 	var rec entryRecord
 	if !e.Deleted {
-		var reason string
-		if rec, reason = checkEntry(e, u, imp.opts.Source); reason != "" {
-			return imp.probs.add(where, reason)
+		var prob *EntryError
+		if rec, prob = checkEntry(e, u, imp.opts.Source); prob != nil {
+			prob.Where = where
+			return imp.probs.addError(prob)
 		}
 		if e.Type == TypeAttachmentSource && e.Carrier.ID != "" {
 			cu, err := imp.opts.Namer.URI(e.Carrier.Type, e.Carrier.ID, "")

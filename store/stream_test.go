@@ -888,3 +888,48 @@ func TestImportRepeatedEntries(t *testing.T) {
 		})
 	}
 }
+
+// TestAttachmentEntries: an attachment declared application/octet-stream
+// takes any bytes (a PDF among them) and keeps its type; one the store
+// refuses is reported with the FHIR path of its contentType (derived from
+// the lifted attachment's id, never quoting the carrier's id) and
+// ErrAttachment beside ErrBadEntry.
+func TestAttachmentEntries(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	pdf := []byte("%PDF-1.4\n%%EOF\n")
+	att := func(id, carrier, mt string, body []byte, where string) Entry {
+		return Entry{Type: "Attachment", ID: id, Patient: srcPatient, Body: body, MIMEType: mt,
+			Carrier: Carrier{Type: "DocumentReference", ID: carrier}, Where: where}
+	}
+	rep, err := stagedImport(t, path, EntryOptions{}, att("DocumentReference/d-octet/content[0].attachment", "d-octet", "application/octet-stream", pdf, "mime-octet.json:1"))
+	if err != nil || rep.Created != 1 {
+		t.Fatalf("octet-stream holding a PDF: %+v %v", rep, err)
+	}
+	r, err := openRead(t, path).Get(testNamer(t, "gh").Link("Attachment", "DocumentReference/d-octet/content[0].attachment", srcPatient))
+	if err != nil || r.MIMEType != "application/octet-stream" {
+		t.Fatalf("stored %+v %v", r, err)
+	}
+
+	_, err = stagedImport(t, path, EntryOptions{},
+		att("DocumentReference/MRN-004711/content[1].attachment", "MRN-004711", "text/plain; charset=shift_jis", []byte("x"), "a.json:3"),
+		att("DocumentReference/d1/presentedForm[0]", "d1", "application/pdf", []byte("MRN-004711"), "b.json:4"),
+		att("DocumentReference/d2/x y", "d2", "application/pdf", []byte("MRN-004711"), "c.json:5"),
+		Entry{Type: "Binary", ID: "b1", Patient: srcPatient, Body: pdf, MIMEType: "text/plain", Where: "Binary.ndjson:6"},
+	)
+	for _, want := range []string{
+		"a.json:3: DocumentReference.content[1].attachment.contentType: attachment text charset is not utf-8",
+		"b.json:4: DocumentReference.presentedForm[0].contentType: attachment bytes are not application/pdf",
+		"c.json:5: attachment bytes are not application/pdf", // an element path that is not one: no path
+		"Binary.ndjson:6: Binary.contentType: attachment bytes are application/pdf, not text/plain",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if !errors.Is(err, ErrAttachment) || !errors.Is(err, ErrBadEntry) {
+		t.Errorf("err = %v, want ErrAttachment and ErrBadEntry", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "MRN") {
+		t.Errorf("the error quotes an id or content: %v", err)
+	}
+}

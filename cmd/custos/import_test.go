@@ -156,3 +156,67 @@ func TestImportRepeatedResource(t *testing.T) {
 		}
 	}
 }
+
+// attachments returns the MIME type and content of each live attachment
+// of the catalog in dir.
+func attachments(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	s, err := store.Open(filepath.Join(dir, "catalog.db"), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rs, err := s.Page("", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range rs {
+		if r.Labels.Type != "attachment" {
+			continue
+		}
+		b, err := s.Blob(t.Context(), r.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[r.MIMEType] = string(b)
+	}
+	return out
+}
+
+// TestImportAttachmentTypes: the probe's attachments that the reader
+// passed and the store then refused (or the reader refused for a known
+// alias) import; one the import cannot take is refused while reading,
+// naming the file, the FHIR path of the attachment and the reader's
+// sentinel ("bad attachment"), quoting nothing.
+func TestImportAttachmentTypes(t *testing.T) {
+	for _, c := range []struct{ file, mimeType, content string }{
+		{"mime-octet.json", "application/octet-stream", "%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"},
+		{"mime-latin1.json", "text/plain; charset=utf-8", "café notes"},
+		{"mime-jpg.json", "image/jpeg", "\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00\xff\xd9"},
+		{"mime-jpeg.json", "image/jpeg", ""},
+		{"mime-cda.json", "application/hl7-v3+xml", ""},
+		{"mime-cdaxml.json", "application/xml", ""},
+		{"mime-textxml.json", "text/xml", ""},
+	} {
+		dir := t.TempDir()
+		mustImportFHIR(t, dir, c.file)
+		got := attachments(t, dir)
+		content, ok := got[c.mimeType]
+		if len(got) != 1 || !ok || (c.content != "" && content != c.content) {
+			t.Errorf("%s: attachments %q, want one %s holding %q", c.file, got, c.mimeType, c.content)
+		}
+	}
+
+	dir := t.TempDir()
+	_, msg := importFHIR(t, dir, "mime-sjis.json")
+	want := "mime-sjis.json:1: DocumentReference.content[0].attachment.contentType: bad attachment: the charset is none of utf-8, us-ascii, iso-8859-1, windows-1252"
+	if !strings.Contains(msg, want) || !strings.Contains(msg, "nothing was imported") {
+		t.Errorf("Shift_JIS text: %q, want %q", msg, want)
+	}
+	for _, quoted := range []string{"d-sjis", "Shift_JIS", "gqCC"} {
+		if strings.Contains(msg, quoted) {
+			t.Errorf("the error quotes %q: %s", quoted, msg)
+		}
+	}
+}
