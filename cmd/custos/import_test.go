@@ -220,3 +220,41 @@ func TestImportAttachmentTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestImportFailedFirstLeavesNoTrace: a failed first import leaves the
+// data directory as it found it: not there, or empty (it left the dev id
+// key it had drawn, dev-keys.json). After a successful import, a failed
+// one keeps the key the catalog is named under.
+func TestImportFailedFirstLeavesNoTrace(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if _, msg := importFHIR(t, dir, "mime-sjis.json"); msg == "" {
+		t.Fatal("the import succeeded")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		entries, _ := os.ReadDir(dir)
+		t.Errorf("a failed first import into a new directory left it: %v %v", err, entries)
+	}
+
+	dir = t.TempDir()
+	if _, msg := importFHIR(t, dir, "mime-sjis.json"); msg == "" {
+		t.Fatal("the import succeeded")
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Errorf("a failed first import into an empty directory left %v %v", entries, err)
+	}
+
+	mustImportFHIR(t, dir, "docref.json")
+	keys, err := os.ReadFile(filepath.Join(dir, "dev-keys.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, msg := importFHIR(t, dir, "mime-sjis.json"); msg == "" {
+		t.Fatal("the import succeeded")
+	}
+	if after, err := os.ReadFile(filepath.Join(dir, "dev-keys.json")); err != nil || !bytes.Equal(after, keys) {
+		t.Errorf("a failed import after a successful one changed the id key: %v", err)
+	}
+	if got := liveResources(t, dir); len(got) != 3 {
+		t.Errorf("live resources %v after a failed import, want the 3 imported before", got)
+	}
+}
