@@ -172,8 +172,9 @@
 // memory until commit (a few hundred MB for 100,000 small files); the
 // streaming import holds about one batch instead, and drops bbolt's mapping
 // from its resident set after every batch and after every chunk of its
-// closing steps (the scan of a full import, the removal of its scratch
-// bucket), so that no step reads a whole bucket into it. Reencrypt
+// closing steps (the retirement of attachments no longer carried, the scan
+// of a full import, the removal of its scratch buckets), so that no step
+// reads a whole bucket into it. Reencrypt
 // holds every old and new blob value in memory the same way.
 //
 // bbolt keeps freed pages in the file, with their old bytes: rewriting a
