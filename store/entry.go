@@ -119,7 +119,7 @@ type entryRecord struct {
 	// carrier is the keyed id of the resource a lifted attachment came
 	// from (Entry.Carrier), for the carried index; zero for anything else.
 	carrier [16]byte
-	occ     occurrence // fingerprint, patient and Where (or "entry N"), for the seen set
+	occ     occurrence // digests, patient and Where (or "entry N"), for the seen set
 	res     Resource
 	body    []byte
 	digest  [32]byte
@@ -196,54 +196,43 @@ func entryTexts(u URI, resourceType, category, carrierType, mimeType string) (na
 // checkEntry validates e (not Deleted) for URI u and builds its record,
 // or returns the problem (Where unset). Reasons never quote content or ids.
 func checkEntry(e *Entry, u URI, source string) (entryRecord, *EntryError) {
-	rec, reason := checkEntryReason(e, u, source)
-	switch {
-	case reason == "":
-		return rec, nil
-	case u.Scheme == SchemeAttachment && strings.HasPrefix(reason, "attachment "):
-		return rec, &EntryError{Path: attachmentPath(e), Reason: reason, Err: ErrAttachment}
-	}
-	return rec, &EntryError{Reason: reason}
-}
-
-func checkEntryReason(e *Entry, u URI, source string) (entryRecord, string) {
 	rec := entryRecord{uri: u, body: e.Body}
 	if len(e.Body) > MaxBlobSize {
-		return rec, fmt.Sprintf("content larger than %d bytes", MaxBlobSize)
+		return rec, &EntryError{Reason: fmt.Sprintf("content larger than %d bytes", MaxBlobSize)}
 	}
 	var resourceType, category, mt string
 	if u.Scheme == SchemeFHIR {
 		if e.MIMEType != "" && e.MIMEType != MIMEFHIR {
-			return rec, "mime type of a FHIR resource must be " + MIMEFHIR
+			return rec, &EntryError{Reason: "mime type of a FHIR resource must be " + MIMEFHIR}
 		}
 		if !utf8.Valid(e.Body) {
-			return rec, "FHIR JSON is not valid utf-8"
+			return rec, &EntryError{Reason: "FHIR JSON is not valid utf-8"}
 		}
 		var h fhirHead
 		if err := json.Unmarshal(e.Body, &h); err != nil {
 			var se *json.SyntaxError
 			if errors.As(err, &se) {
-				return rec, fmt.Sprintf("FHIR JSON is not valid json (byte %d)", se.Offset)
+				return rec, &EntryError{Reason: fmt.Sprintf("FHIR JSON is not valid json (byte %d)", se.Offset)}
 			}
-			return rec, "FHIR JSON is not a resource object"
+			return rec, &EntryError{Reason: "FHIR JSON is not a resource object"}
 		}
 		if h.ResourceType != e.Type {
-			return rec, "resourceType does not match the entry's type"
+			return rec, &EntryError{Reason: "resourceType does not match the entry's type"}
 		}
 		resourceType, category, mt = h.ResourceType, categoryCode(h.Category), MIMEFHIR
 	} else {
 		var reason string
 		if mt, reason = checkAttachment(e.MIMEType, e.Body); reason != "" {
-			return rec, reason
+			return rec, &EntryError{Path: attachmentPath(e), Reason: reason, Err: ErrAttachment}
 		}
 	}
 	sens, err := normalizeSet(e.Sensitivity, knownSensitivity)
 	if err != nil {
-		return rec, "sensitivity: " + err.Error()
+		return rec, &EntryError{Reason: "sensitivity: " + err.Error()}
 	}
 	cons, err := normalizeSet(e.Consent, knownConsent)
 	if err != nil {
-		return rec, "consent: " + err.Error()
+		return rec, &EntryError{Reason: "consent: " + err.Error()}
 	}
 	patient := e.Patient
 	if e.Type == "Patient" {
@@ -257,7 +246,7 @@ func checkEntryReason(e *Entry, u URI, source string) (entryRecord, string) {
 		Labels:      Labels{Tenant: u.Tenant, Patient: patient, Type: u.Type, Sensitivity: sens, Consent: cons},
 		Source:      source,
 	}
-	return rec, ""
+	return rec, nil
 }
 
 // CheckAttachment checks an attachment's declared media type against its

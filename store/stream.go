@@ -115,8 +115,8 @@ func (o *EntryOptions) validate() error {
 // occurrence, and a resource both deleted and imported, is a problem
 // naming both Wheres. Invalid entries are reported as *EntryError values
 // (ErrBadEntry) naming their Where, up to a cap; after the first one
-// nothing more is written. An error from the
-// stream itself is returned as it is (the reader's errors name the input).
+// nothing more is written. An error from the stream itself is returned as
+// it is (the reader's errors name the input).
 //
 // A URI whose content or metadata changed gets a new version; identical
 // entries are Unchanged. A Deleted entry, a resource whose URI changed
@@ -127,8 +127,8 @@ func (o *EntryOptions) validate() error {
 // carrying the retirement time, and no longer listed or readable. Nothing
 // is deleted. Which attachments a carrier carries is kept in the catalog
 // (bucket "carried") by the imports that lift them; a Binary is a resource
-// of its own and is not retired with a carrier that linked it. The catalog records the id key's version and refuses another
-// (ErrIDKeyChanged).
+// of its own and is not retired with a carrier that linked it. The catalog
+// records the id key's version and refuses another (ErrIDKeyChanged).
 func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, error], opts EntryOptions) (ImportReport, error) {
 	if s.readOnly {
 		return ImportReport{}, errors.New("store: import into a read-only store")
