@@ -1,13 +1,18 @@
 package fhirin
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
+	"maps"
 	"mime"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gabriel-vasile/mimetype"
+	"golang.org/x/text/encoding/charmap"
 )
 
 // liftAttachments replaces every liftable attachment of r (in r.m) by a
@@ -74,11 +79,87 @@ func (r *resource) attachmentData(obj map[string]any, path, ctField string) ([]b
 	if ct == "" {
 		return nil, "", r.errf(path+"."+ctField, ErrAttachment, "required when data is present")
 	}
-	mt, err := checkMIME(ct, data)
+	data, mt, err := attachmentBytes(ct, data)
 	if err != nil {
 		return nil, "", r.errf(path+"."+ctField, ErrAttachment, "%v", err)
 	}
 	return data, mt, nil
+}
+
+// attachmentBytes checks attachment bytes against their declared
+// contentType and returns the bytes and media type to store: text in
+// ISO-8859-1 or windows-1252 transcoded to UTF-8 (textToUTF8), then
+// checked by checkMIME. What it accepts, the store accepts
+// (store.CheckAttachment; TestAttachmentAgreesWithStore).
+func attachmentBytes(declared string, data []byte) ([]byte, string, error) {
+	declared, data, err := textToUTF8(declared, data)
+	if err != nil {
+		return nil, "", err
+	}
+	mt, err := checkMIME(declared, data)
+	if err != nil {
+		return nil, "", err
+	}
+	return data, mt, nil
+}
+
+// textCharsets are the charsets of text attachments textToUTF8 takes, by
+// lowercase IANA name and alias; nil means UTF-8 (US-ASCII is a subset).
+var textCharsets = map[string]*charmap.Charmap{
+	"utf-8":    nil,
+	"us-ascii": nil,
+	// ISO-8859-1 and its IANA aliases.
+	"iso-8859-1":      charmap.ISO8859_1,
+	"iso_8859-1":      charmap.ISO8859_1,
+	"iso_8859-1:1987": charmap.ISO8859_1,
+	"iso-ir-100":      charmap.ISO8859_1,
+	"latin1":          charmap.ISO8859_1,
+	"l1":              charmap.ISO8859_1,
+	"ibm819":          charmap.ISO8859_1,
+	"cp819":           charmap.ISO8859_1,
+	"csisolatin1":     charmap.ISO8859_1,
+	// windows-1252, its IANA alias and its common name.
+	"windows-1252":  charmap.Windows1252,
+	"cswindows1252": charmap.Windows1252,
+	"cp1252":        charmap.Windows1252,
+}
+
+// textToUTF8 makes a text/* attachment UTF-8, as the store keeps text: a
+// declared charset of ISO-8859-1 or windows-1252 (textCharsets) is
+// transcoded with golang.org/x/text/encoding/charmap and the charset
+// parameter becomes utf-8; UTF-8 and US-ASCII text (or text without a
+// charset) must be valid UTF-8. Any other charset is refused, as are bytes
+// that are not in the declared charset; nothing is guessed. Other types
+// pass unchanged (a parse error is checkMIME's to report).
+func textToUTF8(declared string, data []byte) (string, []byte, error) {
+	mt, params, err := mime.ParseMediaType(declared)
+	if err != nil || !strings.HasPrefix(mt, "text/") {
+		return declared, data, nil
+	}
+	cs, named := params["charset"]
+	cm, known := textCharsets[strings.ToLower(cs)]
+	switch {
+	case named && !known:
+		return "", nil, errCharset
+	case cm == nil:
+		if !utf8.Valid(data) {
+			if !named {
+				return "", nil, errNotUTF8Undeclared
+			}
+			return "", nil, errNotUTF8
+		}
+		return declared, data, nil
+	}
+	out, err := cm.NewDecoder().Bytes(data)
+	// A byte the charset leaves undefined (windows-1252's 0x81, 0x8D,
+	// 0x8F, 0x90, 0x9D) decodes to U+FFFD, which neither charset can
+	// encode: the text is not in the declared charset.
+	if err != nil || bytes.ContainsRune(out, utf8.RuneError) {
+		return "", nil, errNotInCharset
+	}
+	params = maps.Clone(params)
+	params["charset"] = "utf-8"
+	return mime.FormatMediaType(mt, params), out, nil
 }
 
 // decodeBase64 decodes FHIR base64Binary, which may hold whitespace.
@@ -103,10 +184,17 @@ func (e *mimeError) Error() string {
 	return "the bytes are " + e.detected + ", not " + e.declared
 }
 
+// mediaTypeAliases maps common misspellings of media types to the
+// registered type they mean: image/jpg is image/jpeg, which mimetype
+// detects by its signature.
+var mediaTypeAliases = map[string]string{"image/jpg": "image/jpeg"}
+
 // checkMIME checks the bytes against a declared contentType with
 // github.com/gabriel-vasile/mimetype's detection, and returns the declared
-// type normalized (lowercase, parameters kept). The bytes contradict it
-// when:
+// type normalized (lowercase, an alias of mediaTypeAliases replaced,
+// parameters kept). The bytes contradict it when:
+//   - the declared type is application/json or ends in +json and the
+//     bytes are not valid JSON;
 //   - the declared type is one the library knows, and the detected type is
 //     neither it nor a descendant of it (text/html and text/csv descend from
 //     text/plain; everything descends from application/octet-stream);
@@ -119,6 +207,12 @@ func checkMIME(declared string, data []byte) (string, error) {
 	mt, params, err := mime.ParseMediaType(declared)
 	if err != nil {
 		return "", errBadMediaType
+	}
+	if alias, ok := mediaTypeAliases[mt]; ok {
+		mt = alias
+	}
+	if (mt == "application/json" || strings.HasSuffix(mt, "+json")) && !json.Valid(data) {
+		return "", errNotJSON
 	}
 	norm := mime.FormatMediaType(mt, params)
 	if norm == "" {
@@ -148,4 +242,11 @@ type constError string
 
 func (e constError) Error() string { return string(e) }
 
-const errBadMediaType = constError("not a media type")
+const (
+	errBadMediaType      = constError("not a media type")
+	errNotJSON           = constError("the bytes are not valid JSON")
+	errCharset           = constError("the charset is none of utf-8, us-ascii, iso-8859-1, windows-1252")
+	errNotUTF8           = constError("the text is not valid utf-8")
+	errNotUTF8Undeclared = constError("the text is not utf-8 and declares no charset (add charset=iso-8859-1 or windows-1252 if it is in one)")
+	errNotInCharset      = constError("the text holds bytes its charset does not define")
+)

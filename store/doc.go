@@ -43,6 +43,11 @@
 //	                    envelope in an encrypted catalog
 //	bucket "ids":       keyed resource id (16 bytes) -> its URI; streaming
 //	                    imports only (created by the first)
+//	bucket "carried":   keyed id of a carrier (16 bytes) || keyed id of
+//	                    an attachment lifted out of it (16 bytes) -> empty;
+//	                    streaming imports only: what a carrier carried, so
+//	                    that an import updating or deleting the carrier
+//	                    retires what it no longer carries
 //	bucket "meta":      "schema"     -> uint32be(SchemaVersion) = 2
 //	                    "encryption" -> "none" | "envelope-v1"
 //	                    "kek"        -> DataKeys.KEK(), envelope-v1 only
@@ -50,9 +55,12 @@
 //	                                    the streaming imports named under
 //
 // A retired URI (ImportEntries) has no "resources" entry; its newest
-// version carries the retirement time (Resource.Retired). The "ids" bucket,
-// meta "id-key" and the Resource fields "source" and "retired" were added
-// without a schema change: older binaries ignore them.
+// version carries the retirement time (Resource.Retired). The "ids" and
+// "carried" buckets, meta "id-key" and the Resource fields "source" and
+// "retired" were added without a schema change: older binaries ignore them.
+// Attachments imported before "carried" existed are not listed in it: an
+// incremental import that drops one from its carrier leaves it live, and
+// the next full import of the source retires it (as unmentioned).
 //
 // Schema version 1 is the same without "encryption" and "kek" and is always
 // plaintext; Open still accepts it and leaves it at version 1 until
@@ -164,8 +172,9 @@
 // memory until commit (a few hundred MB for 100,000 small files); the
 // streaming import holds about one batch instead, and drops bbolt's mapping
 // from its resident set after every batch and after every chunk of its
-// closing steps (the scan of a full import, the removal of its scratch
-// bucket), so that no step reads a whole bucket into it. Reencrypt
+// closing steps (the retirement of attachments no longer carried, the scan
+// of a full import, the removal of its scratch buckets), so that no step
+// reads a whole bucket into it. Reencrypt
 // holds every old and new blob value in memory the same way.
 //
 // bbolt keeps freed pages in the file, with their old bytes: rewriting a

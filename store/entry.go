@@ -1,15 +1,16 @@
 package store
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
-	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gabriel-vasile/mimetype"
 )
 
 // Entry is one source resource of a streaming import (ImportEntries): the
@@ -57,27 +58,71 @@ type Carrier struct {
 }
 
 // EntryError locates a problem with one Entry of a streaming import. Its
-// message is "Where: reason" and never quotes the entry's content or ids.
-// It unwraps to ErrBadEntry.
+// message is "Where: reason", or "Where: Path: reason", and never quotes
+// the entry's content or ids. It unwraps to ErrBadEntry and, if set, Err.
 type EntryError struct {
-	Where  string // Entry.Where; "entry N" (1-based) when the entry has none
+	Where string // Entry.Where; "entry N" (1-based) when the entry has none
+	// Path is the FHIR path of the element at fault, when the store can
+	// tell it without a source id: for an attachment, that of its
+	// contentType ("DocumentReference.content[1].attachment.contentType",
+	// "Binary.contentType"); else "".
+	Path   string
 	Reason string
+	// Err is a more specific sentinel of the problem (ErrAttachment), or
+	// nil.
+	Err error
 }
 
-func (e *EntryError) Error() string { return e.Where + ": " + e.Reason }
+func (e *EntryError) Error() string {
+	if e.Path != "" {
+		return e.Where + ": " + e.Path + ": " + e.Reason
+	}
+	return e.Where + ": " + e.Reason
+}
 
-// Unwrap returns ErrBadEntry.
-func (e *EntryError) Unwrap() error { return ErrBadEntry }
+// Unwrap returns ErrBadEntry and Err, if set.
+func (e *EntryError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrBadEntry, e.Err}
+	}
+	return []error{ErrBadEntry}
+}
+
+// attachmentPath is the FHIR path of the contentType of the attachment
+// entry e, "" if it cannot be told: a Binary's is "Binary.contentType"; a
+// lifted attachment's id is "<carrier type>/<carrier id>/<element path>"
+// (fhirin.Item.ID), and its path is "<carrier type>.<element path>"
+// unless the element path holds anything but element names and indexes
+// (then it could hold a source id).
+func attachmentPath(e *Entry) string {
+	if e.Type == "Binary" {
+		return "Binary.contentType"
+	}
+	prefix := e.Carrier.Type + "/" + e.Carrier.ID + "/"
+	rel, ok := strings.CutPrefix(e.ID, prefix)
+	if !ok || e.Carrier.ID == "" || fhirTypes[strings.ToLower(e.Carrier.Type)] != e.Carrier.Type || rel == "" {
+		return ""
+	}
+	for _, c := range rel {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '[' || c == ']') {
+			return ""
+		}
+	}
+	return e.Carrier.Type + "." + rel + ".contentType"
+}
 
 // entryRecord is a validated Entry: its URI, catalog record (without
 // Version) and content digest.
 type entryRecord struct {
-	uri    URI
-	id     [16]byte // the keyed resource id, for the id index and seen set
-	where  string   // Entry.Where (or "entry N")
-	res    Resource
-	body   []byte
-	digest [32]byte
+	uri URI
+	id  [16]byte // the keyed resource id, for the id index and seen set
+	// carrier is the keyed id of the resource a lifted attachment came
+	// from (Entry.Carrier), for the carried index; zero for anything else.
+	carrier [16]byte
+	occ     occurrence // digests, patient and Where (or "entry N"), for the seen set
+	res     Resource
+	body    []byte
+	digest  [32]byte
 }
 
 // category is the part of a FHIR resource a title is built from.
@@ -148,46 +193,46 @@ func entryTexts(u URI, resourceType, category, carrierType, mimeType string) (na
 	return name, title, "A FHIR R4 " + resourceType + " resource " + whose + "."
 }
 
-// checkEntry validates e (not Deleted) for URI u and builds its record.
-// Reasons never quote content or ids.
-func checkEntry(e *Entry, u URI, source string) (entryRecord, string) {
+// checkEntry validates e (not Deleted) for URI u and builds its record,
+// or returns the problem (Where unset). Reasons never quote content or ids.
+func checkEntry(e *Entry, u URI, source string) (entryRecord, *EntryError) {
 	rec := entryRecord{uri: u, body: e.Body}
 	if len(e.Body) > MaxBlobSize {
-		return rec, fmt.Sprintf("content larger than %d bytes", MaxBlobSize)
+		return rec, &EntryError{Reason: fmt.Sprintf("content larger than %d bytes", MaxBlobSize)}
 	}
 	var resourceType, category, mt string
 	if u.Scheme == SchemeFHIR {
 		if e.MIMEType != "" && e.MIMEType != MIMEFHIR {
-			return rec, "mime type of a FHIR resource must be " + MIMEFHIR
+			return rec, &EntryError{Reason: "mime type of a FHIR resource must be " + MIMEFHIR}
 		}
 		if !utf8.Valid(e.Body) {
-			return rec, "FHIR JSON is not valid utf-8"
+			return rec, &EntryError{Reason: "FHIR JSON is not valid utf-8"}
 		}
 		var h fhirHead
 		if err := json.Unmarshal(e.Body, &h); err != nil {
 			var se *json.SyntaxError
 			if errors.As(err, &se) {
-				return rec, fmt.Sprintf("FHIR JSON is not valid json (byte %d)", se.Offset)
+				return rec, &EntryError{Reason: fmt.Sprintf("FHIR JSON is not valid json (byte %d)", se.Offset)}
 			}
-			return rec, "FHIR JSON is not a resource object"
+			return rec, &EntryError{Reason: "FHIR JSON is not a resource object"}
 		}
 		if h.ResourceType != e.Type {
-			return rec, "resourceType does not match the entry's type"
+			return rec, &EntryError{Reason: "resourceType does not match the entry's type"}
 		}
 		resourceType, category, mt = h.ResourceType, categoryCode(h.Category), MIMEFHIR
 	} else {
 		var reason string
 		if mt, reason = checkAttachment(e.MIMEType, e.Body); reason != "" {
-			return rec, reason
+			return rec, &EntryError{Path: attachmentPath(e), Reason: reason, Err: ErrAttachment}
 		}
 	}
 	sens, err := normalizeSet(e.Sensitivity, knownSensitivity)
 	if err != nil {
-		return rec, "sensitivity: " + err.Error()
+		return rec, &EntryError{Reason: "sensitivity: " + err.Error()}
 	}
 	cons, err := normalizeSet(e.Consent, knownConsent)
 	if err != nil {
-		return rec, "consent: " + err.Error()
+		return rec, &EntryError{Reason: "consent: " + err.Error()}
 	}
 	patient := e.Patient
 	if e.Type == "Patient" {
@@ -201,14 +246,35 @@ func checkEntry(e *Entry, u URI, source string) (entryRecord, string) {
 		Labels:      Labels{Tenant: u.Tenant, Patient: patient, Type: u.Type, Sensitivity: sens, Consent: cons},
 		Source:      source,
 	}
-	return rec, ""
+	return rec, nil
 }
 
-// checkAttachment checks an attachment's declared media type against its
-// bytes and returns the type to store (normalized by mime.FormatMediaType).
-// Types with a signature (PDF, PNG, JPEG, GIF) must have it; text must be
-// UTF-8 (declared charset utf-8 or us-ascii, or none); JSON must parse; and
-// no attachment may look like one of the signed types it does not declare.
+// CheckAttachment checks an attachment's declared media type against its
+// bytes and returns the type to store, normalized by mime.FormatMediaType.
+// A refusal wraps ErrAttachment and says what is wrong without quoting the
+// bytes. Pure: no I/O. The rules, with detection by
+// github.com/gabriel-vasile/mimetype (the library fhirin checks attachments
+// with, so that what the FHIR reader accepts the store accepts):
+//   - application/octet-stream holds any bytes (it is served as such);
+//   - bytes detected as a signed type (PDF, PNG, JPEG, GIF, or a type
+//     descending from one) must be declared as the detected type or one it
+//     descends from; a declared signed type must be detected;
+//   - text/* must be UTF-8: a charset of utf-8 or us-ascii, or none, and
+//     valid UTF-8 bytes (fhirin transcodes ISO-8859-1 and windows-1252);
+//   - application/json and types ending in +json must be valid JSON.
+func CheckAttachment(declared string, data []byte) (string, error) {
+	mt, reason := checkAttachment(declared, data)
+	if reason != "" {
+		return "", fmt.Errorf("%w: %s", ErrAttachment, reason)
+	}
+	return mt, nil
+}
+
+// signedTypes are the media types recognized by a signature (checkAttachment).
+var signedTypes = []string{MIMEPDF, MIMEPNG, "image/jpeg", "image/gif"}
+
+// checkAttachment is CheckAttachment returning the reason of a refusal
+// (starting "attachment ") rather than an error.
 func checkAttachment(declared string, data []byte) (string, string) {
 	if declared == "" {
 		return "", "attachment has no mime type"
@@ -217,14 +283,25 @@ func checkAttachment(declared string, data []byte) (string, string) {
 	if err != nil {
 		return "", "attachment mime type is not a media type"
 	}
-	sniffed := sniff(data)
-	switch {
-	case mt == MIMEPDF, mt == MIMEPNG, mt == "image/jpeg", mt == "image/gif":
-		if sniffed != mt {
-			return "", "attachment bytes are not " + mt
+	norm := mime.FormatMediaType(mt, params)
+	if mt == "application/octet-stream" {
+		return norm, ""
+	}
+	detected := mimetype.Detect(data)
+	signed, declaredIsAncestor := "", false
+	for m := detected; m != nil; m = m.Parent() {
+		declaredIsAncestor = declaredIsAncestor || m.Is(mt)
+		for _, st := range signedTypes {
+			if signed == "" && m.Is(st) {
+				signed = st
+			}
 		}
-	case sniffed != "":
-		return "", "attachment bytes are " + sniffed + ", not " + mt
+	}
+	switch {
+	case slices.Contains(signedTypes, mt) && !declaredIsAncestor:
+		return "", "attachment bytes are not " + mt
+	case signed != "" && !declaredIsAncestor:
+		return "", "attachment bytes are " + signed + ", not " + mt
 	case strings.HasPrefix(mt, "text/"):
 		if cs := strings.ToLower(params["charset"]); cs != "" && cs != "utf-8" && cs != "us-ascii" {
 			return "", "attachment text charset is not utf-8"
@@ -237,20 +314,5 @@ func checkAttachment(declared string, data []byte) (string, string) {
 			return "", "attachment is not valid json"
 		}
 	}
-	return mime.FormatMediaType(mt, params), ""
-}
-
-// sniff returns the signed media type data starts with, or "".
-func sniff(data []byte) string {
-	switch {
-	case bytes.HasPrefix(data, []byte("%PDF-")):
-		return MIMEPDF
-	case bytes.HasPrefix(data, pngSignature):
-		return MIMEPNG
-	}
-	switch t := http.DetectContentType(data); t {
-	case "image/jpeg", "image/gif":
-		return t
-	}
-	return ""
+	return norm, ""
 }

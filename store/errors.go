@@ -34,6 +34,14 @@ var (
 	// changed nothing: fix the input and import again.
 	ErrBadEntry = errors.New("store: bad entry")
 
+	// ErrAttachment is returned, beside ErrBadEntry (in an *EntryError
+	// whose Path names the attachment's contentType when it can) and by
+	// CheckAttachment, when an attachment's bytes do not agree with its
+	// declared media type, or the type is missing or not a media type. Fix
+	// the attachment at the source (its contentType or its data) and
+	// import again.
+	ErrAttachment = errors.New("store: attachment does not agree with its media type")
+
 	// ErrIDKeyChanged is returned by ImportEntries when the catalog's
 	// imported resources were named under another version of the resource
 	// id key than the Namer's: importing would give every resource a new

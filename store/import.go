@@ -31,7 +31,8 @@ type ImportReport struct {
 	Created   int   `json:"created"`   // URIs not in the store before
 	Updated   int   `json:"updated"`   // URIs whose content or metadata changed (new version)
 	Unchanged int   `json:"unchanged"` // URIs identical to their current version
-	Retired   int   `json:"retired"`   // URIs retired (ImportEntries: deleted, moved, or missing from a full import)
+	Retired   int   `json:"retired"`   // URIs retired (ImportEntries: deleted, moved, no longer carried, or missing from a full import)
+	Repeated  int   `json:"repeated"`  // ImportEntries: entries repeating an earlier entry of the same input exactly, imported once
 	Bytes     int64 `json:"bytes"`     // total size of the content of all entries
 }
 

@@ -28,6 +28,12 @@ var (
 	// bucketIDs indexes the resources of streaming imports: keyed resource
 	// id (16 bytes) -> URI of its current (or last) URI.
 	bucketIDs = []byte("ids")
+	// bucketCarried records which lifted attachments each carrier resource
+	// of a streaming import carries: keyed id of the carrier (16 bytes) ||
+	// keyed id of the attachment (16 bytes) -> empty. An import retires
+	// the attachments a carrier it names no longer carries (stream.go,
+	// retireUncarried).
+	bucketCarried = []byte("carried")
 
 	metaSchemaKey     = []byte("schema")
 	metaEncryptionKey = []byte("encryption")

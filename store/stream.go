@@ -48,7 +48,11 @@ type EntryOptions struct {
 	Source string
 	// Full makes the stream the complete content of the source for the
 	// tenant: every resource of that tenant and source it does not mention
-	// is retired after the last batch.
+	// is retired after the last batch. Its Deleted entries retire what they
+	// name, as for any import (the full import would retire it anyway, as
+	// unmentioned). A full stream must hold at least one entry that is not
+	// Deleted: one of deletions only is refused (ErrBadEntry), since it
+	// would retire everything.
 	Full bool
 	// Progress, if not nil, is called from the calling goroutine about
 	// every 1,000 entries with the number of entries read so far and total
@@ -102,18 +106,29 @@ func (o *EntryOptions) validate() error {
 // Every entry is named by the Namer (keyed ids; never a source id in a URI,
 // name, title or description) and checked (checkEntry: FHIR JSON whose
 // resourceType is the entry's type, attachment bytes matching their MIME
-// type, known label values); each URI may appear once. Invalid entries are
-// reported as *EntryError values (ErrBadEntry) naming their Where, up to a
-// cap; after the first one nothing more is written. An error from the
-// stream itself is returned as it is (the reader's errors name the input).
+// type, known label values). A resource (type and id) may appear more than
+// once only as an exact repeat: the same patient, labels, MIME type and
+// lastUpdated, and the same content (FHIR JSON compared in canonical form:
+// keys sorted, whitespace and string escapes aside, numbers as written;
+// other content byte for byte), or two deletions. A repeat is imported
+// once (the first occurrence) and counted Repeated; any other second
+// occurrence, and a resource both deleted and imported, is a problem
+// naming both Wheres. Invalid entries are reported as *EntryError values
+// (ErrBadEntry) naming their Where, up to a cap; after the first one
+// nothing more is written. An error from the stream itself is returned as
+// it is (the reader's errors name the input).
 //
 // A URI whose content or metadata changed gets a new version; identical
 // entries are Unchanged. A Deleted entry, a resource whose URI changed
-// (its patient changed) and, with Full, every resource of the tenant and
+// (its patient changed), a lifted attachment (Type "Attachment" with a
+// Carrier) that its carrier no longer carries when the stream updates or
+// deletes the carrier, and, with Full, every resource of the tenant and
 // source the stream did not mention, are retired (Retired): a new version
 // carrying the retirement time, and no longer listed or readable. Nothing
-// is deleted. The catalog records the id key's version and refuses another
-// (ErrIDKeyChanged).
+// is deleted. Which attachments a carrier carries is kept in the catalog
+// (bucket "carried") by the imports that lift them; a Binary is a resource
+// of its own and is not retired with a carrier that linked it. The catalog
+// records the id key's version and refuses another (ErrIDKeyChanged).
 func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, error], opts EntryOptions) (ImportReport, error) {
 	if s.readOnly {
 		return ImportReport{}, errors.New("store: import into a read-only store")
@@ -121,17 +136,20 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	if err := opts.validate(); err != nil {
 		return ImportReport{}, err
 	}
-	imp := &entryImport{s: s, opts: opts, pending: map[[16]byte]string{}}
+	imp := &entryImport{s: s, opts: opts, pending: map[[16]byte]pendingEntry{}}
 	if err := imp.begin(); err != nil {
 		return ImportReport{}, err
 	}
 	start := time.Now()
-	n := 0
+	n, kept := 0, 0
 	for e, err := range entries {
 		if err != nil {
 			return ImportReport{}, err
 		}
 		n++
+		if !e.Deleted {
+			kept++
+		}
 		if n%1024 == 0 {
 			if err := ctx.Err(); err != nil {
 				return ImportReport{}, err
@@ -154,7 +172,18 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	if n == 0 {
 		return ImportReport{}, &EntryError{Where: "input", Reason: "no entries"}
 	}
+	if opts.Full && kept == 0 {
+		// A full import keeps exactly what it holds: with nothing to keep it
+		// would retire every resource of the tenant and source (an export
+		// that failed to write its output files, say). Refused, like an
+		// empty input.
+		return ImportReport{}, &EntryError{Where: "input", Reason: fmt.Sprintf(
+			"a full import holds no resource to keep, only deletions (%d): it would retire every resource of the tenant and source; import deletions without full", n)}
+	}
 	if err := imp.flush(ctx); err != nil {
+		return ImportReport{}, err
+	}
+	if err := imp.retireUncarried(ctx); err != nil {
 		return ImportReport{}, err
 	}
 	if opts.Full {
@@ -187,9 +216,10 @@ type entryImport struct {
 	opts  EntryOptions
 	mode  string
 	probs entryProblems
-	// pending maps the keyed ids of the queued batch to their Where;
-	// bucketImportSeen holds those of the batches written.
-	pending map[[16]byte]string
+	// pending maps the keyed ids of the queued batch to their occurrence
+	// and their index in batch (-1 for a deletion); bucketImportSeen holds
+	// the occurrences of the batches written.
+	pending map[[16]byte]pendingEntry
 
 	batch      []entryRecord
 	batchBytes int64
@@ -198,15 +228,129 @@ type entryImport struct {
 	lastProg   int
 }
 
-// bucketImportSeen is a streaming import's scratch bucket: keyed id -> Where
-// of every entry written so far. ImportEntries removes it at the end (and a
-// stale one left by a failed import at the start).
+// bucketImportSeen is a streaming import's scratch bucket: keyed id ->
+// occurrence (encoded) of every entry written so far. ImportEntries removes
+// it at the end (and a stale one left by a failed import at the start).
 var bucketImportSeen = []byte("import-seen")
+
+// bucketImportCarriers is a streaming import's scratch bucket: keyed id ->
+// empty for every entry written so far that the carried index (bucketCarried)
+// lists as a carrier, i.e. whose attachments retireUncarried must check.
+// retireUncarried empties and removes it (and begin a stale one).
+var bucketImportCarriers = []byte("import-carriers")
 
 // deletion is a queued Deleted entry.
 type deletion struct {
 	id    [16]byte
 	where string
+}
+
+// pendingEntry is an entry of the queued batch: its occurrence and its
+// index in entryImport.batch (-1 for a deletion).
+type pendingEntry struct {
+	occ   occurrence
+	index int
+}
+
+// occurrence is what an import keeps of an entry it queued or wrote, to
+// tell a later entry of the same resource that repeats it (imported once)
+// from one that contradicts it (refused): the digest of its catalog record
+// without content digest and size (zero for a deletion), the keyed id of
+// its patient (zero for tenant-level data and deletions), the digest of its
+// content as written (the blob's key; zero for a deletion) and its Where.
+type occurrence struct {
+	meta    [sha256.Size]byte
+	patient [16]byte
+	content [sha256.Size]byte
+	where   string
+}
+
+// encode is the occurrence's value in bucketImportSeen:
+// meta (32 bytes) || patient (16) || content (32) || where.
+func (o occurrence) encode() []byte {
+	b := make([]byte, 0, len(o.meta)+len(o.patient)+len(o.content)+len(o.where))
+	b = append(b, o.meta[:]...)
+	b = append(b, o.patient[:]...)
+	b = append(b, o.content[:]...)
+	return append(b, o.where...)
+}
+
+func decodeOccurrence(b []byte) (occurrence, error) {
+	var o occurrence
+	if len(b) < len(o.meta)+len(o.patient)+len(o.content) {
+		return o, fmt.Errorf("%w: a record of the import's scratch bucket is short", ErrCorrupt)
+	}
+	b = b[copy(o.meta[:], b):]
+	b = b[copy(o.patient[:], b):]
+	b = b[copy(o.content[:], b):]
+	o.where = string(b)
+	return o, nil
+}
+
+// repetition is how a later entry of a resource relates to the first one.
+type repetition int
+
+const (
+	// repeats: the same entry; the first is imported, the later skipped.
+	repeats repetition = iota
+	// repeatsIfCanonical: the same but for the content's bytes; a repeat
+	// if both are FHIR JSON of the same canonical form (sameCanonical).
+	repeatsIfCanonical
+	// contradicts: the import is refused.
+	contradicts
+)
+
+// compare tells how later relates to first (entries of one resource) and,
+// unless it repeats first, the problem to report at later's Where. The
+// problem names first's Where and never content.
+func (first occurrence) compare(later occurrence) (repetition, string) {
+	deleted := func(o occurrence) bool { return o.meta == [sha256.Size]byte{} }
+	reason := "the same resource appears twice in the input, with different content or labels"
+	rel := contradicts
+	switch {
+	case deleted(first) != deleted(later):
+		reason = "the same resource is both deleted and imported in the input"
+	case first.patient != later.patient:
+		reason = "the same resource appears twice in the input, in different patient compartments"
+	case first.meta != later.meta:
+	case first.content != later.content:
+		rel = repeatsIfCanonical
+	default:
+		return repeats, ""
+	}
+	return rel, reason + " (first at " + first.where + ")"
+}
+
+// sameCanonical reports whether a and b are JSON of the same canonical
+// form (canonicalJSON).
+func sameCanonical(a, b []byte) bool {
+	ca, err1 := canonicalJSON(a)
+	cb, err2 := canonicalJSON(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ca, cb)
+}
+
+// canonicalJSON re-encodes the JSON value b holds with encoding/json:
+// object keys sorted, no insignificant whitespace, strings re-escaped
+// without HTML escaping, numbers as written (json.Number, so 6.10 and 6.1
+// differ). Whitespace, key order and string escapes therefore do not
+// count. Pure: no I/O.
+func canonicalJSON(b []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("store: more than one JSON value")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // entryProblems collects entry problems up to maxReportedProblems.
@@ -216,11 +360,15 @@ type entryProblems struct {
 }
 
 func (p *entryProblems) add(where, reason string) bool {
+	return p.addError(&EntryError{Where: where, Reason: reason})
+}
+
+func (p *entryProblems) addError(e *EntryError) bool {
 	if len(p.list) >= maxReportedProblems {
 		p.more++
 		return false
 	}
-	p.list = append(p.list, &EntryError{Where: where, Reason: reason})
+	p.list = append(p.list, e)
 	return true
 }
 
@@ -265,16 +413,20 @@ func (imp *entryImport) begin() error {
 		case string(got) != keyID:
 			return fmt.Errorf("%w: catalog %q, import %q", ErrIDKeyChanged, got, keyID)
 		}
-		if _, err := tx.CreateBucketIfNotExists(bucketIDs); err != nil {
-			return fmt.Errorf("store: create bucket: %w", err)
-		}
-		if tx.Bucket(bucketImportSeen) != nil {
-			if err := tx.DeleteBucket(bucketImportSeen); err != nil {
-				return fmt.Errorf("store: remove a stale import bucket: %w", err)
+		for _, name := range [][]byte{bucketIDs, bucketCarried} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("store: create bucket: %w", err)
 			}
 		}
-		if _, err := tx.CreateBucket(bucketImportSeen); err != nil {
-			return fmt.Errorf("store: create bucket: %w", err)
+		for _, name := range [][]byte{bucketImportSeen, bucketImportCarriers} {
+			if tx.Bucket(name) != nil {
+				if err := tx.DeleteBucket(name); err != nil {
+					return fmt.Errorf("store: remove a stale import bucket: %w", err)
+				}
+			}
+			if _, err := tx.CreateBucket(name); err != nil {
+				return fmt.Errorf("store: create bucket: %w", err)
+			}
 		}
 		return nil
 	})
@@ -292,48 +444,181 @@ func (imp *entryImport) add(e *Entry, n int) bool {
 		return imp.probs.add(where, strings.TrimPrefix(err.Error(), "store: "))
 	}
 	id := uuid.MustParse(u.ID)
-	if first, dup := imp.pending[id]; dup {
-		return imp.probs.add(where, duplicate(first))
-	}
-	if len(imp.probs.list) == 0 {
-		// Once nothing more is written, entries are only validated: no
-		// record of them is kept, so memory stays bounded.
-		imp.pending[id] = where
-	}
-	if e.Deleted {
-		if len(imp.probs.list) == 0 {
-			imp.deletes = append(imp.deletes, deletion{id, where})
+	occ := occurrence{where: where}
+	var rec entryRecord
+	if !e.Deleted {
+		var prob *EntryError
+		if rec, prob = checkEntry(e, u, imp.opts.Source); prob != nil {
+			prob.Where = where
+			return imp.probs.addError(prob)
 		}
+		if e.Type == TypeAttachmentSource && e.Carrier.ID != "" {
+			cu, err := imp.opts.Namer.URI(e.Carrier.Type, e.Carrier.ID, "")
+			if err != nil {
+				return imp.probs.add(where, "carrier: "+strings.TrimPrefix(err.Error(), "store: "))
+			}
+			rec.carrier = uuid.MustParse(cu.ID)
+		}
+		rec.digest = sha256.Sum256(e.Body)
+		meta, err := metaDigest(rec.res)
+		if err != nil {
+			return imp.probs.add(where, err.Error())
+		}
+		occ.meta, occ.content = meta, rec.digest
+		if u.Patient != "" {
+			occ.patient = uuid.MustParse(u.Patient)
+		}
+	}
+	if first, dup := imp.pending[id]; dup {
+		rel, reason := first.occ.compare(occ)
+		if rel == repeatsIfCanonical && u.Scheme == SchemeFHIR && sameCanonical(imp.batch[first.index].body, e.Body) {
+			rel = repeats
+		}
+		if rel != repeats {
+			return imp.probs.add(where, reason)
+		}
+		imp.rep.Repeated++ // the first is queued in this batch
 		return true
 	}
-	rec, reason := checkEntry(e, u, imp.opts.Source)
-	if reason != "" {
-		return imp.probs.add(where, reason)
-	}
 	if len(imp.probs.list) > 0 {
-		return true // validate the rest, write nothing more
+		// Once nothing more is written, entries are only validated: no
+		// record of them is kept, so memory stays bounded.
+		return true
 	}
-	rec.id, rec.where = id, where
-	rec.digest = sha256.Sum256(e.Body)
+	if e.Deleted {
+		imp.pending[id] = pendingEntry{occ, -1}
+		imp.deletes = append(imp.deletes, deletion{id, where})
+		return true
+	}
+	imp.pending[id] = pendingEntry{occ, len(imp.batch)}
+	rec.id, rec.occ = id, occ
 	rec.res.Digest = formatDigest(rec.digest)
 	imp.batch = append(imp.batch, rec)
 	imp.batchBytes += int64(len(e.Body))
 	return true
 }
 
-// duplicate is the problem of an entry whose resource the input named
-// before, at first.
-func duplicate(first string) string {
-	return "the same resource appears twice in the input (first at " + first + ")"
+// metaDigest is SHA-256 of the catalog record r would get, without its
+// content digest and size (Digest and Size are those of the content,
+// which compare tells apart): URI, texts, MIME type, lastUpdated, labels.
+func metaDigest(r Resource) ([sha256.Size]byte, error) {
+	r.Digest, r.Size = "", 0
+	b, err := json.Marshal(r)
+	if err != nil {
+		return [sha256.Size]byte{}, fmt.Errorf("store: encode resource: %w", err)
+	}
+	return sha256.Sum256(b), nil
 }
 
-// markSeen records id in the scratch bucket of entries written, or returns
-// the problem if an earlier batch had it.
-func markSeen(seen *bolt.Bucket, id [16]byte, where string) error {
-	if first := seen.Get(id[:]); first != nil {
-		return &EntryError{Where: where, Reason: duplicate(string(first))}
+// dropRepeats compares the queued batch with the entries earlier batches
+// wrote (bucketImportSeen): it drops from the batch each entry that
+// repeats its first occurrence (counted Repeated) and returns a
+// contradiction as an *EntryError. Where only the canonical form of FHIR
+// JSON can tell, it reads the first occurrence's content back with Blob
+// (in an encrypted catalog decrypted outside any transaction).
+func (imp *entryImport) dropRepeats(ctx context.Context) error {
+	type recheck struct {
+		i      int
+		first  occurrence
+		reason string
 	}
-	if err := seen.Put(id[:], []byte(where)); err != nil {
+	var rechecks []recheck
+	dropped := make([]bool, len(imp.batch))
+	droppedDel := make([]bool, len(imp.deletes))
+	n := 0
+	err := imp.s.view(func(tx *bolt.Tx) error {
+		seen := tx.Bucket(bucketImportSeen)
+		// earlier returns the first occurrence of id if an earlier batch
+		// wrote one.
+		earlier := func(id [16]byte) (occurrence, bool, error) {
+			v := seen.Get(id[:])
+			if v == nil {
+				return occurrence{}, false, nil
+			}
+			first, err := decodeOccurrence(v)
+			return first, true, err
+		}
+		for i := range imp.batch {
+			rec := &imp.batch[i]
+			first, ok, err := earlier(rec.id)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			switch rel, reason := first.compare(rec.occ); {
+			case rel == repeats:
+				dropped[i] = true
+				n++
+			case rel == repeatsIfCanonical && rec.uri.Scheme == SchemeFHIR:
+				rechecks = append(rechecks, recheck{i, first, reason})
+			default:
+				return &EntryError{Where: rec.occ.where, Reason: reason}
+			}
+		}
+		for i, d := range imp.deletes {
+			first, ok, err := earlier(d.id)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if rel, reason := first.compare(occurrence{where: d.where}); rel != repeats {
+				return &EntryError{Where: d.where, Reason: reason}
+			}
+			droppedDel[i] = true
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range rechecks {
+		first, err := imp.s.Blob(ctx, formatDigest(r.first.content))
+		if err != nil {
+			return err
+		}
+		if !sameCanonical(first, imp.batch[r.i].body) {
+			return &EntryError{Where: imp.batch[r.i].occ.where, Reason: r.reason}
+		}
+		dropped[r.i] = true
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	imp.rep.Repeated += n
+	kept := imp.batch[:0]
+	for i, rec := range imp.batch {
+		if dropped[i] {
+			imp.batchBytes -= int64(len(rec.body))
+			continue
+		}
+		kept = append(kept, rec)
+	}
+	clear(imp.batch[len(kept):]) // drop the bodies
+	imp.batch = kept
+	keptDel := imp.deletes[:0]
+	for i, d := range imp.deletes {
+		if !droppedDel[i] {
+			keptDel = append(keptDel, d)
+		}
+	}
+	imp.deletes = keptDel
+	return nil
+}
+
+// markSeen records the occurrence of id in the scratch bucket of entries
+// written. dropRepeats has already removed every entry an earlier batch
+// wrote, so id is new to the bucket.
+func markSeen(seen *bolt.Bucket, id [16]byte, occ occurrence) error {
+	if seen.Get(id[:]) != nil {
+		return errors.New("store: import: an entry would be written twice")
+	}
+	if err := seen.Put(id[:], occ.encode()); err != nil {
 		return fmt.Errorf("store: put seen: %w", err)
 	}
 	return nil
@@ -343,6 +628,9 @@ func markSeen(seen *bolt.Bucket, id [16]byte, where string) error {
 func (imp *entryImport) flush(ctx context.Context) error {
 	if len(imp.batch) == 0 && len(imp.deletes) == 0 {
 		return nil
+	}
+	if err := imp.dropRepeats(ctx); err != nil {
+		return err
 	}
 	batch := imp.batch
 	blobValue := func(i int) []byte { return batch[i].body }
@@ -394,9 +682,20 @@ func (s *Store) release() {
 // resources in URI order (appends, see writeEntries).
 func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.Time) error {
 	res, vers, blobs, ids := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketBlobs), tx.Bucket(bucketIDs)
-	seen := tx.Bucket(bucketImportSeen)
-	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen} {
+	seen, carried, carriers := tx.Bucket(bucketImportSeen), tx.Bucket(bucketCarried), tx.Bucket(bucketImportCarriers)
+	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen, carried, carriers} {
 		b.FillPercent = streamFillPercent
+	}
+	// noteCarrier queues id for retireUncarried if it carried attachments
+	// before (or, earlier in this import, carries some now).
+	noteCarrier := func(id [16]byte) error {
+		if k, _ := carried.Cursor().Seek(id[:]); k == nil || !bytes.HasPrefix(k, id[:]) {
+			return nil
+		}
+		if err := carriers.Put(id[:], nil); err != nil {
+			return fmt.Errorf("store: put carrier: %w", err)
+		}
+		return nil
 	}
 	batch := imp.batch
 	order := make([]int, len(batch))
@@ -422,7 +721,7 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(batch[a].res.URI, batch[b].res.URI) })
 	for _, i := range order {
 		rec := &batch[i]
-		if err := markSeen(seen, rec.id, rec.where); err != nil {
+		if err := markSeen(seen, rec.id, rec.occ); err != nil {
 			return err
 		}
 		imp.rep.Bytes += rec.res.Size
@@ -438,6 +737,13 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		}
 		if err := ids.Put(rec.id[:], []byte(rec.res.URI)); err != nil {
 			return fmt.Errorf("store: put id: %w", err)
+		}
+		if rec.carrier != ([16]byte{}) {
+			if err := carried.Put(append(rec.carrier[:], rec.id[:]...), nil); err != nil {
+				return fmt.Errorf("store: put carried: %w", err)
+			}
+		} else if err := noteCarrier(rec.id); err != nil {
+			return err
 		}
 		prev, live, err := lastVersion(res, vers, rec.res.URI)
 		if err != nil {
@@ -476,7 +782,10 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		}
 	}
 	for _, d := range imp.deletes {
-		if err := markSeen(seen, d.id, d.where); err != nil {
+		if err := markSeen(seen, d.id, occurrence{where: d.where}); err != nil {
+			return err
+		}
+		if err := noteCarrier(d.id); err != nil {
 			return err
 		}
 		uri := ids.Get(d.id[:])
@@ -658,4 +967,75 @@ func (imp *entryImport) retireUnmentioned(ctx context.Context) error {
 		imp.s.release()
 	}
 	return nil
+}
+
+// retireUncarried retires the lifted attachments that a carrier named by
+// this import (imported or deleted) carried before and no longer carries:
+// for every carrier queued in bucketImportCarriers, each attachment the
+// carried index lists for it that this import did not write is retired
+// and leaves the index. A deleted carrier carries nothing; a carrier that
+// moved to another patient carries what its new version carries (the
+// attachments it still carries moved with it, retiring their old URIs).
+// It works in chunks of BatchEntries carriers, one transaction each,
+// draining the scratch bucket, and then removes it.
+func (imp *entryImport) retireUncarried(ctx context.Context) error {
+	now := imp.opts.Now().UTC()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		done := false
+		err := imp.s.update(func(tx *bolt.Tx) error {
+			res, vers, ids := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketIDs)
+			seen, carried, carriers := tx.Bucket(bucketImportSeen), tx.Bucket(bucketCarried), tx.Bucket(bucketImportCarriers)
+			var queued, gone [][]byte
+			c := carriers.Cursor()
+			for k, _ := c.First(); k != nil && len(queued) < imp.opts.BatchEntries; k, _ = c.Next() {
+				queued = append(queued, bytes.Clone(k))
+			}
+			if len(queued) == 0 {
+				done = true
+				return tx.DeleteBucket(bucketImportCarriers)
+			}
+			for _, carrier := range queued {
+				cc := carried.Cursor()
+				for k, _ := cc.Seek(carrier); k != nil && bytes.HasPrefix(k, carrier); k, _ = cc.Next() {
+					att := k[len(carrier):]
+					if seen.Get(att) != nil {
+						continue // carried by this import
+					}
+					gone = append(gone, bytes.Clone(k))
+					uri := ids.Get(att)
+					if uri == nil {
+						return fmt.Errorf("%w: a carried attachment has no id entry", ErrCorrupt)
+					}
+					ok, err := retire(res, vers, string(uri), now)
+					if err != nil {
+						return err
+					}
+					if ok {
+						imp.rep.Retired++
+					}
+				}
+			}
+			for _, k := range gone {
+				if err := carried.Delete(k); err != nil {
+					return fmt.Errorf("store: delete carried: %w", err)
+				}
+			}
+			for _, k := range queued {
+				if err := carriers.Delete(k); err != nil {
+					return fmt.Errorf("store: delete carrier: %w", err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		imp.s.release()
+		if done {
+			return nil
+		}
+	}
 }

@@ -354,7 +354,7 @@ func TestImportEntriesFailureLeavesCatalogUntouched(t *testing.T) {
 		dup := fhirEntry("Observation", fmt.Sprintf("o%d", first), srcPatient, `{"resourceType":"Observation"}`)
 		dup.Where = "again.ndjson:1"
 		_, err = stagedImport(t, path, EntryOptions{BatchEntries: 7}, append(slices.Clone(es[:10]), dup)...)
-		want := fmt.Sprintf("again.ndjson:1: the same resource appears twice in the input (first at Observation.ndjson:o%d)", first)
+		want := fmt.Sprintf("again.ndjson:1: the same resource appears twice in the input, with different content or labels (first at Observation.ndjson:o%d)", first)
 		if !errors.Is(err, ErrBadEntry) || err.Error() != want {
 			t.Fatalf("duplicate: err = %v, want %q", err, want)
 		}
@@ -644,5 +644,292 @@ func TestImportDropsSeenInChunks(t *testing.T) {
 	checkDB(t, path)
 	if n := len(allResources(t, openRead(t, path))); n != 3 {
 		t.Errorf("%d live resources after the full import, want 3", n)
+	}
+}
+
+// TestFullImportNeedsAResource: a full import of deletions only (a Bulk
+// export whose output files are missing, say) is refused and changes
+// nothing, where it used to retire the whole tenant. A full import of
+// deletions and resources keeps exactly its resources: the deletion
+// retires what it names, the rest it does not mention is retired too.
+func TestFullImportNeedsAResource(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	es := sampleEntries()
+	if _, err := stagedImport(t, path, EntryOptions{}, es...); err != nil {
+		t.Fatal(err)
+	}
+	before := fileSum(t, path)
+	del := Entry{Type: "Observation", ID: "nonexistent", Deleted: true, Where: "del.json:1"}
+	_, err := stagedImport(t, path, EntryOptions{Full: true}, del)
+	if !errors.Is(err, ErrBadEntry) || !strings.Contains(err.Error(), "input: a full import holds no resource to keep, only deletions (1)") {
+		t.Fatalf("full import of deletions only: err = %v", err)
+	}
+	if fileSum(t, path) != before {
+		t.Error("a refused full import changed the catalog")
+	}
+	if n := len(allResources(t, openRead(t, path))); n != len(es) {
+		t.Errorf("%d live resources, want %d", n, len(es))
+	}
+
+	// Incrementally, the same deletion is fine (it names nothing live).
+	if rep, err := stagedImport(t, path, EntryOptions{}, del); err != nil || rep.Unchanged != 1 || rep.Retired != 0 {
+		t.Fatalf("incremental deletion: %+v %v", rep, err)
+	}
+
+	// Deletions with resources: the Observation is deleted, the Patient
+	// kept, everything else unmentioned and retired.
+	obsDel := Entry{Type: "Observation", ID: "obs-1", Deleted: true, Where: "del.json:2"}
+	rep, err := stagedImport(t, path, EntryOptions{Full: true}, es[0], obsDel)
+	if err != nil || rep.Unchanged != 1 || rep.Retired != 4 {
+		t.Fatalf("full import with a deletion: %+v %v, want 1 unchanged, 4 retired", rep, err)
+	}
+	rs := allResources(t, openRead(t, path))
+	if len(rs) != 1 || rs[0].Labels.Type != "patient" {
+		t.Errorf("live after the full import: %v, want the Patient only", rs)
+	}
+	checkDB(t, path)
+}
+
+// docRef returns a DocumentReference id of patient carrying the given
+// texts as lifted attachments (content[i].attachment), in the order
+// fhirin yields them: the carrier, then its attachments.
+func docRef(id, patient string, texts ...string) []Entry {
+	es := []Entry{fhirEntry("DocumentReference", id, patient, `{"resourceType":"DocumentReference","id":"`+id+`","subject":{"reference":"Patient/`+patient+`"}}`)}
+	for i, text := range texts {
+		es = append(es, Entry{Type: "Attachment", ID: fmt.Sprintf("DocumentReference/%s/content[%d].attachment", id, i), Patient: patient,
+			Body: []byte(text), MIMEType: "text/plain", Carrier: Carrier{Type: "DocumentReference", ID: id}, Where: "DocumentReference.ndjson:" + id})
+	}
+	return es
+}
+
+// TestRetireUncarriedAttachments: an attachment lifted out of a carrier
+// is retired when an import updates the carrier without it (moved to
+// another patient, or with fewer attachments) or deletes the carrier, in
+// the same all-or-nothing import, whatever batch each entry falls in. A
+// Binary the carrier linked is a resource of its own and stays.
+func TestRetireUncarriedAttachments(t *testing.T) {
+	n := testNamer(t, "gh")
+	att := func(i int, patient string) string {
+		return n.Link("Attachment", fmt.Sprintf("DocumentReference/d2/content[%d].attachment", i), patient)
+	}
+	for _, batch := range []int{1, 2, 96} {
+		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "catalog.db")
+			opts := EntryOptions{BatchEntries: batch}
+			live := func() []string {
+				t.Helper()
+				var out []string
+				for _, r := range allResources(t, openRead(t, path)) {
+					out = append(out, r.URI)
+				}
+				return out
+			}
+			import_ := func(wantCreated, wantUpdated, wantRetired int, es ...Entry) {
+				t.Helper()
+				rep, err := stagedImport(t, path, opts, es...)
+				if err != nil || rep.Created != wantCreated || rep.Updated != wantUpdated || rep.Retired != wantRetired {
+					t.Fatalf("import: %+v %v, want %d created, %d updated, %d retired", rep, err, wantCreated, wantUpdated, wantRetired)
+				}
+				checkDB(t, path)
+			}
+			pats := []Entry{fhirEntry("Patient", "p1", "p1", `{"resourceType":"Patient","id":"p1"}`), fhirEntry("Patient", "p2", "p2", `{"resourceType":"Patient","id":"p2"}`)}
+			bin := Entry{Type: "Binary", ID: "b1", Patient: "p1", Body: []byte("linked"), MIMEType: "text/plain", Carrier: Carrier{Type: "DocumentReference", ID: "d2"}, Where: "Binary.ndjson:1"}
+			import_(6, 0, 0, append(append(pats, docRef("d2", "p1", "one", "two")...), bin)...)
+			if l := live(); !slices.Contains(l, att(0, "p1")) || !slices.Contains(l, att(1, "p1")) {
+				t.Fatalf("live %v lacks the attachments", l)
+			}
+
+			// The same carrier again: nothing is retired.
+			import_(0, 0, 0, docRef("d2", "p1", "one", "two")...)
+
+			// Moved to p2 with one attachment: the carrier and content[0]
+			// move (their p1 URIs retire), content[1] is retired.
+			import_(2, 0, 3, docRef("d2", "p2", "one")...)
+			l := live()
+			for _, u := range []string{att(0, "p1"), att(1, "p1"), att(1, "p2"), n.Link("DocumentReference", "d2", "p1")} {
+				if slices.Contains(l, u) {
+					t.Errorf("%s still live after the move", u)
+				}
+			}
+			for _, u := range []string{att(0, "p2"), n.Link("DocumentReference", "d2", "p2"), n.Link("Binary", "b1", "p1")} {
+				if !slices.Contains(l, u) {
+					t.Errorf("%s not live after the move", u)
+				}
+			}
+
+			// Fewer attachments (none): content[0] is retired; then it
+			// comes back.
+			import_(0, 0, 1, docRef("d2", "p2")...)
+			import_(0, 1, 0, docRef("d2", "p2", "one")...)
+
+			// A deletion of the carrier retires its attachment with it,
+			// and leaves the Binary.
+			import_(0, 0, 2, Entry{Type: "DocumentReference", ID: "d2", Deleted: true, Where: "del.json:2"})
+			l = live()
+			if slices.Contains(l, att(0, "p2")) || !slices.Contains(l, n.Link("Binary", "b1", "p1")) {
+				t.Errorf("after the deletion: live %v", l)
+			}
+			s := openRead(t, path)
+			s.db.View(func(tx *bolt.Tx) error {
+				if tx.Bucket(bucketImportCarriers) != nil || tx.Bucket(bucketImportSeen) != nil {
+					t.Error("a scratch bucket left in the catalog")
+				}
+				if k, _ := tx.Bucket(bucketCarried).Cursor().First(); k != nil {
+					t.Error("the carried index still lists an attachment of the deleted carrier")
+				}
+				return nil
+			})
+
+			// A full import that moves the carrier: each stale URI is
+			// retired once (uncarried, moved or unmentioned), and the
+			// Binary nobody mentions any more with them.
+			path = filepath.Join(t.TempDir(), "catalog.db")
+			opts.Full = false
+			import_(6, 0, 0, append(append(pats, docRef("d2", "p1", "one", "two")...), bin)...)
+			opts.Full = true
+			rep, err := stagedImport(t, path, opts, append(pats, docRef("d2", "p2", "one")...)...)
+			if err != nil || rep.Created != 2 || rep.Unchanged != 2 || rep.Retired != 4 {
+				t.Fatalf("full import with a move: %+v %v, want 2 created, 2 unchanged, 4 retired", rep, err)
+			}
+			if l := live(); len(l) != 4 || !slices.Contains(l, att(0, "p2")) {
+				t.Errorf("live after the full import: %v", l)
+			}
+		})
+	}
+}
+
+// TestImportRepeatedEntries: a resource repeated in one input (Synthea's
+// per-patient Bundles each embed the same Organization and Practitioners)
+// is imported once when the repeat has the same content in canonical form
+// (whitespace, key order and escapes aside), the same patient and the
+// same labels, in one batch or across batches; a repeat that differs in
+// any of these is refused, naming both places and no content.
+func TestImportRepeatedEntries(t *testing.T) {
+	org := `{"resourceType":"Organization","id":"org-1","name":"FALMOUTH HOSPITAL","telecom":[{"value":"5085485300"}],"extension":[{"valueDecimal":6.10}]}`
+	// The same value: other key order, whitespace, a \u escape.
+	orgSame := "{\"id\": \"org-1\", \"resourceType\":\"Organization\",\n \"telecom\":[{\"value\":\"5085485300\"}],\"name\":\"FALMOUTH \\u0048OSPITAL\",\"extension\":[{\"valueDecimal\":6.10}]}"
+	at := func(e Entry, where string) Entry { e.Where = where; return e }
+	orgA := at(fhirEntry("Organization", "org-1", "", org), "patient-A.json:35")
+	orgB := at(fhirEntry("Organization", "org-1", "", orgSame), "patient-B.json:35")
+	pat := func(id string) Entry {
+		return fhirEntry("Patient", id, id, `{"resourceType":"Patient","id":"`+id+`"}`)
+	}
+	cond := func(patient, where string) Entry {
+		return at(fhirEntry("Condition", "c1", patient, `{"resourceType":"Condition","id":"c1"}`), where)
+	}
+	for _, c := range []struct {
+		batch     int
+		encrypted bool
+	}{{1, false}, {96, false}, {1, true}} { // across batches (the first read back, decrypted), and in one
+		t.Run(fmt.Sprintf("batch=%d,encrypted=%v", c.batch, c.encrypted), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "catalog.db")
+			var sopts Options
+			if c.encrypted {
+				sopts.DataKeys = newFakeKeys(testKEK)
+			}
+			opts := EntryOptions{Namer: testNamer(t, "gh"), BatchEntries: c.batch}
+			stagedImport := func(t *testing.T, path string, opts EntryOptions, es ...Entry) (ImportReport, error) {
+				return ImportEntriesStaged(context.Background(), path, entries(es...), opts, sopts)
+			}
+			del := Entry{Type: "Observation", ID: "gone", Deleted: true, Where: "deleted.ndjson:1"}
+			rep, err := stagedImport(t, path, opts, orgA, pat("A"), cond("A", "a.json:3"), del,
+				orgB, pat("B"), cond("A", "b.json:9"), at(del, "deleted.ndjson:2"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Lines != 8 || rep.Created != 4 || rep.Repeated != 3 || rep.Unchanged != 1 {
+				t.Errorf("report %+v, want 8 lines, 4 created, 3 repeated, 1 unchanged (the deletion of nothing)", rep)
+			}
+			s, err := Open(path, Options{ReadOnly: true, DataKeys: sopts.DataKeys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			r, err := s.Get(testNamer(t, "gh").Link("Organization", "org-1", ""))
+			if err != nil || r.Version != 1 {
+				t.Fatalf("organization %+v %v", r, err)
+			}
+			if b, err := s.Blob(context.Background(), r.Digest); err != nil || string(b) != org {
+				t.Errorf("stored %q %v, want the first occurrence", b, err)
+			}
+			s.Close()
+			checkDB(t, path)
+			before := fileSum(t, path)
+
+			for _, c := range []struct {
+				name   string
+				es     []Entry
+				reason string
+			}{
+				{"content", []Entry{orgA, at(fhirEntry("Organization", "org-1", "", strings.Replace(org, "FALMOUTH", "BOURNE", 1)), "patient-B.json:35")},
+					"patient-B.json:35: the same resource appears twice in the input, with different content or labels (first at patient-A.json:35)"},
+				{"number", []Entry{orgA, at(fhirEntry("Organization", "org-1", "", strings.Replace(org, "6.10", "6.1", 1)), "patient-B.json:35")},
+					"patient-B.json:35: the same resource appears twice in the input, with different content or labels (first at patient-A.json:35)"},
+				{"labels", []Entry{orgA, func() Entry { e := orgB; e.Sensitivity = []string{"restricted"}; return e }()},
+					"patient-B.json:35: the same resource appears twice in the input, with different content or labels (first at patient-A.json:35)"},
+				{"patient", []Entry{pat("A"), pat("B"), cond("A", "a.json:3"), cond("B", "b.json:9")},
+					"b.json:9: the same resource appears twice in the input, in different patient compartments (first at a.json:3)"},
+				{"deleted", []Entry{orgA, at(Entry{Type: "Organization", ID: "org-1", Deleted: true}, "deleted.ndjson:4")},
+					"deleted.ndjson:4: the same resource is both deleted and imported in the input (first at patient-A.json:35)"},
+				{"deleted first", []Entry{at(Entry{Type: "Organization", ID: "org-1", Deleted: true}, "deleted.ndjson:4"), orgA},
+					"patient-A.json:35: the same resource is both deleted and imported in the input (first at deleted.ndjson:4)"},
+			} {
+				_, err := stagedImport(t, path, opts, c.es...)
+				if !errors.Is(err, ErrBadEntry) || err.Error() != c.reason {
+					t.Errorf("%s: err = %v, want %q", c.name, err, c.reason)
+				}
+				if err != nil && (strings.Contains(err.Error(), "org-1") || strings.Contains(err.Error(), "FALMOUTH")) {
+					t.Errorf("%s: the error quotes content: %v", c.name, err)
+				}
+				if fileSum(t, path) != before {
+					t.Errorf("%s: a refused import changed the catalog", c.name)
+				}
+			}
+		})
+	}
+}
+
+// TestAttachmentEntries: an attachment declared application/octet-stream
+// takes any bytes (a PDF among them) and keeps its type; one the store
+// refuses is reported with the FHIR path of its contentType (derived from
+// the lifted attachment's id, never quoting the carrier's id) and
+// ErrAttachment beside ErrBadEntry.
+func TestAttachmentEntries(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	pdf := []byte("%PDF-1.4\n%%EOF\n")
+	att := func(id, carrier, mt string, body []byte, where string) Entry {
+		return Entry{Type: "Attachment", ID: id, Patient: srcPatient, Body: body, MIMEType: mt,
+			Carrier: Carrier{Type: "DocumentReference", ID: carrier}, Where: where}
+	}
+	rep, err := stagedImport(t, path, EntryOptions{}, att("DocumentReference/d-octet/content[0].attachment", "d-octet", "application/octet-stream", pdf, "mime-octet.json:1"))
+	if err != nil || rep.Created != 1 {
+		t.Fatalf("octet-stream holding a PDF: %+v %v", rep, err)
+	}
+	r, err := openRead(t, path).Get(testNamer(t, "gh").Link("Attachment", "DocumentReference/d-octet/content[0].attachment", srcPatient))
+	if err != nil || r.MIMEType != "application/octet-stream" {
+		t.Fatalf("stored %+v %v", r, err)
+	}
+
+	_, err = stagedImport(t, path, EntryOptions{},
+		att("DocumentReference/MRN-004711/content[1].attachment", "MRN-004711", "text/plain; charset=shift_jis", []byte("x"), "a.json:3"),
+		att("DocumentReference/d1/presentedForm[0]", "d1", "application/pdf", []byte("MRN-004711"), "b.json:4"),
+		att("DocumentReference/d2/x y", "d2", "application/pdf", []byte("MRN-004711"), "c.json:5"),
+		Entry{Type: "Binary", ID: "b1", Patient: srcPatient, Body: pdf, MIMEType: "text/plain", Where: "Binary.ndjson:6"},
+	)
+	for _, want := range []string{
+		"a.json:3: DocumentReference.content[1].attachment.contentType: attachment text charset is not utf-8",
+		"b.json:4: DocumentReference.presentedForm[0].contentType: attachment bytes are not application/pdf",
+		"c.json:5: attachment bytes are not application/pdf", // an element path that is not one: no path
+		"Binary.ndjson:6: Binary.contentType: attachment bytes are application/pdf, not text/plain",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if !errors.Is(err, ErrAttachment) || !errors.Is(err, ErrBadEntry) {
+		t.Errorf("err = %v, want ErrAttachment and ErrBadEntry", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "MRN") {
+		t.Errorf("the error quotes an id or content: %v", err)
 	}
 }

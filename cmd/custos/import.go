@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -107,16 +108,25 @@ Examples:
 				return usagef("import: --tenant, --full and --source apply to FHIR input; %s is a custos manifest, whose URIs name their tenant", args[0])
 			}
 			// A failed first import leaves no trace: remember what existed.
+			// The dev id key it may draw (resourceIDKey) goes too when the
+			// catalog is still missing: no resource is named under it.
 			_, derr := os.Stat(string(d))
 			newDir := errors.Is(derr, os.ErrNotExist)
 			_, cerr := os.Stat(d.catalog())
 			newCatalog := errors.Is(cerr, os.ErrNotExist)
+			devKeys := filepath.Join(string(d), secrets.DevKeyFile)
+			_, kerr := os.Stat(devKeys)
+			newKeys := errors.Is(kerr, os.ErrNotExist)
 			if err := os.MkdirAll(string(d), 0o700); err != nil {
 				return err
 			}
 			cleanup := func() {
-				if newCatalog {
-					os.Remove(d.catalog() + ".import.lock")
+				if !newCatalog {
+					return
+				}
+				os.Remove(d.catalog() + ".import.lock")
+				if _, err := os.Stat(d.catalog()); newKeys && errors.Is(err, os.ErrNotExist) {
+					os.Remove(devKeys)
 				}
 				if newDir {
 					os.Remove(string(d))
@@ -159,8 +169,12 @@ Examples:
 				return writeJSON(cmd.OutOrStdout(), rep)
 			}
 			if isFHIR {
-				fmt.Fprintf(cmd.OutOrStdout(), "imported %d FHIR entries for tenant %s: %d created, %d updated, %d unchanged, %d retired (%d bytes)\n",
-					rep.Lines, tenant, rep.Created, rep.Updated, rep.Unchanged, rep.Retired, rep.Bytes)
+				repeated := ""
+				if rep.Repeated > 0 {
+					repeated = fmt.Sprintf(", %d repeated (imported once)", rep.Repeated)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "imported %d FHIR entries for tenant %s: %d created, %d updated, %d unchanged, %d retired%s (%d bytes)\n",
+					rep.Lines, tenant, rep.Created, rep.Updated, rep.Unchanged, rep.Retired, repeated, rep.Bytes)
 				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "imported %d lines: %d created, %d updated, %d unchanged (%d bytes)\n",

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/custos-mcp/custos/store"
+)
+
+// The tests of this file run the real 'custos import' on the FHIR files of
+// testdata/fhir (the reproducers of an outside probe of the import) into a
+// data directory in t.TempDir(), and read the catalog it leaves on disk.
+
+// importFHIR runs 'custos import --json --data-dir dir --tenant t' on
+// input (a path under testdata/fhir, or absolute; with extra flags before
+// it) and returns its report,
+// or its stderr as the error text with a non-zero exit.
+func importFHIR(t *testing.T, dir, input string, flags ...string) (store.ImportReport, string) {
+	t.Helper()
+	t.Setenv("VAULT_ADDR", "") // the dev id key of the data directory
+	args := append([]string{"import", "--json", "--data-dir", dir, "--tenant", "t"}, flags...)
+	if !filepath.IsAbs(input) {
+		input = filepath.Join("testdata", "fhir", input)
+	}
+	args = append(args, input)
+	var out, errb bytes.Buffer
+	if code := run(args, &out, &errb); code != 0 {
+		return store.ImportReport{}, errb.String()
+	}
+	var rep store.ImportReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("custos %s: report %q: %v", strings.Join(args, " "), out.String(), err)
+	}
+	return rep, ""
+}
+
+// mustImportFHIR is importFHIR that fails the test on an error.
+func mustImportFHIR(t *testing.T, dir, input string, flags ...string) store.ImportReport {
+	t.Helper()
+	rep, msg := importFHIR(t, dir, input, flags...)
+	if msg != "" {
+		t.Fatalf("import %s: %s", input, msg)
+	}
+	return rep
+}
+
+// liveResources lists the live resources of the catalog in dir, as
+// "type patient" (the source patient id of the label, "-" for none),
+// sorted.
+func liveResources(t *testing.T, dir string) []string {
+	t.Helper()
+	s, err := store.Open(filepath.Join(dir, "catalog.db"), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rs, err := s.Page("", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rs {
+		p := r.Labels.Patient
+		if p == "" {
+			p = "-"
+		}
+		out = append(out, r.Labels.Type+" "+p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestImportFullOfDeletionsOnly: 'import --full' of input holding only
+// DELETE entries is refused and changes nothing (it retired the whole
+// tenant).
+func TestImportFullOfDeletionsOnly(t *testing.T) {
+	dir := t.TempDir()
+	mustImportFHIR(t, dir, "docref.json")
+	before := liveResources(t, dir)
+	_, msg := importFHIR(t, dir, "delonly.json", "--full")
+	if !strings.Contains(msg, "a full import holds no resource to keep, only deletions (1)") || !strings.Contains(msg, "nothing was imported") {
+		t.Fatalf("import --full of deletions only: %q", msg)
+	}
+	if after := liveResources(t, dir); !slices.Equal(after, before) {
+		t.Errorf("live resources %v, want %v", after, before)
+	}
+	// Without --full the same input is an ordinary deletion (of nothing).
+	if rep := mustImportFHIR(t, dir, "delonly.json"); rep.Retired != 0 || rep.Unchanged != 1 {
+		t.Errorf("incremental deletion: %+v", rep)
+	}
+}
+
+// TestImportRetiresUncarriedAttachments: the probe's reproducers of stale
+// lifted attachments. DocumentReference d2 of p1 with two inline
+// attachments, re-imported moved to p2 with one, leaves nothing under p1;
+// a DELETE of a DocumentReference retires its attachment with it.
+func TestImportRetiresUncarriedAttachments(t *testing.T) {
+	dir := t.TempDir()
+	mustImportFHIR(t, dir, "docref2.json")
+	want := []string{"attachment p1", "attachment p1", "documentreference p1", "patient p2"}
+	if got := liveResources(t, dir); !slices.Equal(got, want) {
+		t.Fatalf("after docref2.json: %v, want %v", got, want)
+	}
+	rep := mustImportFHIR(t, dir, "docref3.json")
+	want = []string{"attachment p2", "documentreference p2", "patient p2"}
+	if got := liveResources(t, dir); !slices.Equal(got, want) || rep.Retired != 3 {
+		t.Errorf("after docref3.json: %v (%d retired), want %v (3 retired)", got, rep.Retired, want)
+	}
+
+	dir = t.TempDir()
+	mustImportFHIR(t, dir, "docref.json")
+	rep = mustImportFHIR(t, dir, "del.json")
+	want = []string{"patient p1"}
+	if got := liveResources(t, dir); !slices.Equal(got, want) || rep.Retired != 2 {
+		t.Errorf("after del.json: %v (%d retired), want %v (2 retired)", got, rep.Retired, want)
+	}
+}
+
+// TestImportRepeatedResource: Bundles that each embed the same
+// Practitioner (Synthea's per-patient Bundles do so with their
+// Organizations and Practitioners) import it once; if one copy differs the
+// import is refused, naming both places and nothing of the content.
+func TestImportRepeatedResource(t *testing.T) {
+	dir := t.TempDir()
+	rep := mustImportFHIR(t, dir, "dup")
+	want := []string{"patient a", "patient b", "practitioner -"}
+	if got := liveResources(t, dir); !slices.Equal(got, want) || rep.Created != 3 || rep.Repeated != 1 {
+		t.Errorf("after dup/: %v, %+v; want %v, 3 created, 1 repeated", got, rep, want)
+	}
+
+	in := t.TempDir()
+	for _, f := range []string{"bundle-a.json", "bundle-b.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "fhir", "dup", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "bundle-b.json" {
+			b = bytes.Replace(b, []byte(`"family":"Bone"`), []byte(`"family":"Marrow"`), 1)
+		}
+		if err := os.WriteFile(filepath.Join(in, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, msg := importFHIR(t, t.TempDir(), in)
+	if !strings.Contains(msg, "bundle-b.json:2: the same resource appears twice in the input, with different content or labels (first at bundle-a.json:2)") {
+		t.Errorf("a repeat that differs: %q", msg)
+	}
+	for _, phi := range []string{"Bone", "Marrow", "dr1"} {
+		if strings.Contains(msg, phi) {
+			t.Errorf("the error quotes %q: %s", phi, msg)
+		}
+	}
+}
+
+// attachments returns the MIME type and content of each live attachment
+// of the catalog in dir.
+func attachments(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	s, err := store.Open(filepath.Join(dir, "catalog.db"), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rs, err := s.Page("", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range rs {
+		if r.Labels.Type != "attachment" {
+			continue
+		}
+		b, err := s.Blob(t.Context(), r.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[r.MIMEType] = string(b)
+	}
+	return out
+}
+
+// TestImportAttachmentTypes: the probe's attachments that the reader
+// passed and the store then refused (or the reader refused for a known
+// alias) import; one the import cannot take is refused while reading,
+// naming the file, the FHIR path of the attachment and the reader's
+// sentinel ("bad attachment"), quoting nothing.
+func TestImportAttachmentTypes(t *testing.T) {
+	for _, c := range []struct{ file, mimeType, content string }{
+		{"mime-octet.json", "application/octet-stream", "%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"},
+		{"mime-latin1.json", "text/plain; charset=utf-8", "café notes"},
+		{"mime-jpg.json", "image/jpeg", "\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00\xff\xd9"},
+		{"mime-jpeg.json", "image/jpeg", ""},
+		{"mime-cda.json", "application/hl7-v3+xml", ""},
+		{"mime-cdaxml.json", "application/xml", ""},
+		{"mime-textxml.json", "text/xml", ""},
+	} {
+		dir := t.TempDir()
+		mustImportFHIR(t, dir, c.file)
+		got := attachments(t, dir)
+		content, ok := got[c.mimeType]
+		if len(got) != 1 || !ok || (c.content != "" && content != c.content) {
+			t.Errorf("%s: attachments %q, want one %s holding %q", c.file, got, c.mimeType, c.content)
+		}
+	}
+
+	dir := t.TempDir()
+	_, msg := importFHIR(t, dir, "mime-sjis.json")
+	want := "mime-sjis.json:1: DocumentReference.content[0].attachment.contentType: bad attachment: the charset is none of utf-8, us-ascii, iso-8859-1, windows-1252"
+	if !strings.Contains(msg, want) || !strings.Contains(msg, "nothing was imported") {
+		t.Errorf("Shift_JIS text: %q, want %q", msg, want)
+	}
+	for _, quoted := range []string{"d-sjis", "Shift_JIS", "gqCC"} {
+		if strings.Contains(msg, quoted) {
+			t.Errorf("the error quotes %q: %s", quoted, msg)
+		}
+	}
+}
+
+// TestImportFailedFirstLeavesNoTrace: a failed first import leaves the
+// data directory as it found it: not there, or empty (it left the dev id
+// key it had drawn, dev-keys.json). After a successful import, a failed
+// one keeps the key the catalog is named under.
+func TestImportFailedFirstLeavesNoTrace(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if _, msg := importFHIR(t, dir, "mime-sjis.json"); msg == "" {
+		t.Fatal("the import succeeded")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		entries, _ := os.ReadDir(dir)
+		t.Errorf("a failed first import into a new directory left it: %v %v", err, entries)
+	}
+
+	dir = t.TempDir()
+	if _, msg := importFHIR(t, dir, "mime-sjis.json"); msg == "" {
+		t.Fatal("the import succeeded")
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Errorf("a failed first import into an empty directory left %v %v", entries, err)
+	}
+
+	mustImportFHIR(t, dir, "docref.json")
+	keys, err := os.ReadFile(filepath.Join(dir, "dev-keys.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, msg := importFHIR(t, dir, "mime-sjis.json"); msg == "" {
+		t.Fatal("the import succeeded")
+	}
+	if after, err := os.ReadFile(filepath.Join(dir, "dev-keys.json")); err != nil || !bytes.Equal(after, keys) {
+		t.Errorf("a failed import after a successful one changed the id key: %v", err)
+	}
+	if got := liveResources(t, dir); len(got) != 3 {
+		t.Errorf("live resources %v after a failed import, want the 3 imported before", got)
+	}
+}

@@ -1,0 +1,130 @@
+package fhirin
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/custos-mcp/custos/store"
+)
+
+// attachmentSamples are attachment bytes of the kinds hospitals send, for
+// the agreement test and the fuzz seeds.
+var attachmentSamples = map[string][]byte{
+	"pdf":         []byte("%PDF-1.4\n1 0 obj\n<<>>\nendobj\n%%EOF\n"),
+	"pdf-bom":     []byte("\xef\xbb\xbf%PDF-1.4\n%%EOF\n"),
+	"pdf-space":   []byte("  %PDF-1.4\n%%EOF\n"),
+	"png":         []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"),
+	"jpeg":        []byte("\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00\xff\xd9"),
+	"gif":         []byte("GIF89a\x01\x00\x01\x00\x00\x00\x00;"),
+	"text":        []byte("Patient seen today.\n"),
+	"text-utf8":   []byte("Café au lait spots, 2 cm.\n"),
+	"text-latin1": []byte("Caf\xe9 au lait spots, 2 cm.\n"),
+	"text-cp1252": []byte("Fee \x80 20, \x93quoted\x94\n"),
+	"cp1252-hole": []byte("undefined \x81 byte\n"),
+	"utf16":       []byte("\xff\xfeh\x00i\x00"),
+	"html":        []byte("<html><body>x</body></html>"),
+	"xml":         []byte(`<?xml version="1.0" encoding="UTF-8"?><ClinicalDocument xmlns="urn:hl7-org:v3"/>`),
+	"json":        []byte(`{"resourceType":"Observation","status":"final"}`),
+	"bad-json":    []byte(`{"resourceType":`),
+	"hl7v2":       []byte("MSH|^~\\&|EPIC|\r"),
+	"binary":      {0, 1, 2, 3, 0xff, 0xfe},
+	"empty":       {},
+}
+
+// attachmentTypes are declared contentTypes of the same kinds.
+var attachmentTypes = []string{
+	"application/pdf", "image/png", "image/jpeg", "image/jpg", "image/gif", "application/octet-stream",
+	"text/plain", "text/plain; charset=utf-8", "text/plain; charset=UTF-8", "text/plain; charset=us-ascii",
+	"text/plain; charset=ISO-8859-1", "text/plain; charset=latin1", "text/plain; charset=windows-1252",
+	"text/plain; charset=shift_jis", "text/html", "text/html; charset=iso-8859-1", "text/xml", "text/csv",
+	"application/xml", "application/hl7-v3+xml", "application/json", "application/fhir+json",
+	"application/hl7-v2", "application/x-custom", "Text/Plain", "not a type", "",
+}
+
+// checkAgreement fails t if the reader accepts an attachment that the
+// store would refuse, or gives it another media type than the store.
+func checkAgreement(t *testing.T, declared string, data []byte) {
+	t.Helper()
+	out, mt, err := attachmentBytes(declared, data)
+	if err != nil {
+		return
+	}
+	got, serr := store.CheckAttachment(mt, out)
+	if serr != nil || got != mt {
+		t.Errorf("%q with %q: the reader accepts it as %q, the store says %q, %v", declared, data, mt, got, serr)
+	}
+}
+
+// TestAttachmentAgreesWithStore: what the reader accepts as an attachment
+// the store accepts too, as the same media type. An outside probe found
+// them disagreeing (PDF bytes declared application/octet-stream, text in
+// ISO-8859-1): the reader let the attachment through and the store refused
+// it at the end of the import, without the FHIR path.
+func TestAttachmentAgreesWithStore(t *testing.T) {
+	for _, declared := range attachmentTypes {
+		for _, data := range attachmentSamples {
+			checkAgreement(t, declared, data)
+		}
+	}
+}
+
+func FuzzAttachmentAgreesWithStore(f *testing.F) {
+	for _, declared := range attachmentTypes {
+		for _, data := range attachmentSamples {
+			f.Add(declared, data)
+		}
+	}
+	f.Fuzz(checkAgreement)
+}
+
+// TestAttachmentBytes pins what the reader does with the types and
+// charsets the probe sent: any bytes under application/octet-stream;
+// ISO-8859-1 and windows-1252 text transcoded to UTF-8; other charsets,
+// and text that is not UTF-8 and names no charset, refused; image/jpg read
+// as image/jpeg; +json checked as JSON.
+func TestAttachmentBytes(t *testing.T) {
+	s := attachmentSamples
+	for _, tc := range []struct {
+		declared string
+		data     []byte
+		wantType string // "" = refused with wantErr
+		wantData string // "" = the input
+		wantErr  error
+	}{
+		{"application/octet-stream", s["pdf"], "application/octet-stream", "", nil},
+		{"application/octet-stream", s["binary"], "application/octet-stream", "", nil},
+		{"text/plain; charset=ISO-8859-1", s["text-latin1"], "text/plain; charset=utf-8", "Café au lait spots, 2 cm.\n", nil},
+		{"text/plain; charset=latin1", s["text-latin1"], "text/plain; charset=utf-8", "Café au lait spots, 2 cm.\n", nil},
+		{"text/plain; charset=windows-1252", s["text-cp1252"], "text/plain; charset=utf-8", "Fee € 20, “quoted”\n", nil},
+		{"text/plain; charset=windows-1252", s["cp1252-hole"], "", "", errNotInCharset},
+		{"text/plain; charset=shift_jis", s["text"], "", "", errCharset},
+		{"text/plain; charset=utf-16", s["utf16"], "", "", errCharset},
+		{"text/plain", s["text-latin1"], "", "", errNotUTF8Undeclared},
+		{"text/plain; charset=utf-8", s["text-latin1"], "", "", errNotUTF8},
+		{"text/plain; charset=UTF-8", s["text-utf8"], "text/plain; charset=UTF-8", "", nil},
+		{"image/jpg", s["jpeg"], "image/jpeg", "", nil},
+		{"image/jpg", s["png"], "", "", nil},
+		{"application/fhir+json", s["json"], "application/fhir+json", "", nil},
+		{"application/fhir+json", s["bad-json"], "", "", errNotJSON},
+		{"application/json", s["bad-json"], "", "", errNotJSON},
+		{"application/pdf", s["pdf-bom"], "application/pdf", "", nil},
+	} {
+		out, mt, err := attachmentBytes(tc.declared, tc.data)
+		want := tc.wantData
+		if want == "" {
+			want = string(tc.data)
+		}
+		switch {
+		case tc.wantType == "" && err == nil:
+			t.Errorf("%q with %q: accepted as %q, want a refusal", tc.declared, tc.data, mt)
+		case tc.wantType == "" && tc.wantErr != nil && !errors.Is(err, tc.wantErr):
+			t.Errorf("%q with %q: %v, want %v", tc.declared, tc.data, err, tc.wantErr)
+		case tc.wantType != "" && (err != nil || mt != tc.wantType || string(out) != want):
+			t.Errorf("%q with %q: %q %q %v, want %q %q", tc.declared, tc.data, mt, out, err, tc.wantType, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "shift_jis") {
+			t.Errorf("the error quotes the declared charset: %v", err)
+		}
+	}
+}
