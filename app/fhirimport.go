@@ -87,6 +87,7 @@ func entryOf(it fhirin.Item) store.Entry {
 		MIMEType:    it.MIMEType,
 		Sensitivity: it.Sensitivity,
 		Consent:     it.Consent,
+		OptOut:      it.OptOut,
 		LastUpdated: it.LastUpdated,
 		Carrier:     store.Carrier{Type: it.Carrier.Type, ID: it.Carrier.ID},
 		Where:       it.Where,

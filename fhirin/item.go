@@ -36,9 +36,15 @@ type Item struct {
 	// Sensitivity holds the custos sensitivity labels (docs/import.md,
 	// "Labels"), sorted and without duplicates.
 	Sensitivity []string
-	// Consent holds "opt-out" when the patient has an active Consent that
-	// denies; nil otherwise.
+	// Consent holds "opt-out" when this import holds an opt-out Consent of
+	// the patient (OptOut); nil otherwise. It is a first approximation: the
+	// importer decides the final label from every live Consent of its
+	// catalog (docs/import.md, "Opt-out"), which only it sees.
 	Consent []string
+	// OptOut, for a Consent in a patient compartment, reports that it
+	// records an opt-out: status "active" and a base provision of type
+	// "deny" (isOptOut). Always false for any other item.
+	OptOut bool
 	// LastUpdated is meta.lastUpdated (zero if absent).
 	LastUpdated time.Time
 	// Carrier is the resource an attachment was lifted from or a Binary is

@@ -98,6 +98,14 @@ func TestReadBulkExport(t *testing.T) {
 		}
 	}
 
+	// Only the opt-out Consent says OptOut: the importer decides every
+	// item's label from the opt-out Consents of its catalog.
+	for _, it := range dir {
+		if it.OptOut != (it.Type == "Consent" && it.Patient == p2) {
+			t.Errorf("%s %s: OptOut %v", it.Type, it.ID, it.OptOut)
+		}
+	}
+
 	obs := find(t, dir, "Observation", "obs-0001")
 	if obs.MIMEType != FHIRJSON || obs.LastUpdated.Format("2006-01-02") != "2024-05-02" || obs.Where != "Observation.000.ndjson:1" {
 		t.Errorf("obs-0001: %q %v %q", obs.MIMEType, obs.LastUpdated, obs.Where)

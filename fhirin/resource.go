@@ -132,7 +132,8 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 		return err
 	}
 	if err := rd.emitItem(Item{Type: typ, ID: id, Patient: patient, Body: body, MIMEType: FHIRJSON,
-		Sensitivity: labels, Consent: rd.idx.consent(patient), LastUpdated: updated, Where: w}); err != nil {
+		Sensitivity: labels, Consent: rd.idx.consent(patient), OptOut: typ == "Consent" && patient != "" && isOptOut(r.m),
+		LastUpdated: updated, Where: w}); err != nil {
 		return err
 	}
 	for _, a := range atts {

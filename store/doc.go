@@ -48,6 +48,11 @@
 //	                    streaming imports only: what a carrier carried, so
 //	                    that an import updating or deleting the carrier
 //	                    retires what it no longer carries
+//	bucket "optout":    keyed id of a patient (16 bytes) || keyed id of a
+//	                    live Consent of theirs that records an opt-out
+//	                    (Entry.OptOut) (16 bytes) -> empty; streaming
+//	                    imports only: a patient has opted out iff a key
+//	                    starts with their keyed id (optout.go)
 //	bucket "meta":      "schema"     -> uint32be(SchemaVersion) = 2
 //	                    "encryption" -> "none" | "envelope-v1"
 //	                    "kek"        -> DataKeys.KEK(), envelope-v1 only
@@ -55,9 +60,12 @@
 //	                                    the streaming imports named under
 //
 // A retired URI (ImportEntries) has no "resources" entry; its newest
-// version carries the retirement time (Resource.Retired). The "ids" and
-// "carried" buckets, meta "id-key" and the Resource fields "source" and
-// "retired" were added without a schema change: older binaries ignore them.
+// version carries the retirement time (Resource.Retired). The "ids",
+// "carried" and "optout" buckets, meta "id-key" and the Resource fields
+// "source" and "retired" were added without a schema change: older
+// binaries ignore them (and so do not maintain them: an import by an older
+// binary leaves "optout" stale). A catalog without "optout" gets it on its
+// next streaming import, built from the bodies of its live Consents.
 // Attachments imported before "carried" existed are not listed in it: an
 // incremental import that drops one from its carrier leaves it live, and
 // the next full import of the source retires it (as unmentioned).
@@ -138,6 +146,12 @@
 //     once.
 //   - Mode integrity: every blob in a catalog is in the recorded mode; Blob
 //     and Import check the mode in the same transaction that reads or writes.
+//   - Opt-out: after a streaming import, every live item of a streaming
+//     import in the compartment of a patient (fhir:// and attachment://
+//     URIs under the patient's keyed id) carries the consent label
+//     "opt-out" iff "optout" lists a Consent of that patient, and "optout"
+//     lists exactly the live opt-out Consents (docs/import.md, "Opt-out").
+//     A label change is a new version like any other.
 //   - The index of a Live catalog (Index, index.go) is built from the file
 //     when Live opens or swaps it in and never changes afterwards: for every
 //     tenant, TenantPage yields exactly the file's resources labelled with
@@ -173,7 +187,8 @@
 // streaming import holds about one batch instead, and drops bbolt's mapping
 // from its resident set after every batch and after every chunk of its
 // closing steps (the retirement of attachments no longer carried, the scan
-// of a full import, the removal of its scratch buckets), so that no step
+// of a full import, the opt-out relabelling, the removal of its scratch
+// buckets), so that no step
 // reads a whole bucket into it. Reencrypt
 // holds every old and new blob value in memory the same way.
 //

@@ -38,9 +38,17 @@ type Entry struct {
 	// FHIR resource it is "" or application/fhir+json.
 	MIMEType string
 	// Sensitivity and Consent are label values (knownSensitivity,
-	// knownConsent), e.g. from meta.security.
+	// knownConsent), e.g. from meta.security. The consent label "opt-out"
+	// is the caller's first approximation only: ImportEntries decides it
+	// from the opt-out Consents of the catalog (OptOut).
 	Sensitivity []string
 	Consent     []string
+	// OptOut, for a Consent in a patient compartment, says that it records
+	// the patient's opt-out (fhirin: status active and a base provision of
+	// type deny). ImportEntries keeps the live opt-out Consents in an index
+	// and labels every live item of their patients "opt-out". Ignored for
+	// any other type.
+	OptOut bool
 	// LastUpdated is meta.lastUpdated (the resource annotation lastModified).
 	LastUpdated time.Time
 	// Carrier is the resource an attachment came from (Type and source ID);
@@ -120,9 +128,11 @@ type entryRecord struct {
 	// from (Entry.Carrier), for the carried index; zero for anything else.
 	carrier [16]byte
 	occ     occurrence // digests, patient and Where (or "entry N"), for the seen set
-	res     Resource
-	body    []byte
-	digest  [32]byte
+	// optOut is Entry.OptOut of a Consent in a patient compartment.
+	optOut bool
+	res    Resource
+	body   []byte
+	digest [32]byte
 }
 
 // category is the part of a FHIR resource a title is built from.

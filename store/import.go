@@ -34,6 +34,11 @@ type ImportReport struct {
 	Retired   int   `json:"retired"`   // URIs retired (ImportEntries: deleted, moved, no longer carried, or missing from a full import)
 	Repeated  int   `json:"repeated"`  // ImportEntries: entries repeating an earlier entry of the same input exactly, imported once
 	Bytes     int64 `json:"bytes"`     // total size of the content of all entries
+
+	// Relabelled counts the live items ImportEntries gave a new version
+	// only to set or clear the consent label "opt-out", because their
+	// patient's opt-out changed (docs/import.md, "Opt-out").
+	Relabelled int `json:"relabelled"`
 }
 
 // Import reads a manifest and the files it names and writes them to the store

@@ -129,6 +129,13 @@ func (o *EntryOptions) validate() error {
 // (bucket "carried") by the imports that lift them; a Binary is a resource
 // of its own and is not retired with a carrier that linked it. The catalog
 // records the id key's version and refuses another (ErrIDKeyChanged).
+//
+// The consent label "opt-out" is the catalog's: the live Consents that
+// record an opt-out (Entry.OptOut) are kept in bucket "optout", and every
+// live item of their patients carries the label, none of any other
+// patient; an import that changes a patient's opt-out relabels the
+// patient's live items it did not write, with a new version each
+// (Relabelled; optout.go, relabelOptOut).
 func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, error], opts EntryOptions) (ImportReport, error) {
 	if s.readOnly {
 		return ImportReport{}, errors.New("store: import into a read-only store")
@@ -139,6 +146,11 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	imp := &entryImport{s: s, opts: opts, pending: map[[16]byte]pendingEntry{}}
 	if err := imp.begin(); err != nil {
 		return ImportReport{}, err
+	}
+	if imp.buildOptOut {
+		if err := imp.fillOptOut(ctx); err != nil {
+			return ImportReport{}, err
+		}
 	}
 	start := time.Now()
 	n, kept := 0, 0
@@ -191,6 +203,9 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 			return ImportReport{}, err
 		}
 	}
+	if err := imp.relabelOptOut(ctx); err != nil {
+		return ImportReport{}, err
+	}
 	if err := imp.dropSeen(ctx); err != nil {
 		return ImportReport{}, err
 	}
@@ -198,7 +213,7 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	imp.progress(n, n)
 	r := imp.rep
 	s.log.Info("import committed", "elapsed", time.Since(start).Round(time.Millisecond), "entries", r.Lines, "created", r.Created,
-		"updated", r.Updated, "unchanged", r.Unchanged, "retired", r.Retired, "bytes", r.Bytes)
+		"updated", r.Updated, "unchanged", r.Unchanged, "retired", r.Retired, "relabelled", r.Relabelled, "bytes", r.Bytes)
 	return r, nil
 }
 
@@ -226,6 +241,8 @@ type entryImport struct {
 	deletes    []deletion
 	rep        ImportReport
 	lastProg   int
+	// buildOptOut is set by begin when the catalog has no opt-out index.
+	buildOptOut bool
 }
 
 // bucketImportSeen is a streaming import's scratch bucket: keyed id ->
@@ -418,7 +435,15 @@ func (imp *entryImport) begin() error {
 				return fmt.Errorf("store: create bucket: %w", err)
 			}
 		}
-		for _, name := range [][]byte{bucketImportSeen, bucketImportCarriers} {
+		if tx.Bucket(bucketOptOut) == nil {
+			// A catalog written before the opt-out index: buildOptOut
+			// fills it before the first batch.
+			imp.buildOptOut = true
+			if _, err := tx.CreateBucket(bucketOptOut); err != nil {
+				return fmt.Errorf("store: create bucket: %w", err)
+			}
+		}
+		for _, name := range [][]byte{bucketImportSeen, bucketImportCarriers, bucketImportOptOut} {
 			if tx.Bucket(name) != nil {
 				if err := tx.DeleteBucket(name); err != nil {
 					return fmt.Errorf("store: remove a stale import bucket: %w", err)
@@ -460,6 +485,7 @@ func (imp *entryImport) add(e *Entry, n int) bool {
 			rec.carrier = uuid.MustParse(cu.ID)
 		}
 		rec.digest = sha256.Sum256(e.Body)
+		rec.optOut = e.OptOut && e.Type == "Consent" && u.Patient != ""
 		meta, err := metaDigest(rec.res)
 		if err != nil {
 			return imp.probs.add(where, err.Error())
@@ -683,8 +709,12 @@ func (s *Store) release() {
 func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.Time) error {
 	res, vers, blobs, ids := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketBlobs), tx.Bucket(bucketIDs)
 	seen, carried, carriers := tx.Bucket(bucketImportSeen), tx.Bucket(bucketCarried), tx.Bucket(bucketImportCarriers)
-	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen, carried, carriers} {
+	optout := imp.optOutIndex(tx)
+	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen, carried, carriers, optout.index, optout.queue} {
 		b.FillPercent = streamFillPercent
+	}
+	if err := imp.indexBatchOptOut(tx); err != nil {
+		return err
 	}
 	// noteCarrier queues id for retireUncarried if it carried attachments
 	// before (or, earlier in this import, carries some now).
@@ -727,7 +757,7 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		imp.rep.Bytes += rec.res.Size
 		// A resource whose URI changed (its patient changed) retires the old one.
 		if old := ids.Get(rec.id[:]); old != nil && string(old) != rec.res.URI {
-			ok, err := retire(res, vers, string(old), now)
+			ok, err := imp.retire(tx, string(old), now)
 			if err != nil {
 				return err
 			}
@@ -750,6 +780,12 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 			return err
 		}
 		r := rec.res
+		if rec.uri.Patient != "" {
+			p := uuid.MustParse(rec.uri.Patient)
+			if err := optout.label(&r, p[:]); err != nil {
+				return err
+			}
+		}
 		switch {
 		case prev == nil:
 			r.Version = 1
@@ -793,7 +829,7 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 			imp.rep.Unchanged++ // never imported: nothing to retire
 			continue
 		}
-		ok, err := retire(res, vers, string(uri), now)
+		ok, err := imp.retire(tx, string(uri), now)
 		if err != nil {
 			return err
 		}
@@ -949,9 +985,8 @@ func (imp *entryImport) retireUnmentioned(ctx context.Context) error {
 		chunk := gone[:min(len(gone), imp.opts.BatchEntries)]
 		gone = gone[len(chunk):]
 		err := imp.s.update(func(tx *bolt.Tx) error {
-			res, vers := tx.Bucket(bucketResources), tx.Bucket(bucketVersions)
 			for _, uri := range chunk {
-				ok, err := retire(res, vers, uri, now)
+				ok, err := imp.retire(tx, uri, now)
 				if err != nil {
 					return err
 				}
@@ -986,7 +1021,7 @@ func (imp *entryImport) retireUncarried(ctx context.Context) error {
 		}
 		done := false
 		err := imp.s.update(func(tx *bolt.Tx) error {
-			res, vers, ids := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketIDs)
+			ids := tx.Bucket(bucketIDs)
 			seen, carried, carriers := tx.Bucket(bucketImportSeen), tx.Bucket(bucketCarried), tx.Bucket(bucketImportCarriers)
 			var queued, gone [][]byte
 			c := carriers.Cursor()
@@ -1009,7 +1044,7 @@ func (imp *entryImport) retireUncarried(ctx context.Context) error {
 					if uri == nil {
 						return fmt.Errorf("%w: a carried attachment has no id entry", ErrCorrupt)
 					}
-					ok, err := retire(res, vers, string(uri), now)
+					ok, err := imp.retire(tx, string(uri), now)
 					if err != nil {
 						return err
 					}

@@ -258,3 +258,64 @@ func TestImportFailedFirstLeavesNoTrace(t *testing.T) {
 		t.Errorf("live resources %v after a failed import, want the 3 imported before", got)
 	}
 }
+
+// optOutResources lists the live resources of the catalog in dir as
+// "type patient", with " opt-out" when labelled so, sorted.
+func optOutResources(t *testing.T, dir string) []string {
+	t.Helper()
+	s, err := store.Open(filepath.Join(dir, "catalog.db"), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rs, err := s.Page("", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rs {
+		line := r.Labels.Type + " " + r.Labels.Patient
+		if slices.Contains(r.Labels.Consent, store.ConsentOptOut) {
+			line += " opt-out"
+		}
+		out = append(out, line)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestImportKeepsOptOut: the probe's reproducers of the opt-out lost on
+// incremental imports. Day 1 holds p1's opt-out Consent and o1; day 2
+// only o1 (unchanged) and a new o2: both carry "opt-out" afterwards (o1
+// stays unchanged), where day 2 used to strip o1's label and leave o2
+// without one. The reverse order labels the earlier items when the
+// Consent arrives, and a revocation clears every label.
+func TestImportKeepsOptOut(t *testing.T) {
+	dir := t.TempDir()
+	mustImportFHIR(t, dir, "optout-day1.json")
+	rep := mustImportFHIR(t, dir, "optout-day2.ndjson")
+	want := []string{"consent p1 opt-out", "observation p1 opt-out", "observation p1 opt-out", "patient p1 opt-out"}
+	if got := optOutResources(t, dir); !slices.Equal(got, want) || rep.Unchanged != 1 || rep.Created != 1 || rep.Relabelled != 0 {
+		t.Errorf("day 1, day 2: %v, %+v; want %v, 1 unchanged, 1 created", got, rep, want)
+	}
+
+	dir = t.TempDir()
+	mustImportFHIR(t, dir, "optout-day2.ndjson")
+	rep = mustImportFHIR(t, dir, "optout-day1.json")
+	if got := optOutResources(t, dir); !slices.Equal(got, want) || rep.Relabelled != 1 {
+		t.Errorf("day 2, day 1: %v, %+v; want %v, 1 relabelled (o2)", got, rep, want)
+	}
+	rep = mustImportFHIR(t, dir, "optout-revoke.json")
+	want = []string{"consent p1", "observation p1", "observation p1", "patient p1"}
+	if got := optOutResources(t, dir); !slices.Equal(got, want) || rep.Updated != 1 || rep.Relabelled != 3 {
+		t.Errorf("revoked: %v, %+v; want %v, 1 updated, 3 relabelled", got, rep, want)
+	}
+	// Day 1 again: the import writes c1, o1 and p1 labelled, o2 is
+	// relabelled; the text report says so.
+	var out, errb bytes.Buffer
+	t.Setenv("VAULT_ADDR", "")
+	if code := run([]string{"import", "--data-dir", dir, "--tenant", "t", filepath.Join("testdata", "fhir", "optout-day1.json")}, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "3 updated, 0 unchanged, 0 retired, 1 relabelled (opt-out changed) (") {
+		t.Errorf("text report: %q %q", out.String(), errb.String())
+	}
+}
