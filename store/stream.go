@@ -779,6 +779,9 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		if err != nil {
 			return err
 		}
+		if live && otherSource(prev.Source, imp.opts.Source) {
+			return &EntryError{Where: rec.occ.where, Reason: heldByAnotherSource}
+		}
 		r := rec.res
 		if rec.uri.Patient != "" {
 			p := uuid.MustParse(rec.uri.Patient)
@@ -829,6 +832,11 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 			imp.rep.Unchanged++ // never imported: nothing to retire
 			continue
 		}
+		if prev, live, err := lastVersion(res, vers, string(uri)); err != nil {
+			return err
+		} else if live && otherSource(prev.Source, imp.opts.Source) {
+			return &EntryError{Where: d.where, Reason: heldByAnotherSource}
+		}
 		ok, err := imp.retire(tx, string(uri), now)
 		if err != nil {
 			return err
@@ -840,6 +848,21 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		}
 	}
 	return nil
+}
+
+// heldByAnotherSource is the problem of an entry naming a live resource
+// that another source of the tenant imported. A tenant is one id
+// namespace: two sources that use the same ids (two EHRs that both number
+// patients from 1) would otherwise merge their patients, one source's
+// data landing in the other's patient's compartment. Each such source
+// needs a tenant of its own.
+const heldByAnotherSource = "the resource is live in the catalog from another source of this tenant; a tenant is one id namespace, so a second source with the same ids needs a tenant of its own (or retire the first source's copy with a full import of it)"
+
+// otherSource reports whether a live resource of source held cannot be
+// written by an import of source imp: held names another source (a
+// resource written before sources were recorded, "", is anyone's).
+func otherSource(held, imp string) bool {
+	return held != "" && held != imp
 }
 
 // lastVersion returns the newest version of uri and whether it is live (in

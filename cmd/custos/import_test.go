@@ -319,3 +319,43 @@ func TestImportKeepsOptOut(t *testing.T) {
 		t.Errorf("text report: %q %q", out.String(), errb.String())
 	}
 }
+
+// TestImportRefusesAnotherSourcesResource: a second source of one tenant
+// that uses the same ids (two EHRs numbering patients from 1) is refused
+// where it would replace the first source's resources, instead of merging
+// its patient with the first's (whose HIV result would then sit in the
+// second patient's compartment); the catalog is unchanged. The same
+// source re-imports as before, and a tenant of its own takes the second.
+func TestImportRefusesAnotherSourcesResource(t *testing.T) {
+	dir := t.TempDir()
+	mustImportFHIR(t, dir, "twosrc/ehr1.ndjson", "--source", "ehr1")
+	before := liveResources(t, dir)
+	catalog := mustReadFile(t, filepath.Join(dir, "catalog.db"))
+	_, msg := importFHIR(t, dir, "twosrc/ehr2.ndjson", "--source", "ehr2")
+	if !strings.Contains(msg, "another source of this tenant") {
+		t.Fatalf("a second source replacing the first's resources: %q, want a refusal", msg)
+	}
+	if strings.Contains(msg, "Bravo") || strings.Contains(msg, "123") {
+		t.Errorf("the refusal quotes the input: %q", msg)
+	}
+	if !bytes.Equal(mustReadFile(t, filepath.Join(dir, "catalog.db")), catalog) {
+		t.Error("the refused import changed the catalog")
+	}
+	if got := liveResources(t, dir); !slices.Equal(got, before) {
+		t.Errorf("live resources %v, want %v", got, before)
+	}
+	if rep := mustImportFHIR(t, dir, "twosrc/ehr1.ndjson", "--source", "ehr1"); rep.Unchanged == 0 {
+		t.Errorf("the first source's re-import: %+v", rep)
+	}
+	other := t.TempDir()
+	mustImportFHIR(t, other, "twosrc/ehr2.ndjson", "--source", "ehr2")
+}
+
+func mustReadFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
