@@ -97,10 +97,19 @@ func (r *resource) eachAt(path string, fn func(obj map[string]any, fhirPath stri
 // types Reference(Patient) alone: Immunization.patient,
 // Coverage.beneficiary, ...) the Reference must name a Patient: one that
 // names it only by identifier or display, or names anything else, is an
-// error too, never tenant-level data.
+// error too, never tenant-level data; and where R4 requires that element
+// (requiredPatientPaths: Immunization.patient, not Consent.patient), a
+// resource without it is an error.
 func (r *resource) compartment() (string, error) {
 	if r.typ == "Patient" {
 		return r.id, nil
+	}
+	for _, p := range requiredPatientPaths[r.typ] {
+		if r.m[p] == nil {
+			// Invalid R4, and a resource about a patient all the same:
+			// without its patient it would be tenant-level data.
+			return "", r.errf(r.typ+"."+p, ErrCompartment, "is missing: R4 requires this Reference(Patient), and without it the resource cannot be placed")
+		}
 	}
 	patient, first := "", ""
 	for _, p := range compartmentPaths[r.typ] {

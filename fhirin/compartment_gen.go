@@ -253,3 +253,25 @@ var patientOnlyPaths = map[string][]string{
 	"SupplyDelivery":              {"patient"},
 	"VisionPrescription":          {"patient"},
 }
+
+// requiredPatientPaths maps a resource type to its Patient-only paths
+// (patientOnlyPaths) that are top-level elements of minimum cardinality 1.
+var requiredPatientPaths = map[string][]string{
+	"AllergyIntolerance":          {"patient"},
+	"BodyStructure":               {"patient"},
+	"Claim":                       {"patient"},
+	"ClaimResponse":               {"patient"},
+	"Coverage":                    {"beneficiary"},
+	"CoverageEligibilityRequest":  {"patient"},
+	"CoverageEligibilityResponse": {"patient"},
+	"EpisodeOfCare":               {"patient"},
+	"ExplanationOfBenefit":        {"patient"},
+	"FamilyMemberHistory":         {"patient"},
+	"Immunization":                {"patient"},
+	"ImmunizationEvaluation":      {"patient"},
+	"ImmunizationRecommendation":  {"patient"},
+	"NutritionOrder":              {"patient"},
+	"RelatedPerson":               {"patient"},
+	"ResearchSubject":             {"individual"},
+	"VisionPrescription":          {"patient"},
+}

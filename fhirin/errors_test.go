@@ -108,6 +108,8 @@ func TestBadInput(t *testing.T) {
 			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
 		{name: "Reference(Patient) by identifier", files: map[string]string{"Immunization.ndjson": `{"resourceType":"Immunization","id":"i","status":"completed","vaccineCode":{"text":"x"},"occurrenceDateTime":"2020-01-01","patient":{"identifier":{"system":"urn:oid:2.16.840.1.113883.19.5","value":"SECRET"}}}`},
 			err: ErrCompartment, where: "Immunization.ndjson:1", fpath: "Immunization.patient"},
+		{name: "required Reference(Patient) missing", files: map[string]string{"Immunization.ndjson": `{"resourceType":"Immunization","id":"i","status":"completed","vaccineCode":{"text":"SECRET"},"occurrenceDateTime":"2020-01-01"}`},
+			err: ErrCompartment, where: "Immunization.ndjson:1", fpath: "Immunization.patient"},
 		{name: "Reference(Patient) by display", files: map[string]string{"AllergyIntolerance.ndjson": `{"resourceType":"AllergyIntolerance","id":"a","patient":{"display":"SECRET Doe"},"code":{"text":"peanut"}}`},
 			err: ErrCompartment, where: "AllergyIntolerance.ndjson:1", fpath: "AllergyIntolerance.patient"},
 		{name: "Reference(Patient) to another type", files: map[string]string{"Coverage.ndjson": `{"resourceType":"Coverage","id":"c","status":"active","beneficiary":{"reference":"RelatedPerson/SECRET"},"payor":[{"reference":"Organization/o"}]}`},

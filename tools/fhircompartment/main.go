@@ -63,6 +63,7 @@ type structureDefinitions struct {
 			Snapshot     struct {
 				Element []struct {
 					Path string `json:"path"`
+					Min  int    `json:"min"`
 					Type []struct {
 						Code          string   `json:"code"`
 						TargetProfile []string `json:"targetProfile"`
@@ -147,15 +148,18 @@ func main() {
 		TargetProfile []string `json:"targetProfile"`
 	}
 	elements := map[string]elementTypes{}
+	mins := map[string]int{}
 	for _, e := range sd.Entry {
 		if e.Resource.ResourceType != "StructureDefinition" || e.Resource.Kind != "resource" {
 			continue
 		}
 		for _, el := range e.Resource.Snapshot.Element {
 			elements[el.Path] = el.Type
+			mins[el.Path] = el.Min
 		}
 	}
 	patientOnly := map[string][]string{}
+	required := map[string][]string{} // Patient-only top-level elements of minimum cardinality 1
 	for typ, ps := range paths {
 		for _, p := range ps {
 			ts, ok := elements[typ+"."+p]
@@ -173,6 +177,9 @@ func main() {
 			}
 			if only {
 				patientOnly[typ] = append(patientOnly[typ], p)
+				if mins[typ+"."+p] >= 1 && !strings.Contains(p, ".") {
+					required[typ] = append(required[typ], p)
+				}
 			}
 		}
 	}
@@ -219,6 +226,23 @@ func main() {
 	for _, k := range keys {
 		fmt.Fprintf(&buf, "\t%q: {", k)
 		for i, p := range patientOnly[k] {
+			if i > 0 {
+				buf.WriteString(", ")
+			}
+			fmt.Fprintf(&buf, "%q", p)
+		}
+		buf.WriteString("},\n")
+	}
+	buf.WriteString("}\n\n")
+	buf.WriteString("// requiredPatientPaths maps a resource type to its Patient-only paths\n// (patientOnlyPaths) that are top-level elements of minimum cardinality 1.\nvar requiredPatientPaths = map[string][]string{\n")
+	keys = keys[:0]
+	for k := range required {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&buf, "\t%q: {", k)
+		for i, p := range required[k] {
 			if i > 0 {
 				buf.WriteString(", ")
 			}
