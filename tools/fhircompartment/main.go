@@ -26,6 +26,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -200,56 +201,28 @@ func main() {
 		fmt.Fprintf(&buf, "\t%q: true,\n", t)
 	}
 	buf.WriteString("}\n\n")
-	buf.WriteString("// compartmentPaths maps a resource type in the Patient compartment to the\n// element paths of its compartment parameters' expressions.\nvar compartmentPaths = map[string][]string{\n")
-	keys := make([]string, 0, len(paths))
-	for k := range paths {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&buf, "\t%q: {", k)
-		for i, p := range paths[k] {
+	writePaths(&buf, "compartmentPaths", "// compartmentPaths maps a resource type in the Patient compartment to the\n// element paths of its compartment parameters' expressions.\n", paths)
+	buf.WriteString("\n")
+	writePaths(&buf, "patientOnlyPaths", "// patientOnlyPaths maps a resource type to its compartment paths whose\n// element's only type is Reference(Patient).\n", patientOnly)
+	buf.WriteString("\n")
+	writePaths(&buf, "requiredPatientPaths", "// requiredPatientPaths maps a resource type to its Patient-only paths\n// (patientOnlyPaths) that are top-level elements of minimum cardinality 1.\n", required)
+	fhirdefs.WriteGo("fhircompartment", *out, buf.Bytes())
+}
+
+// writePaths writes the Go map literal var name = m (type -> paths, keys
+// sorted, paths in their order) after its doc comment.
+func writePaths(buf *bytes.Buffer, name, doc string, m map[string][]string) {
+	buf.WriteString(doc)
+	fmt.Fprintf(buf, "var %s = map[string][]string{\n", name)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(buf, "\t%q: {", k)
+		for i, p := range m[k] {
 			if i > 0 {
 				buf.WriteString(", ")
 			}
-			fmt.Fprintf(&buf, "%q", p)
-		}
-		buf.WriteString("},\n")
-	}
-	buf.WriteString("}\n\n")
-	buf.WriteString("// patientOnlyPaths maps a resource type to its compartment paths whose\n// element's only type is Reference(Patient).\nvar patientOnlyPaths = map[string][]string{\n")
-	keys = keys[:0]
-	for k := range patientOnly {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&buf, "\t%q: {", k)
-		for i, p := range patientOnly[k] {
-			if i > 0 {
-				buf.WriteString(", ")
-			}
-			fmt.Fprintf(&buf, "%q", p)
-		}
-		buf.WriteString("},\n")
-	}
-	buf.WriteString("}\n\n")
-	buf.WriteString("// requiredPatientPaths maps a resource type to its Patient-only paths\n// (patientOnlyPaths) that are top-level elements of minimum cardinality 1.\nvar requiredPatientPaths = map[string][]string{\n")
-	keys = keys[:0]
-	for k := range required {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&buf, "\t%q: {", k)
-		for i, p := range required[k] {
-			if i > 0 {
-				buf.WriteString(", ")
-			}
-			fmt.Fprintf(&buf, "%q", p)
+			fmt.Fprintf(buf, "%q", p)
 		}
 		buf.WriteString("},\n")
 	}
 	buf.WriteString("}\n")
-	fhirdefs.WriteGo("fhircompartment", *out, buf.Bytes())
 }
