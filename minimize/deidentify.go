@@ -44,7 +44,8 @@ import (
 //	Annotation, Signature, Narrative,
 //	Meta, Attachment (data, url, title,
 //	hash: photos, documents)
-//	Reference                            "Patient/<id>" becomes
+//	Reference                            "Patient/<id>" of the resource's own
+//	                                     patient (ownPatients) becomes
 //	                                     "Patient/<Options.Alias(id)>";
 //	                                     "#local" is kept (renumbered); all
 //	                                     else (display, identifier, other
@@ -57,7 +58,8 @@ import (
 //	                                     an age over 89 is dropped: an Age, a
 //	                                     quantity in a unit of time, a value
 //	                                     in an age element or age Observation
-//	Address                              state, country, ZIP3 of a US
+//	Address                              state and country when codes (or a
+//	                                     US state's name), ZIP3 of a US
 //	                                     postalCode ("000" for the restricted
 //	                                     ZIP3s); other postal codes dropped
 //	Location.position                    dropped (geocodes)
@@ -140,8 +142,13 @@ var terminologySystems = map[string]bool{
 const terminologyPrefix = "http://terminology.hl7.org/CodeSystem/"
 
 func terminologySystem(s string) bool {
-	return terminologySystems[s] || strings.HasPrefix(s, terminologyPrefix) && len(s) > len(terminologyPrefix)
+	return terminologySystems[s] || hl7CodeSystem.MatchString(s)
 }
+
+// hl7CodeSystem is a code system of HL7's terminology: one name after the
+// prefix (v3-ActCode, v2-0203, condition-clinical), nothing that could
+// carry a path of values.
+var hl7CodeSystem = regexp.MustCompile(`^` + regexp.QuoteMeta(terminologyPrefix) + `[A-Za-z0-9][A-Za-z0-9\-.]{0,63}$`)
 
 // quantitySystems are the Quantity.system values kept (with the code).
 var quantitySystems = map[string]bool{"http://unitsofmeasure.org": true, "urn:iso:std:iso:4217": true}
@@ -177,12 +184,14 @@ var fhirID = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
 // fhirInteger is the JSON form of a FHIR integer (no fraction, no exponent).
 var fhirInteger = regexp.MustCompile(`^-?[0-9]{1,19}$`)
 
-// codeText is what a released code may look like: a token without spaces,
+// codeText is what a released code may look like: a token without spaces
+// (ASCII or Unicode: no-break, ideographic, zero-width) or control and
+// format characters,
 // as the codes of value sets and public terminologies are ("final",
 // "en-US", "8480-6", "E11.9"). FHIR's code syntax allows inner spaces, so
 // free text typed into a code ("Jane Roe's preferred: en") is valid FHIR;
 // it is dropped here rather than trusted to the scrub patterns.
-var codeText = regexp.MustCompile(`^[^\s]{1,64}$`)
+var codeText = regexp.MustCompile(`^[^\s\p{Z}\p{C}]{1,64}$`)
 
 // unitText is what a released unit text may look like: a unit symbol
 // ("mg/dL", "mm[Hg]", "{beats}/min", "10*3/uL", "°C", "years"), not a
@@ -192,8 +201,12 @@ var unitText = regexp.MustCompile(`^[\p{L}\p{N}%/.*^\[\]{}()'_+\-:°#]{1,32}$`)
 
 // deid is the state of one resource's walk.
 type deid struct {
-	now   time.Time
-	alias func(string) string
+	now     time.Time
+	alias   func(string) string
+	subject string // Options.Subject
+	// own are the ids of the patient the resource is about (ownPatients):
+	// references to them are aliased, to any other patient dropped.
+	own map[string]bool
 	// contained maps the id of each contained resource that is released to
 	// its new id; localRefs are the new ids some released reference names.
 	contained map[string]string
@@ -227,7 +240,7 @@ func deidentify(root any, opts Options) (any, error) {
 	if !ok {
 		return nil, ErrWithheld
 	}
-	d := &deid{now: opts.Now, alias: opts.Alias}
+	d := &deid{now: opts.Now, alias: opts.Alias, subject: opts.Subject}
 	out, ok := d.topResource(m, maxAge)
 	if !ok {
 		return nil, ErrWithheld
@@ -250,12 +263,15 @@ func deidentify(root any, opts Options) (any, error) {
 // another (a Bundle's entry) is one document with it: its ages and years
 // count in the outer resource's, and the outer's limit bounds its ages.
 func (d *deid) topResource(m map[string]any, limit float64) (map[string]any, bool) {
+	d.own = ownPatients(m, d.subject)
 	d.ageLimit = limit
 	out, ok := d.walkTop(m)
 	if !ok || d.oldestAge < 0 || d.oldestYear == 0 {
 		return out, ok
 	}
-	if l := float64(maxAge - (d.now.Year() - d.oldestYear)); d.oldestAge > l {
+	// An age A in year Y puts the birth in Y-A-1 or Y-A, so the person may
+	// now be (now's year - Y) + A + 1: over 89 when A > 88 - (now - Y).
+	if l := float64(maxAge - 1 - (d.now.Year() - d.oldestYear)); d.oldestAge > l {
 		d.ageLimit = min(limit, l)
 		out, ok = d.walkTop(m)
 	}
@@ -376,6 +392,9 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 	for _, k := range dropped {
 		markAbsent(out, k, defs)
 	}
+	if key == "FamilyMemberHistory" && out["estimatedAge"] != nil && out["ageAge"] == nil && out["ageRange"] == nil && out["ageString"] == nil {
+		delete(out, "estimatedAge") // fhs-2: only with an age (one withheld here)
+	}
 	return out, true
 }
 
@@ -451,7 +470,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		if name == "contained" {
 			out, ok = d.resource(m, true)
 		} else { // a resource of its own (Bundle.entry.resource, Parameters)
-			inner := &deid{now: d.now, alias: d.alias}
+			inner := &deid{now: d.now, alias: d.alias, subject: d.subject}
 			out, ok = inner.topResource(m, d.ageLimit)
 			if inner.oldestYear != 0 && (d.oldestYear == 0 || inner.oldestYear < d.oldestYear) {
 				d.oldestYear = inner.oldestYear
@@ -477,7 +496,8 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 }
 
 // reference keeps only a reference custos can say without identifying
-// anyone: the caller's alias of a patient, or a local reference to a
+// anyone: the caller's alias of the resource's own patient (ownPatients;
+// a reference to another patient is dropped), or a local reference to a
 // released contained resource.
 func (d *deid) reference(m map[string]any) map[string]any {
 	ref, _ := m["reference"].(string)
@@ -490,7 +510,7 @@ func (d *deid) reference(m map[string]any) map[string]any {
 			return map[string]any{"reference": "#" + n}
 		}
 	case d.alias != nil:
-		if id, ok := strings.CutPrefix(ref, "Patient/"); ok && fhirID.MatchString(id) {
+		if id, ok := strings.CutPrefix(ref, "Patient/"); ok && d.own[id] && fhirID.MatchString(id) {
 			if a := d.alias(id); fhirID.MatchString(a) {
 				return map[string]any{"reference": "Patient/" + a}
 			}
@@ -556,6 +576,7 @@ var timeUnits = func() map[string]float64 {
 	m := map[string]float64{}
 	for u, f := range map[string]float64{
 		"a": year, "a_j": year, "a_g": year, "a_t": year, "y": year, "yr": year, "yrs": year, "year": year, "years": year, "year(s)": year,
+		"yo": year, "y/o": year, "yearsold": year, "yearold": year, "yrsold": year, "ann": year, "annum": year, "jr": year, "jahr": year, "jahre": year,
 		"mo": month, "mo_j": month, "mo_g": month, "mo_s": month, "mos": month, "month": month, "months": month, "month(s)": month,
 		"wk": week, "wks": week, "week": week, "weeks": week, "week(s)": week,
 		"d": day, "day": day, "days": day, "day(s)": day,
@@ -578,7 +599,7 @@ func ageYears(q map[string]any, anyAge bool) (float64, bool) {
 	unit, _ := q["unit"].(string)
 	per, timed := timeUnits[code]
 	if !timed {
-		per, timed = timeUnits[strings.ToLower(strings.TrimSpace(strings.Trim(unit, "{}")))]
+		per, timed = timeUnits[unitKey(unit)]
 	}
 	if !timed && !anyAge {
 		return 0, false
@@ -637,6 +658,17 @@ var (
 		"30972-4", // Age at diagnosis
 		"39016-1", // Age at death
 		"63900-5", // Current age or age at death
+		"35659-2", // Age at specimen collection
+	)
+	// SNOMED CT concepts of the same kinds.
+	ageConcepts = setOf(
+		"397659008", // Age
+		"424144002", // Current chronological age
+		"445518008", // Age at onset of clinical finding
+		"423493009", // Age at diagnosis
+	)
+	birthConcepts = setOf(
+		"184099003", // Date of birth
 	)
 	birthObservations = setOf(
 		"21112-8", // Birth date
@@ -653,21 +685,23 @@ func observationValue(key string, m map[string]any) string {
 	code, _ := m["code"].(map[string]any)
 	for _, c := range asArray(code["coding"]) {
 		cm, _ := c.(map[string]any)
-		if sys, _ := cm["system"].(string); sys != "http://loinc.org" {
-			continue
-		}
-		switch c, _ := cm["code"].(string); {
-		case ageObservations[c]:
+		sys, _ := cm["system"].(string)
+		c, _ := cm["code"].(string)
+		switch {
+		case sys == "http://loinc.org" && ageObservations[c], sys == "http://snomed.info/sct" && ageConcepts[c]:
 			return "age"
-		case birthObservations[c]:
+		case sys == "http://loinc.org" && birthObservations[c], sys == "http://snomed.info/sct" && birthConcepts[c]:
 			return "birth"
 		}
 	}
 	return ""
 }
 
-// address keeps the state, the country and the ZIP3 of a US ZIP code
-// ("000" for the restricted prefixes), nothing else; a postal code of
+// address keeps the state (a US state by code or name, or an ISO 3166-2
+// subdivision code), the country (an ISO 3166 code, or the United States
+// by name) and the ZIP3 of a US ZIP code ("000" for the restricted
+// prefixes), nothing else: a state or country that is free text ("Cook
+// County", "Springfield IL 62704", "Co. Dublin") is dropped. A postal code of
 // another form, or of an address that is not in the United States, is
 // dropped: Safe Harbor's three-digit rule is the US ZIP code's, and the
 // first digits of another country's postal code are a subdivision smaller
@@ -677,10 +711,11 @@ func (d *deid) address(m map[string]any) (map[string]any, bool) {
 		return nil, false
 	}
 	out := map[string]any{}
-	for _, k := range []string{"state", "country"} {
-		if s, ok := m[k].(string); ok && s != "" {
-			out[k] = ScrubString(s)
-		}
+	if s, ok := m["state"].(string); ok && stateCode(s) {
+		out["state"] = s
+	}
+	if s, ok := m["country"].(string); ok && countryCode(s) {
+		out["country"] = s
 	}
 	if !usAddress(m) {
 		return out, true
@@ -792,3 +827,67 @@ var usStates = func() map[string]bool {
 	}
 	return m
 }()
+
+// unitKey is a unit text as timeUnits knows it: lower case, without
+// braces, spaces and trailing dots ("Yrs." and "years old" are "yrs" and
+// "yearsold").
+func unitKey(unit string) string {
+	u := strings.ToLower(strings.Trim(unit, "{}"))
+	u = strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) {
+			return -1
+		}
+		return r
+	}, u)
+	return strings.TrimRight(u, ".")
+}
+
+// stateCode reports whether s may be released as an address's state: a US
+// state, district or territory by USPS code or name, or an ISO 3166-2
+// subdivision code ("DE-BE", "NL-OV").
+func stateCode(s string) bool {
+	return usStates[strings.ToUpper(strings.ReplaceAll(s, " ", ""))] || iso3166Sub.MatchString(s)
+}
+
+// countryCode reports whether s may be released as an address's country:
+// an ISO 3166 alpha-2, alpha-3 or numeric code, or the United States by
+// name.
+func countryCode(s string) bool {
+	return iso3166.MatchString(s) || usCountries[strings.ToUpper(strings.ReplaceAll(s, " ", ""))]
+}
+
+var (
+	iso3166    = regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3})$`)
+	iso3166Sub = regexp.MustCompile(`^[A-Z]{2}-[A-Z0-9]{1,3}$`)
+)
+
+// subjectElements are the top-level elements by which a resource names
+// the patient it is about (Observation.subject, Immunization.patient,
+// Coverage.beneficiary, ResearchSubject.individual,
+// EnrollmentRequest.candidate).
+var subjectElements = []string{"subject", "patient", "beneficiary", "individual", "candidate"}
+
+// ownPatients are the ids of the patient a resource is about: subject
+// (Options.Subject, the compartment the catalog placed it in), the
+// Patient its subject element names, and a Patient resource's own id.
+// References to these are the patient's own; any other Patient reference
+// (a spouse as a Coverage's subscriber, another record in Patient.link, a
+// relative) names someone else.
+func ownPatients(m map[string]any, subject string) map[string]bool {
+	own := map[string]bool{}
+	if subject != "" {
+		own[subject] = true
+	}
+	if rt, _ := m["resourceType"].(string); rt == "Patient" {
+		if id, _ := m["id"].(string); id != "" {
+			own[id] = true
+		}
+	}
+	for _, k := range subjectElements {
+		ref, _ := m[k].(map[string]any)
+		if r, _ := ref["reference"].(string); strings.HasPrefix(r, "Patient/") {
+			own[strings.TrimPrefix(r, "Patient/")] = true
+		}
+	}
+	return own
+}

@@ -32,9 +32,21 @@ func testAlias(id string) string {
 	return u.String()
 }
 
+// testSubject is the patient the rule cases are about ("Patient/p").
+const testSubject = "p"
+
+// corpusPatient is the patient of the realistic corpus.
+const corpusPatient = "MRN-77441123"
+
 func deidentify(t testing.TB, raw []byte, alias func(string) string) []byte {
 	t.Helper()
-	out, err := minimize.Apply("application/fhir+json", raw, safeHarbor, minimize.Options{Now: deidNow, Alias: alias})
+	return deidentifyAbout(t, raw, alias, testSubject)
+}
+
+// deidentifyAbout is deidentify of a resource about patient subject.
+func deidentifyAbout(t testing.TB, raw []byte, alias func(string) string, subject string) []byte {
+	t.Helper()
+	out, err := minimize.Apply("application/fhir+json", raw, safeHarbor, minimize.Options{Now: deidNow, Alias: alias, Subject: subject})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,10 +79,10 @@ func TestDeidentifyCorpus(t *testing.T) {
 			t.Errorf("positive control: class %s not found in the raw corpus", class)
 		}
 	}
-	s.PermitReferences(aliasReference([]string{"MRN-77441123", "MRN-55210987"}))
+	s.PermitReferences(aliasReference([]string{corpusPatient}))
 	for _, r := range corpus {
 		for _, alias := range []func(string) string{nil, testAlias} {
-			out := deidentify(t, r.Raw, alias)
+			out := deidentifyAbout(t, r.Raw, alias, corpusPatient)
 			for _, f := range s.Scan(out) {
 				t.Errorf("%s (alias %v): class %s at %s", r.Name, alias != nil, f.Class, f.Where)
 			}
@@ -89,11 +101,11 @@ func TestDeidentifiedIsValidFHIR(t *testing.T) {
 	add := func(name string, b []byte) { docs, names = append(docs, b), append(names, name) }
 	for _, r := range corpus {
 		add(r.Name+" raw", r.Raw)
-		add(r.Name, deidentify(t, r.Raw, testAlias))
-		add(r.Name+" without alias", deidentify(t, r.Raw, nil))
+		add(r.Name, deidentifyAbout(t, r.Raw, testAlias, corpusPatient))
+		add(r.Name+" without alias", deidentifyAbout(t, r.Raw, nil, corpusPatient))
 	}
 	for _, p := range synthPayloads(t) {
-		add(p.name, deidentify(t, p.raw, testAlias))
+		add(p.name, deidentifyAbout(t, p.raw, testAlias, p.patient))
 	}
 	for _, inv := range safeharbortest.ValidateFHIR(t, docs) {
 		t.Errorf("%s is not valid FHIR R4 (%s): %s", names[inv.Index], inv.Validator, inv.Message)
@@ -102,8 +114,8 @@ func TestDeidentifiedIsValidFHIR(t *testing.T) {
 }
 
 type synthPayload struct {
-	name, typ string
-	raw       []byte
+	name, typ, patient string
+	raw                []byte
 }
 
 // synthPayloads generates a 20-patient synthetic data set and returns its
@@ -122,7 +134,7 @@ func synthPayloads(t testing.TB) []synthPayload {
 	for line := range strings.SplitSeq(strings.TrimSpace(string(mf)), "\n") {
 		var l struct {
 			MimeType, File string
-			Labels         struct{ Type string }
+			Labels         struct{ Type, Patient string }
 		}
 		if err := json.Unmarshal([]byte(line), &l); err != nil {
 			t.Fatal(err)
@@ -134,7 +146,7 @@ func synthPayloads(t testing.TB) []synthPayload {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, synthPayload{name: l.File, typ: l.Labels.Type, raw: raw})
+		out = append(out, synthPayload{name: l.File, typ: l.Labels.Type, patient: l.Labels.Patient, raw: raw})
 	}
 	return out
 }
@@ -149,8 +161,11 @@ func TestDeidentifyRules(t *testing.T) {
 			`{"resourceType":"Observation","status":"final","code":{"text":"Jane Doe"}}`,
 			`{"code":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]},"resourceType":"Observation","status":"final"}`},
 		{"patient reference aliased, others dropped, display dropped",
-			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1"}]},"subject":{"reference":"Patient/p1","display":"Jane"},"performer":[{"reference":"Practitioner/9"}]}`,
-			`{"code":{"coding":[{"code":"1","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","subject":{"reference":"Patient/` + testAlias("p1") + `"}}`},
+			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1"}]},"subject":{"reference":"Patient/p","display":"Jane"},"performer":[{"reference":"Practitioner/9"}]}`,
+			`{"code":{"coding":[{"code":"1","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		{"a reference to another patient (a spouse as subscriber, another record) dropped",
+			`{"resourceType":"Coverage","status":"active","beneficiary":{"reference":"Patient/p"},"subscriber":{"reference":"Patient/spouse"},"policyHolder":{"reference":"Patient/spouse"},"relationship":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/subscriber-relationship","code":"spouse"}]},"payor":[{"reference":"Patient/spouse"}]}`,
+			`{"beneficiary":{"reference":"Patient/` + testAlias("p") + `"},"payor":[{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]}],"relationship":{"coding":[{"code":"spouse","system":"http://terminology.hl7.org/CodeSystem/subscriber-relationship"}]},"resourceType":"Coverage","status":"active"}`},
 		{"required subject that is not a patient gets data-absent-reason",
 			`{"resourceType":"Condition","subject":{"reference":"Group/g1"}}`,
 			`{"resourceType":"Condition","subject":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]}}`},
@@ -197,8 +212,8 @@ func TestDeidentifyRules(t *testing.T) {
 			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"onsetAge":{"value":70,"unit":"a"},"recordedDate":"2000-04-02"}`,
 			`{"recordedDate":"2000","resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
 		{"an age at an event and the event's year of someone now 89 or younger: both kept",
-			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"onsetAge":{"value":63,"unit":"a"},"recordedDate":"2000-04-02"}`,
-			`{"onsetAge":{"unit":"a","value":63},"recordedDate":"2000","resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"onsetAge":{"value":62,"unit":"a"},"recordedDate":"2000-04-02"}`,
+			`{"onsetAge":{"unit":"a","value":62},"recordedDate":"2000","resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
 		{"an age in one entry of a Bundle and a year in another: one document, the age withheld",
 			`{"resourceType":"Bundle","type":"collection","entry":[{"resource":{"resourceType":"Condition","subject":{"reference":"Patient/p"},"onsetAge":{"value":70,"unit":"a"}}},{"resource":{"resourceType":"Encounter","status":"finished","class":{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"AMB"},"period":{"start":"2000-04-02"}}}]}`,
 			`{"entry":[{"resource":{"resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}},{"resource":{"class":{"code":"AMB","system":"http://terminology.hl7.org/CodeSystem/v3-ActCode"},"period":{"start":"2000"},"resourceType":"Encounter","status":"finished"}}],"resourceType":"Bundle","type":"collection"}`},
@@ -207,7 +222,22 @@ func TestDeidentifyRules(t *testing.T) {
 			`{"class":{"code":"HH","system":"http://terminology.hl7.org/CodeSystem/v3-ActCode"},"contained":[{"address":{"postalCode":"021","state":"MA"},"id":"c1","resourceType":"Location"}],"location":[{"location":{"reference":"#c1"}}],"resourceType":"Encounter","status":"finished"}`},
 		{"postal codes: ZIP3 in the United States only",
 			`{"resourceType":"Patient","address":[{"city":"Berlin","postalCode":"10117","country":"DE"},{"postalCode":"75007","state":"Ile-de-France"},{"postalCode":"02143","state":"MA"},{"postalCode":"02143","country":"United States"},{"postalCode":"101","country":"IS"},{"postalCode":"00901","country":"USA","state":"PR"}]}`,
-			`{"address":[{"country":"DE"},{"state":"Ile-de-France"},{"postalCode":"021","state":"MA"},{"country":"United States","postalCode":"021"},{"country":"IS"},{"country":"USA","postalCode":"009","state":"PR"}],"resourceType":"Patient"}`},
+			`{"address":[{"country":"DE"},{"postalCode":"021","state":"MA"},{"country":"United States","postalCode":"021"},{"country":"IS"},{"country":"USA","postalCode":"009","state":"PR"}],"resourceType":"Patient"}`},
+		{"a state or country that is free text dropped; codes and names of states kept",
+			`{"resourceType":"Patient","address":[{"country":"US","postalCode":"62704","state":"Sangamon County, Springfield IL 62704"},{"state":"Cook County","postalCode":"60614"},{"country":"NLD","state":"Zwolle"},{"country":"Netherlands","state":"NL-OV"},{"state":"New York"}]}`,
+			`{"address":[{"country":"US","postalCode":"627"},{"country":"NLD"},{"state":"NL-OV"},{"state":"New York"}],"resourceType":"Patient"}`},
+		{"codes with Unicode spaces or invisible characters dropped; an HL7 system that is a path dropped",
+			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"clinicalStatus":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/condition-clinical","code":"Jane\u00a0Roe\u00a0555\u00a0201\u00a04477"}]},"verificationStatus":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/condition-ver-status","code":"confirmed\u200bMRN\u200b00123456"}]},"category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/patient/Jane.Roe/ssn/123456789","code":"x"},{"system":"http://terminology.hl7.org/CodeSystem/condition-category","code":"problem-list-item"}]}]}`,
+			`{"category":[{"coding":[{"code":"problem-list-item","system":"http://terminology.hl7.org/CodeSystem/condition-category"}]}],"resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		{"ages in other spellings and SNOMED age concepts judged; the age-and-year rule counts the birthday not yet passed",
+			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://snomed.info/sct","code":"424144002"}]},"valueInteger":97,"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"8867-4"}]},"valueQuantity":{"value":95,"unit":"Yrs."}},{"code":{"coding":[{"system":"http://loinc.org","code":"8867-4"}]},"valueQuantity":{"value":95,"unit":"years old"}},{"code":{"coding":[{"system":"http://loinc.org","code":"8867-4"}]},"valueQuantity":{"value":95,"unit":"y/o"}}]}`,
+			`{"code":{"coding":[{"code":"424144002","system":"http://snomed.info/sct"}]},"component":[{"code":{"coding":[{"code":"8867-4","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8867-4","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8867-4","system":"http://loinc.org"}]}}],"resourceType":"Observation","status":"final"}`},
+		{"an age at onset that, with the year recorded, may mean 90 today: withheld",
+			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"onsetAge":{"value":53,"unit":"a","code":"a"},"recordedDate":"1990-01-01"}`,
+			`{"recordedDate":"1990","resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		{"estimatedAge goes with a withheld age (fhs-2)",
+			`{"resourceType":"FamilyMemberHistory","status":"completed","patient":{"reference":"Patient/p"},"relationship":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v3-RoleCode","code":"MTH"}]},"ageAge":{"value":95,"unit":"a"},"estimatedAge":true}`,
+			`{"patient":{"reference":"Patient/` + testAlias("p") + `"},"relationship":{"coding":[{"code":"MTH","system":"http://terminology.hl7.org/CodeSystem/v3-RoleCode"}]},"resourceType":"FamilyMemberHistory","status":"completed"}`},
 		{"free text in a code or a unit dropped; an allowed extension only with its own codes; a malformed integer dropped",
 			`{"resourceType":"Patient","language":"Jane Roe's preferred: en","gender":"female","multipleBirthInteger":1e400,"extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueString":"Jane Roe"},{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"Jane"},{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"M","extension":[{"url":"http://x.example/by","valueString":"Jane Roe"}]}]}`,
 			`{"extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"M"}],"gender":"female","resourceType":"Patient"}`},

@@ -104,6 +104,15 @@ type Options struct {
 	// Nil: deidentify drops every reference to a patient. Other obligations
 	// ignore it.
 	Alias func(id string) string
+	// Subject is the id of the patient the resource is about (its
+	// compartment's, as references name it; "" when unknown). deidentify
+	// aliases references to the resource's own patient only — this one,
+	// the Patient its subject (patient, beneficiary) element names, and a
+	// Patient resource itself: a reference to any other patient (a spouse
+	// as a Coverage's subscriber, another record in Patient.link) would let
+	// a study join a relative's records to this patient's, and is dropped.
+	// Other obligations ignore it.
+	Subject string
 }
 
 // String returns the stable compact form used in the audit log:

@@ -481,7 +481,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		}
 		return nil, s.auditFailure(ctx, e, withPage(ReasonPayloadUnavailable, page), refused("payload unavailable: nothing released"))
 	}
-	mopts := minimize.Options{Now: s.now()}
+	mopts := minimize.Options{Now: s.now(), Subject: r.Labels.Patient}
 	if al != nil {
 		mopts.Alias = al.minimizeAlias()
 	}
