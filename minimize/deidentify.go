@@ -121,20 +121,22 @@ func AllowedExtensions() []string { return slices.Sorted(maps.Keys(allowedExtens
 // A Coding of any other system (a local code system, or an identifier
 // system misused as one) is dropped: its code may be a local identifier.
 var terminologySystems = map[string]bool{
-	"http://loinc.org":                            true,
-	"http://snomed.info/sct":                      true,
-	"http://hl7.org/fhir/sid/icd-10":              true,
-	"http://hl7.org/fhir/sid/icd-10-cm":           true,
-	"http://hl7.org/fhir/sid/icd-9-cm":            true,
-	"http://hl7.org/fhir/sid/cvx":                 true,
-	"http://hl7.org/fhir/sid/ndc":                 true,
-	"http://www.nlm.nih.gov/research/umls/rxnorm": true,
-	"http://www.ama-assn.org/go/cpt":              true,
-	"http://nucc.org/provider-taxonomy":           true,
-	"http://unitsofmeasure.org":                   true,
-	"urn:ietf:bcp:47":                             true,
-	"urn:iso:std:iso:3166":                        true,
-	"urn:iso:std:iso:4217":                        true,
+	"http://loinc.org":                             true,
+	"http://snomed.info/sct":                       true,
+	"http://hl7.org/fhir/sid/icd-10":               true,
+	"http://hl7.org/fhir/sid/icd-10-cm":            true,
+	"http://hl7.org/fhir/sid/icd-9-cm":             true,
+	"http://hl7.org/fhir/sid/cvx":                  true,
+	"http://hl7.org/fhir/sid/ndc":                  true,
+	"http://www.nlm.nih.gov/research/umls/rxnorm":  true,
+	"http://www.ama-assn.org/go/cpt":               true,
+	"http://nucc.org/provider-taxonomy":            true,
+	"http://unitsofmeasure.org":                    true,
+	"urn:ietf:bcp:47":                              true,
+	"urn:iso:std:iso:3166":                         true,
+	"urn:iso:std:iso:4217":                         true,
+	"http://dicom.nema.org/resources/ontology/DCM": true, // DICOM: modalities, SOP classes
+	"http://www.radlex.org":                        true, // RadLex
 }
 
 // terminologyPrefix: HL7's own code systems (v2 tables, v3 code systems,
@@ -142,8 +144,13 @@ var terminologySystems = map[string]bool{
 const terminologyPrefix = "http://terminology.hl7.org/CodeSystem/"
 
 func terminologySystem(s string) bool {
-	return terminologySystems[s] || hl7CodeSystem.MatchString(s)
+	return terminologySystems[s] || hl7CodeSystem.MatchString(s) || fhirCodeSystem.MatchString(s)
 }
+
+// fhirCodeSystem is a code system of the FHIR specification itself
+// (http://hl7.org/fhir/device-action): one name, nothing under sid/ (the
+// identifier systems, such as http://hl7.org/fhir/sid/us-ssn).
+var fhirCodeSystem = regexp.MustCompile(`^http://hl7\.org/fhir/[a-z][a-z0-9\-]{1,63}$`)
 
 // hl7CodeSystem is a code system of HL7's terminology: one name after the
 // prefix (v3-ActCode, v2-0203, condition-clinical), nothing that could
@@ -374,8 +381,10 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 		}
 		age, birth := d.ageCtx, d.birthCtx
 		switch {
-		case e.choice == "value" && valueCtx != "":
+		case e.choice == "value" && (valueCtx == "age" || valueCtx == "birth"):
 			d.ageCtx, d.birthCtx = d.ageCtx || valueCtx == "age", d.birthCtx || valueCtx == "birth"
+		case e.choice == "effective" && valueCtx == "at-birth":
+			d.birthCtx = true // measured at birth: its date is the birth date
 		case birthElement(k):
 			d.birthCtx = true
 		case ageElement(key, k, e):
@@ -670,6 +679,14 @@ var (
 	birthConcepts = setOf(
 		"184099003", // Date of birth
 	)
+	// LOINC codes of measurements taken at birth, whose effective date is
+	// the birth date.
+	atBirthObservations = setOf(
+		"8339-4", // Birth weight Measured
+		"9272-6", // 1 minute Apgar Score
+		"9274-2", // 5 minute Apgar Score
+		"9271-8", // 10 minute Apgar Score
+	)
 	birthObservations = setOf(
 		"21112-8", // Birth date
 		"80904-6", // Birth year
@@ -677,7 +694,9 @@ var (
 )
 
 // observationValue says what the value[x] of an Observation or of one of
-// its components is by the Observation's code: "age", "birth" or "".
+// its components is by the Observation's code: "age", "birth" or ""; or
+// "at-birth" for a measurement taken at birth (its effective[x] is then a
+// birth date).
 func observationValue(key string, m map[string]any) string {
 	if key != "Observation" && key != "Observation.component" {
 		return ""
@@ -692,6 +711,8 @@ func observationValue(key string, m map[string]any) string {
 			return "age"
 		case sys == "http://loinc.org" && birthObservations[c], sys == "http://snomed.info/sct" && birthConcepts[c]:
 			return "birth"
+		case sys == "http://loinc.org" && atBirthObservations[c]:
+			return "at-birth"
 		}
 	}
 	return ""

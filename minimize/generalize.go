@@ -146,6 +146,12 @@ func generalizeBirthYear(v any, now time.Time) any {
 	if m[3] != "" {
 		d, _ = strconv.Atoi(m[3])
 	}
+	if len(s) > 10 {
+		// A dateTime's date is local to its zone, up to a day ahead of
+		// UTC: take the day before, the greater age (fail closed).
+		t := time.Date(y, time.Month(mo), d-1, 0, 0, 0, 0, time.UTC)
+		y, mo, d = t.Year(), int(t.Month()), t.Day()
+	}
 	if ageAt(y, mo, d, now) > 89 {
 		return over89
 	}

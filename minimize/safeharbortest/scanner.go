@@ -56,7 +56,8 @@ var terminologySystems = []string{
 	"http://hl7.org/fhir/sid/icd-10", "http://hl7.org/fhir/sid/icd-9-cm", "http://hl7.org/fhir/sid/ndc",
 	"http://www.ama-assn.org/go/cpt", "http://nucc.org/provider-taxonomy", "urn:iso:std:iso:3166",
 	"urn:iso:std:iso:4217", "http://www.nlm.nih.gov/research/umls/rxnorm", "http://unitsofmeasure.org",
-	"urn:ietf:bcp:47", "http://hl7.org/fhir/sid/cvx",
+	"urn:ietf:bcp:47", "http://hl7.org/fhir/sid/cvx", "http://dicom.nema.org/resources/ontology/DCM",
+	"http://www.radlex.org",
 }
 
 var (
@@ -302,8 +303,14 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 // a code system.
 func isTerminology(key, val string) bool {
 	return key == "system" && (slices.Contains(terminologySystems, val) ||
-		strings.HasPrefix(val, "http://terminology.hl7.org/CodeSystem/"))
+		strings.HasPrefix(val, "http://terminology.hl7.org/CodeSystem/") && !strings.Contains(val[len("http://terminology.hl7.org/CodeSystem/"):], "/") ||
+		fhirCodeSystemRE.MatchString(val))
 }
+
+// fhirCodeSystemRE: a code system of the FHIR specification
+// (http://hl7.org/fhir/administrative-gender), not an identifier system
+// under sid/.
+var fhirCodeSystemRE = regexp.MustCompile(`^http://hl7\.org/fhir/[a-z][a-z0-9-]+$`)
 
 // definitionURLs are the extension URLs that may stay: they name HL7
 // definitions (why a value is absent, sex assigned at birth), not people.
