@@ -143,14 +143,32 @@ type fhirHead struct {
 
 type codeableConcept struct {
 	Coding []struct {
-		Code string `json:"code"`
+		System string `json:"system"`
+		Code   string `json:"code"`
 	} `json:"coding"`
 }
 
-// categoryCode returns the first coding's code of a FHIR category element
-// (a CodeableConcept, a list of them, or a list of codes), if it looks like
-// a terminology code ([A-Za-z0-9._-], at most 64 bytes). It never returns
-// display text, which may carry anything.
+// categorySystem reports whether a category coding's system is a public
+// terminology whose codes name kinds of data, never people: HL7's code
+// systems (observation-category, condition-category, ...), FHIR's own,
+// LOINC and SNOMED CT. A local system's code may be anything (an MRN fits
+// the code syntax), and a title is shown to every caller who may list.
+func categorySystem(sys string) bool {
+	return strings.HasPrefix(sys, "http://terminology.hl7.org/CodeSystem/") ||
+		strings.HasPrefix(sys, "http://hl7.org/fhir/") && !strings.HasPrefix(sys, "http://hl7.org/fhir/sid/") ||
+		sys == "http://loinc.org" || sys == "http://snomed.info/sct"
+}
+
+// categoryCodes are the codes a category given as a list of codes may
+// have (AllergyIntolerance.category, a required binding).
+var categoryCodes = map[string]bool{"food": true, "medication": true, "environment": true, "biologic": true}
+
+// categoryCode returns the code of the first coding of a public
+// terminology (categorySystem) of a FHIR category element (a
+// CodeableConcept or a list of them), or the first of a list of codes when
+// it is one of categoryCodes, if it looks like a terminology code
+// ([A-Za-z0-9._-], at most 64 bytes). It never returns display text, which
+// may carry anything, nor a local system's code.
 func categoryCode(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return ""
@@ -159,12 +177,24 @@ func categoryCode(raw json.RawMessage) string {
 	var many []codeableConcept
 	var one codeableConcept
 	var codes []string
+	first := func(cc codeableConcept) string {
+		for _, c := range cc.Coding {
+			if categorySystem(c.System) {
+				return c.Code
+			}
+		}
+		return ""
+	}
 	switch {
-	case json.Unmarshal(raw, &many) == nil && len(many) > 0 && len(many[0].Coding) > 0:
-		code = many[0].Coding[0].Code
-	case json.Unmarshal(raw, &one) == nil && len(one.Coding) > 0:
-		code = one.Coding[0].Code
-	case json.Unmarshal(raw, &codes) == nil && len(codes) > 0:
+	case json.Unmarshal(raw, &many) == nil && len(many) > 0:
+		for _, cc := range many {
+			if code = first(cc); code != "" {
+				break
+			}
+		}
+	case json.Unmarshal(raw, &one) == nil:
+		code = first(one)
+	case json.Unmarshal(raw, &codes) == nil && len(codes) > 0 && categoryCodes[codes[0]]:
 		code = codes[0]
 	}
 	if len(code) == 0 || len(code) > 64 {

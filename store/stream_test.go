@@ -159,7 +159,7 @@ func fhirEntry(typ, id, patient, body string) Entry {
 func sampleEntries() []Entry {
 	return []Entry{
 		fhirEntry("Patient", srcPatient, srcPatient, `{"resourceType":"Patient","id":"MRN-004711","name":[{"family":"Doe"}]}`),
-		fhirEntry("Observation", "obs-1", srcPatient, `{"resourceType":"Observation","id":"obs-1","category":[{"coding":[{"code":"vital-signs","display":"Jane Doe's vitals"}]}],"subject":{"reference":"Patient/MRN-004711"}}`),
+		fhirEntry("Observation", "obs-1", srcPatient, `{"resourceType":"Observation","id":"obs-1","category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/observation-category","code":"vital-signs","display":"Jane Doe's vitals"}]}],"subject":{"reference":"Patient/MRN-004711"}}`),
 		fhirEntry("Condition", "cond-1", srcPatient, `{"resourceType":"Condition","id":"cond-1","category":[{"coding":[{"code":"Doe 555-1234"}]}]}`),
 		fhirEntry("Organization", srcOrg, "", `{"resourceType":"Organization","id":"org-cityhospital","name":"City Hospital"}`),
 		{Type: "Attachment", ID: "DocumentReference/doc-1/content/0", Patient: srcPatient, Body: []byte("%PDF-1.4 note of MRN-004711"),
@@ -273,7 +273,7 @@ func TestImportEntriesStaged(t *testing.T) {
 
 	// One changed resource: a new version of the same URI.
 	es := sampleEntries()
-	es[1].Body = []byte(`{"resourceType":"Observation","id":"obs-1","category":[{"coding":[{"code":"laboratory"}]}]}`)
+	es[1].Body = []byte(`{"resourceType":"Observation","id":"obs-1","category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/observation-category","code":"laboratory"}]}]}`)
 	rep, err = stagedImport(t, path, EntryOptions{}, es...)
 	if err != nil || rep.Updated != 1 || rep.Unchanged != 4 {
 		t.Fatalf("changed re-import: %+v %v", rep, err)
