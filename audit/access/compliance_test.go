@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -188,5 +189,22 @@ func TestComplianceNeedsACheckpoint(t *testing.T) {
 	}
 	if head, _ := l.Head(); head != 4 {
 		t.Fatalf("refused requests appended records: head %d", head)
+	}
+}
+
+// TestBundleWithoutCheckpointNamesTheRange: an export bundle asked of a
+// log no signed checkpoint covers names the records asked for (1..the
+// log's end), not the empty range the checkpoints leave ("1..1").
+func TestBundleWithoutCheckpointNamesTheRange(t *testing.T) {
+	l, dir := openLog(t)
+	appendN(t, l, 5)
+	local := access.Local{Service: access.New(l, nil, dir, nil), Caller: alice}
+	_, err := local.Do(context.Background(), access.OpBundle, access.BundleRequest{Ask: access.Ask{Purpose: "HOPERAT"}}, func(r io.Reader) error {
+		_, err := io.Copy(io.Discard, r)
+		return err
+	})
+	// Five records and the access record: the view ends at 6.
+	if !errors.Is(err, bundle.ErrNoCheckpoint) || !strings.Contains(err.Error(), "records 1..6: the latest signed checkpoint covers 0 records") {
+		t.Fatalf("no checkpoint: %v", err)
 	}
 }

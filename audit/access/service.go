@@ -393,7 +393,13 @@ func (s *Service) bundle(ctx context.Context, c Caller, r BundleRequest, w io.Wr
 		to = upto
 	}
 	if to == 0 || from > to {
-		return res, fmt.Errorf("%w: records %d..%d: no signed checkpoint covers them yet", errNoCheckpoint, from, max(from, to))
+		// Name the range asked for (to the log's end when no end was
+		// given), not the empty one the checkpoints leave.
+		want := r.To
+		if want == 0 {
+			want = max(from, uint64(v.n))
+		}
+		return res, fmt.Errorf("%w: records %d..%d: the latest signed checkpoint covers %d records", errNoCheckpoint, from, want, upto)
 	}
 	m, err := s.sendBundle(ctx, v, bundle.WriteOptions{From: from, To: to, Checkpoints: kept, Formats: r.Formats}, func(dir string) error {
 		tw := tar.NewWriter(w)
