@@ -49,20 +49,28 @@ func mustImportFHIR(t *testing.T, dir, input string, flags ...string) store.Impo
 	return rep
 }
 
-// liveResources lists the live resources of the catalog in dir, as
-// "type patient" (the source patient id of the label, "-" for none),
-// sorted.
-func liveResources(t *testing.T, dir string) []string {
+// openCatalog opens the catalog in dir read-only (closed with the test)
+// and returns it with its live resources.
+func openCatalog(t *testing.T, dir string) (*store.Store, []store.Resource) {
 	t.Helper()
 	s, err := store.Open(filepath.Join(dir, "catalog.db"), store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
 	rs, err := s.Page("", 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, rs
+}
+
+// liveResources lists the live resources of the catalog in dir, as
+// "type patient" (the source patient id of the label, "-" for none),
+// sorted.
+func liveResources(t *testing.T, dir string) []string {
+	t.Helper()
+	_, rs := openCatalog(t, dir)
 	var out []string
 	for _, r := range rs {
 		p := r.Labels.Patient
@@ -161,15 +169,7 @@ func TestImportRepeatedResource(t *testing.T) {
 // of the catalog in dir.
 func attachments(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	s, err := store.Open(filepath.Join(dir, "catalog.db"), store.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	rs, err := s.Page("", 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, rs := openCatalog(t, dir)
 	out := map[string]string{}
 	for _, r := range rs {
 		if r.Labels.Type != "attachment" {
@@ -263,15 +263,7 @@ func TestImportFailedFirstLeavesNoTrace(t *testing.T) {
 // "type patient", with " opt-out" when labelled so, sorted.
 func optOutResources(t *testing.T, dir string) []string {
 	t.Helper()
-	s, err := store.Open(filepath.Join(dir, "catalog.db"), store.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	rs, err := s.Page("", 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, rs := openCatalog(t, dir)
 	var out []string
 	for _, r := range rs {
 		line := r.Labels.Type + " " + r.Labels.Patient
