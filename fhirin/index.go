@@ -3,6 +3,8 @@ package fhirin
 import (
 	"slices"
 	"strings"
+
+	"github.com/custos-mcp/custos/store"
 )
 
 // index is what the first pass learns: per Binary, where it is and who
@@ -51,7 +53,7 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 	x := rd.idx
 	switch r.typ {
 	case "Consent":
-		if patient != "" && isOptOut(r.m) {
+		if patient != "" && store.ConsentOptsOut(r.m) {
 			x.optOut[patient] = true
 		}
 	case "Binary":

@@ -43,7 +43,7 @@ type Item struct {
 	Consent []string
 	// OptOut, for a Consent in a patient compartment, reports that it
 	// records an opt-out: status "active" and a base provision of type
-	// "deny" (isOptOut). Always false for any other item.
+	// "deny" (store.ConsentOptsOut). Always false for any other item.
 	OptOut bool
 	// LastUpdated is meta.lastUpdated (zero if absent).
 	LastUpdated time.Time

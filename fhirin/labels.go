@@ -94,16 +94,3 @@ func labelsOf(cs []coding) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
-
-// isOptOut reports whether a Consent records an opt-out: status "active"
-// and a base provision of type "deny" (exceptions nested under it do not
-// lift it: an opt-out with exceptions still stops every use but treatment
-// under the default policy, which is the safer reading). provision.period
-// is not evaluated: a Consent that no longer applies must not be active.
-func isOptOut(m map[string]any) bool {
-	if m["status"] != "active" {
-		return false
-	}
-	p, _ := m["provision"].(map[string]any)
-	return p["type"] == "deny"
-}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"slices"
 	"time"
+
+	"github.com/custos-mcp/custos/store"
 )
 
 // resource is one resource being read.
@@ -132,7 +134,7 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 		return err
 	}
 	if err := rd.emitItem(Item{Type: typ, ID: id, Patient: patient, Body: body, MIMEType: FHIRJSON,
-		Sensitivity: labels, Consent: rd.idx.consent(patient), OptOut: typ == "Consent" && patient != "" && isOptOut(r.m),
+		Sensitivity: labels, Consent: rd.idx.consent(patient), OptOut: typ == "Consent" && patient != "" && store.ConsentOptsOut(r.m),
 		LastUpdated: updated, Where: w}); err != nil {
 		return err
 	}

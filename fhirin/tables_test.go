@@ -174,22 +174,6 @@ func TestLabelCodesAreHL7(t *testing.T) {
 	}
 }
 
-func TestIsOptOut(t *testing.T) {
-	for _, tc := range []struct {
-		m    map[string]any
-		want bool
-	}{
-		{map[string]any{"status": "active", "provision": map[string]any{"type": "deny"}}, true},
-		{map[string]any{"status": "inactive", "provision": map[string]any{"type": "deny"}}, false},
-		{map[string]any{"status": "active", "provision": map[string]any{"type": "permit"}}, false},
-		{map[string]any{"status": "active"}, false},
-	} {
-		if got := isOptOut(tc.m); got != tc.want {
-			t.Errorf("isOptOut(%v) = %v", tc.m, got)
-		}
-	}
-}
-
 func TestCheckMIME(t *testing.T) {
 	pdf := []byte("%PDF-1.4\n1 0 obj\n<<>>\nendobj\n%%EOF\n")
 	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89")

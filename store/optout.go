@@ -55,17 +55,28 @@ func optedOut(optout *bolt.Bucket, patient []byte) bool {
 	return k != nil && bytes.HasPrefix(k, patient)
 }
 
+// ConsentOptsOut reports whether a decoded FHIR Consent records an
+// opt-out: status "active" and a base provision of type "deny". Exceptions
+// nested under that provision do not lift it: an opt-out with exceptions
+// still stops every use but treatment under the default policy, the safer
+// reading. provision.period is not evaluated: a Consent that no longer
+// applies must not be active. It is the one definition of the rule: fhirin
+// applies it to what it reads, the store to what it holds (fillOptOut).
+// Pure: no I/O.
+func ConsentOptsOut(m map[string]any) bool {
+	p, _ := m["provision"].(map[string]any)
+	return m["status"] == "active" && p["type"] == "deny"
+}
+
 // consentOptsOut reports whether the FHIR JSON of a stored Consent records
-// an opt-out, by fhirin's rule (isOptOut): status "active" and a base
-// provision of type "deny". It reads catalogs written before the index
+// an opt-out (ConsentOptsOut). It reads catalogs written before the index
 // existed (fillOptOut). Pure: no I/O.
 func consentOptsOut(body []byte) (bool, error) {
 	var m map[string]any
 	if err := json.Unmarshal(body, &m); err != nil {
 		return false, fmt.Errorf("%w: a stored Consent is not a JSON object", ErrCorrupt)
 	}
-	p, _ := m["provision"].(map[string]any)
-	return m["status"] == "active" && p["type"] == "deny", nil
+	return ConsentOptsOut(m), nil
 }
 
 // optOutIndex is what one write transaction of an import uses of the

@@ -239,8 +239,8 @@ func TestOptOutIndexBuilt(t *testing.T) {
 	checkDB(t, path)
 }
 
-// TestConsentOptsOut: the store reads a stored Consent by fhirin's rule
-// (fhirin.TestIsOptOut).
+// TestConsentOptsOut pins the one opt-out rule, which fhirin applies to
+// what it reads and the store to the Consents it holds.
 func TestConsentOptsOut(t *testing.T) {
 	for _, c := range []struct {
 		body string
