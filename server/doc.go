@@ -87,6 +87,13 @@
 //     order of the plain alias index (TestIndexedListAgreesWithPlain); a
 //     research URI outside the prefix its order assumes refuses the list
 //     rather than misorder it.
+//   - A record names a patient one way (patientOf, record.go): for FHIR
+//     input, whose URI segment is a keyed id, the source id the catalog's
+//     Patient resource holds; otherwise the segment. A segment without the
+//     form of a keyed id (store.HasKeyedIDForm) is taken as it is, with no
+//     catalog lookup (the manifest import requires labels.patient to equal
+//     it), and resolved segments are memoized; TestPatientOfFastPathsAgree
+//     keeps the plain lookup (lookupPatientOf) as the reference.
 //   - The SDK's in-memory resource list and its plain-text cursors are never
 //     used; cursors are AEAD-sealed and bound to the caller.
 //   - No PHI, payload or secret is written to the operational log or put in an

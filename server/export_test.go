@@ -1,6 +1,10 @@
 package server
 
-import "time"
+import (
+	"time"
+
+	"github.com/custos-mcp/custos/store"
+)
 
 // SetMaxListenURIs lowers the per-listen URI bound for a test and returns
 // the function that restores it.
@@ -19,3 +23,10 @@ func WithExpiry(id Identity, t time.Time) Identity {
 
 // ResearchAlias is the research alias of a catalog id under key.
 func ResearchAlias(key []byte, id string) string { return researchAlias(key, id) }
+
+// PatientOf is patientOf of a server on catalog, with its fast paths, and
+// lookupPatientOf, the plain catalog lookup it must agree with.
+func PatientOf(catalog Catalog) (fast, plain func(store.URI) string) {
+	s := &Server{cfg: Config{Catalog: catalog}}
+	return s.patientOf, func(u store.URI) string { id, _ := s.lookupPatientOf(u); return id }
+}

@@ -102,3 +102,70 @@ func TestFHIRImportServed(t *testing.T) {
 		t.Fatal("a researcher read an attachment")
 	}
 }
+
+// TestPatientOfFastPathsAgree: the patient a record names for a URI comes
+// from patientOf, which skips the catalog lookup for a segment without the
+// form of a keyed id and memoizes resolved ones. Over a catalog holding
+// custos's own data and a FHIR import (with its Patients), asked twice so
+// that the memo answers the second time, it gives what the plain lookup
+// gives, for every URI and for keyed segments the catalog does not hold.
+func TestPatientOfFastPathsAgree(t *testing.T) {
+	imports := func(t testing.TB, catPath string) {
+		n, err := store.NewNamer("general-hospital", []byte("0123456789abcdef0123456789abcdef"), "test:id-key@1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var entries []store.Entry
+		for _, p := range []string{"MRN-1", "MRN-2"} {
+			entries = append(entries,
+				store.Entry{Type: "Patient", ID: p, Patient: p, Body: []byte(`{"resourceType":"Patient","id":"` + p + `"}`)},
+				store.Entry{Type: "Observation", ID: "obs-" + p, Patient: p, Body: []byte(`{"resourceType":"Observation","id":"obs-` + p + `","status":"final","code":{"text":"Heart rate"}}`)})
+		}
+		entries = append(entries, store.Entry{Type: "Observation", ID: "obs-orphan", Patient: "MRN-never-imported",
+			Body: []byte(`{"resourceType":"Observation","id":"obs-orphan","status":"final","code":{"text":"Heart rate"}}`)})
+		stream := func(yield func(store.Entry, error) bool) {
+			for _, e := range entries {
+				if !yield(e, nil) {
+					return
+				}
+			}
+		}
+		if _, err := store.ImportEntriesStaged(context.Background(), catPath, stream, store.EntryOptions{Namer: n}, store.Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newServerFixture(t, fixtureOptions{imports: imports})
+	fast, plain := server.PatientOf(f.catalog)
+	var uris []store.URI
+	for _, r := range f.allURIs() {
+		u, err := store.ParseURI(r.URI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uris = append(uris, u)
+		if u.Patient != "" { // the same compartment under a segment no import made
+			v := u
+			v.Patient = store.ResourceID([]byte("another key, another catalog...."), u.Tenant, "Patient", u.Patient)
+			uris = append(uris, v)
+		}
+	}
+	native, keyed := 0, 0
+	for range 2 {
+		for _, u := range uris {
+			want := plain(u)
+			if got := fast(u); got != want {
+				t.Errorf("%s: patientOf %q, the plain lookup %q", u, got, want)
+			}
+			switch {
+			case u.Patient == "":
+			case want == u.Patient:
+				native++
+			default:
+				keyed++
+			}
+		}
+	}
+	if native == 0 || keyed == 0 {
+		t.Fatalf("%d URIs name their patient by the segment and %d by a source id: the test needs both", native, keyed)
+	}
+}

@@ -161,12 +161,19 @@ type patientIDs struct {
 // source Patient id (docs/uris.md, "Opaque ids"), the labels.patient of
 // the catalog's Patient resource of that compartment. When the catalog
 // holds no such Patient (it was never imported, or was retired), the
-// segment. "" when u names no patient. A resolved segment is memoized:
-// under the catalog's never-rotated id key a segment always stands for
-// the same id.
+// segment. "" when u names no patient. It is lookupPatientOf with two
+// fast paths, which a test holds to it over catalogs of both kinds: a
+// segment without the form of a keyed id (store.HasKeyedIDForm) is the
+// patient itself, with no catalog lookup (custos's own data, whose
+// labels.patient must equal the segment); and a resolved segment is
+// memoized: under the catalog's never-rotated id key a segment always
+// stands for the same id.
 func (s *Server) patientOf(u store.URI) string {
 	if u.Patient == "" {
 		return ""
+	}
+	if !store.HasKeyedIDForm(u.Patient) {
+		return u.Patient
 	}
 	key := u.Tenant + "\x00" + u.Patient
 	s.patientIDs.mu.RLock()
@@ -175,18 +182,32 @@ func (s *Server) patientOf(u store.URI) string {
 	if ok {
 		return id
 	}
-	pu := store.URI{Scheme: store.SchemeFHIR, Tenant: u.Tenant, Patient: u.Patient, Type: "patient", ID: u.Patient}
-	r, err := s.cfg.Catalog.Get(pu.String())
-	if err != nil || r.Labels.Patient == "" {
-		return u.Patient
+	id, found := s.lookupPatientOf(u)
+	if !found {
+		return id
 	}
 	s.patientIDs.mu.Lock()
 	if s.patientIDs.m == nil || len(s.patientIDs.m) >= maxPatientIDs {
 		s.patientIDs.m = make(map[string]string)
 	}
-	s.patientIDs.m[key] = r.Labels.Patient
+	s.patientIDs.m[key] = id
 	s.patientIDs.mu.Unlock()
-	return r.Labels.Patient
+	return id
+}
+
+// lookupPatientOf is patientOf without its fast paths: the labels.patient
+// of the catalog's Patient resource of u's compartment, found; or u's
+// patient segment, not found ("" when u names no patient).
+func (s *Server) lookupPatientOf(u store.URI) (id string, found bool) {
+	if u.Patient == "" {
+		return "", false
+	}
+	pu := store.URI{Scheme: store.SchemeFHIR, Tenant: u.Tenant, Patient: u.Patient, Type: "patient", ID: u.Patient}
+	r, err := s.cfg.Catalog.Get(pu.String())
+	if err != nil || r.Labels.Patient == "" {
+		return u.Patient, false
+	}
+	return r.Labels.Patient, true
 }
 
 // patientList is the audit record's Patients for one resource of patient

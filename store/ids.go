@@ -39,6 +39,15 @@ func ResourceID(key []byte, tenant, typ, sourceID string) string {
 	return uuid.NewHash(hmac.New(sha256.New, key), idNamespace, data, 8).String()
 }
 
+// HasKeyedIDForm reports whether s has the form of every ResourceID: a
+// canonical UUID of version 8 with the RFC 9562 variant. A patient segment
+// without that form was not made by a streaming import, so it names the
+// patient itself (labels.patient); one with it may or may not be keyed.
+// Pure: no I/O.
+func HasKeyedIDForm(s string) bool {
+	return IsCanonicalUUID(s) && s[14] == '8' && strings.IndexByte("89ab", s[19]) >= 0
+}
+
 // TypeAttachmentSource is the Entry.Type of an attachment lifted out of the
 // resource that carried it; a Binary (Entry.Type "Binary") is an attachment
 // too.

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -77,6 +78,35 @@ func TestResourceIDVectors(t *testing.T) {
 		if got := ResourceID(testIDKey, v.tenant, v.typ, v.id); got != v.want {
 			t.Errorf("ResourceID(%s, %s, %s) = %s, want %s", v.tenant, v.typ, v.id, got, v.want)
 		}
+	}
+}
+
+// TestHasKeyedIDForm: every ResourceID has the keyed form, and ids of
+// other versions, variants or spellings have not (the server skips its
+// catalog lookup of a patient segment without it).
+func TestHasKeyedIDForm(t *testing.T) {
+	for i := range 2000 {
+		key := bytes.Repeat([]byte{byte(i)}, 32)
+		if id := ResourceID(key, "t", "Patient", fmt.Sprint("p", i)); !HasKeyedIDForm(id) {
+			t.Fatalf("ResourceID %s lacks the keyed form", id)
+		}
+	}
+	for _, id := range []string{
+		uuid.NewString(), // version 4
+		uuid.NewSHA1(uuid.NameSpaceURL, []byte("x")).String(),
+		strings.ToUpper(goldenPatient),
+		strings.Replace(goldenPatient, "-", "", 1),
+		goldenPatient[:14] + "7" + goldenPatient[15:],
+		goldenPatient[:19] + "c" + goldenPatient[20:],
+		goldenPatient[:19] + "7" + goldenPatient[20:],
+		"p1", "",
+	} {
+		if HasKeyedIDForm(id) {
+			t.Errorf("%q has the keyed form", id)
+		}
+	}
+	if !HasKeyedIDForm(goldenPatient) || !HasKeyedIDForm(goldenPatient[:19]+"8"+goldenPatient[20:]) {
+		t.Error("a keyed id lacks the keyed form")
 	}
 }
 
