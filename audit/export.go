@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
@@ -92,6 +93,37 @@ func CSVSafe(cell string) string {
 		return "'" + cell
 	}
 	return cell
+}
+
+// Printable returns s as text a person reads in a terminal or a transcript:
+// each character that is not printable — control characters (C0, DEL,
+// C1: a newline that would forge a row, a tab that would shift a column,
+// an escape sequence that would rewrite the screen or the clipboard),
+// format characters (bidi overrides, zero-width characters, the byte order
+// mark), line and paragraph separators and every space but U+0020 — is
+// written as its Go escape (\n, \t, \x1b, \u202e, ...), and each byte
+// that is not UTF-8 as \xNN. Printable text is returned unchanged. The
+// records keep the exact text (JSONL, --json); this is for the renderings
+// made for people. It is pure.
+func Printable(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsPrint(r):
+			b.WriteRune(r)
+		default:
+			q := strconv.QuoteRuneToASCII(r) // '\x1b', '\u202e', '\n'
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // CSVList is a list cell: its elements, each made safe by CSVSafe (a
