@@ -86,13 +86,34 @@ const formulaStarts = "=+-@\t\r\n\x00＝＋－＠"
 
 // CSVSafe neutralizes spreadsheet formula injection in one cell: a cell
 // whose first character is one of formulaStarts is prefixed with a single
-// quote. The CSV export is for people; the JSONL export keeps the exact
-// bytes. It is pure.
+// quote, and so is each part of it after a ";" or a tab, which a
+// spreadsheet that splits cells at them (";" is the list separator of many
+// locales; encoding/csv quotes a cell only for a comma, a quote or a line
+// break) reads as a cell of its own. The CSV export is for people; the
+// JSONL export keeps the exact bytes. It is pure.
 func CSVSafe(cell string) string {
-	if first, _ := utf8.DecodeRuneInString(cell); cell != "" && strings.ContainsRune(formulaStarts, first) {
-		return "'" + cell
+	if !strings.ContainsAny(cell, ";\t") {
+		return csvSafePart(cell)
 	}
-	return cell
+	var b strings.Builder
+	start := 0 // the part cell[start:] begins a cell for such a spreadsheet
+	for i := 0; i < len(cell); i++ {
+		if c := cell[i]; c == ';' || c == '\t' {
+			b.WriteString(csvSafePart(cell[start : i+1]))
+			start = i + 1
+		}
+	}
+	b.WriteString(csvSafePart(cell[start:]))
+	return b.String()
+}
+
+// csvSafePart prefixes s with a single quote when it begins with one of
+// formulaStarts.
+func csvSafePart(s string) string {
+	if first, _ := utf8.DecodeRuneInString(s); s != "" && strings.ContainsRune(formulaStarts, first) {
+		return "'" + s
+	}
+	return s
 }
 
 // Printable returns s as text a person reads in a terminal or a transcript:
