@@ -248,3 +248,30 @@ func TestRequestsBeyondTheLogAreNamedSo(t *testing.T) {
 		})
 	}
 }
+
+// TestBundleOfAnOpenPeriodEndsAtTheCheckpoint: a bundle by time whose
+// period reaches the log's end (--until after the request's own access
+// record, which no checkpoint covers before the request completes) ends at
+// the latest checkpoint, as a bundle without an end does; before, it was
+// refused with "wait for the next checkpoint and retry", which no retry
+// could satisfy (each adds a newer access record).
+func TestBundleOfAnOpenPeriodEndsAtTheCheckpoint(t *testing.T) {
+	l, dir := openLog(t)
+	appendN(t, l, 20)
+	signer, _ := testVerifierKeys(t, "custos.test/n1/audit")
+	covered := anchorHead(t, l, dir, signer)
+	local := access.Local{Service: access.New(l, nil, dir, nil), Caller: alice}
+	out := filepath.Join(t.TempDir(), "b")
+	req := access.BundleRequest{Ask: access.Ask{Purpose: "HOPERAT"}, Since: time.Now().Add(-time.Hour), Until: time.Now().Add(time.Hour)}
+	res, err := local.Do(context.Background(), access.OpBundle, req, func(r io.Reader) error { return access.ReadBundle(r, out) })
+	if err != nil {
+		t.Fatalf("bundle of an open period: %v", err)
+	}
+	var m bundle.Manifest
+	if b, err := os.ReadFile(filepath.Join(out, bundle.FileManifest)); err != nil || json.Unmarshal(b, &m) != nil {
+		t.Fatal(err)
+	}
+	if m.From != 1 || m.To != uint64(covered) || res.AccessSeq <= m.To {
+		t.Fatalf("bundle %d..%d, access record %d, checkpoint %d: want 1..%d", m.From, m.To, res.AccessSeq, covered, covered)
+	}
+}

@@ -387,7 +387,12 @@ func (s *Service) bundle(ctx context.Context, c Caller, r BundleRequest, w io.Wr
 		if from, to, err = bundle.ResolveTimeRange(ctx, v, r.Since, r.Until); err != nil {
 			return res, err
 		}
-		if r.Until.IsZero() {
+		// A period that reaches the view's end (no --until, or one after
+		// this request's own access record, record N) ends at the latest
+		// checkpoint, as a bundle without an end does: no checkpoint
+		// covers record N before the request completes, so no retry could
+		// serve it.
+		if r.Until.IsZero() || to == uint64(v.n) {
 			to = min(to, upto)
 		}
 	}
