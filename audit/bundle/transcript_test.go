@@ -35,8 +35,11 @@ func TestTranscriptOfHostileBundleIsPlainText(t *testing.T) {
 	if n := strings.Count(text, "\nresult:"); n != 1 || !strings.Contains(text, "\nresult:    FAILED") {
 		t.Errorf("%d result lines, want one FAILED:\n%s", n, text)
 	}
+	if !utf8.ValidString(text) {
+		t.Errorf("the output is not UTF-8: %q", text)
+	}
 	for i, r := range []rune(text) {
-		if r != '\n' && (!unicode.IsPrint(r) || r == utf8.RuneError) {
+		if r != '\n' && !unicode.IsPrint(r) {
 			t.Errorf("the transcript holds %U at rune %d:\n%q", r, i, text)
 			break
 		}

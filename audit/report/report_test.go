@@ -205,8 +205,11 @@ func TestTableIsPlainText(t *testing.T) {
 		if want := 4 + len(rep.Rows); len(lines) != want {
 			t.Errorf("%d lines for %d rows, want %d (a cell broke its line):\n%s", len(lines), len(rep.Rows), want, text)
 		}
+		if !utf8.ValidString(text) {
+			t.Errorf("the output is not UTF-8: %q", text)
+		}
 		for i, r := range []rune(text) {
-			if r != '\n' && (!unicode.IsPrint(r) || r == utf8.RuneError) {
+			if r != '\n' && !unicode.IsPrint(r) {
 				t.Errorf("the table holds %U at rune %d:\n%q", r, i, text)
 				break
 			}

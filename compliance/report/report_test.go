@@ -461,8 +461,11 @@ func TestHTMLShowsRecordTextAsPrintable(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := buf.String()
+	if !utf8.ValidString(page) {
+		t.Errorf("the output is not UTF-8: %q", page)
+	}
 	for i, r := range []rune(page) {
-		if r != '\n' && (!unicode.IsPrint(r) || r == utf8.RuneError) {
+		if r != '\n' && !unicode.IsPrint(r) {
 			t.Fatalf("the page holds %U at rune %d: %q", r, i, page[max(0, i-80):min(len(page), i+80)])
 		}
 	}
