@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestCSVExportNeutralizesFormulas(t *testing.T) {
@@ -41,6 +43,7 @@ func TestCSVSafe(t *testing.T) {
 		{"\tx", "'\tx"}, {"\rx", "'\rx"}, {"\nx", "'\nx"}, {"\x00x", "'\x00x"},
 		{"＝1+2", "'＝1+2"}, {"＋1", "'＋1"}, {"－1", "'－1"}, {"＠x", "'＠x"},
 		{"a=1", "a=1"}, {"", ""}, {"clinician", "clinician"}, {"'already", "'already"},
+		{"a;=1", "a;'=1"}, {"a;b;@x", "a;b;'@x"}, {"a\t+1", "a\t'+1"}, {"a;\t-1", "a;'\t'-1"}, {"a;", "a;"}, {";", ";"},
 	} {
 		if got := CSVSafe(tc.in); got != tc.want {
 			t.Errorf("CSVSafe(%q) = %q, want %q", tc.in, got, tc.want)
@@ -48,5 +51,42 @@ func TestCSVSafe(t *testing.T) {
 	}
 	if got, want := CSVList([]string{"clinician", "=1+2", "@x", "ok"}), "clinician;'=1+2;'@x;ok"; got != want {
 		t.Errorf("CSVList = %q, want %q", got, want)
+	}
+}
+
+// TestCSVExportNeutralizesFormulasAfterSeparators: a spreadsheet that
+// splits cells at ";" (the list separator of many locales) or at a tab sees
+// a new cell after each of them, in any cell, not only in the list cells:
+// a principal, a client id or a reason holding ";=HYPERLINK(…)" must not
+// become a formula there either. The export is read back as such a
+// spreadsheet would and every cell checked.
+func TestCSVExportNeutralizesFormulasAfterSeparators(t *testing.T) {
+	l, _ := mustOpen(t, Options{Node: "n"})
+	evil := []string{";=HYPERLINK(\"http://x\",\"y\")", "a;+1", "b;-2;@SUM(A1)", "c\t=1+2", "d;\t=3", "e;＝4"}
+	for _, e := range evil {
+		if _, err := l.Append(context.Background(), Entry{Action: "resources/read", Outcome: OutcomeDeny, Reason: "policy_error " + e,
+			Principal: Principal{Sub: "dr" + e, Roles: []string{"r" + e}, ClientID: "cl" + e}, PurposeOfUse: "TREAT" + e, Session: "s" + e, Source: "src" + e,
+			URIs: []string{"u" + e}, DecisionID: "d" + e, PolicyRevision: "p" + e, Obligations: []string{"o" + e}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := l.Export(context.Background(), &buf, FormatCSV, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sep := range []rune{',', ';', '\t'} {
+		r := csv.NewReader(bytes.NewReader(buf.Bytes()))
+		r.Comma, r.LazyQuotes, r.FieldsPerRecord = sep, true, -1
+		rows, err := r.ReadAll()
+		if err != nil {
+			t.Fatalf("separator %q: %v", sep, err)
+		}
+		for i, row := range rows {
+			for _, cell := range row {
+				if first, _ := utf8.DecodeRuneInString(cell); cell != "" && strings.ContainsRune("=+-@\t\r\n\x00＝＋－＠", first) {
+					t.Errorf("separator %q, row %d: cell %q would be evaluated", sep, i, cell)
+				}
+			}
+		}
 	}
 }

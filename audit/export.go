@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
@@ -85,13 +86,65 @@ const formulaStarts = "=+-@\t\r\n\x00＝＋－＠"
 
 // CSVSafe neutralizes spreadsheet formula injection in one cell: a cell
 // whose first character is one of formulaStarts is prefixed with a single
-// quote. The CSV export is for people; the JSONL export keeps the exact
-// bytes. It is pure.
+// quote, and so is each part of it after a ";" or a tab, which a
+// spreadsheet that splits cells at them (";" is the list separator of many
+// locales; encoding/csv quotes a cell only for a comma, a quote or a line
+// break) reads as a cell of its own. The CSV export is for people; the
+// JSONL export keeps the exact bytes. It is pure.
 func CSVSafe(cell string) string {
-	if first, _ := utf8.DecodeRuneInString(cell); cell != "" && strings.ContainsRune(formulaStarts, first) {
-		return "'" + cell
+	if !strings.ContainsAny(cell, ";\t") {
+		return csvSafePart(cell)
 	}
-	return cell
+	var b strings.Builder
+	start := 0 // the part cell[start:] begins a cell for such a spreadsheet
+	for i := 0; i < len(cell); i++ {
+		if c := cell[i]; c == ';' || c == '\t' {
+			b.WriteString(csvSafePart(cell[start : i+1]))
+			start = i + 1
+		}
+	}
+	b.WriteString(csvSafePart(cell[start:]))
+	return b.String()
+}
+
+// csvSafePart prefixes s with a single quote when it begins with one of
+// formulaStarts.
+func csvSafePart(s string) string {
+	if first, _ := utf8.DecodeRuneInString(s); s != "" && strings.ContainsRune(formulaStarts, first) {
+		return "'" + s
+	}
+	return s
+}
+
+// Printable returns s as text a person reads in a terminal or a transcript:
+// each character that is not printable — control characters (C0, DEL,
+// C1: a newline that would forge a row, a tab that would shift a column,
+// an escape sequence that would rewrite the screen or the clipboard),
+// format characters (bidi overrides, zero-width characters, the byte order
+// mark), line and paragraph separators and every space but U+0020 — is
+// written as its Go escape (\n, \t, \x1b, \u202e, ...), and each byte
+// that is not UTF-8 as \xNN. Printable text is returned unchanged. The
+// records keep the exact text (JSONL, --json); this is for the renderings
+// made for people. It is pure.
+func Printable(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsPrint(r):
+			b.WriteRune(r)
+		default:
+			q := strconv.QuoteRuneToASCII(r) // '\x1b', '\u202e', '\n'
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // CSVList is a list cell: its elements, each made safe by CSVSafe (a

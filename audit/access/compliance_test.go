@@ -208,3 +208,70 @@ func TestBundleWithoutCheckpointNamesTheRange(t *testing.T) {
 		t.Fatalf("no checkpoint: %v", err)
 	}
 }
+
+// TestRequestsBeyondTheLogAreNamedSo: a bundle or a proof of records past
+// the log's last record (the request's own access record) cannot be served
+// by waiting: the error says that the records do not exist and is the
+// caller's mistake (bad_request), not "wait for the next checkpoint"
+// (no_checkpoint), which holds only for records that exist but are newer
+// than the latest checkpoint.
+func TestRequestsBeyondTheLogAreNamedSo(t *testing.T) {
+	l, dir := openLog(t)
+	appendN(t, l, 20)
+	signer, _ := testVerifierKeys(t, "custos.test/n1/audit")
+	anchorHead(t, l, dir, signer)
+	local := access.Local{Service: access.New(l, nil, dir, nil), Caller: alice}
+	ask := access.Ask{Purpose: "HOPERAT"}
+	discard := func(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err }
+	for name, tc := range map[string]struct {
+		op   access.Op
+		req  any
+		code string
+	}{
+		"bundle from past the end":                         {access.OpBundle, access.BundleRequest{Ask: ask, From: 500}, "bad_request"},
+		"bundle to past the end":                           {access.OpBundle, access.BundleRequest{Ask: ask, From: 2, To: 500}, "bad_request"},
+		"proof past the end":                               {access.OpProve, access.ProveRequest{Ask: ask, Seq: 500}, "bad_request"},
+		"proof of the access record, not yet checkpointed": {access.OpProve, access.ProveRequest{Ask: ask, Seq: 0}, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if pr, ok := tc.req.(access.ProveRequest); ok && pr.Seq == 0 {
+				head, _ := l.Head()
+				tc.req, tc.code = access.ProveRequest{Ask: ask, Seq: head + 1}, "no_checkpoint" // the access record will be head+1
+			}
+			_, err := local.Do(context.Background(), tc.op, tc.req, discard)
+			if err == nil || access.Code(err) != tc.code {
+				t.Fatalf("%v (code %q), want code %s", err, access.Code(err), tc.code)
+			}
+			if tc.code == "bad_request" && (!strings.Contains(err.Error(), "beyond the log head") || strings.Contains(err.Error(), "wait")) {
+				t.Errorf("%v: does not say that the log ends before the records asked for", err)
+			}
+		})
+	}
+}
+
+// TestBundleOfAnOpenPeriodEndsAtTheCheckpoint: a bundle by time whose
+// period reaches the log's end (--until after the request's own access
+// record, which no checkpoint covers before the request completes) ends at
+// the latest checkpoint, as a bundle without an end does; before, it was
+// refused with "wait for the next checkpoint and retry", which no retry
+// could satisfy (each adds a newer access record).
+func TestBundleOfAnOpenPeriodEndsAtTheCheckpoint(t *testing.T) {
+	l, dir := openLog(t)
+	appendN(t, l, 20)
+	signer, _ := testVerifierKeys(t, "custos.test/n1/audit")
+	covered := anchorHead(t, l, dir, signer)
+	local := access.Local{Service: access.New(l, nil, dir, nil), Caller: alice}
+	out := filepath.Join(t.TempDir(), "b")
+	req := access.BundleRequest{Ask: access.Ask{Purpose: "HOPERAT"}, Since: time.Now().Add(-time.Hour), Until: time.Now().Add(time.Hour)}
+	res, err := local.Do(context.Background(), access.OpBundle, req, func(r io.Reader) error { return access.ReadBundle(r, out) })
+	if err != nil {
+		t.Fatalf("bundle of an open period: %v", err)
+	}
+	var m bundle.Manifest
+	if b, err := os.ReadFile(filepath.Join(out, bundle.FileManifest)); err != nil || json.Unmarshal(b, &m) != nil {
+		t.Fatal(err)
+	}
+	if m.From != 1 || m.To != uint64(covered) || res.AccessSeq <= m.To {
+		t.Fatalf("bundle %d..%d, access record %d, checkpoint %d: want 1..%d", m.From, m.To, res.AccessSeq, covered, covered)
+	}
+}

@@ -333,6 +333,7 @@ type BundleRequest struct {
 // Bundle errors, mapped to codes (Code).
 var (
 	errNoCheckpoint       = bundle.ErrNoCheckpoint
+	errBadRange           = bundle.ErrBadRange
 	errCheckpointMismatch = bundle.ErrCheckpointMismatch
 	errNotEmpty           = bundle.ErrNotEmpty
 )
@@ -373,6 +374,10 @@ func (s *Service) bundle(ctx context.Context, c Caller, r BundleRequest, w io.Wr
 		return Result{}, err
 	}
 	res := Result{AccessSeq: v.n}
+	if last := max(r.From, r.To); last > uint64(v.n) {
+		// No checkpoint will ever cover records that do not exist.
+		return res, fmt.Errorf("%w: records %d..%d: %d is beyond the log head %d (this request's own access record)", errBadRange, max(r.From, 1), last, last, v.n)
+	}
 	kept, upto, err := s.provable(v, r.Checkpoints)
 	if err != nil {
 		return res, err
@@ -382,7 +387,12 @@ func (s *Service) bundle(ctx context.Context, c Caller, r BundleRequest, w io.Wr
 		if from, to, err = bundle.ResolveTimeRange(ctx, v, r.Since, r.Until); err != nil {
 			return res, err
 		}
-		if r.Until.IsZero() {
+		// A period that reaches the view's end (no --until, or one after
+		// this request's own access record, record N) ends at the latest
+		// checkpoint, as a bundle without an end does: no checkpoint
+		// covers record N before the request completes, so no retry could
+		// serve it.
+		if r.Until.IsZero() || to == uint64(v.n) {
 			to = min(to, upto)
 		}
 	}
@@ -533,6 +543,10 @@ func (s *Service) prove(ctx context.Context, c Caller, r ProveRequest, w io.Writ
 		return Result{}, err
 	}
 	res := Result{AccessSeq: v.n}
+	if r.Seq > uint64(v.n) {
+		// No checkpoint will ever cover a record that does not exist.
+		return res, fmt.Errorf("%w: seq %d is beyond the log head %d (this request's own access record)", errBadRange, r.Seq, v.n)
+	}
 	es, err := s.anchored(v.n)
 	if err != nil {
 		return res, err

@@ -95,8 +95,9 @@ func recordHash(r audit.Record) string {
 
 // CSVRow returns the CSV row of r in audit.CSVHeader's column order (the
 // layout of `custos audit export --format csv`): list fields joined by ";",
-// cells a spreadsheet would evaluate (starting with = + - @ tab CR) prefixed
-// with a single quote.
+// each cell made safe by audit.CSVSafe (a cell, or a part of it after a ";"
+// or a tab, that a spreadsheet would evaluate is prefixed with a single
+// quote).
 func CSVRow(r audit.Record) []string {
 	j := audit.CSVList
 	row := []string{

@@ -724,38 +724,47 @@ func toolVersion() string {
 	return v + " " + bi.GoVersion
 }
 
-// Text renders the transcript for an audit report.
+// Text renders the transcript for an audit report, one item a line. A
+// bundle is outside input and its manifest is not signed: every line is
+// passed through audit.Printable, so that nothing the bundle holds (a
+// manifest's format or origin, a file name, a checkpoint's time) can
+// break a line, forge a "result:" line or reach the terminal as a control
+// sequence.
 func (t Transcript) Text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "custos audit bundle verification transcript\n")
-	fmt.Fprintf(&b, "tool:      %s %s\n", t.Tool, t.Version)
-	fmt.Fprintf(&b, "verified:  %s (%s)\n", t.Time.UTC().Format(time.RFC3339), t.Elapsed.Round(time.Millisecond))
-	fmt.Fprintf(&b, "bundle:    %s (format %s)\n", t.Dir, t.Format)
-	fmt.Fprintf(&b, "origin:    %s\n", t.Origin)
-	fmt.Fprintf(&b, "range:     seq %d..%d, %d record line(s)\n", t.From, t.To, t.Records)
-	fmt.Fprintf(&b, "keys:\n")
+	line := func(format string, args ...any) {
+		b.WriteString(audit.Printable(fmt.Sprintf(format, args...)))
+		b.WriteByte('\n')
+	}
+	line("custos audit bundle verification transcript")
+	line("tool:      %s %s", t.Tool, t.Version)
+	line("verified:  %s (%s)", t.Time.UTC().Format(time.RFC3339), t.Elapsed.Round(time.Millisecond))
+	line("bundle:    %s (format %s)", t.Dir, t.Format)
+	line("origin:    %s", t.Origin)
+	line("range:     seq %d..%d, %d record line(s)", t.From, t.To, t.Records)
+	line("keys:")
 	for _, k := range t.Keys {
-		fmt.Fprintf(&b, "  %s\n", k)
+		line("  %s", k)
 	}
 	ck := func(name string, c *CheckpointInfo, empty string) {
 		if c == nil {
-			fmt.Fprintf(&b, "%s %s\n", name, empty)
+			line("%s %s", name, empty)
 			return
 		}
-		fmt.Fprintf(&b, "%s size %d root %v", name, c.Size, c.Root)
+		s := fmt.Sprintf("%s size %d root %v", name, c.Size, c.Root)
 		if c.Time != "" {
-			fmt.Fprintf(&b, " time %s", c.Time)
+			s += fmt.Sprintf(" time %s", c.Time)
 		}
 		if len(c.Signers) > 0 {
-			fmt.Fprintf(&b, " signed by %s", strings.Join(c.Signers, ", "))
+			s += fmt.Sprintf(" signed by %s", strings.Join(c.Signers, ", "))
 		} else {
-			fmt.Fprintf(&b, " (no verified signature)")
+			s += " (no verified signature)"
 		}
-		b.WriteByte('\n')
+		line("%s", s)
 	}
 	ck("lower:    ", t.Lower, "empty tree (size 0)")
 	ck("upper:    ", t.Upper, "missing")
-	fmt.Fprintf(&b, "checks:\n")
+	line("checks:")
 	for _, c := range t.Checks {
 		status := "PASS"
 		switch {
@@ -767,18 +776,18 @@ func (t Transcript) Text() string {
 		if !c.Ran && c.Problems > 0 {
 			status = fmt.Sprintf("FAIL (%d)", c.Problems)
 		}
-		fmt.Fprintf(&b, "  %-12s %-9s %s\n", c.Name, status, c.Detail)
+		line("  %-12s %-9s %s", c.Name, status, c.Detail)
 	}
 	if len(t.Problems) > 0 {
-		fmt.Fprintf(&b, "problems (%d):\n", len(t.Problems))
+		line("problems (%d):", len(t.Problems))
 		for _, p := range t.Problems {
-			fmt.Fprintf(&b, "  %s\n", p)
+			line("  %s", p)
 		}
 	}
 	if t.OK && t.Upper != nil {
-		fmt.Fprintf(&b, "result:    VERIFIED: records %d..%d are exactly the log's records, committed to by the signed checkpoint of size %d\n", t.From, t.To, t.Upper.Size)
+		line("result:    VERIFIED: records %d..%d are exactly the log's records, committed to by the signed checkpoint of size %d", t.From, t.To, t.Upper.Size)
 	} else {
-		fmt.Fprintf(&b, "result:    FAILED: %d problem(s)\n", len(t.Problems))
+		line("result:    FAILED: %d problem(s)", len(t.Problems))
 	}
 	return b.String()
 }

@@ -14,4 +14,8 @@
 //     report never needs, prints or stores a raw patient id.
 //   - Pure filtering: no I/O besides the Source; table and JSON renderings
 //     are deterministic.
+//   - The table is plain text for a terminal: one record a line, each cell
+//     the record's text through audit.Printable (no newline, tab, escape
+//     sequence or bidi override reaches the screen raw); JSON keeps the
+//     exact text.
 package report

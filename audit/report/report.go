@@ -192,10 +192,10 @@ func (rep Report) WriteTable(w io.Writer) error {
 		what = append(what, "accesses, including denials")
 	}
 	if q.PatientLabel != "" {
-		what = append(what, "patient "+q.PatientLabel)
+		what = append(what, "patient "+audit.Printable(q.PatientLabel))
 	}
 	if q.User != "" {
-		what = append(what, "user "+q.User)
+		what = append(what, "user "+audit.Printable(q.User))
 	}
 	if q.Denials {
 		what = append(what, "denials")
@@ -216,17 +216,27 @@ func (rep Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "%d of %d records match\n\n", len(rep.Rows), rep.Scanned)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME (UTC)\tUSER\tROLES\tCLIENT\tPURPOSE\tACTION\tOUTCOME\tREASON\tRESOURCES")
+	// Every cell is the record's text, which a token issuer, an OAuth
+	// client or a policy error wrote: audit.Printable keeps each record on
+	// its line and in its columns, and the terminal's screen the record's.
+	p, list := audit.Printable, func(s []string, sep string) string {
+		out := make([]string, len(s))
+		for i, e := range s {
+			out[i] = audit.Printable(e)
+		}
+		return strings.Join(out, sep)
+	}
 	for _, r := range rep.Rows {
-		res := strings.Join(r.Resources, " ")
+		res := list(r.Resources, " ")
 		if len(r.Resources) > 2 {
-			res = fmt.Sprintf("%s (+%d more)", strings.Join(r.Resources[:2], " "), len(r.Resources)-2)
+			res = fmt.Sprintf("%s (+%d more)", list(r.Resources[:2], " "), len(r.Resources)-2)
 		}
 		bg := ""
 		if r.BreakGlass {
 			bg = " [BREAK-GLASS]"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t%s\t%s\n", r.Seq, r.Time.UTC().Format("2006-01-02 15:04:05"),
-			r.User, strings.Join(r.Roles, ","), r.Client, r.PurposeOfUse, r.Action, r.Outcome, bg, r.Reason, res)
+			p(r.User), list(r.Roles, ","), p(r.Client), p(r.PurposeOfUse), p(r.Action), p(r.Outcome), bg, p(r.Reason), res)
 	}
 	return tw.Flush()
 }

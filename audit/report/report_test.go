@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/custos-mcp/custos/audit"
 )
@@ -161,5 +163,56 @@ func TestKeyVersionsAreStated(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &got); err != nil || len(got.KeyVersions.Searched) != 3 ||
 		len(got.KeyVersions.NotSearched) != 2 || !got.KeyVersions.GapAccepted {
 		t.Fatalf("json key versions: %+v %v\n%s", got, err, js.String())
+	}
+}
+
+// TestTableIsPlainText: a principal, a client, a reason or a URI may hold
+// anything a token issuer, an OAuth client or a policy error wrote. The
+// table a privacy officer reads in a terminal shows each record on its own
+// line with its own cells: control characters (a newline forging a row, a
+// tab shifting columns, a terminal escape sequence rewriting the screen),
+// invisible format characters (bidi overrides) and non-ASCII spaces are
+// shown escaped, never written raw.
+func TestTableIsPlainText(t *testing.T) {
+	hostile := []string{
+		"dr-x\n99\t2026-11-01 09:00:00\tdr-a\tclinician\tc\tTREAT\tresources/read\tallow\tok",
+		"\x1b]52;c;ZXZpbA==\x07\x1b[2J", "a\u202eevil", "b\u2028c", "nb\u00a0sp", "del\x7f", "c1\u0085", "bad\xffutf8",
+	}
+	var src sliceSource
+	for i, h := range hostile {
+		r := rec(uint64(i+1), h, "resources/read", audit.OutcomeDeny, "TREAT", "hk1-p1")
+		r.Principal.Roles = []string{h}
+		r.Principal.ClientID = h
+		r.Reason = h
+		r.URIs = []string{"note://t/patients/hk1-p1/notes/" + h}
+		src = append(src, audit.Encode(r))
+	}
+	rep, err := Run(context.Background(), src, Query{User: hostile[0], Denials: true}, uint64(len(src)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := Run(context.Background(), src, Query{Denials: true}, uint64(len(src)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rep := range []Report{rep, all} {
+		var tb bytes.Buffer
+		if err := rep.WriteTable(&tb); err != nil {
+			t.Fatal(err)
+		}
+		text := tb.String()
+		lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+		if want := 4 + len(rep.Rows); len(lines) != want {
+			t.Errorf("%d lines for %d rows, want %d (a cell broke its line):\n%s", len(lines), len(rep.Rows), want, text)
+		}
+		if !utf8.ValidString(text) {
+			t.Errorf("the output is not UTF-8: %q", text)
+		}
+		for i, r := range []rune(text) {
+			if r != '\n' && !unicode.IsPrint(r) {
+				t.Errorf("the table holds %U at rune %d:\n%q", r, i, text)
+				break
+			}
+		}
 	}
 }

@@ -120,6 +120,11 @@ func newAuditVerifyBundle(cmd *cobra.Command, dir, pubkey string, asJSON bool) e
 		return err
 	}
 	tr, err := bundle.Verify(dir, keys)
+	if err != nil && !errors.Is(err, bundle.ErrInvalid) {
+		// The verification did not run (no such directory, unusable keys):
+		// no transcript, whose "FAILED: 0 problem(s)" would say it did.
+		return fmt.Errorf("verifying bundle %s: %w", dir, err)
+	}
 	if asJSON {
 		if werr := writeJSON(cmd.OutOrStdout(), tr); werr != nil {
 			return werr

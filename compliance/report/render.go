@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/custos-mcp/custos/audit"
 )
 
 //go:embed report.html.tmpl
@@ -86,17 +88,35 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 
 // WriteHTML writes the report as one self-contained HTML page: inline CSS
 // and inline SVG charts, no script, and nothing loaded from anywhere (its
-// Content-Security-Policy forbids every fetch).
+// Content-Security-Policy forbids every fetch). The records' text on it (a
+// principal, a client, a reason: whatever a token issuer, an OAuth client
+// or a policy error wrote) is shown with its non-printable characters
+// escaped (audit.Printable): a bidi override, a zero-width or a control
+// character is seen as \u202e, \u200b, \x1b, never acted on. report.json
+// keeps the exact text.
 func (rep *Report) WriteHTML(w io.Writer) error {
 	var transcript string
 	if rep.Verification.Bundle != nil {
 		transcript = rep.Verification.Bundle.Text()
 	}
-	return page.Execute(w, struct {
+	var b strings.Builder
+	err := page.Execute(&b, struct {
 		*Report
 		Charts     []chart
 		Months     chart
 		Transcript string
 		MaxRows    int
 	}{rep, rep.charts(), rep.monthsChart(), transcript, MaxRows})
+	if err != nil {
+		return err
+	}
+	// The template is printable text and line feeds; html/template has
+	// escaped the markup in the data, and the escapes Printable writes
+	// (a backslash and ASCII letters and digits) are text in any context.
+	lines := strings.Split(b.String(), "\n")
+	for i, l := range lines {
+		lines[i] = audit.Printable(l)
+	}
+	_, err = io.WriteString(w, strings.Join(lines, "\n"))
+	return err
 }

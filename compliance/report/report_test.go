@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/bundle"
@@ -438,5 +440,36 @@ func TestPolicyImpactIsNoPolicyEvent(t *testing.T) {
 	rep := build(t, append(rs, impact), Inputs{Generated: t0.AddDate(0, 0, 5), Tool: "custos test"})
 	if got := rep.Summary.PolicyEvents; got.Count != 2 || got.Seqs.String() != "101,113" {
 		t.Errorf("policy_events = %+v, want the load 101 and the rejection 113", got)
+	}
+}
+
+// TestHTMLShowsRecordTextAsPrintable: a principal, a client or a reason may
+// hold bidi overrides, zero-width or control characters (a token issuer, an
+// OAuth client or a policy error wrote them). The page an auditor opens
+// shows them escaped (\u202e), never raw: a user named "dr-\u202eada" does
+// not display as another name, and no control character reaches the page.
+func TestHTMLShowsRecordTextAsPrintable(t *testing.T) {
+	rs := trail()
+	for _, i := range []int{2, 3, 5} { // an allowed read, a denial and a break-glass denial
+		rs[i].Principal.Sub += "\u202eada"
+		rs[i].Principal.ClientID = "cl\u200b\x1b[2Jient"
+		rs[i].Reason += "\u2066\x07"
+	}
+	rep := build(t, rs, Inputs{Generated: t0.AddDate(0, 0, 5), Tool: "custos test"})
+	var buf bytes.Buffer
+	if err := rep.WriteHTML(&buf); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	if !utf8.ValidString(page) {
+		t.Errorf("the output is not UTF-8: %q", page)
+	}
+	for i, r := range []rune(page) {
+		if r != '\n' && !unicode.IsPrint(r) {
+			t.Fatalf("the page holds %U at rune %d: %q", r, i, page[max(0, i-80):min(len(page), i+80)])
+		}
+	}
+	if !strings.Contains(page, `dr-a\u202eada`) {
+		t.Error("the user's name is not shown with its override escaped")
 	}
 }
