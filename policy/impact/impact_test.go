@@ -285,3 +285,32 @@ func TestReplayStopsOnBadInput(t *testing.T) {
 		t.Fatalf("Replay = %v, want ErrRecord", err)
 	}
 }
+
+// TestTableIsPlainText: the table shows the records' text (a user, a
+// purpose, a candidate policy's reasons and error) with its non-printable
+// characters escaped, so that a principal holding a newline cannot forge a
+// row, nor an escape sequence reach the security team's terminal.
+func TestTableIsPlainText(t *testing.T) {
+	hostile := "dr-a\n9\t2026-01-01 00:00:00\tforged\x1b]52;c;Zm9v\x07\u202e"
+	rep := &impact.Report{Rows: []impact.Row{{
+		Seq: 7, Time: time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC), User: hostile, PurposeOfUse: "TREAT\r",
+		ResourceType: "note", Change: impact.ChangeReplayError, Before: impact.Allow, After: impact.Deny,
+		ReasonsBefore: []string{"care\u200b_team"}, ReasonsAfter: []string{"x\ny"}, Error: "eval: \x1b[2J" + hostile,
+	}}}
+	var b bytes.Buffer
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if got := strings.Count(out, "\n"); got != 7 {
+		t.Errorf("%d lines, want 7 (header 3, blank, column heads, one row, one error line):\n%s", got, out)
+	}
+	for _, bad := range []string{"\x1b", "\x07", "\r", "\u202e", "\u200b", "\t"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("the table holds %q:\n%s", bad, out)
+		}
+	}
+	if !strings.Contains(out, `dr-a\n9\t2026`) || !strings.Contains(out, `\x1b[2J`) {
+		t.Errorf("the hostile text is not shown escaped:\n%s", out)
+	}
+}

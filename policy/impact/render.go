@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/custos-mcp/custos/audit"
 )
 
 // WriteJSON writes the report as one indented JSON document.
@@ -47,15 +49,19 @@ func (r *Report) WriteTable(w io.Writer) error {
 			change = row.Before + "→deny (error)"
 		}
 		reasons := strings.Join(row.ReasonsBefore, ",") + " → " + strings.Join(row.ReasonsAfter, ",")
+		// The user, purpose and reasons are the records' (and a candidate
+		// policy's) text: audit.Printable keeps each row on its line and
+		// in its columns, and escape sequences off the terminal.
+		p := audit.Printable
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Seq, row.Time.UTC().Format("2006-01-02 15:04:05"),
-			row.User, row.PurposeOfUse, typ, change, reasons, obligationDiff(row))
+			p(row.User), p(row.PurposeOfUse), p(typ), p(change), p(reasons), p(obligationDiff(row)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, row := range r.Rows {
 		if row.Error != "" {
-			fmt.Fprintf(w, "seq %d: candidate error: %s\n", row.Seq, row.Error)
+			fmt.Fprintf(w, "seq %d: candidate error: %s\n", row.Seq, audit.Printable(row.Error))
 		}
 	}
 	return nil
