@@ -3,6 +3,7 @@ package bundle
 import (
 	"encoding/base64"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -35,6 +36,13 @@ const (
 	custosPatientHash    = "https://github.com/custos-mcp/custos/fhir/NamingSystem/audit-patient-keyed-hash"
 	actionAuthReject     = "auth/reject" // server.ActionAuthReject: an HTTP request refused before MCP
 )
+
+// auditLogUses are the actions of the records of an auditor's access to
+// the audit log (audit/access's Action* constants, which import this
+// package; TestAuditLogUsesAreTheAccessActions keeps the two equal): DICOM
+// 110101 Audit Log Used events.
+var auditLogUses = []string{"audit/verify", "audit/export", "audit/report", "audit/prove", "audit/hash",
+	"policy/impact", "compliance/report"}
 
 // DICOM roles of the two network agents (DCM 110153, 110152).
 var (
@@ -160,8 +168,10 @@ func balpKindOf(action string) balpKind {
 //     the event's patient (all of them when none) are in the custos
 //     extension.
 //   - auth/reject: DCM 110114 User Authentication, subtype DCM 110122
-//     Login, action E; any other action: DCM 110100 Application Activity,
-//     action E; every patient and URI as entities.
+//     Login, action E; an auditor's access to the log (audit/*, but the
+//     integrity records, policy/impact, compliance/report): DCM 110101
+//     Audit Log Used, action R; any other action: DCM 110100 Application
+//     Activity, action E; every patient and URI as entities.
 //
 // The user agent (v3-ParticipationType#IRCP, requestor, roles, purpose of
 // use) is present when the record names a principal. outcome is 0 for
@@ -228,11 +238,15 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 		ev.Action = "E"
 	default:
 		ev.Type = fhirCoding{System: fhirDICOM, Code: "110100", Display: "Application Activity"}
-		if r.Action == actionAuthReject {
+		ev.Action = "E"
+		switch {
+		case r.Action == actionAuthReject:
 			ev.Type = fhirCoding{System: fhirDICOM, Code: "110114", Display: "User Authentication"}
 			ev.Subtype = []fhirCoding{{System: fhirDICOM, Code: "110122", Display: "Login"}}
+		case slices.Contains(auditLogUses, r.Action):
+			ev.Type = fhirCoding{System: fhirDICOM, Code: "110101", Display: "Audit Log Used"}
+			ev.Action = "R"
 		}
-		ev.Action = "E"
 	}
 	switch r.Outcome {
 	case audit.OutcomeAllow:

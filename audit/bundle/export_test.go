@@ -1,0 +1,4 @@
+package bundle
+
+// AuditLogUses are the actions exported as DICOM 110101 Audit Log Used.
+var AuditLogUses = auditLogUses
