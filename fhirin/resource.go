@@ -25,6 +25,12 @@ func (r *resource) errf(path string, sentinel error, format string, args ...any)
 // unit reads one top-level JSON value: a resource or a Bundle.
 func (rd *reader) unit(s *source, line int, raw []byte) error {
 	w := where(s, line)
+	if rd.emit { // once: the first pass reads only some of the input
+		if off := duplicateKey(raw); off >= 0 {
+			return newError(where(s, line+bytes.Count(raw[:off], []byte{'\n'})), "", ErrJSON,
+				"an object names one member twice (or two differing only in case): FHIR JSON names each element once, and parsers disagree on which one counts")
+		}
+	}
 	typ := s.wantType
 	if typ == "" || typ == "Bundle" {
 		var head struct {

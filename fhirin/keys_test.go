@@ -1,0 +1,42 @@
+package fhirin
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestDuplicateKey(t *testing.T) {
+	many := func(last string) string {
+		var b strings.Builder
+		b.WriteString(`{"resourceType":"Basic"`)
+		for i := range 2 * manyMembers {
+			b.WriteString(`,"extension` + strconv.Itoa(i) + `":1`)
+		}
+		return b.String() + `,"` + last + `":2}`
+	}
+	for _, tc := range []struct {
+		raw  string
+		want int // -1: none; else the offset of the repeated name's opening quote
+	}{
+		{`{"resourceType":"Patient","id":"a","name":[{"given":["x"]},{"given":["y"]}],"meta":{"id":"m"}}`, -1},
+		{`{"a":{"b":1},"b":{"a":1},"c":[{"a":1,"b":2},{"a":1,"b":2}]}`, -1},
+		{`{"a":"\"b\": 1","b":"{\"a\":1}"}`, -1}, // names inside strings are no members
+		{`{"status":"x","_status":{"id":"y"}}`, -1},
+		{`{"a":1,"a":2}`, 7},
+		{`{"a":1,"A":2}`, 7},
+		{`{"id":1,"\u0069d":2}`, 8},
+		{`{"link":1,"lin\u212a":2}`, 10}, // the Kelvin sign folds to k, and Go's decoder takes one for the other
+		{`{"a":{"b":1,"c":{},"b":2}}`, 19},
+		{`[{"a":1},{"a":2,"a":3}]`, 16},
+		{many("extension5"), len(many("extension5")) - len(`"extension5":2}`)},
+		{many("EXTENSION5"), len(many("EXTENSION5")) - len(`"EXTENSION5":2}`)},
+		{many("extension"), -1},
+		{`{"a":1,"a`, -1}, // not JSON: left to the decoder
+		{`}{"a":1}`, -1},
+	} {
+		if got := duplicateKey([]byte(tc.raw)); got != tc.want {
+			t.Errorf("duplicateKey(%.60s) = %d, want %d", tc.raw, got, tc.want)
+		}
+	}
+}
