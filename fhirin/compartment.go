@@ -57,6 +57,12 @@ func validID(s string) bool {
 // is an error: a Reference written as a string must not make a resource
 // tenant-level by being overlooked.
 func (r *resource) eachAt(path string, fn func(obj map[string]any, fhirPath string) error) error {
+	return r.eachAtIn(r.m, r.typ, path, fn)
+}
+
+// eachAtIn is eachAt below root, an object whose FHIR path is rootPath (the
+// resource, or one of its contained resources).
+func (r *resource) eachAtIn(root map[string]any, rootPath, path string, fn func(obj map[string]any, fhirPath string) error) error {
 	var walk func(v any, path, fhirPath string) error
 	walk = func(v any, path, fhirPath string) error {
 		name, rest, more := strings.Cut(path, ".")
@@ -84,7 +90,7 @@ func (r *resource) eachAt(path string, fn func(obj map[string]any, fhirPath stri
 		}
 		return visit(child, fhirPath+"."+name)
 	}
-	return walk(r.m, path, r.typ)
+	return walk(root, path, rootPath)
 }
 
 // compartment returns the source id of the Patient whose compartment holds
@@ -99,10 +105,14 @@ func (r *resource) eachAt(path string, fn func(obj map[string]any, fhirPath stri
 // names it only by identifier or display, or names anything else, is an
 // error too, never tenant-level data; and where R4 requires that element
 // (requiredPatientPaths: Immunization.patient, not Consent.patient), a
-// resource without it is an error.
+// resource without it is an error. The compartment references of its
+// contained resources count as its own, and a contained Patient is an
+// error.
 func (r *resource) compartment() (string, error) {
+	c := compartmentScan{r: r}
 	if r.typ == "Patient" {
-		return r.id, nil
+		// In its own compartment; its contained resources must agree.
+		c.patient, c.first = r.id, "Patient.id"
 	}
 	for _, p := range requiredPatientPaths[r.typ] {
 		if r.m[p] == nil {
@@ -111,11 +121,66 @@ func (r *resource) compartment() (string, error) {
 			return "", r.errf(r.typ+"."+p, ErrCompartment, "is missing: R4 requires this Reference(Patient), and without it the resource cannot be placed")
 		}
 	}
-	patient, first := "", ""
-	for _, p := range compartmentPaths[r.typ] {
-		patientOnly := slices.Contains(patientOnlyPaths[r.typ], p)
-		err := r.eachAt(p, func(ref map[string]any, path string) error {
+	if r.typ != "Patient" { // a Patient's link.other is not followed
+		if err := c.scan(r.m, r.typ, r.typ); err != nil {
+			return "", err
+		}
+	}
+	// A contained resource is part of its container (R4 "Contained
+	// Resources"): what it says of a patient says it of the container. An
+	// Observation of another patient contained in this one's
+	// MedicationRequest was filed with the container, and a contained
+	// Observation of a patient made its tenant-level container hold a
+	// patient's data.
+	contained, ok := r.m["contained"]
+	if !ok {
+		return c.patient, nil
+	}
+	arr, ok := contained.([]any)
+	if !ok {
+		return "", r.errf(r.typ+".contained", ErrJSON, "not an array")
+	}
+	for i, v := range arr {
+		path := r.typ + ".contained[" + itoa(i) + "]"
+		o, ok := v.(map[string]any)
+		if !ok {
+			return "", r.errf(path, ErrJSON, "not a resource object")
+		}
+		typ, _ := o["resourceType"].(string)
+		switch {
+		case !r4Types[typ]:
+			return "", r.errf(path+".resourceType", ErrResourceType, "not an R4 resource type")
+		case typ == "Patient":
+			// Whose demographics are these? Not the container's Patient
+			// resource, and no id of the import names it.
+			return "", r.errf(path, ErrCompartment, "%v", errContainedPatient)
+		}
+		if err := c.scan(o, typ, path); err != nil {
+			return "", err
+		}
+	}
+	return c.patient, nil
+}
+
+// compartmentScan gathers the Patient that the compartment references of
+// a resource, and of its contained resources, name.
+type compartmentScan struct {
+	r              *resource
+	patient, first string // the Patient named, and the FHIR path that first named it
+}
+
+// scan reads the References at the compartment paths of typ below root
+// (the resource or a contained one, at FHIR path rootPath).
+func (c *compartmentScan) scan(root map[string]any, typ, rootPath string) error {
+	r := c.r
+	for _, p := range compartmentPaths[typ] {
+		patientOnly := slices.Contains(patientOnlyPaths[typ], p)
+		err := r.eachAtIn(root, rootPath, p, func(ref map[string]any, path string) error {
 			id, isPatient, err := r.patientRef(ref)
+			if ref["reference"] == "#" && rootPath != r.typ {
+				// "#" in a contained resource names its container.
+				id, isPatient, err = r.id, r.typ == "Patient", nil
+			}
 			if err == nil && patientOnly && !isPatient {
 				err = errNotPatient
 			}
@@ -125,17 +190,17 @@ func (r *resource) compartment() (string, error) {
 			if !isPatient {
 				return nil
 			}
-			if patient != "" && id != patient {
-				return r.errf(path, ErrCompartment, "references a second patient (the first at %s): a resource belongs to one patient compartment", first)
+			if c.patient != "" && id != c.patient {
+				return r.errf(path, ErrCompartment, "references a second patient (the first at %s): a resource belongs to one patient compartment", c.first)
 			}
-			patient, first = id, path
+			c.patient, c.first = id, path
 			return nil
 		})
 		if err != nil {
-			return "", err
+			return err
 		}
 	}
-	return patient, nil
+	return nil
 }
 
 // patientRef reads one Reference at a compartment path (or a Binary's

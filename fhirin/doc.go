@@ -37,7 +37,8 @@
 //     Patient the import cannot resolve, or hold a reference it cannot
 //     read as Type/id, or whose Reference(Patient)-only element
 //     (patientOnlyPaths) names no Patient, is an error: it is never
-//     guessed into one compartment nor left tenant-level.
+//     guessed into one compartment nor left tenant-level. The references
+//     of contained resources count as their container's.
 //   - A Binary's compartment is that of the resources linking it (or its
 //     securityContext Patient); one linked by nobody and naming no Patient
 //     is an error, never tenant-level.

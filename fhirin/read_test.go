@@ -428,3 +428,44 @@ func TestReadFullURLReferences(t *testing.T) {
 		}
 	}
 }
+
+// A contained resource is part of its container: its compartment
+// references place the container, "#" in it names the container, and one
+// naming another patient than the container's, or a contained Patient, is
+// refused (docs/import.md, "Patient compartment").
+func TestReadContainedCompartment(t *testing.T) {
+	obsOf := func(patient string) string {
+		return `{"resourceType":"Observation","id":"c","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/` + patient + `"}}`
+	}
+	for _, tc := range []struct {
+		name, body string
+		patient    string // want, when err is ""
+		errPath    string // the FHIR path of the ErrCompartment
+	}{
+		{"a Medication contained in a MedicationRequest", `{"resourceType":"MedicationRequest","id":"r","contained":[{"resourceType":"Medication","id":"m"}],"status":"active","intent":"order","medicationReference":{"reference":"#m"},"subject":{"reference":"Patient/p1"}}`, "p1", ""},
+		{"a contained Observation of the same patient", `{"resourceType":"MedicationRequest","id":"r","contained":[` + obsOf("p1") + `],"status":"active","intent":"order","medicationCodeableConcept":{"text":"x"},"subject":{"reference":"Patient/p1"},"supportingInformation":[{"reference":"#c"}]}`, "p1", ""},
+		{"a Patient's contained RelatedPerson naming it with #", `{"resourceType":"Patient","id":"p1","contained":[{"resourceType":"RelatedPerson","id":"rp","patient":{"reference":"#"}}],"contact":[{"organization":{"reference":"#rp"}}]}`, "p1", ""},
+		{"a patient's Observation contained in an Organization", `{"resourceType":"Organization","id":"o","contained":[` + obsOf("p2") + `]}`, "p2", ""},
+		{"a contained Observation of another patient", `{"resourceType":"MedicationRequest","id":"r","contained":[` + obsOf("p2") + `],"status":"active","intent":"order","medicationCodeableConcept":{"text":"x"},"subject":{"reference":"Patient/p1"},"supportingInformation":[{"reference":"#c"}]}`, "", "MedicationRequest.contained[0].subject"},
+		{"a Patient containing another patient's Observation", `{"resourceType":"Patient","id":"p1","contained":[` + obsOf("p2") + `]}`, "", "Patient.contained[0].subject"},
+		{"a contained Patient", `{"resourceType":"Observation","id":"o","contained":[{"resourceType":"Patient","id":"x"}],"status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p1"},"focus":[{"reference":"#x"}]}`, "", "Observation.contained[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "r.json")
+			if err := os.WriteFile(path, []byte(tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			items, err := readAll(t, path)
+			if tc.errPath != "" {
+				var fe *Error
+				if !errors.As(err, &fe) || !errors.Is(err, ErrCompartment) || fe.Path != tc.errPath {
+					t.Fatalf("err = %v, want ErrCompartment at %s", err, tc.errPath)
+				}
+				return
+			}
+			if err != nil || len(items) != 1 || items[0].Patient != tc.patient {
+				t.Fatalf("items %v, err %v; want one item of patient %q", items, err, tc.patient)
+			}
+		})
+	}
+}
