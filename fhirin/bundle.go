@@ -252,7 +252,7 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 	if !rd.emit && !indexedTypes[e.typ] {
 		return nil
 	}
-	return rd.resource(s, w, e.Resource, "", b, e.id)
+	return rd.resource(s, w, e.Resource, "", b, e)
 }
 
 // rewriteRefs walks a resource of the Bundle and replaces every reference
@@ -325,6 +325,10 @@ func (r *resource) rewriteRef(b *bundle, obj map[string]any, ref string, stack [
 			if lit, ok := parseLiteral(ref); !ok || lit != t {
 				obj["reference"] = t.typ + "/" + t.id
 				r.modified = true
+			} else if r.entries == nil {
+				r.entries = map[string]bool{ref: true}
+			} else {
+				r.entries[ref] = true
 			}
 			return nil
 		}

@@ -36,6 +36,24 @@ func parseLiteral(ref string) (refTarget, bool) {
 	return refTarget{parts[n-2], parts[n-1]}, true
 }
 
+// restBase returns the server base of a RESTful absolute URL
+// ("https://ehr.example/fhir/Patient/7/_history/2" → "https://ehr.example/fhir"),
+// "" for anything else (a urn, a relative or non-RESTful reference).
+func restBase(u string) string {
+	if !strings.Contains(u, "://") {
+		return ""
+	}
+	if _, ok := parseLiteral(u); !ok {
+		return ""
+	}
+	parts := strings.Split(u, "/")
+	n := len(parts) - 2 // less Type/id
+	if parts[len(parts)-2] == "_history" {
+		n -= 2
+	}
+	return strings.Join(parts[:n], "/")
+}
+
 // validID reports whether s is a FHIR id: [A-Za-z0-9\-\.]{1,64}.
 func validID(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
@@ -245,6 +263,12 @@ func (r *resource) patientRef(ref map[string]any) (string, bool, error) {
 	if t, ok := parseLiteral(s); ok {
 		if typ != "" && (typ == "Patient") != (t.typ == "Patient") {
 			return "", false, errTypeMismatch
+		}
+		if t.typ == "Patient" && strings.Contains(s, "://") && !r.entries[s] && (r.base == "" || restBase(s) != r.base) {
+			// Patient/7 of another server is not this import's Patient/7
+			// (R4 "Literal references": an absolute URL names a resource
+			// on the server at its base).
+			return "", false, errForeignPatient
 		}
 		return t.id, t.typ == "Patient", nil
 	}

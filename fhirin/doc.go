@@ -38,7 +38,9 @@
 //     read as Type/id, or whose Reference(Patient)-only element
 //     (patientOnlyPaths) names no Patient, is an error: it is never
 //     guessed into one compartment nor left tenant-level. The references
-//     of contained resources count as their container's.
+//     of contained resources count as their container's. An absolute
+//     Patient URL counts only on the server the resource came from (its
+//     entry's RESTful fullUrl, its $export manifest's request).
 //   - A Binary's compartment is that of the resources linking it (or its
 //     securityContext Patient); one linked by nobody and naming no Patient
 //     is an error, never tenant-level.

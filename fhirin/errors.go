@@ -98,5 +98,6 @@ var (
 	errTypeMismatch       = errors.New("Reference.type contradicts the type the reference names")
 	errMalformedReference = errors.New("a malformed reference: neither Type/id with an R4 type (case-sensitive), an absolute URL, #id, nor Type?query")
 	errUnresolvedAbsolute = errors.New("an absolute reference that no entry of the Bundle resolves and that does not end in Type/id cannot be placed (give it the Patient's Type/id, or the entry's fullUrl)")
-	errNotPatient         = errors.New("an element typed Reference(Patient) must name its Patient: Patient/id, an absolute URL ending so, or a Patient entry's fullUrl (an identifier or display alone cannot be placed)")
+	errForeignPatient     = errors.New("an absolute reference to a Patient on another server than the one the resource came from (its entry's RESTful fullUrl, or its $export manifest's request), or when that server is unknown, names that server's Patient, whom the same id here may not name (make the reference relative)")
+	errNotPatient         = errors.New("an element typed Reference(Patient) must name its Patient: Patient/id, an absolute URL ending so on its own server, or a Patient entry's fullUrl (an identifier or display alone cannot be placed)")
 )

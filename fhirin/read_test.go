@@ -469,3 +469,68 @@ func TestReadContainedCompartment(t *testing.T) {
 		})
 	}
 }
+
+// An absolute reference to a Patient names that server's Patient: it is
+// the import's Patient of that id only on the server the resource came
+// from, its Bundle entry's RESTful fullUrl or its $export manifest's
+// request (docs/import.md, "Patient compartment").
+func TestReadAbsolutePatientReferences(t *testing.T) {
+	obs := func(ref string) string {
+		return `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":{"reference":"` + ref + `"}}`
+	}
+	entry := func(fullURL, res string) string {
+		return `{"resourceType":"Bundle","type":"searchset","entry":[{"fullUrl":"` + fullURL + `","resource":` + res + `}]}`
+	}
+	manifest := func(request string) string {
+		return `{"transactionTime":"2024-01-01T00:00:00Z","request":"` + request + `","output":[{"type":"Observation","url":"Observation.ndjson"}]}`
+	}
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string // read: r.json, else m.json
+		patient string            // "" = refused with ErrCompartment
+	}{
+		{"the entry's server", map[string]string{"r.json": entry("https://a.example/fhir/Observation/o", obs("https://a.example/fhir/Patient/7/_history/3"))}, "7"},
+		{"another server than the entry's", map[string]string{"r.json": entry("https://a.example/fhir/Observation/o", obs("https://b.example/fhir/Patient/7"))}, ""},
+		{"an entry whose fullUrl is a urn", map[string]string{"r.json": entry("urn:uuid:5b1e7c0a-3f0e-4c8e-9d2a-0e6b3f1c2d4a", obs("https://b.example/fhir/Patient/7"))}, ""},
+		{"outside a Bundle", map[string]string{"r.json": obs("https://b.example/fhir/Patient/7")}, ""},
+		{"the server of the $export request", map[string]string{"m.json": manifest("https://a.example/fhir/Group/g1/$export?_type=Observation"), "Observation.ndjson": obs("https://a.example/fhir/Patient/7")}, "7"},
+		{"another server than the $export request's", map[string]string{"m.json": manifest("https://a.example/fhir/$export"), "Observation.ndjson": obs("https://a.example/other/Patient/7")}, ""},
+		{"a relative reference", map[string]string{"r.json": obs("Patient/7")}, "7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, content := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			path := filepath.Join(dir, "r.json")
+			if _, ok := tc.files["m.json"]; ok {
+				path = filepath.Join(dir, "m.json")
+			}
+			items, err := readAll(t, path)
+			if tc.patient == "" {
+				var fe *Error
+				if !errors.As(err, &fe) || !errors.Is(err, ErrCompartment) || fe.Path != "Observation.subject" {
+					t.Fatalf("err = %v, want ErrCompartment at Observation.subject", err)
+				}
+				return
+			}
+			if err != nil || len(items) != 1 || items[0].Patient != tc.patient {
+				t.Fatalf("items %v, err %v; want one item of patient %q", items, err, tc.patient)
+			}
+		})
+	}
+	for req, want := range map[string]string{
+		"https://a.example/fhir/$export":                         "https://a.example/fhir",
+		"https://a.example/fhir/Patient/$export?_since=2024":     "https://a.example/fhir",
+		"https://a.example/fhir/Group/g-1/$export?_type=Patient": "https://a.example/fhir",
+		"REST search of 3 types":                                 "",
+		"/fhir/$export":                                          "",
+		"https://a.example/fhir/Patient":                         "",
+	} {
+		if got := exportBase(req); got != want {
+			t.Errorf("exportBase(%s) = %q, want %q", req, got, want)
+		}
+	}
+}

@@ -16,6 +16,13 @@ type resource struct {
 	m        map[string]any
 	raw      []byte
 	modified bool // m differs from raw
+	// base is the server base of its Bundle entry's RESTful fullUrl
+	// ("https://ehr.example/fhir"), else that of its source (an $export
+	// manifest's request); "" when neither is known.
+	base string
+	// entries holds the absolute RESTful references kept as written that
+	// name an entry of its Bundle.
+	entries map[string]bool
 }
 
 func (r *resource) errf(path string, sentinel error, format string, args ...any) error {
@@ -50,7 +57,7 @@ func (rd *reader) unit(s *source, line int, raw []byte) error {
 	if !rd.emit && !indexedTypes[typ] {
 		return nil
 	}
-	return rd.resource(s, w, raw, s.wantType, nil, "")
+	return rd.resource(s, w, raw, s.wantType, nil, nil)
 }
 
 // jsonErr classifies a JSON decoding error of one value without quoting it.
@@ -71,10 +78,17 @@ func jsonErr(w string, raw []byte, err error) error {
 	return newError(w, "", ErrJSON, "undecodable")
 }
 
-// resource reads one resource (outside a Bundle: b nil); idFallback is the
-// id to give a Bundle entry that has none (its urn:uuid).
-func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *bundle, idFallback string) error {
-	r := &resource{where: w, raw: raw}
+// resource reads one resource (outside a Bundle: b and e nil); a Bundle
+// entry without resource.id gets e.id (its urn:uuid).
+func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *bundle, e *entry) error {
+	r := &resource{where: w, raw: raw, base: s.base}
+	idFallback := ""
+	if e != nil {
+		idFallback = e.id
+		if b := restBase(e.FullURL); b != "" {
+			r.base = b
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber() // decimals keep their written precision
 	if err := dec.Decode(&r.m); err != nil {
