@@ -152,7 +152,7 @@ func (r *resource) compartment() (string, error) {
 	// patient's data.
 	contained, ok := r.m["contained"]
 	if !ok {
-		return c.patient, nil
+		return c.result()
 	}
 	arr, ok := contained.([]any)
 	if !ok {
@@ -177,7 +177,71 @@ func (r *resource) compartment() (string, error) {
 			return "", err
 		}
 	}
-	return c.patient, nil
+	return c.result()
+}
+
+// result is the Patient found, or "" (tenant-level) when the resource is
+// not about a patient as far as can be told. A resource that names no
+// Patient at its compartment paths and yet, at one of them, names
+// something by identifier or display alone with no type (Observation.subject
+// {"identifier": an MRN}), or anywhere else names a Patient (an R5 element
+// such as Consent.subject, an extension, Provenance.agent.who), may be a
+// patient's data: it is an error, never tenant-level.
+func (c *compartmentScan) result() (string, error) {
+	r := c.r
+	if c.patient != "" || r.typ == "Patient" || r.typ == "Binary" { // a Binary is placed by its links and securityContext
+		return c.patient, nil
+	}
+	if c.logical != "" {
+		return "", r.errf(c.logical, ErrCompartment, "%v", errLogicalUntyped)
+	}
+	if path := r.patientElsewhere(); path != "" {
+		return "", r.errf(path, ErrCompartment, "%v", errPatientElsewhere)
+	}
+	return "", nil
+}
+
+// patientElsewhere returns the FHIR path of the first Reference of the
+// resource (contained ones included) that names a Patient, by reference
+// ("Patient/id", an absolute URL ending so, "Patient?query") or by type;
+// "" if none does.
+func (r *resource) patientElsewhere() string {
+	var stack []string
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case map[string]any:
+			ref, _ := v["reference"].(string)
+			typ, _ := v["type"].(string)
+			if _, isRef := v["reference"]; isRef || v["identifier"] != nil {
+				t, ok := parseLiteral(ref)
+				if ok && t.typ == "Patient" || strings.HasPrefix(ref, "Patient?") ||
+					strings.TrimPrefix(typ, "http://hl7.org/fhir/StructureDefinition/") == "Patient" {
+					return true
+				}
+			}
+			for k, c := range v {
+				stack = append(stack, "."+k)
+				if walk(c) {
+					return true
+				}
+				stack = stack[:len(stack)-1]
+			}
+		case []any:
+			for i, c := range v {
+				stack = append(stack, "["+itoa(i)+"]")
+				if walk(c) {
+					return true
+				}
+				stack = stack[:len(stack)-1]
+			}
+		}
+		return false
+	}
+	if walk(r.m) {
+		return r.typ + strings.Join(stack, "")
+	}
+	return ""
 }
 
 // compartmentScan gathers the Patient that the compartment references of
@@ -185,6 +249,9 @@ func (r *resource) compartment() (string, error) {
 type compartmentScan struct {
 	r              *resource
 	patient, first string // the Patient named, and the FHIR path that first named it
+	// logical is the FHIR path of the first Reference at a compartment
+	// path without reference and type: by identifier or display alone.
+	logical string
 }
 
 // scan reads the References at the compartment paths of typ below root
@@ -206,6 +273,10 @@ func (c *compartmentScan) scan(root map[string]any, typ, rootPath string) error 
 				return r.errf(path, ErrCompartment, "%v", err)
 			}
 			if !isPatient {
+				if _, hasRef := ref["reference"]; !hasRef && ref["type"] == nil && c.logical == "" &&
+					(ref["identifier"] != nil || ref["display"] != nil) {
+					c.logical = path
+				}
 				return nil
 			}
 			if c.patient != "" && id != c.patient {

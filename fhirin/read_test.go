@@ -429,6 +429,28 @@ func TestReadFullURLReferences(t *testing.T) {
 	}
 }
 
+// checkPlacement reads one resource, body, and checks that it is refused
+// with ErrCompartment at errPath or, errPath "", placed in patient's
+// compartment ("" tenant-level).
+func checkPlacement(t *testing.T, body, patient, errPath string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	items, err := readAll(t, path)
+	if errPath != "" {
+		var fe *Error
+		if !errors.As(err, &fe) || !errors.Is(err, ErrCompartment) || fe.Path != errPath {
+			t.Fatalf("err = %v, want ErrCompartment at %s", err, errPath)
+		}
+		return
+	}
+	if err != nil || len(items) != 1 || items[0].Patient != patient {
+		t.Fatalf("items %v, err %v; want one item of patient %q", items, err, patient)
+	}
+}
+
 // A contained resource is part of its container: its compartment
 // references place the container, "#" in it names the container, and one
 // naming another patient than the container's, or a contained Patient, is
@@ -450,23 +472,7 @@ func TestReadContainedCompartment(t *testing.T) {
 		{"a Patient containing another patient's Observation", `{"resourceType":"Patient","id":"p1","contained":[` + obsOf("p2") + `]}`, "", "Patient.contained[0].subject"},
 		{"a contained Patient", `{"resourceType":"Observation","id":"o","contained":[{"resourceType":"Patient","id":"x"}],"status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p1"},"focus":[{"reference":"#x"}]}`, "", "Observation.contained[0]"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "r.json")
-			if err := os.WriteFile(path, []byte(tc.body), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			items, err := readAll(t, path)
-			if tc.errPath != "" {
-				var fe *Error
-				if !errors.As(err, &fe) || !errors.Is(err, ErrCompartment) || fe.Path != tc.errPath {
-					t.Fatalf("err = %v, want ErrCompartment at %s", err, tc.errPath)
-				}
-				return
-			}
-			if err != nil || len(items) != 1 || items[0].Patient != tc.patient {
-				t.Fatalf("items %v, err %v; want one item of patient %q", items, err, tc.patient)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkPlacement(t, tc.body, tc.patient, tc.errPath) })
 	}
 }
 
@@ -532,5 +538,33 @@ func TestReadAbsolutePatientReferences(t *testing.T) {
 		if got := exportBase(req); got != want {
 			t.Errorf("exportBase(%s) = %q, want %q", req, got, want)
 		}
+	}
+}
+
+// A resource that names no Patient at its compartment elements is
+// tenant-level only when nothing says it is about a patient: a Patient
+// named elsewhere (an R5 element, an extension) or, at a compartment
+// element, something named by identifier or display alone with no type, is
+// refused (docs/import.md, "Patient compartment").
+func TestReadTenantLevelAboutAPatient(t *testing.T) {
+	obs := func(subject, extra string) string {
+		return `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":` + subject + extra + `}`
+	}
+	for _, tc := range []struct {
+		name, body string
+		patient    string // want, when errPath is ""
+		errPath    string
+	}{
+		{"R5 Consent.subject", `{"resourceType":"Consent","id":"c","status":"active","subject":{"reference":"Patient/p1"},"decision":"deny"}`, "", "Consent.subject"},
+		{"a Patient in an extension", `{"resourceType":"Organization","id":"org","extension":[{"url":"http://example.org/x","valueReference":{"reference":"Patient/p1"}}]}`, "", "Organization.extension[0].valueReference"},
+		{"a conditional Patient reference outside the compartment elements", `{"resourceType":"Provenance","id":"pv","target":[{"reference":"Observation/o"}],"recorded":"2024-01-01T00:00:00Z","agent":[{"who":{"reference":"Patient?identifier=x|1"}}]}`, "", "Provenance.agent[0].who"},
+		{"a Patient typed with an identifier outside the compartment elements", `{"resourceType":"Organization","id":"org","extension":[{"url":"http://example.org/x","valueReference":{"type":"Patient","identifier":{"value":"1"}}}]}`, "", "Organization.extension[0].valueReference"},
+		{"a subject by identifier alone", obs(`{"identifier":{"system":"urn:oid:1.2.3","value":"123"}}`, ""), "", "Observation.subject"},
+		{"a subject by display alone", obs(`{"display":"someone"}`, ""), "", "Observation.subject"},
+		{"a Device subject named by a typed identifier", obs(`{"type":"Device","identifier":{"value":"123"}}`, ""), "", ""},
+		{"a Patient subject and a performer by display alone", obs(`{"reference":"Patient/p1"}`, `,"performer":[{"display":"someone"}]`), "p1", ""},
+		{"a Provenance of an Observation", `{"resourceType":"Provenance","id":"pv","target":[{"reference":"Observation/o"}],"recorded":"2024-01-01T00:00:00Z","agent":[{"who":{"reference":"Practitioner/pr"}}]}`, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkPlacement(t, tc.body, tc.patient, tc.errPath) })
 	}
 }
