@@ -367,7 +367,8 @@ func TestJSONErrorLine(t *testing.T) {
 
 // Security labels come from meta.security and from the elements R4
 // defines as a resource's own security labels (DocumentReference.
-// securityLabel, Composition.confidentiality), under every spelling of the
+// securityLabel, Composition.confidentiality; a contained resource's label
+// its container), under every spelling of the
 // code systems, and the ActCode sensitivity codes below the ones the
 // policy knows map to the same labels (testdata/labels-bundle.json).
 func TestReadLabels(t *testing.T) {
@@ -387,6 +388,7 @@ func TestReadLabels(t *testing.T) {
 		{"Composition", "c1", []string{"restricted"}},
 		{"Composition", "c2", []string{"very-restricted"}},
 		{"Composition", "c3", nil},
+		{"MedicationRequest", "m1", []string{"hiv", "restricted"}}, // those of its contained Observation and DocumentReference
 	} {
 		if got := find(t, items, tc.typ, tc.id).Sensitivity; !slices.Equal(got, tc.want) {
 			t.Errorf("%s %s: labels %v, want %v", tc.typ, tc.id, got, tc.want)

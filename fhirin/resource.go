@@ -207,40 +207,18 @@ func (r *resource) lastUpdated() (time.Time, error) {
 // Consent.provision.securityLabel label other data, not their resource.)
 func (r *resource) labels(b *bundle) ([]string, error) {
 	var cs []coding
-	if meta := r.m["meta"]; meta != nil {
-		m, ok := meta.(map[string]any)
-		if !ok {
-			return nil, r.errf(r.typ+".meta", ErrJSON, "not a JSON object")
-		}
-		if err := r.codings(m["security"], r.typ+".meta.security", &cs); err != nil {
-			return nil, err
-		}
+	if err := r.ownLabels(r.m, r.typ, r.typ, &cs); err != nil {
+		return nil, err
 	}
-	switch r.typ {
-	case "DocumentReference":
-		if v, ok := r.m["securityLabel"]; ok {
-			arr, ok := v.([]any)
-			if !ok {
-				return nil, r.errf(r.typ+".securityLabel", ErrJSON, "not an array")
-			}
-			for i, cc := range arr {
-				path := r.typ + ".securityLabel[" + itoa(i) + "]"
-				o, ok := cc.(map[string]any)
-				if !ok {
-					return nil, r.errf(path, ErrJSON, "not a CodeableConcept")
-				}
-				if err := r.codings(o["coding"], path+".coding", &cs); err != nil {
-					return nil, err
-				}
-			}
-		}
-	case "Composition":
-		if v, ok := r.m["confidentiality"]; ok {
-			code, ok := v.(string)
-			if !ok {
-				return nil, r.errf(r.typ+".confidentiality", ErrJSON, "not a code")
-			}
-			cs = append(cs, coding{confidentialitySystems[0], code})
+	// A contained resource is part of its container (R4 "Contained
+	// Resources") and is served with it: its labels label the container.
+	// (compartment has checked that contained is an array of objects.)
+	arr, _ := r.m["contained"].([]any)
+	for i, v := range arr {
+		o, _ := v.(map[string]any)
+		typ, _ := o["resourceType"].(string)
+		if err := r.ownLabels(o, typ, r.typ+".contained["+itoa(i)+"]", &cs); err != nil {
+			return nil, err
 		}
 	}
 	l := labelsOf(cs)
@@ -248,6 +226,49 @@ func (r *resource) labels(b *bundle) ([]string, error) {
 		l = union(l, b.labels)
 	}
 	return l, nil
+}
+
+// ownLabels appends the security label Codings of m, a resource of type
+// typ at FHIR path path: its meta.security, DocumentReference.securityLabel,
+// Composition.confidentiality.
+func (r *resource) ownLabels(m map[string]any, typ, path string, cs *[]coding) error {
+	if meta := m["meta"]; meta != nil {
+		mm, ok := meta.(map[string]any)
+		if !ok {
+			return r.errf(path+".meta", ErrJSON, "not a JSON object")
+		}
+		if err := r.codings(mm["security"], path+".meta.security", cs); err != nil {
+			return err
+		}
+	}
+	switch typ {
+	case "DocumentReference":
+		if v, ok := m["securityLabel"]; ok {
+			arr, ok := v.([]any)
+			if !ok {
+				return r.errf(path+".securityLabel", ErrJSON, "not an array")
+			}
+			for i, cc := range arr {
+				p := path + ".securityLabel[" + itoa(i) + "]"
+				o, ok := cc.(map[string]any)
+				if !ok {
+					return r.errf(p, ErrJSON, "not a CodeableConcept")
+				}
+				if err := r.codings(o["coding"], p+".coding", cs); err != nil {
+					return err
+				}
+			}
+		}
+	case "Composition":
+		if v, ok := m["confidentiality"]; ok {
+			code, ok := v.(string)
+			if !ok {
+				return r.errf(path+".confidentiality", ErrJSON, "not a code")
+			}
+			*cs = append(*cs, coding{confidentialitySystems[0], code})
+		}
+	}
+	return nil
 }
 
 // codings appends the Codings of v, an array found at path (nil: absent).
