@@ -234,6 +234,10 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		if !ok {
 			return newError(w, path+".request.url", ErrUnsupported, "a DELETE must name Type/id (conditional deletes are not imported)")
 		}
+		if strings.Contains(e.Request.URL, "://") && (s.base == "" || restBase(e.Request.URL) != s.base) {
+			// Another server's Patient/7 is not this import's.
+			return newError(w, path+".request.url", ErrUnsupported, "a DELETE of an absolute URL on another server than the export's, or when that is unknown (its $export manifest's request), is not imported: name Type/id")
+		}
 		if rd.emit {
 			return rd.emitItem(Item{Type: t.typ, ID: t.id, Deleted: true, Where: w})
 		}
@@ -245,6 +249,14 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 	}
 	if !hasResource {
 		return newError(w, path+".resource", ErrValue, "an entry without a resource (and not a DELETE)")
+	}
+	if method == "PUT" {
+		// PUT Type/id stores the resource as Type/id (R4 "update"): a body
+		// of another type or id would be imported under a name the
+		// transaction does not give it.
+		if t, ok := parseLiteral(e.Request.URL); ok && (t.typ != e.typ || t.id != e.id) {
+			return newError(w, path+".request.url", ErrValue, "a PUT names another resource (type or id) than the entry's resource")
+		}
 	}
 	if e.Search != nil && e.Search.Mode == "outcome" {
 		return nil

@@ -570,3 +570,21 @@ func TestReadTenantLevelAboutAPatient(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { checkPlacement(t, tc.body, tc.patient, tc.errPath) })
 	}
 }
+
+// A DELETE of an absolute URL retires the resource it names when the URL
+// is on the server of the export (its $export manifest's request).
+func TestReadAbsoluteDelete(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"m.json":     `{"transactionTime":"2024-01-01T00:00:00Z","request":"https://ehr.example/fhir/Patient/$export","deleted":[{"type":"Bundle","url":"del.ndjson"}]}`,
+		"del.ndjson": `{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"DELETE","url":"https://ehr.example/fhir/Observation/o1"}}]}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items := mustReadAll(t, filepath.Join(dir, "m.json"))
+	if len(items) != 1 || !items[0].Deleted || items[0].Type != "Observation" || items[0].ID != "o1" {
+		t.Fatalf("items %+v, want the retirement of Observation o1", items)
+	}
+}
