@@ -67,6 +67,9 @@ func TestBadInput(t *testing.T) {
 			err: ErrJSON, where: "b.json:1"},
 		{name: "a member named twice, once escaped", files: map[string]string{"Observation.ndjson": obs(`,"\u0073ubject":{"reference":"Patient/SECRET-2"}`)},
 			err: ErrJSON, where: "Observation.ndjson:1"},
+		{name: "two resources on one NDJSON line, the first re-encoded", files: map[string]string{"DocumentReference.ndjson": `{"resourceType":"DocumentReference","id":"d1","status":"current","subject":{"reference":"Patient/SECRET-MRN-1"},"content":[{"attachment":{"contentType":"text/plain","data":"` + b64("SECRET") + `"}}]} ` +
+			`{"resourceType":"DocumentReference","id":"d2","status":"current","subject":{"reference":"Patient/SECRET-MRN-2"}}`},
+			err: ErrJSON, where: "DocumentReference.ndjson:1"},
 		{name: "bad lastUpdated", files: map[string]string{"Observation.ndjson": obs(`,"meta":{"lastUpdated":"SECRET"}`)},
 			err: ErrValue, where: "Observation.ndjson:1", fpath: "Observation.meta.lastUpdated"},
 		{name: "dangling urn:uuid in a Bundle", files: map[string]string{"b.json": bundle("transaction",

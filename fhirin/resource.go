@@ -94,6 +94,11 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	if err := dec.Decode(&r.m); err != nil {
 		return jsonErr(w, raw, err)
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		// A second value after the resource (two on one NDJSON line) would
+		// be dropped where the body is re-encoded from the first.
+		return newError(w, "", ErrJSON, "more than one JSON value: an NDJSON line holds one resource")
+	}
 	if r.m == nil {
 		return newError(w, "", ErrJSON, "not a JSON object")
 	}
