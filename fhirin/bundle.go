@@ -259,6 +259,11 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		}
 	}
 	if e.Search != nil && e.Search.Mode == "outcome" {
+		if e.typ != "OperationOutcome" {
+			// R4 search mode "outcome" marks an OperationOutcome; skipping
+			// anything else would lose it.
+			return newError(w, path+".search.mode", ErrValue, "an outcome entry holds an OperationOutcome, not another resource")
+		}
 		return nil
 	}
 	if !rd.emit && !indexedTypes[e.typ] {

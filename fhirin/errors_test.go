@@ -164,6 +164,8 @@ func TestBadInput(t *testing.T) {
 			path: "m.json", err: ErrUnsupported, where: "del.ndjson:1", fpath: "Bundle.entry[0].request.url"},
 		{name: "a PUT naming another id than its resource's", files: map[string]string{"b.json": bundle("transaction", `{"resource":`+pat+`,"request":{"method":"PUT","url":"Patient/SECRET-MRN-2"}}`)},
 			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].request.url"},
+		{name: "a searchset outcome entry holding a resource that is no OperationOutcome", files: map[string]string{"b.json": bundle("searchset", `{"resource":`+obs("")+`,"search":{"mode":"outcome"}}`)},
+			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].search.mode"},
 		{name: "entry without resource", files: map[string]string{"b.json": bundle("collection", `{"fullUrl":"urn:uuid:SECRET"}`)},
 			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].resource"},
 		{name: "truncated Bundle file", files: map[string]string{"b.json": bundle("collection", `{"resource":`+pat+`}`, `{"resource":`+pat+`}`)[:120]},
