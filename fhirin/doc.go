@@ -42,8 +42,9 @@
 //     Patient URL counts only on the server the resource came from (its
 //     entry's RESTful fullUrl, its $export manifest's request). A resource
 //     that names no Patient at its compartment paths but names one
-//     elsewhere, or names something there by identifier or display alone
-//     with no type, is an error too: it may be a patient's data.
+//     elsewhere (Device.patient, an extension) is that patient's; one that
+//     names something there by identifier or display alone with no type
+//     is an error: it may be a patient's data.
 //   - A Binary's compartment is that of the resources linking it (or its
 //     securityContext Patient); one linked by nobody and naming no Patient
 //     is an error, never tenant-level.

@@ -100,6 +100,5 @@ var (
 	errUnresolvedAbsolute = errors.New("an absolute reference that no entry of the Bundle resolves and that does not end in Type/id cannot be placed (give it the Patient's Type/id, or the entry's fullUrl)")
 	errForeignPatient     = errors.New("an absolute reference to a Patient on another server than the one the resource came from (its entry's RESTful fullUrl, or its $export manifest's request), or when that server is unknown, names that server's Patient, whom the same id here may not name (make the reference relative)")
 	errLogicalUntyped     = errors.New("names no Patient at the compartment elements, and this one names something by identifier or display alone, with no type: it may be a patient, and the resource would be tenant-level (give the Reference a reference, or a type other than Patient)")
-	errPatientElsewhere   = errors.New("names no Patient at the compartment elements of its type, yet here names a Patient (an element R4 does not define for the type, an extension, ...): a patient's data is never tenant-level (name the Patient at the type's compartment element)")
 	errNotPatient         = errors.New("an element typed Reference(Patient) must name its Patient: Patient/id, an absolute URL ending so on its own server, or a Patient entry's fullUrl (an identifier or display alone cannot be placed)")
 )

@@ -545,9 +545,10 @@ func TestReadAbsolutePatientReferences(t *testing.T) {
 
 // A resource that names no Patient at its compartment elements is
 // tenant-level only when nothing says it is about a patient: a Patient
-// named elsewhere (an R5 element, an extension) or, at a compartment
-// element, something named by identifier or display alone with no type, is
-// refused (docs/import.md, "Patient compartment").
+// named elsewhere (Device.patient, an R5 element, an extension) places it
+// in that patient's compartment, and two there, one that cannot be placed,
+// or at a compartment element something named by identifier or display
+// alone with no type, are refused (docs/import.md, "Patient compartment").
 func TestReadTenantLevelAboutAPatient(t *testing.T) {
 	obs := func(subject, extra string) string {
 		return `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":` + subject + extra + `}`
@@ -557,8 +558,11 @@ func TestReadTenantLevelAboutAPatient(t *testing.T) {
 		patient    string // want, when errPath is ""
 		errPath    string
 	}{
-		{"R5 Consent.subject", `{"resourceType":"Consent","id":"c","status":"active","subject":{"reference":"Patient/p1"},"decision":"deny"}`, "", "Consent.subject"},
-		{"a Patient in an extension", `{"resourceType":"Organization","id":"org","extension":[{"url":"http://example.org/x","valueReference":{"reference":"Patient/p1"}}]}`, "", "Organization.extension[0].valueReference"},
+		{"Device.patient", `{"resourceType":"Device","id":"d","patient":{"reference":"Patient/p1"}}`, "p1", ""},
+		{"R5 Consent.subject", `{"resourceType":"Consent","id":"c","status":"active","subject":{"reference":"Patient/p1"},"decision":"deny"}`, "p1", ""},
+		{"a Patient in an extension", `{"resourceType":"Organization","id":"org","extension":[{"url":"http://example.org/x","valueReference":{"reference":"Patient/p1"}}]}`, "p1", ""},
+		{"two patients outside the compartment elements", `{"resourceType":"Device","id":"d","patient":{"reference":"Patient/p1"},"extension":[{"url":"http://example.org/x","valueReference":{"reference":"Patient/p2"}}]}`, "", "Device.patient"},
+		{"another server's Patient outside the compartment elements", `{"resourceType":"Device","id":"d","patient":{"reference":"https://other.example/fhir/Patient/p1"}}`, "", "Device.patient"},
 		{"a conditional Patient reference outside the compartment elements", `{"resourceType":"Provenance","id":"pv","target":[{"reference":"Observation/o"}],"recorded":"2024-01-01T00:00:00Z","agent":[{"who":{"reference":"Patient?identifier=x|1"}}]}`, "", "Provenance.agent[0].who"},
 		{"a Patient typed with an identifier outside the compartment elements", `{"resourceType":"Organization","id":"org","extension":[{"url":"http://example.org/x","valueReference":{"type":"Patient","identifier":{"value":"1"}}}]}`, "", "Organization.extension[0].valueReference"},
 		{"a subject by identifier alone", obs(`{"identifier":{"system":"urn:oid:1.2.3","value":"123"}}`, ""), "", "Observation.subject"},
