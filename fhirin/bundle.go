@@ -317,18 +317,21 @@ func (r *resource) rewriteRefs(b *bundle) error {
 	if b == nil {
 		return nil
 	}
-	// An attachment url may name a Binary entry by urn:uuid too.
+	// An attachment url may name a Binary entry by its fullUrl too
+	// (a urn:uuid, or an absolute URL on any server).
 	return r.eachAttachment(func(att map[string]any, path string) error {
 		u, _ := att["url"].(string)
-		if !strings.HasPrefix(u, "urn:uuid:") {
+		t, ok := b.resolveFullURL(u)
+		if !ok {
+			if strings.HasPrefix(u, "urn:uuid:") {
+				return r.errf(path+".url", ErrDangling, "a urn:uuid url to no entry of the Bundle")
+			}
 			return nil
 		}
-		t, ok := b.byFullURL[u]
-		if !ok {
-			return r.errf(path+".url", ErrDangling, "a urn:uuid url to no entry of the Bundle")
+		if rel := t.typ + "/" + t.id; u != rel {
+			att["url"] = rel
+			r.modified = true
 		}
-		att["url"] = t.typ + "/" + t.id
-		r.modified = true
 		return nil
 	})
 }

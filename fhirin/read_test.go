@@ -592,3 +592,47 @@ func TestReadAbsoluteDelete(t *testing.T) {
 		t.Fatalf("items %+v, want the retirement of Observation o1", items)
 	}
 }
+
+// An attachment url that is an absolute Binary URL links this import's
+// Binary only on the server the carrier came from, or as an entry's
+// fullUrl; another server's Binary of the same id is an outside document,
+// kept as written (docs/import.md, "Attachments").
+func TestReadAbsoluteBinaryURL(t *testing.T) {
+	docRef := func(fullURL, url string) string {
+		return `{"fullUrl":"` + fullURL + `","resource":{"resourceType":"DocumentReference","id":"d1","status":"current","subject":{"reference":"Patient/p1"},"content":[{"attachment":{"contentType":"text/plain","url":"` + url + `"}}]}}`
+	}
+	binary := `{"fullUrl":"https://a.example/fhir/Binary/b1","resource":{"resourceType":"Binary","id":"b1","contentType":"text/plain","securityContext":{"reference":"Patient/p2"},"data":"aGVsbG8="}}`
+	for _, tc := range []struct {
+		name, entries string
+		link          bool // the carrier links the Binary
+		unplaced      bool // the Binary is refused: no resource links it and it names no Patient
+	}{
+		{"the carrier's server", docRef("https://a.example/fhir/DocumentReference/d1", "https://a.example/fhir/Binary/b1") + "," + strings.Replace(binary, "p2", "p1", 1), true, false},
+		{"an entry's fullUrl", docRef("urn:uuid:1c7e6f0a-0b9d-4e55-8f3a-6d2c1b0a9e01", "https://a.example/fhir/Binary/b1") + "," + strings.Replace(binary, "p2", "p1", 1), true, false},
+		{"another server", docRef("https://a.example/fhir/DocumentReference/d1", "https://b.example/fhir/Binary/b1") + "," + binary, false, false},
+		{"another server, and this import's Binary names no patient", docRef("https://a.example/fhir/DocumentReference/d1", "https://b.example/fhir/Binary/b1") + "," +
+			strings.Replace(binary, `"securityContext":{"reference":"Patient/p2"},`, "", 1), false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "b.json")
+			if err := os.WriteFile(path, []byte(`{"resourceType":"Bundle","type":"collection","entry":[`+tc.entries+`]}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			items, err := readAll(t, path)
+			if tc.unplaced {
+				if !errors.Is(err, ErrCompartment) || !strings.Contains(err.Error(), "b.json:1: Binary:") {
+					t.Fatalf("err = %v, want the Binary refused as linked by nothing", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, b := find(t, items, "DocumentReference", "d1"), find(t, items, "Binary", "b1")
+			linked := bytes.Contains(d.Body, []byte(`"url":"attachment://t/Binary/b1/`))
+			if linked != tc.link || b.Patient != map[bool]string{true: "p1", false: "p2"}[tc.link] {
+				t.Errorf("linked %v, Binary of %q; want linked %v (body %s)", linked, b.Patient, tc.link, d.Body)
+			}
+		})
+	}
+}
