@@ -1,6 +1,7 @@
 package fhirin
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,4 +40,58 @@ func TestDuplicateKey(t *testing.T) {
 			t.Errorf("duplicateKey(%.60s) = %d, want %d", tc.raw, got, tc.want)
 		}
 	}
+}
+
+// FuzzDuplicateKey checks duplicateKey against the JSON decoder's tokens:
+// for valid JSON it finds a repeat exactly when one object has two names
+// that are equal under case folding.
+func FuzzDuplicateKey(f *testing.F) {
+	for _, s := range []string{`{"a":1,"A":{"b":[{"c":1,"c":2}]}}`, `{"id":"x","\u0069D":1}`, `[{"a":"\"a\":"},{"a":1}]`, `{"lin\u212a":1,"link":2}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) {
+			return
+		}
+		want := false
+		dec := json.NewDecoder(strings.NewReader(s))
+		var stack []([]string) // the names of the open objects; nil for an array
+		expectName := []bool{}
+		for {
+			tok, err := dec.Token()
+			if err != nil {
+				break
+			}
+			switch v := tok.(type) {
+			case json.Delim:
+				switch v {
+				case '{':
+					stack, expectName = append(stack, []string{}), append(expectName, true)
+					continue
+				case '[':
+					stack, expectName = append(stack, nil), append(expectName, false)
+					continue
+				default:
+					stack, expectName = stack[:len(stack)-1], expectName[:len(expectName)-1]
+				}
+			case string:
+				if n := len(stack); n > 0 && stack[n-1] != nil && expectName[n-1] {
+					for _, k := range stack[n-1] {
+						if strings.EqualFold(k, v) {
+							want = true
+						}
+					}
+					stack[n-1] = append(stack[n-1], v)
+					expectName[n-1] = false
+					continue
+				}
+			}
+			if n := len(stack); n > 0 && stack[n-1] != nil {
+				expectName[n-1] = true // a value ended: a name comes next
+			}
+		}
+		if got := duplicateKey([]byte(s)) >= 0; got != want {
+			t.Errorf("duplicateKey(%q) found a repeat: %v, want %v", s, got, want)
+		}
+	})
 }
