@@ -100,10 +100,13 @@ func labelsOf(cs []coding) []string {
 // lift it: an opt-out with exceptions still stops every use but treatment
 // under the default policy, which is the safer reading). provision.period
 // is not evaluated: a Consent that no longer applies must not be active.
+// R5 moved the base provision's type to Consent.decision: an R5-shaped
+// Consent with decision "deny" is an opt-out too (it was read as none, and
+// the patient's items went unlabelled).
 func isOptOut(m map[string]any) bool {
 	if m["status"] != "active" {
 		return false
 	}
 	p, _ := m["provision"].(map[string]any)
-	return p["type"] == "deny"
+	return p["type"] == "deny" || m["decision"] == "deny"
 }

@@ -183,6 +183,9 @@ func TestIsOptOut(t *testing.T) {
 		{map[string]any{"status": "inactive", "provision": map[string]any{"type": "deny"}}, false},
 		{map[string]any{"status": "active", "provision": map[string]any{"type": "permit"}}, false},
 		{map[string]any{"status": "active"}, false},
+		{map[string]any{"status": "active", "decision": "deny", "provision": map[string]any{"type": "permit"}}, true}, // R5: decision
+		{map[string]any{"status": "active", "decision": "permit"}, false},
+		{map[string]any{"status": "inactive", "decision": "deny"}, false},
 	} {
 		if got := isOptOut(tc.m); got != tc.want {
 			t.Errorf("isOptOut(%v) = %v", tc.m, got)

@@ -57,7 +57,7 @@ func optedOut(optout *bolt.Bucket, patient []byte) bool {
 
 // consentOptsOut reports whether the FHIR JSON of a stored Consent records
 // an opt-out, by fhirin's rule (isOptOut): status "active" and a base
-// provision of type "deny". It reads catalogs written before the index
+// provision of type "deny" (or R5's decision "deny"). It reads catalogs written before the index
 // existed (fillOptOut). Pure: no I/O.
 func consentOptsOut(body []byte) (bool, error) {
 	var m map[string]any
@@ -65,7 +65,7 @@ func consentOptsOut(body []byte) (bool, error) {
 		return false, fmt.Errorf("%w: a stored Consent is not a JSON object", ErrCorrupt)
 	}
 	p, _ := m["provision"].(map[string]any)
-	return m["status"] == "active" && p["type"] == "deny", nil
+	return m["status"] == "active" && (p["type"] == "deny" || m["decision"] == "deny"), nil
 }
 
 // optOutIndex is what one write transaction of an import uses of the
