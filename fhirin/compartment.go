@@ -183,9 +183,10 @@ func (r *resource) compartment() (string, error) {
 
 // result is the Patient found, or "" (tenant-level) when the resource is
 // not about a patient as far as can be told. A resource that names no
-// Patient at its compartment paths but, at one of them, names something
-// by identifier or display alone with no type (Observation.subject
-// {"identifier": an MRN}) may be a patient's data: an error. One that
+// Patient at its compartment paths but, at its subject element among them
+// (subjectElement), names something by identifier or display alone with no
+// type (Observation.subject {"identifier": an MRN}) may be a patient's
+// data: an error. One that
 // names a Patient elsewhere (Device.patient, which R4's compartment leaves
 // out; an R5 element such as Consent.subject; an extension;
 // Provenance.agent.who) is that patient's, by the rules of patientRef; two
@@ -257,6 +258,16 @@ func (r *resource) patientElsewhere() (string, error) {
 	return patient, nil
 }
 
+// subjectElement reports whether a compartment path is the element R4
+// names for whom a resource is about (Observation.subject,
+// Device.patient, Task.for), as opposed to who took part in it
+// (Observation.performer, AuditEvent.agent.who), where a Reference by
+// identifier or display alone is mostly staff.
+func subjectElement(path string) bool {
+	last := path[strings.LastIndexByte(path, '.')+1:]
+	return last == "subject" || last == "patient" || last == "for" || last == "beneficiary"
+}
+
 // compartmentScan gathers the Patient that the compartment references of
 // a resource, and of its contained resources, name.
 type compartmentScan struct {
@@ -287,7 +298,7 @@ func (c *compartmentScan) scan(root map[string]any, typ, rootPath string) error 
 			}
 			if !isPatient {
 				if _, hasRef := ref["reference"]; !hasRef && ref["type"] == nil && c.logical == "" &&
-					(ref["identifier"] != nil || ref["display"] != nil) {
+					(ref["identifier"] != nil || ref["display"] != nil) && subjectElement(p) {
 					c.logical = path
 				}
 				return nil

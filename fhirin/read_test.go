@@ -569,6 +569,8 @@ func TestReadTenantLevelAboutAPatient(t *testing.T) {
 		{"a subject by display alone", obs(`{"display":"someone"}`, ""), "", "Observation.subject"},
 		{"a Device subject named by a typed identifier", obs(`{"type":"Device","identifier":{"value":"123"}}`, ""), "", ""},
 		{"a Patient subject and a performer by display alone", obs(`{"reference":"Patient/p1"}`, `,"performer":[{"display":"someone"}]`), "p1", ""},
+		{"an AuditEvent whose agent is named by identifier alone", `{"resourceType":"AuditEvent","id":"a","type":{"code":"rest"},"recorded":"2024-01-01T00:00:00Z","agent":[{"who":{"identifier":{"value":"user1"}},"requestor":true}],"source":{"observer":{"display":"ehr"}},"entity":[{"what":{"reference":"Organization/o"}}]}`, "", ""},
+		{"a Device subject and a performer by display alone", obs(`{"reference":"Device/d"}`, `,"performer":[{"display":"someone"}]`), "", ""},
 		{"a Provenance of an Observation", `{"resourceType":"Provenance","id":"pv","target":[{"reference":"Observation/o"}],"recorded":"2024-01-01T00:00:00Z","agent":[{"who":{"reference":"Practitioner/pr"}}]}`, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkPlacement(t, tc.body, tc.patient, tc.errPath) })
