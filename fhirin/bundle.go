@@ -294,7 +294,7 @@ func (r *resource) rewriteRefs(b *bundle) error {
 					}
 					continue
 				}
-				stack = append(stack, "."+k)
+				stack = append(stack, "."+elementName(k))
 				if err := walk(c); err != nil {
 					return err
 				}

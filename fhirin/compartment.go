@@ -235,7 +235,7 @@ func (r *resource) patientElsewhere() (string, error) {
 				}
 			}
 			for _, k := range slices.Sorted(maps.Keys(v)) {
-				stack = append(stack, "."+k)
+				stack = append(stack, "."+elementName(k))
 				if err := walk(v[k]); err != nil {
 					return err
 				}

@@ -70,6 +70,10 @@ func TestBadInput(t *testing.T) {
 		{name: "two resources on one NDJSON line, the first re-encoded", files: map[string]string{"DocumentReference.ndjson": `{"resourceType":"DocumentReference","id":"d1","status":"current","subject":{"reference":"Patient/SECRET-MRN-1"},"content":[{"attachment":{"contentType":"text/plain","data":"` + b64("SECRET") + `"}}]} ` +
 			`{"resourceType":"DocumentReference","id":"d2","status":"current","subject":{"reference":"Patient/SECRET-MRN-2"}}`},
 			err: ErrJSON, where: "DocumentReference.ndjson:1"},
+		{name: "a Patient named under a member name that is content", files: map[string]string{"o.json": `{"resourceType":"Organization","id":"o","extension":[{"url":"x","SECRET MRN 1":{"reference":"Patient/SECRET-MRN-1"},"valueReference":{"reference":"Patient/SECRET-MRN-2"}}]}`},
+			err: ErrCompartment, where: "o.json:1", fpath: "Organization.extension[0].valueReference"},
+		{name: "a dangling urn:uuid under a member name that is content", files: map[string]string{"o.json": obs(`,"SECRET MRN 1":{"reference":"urn:uuid:0f6d3c1e-8a44-4a8e-9a59-2f1c8a9e0b01"}`)},
+			err: ErrDangling, where: "o.json:1", fpath: "Observation.?.reference"},
 		{name: "bad lastUpdated", files: map[string]string{"Observation.ndjson": obs(`,"meta":{"lastUpdated":"SECRET"}`)},
 			err: ErrValue, where: "Observation.ndjson:1", fpath: "Observation.meta.lastUpdated"},
 		{name: "dangling urn:uuid in a Bundle", files: map[string]string{"b.json": bundle("transaction",
