@@ -186,12 +186,11 @@ func (r *resource) compartment() (string, error) {
 // Patient at its compartment paths but, at its subject element among them
 // (subjectElement), names something by identifier or display alone with no
 // type (Observation.subject {"identifier": an MRN}) may be a patient's
-// data: an error. One that
-// names a Patient elsewhere (Device.patient, which R4's compartment leaves
-// out; an R5 element such as Consent.subject; an extension;
-// Provenance.agent.who) is that patient's, by the rules of patientRef; two
-// patients there, or one patientRef cannot read, is an error. A patient's
-// data is never tenant-level.
+// data: an error. One that names a Patient elsewhere (Device.patient,
+// which R4's compartment leaves out; an R5 element such as
+// Consent.subject; an extension; Provenance.agent.who) is that patient's,
+// by the rules of patientRef; two patients there, or one patientRef cannot
+// read, is an error. A patient's data is never tenant-level.
 func (c *compartmentScan) result() (string, error) {
 	r := c.r
 	if c.patient != "" || r.typ == "Patient" || r.typ == "Binary" { // a Binary is placed by its links and securityContext
