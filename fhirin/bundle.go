@@ -234,6 +234,10 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		if !ok {
 			return newError(w, path+".request.url", ErrUnsupported, "a DELETE must name Type/id (conditional deletes are not imported)")
 		}
+		if strings.Contains(e.Request.URL, "://") && (s.base == "" || restBase(e.Request.URL) != s.base) {
+			// Another server's Patient/7 is not this import's.
+			return newError(w, path+".request.url", ErrUnsupported, "a DELETE of an absolute URL on another server than the export's, or when that is unknown (its $export manifest's request), is not imported: name Type/id")
+		}
 		if rd.emit {
 			return rd.emitItem(Item{Type: t.typ, ID: t.id, Deleted: true, Where: w})
 		}
@@ -246,13 +250,26 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 	if !hasResource {
 		return newError(w, path+".resource", ErrValue, "an entry without a resource (and not a DELETE)")
 	}
+	if method == "PUT" {
+		// PUT Type/id stores the resource as Type/id (R4 "update"): a body
+		// of another type or id would be imported under a name the
+		// transaction does not give it.
+		if t, ok := parseLiteral(e.Request.URL); ok && (t.typ != e.typ || t.id != e.id) {
+			return newError(w, path+".request.url", ErrValue, "a PUT names another resource (type or id) than the entry's resource")
+		}
+	}
 	if e.Search != nil && e.Search.Mode == "outcome" {
+		if e.typ != "OperationOutcome" {
+			// R4 search mode "outcome" marks an OperationOutcome; skipping
+			// anything else would lose it.
+			return newError(w, path+".search.mode", ErrValue, "an outcome entry holds an OperationOutcome, not another resource")
+		}
 		return nil
 	}
 	if !rd.emit && !indexedTypes[e.typ] {
 		return nil
 	}
-	return rd.resource(s, w, e.Resource, "", b, e.id)
+	return rd.resource(s, w, e.Resource, "", b, e)
 }
 
 // rewriteRefs walks a resource of the Bundle and replaces every reference
@@ -277,7 +294,7 @@ func (r *resource) rewriteRefs(b *bundle) error {
 					}
 					continue
 				}
-				stack = append(stack, "."+k)
+				stack = append(stack, "."+elementName(k))
 				if err := walk(c); err != nil {
 					return err
 				}
@@ -300,18 +317,21 @@ func (r *resource) rewriteRefs(b *bundle) error {
 	if b == nil {
 		return nil
 	}
-	// An attachment url may name a Binary entry by urn:uuid too.
+	// An attachment url may name a Binary entry by its fullUrl too
+	// (a urn:uuid, or an absolute URL on any server).
 	return r.eachAttachment(func(att map[string]any, path string) error {
 		u, _ := att["url"].(string)
-		if !strings.HasPrefix(u, "urn:uuid:") {
+		t, ok := b.resolveFullURL(u)
+		if !ok {
+			if strings.HasPrefix(u, "urn:uuid:") {
+				return r.errf(path+".url", ErrDangling, "a urn:uuid url to no entry of the Bundle")
+			}
 			return nil
 		}
-		t, ok := b.byFullURL[u]
-		if !ok {
-			return r.errf(path+".url", ErrDangling, "a urn:uuid url to no entry of the Bundle")
+		if rel := t.typ + "/" + t.id; u != rel {
+			att["url"] = rel
+			r.modified = true
 		}
-		att["url"] = t.typ + "/" + t.id
-		r.modified = true
 		return nil
 	})
 }
@@ -325,6 +345,10 @@ func (r *resource) rewriteRef(b *bundle, obj map[string]any, ref string, stack [
 			if lit, ok := parseLiteral(ref); !ok || lit != t {
 				obj["reference"] = t.typ + "/" + t.id
 				r.modified = true
+			} else if r.entries == nil {
+				r.entries = map[string]bool{ref: true}
+			} else {
+				r.entries[ref] = true
 			}
 			return nil
 		}

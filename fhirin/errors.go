@@ -98,5 +98,23 @@ var (
 	errTypeMismatch       = errors.New("Reference.type contradicts the type the reference names")
 	errMalformedReference = errors.New("a malformed reference: neither Type/id with an R4 type (case-sensitive), an absolute URL, #id, nor Type?query")
 	errUnresolvedAbsolute = errors.New("an absolute reference that no entry of the Bundle resolves and that does not end in Type/id cannot be placed (give it the Patient's Type/id, or the entry's fullUrl)")
-	errNotPatient         = errors.New("an element typed Reference(Patient) must name its Patient: Patient/id, an absolute URL ending so, or a Patient entry's fullUrl (an identifier or display alone cannot be placed)")
+	errForeignPatient     = errors.New("an absolute reference to a Patient on another server than the one the resource came from (its entry's RESTful fullUrl, or its $export manifest's request), or when that server is unknown, names that server's Patient, whom the same id here may not name (make the reference relative)")
+	errLogicalUntyped     = errors.New("names no Patient at the compartment elements, and this one names something by identifier or display alone, with no type: it may be a patient, and the resource would be tenant-level (give the Reference a reference, or a type other than Patient)")
+	errNotPatient         = errors.New("an element typed Reference(Patient) must name its Patient: Patient/id, an absolute URL ending so on its own server, or a Patient entry's fullUrl (an identifier or display alone cannot be placed)")
 )
+
+// elementName is k as a FHIR path step when it is shaped like a FHIR
+// element name ([A-Za-z_][A-Za-z0-9_]*, at most 64 bytes), else "?": a
+// member name is the input's too, and an error must not quote content.
+func elementName(k string) string {
+	if len(k) == 0 || len(k) > 64 {
+		return "?"
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || i > 0 && '0' <= c && c <= '9') {
+			return "?"
+		}
+	}
+	return k
+}

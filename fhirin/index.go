@@ -138,11 +138,16 @@ func (r *resource) eachAttachment(fn func(att map[string]any, path string) error
 }
 
 // binaryURL reads an attachment url that names a Binary: "Binary/id", an
-// absolute URL ending so, or (rewritten before) a urn:uuid Bundle entry.
-// A url to anything else (an outside document) is left alone.
+// absolute URL ending so on the server the resource came from (r.base), or
+// (rewritten before) a Bundle entry's fullUrl. A url to anything else (an
+// outside document, a Binary on another server) is left alone: another
+// server's Binary/b1 is not this import's Binary b1.
 func (r *resource) binaryURL(att map[string]any, path string) (string, bool, error) {
 	u, _ := att["url"].(string)
 	if u == "" {
+		return "", false, nil
+	}
+	if strings.Contains(u, "://") && (r.base == "" || restBase(u) != r.base) {
 		return "", false, nil
 	}
 	t, ok := parseLiteral(u)

@@ -81,6 +81,16 @@ func labelsOf(cs []coding) []string {
 			table = usPrivacyLawLabels
 		case c.System == LabelSystem:
 			table = customLabels
+		case c.System == "":
+			// A security code written without its system ({"code":"R"}):
+			// a label must not be lost by being overlooked, and no code
+			// means two labels in the tables above, so it is read in all.
+			for _, t := range []map[string]string{confidentialityLabels, actCodeLabels, usPrivacyLawLabels, customLabels} {
+				if l, ok := t[c.Code]; ok {
+					out = append(out, l)
+				}
+			}
+			continue
 		default:
 			continue
 		}

@@ -367,7 +367,8 @@ func TestJSONErrorLine(t *testing.T) {
 
 // Security labels come from meta.security and from the elements R4
 // defines as a resource's own security labels (DocumentReference.
-// securityLabel, Composition.confidentiality), under every spelling of the
+// securityLabel, Composition.confidentiality; a contained resource's label
+// its container), under every spelling of the
 // code systems, and the ActCode sensitivity codes below the ones the
 // policy knows map to the same labels (testdata/labels-bundle.json).
 func TestReadLabels(t *testing.T) {
@@ -387,6 +388,7 @@ func TestReadLabels(t *testing.T) {
 		{"Composition", "c1", []string{"restricted"}},
 		{"Composition", "c2", []string{"very-restricted"}},
 		{"Composition", "c3", nil},
+		{"MedicationRequest", "m1", []string{"hiv", "restricted"}}, // those of its contained Observation and DocumentReference
 	} {
 		if got := find(t, items, tc.typ, tc.id).Sensitivity; !slices.Equal(got, tc.want) {
 			t.Errorf("%s %s: labels %v, want %v", tc.typ, tc.id, got, tc.want)
@@ -426,5 +428,214 @@ func TestReadFullURLReferences(t *testing.T) {
 		if bytes.Contains(it.Body, []byte("urn:oid:")) || bytes.Contains(it.Body, []byte("/records/")) {
 			t.Errorf("%s %s: a reference to an entry is left unresolved: %s", tc.typ, tc.id, it.Body)
 		}
+	}
+}
+
+// checkPlacement reads one resource, body, and checks that it is refused
+// with ErrCompartment at errPath or, errPath "", placed in patient's
+// compartment ("" tenant-level).
+func checkPlacement(t *testing.T, body, patient, errPath string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	items, err := readAll(t, path)
+	if errPath != "" {
+		var fe *Error
+		if !errors.As(err, &fe) || !errors.Is(err, ErrCompartment) || fe.Path != errPath {
+			t.Fatalf("err = %v, want ErrCompartment at %s", err, errPath)
+		}
+		return
+	}
+	if err != nil || len(items) != 1 || items[0].Patient != patient {
+		t.Fatalf("items %v, err %v; want one item of patient %q", items, err, patient)
+	}
+}
+
+// A contained resource is part of its container: its compartment
+// references place the container, "#" in it names the container, and one
+// naming another patient than the container's, or a contained Patient, is
+// refused (docs/import.md, "Patient compartment").
+func TestReadContainedCompartment(t *testing.T) {
+	obsOf := func(patient string) string {
+		return `{"resourceType":"Observation","id":"c","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/` + patient + `"}}`
+	}
+	for _, tc := range []struct {
+		name, body string
+		patient    string // want, when err is ""
+		errPath    string // the FHIR path of the ErrCompartment
+	}{
+		{"Synthea's ExplanationOfBenefit with its contained referral and coverage", `{"resourceType":"ExplanationOfBenefit","id":"e","contained":[{"resourceType":"ServiceRequest","id":"referral","status":"completed","intent":"order","subject":{"reference":"Patient/p1"},"requester":{"reference":"Practitioner?identifier=http://hl7.org/fhir/sid/us-npi|9999"},"performer":[{"reference":"Practitioner?identifier=http://hl7.org/fhir/sid/us-npi|9999"}]},{"resourceType":"Coverage","id":"coverage","status":"active","type":{"text":"Medicaid"},"beneficiary":{"reference":"Patient/p1"},"payor":[{"display":"Medicaid"}]}],"status":"active","type":{"text":"x"},"use":"claim","patient":{"reference":"Patient/p1"},"created":"2020-01-01T00:00:00Z","insurer":{"display":"Medicaid"},"provider":{"reference":"Practitioner?identifier=http://hl7.org/fhir/sid/us-npi|9999"},"referral":{"reference":"#referral"},"outcome":"complete","insurance":[{"focal":true,"coverage":{"reference":"#coverage","display":"Medicaid"}}]}`, "p1", ""},
+		{"a Medication contained in a MedicationRequest", `{"resourceType":"MedicationRequest","id":"r","contained":[{"resourceType":"Medication","id":"m"}],"status":"active","intent":"order","medicationReference":{"reference":"#m"},"subject":{"reference":"Patient/p1"}}`, "p1", ""},
+		{"a contained Observation of the same patient", `{"resourceType":"MedicationRequest","id":"r","contained":[` + obsOf("p1") + `],"status":"active","intent":"order","medicationCodeableConcept":{"text":"x"},"subject":{"reference":"Patient/p1"},"supportingInformation":[{"reference":"#c"}]}`, "p1", ""},
+		{"a Patient's contained RelatedPerson naming it with #", `{"resourceType":"Patient","id":"p1","contained":[{"resourceType":"RelatedPerson","id":"rp","patient":{"reference":"#"}}],"contact":[{"organization":{"reference":"#rp"}}]}`, "p1", ""},
+		{"a patient's Observation contained in an Organization", `{"resourceType":"Organization","id":"o","contained":[` + obsOf("p2") + `]}`, "p2", ""},
+		{"a contained Observation of another patient", `{"resourceType":"MedicationRequest","id":"r","contained":[` + obsOf("p2") + `],"status":"active","intent":"order","medicationCodeableConcept":{"text":"x"},"subject":{"reference":"Patient/p1"},"supportingInformation":[{"reference":"#c"}]}`, "", "MedicationRequest.contained[0].subject"},
+		{"a Patient containing another patient's Observation", `{"resourceType":"Patient","id":"p1","contained":[` + obsOf("p2") + `]}`, "", "Patient.contained[0].subject"},
+		{"a contained Patient", `{"resourceType":"Observation","id":"o","contained":[{"resourceType":"Patient","id":"x"}],"status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p1"},"focus":[{"reference":"#x"}]}`, "", "Observation.contained[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkPlacement(t, tc.body, tc.patient, tc.errPath) })
+	}
+}
+
+// An absolute reference to a Patient names that server's Patient: it is
+// the import's Patient of that id only on the server the resource came
+// from, its Bundle entry's RESTful fullUrl or its $export manifest's
+// request (docs/import.md, "Patient compartment").
+func TestReadAbsolutePatientReferences(t *testing.T) {
+	obs := func(ref string) string {
+		return `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":{"reference":"` + ref + `"}}`
+	}
+	entry := func(fullURL, res string) string {
+		return `{"resourceType":"Bundle","type":"searchset","entry":[{"fullUrl":"` + fullURL + `","resource":` + res + `}]}`
+	}
+	manifest := func(request string) string {
+		return `{"transactionTime":"2024-01-01T00:00:00Z","request":"` + request + `","output":[{"type":"Observation","url":"Observation.ndjson"}]}`
+	}
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string // read: r.json, else m.json
+		patient string            // "" = refused with ErrCompartment
+	}{
+		{"the entry's server", map[string]string{"r.json": entry("https://a.example/fhir/Observation/o", obs("https://a.example/fhir/Patient/7/_history/3"))}, "7"},
+		{"another server than the entry's", map[string]string{"r.json": entry("https://a.example/fhir/Observation/o", obs("https://b.example/fhir/Patient/7"))}, ""},
+		{"an entry whose fullUrl is a urn", map[string]string{"r.json": entry("urn:uuid:5b1e7c0a-3f0e-4c8e-9d2a-0e6b3f1c2d4a", obs("https://b.example/fhir/Patient/7"))}, ""},
+		{"outside a Bundle", map[string]string{"r.json": obs("https://b.example/fhir/Patient/7")}, ""},
+		{"the server of the $export request", map[string]string{"m.json": manifest("https://a.example/fhir/Group/g1/$export?_type=Observation"), "Observation.ndjson": obs("https://a.example/fhir/Patient/7")}, "7"},
+		{"another server than the $export request's", map[string]string{"m.json": manifest("https://a.example/fhir/$export"), "Observation.ndjson": obs("https://a.example/other/Patient/7")}, ""},
+		{"a relative reference", map[string]string{"r.json": obs("Patient/7")}, "7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, content := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			path := filepath.Join(dir, "r.json")
+			if _, ok := tc.files["m.json"]; ok {
+				path = filepath.Join(dir, "m.json")
+			}
+			items, err := readAll(t, path)
+			if tc.patient == "" {
+				var fe *Error
+				if !errors.As(err, &fe) || !errors.Is(err, ErrCompartment) || fe.Path != "Observation.subject" {
+					t.Fatalf("err = %v, want ErrCompartment at Observation.subject", err)
+				}
+				return
+			}
+			if err != nil || len(items) != 1 || items[0].Patient != tc.patient {
+				t.Fatalf("items %v, err %v; want one item of patient %q", items, err, tc.patient)
+			}
+		})
+	}
+	for req, want := range map[string]string{
+		"https://a.example/fhir/$export":                         "https://a.example/fhir",
+		"https://a.example/fhir/Patient/$export?_since=2024":     "https://a.example/fhir",
+		"https://a.example/fhir/Group/g-1/$export?_type=Patient": "https://a.example/fhir",
+		"REST search of 3 types":                                 "",
+		"/fhir/$export":                                          "",
+		"https://a.example/fhir/Patient":                         "",
+	} {
+		if got := exportBase(req); got != want {
+			t.Errorf("exportBase(%s) = %q, want %q", req, got, want)
+		}
+	}
+}
+
+// A resource that names no Patient at its compartment elements is
+// tenant-level only when nothing says it is about a patient: a Patient
+// named elsewhere (Device.patient, an R5 element, an extension) places it
+// in that patient's compartment, and two there, one that cannot be placed,
+// or at a compartment element something named by identifier or display
+// alone with no type, are refused (docs/import.md, "Patient compartment").
+func TestReadTenantLevelAboutAPatient(t *testing.T) {
+	obs := func(subject, extra string) string {
+		return `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":` + subject + extra + `}`
+	}
+	for _, tc := range []struct {
+		name, body string
+		patient    string // want, when errPath is ""
+		errPath    string
+	}{
+		{"Device.patient", `{"resourceType":"Device","id":"d","patient":{"reference":"Patient/p1"}}`, "p1", ""},
+		{"R5 Consent.subject", `{"resourceType":"Consent","id":"c","status":"active","subject":{"reference":"Patient/p1"},"decision":"deny"}`, "p1", ""},
+		{"a Patient in an extension", `{"resourceType":"Organization","id":"org","extension":[{"url":"http://example.org/x","valueReference":{"reference":"Patient/p1"}}]}`, "p1", ""},
+		{"two patients outside the compartment elements", `{"resourceType":"Device","id":"d","patient":{"reference":"Patient/p1"},"extension":[{"url":"http://example.org/x","valueReference":{"reference":"Patient/p2"}}]}`, "", "Device.patient"},
+		{"another server's Patient outside the compartment elements", `{"resourceType":"Device","id":"d","patient":{"reference":"https://other.example/fhir/Patient/p1"}}`, "", "Device.patient"},
+		{"a conditional Patient reference outside the compartment elements", `{"resourceType":"Provenance","id":"pv","target":[{"reference":"Observation/o"}],"recorded":"2024-01-01T00:00:00Z","agent":[{"who":{"reference":"Patient?identifier=x|1"}}]}`, "", "Provenance.agent[0].who"},
+		{"a Patient typed with an identifier outside the compartment elements", `{"resourceType":"Organization","id":"org","extension":[{"url":"http://example.org/x","valueReference":{"type":"Patient","identifier":{"value":"1"}}}]}`, "", "Organization.extension[0].valueReference"},
+		{"a subject by identifier alone", obs(`{"identifier":{"system":"urn:oid:1.2.3","value":"123"}}`, ""), "", "Observation.subject"},
+		{"a subject by display alone", obs(`{"display":"someone"}`, ""), "", "Observation.subject"},
+		{"a Device subject named by a typed identifier", obs(`{"type":"Device","identifier":{"value":"123"}}`, ""), "", ""},
+		{"a Patient subject and a performer by display alone", obs(`{"reference":"Patient/p1"}`, `,"performer":[{"display":"someone"}]`), "p1", ""},
+		{"an AuditEvent whose agent is named by identifier alone", `{"resourceType":"AuditEvent","id":"a","type":{"code":"rest"},"recorded":"2024-01-01T00:00:00Z","agent":[{"who":{"identifier":{"value":"user1"}},"requestor":true}],"source":{"observer":{"display":"ehr"}},"entity":[{"what":{"reference":"Organization/o"}}]}`, "", ""},
+		{"a Device subject and a performer by display alone", obs(`{"reference":"Device/d"}`, `,"performer":[{"display":"someone"}]`), "", ""},
+		{"a Provenance of an Observation", `{"resourceType":"Provenance","id":"pv","target":[{"reference":"Observation/o"}],"recorded":"2024-01-01T00:00:00Z","agent":[{"who":{"reference":"Practitioner/pr"}}]}`, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkPlacement(t, tc.body, tc.patient, tc.errPath) })
+	}
+}
+
+// A DELETE of an absolute URL retires the resource it names when the URL
+// is on the server of the export (its $export manifest's request).
+func TestReadAbsoluteDelete(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"m.json":     `{"transactionTime":"2024-01-01T00:00:00Z","request":"https://ehr.example/fhir/Patient/$export","deleted":[{"type":"Bundle","url":"del.ndjson"}]}`,
+		"del.ndjson": `{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"DELETE","url":"https://ehr.example/fhir/Observation/o1"}}]}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items := mustReadAll(t, filepath.Join(dir, "m.json"))
+	if len(items) != 1 || !items[0].Deleted || items[0].Type != "Observation" || items[0].ID != "o1" {
+		t.Fatalf("items %+v, want the retirement of Observation o1", items)
+	}
+}
+
+// An attachment url that is an absolute Binary URL links this import's
+// Binary only on the server the carrier came from, or as an entry's
+// fullUrl; another server's Binary of the same id is an outside document,
+// kept as written (docs/import.md, "Attachments").
+func TestReadAbsoluteBinaryURL(t *testing.T) {
+	docRef := func(fullURL, url string) string {
+		return `{"fullUrl":"` + fullURL + `","resource":{"resourceType":"DocumentReference","id":"d1","status":"current","subject":{"reference":"Patient/p1"},"content":[{"attachment":{"contentType":"text/plain","url":"` + url + `"}}]}}`
+	}
+	binary := `{"fullUrl":"https://a.example/fhir/Binary/b1","resource":{"resourceType":"Binary","id":"b1","contentType":"text/plain","securityContext":{"reference":"Patient/p2"},"data":"aGVsbG8="}}`
+	for _, tc := range []struct {
+		name, entries string
+		link          bool // the carrier links the Binary
+		unplaced      bool // the Binary is refused: no resource links it and it names no Patient
+	}{
+		{"the carrier's server", docRef("https://a.example/fhir/DocumentReference/d1", "https://a.example/fhir/Binary/b1") + "," + strings.Replace(binary, "p2", "p1", 1), true, false},
+		{"an entry's fullUrl", docRef("urn:uuid:1c7e6f0a-0b9d-4e55-8f3a-6d2c1b0a9e01", "https://a.example/fhir/Binary/b1") + "," + strings.Replace(binary, "p2", "p1", 1), true, false},
+		{"another server", docRef("https://a.example/fhir/DocumentReference/d1", "https://b.example/fhir/Binary/b1") + "," + binary, false, false},
+		{"another server, and this import's Binary names no patient", docRef("https://a.example/fhir/DocumentReference/d1", "https://b.example/fhir/Binary/b1") + "," +
+			strings.Replace(binary, `"securityContext":{"reference":"Patient/p2"},`, "", 1), false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "b.json")
+			if err := os.WriteFile(path, []byte(`{"resourceType":"Bundle","type":"collection","entry":[`+tc.entries+`]}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			items, err := readAll(t, path)
+			if tc.unplaced {
+				if !errors.Is(err, ErrCompartment) || !strings.Contains(err.Error(), "b.json:1: Binary:") {
+					t.Fatalf("err = %v, want the Binary refused as linked by nothing", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, b := find(t, items, "DocumentReference", "d1"), find(t, items, "Binary", "b1")
+			linked := bytes.Contains(d.Body, []byte(`"url":"attachment://t/Binary/b1/`))
+			if linked != tc.link || b.Patient != map[bool]string{true: "p1", false: "p2"}[tc.link] {
+				t.Errorf("linked %v, Binary of %q; want linked %v (body %s)", linked, b.Patient, tc.link, d.Body)
+			}
+		})
 	}
 }

@@ -18,6 +18,13 @@ type resource struct {
 	m        map[string]any
 	raw      []byte
 	modified bool // m differs from raw
+	// base is the server base of its Bundle entry's RESTful fullUrl
+	// ("https://ehr.example/fhir"), else that of its source (an $export
+	// manifest's request); "" when neither is known.
+	base string
+	// entries holds the absolute RESTful references kept as written that
+	// name an entry of its Bundle.
+	entries map[string]bool
 }
 
 func (r *resource) errf(path string, sentinel error, format string, args ...any) error {
@@ -27,6 +34,12 @@ func (r *resource) errf(path string, sentinel error, format string, args ...any)
 // unit reads one top-level JSON value: a resource or a Bundle.
 func (rd *reader) unit(s *source, line int, raw []byte) error {
 	w := where(s, line)
+	if rd.emit { // once: the first pass reads only some of the input
+		if off := duplicateKey(raw); off >= 0 {
+			return newError(where(s, line+bytes.Count(raw[:off], []byte{'\n'})), "", ErrJSON,
+				"an object names one member twice (or two differing only in case): FHIR JSON names each element once, and parsers disagree on which one counts")
+		}
+	}
 	typ := s.wantType
 	if typ == "" || typ == "Bundle" {
 		var head struct {
@@ -46,7 +59,7 @@ func (rd *reader) unit(s *source, line int, raw []byte) error {
 	if !rd.emit && !indexedTypes[typ] {
 		return nil
 	}
-	return rd.resource(s, w, raw, s.wantType, nil, "")
+	return rd.resource(s, w, raw, s.wantType, nil, nil)
 }
 
 // jsonErr classifies a JSON decoding error of one value without quoting it.
@@ -67,14 +80,26 @@ func jsonErr(w string, raw []byte, err error) error {
 	return newError(w, "", ErrJSON, "undecodable")
 }
 
-// resource reads one resource (outside a Bundle: b nil); idFallback is the
-// id to give a Bundle entry that has none (its urn:uuid).
-func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *bundle, idFallback string) error {
-	r := &resource{where: w, raw: raw}
+// resource reads one resource (outside a Bundle: b and e nil); a Bundle
+// entry without resource.id gets e.id (its urn:uuid).
+func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *bundle, e *entry) error {
+	r := &resource{where: w, raw: raw, base: s.base}
+	idFallback := ""
+	if e != nil {
+		idFallback = e.id
+		if b := restBase(e.FullURL); b != "" {
+			r.base = b
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber() // decimals keep their written precision
 	if err := dec.Decode(&r.m); err != nil {
 		return jsonErr(w, raw, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		// A second value after the resource (two on one NDJSON line) would
+		// be dropped where the body is re-encoded from the first.
+		return newError(w, "", ErrJSON, "more than one JSON value: an NDJSON line holds one resource")
 	}
 	if r.m == nil {
 		return newError(w, "", ErrJSON, "not a JSON object")
@@ -189,40 +214,18 @@ func (r *resource) lastUpdated() (time.Time, error) {
 // Consent.provision.securityLabel label other data, not their resource.)
 func (r *resource) labels(b *bundle) ([]string, error) {
 	var cs []coding
-	if meta := r.m["meta"]; meta != nil {
-		m, ok := meta.(map[string]any)
-		if !ok {
-			return nil, r.errf(r.typ+".meta", ErrJSON, "not a JSON object")
-		}
-		if err := r.codings(m["security"], r.typ+".meta.security", &cs); err != nil {
-			return nil, err
-		}
+	if err := r.ownLabels(r.m, r.typ, r.typ, &cs); err != nil {
+		return nil, err
 	}
-	switch r.typ {
-	case "DocumentReference":
-		if v, ok := r.m["securityLabel"]; ok {
-			arr, ok := v.([]any)
-			if !ok {
-				return nil, r.errf(r.typ+".securityLabel", ErrJSON, "not an array")
-			}
-			for i, cc := range arr {
-				path := r.typ + ".securityLabel[" + itoa(i) + "]"
-				o, ok := cc.(map[string]any)
-				if !ok {
-					return nil, r.errf(path, ErrJSON, "not a CodeableConcept")
-				}
-				if err := r.codings(o["coding"], path+".coding", &cs); err != nil {
-					return nil, err
-				}
-			}
-		}
-	case "Composition":
-		if v, ok := r.m["confidentiality"]; ok {
-			code, ok := v.(string)
-			if !ok {
-				return nil, r.errf(r.typ+".confidentiality", ErrJSON, "not a code")
-			}
-			cs = append(cs, coding{confidentialitySystems[0], code})
+	// A contained resource is part of its container (R4 "Contained
+	// Resources") and is served with it: its labels label the container.
+	// (compartment has checked that contained is an array of objects.)
+	arr, _ := r.m["contained"].([]any)
+	for i, v := range arr {
+		o, _ := v.(map[string]any)
+		typ, _ := o["resourceType"].(string)
+		if err := r.ownLabels(o, typ, r.typ+".contained["+itoa(i)+"]", &cs); err != nil {
+			return nil, err
 		}
 	}
 	l := labelsOf(cs)
@@ -230,6 +233,49 @@ func (r *resource) labels(b *bundle) ([]string, error) {
 		l = union(l, b.labels)
 	}
 	return l, nil
+}
+
+// ownLabels appends the security label Codings of m, a resource of type
+// typ at FHIR path path: its meta.security, DocumentReference.securityLabel,
+// Composition.confidentiality.
+func (r *resource) ownLabels(m map[string]any, typ, path string, cs *[]coding) error {
+	if meta := m["meta"]; meta != nil {
+		mm, ok := meta.(map[string]any)
+		if !ok {
+			return r.errf(path+".meta", ErrJSON, "not a JSON object")
+		}
+		if err := r.codings(mm["security"], path+".meta.security", cs); err != nil {
+			return err
+		}
+	}
+	switch typ {
+	case "DocumentReference":
+		if v, ok := m["securityLabel"]; ok {
+			arr, ok := v.([]any)
+			if !ok {
+				return r.errf(path+".securityLabel", ErrJSON, "not an array")
+			}
+			for i, cc := range arr {
+				p := path + ".securityLabel[" + itoa(i) + "]"
+				o, ok := cc.(map[string]any)
+				if !ok {
+					return r.errf(p, ErrJSON, "not a CodeableConcept")
+				}
+				if err := r.codings(o["coding"], p+".coding", cs); err != nil {
+					return err
+				}
+			}
+		}
+	case "Composition":
+		if v, ok := m["confidentiality"]; ok {
+			code, ok := v.(string)
+			if !ok {
+				return r.errf(path+".confidentiality", ErrJSON, "not a code")
+			}
+			*cs = append(*cs, coding{confidentialitySystems[0], code})
+		}
+	}
+	return nil
 }
 
 // codings appends the Codings of v, an array found at path (nil: absent).

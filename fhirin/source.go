@@ -21,6 +21,9 @@ type source struct {
 	ndjson   bool   // NDJSON (else a stream of JSON values)
 	gz       bool
 	wantType string // every top-level resource must be of this type ("" = any)
+	// base is the FHIR server base the file was exported from (its $export
+	// manifest's request), "" when unknown.
+	base string
 }
 
 // custosManifestName is the custos import manifest a directory may hold
@@ -191,6 +194,7 @@ func dirSources(dir string) ([]source, error) {
 // exportManifest is the Bulk Data $export complete-status body.
 type exportManifest struct {
 	TransactionTime string         `json:"transactionTime"`
+	Request         string         `json:"request"`
 	Output          []manifestFile `json:"output"`
 	Deleted         []manifestFile `json:"deleted"`
 	Error           []manifestFile `json:"error"`
@@ -248,7 +252,7 @@ func manifestSources(path string) ([]source, error) {
 			rel = filepath.Base(p)
 		}
 		s := fileSource(p, rel)
-		s.ndjson, s.wantType = true, f.Type
+		s.ndjson, s.wantType, s.base = true, f.Type, exportBase(m.Request)
 		out = append(out, s)
 		return nil
 	}
@@ -263,6 +267,25 @@ func manifestSources(path string) ([]source, error) {
 		}
 	}
 	return out, nil
+}
+
+// exportBase returns the FHIR server base of an $export kick-off request
+// URL ("https://ehr.example/fhir/Group/g1/$export?_type=Patient" →
+// "https://ehr.example/fhir"; also [base]/$export and
+// [base]/Patient/$export), "" for anything else.
+func exportBase(request string) string {
+	u, _, _ := strings.Cut(request, "?")
+	u, ok := strings.CutSuffix(strings.TrimSuffix(u, "/"), "/$export")
+	if !ok || !strings.Contains(u, "://") {
+		return ""
+	}
+	if b, ok := strings.CutSuffix(u, "/Patient"); ok {
+		return b
+	}
+	if i := strings.LastIndexByte(u, '/'); i > 0 && strings.HasSuffix(u[:i], "/Group") {
+		return strings.TrimSuffix(u[:i], "/Group")
+	}
+	return u
 }
 
 // localPath resolves a manifest url: a file: URL, an absolute path, or a

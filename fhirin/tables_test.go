@@ -102,10 +102,22 @@ func TestLabelsOf(t *testing.T) {
 		{[]coding{{act, "MST"}}, []string{"sdv"}},
 		{[]coding{{"https://terminology.hl7.org/CodeSystem/v3-Confidentiality", "V"}, {"https://terminology.hl7.org/CodeSystem/v3-ActCode", "HIV"}}, []string{"hiv", "very-restricted"}},
 		{[]coding{{"http://terminology.hl7.org/CodeSystem/v3-ActUSPrivacyLaw", "42CFRPart2"}}, []string{"sud"}},
-		{[]coding{{act, "GDIS"}, {act, "SCA"}, {act, "SPI"}}, nil}, // no label in the default policy (yet)
+		{[]coding{{act, "GDIS"}, {act, "SCA"}, {act, "SPI"}}, nil},        // no label in the default policy (yet)
+		{[]coding{{"", "R"}, {"", "SUD"}}, []string{"restricted", "sud"}}, // without a system: read in every table
+		{[]coding{{"", "HIV"}, {"", "N"}, {"", "vip"}}, []string{"hiv", "vip"}},
 	} {
 		if got := labelsOf(tc.in); !slices.Equal(got, tc.want) {
 			t.Errorf("labelsOf(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+	// A code without a system is read in every table: no code may mean two labels.
+	seen := map[string]string{}
+	for _, table := range []map[string]string{confidentialityLabels, actCodeLabels, usPrivacyLawLabels, customLabels} {
+		for code, l := range table {
+			if old, ok := seen[code]; ok && old != l {
+				t.Errorf("code %s means %s in one table and %s in another", code, old, l)
+			}
+			seen[code] = l
 		}
 	}
 }

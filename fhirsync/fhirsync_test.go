@@ -2,6 +2,7 @@ package fhirsync
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/fhirin"
 )
 
 func TestParseBase(t *testing.T) {
@@ -321,5 +323,44 @@ func TestSourceLabel(t *testing.T) {
 	}
 	if !strings.Contains(statePath("d", "https://EHR.example.org/fhir/R4"), a[len("fhir-sync:"):]) {
 		t.Fatal("the label and the state file name differ in their id")
+	}
+}
+
+// TestStagedRequestNamesTheServer: the importer reads a staged export and
+// takes an absolute reference to the synced server's Patient as this
+// import's Patient (the staged manifest's request names the server), and
+// refuses one to another server's.
+func TestStagedRequestNamesTheServer(t *testing.T) {
+	base, err := ParseBase("https://ehr.example.org/fhir/R4/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ref, want := range map[string]string{
+		"https://ehr.example.org/fhir/R4/Patient/p1":   "p1",
+		"https://other.example.org/fhir/R4/Patient/p1": "",
+	} {
+		st, err := newStage(t.TempDir(), 1<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs := `{"resourceType":"Observation","id":"o1","status":"final","code":{"text":"x"},"subject":{"reference":"` + ref + `"}}` + "\n"
+		if _, err := st.copyNDJSON(strings.NewReader(obs), "src", "Observation", false); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.finish(time.Unix(0, 0), stagedRequest(base)); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		err = fhirin.Read(context.Background(), filepath.Join(st.dir, ManifestName), fhirin.Options{Link: func(typ, id, patient string) string { return "x" }},
+			func(it fhirin.Item) error { got = append(got, it.Patient); return nil })
+		if want == "" {
+			if !errors.Is(err, fhirin.ErrCompartment) {
+				t.Errorf("%s: err = %v, want ErrCompartment", ref, err)
+			}
+			continue
+		}
+		if err != nil || len(got) != 1 || got[0] != want {
+			t.Errorf("%s: patients %v, err %v; want [%s]", ref, got, err, want)
+		}
 	}
 }

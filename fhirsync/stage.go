@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -213,6 +215,17 @@ func countDeletions(b []byte) (int, error) {
 		}
 	}
 	return len(bundle.Entry), nil
+}
+
+// stagedRequest is the request the staged manifest names:
+// [base]/$export, the server's system-level kick-off URL, whichever way
+// the sync fetched (Bulk at any level, or REST search). The importer reads
+// the server's base from it, and an absolute reference to that server's
+// Patient/7 is then this import's Patient 7 (docs/import.md, "Patient
+// compartment"); without it every absolute reference is refused. The base
+// carries no credentials, query or fragment (ParseBase).
+func stagedRequest(base *url.URL) string {
+	return strings.TrimSuffix(base.String(), "/") + "/$export"
 }
 
 // finish writes the manifest.

@@ -174,7 +174,7 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time) (Result, *
 		res.Next, request = cp.serverTime, "REST search of "+fmt.Sprint(len(types))+" types"
 	}
 	res.Resources, res.Deleted, res.Types = st.total(), st.deleted, st.counts
-	if err := st.finish(res.Next, request); err != nil {
+	if err := st.finish(res.Next, stagedRequest(c.base)); err != nil {
 		return res, c, fmt.Errorf("staging: %w", err)
 	}
 	switch {

@@ -56,16 +56,17 @@ func optedOut(optout *bolt.Bucket, patient []byte) bool {
 }
 
 // ConsentOptsOut reports whether a decoded FHIR Consent records an
-// opt-out: status "active" and a base provision of type "deny". Exceptions
-// nested under that provision do not lift it: an opt-out with exceptions
-// still stops every use but treatment under the default policy, the safer
-// reading. provision.period is not evaluated: a Consent that no longer
-// applies must not be active. It is the one definition of the rule: fhirin
-// applies it to what it reads, the store to what it holds (fillOptOut).
-// Pure: no I/O.
+// opt-out: status "active" and a base provision of type "deny", or R5's
+// Consent.decision "deny" (R5 moved the base provision's type there).
+// Exceptions nested under that provision do not lift it: an opt-out with
+// exceptions still stops every use but treatment under the default
+// policy, the safer reading. provision.period is not evaluated: a Consent
+// that no longer applies must not be active. It is the one definition of
+// the rule: fhirin applies it to what it reads, the store to what it holds
+// (fillOptOut). Pure: no I/O.
 func ConsentOptsOut(m map[string]any) bool {
 	p, _ := m["provision"].(map[string]any)
-	return m["status"] == "active" && p["type"] == "deny"
+	return m["status"] == "active" && (p["type"] == "deny" || m["decision"] == "deny")
 }
 
 // consentOptsOut reports whether the FHIR JSON of a stored Consent records

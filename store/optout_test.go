@@ -253,6 +253,8 @@ func TestConsentOptsOut(t *testing.T) {
 		{`{"status":"active"}`, false},
 		{`{"status":"active","provision":[{"type":"deny"}]}`, false},
 		{`{"status":["active"],"provision":{"type":"deny"}}`, false},
+		{`{"status":"active","decision":"deny","provision":{"type":"permit"}}`, true}, // R5: decision
+		{`{"status":"active","decision":"permit"}`, false},
 	} {
 		got, err := consentOptsOut([]byte(c.body))
 		if err != nil || got != c.want {
