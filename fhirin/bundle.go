@@ -7,10 +7,13 @@ import (
 	"strings"
 )
 
-// importedBundleTypes are the Bundle types whose entries are imported.
-// document, message and history Bundles (and the responses) are refused:
-// their entries are not a set of resources to keep as they are.
-var importedBundleTypes = map[string]bool{"collection": true, "transaction": true, "batch": true, "searchset": true}
+// importedBundleTypes are the Bundle types whose entries are imported. A
+// document (an International Patient Summary, a discharge summary) is
+// imported as its resources, the Composition among them, as a collection
+// is. message and history Bundles (and the responses) are refused: their
+// entries are not a set of resources to keep as they are (a message's
+// focus is an event, a history holds one resource many times).
+var importedBundleTypes = map[string]bool{"collection": true, "document": true, "transaction": true, "batch": true, "searchset": true}
 
 // bundle is one Bundle's reference context: its entries by fullUrl and by
 // identifier, and the labels of its meta.security, which apply to every entry.
@@ -101,7 +104,7 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 		}
 	}
 	if !importedBundleTypes[b.typ] {
-		return newError(w, "Bundle.type", ErrUnsupported, "only collection, transaction, batch and searchset Bundles are imported")
+		return newError(w, "Bundle.type", ErrUnsupported, "only collection, document, transaction, batch and searchset Bundles are imported")
 	}
 	if err := b.index(s, entries); err != nil {
 		return err

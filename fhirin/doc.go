@@ -11,7 +11,8 @@
 //   - a FHIR Bulk Data export directory of <Type>[.NNN].ndjson[.gz] files
 //     (https://hl7.org/fhir/uv/bulkdata/export.html), and its $export
 //     manifest JSON (output[] and deleted[], files relative or file: URLs);
-//   - Bundles of type collection, transaction, batch and searchset, one or
+//   - Bundles of type collection, document, transaction, batch and
+//     searchset, one or
 //     many per file (concatenated, a JSON array, or NDJSON), a file or a
 //     directory of them, with references to entries (their fullUrls, of
 //     any scheme) resolved;

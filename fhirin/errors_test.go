@@ -154,7 +154,7 @@ func TestBadInput(t *testing.T) {
 			"Binary.ndjson":            `{"resourceType":"Binary","id":"b","contentType":"text/plain","data":"` + b64("SECRET") + `"}`,
 			"DocumentReference.ndjson": `{"resourceType":"DocumentReference","id":"d1","subject":{"reference":"Patient/SECRET-MRN-1"},"content":[{"attachment":{"url":"Binary/b"}}]}` + "\n" + `{"resourceType":"DocumentReference","id":"d2","subject":{"reference":"Patient/SECRET-MRN-2"},"content":[{"attachment":{"url":"Binary/b"}}]}`},
 			path: ".", err: ErrCompartment, where: "DocumentReference.ndjson:2", fpath: "DocumentReference.content[0].attachment.url"},
-		{name: "document Bundle", files: map[string]string{"b.json": bundle("document", `{"resource":`+pat+`}`)},
+		{name: "message Bundle", files: map[string]string{"b.json": bundle("message", `{"resource":`+pat+`}`)},
 			err: ErrUnsupported, where: "b.json:1", fpath: "Bundle.type"},
 		{name: "nested Bundle", files: map[string]string{"b.json": bundle("collection", `{"resource":`+bundle("collection")+`}`)},
 			err: ErrUnsupported, where: "b.json:1", fpath: "Bundle"},

@@ -639,3 +639,26 @@ func TestReadAbsoluteBinaryURL(t *testing.T) {
 		})
 	}
 }
+
+// TestReadDocumentBundle: a document Bundle (the shape of HL7's
+// International Patient Summary example Bundle-IPS-examples-Bundle-minimal,
+// CC0) is imported as its resources: the Composition and everything its
+// sections name in the patient's compartment (references written as
+// Type/id to entries whose fullUrls are urn:uuids), the author, custodian
+// and medication tenant-level.
+func TestReadDocumentBundle(t *testing.T) {
+	items := mustReadAll(t, "testdata/ips-document.json")
+	const patient = "2b90dd2b-2dab-4c75-9bb9-a355e07401e8"
+	want := map[string]string{
+		"Composition": patient, "Patient": patient, "Condition": patient, "MedicationStatement": patient,
+		"AllergyIntolerance": patient, "Practitioner": "", "Organization": "", "Medication": "",
+	}
+	if len(items) != len(want) {
+		t.Fatalf("%d items, want %d", len(items), len(want))
+	}
+	for _, it := range items {
+		if p, ok := want[it.Type]; !ok || it.Patient != p {
+			t.Errorf("%s/%s in compartment %q, want %q", it.Type, it.ID, it.Patient, p)
+		}
+	}
+}
