@@ -58,10 +58,12 @@ import (
 //	                                     an age over 89 is dropped: an Age, a
 //	                                     quantity in a unit of time, a value
 //	                                     in an age element or age Observation
-//	Address                              state and country when codes (or a
-//	                                     US state's name), ZIP3 of a US
-//	                                     postalCode ("000" for the restricted
-//	                                     ZIP3s); other postal codes dropped
+//	Address                              state (a US state, a first-level
+//	                                     ISO 3166-2 code) and country when
+//	                                     codes (or a US state's name), ZIP3
+//	                                     of a US postalCode ("000" for the
+//	                                     restricted ZIP3s); other postal
+//	                                     codes dropped
 //	Location.position                    dropped (geocodes)
 //	Extension, modifierExtension         url and valueCode when the url is in
 //	                                     allowedExtensions and the code one of
@@ -864,11 +866,27 @@ func unitKey(unit string) string {
 }
 
 // stateCode reports whether s may be released as an address's state: a US
-// state, district or territory by USPS code or name, or an ISO 3166-2
-// subdivision code ("DE-BE", "NL-OV").
+// state, district or territory by USPS code or name, or the ISO 3166-2 code
+// of a first-level subdivision of a country whose ISO 3166-2 codes are all
+// first-level, comparable to a US state ("DE-BE", "NL-OV", "AU-NSW"; see
+// firstLevelSubdivision). ISO 3166-2 also codes smaller units: "GB-LND" is
+// the City of London (some 10,000 people), "GB-CMD" a London borough,
+// "FR-75" Paris (a département), "NL-BQ2" Saba (some 2,000 people); a code
+// that is not known to be a first-level subdivision is dropped, since
+// Safe Harbor withholds every geographic subdivision smaller than a state.
 func stateCode(s string) bool {
-	return usStates[strings.ToUpper(strings.ReplaceAll(s, " ", ""))] || iso3166Sub.MatchString(s)
+	return usStates[strings.ToUpper(strings.ReplaceAll(s, " ", ""))] || firstLevelSubdivision.MatchString(s)
 }
+
+// firstLevelSubdivision matches the ISO 3166-2 codes of the first-level
+// subdivisions (states, provinces, territories, Länder) of countries
+// whose ISO 3166-2 lists no smaller units: Australia, Austria, Brazil,
+// Canada, Germany, India, Mexico, the Netherlands (provinces and its
+// constituent countries, not the special municipalities BQ1-BQ3) and the
+// United States. Every subdivision it matches outside the United States
+// has more than 20,000 people (Safe Harbor's threshold for a ZIP3).
+var firstLevelSubdivision = regexp.MustCompile(`^(?:AT-[1-9]|AU-(?:ACT|NSW|NT|QLD|SA|TAS|VIC|WA)|BR-[A-Z]{2}|` +
+	`CA-(?:AB|BC|MB|NB|NL|NS|NT|NU|ON|PE|QC|SK|YT)|DE-[A-Z]{2}|IN-[A-Z]{2}|MX-[A-Z]{3}|NL-[A-Z]{2}|US-[A-Z]{2})$`)
 
 // countryCode reports whether s may be released as an address's country:
 // an ISO 3166 alpha-2, alpha-3 or numeric code, or the United States by
@@ -877,10 +895,7 @@ func countryCode(s string) bool {
 	return iso3166.MatchString(s) || usCountries[strings.ToUpper(strings.ReplaceAll(s, " ", ""))]
 }
 
-var (
-	iso3166    = regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3})$`)
-	iso3166Sub = regexp.MustCompile(`^[A-Z]{2}-[A-Z0-9]{1,3}$`)
-)
+var iso3166 = regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3})$`)
 
 // subjectElements are the top-level elements by which a resource names
 // the patient it is about (Observation.subject, Immunization.patient,

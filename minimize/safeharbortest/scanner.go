@@ -3,7 +3,8 @@
 // 45 CFR 164.514(b)(2)(i)(A)-(R), by the identifying strings it was given
 // (Add, Collect) and by the forms the classes take (dates finer than a year,
 // ZIPs longer than three digits, UUIDs, literal references, URLs, IP
-// addresses, identifier-like tokens, photos and encoded content). The
+// addresses, identifier-like tokens, photos and encoded content, ISO 3166-2
+// codes of units smaller than a state). The
 // research (HRESCH) tests of packages rego, minimize and server scan what
 // custos releases with it: zero findings, and a positive control on the
 // raw data that finds them.
@@ -265,6 +266,9 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 		if c, ok := x["country"].(string); ok && x["postalCode"] != nil && !slices.Contains([]string{"US", "USA", "United States"}, c) {
 			add(ClassGeography) // another country's postal code: no ZIP3 rule applies
 		}
+		if st, ok := x["state"].(string); ok && iso3166SubRE.MatchString(st) && !firstLevelRE.MatchString(st) {
+			add(ClassGeography) // an ISO 3166-2 unit smaller than a state (GB-LND, FR-75)
+		}
 		for k, c := range x {
 			switch k {
 			case "photo":
@@ -298,6 +302,14 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 		s.scalar(ptr, key, x, add)
 	}
 }
+
+var (
+	// iso3166SubRE is an ISO 3166-2 subdivision code; firstLevelRE those
+	// of the countries whose codes are all states, provinces or Länder
+	// (the Netherlands' special municipalities BQ1-BQ3 apart).
+	iso3166SubRE = regexp.MustCompile(`^[A-Z]{2}-[A-Z0-9]{1,3}$`)
+	firstLevelRE = regexp.MustCompile(`^(AT-[1-9]|AU-[A-Z]{2,3}|BR-[A-Z]{2}|CA-[A-Z]{2}|DE-[A-Z]{2}|IN-[A-Z]{2}|MX-[A-Z]{3}|NL-[A-Z]{2}|US-[A-Z]{2})$`)
+)
 
 // isTerminology reports whether val, the value of a "system" member, names
 // a code system.
