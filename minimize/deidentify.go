@@ -24,8 +24,11 @@ import (
 //
 // What each type becomes (docs/policy.md, "Research view"):
 //
-//	boolean, integer, positiveInt,       kept when well formed; an age over
-//	unsignedInt, decimal                 89 dropped (ageCtx)
+//	boolean, integer, positiveInt,       kept when well formed (integers in
+//	unsignedInt, decimal                 FHIR R4's 32 bits); an age over 89
+//	                                     dropped (ageCtx); a bare whole
+//	                                     number of nine digits or more
+//	                                     dropped (identifierNumber)
 //	code                                 kept when a token without spaces
 //	                                     (codeText), scrubbed (ScrubString)
 //	date, dateTime                       the year ("YYYY", valid for both);
@@ -381,6 +384,12 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			}
 			continue
 		}
+		if e.choice != "" && numericTypes[e.typ] && identifierNumber(v) {
+			if e.required {
+				dropped = append(dropped, k)
+			}
+			continue // see identifierNumber
+		}
 		age, birth := d.ageCtx, d.birthCtx
 		switch {
 		case e.choice == "value" && (valueCtx == "age" || valueCtx == "birth"):
@@ -446,7 +455,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 			return nil, false
 		}
 		f, err := n.Float64()
-		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) || !integerInRange(typ, f) {
 			return nil, false
 		}
 		if d.birthCtx || d.ageCtx && !d.releaseAge(f) {
@@ -567,7 +576,30 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if years, ok := ageYears(m, typ == "Age" || age); ok && !d.releaseAge(years) {
 		return nil, false
 	}
+	if out["unit"] == nil && out["code"] == nil && identifierNumber(out["value"]) {
+		return nil, false // see identifierNumber
+	}
 	return out, true
+}
+
+// numericTypes are the FHIR types of JSON numbers.
+var numericTypes = setOf("integer", "integer64", "positiveInt", "unsignedInt", "decimal")
+
+// identifierNumber reports whether v, a bare number (the value[x] of an
+// Observation or a claim's supportingInfo, a Quantity without unit or
+// code), is more likely an identifier than a measurement: a whole number
+// of nine digits or more, the length of a social security number, a
+// telephone number and most record, account and serial numbers. A
+// measurement of that size has a unit ("10*9/L", "[iU]"); a count or a
+// score that large is rare, and is dropped rather than an identifier
+// released (Safe Harbor (R): any other unique identifying number).
+func identifierNumber(v any) bool {
+	n, ok := v.(json.Number)
+	if !ok {
+		return false
+	}
+	f, err := n.Float64()
+	return err == nil && math.Abs(f) >= 1e8 && f == math.Trunc(f)
 }
 
 // releaseAge reports whether an age of years may be released, and notes
@@ -630,6 +662,23 @@ func ageYears(q map[string]any, anyAge bool) (float64, bool) {
 		return math.NaN(), true
 	}
 	return f * per, true
+}
+
+// integerInRange reports whether f is within the range of FHIR R4 type
+// typ: integer, positiveInt and unsignedInt are 32-bit (a value beyond it,
+// such as a ten-digit telephone or record number typed as an integer, is
+// no valid FHIR R4 and is dropped); integer64 and decimal have no range
+// here.
+func integerInRange(typ string, f float64) bool {
+	switch typ {
+	case "integer":
+		return f >= math.MinInt32 && f <= math.MaxInt32
+	case "positiveInt":
+		return f >= 1 && f <= math.MaxInt32
+	case "unsignedInt":
+		return f >= 0 && f <= math.MaxInt32
+	}
+	return true
 }
 
 // ageElement reports whether element name of key holds an age whatever its

@@ -153,6 +153,7 @@ func synthPayloads(t testing.TB) []synthPayload {
 
 // TestDeidentifyRules pins the walk's rules on small inputs.
 func TestDeidentifyRules(t *testing.T) {
+	dar := `{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]}`
 	for _, tc := range []struct{ name, in, want string }{
 		{"codeable concept text and coding display dropped, local coding dropped",
 			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"8480-6","display":"Jane Doe"},{"system":"http://acme.example/codes","code":"X1"}],"text":"Jane Doe"}}`,
@@ -250,6 +251,12 @@ func TestDeidentifyRules(t *testing.T) {
 		{"a unit that is prose dropped, its UCUM code kept; a duration in days kept",
 			`{"resourceType":"MedicationRequest","status":"active","intent":"order","subject":{"reference":"Patient/p"},"dosageInstruction":[{"doseAndRate":[{"doseQuantity":{"value":5,"unit":"mg (per Dr. Alvarez, Mercy)","system":"http://unitsofmeasure.org","code":"mg"}}]}],"dispenseRequest":{"expectedSupplyDuration":{"value":30,"unit":"days","system":"http://unitsofmeasure.org","code":"d"}}}`,
 			`{"dispenseRequest":{"expectedSupplyDuration":{"code":"d","system":"http://unitsofmeasure.org","unit":"days","value":30}},"dosageInstruction":[{"doseAndRate":[{"doseQuantity":{"code":"mg","system":"http://unitsofmeasure.org","value":5}}]}],"intent":"order","resourceType":"MedicationRequest","status":"active","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		{"integers beyond FHIR R4's 32 bits dropped",
+			`{"resourceType":"ImagingStudy","status":"available","subject":{"reference":"Patient/p"},"numberOfSeries":6175551234,"numberOfInstances":2,"series":[{"uid":"1.2","number":3735064194,"modality":{"system":"http://dicom.nema.org/resources/ontology/DCM","code":"DX"},"instance":[{"uid":"1.2.1","number":0,"sopClass":{"system":"urn:ietf:rfc:3986","code":"urn:oid:1.2.840.10008.5.1.4.1.1.2"}}]}]}`,
+			`{"numberOfInstances":2,"resourceType":"ImagingStudy","series":[{"_uid":` + dar + `,"instance":[{"_uid":` + dar + `,"number":0,"sopClass":` + dar + `}],"modality":{"code":"DX","system":"http://dicom.nema.org/resources/ontology/DCM"}}],"status":"available","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		{"a bare whole number of nine digits or more (a value[x], a quantity without unit) dropped; a measurement with its unit kept",
+			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueInteger":912448123,"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"777-3"}]},"valueQuantity":{"value":250000000,"unit":"/L","system":"http://unitsofmeasure.org","code":"/L"}},{"code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":10987654321}},{"code":{"coding":[{"system":"http://loinc.org","code":"2-6"}]},"valueDecimal":123456789.5}]}`,
+			`{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"component":[{"code":{"coding":[{"code":"777-3","system":"http://loinc.org"}]},"valueQuantity":{"code":"/L","system":"http://unitsofmeasure.org","unit":"/L","value":250000000}},{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"2-6","system":"http://loinc.org"}]}}],"resourceType":"Observation","status":"final"}`},
 		{"an ISO 3166-2 code of a unit smaller than a state dropped; first-level subdivisions kept",
 			`{"resourceType":"Patient","address":[{"city":"London","state":"GB-LND","country":"GB"},{"state":"GB-CMD"},{"state":"FR-75","country":"FR"},{"state":"NL-BQ2","country":"NL"},{"state":"ES-M"},{"state":"AU-NSW","country":"AU"},{"state":"CA-ON"},{"state":"DE-BE"}]}`,
 			`{"address":[{"country":"GB"},{"country":"FR"},{"country":"NL"},{"country":"AU","state":"AU-NSW"},{"state":"CA-ON"},{"state":"DE-BE"}],"resourceType":"Patient"}`},

@@ -46,9 +46,10 @@
 //     are kept only for public terminologies; dates become the year, dates
 //     of birth of people over 89 are withheld; ages over 89 (by type, unit
 //     of time, age element or LOINC age code) are dropped, and so is an age
-//     that with a year of its resource tells such a birth year; addresses
-//     keep state (first-level only), country and, in the US, ZIP3;
-//     geocodes are dropped;
+//     that with a year of its resource tells such a birth year; a bare
+//     whole number of nine digits or more and an integer beyond 32 bits are
+//     dropped; addresses keep state (first-level only), country and, in
+//     the US, ZIP3; geocodes are dropped;
 //     references to a patient are
 //     rewritten with [Options.Alias], all others dropped; contained
 //     resources are walked recursively. An element of unknown type is

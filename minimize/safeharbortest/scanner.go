@@ -3,8 +3,9 @@
 // 45 CFR 164.514(b)(2)(i)(A)-(R), by the identifying strings it was given
 // (Add, Collect) and by the forms the classes take (dates finer than a year,
 // ZIPs longer than three digits, UUIDs, literal references, URLs, IP
-// addresses, identifier-like tokens, photos and encoded content, ISO 3166-2
-// codes of units smaller than a state). The
+// addresses, identifier-like tokens, photos and encoded content, bare whole
+// numbers of nine digits or more, ISO 3166-2 codes of units smaller than a
+// state). The
 // research (HRESCH) tests of packages rego, minimize and server scan what
 // custos releases with it: zero findings, and a positive control on the
 // raw data that finds them.
@@ -269,6 +270,9 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 		if st, ok := x["state"].(string); ok && iso3166SubRE.MatchString(st) && !firstLevelRE.MatchString(st) {
 			add(ClassGeography) // an ISO 3166-2 unit smaller than a state (GB-LND, FR-75)
 		}
+		if _, unit := x["unit"]; !unit && x["code"] == nil && bareIdentifier(x["value"]) {
+			add(ClassOtherUnique) // a quantity that is only a long whole number
+		}
 		for k, c := range x {
 			switch k {
 			case "photo":
@@ -292,6 +296,9 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 			s.walk(ptr+"/"+strconv.Itoa(i), key, c, out)
 		}
 	case json.Number:
+		if numberValueKeyRE.MatchString(key) && bareIdentifier(x) {
+			add(ClassOtherUnique) // an Observation's valueInteger 912448123
+		}
 		if ageKeyRE.MatchString(key) {
 			if f, err := x.Float64(); err == nil && f > 89 {
 				add(ClassDates)
@@ -309,7 +316,22 @@ var (
 	// (the Netherlands' special municipalities BQ1-BQ3 apart).
 	iso3166SubRE = regexp.MustCompile(`^[A-Z]{2}-[A-Z0-9]{1,3}$`)
 	firstLevelRE = regexp.MustCompile(`^(AT-[1-9]|AU-[A-Z]{2,3}|BR-[A-Z]{2}|CA-[A-Z]{2}|DE-[A-Z]{2}|IN-[A-Z]{2}|MX-[A-Z]{3}|NL-[A-Z]{2}|US-[A-Z]{2})$`)
+	// numberValueKeyRE: the number alternatives of a value[x].
+	numberValueKeyRE = regexp.MustCompile(`^value(Integer|Integer64|Decimal|UnsignedInt|PositiveInt)$`)
 )
+
+// bareIdentifier reports whether v is a whole number of nine digits or
+// more: without a unit, the shape of an SSN, a phone, a record or serial
+// number rather than of a measurement. (Judged on the JSON text, not as a
+// float: an oracle apart from package minimize's reading.)
+func bareIdentifier(v any) bool {
+	n, ok := v.(json.Number)
+	return ok && bareDigitsRE.MatchString(string(n))
+}
+
+// bareDigitsRE is a JSON number that is a whole number of nine digits or
+// more ("912448123", "-2088231177", "123456789.0").
+var bareDigitsRE = regexp.MustCompile(`^-?[1-9][0-9]{8,}(\.0*)?$`)
 
 // isTerminology reports whether val, the value of a "system" member, names
 // a code system.
