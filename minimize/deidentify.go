@@ -74,6 +74,10 @@ import (
 //	                                     with an unknown modifierExtension is
 //	                                     dropped whole, a resource with one
 //	                                     withheld
+//	QuestionnaireResponse answers,       judged as a date of birth: a date
+//	open value[x] (Parameters, Task)     the year or withheld, a number
+//	                                     dropped; an open valueCode dropped
+//	                                     (opaqueValue)
 //	Resource (contained, Bundle entries) de-identified recursively; contained
 //	                                     ids renumbered "c1", "c2", ...
 //	other complex types, backbones       walked element by element
@@ -390,8 +394,19 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			}
 			continue // see identifierNumber
 		}
+		opaque := opaqueValue(key, e)
+		if opaque && e.typ == "code" {
+			// A code of no value set: free text without spaces (an MRN, a
+			// user name), which codeText and the scrub patterns let pass.
+			if e.required {
+				dropped = append(dropped, k)
+			}
+			continue
+		}
 		age, birth := d.ageCtx, d.birthCtx
 		switch {
+		case opaque:
+			d.birthCtx = true // see opaqueValue
 		case e.choice == "value" && (valueCtx == "age" || valueCtx == "birth"):
 			d.ageCtx, d.birthCtx = d.ageCtx || valueCtx == "age", d.birthCtx || valueCtx == "birth"
 		case e.choice == "effective" && valueCtx == "at-birth":
@@ -415,7 +430,21 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 	if key == "FamilyMemberHistory" && out["estimatedAge"] != nil && out["ageAge"] == nil && out["ageRange"] == nil && out["ageString"] == nil {
 		delete(out, "estimatedAge") // fhs-2: only with an age (one withheld here)
 	}
+	if key == "Parameters.parameter" && !hasParameterContent(out, defs) {
+		return nil, false // inv-1: a parameter has a value, a resource or parts; its value was dropped
+	}
 	return out, true
+}
+
+// hasParameterContent reports whether a walked Parameters.parameter still
+// has a value[x], a resource or parts (FHIR inv-1).
+func hasParameterContent(out map[string]any, defs map[string]fhirElement) bool {
+	for k := range out {
+		if k == "resource" || k == "part" || defs[k].choice == "value" {
+			return true
+		}
+	}
+	return false
 }
 
 // element walks the value of one element, an array if the element repeats.
@@ -680,6 +709,40 @@ func integerInRange(typ string, f float64) bool {
 	}
 	return true
 }
+
+// opaqueValue reports whether element e of key is a value whose meaning the
+// walk withholds, so that what it is cannot be judged: the answer of a
+// QuestionnaireResponse item (its question is in linkId, text and
+// definition, which are dropped) and an alternative of an open choice
+// (value[x] of type "*": Parameters.parameter, Task.input and Task.output;
+// Extension is judged by allowedExtensions). Such a value may be a date of
+// birth, a year of birth, a social security, telephone or record number
+// or a ZIP code, so it is judged as a date of birth (birthCtx): a date
+// gives its year only when nobody over 89 was born in it, a number is
+// dropped; and a code of an open choice, bound to no value set, is dropped.
+// Codings, quantities with their units and references are judged as
+// anywhere else.
+func opaqueValue(key string, e fhirElement) bool {
+	return e.choice == "value" && (key == "QuestionnaireResponse.item.answer" || openChoices[key])
+}
+
+// openChoices are the backbones whose value[x] is of the open type "*" (it
+// has dozens of alternatives; a closed choice has a handful).
+var openChoices = func() map[string]bool {
+	m := map[string]bool{}
+	for key, defs := range fhirElements {
+		n := 0
+		for _, e := range defs {
+			if e.choice == "value" {
+				n++
+			}
+		}
+		if n >= 30 && key != "Extension" {
+			m[key] = true
+		}
+	}
+	return m
+}()
 
 // ageElement reports whether element name of key holds an age whatever its
 // type: it is named for one (age, onsetAge, ageRange ...), or it is an

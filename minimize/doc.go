@@ -48,8 +48,10 @@
 //     of time, age element or LOINC age code) are dropped, and so is an age
 //     that with a year of its resource tells such a birth year; a bare
 //     whole number of nine digits or more and an integer beyond 32 bits are
-//     dropped; addresses keep state (first-level only), country and, in
-//     the US, ZIP3; geocodes are dropped;
+//     dropped; a questionnaire answer or an open value[x], whose meaning
+//     is withheld, is judged as a date of birth (numbers dropped);
+//     addresses keep state (first-level only), country and, in the US,
+//     ZIP3; geocodes are dropped;
 //     references to a patient are
 //     rewritten with [Options.Alias], all others dropped; contained
 //     resources are walked recursively. An element of unknown type is

@@ -5,7 +5,7 @@
 // ZIPs longer than three digits, UUIDs, literal references, URLs, IP
 // addresses, identifier-like tokens, photos and encoded content, bare whole
 // numbers of nine digits or more, ISO 3166-2 codes of units smaller than a
-// state). The
+// state, a questionnaire answer's year of someone over 89). The
 // research (HRESCH) tests of packages rego, minimize and server scan what
 // custos releases with it: zero findings, and a positive control on the
 // raw data that finds them.
@@ -306,6 +306,13 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 		}
 		s.scalar(ptr, key, string(x), add)
 	case string:
+		if m := yearRE.FindStringSubmatch(x); m != nil && strings.HasPrefix(key, "value") && strings.Contains(ptr, "/answer/") {
+			// A questionnaire answer: its question (a date of birth?) is
+			// not in the output, so a year is judged as a birth year.
+			if y, _ := strconv.Atoi(m[1]); s.nowYear-y-1 > 89 {
+				add(ClassDates)
+			}
+		}
 		s.scalar(ptr, key, x, add)
 	}
 }
