@@ -62,7 +62,8 @@ import (
 //	                                     quantity in a unit of time, a value
 //	                                     in an age element or age Observation
 //	Address                              state (a US state, a first-level
-//	                                     ISO 3166-2 code) and country when
+//	                                     ISO 3166-2 code) and country (not
+//	                                     one of 20,000 people or fewer) when
 //	                                     codes (or a US state's name), ZIP3
 //	                                     of a US postalCode ("000" for the
 //	                                     restricted ZIP3s); other postal
@@ -987,8 +988,14 @@ func unitKey(unit string) string {
 // that is not known to be a first-level subdivision is dropped, since
 // Safe Harbor withholds every geographic subdivision smaller than a state.
 func stateCode(s string) bool {
-	return usStates[strings.ToUpper(strings.ReplaceAll(s, " ", ""))] || firstLevelSubdivision.MatchString(s)
+	n := strings.ToUpper(strings.ReplaceAll(s, " ", ""))
+	return (usStates[n] || firstLevelSubdivision.MatchString(s)) && !smallStates[strings.ReplaceAll(n, "-", "")]
 }
+
+// smallStates are the US Minor Outlying Islands as a state ("UM", "US-UM",
+// by name, as stateCode normalizes them): a few hundred people, no state
+// (see smallAreas).
+var smallStates = setOf("UM", "USUM", "UNITEDSTATESMINOROUTLYINGISLANDS")
 
 // firstLevelSubdivision matches the ISO 3166-2 codes of the first-level
 // subdivisions (states, provinces, territories, Länder) of countries
@@ -1002,10 +1009,52 @@ var firstLevelSubdivision = regexp.MustCompile(`^(?:AT-[1-9]|AU-(?:ACT|NSW|NT|QL
 
 // countryCode reports whether s may be released as an address's country:
 // an ISO 3166 alpha-2, alpha-3 or numeric code, or the United States by
-// name.
+// name; not the code of a country or territory of 20,000 people or fewer
+// (smallAreas).
 func countryCode(s string) bool {
-	return iso3166.MatchString(s) || usCountries[strings.ToUpper(strings.ReplaceAll(s, " ", ""))]
+	return (iso3166.MatchString(s) || usCountries[strings.ToUpper(strings.ReplaceAll(s, " ", ""))]) && !smallAreas[s]
 }
+
+// smallAreas are the ISO 3166 countries and territories of 20,000 people
+// or fewer, by alpha-2, alpha-3 and numeric code: the Safe Harbor threshold
+// below which a ZIP3 is replaced by "000" (restrictedZIP3). A country of
+// 50 people (Pitcairn) names a geographic unit far smaller than a state;
+// it is dropped like a restricted ZIP3. (A code here may also be a US
+// state's: "MS", "VA" are Mississippi and Virginia as a state; only the
+// country is judged by this list, a state by smallStates.)
+var smallAreas = setOf(
+	"AQ", "ATA", "010", // Antarctica
+	"BV", "BVT", "074", // Bouvet Island
+	"IO", "IOT", "086", // British Indian Ocean Territory
+	"CX", "CXR", "162", // Christmas Island
+	"CC", "CCK", "166", // Cocos (Keeling) Islands
+	"CK", "COK", "184", // Cook Islands
+	"FK", "FLK", "238", // Falkland Islands
+	"GS", "SGS", "239", // South Georgia and the South Sandwich Islands
+	"TF", "ATF", "260", // French Southern Territories
+	"HM", "HMD", "334", // Heard Island and McDonald Islands
+	"VA", "VAT", "336", // Holy See
+	"MS", "MSR", "500", // Montserrat
+	"NR", "NRU", "520", // Nauru
+	"NU", "NIU", "570", // Niue
+	"NF", "NFK", "574", // Norfolk Island
+	"UM", "UMI", "581", // United States Minor Outlying Islands
+	"PW", "PLW", "585", // Palau
+	"PN", "PCN", "612", // Pitcairn
+	"BL", "BLM", "652", // Saint Barthélemy
+	"SH", "SHN", "654", // Saint Helena, Ascension and Tristan da Cunha
+	"AI", "AIA", "660", // Anguilla
+	"PM", "SPM", "666", // Saint Pierre and Miquelon
+	"SJ", "SJM", "744", // Svalbard and Jan Mayen
+	"TK", "TKL", "772", // Tokelau
+	"TV", "TUV", "798", // Tuvalu
+	"WF", "WLF", "876", // Wallis and Futuna
+)
+
+// SmallAreas returns, sorted, the ISO 3166 codes of the countries and
+// territories the deidentify obligation withholds as an address's country:
+// 20,000 people or fewer (a fresh copy).
+func SmallAreas() []string { return slices.Sorted(maps.Keys(smallAreas)) }
 
 var iso3166 = regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3})$`)
 

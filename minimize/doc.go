@@ -50,8 +50,8 @@
 //     whole number of nine digits or more and an integer beyond 32 bits are
 //     dropped; a questionnaire answer or an open value[x], whose meaning
 //     is withheld, is judged as a date of birth (numbers dropped);
-//     addresses keep state (first-level only), country and, in the US,
-//     ZIP3; geocodes are dropped;
+//     addresses keep state (first-level only), country (not one of 20,000
+//     people or fewer) and, in the US, ZIP3; geocodes are dropped;
 //     references to a patient are
 //     rewritten with [Options.Alias], all others dropped; contained
 //     resources are walked recursively. An element of unknown type is

@@ -5,7 +5,8 @@
 // ZIPs longer than three digits, UUIDs, literal references, URLs, IP
 // addresses, identifier-like tokens, photos and encoded content, bare whole
 // numbers of nine digits or more, ISO 3166-2 codes of units smaller than a
-// state, a questionnaire answer's year of someone over 89). The
+// state, countries of 20,000 people or fewer, a questionnaire answer's year
+// of someone over 89). The
 // research (HRESCH) tests of packages rego, minimize and server scan what
 // custos releases with it: zero findings, and a positive control on the
 // raw data that finds them.
@@ -269,6 +270,9 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 		}
 		if st, ok := x["state"].(string); ok && iso3166SubRE.MatchString(st) && !firstLevelRE.MatchString(st) {
 			add(ClassGeography) // an ISO 3166-2 unit smaller than a state (GB-LND, FR-75)
+		}
+		if c, ok := x["country"].(string); ok && slices.Contains(minimize.SmallAreas(), c) {
+			add(ClassGeography) // a country of 20,000 people or fewer (Pitcairn)
 		}
 		if _, unit := x["unit"]; !unit && x["code"] == nil && bareIdentifier(x["value"]) {
 			add(ClassOtherUnique) // a quantity that is only a long whole number

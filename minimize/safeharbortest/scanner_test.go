@@ -2,6 +2,7 @@ package safeharbortest
 
 import (
 	"regexp"
+	"slices"
 	"testing"
 )
 
@@ -24,5 +25,32 @@ func TestAliasIsNotAnIDToken(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("an identifier token next to an alias is no longer found")
+	}
+}
+
+// TestScannerFindsSmallGeographyAndBareNumbers: the shapes a third outside
+// probe found the walk releasing are findings of the scanner, and their
+// harmless neighbours are not.
+func TestScannerFindsSmallGeographyAndBareNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		doc, class string // class "": no finding
+	}{
+		{`{"resourceType":"Patient","address":[{"state":"GB-LND","country":"GB"}]}`, ClassGeography},
+		{`{"resourceType":"Patient","address":[{"state":"FR-75"}]}`, ClassGeography},
+		{`{"resourceType":"Patient","address":[{"country":"PCN"}]}`, ClassGeography},
+		{`{"resourceType":"Patient","address":[{"state":"DE-BE","country":"DE"},{"state":"AU-NSW"},{"country":"NZ"}]}`, ""},
+		{`{"resourceType":"Observation","valueInteger":912448123}`, ClassOtherUnique},
+		{`{"resourceType":"Device","property":[{"valueQuantity":[{"value":2088231177}]}]}`, ClassOtherUnique},
+		{`{"resourceType":"Observation","valueQuantity":{"value":250000000,"unit":"/L"},"component":[{"valueInteger":12345678}]}`, ""},
+		{`{"resourceType":"QuestionnaireResponse","item":[{"answer":[{"valueDate":"1931"}]}]}`, ClassDates},
+		{`{"resourceType":"QuestionnaireResponse","item":[{"answer":[{"valueDate":"2020"}]}]}`, ""},
+	} {
+		var got []string
+		for _, f := range NewScanner(2026).Scan([]byte(tc.doc)) {
+			got = append(got, f.Class)
+		}
+		if tc.class == "" && len(got) != 0 || tc.class != "" && !slices.Contains(got, tc.class) {
+			t.Errorf("%s: found %v, want %q", tc.doc, got, tc.class)
+		}
 	}
 }
