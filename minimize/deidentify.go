@@ -154,13 +154,17 @@ var terminologySystems = map[string]bool{
 const terminologyPrefix = "http://terminology.hl7.org/CodeSystem/"
 
 func terminologySystem(s string) bool {
-	return terminologySystems[s] || hl7CodeSystem.MatchString(s) || fhirCodeSystem.MatchString(s)
+	return terminologySystems[s] || hl7CodeSystem.MatchString(s) || fhirCodeSystem.MatchString(s) && s != fhirIdentifierRoot
 }
 
 // fhirCodeSystem is a code system of the FHIR specification itself
 // (http://hl7.org/fhir/device-action): one name, nothing under sid/ (the
 // identifier systems, such as http://hl7.org/fhir/sid/us-ssn).
 var fhirCodeSystem = regexp.MustCompile(`^http://hl7\.org/fhir/[a-z][a-z0-9\-]{1,63}$`)
+
+// fhirIdentifierRoot is the root of FHIR's identifier systems: the one
+// name fhirCodeSystem matches that is no code system.
+const fhirIdentifierRoot = "http://hl7.org/fhir/sid"
 
 // hl7CodeSystem is a code system of HL7's terminology: one name after the
 // prefix (v3-ActCode, v2-0203, condition-clinical), nothing that could

@@ -349,7 +349,7 @@ var bareDigitsRE = regexp.MustCompile(`^-?[1-9][0-9]{8,}(\.0*)?$`)
 func isTerminology(key, val string) bool {
 	return key == "system" && (slices.Contains(terminologySystems, val) ||
 		strings.HasPrefix(val, "http://terminology.hl7.org/CodeSystem/") && !strings.Contains(val[len("http://terminology.hl7.org/CodeSystem/"):], "/") ||
-		fhirCodeSystemRE.MatchString(val))
+		fhirCodeSystemRE.MatchString(val) && val != "http://hl7.org/fhir/sid")
 }
 
 // fhirCodeSystemRE: a code system of the FHIR specification
