@@ -220,6 +220,12 @@ var codeText = regexp.MustCompile(`^[^\s\p{Z}\p{C}]{1,64}$`)
 // UCUM code, kept beside it, still says the unit.
 var unitText = regexp.MustCompile(`^[\p{L}\p{N}%/.*^\[\]{}()'_+\-:°#]{1,32}$`)
 
+// identifierDigits is a run of six digits or more: the digits of an MRN,
+// an SSN, a phone or a serial number. No unit symbol or UCUM code has one
+// ("10*12/L", "mm[Hg]"), so a unit text or UCUM code with one is dropped
+// (a code of another terminology may: SNOMED CT's are long numbers).
+var identifierDigits = regexp.MustCompile(`[0-9]{6,}`)
+
 // deid is the state of one resource's walk.
 type deid struct {
 	now     time.Time
@@ -475,7 +481,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 	if droppedTypes[typ] {
 		if (typ == "string" || typ == "markdown") && keptStrings[parent+"."+name] {
 			s, ok := v.(string)
-			return ScrubString(s), ok && unitText.MatchString(s)
+			return ScrubString(s), ok && unitText.MatchString(s) && !identifierDigits.MatchString(s)
 		}
 		return nil, false
 	}
@@ -580,6 +586,9 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 	if !terminologySystem(sys) {
 		return nil, false
 	}
+	if c, _ := m["code"].(string); sys == "http://unitsofmeasure.org" && identifierDigits.MatchString(c) {
+		return nil, false
+	}
 	out, ok := d.object(m, "Coding")
 	if !ok || out["code"] == nil {
 		return nil, false
@@ -601,6 +610,9 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	d.ageCtx = age
 	if !ok {
 		return nil, false
+	}
+	if c, _ := out["code"].(string); identifierDigits.MatchString(c) {
+		delete(out, "code")
 	}
 	if sys, _ := m["system"].(string); quantitySystems[sys] && out["code"] != nil {
 		out["system"] = sys

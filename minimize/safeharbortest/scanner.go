@@ -271,6 +271,12 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 		if st, ok := x["state"].(string); ok && iso3166SubRE.MatchString(st) && !firstLevelRE.MatchString(st) {
 			add(ClassGeography) // an ISO 3166-2 unit smaller than a state (GB-LND, FR-75)
 		}
+		if c, ok := x["code"].(string); ok && x["system"] == "http://unitsofmeasure.org" && sixDigitsRE.MatchString(c) {
+			add(ClassOtherUnique) // a UCUM code that holds an identifier's digits
+		}
+		if u, ok := x["unit"].(string); ok && sixDigitsRE.MatchString(u) {
+			add(ClassOtherUnique) // a unit text that holds an identifier's digits
+		}
 		if c, ok := x["country"].(string); ok && slices.Contains(minimize.SmallAreas(), c) {
 			add(ClassGeography) // a country of 20,000 people or fewer (Pitcairn)
 		}
@@ -327,6 +333,8 @@ var (
 	// (the Netherlands' special municipalities BQ1-BQ3 apart).
 	iso3166SubRE = regexp.MustCompile(`^[A-Z]{2}-[A-Z0-9]{1,3}$`)
 	firstLevelRE = regexp.MustCompile(`^(AT-[1-9]|AU-[A-Z]{2,3}|BR-[A-Z]{2}|CA-[A-Z]{2}|DE-[A-Z]{2}|IN-[A-Z]{2}|MX-[A-Z]{3}|NL-[A-Z]{2}|US-[A-Z]{2})$`)
+	// sixDigitsRE: six digits in a row, which no unit has.
+	sixDigitsRE = regexp.MustCompile(`\d{6}`)
 	// numberValueKeyRE: the number alternatives of a value[x].
 	numberValueKeyRE = regexp.MustCompile(`^value(Integer|Integer64|Decimal|UnsignedInt|PositiveInt)$`)
 )

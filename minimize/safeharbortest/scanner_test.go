@@ -42,6 +42,9 @@ func TestScannerFindsSmallGeographyAndBareNumbers(t *testing.T) {
 		{`{"resourceType":"Observation","valueInteger":912448123}`, ClassOtherUnique},
 		{`{"resourceType":"Device","property":[{"valueQuantity":[{"value":2088231177}]}]}`, ClassOtherUnique},
 		{`{"resourceType":"Observation","valueQuantity":{"value":250000000,"unit":"/L"},"component":[{"valueInteger":12345678}]}`, ""},
+		{`{"resourceType":"Observation","valueQuantity":{"value":1,"unit":"912448123"}}`, ClassOtherUnique},
+		{`{"resourceType":"Observation","code":{"coding":[{"system":"http://unitsofmeasure.org","code":"{MRN77441123}"}]}}`, ClassOtherUnique},
+		{`{"resourceType":"Observation","valueQuantity":{"value":250,"unit":"10*3/uL","system":"http://unitsofmeasure.org","code":"10*3/uL"}}`, ""},
 		{`{"resourceType":"QuestionnaireResponse","item":[{"answer":[{"valueDate":"1931"}]}]}`, ClassDates},
 		{`{"resourceType":"QuestionnaireResponse","item":[{"answer":[{"valueDate":"2020"}]}]}`, ""},
 	} {
