@@ -221,10 +221,19 @@ var codeText = regexp.MustCompile(`^[^\s\p{Z}\p{C}]{1,64}$`)
 var unitText = regexp.MustCompile(`^[\p{L}\p{N}%/.*^\[\]{}()'_+\-:°#]{1,32}$`)
 
 // identifierDigits is a run of six digits or more: the digits of an MRN,
-// an SSN, a phone or a serial number. No unit symbol or UCUM code has one
-// ("10*12/L", "mm[Hg]"), so a unit text or UCUM code with one is dropped
-// (a code of another terminology may: SNOMED CT's are long numbers).
+// an SSN, a phone or a serial number. No unit symbol has one ("10*12/L",
+// "mm[Hg]"), nor a code of a wordCodeSystem, so a unit text or such a code
+// with one is dropped (a code of another terminology may: SNOMED CT's are
+// long numbers, LOINC's reach six digits).
 var identifierDigits = regexp.MustCompile(`[0-9]{6,}`)
+
+// wordCodeSystem reports whether the codes of system sys are words or
+// short numbers, never six digits in a row: UCUM, HL7's code systems
+// (v2 tables, v3, FHIR terminology) and FHIR's own. A local identifier put
+// into one (nine digits in a v2-0203 code) is dropped with its coding.
+func wordCodeSystem(sys string) bool {
+	return sys == "http://unitsofmeasure.org" || hl7CodeSystem.MatchString(sys) || fhirCodeSystem.MatchString(sys)
+}
 
 // deid is the state of one resource's walk.
 type deid struct {
@@ -586,7 +595,7 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 	if !terminologySystem(sys) {
 		return nil, false
 	}
-	if c, _ := m["code"].(string); sys == "http://unitsofmeasure.org" && identifierDigits.MatchString(c) {
+	if c, _ := m["code"].(string); identifierDigits.MatchString(c) && wordCodeSystem(sys) {
 		return nil, false
 	}
 	out, ok := d.object(m, "Coding")

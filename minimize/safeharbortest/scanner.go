@@ -271,8 +271,8 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 		if st, ok := x["state"].(string); ok && iso3166SubRE.MatchString(st) && !firstLevelRE.MatchString(st) {
 			add(ClassGeography) // an ISO 3166-2 unit smaller than a state (GB-LND, FR-75)
 		}
-		if c, ok := x["code"].(string); ok && x["system"] == "http://unitsofmeasure.org" && sixDigitsRE.MatchString(c) {
-			add(ClassOtherUnique) // a UCUM code that holds an identifier's digits
+		if c, ok := x["code"].(string); ok && sixDigitsRE.MatchString(c) && wordCodes(x["system"]) {
+			add(ClassOtherUnique) // a UCUM or HL7 code that holds an identifier's digits
 		}
 		if u, ok := x["unit"].(string); ok && sixDigitsRE.MatchString(u) {
 			add(ClassOtherUnique) // a unit text that holds an identifier's digits
@@ -338,6 +338,14 @@ var (
 	// numberValueKeyRE: the number alternatives of a value[x].
 	numberValueKeyRE = regexp.MustCompile(`^value(Integer|Integer64|Decimal|UnsignedInt|PositiveInt)$`)
 )
+
+// wordCodes reports whether system names a code system whose codes are
+// words or short numbers: UCUM, HL7's and FHIR's own.
+func wordCodes(system any) bool {
+	sys, _ := system.(string)
+	return sys == "http://unitsofmeasure.org" || strings.HasPrefix(sys, "http://terminology.hl7.org/CodeSystem/") ||
+		fhirCodeSystemRE.MatchString(sys)
+}
 
 // bareIdentifier reports whether v is a whole number of nine digits or
 // more: without a unit, the shape of an SSN, a phone, a record or serial
