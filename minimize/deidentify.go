@@ -228,12 +228,17 @@ var unitText = regexp.MustCompile(`^[\p{L}\p{N}%/.*^\[\]{}()'_+\-:°#]{1,32}$`)
 var identifierDigits = regexp.MustCompile(`[0-9]{6,}`)
 
 // wordCodeSystem reports whether the codes of system sys are words or
-// short numbers, never six digits in a row: UCUM, HL7's code systems
-// (v2 tables, v3, FHIR terminology) and FHIR's own. A local identifier put
-// into one (nine digits in a v2-0203 code) is dropped with its coding.
+// short numbers, never six digits in a row: UCUM, BCP-47, ISO 3166 and
+// 4217, HL7's code systems (v2 tables, v3, FHIR terminology) and FHIR's
+// own. A local identifier put into one (nine digits in a v2-0203 code, a
+// BCP-47 private-use tag "en-x-7744112") is dropped with its coding. The
+// code elements of FHIR (gender, status, language, ...) are bound to such
+// value sets too, and are judged alike (value).
 func wordCodeSystem(sys string) bool {
-	return sys == "http://unitsofmeasure.org" || hl7CodeSystem.MatchString(sys) || fhirCodeSystem.MatchString(sys)
+	return wordCodeSystems[sys] || hl7CodeSystem.MatchString(sys) || fhirCodeSystem.MatchString(sys)
 }
+
+var wordCodeSystems = setOf("http://unitsofmeasure.org", "urn:ietf:bcp:47", "urn:iso:std:iso:3166", "urn:iso:std:iso:4217")
 
 // deid is the state of one resource's walk.
 type deid struct {
@@ -513,6 +518,9 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		return v, true
 	case "code":
 		s, ok := v.(string)
+		if parent != "Coding" && identifierDigits.MatchString(s) {
+			return nil, false // a code element's value set has no such code (Coding: see coding)
+		}
 		return ScrubString(s), ok && codeText.MatchString(s)
 	case "date", "dateTime":
 		if d.birthCtx {

@@ -274,6 +274,9 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 		if c, ok := x["code"].(string); ok && sixDigitsRE.MatchString(c) && wordCodes(x["system"]) {
 			add(ClassOtherUnique) // a UCUM or HL7 code that holds an identifier's digits
 		}
+		if l, ok := x["language"].(string); ok && sixDigitsRE.MatchString(l) {
+			add(ClassOtherUnique) // a language tag that holds an identifier's digits
+		}
 		if u, ok := x["unit"].(string); ok && sixDigitsRE.MatchString(u) {
 			add(ClassOtherUnique) // a unit text that holds an identifier's digits
 		}
@@ -340,11 +343,12 @@ var (
 )
 
 // wordCodes reports whether system names a code system whose codes are
-// words or short numbers: UCUM, HL7's and FHIR's own.
+// words or short numbers: UCUM, BCP-47, ISO 3166 and 4217, HL7's and
+// FHIR's own.
 func wordCodes(system any) bool {
 	sys, _ := system.(string)
-	return sys == "http://unitsofmeasure.org" || strings.HasPrefix(sys, "http://terminology.hl7.org/CodeSystem/") ||
-		fhirCodeSystemRE.MatchString(sys)
+	return slices.Contains([]string{"http://unitsofmeasure.org", "urn:ietf:bcp:47", "urn:iso:std:iso:3166", "urn:iso:std:iso:4217"}, sys) ||
+		strings.HasPrefix(sys, "http://terminology.hl7.org/CodeSystem/") || fhirCodeSystemRE.MatchString(sys)
 }
 
 // bareIdentifier reports whether v is a whole number of nine digits or

@@ -45,6 +45,8 @@ func TestScannerFindsSmallGeographyAndBareNumbers(t *testing.T) {
 		{`{"resourceType":"Observation","valueQuantity":{"value":1,"unit":"912448123"}}`, ClassOtherUnique},
 		{`{"resourceType":"Observation","code":{"coding":[{"system":"http://unitsofmeasure.org","code":"{MRN77441123}"}]}}`, ClassOtherUnique},
 		{`{"resourceType":"Condition","category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v2-0203","code":"912448123"}]}]}`, ClassOtherUnique},
+		{`{"resourceType":"Patient","language":"en-x-912448123"}`, ClassOtherUnique},
+		{`{"resourceType":"Patient","communication":[{"language":{"coding":[{"system":"urn:ietf:bcp:47","code":"en-x-7744112"}]}}]}`, ClassOtherUnique},
 		{`{"resourceType":"Observation","valueQuantity":{"value":250,"unit":"10*3/uL","system":"http://unitsofmeasure.org","code":"10*3/uL"},"code":{"coding":[{"system":"http://snomed.info/sct","code":"1234567891000119108"}]}}`, ""},
 		{`{"resourceType":"QuestionnaireResponse","item":[{"answer":[{"valueDate":"1931"}]}]}`, ClassDates},
 		{`{"resourceType":"QuestionnaireResponse","item":[{"answer":[{"valueDate":"2020"}]}]}`, ""},
