@@ -458,7 +458,64 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 	if key == "Parameters.parameter" && !hasParameterContent(out, defs) {
 		return nil, false // inv-1: a parameter has a value, a resource or parts; its value was dropped
 	}
+	repairInvariants(key, m, out, defs)
 	return out, true
+}
+
+// An atLeastOne is an invariant of FHIR R4 that an element (key) holds at
+// least one of some elements (any: names, a choice by its name without
+// [x]), when it holds one of others (when; nil: always). The walk can drop
+// them all (text, references, strings); repairInvariants then stands in
+// for mark with a data-absent-reason, as for a required element, so the
+// output stays valid FHIR R4. It does so only when the input held one of
+// any: the data was there, and is withheld.
+type atLeastOne struct {
+	when, any []string
+	mark      string
+}
+
+// atLeastOnes are the invariants of that form the walk can break, by key.
+var atLeastOnes = map[string]atLeastOne{
+	"Patient.contact":                 {any: []string{"name", "telecom", "address", "organization"}, mark: "name"}, // pat-1
+	"Composition.section":             {any: []string{"text", "entry", "section"}, mark: "entry"},                  // cmp-1
+	"Observation.referenceRange":      {any: []string{"low", "high", "text"}, mark: "low"},                         // obs-3
+	"MedicationAdministration.dosage": {any: []string{"dose", "rate"}, mark: "dose"},                               // mad-1
+	"Immunization.education":          {any: []string{"documentType", "reference"}, mark: "documentType"},          // imm-1
+	"ServiceRequest":                  {when: []string{"orderDetail"}, any: []string{"code"}, mark: "code"},        // prr-1
+	"Goal.target":                     {when: []string{"detail"}, any: []string{"measure"}, mark: "measure"},       // gol-1
+}
+
+// repairInvariants keeps the invariants of atLeastOnes for the walked
+// object out of key (m the input), and two more: a Composition.section
+// given an entry for cmp-1 loses its emptyReason (cmp-2: only an empty
+// section has one), and a document Bundle becomes a collection (bdl-9 and
+// bdl-10 want the document's identifier and timestamp, which are
+// withheld: a de-identified document is no longer one).
+func repairInvariants(key string, m, out map[string]any, defs map[string]fhirElement) {
+	if key == "Bundle" && out["type"] == "document" {
+		out["type"] = "collection"
+	}
+	inv, ok := atLeastOnes[key]
+	if !ok || inv.when != nil && !holdsAny(out, defs, inv.when) || holdsAny(out, defs, inv.any) || !holdsAny(m, defs, inv.any) {
+		return
+	}
+	markAbsent(out, inv.mark, defs)
+	if key == "Composition.section" {
+		delete(out, "emptyReason")
+	}
+}
+
+// holdsAny reports whether o holds one of the elements names (a choice by
+// its name without [x]) of the type whose elements are defs.
+func holdsAny(o map[string]any, defs map[string]fhirElement, names []string) bool {
+	for k := range o {
+		for _, n := range names {
+			if k == n || defs[k].choice == n && defs[k].choice != "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hasParameterContent reports whether a walked Parameters.parameter still

@@ -113,6 +113,51 @@ func TestDeidentifiedIsValidFHIR(t *testing.T) {
 	t.Logf("%d resources validated", len(docs))
 }
 
+// TestDeidentifyKeepsInvariants: where the walk drops every element an
+// invariant of FHIR R4 asks for one of (pat-1, cmp-1, obs-3, mad-1, imm-1,
+// prr-1, gol-1) or the identity of a document (bdl-9, bdl-10), the output
+// is still valid R4: the outside validators accept the raw inputs and
+// their de-identified forms. The document is the shape of HL7's IPS
+// minimal example (HL7/fhir-ips, Bundle-IPS-examples-Bundle-minimal.json,
+// CC0), trimmed.
+func TestDeidentifyKeepsInvariants(t *testing.T) {
+	ips := `{"resourceType":"Bundle","identifier":{"system":"urn:oid:2.16.724.4.8.10.200.10","value":"28b95815-76ce-457b-b7ae-a972e527db40"},"type":"document","timestamp":"2020-12-11T14:30:00+01:00","entry":[` +
+		`{"fullUrl":"urn:uuid:30551ce1-5a28-4356-b684-1e639094ad4d","resource":{"resourceType":"Composition","id":"30551ce1-5a28-4356-b684-1e639094ad4d","status":"final","type":{"coding":[{"code":"60591-5","system":"http://loinc.org"}]},"subject":{"reference":"Patient/2b90dd2b-2dab-4c75-9bb9-a355e07401e8"},"date":"2020-12-11T14:30:00+01:00","author":[{"reference":"Practitioner/1c616b24-3895-48c4-9a02-9a64110351ef"}],"title":"Patient Summary as of December 11, 2020 14:30",` +
+		`"section":[{"title":"Active Problems","code":{"coding":[{"code":"11450-4","system":"http://loinc.org"}]},"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\">Hot flushes</div>"},"entry":[{"reference":"Condition/c64139e7-f02d-409c-bf34-75e8bf23bc80"}]},` +
+		`{"title":"Allergies","code":{"coding":[{"code":"48765-2","system":"http://loinc.org"}]},"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\">No known allergies</div>"},"emptyReason":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/list-empty-reason","code":"nilknown"}]}}]}},` +
+		`{"fullUrl":"urn:uuid:2b90dd2b-2dab-4c75-9bb9-a355e07401e8","resource":{"resourceType":"Patient","id":"2b90dd2b-2dab-4c75-9bb9-a355e07401e8","gender":"female","birthDate":"1972-05-01","contact":[{"relationship":[{"coding":[{"code":"MTH","system":"http://terminology.hl7.org/CodeSystem/v3-RoleCode"}]}],"name":{"family":"Mum","given":["Martha"]},"telecom":[{"system":"phone","value":"+33-555-20036"}]}]}}]}`
+	inputs := []string{
+		ips,
+		`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"2160-0"}]},"valueQuantity":{"value":1.1,"unit":"mg/dL"},"referenceRange":[{"type":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/referencerange-meaning","code":"normal"}]},"text":"0.6-1.2 (Dr. Varma's lab)"}]}`,
+		`{"resourceType":"MedicationAdministration","status":"completed","medicationCodeableConcept":{"coding":[{"system":"http://www.nlm.nih.gov/research/umls/rxnorm","code":"197361"}]},"subject":{"reference":"Patient/p"},"effectiveDateTime":"2025-03-14","dosage":{"route":{"coding":[{"system":"http://snomed.info/sct","code":"26643006"}]},"dose":{"unit":"see Dr. Alvarez's note"}}}`,
+		`{"resourceType":"Immunization","status":"completed","vaccineCode":{"coding":[{"system":"http://hl7.org/fhir/sid/cvx","code":"140"}]},"patient":{"reference":"Patient/p"},"occurrenceDateTime":"2024-10-02","education":[{"documentType":"VIS for Evelyn Marsh","publicationDate":"2021-08-06","presentationDate":"2024-10-02"}]}`,
+		`{"resourceType":"ServiceRequest","status":"active","intent":"order","subject":{"reference":"Patient/p"},"code":{"text":"CBC for Evelyn Marsh"},"orderDetail":[{"coding":[{"system":"http://snomed.info/sct","code":"243144002"}]}]}`,
+		`{"resourceType":"Goal","lifecycleStatus":"active","description":{"coding":[{"system":"http://snomed.info/sct","code":"281004"}]},"subject":{"reference":"Patient/p"},"target":[{"measure":{"text":"HbA1c per Dr. Varma"},"detailQuantity":{"value":7,"unit":"%"}}]}`,
+	}
+	var docs [][]byte
+	for i, in := range inputs {
+		out := deidentify(t, []byte(in), testAlias)
+		docs = append(docs, []byte(in), out)
+		var raw any
+		if err := json.Unmarshal([]byte(in), &raw); err != nil {
+			t.Fatal(err)
+		}
+		s := safeharbortest.NewScanner(deidNow.Year())
+		s.Collect(raw)
+		s.PermitReferences(aliasReference([]string{testSubject, "2b90dd2b-2dab-4c75-9bb9-a355e07401e8"}))
+		for _, f := range s.Scan(out) {
+			t.Errorf("input %d: class %s at %s", i, f.Class, f.Where)
+		}
+	}
+	for _, inv := range safeharbortest.ValidateFHIR(t, docs) {
+		what := "de-identified"
+		if inv.Index%2 == 0 {
+			what = "raw"
+		}
+		t.Errorf("%s input %d is not valid FHIR R4 (%s): %s\n%s", what, inv.Index/2, inv.Validator, inv.Message, docs[inv.Index])
+	}
+}
+
 type synthPayload struct {
 	name, typ, patient string
 	raw                []byte
