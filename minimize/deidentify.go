@@ -465,24 +465,31 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 // An atLeastOne is an invariant of FHIR R4 that an element (key) holds at
 // least one of some elements (any: names, a choice by its name without
 // [x]), when it holds one of others (when; nil: always). The walk can drop
-// them all (text, references, strings); repairInvariants then stands in
-// for mark with a data-absent-reason, as for a required element, so the
+// them all (text, references, strings, instants); repairInvariants then
+// stands in for the elements mark with a data-absent-reason, as for a required element, so the
 // output stays valid FHIR R4. It does so only when the input held one of
 // any: the data was there, and is withheld.
 type atLeastOne struct {
-	when, any []string
-	mark      string
+	when, any, mark []string
 }
 
 // atLeastOnes are the invariants of that form the walk can break, by key.
 var atLeastOnes = map[string]atLeastOne{
-	"Patient.contact":                 {any: []string{"name", "telecom", "address", "organization"}, mark: "name"}, // pat-1
-	"Composition.section":             {any: []string{"text", "entry", "section"}, mark: "entry"},                  // cmp-1
-	"Observation.referenceRange":      {any: []string{"low", "high", "text"}, mark: "low"},                         // obs-3
-	"MedicationAdministration.dosage": {any: []string{"dose", "rate"}, mark: "dose"},                               // mad-1
-	"Immunization.education":          {any: []string{"documentType", "reference"}, mark: "documentType"},          // imm-1
-	"ServiceRequest":                  {when: []string{"orderDetail"}, any: []string{"code"}, mark: "code"},        // prr-1
-	"Goal.target":                     {when: []string{"detail"}, any: []string{"measure"}, mark: "measure"},       // gol-1
+	"Patient.contact":                           {any: []string{"name", "telecom", "address", "organization"}, mark: []string{"name"}},   // pat-1
+	"Composition.section":                       {any: []string{"text", "entry", "section"}, mark: []string{"entry"}},                    // cmp-1
+	"Observation.referenceRange":                {any: []string{"low", "high", "text"}, mark: []string{"low"}},                           // obs-3
+	"MedicationAdministration.dosage":           {any: []string{"dose", "rate"}, mark: []string{"dose"}},                                 // mad-1
+	"Immunization.education":                    {any: []string{"documentType", "reference"}, mark: []string{"documentType"}},            // imm-1
+	"ServiceRequest":                            {when: []string{"orderDetail"}, any: []string{"code"}, mark: []string{"code"}},          // prr-1
+	"Goal.target":                               {when: []string{"detail"}, any: []string{"measure"}, mark: []string{"measure"}},         // gol-1
+	"Appointment.participant":                   {any: []string{"type", "actor"}, mark: []string{"actor"}},                               // app-1
+	"AppointmentResponse":                       {any: []string{"participantType", "actor"}, mark: []string{"actor"}},                    // apr-1
+	"Condition.stage":                           {any: []string{"summary", "assessment"}, mark: []string{"summary"}},                     // con-1
+	"Condition.evidence":                        {any: []string{"code", "detail"}, mark: []string{"detail"}},                             // con-2
+	"Consent":                                   {any: []string{"policy", "policyRule"}, mark: []string{"policyRule"}},                   // ppc-1
+	"ImmunizationRecommendation.recommendation": {any: []string{"vaccineCode", "targetDisease"}, mark: []string{"targetDisease"}},        // imr-1
+	"NutritionOrder":                            {any: []string{"oralDiet", "supplement", "enteralFormula"}, mark: []string{"oralDiet"}}, // nor-1
+	"Appointment":                               {any: []string{"start"}, mark: []string{"start", "end"}},                                // app-3 (instants), app-2
 }
 
 // repairInvariants keeps the invariants of atLeastOnes for the walked
@@ -499,7 +506,9 @@ func repairInvariants(key string, m, out map[string]any, defs map[string]fhirEle
 	if !ok || inv.when != nil && !holdsAny(out, defs, inv.when) || holdsAny(out, defs, inv.any) || !holdsAny(m, defs, inv.any) {
 		return
 	}
-	markAbsent(out, inv.mark, defs)
+	for _, n := range inv.mark {
+		markAbsent(out, n, defs)
+	}
 	if key == "Composition.section" {
 		delete(out, "emptyReason")
 	}

@@ -115,7 +115,7 @@ func TestDeidentifiedIsValidFHIR(t *testing.T) {
 
 // TestDeidentifyKeepsInvariants: where the walk drops every element an
 // invariant of FHIR R4 asks for one of (pat-1, cmp-1, obs-3, mad-1, imm-1,
-// prr-1, gol-1) or the identity of a document (bdl-9, bdl-10), the output
+// prr-1, gol-1, app-1, apr-1, con-1, ppc-1, imr-1) or the identity of a document (bdl-9, bdl-10), the output
 // is still valid R4: the outside validators accept the raw inputs and
 // their de-identified forms. The document is the shape of HL7's IPS
 // minimal example (HL7/fhir-ips, Bundle-IPS-examples-Bundle-minimal.json,
@@ -132,6 +132,11 @@ func TestDeidentifyKeepsInvariants(t *testing.T) {
 		`{"resourceType":"MedicationAdministration","status":"completed","medicationCodeableConcept":{"coding":[{"system":"http://www.nlm.nih.gov/research/umls/rxnorm","code":"197361"}]},"subject":{"reference":"Patient/p"},"effectiveDateTime":"2025-03-14","dosage":{"route":{"coding":[{"system":"http://snomed.info/sct","code":"26643006"}]},"dose":{"unit":"see Dr. Alvarez's note"}}}`,
 		`{"resourceType":"Immunization","status":"completed","vaccineCode":{"coding":[{"system":"http://hl7.org/fhir/sid/cvx","code":"140"}]},"patient":{"reference":"Patient/p"},"occurrenceDateTime":"2024-10-02","education":[{"documentType":"VIS for Evelyn Marsh","publicationDate":"2021-08-06","presentationDate":"2024-10-02"}]}`,
 		`{"resourceType":"ServiceRequest","status":"active","intent":"order","subject":{"reference":"Patient/p"},"code":{"text":"CBC for Evelyn Marsh"},"orderDetail":[{"coding":[{"system":"http://snomed.info/sct","code":"243144002"}]}]}`,
+		`{"resourceType":"Appointment","status":"booked","start":"2025-03-14T08:30:00-05:00","end":"2025-03-14T09:00:00-05:00","participant":[{"actor":{"reference":"Patient/p"},"status":"accepted"},{"actor":{"reference":"Practitioner/dr-varma","display":"Dr. Anil Varma"},"required":"required","status":"accepted"}]}`,
+		`{"resourceType":"AppointmentResponse","appointment":{"reference":"Appointment/appt-20250314"},"actor":{"reference":"Practitioner/dr-varma"},"participantStatus":"accepted"}`,
+		`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"code":{"coding":[{"system":"http://snomed.info/sct","code":"254637007"}]},"stage":[{"summary":{"text":"Stage IIA per Dr. Varma"},"type":{"coding":[{"system":"http://snomed.info/sct","code":"260998006"}]}}]}`,
+		`{"resourceType":"Consent","status":"active","scope":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/consentscope","code":"patient-privacy"}]},"category":[{"coding":[{"system":"http://loinc.org","code":"59284-0"}]}],"patient":{"reference":"Patient/p"},"policy":[{"uri":"https://ehr.chesapeake-health.example/consent/evelyn-marsh.pdf"}]}`,
+		`{"resourceType":"ImmunizationRecommendation","patient":{"reference":"Patient/p"},"date":"2025-03-14","recommendation":[{"vaccineCode":[{"text":"Shingrix for Evelyn"}],"forecastStatus":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/immunization-recommendation-status","code":"due"}]}}]}`,
 		`{"resourceType":"Goal","lifecycleStatus":"active","description":{"coding":[{"system":"http://snomed.info/sct","code":"281004"}]},"subject":{"reference":"Patient/p"},"target":[{"measure":{"text":"HbA1c per Dr. Varma"},"detailQuantity":{"value":7,"unit":"%"}}]}`,
 	}
 	var docs [][]byte

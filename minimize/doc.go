@@ -56,7 +56,9 @@
 //     rewritten with [Options.Alias], all others dropped; contained
 //     resources are walked recursively. An element of unknown type is
 //     dropped. A required element it drops gets a data-absent-reason
-//     extension, so the output stays valid FHIR R4. See deidentify.go.
+//     extension, and so does an element an at-least-one invariant of R4
+//     needs (pat-1, cmp-1, app-1, ...); a document Bundle becomes a
+//     collection: the output stays valid FHIR R4. See deidentify.go.
 //
 // Paths are RFC 6901 JSON pointers, with one extension: a segment "*" selects
 // every element of an array (it matches a member literally named "*" when it
