@@ -449,6 +449,14 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			dropped = append(dropped, k)
 		}
 	}
+	for k, e := range defs {
+		// A required primitive given only by its "_name" companion (its
+		// value absent, say why: FHIR-Converter writes data-absent-reason
+		// "unknown" so) is still required: it keeps a data-absent-reason.
+		if _, ok := m["_"+k]; ok && e.required && primitiveTypes[e.typ] && m[k] == nil {
+			dropped = append(dropped, k)
+		}
+	}
 	for _, k := range dropped {
 		markAbsent(out, k, defs)
 	}

@@ -119,7 +119,9 @@ func TestDeidentifiedIsValidFHIR(t *testing.T) {
 // is still valid R4: the outside validators accept the raw inputs and
 // their de-identified forms. The document is the shape of HL7's IPS
 // minimal example (HL7/fhir-ips, Bundle-IPS-examples-Bundle-minimal.json,
-// CC0), trimmed.
+// CC0), trimmed; the MessageHeader is that of microsoft/FHIR-Converter's
+// ADT^A01 sample output (docs/samples/Messages/HL7v2/Response), whose
+// required endpoints are data-absent-reason companions only.
 func TestDeidentifyKeepsInvariants(t *testing.T) {
 	ips := `{"resourceType":"Bundle","identifier":{"system":"urn:oid:2.16.724.4.8.10.200.10","value":"28b95815-76ce-457b-b7ae-a972e527db40"},"type":"document","timestamp":"2020-12-11T14:30:00+01:00","entry":[` +
 		`{"fullUrl":"urn:uuid:30551ce1-5a28-4356-b684-1e639094ad4d","resource":{"resourceType":"Composition","id":"30551ce1-5a28-4356-b684-1e639094ad4d","status":"final","type":{"coding":[{"code":"60591-5","system":"http://loinc.org"}]},"subject":{"reference":"Patient/2b90dd2b-2dab-4c75-9bb9-a355e07401e8"},"date":"2020-12-11T14:30:00+01:00","author":[{"reference":"Practitioner/1c616b24-3895-48c4-9a02-9a64110351ef"}],"title":"Patient Summary as of December 11, 2020 14:30",` +
@@ -132,6 +134,7 @@ func TestDeidentifyKeepsInvariants(t *testing.T) {
 		`{"resourceType":"MedicationAdministration","status":"completed","medicationCodeableConcept":{"coding":[{"system":"http://www.nlm.nih.gov/research/umls/rxnorm","code":"197361"}]},"subject":{"reference":"Patient/p"},"effectiveDateTime":"2025-03-14","dosage":{"route":{"coding":[{"system":"http://snomed.info/sct","code":"26643006"}]},"dose":{"unit":"see Dr. Alvarez's note"}}}`,
 		`{"resourceType":"Immunization","status":"completed","vaccineCode":{"coding":[{"system":"http://hl7.org/fhir/sid/cvx","code":"140"}]},"patient":{"reference":"Patient/p"},"occurrenceDateTime":"2024-10-02","education":[{"documentType":"VIS for Evelyn Marsh","publicationDate":"2021-08-06","presentationDate":"2024-10-02"}]}`,
 		`{"resourceType":"ServiceRequest","status":"active","intent":"order","subject":{"reference":"Patient/p"},"code":{"text":"CBC for Evelyn Marsh"},"orderDetail":[{"coding":[{"system":"http://snomed.info/sct","code":"243144002"}]}]}`,
+		`{"resourceType":"MessageHeader","eventCoding":{"code":"A01","system":"http://terminology.hl7.org/CodeSystem/v2-0003","display":"ADT^A01"},"source":{"name":"SIMHOSP","_endpoint":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"unknown"}]}},"destination":[{"name":"RAPP","_endpoint":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"unknown"}]}}]}`,
 		`{"resourceType":"Appointment","status":"booked","start":"2025-03-14T08:30:00-05:00","end":"2025-03-14T09:00:00-05:00","participant":[{"actor":{"reference":"Patient/p"},"status":"accepted"},{"actor":{"reference":"Practitioner/dr-varma","display":"Dr. Anil Varma"},"required":"required","status":"accepted"}]}`,
 		`{"resourceType":"AppointmentResponse","appointment":{"reference":"Appointment/appt-20250314"},"actor":{"reference":"Practitioner/dr-varma"},"participantStatus":"accepted"}`,
 		`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"code":{"coding":[{"system":"http://snomed.info/sct","code":"254637007"}]},"stage":[{"summary":{"text":"Stage IIA per Dr. Varma"},"type":{"coding":[{"system":"http://snomed.info/sct","code":"260998006"}]}}]}`,
