@@ -149,6 +149,29 @@ var terminologySystems = map[string]bool{
 	"http://www.radlex.org":                        true, // RadLex
 }
 
+// codeSyntax is the form of the codes of the public terminologies whose
+// codes have one (lenient: a short number passes where the terminology's
+// codes are numbers). A coding of such a system whose code has another
+// form — a name, an MRN, free text typed as a SNOMED CT code — is dropped:
+// it is not that terminology's code, and says what the source typed.
+var codeSyntax = map[string]*regexp.Regexp{
+	"http://loinc.org":                             regexp.MustCompile(`^(?:L[A-Z])?[0-9]{1,7}(?:-[0-9])?$`),
+	"http://snomed.info/sct":                       regexp.MustCompile(`^[0-9]{1,18}$`),
+	"http://hl7.org/fhir/sid/icd-10":               regexp.MustCompile(`^[A-Z][0-9][0-9A-Z](?:\.?[0-9A-Z]{1,4})?$`),
+	"http://hl7.org/fhir/sid/icd-10-cm":            regexp.MustCompile(`^[A-Z][0-9][0-9A-Z](?:\.?[0-9A-Z]{1,4})?$`),
+	"http://hl7.org/fhir/sid/icd-9-cm":             regexp.MustCompile(`^(?:[0-9]{3}|V[0-9]{2}|E[0-9]{3}|[0-9]{2})(?:\.[0-9]{1,2})?$`),
+	"http://hl7.org/fhir/sid/cvx":                  regexp.MustCompile(`^[0-9]{1,3}$`),
+	"http://hl7.org/fhir/sid/ndc":                  regexp.MustCompile(`^(?:[0-9]{4,5}-[0-9]{3,4}-[0-9]{1,2}|[0-9]{10,11})$`),
+	"http://www.nlm.nih.gov/research/umls/rxnorm":  regexp.MustCompile(`^[0-9]{1,9}$`),
+	"http://www.ama-assn.org/go/cpt":               regexp.MustCompile(`^[0-9]{4}[0-9A-Z]$`),
+	"http://nucc.org/provider-taxonomy":            regexp.MustCompile(`^[0-9]{3}[0-9A-Z]{6}X$`),
+	"http://dicom.nema.org/resources/ontology/DCM": regexp.MustCompile(`^[0-9A-Z_]{1,16}$`),
+	"http://www.radlex.org":                        regexp.MustCompile(`^RP?ID[0-9]{1,9}$`),
+	"urn:ietf:bcp:47":                              regexp.MustCompile(`^[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*$`),
+	"urn:iso:std:iso:3166":                         regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3}|[A-Z]{2}-[A-Z0-9]{1,3})$`),
+	"urn:iso:std:iso:4217":                         regexp.MustCompile(`^(?:[A-Z]{3}|[0-9]{3})$`),
+}
+
 // terminologyPrefix: HL7's own code systems (v2 tables, v3 code systems,
 // FHIR terminology), e.g. http://terminology.hl7.org/CodeSystem/v3-ActCode.
 const terminologyPrefix = "http://terminology.hl7.org/CodeSystem/"
@@ -678,8 +701,12 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 	if !terminologySystem(sys) {
 		return nil, false
 	}
-	if c, _ := m["code"].(string); identifierDigits.MatchString(c) && wordCodeSystem(sys) {
+	c, _ := m["code"].(string)
+	if identifierDigits.MatchString(c) && wordCodeSystem(sys) {
 		return nil, false
+	}
+	if re, ok := codeSyntax[sys]; ok && !re.MatchString(c) {
+		return nil, false // not a code of that terminology: free text, a name
 	}
 	out, ok := d.object(m, "Coding")
 	if !ok || out["code"] == nil {

@@ -274,6 +274,10 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 		if c, ok := x["code"].(string); ok && sixDigitsRE.MatchString(c) && wordCodes(x["system"]) {
 			add(ClassOtherUnique) // a UCUM or HL7 code that holds an identifier's digits
 		}
+		if c, ok := x["code"].(string); ok && (x["system"] == "http://snomed.info/sct" && !snomedCodeRE.MatchString(c) ||
+			x["system"] == "http://loinc.org" && !loincCodeRE.MatchString(c)) {
+			add(ClassOtherUnique) // a SNOMED CT or LOINC coding whose code is none (a name, an MRN)
+		}
 		if l, ok := x["language"].(string); ok && sixDigitsRE.MatchString(l) {
 			add(ClassOtherUnique) // a language tag that holds an identifier's digits
 		}
@@ -336,6 +340,10 @@ var (
 	// (the Netherlands' special municipalities BQ1-BQ3 apart).
 	iso3166SubRE = regexp.MustCompile(`^[A-Z]{2}-[A-Z0-9]{1,3}$`)
 	firstLevelRE = regexp.MustCompile(`^(AT-[1-9]|AU-[A-Z]{2,3}|BR-[A-Z]{2}|CA-[A-Z]{2}|DE-[A-Z]{2}|IN-[A-Z]{2}|MX-[A-Z]{3}|NL-[A-Z]{2}|US-[A-Z]{2})$`)
+	// snomedCodeRE, loincCodeRE: the forms of SNOMED CT identifiers and
+	// LOINC codes (LA, LP ... parts and answers included).
+	snomedCodeRE = regexp.MustCompile(`^\d+$`)
+	loincCodeRE  = regexp.MustCompile(`^(L[A-Z])?\d+(-\d)?$`)
 	// sixDigitsRE: six digits in a row, which no unit has.
 	sixDigitsRE = regexp.MustCompile(`\d{6}`)
 	// numberValueKeyRE: the number alternatives of a value[x].
