@@ -506,21 +506,22 @@ type atLeastOne struct {
 
 // atLeastOnes are the invariants of that form the walk can break, by key.
 var atLeastOnes = map[string]atLeastOne{
-	"Patient.contact":                           {any: []string{"name", "telecom", "address", "organization"}, mark: []string{"name"}},   // pat-1
-	"Composition.section":                       {any: []string{"text", "entry", "section"}, mark: []string{"entry"}},                    // cmp-1
-	"Observation.referenceRange":                {any: []string{"low", "high", "text"}, mark: []string{"low"}},                           // obs-3
-	"MedicationAdministration.dosage":           {any: []string{"dose", "rate"}, mark: []string{"dose"}},                                 // mad-1
-	"Immunization.education":                    {any: []string{"documentType", "reference"}, mark: []string{"documentType"}},            // imm-1
-	"ServiceRequest":                            {when: []string{"orderDetail"}, any: []string{"code"}, mark: []string{"code"}},          // prr-1
-	"Goal.target":                               {when: []string{"detail"}, any: []string{"measure"}, mark: []string{"measure"}},         // gol-1
-	"Appointment.participant":                   {any: []string{"type", "actor"}, mark: []string{"actor"}},                               // app-1
-	"AppointmentResponse":                       {any: []string{"participantType", "actor"}, mark: []string{"actor"}},                    // apr-1
-	"Condition.stage":                           {any: []string{"summary", "assessment"}, mark: []string{"summary"}},                     // con-1
-	"Condition.evidence":                        {any: []string{"code", "detail"}, mark: []string{"detail"}},                             // con-2
-	"Consent":                                   {any: []string{"policy", "policyRule"}, mark: []string{"policyRule"}},                   // ppc-1
-	"ImmunizationRecommendation.recommendation": {any: []string{"vaccineCode", "targetDisease"}, mark: []string{"targetDisease"}},        // imr-1
-	"NutritionOrder":                            {any: []string{"oralDiet", "supplement", "enteralFormula"}, mark: []string{"oralDiet"}}, // nor-1
-	"Appointment":                               {any: []string{"start"}, mark: []string{"start", "end"}},                                // app-3 (instants), app-2
+	"Patient.contact":                           {any: []string{"name", "telecom", "address", "organization"}, mark: []string{"name"}},    // pat-1
+	"Composition.section":                       {any: []string{"text", "entry", "section"}, mark: []string{"entry"}},                     // cmp-1
+	"Observation.referenceRange":                {any: []string{"low", "high", "text"}, mark: []string{"low"}},                            // obs-3
+	"MedicationAdministration.dosage":           {any: []string{"dose", "rate"}, mark: []string{"dose"}},                                  // mad-1
+	"Immunization.education":                    {any: []string{"documentType", "reference"}, mark: []string{"documentType"}},             // imm-1
+	"ServiceRequest":                            {when: []string{"orderDetail"}, any: []string{"code"}, mark: []string{"code"}},           // prr-1
+	"Goal.target":                               {when: []string{"detail"}, any: []string{"measure"}, mark: []string{"measure"}},          // gol-1
+	"Appointment.participant":                   {any: []string{"type", "actor"}, mark: []string{"actor"}},                                // app-1
+	"AppointmentResponse":                       {any: []string{"participantType", "actor"}, mark: []string{"actor"}},                     // apr-1
+	"Condition.stage":                           {any: []string{"summary", "assessment"}, mark: []string{"summary"}},                      // con-1
+	"Condition.evidence":                        {any: []string{"code", "detail"}, mark: []string{"detail"}},                              // con-2
+	"Consent":                                   {any: []string{"policy", "policyRule"}, mark: []string{"policyRule"}},                    // ppc-1
+	"ImmunizationRecommendation.recommendation": {any: []string{"vaccineCode", "targetDisease"}, mark: []string{"targetDisease"}},         // imr-1
+	"NutritionOrder":                            {any: []string{"oralDiet", "supplement", "enteralFormula"}, mark: []string{"oralDiet"}},  // nor-1
+	"Appointment":                               {any: []string{"start"}, mark: []string{"start", "end"}},                                 // app-3 (instants), app-2
+	"Ratio":                                     {when: []string{"denominator"}, any: []string{"numerator"}, mark: []string{"numerator"}}, // rat-1 (a bare numerator dropped)
 }
 
 // repairInvariants keeps the invariants of atLeastOnes for the walked
