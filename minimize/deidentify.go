@@ -24,8 +24,11 @@ import (
 //
 // What each type becomes (docs/policy.md, "Research view"):
 //
-//	boolean, integer, positiveInt,       kept when well formed; an age over
-//	unsignedInt, decimal                 89 dropped (ageCtx)
+//	boolean, integer, positiveInt,       kept when well formed (integers in
+//	unsignedInt, decimal                 FHIR R4's 32 bits); an age over 89
+//	                                     dropped (ageCtx); a bare whole
+//	                                     number of nine digits or more
+//	                                     dropped (identifierNumber)
 //	code                                 kept when a token without spaces
 //	                                     (codeText), scrubbed (ScrubString)
 //	date, dateTime                       the year ("YYYY", valid for both);
@@ -58,10 +61,13 @@ import (
 //	                                     an age over 89 is dropped: an Age, a
 //	                                     quantity in a unit of time, a value
 //	                                     in an age element or age Observation
-//	Address                              state and country when codes (or a
-//	                                     US state's name), ZIP3 of a US
-//	                                     postalCode ("000" for the restricted
-//	                                     ZIP3s); other postal codes dropped
+//	Address                              state (a US state, a first-level
+//	                                     ISO 3166-2 code) and country (not
+//	                                     one of 20,000 people or fewer) when
+//	                                     codes (or a US state's name), ZIP3
+//	                                     of a US postalCode ("000" for the
+//	                                     restricted ZIP3s); other postal
+//	                                     codes dropped
 //	Location.position                    dropped (geocodes)
 //	Extension, modifierExtension         url and valueCode when the url is in
 //	                                     allowedExtensions and the code one of
@@ -69,6 +75,10 @@ import (
 //	                                     with an unknown modifierExtension is
 //	                                     dropped whole, a resource with one
 //	                                     withheld
+//	QuestionnaireResponse answers,       judged as a date of birth: a date
+//	open value[x] (Parameters, Task)     the year or withheld, a number
+//	                                     dropped; an open valueCode dropped
+//	                                     (opaqueValue)
 //	Resource (contained, Bundle entries) de-identified recursively; contained
 //	                                     ids renumbered "c1", "c2", ...
 //	other complex types, backbones       walked element by element
@@ -139,18 +149,45 @@ var terminologySystems = map[string]bool{
 	"http://www.radlex.org":                        true, // RadLex
 }
 
+// codeSyntax is the form of the codes of the public terminologies whose
+// codes have one (lenient: a short number passes where the terminology's
+// codes are numbers). A coding of such a system whose code has another
+// form — a name, an MRN, free text typed as a SNOMED CT code — is dropped:
+// it is not that terminology's code, and says what the source typed.
+var codeSyntax = map[string]*regexp.Regexp{
+	"http://loinc.org":                             regexp.MustCompile(`^(?:L[A-Z])?[0-9]{1,7}(?:-[0-9])?$`),
+	"http://snomed.info/sct":                       regexp.MustCompile(`^[0-9]{1,18}$`),
+	"http://hl7.org/fhir/sid/icd-10":               regexp.MustCompile(`^[A-Z][0-9][0-9A-Z](?:\.?[0-9A-Z]{1,4})?$`),
+	"http://hl7.org/fhir/sid/icd-10-cm":            regexp.MustCompile(`^[A-Z][0-9][0-9A-Z](?:\.?[0-9A-Z]{1,4})?$`),
+	"http://hl7.org/fhir/sid/icd-9-cm":             regexp.MustCompile(`^(?:[0-9]{3}|V[0-9]{2}|E[0-9]{3}|[0-9]{2})(?:\.[0-9]{1,2})?$`),
+	"http://hl7.org/fhir/sid/cvx":                  regexp.MustCompile(`^[0-9]{1,3}$`),
+	"http://hl7.org/fhir/sid/ndc":                  regexp.MustCompile(`^(?:[0-9]{4,5}-[0-9]{3,4}-[0-9]{1,2}|[0-9]{10,11})$`),
+	"http://www.nlm.nih.gov/research/umls/rxnorm":  regexp.MustCompile(`^[0-9]{1,9}$`),
+	"http://www.ama-assn.org/go/cpt":               regexp.MustCompile(`^[0-9]{4}[0-9A-Z]$`),
+	"http://nucc.org/provider-taxonomy":            regexp.MustCompile(`^[0-9]{3}[0-9A-Z]{6}X$`),
+	"http://dicom.nema.org/resources/ontology/DCM": regexp.MustCompile(`^[0-9A-Z_]{1,16}$`),
+	"http://www.radlex.org":                        regexp.MustCompile(`^RP?ID[0-9]{1,9}$`),
+	"urn:ietf:bcp:47":                              regexp.MustCompile(`^[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*$`),
+	"urn:iso:std:iso:3166":                         regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3}|[A-Z]{2}-[A-Z0-9]{1,3})$`),
+	"urn:iso:std:iso:4217":                         regexp.MustCompile(`^(?:[A-Z]{3}|[0-9]{3})$`),
+}
+
 // terminologyPrefix: HL7's own code systems (v2 tables, v3 code systems,
 // FHIR terminology), e.g. http://terminology.hl7.org/CodeSystem/v3-ActCode.
 const terminologyPrefix = "http://terminology.hl7.org/CodeSystem/"
 
 func terminologySystem(s string) bool {
-	return terminologySystems[s] || hl7CodeSystem.MatchString(s) || fhirCodeSystem.MatchString(s)
+	return terminologySystems[s] || hl7CodeSystem.MatchString(s) || fhirCodeSystem.MatchString(s) && s != fhirIdentifierRoot
 }
 
 // fhirCodeSystem is a code system of the FHIR specification itself
 // (http://hl7.org/fhir/device-action): one name, nothing under sid/ (the
 // identifier systems, such as http://hl7.org/fhir/sid/us-ssn).
 var fhirCodeSystem = regexp.MustCompile(`^http://hl7\.org/fhir/[a-z][a-z0-9\-]{1,63}$`)
+
+// fhirIdentifierRoot is the root of FHIR's identifier systems: the one
+// name fhirCodeSystem matches that is no code system.
+const fhirIdentifierRoot = "http://hl7.org/fhir/sid"
 
 // hl7CodeSystem is a code system of HL7's terminology: one name after the
 // prefix (v3-ActCode, v2-0203, condition-clinical), nothing that could
@@ -205,6 +242,26 @@ var codeText = regexp.MustCompile(`^[^\s\p{Z}\p{C}]{1,64}$`)
 // phrase. A unit that is prose ("mg/dL (per Dr. Alvarez)") is dropped; the
 // UCUM code, kept beside it, still says the unit.
 var unitText = regexp.MustCompile(`^[\p{L}\p{N}%/.*^\[\]{}()'_+\-:°#]{1,32}$`)
+
+// identifierDigits is a run of six digits or more: the digits of an MRN,
+// an SSN, a phone or a serial number. No unit symbol has one ("10*12/L",
+// "mm[Hg]"), nor a code of a wordCodeSystem, so a unit text or such a code
+// with one is dropped (a code of another terminology may: SNOMED CT's are
+// long numbers, LOINC's reach six digits).
+var identifierDigits = regexp.MustCompile(`[0-9]{6,}`)
+
+// wordCodeSystem reports whether the codes of system sys are words or
+// short numbers, never six digits in a row: UCUM, BCP-47, ISO 3166 and
+// 4217, HL7's code systems (v2 tables, v3, FHIR terminology) and FHIR's
+// own. A local identifier put into one (nine digits in a v2-0203 code, a
+// BCP-47 private-use tag "en-x-7744112") is dropped with its coding. The
+// code elements of FHIR (gender, status, language, ...) are bound to such
+// value sets too, and are judged alike (value).
+func wordCodeSystem(sys string) bool {
+	return wordCodeSystems[sys] || hl7CodeSystem.MatchString(sys) || fhirCodeSystem.MatchString(sys)
+}
+
+var wordCodeSystems = setOf("http://unitsofmeasure.org", "urn:ietf:bcp:47", "urn:iso:std:iso:3166", "urn:iso:std:iso:4217")
 
 // deid is the state of one resource's walk.
 type deid struct {
@@ -379,8 +436,25 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			}
 			continue
 		}
+		if e.choice != "" && numericTypes[e.typ] && identifierNumber(v) {
+			if e.required {
+				dropped = append(dropped, k)
+			}
+			continue // see identifierNumber
+		}
+		opaque := opaqueValue(key, e)
+		if opaque && e.typ == "code" {
+			// A code of no value set: free text without spaces (an MRN, a
+			// user name), which codeText and the scrub patterns let pass.
+			if e.required {
+				dropped = append(dropped, k)
+			}
+			continue
+		}
 		age, birth := d.ageCtx, d.birthCtx
 		switch {
+		case opaque:
+			d.birthCtx = true // see opaqueValue
 		case e.choice == "value" && (valueCtx == "age" || valueCtx == "birth"):
 			d.ageCtx, d.birthCtx = d.ageCtx || valueCtx == "age", d.birthCtx || valueCtx == "birth"
 		case e.choice == "effective" && valueCtx == "at-birth":
@@ -398,13 +472,103 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			dropped = append(dropped, k)
 		}
 	}
+	for k, e := range defs {
+		// A required primitive given only by its "_name" companion (its
+		// value absent, say why: FHIR-Converter writes data-absent-reason
+		// "unknown" so) is still required: it keeps a data-absent-reason.
+		if _, ok := m["_"+k]; ok && e.required && primitiveTypes[e.typ] && m[k] == nil {
+			dropped = append(dropped, k)
+		}
+	}
 	for _, k := range dropped {
 		markAbsent(out, k, defs)
 	}
 	if key == "FamilyMemberHistory" && out["estimatedAge"] != nil && out["ageAge"] == nil && out["ageRange"] == nil && out["ageString"] == nil {
 		delete(out, "estimatedAge") // fhs-2: only with an age (one withheld here)
 	}
+	if key == "Parameters.parameter" && !hasParameterContent(out, defs) {
+		return nil, false // inv-1: a parameter has a value, a resource or parts; its value was dropped
+	}
+	repairInvariants(key, m, out, defs)
 	return out, true
+}
+
+// An atLeastOne is an invariant of FHIR R4 that an element (key) holds at
+// least one of some elements (any: names, a choice by its name without
+// [x]), when it holds one of others (when; nil: always). The walk can drop
+// them all (text, references, strings, instants); repairInvariants then
+// stands in for the elements mark with a data-absent-reason, as for a required element, so the
+// output stays valid FHIR R4. It does so only when the input held one of
+// any: the data was there, and is withheld.
+type atLeastOne struct {
+	when, any, mark []string
+}
+
+// atLeastOnes are the invariants of that form the walk can break, by key.
+var atLeastOnes = map[string]atLeastOne{
+	"Patient.contact":                           {any: []string{"name", "telecom", "address", "organization"}, mark: []string{"name"}},    // pat-1
+	"Composition.section":                       {any: []string{"text", "entry", "section"}, mark: []string{"entry"}},                     // cmp-1
+	"Observation.referenceRange":                {any: []string{"low", "high", "text"}, mark: []string{"low"}},                            // obs-3
+	"MedicationAdministration.dosage":           {any: []string{"dose", "rate"}, mark: []string{"dose"}},                                  // mad-1
+	"Immunization.education":                    {any: []string{"documentType", "reference"}, mark: []string{"documentType"}},             // imm-1
+	"ServiceRequest":                            {when: []string{"orderDetail"}, any: []string{"code"}, mark: []string{"code"}},           // prr-1
+	"Goal.target":                               {when: []string{"detail"}, any: []string{"measure"}, mark: []string{"measure"}},          // gol-1
+	"Appointment.participant":                   {any: []string{"type", "actor"}, mark: []string{"actor"}},                                // app-1
+	"AppointmentResponse":                       {any: []string{"participantType", "actor"}, mark: []string{"actor"}},                     // apr-1
+	"Condition.stage":                           {any: []string{"summary", "assessment"}, mark: []string{"summary"}},                      // con-1
+	"Condition.evidence":                        {any: []string{"code", "detail"}, mark: []string{"detail"}},                              // con-2
+	"Consent":                                   {any: []string{"policy", "policyRule"}, mark: []string{"policyRule"}},                    // ppc-1
+	"ImmunizationRecommendation.recommendation": {any: []string{"vaccineCode", "targetDisease"}, mark: []string{"targetDisease"}},         // imr-1
+	"NutritionOrder":                            {any: []string{"oralDiet", "supplement", "enteralFormula"}, mark: []string{"oralDiet"}},  // nor-1
+	"Appointment":                               {any: []string{"start"}, mark: []string{"start", "end"}},                                 // app-3 (instants), app-2
+	"Ratio":                                     {when: []string{"denominator"}, any: []string{"numerator"}, mark: []string{"numerator"}}, // rat-1 (a bare numerator dropped)
+}
+
+// repairInvariants keeps the invariants of atLeastOnes for the walked
+// object out of key (m the input), unless the walk left it empty (it is
+// then dropped whole, and breaks nothing), and two more: a Composition.section
+// given an entry for cmp-1 loses its emptyReason (cmp-2: only an empty
+// section has one), and a document Bundle becomes a collection (bdl-9 and
+// bdl-10 want the document's identifier and timestamp, which are
+// withheld: a de-identified document is no longer one).
+func repairInvariants(key string, m, out map[string]any, defs map[string]fhirElement) {
+	if key == "Bundle" && out["type"] == "document" {
+		out["type"] = "collection"
+	}
+	inv, ok := atLeastOnes[key]
+	if !ok || len(out) == 0 || inv.when != nil && !holdsAny(out, defs, inv.when) || holdsAny(out, defs, inv.any) || !holdsAny(m, defs, inv.any) {
+		return
+	}
+	for _, n := range inv.mark {
+		markAbsent(out, n, defs)
+	}
+	if key == "Composition.section" {
+		delete(out, "emptyReason")
+	}
+}
+
+// holdsAny reports whether o holds one of the elements names (a choice by
+// its name without [x]) of the type whose elements are defs.
+func holdsAny(o map[string]any, defs map[string]fhirElement, names []string) bool {
+	for k := range o {
+		for _, n := range names {
+			if k == n || defs[k].choice == n && defs[k].choice != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasParameterContent reports whether a walked Parameters.parameter still
+// has a value[x], a resource or parts (FHIR inv-1).
+func hasParameterContent(out map[string]any, defs map[string]fhirElement) bool {
+	for k := range out {
+		if k == "resource" || k == "part" || defs[k].choice == "value" {
+			return true
+		}
+	}
+	return false
 }
 
 // element walks the value of one element, an array if the element repeats.
@@ -430,7 +594,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 	if droppedTypes[typ] {
 		if (typ == "string" || typ == "markdown") && keptStrings[parent+"."+name] {
 			s, ok := v.(string)
-			return ScrubString(s), ok && unitText.MatchString(s)
+			return ScrubString(s), ok && unitText.MatchString(s) && !identifierDigits.MatchString(s)
 		}
 		return nil, false
 	}
@@ -444,7 +608,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 			return nil, false
 		}
 		f, err := n.Float64()
-		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) || !integerInRange(typ, f) {
 			return nil, false
 		}
 		if d.birthCtx || d.ageCtx && !d.releaseAge(f) {
@@ -453,6 +617,9 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		return v, true
 	case "code":
 		s, ok := v.(string)
+		if parent != "Coding" && identifierDigits.MatchString(s) {
+			return nil, false // a code element's value set has no such code (Coding: see coding)
+		}
 		return ScrubString(s), ok && codeText.MatchString(s)
 	case "date", "dateTime":
 		if d.birthCtx {
@@ -535,6 +702,13 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 	if !terminologySystem(sys) {
 		return nil, false
 	}
+	c, _ := m["code"].(string)
+	if identifierDigits.MatchString(c) && wordCodeSystem(sys) {
+		return nil, false
+	}
+	if re, ok := codeSyntax[sys]; ok && !re.MatchString(c) {
+		return nil, false // not a code of that terminology: free text, a name
+	}
 	out, ok := d.object(m, "Coding")
 	if !ok || out["code"] == nil {
 		return nil, false
@@ -557,6 +731,9 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if !ok {
 		return nil, false
 	}
+	if c, _ := out["code"].(string); identifierDigits.MatchString(c) {
+		delete(out, "code")
+	}
 	if sys, _ := m["system"].(string); quantitySystems[sys] && out["code"] != nil {
 		out["system"] = sys
 	} else {
@@ -565,7 +742,30 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if years, ok := ageYears(m, typ == "Age" || age); ok && !d.releaseAge(years) {
 		return nil, false
 	}
+	if out["unit"] == nil && out["code"] == nil && identifierNumber(out["value"]) {
+		return nil, false // see identifierNumber
+	}
 	return out, true
+}
+
+// numericTypes are the FHIR types of JSON numbers.
+var numericTypes = setOf("integer", "integer64", "positiveInt", "unsignedInt", "decimal")
+
+// identifierNumber reports whether v, a bare number (the value[x] of an
+// Observation or a claim's supportingInfo, a Quantity without unit or
+// code), is more likely an identifier than a measurement: a whole number
+// of nine digits or more, the length of a social security number, a
+// telephone number and most record, account and serial numbers. A
+// measurement of that size has a unit ("10*9/L", "[iU]"); a count or a
+// score that large is rare, and is dropped rather than an identifier
+// released (Safe Harbor (R): any other unique identifying number).
+func identifierNumber(v any) bool {
+	n, ok := v.(json.Number)
+	if !ok {
+		return false
+	}
+	f, err := n.Float64()
+	return err == nil && math.Abs(f) >= 1e8 && f == math.Trunc(f)
 }
 
 // releaseAge reports whether an age of years may be released, and notes
@@ -629,6 +829,57 @@ func ageYears(q map[string]any, anyAge bool) (float64, bool) {
 	}
 	return f * per, true
 }
+
+// integerInRange reports whether f is within the range of FHIR R4 type
+// typ: integer, positiveInt and unsignedInt are 32-bit (a value beyond it,
+// such as a ten-digit telephone or record number typed as an integer, is
+// no valid FHIR R4 and is dropped); integer64 and decimal have no range
+// here.
+func integerInRange(typ string, f float64) bool {
+	switch typ {
+	case "integer":
+		return f >= math.MinInt32 && f <= math.MaxInt32
+	case "positiveInt":
+		return f >= 1 && f <= math.MaxInt32
+	case "unsignedInt":
+		return f >= 0 && f <= math.MaxInt32
+	}
+	return true
+}
+
+// opaqueValue reports whether element e of key is a value whose meaning the
+// walk withholds, so that what it is cannot be judged: the answer of a
+// QuestionnaireResponse item (its question is in linkId, text and
+// definition, which are dropped) and an alternative of an open choice
+// (value[x] of type "*": Parameters.parameter, Task.input and Task.output;
+// Extension is judged by allowedExtensions). Such a value may be a date of
+// birth, a year of birth, a social security, telephone or record number
+// or a ZIP code, so it is judged as a date of birth (birthCtx): a date
+// gives its year only when nobody over 89 was born in it, a number is
+// dropped; and a code of an open choice, bound to no value set, is dropped.
+// Codings, quantities with their units and references are judged as
+// anywhere else.
+func opaqueValue(key string, e fhirElement) bool {
+	return e.choice == "value" && (key == "QuestionnaireResponse.item.answer" || openChoices[key])
+}
+
+// openChoices are the backbones whose value[x] is of the open type "*" (it
+// has dozens of alternatives; a closed choice has a handful).
+var openChoices = func() map[string]bool {
+	m := map[string]bool{}
+	for key, defs := range fhirElements {
+		n := 0
+		for _, e := range defs {
+			if e.choice == "value" {
+				n++
+			}
+		}
+		if n >= 30 && key != "Extension" {
+			m[key] = true
+		}
+	}
+	return m
+}()
 
 // ageElement reports whether element name of key holds an age whatever its
 // type: it is named for one (age, onsetAge, ageRange ...), or it is an
@@ -864,23 +1115,84 @@ func unitKey(unit string) string {
 }
 
 // stateCode reports whether s may be released as an address's state: a US
-// state, district or territory by USPS code or name, or an ISO 3166-2
-// subdivision code ("DE-BE", "NL-OV").
+// state, district or territory by USPS code or name, or the ISO 3166-2 code
+// of a first-level subdivision of a country whose ISO 3166-2 codes are all
+// first-level, comparable to a US state ("DE-BE", "NL-OV", "AU-NSW"; see
+// firstLevelSubdivision). ISO 3166-2 also codes smaller units: "GB-LND" is
+// the City of London (some 10,000 people), "GB-CMD" a London borough,
+// "FR-75" Paris (a département), "NL-BQ2" Saba (some 2,000 people); a code
+// that is not known to be a first-level subdivision is dropped, since
+// Safe Harbor withholds every geographic subdivision smaller than a state.
 func stateCode(s string) bool {
-	return usStates[strings.ToUpper(strings.ReplaceAll(s, " ", ""))] || iso3166Sub.MatchString(s)
+	n := strings.ToUpper(strings.ReplaceAll(s, " ", ""))
+	return (usStates[n] || firstLevelSubdivision.MatchString(s)) && !smallStates[strings.ReplaceAll(n, "-", "")]
 }
+
+// smallStates are the US Minor Outlying Islands as a state ("UM", "US-UM",
+// by name, as stateCode normalizes them): a few hundred people, no state
+// (see smallAreas).
+var smallStates = setOf("UM", "USUM", "UNITEDSTATESMINOROUTLYINGISLANDS")
+
+// firstLevelSubdivision matches the ISO 3166-2 codes of the first-level
+// subdivisions (states, provinces, territories, Länder) of countries
+// whose ISO 3166-2 lists no smaller units: Australia, Austria, Brazil,
+// Canada, Germany, India, Mexico, the Netherlands (provinces and its
+// constituent countries, not the special municipalities BQ1-BQ3) and the
+// United States. Every subdivision it matches outside the United States
+// has more than 20,000 people (Safe Harbor's threshold for a ZIP3).
+var firstLevelSubdivision = regexp.MustCompile(`^(?:AT-[1-9]|AU-(?:ACT|NSW|NT|QLD|SA|TAS|VIC|WA)|BR-[A-Z]{2}|` +
+	`CA-(?:AB|BC|MB|NB|NL|NS|NT|NU|ON|PE|QC|SK|YT)|DE-[A-Z]{2}|IN-[A-Z]{2}|MX-[A-Z]{3}|NL-[A-Z]{2}|US-[A-Z]{2})$`)
 
 // countryCode reports whether s may be released as an address's country:
 // an ISO 3166 alpha-2, alpha-3 or numeric code, or the United States by
-// name.
+// name; not the code of a country or territory of 20,000 people or fewer
+// (smallAreas).
 func countryCode(s string) bool {
-	return iso3166.MatchString(s) || usCountries[strings.ToUpper(strings.ReplaceAll(s, " ", ""))]
+	return (iso3166.MatchString(s) || usCountries[strings.ToUpper(strings.ReplaceAll(s, " ", ""))]) && !smallAreas[s]
 }
 
-var (
-	iso3166    = regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3})$`)
-	iso3166Sub = regexp.MustCompile(`^[A-Z]{2}-[A-Z0-9]{1,3}$`)
+// smallAreas are the ISO 3166 countries and territories of 20,000 people
+// or fewer, by alpha-2, alpha-3 and numeric code: the Safe Harbor threshold
+// below which a ZIP3 is replaced by "000" (restrictedZIP3). A country of
+// 50 people (Pitcairn) names a geographic unit far smaller than a state;
+// it is dropped like a restricted ZIP3. (A code here may also be a US
+// state's: "MS", "VA" are Mississippi and Virginia as a state; only the
+// country is judged by this list, a state by smallStates.)
+var smallAreas = setOf(
+	"AQ", "ATA", "010", // Antarctica
+	"BV", "BVT", "074", // Bouvet Island
+	"IO", "IOT", "086", // British Indian Ocean Territory
+	"CX", "CXR", "162", // Christmas Island
+	"CC", "CCK", "166", // Cocos (Keeling) Islands
+	"CK", "COK", "184", // Cook Islands
+	"FK", "FLK", "238", // Falkland Islands
+	"GS", "SGS", "239", // South Georgia and the South Sandwich Islands
+	"TF", "ATF", "260", // French Southern Territories
+	"HM", "HMD", "334", // Heard Island and McDonald Islands
+	"VA", "VAT", "336", // Holy See
+	"MS", "MSR", "500", // Montserrat
+	"NR", "NRU", "520", // Nauru
+	"NU", "NIU", "570", // Niue
+	"NF", "NFK", "574", // Norfolk Island
+	"UM", "UMI", "581", // United States Minor Outlying Islands
+	"PW", "PLW", "585", // Palau
+	"PN", "PCN", "612", // Pitcairn
+	"BL", "BLM", "652", // Saint Barthélemy
+	"SH", "SHN", "654", // Saint Helena, Ascension and Tristan da Cunha
+	"AI", "AIA", "660", // Anguilla
+	"PM", "SPM", "666", // Saint Pierre and Miquelon
+	"SJ", "SJM", "744", // Svalbard and Jan Mayen
+	"TK", "TKL", "772", // Tokelau
+	"TV", "TUV", "798", // Tuvalu
+	"WF", "WLF", "876", // Wallis and Futuna
 )
+
+// SmallAreas returns, sorted, the ISO 3166 codes of the countries and
+// territories the deidentify obligation withholds as an address's country:
+// 20,000 people or fewer (a fresh copy).
+func SmallAreas() []string { return slices.Sorted(maps.Keys(smallAreas)) }
+
+var iso3166 = regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3})$`)
 
 // subjectElements are the top-level elements by which a resource names
 // the patient it is about (Observation.subject, Immunization.patient,

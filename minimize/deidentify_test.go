@@ -113,6 +113,59 @@ func TestDeidentifiedIsValidFHIR(t *testing.T) {
 	t.Logf("%d resources validated", len(docs))
 }
 
+// TestDeidentifyKeepsInvariants: where the walk drops every element an
+// invariant of FHIR R4 asks for one of (pat-1, cmp-1, obs-3, mad-1, imm-1,
+// prr-1, gol-1, app-1, apr-1, con-1, ppc-1, imr-1) or the identity of a document (bdl-9, bdl-10), the output
+// is still valid R4: the outside validators accept the raw inputs and
+// their de-identified forms. The document is the shape of HL7's IPS
+// minimal example (HL7/fhir-ips, Bundle-IPS-examples-Bundle-minimal.json,
+// CC0), trimmed; the MessageHeader is that of microsoft/FHIR-Converter's
+// ADT^A01 sample output (docs/samples/Messages/HL7v2/Response), whose
+// required endpoints are data-absent-reason companions only.
+func TestDeidentifyKeepsInvariants(t *testing.T) {
+	ips := `{"resourceType":"Bundle","identifier":{"system":"urn:oid:2.16.724.4.8.10.200.10","value":"28b95815-76ce-457b-b7ae-a972e527db40"},"type":"document","timestamp":"2020-12-11T14:30:00+01:00","entry":[` +
+		`{"fullUrl":"urn:uuid:30551ce1-5a28-4356-b684-1e639094ad4d","resource":{"resourceType":"Composition","id":"30551ce1-5a28-4356-b684-1e639094ad4d","status":"final","type":{"coding":[{"code":"60591-5","system":"http://loinc.org"}]},"subject":{"reference":"Patient/2b90dd2b-2dab-4c75-9bb9-a355e07401e8"},"date":"2020-12-11T14:30:00+01:00","author":[{"reference":"Practitioner/1c616b24-3895-48c4-9a02-9a64110351ef"}],"title":"Patient Summary as of December 11, 2020 14:30",` +
+		`"section":[{"title":"Active Problems","code":{"coding":[{"code":"11450-4","system":"http://loinc.org"}]},"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\">Hot flushes</div>"},"entry":[{"reference":"Condition/c64139e7-f02d-409c-bf34-75e8bf23bc80"}]},` +
+		`{"title":"Allergies","code":{"coding":[{"code":"48765-2","system":"http://loinc.org"}]},"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\">No known allergies</div>"},"emptyReason":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/list-empty-reason","code":"nilknown"}]}}]}},` +
+		`{"fullUrl":"urn:uuid:2b90dd2b-2dab-4c75-9bb9-a355e07401e8","resource":{"resourceType":"Patient","id":"2b90dd2b-2dab-4c75-9bb9-a355e07401e8","gender":"female","birthDate":"1972-05-01","contact":[{"relationship":[{"coding":[{"code":"MTH","system":"http://terminology.hl7.org/CodeSystem/v3-RoleCode"}]}],"name":{"family":"Mum","given":["Martha"]},"telecom":[{"system":"phone","value":"+33-555-20036"}]}]}}]}`
+	inputs := []string{
+		ips,
+		`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"2160-0"}]},"valueQuantity":{"value":1.1,"unit":"mg/dL"},"referenceRange":[{"type":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/referencerange-meaning","code":"normal"}]},"text":"0.6-1.2 (Dr. Varma's lab)"}]}`,
+		`{"resourceType":"MedicationAdministration","status":"completed","medicationCodeableConcept":{"coding":[{"system":"http://www.nlm.nih.gov/research/umls/rxnorm","code":"197361"}]},"subject":{"reference":"Patient/p"},"effectiveDateTime":"2025-03-14","dosage":{"route":{"coding":[{"system":"http://snomed.info/sct","code":"26643006"}]},"dose":{"unit":"see Dr. Alvarez's note"}}}`,
+		`{"resourceType":"Immunization","status":"completed","vaccineCode":{"coding":[{"system":"http://hl7.org/fhir/sid/cvx","code":"140"}]},"patient":{"reference":"Patient/p"},"occurrenceDateTime":"2024-10-02","education":[{"documentType":"VIS for Evelyn Marsh","publicationDate":"2021-08-06","presentationDate":"2024-10-02"}]}`,
+		`{"resourceType":"ServiceRequest","status":"active","intent":"order","subject":{"reference":"Patient/p"},"code":{"text":"CBC for Evelyn Marsh"},"orderDetail":[{"coding":[{"system":"http://snomed.info/sct","code":"243144002"}]}]}`,
+		`{"resourceType":"MessageHeader","eventCoding":{"code":"A01","system":"http://terminology.hl7.org/CodeSystem/v2-0003","display":"ADT^A01"},"source":{"name":"SIMHOSP","_endpoint":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"unknown"}]}},"destination":[{"name":"RAPP","_endpoint":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"unknown"}]}}]}`,
+		`{"resourceType":"Appointment","status":"booked","start":"2025-03-14T08:30:00-05:00","end":"2025-03-14T09:00:00-05:00","participant":[{"actor":{"reference":"Patient/p"},"status":"accepted"},{"actor":{"reference":"Practitioner/dr-varma","display":"Dr. Anil Varma"},"required":"required","status":"accepted"}]}`,
+		`{"resourceType":"AppointmentResponse","appointment":{"reference":"Appointment/appt-20250314"},"actor":{"reference":"Practitioner/dr-varma"},"participantStatus":"accepted"}`,
+		`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"code":{"coding":[{"system":"http://snomed.info/sct","code":"254637007"}]},"stage":[{"summary":{"text":"Stage IIA per Dr. Varma"},"type":{"coding":[{"system":"http://snomed.info/sct","code":"260998006"}]}}]}`,
+		`{"resourceType":"Consent","status":"active","scope":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/consentscope","code":"patient-privacy"}]},"category":[{"coding":[{"system":"http://loinc.org","code":"59284-0"}]}],"patient":{"reference":"Patient/p"},"policy":[{"uri":"https://ehr.chesapeake-health.example/consent/evelyn-marsh.pdf"}]}`,
+		`{"resourceType":"ImmunizationRecommendation","patient":{"reference":"Patient/p"},"date":"2025-03-14","recommendation":[{"vaccineCode":[{"text":"Shingrix for Evelyn"}],"forecastStatus":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/immunization-recommendation-status","code":"due"}]}}]}`,
+		`{"resourceType":"Goal","lifecycleStatus":"active","description":{"coding":[{"system":"http://snomed.info/sct","code":"281004"}]},"subject":{"reference":"Patient/p"},"target":[{"measure":{"text":"HbA1c per Dr. Varma"},"detailQuantity":{"value":7,"unit":"%"}}]}`,
+	}
+	var docs [][]byte
+	for i, in := range inputs {
+		out := deidentify(t, []byte(in), testAlias)
+		docs = append(docs, []byte(in), out)
+		var raw any
+		if err := json.Unmarshal([]byte(in), &raw); err != nil {
+			t.Fatal(err)
+		}
+		s := safeharbortest.NewScanner(deidNow.Year())
+		s.Collect(raw)
+		s.PermitReferences(aliasReference([]string{testSubject, "2b90dd2b-2dab-4c75-9bb9-a355e07401e8"}))
+		for _, f := range s.Scan(out) {
+			t.Errorf("input %d: class %s at %s", i, f.Class, f.Where)
+		}
+	}
+	for _, inv := range safeharbortest.ValidateFHIR(t, docs) {
+		what := "de-identified"
+		if inv.Index%2 == 0 {
+			what = "raw"
+		}
+		t.Errorf("%s input %d is not valid FHIR R4 (%s): %s\n%s", what, inv.Index/2, inv.Validator, inv.Message, docs[inv.Index])
+	}
+}
+
 type synthPayload struct {
 	name, typ, patient string
 	raw                []byte
@@ -153,6 +206,7 @@ func synthPayloads(t testing.TB) []synthPayload {
 
 // TestDeidentifyRules pins the walk's rules on small inputs.
 func TestDeidentifyRules(t *testing.T) {
+	dar := `{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]}`
 	for _, tc := range []struct{ name, in, want string }{
 		{"codeable concept text and coding display dropped, local coding dropped",
 			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"8480-6","display":"Jane Doe"},{"system":"http://acme.example/codes","code":"X1"}],"text":"Jane Doe"}}`,
@@ -250,6 +304,48 @@ func TestDeidentifyRules(t *testing.T) {
 		{"a unit that is prose dropped, its UCUM code kept; a duration in days kept",
 			`{"resourceType":"MedicationRequest","status":"active","intent":"order","subject":{"reference":"Patient/p"},"dosageInstruction":[{"doseAndRate":[{"doseQuantity":{"value":5,"unit":"mg (per Dr. Alvarez, Mercy)","system":"http://unitsofmeasure.org","code":"mg"}}]}],"dispenseRequest":{"expectedSupplyDuration":{"value":30,"unit":"days","system":"http://unitsofmeasure.org","code":"d"}}}`,
 			`{"dispenseRequest":{"expectedSupplyDuration":{"code":"d","system":"http://unitsofmeasure.org","unit":"days","value":30}},"dosageInstruction":[{"doseAndRate":[{"doseQuantity":{"code":"mg","system":"http://unitsofmeasure.org","value":5}}]}],"intent":"order","resourceType":"MedicationRequest","status":"active","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		{"a questionnaire answer is judged without its question: a date as a date of birth, a number dropped; codings kept",
+			`{"resourceType":"QuestionnaireResponse","status":"completed","subject":{"reference":"Patient/p"},"item":[{"linkId":"Practitioner.birthDate","answer":[{"valueDate":"1931-10-22"}]},{"linkId":"PractitionerRole.period.start","answer":[{"valueDate":"2020-01-20"}]},{"linkId":"ssn","answer":[{"valueInteger":912448123}]},{"linkId":"weight","answer":[{"valueDecimal":3.75}]},{"linkId":"Practitioner.gender","answer":[{"valueCoding":{"system":"http://hl7.org/fhir/administrative-gender","code":"male"}}]}]}`,
+			`{"item":[{"_linkId":` + dar + `},{"_linkId":` + dar + `,"answer":[{"valueDate":"2020"}]},{"_linkId":` + dar + `},{"_linkId":` + dar + `},{"_linkId":` + dar + `,"answer":[{"valueCoding":{"code":"male","system":"http://hl7.org/fhir/administrative-gender"}}]}],"resourceType":"QuestionnaireResponse","status":"completed","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		{"an open value[x] (Task.input, Parameters) is judged without its meaning: its code dropped, its date as a date of birth",
+			`{"resourceType":"Task","status":"requested","intent":"order","for":{"reference":"Patient/p"},"input":[{"type":{"coding":[{"system":"http://loinc.org","code":"76435-7"}]},"valueCode":"W123456789"},{"type":{"text":"dob"},"valueDate":"1930-01-01"},{"type":{"text":"n"},"valueInteger":12}],"output":[{"type":{"text":"user"},"valueCode":"jane.doe"}]}`,
+			`{"for":{"reference":"Patient/` + testAlias("p") + `"},"input":[{"_valueCode":` + dar + `,"type":{"coding":[{"code":"76435-7","system":"http://loinc.org"}]}},{"_valueDate":` + dar + `,"type":` + dar + `},{"_valueInteger":` + dar + `,"type":` + dar + `}],"intent":"order","output":[{"_valueCode":` + dar + `,"type":` + dar + `}],"resourceType":"Task","status":"requested"}`},
+		{"a Parameters parameter whose value was dropped is dropped (inv-1)",
+			`{"resourceType":"Parameters","parameter":[{"name":"mrn","valueCode":"MRN77441123"},{"name":"flag","valueBoolean":true}]}`,
+			`{"parameter":[{"_name":` + dar + `,"valueBoolean":true}],"resourceType":"Parameters"}`},
+		{"integers beyond FHIR R4's 32 bits dropped",
+			`{"resourceType":"ImagingStudy","status":"available","subject":{"reference":"Patient/p"},"numberOfSeries":6175551234,"numberOfInstances":2,"series":[{"uid":"1.2","number":3735064194,"modality":{"system":"http://dicom.nema.org/resources/ontology/DCM","code":"DX"},"instance":[{"uid":"1.2.1","number":0,"sopClass":{"system":"urn:ietf:rfc:3986","code":"urn:oid:1.2.840.10008.5.1.4.1.1.2"}}]}]}`,
+			`{"numberOfInstances":2,"resourceType":"ImagingStudy","series":[{"_uid":` + dar + `,"instance":[{"_uid":` + dar + `,"number":0,"sopClass":` + dar + `}],"modality":{"code":"DX","system":"http://dicom.nema.org/resources/ontology/DCM"}}],"status":"available","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		{"a bare whole number of nine digits or more (a value[x], a quantity without unit) dropped; a measurement with its unit kept",
+			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueInteger":912448123,"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"777-3"}]},"valueQuantity":{"value":250000000,"unit":"/L","system":"http://unitsofmeasure.org","code":"/L"}},{"code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":10987654321}},{"code":{"coding":[{"system":"http://loinc.org","code":"2-6"}]},"valueDecimal":123456789.5}]}`,
+			`{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"component":[{"code":{"coding":[{"code":"777-3","system":"http://loinc.org"}]},"valueQuantity":{"code":"/L","system":"http://unitsofmeasure.org","unit":"/L","value":250000000}},{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"2-6","system":"http://loinc.org"}]}}],"resourceType":"Observation","status":"final"}`},
+		{"an ISO 3166-2 code of a unit smaller than a state dropped; first-level subdivisions kept",
+			`{"resourceType":"Patient","address":[{"city":"London","state":"GB-LND","country":"GB"},{"state":"GB-CMD"},{"state":"FR-75","country":"FR"},{"state":"NL-BQ2","country":"NL"},{"state":"ES-M"},{"state":"AU-NSW","country":"AU"},{"state":"CA-ON"},{"state":"DE-BE"}]}`,
+			`{"address":[{"country":"GB"},{"country":"FR"},{"country":"NL"},{"country":"AU","state":"AU-NSW"},{"state":"CA-ON"},{"state":"DE-BE"}],"resourceType":"Patient"}`},
+		{"a country or territory of 20,000 people or fewer dropped (by any ISO 3166 code), the US Minor Outlying Islands as a state too; Mississippi and Virginia kept",
+			`{"resourceType":"Patient","address":[{"country":"PN"},{"country":"PCN","state":"Adamstown"},{"country":"574"},{"state":"UM","postalCode":"96898"},{"state":"US-UM"},{"state":"MS","country":"US"},{"state":"VA"},{"country":"NZ"}]}`,
+			`{"address":[{"postalCode":"968"},{"country":"US","state":"MS"},{"state":"VA"},{"country":"NZ"}],"resourceType":"Patient"}`},
+		{"a coding of the root of FHIR's identifier systems (http://hl7.org/fhir/sid) dropped",
+			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"code":{"coding":[{"system":"http://hl7.org/fhir/sid","code":"W123456789"},{"system":"http://hl7.org/fhir/sid/ndc","code":"0069-3150-83"}]}}`,
+			`{"code":{"coding":[{"code":"0069-3150-83","system":"http://hl7.org/fhir/sid/ndc"}]},"resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		{"a unit text or UCUM code holding the digits of an identifier dropped; units with digits kept",
+			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"777-3"},{"system":"http://unitsofmeasure.org","code":"{MRN77441123}"}]},"valueQuantity":{"value":1,"unit":"912448123","system":"http://unitsofmeasure.org","code":"912448123"},"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"777-3"}]},"valueQuantity":{"value":250,"unit":"10*3/uL","system":"http://unitsofmeasure.org","code":"10*3/uL"}}]}`,
+			`{"code":{"coding":[{"code":"777-3","system":"http://loinc.org"}]},"component":[{"code":{"coding":[{"code":"777-3","system":"http://loinc.org"}]},"valueQuantity":{"code":"10*3/uL","system":"http://unitsofmeasure.org","unit":"10*3/uL","value":250}}],"resourceType":"Observation","status":"final","valueQuantity":{"value":1}}`},
+		{"a code of HL7's or FHIR's code systems holding the digits of an identifier dropped; long SNOMED CT and LOINC codes kept",
+			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"clinicalStatus":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/condition-clinical","code":"active"}]},"category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v2-0203","code":"912448123"},{"system":"http://hl7.org/fhir/condition-category","code":"MR77441123"}]}],"code":{"coding":[{"system":"http://snomed.info/sct","code":"10811161000119104"},{"system":"http://loinc.org","code":"100081-4"}]}}`,
+			`{"clinicalStatus":{"coding":[{"code":"active","system":"http://terminology.hl7.org/CodeSystem/condition-clinical"}]},"code":{"coding":[{"code":"10811161000119104","system":"http://snomed.info/sct"},{"code":"100081-4","system":"http://loinc.org"}]},"resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		{"a code element or a BCP-47 code holding the digits of an identifier dropped",
+			`{"resourceType":"Patient","language":"en-x-912448123","gender":"female","communication":[{"language":{"coding":[{"system":"urn:ietf:bcp:47","code":"en-x-7744112"},{"system":"urn:ietf:bcp:47","code":"en-US"}]}}]}`,
+			`{"communication":[{"language":{"coding":[{"code":"en-US","system":"urn:ietf:bcp:47"}]}}],"gender":"female","resourceType":"Patient"}`},
+		{"a coding whose code has not the form of its terminology's codes (a name as a SNOMED CT code, an MRN as a LOINC code) dropped",
+			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"code":{"coding":[{"system":"http://snomed.info/sct","code":"JaneRoe"},{"system":"http://loinc.org","code":"MRN-77441123"},{"system":"http://hl7.org/fhir/sid/icd-10-cm","code":"Whittingham"},{"system":"http://hl7.org/fhir/sid/cvx","code":"W1234"},{"system":"http://snomed.info/sct","code":"44054006"},{"system":"http://loinc.org","code":"LA6751-7"},{"system":"http://hl7.org/fhir/sid/icd-10-cm","code":"E11.9"}]}}`,
+			`{"code":{"coding":[{"code":"44054006","system":"http://snomed.info/sct"},{"code":"LA6751-7","system":"http://loinc.org"},{"code":"E11.9","system":"http://hl7.org/fhir/sid/icd-10-cm"}]},"resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		{"an element the walk leaves empty is dropped whole, not kept for an invariant's data-absent-reason (pat-1)",
+			`{"resourceType":"Patient","gender":"female","contact":[{"name":{"family":"Marsh"},"telecom":[{"system":"phone","value":"410-555-0145"}]},{"relationship":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v2-0131","code":"N"}]}],"name":{"family":"Marsh"}}]}`,
+			`{"contact":[{"name":` + dar + `,"relationship":[{"coding":[{"code":"N","system":"http://terminology.hl7.org/CodeSystem/v2-0131"}]}]}],"gender":"female","resourceType":"Patient"}`},
+		{"a Ratio whose bare numerator was dropped keeps a data-absent-reason for it (rat-1: both or neither; the validators do not check it)",
+			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueRatio":{"numerator":{"value":912448123},"denominator":{"value":1}}}`,
+			`{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","valueRatio":{"denominator":{"value":1},"numerator":` + dar + `}}`},
 		{"unknown element, id, meta, text, identifier dropped",
 			`{"resourceType":"Patient","id":"MRN1","meta":{"source":"x"},"text":{"status":"generated","div":"<div>x</div>"},"identifier":[{"value":"1"}],"nickname":"Janey","gender":"female"}`,
 			`{"gender":"female","resourceType":"Patient"}`},

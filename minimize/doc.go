@@ -46,13 +46,19 @@
 //     are kept only for public terminologies; dates become the year, dates
 //     of birth of people over 89 are withheld; ages over 89 (by type, unit
 //     of time, age element or LOINC age code) are dropped, and so is an age
-//     that with a year of its resource tells such a birth year; addresses
-//     keep state, country and, in the US, ZIP3; geocodes are dropped;
+//     that with a year of its resource tells such a birth year; a bare
+//     whole number of nine digits or more and an integer beyond 32 bits are
+//     dropped; a questionnaire answer or an open value[x], whose meaning
+//     is withheld, is judged as a date of birth (numbers dropped);
+//     addresses keep state (first-level only), country (not one of 20,000
+//     people or fewer) and, in the US, ZIP3; geocodes are dropped;
 //     references to a patient are
 //     rewritten with [Options.Alias], all others dropped; contained
 //     resources are walked recursively. An element of unknown type is
 //     dropped. A required element it drops gets a data-absent-reason
-//     extension, so the output stays valid FHIR R4. See deidentify.go.
+//     extension, and so does an element an at-least-one invariant of R4
+//     needs (pat-1, cmp-1, app-1, ...); a document Bundle becomes a
+//     collection: the output stays valid FHIR R4. See deidentify.go.
 //
 // Paths are RFC 6901 JSON pointers, with one extension: a segment "*" selects
 // every element of an array (it matches a member literally named "*" when it

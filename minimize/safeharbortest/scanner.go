@@ -3,7 +3,10 @@
 // 45 CFR 164.514(b)(2)(i)(A)-(R), by the identifying strings it was given
 // (Add, Collect) and by the forms the classes take (dates finer than a year,
 // ZIPs longer than three digits, UUIDs, literal references, URLs, IP
-// addresses, identifier-like tokens, photos and encoded content). The
+// addresses, identifier-like tokens, photos and encoded content, bare whole
+// numbers of nine digits or more, ISO 3166-2 codes of units smaller than a
+// state, countries of 20,000 people or fewer, a questionnaire answer's year
+// of someone over 89). The
 // research (HRESCH) tests of packages rego, minimize and server scan what
 // custos releases with it: zero findings, and a positive control on the
 // raw data that finds them.
@@ -265,6 +268,28 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 		if c, ok := x["country"].(string); ok && x["postalCode"] != nil && !slices.Contains([]string{"US", "USA", "United States"}, c) {
 			add(ClassGeography) // another country's postal code: no ZIP3 rule applies
 		}
+		if st, ok := x["state"].(string); ok && iso3166SubRE.MatchString(st) && !firstLevelRE.MatchString(st) {
+			add(ClassGeography) // an ISO 3166-2 unit smaller than a state (GB-LND, FR-75)
+		}
+		if c, ok := x["code"].(string); ok && sixDigitsRE.MatchString(c) && wordCodes(x["system"]) {
+			add(ClassOtherUnique) // a UCUM or HL7 code that holds an identifier's digits
+		}
+		if c, ok := x["code"].(string); ok && (x["system"] == "http://snomed.info/sct" && !snomedCodeRE.MatchString(c) ||
+			x["system"] == "http://loinc.org" && !loincCodeRE.MatchString(c)) {
+			add(ClassOtherUnique) // a SNOMED CT or LOINC coding whose code is none (a name, an MRN)
+		}
+		if l, ok := x["language"].(string); ok && sixDigitsRE.MatchString(l) {
+			add(ClassOtherUnique) // a language tag that holds an identifier's digits
+		}
+		if u, ok := x["unit"].(string); ok && sixDigitsRE.MatchString(u) {
+			add(ClassOtherUnique) // a unit text that holds an identifier's digits
+		}
+		if c, ok := x["country"].(string); ok && slices.Contains(minimize.SmallAreas(), c) {
+			add(ClassGeography) // a country of 20,000 people or fewer (Pitcairn)
+		}
+		if _, unit := x["unit"]; !unit && x["code"] == nil && bareIdentifier(x["value"]) {
+			add(ClassOtherUnique) // a quantity that is only a long whole number
+		}
 		for k, c := range x {
 			switch k {
 			case "photo":
@@ -288,6 +313,9 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 			s.walk(ptr+"/"+strconv.Itoa(i), key, c, out)
 		}
 	case json.Number:
+		if numberValueKeyRE.MatchString(key) && bareIdentifier(x) {
+			add(ClassOtherUnique) // an Observation's valueInteger 912448123
+		}
 		if ageKeyRE.MatchString(key) {
 			if f, err := x.Float64(); err == nil && f > 89 {
 				add(ClassDates)
@@ -295,16 +323,61 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 		}
 		s.scalar(ptr, key, string(x), add)
 	case string:
+		if m := yearRE.FindStringSubmatch(x); m != nil && strings.HasPrefix(key, "value") && strings.Contains(ptr, "/answer/") {
+			// A questionnaire answer: its question (a date of birth?) is
+			// not in the output, so a year is judged as a birth year.
+			if y, _ := strconv.Atoi(m[1]); s.nowYear-y-1 > 89 {
+				add(ClassDates)
+			}
+		}
 		s.scalar(ptr, key, x, add)
 	}
 }
+
+var (
+	// iso3166SubRE is an ISO 3166-2 subdivision code; firstLevelRE those
+	// of the countries whose codes are all states, provinces or Länder
+	// (the Netherlands' special municipalities BQ1-BQ3 apart).
+	iso3166SubRE = regexp.MustCompile(`^[A-Z]{2}-[A-Z0-9]{1,3}$`)
+	firstLevelRE = regexp.MustCompile(`^(AT-[1-9]|AU-[A-Z]{2,3}|BR-[A-Z]{2}|CA-[A-Z]{2}|DE-[A-Z]{2}|IN-[A-Z]{2}|MX-[A-Z]{3}|NL-[A-Z]{2}|US-[A-Z]{2})$`)
+	// snomedCodeRE, loincCodeRE: the forms of SNOMED CT identifiers and
+	// LOINC codes (LA, LP ... parts and answers included).
+	snomedCodeRE = regexp.MustCompile(`^\d+$`)
+	loincCodeRE  = regexp.MustCompile(`^(L[A-Z])?\d+(-\d)?$`)
+	// sixDigitsRE: six digits in a row, which no unit has.
+	sixDigitsRE = regexp.MustCompile(`\d{6}`)
+	// numberValueKeyRE: the number alternatives of a value[x].
+	numberValueKeyRE = regexp.MustCompile(`^value(Integer|Integer64|Decimal|UnsignedInt|PositiveInt)$`)
+)
+
+// wordCodes reports whether system names a code system whose codes are
+// words or short numbers: UCUM, BCP-47, ISO 3166 and 4217, HL7's and
+// FHIR's own.
+func wordCodes(system any) bool {
+	sys, _ := system.(string)
+	return slices.Contains([]string{"http://unitsofmeasure.org", "urn:ietf:bcp:47", "urn:iso:std:iso:3166", "urn:iso:std:iso:4217"}, sys) ||
+		strings.HasPrefix(sys, "http://terminology.hl7.org/CodeSystem/") || fhirCodeSystemRE.MatchString(sys)
+}
+
+// bareIdentifier reports whether v is a whole number of nine digits or
+// more: without a unit, the shape of an SSN, a phone, a record or serial
+// number rather than of a measurement. (Judged on the JSON text, not as a
+// float: an oracle apart from package minimize's reading.)
+func bareIdentifier(v any) bool {
+	n, ok := v.(json.Number)
+	return ok && bareDigitsRE.MatchString(string(n))
+}
+
+// bareDigitsRE is a JSON number that is a whole number of nine digits or
+// more ("912448123", "-2088231177", "123456789.0").
+var bareDigitsRE = regexp.MustCompile(`^-?[1-9][0-9]{8,}(\.0*)?$`)
 
 // isTerminology reports whether val, the value of a "system" member, names
 // a code system.
 func isTerminology(key, val string) bool {
 	return key == "system" && (slices.Contains(terminologySystems, val) ||
 		strings.HasPrefix(val, "http://terminology.hl7.org/CodeSystem/") && !strings.Contains(val[len("http://terminology.hl7.org/CodeSystem/"):], "/") ||
-		fhirCodeSystemRE.MatchString(val))
+		fhirCodeSystemRE.MatchString(val) && val != "http://hl7.org/fhir/sid")
 }
 
 // fhirCodeSystemRE: a code system of the FHIR specification

@@ -2,6 +2,7 @@ package safeharbortest
 
 import (
 	"regexp"
+	"slices"
 	"testing"
 )
 
@@ -24,5 +25,41 @@ func TestAliasIsNotAnIDToken(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("an identifier token next to an alias is no longer found")
+	}
+}
+
+// TestScannerFindsSmallGeographyAndBareNumbers: the shapes a third outside
+// probe found the walk releasing are findings of the scanner, and their
+// harmless neighbours are not.
+func TestScannerFindsSmallGeographyAndBareNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		doc, class string // class "": no finding
+	}{
+		{`{"resourceType":"Patient","address":[{"state":"GB-LND","country":"GB"}]}`, ClassGeography},
+		{`{"resourceType":"Patient","address":[{"state":"FR-75"}]}`, ClassGeography},
+		{`{"resourceType":"Patient","address":[{"country":"PCN"}]}`, ClassGeography},
+		{`{"resourceType":"Patient","address":[{"state":"DE-BE","country":"DE"},{"state":"AU-NSW"},{"country":"NZ"}]}`, ""},
+		{`{"resourceType":"Observation","valueInteger":912448123}`, ClassOtherUnique},
+		{`{"resourceType":"Device","property":[{"valueQuantity":[{"value":2088231177}]}]}`, ClassOtherUnique},
+		{`{"resourceType":"Observation","valueQuantity":{"value":250000000,"unit":"/L"},"component":[{"valueInteger":12345678}]}`, ""},
+		{`{"resourceType":"Observation","valueQuantity":{"value":1,"unit":"912448123"}}`, ClassOtherUnique},
+		{`{"resourceType":"Observation","code":{"coding":[{"system":"http://unitsofmeasure.org","code":"{MRN77441123}"}]}}`, ClassOtherUnique},
+		{`{"resourceType":"Condition","category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v2-0203","code":"912448123"}]}]}`, ClassOtherUnique},
+		{`{"resourceType":"Patient","language":"en-x-912448123"}`, ClassOtherUnique},
+		{`{"resourceType":"Condition","code":{"coding":[{"system":"http://snomed.info/sct","code":"JaneRoe"}]}}`, ClassOtherUnique},
+		{`{"resourceType":"Condition","code":{"coding":[{"system":"http://loinc.org","code":"MRN-77441123"}]}}`, ClassOtherUnique},
+		{`{"resourceType":"Condition","code":{"coding":[{"system":"http://snomed.info/sct","code":"44054006"},{"system":"http://loinc.org","code":"LA6751-7"}]}}`, ""},
+		{`{"resourceType":"Patient","communication":[{"language":{"coding":[{"system":"urn:ietf:bcp:47","code":"en-x-7744112"}]}}]}`, ClassOtherUnique},
+		{`{"resourceType":"Observation","valueQuantity":{"value":250,"unit":"10*3/uL","system":"http://unitsofmeasure.org","code":"10*3/uL"},"code":{"coding":[{"system":"http://snomed.info/sct","code":"1234567891000119108"}]}}`, ""},
+		{`{"resourceType":"QuestionnaireResponse","item":[{"answer":[{"valueDate":"1931"}]}]}`, ClassDates},
+		{`{"resourceType":"QuestionnaireResponse","item":[{"answer":[{"valueDate":"2020"}]}]}`, ""},
+	} {
+		var got []string
+		for _, f := range NewScanner(2026).Scan([]byte(tc.doc)) {
+			got = append(got, f.Class)
+		}
+		if tc.class == "" && len(got) != 0 || tc.class != "" && !slices.Contains(got, tc.class) {
+			t.Errorf("%s: found %v, want %q", tc.doc, got, tc.class)
+		}
 	}
 }
