@@ -322,7 +322,17 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 	dir := SealedDir(l.path)
 	dst := filepath.Join(dir, SegmentFile(seal.Segment))
 	err = os.MkdirAll(dir, 0o700)
+	// The seal note first (the seal is committed, step 4): a reader that
+	// finds the segment in the sealed directory (an auditor's verify in
+	// another process, while the server rolls) finds its note beside it.
+	// Signing here holds appends for one signature, once per segment. A
+	// failure is logged and the note is written at the next open
+	// (archivePending); a crash before the link leaves the note, which the
+	// seal's completion at the next open keeps (writeSealNoteAt).
 	if err == nil {
+		if nerr := l.writeSealNoteAt(dst, seal); nerr != nil {
+			l.log.Error("audit seal note not written; it is written at the next open", "segment", seal.Segment, "err", nerr)
+		}
 		err = l.linkSealed(l.path, dst)
 	}
 	if err == nil {
@@ -343,14 +353,13 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 	if err := durable.SyncDir(filepath.Dir(l.path)); err != nil {
 		l.log.Warn("audit: fsync of the data directory failed after a seal", "err", err)
 	}
-	// The seal note is written before the segment shows as sealed, so that
-	// nobody (CheckSeals of an auditor's verify while the server rolls)
-	// sees a sealed segment without its note. Signing here holds appends
-	// for one signature, once per segment. A failure is logged and the
-	// note is written at the next open (archivePending), as before.
-	if err := l.writeSealNoteAt(dst, seal); err != nil {
-		l.log.Error("audit seal note not written; it is written at the next open", "segment", seal.Segment, "err", err)
-	}
+	// The segment's path names the sealed file before the segment shows
+	// as sealed: CheckSeals (an auditor's verify through the server, while
+	// it rolls) reads the note beside the path of a sealed segment, and the
+	// live path is the next segment's by now.
+	live.mu.Lock()
+	live.path = dst
+	live.mu.Unlock()
 	live.seal.Store(&seal)
 	l.segs = append(l.segs, &segment{no: seal.Segment + 1, base: seal.Last, path: l.path, db: next})
 	l.commits.db = next
@@ -793,7 +802,10 @@ func (l *Log) archive(ctx context.Context, s *segment) error {
 	if old != nil {
 		old.Close()
 	}
-	for _, p := range []string{sealNotePath(src), src} {
+	// The segment before its note: a reader that lists the sealed
+	// directory meanwhile finds either both or the segment in the archive
+	// (CheckSeals reads an archived note when the sealed one is gone).
+	for _, p := range []string{src, sealNotePath(src)} {
 		if err := os.Remove(p); err != nil {
 			return err
 		}

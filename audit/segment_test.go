@@ -856,3 +856,58 @@ func TestSealWithoutHardLinks(t *testing.T) {
 		t.Fatalf("head %d, want 7", seq)
 	}
 }
+
+// TestCheckSealsDuringARoll: an auditor's verify (CheckSeals, through the
+// server) may run between the moment a segment shows as sealed and the end
+// of the roll, and must find the seal note then (it looked beside the live
+// path, the next segment's by then, and reported the note missing); and a
+// note whose segment the server archived after CheckSeals listed it is
+// read from the archive.
+func TestCheckSealsDuringARoll(t *testing.T) {
+	l, path := mustOpen(t, Options{})
+	appendN(t, l, 3)
+	ctx := context.Background()
+	l.roll.mu.Lock()
+	live := l.live()
+	w := &segmentWalk{v: &verifier{}, s: live, alone: true}
+	if err := w.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, dst, err := l.sealLocked(ctx, live, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Steps 2 to 5 are done; finishSealed has not run yet.
+	for _, p := range l.CheckSeals(nil) {
+		if strings.Contains(p.Detail, "missing") {
+			t.Errorf("CheckSeals between the seal and the end of the roll: %v", p)
+		}
+	}
+	if err := l.finishSealed(live, dst); err != nil {
+		t.Fatal(err)
+	}
+	l.roll.mu.Unlock()
+
+	// The sealed note gone (archived by the server after this log listed
+	// the segment): the archive's copy is read.
+	archive := t.TempDir()
+	sealed := filepath.Join(SealedDir(path), "000001.seal")
+	text, err := os.ReadFile(sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(archive, "000001.seal"), text, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(sealed)
+	l.opts.ArchiveDir = archive
+	for _, p := range l.CheckSeals(nil) {
+		if strings.Contains(p.Detail, "missing") {
+			t.Errorf("CheckSeals with the note archived: %v", p)
+		}
+	}
+	l.opts.ArchiveDir = ""
+	if ps := l.CheckSeals(nil); len(ps) != 1 || !strings.Contains(ps[0].Detail, "missing") {
+		t.Errorf("CheckSeals with the note nowhere: %v, want it missing", ps)
+	}
+}

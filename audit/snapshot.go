@@ -1,9 +1,13 @@
 package audit
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/mod/sumdb/note"
@@ -139,6 +143,13 @@ func (l *Log) CheckSeals(verifiers note.Verifiers) []Problem {
 			out = append(out, Problem{Seq: stored.First, Kind: KindSealMismatch, Detail: fmt.Sprintf("segment %d's seal note: %s", stored.Segment, detail)})
 		}
 		text, err := os.ReadFile(sealNotePath(path))
+		if errors.Is(err, fs.ErrNotExist) && filepath.Dir(path) == SealedDir(l.path) {
+			// The server (another process) may have archived the segment
+			// since this log listed it: the note moved with it.
+			if a := cmp.Or(l.opts.ArchiveDir, archiveDirOf(SealedDir(l.path))); a != "" {
+				text, err = os.ReadFile(sealNotePath(filepath.Join(a, SegmentFile(stored.Segment))))
+			}
+		}
 		if err != nil {
 			bad("missing")
 			continue
