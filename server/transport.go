@@ -23,7 +23,7 @@ func (s *Server) ServeStdio(ctx context.Context, t mcp.Transport, id Identity) e
 	if id.Source == "" {
 		id.Source = "stdio"
 	}
-	return s.newMCPServer(fixedIdentity(id)).Run(ctx, t)
+	return s.newMCPServer(fixedIdentity(id)).Run(ctx, paramsCheckedTransport{t})
 }
 
 // MCPPath is where the Streamable HTTP endpoint is mounted.
@@ -67,6 +67,10 @@ const SessionTimeout = 30 * time.Minute
 // notifications need an SSE stream: a read is one response, and JSON
 // framing cost a third less CPU than SSE under load (bench/load).
 //
+// Before either, a call whose params the SDK could not decode, or whose
+// Mcp-Name header differs from its params, is answered by checkParams
+// (params.go): the SDK's own errors quote the client's input.
+//
 // Callers wrap the result with identity, Origin check, rate limit and
 // rejection audit, so both revisions get exactly the same checks.
 func (s *Server) mcpHandler(ident identityFunc) http.Handler {
@@ -90,6 +94,9 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 	})
 	sessions := newSessionCap(s, ms).handler(stateful)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if checkParams(w, r) {
+			return // params the SDK would quote back: answered without them
+		}
 		switch modern, method := statelessRequest(r); {
 		case !modern:
 			sessions.ServeHTTP(w, r)
@@ -113,13 +120,8 @@ func statelessRequest(r *http.Request) (bool, string) {
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
 		return v >= ProtocolStateless, r.Header.Get("Mcp-Method")
 	}
-	if r.Method != http.MethodPost || r.Body == nil {
-		return false, ""
-	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	rest := r.Body
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(b), rest), rest}
-	if err != nil {
+	b, ok := peekBody(r)
+	if !ok {
 		return false, ""
 	}
 	var msg struct {
@@ -133,6 +135,19 @@ func statelessRequest(r *http.Request) (bool, string) {
 	}
 	v, _ := msg.Params.Meta[mcp.MetaKeyProtocolVersion].(string)
 	return msg.Method == "server/discover" || v >= ProtocolStateless, msg.Method
+}
+
+// peekBody returns up to maxBody+1 bytes of a POST's body and leaves the
+// body readable in full; ok is false for another method, no body or a read
+// error.
+func peekBody(r *http.Request) (b []byte, ok bool) {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return nil, false
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	rest := r.Body
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(b), rest), rest}
+	return b, err == nil
 }
 
 // readCloser reads from one reader and closes another.

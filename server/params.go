@@ -1,0 +1,253 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"reflect"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	segjson "github.com/segmentio/encoding/json"
+)
+
+// The go-sdk answers params it cannot decode with a -32602 whose message
+// quotes the whole params object ("unmarshaling \"{\"uri\": 5, ...}\" into
+// a *mcp.ReadResourceParams: ..."), and a 2026-07-28 Mcp-Name header that
+// differs from the body with both values quoted. Params and that header are
+// client input: a URI with userinfo or an access token, a patient's name
+// typed as a completion argument. So custos decodes the params of every
+// call the SDK would decode the same way first (same decoder, same target
+// types) and, where the SDK would fail, answers itself with an error that
+// names the member and the JSON type it needs, never a value. Requests the
+// check passes reach the SDK unchanged.
+
+// paramsOf maps a method the server answers to a new value of the params
+// type the go-sdk decodes it into (mcp serverMethodInfos). initialize is
+// left out: the SDK decodes it into an unexported type.
+var paramsOf = map[string]func() any{
+	"completion/complete":      func() any { return new(*mcp.CompleteParams) },
+	"ping":                     func() any { return new(*mcp.PingParams) },
+	"logging/setLevel":         func() any { return new(*mcp.SetLoggingLevelParams) },
+	"prompts/list":             func() any { return new(*mcp.ListPromptsParams) },
+	"prompts/get":              func() any { return new(*mcp.GetPromptParams) },
+	"tools/list":               func() any { return new(*mcp.ListToolsParams) },
+	"tools/call":               func() any { return new(*mcp.CallToolParamsRaw) },
+	"resources/list":           func() any { return new(*mcp.ListResourcesParams) },
+	"resources/templates/list": func() any { return new(*mcp.ListResourceTemplatesParams) },
+	"resources/read":           func() any { return new(*mcp.ReadResourceParams) },
+	"resources/subscribe":      func() any { return new(*mcp.SubscribeParams) },
+	"resources/unsubscribe":    func() any { return new(*mcp.UnsubscribeParams) },
+	"subscriptions/listen":     func() any { return new(*mcp.SubscriptionsListenParams) },
+	"server/discover":          func() any { return new(*mcp.DiscoverParams) },
+}
+
+// paramsError returns the -32602 to answer for a call of method whose
+// params the go-sdk could not decode, or nil if it can (or the method is
+// not one it decodes). The message names the method, the member by its
+// JSON path in the params type (never a key the client chose) and the JSON
+// type that member needs; it never holds any part of the params.
+func paramsError(method string, params []byte) *jsonrpc.Error {
+	newParams, ok := paramsOf[method]
+	if !ok || len(params) == 0 {
+		return nil
+	}
+	v := newParams()
+	dec := segjson.NewDecoder(bytes.NewReader(params))
+	dec.DontMatchCaseInsensitiveStructFields()
+	err := dec.Decode(v)
+	if err == nil {
+		return nil
+	}
+	msg := "invalid params of " + method + ": "
+	var te *segjson.UnmarshalTypeError
+	if errors.As(err, &te) {
+		path := knownPath(reflect.TypeOf(v).Elem().Elem(), te.Field)
+		what := "params"
+		if path != "" {
+			what = "params." + path
+		}
+		if path != te.Field {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg + what + " has the wrong JSON type"}
+		}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg + what + " must be " + jsonKind(te.Type)}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg + "params are not a JSON object of the form the method takes"}
+}
+
+// knownPath is the longest prefix of the dotted field path that names JSON
+// members of t's struct fields: a map key (client input) and what follows
+// it are cut.
+func knownPath(t reflect.Type, field string) string {
+	if field == "" {
+		return ""
+	}
+	var kept []string
+	for _, seg := range strings.Split(field, ".") {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			break
+		}
+		f, ok := jsonField(t, seg)
+		if !ok {
+			break
+		}
+		kept = append(kept, seg)
+		t = f.Type
+	}
+	return strings.Join(kept, ".")
+}
+
+// jsonField finds the field of struct type t whose JSON member name is name.
+func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" || !f.IsExported() {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if tag == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// jsonKind names the JSON type a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a JSON string"
+	case reflect.Bool:
+		return "a JSON boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "a JSON number"
+	case reflect.Slice, reflect.Array:
+		return "a JSON array"
+	case reflect.Map, reflect.Struct:
+		return "a JSON object"
+	}
+	return "of another JSON type"
+}
+
+// nameMismatch returns the -32020 to answer for a 2026-07-28 call whose
+// Mcp-Name header differs from the name in its params (the go-sdk's own
+// answer quotes both), or nil. Only the methods the SDK checks (its
+// extractName) are checked, and only when both values are known.
+func nameMismatch(h http.Header, method string, params []byte) *jsonrpc.Error {
+	if h.Get("Mcp-Protocol-Version") < ProtocolStateless {
+		return nil
+	}
+	header := h.Get("Mcp-Name")
+	if header == "" {
+		return nil
+	}
+	var p struct {
+		URI  string `json:"uri"`
+		Name string `json:"name"`
+	}
+	member := "uri"
+	switch method {
+	case "resources/read":
+	case "tools/call", "prompts/get":
+		member = "name"
+	default:
+		return nil
+	}
+	dec := segjson.NewDecoder(bytes.NewReader(params))
+	dec.DontMatchCaseInsensitiveStructFields()
+	if dec.Decode(&p) != nil {
+		return nil
+	}
+	if body := p.URI + p.Name; body != header {
+		return &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: "header mismatch: the Mcp-Name header does not match params." + member}
+	}
+	return nil
+}
+
+// checkParams answers an HTTP POST whose one JSON-RPC call the go-sdk would
+// answer with an error quoting client input (paramsError, nameMismatch)
+// and reports whether it did; otherwise r's body is left readable in full
+// for the SDK. A body over maxBody, a batch, a notification or a response
+// is left to the SDK.
+func checkParams(w http.ResponseWriter, r *http.Request) bool {
+	b, ok := peekBody(r)
+	if !ok || len(b) > maxBody {
+		return false
+	}
+	msg, err := jsonrpc.DecodeMessage(b)
+	if err != nil {
+		return false
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || !req.IsCall() {
+		return false
+	}
+	jerr := paramsError(req.Method, req.Params)
+	status := http.StatusOK
+	if r.Header.Get("Mcp-Protocol-Version") >= ProtocolStateless {
+		status = http.StatusBadRequest // as the SDK answers a stateless request it refuses
+	}
+	if jerr == nil {
+		if jerr = nameMismatch(r.Header, req.Method, req.Params); jerr == nil {
+			return false
+		}
+		status = http.StatusBadRequest
+	}
+	out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Error: jerr})
+	if err != nil {
+		http.Error(w, "invalid params", http.StatusBadRequest)
+		return true
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(out)
+	return true
+}
+
+// paramsCheckedTransport is an mcp.Transport (stdio) whose connection
+// answers calls with params the go-sdk could not decode itself
+// (paramsError) instead of passing them on.
+type paramsCheckedTransport struct{ mcp.Transport }
+
+func (t paramsCheckedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return paramsCheckedConn{c}, nil
+}
+
+type paramsCheckedConn struct{ mcp.Connection }
+
+func (c paramsCheckedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return msg, err
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || !req.IsCall() {
+			return msg, nil
+		}
+		jerr := paramsError(req.Method, req.Params)
+		if jerr == nil {
+			return msg, nil
+		}
+		if err := c.Connection.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: jerr}); err != nil {
+			return nil, err
+		}
+	}
+}

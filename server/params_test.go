@@ -1,0 +1,165 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The secrets and PHI a hostile or careless client puts in params of the
+// wrong type; none may come back in an error.
+const (
+	paramSecret = "hunter2-s3cret"
+	paramName   = "Jane-Q-Doe"
+)
+
+// badParams are calls with params the go-sdk cannot decode, each carrying
+// paramSecret or paramName, and the words the error must say instead.
+var badParams = []struct {
+	name, method, params string
+	want                 []string
+}{
+	{"read uri a number", "resources/read", `{"uri":5,"note":"` + paramSecret + `"}`, []string{"params.uri", "must be a JSON string"}},
+	{"read uri an array", "resources/read", `{"uri":["fhir://alice:` + paramSecret + `@general-hospital/x"]}`, []string{"params.uri", "must be a JSON string"}},
+	{"list cursor a number", "resources/list", `{"cursor":7,"x":"` + paramSecret + `"}`, []string{"params.cursor", "must be a JSON string"}},
+	{"subscribe uri an object", "resources/subscribe", `{"uri":{"u":"fhir://g/?access_token=` + paramSecret + `"}}`, []string{"params.uri", "must be a JSON string"}},
+	{"completion value a number", "completion/complete", `{"ref":{"type":"ref/resource","uri":"fhir://{tenant}/patients/{patient}/{type}/{id}"},"argument":{"name":"patient","value":1},"context":{"arguments":{"patient":"` + paramName + `"}}}`, []string{"params.argument.value", "must be a JSON string"}},
+	{"completion context value a number", "completion/complete", `{"ref":{"type":"ref/resource","uri":"fhir://{tenant}/patients/{patient}/{type}/{id}"},"argument":{"name":"patient","value":""},"context":{"arguments":{"` + paramName + `":1}}}`, []string{"params.context.arguments", "wrong JSON type"}},
+	{"params an array", "resources/list", `["` + paramSecret + `"]`, []string{"invalid params of resources/list"}},
+}
+
+// checkQuiet fails unless e is a -32602 that says want and holds neither
+// paramSecret nor paramName.
+func checkQuiet(t *testing.T, e map[string]any, want []string) {
+	t.Helper()
+	if e == nil {
+		t.Fatal("no error")
+	}
+	raw, _ := json.Marshal(e)
+	if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), paramName) {
+		t.Errorf("error quotes the client's params: %s", raw)
+	}
+	if code, _ := e["code"].(float64); code != jsonrpc.CodeInvalidParams {
+		t.Errorf("code %v, want -32602: %s", e["code"], raw)
+	}
+	for _, w := range want {
+		if !strings.Contains(fmt.Sprint(e["message"]), w) {
+			t.Errorf("message %q does not say %q", e["message"], w)
+		}
+	}
+}
+
+// Params of the wrong type are refused naming the member and the type it
+// needs, on both revisions over HTTP, without quoting any of the params.
+func TestMalformedParamsAreNotQuotedBack(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	_, hdr, _ := post(t, hs.url, tok, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	sid := hdr.Get("Mcp-Session-Id")
+	h25 := map[string]string{"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": sid}
+	post(t, hs.url, tok, h25, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for _, c := range badParams {
+		t.Run(rev2025+"/"+c.name, func(t *testing.T) {
+			_, _, msg := post(t, hs.url, tok, h25, `{"jsonrpc":"2.0","id":2,"method":"`+c.method+`","params":`+c.params+`}`)
+			e, _ := msg["error"].(map[string]any)
+			checkQuiet(t, e, c.want)
+			if msg["id"] != float64(2) {
+				t.Errorf("answer id %v, want 2", msg["id"])
+			}
+		})
+	}
+	for _, c := range badParams {
+		if c.method == "resources/read" || c.method == "resources/subscribe" || strings.HasPrefix(c.params, "[") {
+			continue // the SDK refuses these for their headers or _meta, quoting nothing
+		}
+		t.Run(rev2026+"/"+c.name, func(t *testing.T) {
+			params := strings.Replace(c.params, "{", "{"+meta2026(",")+"", 1)
+			st, _, msg := post(t, hs.url, tok, map[string]string{"Mcp-Protocol-Version": rev2026}, `{"jsonrpc":"2.0","id":3,"method":"`+c.method+`","params":`+params+`}`)
+			e, _ := msg["error"].(map[string]any)
+			checkQuiet(t, e, c.want)
+			if st != 400 {
+				t.Errorf("status %d, want 400", st)
+			}
+		})
+	}
+}
+
+// A 2026-07-28 Mcp-Name header that differs from params.uri is refused
+// without quoting either (the header may carry a URI with credentials).
+func TestMcpNameMismatchIsNotQuotedBack(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	uri := f.allURIs()[0].URI
+	body := `{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{` + meta2026(`,"uri":"`+uri+`"`) + `}}`
+	for _, name := range []string{"fhir://alice:" + paramSecret + "@general-hospital/x", uri + "?access_token=" + paramSecret} {
+		st, _, msg := post(t, hs.url, hs.tokens["clinician"], map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Name": name}, body)
+		e, _ := msg["error"].(map[string]any)
+		raw, _ := json.Marshal(e)
+		if e == nil || e["code"] != float64(mcp.CodeHeaderMismatch) || st != 400 {
+			t.Fatalf("status %d, error %s; want 400 and %d", st, raw, mcp.CodeHeaderMismatch)
+		}
+		if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), uri) {
+			t.Errorf("mismatch error quotes a value: %s", raw)
+		}
+		if !strings.Contains(fmt.Sprint(e["message"]), "Mcp-Name header does not match params.uri") {
+			t.Errorf("message %q does not name the header and the member", e["message"])
+		}
+	}
+}
+
+// Over stdio too, a call with params of the wrong type is answered without
+// them, after a proper initialization, and the session goes on.
+func TestMalformedParamsOverStdio(t *testing.T) {
+	f := newFixture(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ct, st := mcp.NewInMemoryTransports()
+	go f.srv.ServeStdio(ctx, st, f.identity("clinician"))
+	conn, err := ct.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	call := func(id int64, method, params string) *jsonrpc.Response {
+		t.Helper()
+		jid, _ := jsonrpc.MakeID(float64(id))
+		if err := conn.Write(ctx, &jsonrpc.Request{ID: jid, Method: method, Params: json.RawMessage(params)}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			msg, err := conn.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, ok := msg.(*jsonrpc.Response); ok && r.ID == jid {
+				return r
+			}
+		}
+	}
+	if r := call(1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`); r.Error != nil {
+		t.Fatal(r.Error)
+	}
+	if err := conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range badParams {
+		r := call(int64(10+i), c.method, c.params)
+		if r.Error == nil {
+			t.Fatalf("%s: no error", c.name)
+		}
+		raw, _ := json.Marshal(r.Error)
+		var e map[string]any
+		json.Unmarshal(raw, &e)
+		t.Run(c.name, func(t *testing.T) { checkQuiet(t, e, c.want) })
+	}
+	if r := call(99, "resources/templates/list", `{}`); r.Error != nil {
+		t.Fatalf("session did not go on: %v", r.Error)
+	}
+}
