@@ -206,15 +206,20 @@ func checkParams(w http.ResponseWriter, r *http.Request) bool {
 		}
 		status = http.StatusBadRequest
 	}
-	out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Error: jerr})
+	answerJSONRPC(w, status, req.ID, jerr)
+	return true
+}
+
+// answerJSONRPC writes one JSON-RPC error response as application/json.
+func answerJSONRPC(w http.ResponseWriter, status int, id jsonrpc.ID, jerr *jsonrpc.Error) {
+	out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: jerr})
 	if err != nil {
-		http.Error(w, "invalid params", http.StatusBadRequest)
-		return true
+		http.Error(w, jerr.Message, status)
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(out)
-	return true
 }
 
 // paramsCheckedTransport is an mcp.Transport (stdio) whose connection
