@@ -183,16 +183,8 @@ func nameMismatch(h http.Header, method string, params []byte) *jsonrpc.Error {
 // for the SDK. A body over maxBody, a batch, a notification or a response
 // is left to the SDK.
 func checkParams(w http.ResponseWriter, r *http.Request) bool {
-	b, ok := peekBody(r)
-	if !ok || len(b) > maxBody {
-		return false
-	}
-	msg, err := jsonrpc.DecodeMessage(b)
-	if err != nil {
-		return false
-	}
-	req, ok := msg.(*jsonrpc.Request)
-	if !ok || !req.IsCall() {
+	req := peekRequest(r)
+	if req == nil || !req.IsCall() {
 		return false
 	}
 	jerr := paramsError(req.Method, req.Params)

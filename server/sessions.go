@@ -172,16 +172,8 @@ func (c *sessionCap) handler(next http.Handler) http.Handler {
 // health probes send). A body that is not one JSON-RPC message is left to
 // the SDK, which answers it.
 func sessionless(r *http.Request) *jsonrpc.Request {
-	b, ok := peekBody(r)
-	if !ok || len(b) > maxBody {
-		return nil
-	}
-	msg, err := jsonrpc.DecodeMessage(b)
-	if err != nil {
-		return nil
-	}
-	req, ok := msg.(*jsonrpc.Request)
-	if !ok || req.Method == "initialize" || req.Method == "ping" {
+	req := peekRequest(r)
+	if req == nil || req.Method == "initialize" || req.Method == "ping" {
 		return nil
 	}
 	return req

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -148,6 +149,22 @@ func peekBody(r *http.Request) (b []byte, ok bool) {
 	rest := r.Body
 	r.Body = readCloser{io.MultiReader(bytes.NewReader(b), rest), rest}
 	return b, err == nil
+}
+
+// peekRequest returns the one JSON-RPC request (call or notification) a
+// POST's body holds, nil for anything else (a batch, a response, not
+// JSON-RPC, over maxBody), leaving the body readable in full.
+func peekRequest(r *http.Request) *jsonrpc.Request {
+	b, ok := peekBody(r)
+	if !ok || len(b) > maxBody {
+		return nil
+	}
+	msg, err := jsonrpc.DecodeMessage(b)
+	if err != nil {
+		return nil
+	}
+	req, _ := msg.(*jsonrpc.Request)
+	return req
 }
 
 // readCloser reads from one reader and closes another.
