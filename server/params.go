@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -187,6 +189,11 @@ func checkParams(w http.ResponseWriter, r *http.Request) bool {
 	if req == nil || !req.IsCall() {
 		return false
 	}
+	if b, _ := peekBody(r); !exactID(b) {
+		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "invalid request: id must be a string or an integer from -(2^53-1) to 2^53-1 (this one would not come back unchanged)"})
+		return true
+	}
 	jerr := paramsError(req.Method, req.Params)
 	status := http.StatusOK
 	if r.Header.Get("Mcp-Protocol-Version") >= ProtocolStateless {
@@ -212,6 +219,27 @@ func answerJSONRPC(w http.ResponseWriter, status int, id jsonrpc.ID, jerr *jsonr
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(out)
+}
+
+// maxExactID is the largest integer id the go-sdk gives back unchanged: it
+// decodes a numeric id as a float64 and answers with its int64, so 1.5
+// comes back as 1 and 2^63 as -2^63.
+const maxExactID = 1<<53 - 1
+
+// exactID reports whether the id of the JSON-RPC message in body is absent,
+// a string, or an integer the SDK answers unchanged (MCP: "Requests MUST
+// include a string or integer ID").
+func exactID(body []byte) bool {
+	var m struct {
+		ID segjson.RawMessage `json:"id"`
+	}
+	dec := segjson.NewDecoder(bytes.NewReader(body))
+	dec.DontMatchCaseInsensitiveStructFields()
+	if dec.Decode(&m) != nil || len(m.ID) == 0 || (m.ID[0] != '-' && (m.ID[0] < '0' || m.ID[0] > '9')) {
+		return true // absent, a string, null or not a number: the SDK judges it
+	}
+	f, err := strconv.ParseFloat(string(m.ID), 64)
+	return err == nil && f == math.Trunc(f) && math.Abs(f) <= maxExactID
 }
 
 // paramsCheckedTransport is an mcp.Transport (stdio) whose connection

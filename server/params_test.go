@@ -163,3 +163,34 @@ func TestMalformedParamsOverStdio(t *testing.T) {
 		t.Fatalf("session did not go on: %v", r.Error)
 	}
 }
+
+// A numeric id the go-sdk would not answer unchanged (it decodes ids as
+// float64 and answers their int64) is refused as an invalid request; ids it
+// keeps pass.
+func TestInexactRequestIDIsRefused(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	h26 := map[string]string{"Mcp-Protocol-Version": rev2026}
+	list := func(id string) (int, map[string]any) {
+		st, _, msg := post(t, hs.url, tok, h26, `{"jsonrpc":"2.0","id":`+id+`,"method":"resources/list","params":{`+meta2026("")+`}}`)
+		return st, msg
+	}
+	for _, id := range []string{"1.5", "-0.25", "123456789012345678901234567890", "9007199254740993", "1e300"} {
+		st, msg := list(id)
+		e, _ := msg["error"].(map[string]any)
+		if st != 400 || e == nil || e["code"] != float64(jsonrpc.CodeInvalidRequest) || !strings.Contains(fmt.Sprint(e["message"]), "id must be a string or an integer") {
+			t.Errorf("id %s: status %d, answered id %v error %v; want 400 and -32600 naming the id", id, st, msg["id"], e)
+		}
+	}
+	for _, id := range []string{"7", "-7", "9007199254740991", "1.0", `"req-7"`} {
+		st, msg := list(id)
+		if st != 200 || msg["result"] == nil {
+			t.Errorf("id %s: status %d, error %v; want a result", id, st, msg["error"])
+			continue
+		}
+		if raw, _ := json.Marshal(msg["id"]); id != "1.0" && string(raw) != id {
+			t.Errorf("id %s answered as %s", id, raw)
+		}
+	}
+}

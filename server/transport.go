@@ -70,7 +70,9 @@ const SessionTimeout = 30 * time.Minute
 //
 // Before either, a call whose params the SDK could not decode, or whose
 // Mcp-Name header differs from its params, is answered by checkParams
-// (params.go): the SDK's own errors quote the client's input.
+// (params.go): the SDK's own errors quote the client's input. So is a call
+// whose numeric id the SDK would not answer unchanged (1.5 as 1, 2^63 as
+// -2^63).
 //
 // Callers wrap the result with identity, Origin check, rate limit and
 // rejection audit, so both revisions get exactly the same checks.
