@@ -33,3 +33,22 @@ func TestRequestWithoutSessionIsBadRequest(t *testing.T) {
 		t.Errorf("initialize: %d, session %q", st, hdr.Get("Mcp-Session-Id"))
 	}
 }
+
+// An older revision's MCP-Protocol-Version header on a request whose _meta
+// names a protocol version is answered with the mismatch (-32020), with or
+// without a session, not with "2025-11-25 is not supported" (which the
+// server supports) nor with a missing session.
+func TestRevisionMixUpIsNamed(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	_, hdr, _ := post(t, hs.url, tok, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	sid := hdr.Get("Mcp-Session-Id")
+	for _, h := range []map[string]string{{"Mcp-Protocol-Version": rev2025}, {"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": sid}} {
+		st, _, msg := post(t, hs.url, tok, h, `{"jsonrpc":"2.0","id":2,"method":"resources/list","params":{`+meta2026("")+`}}`)
+		e, _ := msg["error"].(map[string]any)
+		if st != 400 || e == nil || e["code"] != float64(-32020) || !strings.Contains(fmt.Sprint(e["message"]), "does not match") {
+			t.Errorf("headers %v: status %d, error %v; want 400 and -32020 naming the mismatch", h, st, e)
+		}
+	}
+}

@@ -56,7 +56,9 @@ const SessionTimeout = 30 * time.Minute
 //     Mcp-Session-Id is ignored, as the revision has no sessions);
 //   - MCP-Protocol-Version header of an older revision: the stateful handler
 //     (initialize, Mcp-Session-Id, idle sessions closed after
-//     SessionTimeout, at most Config.MaxSessions per principal: sessions.go);
+//     SessionTimeout, at most Config.MaxSessions per principal: sessions.go),
+//     unless the body carries _meta "io.modelcontextprotocol/protocolVersion"
+//     (a revision mix-up the stateless handler names: -32020);
 //   - no header: a POST whose body is a server/discover request or carries
 //     _meta "io.modelcontextprotocol/protocolVersion" >= 2026-07-28 goes
 //     to the stateless handler (which then answers the missing header as
@@ -117,11 +119,18 @@ const maxBody = 1 << 20
 // statelessRequest reports whether r follows protocol revision 2026-07-28
 // or later (see mcpHandler), and its JSON-RPC method as far as known: the
 // Mcp-Method header, which 2026-07-28 requires and the SDK checks against
-// the body, or the body's. It may read the body of a POST without an
-// MCP-Protocol-Version header; the body stays readable in full.
+// the body, or the body's. It may read the body of a POST without a
+// 2026-07-28 MCP-Protocol-Version header; the body stays readable in full.
+//
+// A POST with an older revision's header whose body carries _meta
+// "io.modelcontextprotocol/protocolVersion" is sent to the stateless
+// handler too: it answers that the header does not match the _meta, where
+// the stateful one would answer that the header's own revision is not
+// supported.
 func statelessRequest(r *http.Request) (bool, string) {
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
-		return v >= ProtocolStateless, r.Header.Get("Mcp-Method")
+	hv := r.Header.Get("Mcp-Protocol-Version")
+	if hv >= ProtocolStateless {
+		return true, r.Header.Get("Mcp-Method")
 	}
 	b, ok := peekBody(r)
 	if !ok {
@@ -137,6 +146,9 @@ func statelessRequest(r *http.Request) (bool, string) {
 		return false, "" // a batch, or not JSON: the stateful handler answers
 	}
 	v, _ := msg.Params.Meta[mcp.MetaKeyProtocolVersion].(string)
+	if hv != "" {
+		return v != "", msg.Method
+	}
 	return msg.Method == "server/discover" || v >= ProtocolStateless, msg.Method
 }
 
