@@ -55,16 +55,26 @@ func checkQuiet(t *testing.T, e map[string]any, want []string) {
 	}
 }
 
+// rawSession opens a 2025-11-25 session with raw requests (initialize,
+// notifications/initialized) and returns its id.
+func rawSession(t *testing.T, url, tok string) string {
+	t.Helper()
+	_, hdr, _ := post(t, url, tok, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	sid := hdr.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatal("initialize opened no session")
+	}
+	post(t, url, tok, map[string]string{"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": sid}, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return sid
+}
+
 // Params of the wrong type are refused naming the member and the type it
 // needs, on both revisions over HTTP, without quoting any of the params.
 func TestMalformedParamsAreNotQuotedBack(t *testing.T) {
 	f := newFixture(t, "")
 	hs := f.serveHTTP("clinician")
 	tok := hs.tokens["clinician"]
-	_, hdr, _ := post(t, hs.url, tok, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	sid := hdr.Get("Mcp-Session-Id")
-	h25 := map[string]string{"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": sid}
-	post(t, hs.url, tok, h25, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	h25 := map[string]string{"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": rawSession(t, hs.url, tok)}
 	for _, c := range badParams {
 		t.Run(rev2025+"/"+c.name, func(t *testing.T) {
 			_, _, msg := post(t, hs.url, tok, h25, `{"jsonrpc":"2.0","id":2,"method":"`+c.method+`","params":`+c.params+`}`)

@@ -42,8 +42,7 @@ func TestRevisionMixUpIsNamed(t *testing.T) {
 	f := newFixture(t, "")
 	hs := f.serveHTTP("clinician")
 	tok := hs.tokens["clinician"]
-	_, hdr, _ := post(t, hs.url, tok, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	sid := hdr.Get("Mcp-Session-Id")
+	sid := rawSession(t, hs.url, tok)
 	for _, h := range []map[string]string{{"Mcp-Protocol-Version": rev2025}, {"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": sid}} {
 		st, _, msg := post(t, hs.url, tok, h, `{"jsonrpc":"2.0","id":2,"method":"resources/list","params":{`+meta2026("")+`}}`)
 		e, _ := msg["error"].(map[string]any)
