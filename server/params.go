@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"io/fs"
 	"math"
 	"net/http"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -185,6 +188,12 @@ func nameMismatch(h http.Header, method string, params []byte) *jsonrpc.Error {
 // for the SDK. A body over maxBody, a batch, a notification or a response
 // is left to the SDK.
 func checkParams(w http.ResponseWriter, r *http.Request) bool {
+	if b, ok := peekBody(r); ok && len(b) <= maxBody {
+		if jerr := envelopeError(b); jerr != nil {
+			answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, jerr)
+			return true
+		}
+	}
 	req := peekRequest(r)
 	if req == nil || !req.IsCall() {
 		return false
@@ -219,6 +228,27 @@ func answerJSONRPC(w http.ResponseWriter, status int, id jsonrpc.ID, jerr *jsonr
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(out)
+}
+
+// envelopeError returns the error to answer for a body that is not one
+// JSON-RPC 2.0 message or a batch of them, or nil. The go-sdk's own answer
+// ("malformed payload: ...") quotes the offending input.
+func envelopeError(body []byte) *jsonrpc.Error {
+	if !segjson.Valid(body) {
+		return &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the body is not one valid JSON value"}
+	}
+	msgs := []segjson.RawMessage{body}
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		if segjson.Unmarshal(body, &msgs) != nil {
+			return nil // not an array of values after all: the SDK answers
+		}
+	}
+	for _, m := range msgs {
+		if _, err := jsonrpc.DecodeMessage(m); err != nil {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: `invalid request: not a JSON-RPC 2.0 message (want "jsonrpc": "2.0", a string "method", an "id" that is a string or an integer, or a response's "result" or "error")`}
+		}
+	}
+	return nil
 }
 
 // maxExactID is the largest integer id the go-sdk gives back unchanged: it
@@ -257,11 +287,26 @@ func (t paramsCheckedTransport) Connect(ctx context.Context) (mcp.Connection, er
 
 type paramsCheckedConn struct{ mcp.Connection }
 
+// quietReadError is err from reading the stdio connection, with any error
+// that could quote the input (a decoding error) replaced by
+// ErrMalformedInput. The end of input, a cancellation and a system error
+// pass unchanged.
+func quietReadError(err error) error {
+	var pathErr *fs.PathError
+	var sysErr *os.SyscallError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, io.ErrClosedPipe), errors.As(err, &pathErr), errors.As(err, &sysErr):
+		return err
+	}
+	return ErrMalformedInput
+}
+
 func (c paramsCheckedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
 		if err != nil {
-			return msg, err
+			return msg, quietReadError(err)
 		}
 		req, ok := msg.(*jsonrpc.Request)
 		if !ok || !req.IsCall() {

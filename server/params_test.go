@@ -1,15 +1,22 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/server"
 )
 
 // The secrets and PHI a hostile or careless client puts in params of the
@@ -202,5 +209,84 @@ func TestInexactRequestIDIsRefused(t *testing.T) {
 		if raw, _ := json.Marshal(msg["id"]); id != "1.0" && string(raw) != id {
 			t.Errorf("id %s answered as %s", id, raw)
 		}
+	}
+}
+
+// A body that is not one JSON-RPC 2.0 message (or a batch of them) is
+// refused over HTTP without quoting it; the go-sdk's "malformed payload"
+// answer quoted the offending input.
+func TestMalformedEnvelopeIsNotQuotedBack(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	secretURI := "fhir://alice:" + paramSecret + "@general-hospital/x"
+	bodies := []struct{ body, want string }{
+		{`{"jsonrpc":"2.0","id":1,"method":["` + secretURI + `"]}`, "-32600"},
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{},"jsonrpc":["` + paramName + `"]}`, "-32600"},
+		{`[{"jsonrpc":"2.0","id":1,"method":{"uri":"` + secretURI + `"}}]`, "-32600"},
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{"x":"` + paramName + `"} trailing`, "-32700"},
+	}
+	for _, hdr := range []map[string]string{nil, {"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": rawSession(t, hs.url, tok)}, {"Mcp-Protocol-Version": rev2026, "Mcp-Method": "resources/list"}} {
+		for _, c := range bodies {
+			req, _ := http.NewRequest("POST", hs.url, strings.NewReader(c.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Authorization", "Bearer "+tok)
+			for k, v := range hdr {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), paramName) {
+				t.Errorf("headers %v: answer quotes the body: %s", hdr, raw)
+			}
+			if resp.StatusCode != 400 || !strings.Contains(string(raw), `"code":`+c.want) {
+				t.Errorf("headers %v, body %.40s…: status %d, answer %s; want 400 and %s", hdr, c.body, resp.StatusCode, raw, c.want)
+			}
+		}
+	}
+}
+
+// Over stdio, a line that is not a JSON-RPC message ends the session (the
+// SDK's transport stops reading) with ErrMalformedInput, which neither
+// quotes the line nor lets the SDK log it.
+func TestMalformedLineOverStdioIsNotQuoted(t *testing.T) {
+	var logs bytes.Buffer
+	f := newFixture(t, "")
+	f.reconfigure(func(c *server.Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	in, clientOut := io.Pipe()
+	clientIn, out := io.Pipe()
+	go io.Copy(io.Discard, clientIn)
+	done := make(chan error, 1)
+	go func() {
+		done <- f.srv.ServeStdio(ctx, &mcp.IOTransport{Reader: in, Writer: out}, f.identity("clinician"))
+	}()
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":1,"method":["fhir://alice:` + paramSecret + `@general-hospital/x"]}`,
+	} {
+		if _, err := io.WriteString(clientOut, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		t.Fatal("the session did not end")
+	}
+	clientOut.Close()
+	if !errors.Is(err, server.ErrMalformedInput) || strings.Contains(err.Error(), paramSecret) {
+		t.Errorf("ServeStdio ended with %v, want ErrMalformedInput", err)
+	}
+	if strings.Contains(logs.String(), paramSecret) {
+		t.Errorf("the line reached the log: %s", logs.String())
 	}
 }
