@@ -188,17 +188,23 @@ func nameMismatch(h http.Header, method string, params []byte) *jsonrpc.Error {
 // for the SDK. A body over maxBody, a batch, a notification or a response
 // is left to the SDK.
 func checkParams(w http.ResponseWriter, r *http.Request) bool {
-	if b, ok := peekBody(r); ok && len(b) <= maxBody {
-		if jerr := envelopeError(b); jerr != nil {
-			answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, jerr)
-			return true
-		}
-	}
-	req := peekRequest(r)
-	if req == nil || !req.IsCall() {
+	b, ok := peekBody(r)
+	if !ok || len(b) > maxBody {
 		return false
 	}
-	if b, _ := peekBody(r); !exactID(b) {
+	if jerr := envelopeError(b); jerr != nil {
+		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, jerr)
+		return true
+	}
+	msg, err := jsonrpc.DecodeMessage(b)
+	if err != nil {
+		return false // a batch: the SDK answers
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || !req.IsCall() {
+		return false
+	}
+	if !exactID(b) {
 		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: "invalid request: id must be a string or an integer from -(2^53-1) to 2^53-1 (this one would not come back unchanged)"})
 		return true
