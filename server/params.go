@@ -224,9 +224,15 @@ func checkParams(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// answerJSONRPC writes one JSON-RPC error response as application/json.
+// answerJSONRPC writes one JSON-RPC error response as application/json. An
+// id that is not valid (the request's could not be read) is written as
+// null, as JSON-RPC 2.0 asks.
 func answerJSONRPC(w http.ResponseWriter, status int, id jsonrpc.ID, jerr *jsonrpc.Error) {
-	out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: jerr})
+	out, err := segjson.Marshal(struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      any            `json:"id"`
+		Error   *jsonrpc.Error `json:"error"`
+	}{"2.0", id.Raw(), jerr})
 	if err != nil {
 		http.Error(w, jerr.Message, status)
 		return
@@ -251,7 +257,7 @@ func envelopeError(body []byte) *jsonrpc.Error {
 	}
 	for _, m := range msgs {
 		if _, err := jsonrpc.DecodeMessage(m); err != nil {
-			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: `invalid request: not a JSON-RPC 2.0 message (want "jsonrpc": "2.0", a string "method", an "id" that is a string or an integer, or a response's "result" or "error")`}
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: `invalid request: not a JSON-RPC 2.0 message (want "jsonrpc": "2.0", a string "method", an "id" that is a string or an integer, or a response's "result" or "error"; nesting at most 1000 deep)`}
 		}
 	}
 	return nil

@@ -244,8 +244,8 @@ func TestMalformedEnvelopeIsNotQuotedBack(t *testing.T) {
 			if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), paramName) {
 				t.Errorf("headers %v: answer quotes the body: %s", hdr, raw)
 			}
-			if resp.StatusCode != 400 || !strings.Contains(string(raw), `"code":`+c.want) {
-				t.Errorf("headers %v, body %.40s…: status %d, answer %s; want 400 and %s", hdr, c.body, resp.StatusCode, raw, c.want)
+			if resp.StatusCode != 400 || !strings.Contains(string(raw), `"code":`+c.want) || !strings.Contains(string(raw), `"id":null`) {
+				t.Errorf("headers %v, body %.40s…: status %d, answer %s; want 400, %s and id null", hdr, c.body, resp.StatusCode, raw, c.want)
 			}
 		}
 	}
