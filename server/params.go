@@ -152,7 +152,7 @@ func jsonKind(t reflect.Type) string {
 // answer quotes both), or nil. Only the methods the SDK checks (its
 // extractName) are checked, and only when both values are known.
 func nameMismatch(h http.Header, method string, params []byte) *jsonrpc.Error {
-	if h.Get("Mcp-Protocol-Version") < ProtocolStateless {
+	if !statelessHeader(h) {
 		return nil
 	}
 	header := h.Get("Mcp-Name")
@@ -211,7 +211,7 @@ func checkParams(w http.ResponseWriter, r *http.Request) bool {
 	}
 	jerr := paramsError(req.Method, req.Params)
 	status := http.StatusOK
-	if r.Header.Get("Mcp-Protocol-Version") >= ProtocolStateless {
+	if statelessHeader(r.Header) {
 		status = http.StatusBadRequest // as the SDK answers a stateless request it refuses
 	}
 	if jerr == nil {

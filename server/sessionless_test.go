@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -48,6 +50,34 @@ func TestRevisionMixUpIsNamed(t *testing.T) {
 		e, _ := msg["error"].(map[string]any)
 		if st != 400 || e == nil || e["code"] != float64(-32020) || !strings.Contains(fmt.Sprint(e["message"]), "does not match") {
 			t.Errorf("headers %v: status %d, error %v; want 400 and -32020 naming the mismatch", h, st, e)
+		}
+	}
+}
+
+// An MCP-Protocol-Version header that is not a revision is refused as
+// such (400 naming the supported versions), not sent to the stateless
+// handler because "garbage" sorts after "2026-07-28".
+func TestMalformedProtocolVersionHeaderIsNamed(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	sid := rawSession(t, hs.url, tok)
+	for _, v := range []string{"garbage", "9999", "2026-07-28x", "2O26-07-28"} {
+		req, _ := http.NewRequest("POST", hs.url, strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"resources/templates/list","params":{}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Mcp-Protocol-Version", v)
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		named := strings.Contains(string(raw), "Unsupported protocol version") || strings.Contains(string(raw), "is not supported by this server")
+		if resp.StatusCode != 400 || !named || strings.Contains(string(raw), "_meta") {
+			t.Errorf("header %q: status %d, answer %s; want 400 naming the unsupported protocol version", v, resp.StatusCode, raw)
 		}
 	}
 }

@@ -52,8 +52,9 @@ const SessionTimeout = 30 * time.Minute
 // StreamableHTTPOptions.Stateless set, and sessions only from one without,
 // so each request is routed (statelessRequest):
 //
-//   - MCP-Protocol-Version header >= 2026-07-28: the stateless handler (any
-//     Mcp-Session-Id is ignored, as the revision has no sessions);
+//   - MCP-Protocol-Version header a revision >= 2026-07-28
+//     (statelessHeader): the stateless handler (any Mcp-Session-Id is
+//     ignored, as the revision has no sessions);
 //   - MCP-Protocol-Version header of an older revision: the stateful handler
 //     (initialize, Mcp-Session-Id, idle sessions closed after
 //     SessionTimeout, at most Config.MaxSessions per principal: sessions.go),
@@ -129,7 +130,7 @@ const maxBody = 1 << 20
 // supported.
 func statelessRequest(r *http.Request) (bool, string) {
 	hv := r.Header.Get("Mcp-Protocol-Version")
-	if hv >= ProtocolStateless {
+	if statelessHeader(r.Header) {
 		return true, r.Header.Get("Mcp-Method")
 	}
 	b, ok := peekBody(r)
@@ -150,6 +151,24 @@ func statelessRequest(r *http.Request) (bool, string) {
 		return v != "", msg.Method
 	}
 	return msg.Method == "server/discover" || v >= ProtocolStateless, msg.Method
+}
+
+// statelessHeader reports whether h's MCP-Protocol-Version names a
+// revision, in its YYYY-MM-DD form, of 2026-07-28 or later. Compared as a
+// string only, "garbage" would be later than every revision and go to the
+// stateless handler, which would then complain about _meta rather than the
+// header; the stateful one names the unsupported header.
+func statelessHeader(h http.Header) bool {
+	v := h.Get("Mcp-Protocol-Version")
+	if len(v) != len(ProtocolStateless) || v < ProtocolStateless {
+		return false
+	}
+	for i, c := range []byte(v) {
+		if (i == 4 || i == 7) != (c == '-') || (c != '-' && (c < '0' || c > '9')) {
+			return false
+		}
+	}
+	return true
 }
 
 // peekBody returns up to maxBody+1 bytes of a POST's body and leaves the
