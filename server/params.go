@@ -182,11 +182,11 @@ func nameMismatch(h http.Header, method string, params []byte) *jsonrpc.Error {
 	return nil
 }
 
-// checkParams answers an HTTP POST whose one JSON-RPC call the go-sdk would
-// answer with an error quoting client input (paramsError, nameMismatch)
-// and reports whether it did; otherwise r's body is left readable in full
-// for the SDK. A body over maxBody, a batch, a notification or a response
-// is left to the SDK.
+// checkParams answers an HTTP POST the go-sdk would answer with an error
+// quoting client input (envelopeError, exactID, paramsError, nameMismatch;
+// a batch: checkBatch) and reports whether it did; otherwise r's body is
+// left readable in full for the SDK. A body over maxBody, a notification
+// or a response is left to the SDK.
 func checkParams(w http.ResponseWriter, r *http.Request) bool {
 	b, ok := peekBody(r)
 	if !ok || len(b) > maxBody {
@@ -198,15 +198,14 @@ func checkParams(w http.ResponseWriter, r *http.Request) bool {
 	}
 	msg, err := jsonrpc.DecodeMessage(b)
 	if err != nil {
-		return false // a batch: the SDK answers
+		return checkBatch(w, b)
 	}
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok || !req.IsCall() {
 		return false
 	}
 	if !exactID(b) {
-		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-			Message: "invalid request: id must be a string or an integer from -(2^53-1) to 2^53-1 (this one would not come back unchanged)"})
+		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, errInexactID)
 		return true
 	}
 	jerr := paramsError(req.Method, req.Params)
@@ -224,17 +223,68 @@ func checkParams(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// answerJSONRPC writes one JSON-RPC error response as application/json. An
-// id that is not valid (the request's could not be read) is written as
-// null, as JSON-RPC 2.0 asks.
+// errInexactID answers a call whose id exactID refuses.
+var errInexactID = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+	Message: "invalid request: id must be a string or an integer from -(2^53-1) to 2^53-1 (this one would not come back unchanged)"}
+
+// checkBatch is checkParams for a batch (protocol revision 2025-03-26;
+// later ones refuse batches, which the SDK answers): if a call in it has an
+// id or params the SDK would answer by quoting them, no call of the batch
+// is run and each is answered, with its own error or with one saying it
+// was not run.
+func checkBatch(w http.ResponseWriter, b []byte) bool {
+	var raws []segjson.RawMessage
+	if segjson.Unmarshal(b, &raws) != nil {
+		return false
+	}
+	var answers []errorResponse
+	bad := false
+	for _, raw := range raws {
+		msg, err := jsonrpc.DecodeMessage(raw)
+		if err != nil {
+			return false // envelopeError passed it: leave it to the SDK
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || !req.IsCall() {
+			continue
+		}
+		a := errorResponse{"2.0", req.ID.Raw(), paramsError(req.Method, req.Params)}
+		if !exactID(raw) {
+			a.ID, a.Error = nil, errInexactID
+		}
+		bad = bad || a.Error != nil
+		answers = append(answers, a)
+	}
+	if !bad {
+		return false
+	}
+	for i := range answers {
+		if answers[i].Error == nil {
+			answers[i].Error = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "not run: another request of this batch is invalid"}
+		}
+	}
+	writeJSON(w, http.StatusOK, answers)
+	return true
+}
+
+// errorResponse is a JSON-RPC 2.0 error response; a nil ID is written as
+// null (the request's id could not be read), as JSON-RPC 2.0 asks.
+type errorResponse struct {
+	JSONRPC string         `json:"jsonrpc"`
+	ID      any            `json:"id"`
+	Error   *jsonrpc.Error `json:"error"`
+}
+
+// answerJSONRPC writes one JSON-RPC error response as application/json.
 func answerJSONRPC(w http.ResponseWriter, status int, id jsonrpc.ID, jerr *jsonrpc.Error) {
-	out, err := segjson.Marshal(struct {
-		JSONRPC string         `json:"jsonrpc"`
-		ID      any            `json:"id"`
-		Error   *jsonrpc.Error `json:"error"`
-	}{"2.0", id.Raw(), jerr})
+	writeJSON(w, status, errorResponse{"2.0", id.Raw(), jerr})
+}
+
+// writeJSON writes v as an application/json response.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	out, err := segjson.Marshal(v)
 	if err != nil {
-		http.Error(w, jerr.Message, status)
+		http.Error(w, "cannot encode the answer", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -63,21 +61,10 @@ func TestMalformedProtocolVersionHeaderIsNamed(t *testing.T) {
 	tok := hs.tokens["clinician"]
 	sid := rawSession(t, hs.url, tok)
 	for _, v := range []string{"garbage", "9999", "2026-07-28x", "2O26-07-28"} {
-		req, _ := http.NewRequest("POST", hs.url, strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"resources/templates/list","params":{}}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Mcp-Protocol-Version", v)
-		req.Header.Set("Mcp-Session-Id", sid)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		status, raw := postRaw(t, hs.url, tok, map[string]string{"Mcp-Protocol-Version": v, "Mcp-Session-Id": sid}, `{"jsonrpc":"2.0","id":3,"method":"resources/templates/list","params":{}}`)
 		named := strings.Contains(string(raw), "Unsupported protocol version") || strings.Contains(string(raw), "is not supported by this server")
-		if resp.StatusCode != 400 || !named || strings.Contains(string(raw), "_meta") {
-			t.Errorf("header %q: status %d, answer %s; want 400 naming the unsupported protocol version", v, resp.StatusCode, raw)
+		if status != 400 || !named || strings.Contains(string(raw), "_meta") {
+			t.Errorf("header %q: status %d, answer %s; want 400 naming the unsupported protocol version", v, status, raw)
 		}
 	}
 }
