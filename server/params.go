@@ -49,14 +49,23 @@ var paramsOf = map[string]func() any{
 	"server/discover":          func() any { return new(*mcp.DiscoverParams) },
 }
 
+// errUnknownMethod answers a call of a method the go-sdk does not know
+// (its own answer quotes the method name).
+var errUnknownMethod = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+	Message: "method not found: this server answers initialize, ping, resources/list, resources/read, resources/templates/list, resources/subscribe, resources/unsubscribe, completion/complete and (2026-07-28) server/discover and subscriptions/listen"}
+
 // paramsError returns the -32602 to answer for a call of method whose
-// params the go-sdk could not decode, or nil if it can (or the method is
-// not one it decodes). The message names the method, the member by its
+// params the go-sdk could not decode, errUnknownMethod for a method it does
+// not know, or nil (initialize, whose params it decodes into a type of its
+// own, is not checked). The message names the method, the member by its
 // JSON path in the params type (never a key the client chose) and the JSON
 // type that member needs; it never holds any part of the params.
 func paramsError(method string, params []byte) *jsonrpc.Error {
 	newParams, ok := paramsOf[method]
-	if !ok || len(params) == 0 {
+	switch {
+	case !ok && method != "initialize" && !strings.HasPrefix(method, "notifications/"):
+		return errUnknownMethod // a notification sent as a call: the SDK names that
+	case !ok || len(params) == 0:
 		return nil
 	}
 	v := newParams()
@@ -210,7 +219,10 @@ func checkParams(w http.ResponseWriter, r *http.Request) bool {
 	}
 	jerr := paramsError(req.Method, req.Params)
 	status := http.StatusOK
-	if statelessHeader(r.Header) {
+	switch {
+	case statelessHeader(r.Header) && jerr == errUnknownMethod:
+		status = http.StatusNotFound // as the SDK answers a stateless request for an unknown method
+	case statelessHeader(r.Header):
 		status = http.StatusBadRequest // as the SDK answers a stateless request it refuses
 	}
 	if jerr == nil {

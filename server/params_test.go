@@ -331,3 +331,30 @@ func TestBatchWithMalformedParamsIsNotRun(t *testing.T) {
 		t.Errorf("%d records written: the batch was run", n)
 	}
 }
+
+// A call of a method the go-sdk does not know is answered -32601 without
+// quoting the method name (404 on 2026-07-28, as the SDK answers it).
+func TestUnknownMethodIsNotQuotedBack(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	method := "patients/" + paramName
+	for _, c := range []struct {
+		hdr    map[string]string
+		body   string
+		status int
+	}{
+		{map[string]string{"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": rawSession(t, hs.url, tok)}, `{"jsonrpc":"2.0","id":5,"method":"` + method + `","params":{}}`, 200},
+		{map[string]string{"Mcp-Protocol-Version": rev2026}, `{"jsonrpc":"2.0","id":5,"method":"` + method + `","params":{` + meta2026("") + `}}`, 404},
+	} {
+		st, _, msg := post(t, hs.url, tok, c.hdr, c.body)
+		e, _ := msg["error"].(map[string]any)
+		raw, _ := json.Marshal(msg)
+		if st != c.status || e == nil || e["code"] != float64(jsonrpc.CodeMethodNotFound) || msg["id"] != float64(5) {
+			t.Errorf("headers %v: status %d, answer %s; want %d and -32601", c.hdr, st, raw, c.status)
+		}
+		if strings.Contains(string(raw), paramName) {
+			t.Errorf("answer quotes the method: %s", raw)
+		}
+	}
+}
