@@ -6,7 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -137,24 +136,14 @@ func TestScopeCheckCannotBeFooledByACaseChangedMethod(t *testing.T) {
 		`{"jsonrpc":"2.0","id":2,"Method":"ping","method":"resources/read","params":{"uri":"` + uri + `",` + meta2026("") + `}}`,
 		`{"jsonrpc":"2.0","id":3,"method":"ping","method":"resources/read","params":{"uri":"` + uri + `",` + meta2026("") + `}}`,
 	} {
-		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+listOnly)
-		for k, v := range h26 {
-			req.Header.Set(k, v)
-		}
 		// The headers the SDK checks against the body's exact "method".
-		req.Header.Set("Mcp-Method", "resources/read")
-		req.Header.Set("Mcp-Name", uri)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		hdr := map[string]string{"Mcp-Method": "resources/read", "Mcp-Name": uri}
+		for k, v := range h26 {
+			hdr[k] = v
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "ambiguous or malformed method member") {
-			t.Fatalf("list-only token read through %s: %d %s", body[:60], resp.StatusCode, b)
+		status, b := postRaw(t, url, listOnly, hdr, body)
+		if status != http.StatusBadRequest || !strings.Contains(string(b), "ambiguous or malformed method member") {
+			t.Fatalf("list-only token read through %s: %d %s", body[:60], status, b)
 		}
 	}
 	for _, r := range f.records()[before:] {

@@ -135,14 +135,14 @@ func post(t *testing.T, url, tok string, hdr map[string]string, body string) (in
 	}
 	if req.Header.Get("Mcp-Protocol-Version") >= rev2026 {
 		// The standard headers of the revision: Mcp-Method, and Mcp-Name
-		// (the URI) for resources/read.
+		// (the URI) for resources/read unless hdr gives one.
 		var m struct {
 			Method string
 			Params struct{ URI string }
 		}
 		json.Unmarshal([]byte(body), &m)
 		req.Header.Set("Mcp-Method", m.Method)
-		if m.Method == "resources/read" {
+		if m.Method == "resources/read" && hdr["Mcp-Name"] == "" {
 			req.Header.Set("Mcp-Name", m.Params.URI)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
@@ -102,6 +103,19 @@ func (c *sessionCap) handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if req := sessionless(r); req != nil {
+			// The SDK would open a session for it, answer HTTP 200 with
+			// JSON-RPC code 0 ("invalid during session initialization")
+			// and close it again; the revision asks for a 400 (MCP
+			// 2025-11-25, Streamable HTTP, Session Management).
+			const msg = "missing Mcp-Session-Id header: open a session with initialize first (protocol revisions before " + ProtocolStateless + ")"
+			if !req.IsCall() {
+				http.Error(w, msg, http.StatusBadRequest)
+				return
+			}
+			answerJSONRPC(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg})
+			return
+		}
 		if !c.acquire(sub) {
 			c.s.cfg.Metrics.RateLimited(ops.LimitSessions)
 			id := Identity{Source: r.RemoteAddr}
@@ -150,6 +164,19 @@ func (c *sessionCap) handler(next http.Handler) http.Handler {
 			c.release(sub, sid)
 		}()
 	})
+}
+
+// sessionless returns the JSON-RPC request a POST without a session id
+// carries if it needs a session: any single request or notification but
+// initialize and ping (which the revision allows before a session, and
+// health probes send). A body that is not one JSON-RPC message is left to
+// the SDK, which answers it.
+func sessionless(r *http.Request) *jsonrpc.Request {
+	req := peekRequest(r)
+	if req == nil || req.Method == "initialize" || req.Method == "ping" {
+		return nil
+	}
+	return req
 }
 
 // ownerWriter calls note with the session id the response carries, once,

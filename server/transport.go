@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -23,7 +24,7 @@ func (s *Server) ServeStdio(ctx context.Context, t mcp.Transport, id Identity) e
 	if id.Source == "" {
 		id.Source = "stdio"
 	}
-	return s.newMCPServer(fixedIdentity(id)).Run(ctx, t)
+	return s.newMCPServer(fixedIdentity(id)).Run(ctx, paramsCheckedTransport{t})
 }
 
 // MCPPath is where the Streamable HTTP endpoint is mounted.
@@ -51,11 +52,14 @@ const SessionTimeout = 30 * time.Minute
 // StreamableHTTPOptions.Stateless set, and sessions only from one without,
 // so each request is routed (statelessRequest):
 //
-//   - MCP-Protocol-Version header >= 2026-07-28: the stateless handler (any
-//     Mcp-Session-Id is ignored, as the revision has no sessions);
+//   - MCP-Protocol-Version header a revision >= 2026-07-28
+//     (statelessHeader): the stateless handler (any Mcp-Session-Id is
+//     ignored, as the revision has no sessions);
 //   - MCP-Protocol-Version header of an older revision: the stateful handler
 //     (initialize, Mcp-Session-Id, idle sessions closed after
-//     SessionTimeout, at most Config.MaxSessions per principal: sessions.go);
+//     SessionTimeout, at most Config.MaxSessions per principal: sessions.go),
+//     unless the body carries _meta "io.modelcontextprotocol/protocolVersion"
+//     (a revision mix-up the stateless handler names: -32020);
 //   - no header: a POST whose body is a server/discover request or carries
 //     _meta "io.modelcontextprotocol/protocolVersion" >= 2026-07-28 goes
 //     to the stateless handler (which then answers the missing header as
@@ -66,6 +70,12 @@ const SessionTimeout = 30 * time.Minute
 // (StreamableHTTPOptions.JSONResponse), except subscriptions/listen, whose
 // notifications need an SSE stream: a read is one response, and JSON
 // framing cost a third less CPU than SSE under load (bench/load).
+//
+// Before either, a call whose params the SDK could not decode, or whose
+// Mcp-Name header differs from its params, is answered by checkParams
+// (params.go): the SDK's own errors quote the client's input. So is a call
+// whose numeric id the SDK would not answer unchanged (1.5 as 1, 2^63 as
+// -2^63).
 //
 // Callers wrap the result with identity, Origin check, rate limit and
 // rejection audit, so both revisions get exactly the same checks.
@@ -90,6 +100,9 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 	})
 	sessions := newSessionCap(s, ms).handler(stateful)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if checkParams(w, r) {
+			return // params the SDK would quote back: answered without them
+		}
 		switch modern, method := statelessRequest(r); {
 		case !modern:
 			sessions.ServeHTTP(w, r)
@@ -107,19 +120,21 @@ const maxBody = 1 << 20
 // statelessRequest reports whether r follows protocol revision 2026-07-28
 // or later (see mcpHandler), and its JSON-RPC method as far as known: the
 // Mcp-Method header, which 2026-07-28 requires and the SDK checks against
-// the body, or the body's. It may read the body of a POST without an
-// MCP-Protocol-Version header; the body stays readable in full.
+// the body, or the body's. It may read the body of a POST without a
+// 2026-07-28 MCP-Protocol-Version header; the body stays readable in full.
+//
+// A POST with an older revision's header whose body carries _meta
+// "io.modelcontextprotocol/protocolVersion" is sent to the stateless
+// handler too: it answers that the header does not match the _meta, where
+// the stateful one would answer that the header's own revision is not
+// supported.
 func statelessRequest(r *http.Request) (bool, string) {
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
-		return v >= ProtocolStateless, r.Header.Get("Mcp-Method")
+	hv := r.Header.Get("Mcp-Protocol-Version")
+	if statelessHeader(r.Header) {
+		return true, r.Header.Get("Mcp-Method")
 	}
-	if r.Method != http.MethodPost || r.Body == nil {
-		return false, ""
-	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	rest := r.Body
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(b), rest), rest}
-	if err != nil {
+	b, ok := peekBody(r)
+	if !ok {
 		return false, ""
 	}
 	var msg struct {
@@ -132,7 +147,57 @@ func statelessRequest(r *http.Request) (bool, string) {
 		return false, "" // a batch, or not JSON: the stateful handler answers
 	}
 	v, _ := msg.Params.Meta[mcp.MetaKeyProtocolVersion].(string)
+	if hv != "" {
+		return v != "", msg.Method
+	}
 	return msg.Method == "server/discover" || v >= ProtocolStateless, msg.Method
+}
+
+// statelessHeader reports whether h's MCP-Protocol-Version names a
+// revision, in its YYYY-MM-DD form, of 2026-07-28 or later. Compared as a
+// string only, "garbage" would be later than every revision and go to the
+// stateless handler, which would then complain about _meta rather than the
+// header; the stateful one names the unsupported header.
+func statelessHeader(h http.Header) bool {
+	v := h.Get("Mcp-Protocol-Version")
+	if len(v) != len(ProtocolStateless) || v < ProtocolStateless {
+		return false
+	}
+	for i, c := range []byte(v) {
+		if (i == 4 || i == 7) != (c == '-') || (c != '-' && (c < '0' || c > '9')) {
+			return false
+		}
+	}
+	return true
+}
+
+// peekBody returns up to maxBody+1 bytes of a POST's body and leaves the
+// body readable in full; ok is false for another method, no body or a read
+// error.
+func peekBody(r *http.Request) (b []byte, ok bool) {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return nil, false
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	rest := r.Body
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(b), rest), rest}
+	return b, err == nil
+}
+
+// peekRequest returns the one JSON-RPC request (call or notification) a
+// POST's body holds, nil for anything else (a batch, a response, not
+// JSON-RPC, over maxBody), leaving the body readable in full.
+func peekRequest(r *http.Request) *jsonrpc.Request {
+	b, ok := peekBody(r)
+	if !ok || len(b) > maxBody {
+		return nil
+	}
+	msg, err := jsonrpc.DecodeMessage(b)
+	if err != nil {
+		return nil
+	}
+	req, _ := msg.(*jsonrpc.Request)
+	return req
 }
 
 // readCloser reads from one reader and closes another.

@@ -1,0 +1,397 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"math"
+	"net/http"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	segjson "github.com/segmentio/encoding/json"
+)
+
+// The go-sdk answers params it cannot decode with a -32602 whose message
+// quotes the whole params object ("unmarshaling \"{\"uri\": 5, ...}\" into
+// a *mcp.ReadResourceParams: ..."), and a 2026-07-28 Mcp-Name header that
+// differs from the body with both values quoted. Params and that header are
+// client input: a URI with userinfo or an access token, a patient's name
+// typed as a completion argument. So custos decodes the params of every
+// call the SDK would decode the same way first (same decoder, same target
+// types) and, where the SDK would fail, answers itself with an error that
+// names the member and the JSON type it needs, never a value. Requests the
+// check passes reach the SDK unchanged.
+
+// paramsOf maps a method the server answers to a new value of the params
+// type the go-sdk decodes it into (mcp serverMethodInfos). initialize is
+// left out: the SDK decodes it into an unexported type.
+var paramsOf = map[string]func() any{
+	"completion/complete":      func() any { return new(*mcp.CompleteParams) },
+	"ping":                     func() any { return new(*mcp.PingParams) },
+	"logging/setLevel":         func() any { return new(*mcp.SetLoggingLevelParams) },
+	"prompts/list":             func() any { return new(*mcp.ListPromptsParams) },
+	"prompts/get":              func() any { return new(*mcp.GetPromptParams) },
+	"tools/list":               func() any { return new(*mcp.ListToolsParams) },
+	"tools/call":               func() any { return new(*mcp.CallToolParamsRaw) },
+	"resources/list":           func() any { return new(*mcp.ListResourcesParams) },
+	"resources/templates/list": func() any { return new(*mcp.ListResourceTemplatesParams) },
+	"resources/read":           func() any { return new(*mcp.ReadResourceParams) },
+	"resources/subscribe":      func() any { return new(*mcp.SubscribeParams) },
+	"resources/unsubscribe":    func() any { return new(*mcp.UnsubscribeParams) },
+	"subscriptions/listen":     func() any { return new(*mcp.SubscriptionsListenParams) },
+	"server/discover":          func() any { return new(*mcp.DiscoverParams) },
+}
+
+// errUnknownMethod answers a call of a method the go-sdk does not know
+// (its own answer quotes the method name).
+var errUnknownMethod = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+	Message: "method not found: this server answers initialize, ping, resources/list, resources/read, resources/templates/list, resources/subscribe, resources/unsubscribe, completion/complete and (2026-07-28) server/discover and subscriptions/listen"}
+
+// paramsError returns the -32602 to answer for a call of method whose
+// params the go-sdk could not decode, errUnknownMethod for a method it does
+// not know, or nil (initialize, whose params it decodes into a type of its
+// own, is not checked). The message names the method, the member by its
+// JSON path in the params type (never a key the client chose) and the JSON
+// type that member needs; it never holds any part of the params.
+func paramsError(method string, params []byte) *jsonrpc.Error {
+	newParams, ok := paramsOf[method]
+	switch {
+	case !ok && method != "initialize" && !strings.HasPrefix(method, "notifications/"):
+		return errUnknownMethod // a notification sent as a call: the SDK names that
+	case !ok || len(params) == 0:
+		return nil
+	}
+	v := newParams()
+	dec := segjson.NewDecoder(bytes.NewReader(params))
+	dec.DontMatchCaseInsensitiveStructFields()
+	err := dec.Decode(v)
+	if err == nil {
+		return nil
+	}
+	msg := "invalid params of " + method + ": "
+	var te *segjson.UnmarshalTypeError
+	if errors.As(err, &te) {
+		path := knownPath(reflect.TypeOf(v).Elem().Elem(), te.Field)
+		what := "params"
+		if path != "" {
+			what = "params." + path
+		}
+		if path != te.Field {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg + what + " has the wrong JSON type"}
+		}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg + what + " must be " + jsonKind(te.Type)}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg + "params are not a JSON object of the form the method takes"}
+}
+
+// knownPath is the longest prefix of the dotted field path that names JSON
+// members of t's struct fields: a map key (client input) and what follows
+// it are cut.
+func knownPath(t reflect.Type, field string) string {
+	if field == "" {
+		return ""
+	}
+	var kept []string
+	for _, seg := range strings.Split(field, ".") {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			break
+		}
+		f, ok := jsonField(t, seg)
+		if !ok {
+			break
+		}
+		kept = append(kept, seg)
+		t = f.Type
+	}
+	return strings.Join(kept, ".")
+}
+
+// jsonField finds the field of struct type t whose JSON member name is name.
+func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" || !f.IsExported() {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if tag == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// jsonKind names the JSON type a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a JSON string"
+	case reflect.Bool:
+		return "a JSON boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "a JSON number"
+	case reflect.Slice, reflect.Array:
+		return "a JSON array"
+	case reflect.Map, reflect.Struct:
+		return "a JSON object"
+	}
+	return "of another JSON type"
+}
+
+// nameMismatch returns the -32020 to answer for a 2026-07-28 call whose
+// Mcp-Name header differs from the name in its params (the go-sdk's own
+// answer quotes both), or nil. Only the methods the SDK checks (its
+// extractName) are checked, and only when both values are known.
+func nameMismatch(h http.Header, method string, params []byte) *jsonrpc.Error {
+	if !statelessHeader(h) {
+		return nil
+	}
+	header := h.Get("Mcp-Name")
+	if header == "" {
+		return nil
+	}
+	var p struct {
+		URI  string `json:"uri"`
+		Name string `json:"name"`
+	}
+	member := "uri"
+	switch method {
+	case "resources/read":
+	case "tools/call", "prompts/get":
+		member = "name"
+	default:
+		return nil
+	}
+	dec := segjson.NewDecoder(bytes.NewReader(params))
+	dec.DontMatchCaseInsensitiveStructFields()
+	if dec.Decode(&p) != nil {
+		return nil
+	}
+	if body := p.URI + p.Name; body != header {
+		return &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: "header mismatch: the Mcp-Name header does not match params." + member}
+	}
+	return nil
+}
+
+// checkParams answers an HTTP POST the go-sdk would answer with an error
+// quoting client input (envelopeError, exactID, paramsError, nameMismatch;
+// a batch: checkBatch) and reports whether it did; otherwise r's body is
+// left readable in full for the SDK. A body over maxBody, a notification
+// or a response is left to the SDK.
+func checkParams(w http.ResponseWriter, r *http.Request) bool {
+	b, ok := peekBody(r)
+	if !ok || len(b) > maxBody {
+		return false
+	}
+	if jerr := envelopeError(b); jerr != nil {
+		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, jerr)
+		return true
+	}
+	msg, err := jsonrpc.DecodeMessage(b)
+	if err != nil {
+		return checkBatch(w, b)
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || !req.IsCall() {
+		return false
+	}
+	if !exactID(b) {
+		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, errInexactID)
+		return true
+	}
+	jerr := paramsError(req.Method, req.Params)
+	status := http.StatusOK
+	switch {
+	case statelessHeader(r.Header) && jerr == errUnknownMethod:
+		status = http.StatusNotFound // as the SDK answers a stateless request for an unknown method
+	case statelessHeader(r.Header):
+		status = http.StatusBadRequest // as the SDK answers a stateless request it refuses
+	}
+	if jerr == nil {
+		if jerr = nameMismatch(r.Header, req.Method, req.Params); jerr == nil {
+			return false
+		}
+		status = http.StatusBadRequest
+	}
+	answerJSONRPC(w, status, req.ID, jerr)
+	return true
+}
+
+// errInexactID answers a call whose id exactID refuses.
+var errInexactID = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+	Message: "invalid request: id must be a string or an integer from -(2^53-1) to 2^53-1 (this one would not come back unchanged)"}
+
+// checkBatch is checkParams for a batch (protocol revision 2025-03-26;
+// later ones refuse batches, which the SDK answers): if a call in it has an
+// id or params the SDK would answer by quoting them, no call of the batch
+// is run and each is answered, with its own error or with one saying it
+// was not run.
+func checkBatch(w http.ResponseWriter, b []byte) bool {
+	var raws []segjson.RawMessage
+	if segjson.Unmarshal(b, &raws) != nil {
+		return false
+	}
+	var answers []errorResponse
+	bad := false
+	for _, raw := range raws {
+		msg, err := jsonrpc.DecodeMessage(raw)
+		if err != nil {
+			return false // envelopeError passed it: leave it to the SDK
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || !req.IsCall() {
+			continue
+		}
+		a := errorResponse{"2.0", req.ID.Raw(), paramsError(req.Method, req.Params)}
+		if !exactID(raw) {
+			a.ID, a.Error = nil, errInexactID
+		}
+		bad = bad || a.Error != nil
+		answers = append(answers, a)
+	}
+	if !bad {
+		return false
+	}
+	for i := range answers {
+		if answers[i].Error == nil {
+			answers[i].Error = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "not run: another request of this batch is invalid"}
+		}
+	}
+	writeJSON(w, http.StatusOK, answers)
+	return true
+}
+
+// errorResponse is a JSON-RPC 2.0 error response; a nil ID is written as
+// null (the request's id could not be read), as JSON-RPC 2.0 asks.
+type errorResponse struct {
+	JSONRPC string         `json:"jsonrpc"`
+	ID      any            `json:"id"`
+	Error   *jsonrpc.Error `json:"error"`
+}
+
+// answerJSONRPC writes one JSON-RPC error response as application/json.
+func answerJSONRPC(w http.ResponseWriter, status int, id jsonrpc.ID, jerr *jsonrpc.Error) {
+	writeJSON(w, status, errorResponse{"2.0", id.Raw(), jerr})
+}
+
+// writeJSON writes v as an application/json response.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	out, err := segjson.Marshal(v)
+	if err != nil {
+		http.Error(w, "cannot encode the answer", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(out)
+}
+
+// envelopeError returns the error to answer for a body that is not one
+// JSON-RPC 2.0 message or a batch of them, or nil. The go-sdk's own answer
+// ("malformed payload: ...") quotes the offending input.
+func envelopeError(body []byte) *jsonrpc.Error {
+	if !segjson.Valid(body) {
+		return &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the body is not one valid JSON value"}
+	}
+	msgs := []segjson.RawMessage{body}
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		if segjson.Unmarshal(body, &msgs) != nil {
+			return nil // not an array of values after all: the SDK answers
+		}
+	}
+	for _, m := range msgs {
+		if _, err := jsonrpc.DecodeMessage(m); err != nil {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: `invalid request: not a JSON-RPC 2.0 message (want "jsonrpc": "2.0", a string "method", an "id" that is a string or an integer, or a response's "result" or "error"; nesting at most 1000 deep)`}
+		}
+	}
+	return nil
+}
+
+// maxExactID is the largest integer id the go-sdk gives back unchanged: it
+// decodes a numeric id as a float64 and answers with its int64, so 1.5
+// comes back as 1 and 2^63 as -2^63.
+const maxExactID = 1<<53 - 1
+
+// exactID reports whether the id of the JSON-RPC message in body is absent,
+// a string, or an integer the SDK answers unchanged (MCP: "Requests MUST
+// include a string or integer ID").
+func exactID(body []byte) bool {
+	var m struct {
+		ID segjson.RawMessage `json:"id"`
+	}
+	dec := segjson.NewDecoder(bytes.NewReader(body))
+	dec.DontMatchCaseInsensitiveStructFields()
+	if dec.Decode(&m) != nil || len(m.ID) == 0 || (m.ID[0] != '-' && (m.ID[0] < '0' || m.ID[0] > '9')) {
+		return true // absent, a string, null or not a number: the SDK judges it
+	}
+	f, err := strconv.ParseFloat(string(m.ID), 64)
+	return err == nil && f == math.Trunc(f) && math.Abs(f) <= maxExactID
+}
+
+// paramsCheckedTransport is an mcp.Transport (stdio) whose connection
+// answers calls with params the go-sdk could not decode itself
+// (paramsError) instead of passing them on.
+type paramsCheckedTransport struct{ mcp.Transport }
+
+func (t paramsCheckedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return paramsCheckedConn{c}, nil
+}
+
+type paramsCheckedConn struct{ mcp.Connection }
+
+// quietReadError is err from reading the stdio connection, with any error
+// that could quote the input (a decoding error) replaced by
+// ErrMalformedInput. The end of input, a cancellation and a system error
+// pass unchanged.
+func quietReadError(err error) error {
+	var pathErr *fs.PathError
+	var sysErr *os.SyscallError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, io.ErrClosedPipe), errors.As(err, &pathErr), errors.As(err, &sysErr):
+		return err
+	}
+	return ErrMalformedInput
+}
+
+func (c paramsCheckedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return msg, quietReadError(err)
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || !req.IsCall() {
+			return msg, nil
+		}
+		jerr := paramsError(req.Method, req.Params)
+		if jerr == nil {
+			return msg, nil
+		}
+		if err := c.Connection.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: jerr}); err != nil {
+			return nil, err
+		}
+	}
+}

@@ -1,0 +1,360 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/server"
+)
+
+// The secrets and PHI a hostile or careless client puts in params of the
+// wrong type; none may come back in an error.
+const (
+	paramSecret = "hunter2-s3cret"
+	paramName   = "Jane-Q-Doe"
+)
+
+// badParams are calls with params the go-sdk cannot decode, each carrying
+// paramSecret or paramName, and the words the error must say instead.
+var badParams = []struct {
+	name, method, params string
+	want                 []string
+}{
+	{"read uri a number", "resources/read", `{"uri":5,"note":"` + paramSecret + `"}`, []string{"params.uri", "must be a JSON string"}},
+	{"read uri an array", "resources/read", `{"uri":["fhir://alice:` + paramSecret + `@general-hospital/x"]}`, []string{"params.uri", "must be a JSON string"}},
+	{"list cursor a number", "resources/list", `{"cursor":7,"x":"` + paramSecret + `"}`, []string{"params.cursor", "must be a JSON string"}},
+	{"subscribe uri an object", "resources/subscribe", `{"uri":{"u":"fhir://g/?access_token=` + paramSecret + `"}}`, []string{"params.uri", "must be a JSON string"}},
+	{"completion value a number", "completion/complete", `{"ref":{"type":"ref/resource","uri":"fhir://{tenant}/patients/{patient}/{type}/{id}"},"argument":{"name":"patient","value":1},"context":{"arguments":{"patient":"` + paramName + `"}}}`, []string{"params.argument.value", "must be a JSON string"}},
+	{"completion context value a number", "completion/complete", `{"ref":{"type":"ref/resource","uri":"fhir://{tenant}/patients/{patient}/{type}/{id}"},"argument":{"name":"patient","value":""},"context":{"arguments":{"` + paramName + `":1}}}`, []string{"params.context.arguments", "wrong JSON type"}},
+	{"params an array", "resources/list", `["` + paramSecret + `"]`, []string{"invalid params of resources/list"}},
+}
+
+// checkQuiet fails unless e is a -32602 that says want and holds neither
+// paramSecret nor paramName.
+func checkQuiet(t *testing.T, e map[string]any, want []string) {
+	t.Helper()
+	if e == nil {
+		t.Fatal("no error")
+	}
+	raw, _ := json.Marshal(e)
+	if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), paramName) {
+		t.Errorf("error quotes the client's params: %s", raw)
+	}
+	if code, _ := e["code"].(float64); code != jsonrpc.CodeInvalidParams {
+		t.Errorf("code %v, want -32602: %s", e["code"], raw)
+	}
+	for _, w := range want {
+		if !strings.Contains(fmt.Sprint(e["message"]), w) {
+			t.Errorf("message %q does not say %q", e["message"], w)
+		}
+	}
+}
+
+// postRaw posts body as it is (post would read it as one message) and
+// returns the status and the raw answer.
+func postRaw(t *testing.T, url, tok string, hdr map[string]string, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, raw
+}
+
+// rawSession opens a 2025-11-25 session with raw requests (initialize,
+// notifications/initialized) and returns its id.
+func rawSession(t *testing.T, url, tok string) string {
+	t.Helper()
+	_, hdr, _ := post(t, url, tok, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	sid := hdr.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatal("initialize opened no session")
+	}
+	post(t, url, tok, map[string]string{"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": sid}, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return sid
+}
+
+// Params of the wrong type are refused naming the member and the type it
+// needs, on both revisions over HTTP, without quoting any of the params.
+func TestMalformedParamsAreNotQuotedBack(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	h25 := map[string]string{"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": rawSession(t, hs.url, tok)}
+	for _, c := range badParams {
+		t.Run(rev2025+"/"+c.name, func(t *testing.T) {
+			_, _, msg := post(t, hs.url, tok, h25, `{"jsonrpc":"2.0","id":2,"method":"`+c.method+`","params":`+c.params+`}`)
+			e, _ := msg["error"].(map[string]any)
+			checkQuiet(t, e, c.want)
+			if msg["id"] != float64(2) {
+				t.Errorf("answer id %v, want 2", msg["id"])
+			}
+		})
+	}
+	for _, c := range badParams {
+		if c.method == "resources/read" || c.method == "resources/subscribe" || strings.HasPrefix(c.params, "[") {
+			continue // the SDK refuses these for their headers or _meta, quoting nothing
+		}
+		t.Run(rev2026+"/"+c.name, func(t *testing.T) {
+			params := strings.Replace(c.params, "{", "{"+meta2026(",")+"", 1)
+			st, _, msg := post(t, hs.url, tok, map[string]string{"Mcp-Protocol-Version": rev2026}, `{"jsonrpc":"2.0","id":3,"method":"`+c.method+`","params":`+params+`}`)
+			e, _ := msg["error"].(map[string]any)
+			checkQuiet(t, e, c.want)
+			if st != 400 {
+				t.Errorf("status %d, want 400", st)
+			}
+		})
+	}
+}
+
+// A 2026-07-28 Mcp-Name header that differs from params.uri is refused
+// without quoting either (the header may carry a URI with credentials).
+func TestMcpNameMismatchIsNotQuotedBack(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	uri := f.allURIs()[0].URI
+	body := `{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{` + meta2026(`,"uri":"`+uri+`"`) + `}}`
+	for _, name := range []string{"fhir://alice:" + paramSecret + "@general-hospital/x", uri + "?access_token=" + paramSecret} {
+		st, _, msg := post(t, hs.url, hs.tokens["clinician"], map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Name": name}, body)
+		e, _ := msg["error"].(map[string]any)
+		raw, _ := json.Marshal(e)
+		if e == nil || e["code"] != float64(mcp.CodeHeaderMismatch) || st != 400 {
+			t.Fatalf("status %d, error %s; want 400 and %d", st, raw, mcp.CodeHeaderMismatch)
+		}
+		if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), uri) {
+			t.Errorf("mismatch error quotes a value: %s", raw)
+		}
+		if !strings.Contains(fmt.Sprint(e["message"]), "Mcp-Name header does not match params.uri") {
+			t.Errorf("message %q does not name the header and the member", e["message"])
+		}
+	}
+}
+
+// Over stdio too, a call with params of the wrong type is answered without
+// them, after a proper initialization, and the session goes on.
+func TestMalformedParamsOverStdio(t *testing.T) {
+	f := newFixture(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ct, st := mcp.NewInMemoryTransports()
+	go f.srv.ServeStdio(ctx, st, f.identity("clinician"))
+	conn, err := ct.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	call := func(id int64, method, params string) *jsonrpc.Response {
+		t.Helper()
+		jid, _ := jsonrpc.MakeID(float64(id))
+		if err := conn.Write(ctx, &jsonrpc.Request{ID: jid, Method: method, Params: json.RawMessage(params)}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			msg, err := conn.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, ok := msg.(*jsonrpc.Response); ok && r.ID == jid {
+				return r
+			}
+		}
+	}
+	if r := call(1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`); r.Error != nil {
+		t.Fatal(r.Error)
+	}
+	if err := conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range badParams {
+		r := call(int64(10+i), c.method, c.params)
+		if r.Error == nil {
+			t.Fatalf("%s: no error", c.name)
+		}
+		raw, _ := json.Marshal(r.Error)
+		var e map[string]any
+		json.Unmarshal(raw, &e)
+		t.Run(c.name, func(t *testing.T) { checkQuiet(t, e, c.want) })
+	}
+	if r := call(99, "resources/templates/list", `{}`); r.Error != nil {
+		t.Fatalf("session did not go on: %v", r.Error)
+	}
+}
+
+// A numeric id the go-sdk would not answer unchanged (it decodes ids as
+// float64 and answers their int64) is refused as an invalid request; ids it
+// keeps pass.
+func TestInexactRequestIDIsRefused(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	h26 := map[string]string{"Mcp-Protocol-Version": rev2026}
+	list := func(id string) (int, map[string]any) {
+		st, _, msg := post(t, hs.url, tok, h26, `{"jsonrpc":"2.0","id":`+id+`,"method":"resources/list","params":{`+meta2026("")+`}}`)
+		return st, msg
+	}
+	for _, id := range []string{"1.5", "-0.25", "123456789012345678901234567890", "9007199254740993", "1e300"} {
+		st, msg := list(id)
+		e, _ := msg["error"].(map[string]any)
+		if st != 400 || e == nil || e["code"] != float64(jsonrpc.CodeInvalidRequest) || !strings.Contains(fmt.Sprint(e["message"]), "id must be a string or an integer") {
+			t.Errorf("id %s: status %d, answered id %v error %v; want 400 and -32600 naming the id", id, st, msg["id"], e)
+		}
+	}
+	for _, id := range []string{"7", "-7", "9007199254740991", "1.0", `"req-7"`} {
+		st, msg := list(id)
+		if st != 200 || msg["result"] == nil {
+			t.Errorf("id %s: status %d, error %v; want a result", id, st, msg["error"])
+			continue
+		}
+		if raw, _ := json.Marshal(msg["id"]); id != "1.0" && string(raw) != id {
+			t.Errorf("id %s answered as %s", id, raw)
+		}
+	}
+}
+
+// A body that is not one JSON-RPC 2.0 message (or a batch of them) is
+// refused over HTTP without quoting it; the go-sdk's "malformed payload"
+// answer quoted the offending input.
+func TestMalformedEnvelopeIsNotQuotedBack(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	secretURI := "fhir://alice:" + paramSecret + "@general-hospital/x"
+	bodies := []struct{ body, want string }{
+		{`{"jsonrpc":"2.0","id":1,"method":["` + secretURI + `"]}`, "-32600"},
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{},"jsonrpc":["` + paramName + `"]}`, "-32600"},
+		{`[{"jsonrpc":"2.0","id":1,"method":{"uri":"` + secretURI + `"}}]`, "-32600"},
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{"x":"` + paramName + `"} trailing`, "-32700"},
+	}
+	for _, hdr := range []map[string]string{nil, {"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": rawSession(t, hs.url, tok)}, {"Mcp-Protocol-Version": rev2026, "Mcp-Method": "resources/list"}} {
+		for _, c := range bodies {
+			status, raw := postRaw(t, hs.url, tok, hdr, c.body)
+			if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), paramName) {
+				t.Errorf("headers %v: answer quotes the body: %s", hdr, raw)
+			}
+			if status != 400 || !strings.Contains(string(raw), `"code":`+c.want) || !strings.Contains(string(raw), `"id":null`) {
+				t.Errorf("headers %v, body %.40s…: status %d, answer %s; want 400, %s and id null", hdr, c.body, status, raw, c.want)
+			}
+		}
+	}
+}
+
+// Over stdio, a line that is not a JSON-RPC message ends the session (the
+// SDK's transport stops reading) with ErrMalformedInput, which neither
+// quotes the line nor lets the SDK log it.
+func TestMalformedLineOverStdioIsNotQuoted(t *testing.T) {
+	var logs bytes.Buffer
+	f := newFixture(t, "")
+	f.reconfigure(func(c *server.Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	in, clientOut := io.Pipe()
+	clientIn, out := io.Pipe()
+	go io.Copy(io.Discard, clientIn)
+	done := make(chan error, 1)
+	go func() {
+		done <- f.srv.ServeStdio(ctx, &mcp.IOTransport{Reader: in, Writer: out}, f.identity("clinician"))
+	}()
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":1,"method":["fhir://alice:` + paramSecret + `@general-hospital/x"]}`,
+	} {
+		if _, err := io.WriteString(clientOut, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		t.Fatal("the session did not end")
+	}
+	clientOut.Close()
+	if !errors.Is(err, server.ErrMalformedInput) || strings.Contains(err.Error(), paramSecret) {
+		t.Errorf("ServeStdio ended with %v, want ErrMalformedInput", err)
+	}
+	if strings.Contains(logs.String(), paramSecret) {
+		t.Errorf("the line reached the log: %s", logs.String())
+	}
+}
+
+// A batch (protocol revision 2025-03-26) with a call whose params the SDK
+// would quote is not run: each call is answered, the bad one with its own
+// error, the others as not run, and nothing is quoted.
+func TestBatchWithMalformedParamsIsNotRun(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	_, hdr, _ := post(t, hs.url, tok, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	h := map[string]string{"Mcp-Protocol-Version": "2025-03-26", "Mcp-Session-Id": hdr.Get("Mcp-Session-Id")}
+	post(t, hs.url, tok, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	before := len(f.records())
+	body := `[{"jsonrpc":"2.0","id":2,"method":"resources/templates/list"},{"jsonrpc":"2.0","id":3,"method":"resources/list","params":{"cursor":5,"x":"` + paramSecret + `"}}]`
+	_, raw := postRaw(t, hs.url, tok, h, body)
+	if strings.Contains(string(raw), paramSecret) {
+		t.Errorf("answer quotes the params: %s", raw)
+	}
+	var answers []map[string]any
+	if err := json.Unmarshal(raw, &answers); err != nil || len(answers) != 2 {
+		t.Fatalf("answer %s: want a JSON array of two responses", raw)
+	}
+	e2, _ := answers[0]["error"].(map[string]any)
+	e3, _ := answers[1]["error"].(map[string]any)
+	if answers[0]["id"] != float64(2) || e2 == nil || !strings.Contains(fmt.Sprint(e2["message"]), "not run") {
+		t.Errorf("first call answered %v, want not run", answers[0])
+	}
+	if answers[1]["id"] != float64(3) || e3 == nil || !strings.Contains(fmt.Sprint(e3["message"]), "params.cursor must be a JSON string") {
+		t.Errorf("second call answered %v, want its params error", answers[1])
+	}
+	if n := len(f.records()) - before; n != 0 {
+		t.Errorf("%d records written: the batch was run", n)
+	}
+}
+
+// A call of a method the go-sdk does not know is answered -32601 without
+// quoting the method name (404 on 2026-07-28, as the SDK answers it).
+func TestUnknownMethodIsNotQuotedBack(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	method := "patients/" + paramName
+	for _, c := range []struct {
+		hdr    map[string]string
+		body   string
+		status int
+	}{
+		{map[string]string{"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": rawSession(t, hs.url, tok)}, `{"jsonrpc":"2.0","id":5,"method":"` + method + `","params":{}}`, 200},
+		{map[string]string{"Mcp-Protocol-Version": rev2026}, `{"jsonrpc":"2.0","id":5,"method":"` + method + `","params":{` + meta2026("") + `}}`, 404},
+	} {
+		st, _, msg := post(t, hs.url, tok, c.hdr, c.body)
+		e, _ := msg["error"].(map[string]any)
+		raw, _ := json.Marshal(msg)
+		if st != c.status || e == nil || e["code"] != float64(jsonrpc.CodeMethodNotFound) || msg["id"] != float64(5) {
+			t.Errorf("headers %v: status %d, answer %s; want %d and -32601", c.hdr, st, raw, c.status)
+		}
+		if strings.Contains(string(raw), paramName) {
+			t.Errorf("answer quotes the method: %s", raw)
+		}
+	}
+}
