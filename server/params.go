@@ -69,9 +69,7 @@ func paramsError(method string, params []byte) *jsonrpc.Error {
 		return nil
 	}
 	v := newParams()
-	dec := segjson.NewDecoder(bytes.NewReader(params))
-	dec.DontMatchCaseInsensitiveStructFields()
-	err := dec.Decode(v)
+	err := parseExact(params, v)
 	if err == nil {
 		return nil
 	}
@@ -180,9 +178,7 @@ func nameMismatch(h http.Header, method string, params []byte) *jsonrpc.Error {
 	default:
 		return nil
 	}
-	dec := segjson.NewDecoder(bytes.NewReader(params))
-	dec.DontMatchCaseInsensitiveStructFields()
-	if dec.Decode(&p) != nil {
+	if parseExact(params, &p) != nil {
 		return nil
 	}
 	if body := p.URI + p.Name; body != header {
@@ -201,13 +197,23 @@ func checkParams(w http.ResponseWriter, r *http.Request) bool {
 	if !ok || len(b) > maxBody {
 		return false
 	}
-	if jerr := envelopeError(b); jerr != nil {
-		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, jerr)
-		return true
-	}
-	msg, err := jsonrpc.DecodeMessage(b)
-	if err != nil {
-		return checkBatch(w, b)
+	// One message (every request but a batch) is decoded once: the
+	// envelope check and the checks below share the decoding.
+	var msg jsonrpc.Message
+	var err error
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] == '{' && segjson.Valid(b) {
+		if msg, err = jsonrpc.DecodeMessage(b); err != nil {
+			answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, errNotJSONRPC)
+			return true
+		}
+	} else {
+		if jerr := envelopeError(b); jerr != nil {
+			answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, jerr)
+			return true
+		}
+		if msg, err = jsonrpc.DecodeMessage(b); err != nil {
+			return checkBatch(w, b)
+		}
 	}
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok || !req.IsCall() {
@@ -319,10 +325,23 @@ func envelopeError(body []byte) *jsonrpc.Error {
 	}
 	for _, m := range msgs {
 		if _, err := jsonrpc.DecodeMessage(m); err != nil {
-			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: `invalid request: not a JSON-RPC 2.0 message (want "jsonrpc": "2.0", a string "method", an "id" that is a string or an integer, or a response's "result" or "error"; nesting at most 1000 deep)`}
+			return errNotJSONRPC
 		}
 	}
 	return nil
+}
+
+// errNotJSONRPC answers a body (or a batch member) that is JSON but not a
+// JSON-RPC 2.0 message.
+var errNotJSONRPC = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: `invalid request: not a JSON-RPC 2.0 message (want "jsonrpc": "2.0", a string "method", an "id" that is a string or an integer, or a response's "result" or "error"; nesting at most 1000 deep)`}
+
+// parseExact decodes the first JSON value of b into v as the go-sdk decodes
+// params (member names matched exactly, not case-insensitively), without a
+// Decoder's buffers: bytes after the value are ignored, as a Decoder's
+// first Decode ignores them.
+func parseExact(b []byte, v any) error {
+	_, err := segjson.Parse(b, v, segjson.DontMatchCaseInsensitiveStructFields)
+	return err
 }
 
 // maxExactID is the largest integer id the go-sdk gives back unchanged: it
@@ -337,9 +356,7 @@ func exactID(body []byte) bool {
 	var m struct {
 		ID segjson.RawMessage `json:"id"`
 	}
-	dec := segjson.NewDecoder(bytes.NewReader(body))
-	dec.DontMatchCaseInsensitiveStructFields()
-	if dec.Decode(&m) != nil || len(m.ID) == 0 || (m.ID[0] != '-' && (m.ID[0] < '0' || m.ID[0] > '9')) {
+	if parseExact(body, &m) != nil || len(m.ID) == 0 || (m.ID[0] != '-' && (m.ID[0] < '0' || m.ID[0] > '9')) {
 		return true // absent, a string, null or not a number: the SDK judges it
 	}
 	f, err := strconv.ParseFloat(string(m.ID), 64)
