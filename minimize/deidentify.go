@@ -665,7 +665,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		if !ok || typ != "decimal" && !fhirInteger.MatchString(string(n)) {
 			return nil, false
 		}
-		if false {
+		if !quantityTypes[parent] && identifierNumber(v) {
 			return nil, false // see identifierNumber (a quantity's value: see quantity)
 		}
 		f, err := n.Float64()
