@@ -960,7 +960,7 @@ var openChoices = func() map[string]bool {
 // alternative of a choice one of whose types is Age (Condition.onsetRange,
 // FamilyMemberHistory.deceasedRange, Procedure.performedRange ...).
 func ageElement(key, name string, e fhirElement) bool {
-	if name == "age" || e.typ == "Age" {
+	if name == "age" || e.choice == "age" || e.typ == "Age" {
 		return true
 	}
 	if e.choice == "" {
