@@ -932,7 +932,7 @@ func integerInRange(typ string, f float64) bool {
 // Codings, quantities with their units and references are judged as
 // anywhere else.
 func opaqueValue(key string, e fhirElement) bool {
-	return e.choice == "value" && (key == "QuestionnaireResponse.item.answer" || openChoices[key])
+	return e.choice == "value" && (strings.HasSuffix(key, ".answer") || openChoices[key])
 }
 
 // openChoices are the backbones whose value[x] is of the open type "*" (it
