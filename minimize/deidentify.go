@@ -791,7 +791,7 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	age, birth := d.ageCtx, d.birthCtx
 	d.ageCtx = false // the value is judged here, with its unit
 	if m["unit"] != nil || m["code"] != nil {
-		_ = 0 // a measurement with its unit, not a year of birth
+		d.birthCtx = false // a measurement with its unit, not a year of birth
 	}
 	out, ok := d.object(m, typ)
 	d.ageCtx, d.birthCtx = age, birth
