@@ -60,7 +60,11 @@ import (
 //	                                     else (display, identifier, other
 //	                                     targets, absolute URLs) dropped
 //	Coding                               dropped unless its system is a public
-//	                                     terminology (terminologySystem);
+//	                                     terminology (terminologySystem)
+//	                                     and its code of the terminology's
+//	                                     form (codeSyntax) or, for HL7's and
+//	                                     FHIR's code systems, one of its
+//	                                     codes (fhirSystemCodes);
 //	                                     display and version dropped
 //	Quantity and its kinds               value, comparator, unit kept; system
 //	                                     and code only for UCUM and ISO 4217;
@@ -171,12 +175,25 @@ var codeSyntax = map[string]*regexp.Regexp{
 	"http://www.nlm.nih.gov/research/umls/rxnorm":  regexp.MustCompile(`^[0-9]{1,9}$`),
 	"http://www.ama-assn.org/go/cpt":               regexp.MustCompile(`^[0-9]{4}[0-9A-Z]$`),
 	"http://nucc.org/provider-taxonomy":            regexp.MustCompile(`^[0-9]{3}[0-9A-Z]{6}X$`),
-	"http://dicom.nema.org/resources/ontology/DCM": regexp.MustCompile(`^[0-9A-Z_]{1,16}$`),
+	"http://dicom.nema.org/resources/ontology/DCM": regexp.MustCompile(`^(?:[0-9]{1,6}|[A-Z][A-Z_]{0,15}|[A-Z]{1,3}[0-9][A-Z]{0,3}|[A-Z]-[0-9A-Z]{4,5})$`),
+	"http://unitsofmeasure.org":                    ucumSyntax,
 	"http://www.radlex.org":                        regexp.MustCompile(`^RP?ID[0-9]{1,9}$`),
 	"urn:ietf:bcp:47":                              regexp.MustCompile(`^[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*$`),
 	"urn:iso:std:iso:3166":                         regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3}|[A-Z]{2}-[A-Z0-9]{1,3})$`),
 	"urn:iso:std:iso:4217":                         regexp.MustCompile(`^(?:[A-Z]{3}|[0-9]{3})$`),
 }
+
+// ucumSyntax is the form of a UCUM code (lenient): components — an atom
+// with an optional exponent of one or two digits ("m2", "s-1"), a
+// bracketed atom ("[in_i]", "mm[Hg]"), a factor ("10*3", "24"), an
+// annotation ("{beats}") — joined by "." and "/", with parentheses. A
+// plate, a serial or a licence number typed as a UCUM code ("7XKR319",
+// "SN4C7Q2Z9", "D4419021": letters and digits mixed) has not this form; a
+// one-word name has (see the residual limits of docs/policy.md).
+var ucumSyntax = func() *regexp.Regexp {
+	const comp = `(?:[0-9]{1,5}|10[*^][+-]?[0-9]+|(?:\[[^\[\]{}]{1,24}\]|[A-Za-z%'°]+)(?:\[[^\[\]{}]{1,24}\])?[+-]?[0-9]{0,2})(?:\{[^{}]{0,40}\})?|\{[^{}]{0,40}\}`
+	return regexp.MustCompile(`^[(/]*(?:` + comp + `)(?:\)*[./]+\(*(?:` + comp + `))*\)*$`)
+}()
 
 // terminologyPrefix: HL7's own code systems (v2 tables, v3 code systems,
 // FHIR terminology), e.g. http://terminology.hl7.org/CodeSystem/v3-ActCode.
@@ -296,6 +313,21 @@ func elementCode(parent, name, s string) bool {
 	}
 	return false
 }
+
+// fhirSystemCodes are fhirCodeSystemCodes as sets: the codes of HL7's and
+// FHIR's own code systems (v2 tables, v3 code systems, FHIR terminology)
+// that R4 lists whole. A coding of one of these systems keeps only one of
+// its codes: their codes are words ("MTH", "laboratory", "female"), and a
+// name, a plate or a serial typed as one ("EvelynMarsh", "7XKR319") is
+// valid FHIR; a coding of an HL7 or FHIR code system R4 does not list is
+// dropped, its codes unknown.
+var fhirSystemCodes = func() map[string]map[string]bool {
+	m := make(map[string]map[string]bool, len(fhirCodeSystemCodes))
+	for url, codes := range fhirCodeSystemCodes {
+		m[url] = setOf(codes...)
+	}
+	return m
+}()
 
 // fhirCodeSets are fhirValueSets as sets.
 var fhirCodeSets = func() map[string]map[string]bool {
@@ -773,6 +805,9 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 	if re, ok := codeSyntax[sys]; ok && !re.MatchString(c) {
 		return nil, false // not a code of that terminology: free text, a name
 	}
+	if (hl7CodeSystem.MatchString(sys) || fhirCodeSystem.MatchString(sys)) && !fhirSystemCodes[sys][c] {
+		return nil, false // see fhirSystemCodes
+	}
 	out, ok := d.object(m, "Coding")
 	if !ok || out["code"] == nil {
 		return nil, false
@@ -801,7 +836,13 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if c, _ := out["code"].(string); identifierDigits.MatchString(c) {
 		delete(out, "code")
 	}
-	if sys, _ := m["system"].(string); quantitySystems[sys] && out["code"] != nil {
+	sys, _ := m["system"].(string)
+	if c, _ := out["code"].(string); c != "" {
+		if re, ok := codeSyntax[sys]; ok && !re.MatchString(c) {
+			delete(out, "code") // not a code of its system (UCUM, ISO 4217)
+		}
+	}
+	if quantitySystems[sys] && out["code"] != nil {
 		out["system"] = sys
 	} else {
 		delete(out, "code")

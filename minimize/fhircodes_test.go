@@ -152,14 +152,7 @@ func genFHIRCodes(dir string) ([]byte, error) {
 				if !ok || cs.Content != "complete" {
 					return nil, false
 				}
-				var rec func([]codesConcept)
-				rec = func(cc []codesConcept) {
-					for _, c := range cc {
-						codes = append(codes, c.Code)
-						rec(c.Concept)
-					}
-				}
-				rec(cs.Concept)
+				codes = appendCodes(codes, cs.Concept)
 			}
 			for _, u := range inc.ValueSet {
 				more, ok := expand(u, depth+1)
@@ -171,6 +164,17 @@ func genFHIRCodes(dir string) ([]byte, error) {
 		}
 		slices.Sort(codes)
 		return slices.Compact(codes), len(codes) > 0
+	}
+	// The codes of HL7's and FHIR's own code systems (terminologySystem
+	// keeps their codings), when R4 lists them whole.
+	systems := map[string][]string{}
+	for url, cs := range codeSystems {
+		if cs.Content != "complete" || !hl7CodeSystem.MatchString(url) && !fhirCodeSystem.MatchString(url) {
+			continue
+		}
+		codes := appendCodes(nil, cs.Concept)
+		slices.Sort(codes)
+		systems[url] = slices.Compact(codes)
 	}
 	bindings, forms, sets := map[string]string{}, map[string]string{}, map[string][]string{}
 	for _, sd := range sds {
@@ -207,21 +211,38 @@ func genFHIRCodes(dir string) ([]byte, error) {
 	b.WriteString("// whose codes can be listed, by \"<type or backbone>.<element>\", with the value set's URL.\n")
 	writeStringMap(&b, "fhirCodeBindings", bindings)
 	b.WriteString("\n// fhirValueSets are the codes of the value sets of fhirCodeBindings.\n")
-	b.WriteString("var fhirValueSets = map[string][]string{\n")
-	for _, k := range sortedKeys(sets) {
-		fmt.Fprintf(&b, "%q: {", k)
-		for i, c := range sets[k] {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "%q", c)
-		}
-		b.WriteString("},\n")
-	}
-	b.WriteString("}\n\n// fhirCodeForms are the code elements bound to a value set that is a grammar\n")
+	writeListMap(&b, "fhirValueSets", sets)
+	b.WriteString("\n// fhirCodeSystemCodes are the codes of HL7's and FHIR's own code systems\n")
+	b.WriteString("// (v2 tables, v3 code systems, FHIR terminology) that R4 lists whole, by URL.\n")
+	writeListMap(&b, "fhirCodeSystemCodes", systems)
+	b.WriteString("\n// fhirCodeForms are the code elements bound to a value set that is a grammar\n")
 	b.WriteString("// (MIME types, languages, currencies), with the form their codes have (codeForms).\n")
 	writeStringMap(&b, "fhirCodeForms", forms)
 	return format.Source(b.Bytes())
+}
+
+// appendCodes appends the codes of cc and of the concepts under them.
+func appendCodes(codes []string, cc []codesConcept) []string {
+	for _, c := range cc {
+		codes = appendCodes(append(codes, c.Code), c.Concept)
+	}
+	return codes
+}
+
+// writeListMap writes the declaration of a map[string][]string, sorted.
+func writeListMap(b *bytes.Buffer, name string, m map[string][]string) {
+	fmt.Fprintf(b, "var %s = map[string][]string{\n", name)
+	for _, k := range sortedKeys(m) {
+		fmt.Fprintf(b, "%q: {", k)
+		for i, c := range m[k] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(b, "%q", c)
+		}
+		b.WriteString("},\n")
+	}
+	b.WriteString("}\n")
 }
 
 // writeStringMap writes the declaration of a map[string]string, sorted.
