@@ -46,7 +46,9 @@
 //     currency); free text,
 //     narrative, notes, identifiers, names, contact points, attachments,
 //     URIs and extensions not on [AllowedExtensions] are dropped; codings
-//     are kept only for public terminologies; dates become the year, dates
+//     are kept only for public terminologies, with a code of the
+//     terminology's form (of HL7's and FHIR's own code systems: one of
+//     their codes); dates become the year, dates
 //     of birth of people over 89 are withheld; ages over 89 (by type, unit
 //     of time, age element or LOINC age code) are dropped, and so is an age
 //     that with a year of its resource tells such a birth year; a bare
