@@ -445,6 +445,21 @@ func (gg gridGen) cases(rt string, depth int) []gridCase {
 					continue
 				}
 				out = append(out, gg.newCase(rt, path+"."+name, at, ty, place(v)))
+				if _, primitive := gg.primitive(ty); primitive && gg.keep == nil {
+					// The primitive's "_name" companion: its id and
+					// extensions.
+					companion := map[string]any{"id": gg.c.token, "extension": []any{
+						map[string]any{"url": gridUnknownExtension, "valueString": gg.c.text},
+						map[string]any{"url": "http://hl7.org/fhir/StructureDefinition/data-absent-reason", "valueCode": gg.c.token},
+					}}
+					var doc map[string]any
+					if k.many {
+						doc = wrap(map[string]any{name: []any{v}, "_" + name: []any{companion}})
+					} else {
+						doc = wrap(map[string]any{name: v, "_" + name: companion})
+					}
+					out = append(out, gg.newCase(rt, path+"._"+name, at, ty, doc))
+				}
 			}
 		}
 	}
@@ -486,9 +501,24 @@ func TestDeidentifyGrid(t *testing.T) {
 					cases = append(cases, gridCase{where: rt + " wrapped in " + wrapped["resourceType"].(string), doc: b})
 				}
 			}
+			if c.class == safeharbortest.ClassNames {
+				// Each case again as a resource contained in another that
+				// references it.
+				for _, gc := range slices.Clone(cases) {
+					var inner map[string]any
+					if err := json.Unmarshal(gc.doc, &inner); err != nil {
+						t.Fatal(err)
+					}
+					inner["id"] = c.token
+					b, _ := json.Marshal(map[string]any{"resourceType": "Basic", "contained": []any{inner}, "subject": map[string]any{"reference": "#" + c.token}})
+					cases = append(cases, gridCase{where: gc.where + " contained", doc: b})
+				}
+			}
 			for _, gc := range cases {
 				n++
-				elements[strings.SplitN(gc.where, " ", 2)[0]] = true
+				if p := strings.SplitN(gc.where, " ", 2)[0]; !strings.Contains(p, "._") {
+					elements[p] = true
+				}
 				if _, ty, ok := strings.Cut(gc.where, "("); ok {
 					types[strings.SplitN(ty, ")", 2)[0]] = true
 				}
