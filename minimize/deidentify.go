@@ -28,9 +28,15 @@ import (
 //	unsignedInt, decimal                 FHIR R4's 32 bits); an age over 89
 //	                                     dropped (ageCtx); a bare whole
 //	                                     number of nine digits or more
-//	                                     dropped (identifierNumber)
-//	code                                 kept when a token without spaces
-//	                                     (codeText), scrubbed (ScrubString)
+//	                                     dropped (identifierNumber; in a
+//	                                     quantity, when it has no unit)
+//	code                                 kept when a code of the element's
+//	                                     required value set (elementCode,
+//	                                     fhircodes_gen.go) or of its grammar
+//	                                     (language, MIME type, currency), a
+//	                                     token without spaces (codeText) nor
+//	                                     URL, e-mail, IP (addressText),
+//	                                     scrubbed (ScrubString)
 //	date, dateTime                       the year ("YYYY", valid for both);
 //	                                     a date of birth (birthDate, born[x],
 //	                                     a birth-date Observation's value):
@@ -54,7 +60,11 @@ import (
 //	                                     else (display, identifier, other
 //	                                     targets, absolute URLs) dropped
 //	Coding                               dropped unless its system is a public
-//	                                     terminology (terminologySystem);
+//	                                     terminology (terminologySystem)
+//	                                     and its code of the terminology's
+//	                                     form (codeSyntax) or, for HL7's and
+//	                                     FHIR's code systems, one of its
+//	                                     codes (fhirSystemCodes);
 //	                                     display and version dropped
 //	Quantity and its kinds               value, comparator, unit kept; system
 //	                                     and code only for UCUM and ISO 4217;
@@ -165,12 +175,25 @@ var codeSyntax = map[string]*regexp.Regexp{
 	"http://www.nlm.nih.gov/research/umls/rxnorm":  regexp.MustCompile(`^[0-9]{1,9}$`),
 	"http://www.ama-assn.org/go/cpt":               regexp.MustCompile(`^[0-9]{4}[0-9A-Z]$`),
 	"http://nucc.org/provider-taxonomy":            regexp.MustCompile(`^[0-9]{3}[0-9A-Z]{6}X$`),
-	"http://dicom.nema.org/resources/ontology/DCM": regexp.MustCompile(`^[0-9A-Z_]{1,16}$`),
+	"http://dicom.nema.org/resources/ontology/DCM": regexp.MustCompile(`^(?:[0-9]{1,6}|[A-Z][A-Z_]{0,15}|[A-Z]{1,3}[0-9][A-Z]{0,3}|[A-Z]-[0-9A-Z]{4,5})$`),
+	"http://unitsofmeasure.org":                    ucumSyntax,
 	"http://www.radlex.org":                        regexp.MustCompile(`^RP?ID[0-9]{1,9}$`),
 	"urn:ietf:bcp:47":                              regexp.MustCompile(`^[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*$`),
 	"urn:iso:std:iso:3166":                         regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3}|[A-Z]{2}-[A-Z0-9]{1,3})$`),
 	"urn:iso:std:iso:4217":                         regexp.MustCompile(`^(?:[A-Z]{3}|[0-9]{3})$`),
 }
+
+// ucumSyntax is the form of a UCUM code (lenient): components — an atom
+// with an optional exponent of one or two digits ("m2", "s-1"), a
+// bracketed atom ("[in_i]", "mm[Hg]"), a factor ("10*3", "24"), an
+// annotation ("{beats}") — joined by "." and "/", with parentheses. A
+// plate, a serial or a licence number typed as a UCUM code ("7XKR319",
+// "SN4C7Q2Z9", "D4419021": letters and digits mixed) has not this form; a
+// one-word name has (see the residual limits of docs/policy.md).
+var ucumSyntax = func() *regexp.Regexp {
+	const comp = `(?:[0-9]{1,5}|10[*^][+-]?[0-9]+|(?:\[[^\[\]{}]{1,24}\]|[A-Za-z%'°]+)(?:\[[^\[\]{}]{1,24}\])?[+-]?[0-9]{0,2})(?:\{[^{}]{0,40}\})?|\{[^{}]{0,40}\}`
+	return regexp.MustCompile(`^[(/]*(?:` + comp + `)(?:\)*[./]+\(*(?:` + comp + `))*\)*$`)
+}()
 
 // terminologyPrefix: HL7's own code systems (v2 tables, v3 code systems,
 // FHIR terminology), e.g. http://terminology.hl7.org/CodeSystem/v3-ActCode.
@@ -262,6 +285,73 @@ func wordCodeSystem(sys string) bool {
 }
 
 var wordCodeSystems = setOf("http://unitsofmeasure.org", "urn:ietf:bcp:47", "urn:iso:std:iso:3166", "urn:iso:std:iso:4217")
+
+// elementCode reports whether s may be released as the value of code
+// element name of type (or backbone) parent, not Coding.code: the code of
+// a quantity's unit when it has the form of a unit symbol; a code of
+// the value set R4 binds the element to (required binding,
+// fhirCodeBindings, generated from the R4 definitions into
+// fhircodes_gen.go); where that value set is a grammar rather than a
+// list, a code of its form (a MIME type, a language tag, a currency);
+// where the element is bound to no value set whose codes are known (the
+// codes of a CodeSystem resource, a ConceptMap, an open value[x]), never.
+// A code element's syntax lets any token through ("EvelynMarsh",
+// "7XKR319", "203.0.113.77"); only its value set tells a code from free
+// text, and a token that is not one of its codes says what the source
+// typed, not a concept.
+func elementCode(parent, name, s string) bool {
+	if quantityTypes[parent] && name == "code" {
+		// A unit's code, kept with a unit system only (quantity).
+		return unitText.MatchString(s) && !identifierDigits.MatchString(s)
+	}
+	key := parent + "." + name
+	if url, ok := fhirCodeBindings[key]; ok {
+		return fhirCodeSets[url][s]
+	}
+	if re, ok := codeForms[fhirCodeForms[key]]; ok {
+		return re.MatchString(s) && !identifierDigits.MatchString(s)
+	}
+	return false
+}
+
+// fhirSystemCodes are fhirCodeSystemCodes as sets: the codes of HL7's and
+// FHIR's own code systems (v2 tables, v3 code systems, FHIR terminology)
+// that R4 lists whole. A coding of one of these systems keeps only one of
+// its codes: their codes are words ("MTH", "laboratory", "female"), and a
+// name, a plate or a serial typed as one ("EvelynMarsh", "7XKR319") is
+// valid FHIR; a coding of an HL7 or FHIR code system R4 does not list is
+// dropped, its codes unknown.
+var fhirSystemCodes = func() map[string]map[string]bool {
+	m := make(map[string]map[string]bool, len(fhirCodeSystemCodes))
+	for url, codes := range fhirCodeSystemCodes {
+		m[url] = setOf(codes...)
+	}
+	return m
+}()
+
+// fhirCodeSets are fhirValueSets as sets.
+var fhirCodeSets = func() map[string]map[string]bool {
+	m := make(map[string]map[string]bool, len(fhirValueSets))
+	for url, codes := range fhirValueSets {
+		m[url] = setOf(codes...)
+	}
+	return m
+}()
+
+// codeForms are the forms of the codes of the value sets that are
+// grammars (fhirCodeForms): a MIME type (BCP 13) of a registered top-level
+// type, a language tag (BCP 47) whose primary language is a two- or
+// three-letter ISO 639 code, an ISO 4217 currency.
+var codeForms = map[string]*regexp.Regexp{
+	"mime":     regexp.MustCompile(`^(?:application|audio|font|image|message|model|multipart|text|video)/[A-Za-z0-9][A-Za-z0-9.+\-]{0,126}(?:;[A-Za-z0-9\-]{1,32}=[A-Za-z0-9.\-]{1,32})*$`),
+	"language": regexp.MustCompile(`^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*$`),
+	"currency": regexp.MustCompile(`^[A-Z]{3}$`),
+}
+
+// addressText is a URL, an e-mail address or an IP address inside a
+// token: no code or unit symbol holds one, so a code or unit text that
+// does is an identifier (Safe Harbor F, N, O), and is dropped.
+var addressText = regexp.MustCompile(`(?i)://|^(?:https?|ftp|urn|mailto|tel|file|data):|www\.|@|\b[0-9]{1,3}(?:\.[0-9]{1,3}){3}\b|\b[0-9a-f]{1,4}(?::[0-9a-f]{0,4}){3,7}\b`)
 
 // deid is the state of one resource's walk.
 type deid struct {
@@ -594,7 +684,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 	if droppedTypes[typ] {
 		if (typ == "string" || typ == "markdown") && keptStrings[parent+"."+name] {
 			s, ok := v.(string)
-			return ScrubString(s), ok && unitText.MatchString(s) && !identifierDigits.MatchString(s)
+			return ScrubString(s), ok && unitText.MatchString(s) && !identifierDigits.MatchString(s) && !addressText.MatchString(s)
 		}
 		return nil, false
 	}
@@ -607,6 +697,9 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		if !ok || typ != "decimal" && !fhirInteger.MatchString(string(n)) {
 			return nil, false
 		}
+		if !quantityTypes[parent] && identifierNumber(v) {
+			return nil, false // see identifierNumber (a quantity's value: see quantity)
+		}
 		f, err := n.Float64()
 		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) || !integerInRange(typ, f) {
 			return nil, false
@@ -617,10 +710,13 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		return v, true
 	case "code":
 		s, ok := v.(string)
-		if parent != "Coding" && identifierDigits.MatchString(s) {
-			return nil, false // a code element's value set has no such code (Coding: see coding)
+		if !ok {
+			return nil, false
 		}
-		return ScrubString(s), ok && codeText.MatchString(s)
+		if parent != "Coding" && !elementCode(parent, name, s) {
+			return nil, false // see elementCode (Coding: see coding)
+		}
+		return ScrubString(s), codeText.MatchString(s) && !addressText.MatchString(s)
 	case "date", "dateTime":
 		if d.birthCtx {
 			y, ok := generalizeBirthYear(v, d.now).(string)
@@ -709,6 +805,9 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 	if re, ok := codeSyntax[sys]; ok && !re.MatchString(c) {
 		return nil, false // not a code of that terminology: free text, a name
 	}
+	if (hl7CodeSystem.MatchString(sys) || fhirCodeSystem.MatchString(sys)) && !fhirSystemCodes[sys][c] {
+		return nil, false // see fhirSystemCodes
+	}
 	out, ok := d.object(m, "Coding")
 	if !ok || out["code"] == nil {
 		return nil, false
@@ -724,17 +823,26 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 // quantity where the walk is inside an age (ageCtx: taken in years when
 // its unit says nothing).
 func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
-	age := d.ageCtx
+	age, birth := d.ageCtx, d.birthCtx
 	d.ageCtx = false // the value is judged here, with its unit
+	if m["unit"] != nil || m["code"] != nil {
+		d.birthCtx = false // a measurement with its unit, not a year of birth
+	}
 	out, ok := d.object(m, typ)
-	d.ageCtx = age
+	d.ageCtx, d.birthCtx = age, birth
 	if !ok {
 		return nil, false
 	}
 	if c, _ := out["code"].(string); identifierDigits.MatchString(c) {
 		delete(out, "code")
 	}
-	if sys, _ := m["system"].(string); quantitySystems[sys] && out["code"] != nil {
+	sys, _ := m["system"].(string)
+	if c, _ := out["code"].(string); c != "" {
+		if re, ok := codeSyntax[sys]; ok && !re.MatchString(c) {
+			delete(out, "code") // not a code of its system (UCUM, ISO 4217)
+		}
+	}
+	if quantitySystems[sys] && out["code"] != nil {
 		out["system"] = sys
 	} else {
 		delete(out, "code")
@@ -747,6 +855,10 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	}
 	return out, true
 }
+
+// quantityTypes are Quantity and its kinds: a whole number of nine digits
+// or more as their value is judged with the unit (quantity).
+var quantityTypes = setOf("Quantity", "Age", "Count", "Distance", "Duration", "SimpleQuantity", "MoneyQuantity")
 
 // numericTypes are the FHIR types of JSON numbers.
 var numericTypes = setOf("integer", "integer64", "positiveInt", "unsignedInt", "decimal")
@@ -848,9 +960,10 @@ func integerInRange(typ string, f float64) bool {
 }
 
 // opaqueValue reports whether element e of key is a value whose meaning the
-// walk withholds, so that what it is cannot be judged: the answer of a
-// QuestionnaireResponse item (its question is in linkId, text and
-// definition, which are dropped) and an alternative of an open choice
+// walk withholds, so that what it is cannot be judged: an answer (of a
+// QuestionnaireResponse item, its question in linkId, text and definition,
+// which are dropped; of a Contract's offer, its question in the offer's
+// text) and an alternative of an open choice
 // (value[x] of type "*": Parameters.parameter, Task.input and Task.output;
 // Extension is judged by allowedExtensions). Such a value may be a date of
 // birth, a year of birth, a social security, telephone or record number
@@ -860,7 +973,7 @@ func integerInRange(typ string, f float64) bool {
 // Codings, quantities with their units and references are judged as
 // anywhere else.
 func opaqueValue(key string, e fhirElement) bool {
-	return e.choice == "value" && (key == "QuestionnaireResponse.item.answer" || openChoices[key])
+	return e.choice == "value" && (strings.HasSuffix(key, ".answer") || openChoices[key])
 }
 
 // openChoices are the backbones whose value[x] is of the open type "*" (it
@@ -882,11 +995,13 @@ var openChoices = func() map[string]bool {
 }()
 
 // ageElement reports whether element name of key holds an age whatever its
-// type: it is named for one (age, onsetAge, ageRange ...), or it is an
+// type: it is named for one (age, onsetAge, the age[x] choice's ageRange
+// of FamilyMemberHistory and of a medicinal product's Population ...), or
+// it is an
 // alternative of a choice one of whose types is Age (Condition.onsetRange,
 // FamilyMemberHistory.deceasedRange, Procedure.performedRange ...).
 func ageElement(key, name string, e fhirElement) bool {
-	if name == "age" || e.typ == "Age" {
+	if name == "age" || e.choice == "age" || e.typ == "Age" {
 		return true
 	}
 	if e.choice == "" {

@@ -40,15 +40,21 @@
 //   - deidentify ([OpDeidentify], Fn [DeidentifySafeHarbor], Path ""): HIPAA
 //     Safe Harbor for any FHIR R4 resource. It walks every element by its
 //     FHIR data type (a table generated from the R4 StructureDefinitions by
-//     tools/fhirtypes, fhirtypes_gen.go) and decides per type: free text,
+//     tools/fhirtypes, fhirtypes_gen.go) and decides per type: a code
+//     element keeps only a code of the value set R4 binds it to
+//     (fhircodes_gen.go) or of its grammar (language, MIME type,
+//     currency); free text,
 //     narrative, notes, identifiers, names, contact points, attachments,
 //     URIs and extensions not on [AllowedExtensions] are dropped; codings
-//     are kept only for public terminologies; dates become the year, dates
+//     are kept only for public terminologies, with a code of the
+//     terminology's form (of HL7's and FHIR's own code systems: one of
+//     their codes); dates become the year, dates
 //     of birth of people over 89 are withheld; ages over 89 (by type, unit
 //     of time, age element or LOINC age code) are dropped, and so is an age
 //     that with a year of its resource tells such a birth year; a bare
-//     whole number of nine digits or more and an integer beyond 32 bits are
-//     dropped; a questionnaire answer or an open value[x], whose meaning
+//     whole number of nine digits or more (in any number element; in a
+//     quantity, one without unit) and an integer beyond 32 bits are
+//     dropped; an answer (QuestionnaireResponse, Contract) or an open value[x], whose meaning
 //     is withheld, is judged as a date of birth (numbers dropped);
 //     addresses keep state (first-level only), country (not one of 20,000
 //     people or fewer) and, in the US, ZIP3; geocodes are dropped;

@@ -299,7 +299,10 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 					add(ClassOtherUnique) // resource ids and their bookkeeping
 				}
 			case "reference":
-				if r, _ := c.(string); !strings.HasPrefix(r, "#") && (s.permitted == nil || !s.permitted(r)) {
+				// A literal reference (a backbone named reference, such as
+				// MedicationKnowledge.relatedMedicationKnowledge.reference,
+				// is an object or an array, judged by its members).
+				if r, ok := c.(string); ok && !strings.HasPrefix(r, "#") && (s.permitted == nil || !s.permitted(r)) {
 					add(ClassOtherUnique) // a local reference "#c1" names a contained resource, nothing else
 				}
 			}
