@@ -233,7 +233,7 @@ func (c *checker) top() {
 	}
 	if !c.co.SkipFiles && o.DataDir != "" {
 		if _, err := os.Stat(o.DataDir); errors.Is(err, os.ErrNotExist) {
-			c.add("data_dir", "directory not found; create it with 'custos import --data-dir %s PATH'", c.name("data_dir"))
+			c.add("data_dir", "directory not found; create it with 'custos import --data-dir DIR PATH'")
 		} else {
 			c.dir("data_dir", o.DataDir)
 		}
