@@ -353,13 +353,10 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 	if err := durable.SyncDir(filepath.Dir(l.path)); err != nil {
 		l.log.Warn("audit: fsync of the data directory failed after a seal", "err", err)
 	}
-	// The segment's path names the sealed file before the segment shows
-	// as sealed: CheckSeals (an auditor's verify through the server, while
-	// it rolls) reads the note beside the path of a sealed segment, and the
-	// live path is the next segment's by now.
-	live.mu.Lock()
-	live.path = dst
-	live.mu.Unlock()
+	// From here until finishSealed moves the handle, the sealed segment's
+	// path is still the live path, which names the next segment by now:
+	// readers of its note go by notePath. (segment.mu is not taken here:
+	// a backup holds it for its whole download, and segMu is held.)
 	live.seal.Store(&seal)
 	l.segs = append(l.segs, &segment{no: seal.Segment + 1, base: seal.Last, path: l.path, db: next})
 	l.commits.db = next

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -909,5 +910,48 @@ func TestCheckSealsDuringARoll(t *testing.T) {
 	l.opts.ArchiveDir = ""
 	if ps := l.CheckSeals(nil); len(ps) != 1 || !strings.Contains(ps[0].Detail, "missing") {
 		t.Errorf("CheckSeals with the note nowhere: %v, want it missing", ps)
+	}
+}
+
+// TestSnapshotDuringRollDoesNotBlockAppends: a backup (WriteSnapshot, whose
+// writer is slow: an auditor's download) that is running when the
+// log rolls must not stop appends: every list and read appends a record.
+// (A roll once took a segment's lock while it held the segments' lock;
+// found by review.)
+func TestSnapshotDuringRollDoesNotBlockAppends(t *testing.T) {
+	ctx := context.Background()
+	l, _ := mustOpen(t, Options{Node: "n"})
+	appendN(t, l, 5)
+	inWrite, release := make(chan struct{}), make(chan struct{})
+	snapDone := make(chan error, 1)
+	go func() {
+		_, err := l.WriteSnapshot(func(Snapshot) (io.Writer, error) {
+			close(inWrite)
+			<-release
+			return io.Discard, nil
+		})
+		snapDone <- err
+	}()
+	<-inWrite
+	rollDone := make(chan error, 1)
+	go func() { _, err := l.Roll(ctx); rollDone <- err }()
+	time.Sleep(500 * time.Millisecond)
+	appended := make(chan error, 1)
+	go func() { _, err := l.Append(ctx, sampleEntry(99)); appended <- err }()
+	select {
+	case err := <-appended:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Error("Append blocked for 3s: a roll waits for the snapshot's reader while it holds the segments' lock")
+		defer func() { <-appended }()
+	}
+	close(release)
+	if err := <-snapDone; err != nil {
+		t.Error(err)
+	}
+	if err := <-rollDone; err != nil {
+		t.Error(err)
 	}
 }

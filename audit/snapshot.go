@@ -102,7 +102,7 @@ func (l *Log) WriteSealed(before uint64, open func(SealedSegment) (io.Writer, er
 			if seal == nil {
 				return fmt.Errorf("audit: segment %d is not sealed", s.no)
 			}
-			n, err := os.ReadFile(sealNotePath(s.path))
+			n, err := os.ReadFile(l.notePath(s.path, seal))
 			if err != nil {
 				n = seal.Body()
 			}
@@ -121,6 +121,17 @@ func (l *Log) WriteSealed(before uint64, open func(SealedSegment) (io.Writer, er
 		}
 	}
 	return nil
+}
+
+// notePath is the seal note of a sealed segment whose file is at path.
+// Between a seal's commit point and the end of its roll (finishSealed) the
+// segment's path is still the live path, which names the next segment by
+// then: its note is beside its sealed name.
+func (l *Log) notePath(path string, seal *Seal) string {
+	if path == l.path {
+		path = filepath.Join(SealedDir(l.path), SegmentFile(seal.Segment))
+	}
+	return sealNotePath(path)
 }
 
 // CheckSeals checks the seal note of every sealed segment against
@@ -142,8 +153,8 @@ func (l *Log) CheckSeals(verifiers note.Verifiers) []Problem {
 		bad := func(detail string) {
 			out = append(out, Problem{Seq: stored.First, Kind: KindSealMismatch, Detail: fmt.Sprintf("segment %d's seal note: %s", stored.Segment, detail)})
 		}
-		text, err := os.ReadFile(sealNotePath(path))
-		if errors.Is(err, fs.ErrNotExist) && filepath.Dir(path) == SealedDir(l.path) {
+		text, err := os.ReadFile(l.notePath(path, stored))
+		if errors.Is(err, fs.ErrNotExist) && filepath.Dir(l.notePath(path, stored)) == SealedDir(l.path) {
 			// The server (another process) may have archived the segment
 			// since this log listed it: the note moved with it.
 			if a := cmp.Or(l.opts.ArchiveDir, archiveDirOf(SealedDir(l.path))); a != "" {
