@@ -191,12 +191,25 @@ func nameMismatch(h http.Header, method string, params []byte) *jsonrpc.Error {
 // quoting client input (envelopeError, exactID, paramsError, nameMismatch;
 // a batch: checkBatch) and reports whether it did; otherwise r's body is
 // left readable in full for the SDK. A body over maxBody, a notification
-// or a response is left to the SDK.
+// or a response is left to the SDK. A well-formed call is passed by
+// wellFormedCall, one parse of its envelope and one of its params; every
+// other body takes the plain path, answerMalformed.
 func checkParams(w http.ResponseWriter, r *http.Request) bool {
 	b, ok := peekBody(r)
 	if !ok || len(b) > maxBody {
 		return false
 	}
+	if wellFormedCall(r.Header, b) {
+		return false
+	}
+	return answerMalformed(w, r.Header, b)
+}
+
+// answerMalformed is checkParams's plain path: it answers body b, if the
+// go-sdk would answer it with an error quoting client input, and reports
+// whether it did. wellFormedCall passes only bodies this path leaves to the
+// SDK (TestWellFormedCallAgreesWithThePlainPath).
+func answerMalformed(w http.ResponseWriter, h http.Header, b []byte) bool {
 	// One message (every request but a batch) is decoded once: the
 	// envelope check and the checks below share the decoding.
 	var msg jsonrpc.Message
@@ -226,19 +239,81 @@ func checkParams(w http.ResponseWriter, r *http.Request) bool {
 	jerr := paramsError(req.Method, req.Params)
 	status := http.StatusOK
 	switch {
-	case statelessHeader(r.Header) && jerr == errUnknownMethod:
+	case statelessHeader(h) && jerr == errUnknownMethod:
 		status = http.StatusNotFound // as the SDK answers a stateless request for an unknown method
-	case statelessHeader(r.Header):
+	case statelessHeader(h):
 		status = http.StatusBadRequest // as the SDK answers a stateless request it refuses
 	}
 	if jerr == nil {
-		if jerr = nameMismatch(r.Header, req.Method, req.Params); jerr == nil {
+		if jerr = nameMismatch(h, req.Method, req.Params); jerr == nil {
 			return false
 		}
 		status = http.StatusBadRequest
 	}
 	answerJSONRPC(w, status, req.ID, jerr)
 	return true
+}
+
+// callEnvelope is the envelope of one JSON-RPC call as wellFormedCall
+// reads it: the members the go-sdk's wireDecode has, each as raw JSON but
+// the version tag and the id, decoded as the SDK decodes them (an id as
+// any: of two "id" members, the SDK refuses a first it cannot decode so,
+// such as 1e400, even though the second is the one kept).
+type callEnvelope struct {
+	VersionTag string             `json:"jsonrpc"`
+	Method     segjson.RawMessage `json:"method"`
+	Params     segjson.RawMessage `json:"params"`
+	ID         any                `json:"id"`
+	Result     segjson.RawMessage `json:"result"`
+	Error      segjson.RawMessage `json:"error"`
+}
+
+// wellFormedCall reports whether body is one JSON-RPC call that the plain
+// path (answerMalformed) leaves to the go-sdk, judged with one parse of
+// the envelope and one of the params: a JSON object with "jsonrpc": "2.0",
+// a method of paramsOf written without escapes, an id that is a string or
+// an integer the SDK gives back unchanged, no "result" or "error",
+// params absent or decoding into the method's params type, and, on a
+// 2026-07-28 request, an Mcp-Name header that matches. False is no
+// verdict: the plain path judges the body.
+func wellFormedCall(h http.Header, body []byte) bool {
+	t := bytes.TrimLeft(body, " \t\r\n")
+	if len(t) == 0 || t[0] != '{' || !segjson.Valid(body) {
+		return false
+	}
+	// The SDK refuses a message nested over 1000 deep; one with at most
+	// 1000 opening brackets (counted inside strings too) is not.
+	if len(body) > 1000 && bytes.Count(body, []byte{'{'})+bytes.Count(body, []byte{'['}) > 1000 {
+		return false
+	}
+	var m callEnvelope
+	if parseExact(body, &m) != nil || m.VersionTag != "2.0" || len(m.Result) != 0 || len(m.Error) != 0 ||
+		!integerOrStringID(m.ID) || len(m.Method) < 2 || m.Method[0] != '"' ||
+		bytes.IndexByte(m.Method, '\\') >= 0 {
+		return false
+	}
+	method := m.Method[1 : len(m.Method)-1]
+	newParams, ok := paramsOf[string(method)]
+	if !ok {
+		return false
+	}
+	if len(m.Params) != 0 && parseExact(m.Params, newParams()) != nil {
+		return false
+	}
+	return nameMismatch(h, string(method), m.Params) == nil
+}
+
+// integerOrStringID reports whether id, decoded as the go-sdk decodes it,
+// is a string or an integer of at most 2^53-1 in magnitude: an id the SDK
+// gives back unchanged (exactID).
+func integerOrStringID(id any) bool {
+	switch id := id.(type) {
+	case string:
+		return true
+	case float64:
+		return id == math.Trunc(id) && math.Abs(id) <= maxExactID
+	}
+	return false
 }
 
 // errInexactID answers a call whose id exactID refuses.
