@@ -29,10 +29,23 @@ import (
 // names the member and the JSON type it needs, never a value. Requests the
 // check passes reach the SDK unchanged.
 
+// initializeParams mirrors the type the go-sdk decodes initialize's params
+// into, its unexported initializeParamsV2 (mcp/protocol.go, v1.8.0):
+// InitializeParams with capabilities whose roots is a *RootCapabilities.
+// Its fields decode from the same JSON types as the SDK's.
+type initializeParams struct {
+	mcp.InitializeParams
+	Capabilities *struct {
+		mcp.ClientCapabilities
+		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
+	} `json:"capabilities"`
+}
+
 // paramsOf maps a method the server answers to a new value of the params
-// type the go-sdk decodes it into (mcp serverMethodInfos). initialize is
-// left out: the SDK decodes it into an unexported type.
+// type the go-sdk decodes it into (mcp serverMethodInfos; initialize's is
+// mirrored by initializeParams).
 var paramsOf = map[string]func() any{
+	"initialize":               func() any { return new(*initializeParams) },
 	"completion/complete":      func() any { return new(*mcp.CompleteParams) },
 	"ping":                     func() any { return new(*mcp.PingParams) },
 	"logging/setLevel":         func() any { return new(*mcp.SetLoggingLevelParams) },
@@ -56,14 +69,13 @@ var errUnknownMethod = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
 
 // paramsError returns the -32602 to answer for a call of method whose
 // params the go-sdk could not decode, errUnknownMethod for a method it does
-// not know, or nil (initialize, whose params it decodes into a type of its
-// own, is not checked). The message names the method, the member by its
+// not know, or nil. The message names the method, the member by its
 // JSON path in the params type (never a key the client chose) and the JSON
 // type that member needs; it never holds any part of the params.
 func paramsError(method string, params []byte) *jsonrpc.Error {
 	newParams, ok := paramsOf[method]
 	switch {
-	case !ok && method != "initialize" && !strings.HasPrefix(method, "notifications/"):
+	case !ok && !strings.HasPrefix(method, "notifications/"):
 		return errUnknownMethod // a notification sent as a call: the SDK names that
 	case !ok || len(params) == 0:
 		return nil
@@ -114,11 +126,18 @@ func knownPath(t reflect.Type, field string) string {
 	return strings.Join(kept, ".")
 }
 
-// jsonField finds the field of struct type t whose JSON member name is name.
+// jsonField finds the field of struct type t whose JSON member name is name:
+// a field of t itself first, then one promoted from an embedded struct
+// without a JSON name (as encoding/json's shadowing rules have it).
 func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
+	var embedded []reflect.Type
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct {
+			embedded = append(embedded, f.Type)
+			continue
+		}
 		if tag == "-" || !f.IsExported() {
 			continue
 		}
@@ -126,6 +145,11 @@ func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
 			tag = f.Name
 		}
 		if tag == name {
+			return f, true
+		}
+	}
+	for _, e := range embedded {
+		if f, ok := jsonField(e, name); ok {
 			return f, true
 		}
 	}
