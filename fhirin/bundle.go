@@ -285,40 +285,14 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 // written: where it decides a compartment, compartment() refuses what it
 // cannot read as Type/id.
 func (r *resource) rewriteRefs(b *bundle) error {
-	var stack []string
-	var walk func(v any) error
-	walk = func(v any) error {
-		switch v := v.(type) {
-		case map[string]any:
-			for k, c := range v {
-				if s, ok := c.(string); ok && k == "reference" {
-					if err := r.rewriteRef(b, v, s, stack); err != nil {
-						return err
-					}
-					continue
-				}
-				stack = append(stack, "."+elementName(k))
-				if err := walk(c); err != nil {
-					return err
-				}
-				stack = stack[:len(stack)-1]
-			}
-		case []any:
-			for i, c := range v {
-				stack = append(stack, "["+itoa(i)+"]")
-				if err := walk(c); err != nil {
-					return err
-				}
-				stack = stack[:len(stack)-1]
-			}
+	err := eachObject(r.m, func(obj map[string]any, path []string) error {
+		if ref, ok := obj["reference"].(string); ok {
+			return r.rewriteRef(b, obj, ref, path)
 		}
 		return nil
-	}
-	if err := walk(r.m); err != nil {
+	})
+	if err != nil || b == nil {
 		return err
-	}
-	if b == nil {
-		return nil
 	}
 	// An attachment url may name a Binary entry by its fullUrl too
 	// (a urn:uuid, or an absolute URL on any server).

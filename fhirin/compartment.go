@@ -208,30 +208,46 @@ func (c *compartmentScan) result() (string, error) {
 // none does. Two patients, or a Patient patientRef cannot place, is an
 // error at the FHIR path of the Reference.
 func (r *resource) patientElsewhere() (string, error) {
-	var stack []string
 	patient, first := "", ""
+	err := eachObject(r.m, func(v map[string]any, stack []string) error {
+		ref, _ := v["reference"].(string)
+		typ, _ := v["type"].(string)
+		if _, isRef := v["reference"]; !isRef && v["identifier"] == nil {
+			return nil
+		}
+		t, ok := parseLiteral(ref)
+		if !(ok && t.typ == "Patient" || strings.HasPrefix(ref, "Patient?") ||
+			strings.TrimPrefix(typ, "http://hl7.org/fhir/StructureDefinition/") == "Patient") {
+			return nil
+		}
+		path := r.typ + strings.Join(stack, "")
+		id, isPatient, err := r.patientRef(v)
+		switch {
+		case err != nil:
+			return r.errf(path, ErrCompartment, "%v", err)
+		case !isPatient:
+			return r.errf(path, ErrCompartment, "%v", errMalformedReference)
+		case patient != "" && id != patient:
+			return r.errf(path, ErrCompartment, "references a second patient (the first at %s): a resource belongs to one patient compartment", first)
+		}
+		patient, first = id, path
+		return nil
+	})
+	return patient, err
+}
+
+// eachObject calls fn for every JSON object within v, v included, depth
+// first and members in sorted order, with the object's FHIR path below the
+// resource (".member" and "[i]" segments; element names as elementName
+// writes them). fn may change the object's string members.
+func eachObject(v any, fn func(obj map[string]any, path []string) error) error {
+	var stack []string
 	var walk func(v any) error
 	walk = func(v any) error {
 		switch v := v.(type) {
 		case map[string]any:
-			ref, _ := v["reference"].(string)
-			typ, _ := v["type"].(string)
-			if _, isRef := v["reference"]; isRef || v["identifier"] != nil {
-				t, ok := parseLiteral(ref)
-				if ok && t.typ == "Patient" || strings.HasPrefix(ref, "Patient?") ||
-					strings.TrimPrefix(typ, "http://hl7.org/fhir/StructureDefinition/") == "Patient" {
-					path := r.typ + strings.Join(stack, "")
-					id, isPatient, err := r.patientRef(v)
-					switch {
-					case err != nil:
-						return r.errf(path, ErrCompartment, "%v", err)
-					case !isPatient:
-						return r.errf(path, ErrCompartment, "%v", errMalformedReference)
-					case patient != "" && id != patient:
-						return r.errf(path, ErrCompartment, "references a second patient (the first at %s): a resource belongs to one patient compartment", first)
-					}
-					patient, first = id, path
-				}
+			if err := fn(v, stack); err != nil {
+				return err
 			}
 			for _, k := range slices.Sorted(maps.Keys(v)) {
 				stack = append(stack, "."+elementName(k))
@@ -251,10 +267,7 @@ func (r *resource) patientElsewhere() (string, error) {
 		}
 		return nil
 	}
-	if err := walk(r.m); err != nil {
-		return "", err
-	}
-	return patient, nil
+	return walk(v)
 }
 
 // subjectElement reports whether a compartment path is the element R4
