@@ -54,6 +54,26 @@ func TestAuditorCommandsSpanSealedSegments(t *testing.T) {
 	}
 }
 
+// principal is the sub and the patients of a principal file.
+type principal struct {
+	Sub      string   `json:"sub"`
+	Patients []string `json:"patients"`
+}
+
+// principalOf reads the principal file of role in d; it must name patients.
+func principalOf(t *testing.T, d *dataset, role string) principal {
+	t.Helper()
+	var p principal
+	raw, err := os.ReadFile(d.principal(role))
+	if err == nil {
+		err = json.Unmarshal(raw, &p)
+	}
+	if err != nil || len(p.Patients) == 0 {
+		t.Fatalf("%s principal: %v (%d patients)", role, err, len(p.Patients))
+	}
+	return p
+}
+
 // auditorCommandsNextToARunningServer runs the test above with extra serve
 // arguments and returns the data directory.
 func auditorCommandsNextToARunningServer(t *testing.T, serveArgs ...string) string {
@@ -61,14 +81,7 @@ func auditorCommandsNextToARunningServer(t *testing.T, serveArgs ...string) stri
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	anchor := t.TempDir()
 	tok := newToken(t, d.principal("clinician"), tokens)
-	var clin struct {
-		Sub      string   `json:"sub"`
-		Patients []string `json:"patients"`
-	}
-	raw, _ := os.ReadFile(d.principal("clinician"))
-	if err := json.Unmarshal(raw, &clin); err != nil || len(clin.Patients) == 0 {
-		t.Fatalf("clinician principal: %v", err)
-	}
+	clin := principalOf(t, d, "clinician")
 	vkeys := filepath.Join(t.TempDir(), "vkeys")
 
 	s := serve(t, d, nil, append([]string{"--dev", "--listen", loopback, "--tokens", tokens,

@@ -24,12 +24,7 @@ func TestAuditorsConcurrentlyBesideARollingServer(t *testing.T) {
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	anchor := t.TempDir()
 	tok := newToken(t, d.principal("clinician"), tokens)
-	var clin struct {
-		Sub      string   `json:"sub"`
-		Patients []string `json:"patients"`
-	}
-	raw, _ := os.ReadFile(d.principal("clinician"))
-	json.Unmarshal(raw, &clin)
+	clin := principalOf(t, d, "clinician")
 	vkeys := filepath.Join(t.TempDir(), "vkeys")
 	archive := t.TempDir()
 	s := serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens,
