@@ -25,14 +25,18 @@ var featureMethods = map[string]func(*mcp.ServerCapabilities) bool{
 	"tools/call":   func(c *mcp.ServerCapabilities) bool { return c.Tools != nil },
 	"prompts/list": func(c *mcp.ServerCapabilities) bool { return c.Prompts != nil },
 	"prompts/get":  func(c *mcp.ServerCapabilities) bool { return c.Prompts != nil },
+	// The SDK answers logging/setLevel on every server, logging capability
+	// or not; custos sends no log messages.
+	"logging/setLevel": func(c *mcp.ServerCapabilities) bool { return c.Logging != nil },
 }
 
 // undeclaredMethods answers -32601 (method not found) to every request of a
 // feature whose capability caps does not declare, on both protocol
 // revisions (on 2026-07-28 the go-sdk sends it with HTTP 404). The go-sdk
-// v1.8.0 registers tools/list, tools/call, prompts/list and prompts/get on
-// every server whatever it declares, and would answer an empty list (or
-// "unknown tool"), so a client could not tell an undeclared feature from
+// v1.8.0 registers tools/list, tools/call, prompts/list, prompts/get and
+// logging/setLevel on every server whatever it declares, and would answer
+// an empty list (or "unknown tool", or accept a level for messages it never
+// sends), so a client could not tell an undeclared feature from
 // an empty one (the conformance suite's server-stateless scenario checks
 // that capabilities match the handlers). Nothing is disclosed and no
 // resource is touched, so these refusals are not audited.

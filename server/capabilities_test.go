@@ -13,7 +13,7 @@ import (
 )
 
 // custos declares resources and completions only. Every method of the
-// tools and prompts features is -32601 (method not found) on both
+// tools, prompts and logging features is -32601 (method not found) on both
 // revisions and both transports, not an empty list: a client can tell an
 // undeclared feature from an empty one (SEP-2575; the conformance suite's
 // sep-2575-discover-capabilities-match-handlers). Nothing is audited for
@@ -40,6 +40,15 @@ func TestUndeclaredToolsAndPromptsAreMethodNotFound(t *testing.T) {
 					"prompts/list": func() error { _, err := cs.ListPrompts(ctx, nil); return err },
 					"prompts/get":  func() error { _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "anything"}); return err },
 				}
+				// The go-sdk client sends logging/setLevel without the
+				// 2026-07-28 _meta, which the server refuses over stateless
+				// HTTP before any method is looked up: the raw POST below
+				// checks that case.
+				if rev != rev2026 || transport != "http" {
+					calls["logging/setLevel"] = func() error {
+						return cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"})
+					}
+				}
 				for method, call := range calls {
 					if err := call(); rpcCode(err) != jsonrpc.CodeMethodNotFound {
 						t.Errorf("%s: got %v, want -32601", method, err)
@@ -59,7 +68,7 @@ func TestUndeclaredToolsAndPromptsAreMethodNotFound(t *testing.T) {
 	// On 2026-07-28 the HTTP status of -32601 is 404 (SEP-2575), as for
 	// any method the server does not implement.
 	tok := hs.tokens["clinician"]
-	for _, method := range []string{"tools/list", "prompts/list"} {
+	for _, method := range []string{"tools/list", "prompts/list", "logging/setLevel"} {
 		st, _, msg := post(t, hs.url, tok, map[string]string{"Mcp-Protocol-Version": rev2026},
 			`{"jsonrpc":"2.0","id":7,"method":"`+method+`","params":{`+meta2026("")+`}}`)
 		e, _ := msg["error"].(map[string]any)
