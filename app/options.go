@@ -201,7 +201,7 @@ type StdioOptions struct {
 	// patients, purpose_of_use). Required. Key stdio.principal_file.
 	PrincipalFile string
 	// Transport carries the session; nil means stdin/stdout
-	// (mcp.StdioTransport). Tests pass an in-memory transport.
+	// (server.StdioTransport on os.Stdin and os.Stdout). Tests pass an in-memory transport.
 	Transport mcp.Transport
 }
 

@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/oauth"
@@ -159,7 +157,7 @@ func (a *App) Serve(ctx context.Context) error {
 	if s := a.o.Stdio; s != nil {
 		t := s.Transport
 		if t == nil {
-			t = &mcp.StdioTransport{}
+			t = &server.StdioTransport{In: os.Stdin, Out: os.Stdout}
 		}
 		a.log.Info("serving MCP on stdio", "sub", a.ident.Principal.Sub)
 		err = a.srv.ServeStdio(ctx, t, a.ident)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -706,4 +707,80 @@ func TestTamperedRecordIsNamed(t *testing.T) {
 	if !r.Failed() {
 		t.Fatal("the data set's cleanup check passed a tampered audit log")
 	}
+}
+
+// The shipped `custos serve --stdio` answers a line that is not a JSON-RPC
+// message, or a call with an id the go-sdk would change, with an error
+// naming what is wrong and without quoting the line, and goes on serving
+// the session (server.StdioTransport); the line reaches neither stdout's
+// answers nor stderr's log.
+func TestStdioMalformedLinesAnsweredByTheShippedServer(t *testing.T) {
+	d := newDataset(t)
+	const canary = "Zq7canaryTOKEN"
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"` + canary + `"`,
+		`{"jsonrpc":"2.0","id":2.5,"method":"resources/read","params":{"uri":"` + canary + `"}}`,
+		`[{"jsonrpc":"2.0","id":3,"method":"ping"}]`,
+		`{"jsonrpc":"2.0","id":4,"method":"resources/list"}`,
+	}, "\n") + "\n"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--dev", "--data-dir", d.data, "--stdio")
+	cmd.Env = append(os.Environ(), "CUSTOS_PRINCIPAL_FILE="+d.principal("clinician"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdoutPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, in)
+	// Read answers until the list's (the last line sent), then close stdin.
+	var stdout strings.Builder
+	var answers []map[string]any
+	sc := bufio.NewScanner(stdoutPipe)
+	sc.Buffer(nil, 4<<20)
+	for sc.Scan() {
+		stdout.WriteString(sc.Text() + "\n")
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("stdout line %q is not a JSON object: %v", sc.Text(), err)
+		}
+		answers = append(answers, m)
+		if m["id"] == float64(4) {
+			break
+		}
+	}
+	stdin.Close()
+	io.Copy(io.Discard, stdoutPipe)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve --stdio: %v\n%s", err, stderr.String())
+	}
+	if len(answers) == 0 {
+		t.Fatalf("no answers; stderr %s", stderr.String())
+	}
+	codes := []float64{}
+	for _, a := range answers {
+		if e, ok := a["error"].(map[string]any); ok && a["id"] == nil {
+			codes = append(codes, e["code"].(float64))
+		}
+	}
+	if fmt.Sprint(codes) != "[-32700 -32600 -32600]" {
+		t.Errorf("refusals with id null: codes %v, want parse error, inexact id and batch (stdout %s)", codes, stdout.String())
+	}
+	if last := answers[len(answers)-1]; last["id"] != float64(4) || last["result"] == nil {
+		t.Errorf("the list after the refusals answered %v", last)
+	}
+	if strings.Contains(stdout.String(), canary) || strings.Contains(stderr.String(), canary) {
+		t.Errorf("the line was quoted:\nstdout %s\nstderr %s", stdout.String(), stderr.String())
+	}
+	checkAudit(t, d.records(t), []string{"resources/list:allow:*"}, subOf(t, d.principal("clinician")))
 }

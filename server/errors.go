@@ -39,10 +39,11 @@ var (
 	// ErrBadConfig is returned by New and the identity loaders for invalid
 	// configuration; the message names the field.
 	ErrBadConfig = errors.New("server: invalid configuration")
-	// ErrMalformedInput is returned by ServeStdio when the client sent a
-	// line that is not one JSON-RPC 2.0 message, which ends the session
-	// (the go-sdk's stdio transport stops reading there). The SDK's own
-	// error quotes the line, and would be logged and printed; this one
+	// ErrMalformedInput is returned by ServeStdio over a transport other
+	// than StdioTransport (which answers such lines and reads on) when the
+	// client sent a line that is not one JSON-RPC 2.0 message, which ends
+	// the session (the go-sdk's transport stops reading there). The SDK's
+	// own error quotes the line, and would be logged and printed; this one
 	// says what was wrong without it. The client must reconnect.
 	ErrMalformedInput = errors.New("server: malformed input on stdio: a line is not one JSON-RPC 2.0 message (the line is not repeated here)")
 )

@@ -347,19 +347,31 @@ var errInexactID = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 // checkBatch is checkParams for a batch (protocol revision 2025-03-26;
 // later ones refuse batches, which the SDK answers): if a call in it has an
 // id or params the SDK would answer by quoting them, no call of the batch
-// is run and each is answered, with its own error or with one saying it
-// was not run.
+// is run and each is answered (batchRefusal).
 func checkBatch(w http.ResponseWriter, b []byte) bool {
+	answers := batchRefusal(b)
+	if answers == nil {
+		return false
+	}
+	writeJSON(w, http.StatusOK, answers)
+	return true
+}
+
+// batchRefusal returns the answers to batch b if a call in it has an id
+// or params the SDK would answer by quoting them: every call of the batch,
+// with its own error or with one saying it was not run. Nil: b is not a
+// batch of JSON-RPC messages (left to the SDK), or no call in it is bad.
+func batchRefusal(b []byte) []errorResponse {
 	var raws []segjson.RawMessage
 	if segjson.Unmarshal(b, &raws) != nil {
-		return false
+		return nil
 	}
 	var answers []errorResponse
 	bad := false
 	for _, raw := range raws {
 		msg, err := jsonrpc.DecodeMessage(raw)
 		if err != nil {
-			return false // envelopeError passed it: leave it to the SDK
+			return nil // envelopeError passed it: leave it to the SDK
 		}
 		req, ok := msg.(*jsonrpc.Request)
 		if !ok || !req.IsCall() {
@@ -373,15 +385,14 @@ func checkBatch(w http.ResponseWriter, b []byte) bool {
 		answers = append(answers, a)
 	}
 	if !bad {
-		return false
+		return nil
 	}
 	for i := range answers {
 		if answers[i].Error == nil {
 			answers[i].Error = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "not run: another request of this batch is invalid"}
 		}
 	}
-	writeJSON(w, http.StatusOK, answers)
-	return true
+	return answers
 }
 
 // errorResponse is a JSON-RPC 2.0 error response; a nil ID is written as
@@ -464,7 +475,8 @@ func exactID(body []byte) bool {
 
 // paramsCheckedTransport is an mcp.Transport (stdio) whose connection
 // answers calls with params the go-sdk could not decode itself
-// (paramsError) instead of passing them on.
+// (paramsError) instead of passing them on. Over custos's StdioTransport it
+// also tells the transport's gate which revision initialize negotiated.
 type paramsCheckedTransport struct{ mcp.Transport }
 
 func (t paramsCheckedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -472,10 +484,17 @@ func (t paramsCheckedTransport) Connect(ctx context.Context) (mcp.Connection, er
 	if err != nil {
 		return nil, err
 	}
-	return paramsCheckedConn{c}, nil
+	var gate *lineGate
+	if st, ok := t.Transport.(*StdioTransport); ok {
+		gate = st.gate
+	}
+	return paramsCheckedConn{c, gate}, nil
 }
 
-type paramsCheckedConn struct{ mcp.Connection }
+type paramsCheckedConn struct {
+	mcp.Connection
+	gate *lineGate // over StdioTransport: every line the SDK reads passed it
+}
 
 // quietReadError is err from reading the stdio connection, with any error
 // that could quote the input (a decoding error) replaced by
@@ -504,10 +523,20 @@ func (c paramsCheckedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 		jerr := paramsError(req.Method, req.Params)
 		if jerr == nil {
+			if c.gate != nil {
+				c.gate.noteCall(req)
+			}
 			return msg, nil
 		}
 		if err := c.Connection.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: jerr}); err != nil {
 			return nil, err
 		}
 	}
+}
+
+func (c paramsCheckedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if resp, ok := msg.(*jsonrpc.Response); ok && c.gate != nil {
+		c.gate.noteAnswer(resp)
+	}
+	return c.Connection.Write(ctx, msg)
 }

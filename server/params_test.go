@@ -259,9 +259,11 @@ func TestMalformedEnvelopeIsNotQuotedBack(t *testing.T) {
 	}
 }
 
-// Over stdio, a line that is not a JSON-RPC message ends the session (the
-// SDK's transport stops reading) with ErrMalformedInput, which neither
-// quotes the line nor lets the SDK log it.
+// Over a transport other than custos's StdioTransport (here the go-sdk's
+// own), a line that is not a JSON-RPC message ends the session (the SDK's
+// transport stops reading) with ErrMalformedInput, which neither quotes the
+// line nor lets the SDK log it. StdioTransport answers it and goes on
+// (stdio_test.go).
 func TestMalformedLineOverStdioIsNotQuoted(t *testing.T) {
 	var logs bytes.Buffer
 	f := newFixture(t, "")

@@ -18,7 +18,7 @@ import (
 )
 
 // ServeStdio serves MCP over the given transport (normally
-// &mcp.StdioTransport{}) as one fixed identity, until the client
+// a *StdioTransport) as one fixed identity, until the client
 // disconnects or ctx is done.
 func (s *Server) ServeStdio(ctx context.Context, t mcp.Transport, id Identity) error {
 	if id.Source == "" {

@@ -1,0 +1,254 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	segjson "github.com/segmentio/encoding/json"
+)
+
+// StdioTransport is the transport custos serves MCP on stdio with:
+// newline-delimited JSON-RPC (the go-sdk's mcp.IOTransport) read from In and
+// written to Out, where each line is judged (judgeLine) before the SDK reads
+// it. The SDK's own transport ends the session at the first line it cannot
+// decode, and answers an id it would change (1.5 as 1) changed; here such a
+// line is answered with a JSON-RPC error that names what is wrong and never
+// quotes the line, and the session goes on. The SDK reads only lines that
+// decode as JSON-RPC 2.0 messages, each re-framed as one JSON value and a
+// newline; a line over MaxLine bytes is skipped to its newline and answered.
+type StdioTransport struct {
+	In  io.Reader
+	Out io.Writer
+	// MaxLine bounds one line in bytes; 0 is mcp.DefaultMaxLineLength.
+	MaxLine int
+
+	gate *lineGate // the connection's, once connected
+}
+
+// Connect implements mcp.Transport.
+func (t *StdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	max := t.MaxLine
+	if max <= 0 {
+		max = mcp.DefaultMaxLineLength
+	}
+	out := &lineWriter{w: t.Out}
+	in := &lineGate{in: bufio.NewReaderSize(t.In, 64<<10), out: out, max: max}
+	if c, ok := t.In.(io.Closer); ok {
+		in.closer = c
+	}
+	t.gate = in
+	// The gate has bounded every line already; the SDK's own bound would
+	// only count the newline twice.
+	return (&mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: -1}).Connect(ctx)
+}
+
+// lineWriter serializes whole writes to w: the go-sdk writes each message
+// as one Write of its line, and the gate's answers go through the same
+// lock, so no two lines interleave.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lineWriter) Close() error { return nil }
+
+// lineGate is the reader the go-sdk's transport decodes: the lines of in
+// that judgeLine passes, each as its JSON value and a newline. The lines it
+// refuses are answered on out and dropped.
+type lineGate struct {
+	in      *bufio.Reader
+	out     io.Writer
+	max     int
+	closer  io.Closer
+	pending []byte // what the SDK has yet to read of the passed line
+	line    []byte // the line being read
+	err     error  // the input's end or failure, returned once pending is read
+
+	// JSON-RPC batches are refused unless initialize negotiated a revision
+	// before 2025-06-18, which removed them (noteInitialize). The SDK's
+	// transport would check this itself, but it learns the revision only
+	// through a method custos's wrapping connection cannot forward.
+	mu      sync.Mutex
+	initID  any // the id of the last initialize call read, if any
+	batches bool
+}
+
+// noteCall records the id of an initialize call (paramsCheckedConn.Read).
+func (g *lineGate) noteCall(req *jsonrpc.Request) {
+	if req.Method == "initialize" {
+		g.mu.Lock()
+		g.initID = req.ID.Raw()
+		g.mu.Unlock()
+	}
+}
+
+// noteAnswer reads the negotiated revision from the answer to the last
+// initialize call (paramsCheckedConn.Write).
+func (g *lineGate) noteAnswer(resp *jsonrpc.Response) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.initID == nil || resp.ID.Raw() != g.initID {
+		return
+	}
+	g.initID = nil
+	var r struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if resp.Error == nil && segjson.Unmarshal(resp.Result, &r) == nil {
+		g.batches = r.ProtocolVersion != "" && r.ProtocolVersion < "2025-06-18"
+	}
+}
+
+func (g *lineGate) batchesAllowed() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.batches
+}
+
+func (g *lineGate) Close() error {
+	if g.closer != nil {
+		return g.closer.Close()
+	}
+	return nil
+}
+
+func (g *lineGate) Read(p []byte) (int, error) {
+	for len(g.pending) == 0 {
+		if g.err != nil {
+			return 0, g.err
+		}
+		line, tooLong, err := g.readLine()
+		g.err = err
+		if tooLong {
+			if err := g.answer(errorResponse{"2.0", nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+				Message: fmt.Sprintf("invalid request: a line over %d bytes was skipped", g.max)}}); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		pass, answer := judgeLine(line, g.batchesAllowed())
+		switch {
+		case pass != nil:
+			g.pending = append(pass, '\n')
+		case answer != nil:
+			if err := g.answer(answer); err != nil {
+				return 0, err
+			}
+		}
+	}
+	n := copy(p, g.pending)
+	g.pending = g.pending[n:]
+	return n, nil
+}
+
+// readLine reads the next line without its newline. A line longer than
+// g.max is read to its end and dropped (tooLong). err is the input's end or
+// failure; a last line without a newline comes with it.
+func (g *lineGate) readLine() (line []byte, tooLong bool, err error) {
+	g.line = g.line[:0]
+	for {
+		chunk, err := g.in.ReadSlice('\n')
+		if !tooLong {
+			if len(g.line)+len(chunk) > g.max+1 { // +1: the newline
+				tooLong, g.line = true, g.line[:0]
+			} else {
+				g.line = append(g.line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimSuffix(g.line, []byte{'\n'}), tooLong, err
+	}
+}
+
+// answer writes one refusal as a line of its own (an errorResponse writes
+// a nil id as null, as JSON-RPC 2.0 asks of an id that could not be read;
+// the go-sdk's encoder would leave the id out).
+func (g *lineGate) answer(v any) error {
+	b, err := segjson.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = g.out.Write(append(b, '\n'))
+	return err
+}
+
+// judgeLine judges one line of stdio input. It returns the line's JSON
+// value for the go-sdk to read, or the answer to write instead (an
+// errorResponse, or the answers of a batch as batchRefusal gives them), or
+// neither for a blank line. The SDK reads a line only if it would read it
+// without quoting it or ending the session: one JSON-RPC 2.0 message, or
+// (if batches are allowed) a batch of them, whose calls have ids it gives
+// back unchanged (exactID), with no id twice in a batch. Params the SDK
+// could not decode are answered after it decoded the message
+// (paramsCheckedConn); a batch with such a call is answered here, whole, as
+// over HTTP.
+func judgeLine(line []byte, batches bool) (pass []byte, answer any) {
+	t := bytes.Trim(line, " \t\r\n")
+	if len(t) == 0 {
+		return nil, nil
+	}
+	refuse := func(jerr *jsonrpc.Error) (pass []byte, answer any) {
+		return nil, errorResponse{"2.0", nil, jerr}
+	}
+	if !segjson.Valid(t) {
+		return refuse(&jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the line is not one valid JSON value"})
+	}
+	switch t[0] {
+	case '{':
+		msg, err := jsonrpc.DecodeMessage(t)
+		if err != nil {
+			return refuse(errNotJSONRPC)
+		}
+		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !exactID(t) {
+			return refuse(errInexactID)
+		}
+		return t, nil
+	case '[':
+		if jerr := envelopeError(t); jerr != nil {
+			return refuse(jerr)
+		}
+		var raws []segjson.RawMessage
+		if segjson.Unmarshal(t, &raws) != nil || len(raws) == 0 {
+			return refuse(&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: an empty batch"})
+		}
+		if !batches {
+			return refuse(errNoBatches)
+		}
+		if answers := batchRefusal(t); answers != nil {
+			return nil, answers
+		}
+		ids := map[string]bool{}
+		for _, raw := range raws {
+			msg, _ := jsonrpc.DecodeMessage(raw) // envelopeError decoded each
+			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+				id := fmt.Sprintf("%T:%v", req.ID.Raw(), req.ID.Raw())
+				if ids[id] {
+					return refuse(&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: two calls of the batch have the same id"})
+				}
+				ids[id] = true
+			}
+		}
+		return t, nil
+	}
+	return refuse(errNotJSONRPC)
+}
+
+// errNoBatches answers a batch when initialize has not negotiated a
+// revision that has them.
+var errNoBatches = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+	Message: "invalid request: JSON-RPC batches are refused: protocol revision 2025-06-18 removed them, and this session did not initialize an earlier one"}

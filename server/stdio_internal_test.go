@@ -1,0 +1,68 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// FuzzJudgeLine holds judgeLine to what the go-sdk's stdio transport can
+// read without ending the session: a line it passes is one JSON value that
+// encoding/json (the transport's decoder) reads whole, and decodes as one
+// JSON-RPC message or, where batches are allowed, a non-empty array of
+// them; a line it refuses is answered with JSON, with id null unless the
+// answer is a batch's.
+func FuzzJudgeLine(f *testing.F) {
+	for _, b := range append(append(append([]string{}, wellFormedCalls...), hostileBodies...), testBodies(f)...) {
+		f.Add(b, false)
+		f.Add(b, true)
+	}
+	f.Add(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1,"method":"ping"}]`, true)
+	f.Add("  \t\r", true)
+	f.Fuzz(func(t *testing.T, line string, batches bool) {
+		pass, answer := judgeLine([]byte(line), batches)
+		if pass != nil && answer != nil {
+			t.Fatalf("%q: both passed and answered", line)
+		}
+		if pass != nil {
+			dec := json.NewDecoder(bytes.NewReader(append(bytes.Clone(pass), '\n')))
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				t.Fatalf("%q passed, but the SDK's decoder fails: %v", line, err)
+			}
+			if err := dec.Decode(&raw); err != io.EOF {
+				t.Fatalf("%q passed with more than one value", line)
+			}
+			if pass[0] == '[' {
+				var raws []json.RawMessage
+				if !batches || json.Unmarshal(pass, &raws) != nil || len(raws) == 0 {
+					t.Fatalf("%q passed as a batch", line)
+				}
+				for _, r := range raws {
+					if _, err := jsonrpc.DecodeMessage(r); err != nil {
+						t.Fatalf("%q passed with a member that is no message: %v", line, err)
+					}
+				}
+			} else if _, err := jsonrpc.DecodeMessage(pass); err != nil {
+				t.Fatalf("%q passed, but it is no message: %v", line, err)
+			}
+			return
+		}
+		if answer == nil {
+			if len(bytes.Trim([]byte(line), " \t\r\n")) != 0 {
+				t.Fatalf("%q neither passed nor answered", line)
+			}
+			return
+		}
+		out, err := json.Marshal(answer)
+		if err != nil {
+			t.Fatalf("%q: the answer does not encode: %v", line, err)
+		}
+		if r, ok := answer.(errorResponse); ok && (r.ID != nil || r.Error == nil) {
+			t.Fatalf("%q answered %s: want an error with id null", line, out)
+		}
+	})
+}
