@@ -211,8 +211,25 @@ func nameMismatch(h http.Header, method string, params []byte) *jsonrpc.Error {
 	return nil
 }
 
+// methodMismatch returns the -32020 to answer for a 2026-07-28 request
+// whose Mcp-Method header differs from its method (the go-sdk's own answer
+// quotes both: the header, and a method name the client chose), or nil. A
+// missing header is left to the SDK, whose answer quotes nothing.
+func methodMismatch(h http.Header, method string) *jsonrpc.Error {
+	if !statelessHeader(h) {
+		return nil
+	}
+	if header := h.Get("Mcp-Method"); header != "" && header != method {
+		return errMethodMismatch
+	}
+	return nil
+}
+
+var errMethodMismatch = &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: "header mismatch: the Mcp-Method header does not match the method of the body"}
+
 // checkParams answers an HTTP POST the go-sdk would answer with an error
-// quoting client input (envelopeError, exactID, paramsError, nameMismatch;
+// quoting client input (envelopeError, methodMismatch, exactID,
+// paramsError, nameMismatch;
 // a batch: checkBatch) and reports whether it did; otherwise r's body is
 // left readable in full for the SDK. A body over maxBody, a notification
 // or a response is left to the SDK. A well-formed call is passed by
@@ -253,7 +270,14 @@ func answerMalformed(w http.ResponseWriter, h http.Header, b []byte) bool {
 		}
 	}
 	req, ok := msg.(*jsonrpc.Request)
-	if !ok || !req.IsCall() {
+	if !ok {
+		return false
+	}
+	if jerr := methodMismatch(h, req.Method); jerr != nil {
+		answerJSONRPC(w, http.StatusBadRequest, req.ID, jerr) // a notification's id: null
+		return true
+	}
+	if !req.IsCall() {
 		return false
 	}
 	if !exactID(b) {
@@ -324,7 +348,7 @@ func wellFormedCall(h http.Header, body []byte) bool {
 	if len(m.Params) != 0 && parseExact(m.Params, newParams()) != nil {
 		return false
 	}
-	return nameMismatch(h, string(method), m.Params) == nil
+	return methodMismatch(h, string(method)) == nil && nameMismatch(h, string(method), m.Params) == nil
 }
 
 // integerOrStringID reports whether id, decoded as the go-sdk decodes it,

@@ -158,6 +158,7 @@ func paramHeaders() []http.Header {
 	for _, name := range []string{"fhir://general-hospital/patients/p1/Observation/o1", "fhir://g/x", "ab"} {
 		hs = append(hs, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Name": {name}})
 	}
+	hs = append(hs, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"resources/read"}})
 	return hs
 }
 

@@ -151,6 +151,31 @@ func TestMcpNameMismatchIsNotQuotedBack(t *testing.T) {
 	}
 }
 
+// A 2026-07-28 Mcp-Method header that differs from the body's method is
+// refused without quoting either (the go-sdk's answer quotes both, and the
+// method is whatever the client typed), on a call and on a notification.
+func TestMcpMethodMismatchIsNotQuotedBack(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	uri := f.allURIs()[0].URI
+	for _, c := range []struct{ header, body string }{
+		{"resources/list", `{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{` + meta2026(`,"uri":"`+uri+`"`) + `}}`},
+		{"fhir://alice:" + paramSecret + "@x", `{"jsonrpc":"2.0","id":5,"method":"resources/list","params":{` + meta2026("") + `}}`},
+		{"resources/list", `{"jsonrpc":"2.0","id":5,"method":"x-` + paramSecret + `","params":{` + meta2026("") + `}}`},
+		{"notifications/initialized", `{"jsonrpc":"2.0","method":"notifications/` + paramSecret + `"}`},
+	} {
+		st, _, msg := post(t, hs.url, hs.tokens["clinician"], map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Method": c.header, "Mcp-Name": uri}, c.body)
+		e, _ := msg["error"].(map[string]any)
+		raw, _ := json.Marshal(msg)
+		if e == nil || e["code"] != float64(mcp.CodeHeaderMismatch) || st != 400 || !strings.Contains(fmt.Sprint(e["message"]), "Mcp-Method header does not match") {
+			t.Errorf("header %.20q: status %d, answer %s; want 400 and %d naming Mcp-Method", c.header, st, raw, mcp.CodeHeaderMismatch)
+		}
+		if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), "resources/") {
+			t.Errorf("mismatch error quotes a value: %s", raw)
+		}
+	}
+}
+
 // Over stdio too, a call with params of the wrong type is answered without
 // them, after a proper initialization, and the session goes on.
 func TestMalformedParamsOverStdio(t *testing.T) {

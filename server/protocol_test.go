@@ -135,13 +135,15 @@ func post(t *testing.T, url, tok string, hdr map[string]string, body string) (in
 	}
 	if req.Header.Get("Mcp-Protocol-Version") >= rev2026 {
 		// The standard headers of the revision: Mcp-Method, and Mcp-Name
-		// (the URI) for resources/read unless hdr gives one.
+		// (the URI) for resources/read, unless hdr gives them.
 		var m struct {
 			Method string
 			Params struct{ URI string }
 		}
 		json.Unmarshal([]byte(body), &m)
-		req.Header.Set("Mcp-Method", m.Method)
+		if hdr["Mcp-Method"] == "" {
+			req.Header.Set("Mcp-Method", m.Method)
+		}
 		if m.Method == "resources/read" && hdr["Mcp-Name"] == "" {
 			req.Header.Set("Mcp-Name", m.Params.URI)
 		}
