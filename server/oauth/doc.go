@@ -22,8 +22,11 @@
 //     name the check that failed.
 //   - The JWKS is cached. An unknown "kid" forces a refetch (key rotation),
 //     at most once per Config.MinRefreshInterval so that forged kids can not
-//     turn the verifier into a request amplifier against the issuer. If the
-//     issuer becomes unreachable the cached keys keep working.
+//     turn the verifier into a request amplifier against the issuer. A
+//     fetch is never bound to the request that caused it (it serves every
+//     caller; a caller that hangs up must not abort it and use up the
+//     interval). If the issuer becomes unreachable the cached keys keep
+//     working.
 //   - Purpose of use is accepted only if it is a known HL7 v3 PurposeOfUse
 //     code; the claim and the request header must not disagree.
 package oauth

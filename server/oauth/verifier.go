@@ -28,6 +28,11 @@ var allowedAlgs = []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA}
 // maxJWKSBytes bounds the JWKS response body.
 const maxJWKSBytes = 1 << 20
 
+// fetchTimeout bounds a JWKS fetch after New (Config.HTTPClient's own
+// timeout may be shorter). It is not the timeout of any request: a fetch
+// serves every caller.
+const fetchTimeout = 30 * time.Second
+
 // Verifier verifies access tokens against the issuer's cached JWKS. It is
 // safe for concurrent use.
 type Verifier struct {
@@ -244,7 +249,14 @@ func (v *Verifier) keysFor(ctx context.Context, kid string) (*keySet, []jose.JSO
 	if !v.mayFetch(v.cfg.Now()) {
 		return nil, nil, fmt.Errorf("%w: unknown kid (JWKS refresh rate-limited)", ErrInvalid)
 	}
-	if err := v.fetchLocked(ctx); err != nil {
+	// The fetch is shared: it uses up the rate limit for everyone and
+	// installs the keys for everyone, so it must not end with the request
+	// that started it. Bound to the request, a forged kid on a connection
+	// dropped at once aborted it; repeated every MinRefreshInterval, that
+	// kept the issuer's rotated-in key (and its removals) from custos.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+	defer cancel()
+	if err := v.fetchLocked(fctx); err != nil {
 		v.cfg.Logger.Warn("oauth: JWKS refresh for unknown kid failed", "err", err)
 		return nil, nil, fmt.Errorf("%w: unknown kid (JWKS refresh failed)", ErrInvalid)
 	}
@@ -265,7 +277,7 @@ func (v *Verifier) backgroundRefresh() {
 	if !v.mayFetch(v.cfg.Now()) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
 	defer cancel()
 	if err := v.fetchLocked(ctx); err != nil {
 		v.cfg.Logger.Warn("oauth: periodic JWKS refresh failed; keeping cached keys", "err", err)

@@ -286,6 +286,39 @@ func TestKeyRotationAndRateLimit(t *testing.T) {
 	}
 }
 
+// A JWKS fetch forced by an unknown kid is not aborted when the request
+// that forced it goes away (found by probe: a forged kid on a connection
+// dropped at once aborted the fetch and used up MinRefreshInterval, so the
+// issuer's rotated-in key stayed unknown; repeated, it was never learnt).
+func TestForcedRefreshOutlivesItsRequest(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	clk := newClock(t0)
+	v := is.verifier(t, func(c *Config) { c.Now = clk.Now; c.JWKSRefresh = time.Hour })
+	clk.Add(DefaultMinRefreshInterval)
+	is.serve(t, ecKey, ecKey2) // the issuer rotates ec-2 in
+
+	// The attacker's request gives up while the issuer is still answering.
+	is.mu.Lock()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond)
+		is.mu.Unlock()
+	}()
+	forged := sign(t, signingKey{"forged", jose.ES256, ecKey2.priv}, is.claims())
+	if _, err := v.Verify(ctx, forged); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("forged kid: %v, want ErrInvalid", err)
+	}
+	// Within MinRefreshInterval, a clinician's token under the new key.
+	if _, err := v.Verify(context.Background(), sign(t, ecKey2, is.claims())); err != nil {
+		t.Fatalf("rotated-in key after an abandoned fetch: %v (fetches %d)", err, is.fetches.Load())
+	}
+	if n := is.fetches.Load(); n != 2 {
+		t.Errorf("fetches = %d, want 2", n)
+	}
+}
+
 func TestJWKSDownKeepsCachedKeys(t *testing.T) {
 	is := newIssuer(t, rsaKey, ecKey)
 	clk := newClock(t0)
