@@ -202,6 +202,51 @@ func TestFailedAuthLimitPerIPv6PrefixAndNoSharedOverflow(t *testing.T) {
 	})
 }
 
+// A principal beyond its rate limit is refused with 429, recorded once per
+// window and otherwise counted (found by probe: each of 298 refusals of one
+// token in a retry loop was an fsync'd record of its own).
+func TestRateLimitedRefusalsAreAggregated(t *testing.T) {
+	f := newServerFixture(t, fixtureOptions{tune: func(c *server.Config) {
+		c.RateLimit = server.RateLimit{PerSecond: 0.001, Burst: 1}
+		c.Refusals = server.RefusalLimits{Window: time.Hour}
+	}})
+	h, hs := f.httpHandler("clinician")
+	sub := f.identity("clinician").Principal.Sub
+	before := len(f.records())
+	const n = 40
+	codes := map[int]int{}
+	for range n {
+		req := httptest.NewRequest(http.MethodPost, "https://custos.test"+server.MCPPath, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.RemoteAddr = "192.0.2.7:4000"
+		req.Header.Set("Authorization", "Bearer "+hs.tokens["clinician"])
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", rev2025)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		codes[w.Code]++
+	}
+	if codes[http.StatusTooManyRequests] != n-1 {
+		t.Fatalf("answers %v, want one served and %d × 429", codes, n-1)
+	}
+	var limited []audit.Record
+	for _, r := range f.records()[before:] {
+		if r.Action == server.ActionRateLimited {
+			limited = append(limited, r)
+		}
+	}
+	if len(limited) != 1 || limited[0].Reason != server.ReasonRateLimited || limited[0].Principal.Sub != sub {
+		t.Fatalf("%d http/rate_limited records before the window ended, want the first alone: %+v", len(limited), limited)
+	}
+	before = len(f.records())
+	f.srv.Close(context.Background())
+	recs := f.records()[before:]
+	prefix := server.ReasonRateLimited + ",aggregate,count=" + fmt.Sprint(n-2) + ",window="
+	if len(recs) != 1 || recs[0].Action != server.ActionRateLimited || recs[0].Principal.Sub != sub || !strings.HasPrefix(recs[0].Reason, prefix) {
+		t.Fatalf("Close wrote %+v, want one aggregate %s… by %q", recs, prefix, sub)
+	}
+}
+
 // At the end of each window the aggregates are written without a
 // shutdown, and a new window records the first refusal of a kind again.
 func TestRefusalWindowFlushes(t *testing.T) {
