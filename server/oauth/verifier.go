@@ -8,9 +8,11 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -290,12 +292,12 @@ func (v *Verifier) fetchLocked(ctx context.Context) error {
 	v.lastAttempt.Store(v.cfg.Now().UnixNano())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.cfg.JWKSURL, nil)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrJWKS, err)
+		return fmt.Errorf("%w: JWKSURL: not a request URL", ErrJWKS)
 	}
 	req.Header.Set("Accept", "application/jwk-set+json, application/json")
 	resp, err := v.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrJWKS, err)
+		return fmt.Errorf("%w: GET %s: %v", ErrJWKS, req.URL.Host, withoutURL(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -303,7 +305,7 @@ func (v *Verifier) fetchLocked(ctx context.Context) error {
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes+1))
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrJWKS, err)
+		return fmt.Errorf("%w: reading the body: %v", ErrJWKS, withoutURL(err))
 	}
 	if len(body) > maxJWKSBytes {
 		return fmt.Errorf("%w: body larger than %d bytes", ErrJWKS, maxJWKSBytes)
@@ -315,6 +317,17 @@ func (v *Verifier) fetchLocked(ctx context.Context) error {
 	v.keys.Store(&keySet{byKID: byKID, fetched: v.cfg.Now()})
 	v.cfg.Logger.Info("oauth: JWKS fetched", "keys", len(byKID), "skipped", skipped)
 	return nil
+}
+
+// withoutURL is err without the request URL net/http puts in its errors
+// (*url.Error): JWKSURL may carry a query (Entra's ?appid=, an API
+// gateway's key), and errors are logged. The caller names the host.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // parseJWKS keeps the usable keys of a JWK Set: public RSA, EC P-256 and

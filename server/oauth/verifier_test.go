@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
@@ -366,6 +367,41 @@ func TestPeriodicRefresh(t *testing.T) {
 	}
 	if n := is.fetches.Load(); n != 2 {
 		t.Errorf("fetches = %d, want 2", n)
+	}
+}
+
+// JWKS fetch errors and log lines name the host, never the JWKS URL, whose
+// query may hold a key (found by probe: net/http's errors quote the whole
+// URL, and New's error and the refresh warnings carried it).
+func TestJWKSErrorsDoNotEchoTheURL(t *testing.T) {
+	const canary = "CANARY-7f3a9c"
+	is := newIssuer(t, ecKey)
+	var logs strings.Builder
+	clk := newClock(t0)
+	v := is.verifier(t, func(c *Config) {
+		c.JWKSURL += "?subscription-key=" + canary
+		c.Now = clk.Now
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	host := strings.TrimPrefix(is.srv.URL, "http://")
+	is.srv.Close() // connection refused from now on
+	clk.Add(DefaultMinRefreshInterval)
+	if _, err := v.Verify(context.Background(), sign(t, ecKey2, is.claims())); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("unknown kid with the issuer gone: %v", err)
+	}
+	cfg := is.config()
+	cfg.JWKSURL += "?subscription-key=" + canary
+	_, err := New(context.Background(), cfg)
+	if !errors.Is(err, ErrJWKS) {
+		t.Fatalf("New with the issuer gone: %v, want ErrJWKS", err)
+	}
+	for what, text := range map[string]string{"New's error": err.Error(), "the log": logs.String()} {
+		if strings.Contains(text, canary) || strings.Contains(text, "subscription-key") {
+			t.Errorf("%s quotes the JWKS URL's query: %s", what, text)
+		}
+		if !strings.Contains(text, host) {
+			t.Errorf("%s does not name the host %s: %s", what, host, text)
+		}
 	}
 }
 
