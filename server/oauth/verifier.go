@@ -295,7 +295,9 @@ func (v *Verifier) fetchLocked(ctx context.Context) error {
 		return fmt.Errorf("%w: JWKSURL: not a request URL", ErrJWKS)
 	}
 	req.Header.Set("Accept", "application/jwk-set+json, application/json")
-	resp, err := v.cfg.HTTPClient.Do(req)
+	client := *v.cfg.HTTPClient // a copy, to add the redirect rule
+	client.CheckRedirect = jwksRedirect(v.cfg.HTTPClient.CheckRedirect)
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("%w: GET %s: %v", ErrJWKS, req.URL.Host, withoutURL(err))
 	}
@@ -317,6 +319,25 @@ func (v *Verifier) fetchLocked(ctx context.Context) error {
 	v.keys.Store(&keySet{byKID: byKID, fetched: v.cfg.Now()})
 	v.cfg.Logger.Info("oauth: JWKS fetched", "keys", len(byKID), "skipped", skipped)
 	return nil
+}
+
+// jwksRedirect wraps a client's redirect policy (nil: net/http's, at most
+// 10) with the rule JWKSURL itself obeys: keys come over https, or http on a
+// loopback host, and never over http once the JWKS URL was https (a
+// redirect from https to http would hand the key set to anyone on the path).
+func jwksRedirect(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if err := checkURL(req.URL.String(), true); err != nil || (via[0].URL.Scheme == "https" && req.URL.Scheme != "https") {
+			return fmt.Errorf("redirected to %s, which is not https", req.URL.Host)
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
 }
 
 // withoutURL is err without the request URL net/http puts in its errors

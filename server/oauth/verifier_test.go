@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -402,6 +404,33 @@ func TestJWKSErrorsDoNotEchoTheURL(t *testing.T) {
 		if !strings.Contains(text, host) {
 			t.Errorf("%s does not name the host %s: %s", what, host, text)
 		}
+	}
+}
+
+// A JWKS URL that is https is not followed to http (found by probe: a
+// redirect to http was followed, and keys fetched there were trusted).
+func TestJWKSRedirectToHTTPIsRefused(t *testing.T) {
+	plain := newIssuer(t, ecKey) // serves the keys over plain loopback HTTP
+	mux := http.NewServeMux()
+	mux.Handle("/jwks", http.RedirectHandler(plain.srv.URL+"/jwks", http.StatusFound))
+	mux.HandleFunc("/keys", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(mustJSON(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{ecKey.public()}})))
+	})
+	secure := httptest.NewTLSServer(mux)
+	t.Cleanup(secure.Close)
+	cfg := Config{Issuer: secure.URL, JWKSURL: secure.URL + "/jwks", Audience: testAudience, HTTPClient: secure.Client()}
+	if _, err := New(context.Background(), cfg); !errors.Is(err, ErrJWKS) || !strings.Contains(err.Error(), "not https") {
+		t.Fatalf("https JWKS redirected to http: %v, want ErrJWKS naming the downgrade", err)
+	}
+	if n := plain.fetches.Load(); n != 0 {
+		t.Errorf("the http URL was fetched %d times", n)
+	}
+	// An https redirect is followed as before.
+	moved := httptest.NewTLSServer(http.RedirectHandler(secure.URL+"/keys", http.StatusMovedPermanently))
+	t.Cleanup(moved.Close)
+	cfg.JWKSURL = moved.URL + "/jwks"
+	if _, err := New(context.Background(), cfg); err != nil {
+		t.Fatalf("https to https redirect: %v", err)
 	}
 }
 
