@@ -126,6 +126,12 @@ func (v *Verifier) Verify(ctx context.Context, rawToken string) (Claims, error) 
 	if err := checkTyp(h); err != nil {
 		return Claims{}, err
 	}
+	if _, ok := h.ExtraHeaders["crit"]; ok {
+		// RFC 7515 §4.1.11: extensions the recipient does not understand
+		// must be refused. custos understands none (not even RFC 7797's b64,
+		// which go-jose would honour; an unencoded payload is not a JWT).
+		return Claims{}, fmt.Errorf("%w: header has critical extensions (crit)", ErrInvalid)
+	}
 	if h.KeyID == "" {
 		return Claims{}, fmt.Errorf("%w: header has no kid", ErrInvalid)
 	}

@@ -154,6 +154,26 @@ func TestVerifyRejects(t *testing.T) {
 	}
 }
 
+// A token with critical header extensions is refused as such (found by
+// probe: it was refused as "signature does not verify", which sends an
+// operator looking at keys).
+func TestCriticalHeaderIsRefusedByName(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	v := is.verifier(t)
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: ecKey.priv, KeyID: "ec-1"}},
+		(&jose.SignerOptions{}).WithType("at+jwt").WithHeader("exp", t0.Unix()).WithCritical("exp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.Signed(s).Claims(is.claims()).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(context.Background(), tok); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "crit") {
+		t.Fatalf("token with crit: %v, want ErrInvalid naming crit", err)
+	}
+}
+
 func TestClientIdentity(t *testing.T) {
 	is := newIssuer(t, ecKey)
 	v := is.verifier(t)
