@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -141,6 +143,107 @@ func TestFailedAuthenticationsAreAggregatedPerSource(t *testing.T) {
 	t1, err1 := time.Parse(time.RFC3339, end)
 	if !ok || err0 != nil || err1 != nil || t1.Before(t0) {
 		t.Errorf("window %q is not START/END in RFC 3339", strings.TrimPrefix(r.Reason, prefix))
+	}
+}
+
+// The per-source limit of failed authentications counts an IPv6 /64 as
+// one source, and does not lock out new sources once its table is full
+// (found by probe: 4,097 addresses of one /64, a fraction of a second of
+// requests, made every new address's unauthenticated request a 429 without
+// WWW-Authenticate, so that no new MCP client could discover the
+// authorization server or renew an expired token for the rest of the
+// window).
+func TestFailedAuthLimitPerIPv6PrefixAndNoSharedOverflow(t *testing.T) {
+	const per = 5
+	newHandler := func(t *testing.T) func(remote string) *http.Response {
+		f := newServerFixture(t, fixtureOptions{tune: func(c *server.Config) {
+			c.Refusals = server.RefusalLimits{Window: time.Hour, PerSource: per}
+		}})
+		h, _ := f.httpHandler("clinician")
+		return func(remote string) *http.Response {
+			req := httptest.NewRequest(http.MethodPost, "https://custos.test"+server.MCPPath,
+				strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{}}`))
+			req.RemoteAddr = remote
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Protocol-Version", rev2025)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			return w.Result()
+		}
+	}
+	// A 401 (which over OAuth carries the challenge a 429 drops), not 429.
+	challenged := func(t *testing.T, what string, resp *http.Response) {
+		t.Helper()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("%s: %d, want 401", what, resp.StatusCode)
+		}
+	}
+
+	t.Run("one /64 is one source", func(t *testing.T) {
+		send := newHandler(t)
+		for i := range per {
+			challenged(t, "within the limit", send(fmt.Sprintf("[2001:db8:1:2::%x]:4000", i+1)))
+		}
+		if resp := send("[2001:db8:1:2:ffff:ffff:ffff:ffff]:4000"); resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("another address of the same /64 over the limit: %d, want 429", resp.StatusCode)
+		}
+		challenged(t, "the next /64", send("[2001:db8:1:3::1]:4000"))
+	})
+
+	t.Run("a full table locks no new source out", func(t *testing.T) {
+		send := newHandler(t)
+		for i := range 4096 + 2*per { // 4,106 /64s: more than the table holds
+			send(fmt.Sprintf("[2001:db8:%x:%x::1]:4000", i>>16, i&0xffff))
+		}
+		for i := range 2 * per {
+			challenged(t, "a new source after the spray", send(fmt.Sprintf("203.0.113.%d:5555", i+1)))
+		}
+	})
+}
+
+// A principal beyond its rate limit is refused with 429, recorded once per
+// window and otherwise counted (found by probe: each of 298 refusals of one
+// token in a retry loop was an fsync'd record of its own).
+func TestRateLimitedRefusalsAreAggregated(t *testing.T) {
+	f := newServerFixture(t, fixtureOptions{tune: func(c *server.Config) {
+		c.RateLimit = server.RateLimit{PerSecond: 0.001, Burst: 1}
+		c.Refusals = server.RefusalLimits{Window: time.Hour}
+	}})
+	h, hs := f.httpHandler("clinician")
+	sub := f.identity("clinician").Principal.Sub
+	before := len(f.records())
+	const n = 40
+	codes := map[int]int{}
+	for range n {
+		req := httptest.NewRequest(http.MethodPost, "https://custos.test"+server.MCPPath, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.RemoteAddr = "192.0.2.7:4000"
+		req.Header.Set("Authorization", "Bearer "+hs.tokens["clinician"])
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", rev2025)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		codes[w.Code]++
+	}
+	if codes[http.StatusTooManyRequests] != n-1 {
+		t.Fatalf("answers %v, want one served and %d × 429", codes, n-1)
+	}
+	var limited []audit.Record
+	for _, r := range f.records()[before:] {
+		if r.Action == server.ActionRateLimited {
+			limited = append(limited, r)
+		}
+	}
+	if len(limited) != 1 || limited[0].Reason != server.ReasonRateLimited || limited[0].Principal.Sub != sub {
+		t.Fatalf("%d http/rate_limited records before the window ended, want the first alone: %+v", len(limited), limited)
+	}
+	before = len(f.records())
+	f.srv.Close(context.Background())
+	recs := f.records()[before:]
+	prefix := server.ReasonRateLimited + ",aggregate,count=" + fmt.Sprint(n-2) + ",window="
+	if len(recs) != 1 || recs[0].Action != server.ActionRateLimited || recs[0].Principal.Sub != sub || !strings.HasPrefix(recs[0].Reason, prefix) {
+		t.Fatalf("Close wrote %+v, want one aggregate %s… by %q", recs, prefix, sub)
 	}
 }
 

@@ -192,7 +192,10 @@ func (t *Tokens) Verify(_ context.Context, token string, r *http.Request) (*auth
 	}, nil
 }
 
-// identityFunc extracts the caller of one MCP request.
+// identityFunc extracts the caller of one MCP request. With an error, the
+// Identity it returns may still name who made the request (the principal
+// of a token that verified, and its source address) for the refusal's
+// record only; it never decides anything.
 type identityFunc func(req mcp.Request) (Identity, error)
 
 // fixedIdentity is the stdio identity: one principal for the whole process.

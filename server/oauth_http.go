@@ -51,13 +51,14 @@ func oauthIdentity(v *oauth.Verifier) identityFunc {
 		if !ok {
 			return Identity{}, ErrNoIdentity
 		}
-		pou, err := v.PurposeOfUse(extra.Header, c)
-		if err != nil {
-			return Identity{}, ErrNoIdentity
-		}
 		// The source is the caller's address, as for dev tokens; "oauth"
 		// only where no HTTP request carried the token.
 		src := cmp.Or(oauth.RemoteAddrFromTokenInfo(extra.TokenInfo), "oauth")
+		pou, err := v.PurposeOfUse(extra.Header, c)
+		if err != nil {
+			// The token verified: the refusal is recorded with its caller.
+			return Identity{Principal: c.Principal, Source: src}, ErrNoIdentity
+		}
 		return Identity{Principal: c.Principal, PurposeOfUse: pou, Source: src, expires: c.Expiry}, nil
 	}
 }

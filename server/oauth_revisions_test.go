@@ -152,3 +152,28 @@ func TestScopeCheckCannotBeFooledByACaseChangedMethod(t *testing.T) {
 		}
 	}
 }
+
+// A request whose token verified but whose purpose of use is unknown is
+// refused (no_identity) and recorded with the caller's principal and
+// address, not as "unidentified" (found by probe: the record named nobody,
+// so who was trying purposes the policy does not know was not on record).
+func TestUnknownPurposeIsRecordedWithTheCaller(t *testing.T) {
+	f := newFixture(t, "")
+	url, mint := f.oauthServer(t)
+	tok := mint("clinician", "resources:list resources:read")
+	before := len(f.records())
+	body := `{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{` + meta2026("") + `}}`
+	status, b := postRaw(t, url, tok, map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Method": "resources/list", "X-Purpose-Of-Use": "NOSUCHCODE"}, body)
+	if status != http.StatusOK || !strings.Contains(string(b), "unknown purpose of use") || strings.Contains(string(b), "NOSUCHCODE") {
+		t.Fatalf("unknown purpose: %d %s", status, b)
+	}
+	recs := f.records()[before:]
+	if len(recs) != 1 || recs[0].Reason != server.ReasonNoIdentity || recs[0].Outcome != audit.OutcomeDeny {
+		t.Fatalf("recorded %+v, want one no_identity refusal", recs)
+	}
+	r := recs[0]
+	if r.Principal.Sub != f.identity("clinician").Principal.Sub || !strings.HasPrefix(r.Source, "127.0.0.1:") || r.PurposeOfUse != "" {
+		t.Fatalf("no_identity recorded as %q from %q (purpose %q), want the caller %q from its address and no purpose",
+			r.Principal.Sub, r.Source, r.PurposeOfUse, f.identity("clinician").Principal.Sub)
+	}
+}

@@ -38,6 +38,17 @@ type httpServer struct {
 
 func (f *fixture) serveHTTP(personas ...string) *httpServer {
 	f.t.Helper()
+	h, hs := f.httpHandler(personas...)
+	ts := httptest.NewServer(h)
+	f.t.Cleanup(ts.Close)
+	hs.url = ts.URL + server.MCPPath
+	return hs
+}
+
+// httpHandler is f.srv's HTTP handler with a dev token for each persona
+// (in hs.tokens; hs.url is left empty), for tests that call it directly.
+func (f *fixture) httpHandler(personas ...string) (http.Handler, *httpServer) {
+	f.t.Helper()
 	hs := &httpServer{tokens: map[string]string{}}
 	var tf server.TokenFile
 	for i, p := range personas {
@@ -54,10 +65,7 @@ func (f *fixture) serveHTTP(personas ...string) *httpServer {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	ts := httptest.NewServer(f.srv.HTTPHandler(toks))
-	f.t.Cleanup(ts.Close)
-	hs.url = ts.URL + server.MCPPath
-	return hs
+	return f.srv.HTTPHandler(toks), hs
 }
 
 type bearer struct{ tok string }

@@ -63,8 +63,12 @@ func (l *limiter) allow(key string, now time.Time) bool {
 }
 
 // rateLimited refuses a principal's requests beyond its bucket with 429 and
-// Retry-After, each refusal audited. It runs after token verification (the
-// principal is the token's subject).
+// Retry-After. It runs after token verification (the principal is the
+// token's subject). Refusals are recorded as refusals anyone can cause are
+// (refusals.go: the first of its kind in a window on its own, the rest in
+// one aggregate record): a client retrying at once in a loop is refused
+// thousands of times a second, and one fsync'd record each would fill the
+// audit volume and stall every other caller's commits.
 func (s *Server) rateLimited(next http.Handler) http.Handler {
 	if s.cfg.RateLimit.PerSecond <= 0 {
 		return next
@@ -81,7 +85,7 @@ func (s *Server) rateLimited(next http.Handler) http.Handler {
 		}
 		s.cfg.Metrics.RateLimited(ops.LimitPrincipal)
 		e := s.entry(context.Background(), Identity{Principal: policy.Principal{Sub: key}, Source: r.RemoteAddr}, ActionRateLimited)
-		if err := s.refuse(context.Background(), e, audit.OutcomeDeny, ReasonRateLimited, nil); err != nil {
+		if err := s.refuseCounted(context.Background(), e, audit.OutcomeDeny, ReasonRateLimited, nil); err != nil {
 			s.log.Error("auditing a rate-limit refusal failed", "err", err)
 		}
 		w.Header().Set("Retry-After", "1")

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -24,24 +25,27 @@ import (
 //     Close) each kind counted is written as one aggregate record: the
 //     same action, source, principal and reason, the reason followed by
 //     ",aggregate,count=N,window=START/END" (docs/audit-format.md);
-//   - failed authentications are also counted per source address: beyond
-//     RefusalLimits.PerSource in one window, that source's failing requests
-//     are answered 429 (counted in the aggregate, no record of their own).
+//   - failed authentications are also counted per source (an IPv4
+//     address, or an IPv6 /64: limitKey): beyond RefusalLimits.PerSource in
+//     one window, that source's failing requests are answered 429 (counted
+//     in the aggregate, no record of their own).
 //
-// At most maxKinds kinds and maxSources source addresses are tracked per
-// window; beyond that, refusals are counted under the source "other" (and
-// no principal), so memory and records per window stay bounded whatever
-// the number of addresses an attacker uses. Every refusal is still counted
-// in the metrics, one by one.
+// At most maxKinds kinds and maxSources sources are tracked per window;
+// beyond that, refusals are counted under the source "other" (and no
+// principal), so memory and records per window stay bounded whatever the
+// number of addresses an attacker uses, and sources beyond the table are
+// not limited (see failedAuth: a limit shared by unrelated addresses would
+// lock the innocent out). Every refusal is still counted in the metrics,
+// one by one.
 
 // RefusalLimits bound what refusals anyone can cause cost the audit log.
 // The zero value means the defaults.
 type RefusalLimits struct {
 	// Window is the aggregation window; 0 means DefaultRefusalWindow.
 	Window time.Duration
-	// PerSource is how many failed authentications one source address may
-	// make in one Window before its failing requests are answered 429; 0
-	// means DefaultRefusalsPerSource.
+	// PerSource is how many failed authentications one source (an IPv4
+	// address or an IPv6 /64) may make in one Window before its failing
+	// requests are answered 429; 0 means DefaultRefusalsPerSource.
 	PerSource int
 }
 
@@ -151,16 +155,46 @@ func (r *refusals) count(k refusalKind, who audit.Principal, mayRecord bool) (in
 	return false
 }
 
-// failedAuth counts one failed authentication from source and reports
-// whether the source is over its limit in this window.
+// failedAuth counts one failed authentication from source (an address
+// without port, hostOf) and reports whether the source is over its limit in
+// this window. Sources are counted by limitKey: an IPv6 /64 is one source.
+//
+// A new source that finds the table full (maxSources) is never over: the
+// sources beyond the table are not counted together, as one shared count
+// would let anyone with 4,096 addresses (one IPv6 /64 holds 2^64) answer
+// every other new address 429 without a challenge, so that no new client
+// could discover the authorization server or renew an expired token.
 func (r *refusals) failedAuth(source string) (over bool) {
+	key := limitKey(source)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.sources[source]; !ok && len(r.sources) >= maxSources {
-		source = aggregateSource
+	n, ok := r.sources[key]
+	if !ok && len(r.sources) >= maxSources {
+		return false
 	}
-	r.sources[source]++
-	return r.sources[source] > r.per
+	r.sources[key] = n + 1
+	return n+1 > r.per
+}
+
+// limitKey is the key a source address is limited by: an IPv4 address
+// itself, an IPv6 address its /64 prefix ("2001:db8:1:2::/64"), which is
+// what one subscriber or host is given (RFC 6177, RFC 7934), so that
+// stepping through one's own /64 does not make a new source each time.
+// Anything else (not an IP address) is its own key.
+func limitKey(source string) string {
+	addr, err := netip.ParseAddr(source)
+	if err != nil {
+		return source
+	}
+	addr = addr.Unmap()
+	if addr.Is4() {
+		return addr.String()
+	}
+	p, err := addr.WithZone("").Prefix(64)
+	if err != nil {
+		return source
+	}
+	return p.String()
 }
 
 // retryAfter is the whole seconds until the current window ends (at least 1).

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -332,16 +333,18 @@ func outcomeOf(err error) string {
 }
 
 // admit is the first step of every request the server decides: identify
-// the caller (a request without an identity, e.g. an OAuth token whose
-// purpose of use is unknown, is refused and recorded under action without a
-// principal), refuse it while the audit volume is down to its reserve
+// the caller (a request without an identity is refused and recorded under
+// action; with the principal and address of its token if that verified,
+// e.g. an OAuth token whose purpose of use is unknown, else as
+// "unidentified"), refuse it while the audit volume is down to its reserve
 // (recorded in aggregate, refusals.go) or keys are stale (recorded), and
 // pin the policy engine that decides it.
 func (s *Server) admit(ctx context.Context, ident identityFunc, action string, req mcp.Request) (context.Context, Identity, error) {
 	id, err := ident(req)
 	if err != nil {
-		e := s.entry(ctx, Identity{Source: "unidentified"}, action)
-		return ctx, id, s.refuse(ctx, e, audit.OutcomeDeny, ReasonNoIdentity,
+		who := Identity{Principal: id.Principal, Source: cmp.Or(id.Source, "unidentified")}
+		e := s.entry(ctx, who, action)
+		return ctx, Identity{}, s.refuse(ctx, e, audit.OutcomeDeny, ReasonNoIdentity,
 			&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated request (or unknown purpose of use)"})
 	}
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {

@@ -44,7 +44,8 @@ type Config struct {
 	Issuer string
 	// JWKSURL is where the issuer publishes its keys (the jwks_uri of its
 	// metadata). Required and explicit: it is not discovered. https, or http
-	// on a loopback host.
+	// on a loopback host; a redirect is followed only to such a URL, and
+	// never from https to http.
 	JWKSURL string
 	// Audience is this server's canonical resource URL (RFC 8707); "aud"
 	// must contain it. Required; absolute https URL without fragment.

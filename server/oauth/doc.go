@@ -19,11 +19,15 @@
 //     a tenant and a client identity, and well-typed custom claims.
 //   - All cryptography is go-jose's (github.com/go-jose/go-jose/v4).
 //   - Errors and log lines never contain the token or any claim value; they
-//     name the check that failed.
+//     name the check that failed. Nor do they quote the JWKS URL, whose
+//     query may hold a key: a fetch error names its host.
 //   - The JWKS is cached. An unknown "kid" forces a refetch (key rotation),
 //     at most once per Config.MinRefreshInterval so that forged kids can not
-//     turn the verifier into a request amplifier against the issuer. If the
-//     issuer becomes unreachable the cached keys keep working.
+//     turn the verifier into a request amplifier against the issuer. A
+//     fetch is never bound to the request that caused it (it serves every
+//     caller; a caller that hangs up must not abort it and use up the
+//     interval). If the issuer becomes unreachable the cached keys keep
+//     working.
 //   - Purpose of use is accepted only if it is a known HL7 v3 PurposeOfUse
 //     code; the claim and the request header must not disagree.
 package oauth

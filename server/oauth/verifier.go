@@ -8,9 +8,11 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -27,6 +29,11 @@ var allowedAlgs = []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA}
 
 // maxJWKSBytes bounds the JWKS response body.
 const maxJWKSBytes = 1 << 20
+
+// fetchTimeout bounds a JWKS fetch after New (Config.HTTPClient's own
+// timeout may be shorter). It is not the timeout of any request: a fetch
+// serves every caller.
+const fetchTimeout = 30 * time.Second
 
 // Verifier verifies access tokens against the issuer's cached JWKS. It is
 // safe for concurrent use.
@@ -118,6 +125,12 @@ func (v *Verifier) Verify(ctx context.Context, rawToken string) (Claims, error) 
 	h := jws.Signatures[0].Header
 	if err := checkTyp(h); err != nil {
 		return Claims{}, err
+	}
+	if _, ok := h.ExtraHeaders["crit"]; ok {
+		// RFC 7515 §4.1.11: extensions the recipient does not understand
+		// must be refused. custos understands none (not even RFC 7797's b64,
+		// which go-jose would honour; an unencoded payload is not a JWT).
+		return Claims{}, fmt.Errorf("%w: header has critical extensions (crit)", ErrInvalid)
 	}
 	if h.KeyID == "" {
 		return Claims{}, fmt.Errorf("%w: header has no kid", ErrInvalid)
@@ -244,7 +257,14 @@ func (v *Verifier) keysFor(ctx context.Context, kid string) (*keySet, []jose.JSO
 	if !v.mayFetch(v.cfg.Now()) {
 		return nil, nil, fmt.Errorf("%w: unknown kid (JWKS refresh rate-limited)", ErrInvalid)
 	}
-	if err := v.fetchLocked(ctx); err != nil {
+	// The fetch is shared: it uses up the rate limit for everyone and
+	// installs the keys for everyone, so it must not end with the request
+	// that started it. Bound to the request, a forged kid on a connection
+	// dropped at once aborted it; repeated every MinRefreshInterval, that
+	// kept the issuer's rotated-in key (and its removals) from custos.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+	defer cancel()
+	if err := v.fetchLocked(fctx); err != nil {
 		v.cfg.Logger.Warn("oauth: JWKS refresh for unknown kid failed", "err", err)
 		return nil, nil, fmt.Errorf("%w: unknown kid (JWKS refresh failed)", ErrInvalid)
 	}
@@ -265,7 +285,7 @@ func (v *Verifier) backgroundRefresh() {
 	if !v.mayFetch(v.cfg.Now()) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
 	defer cancel()
 	if err := v.fetchLocked(ctx); err != nil {
 		v.cfg.Logger.Warn("oauth: periodic JWKS refresh failed; keeping cached keys", "err", err)
@@ -278,12 +298,14 @@ func (v *Verifier) fetchLocked(ctx context.Context) error {
 	v.lastAttempt.Store(v.cfg.Now().UnixNano())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.cfg.JWKSURL, nil)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrJWKS, err)
+		return fmt.Errorf("%w: JWKSURL: not a request URL", ErrJWKS)
 	}
 	req.Header.Set("Accept", "application/jwk-set+json, application/json")
-	resp, err := v.cfg.HTTPClient.Do(req)
+	client := *v.cfg.HTTPClient // a copy, to add the redirect rule
+	client.CheckRedirect = jwksRedirect(v.cfg.HTTPClient.CheckRedirect)
+	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrJWKS, err)
+		return fmt.Errorf("%w: GET %s: %v", ErrJWKS, req.URL.Host, withoutURL(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -291,7 +313,7 @@ func (v *Verifier) fetchLocked(ctx context.Context) error {
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes+1))
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrJWKS, err)
+		return fmt.Errorf("%w: reading the body: %v", ErrJWKS, withoutURL(err))
 	}
 	if len(body) > maxJWKSBytes {
 		return fmt.Errorf("%w: body larger than %d bytes", ErrJWKS, maxJWKSBytes)
@@ -303,6 +325,36 @@ func (v *Verifier) fetchLocked(ctx context.Context) error {
 	v.keys.Store(&keySet{byKID: byKID, fetched: v.cfg.Now()})
 	v.cfg.Logger.Info("oauth: JWKS fetched", "keys", len(byKID), "skipped", skipped)
 	return nil
+}
+
+// jwksRedirect wraps a client's redirect policy (nil: net/http's, at most
+// 10) with the rule JWKSURL itself obeys: keys come over https, or http on a
+// loopback host, and never over http once the JWKS URL was https (a
+// redirect from https to http would hand the key set to anyone on the path).
+func jwksRedirect(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if err := checkURL(req.URL.String(), true); err != nil || (via[0].URL.Scheme == "https" && req.URL.Scheme != "https") {
+			return fmt.Errorf("redirected to %s, which is not https", req.URL.Host)
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+}
+
+// withoutURL is err without the request URL net/http puts in its errors
+// (*url.Error): JWKSURL may carry a query (Entra's ?appid=, an API
+// gateway's key), and errors are logged. The caller names the host.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // parseJWKS keeps the usable keys of a JWK Set: public RSA, EC P-256 and

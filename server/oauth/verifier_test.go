@@ -10,6 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -151,6 +154,26 @@ func TestVerifyRejects(t *testing.T) {
 	}
 }
 
+// A token with critical header extensions is refused as such (found by
+// probe: it was refused as "signature does not verify", which sends an
+// operator looking at keys).
+func TestCriticalHeaderIsRefusedByName(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	v := is.verifier(t)
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: ecKey.priv, KeyID: "ec-1"}},
+		(&jose.SignerOptions{}).WithType("at+jwt").WithHeader("exp", t0.Unix()).WithCritical("exp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.Signed(s).Claims(is.claims()).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(context.Background(), tok); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "crit") {
+		t.Fatalf("token with crit: %v, want ErrInvalid naming crit", err)
+	}
+}
+
 func TestClientIdentity(t *testing.T) {
 	is := newIssuer(t, ecKey)
 	v := is.verifier(t)
@@ -286,6 +309,39 @@ func TestKeyRotationAndRateLimit(t *testing.T) {
 	}
 }
 
+// A JWKS fetch forced by an unknown kid is not aborted when the request
+// that forced it goes away (found by probe: a forged kid on a connection
+// dropped at once aborted the fetch and used up MinRefreshInterval, so the
+// issuer's rotated-in key stayed unknown; repeated, it was never learnt).
+func TestForcedRefreshOutlivesItsRequest(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	clk := newClock(t0)
+	v := is.verifier(t, func(c *Config) { c.Now = clk.Now; c.JWKSRefresh = time.Hour })
+	clk.Add(DefaultMinRefreshInterval)
+	is.serve(t, ecKey, ecKey2) // the issuer rotates ec-2 in
+
+	// The attacker's request gives up while the issuer is still answering.
+	is.mu.Lock()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond)
+		is.mu.Unlock()
+	}()
+	forged := sign(t, signingKey{"forged", jose.ES256, ecKey2.priv}, is.claims())
+	if _, err := v.Verify(ctx, forged); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("forged kid: %v, want ErrInvalid", err)
+	}
+	// Within MinRefreshInterval, a clinician's token under the new key.
+	if _, err := v.Verify(context.Background(), sign(t, ecKey2, is.claims())); err != nil {
+		t.Fatalf("rotated-in key after an abandoned fetch: %v (fetches %d)", err, is.fetches.Load())
+	}
+	if n := is.fetches.Load(); n != 2 {
+		t.Errorf("fetches = %d, want 2", n)
+	}
+}
+
 func TestJWKSDownKeepsCachedKeys(t *testing.T) {
 	is := newIssuer(t, rsaKey, ecKey)
 	clk := newClock(t0)
@@ -333,6 +389,68 @@ func TestPeriodicRefresh(t *testing.T) {
 	}
 	if n := is.fetches.Load(); n != 2 {
 		t.Errorf("fetches = %d, want 2", n)
+	}
+}
+
+// JWKS fetch errors and log lines name the host, never the JWKS URL, whose
+// query may hold a key (found by probe: net/http's errors quote the whole
+// URL, and New's error and the refresh warnings carried it).
+func TestJWKSErrorsDoNotEchoTheURL(t *testing.T) {
+	const canary = "CANARY-7f3a9c"
+	is := newIssuer(t, ecKey)
+	var logs strings.Builder
+	clk := newClock(t0)
+	v := is.verifier(t, func(c *Config) {
+		c.JWKSURL += "?subscription-key=" + canary
+		c.Now = clk.Now
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	host := strings.TrimPrefix(is.srv.URL, "http://")
+	is.srv.Close() // connection refused from now on
+	clk.Add(DefaultMinRefreshInterval)
+	if _, err := v.Verify(context.Background(), sign(t, ecKey2, is.claims())); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("unknown kid with the issuer gone: %v", err)
+	}
+	cfg := is.config()
+	cfg.JWKSURL += "?subscription-key=" + canary
+	_, err := New(context.Background(), cfg)
+	if !errors.Is(err, ErrJWKS) {
+		t.Fatalf("New with the issuer gone: %v, want ErrJWKS", err)
+	}
+	for what, text := range map[string]string{"New's error": err.Error(), "the log": logs.String()} {
+		if strings.Contains(text, canary) || strings.Contains(text, "subscription-key") {
+			t.Errorf("%s quotes the JWKS URL's query: %s", what, text)
+		}
+		if !strings.Contains(text, host) {
+			t.Errorf("%s does not name the host %s: %s", what, host, text)
+		}
+	}
+}
+
+// A JWKS URL that is https is not followed to http (found by probe: a
+// redirect to http was followed, and keys fetched there were trusted).
+func TestJWKSRedirectToHTTPIsRefused(t *testing.T) {
+	plain := newIssuer(t, ecKey) // serves the keys over plain loopback HTTP
+	mux := http.NewServeMux()
+	mux.Handle("/jwks", http.RedirectHandler(plain.srv.URL+"/jwks", http.StatusFound))
+	mux.HandleFunc("/keys", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(mustJSON(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{ecKey.public()}})))
+	})
+	secure := httptest.NewTLSServer(mux)
+	t.Cleanup(secure.Close)
+	cfg := Config{Issuer: secure.URL, JWKSURL: secure.URL + "/jwks", Audience: testAudience, HTTPClient: secure.Client()}
+	if _, err := New(context.Background(), cfg); !errors.Is(err, ErrJWKS) || !strings.Contains(err.Error(), "not https") {
+		t.Fatalf("https JWKS redirected to http: %v, want ErrJWKS naming the downgrade", err)
+	}
+	if n := plain.fetches.Load(); n != 0 {
+		t.Errorf("the http URL was fetched %d times", n)
+	}
+	// An https redirect is followed as before.
+	moved := httptest.NewTLSServer(http.RedirectHandler(secure.URL+"/keys", http.StatusMovedPermanently))
+	t.Cleanup(moved.Close)
+	cfg.JWKSURL = moved.URL + "/jwks"
+	if _, err := New(context.Background(), cfg); err != nil {
+		t.Fatalf("https to https redirect: %v", err)
 	}
 }
 
