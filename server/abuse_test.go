@@ -441,3 +441,17 @@ func (hs *httpServer) tryConnect(t *testing.T, persona, rev string) (*mcp.Client
 	}
 	return cs, err
 }
+
+// A dev token's 401 carries a Bearer challenge (RFC 9110 §15.5.2, RFC 6750
+// §3), with or without a token, as an OAuth 401 does; the go-sdk writes
+// none without a resource metadata URL.
+func TestDevTokenUnauthorizedCarriesAChallenge(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	for _, tok := range []string{"", "not-a-token"} {
+		st, hdr, _ := post(t, hs.url, tok, nil, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		if ch := hdr.Get("WWW-Authenticate"); st != http.StatusUnauthorized || !strings.HasPrefix(ch, "Bearer") {
+			t.Errorf("token %q: status %d, WWW-Authenticate %q; want 401 and a Bearer challenge", tok, st, ch)
+		}
+	}
+}

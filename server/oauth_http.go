@@ -159,7 +159,7 @@ func principalOf(ti *auth.TokenInfo) policy.Principal {
 
 // rejectWriter passes a response through, except a 401 or 403 from a
 // source over its limit of failed authentications, which it turns into a
-// 429 (refusals.go).
+// 429 (refusals.go), and a 401 without a challenge, to which it adds one.
 type rejectWriter struct {
 	http.ResponseWriter
 	reject  func(status int) (over bool) // called once, for the first 401 or 403
@@ -179,6 +179,12 @@ func (w *rejectWriter) WriteHeader(code int) {
 		h.Del("WWW-Authenticate")
 		http.Error(w.ResponseWriter, "too many failed requests from this address: retry later", http.StatusTooManyRequests)
 		return
+	}
+	if code == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		// RFC 9110 §15.5.2 and RFC 6750 §3: a 401 carries a Bearer
+		// challenge. The go-sdk's middleware writes one only with a
+		// resource metadata URL or scopes, which dev tokens have neither of.
+		w.Header().Set("WWW-Authenticate", `Bearer realm="custos"`)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
