@@ -500,7 +500,7 @@ func exactID(body []byte) bool {
 // paramsCheckedTransport is an mcp.Transport (stdio) whose connection
 // answers calls with params the go-sdk could not decode itself
 // (paramsError) instead of passing them on. Over custos's StdioTransport it
-// also tells the transport's gate which revision initialize negotiated.
+// also tells the transport's gate of every answer (lineGate.noteAnswer).
 type paramsCheckedTransport struct{ mcp.Transport }
 
 func (t paramsCheckedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -547,12 +547,9 @@ func (c paramsCheckedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 		jerr := paramsError(req.Method, req.Params)
 		if jerr == nil {
-			if c.gate != nil {
-				c.gate.noteCall(req)
-			}
 			return msg, nil
 		}
-		if err := c.Connection.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: jerr}); err != nil {
+		if err := c.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: jerr}); err != nil {
 			return nil, err
 		}
 	}

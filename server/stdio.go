@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,10 +40,7 @@ func (t *StdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		max = mcp.DefaultMaxLineLength
 	}
 	out := &lineWriter{w: t.Out}
-	in := &lineGate{in: bufio.NewReaderSize(t.In, 64<<10), out: out, max: max}
-	if c, ok := t.In.(io.Closer); ok {
-		in.closer = c
-	}
+	in := newLineGate(t.In, out, max)
 	t.gate = in
 	// The gate has bounded every line already; the SDK's own bound would
 	// only count the newline twice.
@@ -68,6 +66,13 @@ func (l *lineWriter) Close() error { return nil }
 // lineGate is the reader the go-sdk's transport decodes: the lines of in
 // that judgeLine passes, each as its JSON value and a newline. The lines it
 // refuses are answered on out and dropped.
+//
+// At the end of input it waits, before the SDK sees the end, until every
+// call it passed has been answered (at most stdioDrain; a
+// subscriptions/listen call, which ends only when cancelled, is not waited
+// for): the SDK cancels the calls still running when its input ends, so a
+// client that writes its requests and closes stdin (as the specification's
+// shutdown has it) would lose answers to a slow start or a slow commit.
 type lineGate struct {
 	in      *bufio.Reader
 	out     io.Writer
@@ -77,33 +82,57 @@ type lineGate struct {
 	line    []byte // the line being read
 	err     error  // the input's end or failure, returned once pending is read
 
+	mu   sync.Mutex
+	idle *sync.Cond              // signalled when open empties
+	open map[jsonrpc.ID]struct{} // calls passed and not yet answered
 	// JSON-RPC batches are refused unless initialize negotiated a revision
-	// before 2025-06-18, which removed them (noteInitialize). The SDK's
+	// before 2025-06-18, which removed them (noteAnswer). The SDK's
 	// transport would check this itself, but it learns the revision only
 	// through a method custos's wrapping connection cannot forward.
-	mu      sync.Mutex
-	initID  any // the id of the last initialize call read, if any
+	initID  jsonrpc.ID // the last initialize call passed, until answered
 	batches bool
 }
 
-// noteCall records the id of an initialize call (paramsCheckedConn.Read).
-func (g *lineGate) noteCall(req *jsonrpc.Request) {
-	if req.Method == "initialize" {
-		g.mu.Lock()
-		g.initID = req.ID.Raw()
-		g.mu.Unlock()
+// stdioDrain bounds the wait for answers at the end of stdio input.
+const stdioDrain = 30 * time.Second
+
+func newLineGate(in io.Reader, out io.Writer, max int) *lineGate {
+	g := &lineGate{in: bufio.NewReaderSize(in, 64<<10), out: out, max: max, open: map[jsonrpc.ID]struct{}{}}
+	g.idle = sync.NewCond(&g.mu)
+	if c, ok := in.(io.Closer); ok {
+		g.closer = c
+	}
+	return g
+}
+
+// notePassed records the calls of a passed line (judgeLine's calls).
+func (g *lineGate) notePassed(calls []*jsonrpc.Request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range calls {
+		switch c.Method {
+		case "subscriptions/listen":
+			continue
+		case "initialize":
+			g.initID = c.ID
+		}
+		g.open[c.ID] = struct{}{}
 	}
 }
 
-// noteAnswer reads the negotiated revision from the answer to the last
-// initialize call (paramsCheckedConn.Write).
+// noteAnswer marks a call answered (paramsCheckedConn.Write), and reads the
+// negotiated revision from the answer to the last initialize call.
 func (g *lineGate) noteAnswer(resp *jsonrpc.Response) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.initID == nil || resp.ID.Raw() != g.initID {
+	delete(g.open, resp.ID)
+	if len(g.open) == 0 {
+		g.idle.Broadcast()
+	}
+	if !g.initID.IsValid() || resp.ID != g.initID {
 		return
 	}
-	g.initID = nil
+	g.initID = jsonrpc.ID{}
 	var r struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
@@ -118,6 +147,22 @@ func (g *lineGate) batchesAllowed() bool {
 	return g.batches
 }
 
+// drain waits until every call passed has been answered, or stdioDrain.
+func (g *lineGate) drain() {
+	t := time.AfterFunc(stdioDrain, func() {
+		g.mu.Lock()
+		g.idle.Broadcast()
+		g.mu.Unlock()
+	})
+	defer t.Stop()
+	deadline := time.Now().Add(stdioDrain)
+	g.mu.Lock()
+	for len(g.open) > 0 && time.Now().Before(deadline) {
+		g.idle.Wait()
+	}
+	g.mu.Unlock()
+}
+
 func (g *lineGate) Close() error {
 	if g.closer != nil {
 		return g.closer.Close()
@@ -128,6 +173,9 @@ func (g *lineGate) Close() error {
 func (g *lineGate) Read(p []byte) (int, error) {
 	for len(g.pending) == 0 {
 		if g.err != nil {
+			if errors.Is(g.err, io.EOF) {
+				g.drain()
+			}
 			return 0, g.err
 		}
 		line, tooLong, err := g.readLine()
@@ -139,9 +187,10 @@ func (g *lineGate) Read(p []byte) (int, error) {
 			}
 			continue
 		}
-		pass, answer := judgeLine(line, g.batchesAllowed())
+		pass, calls, answer := judgeLine(line, g.batchesAllowed())
 		switch {
 		case pass != nil:
+			g.notePassed(calls)
 			g.pending = append(pass, '\n')
 		case answer != nil:
 			if err := g.answer(answer); err != nil {
@@ -188,22 +237,22 @@ func (g *lineGate) answer(v any) error {
 }
 
 // judgeLine judges one line of stdio input. It returns the line's JSON
-// value for the go-sdk to read, or the answer to write instead (an
-// errorResponse, or the answers of a batch as batchRefusal gives them), or
-// neither for a blank line. The SDK reads a line only if it would read it
-// without quoting it or ending the session: one JSON-RPC 2.0 message, or
-// (if batches are allowed) a batch of them, whose calls have ids it gives
-// back unchanged (exactID), with no id twice in a batch. Params the SDK
-// could not decode are answered after it decoded the message
-// (paramsCheckedConn); a batch with such a call is answered here, whole, as
-// over HTTP.
-func judgeLine(line []byte, batches bool) (pass []byte, answer any) {
+// value for the go-sdk to read, with the calls it holds, or the answer to
+// write instead (an errorResponse, or the answers of a batch as
+// batchRefusal gives them), or neither for a blank line. The SDK reads a
+// line only if it would read it without quoting it or ending the session:
+// one JSON-RPC 2.0 message, or (if batches are allowed) a batch of them,
+// whose calls have ids it gives back unchanged (exactID), with no id twice
+// in a batch. Params the SDK could not decode are answered after it decoded
+// the message (paramsCheckedConn); a batch with such a call is answered
+// here, whole, as over HTTP.
+func judgeLine(line []byte, batches bool) (pass []byte, calls []*jsonrpc.Request, answer any) {
 	t := bytes.Trim(line, " \t\r\n")
 	if len(t) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	refuse := func(jerr *jsonrpc.Error) (pass []byte, answer any) {
-		return nil, errorResponse{"2.0", nil, jerr}
+	refuse := func(jerr *jsonrpc.Error) ([]byte, []*jsonrpc.Request, any) {
+		return nil, nil, errorResponse{"2.0", nil, jerr}
 	}
 	if !segjson.Valid(t) {
 		return refuse(&jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the line is not one valid JSON value"})
@@ -214,10 +263,13 @@ func judgeLine(line []byte, batches bool) (pass []byte, answer any) {
 		if err != nil {
 			return refuse(errNotJSONRPC)
 		}
-		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !exactID(t) {
-			return refuse(errInexactID)
+		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+			if !exactID(t) {
+				return refuse(errInexactID)
+			}
+			calls = append(calls, req)
 		}
-		return t, nil
+		return t, calls, nil
 	case '[':
 		if jerr := envelopeError(t); jerr != nil {
 			return refuse(jerr)
@@ -230,20 +282,20 @@ func judgeLine(line []byte, batches bool) (pass []byte, answer any) {
 			return refuse(errNoBatches)
 		}
 		if answers := batchRefusal(t); answers != nil {
-			return nil, answers
+			return nil, nil, answers
 		}
-		ids := map[string]bool{}
+		ids := map[jsonrpc.ID]bool{}
 		for _, raw := range raws {
 			msg, _ := jsonrpc.DecodeMessage(raw) // envelopeError decoded each
 			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-				id := fmt.Sprintf("%T:%v", req.ID.Raw(), req.ID.Raw())
-				if ids[id] {
+				if ids[req.ID] {
 					return refuse(&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: two calls of the batch have the same id"})
 				}
-				ids[id] = true
+				ids[req.ID] = true
+				calls = append(calls, req)
 			}
 		}
-		return t, nil
+		return t, calls, nil
 	}
 	return refuse(errNotJSONRPC)
 }

@@ -23,7 +23,10 @@ func FuzzJudgeLine(f *testing.F) {
 	f.Add(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1,"method":"ping"}]`, true)
 	f.Add("  \t\r", true)
 	f.Fuzz(func(t *testing.T, line string, batches bool) {
-		pass, answer := judgeLine([]byte(line), batches)
+		pass, calls, answer := judgeLine([]byte(line), batches)
+		if pass == nil && calls != nil {
+			t.Fatalf("%q: calls without a passed line", line)
+		}
 		if pass != nil && answer != nil {
 			t.Fatalf("%q: both passed and answered", line)
 		}

@@ -66,6 +66,7 @@ func (s *stdioSession) next() (any, string) {
 		if !ok {
 			select {
 			case err := <-s.done:
+				s.done <- err // for the cleanup
 				s.t.Fatalf("the session ended: %v", err)
 			case <-time.After(5 * time.Second):
 			}
@@ -200,4 +201,46 @@ func TestStdioBatchesOf2025_03_26(t *testing.T) {
 		t.Fatalf("a batch with one id twice answered %s", raw)
 	}
 	s.pingAnswered(5)
+}
+
+// A client that writes its requests and closes stdin at once (the
+// specification's stdio shutdown) gets every answer: at the end of input
+// the transport waits for the calls it passed before the go-sdk, which
+// cancels the calls still running when its input ends, sees the end.
+func TestStdioAnswersEveryCallBeforeTheEndOfInput(t *testing.T) {
+	f := newFixture(t, "")
+	s := startStdio(t, f, 0)
+	uri := f.allURIs()[0].URI
+	s.send(stdioInit2025)
+	s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	const reads = 40
+	for i := range reads {
+		s.send(`{"jsonrpc":"2.0","id":` + itoa(100+i) + `,"method":"resources/read","params":{"uri":"` + uri + `"}}`)
+	}
+	s.in.Close()
+	answered := map[float64]bool{}
+	for i := 0; i < reads+1; i++ {
+		v, raw := s.next()
+		m, _ := v.(map[string]any)
+		if m == nil || m["result"] == nil {
+			t.Fatalf("answer %d: %.200s", i, raw)
+		}
+		answered[m["id"].(float64)] = true
+	}
+	if len(answered) != reads+1 {
+		t.Errorf("%d distinct answers, want %d", len(answered), reads+1)
+	}
+	if err := <-s.done; err != nil {
+		t.Errorf("ServeStdio: %v", err)
+	}
+	s.done <- nil // for the cleanup
+	reqs := 0
+	for _, r := range f.records() {
+		if r.Action == server.ActionRead {
+			reqs++
+		}
+	}
+	if reqs != reads {
+		t.Errorf("%d read records, want %d", reqs, reads)
+	}
 }
