@@ -378,6 +378,10 @@ func (c *checker) oauth(h *HTTPOptions) {
 			c.add(e.key, "want a non-empty name without spaces or quotes")
 		}
 	}
+	// Optional: "" reads no such claim.
+	if v := oc.ClientClaim; len(v) > MaxOAuthNameSize || strings.ContainsAny(v, " \t\r\n\"") {
+		c.add("oauth.claims.client", "want a name without spaces or quotes, or nothing")
+	}
 }
 
 func (c *checker) policy() {

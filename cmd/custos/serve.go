@@ -236,6 +236,7 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.String("oauth-tenant-claim", oauth.DefaultTenantClaim, "OAuth 2.1: the claim holding the caller's tenant")
 	f.String("oauth-patients-claim", oauth.DefaultPatientsClaim, "OAuth 2.1: the claim holding the caller's patients (array of strings)")
 	f.String("oauth-purpose-claim", oauth.DefaultPurposeClaim, "OAuth 2.1: the claim holding the purpose of use")
+	f.String("oauth-client-claim", "", "OAuth 2.1: one more claim naming the client when a token has neither azp nor client_id (Okta: cid; Entra ID v1.0: appid); default none")
 	f.String("oauth-purpose-header", oauth.DefaultPurposeHeader, "OAuth 2.1: the request header that may carry the purpose of use")
 	f.Duration("http-read-header-timeout", server.DefaultReadHeaderTimeout, "HTTP: time allowed to read a request's headers")
 	f.Duration("http-read-timeout", server.DefaultReadTimeout, "HTTP: time allowed to read a whole request")

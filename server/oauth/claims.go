@@ -17,7 +17,8 @@ import (
 // Claims is what a verified access token says.
 type Claims struct {
 	// Principal is the caller as the policy sees it. Roles and Patients are
-	// never nil. ClientID is azp, else client_id, else act.sub.
+	// never nil. ClientID is azp, else client_id, else the configured client
+	// claim (Config.ClientClaim), else act.sub.
 	Principal policy.Principal
 	Issuer    string
 	Subject   string
@@ -29,10 +30,12 @@ type Claims struct {
 	// Scopes from "scope" (space-separated) or, if absent, "scp" (array or
 	// space-separated string). Never nil.
 	Scopes []string
-	// AuthorizedParty (azp), ClientIDClaim (client_id) and Actor (act.sub,
+	// AuthorizedParty (azp), ClientIDClaim (client_id), OtherClient (the
+	// claim Config.ClientClaim names, e.g. Okta's cid) and Actor (act.sub,
 	// RFC 8693) as found in the token; "" if absent.
 	AuthorizedParty string
 	ClientIDClaim   string
+	OtherClient     string
 	Actor           string
 	// PurposeOfUse is the purpose claim as found, not yet validated: use
 	// Verifier.PurposeOfUse.
@@ -42,9 +45,18 @@ type Claims struct {
 // HasScope reports whether the token grants scope s.
 func (c *Claims) HasScope(s string) bool { return slices.Contains(c.Scopes, s) }
 
-// claimNames are the configurable claim names.
+// claimNames are the configurable claim names. client may be "" (no such
+// claim is read).
 type claimNames struct {
-	roles, tenant, patients, purpose string
+	roles, tenant, patients, purpose, client string
+}
+
+// noClientIdentity is the error for a token that names no client.
+func noClientIdentity(n claimNames) error {
+	if n.client != "" {
+		return fmt.Errorf("%w: no client identity (azp, client_id, %s or act.sub)", ErrInvalid, n.client)
+	}
+	return fmt.Errorf("%w: no client identity (azp, client_id or act.sub)", ErrInvalid)
 }
 
 // parseClaims decodes a verified JWT payload. It checks types and required
@@ -116,6 +128,7 @@ func parseClaims(payload []byte, n claimNames) (Claims, error) {
 		audience(raw[claimAud], &c.Audience),
 		date(claimExp, "exp", &c.Expiry), date(claimNbf, "nbf", &c.NotBefore), date(claimIat, "iat", &c.IssuedAt),
 		str(claimAzp, "azp", &c.AuthorizedParty), str(claimClientID, "client_id", &c.ClientIDClaim),
+		str(claimClient, n.client, &c.OtherClient),
 		str(claimScope, "scope", &scope),
 		str(claimTenant, n.tenant, &c.Principal.Tenant), str(claimPurpose, n.purpose, &c.PurposeOfUse),
 		strs(claimRoles, n.roles, &c.Principal.Roles), strs(claimPatients, n.patients, &c.Principal.Patients),
@@ -158,7 +171,7 @@ func parseClaims(payload []byte, n claimNames) (Claims, error) {
 		c.Principal.Patients = []string{}
 	}
 	c.Principal.Sub = c.Subject
-	c.Principal.ClientID = cmpOr(c.AuthorizedParty, c.ClientIDClaim, c.Actor)
+	c.Principal.ClientID = cmpOr(c.AuthorizedParty, c.ClientIDClaim, c.OtherClient, c.Actor)
 	switch {
 	case c.Subject == "":
 		return Claims{}, fmt.Errorf("%w: claim \"sub\" is missing", ErrInvalid)
@@ -167,7 +180,7 @@ func parseClaims(payload []byte, n claimNames) (Claims, error) {
 	case c.Principal.Tenant == "":
 		return Claims{}, fmt.Errorf("%w: claim %q is missing", ErrInvalid, n.tenant)
 	case c.Principal.ClientID == "":
-		return Claims{}, fmt.Errorf("%w: no client identity (azp, client_id or act.sub)", ErrInvalid)
+		return Claims{}, noClientIdentity(n)
 	}
 	return c, nil
 }

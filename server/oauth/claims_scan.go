@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// Indexes into rawClaims: the claims parseClaims reads. The last four have
+// Indexes into rawClaims: the claims parseClaims reads. The last five have
 // configurable names (claimNames) which may equal a fixed name or each
 // other; a member then fills every slot whose name it has.
 const (
@@ -26,6 +26,7 @@ const (
 	claimPurpose  // claimNames.purpose
 	claimRoles    // claimNames.roles
 	claimPatients // claimNames.patients
+	claimClient   // claimNames.client, if not ""
 	numClaims
 )
 
@@ -126,6 +127,9 @@ func (raw *rawClaims) set(key, v []byte, n claimNames) {
 	}
 	if string(key) == n.patients {
 		raw[claimPatients] = v
+	}
+	if n.client != "" && string(key) == n.client {
+		raw[claimClient] = v
 	}
 }
 

@@ -69,6 +69,7 @@ func parseClaimsReference(payload []byte, n claimNames) (Claims, error) {
 		audienceReference(raw["aud"], &c.Audience),
 		date("exp", &c.Expiry), date("nbf", &c.NotBefore), date("iat", &c.IssuedAt),
 		str("azp", &c.AuthorizedParty), str("client_id", &c.ClientIDClaim),
+		clientReference(n.client, str, &c.OtherClient),
 		str("scope", &scope),
 		str(n.tenant, &c.Principal.Tenant), str(n.purpose, &c.PurposeOfUse),
 		strs(n.roles, &c.Principal.Roles), strs(n.patients, &c.Principal.Patients),
@@ -107,7 +108,7 @@ func parseClaimsReference(payload []byte, n claimNames) (Claims, error) {
 		c.Principal.Patients = []string{}
 	}
 	c.Principal.Sub = c.Subject
-	c.Principal.ClientID = cmpOr(c.AuthorizedParty, c.ClientIDClaim, c.Actor)
+	c.Principal.ClientID = cmpOr(c.AuthorizedParty, c.ClientIDClaim, c.OtherClient, c.Actor)
 	switch {
 	case c.Subject == "":
 		return Claims{}, fmt.Errorf("%w: claim \"sub\" is missing", ErrInvalid)
@@ -116,9 +117,18 @@ func parseClaimsReference(payload []byte, n claimNames) (Claims, error) {
 	case c.Principal.Tenant == "":
 		return Claims{}, fmt.Errorf("%w: claim %q is missing", ErrInvalid, n.tenant)
 	case c.Principal.ClientID == "":
-		return Claims{}, fmt.Errorf("%w: no client identity (azp, client_id or act.sub)", ErrInvalid)
+		return Claims{}, noClientIdentity(n)
 	}
 	return c, nil
+}
+
+// clientReference decodes the configured client claim, if one is
+// configured (a member named "" is no client claim).
+func clientReference(name string, str func(string, *string) error, dst *string) error {
+	if name == "" {
+		return nil
+	}
+	return str(name, dst)
 }
 
 // audienceReference is audience before its fast paths. It decodes "aud": a string or an array of strings (RFC 7519 §4.1.3).

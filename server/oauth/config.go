@@ -65,6 +65,12 @@ type Config struct {
 	// PatientsClaim must be arrays of strings, TenantClaim and PurposeClaim
 	// strings.
 	RolesClaim, TenantClaim, PatientsClaim, PurposeClaim string
+	// ClientClaim names one more string claim that may name the client
+	// (OAuth client) when the token has neither azp nor client_id: Okta's
+	// access tokens carry it as "cid", Entra ID's v1.0 tokens as "appid".
+	// The client is azp, else client_id, else this claim, else act.sub.
+	// Default "": none.
+	ClientClaim string
 	// PurposeHeader is the request header that may carry the purpose of use.
 	PurposeHeader string
 	// KnownPurposes are the accepted purpose-of-use codes. Default

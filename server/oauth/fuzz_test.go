@@ -57,6 +57,9 @@ var equivalenceNames = []claimNames{
 	{roles: "sub", tenant: "iss", patients: "aud", purpose: "scope"},
 	{roles: "act", tenant: "\uFFFD", patients: "scp", purpose: "exp"},
 	{roles: "r\u00f4les", tenant: "azp", patients: "r\u00f4les", purpose: "azp"},
+	{roles: "roles", tenant: "tenant", patients: "patients", purpose: "purpose_of_use", client: "cid"},
+	{roles: "roles", tenant: "appid", patients: "patients", purpose: "purpose_of_use", client: "appid"},
+	{roles: "roles", tenant: "tenant", patients: "patients", purpose: "purpose_of_use", client: "client_id"},
 }
 
 // FuzzParseClaimsEquivalent: parseClaims (the scanner) and
@@ -64,6 +67,8 @@ var equivalenceNames = []claimNames{
 // and identical errors for any payload and several claim name settings.
 func FuzzParseClaimsEquivalent(f *testing.F) {
 	f.Add([]byte(`{"iss":"https://as","sub":"dr.alice","aud":["x","y"],"exp":1700000000,"nbf":1,"iat":1,"jti":"j","azp":"c","scope":"a b","roles":["r"],"tenant":"t","patients":["p"],"purpose_of_use":"TREAT"}`))
+	f.Add([]byte(`{"iss":"https://as","sub":"dr.alice","aud":"x","exp":1700000000,"cid":"0oa1","appid":"a","":"e","scp":["a"],"tenant":"t"}`))
+	f.Add([]byte(`{"iss":"https://as","sub":"dr.alice","aud":"x","exp":1700000000,"cid":5,"tenant":"t"}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		for _, n := range equivalenceNames {
 			got, gotErr := parseClaims(payload, n)

@@ -75,7 +75,7 @@ func New(ctx context.Context, cfg Config) (*Verifier, error) {
 	v := &Verifier{
 		cfg: cfg,
 		names: claimNames{roles: cfg.RolesClaim, tenant: cfg.TenantClaim,
-			patients: cfg.PatientsClaim, purpose: cfg.PurposeClaim},
+			patients: cfg.PatientsClaim, purpose: cfg.PurposeClaim, client: cfg.ClientClaim},
 		known:    map[string]bool{},
 		verified: map[[32]byte]cachedClaims{},
 	}

@@ -174,6 +174,38 @@ func TestCriticalHeaderIsRefusedByName(t *testing.T) {
 	}
 }
 
+// Okta's access tokens name the client in "cid" and Entra ID's v1.0
+// tokens in "appid", neither with azp or client_id: with ClientClaim set
+// they verify, the client taken from that claim after azp and client_id;
+// without it they are refused as naming no client.
+func TestClientClaimOfOktaAndEntraTokens(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	for _, c := range []struct{ claim, value string }{{"cid", "0oa1b2c3d4EXAMPLE"}, {"appid", "6e74172b-be56-4843-9ff4-e66a39bb12e3"}} {
+		token := sign(t, ecKey, is.claims(del("azp"), set(c.claim, c.value)))
+		if _, err := is.verifier(t).Verify(context.Background(), token); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "no client identity") {
+			t.Errorf("%s without ClientClaim: %v, want no client identity", c.claim, err)
+		}
+		v := is.verifier(t, func(cfg *Config) { cfg.ClientClaim = c.claim })
+		got, err := v.Verify(context.Background(), token)
+		if err != nil || got.Principal.ClientID != c.value || got.OtherClient != c.value {
+			t.Errorf("%s with ClientClaim: client %q (%v), want %q", c.claim, got.Principal.ClientID, err, c.value)
+		}
+		// azp and client_id still come first.
+		got, err = v.Verify(context.Background(), sign(t, ecKey, is.claims(del("azp"), set("client_id", "ci"), set(c.claim, c.value))))
+		if err != nil || got.Principal.ClientID != "ci" {
+			t.Errorf("%s with client_id: client %q (%v), want ci", c.claim, got.Principal.ClientID, err)
+		}
+		_, err = v.Verify(context.Background(), sign(t, ecKey, is.claims(del("azp"), set(c.claim, 7))))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `claim "`+c.claim+`" has the wrong type`) {
+			t.Errorf("%s a number: %v, want the wrong type", c.claim, err)
+		}
+		_, err = v.Verify(context.Background(), sign(t, ecKey, is.claims(del("azp"))))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "azp, client_id, "+c.claim+" or act.sub") {
+			t.Errorf("no client claim at all: %v, want the claims named", err)
+		}
+	}
+}
+
 func TestClientIdentity(t *testing.T) {
 	is := newIssuer(t, ecKey)
 	v := is.verifier(t)

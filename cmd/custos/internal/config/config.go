@@ -92,6 +92,7 @@ type OAuthClaims struct {
 	Tenant       *string `yaml:"tenant" flag:"oauth-tenant-claim"`
 	Patients     *string `yaml:"patients" flag:"oauth-patients-claim"`
 	PurposeOfUse *string `yaml:"purpose_of_use" flag:"oauth-purpose-claim"`
+	Client       *string `yaml:"client" flag:"oauth-client-claim"`
 }
 
 // Policy chooses the Rego policy: built-in (nothing set), a directory (dev
