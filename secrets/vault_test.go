@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	vault "github.com/hashicorp/vault/api"
+
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/secrets/vaulttest"
 )
@@ -437,15 +439,7 @@ func TestAuditKeyHistoryCoversEveryVersion(t *testing.T) {
 		}
 		want[ver] = k
 	}
-	tok, err := srv.TokenWithPolicy(ctx, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr, Token: tok, AuditorOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := openAuditorOnly(t, srv, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
 	if held, _ := v.AuditKeys(ctx); len(held) != 3 {
 		t.Fatalf("the provider holds %d versions in memory; this test shows the history reaches past them", len(held))
 	}
@@ -488,17 +482,63 @@ func TestAuditKeyHistoryCoversEveryVersion(t *testing.T) {
 
 	// The server's policy does not grant the metadata: the error names the
 	// auditor policy's rule.
-	stok, err := srv.TokenWithPolicy(ctx, secrets.PolicyName, secrets.PolicyHCL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr, Token: stok, AuditorOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sv.Close()
+	sv := openAuditorOnly(t, srv, secrets.PolicyName, secrets.PolicyHCL)
 	if _, err := sv.AuditKeyHistory(ctx); !errors.Is(err, secrets.ErrPermission) || !strings.Contains(err.Error(), `secret/metadata/custos/audit-hmac-key`) ||
 		!strings.Contains(err.Error(), secrets.AuditorPolicyName) {
 		t.Fatalf("history with the server's token: %v", err)
 	}
+}
+
+// TestAuditKeyHistoryScheduledDeletionIsReadable: with the secret's
+// delete_version_after set, Vault gives every version a deletion_time in
+// the future, and the version stays readable until then. The history must
+// search it, not report it "deleted in Vault" (which made every patient
+// lookup refuse, or with --accept-key-gap skip the current key).
+func TestAuditKeyHistoryScheduledDeletionIsReadable(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := p.Layout.AuditKeyPath
+	kv2 := srv.Root().KVv2(p.Layout.KVMount)
+	if err := kv2.PutMetadata(ctx, path, vault.KVMetadataPutInput{DeleteVersionAfter: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	k2 := bytes.Repeat([]byte{2}, 32)
+	if ver, err := srv.RotateKV(ctx, path, k2); err != nil || ver != 2 {
+		t.Fatalf("rotation: %d %v", ver, err)
+	}
+	if md, err := kv2.GetMetadata(ctx, path); err != nil || md.Versions["2"].DeletionTime.IsZero() {
+		t.Fatalf("version 2 has no scheduled deletion: %+v %v", md, err)
+	}
+	v := openAuditorOnly(t, srv, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
+	h, err := v.AuditKeyHistory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := h.Unreadable(); len(u) != 0 {
+		t.Fatalf("a version scheduled for deletion in an hour is reported unreadable: %s: %s", u[0].ID, u[0].Problem)
+	}
+	if ks := h.Keys(); len(ks) != 2 || !bytes.Equal(ks[0].Bytes, k2) || !bytes.Equal(ks[1].Bytes, p.AuditKey) {
+		t.Fatalf("history keys: %d, want versions 2 and 1 with their bytes", len(ks))
+	}
+}
+
+// openAuditorOnly opens an auditor-only provider with a token of the policy
+// name (hcl), closed at the end of the test.
+func openAuditorOnly(t *testing.T, srv *vaulttest.Server, name, hcl string) *secrets.Vault {
+	t.Helper()
+	ctx := context.Background()
+	tok, err := srv.TokenWithPolicy(ctx, name, hcl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr, Token: tok, AuditorOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	return v
 }
