@@ -34,7 +34,7 @@
 //   - Verified: the audit copy verifies (audit.VerifyFile: chain, tree,
 //     head), its tree matches the manifest and every checkpoint in the
 //     backup's checkpoints.jsonl (and their signatures, given verifier
-//     keys); the catalog and grants copies pass bbolt's tx.Check; every
+//     keys); each seal note states the seal stored in its segment; the catalog and grants copies pass bbolt's tx.Check; every
 //     file's size and SHA-256 match the manifest, and nothing else is there.
 //
 // # Caveats

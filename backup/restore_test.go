@@ -211,3 +211,42 @@ func TestBackupAndRestoreSealedSegments(t *testing.T) {
 		t.Errorf("records across the restored segments: %v", err)
 	}
 }
+
+// The seal notes of a backup must be those of its segments: notes swapped
+// between two segments (the manifest rehashed, so only this check can see
+// it) make the backup fail Verify, and Restore refuses it and writes
+// nothing. Before, such a backup restored, and the restored log then
+// failed 'audit verify' (seal_mismatch).
+func TestSwappedSealNotesAreRefused(t *testing.T) {
+	ctx := context.Background()
+	d := newDataDir(t, 3)
+	for range 2 {
+		if ok, err := d.log.Roll(ctx); !ok || err != nil {
+			t.Fatalf("Roll: %v %v", ok, err)
+		}
+		d.append(t, "next segment")
+	}
+	from := d.saved(t)
+	a, b := filepath.Join(from, audit.SealedDir(backup.FileAudit), "000001.seal"), filepath.Join(from, audit.SealedDir(backup.FileAudit), "000002.seal")
+	na, errA := os.ReadFile(a)
+	nb, errB := os.ReadFile(b)
+	if errA != nil || errB != nil {
+		t.Fatalf("seal notes: %v %v", errA, errB)
+	}
+	if err := errors.Join(os.WriteFile(a, nb, 0o600), os.WriteFile(b, na, 0o600)); err != nil {
+		t.Fatal(err)
+	}
+	rehash(t, from)
+	if _, err := backup.Verify(ctx, from, nil); !errors.Is(err, backup.ErrUnverified) ||
+		!strings.Contains(err.Error(), "segment 1's seal note: not the seal stored in the segment") ||
+		!strings.Contains(err.Error(), "segment 2's seal note") {
+		t.Fatalf("Verify of swapped seal notes: %v", err)
+	}
+	to := filepath.Join(t.TempDir(), "restored")
+	if _, err := backup.Restore(ctx, d.restoreOptions(from, to)); !errors.Is(err, backup.ErrUnverified) {
+		t.Fatalf("Restore of swapped seal notes: %v", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(to)); len(entries) != 0 {
+		t.Fatalf("a refused restore left %v", entries)
+	}
+}

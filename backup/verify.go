@@ -184,6 +184,16 @@ func verifyAudit(ctx context.Context, dir string, m Manifest, verifiers note.Ver
 	if err := CheckTree(ctx, log, es, verifiers); err != nil {
 		bad("%s: not consistent with %s: %v", FileAudit, FileCheckpoints, err)
 	}
+	// Each seal note beside a sealed segment must state the seal stored in
+	// that segment: a note swapped with another segment's, edited or
+	// missing is restored as it is and fails 'audit verify' afterwards.
+	// Content only: the stored seals are checked with the records above;
+	// the notes' signatures are 'audit verify --pubkey's to check (a note
+	// left unsigned when signing failed at seal time is not a reason to
+	// refuse a restore).
+	for _, p := range log.CheckSeals(nil) {
+		bad("%s: %s", FileAudit, p)
+	}
 }
 
 // ActionBackup is the action of a backup's access record.
