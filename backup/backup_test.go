@@ -188,6 +188,15 @@ func TestBackupRefusesAnExistingDestinationAndAMissingPurpose(t *testing.T) {
 	if _, _, err := d.take(t, out); !errors.Is(err, backup.ErrExists) {
 		t.Fatalf("take into a non-empty dir: %v", err)
 	}
+	// A link to an empty directory is refused before anything is copied
+	// (the final rename would fail over it, after the copy was audited).
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	if err := backup.CheckDest(link); err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+		t.Fatalf("CheckDest of a link to an empty directory: %v", err)
+	}
 	l := access.Local{Service: access.New(d.log, nil, d.dir, nil), Caller: access.Self()}
 	_, err := l.Do(context.Background(), access.OpBackup, access.BackupRequest{}, access.Discard)
 	if !errors.Is(err, access.ErrBadRequest) {

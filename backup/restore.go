@@ -112,6 +112,9 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 	if o.Verifiers == nil {
 		return res, errors.New("backup: restore needs the checkpoint verifier keys")
 	}
+	if o.DataDir, err = resolveLink(o.DataDir); err != nil {
+		return res, err
+	}
 	rep, err := Verify(ctx, o.From, o.Verifiers)
 	if err != nil {
 		return res, err
@@ -256,6 +259,25 @@ func checkDataDir(o RestoreOptions) (bool, error) {
 		return true, fmt.Errorf("%w: %s (pass --force to replace it; it is kept beside as %s.replaced-TIME)", ErrDataDirExists, o.DataDir, filepath.Clean(o.DataDir))
 	}
 	return true, nil
+}
+
+// resolveLink returns the directory a data directory that is a symbolic
+// link names (e.g. /var/lib/custos -> /srv/disk2/custos), so that the
+// restore is staged beside it and renamed into it, on its file system,
+// where serve will read it. Restoring over the link itself would replace
+// the link with a directory on the link's file system and leave the
+// target as it was.
+func resolveLink(dir string) (string, error) {
+	fi, err := os.Lstat(dir)
+	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		return dir, nil
+	}
+	target, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		link, _ := os.Readlink(dir)
+		return "", fmt.Errorf("backup: the data directory %s is a symbolic link to %s, which does not resolve: create the directory it names, or name another data directory", dir, link)
+	}
+	return target, nil
 }
 
 func fileExists(p string) bool {

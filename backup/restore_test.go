@@ -250,3 +250,54 @@ func TestSwappedSealNotesAreRefused(t *testing.T) {
 		t.Fatalf("a refused restore left %v", entries)
 	}
 }
+
+// A data directory that is a symbolic link (the data on another disk) is
+// restored into the directory it names: the link stays a link, and with
+// --force the old target is kept beside the target. A link that does not
+// resolve is refused, naming it, and nothing is written. Before, the link
+// was replaced by a new directory on the link's file system and the
+// target was left as it was.
+func TestRestoreIntoASymlinkedDataDirectory(t *testing.T) {
+	ctx := context.Background()
+	d := newDataDir(t, 4, 4)
+	from := d.saved(t)
+	base := t.TempDir()
+	target, link := filepath.Join(base, "disk2-custos"), filepath.Join(base, "custos")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	audittest.VerifyOnCleanup(t, filepath.Join(target, backup.FileAudit))
+	if _, err := backup.Restore(ctx, d.restoreOptions(from, link)); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the data directory link was replaced: %v %v", fi.Mode(), err)
+	}
+	if _, err := os.Stat(filepath.Join(target, backup.FileAudit)); err != nil {
+		t.Fatalf("the link's target holds no restored log: %v", err)
+	}
+	o := d.restoreOptions(from, link)
+	o.Force = true
+	res, err := backup.Restore(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 || !strings.HasPrefix(res.Replaced, target+".replaced-") {
+		t.Fatalf("--force over a link: link %v (%v), replaced %q", fi.Mode(), err, res.Replaced)
+	}
+
+	dangling := filepath.Join(base, "dangling")
+	if err := os.Symlink(filepath.Join(base, "not-mounted"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadDir(base)
+	if _, err := backup.Restore(ctx, d.restoreOptions(from, dangling)); err == nil || !strings.Contains(err.Error(), "not-mounted") || !strings.Contains(err.Error(), "does not resolve") {
+		t.Fatalf("restore into a dangling link: %v", err)
+	}
+	if after, _ := os.ReadDir(base); len(after) != len(before) {
+		t.Fatalf("a refused restore changed %s: %v", base, after)
+	}
+}

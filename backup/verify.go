@@ -305,8 +305,15 @@ func Receive(r io.Reader, out string) (*Staged, error) {
 }
 
 // CheckDest fails with ErrExists unless out is missing or an empty
-// directory: call it before asking for a backup stream.
+// directory, and with another error when out is a symbolic link: call it
+// before asking for a backup stream.
 func CheckDest(out string) error {
+	if fi, err := os.Lstat(out); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		// The backup is renamed into place at the end: over a link it
+		// would fail only after the whole copy was taken and audited.
+		link, _ := os.Readlink(out)
+		return fmt.Errorf("backup: %s is a symbolic link (to %s), not a directory: name the directory itself", out, link)
+	}
 	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
 		return fmt.Errorf("%w: %s", ErrExists, out)
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
