@@ -241,6 +241,9 @@ func Open(path string, opts Options) (*Log, error) {
 	}
 	if breaks := continuity(sealed, lm.no, lm.baseSeq, baseHash); len(breaks) > 0 && !opts.ReadOnly {
 		p := breaks[0]
+		if a := missingArchive(path, opts.ArchiveDir); a != "" {
+			p.Detail += "; the archive directory " + a + " (where sealed segments are moved) is not there: mount it"
+		}
 		return fail(&CorruptError{Seq: p.Seq, Kind: p.Kind, Expected: p.Expected, Got: p.Got, Detail: p.Detail + "; run audit verify"})
 	}
 	l.headSeq, l.headHash = seq, hash

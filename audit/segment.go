@@ -327,6 +327,22 @@ func archiveDirOf(sealedDir string) string {
 	return strings.TrimSpace(string(b))
 }
 
+// missingArchive returns the archive directory of the log at path
+// (archiveDir, or the one its sealed directory records) when there is one
+// and it cannot be found (not mounted), else "".
+func missingArchive(path, archiveDir string) string {
+	if archiveDir == "" {
+		archiveDir = archiveDirOf(SealedDir(path))
+	}
+	if archiveDir == "" {
+		return ""
+	}
+	if _, err := os.Stat(archiveDir); err != nil {
+		return archiveDir
+	}
+	return ""
+}
+
 // sealedFiles lists the sealed segment files of the log at path, by
 // segment number: from the sealed directory and from the archive
 // directory (archiveDir, or the one the sealed directory names); a segment

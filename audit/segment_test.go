@@ -699,6 +699,33 @@ func TestArchiveDir(t *testing.T) {
 	}
 }
 
+// TestMissingArchiveIsNamed: when the archive directory the sealed
+// directory records is not there (not mounted), a read-write Open is
+// refused naming it, not only as an anonymous missing segment.
+func TestMissingArchiveIsNamed(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "archive")
+	l, path := mustOpen(t, Options{ArchiveDir: archive})
+	appendN(t, l, 2)
+	rollOrFail(t, l)
+	appendN(t, l, 1)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(archive, archive+".unmounted"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(path, Options{Node: "node-test"})
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Kind != KindSegmentMissing || !strings.Contains(err.Error(), "archive directory "+archive+" ") ||
+		!strings.Contains(err.Error(), "mount it") {
+		t.Fatalf("Open with the archive missing: %v", err)
+	}
+	if err := os.Rename(archive+".unmounted", archive); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, path)
+}
+
 // TestSealSigned: with a SealSigner, the seal note carries a signature its
 // verifier accepts.
 func TestSealSigned(t *testing.T) {
