@@ -281,27 +281,41 @@ const maxFile = 1 << 50
 // destination, not yet verified or in place.
 type Staged struct {
 	dir, out string
+	unlock   func() // releases the lock on dir (lockDir)
+	// Removed lists the partial directories of interrupted earlier backups
+	// to the same destination that Receive removed.
+	Removed []string
 }
 
 // Receive unpacks the backup stream r (Write's output) into a new
 // temporary directory beside out, each file fsynced. out must not exist or
 // be an empty directory (ErrExists). On failure nothing is left behind.
 // Call Commit once the stream is known complete (the transport reported
-// success), or Discard.
+// success), or Discard. The temporary directory is locked while this
+// process has it; the unlocked ones a killed backup to the same out left
+// behind (copies of the catalog and the audit log) are removed first
+// (Staged.Removed).
 func Receive(r io.Reader, out string) (*Staged, error) {
 	out = filepath.Clean(out)
 	if err := CheckDest(out); err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+".partial-")
+	removed := removeStalePartials(out, time.Now())
+	tmp, err := os.MkdirTemp(filepath.Dir(out), partialPrefix(out))
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
-	if err := unpack(r, tmp); err != nil {
+	unlock, _, err := lockDir(tmp)
+	if err != nil {
 		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("backup: locking the partial directory: %w", err)
+	}
+	s := &Staged{dir: tmp, out: out, unlock: unlock, Removed: removed}
+	if err := unpack(r, tmp); err != nil {
+		s.Discard()
 		return nil, err
 	}
-	return &Staged{dir: tmp, out: out}, nil
+	return s, nil
 }
 
 // CheckDest fails with ErrExists unless out is missing or an empty
@@ -323,7 +337,10 @@ func CheckDest(out string) error {
 }
 
 // Discard removes the staged directory.
-func (s *Staged) Discard() { os.RemoveAll(s.dir) }
+func (s *Staged) Discard() {
+	os.RemoveAll(s.dir)
+	s.unlock()
+}
 
 // Commit verifies the staged backup (Verify, with verifiers if given),
 // fsyncs its directory and renames it to its destination. If it does not
@@ -347,6 +364,7 @@ func (s *Staged) Commit(ctx context.Context, verifiers note.Verifiers) (Report, 
 		return rep, fmt.Errorf("backup: %w", err)
 	}
 	ok = true
+	s.unlock()
 	return rep, nil
 }
 
