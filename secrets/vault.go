@@ -211,6 +211,11 @@ func OpenVault(ctx context.Context, opts VaultOptions) (*Vault, error) {
 	cfg.Address = opts.Address
 	cfg.Timeout = opts.RequestTimeout
 	cfg.MaxRetries = 1
+	// The retry of a 5xx waits within the request timeout: the client's
+	// default wait (1 to 1.5 s) outlasts a shorter --vault-timeout, and
+	// Vault's answer ("Vault is sealed") was then reported as "context
+	// deadline exceeded".
+	cfg.MinRetryWait, cfg.MaxRetryWait = opts.RequestTimeout/8, opts.RequestTimeout/4
 	if opts.TLS != nil {
 		if err := cfg.ConfigureTLS(opts.TLS); err != nil {
 			return nil, fmt.Errorf("%w: vault TLS: %v", ErrBadConfig, err)

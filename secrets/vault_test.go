@@ -542,3 +542,28 @@ func openAuditorOnly(t *testing.T, srv *vaulttest.Server, name, hcl string) *sec
 	t.Cleanup(func() { v.Close() })
 	return v
 }
+
+// TestSealedVaultIsNamed: with a Vault timeout shorter than the client's
+// default retry wait, a sealed Vault is still reported as sealed (its 503
+// answer), not as a timeout, and the provider fails closed.
+func TestSealedVaultIsNamed(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := openAppRole(t, srv, p, func(o *secrets.VaultOptions) {
+		o.RefreshInterval = time.Minute
+		o.RequestTimeout = 300 * time.Millisecond
+	})
+	if err := srv.Root().Sys().SealWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Refresh(ctx); !errors.Is(err, secrets.ErrUnavailable) || !strings.Contains(err.Error(), "Vault is sealed") {
+		t.Fatalf("refresh from a sealed Vault: %v", err)
+	}
+	if _, _, err := v.Sign(ctx, []byte("m")); !errors.Is(err, secrets.ErrUnavailable) || !strings.Contains(err.Error(), "Vault is sealed") {
+		t.Fatalf("sign with a sealed Vault: %v", err)
+	}
+}
