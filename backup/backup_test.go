@@ -39,8 +39,14 @@ type dataDir struct {
 
 func newDataDir(t *testing.T, n int, sizes ...int64) *dataDir {
 	t.Helper()
+	return newDataDirWith(t, audit.Options{}, n, sizes...)
+}
+
+// newDataDirWith is newDataDir with the audit log opened with opts.
+func newDataDirWith(t *testing.T, opts audit.Options, n int, sizes ...int64) *dataDir {
+	t.Helper()
 	dir := t.TempDir()
-	d := &dataDir{dir: dir, log: audittest.OpenPath(t, filepath.Join(dir, backup.FileAudit), audit.Options{})}
+	d := &dataDir{dir: dir, log: audittest.OpenPath(t, filepath.Join(dir, backup.FileAudit), opts)}
 	for i := range n {
 		d.append(t, fmt.Sprintf("r%d", i))
 	}

@@ -1,12 +1,15 @@
 package backup_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
@@ -299,5 +302,57 @@ func TestRestoreIntoASymlinkedDataDirectory(t *testing.T) {
 	}
 	if after, _ := os.ReadDir(base); len(after) != len(before) {
 		t.Fatalf("a refused restore changed %s: %v", base, after)
+	}
+}
+
+// The sealed segments in a backup are byte for byte the archived ones, so
+// that after the data disk is lost and the backup restored, the server
+// (same archive directory) finds each restored segment already archived
+// instead of refusing, segment by segment, "the archive already holds a
+// different 000001.db".
+func TestRestoredSegmentsAreTheArchivedFiles(t *testing.T) {
+	ctx := context.Background()
+	archive := filepath.Join(t.TempDir(), "archive")
+	d := newDataDirWith(t, audit.Options{ArchiveDir: archive}, 3)
+	for range 2 {
+		if ok, err := d.log.Roll(ctx); !ok || err != nil {
+			t.Fatalf("Roll: %v %v", ok, err)
+		}
+		d.append(t, "next segment")
+	}
+	from := d.saved(t)
+	for _, f := range []string{"000001.db", "000001.seal", "000002.db", "000002.seal"} {
+		got, err1 := os.ReadFile(filepath.Join(from, backup.DirSealed, f))
+		want, err2 := os.ReadFile(filepath.Join(archive, f))
+		if err1 != nil || err2 != nil || !bytes.Equal(got, want) {
+			t.Errorf("the backup's %s is not the archived file (%v %v)", f, err1, err2)
+		}
+	}
+	to := filepath.Join(t.TempDir(), "restored")
+	if _, err := backup.Restore(ctx, d.restoreOptions(from, to)); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	l := audittest.OpenPath(t, filepath.Join(to, backup.FileAudit), audit.Options{ArchiveDir: archive,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	// The first append kicks the roller, which archives what is pending.
+	if _, err := l.Append(ctx, audit.Entry{Action: "resources/read", Outcome: audit.OutcomeAllow, Reason: "after the restore",
+		Principal: audit.Principal{Sub: "u", Roles: []string{}, ClientID: "c"}, PurposeOfUse: "TREAT", Source: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	sealed := filepath.Join(to, backup.DirSealed)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		es, _ := os.ReadDir(sealed)
+		if len(es) == 1 && es[0].Name() == "archive-dir" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restored segments were not archived: %v\n%s", es, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := l.Records(ctx, 1, 6, func(uint64, []byte) error { return nil }); err != nil {
+		t.Errorf("records across the archived segments: %v", err)
 	}
 }
