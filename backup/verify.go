@@ -207,11 +207,34 @@ func ReadCheckpoints(dir string) ([]checkpoint.Entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Checked against the manifest before it is parsed: a damaged copy is
+	// a backup that does not verify, not an anchor file to repair.
+	if err := matchesManifest(dir, FileCheckpoints, b); err != nil {
+		return nil, err
+	}
 	es, err := checkpoint.ReadEntries(bytes.NewReader(b), path)
 	if err != nil {
 		return nil, err
 	}
 	return checkpoint.Current(es)
+}
+
+// matchesManifest checks that b, the content of the backup file name, has
+// the size and SHA-256 dir's manifest lists for it (ErrUnverified).
+func matchesManifest(dir, name string, b []byte) error {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(m.Files, func(f File) bool { return f.Name == name })
+	if i < 0 {
+		return fmt.Errorf("%w: %s: missing from the manifest", ErrUnverified, name)
+	}
+	sum := sha256.Sum256(b)
+	if f := m.Files[i]; int64(len(b)) != f.Bytes || hex.EncodeToString(sum[:]) != f.SHA256 {
+		return fmt.Errorf("%w: %s: %d bytes, SHA-256 %x; the manifest says %d bytes, %s", ErrUnverified, name, len(b), sum, f.Bytes, f.SHA256)
+	}
+	return nil
 }
 
 // CheckTree checks tree against entries: with verifiers as the server does
