@@ -376,6 +376,17 @@ func (v *Vault) fetch(ctx context.Context, prev *keyState) (*keyState, error) {
 		}
 		st.signing.public[ver] = ed25519.PublicKey(pub)
 	}
+	if missing := st.signing.missing(); len(missing) > 0 && (prev == nil || !slices.Equal(missing, prev.signing.missing())) {
+		// Vault answers only the versions at or above the key's
+		// min_decryption_version: what older ones signed (checkpoints,
+		// seal notes, rollback acknowledgements, bundles) no longer
+		// verifies with Vault's keys, and fails as "signature not
+		// verified". Say why, once, where the operator looks.
+		api := l.TransitPath("keys", l.SigningKey)
+		v.log.Error("vault signing key: Vault returns no public key for older versions (min_decryption_version raised, or versions trimmed); "+
+			"checkpoints, seals and rollback acknowledgements they signed cannot be verified with Vault's keys",
+			"path", api, "versions", missing, "fix", "vault write "+api+"/config min_decryption_version=1, or verify with a 'custos audit pubkey' file written before")
+	}
 	if !v.opts.AuditorOnly {
 		bk, err := v.readTransitKey(ctx, l.BlobKey, "aes256-gcm96")
 		if err != nil {
@@ -385,6 +396,17 @@ func (v *Vault) fetch(ctx context.Context, prev *keyState) (*keyState, error) {
 	}
 	st.refreshed = v.opts.Now()
 	return st, nil
+}
+
+// missing lists the versions 1..latest without a public key, ascending.
+func (k signingKey) missing() []int {
+	var out []int
+	for ver := 1; ver <= k.latest; ver++ {
+		if _, ok := k.public[ver]; !ok {
+			out = append(out, ver)
+		}
+	}
+	return out
 }
 
 func (st *keyState) heldCursor() []Key {

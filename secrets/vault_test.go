@@ -567,3 +567,38 @@ func TestSealedVaultIsNamed(t *testing.T) {
 		t.Fatalf("sign with a sealed Vault: %v", err)
 	}
 }
+
+// TestSigningKeyMinDecryptionVersionIsNamed: raising the signing key's
+// min_decryption_version makes Vault drop the older versions' public keys,
+// so what they signed no longer verifies with Vault's keys. The provider
+// says so once, naming the versions and the fix, instead of leaving only
+// "signature not verified" errors wherever an old checkpoint is checked.
+func TestSigningKeyMinDecryptionVersionIsNamed(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := p.Layout.SigningKey
+	for range 2 {
+		if err := srv.RotateTransit(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := srv.Root().Logical().WriteWithContext(ctx, p.Layout.TransitPath("keys", k)+"/config", map[string]any{"min_decryption_version": 3}); err != nil {
+		t.Fatal(err)
+	}
+	v, logs := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
+	if got := v.SigningVersions(); len(got) != 1 || got[0] != 3 {
+		t.Fatalf("signing versions %v; this test shows Vault hides versions 1 and 2", got)
+	}
+	if err := v.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := logs.String()
+	if strings.Count(l, "Vault returns no public key for older versions") != 1 || !strings.Contains(l, `"versions":[1,2]`) ||
+		!strings.Contains(l, "min_decryption_version=1") {
+		t.Fatalf("logs (want the missing versions named once):\n%s", l)
+	}
+}
