@@ -99,9 +99,10 @@ type RestoreResult struct {
 //     record; checkpoint.Load and CheckAgainst over all anchors), and only
 //     then swapped in (an existing DataDir is renamed aside first).
 //
-// If step 4 anchored the acknowledgement externally and step 5 then fails,
-// the staged directory is kept and named in the error: it is complete, and
-// the external anchor already expects it.
+// If step 4 anchored the acknowledgement in an external anchor (in any of
+// them: also when anchoring it in a later one failed) and anything then
+// fails, the staged directory is kept and named in the error: it is
+// complete, and that anchor already expects it.
 func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err error) {
 	if o.Now == nil {
 		o.Now = time.Now
@@ -202,11 +203,16 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 	if err := durable.SyncDir(filepath.Join(staged, DirSealed)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return res, err
 	}
-	if err := res.record(ctx, o, staged, behind); err != nil {
-		return res, err
+	anchored, err := res.record(ctx, o, staged, behind)
+	if anchored != "" {
+		keep = true // an external anchor now expects this log
 	}
-	if res.Acknowledged {
-		keep = true // the external anchors now expect this log
+	if err != nil {
+		if keep {
+			return res, fmt.Errorf("%w; the acknowledgement is already anchored in %s, so the staged data directory %s, which it names, is kept: "+
+				"once every anchor is writable, append the last line of its checkpoints.jsonl to the anchors that lack it and move it to %s", err, anchored, staged, o.DataDir)
+		}
+		return res, err
 	}
 	if err := checkStaged(ctx, staged, o); err != nil {
 		if keep {
@@ -286,11 +292,14 @@ func fileExists(p string) bool {
 }
 
 // record appends the restore's record to the staged log and, behind and
-// acknowledged, anchors its checkpoint with the acknowledgement.
-func (res *RestoreResult) record(ctx context.Context, o RestoreOptions, staged string, behind *checkpoint.Entry) error {
+// acknowledged, anchors its checkpoint with the acknowledgement. anchored
+// names the external anchors that may hold the acknowledgement (the one
+// whose append failed too: a failed append may have reached the disk),
+// also when it fails: the staged log must then be kept.
+func (res *RestoreResult) record(ctx context.Context, o RestoreOptions, staged string, behind *checkpoint.Entry) (anchored string, err error) {
 	log, err := audit.Open(filepath.Join(staged, FileAudit), audit.Options{Node: o.Node})
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer log.Close()
 	m := res.Manifest
@@ -318,52 +327,54 @@ func (res *RestoreResult) record(ctx context.Context, o RestoreOptions, staged s
 		PurposeOfUse: purpose, Source: "local",
 	})
 	if err != nil {
-		return fmt.Errorf("backup: recording the restore: %w", err)
+		return "", fmt.Errorf("backup: recording the restore: %w", err)
 	}
 	res.Record = Head{Seq: rec.Seq, Hash: rec.Hash}
 	if behind == nil {
-		return nil // serve signs the next checkpoint, which extends every anchored one
+		return "", nil // serve signs the next checkpoint, which extends every anchored one
 	}
 	origin, err := noteOrigin(behind.Note)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if o.Signer == nil {
-		return errors.New("backup: acknowledging a rollback needs the checkpoint signing key")
+		return "", errors.New("backup: acknowledging a rollback needs the checkpoint signing key")
 	}
 	signer, err := o.Signer(origin)
 	if err != nil {
-		return err
+		return "", err
 	}
 	size := int64(rec.Seq)
 	root, err := log.TreeHash(size)
 	if err != nil {
-		return err
+		return "", err
 	}
 	fromRoot, err := log.TreeHash(size - 1)
 	if err != nil {
-		return err
+		return "", err
 	}
 	signed, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: origin, Size: size, Root: root}, signer)
 	if err != nil {
-		return err
+		return "", err
 	}
 	r := checkpoint.Rollback{Origin: origin, From: size - 1, FromRoot: fromRoot, Behind: behind.Size, BehindRoot: behind.Root,
 		To: size, ToRoot: root, Record: rec.Hash}
 	if r.Note, err = checkpoint.SignRollback(r, signer); err != nil {
-		return err
+		return "", err
 	}
 	e := checkpoint.Entry{Size: size, Root: root, Note: signed, Time: o.Now().UTC(), Rollback: &r}
 	if err := (&checkpoint.Anchor{Dir: staged}).AppendRollback(ctx, e); err != nil {
-		return err
+		return "", err
 	}
+	var tried []string
 	for _, a := range o.Anchors {
+		tried = append(tried, a)
 		if err := (&checkpoint.Anchor{Dir: a}).AppendRollback(ctx, e); err != nil {
-			return fmt.Errorf("backup: anchoring the acknowledgement in %s: %w", a, err)
+			return strings.Join(tried, ", "), fmt.Errorf("backup: anchoring the acknowledgement in %s: %w", a, err)
 		}
 	}
 	res.Acknowledged = true
-	return nil
+	return strings.Join(tried, ", "), nil
 }
 
 // checkStaged checks the staged directory as serve does at startup.

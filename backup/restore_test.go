@@ -356,3 +356,45 @@ func TestRestoredSegmentsAreTheArchivedFiles(t *testing.T) {
 		t.Errorf("records across the archived segments: %v", err)
 	}
 }
+
+// An acknowledged restore whose acknowledgement reaches the first external
+// anchor but not the second (its storage went away) fails, and keeps the
+// staged data directory, naming it: the first anchor already expects that
+// log. Before, the staged directory was removed, leaving an anchored
+// acknowledgement of a log that no longer existed; a second restore would
+// then anchor another record at the same size, a fork no serve accepts.
+func TestPartlyAnchoredAcknowledgementKeepsTheStagedLog(t *testing.T) {
+	ctx := context.Background()
+	d := newDataDir(t, 10, 10)
+	from := d.saved(t)
+	for range 9 {
+		d.append(t, "later")
+	}
+	d.anchor(t, 20)
+	second := t.TempDir()
+	to := filepath.Join(t.TempDir(), "restored")
+	o := d.restoreOptions(from, to, d.dir, second)
+	o.AcceptRollback = "disk lost"
+	o.Signer = func(string) (note.Signer, error) {
+		// The second anchor's storage goes away after the checks and
+		// before the acknowledgement is anchored.
+		return d.signer, os.RemoveAll(second)
+	}
+	_, err := backup.Restore(ctx, o)
+	if err == nil || !strings.Contains(err.Error(), "anchoring the acknowledgement in "+second) {
+		t.Fatalf("restore with the second anchor gone: %v", err)
+	}
+	latest, ok, lerr := (&checkpoint.Anchor{Dir: d.dir}).Latest()
+	if lerr != nil || !ok || latest.Rollback == nil || latest.Size != 12 {
+		t.Fatalf("the first anchor's latest entry %+v (%v): want the acknowledgement at 12", latest, lerr)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(to))
+	if len(entries) != 1 || !strings.Contains(err.Error(), entries[0].Name()) {
+		t.Fatalf("staged directories %v; want the one the error names kept (%v)", entries, err)
+	}
+	staged := filepath.Join(filepath.Dir(to), entries[0].Name())
+	l := audittest.OpenPath(t, filepath.Join(staged, backup.FileAudit), audit.Options{ReadOnly: true})
+	if root, err := l.TreeHash(12); err != nil || root != latest.Root {
+		t.Fatalf("the kept log's root at 12 is %v (%v), the anchored acknowledgement's %v", root, err, latest.Root)
+	}
+}
