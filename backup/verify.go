@@ -27,6 +27,12 @@ import (
 // ReadManifest reads dir's manifest strictly.
 func ReadManifest(dir string) (Manifest, error) {
 	b, err := os.ReadFile(filepath.Join(dir, FileManifest))
+	if errors.Is(err, os.ErrNotExist) {
+		if _, derr := os.Stat(dir); derr == nil {
+			// e.g. a data directory given as --from
+			return Manifest{}, fmt.Errorf("backup: %s is not a backup: it has no %s ('custos backup --out' writes one)", dir, FileManifest)
+		}
+	}
 	if err != nil {
 		return Manifest{}, fmt.Errorf("backup: %w", err)
 	}
