@@ -602,3 +602,31 @@ func TestSigningKeyMinDecryptionVersionIsNamed(t *testing.T) {
 		t.Fatalf("logs (want the missing versions named once):\n%s", l)
 	}
 }
+
+// TestRevokedTokenIsNamed: a token Vault no longer accepts (revoked, or
+// expired) is reported as such, not as a policy that lacks a rule.
+func TestRevokedTokenIsNamed(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := srv.TokenWithPolicy(ctx, secrets.PolicyName, secrets.PolicyHCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr, Token: tok, RefreshInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if err := srv.Root().Auth().Token().RevokeTreeWithContext(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	err = v.Refresh(ctx)
+	if !errors.Is(err, secrets.ErrPermission) || !strings.Contains(err.Error(), "no longer accepts the token") || strings.Contains(err.Error(), "policies do not allow") {
+		t.Fatalf("refresh with a revoked token: %v", err)
+	}
+	assertNoCanary(t, "error", err.Error(), canaries([]string{tok, p.SecretID}))
+}
