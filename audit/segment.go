@@ -327,18 +327,24 @@ func archiveDirOf(sealedDir string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// missingArchive returns the archive directory of the log at path
-// (archiveDir, or the one its sealed directory records) when there is one
-// and it cannot be found (not mounted), else "".
-func missingArchive(path, archiveDir string) string {
+// archiveHint says what about the archive directory may explain a
+// missing segment of the log at path opened with archiveDir: the sealed
+// directory records another archive directory, or the archive directory
+// is not there (not mounted); "" when neither.
+func archiveHint(path, archiveDir string) string {
+	recorded := archiveDirOf(SealedDir(path))
+	if abs, err := filepath.Abs(archiveDir); archiveDir != "" && err == nil && recorded != "" && recorded != abs {
+		return "the sealed directory records the archive directory " + recorded + ", not " + abs +
+			": move the archived segments there, or give " + recorded
+	}
 	if archiveDir == "" {
-		archiveDir = archiveDirOf(SealedDir(path))
+		archiveDir = recorded
 	}
 	if archiveDir == "" {
 		return ""
 	}
 	if _, err := os.Stat(archiveDir); err != nil {
-		return archiveDir
+		return "the archive directory " + archiveDir + " (where sealed segments are moved) is not there: mount it"
 	}
 	return ""
 }

@@ -726,6 +726,31 @@ func TestMissingArchiveIsNamed(t *testing.T) {
 	mustVerify(t, path)
 }
 
+// TestOtherArchiveDirKeepsTheRecordedOne: a log opened read-write with
+// another archive directory than the one its sealed directory records, one
+// that lacks the archived segments (a new mount, a typo), is refused naming
+// both, and the record of where the segments are is not overwritten:
+// readers given only the data directory still find them.
+func TestOtherArchiveDirKeepsTheRecordedOne(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "archive")
+	l, path := mustOpen(t, Options{ArchiveDir: archive})
+	appendN(t, l, 2)
+	rollOrFail(t, l)
+	appendN(t, l, 1)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	other := t.TempDir()
+	_, err := Open(path, Options{Node: "node-test", ArchiveDir: other})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "records the archive directory "+archive+", not "+other) {
+		t.Fatalf("Open with another archive directory: %v", err)
+	}
+	if got := archiveDirOf(SealedDir(path)); got != archive {
+		t.Fatalf("the recorded archive directory is now %q, want %q", got, archive)
+	}
+	mustVerify(t, path)
+}
+
 // TestSealSigned: with a SealSigner, the seal note carries a signature its
 // verifier accepts.
 func TestSealSigned(t *testing.T) {
