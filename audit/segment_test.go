@@ -699,11 +699,11 @@ func TestArchiveDir(t *testing.T) {
 	}
 }
 
-// TestMissingArchiveIsNamed: when the archive directory the sealed
-// directory records is not there (not mounted), a read-write Open is
-// refused naming it, not only as an anonymous missing segment.
-func TestMissingArchiveIsNamed(t *testing.T) {
-	archive := filepath.Join(t.TempDir(), "archive")
+// archivedLog writes a closed log of two segments whose first, sealed,
+// is in the archive directory archive.
+func archivedLog(t *testing.T) (path, archive string) {
+	t.Helper()
+	archive = filepath.Join(t.TempDir(), "archive")
 	l, path := mustOpen(t, Options{ArchiveDir: archive})
 	appendN(t, l, 2)
 	rollOrFail(t, l)
@@ -711,6 +711,14 @@ func TestMissingArchiveIsNamed(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return path, archive
+}
+
+// TestMissingArchiveIsNamed: when the archive directory the sealed
+// directory records is not there (not mounted), a read-write Open is
+// refused naming it, not only as an anonymous missing segment.
+func TestMissingArchiveIsNamed(t *testing.T) {
+	path, archive := archivedLog(t)
 	if err := os.Rename(archive, archive+".unmounted"); err != nil {
 		t.Fatal(err)
 	}
@@ -732,14 +740,7 @@ func TestMissingArchiveIsNamed(t *testing.T) {
 // both, and the record of where the segments are is not overwritten:
 // readers given only the data directory still find them.
 func TestOtherArchiveDirKeepsTheRecordedOne(t *testing.T) {
-	archive := filepath.Join(t.TempDir(), "archive")
-	l, path := mustOpen(t, Options{ArchiveDir: archive})
-	appendN(t, l, 2)
-	rollOrFail(t, l)
-	appendN(t, l, 1)
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path, archive := archivedLog(t)
 	other := t.TempDir()
 	_, err := Open(path, Options{Node: "node-test", ArchiveDir: other})
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "records the archive directory "+archive+", not "+other) {
