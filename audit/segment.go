@@ -335,7 +335,7 @@ func archiveHint(path, archiveDir string) string {
 	recorded := archiveDirOf(SealedDir(path))
 	if abs, err := filepath.Abs(archiveDir); archiveDir != "" && err == nil && recorded != "" && recorded != abs {
 		return "the sealed directory records the archive directory " + recorded + ", not " + abs +
-			": move the archived segments there, or give " + recorded
+			": copy the archived segments to " + abs + ", or give " + recorded
 	}
 	if archiveDir == "" {
 		archiveDir = recorded
