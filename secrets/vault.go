@@ -168,7 +168,10 @@ type keyState struct {
 	id         Key   // the resource id key, newest version (IDKey)
 	signing    signingKey
 	blobKEKVer int
-	refreshed  time.Time
+	// blobKEKMinDecrypt is the blob KEK's min_decryption_version: data
+	// keys wrapped under older versions no longer unwrap.
+	blobKEKMinDecrypt int
+	refreshed         time.Time
 }
 
 type signingKey struct {
@@ -392,7 +395,7 @@ func (v *Vault) fetch(ctx context.Context, prev *keyState) (*keyState, error) {
 		if err != nil {
 			return nil, err
 		}
-		st.blobKEKVer = bk.latest
+		st.blobKEKVer, st.blobKEKMinDecrypt = bk.latest, bk.minDecrypt
 	}
 	st.refreshed = v.opts.Now()
 	return st, nil
@@ -522,8 +525,9 @@ func allZero(b []byte) bool {
 }
 
 type transitKey struct {
-	latest int
-	keys   map[int]any
+	latest     int
+	minDecrypt int // min_decryption_version (0 when Vault does not say)
+	keys       map[int]any
 }
 
 // readTransitKey reads a Transit key's metadata and checks its type and
@@ -552,6 +556,7 @@ func (v *Vault) readTransitKey(ctx context.Context, name, wantType string) (tran
 		return transitKey{}, fmt.Errorf("%w: %s: no latest_version", ErrMissing, api)
 	}
 	out := transitKey{latest: latest, keys: map[int]any{}}
+	out.minDecrypt, _ = jsonInt(s.Data["min_decryption_version"])
 	if m, ok := s.Data["keys"].(map[string]any); ok {
 		for k, val := range m {
 			ver, err := strconv.Atoi(k)
@@ -725,6 +730,12 @@ func (v *Vault) Refresh(ctx context.Context) error {
 		return err
 	}
 	v.lastErr.Store(nil)
+	if old != nil && st.blobKEKMinDecrypt > old.blobKEKMinDecrypt {
+		// Data keys wrapped under the versions now below the minimum
+		// must stop unwrapping now, not when their cache entry expires.
+		v.datakeys.clear()
+		v.log.Info("vault blob key min_decryption_version raised; cached data keys dropped", "min_decryption_version", st.blobKEKMinDecrypt)
+	}
 	if old != nil {
 		if oi, ni := strings.Join(old.ids(v.opts.Layout), " "), strings.Join(st.ids(v.opts.Layout), " "); oi != ni {
 			v.log.Info("vault key versions changed", "keys", ni)

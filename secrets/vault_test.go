@@ -630,3 +630,34 @@ func TestRevokedTokenIsNamed(t *testing.T) {
 	}
 	assertNoCanary(t, "error", err.Error(), canaries([]string{tok, p.SecretID}))
 }
+
+// TestBlobKEKMinDecryptionVersionDropsCachedDataKeys: once the blob KEK's
+// min_decryption_version is raised past the version a data key was wrapped
+// under, the next refresh drops the cached data keys, and unwrapping that
+// key fails closed with Vault's reason, not served from the cache for up to
+// DataKeyTTL.
+func TestBlobKEKMinDecryptionVersionDropsCachedDataKeys(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
+	_, wrapped, err := v.NewDataKey(ctx) // cached, wrapped under v1
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.RotateTransit(ctx, p.Layout.BlobKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Root().Logical().WriteWithContext(ctx, p.Layout.TransitPath("keys", p.Layout.BlobKey)+"/config", map[string]any{"min_decryption_version": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.UnwrapDataKey(ctx, wrapped); !errors.Is(err, secrets.ErrUnavailable) || !strings.Contains(err.Error(), "disallowed by policy") {
+		t.Fatalf("unwrap of a v1 data key after min_decryption_version=2: %v", err)
+	}
+}
