@@ -336,8 +336,9 @@ func Receive(r io.Reader, out string) (*Staged, error) {
 	}
 	unlock, _, err := lockDir(tmp)
 	if err != nil {
-		os.RemoveAll(tmp)
-		return nil, fmt.Errorf("backup: locking the partial directory: %w", err)
+		// A file system without flock(2): go on unlocked. Nobody can
+		// lock there either, so nobody removes it as left behind.
+		unlock = func() {}
 	}
 	s := &Staged{dir: tmp, out: out, unlock: unlock, Removed: removed}
 	if err := unpack(r, tmp); err != nil {
