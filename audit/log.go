@@ -240,6 +240,9 @@ func Open(path string, opts Options) (*Log, error) {
 		if hint := archiveHint(path, opts.ArchiveDir); hint != "" {
 			p.Detail += "; " + hint
 		}
+		if hint := supersededHint(sealed, lm.no); hint != "" {
+			p.Detail += "; " + hint
+		}
 		return fail(&CorruptError{Seq: p.Seq, Kind: p.Kind, Expected: p.Expected, Got: p.Got, Detail: p.Detail + "; run audit verify"})
 	}
 	if !opts.ReadOnly && opts.ArchiveDir != "" {

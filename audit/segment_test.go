@@ -752,6 +752,36 @@ func TestOtherArchiveDirKeepsTheRecordedOne(t *testing.T) {
 	mustVerify(t, path)
 }
 
+// TestSupersededArchivedSegmentsAreNamed: after a rollback (a restore of
+// an earlier state), the archive still holds the later segments of the
+// history that was rolled back, numbered like the restored log's next
+// ones. Open refuses, as before, but names them and says what they are.
+func TestSupersededArchivedSegmentsAreNamed(t *testing.T) {
+	path, archive := archivedLog(t)
+	// The earlier state: segment 1 archived, segment 2 live.
+	restored := filepath.Join(t.TempDir(), "audit.db")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(restored, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The history goes on: segments 2 and 3 are archived too.
+	l := mustOpenPath(t, path, Options{ArchiveDir: archive})
+	rollOrFail(t, l)
+	appendN(t, l, 1)
+	rollOrFail(t, l)
+	appendN(t, l, 1)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(restored, Options{Node: "node-test", ArchiveDir: archive})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "sealed segments 2 to 3 ("+archive+") are numbered from the live segment 2 on") {
+		t.Fatalf("Open of the earlier state with the archive of the later one: %v", err)
+	}
+}
+
 // TestSealSigned: with a SealSigner, the seal note carries a signature its
 // verifier accepts.
 func TestSealSigned(t *testing.T) {
