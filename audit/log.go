@@ -187,10 +187,6 @@ func Open(path string, opts Options) (*Log, error) {
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("audit: %w", err)
 		}
-	} else if opts.ArchiveDir != "" {
-		if err := l.notePointer(); err != nil {
-			return nil, err
-		}
 	}
 	sealed, err := openSealedAll(path, opts.ArchiveDir, opts.Timeout)
 	if err != nil {
@@ -241,7 +237,21 @@ func Open(path string, opts Options) (*Log, error) {
 	}
 	if breaks := continuity(sealed, lm.no, lm.baseSeq, baseHash); len(breaks) > 0 && !opts.ReadOnly {
 		p := breaks[0]
+		if hint := archiveHint(path, opts.ArchiveDir); hint != "" {
+			p.Detail += "; " + hint
+		}
+		if hint := supersededHint(sealed, lm.no); hint != "" {
+			p.Detail += "; " + hint
+		}
 		return fail(&CorruptError{Seq: p.Seq, Kind: p.Kind, Expected: p.Expected, Got: p.Got, Detail: p.Detail + "; run audit verify"})
+	}
+	if !opts.ReadOnly && opts.ArchiveDir != "" {
+		// Recorded only once the segments were found where it says: a
+		// new --audit-archive-dir that lacks them must not overwrite the
+		// record of where they are.
+		if err := l.notePointer(); err != nil {
+			return fail(err)
+		}
 	}
 	l.headSeq, l.headHash = seq, hash
 	if opts.ReadOnly {

@@ -327,6 +327,47 @@ func archiveDirOf(sealedDir string) string {
 	return strings.TrimSpace(string(b))
 }
 
+// archiveHint says what about the archive directory may explain a
+// missing segment of the log at path opened with archiveDir: the sealed
+// directory records another archive directory, or the archive directory
+// is not there (not mounted); "" when neither.
+func archiveHint(path, archiveDir string) string {
+	recorded := archiveDirOf(SealedDir(path))
+	if abs, err := filepath.Abs(archiveDir); archiveDir != "" && err == nil && recorded != "" && recorded != abs {
+		return "the sealed directory records the archive directory " + recorded + ", not " + abs +
+			": copy the archived segments to " + abs + ", or give " + recorded
+	}
+	if archiveDir == "" {
+		archiveDir = recorded
+	}
+	if archiveDir == "" {
+		return ""
+	}
+	if _, err := os.Stat(archiveDir); err != nil {
+		return "the archive directory " + archiveDir + " (where sealed segments are moved) is not there: mount it"
+	}
+	return ""
+}
+
+// supersededHint says, when sealed segments are numbered from the live
+// segment liveNo on, that they are not this log's: typically an archive
+// that still holds the segments of the history a restore rolled back (the
+// restored log numbers its next segments the same). "" when none is.
+func supersededHint(sealed []*segment, liveNo uint64) string {
+	var beyond []*segment
+	for _, s := range sealed {
+		if s.no >= liveNo {
+			beyond = append(beyond, s)
+		}
+	}
+	if len(beyond) == 0 {
+		return ""
+	}
+	first, last := beyond[0], beyond[len(beyond)-1]
+	return fmt.Sprintf("sealed segments %d to %d (%s) are numbered from the live segment %d on, so they are not this log's "+
+		"(e.g. the history a restore rolled back): move them out of that directory, keeping them as evidence", first.no, last.no, filepath.Dir(first.path), liveNo)
+}
+
 // sealedFiles lists the sealed segment files of the log at path, by
 // segment number: from the sealed directory and from the archive
 // directory (archiveDir, or the one the sealed directory names); a segment

@@ -699,6 +699,89 @@ func TestArchiveDir(t *testing.T) {
 	}
 }
 
+// archivedLog writes a closed log of two segments whose first, sealed,
+// is in the archive directory archive.
+func archivedLog(t *testing.T) (path, archive string) {
+	t.Helper()
+	archive = filepath.Join(t.TempDir(), "archive")
+	l, path := mustOpen(t, Options{ArchiveDir: archive})
+	appendN(t, l, 2)
+	rollOrFail(t, l)
+	appendN(t, l, 1)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path, archive
+}
+
+// TestMissingArchiveIsNamed: when the archive directory the sealed
+// directory records is not there (not mounted), a read-write Open is
+// refused naming it, not only as an anonymous missing segment.
+func TestMissingArchiveIsNamed(t *testing.T) {
+	path, archive := archivedLog(t)
+	if err := os.Rename(archive, archive+".unmounted"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(path, Options{Node: "node-test"})
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Kind != KindSegmentMissing || !strings.Contains(err.Error(), "archive directory "+archive+" ") ||
+		!strings.Contains(err.Error(), "mount it") {
+		t.Fatalf("Open with the archive missing: %v", err)
+	}
+	if err := os.Rename(archive+".unmounted", archive); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, path)
+}
+
+// TestOtherArchiveDirKeepsTheRecordedOne: a log opened read-write with
+// another archive directory than the one its sealed directory records, one
+// that lacks the archived segments (a new mount, a typo), is refused naming
+// both, and the record of where the segments are is not overwritten:
+// readers given only the data directory still find them.
+func TestOtherArchiveDirKeepsTheRecordedOne(t *testing.T) {
+	path, archive := archivedLog(t)
+	other := t.TempDir()
+	_, err := Open(path, Options{Node: "node-test", ArchiveDir: other})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "records the archive directory "+archive+", not "+other) {
+		t.Fatalf("Open with another archive directory: %v", err)
+	}
+	if got := archiveDirOf(SealedDir(path)); got != archive {
+		t.Fatalf("the recorded archive directory is now %q, want %q", got, archive)
+	}
+	mustVerify(t, path)
+}
+
+// TestSupersededArchivedSegmentsAreNamed: after a rollback (a restore of
+// an earlier state), the archive still holds the later segments of the
+// history that was rolled back, numbered like the restored log's next
+// ones. Open refuses, as before, but names them and says what they are.
+func TestSupersededArchivedSegmentsAreNamed(t *testing.T) {
+	path, archive := archivedLog(t)
+	// The earlier state: segment 1 archived, segment 2 live.
+	restored := filepath.Join(t.TempDir(), "audit.db")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(restored, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The history goes on: segments 2 and 3 are archived too.
+	l := mustOpenPath(t, path, Options{ArchiveDir: archive})
+	rollOrFail(t, l)
+	appendN(t, l, 1)
+	rollOrFail(t, l)
+	appendN(t, l, 1)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(restored, Options{Node: "node-test", ArchiveDir: archive})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "sealed segments 2 to 3 ("+archive+") are numbered from the live segment 2 on") {
+		t.Fatalf("Open of the earlier state with the archive of the later one: %v", err)
+	}
+}
+
 // TestSealSigned: with a SealSigner, the seal note carries a signature its
 // verifier accepts.
 func TestSealSigned(t *testing.T) {

@@ -88,10 +88,15 @@ type SealedSegment struct {
 }
 
 // WriteSealed copies each sealed segment numbered below before, in order:
-// it calls open with the segment's description and writes the file (bbolt
-// tx.WriteTo of the read-only file: the exact bytes, or a compacted copy
-// of the same pages) to the writer open returns. With before =
-// Snapshot.Segment it completes a WriteSnapshot copy into the whole log.
+// it calls open with the segment's description and writes the file to the
+// writer open returns. With before = Snapshot.Segment it completes a
+// WriteSnapshot copy into the whole log.
+//
+// The copy is the file's exact bytes (its first tx.Size() bytes: the whole
+// file once the seal trimmed it), not bbolt's tx.WriteTo, which rewrites
+// both meta pages: a restored segment is then the same file as its copy in
+// the archive, and the archiver, which never replaces an archived file with
+// different bytes, accepts it as already archived.
 func (l *Log) WriteSealed(before uint64, open func(SealedSegment) (io.Writer, error)) error {
 	for _, s := range l.segments() {
 		if s.no >= before {
@@ -106,13 +111,22 @@ func (l *Log) WriteSealed(before uint64, open func(SealedSegment) (io.Writer, er
 			if err != nil {
 				n = seal.Body()
 			}
+			// The segment's lock is held (view): neither the archiver nor
+			// finishSealed can move or trim the file meanwhile. Until
+			// finishSealed, s.path is the live path, which names the next
+			// segment; the sealed file is linked under its sealed name.
+			f, err := os.Open(l.segmentPath(s.path, seal))
+			if err != nil {
+				return err
+			}
+			defer f.Close()
 			w, err := open(SealedSegment{No: s.no, First: seal.First, Last: seal.Last, Bytes: tx.Size(), Note: n})
 			if err != nil {
 				return err
 			}
-			written, err := tx.WriteTo(w)
-			if err == nil && written != tx.Size() {
-				err = fmt.Errorf("audit: segment %d: wrote %d of %d bytes", s.no, written, tx.Size())
+			written, err := io.CopyN(w, f, tx.Size())
+			if err != nil || written != tx.Size() {
+				err = fmt.Errorf("audit: segment %d: wrote %d of %d bytes: %v", s.no, written, tx.Size(), err)
 			}
 			return err
 		})
@@ -128,10 +142,16 @@ func (l *Log) WriteSealed(before uint64, open func(SealedSegment) (io.Writer, er
 // segment's path is still the live path, which names the next segment by
 // then: its note is beside its sealed name.
 func (l *Log) notePath(path string, seal *Seal) string {
+	return sealNotePath(l.segmentPath(path, seal))
+}
+
+// segmentPath is the file of a sealed segment whose path is path: its
+// sealed name while path is still the live path (see notePath).
+func (l *Log) segmentPath(path string, seal *Seal) string {
 	if path == l.path {
-		path = filepath.Join(SealedDir(l.path), SegmentFile(seal.Segment))
+		return filepath.Join(SealedDir(l.path), SegmentFile(seal.Segment))
 	}
-	return sealNotePath(path)
+	return path
 }
 
 // CheckSeals checks the seal note of every sealed segment against

@@ -39,8 +39,14 @@ type dataDir struct {
 
 func newDataDir(t *testing.T, n int, sizes ...int64) *dataDir {
 	t.Helper()
+	return newDataDirWith(t, audit.Options{}, n, sizes...)
+}
+
+// newDataDirWith is newDataDir with the audit log opened with opts.
+func newDataDirWith(t *testing.T, opts audit.Options, n int, sizes ...int64) *dataDir {
+	t.Helper()
 	dir := t.TempDir()
-	d := &dataDir{dir: dir, log: audittest.OpenPath(t, filepath.Join(dir, backup.FileAudit), audit.Options{})}
+	d := &dataDir{dir: dir, log: audittest.OpenPath(t, filepath.Join(dir, backup.FileAudit), opts)}
 	for i := range n {
 		d.append(t, fmt.Sprintf("r%d", i))
 	}
@@ -187,6 +193,15 @@ func TestBackupRefusesAnExistingDestinationAndAMissingPurpose(t *testing.T) {
 	}
 	if _, _, err := d.take(t, out); !errors.Is(err, backup.ErrExists) {
 		t.Fatalf("take into a non-empty dir: %v", err)
+	}
+	// A link to an empty directory is refused before anything is copied
+	// (the final rename would fail over it, after the copy was audited).
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	if err := backup.CheckDest(link); err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+		t.Fatalf("CheckDest of a link to an empty directory: %v", err)
 	}
 	l := access.Local{Service: access.New(d.log, nil, d.dir, nil), Caller: access.Self()}
 	_, err := l.Do(context.Background(), access.OpBackup, access.BackupRequest{}, access.Discard)

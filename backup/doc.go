@@ -30,11 +30,13 @@
 //   - Complete or absent: Save builds the backup in a temporary directory
 //     beside the destination and renames it only after Verify passed and
 //     every file and the directory were fsynced. A backup that does not
-//     verify leaves no directory at the destination.
+//     verify leaves no directory at the destination. A receiver killed
+//     midway leaves its temporary directory unlocked (partial.go); the
+//     next backup to the same destination removes it.
 //   - Verified: the audit copy verifies (audit.VerifyFile: chain, tree,
 //     head), its tree matches the manifest and every checkpoint in the
 //     backup's checkpoints.jsonl (and their signatures, given verifier
-//     keys); the catalog and grants copies pass bbolt's tx.Check; every
+//     keys); each seal note states the seal stored in its segment; the catalog and grants copies pass bbolt's tx.Check; every
 //     file's size and SHA-256 match the manifest, and nothing else is there.
 //
 // # Caveats

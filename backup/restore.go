@@ -99,9 +99,10 @@ type RestoreResult struct {
 //     record; checkpoint.Load and CheckAgainst over all anchors), and only
 //     then swapped in (an existing DataDir is renamed aside first).
 //
-// If step 4 anchored the acknowledgement externally and step 5 then fails,
-// the staged directory is kept and named in the error: it is complete, and
-// the external anchor already expects it.
+// If step 4 anchored the acknowledgement in an external anchor (in any of
+// them: also when anchoring it in a later one failed) and anything then
+// fails, the staged directory is kept and named in the error: it is
+// complete, and that anchor already expects it.
 func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err error) {
 	if o.Now == nil {
 		o.Now = time.Now
@@ -111,6 +112,9 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 	}
 	if o.Verifiers == nil {
 		return res, errors.New("backup: restore needs the checkpoint verifier keys")
+	}
+	if o.DataDir, err = resolveLink(o.DataDir); err != nil {
+		return res, err
 	}
 	rep, err := Verify(ctx, o.From, o.Verifiers)
 	if err != nil {
@@ -199,11 +203,16 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 	if err := durable.SyncDir(filepath.Join(staged, DirSealed)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return res, err
 	}
-	if err := res.record(ctx, o, staged, behind); err != nil {
-		return res, err
+	anchored, err := res.record(ctx, o, staged, behind)
+	if anchored != "" {
+		keep = true // an external anchor now expects this log
 	}
-	if res.Acknowledged {
-		keep = true // the external anchors now expect this log
+	if err != nil {
+		if keep {
+			return res, fmt.Errorf("%w; the acknowledgement is already anchored in %s, so the staged data directory %s, which it names, is kept: "+
+				"once every anchor is writable, append the last line of its checkpoints.jsonl to the anchors that lack it and move it to %s", err, anchored, staged, o.DataDir)
+		}
+		return res, err
 	}
 	if err := checkStaged(ctx, staged, o); err != nil {
 		if keep {
@@ -258,17 +267,39 @@ func checkDataDir(o RestoreOptions) (bool, error) {
 	return true, nil
 }
 
+// resolveLink returns the directory a data directory that is a symbolic
+// link names (e.g. /var/lib/custos -> /srv/disk2/custos), so that the
+// restore is staged beside it and renamed into it, on its file system,
+// where serve will read it. Restoring over the link itself would replace
+// the link with a directory on the link's file system and leave the
+// target as it was.
+func resolveLink(dir string) (string, error) {
+	fi, err := os.Lstat(dir)
+	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		return dir, nil
+	}
+	target, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		link, _ := os.Readlink(dir)
+		return "", fmt.Errorf("backup: the data directory %s is a symbolic link to %s, which does not resolve: create the directory it names, or name another data directory", dir, link)
+	}
+	return target, nil
+}
+
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
 
 // record appends the restore's record to the staged log and, behind and
-// acknowledged, anchors its checkpoint with the acknowledgement.
-func (res *RestoreResult) record(ctx context.Context, o RestoreOptions, staged string, behind *checkpoint.Entry) error {
+// acknowledged, anchors its checkpoint with the acknowledgement. anchored
+// names the external anchors that may hold the acknowledgement (the one
+// whose append failed too: a failed append may have reached the disk),
+// also when it fails: the staged log must then be kept.
+func (res *RestoreResult) record(ctx context.Context, o RestoreOptions, staged string, behind *checkpoint.Entry) (anchored string, err error) {
 	log, err := audit.Open(filepath.Join(staged, FileAudit), audit.Options{Node: o.Node})
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer log.Close()
 	m := res.Manifest
@@ -296,52 +327,54 @@ func (res *RestoreResult) record(ctx context.Context, o RestoreOptions, staged s
 		PurposeOfUse: purpose, Source: "local",
 	})
 	if err != nil {
-		return fmt.Errorf("backup: recording the restore: %w", err)
+		return "", fmt.Errorf("backup: recording the restore: %w", err)
 	}
 	res.Record = Head{Seq: rec.Seq, Hash: rec.Hash}
 	if behind == nil {
-		return nil // serve signs the next checkpoint, which extends every anchored one
+		return "", nil // serve signs the next checkpoint, which extends every anchored one
 	}
 	origin, err := noteOrigin(behind.Note)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if o.Signer == nil {
-		return errors.New("backup: acknowledging a rollback needs the checkpoint signing key")
+		return "", errors.New("backup: acknowledging a rollback needs the checkpoint signing key")
 	}
 	signer, err := o.Signer(origin)
 	if err != nil {
-		return err
+		return "", err
 	}
 	size := int64(rec.Seq)
 	root, err := log.TreeHash(size)
 	if err != nil {
-		return err
+		return "", err
 	}
 	fromRoot, err := log.TreeHash(size - 1)
 	if err != nil {
-		return err
+		return "", err
 	}
 	signed, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: origin, Size: size, Root: root}, signer)
 	if err != nil {
-		return err
+		return "", err
 	}
 	r := checkpoint.Rollback{Origin: origin, From: size - 1, FromRoot: fromRoot, Behind: behind.Size, BehindRoot: behind.Root,
 		To: size, ToRoot: root, Record: rec.Hash}
 	if r.Note, err = checkpoint.SignRollback(r, signer); err != nil {
-		return err
+		return "", err
 	}
 	e := checkpoint.Entry{Size: size, Root: root, Note: signed, Time: o.Now().UTC(), Rollback: &r}
 	if err := (&checkpoint.Anchor{Dir: staged}).AppendRollback(ctx, e); err != nil {
-		return err
+		return "", err
 	}
+	var tried []string
 	for _, a := range o.Anchors {
+		tried = append(tried, a)
 		if err := (&checkpoint.Anchor{Dir: a}).AppendRollback(ctx, e); err != nil {
-			return fmt.Errorf("backup: anchoring the acknowledgement in %s: %w", a, err)
+			return strings.Join(tried, ", "), fmt.Errorf("backup: anchoring the acknowledgement in %s: %w", a, err)
 		}
 	}
 	res.Acknowledged = true
-	return nil
+	return strings.Join(tried, ", "), nil
 }
 
 // checkStaged checks the staged directory as serve does at startup.

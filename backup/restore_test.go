@@ -1,12 +1,15 @@
 package backup_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
@@ -209,5 +212,189 @@ func TestBackupAndRestoreSealedSegments(t *testing.T) {
 	}
 	if err := l.Records(ctx, 1, 14, func(uint64, []byte) error { return nil }); err != nil {
 		t.Errorf("records across the restored segments: %v", err)
+	}
+}
+
+// The seal notes of a backup must be those of its segments: notes swapped
+// between two segments (the manifest rehashed, so only this check can see
+// it) make the backup fail Verify, and Restore refuses it and writes
+// nothing. Before, such a backup restored, and the restored log then
+// failed 'audit verify' (seal_mismatch).
+func TestSwappedSealNotesAreRefused(t *testing.T) {
+	ctx := context.Background()
+	d := newDataDir(t, 3)
+	for range 2 {
+		if ok, err := d.log.Roll(ctx); !ok || err != nil {
+			t.Fatalf("Roll: %v %v", ok, err)
+		}
+		d.append(t, "next segment")
+	}
+	from := d.saved(t)
+	a, b := filepath.Join(from, audit.SealedDir(backup.FileAudit), "000001.seal"), filepath.Join(from, audit.SealedDir(backup.FileAudit), "000002.seal")
+	na, errA := os.ReadFile(a)
+	nb, errB := os.ReadFile(b)
+	if errA != nil || errB != nil {
+		t.Fatalf("seal notes: %v %v", errA, errB)
+	}
+	if err := errors.Join(os.WriteFile(a, nb, 0o600), os.WriteFile(b, na, 0o600)); err != nil {
+		t.Fatal(err)
+	}
+	rehash(t, from)
+	if _, err := backup.Verify(ctx, from, nil); !errors.Is(err, backup.ErrUnverified) ||
+		!strings.Contains(err.Error(), "segment 1's seal note: not the seal stored in the segment") ||
+		!strings.Contains(err.Error(), "segment 2's seal note") {
+		t.Fatalf("Verify of swapped seal notes: %v", err)
+	}
+	to := filepath.Join(t.TempDir(), "restored")
+	if _, err := backup.Restore(ctx, d.restoreOptions(from, to)); !errors.Is(err, backup.ErrUnverified) {
+		t.Fatalf("Restore of swapped seal notes: %v", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(to)); len(entries) != 0 {
+		t.Fatalf("a refused restore left %v", entries)
+	}
+}
+
+// A data directory that is a symbolic link (the data on another disk) is
+// restored into the directory it names: the link stays a link, and with
+// --force the old target is kept beside the target. A link that does not
+// resolve is refused, naming it, and nothing is written. Before, the link
+// was replaced by a new directory on the link's file system and the
+// target was left as it was.
+func TestRestoreIntoASymlinkedDataDirectory(t *testing.T) {
+	ctx := context.Background()
+	d := newDataDir(t, 4, 4)
+	from := d.saved(t)
+	base := t.TempDir()
+	target, link := filepath.Join(base, "disk2-custos"), filepath.Join(base, "custos")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	audittest.VerifyOnCleanup(t, filepath.Join(target, backup.FileAudit))
+	if _, err := backup.Restore(ctx, d.restoreOptions(from, link)); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the data directory link was replaced: %v %v", fi.Mode(), err)
+	}
+	if _, err := os.Stat(filepath.Join(target, backup.FileAudit)); err != nil {
+		t.Fatalf("the link's target holds no restored log: %v", err)
+	}
+	o := d.restoreOptions(from, link)
+	o.Force = true
+	res, err := backup.Restore(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 || !strings.HasPrefix(res.Replaced, target+".replaced-") {
+		t.Fatalf("--force over a link: link %v (%v), replaced %q", fi.Mode(), err, res.Replaced)
+	}
+
+	dangling := filepath.Join(base, "dangling")
+	if err := os.Symlink(filepath.Join(base, "not-mounted"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadDir(base)
+	if _, err := backup.Restore(ctx, d.restoreOptions(from, dangling)); err == nil || !strings.Contains(err.Error(), "not-mounted") || !strings.Contains(err.Error(), "does not resolve") {
+		t.Fatalf("restore into a dangling link: %v", err)
+	}
+	if after, _ := os.ReadDir(base); len(after) != len(before) {
+		t.Fatalf("a refused restore changed %s: %v", base, after)
+	}
+}
+
+// The sealed segments in a backup are byte for byte the archived ones, so
+// that after the data disk is lost and the backup restored, the server
+// (same archive directory) finds each restored segment already archived
+// instead of refusing, segment by segment, "the archive already holds a
+// different 000001.db".
+func TestRestoredSegmentsAreTheArchivedFiles(t *testing.T) {
+	ctx := context.Background()
+	archive := filepath.Join(t.TempDir(), "archive")
+	d := newDataDirWith(t, audit.Options{ArchiveDir: archive}, 3)
+	for range 2 {
+		if ok, err := d.log.Roll(ctx); !ok || err != nil {
+			t.Fatalf("Roll: %v %v", ok, err)
+		}
+		d.append(t, "next segment")
+	}
+	from := d.saved(t)
+	for _, f := range []string{"000001.db", "000001.seal", "000002.db", "000002.seal"} {
+		got, err1 := os.ReadFile(filepath.Join(from, backup.DirSealed, f))
+		want, err2 := os.ReadFile(filepath.Join(archive, f))
+		if err1 != nil || err2 != nil || !bytes.Equal(got, want) {
+			t.Errorf("the backup's %s is not the archived file (%v %v)", f, err1, err2)
+		}
+	}
+	to := filepath.Join(t.TempDir(), "restored")
+	if _, err := backup.Restore(ctx, d.restoreOptions(from, to)); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	l := audittest.OpenPath(t, filepath.Join(to, backup.FileAudit), audit.Options{ArchiveDir: archive,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	// The first append kicks the roller, which archives what is pending.
+	if _, err := l.Append(ctx, audit.Entry{Action: "resources/read", Outcome: audit.OutcomeAllow, Reason: "after the restore",
+		Principal: audit.Principal{Sub: "u", Roles: []string{}, ClientID: "c"}, PurposeOfUse: "TREAT", Source: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	sealed := filepath.Join(to, backup.DirSealed)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		es, _ := os.ReadDir(sealed)
+		if len(es) == 1 && es[0].Name() == "archive-dir" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restored segments were not archived: %v\n%s", es, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := l.Records(ctx, 1, 6, func(uint64, []byte) error { return nil }); err != nil {
+		t.Errorf("records across the archived segments: %v", err)
+	}
+}
+
+// An acknowledged restore whose acknowledgement reaches the first external
+// anchor but not the second (its storage went away) fails, and keeps the
+// staged data directory, naming it: the first anchor already expects that
+// log. Before, the staged directory was removed, leaving an anchored
+// acknowledgement of a log that no longer existed; a second restore would
+// then anchor another record at the same size, a fork no serve accepts.
+func TestPartlyAnchoredAcknowledgementKeepsTheStagedLog(t *testing.T) {
+	ctx := context.Background()
+	d := newDataDir(t, 10, 10)
+	from := d.saved(t)
+	for range 9 {
+		d.append(t, "later")
+	}
+	d.anchor(t, 20)
+	second := t.TempDir()
+	to := filepath.Join(t.TempDir(), "restored")
+	o := d.restoreOptions(from, to, d.dir, second)
+	o.AcceptRollback = "disk lost"
+	o.Signer = func(string) (note.Signer, error) {
+		// The second anchor's storage goes away after the checks and
+		// before the acknowledgement is anchored.
+		return d.signer, os.RemoveAll(second)
+	}
+	_, err := backup.Restore(ctx, o)
+	if err == nil || !strings.Contains(err.Error(), "anchoring the acknowledgement in "+second) {
+		t.Fatalf("restore with the second anchor gone: %v", err)
+	}
+	latest, ok, lerr := (&checkpoint.Anchor{Dir: d.dir}).Latest()
+	if lerr != nil || !ok || latest.Rollback == nil || latest.Size != 12 {
+		t.Fatalf("the first anchor's latest entry %+v (%v): want the acknowledgement at 12", latest, lerr)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(to))
+	if len(entries) != 1 || !strings.Contains(err.Error(), entries[0].Name()) {
+		t.Fatalf("staged directories %v; want the one the error names kept (%v)", entries, err)
+	}
+	staged := filepath.Join(filepath.Dir(to), entries[0].Name())
+	l := audittest.OpenPath(t, filepath.Join(staged, backup.FileAudit), audit.Options{ReadOnly: true})
+	if root, err := l.TreeHash(12); err != nil || root != latest.Root {
+		t.Fatalf("the kept log's root at 12 is %v (%v), the anchored acknowledgement's %v", root, err, latest.Root)
 	}
 }

@@ -27,6 +27,12 @@ import (
 // ReadManifest reads dir's manifest strictly.
 func ReadManifest(dir string) (Manifest, error) {
 	b, err := os.ReadFile(filepath.Join(dir, FileManifest))
+	if errors.Is(err, os.ErrNotExist) {
+		if _, derr := os.Stat(dir); derr == nil {
+			// e.g. a data directory given as --from
+			return Manifest{}, fmt.Errorf("backup: %s is not a backup: it has no %s ('custos backup --out' writes one)", dir, FileManifest)
+		}
+	}
 	if err != nil {
 		return Manifest{}, fmt.Errorf("backup: %w", err)
 	}
@@ -184,6 +190,16 @@ func verifyAudit(ctx context.Context, dir string, m Manifest, verifiers note.Ver
 	if err := CheckTree(ctx, log, es, verifiers); err != nil {
 		bad("%s: not consistent with %s: %v", FileAudit, FileCheckpoints, err)
 	}
+	// Each seal note beside a sealed segment must state the seal stored in
+	// that segment: a note swapped with another segment's, edited or
+	// missing is restored as it is and fails 'audit verify' afterwards.
+	// Content only: the stored seals are checked with the records above;
+	// the notes' signatures are 'audit verify --pubkey's to check (a note
+	// left unsigned when signing failed at seal time is not a reason to
+	// refuse a restore).
+	for _, p := range log.CheckSeals(nil) {
+		bad("%s: %s", FileAudit, p)
+	}
 }
 
 // ActionBackup is the action of a backup's access record.
@@ -197,11 +213,34 @@ func ReadCheckpoints(dir string) ([]checkpoint.Entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Checked against the manifest before it is parsed: a damaged copy is
+	// a backup that does not verify, not an anchor file to repair.
+	if err := matchesManifest(dir, FileCheckpoints, b); err != nil {
+		return nil, err
+	}
 	es, err := checkpoint.ReadEntries(bytes.NewReader(b), path)
 	if err != nil {
 		return nil, err
 	}
 	return checkpoint.Current(es)
+}
+
+// matchesManifest checks that b, the content of the backup file name, has
+// the size and SHA-256 dir's manifest lists for it (ErrUnverified).
+func matchesManifest(dir, name string, b []byte) error {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(m.Files, func(f File) bool { return f.Name == name })
+	if i < 0 {
+		return fmt.Errorf("%w: %s: missing from the manifest", ErrUnverified, name)
+	}
+	sum := sha256.Sum256(b)
+	if f := m.Files[i]; int64(len(b)) != f.Bytes || hex.EncodeToString(sum[:]) != f.SHA256 {
+		return fmt.Errorf("%w: %s: %d bytes, SHA-256 %x; the manifest says %d bytes, %s", ErrUnverified, name, len(b), sum, f.Bytes, f.SHA256)
+	}
+	return nil
 }
 
 // CheckTree checks tree against entries: with verifiers as the server does
@@ -271,32 +310,54 @@ const maxFile = 1 << 50
 // destination, not yet verified or in place.
 type Staged struct {
 	dir, out string
+	unlock   func() // releases the lock on dir (lockDir)
+	// Removed lists the partial directories of interrupted earlier backups
+	// to the same destination that Receive removed.
+	Removed []string
 }
 
 // Receive unpacks the backup stream r (Write's output) into a new
 // temporary directory beside out, each file fsynced. out must not exist or
 // be an empty directory (ErrExists). On failure nothing is left behind.
 // Call Commit once the stream is known complete (the transport reported
-// success), or Discard.
+// success), or Discard. The temporary directory is locked while this
+// process has it; the unlocked ones a killed backup to the same out left
+// behind (copies of the catalog and the audit log) are removed first
+// (Staged.Removed).
 func Receive(r io.Reader, out string) (*Staged, error) {
 	out = filepath.Clean(out)
 	if err := CheckDest(out); err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+".partial-")
+	removed := removeStalePartials(out, time.Now())
+	tmp, err := os.MkdirTemp(filepath.Dir(out), partialPrefix(out))
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
+	unlock, _, err := lockDir(tmp)
+	if err != nil {
+		// A file system without flock(2): go on unlocked. Nobody can
+		// lock there either, so nobody removes it as left behind.
+		unlock = func() {}
+	}
+	s := &Staged{dir: tmp, out: out, unlock: unlock, Removed: removed}
 	if err := unpack(r, tmp); err != nil {
-		os.RemoveAll(tmp)
+		s.Discard()
 		return nil, err
 	}
-	return &Staged{dir: tmp, out: out}, nil
+	return s, nil
 }
 
 // CheckDest fails with ErrExists unless out is missing or an empty
-// directory: call it before asking for a backup stream.
+// directory, and with another error when out is a symbolic link: call it
+// before asking for a backup stream.
 func CheckDest(out string) error {
+	if fi, err := os.Lstat(out); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		// The backup is renamed into place at the end: over a link it
+		// would fail only after the whole copy was taken and audited.
+		link, _ := os.Readlink(out)
+		return fmt.Errorf("backup: %s is a symbolic link (to %s), not a directory: name the directory itself", out, link)
+	}
 	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
 		return fmt.Errorf("%w: %s", ErrExists, out)
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -306,7 +367,10 @@ func CheckDest(out string) error {
 }
 
 // Discard removes the staged directory.
-func (s *Staged) Discard() { os.RemoveAll(s.dir) }
+func (s *Staged) Discard() {
+	os.RemoveAll(s.dir)
+	s.unlock()
+}
 
 // Commit verifies the staged backup (Verify, with verifiers if given),
 // fsyncs its directory and renames it to its destination. If it does not
@@ -330,6 +394,7 @@ func (s *Staged) Commit(ctx context.Context, verifiers note.Verifiers) (Report, 
 		return rep, fmt.Errorf("backup: %w", err)
 	}
 	ok = true
+	s.unlock()
 	return rep, nil
 }
 

@@ -30,7 +30,8 @@
 //     rule that grants it.
 //   - No Vault round trip on the hot path once keys are cached: cursor and
 //     audit keys are held in memory and refreshed in the background; data
-//     keys are cached up to their TTL.
+//     keys are cached up to their TTL, or until a refresh finds the blob
+//     KEK's min_decryption_version raised.
 //   - Key bytes, tokens and secret ids never appear in an error, a log line,
 //     a URI or the audit log. [Key.String] and [Key.LogValue] print only the
 //     key id; configuration names secrets by Vault path, never by value; a

@@ -50,7 +50,8 @@ func (e *StaleError) Error() string {
 func (e *StaleError) Is(target error) bool { return target == ErrStale || target == ErrUnavailable }
 
 // vaultErr turns a Vault client error into one of this package's errors:
-// 403 → ErrPermission with the ACL rule that grants the call; 404 →
+// 403 → ErrPermission with the ACL rule that grants the call (or, for a
+// token Vault no longer accepts, saying so); 404 →
 // ErrMissing; anything else (network, timeout, 5xx, sealed) →
 // ErrUnavailable. hint, when not empty, is added for 400/401 responses.
 // The Vault client's errors carry the URL and Vault's messages, never the
@@ -60,6 +61,13 @@ func vaultErr(op, api string, err error, hint string) error {
 	if errors.As(err, &re) {
 		switch re.StatusCode {
 		case http.StatusForbidden:
+			if strings.Contains(strings.Join(re.Errors, "\n"), "invalid token") {
+				// Vault answers 403 "permission denied" with "invalid
+				// token" for a token it no longer knows: not a policy
+				// problem, so no ACL rule to name.
+				return fmt.Errorf("%w: %s %s: Vault no longer accepts the token (expired or revoked); with AppRole custos logs in again by itself, "+
+					"a token given in $VAULT_TOKEN must be replaced", ErrPermission, op, api)
+			}
 			capability := "update"
 			if op == "read" {
 				capability = "read"

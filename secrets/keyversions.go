@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	vault "github.com/hashicorp/vault/api"
 )
@@ -94,7 +95,7 @@ func (v *Vault) AuditKeyHistory(ctx context.Context) (AuditKeyHistory, error) {
 			kv.Problem = "no longer kept by Vault (beyond the secret's max_versions)"
 		case meta.Destroyed:
 			kv.Problem = "destroyed in Vault"
-		case !meta.DeletionTime.IsZero():
+		case deleted(meta.DeletionTime, v.opts.Now()):
 			kv.Problem = "deleted in Vault (undelete it to search it)"
 		}
 		if kv.Problem == "" {
@@ -110,6 +111,15 @@ func (v *Vault) AuditKeyHistory(ctx context.Context) (AuditKeyHistory, error) {
 		out = append(out, kv)
 	}
 	return out, nil
+}
+
+// deleted reports whether a KV v2 version with this deletion_time is
+// deleted at now. Vault sets deletion_time in the future for a version that
+// delete_version_after will delete, and the version stays readable until
+// then (its KV v2 engine reads a version as deleted only once deletion_time
+// is before now).
+func deleted(deletionTime, now time.Time) bool {
+	return !deletionTime.IsZero() && !deletionTime.After(now)
 }
 
 // AuditKeyHistory returns the dev provider's one audit key version.

@@ -168,7 +168,10 @@ type keyState struct {
 	id         Key   // the resource id key, newest version (IDKey)
 	signing    signingKey
 	blobKEKVer int
-	refreshed  time.Time
+	// blobKEKMinDecrypt is the blob KEK's min_decryption_version: data
+	// keys wrapped under older versions no longer unwrap.
+	blobKEKMinDecrypt int
+	refreshed         time.Time
 }
 
 type signingKey struct {
@@ -211,6 +214,11 @@ func OpenVault(ctx context.Context, opts VaultOptions) (*Vault, error) {
 	cfg.Address = opts.Address
 	cfg.Timeout = opts.RequestTimeout
 	cfg.MaxRetries = 1
+	// The retry of a 5xx waits within the request timeout: the client's
+	// default wait (1 to 1.5 s) outlasts a shorter --vault-timeout, and
+	// Vault's answer ("Vault is sealed") was then reported as "context
+	// deadline exceeded".
+	cfg.MinRetryWait, cfg.MaxRetryWait = opts.RequestTimeout/8, opts.RequestTimeout/4
 	if opts.TLS != nil {
 		if err := cfg.ConfigureTLS(opts.TLS); err != nil {
 			return nil, fmt.Errorf("%w: vault TLS: %v", ErrBadConfig, err)
@@ -371,15 +379,37 @@ func (v *Vault) fetch(ctx context.Context, prev *keyState) (*keyState, error) {
 		}
 		st.signing.public[ver] = ed25519.PublicKey(pub)
 	}
+	if missing := st.signing.missing(); len(missing) > 0 && (prev == nil || !slices.Equal(missing, prev.signing.missing())) {
+		// Vault answers only the versions at or above the key's
+		// min_decryption_version: what older ones signed (checkpoints,
+		// seal notes, rollback acknowledgements, bundles) no longer
+		// verifies with Vault's keys, and fails as "signature not
+		// verified". Say why, once, where the operator looks.
+		api := l.TransitPath("keys", l.SigningKey)
+		v.log.Error("vault signing key: Vault returns no public key for older versions (min_decryption_version raised, or versions trimmed); "+
+			"checkpoints, seals and rollback acknowledgements they signed cannot be verified with Vault's keys",
+			"path", api, "versions", missing, "fix", "vault write "+api+"/config min_decryption_version=1, or verify with a 'custos audit pubkey' file written before")
+	}
 	if !v.opts.AuditorOnly {
 		bk, err := v.readTransitKey(ctx, l.BlobKey, "aes256-gcm96")
 		if err != nil {
 			return nil, err
 		}
-		st.blobKEKVer = bk.latest
+		st.blobKEKVer, st.blobKEKMinDecrypt = bk.latest, bk.minDecrypt
 	}
 	st.refreshed = v.opts.Now()
 	return st, nil
+}
+
+// missing lists the versions 1..latest without a public key, ascending.
+func (k signingKey) missing() []int {
+	var out []int
+	for ver := 1; ver <= k.latest; ver++ {
+		if _, ok := k.public[ver]; !ok {
+			out = append(out, ver)
+		}
+	}
+	return out
 }
 
 func (st *keyState) heldCursor() []Key {
@@ -495,8 +525,9 @@ func allZero(b []byte) bool {
 }
 
 type transitKey struct {
-	latest int
-	keys   map[int]any
+	latest     int
+	minDecrypt int // min_decryption_version (0 when Vault does not say)
+	keys       map[int]any
 }
 
 // readTransitKey reads a Transit key's metadata and checks its type and
@@ -525,6 +556,7 @@ func (v *Vault) readTransitKey(ctx context.Context, name, wantType string) (tran
 		return transitKey{}, fmt.Errorf("%w: %s: no latest_version", ErrMissing, api)
 	}
 	out := transitKey{latest: latest, keys: map[int]any{}}
+	out.minDecrypt, _ = jsonInt(s.Data["min_decryption_version"])
 	if m, ok := s.Data["keys"].(map[string]any); ok {
 		for k, val := range m {
 			ver, err := strconv.Atoi(k)
@@ -698,6 +730,12 @@ func (v *Vault) Refresh(ctx context.Context) error {
 		return err
 	}
 	v.lastErr.Store(nil)
+	if old != nil && st.blobKEKMinDecrypt > old.blobKEKMinDecrypt {
+		// Data keys wrapped under the versions now below the minimum
+		// must stop unwrapping now, not when their cache entry expires.
+		v.datakeys.clear()
+		v.log.Info("vault blob key min_decryption_version raised; cached data keys dropped", "min_decryption_version", st.blobKEKMinDecrypt)
+	}
 	if old != nil {
 		if oi, ni := strings.Join(old.ids(v.opts.Layout), " "), strings.Join(st.ids(v.opts.Layout), " "); oi != ni {
 			v.log.Info("vault key versions changed", "keys", ni)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	vault "github.com/hashicorp/vault/api"
+
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/secrets/vaulttest"
 )
@@ -437,15 +439,7 @@ func TestAuditKeyHistoryCoversEveryVersion(t *testing.T) {
 		}
 		want[ver] = k
 	}
-	tok, err := srv.TokenWithPolicy(ctx, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr, Token: tok, AuditorOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := openAuditorOnly(t, srv, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
 	if held, _ := v.AuditKeys(ctx); len(held) != 3 {
 		t.Fatalf("the provider holds %d versions in memory; this test shows the history reaches past them", len(held))
 	}
@@ -488,17 +482,182 @@ func TestAuditKeyHistoryCoversEveryVersion(t *testing.T) {
 
 	// The server's policy does not grant the metadata: the error names the
 	// auditor policy's rule.
-	stok, err := srv.TokenWithPolicy(ctx, secrets.PolicyName, secrets.PolicyHCL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr, Token: stok, AuditorOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sv.Close()
+	sv := openAuditorOnly(t, srv, secrets.PolicyName, secrets.PolicyHCL)
 	if _, err := sv.AuditKeyHistory(ctx); !errors.Is(err, secrets.ErrPermission) || !strings.Contains(err.Error(), `secret/metadata/custos/audit-hmac-key`) ||
 		!strings.Contains(err.Error(), secrets.AuditorPolicyName) {
 		t.Fatalf("history with the server's token: %v", err)
+	}
+}
+
+// TestAuditKeyHistoryScheduledDeletionIsReadable: with the secret's
+// delete_version_after set, Vault gives every version a deletion_time in
+// the future, and the version stays readable until then. The history must
+// search it, not report it "deleted in Vault" (which made every patient
+// lookup refuse, or with --accept-key-gap skip the current key).
+func TestAuditKeyHistoryScheduledDeletionIsReadable(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := p.Layout.AuditKeyPath
+	kv2 := srv.Root().KVv2(p.Layout.KVMount)
+	if err := kv2.PutMetadata(ctx, path, vault.KVMetadataPutInput{DeleteVersionAfter: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	k2 := bytes.Repeat([]byte{2}, 32)
+	if ver, err := srv.RotateKV(ctx, path, k2); err != nil || ver != 2 {
+		t.Fatalf("rotation: %d %v", ver, err)
+	}
+	if md, err := kv2.GetMetadata(ctx, path); err != nil || md.Versions["2"].DeletionTime.IsZero() {
+		t.Fatalf("version 2 has no scheduled deletion: %+v %v", md, err)
+	}
+	v := openAuditorOnly(t, srv, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
+	h, err := v.AuditKeyHistory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := h.Unreadable(); len(u) != 0 {
+		t.Fatalf("a version scheduled for deletion in an hour is reported unreadable: %s: %s", u[0].ID, u[0].Problem)
+	}
+	if ks := h.Keys(); len(ks) != 2 || !bytes.Equal(ks[0].Bytes, k2) || !bytes.Equal(ks[1].Bytes, p.AuditKey) {
+		t.Fatalf("history keys: %d, want versions 2 and 1 with their bytes", len(ks))
+	}
+}
+
+// openAuditorOnly opens an auditor-only provider with a token of the policy
+// name (hcl), closed at the end of the test.
+func openAuditorOnly(t *testing.T, srv *vaulttest.Server, name, hcl string) *secrets.Vault {
+	t.Helper()
+	ctx := context.Background()
+	tok, err := srv.TokenWithPolicy(ctx, name, hcl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr, Token: tok, AuditorOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	return v
+}
+
+// TestSealedVaultIsNamed: with a Vault timeout shorter than the client's
+// default retry wait, a sealed Vault is still reported as sealed (its 503
+// answer), not as a timeout, and the provider fails closed.
+func TestSealedVaultIsNamed(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := openAppRole(t, srv, p, func(o *secrets.VaultOptions) {
+		o.RefreshInterval = time.Minute
+		o.RequestTimeout = 300 * time.Millisecond
+	})
+	if err := srv.Root().Sys().SealWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Refresh(ctx); !errors.Is(err, secrets.ErrUnavailable) || !strings.Contains(err.Error(), "Vault is sealed") {
+		t.Fatalf("refresh from a sealed Vault: %v", err)
+	}
+	if _, _, err := v.Sign(ctx, []byte("m")); !errors.Is(err, secrets.ErrUnavailable) || !strings.Contains(err.Error(), "Vault is sealed") {
+		t.Fatalf("sign with a sealed Vault: %v", err)
+	}
+}
+
+// TestSigningKeyMinDecryptionVersionIsNamed: raising the signing key's
+// min_decryption_version makes Vault drop the older versions' public keys,
+// so what they signed no longer verifies with Vault's keys. The provider
+// says so once, naming the versions and the fix, instead of leaving only
+// "signature not verified" errors wherever an old checkpoint is checked.
+func TestSigningKeyMinDecryptionVersionIsNamed(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := p.Layout.SigningKey
+	for range 2 {
+		if err := srv.RotateTransit(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := srv.Root().Logical().WriteWithContext(ctx, p.Layout.TransitPath("keys", k)+"/config", map[string]any{"min_decryption_version": 3}); err != nil {
+		t.Fatal(err)
+	}
+	v, logs := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
+	if got := v.SigningVersions(); len(got) != 1 || got[0] != 3 {
+		t.Fatalf("signing versions %v; this test shows Vault hides versions 1 and 2", got)
+	}
+	if err := v.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := logs.String()
+	if strings.Count(l, "Vault returns no public key for older versions") != 1 || !strings.Contains(l, `"versions":[1,2]`) ||
+		!strings.Contains(l, "min_decryption_version=1") {
+		t.Fatalf("logs (want the missing versions named once):\n%s", l)
+	}
+}
+
+// TestRevokedTokenIsNamed: a token Vault no longer accepts (revoked, or
+// expired) is reported as such, not as a policy that lacks a rule.
+func TestRevokedTokenIsNamed(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := srv.TokenWithPolicy(ctx, secrets.PolicyName, secrets.PolicyHCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr, Token: tok, RefreshInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if err := srv.Root().Auth().Token().RevokeTreeWithContext(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	err = v.Refresh(ctx)
+	if !errors.Is(err, secrets.ErrPermission) || !strings.Contains(err.Error(), "no longer accepts the token") || strings.Contains(err.Error(), "policies do not allow") {
+		t.Fatalf("refresh with a revoked token: %v", err)
+	}
+	assertNoCanary(t, "error", err.Error(), canaries([]string{tok, p.SecretID}))
+}
+
+// TestBlobKEKMinDecryptionVersionDropsCachedDataKeys: once the blob KEK's
+// min_decryption_version is raised past the version a data key was wrapped
+// under, the next refresh drops the cached data keys, and unwrapping that
+// key fails closed with Vault's reason, not served from the cache for up to
+// DataKeyTTL.
+func TestBlobKEKMinDecryptionVersionDropsCachedDataKeys(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
+	_, wrapped, err := v.NewDataKey(ctx) // cached, wrapped under v1
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.RotateTransit(ctx, p.Layout.BlobKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Root().Logical().WriteWithContext(ctx, p.Layout.TransitPath("keys", p.Layout.BlobKey)+"/config", map[string]any{"min_decryption_version": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.UnwrapDataKey(ctx, wrapped); !errors.Is(err, secrets.ErrUnavailable) || !strings.Contains(err.Error(), "disallowed by policy") {
+		t.Fatalf("unwrap of a v1 data key after min_decryption_version=2: %v", err)
 	}
 }

@@ -84,6 +84,9 @@ Example:
 				}
 				return fmt.Errorf("backup NOT written: %w", err)
 			}
+			for _, p := range staged.Removed {
+				fmt.Fprintf(cmd.ErrOrStderr(), "removed %s, left by an interrupted backup to the same --out\n", p)
+			}
 			rep, err := staged.Commit(cmd.Context(), verifiers)
 			if err != nil {
 				if errors.Is(err, backup.ErrUnverified) {

@@ -70,12 +70,12 @@ Examples:
 				return fmt.Errorf("%w: a server answers on %s; stop it first", backup.ErrServing, admin.Path(string(d)))
 			}
 			m, err := backup.ReadManifest(from)
-			if err != nil {
-				return err
+			var origin string
+			if err == nil {
+				origin, err = backupOrigin(from, anchors)
 			}
-			origin, err := backupOrigin(from, anchors)
 			if err != nil {
-				return err
+				return restoreRefused(err)
 			}
 			// The keys: opened once, for verifier keys (without --pubkey)
 			// and to sign an acknowledgement.
@@ -129,10 +129,7 @@ Examples:
 				},
 			})
 			if err != nil {
-				if errors.Is(err, backup.ErrUnverified) {
-					return exitError{code: 1, err: fmt.Errorf("restore refused: the backup does not verify: %w", err)}
-				}
-				return fmt.Errorf("restore refused: %w", err)
+				return restoreRefused(err)
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), res)
@@ -162,6 +159,15 @@ Examples:
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	vf.register(f)
 	return cmd
+}
+
+// restoreRefused is the error restore exits with: 1 when the backup does
+// not verify.
+func restoreRefused(err error) error {
+	if errors.Is(err, backup.ErrUnverified) {
+		return exitError{code: 1, err: fmt.Errorf("restore refused: the backup does not verify: %w", err)}
+	}
+	return fmt.Errorf("restore refused: %w", err)
 }
 
 // signingKeys is what restore needs of a secrets provider: the checkpoint
