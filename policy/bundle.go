@@ -34,8 +34,9 @@ import (
 //     {"files": [{"name", "hash", "algorithm": "SHA-256"}...], "keyid"},
 //     with the file digests computed by OPA's own bundle hashing code.
 const (
-	// MaxBundleSize bounds a bundle file [LoadBundle] reads (and each file
-	// inside it, uncompressed).
+	// MaxBundleSize bounds a bundle file [LoadBundle] reads, and its tar
+	// archive uncompressed (every file, header and padding together; see
+	// checkArchive).
 	MaxBundleSize = 32 << 20
 	// bundleHashAlg is the file digest algorithm signed bundles must use.
 	bundleHashAlg = bundle.SHA256
@@ -200,7 +201,17 @@ func WriteBundle(w io.Writer, b *bundle.Bundle) (digest string, err error) {
 // for re-signing an existing bundle (custos policy sign); never load a policy
 // from its result: [LoadBundle] is the only way to serve a bundle.
 func ReadUnverifiedBundle(r io.Reader) (*bundle.Bundle, error) {
-	b, err := bundle.NewReader(io.LimitReader(r, MaxBundleSize+1)).
+	data, err := io.ReadAll(io.LimitReader(r, MaxBundleSize+1))
+	if err == nil && len(data) > MaxBundleSize {
+		err = fmt.Errorf("bundle larger than %d bytes", MaxBundleSize)
+	}
+	if err == nil {
+		err = checkArchive(data)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBundle, err)
+	}
+	b, err := bundle.NewReader(bytes.NewReader(data)).
 		WithSkipBundleVerification(true).
 		WithRegoVersion(ast.RegoV1).
 		WithSizeLimitBytes(MaxBundleSize).
@@ -265,6 +276,11 @@ func readBundleFile(path string) ([]byte, error) {
 }
 
 func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, opts Options) (*Engine, BundleInfo, error) {
+	// Before OPA's reader, which would decompress every file into memory
+	// first and skip links silently.
+	if err := checkArchive(data); err != nil {
+		return nil, BundleInfo{}, fmt.Errorf("%w: %w", ErrBundle, err)
+	}
 	read := func(vc *bundle.VerificationConfig) (bundle.Bundle, error) {
 		r := bundle.NewReader(bytes.NewReader(data)).
 			WithRegoVersion(ast.RegoV1).

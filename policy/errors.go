@@ -55,10 +55,12 @@ var (
 // caller wrapped in a [*CandidateError] that names the rejected candidate.
 var (
 	// ErrBundle is returned by [LoadBundle] when the file is not a policy
-	// bundle custos accepts: unreadable, larger than [MaxBundleSize], not a
-	// gzipped tar of an OPA bundle, a delta bundle, or carrying data
-	// documents, Wasm or plan modules (custos evaluates Rego modules only, so
-	// it refuses what it would silently ignore).
+	// bundle custos accepts: unreadable, larger than [MaxBundleSize]
+	// compressed or uncompressed, not a gzipped tar of an OPA bundle, an
+	// archive holding a link or other non-file entry, a file name that is
+	// not a clean relative path, or the same file twice, a delta bundle, or
+	// carrying data documents, Wasm or plan modules (custos evaluates Rego
+	// modules only, so it refuses what it would silently ignore).
 	ErrBundle = errors.New("policy: bad bundle")
 
 	// ErrSignature is returned by [LoadBundle] when signature verification
