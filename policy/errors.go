@@ -37,8 +37,11 @@ var (
 
 	// ErrBadShape is returned when the decision is not an object with a
 	// boolean "allow", an array of strings "reasons" and an array of objects
-	// "obligations" whose op, path and fn are strings. Unknown keys of the
-	// decision object are ignored. Reason code "policy_bad_shape".
+	// "obligations" whose op, path and fn are strings ("reasons" and
+	// "obligations" may be absent), or when the decision object has any
+	// other key: a key the server does not know may hold obligations
+	// ("obligation", "Obligations") it would otherwise skip. Reason code
+	// "policy_bad_shape".
 	ErrBadShape = errors.New("policy: decision has the wrong shape")
 
 	// ErrBadObligation is returned when an obligation fails
