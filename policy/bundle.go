@@ -258,8 +258,17 @@ func LoadBundle(ctx context.Context, path string, keys []VerificationKey, opts O
 	return e, info, nil
 }
 
-// readBundleFile reads at most MaxBundleSize bytes of path.
+// readBundleFile reads at most MaxBundleSize bytes of path, which must be
+// a regular file (through symbolic links): opening a FIFO would block the
+// load, and with it every reload, until something writes to it.
 func readBundleFile(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is a %s, not a regular file", path, modeKind(fi.Mode()))
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

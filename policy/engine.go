@@ -561,14 +561,36 @@ func regoFiles(fsys fs.FS, tests bool) ([]regoFile, error) {
 
 // allRegoFiles reads every .rego file under fsys (policy modules and tests)
 // in one walk, sorted by path.
+//
+// Hidden files and directories (a name beginning with ".") are not part of
+// a policy: a Kubernetes ConfigMap or Secret volume holds each file twice,
+// as a symbolic link (authz.rego -> ..data/authz.rego) and as the file it
+// points to under a hidden, timestamped directory (..2026_12_05_…/), and
+// reading both would define every rule twice; editors leave hidden lock
+// files (.#authz.rego). A .rego entry that is not a regular file (followed
+// through symbolic links) is an error naming it: reading a FIFO would block
+// the load, and with it every reload, for good.
 func allRegoFiles(fsys fs.FS) ([]regoFile, error) {
 	var files []regoFile
 	err := fs.WalkDir(fsys, ".", func(path string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
+		if path != "." && strings.HasPrefix(de.Name(), ".") {
+			if de.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
 		if de.IsDir() || !strings.HasSuffix(path, ".rego") {
 			return nil
+		}
+		fi, err := fs.Stat(fsys, path)
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s is a %s, not a regular file", path, modeKind(fi.Mode()))
 		}
 		b, err := fs.ReadFile(fsys, path)
 		if err != nil {
@@ -582,6 +604,22 @@ func allRegoFiles(fsys fs.FS) ([]regoFile, error) {
 	}
 	slices.SortFunc(files, func(a, b regoFile) int { return strings.Compare(a.path, b.path) })
 	return files, nil
+}
+
+// modeKind names the kind of a file that is not a regular file, for an
+// error message.
+func modeKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }
 
 // splitTests splits sorted files into policy modules and test modules
