@@ -323,6 +323,9 @@ func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, o
 				return nil, BundleInfo{}, fmt.Errorf("%w: %w", ErrBundle, uerr)
 			}
 		}
+		if hint := signatureHint(data, keys); hint != "" {
+			return nil, BundleInfo{}, fmt.Errorf("%w: %s (%w)", ErrSignature, hint, err)
+		}
 		return nil, BundleInfo{}, fmt.Errorf("%w: %w", ErrSignature, err)
 	}
 	if len(b.Signatures.Signatures) != 1 {
@@ -362,26 +365,9 @@ func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, o
 // key id that verified it; it refuses file digests other than SHA-256, which
 // OPA's verifier would accept (MD5, SHA-1) if a signer had used them.
 func checkSignedDigests(token string) (string, error) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return "", fmt.Errorf("%w: malformed JWS", ErrSignature)
-	}
-	enc := base64.RawURLEncoding
-	var hdr jwsHeader
-	var payload jwsPayload
-	hb, err := enc.DecodeString(parts[0])
-	if err == nil {
-		err = json.Unmarshal(hb, &hdr)
-	}
+	hdr, payload, err := decodeJWS(token)
 	if err != nil {
-		return "", fmt.Errorf("%w: malformed JWS header", ErrSignature)
-	}
-	pb, err := enc.DecodeString(parts[1])
-	if err == nil {
-		err = json.Unmarshal(pb, &payload)
-	}
-	if err != nil {
-		return "", fmt.Errorf("%w: malformed JWS payload", ErrSignature)
+		return "", fmt.Errorf("%w: %w", ErrSignature, err)
 	}
 	for _, f := range payload.Files {
 		if f.Algorithm != string(bundleHashAlg) {
@@ -393,4 +379,31 @@ func checkSignedDigests(token string) (string, error) {
 		return hdr.Kid, nil
 	}
 	return payload.KeyID, nil
+}
+
+// decodeJWS decodes the header and payload of a compact JWS without
+// verifying it. Errors name the part that is malformed, never its bytes.
+func decodeJWS(token string) (jwsHeader, jwsPayload, error) {
+	var hdr jwsHeader
+	var payload jwsPayload
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return hdr, payload, errors.New("malformed JWS")
+	}
+	enc := base64.RawURLEncoding
+	hb, err := enc.DecodeString(parts[0])
+	if err == nil {
+		err = json.Unmarshal(hb, &hdr)
+	}
+	if err != nil {
+		return hdr, payload, errors.New("malformed JWS header")
+	}
+	pb, err := enc.DecodeString(parts[1])
+	if err == nil {
+		err = json.Unmarshal(pb, &payload)
+	}
+	if err != nil {
+		return hdr, payload, errors.New("malformed JWS payload")
+	}
+	return hdr, payload, nil
 }

@@ -3,12 +3,17 @@ package policy
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"strings"
+
+	"github.com/open-policy-agent/opa/v1/bundle"
 )
 
 // checkArchive checks the gzipped tar of a bundle before OPA's bundle reader
@@ -32,30 +37,11 @@ import (
 // Everything it accepts, OPA's reader sees exactly as before; the signature,
 // the manifest and the modules are checked by that reader and by LoadBundle.
 func checkArchive(data []byte) error {
-	zr, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("not a gzipped tar: %w", err)
-	}
-	lr := &io.LimitedReader{R: zr, N: MaxBundleSize + 1}
-	tooBig := func() error {
-		return fmt.Errorf("bundle larger than %d bytes uncompressed", MaxBundleSize)
-	}
-	tr := tar.NewReader(lr)
 	seen := map[string]bool{}
-	for {
-		h, err := tr.Next()
-		if lr.N <= 0 {
-			return tooBig()
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("reading the tar archive: %w", err)
-		}
+	return walkArchive(data, func(h *tar.Header, _ io.Reader) error {
 		switch h.Typeflag {
 		case tar.TypeDir, tar.TypeXGlobalHeader:
-			continue
+			return nil
 		case tar.TypeReg:
 		default:
 			return fmt.Errorf("entry %q is a %s, not a regular file: a policy bundle holds files only", h.Name, entryKind(h.Typeflag))
@@ -68,10 +54,89 @@ func checkArchive(data []byte) error {
 			return fmt.Errorf("entry %q appears twice", h.Name)
 		}
 		seen[name] = true
+		return nil
+	})
+}
+
+// errTooBig is walkArchive's error for an archive over MaxBundleSize
+// uncompressed.
+var errTooBig = fmt.Errorf("bundle larger than %d bytes uncompressed", MaxBundleSize)
+
+// walkArchive calls fn with every entry of the gzipped tar data and a reader
+// of its contents, in order, until fn returns an error. The uncompressed tar
+// stream is read up to MaxBundleSize bytes and no further (errTooBig).
+func walkArchive(data []byte, fn func(h *tar.Header, r io.Reader) error) error {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("not a gzipped tar: %w", err)
+	}
+	lr := &io.LimitedReader{R: zr, N: MaxBundleSize + 1}
+	tr := tar.NewReader(lr)
+	for {
+		h, err := tr.Next()
+		if lr.N <= 0 {
+			return errTooBig
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the tar archive: %w", err)
+		}
 		if h.Size > MaxBundleSize {
-			return tooBig()
+			return errTooBig
+		}
+		if err := fn(h, tr); err != nil {
+			return err
 		}
 	}
+}
+
+// signatureHint says, for a bundle whose signature did not verify, what
+// about its .signatures.json custos cannot accept, in the words of its
+// configuration: an algorithm other than ES256, no key id, or a key id
+// that is not configured. OPA's own messages for these ("failed to unpack
+// ECDSA signature", "verification key ID is empty") do not say. It returns
+// "" when it finds nothing to add; it never quotes the signature.
+func signatureHint(data []byte, keys []VerificationKey) string {
+	var raw []byte
+	errFound := errors.New("found")
+	err := walkArchive(data, func(h *tar.Header, r io.Reader) error {
+		if h.Typeflag != tar.TypeReg || !bundle.IsSignaturesFile(h.Name) {
+			return nil
+		}
+		var err error
+		raw, err = io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		return errFound
+	})
+	if !errors.Is(err, errFound) {
+		return ""
+	}
+	var sc bundle.SignaturesConfig
+	if json.Unmarshal(raw, &sc) != nil || len(sc.Signatures) != 1 {
+		return ""
+	}
+	hdr, payload, err := decodeJWS(sc.Signatures[0])
+	if err != nil {
+		return ""
+	}
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = k.ID
+	}
+	kid := cmp.Or(hdr.Kid, payload.KeyID)
+	switch {
+	case hdr.Alg != "ES256":
+		return fmt.Sprintf("the bundle is signed with %.20q; custos verifies ES256 (ECDSA P-256) signatures only", hdr.Alg)
+	case kid == "":
+		return `the signature names no key (no "kid" header, no "keyid" claim): sign with custos policy bundle/sign --key ID=PEM, or opa sign --claims-file with {"keyid": ID}`
+	case !slices.Contains(ids, kid):
+		return fmt.Sprintf("the bundle is signed with key %.64q, which is not configured (configured: %s)", kid, strings.Join(ids, ", "))
+	}
+	return ""
 }
 
 // entryKind names a tar entry type for an error message.

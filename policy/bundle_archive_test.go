@@ -5,6 +5,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"io"
 	"os"
@@ -12,6 +16,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/open-policy-agent/opa/v1/bundle"
 )
 
 // repack returns a copy of the gzipped tar bundle at path with the entries
@@ -176,4 +182,52 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestLoadBundleSaysWhySignatureFails: bundles that OPA's own signer (the
+// code behind opa build --signing-key and opa sign) produces but custos
+// cannot verify are refused as ErrSignature with the reason in the words
+// of custos's configuration, not only OPA's ("failed to unpack ECDSA
+// signature", "verification key ID is empty").
+func TestLoadBundleSaysWhySignatureFails(t *testing.T) {
+	ctx := context.Background()
+	ecPEM := newKeyPEM(t)
+	signer, err := ParseFileSigner("security-team", ecPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []VerificationKey{signer.VerificationKey()}
+	rk, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(rk)})
+	tests := []struct {
+		name, key, alg, kid string
+		want                string
+	}{
+		{"RS256", string(rsaPEM), "RS256", "security-team", `signed with "RS256"; custos verifies ES256 (ECDSA P-256) signatures only`},
+		// The verification key's PEM as an HMAC secret: the classic
+		// algorithm confusion, refused because the algorithm comes from the
+		// key configuration.
+		{"HS256 over the public key", string(keys[0].PEM), "HS256", "security-team", `signed with "HS256"`},
+		{"no key id (opa sign without claims)", string(ecPEM), "ES256", "", `the signature names no key (no "kid" header, no "keyid" claim)`},
+		{"key id not configured", string(ecPEM), "ES256", "old-team", `signed with key "old-team", which is not configured (configured: security-team)`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBundle(filesOf(reasonPolicy("a")), "r1")
+			if err := b.GenerateSignature(bundle.NewSigningConfig(tc.key, tc.alg, ""), tc.kid, true); err != nil {
+				t.Fatal(err)
+			}
+			path, _ := writeBundleFile(t, b)
+			e, _, err := LoadBundle(ctx, path, keys, Options{})
+			if e != nil || !errors.Is(err, ErrSignature) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("LoadBundle = %v, %v; want ErrSignature saying %q", e != nil, err, tc.want)
+			}
+			if strings.Contains(err.Error(), strings.Split(b.Signatures.Signatures[0], ".")[2]) {
+				t.Error("the error quotes the signature")
+			}
+		})
+	}
 }
