@@ -336,29 +336,48 @@ func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, o
 	if err != nil {
 		return nil, BundleInfo{}, err
 	}
+	e, err := bundleEngine(ctx, &b, opts)
+	if err != nil {
+		return nil, BundleInfo{}, err
+	}
+	return e, BundleInfo{Revision: b.Manifest.Revision, KeyID: kid}, nil
+}
+
+// CheckBundle runs on b every check [LoadBundle] runs on a bundle's
+// contents, the signature apart: a snapshot bundle without data documents,
+// Wasm or plan modules, clean module paths, a policy that compiles and
+// whose Rego tests (which it must ship) pass. custos policy sign runs it on
+// the bundle it re-signs, whatever the signer. Errors wrap ErrBundle,
+// ErrCompile or ErrTestsFailed.
+func CheckBundle(ctx context.Context, b *bundle.Bundle) error {
+	_, err := bundleEngine(ctx, b, Options{})
+	return err
+}
+
+// bundleEngine checks the contents of b (see CheckBundle) and returns the
+// engine of its policy.
+func bundleEngine(ctx context.Context, b *bundle.Bundle, opts Options) (*Engine, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
 	switch {
 	case b.Type() != bundle.SnapshotBundleType:
-		return nil, BundleInfo{}, fmt.Errorf("%w: %s bundles are not accepted", ErrBundle, b.Type())
+		return nil, fmt.Errorf("%w: %s bundles are not accepted", ErrBundle, b.Type())
 	case len(b.Data) > 0:
-		return nil, BundleInfo{}, fmt.Errorf("%w: bundle carries data documents; custos policies keep their data in Rego", ErrBundle)
+		return nil, fmt.Errorf("%w: bundle carries data documents; custos policies keep their data in Rego", ErrBundle)
 	case len(b.Wasm) > 0 || len(b.WasmModules) > 0 || len(b.PlanModules) > 0:
-		return nil, BundleInfo{}, fmt.Errorf("%w: bundle carries Wasm or plan modules; custos evaluates Rego only", ErrBundle)
+		return nil, fmt.Errorf("%w: bundle carries Wasm or plan modules; custos evaluates Rego only", ErrBundle)
 	}
 	files := make([]regoFile, 0, len(b.Modules))
 	for _, m := range b.Modules {
 		p := strings.TrimPrefix(m.Path, "/")
 		if !fs.ValidPath(p) {
-			return nil, BundleInfo{}, fmt.Errorf("%w: bad module path %q", ErrBundle, m.Path)
+			return nil, fmt.Errorf("%w: bad module path %q", ErrBundle, m.Path)
 		}
 		files = append(files, regoFile{path: p, content: m.Raw})
 	}
 	// Same order as a directory load, so the revision matches.
-	files = sortFiles(files)
-	e, err := vet(ctx, files, opts, true)
-	if err != nil {
-		return nil, BundleInfo{}, err
-	}
-	return e, BundleInfo{Revision: b.Manifest.Revision, KeyID: kid}, nil
+	return vet(ctx, sortFiles(files), opts, true)
 }
 
 // checkSignedDigests decodes the (already verified) JWS token and returns the

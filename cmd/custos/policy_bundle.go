@@ -154,6 +154,12 @@ func resignBundle(cmd *cobra.Command, in string, signer policy.JWSSigner, out st
 	if err != nil {
 		return err
 	}
+	// Before signing, whatever the signer: no signature for a policy every
+	// server would reject. (With --vault there is no local key to run the
+	// round trip below with.)
+	if err := policy.CheckBundle(cmd.Context(), b); err != nil {
+		return err
+	}
 	// The re-signed bundle must load as a server would load it.
 	return signAndWrite(cmd, b, signer, out, func(data []byte) error {
 		tmp, err := os.CreateTemp("", "custos-bundle-*")
