@@ -77,8 +77,8 @@ func TestDirSourceKubernetesConfigMap(t *testing.T) {
 }
 
 // TestSourcesRefuseFIFO: a FIFO where a policy file or the bundle should be
-// is refused at once, naming it, instead of blocking the load (and every
-// later reload) until something writes to it.
+// is refused at once, naming it, by Fingerprint and Load, instead of
+// blocking them (and every later reload) until something writes to it.
 func TestSourcesRefuseFIFO(t *testing.T) {
 	ctx := context.Background()
 	dir := writeDir(t, reasonPolicy("a"))
@@ -96,6 +96,12 @@ func TestSourcesRefuseFIFO(t *testing.T) {
 	} {
 		done := make(chan error, 1)
 		go func() {
+			// Watch polls Fingerprint under the reloader's mutex: a
+			// blocked poll would stop every reload, SIGHUP included.
+			if _, err := src.(Fingerprinter).Fingerprint(); err == nil || !strings.Contains(err.Error(), "is a FIFO, not a regular file") {
+				done <- errors.Join(errors.New("fingerprint"), err)
+				return
+			}
 			_, err := src.Load(ctx)
 			done <- err
 		}()
@@ -108,7 +114,7 @@ func TestSourcesRefuseFIFO(t *testing.T) {
 				t.Errorf("%s: err = %v, want ErrBundle", bs.Describe(), err)
 			}
 		case <-time.After(10 * time.Second):
-			t.Errorf("%s: Load blocked on a FIFO", src.Describe())
+			t.Errorf("%s: Fingerprint or Load blocked on a FIFO", src.Describe())
 			// Unblock the reader so the goroutine ends.
 			if w, err := os.OpenFile(fifoOf(src, dir, bundlePath), os.O_WRONLY, 0); err == nil {
 				w.Close()
