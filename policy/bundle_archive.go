@@ -25,8 +25,9 @@ import (
 // link stored in place of a module drops that module without a word.
 //
 // It refuses, naming the entry:
-//   - an archive whose uncompressed tar stream (headers, contents, padding)
-//     exceeds MaxBundleSize: decompression stops there;
+//   - an archive whose uncompressed tar stream (headers, contents, padding),
+//     or the sum of whose entry sizes, exceeds MaxBundleSize: decompression
+//     stops there;
 //   - an entry that is neither a regular file nor a directory: symbolic and
 //     hard links, devices, FIFOs (a PAX global header, as git archive writes,
 //     is allowed);
@@ -64,7 +65,10 @@ var errTooBig = fmt.Errorf("bundle larger than %d bytes uncompressed", MaxBundle
 
 // walkArchive calls fn with every entry of the gzipped tar data and a reader
 // of its contents, in order, until fn returns an error. The uncompressed tar
-// stream is read up to MaxBundleSize bytes and no further (errTooBig).
+// stream is read up to MaxBundleSize bytes and no further, and the entries'
+// sizes may add up to MaxBundleSize at most (errTooBig): a sparse file (PAX
+// GNU.sparse records, as GNU tar --sparse writes) has a size, which OPA's
+// loader allocates and fills, far beyond the bytes the stream holds for it.
 func walkArchive(data []byte, fn func(h *tar.Header, r io.Reader) error) error {
 	zr, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
@@ -72,6 +76,7 @@ func walkArchive(data []byte, fn func(h *tar.Header, r io.Reader) error) error {
 	}
 	lr := &io.LimitedReader{R: zr, N: MaxBundleSize + 1}
 	tr := tar.NewReader(lr)
+	var total int64
 	for {
 		h, err := tr.Next()
 		if lr.N <= 0 {
@@ -83,9 +88,10 @@ func walkArchive(data []byte, fn func(h *tar.Header, r io.Reader) error) error {
 		if err != nil {
 			return fmt.Errorf("reading the tar archive: %w", err)
 		}
-		if h.Size > MaxBundleSize {
+		if h.Size > MaxBundleSize-total {
 			return errTooBig
 		}
+		total += h.Size
 		if err := fn(h, tr); err != nil {
 			return err
 		}

@@ -231,3 +231,23 @@ func TestLoadBundleSaysWhySignatureFails(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadBundleRefusesSparseBomb: testdata/sparse-bomb.tar.gz was written
+// by GNU tar 1.34 (truncate -s 31M pad1.bin … pad8.bin; tar --format=pax
+// --sparse --sparse-version=1.0 -czf): 575 bytes holding eight sparse files
+// of 31 MiB each, whose PAX GNU.sparse records make Go's tar reader, and
+// OPA's loader with it, produce 248 MiB of zeros from a stream that holds
+// almost none of them. The sizes count, not the bytes the stream holds.
+func TestLoadBundleRefusesSparseBomb(t *testing.T) {
+	signer := newSigner(t, "k1")
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, _, err := LoadBundle(context.Background(), filepath.Join("testdata", "sparse-bomb.tar.gz"), []VerificationKey{signer.VerificationKey()}, Options{})
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+		t.Errorf("LoadBundle allocated %d MiB to refuse a 575-byte sparse bomb; want under 8 MiB", alloc>>20)
+	}
+	if !errors.Is(err, ErrBundle) || !strings.Contains(err.Error(), "larger than 33554432 bytes uncompressed") {
+		t.Errorf("err = %v, want ErrBundle: larger than MaxBundleSize uncompressed", err)
+	}
+}
