@@ -251,3 +251,29 @@ func TestLoadBundleRefusesSparseBomb(t *testing.T) {
 		t.Errorf("err = %v, want ErrBundle: larger than MaxBundleSize uncompressed", err)
 	}
 }
+
+// TestOPAToolBundles loads bundles written by the OPA CLI itself
+// (testdata/opa/README.md): opa build's ES256 bundle loads under the key
+// id OPA writes ("default"); an RS256 one and an opa sign one without a
+// key id are refused, saying so in custos's terms.
+func TestOPAToolBundles(t *testing.T) {
+	ctx := context.Background()
+	pub, err := ParseVerificationKey("default", mustRead(t, filepath.Join("testdata", "opa", "ec.pub.pem")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []VerificationKey{pub}
+	_, info, err := LoadBundle(ctx, filepath.Join("testdata", "opa", "build-es256.tar.gz"), keys, Options{})
+	if err != nil || info.KeyID != "default" || info.Revision != "2026-12-05" {
+		t.Fatalf("opa build ES256: %+v, %v", info, err)
+	}
+	for file, want := range map[string]string{
+		"build-rs256.tar.gz": `signed with "RS256"; custos verifies ES256`,
+		"sign-nokid.tar.gz":  `the signature names no key`,
+	} {
+		_, _, err := LoadBundle(ctx, filepath.Join("testdata", "opa", file), keys, Options{})
+		if !errors.Is(err, ErrSignature) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want ErrSignature saying %q", file, err, want)
+		}
+	}
+}
