@@ -146,8 +146,9 @@
 //     only, clean relative names, no name twice; so a gzip bomb costs what
 //     the check reads, and no link silently stands in for a module.
 //   - A policy directory is its .rego files outside hidden entries, each a
-//     regular file: a Kubernetes ConfigMap volume loads once, and a FIFO
-//     is refused rather than waited on.
+//     regular file: a Kubernetes ConfigMap volume loads once, a FIFO is
+//     refused rather than waited on, and a link to a directory is refused
+//     rather than silently left out with the rules in it.
 //   - nothing_visible only ever takes away: while it holds for a principal
 //     and purpose, every list and read decision denies; when it does not,
 //     decisions are exactly the policy's.

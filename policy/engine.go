@@ -569,7 +569,9 @@ func regoFiles(fsys fs.FS, tests bool) ([]regoFile, error) {
 // reading both would define every rule twice; editors leave hidden lock
 // files (.#authz.rego). A .rego entry that is not a regular file (followed
 // through symbolic links) is an error naming it: reading a FIFO would block
-// the load, and with it every reload, for good.
+// the load, and with it every reload, for good. So is a symbolic link to a
+// directory: the walk does not follow it, and the modules in it, a deny
+// rule among them, must not be left out without a word.
 func allRegoFiles(fsys fs.FS) ([]regoFile, error) {
 	var files []regoFile
 	err := fs.WalkDir(fsys, ".", func(path string, de fs.DirEntry, err error) error {
@@ -581,6 +583,11 @@ func allRegoFiles(fsys fs.FS) ([]regoFile, error) {
 				return fs.SkipDir
 			}
 			return nil
+		}
+		if de.Type()&fs.ModeSymlink != 0 {
+			if fi, err := fs.Stat(fsys, path); err == nil && fi.IsDir() {
+				return fmt.Errorf("%s is a symbolic link to a directory, which is not followed: copy the directory in, or link its files one by one", path)
+			}
 		}
 		if de.IsDir() || !strings.HasSuffix(path, ".rego") {
 			return nil

@@ -129,3 +129,38 @@ func fifoOf(src Source, dir, bundlePath string) string {
 	}
 	return filepath.Join(dir, "custos", "extra.rego")
 }
+
+// TestLinkedDirectoryIsNotSilentlySkipped: a policy directory whose deny
+// rules live in a linked directory (extra -> a shared directory) used to
+// load without them, allowing what they deny, and to bundle without them.
+// The link is refused by name instead.
+func TestLinkedDirectoryIsNotSilentlySkipped(t *testing.T) {
+	ctx := context.Background()
+	shared := writeDir(t, map[string]string{"deny.rego": "package custos.extra\n\ndenies contains \"everything_denied\"\n"})
+	dir := writeDir(t, map[string]string{
+		"authz.rego": `package custos.authz
+
+denies contains r if some r in data.custos.extra.denies
+
+decision := {"allow": count(denies) == 0, "reasons": sort(denies), "obligations": []}
+`,
+		"authz_test.rego": "package custos.authz_test\n\nimport data.custos.authz\n\ntest_decides if authz.decision\n",
+	})
+	if err := os.Symlink(shared, filepath.Join(dir, "extra")); err != nil {
+		t.Fatal(err)
+	}
+	const want = "extra is a symbolic link to a directory, which is not followed"
+	e, err := DirSource{Dir: dir}.Load(ctx)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		allowed := e != nil && decideAllows(ctx, e)
+		t.Errorf("DirSource.Load = %v (allows: %v); want an error saying %q", err, allowed, want)
+	}
+	if _, err := BuildBundle(ctx, dir, "r1"); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("BuildBundle: err = %v, want %q", err, want)
+	}
+}
+
+func decideAllows(ctx context.Context, e *Engine) bool {
+	d, err := e.Decide(ctx, readInput)
+	return err == nil && d.Allow
+}
