@@ -216,6 +216,7 @@ func TestDecideBatchFailsClosed(t *testing.T) {
 		{"an element not an object", `decisions := [d | some item in input.items; d := object.get({"note": "yes"}, item.resource.type, {"allow": true})]`, "policy_bad_shape", ErrBadShape},
 		{"allow not a boolean on one item", `decisions := [d | some item in input.items; d := {"allow": object.get({"note": "yes"}, item.resource.type, true)}]`, "policy_bad_shape", ErrBadShape},
 		{"unknown obligation on one item", `decisions := [d | some item in input.items; d := {"allow": true, "obligations": object.get({"note": [{"op": "shred"}]}, item.resource.type, [])}]`, "unknown_obligation", ErrBadObligation},
+		{"misspelt obligations key on one item", `decisions := [d | some item in input.items; d := object.get({"note": {"allow": true, "obligation": [{"op": "remove", "path": "/text"}]}}, item.resource.type, {"allow": true})]`, "policy_bad_shape", ErrBadShape},
 		{"undefined", `decisions := [{"allow": true}] if false`, "policy_undefined", ErrUndefined},
 		{"builtin error", `decisions := [{"allow": to_number("x") > 0} | some _ in input.items]`, "policy_error", ErrEvaluation},
 		{"conflict", "decisions := [{\"allow\": true}]\ndecisions := [{\"allow\": false}] if input.action == \"list\"", "policy_error", ErrEvaluation},

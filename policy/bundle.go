@@ -34,8 +34,9 @@ import (
 //     {"files": [{"name", "hash", "algorithm": "SHA-256"}...], "keyid"},
 //     with the file digests computed by OPA's own bundle hashing code.
 const (
-	// MaxBundleSize bounds a bundle file [LoadBundle] reads (and each file
-	// inside it, uncompressed).
+	// MaxBundleSize bounds a bundle file [LoadBundle] reads, and its tar
+	// archive uncompressed (every file, header and padding together; see
+	// checkArchive).
 	MaxBundleSize = 32 << 20
 	// bundleHashAlg is the file digest algorithm signed bundles must use.
 	bundleHashAlg = bundle.SHA256
@@ -200,7 +201,17 @@ func WriteBundle(w io.Writer, b *bundle.Bundle) (digest string, err error) {
 // for re-signing an existing bundle (custos policy sign); never load a policy
 // from its result: [LoadBundle] is the only way to serve a bundle.
 func ReadUnverifiedBundle(r io.Reader) (*bundle.Bundle, error) {
-	b, err := bundle.NewReader(io.LimitReader(r, MaxBundleSize+1)).
+	data, err := io.ReadAll(io.LimitReader(r, MaxBundleSize+1))
+	if err == nil && len(data) > MaxBundleSize {
+		err = fmt.Errorf("bundle larger than %d bytes", MaxBundleSize)
+	}
+	if err == nil {
+		err = checkArchive(data)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBundle, err)
+	}
+	b, err := bundle.NewReader(bytes.NewReader(data)).
 		WithSkipBundleVerification(true).
 		WithRegoVersion(ast.RegoV1).
 		WithSizeLimitBytes(MaxBundleSize).
@@ -247,8 +258,17 @@ func LoadBundle(ctx context.Context, path string, keys []VerificationKey, opts O
 	return e, info, nil
 }
 
-// readBundleFile reads at most MaxBundleSize bytes of path.
+// readBundleFile reads at most MaxBundleSize bytes of path, which must be
+// a regular file (through symbolic links): opening a FIFO would block the
+// load, and with it every reload, until something writes to it.
 func readBundleFile(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is a %s, not a regular file", path, modeKind(fi.Mode()))
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -265,6 +285,11 @@ func readBundleFile(path string) ([]byte, error) {
 }
 
 func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, opts Options) (*Engine, BundleInfo, error) {
+	// Before OPA's reader, which would decompress every file into memory
+	// first and skip links silently.
+	if err := checkArchive(data); err != nil {
+		return nil, BundleInfo{}, fmt.Errorf("%w: %w", ErrBundle, err)
+	}
 	read := func(vc *bundle.VerificationConfig) (bundle.Bundle, error) {
 		r := bundle.NewReader(bytes.NewReader(data)).
 			WithRegoVersion(ast.RegoV1).
@@ -298,6 +323,9 @@ func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, o
 				return nil, BundleInfo{}, fmt.Errorf("%w: %w", ErrBundle, uerr)
 			}
 		}
+		if hint := signatureHint(data, keys); hint != "" {
+			return nil, BundleInfo{}, fmt.Errorf("%w: %s (%w)", ErrSignature, hint, err)
+		}
 		return nil, BundleInfo{}, fmt.Errorf("%w: %w", ErrSignature, err)
 	}
 	if len(b.Signatures.Signatures) != 1 {
@@ -308,55 +336,57 @@ func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, o
 	if err != nil {
 		return nil, BundleInfo{}, err
 	}
-	switch {
-	case b.Type() != bundle.SnapshotBundleType:
-		return nil, BundleInfo{}, fmt.Errorf("%w: %s bundles are not accepted", ErrBundle, b.Type())
-	case len(b.Data) > 0:
-		return nil, BundleInfo{}, fmt.Errorf("%w: bundle carries data documents; custos policies keep their data in Rego", ErrBundle)
-	case len(b.Wasm) > 0 || len(b.WasmModules) > 0 || len(b.PlanModules) > 0:
-		return nil, BundleInfo{}, fmt.Errorf("%w: bundle carries Wasm or plan modules; custos evaluates Rego only", ErrBundle)
-	}
-	files := make([]regoFile, 0, len(b.Modules))
-	for _, m := range b.Modules {
-		p := strings.TrimPrefix(m.Path, "/")
-		if !fs.ValidPath(p) {
-			return nil, BundleInfo{}, fmt.Errorf("%w: bad module path %q", ErrBundle, m.Path)
-		}
-		files = append(files, regoFile{path: p, content: m.Raw})
-	}
-	// Same order as a directory load, so the revision matches.
-	files = sortFiles(files)
-	e, err := vet(ctx, files, opts, true)
+	e, err := bundleEngine(ctx, &b, opts)
 	if err != nil {
 		return nil, BundleInfo{}, err
 	}
 	return e, BundleInfo{Revision: b.Manifest.Revision, KeyID: kid}, nil
 }
 
+// CheckBundle runs on b every check [LoadBundle] runs on a bundle's
+// contents, the signature apart: a snapshot bundle without data documents,
+// Wasm or plan modules, clean module paths, a policy that compiles and
+// whose Rego tests (which it must ship) pass. custos policy sign runs it on
+// the bundle it re-signs, whatever the signer. Errors wrap ErrBundle,
+// ErrCompile or ErrTestsFailed.
+func CheckBundle(ctx context.Context, b *bundle.Bundle) error {
+	_, err := bundleEngine(ctx, b, Options{})
+	return err
+}
+
+// bundleEngine checks the contents of b (see CheckBundle) and returns the
+// engine of its policy.
+func bundleEngine(ctx context.Context, b *bundle.Bundle, opts Options) (*Engine, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	switch {
+	case b.Type() != bundle.SnapshotBundleType:
+		return nil, fmt.Errorf("%w: %s bundles are not accepted", ErrBundle, b.Type())
+	case len(b.Data) > 0:
+		return nil, fmt.Errorf("%w: bundle carries data documents; custos policies keep their data in Rego", ErrBundle)
+	case len(b.Wasm) > 0 || len(b.WasmModules) > 0 || len(b.PlanModules) > 0:
+		return nil, fmt.Errorf("%w: bundle carries Wasm or plan modules; custos evaluates Rego only", ErrBundle)
+	}
+	files := make([]regoFile, 0, len(b.Modules))
+	for _, m := range b.Modules {
+		p := strings.TrimPrefix(m.Path, "/")
+		if !fs.ValidPath(p) {
+			return nil, fmt.Errorf("%w: bad module path %q", ErrBundle, m.Path)
+		}
+		files = append(files, regoFile{path: p, content: m.Raw})
+	}
+	// Same order as a directory load, so the revision matches.
+	return vet(ctx, sortFiles(files), opts, true)
+}
+
 // checkSignedDigests decodes the (already verified) JWS token and returns the
 // key id that verified it; it refuses file digests other than SHA-256, which
 // OPA's verifier would accept (MD5, SHA-1) if a signer had used them.
 func checkSignedDigests(token string) (string, error) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return "", fmt.Errorf("%w: malformed JWS", ErrSignature)
-	}
-	enc := base64.RawURLEncoding
-	var hdr jwsHeader
-	var payload jwsPayload
-	hb, err := enc.DecodeString(parts[0])
-	if err == nil {
-		err = json.Unmarshal(hb, &hdr)
-	}
+	hdr, payload, err := decodeJWS(token)
 	if err != nil {
-		return "", fmt.Errorf("%w: malformed JWS header", ErrSignature)
-	}
-	pb, err := enc.DecodeString(parts[1])
-	if err == nil {
-		err = json.Unmarshal(pb, &payload)
-	}
-	if err != nil {
-		return "", fmt.Errorf("%w: malformed JWS payload", ErrSignature)
+		return "", fmt.Errorf("%w: %w", ErrSignature, err)
 	}
 	for _, f := range payload.Files {
 		if f.Algorithm != string(bundleHashAlg) {
@@ -368,4 +398,31 @@ func checkSignedDigests(token string) (string, error) {
 		return hdr.Kid, nil
 	}
 	return payload.KeyID, nil
+}
+
+// decodeJWS decodes the header and payload of a compact JWS without
+// verifying it. Errors name the part that is malformed, never its bytes.
+func decodeJWS(token string) (jwsHeader, jwsPayload, error) {
+	var hdr jwsHeader
+	var payload jwsPayload
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return hdr, payload, errors.New("malformed JWS")
+	}
+	enc := base64.RawURLEncoding
+	hb, err := enc.DecodeString(parts[0])
+	if err == nil {
+		err = json.Unmarshal(hb, &hdr)
+	}
+	if err != nil {
+		return hdr, payload, errors.New("malformed JWS header")
+	}
+	pb, err := enc.DecodeString(parts[1])
+	if err == nil {
+		err = json.Unmarshal(pb, &payload)
+	}
+	if err != nil {
+		return hdr, payload, errors.New("malformed JWS payload")
+	}
+	return hdr, payload, nil
 }

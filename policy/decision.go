@@ -23,15 +23,22 @@ var (
 // Shape: an object with "allow" (boolean, required), "reasons" (array of
 // strings, optional) and "obligations" (array of objects, optional); a Rego
 // set is accepted where an array is expected, in its sorted order, as OPA
-// would render it in JSON. Other keys of the decision are ignored. An
-// obligation is an object with "op" (string, required), "path" (string,
-// optional, default "") and "fn" (string, optional); any other key is
-// rejected, because an obligation the server only partly understands cannot
-// be enforced.
+// would render it in JSON. Any other key of the decision is rejected
+// (ErrBadShape): "obligation", "Obligations" or a key of a vocabulary of its
+// own may carry minimizations the server would otherwise release the payload
+// without. An obligation is an object with "op" (string, required), "path"
+// (string, optional, default "") and "fn" (string, optional); any other key
+// is rejected, because an obligation the server only partly understands
+// cannot be enforced.
 func parseDecision(v ast.Value) (allow bool, reasons []string, obs []minimize.Obligation, err error) {
 	obj, ok := v.(ast.Object)
 	if !ok {
 		return false, nil, nil, fmt.Errorf("%w: decision is %s, want object", ErrBadShape, ast.ValueName(v))
+	}
+	for _, k := range obj.Keys() {
+		if !k.Equal(keyAllow) && !k.Equal(keyReasons) && !k.Equal(keyObligations) {
+			return false, nil, nil, fmt.Errorf("%w: unknown key %.40s (a decision has allow, reasons and obligations)", ErrBadShape, k.String())
+		}
 	}
 	at := obj.Get(keyAllow)
 	if at == nil {

@@ -117,7 +117,9 @@
 //     (see errors.go). There is no code path that allows on error.
 //   - Unknown obligations are denials: every obligation is checked with
 //     minimize.Obligation.Validate, so the server never silently skips a
-//     minimization it does not understand.
+//     minimization it does not understand; a decision key other than
+//     allow, reasons and obligations is a malformed decision, since it may
+//     hold obligations under a name the engine would skip.
 //   - One prepared query per revision. The policy modules are compiled once
 //     with rego.PrepareForEval; the prepared query is reused by all
 //     goroutines. The revision is "sha256:" + hex(SHA-256 of the sorted
@@ -139,6 +141,14 @@
 //   - A bundle serves only if it is signed by a configured ES256 key, every
 //     file in it is covered by the signature with its SHA-256 digest, it
 //     holds Rego modules only, and its modules compile and its tests pass.
+//     Before OPA's reader sees it, its archive is checked (checkArchive):
+//     at most MaxBundleSize uncompressed, regular files and directories
+//     only, clean relative names, no name twice; so a gzip bomb costs what
+//     the check reads, and no link silently stands in for a module.
+//   - A policy directory is its .rego files outside hidden entries, each a
+//     regular file: a Kubernetes ConfigMap volume loads once, a FIFO is
+//     refused rather than waited on, and a link to a directory is refused
+//     rather than silently left out with the rules in it.
 //   - nothing_visible only ever takes away: while it holds for a principal
 //     and purpose, every list and read decision denies; when it does not,
 //     decisions are exactly the policy's.

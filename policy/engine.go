@@ -561,14 +561,43 @@ func regoFiles(fsys fs.FS, tests bool) ([]regoFile, error) {
 
 // allRegoFiles reads every .rego file under fsys (policy modules and tests)
 // in one walk, sorted by path.
+//
+// Hidden files and directories (a name beginning with ".") are not part of
+// a policy: a Kubernetes ConfigMap or Secret volume holds each file twice,
+// as a symbolic link (authz.rego -> ..data/authz.rego) and as the file it
+// points to under a hidden, timestamped directory (..2026_12_05_…/), and
+// reading both would define every rule twice; editors leave hidden lock
+// files (.#authz.rego). A .rego entry that is not a regular file (followed
+// through symbolic links) is an error naming it: reading a FIFO would block
+// the load, and with it every reload, for good. So is a symbolic link to a
+// directory: the walk does not follow it, and the modules in it, a deny
+// rule among them, must not be left out without a word.
 func allRegoFiles(fsys fs.FS) ([]regoFile, error) {
 	var files []regoFile
 	err := fs.WalkDir(fsys, ".", func(path string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
+		if path != "." && strings.HasPrefix(de.Name(), ".") {
+			if de.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if de.Type()&fs.ModeSymlink != 0 {
+			if fi, err := fs.Stat(fsys, path); err == nil && fi.IsDir() {
+				return fmt.Errorf("%s is a symbolic link to a directory, which is not followed: copy the directory in, or link its files one by one", path)
+			}
+		}
 		if de.IsDir() || !strings.HasSuffix(path, ".rego") {
 			return nil
+		}
+		fi, err := fs.Stat(fsys, path)
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s is a %s, not a regular file", path, modeKind(fi.Mode()))
 		}
 		b, err := fs.ReadFile(fsys, path)
 		if err != nil {
@@ -582,6 +611,22 @@ func allRegoFiles(fsys fs.FS) ([]regoFile, error) {
 	}
 	slices.SortFunc(files, func(a, b regoFile) int { return strings.Compare(a.path, b.path) })
 	return files, nil
+}
+
+// modeKind names the kind of a file that is not a regular file, for an
+// error message.
+func modeKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }
 
 // splitTests splits sorted files into policy modules and test modules

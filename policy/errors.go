@@ -37,8 +37,11 @@ var (
 
 	// ErrBadShape is returned when the decision is not an object with a
 	// boolean "allow", an array of strings "reasons" and an array of objects
-	// "obligations" whose op, path and fn are strings. Unknown keys of the
-	// decision object are ignored. Reason code "policy_bad_shape".
+	// "obligations" whose op, path and fn are strings ("reasons" and
+	// "obligations" may be absent), or when the decision object has any
+	// other key: a key the server does not know may hold obligations
+	// ("obligation", "Obligations") it would otherwise skip. Reason code
+	// "policy_bad_shape".
 	ErrBadShape = errors.New("policy: decision has the wrong shape")
 
 	// ErrBadObligation is returned when an obligation fails
@@ -55,10 +58,12 @@ var (
 // caller wrapped in a [*CandidateError] that names the rejected candidate.
 var (
 	// ErrBundle is returned by [LoadBundle] when the file is not a policy
-	// bundle custos accepts: unreadable, larger than [MaxBundleSize], not a
-	// gzipped tar of an OPA bundle, a delta bundle, or carrying data
-	// documents, Wasm or plan modules (custos evaluates Rego modules only, so
-	// it refuses what it would silently ignore).
+	// bundle custos accepts: unreadable, larger than [MaxBundleSize]
+	// compressed or uncompressed, not a gzipped tar of an OPA bundle, an
+	// archive holding a link or other non-file entry, a file name that is
+	// not a clean relative path, or the same file twice, a delta bundle, or
+	// carrying data documents, Wasm or plan modules (custos evaluates Rego
+	// modules only, so it refuses what it would silently ignore).
 	ErrBundle = errors.New("policy: bad bundle")
 
 	// ErrSignature is returned by [LoadBundle] when signature verification

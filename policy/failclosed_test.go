@@ -87,6 +87,14 @@ func TestDecideFailsClosed(t *testing.T) {
 			ErrBadObligation, "unknown_obligation"},
 		{"bad obligation on a deny", `decision := {"allow": false, "obligations": [{"op": "encrypt", "path": "/name"}]}`,
 			ErrBadObligation, "unknown_obligation"},
+		// A key the engine does not know may hold obligations it would
+		// otherwise skip, releasing the payload unminimized.
+		{"misspelt obligations key", `decision := {"allow": true, "reasons": ["research"], "obligation": [{"op": "deidentify", "fn": "safeharbor"}]}`,
+			ErrBadShape, "policy_bad_shape"},
+		{"capitalised obligations key", `decision := {"allow": true, "reasons": ["research"], "obligations": [], "Obligations": [{"op": "remove", "path": "/name"}]}`,
+			ErrBadShape, "policy_bad_shape"},
+		{"obligations of a vocabulary of its own", `decision := {"allow": true, "reasons": ["ok"], "redact": ["/name"]}`,
+			ErrBadShape, "policy_bad_shape"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,9 +113,9 @@ func TestDecideFailsClosed(t *testing.T) {
 
 func TestDecideWellFormedCustomPolicy(t *testing.T) {
 	// The control for TestDecideFailsClosed: a correct custom policy allows,
-	// extra keys in the decision are ignored, and a deny without reasons
-	// gets the generic "denied" reason.
-	e := loadPolicy(t, `decision := {"allow": input.action == "read", "extra": 1, "obligations": [{"op": "mask", "path": "/ssn", "fn": "last4"}, {"op": "scrub", "path": ""}]}`)
+	// "reasons" may be absent, and a deny without reasons gets the generic
+	// "denied" reason. (An extra key is a bad shape: see the table above.)
+	e := loadPolicy(t, `decision := {"allow": input.action == "read", "obligations": [{"op": "mask", "path": "/ssn", "fn": "last4"}, {"op": "scrub", "path": ""}]}`)
 	d, err := e.Decide(context.Background(), Input{Principal: clinician, PurposeOfUse: "TREAT", Action: ActionRead, Resource: resource("note", patientA)})
 	if err != nil || !d.Allow || len(d.Obligations) != 2 || d.Obligations[0].String() != "mask:/ssn:last4" || d.Obligations[1].String() != "scrub:" {
 		t.Fatalf("Decide = %+v, %v; want allow with 2 obligations", d, err)

@@ -360,7 +360,8 @@ The server stores, next to each audit record of a resources/read or
 resources/templates/list, the policy input it decided (patient ids replaced
 by their keyed hashes; docs/audit-format.md, "Decision inputs"). impact
 replays those inputs against the candidate under --candidate DIR (compiled as
-the server compiles it) and compares each result with the recorded decision:
+the server compiles it, and refused, as the server would refuse it, when its
+Rego tests fail) and compares each result with the recorded decision:
 
   allow→deny            the candidate would refuse what was served
   deny→allow            the candidate would serve what was refused
@@ -401,7 +402,10 @@ Examples:
 			if _, _, err := policyFS(candidate); err != nil {
 				return err
 			}
-			eng, err := policy.LoadDir(cmd.Context(), candidate, policy.Options{})
+			// Vetted as a server loads a policy (compiled, its Rego tests
+			// run): a candidate the server would reject is not previewed as
+			// if it could change anything.
+			eng, err := policy.DirSource{Dir: candidate, AllowNoTests: true}.Load(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("candidate: %w", err)
 			}

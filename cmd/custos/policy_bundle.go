@@ -133,39 +133,51 @@ FILE.
 			if err != nil {
 				return err
 			}
-			f, err := os.Open(args[0])
-			if err != nil {
-				return err
-			}
-			b, err := policy.ReadUnverifiedBundle(f)
-			f.Close()
-			if err != nil {
-				return err
-			}
-			// The re-signed bundle must load as a server would load it.
-			return signAndWrite(cmd, b, signer, out, func(data []byte) error {
-				tmp, err := os.CreateTemp("", "custos-bundle-*")
-				if err != nil {
-					return err
-				}
-				defer os.Remove(tmp.Name())
-				tmp.Write(data)
-				tmp.Close()
-				fs, ok := signer.(*policy.FileSigner)
-				if !ok {
-					return nil // Vault: the server checks with the keys it reads from Vault
-				}
-				if _, _, err := policy.LoadBundle(cmd.Context(), tmp.Name(), []policy.VerificationKey{fs.VerificationKey()}, policy.Options{}); err != nil {
-					return fmt.Errorf("the re-signed bundle does not load: %w", err)
-				}
-				return nil
-			})
+			return resignBundle(cmd, args[0], signer, out)
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "bundle file to write")
 	cmd.Flags().StringVar(&key, "key", "", "ID=PEMFILE: the ECDSA P-256 signing key")
 	cmd.Flags().BoolVar(&useVault, "vault", false, "sign with the Vault Transit key custos-policy-signing ($VAULT_ADDR, $VAULT_TOKEN)")
 	return cmd
+}
+
+// resignBundle is custos policy sign: it reads the bundle at in without
+// trusting its signature, signs it with signer and writes it to out.
+func resignBundle(cmd *cobra.Command, in string, signer policy.JWSSigner, out string) error {
+	f, err := os.Open(in)
+	if err != nil {
+		return err
+	}
+	b, err := policy.ReadUnverifiedBundle(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	// Before signing, whatever the signer: no signature for a policy every
+	// server would reject. (With --vault there is no local key to run the
+	// round trip below with.)
+	if err := policy.CheckBundle(cmd.Context(), b); err != nil {
+		return err
+	}
+	// The re-signed bundle must load as a server would load it.
+	return signAndWrite(cmd, b, signer, out, func(data []byte) error {
+		tmp, err := os.CreateTemp("", "custos-bundle-*")
+		if err != nil {
+			return err
+		}
+		defer os.Remove(tmp.Name())
+		tmp.Write(data)
+		tmp.Close()
+		fs, ok := signer.(*policy.FileSigner)
+		if !ok {
+			return nil // Vault: the server checks with the keys it reads from Vault
+		}
+		if _, _, err := policy.LoadBundle(cmd.Context(), tmp.Name(), []policy.VerificationKey{fs.VerificationKey()}, policy.Options{}); err != nil {
+			return fmt.Errorf("the re-signed bundle does not load: %w", err)
+		}
+		return nil
+	})
 }
 
 // signAndWrite signs b, serializes it, runs check (if any) on the bytes and

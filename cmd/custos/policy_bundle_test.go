@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/custos-mcp/custos/policy"
+)
+
+// remoteSigner is a signer custos holds no private key of, as the Vault
+// Transit signer is: it is not a *policy.FileSigner.
+type remoteSigner struct{ *policy.FileSigner }
+
+// TestResignRefusesBrokenPolicy: custos policy sign checks that the policy
+// of the bundle compiles and passes its tests before it signs it, whatever
+// the signer (--key or --vault), so that no signature vouches for a policy
+// every server would reject.
+func TestResignRefusesBrokenPolicy(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	write := func(p, c string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := policy.ParseFileSigner("team", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A policy whose own test fails, packed unsigned: a bundle custos policy
+	// bundle would have refused to build, re-signed.
+	write("p/custos/authz.rego", "package custos.authz\n\ndecision := {\"allow\": true, \"reasons\": [\"ok\"], \"obligations\": []}\n")
+	write("p/custos/authz_test.rego", "package custos.authz_test\n\nimport data.custos.authz\n\ntest_denies if not authz.decision.allow\n")
+	b, err := policy.BuildBundle(ctx, filepath.Join(dir, "p"), "r1")
+	if err == nil || !errors.Is(err, policy.ErrTestsFailed) {
+		t.Fatalf("BuildBundle = %v, want ErrTestsFailed", err)
+	}
+	write("p/custos/authz_test.rego", "package custos.authz_test\n\nimport data.custos.authz\n\ntest_allows if authz.decision.allow\n")
+	if b, err = policy.BuildBundle(ctx, filepath.Join(dir, "p"), "r1"); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range b.Modules {
+		if filepath.Base(m.Path) == "authz_test.rego" {
+			b.Modules[i].Raw = []byte("package custos.authz_test\n\nimport data.custos.authz\n\ntest_denies if not authz.decision.allow\n")
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := policy.WriteBundle(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "unsigned.tar.gz")
+	if err := os.WriteFile(in, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, signer := range []policy.JWSSigner{fs, remoteSigner{fs}} {
+		out := filepath.Join(dir, "signed.tar.gz")
+		cmd := &cobra.Command{}
+		cmd.SetContext(ctx)
+		cmd.SetOut(&bytes.Buffer{})
+		err := resignBundle(cmd, in, signer, out)
+		if !errors.Is(err, policy.ErrTestsFailed) {
+			t.Errorf("%T: resignBundle err = %v, want ErrTestsFailed", signer, err)
+		}
+		if _, serr := os.Stat(out); serr == nil {
+			t.Errorf("%T: a bundle whose tests fail was signed and written", signer)
+			os.Remove(out)
+		}
+	}
+}
