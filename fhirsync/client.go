@@ -59,6 +59,51 @@ func (c *client) resolve(ref string) (*url.URL, error) {
 	return u, nil
 }
 
+// sameOrigin reports whether a and b have the same scheme and host (with
+// port): RFC 6454 origins, as resolve compares them.
+func sameOrigin(a, b *url.URL) bool {
+	return a.Scheme == b.Scheme && a.Host == b.Host
+}
+
+// redirectError is a redirect checkRedirect refused.
+type redirectError struct {
+	code int    // the redirect's HTTP status
+	host string // the Location's host (never its path or query)
+}
+
+func (e *redirectError) Error() string {
+	return fmt.Sprintf("redirected (HTTP %d) to another origin (%s)", e.code, e.host)
+}
+
+// checkRedirect is the CheckRedirect of a sync's HTTP client. Go's client
+// forwards the Authorization header to any port and scheme of the same
+// host name (and its subdomains), and re-sends a POST body on 307/308
+// anywhere: so a redirect of a request that carries a credential — a
+// bearer token, or the token request's client assertion (any non-GET) —
+// is followed only within the first request's origin, as resolve allows
+// for links; and no redirect goes from https to http. Then prev (the
+// caller's policy), or Go's default of at most 10 redirects.
+func checkRedirect(prev func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		first := via[0]
+		credential := first.Header.Get("Authorization") != "" || first.Method != http.MethodGet
+		if (credential && !sameOrigin(req.URL, first.URL)) || (first.URL.Scheme == "https" && req.URL.Scheme != "https") {
+			code := 0
+			if req.Response != nil {
+				code = req.Response.StatusCode
+			}
+			return &redirectError{code: code, host: req.URL.Host}
+		}
+		if prev != nil {
+			return prev(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+}
+
 // statusError is a non-retryable HTTP answer.
 func statusError(req *http.Request, resp *http.Response) error {
 	msg := fmt.Sprintf("%s %s: HTTP %d", req.Method, where(req.URL), resp.StatusCode)
@@ -132,6 +177,12 @@ func (c *client) do(ctx context.Context, mk func(ctx context.Context) (*http.Req
 		case err != nil:
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			// A refused redirect is the server's answer, not a transport
+			// fault: not retried.
+			var re *redirectError
+			if errors.As(err, &re) {
+				return nil, fmt.Errorf("%w: %s %s: %v; refused (a credential is never sent to another origin)", ErrServer, req.Method, where(req.URL), re)
 			}
 			// The transport's error text can hold the full URL: name the path.
 			last = fmt.Sprintf("%s %s: %v", req.Method, where(req.URL), transportCause(err))

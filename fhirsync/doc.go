@@ -45,6 +45,12 @@
 //     carry credentials there), never an access token or client assertion,
 //     never a payload. The FHIR base URL is refused if it carries user
 //     information, a query or a fragment.
+//   - Credentials stay on their origin: the access token goes only to the
+//     FHIR base's origin (scheme, host and port), and neither it nor the
+//     client assertion follows a redirect to another origin (Go's client
+//     would forward the Authorization header to another port or scheme of
+//     the same host, and re-post a 307's body anywhere); no redirect goes
+//     from https to http.
 //   - The client assertion is signed by an opaque key (a crypto.Signer:
 //     Vault Transit in production, a local key with --dev) through
 //     go-jose; this package never sees private key material of a Vault key

@@ -120,7 +120,10 @@ type Options struct {
 	// DefaultHeaderTimeout. Only used when HTTPClient is nil.
 	HeaderTimeout time.Duration
 	// HTTPClient is the transport (TLS settings); nil = a client with
-	// HeaderTimeout and the environment's proxy settings.
+	// HeaderTimeout and the environment's proxy settings. The Syncer uses a
+	// copy whose CheckRedirect refuses a redirect to another origin of a
+	// request that carries a credential (see checkRedirect), then defers
+	// to this client's own CheckRedirect.
 	HTTPClient *http.Client
 	// Logger receives the operational log (never a token or a payload);
 	// nil discards.
@@ -191,6 +194,11 @@ func (o *Options) validate() error {
 		tr.ResponseHeaderTimeout = o.HeaderTimeout
 		o.HTTPClient = &http.Client{Transport: tr}
 	}
+	// A copy whose redirects never carry a credential to another origin
+	// (checkRedirect); the caller's client is left as it was.
+	hc := *o.HTTPClient
+	hc.CheckRedirect = checkRedirect(o.HTTPClient.CheckRedirect)
+	o.HTTPClient = &hc
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -1,0 +1,284 @@
+package fhirsync
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// These tests play a hostile or broken FHIR server on loopback
+// (httptest) against a real Syncer. The resources served are the
+// repository's FHIR corpus (testdata/fhir-corpus).
+
+// secretToken is the access token the fake token endpoints issue: it must
+// never reach another origin, an error or a log line.
+const secretToken = "SECRET-ACCESS-TOKEN-0123456789"
+
+// corpus reads one resource of testdata/fhir-corpus, compacted.
+func corpus(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "fhir-corpus", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// capREST is a CapabilityStatement offering search-type of types, no $export.
+func capREST(types ...string) string {
+	var rs []string
+	for _, t := range types {
+		rs = append(rs, `{"type":"`+t+`","interaction":[{"code":"search-type"}]}`)
+	}
+	return `{"resourceType":"CapabilityStatement","rest":[{"mode":"server","resource":[` + strings.Join(rs, ",") + `]}]}`
+}
+
+// searchset is a searchset Bundle of resources with an optional next link.
+func searchset(next string, resources ...[]byte) []byte {
+	b := map[string]any{"resourceType": "Bundle", "type": "searchset"}
+	var entries []map[string]any
+	for _, r := range resources {
+		entries = append(entries, map[string]any{"resource": json.RawMessage(r), "search": map[string]string{"mode": "match"}})
+	}
+	b["entry"] = entries
+	if next != "" {
+		b["link"] = []map[string]string{{"relation": "next", "url": next}}
+	}
+	out, _ := json.Marshal(b)
+	return out
+}
+
+func slogTo(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func writeJSON(w http.ResponseWriter, typ string, body []byte) {
+	w.Header().Set("Content-Type", typ)
+	w.Write(body)
+}
+
+// smartRoutes adds .well-known/smart-configuration and a token endpoint at
+// /auth/token that issues secretToken to mux.
+func smartRoutes(mux *http.ServeMux, srv **httptest.Server, expiresIn string) {
+	mux.HandleFunc("/fhir/.well-known/smart-configuration", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/json", []byte(`{"token_endpoint":"`+(*srv).URL+`/auth/token","token_endpoint_auth_methods_supported":["private_key_jwt"]}`))
+	})
+	mux.HandleFunc("/auth/token", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/json", []byte(`{"access_token":"`+secretToken+`","token_type":"bearer","expires_in":`+expiresIn+`}`))
+	})
+}
+
+// probeImporter records what the Syncer handed over.
+type probeImporter struct {
+	mu    sync.Mutex
+	calls int
+	full  []bool
+	lines map[string]int // resource type -> lines staged
+}
+
+func (p *probeImporter) Import(_ context.Context, manifest string, full bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls++
+	p.full = append(p.full, full)
+	var m Manifest
+	b, err := os.ReadFile(manifest)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	if p.lines == nil {
+		p.lines = map[string]int{}
+	}
+	for _, f := range m.Output {
+		p.lines[f.Type] += f.Count
+	}
+	return nil
+}
+
+// probeRecorder keeps the events.
+type probeRecorder struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (r *probeRecorder) RecordSync(_ context.Context, e Event) error {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	return nil
+}
+
+// probeOptions are Options for base with a fresh state directory, quick
+// retries, a --dev key when auth is set, and a logger whose output the
+// test can search.
+func probeOptions(t *testing.T, base string, auth bool) (Options, *probeImporter, *bytes.Buffer) {
+	t.Helper()
+	imp := &probeImporter{}
+	var logs bytes.Buffer
+	o := Options{Base: base, StateDir: t.TempDir(), Importer: imp, Recorder: &probeRecorder{},
+		MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond, NoBulk: true,
+		Logger: slogTo(&logs)}
+	if auth {
+		key, kid, err := DevKey(filepath.Join(t.TempDir(), "k.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.ClientID, o.Key, o.KeyID = "custos", key, kid
+	}
+	return o, imp, &logs
+}
+
+func runProbe(t *testing.T, o Options) (Result, error) {
+	t.Helper()
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return s.Run(ctx)
+}
+
+// noSecret fails if msg holds the access token or a client assertion.
+func noSecret(t *testing.T, what, msg string) {
+	t.Helper()
+	if strings.Contains(msg, secretToken) || strings.Contains(msg, "eyJ") || strings.Contains(msg, "client_assertion") {
+		t.Errorf("%s carries a credential: %s", what, msg)
+	}
+}
+
+// witness is another origin (another port of 127.0.0.1): it records every
+// Authorization header and request body it receives and answers like a
+// FHIR server, so a client that follows a redirect there goes on.
+type witness struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen []string
+}
+
+func newWitness(t *testing.T, patient []byte) *witness {
+	w := &witness{}
+	w.Server = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.mu.Lock()
+		w.seen = append(w.seen, r.Method+" "+r.URL.Path+" auth="+r.Header.Get("Authorization")+" body="+string(body))
+		w.mu.Unlock()
+		if r.URL.Path == "/token" {
+			writeJSON(rw, "application/json", []byte(`{"access_token":"stolen","token_type":"bearer","expires_in":300}`))
+			return
+		}
+		writeJSON(rw, "application/fhir+json", searchset("", patient))
+	}))
+	t.Cleanup(w.Close)
+	return w
+}
+
+func (w *witness) leaked() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, s := range w.seen {
+		if strings.Contains(s, secretToken) || strings.Contains(s, "client_assertion") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestRedirectNeverCarriesCredentials: a FHIR server (or its token
+// endpoint) that answers 301/307 with a Location on another origin — here
+// another port of the same loopback address, which Go's http.Client treats
+// as the same host and so forwards the Authorization header to, and a 307
+// re-posts the client assertion to — must not get the access token or the
+// assertion sent there. The sync fails with ErrServer at once, naming the
+// path; a redirect within the FHIR base's origin is still followed.
+func TestRedirectNeverCarriesCredentials(t *testing.T) {
+	patient := corpus(t, "patient.json")
+	for _, tc := range []struct {
+		name     string
+		from     string // the path that redirects
+		code     int
+		elsewher bool // the target is the witness (another origin)
+		wantErr  bool
+	}{
+		{"search 307 to another port", "/fhir/Patient", http.StatusTemporaryRedirect, true, true},
+		{"search 301 to another port", "/fhir/Patient", http.StatusMovedPermanently, true, true},
+		{"token endpoint 307 to another port", "/auth/token", http.StatusTemporaryRedirect, true, true},
+		{"search 302 within the origin", "/fhir/Patient", http.StatusFound, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wit := newWitness(t, patient)
+			mux := http.NewServeMux()
+			var srv *httptest.Server
+			srv = httptest.NewServer(mux)
+			defer srv.Close()
+			mux.HandleFunc("/fhir/metadata", func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
+			})
+			mux.HandleFunc("/fhir/.well-known/smart-configuration", func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, "application/json", []byte(`{"token_endpoint":"`+srv.URL+`/auth/token"}`))
+			})
+			mux.HandleFunc("/auth/token", func(w http.ResponseWriter, r *http.Request) {
+				if tc.from == "/auth/token" {
+					http.Redirect(w, r, wit.URL+"/token", tc.code)
+					return
+				}
+				writeJSON(w, "application/json", []byte(`{"access_token":"`+secretToken+`","token_type":"bearer","expires_in":300}`))
+			})
+			mux.HandleFunc("/fhir/Patient", func(w http.ResponseWriter, r *http.Request) {
+				if tc.from != "/fhir/Patient" {
+					t.Errorf("searched after a refused redirect")
+					return
+				}
+				target := "/fhir/PatientMoved?" + r.URL.RawQuery
+				if tc.elsewher {
+					target = wit.URL + "/fhir/Patient?" + r.URL.RawQuery
+				}
+				http.Redirect(w, r, target, tc.code)
+			})
+			mux.HandleFunc("/fhir/PatientMoved", func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Authorization") != "Bearer "+secretToken {
+					t.Errorf("same-origin redirect lost the token")
+				}
+				writeJSON(w, "application/fhir+json", searchset("", patient))
+			})
+			o, imp, logs := probeOptions(t, srv.URL+"/fhir", true)
+			_, err := runProbe(t, o)
+			if l := wit.leaked(); len(l) > 0 {
+				t.Errorf("another origin received credentials: %q", l)
+			}
+			if !tc.wantErr {
+				if err != nil || imp.calls != 1 {
+					t.Fatalf("same-origin redirect: err %v, imports %d", err, imp.calls)
+				}
+				return
+			}
+			if !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), "redirect") || imp.calls != 0 {
+				t.Fatalf("err = %v (imports %d); want ErrServer naming the redirect, nothing imported", err, imp.calls)
+			}
+			if strings.Contains(err.Error(), "_count") {
+				t.Errorf("error names a query: %v", err)
+			}
+			noSecret(t, "error", err.Error())
+			noSecret(t, "log", logs.String())
+		})
+	}
+}
