@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -89,6 +90,9 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 	for _, o := range m.Output {
 		if !validType(o.Type) {
 			return bulkResult{}, fmt.Errorf("%w: GET %s: output of type %q", ErrServer, where(status), o.Type)
+		}
+		if len(c.o.Types) > 0 && !slices.Contains(c.o.Types, o.Type) {
+			return bulkResult{}, fmt.Errorf("%w: GET %s: output of type %q, which the export's _type did not ask for", ErrServer, where(status), o.Type)
 		}
 		k, err := fc.download(ctx, st, o.URL, o.Type, false)
 		if err != nil {

@@ -24,7 +24,9 @@
 //     lines, resource types matching their file);
 //  4. call [Importer].Import with the staging directory's manifest (not
 //     when an incremental sync found no change; a full sync that found
-//     nothing at all is refused rather than retiring everything);
+//     nothing at all is refused rather than retiring everything; only a
+//     full sync of every type asks the importer to retire, never one
+//     restricted by Options.Types);
 //  5. only then write the new state file.
 //
 // # Invariants

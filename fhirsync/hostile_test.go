@@ -282,3 +282,121 @@ func TestRedirectNeverCarriesCredentials(t *testing.T) {
 		})
 	}
 }
+
+// restServer is a FHIR REST server of a few resource types that pages
+// nothing and filters _lastUpdated as FHIR R4 search specifies for dates
+// (search.html, "Date parameters"): a value is the range its precision
+// implies, gt matches targets above that whole range, ge targets at or
+// after its start. Its /metadata Date header is date.
+type restServer struct {
+	*httptest.Server
+	mu      sync.Mutex
+	date    time.Time
+	res     map[string][]restResource
+	queries []string
+}
+
+type restResource struct {
+	body    []byte
+	updated time.Time
+}
+
+func newRESTServer(t *testing.T, date time.Time) *restServer {
+	s := &restServer{date: date, res: map[string][]restResource{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *restServer) add(typ string, body []byte, updated time.Time) {
+	s.mu.Lock()
+	s.res[typ] = append(s.res[typ], restResource{body, updated})
+	s.mu.Unlock()
+}
+
+func (s *restServer) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	typ := strings.TrimPrefix(r.URL.Path, "/fhir/")
+	if typ == "metadata" {
+		var types []string
+		for t := range s.res {
+			types = append(types, t)
+		}
+		w.Header().Set("Date", s.date.UTC().Format(http.TimeFormat))
+		writeJSON(w, "application/fhir+json", []byte(capREST(types...)))
+		return
+	}
+	s.queries = append(s.queries, typ+"?"+r.URL.RawQuery)
+	lu := r.URL.Query().Get("_lastUpdated")
+	var out [][]byte
+	for _, rr := range s.res[typ] {
+		if lu != "" {
+			prefix, v := lu[:2], lu[2:]
+			from, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				http.Error(w, "bad _lastUpdated", http.StatusBadRequest)
+				return
+			}
+			// The range of the value: to the next second at second
+			// precision, else to the next millisecond.
+			to := from.Add(time.Second)
+			if strings.Contains(v, ".") {
+				to = from.Add(time.Millisecond)
+			}
+			switch prefix {
+			case "gt":
+				if rr.updated.Before(to) {
+					continue
+				}
+			case "ge":
+				if rr.updated.Before(from) {
+					continue
+				}
+			default:
+				http.Error(w, "unsupported prefix", http.StatusBadRequest)
+				return
+			}
+		}
+		out = append(out, rr.body)
+	}
+	writeJSON(w, "application/fhir+json", searchset("", out...))
+}
+
+// TestTypeRestrictedSyncRetiresNothing: a sync restricted by Types (custos
+// sync --type) sees only those types, so it must never hand the importer
+// full=true (which retires every resource of the server the import does
+// not hold: all the other types), not even on a first or --full sync; and
+// the state it saves covers only those types, so a later sync of other
+// types (or of all) is a full fetch, not an increment that would skip
+// everything of them changed before.
+func TestTypeRestrictedSyncRetiresNothing(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	srv := newRESTServer(t, t0)
+	srv.add("Patient", corpus(t, "patient.json"), t0.Add(-time.Hour))
+	srv.add("Observation", corpus(t, "observation-lab.json"), t0.Add(-time.Hour))
+	o, imp, _ := probeOptions(t, srv.URL+"/fhir", false)
+	for _, full := range []bool{false, true} {
+		o.Types, o.Full = []string{"Patient"}, full
+		if _, err := runProbe(t, o); err != nil {
+			t.Fatal(err)
+		}
+		if got := imp.full[len(imp.full)-1]; got {
+			t.Fatalf("a sync of --type Patient (Full=%v) asked the importer to retire everything else", full)
+		}
+	}
+	o.Types, o.Full = nil, false
+	res, err := runProbe(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Full || !imp.full[len(imp.full)-1] || imp.lines["Observation"] != 1 {
+		t.Fatalf("the first sync of all types after a --type sync: full=%v importer full=%v, Observations %d; want a full sync that fetches the Observation",
+			res.Full, imp.full[len(imp.full)-1], imp.lines["Observation"])
+	}
+	// Now the state covers every type: a --type increment is fine.
+	o.Types = []string{"Observation"}
+	if res, err := runProbe(t, o); err != nil || res.Full {
+		t.Fatalf("a --type sync after a sync of all types: full=%v, %v; want an increment", res.Full, err)
+	}
+}

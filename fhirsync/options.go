@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -95,7 +96,10 @@ type Options struct {
 	Full bool
 	// Types restricts the sync to these resource types; empty = every type
 	// the CapabilityStatement lists as searchable (REST) or everything the
-	// export yields (Bulk).
+	// export yields (Bulk). A restricted sync never retires anything (the
+	// importer gets full=false: it cannot know what the server holds of
+	// other types), a Bulk output of another type is refused, and its state
+	// covers only these types: a later sync asking for others is full.
 	Types []string
 	// NoBulk forces the REST search even if the server offers $export.
 	NoBulk bool
@@ -165,6 +169,7 @@ func (o *Options) validate() error {
 			return fmt.Errorf("%w: %q is not a FHIR resource type name", ErrBadConfig, t)
 		}
 	}
+	o.Types = slices.Compact(slices.Sorted(slices.Values(o.Types)))
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
