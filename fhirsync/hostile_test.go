@@ -400,3 +400,31 @@ func TestTypeRestrictedSyncRetiresNothing(t *testing.T) {
 		t.Fatalf("a --type sync after a sync of all types: full=%v, %v; want an increment", res.Full, err)
 	}
 }
+
+// TestRESTIncrementSeesItsOwnSecond: the next REST increment starts at the
+// server's Date header of the previous sync, which has second precision. A
+// resource updated later in that same second (during the previous sync,
+// after its search) must be fetched by the next increment: with
+// _lastUpdated=gt<second> a server that follows R4's date ranges returns
+// only what changed from the next second on, and it was lost for good.
+func TestRESTIncrementSeesItsOwnSecond(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	srv := newRESTServer(t, t0)
+	srv.add("Patient", corpus(t, "patient.json"), t0.Add(-time.Hour))
+	o, imp, _ := probeOptions(t, srv.URL+"/fhir", false)
+	if _, err := runProbe(t, o); err != nil {
+		t.Fatal(err)
+	}
+	// Updated in the second the first sync's Date header named, after
+	// its search.
+	srv.add("Practitioner", corpus(t, "practitioner.json"), t0.Add(500*time.Millisecond))
+	srv.date = t0.Add(time.Minute)
+	res, err := runProbe(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Full || imp.lines["Practitioner"] != 1 {
+		t.Fatalf("increment: full=%v, Practitioners %d (queries %q); want the one updated at %s",
+			res.Full, imp.lines["Practitioner"], srv.queries, t0.Add(500*time.Millisecond).Format(time.RFC3339Nano))
+	}
+}

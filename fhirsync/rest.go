@@ -35,14 +35,19 @@ type searchBundle struct {
 // is an error, not an endless sync.
 const maxPages = 1 << 20
 
-// restSearch pages GET [base]/typ?_count=N[&_lastUpdated=gt<since>]
+// restSearch pages GET [base]/typ?_count=N[&_lastUpdated=ge<since>]
 // following link[relation=next], writing the matches into a staging file
 // of typ through the same checks as a Bulk download.
 func (c *client) restSearch(ctx context.Context, st *stage, typ string, since time.Time, done int) (int, error) {
 	u, _ := c.resolve(typ)
 	q := url.Values{"_count": {strconv.Itoa(c.o.PageSize)}}
 	if !since.IsZero() {
-		q.Set("_lastUpdated", "gt"+since.UTC().Format(time.RFC3339))
+		// ge, not gt: since has second precision (the Date header), and
+		// a FHIR date value is the range its precision implies (R4
+		// search, "Date parameters"): gt<12:00:00> matches only from
+		// 12:00:01 on, so a resource updated at 12:00:00.5, after the
+		// previous sync's search, would never be fetched.
+		q.Set("_lastUpdated", "ge"+since.UTC().Format(time.RFC3339))
 	}
 	u.RawQuery = q.Encode()
 	// Pages go to a temporary NDJSON file, which copyNDJSON then checks and

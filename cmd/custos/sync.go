@@ -63,7 +63,7 @@ How it fetches:
 Increments:
   The first sync is full: resources of this server missing from it are
   retired. Later runs fetch only what changed (Bulk _since, or REST
-  _lastUpdated=gt), from the point the last successful sync saved in
+  _lastUpdated=ge), from the point the last successful sync saved in
   D/sync-*.json. A failed sync changes nothing and saves nothing, so the next
   run fetches the same changes again. --full forces a full sync (REST
   searches cannot see deletions; a periodic full sync retires them). A sync
