@@ -428,3 +428,52 @@ func TestRESTIncrementSeesItsOwnSecond(t *testing.T) {
 			res.Full, imp.lines["Practitioner"], srv.queries, t0.Add(500*time.Millisecond).Format(time.RFC3339Nano))
 	}
 }
+
+// TestSearchOutcomeErrorIsNotAResult: a searchset page whose outcome entry
+// (search.mode outcome, an OperationOutcome) reports an error or fatal
+// issue — the server could not finish the search — is an incomplete
+// answer: taking it as the whole result let a full sync retire whatever
+// the server failed to return. A warning is no reason to fail. The error
+// names the issue code, never its diagnostics (which may quote data).
+func TestSearchOutcomeErrorIsNotAResult(t *testing.T) {
+	patient := corpus(t, "patient.json")
+	for _, tc := range []struct {
+		name, severity, mode string
+		wantErr              bool
+	}{
+		{"error outcome", "error", "outcome", true},
+		{"fatal outcome without a mode", "fatal", "", true},
+		{"warning outcome", "warning", "outcome", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oo := `{"resourceType":"OperationOutcome","issue":[{"severity":"` + tc.severity + `","code":"too-costly","diagnostics":"Patient Evelyn Marsh: SECRET-DIAGNOSTICS"}]}`
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.URL.Path, "/metadata") {
+					writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
+					return
+				}
+				entry := `{"resource":` + oo + `}`
+				if tc.mode != "" {
+					entry = `{"resource":` + oo + `,"search":{"mode":"` + tc.mode + `"}}`
+				}
+				writeJSON(w, "application/fhir+json", []byte(`{"resourceType":"Bundle","type":"searchset","entry":[{"resource":`+string(patient)+`,"search":{"mode":"match"}},`+entry+`]}`))
+			}))
+			defer srv.Close()
+			o, imp, logs := probeOptions(t, srv.URL+"/fhir", false)
+			o.Full = true
+			_, err := runProbe(t, o)
+			if !tc.wantErr {
+				if err != nil || imp.calls != 1 || imp.lines["Patient"] != 1 {
+					t.Fatalf("err %v, imports %d, %v; want the Patient imported", err, imp.calls, imp.lines)
+				}
+				return
+			}
+			if !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), "too-costly") || imp.calls != 0 {
+				t.Fatalf("err = %v, imports %d; want ErrServer naming the issue code, nothing imported", err, imp.calls)
+			}
+			if strings.Contains(err.Error()+logs.String(), "SECRET-DIAGNOSTICS") || strings.Contains(err.Error(), "Evelyn") {
+				t.Fatalf("the diagnostics leaked: %v", err)
+			}
+		})
+	}
+}

@@ -81,11 +81,16 @@ func (c *client) restSearch(ctx context.Context, st *stage, typ string, since ti
 			return 0, fmt.Errorf("%w: GET %s: not a searchset Bundle", ErrServer, where(u))
 		}
 		for i, e := range b.Entry {
-			if e.Search.Mode != "" && e.Search.Mode != "match" {
-				continue // _include'd or outcome entries
-			}
 			if len(e.Resource) == 0 {
 				return 0, fmt.Errorf("%w: GET %s: entry %d has no resource", ErrServer, where(u), i)
+			}
+			if code, bad := outcomeError(e.Resource); bad && (e.Search.Mode == "outcome" || typ != "OperationOutcome") {
+				// The server says the search failed: what it did return is
+				// not the whole result (a full sync would retire the rest).
+				return 0, fmt.Errorf("%w: GET %s: entry %d is an OperationOutcome with an error (code %q): the search did not complete", ErrServer, where(u), i, code)
+			}
+			if e.Search.Mode != "" && e.Search.Mode != "match" {
+				continue // _include'd or outcome entries
 			}
 			buf.Reset()
 			if err := json.Compact(&buf, e.Resource); err != nil {
@@ -116,4 +121,44 @@ func (c *client) restSearch(ctx context.Context, st *stage, typ string, since ti
 		return 0, err
 	}
 	return st.copyNDJSON(tmp, "search "+typ+" ("+filepath.Base(tmp.Name())+")", typ, false)
+}
+
+// outcomeError reports whether raw is an OperationOutcome with an issue of
+// severity error or fatal, and that issue's code (never its diagnostics or
+// details, which may quote data).
+func outcomeError(raw json.RawMessage) (code string, bad bool) {
+	var oo struct {
+		ResourceType string `json:"resourceType"`
+		Issue        []struct {
+			Severity string `json:"severity"`
+			Code     string `json:"code"`
+		} `json:"issue"`
+	}
+	// Most entries are not one: skip their second parse.
+	if !bytes.Contains(raw, []byte(`"OperationOutcome"`)) || json.Unmarshal(raw, &oo) != nil || oo.ResourceType != "OperationOutcome" {
+		return "", false
+	}
+	for _, is := range oo.Issue {
+		if is.Severity == "error" || is.Severity == "fatal" {
+			if !validCode(is.Code) {
+				return "", true
+			}
+			return is.Code, true
+		}
+	}
+	return "", false
+}
+
+// validCode reports whether c looks like a FHIR code of issue-type
+// (lowercase letters and hyphens), so it can be named in a message.
+func validCode(c string) bool {
+	if c == "" || len(c) > 64 {
+		return false
+	}
+	for _, r := range c {
+		if (r < 'a' || r > 'z') && r != '-' {
+			return false
+		}
+	}
+	return true
 }
