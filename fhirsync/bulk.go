@@ -141,13 +141,15 @@ func (c *client) poll(ctx context.Context, status *url.URL) (bulkManifest, error
 			return bulkManifest{}, fmt.Errorf("%w: GET %s: HTTP %d", ErrServer, where(status), resp.StatusCode)
 		}
 		c.o.Progress(Progress{Phase: "poll", Detail: resp.Header.Get("X-Progress")})
+		// The server's Retry-After is honoured whole (the Bulk IG's
+		// example is 120 s; a client that polls sooner gets 429), not cut
+		// to MaxDelay, the cap of retry backoff; the poll deadline bounds it.
 		wait := retryAfter(resp.Header, c.o.Now())
 		if wait == 0 {
 			wait = backoff(min(i, 5), c.o.BaseDelay, c.o.MaxDelay, 0)
 		}
-		wait = min(wait, c.o.MaxDelay)
 		if c.o.Now().Add(wait).After(deadline) {
-			return bulkManifest{}, fmt.Errorf("%w: GET %s: export not complete after %s", ErrUnavailable, where(status), c.o.PollTimeout)
+			return bulkManifest{}, fmt.Errorf("%w: GET %s: export not complete within the poll timeout of %s (the server asks to poll again in %s)", ErrUnavailable, where(status), c.o.PollTimeout, wait.Round(time.Second))
 		}
 		t := time.NewTimer(wait)
 		select {

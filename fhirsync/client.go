@@ -121,17 +121,26 @@ func retryable(code int) bool {
 	return code == http.StatusTooManyRequests || code >= 500
 }
 
-// retryAfter parses Retry-After (seconds or an HTTP date); 0 when absent.
+// maxRetryAfter bounds a parsed Retry-After: any longer wait is beyond
+// every deadline of a sync, and seconds times time.Second must not wrap
+// (Retry-After: 10000000000 wrapped to a negative wait, and the status
+// poll then ran in a tight loop past its deadline).
+const maxRetryAfter = 24 * time.Hour
+
+// retryAfter parses Retry-After (seconds or an HTTP date), at most
+// maxRetryAfter; 0 when absent.
 func retryAfter(h http.Header, now time.Time) time.Duration {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0
 	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
+	if s, err := strconv.ParseUint(v, 10, 64); err == nil {
+		return time.Duration(min(s, uint64(maxRetryAfter/time.Second))) * time.Second
+	} else if errors.Is(err, strconv.ErrRange) {
+		return maxRetryAfter
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
+		return min(t.Sub(now), maxRetryAfter)
 	}
 	return 0
 }

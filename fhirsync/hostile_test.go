@@ -477,3 +477,102 @@ func TestSearchOutcomeErrorIsNotAResult(t *testing.T) {
 		})
 	}
 }
+
+// capBulk is a CapabilityStatement offering system-level $export.
+const capBulk = `{"resourceType":"CapabilityStatement","rest":[{"mode":"server","resource":[{"type":"Patient","interaction":[{"code":"search-type"}]}],` +
+	`"operation":[{"name":"export","definition":"http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export"}]}]}`
+
+// bulkServer is a Bulk Data server whose status endpoint is status; its
+// kick-off answers 202 with Content-Location /fhir/status, and
+// /fhir/files/NAME serves files[NAME] as NDJSON.
+func bulkServer(t *testing.T, status http.HandlerFunc, files map[string][]byte) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/fhir/metadata", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/fhir+json", []byte(capBulk))
+	})
+	mux.HandleFunc("/fhir/$export", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Location", "/fhir/status")
+		w.WriteHeader(http.StatusAccepted)
+	})
+	mux.HandleFunc("/fhir/status", status)
+	mux.HandleFunc("/fhir/files/", func(w http.ResponseWriter, r *http.Request) {
+		b, ok := files[strings.TrimPrefix(r.URL.Path, "/fhir/files/")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		writeJSON(w, "application/fhir+ndjson", b)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// manifestOf is a completion manifest listing the named files as outputs
+// of their types (NAME = TYPE.ndjson).
+func manifestOf(base string, names ...string) []byte {
+	var out []map[string]string
+	for _, n := range names {
+		out = append(out, map[string]string{"type": strings.TrimSuffix(n, ".ndjson"), "url": base + "/fhir/files/" + n})
+	}
+	b, _ := json.Marshal(map[string]any{"transactionTime": "2026-12-01T12:00:00.000Z", "request": base + "/fhir/$export",
+		"requiresAccessToken": true, "output": out, "error": []any{}})
+	return b
+}
+
+// TestPollHonoursRetryAfter: the Bulk IG's status polling — "a server
+// SHOULD supply a Retry-After header ... (e.g., 120 ...); when provided, a
+// client SHOULD use this information", and a client that polls too often
+// gets 429 — so a Retry-After longer than the retry backoff's cap
+// (MaxDelay) is honoured, up to the poll deadline. A Retry-After too large
+// for a time.Duration used to wrap negative and poll in a tight loop.
+func TestPollHonoursRetryAfter(t *testing.T) {
+	patient := append(corpus(t, "patient.json"), '\n')
+	t.Run("longer than MaxDelay", func(t *testing.T) {
+		var mu sync.Mutex
+		var polls []time.Time
+		var srv *httptest.Server
+		srv = bulkServer(t, func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			polls = append(polls, time.Now())
+			n := len(polls)
+			mu.Unlock()
+			if n == 1 {
+				w.Header().Set("Retry-After", "1")
+				w.Header().Set("X-Progress", "50%")
+				w.WriteHeader(http.StatusAccepted)
+				return
+			}
+			writeJSON(w, "application/json", manifestOf(srv.URL, "Patient.ndjson"))
+		}, map[string][]byte{"Patient.ndjson": patient})
+		o, imp, _ := probeOptions(t, srv.URL+"/fhir", false)
+		o.NoBulk = false // MaxDelay is 10 ms
+		if _, err := runProbe(t, o); err != nil || imp.calls != 1 {
+			t.Fatalf("err %v, imports %d", err, imp.calls)
+		}
+		if gap := polls[1].Sub(polls[0]); gap < 900*time.Millisecond {
+			t.Fatalf("polled again after %s; the server asked for Retry-After: 1", gap)
+		}
+	})
+	for _, after := range []string{"10000000000", time.Now().AddDate(100, 0, 0).UTC().Format(http.TimeFormat)} {
+		t.Run("Retry-After "+after, func(t *testing.T) {
+			var mu sync.Mutex
+			polls := 0
+			srv := bulkServer(t, func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				polls++
+				mu.Unlock()
+				w.Header().Set("Retry-After", after)
+				w.WriteHeader(http.StatusAccepted)
+			}, nil)
+			o, _, _ := probeOptions(t, srv.URL+"/fhir", false)
+			o.NoBulk, o.PollTimeout = false, 300*time.Millisecond
+			_, err := runProbe(t, o)
+			mu.Lock()
+			defer mu.Unlock()
+			if !errors.Is(err, ErrUnavailable) || polls != 1 {
+				t.Fatalf("err %v after %d polls; want ErrUnavailable after one poll (the wait exceeds the poll timeout)", err, polls)
+			}
+		})
+	}
+}

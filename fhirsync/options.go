@@ -115,7 +115,10 @@ type Options struct {
 	// duration in [d/2, d] with d = min(BaseDelay·2^n, MaxDelay), or the
 	// server's Retry-After if that is longer (capped at MaxDelay).
 	BaseDelay, MaxDelay time.Duration
-	// PollTimeout bounds how long a Bulk export may run; 0 = DefaultPollTimeout.
+	// PollTimeout bounds how long a Bulk export may run; 0 =
+	// DefaultPollTimeout. The status poll waits the server's Retry-After
+	// whole (not capped at MaxDelay); a wait that would end past this
+	// deadline fails the sync at once.
 	PollTimeout time.Duration
 	// MaxLine bounds one NDJSON line (one resource); 0 = DefaultMaxLine.
 	MaxLine int
