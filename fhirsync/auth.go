@@ -60,9 +60,9 @@ type authenticator struct {
 	tokenURL *url.URL
 	signer   jose.Signer
 
-	mu      sync.Mutex
-	tok     string
-	expires time.Time
+	mu    sync.Mutex
+	tok   string
+	renew time.Time // after it, tok is not used: a new one is fetched
 	// fetched counts tokens obtained (tests, outcome record).
 	fetched int
 }
@@ -127,19 +127,20 @@ func (a *authenticator) invalidate() {
 	a.mu.Unlock()
 }
 
-// token returns a cached token valid for at least another 30 s, or a new one.
+// token returns the cached token until its renewal time — 30 s before it
+// expires, or halfway through a life shorter than a minute — then a new one.
 func (a *authenticator) token(ctx context.Context) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.c.o.Now()
-	if a.tok != "" && now.Add(30*time.Second).Before(a.expires) {
+	if a.tok != "" && now.Before(a.renew) {
 		return a.tok, nil
 	}
-	tok, ttl, err := a.fetch(ctx, now)
+	tok, ttl, err := a.fetch(ctx)
 	if err != nil {
 		return "", err
 	}
-	a.tok, a.expires = tok, now.Add(ttl)
+	a.tok, a.renew = tok, now.Add(ttl-min(30*time.Second, ttl/2))
 	a.fetched++
 	return tok, nil
 }
@@ -174,22 +175,29 @@ type tokenResponse struct {
 	Description string `json:"error_description"`
 }
 
+// maxTokenTTL bounds how long a token is cached, whatever expires_in says
+// (a 401 re-authenticates anyway); it also keeps expires_in·time.Second
+// from wrapping.
+const maxTokenTTL = time.Hour
+
 // fetch does the client_credentials grant; it is not retried on 4xx.
-func (a *authenticator) fetch(ctx context.Context, now time.Time) (string, time.Duration, error) {
-	asrt, err := a.assertion(now)
-	if err != nil {
-		return "", 0, err
-	}
-	form := url.Values{
-		"grant_type":            {"client_credentials"},
-		"scope":                 {a.c.o.Scope},
-		"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"},
-		"client_assertion":      {asrt},
-	}.Encode()
+func (a *authenticator) fetch(ctx context.Context) (string, time.Duration, error) {
 	// The token request goes through the retrying transport without a
-	// bearer token (auth is nil for it).
+	// bearer token (auth is nil for it). Every attempt signs a fresh
+	// assertion: the server refuses a jti it has seen (SMART Backend
+	// Services), and an earlier attempt's exp may have passed.
 	tc := &client{o: a.c.o, base: a.c.base}
 	resp, err := tc.do(ctx, func(ctx context.Context) (*http.Request, error) {
+		asrt, err := a.assertion(a.c.o.Now())
+		if err != nil {
+			return nil, err
+		}
+		form := url.Values{
+			"grant_type":            {"client_credentials"},
+			"scope":                 {a.c.o.Scope},
+			"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"},
+			"client_assertion":      {asrt},
+		}.Encode()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.tokenURL.String(), strings.NewReader(form))
 		if err != nil {
 			return nil, err
@@ -216,9 +224,9 @@ func (a *authenticator) fetch(ctx context.Context, now time.Time) (string, time.
 	if tr.AccessToken == "" || !strings.EqualFold(tr.TokenType, "bearer") {
 		return "", 0, fmt.Errorf("%w: POST %s: no bearer access_token in the answer", ErrAuth, where(a.tokenURL))
 	}
-	ttl := time.Duration(tr.ExpiresIn) * time.Second
-	if ttl <= 0 {
-		ttl = 5 * time.Minute
+	ttl := 5 * time.Minute // expires_in absent (RFC 6749: RECOMMENDED) or not positive
+	if tr.ExpiresIn > 0 {
+		ttl = time.Duration(min(tr.ExpiresIn, int(maxTokenTTL/time.Second))) * time.Second
 	}
 	return tr.AccessToken, ttl, nil
 }

@@ -3,6 +3,7 @@ package fhirsync
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -70,17 +71,6 @@ func slogTo(w io.Writer) *slog.Logger {
 func writeJSON(w http.ResponseWriter, typ string, body []byte) {
 	w.Header().Set("Content-Type", typ)
 	w.Write(body)
-}
-
-// smartRoutes adds .well-known/smart-configuration and a token endpoint at
-// /auth/token that issues secretToken to mux.
-func smartRoutes(mux *http.ServeMux, srv **httptest.Server, expiresIn string) {
-	mux.HandleFunc("/fhir/.well-known/smart-configuration", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, "application/json", []byte(`{"token_endpoint":"`+(*srv).URL+`/auth/token","token_endpoint_auth_methods_supported":["private_key_jwt"]}`))
-	})
-	mux.HandleFunc("/auth/token", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, "application/json", []byte(`{"access_token":"`+secretToken+`","token_type":"bearer","expires_in":`+expiresIn+`}`))
-	})
 }
 
 // probeImporter records what the Syncer handed over.
@@ -575,4 +565,68 @@ func TestPollHonoursRetryAfter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTokenRequestRetryIsFresh: a token request retried after a 503 sends
+// a new client assertion — SMART Backend Services has the server refuse a
+// jti it has seen, and the first assertion's exp (4 minutes) may pass
+// during the retries — and an expires_in too large for a Duration (which
+// wrapped to 0.29 s, below the 30 s reuse margin, so every request fetched
+// a new token) still caches the token.
+func TestTokenRequestRetryIsFresh(t *testing.T) {
+	var mu sync.Mutex
+	var jtis []string
+	mux := http.NewServeMux()
+	var srv *httptest.Server
+	srv = httptest.NewServer(mux)
+	defer srv.Close()
+	mux.HandleFunc("/fhir/metadata", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/fhir+json", []byte(capREST("Patient", "Practitioner")))
+	})
+	mux.HandleFunc("/fhir/.well-known/smart-configuration", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/json", []byte(`{"token_endpoint":"`+srv.URL+`/auth/token"}`))
+	})
+	mux.HandleFunc("/auth/token", func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		parts := strings.Split(r.PostForm.Get("client_assertion"), ".")
+		var claims struct {
+			JTI string `json:"jti"`
+		}
+		if len(parts) == 3 {
+			b, _ := base64URL(parts[1])
+			json.Unmarshal(b, &claims)
+		}
+		mu.Lock()
+		jtis = append(jtis, claims.JTI)
+		first := len(jtis) == 1
+		mu.Unlock()
+		if first {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		writeJSON(w, "application/json", []byte(`{"access_token":"`+secretToken+`","token_type":"bearer","expires_in":18446744074}`))
+	})
+	patient, pract := corpus(t, "patient.json"), corpus(t, "practitioner.json")
+	mux.HandleFunc("/fhir/Patient", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/fhir+json", searchset("", patient))
+	})
+	mux.HandleFunc("/fhir/Practitioner", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/fhir+json", searchset("", pract))
+	})
+	o, _, logs := probeOptions(t, srv.URL+"/fhir", true)
+	res, err := runProbe(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSecret(t, "log", logs.String())
+	if len(jtis) < 2 || jtis[0] == "" || jtis[0] == jtis[1] {
+		t.Fatalf("jti of the first and the retried token request: %q; want two different ones", jtis)
+	}
+	if res.Tokens != 1 {
+		t.Fatalf("%d tokens fetched for two searches; want the first cached", res.Tokens)
+	}
+}
+
+func base64URL(s string) ([]byte, error) {
+	return base64.RawURLEncoding.DecodeString(s)
 }
