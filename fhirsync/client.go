@@ -257,14 +257,20 @@ func (c *client) get(ctx context.Context, u *url.URL, accept string, hdr http.He
 	})
 }
 
-// checkType refuses a response whose media type is not one of want.
+// checkType refuses a response whose media type is not one of want, or
+// whose charset is not UTF-8: FHIR's JSON is UTF-8 (RFC 8259 section 8.1),
+// and bytes of another charset would reach the catalog as invalid UTF-8.
 func checkType(resp *http.Response, want ...string) error {
-	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	mt, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if err == nil {
 		for _, w := range want {
-			if mt == w {
-				return nil
+			if mt != w {
+				continue
 			}
+			if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
+				return fmt.Errorf("%w: %s %s: charset %q; FHIR JSON is UTF-8", ErrServer, resp.Request.Method, where(resp.Request.URL), cs)
+			}
+			return nil
 		}
 	}
 	return fmt.Errorf("%w: %s %s: content type %q, want %s", ErrServer, resp.Request.Method, where(resp.Request.URL),

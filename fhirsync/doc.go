@@ -20,8 +20,8 @@
 //     per resource type;
 //  2. fetch everything (full) or only what changed since the last
 //     successful sync (its state), streaming every file to disk;
-//  3. validate what was fetched (JSON, content types, complete NDJSON
-//     lines, resource types matching their file);
+//  3. validate what was fetched (JSON, content types, UTF-8, complete
+//     NDJSON lines, resource types matching their file);
 //  4. call [Importer].Import with the staging directory's manifest (not
 //     when an incremental sync found no change; a full sync that found
 //     nothing at all is refused rather than retiring everything; only a

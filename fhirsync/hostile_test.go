@@ -630,3 +630,43 @@ func TestTokenRequestRetryIsFresh(t *testing.T) {
 func base64URL(s string) ([]byte, error) {
 	return base64.RawURLEncoding.DecodeString(s)
 }
+
+// TestNotUTF8IsRefused: FHIR's JSON is UTF-8 (RFC 8259 section 8.1). A
+// server answering in ISO-8859-1 — labelled with a charset, or not — had
+// its bytes staged and imported as they were (the reader passed them on),
+// so "Müller" became invalid UTF-8 in the catalog, and U+FFFD once
+// encoded for a client. Refused, naming the charset or the line, never
+// the content.
+func TestNotUTF8IsRefused(t *testing.T) {
+	latin1 := "{\"resourceType\":\"Patient\",\"id\":\"p1\",\"name\":[{\"family\":\"M\xfcller\"}]}\n"
+	t.Run("bulk file without a charset", func(t *testing.T) {
+		var srv *httptest.Server
+		srv = bulkServer(t, func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, "application/json", manifestOf(srv.URL, "Patient.ndjson"))
+		}, map[string][]byte{"Patient.ndjson": []byte(latin1)})
+		o, imp, _ := probeOptions(t, srv.URL+"/fhir", false)
+		o.NoBulk = false
+		_, err := runProbe(t, o)
+		if !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), "line 1: not UTF-8") || imp.calls != 0 {
+			t.Fatalf("err = %v, imports %d; want ErrServer naming the line", err, imp.calls)
+		}
+		if strings.Contains(err.Error(), "ller") {
+			t.Fatalf("the error quotes the content: %v", err)
+		}
+	})
+	t.Run("search page labelled ISO-8859-1", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/metadata") {
+				writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
+				return
+			}
+			writeJSON(w, "application/fhir+json; charset=ISO-8859-1", searchset("", []byte(strings.TrimSpace(latin1))))
+		}))
+		defer srv.Close()
+		o, imp, _ := probeOptions(t, srv.URL+"/fhir", false)
+		_, err := runProbe(t, o)
+		if !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), `charset "ISO-8859-1"`) || imp.calls != 0 {
+			t.Fatalf("err = %v, imports %d; want ErrServer naming the charset", err, imp.calls)
+		}
+	})
+}
