@@ -140,6 +140,7 @@ func (a *authenticator) token(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	a.c.creds.add(tok)
 	a.tok, a.renew = tok, now.Add(ttl-min(30*time.Second, ttl/2))
 	a.fetched++
 	return tok, nil
@@ -163,6 +164,7 @@ func (a *authenticator) assertion(now time.Time) (string, error) {
 		// The signer's error (Vault's) names a path, never key material.
 		return "", fmt.Errorf("%w: signing the client assertion: %v", ErrAuth, err)
 	}
+	a.c.creds.add(s)
 	return s, nil
 }
 
@@ -186,7 +188,7 @@ func (a *authenticator) fetch(ctx context.Context) (string, time.Duration, error
 	// bearer token (auth is nil for it). Every attempt signs a fresh
 	// assertion: the server refuses a jti it has seen (SMART Backend
 	// Services), and an earlier attempt's exp may have passed.
-	tc := &client{o: a.c.o, base: a.c.base}
+	tc := &client{o: a.c.o, base: a.c.base, creds: a.c.creds}
 	resp, err := tc.do(ctx, func(ctx context.Context) (*http.Request, error) {
 		asrt, err := a.assertion(a.c.o.Now())
 		if err != nil {

@@ -83,7 +83,7 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 	// object storage URLs); they are then fetched without the token.
 	fc := c
 	if m.RequiresAccessToken != nil && !*m.RequiresAccessToken {
-		fc = &client{o: c.o, base: c.base, anyOrigin: true}
+		fc = &client{o: c.o, base: c.base, anyOrigin: true, creds: c.creds}
 		defer func() { c.requests += fc.requests }()
 	}
 	n := 0
@@ -140,7 +140,7 @@ func (c *client) poll(ctx context.Context, status *url.URL) (bulkManifest, error
 		if resp.StatusCode != http.StatusAccepted {
 			return bulkManifest{}, fmt.Errorf("%w: GET %s: HTTP %d", ErrServer, where(status), resp.StatusCode)
 		}
-		c.o.Progress(Progress{Phase: "poll", Detail: resp.Header.Get("X-Progress")})
+		c.o.Progress(Progress{Phase: "poll", Detail: c.creds.redact(resp.Header.Get("X-Progress"))})
 		// The server's Retry-After is honoured whole (the Bulk IG's
 		// example is 120 s; a client that polls sooner gets 429), not cut
 		// to MaxDelay, the cap of retry backoff; the poll deadline bounds it.
@@ -217,7 +217,7 @@ func (c *client) deleteJob(ctx context.Context, status *url.URL) {
 	c.requests++
 	resp, err := c.o.HTTPClient.Do(req)
 	if err != nil {
-		c.o.Logger.Warn("fhirsync: deleting the finished export job", "request", "DELETE "+where(status), "err", transportCause(err))
+		c.o.Logger.Warn("fhirsync: deleting the finished export job", "request", "DELETE "+where(status), "err", c.creds.redact(transportCause(err).Error()))
 		return
 	}
 	drain(resp)

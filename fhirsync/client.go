@@ -26,6 +26,9 @@ type client struct {
 	// anyOrigin lets resolve accept URLs on another origin; only for a
 	// client without a token (Bulk files with requiresAccessToken false).
 	anyOrigin bool
+	// creds are the sync's credentials, redacted from its messages;
+	// shared by the clients of one sync.
+	creds *credentials
 }
 
 // where names a URL in messages: its path only, never the query (a
@@ -194,7 +197,7 @@ func (c *client) do(ctx context.Context, mk func(ctx context.Context) (*http.Req
 				return nil, fmt.Errorf("%w: %s %s: %v; refused (a credential is never sent to another origin)", ErrServer, req.Method, where(req.URL), re)
 			}
 			// The transport's error text can hold the full URL: name the path.
-			last = fmt.Sprintf("%s %s: %v", req.Method, where(req.URL), transportCause(err))
+			last = c.creds.redact(fmt.Sprintf("%s %s: %v", req.Method, where(req.URL), transportCause(err)))
 		case resp.StatusCode == http.StatusUnauthorized && c.auth != nil && !reauthed:
 			drain(resp)
 			c.auth.invalidate()

@@ -46,7 +46,10 @@
 //     of the request that failed, never its query (pre-signed download URLs
 //     carry credentials there), never an access token or client assertion,
 //     never a payload. The FHIR base URL is refused if it carries user
-//     information, a query or a fragment.
+//     information, a query or a fragment. What a server echoes of the
+//     sync's access tokens or client assertions (in a header Go quotes in
+//     an error, a Content-Type, a manifest field) is redacted from the
+//     error, the log and the progress reports.
 //   - Credentials stay on their origin: the access token goes only to the
 //     FHIR base's origin (scheme, host and port), and neither it nor the
 //     client assertion follows a redirect to another origin (Go's client

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/custos-mcp/custos/audit"
 )
 
 // These tests play a hostile or broken FHIR server on loopback
@@ -146,6 +148,9 @@ func runProbe(t *testing.T, o Options) (Result, error) {
 	defer cancel()
 	return s.Run(ctx)
 }
+
+// auditPrincipal is who the probes' audit records name.
+var auditPrincipal = audit.Principal{Sub: "uid:0", ClientID: "custos"}
 
 // noSecret fails if msg holds the access token or a client assertion.
 func noSecret(t *testing.T, what, msg string) {
@@ -669,4 +674,93 @@ func TestNotUTF8IsRefused(t *testing.T) {
 			t.Fatalf("err = %v, imports %d; want ErrServer naming the charset", err, imp.calls)
 		}
 	})
+}
+
+// TestEchoedCredentialNeverInMessages: a broken server or proxy that
+// echoes the request's access token back — in a Content-Type, a malformed
+// header line (Go's transport quotes it in its error), a manifest's output
+// type, X-Progress — had it copied into the sync's error, hence stderr
+// and the sync/end audit record, and into the retry log line. Every
+// credential of the sync is redacted from what leaves it; the error still
+// wraps its sentinel.
+func TestEchoedCredentialNeverInMessages(t *testing.T) {
+	patient := corpus(t, "patient.json")
+	for _, tc := range []struct {
+		name string
+		bulk bool
+		// serve answers the search (REST) or the status poll (Bulk);
+		// bearer is the token the request carried.
+		serve func(w http.ResponseWriter, r *http.Request, bearer string)
+		want  error
+	}{
+		{"content type", false, func(w http.ResponseWriter, r *http.Request, bearer string) {
+			writeJSON(w, "text/html; echo="+bearer, searchset("", patient))
+		}, ErrServer},
+		{"malformed header line", false, func(w http.ResponseWriter, r *http.Request, bearer string) {
+			c, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			buf.WriteString("HTTP/1.1 200 OK\r\nEcho " + bearer + "\r\n\r\n")
+			buf.Flush()
+			c.Close()
+		}, ErrUnavailable},
+		{"manifest output type", true, func(w http.ResponseWriter, r *http.Request, bearer string) {
+			writeJSON(w, "application/json", []byte(`{"transactionTime":"2026-12-01T12:00:00Z","request":"x","requiresAccessToken":true,"output":[{"type":"`+bearer+`","url":"/fhir/files/x"}],"error":[]}`))
+		}, ErrServer},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mux := http.NewServeMux()
+			var srv *httptest.Server
+			srv = httptest.NewServer(mux)
+			defer srv.Close()
+			mux.HandleFunc("/fhir/metadata", func(w http.ResponseWriter, r *http.Request) {
+				if tc.bulk {
+					writeJSON(w, "application/fhir+json", []byte(capBulk))
+					return
+				}
+				writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
+			})
+			mux.HandleFunc("/fhir/.well-known/smart-configuration", func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, "application/json", []byte(`{"token_endpoint":"`+srv.URL+`/auth/token"}`))
+			})
+			mux.HandleFunc("/auth/token", func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, "application/json", []byte(`{"access_token":"`+secretToken+`","token_type":"bearer","expires_in":300}`))
+			})
+			polls := 0
+			mux.HandleFunc("/fhir/$export", func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Location", "/fhir/status")
+				w.WriteHeader(http.StatusAccepted)
+			})
+			mux.HandleFunc("/fhir/status", func(w http.ResponseWriter, r *http.Request) {
+				bearer := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+				if polls++; polls == 1 {
+					w.Header().Set("X-Progress", "exporting for "+bearer)
+					w.WriteHeader(http.StatusAccepted)
+					return
+				}
+				tc.serve(w, r, bearer)
+			})
+			mux.HandleFunc("/fhir/Patient", func(w http.ResponseWriter, r *http.Request) {
+				tc.serve(w, r, strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+			})
+			o, imp, logs := probeOptions(t, srv.URL+"/fhir", true)
+			o.NoBulk = !tc.bulk
+			var progress strings.Builder
+			o.Progress = func(p Progress) { progress.WriteString(p.Detail + "\n") }
+			rec := o.Recorder.(*probeRecorder)
+			_, err := runProbe(t, o)
+			if !errors.Is(err, tc.want) || imp.calls != 0 {
+				t.Fatalf("err = %v, imports %d; want %v", err, imp.calls, tc.want)
+			}
+			noSecret(t, "error", err.Error())
+			noSecret(t, "log", logs.String())
+			noSecret(t, "progress", progress.String())
+			for _, e := range rec.events {
+				if e.Err != nil {
+					noSecret(t, "audit record", AuditEntry(e, auditPrincipal, false, nil).Reason)
+				}
+			}
+		})
+	}
 }

@@ -93,6 +93,8 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 		return Result{}, fmt.Errorf("%w: %v (nothing was fetched)", ErrNotRecorded, err)
 	}
 	res, c, err := s.run(ctx, full, since)
+	// What a server echoed of the sync's credentials leaves in no message.
+	err = c.creds.redactErr(err)
 	res.Duration = o.Now().Sub(start)
 	end := Event{Phase: "end", Base: o.Base, Tenant: o.Tenant, Full: full, Since: since, Mode: res.Mode,
 		Resources: res.Resources, Deleted: res.Deleted, Types: res.Types, Requests: c.requests, Duration: res.Duration, Err: err}
@@ -127,7 +129,7 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 func (s *Syncer) run(ctx context.Context, full bool, since time.Time) (Result, *client, error) {
 	o := &s.o
 	base, _ := ParseBase(o.Base)
-	c := &client{o: o, base: base}
+	c := &client{o: o, base: base, creds: &credentials{}}
 	res := Result{Base: o.Base, Full: full, Since: since}
 	o.Progress(Progress{Phase: "capability"})
 	cp, err := c.readCapability(ctx, o.Group)
