@@ -233,13 +233,20 @@ func (a *authenticator) fetch(ctx context.Context) (string, time.Duration, error
 	return tr.AccessToken, ttl, nil
 }
 
+// maxJSONBody bounds a JSON answer (a search page, a manifest); a var for
+// tests.
+var maxJSONBody int64 = 64 << 20
+
 // decodeJSON checks the content type and decodes a bounded JSON body.
 func decodeJSON(resp *http.Response, types []string, v any) error {
 	if err := checkType(resp, types...); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(io.LimitReader(resp.Body, 64<<20))
-	if err := dec.Decode(v); err != nil {
+	lr := &io.LimitedReader{R: resp.Body, N: maxJSONBody + 1}
+	if err := json.NewDecoder(lr).Decode(v); err != nil {
+		if lr.N <= 0 {
+			return fmt.Errorf("%w: %s %s: body larger than %d bytes; refused", ErrServer, resp.Request.Method, where(resp.Request.URL), maxJSONBody)
+		}
 		return fmt.Errorf("%w: %s %s: body is not valid JSON: %v", ErrServer, resp.Request.Method, where(resp.Request.URL), jsonCause(err))
 	}
 	return nil

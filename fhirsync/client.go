@@ -2,6 +2,7 @@ package fhirsync
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -195,6 +196,11 @@ func (c *client) do(ctx context.Context, mk func(ctx context.Context) (*http.Req
 			var re *redirectError
 			if errors.As(err, &re) {
 				return nil, fmt.Errorf("%w: %s %s: %v; refused (a credential is never sent to another origin)", ErrServer, req.Method, where(req.URL), re)
+			}
+			// An untrusted certificate stays untrusted: not retried.
+			var cve *tls.CertificateVerificationError
+			if errors.As(err, &cve) {
+				return nil, fmt.Errorf("%w: %s %s: %v", ErrServer, req.Method, where(req.URL), c.creds.redact(transportCause(err).Error()))
 			}
 			// The transport's error text can hold the full URL: name the path.
 			last = c.creds.redact(fmt.Sprintf("%s %s: %v", req.Method, where(req.URL), transportCause(err)))

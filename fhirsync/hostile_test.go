@@ -764,3 +764,42 @@ func TestEchoedCredentialNeverInMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestUntrustedCertificateFailsAtOnce: a server whose TLS certificate the
+// client does not trust will not become trusted by asking again: the sync
+// fails at the first attempt (it retried MaxAttempts times with backoff
+// and then blamed an unavailable server), naming the TLS cause.
+func TestUntrustedCertificateFailsAtOnce(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
+	}))
+	defer srv.Close()
+	o, _, _ := probeOptions(t, srv.URL+"/fhir", false)
+	o.MaxAttempts = 4
+	res, err := runProbe(t, o)
+	if !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), "certificate") || res.Requests != 1 {
+		t.Fatalf("err = %v after %d requests; want ErrServer naming the certificate after one", err, res.Requests)
+	}
+}
+
+// TestOversizedPageNamesTheLimit: a JSON answer beyond the 64 MiB bound
+// is refused as too large (it was reported as "not valid JSON:
+// truncated", which sends the operator looking for a broken server).
+func TestOversizedPageNamesTheLimit(t *testing.T) {
+	defer func(n int64) { maxJSONBody = n }(maxJSONBody)
+	maxJSONBody = 4 << 10
+	patient := corpus(t, "patient.json")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/metadata") {
+			writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
+			return
+		}
+		writeJSON(w, "application/fhir+json", searchset("", patient, patient, patient))
+	}))
+	defer srv.Close()
+	o, _, _ := probeOptions(t, srv.URL+"/fhir", false)
+	_, err := runProbe(t, o)
+	if !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), "larger than 4096 bytes") {
+		t.Fatalf("err = %v; want ErrServer naming the limit", err)
+	}
+}
