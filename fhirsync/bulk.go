@@ -35,6 +35,9 @@ type bulkManifest struct {
 		Type string `json:"type"`
 		URL  string `json:"url"`
 	} `json:"error"`
+	// served is the server's clock when it served the manifest (its Date
+	// header); zero without one.
+	served time.Time
 }
 
 // bulkExport runs a Bulk Data export: kick-off, poll, download into st.
@@ -75,6 +78,15 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 	tt, err := time.Parse(time.RFC3339Nano, m.TransactionTime)
 	if err != nil {
 		return bulkResult{}, fmt.Errorf("%w: GET %s: manifest transactionTime is not an instant", ErrServer, where(status))
+	}
+	// transactionTime is when the export's query ran, so before the
+	// server served its manifest: a later one (an export worker whose
+	// clock runs ahead) would make the next _since skip every resource
+	// updated in between. The Date header has second precision (truncated):
+	// only a transactionTime past the end of its second is clamped to it.
+	if !m.served.IsZero() && !tt.Before(m.served.Add(time.Second)) {
+		c.o.Logger.Warn("fhirsync: the manifest's transactionTime is after the server's Date header; the next increment starts at the Date", "request", "GET "+where(status), "transactionTime", tt, "date", m.served)
+		tt = m.served
 	}
 	if len(m.Error) > 0 {
 		return bulkResult{}, fmt.Errorf("%w: GET %s: the export reported %d error file(s); nothing imported", ErrServer, where(status), len(m.Error))
@@ -133,6 +145,9 @@ func (c *client) poll(ctx context.Context, status *url.URL) (bulkManifest, error
 			}
 			if m.TransactionTime == "" || m.Output == nil {
 				return bulkManifest{}, fmt.Errorf("%w: GET %s: not a Bulk Data completion manifest", ErrServer, where(status))
+			}
+			if t, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+				m.served = t
 			}
 			return m, nil
 		}

@@ -803,3 +803,30 @@ func TestOversizedPageNamesTheLimit(t *testing.T) {
 		t.Fatalf("err = %v; want ErrServer naming the limit", err)
 	}
 }
+
+// TestTransactionTimeAfterTheServersClock: a manifest whose
+// transactionTime is later than the server's own clock when it served the
+// manifest (its Date header) — an export worker whose clock runs ahead —
+// must not become the next _since: every resource updated between the
+// real time and that instant would never be fetched. The next increment
+// starts at the earlier of the two.
+func TestTransactionTimeAfterTheServersClock(t *testing.T) {
+	patient := append(corpus(t, "patient.json"), '\n')
+	served := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var srv *httptest.Server
+	srv = bulkServer(t, func(w http.ResponseWriter, r *http.Request) {
+		m := bytes.Replace(manifestOf(srv.URL, "Patient.ndjson"), []byte("2026-12-01T12:00:00.000Z"), []byte("2026-12-02T12:00:00.000Z"), 1)
+		w.Header().Set("Date", served.Format(http.TimeFormat))
+		writeJSON(w, "application/json", m)
+	}, map[string][]byte{"Patient.ndjson": patient})
+	o, _, _ := probeOptions(t, srv.URL+"/fhir", false)
+	o.NoBulk = false
+	res, err := runProbe(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ReadState(o.StateDir, o.Base)
+	if err != nil || st.Since.After(served) || res.Next.After(served) {
+		t.Fatalf("next since %s (state %s, %v); want at most the server's clock %s", res.Next, st.Since, err, served)
+	}
+}
