@@ -6,7 +6,9 @@
 // [base]/metadata, search with _count, _lastUpdated and Bundle
 // link[relation=next]); FHIR Bulk Data Access 2.0 ($export kick-off with
 // Prefer: respond-async, status polling with Retry-After and X-Progress,
-// the completion manifest with output and deleted files, _since); SMART App
+// the completion manifest with output, deleted and error files — outcome
+// and link next for a manifest in pages in the IG's later editions —
+// _since); SMART App
 // Launch 2.x Backend Services (client_credentials grant with a
 // private_key_jwt client assertion, RS384 or ES384, exp at most five
 // minutes ahead, aud = the token endpoint of

@@ -496,7 +496,11 @@ func bulkServer(t *testing.T, status http.HandlerFunc, files map[string][]byte) 
 			http.NotFound(w, r)
 			return
 		}
-		writeJSON(w, "application/fhir+ndjson", b)
+		typ := "application/fhir+ndjson"
+		if strings.HasSuffix(r.URL.Path, ".json") {
+			typ = "application/json" // a manifest's next page
+		}
+		writeJSON(w, typ, b)
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -828,5 +832,100 @@ func TestTransactionTimeAfterTheServersClock(t *testing.T) {
 	st, err := ReadState(o.StateDir, o.Base)
 	if err != nil || st.Since.After(served) || res.Next.After(served) {
 		t.Fatalf("next since %s (state %s, %v); want at most the server's clock %s", res.Next, st.Since, err, served)
+	}
+}
+
+// hl7Manifest is a manifest of HL7's Bulk Data IG examples
+// (testdata/hl7-bulkdata) with its file URLs on srv, edited by edit.
+func hl7Manifest(t *testing.T, name, srvURL string, edit func(map[string]any)) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "hl7-bulkdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.ReplaceAll(b, []byte("https://example.org/output/"), []byte(srvURL+"/fhir/files/"))
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(m)
+	}
+	out, _ := json.Marshal(m)
+	return out
+}
+
+// TestManifestOutcomesAndPages: the manifests of HL7's Bulk Data IG
+// examples. Its error (2.0) or outcome (later editions) files carry
+// "error, warning, and information messages": an error or fatal issue
+// means the export is incomplete and fails the sync (an outcome array was
+// ignored, so a partial export was imported, and a full sync retired the
+// rest); warnings and information do not (any error file failed the
+// sync). A manifest paged with link next is read to its end (only its
+// first page was imported). Output organized by Patient, which custos
+// does not ask for, is refused by name.
+func TestManifestOutcomesAndPages(t *testing.T) {
+	patient, obs := corpus(t, "patient.json"), corpus(t, "observation-lab.json")
+	other := bytes.Replace(patient, []byte(`"id":"MRN-77441123"`), []byte(`"id":"MRN-2"`), 1)
+	info := `{"resourceType":"OperationOutcome","issue":[{"severity":"information","code":"informational","diagnostics":"export took 3 s"}]}` + "\n" +
+		`{"resourceType":"OperationOutcome","issue":[{"severity":"warning","code":"not-supported","diagnostics":"_typeFilter ignored"}]}` + "\n"
+	fatal := `{"resourceType":"OperationOutcome","issue":[{"severity":"fatal","code":"exception","diagnostics":"Observation export for Evelyn Marsh failed"}]}` + "\n"
+	files := func(outcome string) map[string][]byte {
+		return map[string][]byte{
+			"patient_file_1.ndjson":     append(patient, '\n'),
+			"observation_file_1.ndjson": append(obs, '\n'),
+			"observation_file_2.ndjson": nil,
+			"del_file_1.ndjson":         []byte(`{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"DELETE","url":"Patient/gone"}}]}` + "\n"),
+			"err_file_1.ndjson":         []byte(outcome),
+			"patient_file_2.ndjson":     append(other, '\n'),
+		}
+	}
+	for _, tc := range []struct {
+		name, manifest, outcome string
+		edit                    func(srvURL string, m map[string]any)
+		patients                int    // want imported, or
+		err                     string // want refused with
+	}{
+		{"outcome with information and a warning", "BulkDataManifestByTypeExample.json", info, nil, 1, ""},
+		{"outcome with a fatal issue", "BulkDataManifestByTypeExample.json", fatal, nil, 0, `(code "exception")`},
+		{"2.0 error array with a warning", "BulkDataManifestByTypeExample.json", info, func(_ string, m map[string]any) {
+			m["error"], m["outcome"] = m["outcome"], nil
+		}, 1, ""},
+		{"2.0 error array with a fatal issue", "BulkDataManifestByTypeExample.json", fatal, func(_ string, m map[string]any) {
+			m["error"], m["outcome"] = m["outcome"], nil
+		}, 0, `(code "exception")`},
+		{"paged with link next", "BulkDataManifestByTypeExample.json", info, func(srvURL string, m map[string]any) {
+			m["link"] = []map[string]string{{"relation": "next", "url": srvURL + "/fhir/files/manifest-2.json"}}
+		}, 2, ""},
+		{"organized by Patient", "BulkDataManifestOrganizedByPatientExample.json", info, nil, 0, "outputOrganizedBy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := files(tc.outcome)
+			var srv *httptest.Server
+			srv = bulkServer(t, func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, "application/json", hl7Manifest(t, tc.manifest, srv.URL, func(m map[string]any) {
+					if tc.edit != nil {
+						tc.edit(srv.URL, m)
+					}
+				}))
+			}, fs)
+			fs["manifest-2.json"] = []byte(`{"transactionTime":"2021-01-01T00:00:00Z","requiresAccessToken":true,"output":[{"type":"Patient","url":"` +
+				srv.URL + `/fhir/files/patient_file_2.ndjson"}]}`)
+			o, imp, logs := probeOptions(t, srv.URL+"/fhir", false)
+			o.NoBulk = false
+			res, err := runProbe(t, o)
+			if tc.err != "" {
+				if !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), tc.err) || imp.calls != 0 {
+					t.Fatalf("err = %v, imports %d; want ErrServer with %q, nothing imported", err, imp.calls, tc.err)
+				}
+				if strings.Contains(err.Error()+logs.String(), "Evelyn") {
+					t.Fatalf("an outcome's diagnostics leaked: %v", err)
+				}
+				return
+			}
+			if err != nil || imp.lines["Patient"] != tc.patients || imp.lines["Observation"] != 1 || res.Deleted != 1 {
+				t.Fatalf("err %v, imported %v, deleted %d; want %d Patients, 1 Observation, 1 deletion", err, imp.lines, res.Deleted, tc.patients)
+			}
+		})
 	}
 }
