@@ -94,6 +94,9 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 	if err != nil {
 		return bulkResult{}, err
 	}
+	// From here on the server holds an export: it is deleted however the
+	// sync ends (cancelled while running, or its files released).
+	defer c.deleteJob(ctx, status)
 	m, err := c.poll(ctx, status)
 	if err != nil {
 		return bulkResult{}, err
@@ -156,7 +159,6 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 		}
 	}
 	c.o.Progress(Progress{Phase: "download", Detail: "done", Resources: n})
-	c.deleteJob(ctx, status)
 	return bulkResult{transactionTime: tt, request: u.Path + "?" + q.Encode()}, nil
 }
 
@@ -343,9 +345,13 @@ func (c *client) download(ctx context.Context, st *stage, ref, typ string, delet
 	}
 }
 
-// deleteJob tells the server the export's files may go (Bulk Data: DELETE
-// on the status URL). Best effort: a failure is logged, not an error.
+// deleteJob tells the server the export may go — cancelled if it still
+// runs, its files released if done (Bulk Data: DELETE on the status URL).
+// Best effort, also after the sync's context ended: a failure is logged,
+// not an error.
 func (c *client) deleteJob(ctx context.Context, status *url.URL) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, status.String(), nil)
 	if err != nil {
 		return

@@ -558,6 +558,9 @@ func TestPollHonoursRetryAfter(t *testing.T) {
 			var mu sync.Mutex
 			polls := 0
 			srv := bulkServer(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.Method != http.MethodGet {
+					return // the DELETE of the abandoned export
+				}
 				mu.Lock()
 				polls++
 				mu.Unlock()
@@ -925,6 +928,51 @@ func TestManifestOutcomesAndPages(t *testing.T) {
 			}
 			if err != nil || imp.lines["Patient"] != tc.patients || imp.lines["Observation"] != 1 || res.Deleted != 1 {
 				t.Fatalf("err %v, imported %v, deleted %d; want %d Patients, 1 Observation, 1 deletion", err, imp.lines, res.Deleted, tc.patients)
+			}
+		})
+	}
+}
+
+// TestFailedExportIsDeleted: once an export was kicked off, the sync
+// DELETEs its status URL whatever happens next — the Bulk IG's way to
+// cancel a running export or release its files — not only after a
+// success: a sync that failed on the manifest (here an error outcome) or
+// gave up polling left the server's export, and its files of PHI behind
+// their (possibly pre-signed) URLs, in place.
+func TestFailedExportIsDeleted(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status func(srvURL string, w http.ResponseWriter)
+	}{
+		{"error outcome", func(srvURL string, w http.ResponseWriter) {
+			writeJSON(w, "application/json", []byte(`{"transactionTime":"2026-12-01T12:00:00Z","requiresAccessToken":true,"output":[],"error":[{"type":"OperationOutcome","url":"`+srvURL+`/fhir/files/err.ndjson"}]}`))
+		}},
+		{"poll timeout", func(_ string, w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "3600")
+			w.WriteHeader(http.StatusAccepted)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			deletes := 0
+			var srv *httptest.Server
+			srv = bulkServer(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodDelete {
+					mu.Lock()
+					deletes++
+					mu.Unlock()
+					w.WriteHeader(http.StatusAccepted)
+					return
+				}
+				tc.status(srv.URL, w)
+			}, map[string][]byte{"err.ndjson": []byte(`{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"exception"}]}` + "\n")})
+			o, imp, _ := probeOptions(t, srv.URL+"/fhir", false)
+			o.NoBulk = false
+			_, err := runProbe(t, o)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil || imp.calls != 0 || deletes != 1 {
+				t.Fatalf("err %v, imports %d, DELETEs of the status URL %d; want a failed sync that deleted its export once", err, imp.calls, deletes)
 			}
 		})
 	}
