@@ -241,7 +241,7 @@ func (c *client) checkOutcomes(ctx context.Context, ref string) error {
 			if !utf8.Valid(t) || json.Unmarshal(t, &head) != nil || head.ResourceType != "OperationOutcome" {
 				return fmt.Errorf("%w: GET %s line %d: not an OperationOutcome", ErrServer, where(u), line)
 			}
-			if code, bad := outcomeError(t); bad {
+			if _, code, bad := outcome(t); bad {
 				return fmt.Errorf("%w: GET %s line %d: the export reported an error (code %q): it is incomplete; nothing imported", ErrServer, where(u), line, code)
 			}
 			notes++

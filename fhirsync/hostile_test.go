@@ -2,6 +2,7 @@ package fhirsync
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -973,6 +974,108 @@ func TestFailedExportIsDeleted(t *testing.T) {
 			defer mu.Unlock()
 			if err == nil || imp.calls != 0 || deletes != 1 {
 				t.Fatalf("err %v, imports %d, DELETEs of the status URL %d; want a failed sync that deleted its export once", err, imp.calls, deletes)
+			}
+		})
+	}
+}
+
+// TestHostileServerInvariants: what a broken or hostile FHIR server does
+// to a REST sync, and what must hold: nothing partial is imported, no
+// state is saved on failure, the token goes to no other origin, and what
+// the specifications allow still works.
+func TestHostileServerInvariants(t *testing.T) {
+	patient, pract := corpus(t, "patient.json"), corpus(t, "practitioner.json")
+	for _, tc := range []struct {
+		name string
+		// page answers a search of typ; n counts that type's requests.
+		page    func(w http.ResponseWriter, r *http.Request, typ string, n int, self, other string)
+		err     error  // nil: the sync succeeds
+		msg     string // in the error
+		witness bool   // the other origin must see no request
+	}{
+		{"503 on the second type's search", func(w http.ResponseWriter, r *http.Request, typ string, n int, self, other string) {
+			if typ == "Practitioner" {
+				http.Error(w, "down", http.StatusServiceUnavailable)
+				return
+			}
+			writeJSON(w, "application/fhir+json", searchset("", patient))
+		}, ErrUnavailable, "GET /fhir/Practitioner: HTTP 503", false},
+		{"next link back to the first page", func(w http.ResponseWriter, r *http.Request, typ string, n int, self, other string) {
+			if typ == "Patient" {
+				writeJSON(w, "application/fhir+json", searchset(self+"/fhir/Patient?_count=1000", patient))
+				return
+			}
+			writeJSON(w, "application/fhir+json", searchset("", pract))
+		}, ErrServer, "next links loop", false},
+		{"next link on another origin", func(w http.ResponseWriter, r *http.Request, typ string, n int, self, other string) {
+			writeJSON(w, "application/fhir+json", searchset(other+"/fhir/"+typ+"?page=2", patient))
+		}, ErrServer, "another origin", true},
+		{"information outcome without a search mode", func(w http.ResponseWriter, r *http.Request, typ string, n int, self, other string) {
+			res := patient
+			if typ == "Practitioner" {
+				res = pract
+			}
+			writeJSON(w, "application/fhir+json", []byte(`{"resourceType":"Bundle","type":"searchset","entry":[{"resource":`+string(res)+
+				`},{"resource":{"resourceType":"OperationOutcome","issue":[{"severity":"information","code":"informational"}]}}]}`))
+		}, nil, "", false},
+		{"gzip", func(w http.ResponseWriter, r *http.Request, typ string, n int, self, other string) {
+			res := patient
+			if typ == "Practitioner" {
+				res = pract
+			}
+			if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+				t.Errorf("no Accept-Encoding gzip")
+			}
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			zw.Write(searchset("", res))
+			zw.Close()
+			w.Header().Set("Content-Encoding", "gzip")
+			writeJSON(w, "application/fhir+json", buf.Bytes())
+		}, nil, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wit := newWitness(t, patient)
+			var mu sync.Mutex
+			counts := map[string]int{}
+			var srv *httptest.Server
+			srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				typ := strings.TrimPrefix(r.URL.Path, "/fhir/")
+				if typ == "metadata" {
+					writeJSON(w, "application/fhir+json", []byte(capREST("Patient", "Practitioner")))
+					return
+				}
+				mu.Lock()
+				counts[typ]++
+				n := counts[typ]
+				mu.Unlock()
+				tc.page(w, r, typ, n, srv.URL, wit.URL)
+			}))
+			defer srv.Close()
+			o, imp, _ := probeOptions(t, srv.URL+"/fhir", false)
+			o.MaxAttempts = 3
+			_, err := runProbe(t, o)
+			if tc.witness {
+				wit.mu.Lock()
+				if len(wit.seen) > 0 {
+					t.Errorf("the other origin was contacted: %q", wit.seen)
+				}
+				wit.mu.Unlock()
+			}
+			if tc.err == nil {
+				if err != nil || imp.calls != 1 || imp.lines["Patient"] != 1 || imp.lines["Practitioner"] != 1 {
+					t.Fatalf("err %v, imports %d %v; want Patient and Practitioner imported", err, imp.calls, imp.lines)
+				}
+				return
+			}
+			if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.msg) || imp.calls != 0 {
+				t.Fatalf("err = %v, imports %d; want %v with %q and nothing imported", err, imp.calls, tc.err, tc.msg)
+			}
+			if st, err := ReadState(o.StateDir, o.Base); err != nil || !st.Since.IsZero() {
+				t.Fatalf("a failed sync saved a state: %+v, %v", st, err)
+			}
+			if entries, _ := filepath.Glob(filepath.Join(o.StateDir, "sync-staging-*")); len(entries) > 0 {
+				t.Fatalf("staging left behind: %v", entries)
 			}
 		})
 	}

@@ -84,13 +84,16 @@ func (c *client) restSearch(ctx context.Context, st *stage, typ string, since ti
 			if len(e.Resource) == 0 {
 				return 0, fmt.Errorf("%w: GET %s: entry %d has no resource", ErrServer, where(u), i)
 			}
-			if code, bad := outcomeError(e.Resource); bad && (e.Search.Mode == "outcome" || typ != "OperationOutcome") {
-				// The server says the search failed: what it did return is
-				// not the whole result (a full sync would retire the rest).
-				return 0, fmt.Errorf("%w: GET %s: entry %d is an OperationOutcome with an error (code %q): the search did not complete", ErrServer, where(u), i, code)
+			if oo, code, bad := outcome(e.Resource); oo && (e.Search.Mode == "outcome" || typ != "OperationOutcome") {
+				if bad {
+					// The server says the search failed: what it did return
+					// is not the whole result (a full sync would retire the rest).
+					return 0, fmt.Errorf("%w: GET %s: entry %d is an OperationOutcome with an error (code %q): the search did not complete", ErrServer, where(u), i, code)
+				}
+				continue // a warning or information about the search, with or without search.mode
 			}
 			if e.Search.Mode != "" && e.Search.Mode != "match" {
-				continue // _include'd or outcome entries
+				continue // _include'd entries
 			}
 			buf.Reset()
 			if err := json.Compact(&buf, e.Resource); err != nil {
@@ -123,11 +126,11 @@ func (c *client) restSearch(ctx context.Context, st *stage, typ string, since ti
 	return st.copyNDJSON(tmp, "search "+typ+" ("+filepath.Base(tmp.Name())+")", typ, false)
 }
 
-// outcomeError reports whether raw is an OperationOutcome with an issue of
-// severity error or fatal, and that issue's code (never its diagnostics or
-// details, which may quote data).
-func outcomeError(raw json.RawMessage) (code string, bad bool) {
-	var oo struct {
+// outcome reports whether raw is an OperationOutcome, whether it has an
+// issue of severity error or fatal (bad), and that issue's code (never its
+// diagnostics or details, which may quote data).
+func outcome(raw json.RawMessage) (isOO bool, code string, bad bool) {
+	var res struct {
 		ResourceType string `json:"resourceType"`
 		Issue        []struct {
 			Severity string `json:"severity"`
@@ -135,18 +138,18 @@ func outcomeError(raw json.RawMessage) (code string, bad bool) {
 		} `json:"issue"`
 	}
 	// Most entries are not one: skip their second parse.
-	if !bytes.Contains(raw, []byte(`"OperationOutcome"`)) || json.Unmarshal(raw, &oo) != nil || oo.ResourceType != "OperationOutcome" {
-		return "", false
+	if !bytes.Contains(raw, []byte(`"OperationOutcome"`)) || json.Unmarshal(raw, &res) != nil || res.ResourceType != "OperationOutcome" {
+		return false, "", false
 	}
-	for _, is := range oo.Issue {
+	for _, is := range res.Issue {
 		if is.Severity == "error" || is.Severity == "fatal" {
 			if !validCode(is.Code) {
-				return "", true
+				return true, "", true
 			}
-			return is.Code, true
+			return true, is.Code, true
 		}
 	}
-	return "", false
+	return true, "", false
 }
 
 // validCode reports whether c looks like a FHIR code of issue-type
