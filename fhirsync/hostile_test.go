@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -1078,5 +1079,69 @@ func TestHostileServerInvariants(t *testing.T) {
 				t.Fatalf("staging left behind: %v", entries)
 			}
 		})
+	}
+}
+
+// TestTokenEndpointOfTheSMARTConfiguration: the token endpoint comes from
+// the base's .well-known/smart-configuration, which SMART lets name
+// another host (a separate authorization server): the assertion goes
+// there with aud = that endpoint, so it is good for it alone. A plain
+// http endpoint for an https base (the assertion and the token in clear)
+// is refused before anything is signed or sent.
+func TestTokenEndpointOfTheSMARTConfiguration(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		var mu sync.Mutex
+		var auds []string
+		authz := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.ParseForm()
+			parts := strings.Split(r.PostForm.Get("client_assertion"), ".")
+			var claims struct {
+				Aud any `json:"aud"`
+			}
+			if len(parts) == 3 {
+				b, _ := base64URL(parts[1])
+				json.Unmarshal(b, &claims)
+			}
+			mu.Lock()
+			auds = append(auds, fmt.Sprint(claims.Aud))
+			mu.Unlock()
+			writeJSON(w, "application/json", []byte(`{"access_token":"`+secretToken+`","token_type":"bearer","expires_in":300}`))
+		}))
+		plainAuthz := httptest.NewServer(authz.Config.Handler)
+		tokenURL := authz.URL + "/token"
+		if plain {
+			tokenURL = plainAuthz.URL + "/token"
+		}
+		patient := corpus(t, "patient.json")
+		fhir := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch strings.TrimPrefix(r.URL.Path, "/fhir/") {
+			case "metadata":
+				writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
+			case ".well-known/smart-configuration":
+				writeJSON(w, "application/json", []byte(`{"token_endpoint":"`+tokenURL+`"}`))
+			default:
+				if r.Header.Get("Authorization") != "Bearer "+secretToken {
+					http.Error(w, "no token", http.StatusUnauthorized)
+					return
+				}
+				writeJSON(w, "application/fhir+json", searchset("", patient))
+			}
+		}))
+		// One client trusting both test certificates (httptest's is shared).
+		o, imp, _ := probeOptions(t, fhir.URL+"/fhir", true)
+		o.HTTPClient = fhir.Client()
+		_, err := runProbe(t, o)
+		fhir.Close()
+		authz.Close()
+		plainAuthz.Close()
+		if plain {
+			if !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), "plain http") || len(auds) != 0 {
+				t.Fatalf("http token endpoint for an https base: err %v, token requests %d; want refused before any", err, len(auds))
+			}
+			continue
+		}
+		if err != nil || imp.calls != 1 || len(auds) != 1 || auds[0] != "["+tokenURL+"]" && auds[0] != tokenURL {
+			t.Fatalf("token endpoint on another host: err %v, imports %d, aud %q; want aud = %s", err, imp.calls, auds, tokenURL)
+		}
 	}
 }
