@@ -601,15 +601,10 @@ func TestTokenRequestRetryIsFresh(t *testing.T) {
 		writeJSON(w, "application/json", []byte(`{"token_endpoint":"`+srv.URL+`/auth/token"}`))
 	})
 	mux.HandleFunc("/auth/token", func(w http.ResponseWriter, r *http.Request) {
-		r.ParseForm()
-		parts := strings.Split(r.PostForm.Get("client_assertion"), ".")
 		var claims struct {
 			JTI string `json:"jti"`
 		}
-		if len(parts) == 3 {
-			b, _ := base64URL(parts[1])
-			json.Unmarshal(b, &claims)
-		}
+		assertionClaims(r, &claims)
 		mu.Lock()
 		jtis = append(jtis, claims.JTI)
 		first := len(jtis) == 1
@@ -641,8 +636,15 @@ func TestTokenRequestRetryIsFresh(t *testing.T) {
 	}
 }
 
-func base64URL(s string) ([]byte, error) {
-	return base64.RawURLEncoding.DecodeString(s)
+// assertionClaims decodes the claims of a token request's client
+// assertion into v (unverified: the tests only look at them).
+func assertionClaims(r *http.Request, v any) {
+	r.ParseForm()
+	parts := strings.Split(r.PostForm.Get("client_assertion"), ".")
+	if len(parts) == 3 {
+		b, _ := base64.RawURLEncoding.DecodeString(parts[1])
+		json.Unmarshal(b, v)
+	}
 }
 
 // TestNotUTF8IsRefused: FHIR's JSON is UTF-8 (RFC 8259 section 8.1). A
@@ -1093,15 +1095,10 @@ func TestTokenEndpointOfTheSMARTConfiguration(t *testing.T) {
 		var mu sync.Mutex
 		var auds []string
 		authz := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			r.ParseForm()
-			parts := strings.Split(r.PostForm.Get("client_assertion"), ".")
 			var claims struct {
 				Aud any `json:"aud"`
 			}
-			if len(parts) == 3 {
-				b, _ := base64URL(parts[1])
-				json.Unmarshal(b, &claims)
-			}
+			assertionClaims(r, &claims)
 			mu.Lock()
 			auds = append(auds, fmt.Sprint(claims.Aud))
 			mu.Unlock()
