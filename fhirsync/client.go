@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -57,16 +58,26 @@ func (c *client) resolve(ref string) (*url.URL, error) {
 	if c.anyOrigin && c.auth == nil && (u.Scheme == "https" || u.Scheme == c.base.Scheme) && u.Host != "" {
 		return u, nil
 	}
-	if u.Scheme != c.base.Scheme || u.Host != c.base.Host {
+	if !sameOrigin(u, c.base) {
 		return nil, fmt.Errorf("%w: %s: URL on another origin than the FHIR base; refused (the access token is never sent elsewhere)", ErrServer, where(u))
 	}
 	return u, nil
 }
 
-// sameOrigin reports whether a and b have the same scheme and host (with
-// port): RFC 6454 origins, as resolve compares them.
+// origin is u's RFC 6454 origin: its scheme, its host in lower case, and
+// its port, the scheme's default when none is written.
+func origin(u *url.URL) string {
+	scheme, port := strings.ToLower(u.Scheme), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// sameOrigin reports whether a and b have the same origin, whatever the
+// spelling of their hosts and default ports.
 func sameOrigin(a, b *url.URL) bool {
-	return a.Scheme == b.Scheme && a.Host == b.Host
+	return origin(a) == origin(b)
 }
 
 // redirectError is a redirect checkRedirect refused.

@@ -1142,3 +1142,27 @@ func TestTokenEndpointOfTheSMARTConfiguration(t *testing.T) {
 		}
 	}
 }
+
+// TestSameOriginWhateverTheSpelling: an origin is a scheme, a host and a
+// port (RFC 6454): a next link that spells the base's host in capitals or
+// names its default port is the same origin and is followed (it was
+// refused as "another origin"); another port, scheme or host is not.
+func TestSameOriginWhateverTheSpelling(t *testing.T) {
+	base, _ := ParseBase("https://ehr.example.org/fhir")
+	c := &client{o: &Options{}, base: base}
+	for ref, same := range map[string]bool{
+		"https://EHR.Example.org/fhir/Patient?page=2":     true,
+		"https://ehr.example.org:443/fhir/Patient?page=2": true,
+		"HTTPS://ehr.example.org/fhir/Patient?page=2":     true,
+		"Patient?page=2": true,
+		"https://ehr.example.org:8443/fhir/Patient": false,
+		"http://ehr.example.org/fhir/Patient":       false,
+		"https://ehr.example.org.evil.example/fhir": false,
+		"https://evil.example/ehr.example.org/fhir": false,
+	} {
+		_, err := c.resolve(ref)
+		if same != (err == nil) {
+			t.Errorf("resolve(%q) = %v; same origin %v", ref, err, same)
+		}
+	}
+}
