@@ -121,7 +121,7 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 		fc = &client{o: c.o, base: c.base, anyOrigin: true, creds: c.creds}
 		defer func() { c.requests += fc.requests }()
 	}
-	if err := fc.manifestPages(ctx, status, &m); err != nil {
+	if err := fc.manifestPages(ctx, &m); err != nil {
 		return bulkResult{}, err
 	}
 	// Errors, warnings and information of the export are in its error
@@ -164,7 +164,7 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 
 // manifestPages reads the pages after m (link next) into m: a manifest in
 // pages is only complete at its end. Each page is checked like the first.
-func (c *client) manifestPages(ctx context.Context, status *url.URL, m *bulkManifest) error {
+func (c *client) manifestPages(ctx context.Context, m *bulkManifest) error {
 	seen := map[string]bool{}
 	for ref := m.next(); ref != ""; {
 		u, err := c.resolve(ref)
