@@ -889,22 +889,26 @@ func TestManifestOutcomesAndPages(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, manifest, outcome string
+		types                   []string // Options.Types
 		edit                    func(srvURL string, m map[string]any)
 		patients                int    // want imported, or
 		err                     string // want refused with
 	}{
-		{"outcome with information and a warning", "BulkDataManifestByTypeExample.json", info, nil, 1, ""},
-		{"outcome with a fatal issue", "BulkDataManifestByTypeExample.json", fatal, nil, 0, `(code "exception")`},
-		{"2.0 error array with a warning", "BulkDataManifestByTypeExample.json", info, func(_ string, m map[string]any) {
+		{"outcome with information and a warning", "BulkDataManifestByTypeExample.json", info, nil, nil, 1, ""},
+		{"outcome with a fatal issue", "BulkDataManifestByTypeExample.json", fatal, nil, nil, 0, `(code "exception")`},
+		{"2.0 error array with a warning", "BulkDataManifestByTypeExample.json", info, nil, func(_ string, m map[string]any) {
 			m["error"], m["outcome"] = m["outcome"], nil
 		}, 1, ""},
-		{"2.0 error array with a fatal issue", "BulkDataManifestByTypeExample.json", fatal, func(_ string, m map[string]any) {
+		{"2.0 error array with a fatal issue", "BulkDataManifestByTypeExample.json", fatal, nil, func(_ string, m map[string]any) {
 			m["error"], m["outcome"] = m["outcome"], nil
 		}, 0, `(code "exception")`},
-		{"paged with link next", "BulkDataManifestByTypeExample.json", info, func(srvURL string, m map[string]any) {
+		{"paged with link next", "BulkDataManifestByTypeExample.json", info, nil, func(srvURL string, m map[string]any) {
 			m["link"] = []map[string]string{{"relation": "next", "url": srvURL + "/fhir/files/manifest-2.json"}}
 		}, 2, ""},
-		{"organized by Patient", "BulkDataManifestOrganizedByPatientExample.json", info, nil, 0, "outputOrganizedBy"},
+		{"organized by Patient", "BulkDataManifestOrganizedByPatientExample.json", info, nil, nil, 0, "outputOrganizedBy"},
+		// custos sync --type Patient: the server's Observations are not
+		// what was asked for (they were imported).
+		{"a type _type did not ask for", "BulkDataManifestByTypeExample.json", info, []string{"Patient"}, nil, 0, `output of type "Observation", which the export's _type did not ask for`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := files(tc.outcome)
@@ -919,7 +923,7 @@ func TestManifestOutcomesAndPages(t *testing.T) {
 			fs["manifest-2.json"] = []byte(`{"transactionTime":"2021-01-01T00:00:00Z","requiresAccessToken":true,"output":[{"type":"Patient","url":"` +
 				srv.URL + `/fhir/files/patient_file_2.ndjson"}]}`)
 			o, imp, logs := probeOptions(t, srv.URL+"/fhir", false)
-			o.NoBulk = false
+			o.NoBulk, o.Types = false, tc.types
 			res, err := runProbe(t, o)
 			if tc.err != "" {
 				if !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), tc.err) || imp.calls != 0 {
