@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +60,7 @@ type authenticator struct {
 	c        *client
 	tokenURL *url.URL
 	signer   jose.Signer
+	scope    string // Options.Scope, or the configuration's default
 
 	mu    sync.Mutex
 	tok   string
@@ -69,8 +71,28 @@ type authenticator struct {
 
 // smartConfiguration is the part of .well-known/smart-configuration used.
 type smartConfiguration struct {
-	TokenEndpoint string   `json:"token_endpoint"`
-	AuthMethods   []string `json:"token_endpoint_auth_methods_supported"`
+	TokenEndpoint   string   `json:"token_endpoint"`
+	AuthMethods     []string `json:"token_endpoint_auth_methods_supported"`
+	ScopesSupported []string `json:"scopes_supported"`
+	Capabilities    []string `json:"capabilities"`
+}
+
+// defaultScope is the scope asked for when Options.Scope is empty: SMART
+// v1's system/*.read, which v2 servers usually still take, unless the
+// configuration shows the server takes only v2 scopes — scopes_supported
+// with system/*.rs and without system/*.read, or the permission-v2
+// capability without permission-v1 — then v2's system/*.rs (read and
+// search).
+func (sc smartConfiguration) defaultScope() string {
+	const v1, v2 = "system/*.read", "system/*.rs"
+	switch {
+	case slices.Contains(sc.ScopesSupported, v1):
+		return v1
+	case slices.Contains(sc.ScopesSupported, v2),
+		slices.Contains(sc.Capabilities, "permission-v2") && !slices.Contains(sc.Capabilities, "permission-v1"):
+		return v2
+	}
+	return v1
 }
 
 // newAuthenticator reads the server's SMART configuration and prepares the
@@ -105,7 +127,11 @@ func newAuthenticator(ctx context.Context, c *client) (*authenticator, error) {
 	if tu.Scheme == "http" && c.base.Scheme == "https" {
 		return nil, fmt.Errorf("%w: %s: token_endpoint is plain http while the FHIR base is https; refused", ErrServer, where(u))
 	}
-	return &authenticator{c: c, tokenURL: tu, signer: signer}, nil
+	scope := c.o.Scope
+	if scope == "" {
+		scope = sc.defaultScope()
+	}
+	return &authenticator{c: c, tokenURL: tu, signer: signer, scope: scope}, nil
 }
 
 // keyIDSigner adds the key id to the JWK that go-jose takes the kid header from.
@@ -196,7 +222,7 @@ func (a *authenticator) fetch(ctx context.Context) (string, time.Duration, error
 		}
 		form := url.Values{
 			"grant_type":            {"client_credentials"},
-			"scope":                 {a.c.o.Scope},
+			"scope":                 {a.scope},
 			"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"},
 			"client_assertion":      {asrt},
 		}.Encode()

@@ -1170,3 +1170,50 @@ func TestSameOriginWhateverTheSpelling(t *testing.T) {
 		}
 	}
 }
+
+// TestScopeOfTheSMARTConfiguration: with no scope configured, the token
+// request asks for SMART's v1 system/*.read unless the server's
+// smart-configuration shows it takes only v2 scopes (scopes_supported
+// with system/*.rs and not system/*.read, or the permission-v2 capability
+// without permission-v1): a v2-only server refused system/*.read with
+// invalid_scope, and the sync failed as an authorization error.
+func TestScopeOfTheSMARTConfiguration(t *testing.T) {
+	patient := corpus(t, "patient.json")
+	for _, tc := range []struct {
+		name, config, want string
+	}{
+		{"v1 and v2 scopes", `"scopes_supported":["system/*.read","system/*.rs"]`, "system/*.read"},
+		{"v2 scopes only", `"scopes_supported":["system/*.rs","system/Patient.rs"]`, "system/*.rs"},
+		{"permission-v2 only", `"capabilities":["client-confidential-asymmetric","permission-v2"]`, "system/*.rs"},
+		{"nothing said", `"capabilities":["client-confidential-asymmetric"]`, "system/*.read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mux := http.NewServeMux()
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			mux.HandleFunc("/fhir/metadata", func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
+			})
+			mux.HandleFunc("/fhir/.well-known/smart-configuration", func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, "application/json", []byte(`{"token_endpoint":"`+srv.URL+`/auth/token",`+tc.config+`}`))
+			})
+			mux.HandleFunc("/auth/token", func(w http.ResponseWriter, r *http.Request) {
+				r.ParseForm()
+				if got := r.PostForm.Get("scope"); got != tc.want {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusBadRequest)
+					w.Write([]byte(`{"error":"invalid_scope"}`))
+					return
+				}
+				writeJSON(w, "application/json", []byte(`{"access_token":"`+secretToken+`","token_type":"bearer","expires_in":300}`))
+			})
+			mux.HandleFunc("/fhir/Patient", func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, "application/fhir+json", searchset("", patient))
+			})
+			o, imp, _ := probeOptions(t, srv.URL+"/fhir", true)
+			if _, err := runProbe(t, o); err != nil || imp.calls != 1 {
+				t.Fatalf("err %v, imports %d; want the token with scope %s", err, imp.calls, tc.want)
+			}
+		})
+	}
+}

@@ -85,7 +85,9 @@ type Options struct {
 	// KeyID is the kid of the client assertion's header, as registered in
 	// the server's JWKS for the client.
 	KeyID string
-	// Scope requested with the token; "" = "system/*.read".
+	// Scope requested with the token; "" = SMART v1's "system/*.read",
+	// or v2's "system/*.rs" when the server's smart-configuration shows
+	// it takes only v2 scopes (smartConfiguration.defaultScope).
 	Scope string
 	// Importer receives the staging directory. Required.
 	Importer Importer
@@ -193,9 +195,6 @@ func (o *Options) validate() error {
 	}
 	if o.StagingDir == "" {
 		o.StagingDir = o.StateDir
-	}
-	if o.Scope == "" {
-		o.Scope = "system/*.read"
 	}
 	if o.HTTPClient == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
