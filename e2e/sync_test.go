@@ -450,7 +450,7 @@ func TestSyncBulkAndREST(t *testing.T) {
 			var obs, pats []string
 			srv.control(t, "ids", map[string]string{"type": "Observation"}, &obs)
 			srv.control(t, "ids", map[string]string{"type": "Patient"}, &pats)
-			time.Sleep(1100 * time.Millisecond) // _lastUpdated=gt has second precision
+			time.Sleep(1100 * time.Millisecond) // the REST increment refetches the second its predecessor started (_lastUpdated=ge, second precision)
 			for _, id := range obs[:3] {
 				srv.control(t, "update", map[string]string{"type": "Observation", "id": id}, nil)
 			}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -59,18 +60,39 @@ type authenticator struct {
 	c        *client
 	tokenURL *url.URL
 	signer   jose.Signer
+	scope    string // Options.Scope, or the configuration's default
 
-	mu      sync.Mutex
-	tok     string
-	expires time.Time
+	mu    sync.Mutex
+	tok   string
+	renew time.Time // after it, tok is not used: a new one is fetched
 	// fetched counts tokens obtained (tests, outcome record).
 	fetched int
 }
 
 // smartConfiguration is the part of .well-known/smart-configuration used.
 type smartConfiguration struct {
-	TokenEndpoint string   `json:"token_endpoint"`
-	AuthMethods   []string `json:"token_endpoint_auth_methods_supported"`
+	TokenEndpoint   string   `json:"token_endpoint"`
+	AuthMethods     []string `json:"token_endpoint_auth_methods_supported"`
+	ScopesSupported []string `json:"scopes_supported"`
+	Capabilities    []string `json:"capabilities"`
+}
+
+// defaultScope is the scope asked for when Options.Scope is empty: SMART
+// v1's system/*.read, which v2 servers usually still take, unless the
+// configuration shows the server takes only v2 scopes — scopes_supported
+// with system/*.rs and without system/*.read, or the permission-v2
+// capability without permission-v1 — then v2's system/*.rs (read and
+// search).
+func (sc smartConfiguration) defaultScope() string {
+	const v1, v2 = "system/*.read", "system/*.rs"
+	switch {
+	case slices.Contains(sc.ScopesSupported, v1):
+		return v1
+	case slices.Contains(sc.ScopesSupported, v2),
+		slices.Contains(sc.Capabilities, "permission-v2") && !slices.Contains(sc.Capabilities, "permission-v1"):
+		return v2
+	}
+	return v1
 }
 
 // newAuthenticator reads the server's SMART configuration and prepares the
@@ -105,7 +127,11 @@ func newAuthenticator(ctx context.Context, c *client) (*authenticator, error) {
 	if tu.Scheme == "http" && c.base.Scheme == "https" {
 		return nil, fmt.Errorf("%w: %s: token_endpoint is plain http while the FHIR base is https; refused", ErrServer, where(u))
 	}
-	return &authenticator{c: c, tokenURL: tu, signer: signer}, nil
+	scope := c.o.Scope
+	if scope == "" {
+		scope = sc.defaultScope()
+	}
+	return &authenticator{c: c, tokenURL: tu, signer: signer, scope: scope}, nil
 }
 
 // keyIDSigner adds the key id to the JWK that go-jose takes the kid header from.
@@ -127,19 +153,21 @@ func (a *authenticator) invalidate() {
 	a.mu.Unlock()
 }
 
-// token returns a cached token valid for at least another 30 s, or a new one.
+// token returns the cached token until its renewal time — 30 s before it
+// expires, or halfway through a life shorter than a minute — then a new one.
 func (a *authenticator) token(ctx context.Context) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.c.o.Now()
-	if a.tok != "" && now.Add(30*time.Second).Before(a.expires) {
+	if a.tok != "" && now.Before(a.renew) {
 		return a.tok, nil
 	}
-	tok, ttl, err := a.fetch(ctx, now)
+	tok, ttl, err := a.fetch(ctx)
 	if err != nil {
 		return "", err
 	}
-	a.tok, a.expires = tok, now.Add(ttl)
+	a.c.creds.add(tok)
+	a.tok, a.renew = tok, now.Add(ttl-min(30*time.Second, ttl/2))
 	a.fetched++
 	return tok, nil
 }
@@ -162,6 +190,7 @@ func (a *authenticator) assertion(now time.Time) (string, error) {
 		// The signer's error (Vault's) names a path, never key material.
 		return "", fmt.Errorf("%w: signing the client assertion: %v", ErrAuth, err)
 	}
+	a.c.creds.add(s)
 	return s, nil
 }
 
@@ -174,22 +203,29 @@ type tokenResponse struct {
 	Description string `json:"error_description"`
 }
 
+// maxTokenTTL bounds how long a token is cached, whatever expires_in says
+// (a 401 re-authenticates anyway); it also keeps expires_in·time.Second
+// from wrapping.
+const maxTokenTTL = time.Hour
+
 // fetch does the client_credentials grant; it is not retried on 4xx.
-func (a *authenticator) fetch(ctx context.Context, now time.Time) (string, time.Duration, error) {
-	asrt, err := a.assertion(now)
-	if err != nil {
-		return "", 0, err
-	}
-	form := url.Values{
-		"grant_type":            {"client_credentials"},
-		"scope":                 {a.c.o.Scope},
-		"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"},
-		"client_assertion":      {asrt},
-	}.Encode()
+func (a *authenticator) fetch(ctx context.Context) (string, time.Duration, error) {
 	// The token request goes through the retrying transport without a
-	// bearer token (auth is nil for it).
-	tc := &client{o: a.c.o, base: a.c.base}
+	// bearer token (auth is nil for it). Every attempt signs a fresh
+	// assertion: the server refuses a jti it has seen (SMART Backend
+	// Services), and an earlier attempt's exp may have passed.
+	tc := &client{o: a.c.o, base: a.c.base, creds: a.c.creds}
 	resp, err := tc.do(ctx, func(ctx context.Context) (*http.Request, error) {
+		asrt, err := a.assertion(a.c.o.Now())
+		if err != nil {
+			return nil, err
+		}
+		form := url.Values{
+			"grant_type":            {"client_credentials"},
+			"scope":                 {a.scope},
+			"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"},
+			"client_assertion":      {asrt},
+		}.Encode()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.tokenURL.String(), strings.NewReader(form))
 		if err != nil {
 			return nil, err
@@ -216,20 +252,27 @@ func (a *authenticator) fetch(ctx context.Context, now time.Time) (string, time.
 	if tr.AccessToken == "" || !strings.EqualFold(tr.TokenType, "bearer") {
 		return "", 0, fmt.Errorf("%w: POST %s: no bearer access_token in the answer", ErrAuth, where(a.tokenURL))
 	}
-	ttl := time.Duration(tr.ExpiresIn) * time.Second
-	if ttl <= 0 {
-		ttl = 5 * time.Minute
+	ttl := 5 * time.Minute // expires_in absent (RFC 6749: RECOMMENDED) or not positive
+	if tr.ExpiresIn > 0 {
+		ttl = time.Duration(min(tr.ExpiresIn, int(maxTokenTTL/time.Second))) * time.Second
 	}
 	return tr.AccessToken, ttl, nil
 }
+
+// maxJSONBody bounds a JSON answer (a search page, a manifest); a var for
+// tests.
+var maxJSONBody int64 = 64 << 20
 
 // decodeJSON checks the content type and decodes a bounded JSON body.
 func decodeJSON(resp *http.Response, types []string, v any) error {
 	if err := checkType(resp, types...); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(io.LimitReader(resp.Body, 64<<20))
-	if err := dec.Decode(v); err != nil {
+	lr := &io.LimitedReader{R: resp.Body, N: maxJSONBody + 1}
+	if err := json.NewDecoder(lr).Decode(v); err != nil {
+		if lr.N <= 0 {
+			return fmt.Errorf("%w: %s %s: body larger than %d bytes; refused", ErrServer, resp.Request.Method, where(resp.Request.URL), maxJSONBody)
+		}
 		return fmt.Errorf("%w: %s %s: body is not valid JSON: %v", ErrServer, resp.Request.Method, where(resp.Request.URL), jsonCause(err))
 	}
 	return nil

@@ -1,13 +1,19 @@
 package fhirsync
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // bulkResult is what a Bulk export staged.
@@ -16,25 +22,46 @@ type bulkResult struct {
 	request         string
 }
 
-// bulkManifest is the server's completion manifest.
+// bulkManifest is the server's completion manifest: Bulk Data 2.0, and
+// the later editions' names (outcome for error, link next for a manifest
+// in pages, outputOrganizedBy).
 type bulkManifest struct {
-	TransactionTime     string `json:"transactionTime"`
-	Request             string `json:"request"`
-	RequiresAccessToken *bool  `json:"requiresAccessToken"`
-	Output              []struct {
-		Type  string `json:"type"`
-		URL   string `json:"url"`
-		Count *int   `json:"count"`
-	} `json:"output"`
-	Deleted []struct {
-		Type string `json:"type"`
-		URL  string `json:"url"`
-	} `json:"deleted"`
-	Error []struct {
-		Type string `json:"type"`
-		URL  string `json:"url"`
-	} `json:"error"`
+	TransactionTime     string         `json:"transactionTime"`
+	Request             string         `json:"request"`
+	RequiresAccessToken *bool          `json:"requiresAccessToken"`
+	OutputOrganizedBy   string         `json:"outputOrganizedBy"`
+	Output              []manifestItem `json:"output"`
+	Deleted             []manifestItem `json:"deleted"`
+	Error               []manifestItem `json:"error"`
+	Outcome             []manifestItem `json:"outcome"`
+	Link                []struct {
+		Relation string `json:"relation"`
+		URL      string `json:"url"`
+	} `json:"link"`
+	// served is the server's clock when it served the manifest (its Date
+	// header); zero without one.
+	served time.Time
 }
+
+// manifestItem is one file of a manifest.
+type manifestItem struct {
+	Type  string `json:"type"`
+	URL   string `json:"url"`
+	Count *int   `json:"count"`
+}
+
+// next is the manifest's next page ("" when none).
+func (m *bulkManifest) next() string {
+	for _, l := range m.Link {
+		if l.Relation == "next" {
+			return l.URL
+		}
+	}
+	return ""
+}
+
+// maxManifestPages bounds the pages of one manifest.
+const maxManifestPages = 10000
 
 // bulkExport runs a Bulk Data export: kick-off, poll, download into st.
 func (c *client) bulkExport(ctx context.Context, st *stage, path string, since time.Time) (bulkResult, error) {
@@ -67,6 +94,9 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 	if err != nil {
 		return bulkResult{}, err
 	}
+	// From here on the server holds an export: it is deleted however the
+	// sync ends (cancelled while running, or its files released).
+	defer c.deleteJob(ctx, status)
 	m, err := c.poll(ctx, status)
 	if err != nil {
 		return bulkResult{}, err
@@ -75,20 +105,40 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 	if err != nil {
 		return bulkResult{}, fmt.Errorf("%w: GET %s: manifest transactionTime is not an instant", ErrServer, where(status))
 	}
-	if len(m.Error) > 0 {
-		return bulkResult{}, fmt.Errorf("%w: GET %s: the export reported %d error file(s); nothing imported", ErrServer, where(status), len(m.Error))
+	// transactionTime is when the export's query ran, so before the
+	// server served its manifest: a later one (an export worker whose
+	// clock runs ahead) would make the next _since skip every resource
+	// updated in between. The Date header has second precision (truncated):
+	// only a transactionTime past the end of its second is clamped to it.
+	if !m.served.IsZero() && !tt.Before(m.served.Add(time.Second)) {
+		c.o.Logger.Warn("fhirsync: the manifest's transactionTime is after the server's Date header; the next increment starts at the Date", "request", "GET "+where(status), "transactionTime", tt, "date", m.served)
+		tt = m.served
 	}
 	// Files that need no token may live on another origin (pre-signed
 	// object storage URLs); they are then fetched without the token.
 	fc := c
 	if m.RequiresAccessToken != nil && !*m.RequiresAccessToken {
-		fc = &client{o: c.o, base: c.base, anyOrigin: true}
+		fc = &client{o: c.o, base: c.base, anyOrigin: true, creds: c.creds}
 		defer func() { c.requests += fc.requests }()
+	}
+	if err := fc.manifestPages(ctx, &m); err != nil {
+		return bulkResult{}, err
+	}
+	// Errors, warnings and information of the export are in its error
+	// (2.0) or outcome (later editions) files: an error means an
+	// incomplete export, fetched before any output.
+	for _, e := range append(m.Error, m.Outcome...) {
+		if err := fc.checkOutcomes(ctx, e.URL); err != nil {
+			return bulkResult{}, err
+		}
 	}
 	n := 0
 	for _, o := range m.Output {
 		if !validType(o.Type) {
 			return bulkResult{}, fmt.Errorf("%w: GET %s: output of type %q", ErrServer, where(status), o.Type)
+		}
+		if len(c.o.Types) > 0 && !slices.Contains(c.o.Types, o.Type) {
+			return bulkResult{}, fmt.Errorf("%w: GET %s: output of type %q, which the export's _type did not ask for", ErrServer, where(status), o.Type)
 		}
 		k, err := fc.download(ctx, st, o.URL, o.Type, false)
 		if err != nil {
@@ -109,8 +159,101 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 		}
 	}
 	c.o.Progress(Progress{Phase: "download", Detail: "done", Resources: n})
-	c.deleteJob(ctx, status)
 	return bulkResult{transactionTime: tt, request: u.Path + "?" + q.Encode()}, nil
+}
+
+// manifestPages reads the pages after m (link next) into m: a manifest in
+// pages is only complete at its end. Each page is checked like the first.
+func (c *client) manifestPages(ctx context.Context, m *bulkManifest) error {
+	seen := map[string]bool{}
+	for ref := m.next(); ref != ""; {
+		u, err := c.resolve(ref)
+		if err != nil {
+			return err
+		}
+		if seen[u.String()] || len(seen) >= maxManifestPages {
+			return fmt.Errorf("%w: GET %s: the manifest's next links loop", ErrServer, where(u))
+		}
+		seen[u.String()] = true
+		resp, err := c.get(ctx, u, "application/json", nil)
+		if err != nil {
+			return fmt.Errorf("bulk manifest page: %w", err)
+		}
+		var p bulkManifest
+		err = decodeJSON(resp, jsonTypes, &p)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if err := p.organized(u); err != nil {
+			return err
+		}
+		m.Output = append(m.Output, p.Output...)
+		m.Deleted = append(m.Deleted, p.Deleted...)
+		m.Error = append(m.Error, p.Error...)
+		m.Outcome = append(m.Outcome, p.Outcome...)
+		ref = p.next()
+	}
+	return nil
+}
+
+// organized refuses output organized by a resource type (outputOrganizedBy,
+// whose files mix types): custos never asks for it.
+func (m *bulkManifest) organized(u *url.URL) error {
+	if m.OutputOrganizedBy == "" {
+		return nil
+	}
+	by := "another type"
+	if validType(m.OutputOrganizedBy) {
+		by = m.OutputOrganizedBy
+	}
+	return fmt.Errorf("%w: GET %s: output organized by %s (outputOrganizedBy), which custos does not ask for and cannot stage; refused", ErrServer, where(u), by)
+}
+
+// checkOutcomes reads one error/outcome file (NDJSON of OperationOutcome)
+// and fails on an issue of severity error or fatal, naming its code,
+// never its diagnostics; warnings and information are logged by count.
+func (c *client) checkOutcomes(ctx context.Context, ref string) error {
+	u, err := c.resolve(ref)
+	if err != nil {
+		return err
+	}
+	resp, err := c.get(ctx, u, "application/fhir+ndjson", nil)
+	if err != nil {
+		return fmt.Errorf("bulk outcome file: %w", err)
+	}
+	defer drain(resp)
+	if err := checkType(resp, ndjsonTypes...); err != nil {
+		return err
+	}
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	notes := 0
+	for line := 1; ; line++ {
+		b, rerr := readLine(br, c.o.MaxLine)
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			return fmt.Errorf("%w: GET %s line %d: %v", ErrUnavailable, where(u), line, c.creds.redact(transportCause(rerr).Error()))
+		}
+		if t := bytes.TrimSpace(b); len(t) > 0 {
+			var head struct {
+				ResourceType string `json:"resourceType"`
+			}
+			// An OperationOutcome needs no id, unlike checkResource's lines.
+			if !utf8.Valid(t) || json.Unmarshal(t, &head) != nil || head.ResourceType != "OperationOutcome" {
+				return fmt.Errorf("%w: GET %s line %d: not an OperationOutcome", ErrServer, where(u), line)
+			}
+			if _, code, bad := outcome(t); bad {
+				return fmt.Errorf("%w: GET %s line %d: the export reported an error (code %q): it is incomplete; nothing imported", ErrServer, where(u), line, code)
+			}
+			notes++
+		}
+		if rerr != nil {
+			break
+		}
+	}
+	if notes > 0 {
+		c.o.Logger.Info("fhirsync: the export reported warnings or information (no error)", "request", "GET "+where(u), "outcomes", notes)
+	}
+	return nil
 }
 
 // poll waits for the export to finish and returns its manifest.
@@ -130,20 +273,28 @@ func (c *client) poll(ctx context.Context, status *url.URL) (bulkManifest, error
 			if m.TransactionTime == "" || m.Output == nil {
 				return bulkManifest{}, fmt.Errorf("%w: GET %s: not a Bulk Data completion manifest", ErrServer, where(status))
 			}
+			if err := m.organized(status); err != nil {
+				return bulkManifest{}, err
+			}
+			if t, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+				m.served = t
+			}
 			return m, nil
 		}
 		drain(resp)
 		if resp.StatusCode != http.StatusAccepted {
 			return bulkManifest{}, fmt.Errorf("%w: GET %s: HTTP %d", ErrServer, where(status), resp.StatusCode)
 		}
-		c.o.Progress(Progress{Phase: "poll", Detail: resp.Header.Get("X-Progress")})
+		c.o.Progress(Progress{Phase: "poll", Detail: c.creds.redact(resp.Header.Get("X-Progress"))})
+		// The server's Retry-After is honoured whole (the Bulk IG's
+		// example is 120 s; a client that polls sooner gets 429), not cut
+		// to MaxDelay, the cap of retry backoff; the poll deadline bounds it.
 		wait := retryAfter(resp.Header, c.o.Now())
 		if wait == 0 {
 			wait = backoff(min(i, 5), c.o.BaseDelay, c.o.MaxDelay, 0)
 		}
-		wait = min(wait, c.o.MaxDelay)
 		if c.o.Now().Add(wait).After(deadline) {
-			return bulkManifest{}, fmt.Errorf("%w: GET %s: export not complete after %s", ErrUnavailable, where(status), c.o.PollTimeout)
+			return bulkManifest{}, fmt.Errorf("%w: GET %s: export not complete within the poll timeout of %s (the server asks to poll again in %s)", ErrUnavailable, where(status), c.o.PollTimeout, wait.Round(time.Second))
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -194,9 +345,13 @@ func (c *client) download(ctx context.Context, st *stage, ref, typ string, delet
 	}
 }
 
-// deleteJob tells the server the export's files may go (Bulk Data: DELETE
-// on the status URL). Best effort: a failure is logged, not an error.
+// deleteJob tells the server the export may go — cancelled if it still
+// runs, its files released if done (Bulk Data: DELETE on the status URL).
+// Best effort, also after the sync's context ended: a failure is logged,
+// not an error.
 func (c *client) deleteJob(ctx context.Context, status *url.URL) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, status.String(), nil)
 	if err != nil {
 		return
@@ -211,7 +366,7 @@ func (c *client) deleteJob(ctx context.Context, status *url.URL) {
 	c.requests++
 	resp, err := c.o.HTTPClient.Do(req)
 	if err != nil {
-		c.o.Logger.Warn("fhirsync: deleting the finished export job", "request", "DELETE "+where(status), "err", transportCause(err))
+		c.o.Logger.Warn("fhirsync: deleting the finished export job", "request", "DELETE "+where(status), "err", c.creds.redact(transportCause(err).Error()))
 		return
 	}
 	drain(resp)

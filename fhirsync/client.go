@@ -2,11 +2,13 @@ package fhirsync
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -26,6 +28,9 @@ type client struct {
 	// anyOrigin lets resolve accept URLs on another origin; only for a
 	// client without a token (Bulk files with requiresAccessToken false).
 	anyOrigin bool
+	// creds are the sync's credentials, redacted from its messages;
+	// shared by the clients of one sync.
+	creds *credentials
 }
 
 // where names a URL in messages: its path only, never the query (a
@@ -53,10 +58,65 @@ func (c *client) resolve(ref string) (*url.URL, error) {
 	if c.anyOrigin && c.auth == nil && (u.Scheme == "https" || u.Scheme == c.base.Scheme) && u.Host != "" {
 		return u, nil
 	}
-	if u.Scheme != c.base.Scheme || u.Host != c.base.Host {
+	if !sameOrigin(u, c.base) {
 		return nil, fmt.Errorf("%w: %s: URL on another origin than the FHIR base; refused (the access token is never sent elsewhere)", ErrServer, where(u))
 	}
 	return u, nil
+}
+
+// origin is u's RFC 6454 origin: its scheme, its host in lower case, and
+// its port, the scheme's default when none is written.
+func origin(u *url.URL) string {
+	scheme, port := strings.ToLower(u.Scheme), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// sameOrigin reports whether a and b have the same origin, whatever the
+// spelling of their hosts and default ports.
+func sameOrigin(a, b *url.URL) bool {
+	return origin(a) == origin(b)
+}
+
+// redirectError is a redirect checkRedirect refused.
+type redirectError struct {
+	code int    // the redirect's HTTP status
+	host string // the Location's host (never its path or query)
+}
+
+func (e *redirectError) Error() string {
+	return fmt.Sprintf("redirected (HTTP %d) to another origin (%s)", e.code, e.host)
+}
+
+// checkRedirect is the CheckRedirect of a sync's HTTP client. Go's client
+// forwards the Authorization header to any port and scheme of the same
+// host name (and its subdomains), and re-sends a POST body on 307/308
+// anywhere: so a redirect of a request that carries a credential — a
+// bearer token, or the token request's client assertion (any non-GET) —
+// is followed only within the first request's origin, as resolve allows
+// for links; and no redirect goes from https to http. Then prev (the
+// caller's policy), or Go's default of at most 10 redirects.
+func checkRedirect(prev func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		first := via[0]
+		credential := first.Header.Get("Authorization") != "" || first.Method != http.MethodGet
+		if (credential && !sameOrigin(req.URL, first.URL)) || (first.URL.Scheme == "https" && req.URL.Scheme != "https") {
+			code := 0
+			if req.Response != nil {
+				code = req.Response.StatusCode
+			}
+			return &redirectError{code: code, host: req.URL.Host}
+		}
+		if prev != nil {
+			return prev(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
 }
 
 // statusError is a non-retryable HTTP answer.
@@ -76,17 +136,26 @@ func retryable(code int) bool {
 	return code == http.StatusTooManyRequests || code >= 500
 }
 
-// retryAfter parses Retry-After (seconds or an HTTP date); 0 when absent.
+// maxRetryAfter bounds a parsed Retry-After: any longer wait is beyond
+// every deadline of a sync, and seconds times time.Second must not wrap
+// (Retry-After: 10000000000 wrapped to a negative wait, and the status
+// poll then ran in a tight loop past its deadline).
+const maxRetryAfter = 24 * time.Hour
+
+// retryAfter parses Retry-After (seconds or an HTTP date), at most
+// maxRetryAfter; 0 when absent.
 func retryAfter(h http.Header, now time.Time) time.Duration {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0
 	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
+	if s, err := strconv.ParseUint(v, 10, 64); err == nil {
+		return time.Duration(min(s, uint64(maxRetryAfter/time.Second))) * time.Second
+	} else if errors.Is(err, strconv.ErrRange) {
+		return maxRetryAfter
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
+		return min(t.Sub(now), maxRetryAfter)
 	}
 	return 0
 }
@@ -133,8 +202,19 @@ func (c *client) do(ctx context.Context, mk func(ctx context.Context) (*http.Req
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			// A refused redirect is the server's answer, not a transport
+			// fault: not retried.
+			var re *redirectError
+			if errors.As(err, &re) {
+				return nil, fmt.Errorf("%w: %s %s: %v; refused (a credential is never sent to another origin)", ErrServer, req.Method, where(req.URL), re)
+			}
+			// An untrusted certificate stays untrusted: not retried.
+			var cve *tls.CertificateVerificationError
+			if errors.As(err, &cve) {
+				return nil, fmt.Errorf("%w: %s %s: %v", ErrServer, req.Method, where(req.URL), c.creds.redact(transportCause(err).Error()))
+			}
 			// The transport's error text can hold the full URL: name the path.
-			last = fmt.Sprintf("%s %s: %v", req.Method, where(req.URL), transportCause(err))
+			last = c.creds.redact(fmt.Sprintf("%s %s: %v", req.Method, where(req.URL), transportCause(err)))
 		case resp.StatusCode == http.StatusUnauthorized && c.auth != nil && !reauthed:
 			drain(resp)
 			c.auth.invalidate()
@@ -197,14 +277,20 @@ func (c *client) get(ctx context.Context, u *url.URL, accept string, hdr http.He
 	})
 }
 
-// checkType refuses a response whose media type is not one of want.
+// checkType refuses a response whose media type is not one of want, or
+// whose charset is not UTF-8: FHIR's JSON is UTF-8 (RFC 8259 section 8.1),
+// and bytes of another charset would reach the catalog as invalid UTF-8.
 func checkType(resp *http.Response, want ...string) error {
-	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	mt, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if err == nil {
 		for _, w := range want {
-			if mt == w {
-				return nil
+			if mt != w {
+				continue
 			}
+			if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
+				return fmt.Errorf("%w: %s %s: charset %q; FHIR JSON is UTF-8", ErrServer, resp.Request.Method, where(resp.Request.URL), cs)
+			}
+			return nil
 		}
 	}
 	return fmt.Errorf("%w: %s %s: content type %q, want %s", ErrServer, resp.Request.Method, where(resp.Request.URL),

@@ -6,7 +6,9 @@
 // [base]/metadata, search with _count, _lastUpdated and Bundle
 // link[relation=next]); FHIR Bulk Data Access 2.0 ($export kick-off with
 // Prefer: respond-async, status polling with Retry-After and X-Progress,
-// the completion manifest with output and deleted files, _since); SMART App
+// the completion manifest with output, deleted and error files — outcome
+// and link next for a manifest in pages in the IG's later editions —
+// _since); SMART App
 // Launch 2.x Backend Services (client_credentials grant with a
 // private_key_jwt client assertion, RS384 or ES384, exp at most five
 // minutes ahead, aud = the token endpoint of
@@ -20,11 +22,13 @@
 //     per resource type;
 //  2. fetch everything (full) or only what changed since the last
 //     successful sync (its state), streaming every file to disk;
-//  3. validate what was fetched (JSON, content types, complete NDJSON
-//     lines, resource types matching their file);
+//  3. validate what was fetched (JSON, content types, UTF-8, complete
+//     NDJSON lines, resource types matching their file);
 //  4. call [Importer].Import with the staging directory's manifest (not
 //     when an incremental sync found no change; a full sync that found
-//     nothing at all is refused rather than retiring everything);
+//     nothing at all is refused rather than retiring everything; only a
+//     full sync of every type asks the importer to retire, never one
+//     restricted by Options.Types);
 //  5. only then write the new state file.
 //
 // # Invariants
@@ -44,7 +48,16 @@
 //     of the request that failed, never its query (pre-signed download URLs
 //     carry credentials there), never an access token or client assertion,
 //     never a payload. The FHIR base URL is refused if it carries user
-//     information, a query or a fragment.
+//     information, a query or a fragment. What a server echoes of the
+//     sync's access tokens or client assertions (in a header Go quotes in
+//     an error, a Content-Type, a manifest field) is redacted from the
+//     error, the log and the progress reports.
+//   - Credentials stay on their origin: the access token goes only to the
+//     FHIR base's origin (scheme, host and port), and neither it nor the
+//     client assertion follows a redirect to another origin (Go's client
+//     would forward the Authorization header to another port or scheme of
+//     the same host, and re-post a 307's body anywhere); no redirect goes
+//     from https to http.
 //   - The client assertion is signed by an opaque key (a crypto.Signer:
 //     Vault Transit in production, a local key with --dev) through
 //     go-jose; this package never sees private key material of a Vault key

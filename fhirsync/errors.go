@@ -14,9 +14,12 @@ var (
 	// server holds the client's public key (JWKS).
 	ErrAuth = errors.New("fhirsync: authorization failed")
 	// ErrServer: the server answered something that is not what the
-	// specification allows (bad JSON, wrong content type, truncated NDJSON,
-	// a manifest without files, a 4xx). Nothing was imported; the server
-	// must be fixed.
+	// specification allows or what a sync can take whole (bad JSON, a wrong
+	// content type or a charset other than UTF-8, truncated NDJSON, a
+	// manifest without files, a 4xx, an OperationOutcome reporting an error
+	// in a search or an export, a link or redirect to another origin, a TLS
+	// certificate the client does not trust). Not retried; nothing was
+	// imported; the server (or the trust configuration) must be fixed.
 	ErrServer = errors.New("fhirsync: unusable answer from the FHIR server")
 	// ErrUnavailable: the server kept answering 429 or 5xx (or could not be
 	// reached) through every retry. Nothing was imported; try again later.

@@ -78,6 +78,9 @@ func TestRetryAfter(t *testing.T) {
 		{"", 0}, {"3", 3 * time.Second}, {"-1", 0}, {"soon", 0},
 		{now.Add(5 * time.Second).Format(http.TimeFormat), 5 * time.Second},
 		{now.Add(-5 * time.Second).Format(http.TimeFormat), 0},
+		// Beyond any deadline, and never wrapped negative.
+		{"10000000000", maxRetryAfter}, {"99999999999999999999999", maxRetryAfter},
+		{now.AddDate(100, 0, 0).Format(http.TimeFormat), maxRetryAfter},
 	} {
 		if got := retryAfter(http.Header{"Retry-After": {tc.v}}, now); got != tc.want {
 			t.Errorf("Retry-After %q = %s, want %s", tc.v, got, tc.want)

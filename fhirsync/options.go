@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -84,7 +85,9 @@ type Options struct {
 	// KeyID is the kid of the client assertion's header, as registered in
 	// the server's JWKS for the client.
 	KeyID string
-	// Scope requested with the token; "" = "system/*.read".
+	// Scope requested with the token; "" = SMART v1's "system/*.read",
+	// or v2's "system/*.rs" when the server's smart-configuration shows
+	// it takes only v2 scopes (smartConfiguration.defaultScope).
 	Scope string
 	// Importer receives the staging directory. Required.
 	Importer Importer
@@ -95,7 +98,10 @@ type Options struct {
 	Full bool
 	// Types restricts the sync to these resource types; empty = every type
 	// the CapabilityStatement lists as searchable (REST) or everything the
-	// export yields (Bulk).
+	// export yields (Bulk). A restricted sync never retires anything (the
+	// importer gets full=false: it cannot know what the server holds of
+	// other types), a Bulk output of another type is refused, and its state
+	// covers only these types: a later sync asking for others is full.
 	Types []string
 	// NoBulk forces the REST search even if the server offers $export.
 	NoBulk bool
@@ -111,7 +117,10 @@ type Options struct {
 	// duration in [d/2, d] with d = min(BaseDelay·2^n, MaxDelay), or the
 	// server's Retry-After if that is longer (capped at MaxDelay).
 	BaseDelay, MaxDelay time.Duration
-	// PollTimeout bounds how long a Bulk export may run; 0 = DefaultPollTimeout.
+	// PollTimeout bounds how long a Bulk export may run; 0 =
+	// DefaultPollTimeout. The status poll waits the server's Retry-After
+	// whole (not capped at MaxDelay); a wait that would end past this
+	// deadline fails the sync at once.
 	PollTimeout time.Duration
 	// MaxLine bounds one NDJSON line (one resource); 0 = DefaultMaxLine.
 	MaxLine int
@@ -120,7 +129,10 @@ type Options struct {
 	// DefaultHeaderTimeout. Only used when HTTPClient is nil.
 	HeaderTimeout time.Duration
 	// HTTPClient is the transport (TLS settings); nil = a client with
-	// HeaderTimeout and the environment's proxy settings.
+	// HeaderTimeout and the environment's proxy settings. The Syncer uses a
+	// copy whose CheckRedirect refuses a redirect to another origin of a
+	// request that carries a credential (see checkRedirect), then defers
+	// to this client's own CheckRedirect.
 	HTTPClient *http.Client
 	// Logger receives the operational log (never a token or a payload);
 	// nil discards.
@@ -162,6 +174,7 @@ func (o *Options) validate() error {
 			return fmt.Errorf("%w: %q is not a FHIR resource type name", ErrBadConfig, t)
 		}
 	}
+	o.Types = slices.Compact(slices.Sorted(slices.Values(o.Types)))
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -183,14 +196,16 @@ func (o *Options) validate() error {
 	if o.StagingDir == "" {
 		o.StagingDir = o.StateDir
 	}
-	if o.Scope == "" {
-		o.Scope = "system/*.read"
-	}
 	if o.HTTPClient == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.ResponseHeaderTimeout = o.HeaderTimeout
 		o.HTTPClient = &http.Client{Transport: tr}
 	}
+	// A copy whose redirects never carry a credential to another origin
+	// (checkRedirect); the caller's client is left as it was.
+	hc := *o.HTTPClient
+	hc.CheckRedirect = checkRedirect(o.HTTPClient.CheckRedirect)
+	o.HTTPClient = &hc
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -35,14 +35,19 @@ type searchBundle struct {
 // is an error, not an endless sync.
 const maxPages = 1 << 20
 
-// restSearch pages GET [base]/typ?_count=N[&_lastUpdated=gt<since>]
+// restSearch pages GET [base]/typ?_count=N[&_lastUpdated=ge<since>]
 // following link[relation=next], writing the matches into a staging file
 // of typ through the same checks as a Bulk download.
 func (c *client) restSearch(ctx context.Context, st *stage, typ string, since time.Time, done int) (int, error) {
 	u, _ := c.resolve(typ)
 	q := url.Values{"_count": {strconv.Itoa(c.o.PageSize)}}
 	if !since.IsZero() {
-		q.Set("_lastUpdated", "gt"+since.UTC().Format(time.RFC3339))
+		// ge, not gt: since has second precision (the Date header), and
+		// a FHIR date value is the range its precision implies (R4
+		// search, "Date parameters"): gt<12:00:00> matches only from
+		// 12:00:01 on, so a resource updated at 12:00:00.5, after the
+		// previous sync's search, would never be fetched.
+		q.Set("_lastUpdated", "ge"+since.UTC().Format(time.RFC3339))
 	}
 	u.RawQuery = q.Encode()
 	// Pages go to a temporary NDJSON file, which copyNDJSON then checks and
@@ -76,11 +81,19 @@ func (c *client) restSearch(ctx context.Context, st *stage, typ string, since ti
 			return 0, fmt.Errorf("%w: GET %s: not a searchset Bundle", ErrServer, where(u))
 		}
 		for i, e := range b.Entry {
-			if e.Search.Mode != "" && e.Search.Mode != "match" {
-				continue // _include'd or outcome entries
-			}
 			if len(e.Resource) == 0 {
 				return 0, fmt.Errorf("%w: GET %s: entry %d has no resource", ErrServer, where(u), i)
+			}
+			if oo, code, bad := outcome(e.Resource); oo && (e.Search.Mode == "outcome" || typ != "OperationOutcome") {
+				if bad {
+					// The server says the search failed: what it did return
+					// is not the whole result (a full sync would retire the rest).
+					return 0, fmt.Errorf("%w: GET %s: entry %d is an OperationOutcome with an error (code %q): the search did not complete", ErrServer, where(u), i, code)
+				}
+				continue // a warning or information about the search, with or without search.mode
+			}
+			if e.Search.Mode != "" && e.Search.Mode != "match" {
+				continue // _include'd entries
 			}
 			buf.Reset()
 			if err := json.Compact(&buf, e.Resource); err != nil {
@@ -111,4 +124,44 @@ func (c *client) restSearch(ctx context.Context, st *stage, typ string, since ti
 		return 0, err
 	}
 	return st.copyNDJSON(tmp, "search "+typ+" ("+filepath.Base(tmp.Name())+")", typ, false)
+}
+
+// outcome reports whether raw is an OperationOutcome, whether it has an
+// issue of severity error or fatal (bad), and that issue's code (never its
+// diagnostics or details, which may quote data).
+func outcome(raw json.RawMessage) (isOO bool, code string, bad bool) {
+	var res struct {
+		ResourceType string `json:"resourceType"`
+		Issue        []struct {
+			Severity string `json:"severity"`
+			Code     string `json:"code"`
+		} `json:"issue"`
+	}
+	// Most entries are not one: skip their second parse.
+	if !bytes.Contains(raw, []byte(`"OperationOutcome"`)) || json.Unmarshal(raw, &res) != nil || res.ResourceType != "OperationOutcome" {
+		return false, "", false
+	}
+	for _, is := range res.Issue {
+		if is.Severity == "error" || is.Severity == "fatal" {
+			if !validCode(is.Code) {
+				return true, "", true
+			}
+			return true, is.Code, true
+		}
+	}
+	return true, "", false
+}
+
+// validCode reports whether c looks like a FHIR code of issue-type
+// (lowercase letters and hyphens), so it can be named in a message.
+func validCode(c string) bool {
+	if c == "" || len(c) > 64 {
+		return false
+	}
+	for _, r := range c {
+		if (r < 'a' || r > 'z') && r != '-' {
+			return false
+		}
+	}
+	return true
 }

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ManifestName is the completion manifest in a staging directory.
@@ -180,6 +181,10 @@ func checkResource(b []byte, want string) error {
 	}
 	if !json.Valid(b) {
 		return errors.New("not a complete JSON value (truncated or malformed)")
+	}
+	// encoding/json takes invalid UTF-8 in strings as valid.
+	if !utf8.Valid(b) {
+		return errors.New("not UTF-8 (FHIR JSON is UTF-8; another charset's bytes are refused, not guessed)")
 	}
 	if err := json.Unmarshal(b, &head); err != nil {
 		return errors.New("not a JSON object")

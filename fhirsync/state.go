@@ -23,6 +23,10 @@ type State struct {
 	// Since is where the next incremental sync starts: the Bulk export's
 	// transactionTime, or the server's clock when the REST sync started.
 	Since time.Time `json:"since"`
+	// Types are the resource types that sync fetched (Options.Types);
+	// empty means every type. A later sync asking for a type outside
+	// them fetches in full.
+	Types []string `json:"types,omitempty"`
 	// LastSync is when the last successful sync ended (local clock).
 	LastSync time.Time `json:"last_sync"`
 	// LastFull is when the last full sync ended.

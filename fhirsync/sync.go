@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -18,7 +19,7 @@ type Event struct {
 	Phase  string // "start" | "end"
 	Base   string // the FHIR base URL (never credentials: ParseBase refuses them)
 	Tenant string
-	Full   bool      // a full sync (missing resources retired)
+	Full   bool      // a full fetch (missing resources retired unless Types restricted it)
 	Since  time.Time // zero for a full sync
 	// The rest is set on "end".
 	Mode      string         // "bulk" | "rest" ("" if the sync failed before choosing)
@@ -80,7 +81,9 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	full := o.Full || prev.Since.IsZero()
+	// An increment continues the previous sync only for the types that
+	// sync covered: asking for a type it did not fetch is a full fetch.
+	full := o.Full || prev.Since.IsZero() || !covers(prev.Types, o.Types)
 	var since time.Time
 	if !full {
 		since = prev.Since
@@ -90,6 +93,8 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 		return Result{}, fmt.Errorf("%w: %v (nothing was fetched)", ErrNotRecorded, err)
 	}
 	res, c, err := s.run(ctx, full, since)
+	// What a server echoed of the sync's credentials leaves in no message.
+	err = c.creds.redactErr(err)
 	res.Duration = o.Now().Sub(start)
 	end := Event{Phase: "end", Base: o.Base, Tenant: o.Tenant, Full: full, Since: since, Mode: res.Mode,
 		Resources: res.Resources, Deleted: res.Deleted, Types: res.Types, Requests: c.requests, Duration: res.Duration, Err: err}
@@ -109,9 +114,9 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	st := State{Base: o.Base, Mode: res.Mode, Since: res.Next, LastSync: o.Now().UTC(), LastFull: prev.LastFull,
+	st := State{Base: o.Base, Mode: res.Mode, Since: res.Next, Types: o.Types, LastSync: o.Now().UTC(), LastFull: prev.LastFull,
 		Resources: res.Resources, Deleted: res.Deleted}
-	if full {
+	if full && len(o.Types) == 0 {
 		st.LastFull = st.LastSync
 	}
 	if err := writeState(o.StateDir, st); err != nil {
@@ -124,7 +129,7 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 func (s *Syncer) run(ctx context.Context, full bool, since time.Time) (Result, *client, error) {
 	o := &s.o
 	base, _ := ParseBase(o.Base)
-	c := &client{o: o, base: base}
+	c := &client{o: o, base: base, creds: &credentials{}}
 	res := Result{Base: o.Base, Full: full, Since: since}
 	o.Progress(Progress{Phase: "capability"})
 	cp, err := c.readCapability(ctx, o.Group)
@@ -187,11 +192,32 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time) (Result, *
 		// an empty answer is more likely a fault than an empty server.
 		return res, c, fmt.Errorf("%w: a full sync got no resources at all (%s); nothing was retired", ErrServer, request)
 	}
+	// Only a full sync of every type holds everything the server has: a
+	// sync restricted to some types never retires (the importer's full
+	// would retire every other type of this server).
+	retire := full && len(o.Types) == 0
 	o.Progress(Progress{Phase: "import", Resources: res.Resources})
-	if err := o.Importer.Import(ctx, filepath.Join(st.dir, ManifestName), full); err != nil {
+	if err := o.Importer.Import(ctx, filepath.Join(st.dir, ManifestName), retire); err != nil {
 		return res, c, fmt.Errorf("%w: %w", ErrImport, err)
 	}
 	return res, c, nil
+}
+
+// covers reports whether a state of the types have (empty: every type)
+// continues into a sync of want (empty: every type).
+func covers(have, want []string) bool {
+	if len(have) == 0 {
+		return true
+	}
+	if len(want) == 0 {
+		return false
+	}
+	for _, t := range want {
+		if !slices.Contains(have, t) {
+			return false
+		}
+	}
+	return true
 }
 
 // lockBase takes the exclusive, non-blocking lock of base's sync.

@@ -63,10 +63,12 @@ How it fetches:
 Increments:
   The first sync is full: resources of this server missing from it are
   retired. Later runs fetch only what changed (Bulk _since, or REST
-  _lastUpdated=gt), from the point the last successful sync saved in
+  _lastUpdated=ge), from the point the last successful sync saved in
   D/sync-*.json. A failed sync changes nothing and saves nothing, so the next
   run fetches the same changes again. --full forces a full sync (REST
-  searches cannot see deletions; a periodic full sync retires them).
+  searches cannot see deletions; a periodic full sync retires them). A sync
+  restricted by --type retires nothing, and a later sync asking for a type
+  the last one did not fetch is full.
 
 Authorization (SMART Backend Services):
   With --client-id, sync signs a client assertion (private_key_jwt, ES384)
@@ -179,7 +181,7 @@ Examples:
 	f.BoolVar(&full, "full", false, "fetch everything and retire what the server no longer has, even if a previous sync saved a state")
 	f.BoolVar(&noBulk, "no-bulk", false, "page REST searches even if the server offers $export")
 	f.StringVar(&group, "group", "", "export this Group (Group/ID/$export) when the server offers Group-level export")
-	f.StringSliceVar(&types, "type", nil, "only these resource types (repeatable; default: all the server offers)")
+	f.StringSliceVar(&types, "type", nil, "only these resource types (repeatable; default: all the server offers); a sync restricted by --type retires nothing")
 	f.BoolVar(&printJWKS, "print-jwks", false, "print the client's public key as a JWKS (to register with the FHIR server) and exit")
 	vf.register(f)
 	return cmd
