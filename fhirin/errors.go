@@ -22,8 +22,8 @@ var (
 	// ErrManifest: an $export manifest is malformed, lists errors, or names
 	// a file that is not local or does not exist.
 	ErrManifest = errors.New("bad $export manifest")
-	// ErrJSON: a line or file is not well-formed JSON, or an element has
-	// the wrong JSON type.
+	// ErrJSON: a line or file is not well-formed JSON or not UTF-8, or an
+	// element has the wrong JSON type.
 	ErrJSON = errors.New("malformed JSON")
 	// ErrValue: an element's value is not valid for its FHIR type (an
 	// instant that is not one, a Bundle entry without a resource, a RESTful

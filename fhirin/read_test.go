@@ -662,3 +662,49 @@ func TestReadDocumentBundle(t *testing.T) {
 		}
 	}
 }
+
+// FHIR JSON is UTF-8. Bytes that are not (a file in ISO-8859-1, as some
+// exports and hand-edited files are) are refused at the line that holds
+// them, in .json and .ndjson alike, without quoting them: a decoder would
+// have turned them into U+FFFD and stored the name or note corrupted.
+func TestReadRefusesBytesThatAreNotUTF8(t *testing.T) {
+	latin1 := "M\xfcller" // "Müller" in ISO-8859-1
+	for name, content := range map[string]string{
+		"latin1.ndjson": `{"resourceType":"Patient","id":"p1"}` + "\n" + `{"resourceType":"Patient","id":"p2","name":[{"family":"` + latin1 + `"}]}` + "\n",
+		"latin1.json":   "{\n\"resourceType\":\"Patient\",\n\"id\":\"p2\",\n\"name\":[{\"family\":\"" + latin1 + "\"}]\n}\n",
+		"bundle.json": "{\"resourceType\":\"Bundle\",\"type\":\"collection\",\"entry\":[\n{\"resource\":{\"resourceType\":\"Patient\",\"id\":\"p1\"}},\n" +
+			"{\"resource\":{\"resourceType\":\"Observation\",\"id\":\"o1\",\"status\":\"final\",\"code\":{\"text\":\"" + latin1 + "\"},\"subject\":{\"reference\":\"Patient/p1\"}}}\n]}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), name)
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			want := 0
+			for i, l := range strings.Split(content, "\n") {
+				if strings.Contains(l, latin1) {
+					want = i + 1
+				}
+			}
+			_, err := readAll(t, p)
+			var fe *Error
+			if !errors.As(err, &fe) || !errors.Is(err, ErrJSON) || !strings.Contains(err.Error(), "not UTF-8") {
+				t.Fatalf("err = %v, want ErrJSON naming UTF-8", err)
+			}
+			if fe.Where != name+":"+itoa(want) {
+				t.Errorf("at %s, want %s:%d", fe.Where, name, want)
+			}
+			if strings.Contains(err.Error(), "M\xfc") || strings.Contains(err.Error(), "ller") {
+				t.Errorf("the error quotes content: %v", err)
+			}
+		})
+	}
+	// Valid UTF-8, the replacement character itself included, is read.
+	p := filepath.Join(t.TempDir(), "utf8.ndjson")
+	if err := os.WriteFile(p, []byte(`{"resourceType":"Patient","id":"p","name":[{"family":"Müller \uFFFD �"}]}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readAll(t, p); err != nil {
+		t.Errorf("valid UTF-8: %v", err)
+	}
+}

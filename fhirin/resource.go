@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/custos-mcp/custos/store"
 )
@@ -35,6 +36,10 @@ func (r *resource) errf(path string, sentinel error, format string, args ...any)
 func (rd *reader) unit(s *source, line int, raw []byte) error {
 	w := where(s, line)
 	if rd.emit { // once: the first pass reads only some of the input
+		if off := invalidUTF8(raw); off >= 0 {
+			return newError(where(s, line+bytes.Count(raw[:off], []byte{'\n'})), "", ErrJSON,
+				"not UTF-8: FHIR JSON is UTF-8 (RFC 8259 section 8.1; a decoder would turn these bytes into U+FFFD), so transcode the file (from ISO-8859-1 or windows-1252, say) before importing it")
+		}
 		if off := duplicateKey(raw); off >= 0 {
 			return newError(where(s, line+bytes.Count(raw[:off], []byte{'\n'})), "", ErrJSON,
 				"an object names one member twice (or two differing only in case): FHIR JSON names each element once, and parsers disagree on which one counts")
@@ -314,4 +319,20 @@ func (rd *reader) emitItem(it Item) error {
 	}
 	rd.items++
 	return rd.yield(it)
+}
+
+// invalidUTF8 returns the offset of the first byte of b that is not part
+// of valid UTF-8, or -1.
+func invalidUTF8(b []byte) int {
+	if utf8.Valid(b) {
+		return -1
+	}
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
