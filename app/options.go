@@ -303,6 +303,10 @@ type SyncOptions struct {
 	// ClientID is the SMART Backend Services client id; "" means the FHIR
 	// server needs no authorization. Key sync.client_id.
 	ClientID string
+	// Scope is asked for with the client's token (fhirsync.Options.Scope);
+	// "" means SMART's system/*.read (system/*.rs where the server lists
+	// only v2 scopes). Needs ClientID. Key sync.scope.
+	Scope string
 	// Tenant receives the resources. Required with FHIRBase. Key
 	// sync.tenant.
 	Tenant string

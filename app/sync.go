@@ -66,7 +66,7 @@ func (a *App) prepareSync(ctx context.Context) error {
 		}
 	}
 	o := fhirsync.Options{
-		Base: so.FHIRBase, Tenant: so.Tenant, StateDir: a.o.DataDir, ClientID: so.ClientID, Key: key, KeyID: kid,
+		Base: so.FHIRBase, Tenant: so.Tenant, StateDir: a.o.DataDir, ClientID: so.ClientID, Key: key, KeyID: kid, Scope: so.Scope,
 		Importer: importer(dataKeys), Logger: a.log,
 	}
 	rec := fhirsync.AuditRecorder{

@@ -34,6 +34,13 @@ func TestSyncOptionsChecked(t *testing.T) {
 			[]string{"sync.every: must be 1m0s or more, got 1s"}},
 		{"client id without a base", app.SyncOptions{ClientID: "custos"}, []string{"sync.client_id"},
 			[]string{"sync.client_id: needs sync.fhir_base"}},
+		{"scope", app.SyncOptions{FHIRBase: "https://ehr.example.org/fhir", ClientID: "custos", Scope: "system/Patient.rs system/Observation.rs", Tenant: "t", Importer: imp}, nil, nil},
+		{"scope without a client id", app.SyncOptions{FHIRBase: "https://ehr.example.org/fhir", Scope: "system/*.rs", Tenant: "t", Importer: imp}, nil,
+			[]string{"sync.scope: needs sync.client_id: the scope is asked for with the client's token"}},
+		{"scope not scope tokens", app.SyncOptions{FHIRBase: "https://ehr.example.org/fhir", ClientID: "custos", Scope: "system/*.rs  \"x\"", Tenant: "t", Importer: imp}, nil,
+			[]string{"sync.scope: want scope tokens (printable ASCII, no quote or backslash) separated by single spaces"}},
+		{"scope without a base", app.SyncOptions{Scope: "system/*.rs"}, []string{"sync.scope"},
+			[]string{"sync.scope: needs sync.fhir_base"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := app.Options{DataDir: t.TempDir(), Dev: true, HTTP: &app.HTTPOptions{Listen: "127.0.0.1:0", TokensFile: "t.json"}, Sync: tc.sync}

@@ -457,7 +457,7 @@ func (c *checker) checkpoints() {
 func (c *checker) sync() {
 	sy := c.o.Sync
 	if sy.FHIRBase == "" {
-		for _, k := range []string{"sync.every", "sync.client_id", "sync.tenant"} {
+		for _, k := range []string{"sync.every", "sync.client_id", "sync.scope", "sync.tenant"} {
 			if c.co.Given(k) {
 				c.add(k, "needs %s", c.name("sync.fhir_base"))
 			}
@@ -472,6 +472,14 @@ func (c *checker) sync() {
 	}
 	if c.set("sync.every", sy.Every == 0) && sy.Every < MinSyncEvery {
 		c.add("sync.every", "must be %s or more, got %s", MinSyncEvery, sy.Every)
+	}
+	if sy.Scope != "" {
+		switch {
+		case sy.ClientID == "":
+			c.add("sync.scope", "needs %s: the scope is asked for with the client's token", c.name("sync.client_id"))
+		case !fhirsync.ValidScope(sy.Scope):
+			c.add("sync.scope", "want scope tokens (printable ASCII, no quote or backslash) separated by single spaces")
+		}
 	}
 }
 

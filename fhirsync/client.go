@@ -3,6 +3,7 @@ package fhirsync
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -122,6 +123,13 @@ func checkRedirect(prev func(*http.Request, []*http.Request) error) func(*http.R
 // statusError is a non-retryable HTTP answer.
 func statusError(req *http.Request, resp *http.Response) error {
 	msg := fmt.Sprintf("%s %s: HTTP %d", req.Method, where(req.URL), resp.StatusCode)
+	if code := oauthErrorCode(req, resp); code != "" {
+		msg += " (OAuth error " + code + ")"
+		if code == "invalid_scope" {
+			msg += ": the token endpoint does not grant the scope asked for; ask for one it grants (--scope)"
+		}
+		return fmt.Errorf("%w: %s", ErrAuth, msg)
+	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		if req.Header.Get("Authorization") != "" {
 			msg += " (the server refused a fresh access token)"
@@ -129,6 +137,31 @@ func statusError(req *http.Request, resp *http.Response) error {
 		return fmt.Errorf("%w: %s", ErrAuth, msg)
 	}
 	return fmt.Errorf("%w: %s", ErrServer, msg)
+}
+
+// oauthErrors are the error codes of a token endpoint's error response
+// (RFC 6749 section 5.2): the only part of it named in an error.
+// error_description and error_uri are the server's free text and are not.
+var oauthErrors = map[string]bool{
+	"invalid_request": true, "invalid_client": true, "invalid_grant": true,
+	"unauthorized_client": true, "unsupported_grant_type": true, "invalid_scope": true,
+}
+
+// oauthErrorCode returns the registered OAuth error code of a token
+// request's 400 or 401 answer (the form POST of the client_credentials
+// grant), or "".
+func oauthErrorCode(req *http.Request, resp *http.Response) string {
+	if req.Method != http.MethodPost || req.Header.Get("Content-Type") != "application/x-www-form-urlencoded" ||
+		(resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusUnauthorized) {
+		return ""
+	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.NewDecoder(io.LimitReader(resp.Body, 16<<10)).Decode(&e) != nil || !oauthErrors[e.Error] {
+		return ""
+	}
+	return e.Error
 }
 
 // retryable reports whether an HTTP status is worth retrying.
@@ -228,8 +261,9 @@ func (c *client) do(ctx context.Context, mk func(ctx context.Context) (*http.Req
 		case resp.StatusCode >= 200 && resp.StatusCode < 300:
 			return resp, nil
 		default:
+			err := statusError(req, resp) // reads a token endpoint's error code
 			drain(resp)
-			return nil, statusError(req, resp)
+			return nil, err
 		}
 		if attempt+1 >= c.o.MaxAttempts {
 			return nil, fmt.Errorf("%w: %s; gave up after %d attempts over %s", ErrUnavailable, last, attempt+1, c.o.Now().Sub(start).Round(time.Millisecond))

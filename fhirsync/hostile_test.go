@@ -1217,3 +1217,64 @@ func TestScopeOfTheSMARTConfiguration(t *testing.T) {
 		})
 	}
 }
+
+// An explicit Scope is what the token request asks for; a token endpoint
+// that refuses it with invalid_scope (RFC 6749 section 5.2) is named by
+// that code, with a hint, and neither its free-text error_description nor
+// the scope is quoted. A scope that is not RFC 6749 scope tokens, or one
+// without a client id, is a configuration error before any request.
+func TestExplicitScopeAndTheTokenEndpointsRefusal(t *testing.T) {
+	patient := corpus(t, "patient.json")
+	const want = "system/Patient.rs system/Observation.rs"
+	for _, scope := range []string{want, "system/Encounter.rs"} {
+		mux := http.NewServeMux()
+		srv := httptest.NewServer(mux)
+		mux.HandleFunc("/fhir/metadata", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
+		})
+		mux.HandleFunc("/fhir/.well-known/smart-configuration", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, "application/json", []byte(`{"token_endpoint":"`+srv.URL+`/auth/token"}`))
+		})
+		mux.HandleFunc("/auth/token", func(w http.ResponseWriter, r *http.Request) {
+			r.ParseForm()
+			if r.PostForm.Get("scope") != want {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				w.Write([]byte(`{"error":"invalid_scope","error_description":"scope system/Encounter.rs not granted to client ` + secretToken + `"}`))
+				return
+			}
+			writeJSON(w, "application/json", []byte(`{"access_token":"`+secretToken+`","token_type":"bearer","expires_in":300}`))
+		})
+		mux.HandleFunc("/fhir/Patient", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, "application/fhir+json", searchset("", patient))
+		})
+		o, imp, _ := probeOptions(t, srv.URL+"/fhir", true)
+		o.Scope = scope
+		_, err := runProbe(t, o)
+		srv.Close()
+		if scope == want {
+			if err != nil || imp.calls != 1 {
+				t.Errorf("scope %q: err %v, imports %d; want one import", scope, err, imp.calls)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "OAuth error invalid_scope") || !strings.Contains(err.Error(), "--scope") {
+			t.Errorf("refused scope: %v, want ErrAuth naming invalid_scope", err)
+		}
+		if err != nil && (strings.Contains(err.Error(), secretToken) || strings.Contains(err.Error(), "Encounter") || strings.Contains(err.Error(), "not granted")) {
+			t.Errorf("the error quotes the server's description or the scope: %v", err)
+		}
+	}
+	for _, bad := range []string{"system/*.rs  system/x", " system/*.rs", "system/\"x\"", "sÿstem/*.rs", "a\tb"} {
+		o, _, _ := probeOptions(t, "http://127.0.0.1:1/fhir", true)
+		o.Scope = bad
+		if err := o.validate(); !errors.Is(err, ErrBadConfig) || strings.Contains(err.Error(), bad) {
+			t.Errorf("scope %q: %v, want ErrBadConfig without the scope", bad, err)
+		}
+	}
+	o, _, _ := probeOptions(t, "http://127.0.0.1:1/fhir", false)
+	o.Scope = want
+	if err := o.validate(); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "client id") {
+		t.Errorf("scope without a client id: %v, want ErrBadConfig", err)
+	}
+}

@@ -85,9 +85,10 @@ type Options struct {
 	// KeyID is the kid of the client assertion's header, as registered in
 	// the server's JWKS for the client.
 	KeyID string
-	// Scope requested with the token; "" = SMART v1's "system/*.read",
-	// or v2's "system/*.rs" when the server's smart-configuration shows
-	// it takes only v2 scopes (smartConfiguration.defaultScope).
+	// Scope requested with the token (needs ClientID; ValidScope); "" =
+	// SMART v1's "system/*.read", or v2's "system/*.rs" when the server's
+	// smart-configuration shows it takes only v2 scopes
+	// (smartConfiguration.defaultScope).
 	Scope string
 	// Importer receives the staging directory. Required.
 	Importer Importer
@@ -164,6 +165,14 @@ func (o *Options) validate() error {
 	if o.Key != nil {
 		if _, err := assertionAlg(o.Key); err != nil {
 			return err
+		}
+	}
+	if o.Scope != "" {
+		if o.ClientID == "" {
+			return fmt.Errorf("%w: a scope without a client id (the scope is asked for with the token of --client-id)", ErrBadConfig)
+		}
+		if !ValidScope(o.Scope) {
+			return fmt.Errorf("%w: the scope is not one or more scope tokens separated by single spaces (RFC 6749 section 3.3: printable ASCII, no quote or backslash)", ErrBadConfig)
 		}
 	}
 	if strings.ContainsAny(o.Group, "/?#% ") {
@@ -243,6 +252,23 @@ func validType(t string) bool {
 	for _, c := range t {
 		if (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') {
 			return false
+		}
+	}
+	return true
+}
+
+// ValidScope reports whether s is an OAuth scope (RFC 6749 section 3.3):
+// scope tokens of printable ASCII other than space, '"' and '\\', separated
+// by single spaces.
+func ValidScope(s string) bool {
+	for _, tok := range strings.Split(s, " ") {
+		if tok == "" {
+			return false
+		}
+		for _, c := range []byte(tok) {
+			if c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+				return false
+			}
 		}
 	}
 	return true

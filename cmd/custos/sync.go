@@ -35,7 +35,7 @@ func newSyncImporter(d dataDir, tenant, source string, idKey secrets.Key, keys s
 func newSyncCmd() *cobra.Command {
 	var (
 		dir, base, tenant, clientID string
-		group                       string
+		group, scope                string
 		dev, asJSON, full, noBulk   bool
 		printJWKS                   bool
 		types                       []string
@@ -165,7 +165,7 @@ Examples:
 				return err
 			}
 			return runSync(cmd, d, fhirsync.Options{
-				Base: base, Tenant: tenant, StateDir: string(d), ClientID: clientID, Key: key, KeyID: kid,
+				Base: base, Tenant: tenant, StateDir: string(d), ClientID: clientID, Key: key, KeyID: kid, Scope: scope,
 				Importer: newSyncImporter(d, tenant, fhirsync.SourceLabel(base), idKey, dataKeys), Full: full, NoBulk: noBulk, Types: types, Group: group,
 				Logger: quietLogger(cmd), Progress: syncProgress(cmd.ErrOrStderr()),
 			}, dev, auditKey, asJSON)
@@ -176,6 +176,7 @@ Examples:
 	f.StringVar(&base, "fhir-base", "", "FHIR R4 base URL, http(s)://HOST[:PORT]/PATH (no credentials)")
 	f.StringVar(&tenant, "tenant", "", "tenant the synced resources belong to (required)")
 	f.StringVar(&clientID, "client-id", "", "SMART Backend Services client id (none: the server needs no authorization)")
+	f.StringVar(&scope, "scope", "", "the scope to ask the token endpoint for, with --client-id (default: system/*.read, or system/*.rs where the server's SMART configuration lists only SMART v2 scopes)")
 	f.BoolVar(&dev, "dev", false, "sign client assertions with a local key in D/"+app.SyncKeyFile+" instead of Vault (demos and tests only)")
 	f.BoolVar(&asJSON, "json", false, "print the sync report as JSON")
 	f.BoolVar(&full, "full", false, "fetch everything and retire what the server no longer has, even if a previous sync saved a state")

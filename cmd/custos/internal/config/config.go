@@ -179,5 +179,6 @@ type Sync struct {
 	FHIRBase *string        `yaml:"fhir_base" flag:"sync-fhir-base"`
 	Every    *time.Duration `yaml:"every" flag:"sync-every"`
 	ClientID *string        `yaml:"client_id" flag:"sync-client-id"`
+	Scope    *string        `yaml:"scope" flag:"sync-scope"`
 	Tenant   *string        `yaml:"tenant" flag:"sync-tenant"`
 }

@@ -234,7 +234,7 @@ func (f *File) AppOptions(getenv func(string) string) app.Options {
 		Scrub:          app.ScrubOptions{Interval: durOf(f.Audit.ScrubInterval), Rate: intOf(f.Audit.ScrubRate)},
 		Sync: app.SyncOptions{
 			FHIRBase: str(f.Sync.FHIRBase), Every: durOf(f.Sync.Every),
-			ClientID: str(f.Sync.ClientID), Tenant: str(f.Sync.Tenant),
+			ClientID: str(f.Sync.ClientID), Scope: str(f.Sync.Scope), Tenant: str(f.Sync.Tenant),
 		},
 		AuditSegments: app.AuditSegmentOptions{RollSize: int64Of(f.Audit.RollSize), RollPeriod: durOf(f.Audit.RollPeriod),
 			ArchiveDir: str(f.Audit.ArchiveDir)},
