@@ -82,8 +82,10 @@ type lineGate struct {
 	line    []byte // the line being read
 	err     error  // the input's end or failure, returned once pending is read
 
+	drainFor time.Duration // stdioDrain; shorter in tests
+
 	mu   sync.Mutex
-	idle *sync.Cond              // signalled when open empties
+	idle *sync.Cond              // signalled when open empties, or drainFor is over
 	open map[jsonrpc.ID]struct{} // calls passed and not yet answered
 	// JSON-RPC batches are refused unless initialize negotiated a revision
 	// before 2025-06-18, which removed them (noteAnswer). The SDK's
@@ -97,7 +99,7 @@ type lineGate struct {
 const stdioDrain = 30 * time.Second
 
 func newLineGate(in io.Reader, out io.Writer, max int) *lineGate {
-	g := &lineGate{in: bufio.NewReaderSize(in, 64<<10), out: out, max: max, open: map[jsonrpc.ID]struct{}{}}
+	g := &lineGate{in: bufio.NewReaderSize(in, 64<<10), out: out, max: max, drainFor: stdioDrain, open: map[jsonrpc.ID]struct{}{}}
 	g.idle = sync.NewCond(&g.mu)
 	if c, ok := in.(io.Closer); ok {
 		g.closer = c
@@ -147,17 +149,18 @@ func (g *lineGate) batchesAllowed() bool {
 	return g.batches
 }
 
-// drain waits until every call passed has been answered, or stdioDrain.
+// drain waits until every call passed has been answered, or g.drainFor.
 func (g *lineGate) drain() {
-	t := time.AfterFunc(stdioDrain, func() {
+	expired := false
+	t := time.AfterFunc(g.drainFor, func() {
 		g.mu.Lock()
+		expired = true
 		g.idle.Broadcast()
 		g.mu.Unlock()
 	})
 	defer t.Stop()
-	deadline := time.Now().Add(stdioDrain)
 	g.mu.Lock()
-	for len(g.open) > 0 && time.Now().Before(deadline) {
+	for len(g.open) > 0 && !expired {
 		g.idle.Wait()
 	}
 	g.mu.Unlock()
@@ -211,7 +214,7 @@ func (g *lineGate) readLine() (line []byte, tooLong bool, err error) {
 	for {
 		chunk, err := g.in.ReadSlice('\n')
 		if !tooLong {
-			if len(g.line)+len(chunk) > g.max+1 { // +1: the newline
+			if len(g.line)+len(bytes.TrimSuffix(chunk, []byte{'\n'})) > g.max { // the newline does not count
 				tooLong, g.line = true, g.line[:0]
 			} else {
 				g.line = append(g.line, chunk...)

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -68,4 +70,55 @@ func FuzzJudgeLine(f *testing.F) {
 			t.Fatalf("%q answered %s: want an error with id null", line, out)
 		}
 	})
+}
+
+// drain ends when its time is over even if a call passed is never
+// answered, however the timer and the waiter interleave (run many times:
+// a deadline computed after the timer could leave the waiter asleep for
+// good), and at once when every call is answered.
+func TestDrainIsBounded(t *testing.T) {
+	id, _ := jsonrpc.MakeID(float64(1))
+	for i := range 2000 {
+		g := newLineGate(strings.NewReader(""), io.Discard, 1024)
+		g.drainFor = time.Duration(i%3) * time.Microsecond
+		g.notePassed([]*jsonrpc.Request{{ID: id, Method: "resources/read"}})
+		done := make(chan struct{})
+		go func() { g.drain(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("run %d: drain of %s with a call never answered did not end", i, g.drainFor)
+		}
+	}
+	g := newLineGate(strings.NewReader(""), io.Discard, 1024)
+	g.drainFor = time.Hour
+	g.notePassed([]*jsonrpc.Request{{ID: id, Method: "resources/read"}, {ID: jsonrpc.ID{}, Method: "subscriptions/listen"}})
+	go g.noteAnswer(&jsonrpc.Response{ID: id})
+	done := make(chan struct{})
+	go func() { g.drain(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("drain did not end when the call was answered (a listen is not waited for)")
+	}
+}
+
+// A line of exactly MaxLine bytes passes, with or without its newline at
+// the end of input; one byte more is skipped and answered.
+func TestLineBound(t *testing.T) {
+	call := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	for _, tc := range []struct {
+		input string
+		pass  bool
+	}{
+		{call + "\n", true}, {call, true}, {" " + call + "\n", false}, {" " + call, false},
+	} {
+		var out bytes.Buffer
+		g := newLineGate(strings.NewReader(tc.input), &out, len(call))
+		g.drainFor = 0 // nobody answers the ping here
+		got, _ := io.ReadAll(g)
+		if passed := len(got) > 0; passed != tc.pass || (!tc.pass && !strings.Contains(out.String(), "over")) {
+			t.Errorf("%d bytes (bound %d): passed %q, answered %q; want passed %v", len(tc.input), len(call), got, out.String(), tc.pass)
+		}
+	}
 }
