@@ -17,6 +17,7 @@ import (
 	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/server/oauth"
 	"github.com/custos-mcp/custos/server/ops"
 )
 
@@ -381,6 +382,8 @@ func (c *checker) oauth(h *HTTPOptions) {
 	// Optional: "" reads no such claim.
 	if v := oc.ClientClaim; len(v) > MaxOAuthNameSize || strings.ContainsAny(v, " \t\r\n\"") {
 		c.add("oauth.claims.client", "want a name without spaces or quotes, or nothing")
+	} else if why := oauth.ClientClaimProblem(*oc); why != "" {
+		c.add("oauth.claims.client", "%s", why)
 	}
 }
 

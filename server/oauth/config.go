@@ -181,6 +181,9 @@ func (c *Config) validate() error {
 	if strings.ContainsAny(c.PurposeHeader, " :\t\r\n\"") {
 		return bad("PurposeHeader", "not a header name")
 	}
+	if why := ClientClaimProblem(*c); why != "" {
+		return bad("ClientClaim", why)
+	}
 	if len(c.KnownPurposes) == 0 {
 		return bad("KnownPurposes", "empty")
 	}
@@ -230,4 +233,21 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// ClientClaimProblem says why c.ClientClaim cannot name the client, or "":
+// a registered claim (sub would make every user its own client, and the
+// rule that a token names a client a no-op), or a claim c maps to the
+// principal (roles, tenant, patients, purpose of use). "" is no claim.
+func ClientClaimProblem(c Config) string {
+	c = c.withDefaults()
+	switch n := c.ClientClaim; n {
+	case "":
+		return ""
+	case "iss", "sub", "aud", "exp", "nbf", "iat", "jti", "scope", "scp", "act", "azp", "client_id", "cnf", "typ":
+		return "a registered JWT claim cannot name the client"
+	case c.RolesClaim, c.TenantClaim, c.PatientsClaim, c.PurposeClaim:
+		return "a claim mapped to the principal cannot name the client"
+	}
+	return ""
 }

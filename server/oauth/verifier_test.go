@@ -604,3 +604,27 @@ func TestVerifiedTokenCache(t *testing.T) {
 		t.Errorf("bounded cache holds %d entries, want 2", len(small.verified))
 	}
 }
+
+// The client claim cannot be a registered claim or one mapped to the
+// principal: with "sub", every token would name its user as its client,
+// and the rule that a token names a client would hold for all of them.
+func TestClientClaimCannotBeARegisteredOrPrincipalClaim(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	for _, name := range []string{"sub", "iss", "client_id", "azp", "scope", "roles", "tenant", "patients", "purpose_of_use"} {
+		cfg := is.config()
+		cfg.ClientClaim = name
+		if _, err := New(context.Background(), cfg); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "ClientClaim") {
+			t.Errorf("ClientClaim %q: %v, want ErrBadConfig", name, err)
+		}
+	}
+	cfg := is.config()
+	cfg.ClientClaim, cfg.RolesClaim = "groups", "groups"
+	if _, err := New(context.Background(), cfg); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("ClientClaim = RolesClaim: %v, want ErrBadConfig", err)
+	}
+	cfg = is.config()
+	cfg.ClientClaim = "cid"
+	if _, err := New(context.Background(), cfg); err != nil {
+		t.Errorf("ClientClaim cid: %v", err)
+	}
+}

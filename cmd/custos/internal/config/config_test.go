@@ -230,6 +230,7 @@ func TestValidate(t *testing.T) {
 			{"oauth.issuer", "only on a loopback host"}, {"oauth.jwks_url", "want an absolute https:// URL"}, {"oauth.audience", "fragment"}}},
 		{"oauth claim without oauth", "oauth:\n  claims:\n    roles: groups\n", Options{}, []want{{"oauth.claims.roles", "only used with oauth.issuer"}}},
 		{"client claim without oauth", "oauth:\n  claims:\n    client: cid\n", Options{}, []want{{"oauth.claims.client", "only used with oauth.issuer"}}},
+		{"client claim sub", "oauth:\n  issuer: https://idp\n  jwks_url: https://idp/k\n  audience: https://me/mcp\n  claims:\n    client: sub\n", Options{}, []want{{"oauth.claims.client", "registered JWT claim"}}},
 		{"bad client claim", "oauth:\n  issuer: https://idp\n  jwks_url: https://idp/k\n  audience: https://me/mcp\n  claims:\n    client: \"c i d\"\n", Options{}, []want{{"oauth.claims.client", "without spaces"}}},
 		{"oauth bad claim", "oauth:\n  issuer: https://idp\n  jwks_url: https://idp/k\n  audience: https://me/mcp\n  scopes:\n    read: \"a b\"\n", Options{}, []want{{"oauth.scopes.read", "without spaces"}}},
 		{"dev with vault", "dev: true\nvault:\n  address: https://vault:8200\n  approle:\n    role_id_file: FILE\n", Options{}, []want{
