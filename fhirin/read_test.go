@@ -708,3 +708,28 @@ func TestReadRefusesBytesThatAreNotUTF8(t *testing.T) {
 		t.Errorf("valid UTF-8: %v", err)
 	}
 }
+
+// A manifest of the Bulk Data IG's later editions imports: deleted[]
+// without a type (Bundles), and error[] and outcome[] files that hold only
+// warnings and information (an export that reported no error).
+func TestReadLaterEditionManifest(t *testing.T) {
+	dir := t.TempDir()
+	warning := `{"resourceType":"OperationOutcome","issue":[{"severity":"warning","code":"informational","diagnostics":"2 Observations had no code"}]}`
+	for name, content := range map[string]string{
+		"m.json": `{"manifestType":"http://hl7.org/fhir/uv/bulkdata/StructureDefinition/BulkDataManifest","transactionTime":"2024-01-01T00:00:00Z",` +
+			`"request":"https://ehr.example/fhir/$export","requiresAccessToken":true,"output":[{"type":"Patient","url":"Patient.ndjson"}],` +
+			`"deleted":[{"url":"del.ndjson"}],"error":[{"type":"OperationOutcome","url":"e.ndjson"}],"outcome":[{"url":"o.ndjson"}],"link":[{"relation":"self","url":"https://ehr.example/status/1"}]}`,
+		"Patient.ndjson": `{"resourceType":"Patient","id":"p1"}`,
+		"del.ndjson":     `{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"DELETE","url":"Observation/o1"}}]}`,
+		"e.ndjson":       warning,
+		"o.ndjson":       warning + "\n" + `{"resourceType":"OperationOutcome","issue":[{"severity":"information","code":"informational"}]}` + "\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items := mustReadAll(t, filepath.Join(dir, "m.json"))
+	if len(items) != 2 {
+		t.Fatalf("%d items, want the Patient and the retirement of Observation o1: %+v", len(items), items)
+	}
+}

@@ -191,13 +191,20 @@ func dirSources(dir string) ([]source, error) {
 	return out, nil
 }
 
-// exportManifest is the Bulk Data $export complete-status body.
+// exportManifest is the Bulk Data $export complete-status body, with the
+// later editions' names: outcome (for error), link (a manifest in pages)
+// and outputOrganizedBy.
 type exportManifest struct {
-	TransactionTime string         `json:"transactionTime"`
-	Request         string         `json:"request"`
-	Output          []manifestFile `json:"output"`
-	Deleted         []manifestFile `json:"deleted"`
-	Error           []manifestFile `json:"error"`
+	TransactionTime   string         `json:"transactionTime"`
+	Request           string         `json:"request"`
+	Output            []manifestFile `json:"output"`
+	Deleted           []manifestFile `json:"deleted"`
+	Error             []manifestFile `json:"error"`
+	Outcome           []manifestFile `json:"outcome"`
+	OutputOrganizedBy string         `json:"outputOrganizedBy"`
+	Link              []struct {
+		Relation string `json:"relation"`
+	} `json:"link"`
 }
 
 type manifestFile struct {
@@ -210,9 +217,13 @@ const maxManifest = 16 << 20
 
 // manifestSources reads an $export manifest: output[] and deleted[] files,
 // each a relative path (to the manifest's directory), an absolute path or a
-// file: URL. A non-empty error[] is refused: an export that reported errors
-// is incomplete, and importing it as a full sync would retire what it
-// missed.
+// file: URL. An export that reported an error (an OperationOutcome with an
+// issue of severity error or fatal in a file of error[] or outcome[]) is
+// incomplete, and importing it as a full sync would retire what it missed:
+// it is refused, as is one whose files cannot be read; warnings and
+// information are not errors. A manifest that continues on another page
+// (link next), which an import of local files cannot follow, and output
+// organized by a resource type (outputOrganizedBy) are refused too.
 func manifestSources(path string) ([]source, error) {
 	name := filepath.Base(path)
 	b, err := readLimited(path, maxManifest)
@@ -223,16 +234,34 @@ func manifestSources(path string) ([]source, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, newError(name, "", ErrManifest, "not a JSON $export manifest")
 	}
-	if len(m.Error) > 0 {
-		return nil, newError(name, "error", ErrManifest, "the export reported %d error file(s); import a complete export", len(m.Error))
+	for i, l := range m.Link {
+		if l.Relation == "next" {
+			return nil, newError(name, "link["+itoa(i)+"]", ErrManifest, "the manifest continues on another page (link next), which an import of local files cannot follow: import a complete export (custos sync follows the pages)")
+		}
+	}
+	if m.OutputOrganizedBy != "" {
+		return nil, newError(name, "outputOrganizedBy", ErrManifest, "output organized by a resource type is not imported: export the output by type")
+	}
+	dir := filepath.Dir(path)
+	for _, list := range []struct {
+		field string
+		files []manifestFile
+	}{{"error", m.Error}, {"outcome", m.Outcome}} {
+		for i, f := range list.files {
+			if err := exportOutcomes(name, dir, list.field+"["+itoa(i)+"]", f.URL); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if len(m.Output) == 0 && len(m.Deleted) == 0 {
 		return nil, newError(name, "output", ErrManifest, "no output and no deleted files")
 	}
-	dir := filepath.Dir(path)
 	var out []source
 	add := func(field string, i int, f manifestFile) error {
 		at := field + "[" + itoa(i) + "]"
+		if field == "deleted" && f.Type == "" {
+			f.Type = "Bundle" // the later editions leave it out
+		}
 		if !r4Types[f.Type] {
 			return newError(name, at+".type", ErrManifest, "not an R4 resource type")
 		}
@@ -267,6 +296,37 @@ func manifestSources(path string) ([]source, error) {
 		}
 	}
 	return out, nil
+}
+
+// exportOutcomes checks one error[] or outcome[] file of the manifest
+// name (NDJSON of OperationOutcome): an issue of severity error or fatal
+// is an error naming its issue code; a file that cannot be read, or a line
+// that is no OperationOutcome, is one too.
+func exportOutcomes(name, dir, at, url string) error {
+	p, err := localPath(dir, url)
+	if err != nil {
+		return newError(name, at+".url", ErrManifest, "%v", err)
+	}
+	b, err := readLimited(p, maxManifest)
+	if err != nil {
+		return newError(name, at+".url", ErrManifest, "cannot read the export's outcome file: %v", err)
+	}
+	for n, line := range bytes.Split(b, []byte{'\n'}) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		isOO, code, failed := Outcome(line)
+		switch {
+		case !isOO:
+			return newError(name, at+".url", ErrManifest, "line %d of the export's outcome file is not an OperationOutcome", n+1)
+		case failed && code != "":
+			return newError(name, at, ErrManifest, "the export reported an error (issue code %s); import a complete export", code)
+		case failed:
+			return newError(name, at, ErrManifest, "the export reported an error; import a complete export")
+		}
+	}
+	return nil
 }
 
 // exportBase returns the FHIR server base of an $export kick-off request

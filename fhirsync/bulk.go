@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/custos-mcp/custos/fhirin"
 )
 
 // bulkResult is what a Bulk export staged.
@@ -241,7 +243,7 @@ func (c *client) checkOutcomes(ctx context.Context, ref string) error {
 			if !utf8.Valid(t) || json.Unmarshal(t, &head) != nil || head.ResourceType != "OperationOutcome" {
 				return fmt.Errorf("%w: GET %s line %d: not an OperationOutcome", ErrServer, where(u), line)
 			}
-			if _, code, bad := outcome(t); bad {
+			if _, code, bad := fhirin.Outcome(t); bad {
 				return fmt.Errorf("%w: GET %s line %d: the export reported an error (code %q): it is incomplete; nothing imported", ErrServer, where(u), line, code)
 			}
 			notes++

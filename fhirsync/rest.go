@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/custos-mcp/custos/fhirin"
 )
 
 // searchBundle is one page of a searchset Bundle. Resources stay raw: they
@@ -84,7 +86,7 @@ func (c *client) restSearch(ctx context.Context, st *stage, typ string, since ti
 			if len(e.Resource) == 0 {
 				return 0, fmt.Errorf("%w: GET %s: entry %d has no resource", ErrServer, where(u), i)
 			}
-			if oo, code, bad := outcome(e.Resource); oo && (e.Search.Mode == "outcome" || typ != "OperationOutcome") {
+			if oo, code, bad := fhirin.Outcome(e.Resource); oo && (e.Search.Mode == "outcome" || typ != "OperationOutcome") {
 				if bad {
 					// The server says the search failed: what it did return
 					// is not the whole result (a full sync would retire the rest).
@@ -124,44 +126,4 @@ func (c *client) restSearch(ctx context.Context, st *stage, typ string, since ti
 		return 0, err
 	}
 	return st.copyNDJSON(tmp, "search "+typ+" ("+filepath.Base(tmp.Name())+")", typ, false)
-}
-
-// outcome reports whether raw is an OperationOutcome, whether it has an
-// issue of severity error or fatal (bad), and that issue's code (never its
-// diagnostics or details, which may quote data).
-func outcome(raw json.RawMessage) (isOO bool, code string, bad bool) {
-	var res struct {
-		ResourceType string `json:"resourceType"`
-		Issue        []struct {
-			Severity string `json:"severity"`
-			Code     string `json:"code"`
-		} `json:"issue"`
-	}
-	// Most entries are not one: skip their second parse.
-	if !bytes.Contains(raw, []byte(`"OperationOutcome"`)) || json.Unmarshal(raw, &res) != nil || res.ResourceType != "OperationOutcome" {
-		return false, "", false
-	}
-	for _, is := range res.Issue {
-		if is.Severity == "error" || is.Severity == "fatal" {
-			if !validCode(is.Code) {
-				return true, "", true
-			}
-			return true, is.Code, true
-		}
-	}
-	return true, "", false
-}
-
-// validCode reports whether c looks like a FHIR code of issue-type
-// (lowercase letters and hyphens), so it can be named in a message.
-func validCode(c string) bool {
-	if c == "" || len(c) > 64 {
-		return false
-	}
-	for _, r := range c {
-		if (r < 'a' || r > 'z') && r != '-' {
-			return false
-		}
-	}
-	return true
 }
