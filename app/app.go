@@ -30,6 +30,7 @@ import (
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/server/clientaddr"
 	"github.com/custos-mcp/custos/server/oauth"
 	"github.com/custos-mcp/custos/server/ops"
 	"github.com/custos-mcp/custos/store"
@@ -180,6 +181,10 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 	if h := o.HTTP; h != nil {
 		sc.RateLimit, sc.SessionTimeout = h.RateLimit, h.SessionIdle
 		sc.MaxSessions, sc.Refusals = h.MaxSessions, h.Refusals
+		// Checked by Options.Check: an error here is a bug, and fails closed.
+		if sc.TrustedProxies, err = clientaddr.ParseProxies(h.TrustedProxies); err != nil {
+			return nil, err
+		}
 	}
 	if a.srv, err = server.New(sc); err != nil {
 		return nil, err

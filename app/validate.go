@@ -17,6 +17,7 @@ import (
 	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/server/clientaddr"
 	"github.com/custos-mcp/custos/server/ops"
 )
 
@@ -333,6 +334,9 @@ func (c *checker) http(h *HTTPOptions) {
 		c.add("http.refusals_per_source", "must be 1 or more, got %d", n)
 	}
 	c.positive("http.refusal_window", h.Refusals.Window)
+	if _, err := clientaddr.ParseProxies(h.TrustedProxies); err != nil {
+		c.add("http.trusted_proxies", "%s", strings.TrimPrefix(err.Error(), clientaddr.ErrBadProxy.Error()+": "))
+	}
 	s := h.Server
 	c.positive("http.read_header_timeout", s.ReadHeaderTimeout)
 	c.positive("http.read_timeout", s.ReadTimeout)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/server/clientaddr"
 	"github.com/custos-mcp/custos/server/oauth"
 	"github.com/custos-mcp/custos/server/ops"
 )
@@ -29,13 +30,14 @@ const ActionAuthReject = "auth/reject"
 // tokens verified by v (issuer, audience, expiry, per-method scopes): the
 // MCP endpoint at MCPPath, the RFC 9728 protected resource metadata at
 // v.MetadataPath(), cross-origin requests refused, and every rejection
-// audited. Both protocol revisions are served as by HTTPHandler.
+// audited. Both protocol revisions are served as by HTTPHandler, and the
+// source address is resolved as there (Config.TrustedProxies).
 func (s *Server) OAuthHandler(v *oauth.Verifier) http.Handler {
 	h := s.mcpHandler(oauthIdentity(v)) // both protocol revisions, as HTTPHandler
 	mux := http.NewServeMux()
 	mux.Handle(v.MetadataPath(), v.MetadataHandler())
 	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(v.Middleware(noteCaller(s.rateLimited(h)), jsonrpcMethod)), v.TokenVerifier()))
-	return mux
+	return clientaddr.Handler(s.cfg.TrustedProxies, mux)
 }
 
 // oauthIdentity maps the verified claims to the caller's Identity; the
@@ -222,7 +224,7 @@ func (s *Server) auditRejections(next http.Handler, verify auth.TokenVerifier) h
 		r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
 		var (
 			reason, class string
-			source        = hostOf(r.RemoteAddr)
+			source        = hostOf(clientaddr.Of(r))
 		)
 		rw := &rejectWriter{ResponseWriter: w, reject: func(status int) bool {
 			reason, class = rejectionReason(status, w.Header().Get("WWW-Authenticate"), c.mismatch)
@@ -239,7 +241,7 @@ func (s *Server) auditRejections(next http.Handler, verify auth.TokenVerifier) h
 		if reason == "" {
 			return
 		}
-		id := Identity{Source: r.RemoteAddr}
+		id := Identity{Source: clientaddr.Of(r)}
 		switch {
 		case c.ti != nil:
 			id.Principal = principalOf(c.ti)

@@ -15,6 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/server/clientaddr"
 )
 
 // ServeStdio serves MCP over the given transport (normally
@@ -32,13 +34,15 @@ const MCPPath = "/mcp"
 
 // HTTPHandler returns the Streamable HTTP handler: bearer tokens verified by
 // tokens, cross-origin requests refused, the MCP endpoint at MCPPath serving
-// both protocol revisions (see mcpHandler).
+// both protocol revisions (see mcpHandler). The source address of every
+// request is resolved once (clientaddr, Config.TrustedProxies); nothing
+// below reads RemoteAddr.
 func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 	h := s.mcpHandler(bearerIdentity)
 	protected := auth.RequireBearerToken(tokens.Verify, nil)(noteCaller(s.rateLimited(h)))
 	mux := http.NewServeMux()
 	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(protected), tokens.Verify))
-	return mux
+	return clientaddr.Handler(s.cfg.TrustedProxies, mux)
 }
 
 // SessionTimeout is how long an idle 2025-11-25 session lives (automatic

@@ -10,6 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/custos-mcp/custos/server/clientaddr"
 )
 
 // RequiredScope returns the scope an MCP method requires beyond a valid
@@ -212,8 +214,9 @@ func ClaimsFromTokenInfo(ti *auth.TokenInfo) (Claims, bool) {
 	return c, ok
 }
 
-// RemoteAddrFromTokenInfo returns the remote address (host:port) of the
-// HTTP request the TokenInfo was made for, or "" when it is not known. It
+// RemoteAddrFromTokenInfo returns the source address of the HTTP request
+// the TokenInfo was made for (clientaddr.Of: the TCP peer's host:port, or
+// the client a trusted proxy named), or "" when it is not known. It
 // is the caller's network address for the audit record (hipaa.md: every
 // record carries the source address); the TokenInfo is made per request,
 // never cached, so it is always the current request's.
@@ -255,7 +258,7 @@ func (v *Verifier) TokenVerifier() auth.TokenVerifier {
 		}
 		ti := TokenInfo(c)
 		if r != nil {
-			ti.Extra[remoteKey] = r.RemoteAddr
+			ti.Extra[remoteKey] = clientaddr.Of(r)
 		}
 		return ti, nil
 	}
@@ -280,7 +283,7 @@ func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (s
 		}
 		c, err := v.Verify(r.Context(), tok)
 		if err != nil {
-			v.cfg.Logger.Info("oauth: token rejected", "err", err, "remote", r.RemoteAddr)
+			v.cfg.Logger.Info("oauth: token rejected", "err", err, "remote", clientaddr.Of(r))
 			v.Challenge(w, http.StatusUnauthorized, err, "")
 			return
 		}
@@ -299,7 +302,7 @@ func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (s
 		}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, c))
 		ti := TokenInfo(c)
-		ti.Extra[remoteKey] = r.RemoteAddr
+		ti.Extra[remoteKey] = clientaddr.Of(r)
 		auth.RequireBearerToken(func(context.Context, string, *http.Request) (*auth.TokenInfo, error) {
 			return ti, nil
 		}, &auth.RequireBearerTokenOptions{ClockSkew: v.cfg.Skew})(next).ServeHTTP(w, r)

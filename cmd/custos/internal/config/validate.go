@@ -286,6 +286,12 @@ func (f *File) httpOptions() *app.HTTPOptions {
 		MaxSessions: intOf(h.MaxSessions),
 		Refusals:    server.RefusalLimits{Window: durOf(h.RefusalWindow), PerSource: intOf(h.RefusalsPerSource)},
 	}
+	for _, p := range h.TrustedProxies {
+		// --http-trusted-proxy 10.0.0.0/8,192.0.2.7 as well as repeated.
+		for _, e := range strings.Split(p, ",") {
+			o.TrustedProxies = append(o.TrustedProxies, strings.TrimSpace(e))
+		}
+	}
 	if h.RateLimit != nil {
 		o.RateLimit.PerSecond = *h.RateLimit
 	}
