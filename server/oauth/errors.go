@@ -10,6 +10,11 @@ var (
 	// ErrMissing: the request carries no bearer token. Answer 401 with a
 	// challenge that carries no error code (RFC 6750 §3.1).
 	ErrMissing = errors.New("oauth: no bearer token")
+	// ErrMalformedRequest: the Authorization header is given more than once
+	// or is not "Bearer" and one token (RFC 6750 §2.1). Answer 400
+	// invalid_request (§3.1), never the header: which of several tokens
+	// is meant is not for the server to guess.
+	ErrMalformedRequest = errors.New("oauth: malformed Authorization header")
 	// ErrInvalid: the token is malformed, uses a disallowed algorithm, is
 	// signed by an unknown key, has a bad signature, or lacks a required
 	// claim. Answer 401 invalid_token.

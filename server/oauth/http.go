@@ -131,6 +131,19 @@ func (v *Verifier) Challenge(w http.ResponseWriter, status int, err error, requi
 	http.Error(w, http.StatusText(status), status)
 }
 
+// InvalidRequest writes RFC 6750 §3.1's answer to a malformed request
+// (err wrapping ErrMalformedRequest): 400 with WWW-Authenticate: Bearer
+// error="invalid_request" and a fixed error_description that names what
+// is wrong, never a header's value.
+func InvalidRequest(w http.ResponseWriter, err error) {
+	desc := "malformed Authorization header"
+	if errors.Is(err, errTwoHeaders) {
+		desc = "more than one Authorization header"
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_request", error_description="`+desc+`"`)
+	http.Error(w, "bad request: "+desc+": send one Authorization: Bearer <token> header", http.StatusBadRequest)
+}
+
 // rejections pairs each sentinel with its fixed, quote-free
 // error_description and the short code audit records use.
 var rejections = []struct {
@@ -172,9 +185,16 @@ func RejectionCode(wwwAuthenticate string) string {
 	return "invalid"
 }
 
+// The ErrMalformedRequest cases InvalidRequest tells apart.
+var (
+	errTwoHeaders  = fmt.Errorf("%w: more than one Authorization header", ErrMalformedRequest)
+	errNotOneToken = fmt.Errorf("%w: not one token after Bearer", ErrMalformedRequest)
+)
+
 // BearerToken extracts the token of an "Authorization: Bearer <token>"
-// header; it returns ErrMissing if there is none and ErrInvalid if the
-// header is malformed.
+// header; it returns ErrMissing if there is none (or another scheme) and
+// ErrMalformedRequest if the header is given more than once or is
+// malformed.
 func BearerToken(r *http.Request) (string, error) {
 	vals := r.Header.Values("Authorization")
 	switch len(vals) {
@@ -182,7 +202,7 @@ func BearerToken(r *http.Request) (string, error) {
 		return "", ErrMissing
 	case 1:
 	default:
-		return "", fmt.Errorf("%w: more than one Authorization header", ErrInvalid)
+		return "", errTwoHeaders
 	}
 	scheme, tok, ok := strings.Cut(vals[0], " ")
 	if !ok || !strings.EqualFold(scheme, "bearer") {
@@ -190,7 +210,7 @@ func BearerToken(r *http.Request) (string, error) {
 	}
 	tok = strings.TrimSpace(tok)
 	if tok == "" || strings.ContainsAny(tok, " \t") {
-		return "", fmt.Errorf("%w: malformed Authorization header", ErrInvalid)
+		return "", errNotOneToken
 	}
 	return tok, nil
 }
@@ -277,6 +297,10 @@ func (v *Verifier) TokenVerifier() auth.TokenVerifier {
 func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (string, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, err := BearerToken(r)
+		if errors.Is(err, ErrMalformedRequest) {
+			InvalidRequest(w, err)
+			return
+		}
 		if err != nil {
 			v.Challenge(w, http.StatusUnauthorized, err, "")
 			return
