@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -602,5 +603,45 @@ func TestVerifiedTokenCache(t *testing.T) {
 	}
 	if len(small.verified) != 2 {
 		t.Errorf("bounded cache holds %d entries, want 2", len(small.verified))
+	}
+}
+
+// PS256 (RSASSA-PSS) tokens verify with RSA keys of 2048 bits or more, and
+// a JWK's alg binds its key to that one algorithm (RFC 7517 §4.4, RFC 8725
+// §3.1). Found by probe: PS256 tokens (newer Auth0 tenants, some Keycloak
+// realms) were refused as "not a JWS with an allowed algorithm".
+func TestPS256AndKeyAlgorithmBinding(t *testing.T) {
+	r := rsaKey.priv.(*rsa.PrivateKey)
+	small, err := rsaKeyBits(1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	psKey := signingKey{"ps-1", jose.PS256, r}           // JWK alg PS256
+	anyRSA := signingKey{"rsa-any", "", r}               // JWK without alg
+	smallPS := signingKey{"ps-small", jose.PS256, small} // too short: not in the key set
+	is := newIssuer(t, rsaKey, psKey, anyRSA, smallPS, ecKey)
+	v := is.verifier(t)
+	as := func(kid string, alg jose.SignatureAlgorithm, priv any) signingKey { return signingKey{kid, alg, priv} }
+	for _, tc := range []struct {
+		name string
+		key  signingKey
+		want error
+	}{
+		{"PS256 with a PS256 key", as("ps-1", jose.PS256, r), nil},
+		{"PS256 with an RSA key without alg", as("rsa-any", jose.PS256, r), nil},
+		{"RS256 with an RSA key without alg", as("rsa-any", jose.RS256, r), nil},
+		{"PS256 naming a key published as RS256", as("rsa-1", jose.PS256, r), ErrInvalid},
+		{"RS256 naming a key published as PS256", as("ps-1", jose.RS256, r), ErrInvalid},
+		{"PS256 with a 1024-bit key", as("ps-small", jose.PS256, small), ErrInvalid},
+		{"PS256 naming an EC key", as("ec-1", jose.PS256, r), ErrInvalid},
+		{"PS384", as("rsa-any", jose.PS384, r), ErrInvalid},
+		{"PS512", as("rsa-any", jose.PS512, r), ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := v.Verify(context.Background(), sign(t, tc.key, is.claims()))
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("Verify: %v, want %v", err, tc.want)
+			}
+		})
 	}
 }
