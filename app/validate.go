@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -18,6 +19,7 @@ import (
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/clientaddr"
+	"github.com/custos-mcp/custos/server/oauth"
 	"github.com/custos-mcp/custos/server/ops"
 )
 
@@ -381,6 +383,10 @@ func (c *checker) oauth(h *HTTPOptions) {
 		if e.val == "" || len(e.val) > MaxOAuthNameSize || strings.ContainsAny(e.val, " \t\r\n\"") {
 			c.add(e.key, "want a non-empty name without spaces or quotes")
 		}
+	}
+	if d := oc.JWKSMaxStaleness; c.set("oauth.jwks_max_staleness", d == 0) && d <= cmp.Or(oc.JWKSRefresh, oauth.DefaultJWKSRefresh) {
+		c.add("oauth.jwks_max_staleness", "must be more than the JWKS refresh interval (%s), got %s: the keys would be refused before a refresh was tried",
+			cmp.Or(oc.JWKSRefresh, oauth.DefaultJWKSRefresh), d)
 	}
 	// Optional: "" reads no such claim.
 	if v := oc.ClientClaim; len(v) > MaxOAuthNameSize || strings.ContainsAny(v, " \t\r\n\"") {

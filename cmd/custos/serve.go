@@ -238,6 +238,7 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.String("oauth-purpose-claim", oauth.DefaultPurposeClaim, "OAuth 2.1: the claim holding the purpose of use")
 	f.String("oauth-client-claim", "", "OAuth 2.1: one more claim naming the client when a token has neither azp nor client_id (Okta: cid; Entra ID v1.0: appid); default none")
 	f.String("oauth-purpose-header", oauth.DefaultPurposeHeader, "OAuth 2.1: the request header that may carry the purpose of use")
+	f.Duration("oauth-jwks-max-staleness", oauth.DefaultJWKSMaxStaleness, "OAuth 2.1: beyond this long without a successful fetch of the issuer's JWKS, every token is refused (401) until a fetch succeeds")
 	f.Duration("http-read-header-timeout", server.DefaultReadHeaderTimeout, "HTTP: time allowed to read a request's headers")
 	f.Duration("http-read-timeout", server.DefaultReadTimeout, "HTTP: time allowed to read a whole request")
 	f.Duration("http-write-timeout", 0, "HTTP: time allowed to write a response (0: none; a timeout cuts SSE streams)")

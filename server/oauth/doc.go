@@ -29,7 +29,9 @@
 //     fetch is never bound to the request that caused it (it serves every
 //     caller; a caller that hangs up must not abort it and use up the
 //     interval). If the issuer becomes unreachable the cached keys keep
-//     working.
+//     working for Config.JWKSMaxStaleness (default 24 h) after the last
+//     successful fetch; beyond it every token is refused (ErrJWKSStale)
+//     until a fetch succeeds, cached verifications included.
 //   - Purpose of use is accepted only if it is a known HL7 v3 PurposeOfUse
 //     code; the claim and the request header must not disagree.
 package oauth

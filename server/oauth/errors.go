@@ -41,6 +41,10 @@ var (
 	// ErrBadConfig: New was given an invalid Config; the message names the
 	// field. Fix the configuration.
 	ErrBadConfig = errors.New("oauth: invalid configuration")
+	// ErrJWKSStale: no JWKS fetch has succeeded for longer than
+	// Config.JWKSMaxStaleness; every token is refused until one does.
+	// Answer 401 invalid_token; make the issuer's JWKS URL reachable.
+	ErrJWKSStale = errors.New("oauth: signing keys stale")
 	// ErrJWKS: the issuer's key set could not be fetched or held no usable
 	// key when New ran. Retry later or fix JWKSURL.
 	ErrJWKS = errors.New("oauth: JWKS unavailable")

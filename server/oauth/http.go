@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -155,6 +156,7 @@ var rejections = []struct {
 	{ErrAudience, "token not issued for this resource", "wrong_audience"},
 	{ErrIssuer, "token from an untrusted issuer", "wrong_issuer"},
 	{ErrJWKS, "signing keys unavailable", "jwks_unavailable"},
+	{ErrJWKSStale, "signing keys out of date", "jwks_stale"},
 }
 
 // description is the fixed error_description for err's sentinel.
@@ -169,7 +171,8 @@ func description(err error) string {
 
 // RejectionCode maps a WWW-Authenticate error_description written by
 // Challenge back to a short code for audit records ("expired",
-// "wrong_audience", "wrong_issuer", "not_yet_valid", "jwks_unavailable";
+// "wrong_audience", "wrong_issuer", "not_yet_valid", "jwks_unavailable",
+// "jwks_stale";
 // "invalid" for any other invalid token, "" if the header has none).
 func RejectionCode(wwwAuthenticate string) string {
 	_, rest, ok := strings.Cut(wwwAuthenticate, `error_description="`)
@@ -307,7 +310,11 @@ func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (s
 		}
 		c, err := v.Verify(r.Context(), tok)
 		if err != nil {
-			v.cfg.Logger.Info("oauth: token rejected", "err", err, "remote", clientaddr.Of(r))
+			level := slog.LevelInfo
+			if errors.Is(err, ErrJWKSStale) {
+				level = slog.LevelWarn // every caller is refused: the operator must act
+			}
+			v.cfg.Logger.Log(r.Context(), level, "oauth: token rejected", "err", err, "remote", clientaddr.Of(r))
 			v.Challenge(w, http.StatusUnauthorized, err, "")
 			return
 		}

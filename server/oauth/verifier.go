@@ -97,11 +97,16 @@ func (v *Verifier) Config() Config { return v.cfg }
 
 // Verify verifies a compact-serialized JWT access token and returns its
 // claims. Errors wrap one of ErrInvalid, ErrExpired, ErrNotYetValid,
-// ErrAudience, ErrIssuer (or ErrMissing for ""), and never contain the
-// token. Scopes are not checked here: see RequiredScope and CheckScope.
+// ErrAudience, ErrIssuer, ErrJWKSStale (or ErrMissing for ""), and never
+// contain the token. Scopes are not checked here: see RequiredScope and CheckScope.
 func (v *Verifier) Verify(ctx context.Context, rawToken string) (Claims, error) {
 	if rawToken == "" {
 		return Claims{}, ErrMissing
+	}
+	if err := v.CheckJWKS(); err != nil {
+		// Before the cache too: a token verified against keys that are
+		// now stale is not released either.
+		return Claims{}, err
 	}
 	var digest [32]byte
 	if v.cfg.CacheSize > 0 {
@@ -174,6 +179,24 @@ func (v *Verifier) Verify(ctx context.Context, rawToken string) (Claims, error) 
 		v.cacheMu.Unlock()
 	}
 	return c, nil
+}
+
+// CheckJWKS returns an error wrapping ErrJWKSStale if no JWKS fetch has
+// succeeded for longer than Config.JWKSMaxStaleness (and starts a
+// background refetch, at most once per MinRefreshInterval); nil while the
+// keys are fresh enough. Verify refuses every token while it fails; it is
+// also a readiness check. The message names the limit, no URL or key.
+func (v *Verifier) CheckJWKS() error {
+	now := v.cfg.Now()
+	age := now.Sub(v.keys.Load().fetched)
+	if age <= v.cfg.JWKSMaxStaleness {
+		return nil
+	}
+	if v.mayFetch(now) && v.refreshing.CompareAndSwap(false, true) {
+		go v.backgroundRefresh()
+	}
+	return fmt.Errorf("%w: no JWKS fetch has succeeded for %s, more than the %s allowed (oauth.jwks_max_staleness); refusing every token until one does",
+		ErrJWKSStale, age.Truncate(time.Second), v.cfg.JWKSMaxStaleness)
 }
 
 // clone copies the slices of c, so that callers can not alter the cache.

@@ -81,6 +81,9 @@ type OAuth struct {
 	Scopes        OAuthScopes `yaml:"scopes"`
 	Claims        OAuthClaims `yaml:"claims"`
 	PurposeHeader *string     `yaml:"purpose_header" flag:"oauth-purpose-header"`
+	// JWKSMaxStaleness: beyond this long without a successful JWKS fetch,
+	// every token is refused.
+	JWKSMaxStaleness *time.Duration `yaml:"jwks_max_staleness" flag:"oauth-jwks-max-staleness"`
 }
 
 // OAuthScopes are the scopes each method requires.

@@ -251,6 +251,10 @@ func TestValidate(t *testing.T) {
 		{"abuse limits", "http:\n  max_sessions_per_principal: 0\n  refusals_per_source: -1\n  refusal_window: 0s\naudit:\n  disk_low_watermark: 1000\n  disk_reserve: 2000\n", Options{}, []want{
 			{"http.max_sessions_per_principal", "1 or more"}, {"http.refusals_per_source", "1 or more"}, {"http.refusal_window", "more than 0"},
 			{"audit.disk_reserve", "must not exceed audit.disk_low_watermark"}}},
+		{"jwks staleness", "dev: true\nhttp:\n  listen: 127.0.0.1:1\noauth:\n  issuer: https://idp.test\n  jwks_url: https://idp.test/jwks\n  audience: https://custos.test/mcp\n  jwks_max_staleness: 1m\n", Options{}, []want{
+			{"oauth.jwks_max_staleness", "more than the JWKS refresh interval"}}},
+		{"jwks staleness without oauth", "oauth:\n  jwks_max_staleness: 48h\n", Options{}, []want{
+			{"oauth.jwks_max_staleness", "only used with oauth.issuer"}}},
 		{"trusted proxies", "http:\n  trusted_proxies: [10.0.0.0/8, 0.0.0.0/0, 10.0.0.1/8, proxy.internal]\n", Options{}, []want{
 			{"http.trusted_proxies", "every client"}}},
 		{"origin names", "node: \"a b\"\naudit:\n  deployment: x+y\n", Options{}, []want{{"node", "checkpoint origin"}, {"audit.deployment", "checkpoint origin"}}},

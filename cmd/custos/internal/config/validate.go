@@ -188,7 +188,8 @@ func (v *validator) written() {
 	o := f.OAuth
 	if str(o.Issuer) == "" && str(o.JWKSURL) == "" && str(o.Audience) == "" {
 		for _, path := range []string{"oauth.scopes.list", "oauth.scopes.read", "oauth.claims.roles", "oauth.claims.tenant",
-			"oauth.claims.patients", "oauth.claims.purpose_of_use", "oauth.claims.client", "oauth.purpose_header"} {
+			"oauth.claims.patients", "oauth.claims.purpose_of_use", "oauth.claims.client", "oauth.purpose_header",
+			"oauth.jwks_max_staleness"} {
 			if f.given(path) {
 				v.add(path, "is only used with oauth.issuer, oauth.jwks_url and oauth.audience")
 			}
@@ -302,8 +303,9 @@ func (f *File) httpOptions() *app.HTTPOptions {
 			ScopeList: str(oa.Scopes.List), ScopeRead: str(oa.Scopes.Read),
 			RolesClaim: str(oa.Claims.Roles), TenantClaim: str(oa.Claims.Tenant),
 			PatientsClaim: str(oa.Claims.Patients), PurposeClaim: str(oa.Claims.PurposeOfUse),
-			ClientClaim:   str(oa.Claims.Client),
-			PurposeHeader: str(oa.PurposeHeader),
+			ClientClaim:      str(oa.Claims.Client),
+			PurposeHeader:    str(oa.PurposeHeader),
+			JWKSMaxStaleness: durOf(oa.JWKSMaxStaleness),
 		}
 	}
 	return o
