@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -109,4 +110,37 @@ func TestHandlerAndOf(t *testing.T) {
 	if got := clientaddr.Of(r.WithContext(context.Background())); got != r.RemoteAddr {
 		t.Fatalf("Of without Handler = %q, want RemoteAddr", got)
 	}
+}
+
+// Whatever a trusted proxy passes on, the source is the peer or an IP
+// address (with a port at most): never other header text.
+func FuzzSource(f *testing.F) {
+	for _, s := range []string{"198.51.100.1", `for="[2001:db8::1]:80";proto=https, for=10.0.0.1`, `for=unknown`, `for="\"x"`, "[::1]:1, 10.0.0.2", ""} {
+		f.Add(s, s)
+	}
+	p, err := clientaddr.ParseProxies([]string{"10.0.0.0/8"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, fwd, xff string) {
+		const peer = "10.0.0.9:443"
+		h := http.Header{}
+		if fwd != "" {
+			h.Set("Forwarded", fwd)
+		}
+		if xff != "" {
+			h.Set("X-Forwarded-For", xff)
+		}
+		got := p.Source(peer, h)
+		if got == peer {
+			return
+		}
+		if _, err := netip.ParseAddr(got); err == nil {
+			return
+		}
+		if ap, err := netip.ParseAddrPort(got); err == nil && ap.Port() != 0 {
+			return
+		}
+		t.Fatalf("Source = %q: neither the peer nor an address", got)
+	})
 }
