@@ -30,6 +30,7 @@ import (
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/server/clientaddr"
 	"github.com/custos-mcp/custos/server/oauth"
 	"github.com/custos-mcp/custos/server/ops"
 	"github.com/custos-mcp/custos/store"
@@ -180,6 +181,10 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 	if h := o.HTTP; h != nil {
 		sc.RateLimit, sc.SessionTimeout = h.RateLimit, h.SessionIdle
 		sc.MaxSessions, sc.Refusals = h.MaxSessions, h.Refusals
+		// Checked by Options.Check: an error here is a bug, and fails closed.
+		if sc.TrustedProxies, err = clientaddr.ParseProxies(h.TrustedProxies); err != nil {
+			return nil, err
+		}
 	}
 	if a.srv, err = server.New(sc); err != nil {
 		return nil, err
@@ -540,7 +545,8 @@ func (a *App) Server() *server.Server { return a.srv }
 
 // Health is the readiness of the App: the audit log answers (its tree head
 // reads), a policy is loaded, the audit volume is above its low watermark,
-// and the keys are fresh. Its details show the audit retention period and
+// the keys are fresh, and over OAuth the issuer's JWKS is within
+// oauth.jwks_max_staleness. Its details show the audit retention period and
 // the oldest record's age (AuditRetention).
 func (a *App) Health() *ops.Health {
 	h := &ops.Health{Metrics: a.metrics}
@@ -561,6 +567,16 @@ func (a *App) Health() *ops.Health {
 		}
 		return nil
 	})
+	if v := a.verifier; v != nil {
+		// Past oauth.jwks_max_staleness every token is refused: not ready
+		// (custos_ready_check{check="oauth_jwks"} 0) until a fetch succeeds.
+		h.AddCheck("oauth_jwks", func(context.Context) error {
+			if v.CheckJWKS() != nil {
+				return ops.NewSafeError("OAuth signing keys stale: no JWKS fetch succeeded within oauth.jwks_max_staleness; every token is refused")
+			}
+			return nil
+		})
+	}
 	h.AddDetail("audit_retention", func(ctx context.Context) (any, error) {
 		return a.AuditRetention(ctx, time.Now())
 	})

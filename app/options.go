@@ -250,6 +250,13 @@ type HTTPOptions struct {
 	// make in a window before it is answered 429 (key
 	// http.refusals_per_source; 0 means server.DefaultRefusalsPerSource).
 	Refusals server.RefusalLimits
+	// TrustedProxies are the IP addresses or CIDR prefixes of proxies (a
+	// TLS-terminating load balancer) whose Forwarded or X-Forwarded-For
+	// header names the caller: only a request whose TCP peer is one of them
+	// has its source address taken from those headers (the right-most hop
+	// that is not a trusted proxy; package server/clientaddr). Empty (the
+	// default) reads no header. Key http.trusted_proxies.
+	TrustedProxies []string
 }
 
 // AuditDiskOptions watch the free space of the audit log's volume

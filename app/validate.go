@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -17,6 +18,7 @@ import (
 	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/server/clientaddr"
 	"github.com/custos-mcp/custos/server/oauth"
 	"github.com/custos-mcp/custos/server/ops"
 )
@@ -334,6 +336,9 @@ func (c *checker) http(h *HTTPOptions) {
 		c.add("http.refusals_per_source", "must be 1 or more, got %d", n)
 	}
 	c.positive("http.refusal_window", h.Refusals.Window)
+	if _, err := clientaddr.ParseProxies(h.TrustedProxies); err != nil {
+		c.add("http.trusted_proxies", "%s", strings.TrimPrefix(err.Error(), clientaddr.ErrBadProxy.Error()+": "))
+	}
 	s := h.Server
 	c.positive("http.read_header_timeout", s.ReadHeaderTimeout)
 	c.positive("http.read_timeout", s.ReadTimeout)
@@ -378,6 +383,10 @@ func (c *checker) oauth(h *HTTPOptions) {
 		if e.val == "" || len(e.val) > MaxOAuthNameSize || strings.ContainsAny(e.val, " \t\r\n\"") {
 			c.add(e.key, "want a non-empty name without spaces or quotes")
 		}
+	}
+	if d := oc.JWKSMaxStaleness; c.set("oauth.jwks_max_staleness", d == 0) && d <= cmp.Or(oc.JWKSRefresh, oauth.DefaultJWKSRefresh) {
+		c.add("oauth.jwks_max_staleness", "must be more than the JWKS refresh interval (%s), got %s: the keys would be refused before a refresh was tried",
+			cmp.Or(oc.JWKSRefresh, oauth.DefaultJWKSRefresh), d)
 	}
 	// Optional: "" reads no such claim.
 	if v := oc.ClientClaim; len(v) > MaxOAuthNameSize || strings.ContainsAny(v, " \t\r\n\"") {

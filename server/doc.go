@@ -33,6 +33,11 @@
 // while the audit volume is in its reserve) once per kind and window and
 // otherwise in one aggregate record, so that they cannot fill the audit
 // volume; every one of them is still counted in the metrics.
+// Over HTTP the caller's source address (audit records, the limit of
+// failed authentications) is resolved once per request by package
+// clientaddr (the TCP peer, or from a peer in Config.TrustedProxies the
+// client its Forwarded or X-Forwarded-For names); nothing else reads
+// RemoteAddr.
 //
 // Three values about content travel in _meta and only one is an entity
 // tag: [ETagKey] ("custos/etag") is the entity tag of what the caller

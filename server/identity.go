@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/server/clientaddr"
 )
 
 // Identity is who is asking and why: the authenticated principal and the
@@ -181,7 +182,7 @@ func (t *Tokens) Verify(_ context.Context, token string, r *http.Request) (*auth
 	if found == nil {
 		return nil, auth.ErrInvalidToken
 	}
-	id, err := found.identity(r.RemoteAddr)
+	id, err := found.identity(clientaddr.Of(r))
 	if err != nil {
 		return nil, auth.ErrInvalidToken
 	}

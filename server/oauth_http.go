@@ -16,6 +16,7 @@ import (
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/server/clientaddr"
 	"github.com/custos-mcp/custos/server/oauth"
 	"github.com/custos-mcp/custos/server/ops"
 )
@@ -29,13 +30,14 @@ const ActionAuthReject = "auth/reject"
 // tokens verified by v (issuer, audience, expiry, per-method scopes): the
 // MCP endpoint at MCPPath, the RFC 9728 protected resource metadata at
 // v.MetadataPath(), cross-origin requests refused, and every rejection
-// audited. Both protocol revisions are served as by HTTPHandler.
+// audited. Both protocol revisions are served as by HTTPHandler, and the
+// source address is resolved as there (Config.TrustedProxies).
 func (s *Server) OAuthHandler(v *oauth.Verifier) http.Handler {
 	h := s.mcpHandler(oauthIdentity(v)) // both protocol revisions, as HTTPHandler
 	mux := http.NewServeMux()
 	mux.Handle(v.MetadataPath(), v.MetadataHandler())
 	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(v.Middleware(noteCaller(s.rateLimited(h)), jsonrpcMethod)), v.TokenVerifier()))
-	return mux
+	return clientaddr.Handler(s.cfg.TrustedProxies, mux)
 }
 
 // oauthIdentity maps the verified claims to the caller's Identity; the
@@ -157,12 +159,13 @@ func principalOf(ti *auth.TokenInfo) policy.Principal {
 	return policy.Principal{Sub: ti.UserID}
 }
 
-// rejectWriter passes a response through, except a 401 or 403 from a
-// source over its limit of failed authentications, which it turns into a
+// rejectWriter passes a response through, except a 401, 403 or 400
+// invalid_request (authRefusal) from a source over its limit of failed
+// authentications, which it turns into a
 // 429 (refusals.go), and a 401 without a challenge, to which it adds one.
 type rejectWriter struct {
 	http.ResponseWriter
-	reject  func(status int) (over bool) // called once, for the first 401 or 403
+	reject  func(status int) (over bool) // called once, for the first authRefusal
 	status  int
 	limited bool // answered 429 instead: the inner handler's body is dropped
 }
@@ -173,7 +176,7 @@ func (w *rejectWriter) WriteHeader(code int) {
 		return
 	}
 	w.status = code
-	if (code == http.StatusUnauthorized || code == http.StatusForbidden) && w.reject(code) {
+	if authRefusal(code, w.Header().Get("WWW-Authenticate")) && w.reject(code) {
 		w.limited = true
 		h := w.Header()
 		h.Del("WWW-Authenticate")
@@ -187,6 +190,19 @@ func (w *rejectWriter) WriteHeader(code int) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="custos"`)
 	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// authRefusal reports whether a response refuses the request's
+// authentication: 401, 403, or 400 invalid_request (a malformed
+// Authorization header, oauth.InvalidRequest).
+func authRefusal(status int, wwwAuthenticate string) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return true
+	case http.StatusBadRequest:
+		return strings.Contains(wwwAuthenticate, `error="invalid_request"`)
+	}
+	return false
 }
 
 func (w *rejectWriter) Write(b []byte) (int, error) {
@@ -207,7 +223,8 @@ func (w *rejectWriter) Flush() {
 
 func (w *rejectWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// auditRejections records every 401 and 403 that next answers (tokens,
+// auditRejections records every 401 and 403 that next answers, and every
+// 400 invalid_request (a malformed Authorization header) (tokens,
 // Origin and session ownership are checked before MCP sees the request):
 // the source address, the status and the OAuth error code — never the
 // token — and the caller's principal when its token verified (a request
@@ -222,7 +239,7 @@ func (s *Server) auditRejections(next http.Handler, verify auth.TokenVerifier) h
 		r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
 		var (
 			reason, class string
-			source        = hostOf(r.RemoteAddr)
+			source        = hostOf(clientaddr.Of(r))
 		)
 		rw := &rejectWriter{ResponseWriter: w, reject: func(status int) bool {
 			reason, class = rejectionReason(status, w.Header().Get("WWW-Authenticate"), c.mismatch)
@@ -239,7 +256,7 @@ func (s *Server) auditRejections(next http.Handler, verify auth.TokenVerifier) h
 		if reason == "" {
 			return
 		}
-		id := Identity{Source: r.RemoteAddr}
+		id := Identity{Source: clientaddr.Of(r)}
 		switch {
 		case c.ti != nil:
 			id.Principal = principalOf(c.ti)
@@ -257,10 +274,13 @@ func (s *Server) auditRejections(next http.Handler, verify auth.TokenVerifier) h
 	})
 }
 
-// rejectionReason is the audit reason of an HTTP 401 or 403 and its class
+// rejectionReason is the audit reason of an HTTP 401, 403 or 400
+// invalid_request and its class
 // for custos_auth_failures_total.
 func rejectionReason(status int, wwwAuthenticate string, mismatch bool) (reason, class string) {
 	switch {
+	case status == http.StatusBadRequest:
+		class = ReasonInvalidRequest
 	case strings.Contains(wwwAuthenticate, `error="insufficient_scope"`):
 		class = ReasonInsufficientScope
 	case strings.Contains(wwwAuthenticate, `error="invalid_token"`):

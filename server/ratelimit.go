@@ -11,6 +11,7 @@ import (
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/server/clientaddr"
 	"github.com/custos-mcp/custos/server/ops"
 )
 
@@ -84,7 +85,7 @@ func (s *Server) rateLimited(next http.Handler) http.Handler {
 			return
 		}
 		s.cfg.Metrics.RateLimited(ops.LimitPrincipal)
-		e := s.entry(context.Background(), Identity{Principal: policy.Principal{Sub: key}, Source: r.RemoteAddr}, ActionRateLimited)
+		e := s.entry(context.Background(), Identity{Principal: policy.Principal{Sub: key}, Source: clientaddr.Of(r)}, ActionRateLimited)
 		if err := s.refuseCounted(context.Background(), e, audit.OutcomeDeny, ReasonRateLimited, nil); err != nil {
 			s.log.Error("auditing a rate-limit refusal failed", "err", err)
 		}

@@ -124,6 +124,10 @@ const (
 	// another principal (a hijack attempt); recorded with the caller's own
 	// principal.
 	ReasonSessionMismatch = "session_mismatch"
+	// ReasonInvalidRequest: the Authorization header was given more than
+	// once or was not "Bearer" and one token: answered 400 invalid_request
+	// (RFC 6750 §3.1), "http_400,invalid_request".
+	ReasonInvalidRequest = "invalid_request"
 )
 
 // Suffix of an aggregate refusal record's reason (refusals.go):

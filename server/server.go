@@ -19,6 +19,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/server/clientaddr"
 	"github.com/custos-mcp/custos/server/ops"
 	"github.com/custos-mcp/custos/store"
 )
@@ -123,6 +124,12 @@ type Config struct {
 	// MaxSessions caps the 2025-11-25 sessions one principal holds at once
 	// over HTTP (sessions.go); 0 means DefaultMaxSessions.
 	MaxSessions int
+	// TrustedProxies are the proxies (a TLS-terminating load balancer)
+	// whose Forwarded or X-Forwarded-For header names the caller's address
+	// over HTTP: the source of audit records and of the limit on failed
+	// authentications (package clientaddr). nil trusts no header: the
+	// source is the TCP peer.
+	TrustedProxies clientaddr.Proxies
 	// Volume, if not nil, says when the audit volume is down to its
 	// reserve: new requests are then refused (disk_low), so that the
 	// records that must be written still fit.

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/server/clientaddr"
 	"github.com/custos-mcp/custos/server/ops"
 )
 
@@ -118,7 +119,7 @@ func (c *sessionCap) handler(next http.Handler) http.Handler {
 		}
 		if !c.acquire(sub) {
 			c.s.cfg.Metrics.RateLimited(ops.LimitSessions)
-			id := Identity{Source: r.RemoteAddr}
+			id := Identity{Source: clientaddr.Of(r)}
 			if ti != nil {
 				id.Principal = principalOf(ti)
 			}

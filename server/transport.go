@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/server/clientaddr"
+	"github.com/custos-mcp/custos/server/oauth"
 )
 
 // ServeStdio serves MCP over the given transport (normally
@@ -32,13 +36,31 @@ const MCPPath = "/mcp"
 
 // HTTPHandler returns the Streamable HTTP handler: bearer tokens verified by
 // tokens, cross-origin requests refused, the MCP endpoint at MCPPath serving
-// both protocol revisions (see mcpHandler).
+// both protocol revisions (see mcpHandler). The source address of every
+// request is resolved once (clientaddr, Config.TrustedProxies); nothing
+// below reads RemoteAddr.
 func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 	h := s.mcpHandler(bearerIdentity)
-	protected := auth.RequireBearerToken(tokens.Verify, nil)(noteCaller(s.rateLimited(h)))
+	protected := oneBearerToken(auth.RequireBearerToken(tokens.Verify, nil)(noteCaller(s.rateLimited(h))))
 	mux := http.NewServeMux()
 	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(protected), tokens.Verify))
-	return mux
+	return clientaddr.Handler(s.cfg.TrustedProxies, mux)
+}
+
+// oneBearerToken answers a request whose Authorization header is given
+// more than once, or is not "Bearer" and one token, with 400
+// invalid_request (RFC 6750 §3.1), as oauth.Verifier.Middleware does. The
+// go-sdk's RequireBearerToken reads only the first of several headers
+// (Header.Get), so a request with a valid token and a second header was
+// served as if the second were not there.
+func oneBearerToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := oauth.BearerToken(r); errors.Is(err, oauth.ErrMalformedRequest) {
+			oauth.InvalidRequest(w, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // SessionTimeout is how long an idle 2025-11-25 session lives (automatic

@@ -21,6 +21,7 @@ const (
 	DefaultPurposeClaim       = "purpose_of_use"
 	DefaultPurposeHeader      = "X-Purpose-Of-Use"
 	DefaultJWKSRefresh        = 5 * time.Minute
+	DefaultJWKSMaxStaleness   = 24 * time.Hour
 	DefaultMinRefreshInterval = 10 * time.Second
 	DefaultResourceName       = "custos"
 	DefaultCacheSize          = 10000
@@ -79,6 +80,13 @@ type Config struct {
 	// JWKSRefresh is how old the cached JWKS may get before it is refetched
 	// in the background. Default 5 min.
 	JWKSRefresh time.Duration
+	// JWKSMaxStaleness is how long the cached JWKS is trusted after the
+	// last successful fetch: beyond it every token is refused
+	// (ErrJWKSStale, 401 invalid_token) until a fetch succeeds, so that a
+	// key the issuer revoked while its JWKS endpoint was unreachable (or
+	// blocked) is not trusted for ever. Default DefaultJWKSMaxStaleness
+	// (24 h); must exceed JWKSRefresh.
+	JWKSMaxStaleness time.Duration
 	// MinRefreshInterval is the least time between two JWKS fetches, both
 	// forced (unknown kid) and periodic. Default 10 s.
 	MinRefreshInterval time.Duration
@@ -125,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MinRefreshInterval == 0 {
 		c.MinRefreshInterval = DefaultMinRefreshInterval
+	}
+	if c.JWKSMaxStaleness == 0 {
+		c.JWKSMaxStaleness = DefaultJWKSMaxStaleness
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{Timeout: 10 * time.Second}
@@ -197,6 +208,9 @@ func (c *Config) validate() error {
 	}
 	if c.MinRefreshInterval < 0 {
 		return bad("MinRefreshInterval", "negative")
+	}
+	if c.JWKSMaxStaleness <= c.JWKSRefresh {
+		return bad("JWKSMaxStaleness", fmt.Sprintf("must exceed JWKSRefresh (%v): the keys would be refused before a refresh was tried", c.JWKSRefresh))
 	}
 	return nil
 }

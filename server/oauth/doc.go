@@ -4,8 +4,10 @@
 //
 // Specifications followed:
 //   - RFC 9068 (JWT profile for OAuth 2.0 access tokens) and RFC 7519: a
-//     token is a JWS in compact serialization, signed with RS256, ES256 or
-//     EdDSA by a key of the issuer's JWKS (RFC 7517), selected by "kid".
+//     token is a JWS in compact serialization, signed with RS256, PS256,
+//     ES256 or EdDSA by a key of the issuer's JWKS (RFC 7517), selected by
+//     "kid". A JWK's "alg", when present, binds its key to that algorithm
+//     (RFC 7517 §4.4, RFC 8725 §3.1); RSA keys have 2048 bits or more.
 //   - RFC 8707: "aud" must contain the server's canonical resource URL.
 //   - RFC 9728: protected resource metadata, advertised through the
 //     resource_metadata parameter of WWW-Authenticate (RFC 6750 §3).
@@ -27,7 +29,9 @@
 //     fetch is never bound to the request that caused it (it serves every
 //     caller; a caller that hangs up must not abort it and use up the
 //     interval). If the issuer becomes unreachable the cached keys keep
-//     working.
+//     working for Config.JWKSMaxStaleness (default 24 h) after the last
+//     successful fetch; beyond it every token is refused (ErrJWKSStale)
+//     until a fetch succeeds, cached verifications included.
 //   - Purpose of use is accepted only if it is a known HL7 v3 PurposeOfUse
 //     code; the claim and the request header must not disagree.
 package oauth

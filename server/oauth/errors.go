@@ -10,6 +10,11 @@ var (
 	// ErrMissing: the request carries no bearer token. Answer 401 with a
 	// challenge that carries no error code (RFC 6750 §3.1).
 	ErrMissing = errors.New("oauth: no bearer token")
+	// ErrMalformedRequest: the Authorization header is given more than once
+	// or is not "Bearer" and one token (RFC 6750 §2.1). Answer 400
+	// invalid_request (§3.1), never the header: which of several tokens
+	// is meant is not for the server to guess.
+	ErrMalformedRequest = errors.New("oauth: malformed Authorization header")
 	// ErrInvalid: the token is malformed, uses a disallowed algorithm, is
 	// signed by an unknown key, has a bad signature, or lacks a required
 	// claim. Answer 401 invalid_token.
@@ -36,6 +41,10 @@ var (
 	// ErrBadConfig: New was given an invalid Config; the message names the
 	// field. Fix the configuration.
 	ErrBadConfig = errors.New("oauth: invalid configuration")
+	// ErrJWKSStale: no JWKS fetch has succeeded for longer than
+	// Config.JWKSMaxStaleness; every token is refused until one does.
+	// Answer 401 invalid_token; make the issuer's JWKS URL reachable.
+	ErrJWKSStale = errors.New("oauth: signing keys stale")
 	// ErrJWKS: the issuer's key set could not be fetched or held no usable
 	// key when New ran. Retry later or fix JWKSURL.
 	ErrJWKS = errors.New("oauth: JWKS unavailable")

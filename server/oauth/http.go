@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/custos-mcp/custos/server/clientaddr"
 )
 
 // RequiredScope returns the scope an MCP method requires beyond a valid
@@ -129,6 +132,19 @@ func (v *Verifier) Challenge(w http.ResponseWriter, status int, err error, requi
 	http.Error(w, http.StatusText(status), status)
 }
 
+// InvalidRequest writes RFC 6750 §3.1's answer to a malformed request
+// (err wrapping ErrMalformedRequest): 400 with WWW-Authenticate: Bearer
+// error="invalid_request" and a fixed error_description that names what
+// is wrong, never a header's value.
+func InvalidRequest(w http.ResponseWriter, err error) {
+	desc := "malformed Authorization header"
+	if errors.Is(err, errTwoHeaders) {
+		desc = "more than one Authorization header"
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_request", error_description="`+desc+`"`)
+	http.Error(w, "bad request: "+desc+": send one Authorization: Bearer <token> header", http.StatusBadRequest)
+}
+
 // rejections pairs each sentinel with its fixed, quote-free
 // error_description and the short code audit records use.
 var rejections = []struct {
@@ -140,6 +156,7 @@ var rejections = []struct {
 	{ErrAudience, "token not issued for this resource", "wrong_audience"},
 	{ErrIssuer, "token from an untrusted issuer", "wrong_issuer"},
 	{ErrJWKS, "signing keys unavailable", "jwks_unavailable"},
+	{ErrJWKSStale, "signing keys out of date", "jwks_stale"},
 }
 
 // description is the fixed error_description for err's sentinel.
@@ -154,7 +171,8 @@ func description(err error) string {
 
 // RejectionCode maps a WWW-Authenticate error_description written by
 // Challenge back to a short code for audit records ("expired",
-// "wrong_audience", "wrong_issuer", "not_yet_valid", "jwks_unavailable";
+// "wrong_audience", "wrong_issuer", "not_yet_valid", "jwks_unavailable",
+// "jwks_stale";
 // "invalid" for any other invalid token, "" if the header has none).
 func RejectionCode(wwwAuthenticate string) string {
 	_, rest, ok := strings.Cut(wwwAuthenticate, `error_description="`)
@@ -170,9 +188,16 @@ func RejectionCode(wwwAuthenticate string) string {
 	return "invalid"
 }
 
+// The ErrMalformedRequest cases InvalidRequest tells apart.
+var (
+	errTwoHeaders  = fmt.Errorf("%w: more than one Authorization header", ErrMalformedRequest)
+	errNotOneToken = fmt.Errorf("%w: not one token after Bearer", ErrMalformedRequest)
+)
+
 // BearerToken extracts the token of an "Authorization: Bearer <token>"
-// header; it returns ErrMissing if there is none and ErrInvalid if the
-// header is malformed.
+// header; it returns ErrMissing if there is none (or another scheme) and
+// ErrMalformedRequest if the header is given more than once or is
+// malformed.
 func BearerToken(r *http.Request) (string, error) {
 	vals := r.Header.Values("Authorization")
 	switch len(vals) {
@@ -180,7 +205,7 @@ func BearerToken(r *http.Request) (string, error) {
 		return "", ErrMissing
 	case 1:
 	default:
-		return "", fmt.Errorf("%w: more than one Authorization header", ErrInvalid)
+		return "", errTwoHeaders
 	}
 	scheme, tok, ok := strings.Cut(vals[0], " ")
 	if !ok || !strings.EqualFold(scheme, "bearer") {
@@ -188,7 +213,7 @@ func BearerToken(r *http.Request) (string, error) {
 	}
 	tok = strings.TrimSpace(tok)
 	if tok == "" || strings.ContainsAny(tok, " \t") {
-		return "", fmt.Errorf("%w: malformed Authorization header", ErrInvalid)
+		return "", errNotOneToken
 	}
 	return tok, nil
 }
@@ -212,8 +237,9 @@ func ClaimsFromTokenInfo(ti *auth.TokenInfo) (Claims, bool) {
 	return c, ok
 }
 
-// RemoteAddrFromTokenInfo returns the remote address (host:port) of the
-// HTTP request the TokenInfo was made for, or "" when it is not known. It
+// RemoteAddrFromTokenInfo returns the source address of the HTTP request
+// the TokenInfo was made for (clientaddr.Of: the TCP peer's host:port, or
+// the client a trusted proxy named), or "" when it is not known. It
 // is the caller's network address for the audit record (hipaa.md: every
 // record carries the source address); the TokenInfo is made per request,
 // never cached, so it is always the current request's.
@@ -255,7 +281,7 @@ func (v *Verifier) TokenVerifier() auth.TokenVerifier {
 		}
 		ti := TokenInfo(c)
 		if r != nil {
-			ti.Extra[remoteKey] = r.RemoteAddr
+			ti.Extra[remoteKey] = clientaddr.Of(r)
 		}
 		return ti, nil
 	}
@@ -274,13 +300,21 @@ func (v *Verifier) TokenVerifier() auth.TokenVerifier {
 func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (string, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, err := BearerToken(r)
+		if errors.Is(err, ErrMalformedRequest) {
+			InvalidRequest(w, err)
+			return
+		}
 		if err != nil {
 			v.Challenge(w, http.StatusUnauthorized, err, "")
 			return
 		}
 		c, err := v.Verify(r.Context(), tok)
 		if err != nil {
-			v.cfg.Logger.Info("oauth: token rejected", "err", err, "remote", r.RemoteAddr)
+			level := slog.LevelInfo
+			if errors.Is(err, ErrJWKSStale) {
+				level = slog.LevelWarn // every caller is refused: the operator must act
+			}
+			v.cfg.Logger.Log(r.Context(), level, "oauth: token rejected", "err", err, "remote", clientaddr.Of(r))
 			v.Challenge(w, http.StatusUnauthorized, err, "")
 			return
 		}
@@ -299,7 +333,7 @@ func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (s
 		}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, c))
 		ti := TokenInfo(c)
-		ti.Extra[remoteKey] = r.RemoteAddr
+		ti.Extra[remoteKey] = clientaddr.Of(r)
 		auth.RequireBearerToken(func(context.Context, string, *http.Request) (*auth.TokenInfo, error) {
 			return ti, nil
 		}, &auth.RequireBearerTokenOptions{ClockSkew: v.cfg.Skew})(next).ServeHTTP(w, r)

@@ -24,8 +24,10 @@ import (
 
 // allowedAlgs are the only JWS algorithms accepted. "none" and the HMAC
 // algorithms are absent: go-jose rejects any other alg at parse time, which
-// defeats the alg=none and the RS256->HS256 key-confusion attacks.
-var allowedAlgs = []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA}
+// defeats the alg=none and the RS256->HS256 key-confusion attacks. PS256
+// (RSASSA-PSS, RFC 7518 §3.5) is what newer Auth0 tenants and some Keycloak
+// realms sign with.
+var allowedAlgs = []jose.SignatureAlgorithm{jose.RS256, jose.PS256, jose.ES256, jose.EdDSA}
 
 // maxJWKSBytes bounds the JWKS response body.
 const maxJWKSBytes = 1 << 20
@@ -95,11 +97,16 @@ func (v *Verifier) Config() Config { return v.cfg }
 
 // Verify verifies a compact-serialized JWT access token and returns its
 // claims. Errors wrap one of ErrInvalid, ErrExpired, ErrNotYetValid,
-// ErrAudience, ErrIssuer (or ErrMissing for ""), and never contain the
-// token. Scopes are not checked here: see RequiredScope and CheckScope.
+// ErrAudience, ErrIssuer, ErrJWKSStale (or ErrMissing for ""), and never
+// contain the token. Scopes are not checked here: see RequiredScope and CheckScope.
 func (v *Verifier) Verify(ctx context.Context, rawToken string) (Claims, error) {
 	if rawToken == "" {
 		return Claims{}, ErrMissing
+	}
+	if err := v.CheckJWKS(); err != nil {
+		// Before the cache too: a token verified against keys that are
+		// now stale is not released either.
+		return Claims{}, err
 	}
 	var digest [32]byte
 	if v.cfg.CacheSize > 0 {
@@ -174,6 +181,24 @@ func (v *Verifier) Verify(ctx context.Context, rawToken string) (Claims, error) 
 	return c, nil
 }
 
+// CheckJWKS returns an error wrapping ErrJWKSStale if no JWKS fetch has
+// succeeded for longer than Config.JWKSMaxStaleness (and starts a
+// background refetch, at most once per MinRefreshInterval); nil while the
+// keys are fresh enough. Verify refuses every token while it fails; it is
+// also a readiness check. The message names the limit, no URL or key.
+func (v *Verifier) CheckJWKS() error {
+	now := v.cfg.Now()
+	age := now.Sub(v.keys.Load().fetched)
+	if age <= v.cfg.JWKSMaxStaleness {
+		return nil
+	}
+	if v.mayFetch(now) && v.refreshing.CompareAndSwap(false, true) {
+		go v.backgroundRefresh()
+	}
+	return fmt.Errorf("%w: no JWKS fetch has succeeded for %s, more than the %s allowed (oauth.jwks_max_staleness); refusing every token until one does",
+		ErrJWKSStale, age.Truncate(time.Second), v.cfg.JWKSMaxStaleness)
+}
+
 // clone copies the slices of c, so that callers can not alter the cache.
 func (c Claims) clone() Claims {
 	c.Audience = slices.Clone(c.Audience)
@@ -221,14 +246,19 @@ func (v *Verifier) checkClaims(c *Claims) error {
 }
 
 // keyFits binds key types to algorithms, so that no key is ever used with
-// an algorithm of another family, whatever the JWKS says.
+// an algorithm of another family, whatever the JWKS says. A JWK's "alg"
+// member, when present, binds the key to that one algorithm (RFC 7517
+// §4.4; RFC 8725 §3.1: one key, one algorithm): a key published as RS256
+// never verifies a PS256 token and a PS256 key never an RS256 one. An RSA
+// key without "alg" verifies both RS256 and PS256, as issuers that omit it
+// expect; it must have at least 2048 bits (RFC 7518 §3.3, §3.5).
 func keyFits(k jose.JSONWebKey, alg jose.SignatureAlgorithm) bool {
 	if k.Algorithm != "" && k.Algorithm != string(alg) {
 		return false
 	}
 	switch pk := k.Key.(type) {
 	case *rsa.PublicKey:
-		return alg == jose.RS256 && pk.N.BitLen() >= 2048
+		return (alg == jose.RS256 || alg == jose.PS256) && pk.N.BitLen() >= 2048
 	case *ecdsa.PublicKey:
 		return alg == jose.ES256 && pk.Curve == elliptic.P256()
 	case ed25519.PublicKey:

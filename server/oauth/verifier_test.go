@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -626,5 +627,130 @@ func TestClientClaimCannotBeARegisteredOrPrincipalClaim(t *testing.T) {
 	cfg.ClientClaim = "cid"
 	if _, err := New(context.Background(), cfg); err != nil {
 		t.Errorf("ClientClaim cid: %v", err)
+	}
+}
+
+// PS256 (RSASSA-PSS) tokens verify with RSA keys of 2048 bits or more, and
+// a JWK's alg binds its key to that one algorithm (RFC 7517 §4.4, RFC 8725
+// §3.1). Found by probe: PS256 tokens (newer Auth0 tenants, some Keycloak
+// realms) were refused as "not a JWS with an allowed algorithm".
+func TestPS256AndKeyAlgorithmBinding(t *testing.T) {
+	r := rsaKey.priv.(*rsa.PrivateKey)
+	small, err := rsaKeyBits(1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	psKey := signingKey{"ps-1", jose.PS256, r}           // JWK alg PS256
+	anyRSA := signingKey{"rsa-any", "", r}               // JWK without alg
+	smallPS := signingKey{"ps-small", jose.PS256, small} // too short: not in the key set
+	is := newIssuer(t, rsaKey, psKey, anyRSA, smallPS, ecKey)
+	v := is.verifier(t)
+	as := func(kid string, alg jose.SignatureAlgorithm, priv any) signingKey { return signingKey{kid, alg, priv} }
+	for _, tc := range []struct {
+		name string
+		key  signingKey
+		want error
+	}{
+		{"PS256 with a PS256 key", as("ps-1", jose.PS256, r), nil},
+		{"PS256 with an RSA key without alg", as("rsa-any", jose.PS256, r), nil},
+		{"RS256 with an RSA key without alg", as("rsa-any", jose.RS256, r), nil},
+		{"PS256 naming a key published as RS256", as("rsa-1", jose.PS256, r), ErrInvalid},
+		{"RS256 naming a key published as PS256", as("ps-1", jose.RS256, r), ErrInvalid},
+		{"PS256 with a 1024-bit key", as("ps-small", jose.PS256, small), ErrInvalid},
+		{"PS256 naming an EC key", as("ec-1", jose.PS256, r), ErrInvalid},
+		{"PS384", as("rsa-any", jose.PS384, r), ErrInvalid},
+		{"PS512", as("rsa-any", jose.PS512, r), ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := v.Verify(context.Background(), sign(t, tc.key, is.claims()))
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("Verify: %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// Cached keys are trusted for JWKSMaxStaleness after the last successful
+// fetch, not for ever: found by probe, a verifier whose JWKS endpoint was
+// unreachable kept accepting tokens signed by its cached keys indefinitely
+// (a key the issuer had revoked meanwhile included). Beyond the limit
+// every token is refused, cached verifications too, until a fetch
+// succeeds.
+func TestJWKSMaxStaleness(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	clk := newClock(t0)
+	var logs strings.Builder
+	v := is.verifier(t, func(c *Config) {
+		c.Now = clk.Now
+		c.JWKSMaxStaleness = time.Hour
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	ctx := context.Background()
+	tok := sign(t, ecKey, is.claims(set("exp", t0.Add(48*time.Hour).Unix())))
+	if _, err := v.Verify(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	is.down.Store(true)
+	clk.Add(59 * time.Minute)
+	if _, err := v.Verify(ctx, tok); err != nil {
+		t.Fatalf("within the staleness limit: %v", err)
+	}
+	if err := v.CheckJWKS(); err != nil {
+		t.Fatalf("CheckJWKS within the limit: %v", err)
+	}
+	clk.Add(2 * time.Minute)
+	fresh := sign(t, ecKey, is.claims(set("jti", "tok-2"), set("exp", t0.Add(48*time.Hour).Unix())))
+	for name, tk := range map[string]string{"cached": tok, "new": fresh} {
+		_, err := v.Verify(ctx, tk)
+		if !errors.Is(err, ErrJWKSStale) {
+			t.Fatalf("%s token past the limit: %v, want ErrJWKSStale", name, err)
+		}
+		if strings.Contains(err.Error(), is.srv.URL) || !strings.Contains(err.Error(), "oauth.jwks_max_staleness") {
+			t.Errorf("error %q: want the setting named, no URL", err)
+		}
+	}
+	if err := v.CheckJWKS(); !errors.Is(err, ErrJWKSStale) {
+		t.Fatalf("CheckJWKS past the limit: %v", err)
+	}
+
+	// Over HTTP: 401 invalid_token with a fixed description, the reason
+	// in the log at warning level.
+	req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	w := httptest.NewRecorder()
+	v.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("served with stale keys") }), nil).ServeHTTP(w, req)
+	ch := w.Header().Get("WWW-Authenticate")
+	if w.Code != http.StatusUnauthorized || !strings.Contains(ch, `error="invalid_token"`) || RejectionCode(ch) != "jwks_stale" {
+		t.Fatalf("%d %q, want 401 invalid_token, jwks_stale", w.Code, ch)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "signing keys stale") {
+		t.Errorf("log: %s", logs.String())
+	}
+
+	// The issuer is back: the next refresh (at most one per
+	// MinRefreshInterval) makes the keys fresh again.
+	is.down.Store(false)
+	clk.Add(DefaultMinRefreshInterval)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := v.Verify(ctx, tok)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrJWKSStale) || time.Now().After(deadline) {
+			t.Fatalf("after the issuer came back: %v (fetches %d)", err, is.fetches.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestJWKSMaxStalenessMustExceedRefresh(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	for _, d := range []time.Duration{-time.Hour, time.Minute, DefaultJWKSRefresh} {
+		cfg := is.config()
+		cfg.JWKSMaxStaleness = d
+		if _, err := New(context.Background(), cfg); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "JWKSMaxStaleness") {
+			t.Errorf("JWKSMaxStaleness %v: %v, want ErrBadConfig naming it", d, err)
+		}
 	}
 }

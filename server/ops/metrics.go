@@ -54,6 +54,7 @@ const (
 	FailureInsufficientScope = "insufficient_scope"
 	FailureCrossOrigin       = "cross_origin"
 	FailureSessionMismatch   = "session_mismatch"
+	FailureInvalidRequest    = "invalid_request" // malformed Authorization (RFC 6750 §3.1): 400
 )
 
 // Other is the label value recorded for any method, outcome, reason or
@@ -64,8 +65,8 @@ var (
 	methods  = []string{MethodList, MethodRead, MethodTemplates, MethodInitialize, MethodPing, Other}
 	outcomes = []string{OutcomeAllow, OutcomeDeny, OutcomeNotFound, OutcomeError, OutcomeRefused, Other}
 	reasons  = []string{LimitPrincipal, LimitClient, LimitSource, LimitGlobal, LimitConcurrency, LimitSessions, Other}
-	failures = []string{FailureNoToken, FailureInvalidToken, FailureInsufficientScope, FailureCrossOrigin, FailureSessionMismatch, Other}
-	statuses = []string{"401", "403", Other}
+	failures = []string{FailureNoToken, FailureInvalidToken, FailureInsufficientScope, FailureCrossOrigin, FailureSessionMismatch, FailureInvalidRequest, Other}
+	statuses = []string{"401", "403", "400", Other}
 )
 
 // Histogram buckets, in seconds.
@@ -108,7 +109,7 @@ type Metrics struct {
 //	custos_audit_append_duration_seconds          histogram (AuditBuckets)
 //	custos_policy_eval_duration_seconds           histogram (PolicyBuckets)
 //	custos_rate_limited_total{reason}             counter
-//	custos_auth_rejections_total{status}          counter (status "401", "403")
+//	custos_auth_rejections_total{status}          counter (status "401", "403", "400")
 //	custos_auth_failures_total{reason}            counter (each refusal before MCP, by class: Failure*)
 //	custos_refusal_aggregates_unwritten_total     counter (aggregate refusal records that could not be written)
 //	custos_audit_disk_free_bytes                  gauge (free bytes on the audit log's volume, last sample)
@@ -156,11 +157,11 @@ func New(reg prometheus.Registerer) *Metrics {
 	}, []string{"reason"})
 	auth := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "custos_auth_rejections_total",
-		Help: "Requests rejected by authentication (401) or authorization (403).",
+		Help: "Requests rejected by authentication (401, or 400 for a malformed Authorization header) or authorization (403).",
 	}, []string{"status"})
 	fails := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "custos_auth_failures_total",
-		Help: "HTTP requests refused before MCP saw them (no or invalid token, insufficient scope, cross-origin, another principal's session), by reason; each one, recorded in the audit log individually or in aggregate.",
+		Help: "HTTP requests refused before MCP saw them (no or invalid token, insufficient scope, cross-origin, another principal's session, a malformed Authorization header), by reason; each one, recorded in the audit log individually or in aggregate.",
 	}, []string{"reason"})
 	unw := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "custos_refusal_aggregates_unwritten_total",
@@ -313,8 +314,9 @@ func (m *Metrics) RateLimited(reason string) {
 	m.rateLimited[reasonIndex(reason)].Inc()
 }
 
-// AuthRejected counts one request rejected with HTTP status 401 or 403;
-// any other status is recorded as Other.
+// AuthRejected counts one request rejected with HTTP status 401 or 403, or
+// 400 for a malformed Authorization header; any other status is recorded
+// as Other.
 func (m *Metrics) AuthRejected(status int) {
 	if m == nil {
 		return
@@ -325,6 +327,8 @@ func (m *Metrics) AuthRejected(status int) {
 		i = 0
 	case 403:
 		i = 1
+	case 400:
+		i = 2
 	}
 	m.authRejects[i].Inc()
 }

@@ -110,8 +110,9 @@ custos_rate_limited_total{reason="other"} 1
 custos_rate_limited_total{reason="principal"} 2
 custos_rate_limited_total{reason="sessions"} 0
 custos_rate_limited_total{reason="source"} 0
-# HELP custos_auth_rejections_total Requests rejected by authentication (401) or authorization (403).
+# HELP custos_auth_rejections_total Requests rejected by authentication (401, or 400 for a malformed Authorization header) or authorization (403).
 # TYPE custos_auth_rejections_total counter
+custos_auth_rejections_total{status="400"} 0
 custos_auth_rejections_total{status="401"} 1
 custos_auth_rejections_total{status="403"} 2
 custos_auth_rejections_total{status="other"} 1

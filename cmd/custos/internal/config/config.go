@@ -60,6 +60,9 @@ type HTTP struct {
 	MaxSessions         *int           `yaml:"max_sessions_per_principal" flag:"http-max-sessions"`
 	RefusalWindow       *time.Duration `yaml:"refusal_window" flag:"http-refusal-window"`
 	RefusalsPerSource   *int           `yaml:"refusals_per_source" flag:"http-refusals-per-source"`
+	// TrustedProxies are IP addresses or CIDR prefixes of proxies whose
+	// Forwarded or X-Forwarded-For header names the caller.
+	TrustedProxies []string `yaml:"trusted_proxies" flag:"http-trusted-proxy"`
 }
 
 // TLS serves HTTPS. MinVersion is "1.3" (default) or "1.2"; it stands for
@@ -78,6 +81,9 @@ type OAuth struct {
 	Scopes        OAuthScopes `yaml:"scopes"`
 	Claims        OAuthClaims `yaml:"claims"`
 	PurposeHeader *string     `yaml:"purpose_header" flag:"oauth-purpose-header"`
+	// JWKSMaxStaleness: beyond this long without a successful JWKS fetch,
+	// every token is refused.
+	JWKSMaxStaleness *time.Duration `yaml:"jwks_max_staleness" flag:"oauth-jwks-max-staleness"`
 }
 
 // OAuthScopes are the scopes each method requires.

@@ -252,6 +252,12 @@ func TestValidate(t *testing.T) {
 		{"abuse limits", "http:\n  max_sessions_per_principal: 0\n  refusals_per_source: -1\n  refusal_window: 0s\naudit:\n  disk_low_watermark: 1000\n  disk_reserve: 2000\n", Options{}, []want{
 			{"http.max_sessions_per_principal", "1 or more"}, {"http.refusals_per_source", "1 or more"}, {"http.refusal_window", "more than 0"},
 			{"audit.disk_reserve", "must not exceed audit.disk_low_watermark"}}},
+		{"jwks staleness", "dev: true\nhttp:\n  listen: 127.0.0.1:1\noauth:\n  issuer: https://idp.test\n  jwks_url: https://idp.test/jwks\n  audience: https://custos.test/mcp\n  jwks_max_staleness: 1m\n", Options{}, []want{
+			{"oauth.jwks_max_staleness", "more than the JWKS refresh interval"}}},
+		{"jwks staleness without oauth", "oauth:\n  jwks_max_staleness: 48h\n", Options{}, []want{
+			{"oauth.jwks_max_staleness", "only used with oauth.issuer"}}},
+		{"trusted proxies", "http:\n  trusted_proxies: [10.0.0.0/8, 0.0.0.0/0, 10.0.0.1/8, proxy.internal]\n", Options{}, []want{
+			{"http.trusted_proxies", "every client"}}},
 		{"origin names", "node: \"a b\"\naudit:\n  deployment: x+y\n", Options{}, []want{{"node", "checkpoint origin"}, {"audit.deployment", "checkpoint origin"}}},
 		{"empty strings", "node: \"\"\ndata_dir: \"\"\n", Options{}, []want{{"node", "must not be empty"}, {"data_dir", "must not be empty"}}},
 		{"policy dir without dev", "policy:\n  dir: DIR\n", Options{}, []want{{"policy.dir", "development only"}}},
@@ -461,5 +467,34 @@ func TestParseRefusesAliases(t *testing.T) {
 		if f != nil || err == nil || !strings.Contains(err.Error(), "not supported") {
 			t.Errorf("Parse(%q) = %v, %v; want refused", src, f, err)
 		}
+	}
+}
+
+// --http-trusted-proxy is repeatable and takes comma-separated lists; the
+// file's list maps the same way.
+func TestTrustedProxiesMapping(t *testing.T) {
+	fs := flagSet()
+	fs.StringArray("http-trusted-proxy", nil, "")
+	if err := fs.Parse([]string{"--listen", "127.0.0.1:9", "--http-trusted-proxy", "10.0.0.0/8, 192.0.2.7", "--http-trusted-proxy", "2001:db8::/32"}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse("c.yaml", []byte("dev: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff, err := Apply(fs, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := eff.AppOptions(func(string) string { return "" })
+	if o.HTTP == nil || strings.Join(o.HTTP.TrustedProxies, " ") != "10.0.0.0/8 192.0.2.7 2001:db8::/32" {
+		t.Fatalf("trusted proxies from flags: %+v", o.HTTP)
+	}
+	f2, err := Parse("c.yaml", []byte("dev: true\nhttp:\n  listen: 127.0.0.1:1\n  trusted_proxies: [10.20.0.0/24]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := f2.AppOptions(func(string) string { return "" }); o.HTTP == nil || strings.Join(o.HTTP.TrustedProxies, " ") != "10.20.0.0/24" {
+		t.Fatalf("trusted proxies from the file: %+v", o.HTTP)
 	}
 }

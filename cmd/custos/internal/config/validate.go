@@ -188,7 +188,8 @@ func (v *validator) written() {
 	o := f.OAuth
 	if str(o.Issuer) == "" && str(o.JWKSURL) == "" && str(o.Audience) == "" {
 		for _, path := range []string{"oauth.scopes.list", "oauth.scopes.read", "oauth.claims.roles", "oauth.claims.tenant",
-			"oauth.claims.patients", "oauth.claims.purpose_of_use", "oauth.claims.client", "oauth.purpose_header"} {
+			"oauth.claims.patients", "oauth.claims.purpose_of_use", "oauth.claims.client", "oauth.purpose_header",
+			"oauth.jwks_max_staleness"} {
 			if f.given(path) {
 				v.add(path, "is only used with oauth.issuer, oauth.jwks_url and oauth.audience")
 			}
@@ -286,6 +287,12 @@ func (f *File) httpOptions() *app.HTTPOptions {
 		MaxSessions: intOf(h.MaxSessions),
 		Refusals:    server.RefusalLimits{Window: durOf(h.RefusalWindow), PerSource: intOf(h.RefusalsPerSource)},
 	}
+	for _, p := range h.TrustedProxies {
+		// --http-trusted-proxy 10.0.0.0/8,192.0.2.7 as well as repeated.
+		for _, e := range strings.Split(p, ",") {
+			o.TrustedProxies = append(o.TrustedProxies, strings.TrimSpace(e))
+		}
+	}
 	if h.RateLimit != nil {
 		o.RateLimit.PerSecond = *h.RateLimit
 	}
@@ -296,8 +303,9 @@ func (f *File) httpOptions() *app.HTTPOptions {
 			ScopeList: str(oa.Scopes.List), ScopeRead: str(oa.Scopes.Read),
 			RolesClaim: str(oa.Claims.Roles), TenantClaim: str(oa.Claims.Tenant),
 			PatientsClaim: str(oa.Claims.Patients), PurposeClaim: str(oa.Claims.PurposeOfUse),
-			ClientClaim:   str(oa.Claims.Client),
-			PurposeHeader: str(oa.PurposeHeader),
+			ClientClaim:      str(oa.Claims.Client),
+			PurposeHeader:    str(oa.PurposeHeader),
+			JWKSMaxStaleness: durOf(oa.JWKSMaxStaleness),
 		}
 	}
 	return o
