@@ -334,11 +334,18 @@ func Receive(r io.Reader, out string) (*Staged, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
-	unlock, _, err := lockDir(tmp)
-	if err != nil {
+	unlock, ok, err := lockDir(tmp)
+	switch {
+	case err != nil:
 		// A file system without flock(2): go on unlocked. Nobody can
 		// lock there either, so nobody removes it as left behind.
 		unlock = func() {}
+	case !ok:
+		// Another backup to the same --out took the new directory for one
+		// left behind (its clock says it is old: a skewed file system
+		// clock) and is removing it.
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("backup: the staging directory beside %s was locked by another backup to it, which took it for one left behind (is the file system's clock skewed?); retry", filepath.Base(out))
 	}
 	s := &Staged{dir: tmp, out: out, unlock: unlock, Removed: removed}
 	if err := unpack(r, tmp); err != nil {
