@@ -32,8 +32,9 @@ func newPolicyCmd() *cobra.Command {
   custos policy impact --candidate DIR --data-dir D
                                       replay recently audited decisions against a
                                       candidate policy: what would change?
-  custos policy bundle DIR -o FILE --key ID=PEM
+  custos policy bundle DIR -o FILE --sequence N --key ID=PEM
                                       build a signed bundle for 'serve --policy-bundle'
+                                      (N: its rollback claim, above the last one)
   custos policy sign BUNDLE -o FILE --key ID=PEM
                                       re-sign a bundle (e.g. with a new key)
 
