@@ -241,3 +241,60 @@ func signAndWrite(cmd *cobra.Command, b *bundle.Bundle, signer policy.JWSSigner,
 	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: revision %s, %s, digest %s, signed by %s\n", out, b.Manifest.Revision, claim, digest, signer.KeyID())
 	return nil
 }
+
+func newPolicyVerifyCmd() *cobra.Command {
+	var keys []string
+	cmd := &cobra.Command{
+		Use:   "verify BUNDLE --key ID=PUBPEM...",
+		Short: "Verify a policy bundle as a server loads it and show its rollback claim",
+		Long: `verify loads BUNDLE exactly as serve --policy-bundle does (signature checked
+against the public keys given, archive checked, policy compiled, its Rego
+tests run) and prints its digest, revision, signing key and sequence claim.
+It does not read a server's high-water mark: a server refuses a bundle whose
+sequence is not above the last one it loaded (docs/policy.md, rollback
+protection). Exit 1 names what is wrong.
+
+Example:
+  custos policy verify policy.tar.gz --key security-team-2026=policy-signing.pub.pem`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("verify takes exactly one BUNDLE file")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(keys) == 0 {
+				return usagef("verify needs --key ID=PUBPEM (repeatable): the keys a server would trust")
+			}
+			var vks []policy.VerificationKey
+			for _, kv := range keys {
+				id, file, ok := strings.Cut(kv, "=")
+				if !ok || id == "" || file == "" {
+					return usagef("--key %q: want ID=PUBPEM (an ECDSA P-256 public key)", kv)
+				}
+				pem, err := os.ReadFile(file)
+				if err != nil {
+					return err
+				}
+				k, err := policy.ParseVerificationKey(id, pem)
+				if err != nil {
+					return err
+				}
+				vks = append(vks, k)
+			}
+			_, info, err := policy.LoadBundle(cmd.Context(), args[0], vks, policy.Options{})
+			if err != nil {
+				return err
+			}
+			claim := "none (refused by a server once a bundle with a claim has loaded)"
+			if info.Sequence != 0 {
+				claim = fmt.Sprintf("%d", info.Sequence)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: verified\n  digest    %s\n  revision  %s\n  key       %s\n  sequence  %s\n",
+				args[0], info.Digest, info.Revision, info.KeyID, claim)
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&keys, "key", nil, "ID=PUBPEM: an ES256 public key a server trusts (repeatable)")
+	return cmd
+}

@@ -144,3 +144,31 @@ func TestPolicyBundleSequence(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyVerifyShowsSequence runs custos policy verify on bundles the
+// OPA CLI built: the claim is shown; a bundle without one says so; a key
+// that did not sign fails.
+func TestPolicyVerifyShowsSequence(t *testing.T) {
+	opa := filepath.Join("..", "..", "policy", "testdata", "opa")
+	cli := func(args ...string) (int, string) {
+		var o, e bytes.Buffer
+		code := run(args, &o, &e)
+		return code, o.String() + e.String()
+	}
+	seqKey := "--key=default=" + filepath.Join(opa, "seq-ec.pub.pem")
+	if code, msg := cli("policy", "verify", filepath.Join(opa, "build-seq7.tar.gz"), seqKey); code != 0 ||
+		!strings.Contains(msg, "sequence  7\n") || !strings.Contains(msg, "revision  2026-12-07\n") || !strings.Contains(msg, "key       default\n") {
+		t.Fatalf("verify build-seq7: exit %d\n%s", code, msg)
+	}
+	if code, msg := cli("policy", "verify", filepath.Join(opa, "build-es256.tar.gz"), "--key=default="+filepath.Join(opa, "ec.pub.pem")); code != 0 ||
+		!strings.Contains(msg, "sequence  none") {
+		t.Fatalf("verify build-es256: exit %d\n%s", code, msg)
+	}
+	if code, msg := cli("policy", "verify", filepath.Join(opa, "build-seq7.tar.gz"), "--key=default="+filepath.Join(opa, "ec.pub.pem")); code != 1 ||
+		!strings.Contains(msg, "signature") {
+		t.Fatalf("verify with the wrong key: exit %d\n%s", code, msg)
+	}
+	if code, msg := cli("policy", "verify", filepath.Join(opa, "build-seq7.tar.gz")); code != 2 {
+		t.Fatalf("verify without a key: exit %d\n%s", code, msg)
+	}
+}
