@@ -130,7 +130,7 @@ func (a *App) armRollback(ctx context.Context) error {
 				"bundle_sequence", a.reload.Current().BundleSequence(), "high_water_sequence", hw.Sequence)
 		}
 		return nil
-	case a.o.Policy.AllowRollback:
+	case a.o.Policy.AllowRollback && re.Sequence != 0:
 		a.log.Warn("policy rollback allowed by the operator (--policy-allow-rollback)", "reason", re.Error())
 		for i := range a.pending {
 			if a.pending[i].Kind == policy.EventLoaded {
@@ -146,6 +146,9 @@ func (a *App) armRollback(ctx context.Context) error {
 	a.pending = nil
 	if err := a.srv.AuditPolicyEvent(ctx, rej); err != nil {
 		return fmt.Errorf("loading policy: %w (and the refusal could not be recorded: %w)", aerr, err)
+	}
+	if re.Sequence == 0 {
+		return fmt.Errorf("loading policy: %w (a bundle without a claim cannot be forced: re-sign it with custos policy sign --sequence N)", aerr)
 	}
 	return fmt.Errorf("loading policy: %w (to serve this bundle anyway, start once with --policy-allow-rollback)", aerr)
 }

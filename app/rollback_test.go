@@ -198,6 +198,14 @@ func TestPolicyRollbackProtection(t *testing.T) {
 		}
 		t.Fatalf("restart without a claim: %v", err)
 	}
+	// Not even with the override: as the mark it would disarm the
+	// protection.
+	if a, err := open(true); !errors.Is(err, policy.ErrRollback) || !strings.Contains(err.Error(), "custos policy sign --sequence") {
+		if a != nil {
+			a.Close()
+		}
+		t.Fatalf("override without a claim: %v", err)
+	}
 
 	// Every load record of a bundle with a claim names it.
 	loads := 0

@@ -259,7 +259,8 @@ func (r *Reloader) Current() *Engine { return r.cur.Load() }
 // allowRollback, leaves protection unarmed: the caller must not serve it.
 // With allowRollback (an operator's explicit override) the error is
 // returned as well, for the record, but the policy in force becomes the
-// mark. From then on every candidate is checked, and each load moves the
+// mark; a bundle without a claim is refused even then (as the mark it
+// would disarm the protection). From then on every candidate is checked, and each load moves the
 // mark to its bundle. Arm without ReloaderOptions.Rollback is an error.
 func (r *Reloader) Arm(hw HighWater, allowRollback bool) error {
 	r.mu.Lock()
@@ -269,7 +270,9 @@ func (r *Reloader) Arm(hw HighWater, allowRollback bool) error {
 	}
 	cur := r.cur.Load()
 	err := CheckSequence(hw, cur.BundleSequence(), cur.BundleDigest())
-	if err != nil && !allowRollback {
+	// A bundle without a claim is never forced: as the mark it would
+	// disarm the protection (any claim passes a mark of 0).
+	if err != nil && (!allowRollback || cur.BundleSequence() == 0) {
 		return err
 	}
 	r.armed = true

@@ -308,6 +308,18 @@ func TestReloaderArm(t *testing.T) {
 	if got, armed := r.HighWater(); !armed || got.Sequence != 5 || got.Digest != r.BundleDigest() {
 		t.Errorf("after the override: %+v %v", got, armed)
 	}
+	// A bundle without a claim is not forced: as the mark it would disarm
+	// the protection.
+	plain, err := New(ctx, BundleSource{Path: opaSeqBundle("build-es256.tar.gz"), Keys: []VerificationKey{mustKey(t, "default", "ec.pub.pem")}}, ReloaderOptions{Rollback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.Arm(hw, true); !errors.Is(err, ErrRollback) {
+		t.Fatalf("override of an unclaimed bundle: %v", err)
+	}
+	if _, armed := plain.HighWater(); armed {
+		t.Error("an unclaimed bundle was forced past the mark")
+	}
 	if err := (&Reloader{}).Arm(hw, false); err == nil {
 		t.Error("Arm without ReloaderOptions.Rollback accepted")
 	}
