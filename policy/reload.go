@@ -218,7 +218,7 @@ type Reloader struct {
 
 	cur atomic.Pointer[Engine]
 
-	mu         sync.Mutex // serializes loads; guards lastFP and retryAfter
+	mu         sync.Mutex // serializes loads; guards lastFP, retryAfter, armed and hw
 	lastFP     string     // source fingerprint taken before the last load attempt
 	retryAfter time.Time  // a good candidate whose load could not be recorded is retried from then
 	armed      bool       // rollback protection armed: every candidate is checked against hw
@@ -260,8 +260,9 @@ func (r *Reloader) Current() *Engine { return r.cur.Load() }
 // With allowRollback (an operator's explicit override) the error is
 // returned as well, for the record, but the policy in force becomes the
 // mark; a bundle without a claim is refused even then (as the mark it
-// would disarm the protection). From then on every candidate is checked, and each load moves the
-// mark to its bundle. Arm without ReloaderOptions.Rollback is an error.
+// would disarm the protection). From then on every candidate is checked,
+// and each load moves the mark to its bundle. Arm without
+// ReloaderOptions.Rollback is an error.
 func (r *Reloader) Arm(hw HighWater, allowRollback bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
