@@ -193,7 +193,11 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 	if err := a.startGrantSync(ctx); err != nil {
 		return nil, err
 	}
-	// The initial policy load happened before the server could audit it.
+	// The initial policy load happened before the audit log was open: check
+	// it against the high-water mark the log holds, then record it.
+	if err := a.armRollback(ctx); err != nil {
+		return nil, err
+	}
 	for _, ev := range a.pending {
 		if err := a.srv.AuditPolicyEvent(ctx, ev); err != nil {
 			return nil, err

@@ -18,7 +18,11 @@
 //     written to the anchors;
 //  6. grant sync: break-the-glass grants from grants.db;
 //  7. server: server.New, fed the audit log through the checkpointer's
-//     notifier, then the listeners (MCP over HTTP, ops).
+//     notifier; then, for a bundle, rollback protection is armed with the
+//     high-water mark of the audit log's last policy/load of a bundle (a
+//     bundle that does not advance it is refused, on record, unless
+//     AllowRollback), the initial load is recorded, then the listeners (MCP
+//     over HTTP, ops).
 //
 // Invariants:
 //

@@ -104,6 +104,13 @@ type PolicyOptions struct {
 	// VaultKeys also accepts bundles signed by the Vault Transit key
 	// custos-policy-signing (needs Vault). Key policy.vault_key.
 	VaultKeys bool
+	// AllowRollback lets the server start with a Bundle that does not
+	// advance the rollback high-water mark (an older sequence claim, or
+	// none after a bundle with one): the operator's override, recorded in
+	// the policy/load record. Hot reloads are checked all the same. Flag
+	// --policy-allow-rollback only (no configuration key: an override
+	// left in a file would let the next restart roll back unnoticed).
+	AllowRollback bool
 }
 
 // PolicyKey is one verification key of a policy bundle: an id and the PEM

@@ -1,12 +1,16 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
+	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/server"
 )
 
 // ErrBuiltinPolicy is returned by ReloadPolicy when the App serves the
@@ -22,6 +26,7 @@ func (a *App) openPolicy(ctx context.Context) error {
 	p := a.o.Policy
 	popts := policy.Options{Logger: a.log}
 	var src policy.Source
+	var ropts policy.ReloaderOptions
 	switch {
 	case p.Dir != "":
 		src = &policy.DirSource{Dir: p.Dir, Options: popts, AllowNoTests: true}
@@ -31,6 +36,7 @@ func (a *App) openPolicy(ctx context.Context) error {
 			return err
 		}
 		src = &policy.BundleSource{Path: p.Bundle, Keys: keys, Options: popts}
+		ropts.Rollback = true
 	default:
 		eng, err := policy.Default(ctx, popts)
 		if err != nil {
@@ -39,13 +45,15 @@ func (a *App) openPolicy(ctx context.Context) error {
 		a.policy = eng
 		return nil
 	}
-	r, err := policy.New(ctx, src, policy.ReloaderOptions{Logger: a.log, OnEvent: func(ev policy.Event) error {
+	ropts.Logger = a.log
+	ropts.OnEvent = func(ev policy.Event) error {
 		if a.srv == nil {
 			a.pending = append(a.pending, ev)
 			return nil
 		}
 		return a.srv.AuditPolicyEvent(context.Background(), ev)
-	}})
+	}
+	r, err := policy.New(ctx, src, ropts)
 	if err != nil {
 		return fmt.Errorf("loading policy: %w", err)
 	}
@@ -93,4 +101,94 @@ func (a *App) ReloadPolicy(ctx context.Context) (policy.Event, error) {
 		return policy.Event{}, ErrBuiltinPolicy
 	}
 	return a.reload.Reload(ctx)
+}
+
+// armRollback turns on rollback protection for a bundle policy: the
+// high-water mark is the last policy/load of a bundle in the audit log
+// (policyHighWater), and the bundle loaded at startup must advance it
+// (policy.CheckSequence). One that does not is refused, the refusal is
+// recorded (policy/reject) and the server does not start; with
+// --policy-allow-rollback it loads, and its policy/load record names the
+// refusal it overrode. It runs once the audit log is open and before the
+// pending initial load is recorded.
+func (a *App) armRollback(ctx context.Context) error {
+	if a.reload == nil || a.o.Policy.Bundle == "" {
+		return nil
+	}
+	hw, err := policyHighWater(ctx, a.audit)
+	if err != nil {
+		return fmt.Errorf("policy rollback protection: reading the high-water mark from the audit log: %w", err)
+	}
+	aerr := a.reload.Arm(hw, a.o.Policy.AllowRollback)
+	re, isRollback := errors.AsType[*policy.RollbackError](aerr)
+	switch {
+	case aerr != nil && !isRollback:
+		return aerr
+	case aerr == nil:
+		if a.o.Policy.AllowRollback {
+			a.log.Warn("--policy-allow-rollback given, but the bundle advances the high-water mark: nothing was overridden",
+				"bundle_sequence", a.reload.Current().BundleSequence(), "high_water_sequence", hw.Sequence)
+		}
+		return nil
+	case a.o.Policy.AllowRollback && re.Sequence != 0:
+		a.log.Warn("policy rollback allowed by the operator (--policy-allow-rollback)", "reason", re.Error())
+		for i := range a.pending {
+			if a.pending[i].Kind == policy.EventLoaded {
+				a.pending[i].RollbackOverride = re.Error()
+			}
+		}
+		return nil
+	}
+	// Refused: the refusal is recorded instead of the load, and nothing
+	// serves.
+	rej := policy.Event{Kind: policy.EventRejected, Time: time.Now().UTC(), Source: a.reload.Describe(),
+		CandidateDigest: re.Digest, Reason: re.Error()}
+	a.pending = nil
+	if err := a.srv.AuditPolicyEvent(ctx, rej); err != nil {
+		return fmt.Errorf("loading policy: %w (and the refusal could not be recorded: %w)", aerr, err)
+	}
+	if re.Sequence == 0 {
+		return fmt.Errorf("loading policy: %w (a bundle without a claim cannot be forced: re-sign it with custos policy sign --sequence N)", aerr)
+	}
+	return fmt.Errorf("loading policy: %w (to serve this bundle anyway, start once with --policy-allow-rollback)", aerr)
+}
+
+// policyHighWater is the rollback high-water mark the audit log holds: that
+// of its last policy/load record of a bundle (server.PolicyHighWater), or
+// the zero mark if it has none. The log is read backwards from its head in
+// chunks, so a server restarted often reads little of it.
+func policyHighWater(ctx context.Context, l *audit.Log) (policy.HighWater, error) {
+	const chunk = 4096
+	marker := []byte(`"action":"` + server.ActionPolicyLoad + `"`)
+	head, _ := l.Head()
+	for to := head; to >= 1; {
+		from := uint64(1)
+		if to > chunk {
+			from = to - chunk + 1
+		}
+		var hw policy.HighWater
+		found := false
+		err := l.Records(ctx, from, to, func(_ uint64, c []byte) error {
+			if !bytes.Contains(c, marker) {
+				return nil
+			}
+			r, err := audit.Decode(c)
+			if err != nil {
+				return err
+			}
+			h, ok, err := server.PolicyHighWater(r)
+			if ok {
+				hw, found = h, true
+			}
+			return err
+		})
+		if err != nil {
+			return policy.HighWater{}, err
+		}
+		if found {
+			return hw, nil
+		}
+		to = from - 1
+	}
+	return policy.HighWater{}, nil
 }

@@ -42,7 +42,11 @@ func TestSignedPolicyBundleHotReload(t *testing.T) {
 	f.WriteString("\n# rollout marker\nrollout := \"v2\"\n")
 	f.Close()
 	bundle := filepath.Join(dir, "policy.tar.gz")
-	mustCustos(t, "policy", "bundle", v1, "-o", bundle, "--key", "team="+priv)
+	mustCustos(t, "policy", "bundle", v1, "-o", bundle, "--sequence", "1", "--key", "team="+priv)
+	bundleV1, err := os.ReadFile(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	tok := newToken(t, d.principal("clinician"), tokens)
@@ -68,24 +72,40 @@ func TestSignedPolicyBundleHotReload(t *testing.T) {
 	}
 
 	// Roll out v2: written next to the file and renamed over it.
-	mustCustos(t, "policy", "bundle", v2, "-o", bundle+".new", "--key", "team="+priv)
+	mustCustos(t, "policy", "bundle", v2, "-o", bundle+".new", "--sequence", "2", "--key", "team="+priv)
 	os.Rename(bundle+".new", bundle)
 	waitLog(`"msg":"policy loaded"`, 2)
+	read()
+	// v1 put back (validly signed, sequence 1 < 2): rejected as a rollback;
+	// v2 keeps serving.
+	os.WriteFile(bundle+".new", bundleV1, 0o644)
+	os.Rename(bundle+".new", bundle)
+	waitLog(`"msg":"policy candidate rejected`, 1)
 	read()
 	// A tampered bundle: rejected; v2 keeps serving.
 	b, _ := os.ReadFile(bundle)
 	b[len(b)/2] ^= 0xff
 	os.WriteFile(bundle+".new", b, 0o644)
 	os.Rename(bundle+".new", bundle)
-	waitLog(`"msg":"policy candidate rejected`, 1)
+	waitLog(`"msg":"policy candidate rejected`, 2)
 	read()
 	// SIGHUP reloads (the tampered file again: rejected again).
 	srv.cmd.Process.Signal(syscall.SIGHUP)
-	waitLog(`"msg":"policy candidate rejected`, 2)
+	waitLog(`"msg":"policy candidate rejected`, 3)
 	read()
 	srv.stop(t)
 
+	// A restart with v1 at the path is refused: the high-water mark (2) is
+	// read from the audit log.
+	os.WriteFile(bundle, bundleV1, 0o644)
+	_, errOut, code := custos(t, nil, "serve", "--data-dir", d.data, "--dev", "--listen", loopback,
+		"--tokens", tokens, "--policy-bundle", bundle, "--policy-key", "team="+pubFile)
+	if code == 0 || !strings.Contains(errOut, "lower than the high-water mark: sequence 2") || !strings.Contains(errOut, "--policy-allow-rollback") {
+		t.Fatalf("restart with v1: exit %d\n%s", code, errOut)
+	}
+
 	var loads, rejects []string
+	var rollbacks int
 	var revisions []string
 	for _, r := range d.records(t) {
 		switch r.Action {
@@ -93,6 +113,9 @@ func TestSignedPolicyBundleHotReload(t *testing.T) {
 			loads = append(loads, r.PolicyRevision)
 		case "policy/reject":
 			rejects = append(rejects, r.PolicyRevision)
+			if strings.Contains(r.Reason, "bundle rollback refused") {
+				rollbacks++
+			}
 		case "resources/list":
 			revisions = append(revisions, r.PolicyRevision)
 			if !strings.Contains(r.PolicyRevision, " bundle=sha256:") {
@@ -100,10 +123,11 @@ func TestSignedPolicyBundleHotReload(t *testing.T) {
 			}
 		}
 	}
-	if len(loads) != 2 || len(rejects) != 2 || len(revisions) != 4 {
+	// Rejections: v1 put back, the tampered file twice, the restart with v1.
+	if len(loads) != 2 || len(rejects) != 4 || rollbacks != 2 || len(revisions) != 5 {
 		t.Fatalf("%d loads, %d rejections, %d lists:\n%s", len(loads), len(rejects), len(revisions), stderr.String())
 	}
-	if revisions[0] != loads[0] || revisions[1] != loads[1] || revisions[2] != loads[1] || revisions[3] != loads[1] || loads[0] == loads[1] {
+	if revisions[0] != loads[0] || revisions[1] != loads[1] || revisions[2] != loads[1] || revisions[3] != loads[1] || revisions[4] != loads[1] || loads[0] == loads[1] {
 		t.Fatalf("revisions in force %v, loads %v: each list must be decided by the last good policy", revisions, loads)
 	}
 	if rejects[0] != loads[1] {

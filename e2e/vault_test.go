@@ -565,12 +565,12 @@ func TestVaultSignedPolicyBundle(t *testing.T) {
 	}
 	bundle := filepath.Join(t.TempDir(), "policy.tar.gz")
 	policyDir := filepath.Join(repo, "rego", "custos")
-	out, errOut, code := custos(t, []string{"VAULT_ADDR=" + v.srv.Addr, "VAULT_TOKEN=" + signer}, "policy", "bundle", policyDir, "-o", bundle, "--vault")
+	out, errOut, code := custos(t, []string{"VAULT_ADDR=" + v.srv.Addr, "VAULT_TOKEN=" + signer}, "policy", "bundle", policyDir, "-o", bundle, "--sequence", "1", "--vault")
 	if code != 0 || !strings.Contains(out, "signed by vault:transit/custos-policy-signing@v1") {
 		t.Fatalf("policy bundle --vault: exit %d\n%s%s", code, out, errOut)
 	}
 	// The server's token may read the public key but not sign.
-	_, errOut, code = custos(t, v.env, "policy", "bundle", policyDir, "-o", bundle+".x", "--vault")
+	_, errOut, code = custos(t, v.env, "policy", "bundle", policyDir, "-o", bundle+".x", "--sequence", "1", "--vault")
 	if code != 1 || !strings.Contains(errOut, "transit/sign/custos-policy-signing") {
 		t.Fatalf("signing with the server's token: exit %d\n%s", code, errOut)
 	}

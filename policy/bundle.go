@@ -29,7 +29,9 @@ import (
 //     (*_test.rego): the tests are shipped and run by [LoadBundle] before the
 //     bundle may serve;
 //   - data.json is {}: custos policies carry their data in Rego;
-//   - .manifest has the revision and rego_version 1;
+//   - .manifest has the revision, rego_version 1 and, when given, the
+//     sequence claim metadata.custos.sequence (see CheckSequence), which
+//     the signature covers with the rest of the manifest;
 //   - .signatures.json holds one compact JWS (ES256, "kid" header) over
 //     {"files": [{"name", "hash", "algorithm": "SHA-256"}...], "keyid"},
 //     with the file digests computed by OPA's own bundle hashing code.
@@ -47,6 +49,7 @@ type BundleInfo struct {
 	Digest   string // "sha256:" + hex(SHA-256 of the bundle file bytes)
 	Revision string // the manifest's revision, as given to BuildBundle
 	KeyID    string // id of the key whose signature verified
+	Sequence uint64 // the manifest's signed sequence claim (see CheckSequence); 0 if none
 }
 
 // BuildBundle reads the .rego files of the policy directory dir (tests
@@ -254,7 +257,7 @@ func LoadBundle(ctx context.Context, path string, keys []VerificationKey, opts O
 	e.bundleDigest = digest
 	e.candidateDigest = digest
 	e.log.Info("policy bundle loaded", "revision", e.revision, "bundle_digest", digest,
-		"bundle_revision", info.Revision, "key_id", info.KeyID)
+		"bundle_revision", info.Revision, "bundle_sequence", info.Sequence, "key_id", info.KeyID)
 	return e, info, nil
 }
 
@@ -340,13 +343,14 @@ func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, o
 	if err != nil {
 		return nil, BundleInfo{}, err
 	}
-	return e, BundleInfo{Revision: b.Manifest.Revision, KeyID: kid}, nil
+	return e, BundleInfo{Revision: b.Manifest.Revision, KeyID: kid, Sequence: e.bundleSequence}, nil
 }
 
 // CheckBundle runs on b every check [LoadBundle] runs on a bundle's
 // contents, the signature apart: a snapshot bundle without data documents,
 // Wasm or plan modules, clean module paths, a policy that compiles and
-// whose Rego tests (which it must ship) pass. custos policy sign runs it on
+// whose Rego tests (which it must ship) pass, a well-formed sequence claim
+// (if any; see CheckSequence). custos policy sign runs it on
 // the bundle it re-signs, whatever the signer. Errors wrap ErrBundle,
 // ErrCompile or ErrTestsFailed.
 func CheckBundle(ctx context.Context, b *bundle.Bundle) error {
@@ -368,6 +372,10 @@ func bundleEngine(ctx context.Context, b *bundle.Bundle, opts Options) (*Engine,
 	case len(b.Wasm) > 0 || len(b.WasmModules) > 0 || len(b.PlanModules) > 0:
 		return nil, fmt.Errorf("%w: bundle carries Wasm or plan modules; custos evaluates Rego only", ErrBundle)
 	}
+	seq, err := BundleSequence(b)
+	if err != nil {
+		return nil, err
+	}
 	files := make([]regoFile, 0, len(b.Modules))
 	for _, m := range b.Modules {
 		p := strings.TrimPrefix(m.Path, "/")
@@ -377,7 +385,12 @@ func bundleEngine(ctx context.Context, b *bundle.Bundle, opts Options) (*Engine,
 		files = append(files, regoFile{path: p, content: m.Raw})
 	}
 	// Same order as a directory load, so the revision matches.
-	return vet(ctx, sortFiles(files), opts, true)
+	e, err := vet(ctx, sortFiles(files), opts, true)
+	if err != nil {
+		return nil, err
+	}
+	e.bundleSequence = seq
+	return e, nil
 }
 
 // checkSignedDigests decodes the (already verified) JWS token and returns the

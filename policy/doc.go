@@ -145,6 +145,13 @@
 //     at most MaxBundleSize uncompressed, regular files and directories
 //     only, clean relative names, no name twice; so a gzip bomb costs what
 //     the check reads, and no link silently stands in for a module.
+//   - No rollback past a signed claim: the ordering of bundles is the
+//     sequence claim in the manifest (metadata.custos.sequence, signed with
+//     the manifest; sequence.go), never the free-text revision. A Reloader
+//     with rollback protection armed rejects a bundle whose claim is lower
+//     than the high-water mark, equal to it for another bundle digest, or
+//     absent once a claim has loaded ([CheckSequence]); the mark itself is
+//     kept by the caller in durable storage (custos: the audit log).
 //   - A policy directory is its .rego files outside hidden entries, each a
 //     regular file: a Kubernetes ConfigMap volume loads once, a FIFO is
 //     refused rather than waited on, and a link to a directory is refused

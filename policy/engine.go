@@ -117,6 +117,9 @@ type Engine struct {
 	// .rego files of a DirSource), for load events.
 	bundleDigest    string
 	candidateDigest string
+	// bundleSequence is the bundle's signed sequence claim (0: none, or not
+	// a bundle).
+	bundleSequence uint64
 
 	cache    *decisionCache // nil: every decision is evaluated
 	keyURI   bool           // the cache keys include the resource's URI (readsResourceURI)
@@ -300,6 +303,11 @@ func (e *Engine) Caching() Caching {
 // loaded from a directory, an fs.FS or the embedded default policy. Audit
 // records name it next to [Engine.Revision].
 func (e *Engine) BundleDigest() string { return e.bundleDigest }
+
+// BundleSequence is the signed sequence claim of the bundle the engine was
+// loaded from (see [CheckSequence]); 0 when the bundle had none, or for a
+// policy not loaded from a bundle.
+func (e *Engine) BundleSequence() uint64 { return e.bundleSequence }
 
 // Decide evaluates the policy for in. It is fail-closed: unless the returned
 // error is nil, the Decision denies, has a reason code and no obligations.

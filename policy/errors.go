@@ -1,6 +1,9 @@
 package policy
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Load errors.
 var (
@@ -89,14 +92,42 @@ var (
 	// the audit log could not record the load): the candidate is not swapped
 	// in, so no policy serves whose load is not on record.
 	ErrEventHook = errors.New("policy: load event not recorded")
+
+	// ErrRollback is returned (in a [*RollbackError]) when a bundle's signed
+	// sequence claim does not advance past the high-water mark: lower, equal
+	// with another bundle digest, or absent once a bundle with a claim has
+	// loaded (see [CheckSequence]). The candidate may be an older bundle put
+	// back at the path; the last good policy keeps serving.
+	ErrRollback = errors.New("policy: bundle rollback refused")
 )
+
+// RollbackError is the evidence of a refused rollback: the high-water mark
+// and the candidate's claim and digest. It unwraps to ErrRollback.
+type RollbackError struct {
+	HighWater HighWater
+	Sequence  uint64 // the candidate's claim; 0 if it has none
+	Digest    string // the candidate bundle's digest
+}
+
+func (e *RollbackError) Error() string {
+	hw := fmt.Sprintf("the high-water mark: sequence %d, bundle %s", e.HighWater.Sequence, e.HighWater.Digest)
+	switch {
+	case e.Sequence == 0:
+		return fmt.Sprintf("%v: bundle %s has no sequence claim (manifest metadata.custos.sequence) but a bundle with one has loaded (%s)", ErrRollback, e.Digest, hw)
+	case e.Sequence == e.HighWater.Sequence:
+		return fmt.Sprintf("%v: bundle %s claims sequence %d, equal to %s, but is another bundle", ErrRollback, e.Digest, e.Sequence, hw)
+	}
+	return fmt.Sprintf("%v: bundle %s claims sequence %d, lower than %s", ErrRollback, e.Digest, e.Sequence, hw)
+}
+
+func (e *RollbackError) Unwrap() error { return ErrRollback }
 
 // CandidateError is the error of a rejected candidate policy. It names the
 // candidate by Digest so that the rejection can be audited: for a bundle,
 // "sha256:" + hex of the bundle file; for a directory, the digest of its
 // .rego files (see [DirSource]); "" when the candidate could not be read at
-// all. Err wraps one of ErrBundle, ErrSignature, ErrCompile or
-// ErrTestsFailed (errors.Is sees through CandidateError).
+// all. Err wraps one of ErrBundle, ErrSignature, ErrCompile,
+// ErrTestsFailed or ErrRollback (errors.Is sees through CandidateError).
 type CandidateError struct {
 	Digest string
 	Err    error

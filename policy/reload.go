@@ -133,6 +133,13 @@ type Event struct {
 	// PreviousRevision is the revision in force before a load ("" for the
 	// initial load and for rejections).
 	PreviousRevision string
+	// Sequence is the signed sequence claim of the bundle in force after the
+	// event (0: none, or a directory); see CheckSequence.
+	Sequence uint64
+	// RollbackOverride is set on the load of a bundle that did not advance
+	// the high-water mark and loaded only because the operator said so
+	// ([Reloader.Arm] with allowRollback): the refusal that was overridden.
+	RollbackOverride string
 	// CandidateDigest names the candidate that was loaded or rejected: the
 	// bundle file digest, or the directory content digest; "" if the
 	// candidate could not be read.
@@ -161,6 +168,12 @@ type ReloaderOptions struct {
 	WarmUp time.Duration
 	// Logger receives one line per load and per rejection. Nil discards.
 	Logger *slog.Logger
+	// Rollback turns on rollback protection (for a BundleSource): once
+	// [Reloader.Arm] has given the high-water mark, a candidate that does not
+	// advance it ([CheckSequence]) is rejected with ErrRollback and the last
+	// good policy keeps serving. The initial load of New is not checked: the
+	// caller checks it with Arm before serving.
+	Rollback bool
 	// OnEvent, if set, is called for every Event, synchronously and with
 	// reloads serialized (it must not call Reload). For EventLoaded it is
 	// called BEFORE the new engine is swapped in, and an error vetoes the
@@ -184,6 +197,9 @@ type ReloaderOptions struct {
 //     verify, compile or pass its tests is dropped, with an EventRejected.
 //   - Reloads are serialized, so an older candidate never replaces a newer
 //     one.
+//   - With rollback protection armed (ReloaderOptions.Rollback,
+//     [Reloader.Arm]), a bundle whose signed sequence claim does not advance
+//     the high-water mark is rejected like a bundle that fails its tests.
 //   - No request is dropped or blocked by a reload: in-flight decisions
 //     finish on the engine they started with.
 //
@@ -194,16 +210,19 @@ type ReloaderOptions struct {
 // (which satisfy an interface like server.Decider) each load the current
 // engine anew, so two calls may straddle a reload.
 type Reloader struct {
-	src     Source
-	log     *slog.Logger
-	onEvent func(Event) error
-	warmUp  time.Duration
+	src      Source
+	log      *slog.Logger
+	onEvent  func(Event) error
+	warmUp   time.Duration
+	rollback bool
 
 	cur atomic.Pointer[Engine]
 
-	mu         sync.Mutex // serializes loads; guards lastFP and retryAfter
+	mu         sync.Mutex // serializes loads; guards lastFP, retryAfter, armed and hw
 	lastFP     string     // source fingerprint taken before the last load attempt
 	retryAfter time.Time  // a good candidate whose load could not be recorded is retried from then
+	armed      bool       // rollback protection armed: every candidate is checked against hw
+	hw         HighWater  // the rollback high-water mark, once armed
 }
 
 // HookRetryInterval is how long Watch waits before it loads again a good
@@ -217,7 +236,7 @@ var hookRetryInterval = HookRetryInterval // shortened by tests
 // The initial load must succeed (and, with OnEvent set, be recorded):
 // otherwise New returns the error and the server must not start.
 func New(ctx context.Context, src Source, opts ReloaderOptions) (*Reloader, error) {
-	r := &Reloader{src: src, log: opts.Logger, onEvent: opts.OnEvent, warmUp: cmp.Or(opts.WarmUp, DefaultWarmUp)}
+	r := &Reloader{src: src, log: opts.Logger, onEvent: opts.OnEvent, warmUp: cmp.Or(opts.WarmUp, DefaultWarmUp), rollback: opts.Rollback}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -232,6 +251,57 @@ func New(ctx context.Context, src Source, opts ReloaderOptions) (*Reloader, erro
 // Current returns the engine in force. It is one atomic load: call it once
 // per request.
 func (r *Reloader) Current() *Engine { return r.cur.Load() }
+
+// Arm gives a Reloader made with ReloaderOptions.Rollback the high-water
+// mark hw (from durable storage: custos derives it from the audit log) and
+// checks the policy in force against it with [CheckSequence]. If that
+// policy does not advance hw, Arm returns the [*RollbackError] and, unless
+// allowRollback, leaves protection unarmed: the caller must not serve it.
+// With allowRollback (an operator's explicit override) the error is
+// returned as well, for the record, but the policy in force becomes the
+// mark; a bundle without a claim is refused even then (as the mark it
+// would disarm the protection). From then on every candidate is checked,
+// and each load moves the mark to its bundle. Arm without
+// ReloaderOptions.Rollback is an error.
+func (r *Reloader) Arm(hw HighWater, allowRollback bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.rollback {
+		return errors.New("policy: Arm on a Reloader without rollback protection")
+	}
+	cur := r.cur.Load()
+	err := CheckSequence(hw, cur.BundleSequence(), cur.BundleDigest())
+	// A bundle without a claim is never forced: as the mark it would
+	// disarm the protection (any claim passes a mark of 0).
+	if err != nil && (!allowRollback || cur.BundleSequence() == 0) {
+		return err
+	}
+	r.armed = true
+	r.hw = hw
+	r.advance(cur)
+	return err
+}
+
+// advance moves the high-water mark to e's bundle, which passed
+// CheckSequence. r.mu is held.
+func (r *Reloader) advance(e *Engine) {
+	if !r.armed {
+		return
+	}
+	if e.BundleSequence() == 0 && r.hw.Sequence == 0 {
+		r.log.Warn("policy bundle has no sequence claim: nothing protects this deployment from an older bundle put back at the path; build bundles with a sequence (custos policy bundle --sequence N)",
+			"source", r.src.Describe(), "bundle_digest", e.BundleDigest())
+	}
+	r.hw = HighWater{Sequence: e.BundleSequence(), Digest: e.BundleDigest()}
+}
+
+// HighWater returns the rollback high-water mark, and false while
+// rollback protection is not armed.
+func (r *Reloader) HighWater() (HighWater, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hw, r.armed
+}
 
 // Decide is Current().Decide. See the type documentation for why a request
 // deciding several items should call Current once instead.
@@ -336,10 +406,16 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 	if err == nil && e == nil {
 		err = errors.New("policy: source returned no engine")
 	}
+	if err == nil && r.armed {
+		if rerr := CheckSequence(r.hw, e.BundleSequence(), e.BundleDigest()); rerr != nil {
+			err = &CandidateError{Digest: e.candidateDigest, Err: rerr}
+		}
+	}
 	if err == nil {
 		ev := Event{
 			Kind: EventLoaded, Time: time.Now().UTC(), Source: desc,
 			Revision: e.Revision(), BundleDigest: e.BundleDigest(), CandidateDigest: e.candidateDigest,
+			Sequence: e.BundleSequence(),
 		}
 		if prev != nil {
 			ev.PreviousRevision = prev.Revision()
@@ -363,8 +439,9 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 		}
 		if err == nil {
 			r.cur.Store(e)
+			r.advance(e)
 			r.log.Info("policy loaded", "source", desc, "revision", ev.Revision,
-				"bundle_digest", ev.BundleDigest, "previous_revision", ev.PreviousRevision)
+				"bundle_digest", ev.BundleDigest, "bundle_sequence", ev.Sequence, "previous_revision", ev.PreviousRevision)
 			return ev, nil
 		}
 	}
@@ -378,7 +455,7 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 		ev.CandidateDigest = ce.Digest
 	}
 	if prev != nil {
-		ev.Revision, ev.BundleDigest = prev.Revision(), prev.BundleDigest()
+		ev.Revision, ev.BundleDigest, ev.Sequence = prev.Revision(), prev.BundleDigest(), prev.BundleSequence()
 	}
 	r.log.Warn("policy candidate rejected; the last good policy keeps serving", "source", desc,
 		"reason", ev.Reason, "candidate_digest", ev.CandidateDigest, "revision", ev.Revision)
@@ -389,3 +466,6 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 	}
 	return ev, err
 }
+
+// Describe names the Reloader's source ([Source.Describe]).
+func (r *Reloader) Describe() string { return r.src.Describe() }

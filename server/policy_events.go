@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/custos-mcp/custos/audit"
@@ -31,16 +32,56 @@ func (s *Server) AuditPolicyEvent(ctx context.Context, ev policy.Event) error {
 	if ev.BundleDigest != "" {
 		e.PolicyRevision += " bundle=" + ev.BundleDigest
 	}
-	parts := []string{"candidate=" + ev.CandidateDigest}
+	// The sequence is written outside the scrubbed text: it is a number
+	// custos parsed from a signed manifest (never PHI), and PolicyHighWater
+	// reads it back; the scrubber could take a long one for an identifier.
+	head := "candidate=" + ev.CandidateDigest
+	if ev.Sequence != 0 {
+		head += " sequence=" + strconv.FormatUint(ev.Sequence, 10)
+	}
+	var parts []string
 	if ev.PreviousRevision != "" {
 		parts = append(parts, "previous="+ev.PreviousRevision)
+	}
+	if ev.RollbackOverride != "" {
+		parts = append(parts, "rollback_override: "+ev.RollbackOverride)
 	}
 	if ev.Reason != "" {
 		parts = append(parts, ev.Reason)
 	}
-	e.Reason = minimize.ScrubString(strings.Join(parts, " "))
+	e.Reason = head
+	if len(parts) > 0 {
+		e.Reason += " " + minimize.ScrubString(strings.Join(parts, " "))
+	}
 	if _, err := s.commit(ctx, e); err != nil {
 		return fmt.Errorf("auditing %s: %w", action, err)
 	}
 	return nil
+}
+
+// PolicyHighWater returns the rollback high-water mark a policy/load record
+// r of a bundle sets (see policy.CheckSequence): the bundle digest from
+// its policy_revision (after " bundle=") and the sequence from its reason
+// ("candidate=<digest> sequence=<n> ...", as AuditPolicyEvent writes it;
+// 0 when the reason has no sequence). ok is false when r is not a
+// policy/load of a bundle. An unreadable sequence is an error: the caller
+// must not guess the mark.
+func PolicyHighWater(r audit.Record) (hw policy.HighWater, ok bool, err error) {
+	if r.Action != ActionPolicyLoad {
+		return hw, false, nil
+	}
+	_, digest, isBundle := strings.Cut(r.PolicyRevision, " bundle=")
+	if !isBundle || digest == "" {
+		return hw, false, nil
+	}
+	hw.Digest = digest
+	f := strings.Fields(r.Reason)
+	if len(f) >= 2 && strings.HasPrefix(f[0], "candidate=") {
+		if n, found := strings.CutPrefix(f[1], "sequence="); found {
+			if hw.Sequence, err = strconv.ParseUint(n, 10, 64); err != nil || hw.Sequence == 0 {
+				return policy.HighWater{}, false, fmt.Errorf("policy/load record %d: unreadable sequence %.30q", r.Seq, n)
+			}
+		}
+	}
+	return hw, true, nil
 }

@@ -24,7 +24,9 @@ const exampleConfig = "../../docs/config.example.yaml"
 func TestEveryServeFlagHasAField(t *testing.T) {
 	fs := newServeCmd().Flags()
 	fs.VisitAll(func(fl *pflag.Flag) {
-		if fl.Name == "config" || fl.Name == "help" {
+		// --policy-allow-rollback is a one-off operator override that must
+		// not persist in a file (app.PolicyOptions.AllowRollback).
+		if fl.Name == "config" || fl.Name == "help" || fl.Name == "policy-allow-rollback" {
 			return
 		}
 		if _, ok := config.FieldFor(fl.Name); !ok {

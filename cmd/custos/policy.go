@@ -32,16 +32,19 @@ func newPolicyCmd() *cobra.Command {
   custos policy impact --candidate DIR --data-dir D
                                       replay recently audited decisions against a
                                       candidate policy: what would change?
-  custos policy bundle DIR -o FILE --key ID=PEM
+  custos policy bundle DIR -o FILE --sequence N --key ID=PEM
                                       build a signed bundle for 'serve --policy-bundle'
+                                      (N: its rollback claim, above the last one)
   custos policy sign BUNDLE -o FILE --key ID=PEM
                                       re-sign a bundle (e.g. with a new key)
+  custos policy verify BUNDLE --key ID=PUBPEM
+                                      verify it as a server would; show its sequence
 
 A policy directory holds .rego files (package custos.authz, rule decision)
 and their *_test.rego tests; without a directory the built-in default policy
 is used where that makes sense.`,
 	}
-	return commandGroup(cmd, newPolicyTestCmd(), newPolicyCheckCmd(), newPolicyEvalCmd(), newPolicyImpactCmd(), newPolicyBundleCmd(), newPolicySignCmd())
+	return commandGroup(cmd, newPolicyTestCmd(), newPolicyCheckCmd(), newPolicyEvalCmd(), newPolicyImpactCmd(), newPolicyBundleCmd(), newPolicySignCmd(), newPolicyVerifyCmd())
 }
 
 // policyFS is the policy directory dir, or the built-in default policy.

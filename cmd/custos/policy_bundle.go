@@ -63,9 +63,10 @@ func newPolicyBundleCmd() *cobra.Command {
 	var (
 		out, key, revision string
 		useVault           bool
+		sequence           uint64
 	)
 	cmd := &cobra.Command{
-		Use:   "bundle DIR -o FILE (--key ID=PEMFILE | --vault) [--revision R]",
+		Use:   "bundle DIR -o FILE (--key ID=PEMFILE | --vault) --sequence N [--revision R]",
 		Short: "Build a signed OPA bundle from a policy directory (for rollout)",
 		Long: `bundle compiles DIR with the server's lock-down, runs its Rego tests (a
 policy that fails them is not bundled), packs the .rego files (tests
@@ -74,10 +75,12 @@ the key (.signatures.json, ES256) and writes FILE. Roll it out by replacing
 the file a server's --policy-bundle names: the server verifies the signature,
 runs the tests and swaps it in (or rejects it and keeps serving the old one).
 
+` + sequenceHelp + `
+
 ` + policyKeyHelp + `
 
 Example:
-  custos policy bundle ./policy -o policy.tar.gz --key security-team-2026=policy-signing.pem`,
+  custos policy bundle ./policy -o policy.tar.gz --sequence 42 --key security-team-2026=policy-signing.pem`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("bundle takes exactly one policy DIR")
@@ -92,9 +95,15 @@ Example:
 			if err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("sequence") {
+				return usagef("bundle needs --sequence N (from 1 to %d, higher than every bundle rolled out before; see docs/policy.md, rollback protection)", uint64(policy.MaxSequence))
+			}
 			b, err := policy.BuildBundle(cmd.Context(), args[0], revision)
 			if err != nil {
 				return err
+			}
+			if err := policy.SetBundleSequence(b, sequence); err != nil {
+				return usageError{err}
 			}
 			return signAndWrite(cmd, b, signer, out, nil)
 		},
@@ -102,6 +111,7 @@ Example:
 	cmd.Flags().StringVarP(&out, "output", "o", "", "bundle file to write")
 	cmd.Flags().StringVar(&key, "key", "", "ID=PEMFILE: the ECDSA P-256 signing key")
 	cmd.Flags().StringVar(&revision, "revision", "", "manifest revision (default: the policy revision, sha256 of the modules)")
+	cmd.Flags().Uint64Var(&sequence, "sequence", 0, "signed sequence claim (manifest metadata.custos.sequence): servers refuse a bundle that does not advance the last one loaded")
 	cmd.Flags().BoolVar(&useVault, "vault", false, "sign with the Vault Transit key custos-policy-signing ($VAULT_ADDR, $VAULT_TOKEN)")
 	return cmd
 }
@@ -110,13 +120,16 @@ func newPolicySignCmd() *cobra.Command {
 	var (
 		out, key string
 		useVault bool
+		sequence uint64
 	)
 	cmd := &cobra.Command{
-		Use:   "sign BUNDLE -o FILE (--key ID=PEMFILE | --vault)",
+		Use:   "sign BUNDLE -o FILE (--key ID=PEMFILE | --vault) [--sequence N]",
 		Short: "Re-sign an existing policy bundle (e.g. with a new key)",
 		Long: `sign reads BUNDLE (its old signature is not trusted), checks that its
 policy compiles and passes its tests, and writes it signed with the key to
-FILE.
+FILE. Its sequence claim is kept, or replaced with --sequence N.
+
+` + sequenceHelp + `
 
 ` + policyKeyHelp,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -133,18 +146,31 @@ FILE.
 			if err != nil {
 				return err
 			}
-			return resignBundle(cmd, args[0], signer, out)
+			if !cmd.Flags().Changed("sequence") {
+				sequence = 0
+			}
+			return resignBundle(cmd, args[0], signer, out, sequence)
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "bundle file to write")
 	cmd.Flags().StringVar(&key, "key", "", "ID=PEMFILE: the ECDSA P-256 signing key")
 	cmd.Flags().BoolVar(&useVault, "vault", false, "sign with the Vault Transit key custos-policy-signing ($VAULT_ADDR, $VAULT_TOKEN)")
+	cmd.Flags().Uint64Var(&sequence, "sequence", 0, "replace the signed sequence claim (manifest metadata.custos.sequence)")
 	return cmd
 }
 
+const sequenceHelp = `Rollback protection: the sequence claim (manifest metadata.custos.sequence)
+is signed with the manifest. A server refuses a bundle whose claim is lower
+than the last bundle it loaded, equal to it for another bundle, or missing
+once a bundle with a claim has loaded. Give each rollout a higher number
+(e.g. a counter kept with the signing key, or YYYYMMDDNN). opa build
+--signing-key writes the same claim from a .manifest holding
+{"metadata":{"custos":{"sequence":N}}}.`
+
 // resignBundle is custos policy sign: it reads the bundle at in without
-// trusting its signature, signs it with signer and writes it to out.
-func resignBundle(cmd *cobra.Command, in string, signer policy.JWSSigner, out string) error {
+// trusting its signature, sets its sequence claim to sequence unless 0,
+// signs it with signer and writes it to out.
+func resignBundle(cmd *cobra.Command, in string, signer policy.JWSSigner, out string, sequence uint64) error {
 	f, err := os.Open(in)
 	if err != nil {
 		return err
@@ -153,6 +179,11 @@ func resignBundle(cmd *cobra.Command, in string, signer policy.JWSSigner, out st
 	f.Close()
 	if err != nil {
 		return err
+	}
+	if sequence != 0 {
+		if err := policy.SetBundleSequence(b, sequence); err != nil {
+			return usageError{err}
+		}
 	}
 	// Before signing, whatever the signer: no signature for a policy every
 	// server would reject. (With --vault there is no local key to run the
@@ -199,6 +230,71 @@ func signAndWrite(cmd *cobra.Command, b *bundle.Bundle, signer policy.JWSSigner,
 	if err := durable.WriteFile(out, buf.Bytes(), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: revision %s, digest %s, signed by %s\n", out, b.Manifest.Revision, digest, signer.KeyID())
+	seq, err := policy.BundleSequence(b)
+	if err != nil {
+		return err
+	}
+	claim := "no sequence claim"
+	if seq != 0 {
+		claim = fmt.Sprintf("sequence %d", seq)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: revision %s, %s, digest %s, signed by %s\n", out, b.Manifest.Revision, claim, digest, signer.KeyID())
 	return nil
+}
+
+func newPolicyVerifyCmd() *cobra.Command {
+	var keys []string
+	cmd := &cobra.Command{
+		Use:   "verify BUNDLE --key ID=PUBPEM...",
+		Short: "Verify a policy bundle as a server loads it and show its rollback claim",
+		Long: `verify loads BUNDLE exactly as serve --policy-bundle does (signature checked
+against the public keys given, archive checked, policy compiled, its Rego
+tests run) and prints its digest, revision, signing key and sequence claim.
+It does not read a server's high-water mark: a server refuses a bundle whose
+sequence is not above the last one it loaded (docs/policy.md, rollback
+protection). Exit 1 names what is wrong.
+
+Example:
+  custos policy verify policy.tar.gz --key security-team-2026=policy-signing.pub.pem`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("verify takes exactly one BUNDLE file")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(keys) == 0 {
+				return usagef("verify needs --key ID=PUBPEM (repeatable): the keys a server would trust")
+			}
+			var vks []policy.VerificationKey
+			for _, kv := range keys {
+				id, file, ok := strings.Cut(kv, "=")
+				if !ok || id == "" || file == "" {
+					return usagef("--key %q: want ID=PUBPEM (an ECDSA P-256 public key)", kv)
+				}
+				pem, err := os.ReadFile(file)
+				if err != nil {
+					return err
+				}
+				k, err := policy.ParseVerificationKey(id, pem)
+				if err != nil {
+					return err
+				}
+				vks = append(vks, k)
+			}
+			_, info, err := policy.LoadBundle(cmd.Context(), args[0], vks, policy.Options{})
+			if err != nil {
+				return err
+			}
+			claim := "none (refused by a server once a bundle with a claim has loaded)"
+			if info.Sequence != 0 {
+				claim = fmt.Sprintf("%d", info.Sequence)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: verified\n  digest    %s\n  revision  %s\n  key       %s\n  sequence  %s\n",
+				args[0], info.Digest, info.Revision, info.KeyID, claim)
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&keys, "key", nil, "ID=PUBPEM: an ES256 public key a server trusts (repeatable)")
+	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -80,7 +81,7 @@ func TestResignRefusesBrokenPolicy(t *testing.T) {
 		cmd := &cobra.Command{}
 		cmd.SetContext(ctx)
 		cmd.SetOut(&bytes.Buffer{})
-		err := resignBundle(cmd, in, signer, out)
+		err := resignBundle(cmd, in, signer, out, 0)
 		if !errors.Is(err, policy.ErrTestsFailed) {
 			t.Errorf("%T: resignBundle err = %v, want ErrTestsFailed", signer, err)
 		}
@@ -88,5 +89,86 @@ func TestResignRefusesBrokenPolicy(t *testing.T) {
 			t.Errorf("%T: a bundle whose tests fail was signed and written", signer)
 			os.Remove(out)
 		}
+	}
+}
+
+// TestPolicyBundleSequence runs custos policy bundle and policy sign: a
+// bundle needs --sequence, the claim is written, signed and shown; sign
+// keeps it or replaces it with --sequence.
+func TestPolicyBundleSequence(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.MarshalPKCS8PrivateKey(k)
+	keyFile := filepath.Join(dir, "k.pem")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := policy.NewFileSigner("team", keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []policy.VerificationKey{fs.VerificationKey()}
+	src := filepath.Join("..", "..", "rego", "custos")
+	out := filepath.Join(dir, "p.tar.gz")
+	cli := func(args ...string) (int, string) {
+		var o, e bytes.Buffer
+		code := run(args, &o, &e)
+		return code, o.String() + e.String()
+	}
+	if code, msg := cli("policy", "bundle", src, "-o", out, "--key", "team="+keyFile); code != 2 || !strings.Contains(msg, "needs --sequence") {
+		t.Fatalf("bundle without --sequence: exit %d\n%s", code, msg)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused bundle wrote %s: %v", out, err)
+	}
+	if code, msg := cli("policy", "bundle", src, "-o", out, "--key", "team="+keyFile, "--sequence", "0"); code != 2 || !strings.Contains(msg, "from 1 to") {
+		t.Fatalf("bundle --sequence 0: exit %d\n%s", code, msg)
+	}
+	if code, msg := cli("policy", "bundle", src, "-o", out, "--key", "team="+keyFile, "--sequence", "12"); code != 0 || !strings.Contains(msg, "sequence 12,") {
+		t.Fatalf("bundle --sequence 12: exit %d\n%s", code, msg)
+	}
+	if _, info, err := policy.LoadBundle(ctx, out, keys, policy.Options{}); err != nil || info.Sequence != 12 {
+		t.Fatalf("bundle --sequence 12 loads as %+v, %v", info, err)
+	}
+	kept, raised := filepath.Join(dir, "kept.tar.gz"), filepath.Join(dir, "raised.tar.gz")
+	if code, msg := cli("policy", "sign", out, "-o", kept, "--key", "team="+keyFile); code != 0 || !strings.Contains(msg, "sequence 12,") {
+		t.Fatalf("sign: exit %d\n%s", code, msg)
+	}
+	if code, msg := cli("policy", "sign", out, "-o", raised, "--key", "team="+keyFile, "--sequence", "13"); code != 0 || !strings.Contains(msg, "sequence 13,") {
+		t.Fatalf("sign --sequence 13: exit %d\n%s", code, msg)
+	}
+	for file, want := range map[string]uint64{kept: 12, raised: 13} {
+		if _, info, err := policy.LoadBundle(ctx, file, keys, policy.Options{}); err != nil || info.Sequence != want {
+			t.Errorf("%s: %+v, %v; want sequence %d", filepath.Base(file), info, err, want)
+		}
+	}
+}
+
+// TestPolicyVerifyShowsSequence runs custos policy verify on bundles the
+// OPA CLI built: the claim is shown; a bundle without one says so; a key
+// that did not sign fails.
+func TestPolicyVerifyShowsSequence(t *testing.T) {
+	opa := filepath.Join("..", "..", "policy", "testdata", "opa")
+	cli := func(args ...string) (int, string) {
+		var o, e bytes.Buffer
+		code := run(args, &o, &e)
+		return code, o.String() + e.String()
+	}
+	seqKey := "--key=default=" + filepath.Join(opa, "seq-ec.pub.pem")
+	if code, msg := cli("policy", "verify", filepath.Join(opa, "build-seq7.tar.gz"), seqKey); code != 0 ||
+		!strings.Contains(msg, "sequence  7\n") || !strings.Contains(msg, "revision  2026-12-07\n") || !strings.Contains(msg, "key       default\n") {
+		t.Fatalf("verify build-seq7: exit %d\n%s", code, msg)
+	}
+	if code, msg := cli("policy", "verify", filepath.Join(opa, "build-es256.tar.gz"), "--key=default="+filepath.Join(opa, "ec.pub.pem")); code != 0 ||
+		!strings.Contains(msg, "sequence  none") {
+		t.Fatalf("verify build-es256: exit %d\n%s", code, msg)
+	}
+	if code, msg := cli("policy", "verify", filepath.Join(opa, "build-seq7.tar.gz"), "--key=default="+filepath.Join(opa, "ec.pub.pem")); code != 1 ||
+		!strings.Contains(msg, "signature") {
+		t.Fatalf("verify with the wrong key: exit %d\n%s", code, msg)
+	}
+	if code, msg := cli("policy", "verify", filepath.Join(opa, "build-seq7.tar.gz")); code != 2 {
+		t.Fatalf("verify without a key: exit %d\n%s", code, msg)
 	}
 }

@@ -80,6 +80,10 @@ Policy:
   broken, unsigned or failing candidate is rejected and the last good policy
   keeps serving. Loads and rejections are audit records (policy/load,
   policy/reject); every record names the revision and bundle digest in force.
+  Rollback protection: a bundle whose signed sequence claim (custos policy
+  bundle --sequence N) does not advance the last one loaded (read from the
+  audit log) is rejected; at startup the server refuses to start unless
+  --policy-allow-rollback is given (the override is audited).
 
 Audit checkpoints:
   The audit log is a Merkle tree. serve signs a checkpoint (C2SP format,
@@ -159,6 +163,12 @@ func serveOptions(fs *pflag.FlagSet, path string, getenv func(string) string) (a
 	format, _ := fs.GetString("log-format")
 	level.UnmarshalText([]byte(lv)) // validated above
 	o := all.AppOptions(getenv)
+	// A one-off override: a flag, never a configuration key (see
+	// app.PolicyOptions.AllowRollback).
+	o.Policy.AllowRollback, _ = fs.GetBool("policy-allow-rollback")
+	if o.Policy.AllowRollback && o.Policy.Bundle == "" {
+		return app.Options{}, level, "", usagef("--policy-allow-rollback is only used with --policy-bundle")
+	}
 	return o, level, format, nil
 }
 
@@ -255,6 +265,7 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.String("policy-bundle", "", "load the policy from this signed OPA bundle (watched and reloaded; needs --policy-key)")
 	f.StringArray("policy-key", nil, "ID=PEMFILE: an ES256 public key that may sign the policy bundle (repeatable)")
 	f.Bool("policy-key-vault", false, "also accept bundles signed by the Vault Transit key custos-policy-signing (every version)")
+	f.Bool("policy-allow-rollback", false, "start even though the bundle does not advance the rollback high-water mark (an older sequence claim); audited; command line only")
 	f.Int("page-size", server.DefaultPageSize, "resources per resources/list page")
 	f.String("node", "", "node name recorded in audit records (default: hostname)")
 	f.String("log-level", "info", "debug, info, warn or error")

@@ -1,0 +1,326 @@
+package policy
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/bundle"
+)
+
+// opaSeqBundle is a bundle of testdata/opa written by opa build (v1.22.2)
+// from a directory whose .manifest holds metadata.custos.sequence.
+func opaSeqBundle(name string) string { return filepath.Join("testdata", "opa", name) }
+
+func opaSeqKeys(t *testing.T) []VerificationKey {
+	t.Helper()
+	k, err := ParseVerificationKey("default", mustRead(t, opaSeqBundle("seq-ec.pub.pem")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []VerificationKey{k}
+}
+
+// TestOPAToolSequenceClaim: the claim opa build signs with the manifest is
+// read, and CheckSequence orders the bundles by it.
+func TestOPAToolSequenceClaim(t *testing.T) {
+	ctx := context.Background()
+	keys := opaSeqKeys(t)
+	info := map[string]BundleInfo{}
+	for _, f := range []string{"build-seq5.tar.gz", "build-seq7.tar.gz", "build-seq7-other.tar.gz"} {
+		e, in, err := LoadBundle(ctx, opaSeqBundle(f), keys, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if e.BundleSequence() != in.Sequence {
+			t.Errorf("%s: engine sequence %d, info %d", f, e.BundleSequence(), in.Sequence)
+		}
+		info[f] = in
+	}
+	if info["build-seq5.tar.gz"].Sequence != 5 || info["build-seq7.tar.gz"].Sequence != 7 || info["build-seq7-other.tar.gz"].Sequence != 7 {
+		t.Fatalf("sequences: %+v", info)
+	}
+	hw := HighWater{Sequence: 7, Digest: info["build-seq7.tar.gz"].Digest}
+	_, plain, err := LoadBundle(ctx, opaSeqBundle("build-es256.tar.gz"), []VerificationKey{mustKey(t, "default", "ec.pub.pem")}, Options{})
+	if err != nil || plain.Sequence != 0 {
+		t.Fatalf("opa build without a claim: %+v, %v", plain, err)
+	}
+	for _, c := range []struct {
+		name string
+		in   BundleInfo
+		want string // "" accepted
+	}{
+		{"same bundle again", info["build-seq7.tar.gz"], ""},
+		{"lower", info["build-seq5.tar.gz"], "claims sequence 5, lower than the high-water mark: sequence 7, bundle " + hw.Digest},
+		{"equal, another bundle", info["build-seq7-other.tar.gz"], "claims sequence 7, equal to the high-water mark"},
+		{"no claim", plain, "has no sequence claim"},
+	} {
+		err := CheckSequence(hw, c.in.Sequence, c.in.Digest)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+			}
+			continue
+		}
+		re, ok := errors.AsType[*RollbackError](err)
+		if !ok || !errors.Is(err, ErrRollback) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.in.Digest) {
+			t.Errorf("%s: err = %v, want a RollbackError saying %q", c.name, err, c.want)
+			continue
+		}
+		if re.HighWater != hw || re.Sequence != c.in.Sequence || re.Digest != c.in.Digest {
+			t.Errorf("%s: evidence %+v", c.name, re)
+		}
+	}
+	// Before any claim (migration) everything passes; then a higher claim.
+	if err := CheckSequence(HighWater{Digest: plain.Digest}, 0, info["build-seq5.tar.gz"].Digest); err != nil {
+		t.Errorf("no mark yet: %v", err)
+	}
+	if err := CheckSequence(HighWater{Sequence: 5, Digest: info["build-seq5.tar.gz"].Digest}, 7, info["build-seq7.tar.gz"].Digest); err != nil {
+		t.Errorf("higher: %v", err)
+	}
+}
+
+func mustKey(t *testing.T, id, file string) VerificationKey {
+	t.Helper()
+	k, err := ParseVerificationKey(id, mustRead(t, filepath.Join("testdata", "opa", file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// rewriteManifest returns the bundle archive data with its .manifest
+// replaced by manifest, every other entry as it was.
+func rewriteManifest(t *testing.T, data []byte, manifest string) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	var out bytes.Buffer
+	zw := gzip.NewWriter(&out)
+	tw := tar.NewWriter(zw)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(tr)
+		if strings.TrimPrefix(h.Name, "/") == ".manifest" {
+			body = []byte(manifest)
+			h.Size = int64(len(body))
+		}
+		tw.WriteHeader(h)
+		tw.Write(body)
+	}
+	tw.Close()
+	zw.Close()
+	return out.Bytes()
+}
+
+// TestSequenceClaimIsSigned: raising the claim of a bundle opa build signed
+// breaks its signature.
+func TestSequenceClaimIsSigned(t *testing.T) {
+	data := rewriteManifest(t, mustRead(t, opaSeqBundle("build-seq5.tar.gz")),
+		`{"revision":"2026-12-05","roots":[""],"rego_version":1,"metadata":{"custos":{"sequence":9}}}`)
+	path := filepath.Join(t.TempDir(), "raised.tar.gz")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, info, err := LoadBundle(context.Background(), path, opaSeqKeys(t), Options{})
+	if !errors.Is(err, ErrSignature) {
+		t.Fatalf("raised claim: %+v, err = %v, want ErrSignature", info, err)
+	}
+}
+
+func TestManifestSequence(t *testing.T) {
+	for _, c := range []struct {
+		metadata string
+		want     uint64
+		bad      bool
+	}{
+		{`null`, 0, false},
+		{`{"other": 1}`, 0, false},
+		{`{"custos": {}}`, 0, false},
+		{`{"custos": {"sequence": 1}}`, 1, false},
+		{`{"custos": {"sequence": 9007199254740991}}`, MaxSequence, false},
+		{`{"custos": {"sequence": 9007199254740992}}`, 0, true},
+		{`{"custos": {"sequence": 0}}`, 0, true},
+		{`{"custos": {"sequence": -3}}`, 0, true},
+		{`{"custos": {"sequence": 1.5}}`, 0, true},
+		{`{"custos": {"sequence": 2e3}}`, 0, true},
+		{`{"custos": {"sequence": "7"}}`, 0, true},
+		{`{"custos": {"sequence": null}}`, 0, true},
+		{`{"custos": 7}`, 0, true},
+	} {
+		var md map[string]any
+		d := json.NewDecoder(strings.NewReader(c.metadata))
+		d.UseNumber() // as OPA's reader decodes the manifest
+		if err := d.Decode(&md); err != nil {
+			t.Fatal(err)
+		}
+		b := &bundle.Bundle{Manifest: bundle.Manifest{Metadata: md}}
+		got, err := BundleSequence(b)
+		if c.bad != (err != nil) || got != c.want {
+			t.Errorf("%s: %d, %v", c.metadata, got, err)
+		}
+		if c.bad && !errors.Is(err, ErrBundle) {
+			t.Errorf("%s: err = %v, want ErrBundle", c.metadata, err)
+		}
+	}
+}
+
+// TestSetBundleSequenceRoundTrip: a claim SetBundleSequence sets is signed
+// by SignBundle and read back by LoadBundle; other metadata is kept.
+func TestSetBundleSequenceRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	signer := newSigner(t, "k1")
+	b := newBundle(filesOf(reasonPolicy("a")), "r1")
+	b.Manifest.Metadata = map[string]any{"team": "security", "custos": map[string]any{"note": "x"}}
+	if err := SetBundleSequence(b, 42); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetBundleSequence(b, 0); !errors.Is(err, ErrBundle) {
+		t.Errorf("sequence 0: %v", err)
+	}
+	if err := SignBundle(ctx, b, signer); err != nil {
+		t.Fatal(err)
+	}
+	path, digest := writeBundleFile(t, b)
+	e, info, err := LoadBundle(ctx, path, []VerificationKey{signer.VerificationKey()}, Options{})
+	if err != nil || info.Sequence != 42 || e.BundleSequence() != 42 || info.Digest != digest {
+		t.Fatalf("%+v, %v", info, err)
+	}
+	rb, err := ReadUnverifiedBundle(bytes.NewReader(mustRead(t, path)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb.Manifest.Metadata["team"] != "security" || rb.Manifest.Metadata["custos"].(map[string]any)["note"] != "x" {
+		t.Errorf("metadata lost: %v", rb.Manifest.Metadata)
+	}
+}
+
+// TestReloaderRefusesRollback: once armed, a reload to a lower claim, to
+// the same claim in another bundle, or to no claim is rejected and the
+// last good policy keeps serving; a higher claim loads and moves the mark.
+func TestReloaderRefusesRollback(t *testing.T) {
+	ctx := context.Background()
+	signer := newSigner(t, "k1")
+	bundleOf := func(reason string, seq uint64) ([]byte, string) {
+		b := newBundle(filesOf(reasonPolicy(reason)), reason)
+		if seq != 0 {
+			if err := SetBundleSequence(b, seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := SignBundle(ctx, b, signer); err != nil {
+			t.Fatal(err)
+		}
+		p, digest := writeBundleFile(t, b)
+		return mustRead(t, p), digest
+	}
+	path := filepath.Join(t.TempDir(), "policy.tar.gz")
+	two, digestTwo := bundleOf("two", 2)
+	replaceFile(t, path, two)
+	ev := newEvents()
+	r, err := New(ctx, BundleSource{Path: path, Keys: []VerificationKey{signer.VerificationKey()}}, ReloaderOptions{OnEvent: ev.record, Rollback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := ev.wait(t); e.Kind != EventLoaded || e.Sequence != 2 {
+		t.Fatalf("initial load: %+v", e)
+	}
+	if err := r.Arm(HighWater{Sequence: 1, Digest: "sha256:older"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if hw, ok := r.HighWater(); !ok || hw != (HighWater{2, digestTwo}) {
+		t.Fatalf("high-water mark %+v %v", hw, ok)
+	}
+	one, _ := bundleOf("one", 1)
+	twoOther, _ := bundleOf("two-other", 2)
+	none, _ := bundleOf("none", 0)
+	for name, data := range map[string][]byte{"lower": one, "equal, another bundle": twoOther, "no claim": none} {
+		replaceFile(t, path, data)
+		e, err := r.Reload(ctx)
+		if !errors.Is(err, ErrRollback) || e.Kind != EventRejected {
+			t.Fatalf("%s: %+v, %v", name, e, err)
+		}
+		if got := ev.wait(t); got.Kind != EventRejected || got.Sequence != 2 || got.BundleDigest != digestTwo ||
+			!strings.Contains(got.Reason, "sequence 2, bundle "+digestTwo) {
+			t.Errorf("%s: event %+v", name, got)
+		}
+		if got := decideReason(t, r.Current()); got != "two" {
+			t.Errorf("%s: serving %q after the refusal, want two", name, got)
+		}
+	}
+	three, digestThree := bundleOf("three", 3)
+	replaceFile(t, path, three)
+	if e, err := r.Reload(ctx); err != nil || e.Sequence != 3 {
+		t.Fatalf("higher: %+v, %v", e, err)
+	}
+	ev.wait(t)
+	if hw, _ := r.HighWater(); hw != (HighWater{3, digestThree}) {
+		t.Errorf("high-water mark %+v after loading 3", hw)
+	}
+	// The mark moved: 2 is now a rollback too.
+	replaceFile(t, path, two)
+	if _, err := r.Reload(ctx); !errors.Is(err, ErrRollback) {
+		t.Errorf("back to 2: %v", err)
+	}
+}
+
+// TestReloaderArm: the policy in force is checked against the mark given;
+// refused unless the override is given, which arms with it as the mark.
+func TestReloaderArm(t *testing.T) {
+	ctx := context.Background()
+	keys := opaSeqKeys(t)
+	src := BundleSource{Path: opaSeqBundle("build-seq5.tar.gz"), Keys: keys}
+	_, seven, err := LoadBundle(ctx, opaSeqBundle("build-seq7.tar.gz"), keys, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw := HighWater{Sequence: seven.Sequence, Digest: seven.Digest}
+	r, err := New(ctx, src, ReloaderOptions{Rollback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Arm(hw, false); !errors.Is(err, ErrRollback) {
+		t.Fatalf("Arm below the mark: %v", err)
+	}
+	if _, armed := r.HighWater(); armed {
+		t.Fatal("armed after a refusal")
+	}
+	if err := r.Arm(hw, true); !errors.Is(err, ErrRollback) {
+		t.Fatalf("Arm with the override must still report what it overrode: %v", err)
+	}
+	if got, armed := r.HighWater(); !armed || got.Sequence != 5 || got.Digest != r.BundleDigest() {
+		t.Errorf("after the override: %+v %v", got, armed)
+	}
+	// A bundle without a claim is not forced: as the mark it would disarm
+	// the protection.
+	plain, err := New(ctx, BundleSource{Path: opaSeqBundle("build-es256.tar.gz"), Keys: []VerificationKey{mustKey(t, "default", "ec.pub.pem")}}, ReloaderOptions{Rollback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.Arm(hw, true); !errors.Is(err, ErrRollback) {
+		t.Fatalf("override of an unclaimed bundle: %v", err)
+	}
+	if _, armed := plain.HighWater(); armed {
+		t.Error("an unclaimed bundle was forced past the mark")
+	}
+	if err := (&Reloader{}).Arm(hw, false); err == nil {
+		t.Error("Arm without ReloaderOptions.Rollback accepted")
+	}
+}
