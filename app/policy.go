@@ -134,7 +134,7 @@ func (a *App) armRollback(ctx context.Context) error {
 		a.log.Warn("policy rollback allowed by the operator (--policy-allow-rollback)", "reason", re.Error())
 		for i := range a.pending {
 			if a.pending[i].Kind == policy.EventLoaded {
-				a.pending[i].RollbackOverride = re.Error()
+				a.pending[i].RollbackOverride, a.pending[i].Rollback = re.Error(), re
 			}
 		}
 		return nil
@@ -142,7 +142,7 @@ func (a *App) armRollback(ctx context.Context) error {
 	// Refused: the refusal is recorded instead of the load, and nothing
 	// serves.
 	rej := policy.Event{Kind: policy.EventRejected, Time: time.Now().UTC(), Source: a.reload.Describe(),
-		CandidateDigest: re.Digest, Reason: re.Error()}
+		CandidateDigest: re.Digest, Reason: re.Error(), Rollback: re}
 	a.pending = nil
 	if err := a.srv.AuditPolicyEvent(ctx, rej); err != nil {
 		return fmt.Errorf("loading policy: %w (and the refusal could not be recorded: %w)", aerr, err)

@@ -140,6 +140,10 @@ type Event struct {
 	// the high-water mark and loaded only because the operator said so
 	// ([Reloader.Arm] with allowRollback): the refusal that was overridden.
 	RollbackOverride string
+	// Rollback is the evidence of a rollback refusal (a rejection) or of
+	// the refusal overridden (RollbackOverride): the claims and digests,
+	// for the record to carry as they are; nil for any other event.
+	Rollback *RollbackError
 	// CandidateDigest names the candidate that was loaded or rejected: the
 	// bundle file digest, or the directory content digest; "" if the
 	// candidate could not be read.
@@ -453,6 +457,9 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 	ev := Event{Kind: EventRejected, Time: time.Now().UTC(), Source: desc, Reason: truncateReason(err.Error())}
 	if ce, ok := errors.AsType[*CandidateError](err); ok {
 		ev.CandidateDigest = ce.Digest
+	}
+	if re, ok := errors.AsType[*RollbackError](err); ok {
+		ev.Rollback = re
 	}
 	if prev != nil {
 		ev.Revision, ev.BundleDigest, ev.Sequence = prev.Revision(), prev.BundleDigest(), prev.BundleSequence()

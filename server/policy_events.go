@@ -39,6 +39,13 @@ func (s *Server) AuditPolicyEvent(ctx context.Context, ev policy.Event) error {
 	if ev.Sequence != 0 {
 		head += " sequence=" + strconv.FormatUint(ev.Sequence, 10)
 	}
+	if re := ev.Rollback; re != nil {
+		// The evidence of a rollback refusal (or of the one overridden), as
+		// the record must name it: custos's own numbers and digests, which
+		// the scrubber below could take for identifiers.
+		head += fmt.Sprintf(" rollback_claim=%d rollback_bundle=%s high_water=%d high_water_bundle=%s",
+			re.Sequence, re.Digest, re.HighWater.Sequence, re.HighWater.Digest)
+	}
 	var parts []string
 	if ev.PreviousRevision != "" {
 		parts = append(parts, "previous="+ev.PreviousRevision)
@@ -64,10 +71,13 @@ func (s *Server) AuditPolicyEvent(ctx context.Context, ev policy.Event) error {
 // its policy_revision (after " bundle=") and the sequence from its reason
 // ("candidate=<digest> sequence=<n> ...", as AuditPolicyEvent writes it;
 // 0 when the reason has no sequence). ok is false when r is not a
-// policy/load of a bundle. An unreadable sequence is an error: the caller
-// must not guess the mark.
+// policy/load of a bundle that took effect: a record whose outcome is not
+// allow (the load was refused because its record could not be completed,
+// e.g. with the audit key unavailable, which rewrites it as an error) sets
+// no mark. An unreadable sequence is an error: the caller must not guess
+// the mark.
 func PolicyHighWater(r audit.Record) (hw policy.HighWater, ok bool, err error) {
-	if r.Action != ActionPolicyLoad {
+	if r.Action != ActionPolicyLoad || r.Outcome != audit.OutcomeAllow {
 		return hw, false, nil
 	}
 	_, digest, isBundle := strings.Cut(r.PolicyRevision, " bundle=")

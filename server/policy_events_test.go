@@ -2,11 +2,13 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
 )
 
@@ -22,7 +24,8 @@ func TestPolicyHighWaterRoundTrip(t *testing.T) {
 		{Kind: policy.EventLoaded, Source: "bundle:/p", Revision: "r1", BundleDigest: digest, CandidateDigest: digest, Sequence: 2026120501,
 			PreviousRevision: "r0 sequence=99", RollbackOverride: "policy: bundle rollback refused: ... sequence 2026120600"},
 		{Kind: policy.EventLoaded, Source: "bundle:/p", Revision: "r2", BundleDigest: digest, CandidateDigest: digest},
-		{Kind: policy.EventRejected, Source: "bundle:/p", Revision: "r2", BundleDigest: digest, CandidateDigest: "sha256:ff", Sequence: 7, Reason: "x"},
+		{Kind: policy.EventRejected, Source: "bundle:/p", Revision: "r2", BundleDigest: digest, CandidateDigest: "sha256:ff", Sequence: 7, Reason: "x",
+			Rollback: &policy.RollbackError{HighWater: policy.HighWater{Sequence: 2026120501, Digest: digest}, Sequence: 2026120411, Digest: "sha256:ff"}},
 		{Kind: policy.EventLoaded, Source: "dir:/p", Revision: "dev", CandidateDigest: digest},
 	}
 	for _, ev := range events {
@@ -52,8 +55,68 @@ func TestPolicyHighWaterRoundTrip(t *testing.T) {
 			t.Errorf("record %d: %+v %v, want %+v %v", i, got[i], oks[i], want[i], wantOK[i])
 		}
 	}
-	bad := audit.Record{Seq: 9, Entry: audit.Entry{Action: server.ActionPolicyLoad, PolicyRevision: "r bundle=" + digest, Reason: "candidate=" + digest + " sequence=x"}}
+	// A rollback refusal names both claims and digests as they are (the
+	// scrubber took a date-like sequence for a phone number).
+	for _, r := range f.records() {
+		if r.Action == server.ActionPolicyReject && !strings.Contains(r.Reason, "rollback_claim=2026120411 rollback_bundle=sha256:ff high_water=2026120501 high_water_bundle="+digest) {
+			t.Errorf("rollback refusal recorded as %q", r.Reason)
+		}
+	}
+	bad := audit.Record{Seq: 9, Entry: audit.Entry{Action: server.ActionPolicyLoad, Outcome: audit.OutcomeAllow, PolicyRevision: "r bundle=" + digest, Reason: "candidate=" + digest + " sequence=x"}}
 	if _, _, err := server.PolicyHighWater(bad); err == nil {
 		t.Error("an unreadable sequence was accepted")
+	}
+}
+
+// failingAuditKey is a key set whose audit key can be made unavailable (a
+// sealed Vault, keys past their staleness).
+type failingAuditKey struct {
+	*switchKeys
+	fail bool
+}
+
+func (k *failingAuditKey) AuditKey(ctx context.Context) (secrets.Key, error) {
+	if k.fail {
+		return secrets.Key{}, errors.New("vault sealed")
+	}
+	return k.switchKeys.AuditKey(ctx)
+}
+
+// A policy load whose record is written without the audit key (rewritten as
+// outcome error, audit_key_unavailable, and the load refused) sets no
+// high-water mark: read as a load of a bundle without a claim, it had
+// switched the rollback protection off at the next start (found by review:
+// after such a record the mark was sequence 0 and any bundle passed).
+func TestPolicyHighWaterSkipsLoadsThatDidNotTakeEffect(t *testing.T) {
+	ks := &switchKeys{}
+	ks.set([]secrets.Key{key(1, "secret/custos/cursor-key@1")}, []string{"cursor=secret/custos/cursor-key@1"}, nil)
+	fk := &failingAuditKey{switchKeys: ks}
+	f := newFixtureKeys(t, "", fk)
+	ctx := context.Background()
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	ev := policy.Event{Kind: policy.EventLoaded, Source: "bundle:/p", Revision: "r1", BundleDigest: digest, CandidateDigest: digest, Sequence: 7}
+	if err := f.srv.AuditPolicyEvent(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	fk.fail = true
+	if err := f.srv.AuditPolicyEvent(ctx, ev); err == nil {
+		t.Fatal("a load recorded without the audit key was not refused")
+	}
+	var last policy.HighWater
+	n := 0
+	for _, r := range f.records() {
+		hw, ok, err := server.PolicyHighWater(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			last, n = hw, n+1
+		}
+	}
+	if n != 1 || last != (policy.HighWater{Sequence: 7, Digest: digest}) {
+		t.Errorf("%d marks, last %+v; want the one load that took effect, sequence 7", n, last)
+	}
+	if err := policy.CheckSequence(last, 1, "sha256:old"); err == nil {
+		t.Error("an older bundle passes the mark")
 	}
 }

@@ -146,8 +146,12 @@ FILE. Its sequence claim is kept, or replaced with --sequence N.
 			if err != nil {
 				return err
 			}
-			if !cmd.Flags().Changed("sequence") {
+			switch {
+			case !cmd.Flags().Changed("sequence"):
 				sequence = 0
+				fmt.Fprintln(cmd.ErrOrStderr(), "custos: keeping the bundle's sequence claim: a server that loaded the original refuses this re-signed bundle (same claim, another digest); give --sequence N above it to roll it out there")
+			case sequence == 0:
+				return usagef("--sequence must be from 1 to %d", uint64(policy.MaxSequence))
 			}
 			return resignBundle(cmd, args[0], signer, out, sequence)
 		},

@@ -132,8 +132,12 @@ func TestPolicyBundleSequence(t *testing.T) {
 		t.Fatalf("bundle --sequence 12 loads as %+v, %v", info, err)
 	}
 	kept, raised := filepath.Join(dir, "kept.tar.gz"), filepath.Join(dir, "raised.tar.gz")
-	if code, msg := cli("policy", "sign", out, "-o", kept, "--key", "team="+keyFile); code != 0 || !strings.Contains(msg, "sequence 12,") {
+	if code, msg := cli("policy", "sign", out, "-o", kept, "--key", "team="+keyFile); code != 0 || !strings.Contains(msg, "sequence 12,") ||
+		!strings.Contains(msg, "refuses this re-signed bundle") {
 		t.Fatalf("sign: exit %d\n%s", code, msg)
+	}
+	if code, msg := cli("policy", "sign", out, "-o", filepath.Join(dir, "zero.tar.gz"), "--key", "team="+keyFile, "--sequence", "0"); code != 2 || !strings.Contains(msg, "from 1 to") {
+		t.Fatalf("sign --sequence 0: exit %d\n%s", code, msg)
 	}
 	if code, msg := cli("policy", "sign", out, "-o", raised, "--key", "team="+keyFile, "--sequence", "13"); code != 0 || !strings.Contains(msg, "sequence 13,") {
 		t.Fatalf("sign --sequence 13: exit %d\n%s", code, msg)
