@@ -96,17 +96,29 @@ func (p Proxies) Source(peer string, h http.Header) string {
 	}
 	if len(xff) > 0 {
 		s, ok2 := p.walk(xForwardedFor(strings.Join(xff, ",")))
-		if from > 0 && (!ok || !ok2 || s != src) {
+		if from > 0 && (!ok || !ok2 || addrOf(s) != addrOf(src)) {
 			// A proxy writes one of them; the other came from the client,
-			// unless both name the same source.
+			// unless both name the same address (Forwarded may add the
+			// port, which X-Forwarded-For usually leaves out).
 			return peer
 		}
-		src, ok = s, ok2
+		if from == 0 {
+			src, ok = s, ok2
+		}
 	}
 	if !ok {
 		return peer
 	}
 	return src
+}
+
+// addrOf is the address of a source walk returned, without its port.
+func addrOf(s string) netip.Addr {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr()
+	}
+	a, _ := netip.ParseAddr(s)
+	return a
 }
 
 // hop is one address a proxy recorded, or !valid for one that is not an

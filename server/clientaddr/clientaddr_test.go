@@ -55,6 +55,8 @@ func TestSource(t *testing.T) {
 			map[string][]string{"Forwarded": {`For=198.51.100.1`}}, "198.51.100.1"},
 		{"Forwarded and X-Forwarded-For agree", "10.1.1.1:4000",
 			map[string][]string{"Forwarded": {`for=198.51.100.1`}, "X-Forwarded-For": {"198.51.100.1"}}, "198.51.100.1"},
+		{"Forwarded with a port and X-Forwarded-For without agree: Forwarded's", "10.1.1.1:4000",
+			map[string][]string{"Forwarded": {`for="198.51.100.1:4711"`}, "X-Forwarded-For": {"198.51.100.1"}}, "198.51.100.1:4711"},
 		{"Forwarded and X-Forwarded-For disagree: peer", "10.1.1.1:4000",
 			map[string][]string{"Forwarded": {`for=6.6.6.6`}, "X-Forwarded-For": {"198.51.100.1"}}, "10.1.1.1:4000"},
 		{"unknown before an untrusted hop: peer", "10.1.1.1:4000",
