@@ -191,7 +191,7 @@ func TestBadInput(t *testing.T) {
 		{name: "export manifest with an outcome file holding no OperationOutcome", files: map[string]string{"m.json": `{"transactionTime":"2024-01-01T00:00:00Z","output":[{"type":"Patient","url":"Patient.ndjson"}],"outcome":[{"url":"o.ndjson"}]}`, "Patient.ndjson": pat, "o.ndjson": pat},
 			path: "m.json", err: ErrManifest, where: "m.json", fpath: "outcome[0].url"},
 		{name: "export manifest in pages", files: map[string]string{"m.json": `{"transactionTime":"2024-01-01T00:00:00Z","output":[{"type":"Patient","url":"Patient.ndjson"}],"link":[{"relation":"next","url":"https://ehr.example/SECRET?page=2"}]}`, "Patient.ndjson": pat},
-			path: "m.json", err: ErrManifest, where: "m.json", fpath: "link[0]"},
+			path: "m.json", err: ErrManifest, where: "m.json", fpath: "link"},
 		{name: "export manifest organized by patient", files: map[string]string{"m.json": `{"transactionTime":"2024-01-01T00:00:00Z","outputOrganizedBy":"Patient","output":[{"url":"Patient.ndjson"}]}`, "Patient.ndjson": pat},
 			path: "m.json", err: ErrManifest, where: "m.json", fpath: "outputOrganizedBy"},
 		{name: "export manifest naming a missing file", files: map[string]string{"m.json": `{"transactionTime":"2024-01-01T00:00:00Z","output":[{"type":"Patient","url":"SECRET.ndjson"}]}`},

@@ -191,25 +191,41 @@ func dirSources(dir string) ([]source, error) {
 	return out, nil
 }
 
-// exportManifest is the Bulk Data $export complete-status body, with the
-// later editions' names: outcome (for error), link (a manifest in pages)
-// and outputOrganizedBy.
-type exportManifest struct {
-	TransactionTime   string         `json:"transactionTime"`
-	Request           string         `json:"request"`
-	Output            []manifestFile `json:"output"`
-	Deleted           []manifestFile `json:"deleted"`
-	Error             []manifestFile `json:"error"`
-	Outcome           []manifestFile `json:"outcome"`
-	OutputOrganizedBy string         `json:"outputOrganizedBy"`
-	Link              []struct {
+// ExportManifest is a Bulk Data $export complete-status body (the
+// manifest): Bulk Data 2.0, and the later editions' names (outcome for
+// error, link next for a manifest in pages, outputOrganizedBy). It is the
+// one model of a manifest: custos import reads a local one
+// (manifestSources), custos sync a served one (fhirsync).
+type ExportManifest struct {
+	TransactionTime     string         `json:"transactionTime"`
+	Request             string         `json:"request"`
+	RequiresAccessToken *bool          `json:"requiresAccessToken"`
+	OutputOrganizedBy   string         `json:"outputOrganizedBy"`
+	Output              []ManifestFile `json:"output"`
+	Deleted             []ManifestFile `json:"deleted"`
+	Error               []ManifestFile `json:"error"`
+	Outcome             []ManifestFile `json:"outcome"`
+	Link                []struct {
 		Relation string `json:"relation"`
+		URL      string `json:"url"`
 	} `json:"link"`
 }
 
-type manifestFile struct {
-	Type string `json:"type"`
-	URL  string `json:"url"`
+// ManifestFile is one file of a manifest.
+type ManifestFile struct {
+	Type  string `json:"type"`
+	URL   string `json:"url"`
+	Count *int   `json:"count"`
+}
+
+// Next is the URL of the manifest's next page ("" when none).
+func (m *ExportManifest) Next() string {
+	for _, l := range m.Link {
+		if l.Relation == "next" {
+			return l.URL
+		}
+	}
+	return ""
 }
 
 // maxManifest bounds an $export manifest's size (its file list).
@@ -230,14 +246,12 @@ func manifestSources(path string) ([]source, error) {
 	if err != nil {
 		return nil, newError(name, "", ErrManifest, "%v", err)
 	}
-	var m exportManifest
+	var m ExportManifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, newError(name, "", ErrManifest, "not a JSON $export manifest")
 	}
-	for i, l := range m.Link {
-		if l.Relation == "next" {
-			return nil, newError(name, "link["+itoa(i)+"]", ErrManifest, "the manifest continues on another page (link next), which an import of local files cannot follow: import a complete export (custos sync follows the pages)")
-		}
+	if m.Next() != "" {
+		return nil, newError(name, "link", ErrManifest, "the manifest continues on another page (link next), which an import of local files cannot follow: import a complete export (custos sync follows the pages)")
 	}
 	if m.OutputOrganizedBy != "" {
 		return nil, newError(name, "outputOrganizedBy", ErrManifest, "output organized by a resource type is not imported: export the output by type")
@@ -245,7 +259,7 @@ func manifestSources(path string) ([]source, error) {
 	dir := filepath.Dir(path)
 	for _, list := range []struct {
 		field string
-		files []manifestFile
+		files []ManifestFile
 	}{{"error", m.Error}, {"outcome", m.Outcome}} {
 		for i, f := range list.files {
 			if err := exportOutcomes(name, dir, list.field+"["+itoa(i)+"]", f.URL); err != nil {
@@ -257,7 +271,7 @@ func manifestSources(path string) ([]source, error) {
 		return nil, newError(name, "output", ErrManifest, "no output and no deleted files")
 	}
 	var out []source
-	add := func(field string, i int, f manifestFile) error {
+	add := func(field string, i int, f ManifestFile) error {
 		at := field + "[" + itoa(i) + "]"
 		if field == "deleted" && f.Type == "" {
 			f.Type = "Bundle" // the later editions leave it out

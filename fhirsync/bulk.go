@@ -24,42 +24,13 @@ type bulkResult struct {
 	request         string
 }
 
-// bulkManifest is the server's completion manifest: Bulk Data 2.0, and
-// the later editions' names (outcome for error, link next for a manifest
-// in pages, outputOrganizedBy).
+// bulkManifest is the server's completion manifest (fhirin's model of it)
+// and when the server served it.
 type bulkManifest struct {
-	TransactionTime     string         `json:"transactionTime"`
-	Request             string         `json:"request"`
-	RequiresAccessToken *bool          `json:"requiresAccessToken"`
-	OutputOrganizedBy   string         `json:"outputOrganizedBy"`
-	Output              []manifestItem `json:"output"`
-	Deleted             []manifestItem `json:"deleted"`
-	Error               []manifestItem `json:"error"`
-	Outcome             []manifestItem `json:"outcome"`
-	Link                []struct {
-		Relation string `json:"relation"`
-		URL      string `json:"url"`
-	} `json:"link"`
+	fhirin.ExportManifest
 	// served is the server's clock when it served the manifest (its Date
 	// header); zero without one.
 	served time.Time
-}
-
-// manifestItem is one file of a manifest.
-type manifestItem struct {
-	Type  string `json:"type"`
-	URL   string `json:"url"`
-	Count *int   `json:"count"`
-}
-
-// next is the manifest's next page ("" when none).
-func (m *bulkManifest) next() string {
-	for _, l := range m.Link {
-		if l.Relation == "next" {
-			return l.URL
-		}
-	}
-	return ""
 }
 
 // maxManifestPages bounds the pages of one manifest.
@@ -168,7 +139,7 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 // pages is only complete at its end. Each page is checked like the first.
 func (c *client) manifestPages(ctx context.Context, m *bulkManifest) error {
 	seen := map[string]bool{}
-	for ref := m.next(); ref != ""; {
+	for ref := m.Next(); ref != ""; {
 		u, err := c.resolve(ref)
 		if err != nil {
 			return err
@@ -194,7 +165,7 @@ func (c *client) manifestPages(ctx context.Context, m *bulkManifest) error {
 		m.Deleted = append(m.Deleted, p.Deleted...)
 		m.Error = append(m.Error, p.Error...)
 		m.Outcome = append(m.Outcome, p.Outcome...)
-		ref = p.next()
+		ref = p.Next()
 	}
 	return nil
 }
