@@ -21,7 +21,8 @@
 //     notifier; then, for a bundle, rollback protection is armed with the
 //     high-water mark of the audit log's last policy/load of a bundle (a
 //     bundle that does not advance it is refused, on record, unless
-//     AllowRollback), the initial load is recorded, then the listeners (MCP
+//     AllowRollback; one under the operator's floor, MinSequence, is
+//     refused even so), the initial load is recorded, then the listeners (MCP
 //     over HTTP, ops).
 //
 // Invariants:

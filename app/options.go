@@ -111,6 +111,12 @@ type PolicyOptions struct {
 	// --policy-allow-rollback only (no configuration key: an override
 	// left in a file would let the next restart roll back unnoticed).
 	AllowRollback bool
+	// MinSequence is the lowest sequence claim a Bundle may carry (0:
+	// none): a floor for a new audit log, which holds no high-water mark
+	// yet, and for every start and reload after it. No override lowers it
+	// (--policy-allow-rollback neither): a bundle under it, or without a
+	// claim, is refused. Key policy.min_sequence.
+	MinSequence int64
 }
 
 // PolicyKey is one verification key of a policy bundle: an id and the PEM

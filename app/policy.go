@@ -36,7 +36,7 @@ func (a *App) openPolicy(ctx context.Context) error {
 			return err
 		}
 		src = &policy.BundleSource{Path: p.Bundle, Keys: keys, Options: popts}
-		ropts.Rollback = true
+		ropts.Rollback, ropts.MinSequence = true, uint64(p.MinSequence) // checked: 0 to policy.MaxSequence
 	default:
 		eng, err := policy.Default(ctx, popts)
 		if err != nil {
@@ -130,7 +130,7 @@ func (a *App) armRollback(ctx context.Context) error {
 				"bundle_sequence", a.reload.Current().BundleSequence(), "high_water_sequence", hw.Sequence)
 		}
 		return nil
-	case a.o.Policy.AllowRollback && re.Sequence != 0:
+	case a.o.Policy.AllowRollback && re.Sequence != 0 && re.MinSequence == 0:
 		a.log.Warn("policy rollback allowed by the operator (--policy-allow-rollback)", "reason", re.Error())
 		for i := range a.pending {
 			if a.pending[i].Kind == policy.EventLoaded {
@@ -146,6 +146,9 @@ func (a *App) armRollback(ctx context.Context) error {
 	a.pending = nil
 	if err := a.srv.AuditPolicyEvent(ctx, rej); err != nil {
 		return fmt.Errorf("loading policy: %w (and the refusal could not be recorded: %w)", aerr, err)
+	}
+	if re.MinSequence != 0 {
+		return fmt.Errorf("loading policy: %w (deploy a bundle claiming at least %d; the floor is the operator's setting, which no override lowers)", aerr, re.MinSequence)
 	}
 	if re.Sequence == 0 {
 		return fmt.Errorf("loading policy: %w (a bundle without a claim cannot be forced: re-sign it with custos policy sign --sequence N)", aerr)

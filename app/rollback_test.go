@@ -261,3 +261,62 @@ func TestPolicyMigrationWithoutClaims(t *testing.T) {
 		t.Fatalf("unclaimed after 5: %v", err)
 	}
 }
+
+// TestPolicyMinSequence: a new audit log has no high-water mark, so without
+// a floor its first start would serve any validly signed bundle. With
+// policy.min_sequence, an older bundle is refused at that first start, the
+// override does not lower the floor, the refusal is on record with the
+// floor as its evidence, and a bundle at the floor serves.
+func TestPolicyMinSequence(t *testing.T) {
+	f := newFixture(t)
+	auditPath := filepath.Join(f.data, app.AuditFile)
+	audittest.VerifyOnCleanup(t, auditPath)
+	k := newRollbackKit(t)
+	path := filepath.Join(k.dir, "policy.tar.gz")
+	ctx := context.Background()
+	open := func(allow bool) (*app.App, error) {
+		_, st := mcp.NewInMemoryTransports()
+		return app.Open(ctx, app.Options{DataDir: f.data, Dev: true, Node: "test",
+			Stdio: &app.StdioOptions{PrincipalFile: filepath.Join(f.seed, "principals", "clinician.json"), Transport: st},
+			Policy: app.PolicyOptions{Bundle: path, Keys: []app.PolicyKey{{ID: "team", File: k.pub}},
+				AllowRollback: allow, MinSequence: 2026120501}})
+	}
+	old, dOld := k.bundle(2026110101, "november")
+	none, _ := k.bundle(0, "unclaimed")
+	for _, c := range []struct {
+		data  []byte
+		allow bool
+		want  string
+	}{
+		{old, false, "claims sequence 2026110101, below 2026120501, the lowest this server accepts (policy.min_sequence)"},
+		{old, true, "below 2026120501"},
+		{none, false, "has no sequence claim"},
+	} {
+		k.put(path, c.data)
+		a, err := open(c.allow)
+		if !errors.Is(err, policy.ErrRollback) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "no override lowers") {
+			if a != nil {
+				a.Close()
+			}
+			t.Fatalf("first start (override %v): err = %v, want ErrRollback saying %q", c.allow, err, c.want)
+		}
+	}
+	recs := policyRecords(t, auditPath)
+	if len(recs) != 3 {
+		t.Fatalf("%d policy records, want 3 refusals: %+v", len(recs), recs)
+	}
+	if r := recs[0]; r.Action != "policy/reject" || !strings.HasPrefix(r.Reason, "candidate="+dOld+" rollback_claim=2026110101 rollback_bundle="+dOld+" min_sequence=2026120501 ") {
+		t.Fatalf("floor refusal not on record: %+v", r)
+	}
+
+	cur, dCur := k.bundle(2026120501, "december")
+	k.put(path, cur)
+	a, err := open(false)
+	if err != nil {
+		t.Fatalf("a bundle at the floor: %v", err)
+	}
+	defer a.Close()
+	if ev, err := a.ReloadPolicy(ctx); err != nil || ev.Sequence != 2026120501 || ev.BundleDigest != dCur {
+		t.Fatalf("reload of the same bundle: %+v, %v", ev, err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/fhirsync"
+	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/clientaddr"
@@ -415,6 +416,12 @@ func (c *checker) policy() {
 			key = "policy.vault_key"
 		}
 		c.add(key, "is only used with %s", c.name("policy.bundle"))
+	}
+	if p.MinSequence != 0 && p.Bundle == "" {
+		c.add("policy.min_sequence", "is only used with %s (a directory policy has no sequence claim)", c.name("policy.bundle"))
+	}
+	if p.MinSequence < 0 || p.MinSequence > policy.MaxSequence {
+		c.add("policy.min_sequence", "want a whole number from 1 to %d (the largest sequence claim), or 0 for no floor; not %d", int64(policy.MaxSequence), p.MinSequence)
 	}
 	if p.VaultKeys && o.Dev {
 		c.add("policy.vault_key", "needs Vault, not %s", c.name("dev"))

@@ -150,8 +150,10 @@
 //     the manifest; sequence.go), never the free-text revision. A Reloader
 //     with rollback protection armed rejects a bundle whose claim is lower
 //     than the high-water mark, equal to it for another bundle digest, or
-//     absent once a claim has loaded ([CheckSequence]); the mark itself is
-//     kept by the caller in durable storage (custos: the audit log).
+//     absent once a claim has loaded ([CheckSequence]), or below the
+//     operator's floor ([CheckMinSequence], which no override lowers); the
+//     mark itself is kept by the caller in durable storage (custos: the
+//     audit log).
 //   - A policy directory is its .rego files outside hidden entries, each a
 //     regular file: a Kubernetes ConfigMap volume loads once, a FIFO is
 //     refused rather than waited on, and a link to a directory is refused

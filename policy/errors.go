@@ -102,14 +102,24 @@ var (
 )
 
 // RollbackError is the evidence of a refused rollback: the high-water mark
-// and the candidate's claim and digest. It unwraps to ErrRollback.
+// (or, when MinSequence is set, the operator's floor) and the candidate's
+// claim and digest. It unwraps to ErrRollback.
 type RollbackError struct {
 	HighWater HighWater
-	Sequence  uint64 // the candidate's claim; 0 if it has none
-	Digest    string // the candidate bundle's digest
+	// MinSequence is set when the refusal is the floor's
+	// ([CheckMinSequence]): the lowest claim the server accepts.
+	MinSequence uint64
+	Sequence    uint64 // the candidate's claim; 0 if it has none
+	Digest      string // the candidate bundle's digest
 }
 
 func (e *RollbackError) Error() string {
+	if e.MinSequence != 0 {
+		if e.Sequence == 0 {
+			return fmt.Sprintf("%v: bundle %s has no sequence claim (manifest metadata.custos.sequence), and this server accepts only bundles claiming at least %d (policy.min_sequence)", ErrRollback, e.Digest, e.MinSequence)
+		}
+		return fmt.Sprintf("%v: bundle %s claims sequence %d, below %d, the lowest this server accepts (policy.min_sequence)", ErrRollback, e.Digest, e.Sequence, e.MinSequence)
+	}
 	hw := fmt.Sprintf("the high-water mark: sequence %d, bundle %s", e.HighWater.Sequence, e.HighWater.Digest)
 	switch {
 	case e.Sequence == 0:

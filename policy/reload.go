@@ -178,6 +178,11 @@ type ReloaderOptions struct {
 	// good policy keeps serving. The initial load of New is not checked: the
 	// caller checks it with Arm before serving.
 	Rollback bool
+	// MinSequence is the lowest sequence claim accepted (the operator's
+	// floor, [CheckMinSequence]); 0: none. It needs Rollback, and it is
+	// checked with the high-water mark, at Arm (where no override lowers
+	// it) and at every reload.
+	MinSequence uint64
 	// OnEvent, if set, is called for every Event, synchronously and with
 	// reloads serialized (it must not call Reload). For EventLoaded it is
 	// called BEFORE the new engine is swapped in, and an error vetoes the
@@ -219,6 +224,7 @@ type Reloader struct {
 	onEvent  func(Event) error
 	warmUp   time.Duration
 	rollback bool
+	minSeq   uint64 // the floor (ReloaderOptions.MinSequence)
 
 	cur atomic.Pointer[Engine]
 
@@ -240,7 +246,13 @@ var hookRetryInterval = HookRetryInterval // shortened by tests
 // The initial load must succeed (and, with OnEvent set, be recorded):
 // otherwise New returns the error and the server must not start.
 func New(ctx context.Context, src Source, opts ReloaderOptions) (*Reloader, error) {
-	r := &Reloader{src: src, log: opts.Logger, onEvent: opts.OnEvent, warmUp: cmp.Or(opts.WarmUp, DefaultWarmUp), rollback: opts.Rollback}
+	if opts.MinSequence != 0 && !opts.Rollback {
+		return nil, errors.New("policy: ReloaderOptions.MinSequence needs Rollback")
+	}
+	if opts.MinSequence > MaxSequence {
+		return nil, fmt.Errorf("policy: minimum sequence %d is above %d", opts.MinSequence, uint64(MaxSequence))
+	}
+	r := &Reloader{src: src, log: opts.Logger, onEvent: opts.OnEvent, warmUp: cmp.Or(opts.WarmUp, DefaultWarmUp), rollback: opts.Rollback, minSeq: opts.MinSequence}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -266,7 +278,8 @@ func (r *Reloader) Current() *Engine { return r.cur.Load() }
 // mark; a bundle without a claim is refused even then (as the mark it
 // would disarm the protection). From then on every candidate is checked,
 // and each load moves the mark to its bundle. Arm without
-// ReloaderOptions.Rollback is an error.
+// ReloaderOptions.Rollback is an error. A policy under the floor
+// (ReloaderOptions.MinSequence) is refused whatever allowRollback says.
 func (r *Reloader) Arm(hw HighWater, allowRollback bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -274,6 +287,9 @@ func (r *Reloader) Arm(hw HighWater, allowRollback bool) error {
 		return errors.New("policy: Arm on a Reloader without rollback protection")
 	}
 	cur := r.cur.Load()
+	if err := CheckMinSequence(r.minSeq, cur.BundleSequence(), cur.BundleDigest()); err != nil {
+		return err
+	}
 	err := CheckSequence(hw, cur.BundleSequence(), cur.BundleDigest())
 	// A bundle without a claim is never forced: as the mark it would
 	// disarm the protection (any claim passes a mark of 0).
@@ -411,7 +427,11 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 		err = errors.New("policy: source returned no engine")
 	}
 	if err == nil && r.armed {
-		if rerr := CheckSequence(r.hw, e.BundleSequence(), e.BundleDigest()); rerr != nil {
+		rerr := CheckMinSequence(r.minSeq, e.BundleSequence(), e.BundleDigest())
+		if rerr == nil {
+			rerr = CheckSequence(r.hw, e.BundleSequence(), e.BundleDigest())
+		}
+		if rerr != nil {
 			err = &CandidateError{Digest: e.candidateDigest, Err: rerr}
 		}
 	}

@@ -24,7 +24,10 @@ import (
 // The server keeps a high-water mark (the claim and digest of the last bundle
 // loaded; custos derives it from the audit log's last policy/load of a
 // bundle) and refuses a bundle that does not advance it: see
-// [CheckSequence].
+// [CheckSequence]. A new audit log has no mark, so its first bundle would
+// load whatever it claims; an operator closes that gap with a floor, the
+// lowest claim the server accepts (policy.min_sequence): see
+// [CheckMinSequence].
 
 // MaxSequence is the largest sequence claim accepted: 2^53-1, the largest
 // integer every JSON implementation (OPA's and jq's included) reads exactly.
@@ -54,6 +57,20 @@ func CheckSequence(hw HighWater, seq uint64, digest string) error {
 		return nil
 	}
 	return &RollbackError{HighWater: hw, Sequence: seq, Digest: digest}
+}
+
+// CheckMinSequence decides whether a bundle whose claim is seq (0: none) and
+// whose file digest is digest may load under the floor min, the lowest
+// claim the operator accepts (0: no floor). It returns nil when min is 0
+// or seq is at least min; otherwise a [*RollbackError] with MinSequence
+// set: a claim below the floor, or none. Unlike the high-water mark, the
+// floor is the operator's own setting, so no override lowers it but a
+// changed setting.
+func CheckMinSequence(min, seq uint64, digest string) error {
+	if min == 0 || seq >= min {
+		return nil
+	}
+	return &RollbackError{MinSequence: min, Sequence: seq, Digest: digest}
 }
 
 // manifestSequence returns the sequence claim of m: 0 when m's metadata has

@@ -218,19 +218,7 @@ func TestSetBundleSequenceRoundTrip(t *testing.T) {
 func TestReloaderRefusesRollback(t *testing.T) {
 	ctx := context.Background()
 	signer := newSigner(t, "k1")
-	bundleOf := func(reason string, seq uint64) ([]byte, string) {
-		b := newBundle(filesOf(reasonPolicy(reason)), reason)
-		if seq != 0 {
-			if err := SetBundleSequence(b, seq); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := SignBundle(ctx, b, signer); err != nil {
-			t.Fatal(err)
-		}
-		p, digest := writeBundleFile(t, b)
-		return mustRead(t, p), digest
-	}
+	bundleOf := func(reason string, seq uint64) ([]byte, string) { return reasonBundle(t, signer, reason, seq) }
 	path := filepath.Join(t.TempDir(), "policy.tar.gz")
 	two, digestTwo := bundleOf("two", 2)
 	replaceFile(t, path, two)
@@ -323,4 +311,119 @@ func TestReloaderArm(t *testing.T) {
 	if err := (&Reloader{}).Arm(hw, false); err == nil {
 		t.Error("Arm without ReloaderOptions.Rollback accepted")
 	}
+}
+
+// TestCheckMinSequence: the floor admits claims at or above it and refuses
+// lower ones and none, naming the floor; 0 is no floor.
+func TestCheckMinSequence(t *testing.T) {
+	for _, c := range []struct {
+		min, seq uint64
+		ok       bool
+		want     string
+	}{
+		{0, 0, true, ""},
+		{0, 3, true, ""},
+		{5, 5, true, ""},
+		{5, 6, true, ""},
+		{5, 4, false, "claims sequence 4, below 5, the lowest this server accepts (policy.min_sequence)"},
+		{5, 0, false, "has no sequence claim (manifest metadata.custos.sequence), and this server accepts only bundles claiming at least 5"},
+		{MaxSequence, MaxSequence - 1, false, "below 9007199254740991"},
+	} {
+		err := CheckMinSequence(c.min, c.seq, "sha256:cand")
+		if c.ok {
+			if err != nil {
+				t.Errorf("min %d, claim %d: %v", c.min, c.seq, err)
+			}
+			continue
+		}
+		re, isRE := errors.AsType[*RollbackError](err)
+		if !isRE || !errors.Is(err, ErrRollback) || re.MinSequence != c.min || re.Sequence != c.seq || re.Digest != "sha256:cand" ||
+			!strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "sha256:cand") {
+			t.Errorf("min %d, claim %d: %v (%+v), want a RollbackError saying %q", c.min, c.seq, err, re, c.want)
+		}
+	}
+}
+
+// TestReloaderMinSequence: the floor refuses the policy in force at Arm,
+// with or without the override, whatever the mark; armed, it refuses a
+// reload under it even where the mark alone would not.
+func TestReloaderMinSequence(t *testing.T) {
+	ctx := context.Background()
+	keys := opaSeqKeys(t)
+	src := BundleSource{Path: opaSeqBundle("build-seq5.tar.gz"), Keys: keys}
+	for _, allow := range []bool{false, true} {
+		r, err := New(ctx, src, ReloaderOptions{Rollback: true, MinSequence: 6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.Arm(HighWater{}, allow)
+		if re, ok := errors.AsType[*RollbackError](err); !ok || re.MinSequence != 6 || re.Sequence != 5 {
+			t.Fatalf("Arm of 5 under a floor of 6 (override %v): %v", allow, err)
+		}
+		if _, armed := r.HighWater(); armed {
+			t.Fatalf("armed under the floor (override %v)", allow)
+		}
+	}
+	// At the floor: it arms, even on an empty mark.
+	r, err := New(ctx, src, ReloaderOptions{Rollback: true, MinSequence: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Arm(HighWater{}, false); err != nil {
+		t.Fatalf("Arm of 5 at a floor of 5: %v", err)
+	}
+
+	// Armed with an empty mark, a reload to a lower claim would pass the
+	// mark; the floor refuses it, and the policy in force keeps serving.
+	signer := newSigner(t, "k1")
+	path := filepath.Join(t.TempDir(), "policy.tar.gz")
+	write := func(reason string, seq uint64) {
+		data, _ := reasonBundle(t, signer, reason, seq)
+		replaceFile(t, path, data)
+	}
+	write("ten", 10)
+	fr, err := New(ctx, BundleSource{Path: path, Keys: []VerificationKey{signer.VerificationKey()}}, ReloaderOptions{Rollback: true, MinSequence: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.Arm(HighWater{}, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{9, 0} {
+		write("below", seq)
+		if _, err := fr.Reload(ctx); !errors.Is(err, ErrRollback) || !strings.Contains(err.Error(), "policy.min_sequence") {
+			t.Errorf("reload to %d under a floor of 10: %v", seq, err)
+		}
+		if got := decideReason(t, fr.Current()); got != "ten" {
+			t.Errorf("serving %q after refusing %d, want ten", got, seq)
+		}
+	}
+	write("eleven", 11)
+	if ev, err := fr.Reload(ctx); err != nil || ev.Sequence != 11 {
+		t.Fatalf("reload to 11: %+v, %v", ev, err)
+	}
+
+	if _, err := New(ctx, src, ReloaderOptions{MinSequence: 5}); err == nil {
+		t.Error("a floor without rollback protection accepted")
+	}
+	if _, err := New(ctx, src, ReloaderOptions{Rollback: true, MinSequence: MaxSequence + 1}); err == nil {
+		t.Error("a floor above MaxSequence accepted")
+	}
+}
+
+// reasonBundle returns the bytes and digest of a bundle of
+// reasonPolicy(reason) with claim seq (none if 0), signed by signer.
+func reasonBundle(t *testing.T, signer JWSSigner, reason string, seq uint64) ([]byte, string) {
+	t.Helper()
+	b := newBundle(filesOf(reasonPolicy(reason)), reason)
+	if seq != 0 {
+		if err := SetBundleSequence(b, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := SignBundle(context.Background(), b, signer); err != nil {
+		t.Fatal(err)
+	}
+	p, digest := writeBundleFile(t, b)
+	return mustRead(t, p), digest
 }

@@ -43,8 +43,12 @@ func (s *Server) AuditPolicyEvent(ctx context.Context, ev policy.Event) error {
 		// The evidence of a rollback refusal (or of the one overridden), as
 		// the record must name it: custos's own numbers and digests, which
 		// the scrubber below could take for identifiers.
-		head += fmt.Sprintf(" rollback_claim=%d rollback_bundle=%s high_water=%d high_water_bundle=%s",
-			re.Sequence, re.Digest, re.HighWater.Sequence, re.HighWater.Digest)
+		if re.MinSequence != 0 {
+			head += fmt.Sprintf(" rollback_claim=%d rollback_bundle=%s min_sequence=%d", re.Sequence, re.Digest, re.MinSequence)
+		} else {
+			head += fmt.Sprintf(" rollback_claim=%d rollback_bundle=%s high_water=%d high_water_bundle=%s",
+				re.Sequence, re.Digest, re.HighWater.Sequence, re.HighWater.Digest)
+		}
 	}
 	var parts []string
 	if ev.PreviousRevision != "" {

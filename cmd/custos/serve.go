@@ -83,7 +83,10 @@ Policy:
   Rollback protection: a bundle whose signed sequence claim (custos policy
   bundle --sequence N) does not advance the last one loaded (read from the
   audit log) is rejected; at startup the server refuses to start unless
-  --policy-allow-rollback is given (the override is audited).
+  --policy-allow-rollback is given (the override is audited). A new audit
+  log holds no mark yet: --policy-min-sequence N (policy.min_sequence) is
+  the lowest claim accepted from the first start on, and no override
+  lowers it.
 
 Audit checkpoints:
   The audit log is a Merkle tree. serve signs a checkpoint (C2SP format,
@@ -265,6 +268,7 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.String("policy-bundle", "", "load the policy from this signed OPA bundle (watched and reloaded; needs --policy-key)")
 	f.StringArray("policy-key", nil, "ID=PEMFILE: an ES256 public key that may sign the policy bundle (repeatable)")
 	f.Bool("policy-key-vault", false, "also accept bundles signed by the Vault Transit key custos-policy-signing (every version)")
+	f.Int64("policy-min-sequence", 0, "the lowest signed sequence claim a policy bundle may carry (0: none); a floor for a new audit log, which has no rollback high-water mark yet")
 	f.Bool("policy-allow-rollback", false, "start even though the bundle does not advance the rollback high-water mark (an older sequence claim); audited; command line only")
 	f.Int("page-size", server.DefaultPageSize, "resources per resources/list page")
 	f.String("node", "", "node name recorded in audit records (default: hostname)")

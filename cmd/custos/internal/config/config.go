@@ -108,6 +108,8 @@ type Policy struct {
 	Bundle   *string     `yaml:"bundle" flag:"policy-bundle"`
 	Keys     []PolicyKey `yaml:"keys" flag:"policy-key"`
 	VaultKey *bool       `yaml:"vault_key" flag:"policy-key-vault"`
+	// MinSequence is the lowest sequence claim a bundle may carry.
+	MinSequence *int64 `yaml:"min_sequence" flag:"policy-min-sequence"`
 }
 
 // PolicyKey is an ES256 public key that may sign the policy bundle; it

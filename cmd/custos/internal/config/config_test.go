@@ -264,6 +264,9 @@ func TestValidate(t *testing.T) {
 		{"policy dir and bundle", "dev: true\npolicy:\n  dir: DIR\n  bundle: FILE\n  keys: [{id: a, file: FILE}]\n", Options{}, []want{{"policy.dir", "not both"}}},
 		{"bundle without keys", "policy:\n  bundle: FILE\n", Options{}, []want{{"policy.bundle", "signature verification is mandatory"}}},
 		{"keys without bundle", "policy:\n  keys: [{id: a, file: FILE}]\n", Options{}, []want{{"policy.keys", "only used with policy.bundle"}}},
+		{"min sequence without bundle", "dev: true\npolicy:\n  min_sequence: 5\n", Options{}, []want{{"policy.min_sequence", "only used with policy.bundle"}}},
+		{"negative min sequence", "policy:\n  bundle: FILE\n  keys: [{id: a, file: FILE}]\n  min_sequence: -1\n", Options{}, []want{{"policy.min_sequence", "from 1 to 9007199254740991"}}},
+		{"min sequence over 2^53-1", "policy:\n  bundle: FILE\n  keys: [{id: a, file: FILE}]\n  min_sequence: 9007199254740992\n", Options{}, []want{{"policy.min_sequence", "from 1 to 9007199254740991"}}},
 		{"policy keys bad", "policy:\n  bundle: FILE\n  keys:\n    - {id: a, file: MISSING}\n    - {id: a, file: FILE}\n    - {id: \"\", file: \"\"}\n", Options{CheckFiles: true}, []want{
 			{"policy.keys[0].file", "file not found"}, {"policy.keys[1].id", "appears twice"}, {"policy.keys[2].id", "want a key id"}, {"policy.keys[2].file", "want the PEM file"}}},
 		{"vault key with dev", "dev: true\npolicy:\n  bundle: FILE\n  vault_key: true\n", Options{}, []want{{"policy.vault_key", "needs Vault"}}},

@@ -223,6 +223,7 @@ func (f *File) AppOptions(getenv func(string) string) app.Options {
 		PageSize: intOf(f.PageSize),
 		Policy: app.PolicyOptions{
 			Dir: str(f.Policy.Dir), Bundle: str(f.Policy.Bundle), VaultKeys: boolean(f.Policy.VaultKey),
+			MinSequence: int64Of(f.Policy.MinSequence),
 		},
 		Checkpoints: app.CheckpointOptions{
 			Deployment: str(f.Audit.Deployment), AnchorDir: str(f.Audit.AnchorDir),
