@@ -185,6 +185,11 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 		if sc.TrustedProxies, err = clientaddr.ParseProxies(h.TrustedProxies); err != nil {
 			return nil, err
 		}
+		hdr, err := clientaddr.ParseHeader(h.TrustedProxyHeader)
+		if err != nil {
+			return nil, err
+		}
+		sc.TrustedProxies = sc.TrustedProxies.WithHeader(hdr)
 	}
 	if a.srv, err = server.New(sc); err != nil {
 		return nil, err

@@ -270,6 +270,12 @@ type HTTPOptions struct {
 	// that is not a trusted proxy; package server/clientaddr). Empty (the
 	// default) reads no header. Key http.trusted_proxies.
 	TrustedProxies []string
+	// TrustedProxyHeader is the one forwarding header the trusted proxies
+	// write: "forwarded" or "x-forwarded-for"; the other is then never
+	// read, so a client cannot send it to be recorded as the proxy. ""
+	// (the default) reads either, and both present must agree (else the
+	// source is the proxy). Key http.trusted_proxy_header.
+	TrustedProxyHeader string
 }
 
 // AuditDiskOptions watch the free space of the audit log's volume

@@ -340,6 +340,11 @@ func (c *checker) http(h *HTTPOptions) {
 	if _, err := clientaddr.ParseProxies(h.TrustedProxies); err != nil {
 		c.add("http.trusted_proxies", "%s", strings.TrimPrefix(err.Error(), clientaddr.ErrBadProxy.Error()+": "))
 	}
+	if _, err := clientaddr.ParseHeader(h.TrustedProxyHeader); err != nil {
+		c.add("http.trusted_proxy_header", "%s", strings.TrimPrefix(err.Error(), "clientaddr: "))
+	} else if h.TrustedProxyHeader != "" && len(h.TrustedProxies) == 0 {
+		c.add("http.trusted_proxy_header", "is only used with %s", c.name("http.trusted_proxies"))
+	}
 	s := h.Server
 	c.positive("http.read_header_timeout", s.ReadHeaderTimeout)
 	c.positive("http.read_timeout", s.ReadTimeout)

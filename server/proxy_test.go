@@ -84,6 +84,28 @@ func TestTrustedProxyNamesTheCaller(t *testing.T) {
 	}
 }
 
+// With the proxy's one header chosen, a client that adds the other one
+// is still recorded by the chosen header (unchosen: both disagreeing give
+// the proxy's address, which is what a client hiding behind it wants).
+func TestTrustedProxyHeaderChosen(t *testing.T) {
+	p, err := clientaddr.ParseProxies([]string{"127.0.0.1/32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr, err := clientaddr.ParseHeader("x-forwarded-for")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newServerFixture(t, fixtureOptions{tune: func(c *server.Config) { c.TrustedProxies = p.WithHeader(hdr) }})
+	hs := f.serveHTTP("clinician")
+	before := len(f.records())
+	h := map[string]string{"Forwarded": "for=127.0.0.1", "X-Forwarded-For": "6.6.6.6, 198.51.100.7"}
+	if status := listAs(t, hs.url, hs.tokens["clinician"], h); status != http.StatusOK {
+		t.Fatalf("list: %d", status)
+	}
+	allFrom(t, "client-added Forwarded", sources(f, before), func(s string) bool { return s == "198.51.100.7" })
+}
+
 func TestUntrustedPeerCannotChooseItsSource(t *testing.T) {
 	spoof := map[string]string{"X-Forwarded-For": "198.51.100.7", "Forwarded": "for=198.51.100.7"}
 	fromPeer := func(s string) bool { return strings.HasPrefix(s, "127.0.0.1:") }

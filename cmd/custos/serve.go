@@ -261,6 +261,7 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.Duration("http-refusal-window", server.DefaultRefusalWindow, "HTTP: failed authentications are audited in aggregate per source address over this window")
 	f.Int("http-refusals-per-source", server.DefaultRefusalsPerSource, "HTTP: failed authentications one source address may make per --http-refusal-window; beyond it: 429")
 	f.StringArray("http-trusted-proxy", nil, "HTTP: IP address or CIDR of a trusted proxy (load balancer); only from these peers is the caller's address taken from Forwarded or X-Forwarded-For (repeatable or comma-separated; default none: the TCP peer)")
+	f.String("http-trusted-proxy-header", "", "HTTP: the one forwarding header the trusted proxies write, forwarded or x-forwarded-for; the other is then ignored (default: either, and both present must agree)")
 	f.Int("http-max-header-bytes", server.DefaultMaxHeaderBytes, "HTTP: the largest request header block")
 	f.Int64("http-max-body-bytes", app.MaxRequestBodyLimit, "HTTP: the largest request body (at most 1 MiB, the MCP handler's own limit)")
 	f.String("addr-file", "", "write the MCP endpoint URL to this file once listening (useful with port 0)")

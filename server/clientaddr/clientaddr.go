@@ -14,9 +14,49 @@ import (
 // the entry (configuration, never request data).
 var ErrBadProxy = errors.New("clientaddr: invalid trusted proxy")
 
-// Proxies are the address prefixes of trusted proxies. The zero value
-// trusts none: the source is always the TCP peer.
-type Proxies []netip.Prefix
+// Proxies are the address prefixes of trusted proxies and the forwarding
+// header they write. The zero value trusts none: the source is always the
+// TCP peer.
+type Proxies struct {
+	prefixes []netip.Prefix
+	header   Header
+}
+
+// Header names the forwarding header the trusted proxies write.
+type Header uint8
+
+const (
+	// EitherHeader reads Forwarded or X-Forwarded-For; when both are
+	// present they must name the same source, or the source is the peer
+	// (a client may have written one of them).
+	EitherHeader Header = iota
+	// ForwardedHeader reads Forwarded (RFC 7239) only: an X-Forwarded-For
+	// is the client's and is ignored.
+	ForwardedHeader
+	// XForwardedForHeader reads X-Forwarded-For only: a Forwarded is the
+	// client's and is ignored.
+	XForwardedForHeader
+)
+
+// ParseHeader parses a header choice: "" (EitherHeader), "forwarded" or
+// "x-forwarded-for" (in any case).
+func ParseHeader(s string) (Header, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "":
+		return EitherHeader, nil
+	case "forwarded":
+		return ForwardedHeader, nil
+	case "x-forwarded-for":
+		return XForwardedForHeader, nil
+	}
+	return EitherHeader, fmt.Errorf("clientaddr: unknown forwarding header %q: want forwarded or x-forwarded-for", s)
+}
+
+// WithHeader returns p reading only the header h writes (see Header).
+func (p Proxies) WithHeader(h Header) Proxies {
+	p.header = h
+	return p
+}
 
 // ParseProxies parses CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") or
 // single addresses ("192.0.2.10", a /32 or /128). It refuses an entry that
@@ -33,7 +73,7 @@ func ParseProxies(entries []string) (Proxies, error) {
 		if strings.Contains(e, "/") {
 			pfx, err = netip.ParsePrefix(e)
 			if err == nil && pfx != pfx.Masked() {
-				return nil, fmt.Errorf("%w: %q has bits set beyond its prefix length (write %s)", ErrBadProxy, e, pfx.Masked())
+				return Proxies{}, fmt.Errorf("%w: %q has bits set beyond its prefix length (write %s)", ErrBadProxy, e, pfx.Masked())
 			}
 		} else {
 			var a netip.Addr
@@ -45,17 +85,17 @@ func ParseProxies(entries []string) (Proxies, error) {
 		}
 		switch {
 		case err != nil:
-			return nil, fmt.Errorf("%w: %q is not an IP address or CIDR prefix (e.g. 10.0.0.0/8)", ErrBadProxy, e)
+			return Proxies{}, fmt.Errorf("%w: %q is not an IP address or CIDR prefix (e.g. 10.0.0.0/8)", ErrBadProxy, e)
 		case pfx.Bits() == 0:
-			return nil, fmt.Errorf("%w: %q would trust the forwarding headers of every client; name the proxies' own addresses", ErrBadProxy, e)
+			return Proxies{}, fmt.Errorf("%w: %q would trust the forwarding headers of every client; name the proxies' own addresses", ErrBadProxy, e)
 		}
 		if pfx.Addr().Is4In6() {
 			if pfx.Bits() < 96 {
-				return nil, fmt.Errorf("%w: %q: an IPv4-mapped prefix must be /96 or longer", ErrBadProxy, e)
+				return Proxies{}, fmt.Errorf("%w: %q: an IPv4-mapped prefix must be /96 or longer", ErrBadProxy, e)
 			}
 			pfx = netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96)
 		}
-		p = append(p, pfx)
+		p.prefixes = append(p.prefixes, pfx)
 	}
 	return p, nil
 }
@@ -63,7 +103,7 @@ func ParseProxies(entries []string) (Proxies, error) {
 // trusts reports whether a is the address of a trusted proxy.
 func (p Proxies) trusts(a netip.Addr) bool {
 	a = a.Unmap()
-	for _, pfx := range p {
+	for _, pfx := range p.prefixes {
 		if pfx.Contains(a) {
 			return true
 		}
@@ -73,18 +113,25 @@ func (p Proxies) trusts(a netip.Addr) bool {
 
 // Source returns the source address of a request from peer (RemoteAddr,
 // "host:port") with header h: peer itself unless peer is a trusted proxy
-// and h names, in Forwarded or X-Forwarded-For, a hop the proxies did not
-// write (see the package doc). A source from a header is an IP address,
+// and h names, in Forwarded or X-Forwarded-For (only the one p's Header
+// names, if it names one), a hop the proxies did not write (see the
+// package doc). A source from a header is an IP address,
 // with ":port" (IPv6 in brackets) where Forwarded gave a numeric port.
 func (p Proxies) Source(peer string, h http.Header) string {
-	if len(p) == 0 {
+	if len(p.prefixes) == 0 {
 		return peer
 	}
 	ap, err := netip.ParseAddrPort(peer)
 	if err != nil || !p.trusts(ap.Addr()) {
 		return peer
 	}
-	fwd, xff := h.Values("Forwarded"), h.Values("X-Forwarded-For")
+	var fwd, xff []string
+	if p.header != XForwardedForHeader {
+		fwd = h.Values("Forwarded")
+	}
+	if p.header != ForwardedHeader {
+		xff = h.Values("X-Forwarded-For")
+	}
 	var (
 		src  string
 		ok   bool

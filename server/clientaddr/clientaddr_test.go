@@ -86,6 +86,45 @@ func TestSource(t *testing.T) {
 	}
 }
 
+// TestSourceFromOneHeader: with the proxies' one header chosen, a client
+// that sends the other cannot make its request look like the proxy's (or
+// name a source of its choosing); the chosen header is read as before.
+func TestSourceFromOneHeader(t *testing.T) {
+	base := mustProxies(t, "10.0.0.0/8")
+	const peer = "10.1.1.1:4000"
+	both := http.Header{"Forwarded": {"for=6.6.6.6"}, "X-Forwarded-For": {"198.51.100.1"}}
+	for _, tc := range []struct {
+		header string
+		h      http.Header
+		want   string
+	}{
+		{"", both, peer},
+		{"x-forwarded-for", both, "198.51.100.1"},
+		{"X-Forwarded-For", http.Header{"Forwarded": {"for=6.6.6.6"}}, peer},
+		{"forwarded", both, "6.6.6.6"},
+		{"Forwarded", http.Header{"X-Forwarded-For": {"198.51.100.1"}}, peer},
+		{"forwarded", http.Header{"Forwarded": {`for=6.6.6.6, for="[2001:db8::1]:443"`}}, "[2001:db8::1]:443"},
+	} {
+		hdr, err := clientaddr.ParseHeader(tc.header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := base.WithHeader(hdr).Source(peer, tc.h); got != tc.want {
+			t.Errorf("header %q, %v: source %q, want %q", tc.header, tc.h, got, tc.want)
+		}
+	}
+	// An untrusted peer is its own source whatever the choice.
+	hdr, _ := clientaddr.ParseHeader("forwarded")
+	if got := base.WithHeader(hdr).Source("203.0.113.5:1", both); got != "203.0.113.5:1" {
+		t.Errorf("untrusted peer: %q", got)
+	}
+	for _, bad := range []string{"x-real-ip", "forwarded-for", "both"} {
+		if _, err := clientaddr.ParseHeader(bad); err == nil || !strings.Contains(err.Error(), "want forwarded or x-forwarded-for") {
+			t.Errorf("ParseHeader(%q) = %v", bad, err)
+		}
+	}
+}
+
 func TestParseProxies(t *testing.T) {
 	p := mustProxies(t, " 10.0.0.0/8", "192.0.2.10", "2001:db8::/32", "::ffff:172.16.0.0/108")
 	if got := p.Source("172.16.0.9:1", http.Header{"X-Forwarded-For": {"198.51.100.1"}}); got != "198.51.100.1" {

@@ -18,6 +18,11 @@
 //     obfuscated identifier (RFC 7239 §6.3) where an address is needed, or
 //     both headers present naming different sources: the source is the
 //     peer itself. Nothing here returns an error, logs or echoes a header.
+//   - With a [Header] chosen (the one header the proxies write), the other
+//     header is never read: a client cannot make its requests look like
+//     the proxy's by sending it. With EitherHeader (the default) it can
+//     (both present and disagreeing give the peer), unless the proxy
+//     drops the header it does not write.
 //   - Proxies never holds a prefix that matches every address (0.0.0.0/0,
 //     ::/0): that would trust every client's headers.
 //

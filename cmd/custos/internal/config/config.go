@@ -63,6 +63,9 @@ type HTTP struct {
 	// TrustedProxies are IP addresses or CIDR prefixes of proxies whose
 	// Forwarded or X-Forwarded-For header names the caller.
 	TrustedProxies []string `yaml:"trusted_proxies" flag:"http-trusted-proxy"`
+	// TrustedProxyHeader is the one header those proxies write
+	// (forwarded or x-forwarded-for); unset: either.
+	TrustedProxyHeader *string `yaml:"trusted_proxy_header" flag:"http-trusted-proxy-header"`
 }
 
 // TLS serves HTTPS. MinVersion is "1.3" (default) or "1.2"; it stands for

@@ -258,6 +258,10 @@ func TestValidate(t *testing.T) {
 			{"oauth.jwks_max_staleness", "only used with oauth.issuer"}}},
 		{"trusted proxies", "http:\n  trusted_proxies: [10.0.0.0/8, 0.0.0.0/0, 10.0.0.1/8, proxy.internal]\n", Options{}, []want{
 			{"http.trusted_proxies", "every client"}}},
+		{"trusted proxy header unknown", "dev: true\nhttp:\n  listen: 127.0.0.1:1\n  trusted_proxies: [10.0.0.0/8]\n  trusted_proxy_header: x-real-ip\n", Options{}, []want{
+			{"http.trusted_proxy_header", `unknown forwarding header "x-real-ip": want forwarded or x-forwarded-for`}}},
+		{"trusted proxy header without proxies", "dev: true\nhttp:\n  listen: 127.0.0.1:1\n  trusted_proxy_header: forwarded\n", Options{}, []want{
+			{"http.trusted_proxy_header", "only used with http.trusted_proxies"}}},
 		{"origin names", "node: \"a b\"\naudit:\n  deployment: x+y\n", Options{}, []want{{"node", "checkpoint origin"}, {"audit.deployment", "checkpoint origin"}}},
 		{"empty strings", "node: \"\"\ndata_dir: \"\"\n", Options{}, []want{{"node", "must not be empty"}, {"data_dir", "must not be empty"}}},
 		{"policy dir without dev", "policy:\n  dir: DIR\n", Options{}, []want{{"policy.dir", "development only"}}},
@@ -499,5 +503,12 @@ func TestTrustedProxiesMapping(t *testing.T) {
 	}
 	if o := f2.AppOptions(func(string) string { return "" }); o.HTTP == nil || strings.Join(o.HTTP.TrustedProxies, " ") != "10.20.0.0/24" {
 		t.Fatalf("trusted proxies from the file: %+v", o.HTTP)
+	}
+	f3, err := Parse("c.yaml", []byte("dev: true\nhttp:\n  listen: 127.0.0.1:1\n  trusted_proxies: [10.20.0.0/24]\n  trusted_proxy_header: forwarded\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := f3.AppOptions(func(string) string { return "" }); o.HTTP == nil || o.HTTP.TrustedProxyHeader != "forwarded" {
+		t.Fatalf("trusted proxy header from the file: %+v", o.HTTP)
 	}
 }

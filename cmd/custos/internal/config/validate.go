@@ -287,6 +287,8 @@ func (f *File) httpOptions() *app.HTTPOptions {
 		SessionIdle: durOf(h.SessionIdleTimeout),
 		MaxSessions: intOf(h.MaxSessions),
 		Refusals:    server.RefusalLimits{Window: durOf(h.RefusalWindow), PerSource: intOf(h.RefusalsPerSource)},
+
+		TrustedProxyHeader: str(h.TrustedProxyHeader),
 	}
 	for _, p := range h.TrustedProxies {
 		// --http-trusted-proxy 10.0.0.0/8,192.0.2.7 as well as repeated.
