@@ -398,13 +398,10 @@ func TestTypeRestrictedSyncRetiresNothing(t *testing.T) {
 	}
 }
 
-// TestRESTIncrementSeesItsOwnSecond: the next REST increment starts at the
-// server's Date header of the previous sync, which has second precision. A
-// resource updated later in that same second (during the previous sync,
-// after its search) must be fetched by the next increment: with
-// _lastUpdated=gt<second> a server that follows R4's date ranges returns
-// only what changed from the next second on, and it was lost for good.
-func TestRESTIncrementSeesItsOwnSecond(t *testing.T) {
+// firstRESTSync runs the first (full) sync of a REST server that holds one
+// Patient, updated an hour before the server's clock t0.
+func firstRESTSync(t *testing.T) (time.Time, *restServer, Options, *probeImporter) {
+	t.Helper()
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	srv := newRESTServer(t, t0)
 	srv.add("Patient", corpus(t, "patient.json"), t0.Add(-time.Hour))
@@ -412,6 +409,17 @@ func TestRESTIncrementSeesItsOwnSecond(t *testing.T) {
 	if _, err := runProbe(t, o); err != nil {
 		t.Fatal(err)
 	}
+	return t0, srv, o, imp
+}
+
+// TestRESTIncrementSeesItsOwnSecond: the next REST increment starts at the
+// server's Date header of the previous sync, which has second precision. A
+// resource updated later in that same second (during the previous sync,
+// after its search) must be fetched by the next increment: with
+// _lastUpdated=gt<second> a server that follows R4's date ranges returns
+// only what changed from the next second on, and it was lost for good.
+func TestRESTIncrementSeesItsOwnSecond(t *testing.T) {
+	t0, srv, o, imp := firstRESTSync(t)
 	// Updated in the second the first sync's Date header named, after
 	// its search.
 	srv.add("Practitioner", corpus(t, "practitioner.json"), t0.Add(500*time.Millisecond))
@@ -423,6 +431,45 @@ func TestRESTIncrementSeesItsOwnSecond(t *testing.T) {
 	if res.Full || imp.lines["Practitioner"] != 1 {
 		t.Fatalf("increment: full=%v, Practitioners %d (queries %q); want the one updated at %s",
 			res.Full, imp.lines["Practitioner"], srv.queries, t0.Add(500*time.Millisecond).Format(time.RFC3339Nano))
+	}
+}
+
+// TestRESTIncrementSearchesNewTypesInFull: a type the server lists only
+// after a sync (its CapabilityStatement gained it) holds resources updated
+// before that sync's time. An increment that searched it with
+// _lastUpdated=ge<since> never fetched them; it searches that type in
+// full, and the types searched before as an increment.
+func TestRESTIncrementSearchesNewTypesInFull(t *testing.T) {
+	t0, srv, o, imp := firstRESTSync(t)
+	// Listed from now on, updated a day before the first sync.
+	srv.add("Practitioner", corpus(t, "practitioner.json"), t0.Add(-24*time.Hour))
+	srv.date = t0.Add(time.Minute)
+	srv.queries = nil
+	res, err := runProbe(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Full || imp.lines["Practitioner"] != 1 || strings.Join(res.New, ",") != "Practitioner" {
+		t.Fatalf("increment: full=%v, Practitioners %d, new types %q (queries %q); want the one updated a day before",
+			res.Full, imp.lines["Practitioner"], res.New, srv.queries)
+	}
+	for _, q := range srv.queries {
+		if strings.HasPrefix(q, "Patient?") && !strings.Contains(q, "_lastUpdated=ge") {
+			t.Errorf("a type searched before was searched in full: %q", q)
+		}
+	}
+	if imp.full[len(imp.full)-1] {
+		t.Error("an increment asked the importer to retire")
+	}
+	// Now Practitioner was searched: the next increment continues it.
+	srv.date, srv.queries = t0.Add(2*time.Minute), nil
+	if res, err := runProbe(t, o); err != nil || len(res.New) != 0 {
+		t.Fatalf("the increment after: new types %q, %v", res.New, err)
+	}
+	for _, q := range srv.queries {
+		if !strings.Contains(q, "_lastUpdated=ge") {
+			t.Errorf("searched in full again: %q", q)
+		}
 	}
 }
 

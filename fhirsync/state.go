@@ -27,6 +27,12 @@ type State struct {
 	// empty means every type. A later sync asking for a type outside
 	// them fetches in full.
 	Types []string `json:"types,omitempty"`
+	// Searched are the types the last REST sync searched (Types, or the
+	// CapabilityStatement's searchable types when Types is empty). A type
+	// the server lists later holds resources updated before Since, so an
+	// increment searches it in full. Empty (a Bulk sync, or a state
+	// written before this field): every type counts as searched.
+	Searched []string `json:"searched,omitempty"`
 	// LastSync is when the last successful sync ended (local clock).
 	LastSync time.Time `json:"last_sync"`
 	// LastFull is when the last full sync ended.

@@ -45,6 +45,11 @@ type Result struct {
 	Duration  time.Duration  `json:"duration_ns"`
 	// Next is where the next incremental sync starts.
 	Next time.Time `json:"next_since"`
+	// Searched are the types a REST sync searched (State.Searched); New
+	// are those of them an increment searched in full, because the
+	// previous sync had not searched them (a type the server lists now).
+	Searched []string `json:"searched,omitempty"`
+	New      []string `json:"new_types,omitempty"`
 }
 
 // Syncer syncs one FHIR base. Its Run may be called repeatedly (a
@@ -92,7 +97,7 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 	if err := o.Recorder.RecordSync(ctx, Event{Phase: "start", Base: o.Base, Tenant: o.Tenant, Full: full, Since: since}); err != nil {
 		return Result{}, fmt.Errorf("%w: %v (nothing was fetched)", ErrNotRecorded, err)
 	}
-	res, c, err := s.run(ctx, full, since)
+	res, c, err := s.run(ctx, full, since, prev.Searched)
 	// What a server echoed of the sync's credentials leaves in no message.
 	err = c.creds.redactErr(err)
 	res.Duration = o.Now().Sub(start)
@@ -114,7 +119,7 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	st := State{Base: o.Base, Mode: res.Mode, Since: res.Next, Types: o.Types, LastSync: o.Now().UTC(), LastFull: prev.LastFull,
+	st := State{Base: o.Base, Mode: res.Mode, Since: res.Next, Types: o.Types, Searched: res.Searched, LastSync: o.Now().UTC(), LastFull: prev.LastFull,
 		Resources: res.Resources, Deleted: res.Deleted}
 	if full && len(o.Types) == 0 {
 		st.LastFull = st.LastSync
@@ -125,8 +130,10 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// run fetches, stages and imports; c is returned for its counters.
-func (s *Syncer) run(ctx context.Context, full bool, since time.Time) (Result, *client, error) {
+// run fetches, stages and imports; c is returned for its counters. In an
+// increment (since set), a REST search of a type outside searched (the
+// previous sync's; empty: every type) is a full search of that type.
+func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched []string) (Result, *client, error) {
 	o := &s.o
 	base, _ := ParseBase(o.Base)
 	c := &client{o: o, base: base, creds: &credentials{}}
@@ -167,12 +174,20 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time) (Result, *
 		sort.Strings(types)
 		n := 0
 		for _, t := range types {
-			k, err := c.restSearch(ctx, st, t, since, n)
+			from := since
+			if !since.IsZero() && len(searched) > 0 && !slices.Contains(searched, t) {
+				// Listed since the previous sync: what it held before
+				// since was never fetched.
+				from = time.Time{}
+				res.New = append(res.New, t)
+			}
+			k, err := c.restSearch(ctx, st, t, from, n)
 			if err != nil {
 				return res, c, err
 			}
 			n += k
 		}
+		res.Searched = types
 		// The next increment starts at the server's clock (its Date header,
 		// truncated to the second) before the first search: whatever
 		// changed during this sync, or in that second, is fetched again.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -238,8 +239,11 @@ func reportSync(cmd *cobra.Command, res fhirsync.Result, asJSON bool) error {
 		return writeJSON(cmd.OutOrStdout(), res)
 	}
 	kind := "incremental"
-	if res.Full {
+	switch {
+	case res.Full:
 		kind = "full"
+	case len(res.New) > 0:
+		kind = "incremental, in full for types listed since the last sync (" + strings.Join(res.New, ", ") + ")"
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "synced %d resources (%d deleted) from %s in %s: %s, %s, %d requests\n",
 		res.Resources, res.Deleted, res.Base, res.Duration.Round(time.Millisecond), res.Mode, kind, res.Requests)
