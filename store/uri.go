@@ -147,6 +147,11 @@ var credentialParams = []string{
 // credentialQuery reports whether raw has a query with a parameter whose
 // name is in credentialParams, or ends in "token", "secret", "password" or
 // "key". It looks only at names, never returns the values.
+// paramSeparators drops the separators of a parameter name (access-token,
+// access_token and access.token are accesstoken). A Replacer is safe for
+// concurrent use; built once, not per parameter of every URI.
+var paramSeparators = strings.NewReplacer("-", "", "_", "", ".", "")
+
 func credentialQuery(raw string) bool {
 	_, q, ok := strings.Cut(raw, "?")
 	if !ok {
@@ -155,7 +160,7 @@ func credentialQuery(raw string) bool {
 	q, _, _ = strings.Cut(q, "#")
 	for _, kv := range strings.FieldsFunc(q, func(r rune) bool { return r == '&' || r == ';' }) {
 		name, _, _ := strings.Cut(kv, "=")
-		name = strings.NewReplacer("-", "", "_", "", ".", "").Replace(strings.ToLower(name))
+		name = paramSeparators.Replace(strings.ToLower(name))
 		if slices.Contains(credentialParams, name) {
 			return true
 		}
