@@ -68,6 +68,14 @@ func (a *App) prepareSync(ctx context.Context) error {
 	o := fhirsync.Options{
 		Base: so.FHIRBase, Tenant: so.Tenant, StateDir: a.o.DataDir, ClientID: so.ClientID, Key: key, KeyID: kid, Scope: so.Scope,
 		Importer: importer(dataKeys), Logger: a.log,
+		// The staging directory is on the audit log's volume: a sync
+		// stops at its low watermark rather than take the audit's room.
+		Space: func() error {
+			if a.disk == nil {
+				return nil
+			}
+			return a.disk.Room()
+		},
 	}
 	rec := fhirsync.AuditRecorder{
 		Log: checkpointedLog{a.audit, a.ckpt, &a.guard}, Dev: a.o.Dev,

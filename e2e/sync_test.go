@@ -664,6 +664,16 @@ func TestSyncCLI(t *testing.T) {
 		t.Fatalf("--print-jwks: %v\n%s", err, jwks)
 	}
 	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-cli", JWKS: json.RawMessage(jwks), Bulk: "system", Seed: map[string]int{"resources": 500}})
+	// A volume below the low watermark: the sync stops, naming it, and
+	// imports nothing (every volume is below 2^63-1 bytes free).
+	_, errOut, code = custos(t, nil, "sync", "--tenant", "e2e", "--dev", "--data-dir", d, "--fhir-base", srv.url, "--client-id", "custos-cli",
+		"--audit-disk-low-watermark", "9223372036854775807")
+	if code != 1 || !strings.Contains(errOut, "no room to stage the sync") || !strings.Contains(errOut, "below its low watermark of 9223372036854775807 bytes") {
+		t.Fatalf("sync on a volume below the watermark: exit %d: %s", code, errOut)
+	}
+	if len(stateFiles(t, d)) != 0 {
+		t.Fatal("a sync stopped for room saved a state")
+	}
 	out, errOut, code = custos(t, nil, "sync", "--tenant", "e2e", "--dev", "--data-dir", d, "--fhir-base", srv.url, "--client-id", "custos-cli", "--json")
 	if !strings.Contains(errOut, "sync: kick-off") {
 		t.Errorf("no progress on stderr: %s", errOut)

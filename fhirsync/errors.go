@@ -32,4 +32,8 @@ var (
 	ErrNotRecorded = errors.New("fhirsync: sync not recorded in the audit log")
 	// ErrBusy: another sync of the same FHIR base holds its lock.
 	ErrBusy = errors.New("fhirsync: another sync of this FHIR base is running")
+	// ErrSpace: Options.Space refused to let the sync stage more (the
+	// volume is down to the room the audit log needs). Nothing was
+	// imported; the staged files are removed.
+	ErrSpace = errors.New("fhirsync: no room to stage the sync")
 )

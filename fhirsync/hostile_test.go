@@ -473,6 +473,50 @@ func TestRESTIncrementSearchesNewTypesInFull(t *testing.T) {
 	}
 }
 
+// TestSyncStopsWhenTheVolumeIsLow: Options.Space is asked before staging,
+// as the staged bytes grow and before the import; its refusal stops the
+// sync with ErrSpace, nothing is imported, the staging directory is gone
+// and the state does not advance.
+func TestSyncStopsWhenTheVolumeIsLow(t *testing.T) {
+	defer func(n int64) { spaceEvery = n }(spaceEvery)
+	spaceEvery = 1 << 10
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	srv := newRESTServer(t, t0)
+	for range 20 {
+		srv.add("Patient", corpus(t, "patient.json"), t0.Add(-time.Hour))
+	}
+	for _, allow := range []int{0, 1, 3} {
+		o, imp, _ := probeOptions(t, srv.URL+"/fhir", false)
+		calls := 0
+		o.Space = func() error {
+			if calls++; calls > allow {
+				return errors.New("volume low")
+			}
+			return nil
+		}
+		_, err := runProbe(t, o)
+		if !errors.Is(err, ErrSpace) || !strings.Contains(err.Error(), "volume low") {
+			t.Fatalf("Space refusing after %d checks: %v, want ErrSpace", allow, err)
+		}
+		if len(imp.full) != 0 {
+			t.Fatalf("Space refusing after %d checks: %d imports", allow, len(imp.full))
+		}
+		if st, err := ReadState(o.StateDir, o.Base); err != nil || !st.Since.IsZero() {
+			t.Fatalf("Space refusing after %d checks: state %+v, %v", allow, st, err)
+		}
+		if left, _ := filepath.Glob(filepath.Join(o.StateDir, "sync-staging-*")); len(left) != 0 {
+			t.Fatalf("staging left behind: %v", left)
+		}
+	}
+	// 20 patients of a few KB stage past 1 KiB many times: asked often.
+	o, imp, _ := probeOptions(t, srv.URL+"/fhir", false)
+	calls := 0
+	o.Space = func() error { calls++; return nil }
+	if _, err := runProbe(t, o); err != nil || len(imp.full) != 1 || calls < 5 {
+		t.Fatalf("with room: %v, %d imports, %d checks", err, len(imp.full), calls)
+	}
+}
+
 // TestSearchOutcomeErrorIsNotAResult: a searchset page whose outcome entry
 // (search.mode outcome, an OperationOutcome) reports an error or fatal
 // issue — the server could not finish the search — is an incomplete

@@ -101,6 +101,10 @@ func (c *client) restSearch(ctx context.Context, st *stage, typ string, since ti
 			if err := json.Compact(&buf, e.Resource); err != nil {
 				return 0, fmt.Errorf("%w: GET %s: entry %d: malformed resource", ErrServer, where(u), i)
 			}
+			// The pages are staged twice (here, then copyNDJSON): both count.
+			if err := st.staged(buf.Len() + 1); err != nil {
+				return 0, err
+			}
 			w.Write(buf.Bytes())
 			w.WriteByte('\n')
 			n++

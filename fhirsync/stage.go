@@ -41,6 +41,8 @@ type ManifestFile struct {
 type stage struct {
 	dir     string
 	maxLine int
+	space   func() error // Options.Space; nil: no check
+	unseen  int64        // bytes staged since the last space check
 	next    map[string]int // per type (and "deleted"): the next file number
 	m       Manifest
 	counts  map[string]int // resources per type
@@ -121,6 +123,9 @@ func (s *stage) copyNDJSON(r io.Reader, src, typ string, deleted bool) (n int, e
 				}
 				dels += k
 			}
+			if err := s.staged(len(t) + 1); err != nil {
+				return n, err
+			}
 			w.Write(t)
 			w.WriteByte('\n')
 			n++
@@ -145,6 +150,30 @@ func (s *stage) copyNDJSON(r io.Reader, src, typ string, deleted bool) (n int, e
 		s.counts[typ] += n
 	}
 	return n, nil
+}
+
+// spaceEvery is how many staged bytes pass between two Options.Space
+// checks (shortened by tests).
+var spaceEvery int64 = 16 << 20
+
+// staged counts n more bytes staged and asks for space every spaceEvery.
+func (s *stage) staged(n int) error {
+	if s.unseen += int64(n); s.unseen < spaceEvery {
+		return nil
+	}
+	s.unseen = 0
+	return s.checkSpace()
+}
+
+// checkSpace asks Options.Space, if set.
+func (s *stage) checkSpace() error {
+	if s.space == nil {
+		return nil
+	}
+	if err := s.space(); err != nil {
+		return fmt.Errorf("%w: %w", ErrSpace, err)
+	}
+	return nil
 }
 
 // errInterrupted: reading a response body failed (not its content).

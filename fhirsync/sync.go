@@ -154,6 +154,10 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched [
 		return res, c, fmt.Errorf("staging: %w", err)
 	}
 	defer st.remove()
+	st.space = o.Space
+	if err := st.checkSpace(); err != nil {
+		return res, c, err
+	}
 	var request string
 	if cp.exportPath != "" && !o.NoBulk {
 		res.Mode = "bulk"
@@ -211,6 +215,9 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched [
 	// sync restricted to some types never retires (the importer's full
 	// would retire every other type of this server).
 	retire := full && len(o.Types) == 0
+	if err := st.checkSpace(); err != nil {
+		return res, c, err
+	}
 	o.Progress(Progress{Phase: "import", Resources: res.Resources})
 	if err := o.Importer.Import(ctx, filepath.Join(st.dir, ManifestName), retire); err != nil {
 		return res, c, fmt.Errorf("%w: %w", ErrImport, err)

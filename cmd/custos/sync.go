@@ -19,6 +19,7 @@ import (
 	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/server/ops"
 	"github.com/custos-mcp/custos/store"
 )
 
@@ -40,6 +41,7 @@ func newSyncCmd() *cobra.Command {
 		dev, asJSON, full, noBulk   bool
 		printJWKS                   bool
 		types                       []string
+		lowWatermark                int64
 		vf                          vaultFlags
 	)
 	cmd := &cobra.Command{
@@ -69,7 +71,15 @@ Increments:
   run fetches the same changes again. --full forces a full sync (REST
   searches cannot see deletions; a periodic full sync retires them). A sync
   restricted by --type retires nothing, and a later sync asking for a type
-  the last one did not fetch is full.
+  the last one did not fetch is full. A type the server lists only since
+  the last REST sync is searched in full.
+
+Disk space:
+  The staging directory is in D, on the audit log's volume. As it stages,
+  sync checks the volume's free space (every 16 MiB) and stops, importing
+  nothing, when it falls below --audit-disk-low-watermark (serve's
+  audit.disk_low_watermark when serve runs the sync): a large sync never
+  takes the room the audit records need.
 
 Authorization (SMART Backend Services):
   With --client-id, sync signs a client assertion (private_key_jwt, ES384)
@@ -169,7 +179,7 @@ Examples:
 				Base: base, Tenant: tenant, StateDir: string(d), ClientID: clientID, Key: key, KeyID: kid, Scope: scope,
 				Importer: newSyncImporter(d, tenant, fhirsync.SourceLabel(base), idKey, dataKeys), Full: full, NoBulk: noBulk, Types: types, Group: group,
 				Logger: quietLogger(cmd), Progress: syncProgress(cmd.ErrOrStderr()),
-			}, dev, auditKey, asJSON)
+			}, dev, auditKey, asJSON, lowWatermark)
 		},
 	}
 	f := cmd.Flags()
@@ -184,6 +194,7 @@ Examples:
 	f.BoolVar(&noBulk, "no-bulk", false, "page REST searches even if the server offers $export")
 	f.StringVar(&group, "group", "", "export this Group (Group/ID/$export) when the server offers Group-level export")
 	f.StringSliceVar(&types, "type", nil, "only these resource types (repeatable; default: all the server offers); a sync restricted by --type retires nothing")
+	f.Int64Var(&lowWatermark, "audit-disk-low-watermark", int64(ops.DefaultDiskWatermark), "stop staging (nothing imported) when the data directory's volume has fewer free bytes than this")
 	f.BoolVar(&printJWKS, "print-jwks", false, "print the client's public key as a JWKS (to register with the FHIR server) and exit")
 	vf.register(f)
 	return cmd
@@ -191,7 +202,7 @@ Examples:
 
 // runSync opens the audit log (refusing while a server holds it), runs one
 // sync and reports it.
-func runSync(cmd *cobra.Command, d dataDir, o fhirsync.Options, dev bool, auditKey string, asJSON bool) error {
+func runSync(cmd *cobra.Command, d dataDir, o fhirsync.Options, dev bool, auditKey string, asJSON bool, lowWatermark int64) error {
 	ctx := cmd.Context()
 	if c, err := admin.Dial(ctx, admin.Path(string(d))); err == nil {
 		// A server holds the audit log: it runs the sync, with its own
@@ -222,6 +233,14 @@ func runSync(cmd *cobra.Command, d dataDir, o fhirsync.Options, dev bool, auditK
 		rec.Keys = []string{auditKey}
 	}
 	o.Recorder = rec
+	if lowWatermark < 1 {
+		return usagef("--audit-disk-low-watermark must be 1 or more, got %d", lowWatermark)
+	}
+	disk, err := ops.NewDiskWatch(ops.DiskOptions{Dir: string(d), Watermark: uint64(lowWatermark), Reserve: uint64(lowWatermark)})
+	if err != nil {
+		return fmt.Errorf("the data directory's volume: %w", err)
+	}
+	o.Space = disk.Room
 	s, err := fhirsync.New(o)
 	if err != nil {
 		return usageError{err}

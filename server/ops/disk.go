@@ -193,3 +193,18 @@ func (d *DiskWatch) Check(context.Context) error {
 	}
 	return nil
 }
+
+// Room samples the volume now and returns nil while its free space is at
+// or above the low watermark; below it, or when it cannot be read, an
+// error naming the free space and the watermark. Work that fills the audit
+// log's volume on its own (a FHIR sync's staging) asks as it goes, and
+// stops before it takes the room the audit records need.
+func (d *DiskWatch) Room() error {
+	if err := d.Sample(); err != nil {
+		return fmt.Errorf("the free space of the audit volume (%s) cannot be read: %w", d.o.Dir, err)
+	}
+	if free := d.Free(); free < d.o.Watermark {
+		return fmt.Errorf("the audit volume (%s) has %d bytes free, below its low watermark of %d bytes", d.o.Dir, free, d.o.Watermark)
+	}
+	return nil
+}
