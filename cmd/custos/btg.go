@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -69,6 +70,22 @@ grant, revocation, expiry, use and review is in the audit log.
 	return commandGroup(cmd, newBtgGrantCmd(), newBtgRevokeCmd(), newBtgListCmd(), newBtgReviewCmd())
 }
 
+// checkGrantee refuses a --sub the audit trail could not keep apart from
+// the rest of the grant's events: the grantee is recorded verbatim in
+// each btg/* record's reason (grant=<id> grantee=<sub> expires=...), so a
+// space would let the name pass for further fields (a sub "dr-x
+// grant=<id>" read as another grant), a quote for quoted text, and a
+// control or invisible character would show as another name.
+func checkGrantee(sub string) error {
+	for _, r := range sub {
+		if unicode.IsSpace(r) || r == '"' || !unicode.IsPrint(r) {
+			return usagef("--sub %s: a user name has no space, quote, control or invisible character (%U); it is recorded verbatim as grantee= in the audit log",
+				strconv.QuoteToASCII(sub), r)
+		}
+	}
+	return nil
+}
+
 func newBtgGrantCmd() *cobra.Command {
 	var (
 		dir, sub, patient, reason string
@@ -101,6 +118,9 @@ Example:
 			}
 			if sub == "" || patient == "" || reason == "" {
 				return usagef("grant needs --sub, --patient and --reason")
+			}
+			if err := checkGrantee(sub); err != nil {
+				return err
 			}
 			op, roles, err := osOperator()
 			if err != nil {

@@ -238,7 +238,12 @@ func grantIDs(reason string) []string {
 
 // parseEventReason reads a btg/* record's reason: key=value pairs
 // separated by spaces, a value either bare or a Go-quoted string
-// (btg.Event.AuditReason).
+// (btg.Event.AuditReason). The grant id is the first pair's: AuditReason
+// writes grant=<id> (a UUID) first and the grantee verbatim after it, so a
+// later grant= can only be text of a grantee name with a space in it
+// ("dr-x grant=<other id>", refused by 'custos btg grant' since) and never
+// moves the record to another grant. The pairs after the grantee are
+// custos's own, written after it: for them the last value wins.
 func parseEventReason(s string) map[string]string {
 	out := map[string]string{}
 	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
@@ -256,6 +261,9 @@ func parseEventReason(s string) map[string]string {
 			s = rest[len(q):]
 		} else {
 			val, s, _ = strings.Cut(rest, " ")
+		}
+		if _, dup := out[key]; dup && key == "grant" {
+			continue
 		}
 		out[key] = val
 	}

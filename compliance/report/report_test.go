@@ -14,6 +14,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/bundle"
 	"github.com/custos-mcp/custos/compliance"
+	"github.com/custos-mcp/custos/policy/btg"
 )
 
 func TestSeqs(t *testing.T) {
@@ -471,5 +472,26 @@ func TestHTMLShowsRecordTextAsPrintable(t *testing.T) {
 	}
 	if !strings.Contains(page, `dr-a\u202eada`) {
 		t.Error("the user's name is not shown with its override escaped")
+	}
+}
+
+// TestGrantEventStaysWithItsGrant: a btg/* record's reason is written by
+// btg.Event.AuditReason with the grant id first and the grantee verbatim
+// after it. A grantee name holding " grant=<another id>" (possible before
+// 'custos btg grant' refused spaces in --sub) must not move the record to
+// that other grant: the report would show the real grant without its
+// grant event and a grant that was never made.
+func TestGrantEventStaysWithItsGrant(t *testing.T) {
+	ev := btg.Event{Kind: btg.KindGrant, GrantID: "real-id", Sub: "dr-er grant=other-id ttl=1s",
+		Expires: t0.Add(time.Hour), TTL: time.Hour, Text: "unconscious patient"}
+	rec := audit.Record{Seq: 1, Time: t0, Entry: audit.Entry{Action: "btg/grant", Outcome: audit.OutcomeAllow,
+		Reason: ev.AuditReason(), Principal: audit.Principal{Sub: "op"}, PurposeOfUse: "ETREAT", Patients: []string{"hk1-p1"}}}
+	rep := build(t, []audit.Record{rec}, Inputs{})
+	if len(rep.BreakGlass.Grants) != 1 {
+		t.Fatalf("one grant event made grants %+v", rep.BreakGlass.Grants)
+	}
+	g := rep.BreakGlass.Grants[0]
+	if g.ID != "real-id" || g.Granted == nil || g.Granted.Seq != 1 || g.TTL != "1h0m0s" {
+		t.Errorf("the grant record %q was read as %+v", rec.Reason, g)
 	}
 }
