@@ -11,6 +11,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/net/html"
+
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/bundle"
 	"github.com/custos-mcp/custos/compliance"
@@ -493,5 +495,69 @@ func TestGrantEventStaysWithItsGrant(t *testing.T) {
 	g := rep.BreakGlass.Grants[0]
 	if g.ID != "real-id" || g.Granted == nil || g.Granted.Seq != 1 || g.TTL != "1h0m0s" {
 		t.Errorf("the grant record %q was read as %+v", rec.Reason, g)
+	}
+}
+
+// TestHTMLKeepsHostileRecordTextText: every text of the records that comes
+// from outside custos (users, clients, purposes, reasons, patients' lookup
+// values, policy revisions and bundle digests, key names, grant fields, the
+// origin, verification problems) is built to end its context and run
+// script. Tokenized as a browser would, the page holds only the elements
+// and attributes the template writes, with no handler or address, and each
+// hostile text is there as text.
+func TestHTMLKeepsHostileRecordTextText(t *testing.T) {
+	h := `</td></table></script><script>alert(1)</script><img src=x onerror=alert(2)>"'--><!--<a href="javascript:alert(3)">` +
+		"\u2028\u2029" + `]]></title><svg onload=alert(4)><style>*{}</style>`
+	rs := trail()
+	for i := range rs {
+		rs[i].Principal.Sub += h
+		rs[i].Principal.ClientID = h
+		rs[i].PurposeOfUse += h
+		rs[i].Reason += " " + h
+		rs[i].PolicyRevision += h
+		rs[i].Keys = append(rs[i].Keys, "k="+h)
+		for j := range rs[i].Patients {
+			rs[i].Patients[j] += h
+		}
+	}
+	rs[6].Reason = `grant=g1 grantee=dr-er` + h + ` expires=` + h + ` ttl=` + h + ` reason="x"`
+	rep := build(t, rs, Inputs{Tool: h, Bundle: BundleRef{Manifest: bundle.Manifest{Origin: h}},
+		Verification: Verification{Log: LogCheck{Problems: []string{h}}, Anchors: AnchorCheck{Error: h}}})
+	var buf bytes.Buffer
+	if err := rep.WriteHTML(&buf); err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string][]string{
+		"html": {"lang"}, "meta": {"charset", "http-equiv", "content", "name"}, "figure": {"id"}, "section": {"id"}, "div": {"class", "id"},
+		"svg": {"class", "viewbox", "role", "aria-label", "data-total"}, "g": {"class", "data-label", "data-total"},
+		"rect": {"x", "y", "width", "height", "fill", "data-series", "data-value"}, "line": {"x1", "x2", "y1", "y2", "stroke"},
+		"text": {"class", "x", "y", "dx", "dy", "text-anchor"}, "td": {"class", "colspan"}, "th": {"class"}, "span": {"class"},
+		"li": {"class"}, "p": {"class"},
+	}
+	plain := []string{"head", "title", "style", "body", "main", "header", "h1", "h2", "h3", "nav", "ol", "ul", "table", "thead", "tbody",
+		"tr", "code", "i", "b", "br", "pre", "figcaption"}
+	var text strings.Builder
+	z := html.NewTokenizer(&buf)
+	for tt := z.Next(); tt != html.ErrorToken; tt = z.Next() {
+		tok := z.Token()
+		switch tt {
+		case html.StartTagToken, html.SelfClosingTagToken:
+			attrs, ok := allowed[tok.Data]
+			if !ok && !slices.Contains(plain, tok.Data) {
+				t.Errorf("the page holds an element <%s> %v", tok.Data, tok.Attr)
+			}
+			for _, a := range tok.Attr {
+				if !slices.Contains(attrs, a.Key) {
+					t.Errorf("<%s> has an attribute %s=%q", tok.Data, a.Key, a.Val)
+				}
+			}
+		case html.TextToken:
+			text.WriteString(tok.Data)
+		case html.CommentToken:
+			t.Errorf("the page holds a comment %q", tok.Data)
+		}
+	}
+	if n := strings.Count(text.String(), audit.Printable(h)); n < 20 {
+		t.Errorf("the hostile text shows as text %d times; the records hold it in many more places", n)
 	}
 }
