@@ -17,6 +17,7 @@ import (
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/compliance/report"
+	"github.com/custos-mcp/custos/policy/btg"
 )
 
 // hostileText is outside text built to act in a browser that took it for
@@ -116,6 +117,12 @@ func TestEvidenceReportUnderHostileRecords(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // one grant sync: the uses reach grants.db
 	mustCustos(t, "btg", "review", "--data-dir", d.data, "--grant", g.ID, "--verdict", "appropriate",
 		"--note", noteText, "--reviewer", reviewerText)
+	// A use right after the sign-off, most likely before the server has
+	// written the review to the log: the reviewer did not see it.
+	if read(hostileER, 1) != 0 {
+		t.Fatal("a read under the active grant failed")
+	}
+	time.Sleep(1500 * time.Millisecond) // the use reaches grants.db
 	mustCustos(t, "btg", "revoke", "--data-dir", d.data, "--grant", g.ID, "--reason", revokeText, "--by", revokerText)
 	time.Sleep(1500 * time.Millisecond) // the review and revocation events reach the log
 	if err := s.stop(t); err != nil {
@@ -142,6 +149,15 @@ func TestEvidenceReportUnderHostileRecords(t *testing.T) {
 		t.Fatalf("break glass %+v", rep.BreakGlass.Grants)
 	}
 	recount(t, rep, recs)
+	// The report and grants.db agree on whether the grant was reviewed.
+	var file []btg.Grant
+	if err := json.Unmarshal([]byte(mustCustos(t, "btg", "list", "--data-dir", d.data, "--json")), &file); err != nil || len(file) != 1 {
+		t.Fatalf("btg list: %v %d grants", err, len(file))
+	}
+	if gr := rep.BreakGlass.Grants[0]; gr.Reviewed != file[0].Reviewed() {
+		t.Errorf("the report says reviewed=%v (%d uses, reviews %+v), grants.db says %v (%d uses)",
+			gr.Reviewed, len(gr.Uses), gr.Reviews, file[0].Reviewed(), len(file[0].Uses))
+	}
 
 	// The page in a browser.
 	page := filepath.Join(pkg, "report.html")

@@ -65,7 +65,7 @@ var Rules = map[string]string{
 	"users[]":                      "accesses whose principal.sub is id",
 	"denials[]":                    "one row per record counted in summary.denials",
 	"refusals[]":                   "one row per record counted in summary.refusals",
-	"break_glass.grants[]":         "btg/* records whose reason has grant=id, and uses: accesses whose reason names grant=id",
+	"break_glass.grants[]":         "btg/* records whose reason has grant=id (its first grant=), and uses: accesses whose reason names grant=id; reviewed: a btg/review record follows the last use and, for a grant made in the period, one states uses=n with n at least the grant's uses",
 	"policies[]":                   "records whose policy_revision is revision (policy/load records: revision before ' bundle=', the digest after it)",
 	"keys[]":                       "records whose keys field contains key",
 	"retention.months[]":           "records of the whole log (not only the bundle) whose time falls in month: the contiguous range seqs; export or prove them with custos audit export --from-seq/--to-seq or custos audit prove",
@@ -420,16 +420,28 @@ func subjects(m map[string]*subjectAcc, others func(*Subject, int)) []Subject {
 }
 
 // reviewed applies btg.Grant.Reviewed, the rule 'custos btg review' uses,
-// to the uses and reviews the records show.
+// to the uses and reviews the records show. A btg/review record is written
+// when the server next drains grants.db (up to a second later), so a use
+// made between the sign-off and that record precedes the record without
+// the reviewer having seen it: when the grant was made in the period (all
+// its uses are in the bundle), a review also covers only as many uses as
+// its record states (uses=<n>, what the reviewer saw).
 func reviewed(g Grant) bool {
 	bg := btg.Grant{}
 	for _, u := range g.Uses {
 		bg.Uses = append(bg.Uses, btg.Use{Time: u.Time})
 	}
+	seen := 0
 	for _, r := range g.Reviews {
 		bg.Reviews = append(bg.Reviews, btg.Review{Time: r.Time})
+		if n, err := strconv.Atoi(r.Uses); err == nil {
+			seen = max(seen, n)
+		}
 	}
-	return bg.Reviewed()
+	if !bg.Reviewed() {
+		return false
+	}
+	return g.Granted == nil || len(g.Uses) == 0 || seen >= len(g.Uses)
 }
 
 func crossCheck(file []GrantFileEntry, recs map[string]*Grant, p Period) *GrantsFile {

@@ -162,7 +162,10 @@ type Grant struct {
 	Uses      []Use     `json:"uses"`
 	UseSeqs   Seqs      `json:"use_seqs"`
 	Reviews   []Review  `json:"reviews"`
-	// Reviewed: every use is covered by a later review (true with no use).
+	// Reviewed: every use is covered by a later review (true with no use);
+	// for a grant made in the period, a review's uses=<n> must also count
+	// every use (the review record is written after the sign-off, and a
+	// use in between is not one the reviewer saw).
 	Reviewed bool `json:"reviewed"`
 }
 

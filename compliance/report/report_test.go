@@ -561,3 +561,25 @@ func TestHTMLKeepsHostileRecordTextText(t *testing.T) {
 		t.Errorf("the hostile text shows as text %d times; the records hold it in many more places", n)
 	}
 }
+
+// TestReviewCoversOnlyTheUsesItSaw: the privacy officer signs a grant off
+// after one use; a second use comes before the server writes the review to
+// the log. The records then show both uses before the btg/review record,
+// whose uses=1 says what the reviewer saw: the grant is not reviewed, as
+// 'custos btg review' (grants.db) says too.
+func TestReviewCoversOnlyTheUsesItSaw(t *testing.T) {
+	rs := trail()
+	rs[11].Reason = `grant=g1 grantee=dr-er verdict=appropriate uses=1 note="documented emergency"`
+	rep := build(t, rs, Inputs{})
+	if g := rep.BreakGlass.Grants[0]; g.Reviewed || rep.BreakGlass.Unreviewed != 1 {
+		t.Errorf("a review of 1 use covers a grant with %d uses: reviewed %v, %d unreviewed", len(g.Uses), g.Reviewed, rep.BreakGlass.Unreviewed)
+	}
+	// Granted before the period: the uses before it are not in the bundle,
+	// so the count cannot be compared and the time rule alone decides.
+	if rep := build(t, rs[7:], Inputs{}); !rep.BreakGlass.Grants[0].Reviewed {
+		t.Errorf("a grant made before the period, reviewed after its last use, is shown unreviewed: %+v", rep.BreakGlass.Grants[0])
+	}
+	if rep := build(t, trail(), Inputs{}); !rep.BreakGlass.Grants[0].Reviewed {
+		t.Error("a review of both uses does not cover the grant")
+	}
+}
