@@ -7,13 +7,13 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode"
 
 	"github.com/spf13/cobra"
 
+	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy/btg"
 )
 
@@ -248,8 +248,12 @@ func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
 		if !g.Reviewed() {
 			rev = "NO"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Sub, grantState(g, now), len(g.Uses), rev, g.By,
-			cmp.Or(g.ByRole, "-"), g.TTL(), g.Expires.UTC().Format("2006-01-02 15:04"), strings.ReplaceAll(g.Reason, "\t", " "))
+		// The user, operator and reason are outside text: escaped
+		// (audit.Printable), so that no control character reaches the
+		// reader's terminal (a cursor movement could hide a row) and a tab
+		// or line feed cannot break the table.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, audit.Printable(g.Sub), grantState(g, now), len(g.Uses), rev,
+			audit.Printable(g.By), cmp.Or(g.ByRole, "-"), g.TTL(), g.Expires.UTC().Format("2006-01-02 15:04"), audit.Printable(g.Reason))
 	}
 	return tw.Flush()
 }
@@ -260,7 +264,7 @@ func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
 func printUses(cmd *cobra.Command, gs []btg.Grant) error {
 	out := cmd.OutOrStdout()
 	for _, g := range gs {
-		fmt.Fprintf(out, "\ngrant %s (%s): %d use(s)\n", g.ID, g.Sub, len(g.Uses))
+		fmt.Fprintf(out, "\ngrant %s (%s): %d use(s)\n", g.ID, audit.Printable(g.Sub), len(g.Uses))
 		if len(g.Uses) == 0 {
 			continue
 		}
