@@ -58,7 +58,7 @@ var Rules = map[string]string{
 	"summary.errors":               "accesses with outcome error",
 	"summary.refusals":             "records with action auth/reject or http/rate_limited, or with outcome error (any action)",
 	"summary.break_glass_accesses": "accesses with purpose_of_use ETREAT or a reason containing break_glass or btg",
-	"summary.grant_events":         "records whose action starts with btg/ (grant, revoke, expire, review)",
+	"summary.grant_events":         "records whose action starts with btg/ (grant, revoke, expire, refuse, review)",
 	"summary.policy_events":        "records whose action is policy/load or policy/reject (not the access record policy/impact)",
 	"days[]":                       "records whose time (UTC) falls on date; each day is the contiguous seq range seqs; the counts apply the summary rules to those records; accesses_by_purpose counts accesses by purpose_of_use",
 	"patients[]":                   "accesses whose patients field contains id (a keyed-hash lookup value); a list naming several patients counts for each",
@@ -300,7 +300,10 @@ func (b *Builder) grantEvent(r audit.Record) {
 		g.Revoked, g.RevokedBy = ref, r.Principal.Sub
 	case "btg/expire":
 		g.Expired = ref
-		g.Expires = cmp.Or(g.Expires, kv["expires"])
+		g.Expires, g.TTL = cmp.Or(g.Expires, kv["expires"]), cmp.Or(g.TTL, kv["ttl"])
+	case "btg/refuse":
+		g.Refused, g.RefusedCode = ref, kv["refused"]
+		g.Expires, g.TTL = cmp.Or(g.Expires, kv["expires"]), cmp.Or(g.TTL, kv["ttl"])
 	case "btg/review":
 		g.Reviews = append(g.Reviews, Review{Seq: r.Seq, Time: r.Time, Reviewer: r.Principal.Sub, Verdict: kv["verdict"], Uses: kv["uses"]})
 	}

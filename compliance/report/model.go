@@ -159,9 +159,14 @@ type Grant struct {
 	Revoked   *EventRef `json:"revoked,omitempty"`
 	RevokedBy string    `json:"revoked_by,omitempty"`
 	Expired   *EventRef `json:"expired,omitempty"`
-	Uses      []Use     `json:"uses"`
-	UseSeqs   Seqs      `json:"use_seqs"`
-	Reviews   []Review  `json:"reviews"`
+	// Refused: the server refused the grant (it broke the rules in force:
+	// btg/refuse, code ttl_over_cap or role_not_allowed); it never took
+	// effect.
+	Refused     *EventRef `json:"refused,omitempty"`
+	RefusedCode string    `json:"refused_code,omitempty"`
+	Uses        []Use     `json:"uses"`
+	UseSeqs     Seqs      `json:"use_seqs"`
+	Reviews     []Review  `json:"reviews"`
 	// Reviewed: every use is covered by a later review (true with no use);
 	// for a grant made in the period, a review's uses=<n> must also count
 	// every use (the review record is written after the sign-off, and a

@@ -583,3 +583,50 @@ func TestReviewCoversOnlyTheUsesItSaw(t *testing.T) {
 		t.Error("a review of both uses does not cover the grant")
 	}
 }
+
+// TestGrantRefusedAndExpiredAsRecorded: a grant the server refused
+// (btg/refuse: it broke the rules in force) shows as refused, never in
+// effect; a grant made before the period and expiring in it keeps the
+// expiry and TTL its btg/expire record carries.
+func TestGrantRefusedAndExpiredAsRecorded(t *testing.T) {
+	rec := func(seq uint64, kind string, ev btg.Event) audit.Record {
+		ev.Kind, ev.Sub = kind, "dr-er"
+		return audit.Record{Seq: seq, Time: t0.Add(time.Duration(seq) * time.Minute), Entry: audit.Entry{Action: kind, Outcome: audit.OutcomeAllow,
+			Reason: ev.AuditReason(), Principal: audit.Principal{Sub: "custos"}, PurposeOfUse: "ETREAT", Patients: []string{"hk1-p1"}}}
+	}
+	rs := []audit.Record{
+		rec(1, btg.KindGrant, btg.Event{GrantID: "g-long", Expires: t0.Add(30 * time.Hour), TTL: 30 * time.Hour, ByRole: "ops", Text: "a long emergency"}),
+		rec(2, btg.KindRefuse, btg.Event{GrantID: "g-long", Expires: t0.Add(30 * time.Hour), TTL: 30 * time.Hour, ByRole: "ops",
+			Refused: btg.RefusedTTL, MaxTTL: 4 * time.Hour}),
+		rec(3, btg.KindExpire, btg.Event{GrantID: "g-old", Expires: t0.Add(3 * time.Minute), TTL: 4 * time.Hour, Uses: 2}),
+	}
+	rep := build(t, rs, Inputs{})
+	var js, page bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		BreakGlass struct {
+			Grants []map[string]any
+		} `json:"break_glass"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	grants := map[string]map[string]any{}
+	for _, g := range doc.BreakGlass.Grants {
+		grants[g["id"].(string)] = g
+	}
+	if g := grants["g-long"]; g["refused_code"] != btg.RefusedTTL || g["refused"] == nil {
+		t.Errorf("the refused grant reads %v", g)
+	}
+	if g := grants["g-old"]; g["ttl"] != "4h0m0s" || g["expires"] != t0.Add(3*time.Minute).Format(time.RFC3339) || g["granted"] != nil {
+		t.Errorf("the grant expiring in the period reads %v", g)
+	}
+	if err := rep.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), "refused by the server (ttl_over_cap), seq 2: never in effect") {
+		t.Error("the page does not say the grant was refused")
+	}
+}
