@@ -61,7 +61,8 @@ var Rules = map[string]string{
 	"summary.grant_events":         "records whose action starts with btg/ (grant, revoke, expire, refuse, review)",
 	"summary.policy_events":        "records whose action is policy/load or policy/reject (not the access record policy/impact)",
 	"days[]":                       "records whose time (UTC) falls on date; each day is the contiguous seq range seqs; the counts apply the summary rules to those records; accesses_by_purpose counts accesses by purpose_of_use",
-	"patients[]":                   "accesses whose patients field contains id (a keyed-hash lookup value); a list naming several patients counts for each",
+	"patients[]":                   "accesses whose patients field contains id (a keyed-hash lookup value); a list naming several patients counts for each; keys: the audit-hmac= entries of those records' keys field",
+	"summary.patients":             "distinct lookup values in the patients field of accesses; summary.patient_keys: the audit-hmac= key versions of those records (with several, one patient may have one lookup value per version)",
 	"users[]":                      "accesses whose principal.sub is id",
 	"denials[]":                    "one row per record counted in summary.denials",
 	"refusals[]":                   "one row per record counted in summary.refusals",
@@ -77,28 +78,41 @@ var Rules = map[string]string{
 type Builder struct {
 	next uint64 // expected seq; 0 before the first
 
-	rep       Report
-	days      []*Day
-	patients  map[string]*subjectAcc
-	users     map[string]*subjectAcc
-	grants    map[string]*Grant
-	grantIDs  []string
-	policies  map[string]*Policy
-	revisions []string
-	keys      map[string]*KeyUse
+	rep         Report
+	days        []*Day
+	patients    map[string]*subjectAcc
+	users       map[string]*subjectAcc
+	grants      map[string]*Grant
+	grantIDs    []string
+	policies    map[string]*Policy
+	revisions   []string
+	keys        map[string]*KeyUse
+	patientKeys map[string]bool // audit-hmac key versions of accesses naming patients
 }
 
 type subjectAcc struct {
 	s      Subject
 	others map[string]bool
 	purp   map[string]bool
+	keys   map[string]bool // a patient's audit-hmac key versions
+}
+
+// hmacKeys are the audit keyed-hash key versions a record names.
+func hmacKeys(r audit.Record) []string {
+	var out []string
+	for _, k := range r.Keys {
+		if strings.HasPrefix(k, "audit-hmac=") {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // NewBuilder returns an empty Builder.
 func NewBuilder() *Builder {
 	return &Builder{
 		patients: map[string]*subjectAcc{}, users: map[string]*subjectAcc{},
-		grants: map[string]*Grant{}, policies: map[string]*Policy{}, keys: map[string]*KeyUse{},
+		grants: map[string]*Grant{}, policies: map[string]*Policy{}, keys: map[string]*KeyUse{}, patientKeys: map[string]bool{},
 	}
 }
 
@@ -198,13 +212,17 @@ func (b *Builder) access(r audit.Record, day *Day) {
 		u.others[p] = true
 		pa := account(b.patients, p, r, bg)
 		pa.others[sub] = true
+		for _, k := range hmacKeys(r) {
+			pa.keys[k] = true
+			b.patientKeys[k] = true
+		}
 	}
 }
 
 func account(m map[string]*subjectAcc, id string, r audit.Record, bg bool) *subjectAcc {
 	a := m[id]
 	if a == nil {
-		a = &subjectAcc{s: Subject{ID: id, First: r.Time}, others: map[string]bool{}, purp: map[string]bool{}}
+		a = &subjectAcc{s: Subject{ID: id, First: r.Time}, others: map[string]bool{}, purp: map[string]bool{}, keys: map[string]bool{}}
 		m[id] = a
 	}
 	a.s.Accesses.add(r.Seq)
@@ -371,6 +389,7 @@ func (b *Builder) Build(in Inputs) (*Report, error) {
 	rep.Patients = subjects(b.patients, func(s *Subject, n int) { s.Users = n })
 	rep.Users = subjects(b.users, func(s *Subject, n int) { s.Patients = n })
 	rep.Summary.Patients, rep.Summary.Users = len(rep.Patients), len(rep.Users)
+	rep.Summary.PatientKeys = append([]string{}, slices.Sorted(maps.Keys(b.patientKeys))...)
 
 	rep.BreakGlass.Grants = []Grant{}
 	for _, id := range b.grantIDs {
@@ -414,6 +433,9 @@ func subjects(m map[string]*subjectAcc, others func(*Subject, int)) []Subject {
 		s := a.s
 		others(&s, len(a.others))
 		s.Purposes = slices.Sorted(maps.Keys(a.purp))
+		if len(a.keys) > 0 {
+			s.Keys = slices.Sorted(maps.Keys(a.keys))
+		}
 		out = append(out, s)
 	}
 	slices.SortFunc(out, func(a, b Subject) int {

@@ -84,6 +84,11 @@ type Summary struct {
 	PolicyEvents       Figure `json:"policy_events"`
 	Patients           int    `json:"patients"` // distinct lookup values in accesses
 	Users              int    `json:"users"`    // distinct principal subjects in accesses
+	// PatientKeys are the audit keyed-hash key versions ("audit-hmac=<id>")
+	// the accesses naming patients were recorded under. With more than one,
+	// a patient accessed under several has one lookup value per version:
+	// Patients counts lookup values, not people.
+	PatientKeys []string `json:"patient_keys"`
 }
 
 // Day is one UTC day of the period. Its records are the contiguous range
@@ -104,17 +109,20 @@ type Day struct {
 // Subject is one patient (by lookup value) or one user (by principal
 // subject) and the accesses that concern them.
 type Subject struct {
-	ID         string    `json:"id"`
-	Accesses   Figure    `json:"accesses"`
-	Allowed    int       `json:"allowed"`
-	Denied     int       `json:"denied"`
-	Errors     int       `json:"errors"`
-	BreakGlass int       `json:"break_glass"`
-	Users      int       `json:"users,omitempty"`    // a patient's distinct users
-	Patients   int       `json:"patients,omitempty"` // a user's distinct patients
-	Purposes   []string  `json:"purposes"`
-	First      time.Time `json:"first"`
-	Last       time.Time `json:"last"`
+	ID         string `json:"id"`
+	Accesses   Figure `json:"accesses"`
+	Allowed    int    `json:"allowed"`
+	Denied     int    `json:"denied"`
+	Errors     int    `json:"errors"`
+	BreakGlass int    `json:"break_glass"`
+	Users      int    `json:"users,omitempty"` // a patient's distinct users
+	// Keys: a patient's audit keyed-hash key versions ("audit-hmac=<id>"),
+	// the ones its lookup value was computed under.
+	Keys     []string  `json:"keys,omitempty"`
+	Patients int       `json:"patients,omitempty"` // a user's distinct patients
+	Purposes []string  `json:"purposes"`
+	First    time.Time `json:"first"`
+	Last     time.Time `json:"last"`
 }
 
 // Event is one record in the reader's terms (denials, refusals, policy

@@ -630,3 +630,61 @@ func TestGrantRefusedAndExpiredAsRecorded(t *testing.T) {
 		t.Error("the page does not say the grant was refused")
 	}
 }
+
+// TestPatientsAcrossAuditKeyRotation: the audit key is rotated during the
+// period, so one patient's accesses carry two lookup values (one per key
+// version). The report names the key version of each lookup value, lists
+// the versions, and says on the page that its count of patients is a count
+// of lookup values, so an auditor does not take one patient for two.
+func TestPatientsAcrossAuditKeyRotation(t *testing.T) {
+	rs := trail()
+	for i := 10; i < len(rs); i++ { // the key is rotated before the error read
+		rs[i].Keys = []string{"audit-hmac=secret/custos/audit-key@3", "cursor=secret/custos/cursor-key@1"}
+		for j, p := range rs[i].Patients {
+			rs[i].Patients[j] = p + "-v3"
+		}
+	}
+	rep := build(t, rs, Inputs{Generated: t0.AddDate(0, 0, 5), Tool: "custos test"})
+	var js, page bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Summary struct {
+			Patients    int
+			PatientKeys []string `json:"patient_keys"`
+		}
+		Patients []struct {
+			ID   string
+			Keys []string
+		}
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	v2, v3 := "audit-hmac=secret/custos/audit-key@2", "audit-hmac=secret/custos/audit-key@3"
+	if !slices.Equal(doc.Summary.PatientKeys, []string{v2, v3}) {
+		t.Errorf("summary.patient_keys = %q", doc.Summary.PatientKeys)
+	}
+	for _, p := range doc.Patients {
+		want := v2
+		if strings.HasSuffix(p.ID, "-v3") {
+			want = v3
+		}
+		if !slices.Equal(p.Keys, []string{want}) {
+			t.Errorf("patient %s: keys %q, want %s", p.ID, p.Keys, want)
+		}
+	}
+	if err := rep.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), "The audit key was rotated during the period") ||
+		!strings.Contains(page.String(), "under 2 audit-key versions") {
+		t.Error("the page does not say its patients are counted per key version")
+	}
+	// One version: no warning.
+	page.Reset()
+	if err := build(t, trail(), Inputs{}).WriteHTML(&page); err != nil || strings.Contains(page.String(), "was rotated") {
+		t.Errorf("a period under one key version warns of a rotation (%v)", err)
+	}
+}
