@@ -22,35 +22,17 @@ const schemaPath = "../../shared/standards/oscal_component_schema-1.0.6.json"
 // where its absence fails the run.
 func loadSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	raw, err := os.ReadFile(schemaPath)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("OSCAL schema missing under CI: %v", err)
-		}
-		t.Skipf("OSCAL schema not available: %v", err)
-	}
+	raw := readSchema(t)
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fix func(any)
-	fix = func(v any) {
-		switch n := v.(type) {
-		case map[string]any:
-			if ref, ok := n["$ref"]; ok && len(n) > 1 {
-				delete(n, "$ref")
-				n["allOf"] = []any{map[string]any{"$ref": ref}}
-			}
-			for _, c := range n {
-				fix(c)
-			}
-		case []any:
-			for _, c := range n {
-				fix(c)
-			}
+	eachObject(doc, func(n map[string]any) {
+		if ref, ok := n["$ref"]; ok && len(n) > 1 {
+			delete(n, "$ref")
+			n["allOf"] = []any{map[string]any{"$ref": ref}}
 		}
-	}
-	fix(doc)
+	})
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
 	const url = "https://csrc.nist.gov/ns/oscal/1.0/oscal-component-definition-schema.json"
@@ -62,6 +44,36 @@ func loadSchema(t *testing.T) *jsonschema.Schema {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// readSchema reads the OSCAL schema; without it the test is skipped,
+// except under CI=true, where its absence fails the run.
+func readSchema(t *testing.T) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(schemaPath)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("OSCAL schema missing under CI: %v", err)
+		}
+		t.Skipf("OSCAL schema not available: %v", err)
+	}
+	return raw
+}
+
+// eachObject calls f on every JSON object in v, a parent before its
+// members.
+func eachObject(v any, f func(map[string]any)) {
+	switch n := v.(type) {
+	case map[string]any:
+		f(n)
+		for _, c := range n {
+			eachObject(c, f)
+		}
+	case []any:
+		for _, c := range n {
+			eachObject(c, f)
+		}
+	}
 }
 
 func validate(s *jsonschema.Schema, data []byte) error {

@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/compliance/report"
 )
@@ -138,19 +136,7 @@ func TestComplianceReportInBrowser(t *testing.T) {
 	os.WriteFile(er, b, 0o600)
 	erTok := newToken(t, er, tokens)
 
-	special := []string{}
-	for _, p := range d.summary.EdgeCases {
-		special = append(special, p)
-	}
-	var patient string
-	var uris []string
-	for _, l := range d.lines(t) {
-		if strings.HasPrefix(l.URI, "fhir://") && !slices.Contains(special, l.Labels.Patient) && len(l.Labels.Sensitivity) == 0 &&
-			(patient == "" || l.Labels.Patient == patient) && len(uris) < 3 {
-			patient = l.Labels.Patient
-			uris = append(uris, l.URI)
-		}
-	}
+	patient, uris := plainPatientURIs(t, d, 3)
 	s := serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens, "--checkpoint-interval", "50ms")
 	ctx := context.Background()
 	cs := connect(t, s.url, clin)
@@ -158,16 +144,7 @@ func TestComplianceReportInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs.Close()
-	read := func(tok string, n int) (failed int) {
-		cs := connect(t, s.url, tok)
-		defer cs.Close()
-		for _, u := range uris[:n] {
-			if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: u}); err != nil {
-				failed++
-			}
-		}
-		return failed
-	}
+	read := func(tok string, n int) int { return failedReads(t, s.url, tok, uris[:n]) }
 	if f := read(outsider, 3); f != 3 {
 		t.Fatalf("outsider: %d of 3 reads refused", f)
 	}

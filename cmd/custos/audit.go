@@ -130,10 +130,17 @@ func parseTime(flag, v string) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t.UTC(), nil
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		t, err = time.Parse("2006-01-02", v)
 	}
-	if t, err := time.Parse("2006-01-02", v); err == nil {
+	if err == nil {
+		if t.IsZero() {
+			// The zero instant means "no bound" to every caller: an explicit
+			// --until 0001-01-01T00:00:00Z would silently widen the range
+			// to the whole log.
+			return time.Time{}, usagef("--%s %q is the zero instant, which means no bound: give a real instant, or leave the flag out", flag, v)
+		}
 		return t.UTC(), nil
 	}
 	return time.Time{}, usagef("--%s %q: want RFC 3339 (2026-11-21T10:00:00Z) or a date (2026-11-21)", flag, v)

@@ -7,12 +7,13 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
+	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy/btg"
 )
 
@@ -69,6 +70,22 @@ grant, revocation, expiry, use and review is in the audit log.
 	return commandGroup(cmd, newBtgGrantCmd(), newBtgRevokeCmd(), newBtgListCmd(), newBtgReviewCmd())
 }
 
+// checkGrantee refuses a --sub the audit trail could not keep apart from
+// the rest of the grant's events: the grantee is recorded verbatim in
+// each btg/* record's reason (grant=<id> grantee=<sub> expires=...), so a
+// space would let the name pass for further fields (a sub "dr-x
+// grant=<id>" read as another grant), a quote for quoted text, and a
+// control or invisible character would show as another name.
+func checkGrantee(sub string) error {
+	for _, r := range sub {
+		if unicode.IsSpace(r) || r == '"' || !unicode.IsPrint(r) {
+			return usagef("--sub %s: a user name has no space, quote, control or invisible character (%U); it is recorded verbatim as grantee= in the audit log",
+				strconv.QuoteToASCII(sub), r)
+		}
+	}
+	return nil
+}
+
 func newBtgGrantCmd() *cobra.Command {
 	var (
 		dir, sub, patient, reason string
@@ -101,6 +118,9 @@ Example:
 			}
 			if sub == "" || patient == "" || reason == "" {
 				return usagef("grant needs --sub, --patient and --reason")
+			}
+			if err := checkGrantee(sub); err != nil {
+				return err
 			}
 			op, roles, err := osOperator()
 			if err != nil {
@@ -228,8 +248,12 @@ func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
 		if !g.Reviewed() {
 			rev = "NO"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Sub, grantState(g, now), len(g.Uses), rev, g.By,
-			cmp.Or(g.ByRole, "-"), g.TTL(), g.Expires.UTC().Format("2006-01-02 15:04"), strings.ReplaceAll(g.Reason, "\t", " "))
+		// The user, operator and reason are outside text: escaped
+		// (audit.Printable), so that no control character reaches the
+		// reader's terminal (a cursor movement could hide a row) and a tab
+		// or line feed cannot break the table.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, audit.Printable(g.Sub), grantState(g, now), len(g.Uses), rev,
+			audit.Printable(g.By), cmp.Or(g.ByRole, "-"), g.TTL(), g.Expires.UTC().Format("2006-01-02 15:04"), audit.Printable(g.Reason))
 	}
 	return tw.Flush()
 }
@@ -240,7 +264,7 @@ func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
 func printUses(cmd *cobra.Command, gs []btg.Grant) error {
 	out := cmd.OutOrStdout()
 	for _, g := range gs {
-		fmt.Fprintf(out, "\ngrant %s (%s): %d use(s)\n", g.ID, g.Sub, len(g.Uses))
+		fmt.Fprintf(out, "\ngrant %s (%s): %d use(s)\n", g.ID, audit.Printable(g.Sub), len(g.Uses))
 		if len(g.Uses) == 0 {
 			continue
 		}

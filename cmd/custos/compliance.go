@@ -71,6 +71,12 @@ func newComplianceReportCmd() *cobra.Command {
   DIR/report.json      the same data, with the record seqs behind every figure
   DIR/verification.txt the verification transcript
 
+The period is [--since, --until): a record written at --since is in it, one
+written at --until is not, and the bundle, report.json and report.html hold
+the same records. A date alone is midnight UTC; for a local day give RFC 3339
+with its offset (--since 2026-11-01T00:00:00-04:00), which also settles a
+daylight saving change. A period holding no record is refused.
+
 The report covers: accesses per patient (by lookup value, never the id) and
 per user; denials and refusals; break-the-glass grants with their uses and
 reviews (cross-checked with grants.db when present); the policy revisions and
@@ -162,8 +168,8 @@ Examples:
 	f := cmd.Flags()
 	f.StringVar(&dir, "data-dir", "", "data directory holding audit.db and checkpoints.jsonl")
 	f.StringVar(&out, "out", "", "write the package into this new directory")
-	f.StringVar(&since, "since", "", "first instant of the period (RFC 3339 or YYYY-MM-DD; default: the first record)")
-	f.StringVar(&until, "until", "", "instant to stop before (RFC 3339 or YYYY-MM-DD; default: the latest signed checkpoint)")
+	f.StringVar(&since, "since", "", "first instant of the period, included (RFC 3339, or YYYY-MM-DD for midnight UTC; default: the first record)")
+	f.StringVar(&until, "until", "", "instant to stop before, excluded (RFC 3339, or YYYY-MM-DD for midnight UTC; default: the latest signed checkpoint)")
 	f.StringVar(&pubkey, "pubkey", "", "checkpoint verifier keys file ('custos audit pubkey'); default: derived from --dev or Vault")
 	f.StringVar(&anchorDir, "anchor-dir", "", "also check the log against the checkpoints anchored here")
 	f.StringVar(&testResults, "test-results", "", "'go test -json' results of a full run (bin/test-results.json): judge each control's evidence")

@@ -58,14 +58,15 @@ var Rules = map[string]string{
 	"summary.errors":               "accesses with outcome error",
 	"summary.refusals":             "records with action auth/reject or http/rate_limited, or with outcome error (any action)",
 	"summary.break_glass_accesses": "accesses with purpose_of_use ETREAT or a reason containing break_glass or btg",
-	"summary.grant_events":         "records whose action starts with btg/ (grant, revoke, expire, review)",
+	"summary.grant_events":         "records whose action starts with btg/ (grant, revoke, expire, refuse, review)",
 	"summary.policy_events":        "records whose action is policy/load or policy/reject (not the access record policy/impact)",
 	"days[]":                       "records whose time (UTC) falls on date; each day is the contiguous seq range seqs; the counts apply the summary rules to those records; accesses_by_purpose counts accesses by purpose_of_use",
-	"patients[]":                   "accesses whose patients field contains id (a keyed-hash lookup value); a list naming several patients counts for each",
+	"patients[]":                   "accesses whose patients field contains id (a keyed-hash lookup value); a list naming several patients counts for each; keys: the audit-hmac= entries of those records' keys field",
+	"summary.patients":             "distinct lookup values in the patients field of accesses; summary.patient_keys: the audit-hmac= key versions of those records (with several, one patient may have one lookup value per version)",
 	"users[]":                      "accesses whose principal.sub is id",
 	"denials[]":                    "one row per record counted in summary.denials",
 	"refusals[]":                   "one row per record counted in summary.refusals",
-	"break_glass.grants[]":         "btg/* records whose reason has grant=id, and uses: accesses whose reason names grant=id",
+	"break_glass.grants[]":         "btg/* records whose reason has grant=id (its first grant=), and uses: accesses whose reason names grant=id; reviewed: a btg/review record follows the last use and, for a grant made in the period, one states uses=n with n at least the grant's uses",
 	"policies[]":                   "records whose policy_revision is revision (policy/load records: revision before ' bundle=', the digest after it)",
 	"keys[]":                       "records whose keys field contains key",
 	"retention.months[]":           "records of the whole log (not only the bundle) whose time falls in month: the contiguous range seqs; export or prove them with custos audit export --from-seq/--to-seq or custos audit prove",
@@ -77,28 +78,41 @@ var Rules = map[string]string{
 type Builder struct {
 	next uint64 // expected seq; 0 before the first
 
-	rep       Report
-	days      []*Day
-	patients  map[string]*subjectAcc
-	users     map[string]*subjectAcc
-	grants    map[string]*Grant
-	grantIDs  []string
-	policies  map[string]*Policy
-	revisions []string
-	keys      map[string]*KeyUse
+	rep         Report
+	days        []*Day
+	patients    map[string]*subjectAcc
+	users       map[string]*subjectAcc
+	grants      map[string]*Grant
+	grantIDs    []string
+	policies    map[string]*Policy
+	revisions   []string
+	keys        map[string]*KeyUse
+	patientKeys map[string]bool // audit-hmac key versions of accesses naming patients
 }
 
 type subjectAcc struct {
 	s      Subject
 	others map[string]bool
 	purp   map[string]bool
+	keys   map[string]bool // a patient's audit-hmac key versions
+}
+
+// hmacKeys are the audit keyed-hash key versions a record names.
+func hmacKeys(r audit.Record) []string {
+	var out []string
+	for _, k := range r.Keys {
+		if strings.HasPrefix(k, "audit-hmac=") {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // NewBuilder returns an empty Builder.
 func NewBuilder() *Builder {
 	return &Builder{
 		patients: map[string]*subjectAcc{}, users: map[string]*subjectAcc{},
-		grants: map[string]*Grant{}, policies: map[string]*Policy{}, keys: map[string]*KeyUse{},
+		grants: map[string]*Grant{}, policies: map[string]*Policy{}, keys: map[string]*KeyUse{}, patientKeys: map[string]bool{},
 	}
 }
 
@@ -198,13 +212,17 @@ func (b *Builder) access(r audit.Record, day *Day) {
 		u.others[p] = true
 		pa := account(b.patients, p, r, bg)
 		pa.others[sub] = true
+		for _, k := range hmacKeys(r) {
+			pa.keys[k] = true
+			b.patientKeys[k] = true
+		}
 	}
 }
 
 func account(m map[string]*subjectAcc, id string, r audit.Record, bg bool) *subjectAcc {
 	a := m[id]
 	if a == nil {
-		a = &subjectAcc{s: Subject{ID: id, First: r.Time}, others: map[string]bool{}, purp: map[string]bool{}}
+		a = &subjectAcc{s: Subject{ID: id, First: r.Time}, others: map[string]bool{}, purp: map[string]bool{}, keys: map[string]bool{}}
 		m[id] = a
 	}
 	a.s.Accesses.add(r.Seq)
@@ -238,7 +256,12 @@ func grantIDs(reason string) []string {
 
 // parseEventReason reads a btg/* record's reason: key=value pairs
 // separated by spaces, a value either bare or a Go-quoted string
-// (btg.Event.AuditReason).
+// (btg.Event.AuditReason). The grant id is the first pair's: AuditReason
+// writes grant=<id> (a UUID) first and the grantee verbatim after it, so a
+// later grant= can only be text of a grantee name with a space in it
+// ("dr-x grant=<other id>", refused by 'custos btg grant' since) and never
+// moves the record to another grant. The pairs after the grantee are
+// custos's own, written after it: for them the last value wins.
 func parseEventReason(s string) map[string]string {
 	out := map[string]string{}
 	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
@@ -256,6 +279,9 @@ func parseEventReason(s string) map[string]string {
 			s = rest[len(q):]
 		} else {
 			val, s, _ = strings.Cut(rest, " ")
+		}
+		if _, dup := out[key]; dup && key == "grant" {
+			continue
 		}
 		out[key] = val
 	}
@@ -292,7 +318,10 @@ func (b *Builder) grantEvent(r audit.Record) {
 		g.Revoked, g.RevokedBy = ref, r.Principal.Sub
 	case "btg/expire":
 		g.Expired = ref
-		g.Expires = cmp.Or(g.Expires, kv["expires"])
+		g.Expires, g.TTL = cmp.Or(g.Expires, kv["expires"]), cmp.Or(g.TTL, kv["ttl"])
+	case "btg/refuse":
+		g.Refused, g.RefusedCode = ref, kv["refused"]
+		g.Expires, g.TTL = cmp.Or(g.Expires, kv["expires"]), cmp.Or(g.TTL, kv["ttl"])
 	case "btg/review":
 		g.Reviews = append(g.Reviews, Review{Seq: r.Seq, Time: r.Time, Reviewer: r.Principal.Sub, Verdict: kv["verdict"], Uses: kv["uses"]})
 	}
@@ -360,6 +389,7 @@ func (b *Builder) Build(in Inputs) (*Report, error) {
 	rep.Patients = subjects(b.patients, func(s *Subject, n int) { s.Users = n })
 	rep.Users = subjects(b.users, func(s *Subject, n int) { s.Patients = n })
 	rep.Summary.Patients, rep.Summary.Users = len(rep.Patients), len(rep.Users)
+	rep.Summary.PatientKeys = append([]string{}, slices.Sorted(maps.Keys(b.patientKeys))...)
 
 	rep.BreakGlass.Grants = []Grant{}
 	for _, id := range b.grantIDs {
@@ -403,6 +433,9 @@ func subjects(m map[string]*subjectAcc, others func(*Subject, int)) []Subject {
 		s := a.s
 		others(&s, len(a.others))
 		s.Purposes = slices.Sorted(maps.Keys(a.purp))
+		if len(a.keys) > 0 {
+			s.Keys = slices.Sorted(maps.Keys(a.keys))
+		}
 		out = append(out, s)
 	}
 	slices.SortFunc(out, func(a, b Subject) int {
@@ -412,16 +445,28 @@ func subjects(m map[string]*subjectAcc, others func(*Subject, int)) []Subject {
 }
 
 // reviewed applies btg.Grant.Reviewed, the rule 'custos btg review' uses,
-// to the uses and reviews the records show.
+// to the uses and reviews the records show. A btg/review record is written
+// when the server next drains grants.db (up to a second later), so a use
+// made between the sign-off and that record precedes the record without
+// the reviewer having seen it: when the grant was made in the period (all
+// its uses are in the bundle), a review also covers only as many uses as
+// its record states (uses=<n>, what the reviewer saw).
 func reviewed(g Grant) bool {
 	bg := btg.Grant{}
 	for _, u := range g.Uses {
 		bg.Uses = append(bg.Uses, btg.Use{Time: u.Time})
 	}
+	seen := 0
 	for _, r := range g.Reviews {
 		bg.Reviews = append(bg.Reviews, btg.Review{Time: r.Time})
+		if n, err := strconv.Atoi(r.Uses); err == nil {
+			seen = max(seen, n)
+		}
 	}
-	return bg.Reviewed()
+	if !bg.Reviewed() {
+		return false
+	}
+	return g.Granted == nil || len(g.Uses) == 0 || seen >= len(g.Uses)
 }
 
 func crossCheck(file []GrantFileEntry, recs map[string]*Grant, p Period) *GrantsFile {

@@ -292,7 +292,7 @@ func (rep *Report) charts() []chart {
 		return map[string]int{"bg": d.BreakGlass, "grant": d.Grants}
 	})
 	out = append(out, stacked("chart-breakglass", "Break-the-glass "+per(gran),
-		"Emergency (ETREAT) accesses and grant events (grant, revoke, expire, review).", bks,
+		"Emergency (ETREAT) accesses and grant events (grant, revoke, expire, refusal, review).", bks,
 		[]series{{"bg", "break-glass accesses", colorBG}, {"grant", "grant events", colorGrant}}))
 	return out
 }

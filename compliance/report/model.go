@@ -84,6 +84,11 @@ type Summary struct {
 	PolicyEvents       Figure `json:"policy_events"`
 	Patients           int    `json:"patients"` // distinct lookup values in accesses
 	Users              int    `json:"users"`    // distinct principal subjects in accesses
+	// PatientKeys are the audit keyed-hash key versions ("audit-hmac=<id>")
+	// the accesses naming patients were recorded under. With more than one,
+	// a patient accessed under several has one lookup value per version:
+	// Patients counts lookup values, not people.
+	PatientKeys []string `json:"patient_keys"`
 }
 
 // Day is one UTC day of the period. Its records are the contiguous range
@@ -104,17 +109,20 @@ type Day struct {
 // Subject is one patient (by lookup value) or one user (by principal
 // subject) and the accesses that concern them.
 type Subject struct {
-	ID         string    `json:"id"`
-	Accesses   Figure    `json:"accesses"`
-	Allowed    int       `json:"allowed"`
-	Denied     int       `json:"denied"`
-	Errors     int       `json:"errors"`
-	BreakGlass int       `json:"break_glass"`
-	Users      int       `json:"users,omitempty"`    // a patient's distinct users
-	Patients   int       `json:"patients,omitempty"` // a user's distinct patients
-	Purposes   []string  `json:"purposes"`
-	First      time.Time `json:"first"`
-	Last       time.Time `json:"last"`
+	ID         string `json:"id"`
+	Accesses   Figure `json:"accesses"`
+	Allowed    int    `json:"allowed"`
+	Denied     int    `json:"denied"`
+	Errors     int    `json:"errors"`
+	BreakGlass int    `json:"break_glass"`
+	Users      int    `json:"users,omitempty"` // a patient's distinct users
+	// Keys: a patient's audit keyed-hash key versions ("audit-hmac=<id>"),
+	// the ones its lookup value was computed under.
+	Keys     []string  `json:"keys,omitempty"`
+	Patients int       `json:"patients,omitempty"` // a user's distinct patients
+	Purposes []string  `json:"purposes"`
+	First    time.Time `json:"first"`
+	Last     time.Time `json:"last"`
 }
 
 // Event is one record in the reader's terms (denials, refusals, policy
@@ -159,10 +167,18 @@ type Grant struct {
 	Revoked   *EventRef `json:"revoked,omitempty"`
 	RevokedBy string    `json:"revoked_by,omitempty"`
 	Expired   *EventRef `json:"expired,omitempty"`
-	Uses      []Use     `json:"uses"`
-	UseSeqs   Seqs      `json:"use_seqs"`
-	Reviews   []Review  `json:"reviews"`
-	// Reviewed: every use is covered by a later review (true with no use).
+	// Refused: the server refused the grant (it broke the rules in force:
+	// btg/refuse, code ttl_over_cap or role_not_allowed); it never took
+	// effect.
+	Refused     *EventRef `json:"refused,omitempty"`
+	RefusedCode string    `json:"refused_code,omitempty"`
+	Uses        []Use     `json:"uses"`
+	UseSeqs     Seqs      `json:"use_seqs"`
+	Reviews     []Review  `json:"reviews"`
+	// Reviewed: every use is covered by a later review (true with no use);
+	// for a grant made in the period, a review's uses=<n> must also count
+	// every use (the review record is written after the sign-off, and a
+	// use in between is not one the reviewer saw).
 	Reviewed bool `json:"reviewed"`
 }
 

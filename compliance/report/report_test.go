@@ -11,9 +11,12 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/net/html"
+
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/bundle"
 	"github.com/custos-mcp/custos/compliance"
+	"github.com/custos-mcp/custos/policy/btg"
 )
 
 func TestSeqs(t *testing.T) {
@@ -471,5 +474,217 @@ func TestHTMLShowsRecordTextAsPrintable(t *testing.T) {
 	}
 	if !strings.Contains(page, `dr-a\u202eada`) {
 		t.Error("the user's name is not shown with its override escaped")
+	}
+}
+
+// TestGrantEventStaysWithItsGrant: a btg/* record's reason is written by
+// btg.Event.AuditReason with the grant id first and the grantee verbatim
+// after it. A grantee name holding " grant=<another id>" (possible before
+// 'custos btg grant' refused spaces in --sub) must not move the record to
+// that other grant: the report would show the real grant without its
+// grant event and a grant that was never made.
+func TestGrantEventStaysWithItsGrant(t *testing.T) {
+	ev := btg.Event{Kind: btg.KindGrant, GrantID: "real-id", Sub: "dr-er grant=other-id ttl=1s",
+		Expires: t0.Add(time.Hour), TTL: time.Hour, Text: "unconscious patient"}
+	rec := audit.Record{Seq: 1, Time: t0, Entry: audit.Entry{Action: "btg/grant", Outcome: audit.OutcomeAllow,
+		Reason: ev.AuditReason(), Principal: audit.Principal{Sub: "op"}, PurposeOfUse: "ETREAT", Patients: []string{"hk1-p1"}}}
+	rep := build(t, []audit.Record{rec}, Inputs{})
+	if len(rep.BreakGlass.Grants) != 1 {
+		t.Fatalf("one grant event made grants %+v", rep.BreakGlass.Grants)
+	}
+	g := rep.BreakGlass.Grants[0]
+	if g.ID != "real-id" || g.Granted == nil || g.Granted.Seq != 1 || g.TTL != "1h0m0s" {
+		t.Errorf("the grant record %q was read as %+v", rec.Reason, g)
+	}
+}
+
+// TestHTMLKeepsHostileRecordTextText: every text of the records that comes
+// from outside custos (users, clients, purposes, reasons, patients' lookup
+// values, policy revisions and bundle digests, key names, grant fields, the
+// origin, verification problems) is built to end its context and run
+// script. Tokenized as a browser would, the page holds only the elements
+// and attributes the template writes, with no handler or address, and each
+// hostile text is there as text.
+func TestHTMLKeepsHostileRecordTextText(t *testing.T) {
+	h := `</td></table></script><script>alert(1)</script><img src=x onerror=alert(2)>"'--><!--<a href="javascript:alert(3)">` +
+		"\u2028\u2029" + `]]></title><svg onload=alert(4)><style>*{}</style>`
+	rs := trail()
+	for i := range rs {
+		rs[i].Principal.Sub += h
+		rs[i].Principal.ClientID = h
+		rs[i].PurposeOfUse += h
+		rs[i].Reason += " " + h
+		rs[i].PolicyRevision += h
+		rs[i].Keys = append(rs[i].Keys, "k="+h)
+		for j := range rs[i].Patients {
+			rs[i].Patients[j] += h
+		}
+	}
+	rs[6].Reason = `grant=g1 grantee=dr-er` + h + ` expires=` + h + ` ttl=` + h + ` reason="x"`
+	rep := build(t, rs, Inputs{Tool: h, Bundle: BundleRef{Manifest: bundle.Manifest{Origin: h}},
+		Verification: Verification{Log: LogCheck{Problems: []string{h}}, Anchors: AnchorCheck{Error: h}}})
+	var buf bytes.Buffer
+	if err := rep.WriteHTML(&buf); err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string][]string{
+		"html": {"lang"}, "meta": {"charset", "http-equiv", "content", "name"}, "figure": {"id"}, "section": {"id"}, "div": {"class", "id"},
+		"svg": {"class", "viewbox", "role", "aria-label", "data-total"}, "g": {"class", "data-label", "data-total"},
+		"rect": {"x", "y", "width", "height", "fill", "data-series", "data-value"}, "line": {"x1", "x2", "y1", "y2", "stroke"},
+		"text": {"class", "x", "y", "dx", "dy", "text-anchor"}, "td": {"class", "colspan"}, "th": {"class"}, "span": {"class"},
+		"li": {"class"}, "p": {"class"},
+	}
+	plain := []string{"head", "title", "style", "body", "main", "header", "h1", "h2", "h3", "nav", "ol", "ul", "table", "thead", "tbody",
+		"tr", "code", "i", "b", "br", "pre", "figcaption"}
+	var text strings.Builder
+	z := html.NewTokenizer(&buf)
+	for tt := z.Next(); tt != html.ErrorToken; tt = z.Next() {
+		tok := z.Token()
+		switch tt {
+		case html.StartTagToken, html.SelfClosingTagToken:
+			attrs, ok := allowed[tok.Data]
+			if !ok && !slices.Contains(plain, tok.Data) {
+				t.Errorf("the page holds an element <%s> %v", tok.Data, tok.Attr)
+			}
+			for _, a := range tok.Attr {
+				if !slices.Contains(attrs, a.Key) {
+					t.Errorf("<%s> has an attribute %s=%q", tok.Data, a.Key, a.Val)
+				}
+			}
+		case html.TextToken:
+			text.WriteString(tok.Data)
+		case html.CommentToken:
+			t.Errorf("the page holds a comment %q", tok.Data)
+		}
+	}
+	if n := strings.Count(text.String(), audit.Printable(h)); n < 20 {
+		t.Errorf("the hostile text shows as text %d times; the records hold it in many more places", n)
+	}
+}
+
+// TestReviewCoversOnlyTheUsesItSaw: the privacy officer signs a grant off
+// after one use; a second use comes before the server writes the review to
+// the log. The records then show both uses before the btg/review record,
+// whose uses=1 says what the reviewer saw: the grant is not reviewed, as
+// 'custos btg review' (grants.db) says too.
+func TestReviewCoversOnlyTheUsesItSaw(t *testing.T) {
+	rs := trail()
+	rs[11].Reason = `grant=g1 grantee=dr-er verdict=appropriate uses=1 note="documented emergency"`
+	rep := build(t, rs, Inputs{})
+	if g := rep.BreakGlass.Grants[0]; g.Reviewed || rep.BreakGlass.Unreviewed != 1 {
+		t.Errorf("a review of 1 use covers a grant with %d uses: reviewed %v, %d unreviewed", len(g.Uses), g.Reviewed, rep.BreakGlass.Unreviewed)
+	}
+	// Granted before the period: the uses before it are not in the bundle,
+	// so the count cannot be compared and the time rule alone decides.
+	if rep := build(t, rs[7:], Inputs{}); !rep.BreakGlass.Grants[0].Reviewed {
+		t.Errorf("a grant made before the period, reviewed after its last use, is shown unreviewed: %+v", rep.BreakGlass.Grants[0])
+	}
+	if rep := build(t, trail(), Inputs{}); !rep.BreakGlass.Grants[0].Reviewed {
+		t.Error("a review of both uses does not cover the grant")
+	}
+}
+
+// TestGrantRefusedAndExpiredAsRecorded: a grant the server refused
+// (btg/refuse: it broke the rules in force) shows as refused, never in
+// effect; a grant made before the period and expiring in it keeps the
+// expiry and TTL its btg/expire record carries.
+func TestGrantRefusedAndExpiredAsRecorded(t *testing.T) {
+	rec := func(seq uint64, kind string, ev btg.Event) audit.Record {
+		ev.Kind, ev.Sub = kind, "dr-er"
+		return audit.Record{Seq: seq, Time: t0.Add(time.Duration(seq) * time.Minute), Entry: audit.Entry{Action: kind, Outcome: audit.OutcomeAllow,
+			Reason: ev.AuditReason(), Principal: audit.Principal{Sub: "custos"}, PurposeOfUse: "ETREAT", Patients: []string{"hk1-p1"}}}
+	}
+	rs := []audit.Record{
+		rec(1, btg.KindGrant, btg.Event{GrantID: "g-long", Expires: t0.Add(30 * time.Hour), TTL: 30 * time.Hour, ByRole: "ops", Text: "a long emergency"}),
+		rec(2, btg.KindRefuse, btg.Event{GrantID: "g-long", Expires: t0.Add(30 * time.Hour), TTL: 30 * time.Hour, ByRole: "ops",
+			Refused: btg.RefusedTTL, MaxTTL: 4 * time.Hour}),
+		rec(3, btg.KindExpire, btg.Event{GrantID: "g-old", Expires: t0.Add(3 * time.Minute), TTL: 4 * time.Hour, Uses: 2}),
+	}
+	rep := build(t, rs, Inputs{})
+	var js, page bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		BreakGlass struct {
+			Grants []map[string]any
+		} `json:"break_glass"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	grants := map[string]map[string]any{}
+	for _, g := range doc.BreakGlass.Grants {
+		grants[g["id"].(string)] = g
+	}
+	if g := grants["g-long"]; g["refused_code"] != btg.RefusedTTL || g["refused"] == nil {
+		t.Errorf("the refused grant reads %v", g)
+	}
+	if g := grants["g-old"]; g["ttl"] != "4h0m0s" || g["expires"] != t0.Add(3*time.Minute).Format(time.RFC3339) || g["granted"] != nil {
+		t.Errorf("the grant expiring in the period reads %v", g)
+	}
+	if err := rep.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), "refused by the server (ttl_over_cap), seq 2: never in effect") {
+		t.Error("the page does not say the grant was refused")
+	}
+}
+
+// TestPatientsAcrossAuditKeyRotation: the audit key is rotated during the
+// period, so one patient's accesses carry two lookup values (one per key
+// version). The report names the key version of each lookup value, lists
+// the versions, and says on the page that its count of patients is a count
+// of lookup values, so an auditor does not take one patient for two.
+func TestPatientsAcrossAuditKeyRotation(t *testing.T) {
+	rs := trail()
+	for i := 10; i < len(rs); i++ { // the key is rotated before the error read
+		rs[i].Keys = []string{"audit-hmac=secret/custos/audit-key@3", "cursor=secret/custos/cursor-key@1"}
+		for j, p := range rs[i].Patients {
+			rs[i].Patients[j] = p + "-v3"
+		}
+	}
+	rep := build(t, rs, Inputs{Generated: t0.AddDate(0, 0, 5), Tool: "custos test"})
+	var js, page bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Summary struct {
+			Patients    int
+			PatientKeys []string `json:"patient_keys"`
+		}
+		Patients []struct {
+			ID   string
+			Keys []string
+		}
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	v2, v3 := "audit-hmac=secret/custos/audit-key@2", "audit-hmac=secret/custos/audit-key@3"
+	if !slices.Equal(doc.Summary.PatientKeys, []string{v2, v3}) {
+		t.Errorf("summary.patient_keys = %q", doc.Summary.PatientKeys)
+	}
+	for _, p := range doc.Patients {
+		want := v2
+		if strings.HasSuffix(p.ID, "-v3") {
+			want = v3
+		}
+		if !slices.Equal(p.Keys, []string{want}) {
+			t.Errorf("patient %s: keys %q, want %s", p.ID, p.Keys, want)
+		}
+	}
+	if err := rep.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), "The audit key was rotated during the period") ||
+		!strings.Contains(page.String(), "under 2 audit-key versions") {
+		t.Error("the page does not say its patients are counted per key version")
+	}
+	// One version: no warning.
+	page.Reset()
+	if err := build(t, trail(), Inputs{}).WriteHTML(&page); err != nil || strings.Contains(page.String(), "was rotated") {
+		t.Errorf("a period under one key version warns of a rotation (%v)", err)
 	}
 }
