@@ -16,7 +16,8 @@ type capability struct {
 	// types are the searchable resource types (REST fallback).
 	types []string
 	// serverTime is the server's clock when it answered (its Date header),
-	// or the local clock when the server sent none.
+	// or, when the server sent none, the local clock less
+	// noDateHeaderMargin.
 	serverTime time.Time
 }
 
@@ -65,13 +66,24 @@ func (c *client) readCapability(ctx context.Context, group string) (capability, 
 	if cs.ResourceType != "CapabilityStatement" || len(cs.Rest) == 0 {
 		return capability{}, fmt.Errorf("%w: GET %s: not a CapabilityStatement with a rest part", ErrServer, where(u))
 	}
-	cp := capability{serverTime: c.o.Now()}
+	cp := capability{}
 	if t, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
 		cp.serverTime = t
+	} else {
+		// The next REST increment starts here: a local clock ahead of
+		// the server's would skip what changed in between, for good.
+		// Fetched twice, an unchanged resource makes no new version.
+		cp.serverTime = c.o.Now().Add(-noDateHeaderMargin)
+		c.o.Logger.Warn("fhirsync: the server sent no Date header; the next increment starts from the local clock, less a margin for clock skew",
+			"margin", noDateHeaderMargin.String())
 	}
 	cp.exportPath, cp.types = chooseExport(cs, group)
 	return cp, nil
 }
+
+// noDateHeaderMargin is how far before the local clock a REST increment
+// starts when the server gives no clock of its own.
+const noDateHeaderMargin = 5 * time.Minute
 
 // chooseExport picks the $export kick-off path the CapabilityStatement
 // offers — Group/<group>/$export when a group is asked for and Group

@@ -284,7 +284,8 @@ func TestRedirectNeverCarriesCredentials(t *testing.T) {
 // nothing and filters _lastUpdated as FHIR R4 search specifies for dates
 // (search.html, "Date parameters"): a value is the range its precision
 // implies, gt matches targets above that whole range, ge targets at or
-// after its start. Its /metadata Date header is date.
+// after its start. Its /metadata Date header is date (none when date is
+// zero).
 type restServer struct {
 	*httptest.Server
 	mu      sync.Mutex
@@ -320,7 +321,11 @@ func (s *restServer) serve(w http.ResponseWriter, r *http.Request) {
 		for t := range s.res {
 			types = append(types, t)
 		}
-		w.Header().Set("Date", s.date.UTC().Format(http.TimeFormat))
+		if s.date.IsZero() {
+			w.Header()["Date"] = nil // net/http would add its own
+		} else {
+			w.Header().Set("Date", s.date.UTC().Format(http.TimeFormat))
+		}
 		writeJSON(w, "application/fhir+json", []byte(capREST(types...)))
 		return
 	}
@@ -514,6 +519,39 @@ func TestSyncStopsWhenTheVolumeIsLow(t *testing.T) {
 	o.Space = func() error { calls++; return nil }
 	if _, err := runProbe(t, o); err != nil || len(imp.full) != 1 || calls < 5 {
 		t.Fatalf("with room: %v, %d imports, %d checks", err, len(imp.full), calls)
+	}
+}
+
+// TestRESTIncrementWithoutADateHeader: a server that sends no Date header
+// gives no clock of its own; the next increment starts from the local
+// clock less a margin, so that a local clock somewhat ahead of the
+// server's does not skip what changed in between. A resource updated a
+// minute before the first sync's local time, but after its search, is
+// fetched by the next increment.
+func TestRESTIncrementWithoutADateHeader(t *testing.T) {
+	local := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	srv := newRESTServer(t, time.Time{})
+	srv.add("Patient", corpus(t, "patient.json"), local.Add(-time.Hour))
+	o, imp, logs := probeOptions(t, srv.URL+"/fhir", false)
+	o.Now = func() time.Time { return local }
+	if _, err := runProbe(t, o); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "no Date header") {
+		t.Errorf("no warning about the missing Date header: %s", logs)
+	}
+	// The server's clock ran two minutes behind: this change is stamped
+	// a minute before the local time of the first sync.
+	// (Patient, a type searched before: a new type is searched in full.)
+	imp.lines = nil
+	srv.add("Patient", corpus(t, "patient.json"), local.Add(-time.Minute))
+	local = local.Add(time.Hour)
+	res, err := runProbe(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Full || imp.lines["Patient"] != 1 {
+		t.Fatalf("increment: full=%v, Patients %d (queries %q), want the one changed a minute before the first sync's local time", res.Full, imp.lines["Patient"], srv.queries)
 	}
 }
 
