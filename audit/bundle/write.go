@@ -429,6 +429,12 @@ func ResolveTimeRange(ctx context.Context, src Source, since, until time.Time) (
 		}
 		return t, err
 	}
+	bound := func(t time.Time) string {
+		if t.IsZero() {
+			return "open"
+		}
+		return t.UTC().Format(time.RFC3339Nano)
+	}
 	// firstAtOrAfter returns the smallest seq in [1, head+1] whose time is
 	// >= bound (head+1: none).
 	firstAtOrAfter := func(bound time.Time) (uint64, error) {
@@ -460,7 +466,7 @@ func ResolveTimeRange(ctx context.Context, src Source, since, until time.Time) (
 		}
 	}
 	if from >= end {
-		return 0, 0, fmt.Errorf("%w: no record in the time range", ErrBadRange)
+		return 0, 0, fmt.Errorf("%w: no record in the time range [%s, %s) of a log of %d records", ErrBadRange, bound(since), bound(until), head)
 	}
 	return from, end - 1, nil
 }

@@ -168,6 +168,14 @@ func TestResolveTimeRange(t *testing.T) {
 			t.Errorf("ResolveTimeRange(%v, %v) = %d, %d, %v; want %d, %d, %v", tc.since, tc.until, from, to, err, tc.from, tc.to, tc.err)
 		}
 	}
+	// An empty period is named, so that the auditor sees what was asked.
+	_, _, err := ResolveTimeRange(ctx, src, ms(20), ms(10))
+	if want := "no record in the time range [" + ms(20).UTC().Format(time.RFC3339Nano) + ", " + ms(10).UTC().Format(time.RFC3339Nano) + ") of a log of 50 records"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("empty range: %v, want it to say %q", err, want)
+	}
+	if _, _, err := ResolveTimeRange(ctx, src, ms(51), time.Time{}); err == nil || !strings.Contains(err.Error(), ", open) of a log") {
+		t.Errorf("empty range to the open end: %v", err)
+	}
 }
 
 func TestResolveTimeRangeRealLog(t *testing.T) {
