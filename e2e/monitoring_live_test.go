@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -191,10 +192,8 @@ func TestMonitoringAgainstLiveServer(t *testing.T) {
 	}
 
 	t.Run("idle healthy server fires no alert", func(t *testing.T) {
-		promtool := requireTool(t, "promtool", "ops-deps")
-		f := idleRulesTest(t, fams)
-		if out, code := run(t, promtool, "test", "rules", f); code != 0 {
-			t.Errorf("promtool test rules on the scrape of a healthy idle custos: exit %d (an alert fires where none should)\n%s", code, out)
+		if firing := firingAlerts(t, fams, fams); len(firing) > 0 {
+			t.Errorf("alerts fire on a healthy idle custos: %s", strings.Join(firing, ", "))
 		}
 	})
 }
@@ -207,6 +206,48 @@ func parseExposition(t *testing.T, body string) map[string]*dto.MetricFamily {
 		t.Fatalf("/metrics does not parse: %v", err)
 	}
 	return fams
+}
+
+// TestMonitoringAlertsOnAVolumeInReserve: the alerts an operator gets from
+// a custos whose audit volume is down to its reserve, from two real
+// scrapes with refused lists between them (firingAlerts): the volume is
+// low, a readiness check fails, requests are refused; nothing else (the
+// refusals are recorded and anchored: no checkpoint lag).
+func TestMonitoringAlertsOnAVolumeInReserve(t *testing.T) {
+	d := newDataset(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	opsFile := filepath.Join(t.TempDir(), "ops")
+	huge := strconv.FormatInt(1<<62, 10) // more than any volume holds
+	srv := serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens, "--ops-listen", loopback, "--ops-addr-file", opsFile,
+		"--audit-disk-low-watermark", huge, "--audit-disk-reserve", huge)
+	opsURL := srv.waitAddr(t, opsFile)
+	scrape := func() map[string]*dto.MetricFamily {
+		t.Helper()
+		if code, body := httpGet(t, opsURL+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"disk":"audit volume in reserve`) {
+			t.Fatalf("/readyz: %d %s, want 503 naming the disk", code, body)
+		}
+		var fams map[string]*dto.MetricFamily
+		waitFor(t, func() bool { // every append anchored
+			_, body := httpGet(t, opsURL+"/metrics")
+			fams = parseExposition(t, body)
+			appends := fams["custos_audit_append_duration_seconds"].GetMetric()[0].GetHistogram().GetSampleCount()
+			return value(fams["custos_checkpoint_size"]) >= float64(appends)
+		})
+		return fams
+	}
+	before := scrape()
+	cs := connect(t, srv.url, tok)
+	for range 3 {
+		if _, err := cs.ListResources(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "audit volume low") {
+			t.Fatalf("a list in the reserve: %v, want refused", err)
+		}
+	}
+	after := scrape()
+	want := []string{"CustosAuditVolumeLow", "CustosNotReady", "CustosRequestsRefused"}
+	if got := firingAlerts(t, before, after); !slices.Equal(got, want) {
+		t.Errorf("alerts firing on a custos in its audit reserve: %q, want %q", got, want)
+	}
 }
 
 // httpGet is the status and body of a GET of url.
@@ -462,52 +503,82 @@ func rulesTestSeries(t *testing.T) []selector {
 	return out
 }
 
-// idleRulesTest writes a promtool rules test: every custos series of fams,
-// with job "custos", instance "live:9090", and up 1, held unchanged for
-// idleHorizon minutes; no alert of the rules may fire at its end.
-func idleRulesTest(t *testing.T, fams map[string]*dto.MetricFamily) string {
+// firingAlerts holds two scrapes of one server, before and after, for
+// idleHorizon minutes, as Prometheus would have scraped them every minute
+// (job "custos", instance "live:9090", up 1): each series moves by after -
+// before a minute, from before, but custos_audit_disk_free_bytes, which
+// stays at its value after (the test machine's other processes move it).
+// It runs the alert rules over that with promtool and returns the alerts
+// that fire at the end, sorted.
+func firingAlerts(t *testing.T, before, after map[string]*dto.MetricFamily) []string {
 	t.Helper()
+	promtool := requireTool(t, "promtool", "ops-deps")
 	type series struct {
 		Series string `yaml:"series"`
 		Values string `yaml:"values"`
 	}
 	var in []series
-	add := func(name string, labels map[string]string, v float64) {
+	add := func(name string, labels map[string]string, from, to float64) {
 		labels = maps.Clone(labels)
 		labels["job"], labels["instance"] = "custos", "live:9090"
 		var ls []string
 		for _, k := range slices.Sorted(maps.Keys(labels)) {
 			ls = append(ls, k+"="+strconv.Quote(labels[k]))
 		}
-		in = append(in, series{name + "{" + strings.Join(ls, ", ") + "}", fmt.Sprintf("%sx%d", formatFloat(v), idleHorizon)})
+		in = append(in, series{name + "{" + strings.Join(ls, ", ") + "}",
+			fmt.Sprintf("%s+%sx%d", formatFloat(from), formatFloat(to-from), idleHorizon)})
 	}
-	add("up", map[string]string{}, 1)
-	for _, name := range slices.Sorted(maps.Keys(fams)) {
-		if !strings.HasPrefix(name, "custos_") {
-			continue
+	add("up", map[string]string{}, 1, 1)
+	// samples are the series of a family as Prometheus names them.
+	samples := func(f *dto.MetricFamily) map[string]float64 {
+		out := map[string]float64{}
+		if f == nil {
+			return out
 		}
-		for _, m := range fams[name].GetMetric() {
+		key := func(name string, labels map[string]string) string {
+			b, _ := json.Marshal(labels) // sorted keys
+			return name + "\x00" + string(b)
+		}
+		for _, m := range f.GetMetric() {
 			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
 			h := m.GetHistogram()
 			if h == nil {
-				add(name, labels, sampleValue(m))
+				out[key(f.GetName(), labels)] = sampleValue(m)
 				continue
 			}
-			for _, b := range h.GetBucket() {
+			for _, b := range append(h.GetBucket(), &dto.Bucket{UpperBound: ptr(math.Inf(1)), CumulativeCount: ptr(h.GetSampleCount())}) {
 				l := maps.Clone(labels)
 				l["le"] = formatFloat(b.GetUpperBound())
-				add(name+"_bucket", l, float64(b.GetCumulativeCount()))
+				out[key(f.GetName()+"_bucket", l)] = float64(b.GetCumulativeCount())
 			}
-			l := maps.Clone(labels)
-			l["le"] = "+Inf"
-			add(name+"_bucket", l, float64(h.GetSampleCount()))
-			add(name+"_sum", labels, h.GetSampleSum())
-			add(name+"_count", labels, float64(h.GetSampleCount()))
+			out[key(f.GetName()+"_sum", labels)] = h.GetSampleSum()
+			out[key(f.GetName()+"_count", labels)] = float64(h.GetSampleCount())
+		}
+		return out
+	}
+	for _, name := range slices.Sorted(maps.Keys(after)) {
+		if !strings.HasPrefix(name, "custos_") {
+			continue
+		}
+		held := name == "custos_audit_disk_free_bytes"
+		was, now := samples(before[name]), samples(after[name])
+		for _, k := range slices.Sorted(maps.Keys(now)) {
+			n, js, _ := strings.Cut(k, "\x00")
+			var labels map[string]string
+			if err := json.Unmarshal([]byte(js), &labels); err != nil {
+				t.Fatal(err)
+			}
+			from := was[k]
+			if held {
+				from = now[k]
+			}
+			add(n, labels, from, now[k])
 		}
 	}
+	// Every alert is expected not to fire: those that do are the failures.
 	var checks []map[string]any
 	for _, a := range alertNames(t) {
 		checks = append(checks, map[string]any{"eval_time": fmt.Sprintf("%dm", idleHorizon), "alertname": a, "exp_alerts": []any{}})
@@ -516,16 +587,28 @@ func idleRulesTest(t *testing.T, fams map[string]*dto.MetricFamily) string {
 		"rule_files":          []string{filepath.Join(repo, rulesFile)},
 		"evaluation_interval": "1m",
 		"tests": []any{map[string]any{
-			"name": "healthy idle custos", "interval": "1m",
+			"name": "live custos", "interval": "1m",
 			"input_series": in, "alert_rule_test": checks,
 		}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := filepath.Join(t.TempDir(), "idle_test.yml")
+	f := filepath.Join(t.TempDir(), "live_test.yml")
 	if err := os.WriteFile(f, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return f
+	out, code := run(t, promtool, "test", "rules", f)
+	var firing []string
+	for _, m := range regexp.MustCompile(`alertname: (\w+), time:`).FindAllStringSubmatch(out, -1) {
+		firing = append(firing, m[1])
+	}
+	slices.Sort(firing)
+	if (code == 0) != (len(firing) == 0) {
+		t.Fatalf("promtool test rules: exit %d, alerts named in its output %q:\n%s", code, firing, out)
+	}
+	if len(firing) > 0 {
+		t.Logf("firing on the scrapes of this server: %s\n%s", strings.Join(firing, ", "), out)
+	}
+	return slices.Compact(firing)
 }
