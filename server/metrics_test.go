@@ -55,3 +55,49 @@ func TestInitializeAndPingCounted(t *testing.T) {
 		}
 	}
 }
+
+// auditAppends is the number of observations of
+// custos_audit_append_duration_seconds.
+func auditAppends(t *testing.T, reg *prometheus.Registry) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "custos_audit_append_duration_seconds" {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatal("no custos_audit_append_duration_seconds")
+	return 0
+}
+
+// Only durable appends are observed in custos_audit_append_duration_seconds:
+// CustosCheckpointLag reads its count as records appended, and fired
+// (blaming the anchor directory and the signing key) while the audit log
+// refused every append and nothing was appended at all.
+func TestFailedAuditAppendsNotCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := ops.New(reg)
+	f := newServerFixture(t, fixtureOptions{tune: func(c *server.Config) { c.Metrics = m }})
+	cs := f.connectRev(f.identity("clinician"), "2025-11-25")
+	ctx := context.Background()
+	if _, err := cs.ListResources(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	durable := auditAppends(t, reg)
+	if durable == 0 {
+		t.Fatal("a served list observed no audit append")
+	}
+	f.log.Close() // every append now fails
+	if _, err := cs.ListResources(ctx, nil); err == nil {
+		t.Fatal("a list with the audit log closed was served")
+	}
+	if got := auditAppends(t, reg); got != durable {
+		t.Errorf("custos_audit_append_duration_seconds_count = %d after a failed append, want %d (the durable ones)", got, durable)
+	}
+	if got := requests(t, reg, ops.MethodList, ops.OutcomeRefused); got != 1 {
+		t.Errorf("custos_requests_total{method=\"resources/list\", outcome=\"refused\"} = %v, want 1", got)
+	}
+}
