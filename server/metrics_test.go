@@ -7,27 +7,35 @@ import (
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/ops"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
-// requests is custos_requests_total{method, outcome}.
-func requests(t *testing.T, reg *prometheus.Registry, method, outcome string) float64 {
+// family is the metric family name gathered from reg.
+func family(t *testing.T, reg *prometheus.Registry, name string) *dto.MetricFamily {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "custos_requests_total" {
-			continue
+		if mf.GetName() == name {
+			return mf
 		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			if l["method"] == method && l["outcome"] == outcome {
-				return m.GetCounter().GetValue()
-			}
+	}
+	t.Fatalf("no metric %s", name)
+	return nil
+}
+
+// requests is custos_requests_total{method, outcome}.
+func requests(t *testing.T, reg *prometheus.Registry, method, outcome string) float64 {
+	t.Helper()
+	for _, m := range family(t, reg, "custos_requests_total").GetMetric() {
+		l := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			l[lp.GetName()] = lp.GetValue()
+		}
+		if l["method"] == method && l["outcome"] == outcome {
+			return m.GetCounter().GetValue()
 		}
 	}
 	t.Fatalf("no series custos_requests_total{method=%q, outcome=%q}", method, outcome)
@@ -60,17 +68,7 @@ func TestInitializeAndPingCounted(t *testing.T) {
 // custos_audit_append_duration_seconds.
 func auditAppends(t *testing.T, reg *prometheus.Registry) uint64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "custos_audit_append_duration_seconds" {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	t.Fatal("no custos_audit_append_duration_seconds")
-	return 0
+	return family(t, reg, "custos_audit_append_duration_seconds").GetMetric()[0].GetHistogram().GetSampleCount()
 }
 
 // Only durable appends are observed in custos_audit_append_duration_seconds:
