@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/custos-mcp/custos/audit/audittest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -247,6 +248,67 @@ func TestMonitoringAlertsOnAVolumeInReserve(t *testing.T) {
 	want := []string{"CustosAuditVolumeLow", "CustosNotReady", "CustosRequestsRefused"}
 	if got := firingAlerts(t, before, after); !slices.Equal(got, want) {
 		t.Errorf("alerts firing on a custos in its audit reserve: %q, want %q", got, want)
+	}
+}
+
+// TestMonitoringAlertsOnABrokenAuditLog: the alerts of a custos whose
+// scrubber found a record edited behind the last anchored checkpoint, from
+// two real scrapes with refused lists between them (firingAlerts): the
+// integrity is broken, a readiness check fails, requests are refused and
+// (the first pass runs with the server, so it may already have counted
+// before the first scrape) the scrub failed if the counter grew between
+// them. Not the checkpoint lag: the refused lists append nothing (each
+// failed append was counted as one, and CustosCheckpointLag fired, blaming
+// the anchor directory).
+func TestMonitoringAlertsOnABrokenAuditLog(t *testing.T) {
+	r := audittest.NewRecorder(t) // the log is broken on purpose
+	d := newDataset(r)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	anchor := t.TempDir()
+	devServe(t, d, tokens, tok, anchor, 3)
+	audittest.FlipRecord(t, d.audit(), 2) // behind the last anchor: found by the scrubber
+
+	opsFile := filepath.Join(t.TempDir(), "ops")
+	srv := serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens, "--anchor-dir", anchor,
+		"--checkpoint-interval", "50ms", "--node", "e2e", "--ops-listen", loopback, "--ops-addr-file", opsFile,
+		"--scrub-interval", "1h")
+	opsURL := srv.waitAddr(t, opsFile)
+	waitFor(t, func() bool { code, _ := httpGet(t, opsURL+"/readyz"); return code == http.StatusServiceUnavailable })
+	scrape := func() map[string]*dto.MetricFamily {
+		t.Helper()
+		if code, body := httpGet(t, opsURL+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"integrity":"audit log broken`) {
+			t.Fatalf("/readyz: %d %s, want 503 naming the integrity", code, body)
+		}
+		var fams map[string]*dto.MetricFamily
+		waitFor(t, func() bool { // the audit/integrity record anchored
+			_, body := httpGet(t, opsURL+"/metrics")
+			fams = parseExposition(t, body)
+			return strings.Contains(srv.stderr.String(), "AUDIT LOG INTEGRITY FAILURE:") &&
+				strings.Contains(srv.stderr.String(), `"msg":"audit checkpoint anchored"`)
+		})
+		return fams
+	}
+	before := scrape()
+	cs := connect(t, srv.url, tok)
+	for range 3 {
+		if _, err := cs.ListResources(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "integrity check failed") {
+			t.Fatalf("a list after the break: %v, want refused", err)
+		}
+	}
+	after := scrape()
+	want := []string{"CustosAuditIntegrityBroken", "CustosNotReady", "CustosRequestsRefused"}
+	if value(after["custos_audit_scrub_failures_total"]) > value(before["custos_audit_scrub_failures_total"]) {
+		want = append(want, "CustosAuditScrubFailed")
+		slices.Sort(want)
+	}
+	if got := firingAlerts(t, before, after); !slices.Equal(got, want) {
+		t.Errorf("alerts firing on a custos whose audit log is broken: %q, want %q", got, want)
+	}
+	srv.stop(t)
+	r.RunCleanups()
+	if !r.Failed() {
+		t.Error("the data set's cleanup check passed an edited audit log")
 	}
 }
 
