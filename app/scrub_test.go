@@ -264,3 +264,38 @@ func TestScrubOptionsChecked(t *testing.T) {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestIntegrityMetricOnAFirstStart: custos_audit_integrity_ok is 1 from
+// the first start of a new deployment (an empty audit log, nothing
+// anchored: nothing to verify, nothing broken), and on a restart while the
+// log is still empty. It stayed at 0 there until a restart found records
+// to verify, so the critical alert CustosAuditIntegrityBroken fired on
+// every new, healthy server.
+func TestIntegrityMetricOnAFirstStart(t *testing.T) {
+	f := newFixture(t)
+	o := integrityOptions(t, f)
+	o.Scrub.Interval = time.Hour // the first pass runs at startup
+	for _, start := range []string{"first start", "restart"} {
+		a, err := app.Open(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- a.Serve(ctx) }()
+		code, body := get(t, a.OpsURL()+"/readyz")
+		_, metrics := get(t, a.OpsURL()+"/metrics")
+		cancel()
+		<-served
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if code != http.StatusOK {
+			t.Fatalf("%s: /readyz %d %s", start, code, body)
+		}
+		if !regexp.MustCompile(`(?m)^custos_audit_integrity_ok 1$`).MatchString(metrics) {
+			t.Errorf("%s: custos_audit_integrity_ok is not 1 on a healthy server:\n%s", start,
+				regexp.MustCompile(`(?m)^custos_audit_integrity_ok .*$`).FindString(metrics))
+		}
+	}
+}

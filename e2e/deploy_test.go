@@ -461,13 +461,34 @@ var promqlGrouping = map[string]bool{
 }
 
 // promqlMetrics returns the metric names expr selects, in order, without
-// repeats: identifiers outside label matchers, strings, ranges and
-// grouping label lists that are neither functions (followed by '('),
-// keywords nor numbers. Enough for the expressions of deploy/ (checked
-// against promtool's parser by TestDashboardQueriesParse and
-// TestPrometheusRules); {__name__=...} selectors are not supported.
+// repeats (promqlSelectors).
 func promqlMetrics(expr string) []string {
 	var out []string
+	for _, s := range promqlSelectors(expr) {
+		if !slices.Contains(out, s.Metric) {
+			out = append(out, s.Metric)
+		}
+	}
+	return out
+}
+
+// selector is one vector selector of a PromQL expression: metric{Matchers},
+// and, when it is a range selector (metric{...}[5m]), the function it is
+// the argument of (Func, e.g. "rate").
+type selector struct {
+	Metric   string
+	Matchers string // the text between the braces, "" without
+	Func     string
+}
+
+// promqlSelectors returns the vector selectors of expr, in order:
+// identifiers outside label matchers, strings, ranges and grouping label
+// lists that are neither functions (followed by '('), keywords nor numbers,
+// with the label matchers that follow them. Enough for the expressions of
+// deploy/ (checked against promtool's parser by TestDashboardQueriesParse
+// and TestPrometheusRules); {__name__=...} selectors are not supported.
+func promqlSelectors(expr string) []selector {
+	var out []selector
 	isIdent := func(c byte, first bool) bool {
 		return c == '_' || c == ':' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || !first && '0' <= c && c <= '9'
 	}
@@ -536,9 +557,26 @@ func promqlMetrics(expr string) []string {
 				}
 			case promqlKeywords[strings.ToLower(word)], k < len(expr) && expr[k] == '(':
 			default:
-				if !slices.Contains(out, word) {
-					out = append(out, word)
+				sel := selector{Metric: word}
+				if k < len(expr) && expr[k] == '{' {
+					j = skipTo(k, '{', '}')
+					sel.Matchers = strings.TrimSpace(expr[k+1 : j-1])
+					k = next(j)
 				}
+				if k < len(expr) && expr[k] == '[' {
+					// The function whose argument the range is: the
+					// identifier before the '(' before the metric.
+					b := strings.TrimRight(expr[:i], " \t\r\n")
+					if f, ok := strings.CutSuffix(b, "("); ok {
+						f = strings.TrimRight(f, " \t\r\n")
+						s := len(f)
+						for s > 0 && isIdent(f[s-1], false) {
+							s--
+						}
+						sel.Func = f[s:]
+					}
+				}
+				out = append(out, sel)
 			}
 			i = j
 		default:
@@ -566,6 +604,24 @@ func TestPromQLMetrics(t *testing.T) {
 	} {
 		if got := promqlMetrics(tc.expr); !slices.Equal(got, tc.want) {
 			t.Errorf("promqlMetrics(%q) = %q, want %q", tc.expr, got, tc.want)
+		}
+	}
+}
+
+// TestPromQLSelectors: the selectors, their label matchers and the
+// functions over their ranges, as the live monitoring check reads them.
+func TestPromQLSelectors(t *testing.T) {
+	for _, tc := range []struct {
+		expr string
+		want []selector
+	}{
+		{`sum by (job) (rate(a_total{outcome="refused"}[5m])) > 0`, []selector{{"a_total", `outcome="refused"`, "rate"}}},
+		{`increase(a_count[10m]) > 0 unless changes( b {c="}"} [10m]) > 0`, []selector{{"a_count", "", "increase"}, {"b", `c="}"`, "changes"}}},
+		{`predict_linear(free[6h], 7 * 86400) < 0`, []selector{{"free", "", "predict_linear"}}},
+		{`count(c{a=~"x|y", b!="z"} == 0) or vector(0)`, []selector{{"c", `a=~"x|y", b!="z"`, ""}}},
+	} {
+		if got := promqlSelectors(tc.expr); !slices.Equal(got, tc.want) {
+			t.Errorf("promqlSelectors(%q) = %q, want %q", tc.expr, got, tc.want)
 		}
 	}
 }

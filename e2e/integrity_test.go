@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -41,16 +40,7 @@ func TestEditedRecordAfterRestart(t *testing.T) {
 		"--checkpoint-interval", "50ms", "--node", "e2e", "--ops-listen", loopback, "--ops-addr-file", opsFile,
 		"--scrub-interval", "2s")
 	opsURL := s.waitAddr(t, opsFile)
-	get := func(path string) (int, string) {
-		t.Helper()
-		resp, err := http.Get(opsURL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func(path string) (int, string) { t.Helper(); return httpGet(t, opsURL+path) }
 	var code int
 	var body string
 	for deadline := start.Add(2*time.Second + 10*time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {

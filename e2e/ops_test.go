@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -37,16 +36,7 @@ func TestOpsEndpoints(t *testing.T) {
 	missing := missingURI(uri)
 	cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: missing})
 
-	get := func(path string) (int, string) {
-		t.Helper()
-		resp, err := http.Get(opsURL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func(path string) (int, string) { t.Helper(); return httpGet(t, opsURL+path) }
 	if code, body := get("/healthz"); code != 200 || strings.TrimSpace(body) != "ok" {
 		t.Fatalf("/healthz: %d %q", code, body)
 	}

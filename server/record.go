@@ -332,7 +332,12 @@ func (s *Server) commitInput(ctx context.Context, e audit.Entry, in *policy.Inpu
 	e, kerr := s.pseudonymize(ctx, e, in)
 	t0 := time.Now()
 	rec, err := s.cfg.Audit.Append(ctx, e)
-	s.cfg.Metrics.ObserveAudit(time.Since(t0))
+	if err == nil {
+		// Durable appends only: CustosCheckpointLag reads the count as
+		// records appended, and a failed append is none (it is counted
+		// as a refused request).
+		s.cfg.Metrics.ObserveAudit(time.Since(t0))
+	}
 	if err == nil && kerr != nil {
 		// The refusal itself is on record (without identifiers).
 		s.log.Error("audit keyed-hash key unavailable; request refused", "action", e.Action, "err", kerr)

@@ -255,6 +255,13 @@ func (s *Server) middleware(ident identityFunc) mcp.Middleware {
 				res, err := s.complete(ctx, ident, req)
 				s.cfg.Metrics.ObserveRequest(method, outcomeOf(err), time.Since(start))
 				return forRevision(req, res, err)
+			case method == ops.MethodInitialize || method == ops.MethodPing:
+				// Not decided, but counted: the dashboard's sessions
+				// opened are custos_requests_total{method="initialize"}.
+				start := time.Now()
+				res, err := next(ctx, method, req)
+				s.cfg.Metrics.ObserveRequest(method, outcomeOf(err), time.Since(start))
+				return res, err
 			case !strings.HasPrefix(method, "resources/"):
 				return next(ctx, method, req)
 			}

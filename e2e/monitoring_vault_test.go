@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/custos-mcp/custos/secrets/vaulttest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// TestMonitoringVaultOutage: what an operator sees of a Vault outage past
+// --key-max-staleness, from a custos serving with Vault: /readyz answers
+// 503 naming the keys (a load balancer takes the node out), /metrics says
+// custos_keys_stale 1, and the alerts that fire from two real scrapes
+// with refused reads between them (firingAlerts) are the stale keys, the
+// failing readiness check, the refused requests and, as no checkpoint can
+// be signed without Vault, the checkpoint lag.
+func TestMonitoringVaultOutage(t *testing.T) {
+	v := startVault(t, vaulttest.ProvisionOptions{})
+	d := newVaultDataset(t, v)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	opsFile := filepath.Join(t.TempDir(), "ops")
+	s := serveVault(t, v, d, tokens, v.prov.SecretIDFile, false,
+		"--key-max-staleness", "2s", "--key-refresh", "300ms", "--vault-timeout", "300ms",
+		"--ops-listen", loopback, "--ops-addr-file", opsFile)
+	opsURL := s.waitAddr(t, opsFile)
+	cs := connect(t, s.url, tok)
+	ctx := context.Background()
+	page, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := page.Resources[0].URI
+	if code, body := httpGet(t, opsURL+"/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz before the outage: %d %s", code, body)
+	}
+
+	if err := v.srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer v.srv.Resume()
+	waitFor(t, func() bool {
+		_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		return err != nil && strings.Contains(err.Error(), "keys unavailable: request refused")
+	})
+	scrape := func() map[string]*dto.MetricFamily {
+		t.Helper()
+		code, body := httpGet(t, opsURL+"/readyz")
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, `"keys":`) || strings.Contains(body, `"keys":"ok"`) {
+			t.Fatalf("/readyz during the outage: %d %s, want 503 naming the keys", code, body)
+		}
+		_, body = httpGet(t, opsURL+"/metrics")
+		fams := parseExposition(t, body)
+		if value(fams["custos_keys_stale"]) != 1 {
+			t.Errorf("custos_keys_stale = %v during the outage, want 1", value(fams["custos_keys_stale"]))
+		}
+		return fams
+	}
+	before := scrape()
+	for range 3 {
+		cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	}
+	after := scrape()
+	want := []string{"CustosKeysStale", "CustosNotReady", "CustosRequestsRefused"}
+	// Checkpoints are signed with Vault's Transit key: none is anchored
+	// during the outage, so if the refusals were appended between the
+	// scrapes (each one, or an aggregate), the checkpoint lags too.
+	appends := func(f map[string]*dto.MetricFamily) uint64 {
+		return f["custos_audit_append_duration_seconds"].GetMetric()[0].GetHistogram().GetSampleCount()
+	}
+	if appends(after) > appends(before) && value(after["custos_checkpoint_size"]) == value(before["custos_checkpoint_size"]) {
+		want = append(want, "CustosCheckpointLag")
+		slices.Sort(want)
+	}
+	if got := firingAlerts(t, before, after); !slices.Equal(got, want) {
+		t.Errorf("alerts firing during a Vault outage: %q, want %q", got, want)
+	}
+}
