@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -98,6 +99,11 @@ func TestFailedAuthenticationsAreAggregatedPerSource(t *testing.T) {
 		if status == http.StatusTooManyRequests && hdr.Get("Retry-After") == "" {
 			t.Error("429 without Retry-After")
 		}
+		// RFC 6750 §3.1: a refused token is named in the challenge; a
+		// request without one gets the bare challenge.
+		if want := map[bool]string{false: `Bearer realm="custos"`, true: `Bearer realm="custos", error="invalid_token"`}[i%2 == 1]; status == http.StatusUnauthorized && hdr.Get("WWW-Authenticate") != want {
+			t.Errorf("request %d: challenge %q, want %q", i, hdr.Get("WWW-Authenticate"), want)
+		}
 	}
 	if codes[401] != 10 || codes[429] != n-10 {
 		t.Fatalf("answers %v, want 10 × 401 then 429s", codes)
@@ -108,33 +114,45 @@ func TestFailedAuthenticationsAreAggregatedPerSource(t *testing.T) {
 		t.Fatalf("a clinician behind a limited address was refused: %v", err)
 	}
 
-	// Dev tokens' bad-token 401 carries no error code: both kinds are
-	// http_401,no_token from 127.0.0.1, so one record was written.
-	var rejects []audit.Record
+	// A missing token and a refused one are two reasons (a dev token's
+	// refusal says error="invalid_token" too): the first of each is
+	// written alone, the rest is counted for the aggregate.
+	var rejects []string
 	for _, r := range f.records() {
 		if r.Action == server.ActionAuthReject {
-			rejects = append(rejects, r)
+			if r.Principal.Sub != "" {
+				t.Errorf("a refusal named a principal: %+v", r)
+			}
+			rejects = append(rejects, r.Reason)
 		}
 	}
-	if len(rejects) != 1 || rejects[0].Reason != "http_401,no_token" || rejects[0].Principal.Sub != "" {
-		t.Fatalf("%d auth/reject records before the window ended, want the first one alone: %+v", len(rejects), rejects)
+	if strings.Join(rejects, " ") != "http_401,no_token http_401,invalid_token" {
+		t.Fatalf("auth/reject records before the window ended: %q, want the first of each reason alone", rejects)
 	}
-	if got := metric(t, reg, "custos_auth_failures_total", ops.FailureNoToken); got != n {
-		t.Errorf("custos_auth_failures_total{no_token} = %v, want every one of %d", got, n)
+	for _, class := range []string{ops.FailureNoToken, ops.FailureInvalidToken} {
+		if got := metric(t, reg, "custos_auth_failures_total", class); got != n/2 {
+			t.Errorf("custos_auth_failures_total{%s} = %v, want every one of %d", class, got, n/2)
+		}
 	}
 	if got := metric(t, reg, "custos_rate_limited_total", ops.LimitSource); got != n-10 {
 		t.Errorf("custos_rate_limited_total{source} = %v, want %d", got, n-10)
 	}
 
-	// Close writes the aggregate: the other 49, with source and window.
+	// Close writes the aggregates: the other 24 of each, with source and
+	// window.
 	before := len(f.records())
 	f.srv.Close(context.Background())
 	recs := f.records()[before:]
-	if len(recs) != 1 {
-		t.Fatalf("Close wrote %d records, want one aggregate", len(recs))
+	if len(recs) != 2 {
+		t.Fatalf("Close wrote %d records, want one aggregate per reason", len(recs))
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Reason > recs[j].Reason })
+	const other = "http_401,invalid_token,aggregate,count=24,window="
+	if o := recs[1]; o.Source != "127.0.0.1" || !strings.HasPrefix(o.Reason, other) {
+		t.Fatalf("aggregate source %q reason %q, want %s…", o.Source, o.Reason, other)
 	}
 	r := recs[0]
-	const prefix = "http_401,no_token,aggregate,count=49,window="
+	const prefix = "http_401,no_token,aggregate,count=24,window="
 	if r.Action != server.ActionAuthReject || r.Outcome != audit.OutcomeDeny || r.Source != "127.0.0.1" || !strings.HasPrefix(r.Reason, prefix) {
 		t.Fatalf("aggregate %s/%s source %q reason %q, want %s…", r.Action, r.Outcome, r.Source, r.Reason, prefix)
 	}

@@ -165,9 +165,10 @@ func principalOf(ti *auth.TokenInfo) policy.Principal {
 // 429 (refusals.go), and a 401 without a challenge, to which it adds one.
 type rejectWriter struct {
 	http.ResponseWriter
-	reject  func(status int) (over bool) // called once, for the first authRefusal
-	status  int
-	limited bool // answered 429 instead: the inner handler's body is dropped
+	reject   func(status int) (over bool) // called once, for the first authRefusal
+	status   int
+	limited  bool // answered 429 instead: the inner handler's body is dropped
+	hasToken bool // the request carried a bearer token
 }
 
 func (w *rejectWriter) WriteHeader(code int) {
@@ -176,18 +177,25 @@ func (w *rejectWriter) WriteHeader(code int) {
 		return
 	}
 	w.status = code
+	if code == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		// RFC 9110 §15.5.2 and RFC 6750 §3: a 401 carries a Bearer
+		// challenge. The go-sdk's middleware writes one only with a
+		// resource metadata URL or scopes, which dev tokens have neither of;
+		// for a token that was presented and refused, with
+		// error="invalid_token" (RFC 6750 §3.1), which is also how the
+		// refusal is recorded (not as no_token).
+		ch := `Bearer realm="custos"`
+		if w.hasToken {
+			ch += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", ch)
+	}
 	if authRefusal(code, w.Header().Get("WWW-Authenticate")) && w.reject(code) {
 		w.limited = true
 		h := w.Header()
 		h.Del("WWW-Authenticate")
 		http.Error(w.ResponseWriter, "too many failed requests from this address: retry later", http.StatusTooManyRequests)
 		return
-	}
-	if code == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
-		// RFC 9110 §15.5.2 and RFC 6750 §3: a 401 carries a Bearer
-		// challenge. The go-sdk's middleware writes one only with a
-		// resource metadata URL or scopes, which dev tokens have neither of.
-		w.Header().Set("WWW-Authenticate", `Bearer realm="custos"`)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -241,7 +249,8 @@ func (s *Server) auditRejections(next http.Handler, verify auth.TokenVerifier) h
 			reason, class string
 			source        = hostOf(clientaddr.Of(r))
 		)
-		rw := &rejectWriter{ResponseWriter: w, reject: func(status int) bool {
+		_, tokErr := oauth.BearerToken(r)
+		rw := &rejectWriter{ResponseWriter: w, hasToken: tokErr == nil, reject: func(status int) bool {
 			reason, class = rejectionReason(status, w.Header().Get("WWW-Authenticate"), c.mismatch)
 			s.cfg.Metrics.AuthRejected(status)
 			s.cfg.Metrics.AuthFailure(class)
