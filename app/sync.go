@@ -70,11 +70,11 @@ func (a *App) prepareSync(ctx context.Context) error {
 		Importer: importer(dataKeys), Logger: a.log,
 		// The staging directory is on the audit log's volume: a sync
 		// stops at its low watermark rather than take the audit's room.
-		Space: func() error {
+		Space: func(need uint64) error {
 			if a.disk == nil {
 				return nil
 			}
-			return a.disk.Room()
+			return a.disk.Room(need)
 		},
 	}
 	rec := fhirsync.AuditRecorder{

@@ -493,7 +493,7 @@ func TestSyncStopsWhenTheVolumeIsLow(t *testing.T) {
 	for _, allow := range []int{0, 1, 3} {
 		o, imp, _ := probeOptions(t, srv.URL+"/fhir", false)
 		calls := 0
-		o.Space = func() error {
+		o.Space = func(uint64) error {
 			if calls++; calls > allow {
 				return errors.New("volume low")
 			}
@@ -516,9 +516,16 @@ func TestSyncStopsWhenTheVolumeIsLow(t *testing.T) {
 	// 20 patients of a few KB stage past 1 KiB many times: asked often.
 	o, imp, _ := probeOptions(t, srv.URL+"/fhir", false)
 	calls := 0
-	o.Space = func() error { calls++; return nil }
+	var needs []uint64
+	o.Space = func(need uint64) error { calls++; needs = append(needs, need); return nil }
 	if _, err := runProbe(t, o); err != nil || len(imp.full) != 1 || calls < 5 {
 		t.Fatalf("with room: %v, %d imports, %d checks", err, len(imp.full), calls)
+	}
+	// Staging asks for room as it is (0); the import for as much again as
+	// was staged (both copies of the REST pages count).
+	last := needs[len(needs)-1]
+	if needs[0] != 0 || last < 20*uint64(len(corpus(t, "patient.json")))/2 {
+		t.Errorf("room asked for %v; want 0 while staging and the staged bytes before the import", needs)
 	}
 }
 
@@ -552,6 +559,36 @@ func TestRESTIncrementWithoutADateHeader(t *testing.T) {
 	}
 	if res.Full || imp.lines["Patient"] != 1 {
 		t.Fatalf("increment: full=%v, Patients %d (queries %q), want the one changed a minute before the first sync's local time", res.Full, imp.lines["Patient"], srv.queries)
+	}
+}
+
+// TestRESTIncrementAfterABulkSync: a Bulk export may have been Patient- or
+// Group-level (the patient compartment only), and a state written before
+// the list of searched types says nothing: the first REST increment after
+// either searches every type in full once, then continues as increments.
+func TestRESTIncrementAfterABulkSync(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, prev := range []State{{Mode: "bulk"}, {Mode: "rest"}} {
+		srv := newRESTServer(t, t0)
+		srv.add("Patient", corpus(t, "patient.json"), t0.Add(-48*time.Hour))
+		srv.add("Practitioner", corpus(t, "practitioner.json"), t0.Add(-48*time.Hour))
+		o, imp, _ := probeOptions(t, srv.URL+"/fhir", false)
+		b, _ := ParseBase(o.Base)
+		prev.Base, prev.Since = b.String(), t0.Add(-time.Hour)
+		if err := writeState(o.StateDir, prev); err != nil {
+			t.Fatal(err)
+		}
+		res, err := runProbe(t, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Full || strings.Join(res.New, ",") != "Patient,Practitioner" || imp.lines["Practitioner"] != 1 || imp.lines["Patient"] != 1 || imp.full[0] {
+			t.Fatalf("after a %s state: full=%v new %q, imported %v (retire %v); queries %q", prev.Mode, res.Full, res.New, imp.lines, imp.full, srv.queries)
+		}
+		srv.queries = nil
+		if res, err := runProbe(t, o); err != nil || len(res.New) != 0 || len(srv.queries) != 2 || !strings.Contains(srv.queries[0], "_lastUpdated=ge") {
+			t.Fatalf("the increment after: new %q, queries %q, %v", res.New, srv.queries, err)
+		}
 	}
 }
 

@@ -138,13 +138,15 @@ type Options struct {
 	// Logger receives the operational log (never a token or a payload);
 	// nil discards.
 	Logger *slog.Logger
-	// Space, when set, is asked before anything is staged, after every
-	// 16 MiB staged, and before the import: an error stops the
-	// sync (ErrSpace), nothing is imported and the staged files go. The
-	// staging directory shares the audit log's volume; custos's check is
-	// its low watermark, so that a large sync never eats the room the
-	// audit records need.
-	Space func() error
+	// Space, when set, is asked whether the volume has room for need more
+	// bytes: with 0 before anything is staged and after every 16 MiB
+	// staged, and with the bytes staged before the import (which writes
+	// about as much again into the catalog while the staged files are
+	// still there). An error stops the sync (ErrSpace), nothing is
+	// imported and the staged files go. The staging directory shares the
+	// audit log's volume; custos's check is its low watermark, so that a
+	// large sync never eats the room the audit records need.
+	Space func(need uint64) error
 	// Progress, when set, is called as the sync advances.
 	Progress func(Progress)
 	// Now is the clock; nil = time.Now.

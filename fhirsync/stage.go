@@ -41,9 +41,10 @@ type ManifestFile struct {
 type stage struct {
 	dir     string
 	maxLine int
-	space   func() error // Options.Space; nil: no check
-	unseen  int64        // bytes staged since the last space check
-	next    map[string]int // per type (and "deleted"): the next file number
+	space   func(need uint64) error // Options.Space; nil: no check
+	unseen  int64                   // bytes staged since the last space check
+	bytes   uint64                  // bytes staged
+	next    map[string]int          // per type (and "deleted"): the next file number
 	m       Manifest
 	counts  map[string]int // resources per type
 	deleted int
@@ -158,19 +159,20 @@ var spaceEvery int64 = 16 << 20
 
 // staged counts n more bytes staged and asks for space every spaceEvery.
 func (s *stage) staged(n int) error {
+	s.bytes += uint64(n)
 	if s.unseen += int64(n); s.unseen < spaceEvery {
 		return nil
 	}
 	s.unseen = 0
-	return s.checkSpace()
+	return s.checkSpace(0)
 }
 
-// checkSpace asks Options.Space, if set.
-func (s *stage) checkSpace() error {
+// checkSpace asks Options.Space, if set, for room for need more bytes.
+func (s *stage) checkSpace(need uint64) error {
 	if s.space == nil {
 		return nil
 	}
-	if err := s.space(); err != nil {
+	if err := s.space(need); err != nil {
 		return fmt.Errorf("%w: %w", ErrSpace, err)
 	}
 	return nil

@@ -29,9 +29,11 @@ type State struct {
 	Types []string `json:"types,omitempty"`
 	// Searched are the types the last REST sync searched (Types, or the
 	// CapabilityStatement's searchable types when Types is empty). A type
-	// the server lists later holds resources updated before Since, so an
-	// increment searches it in full. Empty (a Bulk sync, or a state
-	// written before this field): every type counts as searched.
+	// the server lists later holds resources updated before Since, so a
+	// REST increment searches it in full; after a Bulk sync (whose export
+	// may have been Patient- or Group-level) or with a state written
+	// before this field, a REST increment searches every type in full
+	// once (nothing is retired; an unchanged resource makes no version).
 	Searched []string `json:"searched,omitempty"`
 	// LastSync is when the last successful sync ended (local clock).
 	LastSync time.Time `json:"last_sync"`

@@ -47,7 +47,8 @@ type Result struct {
 	Next time.Time `json:"next_since"`
 	// Searched are the types a REST sync searched (State.Searched); New
 	// are those of them an increment searched in full, because the
-	// previous sync had not searched them (a type the server lists now).
+	// previous sync had not searched them (a type the server lists now, or
+	// every type after a Bulk sync or a state without the list).
 	Searched []string `json:"searched,omitempty"`
 	New      []string `json:"new_types,omitempty"`
 }
@@ -97,7 +98,14 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 	if err := o.Recorder.RecordSync(ctx, Event{Phase: "start", Base: o.Base, Tenant: o.Tenant, Full: full, Since: since}); err != nil {
 		return Result{}, fmt.Errorf("%w: %v (nothing was fetched)", ErrNotRecorded, err)
 	}
-	res, c, err := s.run(ctx, full, since, prev.Searched)
+	// What the previous sync searched type by type: only a REST sync's
+	// list says (a Bulk export may have been Patient- or Group-level, and a
+	// state written before the list was kept says nothing).
+	var searched []string
+	if prev.Mode == "rest" {
+		searched = prev.Searched
+	}
+	res, c, err := s.run(ctx, full, since, searched)
 	// What a server echoed of the sync's credentials leaves in no message.
 	err = c.creds.redactErr(err)
 	res.Duration = o.Now().Sub(start)
@@ -132,7 +140,8 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 
 // run fetches, stages and imports; c is returned for its counters. In an
 // increment (since set), a REST search of a type outside searched (the
-// previous sync's; empty: every type) is a full search of that type.
+// types the previous sync searched, if it was a REST sync that listed
+// them) is a full search of that type.
 func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched []string) (Result, *client, error) {
 	o := &s.o
 	base, _ := ParseBase(o.Base)
@@ -155,7 +164,7 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched [
 	}
 	defer st.remove()
 	st.space = o.Space
-	if err := st.checkSpace(); err != nil {
+	if err := st.checkSpace(0); err != nil {
 		return res, c, err
 	}
 	var request string
@@ -179,9 +188,10 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched [
 		n := 0
 		for _, t := range types {
 			from := since
-			if !since.IsZero() && len(searched) > 0 && !slices.Contains(searched, t) {
-				// Listed since the previous sync: what it held before
-				// since was never fetched.
+			if !since.IsZero() && !slices.Contains(searched, t) {
+				// Not searched by the previous sync (listed since, or the
+				// previous sync was a Bulk export or kept no list): what
+				// it held before since may never have been fetched.
 				from = time.Time{}
 				res.New = append(res.New, t)
 			}
@@ -215,7 +225,9 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched [
 	// sync restricted to some types never retires (the importer's full
 	// would retire every other type of this server).
 	retire := full && len(o.Types) == 0
-	if err := st.checkSpace(); err != nil {
+	// The import writes about what was staged again, into the catalog on
+	// the same volume, before the staged files go.
+	if err := st.checkSpace(st.bytes); err != nil {
 		return res, c, err
 	}
 	o.Progress(Progress{Phase: "import", Resources: res.Resources})

@@ -144,14 +144,14 @@ var credentialParams = []string{
 	"session", "sessionid", "vaulttoken", "xvaulttoken", "credential", "credentials",
 }
 
-// credentialQuery reports whether raw has a query with a parameter whose
-// name is in credentialParams, or ends in "token", "secret", "password" or
-// "key". It looks only at names, never returns the values.
 // paramSeparators drops the separators of a parameter name (access-token,
 // access_token and access.token are accesstoken). A Replacer is safe for
 // concurrent use; built once, not per parameter of every URI.
 var paramSeparators = strings.NewReplacer("-", "", "_", "", ".", "")
 
+// credentialQuery reports whether raw has a query with a parameter whose
+// name is in credentialParams, or ends in "token", "secret", "password" or
+// "key". It looks only at names, never returns the values.
 func credentialQuery(raw string) bool {
 	_, q, ok := strings.Cut(raw, "?")
 	if !ok {

@@ -78,8 +78,9 @@ Disk space:
   The staging directory is in D, on the audit log's volume. As it stages,
   sync checks the volume's free space (every 16 MiB) and stops, importing
   nothing, when it falls below --audit-disk-low-watermark (serve's
-  audit.disk_low_watermark when serve runs the sync): a large sync never
-  takes the room the audit records need.
+  audit.disk_low_watermark when serve runs the sync), or when importing as
+  much again as it staged would: a large sync does not take the room the
+  audit records need.
 
 Authorization (SMART Backend Services):
   With --client-id, sync signs a client assertion (private_key_jwt, ES384)
@@ -119,6 +120,10 @@ Examples:
 			}
 			if base == "" {
 				return usagef("--fhir-base is required")
+			}
+			if lowWatermark < 1 {
+				// Checked before anything in D is opened or created.
+				return usagef("--audit-disk-low-watermark must be 1 or more, got %d", lowWatermark)
 			}
 			if _, err := fhirsync.ParseBase(base); err != nil {
 				return usageError{err}
@@ -233,9 +238,6 @@ func runSync(cmd *cobra.Command, d dataDir, o fhirsync.Options, dev bool, auditK
 		rec.Keys = []string{auditKey}
 	}
 	o.Recorder = rec
-	if lowWatermark < 1 {
-		return usagef("--audit-disk-low-watermark must be 1 or more, got %d", lowWatermark)
-	}
 	disk, err := ops.NewDiskWatch(ops.DiskOptions{Dir: string(d), Watermark: uint64(lowWatermark), Reserve: uint64(lowWatermark)})
 	if err != nil {
 		return fmt.Errorf("the data directory's volume: %w", err)
@@ -262,7 +264,7 @@ func reportSync(cmd *cobra.Command, res fhirsync.Result, asJSON bool) error {
 	case res.Full:
 		kind = "full"
 	case len(res.New) > 0:
-		kind = "incremental, in full for types listed since the last sync (" + strings.Join(res.New, ", ") + ")"
+		kind = "incremental, in full for types the last sync did not search (" + strings.Join(res.New, ", ") + ")"
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "synced %d resources (%d deleted) from %s in %s: %s, %s, %d requests\n",
 		res.Resources, res.Deleted, res.Base, res.Duration.Round(time.Millisecond), res.Mode, kind, res.Requests)

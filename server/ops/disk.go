@@ -194,17 +194,22 @@ func (d *DiskWatch) Check(context.Context) error {
 	return nil
 }
 
-// Room samples the volume now and returns nil while its free space is at
-// or above the low watermark; below it, or when it cannot be read, an
-// error naming the free space and the watermark. Work that fills the audit
-// log's volume on its own (a FHIR sync's staging) asks as it goes, and
+// Room samples the volume now and returns nil while need more bytes
+// written to it would leave its free space at or above the low watermark;
+// otherwise, or when it cannot be read, an error naming the free space,
+// need and the watermark. Work that fills the audit log's volume on its
+// own (a FHIR sync's staging and import) asks before and as it goes, and
 // stops before it takes the room the audit records need.
-func (d *DiskWatch) Room() error {
+func (d *DiskWatch) Room(need uint64) error {
 	if err := d.Sample(); err != nil {
 		return fmt.Errorf("the free space of the audit volume (%s) cannot be read: %w", d.o.Dir, err)
 	}
-	if free := d.Free(); free < d.o.Watermark {
+	free := d.Free()
+	switch {
+	case need == 0 && free < d.o.Watermark:
 		return fmt.Errorf("the audit volume (%s) has %d bytes free, below its low watermark of %d bytes", d.o.Dir, free, d.o.Watermark)
+	case need > 0 && (free < d.o.Watermark || free-d.o.Watermark < need):
+		return fmt.Errorf("the audit volume (%s) has %d bytes free: %d more would leave less than its low watermark of %d bytes", d.o.Dir, free, need, d.o.Watermark)
 	}
 	return nil
 }

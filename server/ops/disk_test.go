@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -63,5 +64,39 @@ func TestDiskWatchOptions(t *testing.T) {
 	}
 	if _, err := NewDiskWatch(DiskOptions{Dir: t.TempDir() + "/missing"}); err == nil {
 		t.Error("a missing directory was sampled")
+	}
+}
+
+// Room answers for the volume as it is now (a fresh sample, not the last
+// one) and for what a caller is about to write on top of it.
+func TestDiskWatchRoom(t *testing.T) {
+	free, ferr := uint64(10<<30), error(nil)
+	d, err := NewDiskWatch(DiskOptions{Dir: t.TempDir(), Watermark: 2 << 30, Reserve: 1 << 30,
+		Free: func(string) (uint64, error) { return free, ferr }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		free, need uint64
+		err        error
+		want       string // "" for room
+	}{
+		{10 << 30, 0, nil, ""},
+		{10 << 30, 8 << 30, nil, ""},
+		{10 << 30, 8<<30 + 1, nil, "8589934593 more would leave less than its low watermark of 2147483648 bytes"},
+		{2 << 30, 0, nil, ""},
+		{2<<30 - 1, 0, nil, "below its low watermark of 2147483648 bytes"},
+		{2<<30 - 1, 1, nil, "1 more would leave less than its low watermark"},
+		{10 << 30, 0, errors.New("statfs: boom"), "cannot be read: statfs: boom"},
+	} {
+		free, ferr = tc.free, tc.err
+		err := d.Room(tc.need)
+		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("free %d, need %d (%v): %v, want %q", tc.free, tc.need, tc.err, err, tc.want)
+		}
+		// A fresh sample: the watch's state follows it.
+		if got := d.Free(); tc.err == nil && got != tc.free {
+			t.Errorf("free %d: the watch holds %d after Room", tc.free, got)
+		}
 	}
 }
