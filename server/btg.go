@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
@@ -56,6 +57,20 @@ func (g *grantsRelied) add(id string) {
 	if id != "" && !slices.Contains(*g, id) {
 		*g = append(*g, id)
 	}
+}
+
+// reason is what a record's reason says of the grants (" grant=<id>" for
+// each), so that the record of a list page or a completion names the
+// grants it counts as a use of, as a read's does (its decision's reasons
+// hold break_glass,grant=<id>): the compliance report and btg review count
+// the same uses.
+func (g grantsRelied) reason() string {
+	var b strings.Builder
+	for _, id := range g {
+		b.WriteString(" grant=")
+		b.WriteString(id)
+	}
+	return b.String()
 }
 
 // recordUses reports one use of each grant to Grants, naming the request's

@@ -177,4 +177,12 @@ func TestGrantUsesAreCountedPerRequest(t *testing.T) {
 			t.Fatalf("use %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}
+	// Each use's record names the grant in its reason, as the compliance
+	// report reads it (a list page's and a completion's did not: the
+	// report counted them as break-glass accesses without a grant).
+	for _, r := range f.records() {
+		if r.Outcome == audit.OutcomeAllow && slices.Contains(r.Patients, pseud) && !slices.Contains(strings.FieldsFunc(r.Reason, func(c rune) bool { return c == ' ' || c == ',' }), "grant=g-1") {
+			t.Errorf("%s record %d: reason %q does not name grant=g-1", r.Action, r.Seq, r.Reason)
+		}
+	}
 }

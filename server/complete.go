@@ -286,7 +286,7 @@ scan:
 	// may not list must answer like a scan that found nothing (otherwise a
 	// context naming a hidden patient with many resources would answer
 	// differently from one naming no patient at all).
-	e.Reason = fmt.Sprintf("argument=%s returned=%d denied=%d scanned=%d", c.arg, len(values), denied, scanned)
+	e.Reason = fmt.Sprintf("argument=%s returned=%d denied=%d scanned=%d", c.arg, len(values), denied, scanned) + grants.reason()
 	if nothing {
 		e.Reason = ReasonNothingVisible + " " + e.Reason
 	}

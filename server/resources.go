@@ -312,7 +312,7 @@ scan:
 	// entries the caller may not see, so a full page always carries a
 	// cursor, even when the next page turns out empty.
 
-	e.Reason = fmt.Sprintf("returned=%d denied=%d scanned=%d", len(items), denied, scanned)
+	e.Reason = fmt.Sprintf("returned=%d denied=%d scanned=%d", len(items), denied, scanned) + grants.reason()
 	if nothing {
 		e.Reason = ReasonNothingVisible + " " + e.Reason
 	}
