@@ -152,16 +152,18 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 	}
 	// The audit log is opened (and created if new) last, so that a bad
 	// policy, catalog or key leaves the data directory as it was.
-	ao := audit.Options{Node: o.Node, Logger: o.Logger, MinBatchDelay: o.AuditBatchDelay, MaxBatchDelay: o.AuditBatchDelay,
-		RollSize: o.AuditSegments.RollSize, RollPeriod: o.AuditSegments.RollPeriod, RollMonthly: o.AuditSegments.RollPeriod == 0,
-		ArchiveDir: o.AuditSegments.ArchiveDir, SealVerifyRate: cmp.Or(o.Scrub.Rate, scrub.DefaultRate)}
-	if a.audit, err = audit.Open(a.path(AuditFile), ao); err != nil {
-		return nil, err
-	}
 	if o.Ops.Listen != "" {
+		// Before the audit log, whose rollover reports its failures here.
 		a.registry = prometheus.NewRegistry()
 		a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		a.metrics = ops.New(a.registry)
+	}
+	ao := audit.Options{Node: o.Node, Logger: o.Logger, MinBatchDelay: o.AuditBatchDelay, MaxBatchDelay: o.AuditBatchDelay,
+		RollSize: o.AuditSegments.RollSize, RollPeriod: o.AuditSegments.RollPeriod, RollMonthly: o.AuditSegments.RollPeriod == 0,
+		ArchiveDir: o.AuditSegments.ArchiveDir, SealVerifyRate: cmp.Or(o.Scrub.Rate, scrub.DefaultRate),
+		OnSegmentFailure: a.metrics.SegmentFailed}
+	if a.audit, err = audit.Open(a.path(AuditFile), ao); err != nil {
+		return nil, err
 	}
 	if err := a.watchDisk(); err != nil {
 		return nil, err

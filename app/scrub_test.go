@@ -20,6 +20,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/audittest"
+	"github.com/custos-mcp/custos/server/ops"
 )
 
 // integrityOptions serve f over loopback HTTP with the ops endpoints, a
@@ -297,5 +298,14 @@ func TestIntegrityMetricOnAFirstStart(t *testing.T) {
 			t.Errorf("%s: custos_audit_integrity_ok is not 1 on a healthy server:\n%s", start,
 				regexp.MustCompile(`(?m)^custos_audit_integrity_ok .*$`).FindString(metrics))
 		}
+	}
+}
+
+// The metric's step labels are the audit log's rollover steps: a step the
+// metric did not know would be counted under another name.
+func TestSegmentStepsAgree(t *testing.T) {
+	want := []string{audit.SegmentSeal, audit.SegmentSealNote, audit.SegmentArchive}
+	if strings.Join(ops.SegmentSteps, ",") != strings.Join(want, ",") {
+		t.Fatalf("ops.SegmentSteps %q, audit's steps %q", ops.SegmentSteps, want)
 	}
 }

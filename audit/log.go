@@ -87,7 +87,22 @@ type Options struct {
 	// SealSigner, if set, signs each seal note (golang.org/x/mod/sumdb/note,
 	// as checkpoints are signed). nil = seal notes are unsigned.
 	SealSigner note.Signer
+	// OnSegmentFailure, if set, is called (from the rollover goroutine)
+	// each time a step of the background rollover fails and is left to a
+	// retry: SegmentSeal (the seal, retried; appends continue in the live
+	// segment), SegmentSealNote (the seal note, written at the next open)
+	// or SegmentArchive (the archive copy, retried at the next open). The
+	// failure is logged as well; the hook lets an operator alert on it.
+	OnSegmentFailure func(step string)
 }
+
+// The steps of the rollover whose failures Options.OnSegmentFailure hears
+// of.
+const (
+	SegmentSeal     = "seal"
+	SegmentSealNote = "seal_note"
+	SegmentArchive  = "archive"
+)
 
 func (o *Options) validate() error {
 	if o.Node == "" && !o.ReadOnly {

@@ -132,6 +132,7 @@ func (r *roller) run(l *Log) {
 			return
 		}
 		if err != nil && ctx.Err() == nil {
+			l.segmentFailed(SegmentSeal)
 			l.log.Error("audit segment seal failed; appends continue in the live segment and the seal is retried", "err", err)
 			select { // back off
 			case <-r.quit:
@@ -243,13 +244,22 @@ func (l *Log) Roll(ctx context.Context) (bool, error) {
 	// Step 6, outside the writer's lock: the note if step 5 could not
 	// write it (it is there already otherwise), then the archive.
 	if err := l.writeSealNote(live, seal); err != nil {
+		l.segmentFailed(SegmentSealNote)
 		l.log.Error("audit seal note not written; it is written at the next open", "segment", seal.Segment, "err", err)
 		return true, nil
 	}
 	if err := l.archive(ctx, live); err != nil {
+		l.segmentFailed(SegmentArchive)
 		l.log.Error("audit segment archiving failed; retried at the next open", "segment", seal.Segment, "err", err)
 	}
 	return true, nil
+}
+
+// segmentFailed tells Options.OnSegmentFailure, if set, that step failed.
+func (l *Log) segmentFailed(step string) {
+	if l.opts.OnSegmentFailure != nil {
+		l.opts.OnSegmentFailure(step)
+	}
 }
 
 // sealLocked runs steps 2 to 5 under the writer's lock.
@@ -756,10 +766,14 @@ func (l *Log) archivePending(ctx context.Context) error {
 			continue
 		}
 		if err := l.writeSealNote(s, *seal); err != nil {
+			l.segmentFailed(SegmentSealNote)
 			errs = append(errs, err)
 			continue
 		}
-		errs = append(errs, l.archive(ctx, s))
+		if err := l.archive(ctx, s); err != nil {
+			l.segmentFailed(SegmentArchive)
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -1038,3 +1038,37 @@ func TestSnapshotDuringRollDoesNotBlockAppends(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestSegmentFailuresAreReported: a rollover step that fails and is left
+// to a retry is reported to Options.OnSegmentFailure (custos counts it in
+// a metric operators alert on), not only logged. Here the archive already
+// holds a different file of the segment's name, which is never replaced.
+func TestSegmentFailuresAreReported(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "archive")
+	var mu sync.Mutex
+	var steps []string
+	l, path := mustOpen(t, Options{ArchiveDir: archive, OnSegmentFailure: func(step string) {
+		mu.Lock()
+		steps = append(steps, step)
+		mu.Unlock()
+	}})
+	appendN(t, l, 2)
+	if err := os.MkdirAll(archive, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(archive, SegmentFile(1)), []byte("another log's segment"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	rollOrFail(t, l)
+	appendN(t, l, 1)
+	mu.Lock()
+	got := strings.Join(steps, ",")
+	mu.Unlock()
+	if got != SegmentArchive {
+		t.Fatalf("failures reported: %q, want %q", got, SegmentArchive)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, path)
+}

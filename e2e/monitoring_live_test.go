@@ -43,6 +43,7 @@ var notExercised = map[string]string{
 	`custos_requests_total{outcome="refused"}`: "failing closed needs a broken audit log, stale keys or an undecidable policy (server, app and vault tests)",
 	`custos_rate_limited_total`:                "a rate limit hit (TestRateLimitPerPrincipal)",
 	`custos_audit_scrub_failures_total`:        "a broken audit log found by the scrubber (app/scrub_test.go)",
+	`custos_audit_segment_failures_total`:      "a failed seal or archive copy (audit.TestSegmentFailuresAreReported, ops.TestSegmentFailureMetrics)",
 }
 
 // idleHorizon is how long the healthy scrape is held for promtool: longer

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -99,6 +100,7 @@ type Metrics struct {
 	readiness   *prometheus.GaugeVec
 	integrityOK prometheus.Gauge
 	scrubFailed prometheus.Counter
+	segFailed   *prometheus.CounterVec
 	scrubOK     prometheus.Gauge
 }
 
@@ -199,12 +201,19 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "custos_audit_scrub_last_success_timestamp_seconds",
 		Help: "Unix time at which the last scrub pass that verified the whole audit log ended (0: none yet).",
 	})
+	seg := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "custos_audit_segment_failures_total",
+		Help: "Failed steps of the audit log's background rollover, by step: seal (retried; appends continue in the live segment), seal_note (written at the next open), archive (retried at the next open).",
+	}, []string{"step"})
+	for _, step := range SegmentSteps {
+		seg.WithLabelValues(step) // every step exported from the start, at 0
+	}
 	if reg != nil {
-		reg.MustRegister(reqs, lat, aud, pol, rl, auth, fails, unw, free, low, cp, ks, rd, iok, sf, sok)
+		reg.MustRegister(reqs, lat, aud, pol, rl, auth, fails, unw, free, low, cp, ks, rd, iok, sf, sok, seg)
 	}
 
 	m := &Metrics{audit: aud, policy: pol, unwritten: unw, diskFree: free, volumeLow: low, checkpoint: cp, keysStale: ks, readiness: rd,
-		integrityOK: iok, scrubFailed: sf, scrubOK: sok}
+		integrityOK: iok, scrubFailed: sf, scrubOK: sok, segFailed: seg}
 	m.requests = make([][]prometheus.Counter, len(methods))
 	m.latency = make([]prometheus.Observer, len(methods))
 	for i, meth := range methods {
@@ -357,6 +366,24 @@ func (m *Metrics) SetAuditIntegrity(ok bool) {
 		return
 	}
 	m.integrityOK.Set(gaugeBool(ok))
+}
+
+// SegmentSteps are the step label values of
+// custos_audit_segment_failures_total (audit.SegmentSeal, SegmentSealNote,
+// SegmentArchive).
+var SegmentSteps = []string{"seal", "seal_note", "archive"}
+
+// SegmentFailed counts one failed rollover step
+// (custos_audit_segment_failures_total{step}); a step outside SegmentSteps
+// counts as "seal".
+func (m *Metrics) SegmentFailed(step string) {
+	if m == nil {
+		return
+	}
+	if !slices.Contains(SegmentSteps, step) {
+		step = "seal"
+	}
+	m.segFailed.WithLabelValues(step).Inc()
 }
 
 // ScrubFailed counts one scrub pass that found a problem or could not

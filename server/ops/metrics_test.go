@@ -230,6 +230,25 @@ custos_audit_scrub_last_success_timestamp_seconds 1.7000000005e+09
 	}
 }
 
+// Every rollover step is exported from the start (an alert on it has a
+// series to watch), and a failure counts under its step.
+func TestSegmentFailureMetrics(t *testing.T) {
+	m, reg := newTestMetrics(t)
+	m.SegmentFailed("archive")
+	m.SegmentFailed("archive")
+	m.SegmentFailed("unknown") // counted, as a seal: never dropped
+	want := `
+# HELP custos_audit_segment_failures_total Failed steps of the audit log's background rollover, by step: seal (retried; appends continue in the live segment), seal_note (written at the next open), archive (retried at the next open).
+# TYPE custos_audit_segment_failures_total counter
+custos_audit_segment_failures_total{step="archive"} 2
+custos_audit_segment_failures_total{step="seal"} 1
+custos_audit_segment_failures_total{step="seal_note"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "custos_audit_segment_failures_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestNilMetricsIsNoop(t *testing.T) {
 	var m *Metrics
 	m.ObserveRequest(MethodRead, OutcomeAllow, time.Millisecond)
@@ -243,6 +262,7 @@ func TestNilMetricsIsNoop(t *testing.T) {
 	m.SetAuditIntegrity(false)
 	m.ScrubFailed()
 	m.ScrubSucceeded(time.Now())
+	m.SegmentFailed("seal")
 	if m != nil {
 		t.Fatal("unreachable")
 	}
