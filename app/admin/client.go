@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -27,6 +28,12 @@ var (
 	// a server is starting or stopping, or crashed and left it. The caller
 	// may try the log's lock; it must not delete the socket.
 	ErrNoAnswer = errors.New("admin: the admin socket does not answer")
+	// ErrOtherServer: a server answers on the socket, but it serves
+	// another data directory (the socket file is a symlink to, or a copy
+	// of, another server's socket), or does not say which. Nothing was
+	// sent to it; the caller must not fall back to the files either:
+	// remove the stray socket file once no server of this directory runs.
+	ErrOtherServer = errors.New("admin: the admin socket is answered by the server of another data directory")
 )
 
 // Client is a connection to a running server's admin socket.
@@ -74,6 +81,17 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	var p Ping
 	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || !p.OK {
 		return nil, fmt.Errorf("admin: %s: not a custos admin socket", path)
+	}
+	// The socket's directory is the data directory the caller means; the
+	// server must be the one serving it, not one reached through a
+	// symlink or a socket file copied from elsewhere.
+	want, err := dirID(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("admin: %s: %w", path, err)
+	}
+	if p.Dir != want {
+		c.Close()
+		return nil, fmt.Errorf("%w: %s answers for pid %d, whose data directory is not %s (device %d, inode %d; it serves device %d, inode %d)", ErrOtherServer, path, p.PID, filepath.Dir(path), want.Dev, want.Ino, p.Dir.Dev, p.Dir.Ino)
 	}
 	return c, nil
 }

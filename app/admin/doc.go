@@ -21,6 +21,11 @@
 //     {"code","message"} with a status; an error after it is reported in the
 //     trailer Custos-Error, and a complete output ends with the trailer
 //     Custos-Result. A client accepts an output only with Custos-Result.
+//   - A client talks only to the server of the directory it names: the
+//     ping answers the served data directory's device and inode, and Dial
+//     refuses any other (ErrOtherServer: the socket file is a symlink to,
+//     or a copy of, another server's socket). It does not fall back to
+//     the files then: that directory's socket is not what it seems.
 //   - The server never deletes a socket it did not create, except a stale
 //     one at start, which it may because it holds the audit log's exclusive
 //     lock (no other server can be using it). Clients never delete it.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/custos-mcp/custos/audit/access"
@@ -52,6 +53,7 @@ type Server struct {
 	ln    net.Listener
 	hs    *http.Server
 	path  string
+	dir   DirID // the data directory's, for Ping
 }
 
 // Listen binds the admin socket at path. The caller must hold the audit
@@ -63,6 +65,10 @@ func Listen(path string, cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	dir, err := dirID(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("admin: the data directory: %w", err)
 	}
 	if st, err := os.Lstat(path); err == nil {
 		if st.Mode()&os.ModeSocket == 0 {
@@ -89,7 +95,7 @@ func Listen(path string, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("admin: chmod: %w", err)
 	}
 	self := uint32(os.Getuid())
-	s := &Server{cfg: cfg, ln: ln, path: path, allow: func(c Cred) bool { return Allowed(c, self, cfg.Groups) }}
+	s := &Server{cfg: cfg, ln: ln, path: path, dir: dir, allow: func(c Cred) bool { return Allowed(c, self, cfg.Groups) }}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ping", s.ping)
 	mux.HandleFunc("POST /v1/sync", s.sync)
@@ -148,15 +154,40 @@ func (s *Server) checkPeer(next http.Handler) http.Handler {
 	})
 }
 
-// Ping is the answer to GET /v1/ping: that a server holds the log.
+// Ping is the answer to GET /v1/ping: that a server holds the log, and
+// which: Dir identifies the data directory it serves, so that a client
+// reaching it through a socket file in another directory (a symlink, a
+// copied or moved socket) can tell it is not that directory's server.
 type Ping struct {
-	OK  bool `json:"ok"`
-	PID int  `json:"pid"`
+	OK  bool  `json:"ok"`
+	PID int   `json:"pid"`
+	Dir DirID `json:"dir"`
+}
+
+// DirID identifies a directory on this host: its device and inode, the
+// same through every path (relative, symlinked, with "..") that leads to
+// it.
+type DirID struct {
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
+}
+
+// dirID is the DirID of directory dir (symlinks followed).
+func dirID(dir string) (DirID, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return DirID{}, err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || !st.IsDir() {
+		return DirID{}, fmt.Errorf("%s is not a directory", dir)
+	}
+	return DirID{Dev: uint64(sys.Dev), Ino: sys.Ino}, nil
 }
 
 func (s *Server) ping(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(Ping{OK: true, PID: os.Getpid()})
+	json.NewEncoder(w).Encode(Ping{OK: true, PID: os.Getpid(), Dir: s.dir})
 }
 
 // Trailers of an operation's response.
