@@ -21,6 +21,12 @@
 //     {"code","message"} with a status; an error after it is reported in the
 //     trailer Custos-Error, and a complete output ends with the trailer
 //     Custos-Result. A client accepts an output only with Custos-Result.
+//   - No caller holds the log: a caller that does not send its request
+//     body, or accept a piece of the output, within Config.WriteStall
+//     (default 10 s) is cut off and its operation fails (no Custos-Result),
+//     which ends the operation's read transaction. A read transaction held
+//     open would keep bbolt from remapping the growing log, and every
+//     append, every MCP request, would wait for that caller.
 //   - A client talks only to the server of the directory it names: the
 //     ping answers the served data directory's device and inode, and Dial
 //     refuses any other (ErrOtherServer: the socket file is a symlink to,

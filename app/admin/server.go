@@ -44,7 +44,19 @@ type Config struct {
 	// error: an *access.Error keeps its code, any other is "sync_failed".
 	// nil: POST /v1/sync answers 404 not_found.
 	Sync func(ctx context.Context, caller access.Caller, req []byte) (any, error)
+	// WriteStall bounds how long the server waits for a caller to accept
+	// each piece of an output (and to send its request body): a caller
+	// that stops reading (a suspended command, a peer that never reads)
+	// would otherwise keep the operation's read transaction on the audit
+	// log open for as long as it likes, and bbolt cannot remap the log
+	// while one is open, so once the log must grow every append would
+	// wait for it. The operation then fails (the output is incomplete:
+	// no Custos-Result) and its transaction ends. Zero: DefaultWriteStall.
+	WriteStall time.Duration
 }
+
+// DefaultWriteStall is Config.WriteStall's default.
+const DefaultWriteStall = 10 * time.Second
 
 // Server serves the admin socket.
 type Server struct {
@@ -65,6 +77,9 @@ func Listen(path string, cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.WriteStall <= 0 {
+		cfg.WriteStall = DefaultWriteStall
 	}
 	dir, err := dirID(filepath.Dir(path))
 	if err != nil {
@@ -144,6 +159,9 @@ type credResult struct {
 // Allowed.
 func (s *Server) checkPeer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A deadline left by the previous request of this connection
+		// (lazyWriter) must not cut this one short.
+		http.NewResponseController(w).SetWriteDeadline(time.Time{})
 		cr, _ := r.Context().Value(credKey{}).(credResult)
 		if cr.err != nil || !s.allow(cr.cred) {
 			s.cfg.Logger.Warn("admin socket: peer refused", "uid", cr.cred.UID, "gid", cr.cred.GID, "pid", cr.cred.PID, "err", cr.err)
@@ -199,25 +217,35 @@ const (
 // request reads a request's body (bounded) and names its caller from the
 // connection's peer credentials; on a bad body it answers 400 and
 // returns ok false.
-func request(w http.ResponseWriter, r *http.Request) (body []byte, caller access.Caller, ok bool) {
+func (s *Server) request(w http.ResponseWriter, r *http.Request) (body []byte, caller access.Caller, ok bool) {
+	// The body must arrive within the stall limit. On an error the
+	// deadline stays: the server drains an unread body before it answers,
+	// and must not wait for it either; the connection is closed.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(s.cfg.WriteStall))
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequest+1))
 	if err != nil || len(body) > maxRequest {
-		writeError(w, http.StatusBadRequest, &access.Error{Code: "bad_request", Message: "admin socket: request body unreadable or too large"})
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusBadRequest, &access.Error{Code: "bad_request", Message: "admin socket: request body unreadable, too large, or not sent in time"})
 		return nil, access.Caller{}, false
 	}
+	rc.SetReadDeadline(time.Time{})
 	cr := r.Context().Value(credKey{}).(credResult)
 	return body, access.Caller{Account: access.Account(cr.cred.UID), Source: SocketName}, true
 }
 
 func (s *Server) op(w http.ResponseWriter, r *http.Request) {
 	op := access.Op(r.PathValue("op"))
-	body, caller, ok := request(w, r)
+	body, caller, ok := s.request(w, r)
 	if !ok {
 		return
 	}
 	w.Header().Set("Trailer", TrailerResult+", "+TrailerError)
-	lw := &lazyWriter{w: w}
+	lw := &lazyWriter{w: w, rc: http.NewResponseController(w), stall: s.cfg.WriteStall}
 	res, err := s.cfg.Service.Run(r.Context(), caller, op, body, lw)
+	// What is left (buffered output, the trailers) is sent after this
+	// handler returns, under a fresh deadline.
+	lw.rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteStall))
 	if err != nil {
 		e := &access.Error{Code: access.Code(err), Message: err.Error()}
 		if !lw.started {
@@ -242,7 +270,7 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, &access.Error{Code: "not_found", Message: "admin socket: this server runs no FHIR sync (serve --sync-fhir-base)"})
 		return
 	}
-	body, caller, ok := request(w, r)
+	body, caller, ok := s.request(w, r)
 	if !ok {
 		return
 	}
@@ -260,13 +288,17 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(res)
 }
 
-// lazyWriter sends the 200 header with the first byte of output.
+// lazyWriter sends the 200 header with the first byte of output, and
+// gives the caller stall to accept each write (Config.WriteStall).
 type lazyWriter struct {
 	w       http.ResponseWriter
+	rc      *http.ResponseController
+	stall   time.Duration
 	started bool
 }
 
 func (l *lazyWriter) Write(p []byte) (int, error) {
+	l.rc.SetWriteDeadline(time.Now().Add(l.stall))
 	if !l.started {
 		l.w.Header().Set("Content-Type", "application/octet-stream")
 		l.w.WriteHeader(http.StatusOK)
