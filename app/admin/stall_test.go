@@ -41,6 +41,17 @@ func appendMany(l *audit.Log, n int) error {
 	return <-errs
 }
 
+// serveStalling serves l on dir's socket with a 300 ms stall limit.
+func serveStalling(t *testing.T, l *audit.Log, dir string) {
+	t.Helper()
+	s, err := Listen(Path(dir), Config{Service: access.New(l, nil, dir, nil), WriteStall: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve()
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+}
+
 // TestStalledReaderDoesNotHoldTheLog: an auditor whose command stopped
 // reading its output (suspended, or a local peer that sends a backup
 // request and never reads) must not keep the backup's read transaction on
@@ -62,12 +73,7 @@ func TestStalledReaderDoesNotHoldTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Listen(Path(dir), Config{Service: access.New(l, nil, dir, nil), WriteStall: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve()
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	serveStalling(t, l, dir)
 
 	conn, err := net.Dial("unix", Path(dir))
 	if err != nil {
@@ -109,12 +115,7 @@ func TestStalledReaderDoesNotHoldTheLog(t *testing.T) {
 func TestSilentRequestBody(t *testing.T) {
 	l, path := audittest.Open(t, audit.Options{Node: "n1"})
 	dir := filepath.Dir(path)
-	s, err := Listen(Path(dir), Config{Service: access.New(l, nil, dir, nil), WriteStall: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve()
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	serveStalling(t, l, dir)
 	conn, err := net.Dial("unix", Path(dir))
 	if err != nil {
 		t.Fatal(err)
