@@ -55,8 +55,13 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	}
 	c := &Client{path: path, hc: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			addr, release, err := sockAddr(path)
+			if err != nil {
+				return nil, err
+			}
+			defer release()
 			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
+			return d.DialContext(ctx, "unix", addr)
 		},
 		MaxIdleConns:    1,
 		IdleConnTimeout: 30 * time.Second,

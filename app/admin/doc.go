@@ -42,4 +42,9 @@
 // supplementary groups are not seen, so an admin group must be the
 // caller's primary (or effective, via sg/newgrp) group. The data directory
 // (0700) must also let the caller reach the socket.
+//
+// A socket path longer than a socket address holds (107 bytes: a deep
+// data directory) is bound and reached as /proc/self/fd/N/admin.sock
+// through a descriptor of the data directory (sockAddr), so /proc must be
+// mounted for such a directory.
 package admin

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -93,10 +94,16 @@ func Listen(path string, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("admin: removing the stale socket: %w", err)
 		}
 	}
-	ln, err := net.Listen("unix", path)
+	addr, release, err := sockAddr(path)
 	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("unix", addr)
+	if err != nil {
+		release()
 		return nil, fmt.Errorf("admin: listen: %w", err)
 	}
+	ln = &releasingListener{Listener: ln, release: sync.OnceFunc(release)}
 	mode := os.FileMode(0o600)
 	if len(cfg.Groups) > 0 {
 		mode = 0o660
@@ -126,6 +133,21 @@ func Listen(path string, cfg Config) (*Server, error) {
 		},
 	}
 	return s, nil
+}
+
+// releasingListener calls release after the listener closed (and removed
+// the socket by its address, which release may invalidate). Close runs
+// twice (http.Server.Shutdown, then Server.Shutdown): release must be
+// idempotent, since it closes a descriptor number that may be reused.
+type releasingListener struct {
+	net.Listener
+	release func()
+}
+
+func (l *releasingListener) Close() error {
+	err := l.Listener.Close()
+	l.release()
+	return err
 }
 
 // Serve serves connections until Shutdown; it returns nil after Shutdown.
