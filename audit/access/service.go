@@ -113,13 +113,26 @@ func (s *Service) run(ctx context.Context, c Caller, op Op, req []byte, w io.Wri
 	return Result{}, fmt.Errorf("%w: unknown operation %q", ErrBadRequest, op)
 }
 
-// with decodes req into an R, refusing unknown fields, and calls op.
+// with decodes req, exactly one JSON object, into an R, refusing unknown
+// fields, and calls op. Anything else (empty, null, another value, data
+// after the object: "{}{...}" must not run the first and ignore the rest)
+// is a bad request, and nothing is recorded.
 func with[R any](req []byte, op func(R) (Result, error)) (Result, error) {
+	req = bytes.TrimSpace(req)
+	if len(req) == 0 {
+		return Result{}, fmt.Errorf("%w: the request is empty (want one JSON object)", ErrBadRequest)
+	}
+	if req[0] != '{' {
+		return Result{}, fmt.Errorf("%w: the request is not a JSON object", ErrBadRequest)
+	}
 	var r R
 	d := json.NewDecoder(bytes.NewReader(req))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&r); err != nil {
 		return Result{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	if d.InputOffset() != int64(len(req)) {
+		return Result{}, fmt.Errorf("%w: data after the request's JSON object (at byte %d)", ErrBadRequest, d.InputOffset())
 	}
 	return op(r)
 }
