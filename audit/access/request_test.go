@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/custos-mcp/custos/audit/access"
@@ -53,5 +56,31 @@ func TestMalformedRequests(t *testing.T) {
 	// Whitespace around the one object is fine.
 	if _, err := s.Run(context.Background(), alice, access.OpVerify, []byte(" {}\n"), &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStaleBundleDirectoriesAreRemoved: the temporary directory of a
+// bundle whose process was killed while assembling it (a copy of records)
+// is removed by the next process that holds the log; nothing else in the
+// data directory is touched.
+func TestStaleBundleDirectoriesAreRemoved(t *testing.T) {
+	l, dir := openLog(t)
+	stale := filepath.Join(dir, ".access-bundle-123456", "bundle")
+	if err := os.MkdirAll(stale, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, "records.jsonl"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, ".access-bundle-note")
+	if err := os.WriteFile(other, nil, 0o600); err != nil { // a file, not a bundle directory
+		t.Fatal(err)
+	}
+	access.New(l, nil, dir, nil)
+	if _, err := os.Stat(filepath.Dir(stale)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the stale bundle directory is still there: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Fatalf("a file that is not a bundle directory was removed: %v", err)
 	}
 }

@@ -71,7 +71,34 @@ func New(log *audit.Log, app Appender, dir string, logger *slog.Logger) *Service
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	removeStaleBundles(dir, logger)
 	return &Service{log: log, app: app, dir: dir, logger: logger, nowFunc: time.Now}
+}
+
+// bundleTemp prefixes the temporary directory of a bundle being assembled
+// in the data directory (sendBundle).
+const bundleTemp = ".access-bundle-"
+
+// removeStaleBundles removes the bundle directories a process that
+// stopped while assembling one (a crash, kill -9) left in dir: each holds
+// a copy of records (PHI) that nothing else would ever remove. Only the
+// process holding the audit log's exclusive lock creates a Service, and
+// only a Service creates such directories, so none of them is in use.
+func removeStaleBundles(dir string, logger *slog.Logger) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), bundleTemp) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			logger.Warn("audit access: could not remove a bundle directory left by a stopped process", "dir", e.Name(), "err", err)
+			continue
+		}
+		logger.Info("audit access: removed a bundle directory left by a stopped process", "dir", e.Name())
+	}
 }
 
 // Run decodes req (JSON) as op's request, appends the access record, and
@@ -469,7 +496,7 @@ func (s *Service) provable(v View, lines [][]byte) ([][]byte, uint64, error) {
 // inside the data directory, hands that directory to send (which streams
 // its files), and removes it.
 func (s *Service) sendBundle(ctx context.Context, v View, o bundle.WriteOptions, send func(dir string) error) (bundle.Manifest, error) {
-	tmp, err := os.MkdirTemp(s.dir, ".access-bundle-")
+	tmp, err := os.MkdirTemp(s.dir, bundleTemp)
 	if err != nil {
 		return bundle.Manifest{}, err
 	}
