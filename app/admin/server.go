@@ -122,6 +122,11 @@ func Listen(path string, cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /v1/ping", s.ping)
 	mux.HandleFunc("POST /v1/sync", s.sync)
 	mux.HandleFunc("POST /v1/{op}", s.op)
+	// Anything else (another path, GET of an operation) gets a JSON
+	// error too, as every error of the socket does, not the mux's text.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, &access.Error{Code: "not_found", Message: fmt.Sprintf("admin socket: no %s %s (operations are POST /v1/<op>; GET /v1/ping)", r.Method, r.URL.Path)})
+	})
 	s.hs = &http.Server{
 		Handler:           s.checkPeer(mux),
 		ReadHeaderTimeout: 10 * time.Second,
