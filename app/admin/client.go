@@ -169,6 +169,10 @@ func (c *Client) post(ctx context.Context, name string, req any) (*http.Response
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	resp, err := c.hc.Do(hr)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		// The access record may have been written: say only what is known.
+		return nil, fmt.Errorf("admin: %s: the server closed the connection before answering (it stopped or is stopping); no output was received: run the command again", c.path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("admin: %s: %w", c.path, err)
 	}
