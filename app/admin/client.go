@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/audit/access"
+	"github.com/custos-mcp/custos/backup" // FileAudit: the audit log's name in a data directory
 )
 
 // Errors of Dial.
@@ -30,7 +31,9 @@ var (
 	ErrNoAnswer = errors.New("admin: the admin socket does not answer")
 	// ErrOtherServer: a server answers on the socket, but it serves
 	// another data directory (the socket file is a symlink to, or a copy
-	// of, another server's socket), or does not say which. Nothing was
+	// of, another server's socket), or does not say which, or it runs as
+	// an account that cannot be the directory's server (neither root nor
+	// the owner of its audit log: an impostor). Nothing was
 	// sent to it; the caller must not fall back to the files either:
 	// remove the stray socket file once no server of this directory runs.
 	ErrOtherServer = errors.New("admin: the admin socket is answered by the server of another data directory")
@@ -61,7 +64,15 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 			}
 			defer release()
 			var d net.Dialer
-			return d.DialContext(ctx, "unix", addr)
+			conn, err := d.DialContext(ctx, "unix", addr)
+			if err != nil {
+				return nil, err
+			}
+			if err := checkServer(conn, path); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			return conn, nil
 		},
 		MaxIdleConns:    1,
 		IdleConnTimeout: 30 * time.Second,
@@ -99,6 +110,32 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 		return nil, fmt.Errorf("%w: %s answers for pid %d, whose data directory is not %s (device %d, inode %d; it serves device %d, inode %d)", ErrOtherServer, path, p.PID, filepath.Dir(path), want.Dev, want.Ino, p.Dir.Dev, p.Dir.Ino)
 	}
 	return c, nil
+}
+
+// checkServer checks, before anything is sent on conn, that the process
+// at its other end may be the server of the data directory holding the
+// socket at path: per the kernel (SO_PEERCRED), it runs as root or as the
+// owner of the directory's audit log, which only the server can have
+// opened. Anyone else (another account that put a socket in a writable
+// data directory) could answer a forged ping and forged results, and
+// would receive the requests.
+func checkServer(conn net.Conn, path string) error {
+	cred, err := PeerCred(conn)
+	if err != nil {
+		return err
+	}
+	if cred.UID == 0 {
+		return nil
+	}
+	log := filepath.Join(filepath.Dir(path), backup.FileAudit)
+	st, err := os.Stat(log)
+	if err != nil {
+		return fmt.Errorf("%w: %s answers, but the audit log beside it is not there (%v)", ErrOtherServer, path, err)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Uid != cred.UID {
+		return fmt.Errorf("%w: %s is answered by a process of uid %d (pid %d), which neither is root nor owns %s", ErrOtherServer, path, cred.UID, cred.PID, log)
+	}
+	return nil
 }
 
 // Close releases the client's idle connection.

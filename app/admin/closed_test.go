@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,25 +18,16 @@ import (
 // command an error that says so, not Go's bare `Post "http://...": EOF`.
 func TestServerClosesBeforeAnswering(t *testing.T) {
 	dir := t.TempDir()
-	id, err := dirID(dir)
-	if err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "audit.db"), nil, 0o600); err != nil { // owned by this test's uid
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("unix", Path(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/ping" {
-			json.NewEncoder(w).Encode(Ping{OK: true, PID: os.Getpid(), Dir: id})
-			return
-		}
+	hs := fakeServer(t, dir, func(w http.ResponseWriter, r *http.Request) {
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err == nil {
 			conn.Close() // the server stopped mid-operation
 		}
-	})}
-	go hs.Serve(ln)
+	})
+	go hs.Serve(hs.ln)
 	t.Cleanup(func() { hs.Close() })
 
 	c, err := Dial(context.Background(), Path(dir))
@@ -47,4 +39,31 @@ func TestServerClosesBeforeAnswering(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "closed the connection") {
 		t.Fatalf("server gone mid-operation: %v; want an error saying the server closed the connection", err)
 	}
+}
+
+// fake is a stand-in server on a data directory's socket.
+type fake struct {
+	*http.Server
+	ln net.Listener
+}
+
+// fakeServer listens on dir's socket (mode 0777) and answers the ping as
+// the server of dir; other requests go to op.
+func fakeServer(t testing.TB, dir string, op http.HandlerFunc) fake {
+	id, err := dirID(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", Path(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(Path(dir), 0o777)
+	return fake{&http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/ping" {
+			json.NewEncoder(w).Encode(Ping{OK: true, PID: os.Getpid(), Dir: id})
+			return
+		}
+		op(w, r)
+	})}, ln}
 }

@@ -27,10 +27,14 @@
 //     which ends the operation's read transaction. A read transaction held
 //     open would keep bbolt from remapping the growing log, and every
 //     append, every MCP request, would wait for that caller.
-//   - A client talks only to the server of the directory it names: the
-//     ping answers the served data directory's device and inode, and Dial
-//     refuses any other (ErrOtherServer: the socket file is a symlink to,
-//     or a copy of, another server's socket). It does not fall back to
+//   - A client talks only to the server of the directory it names. Before
+//     it sends anything on a connection, the kernel's peer credentials of
+//     the answering process must be root's or those of the owner of
+//     D/audit.db (which only the server can have opened), so another
+//     account's socket in a writable directory gets no request; then the
+//     ping must answer the served data directory's device and inode (not
+//     a symlink to, or a copy of, another server's socket). Dial refuses
+//     any other with ErrOtherServer, and the command does not fall back to
 //     the files then: that directory's socket is not what it seems.
 //   - The server never deletes a socket it did not create, except a stale
 //     one at start, which it may because it holds the audit log's exclusive
