@@ -45,8 +45,8 @@ type Client struct {
 	hc   *http.Client
 }
 
-// pingTimeout bounds Dial's first request.
-const pingTimeout = 10 * time.Second
+// pingTimeout bounds Dial's first request (a variable for tests).
+var pingTimeout = 10 * time.Second
 
 // Dial connects to the admin socket at path and checks that a server
 // answers (GET /v1/ping). It fails with ErrNoSocket or ErrNoAnswer when no
@@ -87,6 +87,9 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s", ErrNoAnswer, path)
+		}
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, fmt.Errorf("admin: %s: a server accepted the connection but did not answer within %v (suspended, or overloaded); its audit log stays locked meanwhile: retry, or check the server", path, pingTimeout)
 		}
 		return nil, fmt.Errorf("admin: %s: %w", path, err)
 	}

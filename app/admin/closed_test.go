@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/custos-mcp/custos/audit/access"
 )
@@ -66,4 +67,26 @@ func fakeServer(t testing.TB, dir string, op http.HandlerFunc) fake {
 		}
 		op(w, r)
 	})}, ln}
+}
+
+// TestServerThatDoesNotAnswer: a server that accepts but never answers
+// (suspended with SIGSTOP: the kernel still accepts into the backlog)
+// fails Dial after the ping timeout with an error that says so, not
+// Go's bare "context deadline exceeded".
+func TestServerThatDoesNotAnswer(t *testing.T) {
+	defer func(d time.Duration) { pingTimeout = d }(pingTimeout)
+	pingTimeout = 200 * time.Millisecond
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "audit.db"), nil, 0o600); err != nil { // owned by this test's uid
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", Path(dir)) // nobody calls Accept
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = Dial(context.Background(), Path(dir))
+	if err == nil || !strings.Contains(err.Error(), "did not answer") {
+		t.Fatalf("a suspended server: %v; want an error saying it did not answer", err)
+	}
 }
