@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -87,6 +88,9 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s", ErrNoAnswer, path)
+		}
+		if ue := (*url.Error)(nil); errors.Is(err, ErrOtherServer) && errors.As(err, &ue) {
+			return nil, ue.Err // checkServer's own words, without the HTTP request's
 		}
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			return nil, fmt.Errorf("admin: %s: a server accepted the connection but did not answer within %v (suspended, or overloaded); its audit log stays locked meanwhile: retry, or check the server", path, pingTimeout)
