@@ -131,3 +131,44 @@ func TestSilentRequestBody(t *testing.T) {
 		t.Fatalf("head %d: the incomplete request was recorded", head)
 	}
 }
+
+// TestSlowReaderIsNotCutOff: the stall limit bounds each write, not the
+// operation: a caller that keeps reading, slowly, gets the whole output
+// however long it takes (and the request's read deadline, lifted after
+// its body, does not cancel the operation meanwhile).
+func TestSlowReaderIsNotCutOff(t *testing.T) {
+	l, path := audittest.Open(t, audit.Options{Node: "n1"})
+	dir := filepath.Dir(path)
+	if err := appendMany(l, 4000); err != nil {
+		t.Fatal(err)
+	}
+	serveStalling(t, l, dir)
+	c, err := Dial(context.Background(), Path(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	lines := 0
+	res, err := c.Do(context.Background(), access.OpExport, access.ExportRequest{Ask: access.Ask{Purpose: "HOPERAT"}, Format: audit.FormatJSONL}, func(r io.Reader) error {
+		br := bufio.NewReaderSize(r, 4096)
+		for {
+			_, err := br.ReadBytes('\n')
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if lines++; lines%500 == 0 {
+				time.Sleep(100 * time.Millisecond) // slow, never 300 ms without reading
+			}
+		}
+	})
+	if err != nil || res.Records != 4001 || lines != 4001 {
+		t.Fatalf("slow export: %+v, %d lines, %v", res, lines, err)
+	}
+	if took := time.Since(start); took < 600*time.Millisecond {
+		t.Fatalf("the export took %v: not slower than the stall limit, the test proves nothing", took)
+	}
+}
