@@ -10,11 +10,14 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/custos-mcp/custos/audit/access"
+	"github.com/custos-mcp/custos/backup" // FileAudit: the audit log's name in a data directory
 )
 
 // Errors of Dial.
@@ -27,6 +30,14 @@ var (
 	// a server is starting or stopping, or crashed and left it. The caller
 	// may try the log's lock; it must not delete the socket.
 	ErrNoAnswer = errors.New("admin: the admin socket does not answer")
+	// ErrOtherServer: a server answers on the socket, but it serves
+	// another data directory (the socket file is a symlink to, or a copy
+	// of, another server's socket), or does not say which, or it runs as
+	// an account that cannot be the directory's server (neither root nor
+	// the owner of its audit log: an impostor). Nothing was
+	// sent to it; the caller must not fall back to the files either:
+	// remove the stray socket file once no server of this directory runs.
+	ErrOtherServer = errors.New("admin: the admin socket is answered by the server of another data directory")
 )
 
 // Client is a connection to a running server's admin socket.
@@ -35,8 +46,8 @@ type Client struct {
 	hc   *http.Client
 }
 
-// pingTimeout bounds Dial's first request.
-const pingTimeout = 10 * time.Second
+// pingTimeout bounds Dial's first request (a variable for tests).
+var pingTimeout = 10 * time.Second
 
 // Dial connects to the admin socket at path and checks that a server
 // answers (GET /v1/ping). It fails with ErrNoSocket or ErrNoAnswer when no
@@ -48,8 +59,21 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	}
 	c := &Client{path: path, hc: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			addr, release, err := sockAddr(path)
+			if err != nil {
+				return nil, err
+			}
+			defer release()
 			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
+			conn, err := d.DialContext(ctx, "unix", addr)
+			if err != nil {
+				return nil, err
+			}
+			if err := checkServer(conn, path); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			return conn, nil
 		},
 		MaxIdleConns:    1,
 		IdleConnTimeout: 30 * time.Second,
@@ -65,6 +89,12 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s", ErrNoAnswer, path)
 		}
+		if ue := (*url.Error)(nil); errors.Is(err, ErrOtherServer) && errors.As(err, &ue) {
+			return nil, ue.Err // checkServer's own words, without the HTTP request's
+		}
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, fmt.Errorf("admin: %s: a server accepted the connection but did not answer within %v (suspended, or overloaded); its audit log stays locked meanwhile: retry, or check the server", path, pingTimeout)
+		}
 		return nil, fmt.Errorf("admin: %s: %w", path, err)
 	}
 	defer resp.Body.Close()
@@ -75,7 +105,44 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || !p.OK {
 		return nil, fmt.Errorf("admin: %s: not a custos admin socket", path)
 	}
+	// The socket's directory is the data directory the caller means; the
+	// server must be the one serving it, not one reached through a
+	// symlink or a socket file copied from elsewhere.
+	want, err := dirID(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("admin: %s: %w", path, err)
+	}
+	if p.Dir != want {
+		c.Close()
+		return nil, fmt.Errorf("%w: %s answers for pid %d, whose data directory is not %s (device %d, inode %d; it serves device %d, inode %d)", ErrOtherServer, path, p.PID, filepath.Dir(path), want.Dev, want.Ino, p.Dir.Dev, p.Dir.Ino)
+	}
 	return c, nil
+}
+
+// checkServer checks, before anything is sent on conn, that the process
+// at its other end may be the server of the data directory holding the
+// socket at path: per the kernel (SO_PEERCRED), it runs as root or as the
+// owner of the directory's audit log, which only the server can have
+// opened. Anyone else (another account that put a socket in a writable
+// data directory) could answer a forged ping and forged results, and
+// would receive the requests.
+func checkServer(conn net.Conn, path string) error {
+	cred, err := PeerCred(conn)
+	if err != nil {
+		return err
+	}
+	if cred.UID == 0 {
+		return nil
+	}
+	log := filepath.Join(filepath.Dir(path), backup.FileAudit)
+	st, err := os.Stat(log)
+	if err != nil {
+		return fmt.Errorf("%w: %s answers, but the audit log beside it is not there (%v)", ErrOtherServer, path, err)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Uid != cred.UID {
+		return fmt.Errorf("%w: %s is answered by a process of uid %d (pid %d), which neither is root nor owns %s", ErrOtherServer, path, cred.UID, cred.PID, log)
+	}
+	return nil
 }
 
 // Close releases the client's idle connection.
@@ -146,6 +213,10 @@ func (c *Client) post(ctx context.Context, name string, req any) (*http.Response
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	resp, err := c.hc.Do(hr)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		// The access record may have been written: say only what is known.
+		return nil, fmt.Errorf("admin: %s: the server closed the connection before answering (it stopped or is stopping); no output was received: run the command again", c.path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("admin: %s: %w", c.path, err)
 	}

@@ -21,6 +21,21 @@
 //     {"code","message"} with a status; an error after it is reported in the
 //     trailer Custos-Error, and a complete output ends with the trailer
 //     Custos-Result. A client accepts an output only with Custos-Result.
+//   - No caller holds the log: a caller that does not send its request
+//     body, or accept a piece of the output, within Config.WriteStall
+//     (default 10 s) is cut off and its operation fails (no Custos-Result),
+//     which ends the operation's read transaction. A read transaction held
+//     open would keep bbolt from remapping the growing log, and every
+//     append, every MCP request, would wait for that caller.
+//   - A client talks only to the server of the directory it names. Before
+//     it sends anything on a connection, the kernel's peer credentials of
+//     the answering process must be root's or those of the owner of
+//     D/audit.db (which only the server can have opened), so another
+//     account's socket in a writable directory gets no request; then the
+//     ping must answer the served data directory's device and inode (not
+//     a symlink to, or a copy of, another server's socket). Dial refuses
+//     any other with ErrOtherServer, and the command does not fall back to
+//     the files then: that directory's socket is not what it seems.
 //   - The server never deletes a socket it did not create, except a stale
 //     one at start, which it may because it holds the audit log's exclusive
 //     lock (no other server can be using it). Clients never delete it.
@@ -31,4 +46,9 @@
 // supplementary groups are not seen, so an admin group must be the
 // caller's primary (or effective, via sg/newgrp) group. The data directory
 // (0700) must also let the caller reach the socket.
+//
+// A socket path longer than a socket address holds (107 bytes: a deep
+// data directory) is bound and reached as /proc/self/fd/N/admin.sock
+// through a descriptor of the data directory (sockAddr), so /proc must be
+// mounted for such a directory.
 package admin

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/custos-mcp/custos/audit/access"
@@ -43,7 +45,19 @@ type Config struct {
 	// error: an *access.Error keeps its code, any other is "sync_failed".
 	// nil: POST /v1/sync answers 404 not_found.
 	Sync func(ctx context.Context, caller access.Caller, req []byte) (any, error)
+	// WriteStall bounds how long the server waits for a caller to accept
+	// each piece of an output (and to send its request body): a caller
+	// that stops reading (a suspended command, a peer that never reads)
+	// would otherwise keep the operation's read transaction on the audit
+	// log open for as long as it likes, and bbolt cannot remap the log
+	// while one is open, so once the log must grow every append would
+	// wait for it. The operation then fails (the output is incomplete:
+	// no Custos-Result) and its transaction ends. Zero: DefaultWriteStall.
+	WriteStall time.Duration
 }
+
+// DefaultWriteStall is Config.WriteStall's default.
+const DefaultWriteStall = 10 * time.Second
 
 // Server serves the admin socket.
 type Server struct {
@@ -52,6 +66,7 @@ type Server struct {
 	ln    net.Listener
 	hs    *http.Server
 	path  string
+	dir   DirID // the data directory's, for Ping
 }
 
 // Listen binds the admin socket at path. The caller must hold the audit
@@ -64,6 +79,13 @@ func Listen(path string, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.WriteStall <= 0 {
+		cfg.WriteStall = DefaultWriteStall
+	}
+	dir, err := dirID(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("admin: the data directory: %w", err)
+	}
 	if st, err := os.Lstat(path); err == nil {
 		if st.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("admin: %s exists and is not a socket", path)
@@ -72,10 +94,16 @@ func Listen(path string, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("admin: removing the stale socket: %w", err)
 		}
 	}
-	ln, err := net.Listen("unix", path)
+	addr, release, err := sockAddr(path)
 	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("unix", addr)
+	if err != nil {
+		release()
 		return nil, fmt.Errorf("admin: listen: %w", err)
 	}
+	ln = &releasingListener{Listener: ln, release: sync.OnceFunc(release)}
 	mode := os.FileMode(0o600)
 	if len(cfg.Groups) > 0 {
 		mode = 0o660
@@ -89,11 +117,16 @@ func Listen(path string, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("admin: chmod: %w", err)
 	}
 	self := uint32(os.Getuid())
-	s := &Server{cfg: cfg, ln: ln, path: path, allow: func(c Cred) bool { return Allowed(c, self, cfg.Groups) }}
+	s := &Server{cfg: cfg, ln: ln, path: path, dir: dir, allow: func(c Cred) bool { return Allowed(c, self, cfg.Groups) }}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ping", s.ping)
 	mux.HandleFunc("POST /v1/sync", s.sync)
 	mux.HandleFunc("POST /v1/{op}", s.op)
+	// Anything else (another path, GET of an operation) gets a JSON
+	// error too, as every error of the socket does, not the mux's text.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, &access.Error{Code: "not_found", Message: fmt.Sprintf("admin socket: no %s %s (operations are POST /v1/<op>; GET /v1/ping)", r.Method, r.URL.Path)})
+	})
 	s.hs = &http.Server{
 		Handler:           s.checkPeer(mux),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -105,6 +138,21 @@ func Listen(path string, cfg Config) (*Server, error) {
 		},
 	}
 	return s, nil
+}
+
+// releasingListener calls release after the listener closed (and removed
+// the socket by its address, which release may invalidate). Close runs
+// twice (http.Server.Shutdown, then Server.Shutdown): release must be
+// idempotent, since it closes a descriptor number that may be reused.
+type releasingListener struct {
+	net.Listener
+	release func()
+}
+
+func (l *releasingListener) Close() error {
+	err := l.Listener.Close()
+	l.release()
+	return err
 }
 
 // Serve serves connections until Shutdown; it returns nil after Shutdown.
@@ -138,6 +186,9 @@ type credResult struct {
 // Allowed.
 func (s *Server) checkPeer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A deadline left by the previous request of this connection
+		// (lazyWriter) must not cut this one short.
+		http.NewResponseController(w).SetWriteDeadline(time.Time{})
 		cr, _ := r.Context().Value(credKey{}).(credResult)
 		if cr.err != nil || !s.allow(cr.cred) {
 			s.cfg.Logger.Warn("admin socket: peer refused", "uid", cr.cred.UID, "gid", cr.cred.GID, "pid", cr.cred.PID, "err", cr.err)
@@ -148,15 +199,40 @@ func (s *Server) checkPeer(next http.Handler) http.Handler {
 	})
 }
 
-// Ping is the answer to GET /v1/ping: that a server holds the log.
+// Ping is the answer to GET /v1/ping: that a server holds the log, and
+// which: Dir identifies the data directory it serves, so that a client
+// reaching it through a socket file in another directory (a symlink, a
+// copied or moved socket) can tell it is not that directory's server.
 type Ping struct {
-	OK  bool `json:"ok"`
-	PID int  `json:"pid"`
+	OK  bool  `json:"ok"`
+	PID int   `json:"pid"`
+	Dir DirID `json:"dir"`
+}
+
+// DirID identifies a directory on this host: its device and inode, the
+// same through every path (relative, symlinked, with "..") that leads to
+// it.
+type DirID struct {
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
+}
+
+// dirID is the DirID of directory dir (symlinks followed).
+func dirID(dir string) (DirID, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return DirID{}, err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || !st.IsDir() {
+		return DirID{}, fmt.Errorf("%s is not a directory", dir)
+	}
+	return DirID{Dev: uint64(sys.Dev), Ino: sys.Ino}, nil
 }
 
 func (s *Server) ping(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(Ping{OK: true, PID: os.Getpid()})
+	json.NewEncoder(w).Encode(Ping{OK: true, PID: os.Getpid(), Dir: s.dir})
 }
 
 // Trailers of an operation's response.
@@ -168,25 +244,35 @@ const (
 // request reads a request's body (bounded) and names its caller from the
 // connection's peer credentials; on a bad body it answers 400 and
 // returns ok false.
-func request(w http.ResponseWriter, r *http.Request) (body []byte, caller access.Caller, ok bool) {
+func (s *Server) request(w http.ResponseWriter, r *http.Request) (body []byte, caller access.Caller, ok bool) {
+	// The body must arrive within the stall limit. On an error the
+	// deadline stays: the server drains an unread body before it answers,
+	// and must not wait for it either; the connection is closed.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(s.cfg.WriteStall))
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequest+1))
 	if err != nil || len(body) > maxRequest {
-		writeError(w, http.StatusBadRequest, &access.Error{Code: "bad_request", Message: "admin socket: request body unreadable or too large"})
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusBadRequest, &access.Error{Code: "bad_request", Message: "admin socket: request body unreadable, too large, or not sent in time"})
 		return nil, access.Caller{}, false
 	}
+	rc.SetReadDeadline(time.Time{})
 	cr := r.Context().Value(credKey{}).(credResult)
 	return body, access.Caller{Account: access.Account(cr.cred.UID), Source: SocketName}, true
 }
 
 func (s *Server) op(w http.ResponseWriter, r *http.Request) {
 	op := access.Op(r.PathValue("op"))
-	body, caller, ok := request(w, r)
+	body, caller, ok := s.request(w, r)
 	if !ok {
 		return
 	}
 	w.Header().Set("Trailer", TrailerResult+", "+TrailerError)
-	lw := &lazyWriter{w: w}
+	lw := &lazyWriter{w: w, rc: http.NewResponseController(w), stall: s.cfg.WriteStall}
 	res, err := s.cfg.Service.Run(r.Context(), caller, op, body, lw)
+	// What is left (buffered output, the trailers) is sent after this
+	// handler returns, under a fresh deadline.
+	lw.rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteStall))
 	if err != nil {
 		e := &access.Error{Code: access.Code(err), Message: err.Error()}
 		if !lw.started {
@@ -211,7 +297,7 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, &access.Error{Code: "not_found", Message: "admin socket: this server runs no FHIR sync (serve --sync-fhir-base)"})
 		return
 	}
-	body, caller, ok := request(w, r)
+	body, caller, ok := s.request(w, r)
 	if !ok {
 		return
 	}
@@ -229,13 +315,17 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(res)
 }
 
-// lazyWriter sends the 200 header with the first byte of output.
+// lazyWriter sends the 200 header with the first byte of output, and
+// gives the caller stall to accept each write (Config.WriteStall).
 type lazyWriter struct {
 	w       http.ResponseWriter
+	rc      *http.ResponseController
+	stall   time.Duration
 	started bool
 }
 
 func (l *lazyWriter) Write(p []byte) (int, error) {
+	l.rc.SetWriteDeadline(time.Now().Add(l.stall))
 	if !l.started {
 		l.w.Header().Set("Content-Type", "application/octet-stream")
 		l.w.WriteHeader(http.StatusOK)

@@ -40,6 +40,8 @@
 //
 // A Service does not authenticate: the transport does (app/admin checks
 // the peer's uid on every connection). A bundle is assembled in a
-// temporary directory inside the data directory and streamed as a tar
-// archive; the temporary directory is removed when Run returns.
+// temporary directory inside the data directory (.access-bundle-*) and
+// streamed as a tar archive; the temporary directory is removed when Run
+// returns, and one left by a process that was killed meanwhile is removed
+// by the next New (only the lock holder creates a Service).
 package access

@@ -71,7 +71,34 @@ func New(log *audit.Log, app Appender, dir string, logger *slog.Logger) *Service
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	removeStaleBundles(dir, logger)
 	return &Service{log: log, app: app, dir: dir, logger: logger, nowFunc: time.Now}
+}
+
+// bundleTemp prefixes the temporary directory of a bundle being assembled
+// in the data directory (sendBundle).
+const bundleTemp = ".access-bundle-"
+
+// removeStaleBundles removes the bundle directories a process that
+// stopped while assembling one (a crash, kill -9) left in dir: each holds
+// a copy of records (PHI) that nothing else would ever remove. Only the
+// process holding the audit log's exclusive lock creates a Service, and
+// only a Service creates such directories, so none of them is in use.
+func removeStaleBundles(dir string, logger *slog.Logger) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), bundleTemp) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			logger.Warn("audit access: could not remove a bundle directory left by a stopped process", "dir", e.Name(), "err", err)
+			continue
+		}
+		logger.Info("audit access: removed a bundle directory left by a stopped process", "dir", e.Name())
+	}
 }
 
 // Run decodes req (JSON) as op's request, appends the access record, and
@@ -113,13 +140,26 @@ func (s *Service) run(ctx context.Context, c Caller, op Op, req []byte, w io.Wri
 	return Result{}, fmt.Errorf("%w: unknown operation %q", ErrBadRequest, op)
 }
 
-// with decodes req into an R, refusing unknown fields, and calls op.
+// with decodes req, exactly one JSON object, into an R, refusing unknown
+// fields, and calls op. Anything else (empty, null, another value, data
+// after the object: "{}{...}" must not run the first and ignore the rest)
+// is a bad request, and nothing is recorded.
 func with[R any](req []byte, op func(R) (Result, error)) (Result, error) {
+	req = bytes.TrimSpace(req)
+	if len(req) == 0 {
+		return Result{}, fmt.Errorf("%w: the request is empty (want one JSON object)", ErrBadRequest)
+	}
+	if req[0] != '{' {
+		return Result{}, fmt.Errorf("%w: the request is not a JSON object", ErrBadRequest)
+	}
 	var r R
 	d := json.NewDecoder(bytes.NewReader(req))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&r); err != nil {
 		return Result{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	if d.InputOffset() != int64(len(req)) {
+		return Result{}, fmt.Errorf("%w: data after the request's JSON object (at byte %d)", ErrBadRequest, d.InputOffset())
 	}
 	return op(r)
 }
@@ -456,7 +496,7 @@ func (s *Service) provable(v View, lines [][]byte) ([][]byte, uint64, error) {
 // inside the data directory, hands that directory to send (which streams
 // its files), and removes it.
 func (s *Service) sendBundle(ctx context.Context, v View, o bundle.WriteOptions, send func(dir string) error) (bundle.Manifest, error) {
-	tmp, err := os.MkdirTemp(s.dir, ".access-bundle-")
+	tmp, err := os.MkdirTemp(s.dir, bundleTemp)
 	if err != nil {
 		return bundle.Manifest{}, err
 	}

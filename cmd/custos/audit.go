@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -187,9 +186,10 @@ jsonl writes each record's exact canonical bytes, one per line, so every line
 can be re-hashed independently (see docs/audit-format.md); csv writes one row
 per record with a header, for spreadsheets.
 
-With -o the file is written to a temporary name and renamed when complete, so
-a failed export never leaves a partial file. The export is itself PHI: store
-it accordingly.
+With -o the file is written without a name (or, where the file system cannot,
+under a hidden temporary one) and named when complete, so a failed or killed
+export never leaves a partial file. The export is itself PHI: store it
+accordingly.
 
 Example:
   custos audit export --data-dir ./data --purpose HOPERAT --out ./nov-bundle --since 2026-11-01 --until 2026-12-01
@@ -234,23 +234,15 @@ Example:
 				_, err := export(cmd.OutOrStdout())
 				return err
 			}
-			tmp, err := os.CreateTemp(filepath.Dir(outPath), ".custos-export-*")
+			out, err := createExportFile(outPath)
 			if err != nil {
 				return err
 			}
-			defer os.Remove(tmp.Name())
-			n, err := export(tmp)
+			n, err := export(out)
 			if err == nil {
-				err = tmp.Sync()
-			}
-			if cerr := tmp.Close(); err == nil {
-				err = cerr
-			}
-			if err == nil {
-				err = os.Chmod(tmp.Name(), 0o600)
-			}
-			if err == nil {
-				err = os.Rename(tmp.Name(), outPath)
+				err = out.publish()
+			} else {
+				out.discard()
 			}
 			if err != nil {
 				return fmt.Errorf("export failed, nothing written to %s: %w", outPath, err)

@@ -58,6 +58,13 @@ func withAuditReader(cmd *cobra.Command, d dataDir, fn func(auditReader) error) 
 		if errors.Is(err, audit.ErrLocked) && !silent {
 			return fmt.Errorf("%w: %s exists but does not answer: a server is starting or stopping on %s; try again in a moment (do not delete the socket)", err, sock, d)
 		}
+		if errors.Is(err, audit.ErrLocked) {
+			// No server answers, so the holder is another auditor command
+			// on the stopped server's files or a server still starting
+			// (its socket comes last). lockHint's "work on a copy" is
+			// wrong here: a copy of a log being written can be torn.
+			return fmt.Errorf("%w: no server answers on %s, but another process holds %s: another auditor command working on the stopped server's files, or a server still starting; retry when it is done", err, sock, d.audit())
+		}
 		return lockHint(err)
 	}
 	defer log.Close()

@@ -1,0 +1,92 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/custos-mcp/custos/audit/access"
+)
+
+// TestServerClosesBeforeAnswering: a server that stops (closes the
+// connection) while an operation runs, before its answer, gives the
+// command an error that says so, not Go's bare `Post "http://...": EOF`.
+func TestServerClosesBeforeAnswering(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "audit.db"), nil, 0o600); err != nil { // owned by this test's uid
+		t.Fatal(err)
+	}
+	hs := fakeServer(t, dir, func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close() // the server stopped mid-operation
+		}
+	})
+	go hs.Serve(hs.ln)
+	t.Cleanup(func() { hs.Close() })
+
+	c, err := Dial(context.Background(), Path(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Do(context.Background(), access.OpVerify, access.VerifyRequest{}, access.Discard)
+	if err == nil || !strings.Contains(err.Error(), "closed the connection") {
+		t.Fatalf("server gone mid-operation: %v; want an error saying the server closed the connection", err)
+	}
+}
+
+// fake is a stand-in server on a data directory's socket.
+type fake struct {
+	*http.Server
+	ln net.Listener
+}
+
+// fakeServer listens on dir's socket (mode 0777) and answers the ping as
+// the server of dir; other requests go to op.
+func fakeServer(t testing.TB, dir string, op http.HandlerFunc) fake {
+	id, err := dirID(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", Path(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(Path(dir), 0o777)
+	return fake{&http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/ping" {
+			json.NewEncoder(w).Encode(Ping{OK: true, PID: os.Getpid(), Dir: id})
+			return
+		}
+		op(w, r)
+	})}, ln}
+}
+
+// TestServerThatDoesNotAnswer: a server that accepts but never answers
+// (suspended with SIGSTOP: the kernel still accepts into the backlog)
+// fails Dial after the ping timeout with an error that says so, not
+// Go's bare "context deadline exceeded".
+func TestServerThatDoesNotAnswer(t *testing.T) {
+	defer func(d time.Duration) { pingTimeout = d }(pingTimeout)
+	pingTimeout = 200 * time.Millisecond
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "audit.db"), nil, 0o600); err != nil { // owned by this test's uid
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", Path(dir)) // nobody calls Accept
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = Dial(context.Background(), Path(dir))
+	if err == nil || !strings.Contains(err.Error(), "did not answer") {
+		t.Fatalf("a suspended server: %v; want an error saying it did not answer", err)
+	}
+}

@@ -1,0 +1,91 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestImpostorServerIsRefused: in a data directory another account can
+// write to (an operator's mistake), that account can put its own socket at
+// D/admin.sock while no server runs. It answers the ping like the real
+// server (it can stat D too) and would receive the auditors' requests and
+// answer them with forged results ("ok": true). The command refuses it
+// before sending anything: the kernel says which uid answers, and it is
+// neither root nor the owner of D/audit.db.
+//
+// The impostor runs as nobody (setpriv), so the test needs root.
+func TestImpostorServerIsRefused(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if os.Getuid() != 0 || err != nil {
+		t.Skip("needs root and setpriv to run the impostor as another uid")
+	}
+	base := t.TempDir()
+	dir := filepath.Join(base, "data")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The mistake: the data directory (and the way to it) open to all.
+	for _, d := range []string{filepath.Dir(base), base, dir} {
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "audit.db"), nil, 0o600); err != nil { // root's log
+		t.Fatal(err)
+	}
+	// The impostor: this test binary as nobody, from a copy it can run.
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(base, "impostor.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin, "-test.run=^TestImpostorHelper$")
+	cmd.Env = append(os.Environ(), "CUSTOS_ADMIN_IMPOSTOR_DIR="+dir)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for i := 0; ; i++ {
+		if _, err := os.Lstat(Path(dir)); err == nil {
+			break
+		}
+		if i == 100 {
+			t.Fatal("the impostor did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c, err := Dial(context.Background(), Path(dir))
+	if c != nil {
+		c.Close()
+	}
+	if !errors.Is(err, ErrOtherServer) {
+		t.Fatalf("Dial to a socket served by nobody (uid 65534) in root's data directory: %v, want ErrOtherServer", err)
+	}
+}
+
+// TestImpostorHelper is the impostor of TestImpostorServerIsRefused when
+// run with CUSTOS_ADMIN_IMPOSTOR_DIR; otherwise it does nothing.
+func TestImpostorHelper(t *testing.T) {
+	dir := os.Getenv("CUSTOS_ADMIN_IMPOSTOR_DIR")
+	if dir == "" {
+		return
+	}
+	hs := fakeServer(t, dir, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Trailer", TrailerResult)
+		w.Write([]byte(`{"ok":true,"summary":{},"problems":[]}` + "\n"))
+		w.Header().Set(TrailerResult, `{"access_seq":1}`)
+	})
+	hs.Serve(hs.ln)
+}
