@@ -21,6 +21,8 @@ import (
 	"github.com/transparency-dev/merkle/testonly"
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/custos-mcp/custos/internal/syncbuf"
 )
 
 // refTree is transparency-dev/merkle's reference RFC 6962 tree over leaves.
@@ -94,22 +96,7 @@ func stripTree(t testing.TB, path string) {
 }
 
 // syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 func TestLeafHashFormula(t *testing.T) {
 	for _, data := range [][]byte{nil, []byte("{}"), Encode(goldenRecords[1].rec)} {

@@ -405,8 +405,11 @@ func (s *Staged) Commit(ctx context.Context, verifiers note.Verifiers) (Report, 
 	return rep, nil
 }
 
-// unpack writes the flat regular files of a tar stream into dir, each
-// fsynced.
+// unpack writes the flat regular files of a tar stream into dir, and
+// fsyncs them once the stream has ended: the server holds a read
+// transaction on the audit log until it has sent the whole stream, and
+// stops a caller that does not read for its stall limit (admin), so a
+// slow disk's flush of a large file must not come between two files.
 func unpack(r io.Reader, dir string) error {
 	tr := tar.NewReader(r)
 	var names []string
@@ -436,9 +439,16 @@ func unpack(r io.Reader, dir string) error {
 	if !slices.Contains(names, FileManifest) {
 		return fmt.Errorf("backup: stream: no %s (the backup ended early)", FileManifest)
 	}
+	for _, name := range names {
+		if err := syncFile(filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
+// writeFile writes size bytes of r to a new file at path (not fsynced:
+// unpack syncs every file after the stream).
 func writeFile(path string, r io.Reader, size int64) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -448,14 +458,27 @@ func writeFile(path string, r io.Reader, size int64) error {
 	if err == nil && n != size {
 		err = io.ErrUnexpectedEOF
 	}
-	if err == nil {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return fmt.Errorf("backup: writing %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// syncFile fsyncs the file at path.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("backup: syncing %s: %w", filepath.Base(path), err)
 	}
 	return nil
 }

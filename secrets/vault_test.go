@@ -11,33 +11,18 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	vault "github.com/hashicorp/vault/api"
 
+	"github.com/custos-mcp/custos/internal/syncbuf"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/secrets/vaulttest"
 )
 
 // syncBuffer collects a provider's log lines from its background goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // canaries are the encodings in which a secret could leak.
 func canaries(secretStrings []string, keys ...[]byte) []string {

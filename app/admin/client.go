@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/audit/access"
-	"github.com/custos-mcp/custos/backup" // FileAudit: the audit log's name in a data directory
 )
 
 // Errors of Dial.
@@ -112,6 +111,10 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin: %s: %w", path, err)
 	}
+	if p.Dir != want && p.Dir == (DirID{}) {
+		c.Close()
+		return nil, fmt.Errorf("%w: %s answers for pid %d without saying which data directory it serves (a custos older than this command, still running after an upgrade?): restart it, or use the matching custos", ErrOtherServer, path, p.PID)
+	}
 	if p.Dir != want {
 		c.Close()
 		return nil, fmt.Errorf("%w: %s answers for pid %d, whose data directory is not %s (device %d, inode %d; it serves device %d, inode %d)", ErrOtherServer, path, p.PID, filepath.Dir(path), want.Dev, want.Ino, p.Dir.Dev, p.Dir.Ino)
@@ -122,10 +125,12 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 // checkServer checks, before anything is sent on conn, that the process
 // at its other end may be the server of the data directory holding the
 // socket at path: per the kernel (SO_PEERCRED), it runs as root or as the
-// owner of the directory's audit log, which only the server can have
-// opened. Anyone else (another account that put a socket in a writable
-// data directory) could answer a forged ping and forged results, and
-// would receive the requests.
+// owner of the data directory itself. Anyone else (another account that
+// put a socket in a data directory it can write to) could answer a forged
+// ping and forged results, and would receive the requests; such an
+// account can also replace the files in the directory (the audit log
+// included, so owning the log proves nothing), but not change who owns
+// the directory.
 func checkServer(conn net.Conn, path string) error {
 	cred, err := PeerCred(conn)
 	if err != nil {
@@ -134,13 +139,13 @@ func checkServer(conn net.Conn, path string) error {
 	if cred.UID == 0 {
 		return nil
 	}
-	log := filepath.Join(filepath.Dir(path), backup.FileAudit)
-	st, err := os.Stat(log)
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
 	if err != nil {
-		return fmt.Errorf("%w: %s answers, but the audit log beside it is not there (%v)", ErrOtherServer, path, err)
+		return fmt.Errorf("%w: %s answers, but its directory cannot be read (%v)", ErrOtherServer, path, err)
 	}
 	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Uid != cred.UID {
-		return fmt.Errorf("%w: %s is answered by a process of uid %d (pid %d), which neither is root nor owns %s", ErrOtherServer, path, cred.UID, cred.PID, log)
+		return fmt.Errorf("%w: %s is answered by a process of uid %d (pid %d), which neither is root nor owns the data directory %s; if the server runs as that account, make it the directory's owner (and mode 0700)", ErrOtherServer, path, cred.UID, cred.PID, dir)
 	}
 	return nil
 }
@@ -171,6 +176,11 @@ func (c *Client) Do(ctx context.Context, op access.Op, req any, consume func(io.
 			e = &access.Error{Code: "internal", Message: t}
 		}
 		return access.Result{}, e
+	}
+	if errors.Is(cerr, io.ErrUnexpectedEOF) {
+		// The server closed the stream mid-way: it cuts off a caller that
+		// stopped reading for its stall limit (or it stopped).
+		return access.Result{}, fmt.Errorf("admin: %s: the server's output ended early (the server cuts off a command that stops reading its output for longer than its stall limit, %v by default, or it stopped): %w", c.path, DefaultWriteStall, cerr)
 	}
 	if cerr != nil {
 		return access.Result{}, cerr

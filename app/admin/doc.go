@@ -23,14 +23,15 @@
 //     Custos-Result. A client accepts an output only with Custos-Result.
 //   - No caller holds the log: a caller that does not send its request
 //     body, or accept a piece of the output, within Config.WriteStall
-//     (default 10 s) is cut off and its operation fails (no Custos-Result),
+//     (default a minute) is cut off and its operation fails (no Custos-Result),
 //     which ends the operation's read transaction. A read transaction held
 //     open would keep bbolt from remapping the growing log, and every
 //     append, every MCP request, would wait for that caller.
 //   - A client talks only to the server of the directory it names. Before
 //     it sends anything on a connection, the kernel's peer credentials of
-//     the answering process must be root's or those of the owner of
-//     D/audit.db (which only the server can have opened), so another
+//     the answering process must be root's or those of the owner of the
+//     data directory D (an account that can write to D can replace its
+//     files, D/audit.db included, but not D's owner), so another
 //     account's socket in a writable directory gets no request; then the
 //     ping must answer the served data directory's device and inode (not
 //     a symlink to, or a copy of, another server's socket). Dial refuses

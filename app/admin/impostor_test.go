@@ -24,8 +24,22 @@ import (
 func TestImpostorServerIsRefused(t *testing.T) {
 	setpriv, err := exec.LookPath("setpriv")
 	if os.Getuid() != 0 || err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("needs root and setpriv (util-linux) to run the impostor as another uid (CI=true: a missing dependency fails): uid %d, %v", os.Getuid(), err)
+		}
 		t.Skip("needs root and setpriv to run the impostor as another uid")
 	}
+	for _, swap := range []bool{false, true} {
+		t.Run(map[bool]string{false: "beside root's log", true: "with a log of its own put in its place"}[swap], func(t *testing.T) {
+			impostor(t, setpriv, swap)
+		})
+	}
+}
+
+// impostor runs the impostor as uid 65534 in a data directory open to
+// all, root's; with swap, it first moves the audit log aside and puts one
+// it owns in its place (owning the log proves nothing), then dials.
+func impostor(t *testing.T, setpriv string, swap bool) {
 	base := t.TempDir()
 	dir := filepath.Join(base, "data")
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -51,6 +65,9 @@ func TestImpostorServerIsRefused(t *testing.T) {
 	}
 	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin, "-test.run=^TestImpostorHelper$")
 	cmd.Env = append(os.Environ(), "CUSTOS_ADMIN_IMPOSTOR_DIR="+dir)
+	if swap {
+		cmd.Env = append(cmd.Env, "CUSTOS_ADMIN_IMPOSTOR_SWAP=1")
+	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -80,6 +97,15 @@ func TestImpostorHelper(t *testing.T) {
 	dir := os.Getenv("CUSTOS_ADMIN_IMPOSTOR_DIR")
 	if dir == "" {
 		return
+	}
+	if os.Getenv("CUSTOS_ADMIN_IMPOSTOR_SWAP") == "1" {
+		log := filepath.Join(dir, "audit.db")
+		if err := os.Rename(log, log+".aside"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(log, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	hs := fakeServer(t, dir, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)

@@ -56,8 +56,12 @@ type Config struct {
 	WriteStall time.Duration
 }
 
-// DefaultWriteStall is Config.WriteStall's default.
-const DefaultWriteStall = 10 * time.Second
+// DefaultWriteStall is Config.WriteStall's default: long enough for a
+// reader that pauses (a pager, a slow disk's flush), short enough that a
+// stalled one does not hold the log for long. The log must rarely grow
+// its mapping (bbolt doubles it up to 1 GiB, then adds 1 GiB), so a stall
+// stops appends only if it falls on such a growth.
+const DefaultWriteStall = time.Minute
 
 // Server serves the admin socket.
 type Server struct {
@@ -270,6 +274,10 @@ func (s *Server) op(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Trailer", TrailerResult+", "+TrailerError)
 	lw := &lazyWriter{w: w, rc: http.NewResponseController(w), stall: s.cfg.WriteStall}
 	res, err := s.cfg.Service.Run(r.Context(), caller, op, body, lw)
+	if lw.cut {
+		s.cfg.Logger.Warn("admin socket: a caller stopped reading for longer than the stall limit; its operation was cut off so that it holds no read transaction on the audit log",
+			"op", string(op), "caller", caller.Account, "stall_limit", s.cfg.WriteStall.String())
+	}
 	// What is left (buffered output, the trailers) is sent after this
 	// handler returns, under a fresh deadline.
 	lw.rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteStall))
@@ -322,6 +330,7 @@ type lazyWriter struct {
 	rc      *http.ResponseController
 	stall   time.Duration
 	started bool
+	cut     bool // a write failed past its deadline: the caller stalled
 }
 
 func (l *lazyWriter) Write(p []byte) (int, error) {
@@ -331,7 +340,11 @@ func (l *lazyWriter) Write(p []byte) (int, error) {
 		l.w.WriteHeader(http.StatusOK)
 		l.started = true
 	}
-	return l.w.Write(p)
+	n, err := l.w.Write(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		l.cut = true
+	}
+	return n, err
 }
 
 func status(code string) int {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/audittest"
+	"github.com/custos-mcp/custos/internal/syncbuf"
 )
 
 // appendMany appends n records from 64 goroutines (group commits).
@@ -41,16 +43,23 @@ func appendMany(l *audit.Log, n int) error {
 	return <-errs
 }
 
-// serveStalling serves l on dir's socket with a 300 ms stall limit.
-func serveStalling(t *testing.T, l *audit.Log, dir string) {
+// serveStalling serves l on dir's socket with the stall limit given, and
+// returns the server's operational log.
+func serveStalling(t *testing.T, l *audit.Log, dir string, stall time.Duration) *syncBuffer {
 	t.Helper()
-	s, err := Listen(Path(dir), Config{Service: access.New(l, nil, dir, nil), WriteStall: 300 * time.Millisecond})
+	logs := &syncBuffer{}
+	s, err := Listen(Path(dir), Config{Service: access.New(l, nil, dir, nil), WriteStall: stall,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go s.Serve()
 	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	return logs
 }
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer = syncbuf.Buffer
 
 // TestStalledReaderDoesNotHoldTheLog: an auditor whose command stopped
 // reading its output (suspended, or a local peer that sends a backup
@@ -73,7 +82,7 @@ func TestStalledReaderDoesNotHoldTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveStalling(t, l, dir)
+	logs := serveStalling(t, l, dir, 300*time.Millisecond)
 
 	conn, err := net.Dial("unix", Path(dir))
 	if err != nil {
@@ -107,6 +116,13 @@ func TestStalledReaderDoesNotHoldTheLog(t *testing.T) {
 	if strings.Contains(string(rest), "\r\n"+TrailerResult+":") {
 		t.Fatal("the abandoned backup ended with a Custos-Result")
 	}
+	// The operator learns why the caller's operation failed.
+	for i := 0; !strings.Contains(logs.String(), "stopped reading for longer than the stall limit"); i++ {
+		if i == 100 {
+			t.Fatalf("no warning about the cut-off caller in the log:\n%s", logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestSilentRequestBody: a peer that announces a request body and sends
@@ -115,7 +131,7 @@ func TestStalledReaderDoesNotHoldTheLog(t *testing.T) {
 func TestSilentRequestBody(t *testing.T) {
 	l, path := audittest.Open(t, audit.Options{Node: "n1"})
 	dir := filepath.Dir(path)
-	serveStalling(t, l, dir)
+	serveStalling(t, l, dir, 300*time.Millisecond)
 	conn, err := net.Dial("unix", Path(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -139,10 +155,10 @@ func TestSilentRequestBody(t *testing.T) {
 func TestSlowReaderIsNotCutOff(t *testing.T) {
 	l, path := audittest.Open(t, audit.Options{Node: "n1"})
 	dir := filepath.Dir(path)
-	if err := appendMany(l, 4000); err != nil {
+	if err := appendMany(l, 8000); err != nil {
 		t.Fatal(err)
 	}
-	serveStalling(t, l, dir)
+	serveStalling(t, l, dir, time.Second)
 	c, err := Dial(context.Background(), Path(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -161,14 +177,14 @@ func TestSlowReaderIsNotCutOff(t *testing.T) {
 				return err
 			}
 			if lines++; lines%500 == 0 {
-				time.Sleep(100 * time.Millisecond) // slow, never 300 ms without reading
+				time.Sleep(100 * time.Millisecond) // slow, but never near the 1 s limit without reading
 			}
 		}
 	})
-	if err != nil || res.Records != 4001 || lines != 4001 {
+	if err != nil || res.Records != 8001 || lines != 8001 {
 		t.Fatalf("slow export: %+v, %d lines, %v", res, lines, err)
 	}
-	if took := time.Since(start); took < 600*time.Millisecond {
+	if took := time.Since(start); took < 1200*time.Millisecond {
 		t.Fatalf("the export took %v: not slower than the stall limit, the test proves nothing", took)
 	}
 }

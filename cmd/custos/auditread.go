@@ -63,7 +63,7 @@ func withAuditReader(cmd *cobra.Command, d dataDir, fn func(auditReader) error) 
 			// on the stopped server's files or a server still starting
 			// (its socket comes last). lockHint's "work on a copy" is
 			// wrong here: a copy of a log being written can be torn.
-			return fmt.Errorf("%w: no server answers on %s, but another process holds %s: another auditor command working on the stopped server's files, or a server still starting; retry when it is done", err, sock, d.audit())
+			return fmt.Errorf("%w: no server answers on %s, but another process holds %s: another auditor command working on the stopped server's files, or a server still starting (retry when it is done), or a server whose admin socket was removed (restart it)", err, sock, d.audit())
 		}
 		return lockHint(err)
 	}

@@ -24,8 +24,12 @@ type exportFile struct {
 
 func createExportFile(path string) (*exportFile, error) {
 	dir := filepath.Dir(path)
-	if fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600); err == nil {
-		return &exportFile{File: os.NewFile(uintptr(fd), path), dir: dir, path: path}, nil
+	// An anonymous file is named through /proc/self/fd (publish): without
+	// /proc (a container or chroot without it), a hidden file it is.
+	if _, perr := os.Stat("/proc/self/fd"); perr == nil {
+		if fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600); err == nil {
+			return &exportFile{File: os.NewFile(uintptr(fd), path), dir: dir, path: path}, nil
+		}
 	}
 	f, err := os.CreateTemp(dir, ".custos-export-*")
 	if err != nil {
@@ -50,6 +54,7 @@ func (e *exportFile) publish() error {
 		e.tmp = filepath.Join(e.dir, ".custos-export-"+hex.EncodeToString(b[:]))
 		if err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", e.Fd()), unix.AT_FDCWD, e.tmp, unix.AT_SYMLINK_FOLLOW); err != nil {
 			e.tmp = ""
+			err = fmt.Errorf("naming the complete export through /proc/self/fd: %w", err)
 		}
 	}
 	if cerr := e.Close(); err == nil {
