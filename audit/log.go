@@ -91,7 +91,7 @@ type Options struct {
 	// each time a step of the background rollover fails and is left to a
 	// retry: SegmentSeal (the seal, retried; appends continue in the live
 	// segment), SegmentSealNote (the seal note, written at the next open)
-	// or SegmentArchive (the archive copy, retried at the next open). The
+	// or SegmentArchive (the archive copy, retried every 5 minutes). The
 	// failure is logged as well; the hook lets an operator alert on it.
 	OnSegmentFailure func(step string)
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -61,15 +62,25 @@ var sealCrash func(step int) error
 
 // roller runs rollover in the background.
 type roller struct {
-	mu   sync.Mutex // one seal at a time
-	kick chan struct{}
-	quit chan struct{}
-	done chan struct{}
+	mu    sync.Mutex // one seal at a time
+	kick  chan struct{}
+	quit  chan struct{}
+	done  chan struct{}
+	again atomic.Bool // an archive copy failed: archivePending again later
 }
 
 // rollPoll is the roller's pace: it checks whether a roll is due at most
 // this often, and at least once a minute.
 const rollPoll = 100 * time.Millisecond
+
+// archiveRetryInterval is how long the roller waits before it tries again
+// to archive the sealed segments still in the sealed directory after a
+// failure (a var: tests shorten it).
+var archiveRetryInterval = 5 * time.Minute // shortened by tests
+
+// retryArchive asks the roller to archive the pending segments again,
+// archiveRetryInterval from now.
+func (r *roller) retryArchive() { r.again.Store(true) }
 
 func (r *roller) start(l *Log) {
 	if l.opts.RollSize == 0 && l.opts.RollPeriod == 0 && !l.opts.RollMonthly && l.opts.ArchiveDir == "" {
@@ -111,6 +122,7 @@ func (r *roller) run(l *Log) {
 	tick := time.NewTicker(time.Minute)
 	defer tick.Stop()
 	pending := true
+	var retryAt time.Time
 	for {
 		select {
 		case <-r.quit:
@@ -120,16 +132,22 @@ func (r *roller) run(l *Log) {
 		}
 		// Seal notes missing after a crash, and segments not yet
 		// archived: after the first event, by when the server has set
-		// its SealSigner.
-		if pending {
+		// its SealSigner; while that fails, again every
+		// archiveRetryInterval (each failure counted, so that an alert
+		// on the count keeps firing while segments wait).
+		if pending && !time.Now().Before(retryAt) {
 			pending = false
 			if err := l.archivePending(ctx); err != nil && ctx.Err() == nil {
-				l.log.Error("audit segment archiving failed", "err", err)
+				l.log.Error("audit segment archiving failed; retried", "err", err, "retry_in", archiveRetryInterval.String())
+				pending, retryAt = true, time.Now().Add(archiveRetryInterval)
 			}
 		}
 		_, err := l.RollIfDue(ctx)
 		if errors.Is(err, ErrClosed) {
 			return
+		}
+		if r.again.Swap(false) && !pending {
+			pending, retryAt = true, time.Now().Add(archiveRetryInterval)
 		}
 		if err != nil && ctx.Err() == nil {
 			l.segmentFailed(SegmentSeal)
@@ -250,7 +268,8 @@ func (l *Log) Roll(ctx context.Context) (bool, error) {
 	}
 	if err := l.archive(ctx, live); err != nil {
 		l.segmentFailed(SegmentArchive)
-		l.log.Error("audit segment archiving failed; retried at the next open", "segment", seal.Segment, "err", err)
+		l.log.Error("audit segment archiving failed; retried", "segment", seal.Segment, "err", err, "retry_in", archiveRetryInterval.String())
+		l.roll.retryArchive()
 	}
 	return true, nil
 }

@@ -1072,3 +1072,50 @@ func TestSegmentFailuresAreReported(t *testing.T) {
 	}
 	mustVerify(t, path)
 }
+
+// TestArchiveIsRetried: a sealed segment whose archive copy failed is
+// tried again while the server runs (not only at the next open), each
+// failure reported, and archived once the cause is gone.
+func TestArchiveIsRetried(t *testing.T) {
+	defer func(d time.Duration) { archiveRetryInterval = d }(archiveRetryInterval)
+	archiveRetryInterval = 20 * time.Millisecond
+	archive := filepath.Join(t.TempDir(), "archive")
+	var failures atomic.Int32
+	l, path := mustOpen(t, Options{ArchiveDir: archive, OnSegmentFailure: func(step string) {
+		if step == SegmentArchive {
+			failures.Add(1)
+		}
+	}})
+	appendN(t, l, 2)
+	blocker := filepath.Join(archive, SegmentFile(1))
+	if err := os.MkdirAll(archive, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(blocker, []byte("another log's segment"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rollOrFail(t, l)
+	// Appends kick the roller, which retries after the interval.
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for i := 0; !ok(); i++ {
+			if i == 400 {
+				t.Fatalf("%s: still not after 400 appends (%d archive failures)", what, failures.Load())
+			}
+			appendN(t, l, 1)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("a retried archive copy", func() bool { return failures.Load() >= 3 })
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the segment archived", func() bool {
+		_, err := os.Stat(filepath.Join(archive, SegmentFile(1)))
+		return err == nil
+	})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, path)
+}

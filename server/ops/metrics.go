@@ -203,7 +203,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	})
 	seg := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "custos_audit_segment_failures_total",
-		Help: "Failed steps of the audit log's background rollover, by step: seal (retried; appends continue in the live segment), seal_note (written at the next open), archive (retried at the next open).",
+		Help: "Failed steps of the audit log's background rollover, by step: seal (retried; appends continue in the live segment), seal_note (written at the next open), archive (retried every 5 minutes).",
 	}, []string{"step"})
 	for _, step := range SegmentSteps {
 		seg.WithLabelValues(step) // every step exported from the start, at 0

@@ -238,7 +238,7 @@ func TestSegmentFailureMetrics(t *testing.T) {
 	m.SegmentFailed("archive")
 	m.SegmentFailed("unknown") // counted, as a seal: never dropped
 	want := `
-# HELP custos_audit_segment_failures_total Failed steps of the audit log's background rollover, by step: seal (retried; appends continue in the live segment), seal_note (written at the next open), archive (retried at the next open).
+# HELP custos_audit_segment_failures_total Failed steps of the audit log's background rollover, by step: seal (retried; appends continue in the live segment), seal_note (written at the next open), archive (retried every 5 minutes).
 # TYPE custos_audit_segment_failures_total counter
 custos_audit_segment_failures_total{step="archive"} 2
 custos_audit_segment_failures_total{step="seal"} 1
