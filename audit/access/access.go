@@ -15,6 +15,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/bundle"
 	"github.com/custos-mcp/custos/backup"
+	"github.com/custos-mcp/custos/minimize"
 )
 
 // Actions of access records: what was read, one per operation.
@@ -125,6 +126,11 @@ func (a *Ask) check(own string, allowed ...string) (string, error) {
 	}
 	if !purposeRE.MatchString(a.Purpose) {
 		return "", fmt.Errorf("%w: purpose of use must be an HL7 ActReason code (A-Z, 0-9, _), e.g. HOPERAT", ErrBadRequest)
+	}
+	if !minimize.IsActReasonCode(a.Purpose) {
+		// Recorded for good in the access record: a typo (HOPRAT) would
+		// stand there as a purpose nobody has.
+		return "", fmt.Errorf("%w: purpose of use %s is not an HL7 v3 ActReason code; e.g. HOPERAT (operations), HLEGAL (legal), PATRQT (a patient's request), HSYSADMIN", ErrBadRequest, a.Purpose)
 	}
 	if a.By != "" && !byRE.MatchString(a.By) {
 		return "", fmt.Errorf("%w: --by must be 1-128 of A-Z a-z 0-9 . _ @ + : -", ErrBadRequest)

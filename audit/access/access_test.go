@@ -132,7 +132,7 @@ func TestPurposeIsRequired(t *testing.T) {
 			t.Errorf("%s without a purpose: %v, want bad_request", op, err)
 		}
 	}
-	for _, p := range []string{"treat", "HOP ERAT", "X"} {
+	for _, p := range []string{"treat", "HOP ERAT", "X", "HOPRAT", "AUDIT"} { // the last two: well formed, but no ActReason code
 		if _, err := local.Do(ctx, access.OpExport, access.ExportRequest{Ask: access.Ask{Purpose: p}, Format: audit.FormatCSV}, access.Discard); !errors.Is(err, access.ErrBadRequest) {
 			t.Errorf("purpose %q: %v, want ErrBadRequest", p, err)
 		}
