@@ -156,13 +156,30 @@ func (a *App) armRollback(ctx context.Context) error {
 	return fmt.Errorf("loading policy: %w (to serve this bundle anyway, start once with --policy-allow-rollback)", aerr)
 }
 
+// actionKey and policyLoadValue find a record's action in its canonical
+// encoding: the first `"action":"` is the action member (a string value
+// holds its quotes escaped, and no member of a record is an object with an
+// action of its own), and it comes early (after v, seq, event_id, time and
+// node), so the search stops there instead of reading the whole record.
+var (
+	actionKey       = []byte(`"action":"`)
+	policyLoadValue = []byte(server.ActionPolicyLoad + `"`)
+)
+
+// isPolicyLoad reports whether canonical record c is a policy/load, by its
+// bytes (a pre-filter: the caller decodes it). A plain bytes.Contains of
+// the whole marker is the reference (TestIsPolicyLoadAgreesWithContains).
+func isPolicyLoad(c []byte) bool {
+	i := bytes.Index(c, actionKey)
+	return i >= 0 && bytes.HasPrefix(c[i+len(actionKey):], policyLoadValue)
+}
+
 // policyHighWater is the rollback high-water mark the audit log holds: that
 // of its last policy/load record of a bundle (server.PolicyHighWater), or
 // the zero mark if it has none. The log is read backwards from its head in
 // chunks, so a server restarted often reads little of it.
 func policyHighWater(ctx context.Context, l *audit.Log) (policy.HighWater, error) {
 	const chunk = 4096
-	marker := []byte(`"action":"` + server.ActionPolicyLoad + `"`)
 	head, _ := l.Head()
 	for to := head; to >= 1; {
 		from := uint64(1)
@@ -172,7 +189,7 @@ func policyHighWater(ctx context.Context, l *audit.Log) (policy.HighWater, error
 		var hw policy.HighWater
 		found := false
 		err := l.Records(ctx, from, to, func(_ uint64, c []byte) error {
-			if !bytes.Contains(c, marker) {
+			if !isPolicyLoad(c) {
 				return nil
 			}
 			r, err := audit.Decode(c)
