@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/sha256"
@@ -18,16 +19,23 @@ import (
 // Cursor wire format (documented in docs/uris.md):
 //
 //	"c1." || base64url-nopad( nonce(12) || AES-256-GCM(key, nonce, plaintext, aad) )
-//	plaintext = {"after":"<last URI seen>","iat":<unix seconds>}
+//	plaintext = {"after":"<last URI seen>","iat":<unix seconds>} padded with spaces to cursorPlainLen bytes
 //	aad       = "custos/cursor/v1\x00" || SHA-256(sub \x00 tenant \x00 client_id \x00 purpose_of_use)
 //
 // The AEAD hides the catalog position from the client and binds the cursor to
 // the caller: a cursor issued to one principal does not open for another.
+// The padding makes every cursor one length: the last URI examined may be a
+// resource the caller may not see (a page ended by the scan budget), and
+// the length of an unpadded cursor would tell its scheme and type apart.
 const (
 	cursorPrefix  = "c1."
 	cursorMaxLen  = 1024
 	cursorMaxAge  = time.Hour
 	cursorAADHead = "custos/cursor/v1\x00"
+	// cursorPlainLen is the length of every cursor plaintext: the longest
+	// state, {"after":"<a URI of store.MaxURILength bytes>","iat":<20 digits>},
+	// is 295 bytes (URIs and templates need no JSON escaping).
+	cursorPlainLen = 320
 )
 
 // errNotIssued is the authentication failure of a cursor: wrong key or
@@ -74,6 +82,11 @@ func sealCursor(key, binding, nonce []byte, st cursorState) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if len(pt) > cursorPlainLen {
+		return "", fmt.Errorf("server: cursor state of %d bytes exceeds %d", len(pt), cursorPlainLen)
+	}
+	// JSON whitespace after the value: openCursor decodes the one value.
+	pt = append(pt, bytes.Repeat([]byte{' '}, cursorPlainLen-len(pt))...)
 	out := aead.Seal(append([]byte(nil), nonce...), nonce, pt, binding)
 	return cursorPrefix + base64.RawURLEncoding.EncodeToString(out), nil
 }

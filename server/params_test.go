@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -66,20 +65,8 @@ func checkQuiet(t *testing.T, e map[string]any, want []string) {
 // returns the status and the raw answer.
 func postRaw(t *testing.T, url, tok string, hdr map[string]string, body string) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+tok)
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, raw
+	st, _, raw := postHeaders(t, url, tok, hdr, body)
+	return st, raw
 }
 
 // rawSession opens a 2025-11-25 session with raw requests (initialize,

@@ -444,6 +444,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	}
 	asked := pu.String() // what the client named; u is the resource
 	u, page := pu.URI, pu.Page
+	named := u.String() // the resource as the client named it (a research alias, or not)
 	al, err := s.researchAliaser(ctx, id)
 	if err != nil {
 		return nil, s.aliasKeyUnavailable(ctx, e, err)
@@ -517,7 +518,9 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	}
 	t := entityTag(r, d, tagKey)
 	if al != nil {
-		t = researchEntityTag(r, d, tagKey, al.out(r.URI))
+		// Keyed by the URI named: a research caller that names a catalog
+		// URI must not get the tag of its alias (it would link the two).
+		t = researchEntityTag(r, d, tagKey, named)
 	}
 	if t != "" {
 		c.Meta[ETagKey] = t
