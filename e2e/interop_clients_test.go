@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,7 +13,8 @@ import (
 	"time"
 )
 
-// Interoperability with the official TypeScript MCP SDK, both generations
+// Interoperability with real MCP clients installed from the project's
+// lockfiles: the official TypeScript MCP SDK, both generations
 // (e2e/tsclient, installed from its lockfile), scenario by scenario, over
 // Streamable HTTP (2025-11-25 sessions, 2026-07-28 stateless) and stdio:
 // e2e/tsclient/interop.mjs runs each scenario and reports it; this test
@@ -160,4 +162,80 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 		got, _ := runInterop(t, penv, nil, append([]string{"--stdio-cmd", stdio, "--sdk", "v2", "--protocol-version", "2026-07-28"}, common...)...)
 		check(t, got, "2026-07-28", true)
 	})
+}
+
+// The MCP Inspector CLI (e2e/inspector) on what TestInspectorCLIOverHTTPS
+// leaves out: resources/templates/list, a blob read and a malformed URI
+// over plain HTTP at both eras, and resources/list over stdio at both.
+// The CLI has no ping, completion or subscribe method.
+func TestInteropInspectorCLI(t *testing.T) {
+	node, launcher := inspectorCLI(t)
+	d := newDataset(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	var blob string
+	for _, l := range d.manifest(t) {
+		if u := l["uri"].(string); strings.HasPrefix(u, "image://") && strings.Contains(u, d.summary.EdgeCases["aged_92"]) {
+			blob = u
+		}
+	}
+	type result struct {
+		ResourceTemplates []struct{ URITemplate string }    `json:"resourceTemplates"`
+		Resources         []struct{ URI string }            `json:"resources"`
+		Contents          []struct{ MIMEType, Blob string } `json:"contents"`
+	}
+	run := func(t *testing.T, args ...string) (int, result, string) {
+		t.Helper()
+		cmd := exec.Command(node, append([]string{launcher, "--cli", "--stored-auth-only", "--format", "json", "--connect-timeout", "30000"}, args...)...)
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		code := 0
+		if err := cmd.Run(); err != nil {
+			ee, ok := err.(*exec.ExitError)
+			if !ok {
+				t.Fatal(err)
+			}
+			code = ee.ExitCode()
+		}
+		var o struct{ Result result }
+		if code == 0 {
+			if err := json.Unmarshal(out.Bytes(), &o); err != nil {
+				t.Fatalf("inspector %v: %v\n%s", args, err, out.String())
+			}
+		}
+		return code, o.Result, errb.String()
+	}
+	srv := serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens, "--page-size", "20")
+	listed := map[string]int{}
+	for _, era := range []string{"legacy", "modern"} {
+		t.Run("http/"+era, func(t *testing.T) {
+			h := []string{srv.url, "--transport", "http", "--header", "Authorization: Bearer " + tok, "--protocol-era", era}
+			if code, r, e := run(t, append(h, "--method", "resources/templates/list")...); code != 0 || len(r.ResourceTemplates) == 0 || r.ResourceTemplates[0].URITemplate != "fhir://{tenant}/patients/{patient}/{type}/{id}" {
+				t.Errorf("templates: exit %d %+v %s", code, r, e)
+			}
+			code, r, e := run(t, append(h, "--method", "resources/read", "--uri", blob)...)
+			if code != 0 || len(r.Contents) != 1 || r.Contents[0].MIMEType != "image/png" {
+				t.Fatalf("blob read: exit %d %s", code, e)
+			}
+			if b, err := base64.StdEncoding.DecodeString(r.Contents[0].Blob); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+				t.Errorf("blob is not base64 PNG: %v", err)
+			}
+			if code, _, e := run(t, append(h, "--method", "resources/read", "--uri", "fhir://general-hospital/patients/../x")...); code != 1 || !strings.Contains(e, "invalid resource uri: uri has a dot segment") {
+				t.Errorf("malformed URI: exit %d %s", code, e)
+			}
+			_, r, _ = run(t, append(h, "--method", "resources/list")...)
+			listed[era] = len(r.Resources)
+		})
+	}
+	srv.stop(t)
+	for _, era := range []string{"legacy", "modern"} {
+		t.Run("stdio/"+era, func(t *testing.T) {
+			code, r, e := run(t, "--protocol-era", era, "-e", "CUSTOS_PRINCIPAL_FILE="+d.principal("clinician"), "--method", "resources/list",
+				bin, "serve", "--dev", "--data-dir", d.data, "--stdio")
+			if code != 0 || len(r.Resources) == 0 || len(r.Resources) != listed[era] {
+				t.Errorf("stdio list: exit %d, %d resources (HTTP: %d) %.500s", code, len(r.Resources), listed[era], e)
+			}
+		})
+	}
 }
