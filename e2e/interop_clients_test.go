@@ -33,6 +33,7 @@ type interopScenario struct {
 		Message string `json:"message"`
 	} `json:"onExpired"`
 	NewSession bool `json:"newSession"`
+	RoundTrips *int `json:"roundTrips"`
 }
 
 // runInterop runs interop.mjs with args and env; onSubscribed, if set, is
@@ -144,7 +145,15 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 	})
 	t.Run("http/v2-2026-07-28", func(t *testing.T) {
 		got, stderr := runInterop(t, env, update, append([]string{"--url", srv.url, "--sdk", "v2", "--protocol-version", "2026-07-28", "--subscribe", text}, common...)...)
-		check(t, got, "2026-07-28", true, "subscribe-updated", "cache-hint-honoured")
+		check(t, got, "2026-07-28", true, "subscribe-updated", "cache-hint-honoured", "templates-cached")
+		// The client honours the cache hints: a read (ttlMs 0) goes to the
+		// server again, the templates (ttlMs 60000) come from its cache.
+		if r := got["cache-hint-honoured"].RoundTrips; r == nil || *r != 1 {
+			t.Errorf("second read: %v round trips, want 1", r)
+		}
+		if r := got["templates-cached"].RoundTrips; r == nil || *r != 0 {
+			t.Errorf("second templates list: %v round trips, want 0 (cached)", r)
+		}
 		// Closing the listen stream sends notifications/cancelled without
 		// Mcp-Method: accepted, not a client error.
 		if strings.Contains(stderr, "client error") {

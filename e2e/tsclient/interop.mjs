@@ -156,6 +156,15 @@ if (!c) {
             return { roundTrips: (methods['resources/read'] ?? 0) - before };
         });
     }
+    if (modern) {
+        // templates carry ttlMs 60000 on 2026-07-28: a second list is served
+        // from the client's cache.
+        await scenario('templates-cached', async () => {
+            const before = methods['resources/templates/list'] ?? 0;
+            await client.listResourceTemplates({});
+            return { roundTrips: (methods['resources/templates/list'] ?? 0) - before };
+        });
+    }
     const failing = (uri) => async () => {
         try { await client.readResource({ uri }, { cacheMode: 'bypass' }); } catch (err) { return { error: errorRecord(err) }; }
         throw new Error('read succeeded');
