@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -66,5 +68,36 @@ func TestMalformedProtocolVersionHeaderIsNamed(t *testing.T) {
 		if status != 400 || !named || strings.Contains(string(raw), "_meta") {
 			t.Errorf("header %q: status %d, answer %s; want 400 naming the unsupported protocol version", v, status, raw)
 		}
+	}
+}
+
+// A 2026-07-28 notification POSTed without Mcp-Method is accepted (202):
+// the revision requires the header on requests only ("header requirements
+// for notification POSTs are not defined by this revision"), and the
+// TypeScript SDK (@modelcontextprotocol/client 2.4.0) sends
+// notifications/cancelled without it when it closes a subscriptions/listen
+// stream. A request without it is still refused (-32020).
+func TestNotificationWithoutMcpMethodIsAccepted(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	send := func(body string) (int, string) {
+		req, _ := http.NewRequest("POST", hs.url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+hs.tokens["clinician"])
+		req.Header.Set("Mcp-Protocol-Version", rev2026)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, b := send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"listen:0",` + meta2026("") + `}}`); st != http.StatusAccepted {
+		t.Errorf("notification without Mcp-Method: status %d %s, want 202", st, b)
+	}
+	if st, b := send(`{"jsonrpc":"2.0","id":3,"method":"resources/list","params":{` + meta2026("") + `}}`); st != http.StatusBadRequest || !strings.Contains(b, "-32020") || !strings.Contains(b, "Mcp-Method") {
+		t.Errorf("request without Mcp-Method: status %d %s, want 400 -32020 naming the header", st, b)
 	}
 }

@@ -125,7 +125,11 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 		if checkParams(w, r) {
 			return // params the SDK would quote back: answered without them
 		}
-		switch modern, method := statelessRequest(r); {
+		modern, method := statelessRequest(r)
+		if modern {
+			mirrorNotificationMethod(r)
+		}
+		switch {
 		case !modern:
 			sessions.ServeHTTP(w, r)
 		case method == "subscriptions/listen":
@@ -134,6 +138,24 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 			statelessJSON.ServeHTTP(w, r)
 		}
 	})
+}
+
+// mirrorNotificationMethod sets the Mcp-Method header of a 2026-07-28
+// POST whose body is a notification and that has none, from the body's
+// method. The revision requires the header on requests only ("header
+// requirements for notification POSTs are not defined by this revision");
+// the SDK's check demands it of notifications too, and refused with 400
+// the notifications/cancelled that the TypeScript SDK
+// (@modelcontextprotocol/client 2.4.0) sends, without it, when it closes
+// a subscriptions/listen stream. A request (with an id) without the
+// header is left alone and still refused.
+func mirrorNotificationMethod(r *http.Request) {
+	if r.Header.Get("Mcp-Method") != "" {
+		return
+	}
+	if req := peekRequest(r); req != nil && !req.ID.IsValid() && req.Method != "" {
+		r.Header.Set("Mcp-Method", req.Method)
+	}
 }
 
 // maxBody bounds an MCP request body.
