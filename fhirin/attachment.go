@@ -47,6 +47,26 @@ func (rd *reader) liftAttachments(r *resource, patient string, labels []string, 
 	return out, err
 }
 
+// linkedLabels are the labels of every Binary r links (each Binary's own
+// and those of every resource linking it), found by the first pass. They
+// label r too: its body names each Binary's URI and describes the
+// document (type, title, contentType), so a caller kept from an
+// HIV-labelled Binary must not read the unlabelled DocumentReference that
+// points at it. A malformed url is not an error here: the lift reports it.
+func (rd *reader) linkedLabels(r *resource) []string {
+	var out []string
+	_ = r.eachAttachment(func(att map[string]any, path string) error {
+		if _, hasData := att["data"]; hasData {
+			return nil
+		}
+		if binID, ok, err := r.binaryURL(att, path); err == nil && ok {
+			out = union(out, rd.idx.binary(binID).all())
+		}
+		return nil
+	})
+	return out
+}
+
 // emitBinary yields a Binary as its decoded bytes, in the compartment and
 // with the labels the first pass found for it.
 func (rd *reader) emitBinary(r *resource, labels []string, updated time.Time) error {

@@ -49,6 +49,13 @@
 //   - A Binary's compartment is that of the resources linking it (or its
 //     securityContext Patient); one linked by nobody and naming no Patient
 //     is an error, never tenant-level.
+//   - Labels follow attachment links both ways: a Binary has its own
+//     labels and those of every resource linking it, a lifted attachment
+//     its carrier's, and a resource linking a Binary also that Binary's
+//     (its body names the Binary and describes the document), so no
+//     caller reads a link to what it may not read. A link to a Binary of
+//     another import is refused (ErrDangling), so both ends are labelled
+//     in the same pass.
 //   - Attachment bytes agree with their declared contentType (checked with
 //     github.com/gabriel-vasile/mimetype), and inline data never stays in a
 //     carrier: it is replaced by the link Options.Link returns.

@@ -24,8 +24,13 @@ type binaryInfo struct {
 	linkWhere  string // of the first link, and its path
 	linkPath   string
 	carrier    Carrier
+	own        []string // the Binary's own labels
 	labels     []string // of every linking resource
 }
+
+// all are a Binary's labels: its own and those of every resource that
+// links it.
+func (b *binaryInfo) all() []string { return union(b.own, b.labels) }
 
 func newIndex() *index {
 	return &index{optOut: map[string]bool{}, binaries: map[string]*binaryInfo{}}
@@ -61,7 +66,7 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 		if b.present {
 			return r.errf("Binary.id", ErrID, "a second Binary with the same id (the first at %s)", b.where)
 		}
-		b.present, b.where = true, r.where
+		b.present, b.where, b.own = true, r.where, labels
 		if sc, ok := r.m["securityContext"].(map[string]any); ok {
 			id, isPatient, err := r.patientRef(sc)
 			if err != nil {

@@ -155,6 +155,9 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	if typ == "Binary" {
 		return rd.emitBinary(r, labels, updated)
 	}
+	if linked := rd.linkedLabels(r); len(linked) > 0 {
+		labels = union(labels, linked)
+	}
 	atts, err := rd.liftAttachments(r, patient, labels, updated)
 	if err != nil {
 		return err
