@@ -305,9 +305,13 @@ func demoSession(ctx context.Context, endpoint string, p *demoPersona, reads []s
 		_ = r
 		n++
 	}
-	pages = (n + server.DefaultPageSize - 1) / server.DefaultPageSize
+	pages = max((n+server.DefaultPageSize-1)/server.DefaultPageSize, 1)
+	detail := fmt.Sprintf("%d visible resources (~%d pages)", n, pages)
+	if pages == 1 {
+		detail = fmt.Sprintf("%d visible resources (1 page)", n)
+	}
 	steps = append(steps, demoStep{Persona: p.name, Action: "list", Target: "all resources", Outcome: "allowed",
-		Detail: fmt.Sprintf("%d visible resources (~%d pages)", n, max(pages, 1))})
+		Detail: detail})
 	for _, uri := range reads {
 		step := demoStep{Persona: p.name, Action: "read", Target: shortURI(uri)}
 		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
