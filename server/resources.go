@@ -449,6 +449,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	if err != nil {
 		return nil, s.aliasKeyUnavailable(ctx, e, err)
 	}
+	viaAlias := false // a research caller named the resource by its alias
 	if al != nil {
 		// A research caller names aliases; an unknown one stays as named
 		// and is not found, like any missing URI.
@@ -458,10 +459,10 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		}
 		if ix != nil {
 			if real, ok := al.indexedIn(ix, u); ok {
-				u = real
+				u, viaAlias = real, true
 			}
 		} else if real, ok := al.in(ctx, u); ok {
-			u = real
+			u, viaAlias = real, true
 		}
 	}
 	v := s.decideResource(ctx, id, e, u, page, true)
@@ -483,7 +484,11 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		return nil, s.auditFailure(ctx, e, withPage(ReasonPayloadUnavailable, page), refused("payload unavailable: nothing released"))
 	}
 	mopts := minimize.Options{Now: s.now(), Subject: r.Labels.Patient}
-	if al != nil {
+	if viaAlias {
+		// Only a read by alias gets the patient's alias in the payload: a
+		// research read of a catalog URI (held from elsewhere, naming the
+		// real patient) that did would link the real patient to the alias
+		// the research view shows; there the reference is dropped.
 		mopts.Alias = al.minimizeAlias()
 	}
 	out, err := minimize.Apply(r.MIMEType, payload, d.Obligations, mopts)

@@ -222,3 +222,47 @@ func TestResearchRealURIIsNotLinkedToItsAlias(t *testing.T) {
 		t.Fatalf("hidden alias and alias of nothing audited as %+v / %+v", recs[0].Entry, recs[1].Entry)
 	}
 }
+
+// The payload of a research read of a catalog URI held from elsewhere does
+// not link it to its alias either: deidentify rewrites the reference to
+// the resource's own patient to Patient/<alias>, the very alias the
+// research view shows that patient's resources under, so with the real
+// URI (which names the real patient) it would tie the real patient to the
+// alias. Read by the real URI, the reference is dropped; read by the
+// alias, it is kept. Over both catalogs: with an index (store.Live) and
+// without, as aliases are resolved differently.
+func TestResearchRealURIPayloadDoesNotNameTheAlias(t *testing.T) {
+	t.Run("store", func(t *testing.T) { researchRealURIPayload(t, newFixture(t, "")) })
+	t.Run("live", func(t *testing.T) { researchRealURIPayload(t, newLiveFixture(t).fixture) })
+}
+
+func researchRealURIPayload(t *testing.T, f *fixture) {
+	cs := f.connect(f.identity("researcher"))
+	real := f.realIDs()
+	read := func(uri string) string {
+		t.Helper()
+		res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri})
+		if err != nil {
+			t.Fatalf("read %s: %v", uri, err)
+		}
+		return res.Contents[0].Text
+	}
+	n := 0
+	for _, a := range listAll(t, cs) {
+		u, _ := store.ParseURI(a)
+		if u.Scheme != store.SchemeFHIR || u.Patient == "" || u.Type == store.TypePatient {
+			continue
+		}
+		ref := `"Patient/` + u.Patient + `"`
+		if !strings.Contains(read(a), ref) {
+			continue // no reference to its patient to alias
+		}
+		n++
+		if r := f.realURI(real, a); strings.Contains(read(r), u.Patient) {
+			t.Fatalf("research read of %s names the patient alias %s of %s", r, u.Patient, a)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no research read names its patient's alias: the test checks nothing")
+	}
+}
