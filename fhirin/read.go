@@ -107,7 +107,11 @@ func (rd *reader) passes(srcs []source) error {
 			return err
 		}
 	}
-	for _, err := range rd.idx.check() {
+	errs, err := rd.idx.check(rd.opts.StoredBinary)
+	if err != nil {
+		return err
+	}
+	for _, err := range errs {
 		if err := rd.problem(err); err != nil {
 			return err
 		}
@@ -115,6 +119,11 @@ func (rd *reader) passes(srcs []source) error {
 	rd.emit = true
 	for _, s := range srcs {
 		if err := rd.problem(rd.readSource(&s)); err != nil {
+			return err
+		}
+	}
+	for _, it := range rd.idx.storedItems() {
+		if err := rd.emitItem(it); err != nil {
 			return err
 		}
 	}
