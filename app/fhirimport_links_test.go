@@ -237,6 +237,34 @@ func TestImportLinksStoredBinary(t *testing.T) {
 	}
 }
 
+// A Binary re-imported on its own (placed by its securityContext, no
+// linking resource in the import) got a new version with only its own
+// labels: the psy its DocumentReference gave it was lost, so a caller kept
+// from psy could read it (found by review). It keeps the labels of its
+// live version.
+func TestImportBinaryAloneKeepsCarrierLabels(t *testing.T) {
+	f := newLinkFixture(t)
+	f.mustImp(true, map[string][]string{
+		"Patient":           {lnkPat},
+		"Binary":            {lnkBin},
+		"DocumentReference": {lnkDoc("d3", "bx", "first", lnkPSY)},
+	})
+	// The Binary alone, unchanged: it may get a new version (its title no
+	// longer names the type of a carrier), which keeps psy.
+	f.mustImp(false, map[string][]string{"Binary": {lnkBin}})
+	bin, _ := f.get("Binary", "bx", "p")
+	if !slices.Equal(bin.Labels.Sensitivity, []string{"psy"}) {
+		t.Errorf("the Binary imported alone has labels %v, want [psy] kept", bin.Labels.Sensitivity)
+	}
+	// Its content changed, alone: a new version, still psy.
+	changed := `{"resourceType":"Binary","id":"bx","securityContext":{"reference":"Patient/p"},"contentType":"text/plain","data":"aG8="}`
+	f.mustImp(false, map[string][]string{"Binary": {changed}})
+	bin2, _ := f.get("Binary", "bx", "p")
+	if !slices.Equal(bin2.Labels.Sensitivity, []string{"psy"}) || bin2.Version != bin.Version+1 {
+		t.Errorf("the changed Binary imported alone: version %d labels %v, want version %d [psy]", bin2.Version, bin2.Labels.Sensitivity, bin.Version+1)
+	}
+}
+
 // A sync imports through FHIRImporter, the same path: its incremental run
 // holding a changed DocumentReference and not its Binary succeeds.
 func TestSyncImporterLinksStoredBinary(t *testing.T) {

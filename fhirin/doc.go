@@ -58,7 +58,9 @@
 //     reports it live in the importer's catalog in the linking resource's
 //     compartment: the linking resources then have its stored labels, and
 //     Read yields it as an Item with Stored set, carrying every label it
-//     must have, for the importer to add.
+//     must have, for the importer to add. A Binary that no resource of the
+//     import links keeps its stored labels besides its own: it loses a
+//     label its carriers gave it only when imported again with them.
 //   - Attachment bytes agree with their declared contentType (checked with
 //     github.com/gabriel-vasile/mimetype), and inline data never stays in a
 //     carrier: it is replaced by the link Options.Link returns.

@@ -30,12 +30,13 @@ type binaryInfo struct {
 	// the linking resources' compartment (Options.StoredBinary).
 	stored bool
 	// storedLabels are the labels of its live version in the catalog, for
-	// a stored Binary.
+	// a stored Binary and for one in the import that nothing here links.
 	storedLabels []string
 }
 
 // all are a Binary's labels: its own, those of every resource that links
-// it, and, for a stored Binary, those of its live version in the catalog.
+// it, and those its live version in the catalog has when nothing in the
+// import can renew them (storedLabels).
 func (b *binaryInfo) all() []string { return union(union(b.own, b.labels), b.storedLabels) }
 
 func newIndex() *index {
@@ -108,8 +109,9 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 
 // check ends the first pass: every linked Binary is present (or, with
 // stored, live in the catalog in the linking compartment), and every
-// Binary has exactly one patient (or is linked from tenant-level data). It
-// returns every problem, in Binary id order, or stored's error.
+// Binary has exactly one patient (or is linked from tenant-level data). A
+// Binary present and linked by nothing keeps the labels stored reports for
+// it. It returns every problem, in Binary id order, or stored's error.
 func (x *index) check(stored func(id, patient string) ([]string, bool, error)) ([]error, error) {
 	ids := make([]string, 0, len(x.binaries))
 	for id := range x.binaries {
@@ -140,6 +142,19 @@ func (x *index) check(stored func(id, patient string) ([]string, bool, error)) (
 			errs = append(errs, newError(b.where, "Binary", ErrCompartment, "a Binary that no resource of the import links and whose securityContext names no Patient cannot be placed"))
 		case !b.linked:
 			b.patient = b.ctxPatient
+			if stored == nil {
+				continue
+			}
+			// The labels the resources linking it gave it in earlier
+			// imports: none of them is here to give them again, and
+			// losing one would open the Binary to callers kept from it.
+			labels, live, err := stored(id, b.patient)
+			if err != nil {
+				return nil, err
+			}
+			if live {
+				b.storedLabels = normalize(labels)
+			}
 		}
 	}
 	return errs, nil

@@ -98,13 +98,18 @@ type Options struct {
 	// the importer's catalog in the compartment of patient ("" for
 	// tenant-level) of the tenant being imported, and its sensitivity
 	// labels there. It is asked, once per Binary, at the end of the first
-	// pass about a Binary the import links but does not hold: if live,
-	// the link is accepted (not ErrDangling), the linking resources carry
-	// its labels, and Read yields it as an Item with Stored set. The
-	// answer must be the same whatever the Binary's existence elsewhere
-	// (another patient, another tenant, retired: not live). An error stops
-	// Read and is returned as it is. nil: every linked Binary must be in
-	// the import.
+	// pass about:
+	//   - a Binary the import links but does not hold: if live, the link
+	//     is accepted (not ErrDangling), the linking resources carry its
+	//     labels, and Read yields it as an Item with Stored set;
+	//   - a Binary the import holds and no resource of the import links
+	//     (placed by its securityContext): it keeps the labels reported
+	//     besides its own (those its linking resources gave it before).
+	// The answer must be the same whatever the Binary's existence
+	// elsewhere (another patient, another tenant, retired: not live). An
+	// error stops Read and is returned as it is. nil: every linked Binary
+	// must be in the import, and a Binary's labels come from the import
+	// alone.
 	StoredBinary func(id, patient string) (labels []string, live bool, err error)
 }
 
