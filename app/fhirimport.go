@@ -56,7 +56,7 @@ func ImportFHIR(ctx context.Context, catalogPath, path string, o FHIRImport) (st
 	}
 	eopts := store.EntryOptions{Namer: namer, Source: o.Source, Full: o.Full, Progress: o.Progress}
 	return store.ImportEntriesStagedFrom(ctx, catalogPath, func(st *store.Store) iter.Seq2[store.Entry, error] {
-		opts := fhirin.Options{Link: namer.Link, Logger: o.Logger, StoredBinary: storedBinary(st, namer)}
+		opts := fhirin.Options{Link: namer.Link, Logger: o.Logger, StoredBinary: storedBinary(st, namer), Complete: o.Full}
 		return fhirEntries(ctx, path, opts)
 	}, eopts, store.Options{DataKeys: o.DataKeys, Timeout: o.Timeout, Logger: o.Logger})
 }

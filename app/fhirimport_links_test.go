@@ -282,3 +282,30 @@ func TestSyncImporterLinksStoredBinary(t *testing.T) {
 		t.Errorf("the Binary after the incremental sync: labels %v, want [hiv psy]", bin.Labels.Sensitivity)
 	}
 }
+
+// A Binary imported again with only some of the resources linking it lost
+// the labels of the others, which still link it: DocumentReferences d3
+// (psy) and d2 link bx; an incremental import of bx and a changed d2 left
+// bx (and d2) without psy while d3 still described it (fail-open, found
+// testing the fix of the Binary imported alone). An incremental import
+// keeps the labels of the Binary's live version; a full import, which
+// holds every carrier of its source (the others are retired), takes them
+// from the import alone.
+func TestImportBinaryWithSomeCarriersKeepsLabels(t *testing.T) {
+	f := newLinkFixture(t)
+	f.mustImp(true, map[string][]string{"Patient": {lnkPat}, "Binary": {lnkBin},
+		"DocumentReference": {lnkDoc("d3", "bx", "a", lnkPSY), lnkDoc("d2", "bx", "a")}})
+	f.mustImp(false, map[string][]string{"Binary": {lnkBin}, "DocumentReference": {lnkDoc("d2", "bx", "b")}})
+	bin, _ := f.get("Binary", "bx", "p")
+	d2, _ := f.get("DocumentReference", "d2", "p")
+	if !slices.Equal(bin.Labels.Sensitivity, []string{"psy"}) || !slices.Equal(d2.Labels.Sensitivity, []string{"psy"}) {
+		t.Errorf("after an incremental import of the Binary and d2: Binary %v, d2 %v, want [psy] for both (d3 still links it)",
+			bin.Labels.Sensitivity, d2.Labels.Sensitivity)
+	}
+	// A full import without d3 retires it: the Binary's labels are d2's.
+	f.mustImp(true, map[string][]string{"Patient": {lnkPat}, "Binary": {lnkBin}, "DocumentReference": {lnkDoc("d2", "bx", "c")}})
+	bin, _ = f.get("Binary", "bx", "p")
+	if len(bin.Labels.Sensitivity) != 0 {
+		t.Errorf("after a full import without d3: Binary labels %v, want none", bin.Labels.Sensitivity)
+	}
+}

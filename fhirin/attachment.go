@@ -69,8 +69,9 @@ func (rd *reader) linkedLabels(r *resource) []string {
 
 // emitBinary yields a Binary as its decoded bytes, in the compartment and
 // with the labels the first pass found for it: its own, those of every
-// resource of the import linking it and, when none links it, those of its
-// live version in the catalog (Options.StoredBinary).
+// resource of the import linking it and, when none links it or the input
+// is not Complete, those of its live version in the catalog
+// (Options.StoredBinary).
 func (rd *reader) emitBinary(r *resource, labels []string, updated time.Time) error {
 	data, mt, err := r.attachmentData(r.m, "Binary", "contentType")
 	if err != nil {

@@ -30,7 +30,8 @@ type binaryInfo struct {
 	// the linking resources' compartment (Options.StoredBinary).
 	stored bool
 	// storedLabels are the labels of its live version in the catalog, for
-	// a stored Binary and for one in the import that nothing here links.
+	// a stored Binary and for one in the import that nothing here links or
+	// whose other linking resources may be elsewhere (not Complete).
 	storedLabels []string
 }
 
@@ -110,9 +111,10 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 // check ends the first pass: every linked Binary is present (or, with
 // stored, live in the catalog in the linking compartment), and every
 // Binary has exactly one patient (or is linked from tenant-level data). A
-// Binary present and linked by nothing keeps the labels stored reports for
-// it. It returns every problem, in Binary id order, or stored's error.
-func (x *index) check(stored func(id, patient string) ([]string, bool, error)) ([]error, error) {
+// Binary present keeps the labels stored reports for it when nothing in
+// the import links it or the input is not complete (Options.Complete). It
+// returns every problem, in Binary id order, or stored's error.
+func (x *index) check(stored func(id, patient string) ([]string, bool, error), complete bool) ([]error, error) {
 	ids := make([]string, 0, len(x.binaries))
 	for id := range x.binaries {
 		ids = append(ids, id)
@@ -140,14 +142,18 @@ func (x *index) check(stored func(id, patient string) ([]string, bool, error)) (
 			errs = append(errs, newError(b.where, "Binary.securityContext", ErrCompartment, "names another patient than the resource that links the Binary (at %s)", b.linkWhere))
 		case !b.linked && !b.hasCtx:
 			errs = append(errs, newError(b.where, "Binary", ErrCompartment, "a Binary that no resource of the import links and whose securityContext names no Patient cannot be placed"))
-		case !b.linked:
-			b.patient = b.ctxPatient
+		case !b.linked || !complete:
+			if !b.linked {
+				b.patient = b.ctxPatient
+			}
 			if stored == nil {
 				continue
 			}
 			// The labels the resources linking it gave it in earlier
-			// imports: none of them is here to give them again, and
-			// losing one would open the Binary to callers kept from it.
+			// imports: a resource that links it and is not here (none
+			// is, or the input is not complete) cannot give them again,
+			// and losing one would open the Binary to callers kept from
+			// it.
 			labels, live, err := stored(id, b.patient)
 			if err != nil {
 				return nil, err

@@ -103,14 +103,24 @@ type Options struct {
 	//     is accepted (not ErrDangling), the linking resources carry its
 	//     labels, and Read yields it as an Item with Stored set;
 	//   - a Binary the import holds and no resource of the import links
-	//     (placed by its securityContext): it keeps the labels reported
-	//     besides its own (those its linking resources gave it before).
+	//     (placed by its securityContext), or, unless Complete, one it
+	//     holds and links: it keeps the labels reported besides its own
+	//     and its linking resources' here (those its linking resources
+	//     gave it before: one of them not in this import still links it),
+	//     and so do the resources here that link it.
 	// The answer must be the same whatever the Binary's existence
 	// elsewhere (another patient, another tenant, retired: not live). An
 	// error stops Read and is returned as it is. nil: every linked Binary
 	// must be in the import, and a Binary's labels come from the import
 	// alone.
 	StoredBinary func(id, patient string) (labels []string, live bool, err error)
+	// Complete says the input holds every resource that links any of its
+	// Binaries (a full import: what it does not hold is retired). A Binary
+	// it holds and links then takes its labels from the import alone, so a
+	// label a linking resource no longer has leaves it; otherwise it also
+	// keeps those StoredBinary reports. Without StoredBinary it changes
+	// nothing.
+	Complete bool
 }
 
 func (o Options) maxLine() int {

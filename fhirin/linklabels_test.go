@@ -142,3 +142,45 @@ func TestReadStoredBinary(t *testing.T) {
 		t.Errorf("the hook's error: %v", err)
 	}
 }
+
+// A Binary the import holds and links keeps its stored labels unless the
+// input is Complete: a resource that linked it in an earlier import and is
+// not in this one still links it (an incremental import of a Binary and
+// one of its two DocumentReferences dropped the other's psy).
+func TestReadLinkedBinaryKeepsStoredLabels(t *testing.T) {
+	const (
+		d  = `{"resourceType":"DocumentReference","id":"d","status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/b"}}]}`
+		bn = `{"resourceType":"Binary","id":"b","contentType":"text/plain","data":"bm90ZQ=="}`
+	)
+	p := filepath.Join(t.TempDir(), "Mixed.ndjson")
+	if err := os.WriteFile(p, []byte(d+"\n"+bn+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		complete bool
+		want     []string
+	}{{false, []string{"psy"}}, {true, nil}} {
+		asked := 0
+		stored := func(id, patient string) ([]string, bool, error) {
+			asked++
+			return []string{"psy"}, id == "b" && patient == "p", nil
+		}
+		var items []Item
+		err := Read(context.Background(), p, Options{Link: testLink, StoredBinary: stored, Complete: c.complete}, func(it Item) error {
+			items = append(items, it)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, typ := range []string{"Binary", "DocumentReference"} {
+			id := map[string]string{"Binary": "b", "DocumentReference": "d"}[typ]
+			if got := find(t, items, typ, id).Sensitivity; !slices.Equal(got, c.want) {
+				t.Errorf("complete %v: %s labels %v, want %v", c.complete, typ, got, c.want)
+			}
+		}
+		if c.complete && asked != 0 {
+			t.Errorf("complete: StoredBinary asked %d times", asked)
+		}
+	}
+}

@@ -107,7 +107,7 @@ func (rd *reader) passes(srcs []source) error {
 			return err
 		}
 	}
-	errs, err := rd.idx.check(rd.opts.StoredBinary)
+	errs, err := rd.idx.check(rd.opts.StoredBinary, rd.opts.Complete)
 	if err != nil {
 		return err
 	}
