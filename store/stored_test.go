@@ -14,7 +14,8 @@ import (
 // else changed (the rename skipped it: Relabelled was not counted as a
 // change). A stored entry naming a Binary that is not live under its URI
 // (another patient's, retired, none), or contradicting an entry with
-// content for the same Binary, fails the import and changes nothing.
+// content for the same Binary, or from another source of the tenant, fails
+// the import and changes nothing.
 func TestStoredEntries(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "catalog.db")
 	n := testNamer(t, "gh")
@@ -67,6 +68,14 @@ func TestStoredEntries(t *testing.T) {
 		if fileSum(t, path) != before {
 			t.Errorf("%s: the catalog changed", name)
 		}
+	}
+	// Another source of the tenant may not write the Binary, even its labels.
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n, Source: "other"}, stored(srcPatient, "sex")); !errors.Is(err, ErrBadEntry) ||
+		!strings.Contains(err.Error(), "another source") {
+		t.Errorf("a stored entry of another source's Binary: err %v", err)
+	}
+	if fileSum(t, path) != before {
+		t.Error("another source's stored entry changed the catalog")
 	}
 	// Retired: a full import without it retires it.
 	if _, err := stagedImport(t, path, EntryOptions{Namer: n, Full: true}, fhirEntry("Organization", srcOrg, "", `{"resourceType":"Organization","id":"org-cityhospital"}`)); err != nil {
