@@ -17,7 +17,8 @@ import (
 
 // Read reads the FHIR input at path (see Detect for the formats) and calls
 // yield for every item, in input order, a carrier before the attachments
-// lifted out of it.
+// lifted out of it, and last, in id order, one Stored item per Binary the
+// input links but does not hold (Options.StoredBinary).
 //
 // A problem with the input is an *Error. Read goes on past one to find the
 // others (the next line, Bundle entry or file; a stream error ends its
