@@ -54,10 +54,34 @@ func ImportFHIR(ctx context.Context, catalogPath, path string, o FHIRImport) (st
 	if err != nil {
 		return store.ImportReport{}, err
 	}
-	opts := fhirin.Options{Link: namer.Link, Logger: o.Logger}
 	eopts := store.EntryOptions{Namer: namer, Source: o.Source, Full: o.Full, Progress: o.Progress}
-	return store.ImportEntriesStaged(ctx, catalogPath, fhirEntries(ctx, path, opts),
-		eopts, store.Options{DataKeys: o.DataKeys, Timeout: o.Timeout, Logger: o.Logger})
+	return store.ImportEntriesStagedFrom(ctx, catalogPath, func(st *store.Store) iter.Seq2[store.Entry, error] {
+		opts := fhirin.Options{Link: namer.Link, Logger: o.Logger, StoredBinary: storedBinary(st, namer), Complete: o.Full}
+		return fhirEntries(ctx, path, opts)
+	}, eopts, store.Options{DataKeys: o.DataKeys, Timeout: o.Timeout, Logger: o.Logger})
+}
+
+// storedBinary is fhirin.Options.StoredBinary over st, the catalog copy
+// being imported into: whether Binary id is live in the compartment of
+// patient of namer's tenant, and its sensitivity labels. Its URI names
+// tenant, patient and Binary, so a Binary of another patient or tenant,
+// or a retired one, is simply not found: the answer is the same as for
+// one that never existed.
+func storedBinary(st *store.Store, namer *store.Namer) func(id, patient string) ([]string, bool, error) {
+	return func(id, patient string) ([]string, bool, error) {
+		uri := namer.Link("Binary", id, patient)
+		if uri == "" {
+			return nil, false, errors.New("app: a Binary the import links cannot be named")
+		}
+		r, err := st.Get(uri)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil, false, nil
+		case err != nil:
+			return nil, false, err
+		}
+		return r.Labels.Sensitivity, true, nil
+	}
 }
 
 // fhirEntries adapts fhirin.Read to the store's entry stream. A read error
@@ -91,6 +115,7 @@ func entryOf(it fhirin.Item) store.Entry {
 		LastUpdated: it.LastUpdated,
 		Carrier:     store.Carrier{Type: it.Carrier.Type, ID: it.Carrier.ID},
 		Where:       it.Where,
+		Stored:      it.Stored,
 	}
 }
 

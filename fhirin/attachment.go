@@ -68,7 +68,10 @@ func (rd *reader) linkedLabels(r *resource) []string {
 }
 
 // emitBinary yields a Binary as its decoded bytes, in the compartment and
-// with the labels the first pass found for it.
+// with the labels the first pass found for it: its own, those of every
+// resource of the import linking it and, when none links it or the input
+// is not Complete, those of its live version in the catalog
+// (Options.StoredBinary).
 func (rd *reader) emitBinary(r *resource, labels []string, updated time.Time) error {
 	data, mt, err := r.attachmentData(r.m, "Binary", "contentType")
 	if err != nil {
@@ -76,7 +79,7 @@ func (rd *reader) emitBinary(r *resource, labels []string, updated time.Time) er
 	}
 	b := rd.idx.binary(r.id)
 	return rd.emitItem(Item{Type: "Binary", ID: r.id, Patient: b.patient, Body: data, MIMEType: mt,
-		Sensitivity: union(labels, b.labels), Consent: rd.idx.consent(b.patient), LastUpdated: updated,
+		Sensitivity: union(union(labels, b.labels), b.storedLabels), Consent: rd.idx.consent(b.patient), LastUpdated: updated,
 		Carrier: b.carrier, Where: r.where})
 }
 

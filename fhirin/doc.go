@@ -53,9 +53,16 @@
 //     labels and those of every resource linking it, a lifted attachment
 //     its carrier's, and a resource linking a Binary also that Binary's
 //     (its body names the Binary and describes the document), so no
-//     caller reads a link to what it may not read. A link to a Binary of
-//     another import is refused (ErrDangling), so both ends are labelled
-//     in the same pass.
+//     caller reads a link to what it may not read. A link to a Binary the
+//     import lacks is refused (ErrDangling) unless Options.StoredBinary
+//     reports it live in the importer's catalog in the linking resource's
+//     compartment: the linking resources then have its stored labels, and
+//     Read yields it as an Item with Stored set, carrying every label it
+//     must have, for the importer to add. A Binary in the import keeps its
+//     stored labels besides its own and its linking resources' unless the
+//     input is Complete (a full import, holding every resource that links
+//     it): it loses a label its carriers gave it only when imported again
+//     with all of them.
 //   - Attachment bytes agree with their declared contentType (checked with
 //     github.com/gabriel-vasile/mimetype), and inline data never stays in a
 //     carrier: it is replaced by the link Options.Link returns.

@@ -42,7 +42,9 @@ var (
 	// from), or its id is not a FHIR id.
 	ErrID = errors.New("missing or invalid id")
 	// ErrDangling: a urn:uuid reference names no entry of its Bundle, or an
-	// attachment url names a Binary that is not in the import.
+	// attachment url names a Binary that is not in the import (nor, with
+	// Options.StoredBinary, live in the catalog in the linking resource's
+	// compartment).
 	ErrDangling = errors.New("dangling reference")
 	// ErrCompartment: a resource cannot be placed in exactly one patient
 	// compartment (two patients, a contained or unresolved Patient, a

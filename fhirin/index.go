@@ -26,11 +26,19 @@ type binaryInfo struct {
 	carrier    Carrier
 	own        []string // the Binary's own labels
 	labels     []string // of every linking resource
+	// stored: the Binary is not in the import but live in the catalog in
+	// the linking resources' compartment (Options.StoredBinary).
+	stored bool
+	// storedLabels are the labels of its live version in the catalog, for
+	// a stored Binary and for one in the import that nothing here links or
+	// whose other linking resources may be elsewhere (not Complete).
+	storedLabels []string
 }
 
-// all are a Binary's labels: its own and those of every resource that
-// links it.
-func (b *binaryInfo) all() []string { return union(b.own, b.labels) }
+// all are a Binary's labels: its own, those of every resource that links
+// it, and those its live version in the catalog has when nothing in the
+// import can renew them (storedLabels).
+func (b *binaryInfo) all() []string { return union(union(b.own, b.labels), b.storedLabels) }
 
 func newIndex() *index {
 	return &index{optOut: map[string]bool{}, binaries: map[string]*binaryInfo{}}
@@ -100,10 +108,13 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 	return nil
 }
 
-// check ends the first pass: every linked Binary is present, and every
-// Binary has exactly one patient (or is linked from tenant-level data). It
-// returns every problem, in Binary id order.
-func (x *index) check() []error {
+// check ends the first pass: every linked Binary is present (or, with
+// stored, live in the catalog in the linking compartment), and every
+// Binary has exactly one patient (or is linked from tenant-level data). A
+// Binary present keeps the labels stored reports for it when nothing in
+// the import links it or the input is not complete (Options.Complete). It
+// returns every problem, in Binary id order, or stored's error.
+func (x *index) check(stored func(id, patient string) ([]string, bool, error), complete bool) ([]error, error) {
 	ids := make([]string, 0, len(x.binaries))
 	for id := range x.binaries {
 		ids = append(ids, id)
@@ -113,17 +124,67 @@ func (x *index) check() []error {
 	for _, id := range ids {
 		b := x.binaries[id]
 		switch {
-		case !b.present:
+		case !b.present && stored == nil:
 			errs = append(errs, newError(b.linkWhere, b.linkPath, ErrDangling, "an attachment url to a Binary that is not in the import"))
+		case !b.present:
+			labels, live, err := stored(id, b.patient)
+			if err != nil {
+				return nil, err
+			}
+			if !live {
+				// The same words whether the Binary exists elsewhere
+				// (another patient, another tenant, retired) or nowhere.
+				errs = append(errs, newError(b.linkWhere, b.linkPath, ErrDangling, "an attachment url to a Binary that is neither in the import nor live in the catalog in the compartment of the resource linking it"))
+				continue
+			}
+			b.stored, b.storedLabels = true, normalize(labels)
 		case b.linked && b.hasCtx && b.ctxPatient != b.patient:
 			errs = append(errs, newError(b.where, "Binary.securityContext", ErrCompartment, "names another patient than the resource that links the Binary (at %s)", b.linkWhere))
 		case !b.linked && !b.hasCtx:
 			errs = append(errs, newError(b.where, "Binary", ErrCompartment, "a Binary that no resource of the import links and whose securityContext names no Patient cannot be placed"))
-		case !b.linked:
-			b.patient = b.ctxPatient
+		case !b.linked || !complete:
+			if !b.linked {
+				b.patient = b.ctxPatient
+			}
+			if stored == nil {
+				continue
+			}
+			// The labels the resources linking it gave it in earlier
+			// imports: a resource that links it and is not here (none
+			// is, or the input is not complete) cannot give them again,
+			// and losing one would open the Binary to callers kept from
+			// it.
+			labels, live, err := stored(id, b.patient)
+			if err != nil {
+				return nil, err
+			}
+			if live {
+				b.storedLabels = normalize(labels)
+			}
 		}
 	}
-	return errs
+	return errs, nil
+}
+
+// normalize is labels sorted and without duplicates.
+func normalize(labels []string) []string {
+	out := slices.Clone(labels)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// storedItems are the Items of the Binaries the import links but does not
+// hold (stored), in id order: each with every label it must have.
+func (x *index) storedItems() []Item {
+	var out []Item
+	for id, b := range x.binaries {
+		if b.stored {
+			out = append(out, Item{Type: "Binary", ID: id, Patient: b.patient, Sensitivity: b.all(),
+				Consent: x.consent(b.patient), Carrier: b.carrier, Where: b.linkWhere, Stored: true})
+		}
+	}
+	slices.SortFunc(out, func(a, b Item) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // attachmentPaths are the Attachment elements lifted out of their carrier.

@@ -52,6 +52,17 @@ type Item struct {
 	Carrier Carrier
 	// Where is "file:line" of the line, Bundle entry or file that held it.
 	Where string
+	// Stored marks a Binary this import links but does not hold: one
+	// Options.StoredBinary reported live in the catalog, in the
+	// compartment of the resources linking it. Body, MIMEType and
+	// LastUpdated are zero; Sensitivity is every label the Binary must
+	// have (those StoredBinary reported and those of the resources linking
+	// it here), Patient its compartment, Where the first link's place. The
+	// importer gives the stored Binary a new version with these labels
+	// (content unchanged) if it lacks one, and must fail if it is no
+	// longer live there. Read yields one such item per Binary, after every
+	// other item.
+	Stored bool
 }
 
 // Carrier names a resource by source type and id.
@@ -83,6 +94,33 @@ type Options struct {
 	MaxLine int
 	// Logger receives operational messages (never content); nil discards.
 	Logger *slog.Logger
+	// StoredBinary, if not nil, reports whether the Binary id is live in
+	// the importer's catalog in the compartment of patient ("" for
+	// tenant-level) of the tenant being imported, and its sensitivity
+	// labels there. It is asked, once per Binary, at the end of the first
+	// pass about:
+	//   - a Binary the import links but does not hold: if live, the link
+	//     is accepted (not ErrDangling), the linking resources carry its
+	//     labels, and Read yields it as an Item with Stored set;
+	//   - a Binary the import holds and no resource of the import links
+	//     (placed by its securityContext), or, unless Complete, one it
+	//     holds and links: it keeps the labels reported besides its own
+	//     and its linking resources' here (those its linking resources
+	//     gave it before: one of them not in this import still links it),
+	//     and so do the resources here that link it.
+	// The answer must be the same whatever the Binary's existence
+	// elsewhere (another patient, another tenant, retired: not live). An
+	// error stops Read and is returned as it is. nil: every linked Binary
+	// must be in the import, and a Binary's labels come from the import
+	// alone.
+	StoredBinary func(id, patient string) (labels []string, live bool, err error)
+	// Complete says the input holds every resource that links any of its
+	// Binaries (a full import: what it does not hold is retired). A Binary
+	// it holds and links then takes its labels from the import alone, so a
+	// label a linking resource no longer has leaves it; otherwise it also
+	// keeps those StoredBinary reports. Without StoredBinary it changes
+	// nothing.
+	Complete bool
 }
 
 func (o Options) maxLine() int {

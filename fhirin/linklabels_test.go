@@ -1,6 +1,9 @@
 package fhirin
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,5 +64,123 @@ func TestReadCarrierHasLinkedBinaryLabels(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// With Options.StoredBinary, a link to a Binary the import lacks but the
+// catalog holds live in the carrier's compartment is accepted (an
+// incremental import whose DocumentReference changed and whose Binary did
+// not was refused with ErrDangling: found by review): the carrier links
+// the Binary and carries its stored labels, and Read yields, after every
+// other item, one Stored item for the Binary with every label it must
+// have. A Binary in the import that nothing links keeps its stored labels
+// (re-importing it alone dropped the psy its DocumentReference had given
+// it: found by review). A Binary not live there is ErrDangling; the hook's
+// error stops Read as it is.
+func TestReadStoredBinary(t *testing.T) {
+	const (
+		// d1 (hiv) and d2 link b1, which only the catalog holds (psy).
+		d1  = `{"resourceType":"DocumentReference","id":"d1","status":"current","subject":{"reference":"Patient/p"},"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}]},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/b1"}}]}`
+		d2  = `{"resourceType":"DocumentReference","id":"d2","status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/b1"}}]}`
+		b2  = `{"resourceType":"Binary","id":"b2","securityContext":{"reference":"Patient/p"},"contentType":"text/plain","data":"bm90ZQ=="}`
+		bad = `{"resourceType":"DocumentReference","id":"d3","status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/b3"}}]}`
+	)
+	var asked []string
+	stored := func(id, patient string) ([]string, bool, error) {
+		asked = append(asked, id+"@"+patient)
+		switch id {
+		case "b1", "b2":
+			return []string{"psy"}, patient == "p", nil
+		case "boom":
+			return nil, false, errors.New("catalog unreadable")
+		}
+		return nil, false, nil
+	}
+	read := func(lines ...string) ([]Item, error) {
+		p := filepath.Join(t.TempDir(), "Mixed.ndjson")
+		if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out []Item
+		err := Read(context.Background(), p, Options{Link: testLink, StoredBinary: stored}, func(it Item) error {
+			out = append(out, it)
+			return nil
+		})
+		return out, err
+	}
+	items, err := read(d1, d2, b2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 4 {
+		t.Fatalf("%d items, want 4", len(items))
+	}
+	last := items[3]
+	if !last.Stored || last.Type != "Binary" || last.ID != "b1" || last.Patient != "p" || last.Body != nil ||
+		!slices.Equal(last.Sensitivity, []string{"hiv", "psy"}) || last.Where != "Mixed.ndjson:1" {
+		t.Errorf("the last item: %+v, want the stored Binary b1 of p with [hiv psy]", last)
+	}
+	for _, c := range []struct {
+		typ, id string
+		labels  []string
+	}{{"DocumentReference", "d1", []string{"hiv", "psy"}}, {"DocumentReference", "d2", []string{"hiv", "psy"}}, {"Binary", "b2", []string{"psy"}}} {
+		it := find(t, items, c.typ, c.id)
+		if !slices.Equal(it.Sensitivity, c.labels) || it.Stored {
+			t.Errorf("%s %s: labels %v stored %v, want %v", c.typ, c.id, it.Sensitivity, it.Stored, c.labels)
+		}
+	}
+	if !bytes.Contains(find(t, items, "DocumentReference", "d2").Body, []byte(`"url":"`+testLink("Binary", "b1", "p")+`"`)) {
+		t.Error("d2 does not link the stored Binary")
+	}
+	if !slices.Equal(asked, []string{"b1@p", "b2@p"}) {
+		t.Errorf("StoredBinary asked %v", asked)
+	}
+	if _, err := read(bad); !errors.Is(err, ErrDangling) {
+		t.Errorf("a link to a Binary not live: %v, want ErrDangling", err)
+	}
+	if _, err := read(strings.Replace(bad, "Binary/b3", "Binary/boom", 1)); err == nil || err.Error() != "catalog unreadable" {
+		t.Errorf("the hook's error: %v", err)
+	}
+}
+
+// A Binary the import holds and links keeps its stored labels unless the
+// input is Complete: a resource that linked it in an earlier import and is
+// not in this one still links it (an incremental import of a Binary and
+// one of its two DocumentReferences dropped the other's psy).
+func TestReadLinkedBinaryKeepsStoredLabels(t *testing.T) {
+	const (
+		d  = `{"resourceType":"DocumentReference","id":"d","status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/b"}}]}`
+		bn = `{"resourceType":"Binary","id":"b","contentType":"text/plain","data":"bm90ZQ=="}`
+	)
+	p := filepath.Join(t.TempDir(), "Mixed.ndjson")
+	if err := os.WriteFile(p, []byte(d+"\n"+bn+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		complete bool
+		want     []string
+	}{{false, []string{"psy"}}, {true, nil}} {
+		asked := 0
+		stored := func(id, patient string) ([]string, bool, error) {
+			asked++
+			return []string{"psy"}, id == "b" && patient == "p", nil
+		}
+		var items []Item
+		err := Read(context.Background(), p, Options{Link: testLink, StoredBinary: stored, Complete: c.complete}, func(it Item) error {
+			items = append(items, it)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, typ := range []string{"Binary", "DocumentReference"} {
+			id := map[string]string{"Binary": "b", "DocumentReference": "d"}[typ]
+			if got := find(t, items, typ, id).Sensitivity; !slices.Equal(got, c.want) {
+				t.Errorf("complete %v: %s labels %v, want %v", c.complete, typ, got, c.want)
+			}
+		}
+		if c.complete && asked != 0 {
+			t.Errorf("complete: StoredBinary asked %d times", asked)
+		}
 	}
 }

@@ -17,7 +17,8 @@ import (
 
 // Read reads the FHIR input at path (see Detect for the formats) and calls
 // yield for every item, in input order, a carrier before the attachments
-// lifted out of it.
+// lifted out of it, and last, in id order, one Stored item per Binary the
+// input links but does not hold (Options.StoredBinary).
 //
 // A problem with the input is an *Error. Read goes on past one to find the
 // others (the next line, Bundle entry or file; a stream error ends its
@@ -107,7 +108,11 @@ func (rd *reader) passes(srcs []source) error {
 			return err
 		}
 	}
-	for _, err := range rd.idx.check() {
+	errs, err := rd.idx.check(rd.opts.StoredBinary, rd.opts.Complete)
+	if err != nil {
+		return err
+	}
+	for _, err := range errs {
 		if err := rd.problem(err); err != nil {
 			return err
 		}
@@ -115,6 +120,11 @@ func (rd *reader) passes(srcs []source) error {
 	rd.emit = true
 	for _, s := range srcs {
 		if err := rd.problem(rd.readSource(&s)); err != nil {
+			return err
+		}
+	}
+	for _, it := range rd.idx.storedItems() {
+		if err := rd.emitItem(it); err != nil {
 			return err
 		}
 	}

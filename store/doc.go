@@ -152,6 +152,10 @@
 //     "opt-out" iff "optout" lists a Consent of that patient, and "optout"
 //     lists exactly the live opt-out Consents (docs/import.md, "Opt-out").
 //     A label change is a new version like any other.
+//   - Stored Binaries: a stored entry (Entry.Stored, stored.go) never
+//     changes a Binary's content or metadata; it only adds labels, and the
+//     import fails unless the Binary is live under the entry's URI (same
+//     tenant, same patient) when it is written.
 //   - The index of a Live catalog (Index, index.go) is built from the file
 //     when Live opens or swaps it in and never changes afterwards: for every
 //     tenant, TenantPage yields exactly the file's resources labelled with

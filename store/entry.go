@@ -57,6 +57,16 @@ type Entry struct {
 	// Where locates the entry in the input ("Observation.ndjson:17"), for
 	// errors. It must not hold PHI.
 	Where string
+	// Stored marks an entry naming a Binary the stream links but does not
+	// hold, live in the catalog from an earlier import (fhirin.Item.Stored).
+	// Only Type ("Binary"), ID, Patient, Sensitivity (every label the
+	// Binary must have) and Where count. The Binary keeps its content and
+	// metadata; it gets a new version with the union of its labels and
+	// Sensitivity if it lacks one (Relabelled), else it is Unchanged. It
+	// counts as mentioned (a full import does not retire it). It is a
+	// problem, naming Where, if the Binary is not live under the URI of
+	// Patient: retired, another patient's, or never imported.
+	Stored bool
 }
 
 // Carrier names the resource an attachment was lifted out of.

@@ -36,8 +36,10 @@ type ImportReport struct {
 	Bytes     int64 `json:"bytes"`     // total size of the content of all entries
 
 	// Relabelled counts the live items ImportEntries gave a new version
-	// only to set or clear the consent label "opt-out", because their
-	// patient's opt-out changed (docs/import.md, "Opt-out").
+	// only to change their labels: to set or clear the consent label
+	// "opt-out", because their patient's opt-out changed (docs/import.md,
+	// "Opt-out"), or to add to a Binary the stream links but does not hold
+	// (Entry.Stored) a label of the resources linking it.
 	Relabelled int `json:"relabelled"`
 }
 

@@ -47,8 +47,17 @@ func ImportStaged(ctx context.Context, catalogPath, path string, opts Options, p
 // canceled ctx) removes the scratch file and leaves the catalog
 // byte-identical. Memory stays about one batch whatever the stream's size.
 func ImportEntriesStaged(ctx context.Context, catalogPath string, entries iter.Seq2[Entry, error], eopts EntryOptions, opts Options) (ImportReport, error) {
+	return ImportEntriesStagedFrom(ctx, catalogPath, func(*Store) iter.Seq2[Entry, error] { return entries }, eopts, opts)
+}
+
+// ImportEntriesStagedFrom is ImportEntriesStaged of the stream entries
+// returns for the scratch copy being imported into: the stream may read
+// that copy (Get) while it is pulled, to see the catalog exactly as this
+// import does (fhirin.Options.StoredBinary), and must not write it or keep
+// it past the import.
+func ImportEntriesStagedFrom(ctx context.Context, catalogPath string, entries func(*Store) iter.Seq2[Entry, error], eopts EntryOptions, opts Options) (ImportReport, error) {
 	return staged(ctx, catalogPath, opts, func(st *Store) (ImportReport, error) {
-		return st.ImportEntries(ctx, entries, eopts)
+		return st.ImportEntries(ctx, entries(st), eopts)
 	})
 }
 
@@ -122,7 +131,7 @@ func staged(ctx context.Context, catalogPath string, opts Options, fn func(*Stor
 	if err != nil {
 		return ImportReport{}, err
 	}
-	if live != nil && rep.Created == 0 && rep.Updated == 0 && rep.Retired == 0 {
+	if live != nil && rep.Created == 0 && rep.Updated == 0 && rep.Retired == 0 && rep.Relabelled == 0 {
 		os.Remove(tmp)
 		return rep, nil
 	}

@@ -171,7 +171,7 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 		if !imp.add(&e, n) {
 			break // too many problems to list
 		}
-		if len(imp.batch) >= opts.BatchEntries || imp.batchBytes >= opts.BatchBytes || len(imp.deletes) >= opts.BatchEntries {
+		if len(imp.batch) >= opts.BatchEntries || imp.batchBytes >= opts.BatchBytes || len(imp.deletes)+len(imp.stored) >= opts.BatchEntries {
 			if err := imp.flush(ctx); err != nil {
 				return ImportReport{}, err
 			}
@@ -239,6 +239,7 @@ type entryImport struct {
 	batch      []entryRecord
 	batchBytes int64
 	deletes    []deletion
+	stored     []storedEntry
 	rep        ImportReport
 	lastProg   int
 	// buildOptOut is set by begin when the catalog has no opt-out index.
@@ -469,6 +470,9 @@ func (imp *entryImport) add(e *Entry, n int) bool {
 		return imp.probs.add(where, strings.TrimPrefix(err.Error(), "store: "))
 	}
 	id := uuid.MustParse(u.ID)
+	if e.Stored {
+		return imp.addStored(e, u, id, where)
+	}
 	occ := occurrence{where: where}
 	var rec entryRecord
 	if !e.Deleted {
@@ -551,6 +555,7 @@ func (imp *entryImport) dropRepeats(ctx context.Context) error {
 	var rechecks []recheck
 	dropped := make([]bool, len(imp.batch))
 	droppedDel := make([]bool, len(imp.deletes))
+	droppedStored := make([]bool, len(imp.stored))
 	n := 0
 	err := imp.s.view(func(tx *bolt.Tx) error {
 		seen := tx.Bucket(bucketImportSeen)
@@ -597,6 +602,20 @@ func (imp *entryImport) dropRepeats(ctx context.Context) error {
 			droppedDel[i] = true
 			n++
 		}
+		for i, st := range imp.stored {
+			first, ok, err := earlier(st.id)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if rel, reason := first.compare(st.occ); rel != repeats {
+				return &EntryError{Where: st.occ.where, Reason: reason}
+			}
+			droppedStored[i] = true
+			n++
+		}
 		return nil
 	})
 	if err != nil {
@@ -634,6 +653,13 @@ func (imp *entryImport) dropRepeats(ctx context.Context) error {
 		}
 	}
 	imp.deletes = keptDel
+	keptStored := imp.stored[:0]
+	for i, st := range imp.stored {
+		if !droppedStored[i] {
+			keptStored = append(keptStored, st)
+		}
+	}
+	imp.stored = keptStored
 	return nil
 }
 
@@ -652,7 +678,7 @@ func markSeen(seen *bolt.Bucket, id [16]byte, occ occurrence) error {
 
 // flush seals (encrypted catalog) and writes the queued batch.
 func (imp *entryImport) flush(ctx context.Context) error {
-	if len(imp.batch) == 0 && len(imp.deletes) == 0 {
+	if len(imp.batch) == 0 && len(imp.deletes) == 0 && len(imp.stored) == 0 {
 		return nil
 	}
 	if err := imp.dropRepeats(ctx); err != nil {
@@ -687,7 +713,7 @@ func (imp *entryImport) flush(ctx context.Context) error {
 		return err
 	}
 	clear(imp.batch) // drop the bodies
-	imp.batch, imp.batchBytes, imp.deletes = imp.batch[:0], 0, imp.deletes[:0]
+	imp.batch, imp.batchBytes, imp.deletes, imp.stored = imp.batch[:0], 0, imp.deletes[:0], imp.stored[:0]
 	clear(imp.pending)
 	imp.s.release()
 	return nil
@@ -847,7 +873,7 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 			imp.rep.Unchanged++ // retired already
 		}
 	}
-	return nil
+	return imp.writeStored(tx, optout)
 }
 
 // heldByAnotherSource is the problem of an entry naming a live resource

@@ -174,7 +174,7 @@ Examples:
 					repeated = fmt.Sprintf(", %d repeated (imported once)", rep.Repeated)
 				}
 				if rep.Relabelled > 0 {
-					repeated += fmt.Sprintf(", %d relabelled (opt-out changed)", rep.Relabelled)
+					repeated += fmt.Sprintf(", %d relabelled (labels changed)", rep.Relabelled)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "imported %d FHIR entries for tenant %s: %d created, %d updated, %d unchanged, %d retired%s (%d bytes)\n",
 					rep.Lines, tenant, rep.Created, rep.Updated, rep.Unchanged, rep.Retired, repeated, rep.Bytes)

@@ -307,7 +307,7 @@ func TestImportKeepsOptOut(t *testing.T) {
 	var out, errb bytes.Buffer
 	t.Setenv("VAULT_ADDR", "")
 	if code := run([]string{"import", "--data-dir", dir, "--tenant", "t", filepath.Join("testdata", "fhir", "optout-day1.json")}, &out, &errb); code != 0 ||
-		!strings.Contains(out.String(), "3 updated, 0 unchanged, 0 retired, 1 relabelled (opt-out changed) (") {
+		!strings.Contains(out.String(), "3 updated, 0 unchanged, 0 retired, 1 relabelled (labels changed) (") {
 		t.Errorf("text report: %q %q", out.String(), errb.String())
 	}
 }

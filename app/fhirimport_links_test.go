@@ -1,0 +1,311 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/custos-mcp/custos/fhirin"
+	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/store"
+)
+
+// linkFixture imports FHIR resources into one catalog file with the
+// importer as shipped (ImportFHIR: staged, all or nothing).
+type linkFixture struct {
+	t      *testing.T
+	tenant string
+	cat    string
+	key    secrets.Key
+	namer  *store.Namer
+}
+
+func newLinkFixture(t *testing.T) *linkFixture {
+	key := secrets.Key{ID: "1", Bytes: bytes.Repeat([]byte{7}, 32)}
+	n, err := store.NewNamer("t", key.Bytes, key.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &linkFixture{t: t, tenant: "t", cat: filepath.Join(t.TempDir(), "catalog.db"), key: key, namer: n}
+}
+
+// imp imports the resources (one NDJSON line each) as a Bulk directory.
+func (f *linkFixture) imp(full bool, files map[string][]string) (store.ImportReport, error) {
+	f.t.Helper()
+	return ImportFHIR(context.Background(), f.cat, f.dir(files), FHIRImport{Tenant: f.tenant, IDKey: f.key, Full: full})
+}
+
+// dir writes the resources (one NDJSON line each) as a Bulk directory.
+func (f *linkFixture) dir(files map[string][]string) string {
+	f.t.Helper()
+	dir := f.t.TempDir()
+	for name, lines := range files {
+		var b []byte
+		for _, l := range lines {
+			b = append(append(b, l...), '\n')
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".ndjson"), b, 0o644); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func (f *linkFixture) mustImp(full bool, files map[string][]string) store.ImportReport {
+	f.t.Helper()
+	rep, err := f.imp(full, files)
+	if err != nil {
+		f.t.Fatalf("import: %v", err)
+	}
+	return rep
+}
+
+// get reads the live resource typ/id of patient and its content.
+func (f *linkFixture) get(typ, id, patient string) (store.Resource, []byte) {
+	f.t.Helper()
+	st, err := store.Open(f.cat, store.Options{ReadOnly: true})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer st.Close()
+	r, err := st.Get(f.namer.Link(typ, id, patient))
+	if err != nil {
+		f.t.Fatalf("%s %s: %v", typ, id, err)
+	}
+	body, err := st.Blob(context.Background(), r.Digest)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return r, body
+}
+
+func (f *linkFixture) catalogBytes() []byte {
+	f.t.Helper()
+	b, err := os.ReadFile(f.cat)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
+const (
+	lnkPSY = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"PSY"}`
+	lnkHIV = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}`
+	lnkPat = `{"resourceType":"Patient","id":"p"}`
+	lnkQ   = `{"resourceType":"Patient","id":"q"}`
+	// bx is p's Binary (no labels of its own), bq is q's.
+	lnkBin  = `{"resourceType":"Binary","id":"bx","securityContext":{"reference":"Patient/p"},"contentType":"text/plain","data":"aGk="}`
+	lnkBinQ = `{"resourceType":"Binary","id":"bq","securityContext":{"reference":"Patient/q"},"contentType":"text/plain","data":"cXE="}`
+)
+
+// lnkDoc is DocumentReference id of patient p linking Binary bin, with
+// the given meta.security codings and description.
+func lnkDoc(id, bin, desc string, security ...string) string {
+	sec := ""
+	for i, s := range security {
+		if i > 0 {
+			sec += ","
+		}
+		sec += s
+	}
+	return `{"resourceType":"DocumentReference","id":"` + id + `","status":"current","description":"` + desc +
+		`","subject":{"reference":"Patient/p"},"meta":{"security":[` + sec + `]},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/` + bin + `"}}]}`
+}
+
+// attachmentURL is the url of the first attachment of a DocumentReference body.
+func attachmentURL(t *testing.T, body []byte) string {
+	t.Helper()
+	var d struct {
+		Content []struct {
+			Attachment struct {
+				URL string `json:"url"`
+			} `json:"attachment"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(body, &d); err != nil || len(d.Content) == 0 {
+		t.Fatalf("not a DocumentReference with content: %v", err)
+	}
+	return d.Content[0].Attachment.URL
+}
+
+// An incremental import (or sync) whose DocumentReference changed but whose
+// Binary did not holds the DocumentReference alone; its link names a
+// Binary an earlier import stored. That was refused whole with ErrDangling
+// (found by review: incremental syncs against a real server failed
+// whenever a document's metadata changed). The link is now accepted when
+// the Binary is live in the catalog in the carrier's compartment: the
+// carrier links the stored Binary's URI and carries its labels, and a
+// label the carrier adds is added to the Binary (a new version, same
+// content). A link to another patient's Binary or to none stays
+// ErrDangling and changes nothing.
+func TestImportLinksStoredBinary(t *testing.T) {
+	f := newLinkFixture(t)
+	f.mustImp(true, map[string][]string{
+		"Patient":           {lnkPat, lnkQ},
+		"Binary":            {lnkBin, lnkBinQ},
+		"DocumentReference": {lnkDoc("d3", "bx", "first", lnkPSY)},
+	})
+	bin1, _ := f.get("Binary", "bx", "p")
+	if !slices.Equal(bin1.Labels.Sensitivity, []string{"psy"}) {
+		t.Fatalf("Binary after the full import: labels %v, want [psy]", bin1.Labels.Sensitivity)
+	}
+	binURI := f.namer.Link("Binary", "bx", "p")
+
+	// d3 changed (its psy label dropped, its description changed), alone.
+	rep, err := f.imp(false, map[string][]string{"DocumentReference": {lnkDoc("d3", "bx", "second")}})
+	if err != nil {
+		t.Fatalf("a changed DocumentReference alone, linking a stored Binary: %v", err)
+	}
+	if rep.Updated != 1 {
+		t.Errorf("report %+v, want the DocumentReference updated", rep)
+	}
+	doc, body := f.get("DocumentReference", "d3", "p")
+	if got := attachmentURL(t, body); got != binURI {
+		t.Errorf("the DocumentReference links %q, want the stored Binary %q", got, binURI)
+	}
+	if !slices.Equal(doc.Labels.Sensitivity, []string{"psy"}) {
+		t.Errorf("the DocumentReference has labels %v, want the stored Binary's [psy]", doc.Labels.Sensitivity)
+	}
+	if bin, _ := f.get("Binary", "bx", "p"); bin.Version != bin1.Version {
+		t.Errorf("the Binary got version %d with no label to add", bin.Version)
+	}
+
+	// d3 changed again, alone, adding hiv: the Binary gets it.
+	rep = f.mustImp(false, map[string][]string{"DocumentReference": {lnkDoc("d3", "bx", "third", lnkHIV)}})
+	if rep.Relabelled != 1 {
+		t.Errorf("report %+v, want the Binary relabelled", rep)
+	}
+	doc, _ = f.get("DocumentReference", "d3", "p")
+	if !slices.Equal(doc.Labels.Sensitivity, []string{"hiv", "psy"}) {
+		t.Errorf("the DocumentReference has labels %v, want [hiv psy]", doc.Labels.Sensitivity)
+	}
+	bin, _ := f.get("Binary", "bx", "p")
+	if !slices.Equal(bin.Labels.Sensitivity, []string{"hiv", "psy"}) || bin.Version != bin1.Version+1 {
+		t.Errorf("the Binary: version %d labels %v, want version %d labels [hiv psy]", bin.Version, bin.Labels.Sensitivity, bin1.Version+1)
+	}
+	if bin.Digest != bin1.Digest || bin.MIMEType != bin1.MIMEType {
+		t.Errorf("the relabelled Binary's content changed")
+	}
+
+	// Another tenant's Binary of the same source ids.
+	f.tenant = "u"
+	f.mustImp(false, map[string][]string{"Patient": {lnkPat}, "Binary": {`{"resourceType":"Binary","id":"bu","securityContext":{"reference":"Patient/p"},"contentType":"text/plain","data":"dXU="}`}})
+	f.tenant = "t"
+
+	// A link to q's Binary from p's DocumentReference, to another
+	// tenant's, or to a Binary absent everywhere: ErrDangling, the same
+	// message, nothing changed.
+	before := f.catalogBytes()
+	var msgs []string
+	for _, bad := range []string{"bq", "bu", "nope"} {
+		_, err := f.imp(false, map[string][]string{"DocumentReference": {lnkDoc("d3", bad, "fourth")}})
+		if !errors.Is(err, fhirin.ErrDangling) {
+			t.Errorf("a link to Binary %s: err %v, want ErrDangling", bad, err)
+			continue
+		}
+		msgs = append(msgs, err.Error())
+	}
+	for _, m := range msgs {
+		if m != msgs[0] {
+			t.Errorf("the errors tell another patient's or tenant's Binary from none:\n%s\n%s", msgs[0], m)
+		}
+	}
+	if !bytes.Equal(before, f.catalogBytes()) {
+		t.Error("a refused import changed the catalog")
+	}
+
+	// A full import that links the stored Binary without holding it keeps
+	// it live (the link mentions it).
+	f.mustImp(true, map[string][]string{"Patient": {lnkPat, lnkQ}, "Binary": {lnkBinQ}, "DocumentReference": {lnkDoc("d3", "bx", "third", lnkHIV)}})
+	f.get("Binary", "bx", "p")
+	// One that neither holds nor links it retires it; a link to the
+	// retired Binary is ErrDangling.
+	f.mustImp(true, map[string][]string{"Patient": {lnkPat, lnkQ}, "Binary": {lnkBinQ}})
+	before = f.catalogBytes()
+	if _, err := f.imp(false, map[string][]string{"DocumentReference": {lnkDoc("d3", "bx", "fifth")}}); !errors.Is(err, fhirin.ErrDangling) {
+		t.Errorf("a link to a retired Binary: err %v, want ErrDangling", err)
+	} else if len(msgs) > 0 && err.Error() != msgs[0] {
+		t.Errorf("the error tells a retired Binary from none:\n%s\n%s", msgs[0], err)
+	}
+	if !bytes.Equal(before, f.catalogBytes()) {
+		t.Error("a refused import changed the catalog")
+	}
+}
+
+// A Binary re-imported on its own (placed by its securityContext, no
+// linking resource in the import) got a new version with only its own
+// labels: the psy its DocumentReference gave it was lost, so a caller kept
+// from psy could read it (found by review). It keeps the labels of its
+// live version.
+func TestImportBinaryAloneKeepsCarrierLabels(t *testing.T) {
+	f := newLinkFixture(t)
+	f.mustImp(true, map[string][]string{
+		"Patient":           {lnkPat},
+		"Binary":            {lnkBin},
+		"DocumentReference": {lnkDoc("d3", "bx", "first", lnkPSY)},
+	})
+	// The Binary alone, unchanged: it may get a new version (its title no
+	// longer names the type of a carrier), which keeps psy.
+	f.mustImp(false, map[string][]string{"Binary": {lnkBin}})
+	bin, _ := f.get("Binary", "bx", "p")
+	if !slices.Equal(bin.Labels.Sensitivity, []string{"psy"}) {
+		t.Errorf("the Binary imported alone has labels %v, want [psy] kept", bin.Labels.Sensitivity)
+	}
+	// Its content changed, alone: a new version, still psy.
+	changed := `{"resourceType":"Binary","id":"bx","securityContext":{"reference":"Patient/p"},"contentType":"text/plain","data":"aG8="}`
+	f.mustImp(false, map[string][]string{"Binary": {changed}})
+	bin2, _ := f.get("Binary", "bx", "p")
+	if !slices.Equal(bin2.Labels.Sensitivity, []string{"psy"}) || bin2.Version != bin.Version+1 {
+		t.Errorf("the changed Binary imported alone: version %d labels %v, want version %d [psy]", bin2.Version, bin2.Labels.Sensitivity, bin.Version+1)
+	}
+}
+
+// A sync imports through FHIRImporter, the same path: its incremental run
+// holding a changed DocumentReference and not its Binary succeeds.
+func TestSyncImporterLinksStoredBinary(t *testing.T) {
+	f := newLinkFixture(t)
+	imp := FHIRImporter(f.cat, FHIRImport{Tenant: f.tenant, IDKey: f.key, Source: "fhir-sync:0123456789abcdef"})
+	ctx := context.Background()
+	if err := imp.Import(ctx, f.dir(map[string][]string{"Patient": {lnkPat}, "Binary": {lnkBin},
+		"DocumentReference": {lnkDoc("d3", "bx", "first", lnkPSY)}}), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := imp.Import(ctx, f.dir(map[string][]string{"DocumentReference": {lnkDoc("d3", "bx", "second", lnkHIV)}}), false); err != nil {
+		t.Fatalf("incremental sync of a changed DocumentReference alone: %v", err)
+	}
+	if bin, _ := f.get("Binary", "bx", "p"); !slices.Equal(bin.Labels.Sensitivity, []string{"hiv", "psy"}) {
+		t.Errorf("the Binary after the incremental sync: labels %v, want [hiv psy]", bin.Labels.Sensitivity)
+	}
+}
+
+// A Binary imported again with only some of the resources linking it lost
+// the labels of the others, which still link it: DocumentReferences d3
+// (psy) and d2 link bx; an incremental import of bx and a changed d2 left
+// bx (and d2) without psy while d3 still described it (fail-open, found
+// testing the fix of the Binary imported alone). An incremental import
+// keeps the labels of the Binary's live version; a full import, which
+// holds every carrier of its source (the others are retired), takes them
+// from the import alone.
+func TestImportBinaryWithSomeCarriersKeepsLabels(t *testing.T) {
+	f := newLinkFixture(t)
+	f.mustImp(true, map[string][]string{"Patient": {lnkPat}, "Binary": {lnkBin},
+		"DocumentReference": {lnkDoc("d3", "bx", "a", lnkPSY), lnkDoc("d2", "bx", "a")}})
+	f.mustImp(false, map[string][]string{"Binary": {lnkBin}, "DocumentReference": {lnkDoc("d2", "bx", "b")}})
+	bin, _ := f.get("Binary", "bx", "p")
+	d2, _ := f.get("DocumentReference", "d2", "p")
+	if !slices.Equal(bin.Labels.Sensitivity, []string{"psy"}) || !slices.Equal(d2.Labels.Sensitivity, []string{"psy"}) {
+		t.Errorf("after an incremental import of the Binary and d2: Binary %v, d2 %v, want [psy] for both (d3 still links it)",
+			bin.Labels.Sensitivity, d2.Labels.Sensitivity)
+	}
+	// A full import without d3 retires it: the Binary's labels are d2's.
+	f.mustImp(true, map[string][]string{"Patient": {lnkPat}, "Binary": {lnkBin}, "DocumentReference": {lnkDoc("d2", "bx", "c")}})
+	bin, _ = f.get("Binary", "bx", "p")
+	if len(bin.Labels.Sensitivity) != 0 {
+		t.Errorf("after a full import without d3: Binary labels %v, want none", bin.Labels.Sensitivity)
+	}
+}

@@ -1,0 +1,91 @@
+package store
+
+import (
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A stored entry (Entry.Stored: a Binary the stream links but does not
+// hold) gives the live Binary a new version with the labels it lacks,
+// content unchanged, and the staged import commits it even when nothing
+// else changed (the rename skipped it: Relabelled was not counted as a
+// change). A stored entry naming a Binary that is not live under its URI
+// (another patient's, retired, none), or contradicting an entry with
+// content for the same Binary, or from another source of the tenant, fails
+// the import and changes nothing.
+func TestStoredEntries(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	n := testNamer(t, "gh")
+	bin := Entry{Type: "Binary", ID: "b1", Patient: srcPatient, Body: []byte("note"), MIMEType: "text/plain", Sensitivity: []string{"psy"}, Where: "Binary.ndjson:1"}
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n}, bin); err != nil {
+		t.Fatal(err)
+	}
+	stored := func(patient string, labels ...string) Entry {
+		return Entry{Type: "Binary", ID: "b1", Patient: patient, Sensitivity: labels, Stored: true, Where: "DocumentReference.ndjson:1"}
+	}
+	uri := n.Link("Binary", "b1", srcPatient)
+	get := func() Resource {
+		s := openRead(t, path)
+		defer s.Close()
+		r, err := s.Get(uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	v1 := get()
+
+	rep, err := stagedImport(t, path, EntryOptions{Namer: n}, stored(srcPatient, "psy"))
+	if err != nil || rep.Unchanged != 1 || rep.Relabelled != 0 {
+		t.Fatalf("a stored entry with no label to add: %+v, %v", rep, err)
+	}
+	rep, err = stagedImport(t, path, EntryOptions{Namer: n}, stored(srcPatient, "hiv"))
+	if err != nil || rep.Relabelled != 1 {
+		t.Fatalf("a stored entry adding hiv: %+v, %v", rep, err)
+	}
+	v2 := get()
+	if !slices.Equal(v2.Labels.Sensitivity, []string{"hiv", "psy"}) || v2.Version != v1.Version+1 || v2.Digest != v1.Digest || v2.Title != v1.Title {
+		t.Errorf("relabelled Binary: %+v, want v1 %+v with hiv added", v2, v1)
+	}
+
+	before := fileSum(t, path)
+	for name, es := range map[string][]Entry{
+		"another patient": {stored("MRN-other", "psy")},
+		"none":            {{Type: "Binary", ID: "b2", Patient: srcPatient, Stored: true, Where: "DocumentReference.ndjson:1"}},
+		"with content":    {bin, stored(srcPatient, "psy")},
+		"deleted first":   {{Type: "Binary", ID: "b1", Deleted: true, Where: "deleted:1"}, stored(srcPatient, "psy")},
+	} {
+		_, err := stagedImport(t, path, EntryOptions{Namer: n}, es...)
+		if !errors.Is(err, ErrBadEntry) || !strings.Contains(err.Error(), "DocumentReference.ndjson:1") {
+			t.Errorf("%s: err %v, want an entry error at the link", name, err)
+		}
+		if strings.Contains(err.Error(), "MRN") {
+			t.Errorf("%s: error %q names a source id", name, err)
+		}
+		if fileSum(t, path) != before {
+			t.Errorf("%s: the catalog changed", name)
+		}
+	}
+	// Another source of the tenant may not write the Binary, even its labels.
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n, Source: "other"}, stored(srcPatient, "sex")); !errors.Is(err, ErrBadEntry) ||
+		!strings.Contains(err.Error(), "another source") {
+		t.Errorf("a stored entry of another source's Binary: err %v", err)
+	}
+	if fileSum(t, path) != before {
+		t.Error("another source's stored entry changed the catalog")
+	}
+	// Retired: a full import without it retires it.
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n, Full: true}, fhirEntry("Organization", srcOrg, "", `{"resourceType":"Organization","id":"org-cityhospital"}`)); err != nil {
+		t.Fatal(err)
+	}
+	before = fileSum(t, path)
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n}, stored(srcPatient, "psy")); !errors.Is(err, ErrBadEntry) {
+		t.Errorf("a stored entry of a retired Binary: err %v", err)
+	}
+	if fileSum(t, path) != before {
+		t.Error("the catalog changed")
+	}
+}
