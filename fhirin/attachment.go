@@ -64,6 +64,11 @@ func (rd *reader) linkedLabels(r *resource) []string {
 		}
 		return nil
 	})
+	for _, id := range r.mentionedBinaries() {
+		if b := rd.idx.binaries[id]; b != nil && (b.present || b.stored) {
+			out = union(out, b.all())
+		}
+	}
 	return out
 }
 

@@ -52,8 +52,8 @@
 //   - Labels follow attachment links both ways: a Binary has its own
 //     labels and those of every resource linking it, a lifted attachment
 //     its carrier's, and a resource linking a Binary also that Binary's
-//     (its body names the Binary and describes the document), so no
-//     caller reads a link to what it may not read. A link to a Binary the
+//     (its body names the Binary and describes the document), so a caller
+//     kept from the Binary is kept from its carriers. A link to a Binary the
 //     import lacks is refused (ErrDangling) unless Options.StoredBinary
 //     reports it live in the importer's catalog in the linking resource's
 //     compartment: the linking resources then have its stored labels, and
@@ -62,7 +62,10 @@
 //     stored labels besides its own and its linking resources' unless the
 //     input is Complete (a full import, holding every resource that links
 //     it): it loses a label its carriers gave it only when imported again
-//     with all of them.
+//     with all of them. A resource naming a Binary of the import in a url
+//     outside the lifted elements (any other Attachment, a contained
+//     DocumentReference) takes the Binary's labels too, but gives it none
+//     (mentionedBinaries).
 //   - Attachment bytes agree with their declared contentType (checked with
 //     github.com/gabriel-vasile/mimetype), and inline data never stays in a
 //     carrier: it is replaced by the link Options.Link returns.

@@ -1,6 +1,7 @@
 package fhirin
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 
@@ -164,6 +165,58 @@ func (x *index) check(stored func(id, patient string) ([]string, bool, error), c
 		}
 	}
 	return errs, nil
+}
+
+// mentionedBinaries are the ids of the Binaries the resource names in a
+// url member of any object, anywhere in it (contained resources
+// included): a valueAttachment of a QuestionnaireResponse, a
+// Consent.sourceAttachment, a DocumentReference contained in a List. Such
+// a url is not lifted and keeps the source's Binary/<id>, but it names the
+// Binary and, usually beside a title, describes it, so the resource takes
+// the labels of a Binary the import holds or links (linkedLabels). The
+// Binary does not take the resource's in turn: the first pass reads only
+// the types that can link (indexedTypes), and a Binary no lifted element
+// links is placed and labelled by its own securityContext and
+// meta.security. A url is read as binaryURL reads one (Binary/<id>, or an
+// absolute URL on the resource's own server), without its errors; a
+// Bundle fullUrl in such an element is not resolved.
+func (r *resource) mentionedBinaries() []string {
+	if !bytes.Contains(r.raw, []byte("Binary/")) {
+		return nil
+	}
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if u, ok := v["url"].(string); ok {
+				if id, ok := r.binaryID(u); ok && !slices.Contains(out, id) {
+					out = append(out, id)
+				}
+			}
+			for _, c := range v {
+				walk(c)
+			}
+		case []any:
+			for _, c := range v {
+				walk(c)
+			}
+		}
+	}
+	walk(r.m)
+	return out
+}
+
+// binaryID is the id of the Binary u names (see binaryURL), if any.
+func (r *resource) binaryID(u string) (string, bool) {
+	if strings.Contains(u, "://") && (r.base == "" || restBase(u) != r.base) {
+		return "", false
+	}
+	t, ok := parseLiteral(u)
+	if !ok || t.typ != "Binary" {
+		return "", false
+	}
+	return t.id, true
 }
 
 // normalize is labels sorted and without duplicates.

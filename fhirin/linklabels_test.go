@@ -184,3 +184,57 @@ func TestReadLinkedBinaryKeepsStoredLabels(t *testing.T) {
 		}
 	}
 }
+
+// A url naming a Binary outside the lifted attachment elements (a
+// QuestionnaireResponse answer's valueAttachment, a DocumentReference
+// contained in a List) is not lifted, but it names and describes the
+// Binary: the resource takes the Binary's labels. The Binary does not take
+// the resource's (it is placed and labelled by its own securityContext and
+// meta.security). Naming a Binary the import does not hold stays what it
+// was: no error, no label (found by h-review5: an unlabelled
+// QuestionnaireResponse showed "Binary/bh" and the title "HIV result" of
+// an HIV-labelled Binary).
+func TestReadMentionedBinaryLabels(t *testing.T) {
+	const (
+		hiv = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}`
+		psy = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"PSY"}`
+		pat = `{"resourceType":"Patient","id":"p"}`
+		// bh: HIV-labelled, placed by its securityContext.
+		bh = `{"resourceType":"Binary","id":"bh","meta":{"security":[` + hiv + `]},"securityContext":{"reference":"Patient/p"},"contentType":"text/plain","data":"aGk="}`
+		// bq: unlabelled, named by a psy-labelled QuestionnaireResponse,
+		// whose label it does not take.
+		bq   = `{"resourceType":"Binary","id":"bq","securityContext":{"reference":"Patient/p"},"contentType":"text/plain","data":"aGk="}`
+		qr   = `{"resourceType":"QuestionnaireResponse","id":"q1","status":"completed","subject":{"reference":"Patient/p"},"item":[{"linkId":"1","answer":[{"valueAttachment":{"contentType":"text/plain","url":"Binary/bh","title":"HIV result"}}]}]}`
+		q2   = `{"resourceType":"QuestionnaireResponse","id":"q2","status":"completed","meta":{"security":[` + psy + `]},"subject":{"reference":"Patient/p"},"item":[{"linkId":"1","answer":[{"valueAttachment":{"contentType":"text/plain","url":"Binary/bq"}}]}]}`
+		list = `{"resourceType":"List","id":"l1","status":"current","mode":"working","subject":{"reference":"Patient/p"},"contained":[{"resourceType":"DocumentReference","id":"cd","status":"current","content":[{"attachment":{"contentType":"text/plain","url":"Binary/bh","title":"HIV result"}}]}],"entry":[{"item":{"reference":"#cd"}}]}`
+		// Names a Binary that is nowhere in the import.
+		q3 = `{"resourceType":"QuestionnaireResponse","id":"q3","status":"completed","subject":{"reference":"Patient/p"},"item":[{"linkId":"1","answer":[{"valueAttachment":{"contentType":"text/plain","url":"Binary/elsewhere"}}]}]}`
+	)
+	for name, lines := range map[string][]string{
+		"binaries-first": {pat, bh, bq, qr, q2, list, q3},
+		"binaries-last":  {pat, qr, q2, list, q3, bh, bq},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "Mixed.ndjson")
+			if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			items := mustReadAll(t, p)
+			for _, w := range []struct {
+				typ, id string
+				labels  []string
+			}{
+				{"QuestionnaireResponse", "q1", []string{"hiv"}},
+				{"List", "l1", []string{"hiv"}},
+				{"Binary", "bh", []string{"hiv"}},
+				{"QuestionnaireResponse", "q2", []string{"psy"}},
+				{"Binary", "bq", nil},
+				{"QuestionnaireResponse", "q3", nil},
+			} {
+				if got := find(t, items, w.typ, w.id).Sensitivity; !slices.Equal(got, w.labels) {
+					t.Errorf("%s %s: labels %v, want %v", w.typ, w.id, got, w.labels)
+				}
+			}
+		})
+	}
+}
