@@ -173,7 +173,9 @@ func (x *index) check(stored func(id, patient string) ([]string, bool, error), c
 // Consent.sourceAttachment, a DocumentReference contained in a List. Such
 // a url is not lifted and keeps the source's Binary/<id>, but it names the
 // Binary and, usually beside a title, describes it, so the resource takes
-// the labels of a Binary the import holds or links (linkedLabels). The
+// the labels of a Binary the import holds or links, or else of the one
+// Options.StoredBinary reports live in its compartment (linkedLabels,
+// mentionedLabels). The
 // Binary does not take the resource's in turn: the first pass reads only
 // the types that can link (indexedTypes), and a Binary no lifted element
 // links is placed and labelled by its own securityContext and
