@@ -89,3 +89,38 @@ func TestStoredEntries(t *testing.T) {
 		t.Error("the catalog changed")
 	}
 }
+
+// Stored entries across batch boundaries (BatchEntries 1, dropRepeats): a
+// repeat in a later batch is imported once (Repeated); a stored entry and
+// the Binary's content or deletion, or two stored entries with other
+// labels, in different batches, are a contradiction and change nothing.
+func TestStoredEntriesAcrossBatches(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	n := testNamer(t, "gh")
+	bin := Entry{Type: "Binary", ID: "b1", Patient: srcPatient, Body: []byte("note"), MIMEType: "text/plain", Sensitivity: []string{"psy"}, Where: "Binary.ndjson:1"}
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n}, bin); err != nil {
+		t.Fatal(err)
+	}
+	stored := func(labels ...string) Entry {
+		return Entry{Type: "Binary", ID: "b1", Patient: srcPatient, Sensitivity: labels, Stored: true, Where: "DocumentReference.ndjson:1"}
+	}
+	obs := itemEntry("Observation", "o1", srcPatient, false)
+	rep, err := stagedImport(t, path, EntryOptions{Namer: n, BatchEntries: 1}, stored("hiv"), obs, stored("hiv"))
+	if err != nil || rep.Relabelled != 1 || rep.Repeated != 1 {
+		t.Fatalf("a stored entry repeated in a later batch: %+v %v", rep, err)
+	}
+	before := fileSum(t, path)
+	for name, es := range map[string][]Entry{
+		"content then stored": {bin, obs, stored("sex")},
+		"stored then content": {stored("sex"), obs, bin},
+		"deleted then stored": {{Type: "Binary", ID: "b1", Deleted: true, Where: "deleted:1"}, obs, stored("sex")},
+		"stored, other label": {stored("sex"), obs, stored("hiv")},
+	} {
+		if _, err := stagedImport(t, path, EntryOptions{Namer: n, BatchEntries: 1}, es...); !errors.Is(err, ErrBadEntry) {
+			t.Errorf("%s: err %v, want ErrBadEntry", name, err)
+		}
+		if fileSum(t, path) != before {
+			t.Errorf("%s: the catalog changed", name)
+		}
+	}
+}
