@@ -124,3 +124,40 @@ func TestStoredEntriesAcrossBatches(t *testing.T) {
 		}
 	}
 }
+
+// A stored entry that adds a label to a Binary whose patient's opt-out
+// the same import clears gives it one new version, counted once: writeStored
+// kept the catalog's "opt-out" the index no longer confirmed, and
+// relabelOptOut then cleared it with a second version, Relabelled 2 for
+// one item (found by h-review6).
+func TestStoredEntryAndOptOutClearedOneVersion(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	n := testNamer(t, "gh")
+	bin := Entry{Type: "Binary", ID: "b1", Patient: srcPatient, Body: []byte("note"), MIMEType: "text/plain", Where: "Binary.ndjson:1", Consent: []string{ConsentOptOut}}
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n}, consentEntry("c1", srcPatient, true), bin); err != nil {
+		t.Fatal(err)
+	}
+	s := openRead(t, path)
+	v1, err := s.Get(n.Link("Binary", "b1", srcPatient))
+	s.Close()
+	if err != nil || len(v1.Labels.Consent) != 1 {
+		t.Fatalf("%+v %v", v1, err)
+	}
+	rep, err := stagedImport(t, path, EntryOptions{Namer: n}, consentEntry("c1", srcPatient, false),
+		Entry{Type: "Binary", ID: "b1", Patient: srcPatient, Sensitivity: []string{"hiv"}, Stored: true, Where: "DocumentReference.ndjson:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = openRead(t, path)
+	v2, err := s.Get(n.Link("Binary", "b1", srcPatient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v2.Labels.Consent) != 0 || !slices.Equal(v2.Labels.Sensitivity, []string{"hiv"}) {
+		t.Errorf("the Binary: consent %v sensitivity %v, want none and [hiv]", v2.Labels.Consent, v2.Labels.Sensitivity)
+	}
+	if v2.Version != v1.Version+1 || rep.Relabelled != 1 {
+		t.Errorf("one relabelling wrote %d versions, counted Relabelled %d", v2.Version-v1.Version, rep.Relabelled)
+	}
+
+}
