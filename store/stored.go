@@ -51,7 +51,7 @@ func (imp *entryImport) addStored(e *Entry, u URI, id [16]byte, where string) bo
 		occ.patient = uuid.MustParse(u.Patient)
 	}
 	if first, dup := imp.pending[id]; dup {
-		if rel, reason := first.occ.compare(occ); rel != repeats {
+		if rel, reason := compareStored(first.occ, occ); rel != repeats {
 			return imp.probs.add(where, reason)
 		}
 		imp.rep.Repeated++
@@ -63,6 +63,17 @@ func (imp *entryImport) addStored(e *Entry, u URI, id [16]byte, where string) bo
 	imp.pending[id] = pendingEntry{occ, -1}
 	imp.stored = append(imp.stored, storedEntry{id: id, uri: u.String(), patient: u.Patient, sensitivity: sens, occ: occ})
 	return true
+}
+
+// compareStored is first.compare(later) for a stored entry later, with the
+// problem in its words when first deletes the Binary: the input does not
+// import the Binary, it links it ("both deleted and imported" named
+// neither the link nor the deletion as such).
+func compareStored(first, later occurrence) (repetition, string) {
+	if first.meta == ([sha256.Size]byte{}) {
+		return contradicts, "links a Binary that the input deletes (at " + first.where + ")"
+	}
+	return first.compare(later)
 }
 
 // notStored is the problem of a stored entry whose Binary is not live

@@ -53,14 +53,22 @@ func TestStoredEntries(t *testing.T) {
 
 	before := fileSum(t, path)
 	for name, es := range map[string][]Entry{
-		"another patient": {stored("MRN-other", "psy")},
-		"none":            {{Type: "Binary", ID: "b2", Patient: srcPatient, Stored: true, Where: "DocumentReference.ndjson:1"}},
-		"with content":    {bin, stored(srcPatient, "psy")},
-		"deleted first":   {{Type: "Binary", ID: "b1", Deleted: true, Where: "deleted:1"}, stored(srcPatient, "psy")},
+		"another patient":            {stored("MRN-other", "psy")},
+		"none":                       {{Type: "Binary", ID: "b2", Patient: srcPatient, Stored: true, Where: "DocumentReference.ndjson:1"}},
+		"with content":               {bin, stored(srcPatient, "psy")},
+		"deleted first":              {{Type: "Binary", ID: "b1", Deleted: true, Where: "deleted:1"}, stored(srcPatient, "psy")},
+		"deleted first, two batches": {{Type: "Binary", ID: "b1", Deleted: true, Where: "deleted:1"}, fhirEntry("Organization", srcOrg, "", `{"resourceType":"Organization","id":"org-cityhospital"}`), stored(srcPatient, "psy")},
 	} {
-		_, err := stagedImport(t, path, EntryOptions{Namer: n}, es...)
+		eo := EntryOptions{Namer: n}
+		if strings.HasSuffix(name, "two batches") {
+			eo.BatchEntries = 1
+		}
+		_, err := stagedImport(t, path, eo, es...)
 		if !errors.Is(err, ErrBadEntry) || !strings.Contains(err.Error(), "DocumentReference.ndjson:1") {
 			t.Errorf("%s: err %v, want an entry error at the link", name, err)
+		}
+		if strings.HasPrefix(name, "deleted first") && !strings.Contains(err.Error(), "links a Binary that the input deletes (at deleted:1)") {
+			t.Errorf("%s: error %q does not say the input deletes the Binary it links", name, err)
 		}
 		if strings.Contains(err.Error(), "MRN") {
 			t.Errorf("%s: error %q names a source id", name, err)
