@@ -309,3 +309,27 @@ func TestImportBinaryWithSomeCarriersKeepsLabels(t *testing.T) {
 		t.Errorf("after a full import without d3: Binary labels %v, want none", bin.Labels.Sensitivity)
 	}
 }
+
+// A resource naming a Binary outside the lifted elements (a
+// QuestionnaireResponse answer's valueAttachment) takes the Binary's
+// labels when both are in the import; imported again alone (an
+// incremental import or sync of the changed QuestionnaireResponse) it lost
+// them, so a caller kept from hiv read "Binary/bh" and "HIV result"
+// (fail-open, found by h-review6). It takes the labels of the Binary's
+// live version in its compartment.
+func TestImportMentionedStoredBinaryKeepsLabels(t *testing.T) {
+	f := newLinkFixture(t)
+	bh := `{"resourceType":"Binary","id":"bh","meta":{"security":[` + lnkHIV + `]},"securityContext":{"reference":"Patient/p"},"contentType":"text/plain","data":"aGk="}`
+	qr := `{"resourceType":"QuestionnaireResponse","id":"q1","status":"completed","subject":{"reference":"Patient/p"},"item":[{"linkId":"1","answer":[{"valueAttachment":{"contentType":"text/plain","url":"Binary/bh","title":"HIV result"}}]}]}`
+	f.mustImp(true, map[string][]string{"Patient": {lnkPat}, "Binary": {bh}, "QuestionnaireResponse": {qr}})
+	r, _ := f.get("QuestionnaireResponse", "q1", "p")
+	if !slices.Equal(r.Labels.Sensitivity, []string{"hiv"}) {
+		t.Fatalf("full import: QR labels %v, want [hiv]", r.Labels.Sensitivity)
+	}
+	qr2 := `{"resourceType":"QuestionnaireResponse","id":"q1","status":"amended","subject":{"reference":"Patient/p"},"item":[{"linkId":"1","answer":[{"valueAttachment":{"contentType":"text/plain","url":"Binary/bh","title":"HIV result"}}]}]}`
+	f.mustImp(false, map[string][]string{"QuestionnaireResponse": {qr2}})
+	r, _ = f.get("QuestionnaireResponse", "q1", "p")
+	if !slices.Equal(r.Labels.Sensitivity, []string{"hiv"}) {
+		t.Errorf("incremental import of the QR alone: labels %v, want [hiv] (the stored Binary's)", r.Labels.Sensitivity)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -831,5 +832,75 @@ func TestSyncPatientLevelExport(t *testing.T) {
 	st := srv.stats(t)
 	if st.Requests["GET /fhir/Patient/$export"] != 1 || st.Requests["GET /fhir/$export"] != 0 {
 		t.Fatalf("kick-offs: %v", st.Requests)
+	}
+}
+
+// TestSyncLinksStoredBinary: a DocumentReference linking a Binary, synced
+// from the real FHIR server; the DocumentReference changes, the Binary
+// does not, so the incremental sync (Bulk _since, REST _lastUpdated)
+// holds the DocumentReference alone. It was refused whole (ErrDangling)
+// before h-links; now it imports, the DocumentReference links the stored
+// Binary and both keep the DocumentReference's PSY label (the Binary, an
+// attachment:// item, at version 1: no label to add).
+func TestSyncLinksStoredBinary(t *testing.T) {
+	for _, mode := range []string{"bulk", "rest"} {
+		t.Run(mode, func(t *testing.T) {
+			env := newSyncEnv(t)
+			bulk := map[string]string{"bulk": "system", "rest": "none"}[mode]
+			srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: bulk, Seed: map[string]int{"resources": 3}, ExportPolls: 1})
+			var pats []string
+			srv.control(t, "ids", map[string]string{"type": "Patient"}, &pats)
+			if len(pats) != 1 {
+				t.Fatalf("patients %v", pats)
+			}
+			var bin, doc struct {
+				ID string `json:"id"`
+			}
+			srv.control(t, "create", map[string]any{"resourceType": "Binary", "contentType": "text/plain", "data": "aGk=",
+				"securityContext": map[string]string{"reference": "Patient/" + pats[0]}}, &bin)
+			srv.control(t, "create", map[string]any{"resourceType": "DocumentReference", "status": "current",
+				"meta":    map[string]any{"security": []map[string]string{{"system": "http://terminology.hl7.org/CodeSystem/v3-ActCode", "code": "PSY"}}},
+				"subject": map[string]string{"reference": "Patient/" + pats[0]},
+				"content": []map[string]any{{"attachment": map[string]string{"contentType": "text/plain", "url": "Binary/" + bin.ID}}}}, &doc)
+			if bin.ID == "" || doc.ID == "" {
+				t.Fatalf("created Binary %q DocumentReference %q", bin.ID, doc.ID)
+			}
+			time.Sleep(time.Second)
+			if res, err := env.run(t, env.options(srv)); err != nil || !res.Full || res.Resources != 5 {
+				t.Fatalf("full sync: %+v %v", res, err)
+			}
+			time.Sleep(1100 * time.Millisecond)
+			srv.control(t, "update", map[string]string{"type": "DocumentReference", "id": doc.ID}, nil)
+			res, err := env.run(t, env.options(srv))
+			if err != nil {
+				t.Fatalf("incremental sync of the changed DocumentReference alone: %v", err)
+			}
+			last := env.imp.calls[len(env.imp.calls)-1]
+			if res.Full || last.types["DocumentReference"] != 1 || last.types["Binary"] != 0 {
+				t.Fatalf("incremental sync: full %v types %v; want the DocumentReference alone", res.Full, last.types)
+			}
+			st, err := store.Open(env.imp.catalogPath, store.Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			page, err := st.Page("", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var labelled []string
+			for _, r := range page {
+				if len(r.Labels.Sensitivity) > 0 {
+					labelled = append(labelled, fmt.Sprintf("%s v%d %v", r.Labels.Type, r.Version, r.Labels.Sensitivity))
+				}
+			}
+			slices.Sort(labelled)
+			if want := []string{"attachment v1 [psy]", "documentreference v2 [psy]"}; len(page) != 5 || !slices.Equal(labelled, want) {
+				for _, r := range page {
+					t.Logf("%s %s v%d %v", r.URI, r.Labels.Type, r.Version, r.Labels.Sensitivity)
+				}
+				t.Errorf("after the incremental sync: %d live, labelled %q, want 5 and %q", len(page), labelled, want)
+			}
+		})
 	}
 }

@@ -53,7 +53,8 @@ func (rd *reader) liftAttachments(r *resource, patient string, labels []string, 
 // document (type, title, contentType), so a caller kept from an
 // HIV-labelled Binary must not read the unlabelled DocumentReference that
 // points at it. A malformed url is not an error here: the lift reports it.
-func (rd *reader) linkedLabels(r *resource) []string {
+// The error is Options.StoredBinary's (mentionedLabels).
+func (rd *reader) linkedLabels(r *resource, patient string) ([]string, error) {
 	var out []string
 	_ = r.eachAttachment(func(att map[string]any, path string) error {
 		if _, hasData := att["data"]; hasData {
@@ -65,11 +66,47 @@ func (rd *reader) linkedLabels(r *resource) []string {
 		return nil
 	})
 	for _, id := range r.mentionedBinaries() {
-		if b := rd.idx.binaries[id]; b != nil && (b.present || b.stored) {
-			out = union(out, b.all())
+		labels, err := rd.mentionedLabels(id, patient)
+		if err != nil {
+			return nil, err
 		}
+		out = union(out, labels)
 	}
-	return out
+	return out, nil
+}
+
+// mentionedLabels are the labels of a Binary a resource of patient's
+// compartment names outside the lifted elements (mentionedBinaries): those
+// of the Binary of the import (present or stored), or else, with
+// Options.StoredBinary, those of its live version in the catalog in the
+// resource's compartment. Without that lookup a resource naming an
+// HIV-labelled Binary an earlier import stored lost its "hiv" when imported
+// again on its own (an incremental import or sync of a changed
+// QuestionnaireResponse; found by h-review6). Each (id, patient) is asked
+// once.
+func (rd *reader) mentionedLabels(id, patient string) ([]string, error) {
+	if b := rd.idx.binaries[id]; b != nil && (b.present || b.stored) {
+		return b.all(), nil
+	}
+	if rd.opts.StoredBinary == nil {
+		return nil, nil
+	}
+	key := patient + "\x00" + id
+	if labels, ok := rd.mentioned[key]; ok {
+		return labels, nil
+	}
+	labels, live, err := rd.opts.StoredBinary(id, patient)
+	if err != nil {
+		return nil, err
+	}
+	if !live {
+		labels = nil
+	}
+	if rd.mentioned == nil {
+		rd.mentioned = map[string][]string{}
+	}
+	rd.mentioned[key] = normalize(labels)
+	return rd.mentioned[key], nil
 }
 
 // emitBinary yields a Binary as its decoded bytes, in the compartment and

@@ -64,8 +64,10 @@
 //     it): it loses a label its carriers gave it only when imported again
 //     with all of them. A resource naming a Binary of the import in a url
 //     outside the lifted elements (any other Attachment, a contained
-//     DocumentReference) takes the Binary's labels too, but gives it none
-//     (mentionedBinaries).
+//     DocumentReference) or in a reference (a List entry, a Provenance
+//     target) takes the Binary's labels too, but gives it none
+//     (mentionedBinaries); naming one the import lacks, it takes those
+//     Options.StoredBinary reports for it in the resource's compartment.
 //   - Attachment bytes agree with their declared contentType (checked with
 //     github.com/gabriel-vasile/mimetype), and inline data never stays in a
 //     carrier: it is replaced by the link Options.Link returns.

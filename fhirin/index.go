@@ -168,30 +168,37 @@ func (x *index) check(stored func(id, patient string) ([]string, bool, error), c
 }
 
 // mentionedBinaries are the ids of the Binaries the resource names in a
-// url member of any object, anywhere in it (contained resources
-// included): a valueAttachment of a QuestionnaireResponse, a
-// Consent.sourceAttachment, a DocumentReference contained in a List. Such
-// a url is not lifted and keeps the source's Binary/<id>, but it names the
-// Binary and, usually beside a title, describes it, so the resource takes
-// the labels of a Binary the import holds or links (linkedLabels). The
+// url member (an Attachment) or a reference member (a Reference) of any
+// object, anywhere in it (contained resources included): a valueAttachment
+// of a QuestionnaireResponse, a Consent.sourceAttachment, a
+// DocumentReference contained in a List, a List entry's item, a
+// Provenance target. Such a url or reference is not lifted and keeps the
+// source's Binary/<id>, but it names the Binary and, usually beside a
+// title or display, describes it, so the resource takes
+// the labels of a Binary the import holds or links, or else of the one
+// Options.StoredBinary reports live in its compartment (linkedLabels,
+// mentionedLabels). The
 // Binary does not take the resource's in turn: the first pass reads only
 // the types that can link (indexedTypes), and a Binary no lifted element
 // links is placed and labelled by its own securityContext and
-// meta.security. A url is read as binaryURL reads one (Binary/<id>, or an
-// absolute URL on the resource's own server), without its errors; a
-// Bundle fullUrl in such an element is not resolved.
+// meta.security. A url or reference is read as binaryURL reads a url
+// (Binary/<id>, or an absolute URL on the resource's own server), without
+// its errors; a Bundle fullUrl in a url is not resolved (a reference's
+// is: rewriteRefs made it Binary/<id>).
 func (r *resource) mentionedBinaries() []string {
-	if !bytes.Contains(r.raw, []byte("Binary/")) {
-		return nil
+	if !r.modified && !bytes.Contains(r.raw, []byte("Binary/")) {
+		return nil // r.m is r.raw, which names no Binary (a Bundle's rewritten references are only in r.m)
 	}
 	var out []string
 	var walk func(v any)
 	walk = func(v any) {
 		switch v := v.(type) {
 		case map[string]any:
-			if u, ok := v["url"].(string); ok {
-				if id, ok := r.binaryID(u); ok && !slices.Contains(out, id) {
-					out = append(out, id)
+			for _, k := range [...]string{"url", "reference"} {
+				if u, ok := v[k].(string); ok {
+					if id, ok := r.binaryID(u); ok && !slices.Contains(out, id) {
+						out = append(out, id)
+					}
 				}
 			}
 			for _, c := range v {

@@ -108,6 +108,11 @@ type Options struct {
 	//     and its linking resources' here (those its linking resources
 	//     gave it before: one of them not in this import still links it),
 	//     and so do the resources here that link it.
+	// It is also asked, in the second pass and once per Binary and
+	// compartment, about a Binary the import neither holds nor links that
+	// a resource names in a url outside the lifted elements
+	// (mentionedBinaries): if live in that resource's compartment, the
+	// resource carries its labels.
 	// The answer must be the same whatever the Binary's existence
 	// elsewhere (another patient, another tenant, retired: not live). An
 	// error stops Read and is returned as it is. nil: every linked Binary

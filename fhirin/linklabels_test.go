@@ -238,3 +238,41 @@ func TestReadMentionedBinaryLabels(t *testing.T) {
 		})
 	}
 }
+
+// A Reference naming a Binary (a List entry's item, a Provenance target)
+// names it as a url does, often beside a display describing it: the
+// resource takes the Binary's labels (found by h-review6: a List whose
+// entry named "Binary/bh", display "HIV result", of an HIV-labelled
+// Binary, and a Provenance targeting it, were unlabelled), in a Bundle
+// too, where a urn:uuid reference is resolved to the Binary.
+func TestReadReferencedBinaryLabels(t *testing.T) {
+	const (
+		hiv  = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}`
+		pat  = `{"resourceType":"Patient","id":"p"}`
+		bh   = `{"resourceType":"Binary","id":"bh","meta":{"security":[` + hiv + `]},"securityContext":{"reference":"Patient/p"},"contentType":"text/plain","data":"aGk="}`
+		list = `{"resourceType":"List","id":"l1","status":"current","mode":"working","subject":{"reference":"Patient/p"},"entry":[{"item":{"reference":"Binary/bh","display":"HIV result"}}]}`
+		prov = `{"resourceType":"Provenance","id":"pv","recorded":"2020-01-01T00:00:00Z","target":[{"reference":"Binary/bh"},{"reference":"Patient/p"}],"agent":[{"who":{"display":"x"}}]}`
+	)
+	p := filepath.Join(t.TempDir(), "Mixed.ndjson")
+	if err := os.WriteFile(p, []byte(strings.Join([]string{pat, list, prov, bh}, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	items := mustReadAll(t, p)
+	for _, id := range [][2]string{{"List", "l1"}, {"Provenance", "pv"}} {
+		if got := find(t, items, id[0], id[1]).Sensitivity; !slices.Equal(got, []string{"hiv"}) {
+			t.Errorf("%s %s: labels %v, want [hiv]", id[0], id[1], got)
+		}
+	}
+	// A Bundle: the List's urn:uuid reference to the Binary's entry.
+	bundle := `{"resourceType":"Bundle","type":"collection","entry":[` +
+		`{"fullUrl":"urn:uuid:11111111-1111-4111-8111-111111111111","resource":` + pat + `},` +
+		`{"fullUrl":"urn:uuid:22222222-2222-4222-8222-222222222222","resource":` + bh + `},` +
+		`{"fullUrl":"urn:uuid:33333333-3333-4333-8333-333333333333","resource":{"resourceType":"List","id":"l2","status":"current","mode":"working","subject":{"reference":"urn:uuid:11111111-1111-4111-8111-111111111111"},"entry":[{"item":{"reference":"urn:uuid:22222222-2222-4222-8222-222222222222"}}]}}]}`
+	pb := filepath.Join(t.TempDir(), "bundle.json")
+	if err := os.WriteFile(pb, []byte(bundle), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := find(t, mustReadAll(t, pb), "List", "l2").Sensitivity; !slices.Equal(got, []string{"hiv"}) {
+		t.Errorf("List l2 in a Bundle: labels %v, want [hiv]", got)
+	}
+}

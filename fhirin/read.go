@@ -162,6 +162,9 @@ type reader struct {
 
 	problems []error         // the *Errors found so far
 	seen     map[string]bool // their messages
+	// mentioned caches mentionedLabels' answers from StoredBinary, by
+	// patient and Binary id.
+	mentioned map[string][]string
 }
 
 // indexedTypes are the types the first pass looks at; a Bulk file named for

@@ -155,7 +155,11 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	if typ == "Binary" {
 		return rd.emitBinary(r, labels, updated)
 	}
-	if linked := rd.linkedLabels(r); len(linked) > 0 {
+	linked, err := rd.linkedLabels(r, patient)
+	if err != nil {
+		return err
+	}
+	if len(linked) > 0 {
 		labels = union(labels, linked)
 	}
 	atts, err := rd.liftAttachments(r, patient, labels, updated)

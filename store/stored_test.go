@@ -53,14 +53,22 @@ func TestStoredEntries(t *testing.T) {
 
 	before := fileSum(t, path)
 	for name, es := range map[string][]Entry{
-		"another patient": {stored("MRN-other", "psy")},
-		"none":            {{Type: "Binary", ID: "b2", Patient: srcPatient, Stored: true, Where: "DocumentReference.ndjson:1"}},
-		"with content":    {bin, stored(srcPatient, "psy")},
-		"deleted first":   {{Type: "Binary", ID: "b1", Deleted: true, Where: "deleted:1"}, stored(srcPatient, "psy")},
+		"another patient":            {stored("MRN-other", "psy")},
+		"none":                       {{Type: "Binary", ID: "b2", Patient: srcPatient, Stored: true, Where: "DocumentReference.ndjson:1"}},
+		"with content":               {bin, stored(srcPatient, "psy")},
+		"deleted first":              {{Type: "Binary", ID: "b1", Deleted: true, Where: "deleted:1"}, stored(srcPatient, "psy")},
+		"deleted first, two batches": {{Type: "Binary", ID: "b1", Deleted: true, Where: "deleted:1"}, fhirEntry("Organization", srcOrg, "", `{"resourceType":"Organization","id":"org-cityhospital"}`), stored(srcPatient, "psy")},
 	} {
-		_, err := stagedImport(t, path, EntryOptions{Namer: n}, es...)
+		eo := EntryOptions{Namer: n}
+		if strings.HasSuffix(name, "two batches") {
+			eo.BatchEntries = 1
+		}
+		_, err := stagedImport(t, path, eo, es...)
 		if !errors.Is(err, ErrBadEntry) || !strings.Contains(err.Error(), "DocumentReference.ndjson:1") {
 			t.Errorf("%s: err %v, want an entry error at the link", name, err)
+		}
+		if strings.HasPrefix(name, "deleted first") && !strings.Contains(err.Error(), "links a Binary that the input deletes (at deleted:1)") {
+			t.Errorf("%s: error %q does not say the input deletes the Binary it links", name, err)
 		}
 		if strings.Contains(err.Error(), "MRN") {
 			t.Errorf("%s: error %q names a source id", name, err)
@@ -88,4 +96,76 @@ func TestStoredEntries(t *testing.T) {
 	if fileSum(t, path) != before {
 		t.Error("the catalog changed")
 	}
+}
+
+// Stored entries across batch boundaries (BatchEntries 1, dropRepeats): a
+// repeat in a later batch is imported once (Repeated); a stored entry and
+// the Binary's content or deletion, or two stored entries with other
+// labels, in different batches, are a contradiction and change nothing.
+func TestStoredEntriesAcrossBatches(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	n := testNamer(t, "gh")
+	bin := Entry{Type: "Binary", ID: "b1", Patient: srcPatient, Body: []byte("note"), MIMEType: "text/plain", Sensitivity: []string{"psy"}, Where: "Binary.ndjson:1"}
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n}, bin); err != nil {
+		t.Fatal(err)
+	}
+	stored := func(labels ...string) Entry {
+		return Entry{Type: "Binary", ID: "b1", Patient: srcPatient, Sensitivity: labels, Stored: true, Where: "DocumentReference.ndjson:1"}
+	}
+	obs := itemEntry("Observation", "o1", srcPatient, false)
+	rep, err := stagedImport(t, path, EntryOptions{Namer: n, BatchEntries: 1}, stored("hiv"), obs, stored("hiv"))
+	if err != nil || rep.Relabelled != 1 || rep.Repeated != 1 {
+		t.Fatalf("a stored entry repeated in a later batch: %+v %v", rep, err)
+	}
+	before := fileSum(t, path)
+	for name, es := range map[string][]Entry{
+		"content then stored": {bin, obs, stored("sex")},
+		"stored then content": {stored("sex"), obs, bin},
+		"deleted then stored": {{Type: "Binary", ID: "b1", Deleted: true, Where: "deleted:1"}, obs, stored("sex")},
+		"stored, other label": {stored("sex"), obs, stored("hiv")},
+	} {
+		if _, err := stagedImport(t, path, EntryOptions{Namer: n, BatchEntries: 1}, es...); !errors.Is(err, ErrBadEntry) {
+			t.Errorf("%s: err %v, want ErrBadEntry", name, err)
+		}
+		if fileSum(t, path) != before {
+			t.Errorf("%s: the catalog changed", name)
+		}
+	}
+}
+
+// A stored entry that adds a label to a Binary whose patient's opt-out
+// the same import clears gives it one new version, counted once: writeStored
+// kept the catalog's "opt-out" the index no longer confirmed, and
+// relabelOptOut then cleared it with a second version, Relabelled 2 for
+// one item (found by h-review6).
+func TestStoredEntryAndOptOutClearedOneVersion(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	n := testNamer(t, "gh")
+	bin := Entry{Type: "Binary", ID: "b1", Patient: srcPatient, Body: []byte("note"), MIMEType: "text/plain", Where: "Binary.ndjson:1", Consent: []string{ConsentOptOut}}
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n}, consentEntry("c1", srcPatient, true), bin); err != nil {
+		t.Fatal(err)
+	}
+	s := openRead(t, path)
+	v1, err := s.Get(n.Link("Binary", "b1", srcPatient))
+	s.Close()
+	if err != nil || len(v1.Labels.Consent) != 1 {
+		t.Fatalf("%+v %v", v1, err)
+	}
+	rep, err := stagedImport(t, path, EntryOptions{Namer: n}, consentEntry("c1", srcPatient, false),
+		Entry{Type: "Binary", ID: "b1", Patient: srcPatient, Sensitivity: []string{"hiv"}, Stored: true, Where: "DocumentReference.ndjson:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = openRead(t, path)
+	v2, err := s.Get(n.Link("Binary", "b1", srcPatient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v2.Labels.Consent) != 0 || !slices.Equal(v2.Labels.Sensitivity, []string{"hiv"}) {
+		t.Errorf("the Binary: consent %v sensitivity %v, want none and [hiv]", v2.Labels.Consent, v2.Labels.Sensitivity)
+	}
+	if v2.Version != v1.Version+1 || rep.Relabelled != 1 {
+		t.Errorf("one relabelling wrote %d versions, counted Relabelled %d", v2.Version-v1.Version, rep.Relabelled)
+	}
+
 }

@@ -610,7 +610,7 @@ func (imp *entryImport) dropRepeats(ctx context.Context) error {
 			if !ok {
 				continue
 			}
-			if rel, reason := first.compare(st.occ); rel != repeats {
+			if rel, reason := compareStored(first, st.occ); rel != repeats {
 				return &EntryError{Where: st.occ.where, Reason: reason}
 			}
 			droppedStored[i] = true

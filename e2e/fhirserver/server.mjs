@@ -25,7 +25,7 @@
 //   - test-only controls under /_control (enabled by config.control):
 //     inject faults (429/5xx with Retry-After, garbage bodies, wrong
 //     content types, truncated NDJSON, a connection reset mid-file),
-//     update or delete resources through
+//     create, update or delete resources through
 //     the router, expire tokens, read request counters.
 //
 // Usage: node server.mjs CONFIG.json; prints {"url": BASE} on stdout when
@@ -307,6 +307,11 @@ async function control(req, res, url, body) {
       const cur = await route('GET', `/${args.type}/${args.id}`);
       const next = { ...cur.resource, meta: undefined, text: { status: 'generated', div: `<div xmlns="http://www.w3.org/1999/xhtml">v${Date.now()}</div>` } };
       const r = await route('PUT', `/${args.type}/${args.id}`, next);
+      return send(res, r.status, r.resource || r.outcome);
+    }
+    case '/_control/create': { // a resource: created through the router
+      const r = await route('POST', `/${args.resourceType}`, args);
+      if (r.status < 300) types.add(args.resourceType);
       return send(res, r.status, r.resource || r.outcome);
     }
     case '/_control/delete': {
