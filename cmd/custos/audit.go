@@ -86,6 +86,9 @@ Examples:
 			if err != nil {
 				return err
 			}
+			if err := af.check(access.ActionVerify); err != nil {
+				return err
+			}
 			req := access.VerifyRequest{Ask: af.ask()}
 			if anchorDir != "" {
 				if req.VerifierKeys, err = os.ReadFile(pubkey); err != nil {
@@ -205,6 +208,9 @@ Example:
 				if cmd.Flags().Changed("format") || outPath != "" {
 					return usagef("--out DIR writes a bundle; --format and -o are for a single file")
 				}
+				if toSeq != 0 && fromSeq > toSeq {
+					return usagef("--from-seq %d is after --to-seq %d: the range holds no record", fromSeq, toSeq)
+				}
 				return writeBundle(cmd, d, af.ask(), bundleOut, anchorDir, fromSeq, toSeq, since, until, formats)
 			}
 			if fromSeq != 0 || toSeq != 0 {
@@ -216,6 +222,14 @@ Example:
 			}
 			s, u, err := parseTimeRange(since, until)
 			if err != nil {
+				return err
+			}
+			if outPath != "" && outPath != "-" {
+				if err := checkOutputFile("-o", outPath); err != nil {
+					return err
+				}
+			}
+			if err := af.check(access.ActionExport); err != nil {
 				return err
 			}
 			req := access.ExportRequest{Ask: af.ask(), Format: f, Since: s, Until: u}

@@ -63,16 +63,16 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 			return usagef("choose a seq range (--from-seq/--to-seq) or a time range (--since/--until), not both")
 		}
 		var err error
-		if req.Since, err = parseTime("since", since); err != nil {
-			return err
-		}
-		if req.Until, err = parseTime("until", until); err != nil {
+		if req.Since, req.Until, err = parseTimeRange(since, until); err != nil {
 			return err
 		}
 	}
 	// A target that cannot take the bundle is refused before the access
 	// (and its record) starts, as compliance report does.
 	if err := emptyTarget(out); err != nil {
+		return err
+	}
+	if err := checkAsk(ask, access.ActionExport); err != nil {
 		return err
 	}
 	m, err := fetchBundle(cmd, d, req, out)
@@ -171,6 +171,9 @@ Example:
 			if seq == 0 {
 				return usagef("--seq N is required (records are numbered from 1)")
 			}
+			if err := af.check(access.ActionProve); err != nil {
+				return err
+			}
 			var in bundle.Inclusion
 			err = withAuditReader(cmd, d, func(r auditReader) error {
 				_, err := r.Do(cmd.Context(), access.OpProve, access.ProveRequest{Ask: af.ask(), Seq: seq}, func(rd io.Reader) error {
@@ -232,6 +235,11 @@ Example:
 			d, err := requireDataDir(dir)
 			if err != nil {
 				return err
+			}
+			if out != "" && out != "-" {
+				if err := checkOutputFile("-o", out); err != nil {
+					return err
+				}
 			}
 			if origin == "" {
 				entry, ok, err := (&checkpoint.Anchor{Dir: string(d)}).Latest()

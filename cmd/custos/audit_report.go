@@ -101,6 +101,9 @@ Example:
 			if err != nil {
 				return err
 			}
+			if err := af.check(access.ActionHash); err != nil {
+				return err
+			}
 			k, closeKeys, err := openAuditorKeys(cmd, dev, d, &vf)
 			if err != nil {
 				return err
@@ -202,10 +205,10 @@ Examples:
 			}
 			q := access.ReportRequest{Ask: af.ask(), Query: report.Query{User: user, Denials: denials, BreakGlass: breakGlass, Disclosures: disclosures}}
 			var keyVersions *report.KeyVersions // the key versions a patient lookup searched
-			if q.Since, err = parseTime("since", since); err != nil {
+			if q.Since, q.Until, err = parseTimeRange(since, until); err != nil {
 				return err
 			}
-			if q.Until, err = parseTime("until", until); err != nil {
+			if err := af.check(access.ActionReport); err != nil {
 				return err
 			}
 			if patient != "" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -89,6 +90,20 @@ func (a *accessFlags) register(f *pflag.FlagSet, purposeHelp string) {
 }
 
 func (a *accessFlags) ask() access.Ask { return access.Ask{By: a.by, Purpose: a.purpose} }
+
+// check refuses a missing or unknown --purpose, or a malformed --by, of
+// the command that records action, as bad usage (exit 2) before anything
+// is opened: the log's writer would refuse them too, but only once the
+// log is open, and opening it for writing already changes the file.
+func (a *accessFlags) check(action string) error { return checkAsk(a.ask(), action) }
+
+// checkAsk is accessFlags.check for an access.Ask already made.
+func checkAsk(ask access.Ask, action string) error {
+	if err := ask.Validate(action); err != nil {
+		return usageError{errors.New(strings.TrimPrefix(err.Error(), access.ErrBadRequest.Error()+": "))}
+	}
+	return nil
+}
 
 // purposeRequired is the --purpose help of commands that output record
 // contents.

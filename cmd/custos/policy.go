@@ -396,10 +396,7 @@ Examples:
 				return err
 			}
 			var opts impact.Options
-			if opts.Since, err = parseTime("since", since); err != nil {
-				return err
-			}
-			if opts.Until, err = parseTime("until", until); err != nil {
+			if opts.Since, opts.Until, err = parseTimeRange(since, until); err != nil {
 				return err
 			}
 			if _, _, err := policyFS(candidate); err != nil {
@@ -411,6 +408,9 @@ Examples:
 			eng, err := policy.DirSource{Dir: candidate, AllowNoTests: true}.Load(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("candidate: %w", err)
+			}
+			if err := af.check(access.ActionPolicyImpact); err != nil {
+				return err
 			}
 			tick, done := progress(cmd.ErrOrStderr(), "replaying audited decisions", true)
 			opts.Progress = tick

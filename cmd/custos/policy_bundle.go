@@ -91,6 +91,12 @@ Example:
 			if out == "" {
 				return usagef("bundle needs -o FILE")
 			}
+			if err := checkOutputFile("-o", out); err != nil {
+				return err
+			}
+			if _, _, err := policyFS(args[0]); err != nil {
+				return err
+			}
 			signer, err := bundleSigner(cmd, key, useVault)
 			if err != nil {
 				return err
@@ -141,6 +147,9 @@ FILE. Its sequence claim is kept, or replaced with --sequence N.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return usagef("sign needs -o FILE")
+			}
+			if err := checkOutputFile("-o", out); err != nil {
+				return err
 			}
 			signer, err := bundleSigner(cmd, key, useVault)
 			if err != nil {

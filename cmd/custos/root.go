@@ -196,6 +196,32 @@ func existingFile(path, what string) error {
 	return nil
 }
 
+// checkOutputFile refuses, before any work is done or recorded, a FILE
+// given to flag (-o) that could never be written: a directory, or a file in
+// a directory that does not exist.
+func checkOutputFile(flag, path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return usagef("%s %s is a directory: give a file name", flag, path)
+	}
+	return checkParentDir(flag, path)
+}
+
+// checkParentDir refuses a path given to flag whose directory does not
+// exist or is not a directory.
+func checkParentDir(flag, path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return usagef("%s %s: directory %s does not exist", flag, path, dir)
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", flag, path, err)
+	case !st.IsDir():
+		return usagef("%s %s: %s is not a directory", flag, path, dir)
+	}
+	return nil
+}
+
 // lockHint explains a lock timeout: bbolt allows one writer per file, and
 // the usual holder is a running server.
 func lockHint(err error) error {
