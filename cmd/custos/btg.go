@@ -163,7 +163,13 @@ func newBtgRevokeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "revoke --data-dir D --grant ID --reason TEXT",
 		Short: "End a break-the-glass grant now",
-		Args:  cobra.NoArgs,
+		Long: `revoke ends grant ID now: a running server stops honouring it within a
+second, and the revocation, with --by and --reason, is in the audit log.
+
+Example:
+  custos btg list --data-dir /srv/custos
+  custos btg revoke --data-dir /srv/custos --grant 6f1c… --reason "patient transferred, access no longer needed"`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := requireDataDir(dir)
 			if err != nil {
@@ -200,10 +206,21 @@ func newBtgListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list --data-dir D",
 		Short: "List break-the-glass grants, their state and uses",
-		Args:  cobra.NoArgs,
+		Long: `list prints every break-the-glass grant of D/grants.db, newest first: its
+id, user, state (active, pending, expired, revoked or refused), uses, review,
+granting operator, TTL, expiry and reason. A data directory where no grant
+was ever made lists none; one that does not exist is an error.
+
+Example:
+  custos btg list --data-dir /srv/custos
+  custos btg list --data-dir /srv/custos --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := requireDataDir(dir)
 			if err != nil {
+				return err
+			}
+			if err := existingDir(d); err != nil {
 				return err
 			}
 			all, err := btg.New(d.grants(), btg.Options{}).All()
@@ -309,6 +326,9 @@ Example:
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := requireDataDir(dir)
 			if err != nil {
+				return err
+			}
+			if err := existingDir(d); err != nil {
 				return err
 			}
 			st := btg.New(d.grants(), btg.Options{})

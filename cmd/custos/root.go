@@ -196,6 +196,22 @@ func existingFile(path, what string) error {
 	return nil
 }
 
+// existingDir checks that the data directory d exists, for commands that
+// read a file in it that may rightly be missing (grants.db before the
+// first grant): a mistyped --data-dir must not read as "nothing there".
+func existingDir(d dataDir) error {
+	st, err := os.Stat(string(d))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("data directory %s not found (is --data-dir right?)", d)
+	case err != nil:
+		return fmt.Errorf("--data-dir %s: %w", d, err)
+	case !st.IsDir():
+		return usagef("--data-dir %s is a file, not a directory", d)
+	}
+	return nil
+}
+
 // checkOutputFile refuses, before any work is done or recorded, a FILE
 // given to flag (-o) that could never be written: a directory, or a file in
 // a directory that does not exist.
