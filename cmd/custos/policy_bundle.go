@@ -137,7 +137,10 @@ FILE. Its sequence claim is kept, or replaced with --sequence N.
 
 ` + sequenceHelp + `
 
-` + policyKeyHelp,
+` + policyKeyHelp + `
+
+Example:
+  custos policy sign policy.tar.gz -o policy-2027.tar.gz --sequence 43 --key security-team-2027=policy-signing-2027.pem`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("sign takes exactly one BUNDLE file")

@@ -57,3 +57,40 @@ func TestEveryGroupRejectsUnknownSubcommands(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryCommandHelpTeaches walks the command tree, so a command added
+// later is covered too: the --help of every command that does something
+// (not a group, not cobra's completion and help) says what it does and
+// shows at least one example invocation of itself.
+func TestEveryCommandHelpTeaches(t *testing.T) {
+	var walk func(*cobra.Command)
+	n := 0
+	walk = func(c *cobra.Command) {
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+		if c.HasAvailableSubCommands() || !c.IsAvailableCommand() || c.Name() == "help" ||
+			(c.HasParent() && c.Parent().Name() == "completion") || c.Name() == "completion" {
+			return
+		}
+		n++
+		path := strings.Fields(c.CommandPath())[1:]
+		var out, errb bytes.Buffer
+		if code := run(append(path[:len(path):len(path)], "--help"), &out, &errb); code != 0 {
+			t.Errorf("%s --help: exit %d\n%s", c.CommandPath(), code, errb.String())
+			return
+		}
+		help := out.String()
+		if strings.TrimSpace(c.Long) == "" {
+			t.Errorf("%s --help says only %q: no description", c.CommandPath(), c.Short)
+		}
+		i := strings.Index(help, "\nExample")
+		if i < 0 || !strings.Contains(help[i:], "  "+c.CommandPath()) {
+			t.Errorf("%s --help shows no example of '%s ...'", c.CommandPath(), c.CommandPath())
+		}
+	}
+	walk(newRootCmd(new(bytes.Buffer), new(bytes.Buffer)))
+	if n < 25 {
+		t.Fatalf("checked %d commands, want at least 25", n)
+	}
+}
