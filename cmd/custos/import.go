@@ -110,8 +110,8 @@ Examples:
 			// A failed first import leaves no trace: remember what existed.
 			// The dev id key it may draw (resourceIDKey) goes too when the
 			// catalog is still missing: no resource is named under it.
-			_, derr := os.Stat(string(d))
-			newDir := errors.Is(derr, os.ErrNotExist)
+			made := missingAncestor(string(d)) // what MkdirAll creates
+			newDir := made != ""
 			_, cerr := os.Stat(d.catalog())
 			newCatalog := errors.Is(cerr, os.ErrNotExist)
 			devKeys := filepath.Join(string(d), secrets.DevKeyFile)
@@ -129,7 +129,7 @@ Examples:
 					os.Remove(devKeys)
 				}
 				if newDir {
-					os.Remove(string(d))
+					removeUpTo(string(d), made)
 				}
 			}
 			var (
@@ -209,4 +209,33 @@ func resourceIDKey(ctx context.Context, d dataDir, kv *secrets.Vault) (secrets.K
 		return secrets.Key{}, fmt.Errorf("dev resource id key: %w", err)
 	}
 	return dev.IDKey(ctx)
+}
+
+// missingAncestor returns the outermost directory of path (path itself
+// included) that does not exist, or "" when path exists: the first
+// directory os.MkdirAll(path) would create.
+func missingAncestor(path string) string {
+	missing := ""
+	for p := filepath.Clean(path); ; {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			return missing
+		}
+		missing = p
+		parent := filepath.Dir(p)
+		if parent == p {
+			return missing
+		}
+		p = parent
+	}
+}
+
+// removeUpTo removes the empty directory path and its parents up to and
+// including top (what os.MkdirAll made, as missingAncestor found it). A
+// directory that is not empty stays, and so do its parents.
+func removeUpTo(path, top string) {
+	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
+		if os.Remove(p) != nil || p == top || p == filepath.Dir(p) {
+			return
+		}
+	}
 }
