@@ -41,6 +41,9 @@ type auditReader interface {
 // impact, compliance report) reads the log only through it.
 func withAuditReader(cmd *cobra.Command, d dataDir, fn func(auditReader) error) error {
 	ctx := cmd.Context()
+	if st, err := os.Stat(string(d)); err == nil && !st.IsDir() {
+		return usagef("--data-dir %s is a file, not a directory", d)
+	}
 	sock := admin.Path(string(d))
 	c, err := admin.Dial(ctx, sock)
 	if err == nil {
