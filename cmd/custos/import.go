@@ -144,7 +144,7 @@ Examples:
 				defer kv.Close()
 				dataKeys = kv
 			}
-			tick, done := progress(cmd.ErrOrStderr(), "validating and importing", !isFHIR)
+			tick, done := progress(progressTo(cmd, asJSON), "validating and importing", !isFHIR)
 			var rep store.ImportReport
 			if isFHIR {
 				var key secrets.Key

@@ -412,7 +412,7 @@ Examples:
 			if err := af.check(access.ActionPolicyImpact); err != nil {
 				return err
 			}
-			tick, done := progress(cmd.ErrOrStderr(), "replaying audited decisions", true)
+			tick, done := progress(progressTo(cmd, asJSON), "replaying audited decisions", true)
 			opts.Progress = tick
 			var rep impact.Report
 			req := access.ImpactRequest{Ask: af.ask(), Since: opts.Since, Until: opts.Until}

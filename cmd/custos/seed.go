@@ -46,7 +46,7 @@ Example:
 			if patients < 1 || patients > 1_000_000 {
 				return usagef("--patients must be between 1 and 1000000, got %d", patients)
 			}
-			tick, done := progress(cmd.ErrOrStderr(), "generating patients", true)
+			tick, done := progress(progressTo(cmd, asJSON), "generating patients", true)
 			sum, err := synth.Generate(cmd.Context(), out, synth.Options{Patients: patients, Seed: seed, Tenant: tenant, Progress: tick})
 			done()
 			if err != nil {

@@ -74,7 +74,7 @@ Example:
 			if err != nil {
 				return catalogHint(lockHint(err), d)
 			}
-			tick, done := progress(cmd.ErrOrStderr(), "re-encrypting", true)
+			tick, done := progress(progressTo(cmd, asJSON), "re-encrypting", true)
 			stats, err := st.Reencrypt(cmd.Context(), tick)
 			done()
 			if cerr := st.Close(); err == nil {
