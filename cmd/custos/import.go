@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -103,6 +104,9 @@ Examples:
 			isFHIR := format != fhirin.FormatCustosManifest
 			if isFHIR && tenant == "" {
 				return usagef("import: %s is FHIR input (%s): --tenant is required, e.g. --tenant general-hospital", args[0], format)
+			}
+			if err := checkTenant(tenant); err != nil {
+				return err
 			}
 			if !isFHIR && (tenant != "" || full || source != "") {
 				return usagef("import: --tenant, --full and --source apply to FHIR input; %s is a custos manifest, whose URIs name their tenant", args[0])
@@ -238,4 +242,13 @@ func removeUpTo(path, top string) {
 			return
 		}
 	}
+}
+
+// checkTenant refuses, as bad usage, a --tenant the catalog's URIs cannot
+// name ("" is left to the caller: required or not).
+func checkTenant(tenant string) error {
+	if tenant != "" && !store.ValidTenant(tenant) {
+		return usagef("--tenant %s: want lowercase letters, digits and - (not first), at most 63, e.g. general-hospital", strconv.Quote(tenant))
+	}
+	return nil
 }

@@ -134,6 +134,9 @@ Examples:
 			if tenant == "" && !printJWKS {
 				return usagef("--tenant is required: the tenant the synced resources belong to, e.g. --tenant general-hospital")
 			}
+			if err := checkTenant(tenant); err != nil {
+				return err
+			}
 			if (clientID != "" || printJWKS) && !dev && !vf.configured() {
 				return usagef("a client key is needed: configure Vault (--vault-addr or $VAULT_ADDR, key transit/%s) or use --dev", secrets.DefaultLayout.FHIRClientKey)
 			}
