@@ -259,7 +259,10 @@ func signAndWrite(cmd *cobra.Command, b *bundle.Bundle, signer policy.JWSSigner,
 }
 
 func newPolicyVerifyCmd() *cobra.Command {
-	var keys []string
+	var (
+		keys   []string
+		asJSON bool
+	)
 	cmd := &cobra.Command{
 		Use:   "verify BUNDLE --key ID=PUBPEM...",
 		Short: "Verify a policy bundle as a server loads it and show its rollback claim",
@@ -268,10 +271,13 @@ against the public keys given, archive checked, policy compiled, its Rego
 tests run) and prints its digest, revision, signing key and sequence claim.
 It does not read a server's high-water mark: a server refuses a bundle whose
 sequence is not above the last one it loaded (docs/policy.md, rollback
-protection). Exit 1 names what is wrong.
+protection). Exit 1 names what is wrong. --json prints {"bundle", "verified",
+"digest", "revision", "key", "sequence"} (sequence 0: no claim) for a rollout
+pipeline.
 
-Example:
-  custos policy verify policy.tar.gz --key security-team-2026=policy-signing.pub.pem`,
+Examples:
+  custos policy verify policy.tar.gz --key security-team-2026=policy-signing.pub.pem
+  custos policy verify policy.tar.gz --key security-team-2026=policy-signing.pub.pem --json`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("verify takes exactly one BUNDLE file")
@@ -294,13 +300,23 @@ Example:
 				}
 				k, err := policy.ParseVerificationKey(id, pem)
 				if err != nil {
-					return err
+					return fmt.Errorf("--key %s: %w", kv, err)
 				}
 				vks = append(vks, k)
 			}
 			_, info, err := policy.LoadBundle(cmd.Context(), args[0], vks, policy.Options{})
 			if err != nil {
 				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), struct {
+					Bundle   string `json:"bundle"`
+					Verified bool   `json:"verified"`
+					Digest   string `json:"digest"`
+					Revision string `json:"revision"`
+					Key      string `json:"key"`
+					Sequence uint64 `json:"sequence"`
+				}{args[0], true, info.Digest, info.Revision, info.KeyID, info.Sequence})
 			}
 			claim := "none (refused by a server once a bundle with a claim has loaded)"
 			if info.Sequence != 0 {
@@ -312,5 +328,6 @@ Example:
 		},
 	}
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "ID=PUBPEM: an ES256 public key a server trusts (repeatable)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was verified as JSON")
 	return cmd
 }
