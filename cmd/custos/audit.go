@@ -91,6 +91,12 @@ Examples:
 			}
 			req := access.VerifyRequest{Ask: af.ask()}
 			if anchorDir != "" {
+				// Checked here, before the log is opened: a key file
+				// that holds no usable key would otherwise be reported
+				// as a log that does not match its checkpoints.
+				if _, err := readVerifiers(pubkey); err != nil {
+					return err
+				}
 				if req.VerifierKeys, err = os.ReadFile(pubkey); err != nil {
 					return err
 				}

@@ -117,9 +117,12 @@ func newAuditVerifyBundle(cmd *cobra.Command, dir, pubkey string, asJSON bool) e
 	}
 	keys, err := os.ReadFile(pubkey)
 	if err != nil {
-		return err
+		return fmt.Errorf("--pubkey: %w", err)
 	}
 	tr, err := bundle.Verify(dir, keys)
+	if errors.Is(err, bundle.ErrBadVerifierKey) {
+		return fmt.Errorf("--pubkey %s: %w", pubkey, err)
+	}
 	if err != nil && !errors.Is(err, bundle.ErrInvalid) {
 		// The verification did not run (no such directory, unusable keys):
 		// no transcript, whose "FAILED: 0 problem(s)" would say it did.
