@@ -140,6 +140,13 @@ Examples:
 			if (clientID != "" || printJWKS) && !dev && !vf.configured() {
 				return usagef("a client key is needed: configure Vault (--vault-addr or $VAULT_ADDR, key transit/%s) or use --dev", secrets.DefaultLayout.FHIRClientKey)
 			}
+			if !dev && vf.configured() {
+				// Vault usage (credentials, AppRole flags) is checked
+				// before D is created; open checks it again.
+				if _, err := vf.options(nil); err != nil {
+					return err
+				}
+			}
 			ctx := cmd.Context()
 			if err := os.MkdirAll(string(d), 0o700); err != nil {
 				return err
