@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode"
@@ -119,6 +120,9 @@ Example:
 			if sub == "" || patient == "" || reason == "" {
 				return usagef("grant needs --sub, --patient and --reason")
 			}
+			if ttl <= 0 {
+				return usagef("--ttl must be more than 0, got %s", ttl)
+			}
 			if err := checkGrantee(sub); err != nil {
 				return err
 			}
@@ -177,6 +181,9 @@ Example:
 			}
 			if id == "" {
 				return usagef("revoke needs --grant ID ('custos btg list' shows them)")
+			}
+			if strings.TrimSpace(reason) == "" {
+				return usagef("revoke needs --reason TEXT: why the grant ends (recorded)")
 			}
 			op, err := operator("by", by)
 			if err != nil {
@@ -332,6 +339,9 @@ Example:
 				return err
 			}
 			st := btg.New(d.grants(), btg.Options{})
+			if verdict != "" && verdict != btg.VerdictAppropriate && verdict != btg.VerdictInappropriate {
+				return usagef("--verdict must be %s or %s, got %q", btg.VerdictAppropriate, btg.VerdictInappropriate, verdict)
+			}
 			if id == "" || verdict == "" && note == "" {
 				if id == "" && (verdict != "" || note != "") {
 					return usagef("--verdict and --note need --grant ID")
