@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -72,7 +73,32 @@ func withAuditReader(cmd *cobra.Command, d dataDir, fn func(auditReader) error) 
 		return lockHint(err)
 	}
 	defer log.Close()
-	return fn(access.Local{Service: access.New(log, nil, string(d), quietLogger(cmd)), Caller: access.Self()})
+	logger := slog.New(dropMessage{quietLogger(cmd).Handler(), access.MsgFailed})
+	return fn(access.Local{Service: access.New(log, nil, string(d), logger), Caller: access.Self()})
+}
+
+// dropMessage is a slog.Handler that passes on every record but those with
+// message msg. In this process the access service's warning that a request
+// failed repeats the error the command prints itself (tui.go: an error is
+// one line); its other warnings pass.
+type dropMessage struct {
+	slog.Handler
+	msg string
+}
+
+func (h dropMessage) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h dropMessage) WithAttrs(as []slog.Attr) slog.Handler {
+	return dropMessage{h.Handler.WithAttrs(as), h.msg}
+}
+
+func (h dropMessage) WithGroup(name string) slog.Handler {
+	return dropMessage{h.Handler.WithGroup(name), h.msg}
 }
 
 // cliNode is the node name of access records a command appends itself: the
