@@ -46,6 +46,9 @@ Example:
 			if patients < 1 || patients > 1_000_000 {
 				return usagef("--patients must be between 1 and 1000000, got %d", patients)
 			}
+			if err := emptyTarget(out); err != nil {
+				return err
+			}
 			tick, done := progress(progressTo(cmd, asJSON), "generating patients", true)
 			sum, err := synth.Generate(cmd.Context(), out, synth.Options{Patients: patients, Seed: seed, Tenant: tenant, Progress: tick})
 			done()
