@@ -72,6 +72,9 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 	if err := emptyTarget(out); err != nil {
 		return err
 	}
+	if err := checkParentDir("--out", out); err != nil {
+		return err
+	}
 	if err := checkAsk(ask, access.ActionExport); err != nil {
 		return err
 	}

@@ -146,6 +146,9 @@ Examples:
 			if err := emptyTarget(out); err != nil {
 				return err
 			}
+			if err := checkParentDir("--out", out); err != nil {
+				return err
+			}
 			if err := af.check(access.ActionComplianceReport); err != nil {
 				return err
 			}
