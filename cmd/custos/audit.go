@@ -283,6 +283,7 @@ Example:
 	fl.Uint64Var(&toSeq, "to-seq", 0, "bundle: last record (default: the head)")
 	fl.StringVar(&formats, "formats", "csv,fhir,ocsf", "bundle: human formats to add (csv, fhir, ocsf; empty for none)")
 	fl.StringVar(&anchorDir, "anchor-dir", "", "bundle: take the checkpoints from this anchor directory (default: the data directory's)")
+	markRequired(cmd, "data-dir", "purpose")
 	return cmd
 }
 

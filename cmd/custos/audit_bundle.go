@@ -210,6 +210,7 @@ Example:
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory holding audit.db and checkpoints.jsonl")
 	cmd.Flags().Uint64Var(&seq, "seq", 0, "the record to prove")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the proof as JSON")
+	markRequired(cmd, "data-dir", "purpose", "seq")
 	return cmd
 }
 
@@ -278,6 +279,7 @@ Example:
 	f.StringVarP(&out, "output", "o", "", "write to FILE instead of stdout")
 	f.BoolVar(&dev, "dev", false, "use the dev key file of a data directory served with --dev")
 	vf.register(f)
+	markRequired(cmd, "data-dir")
 	return cmd
 }
 

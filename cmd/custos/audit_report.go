@@ -149,6 +149,7 @@ Example:
 	af.register(f, purposeRequired)
 	registerAcceptKeyGap(f, &acceptGap)
 	vf.register(f)
+	markRequired(cmd, "data-dir", "purpose")
 	return cmd
 }
 
@@ -252,5 +253,6 @@ Examples:
 	af.register(f, purposeRequired)
 	registerAcceptKeyGap(f, &acceptGap)
 	vf.register(f)
+	markRequired(cmd, "data-dir", "purpose")
 	return cmd
 }

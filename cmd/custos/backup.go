@@ -114,6 +114,7 @@ Example:
 	f.StringVar(&out, "out", "", "new (or empty) directory to write the backup to")
 	f.StringVar(&pubkey, "pubkey", "", "verifier keys file ('custos audit pubkey'): also check the checkpoints' signatures")
 	f.BoolVar(&asJSON, "json", false, "print the verification report as JSON")
+	markRequired(cmd, "data-dir", "out", "purpose")
 	return cmd
 }
 

@@ -159,6 +159,7 @@ Example:
 	f.StringVar(&reason, "reason", "", "why (required; recorded and reviewed)")
 	f.DurationVar(&ttl, "ttl", 30*time.Minute, "how long the grant lasts (at most the server's btg.max_ttl)")
 	f.BoolVar(&asJSON, "json", false, "print the grant as JSON")
+	markRequired(cmd, "data-dir", "sub", "patient", "reason")
 	return cmd
 }
 
@@ -202,6 +203,7 @@ Example:
 	f.StringVar(&id, "grant", "", "the grant id")
 	f.StringVar(&reason, "reason", "", "why (required)")
 	f.StringVar(&by, "by", "", "the operator revoking (default $USER)")
+	markRequired(cmd, "data-dir", "grant", "reason")
 	return cmd
 }
 
@@ -239,6 +241,7 @@ Example:
 	}
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory (grants.db)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	markRequired(cmd, "data-dir")
 	return cmd
 }
 
@@ -383,5 +386,6 @@ Example:
 	f.StringVar(&note, "note", "", "the reviewer's note")
 	f.StringVar(&reviewer, "reviewer", "", "who reviews (default $USER)")
 	f.BoolVar(&asJSON, "json", false, "print as JSON")
+	markRequired(cmd, "data-dir")
 	return cmd
 }

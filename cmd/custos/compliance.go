@@ -185,6 +185,7 @@ Examples:
 	f.BoolVar(&asJSON, "json", false, "print a summary of the package as JSON")
 	af.register(f, purposeRequired)
 	vf.register(f)
+	markRequired(cmd, "data-dir", "out", "purpose")
 	return cmd
 }
 

@@ -195,6 +195,7 @@ Examples:
 	cmd.Flags().BoolVar(&full, "full", false, "the FHIR input is the tenant's complete data from this source: retire what it does not mention")
 	cmd.Flags().StringVar(&source, "source", "", `origin label of the FHIR input (default "fhir"); --full retires only resources of this source`)
 	vf.register(cmd.Flags())
+	markRequired(cmd, "data-dir")
 	return cmd
 }
 

@@ -346,6 +346,7 @@ Examples:
 	f.StringVar(&inputPath, "input", "", "JSON policy input file (- for stdin)")
 	f.StringVar(&dir, "policy-dir", "", "policy directory (default: the built-in policy)")
 	f.BoolVar(&asJSON, "json", false, "print the decision and explanation as JSON")
+	markRequired(cmd, "input")
 	return cmd
 }
 
@@ -444,5 +445,6 @@ Examples:
 	f.StringVar(&since, "since", "", "first instant to replay (RFC 3339 or YYYY-MM-DD)")
 	f.StringVar(&until, "until", "", "instant to stop before (RFC 3339 or YYYY-MM-DD)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	markRequired(cmd, "candidate", "data-dir", "purpose")
 	return cmd
 }

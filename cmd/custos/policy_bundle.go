@@ -119,6 +119,7 @@ Example:
 	cmd.Flags().StringVar(&revision, "revision", "", "manifest revision (default: the policy revision, sha256 of the modules)")
 	cmd.Flags().Uint64Var(&sequence, "sequence", 0, "signed sequence claim (manifest metadata.custos.sequence): servers refuse a bundle that does not advance the last one loaded")
 	cmd.Flags().BoolVar(&useVault, "vault", false, "sign with the Vault Transit key custos-policy-signing ($VAULT_ADDR, $VAULT_TOKEN)")
+	markRequired(cmd, "output", "sequence")
 	return cmd
 }
 
@@ -172,6 +173,7 @@ Example:
 	cmd.Flags().StringVar(&key, "key", "", "ID=PEMFILE: the ECDSA P-256 signing key")
 	cmd.Flags().BoolVar(&useVault, "vault", false, "sign with the Vault Transit key custos-policy-signing ($VAULT_ADDR, $VAULT_TOKEN)")
 	cmd.Flags().Uint64Var(&sequence, "sequence", 0, "replace the signed sequence claim (manifest metadata.custos.sequence)")
+	markRequired(cmd, "output")
 	return cmd
 }
 
@@ -329,5 +331,6 @@ Examples:
 	}
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "ID=PUBPEM: an ES256 public key a server trusts (repeatable)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was verified as JSON")
+	markRequired(cmd, "key")
 	return cmd
 }

@@ -212,6 +212,22 @@ func existingDir(d dataDir) error {
 	return nil
 }
 
+// markRequired says "(required)" in the --help of cmd's flags names (each
+// must exist), unless their help says so already. The checks stay in each
+// RunE, which names what is missing in its own words and exits 2
+// (cobra's MarkFlagRequired would do neither).
+func markRequired(cmd *cobra.Command, names ...string) {
+	for _, n := range names {
+		f := cmd.Flags().Lookup(n)
+		if f == nil {
+			panic("markRequired: " + cmd.CommandPath() + " has no flag --" + n)
+		}
+		if !strings.Contains(f.Usage, "required") {
+			f.Usage += " (required)"
+		}
+	}
+}
+
 // checkOutputFile refuses, before any work is done or recorded, a FILE
 // given to flag (-o) that could never be written: a directory, or a file in
 // a directory that does not exist.

@@ -94,3 +94,49 @@ func TestEveryCommandHelpTeaches(t *testing.T) {
 		t.Fatalf("checked %d commands, want at least 25", n)
 	}
 }
+
+// TestRequiredFlagsAreMarked: the --help of each command marks the flags
+// it cannot run without as required (the usage line shows them too, but
+// the flag table is where a reader looks up a flag).
+func TestRequiredFlagsAreMarked(t *testing.T) {
+	required := map[string][]string{
+		"audit export":      {"data-dir", "purpose"},
+		"audit hash":        {"data-dir", "purpose"},
+		"audit prove":       {"data-dir", "purpose", "seq"},
+		"audit pubkey":      {"data-dir"},
+		"audit report":      {"data-dir", "purpose"},
+		"backup":            {"data-dir", "out", "purpose"},
+		"btg grant":         {"data-dir", "sub", "patient", "reason"},
+		"btg list":          {"data-dir"},
+		"btg review":        {"data-dir"},
+		"btg revoke":        {"data-dir", "grant", "reason"},
+		"compliance report": {"data-dir", "out", "purpose"},
+		"import":            {"data-dir"},
+		"policy bundle":     {"output", "sequence"},
+		"policy eval":       {"input"},
+		"policy impact":     {"candidate", "data-dir", "purpose"},
+		"policy sign":       {"output"},
+		"policy verify":     {"key"},
+		"restore":           {"from", "data-dir"},
+		"seed":              {"out", "patients"},
+		"store reencrypt":   {"data-dir"},
+		"sync":              {"fhir-base", "data-dir"},
+		"token new":         {"principal", "tokens"},
+	}
+	root := newRootCmd(new(bytes.Buffer), new(bytes.Buffer))
+	for path, flags := range required {
+		cmd, _, err := root.Find(strings.Fields(path))
+		if err != nil || cmd.CommandPath() != "custos "+path {
+			t.Errorf("custos %s: no such command (%v)", path, err)
+			continue
+		}
+		for _, name := range flags {
+			f := cmd.Flags().Lookup(name)
+			if f == nil {
+				t.Errorf("custos %s: no flag --%s", path, name)
+			} else if !strings.Contains(f.Usage, "required") {
+				t.Errorf("custos %s --help: --%s %q does not say it is required", path, name, f.Usage)
+			}
+		}
+	}
+}

@@ -69,5 +69,6 @@ Example:
 	f.Int64Var(&seed, "seed", 1, "random seed; the same seed gives the same data")
 	f.StringVar(&tenant, "tenant", "general-hospital", "tenant id used in URIs and labels")
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	markRequired(cmd, "out", "patients")
 	return cmd
 }

@@ -94,6 +94,7 @@ Example:
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory holding catalog.db")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	vf.register(cmd.Flags())
+	markRequired(cmd, "data-dir")
 	return cmd
 }
 

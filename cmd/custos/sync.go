@@ -212,6 +212,7 @@ Examples:
 	f.Int64Var(&lowWatermark, "audit-disk-low-watermark", int64(ops.DefaultDiskWatermark), "stop staging (nothing imported) when the data directory's volume has fewer free bytes than this")
 	f.BoolVar(&printJWKS, "print-jwks", false, "print the client's public key as a JWKS (to register with the FHIR server) and exit")
 	vf.register(f)
+	markRequired(cmd, "fhir-base", "data-dir")
 	return cmd
 }
 

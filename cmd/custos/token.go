@@ -80,6 +80,7 @@ Example:
 	}
 	cmd.Flags().StringVar(&principal, "principal", "", "principal file (JSON: sub, roles, client_id, tenant, patients, purpose_of_use)")
 	cmd.Flags().StringVar(&tokens, "tokens", "", "token file to create or extend")
+	markRequired(cmd, "principal", "tokens")
 	return cmd
 }
 
