@@ -115,6 +115,16 @@ var (
 	lookupRE  = regexp.MustCompile(`^hk[0-9]+-[0-9a-f]{32}$`) // audit.Pseudonym
 )
 
+// Validate checks a as the operation that records action would (a
+// purpose of use, which verify may leave out, and --by), without a log:
+// a command calls it before it opens anything, so that bad usage is
+// refused with nothing opened or recorded. Its errors wrap ErrBadRequest.
+func (a Ask) Validate(action string) error {
+	a.Action = ""
+	_, err := a.check(action)
+	return err
+}
+
 // check validates a against the op's default and allowed actions and
 // returns the action to record.
 func (a *Ask) check(own string, allowed ...string) (string, error) {

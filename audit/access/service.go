@@ -101,6 +101,10 @@ func removeStaleBundles(dir string, logger *slog.Logger) {
 	}
 }
 
+// MsgFailed is the message of the warning Run logs when a request fails
+// (with its op, caller and Code); the error itself goes to the caller.
+const MsgFailed = "audit access failed"
+
 // Run decodes req (JSON) as op's request, appends the access record, and
 // only then runs op on the view 1..N, writing its output to w. A request
 // that does not decode or validate fails with ErrBadRequest and nothing
@@ -109,7 +113,7 @@ func removeStaleBundles(dir string, logger *slog.Logger) {
 func (s *Service) Run(ctx context.Context, c Caller, op Op, req []byte, w io.Writer) (Result, error) {
 	res, err := s.run(ctx, c, op, req, w)
 	if err != nil {
-		s.logger.Warn("audit access failed", "op", string(op), "caller", c.Account, "code", Code(err))
+		s.logger.Warn(MsgFailed, "op", string(op), "caller", c.Account, "code", Code(err))
 	} else {
 		s.logger.Info("audit access", "op", string(op), "caller", c.Account, "access_seq", res.AccessSeq, "records", res.Records)
 	}

@@ -86,8 +86,17 @@ Examples:
 			if err != nil {
 				return err
 			}
+			if err := af.check(access.ActionVerify); err != nil {
+				return err
+			}
 			req := access.VerifyRequest{Ask: af.ask()}
 			if anchorDir != "" {
+				// Checked here, before the log is opened: a key file
+				// that holds no usable key would otherwise be reported
+				// as a log that does not match its checkpoints.
+				if _, err := readVerifiers(pubkey); err != nil {
+					return err
+				}
 				if req.VerifierKeys, err = os.ReadFile(pubkey); err != nil {
 					return err
 				}
@@ -205,6 +214,9 @@ Example:
 				if cmd.Flags().Changed("format") || outPath != "" {
 					return usagef("--out DIR writes a bundle; --format and -o are for a single file")
 				}
+				if toSeq != 0 && fromSeq > toSeq {
+					return usagef("--from-seq %d is after --to-seq %d: the range holds no record", fromSeq, toSeq)
+				}
 				return writeBundle(cmd, d, af.ask(), bundleOut, anchorDir, fromSeq, toSeq, since, until, formats)
 			}
 			if fromSeq != 0 || toSeq != 0 {
@@ -216,6 +228,14 @@ Example:
 			}
 			s, u, err := parseTimeRange(since, until)
 			if err != nil {
+				return err
+			}
+			if outPath != "" && outPath != "-" {
+				if err := checkOutputFile("-o", outPath); err != nil {
+					return err
+				}
+			}
+			if err := af.check(access.ActionExport); err != nil {
 				return err
 			}
 			req := access.ExportRequest{Ask: af.ask(), Format: f, Since: s, Until: u}
@@ -263,6 +283,7 @@ Example:
 	fl.Uint64Var(&toSeq, "to-seq", 0, "bundle: last record (default: the head)")
 	fl.StringVar(&formats, "formats", "csv,fhir,ocsf", "bundle: human formats to add (csv, fhir, ocsf; empty for none)")
 	fl.StringVar(&anchorDir, "anchor-dir", "", "bundle: take the checkpoints from this anchor directory (default: the data directory's)")
+	markRequired(cmd, "data-dir", "purpose")
 	return cmd
 }
 

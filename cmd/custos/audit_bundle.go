@@ -63,16 +63,19 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 			return usagef("choose a seq range (--from-seq/--to-seq) or a time range (--since/--until), not both")
 		}
 		var err error
-		if req.Since, err = parseTime("since", since); err != nil {
-			return err
-		}
-		if req.Until, err = parseTime("until", until); err != nil {
+		if req.Since, req.Until, err = parseTimeRange(since, until); err != nil {
 			return err
 		}
 	}
 	// A target that cannot take the bundle is refused before the access
 	// (and its record) starts, as compliance report does.
 	if err := emptyTarget(out); err != nil {
+		return err
+	}
+	if err := checkParentDir("--out", out); err != nil {
+		return err
+	}
+	if err := checkAsk(ask, access.ActionExport); err != nil {
 		return err
 	}
 	m, err := fetchBundle(cmd, d, req, out)
@@ -117,9 +120,12 @@ func newAuditVerifyBundle(cmd *cobra.Command, dir, pubkey string, asJSON bool) e
 	}
 	keys, err := os.ReadFile(pubkey)
 	if err != nil {
-		return err
+		return fmt.Errorf("--pubkey: %w", err)
 	}
 	tr, err := bundle.Verify(dir, keys)
+	if errors.Is(err, bundle.ErrBadVerifierKey) {
+		return fmt.Errorf("--pubkey %s: %w", pubkey, err)
+	}
 	if err != nil && !errors.Is(err, bundle.ErrInvalid) {
 		// The verification did not run (no such directory, unusable keys):
 		// no transcript, whose "FAILED: 0 problem(s)" would say it did.
@@ -171,6 +177,9 @@ Example:
 			if seq == 0 {
 				return usagef("--seq N is required (records are numbered from 1)")
 			}
+			if err := af.check(access.ActionProve); err != nil {
+				return err
+			}
 			var in bundle.Inclusion
 			err = withAuditReader(cmd, d, func(r auditReader) error {
 				_, err := r.Do(cmd.Context(), access.OpProve, access.ProveRequest{Ask: af.ask(), Seq: seq}, func(rd io.Reader) error {
@@ -201,6 +210,7 @@ Example:
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory holding audit.db and checkpoints.jsonl")
 	cmd.Flags().Uint64Var(&seq, "seq", 0, "the record to prove")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the proof as JSON")
+	markRequired(cmd, "data-dir", "purpose", "seq")
 	return cmd
 }
 
@@ -233,6 +243,11 @@ Example:
 			if err != nil {
 				return err
 			}
+			if out != "" && out != "-" {
+				if err := checkOutputFile("-o", out); err != nil {
+					return err
+				}
+			}
 			if origin == "" {
 				entry, ok, err := (&checkpoint.Anchor{Dir: string(d)}).Latest()
 				if err != nil {
@@ -264,6 +279,7 @@ Example:
 	f.StringVarP(&out, "output", "o", "", "write to FILE instead of stdout")
 	f.BoolVar(&dev, "dev", false, "use the dev key file of a data directory served with --dev")
 	vf.register(f)
+	markRequired(cmd, "data-dir")
 	return cmd
 }
 

@@ -101,6 +101,9 @@ Example:
 			if err != nil {
 				return err
 			}
+			if err := af.check(access.ActionHash); err != nil {
+				return err
+			}
 			k, closeKeys, err := openAuditorKeys(cmd, dev, d, &vf)
 			if err != nil {
 				return err
@@ -146,6 +149,7 @@ Example:
 	af.register(f, purposeRequired)
 	registerAcceptKeyGap(f, &acceptGap)
 	vf.register(f)
+	markRequired(cmd, "data-dir", "purpose")
 	return cmd
 }
 
@@ -202,10 +206,10 @@ Examples:
 			}
 			q := access.ReportRequest{Ask: af.ask(), Query: report.Query{User: user, Denials: denials, BreakGlass: breakGlass, Disclosures: disclosures}}
 			var keyVersions *report.KeyVersions // the key versions a patient lookup searched
-			if q.Since, err = parseTime("since", since); err != nil {
+			if q.Since, q.Until, err = parseTimeRange(since, until); err != nil {
 				return err
 			}
-			if q.Until, err = parseTime("until", until); err != nil {
+			if err := af.check(access.ActionReport); err != nil {
 				return err
 			}
 			if patient != "" {
@@ -249,5 +253,6 @@ Examples:
 	af.register(f, purposeRequired)
 	registerAcceptKeyGap(f, &acceptGap)
 	vf.register(f)
+	markRequired(cmd, "data-dir", "purpose")
 	return cmd
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -40,6 +42,9 @@ type auditReader interface {
 // impact, compliance report) reads the log only through it.
 func withAuditReader(cmd *cobra.Command, d dataDir, fn func(auditReader) error) error {
 	ctx := cmd.Context()
+	if st, err := os.Stat(string(d)); err == nil && !st.IsDir() {
+		return usagef("--data-dir %s is a file, not a directory", d)
+	}
 	sock := admin.Path(string(d))
 	c, err := admin.Dial(ctx, sock)
 	if err == nil {
@@ -68,7 +73,32 @@ func withAuditReader(cmd *cobra.Command, d dataDir, fn func(auditReader) error) 
 		return lockHint(err)
 	}
 	defer log.Close()
-	return fn(access.Local{Service: access.New(log, nil, string(d), quietLogger(cmd)), Caller: access.Self()})
+	logger := slog.New(dropMessage{quietLogger(cmd).Handler(), access.MsgFailed})
+	return fn(access.Local{Service: access.New(log, nil, string(d), logger), Caller: access.Self()})
+}
+
+// dropMessage is a slog.Handler that passes on every record but those with
+// message msg. In this process the access service's warning that a request
+// failed repeats the error the command prints itself (tui.go: an error is
+// one line); its other warnings pass.
+type dropMessage struct {
+	slog.Handler
+	msg string
+}
+
+func (h dropMessage) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h dropMessage) WithAttrs(as []slog.Attr) slog.Handler {
+	return dropMessage{h.Handler.WithAttrs(as), h.msg}
+}
+
+func (h dropMessage) WithGroup(name string) slog.Handler {
+	return dropMessage{h.Handler.WithGroup(name), h.msg}
 }
 
 // cliNode is the node name of access records a command appends itself: the
@@ -89,6 +119,20 @@ func (a *accessFlags) register(f *pflag.FlagSet, purposeHelp string) {
 }
 
 func (a *accessFlags) ask() access.Ask { return access.Ask{By: a.by, Purpose: a.purpose} }
+
+// check refuses a missing or unknown --purpose, or a malformed --by, of
+// the command that records action, as bad usage (exit 2) before anything
+// is opened: the log's writer would refuse them too, but only once the
+// log is open, and opening it for writing already changes the file.
+func (a *accessFlags) check(action string) error { return checkAsk(a.ask(), action) }
+
+// checkAsk is accessFlags.check for an access.Ask already made.
+func checkAsk(ask access.Ask, action string) error {
+	if err := ask.Validate(action); err != nil {
+		return usageError{errors.New(strings.TrimPrefix(err.Error(), access.ErrBadRequest.Error()+": "))}
+	}
+	return nil
+}
 
 // purposeRequired is the --purpose help of commands that output record
 // contents.

@@ -55,6 +55,9 @@ Example:
 			if out == "" {
 				return usagef("--out DIR is required (a new or empty directory)")
 			}
+			if err := checkParentDir("--out", out); err != nil {
+				return err
+			}
 			abs, err := filepath.Abs(out)
 			if err != nil {
 				return err
@@ -67,6 +70,9 @@ Example:
 				if verifiers, err = readVerifiers(pubkey); err != nil {
 					return err
 				}
+			}
+			if err := af.check(access.ActionBackup); err != nil {
+				return err
 			}
 			var staged *backup.Staged
 			var res access.Result
@@ -108,6 +114,7 @@ Example:
 	f.StringVar(&out, "out", "", "new (or empty) directory to write the backup to")
 	f.StringVar(&pubkey, "pubkey", "", "verifier keys file ('custos audit pubkey'): also check the checkpoints' signatures")
 	f.BoolVar(&asJSON, "json", false, "print the verification report as JSON")
+	markRequired(cmd, "data-dir", "out", "purpose")
 	return cmd
 }
 
@@ -115,9 +122,13 @@ Example:
 func readVerifiers(path string) (note.Verifiers, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--pubkey: %w", err)
 	}
-	return checkpoint.ParseVerifierFile(b)
+	v, err := checkpoint.ParseVerifierFile(b)
+	if err != nil {
+		return nil, fmt.Errorf("--pubkey %s: %w", path, err)
+	}
+	return v, nil
 }
 
 func printBackup(w io.Writer, out string, rep backup.Report, res access.Result) {

@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode"
@@ -119,6 +120,9 @@ Example:
 			if sub == "" || patient == "" || reason == "" {
 				return usagef("grant needs --sub, --patient and --reason")
 			}
+			if ttl <= 0 {
+				return usagef("--ttl must be more than 0, got %s", ttl)
+			}
 			if err := checkGrantee(sub); err != nil {
 				return err
 			}
@@ -155,6 +159,7 @@ Example:
 	f.StringVar(&reason, "reason", "", "why (required; recorded and reviewed)")
 	f.DurationVar(&ttl, "ttl", 30*time.Minute, "how long the grant lasts (at most the server's btg.max_ttl)")
 	f.BoolVar(&asJSON, "json", false, "print the grant as JSON")
+	markRequired(cmd, "data-dir", "sub", "patient", "reason")
 	return cmd
 }
 
@@ -163,7 +168,13 @@ func newBtgRevokeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "revoke --data-dir D --grant ID --reason TEXT",
 		Short: "End a break-the-glass grant now",
-		Args:  cobra.NoArgs,
+		Long: `revoke ends grant ID now: a running server stops honouring it within a
+second, and the revocation, with --by and --reason, is in the audit log.
+
+Example:
+  custos btg list --data-dir /srv/custos
+  custos btg revoke --data-dir /srv/custos --grant 6f1c… --reason "patient transferred, access no longer needed"`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := requireDataDir(dir)
 			if err != nil {
@@ -171,6 +182,9 @@ func newBtgRevokeCmd() *cobra.Command {
 			}
 			if id == "" {
 				return usagef("revoke needs --grant ID ('custos btg list' shows them)")
+			}
+			if strings.TrimSpace(reason) == "" {
+				return usagef("revoke needs --reason TEXT: why the grant ends (recorded)")
 			}
 			op, err := operator("by", by)
 			if err != nil {
@@ -189,6 +203,7 @@ func newBtgRevokeCmd() *cobra.Command {
 	f.StringVar(&id, "grant", "", "the grant id")
 	f.StringVar(&reason, "reason", "", "why (required)")
 	f.StringVar(&by, "by", "", "the operator revoking (default $USER)")
+	markRequired(cmd, "data-dir", "grant", "reason")
 	return cmd
 }
 
@@ -200,10 +215,21 @@ func newBtgListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list --data-dir D",
 		Short: "List break-the-glass grants, their state and uses",
-		Args:  cobra.NoArgs,
+		Long: `list prints every break-the-glass grant of D/grants.db, newest first: its
+id, user, state (active, pending, expired, revoked or refused), uses, review,
+granting operator, TTL, expiry and reason. A data directory where no grant
+was ever made lists none; one that does not exist is an error.
+
+Example:
+  custos btg list --data-dir /srv/custos
+  custos btg list --data-dir /srv/custos --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := requireDataDir(dir)
 			if err != nil {
+				return err
+			}
+			if err := existingDir(d); err != nil {
 				return err
 			}
 			all, err := btg.New(d.grants(), btg.Options{}).All()
@@ -215,6 +241,7 @@ func newBtgListCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory (grants.db)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	markRequired(cmd, "data-dir")
 	return cmd
 }
 
@@ -311,7 +338,13 @@ Example:
 			if err != nil {
 				return err
 			}
+			if err := existingDir(d); err != nil {
+				return err
+			}
 			st := btg.New(d.grants(), btg.Options{})
+			if verdict != "" && verdict != btg.VerdictAppropriate && verdict != btg.VerdictInappropriate {
+				return usagef("--verdict must be %s or %s, got %q", btg.VerdictAppropriate, btg.VerdictInappropriate, verdict)
+			}
 			if id == "" || verdict == "" && note == "" {
 				if id == "" && (verdict != "" || note != "") {
 					return usagef("--verdict and --note need --grant ID")
@@ -353,5 +386,6 @@ Example:
 	f.StringVar(&note, "note", "", "the reviewer's note")
 	f.StringVar(&reviewer, "reviewer", "", "who reviews (default $USER)")
 	f.BoolVar(&asJSON, "json", false, "print as JSON")
+	markRequired(cmd, "data-dir")
 	return cmd
 }

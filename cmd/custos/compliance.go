@@ -146,6 +146,12 @@ Examples:
 			if err := emptyTarget(out); err != nil {
 				return err
 			}
+			if err := checkParentDir("--out", out); err != nil {
+				return err
+			}
+			if err := af.check(access.ActionComplianceReport); err != nil {
+				return err
+			}
 			p := packageRun{cmd: cmd, d: d, ask: af.ask(), out: out, since: s, until: u, retention: ret,
 				anchorDir: anchorDir, testResults: testResults, pubkey: pubkey, dev: dev, vf: &vf}
 			rep, err := p.run(cmd.Context())
@@ -179,6 +185,7 @@ Examples:
 	f.BoolVar(&asJSON, "json", false, "print a summary of the package as JSON")
 	af.register(f, purposeRequired)
 	vf.register(f)
+	markRequired(cmd, "data-dir", "out", "purpose")
 	return cmd
 }
 
@@ -211,12 +218,15 @@ func durValue(p *time.Duration) time.Duration {
 
 // emptyTarget refuses an existing, non-empty --out.
 func emptyTarget(dir string) error {
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		return usagef("--out %s is a file, not a directory: give a new directory", dir)
+	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("--out %s: %w", dir, err)
 	}
 	if len(entries) > 0 {
 		return usagef("--out %s is not empty: give a new directory", dir)

@@ -57,7 +57,11 @@ Exit status: 0 when the file is valid, 1 with every problem listed (each
 naming its field and line), 2 for bad usage.
 
 --no-files skips the checks that the named files and directories exist,
-for checking a file away from the host it is meant for.`,
+for checking a file away from the host it is meant for.
+
+Examples:
+  custos config check /etc/custos/config.yaml
+  custos config check --no-files --json deploy/config.yaml`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("config check needs exactly one FILE")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -104,14 +105,17 @@ Examples:
 			if isFHIR && tenant == "" {
 				return usagef("import: %s is FHIR input (%s): --tenant is required, e.g. --tenant general-hospital", args[0], format)
 			}
+			if err := checkTenant(tenant); err != nil {
+				return err
+			}
 			if !isFHIR && (tenant != "" || full || source != "") {
 				return usagef("import: --tenant, --full and --source apply to FHIR input; %s is a custos manifest, whose URIs name their tenant", args[0])
 			}
 			// A failed first import leaves no trace: remember what existed.
 			// The dev id key it may draw (resourceIDKey) goes too when the
 			// catalog is still missing: no resource is named under it.
-			_, derr := os.Stat(string(d))
-			newDir := errors.Is(derr, os.ErrNotExist)
+			made := missingAncestor(string(d)) // what MkdirAll creates
+			newDir := made != ""
 			_, cerr := os.Stat(d.catalog())
 			newCatalog := errors.Is(cerr, os.ErrNotExist)
 			devKeys := filepath.Join(string(d), secrets.DevKeyFile)
@@ -129,7 +133,7 @@ Examples:
 					os.Remove(devKeys)
 				}
 				if newDir {
-					os.Remove(string(d))
+					removeUpTo(string(d), made)
 				}
 			}
 			var (
@@ -144,7 +148,7 @@ Examples:
 				defer kv.Close()
 				dataKeys = kv
 			}
-			tick, done := progress(cmd.ErrOrStderr(), "validating and importing", !isFHIR)
+			tick, done := progress(progressTo(cmd, asJSON), "validating and importing", !isFHIR)
 			var rep store.ImportReport
 			if isFHIR {
 				var key secrets.Key
@@ -191,6 +195,7 @@ Examples:
 	cmd.Flags().BoolVar(&full, "full", false, "the FHIR input is the tenant's complete data from this source: retire what it does not mention")
 	cmd.Flags().StringVar(&source, "source", "", `origin label of the FHIR input (default "fhir"); --full retires only resources of this source`)
 	vf.register(cmd.Flags())
+	markRequired(cmd, "data-dir")
 	return cmd
 }
 
@@ -209,4 +214,42 @@ func resourceIDKey(ctx context.Context, d dataDir, kv *secrets.Vault) (secrets.K
 		return secrets.Key{}, fmt.Errorf("dev resource id key: %w", err)
 	}
 	return dev.IDKey(ctx)
+}
+
+// missingAncestor returns the outermost directory of path (path itself
+// included) that does not exist, or "" when path exists: the first
+// directory os.MkdirAll(path) would create.
+func missingAncestor(path string) string {
+	missing := ""
+	for p := filepath.Clean(path); ; {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			return missing
+		}
+		missing = p
+		parent := filepath.Dir(p)
+		if parent == p {
+			return missing
+		}
+		p = parent
+	}
+}
+
+// removeUpTo removes the empty directory path and its parents up to and
+// including top (what os.MkdirAll made, as missingAncestor found it). A
+// directory that is not empty stays, and so do its parents.
+func removeUpTo(path, top string) {
+	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
+		if os.Remove(p) != nil || p == top || p == filepath.Dir(p) {
+			return
+		}
+	}
+}
+
+// checkTenant refuses, as bad usage, a --tenant the catalog's URIs cannot
+// name ("" is left to the caller: required or not).
+func checkTenant(tenant string) error {
+	if tenant != "" && !store.ValidTenant(tenant) {
+		return usagef("--tenant %s: want lowercase letters, digits and - (not first), at most 63, e.g. general-hospital", strconv.Quote(tenant))
+	}
+	return nil
 }

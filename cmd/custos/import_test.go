@@ -235,6 +235,16 @@ func TestImportFailedFirstLeavesNoTrace(t *testing.T) {
 		t.Errorf("a failed first import into a new directory left it: %v %v", err, entries)
 	}
 
+	// The directories import had to create for a new data directory go
+	// too, not only the data directory itself.
+	tmp := t.TempDir()
+	if _, msg := importFHIR(t, filepath.Join(tmp, "new", "parent", "data"), "mime-sjis.json"); msg == "" {
+		t.Fatal("the import succeeded")
+	}
+	if entries, err := os.ReadDir(tmp); err != nil || len(entries) != 0 {
+		t.Errorf("a failed first import into a new directory left the directories made for it: %v %v", entries, err)
+	}
+
 	dir = t.TempDir()
 	if _, msg := importFHIR(t, dir, "mime-sjis.json"); msg == "" {
 		t.Fatal("the import succeeded")

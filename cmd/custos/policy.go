@@ -346,6 +346,7 @@ Examples:
 	f.StringVar(&inputPath, "input", "", "JSON policy input file (- for stdin)")
 	f.StringVar(&dir, "policy-dir", "", "policy directory (default: the built-in policy)")
 	f.BoolVar(&asJSON, "json", false, "print the decision and explanation as JSON")
+	markRequired(cmd, "input")
 	return cmd
 }
 
@@ -396,10 +397,7 @@ Examples:
 				return err
 			}
 			var opts impact.Options
-			if opts.Since, err = parseTime("since", since); err != nil {
-				return err
-			}
-			if opts.Until, err = parseTime("until", until); err != nil {
+			if opts.Since, opts.Until, err = parseTimeRange(since, until); err != nil {
 				return err
 			}
 			if _, _, err := policyFS(candidate); err != nil {
@@ -412,7 +410,10 @@ Examples:
 			if err != nil {
 				return fmt.Errorf("candidate: %w", err)
 			}
-			tick, done := progress(cmd.ErrOrStderr(), "replaying audited decisions", true)
+			if err := af.check(access.ActionPolicyImpact); err != nil {
+				return err
+			}
+			tick, done := progress(progressTo(cmd, asJSON), "replaying audited decisions", true)
 			opts.Progress = tick
 			var rep impact.Report
 			req := access.ImpactRequest{Ask: af.ask(), Since: opts.Since, Until: opts.Until}
@@ -444,5 +445,6 @@ Examples:
 	f.StringVar(&since, "since", "", "first instant to replay (RFC 3339 or YYYY-MM-DD)")
 	f.StringVar(&until, "until", "", "instant to stop before (RFC 3339 or YYYY-MM-DD)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	markRequired(cmd, "candidate", "data-dir", "purpose")
 	return cmd
 }

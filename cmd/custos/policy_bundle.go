@@ -91,6 +91,12 @@ Example:
 			if out == "" {
 				return usagef("bundle needs -o FILE")
 			}
+			if err := checkOutputFile("-o", out); err != nil {
+				return err
+			}
+			if _, _, err := policyFS(args[0]); err != nil {
+				return err
+			}
 			signer, err := bundleSigner(cmd, key, useVault)
 			if err != nil {
 				return err
@@ -113,6 +119,7 @@ Example:
 	cmd.Flags().StringVar(&revision, "revision", "", "manifest revision (default: the policy revision, sha256 of the modules)")
 	cmd.Flags().Uint64Var(&sequence, "sequence", 0, "signed sequence claim (manifest metadata.custos.sequence): servers refuse a bundle that does not advance the last one loaded")
 	cmd.Flags().BoolVar(&useVault, "vault", false, "sign with the Vault Transit key custos-policy-signing ($VAULT_ADDR, $VAULT_TOKEN)")
+	markRequired(cmd, "output", "sequence")
 	return cmd
 }
 
@@ -131,7 +138,10 @@ FILE. Its sequence claim is kept, or replaced with --sequence N.
 
 ` + sequenceHelp + `
 
-` + policyKeyHelp,
+` + policyKeyHelp + `
+
+Example:
+  custos policy sign policy.tar.gz -o policy-2027.tar.gz --sequence 43 --key security-team-2027=policy-signing-2027.pem`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("sign takes exactly one BUNDLE file")
@@ -141,6 +151,9 @@ FILE. Its sequence claim is kept, or replaced with --sequence N.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return usagef("sign needs -o FILE")
+			}
+			if err := checkOutputFile("-o", out); err != nil {
+				return err
 			}
 			signer, err := bundleSigner(cmd, key, useVault)
 			if err != nil {
@@ -160,6 +173,7 @@ FILE. Its sequence claim is kept, or replaced with --sequence N.
 	cmd.Flags().StringVar(&key, "key", "", "ID=PEMFILE: the ECDSA P-256 signing key")
 	cmd.Flags().BoolVar(&useVault, "vault", false, "sign with the Vault Transit key custos-policy-signing ($VAULT_ADDR, $VAULT_TOKEN)")
 	cmd.Flags().Uint64Var(&sequence, "sequence", 0, "replace the signed sequence claim (manifest metadata.custos.sequence)")
+	markRequired(cmd, "output")
 	return cmd
 }
 
@@ -247,7 +261,10 @@ func signAndWrite(cmd *cobra.Command, b *bundle.Bundle, signer policy.JWSSigner,
 }
 
 func newPolicyVerifyCmd() *cobra.Command {
-	var keys []string
+	var (
+		keys   []string
+		asJSON bool
+	)
 	cmd := &cobra.Command{
 		Use:   "verify BUNDLE --key ID=PUBPEM...",
 		Short: "Verify a policy bundle as a server loads it and show its rollback claim",
@@ -256,10 +273,13 @@ against the public keys given, archive checked, policy compiled, its Rego
 tests run) and prints its digest, revision, signing key and sequence claim.
 It does not read a server's high-water mark: a server refuses a bundle whose
 sequence is not above the last one it loaded (docs/policy.md, rollback
-protection). Exit 1 names what is wrong.
+protection). Exit 1 names what is wrong. --json prints {"bundle", "verified",
+"digest", "revision", "key", "sequence"} (sequence 0: no claim) for a rollout
+pipeline.
 
-Example:
-  custos policy verify policy.tar.gz --key security-team-2026=policy-signing.pub.pem`,
+Examples:
+  custos policy verify policy.tar.gz --key security-team-2026=policy-signing.pub.pem
+  custos policy verify policy.tar.gz --key security-team-2026=policy-signing.pub.pem --json`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("verify takes exactly one BUNDLE file")
@@ -282,13 +302,23 @@ Example:
 				}
 				k, err := policy.ParseVerificationKey(id, pem)
 				if err != nil {
-					return err
+					return fmt.Errorf("--key %s: %w", kv, err)
 				}
 				vks = append(vks, k)
 			}
 			_, info, err := policy.LoadBundle(cmd.Context(), args[0], vks, policy.Options{})
 			if err != nil {
 				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), struct {
+					Bundle   string `json:"bundle"`
+					Verified bool   `json:"verified"`
+					Digest   string `json:"digest"`
+					Revision string `json:"revision"`
+					Key      string `json:"key"`
+					Sequence uint64 `json:"sequence"`
+				}{args[0], true, info.Digest, info.Revision, info.KeyID, info.Sequence})
 			}
 			claim := "none (refused by a server once a bundle with a claim has loaded)"
 			if info.Sequence != 0 {
@@ -300,5 +330,7 @@ Example:
 		},
 	}
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "ID=PUBPEM: an ES256 public key a server trusts (repeatable)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was verified as JSON")
+	markRequired(cmd, "key")
 	return cmd
 }

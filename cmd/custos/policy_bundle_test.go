@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"os"
@@ -174,5 +175,55 @@ func TestPolicyVerifyShowsSequence(t *testing.T) {
 	}
 	if code, msg := cli("policy", "verify", filepath.Join(opa, "build-seq7.tar.gz")); code != 2 {
 		t.Fatalf("verify without a key: exit %d\n%s", code, msg)
+	}
+}
+
+// TestPolicyVerifyJSON: a rollout pipeline reads what 'policy verify'
+// verified from --json (one JSON document on stdout), and a key file that
+// is not a public key is named.
+func TestPolicyVerifyJSON(t *testing.T) {
+	opa := filepath.Join("..", "..", "policy", "testdata", "opa")
+	var o, e bytes.Buffer
+	if code := run([]string{"policy", "verify", filepath.Join(opa, "build-seq7.tar.gz"), "--json",
+		"--key=default=" + filepath.Join(opa, "seq-ec.pub.pem")}, &o, &e); code != 0 {
+		t.Fatalf("verify --json: exit %d\n%s", code, e.String())
+	}
+	var got struct {
+		Bundle, Digest, Revision, Key string
+		Verified                      bool
+		Sequence                      uint64
+	}
+	dec := json.NewDecoder(&o)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil || dec.More() {
+		t.Fatalf("verify --json is not one JSON document: %v\n%s", err, o.String())
+	}
+	if !got.Verified || got.Sequence != 7 || got.Revision != "2026-12-07" || got.Key != "default" ||
+		!strings.HasPrefix(got.Digest, "sha256:") || got.Bundle != filepath.Join(opa, "build-seq7.tar.gz") {
+		t.Errorf("verify --json = %+v", got)
+	}
+
+	// A private key given where the public key belongs.
+	sk, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalECPrivateKey(sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	privPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+	priv := filepath.Join(t.TempDir(), "signing.pem")
+	if err := os.WriteFile(priv, privPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o.Reset()
+	e.Reset()
+	code := run([]string{"policy", "verify", filepath.Join(opa, "build-seq7.tar.gz"), "--json", "--key=default=" + priv}, &o, &e)
+	if code != 1 || !strings.Contains(e.String(), "--key default="+priv) || o.Len() != 0 {
+		t.Errorf("verify with a private key file: exit %d, want 1 naming the file and nothing on stdout\nstdout: %s\nstderr: %s", code, o.String(), e.String())
+	}
+	if strings.Contains(e.String(), string(privPEM[30:60])) {
+		t.Errorf("the error quotes the key file:\n%s", e.String())
 	}
 }

@@ -158,6 +158,7 @@ Examples:
 	f.BoolVar(&dev, "dev", false, "use the backup's dev key file (a data directory served with --dev)")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	vf.register(f)
+	markRequired(cmd, "from", "data-dir")
 	return cmd
 }
 

@@ -196,6 +196,64 @@ func existingFile(path, what string) error {
 	return nil
 }
 
+// existingDir checks that the data directory d exists, for commands that
+// read a file in it that may rightly be missing (grants.db before the
+// first grant): a mistyped --data-dir must not read as "nothing there".
+func existingDir(d dataDir) error {
+	st, err := os.Stat(string(d))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("data directory %s not found (is --data-dir right?)", d)
+	case err != nil:
+		return fmt.Errorf("--data-dir %s: %w", d, err)
+	case !st.IsDir():
+		return usagef("--data-dir %s is a file, not a directory", d)
+	}
+	return nil
+}
+
+// markRequired says "(required)" in the --help of cmd's flags names (each
+// must exist), unless their help says so already. The checks stay in each
+// RunE, which names what is missing in its own words and exits 2
+// (cobra's MarkFlagRequired would do neither).
+func markRequired(cmd *cobra.Command, names ...string) {
+	for _, n := range names {
+		f := cmd.Flags().Lookup(n)
+		if f == nil {
+			panic("markRequired: " + cmd.CommandPath() + " has no flag --" + n)
+		}
+		if !strings.Contains(f.Usage, "required") {
+			f.Usage += " (required)"
+		}
+	}
+}
+
+// checkOutputFile refuses, before any work is done or recorded, a FILE
+// given to flag (-o) that could never be written: a directory, or a file in
+// a directory that does not exist.
+func checkOutputFile(flag, path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return usagef("%s %s is a directory: give a file name", flag, path)
+	}
+	return checkParentDir(flag, path)
+}
+
+// checkParentDir refuses a path given to flag whose directory does not
+// exist or is not a directory.
+func checkParentDir(flag, path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return usagef("%s %s: directory %s does not exist", flag, path, dir)
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", flag, path, err)
+	case !st.IsDir():
+		return usagef("%s %s: %s is not a directory", flag, path, dir)
+	}
+	return nil
+}
+
 // lockHint explains a lock timeout: bbolt allows one writer per file, and
 // the usual holder is a running server.
 func lockHint(err error) error {

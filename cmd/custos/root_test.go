@@ -57,3 +57,86 @@ func TestEveryGroupRejectsUnknownSubcommands(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryCommandHelpTeaches walks the command tree, so a command added
+// later is covered too: the --help of every command that does something
+// (not a group, not cobra's completion and help) says what it does and
+// shows at least one example invocation of itself.
+func TestEveryCommandHelpTeaches(t *testing.T) {
+	var walk func(*cobra.Command)
+	n := 0
+	walk = func(c *cobra.Command) {
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+		if c.HasAvailableSubCommands() || !c.IsAvailableCommand() || c.Name() == "help" ||
+			(c.HasParent() && c.Parent().Name() == "completion") || c.Name() == "completion" {
+			return
+		}
+		n++
+		path := strings.Fields(c.CommandPath())[1:]
+		var out, errb bytes.Buffer
+		if code := run(append(path[:len(path):len(path)], "--help"), &out, &errb); code != 0 {
+			t.Errorf("%s --help: exit %d\n%s", c.CommandPath(), code, errb.String())
+			return
+		}
+		help := out.String()
+		if strings.TrimSpace(c.Long) == "" {
+			t.Errorf("%s --help says only %q: no description", c.CommandPath(), c.Short)
+		}
+		i := strings.Index(help, "\nExample")
+		if i < 0 || !strings.Contains(help[i:], "  "+c.CommandPath()) {
+			t.Errorf("%s --help shows no example of '%s ...'", c.CommandPath(), c.CommandPath())
+		}
+	}
+	walk(newRootCmd(new(bytes.Buffer), new(bytes.Buffer)))
+	if n < 25 {
+		t.Fatalf("checked %d commands, want at least 25", n)
+	}
+}
+
+// TestRequiredFlagsAreMarked: the --help of each command marks the flags
+// it cannot run without as required (the usage line shows them too, but
+// the flag table is where a reader looks up a flag).
+func TestRequiredFlagsAreMarked(t *testing.T) {
+	required := map[string][]string{
+		"audit export":      {"data-dir", "purpose"},
+		"audit hash":        {"data-dir", "purpose"},
+		"audit prove":       {"data-dir", "purpose", "seq"},
+		"audit pubkey":      {"data-dir"},
+		"audit report":      {"data-dir", "purpose"},
+		"backup":            {"data-dir", "out", "purpose"},
+		"btg grant":         {"data-dir", "sub", "patient", "reason"},
+		"btg list":          {"data-dir"},
+		"btg review":        {"data-dir"},
+		"btg revoke":        {"data-dir", "grant", "reason"},
+		"compliance report": {"data-dir", "out", "purpose"},
+		"import":            {"data-dir"},
+		"policy bundle":     {"output", "sequence"},
+		"policy eval":       {"input"},
+		"policy impact":     {"candidate", "data-dir", "purpose"},
+		"policy sign":       {"output"},
+		"policy verify":     {"key"},
+		"restore":           {"from", "data-dir"},
+		"seed":              {"out", "patients"},
+		"store reencrypt":   {"data-dir"},
+		"sync":              {"fhir-base", "data-dir"},
+		"token new":         {"principal", "tokens"},
+	}
+	root := newRootCmd(new(bytes.Buffer), new(bytes.Buffer))
+	for path, flags := range required {
+		cmd, _, err := root.Find(strings.Fields(path))
+		if err != nil || cmd.CommandPath() != "custos "+path {
+			t.Errorf("custos %s: no such command (%v)", path, err)
+			continue
+		}
+		for _, name := range flags {
+			f := cmd.Flags().Lookup(name)
+			if f == nil {
+				t.Errorf("custos %s: no flag --%s", path, name)
+			} else if !strings.Contains(f.Usage, "required") {
+				t.Errorf("custos %s --help: --%s %q does not say it is required", path, name, f.Usage)
+			}
+		}
+	}
+}

@@ -46,7 +46,10 @@ Example:
 			if patients < 1 || patients > 1_000_000 {
 				return usagef("--patients must be between 1 and 1000000, got %d", patients)
 			}
-			tick, done := progress(cmd.ErrOrStderr(), "generating patients", true)
+			if err := emptyTarget(out); err != nil {
+				return err
+			}
+			tick, done := progress(progressTo(cmd, asJSON), "generating patients", true)
 			sum, err := synth.Generate(cmd.Context(), out, synth.Options{Patients: patients, Seed: seed, Tenant: tenant, Progress: tick})
 			done()
 			if err != nil {
@@ -66,5 +69,6 @@ Example:
 	f.Int64Var(&seed, "seed", 1, "random seed; the same seed gives the same data")
 	f.StringVar(&tenant, "tenant", "general-hospital", "tenant id used in URIs and labels")
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	markRequired(cmd, "out", "patients")
 	return cmd
 }

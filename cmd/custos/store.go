@@ -74,7 +74,7 @@ Example:
 			if err != nil {
 				return catalogHint(lockHint(err), d)
 			}
-			tick, done := progress(cmd.ErrOrStderr(), "re-encrypting", true)
+			tick, done := progress(progressTo(cmd, asJSON), "re-encrypting", true)
 			stats, err := st.Reencrypt(cmd.Context(), tick)
 			done()
 			if cerr := st.Close(); err == nil {
@@ -94,6 +94,7 @@ Example:
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory holding catalog.db")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	vf.register(cmd.Flags())
+	markRequired(cmd, "data-dir")
 	return cmd
 }
 

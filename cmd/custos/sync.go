@@ -134,8 +134,18 @@ Examples:
 			if tenant == "" && !printJWKS {
 				return usagef("--tenant is required: the tenant the synced resources belong to, e.g. --tenant general-hospital")
 			}
+			if err := checkTenant(tenant); err != nil {
+				return err
+			}
 			if (clientID != "" || printJWKS) && !dev && !vf.configured() {
 				return usagef("a client key is needed: configure Vault (--vault-addr or $VAULT_ADDR, key transit/%s) or use --dev", secrets.DefaultLayout.FHIRClientKey)
+			}
+			if !dev && vf.configured() {
+				// Vault usage (credentials, AppRole flags) is checked
+				// before D is created; open checks it again.
+				if _, err := vf.options(nil); err != nil {
+					return err
+				}
 			}
 			ctx := cmd.Context()
 			if err := os.MkdirAll(string(d), 0o700); err != nil {
@@ -202,6 +212,7 @@ Examples:
 	f.Int64Var(&lowWatermark, "audit-disk-low-watermark", int64(ops.DefaultDiskWatermark), "stop staging (nothing imported) when the data directory's volume has fewer free bytes than this")
 	f.BoolVar(&printJWKS, "print-jwks", false, "print the client's public key as a JWKS (to register with the FHIR server) and exit")
 	vf.register(f)
+	markRequired(cmd, "fhir-base", "data-dir")
 	return cmd
 }
 

@@ -54,14 +54,16 @@ Example:
 			}
 			var tf server.TokenFile
 			if data, err := os.ReadFile(tokens); err == nil {
+				// Named, with nothing added to it: an existing file that
+				// is not a token file is left as it is.
 				if _, err := server.ParseTokenFile(data); err != nil {
-					return err
+					return fmt.Errorf("--tokens %s is not a token file (nothing written): %w", tokens, err)
 				}
 				if err := json.Unmarshal(data, &tf); err != nil {
-					return err
+					return fmt.Errorf("--tokens %s is not a token file (nothing written): %w", tokens, err)
 				}
 			} else if !errors.Is(err, os.ErrNotExist) {
-				return err
+				return fmt.Errorf("--tokens: %w", err)
 			}
 			tok := randomToken()
 			tf.Tokens = append(tf.Tokens, server.TokenEntry{TokenSHA256: server.HashToken(tok), Principal: json.RawMessage(compactJSON(p))})
@@ -78,6 +80,7 @@ Example:
 	}
 	cmd.Flags().StringVar(&principal, "principal", "", "principal file (JSON: sub, roles, client_id, tenant, patients, purpose_of_use)")
 	cmd.Flags().StringVar(&tokens, "tokens", "", "token file to create or extend")
+	markRequired(cmd, "principal", "tokens")
 	return cmd
 }
 

@@ -4,7 +4,8 @@ package main
 //   - data and reports go to stdout; progress, warnings and errors to stderr;
 //   - errors are one line, prefixed "custos: ", and the exit code is non-zero
 //     (1 for a failed operation or a failed verification, 2 for bad usage);
-//   - progress bars are drawn only when stderr is a terminal;
+//   - progress bars are drawn only when stderr is a terminal, and never
+//     with --json (progressTo);
 //   - --json switches a command's stdout to one JSON document.
 
 import (
@@ -61,6 +62,16 @@ func writeJSON(w io.Writer, v any) error {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// progressTo is where a command draws its progress: stderr, or nowhere
+// with --json (a program asked for the output, whatever terminal it runs
+// in).
+func progressTo(cmd interface{ ErrOrStderr() io.Writer }, asJSON bool) io.Writer {
+	if asJSON {
+		return io.Discard
+	}
+	return cmd.ErrOrStderr()
 }
 
 // progress returns a callback drawing a progress bar on w when w is a
