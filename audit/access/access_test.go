@@ -137,6 +137,18 @@ func TestPurposeIsRequired(t *testing.T) {
 			t.Errorf("purpose %q: %v, want ErrBadRequest", p, err)
 		}
 	}
+	// An anchor without verifier keys, or keys that hold none, would skip
+	// the anchor check or report a sound log as broken: refused, whoever
+	// the client (the CLI checks too).
+	for name, req := range map[string]access.VerifyRequest{
+		"anchor without keys":   {Anchor: []byte("{}\n"), AnchorName: "elsewhere/checkpoints.jsonl"},
+		"anchor name, no keys":  {AnchorName: "elsewhere/checkpoints.jsonl"},
+		"keys that hold no key": {VerifierKeys: []byte("\n"), AnchorName: "elsewhere/checkpoints.jsonl"},
+	} {
+		if _, err := local.Do(ctx, access.OpVerify, req, access.Discard); !errors.Is(err, access.ErrBadRequest) {
+			t.Errorf("verify, %s: %v, want ErrBadRequest", name, err)
+		}
+	}
 	if head, _ := l.Head(); head != 2 {
 		t.Fatalf("refused requests appended records: head %d", head)
 	}

@@ -216,6 +216,19 @@ func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Wr
 	if err != nil {
 		return Result{}, err
 	}
+	// An anchor to check against needs keys that parse: without them the
+	// check the caller asked for would be skipped and the log reported
+	// intact (fail open), or a key file holding no key would be reported
+	// as a log that does not match its checkpoints. Refused before
+	// anything is opened or recorded.
+	if len(r.VerifierKeys) == 0 && (len(r.Anchor) > 0 || r.AnchorName != "") {
+		return Result{}, fmt.Errorf("%w: an anchor to verify against needs verifier keys (--pubkey)", ErrBadRequest)
+	}
+	if len(r.VerifierKeys) > 0 {
+		if _, err := checkpoint.ParseVerifierFile(r.VerifierKeys); err != nil {
+			return Result{}, fmt.Errorf("%w: verifier keys (--pubkey): %v", ErrBadRequest, err)
+		}
+	}
 	var why subject
 	why.flag("anchors", len(r.VerifierKeys) > 0)
 	v, err := s.open(ctx, c, action, r.Ask, why, nil, nil)
