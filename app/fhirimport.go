@@ -56,7 +56,8 @@ func ImportFHIR(ctx context.Context, catalogPath, path string, o FHIRImport) (st
 	}
 	eopts := store.EntryOptions{Namer: namer, Source: o.Source, Full: o.Full, Progress: o.Progress}
 	return store.ImportEntriesStagedFrom(ctx, catalogPath, func(st *store.Store) iter.Seq2[store.Entry, error] {
-		opts := fhirin.Options{Link: namer.Link, Logger: o.Logger, StoredBinary: storedBinary(st, namer), Complete: o.Full}
+		opts := fhirin.Options{Link: namer.Link, Logger: o.Logger, StoredBinary: storedBinary(st, namer),
+			PlaceBinary: placeBinary(st, namer), Complete: o.Full}
 		return fhirEntries(ctx, path, opts)
 	}, eopts, store.Options{DataKeys: o.DataKeys, Timeout: o.Timeout, Logger: o.Logger})
 }
@@ -81,6 +82,35 @@ func storedBinary(st *store.Store, namer *store.Namer) func(id, patient string) 
 			return nil, false, err
 		}
 		return r.Labels.Sensitivity, true, nil
+	}
+}
+
+// placeBinary is fhirin.Options.PlaceBinary over st, the catalog copy
+// being imported into: whether Binary id of namer's tenant is live in it,
+// and if so its source patient id (Labels.Patient) and sensitivity labels.
+// The catalog's id index (store.GetByID) finds it by its keyed id, which
+// covers tenant, type and source id but not the patient: a Binary of
+// another tenant, or a retired one, is simply not found, the same answer
+// as for one that never existed. A live Binary whose URI is not the one
+// its labels' patient names is an error (fail closed: the catalog
+// contradicts itself).
+func placeBinary(st *store.Store, namer *store.Namer) func(id string) (string, []string, bool, error) {
+	return func(id string) (string, []string, bool, error) {
+		u, err := namer.URI("Binary", id, "")
+		if err != nil {
+			return "", nil, false, errors.New("app: a Binary of the import cannot be named")
+		}
+		r, err := st.GetByID(u.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return "", nil, false, nil
+		case err != nil:
+			return "", nil, false, err
+		}
+		if r.URI != namer.Link("Binary", id, r.Labels.Patient) {
+			return "", nil, false, fmt.Errorf("%w: a live Binary's URI is not that of its labels' patient", store.ErrCorrupt)
+		}
+		return r.Labels.Patient, r.Labels.Sensitivity, true, nil
 	}
 }
 

@@ -333,3 +333,92 @@ func TestImportMentionedStoredBinaryKeepsLabels(t *testing.T) {
 		t.Errorf("incremental import of the QR alone: labels %v, want [hiv] (the stored Binary's)", r.Labels.Sensitivity)
 	}
 }
+
+// A Binary without a securityContext (optional in R4) is placed by the
+// resource linking it. Changed on the server, it came alone in the next
+// incremental import or sync, which failed with ErrCompartment ("cannot be
+// placed"), and so did every later one until a full sync (found by
+// review). A Binary the import holds, that nothing there links and that
+// names no Patient is now placed where it is live in the catalog of the
+// tenant, keeping its stored labels; one live nowhere in the tenant (never
+// imported, retired, or another tenant's) still cannot be placed, with the
+// same error, and the import changes nothing.
+func TestImportBinaryWithoutContextAlonePlacedWhereLive(t *testing.T) {
+	f := newLinkFixture(t)
+	noCtx := func(id, data string) string {
+		return `{"resourceType":"Binary","id":"` + id + `","contentType":"text/plain","data":"` + data + `"}`
+	}
+	f.mustImp(true, map[string][]string{
+		"Patient":           {lnkPat},
+		"Binary":            {noCtx("bx", "aGk=")},
+		"DocumentReference": {lnkDoc("d3", "bx", "first", lnkPSY)},
+	})
+	bin1, _ := f.get("Binary", "bx", "p")
+
+	// bx changed (new content), alone.
+	rep, err := f.imp(false, map[string][]string{"Binary": {noCtx("bx", "aG8=")}})
+	if err != nil {
+		t.Fatalf("a changed Binary without securityContext alone, live in the catalog: %v", err)
+	}
+	if rep.Updated != 1 || rep.Created != 0 || rep.Retired != 0 {
+		t.Errorf("report %+v, want the Binary updated, nothing created or retired", rep)
+	}
+	bin2, body := f.get("Binary", "bx", "p")
+	if bin2.URI != bin1.URI || bin2.Version != bin1.Version+1 {
+		t.Errorf("the Binary: %s version %d, want %s version %d", bin2.URI, bin2.Version, bin1.URI, bin1.Version+1)
+	}
+	if string(body) != "ho" {
+		t.Errorf("the Binary's content is %q, want the new %q", body, "ho")
+	}
+	if !slices.Equal(bin2.Labels.Sensitivity, []string{"psy"}) || bin2.Labels.Patient != "p" {
+		t.Errorf("the Binary: patient %q labels %v, want p's with [psy] kept", bin2.Labels.Patient, bin2.Labels.Sensitivity)
+	}
+
+	// Another tenant holding a Binary of the same source id: tenant u has
+	// none live, so its bx cannot be placed.
+	before := f.catalogBytes()
+	var msgs []string
+	f.tenant = "u"
+	_, err = f.imp(false, map[string][]string{"Binary": {noCtx("bx", "dXU=")}})
+	f.tenant = "t"
+	if !errors.Is(err, fhirin.ErrCompartment) {
+		t.Errorf("another tenant's Binary without securityContext alone: err %v, want ErrCompartment", err)
+	} else {
+		msgs = append(msgs, err.Error())
+	}
+	if !bytes.Equal(before, f.catalogBytes()) {
+		t.Error("a refused import changed the catalog")
+	}
+	// A Binary the catalog never held, alone or beside p's data.
+	for _, files := range []map[string][]string{
+		{"Binary": {noCtx("bn", "bm8=")}},
+		{"Binary": {noCtx("bn", "bm8=")}, "Observation": {`{"resourceType":"Observation","id":"o1","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p"}}`}},
+	} {
+		_, err := f.imp(false, files)
+		if !errors.Is(err, fhirin.ErrCompartment) {
+			t.Errorf("a Binary without securityContext the catalog never held: err %v, want ErrCompartment", err)
+			continue
+		}
+		msgs = append(msgs, err.Error())
+	}
+	if !bytes.Equal(before, f.catalogBytes()) {
+		t.Error("a refused import changed the catalog")
+	}
+
+	// Retired by a full import that neither holds nor links it.
+	f.mustImp(true, map[string][]string{"Patient": {lnkPat}})
+	before = f.catalogBytes()
+	if _, err := f.imp(false, map[string][]string{"Binary": {noCtx("bx", "aG8=")}}); !errors.Is(err, fhirin.ErrCompartment) {
+		t.Errorf("a retired Binary without securityContext alone: err %v, want ErrCompartment", err)
+	} else {
+		msgs = append(msgs, err.Error())
+	}
+	if !bytes.Equal(before, f.catalogBytes()) {
+		t.Error("a refused import changed the catalog")
+	}
+	for _, m := range msgs {
+		if m != msgs[0] {
+			t.Errorf("the errors tell a Binary of another tenant, retired or never held apart:\n%s\n%s", msgs[0], m)
+		}
+	}
+}

@@ -48,7 +48,9 @@
 //     is an error: it may be a patient's data.
 //   - A Binary's compartment is that of the resources linking it (or its
 //     securityContext Patient); one linked by nobody and naming no Patient
-//     is an error, never tenant-level.
+//     is placed where Options.PlaceBinary reports it live in the
+//     importer's catalog (an earlier import's carrier placed it), keeping
+//     the labels reported, and is otherwise an error, never tenant-level.
 //   - Labels follow attachment links both ways: a Binary has its own
 //     labels and those of every resource linking it, a lifted attachment
 //     its carrier's, and a resource linking a Binary also that Binary's

@@ -112,10 +112,13 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 // check ends the first pass: every linked Binary is present (or, with
 // stored, live in the catalog in the linking compartment), and every
 // Binary has exactly one patient (or is linked from tenant-level data). A
-// Binary present keeps the labels stored reports for it when nothing in
-// the import links it or the input is not complete (Options.Complete). It
-// returns every problem, in Binary id order, or stored's error.
-func (x *index) check(stored func(id, patient string) ([]string, bool, error), complete bool) ([]error, error) {
+// Binary present that nothing in the import links and whose
+// securityContext names no Patient is placed, with place, where it is live
+// in the catalog (Options.PlaceBinary). A Binary present keeps the labels
+// stored (or place) reports for it when nothing in the import links it or
+// the input is not complete (Options.Complete). It returns every problem,
+// in Binary id order, or stored's or place's error.
+func (x *index) check(stored func(id, patient string) ([]string, bool, error), place func(id string) (string, []string, bool, error), complete bool) ([]error, error) {
 	ids := make([]string, 0, len(x.binaries))
 	for id := range x.binaries {
 		ids = append(ids, id)
@@ -142,7 +145,25 @@ func (x *index) check(stored func(id, patient string) ([]string, bool, error), c
 		case b.linked && b.hasCtx && b.ctxPatient != b.patient:
 			errs = append(errs, newError(b.where, "Binary.securityContext", ErrCompartment, "names another patient than the resource that links the Binary (at %s)", b.linkWhere))
 		case !b.linked && !b.hasCtx:
-			errs = append(errs, newError(b.where, "Binary", ErrCompartment, "a Binary that no resource of the import links and whose securityContext names no Patient cannot be placed"))
+			// Its compartment is where an earlier import's resource
+			// linking it placed it, if it is live there: a Binary
+			// without securityContext changed on the server comes
+			// alone in the next incremental import or sync.
+			if place == nil {
+				errs = append(errs, newError(b.where, "Binary", ErrCompartment, "a Binary that no resource of the import links and whose securityContext names no Patient cannot be placed"))
+				continue
+			}
+			patient, labels, live, err := place(id)
+			if err != nil {
+				return nil, err
+			}
+			if !live {
+				// The same words whether the Binary is live elsewhere
+				// (another tenant) or was retired or never imported.
+				errs = append(errs, newError(b.where, "Binary", ErrCompartment, "a Binary that no resource of the import links, whose securityContext names no Patient and that is not live in the catalog cannot be placed"))
+				continue
+			}
+			b.patient, b.storedLabels = patient, normalize(labels)
 		case !b.linked || !complete:
 			if !b.linked {
 				b.patient = b.ctxPatient
@@ -180,8 +201,8 @@ func (x *index) check(stored func(id, patient string) ([]string, bool, error), c
 // mentionedLabels). The
 // Binary does not take the resource's in turn: the first pass reads only
 // the types that can link (indexedTypes), and a Binary no lifted element
-// links is placed and labelled by its own securityContext and
-// meta.security. A url or reference is read as binaryURL reads a url
+// links is placed by its own securityContext (or Options.PlaceBinary) and
+// labelled by its own meta.security. A url or reference is read as binaryURL reads a url
 // (Binary/<id>, or an absolute URL on the resource's own server), without
 // its errors; a Bundle fullUrl in a url is not resolved (a reference's
 // is: rewriteRefs made it Binary/<id>).

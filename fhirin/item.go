@@ -119,6 +119,20 @@ type Options struct {
 	// must be in the import, and a Binary's labels come from the import
 	// alone.
 	StoredBinary func(id, patient string) (labels []string, live bool, err error)
+	// PlaceBinary, if not nil, reports whether the Binary id is live in
+	// the importer's catalog of the tenant being imported, in whichever
+	// compartment, and if so the source id of its patient ("" for
+	// tenant-level) and its sensitivity labels there. It is asked once, at
+	// the end of the first pass, about each Binary the import holds that
+	// no resource of the import links and whose securityContext names no
+	// Patient (optional in R4; the resource linking it placed it, in an
+	// earlier import): if live, the Binary is placed where it is and keeps
+	// the labels reported besides its own; if not, it cannot be placed
+	// (ErrCompartment). The answer must be the same whatever the Binary's
+	// existence elsewhere (another tenant, retired: not live). An error
+	// stops Read and is returned as it is. nil: such a Binary cannot be
+	// placed.
+	PlaceBinary func(id string) (patient string, labels []string, live bool, err error)
 	// Complete says the input holds every resource that links any of its
 	// Binaries (a full import: what it does not hold is retired). A Binary
 	// it holds and links then takes its labels from the import alone, so a

@@ -276,3 +276,74 @@ func TestReadReferencedBinaryLabels(t *testing.T) {
 		t.Errorf("List l2 in a Bundle: labels %v, want [hiv]", got)
 	}
 }
+
+// With Options.PlaceBinary, a Binary the import holds that nothing there
+// links and whose securityContext names no Patient is placed where the
+// catalog holds it live, with its stored labels besides its own (an
+// incremental import of such a Binary, changed, alone failed with
+// ErrCompartment: found by review). PlaceBinary is asked about that
+// Binary only; one not live cannot be placed (ErrCompartment), and the
+// hook's error stops Read as it is.
+func TestReadPlaceBinary(t *testing.T) {
+	const (
+		hiv = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}`
+		// bx: no securityContext, nothing links it; bc: a securityContext;
+		// bl: linked by d.
+		bx = `{"resourceType":"Binary","id":"bx","meta":{"security":[` + hiv + `]},"contentType":"text/plain","data":"bm90ZQ=="}`
+		bc = `{"resourceType":"Binary","id":"bc","securityContext":{"reference":"Patient/q"},"contentType":"text/plain","data":"bm90ZQ=="}`
+		bl = `{"resourceType":"Binary","id":"bl","contentType":"text/plain","data":"bm90ZQ=="}`
+		d  = `{"resourceType":"DocumentReference","id":"d","status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/bl"}}]}`
+	)
+	var asked []string
+	place := func(id string) (string, []string, bool, error) {
+		asked = append(asked, id)
+		switch id {
+		case "bx":
+			return "p", []string{"psy"}, true, nil
+		case "boom":
+			return "", nil, false, errors.New("catalog unreadable")
+		}
+		return "", nil, false, nil
+	}
+	read := func(opts Options, lines ...string) ([]Item, error) {
+		p := filepath.Join(t.TempDir(), "Mixed.ndjson")
+		if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		opts.Link = testLink
+		var out []Item
+		err := Read(context.Background(), p, opts, func(it Item) error {
+			out = append(out, it)
+			return nil
+		})
+		return out, err
+	}
+	items, err := read(Options{PlaceBinary: place}, bx, bc, bl, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it := find(t, items, "Binary", "bx"); it.Patient != "p" || !slices.Equal(it.Sensitivity, []string{"hiv", "psy"}) || it.Stored {
+		t.Errorf("bx: %+v, want p's, with [hiv psy]", it)
+	}
+	if it := find(t, items, "Binary", "bc"); it.Patient != "q" {
+		t.Errorf("bc: patient %q, want its securityContext's q", it.Patient)
+	}
+	if !slices.Equal(asked, []string{"bx"}) {
+		t.Errorf("PlaceBinary asked %v, want [bx]", asked)
+	}
+	for _, c := range []struct {
+		name string
+		opts Options
+		line string
+	}{
+		{"not live", Options{PlaceBinary: place}, strings.Replace(bx, `"bx"`, `"bn"`, 1)},
+		{"without PlaceBinary", Options{}, bx},
+	} {
+		if _, err := read(c.opts, c.line); !errors.Is(err, ErrCompartment) {
+			t.Errorf("%s: %v, want ErrCompartment", c.name, err)
+		}
+	}
+	if _, err := read(Options{PlaceBinary: place}, strings.Replace(bx, `"bx"`, `"boom"`, 1)); err == nil || err.Error() != "catalog unreadable" {
+		t.Errorf("the hook's error: %v", err)
+	}
+}

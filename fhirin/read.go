@@ -108,7 +108,7 @@ func (rd *reader) passes(srcs []source) error {
 			return err
 		}
 	}
-	errs, err := rd.idx.check(rd.opts.StoredBinary, rd.opts.Complete)
+	errs, err := rd.idx.check(rd.opts.StoredBinary, rd.opts.PlaceBinary, rd.opts.Complete)
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,8 @@
 //	bucket "blobs":     SHA-256(content) (32 bytes) -> content, or its
 //	                    envelope in an encrypted catalog
 //	bucket "ids":       keyed resource id (16 bytes) -> its URI; streaming
-//	                    imports only (created by the first)
+//	                    imports only (created by the first); GetByID
+//	                    reads it
 //	bucket "carried":   keyed id of a carrier (16 bytes) || keyed id of
 //	                    an attachment lifted out of it (16 bytes) -> empty;
 //	                    streaming imports only: what a carrier carried, so

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -377,6 +378,41 @@ func (s *Store) Get(uri string) (Resource, error) {
 	var r Resource
 	err := s.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketResources).Get([]byte(uri))
+		if v == nil {
+			return ErrNotFound
+		}
+		return decodeResource(v, &r)
+	})
+	return r, err
+}
+
+// GetByID returns the current version of the live resource that
+// streaming imports named with the keyed resource id id (ResourceID, the
+// last segment of its URI), wherever it is: the "ids" index gives its
+// current URI, whose patient segment the caller need not know. The keyed
+// id covers tenant, type and source id, so only that resource can be
+// found. It returns ErrNotFound if no streaming import named it or it is
+// retired, an error wrapping ErrBadURI if id is not a canonical UUID, and
+// one wrapping ErrCorrupt if the index names a URI of another id.
+func (s *Store) GetByID(id string) (Resource, error) {
+	if !IsCanonicalUUID(id) {
+		return Resource{}, uriErr("id is not a canonical uuid")
+	}
+	key := uuid.MustParse(id)
+	var r Resource
+	err := s.view(func(tx *bolt.Tx) error {
+		ids := tx.Bucket(bucketIDs)
+		if ids == nil {
+			return ErrNotFound
+		}
+		uri := ids.Get(key[:])
+		if uri == nil {
+			return ErrNotFound
+		}
+		if u, err := ParseURI(string(uri)); err != nil || u.ID != id {
+			return fmt.Errorf("%w: the id index names a URI of another id", ErrCorrupt)
+		}
+		v := tx.Bucket(bucketResources).Get(uri)
 		if v == nil {
 			return ErrNotFound
 		}

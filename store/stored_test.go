@@ -169,3 +169,54 @@ func TestStoredEntryAndOptOutClearedOneVersion(t *testing.T) {
 	}
 
 }
+
+// GetByID finds a live resource of a streaming import by its keyed id
+// alone (the patient segment of its URI unknown to the caller), through
+// the id index; the Binary with the same source id in another tenant, a
+// retired resource, a catalog no streaming import wrote and an id never
+// imported are ErrNotFound, a malformed id ErrBadURI.
+func TestGetByID(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	n, other := testNamer(t, "gh"), testNamer(t, "gi")
+	keyed := func(n *Namer, id string) string {
+		u, err := n.URI("Binary", id, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.ID
+	}
+	s0, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s0.GetByID(keyed(n, "b1")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a catalog without the id index: %v, want ErrNotFound", err)
+	}
+	s0.Close()
+	bin := Entry{Type: "Binary", ID: "b1", Patient: srcPatient, Body: []byte("note"), MIMEType: "text/plain", Sensitivity: []string{"psy"}, Where: "Binary.ndjson:1"}
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n}, bin); err != nil {
+		t.Fatal(err)
+	}
+	s := openRead(t, path)
+	r, err := s.GetByID(keyed(n, "b1"))
+	if err != nil || r.URI != n.Link("Binary", "b1", srcPatient) || r.Labels.Patient != srcPatient || !slices.Equal(r.Labels.Sensitivity, []string{"psy"}) {
+		t.Errorf("GetByID of the Binary: %+v, %v", r, err)
+	}
+	for name, id := range map[string]string{"another tenant": keyed(other, "b1"), "never imported": keyed(n, "b2")} {
+		if _, err := s.GetByID(id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s: %v, want ErrNotFound", name, err)
+		}
+	}
+	if _, err := s.GetByID(strings.ToUpper(keyed(n, "b1"))); !errors.Is(err, ErrBadURI) {
+		t.Errorf("an id not in canonical form: %v, want ErrBadURI", err)
+	}
+	s.Close()
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n}, Entry{Type: "Binary", ID: "b1", Deleted: true, Where: "deleted:1"}); err != nil {
+		t.Fatal(err)
+	}
+	s = openRead(t, path)
+	defer s.Close()
+	if _, err := s.GetByID(keyed(n, "b1")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a retired Binary: %v, want ErrNotFound", err)
+	}
+}
