@@ -43,7 +43,11 @@ const ClientID = "custos-cli"
 var (
 	// ErrBadRequest: the request is malformed or incomplete (unknown
 	// operation or field, missing or malformed purpose, bad range). Nothing
-	// was recorded or read; fix the request.
+	// was read; fix the request. What the request alone shows to be wrong
+	// is refused before anything is recorded; what only the log can show
+	// (a range or sequence past its head, a time range it holds no record
+	// of) is refused after the access record, which stays: the caller did
+	// look (docs/audit-access.md).
 	ErrBadRequest = errors.New("access: bad request")
 	// ErrNotRecorded: the access record could not be made durable, so
 	// nothing was read (fail closed). Retry once the audit log accepts
