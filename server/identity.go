@@ -131,12 +131,19 @@ func LoadTokenFile(path string) (*Tokens, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: token file: %v", ErrBadConfig, err)
 	}
-	return ParseTokenFile(data)
+	t, err := ParseTokenFile(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, path)
+	}
+	return t, nil
 }
 
 // ParseTokenFile is LoadTokenFile on bytes.
 func ParseTokenFile(data []byte) (*Tokens, error) {
 	var tf TokenFile
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("%w: token file: empty (want {\"tokens\": [...]}, as custos token new writes it)", ErrBadConfig)
+	}
 	if err := decodeStrict(data, &tf); err != nil {
 		return nil, fmt.Errorf("%w: token file: %v", ErrBadConfig, err)
 	}

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"errors"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -48,6 +51,27 @@ func TestIsLoopback(t *testing.T) {
 	} {
 		if got := IsLoopback(addr); got != want {
 			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+// A token file that cannot be used is named, and an empty one is called
+// empty, not "EOF" (found by probe-cli: serve --tokens EMPTY said only
+// "token file: EOF").
+func TestLoadTokenFileNamesTheFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tokens.json")
+	for content, want := range map[string]string{
+		"":        "token file: empty",
+		" \n":     "token file: empty",
+		`{"tok`:   "token file:",
+		`{"a":1}`: "token file:",
+	} {
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadTokenFile(p)
+		if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p) {
+			t.Errorf("%q: %v, want ErrBadConfig naming %s and %q", content, err, p, want)
 		}
 	}
 }
