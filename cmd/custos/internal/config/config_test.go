@@ -221,6 +221,8 @@ func TestValidate(t *testing.T) {
 		{"tls files unchecked", "tls:\n  cert_file: MISSING\n  key_file: MISSING\n", Options{}, nil},
 		{"min version", "tls:\n  min_version: \"1.1\"\n", Options{}, []want{{"tls.min_version", `want "1.3"`}}},
 		{"stdio and listen", "dev: true\nstdio:\n  enabled: true\nhttp:\n  listen: 127.0.0.1:1\n", Options{}, []want{{"stdio.enabled", "exactly one of stdio.enabled or http.listen"}}},
+		{"http settings with stdio", "dev: true\nstdio:\n  enabled: true\nhttp:\n  rate_limit: -1\n  max_sessions_per_principal: 3\ntls:\n  min_version: \"1.2\"\n", Options{}, []want{
+			{"http.rate_limit", "only used with http.listen"}, {"http.max_sessions_per_principal", "only used with http.listen"}, {"tls.min_version", "only used with http.listen"}}},
 		{"principal without stdio", "stdio:\n  principal_file: FILE\n", Options{}, []want{{"stdio.principal_file", "only used with stdio.enabled"}}},
 		{"oauth issuer alone", "dev: true\nhttp:\n  listen: 127.0.0.1:1\noauth:\n  issuer: https://idp\n", Options{}, []want{
 			{"oauth.jwks_url", "required with the other oauth fields"}, {"oauth.audience", "required with the other oauth fields"}}},

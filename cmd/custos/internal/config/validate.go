@@ -178,10 +178,13 @@ func (v *validator) written() {
 		v.add("stdio.principal_file", "is only used with %s", v.ref("stdio.enabled"))
 	}
 	if stdio && listen == "" {
-		for _, path := range []string{"http.addr_file", "http.tokens_file", "tls.cert_file", "oauth.issuer"} {
-			fd, _ := byPathField(path)
-			if p := fd.value(f).Interface().(*string); p != nil && *p != "" && f.given(path) {
-				v.add(path, "is only used with %s", v.ref("http.listen"))
+		// Every HTTP, TLS and OAuth setting: a stdio server builds no HTTP
+		// options, so none of them would even be checked (serve --stdio
+		// --rate-limit -1 started).
+		for _, fd := range schema() {
+			if (strings.HasPrefix(fd.Path, "http.") || strings.HasPrefix(fd.Path, "tls.") || strings.HasPrefix(fd.Path, "oauth.")) &&
+				fd.Path != "http.listen" && f.given(fd.Path) {
+				v.add(fd.Path, "is only used with %s", v.ref("http.listen"))
 			}
 		}
 	}
