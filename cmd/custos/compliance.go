@@ -261,6 +261,13 @@ func (p *packageRun) step(format string, args ...any) {
 func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 	req := access.ComplianceRequest{Ask: p.ask, Since: p.since, Until: p.until, Retention: p.retention}
 
+	// --test-results is read first: a file that is missing or holds no
+	// test result is refused before the access record is appended.
+	controls, err := p.controls()
+	if err != nil {
+		return nil, err
+	}
+
 	// Anchored checkpoints: the latest names the origin of the keys that
 	// check them.
 	anchors := []*checkpoint.Anchor{{Dir: string(p.d)}}
@@ -337,10 +344,6 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 		return nil, err
 	}
 	grants, err := grantsFile(filepath.Join(string(p.d), app.GrantsFile))
-	if err != nil {
-		return nil, err
-	}
-	controls, err := p.controls()
 	if err != nil {
 		return nil, err
 	}
