@@ -382,7 +382,11 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 // checkpoint's origin as 'custos audit pubkey' does.
 func (p *packageRun) verifierKeys(latest checkpoint.Entry) ([]byte, error) {
 	if p.pubkey != "" {
-		return os.ReadFile(p.pubkey)
+		b, err := os.ReadFile(p.pubkey)
+		if err != nil {
+			return nil, fmt.Errorf("--pubkey: %w", err)
+		}
+		return b, nil
 	}
 	c, err := checkpoint.Parse(noteText(latest.Note))
 	if err != nil {
