@@ -42,17 +42,18 @@ func newAuditVerifyCmd() *cobra.Command {
 		af                                accessFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "verify (--data-dir D [--anchor-dir A --pubkey FILE] | --bundle DIR --pubkey FILE)",
+		Use:   "verify (--data-dir D [--pubkey FILE [--anchor-dir A]] | --bundle DIR --pubkey FILE)",
 		Short: "Verify the audit log, or an exported bundle offline, and report every problem",
 		Long: `verify --data-dir recomputes the hash of every record, checks each record's
 canonical encoding, its link to the previous record (prev_hash), sequence
 continuity and time order, the Merkle tree (every leaf and stored hash, and
 the root), and the stored head. It reports every problem found, with the
 record's seq, what was expected and what was found, and exits 1 if there is
-any. Exit 0 means the log is intact. With --anchor-dir and --pubkey it also
-checks the log against every signed checkpoint in D/checkpoints.jsonl and
-A/checkpoints.jsonl, as serve does at startup: a log that is internally intact
-but rolled back, truncated or forked fails here.
+any. Exit 0 means the log is intact. With --pubkey it also checks the log
+against every signed checkpoint in D/checkpoints.jsonl (and, with
+--anchor-dir, in A/checkpoints.jsonl), as serve does at startup, and the
+seals of sealed segments: a log that is internally intact but rolled back,
+truncated or forked fails here.
 
 verify --bundle checks an export bundle ('custos audit export --out DIR')
 offline — no server, no Vault, no bbolt: the signatures on both checkpoints
@@ -66,6 +67,7 @@ exits 1 naming every failure with its seq.
 Examples:
   custos audit verify --data-dir ./data
   custos audit verify --data-dir ./data --json
+  custos audit verify --data-dir ./data --pubkey custos-audit.vkeys
   custos audit verify --data-dir ./data --anchor-dir /mnt/anchor --pubkey custos-audit.vkeys
   custos audit verify --bundle ./nov-bundle --pubkey custos-audit.vkeys`,
 		Args: cobra.NoArgs,
@@ -90,16 +92,22 @@ Examples:
 				return err
 			}
 			req := access.VerifyRequest{Ask: af.ask()}
-			if anchorDir != "" {
-				// Checked here, before the log is opened: a key file
-				// that holds no usable key would otherwise be reported
-				// as a log that does not match its checkpoints.
+			if pubkey != "" {
+				// With or without --anchor-dir: the keys also check the
+				// data directory's checkpoints and the seals of sealed
+				// segments (they were dropped without --anchor-dir, and
+				// the log reported intact unchecked). Checked here, before
+				// the log is opened: a key file that holds no usable key
+				// would otherwise be reported as a log that does not match
+				// its checkpoints.
 				if _, err := readVerifiers(pubkey); err != nil {
 					return err
 				}
 				if req.VerifierKeys, err = os.ReadFile(pubkey); err != nil {
 					return err
 				}
+			}
+			if anchorDir != "" {
 				if req.Anchor, err = readAnchorFile(anchorDir); err != nil {
 					return err
 				}
@@ -127,7 +135,7 @@ Examples:
 	af.register(cmd.Flags(), "purpose of use, an HL7 ActReason code (default HOPERAT: health care operations)")
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory holding audit.db")
 	cmd.Flags().StringVar(&bundleDir, "bundle", "", "verify this export bundle offline instead")
-	cmd.Flags().StringVar(&pubkey, "pubkey", "", "verifier keys file ('custos audit pubkey'), with --bundle or --anchor-dir")
+	cmd.Flags().StringVar(&pubkey, "pubkey", "", "verifier keys file ('custos audit pubkey'): check the signed checkpoints and seals (required with --bundle and --anchor-dir)")
 	cmd.Flags().StringVar(&anchorDir, "anchor-dir", "", "with --data-dir: also check against the checkpoints anchored here")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd

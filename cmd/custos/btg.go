@@ -130,6 +130,9 @@ Example:
 			if err != nil {
 				return err
 			}
+			if err := existingDir(d); err != nil {
+				return err
+			}
 			st := btg.New(d.grants(), btg.Options{})
 			_, published, err := st.Rules()
 			if err != nil {
@@ -188,6 +191,9 @@ Example:
 			}
 			op, err := operator("by", by)
 			if err != nil {
+				return err
+			}
+			if err := existingDir(d); err != nil {
 				return err
 			}
 			g, err := btg.New(d.grants(), btg.Options{}).Revoke(id, op, reason)

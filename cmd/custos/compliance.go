@@ -261,6 +261,13 @@ func (p *packageRun) step(format string, args ...any) {
 func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 	req := access.ComplianceRequest{Ask: p.ask, Since: p.since, Until: p.until, Retention: p.retention}
 
+	// --test-results is read first: a file that is missing or holds no
+	// test result is refused before the access record is appended.
+	controls, err := p.controls()
+	if err != nil {
+		return nil, err
+	}
+
 	// Anchored checkpoints: the latest names the origin of the keys that
 	// check them.
 	anchors := []*checkpoint.Anchor{{Dir: string(p.d)}}
@@ -340,10 +347,6 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	controls, err := p.controls()
-	if err != nil {
-		return nil, err
-	}
 	rep, err := b.Build(report.Inputs{
 		Generated: res.Now, Tool: "custos " + version, Since: p.since, Until: p.until,
 		Bundle:       report.BundleRef{Dir: packageBundle, Manifest: m, NotCovered: res.NotCovered},
@@ -379,7 +382,11 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 // checkpoint's origin as 'custos audit pubkey' does.
 func (p *packageRun) verifierKeys(latest checkpoint.Entry) ([]byte, error) {
 	if p.pubkey != "" {
-		return os.ReadFile(p.pubkey)
+		b, err := os.ReadFile(p.pubkey)
+		if err != nil {
+			return nil, fmt.Errorf("--pubkey: %w", err)
+		}
+		return b, nil
 	}
 	c, err := checkpoint.Parse(noteText(latest.Note))
 	if err != nil {

@@ -65,6 +65,13 @@ Examples:
 			if dev && explicitVaultFlag(cmd.Flags()) != "" {
 				return usagef("--%s cannot be combined with --dev", explicitVaultFlag(cmd.Flags()))
 			}
+			// The restore's record keeps --purpose for good: checked as the
+			// access records' purpose is ("" is backup.Restore's HOPERAT).
+			if purpose != "" {
+				if err := checkAsk(access.Ask{Purpose: purpose}, backup.ActionRestore); err != nil {
+					return err
+				}
+			}
 			if c, err := admin.Dial(cmd.Context(), admin.Path(string(d))); err == nil {
 				c.Close()
 				return fmt.Errorf("%w: a server answers on %s; stop it first", backup.ErrServing, admin.Path(string(d)))

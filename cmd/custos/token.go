@@ -48,6 +48,9 @@ Example:
 			if _, err := server.LoadPrincipalFile(principal); err != nil {
 				return err
 			}
+			if err := checkOutputFile("--tokens", tokens); err != nil {
+				return err
+			}
 			p, err := os.ReadFile(principal)
 			if err != nil {
 				return err
