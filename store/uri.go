@@ -295,11 +295,11 @@ func ParseURI(raw string) (URI, error) {
 
 func uriErr(reason string) error { return &URIError{Reason: reason} }
 
-// validTenant reports whether s matches [a-z0-9][a-z0-9-]{0,62}.
 // ValidTenant reports whether s can name a tenant in a custos URI (the
 // authority): 1 to 63 of a-z, 0-9 and '-', not starting with '-'.
 func ValidTenant(s string) bool { return validTenant(s) }
 
+// validTenant reports whether s matches [a-z0-9][a-z0-9-]{0,62}.
 func validTenant(s string) bool {
 	if len(s) == 0 || len(s) > 63 {
 		return false
