@@ -362,15 +362,8 @@ func writeEntries(ctx context.Context, tx *bolt.Tx, lines []manifestLine, blobVa
 		} else {
 			rep.Created++
 		}
-		enc, err := json.Marshal(r)
-		if err != nil {
-			return ImportReport{}, fmt.Errorf("store: encode resource: %w", err)
-		}
-		if err := vers.Put(versionKey(r.URI, r.Version), enc); err != nil {
-			return ImportReport{}, fmt.Errorf("store: put version: %w", err)
-		}
-		if err := res.Put(key, enc); err != nil {
-			return ImportReport{}, fmt.Errorf("store: put resource: %w", err)
+		if err := putLive(res, vers, r); err != nil {
+			return ImportReport{}, err
 		}
 		prog.step()
 	}

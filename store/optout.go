@@ -321,24 +321,10 @@ func (imp *entryImport) relabelOptOut(ctx context.Context) error {
 				}
 			}
 			for _, r := range fixes {
-				r.Labels.Consent = slices.DeleteFunc(r.Labels.Consent, func(l string) bool { return l == ConsentOptOut })
-				if out {
-					r.Labels.Consent = append(r.Labels.Consent, ConsentOptOut)
-					slices.Sort(r.Labels.Consent)
-				}
-				if len(r.Labels.Consent) == 0 {
-					r.Labels.Consent = nil
-				}
+				setOptOut(&r, out)
 				r.Version++
-				enc, err := json.Marshal(r)
-				if err != nil {
-					return fmt.Errorf("store: encode resource: %w", err)
-				}
-				if err := vers.Put(versionKey(r.URI, r.Version), enc); err != nil {
-					return fmt.Errorf("store: put version: %w", err)
-				}
-				if err := res.Put([]byte(r.URI), enc); err != nil {
-					return fmt.Errorf("store: put resource: %w", err)
+				if err := putLive(res, vers, r); err != nil {
+					return err
 				}
 			}
 			imp.rep.Relabelled += len(fixes)

@@ -2,8 +2,6 @@ package store
 
 import (
 	"crypto/sha256"
-	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -118,14 +116,7 @@ func (imp *entryImport) writeStored(tx *bolt.Tx, optout optOutIndex) error {
 			// by h-review6). A Consent a later batch writes queues the
 			// patient again (optOutIndex.set).
 			p := uuid.MustParse(st.patient)
-			r.Labels.Consent = slices.DeleteFunc(slices.Clone(r.Labels.Consent), func(l string) bool { return l == ConsentOptOut })
-			if optedOut(optout.index, p[:]) {
-				r.Labels.Consent = append(r.Labels.Consent, ConsentOptOut)
-				slices.Sort(r.Labels.Consent)
-			}
-			if len(r.Labels.Consent) == 0 {
-				r.Labels.Consent = nil
-			}
+			setOptOut(&r, optedOut(optout.index, p[:]))
 		}
 		same, err := sameResource(r, *prev)
 		if err != nil {
@@ -136,15 +127,8 @@ func (imp *entryImport) writeStored(tx *bolt.Tx, optout optOutIndex) error {
 			continue
 		}
 		r.Version++
-		enc, err := json.Marshal(r)
-		if err != nil {
-			return fmt.Errorf("store: encode resource: %w", err)
-		}
-		if err := vers.Put(versionKey(r.URI, r.Version), enc); err != nil {
-			return fmt.Errorf("store: put version: %w", err)
-		}
-		if err := res.Put([]byte(r.URI), enc); err != nil {
-			return fmt.Errorf("store: put resource: %w", err)
+		if err := putLive(res, vers, r); err != nil {
+			return err
 		}
 		imp.rep.Relabelled++
 	}

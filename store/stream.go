@@ -835,15 +835,8 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 			r.Version = prev.Version + 1
 			imp.rep.Updated++
 		}
-		enc, err := json.Marshal(r)
-		if err != nil {
-			return fmt.Errorf("store: encode resource: %w", err)
-		}
-		if err := vers.Put(versionKey(r.URI, r.Version), enc); err != nil {
-			return fmt.Errorf("store: put version: %w", err)
-		}
-		if err := res.Put([]byte(r.URI), enc); err != nil {
-			return fmt.Errorf("store: put resource: %w", err)
+		if err := putLive(res, vers, r); err != nil {
+			return err
 		}
 	}
 	for _, d := range imp.deletes {
@@ -942,6 +935,37 @@ func retire(res, vers *bolt.Bucket, uri string, now time.Time) (bool, error) {
 		return false, fmt.Errorf("store: retire: %w", err)
 	}
 	return true, nil
+}
+
+// putLive writes r as version r.Version of r.URI and as its live
+// record: every writer of a live version (the imports, the opt-out and
+// stored-Binary relabels) goes through it, so that the two never differ.
+func putLive(res, vers *bolt.Bucket, r Resource) error {
+	enc, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("store: encode resource: %w", err)
+	}
+	if err := vers.Put(versionKey(r.URI, r.Version), enc); err != nil {
+		return fmt.Errorf("store: put version: %w", err)
+	}
+	if err := res.Put([]byte(r.URI), enc); err != nil {
+		return fmt.Errorf("store: put resource: %w", err)
+	}
+	return nil
+}
+
+// setOptOut sets or clears the consent label "opt-out" of r, keeping its
+// other consent labels sorted, and nil when none is left.
+func setOptOut(r *Resource, out bool) {
+	c := slices.DeleteFunc(slices.Clone(r.Labels.Consent), func(l string) bool { return l == ConsentOptOut })
+	if out {
+		c = append(c, ConsentOptOut)
+		slices.Sort(c)
+	}
+	if len(c) == 0 {
+		c = nil
+	}
+	r.Labels.Consent = c
 }
 
 // seenDropChunk is how many keys of the scratch bucket dropSeen deletes
