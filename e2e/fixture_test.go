@@ -7,12 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/custos-mcp/custos/audit/audittest"
+	"github.com/custos-mcp/custos/internal/syncbuf"
 )
 
 // The two fixtures every e2e test stands on: a data set seeded and imported
@@ -222,20 +222,6 @@ func httpServer(t *testing.T, d *dataset, tokens string) (url string, stop func(
 	return s.url, func() { s.stop(t) }, s.stderr
 }
 
-// syncBuf collects a child's stderr while the test reads it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuf collects a child's stderr while the test reads it: the
+// project's one goroutine-safe buffer.
+type syncBuf = syncbuf.Buffer
