@@ -46,17 +46,28 @@ const aliasDomain = "custos/research-alias/v1\x00"
 
 // researchAlias is the alias of one catalog id under key.
 func researchAlias(key []byte, id string) string {
-	return researchAliasWith(hmac.New(sha256.New, key), id)
+	return newAliasHasher(key).alias(id)
 }
 
-// researchAliasWith is researchAlias with m, an HMAC-SHA256 under the key
-// (reset here), so that many aliases can be made with one keyed state.
-func researchAliasWith(m hash.Hash, id string) string {
-	m.Reset()
-	m.Write([]byte(aliasDomain))
-	m.Write([]byte(id))
+// aliasHasher makes many aliases under one key with one keyed state and
+// one scratch buffer: a tenant's first research list makes one per patient.
+type aliasHasher struct {
+	m   hash.Hash
+	buf []byte
+	sum [sha256.Size]byte
+}
+
+func newAliasHasher(key []byte) *aliasHasher {
+	return &aliasHasher{m: hmac.New(sha256.New, key)}
+}
+
+// alias is researchAlias(key, id).
+func (h *aliasHasher) alias(id string) string {
+	h.m.Reset()
+	h.buf = append(append(h.buf[:0], aliasDomain...), id...)
+	h.m.Write(h.buf)
 	var u uuid.UUID
-	copy(u[:], m.Sum(nil))
+	copy(u[:], h.m.Sum(h.sum[:0]))
 	u[6] = (u[6] & 0x0f) | 0x80 // version 8 (custom)
 	u[8] = (u[8] & 0x3f) | 0x80 // RFC 9562 variant
 	return u.String()
@@ -104,15 +115,19 @@ type tenantAliases struct {
 type aliasTarget struct{ label, seg string }
 
 // aliasGroup is the resources of one patient under one URI scheme: every
-// research URI of them starts with prefix(tenant),
+// research URI of them starts with its prefix,
 // "{scheme}://{tenant}/patients/{alias}/"; or, with fixed set, the
 // tenant-level resources (no patient) whose research URIs start with fixed,
 // "{scheme}://{tenant}/{collection}/". No type or collection segment is
 // "patients", so no prefix is a prefix of another, and groups are kept
 // sorted by prefix.
-type aliasGroup struct{ scheme, alias, patient, seg, fixed string }
+type aliasGroup struct {
+	scheme, alias, patient, seg, fixed string
+	pfx                                string // the prefix, made once by aliasGroups
+}
 
-func (g aliasGroup) prefix(tenant string) string {
+// makePrefix makes the prefix of the group in tenant.
+func (g aliasGroup) makePrefix(tenant string) string {
 	if g.fixed != "" {
 		return g.fixed
 	}
@@ -313,13 +328,13 @@ func (a *aliaser) tenantAliases(ix *store.Index, tenant string, groups bool) *te
 	if !ok {
 		patients := ix.Patients(tenant)
 		ta = &tenantAliases{patient: make(map[string]aliasTarget, len(patients))}
-		m := hmac.New(sha256.New, a.key.Bytes)
+		h := newAliasHasher(a.key.Bytes)
 		for _, p := range patients {
 			if p == "" { // tenant-level reference data: grouped below
 				continue
 			}
 			for _, seg := range ix.PatientSegments(tenant, p) {
-				ta.patient[researchAliasWith(m, seg)] = aliasTarget{label: p, seg: seg}
+				ta.patient[h.alias(seg)] = aliasTarget{label: p, seg: seg}
 			}
 		}
 		if len(patients) > 0 {
@@ -329,44 +344,66 @@ func (a *aliaser) tenantAliases(ix *store.Index, tenant string, groups bool) *te
 		}
 	}
 	if groups && ta.groups == nil {
-		aliases := make([]string, 0, len(ta.patient))
-		for al := range ta.patient {
-			aliases = append(aliases, al)
-		}
-		slices.Sort(aliases)
-		schemes := make([][]string, len(aliases))
-		var all []string
-		for i, al := range aliases {
-			schemes[i] = ix.PatientSchemes(tenant, ta.patient[al].label)
-			for _, sc := range schemes[i] {
-				if !slices.Contains(all, sc) {
-					all = append(all, sc)
-				}
-			}
-		}
-		slices.Sort(all)
-		ta.groups = []aliasGroup{}
-		for _, sc := range all {
-			for i, al := range aliases {
-				if slices.Contains(schemes[i], sc) {
-					ta.groups = append(ta.groups, aliasGroup{scheme: sc, alias: al, patient: ta.patient[al].label, seg: ta.patient[al].seg})
-				}
-			}
-		}
-		// Tenant-level reference data: one group per research URI
-		// collection ("fhir://{tenant}/organization/").
-		fixed := map[string]bool{}
-		for _, e := range ix.PatientEntries(tenant, "") {
-			out := a.out(e.URI)
-			fixed[out[:strings.LastIndexByte(out, '/')+1]] = true
-		}
-		for f := range fixed {
-			sc, _, _ := strings.Cut(f, "://")
-			ta.groups = append(ta.groups, aliasGroup{scheme: sc, fixed: f})
-		}
-		slices.SortFunc(ta.groups, func(x, y aliasGroup) int { return strings.Compare(x.prefix(tenant), y.prefix(tenant)) })
+		ta.groups = a.aliasGroups(ix, tenant, ta)
 	}
 	return ta
+}
+
+// aliasGroups builds tenant's groups (see tenantAliases), sorted by prefix:
+// one per patient alias and URI scheme, then one per research URI
+// collection of the tenant-level reference data. It is built once per
+// tenant, key and catalog index, on a researcher's first list, so it keeps
+// its allocations few (a 10,000-patient tenant's first research page was
+// mostly this): the patients are sorted once with their targets, the
+// slice is made at its size, and each group's prefix is made once.
+func (a *aliaser) aliasGroups(ix *store.Index, tenant string, ta *tenantAliases) []aliasGroup {
+	type patient struct {
+		alias   string
+		t       aliasTarget
+		schemes []string
+	}
+	pats := make([]patient, 0, len(ta.patient))
+	for al, t := range ta.patient {
+		pats = append(pats, patient{alias: al, t: t})
+	}
+	slices.SortFunc(pats, func(x, y patient) int { return strings.Compare(x.alias, y.alias) })
+	var all []string
+	n := 0
+	for i := range pats {
+		pats[i].schemes = ix.PatientSchemes(tenant, pats[i].t.label)
+		n += len(pats[i].schemes)
+		for _, sc := range pats[i].schemes {
+			if !slices.Contains(all, sc) {
+				all = append(all, sc)
+			}
+		}
+	}
+	slices.Sort(all)
+	// Tenant-level reference data: one group per research URI
+	// collection ("fhir://{tenant}/organization/").
+	fixed := map[string]bool{}
+	for _, e := range ix.PatientEntries(tenant, "") {
+		out := a.out(e.URI)
+		fixed[out[:strings.LastIndexByte(out, '/')+1]] = true
+	}
+	gs := make([]aliasGroup, 0, n+len(fixed))
+	for _, sc := range all {
+		for _, p := range pats {
+			if slices.Contains(p.schemes, sc) {
+				g := aliasGroup{scheme: sc, alias: p.alias, patient: p.t.label, seg: p.t.seg}
+				g.pfx = g.makePrefix(tenant)
+				gs = append(gs, g)
+			}
+		}
+	}
+	for f := range fixed {
+		sc, _, _ := strings.Cut(f, "://")
+		g := aliasGroup{scheme: sc, fixed: f}
+		g.pfx = g.makePrefix(tenant)
+		gs = append(gs, g)
+	}
+	slices.SortFunc(gs, func(x, y aliasGroup) int { return strings.Compare(x.pfx, y.pfx) })
+	return gs
 }
 
 // errAliasOrder means a research URI does not start with its group's
@@ -384,7 +421,7 @@ func (a *aliaser) indexedPage(ctx context.Context, ix *store.Index, tenant, afte
 	// does not start with it (then every URI starting with the prefix
 	// sorts before after).
 	i := sort.Search(len(ta.groups), func(i int) bool {
-		p := ta.groups[i].prefix(tenant)
+		p := ta.groups[i].pfx
 		return after <= p || strings.HasPrefix(after, p)
 	})
 	var rs []store.Resource
@@ -394,7 +431,7 @@ func (a *aliaser) indexedPage(ctx context.Context, ix *store.Index, tenant, afte
 			return nil, nil, err
 		}
 		g := ta.groups[i]
-		prefix := g.prefix(tenant)
+		prefix := g.pfx
 		var members []aliasedURI
 		for _, e := range ix.PatientEntries(tenant, g.patient) {
 			if e.Scheme() != g.scheme || g.seg != "" && !strings.Contains(e.URI, "/patients/"+g.seg+"/") {
