@@ -63,6 +63,10 @@ Example:
 				return err
 			}
 			if err := backup.CheckDest(abs); err != nil {
+				if errors.Is(err, backup.ErrExists) {
+					// Bad usage, refused before the log is opened.
+					return usagef("--out %s is not empty: a backup is written into a new or empty directory", out)
+				}
 				return err
 			}
 			var verifiers note.Verifiers
