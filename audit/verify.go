@@ -141,7 +141,7 @@ func VerifyFile(ctx context.Context, path string, report func(Problem)) (Summary
 		return Summary{}, err
 	}
 	defer closeSegments(sealed)
-	return verifySegments(ctx, append(sealed, live), report)
+	return verifySegments(ctx, append(sealed, live), report, nil)
 }
 
 func openReadOnly(path string) (*bolt.DB, error) { return openReadOnlyTimeout(path, DefaultTimeout) }
