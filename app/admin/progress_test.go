@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -304,4 +305,73 @@ func TestProgressProtocolVersions(t *testing.T) {
 	if rest, ok := bytes.CutPrefix(next.Bytes(), got.Bytes()); !ok || got.Len() == 0 || bytes.Count(rest, []byte("\n")) != 1 {
 		t.Fatalf("old server: the output is not the plain export:\n%.300s", got.String())
 	}
+}
+
+// TestDeframer: output frames are the output, byte for byte, split
+// anywhere; progress frames go to the callback; a body that ends inside a
+// frame, a frame of unknown kind or an oversized progress frame is an
+// error, never output.
+func TestDeframer(t *testing.T) {
+	var body bytes.Buffer
+	fw := &frameWriter{w: &body}
+	fw.Write([]byte("hello, "))
+	fw.progress(access.Progress{Done: 1, Total: 2, Unit: access.UnitRecords})
+	fw.Write(nil)
+	fw.Write([]byte("world\n"))
+	fw.progress(access.Progress{Done: 2, Total: 2, Unit: access.UnitRecords})
+	var ps []access.Progress
+	out, err := io.ReadAll(&deframer{r: bytes.NewReader(body.Bytes()), progress: func(p access.Progress) { ps = append(ps, p) }})
+	if err != nil || string(out) != "hello, world\n" || len(ps) != 2 || ps[1].Done != 2 {
+		t.Fatalf("%q, %v, %+v", out, err, ps)
+	}
+	// One byte at a time.
+	out, err = io.ReadAll(io.LimitReader(&oneByte{&deframer{r: bytes.NewReader(body.Bytes())}}, 1<<20))
+	if err != nil || string(out) != "hello, world\n" {
+		t.Fatalf("byte by byte: %q, %v", out, err)
+	}
+	for _, c := range []struct {
+		name string
+		body []byte
+		want string
+	}{
+		{"cut in a header", body.Bytes()[:3], "unexpected EOF"},
+		{"cut in an output frame", body.Bytes()[:8], "unexpected EOF"},
+		{"cut in a progress frame", body.Bytes()[:15], "unexpected EOF"},
+		{"unknown kind", []byte("x\x00\x00\x00\x01a"), "unknown kind"},
+		{"oversized progress", []byte("p\x00\x01\x00\x00{"), "progress frame of 65536 bytes"},
+		{"progress that is not one", []byte("p\x00\x00\x00\x02{]"), "not one"},
+	} {
+		_, err := io.ReadAll(&deframer{r: bytes.NewReader(c.body)})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
+
+type oneByte struct{ r io.Reader }
+
+func (o *oneByte) Read(p []byte) (int, error) {
+	if len(p) > 1 {
+		p = p[:1]
+	}
+	return o.r.Read(p)
+}
+
+// FuzzDeframer: any body is read without panicking, and what frameWriter
+// writes reads back as the same output.
+func FuzzDeframer(f *testing.F) {
+	f.Add([]byte("o\x00\x00\x00\x02hip\x00\x00\x00\x02{}"), 3)
+	f.Fuzz(func(t *testing.T, b []byte, cut int) {
+		io.ReadAll(&deframer{r: bytes.NewReader(b), progress: func(access.Progress) {}})
+		var body bytes.Buffer
+		fw := &frameWriter{w: &body}
+		cut = min(max(cut, 0), len(b))
+		fw.Write(b[:cut])
+		fw.progress(access.Progress{Done: int64(cut), Total: int64(len(b)), Unit: access.UnitBytes})
+		fw.Write(b[cut:])
+		out, err := io.ReadAll(&deframer{r: &body})
+		if err != nil || !bytes.Equal(out, b) {
+			t.Fatalf("round trip: %q, %v; want %q", out, err, b)
+		}
+	})
 }
