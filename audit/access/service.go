@@ -720,8 +720,8 @@ func (s *Service) backup(ctx context.Context, c Caller, r BackupRequest, w io.Wr
 		return Result{}, err
 	}
 	var cw *countingWriter
-	if mt := newMeter(progress, UnitBytes, backup.EstimateSize(s.dir)); mt != nil {
-		cw = &countingWriter{w: w, m: mt}
+	if progress != nil {
+		cw = &countingWriter{w: w, m: newMeter(progress, UnitBytes, backup.EstimateSize(s.dir))}
 		w = cw
 	}
 	m, err := backup.Write(ctx, w, backup.Source{Log: s.log, Dir: s.dir, Access: rec, Now: s.nowFunc})

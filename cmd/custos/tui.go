@@ -87,12 +87,12 @@ func progress(w io.Writer, what string, showCount bool) (func(done, total int), 
 }
 
 // progressBar draws a bar on w, terminal or not: showCount as progress's,
-// bytes to show done and total as sizes (KB, MB). A total that changes
+// inBytes to show done and total as sizes (kB, MB). A total that changes
 // (work that grows while it runs: a verification walking a log being
 // appended to) moves the bar's end.
-func progressBar(w io.Writer, what string, showCount, bytes bool) (func(done, total int64), func()) {
+func progressBar(w io.Writer, what string, showCount, inBytes bool) (func(done, total int64), func()) {
 	var bar *progressbar.ProgressBar
-	var max int64
+	var end int64 // the bar's total
 	return func(done, total int64) {
 			if bar == nil {
 				opts := []progressbar.Option{
@@ -105,7 +105,7 @@ func progressBar(w io.Writer, what string, showCount, bytes bool) (func(done, to
 					// throttle would otherwise never show it was running.
 					progressbar.OptionSetRenderBlankState(true),
 				}
-				if bytes {
+				if inBytes {
 					opts = append(opts, progressbar.OptionShowBytes(true))
 				}
 				if showCount || total <= 0 {
@@ -114,11 +114,11 @@ func progressBar(w io.Writer, what string, showCount, bytes bool) (func(done, to
 				if total <= 0 {
 					total = -1 // a stream of unknown length: a spinner with the count
 				}
-				max = total
+				end = total
 				bar = progressbar.NewOptions64(total, opts...)
 			}
-			if total > 0 && total != max {
-				max = total
+			if total > 0 && total != end {
+				end = total
 				bar.ChangeMax64(total)
 			}
 			_ = bar.Set64(done)
