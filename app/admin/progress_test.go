@@ -144,13 +144,22 @@ func TestProgressOverBothTransports(t *testing.T) {
 					t.Fatal(err)
 				}
 				var ps []access.Progress
-				res, err := tr.d.DoProgress(ctx, access.OpExport, req, copyTo(&watched), func(p access.Progress) { ps = append(ps, p) })
+				var first audit.Record
+				res, err := tr.d.DoProgress(ctx, access.OpExport, req, copyTo(&watched), func(p access.Progress) {
+					if len(ps) == 0 {
+						first = headRecord(t, l)
+					}
+					ps = append(ps, p)
+				})
 				if err != nil {
 					t.Fatal(err)
 				}
 				last := checkReports(t, "export "+string(f), ps, access.UnitRecords)
 				if uint64(last.Total) != res.AccessSeq || len(ps) < 3 {
 					t.Fatalf("export %s: last report %+v of %d, want the view's end %d", f, last, len(ps), res.AccessSeq)
+				}
+				if first.Action != access.ActionExport || first.Seq != res.AccessSeq {
+					t.Fatalf("export %s: when the first progress came, the log's head was %d %s, not the access record %d", f, first.Seq, first.Action, res.AccessSeq)
 				}
 				rest, ok := bytes.CutPrefix(watched.Bytes(), plain.Bytes())
 				if !ok || bytes.Count(rest, []byte("\n")) != 1 || !bytes.Contains(rest, []byte("audit/export")) {
@@ -209,6 +218,20 @@ func TestProgressOverBothTransports(t *testing.T) {
 			}
 		})
 	}
+}
+
+// headRecord is l's newest record.
+func headRecord(t *testing.T, l *audit.Log) audit.Record {
+	head, _ := l.Head()
+	var rec audit.Record
+	err := l.Records(context.Background(), head, head, func(_ uint64, c []byte) (err error) {
+		rec, err = audit.Decode(c)
+		return err
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	return rec
 }
 
 type countReader struct {
