@@ -37,6 +37,11 @@ const (
 type Filter struct {
 	Since, Until time.Time
 	To           uint64
+	// Progress, if not nil, is called after each chunk's output is
+	// written, outside its read transaction, with the seq of the last
+	// record the chunk read (matching or not): the export has read
+	// records 1..seq of 1..To. It gets no record contents.
+	Progress func(seq uint64)
 }
 
 func (f Filter) match(t time.Time) bool {
@@ -292,6 +297,9 @@ func exportSegment(ctx context.Context, s *segment, buf *bytes.Buffer, cw *csv.W
 			buf.Reset()
 		}
 		n += rows
+		if filter.Progress != nil && len(after) == 8 {
+			filter.Progress(binary.BigEndian.Uint64(after))
+		}
 	}
 	return n, nil
 }

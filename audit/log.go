@@ -745,12 +745,21 @@ func (l *Log) Close() error {
 // Verify runs the VerifyFile checks on every segment of the open log,
 // concurrently with Appends (each chunk is its own read transaction).
 func (l *Log) Verify(ctx context.Context, report func(Problem)) (Summary, error) {
+	return l.VerifyPaced(ctx, report, nil)
+}
+
+// VerifyPaced is Verify with pace, if not nil, called after each chunk of
+// records, outside its read transaction, with the number of records the
+// chunk checked (as RangeOptions.Pace): a caller counts the records
+// walked there (progress) or throttles. An error stops the walk and is
+// returned.
+func (l *Log) VerifyPaced(ctx context.Context, report func(Problem), pace func(ctx context.Context, n int) error) (Summary, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
 		return Summary{}, ErrClosed
 	}
-	return verifySegments(ctx, l.segments(), report)
+	return verifySegments(ctx, l.segments(), report, pace)
 }
 
 // Export runs ExportFile on every segment of the open log.

@@ -258,12 +258,12 @@ func (w *segmentWalk) run(ctx context.Context) error {
 }
 
 // verifySegments verifies segs (sealed in order, then the live one) as one
-// log, from record 1.
-func verifySegments(ctx context.Context, segs []*segment, report func(Problem)) (Summary, error) {
+// log, from record 1; pace (nil: none) is segmentWalk.pace.
+func verifySegments(ctx context.Context, segs []*segment, report func(Problem), pace func(ctx context.Context, n int) error) (Summary, error) {
 	v := &verifier{report: report, expect: 1, prevHash: ZeroHash}
 	v.sum.HeadHash = ZeroHash
 	for _, s := range segs {
-		w := &segmentWalk{v: v, s: s}
+		w := &segmentWalk{v: v, s: s, pace: pace}
 		if err := w.run(ctx); err != nil {
 			return v.sum, err
 		}

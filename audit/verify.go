@@ -130,6 +130,12 @@ const verifyChunk = 1024
 // The error is non-nil only when the file cannot be read (I/O, lock, ctx,
 // or a file that is not an audit log at all).
 func VerifyFile(ctx context.Context, path string, report func(Problem)) (Summary, error) {
+	return VerifyFilePaced(ctx, path, report, nil)
+}
+
+// VerifyFilePaced is VerifyFile with pace, if not nil, called after each
+// chunk of records as Log.VerifyPaced calls it (progress, throttling).
+func VerifyFilePaced(ctx context.Context, path string, report func(Problem), pace func(ctx context.Context, n int) error) (Summary, error) {
 	db, err := openReadOnly(path)
 	if err != nil {
 		return Summary{}, err
@@ -141,7 +147,7 @@ func VerifyFile(ctx context.Context, path string, report func(Problem)) (Summary
 		return Summary{}, err
 	}
 	defer closeSegments(sealed)
-	return verifySegments(ctx, append(sealed, live), report)
+	return verifySegments(ctx, append(sealed, live), report, pace)
 }
 
 func openReadOnly(path string) (*bolt.DB, error) { return openReadOnlyTimeout(path, DefaultTimeout) }

@@ -38,6 +38,10 @@
 //     backup's checkpoints.jsonl (and their signatures, given verifier
 //     keys); each seal note states the seal stored in its segment; the catalog and grants copies pass bbolt's tx.Check; every
 //     file's size and SHA-256 match the manifest, and nothing else is there.
+//   - Progress is counts only: Staged.Progress and RestoreOptions.Progress
+//     receive the bytes hashed or copied and the records verified of each
+//     long step (Progress), never file or record contents; EstimateSize
+//     gives a backup stream's approximate size for its sender's progress.
 //
 // # Caveats
 //

@@ -61,6 +61,10 @@ type RestoreOptions struct {
 	// ("os:uid=…"), Purpose its purpose of use, Node the records' node.
 	Account, Purpose, Node string
 	Now                    func() time.Time // nil: time.Now
+	// Progress, if set, receives the progress of the long steps: the
+	// backup's verification (StepHash, StepVerify), the copy (StepCopy)
+	// and the startup checks of the restored log (StepCheck). Counts only.
+	Progress func(Progress)
 	// Timeout bounds the wait for the data directory's lock (zero: 1 s).
 	Timeout time.Duration
 }
@@ -116,7 +120,7 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 	if o.DataDir, err = resolveLink(o.DataDir); err != nil {
 		return res, err
 	}
-	rep, err := Verify(ctx, o.From, o.Verifiers)
+	rep, err := verify(ctx, o.From, o.Verifiers, o.Progress)
 	if err != nil {
 		return res, err
 	}
@@ -180,6 +184,7 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 			os.RemoveAll(staged)
 		}
 	}()
+	copying := newStep(o.Progress, StepCopy, filesBytes(m), false)
 	for _, f := range m.Files {
 		if !validName(f.Name) {
 			return res, fmt.Errorf("backup: %s: not a plain name", f.Name)
@@ -190,7 +195,7 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 				return res, fmt.Errorf("backup: %w", err)
 			}
 		}
-		if err := copyFile(filepath.Join(o.From, f.Name), to); err != nil {
+		if err := copyFile(filepath.Join(o.From, f.Name), to, copying); err != nil {
 			return res, err
 		}
 		if filepath.Base(f.Name) != f.Name {
@@ -203,6 +208,7 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 	if err := durable.SyncDir(filepath.Join(staged, DirSealed)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return res, err
 	}
+	copying.finish()
 	anchored, err := res.record(ctx, o, staged, behind)
 	if anchored != "" {
 		keep = true // an external anchor now expects this log
@@ -214,7 +220,7 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 		}
 		return res, err
 	}
-	if err := checkStaged(ctx, staged, o); err != nil {
+	if err := checkStaged(ctx, staged, o, newStep(o.Progress, StepCheck, int64(m.Audit.HeadSeq)+1, true)); err != nil {
 		if keep {
 			return res, fmt.Errorf("backup: the staged data directory %s does not pass the startup checks: %w", staged, err)
 		}
@@ -378,12 +384,13 @@ func (res *RestoreResult) record(ctx context.Context, o RestoreOptions, staged s
 }
 
 // checkStaged checks the staged directory as serve does at startup.
-func checkStaged(ctx context.Context, staged string, o RestoreOptions) error {
+func checkStaged(ctx context.Context, staged string, o RestoreOptions, step *stepMeter) error {
 	path := filepath.Join(staged, FileAudit)
 	var problems []string
-	if _, err := audit.VerifyFile(ctx, path, func(p audit.Problem) { problems = append(problems, p.String()) }); err != nil {
+	if _, err := audit.VerifyFilePaced(ctx, path, func(p audit.Problem) { problems = append(problems, p.String()) }, step.pace()); err != nil {
 		return err
 	}
+	step.finish()
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: the restored log: %s", ErrUnverified, strings.Join(problems, "; "))
 	}
@@ -411,7 +418,8 @@ func noteOrigin(signed []byte) (string, error) {
 	return string(signed[:i]), nil
 }
 
-func copyFile(from, to string) error {
+// copyFile copies from to to, counting its bytes into step.
+func copyFile(from, to string, step *stepMeter) error {
 	in, err := os.Open(from)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
@@ -421,5 +429,5 @@ func copyFile(from, to string) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(to, in, st.Size())
+	return writeFile(to, step.reader(in), st.Size())
 }

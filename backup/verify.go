@@ -63,6 +63,12 @@ type Report struct {
 // error is ErrUnverified (with the problems) when the backup does not
 // verify, another error when it cannot be read at all.
 func Verify(ctx context.Context, dir string, verifiers note.Verifiers) (Report, error) {
+	return verify(ctx, dir, verifiers, nil)
+}
+
+// verify is Verify reporting its progress to progress (nil: none): the
+// files hashed (StepHash), then the audit copy's records (StepVerify).
+func verify(ctx context.Context, dir string, verifiers note.Verifiers, progress func(Progress)) (Report, error) {
 	m, err := ReadManifest(dir)
 	if err != nil {
 		return Report{}, err
@@ -71,13 +77,14 @@ func Verify(ctx context.Context, dir string, verifiers note.Verifiers) (Report, 
 	bad := func(format string, args ...any) { rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...)) }
 
 	listed := map[string]bool{FileManifest: true}
+	hashing := newStep(progress, StepHash, filesBytes(m), false)
 	for _, f := range m.Files {
 		if listed[f.Name] || !validName(f.Name) {
 			bad("%s: listed twice or not a plain name", f.Name)
 			continue
 		}
 		listed[f.Name] = true
-		size, sum, err := hashFile(filepath.Join(dir, f.Name))
+		size, sum, err := hashFile(filepath.Join(dir, f.Name), hashing)
 		switch {
 		case err != nil:
 			bad("%s: %v", f.Name, err)
@@ -108,8 +115,9 @@ func Verify(ctx context.Context, dir string, verifiers note.Verifiers) (Report, 
 	if len(rep.Problems) > 0 {
 		return rep, unverified(rep)
 	}
+	hashing.finish()
 
-	verifyAudit(ctx, dir, m, verifiers, bad)
+	verifyAudit(ctx, dir, m, verifiers, bad, newStep(progress, StepVerify, int64(m.Audit.HeadSeq), true))
 	for _, name := range []string{FileCatalog, FileGrants} {
 		if listed[name] {
 			for _, err := range checkBolt(filepath.Join(dir, name)) {
@@ -133,13 +141,14 @@ func unverified(rep Report) error {
 // verifyAudit checks the audit copy: every record (audit.VerifyFile), the
 // head and tree against the manifest, the access record, and the
 // checkpoints.
-func verifyAudit(ctx context.Context, dir string, m Manifest, verifiers note.Verifiers, bad func(string, ...any)) {
+func verifyAudit(ctx context.Context, dir string, m Manifest, verifiers note.Verifiers, bad func(string, ...any), step *stepMeter) {
 	path := filepath.Join(dir, FileAudit)
-	sum, err := audit.VerifyFile(ctx, path, func(p audit.Problem) { bad("%s: %s", FileAudit, p) })
+	sum, err := audit.VerifyFilePaced(ctx, path, func(p audit.Problem) { bad("%s: %s", FileAudit, p) }, step.pace())
 	if err != nil {
 		bad("%s: %v", FileAudit, err)
 		return
 	}
+	step.finish()
 	if sum.HeadSeq != m.Audit.HeadSeq || sum.HeadHash != m.Audit.HeadHash {
 		bad("%s: head %d %s; the manifest says %d %s", FileAudit, sum.HeadSeq, sum.HeadHash, m.Audit.HeadSeq, m.Audit.HeadHash)
 	}
@@ -292,14 +301,24 @@ func checkBolt(path string) []error {
 // DefaultTimeout bounds the wait for a file lock.
 const DefaultTimeout = 5 * time.Second
 
-func hashFile(path string) (int64, string, error) {
+// filesBytes is the size of m's files together.
+func filesBytes(m Manifest) int64 {
+	var n int64
+	for _, f := range m.Files {
+		n += max(f.Bytes, 0)
+	}
+	return n
+}
+
+// hashFile hashes the file at path, counting its bytes into step.
+func hashFile(path string, step *stepMeter) (int64, string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, "", err
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, f)
+	n, err := io.Copy(h, step.reader(f))
 	return n, hex.EncodeToString(h.Sum(nil)), err
 }
 
@@ -314,6 +333,9 @@ type Staged struct {
 	// Removed lists the partial directories of interrupted earlier backups
 	// to the same destination that Receive removed.
 	Removed []string
+	// Progress, if set, receives Commit's progress: the verification's
+	// steps (StepHash, StepVerify).
+	Progress func(Progress)
 }
 
 // Receive unpacks the backup stream r (Write's output) into a new
@@ -390,7 +412,7 @@ func (s *Staged) Commit(ctx context.Context, verifiers note.Verifiers) (Report, 
 			s.Discard()
 		}
 	}()
-	rep, err := Verify(ctx, s.dir, verifiers)
+	rep, err := verify(ctx, s.dir, verifiers, s.Progress)
 	if err != nil {
 		return rep, err
 	}

@@ -158,7 +158,20 @@ func (c *Client) Close() { c.hc.CloseIdleConnections() }
 // ended it with a Result: otherwise Do returns the server's error (an
 // *access.Error) even if consume succeeded.
 func (c *Client) Do(ctx context.Context, op access.Op, req any, consume func(io.Reader) error) (access.Result, error) {
-	resp, err := c.post(ctx, string(op), req)
+	return c.DoProgress(ctx, op, req, consume, nil)
+}
+
+// DoProgress is Do that asks the server for the operation's progress and
+// hands each report to progress (nil: Do, which does not ask), from the
+// goroutine reading the output (consume's), before DoProgress returns.
+// consume gets the output byte for byte as with Do. A server that
+// predates progress answers without it: progress is then never called.
+func (c *Client) DoProgress(ctx context.Context, op access.Op, req any, consume func(io.Reader) error, progress func(access.Progress)) (access.Result, error) {
+	var hdr http.Header
+	if progress != nil {
+		hdr = http.Header{HeaderProgress: {ProgressFrames}}
+	}
+	resp, err := c.post(ctx, string(op), req, hdr)
 	if err != nil {
 		return access.Result{}, err
 	}
@@ -166,9 +179,14 @@ func (c *Client) Do(ctx context.Context, op access.Op, req any, consume func(io.
 	if resp.StatusCode != http.StatusOK {
 		return access.Result{}, readError(resp)
 	}
-	cerr := consume(resp.Body)
+	var body io.Reader = resp.Body
+	if resp.Header.Get(HeaderProgress) == ProgressFrames {
+		body = &deframer{r: resp.Body, progress: progress}
+	}
+	cerr := consume(body)
 	if cerr == nil {
-		_, cerr = io.Copy(io.Discard, resp.Body) // the trailers follow the body
+		// The trailers follow the body (and, framed, the last progress).
+		_, cerr = io.Copy(io.Discard, body)
 	}
 	if t := resp.Trailer.Get(TrailerError); t != "" {
 		e := &access.Error{}
@@ -197,7 +215,7 @@ func (c *Client) Do(ctx context.Context, op access.Op, req any, consume func(io.
 // and decodes its result into out. It returns the server's error (an
 // *access.Error) when the sync failed.
 func (c *Client) Sync(ctx context.Context, req, out any) error {
-	resp, err := c.post(ctx, "sync", req)
+	resp, err := c.post(ctx, "sync", req, nil)
 	if err != nil {
 		return err
 	}
@@ -211,8 +229,8 @@ func (c *Client) Sync(ctx context.Context, req, out any) error {
 	return nil
 }
 
-// post sends req as JSON to POST /v1/<name>.
-func (c *Client) post(ctx context.Context, name string, req any) (*http.Response, error) {
+// post sends req as JSON to POST /v1/<name>, with the headers hdr.
+func (c *Client) post(ctx context.Context, name string, req any, hdr http.Header) (*http.Response, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -220,6 +238,9 @@ func (c *Client) post(ctx context.Context, name string, req any) (*http.Response
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://custos-admin/v1/"+name, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
+	}
+	for k, v := range hdr {
+		hr.Header[k] = v
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	resp, err := c.hc.Do(hr)

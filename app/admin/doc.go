@@ -21,6 +21,14 @@
 //     {"code","message"} with a status; an error after it is reported in the
 //     trailer Custos-Error, and a complete output ends with the trailer
 //     Custos-Result. A client accepts an output only with Custos-Result.
+//   - Progress is asked for, never imposed: only a request with the header
+//     Custos-Progress: frames/1 gets a framed body (output frames and
+//     progress frames, counts only; frames.go), answered with the same
+//     header. A client of before progress gets the unframed body, and a
+//     server of before progress answers a client that asks unframed, which
+//     the client reads as output without progress. An operation that has
+//     sent a progress frame has started its response: a later error comes
+//     in the trailer.
 //   - No caller holds the log: a caller that does not send its request
 //     body, or accept a piece of the output, within Config.WriteStall
 //     (default a minute) is cut off and its operation fails (no Custos-Result),

@@ -273,7 +273,16 @@ func (s *Server) op(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Trailer", TrailerResult+", "+TrailerError)
 	lw := &lazyWriter{w: w, rc: http.NewResponseController(w), stall: s.cfg.WriteStall}
-	res, err := s.cfg.Service.Run(r.Context(), caller, op, body, lw)
+	var out io.Writer = lw
+	var progress func(access.Progress)
+	if r.Header.Get(HeaderProgress) == ProgressFrames {
+		// Sent with the 200 (the first frame); an error answered before
+		// any frame is the plain JSON error.
+		w.Header().Set(HeaderProgress, ProgressFrames)
+		fw := &frameWriter{w: lw, flush: lw.rc.Flush}
+		out, progress = fw, fw.progress
+	}
+	res, err := s.cfg.Service.RunProgress(r.Context(), caller, op, body, out, progress)
 	if lw.cut {
 		s.cfg.Logger.Warn("admin socket: a caller stopped reading for longer than the stall limit; its operation was cut off so that it holds no read transaction on the audit log",
 			"op", string(op), "caller", caller.Account, "stall_limit", s.cfg.WriteStall.String())
@@ -285,6 +294,7 @@ func (s *Server) op(w http.ResponseWriter, r *http.Request) {
 		e := &access.Error{Code: access.Code(err), Message: err.Error()}
 		if !lw.started {
 			w.Header().Del("Trailer")
+			w.Header().Del(HeaderProgress)
 			writeError(w, status(e.Code), e)
 			return
 		}

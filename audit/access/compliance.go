@@ -87,7 +87,7 @@ func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest,
 	out := ComplianceResult{AccessSeq: v.n, Now: s.nowFunc().UTC()}
 
 	// The whole log, and the view against its anchors.
-	vr, err := s.verifyLog(ctx)
+	vr, err := s.verifyLog(ctx, nil)
 	if err != nil {
 		return res, err
 	}

@@ -34,7 +34,9 @@
 //   - Patients appear only as lookup values (keyed hashes, audit.Pseudonym)
 //     computed by the caller, as in every record; no raw patient id is
 //     accepted, stored or returned.
-//   - Errors and the operational log never contain record contents.
+//   - Errors and the operational log never contain record contents, nor
+//     does progress (RunProgress): counts only, reported after the access
+//     record is durable.
 //
 // # Caveats
 //

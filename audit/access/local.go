@@ -23,6 +23,14 @@ var errStopped = errors.New("access: the reader stopped")
 // consume, which must read it to the end. It returns the operation's
 // Result, the operation's error if it failed, else consume's.
 func (l Local) Do(ctx context.Context, op Op, req any, consume func(io.Reader) error) (Result, error) {
+	return l.DoProgress(ctx, op, req, consume, nil)
+}
+
+// DoProgress is Do that also reports the operation's progress to progress
+// (nil: none; Service.RunProgress), from the goroutine that runs the
+// operation, never concurrently with itself, and never after
+// DoProgress returns. The output is Do's, byte for byte.
+func (l Local) DoProgress(ctx context.Context, op Op, req any, consume func(io.Reader) error, progress func(Progress)) (Result, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return Result{}, err
@@ -33,7 +41,7 @@ func (l Local) Do(ctx context.Context, op Op, req any, consume func(io.Reader) e
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		res, runErr = l.Service.Run(ctx, l.Caller, op, body, pw)
+		res, runErr = l.Service.RunProgress(ctx, l.Caller, op, body, pw, progress)
 		pw.CloseWithError(runErr)
 	}()
 	cerr := consume(pr)

@@ -111,7 +111,18 @@ const MsgFailed = "audit access failed"
 // is recorded; a failed append fails with ErrNotRecorded and nothing is
 // read.
 func (s *Service) Run(ctx context.Context, c Caller, op Op, req []byte, w io.Writer) (Result, error) {
-	res, err := s.run(ctx, c, op, req, w)
+	return s.RunProgress(ctx, c, op, req, w, nil)
+}
+
+// RunProgress is Run that also reports the operation's progress to
+// progress (nil: none), from the goroutine that calls RunProgress,
+// between its writes to w: verify, export, bundle and backup report it
+// (Progress's units); the other operations are short and report none.
+// Progress is reported only after the access record is durable, carries
+// counts only, and ends with a report of Total == Done when the
+// operation succeeds. The output written to w is Run's, byte for byte.
+func (s *Service) RunProgress(ctx context.Context, c Caller, op Op, req []byte, w io.Writer, progress func(Progress)) (Result, error) {
+	res, err := s.run(ctx, c, op, req, w, progress)
 	if err != nil {
 		s.logger.Warn(MsgFailed, "op", string(op), "caller", c.Account, "code", Code(err))
 	} else {
@@ -120,14 +131,14 @@ func (s *Service) Run(ctx context.Context, c Caller, op Op, req []byte, w io.Wri
 	return res, err
 }
 
-func (s *Service) run(ctx context.Context, c Caller, op Op, req []byte, w io.Writer) (Result, error) {
+func (s *Service) run(ctx context.Context, c Caller, op Op, req []byte, w io.Writer, progress func(Progress)) (Result, error) {
 	switch op {
 	case OpVerify:
-		return with(req, func(r VerifyRequest) (Result, error) { return s.verify(ctx, c, r, w) })
+		return with(req, func(r VerifyRequest) (Result, error) { return s.verify(ctx, c, r, w, progress) })
 	case OpExport:
-		return with(req, func(r ExportRequest) (Result, error) { return s.export(ctx, c, r, w) })
+		return with(req, func(r ExportRequest) (Result, error) { return s.export(ctx, c, r, w, progress) })
 	case OpBundle:
-		return with(req, func(r BundleRequest) (Result, error) { return s.bundle(ctx, c, r, w) })
+		return with(req, func(r BundleRequest) (Result, error) { return s.bundle(ctx, c, r, w, progress) })
 	case OpReport:
 		return with(req, func(r ReportRequest) (Result, error) { return s.report(ctx, c, r, w) })
 	case OpProve:
@@ -139,7 +150,7 @@ func (s *Service) run(ctx context.Context, c Caller, op Op, req []byte, w io.Wri
 	case OpCompliance:
 		return with(req, func(r ComplianceRequest) (Result, error) { return s.compliance(ctx, c, r, w) })
 	case OpBackup:
-		return with(req, func(r BackupRequest) (Result, error) { return s.backup(ctx, c, r, w) })
+		return with(req, func(r BackupRequest) (Result, error) { return s.backup(ctx, c, r, w, progress) })
 	}
 	return Result{}, fmt.Errorf("%w: unknown operation %q", ErrBadRequest, op)
 }
@@ -211,7 +222,7 @@ type AnchorResult struct {
 	Error   string `json:"error"`
 }
 
-func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Writer) (Result, error) {
+func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Writer, progress func(Progress)) (Result, error) {
 	action, err := r.check(ActionVerify, ActionComplianceReport)
 	if err != nil {
 		return Result{}, err
@@ -235,7 +246,10 @@ func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Wr
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := s.verifyLog(ctx)
+	// The walk goes on past N to the log's end: the head now is the
+	// better total.
+	head, _ := s.log.Head()
+	res, err := s.verifyLog(ctx, newMeter(progress, UnitRecords, int64(max(head, v.n))))
 	if err != nil {
 		return Result{AccessSeq: v.n}, err
 	}
@@ -264,12 +278,25 @@ func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Wr
 
 // verifyLog verifies the whole log: every record, including those
 // appended after the view's end (the log's end is checked in the same
-// transaction as its last records).
-func (s *Service) verifyLog(ctx context.Context) (VerifyResult, error) {
+// transaction as its last records), counting the records walked into m
+// (nil: none).
+func (s *Service) verifyLog(ctx context.Context, m *meter) (VerifyResult, error) {
 	res := VerifyResult{Problems: []audit.Problem{}}
+	var pace func(context.Context, int) error
+	var walked int64
+	if m != nil {
+		pace = func(_ context.Context, n int) error {
+			walked += int64(n)
+			m.set(walked)
+			return nil
+		}
+	}
 	var err error
-	res.Summary, err = s.log.Verify(ctx, func(p audit.Problem) { res.Problems = append(res.Problems, p) })
+	res.Summary, err = s.log.VerifyPaced(ctx, func(p audit.Problem) { res.Problems = append(res.Problems, p) }, pace)
 	res.OK = err == nil && len(res.Problems) == 0
+	if err == nil {
+		m.finish(walked)
+	}
 	return res, err
 }
 
@@ -347,7 +374,7 @@ type ExportRequest struct {
 	Until  time.Time    `json:"until,omitzero"`
 }
 
-func (s *Service) export(ctx context.Context, c Caller, r ExportRequest, w io.Writer) (Result, error) {
+func (s *Service) export(ctx context.Context, c Caller, r ExportRequest, w io.Writer, progress func(Progress)) (Result, error) {
 	action, err := r.check(ActionExport, ActionComplianceReport)
 	if err != nil {
 		return Result{}, err
@@ -366,7 +393,15 @@ func (s *Service) export(ctx context.Context, c Caller, r ExportRequest, w io.Wr
 	if err != nil {
 		return Result{}, err
 	}
-	n, err := s.log.Export(ctx, w, r.Format, audit.Filter{Since: r.Since, Until: r.Until, To: v.n})
+	f := audit.Filter{Since: r.Since, Until: r.Until, To: v.n}
+	m := newMeter(progress, UnitRecords, int64(v.n))
+	if m != nil {
+		f.Progress = func(seq uint64) { m.set(int64(seq)) }
+	}
+	n, err := s.log.Export(ctx, w, r.Format, f)
+	if err == nil {
+		m.finish(int64(v.n))
+	}
 	return Result{AccessSeq: v.n, Records: n}, err
 }
 
@@ -395,7 +430,7 @@ var (
 	errNotEmpty           = bundle.ErrNotEmpty
 )
 
-func (s *Service) bundle(ctx context.Context, c Caller, r BundleRequest, w io.Writer) (Result, error) {
+func (s *Service) bundle(ctx context.Context, c Caller, r BundleRequest, w io.Writer, progress func(Progress)) (Result, error) {
 	action, err := r.check(ActionExport, ActionComplianceReport)
 	if err != nil {
 		return Result{}, err
@@ -468,7 +503,12 @@ func (s *Service) bundle(ctx context.Context, c Caller, r BundleRequest, w io.Wr
 		}
 		return res, fmt.Errorf("%w: records %d..%d: the latest signed checkpoint covers %d records", errNoCheckpoint, from, want, upto)
 	}
-	m, err := s.sendBundle(ctx, v, bundle.WriteOptions{From: from, To: to, Checkpoints: kept, Formats: r.Formats}, func(dir string) error {
+	var src bundle.Source = v
+	mt := newMeter(progress, UnitRecords, int64(to-from+1))
+	if mt != nil {
+		src = meteredView{View: v, m: mt, from: from}
+	}
+	m, err := s.sendBundle(ctx, src, bundle.WriteOptions{From: from, To: to, Checkpoints: kept, Formats: r.Formats}, func(dir string) error {
 		tw := tar.NewWriter(w)
 		if err := tarDir(tw, dir, ""); err != nil {
 			return err
@@ -476,6 +516,9 @@ func (s *Service) bundle(ctx context.Context, c Caller, r BundleRequest, w io.Wr
 		return tw.Close()
 	})
 	res.Records = int(m.Records)
+	if err == nil {
+		mt.finish(int64(to - from + 1))
+	}
 	return res, err
 }
 
@@ -512,7 +555,7 @@ func (s *Service) provable(v View, lines [][]byte) ([][]byte, uint64, error) {
 // sendBundle writes the bundle o of the view into a temporary directory
 // inside the data directory, hands that directory to send (which streams
 // its files), and removes it.
-func (s *Service) sendBundle(ctx context.Context, v View, o bundle.WriteOptions, send func(dir string) error) (bundle.Manifest, error) {
+func (s *Service) sendBundle(ctx context.Context, v bundle.Source, o bundle.WriteOptions, send func(dir string) error) (bundle.Manifest, error) {
 	tmp, err := os.MkdirTemp(s.dir, bundleTemp)
 	if err != nil {
 		return bundle.Manifest{}, err
@@ -665,7 +708,7 @@ type BackupRequest struct {
 	Out string `json:"out,omitempty"`
 }
 
-func (s *Service) backup(ctx context.Context, c Caller, r BackupRequest, w io.Writer) (Result, error) {
+func (s *Service) backup(ctx context.Context, c Caller, r BackupRequest, w io.Writer, progress func(Progress)) (Result, error) {
 	action, err := r.check(ActionBackup)
 	if err != nil {
 		return Result{}, err
@@ -676,6 +719,14 @@ func (s *Service) backup(ctx context.Context, c Caller, r BackupRequest, w io.Wr
 	if err != nil {
 		return Result{}, err
 	}
+	var cw *countingWriter
+	if progress != nil {
+		cw = &countingWriter{w: w, m: newMeter(progress, UnitBytes, backup.EstimateSize(s.dir))}
+		w = cw
+	}
 	m, err := backup.Write(ctx, w, backup.Source{Log: s.log, Dir: s.dir, Access: rec, Now: s.nowFunc})
+	if err == nil && cw != nil {
+		cw.m.finish(cw.n)
+	}
 	return Result{AccessSeq: rec.Seq, Records: int(m.Audit.HeadSeq)}, err
 }

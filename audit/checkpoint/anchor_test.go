@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -141,9 +142,17 @@ func TestAnchorTorn(t *testing.T) {
 			if !strings.Contains(err.Error(), "truncate") {
 				t.Errorf("error does not tell the operator what to do: %v", err)
 			}
+			if !strings.Contains(err.Error(), "line 3,") {
+				t.Errorf("All's error does not name line 3: %v", err)
+			}
 			last, ok, err := a.Latest()
 			if !errors.Is(err, ErrTorn) || !ok || last.Size != 2 {
 				t.Fatalf("Latest = %+v, %v, %v", last, ok, err)
+			}
+			// Latest reads only the file's tail, so it does not know the
+			// line number: the message must not name one ("line 0").
+			if strings.Contains(err.Error(), "line 0") || !strings.Contains(err.Error(), fmt.Sprintf("byte offset %d", len(good))) {
+				t.Errorf("Latest's error names no true position: %v", err)
 			}
 			if strings.HasSuffix(tc.tail, "\n") {
 				return // Append's check is about a missing newline
@@ -152,6 +161,9 @@ func TestAnchorTorn(t *testing.T) {
 			err = a.Append(context.Background(), e.Note, Checkpoint{Origin: testOrigin, Size: 5, Root: e.Root}, t0)
 			if !errors.As(err, &te) || te.Offset != int64(len(good)) {
 				t.Fatalf("Append after torn tail = %v", err)
+			}
+			if strings.Contains(err.Error(), "line 0") {
+				t.Errorf("Append's error names line 0: %v", err)
 			}
 			after, _ := os.ReadFile(a.Path())
 			if !bytes.Equal(after, append(good, tc.tail...)) {
@@ -311,4 +323,25 @@ func FuzzParseLine(f *testing.F) {
 			t.Fatalf("round trip changed the entry")
 		}
 	})
+}
+
+// A line whose number is unknown (found by Latest or Append, which read
+// the file's tail) is named by its byte offset only, not as "line 0".
+func TestAnchorErrorUnknownLine(t *testing.T) {
+	for _, err := range []error{
+		&TornError{Path: "a", Offset: 658, Reason: "no trailing newline"},
+		&CorruptLineError{Path: "a", Offset: 658, Reason: "bad"},
+	} {
+		if msg := err.Error(); strings.Contains(msg, "line 0") || !strings.Contains(msg, "byte offset 658") {
+			t.Errorf("%T: %s", err, msg)
+		}
+	}
+	for _, err := range []error{
+		&TornError{Path: "a", Line: 3, Offset: 658, Reason: "no trailing newline"},
+		&CorruptLineError{Path: "a", Line: 3, Offset: 658, Reason: "bad"},
+	} {
+		if msg := err.Error(); !strings.Contains(msg, "line 3") || !strings.Contains(msg, "byte offset 658") {
+			t.Errorf("%T: %s", err, msg)
+		}
+	}
 }

@@ -147,8 +147,9 @@ func (e *InconsistentError) Is(target error) bool { return target == ErrInconsis
 func (e *InconsistentError) Unwrap() error { return e.Err }
 
 // TornError reports an incomplete or unparsable last line in an anchor
-// file, starting at byte Offset (line Line, 0 if unknown). Entries before
-// it are intact. It is the trace of a crash during Append: that Append
+// file, starting at byte Offset (line Line; 0 if unknown: Latest and
+// Append read only the file's tail, and the message then names the
+// offset alone). Entries before it are intact. It is the trace of a crash during Append: that Append
 // never returned success, so the torn checkpoint was never relied upon.
 //
 // Operator procedure: keep a copy of the file for the incident record
@@ -163,8 +164,18 @@ type TornError struct {
 }
 
 func (e *TornError) Error() string {
-	return fmt.Sprintf("checkpoint: torn anchor file %s: last line (line %d, byte offset %d) is incomplete: %s; keep a copy, truncate the file to %d bytes and restart",
-		e.Path, e.Line, e.Offset, e.Reason, e.Offset)
+	return fmt.Sprintf("checkpoint: torn anchor file %s: last line (%s) is incomplete: %s; keep a copy, truncate the file to %d bytes and restart",
+		e.Path, linePos(e.Line, e.Offset), e.Reason, e.Offset)
+}
+
+// linePos names a line by its number and byte offset, or by its offset
+// alone when the number is unknown (0): a reader of the file's tail
+// (Latest, Append) does not count the lines before it.
+func linePos(line int, offset int64) string {
+	if line == 0 {
+		return fmt.Sprintf("byte offset %d", offset)
+	}
+	return fmt.Sprintf("line %d, byte offset %d", line, offset)
 }
 
 // Is makes errors.Is(err, ErrTorn) true.
@@ -180,6 +191,9 @@ type CorruptLineError struct {
 }
 
 func (e *CorruptLineError) Error() string {
+	if e.Line == 0 { // found by Latest, which reads only the file's tail
+		return fmt.Sprintf("checkpoint: corrupt anchor file %s: the line at byte offset %d: %s", e.Path, e.Offset, e.Reason)
+	}
 	return fmt.Sprintf("checkpoint: corrupt anchor file %s: line %d (byte offset %d): %s", e.Path, e.Line, e.Offset, e.Reason)
 }
 

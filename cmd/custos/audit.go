@@ -64,6 +64,9 @@ records and the range proof recompute the signed root: no record is missing,
 added or changed). It prints a transcript to attach to an audit report and
 exits 1 naming every failure with its seq.
 
+On a terminal, verify --data-dir draws its progress (records checked) on
+stderr, not with --json; the output is the same either way.
+
 Examples:
   custos audit verify --data-dir ./data
   custos audit verify --data-dir ./data --json
@@ -115,11 +118,13 @@ Examples:
 			}
 			var res access.VerifyResult
 			ran := false
+			tick, done := auditProgress(cmd, asJSON, "verifying the audit log")
 			err = withAuditReader(cmd, d, func(r auditReader) error {
 				ran = true
-				_, err := r.Do(cmd.Context(), access.OpVerify, req, decodeInto(&res))
+				_, err := r.DoProgress(cmd.Context(), access.OpVerify, req, decodeInto(&res), tick)
 				return err
 			})
+			done()
 			if err != nil && !ran && errors.Is(err, audit.ErrCorrupt) {
 				// The log cannot take the access record; verification of
 				// evidence must not depend on it (docs/audit-access.md).
@@ -208,6 +213,10 @@ under a hidden temporary one) and named when complete, so a failed or killed
 export never leaves a partial file. The export is itself PHI: store it
 accordingly.
 
+On a terminal, export draws its progress (records read) on stderr, unless
+the records themselves go to that terminal; the output is the same either
+way.
+
 Example:
   custos audit export --data-dir ./data --purpose HOPERAT --out ./nov-bundle --since 2026-11-01 --until 2026-12-01
   custos audit export --data-dir ./data --purpose HOPERAT --format jsonl -o audit.jsonl
@@ -248,11 +257,15 @@ Example:
 			}
 			req := access.ExportRequest{Ask: af.ask(), Format: f, Since: s, Until: u}
 			export := func(w io.Writer) (n int, err error) {
+				// Records to a terminal and a bar beside them would garble
+				// each other: a bar only when they go elsewhere.
+				tick, done := auditProgress(cmd, w == cmd.OutOrStdout() && isTerminal(w), "exporting records")
+				defer done()
 				err = withAuditReader(cmd, d, func(r auditReader) error {
-					res, err := r.Do(cmd.Context(), access.OpExport, req, func(rd io.Reader) error {
+					res, err := r.DoProgress(cmd.Context(), access.OpExport, req, func(rd io.Reader) error {
 						_, err := io.Copy(w, rd)
 						return err
-					})
+					}, tick)
 					n = res.Records
 					return err
 				})

@@ -94,10 +94,12 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 // directory out, through withAuditReader (one access record, action
 // req.Action or audit/export), and returns its manifest.
 func fetchBundle(cmd *cobra.Command, d dataDir, req access.BundleRequest, out string) (bundle.Manifest, error) {
+	tick, done := auditProgress(cmd, false, "writing the bundle")
 	err := withAuditReader(cmd, d, func(r auditReader) error {
-		_, err := r.Do(cmd.Context(), access.OpBundle, req, func(rd io.Reader) error { return access.ReadBundle(rd, out) })
+		_, err := r.DoProgress(cmd.Context(), access.OpBundle, req, func(rd io.Reader) error { return access.ReadBundle(rd, out) }, tick)
 		return err
 	})
+	done()
 	if err != nil {
 		return bundle.Manifest{}, err
 	}

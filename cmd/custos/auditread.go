@@ -26,6 +26,31 @@ import (
 // access record before it reads anything.
 type auditReader interface {
 	Do(ctx context.Context, op access.Op, req any, consume func(io.Reader) error) (access.Result, error)
+	// DoProgress is Do that also hands the operation's progress reports
+	// to progress (nil: Do); the output is the same.
+	DoProgress(ctx context.Context, op access.Op, req any, consume func(io.Reader) error, progress func(access.Progress)) (access.Result, error)
+}
+
+// auditProgress is the progress of a long auditor operation (verify,
+// export, backup): a bar on stderr, drawn as progress draws its bars, from
+// the reports the operation sends through either transport. When no bar
+// is drawn (stderr is not a terminal, or --json) the callback is nil, so
+// the command does not ask for progress at all: the request and the
+// output are exactly those of a command without it. finish clears the
+// bar; call it before printing to stderr.
+func auditProgress(cmd *cobra.Command, asJSON bool, what string) (progress func(access.Progress), finish func()) {
+	w := progressTo(cmd, asJSON)
+	if !isTerminal(w) {
+		return nil, func() {}
+	}
+	var tick func(done, total int64)
+	end := func() {}
+	return func(p access.Progress) {
+		if tick == nil { // the unit is known with the first report
+			tick, end = progressBar(w, what, true, p.Unit == access.UnitBytes)
+		}
+		tick(p.Done, p.Total)
+	}, func() { end() }
 }
 
 // withAuditReader finds the way to d's audit log and calls fn with it

@@ -44,6 +44,9 @@ Keys are not in a backup (they live in Vault; a --dev directory's dev key
 file is copied). Nor is the external anchor directory: keep it where it is,
 it is what 'custos restore' checks a backup against.
 
+On a terminal, backup draws its progress on stderr (the copy's bytes, then
+the verification's steps), not with --json.
+
 Example:
   custos backup --data-dir /var/lib/custos --out /backup/custos-2026-11-30 --purpose HOPERAT --by j.doe`,
 		Args: cobra.NoArgs,
@@ -63,6 +66,10 @@ Example:
 				return err
 			}
 			if err := backup.CheckDest(abs); err != nil {
+				if errors.Is(err, backup.ErrExists) {
+					// Bad usage, refused before the log is opened.
+					return usagef("--out %s is not empty: a backup is written into a new or empty directory", out)
+				}
 				return err
 			}
 			var verifiers note.Verifiers
@@ -76,14 +83,16 @@ Example:
 			}
 			var staged *backup.Staged
 			var res access.Result
+			tick, done := auditProgress(cmd, asJSON, "copying")
 			err = withAuditReader(cmd, d, func(r auditReader) error {
 				var err error
-				res, err = r.Do(cmd.Context(), access.OpBackup, access.BackupRequest{Ask: af.ask(), Out: abs}, func(rd io.Reader) error {
+				res, err = r.DoProgress(cmd.Context(), access.OpBackup, access.BackupRequest{Ask: af.ask(), Out: abs}, func(rd io.Reader) error {
 					staged, err = backup.Receive(rd, abs)
 					return err
-				})
+				}, tick)
 				return err
 			})
+			done()
 			if err != nil {
 				if staged != nil {
 					staged.Discard()
@@ -93,7 +102,10 @@ Example:
 			for _, p := range staged.Removed {
 				fmt.Fprintf(cmd.ErrOrStderr(), "removed %s, left by an interrupted backup to the same --out\n", p)
 			}
+			var stepsDone func()
+			staged.Progress, stepsDone = stepProgress(cmd, asJSON)
 			rep, err := staged.Commit(cmd.Context(), verifiers)
+			stepsDone()
 			if err != nil {
 				if errors.Is(err, backup.ErrUnverified) {
 					printBackupProblems(cmd.ErrOrStderr(), rep)
@@ -116,6 +128,27 @@ Example:
 	f.BoolVar(&asJSON, "json", false, "print the verification report as JSON")
 	markRequired(cmd, "data-dir", "out", "purpose")
 	return cmd
+}
+
+// stepProgress draws the progress of a backup's or restore's local steps
+// (backup.Progress) on stderr, one bar per step, as auditProgress does: nil
+// when no bar is drawn. finish clears the last bar.
+func stepProgress(cmd *cobra.Command, asJSON bool) (func(backup.Progress), func()) {
+	w := progressTo(cmd, asJSON)
+	if !isTerminal(w) {
+		return nil, func() {}
+	}
+	var step string
+	var tick func(done, total int64)
+	end := func() {}
+	return func(p backup.Progress) {
+		if tick == nil || p.Step != step {
+			end()
+			step = p.Step
+			tick, end = progressBar(w, p.Step, true, !p.Records)
+		}
+		tick(p.Done, p.Total)
+	}, func() { end() }
 }
 
 // readVerifiers reads a verifier keys file ('custos audit pubkey').

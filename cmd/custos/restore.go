@@ -47,6 +47,10 @@ keys: --dev (the backup's dev key file) or Vault with serve's credentials
 holds D, and never replaces a non-empty D without --force (the old one is
 kept as D.replaced-TIME).
 
+On a terminal, restore draws the progress of each step on stderr (checking
+the files, verifying the audit copy, copying, checking the restored log),
+not with --json.
+
 ` + vaultHelp + `
 
 Examples:
@@ -122,10 +126,12 @@ Examples:
 			if err != nil {
 				return err
 			}
+			tick, done := stepProgress(cmd, asJSON)
 			res, err := backup.Restore(cmd.Context(), backup.RestoreOptions{
 				From: from, DataDir: string(d), Anchors: anchors, Verifiers: verifiers,
 				AcceptRollback: acceptRollback, Force: force,
 				Account: access.Self().Account, Purpose: purpose, Node: cliNode(),
+				Progress: tick,
 				Signer: func(origin string) (note.Signer, error) {
 					k, err := openKeys()
 					if err != nil {
@@ -135,6 +141,7 @@ Examples:
 					return s, err
 				},
 			})
+			done()
 			if err != nil {
 				return restoreRefused(err)
 			}

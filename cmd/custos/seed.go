@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -45,6 +47,15 @@ Example:
 			}
 			if patients < 1 || patients > 1_000_000 {
 				return usagef("--patients must be between 1 and 1000000, got %d", patients)
+			}
+			// Checked as import checks it, before anything is written.
+			if err := checkTenant(tenant); err != nil {
+				return err
+			}
+			if strings.HasSuffix(tenant, "-") {
+				// The URIs could name it, but the data set also uses it
+				// as a host label, which may not end with '-'.
+				return usagef("--tenant %s: want lowercase letters, digits and - (not first or last), at most 63, e.g. general-hospital", strconv.Quote(tenant))
 			}
 			if err := emptyTarget(out); err != nil {
 				return err

@@ -82,8 +82,18 @@ func progress(w io.Writer, what string, showCount bool) (func(done, total int), 
 	if !isTerminal(w) {
 		return func(int, int) {}, func() {}
 	}
+	tick, done := progressBar(w, what, showCount, false)
+	return func(d, t int) { tick(int64(d), int64(t)) }, done
+}
+
+// progressBar draws a bar on w, terminal or not: showCount as progress's,
+// inBytes to show done and total as sizes (kB, MB). A total that changes
+// (work that grows while it runs: a verification walking a log being
+// appended to) moves the bar's end.
+func progressBar(w io.Writer, what string, showCount, inBytes bool) (func(done, total int64), func()) {
 	var bar *progressbar.ProgressBar
-	return func(done, total int) {
+	var end int64 // the bar's total
+	return func(done, total int64) {
 			if bar == nil {
 				opts := []progressbar.Option{
 					progressbar.OptionSetWriter(w),
@@ -91,6 +101,12 @@ func progress(w io.Writer, what string, showCount bool) (func(done, total int), 
 					progressbar.OptionSetWidth(30),
 					progressbar.OptionThrottle(100 * time.Millisecond),
 					progressbar.OptionClearOnFinish(),
+					// Drawn from the start: work that ends within the
+					// throttle would otherwise never show it was running.
+					progressbar.OptionSetRenderBlankState(true),
+				}
+				if inBytes {
+					opts = append(opts, progressbar.OptionShowBytes(true))
 				}
 				if showCount || total <= 0 {
 					opts = append(opts, progressbar.OptionShowCount())
@@ -98,9 +114,14 @@ func progress(w io.Writer, what string, showCount bool) (func(done, total int), 
 				if total <= 0 {
 					total = -1 // a stream of unknown length: a spinner with the count
 				}
-				bar = progressbar.NewOptions(total, opts...)
+				end = total
+				bar = progressbar.NewOptions64(total, opts...)
 			}
-			_ = bar.Set(done)
+			if total > 0 && total != end {
+				end = total
+				bar.ChangeMax64(total)
+			}
+			_ = bar.Set64(done)
 		}, func() {
 			if bar != nil {
 				_ = bar.Finish()

@@ -1,0 +1,106 @@
+package access
+
+import (
+	"context"
+	"io"
+
+	"github.com/custos-mcp/custos/audit/bundle"
+)
+
+// Progress is how far an operation has come: Done of Total units of Unit.
+// It carries counts only, never record contents, and is reported only
+// after the access record is durable (RunProgress).
+type Progress struct {
+	Done  int64  `json:"done"`
+	Total int64  `json:"total"` // never less than Done; the last report has Total == Done
+	Unit  string `json:"unit"`  // UnitRecords or UnitBytes
+}
+
+// Units of Progress.
+const (
+	// UnitRecords: verify (records walked, of the head when it began;
+	// the walk goes on past it to the log's end), export (records read
+	// of the view 1..N), bundle (records written of its range).
+	UnitRecords = "records"
+	// UnitBytes: backup (bytes of the archive sent, of an estimate made
+	// from the files' sizes when it began: backup.EstimateSize).
+	UnitBytes = "bytes"
+)
+
+// meter reports an operation's progress to fn: at most about once per
+// thousandth of the total, and once at the end (finish). A nil *meter
+// (no progress asked for) does nothing.
+type meter struct {
+	fn    func(Progress)
+	unit  string
+	total int64
+	every int64
+	last  int64 // Done of the last report; -1: none yet
+}
+
+func newMeter(fn func(Progress), unit string, total int64) *meter {
+	if fn == nil {
+		return nil
+	}
+	return &meter{fn: fn, unit: unit, total: max(total, 0), every: max(1, total/1000), last: -1}
+}
+
+// set reports done if it moved on by a thousandth of the total since the
+// last report.
+func (m *meter) set(done int64) {
+	if m == nil || (m.last >= 0 && done-m.last < m.every) {
+		return
+	}
+	m.report(done)
+}
+
+// finish reports the end: done of done.
+func (m *meter) finish(done int64) {
+	if m == nil {
+		return
+	}
+	m.total = done
+	m.report(done)
+}
+
+func (m *meter) report(done int64) {
+	m.total = max(m.total, done)
+	m.last = done
+	m.fn(Progress{Done: done, Total: m.total, Unit: m.unit})
+}
+
+// meteredView is a View whose record walks (bundle.Write reads its range
+// once, in order) report how many of the records from..to were read.
+type meteredView struct {
+	View
+	m    *meter
+	from uint64
+}
+
+func (v meteredView) Records(ctx context.Context, from, to uint64, fn func(seq uint64, canonical []byte) error) error {
+	return v.View.Records(ctx, from, to, func(seq uint64, canonical []byte) error {
+		if err := fn(seq, canonical); err != nil {
+			return err
+		}
+		if seq >= v.from {
+			v.m.set(int64(seq - v.from + 1))
+		}
+		return nil
+	})
+}
+
+var _ bundle.Source = meteredView{}
+
+// countingWriter counts the bytes written through it into a meter.
+type countingWriter struct {
+	w io.Writer
+	m *meter
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	c.m.set(c.n)
+	return n, err
+}
