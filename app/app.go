@@ -383,6 +383,11 @@ func (a *App) startCheckpoints(ctx context.Context) error {
 		return fmt.Errorf("reading anchored checkpoints: %w", err)
 	}
 	if err := checkpoint.CheckAgainst(ctx, a.audit, entries, verifiers); err != nil {
+		if errors.Is(err, checkpoint.ErrBadSignature) {
+			// The anchored origin is in err; name this server's beside it
+			// (another --node or --deployment is the usual cause).
+			return fmt.Errorf("the audit log does not match its anchored checkpoints; refusing to serve (this server's origin is %q): %w", origin, err)
+		}
 		return fmt.Errorf("the audit log does not match its anchored checkpoints; refusing to serve: %w", err)
 	}
 	a.anchors, a.verifiers = anchors, verifiers

@@ -533,7 +533,10 @@ func secretsPolicy(t *testing.T) string {
 
 // TestVaultDevReadmeCommand runs the README's "run against a real Vault"
 // command in its smoke mode: provision, import encrypted, serve without
-// --dev, read through an MCP client, verify the audit log.
+// --dev, read through an MCP client, verify the audit log, and look a
+// patient up with the auditor environment it prints (the one printed
+// before, a custos-server token, is refused patient lookups: they need
+// custos-auditor, docs/vault.md).
 func TestVaultDevReadmeCommand(t *testing.T) {
 	bin := vaulttest.Binary(t)
 	cmd := exec.Command("go", "run", "./tools/vaultdev", "--smoke", "--listen", "127.0.0.1:0", "--patients", "5")
@@ -544,7 +547,8 @@ func TestVaultDevReadmeCommand(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("go run ./tools/vaultdev --smoke: %v\n%s\n%s", err, out.String(), errb.String())
 	}
-	for _, want := range []string{"no --dev: keys from Vault, AppRole login", "smoke: listed and read", "smoke: OK:"} {
+	for _, want := range []string{"no --dev: keys from Vault, AppRole login", "smoke: listed and read", "smoke: OK:",
+		"auditor CLI (custos-auditor", "smoke: audit hash: hk1-"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("vaultdev output lacks %q:\n%s", want, out.String())
 		}

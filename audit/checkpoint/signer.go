@@ -205,6 +205,10 @@ func Sign(c Checkpoint, signer note.Signer) ([]byte, error) {
 func Open(signedNote []byte, verifiers note.Verifiers) (Checkpoint, *note.Note, error) {
 	n, err := note.Open(signedNote, verifiers)
 	if err != nil {
+		var unv *note.UnverifiedNoteError
+		if errors.As(err, &unv) && unv.Note != nil {
+			return Checkpoint{}, nil, fmt.Errorf("%w: %v: %s", ErrBadSignature, err, unverifiedSigners(unv.Note))
+		}
 		return Checkpoint{}, nil, fmt.Errorf("%w: %v", ErrBadSignature, err)
 	}
 	c, err := Parse([]byte(n.Text))
@@ -217,6 +221,27 @@ func Open(signedNote []byte, verifiers note.Verifiers) (Checkpoint, *note.Note, 
 		}
 	}
 	return Checkpoint{}, nil, fmt.Errorf("%w: no verified signature by a key named %q", ErrBadSignature, c.Origin)
+}
+
+// unverifiedSigners says whose a note no given verifier key could check
+// is: its origin (the first line of a checkpoint body) and the keys that
+// signed it. Verifier keys are named by the origin
+// (<deployment>/<node>/audit), so a log written under another --deployment
+// or --node, or checked with another verifier file, is refused here; note's
+// own error names neither. Both are quoted: they come from an unverified
+// file.
+func unverifiedSigners(n *note.Note) string {
+	origin, _, _ := strings.Cut(n.Text, "\n")
+	keys := make([]string, 0, len(n.UnverifiedSigs))
+	for _, s := range n.UnverifiedSigs {
+		keys = append(keys, fmt.Sprintf("%q", fmt.Sprintf("%s+%08x", s.Name, s.Hash)))
+	}
+	signed := "signed by no key"
+	if len(keys) > 0 {
+		signed = "signed by " + strings.Join(keys, ", ")
+	}
+	return fmt.Sprintf("the checkpoint of origin %q is %s, none of them a verifier key given "+
+		"(verifier keys are named by the origin <deployment>/<node>/audit: was the log written under another --deployment or --node?)", origin, signed)
 }
 
 // VerifierKeys returns the verifier keys of origin for the given key

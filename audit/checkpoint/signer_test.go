@@ -342,3 +342,29 @@ func TestVerifierFile(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenNamesTheOriginOfAnUnverifiedNote: a checkpoint that no given
+// verifier key can check (written by a server of another --node or
+// --deployment, whose keys are named by that origin, or signed by a key
+// not given) is refused with the checkpoint's origin and the key that
+// signed it, so the operator can tell which. note's own error ("note has no
+// verifiable signatures") said neither: a restore drill that started serve
+// on a machine with another hostname (the default --node) could not tell
+// why its restored log was refused.
+func TestOpenNamesTheOriginOfAnUnverifiedNote(t *testing.T) {
+	other, _, _ := testSignerNamed(t, "custos.local/vaultdev/audit", 9)
+	msg, err := Sign(Checkpoint{Origin: "custos.local/vaultdev/audit", Size: 9}, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, v := testSigner(t) // verifier keys of testOrigin
+	_, _, err = Open(msg, v)
+	if !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("Open = %v, want ErrBadSignature", err)
+	}
+	for _, want := range []string{`origin "custos.local/vaultdev/audit"`, `"custos.local/vaultdev/audit+`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Open = %q; does not name %s", err, want)
+		}
+	}
+}

@@ -23,9 +23,11 @@ const vaultHelp = `Vault (the production secrets provider; docs/vault.md):
               --vault-role-id-file F --vault-secret-id-file F
               [--vault-secret-id-wrapped when F holds a response-wrapping token]
   keys        referred to by Vault path only (defaults need no flags):
-              KV v2 secret/custos/cursor-key, secret/custos/audit-hmac-key;
+              KV v2 secret/custos/cursor-key, secret/custos/audit-hmac-key,
+              secret/custos/id-key (resource ids of FHIR imports; never rotated);
               Transit transit/custos-audit-signing (ed25519),
               transit/custos-blob-kek (aes256-gcm96);
+              transit/custos-policy-signing (ecdsa-p256; policy bundles);
               transit/custos-fhir-client (ecdsa-p384; FHIR sync only)`
 
 // vaultFlags are the Vault settings of serve, import and store reencrypt.

@@ -1,7 +1,8 @@
 // Command vaultdev runs custos against a real, local HashiCorp Vault: it
 // starts Vault in dev mode (the binary built by tools/vault/build.sh),
 // provisions it the way docs/vault.md describes (Transit keys, KV keys, the
-// least-privilege custos-server policy, an AppRole), seeds a synthetic data
+// least-privilege custos-server policy, an AppRole, a custos-auditor token
+// for the auditor commands' patient lookups), seeds a synthetic data
 // set, imports it encrypted at rest, and serves it without --dev on a
 // loopback port, logging in to Vault with AppRole: the assembly `custos
 // serve` runs (package app), in this process.
@@ -25,6 +26,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"flag"
@@ -116,6 +118,18 @@ func run() error {
 	if err := os.WriteFile(envFile, []byte(strings.Join(env, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
+	// Patient lookups (audit hash, audit report --patient) read every
+	// version of the audit key, which custos-server may not list: they
+	// take a token of the auditors' policy, as docs/vault.md sets up.
+	auditorTok, err := srv.TokenWithPolicy(ctx, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
+	if err != nil {
+		return err
+	}
+	auditorEnv := []string{"VAULT_ADDR=" + srv.Addr, "VAULT_TOKEN=" + auditorTok}
+	auditorFile := filepath.Join(dir, "auditor.env")
+	if err := os.WriteFile(auditorFile, []byte(strings.Join(auditorEnv, "\n")+"\n"), 0o600); err != nil {
+		return err
+	}
 	seed, data, tokens := filepath.Join(dir, "synthetic"), filepath.Join(dir, "data"), filepath.Join(dir, "tokens.json")
 	steps := [][]string{
 		{"seed", "--out", seed, "--patients", fmt.Sprint(*patients)},
@@ -172,6 +186,7 @@ func run() error {
 	say("  clinician bearer token: %s", token)
 	say("  TLS certificate to trust (self-signed): %s  (node: NODE_EXTRA_CA_CERTS=%s)", certFile, certFile)
 	say("  CLI against the same Vault: set -a; . %s; set +a", envFile)
+	say("  auditor CLI (custos-auditor token: audit hash, audit report --patient): set -a; . %s; set +a", auditorFile)
 	say("  e.g. %s audit verify --data-dir %s   (after Ctrl-C)", custos, data)
 
 	if *smoke {
@@ -189,6 +204,16 @@ func run() error {
 			return fmt.Errorf("audit verify: %v\n%s", err, out)
 		}
 		say("smoke: %s", strings.TrimSpace(string(out)))
+		patient, err := firstPatient(filepath.Join(seed, "principals", "clinician.json"))
+		if err != nil {
+			return err
+		}
+		out, err = command(ctx, dir, auditorEnv, custos, "audit", "hash", patient, "--data-dir", data, "--purpose", "HOPERAT").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("audit hash with the auditor environment: %v\n%s", err, out)
+		}
+		hash, _, _ := strings.Cut(string(out), "\t")
+		say("smoke: audit hash: %s", hash)
 		return nil
 	}
 	say("\nCtrl-C stops custos and Vault.")
@@ -201,6 +226,21 @@ func command(ctx context.Context, dir string, env []string, name string, args ..
 	c.Dir = dir
 	c.Env = append(os.Environ(), env...)
 	return c
+}
+
+// firstPatient is the first patient of a principal file's care team.
+func firstPatient(principalFile string) (string, error) {
+	raw, err := os.ReadFile(principalFile)
+	if err != nil {
+		return "", err
+	}
+	var p struct {
+		Patients []string `json:"patients"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil || len(p.Patients) == 0 {
+		return "", fmt.Errorf("%s: no patients (%v)", principalFile, err)
+	}
+	return p.Patients[0], nil
 }
 
 func repoRoot() (string, error) {
