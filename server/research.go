@@ -94,7 +94,7 @@ type aliases struct {
 
 // tenantAliases are the research aliases of one tenant's patients under
 // one audit key and one catalog index. Invariant
-// (TestResearchIndexedAgreesWithPlain): walking groups in order and, in
+// (TestIndexedListAgreesWithPlain): walking groups in order and, in
 // each, the members' research URIs sorted, yields the tenant's resources
 // in the order of their research URIs — the order the plain index
 // (aliases.order) gives them — because every research URI of a group

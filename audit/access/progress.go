@@ -70,23 +70,44 @@ func (m *meter) report(done int64) {
 }
 
 // meteredView is a View whose record walks (bundle.Write reads its range
-// once, in order) report how many of the records from..to were read.
+// once, in order) report how many of the records from..to were read. It
+// reports between reads of the log, never inside one: it walks a range in
+// parts of meteredChunk records, each read by View.Records in its own read
+// transactions, and reports after each part. Over the admin socket a
+// report is a frame written to the caller, which waits for a caller that
+// stopped reading (up to the stall limit); inside a read transaction that
+// would keep bbolt from remapping the log and stop every append.
 type meteredView struct {
 	View
 	m    *meter
 	from uint64
 }
 
+// meteredChunk is the number of records a meteredView reads between two
+// reports.
+const meteredChunk = 1024
+
 func (v meteredView) Records(ctx context.Context, from, to uint64, fn func(seq uint64, canonical []byte) error) error {
-	return v.View.Records(ctx, from, to, func(seq uint64, canonical []byte) error {
-		if err := fn(seq, canonical); err != nil {
+	if to < from || to > v.n {
+		// View.Records refuses the range before reading any of it, and
+		// names it; a walk in parts would read the first parts first.
+		return v.View.Records(ctx, from, to, fn)
+	}
+	for lo := from; ; lo += meteredChunk {
+		hi := to
+		if to-lo >= meteredChunk {
+			hi = lo + meteredChunk - 1
+		}
+		if err := v.View.Records(ctx, lo, hi, fn); err != nil {
 			return err
 		}
-		if seq >= v.from {
-			v.m.set(int64(seq - v.from + 1))
+		if hi >= v.from {
+			v.m.set(int64(hi - v.from + 1))
 		}
-		return nil
-	})
+		if hi == to {
+			return nil
+		}
+	}
 }
 
 var _ bundle.Source = meteredView{}
