@@ -269,7 +269,7 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		}
 		return nil
 	}
-	if !rd.emit && !indexedTypes[e.typ] {
+	if !rd.emit && !indexedTypes[e.typ] && !mayNameBinary(e.Resource) {
 		return nil
 	}
 	return rd.resource(s, w, e.Resource, "", b, e)
@@ -292,6 +292,26 @@ func (r *resource) rewriteRefs(b *bundle) error {
 		return nil
 	})
 	if err != nil || b == nil {
+		return err
+	}
+	// Any other url (a QuestionnaireResponse answer's valueAttachment, a
+	// Consent.sourceAttachment) naming a Binary entry by its fullUrl is
+	// made Binary/<id> too, so that the mention is read as the lifted
+	// elements' link is (mentionedBinaries); before, such a url named the
+	// Binary and was not seen as naming it. A url that names no entry, or
+	// one that is not a Binary, is kept as written.
+	err = eachObject(r.m, func(obj map[string]any, _ []string) error {
+		u, _ := obj["url"].(string)
+		if u == "" {
+			return nil
+		}
+		if t, ok := b.resolveFullURL(u); ok && t.typ == "Binary" && validID(t.id) && u != "Binary/"+t.id {
+			obj["url"] = "Binary/" + t.id
+			r.modified = true
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	// An attachment url may name a Binary entry by its fullUrl too

@@ -52,6 +52,13 @@ type Item struct {
 	Carrier Carrier
 	// Where is "file:line" of the line, Bundle entry or file that held it.
 	Where string
+	// Links are the source ids of the Binaries a resource links (a lifted
+	// attachment's url) or mentions (any other url or reference naming
+	// Binary/<id>, mentionedBinaries), in the order first named; nil for
+	// a Binary, an attachment or a retirement. The importer keeps them in
+	// its catalog's link index so that a label a Binary gains later
+	// reaches the resources naming it (docs/import.md, "Labels").
+	Links []string
 	// Stored marks a Binary this import links but does not hold: one
 	// Options.StoredBinary reported live in the catalog, in the
 	// compartment of the resources linking it. Body, MIMEType and

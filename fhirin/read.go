@@ -112,6 +112,9 @@ func (rd *reader) passes(srcs []source) error {
 	if err != nil {
 		return err
 	}
+	if err := rd.idx.settle(rd.opts.StoredBinary); err != nil {
+		return err
+	}
 	for _, err := range errs {
 		if err := rd.problem(err); err != nil {
 			return err
@@ -167,13 +170,14 @@ type reader struct {
 	mentioned map[string][]string
 }
 
-// indexedTypes are the types the first pass looks at; a Bulk file named for
-// another type is skipped in that pass.
+// indexedTypes are the types the first pass reads whole; of any other
+// type it reads only the resources that may name a Binary (mayNameBinary),
+// whose mentions join the Binaries' label components (index.join).
 var indexedTypes = map[string]bool{"Binary": true, "Consent": true, "Bundle": true,
 	"DocumentReference": true, "DiagnosticReport": true, "Media": true}
 
 func (rd *reader) readSource(s *source) error {
-	if !rd.emit && s.wantType != "" && !indexedTypes[s.wantType] {
+	if !rd.emit && s.wantType != "" && !indexedTypes[s.wantType] && !s.ndjson {
 		return nil
 	}
 	f, err := os.Open(s.path)
@@ -211,6 +215,15 @@ func (rd *reader) readNDJSON(s *source, r io.Reader) error {
 			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // a byte order mark
 		}
 		if len(b) == 0 {
+			continue
+		}
+		if !rd.emit && s.wantType != "" && !indexedTypes[s.wantType] && !mayNameBinary(b) {
+			// The first pass needs only what may name a Binary; a line
+			// cut short by a stream error is reported where the second
+			// pass reports it (at this line).
+			if er.err != nil && !errors.Is(er.err, io.EOF) && !json.Valid(b) {
+				return rd.streamErr(s, line, er.err)
+			}
 			continue
 		}
 		if err := rd.ctx.Err(); err != nil {
