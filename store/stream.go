@@ -136,6 +136,14 @@ func (o *EntryOptions) validate() error {
 // patient; an import that changes a patient's opt-out relabels the
 // patient's live items it did not write, with a new version each
 // (Relabelled; optout.go, relabelOptOut).
+//
+// Labels follow Binaries across imports: the Binaries each live FHIR
+// resource names (Entry.Links) are kept in buckets "links" and
+// "linkedby"; after the last batch and the retirements, every Binary the
+// import wrote, relabelled or saw named, and every live resource of its
+// compartment naming it, gets the union of their sensitivity labels, to a
+// fixed point over the catalog, with a new version for each item that
+// lacked one (Relabelled; links.go, propagateLinks).
 func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, error], opts EntryOptions) (ImportReport, error) {
 	if s.readOnly {
 		return ImportReport{}, errors.New("store: import into a read-only store")
@@ -149,6 +157,11 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	}
 	if imp.buildOptOut {
 		if err := imp.fillOptOut(ctx); err != nil {
+			return ImportReport{}, err
+		}
+	}
+	if imp.buildLinks {
+		if err := imp.fillLinks(ctx); err != nil {
 			return ImportReport{}, err
 		}
 	}
@@ -203,6 +216,9 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 			return ImportReport{}, err
 		}
 	}
+	if err := imp.propagateLinks(ctx); err != nil {
+		return ImportReport{}, err
+	}
 	if err := imp.relabelOptOut(ctx); err != nil {
 		return ImportReport{}, err
 	}
@@ -244,6 +260,8 @@ type entryImport struct {
 	lastProg   int
 	// buildOptOut is set by begin when the catalog has no opt-out index.
 	buildOptOut bool
+	// buildLinks is set by begin when the catalog has no link index.
+	buildLinks bool
 }
 
 // bucketImportSeen is a streaming import's scratch bucket: keyed id ->
@@ -436,6 +454,21 @@ func (imp *entryImport) begin() error {
 				return fmt.Errorf("store: create bucket: %w", err)
 			}
 		}
+		if tx.Bucket(bucketLinks) == nil || tx.Bucket(bucketLinkedBy) == nil {
+			// A catalog written before the link index: fillLinks builds
+			// it before the first batch.
+			imp.buildLinks = true
+			for _, name := range [][]byte{bucketLinks, bucketLinkedBy} {
+				if tx.Bucket(name) != nil {
+					if err := tx.DeleteBucket(name); err != nil {
+						return fmt.Errorf("store: remove a partial link index: %w", err)
+					}
+				}
+				if _, err := tx.CreateBucket(name); err != nil {
+					return fmt.Errorf("store: create bucket: %w", err)
+				}
+			}
+		}
 		if tx.Bucket(bucketOptOut) == nil {
 			// A catalog written before the opt-out index: buildOptOut
 			// fills it before the first batch.
@@ -444,7 +477,7 @@ func (imp *entryImport) begin() error {
 				return fmt.Errorf("store: create bucket: %w", err)
 			}
 		}
-		for _, name := range [][]byte{bucketImportSeen, bucketImportCarriers, bucketImportOptOut} {
+		for _, name := range [][]byte{bucketImportSeen, bucketImportCarriers, bucketImportOptOut, bucketImportTouched} {
 			if tx.Bucket(name) != nil {
 				if err := tx.DeleteBucket(name); err != nil {
 					return fmt.Errorf("store: remove a stale import bucket: %w", err)
@@ -490,6 +523,13 @@ func (imp *entryImport) add(e *Entry, n int) bool {
 		}
 		rec.digest = sha256.Sum256(e.Body)
 		rec.optOut = e.OptOut && e.Type == "Consent" && u.Patient != ""
+		rec.binary = e.Type == "Binary"
+		if u.Scheme == SchemeFHIR {
+			var prob string
+			if rec.links, prob = imp.linkIDs(e); prob != "" {
+				return imp.probs.add(where, prob)
+			}
+		}
 		meta, err := metaDigest(rec.res)
 		if err != nil {
 			return imp.probs.add(where, err.Error())
@@ -735,8 +775,8 @@ func (s *Store) release() {
 func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.Time) error {
 	res, vers, blobs, ids := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketBlobs), tx.Bucket(bucketIDs)
 	seen, carried, carriers := tx.Bucket(bucketImportSeen), tx.Bucket(bucketCarried), tx.Bucket(bucketImportCarriers)
-	optout := imp.optOutIndex(tx)
-	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen, carried, carriers, optout.index, optout.queue} {
+	optout, links := imp.optOutIndex(tx), linksOf(tx)
+	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen, carried, carriers, optout.index, optout.queue, links.fwd, links.rev, links.touched} {
 		b.FillPercent = streamFillPercent
 	}
 	if err := imp.indexBatchOptOut(tx); err != nil {
@@ -793,6 +833,16 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		}
 		if err := ids.Put(rec.id[:], []byte(rec.res.URI)); err != nil {
 			return fmt.Errorf("store: put id: %w", err)
+		}
+		switch {
+		case rec.binary:
+			if err := links.touch(rec.id[:]); err != nil {
+				return err
+			}
+		case rec.uri.Scheme == SchemeFHIR:
+			if err := links.set(rec.id[:], rec.links); err != nil {
+				return err
+			}
 		}
 		if rec.carrier != ([16]byte{}) {
 			if err := carried.Put(append(rec.carrier[:], rec.id[:]...), nil); err != nil {
