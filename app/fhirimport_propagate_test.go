@@ -202,3 +202,24 @@ func TestPropagateEncrypted(t *testing.T) {
 		t.Errorf("d's body: %v", err)
 	}
 }
+
+// The rule that a label leaves a Binary only by a full import holding
+// every member of its component still holds: a full import in which the
+// answer no longer has psy (and the Binary and its carrier never had it of
+// their own) drops psy from all three; an incremental one keeps it.
+func TestPropagateFullImportDropsLabel(t *testing.T) {
+	f := newLinkFixture(t)
+	withPSY := map[string][]string{"Patient": {lnkPat}, "Binary": {lnkBin}, "DocumentReference": {lnkDoc("d", "bx", "a")},
+		"QuestionnaireResponse": {lnkAnswer("qr", "p", "Binary/bx", lnkPSY)}}
+	without := map[string][]string{"Patient": {lnkPat}, "Binary": {lnkBin}, "DocumentReference": {lnkDoc("d", "bx", "a")},
+		"QuestionnaireResponse": {lnkAnswer("qr", "p", "Binary/bx")}}
+	f.mustImp(true, withPSY)
+	f.mustImp(false, without)
+	for _, it := range [][2]string{{"Binary", "bx"}, {"DocumentReference", "d"}, {"QuestionnaireResponse", "qr"}} {
+		f.want(it[0], it[1], "p", "psy")
+	}
+	f.mustImp(true, without)
+	for _, it := range [][2]string{{"Binary", "bx"}, {"DocumentReference", "d"}, {"QuestionnaireResponse", "qr"}} {
+		f.want(it[0], it[1], "p")
+	}
+}

@@ -449,11 +449,11 @@ func (r *resource) binaryURL(att map[string]any, path string) (string, bool, err
 	return t.id, true, nil
 }
 
-// mayNameBinary reports whether a resource's raw JSON may name a Binary
-// in a url or reference (mentionedBinaries): as Binary/<id> (relative or
-// absolute), or, in a Bundle, by an entry's fullUrl (a urn:uuid or
-// urn:oid). The first pass reads a resource of a type that cannot link
-// (indexedTypes) only then.
+// mayNameBinary reports whether a resource's raw JSON (outside a Bundle)
+// may name a Binary in a url or reference (mentionedBinaries): as
+// Binary/<id>, relative or absolute (bundle.mayNameBinary adds a Binary
+// entry's fullUrl). The first pass reads a resource of a type that cannot
+// link (indexedTypes) only then.
 func mayNameBinary(raw []byte) bool {
-	return bytes.Contains(raw, []byte("Binary/")) || bytes.Contains(raw, []byte("urn:"))
+	return bytes.Contains(raw, []byte("Binary/"))
 }
