@@ -66,10 +66,12 @@
 //
 // A retired URI (ImportEntries) has no "resources" entry; its newest
 // version carries the retirement time (Resource.Retired). The "ids",
-// "carried", "optout", "links" and "linkedby" buckets, meta "id-key" and the Resource fields
-// "source" and "retired" were added without a schema change: older
-// binaries ignore them (and so do not maintain them: an import by an older
-// binary leaves "optout" stale). A catalog without "optout" gets it on its
+// "carried", "optout", "links" and "linkedby" buckets, meta "id-key" and
+// the Resource fields "source" and "retired" were added without a schema
+// change: older binaries ignore them (and so do not maintain them: an
+// import by an older binary leaves "optout" and "links" stale; a stale
+// "links" pair over-labels, a missing one leaves a label unpropagated
+// until the resource is imported again). A catalog without "optout" gets it on its
 // next streaming import, built from the bodies of its live Consents; one
 // without "links" (or "linkedby") gets both on its next streaming import,
 // built from the bodies of its live FHIR resources (fillLinks: a custos
