@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/custos-mcp/custos/store"
@@ -221,5 +222,29 @@ func TestPropagateFullImportDropsLabel(t *testing.T) {
 	f.mustImp(true, without)
 	for _, it := range [][2]string{{"Binary", "bx"}, {"DocumentReference", "d"}, {"QuestionnaireResponse", "qr"}} {
 		f.want(it[0], it[1], "p")
+	}
+}
+
+// Example 3: a url outside the lifted elements naming a Binary entry of a
+// Bundle by its fullUrl (a urn:uuid) is resolved as the lifted elements'
+// url is: the answer and the Binary share their labels, and the Binary's
+// carrier takes them too; the stored answer's url is Binary/bx.
+func TestPropagateMentionByFullURL(t *testing.T) {
+	f := newLinkFixture(t)
+	const (
+		up = "urn:uuid:6b1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f"
+		ub = "urn:uuid:7c1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f"
+	)
+	bundle := `{"resourceType":"Bundle","type":"collection","entry":[` +
+		`{"fullUrl":"` + up + `","resource":` + lnkPat + `},` +
+		`{"fullUrl":"` + ub + `","resource":` + lnkBin + `},` +
+		`{"resource":` + lnkDoc("d", "bx", "a") + `},` +
+		`{"resource":` + lnkAnswer("qr", "p", ub, lnkPSY) + `}]}`
+	f.mustImp(true, map[string][]string{"Bundle": {bundle}})
+	f.want("QuestionnaireResponse", "qr", "p", "psy")
+	f.want("Binary", "bx", "p", "psy")
+	f.want("DocumentReference", "d", "p", "psy")
+	if _, body := f.get("QuestionnaireResponse", "qr", "p"); !strings.Contains(string(body), `"url":"Binary/bx"`) {
+		t.Errorf("the answer's url was not resolved: %s", body)
 	}
 }
