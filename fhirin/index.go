@@ -331,19 +331,17 @@ func (x *index) check(stored func(id, patient string) ([]string, bool, error), p
 // object, anywhere in it (contained resources included): a valueAttachment
 // of a QuestionnaireResponse, a Consent.sourceAttachment, a
 // DocumentReference contained in a List, a List entry's item, a
-// Provenance target. Such a url or reference is not lifted and keeps the
-// source's Binary/<id>, but it names the Binary and, usually beside a
-// title or display, describes it, so the resource takes
-// the labels of a Binary the import holds or links, or else of the one
-// Options.StoredBinary reports live in its compartment (linkedLabels,
-// mentionedLabels). The
-// Binary does not take the resource's in turn: the first pass reads only
-// the types that can link (indexedTypes), and a Binary no lifted element
-// links is placed by its own securityContext (or Options.PlaceBinary) and
-// labelled by its own meta.security. A url or reference is read as binaryURL reads a url
-// (Binary/<id>, or an absolute URL on the resource's own server), without
-// its errors; a Bundle fullUrl in a url is not resolved (a reference's
-// is: rewriteRefs made it Binary/<id>).
+// Provenance target; the lifted elements' urls too. Such a url or
+// reference is not lifted and keeps the source's Binary/<id>, but it names
+// the Binary and, usually beside a title or display, describes it, and
+// the Binary may be the content of what the resource says (an answer's
+// attachment): the resource joins the Binary's label component
+// (index.join), so both have its labels (linkedLabels). A mention does not
+// place the Binary: a Binary no lifted element links is placed by its own
+// securityContext (or Options.PlaceBinary). A url or reference is read as
+// binaryURL reads a url (Binary/<id>, or an absolute URL on the resource's
+// own server), without its errors; a Bundle fullUrl in either was made
+// Binary/<id> by rewriteRefs.
 func (r *resource) mentionedBinaries() []string {
 	if !r.modified && !bytes.Contains(r.raw, []byte("Binary/")) {
 		return nil // r.m is r.raw, which names no Binary (a Bundle's rewritten references are only in r.m)

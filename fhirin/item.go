@@ -115,11 +115,14 @@ type Options struct {
 	//     and its linking resources' here (those its linking resources
 	//     gave it before: one of them not in this import still links it),
 	//     and so do the resources here that link it.
-	// It is also asked, in the second pass and once per Binary and
-	// compartment, about a Binary the import neither holds nor links that
-	// a resource names in a url outside the lifted elements
-	// (mentionedBinaries): if live in that resource's compartment, the
-	// resource carries its labels.
+	// It is also asked, at the end of the first pass and once per Binary
+	// and compartment, about a Binary the import neither holds nor links
+	// that a resource names in a url or reference outside the lifted
+	// elements (mentionedBinaries): if live in that resource's
+	// compartment, its labels join the resource's label component (the
+	// resource and the other Binaries it names carry them; the importer
+	// gives the stored Binary the component's labels through its link
+	// index).
 	// The answer must be the same whatever the Binary's existence
 	// elsewhere (another patient, another tenant, retired: not live). An
 	// error stops Read and is returned as it is. nil: every linked Binary

@@ -29,10 +29,11 @@ import (
 // ctx's, stops Read at once and is returned as it is.
 //
 // Read makes two passes. The first indexes what an item depends on that may
-// come later in the input: Binary resources and the attachments that link to
-// them (a Binary's patient and labels come from its linking resource), and
-// active Consents that deny (the patient's opt-out). It keeps only ids and
-// labels, never content. The second pass yields. Memory is bounded by
+// come later in the input: Binary resources, the attachments that link to
+// them (a Binary's patient comes from its linking resource) and every
+// resource naming a Binary (its label component: the Binary and everything
+// naming it share their labels), and active Consents that deny (the
+// patient's opt-out). It keeps only ids and labels, never content. The second pass yields. Memory is bounded by
 // Options.MaxLine (one line, one Bundle), plus the index.
 func Read(ctx context.Context, path string, opts Options, yield func(Item) error) error {
 	if opts.Link == nil {
