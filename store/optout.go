@@ -152,7 +152,7 @@ func (imp *entryImport) retire(tx *bolt.Tx, uri string, now time.Time) (bool, er
 	if err != nil {
 		return false, err
 	}
-	if err := linksOf(tx).forget(uri); err != nil {
+	if err := imp.linksOf(tx).forget(uri); err != nil {
 		return false, err
 	}
 	return ok, imp.optOutIndex(tx).forget(uri)

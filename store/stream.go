@@ -262,6 +262,8 @@ type entryImport struct {
 	buildOptOut bool
 	// buildLinks is set by begin when the catalog has no link index.
 	buildLinks bool
+	// touched are the Binaries propagateLinks must settle.
+	touched touchedSet
 }
 
 // bucketImportSeen is a streaming import's scratch bucket: keyed id ->
@@ -477,7 +479,7 @@ func (imp *entryImport) begin() error {
 				return fmt.Errorf("store: create bucket: %w", err)
 			}
 		}
-		for _, name := range [][]byte{bucketImportSeen, bucketImportCarriers, bucketImportOptOut, bucketImportTouched} {
+		for _, name := range [][]byte{bucketImportSeen, bucketImportCarriers, bucketImportOptOut} {
 			if tx.Bucket(name) != nil {
 				if err := tx.DeleteBucket(name); err != nil {
 					return fmt.Errorf("store: remove a stale import bucket: %w", err)
@@ -775,8 +777,8 @@ func (s *Store) release() {
 func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.Time) error {
 	res, vers, blobs, ids := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketBlobs), tx.Bucket(bucketIDs)
 	seen, carried, carriers := tx.Bucket(bucketImportSeen), tx.Bucket(bucketCarried), tx.Bucket(bucketImportCarriers)
-	optout, links := imp.optOutIndex(tx), linksOf(tx)
-	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen, carried, carriers, optout.index, optout.queue, links.fwd, links.rev, links.touched} {
+	optout, links := imp.optOutIndex(tx), imp.linksOf(tx)
+	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen, carried, carriers, optout.index, optout.queue, links.fwd, links.rev} {
 		b.FillPercent = streamFillPercent
 	}
 	if err := imp.indexBatchOptOut(tx); err != nil {
@@ -834,16 +836,6 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		if err := ids.Put(rec.id[:], []byte(rec.res.URI)); err != nil {
 			return fmt.Errorf("store: put id: %w", err)
 		}
-		switch {
-		case rec.binary:
-			if err := links.touch(rec.id[:]); err != nil {
-				return err
-			}
-		case rec.uri.Scheme == SchemeFHIR:
-			if err := links.set(rec.id[:], rec.links); err != nil {
-				return err
-			}
-		}
 		if rec.carrier != ([16]byte{}) {
 			if err := carried.Put(append(rec.carrier[:], rec.id[:]...), nil); err != nil {
 				return fmt.Errorf("store: put carried: %w", err)
@@ -857,6 +849,21 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		}
 		if live && otherSource(prev.Source, imp.opts.Source) {
 			return &EntryError{Where: rec.occ.where, Reason: heldByAnotherSource}
+		}
+		// The link index: a resource's pairs as its entry names them (a
+		// resource not live before has none to remove); the Binaries of
+		// a resource or a Binary written are settled after the last
+		// batch (of an unchanged one only a Binary it names anew).
+		linked := func(written bool) error {
+			switch {
+			case rec.binary:
+				if written {
+					links.touch(rec.id[:])
+				}
+			case rec.uri.Scheme == SchemeFHIR && (live || len(rec.links) > 0):
+				return links.set(rec.id[:], rec.links, written)
+			}
+			return nil
 		}
 		r := rec.res
 		if rec.uri.Patient != "" {
@@ -876,6 +883,9 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 				return err
 			}
 			if same {
+				if err := linked(false); err != nil {
+					return err
+				}
 				imp.rep.Unchanged++
 				continue
 			}
@@ -884,6 +894,9 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		default: // retired before, back now
 			r.Version = prev.Version + 1
 			imp.rep.Updated++
+		}
+		if err := linked(true); err != nil {
+			return err
 		}
 		if err := putLive(res, vers, r); err != nil {
 			return err
