@@ -285,12 +285,26 @@ func (imp *entryImport) addLabels(res, vers *bolt.Bucket, optout optOutIndex, r 
 
 // fillLinks builds the link index of a catalog written before it (begin
 // found no bucketLinks): for every live FHIR resource of a streaming
-// import, the Binaries its stored body names (bodyLinks; a lifted
-// attachment it carries is not a Binary and is left out), every one of
-// them queued to be settled, so that this import brings the whole
-// catalog to the fixed point. Bodies are read with Blob (decrypted with
-// the catalog's keys) outside any transaction, a page at a time.
+// import, of every tenant (the index is built once; the catalog's one id
+// key names every tenant's resources), the Binaries its stored body names
+// (bodyLinks; a lifted attachment it carries is not a Binary and is left
+// out), every one of them queued to be settled, so that this import
+// brings the whole catalog to the fixed point. Bodies are read with Blob
+// (decrypted with the catalog's keys) outside any transaction, a page at
+// a time.
 func (imp *entryImport) fillLinks(ctx context.Context) error {
+	namers := map[string]*Namer{imp.opts.Namer.tenant: imp.opts.Namer}
+	namer := func(tenant string) (*Namer, error) {
+		if n := namers[tenant]; n != nil {
+			return n, nil
+		}
+		n, err := NewNamer(tenant, imp.opts.Namer.key, imp.opts.Namer.keyID)
+		if err != nil {
+			return nil, fmt.Errorf("%w: a stored resource's tenant is not valid", ErrCorrupt)
+		}
+		namers[tenant] = n
+		return n, nil
+	}
 	after := ""
 	for {
 		if err := ctx.Err(); err != nil {
@@ -306,7 +320,7 @@ func (imp *entryImport) fillLinks(ctx context.Context) error {
 		}
 		var found []named
 		for _, r := range page {
-			if r.Source == "" || r.Labels.Tenant != imp.opts.Namer.tenant {
+			if r.Source == "" {
 				continue
 			}
 			u, err := ParseURI(r.URI)
@@ -316,11 +330,15 @@ func (imp *entryImport) fillLinks(ctx context.Context) error {
 			if u.Scheme != SchemeFHIR {
 				continue
 			}
+			n, err := namer(u.Tenant)
+			if err != nil {
+				return err
+			}
 			body, err := imp.s.Blob(ctx, r.Digest)
 			if err != nil {
 				return err
 			}
-			if links := bodyLinks(body, imp.opts.Namer); len(links) > 0 {
+			if links := bodyLinks(body, n); len(links) > 0 {
 				found = append(found, named{[16]byte(uuid.MustParse(u.ID)), links})
 			}
 		}

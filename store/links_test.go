@@ -21,11 +21,12 @@ import (
 var namedRef = regexp.MustCompile(`"(?:url|reference)":"(attachment://[^"]+|Binary/[A-Za-z0-9.-]{1,64})"`)
 
 // scanLinks is the reference the link index is held against: a plain walk
-// of every live FHIR resource of a streaming import of n's tenant, its
+// of every live FHIR resource of a streaming import (of the tenants of
+// ns, which must be all the catalog holds), its
 // body read and searched for the Binaries it names (namedRef), less the
 // lifted attachments it carries (bucketCarried). It returns the pairs as
 // "resource keyed id -> Binary keyed id" strings, sorted.
-func scanLinks(t testing.TB, s *Store, n *Namer, opts Options) []string {
+func scanLinks(t testing.TB, s *Store, ns []*Namer) []string {
 	t.Helper()
 	page, err := s.Page("", 1<<20)
 	if err != nil {
@@ -34,9 +35,14 @@ func scanLinks(t testing.TB, s *Store, n *Namer, opts Options) []string {
 	var out []string
 	for _, r := range page {
 		u, err := ParseURI(r.URI)
-		if err != nil || u.Scheme != SchemeFHIR || r.Source == "" || u.Tenant != n.tenant {
+		if err != nil || u.Scheme != SchemeFHIR || r.Source == "" {
 			continue
 		}
+		i := slices.IndexFunc(ns, func(n *Namer) bool { return n.tenant == u.Tenant })
+		if i < 0 {
+			t.Fatalf("no namer for a tenant of the catalog")
+		}
+		n := ns[i]
 		body, err := s.Blob(context.Background(), r.Digest)
 		if err != nil {
 			t.Fatal(err)
@@ -114,7 +120,7 @@ func indexLinks(t testing.TB, s *Store) ([]string, error) {
 
 // checkLinkIndex fails the test unless the catalog's link index agrees
 // with the plain scan.
-func checkLinkIndex(t testing.TB, path string, n *Namer, opts Options) {
+func checkLinkIndex(t testing.TB, path string, opts Options, ns ...*Namer) {
 	t.Helper()
 	opts.ReadOnly, opts.Timeout = true, time.Second
 	s, err := Open(path, opts)
@@ -122,17 +128,17 @@ func checkLinkIndex(t testing.TB, path string, n *Namer, opts Options) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := linkIndexAgrees(t, s, n, opts); err != nil {
+	if err := linkIndexAgrees(t, s, ns...); err != nil {
 		t.Error(err)
 	}
 }
 
-func linkIndexAgrees(t testing.TB, s *Store, n *Namer, opts Options) error {
+func linkIndexAgrees(t testing.TB, s *Store, ns ...*Namer) error {
 	idx, err := indexLinks(t, s)
 	if err != nil {
 		return err
 	}
-	if scan := scanLinks(t, s, n, opts); !slices.Equal(idx, scan) {
+	if scan := scanLinks(t, s, ns); !slices.Equal(idx, scan) {
 		return fmt.Errorf("the link index and the scan disagree:\nindex %v\nscan  %v", idx, scan)
 	}
 	return nil
@@ -188,7 +194,7 @@ func TestLinkIndexAgreesWithScan(t *testing.T) {
 				if _, err := ImportEntriesStaged(context.Background(), path, entries(es...), EntryOptions{Namer: n, Full: full}, o); err != nil {
 					t.Fatal(err)
 				}
-				checkLinkIndex(t, path, n, opts)
+				checkLinkIndex(t, path, opts, n)
 			}
 			es := linkEntries(n, "b1")
 			imp(true, es...)
@@ -224,7 +230,7 @@ func TestLinkIndexAgreesWithScan(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if err := linkIndexAgrees(t, s, n, opts); err == nil {
+			if err := linkIndexAgrees(t, s, n); err == nil {
 				t.Error("an index that lost a pair agrees with the scan")
 			}
 		})
@@ -297,9 +303,58 @@ func TestLinkIndexBuiltOnFirstImport(t *testing.T) {
 			if rep.Updated != 1 || rep.Relabelled != 5 {
 				t.Errorf("report %+v, want b1 updated and 5 relabelled", rep)
 			}
-			if err := linkIndexAgrees(t, s, n, opts); err != nil {
+			if err := linkIndexAgrees(t, s, n); err != nil {
 				t.Error(err)
 			}
 		})
+	}
+}
+
+// The index of a catalog written without it is built for every tenant by
+// the first import, whichever tenant it imports: a later import of the
+// other tenant, relabelling only its Binary, relabels that tenant's
+// stored carrier (it stayed unlabelled when the build indexed only the
+// importing tenant, found while writing this test).
+func TestLinkIndexBuiltForEveryTenant(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	gh, other := testNamer(t, "gh"), testNamer(t, "other")
+	for _, n := range []*Namer{gh, other} {
+		if _, err := stagedImport(t, path, EntryOptions{Namer: n}, linkEntries(n, "b1")...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	editDB(t, path, func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketLinks, bucketLinkedBy} {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	// An import of gh builds the index; then other's b1 gets hiv alone.
+	if _, err := stagedImport(t, path, EntryOptions{Namer: gh}, linkEntries(gh, "b1")[0]); err != nil {
+		t.Fatal(err)
+	}
+	b1 := linkEntries(other, "b1")[1]
+	b1.Sensitivity = []string{"hiv"}
+	if _, err := stagedImport(t, path, EntryOptions{Namer: other}, b1); err != nil {
+		t.Fatal(err)
+	}
+	s := openRead(t, path)
+	defer s.Close()
+	for _, c := range []struct {
+		n    *Namer
+		want []string
+	}{{other, []string{"hiv"}}, {gh, nil}} {
+		r, err := s.Get(c.n.Link("DocumentReference", "d", srcPatient))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(r.Labels.Sensitivity, c.want) {
+			t.Errorf("%s's d: labels %v, want %v", c.n.tenant, r.Labels.Sensitivity, c.want)
+		}
+	}
+	if err := linkIndexAgrees(t, s, gh, other); err != nil {
+		t.Error(err)
 	}
 }
