@@ -248,3 +248,22 @@ func TestPropagateMentionByFullURL(t *testing.T) {
 		t.Errorf("the answer's url was not resolved: %s", body)
 	}
 }
+
+// A resource naming, in the same import, a Binary of another compartment
+// takes that Binary's labels (as before) and gives it none; re-importing
+// the same set creates no version (the store's compartment check agrees
+// with the reader's components).
+func TestPropagateMentionElsewhereStable(t *testing.T) {
+	f := newLinkFixture(t)
+	set := map[string][]string{"Patient": {lnkPat, lnkQ}, "Binary": {lnkBinHIV}, "DocumentReference": {lnkDoc("d", "bx", "a")},
+		"QuestionnaireResponse": {lnkAnswer("qq", "q", "Binary/bx", lnkSDV)}}
+	f.mustImp(true, set)
+	f.want("QuestionnaireResponse", "qq", "q", "hiv", "sdv")
+	f.want("Binary", "bx", "p", "hiv")
+	f.want("DocumentReference", "d", "p", "hiv")
+	for _, full := range []bool{true, false} {
+		if rep := f.mustImp(full, set); rep.Created+rep.Updated+rep.Relabelled+rep.Retired != 0 {
+			t.Errorf("re-import (full %v): %+v, want nothing new", full, rep)
+		}
+	}
+}
