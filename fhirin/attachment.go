@@ -47,46 +47,40 @@ func (rd *reader) liftAttachments(r *resource, patient string, labels []string, 
 	return out, err
 }
 
-// linkedLabels are the labels of every Binary r links (each Binary's own
-// and those of every resource linking it), found by the first pass. They
-// label r too: its body names each Binary's URI and describes the
+// linkedLabels are the labels of the component (index.settle) of every
+// Binary r links or mentions (mentionedBinaries: the lifted links are
+// urls too), found by the first pass, and those Binaries' ids (Item.Links).
+// They label r too: its body names each Binary's URI and describes the
 // document (type, title, contentType), so a caller kept from an
 // HIV-labelled Binary must not read the unlabelled DocumentReference that
-// points at it. A malformed url is not an error here: the lift reports it.
-// The error is Options.StoredBinary's (mentionedLabels).
-func (rd *reader) linkedLabels(r *resource, patient string) ([]string, error) {
+// points at it. A Binary the first pass did not see named here (it
+// should have) is looked up as before components (mentionedLabels). The
+// error is Options.StoredBinary's.
+func (rd *reader) linkedLabels(r *resource, patient string) ([]string, []string, error) {
 	var out []string
-	_ = r.eachAttachment(func(att map[string]any, path string) error {
-		if _, hasData := att["data"]; hasData {
-			return nil
-		}
-		if binID, ok, err := r.binaryURL(att, path); err == nil && ok {
-			out = union(out, rd.idx.binary(binID).all())
-		}
-		return nil
-	})
-	for _, id := range r.mentionedBinaries() {
-		labels, err := rd.mentionedLabels(id, patient)
-		if err != nil {
-			return nil, err
+	ids := r.mentionedBinaries()
+	for _, id := range ids {
+		labels, ok := rd.idx.comp(patient, id)
+		if !ok {
+			var err error
+			if labels, err = rd.mentionedLabels(id, patient); err != nil {
+				return nil, nil, err
+			}
 		}
 		out = union(out, labels)
 	}
-	return out, nil
+	return out, ids, nil
 }
 
 // mentionedLabels are the labels of a Binary a resource of patient's
-// compartment names outside the lifted elements (mentionedBinaries): those
+// compartment names that the first pass did not see named there: those
 // of the Binary of the import (present or stored), or else, with
 // Options.StoredBinary, those of its live version in the catalog in the
-// resource's compartment. Without that lookup a resource naming an
-// HIV-labelled Binary an earlier import stored lost its "hiv" when imported
-// again on its own (an incremental import or sync of a changed
-// QuestionnaireResponse; found by h-review6). Each (id, patient) is asked
-// once.
+// resource's compartment. Each (id, patient) is asked once.
 func (rd *reader) mentionedLabels(id, patient string) ([]string, error) {
 	if b := rd.idx.binaries[id]; b != nil && (b.present || b.stored) {
-		return b.all(), nil
+		labels, _ := rd.idx.comp(b.patient, id)
+		return union(b.all(), labels), nil
 	}
 	if rd.opts.StoredBinary == nil {
 		return nil, nil
@@ -120,8 +114,9 @@ func (rd *reader) emitBinary(r *resource, labels []string, updated time.Time) er
 		return err
 	}
 	b := rd.idx.binary(r.id)
+	comp, _ := rd.idx.comp(b.patient, r.id)
 	return rd.emitItem(Item{Type: "Binary", ID: r.id, Patient: b.patient, Body: data, MIMEType: mt,
-		Sensitivity: union(union(labels, b.labels), b.storedLabels), Consent: rd.idx.consent(b.patient), LastUpdated: updated,
+		Sensitivity: union(union(union(labels, b.labels), b.storedLabels), comp), Consent: rd.idx.consent(b.patient), LastUpdated: updated,
 		Carrier: b.carrier, Where: r.where})
 }
 

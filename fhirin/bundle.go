@@ -22,6 +22,22 @@ type bundle struct {
 	labels       []string
 	byFullURL    map[string]refTarget
 	byIdentifier map[string]refTarget // "Type?system|value" and "Type?*|value"; an ambiguous key maps to the zero target
+	// binaryFullURLs are the fullUrls of the Binary entries.
+	binaryFullURLs []string
+}
+
+// mayNameBinary is mayNameBinary for a resource of the Bundle: it may also
+// name a Binary entry by its fullUrl, or by a conditional reference.
+func (b *bundle) mayNameBinary(raw []byte) bool {
+	if bytes.Contains(raw, []byte("Binary")) {
+		return true
+	}
+	for _, u := range b.binaryFullURLs {
+		if bytes.Contains(raw, []byte(u)) {
+			return true
+		}
+	}
+	return false
 }
 
 // entry is one Bundle.entry.
@@ -164,6 +180,9 @@ func (b *bundle) index(s *source, entries []*entry) error {
 				return newError(where(s, e.line), at, ErrValue, "a RESTful fullUrl must end with the type and id of its resource")
 			}
 			b.byFullURL[e.FullURL] = t
+			if e.typ == "Binary" {
+				b.binaryFullURLs = append(b.binaryFullURLs, e.FullURL)
+			}
 		}
 		for _, id := range identifiers {
 			if id.Value == "" {
@@ -269,7 +288,7 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		}
 		return nil
 	}
-	if !rd.emit && !indexedTypes[e.typ] {
+	if !rd.emit && !indexedTypes[e.typ] && !b.mayNameBinary(e.Resource) {
 		return nil
 	}
 	return rd.resource(s, w, e.Resource, "", b, e)
@@ -292,6 +311,26 @@ func (r *resource) rewriteRefs(b *bundle) error {
 		return nil
 	})
 	if err != nil || b == nil {
+		return err
+	}
+	// Any other url (a QuestionnaireResponse answer's valueAttachment, a
+	// Consent.sourceAttachment) naming a Binary entry by its fullUrl is
+	// made Binary/<id> too, so that the mention is read as the lifted
+	// elements' link is (mentionedBinaries); before, such a url named the
+	// Binary and was not seen as naming it. A url that names no entry, or
+	// one that is not a Binary, is kept as written.
+	err = eachObject(r.m, func(obj map[string]any, _ []string) error {
+		u, _ := obj["url"].(string)
+		if u == "" {
+			return nil
+		}
+		if t, ok := b.resolveFullURL(u); ok && t.typ == "Binary" && validID(t.id) && u != "Binary/"+t.id {
+			obj["url"] = "Binary/" + t.id
+			r.modified = true
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	// An attachment url may name a Binary entry by its fullUrl too

@@ -51,25 +51,33 @@
 //     is placed where Options.PlaceBinary reports it live in the
 //     importer's catalog (an earlier import's carrier placed it), keeping
 //     the labels reported, and is otherwise an error, never tenant-level.
-//   - Labels follow attachment links both ways: a Binary has its own
-//     labels and those of every resource linking it, a lifted attachment
-//     its carrier's, and a resource linking a Binary also that Binary's
-//     (its body names the Binary and describes the document), so a caller
-//     kept from the Binary is kept from its carriers. A link to a Binary the
+//   - Labels follow attachment links and mentions both ways, to a fixed
+//     point: a resource that links a Binary (a lifted element's url) or
+//     mentions it (a url of any other Attachment, a contained
+//     DocumentReference, a reference such as a List entry or a Provenance
+//     target; mentionedBinaries, with a Bundle fullUrl in a url resolved
+//     as in a reference) joins that Binary's label component in its
+//     compartment, and every member of a component (the Binaries, their
+//     linking and mentioning resources) gets the union of the members'
+//     labels (index.join, index.settle), so a caller kept from the Binary
+//     is kept from what describes it, and the Binary from a caller kept
+//     from the answer it is the content of. A lifted attachment has its
+//     carrier's labels. The first pass reads every resource that may name
+//     a Binary (mayNameBinary), of any type. A link to a Binary the
 //     import lacks is refused (ErrDangling) unless Options.StoredBinary
 //     reports it live in the importer's catalog in the linking resource's
-//     compartment: the linking resources then have its stored labels, and
-//     Read yields it as an Item with Stored set, carrying every label it
-//     must have, for the importer to add. A Binary in the import keeps its
-//     stored labels besides its own and its linking resources' unless the
-//     input is Complete (a full import, holding every resource that links
-//     it): it loses a label its carriers gave it only when imported again
-//     with all of them. A resource naming a Binary of the import in a url
-//     outside the lifted elements (any other Attachment, a contained
-//     DocumentReference) or in a reference (a List entry, a Provenance
-//     target) takes the Binary's labels too, but gives it none
-//     (mentionedBinaries); naming one the import lacks, it takes those
-//     Options.StoredBinary reports for it in the resource's compartment.
+//     compartment: its stored labels join the component, and Read yields
+//     it as an Item with Stored set, carrying every label it must have,
+//     for the importer to add. A Binary in the import keeps its stored
+//     labels unless the input is Complete (a full import, holding every
+//     resource that links it): it loses a label its carriers gave it only
+//     when imported again with all of them. A resource naming a Binary
+//     the import lacks takes those Options.StoredBinary reports for it in
+//     the resource's compartment; one naming a Binary the import holds in
+//     another compartment takes that Binary's labels and gives it none.
+//     Item.Links lists the Binaries each resource names, for the
+//     importer's link index, through which a label reaches the catalog's
+//     other resources naming the Binary (store/doc.go, "links").
 //   - Attachment bytes agree with their declared contentType (checked with
 //     github.com/gabriel-vasile/mimetype), and inline data never stays in a
 //     carrier: it is replaced by the link Options.Link returns.
@@ -78,8 +86,9 @@
 //     quoted as found on disk; name input files without PHI.
 //   - Memory is bounded: NDJSON is read line by line (Options.MaxLine,
 //     DefaultMaxLine), gzip streamed, one Bundle or JSON value in memory at
-//     a time; across the input only an index of Binary ids and opted-out
-//     patient ids is kept (Read makes two passes).
+//     a time; across the input only an index of Binary ids, of the
+//     (patient, Binary id) pairs named with their label components, and of
+//     opted-out patient ids is kept (Read makes two passes).
 //
 // # Caveats
 //

@@ -13,6 +13,40 @@ import (
 type index struct {
 	optOut   map[string]bool // source Patient ids with an active deny Consent
 	binaries map[string]*binaryInfo
+	// nodes are the label components (join, settle): one node per
+	// (patient, Binary id) that a resource of that patient's compartment
+	// names, or where a Binary of the import is.
+	nodes map[nodeKey]*node
+	// settled: settle has run; comp answers from the components.
+	settled bool
+}
+
+// nodeKey names a Binary in a compartment: a resource of patient's
+// compartment naming Binary id names this node, whether or not the Binary
+// is there.
+type nodeKey struct{ patient, id string }
+
+// node is a union-find node of the label components: every resource that
+// names two Binaries joins their nodes, and a component's labels are the
+// union of those of its members (resources naming a node, the Binary at
+// it, its live version's when kept).
+type node struct {
+	parent *node
+	labels []string
+	// elsewhere: the Binary of the import with this id is in another
+	// compartment; a resource naming it here still takes its labels (as
+	// before components), but the Binary takes none of this component's.
+	elsewhere bool
+}
+
+func (n *node) root() *node {
+	for n.parent != nil {
+		if n.parent.parent != nil {
+			n.parent = n.parent.parent
+		}
+		n = n.parent
+	}
+	return n
 }
 
 type binaryInfo struct {
@@ -42,7 +76,108 @@ type binaryInfo struct {
 func (b *binaryInfo) all() []string { return union(union(b.own, b.labels), b.storedLabels) }
 
 func newIndex() *index {
-	return &index{optOut: map[string]bool{}, binaries: map[string]*binaryInfo{}}
+	return &index{optOut: map[string]bool{}, binaries: map[string]*binaryInfo{}, nodes: map[nodeKey]*node{}}
+}
+
+func (x *index) node(patient, id string) *node {
+	k := nodeKey{patient, id}
+	n := x.nodes[k]
+	if n == nil {
+		n = &node{}
+		x.nodes[k] = n
+	}
+	return n
+}
+
+// join records, in the first pass, that a resource of patient's
+// compartment with labels names the Binaries ids (links or mentions them):
+// they join one component, which gets the labels.
+func (x *index) join(patient string, ids []string, labels []string) {
+	if len(ids) == 0 {
+		return
+	}
+	first := x.node(patient, ids[0]).root()
+	first.labels = union(first.labels, labels)
+	for _, id := range ids[1:] {
+		if r := x.node(patient, id).root(); r != first {
+			r.parent = first
+			first.labels = union(first.labels, r.labels)
+			r.labels = nil
+		}
+	}
+}
+
+// settle ends the first pass after check: each Binary of the import
+// (present or stored) adds its labels (all) to its node in its
+// compartment; a node where no Binary of the import is gets those of the
+// Binary live there in the catalog (stored, as mentionedLabels did), or,
+// if the import holds the Binary in another compartment, that Binary's
+// component's (elsewhere). Then every member of a component has the
+// component's labels (comp): the fixed point of "a Binary has the labels
+// of every resource linking or mentioning it, and such a resource those
+// of the Binary", within the import. stored's error is returned as it is.
+func (x *index) settle(stored func(id, patient string) ([]string, bool, error)) error {
+	for id, b := range x.binaries {
+		if b.present || b.stored {
+			r := x.node(b.patient, id).root()
+			r.labels = union(r.labels, b.all())
+		}
+	}
+	keys := make([]nodeKey, 0, len(x.nodes))
+	for k := range x.nodes {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b nodeKey) int {
+		if c := strings.Compare(a.id, b.id); c != 0 {
+			return c
+		}
+		return strings.Compare(a.patient, b.patient)
+	})
+	var elsewhere []nodeKey
+	for _, k := range keys {
+		if b := x.binaries[k.id]; b != nil && (b.present || b.stored) {
+			if b.patient != k.patient {
+				x.nodes[k].elsewhere = true
+				elsewhere = append(elsewhere, k)
+			}
+			continue
+		}
+		if stored == nil {
+			continue
+		}
+		labels, live, err := stored(k.id, k.patient)
+		if err != nil {
+			return err
+		}
+		if live {
+			r := x.nodes[k].root()
+			r.labels = union(r.labels, normalize(labels))
+		}
+	}
+	// A resource naming a Binary of another compartment takes that
+	// component's labels: until nothing changes (components may name each
+	// other's Binaries).
+	for changed := true; changed; {
+		changed = false
+		for _, k := range elsewhere {
+			r, o := x.nodes[k].root(), x.node(x.binaries[k.id].patient, k.id).root()
+			if u := union(r.labels, o.labels); len(u) != len(r.labels) {
+				r.labels, changed = u, true
+			}
+		}
+	}
+	x.settled = true
+	return nil
+}
+
+// comp are the labels of the component of Binary id in patient's
+// compartment, and whether the first pass saw a resource or Binary there.
+func (x *index) comp(patient, id string) ([]string, bool) {
+	n := x.nodes[nodeKey{patient, id}]
+	if n == nil || !x.settled {
+		return nil, false
+	}
+	return n.root().labels, true
 }
 
 func (x *index) binary(id string) *binaryInfo {
@@ -65,6 +200,9 @@ func (x *index) consent(patient string) []string {
 // indexResource is the first pass over one resource.
 func (rd *reader) indexResource(r *resource, patient string, labels []string) error {
 	x := rd.idx
+	if r.typ != "Binary" {
+		x.join(patient, r.mentionedBinaries(), labels)
+	}
 	switch r.typ {
 	case "Consent":
 		if patient != "" && store.ConsentOptsOut(r.m) {
@@ -193,19 +331,17 @@ func (x *index) check(stored func(id, patient string) ([]string, bool, error), p
 // object, anywhere in it (contained resources included): a valueAttachment
 // of a QuestionnaireResponse, a Consent.sourceAttachment, a
 // DocumentReference contained in a List, a List entry's item, a
-// Provenance target. Such a url or reference is not lifted and keeps the
-// source's Binary/<id>, but it names the Binary and, usually beside a
-// title or display, describes it, so the resource takes
-// the labels of a Binary the import holds or links, or else of the one
-// Options.StoredBinary reports live in its compartment (linkedLabels,
-// mentionedLabels). The
-// Binary does not take the resource's in turn: the first pass reads only
-// the types that can link (indexedTypes), and a Binary no lifted element
-// links is placed by its own securityContext (or Options.PlaceBinary) and
-// labelled by its own meta.security. A url or reference is read as binaryURL reads a url
-// (Binary/<id>, or an absolute URL on the resource's own server), without
-// its errors; a Bundle fullUrl in a url is not resolved (a reference's
-// is: rewriteRefs made it Binary/<id>).
+// Provenance target; the lifted elements' urls too. Such a url or
+// reference is not lifted and keeps the source's Binary/<id>, but it names
+// the Binary and, usually beside a title or display, describes it, and
+// the Binary may be the content of what the resource says (an answer's
+// attachment): the resource joins the Binary's label component
+// (index.join), so both have its labels (linkedLabels). A mention does not
+// place the Binary: a Binary no lifted element links is placed by its own
+// securityContext (or Options.PlaceBinary). A url or reference is read as
+// binaryURL reads a url (Binary/<id>, or an absolute URL on the resource's
+// own server), without its errors; a Bundle fullUrl in either was made
+// Binary/<id> by rewriteRefs.
 func (r *resource) mentionedBinaries() []string {
 	if !r.modified && !bytes.Contains(r.raw, []byte("Binary/")) {
 		return nil // r.m is r.raw, which names no Binary (a Bundle's rewritten references are only in r.m)
@@ -260,7 +396,8 @@ func (x *index) storedItems() []Item {
 	var out []Item
 	for id, b := range x.binaries {
 		if b.stored {
-			out = append(out, Item{Type: "Binary", ID: id, Patient: b.patient, Sensitivity: b.all(),
+			labels, _ := x.comp(b.patient, id)
+			out = append(out, Item{Type: "Binary", ID: id, Patient: b.patient, Sensitivity: union(b.all(), labels),
 				Consent: x.consent(b.patient), Carrier: b.carrier, Where: b.linkWhere, Stored: true})
 		}
 	}
@@ -308,4 +445,13 @@ func (r *resource) binaryURL(att map[string]any, path string) (string, bool, err
 		return "", false, r.errf(path+".url", ErrValue, "an attachment url names a %s, not a Binary", t.typ)
 	}
 	return t.id, true, nil
+}
+
+// mayNameBinary reports whether a resource's raw JSON (outside a Bundle)
+// may name a Binary in a url or reference (mentionedBinaries): as
+// Binary/<id>, relative or absolute (bundle.mayNameBinary adds a Binary
+// entry's fullUrl). The first pass reads a resource of a type that cannot
+// link (indexedTypes) only then.
+func mayNameBinary(raw []byte) bool {
+	return bytes.Contains(raw, []byte("Binary/"))
 }

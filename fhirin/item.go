@@ -52,6 +52,13 @@ type Item struct {
 	Carrier Carrier
 	// Where is "file:line" of the line, Bundle entry or file that held it.
 	Where string
+	// Links are the source ids of the Binaries a resource links (a lifted
+	// attachment's url) or mentions (any other url or reference naming
+	// Binary/<id>, mentionedBinaries), in the order first named; nil for
+	// a Binary, an attachment or a retirement. The importer keeps them in
+	// its catalog's link index so that a label a Binary gains later
+	// reaches the resources naming it (docs/import.md, "Labels").
+	Links []string
 	// Stored marks a Binary this import links but does not hold: one
 	// Options.StoredBinary reported live in the catalog, in the
 	// compartment of the resources linking it. Body, MIMEType and
@@ -108,11 +115,14 @@ type Options struct {
 	//     and its linking resources' here (those its linking resources
 	//     gave it before: one of them not in this import still links it),
 	//     and so do the resources here that link it.
-	// It is also asked, in the second pass and once per Binary and
-	// compartment, about a Binary the import neither holds nor links that
-	// a resource names in a url outside the lifted elements
-	// (mentionedBinaries): if live in that resource's compartment, the
-	// resource carries its labels.
+	// It is also asked, at the end of the first pass and once per Binary
+	// and compartment, about a Binary the import neither holds nor links
+	// that a resource names in a url or reference outside the lifted
+	// elements (mentionedBinaries): if live in that resource's
+	// compartment, its labels join the resource's label component (the
+	// resource and the other Binaries it names carry them; the importer
+	// gives the stored Binary the component's labels through its link
+	// index).
 	// The answer must be the same whatever the Binary's existence
 	// elsewhere (another patient, another tenant, retired: not live). An
 	// error stops Read and is returned as it is. nil: every linked Binary

@@ -188,12 +188,13 @@ func TestReadLinkedBinaryKeepsStoredLabels(t *testing.T) {
 // A url naming a Binary outside the lifted attachment elements (a
 // QuestionnaireResponse answer's valueAttachment, a DocumentReference
 // contained in a List) is not lifted, but it names and describes the
-// Binary: the resource takes the Binary's labels. The Binary does not take
-// the resource's (it is placed and labelled by its own securityContext and
-// meta.security). Naming a Binary the import does not hold stays what it
+// Binary: the resource takes the Binary's labels. Naming a Binary the import does not hold stays what it
 // was: no error, no label (found by h-review5: an unlabelled
 // QuestionnaireResponse showed "Binary/bh" and the title "HIV result" of
-// an HIV-labelled Binary).
+// an HIV-labelled Binary). The Binary takes the resource's labels in turn
+// (h-propagate: an unlabelled Binary named by a psy-labelled answer was
+// that answer's content, readable without the psy role; the test wanted
+// bq unlabelled before).
 func TestReadMentionedBinaryLabels(t *testing.T) {
 	const (
 		hiv = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}`
@@ -202,7 +203,7 @@ func TestReadMentionedBinaryLabels(t *testing.T) {
 		// bh: HIV-labelled, placed by its securityContext.
 		bh = `{"resourceType":"Binary","id":"bh","meta":{"security":[` + hiv + `]},"securityContext":{"reference":"Patient/p"},"contentType":"text/plain","data":"aGk="}`
 		// bq: unlabelled, named by a psy-labelled QuestionnaireResponse,
-		// whose label it does not take.
+		// whose label it takes.
 		bq   = `{"resourceType":"Binary","id":"bq","securityContext":{"reference":"Patient/p"},"contentType":"text/plain","data":"aGk="}`
 		qr   = `{"resourceType":"QuestionnaireResponse","id":"q1","status":"completed","subject":{"reference":"Patient/p"},"item":[{"linkId":"1","answer":[{"valueAttachment":{"contentType":"text/plain","url":"Binary/bh","title":"HIV result"}}]}]}`
 		q2   = `{"resourceType":"QuestionnaireResponse","id":"q2","status":"completed","meta":{"security":[` + psy + `]},"subject":{"reference":"Patient/p"},"item":[{"linkId":"1","answer":[{"valueAttachment":{"contentType":"text/plain","url":"Binary/bq"}}]}]}`
@@ -228,7 +229,7 @@ func TestReadMentionedBinaryLabels(t *testing.T) {
 				{"List", "l1", []string{"hiv"}},
 				{"Binary", "bh", []string{"hiv"}},
 				{"QuestionnaireResponse", "q2", []string{"psy"}},
-				{"Binary", "bq", nil},
+				{"Binary", "bq", []string{"psy"}},
 				{"QuestionnaireResponse", "q3", nil},
 			} {
 				if got := find(t, items, w.typ, w.id).Sensitivity; !slices.Equal(got, w.labels) {
@@ -345,5 +346,96 @@ func TestReadPlaceBinary(t *testing.T) {
 	}
 	if _, err := read(Options{PlaceBinary: place}, strings.Replace(bx, `"bx"`, `"boom"`, 1)); err == nil || err.Error() != "catalog unreadable" {
 		t.Errorf("the hook's error: %v", err)
+	}
+}
+
+// Labels reach the fixed point over links and mentions within the import,
+// with the input split by type as a Bulk export splits it (the first pass
+// read only the types that can link before, so a QuestionnaireResponse
+// file was never seen there): a psy-labelled answer naming Binary b1 gives
+// b1 psy, and b1's carrier d (which describes it) gets psy too; d also
+// links b2, whose hiv reaches b1 and the answer through d. A mention of
+// another patient's Binary joins nothing of that patient's. Every
+// resource reports the Binaries it names (Item.Links). (h-propagate; b1
+// and d were unlabelled, and the answer lacked hiv, before.)
+func TestReadLabelComponentsAcrossBulkFiles(t *testing.T) {
+	const (
+		hiv = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}`
+		psy = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"PSY"}`
+		sdv = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"SDV"}`
+	)
+	dir := t.TempDir()
+	files := map[string][]string{
+		"Patient": {`{"resourceType":"Patient","id":"p"}`, `{"resourceType":"Patient","id":"q"}`},
+		"Binary": {`{"resourceType":"Binary","id":"b1","securityContext":{"reference":"Patient/p"},"contentType":"text/plain","data":"aGk="}`,
+			`{"resourceType":"Binary","id":"b2","meta":{"security":[` + hiv + `]},"securityContext":{"reference":"Patient/p"},"contentType":"text/plain","data":"aGk="}`,
+			`{"resourceType":"Binary","id":"bq","securityContext":{"reference":"Patient/q"},"contentType":"text/plain","data":"aGk="}`},
+		"DocumentReference": {`{"resourceType":"DocumentReference","id":"d","status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/b1"}},{"attachment":{"contentType":"text/plain","url":"Binary/b2"}}]}`},
+		"QuestionnaireResponse": {`{"resourceType":"QuestionnaireResponse","id":"qr","status":"completed","meta":{"security":[` + psy + `]},"subject":{"reference":"Patient/p"},"item":[{"linkId":"1","answer":[{"valueAttachment":{"contentType":"text/plain","url":"Binary/b1"}}]}]}`,
+			// q's answer, sdv, naming p's b1: p's b1 takes nothing of it.
+			`{"resourceType":"QuestionnaireResponse","id":"qq","status":"completed","meta":{"security":[` + sdv + `]},"subject":{"reference":"Patient/q"},"item":[{"linkId":"1","answer":[{"valueAttachment":{"contentType":"text/plain","url":"Binary/b1"}}]}]}`},
+	}
+	for name, lines := range files {
+		if err := os.WriteFile(filepath.Join(dir, name+".ndjson"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items := mustReadAll(t, dir)
+	for _, w := range []struct {
+		typ, id string
+		labels  []string
+		links   []string
+	}{
+		{"Binary", "b1", []string{"hiv", "psy"}, nil},
+		{"Binary", "b2", []string{"hiv", "psy"}, nil},
+		{"DocumentReference", "d", []string{"hiv", "psy"}, []string{"b1", "b2"}},
+		{"QuestionnaireResponse", "qr", []string{"hiv", "psy"}, []string{"b1"}},
+		{"Binary", "bq", nil, nil},
+		// qq names p's b1 from q's compartment: it takes b1's labels (as
+		// before), b1 none of qq's.
+		{"QuestionnaireResponse", "qq", []string{"hiv", "psy", "sdv"}, []string{"b1"}},
+	} {
+		it := find(t, items, w.typ, w.id)
+		if !slices.Equal(it.Sensitivity, w.labels) {
+			t.Errorf("%s %s: labels %v, want %v", w.typ, w.id, it.Sensitivity, w.labels)
+		}
+		if !slices.Equal(it.Links, w.links) {
+			t.Errorf("%s %s: links %v, want %v", w.typ, w.id, it.Links, w.links)
+		}
+	}
+}
+
+// A url outside the lifted elements that names a Binary entry of the
+// Bundle by its fullUrl is resolved as the lifted elements' url is, and
+// rewritten to Binary/<id> (a reference's fullUrl was, a url's was not:
+// the answer naming an HIV Binary by urn:uuid stayed unlabelled, and the
+// Binary did not take the answer's psy). A urn:uuid url naming no entry
+// is kept as written, as before.
+func TestReadMentionByFullURL(t *testing.T) {
+	const (
+		hiv = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}`
+		psy = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"PSY"}`
+	)
+	bundle := `{"resourceType":"Bundle","type":"collection","entry":[` +
+		`{"fullUrl":"urn:uuid:6b1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f","resource":{"resourceType":"Patient","id":"p"}},` +
+		`{"fullUrl":"urn:uuid:7c1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f","resource":{"resourceType":"Binary","id":"b1","meta":{"security":[` + hiv + `]},"securityContext":{"reference":"urn:uuid:6b1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f"},"contentType":"text/plain","data":"aGk="}},` +
+		`{"fullUrl":"urn:uuid:8d1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f","resource":{"resourceType":"QuestionnaireResponse","id":"qr","status":"completed","meta":{"security":[` + psy + `]},"subject":{"reference":"urn:uuid:6b1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f"},"item":[{"linkId":"1","answer":[{"valueAttachment":{"contentType":"text/plain","url":"urn:uuid:7c1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f"}},{"valueAttachment":{"contentType":"text/plain","url":"urn:uuid:9e1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f"}}]}]}}]}`
+	p := filepath.Join(t.TempDir(), "bundle.json")
+	if err := os.WriteFile(p, []byte(bundle), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	items := mustReadAll(t, p)
+	qr := find(t, items, "QuestionnaireResponse", "qr")
+	if want := []string{"hiv", "psy"}; !slices.Equal(qr.Sensitivity, want) {
+		t.Errorf("answer: labels %v, want %v", qr.Sensitivity, want)
+	}
+	if b := find(t, items, "Binary", "b1"); !slices.Equal(b.Sensitivity, []string{"hiv", "psy"}) {
+		t.Errorf("Binary: labels %v, want [hiv psy]", b.Sensitivity)
+	}
+	if !strings.Contains(string(qr.Body), `"url":"Binary/b1"`) || !strings.Contains(string(qr.Body), `"url":"urn:uuid:9e1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f"`) {
+		t.Errorf("answer body: %s", qr.Body)
+	}
+	if !slices.Equal(qr.Links, []string{"b1"}) {
+		t.Errorf("answer links %v, want [b1]", qr.Links)
 	}
 }

@@ -29,10 +29,11 @@ import (
 // ctx's, stops Read at once and is returned as it is.
 //
 // Read makes two passes. The first indexes what an item depends on that may
-// come later in the input: Binary resources and the attachments that link to
-// them (a Binary's patient and labels come from its linking resource), and
-// active Consents that deny (the patient's opt-out). It keeps only ids and
-// labels, never content. The second pass yields. Memory is bounded by
+// come later in the input: Binary resources, the attachments that link to
+// them (a Binary's patient comes from its linking resource) and every
+// resource naming a Binary (its label component: the Binary and everything
+// naming it share their labels), and active Consents that deny (the
+// patient's opt-out). It keeps only ids and labels, never content. The second pass yields. Memory is bounded by
 // Options.MaxLine (one line, one Bundle), plus the index.
 func Read(ctx context.Context, path string, opts Options, yield func(Item) error) error {
 	if opts.Link == nil {
@@ -112,6 +113,9 @@ func (rd *reader) passes(srcs []source) error {
 	if err != nil {
 		return err
 	}
+	if err := rd.idx.settle(rd.opts.StoredBinary); err != nil {
+		return err
+	}
 	for _, err := range errs {
 		if err := rd.problem(err); err != nil {
 			return err
@@ -167,13 +171,14 @@ type reader struct {
 	mentioned map[string][]string
 }
 
-// indexedTypes are the types the first pass looks at; a Bulk file named for
-// another type is skipped in that pass.
+// indexedTypes are the types the first pass reads whole; of any other
+// type it reads only the resources that may name a Binary (mayNameBinary),
+// whose mentions join the Binaries' label components (index.join).
 var indexedTypes = map[string]bool{"Binary": true, "Consent": true, "Bundle": true,
 	"DocumentReference": true, "DiagnosticReport": true, "Media": true}
 
 func (rd *reader) readSource(s *source) error {
-	if !rd.emit && s.wantType != "" && !indexedTypes[s.wantType] {
+	if !rd.emit && s.wantType != "" && !indexedTypes[s.wantType] && !s.ndjson {
 		return nil
 	}
 	f, err := os.Open(s.path)
@@ -211,6 +216,15 @@ func (rd *reader) readNDJSON(s *source, r io.Reader) error {
 			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // a byte order mark
 		}
 		if len(b) == 0 {
+			continue
+		}
+		if !rd.emit && s.wantType != "" && !indexedTypes[s.wantType] && !mayNameBinary(b) {
+			// The first pass needs only what may name a Binary; a line
+			// cut short by a stream error is reported where the second
+			// pass reports it (at this line).
+			if er.err != nil && !errors.Is(er.err, io.EOF) && !json.Valid(b) {
+				return rd.streamErr(s, line, er.err)
+			}
 			continue
 		}
 		if err := rd.ctx.Err(); err != nil {

@@ -61,7 +61,7 @@ func (rd *reader) unit(s *source, line int, raw []byte) error {
 	if typ == "Bundle" {
 		return rd.readBundle(s, line, raw)
 	}
-	if !rd.emit && !indexedTypes[typ] {
+	if !rd.emit && !indexedTypes[typ] && !mayNameBinary(raw) {
 		return nil
 	}
 	return rd.resource(s, w, raw, s.wantType, nil, nil)
@@ -155,7 +155,7 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	if typ == "Binary" {
 		return rd.emitBinary(r, labels, updated)
 	}
-	linked, err := rd.linkedLabels(r, patient)
+	linked, links, err := rd.linkedLabels(r, patient)
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	}
 	if err := rd.emitItem(Item{Type: typ, ID: id, Patient: patient, Body: body, MIMEType: FHIRJSON,
 		Sensitivity: labels, Consent: rd.idx.consent(patient), OptOut: typ == "Consent" && patient != "" && store.ConsentOptsOut(r.m),
-		LastUpdated: updated, Where: w}); err != nil {
+		LastUpdated: updated, Where: w, Links: links}); err != nil {
 		return err
 	}
 	for _, a := range atts {

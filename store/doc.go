@@ -54,6 +54,10 @@
 //	                    (Entry.OptOut) (16 bytes) -> empty; streaming
 //	                    imports only: a patient has opted out iff a key
 //	                    starts with their keyed id (optout.go)
+//	bucket "links":     keyed id of a live FHIR resource (16 bytes) ||
+//	                    keyed id of a Binary it links or mentions (16
+//	                    bytes) -> empty; streaming imports only (links.go)
+//	bucket "linkedby":  the transpose of "links": Binary || resource
 //	bucket "meta":      "schema"     -> uint32be(SchemaVersion) = 2
 //	                    "encryption" -> "none" | "envelope-v1"
 //	                    "kek"        -> DataKeys.KEK(), envelope-v1 only
@@ -62,11 +66,21 @@
 //
 // A retired URI (ImportEntries) has no "resources" entry; its newest
 // version carries the retirement time (Resource.Retired). The "ids",
-// "carried" and "optout" buckets, meta "id-key" and the Resource fields
-// "source" and "retired" were added without a schema change: older
-// binaries ignore them (and so do not maintain them: an import by an older
-// binary leaves "optout" stale). A catalog without "optout" gets it on its
-// next streaming import, built from the bodies of its live Consents.
+// "carried", "optout", "links" and "linkedby" buckets, meta "id-key" and
+// the Resource fields "source" and "retired" were added without a schema
+// change: older binaries ignore them (and so do not maintain them: an
+// import by an older binary leaves "optout" and "links" stale; a stale
+// "links" pair over-labels, a missing one leaves a label unpropagated
+// until the resource is imported again). A catalog without "optout" gets it on its
+// next streaming import, built from the bodies of its live Consents; one
+// without "links" (or "linkedby") gets both on its next streaming import,
+// built from the bodies of its live FHIR resources (fillLinks: a custos
+// attachment URI or a relative Binary/<id> in a url or reference member;
+// a Binary named by an absolute URL is indexed when its resource is next
+// imported), and that import settles every Binary they name. An import
+// that changes nothing is not renamed over the catalog (ImportStaged), so
+// the build, which reads every live FHIR body once, is repeated by each
+// import until one changes something.
 // Attachments imported before "carried" existed are not listed in it: an
 // incremental import that drops one from its carrier leaves it live, and
 // the next full import of the source retires it (as unmentioned).
@@ -153,6 +167,21 @@
 //     "opt-out" iff "optout" lists a Consent of that patient, and "optout"
 //     lists exactly the live opt-out Consents (docs/import.md, "Opt-out").
 //     A label change is a new version like any other.
+//   - Link index: "links" lists R || B iff R is a live FHIR resource of a
+//     streaming import whose current version's entry named Binary B
+//     (Entry.Links; for a resource last written before the index, its body
+//     names B as fillLinks reads it), and "linkedby" lists exactly the
+//     transposed pairs. An import sets a resource's pairs when it writes
+//     it (changed or not) and removes them when it retires it.
+//     TestLinkIndexAgreesWithScan holds it against a plain scan of the
+//     live bodies. After a streaming import, every live Binary B and every
+//     live resource of B's tenant and patient compartment that "linkedby"
+//     lists for B have at least the union of their sensitivity labels (a
+//     resource naming B from another compartment is no member); a lifted
+//     attachment has at least its carrier's. Labels are only added there
+//     (a new version, Relabelled), never removed: a label leaves a
+//     component only by imports that write every member without it (a
+//     full import holding them, docs/import.md, "Labels").
 //   - Stored Binaries: a stored entry (Entry.Stored, stored.go) never
 //     changes a Binary's content or metadata; it only adds labels, and the
 //     import fails unless the Binary is live under the entry's URI (same
@@ -192,8 +221,8 @@
 // streaming import holds about one batch instead, and drops bbolt's mapping
 // from its resident set after every batch and after every chunk of its
 // closing steps (the retirement of attachments no longer carried, the scan
-// of a full import, the opt-out relabelling, the removal of its scratch
-// buckets), so that no step
+// of a full import, the label propagation over the link index, the opt-out
+// relabelling, the removal of its scratch buckets), so that no step
 // reads a whole bucket into it. Reencrypt
 // holds every old and new blob value in memory the same way.
 //

@@ -57,6 +57,12 @@ type Entry struct {
 	// Where locates the entry in the input ("Observation.ndjson:17"), for
 	// errors. It must not hold PHI.
 	Where string
+	// Links are the source ids of the Binaries a FHIR resource links or
+	// mentions (fhirin.Item.Links), in its compartment or not: the import
+	// keeps them in the link index (links.go) and gives every live item of
+	// a Binary's compartment that names it, and the Binary, the union of
+	// their labels. Ignored for a Binary, an attachment or a deletion.
+	Links []string
 	// Stored marks an entry naming a Binary the stream links but does not
 	// hold, live in the catalog from an earlier import (fhirin.Item.Stored).
 	// Only Type ("Binary"), ID, Patient, Sensitivity (every label the
@@ -140,6 +146,10 @@ type entryRecord struct {
 	occ     occurrence // digests, patient and Where (or "entry N"), for the seen set
 	// optOut is Entry.OptOut of a Consent in a patient compartment.
 	optOut bool
+	// links are the keyed ids of the Binaries a FHIR resource names
+	// (Entry.Links); binary marks a Binary.
+	links  [][16]byte
+	binary bool
 	res    Resource
 	body   []byte
 	digest [32]byte

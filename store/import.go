@@ -38,8 +38,11 @@ type ImportReport struct {
 	// Relabelled counts the live items ImportEntries gave a new version
 	// only to change their labels: to set or clear the consent label
 	// "opt-out", because their patient's opt-out changed (docs/import.md,
-	// "Opt-out"), or to add to a Binary the stream links but does not hold
-	// (Entry.Stored) a label of the resources linking it.
+	// "Opt-out"), to add to a Binary the stream links but does not hold
+	// (Entry.Stored) a label of the resources linking it, or to add to a
+	// live Binary, or a live resource linking or mentioning one, a label
+	// of another member of the Binary's component (the link index,
+	// links.go).
 	Relabelled int `json:"relabelled"`
 }
 

@@ -145,10 +145,14 @@ func (x optOutIndex) label(r *Resource, patient []byte) error {
 }
 
 // retire is retire (the package function) for an import: it also removes
-// an opt-out Consent it retires from the index.
+// an opt-out Consent it retires from the opt-out index, and what a
+// resource it retires names from the link index.
 func (imp *entryImport) retire(tx *bolt.Tx, uri string, now time.Time) (bool, error) {
 	ok, err := retire(tx.Bucket(bucketResources), tx.Bucket(bucketVersions), uri, now)
 	if err != nil {
+		return false, err
+	}
+	if err := imp.linksOf(tx).forget(uri); err != nil {
 		return false, err
 	}
 	return ok, imp.optOutIndex(tx).forget(uri)

@@ -87,10 +87,12 @@ const notStored = "links a Binary that is neither in the input nor live in the c
 // Each is marked seen, so a full import keeps it.
 func (imp *entryImport) writeStored(tx *bolt.Tx, optout optOutIndex) error {
 	res, vers, seen := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketImportSeen)
+	links := imp.linksOf(tx)
 	for _, st := range imp.stored {
 		if err := markSeen(seen, st.id, st.occ); err != nil {
 			return err
 		}
+		links.touch(st.id[:]) // its links may name it from other imports
 		prev, live, err := lastVersion(res, vers, st.uri)
 		if err != nil {
 			return err

@@ -136,6 +136,14 @@ func (o *EntryOptions) validate() error {
 // patient; an import that changes a patient's opt-out relabels the
 // patient's live items it did not write, with a new version each
 // (Relabelled; optout.go, relabelOptOut).
+//
+// Labels follow Binaries across imports: the Binaries each live FHIR
+// resource names (Entry.Links) are kept in buckets "links" and
+// "linkedby"; after the last batch and the retirements, every Binary the
+// import wrote, relabelled or saw named, and every live resource of its
+// compartment naming it, gets the union of their sensitivity labels, to a
+// fixed point over the catalog, with a new version for each item that
+// lacked one (Relabelled; links.go, propagateLinks).
 func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, error], opts EntryOptions) (ImportReport, error) {
 	if s.readOnly {
 		return ImportReport{}, errors.New("store: import into a read-only store")
@@ -149,6 +157,11 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	}
 	if imp.buildOptOut {
 		if err := imp.fillOptOut(ctx); err != nil {
+			return ImportReport{}, err
+		}
+	}
+	if imp.buildLinks {
+		if err := imp.fillLinks(ctx); err != nil {
 			return ImportReport{}, err
 		}
 	}
@@ -203,6 +216,9 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 			return ImportReport{}, err
 		}
 	}
+	if err := imp.propagateLinks(ctx); err != nil {
+		return ImportReport{}, err
+	}
 	if err := imp.relabelOptOut(ctx); err != nil {
 		return ImportReport{}, err
 	}
@@ -244,6 +260,10 @@ type entryImport struct {
 	lastProg   int
 	// buildOptOut is set by begin when the catalog has no opt-out index.
 	buildOptOut bool
+	// buildLinks is set by begin when the catalog has no link index.
+	buildLinks bool
+	// touched are the Binaries propagateLinks must settle.
+	touched touchedSet
 }
 
 // bucketImportSeen is a streaming import's scratch bucket: keyed id ->
@@ -436,6 +456,21 @@ func (imp *entryImport) begin() error {
 				return fmt.Errorf("store: create bucket: %w", err)
 			}
 		}
+		if tx.Bucket(bucketLinks) == nil || tx.Bucket(bucketLinkedBy) == nil {
+			// A catalog written before the link index: fillLinks builds
+			// it before the first batch.
+			imp.buildLinks = true
+			for _, name := range [][]byte{bucketLinks, bucketLinkedBy} {
+				if tx.Bucket(name) != nil {
+					if err := tx.DeleteBucket(name); err != nil {
+						return fmt.Errorf("store: remove a partial link index: %w", err)
+					}
+				}
+				if _, err := tx.CreateBucket(name); err != nil {
+					return fmt.Errorf("store: create bucket: %w", err)
+				}
+			}
+		}
 		if tx.Bucket(bucketOptOut) == nil {
 			// A catalog written before the opt-out index: buildOptOut
 			// fills it before the first batch.
@@ -490,6 +525,13 @@ func (imp *entryImport) add(e *Entry, n int) bool {
 		}
 		rec.digest = sha256.Sum256(e.Body)
 		rec.optOut = e.OptOut && e.Type == "Consent" && u.Patient != ""
+		rec.binary = e.Type == "Binary"
+		if u.Scheme == SchemeFHIR {
+			var prob string
+			if rec.links, prob = imp.linkIDs(e); prob != "" {
+				return imp.probs.add(where, prob)
+			}
+		}
 		meta, err := metaDigest(rec.res)
 		if err != nil {
 			return imp.probs.add(where, err.Error())
@@ -735,8 +777,8 @@ func (s *Store) release() {
 func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.Time) error {
 	res, vers, blobs, ids := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketBlobs), tx.Bucket(bucketIDs)
 	seen, carried, carriers := tx.Bucket(bucketImportSeen), tx.Bucket(bucketCarried), tx.Bucket(bucketImportCarriers)
-	optout := imp.optOutIndex(tx)
-	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen, carried, carriers, optout.index, optout.queue} {
+	optout, links := imp.optOutIndex(tx), imp.linksOf(tx)
+	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen, carried, carriers, optout.index, optout.queue, links.fwd, links.rev} {
 		b.FillPercent = streamFillPercent
 	}
 	if err := imp.indexBatchOptOut(tx); err != nil {
@@ -808,6 +850,21 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		if live && otherSource(prev.Source, imp.opts.Source) {
 			return &EntryError{Where: rec.occ.where, Reason: heldByAnotherSource}
 		}
+		// The link index: a resource's pairs as its entry names them (a
+		// resource not live before has none to remove); the Binaries of
+		// a resource or a Binary written are settled after the last
+		// batch (of an unchanged one only a Binary it names anew).
+		linked := func(written bool) error {
+			switch {
+			case rec.binary:
+				if written {
+					links.touch(rec.id[:])
+				}
+			case rec.uri.Scheme == SchemeFHIR && (live || len(rec.links) > 0):
+				return links.set(rec.id[:], rec.links, written)
+			}
+			return nil
+		}
 		r := rec.res
 		if rec.uri.Patient != "" {
 			p := uuid.MustParse(rec.uri.Patient)
@@ -826,6 +883,9 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 				return err
 			}
 			if same {
+				if err := linked(false); err != nil {
+					return err
+				}
 				imp.rep.Unchanged++
 				continue
 			}
@@ -834,6 +894,9 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		default: // retired before, back now
 			r.Version = prev.Version + 1
 			imp.rep.Updated++
+		}
+		if err := linked(true); err != nil {
+			return err
 		}
 		if err := putLive(res, vers, r); err != nil {
 			return err
