@@ -17,7 +17,11 @@ import (
 // testTimeout is the evaluation deadline of the engines the equivalence
 // tests compare: generous, so that a starved machine (the race detector,
 // neighbours) never turns a decision into a policy_timeout on one side only.
-const testTimeout = 10 * time.Second
+// 10 s was not enough: under -race at load average 10, one DecideBatch of
+// TestSubjectCacheConcurrentDecisions (four workers, the whole grid) ran
+// past it in a fresh-clone CI run on 2026-12-05 ("evaluation failed:
+// context deadline exceeded" after 182 s of the test).
+const testTimeout = 60 * time.Second
 
 func plainAndCached(t *testing.T, fsys fstest.MapFS) (plain, cached *Engine) {
 	t.Helper()
