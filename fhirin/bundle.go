@@ -29,7 +29,7 @@ type bundle struct {
 // mayNameBinary is mayNameBinary for a resource of the Bundle: it may also
 // name a Binary entry by its fullUrl, or by a conditional reference.
 func (b *bundle) mayNameBinary(raw []byte) bool {
-	if bytes.Contains(raw, []byte("Binary")) {
+	if bytes.Contains(raw, []byte("Binary")) || mayNameBinary(raw) {
 		return true
 	}
 	for _, u := range b.binaryFullURLs {

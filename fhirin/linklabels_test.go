@@ -439,3 +439,51 @@ func TestReadMentionByFullURL(t *testing.T) {
 		t.Errorf("answer links %v, want [b1]", qr.Links)
 	}
 }
+
+// A url or reference naming a Binary is read from the decoded JSON string,
+// however the source escaped it: "Binary\/bhiv" (PHP's json_encode
+// escapes every slash by default) and "Bin\u0061ry/bq" are "Binary/bhiv"
+// and "Binary/bq". A DocumentReference whose lifted url was "Binary\/bhiv"
+// lost the HIV label of the Binary it links (the link was lifted, the
+// label not taken: the shortcut of mentionedBinaries looked for the bytes
+// Binary/; found by h-review9), and a QuestionnaireResponse of a type the
+// first pass skips, mentioning a Binary with an escaped url, neither took
+// nor gave labels; neither listed the Binary in Item.Links.
+func TestReadEscapedBinaryURL(t *testing.T) {
+	const (
+		hiv = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}`
+		psy = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"PSY"}`
+		pat = `{"resourceType":"Patient","id":"p"}`
+		bh  = `{"resourceType":"Binary","id":"bhiv","meta":{"security":[` + hiv + `]},"contentType":"text/plain","data":"aGk="}`
+		bq  = `{"resourceType":"Binary","id":"bq","securityContext":{"reference":"Patient\/p"},"contentType":"text/plain","data":"aGk="}`
+		d1  = `{"resourceType":"DocumentReference","id":"d1","status":"current","subject":{"reference":"Patient\/p"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary\/bhiv"}}]}`
+		q1  = `{"resourceType":"QuestionnaireResponse","id":"q1","status":"completed","meta":{"security":[` + psy + `]},"subject":{"reference":"Patient/p"},"item":[{"linkId":"a","answer":[{"valueAttachment":{"url":"Bin\u0061ry/bq"}}]}]}`
+	)
+	dir := t.TempDir()
+	for name, lines := range map[string][]string{
+		"Binary.ndjson":                {bh, bq},
+		"Patient.ndjson":               {pat},
+		"DocumentReference.ndjson":     {d1},
+		"QuestionnaireResponse.ndjson": {q1},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items := mustReadAll(t, dir)
+	for _, w := range []struct {
+		typ, id string
+		labels  []string
+		links   []string
+	}{
+		{"DocumentReference", "d1", []string{"hiv"}, []string{"bhiv"}},
+		{"Binary", "bhiv", []string{"hiv"}, nil},
+		{"QuestionnaireResponse", "q1", []string{"psy"}, []string{"bq"}},
+		{"Binary", "bq", []string{"psy"}, nil},
+	} {
+		it := find(t, items, w.typ, w.id)
+		if !slices.Equal(it.Sensitivity, w.labels) || !slices.Equal(it.Links, w.links) {
+			t.Errorf("%s %s: labels %v links %v, want %v %v", w.typ, w.id, it.Sensitivity, it.Links, w.labels, w.links)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -371,7 +372,7 @@ func (imp *entryImport) fillLinks(ctx context.Context) error {
 // Binary/<id> (a mention as the reader keeps it). An absolute URL is not
 // read: which server it names is not known once stored. Not JSON: none.
 func bodyLinks(body []byte, n *Namer) [][16]byte {
-	if !bytes.Contains(body, []byte("Binary/")) && !bytes.Contains(body, []byte(SchemeAttachment+"://")) {
+	if !MayNameBinary(body) && !bytes.Contains(body, []byte(SchemeAttachment+"://")) {
 		return nil
 	}
 	var v any
@@ -427,4 +428,31 @@ func validSourceID(s string) bool {
 		return false
 	}
 	return strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-") == ""
+}
+
+// MayNameBinary reports whether the JSON text raw may hold a string
+// "Binary/..." (a url or reference naming a Binary), however it is
+// escaped: false only if raw holds neither the bytes Binary/, nor an
+// escaped slash (\/, which PHP's json_encode writes for every slash), nor
+// a \u escape of one of the characters of "Binary/". It is the shortcut
+// before a body is walked for the Binaries it names (bodyLinks,
+// fhirin's mentionedBinaries): a plain bytes.Contains(raw, "Binary/")
+// missed "Binary\/b1", and the resource naming b1 lost b1's labels.
+func MayNameBinary(raw []byte) bool {
+	if bytes.Contains(raw, []byte("Binary/")) || bytes.Contains(raw, []byte(`\/`)) {
+		return true
+	}
+	for rest := raw; ; {
+		i := bytes.Index(rest, []byte(`\u`))
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+2:]
+		var c [2]byte
+		if len(rest) >= 4 {
+			if _, err := hex.Decode(c[:], rest[:4]); err == nil && c[0] == 0 && strings.IndexByte("Binary/", c[1]) >= 0 {
+				return true
+			}
+		}
+	}
 }
