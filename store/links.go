@@ -127,38 +127,52 @@ func (x linkIndex) forget(uri string) error {
 // transaction (a variable so that a test can make it small).
 var linkVisits = 96
 
+// onLinkRound, if set (by a test), is called each time propagateLinks
+// takes the queued Binaries, with how many it took.
+var onLinkRound func(queued int)
+
 // propagateLinks ends an import's label work (after the last batch and the
 // retirements, before the opt-out relabelling): every Binary queued in
-// imp.touched is settled (settle), in key order, which may queue others,
-// until none is left. It works in transactions of at most linkVisits
-// Binaries, releasing the mapping after each.
+// imp.touched is settled (settle), which may queue others, until none is
+// left. It works in rounds: each takes the queued Binaries once, sorted
+// (key order), and settles them in transactions of at most linkVisits
+// Binaries, releasing the mapping after each; a Binary queued again before
+// its turn in the round is settled once then, one queued after it waits
+// for the next round. (Taking the queue again after each transaction
+// sorted the whole remaining set T/linkVisits times: quadratic in the
+// number T of Binaries an import touched.)
 func (imp *entryImport) propagateLinks(ctx context.Context) error {
 	for len(imp.touched) > 0 {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		queued := make([][16]byte, 0, len(imp.touched))
+		round := make([][16]byte, 0, len(imp.touched))
 		for b := range imp.touched {
-			queued = append(queued, b)
+			round = append(round, b)
 		}
-		slices.SortFunc(queued, func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) })
-		queued = queued[:min(len(queued), linkVisits)]
-		for _, b := range queued {
-			delete(imp.touched, b)
+		clear(imp.touched)
+		slices.SortFunc(round, func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) })
+		if onLinkRound != nil {
+			onLinkRound(len(round))
 		}
-		err := imp.s.update(func(tx *bolt.Tx) error {
-			x := imp.linksOf(tx)
-			for _, b := range queued {
-				if err := imp.settle(tx, x, b[:]); err != nil {
-					return err
-				}
+		for len(round) > 0 {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			return err
+			queued := round[:min(len(round), linkVisits)]
+			round = round[len(queued):]
+			err := imp.s.update(func(tx *bolt.Tx) error {
+				x := imp.linksOf(tx)
+				for _, b := range queued {
+					delete(imp.touched, b) // settled now, with what queued it again
+					if err := imp.settle(tx, x, b[:]); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			imp.s.release()
 		}
-		imp.s.release()
 	}
 	return nil
 }

@@ -434,3 +434,50 @@ func TestLinkIndexBuildCommittedWithoutChange(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// propagateLinks takes the queued Binaries (a copy of the set, sorted)
+// once per round of the propagation, not once per transaction: it took
+// them again after every linkVisits Binaries, so settling T Binaries
+// sorted the remaining set T/linkVisits times, quadratic in T (100,000
+// Binaries, a first import of 100,000 documents or the index build of
+// such a catalog: about 30 s of CPU in the sorts alone, 1,000,000 about
+// an hour; found by h-review9). Here 300 Binaries, each linked by its
+// DocumentReference, settled one per transaction, are taken at most
+// twice (the written ones, then any a relabelled member queued), not 300
+// times.
+func TestPropagateLinksTakesTheQueueOncePerRound(t *testing.T) {
+	defer func(v int) { linkVisits = v }(linkVisits)
+	linkVisits = 1
+	rounds, settled := 0, 0
+	onLinkRound = func(n int) { rounds++; settled += n }
+	defer func() { onLinkRound = nil }()
+	n := testNamer(t, "gh")
+	var es []Entry
+	for i := range 300 {
+		b := fmt.Sprintf("b%d", i)
+		es = append(es, Entry{Type: "Binary", ID: b, Patient: srcPatient, Body: []byte("note " + b), MIMEType: "text/plain", Sensitivity: []string{"hiv"}, Where: "Binary.ndjson:" + b})
+		d := fhirEntry("DocumentReference", "d"+b, srcPatient, `{"resourceType":"DocumentReference","id":"d`+b+`","content":[{"attachment":{"url":"`+n.Link("Binary", b, srcPatient)+`"}}]}`)
+		d.Links = []string{b}
+		es = append(es, d)
+	}
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	rep, err := stagedImport(t, path, EntryOptions{Namer: n}, es...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Relabelled != 300 {
+		t.Errorf("report %+v, want 300 relabelled (each d takes its Binary's hiv)", rep)
+	}
+	if rounds > 2 || settled < 300 {
+		t.Errorf("the queue was taken %d times (%d Binaries in all), want at most 2 for 300 Binaries", rounds, settled)
+	}
+	s := openRead(t, path)
+	defer s.Close()
+	r, err := s.Get(n.Link("DocumentReference", "db299", srcPatient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Labels.Sensitivity, []string{"hiv"}) {
+		t.Errorf("db299: labels %v, want [hiv]", r.Labels.Sensitivity)
+	}
+}
