@@ -487,3 +487,38 @@ func TestReadEscapedBinaryURL(t *testing.T) {
 		}
 	}
 }
+
+// The first pass finds a Bundle entry naming a Binary entry by its fullUrl
+// from the entry's decoded strings, each looked up once: it searched the
+// entry's bytes for each Binary's fullUrl in turn, so a url escaped as
+// "urn\u003auuid:..." was not seen (the Binary lacked the psy of the
+// answer naming it), and the pass read every entry once per Binary of
+// the Bundle (10,000 Observations and 1,000 Binaries: 2.5 s instead of
+// 0.8 s, quadratic; found by h-review9). A version-specific url
+// (fullUrl/_history/1) names the entry too (a guard: the old search
+// found it).
+func TestReadMentionByEscapedFullURL(t *testing.T) {
+	const psy = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"PSY"}`
+	for name, url := range map[string]string{
+		"escaped": `urn\u003auuid:7c1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f`,
+		"history": `urn:uuid:7c1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f/_history/1`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			bundle := `{"resourceType":"Bundle","type":"collection","entry":[` +
+				`{"fullUrl":"urn:uuid:6b1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f","resource":{"resourceType":"Patient","id":"p"}},` +
+				`{"fullUrl":"urn:uuid:7c1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f","resource":{"resourceType":"Binary","id":"b1","securityContext":{"reference":"urn:uuid:6b1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f"},"contentType":"text/plain","data":"aGk="}},` +
+				`{"fullUrl":"urn:uuid:8d1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f","resource":{"resourceType":"QuestionnaireResponse","id":"qr","status":"completed","meta":{"security":[` + psy + `]},"subject":{"reference":"urn:uuid:6b1c2c4e-0d6e-4c55-9b1e-1a2b3c4d5e6f"},"item":[{"linkId":"1","answer":[{"valueAttachment":{"contentType":"text/plain","url":"` + url + `"}}]}]}}]}`
+			p := filepath.Join(t.TempDir(), "bundle.json")
+			if err := os.WriteFile(p, []byte(bundle), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			items := mustReadAll(t, p)
+			if b := find(t, items, "Binary", "b1"); !slices.Equal(b.Sensitivity, []string{"psy"}) {
+				t.Errorf("Binary: labels %v, want [psy]", b.Sensitivity)
+			}
+			if qr := find(t, items, "QuestionnaireResponse", "qr"); !slices.Equal(qr.Links, []string{"b1"}) {
+				t.Errorf("answer links %v, want [b1]", qr.Links)
+			}
+		})
+	}
+}
