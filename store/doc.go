@@ -75,7 +75,8 @@
 // next streaming import, built from the bodies of its live Consents; one
 // without "links" (or "linkedby") gets both on its next streaming import,
 // built from the bodies of its live FHIR resources (fillLinks: a custos
-// attachment URI or a relative Binary/<id> in a url or reference member;
+// attachment URI or a relative Binary/<id>, versioned or not, in a url or
+// reference member;
 // a Binary named by an absolute URL is indexed when its resource is next
 // imported), and that import settles every Binary they name. The import
 // that builds an index is renamed over the catalog (ImportStaged) even if

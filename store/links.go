@@ -383,8 +383,9 @@ func (imp *entryImport) fillLinks(ctx context.Context) error {
 // bodyLinks are the keyed ids of the Binaries a stored FHIR body names in
 // a url or reference member, anywhere in it: a custos attachment URI (a
 // lifted link, which may also name a lifted attachment) or a relative
-// Binary/<id> (a mention as the reader keeps it). An absolute URL is not
-// read: which server it names is not known once stored. Not JSON: none.
+// Binary/<id>, or Binary/<id>/_history/<v> (a mention as the reader keeps
+// it). An absolute URL is not read: which server it names is not known
+// once stored. Not JSON: none.
 func bodyLinks(body []byte, n *Namer) [][16]byte {
 	if !MayNameBinary(body) && !bytes.Contains(body, []byte(SchemeAttachment+"://")) {
 		return nil
@@ -401,7 +402,8 @@ func bodyLinks(body []byte, n *Namer) [][16]byte {
 				return
 			}
 			id = u.ID
-		} else if rest, ok := strings.CutPrefix(s, "Binary/"); ok && validSourceID(rest) {
+		} else if rest, ok := strings.CutPrefix(s, "Binary/"); ok && validSourceID(unversioned(rest)) {
+			rest = unversioned(rest)
 			u, err := n.URI("Binary", rest, "")
 			if err != nil {
 				return
@@ -434,6 +436,16 @@ func bodyLinks(body []byte, n *Namer) [][16]byte {
 	}
 	walk(v)
 	return out
+}
+
+// unversioned is id/_history/<v> without the version part (a version-
+// specific reference names the resource, as fhirin's parseLiteral reads
+// it: v is anything without a slash); anything else as it is.
+func unversioned(s string) string {
+	if id, v, ok := strings.Cut(s, "/_history/"); ok && !strings.Contains(v, "/") {
+		return id
+	}
+	return s
 }
 
 // validSourceID reports whether s is a FHIR id: [A-Za-z0-9.-]{1,64}.

@@ -481,3 +481,21 @@ func TestPropagateLinksTakesTheQueueOncePerRound(t *testing.T) {
 		t.Errorf("db299: labels %v, want [hiv]", r.Labels.Sensitivity)
 	}
 }
+
+// bodyLinks reads a version-specific Binary/<id>/_history/<v> as naming
+// Binary <id>, as the reader does (fhirin's parseLiteral): the build of
+// the index for a catalog written without it left such a resource out
+// (found by h-review9), so a label the Binary gained later did not reach
+// it until the resource was imported again. Anything else after the id
+// names nothing (the reader's rule: the version is the last segment).
+func TestBodyLinksVersioned(t *testing.T) {
+	n := testNamer(t, "gh")
+	u, err := n.URI("Binary", "b1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := bodyLinks([]byte(`{"resourceType":"Provenance","target":[{"reference":"Binary/b1/_history/2"},{"reference":"Binary/b2/other/3"},{"reference":"Binary/b3/_history/1/x"}]}`), n)
+	if want := [][16]byte{[16]byte(uuid.MustParse(u.ID))}; !slices.Equal(got, want) {
+		t.Errorf("names %x, want %x (b1 only)", got, want)
+	}
+}
