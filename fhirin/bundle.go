@@ -23,21 +23,51 @@ type bundle struct {
 	byFullURL    map[string]refTarget
 	byIdentifier map[string]refTarget // "Type?system|value" and "Type?*|value"; an ambiguous key maps to the zero target
 	// binaryFullURLs are the fullUrls of the Binary entries.
-	binaryFullURLs []string
+	binaryFullURLs map[string]bool
 }
 
 // mayNameBinary is mayNameBinary for a resource of the Bundle: it may also
-// name a Binary entry by its fullUrl, or by a conditional reference.
+// name a Binary entry by its fullUrl (a string of raw that resolveFullURL
+// resolves to a Binary entry), or by a conditional reference. It reads
+// raw once, looking each string up: it searched raw for every Binary's
+// fullUrl, so the first pass over a Bundle of N entries and B Binaries
+// read N times B entries (a Bundle of 10,000 Observations and 1,000
+// Binaries was read in 2.5 s instead of 0.8 s; found by h-review9).
 func (b *bundle) mayNameBinary(raw []byte) bool {
-	if bytes.Contains(raw, []byte("Binary")) {
+	if bytes.Contains(raw, []byte("Binary")) || mayNameBinary(raw) {
 		return true
 	}
-	for _, u := range b.binaryFullURLs {
-		if bytes.Contains(raw, []byte(u)) {
+	if len(b.binaryFullURLs) == 0 {
+		return false
+	}
+	for i := 0; ; {
+		q := bytes.IndexByte(raw[i:], '"')
+		if q < 0 {
+			return false
+		}
+		start, end, escaped := i+q+1, i+q+1, false
+		for end < len(raw) && raw[end] != '"' {
+			if raw[end] == '\\' {
+				escaped = true
+				end++
+			}
+			end++
+		}
+		if end >= len(raw) {
+			return true // not JSON: the reader reports it
+		}
+		s := string(raw[start:end])
+		if escaped && json.Unmarshal(raw[start-1:end+1], &s) != nil {
 			return true
 		}
+		if b.binaryFullURLs[s] {
+			return true
+		}
+		if h := strings.Index(s, "/_history/"); h > 0 && b.binaryFullURLs[s[:h]] {
+			return true
+		}
+		i = end + 1
 	}
-	return false
 }
 
 // entry is one Bundle.entry.
@@ -181,7 +211,10 @@ func (b *bundle) index(s *source, entries []*entry) error {
 			}
 			b.byFullURL[e.FullURL] = t
 			if e.typ == "Binary" {
-				b.binaryFullURLs = append(b.binaryFullURLs, e.FullURL)
+				if b.binaryFullURLs == nil {
+					b.binaryFullURLs = map[string]bool{}
+				}
+				b.binaryFullURLs[e.FullURL] = true
 			}
 		}
 		for _, id := range identifiers {

@@ -1,7 +1,6 @@
 package fhirin
 
 import (
-	"bytes"
 	"slices"
 	"strings"
 
@@ -343,7 +342,7 @@ func (x *index) check(stored func(id, patient string) ([]string, bool, error), p
 // own server), without its errors; a Bundle fullUrl in either was made
 // Binary/<id> by rewriteRefs.
 func (r *resource) mentionedBinaries() []string {
-	if !r.modified && !bytes.Contains(r.raw, []byte("Binary/")) {
+	if !r.modified && !store.MayNameBinary(r.raw) {
 		return nil // r.m is r.raw, which names no Binary (a Bundle's rewritten references are only in r.m)
 	}
 	var out []string
@@ -453,5 +452,5 @@ func (r *resource) binaryURL(att map[string]any, path string) (string, bool, err
 // entry's fullUrl). The first pass reads a resource of a type that cannot
 // link (indexedTypes) only then.
 func mayNameBinary(raw []byte) bool {
-	return bytes.Contains(raw, []byte("Binary/"))
+	return store.MayNameBinary(raw)
 }

@@ -75,12 +75,14 @@
 // next streaming import, built from the bodies of its live Consents; one
 // without "links" (or "linkedby") gets both on its next streaming import,
 // built from the bodies of its live FHIR resources (fillLinks: a custos
-// attachment URI or a relative Binary/<id> in a url or reference member;
+// attachment URI or a relative Binary/<id>, versioned or not, in a url or
+// reference member;
 // a Binary named by an absolute URL is indexed when its resource is next
-// imported), and that import settles every Binary they name. An import
-// that changes nothing is not renamed over the catalog (ImportStaged), so
-// the build, which reads every live FHIR body once, is repeated by each
-// import until one changes something.
+// imported), and that import settles every Binary they name. The import
+// that builds an index is renamed over the catalog (ImportStaged) even if
+// it changes nothing else, so the build, which reads every live FHIR body
+// once, is not repeated (it was, by every import until one changed
+// something).
 // Attachments imported before "carried" existed are not listed in it: an
 // incremental import that drops one from its carrier leaves it live, and
 // the next full import of the source retires it (as unmentioned).

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -126,38 +127,52 @@ func (x linkIndex) forget(uri string) error {
 // transaction (a variable so that a test can make it small).
 var linkVisits = 96
 
+// onLinkRound, if set (by a test), is called each time propagateLinks
+// takes the queued Binaries, with how many it took.
+var onLinkRound func(queued int)
+
 // propagateLinks ends an import's label work (after the last batch and the
 // retirements, before the opt-out relabelling): every Binary queued in
-// imp.touched is settled (settle), in key order, which may queue others,
-// until none is left. It works in transactions of at most linkVisits
-// Binaries, releasing the mapping after each.
+// imp.touched is settled (settle), which may queue others, until none is
+// left. It works in rounds: each takes the queued Binaries once, sorted
+// (key order), and settles them in transactions of at most linkVisits
+// Binaries, releasing the mapping after each; a Binary queued again before
+// its turn in the round is settled once then, one queued after it waits
+// for the next round. (Taking the queue again after each transaction
+// sorted the whole remaining set T/linkVisits times: quadratic in the
+// number T of Binaries an import touched.)
 func (imp *entryImport) propagateLinks(ctx context.Context) error {
 	for len(imp.touched) > 0 {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		queued := make([][16]byte, 0, len(imp.touched))
+		round := make([][16]byte, 0, len(imp.touched))
 		for b := range imp.touched {
-			queued = append(queued, b)
+			round = append(round, b)
 		}
-		slices.SortFunc(queued, func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) })
-		queued = queued[:min(len(queued), linkVisits)]
-		for _, b := range queued {
-			delete(imp.touched, b)
+		clear(imp.touched)
+		slices.SortFunc(round, func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) })
+		if onLinkRound != nil {
+			onLinkRound(len(round))
 		}
-		err := imp.s.update(func(tx *bolt.Tx) error {
-			x := imp.linksOf(tx)
-			for _, b := range queued {
-				if err := imp.settle(tx, x, b[:]); err != nil {
-					return err
-				}
+		for len(round) > 0 {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			return err
+			queued := round[:min(len(round), linkVisits)]
+			round = round[len(queued):]
+			err := imp.s.update(func(tx *bolt.Tx) error {
+				x := imp.linksOf(tx)
+				for _, b := range queued {
+					delete(imp.touched, b) // settled now, with what queued it again
+					if err := imp.settle(tx, x, b[:]); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			imp.s.release()
 		}
-		imp.s.release()
 	}
 	return nil
 }
@@ -368,10 +383,11 @@ func (imp *entryImport) fillLinks(ctx context.Context) error {
 // bodyLinks are the keyed ids of the Binaries a stored FHIR body names in
 // a url or reference member, anywhere in it: a custos attachment URI (a
 // lifted link, which may also name a lifted attachment) or a relative
-// Binary/<id> (a mention as the reader keeps it). An absolute URL is not
-// read: which server it names is not known once stored. Not JSON: none.
+// Binary/<id>, or Binary/<id>/_history/<v> (a mention as the reader keeps
+// it). An absolute URL is not read: which server it names is not known
+// once stored. Not JSON: none.
 func bodyLinks(body []byte, n *Namer) [][16]byte {
-	if !bytes.Contains(body, []byte("Binary/")) && !bytes.Contains(body, []byte(SchemeAttachment+"://")) {
+	if !MayNameBinary(body) && !bytes.Contains(body, []byte(SchemeAttachment+"://")) {
 		return nil
 	}
 	var v any
@@ -386,7 +402,8 @@ func bodyLinks(body []byte, n *Namer) [][16]byte {
 				return
 			}
 			id = u.ID
-		} else if rest, ok := strings.CutPrefix(s, "Binary/"); ok && validSourceID(rest) {
+		} else if rest, ok := strings.CutPrefix(s, "Binary/"); ok && validSourceID(unversioned(rest)) {
+			rest = unversioned(rest)
 			u, err := n.URI("Binary", rest, "")
 			if err != nil {
 				return
@@ -421,10 +438,47 @@ func bodyLinks(body []byte, n *Namer) [][16]byte {
 	return out
 }
 
+// unversioned is id/_history/<v> without the version part (a version-
+// specific reference names the resource, as fhirin's parseLiteral reads
+// it: v is anything without a slash); anything else as it is.
+func unversioned(s string) string {
+	if id, v, ok := strings.Cut(s, "/_history/"); ok && !strings.Contains(v, "/") {
+		return id
+	}
+	return s
+}
+
 // validSourceID reports whether s is a FHIR id: [A-Za-z0-9.-]{1,64}.
 func validSourceID(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
 		return false
 	}
 	return strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-") == ""
+}
+
+// MayNameBinary reports whether the JSON text raw may hold a string
+// "Binary/..." (a url or reference naming a Binary), however it is
+// escaped: false only if raw holds neither the bytes Binary/, nor an
+// escaped slash (\/, which PHP's json_encode writes for every slash), nor
+// a \u escape of one of the characters of "Binary/". It is the shortcut
+// before a body is walked for the Binaries it names (bodyLinks,
+// fhirin's mentionedBinaries): a plain bytes.Contains(raw, "Binary/")
+// missed "Binary\/b1", and the resource naming b1 lost b1's labels.
+func MayNameBinary(raw []byte) bool {
+	if bytes.Contains(raw, []byte("Binary/")) || bytes.Contains(raw, []byte(`\/`)) {
+		return true
+	}
+	for rest := raw; ; {
+		i := bytes.Index(rest, []byte(`\u`))
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+2:]
+		var c [2]byte
+		if len(rest) >= 4 {
+			if _, err := hex.Decode(c[:], rest[:4]); err == nil && c[0] == 0 && strings.IndexByte("Binary/", c[1]) >= 0 {
+				return true
+			}
+		}
+	}
 }

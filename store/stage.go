@@ -27,7 +27,9 @@ import (
 //  5. rename it over catalogPath and sync the directory.
 //
 // On any failure the scratch file is removed and catalogPath is untouched.
-// When the import changed nothing (every line unchanged) nothing is renamed.
+// When the import changed nothing (every line unchanged) nothing is renamed,
+// unless it built an index the catalog lacked (links, optout): else every
+// later import would build it again.
 // A reader that opened the old file keeps reading it until it closes it;
 // the rename assumes POSIX semantics (replacing an open file).
 func ImportStaged(ctx context.Context, catalogPath, path string, opts Options, progress func(done, total int)) (ImportReport, error) {
@@ -131,7 +133,7 @@ func staged(ctx context.Context, catalogPath string, opts Options, fn func(*Stor
 	if err != nil {
 		return ImportReport{}, err
 	}
-	if live != nil && rep.Created == 0 && rep.Updated == 0 && rep.Retired == 0 && rep.Relabelled == 0 {
+	if live != nil && rep.Created == 0 && rep.Updated == 0 && rep.Retired == 0 && rep.Relabelled == 0 && !st.builtIndex {
 		os.Remove(tmp)
 		return rep, nil
 	}

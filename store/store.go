@@ -180,6 +180,10 @@ type Store struct {
 	// mode recorded in meta in each transaction, so a catalog opened with
 	// Migrate serves blobs as soon as Reencrypt has committed.
 	keys DataKeys
+	// builtIndex: an ImportEntries into this store built an index the
+	// catalog lacked (links, optout), so its scratch copy is renamed over
+	// the catalog even if nothing else changed (staged).
+	builtIndex bool
 }
 
 // Open opens (creating it with mode 0600 unless opts.ReadOnly) the store at

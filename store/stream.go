@@ -227,6 +227,7 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	}
 	imp.rep.Lines = n
 	imp.progress(n, n)
+	s.builtIndex = s.builtIndex || imp.buildLinks || imp.buildOptOut
 	r := imp.rep
 	s.log.Info("import committed", "elapsed", time.Since(start).Round(time.Millisecond), "entries", r.Lines, "created", r.Created,
 		"updated", r.Updated, "unchanged", r.Unchanged, "retired", r.Retired, "relabelled", r.Relabelled, "bytes", r.Bytes)
