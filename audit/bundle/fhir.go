@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -106,6 +107,11 @@ type fhirExtension struct {
 	Extension   []fhirExtension `json:"extension,omitempty"`
 }
 
+type fhirPeriod struct {
+	Start string `json:"start"`
+	End   string `json:"end"`
+}
+
 type fhirMeta struct {
 	Profile []string `json:"profile"`
 }
@@ -118,6 +124,7 @@ type fhirAuditEvent struct {
 	Type           fhirCoding      `json:"type"`
 	Subtype        []fhirCoding    `json:"subtype,omitempty"`
 	Action         string          `json:"action"`
+	Period         *fhirPeriod     `json:"period,omitempty"`
 	Recorded       string          `json:"recorded"`
 	Outcome        string          `json:"outcome"`
 	OutcomeDesc    string          `json:"outcomeDesc,omitempty"`
@@ -183,6 +190,9 @@ func balpKindOf(action string) balpKind {
 // whose client address is unknown (a source naming a component, or the
 // "oauth" that logs before the peer address was recorded carry) cannot
 // fill agent[client].network (1..1).
+//
+// An aggregate refusal record (aggregateOf), which stands for N refusals
+// in a window, has the window as period and N as the extension's count.
 //
 // The extension custosAuditRecordExt carries seq, hash, prev_hash, action,
 // decision_id, policy_revision, session, digests, obligations and keys, so
@@ -363,6 +373,10 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 	}
 	for _, k := range r.Keys {
 		add("key", k)
+	}
+	if agg, ok := aggregateOf(r); ok {
+		ev.Period = &fhirPeriod{Start: agg.start.Format(time.RFC3339), End: agg.end.Format(time.RFC3339)}
+		add("count", strconv.FormatInt(agg.count, 10))
 	}
 	if r.Dev {
 		add("dev", "true")
