@@ -317,7 +317,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 			continue
 		}
 		ev.Entity = append(ev.Entity, fhirEntity{
-			What: &fhirReference{Type: "Patient", Identifier: &fhirIdentifier{System: custosPatientHash, Value: p}},
+			What: &fhirReference{Type: "Patient", Identifier: &fhirIdentifier{System: patientSystem(p), Value: p}},
 			Type: &fhirCoding{System: fhirEntityType, Code: "1", Display: "Person"},
 			Role: &fhirCoding{System: fhirObjectRole, Code: "1", Display: "Patient"},
 		})
@@ -424,6 +424,19 @@ func clientNetwork(source, node string) *fhirNetwork {
 		return &fhirNetwork{Address: node, Type: "1"}
 	}
 	return nil
+}
+
+// patientSystem is the identifier system of a record's patient p:
+// custosPatientHash for a keyed hash (audit.PseudonymPrefix and 32
+// lowercase hex digits), none for anything else. Records written before
+// patient ids were keyed-hashed (v1 records and the first v2 ones) hold the
+// id itself; the event does not vouch for it as a pseudonym.
+func patientSystem(p string) string {
+	h, ok := strings.CutPrefix(p, audit.PseudonymPrefix)
+	if !ok || len(h) != 32 || strings.Trim(h, "0123456789abcdef") != "" {
+		return ""
+	}
+	return custosPatientHash
 }
 
 // deviceRef is the source observer: the custos node.
