@@ -35,7 +35,8 @@ const (
 	balpQuery            = "https://profiles.ihe.net/ITI/BALP/StructureDefinition/IHE.BasicAudit.Query"
 	custosAuditRecordExt = "https://github.com/custos-mcp/custos/fhir/StructureDefinition/audit-record"
 	custosPatientHash    = "https://github.com/custos-mcp/custos/fhir/NamingSystem/audit-patient-keyed-hash"
-	actionAuthReject     = "auth/reject" // server.ActionAuthReject: an HTTP request refused before MCP
+	actionAuthReject     = "auth/reject"     // server.ActionAuthReject: an HTTP request refused before MCP
+	actionIntegrity      = "audit/integrity" // scrub.Action: the audit log was found broken
 )
 
 // auditLogUses are the actions of the records of an auditor's access to

@@ -231,7 +231,8 @@ type ocsfEvent struct {
 // milliseconds; status_id 1 (Success) for allow and 2 (Failure) for deny or
 // error, with status_code the outcome and status_detail the reason;
 // severity_id 1 (Informational) for allow, 2 (Low) for deny, 3 (Medium) for
-// error; type_name "API Activity: Read" or "API Activity: Other";
+// error, but 5 (Critical) for an audit/integrity error (the audit log was
+// found broken); type_name "API Activity: Read" or "API Activity: Other";
 // timezone_offset 0 (times are UTC); for an aggregate refusal record
 // (aggregateOf) count = the refusals it stands for and start_time,
 // end_time = its window, in Unix milliseconds. metadata.uid is the event_id and
@@ -285,6 +286,11 @@ func OCSFAPIActivity(r audit.Record) ([]byte, error) {
 		ev.StatusID, ev.Status, ev.SeverityID, ev.Severity = 2, "Failure", 2, "Low"
 	default:
 		ev.StatusID, ev.Status, ev.SeverityID, ev.Severity = 2, "Failure", 3, "Medium"
+	}
+	if r.Action == actionIntegrity && r.Outcome == audit.OutcomeError {
+		// The audit log itself was found broken: the evidence is in
+		// doubt, as critical as the alert operations raise on it.
+		ev.SeverityID, ev.Severity = 5, "Critical"
 	}
 	if r.Principal.Sub != "" {
 		ev.Actor.User = &ocsfUser{UID: r.Principal.Sub}
