@@ -38,6 +38,8 @@ func aggregateEntries() []audit.Entry {
 		e("policy/reject", audit.OutcomeDeny, "candidate=sha256:aa policy: x,aggregate,count=5,window=yesterday/today", audit.Principal{Sub: "custos"}, "dir:/etc/custos/policy"),
 		e("auth/reject", audit.OutcomeDeny, "http_401,no_token,aggregate,count=-1,window=2026-12-05T13:12:53Z/2026-12-05T13:13:58Z", none, "127.0.0.1"),
 		e("auth/reject", audit.OutcomeDeny, "http_401,no_token,aggregate,count=3,window=2026-12-05T13:13:58Z/2026-12-05T13:12:53Z", none, "127.0.0.1"),
+		e("policy/reject", audit.OutcomeDeny, "candidate=sha256:bb policy: x,aggregate,count=5,window=2026-12-05T13:12:53Z/2026-12-05T13:13:58Z", audit.Principal{Sub: "custos"}, "dir:/etc/custos/policy"),
+		e(audit.ActionResourcesRead, audit.OutcomeError, "policy_error,aggregate,count=5,window=2026-12-05T13:12:53Z/2026-12-05T13:13:58Z", clin, "stdio"),
 		e("complete", audit.OutcomeAllow, "argument=id,aggregate,count=2,window=2026-12-05T13:12:53Z/2026-12-05T13:13:58Z", clin, "127.0.0.1:1"),
 	}
 }

@@ -6,3 +6,6 @@ var AuditLogUses = auditLogUses
 // RealisticEntries are the records TestExportsPassOutsideValidators
 // exports and validates.
 var RealisticEntries = realisticEntries
+
+// ServerNames are the server's action and reason names the exports read.
+var ServerNames = []string{actionAuthReject, actionRateLimited, reasonDiskLow}

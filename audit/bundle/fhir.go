@@ -35,8 +35,10 @@ const (
 	balpQuery            = "https://profiles.ihe.net/ITI/BALP/StructureDefinition/IHE.BasicAudit.Query"
 	custosAuditRecordExt = "https://github.com/custos-mcp/custos/fhir/StructureDefinition/audit-record"
 	custosPatientHash    = "https://github.com/custos-mcp/custos/fhir/NamingSystem/audit-patient-keyed-hash"
-	actionAuthReject     = "auth/reject"     // server.ActionAuthReject: an HTTP request refused before MCP
-	actionIntegrity      = "audit/integrity" // scrub.Action: the audit log was found broken
+	actionAuthReject     = "auth/reject"       // server.ActionAuthReject: an HTTP request refused before MCP
+	actionIntegrity      = "audit/integrity"   // scrub.Action: the audit log was found broken
+	actionRateLimited    = "http/rate_limited" // server.ActionRateLimited: a request over a rate or session limit
+	reasonDiskLow        = "disk_low"          // server.ReasonDiskLow: refused while the audit volume is in its reserve
 )
 
 // auditLogUses are the actions of the records of an auditor's access to

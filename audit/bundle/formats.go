@@ -357,12 +357,18 @@ type aggregate struct {
 // or error, whose reason is the refusal's reason followed by
 // ",aggregate,count=N,window=START/END" (docs/audit-format.md, "Aggregate
 // refusal records"): N at least 1, START and END RFC 3339, START not after
-// END. Only a reason of exactly that form counts; anything else
-// (a record that allowed, a malformed count or window) is an ordinary
-// record, exported as one event. It is pure.
+// END. Only the refusals the server aggregates count — auth/reject and
+// http/rate_limited denials, and disk_low errors of any action — and only
+// with a reason of exactly that form; anything else (another action, whose
+// reason may hold text a policy error or an operator wrote; a malformed
+// count or window) is an ordinary record, exported as one event. It is
+// pure.
 func aggregateOf(r audit.Record) (aggregate, bool) {
 	const mark = ",aggregate,count="
-	if r.Outcome != audit.OutcomeDeny && r.Outcome != audit.OutcomeError {
+	switch {
+	case r.Outcome == audit.OutcomeDeny && (r.Action == actionAuthReject || r.Action == actionRateLimited):
+	case r.Outcome == audit.OutcomeError && strings.HasPrefix(r.Reason, reasonDiskLow+","):
+	default:
 		return aggregate{}, false
 	}
 	i := strings.LastIndex(r.Reason, mark)
