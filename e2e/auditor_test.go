@@ -181,10 +181,15 @@ func checkBundleExports(t *testing.T, dir string, patients []string) {
 			t.Errorf("OCSF event %d of the bundle is not valid OCSF 1.3.0 API Activity: %v", i, err)
 		}
 	}
-	rep := validators.FHIR(t, split("auditevent.ndjson"))
-	for _, inv := range rep.Invalid {
-		t.Errorf("AuditEvent %d (id %s) of the bundle is not valid FHIR R4 (%s): %s", inv.Index, inv.ID, inv.Validator, inv.Message)
-	}
+	// A subtest: without node (outside CI) only this part is skipped, not
+	// the rest of the auditor's workflow.
+	t.Run("fhir-r4-outside-validators", func(t *testing.T) {
+		rep := validators.FHIR(t, split("auditevent.ndjson"))
+		for _, inv := range rep.Invalid {
+			t.Errorf("AuditEvent %d (id %s) of the bundle is not valid FHIR R4 (%s): %s", inv.Index, inv.ID, inv.Validator, inv.Message)
+		}
+		t.Logf("%d AuditEvents checked by %v", rep.Validated, rep.Validators)
+	})
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -200,5 +205,5 @@ func checkBundleExports(t *testing.T, dir string, patients []string) {
 			}
 		}
 	}
-	t.Logf("bundle exports: %d OCSF events valid, %d AuditEvents checked by %v", len(ocsf), rep.Validated, rep.Validators)
+	t.Logf("bundle exports: %d OCSF events valid", len(ocsf))
 }

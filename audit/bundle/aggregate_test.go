@@ -171,11 +171,15 @@ func TestAggregateRefusalsCarryTheirCount(t *testing.T) {
 			t.Errorf("AuditEvent %d (seq %d): extension count %q, want %s", i, r.Seq, count, want)
 		}
 	}
-	rep := validators.FHIR(t, fhirLines)
-	for _, inv := range rep.Invalid {
-		t.Errorf("AuditEvent %d (id %s) is not valid FHIR R4 (%s): %s", inv.Index, inv.ID, inv.Validator, inv.Message)
-	}
-	t.Logf("%d records (%d aggregates): %d OCSF events, %d AuditEvents checked by %v", len(records), aggregates, len(ocsfLines), rep.Validated, rep.Validators)
+	t.Logf("%d records (%d aggregates): %d OCSF events, %d AuditEvents", len(records), aggregates, len(ocsfLines), len(fhirLines))
+	// A subtest: without node (outside CI) only this part is skipped.
+	t.Run("fhir-r4-outside-validators", func(t *testing.T) {
+		rep := validators.FHIR(t, fhirLines)
+		for _, inv := range rep.Invalid {
+			t.Errorf("AuditEvent %d (id %s) is not valid FHIR R4 (%s): %s", inv.Index, inv.ID, inv.Validator, inv.Message)
+		}
+		t.Logf("%d AuditEvents checked by %v", rep.Validated, rep.Validators)
+	})
 }
 
 func deref(p *int64) any {
