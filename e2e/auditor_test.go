@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/custos-mcp/custos/e2e/validators"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // TestAuditorWorkflow is what a privacy officer and an auditor do with the
@@ -115,6 +119,7 @@ func TestAuditorWorkflow(t *testing.T) {
 	if !strings.Contains(tr, "VERIFIED") || strings.Contains(tr, "FAIL ") {
 		t.Fatalf("transcript of a good bundle:\n%s", tr)
 	}
+	checkBundleExports(t, bdir, append([]string{patient}, pf.Patients...))
 	recs, _ := os.ReadFile(filepath.Join(bdir, "records.jsonl"))
 	bad := strings.Replace(string(recs), `"outcome":"deny"`, `"outcome":"allow"`, 1)
 	if bad == string(recs) {
@@ -129,4 +134,76 @@ func TestAuditorWorkflow(t *testing.T) {
 	if !strings.Contains(proof, "custos.local/") {
 		t.Fatalf("inclusion proof:\n%s", proof)
 	}
+}
+
+// checkBundleExports runs the outside validators over the human formats
+// of the bundle in dir, as a real server and CLI wrote them: every FHIR
+// AuditEvent through HL7's FHIR R4 JSON schema and Medplum
+// (e2e/validators; under CI=true a missing validator fails), every OCSF
+// event through the OCSF 1.3.0 API Activity schema of audit/bundle's
+// tests; and checks that no file of the bundle holds any of the raw
+// patient ids (only their keyed hashes).
+func checkBundleExports(t *testing.T, dir string, patients []string) {
+	t.Helper()
+	split := func(name string) [][]byte {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n"))
+	}
+	ocsf := split("ocsf.ndjson")
+	const schemaPath = "../audit/bundle/testdata/ocsf/api_activity-1.3.0.schema.json"
+	sf, err := os.Open(schemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	doc, err := jsonschema.UnmarshalJSON(sf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	if err := c.AddResource(schemaPath, doc); err != nil {
+		t.Fatal(err)
+	}
+	schema, err := c.Compile(schemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range ocsf {
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := schema.Validate(v); err != nil {
+			t.Errorf("OCSF event %d of the bundle is not valid OCSF 1.3.0 API Activity: %v", i, err)
+		}
+	}
+	// A subtest: without node (outside CI) only this part is skipped, not
+	// the rest of the auditor's workflow.
+	t.Run("fhir-r4-outside-validators", func(t *testing.T) {
+		rep := validators.FHIR(t, split("auditevent.ndjson"))
+		for _, inv := range rep.Invalid {
+			t.Errorf("AuditEvent %d (id %s) of the bundle is not valid FHIR R4 (%s): %s", inv.Index, inv.ID, inv.Validator, inv.Message)
+		}
+		t.Logf("%d AuditEvents checked by %v", rep.Validated, rep.Validators)
+	})
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range patients {
+			if p != "" && bytes.Contains(b, []byte(p)) {
+				t.Errorf("the bundle's %s holds the raw patient id %s", e.Name(), p)
+			}
+		}
+	}
+	t.Logf("bundle exports: %d OCSF events valid", len(ocsf))
 }

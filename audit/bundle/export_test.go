@@ -2,3 +2,10 @@ package bundle
 
 // AuditLogUses are the actions exported as DICOM 110101 Audit Log Used.
 var AuditLogUses = auditLogUses
+
+// RealisticEntries are the records TestExportsPassOutsideValidators
+// exports and validates.
+var RealisticEntries = realisticEntries
+
+// ServerNames are the server's action and reason names the exports read.
+var ServerNames = []string{actionAuthReject, actionRateLimited, reasonDiskLow}

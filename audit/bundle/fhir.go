@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -34,7 +35,10 @@ const (
 	balpQuery            = "https://profiles.ihe.net/ITI/BALP/StructureDefinition/IHE.BasicAudit.Query"
 	custosAuditRecordExt = "https://github.com/custos-mcp/custos/fhir/StructureDefinition/audit-record"
 	custosPatientHash    = "https://github.com/custos-mcp/custos/fhir/NamingSystem/audit-patient-keyed-hash"
-	actionAuthReject     = "auth/reject" // server.ActionAuthReject: an HTTP request refused before MCP
+	actionAuthReject     = "auth/reject"       // server.ActionAuthReject: an HTTP request refused before MCP
+	actionIntegrity      = "audit/integrity"   // scrub.Action: the audit log was found broken
+	actionRateLimited    = "http/rate_limited" // server.ActionRateLimited: a request over a rate or session limit
+	reasonDiskLow        = "disk_low"          // server.ReasonDiskLow: refused while the audit volume is in its reserve
 )
 
 // auditLogUses are the actions of the records of an auditor's access to
@@ -106,6 +110,11 @@ type fhirExtension struct {
 	Extension   []fhirExtension `json:"extension,omitempty"`
 }
 
+type fhirPeriod struct {
+	Start string `json:"start"`
+	End   string `json:"end"`
+}
+
 type fhirMeta struct {
 	Profile []string `json:"profile"`
 }
@@ -118,6 +127,7 @@ type fhirAuditEvent struct {
 	Type           fhirCoding      `json:"type"`
 	Subtype        []fhirCoding    `json:"subtype,omitempty"`
 	Action         string          `json:"action"`
+	Period         *fhirPeriod     `json:"period,omitempty"`
 	Recorded       string          `json:"recorded"`
 	Outcome        string          `json:"outcome"`
 	OutcomeDesc    string          `json:"outcomeDesc,omitempty"`
@@ -183,6 +193,9 @@ func balpKindOf(action string) balpKind {
 // whose client address is unknown (a source naming a component, or the
 // "oauth" that logs before the peer address was recorded carry) cannot
 // fill agent[client].network (1..1).
+//
+// An aggregate refusal record (aggregateOf), which stands for N refusals
+// in a window, has the window as period and N as the extension's count.
 //
 // The extension custosAuditRecordExt carries seq, hash, prev_hash, action,
 // decision_id, policy_revision, session, digests, obligations and keys, so
@@ -307,7 +320,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 			continue
 		}
 		ev.Entity = append(ev.Entity, fhirEntity{
-			What: &fhirReference{Type: "Patient", Identifier: &fhirIdentifier{System: custosPatientHash, Value: p}},
+			What: &fhirReference{Type: "Patient", Identifier: &fhirIdentifier{System: patientSystem(p), Value: p}},
 			Type: &fhirCoding{System: fhirEntityType, Code: "1", Display: "Person"},
 			Role: &fhirCoding{System: fhirObjectRole, Code: "1", Display: "Patient"},
 		})
@@ -364,6 +377,10 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 	for _, k := range r.Keys {
 		add("key", k)
 	}
+	if agg, ok := aggregateOf(r); ok {
+		ev.Period = &fhirPeriod{Start: agg.start.Format(time.RFC3339), End: agg.end.Format(time.RFC3339)}
+		add("count", strconv.FormatInt(agg.count, 10))
+	}
 	if r.Dev {
 		add("dev", "true")
 	}
@@ -410,6 +427,19 @@ func clientNetwork(source, node string) *fhirNetwork {
 		return &fhirNetwork{Address: node, Type: "1"}
 	}
 	return nil
+}
+
+// patientSystem is the identifier system of a record's patient p:
+// custosPatientHash for a keyed hash (audit.PseudonymPrefix and 32
+// lowercase hex digits), none for anything else. Records written before
+// patient ids were keyed-hashed (v1 records and the first v2 ones) hold the
+// id itself; the event does not vouch for it as a pseudonym.
+func patientSystem(p string) string {
+	h, ok := strings.CutPrefix(p, audit.PseudonymPrefix)
+	if !ok || len(h) != 32 || strings.Trim(h, "0123456789abcdef") != "" {
+		return ""
+	}
+	return custosPatientHash
 }
 
 // deviceRef is the source observer: the custos node.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/custos-mcp/custos/audit"
 )
@@ -211,6 +213,9 @@ type ocsfEvent struct {
 	Status       string         `json:"status"`
 	StatusCode   string         `json:"status_code,omitempty"`
 	StatusDetail string         `json:"status_detail,omitempty"`
+	Count        *int64         `json:"count,omitempty"`
+	StartTime    *int64         `json:"start_time,omitempty"`
+	EndTime      *int64         `json:"end_time,omitempty"`
 	Metadata     ocsfMetadata   `json:"metadata"`
 	Actor        ocsfActor      `json:"actor"`
 	API          ocsfAPI        `json:"api"`
@@ -226,8 +231,11 @@ type ocsfEvent struct {
 // milliseconds; status_id 1 (Success) for allow and 2 (Failure) for deny or
 // error, with status_code the outcome and status_detail the reason;
 // severity_id 1 (Informational) for allow, 2 (Low) for deny, 3 (Medium) for
-// error; type_name "API Activity: Read" or "API Activity: Other";
-// timezone_offset 0 (times are UTC). metadata.uid is the event_id and
+// error, but 5 (Critical) for an audit/integrity error (the audit log was
+// found broken); type_name "API Activity: Read" or "API Activity: Other";
+// timezone_offset 0 (times are UTC); for an aggregate refusal record
+// (aggregateOf) count = the refusals it stands for and start_time,
+// end_time = its window, in Unix milliseconds. metadata.uid is the event_id and
 // metadata.sequence the seq; actor.user.uid the principal sub (roles as
 // groups) or, for a record with no principal (a request refused before
 // authentication), the user {name "unauthenticated", type_id 0 Unknown};
@@ -279,6 +287,11 @@ func OCSFAPIActivity(r audit.Record) ([]byte, error) {
 	default:
 		ev.StatusID, ev.Status, ev.SeverityID, ev.Severity = 2, "Failure", 3, "Medium"
 	}
+	if r.Action == actionIntegrity && r.Outcome == audit.OutcomeError {
+		// The audit log itself was found broken: the evidence is in
+		// doubt, as critical as the alert operations raise on it.
+		ev.SeverityID, ev.Severity = 5, "Critical"
+	}
 	if r.Principal.Sub != "" {
 		ev.Actor.User = &ocsfUser{UID: r.Principal.Sub}
 		for _, g := range r.Principal.Roles {
@@ -291,6 +304,10 @@ func OCSFAPIActivity(r audit.Record) ([]byte, error) {
 		// requires an actor: a user of unknown type, named for what it is.
 		unknown := 0
 		ev.Actor.User = &ocsfUser{Name: "unauthenticated", TypeID: &unknown, Type: "Unknown"}
+	}
+	if agg, ok := aggregateOf(r); ok {
+		start, end := agg.start.UnixMilli(), agg.end.UnixMilli()
+		ev.Count, ev.StartTime, ev.EndTime = &agg.count, &start, &end
 	}
 	if r.Session != "" {
 		ev.Actor.Session = &ocsfSession{UID: r.Session}
@@ -325,6 +342,57 @@ func ocsfEndpointOf(source, node string) ocsfEndpoint {
 		return ocsfEndpoint{Name: pick(node != "", node, "custos")}
 	}
 	return ocsfEndpoint{Name: source}
+}
+
+// aggregate is what an aggregate refusal record stands for: count
+// refusals in the window [start, end] (UTC).
+type aggregate struct {
+	count      int64
+	start, end time.Time
+}
+
+// aggregateOf reports whether r is an aggregate refusal record and what it
+// counts. The server (server/refusals.go) records the first refusal of a
+// kind in a window on its own and the others in one record, outcome deny
+// or error, whose reason is the refusal's reason followed by
+// ",aggregate,count=N,window=START/END" (docs/audit-format.md, "Aggregate
+// refusal records"): N at least 1, START and END RFC 3339, START not after
+// END. Only the refusals the server aggregates count — auth/reject and
+// http/rate_limited denials, and disk_low errors of any action — and only
+// with a reason of exactly that form; anything else (another action, whose
+// reason may hold text a policy error or an operator wrote; a malformed
+// count or window) is an ordinary record, exported as one event. It is
+// pure.
+func aggregateOf(r audit.Record) (aggregate, bool) {
+	const mark = ",aggregate,count="
+	switch {
+	case r.Outcome == audit.OutcomeDeny && (r.Action == actionAuthReject || r.Action == actionRateLimited):
+	case r.Outcome == audit.OutcomeError && strings.HasPrefix(r.Reason, reasonDiskLow+","):
+	default:
+		return aggregate{}, false
+	}
+	i := strings.LastIndex(r.Reason, mark)
+	if i <= 0 {
+		return aggregate{}, false
+	}
+	n, window, ok := strings.Cut(r.Reason[i+len(mark):], ",window=")
+	if !ok || n == "" || len(n) > 18 || strings.Trim(n, "0123456789") != "" || n[0] == '0' {
+		return aggregate{}, false
+	}
+	count, err := strconv.ParseInt(n, 10, 64)
+	if err != nil {
+		return aggregate{}, false
+	}
+	s, e, ok := strings.Cut(window, "/")
+	if !ok {
+		return aggregate{}, false
+	}
+	start, err1 := time.Parse(time.RFC3339, s)
+	end, err2 := time.Parse(time.RFC3339, e)
+	if err1 != nil || err2 != nil || end.Before(start) {
+		return aggregate{}, false
+	}
+	return aggregate{count: count, start: start.UTC(), end: end.UTC()}, true
 }
 
 func nonNil(s []string) []string {

@@ -38,7 +38,16 @@ func goldenRecords() map[string]audit.Record {
 	unauth := testRecord(14, audit.ZeroHash)
 	unauth.Action, unauth.Reason, unauth.URIs, unauth.Patients, unauth.Digests = "auth/reject", "http_401,no_token", nil, nil, nil
 	unauth.Principal, unauth.PurposeOfUse, unauth.Session, unauth.Source, unauth.DecisionID, unauth.PolicyRevision = audit.Principal{}, "", "", "203.0.113.7:40112", "", ""
-	return map[string]audit.Record{"read": read, "list": list, "templates": tmpl, "deny": deny, "error": errRec, "other": other, "multi": multi, "unauth": unauth}
+	// An aggregate refusal record: N refusals in a window (count, period).
+	aggregate := unauth
+	aggregate.Seq, aggregate.Source = 17, "203.0.113.7"
+	aggregate.Reason = "http_401,no_token,aggregate,count=1931,window=2026-11-21T08:59:00Z/2026-11-21T09:00:00Z"
+	// The audit log found broken (OCSF severity Critical).
+	integrity := other
+	integrity.Seq, integrity.Action, integrity.Outcome, integrity.Reason = 18, "audit/integrity", audit.OutcomeError, "kind=hash_mismatch,seq=42,problems=1,size=90"
+	integrity.Principal, integrity.Source, integrity.Dev = audit.Principal{Sub: "custos", Roles: []string{}}, "scrub", false
+	return map[string]audit.Record{"read": read, "list": list, "templates": tmpl, "deny": deny, "error": errRec, "other": other, "multi": multi, "unauth": unauth,
+		"aggregate": aggregate, "integrity": integrity}
 }
 
 func TestFormatsGolden(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/custos-mcp/custos/e2e/validators"
 	"os"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/audittest"
+	"github.com/custos-mcp/custos/audit/scrub"
+	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -63,7 +66,7 @@ func realisticEntries() []audit.Entry {
 	simple := func(action, outcome, reason string, p audit.Principal, source string) audit.Entry {
 		return audit.Entry{Action: action, Outcome: outcome, Reason: reason, Principal: p, Source: source, Keys: keys}
 	}
-	return []audit.Entry{
+	entries := []audit.Entry{
 		read(clin, "TREAT", "oauth", audit.OutcomeAllow, "clinician_care_team", 1),
 		read(clin, "TREAT", "stdio", audit.OutcomeAllow, "clinician_care_team", 2),
 		read(clin, "TREAT", "10.0.0.5:51234", audit.OutcomeAllow, "clinician_care_team", 3),
@@ -105,6 +108,51 @@ func realisticEntries() []audit.Entry {
 		{Action: "unsubscribe", Outcome: audit.OutcomeDeny, Reason: "not_subscribed", Principal: clin, PurposeOfUse: "TREAT", Source: "oauth", Keys: keys},
 		simple("policy/load", audit.OutcomeAllow, "revision=rev-8", audit.Principal{Sub: "custos"}, "bundle"),
 	}
+	// The rest as a real server and CLI write them (shapes taken from a log
+	// written by `custos demo`, `custos serve --dev` and the auditor,
+	// break-the-glass, backup and restore commands; sync and integrity
+	// records from their own constructors).
+	system := audit.Principal{Sub: "custos", Roles: []string{}}
+	osUser := audit.Principal{Sub: "os:uid=0(root)", Roles: []string{}, ClientID: "custos-cli"}
+	access := func(action, reason, source, pou string, patients ...string) audit.Entry {
+		return audit.Entry{Action: action, Outcome: audit.OutcomeAllow, Reason: reason, Principal: osUser, PurposeOfUse: pou, Source: source, Patients: patients, Keys: keys}
+	}
+	sync := func(ev fhirsync.Event) audit.Entry {
+		return fhirsync.AuditEntry(ev, audit.Principal{Sub: "custos-serve", Roles: []string{}}, false, keys)
+	}
+	const rev = "sha256:c64a6bb8d42a38919f201fb9842c277e103e3c06e4c9071d81e51ce309c68362"
+	entries = append(entries,
+		audit.Entry{Action: "unsubscribe", Outcome: audit.OutcomeAllow, Reason: "unsubscribed", Principal: clin, PurposeOfUse: "TREAT", Source: "127.0.0.1:39140",
+			URIs: []string{uri(12, "Observation/obs-1")}, Patients: []string{hk(12)}, Keys: keys},
+		audit.Entry{Action: "catalog/retire", Outcome: audit.OutcomeAllow, Reason: "retired", Principal: system,
+			URIs: []string{uri(13, "Observation/obs-9")}, Patients: []string{hk(13)}, PolicyRevision: rev, Keys: keys},
+		audit.Entry{Action: "policy/load", Outcome: audit.OutcomeAllow, Reason: "candidate=" + rev + " previous=sha256:1693589d4bf9bb8142c3e94d1b806c0bc273934cf",
+			Principal: system, Source: "dir:/etc/custos/policy", PolicyRevision: rev, Keys: keys},
+		audit.Entry{Action: "policy/load", Outcome: audit.OutcomeAllow, Reason: "candidate=sha256:ab sequence=7", Principal: system, Source: "bundle:/etc/custos/policy.bundle",
+			PolicyRevision: rev + " bundle=sha256:cd", Keys: keys},
+		audit.Entry{Action: "policy/reject", Outcome: audit.OutcomeDeny, Reason: "candidate=sha256:93dd policy: compile failed: 1 error occurred: authz.rego:688: rego_parse_error: unexpected eof token",
+			Principal: system, Source: "dir:/etc/custos/policy", PolicyRevision: rev, Keys: keys},
+		audit.Entry{Action: "btg/refuse", Outcome: audit.OutcomeDeny, Reason: "grant=g-3 grantee=dr-bob ttl=3h0m0s refused=ttl_exceeds_max", Principal: audit.Principal{Sub: "root", Roles: []string{}},
+			PurposeOfUse: "ETREAT", Source: "btg", Patients: []string{hk(14)}, DecisionID: "ev-3", Keys: keys},
+		access("audit/verify", "by=auditor-1", "local", "HOPERAT"),
+		access("audit/export", "by=auditor-1 bundle=1 formats=csv,fhir,ocsf", "admin.sock", "HOPERAT"),
+		access("audit/report", "denials", "local", "HOPERAT"),
+		access("audit/prove", "seq=3", "local", "HOPERAT"),
+		access("audit/hash", "patient="+hk(1), "admin.sock", "PATRQT", hk(1)),
+		access("policy/impact", "", "local", "HOPERAT"),
+		access("compliance/report", "retention=52596h0m0s", "local", "HOPERAT"),
+		access("backup", "by=ops out=/backup/custos-2026-12-05", "local", "HOPERAT"),
+		access("backup/restore", "backup=/backup/custos-2026-12-05 head=21 head_hash=01290d6dcd064218374f6cd7089b5b6bca3fd633b053cabafdd80e247db67d5f", "local", "HOPERAT"),
+		scrub.Pass{Size: 90, Problems: []audit.Problem{{Seq: 42, Kind: audit.KindHashMismatch}}, Found: 2}.Entry(),
+		sync(fhirsync.Event{Phase: "start", Base: "https://fhir.example.org/R4", Tenant: "general-hospital", Full: true}),
+		sync(fhirsync.Event{Phase: "end", Base: "https://fhir.example.org/R4", Tenant: "general-hospital", Full: true, Mode: "bulk",
+			Resources: 12, Types: map[string]int{"Observation": 10, "Patient": 2}, Requests: 5, Duration: time.Second}),
+		sync(fhirsync.Event{Phase: "end", Base: "https://fhir.example.org/R4", Since: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
+			Err: errors.New("fhirsync: server: GET /R4/Observation: HTTP 500")}),
+		simple("auth/reject", audit.OutcomeDeny, "http_401,invalid_token,aggregate,count=300,window=2026-12-05T13:12:53Z/2026-12-05T13:13:58Z", audit.Principal{Roles: []string{}}, "127.0.0.1"),
+		simple("http/rate_limited", audit.OutcomeDeny, "http_429,rate_limited,aggregate,count=9,window=2026-12-05T13:16:25Z/2026-12-05T13:16:28Z", clin, "127.0.0.1"),
+	)
+	return entries
 }
 
 // exportRealistic writes realisticEntries to a real audit log and exports
