@@ -64,7 +64,8 @@ import (
 //	                                     and its code of the terminology's
 //	                                     form (codeSyntax) or, for HL7's and
 //	                                     FHIR's code systems, one of its
-//	                                     codes (fhirSystemCodes);
+//	                                     codes (fhirSystemCodes); SNOMED
+//	                                     CT, ISO 3166, BCP-47: codeChecks;
 //	                                     display and version dropped
 //	Quantity and its kinds               value, comparator, unit kept; system
 //	                                     and code only for UCUM and ISO 4217;
@@ -165,14 +166,16 @@ var terminologySystems = map[string]bool{
 // form — a name, an MRN, free text typed as a SNOMED CT code — is dropped:
 // it is not that terminology's code, and says what the source typed.
 var codeSyntax = map[string]*regexp.Regexp{
-	"http://loinc.org":                             regexp.MustCompile(`^(?:L[A-Z])?[0-9]{1,7}(?:-[0-9])?$`),
-	"http://snomed.info/sct":                       regexp.MustCompile(`^[0-9]{1,18}$`),
-	"http://hl7.org/fhir/sid/icd-10":               regexp.MustCompile(`^[A-Z][0-9][0-9A-Z](?:\.?[0-9A-Z]{1,4})?$`),
-	"http://hl7.org/fhir/sid/icd-10-cm":            regexp.MustCompile(`^[A-Z][0-9][0-9A-Z](?:\.?[0-9A-Z]{1,4})?$`),
-	"http://hl7.org/fhir/sid/icd-9-cm":             regexp.MustCompile(`^(?:[0-9]{3}|V[0-9]{2}|E[0-9]{3}|[0-9]{2})(?:\.[0-9]{1,2})?$`),
-	"http://hl7.org/fhir/sid/cvx":                  regexp.MustCompile(`^[0-9]{1,3}$`),
-	"http://hl7.org/fhir/sid/ndc":                  regexp.MustCompile(`^(?:[0-9]{4,5}-[0-9]{3,4}-[0-9]{1,2}|[0-9]{10,11})$`),
-	"http://www.nlm.nih.gov/research/umls/rxnorm":  regexp.MustCompile(`^[0-9]{1,9}$`),
+	"http://loinc.org":                  regexp.MustCompile(`^(?:L[A-Z])?[0-9]{1,7}(?:-[0-9])?$`),
+	"http://snomed.info/sct":            regexp.MustCompile(`^[0-9]{1,18}$`),
+	"http://hl7.org/fhir/sid/icd-10":    regexp.MustCompile(`^[A-Z][0-9][0-9A-Z](?:\.?[0-9A-Z]{1,4})?$`),
+	"http://hl7.org/fhir/sid/icd-10-cm": regexp.MustCompile(`^[A-Z][0-9][0-9A-Z](?:\.?[0-9A-Z]{1,4})?$`),
+	"http://hl7.org/fhir/sid/icd-9-cm":  regexp.MustCompile(`^(?:[0-9]{3}|V[0-9]{2}|E[0-9]{3}|[0-9]{2})(?:\.[0-9]{1,2})?$`),
+	"http://hl7.org/fhir/sid/cvx":       regexp.MustCompile(`^[0-9]{1,3}$`),
+	"http://hl7.org/fhir/sid/ndc":       regexp.MustCompile(`^(?:[0-9]{4,5}-[0-9]{3,4}-[0-9]{1,2}|[0-9]{10,11})$`),
+	// RxNorm's concept ids (RXCUI) are below 3,000,000 after twenty
+	// years: seven digits, never an SSN's nine nor an MRN's eight.
+	"http://www.nlm.nih.gov/research/umls/rxnorm":  regexp.MustCompile(`^[0-9]{1,7}$`),
 	"http://www.ama-assn.org/go/cpt":               regexp.MustCompile(`^[0-9]{4}[0-9A-Z]$`),
 	"http://nucc.org/provider-taxonomy":            regexp.MustCompile(`^[0-9]{3}[0-9A-Z]{6}X$`),
 	"http://dicom.nema.org/resources/ontology/DCM": regexp.MustCompile(`^(?:[0-9]{1,6}|[A-Z][A-Z_]{0,15}|[A-Z]{1,3}[0-9][A-Z]{0,3}|[A-Z]-[0-9A-Z]{4,5})$`),
@@ -181,6 +184,89 @@ var codeSyntax = map[string]*regexp.Regexp{
 	"urn:ietf:bcp:47":                              regexp.MustCompile(`^[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*$`),
 	"urn:iso:std:iso:3166":                         regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3}|[A-Z]{2}-[A-Z0-9]{1,3})$`),
 	"urn:iso:std:iso:4217":                         regexp.MustCompile(`^(?:[A-Z]{3}|[0-9]{3})$`),
+}
+
+// codeChecks are the checks beyond codeSyntax that a code of these
+// terminologies passes, by system:
+//
+//   - SNOMED CT: a concept id (SCTID) ends in a partition identifier of a
+//     concept ("00", or "10" in an extension's namespace) and a Verhoeff
+//     check digit, so a number that is not one (an SSN "219099999", an
+//     MRN "77441123", nine SSN digits "912448123") is not taken for a
+//     concept: about one number in 500 of SNOMED CT's form passes.
+//   - ISO 3166: the codes an address keeps (stateCode, countryCode): a
+//     country or territory of more than 20,000 people, a first-level
+//     subdivision; a coding of Pitcairn ("PN") or of the City of London
+//     ("GB-LND") as a country of residence or a place travelled to names
+//     an area smaller than a state, as its address would.
+//   - BCP-47: no private-use subtags (privateUseTag).
+var codeChecks = map[string]func(string) bool{
+	"http://snomed.info/sct": snomedConceptID,
+	"urn:iso:std:iso:3166": func(c string) bool {
+		if strings.Contains(c, "-") {
+			return stateCode(c)
+		}
+		return countryCode(c)
+	},
+	"urn:ietf:bcp:47": func(c string) bool { return !privateUseTag(c) },
+}
+
+// snomedConceptID reports whether s, digits, is a SNOMED CT concept id: its
+// partition identifier (the two digits before the last) is a concept's,
+// and its last digit the Verhoeff check digit of the others.
+func snomedConceptID(s string) bool {
+	if len(s) < 6 || len(s) > 18 {
+		return false
+	}
+	if p := s[len(s)-3 : len(s)-1]; p != "00" && p != "10" {
+		return false
+	}
+	c := 0
+	for i := 0; i < len(s); i++ {
+		r := s[len(s)-1-i]
+		if r < '0' || r > '9' {
+			return false
+		}
+		c = verhoeffD[c][verhoeffP[i%8][r-'0']]
+	}
+	return c == 0
+}
+
+// The Verhoeff tables: the dihedral group D5's multiplication (d) and the
+// permutation (p) applied to a digit by its position from the right.
+var (
+	verhoeffD = [10][10]int{
+		{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 2, 3, 4, 0, 6, 7, 8, 9, 5},
+		{2, 3, 4, 0, 1, 7, 8, 9, 5, 6}, {3, 4, 0, 1, 2, 8, 9, 5, 6, 7},
+		{4, 0, 1, 2, 3, 9, 5, 6, 7, 8}, {5, 9, 8, 7, 6, 0, 4, 3, 2, 1},
+		{6, 5, 9, 8, 7, 1, 0, 4, 3, 2}, {7, 6, 5, 9, 8, 2, 1, 0, 4, 3},
+		{8, 7, 6, 5, 9, 3, 2, 1, 0, 4}, {9, 8, 7, 6, 5, 4, 3, 2, 1, 0},
+	}
+	verhoeffP = func() (p [8][10]int) {
+		p1 := [10]int{1, 5, 7, 6, 2, 8, 3, 0, 9, 4} // p[i] is p1 applied i times
+		for x := range 10 {
+			p[0][x] = x
+		}
+		for i := 1; i < 8; i++ {
+			for x := range 10 {
+				p[i][x] = p1[p[i-1][x]]
+			}
+		}
+		return p
+	}()
+)
+
+// privateUseTag reports whether a BCP-47 language tag has a private-use
+// part ("x-" and what follows, RFC 5646 section 2.2.7): its subtags are
+// whatever the source agreed with itself, free text of up to eight
+// letters each ("en-x-Marsh", "x-evelyn-marsh"), not a language.
+func privateUseTag(tag string) bool {
+	for sub := range strings.SplitSeq(tag, "-") {
+		if sub == "x" || sub == "X" {
+			return true
+		}
+	}
+	return false
 }
 
 // ucumSyntax is the form of a UCUM code (lenient): components — an atom
@@ -308,8 +394,8 @@ func elementCode(parent, name, s string) bool {
 	if url, ok := fhirCodeBindings[key]; ok {
 		return fhirCodeSets[url][s]
 	}
-	if re, ok := codeForms[fhirCodeForms[key]]; ok {
-		return re.MatchString(s) && !identifierDigits.MatchString(s)
+	if form := fhirCodeForms[key]; codeForms[form] != nil {
+		return codeForms[form].MatchString(s) && !identifierDigits.MatchString(s) && (form != "language" || !privateUseTag(s))
 	}
 	return false
 }
@@ -804,6 +890,9 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 	}
 	if re, ok := codeSyntax[sys]; ok && !re.MatchString(c) {
 		return nil, false // not a code of that terminology: free text, a name
+	}
+	if check := codeChecks[sys]; check != nil && !check(c) {
+		return nil, false // see codeChecks
 	}
 	if (hl7CodeSystem.MatchString(sys) || fhirCodeSystem.MatchString(sys)) && !fhirSystemCodes[sys][c] {
 		return nil, false // see fhirSystemCodes

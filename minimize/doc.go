@@ -48,7 +48,9 @@
 //     URIs and extensions not on [AllowedExtensions] are dropped; codings
 //     are kept only for public terminologies, with a code of the
 //     terminology's form (of HL7's and FHIR's own code systems: one of
-//     their codes); dates become the year, dates
+//     their codes; of SNOMED CT: a concept id with its check digit; of
+//     ISO 3166: a code an address keeps; of BCP-47: no private use);
+//     dates become the year, dates
 //     of birth of people over 89 are withheld; ages over 89 (by type, unit
 //     of time, age element or LOINC age code) are dropped, and so is an age
 //     that with a year of its resource tells such a birth year; a bare
