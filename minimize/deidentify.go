@@ -987,6 +987,16 @@ var timeUnits = func() map[string]float64 {
 	for u, f := range map[string]float64{
 		"a": year, "a_j": year, "a_g": year, "a_t": year, "y": year, "yr": year, "yrs": year, "year": year, "years": year, "year(s)": year,
 		"yo": year, "y/o": year, "yearsold": year, "yearold": year, "yrsold": year, "ann": year, "annum": year, "jr": year, "jahr": year, "jahre": year,
+		// The languages of IPS and national base IGs (a unit text is
+		// written in the source's language): Spanish, Portuguese, French,
+		// Italian, Dutch, Scandinavian, Polish and Czech, Finnish, Greek,
+		// Russian, Japanese, Chinese, Korean.
+		"año": year, "años": year, "ano": year, "anos": year, "an": year, "ans": year, "année": year, "années": year,
+		"anno": year, "anni": year, "jaar": year, "jaren": year, "år": year, "aar": year, "lat": year, "rok": year, "roky": year, "let": year,
+		"vuosi": year, "vuotta": year, "έτη": year, "ετών": year, "год": year, "года": year, "лет": year,
+		"歳": year, "才": year, "岁": year, "年": year, "세": year, "살": year, "년": year,
+		"mes": month, "meses": month, "mois": month, "mese": month, "mesi": month, "maand": month, "maanden": month,
+		"monat": month, "monate": month, "måned": month, "måneder": month, "månad": month, "månader": month,
 		"mo": month, "mo_j": month, "mo_g": month, "mo_s": month, "mos": month, "month": month, "months": month, "month(s)": month,
 		"wk": week, "wks": week, "week": week, "weeks": week, "week(s)": week,
 		"d": day, "day": day, "days": day, "day(s)": day,
