@@ -901,6 +901,19 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 	if !ok || out["code"] == nil {
 		return nil, false
 	}
+	if out["code"] != c {
+		// The scrub found an identifier's pattern in the code (a
+		// telephone number's ten digits): a code is released as it is or
+		// not at all, never as a token such as "[PHONE]" under the
+		// terminology's system. A SNOMED CT concept id passed its check
+		// digit (codeChecks), which a telephone number fails nine times
+		// in ten and its partition 49 times in 50: it is kept whole
+		// (1119349007, the SARS-CoV-2 mRNA vaccine, has ten digits).
+		if sys != "http://snomed.info/sct" {
+			return nil, false
+		}
+		out["code"] = c
+	}
 	out["system"] = sys
 	return out, true
 }
