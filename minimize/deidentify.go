@@ -64,8 +64,9 @@ import (
 //	                                     and its code of the terminology's
 //	                                     form (codeSyntax) or, for HL7's and
 //	                                     FHIR's code systems, one of its
-//	                                     codes (fhirSystemCodes); SNOMED
-//	                                     CT, ISO 3166, BCP-47: codeChecks;
+//	                                     codes (fhirSystemCodes); LOINC,
+//	                                     SNOMED CT, ISO 3166, BCP-47:
+//	                                     codeChecks;
 //	                                     display and version dropped
 //	Quantity and its kinds               value, comparator, unit kept; system
 //	                                     and code only for UCUM and ISO 4217;
@@ -189,6 +190,10 @@ var codeSyntax = map[string]*regexp.Regexp{
 // codeChecks are the checks beyond codeSyntax that a code of these
 // terminologies passes, by system:
 //
+//   - LOINC: a code ends in its mod-10 check digit ("8480-6"), so a
+//     number of up to seven digits (an MRN "7744112", a telephone number
+//     without its area code) is not taken for one; an answer or part
+//     code ("LA6751-7", "LP14082-9") is judged by its form only.
 //   - SNOMED CT: a concept id (SCTID) ends in a partition identifier of a
 //     concept ("00", or "10" in an extension's namespace) and a Verhoeff
 //     check digit, so a number that is not one (an SSN "219099999", an
@@ -201,6 +206,7 @@ var codeSyntax = map[string]*regexp.Regexp{
 //     an area smaller than a state, as its address would.
 //   - BCP-47: no private-use subtags (privateUseTag).
 var codeChecks = map[string]func(string) bool{
+	"http://loinc.org":       loincCode,
 	"http://snomed.info/sct": snomedConceptID,
 	"urn:iso:std:iso:3166": func(c string) bool {
 		if strings.Contains(c, "-") {
@@ -209,6 +215,30 @@ var codeChecks = map[string]func(string) bool{
 		return countryCode(c)
 	},
 	"urn:ietf:bcp:47": func(c string) bool { return !privateUseTag(c) },
+}
+
+// loincCode reports whether s, of LOINC's form (codeSyntax), is a LOINC
+// code with its check digit (LOINC's mod 10: every other digit from the
+// right doubled, the digits summed), or an answer or part code.
+func loincCode(s string) bool {
+	if strings.HasPrefix(s, "L") {
+		return true // LA, LP, LL...: their check digit is not the code number's
+	}
+	num, check, ok := strings.Cut(s, "-")
+	if !ok || len(check) != 1 {
+		return false
+	}
+	sum := 0
+	for i := range len(num) {
+		d := int(num[len(num)-1-i] - '0')
+		if i%2 == 0 {
+			if d *= 2; d > 9 {
+				d -= 9
+			}
+		}
+		sum += d
+	}
+	return int(check[0]-'0') == (10-sum%10)%10
 }
 
 // snomedConceptID reports whether s, digits, is a SNOMED CT concept id: its

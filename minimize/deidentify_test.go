@@ -227,8 +227,8 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 			`{"resourceType":"Observation","status":"final","code":{"text":"Jane Doe"}}`,
 			`{"code":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]},"resourceType":"Observation","status":"final"}`},
 		{"patient reference aliased, others dropped, display dropped",
-			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1"}]},"subject":{"reference":"Patient/p","display":"Jane"},"performer":[{"reference":"Practitioner/9"}]}`,
-			`{"code":{"coding":[{"code":"1","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"subject":{"reference":"Patient/p","display":"Jane"},"performer":[{"reference":"Practitioner/9"}]}`,
+			`{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
 		{"a reference to another patient (a spouse as subscriber, another record) dropped",
 			`{"resourceType":"Coverage","status":"active","beneficiary":{"reference":"Patient/p"},"subscriber":{"reference":"Patient/spouse"},"policyHolder":{"reference":"Patient/spouse"},"relationship":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/subscriber-relationship","code":"spouse"}]},"payor":[{"reference":"Patient/spouse"}]}`,
 			`{"beneficiary":{"reference":"Patient/` + testAlias("p") + `"},"payor":[{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]}],"relationship":{"coding":[{"code":"spouse","system":"http://terminology.hl7.org/CodeSystem/subscriber-relationship"}]},"resourceType":"Coverage","status":"active"}`},
@@ -236,8 +236,8 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 			`{"resourceType":"Condition","subject":{"reference":"Group/g1"}}`,
 			`{"resourceType":"Condition","subject":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]}}`},
 		{"dates to the year, instant dropped, nested extension with a date dropped",
-			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1"}]},"effectiveDateTime":"2025-03-14T08:42:17-05:00","issued":"2025-03-14T08:44:59Z","valueQuantity":{"value":1,"unit":"mmHg","extension":[{"url":"http://x.example/at","valueDateTime":"2025-03-14"}]}}`,
-			`{"code":{"coding":[{"code":"1","system":"http://loinc.org"}]},"effectiveDateTime":"2025","resourceType":"Observation","status":"final","valueQuantity":{"unit":"mmHg","value":1}}`},
+			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"effectiveDateTime":"2025-03-14T08:42:17-05:00","issued":"2025-03-14T08:44:59Z","valueQuantity":{"value":1,"unit":"mmHg","extension":[{"url":"http://x.example/at","valueDateTime":"2025-03-14"}]}}`,
+			`{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]},"effectiveDateTime":"2025","resourceType":"Observation","status":"final","valueQuantity":{"unit":"mmHg","value":1}}`},
 		{"address: state, ZIP3, country only; restricted ZIP3 is 000",
 			`{"resourceType":"Patient","address":[{"line":["1 Main"],"city":"X","state":"VT","postalCode":"05901-1234","country":"US","period":{"start":"2001"}},{"postalCode":"21620"}]}`,
 			`{"address":[{"country":"US","postalCode":"000","state":"VT"},{"postalCode":"216"}],"resourceType":"Patient"}`},
@@ -344,8 +344,8 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"777-3"},{"system":"http://unitsofmeasure.org","code":"{MRN77441123}"}]},"valueQuantity":{"value":1,"unit":"912448123","system":"http://unitsofmeasure.org","code":"912448123"},"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"777-3"}]},"valueQuantity":{"value":250,"unit":"10*3/uL","system":"http://unitsofmeasure.org","code":"10*3/uL"}}]}`,
 			`{"code":{"coding":[{"code":"777-3","system":"http://loinc.org"}]},"component":[{"code":{"coding":[{"code":"777-3","system":"http://loinc.org"}]},"valueQuantity":{"code":"10*3/uL","system":"http://unitsofmeasure.org","unit":"10*3/uL","value":250}}],"resourceType":"Observation","status":"final","valueQuantity":{"value":1}}`},
 		{"a code of HL7's or FHIR's code systems holding the digits of an identifier dropped; long SNOMED CT and LOINC codes kept",
-			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"clinicalStatus":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/condition-clinical","code":"active"}]},"category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v2-0203","code":"912448123"},{"system":"http://hl7.org/fhir/condition-category","code":"MR77441123"}]}],"code":{"coding":[{"system":"http://snomed.info/sct","code":"443391000124108"},{"system":"http://loinc.org","code":"100081-4"}]}}`,
-			`{"clinicalStatus":{"coding":[{"code":"active","system":"http://terminology.hl7.org/CodeSystem/condition-clinical"}]},"code":{"coding":[{"code":"443391000124108","system":"http://snomed.info/sct"},{"code":"100081-4","system":"http://loinc.org"}]},"resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"clinicalStatus":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/condition-clinical","code":"active"}]},"category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v2-0203","code":"912448123"},{"system":"http://hl7.org/fhir/condition-category","code":"MR77441123"}]}],"code":{"coding":[{"system":"http://snomed.info/sct","code":"443391000124108"},{"system":"http://loinc.org","code":"100081-9"}]}}`,
+			`{"clinicalStatus":{"coding":[{"code":"active","system":"http://terminology.hl7.org/CodeSystem/condition-clinical"}]},"code":{"coding":[{"code":"443391000124108","system":"http://snomed.info/sct"},{"code":"100081-9","system":"http://loinc.org"}]},"resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
 		{"a code element or a BCP-47 code holding the digits of an identifier dropped",
 			`{"resourceType":"Patient","language":"en-x-912448123","gender":"female","communication":[{"language":{"coding":[{"system":"urn:ietf:bcp:47","code":"en-x-7744112"},{"system":"urn:ietf:bcp:47","code":"en-US"}]}}]}`,
 			`{"communication":[{"language":{"coding":[{"code":"en-US","system":"urn:ietf:bcp:47"}]}}],"gender":"female","resourceType":"Patient"}`},
@@ -390,6 +390,9 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"a code is released as it is or dropped, never scrubbed: a SNOMED CT concept of ten digits kept whole; another code with a telephone number's form dropped",
 			`{"resourceType":"Immunization","status":"completed","patient":{"reference":"Patient/p"},"occurrenceDateTime":"2021-01-01","vaccineCode":{"coding":[{"system":"http://hl7.org/fhir/sid/cvx","code":"207"},{"system":"http://snomed.info/sct","code":"1119349007"},{"system":"http://hl7.org/fhir/sid/ndc","code":"0069100001"},{"system":"http://hl7.org/fhir/sid/ndc","code":"10019055302"},{"system":"http://hl7.org/fhir/sid/ndc","code":"59267-1000-01"}]}}`,
 			`{"occurrenceDateTime":"2021","patient":{"reference":"Patient/` + testAlias("p") + `"},"resourceType":"Immunization","status":"completed","vaccineCode":{"coding":[{"code":"207","system":"http://hl7.org/fhir/sid/cvx"},{"code":"1119349007","system":"http://snomed.info/sct"},{"code":"59267-1000-01","system":"http://hl7.org/fhir/sid/ndc"}]}}`},
+		{"a LOINC code without its mod-10 check digit dropped (a seven-digit MRN or telephone number typed as one); LOINC codes and answer parts kept",
+			`{"resourceType":"Observation","status":"final","subject":{"reference":"Patient/p"},"code":{"coding":[{"system":"http://loinc.org","code":"7744112"},{"system":"http://loinc.org","code":"5550145"},{"system":"http://loinc.org","code":"5550145-3"},{"system":"http://loinc.org","code":"8480-6"},{"system":"http://loinc.org","code":"100081-9"}]},"valueCodeableConcept":{"coding":[{"system":"http://loinc.org","code":"LA6751-7"}]}}`,
+			`{"code":{"coding":[{"code":"8480-6","system":"http://loinc.org"},{"code":"100081-9","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","subject":{"reference":"Patient/` + testAlias("p") + `"},"valueCodeableConcept":{"coding":[{"code":"LA6751-7","system":"http://loinc.org"}]}}`},
 		{"unknown element, id, meta, text, identifier dropped",
 			`{"resourceType":"Patient","id":"MRN1","meta":{"source":"x"},"text":{"status":"generated","div":"<div>x</div>"},"identifier":[{"value":"1"}],"nickname":"Janey","gender":"female"}`,
 			`{"gender":"female","resourceType":"Patient"}`},
@@ -481,8 +484,8 @@ func TestDeidentifyKeepsUnits(t *testing.T) {
 		"{#}/[HPF]", "[degF]", "Cel", "g/dL", "mL/min/{1.73_m2}", "[lb_av]", "[in_i]", "cm", "kg", "{score}",
 		"[ppm]", "ug/L", "µg/L", "°C", "years", "mo", "U/L", "[IU]/L", "fL", "pg", "10*6/uL", "ng/mL",
 		"mg/(24.h)", "1", "{ratio}", "[arb'U]/mL", "m2", "meq/L", "cm[H2O]", "L/min", "mL"} {
-		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1"}]},"valueQuantity":{"value":3,"unit":` + strconvQuote(unit) + `}}`
-		want := `{"code":{"coding":[{"code":"1","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","valueQuantity":{"unit":` + strconvQuote(unit) + `,"value":3}}`
+		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":3,"unit":` + strconvQuote(unit) + `}}`
+		want := `{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","valueQuantity":{"unit":` + strconvQuote(unit) + `,"value":3}}`
 		if got := string(deidentify(t, []byte(in), nil)); got != want {
 			t.Errorf("unit %q:\n got %s\nwant %s", unit, got, want)
 		}

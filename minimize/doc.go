@@ -48,7 +48,7 @@
 //     URIs and extensions not on [AllowedExtensions] are dropped; codings
 //     are kept only for public terminologies, with a code of the
 //     terminology's form (of HL7's and FHIR's own code systems: one of
-//     their codes; of SNOMED CT: a concept id with its check digit; of
+//     their codes; of LOINC and SNOMED CT: with their check digits; of
 //     ISO 3166: a code an address keeps; of BCP-47: no private use);
 //     dates become the year, dates
 //     of birth of people over 89 are withheld; ages over 89 (by type, unit

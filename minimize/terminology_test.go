@@ -74,40 +74,43 @@ func r4Codes(t *testing.T, sys string) []string {
 
 func asList(v any) []any { l, _ := v.([]any); return l }
 
-// TestDeidentifyKeepsR4SNOMEDCTConcepts: the SNOMED CT concept id check
-// (partition and Verhoeff check digit) keeps every SNOMED CT code the R4
-// specification's value sets and examples use (2,738 in R4 4.0.1), so it
-// tells an identifier typed as a SNOMED CT code from a concept without
-// losing real codes.
-func TestDeidentifyKeepsR4SNOMEDCTConcepts(t *testing.T) {
-	codes := r4Codes(t, "http://snomed.info/sct")
-	if len(codes) < 1000 {
-		t.Fatalf("%d SNOMED CT codes in the R4 definitions, want more than 1,000", len(codes))
-	}
-	var codings []any
-	for _, c := range codes {
-		codings = append(codings, map[string]any{"system": "http://snomed.info/sct", "code": c})
-	}
-	in, err := json.Marshal(map[string]any{"resourceType": "Condition", "subject": map[string]any{"reference": "Patient/p"}, "code": map[string]any{"coding": codings}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out struct {
-		Code struct{ Coding []struct{ Code string } }
-	}
-	if err := json.Unmarshal(deidentify(t, in, testAlias), &out); err != nil {
-		t.Fatal(err)
-	}
-	kept := map[string]bool{}
-	for _, c := range out.Code.Coding {
-		kept[c.Code] = true
-	}
-	for _, c := range codes {
-		if !kept[c] {
-			t.Errorf("SNOMED CT code %s of the R4 definitions was dropped", c)
+// TestDeidentifyKeepsR4TerminologyCodes: the checks of SNOMED CT codes
+// (a concept's partition and Verhoeff check digit) and of LOINC codes
+// (the mod-10 check digit) keep every code of those systems the R4
+// specification's value sets and examples use (2,738 SNOMED CT and 6,486
+// LOINC codes in R4 4.0.1), so they tell an identifier typed as such a
+// code from a code without losing real ones.
+func TestDeidentifyKeepsR4TerminologyCodes(t *testing.T) {
+	for _, sys := range []string{"http://snomed.info/sct", "http://loinc.org"} {
+		codes := r4Codes(t, sys)
+		if len(codes) < 1000 {
+			t.Fatalf("%d codes of %s in the R4 definitions, want more than 1,000", len(codes), sys)
 		}
+		var codings []any
+		for _, c := range codes {
+			codings = append(codings, map[string]any{"system": sys, "code": c})
+		}
+		in, err := json.Marshal(map[string]any{"resourceType": "Condition", "subject": map[string]any{"reference": "Patient/p"}, "code": map[string]any{"coding": codings}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Code struct{ Coding []struct{ Code string } }
+		}
+		if err := json.Unmarshal(deidentify(t, in, testAlias), &out); err != nil {
+			t.Fatal(err)
+		}
+		kept := map[string]bool{}
+		for _, c := range out.Code.Coding {
+			kept[c.Code] = true
+		}
+		for _, c := range codes {
+			if !kept[c] {
+				t.Errorf("%s code %s of the R4 definitions was dropped", sys, c)
+			}
+		}
+		t.Logf("%s: %d codes kept", sys, len(kept))
 	}
-	t.Logf("%d SNOMED CT codes kept", len(kept))
 }
 
 // TestDeidentifyRuleOutputsAreValidFHIR: the outside validators accept the
