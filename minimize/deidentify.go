@@ -27,8 +27,9 @@ import (
 //	boolean, integer, positiveInt,       kept when well formed (integers in
 //	unsignedInt, decimal                 FHIR R4's 32 bits); an age over 89
 //	                                     dropped (ageCtx); a bare whole
-//	                                     number of nine digits or more
-//	                                     dropped (identifierNumber; in a
+//	                                     number of nine digits or more, or
+//	                                     a date YYYYMMDD, dropped
+//	                                     (identifierNumber; in a
 //	                                     quantity, when it has no unit)
 //	code                                 kept when a code of the element's
 //	                                     required value set (elementCode,
@@ -1003,13 +1004,27 @@ var numericTypes = setOf("integer", "integer64", "positiveInt", "unsignedInt", "
 // measurement of that size has a unit ("10*9/L", "[iU]"); a count or a
 // score that large is rare, and is dropped rather than an identifier
 // released (Safe Harbor (R): any other unique identifying number).
+//
+// A whole number of eight digits that reads as a date YYYYMMDD (HL7 v2's
+// DT and DTM form, years 1800 to 2199: 19310314) is a date, not a count,
+// and is dropped too (Safe Harbor (C)): a date of birth from a v2 message
+// mapped to a bare number would be released whole.
 func identifierNumber(v any) bool {
 	n, ok := v.(json.Number)
 	if !ok {
 		return false
 	}
 	f, err := n.Float64()
-	return err == nil && math.Abs(f) >= 1e8 && f == math.Trunc(f)
+	if err != nil || f != math.Trunc(f) {
+		return false
+	}
+	if f >= 18000101 && f <= 21991231 {
+		md := int(f) % 10000
+		if m, d := md/100, md%100; m >= 1 && m <= 12 && d >= 1 && d <= 31 {
+			return true
+		}
+	}
+	return math.Abs(f) >= 1e8
 }
 
 // releaseAge reports whether an age of years may be released, and notes
