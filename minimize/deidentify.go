@@ -66,8 +66,7 @@ import (
 //	                                     form (codeSyntax) or, for HL7's and
 //	                                     FHIR's code systems, one of its
 //	                                     codes (fhirSystemCodes); LOINC,
-//	                                     SNOMED CT, ISO 3166, BCP-47:
-//	                                     codeChecks;
+//	                                     SNOMED CT, ISO 3166: codeChecks;
 //	                                     display and version dropped
 //	Quantity and its kinds               value, comparator, unit kept; system
 //	                                     and code only for UCUM and ISO 4217;
@@ -183,7 +182,7 @@ var codeSyntax = map[string]*regexp.Regexp{
 	"http://dicom.nema.org/resources/ontology/DCM": regexp.MustCompile(`^(?:[0-9]{1,6}|[A-Z][A-Z_]{0,15}|[A-Z]{1,3}[0-9][A-Z]{0,3}|[A-Z]-[0-9A-Z]{4,5})$`),
 	"http://unitsofmeasure.org":                    ucumSyntax,
 	"http://www.radlex.org":                        regexp.MustCompile(`^RP?ID[0-9]{1,9}$`),
-	"urn:ietf:bcp:47":                              regexp.MustCompile(`^[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*$`),
+	"urn:ietf:bcp:47":                              languageTag,
 	"urn:iso:std:iso:3166":                         regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3}|[A-Z]{2}-[A-Z0-9]{1,3})$`),
 	"urn:iso:std:iso:4217":                         regexp.MustCompile(`^(?:[A-Z]{3}|[0-9]{3})$`),
 }
@@ -205,7 +204,6 @@ var codeSyntax = map[string]*regexp.Regexp{
 //     subdivision; a coding of Pitcairn ("PN") or of the City of London
 //     ("GB-LND") as a country of residence or a place travelled to names
 //     an area smaller than a state, as its address would.
-//   - BCP-47: no private-use subtags (privateUseTag).
 var codeChecks = map[string]func(string) bool{
 	"http://loinc.org":       loincCode,
 	"http://snomed.info/sct": snomedConceptID,
@@ -215,7 +213,6 @@ var codeChecks = map[string]func(string) bool{
 		}
 		return countryCode(c)
 	},
-	"urn:ietf:bcp:47": func(c string) bool { return !privateUseTag(c) },
 }
 
 // loincCode reports whether s, of LOINC's form (codeSyntax), is a LOINC
@@ -287,18 +284,15 @@ var (
 	}()
 )
 
-// privateUseTag reports whether a BCP-47 language tag has a private-use
-// part ("x-" and what follows, RFC 5646 section 2.2.7): its subtags are
-// whatever the source agreed with itself, free text of up to eight
-// letters each ("en-x-Marsh", "x-evelyn-marsh"), not a language.
-func privateUseTag(tag string) bool {
-	for sub := range strings.SplitSeq(tag, "-") {
-		if sub == "x" || sub == "X" {
-			return true
-		}
-	}
-	return false
-}
+// languageTag is the form of a BCP-47 language tag that is kept: a
+// language of two or three letters, then optionally a script of four
+// letters and a region of two letters or three digits ("en", "en-US",
+// "zh-Hant-TW", "es-419"), as are all 56 tags of R4's value sets. The
+// other subtags BCP 47 allows are variants of five to eight letters, and
+// extensions and private use ("x-" and what follows) of up to eight
+// each: a name fits them ("en-Marsh", "en-x-Evelyn-Marsh"), and they are
+// rare in health data, so a tag with one is dropped.
+var languageTag = regexp.MustCompile(`^[A-Za-z]{2,3}(?:-[A-Za-z]{4})?(?:-(?:[A-Za-z]{2}|[0-9]{3}))?$`)
 
 // ucumSyntax is the form of a UCUM code (lenient): components — an atom
 // with an optional exponent of one or two digits ("m2", "s-1"), a
@@ -426,7 +420,7 @@ func elementCode(parent, name, s string) bool {
 		return fhirCodeSets[url][s]
 	}
 	if form := fhirCodeForms[key]; codeForms[form] != nil {
-		return codeForms[form].MatchString(s) && !identifierDigits.MatchString(s) && (form != "language" || !privateUseTag(s))
+		return codeForms[form].MatchString(s) && !identifierDigits.MatchString(s)
 	}
 	return false
 }
@@ -457,11 +451,11 @@ var fhirCodeSets = func() map[string]map[string]bool {
 
 // codeForms are the forms of the codes of the value sets that are
 // grammars (fhirCodeForms): a MIME type (BCP 13) of a registered top-level
-// type, a language tag (BCP 47) whose primary language is a two- or
-// three-letter ISO 639 code, an ISO 4217 currency.
+// type, a language tag (BCP 47) of a language, script and region
+// (languageTag), an ISO 4217 currency.
 var codeForms = map[string]*regexp.Regexp{
 	"mime":     regexp.MustCompile(`^(?:application|audio|font|image|message|model|multipart|text|video)/[A-Za-z0-9][A-Za-z0-9.+\-]{0,126}(?:;[A-Za-z0-9\-]{1,32}=[A-Za-z0-9.\-]{1,32})*$`),
-	"language": regexp.MustCompile(`^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*$`),
+	"language": languageTag,
 	"currency": regexp.MustCompile(`^[A-Z]{3}$`),
 }
 

@@ -49,7 +49,8 @@
 //     are kept only for public terminologies, with a code of the
 //     terminology's form (of HL7's and FHIR's own code systems: one of
 //     their codes; of LOINC and SNOMED CT: with their check digits; of
-//     ISO 3166: a code an address keeps; of BCP-47: no private use);
+//     ISO 3166: a code an address keeps; of BCP-47: language, script
+//     and region only);
 //     dates become the year, dates
 //     of birth of people over 89 are withheld; ages over 89 (by type, unit
 //     of time, age element or LOINC age code) are dropped, and so is an age
