@@ -37,7 +37,7 @@ import (
 //	                                     (language, MIME type, currency), a
 //	                                     token without spaces (codeText) nor
 //	                                     URL, e-mail, IP (addressText),
-//	                                     scrubbed (ScrubString)
+//	                                     nor anything ScrubString changes
 //	date, dateTime                       the year ("YYYY", valid for both);
 //	                                     a date of birth (birthDate, born[x],
 //	                                     a birth-date Observation's value):
@@ -46,8 +46,9 @@ import (
 //	                                     the age is over 89 at Options.Now
 //	instant, time                        dropped
 //	string, markdown                     dropped, except Quantity.unit when
-//	                                     a unit symbol (unitText) and
-//	                                     Address.state/country (scrubbed)
+//	                                     a unit symbol (unitText) that
+//	                                     ScrubString leaves as it is, and
+//	                                     Address.state/country (see Address)
 //	uri, url, canonical, oid, uuid, id,  dropped (Coding.system: kept when it
 //	base64Binary, xhtml                  is a public terminology; see below)
 //	Identifier, HumanName, ContactPoint, dropped
@@ -794,8 +795,10 @@ func (d *deid) element(parent, name string, e fhirElement, v any) (any, bool) {
 func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 	if droppedTypes[typ] {
 		if (typ == "string" || typ == "markdown") && keptStrings[parent+"."+name] {
+			// A unit the scrub would change (a telephone number, a date)
+			// is dropped, not released as "[PHONE]".
 			s, ok := v.(string)
-			return ScrubString(s), ok && unitText.MatchString(s) && !identifierDigits.MatchString(s) && !addressText.MatchString(s)
+			return s, ok && unitText.MatchString(s) && !identifierDigits.MatchString(s) && !addressText.MatchString(s) && ScrubString(s) == s
 		}
 		return nil, false
 	}
@@ -824,8 +827,8 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		if parent != "Coding" && !elementCode(parent, name, s) {
-			return nil, false // see elementCode (Coding: see coding)
+		if parent != "Coding" && (!elementCode(parent, name, s) || ScrubString(s) != s) {
+			return nil, false // see elementCode; a code the scrub would change is dropped (Coding: see coding)
 		}
 		return ScrubString(s), codeText.MatchString(s) && !addressText.MatchString(s)
 	case "date", "dateTime":
