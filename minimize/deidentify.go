@@ -452,10 +452,11 @@ var fhirCodeSets = func() map[string]map[string]bool {
 
 // codeForms are the forms of the codes of the value sets that are
 // grammars (fhirCodeForms): a MIME type (BCP 13) of a registered top-level
-// type, a language tag (BCP 47) of a language, script and region
+// type, with no parameter but charset and fhirVersion (a name parameter
+// holds a file name: "application/pdf;name=EvelynMarsh.pdf"), a language tag (BCP 47) of a language, script and region
 // (languageTag), an ISO 4217 currency.
 var codeForms = map[string]*regexp.Regexp{
-	"mime":     regexp.MustCompile(`^(?:application|audio|font|image|message|model|multipart|text|video)/[A-Za-z0-9][A-Za-z0-9.+\-]{0,126}(?:;[A-Za-z0-9\-]{1,32}=[A-Za-z0-9.\-]{1,32})*$`),
+	"mime":     regexp.MustCompile(`^(?:application|audio|font|image|message|model|multipart|text|video)/[A-Za-z0-9][A-Za-z0-9.+\-]{0,126}(?:;(?i:charset|fhirVersion)=[A-Za-z0-9.\-]{1,32})*$`),
 	"language": languageTag,
 	"currency": regexp.MustCompile(`^[A-Z]{3}$`),
 }
