@@ -168,16 +168,14 @@ var terminologySystems = map[string]bool{
 // form — a name, an MRN, free text typed as a SNOMED CT code — is dropped:
 // it is not that terminology's code, and says what the source typed.
 var codeSyntax = map[string]*regexp.Regexp{
-	"http://loinc.org":                  regexp.MustCompile(`^(?:L[A-Z])?[0-9]{1,7}(?:-[0-9])?$`),
-	"http://snomed.info/sct":            regexp.MustCompile(`^[0-9]{1,18}$`),
-	"http://hl7.org/fhir/sid/icd-10":    regexp.MustCompile(`^[A-Z][0-9][0-9A-Z](?:\.?[0-9A-Z]{1,4})?$`),
-	"http://hl7.org/fhir/sid/icd-10-cm": regexp.MustCompile(`^[A-Z][0-9][0-9A-Z](?:\.?[0-9A-Z]{1,4})?$`),
-	"http://hl7.org/fhir/sid/icd-9-cm":  regexp.MustCompile(`^(?:[0-9]{3}|V[0-9]{2}|E[0-9]{3}|[0-9]{2})(?:\.[0-9]{1,2})?$`),
-	"http://hl7.org/fhir/sid/cvx":       regexp.MustCompile(`^[0-9]{1,3}$`),
-	"http://hl7.org/fhir/sid/ndc":       regexp.MustCompile(`^(?:[0-9]{4,5}-[0-9]{3,4}-[0-9]{1,2}|[0-9]{10,11})$`),
-	// RxNorm's concept ids (RXCUI) are below 3,000,000 after twenty
-	// years: seven digits, never an SSN's nine nor an MRN's eight.
-	"http://www.nlm.nih.gov/research/umls/rxnorm":  regexp.MustCompile(`^[0-9]{1,7}$`),
+	"http://loinc.org":                             regexp.MustCompile(`^(?:L[A-Z])?[0-9]{1,7}(?:-[0-9])?$`),
+	"http://snomed.info/sct":                       regexp.MustCompile(`^[0-9]{1,18}$`),
+	"http://hl7.org/fhir/sid/icd-10":               regexp.MustCompile(`^[A-Z][0-9][0-9A-Z](?:\.?[0-9A-Z]{1,4})?$`),
+	"http://hl7.org/fhir/sid/icd-10-cm":            regexp.MustCompile(`^[A-Z][0-9][0-9A-Z](?:\.?[0-9A-Z]{1,4})?$`),
+	"http://hl7.org/fhir/sid/icd-9-cm":             regexp.MustCompile(`^(?:[0-9]{3}|V[0-9]{2}|E[0-9]{3}|[0-9]{2})(?:\.[0-9]{1,2})?$`),
+	"http://hl7.org/fhir/sid/cvx":                  regexp.MustCompile(`^[0-9]{1,3}$`),
+	"http://hl7.org/fhir/sid/ndc":                  regexp.MustCompile(`^(?:[0-9]{4,5}-[0-9]{3,4}-[0-9]{1,2}|[0-9]{10,11})$`),
+	"http://www.nlm.nih.gov/research/umls/rxnorm":  regexp.MustCompile(`^[0-9]{1,7}$`), // RXCUIs are below 3,000,000: never an SSN's nine digits nor an MRN's eight
 	"http://www.ama-assn.org/go/cpt":               regexp.MustCompile(`^[0-9]{4}[0-9A-Z]$`),
 	"http://nucc.org/provider-taxonomy":            regexp.MustCompile(`^[0-9]{3}[0-9A-Z]{6}X$`),
 	"http://dicom.nema.org/resources/ontology/DCM": regexp.MustCompile(`^(?:[0-9]{1,6}|[A-Z][A-Z_]{0,15}|[A-Z]{1,3}[0-9][A-Z]{0,3}|[A-Z]-[0-9A-Z]{4,5})$`),
@@ -453,8 +451,9 @@ var fhirCodeSets = func() map[string]map[string]bool {
 // codeForms are the forms of the codes of the value sets that are
 // grammars (fhirCodeForms): a MIME type (BCP 13) of a registered top-level
 // type, with no parameter but charset and fhirVersion (a name parameter
-// holds a file name: "application/pdf;name=EvelynMarsh.pdf"), a language tag (BCP 47) of a language, script and region
-// (languageTag), an ISO 4217 currency.
+// holds a file name: "application/pdf;name=EvelynMarsh.pdf"); a language
+// tag (BCP 47) of a language, script and region (languageTag); an ISO 4217
+// currency.
 var codeForms = map[string]*regexp.Regexp{
 	"mime":     regexp.MustCompile(`^(?:application|audio|font|image|message|model|multipart|text|video)/[A-Za-z0-9][A-Za-z0-9.+\-]{0,126}(?:;(?i:charset|fhirVersion)=[A-Za-z0-9.\-]{1,32})*$`),
 	"language": languageTag,
