@@ -27,8 +27,9 @@ import (
 //	boolean, integer, positiveInt,       kept when well formed (integers in
 //	unsignedInt, decimal                 FHIR R4's 32 bits); an age over 89
 //	                                     dropped (ageCtx); a bare whole
-//	                                     number of nine digits or more
-//	                                     dropped (identifierNumber; in a
+//	                                     number of nine digits or more, or
+//	                                     a date YYYYMMDD, dropped
+//	                                     (identifierNumber; in a
 //	                                     quantity, when it has no unit)
 //	code                                 kept when a code of the element's
 //	                                     required value set (elementCode,
@@ -36,7 +37,7 @@ import (
 //	                                     (language, MIME type, currency), a
 //	                                     token without spaces (codeText) nor
 //	                                     URL, e-mail, IP (addressText),
-//	                                     scrubbed (ScrubString)
+//	                                     nor anything ScrubString changes
 //	date, dateTime                       the year ("YYYY", valid for both);
 //	                                     a date of birth (birthDate, born[x],
 //	                                     a birth-date Observation's value):
@@ -45,8 +46,9 @@ import (
 //	                                     the age is over 89 at Options.Now
 //	instant, time                        dropped
 //	string, markdown                     dropped, except Quantity.unit when
-//	                                     a unit symbol (unitText) and
-//	                                     Address.state/country (scrubbed)
+//	                                     a unit symbol (unitText) that
+//	                                     ScrubString leaves as it is, and
+//	                                     Address.state/country (see Address)
 //	uri, url, canonical, oid, uuid, id,  dropped (Coding.system: kept when it
 //	base64Binary, xhtml                  is a public terminology; see below)
 //	Identifier, HumanName, ContactPoint, dropped
@@ -64,7 +66,8 @@ import (
 //	                                     and its code of the terminology's
 //	                                     form (codeSyntax) or, for HL7's and
 //	                                     FHIR's code systems, one of its
-//	                                     codes (fhirSystemCodes);
+//	                                     codes (fhirSystemCodes); LOINC,
+//	                                     SNOMED CT, ISO 3166: codeChecks;
 //	                                     display and version dropped
 //	Quantity and its kinds               value, comparator, unit kept; system
 //	                                     and code only for UCUM and ISO 4217;
@@ -172,16 +175,123 @@ var codeSyntax = map[string]*regexp.Regexp{
 	"http://hl7.org/fhir/sid/icd-9-cm":             regexp.MustCompile(`^(?:[0-9]{3}|V[0-9]{2}|E[0-9]{3}|[0-9]{2})(?:\.[0-9]{1,2})?$`),
 	"http://hl7.org/fhir/sid/cvx":                  regexp.MustCompile(`^[0-9]{1,3}$`),
 	"http://hl7.org/fhir/sid/ndc":                  regexp.MustCompile(`^(?:[0-9]{4,5}-[0-9]{3,4}-[0-9]{1,2}|[0-9]{10,11})$`),
-	"http://www.nlm.nih.gov/research/umls/rxnorm":  regexp.MustCompile(`^[0-9]{1,9}$`),
+	"http://www.nlm.nih.gov/research/umls/rxnorm":  regexp.MustCompile(`^[0-9]{1,7}$`), // RXCUIs are below 3,000,000: never an SSN's nine digits nor an MRN's eight
 	"http://www.ama-assn.org/go/cpt":               regexp.MustCompile(`^[0-9]{4}[0-9A-Z]$`),
 	"http://nucc.org/provider-taxonomy":            regexp.MustCompile(`^[0-9]{3}[0-9A-Z]{6}X$`),
 	"http://dicom.nema.org/resources/ontology/DCM": regexp.MustCompile(`^(?:[0-9]{1,6}|[A-Z][A-Z_]{0,15}|[A-Z]{1,3}[0-9][A-Z]{0,3}|[A-Z]-[0-9A-Z]{4,5})$`),
 	"http://unitsofmeasure.org":                    ucumSyntax,
 	"http://www.radlex.org":                        regexp.MustCompile(`^RP?ID[0-9]{1,9}$`),
-	"urn:ietf:bcp:47":                              regexp.MustCompile(`^[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*$`),
+	"urn:ietf:bcp:47":                              languageTag,
 	"urn:iso:std:iso:3166":                         regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3}|[A-Z]{2}-[A-Z0-9]{1,3})$`),
 	"urn:iso:std:iso:4217":                         regexp.MustCompile(`^(?:[A-Z]{3}|[0-9]{3})$`),
 }
+
+// codeChecks are the checks beyond codeSyntax that a code of these
+// terminologies passes, by system:
+//
+//   - LOINC: a code ends in its mod-10 check digit ("8480-6"), so a
+//     number of up to seven digits (an MRN "7744112", a telephone number
+//     without its area code) is not taken for one; an answer or part
+//     code ("LA6751-7", "LP14082-9") is judged by its form only.
+//   - SNOMED CT: a concept id (SCTID) ends in a partition identifier of a
+//     concept ("00", or "10" in an extension's namespace) and a Verhoeff
+//     check digit, so a number that is not one (an SSN "219099999", an
+//     MRN "77441123", nine SSN digits "912448123") is not taken for a
+//     concept: about one number in 500 of SNOMED CT's form passes.
+//   - ISO 3166: the codes an address keeps (stateCode, countryCode): a
+//     country or territory of more than 20,000 people, a first-level
+//     subdivision; a coding of Pitcairn ("PN") or of the City of London
+//     ("GB-LND") as a country of residence or a place travelled to names
+//     an area smaller than a state, as its address would.
+var codeChecks = map[string]func(string) bool{
+	"http://loinc.org":       loincCode,
+	"http://snomed.info/sct": snomedConceptID,
+	"urn:iso:std:iso:3166": func(c string) bool {
+		if strings.Contains(c, "-") {
+			return stateCode(c)
+		}
+		return countryCode(c)
+	},
+}
+
+// loincCode reports whether s, of LOINC's form (codeSyntax), is a LOINC
+// code with its check digit (LOINC's mod 10: every other digit from the
+// right doubled, the digits summed), or an answer or part code.
+func loincCode(s string) bool {
+	if strings.HasPrefix(s, "L") {
+		return true // LA, LP, LL...: their check digit is not the code number's
+	}
+	num, check, ok := strings.Cut(s, "-")
+	if !ok || len(check) != 1 {
+		return false
+	}
+	sum := 0
+	for i := range len(num) {
+		d := int(num[len(num)-1-i] - '0')
+		if i%2 == 0 {
+			if d *= 2; d > 9 {
+				d -= 9
+			}
+		}
+		sum += d
+	}
+	return int(check[0]-'0') == (10-sum%10)%10
+}
+
+// snomedConceptID reports whether s, digits, is a SNOMED CT concept id: its
+// partition identifier (the two digits before the last) is a concept's,
+// and its last digit the Verhoeff check digit of the others.
+func snomedConceptID(s string) bool {
+	if len(s) < 6 || len(s) > 18 {
+		return false
+	}
+	if p := s[len(s)-3 : len(s)-1]; p != "00" && p != "10" {
+		return false
+	}
+	c := 0
+	for i := 0; i < len(s); i++ {
+		r := s[len(s)-1-i]
+		if r < '0' || r > '9' {
+			return false
+		}
+		c = verhoeffD[c][verhoeffP[i%8][r-'0']]
+	}
+	return c == 0
+}
+
+// The Verhoeff tables: the dihedral group D5's multiplication (d) and the
+// permutation (p) applied to a digit by its position from the right.
+var (
+	verhoeffD = [10][10]int{
+		{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 2, 3, 4, 0, 6, 7, 8, 9, 5},
+		{2, 3, 4, 0, 1, 7, 8, 9, 5, 6}, {3, 4, 0, 1, 2, 8, 9, 5, 6, 7},
+		{4, 0, 1, 2, 3, 9, 5, 6, 7, 8}, {5, 9, 8, 7, 6, 0, 4, 3, 2, 1},
+		{6, 5, 9, 8, 7, 1, 0, 4, 3, 2}, {7, 6, 5, 9, 8, 2, 1, 0, 4, 3},
+		{8, 7, 6, 5, 9, 3, 2, 1, 0, 4}, {9, 8, 7, 6, 5, 4, 3, 2, 1, 0},
+	}
+	verhoeffP = func() (p [8][10]int) {
+		p1 := [10]int{1, 5, 7, 6, 2, 8, 3, 0, 9, 4} // p[i] is p1 applied i times
+		for x := range 10 {
+			p[0][x] = x
+		}
+		for i := 1; i < 8; i++ {
+			for x := range 10 {
+				p[i][x] = p1[p[i-1][x]]
+			}
+		}
+		return p
+	}()
+)
+
+// languageTag is the form of a BCP-47 language tag that is kept: a
+// language of two or three letters, then optionally a script of four
+// letters and a region of two letters or three digits ("en", "en-US",
+// "zh-Hant-TW", "es-419"), as are all 56 tags of R4's value sets. The
+// other subtags BCP 47 allows are variants of five to eight letters, and
+// extensions and private use ("x-" and what follows) of up to eight
+// each: a name fits them ("en-Marsh", "en-x-Evelyn-Marsh"), and they are
+// rare in health data, so a tag with one is dropped.
+var languageTag = regexp.MustCompile(`^[A-Za-z]{2,3}(?:-[A-Za-z]{4})?(?:-(?:[A-Za-z]{2}|[0-9]{3}))?$`)
 
 // ucumSyntax is the form of a UCUM code (lenient): components — an atom
 // with an optional exponent of one or two digits ("m2", "s-1"), a
@@ -308,8 +418,8 @@ func elementCode(parent, name, s string) bool {
 	if url, ok := fhirCodeBindings[key]; ok {
 		return fhirCodeSets[url][s]
 	}
-	if re, ok := codeForms[fhirCodeForms[key]]; ok {
-		return re.MatchString(s) && !identifierDigits.MatchString(s)
+	if form := fhirCodeForms[key]; codeForms[form] != nil {
+		return codeForms[form].MatchString(s) && !identifierDigits.MatchString(s)
 	}
 	return false
 }
@@ -340,11 +450,13 @@ var fhirCodeSets = func() map[string]map[string]bool {
 
 // codeForms are the forms of the codes of the value sets that are
 // grammars (fhirCodeForms): a MIME type (BCP 13) of a registered top-level
-// type, a language tag (BCP 47) whose primary language is a two- or
-// three-letter ISO 639 code, an ISO 4217 currency.
+// type, with no parameter but charset and fhirVersion (a name parameter
+// holds a file name: "application/pdf;name=EvelynMarsh.pdf"); a language
+// tag (BCP 47) of a language, script and region (languageTag); an ISO 4217
+// currency.
 var codeForms = map[string]*regexp.Regexp{
-	"mime":     regexp.MustCompile(`^(?:application|audio|font|image|message|model|multipart|text|video)/[A-Za-z0-9][A-Za-z0-9.+\-]{0,126}(?:;[A-Za-z0-9\-]{1,32}=[A-Za-z0-9.\-]{1,32})*$`),
-	"language": regexp.MustCompile(`^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*$`),
+	"mime":     regexp.MustCompile(`^(?:application|audio|font|image|message|model|multipart|text|video)/[A-Za-z0-9][A-Za-z0-9.+\-]{0,126}(?:;(?i:charset|fhirVersion)=[A-Za-z0-9.\-]{1,32})*$`),
+	"language": languageTag,
 	"currency": regexp.MustCompile(`^[A-Z]{3}$`),
 }
 
@@ -683,8 +795,10 @@ func (d *deid) element(parent, name string, e fhirElement, v any) (any, bool) {
 func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 	if droppedTypes[typ] {
 		if (typ == "string" || typ == "markdown") && keptStrings[parent+"."+name] {
+			// A unit the scrub would change (a telephone number, a date)
+			// is dropped, not released as "[PHONE]".
 			s, ok := v.(string)
-			return ScrubString(s), ok && unitText.MatchString(s) && !identifierDigits.MatchString(s) && !addressText.MatchString(s)
+			return s, ok && unitText.MatchString(s) && !identifierDigits.MatchString(s) && !addressText.MatchString(s) && ScrubString(s) == s
 		}
 		return nil, false
 	}
@@ -713,8 +827,8 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		if parent != "Coding" && !elementCode(parent, name, s) {
-			return nil, false // see elementCode (Coding: see coding)
+		if parent != "Coding" && (!elementCode(parent, name, s) || ScrubString(s) != s) {
+			return nil, false // see elementCode; a code the scrub would change is dropped (Coding: see coding)
 		}
 		return ScrubString(s), codeText.MatchString(s) && !addressText.MatchString(s)
 	case "date", "dateTime":
@@ -805,12 +919,28 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 	if re, ok := codeSyntax[sys]; ok && !re.MatchString(c) {
 		return nil, false // not a code of that terminology: free text, a name
 	}
+	if check := codeChecks[sys]; check != nil && !check(c) {
+		return nil, false // see codeChecks
+	}
 	if (hl7CodeSystem.MatchString(sys) || fhirCodeSystem.MatchString(sys)) && !fhirSystemCodes[sys][c] {
 		return nil, false // see fhirSystemCodes
 	}
 	out, ok := d.object(m, "Coding")
 	if !ok || out["code"] == nil {
 		return nil, false
+	}
+	if out["code"] != c {
+		// The scrub found an identifier's pattern in the code (a
+		// telephone number's ten digits): a code is released as it is or
+		// not at all, never as a token such as "[PHONE]" under the
+		// terminology's system. A SNOMED CT concept id passed its check
+		// digit (codeChecks), which a telephone number fails nine times
+		// in ten and its partition 49 times in 50: it is kept whole
+		// (1119349007, the SARS-CoV-2 mRNA vaccine, has ten digits).
+		if sys != "http://snomed.info/sct" {
+			return nil, false
+		}
+		out["code"] = c
 	}
 	out["system"] = sys
 	return out, true
@@ -871,13 +1001,27 @@ var numericTypes = setOf("integer", "integer64", "positiveInt", "unsignedInt", "
 // measurement of that size has a unit ("10*9/L", "[iU]"); a count or a
 // score that large is rare, and is dropped rather than an identifier
 // released (Safe Harbor (R): any other unique identifying number).
+//
+// A whole number of eight digits that reads as a date YYYYMMDD (HL7 v2's
+// DT and DTM form, years 1800 to 2199: 19310314) is a date, not a count,
+// and is dropped too (Safe Harbor (C)): a date of birth from a v2 message
+// mapped to a bare number would be released whole.
 func identifierNumber(v any) bool {
 	n, ok := v.(json.Number)
 	if !ok {
 		return false
 	}
 	f, err := n.Float64()
-	return err == nil && math.Abs(f) >= 1e8 && f == math.Trunc(f)
+	if err != nil || f != math.Trunc(f) {
+		return false
+	}
+	if f >= 18000101 && f <= 21991231 {
+		md := int(f) % 10000
+		if m, d := md/100, md%100; m >= 1 && m <= 12 && d >= 1 && d <= 31 {
+			return true
+		}
+	}
+	return math.Abs(f) >= 1e8
 }
 
 // releaseAge reports whether an age of years may be released, and notes
@@ -898,6 +1042,16 @@ var timeUnits = func() map[string]float64 {
 	for u, f := range map[string]float64{
 		"a": year, "a_j": year, "a_g": year, "a_t": year, "y": year, "yr": year, "yrs": year, "year": year, "years": year, "year(s)": year,
 		"yo": year, "y/o": year, "yearsold": year, "yearold": year, "yrsold": year, "ann": year, "annum": year, "jr": year, "jahr": year, "jahre": year,
+		// The languages of IPS and national base IGs (a unit text is
+		// written in the source's language): Spanish, Portuguese, French,
+		// Italian, Dutch, Scandinavian, Polish and Czech, Finnish, Greek,
+		// Russian, Japanese, Chinese, Korean.
+		"año": year, "años": year, "ano": year, "anos": year, "an": year, "ans": year, "année": year, "années": year,
+		"anno": year, "anni": year, "jaar": year, "jaren": year, "år": year, "aar": year, "lat": year, "rok": year, "roky": year, "let": year,
+		"vuosi": year, "vuotta": year, "έτη": year, "ετών": year, "год": year, "года": year, "лет": year,
+		"歳": year, "才": year, "岁": year, "年": year, "세": year, "살": year, "년": year,
+		"mes": month, "meses": month, "mois": month, "mese": month, "mesi": month, "maand": month, "maanden": month,
+		"monat": month, "monate": month, "måned": month, "måneder": month, "månad": month, "månader": month,
 		"mo": month, "mo_j": month, "mo_g": month, "mo_s": month, "mos": month, "month": month, "months": month, "month(s)": month,
 		"wk": week, "wks": week, "week": week, "weeks": week, "week(s)": week,
 		"d": day, "day": day, "days": day, "day(s)": day,

