@@ -9,3 +9,7 @@ var RealisticEntries = realisticEntries
 
 // ServerNames are the server's action and reason names the exports read.
 var ServerNames = []string{actionAuthReject, actionRateLimited, reasonDiskLow}
+
+// OwnActs are the actions custos records as its own acts, and the
+// principal of each.
+var OwnActs = ownActs

@@ -41,6 +41,36 @@ const (
 	reasonDiskLow        = "disk_low"          // server.ReasonDiskLow: refused while the audit volume is in its reserve
 )
 
+// ownActs are the actions custos records as acts of its own, each with
+// the principal it records them under (TestServerNamesAgree keeps the
+// actions equal to their writers' names): a URI retired from the catalog
+// (server.ActionRetire), a policy loaded or rejected (server.ActionPolicyLoad,
+// ActionPolicyReject), a break-the-glass grant expired (btg.KindExpire),
+// the audit log found broken (scrub.Action): "custos"; a scheduled FHIR
+// sync (fhirsync.ActionSyncStart, ActionSyncEnd; app/sync.go): "custos-serve".
+// The same principal on another action (an OAuth subject "custos") is a
+// person, and so is an OS account that asked for a sync.
+var ownActs = map[string]string{
+	"catalog/retire": "custos",
+	"policy/load":    "custos",
+	"policy/reject":  "custos",
+	"btg/expire":     "custos",
+	actionIntegrity:  "custos",
+	"sync/start":     "custos-serve",
+	"sync/end":       "custos-serve",
+}
+
+// ownAct reports whether r records an act of custos itself (ownActs).
+func ownAct(r audit.Record) bool {
+	sub, ok := ownActs[r.Action]
+	return ok && r.Principal.Sub == sub
+}
+
+// agentApplication is the agent type of custos acting on its own: DICOM's
+// software application role, which IHE BALP uses for an application agent
+// (IHE.IUA.71, agent[client]).
+var agentApplication = fhirCoding{System: fhirDICOM, Code: "110150", Display: "Application"}
+
 // auditLogUses are the actions of the records of an auditor's access to
 // the audit log (audit/access's Action* constants, which import this
 // package; TestAuditLogUsesAreTheAccessActions keeps the two equal): DICOM
@@ -184,7 +214,9 @@ func balpKindOf(action string) balpKind {
 //     Activity, action E; every patient and URI as entities.
 //
 // The user agent (v3-ParticipationType#IRCP, requestor, roles, purpose of
-// use) is present when the record names a principal. outcome is 0 for
+// use) is present when the record names a principal; for an act of
+// custos itself (ownActs) it is the application agent, DCM 110150
+// Application, who a Device. outcome is 0 for
 // allow, 4 (minor failure) for deny, 8 (serious failure) for error, with
 // the reason in outcomeDesc. meta.profile claims the BALP profile only for
 // a successful read or query that carries everything the profile requires:
@@ -304,6 +336,9 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 			Who:          &fhirReference{Identifier: &fhirIdentifier{Value: fhirRequired(r.Principal.Sub)}},
 			Requestor:    true,
 			PurposeOfUse: purpose,
+		}
+		if ownAct(r) { // custos itself, not a person who received information
+			user.Type.Coding[0], user.Who.Type = agentApplication, "Device"
 		}
 		for _, role := range r.Principal.Roles {
 			if t := fhirString(role); t != "" {
