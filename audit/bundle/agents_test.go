@@ -98,3 +98,99 @@ func TestSystemActorsAreApplicationAgents(t *testing.T) {
 		t.Logf("%d AuditEvents checked by %v", rep.Validated, rep.Validators)
 	})
 }
+
+// TestURIEntityClaimsURISystemOnlyForURIs: an entity's identifier is
+// under the system urn:ietf:rfc:3986 only when its value is a URI. The
+// server records a URI that does not parse as "invalid"
+// (server/record.go, pseudonymURI: never one of its own, e.g. a catalog
+// entry of a scheme no longer served, retired or listed); that was
+// exported as the URI "invalid". It is exported with no system, as the
+// record has it; real URIs keep theirs. Both outside validators pass.
+func TestURIEntityClaimsURISystemOnlyForURIs(t *testing.T) {
+	hk := "hk1-0000000000000000000000000000000b"
+	good := "fhir://t/patients/" + hk + "/Observation/o-1"
+	keys := []string{"audit-hmac=secret/custos/audit-hmac-key@2"}
+	clin := audit.Principal{Sub: "dr-ada", Roles: []string{"clinician"}, ClientID: "claude-desktop"}
+	entries := []audit.Entry{
+		{Action: "catalog/retire", Outcome: audit.OutcomeAllow, Reason: "retired", Principal: audit.Principal{Sub: "custos", Roles: []string{}}, URIs: []string{"invalid"}, Keys: keys},
+		{Action: "complete", Outcome: audit.OutcomeAllow, Reason: "argument=id returned=2 denied=0 scanned=2", Principal: clin, PurposeOfUse: "TREAT", Source: "10.0.0.5:1",
+			URIs: []string{"invalid", good}, Patients: []string{hk}, Keys: keys},
+		{Action: audit.ActionResourcesRead, Outcome: audit.OutcomeError, Reason: "catalog_unavailable", Principal: clin, PurposeOfUse: "TREAT", Source: "10.0.0.5:1",
+			URIs: []string{"invalid"}, Keys: keys},
+		{Action: audit.ActionResourcesRead, Outcome: audit.OutcomeAllow, Reason: "clinician_care_team", Principal: clin, PurposeOfUse: "TREAT", Source: "10.0.0.5:1",
+			URIs: []string{good}, Patients: []string{hk}, Keys: keys},
+	}
+	_, records := exportEntries(t, "custos-node-1", entries)
+	var all [][]byte
+	invalid, uris := 0, 0
+	for _, r := range records {
+		evs, err := FHIRAuditEvents(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, evs...)
+		for _, b := range evs {
+			var ev auditEvent
+			if err := json.Unmarshal(b, &ev); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range ev.entities("2", "4") {
+				id := e.What.Identifier
+				switch id.Value {
+				case "invalid":
+					invalid++
+					if id.System != "" {
+						t.Errorf("seq %d (%s): the unparsable URI recorded as %q is exported under the identifier system %s", r.Seq, r.Action, id.Value, id.System)
+					}
+				case good:
+					uris++
+					if id.System != fhirURI {
+						t.Errorf("seq %d (%s): URI %s under system %q, want %s", r.Seq, r.Action, id.Value, id.System, fhirURI)
+					}
+				default:
+					t.Errorf("seq %d: unexpected entity %q", r.Seq, id.Value)
+				}
+			}
+		}
+	}
+	if invalid != 3 || uris != 2 {
+		t.Fatalf("%d entities \"invalid\" and %d URIs, want 3 and 2", invalid, uris)
+	}
+	t.Run("fhir-r4-outside-validators", func(t *testing.T) {
+		rep := validators.FHIR(t, all)
+		for _, inv := range rep.Invalid {
+			t.Errorf("AuditEvent %d (id %s) is not valid FHIR R4 (%s): %s", inv.Index, inv.ID, inv.Validator, inv.Message)
+		}
+		t.Logf("%d AuditEvents checked by %v", rep.Validated, rep.Validators)
+	})
+}
+
+// TestIsURI pins what counts as a URI for the identifier system
+// urn:ietf:rfc:3986: RFC 3986's absolute form (a scheme, ":", URI
+// characters only, "%" with two hex digits).
+func TestIsURI(t *testing.T) {
+	for _, c := range []struct {
+		s  string
+		ok bool
+	}{
+		{"fhir://t/patients/hk1-0123456789abcdef0123456789abcdef/Observation/o-1", true},
+		{"phi://patients/6f1c2a44-3b1e-4c8a-9d2f-0a1b2c3d4e5f/summary", true},
+		{"fhir://Organization/org-1", true},
+		{"urn:oid:1.2.3", true},
+		{"https://example.org/a%20b?x=1#f", true},
+		{"invalid", false},
+		{"", false},
+		{":x", false},
+		{"1http://x", false},
+		{"phi://patients/{id}/summary", false}, // a URI template (RFC 6570), not a URI
+		{"fhir://t/a b", false},
+		{"fhir://t/a%2", false},
+		{"fhir://t/a%zz", false},
+		{"fhir://t/\u00e9", false},
+		{"fhir://t/\ufffd", false},
+	} {
+		if got := isURI(c.s); got != c.ok {
+			t.Errorf("isURI(%q) = %v, want %v", c.s, got, c.ok)
+		}
+	}
+}

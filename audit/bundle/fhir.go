@@ -196,7 +196,8 @@ func balpKindOf(action string) balpKind {
 //     restful-interaction#read, action R; agents client = DCM 110152
 //     Destination Role ID (the data flows to it), server = DCM 110153
 //     Source Role ID; entity data (audit-entity-type#2 System Object,
-//     object-role#4 Domain Resource, what = the URI) and, when patients are
+//     object-role#4 Domain Resource, what = the URI, under the identifier
+//     system urn:ietf:rfc:3986 only if it is one, isURI) and, when patients are
 //     concerned, entity patient (#1 Person, object-role#1 Patient).
 //   - resources/list, resources/templates/list: the Query pattern: subtype
 //     search, action E; client = 110153 Source Role ID, server = 110152
@@ -376,7 +377,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 				continue
 			}
 			ev.Entity = append(ev.Entity, fhirEntity{
-				What: &fhirReference{Identifier: &fhirIdentifier{System: fhirURI, Value: u}},
+				What: &fhirReference{Identifier: &fhirIdentifier{System: pick(isURI(u), fhirURI, ""), Value: u}},
 				Type: &fhirCoding{System: fhirEntityType, Code: "2", Display: "System Object"},
 				Role: &fhirCoding{System: fhirObjectRole, Code: "4", Display: "Domain Resource"},
 			})
@@ -476,6 +477,35 @@ func patientSystem(p string) string {
 	}
 	return custosPatientHash
 }
+
+// isURI reports whether s is a URI, so that an identifier may name it
+// under the system urn:ietf:rfc:3986: RFC 3986's absolute form, a scheme
+// (a letter, then letters, digits, "+", "-", ".") and ":", then only the
+// characters a URI may hold, each "%" followed by two hex digits. The
+// server records a URI that does not parse as "invalid"
+// (server/record.go), which is not one; nor is a URI template. It is pure.
+func isURI(s string) bool {
+	scheme, rest, ok := strings.Cut(s, ":")
+	if !ok || scheme == "" || !isAlpha(scheme[0]) ||
+		strings.Trim(scheme, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.") != "" {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		c := rest[i]
+		switch {
+		case isAlpha(c) || '0' <= c && c <= '9' || strings.IndexByte("-._~:/?#[]@!$&'()*+,;=", c) >= 0:
+		case c == '%' && i+2 < len(rest) && isHex(rest[i+1]) && isHex(rest[i+2]):
+			i += 2
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isAlpha(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
 // deviceRef is the source observer: the custos node.
 func deviceRef(node string) fhirReference {
