@@ -39,6 +39,7 @@ const (
 	actionIntegrity      = "audit/integrity"   // scrub.Action: the audit log was found broken
 	actionRateLimited    = "http/rate_limited" // server.ActionRateLimited: a request over a rate or session limit
 	reasonDiskLow        = "disk_low"          // server.ReasonDiskLow: refused while the audit volume is in its reserve
+	reasonAggregate      = "aggregate"         // server.ReasonAggregate: the mark of an aggregate refusal record's reason
 )
 
 // ownActs are the actions custos records as acts of its own, each with

@@ -16,7 +16,7 @@ import (
 // refusal records by the server's action and reason names, which they
 // copy (audit/bundle does not import server); the copies must not drift.
 func TestServerNamesAgree(t *testing.T) {
-	want := []string{server.ActionAuthReject, server.ActionRateLimited, server.ReasonDiskLow}
+	want := []string{server.ActionAuthReject, server.ActionRateLimited, server.ReasonDiskLow, server.ReasonAggregate}
 	if !slices.Equal(bundle.ServerNames, want) {
 		t.Errorf("audit/bundle's names %v, the server's %v", bundle.ServerNames, want)
 	}
