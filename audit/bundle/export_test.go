@@ -8,4 +8,8 @@ var AuditLogUses = auditLogUses
 var RealisticEntries = realisticEntries
 
 // ServerNames are the server's action and reason names the exports read.
-var ServerNames = []string{actionAuthReject, actionRateLimited, reasonDiskLow}
+var ServerNames = []string{actionAuthReject, actionRateLimited, reasonDiskLow, reasonAggregate}
+
+// OwnActs are the actions custos records as its own acts, and the
+// principal of each.
+var OwnActs = ownActs

@@ -39,7 +39,38 @@ const (
 	actionIntegrity      = "audit/integrity"   // scrub.Action: the audit log was found broken
 	actionRateLimited    = "http/rate_limited" // server.ActionRateLimited: a request over a rate or session limit
 	reasonDiskLow        = "disk_low"          // server.ReasonDiskLow: refused while the audit volume is in its reserve
+	reasonAggregate      = "aggregate"         // server.ReasonAggregate: the mark of an aggregate refusal record's reason
 )
+
+// ownActs are the actions custos records as acts of its own, each with
+// the principal it records them under (TestServerNamesAgree keeps the
+// actions equal to their writers' names): a URI retired from the catalog
+// (server.ActionRetire), a policy loaded or rejected (server.ActionPolicyLoad,
+// ActionPolicyReject), a break-the-glass grant expired (btg.KindExpire),
+// the audit log found broken (scrub.Action): "custos"; a scheduled FHIR
+// sync (fhirsync.ActionSyncStart, ActionSyncEnd; app/sync.go): "custos-serve".
+// The same principal on another action (an OAuth subject "custos") is a
+// person, and so is an OS account that asked for a sync.
+var ownActs = map[string]string{
+	"catalog/retire": "custos",
+	"policy/load":    "custos",
+	"policy/reject":  "custos",
+	"btg/expire":     "custos",
+	actionIntegrity:  "custos",
+	"sync/start":     "custos-serve",
+	"sync/end":       "custos-serve",
+}
+
+// ownAct reports whether r records an act of custos itself (ownActs).
+func ownAct(r audit.Record) bool {
+	sub, ok := ownActs[r.Action]
+	return ok && r.Principal.Sub == sub
+}
+
+// agentApplication is the agent type of custos acting on its own: DICOM's
+// software application role, which IHE BALP uses for an application agent
+// (IHE.IUA.71, agent[client]).
+var agentApplication = fhirCoding{System: fhirDICOM, Code: "110150", Display: "Application"}
 
 // auditLogUses are the actions of the records of an auditor's access to
 // the audit log (audit/access's Action* constants, which import this
@@ -166,7 +197,8 @@ func balpKindOf(action string) balpKind {
 //     restful-interaction#read, action R; agents client = DCM 110152
 //     Destination Role ID (the data flows to it), server = DCM 110153
 //     Source Role ID; entity data (audit-entity-type#2 System Object,
-//     object-role#4 Domain Resource, what = the URI) and, when patients are
+//     object-role#4 Domain Resource, what = the URI, under the identifier
+//     system urn:ietf:rfc:3986 only if it is one, isURI) and, when patients are
 //     concerned, entity patient (#1 Person, object-role#1 Patient).
 //   - resources/list, resources/templates/list: the Query pattern: subtype
 //     search, action E; client = 110153 Source Role ID, server = 110152
@@ -184,7 +216,9 @@ func balpKindOf(action string) balpKind {
 //     Activity, action E; every patient and URI as entities.
 //
 // The user agent (v3-ParticipationType#IRCP, requestor, roles, purpose of
-// use) is present when the record names a principal. outcome is 0 for
+// use) is present when the record names a principal; for an act of
+// custos itself (ownActs) it is the application agent, DCM 110150
+// Application, who a Device. outcome is 0 for
 // allow, 4 (minor failure) for deny, 8 (serious failure) for error, with
 // the reason in outcomeDesc. meta.profile claims the BALP profile only for
 // a successful read or query that carries everything the profile requires:
@@ -305,6 +339,9 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 			Requestor:    true,
 			PurposeOfUse: purpose,
 		}
+		if ownAct(r) { // custos itself, not a person who received information
+			user.Type.Coding[0], user.Who.Type = agentApplication, "Device"
+		}
 		for _, role := range r.Principal.Roles {
 			if t := fhirString(role); t != "" {
 				user.Role = append(user.Role, fhirConcept{Text: t})
@@ -341,7 +378,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 				continue
 			}
 			ev.Entity = append(ev.Entity, fhirEntity{
-				What: &fhirReference{Identifier: &fhirIdentifier{System: fhirURI, Value: u}},
+				What: &fhirReference{Identifier: &fhirIdentifier{System: pick(isURI(u), fhirURI, ""), Value: u}},
 				Type: &fhirCoding{System: fhirEntityType, Code: "2", Display: "System Object"},
 				Role: &fhirCoding{System: fhirObjectRole, Code: "4", Display: "Domain Resource"},
 			})
@@ -441,6 +478,35 @@ func patientSystem(p string) string {
 	}
 	return custosPatientHash
 }
+
+// isURI reports whether s is a URI, so that an identifier may name it
+// under the system urn:ietf:rfc:3986: RFC 3986's absolute form, a scheme
+// (a letter, then letters, digits, "+", "-", ".") and ":", then only the
+// characters a URI may hold, each "%" followed by two hex digits. The
+// server records a URI that does not parse as "invalid"
+// (server/record.go), which is not one; nor is a URI template. It is pure.
+func isURI(s string) bool {
+	scheme, rest, ok := strings.Cut(s, ":")
+	if !ok || scheme == "" || !isAlpha(scheme[0]) ||
+		strings.Trim(scheme, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.") != "" {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		c := rest[i]
+		switch {
+		case isAlpha(c) || '0' <= c && c <= '9' || strings.IndexByte("-._~:/?#[]@!$&'()*+,;=", c) >= 0:
+		case c == '%' && i+2 < len(rest) && isHex(rest[i+1]) && isHex(rest[i+2]):
+			i += 2
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isAlpha(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
 // deviceRef is the source observer: the custos node.
 func deviceRef(node string) fhirReference {

@@ -364,7 +364,7 @@ type aggregate struct {
 // count or window) is an ordinary record, exported as one event. It is
 // pure.
 func aggregateOf(r audit.Record) (aggregate, bool) {
-	const mark = ",aggregate,count="
+	const mark = "," + reasonAggregate + ",count="
 	switch {
 	case r.Outcome == audit.OutcomeDeny && (r.Action == actionAuthReject || r.Action == actionRateLimited):
 	case r.Outcome == audit.OutcomeError && strings.HasPrefix(r.Reason, reasonDiskLow+","):

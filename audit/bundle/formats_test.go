@@ -46,8 +46,13 @@ func goldenRecords() map[string]audit.Record {
 	integrity := other
 	integrity.Seq, integrity.Action, integrity.Outcome, integrity.Reason = 18, "audit/integrity", audit.OutcomeError, "kind=hash_mismatch,seq=42,problems=1,size=90"
 	integrity.Principal, integrity.Source, integrity.Dev = audit.Principal{Sub: "custos", Roles: []string{}}, "scrub", false
+	// custos's own act (an application agent, not a user) on a URI that
+	// did not parse, recorded as "invalid" (no URI identifier system).
+	retire := other
+	retire.Seq, retire.Action, retire.Outcome, retire.Reason, retire.URIs = 19, "catalog/retire", audit.OutcomeAllow, "retired", []string{"invalid"}
+	retire.Principal, retire.Source, retire.Dev, retire.Session, retire.DecisionID = audit.Principal{Sub: "custos", Roles: []string{}}, "", false, "", ""
 	return map[string]audit.Record{"read": read, "list": list, "templates": tmpl, "deny": deny, "error": errRec, "other": other, "multi": multi, "unauth": unauth,
-		"aggregate": aggregate, "integrity": integrity}
+		"aggregate": aggregate, "integrity": integrity, "retire": retire}
 }
 
 func TestFormatsGolden(t *testing.T) {
