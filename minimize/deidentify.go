@@ -239,13 +239,21 @@ func loincCode(s string) bool {
 }
 
 // snomedConceptID reports whether s, digits, is a SNOMED CT concept id: its
-// partition identifier (the two digits before the last) is a concept's,
-// and its last digit the Verhoeff check digit of the others.
+// partition identifier (the two digits before the last) is a concept's
+// (00; or 10, the long format, after a namespace of seven digits and an
+// item id, so of eleven digits or more), and its last digit the Verhoeff
+// check digit of the others.
 func snomedConceptID(s string) bool {
 	if len(s) < 6 || len(s) > 18 {
 		return false
 	}
-	if p := s[len(s)-3 : len(s)-1]; p != "00" && p != "10" {
+	switch s[len(s)-3 : len(s)-1] {
+	case "00": // short format: item id, partition, check digit
+	case "10": // long format: item id, a namespace of 7 digits, partition, check digit
+		if len(s) < 11 {
+			return false
+		}
+	default:
 		return false
 	}
 	c := 0
@@ -257,6 +265,16 @@ func snomedConceptID(s string) bool {
 		c = verhoeffD[c][verhoeffP[i%8][r-'0']]
 	}
 	return c == 0
+}
+
+// snomedCoreTenDigits reports whether s, a SNOMED CT concept id
+// (snomedConceptID), is one of ten digits in the short format of the
+// international release: an item id of seven digits from 1,000,000, the
+// partition 00, the check digit. A North American telephone number of ten
+// digits never begins with 1 (no area code does), so such a concept id,
+// which has a telephone number's form, is not one.
+func snomedCoreTenDigits(s string) bool {
+	return len(s) == 10 && s[0] == '1' && s[7:9] == "00"
 }
 
 // The Verhoeff tables: the dihedral group D5's multiplication (d) and the
@@ -934,10 +952,12 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 		// telephone number's ten digits): a code is released as it is or
 		// not at all, never as a token such as "[PHONE]" under the
 		// terminology's system. A SNOMED CT concept id passed its check
-		// digit (codeChecks), which a telephone number fails nine times
-		// in ten and its partition 49 times in 50: it is kept whole
-		// (1119349007, the SARS-CoV-2 mRNA vaccine, has ten digits).
-		if sys != "http://snomed.info/sct" {
+		// digit (codeChecks), but one telephone number in 500 does too
+		// (212-555-1001): only a core concept id of ten digits, which
+		// begins with 1 as no North American telephone number does, is
+		// kept whole (1119349007, the SARS-CoV-2 mRNA vaccine); any
+		// other is dropped.
+		if sys != "http://snomed.info/sct" || !snomedCoreTenDigits(c) {
 			return nil, false
 		}
 		out["code"] = c

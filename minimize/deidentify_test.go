@@ -390,6 +390,14 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"a code is released as it is or dropped, never scrubbed: a SNOMED CT concept of ten digits kept whole; another code with a telephone number's form dropped",
 			`{"resourceType":"Immunization","status":"completed","patient":{"reference":"Patient/p"},"occurrenceDateTime":"2021-01-01","vaccineCode":{"coding":[{"system":"http://hl7.org/fhir/sid/cvx","code":"207"},{"system":"http://snomed.info/sct","code":"1119349007"},{"system":"http://hl7.org/fhir/sid/ndc","code":"0069100001"},{"system":"http://hl7.org/fhir/sid/ndc","code":"10019055302"},{"system":"http://hl7.org/fhir/sid/ndc","code":"59267-1000-01"}]}}`,
 			`{"occurrenceDateTime":"2021","patient":{"reference":"Patient/` + testAlias("p") + `"},"resourceType":"Immunization","status":"completed","vaccineCode":{"coding":[{"code":"207","system":"http://hl7.org/fhir/sid/cvx"},{"code":"1119349007","system":"http://snomed.info/sct"},{"code":"59267-1000-01","system":"http://hl7.org/fhir/sid/ndc"}]}}`},
+		// One number in 500 of a telephone number's form passes SNOMED
+		// CT's partition and check digit: 212-555-1001 (partition 00)
+		// was kept whole as a SNOMED CT concept, where it used to come
+		// out as [PHONE]. 123451109 has the long format's partition 10
+		// without room for its namespace of seven digits.
+		{"a telephone number that passes SNOMED CT's check digit dropped, not kept whole; a partition 10 id of fewer than eleven digits dropped",
+			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"code":{"coding":[{"system":"http://snomed.info/sct","code":"2125551001"},{"system":"http://snomed.info/sct","code":"2125550102"},{"system":"http://snomed.info/sct","code":"123451109"},{"system":"http://snomed.info/sct","code":"1119349007"},{"system":"http://snomed.info/sct","code":"44054006"}]}}`,
+			`{"code":{"coding":[{"code":"1119349007","system":"http://snomed.info/sct"},{"code":"44054006","system":"http://snomed.info/sct"}]},"resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
 		{"a LOINC code without its mod-10 check digit dropped (a seven-digit MRN or telephone number typed as one); LOINC codes and answer parts kept",
 			`{"resourceType":"Observation","status":"final","subject":{"reference":"Patient/p"},"code":{"coding":[{"system":"http://loinc.org","code":"7744112"},{"system":"http://loinc.org","code":"5550145"},{"system":"http://loinc.org","code":"5550145-3"},{"system":"http://loinc.org","code":"8480-6"},{"system":"http://loinc.org","code":"100081-9"}]},"valueCodeableConcept":{"coding":[{"system":"http://loinc.org","code":"LA6751-7"}]}}`,
 			`{"code":{"coding":[{"code":"8480-6","system":"http://loinc.org"},{"code":"100081-9","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","subject":{"reference":"Patient/` + testAlias("p") + `"},"valueCodeableConcept":{"coding":[{"code":"LA6751-7","system":"http://loinc.org"}]}}`},
