@@ -28,7 +28,7 @@ import (
 //	unsignedInt, decimal                 FHIR R4's 32 bits); an age over 89
 //	                                     dropped (ageCtx); a bare whole
 //	                                     number of nine digits or more, or
-//	                                     a date YYYYMMDD, dropped
+//	                                     a date (dateDigits), dropped
 //	                                     (identifierNumber; in a
 //	                                     quantity, when it has no unit)
 //	code                                 kept when a code of the element's
@@ -1022,10 +1022,12 @@ var numericTypes = setOf("integer", "integer64", "positiveInt", "unsignedInt", "
 // score that large is rare, and is dropped rather than an identifier
 // released (Safe Harbor (R): any other unique identifying number).
 //
-// A whole number of eight digits that reads as a date YYYYMMDD (HL7 v2's
-// DT and DTM form, years 1800 to 2199: 19310314) is a date, not a count,
-// and is dropped too (Safe Harbor (C)): a date of birth from a v2 message
-// mapped to a bare number would be released whole.
+// A whole number of six to eight digits that reads as a date (dateDigits:
+// HL7 v2's DT and DTM form YYYYMMDD, 19310314; MMDDYYYY, DDMMYYYY, also
+// of seven digits, 3141931; YYMMDD, MMDDYY, DDMMYY) is a date, not a
+// count, and is dropped too (Safe Harbor (C)): a date of birth from a v2
+// message or a spreadsheet mapped to a bare number would be released
+// whole.
 func identifierNumber(v any) bool {
 	n, ok := v.(json.Number)
 	if !ok {
@@ -1035,13 +1037,30 @@ func identifierNumber(v any) bool {
 	if err != nil || f != math.Trunc(f) {
 		return false
 	}
-	if f >= 18000101 && f <= 21991231 {
-		md := int(f) % 10000
-		if m, d := md/100, md%100; m >= 1 && m <= 12 && d >= 1 && d <= 31 {
+	return math.Abs(f) >= 1e8 || f >= 1e5 && dateDigits(int(f))
+}
+
+// dateDigits reports whether n, a whole number of six to eight digits,
+// reads as a date in an order dates are written in: YYYYMMDD (HL7 v2),
+// MMDDYYYY, DDMMYYYY (years 1800 to 2199), the last two also of seven
+// digits, whose leading zero a number loses (3141931 is 03/14/1931), and
+// YYMMDD, MMDDYY, DDMMYY of six. A number of five digits or fewer is not
+// taken for a date (31431 as 3/14/31): most small counts would be.
+func dateDigits(n int) bool {
+	md := func(m, d int) bool { return m >= 1 && m <= 12 && d >= 1 && d <= 31 }
+	year := func(y int) bool { return y >= 1800 && y <= 2199 }
+	switch {
+	case n >= 1e5 && n < 1e6: // YYMMDD, MMDDYY, DDMMYY
+		hi, mid, lo := n/10000, n/100%100, n%100
+		return md(mid, lo) || md(hi, mid) || md(mid, hi)
+	case n >= 1e6 && n < 1e8: // YYYYMMDD; MMDDYYYY, DDMMYYYY (M or D of one digit: seven)
+		if n >= 1e7 && year(n/10000) && md(n/100%100, n%100) {
 			return true
 		}
+		a, b := n/1000000, n/10000%100
+		return year(n%10000) && (md(a, b) || md(b, a))
 	}
-	return math.Abs(f) >= 1e8
+	return false
 }
 
 // releaseAge reports whether an age of years may be released, and notes
