@@ -192,7 +192,8 @@ var codeSyntax = map[string]*regexp.Regexp{
 //   - LOINC: a code ends in its mod-10 check digit ("8480-6"), so a
 //     number of up to seven digits (an MRN "7744112", a telephone number
 //     without its area code) is not taken for one; an answer or part
-//     code ("LA6751-7", "LP14082-9") is judged by its form only.
+//     code ("LA6751-7", "LP14082-9") ends in its own (loincPartCheck), so
+//     "LA7744112" is not one either.
 //   - SNOMED CT: a concept id (SCTID) ends in a partition identifier of a
 //     concept ("00", or "10" in an extension's namespace) and a Verhoeff
 //     check digit, so a number that is not one (an SSN "219099999", an
@@ -216,14 +217,15 @@ var codeChecks = map[string]func(string) bool{
 
 // loincCode reports whether s, of LOINC's form (codeSyntax), is a LOINC
 // code with its check digit (LOINC's mod 10: every other digit from the
-// right doubled, the digits summed), or an answer or part code.
+// right doubled, the digits summed), or an answer or part code with its
+// own (loincPartCheck).
 func loincCode(s string) bool {
-	if strings.HasPrefix(s, "L") {
-		return true // LA, LP, LL...: their check digit is not the code number's
-	}
 	num, check, ok := strings.Cut(s, "-")
 	if !ok || len(check) != 1 {
 		return false
+	}
+	if strings.HasPrefix(s, "L") {
+		return loincPartCheck(num) == int(check[0]-'0')
 	}
 	sum := 0
 	for i := range len(num) {
@@ -236,6 +238,25 @@ func loincCode(s string) bool {
 		sum += d
 	}
 	return int(check[0]-'0') == (10-sum%10)%10
+}
+
+// loincPartCheck is the check digit of a LOINC answer, part or answer list
+// code ("LA6751-7", "LP14082-9", "LL1000-0": the part before the dash),
+// LOINC's variant of the mod-10 algorithm for identifiers with letters
+// (OpenMRS's check digit algorithm, which LOINC's Users' Guide 12 C
+// cites): each character's code point less 48, every other one from the
+// right doubled and folded (2d - 9*(d/5)), the sum plus 10 rounded up to
+// a multiple of ten.
+func loincPartCheck(s string) int {
+	sum := 0
+	for i := range len(s) {
+		d := int(s[len(s)-1-i]) - '0'
+		if i%2 == 0 {
+			d = 2*d - d/5*9
+		}
+		sum += d
+	}
+	return (10 - (sum+10)%10) % 10
 }
 
 // snomedConceptID reports whether s, digits, is a SNOMED CT concept id: its

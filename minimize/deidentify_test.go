@@ -408,6 +408,11 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"a LOINC code without its mod-10 check digit dropped (a seven-digit MRN or telephone number typed as one); LOINC codes and answer parts kept",
 			`{"resourceType":"Observation","status":"final","subject":{"reference":"Patient/p"},"code":{"coding":[{"system":"http://loinc.org","code":"7744112"},{"system":"http://loinc.org","code":"5550145"},{"system":"http://loinc.org","code":"5550145-3"},{"system":"http://loinc.org","code":"8480-6"},{"system":"http://loinc.org","code":"100081-9"}]},"valueCodeableConcept":{"coding":[{"system":"http://loinc.org","code":"LA6751-7"}]}}`,
 			`{"code":{"coding":[{"code":"8480-6","system":"http://loinc.org"},{"code":"100081-9","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","subject":{"reference":"Patient/` + testAlias("p") + `"},"valueCodeableConcept":{"coding":[{"code":"LA6751-7","system":"http://loinc.org"}]}}`},
+		// LOINC answer and part codes were judged by their form only: an
+		// MRN behind "LA" ("LA7744112") or a wrong check digit passed.
+		{"a LOINC answer or part code without its check digit dropped; LA33-6, LA6751-7, LP14082-9, LL1000-0 kept",
+			`{"resourceType":"Observation","status":"final","subject":{"reference":"Patient/p"},"code":{"coding":[{"system":"http://loinc.org","code":"LP14082-9"},{"system":"http://loinc.org","code":"LP14082-8"},{"system":"http://loinc.org","code":"LL1000-0"}]},"valueCodeableConcept":{"coding":[{"system":"http://loinc.org","code":"LA7744112"},{"system":"http://loinc.org","code":"LA6751-8"},{"system":"http://loinc.org","code":"LA33-6"},{"system":"http://loinc.org","code":"LA6751-7"}]}}`,
+			`{"code":{"coding":[{"code":"LP14082-9","system":"http://loinc.org"},{"code":"LL1000-0","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","subject":{"reference":"Patient/` + testAlias("p") + `"},"valueCodeableConcept":{"coding":[{"code":"LA33-6","system":"http://loinc.org"},{"code":"LA6751-7","system":"http://loinc.org"}]}}`},
 		// HL7 v2 writes dates as YYYYMMDD (DT, DTM); an OBX of type NM
 		// mapped to FHIR carries one as a bare number.
 		{"a bare whole number of eight digits that reads as a date YYYYMMDD dropped (a date of birth from HL7 v2); other eight-digit numbers and measurements with a unit kept",
