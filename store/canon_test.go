@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -319,5 +320,44 @@ func TestReimportLoneSurrogateIsAChange(t *testing.T) {
 	r, err := s.Get(n.Link("Observation", "o1", "p1"))
 	if err != nil || r.Version != 4 {
 		t.Fatalf("%+v %v, want version 4", r, err)
+	}
+}
+
+// TestReimportCanonicalTwinKeyErrorFailsClosed: keepStored reads the
+// stored content back (decrypted) to compare it; when the key provider
+// fails, the import fails with ErrDataKey, naming no content, and the
+// catalog keeps its version (neither Unchanged counted on trust nor a new
+// version written). A keepStored that skipped a candidate it could not
+// read would import the twin as Updated, and this fails.
+func TestReimportCanonicalTwinKeyErrorFailsClosed(t *testing.T) {
+	n := testNamer(t, "gh")
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	dk := newFakeKeys(testKEK)
+	opts := Options{Timeout: time.Second, DataKeys: dk}
+	obs := `{"resourceType":"Observation","id":"o1","status":"final","subject":{"reference":"Patient/p1"},"note":[{"text":"Evelyn Marsh"}]}`
+	imp := func(body string) (ImportReport, error) {
+		return ImportEntriesStaged(context.Background(), path, entries(fhirEntry("Observation", "o1", "p1", body)), EntryOptions{Namer: n}, opts)
+	}
+	if rep, err := imp(obs); err != nil || rep.Created != 1 {
+		t.Fatalf("first import: %+v %v", rep, err)
+	}
+	down := errFakeUnavailable
+	dk.unwrapErr.Store(&down)
+	rep, err := imp(strings.Replace(obs, "/", `\/`, 1))
+	if !errors.Is(err, ErrDataKey) || rep.Unchanged+rep.Updated != 0 {
+		t.Fatalf("re-import with the key provider down: %+v %v, want ErrDataKey", rep, err)
+	}
+	if strings.Contains(err.Error(), "Evelyn") {
+		t.Fatalf("error names content: %v", err)
+	}
+	dk.unwrapErr.Store(nil)
+	s := openKeyed(t, path, Options{DataKeys: dk})
+	defer s.Close()
+	r, err := s.Get(n.Link("Observation", "o1", "p1"))
+	if err != nil || r.Version != 1 {
+		t.Fatalf("%+v %v, want version 1", r, err)
+	}
+	if b, err := s.Blob(context.Background(), r.Digest); err != nil || string(b) != obs {
+		t.Fatalf("stored %q %v, want the first bytes", b, err)
 	}
 }
