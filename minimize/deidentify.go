@@ -330,7 +330,17 @@ var (
 // extensions and private use ("x-" and what follows) of up to eight
 // each: a name fits them ("en-Marsh", "en-x-Evelyn-Marsh"), and they are
 // rare in health data, so a tag with one is dropped.
-var languageTag = regexp.MustCompile(`^[A-Za-z]{2,3}(?:-[A-Za-z]{4})?(?:-(?:[A-Za-z]{2}|[0-9]{3}))?$`)
+//
+// A script is one of the ISO 15924 codes of scripts in use for living
+// languages (scriptCodes), not any four letters: a four-letter name fits
+// the script subtag ("en-Anna", "de-Mark-DE"). ("Hans", Simplified Han,
+// is a name too; it stays.)
+var languageTag = regexp.MustCompile(`^[A-Za-z]{2,3}(?:-(?i:` + scriptCodes + `))?(?:-(?:[A-Za-z]{2}|[0-9]{3}))?$`)
+
+// scriptCodes are the ISO 15924 codes of the scripts of living languages,
+// a subset of ISO 15924 chosen by hand, as an alternation; a tag with
+// another script (a historic one, "Copt") is dropped.
+const scriptCodes = `Adlm|Arab|Aran|Armn|Beng|Bopo|Brai|Cakm|Cans|Cher|Cyrl|Deva|Ethi|Geor|Grek|Gujr|Guru|Hanb|Hang|Hani|Hans|Hant|Hebr|Hira|Hrkt|Jamo|Jpan|Kana|Khmr|Knda|Kore|Laoo|Latn|Mlym|Mong|Mtei|Mymr|Nkoo|Olck|Orya|Rohg|Sinh|Sund|Syrc|Taml|Telu|Tfng|Thaa|Thai|Tibt|Vaii|Yiii|Zmth|Zsye|Zsym|Zxxx|Zyyy`
 
 // ucumSyntax is the form of a UCUM code (lenient): components — an atom
 // with an optional exponent of one or two digits ("m2", "s-1"), a

@@ -413,6 +413,10 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"a LOINC answer or part code without its check digit dropped; LA33-6, LA6751-7, LP14082-9, LL1000-0 kept",
 			`{"resourceType":"Observation","status":"final","subject":{"reference":"Patient/p"},"code":{"coding":[{"system":"http://loinc.org","code":"LP14082-9"},{"system":"http://loinc.org","code":"LP14082-8"},{"system":"http://loinc.org","code":"LL1000-0"}]},"valueCodeableConcept":{"coding":[{"system":"http://loinc.org","code":"LA7744112"},{"system":"http://loinc.org","code":"LA6751-8"},{"system":"http://loinc.org","code":"LA33-6"},{"system":"http://loinc.org","code":"LA6751-7"}]}}`,
 			`{"code":{"coding":[{"code":"LP14082-9","system":"http://loinc.org"},{"code":"LL1000-0","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","subject":{"reference":"Patient/` + testAlias("p") + `"},"valueCodeableConcept":{"coding":[{"code":"LA33-6","system":"http://loinc.org"},{"code":"LA6751-7","system":"http://loinc.org"}]}}`},
+		// A four-letter name fits BCP 47's script subtag.
+		{"a BCP-47 tag whose script subtag is no script (a name: en-Anna, de-Mark-DE) dropped as a coding and as a language code; real scripts kept",
+			`{"resourceType":"Patient","language":"en-Anna","gender":"female","communication":[{"language":{"coding":[{"system":"urn:ietf:bcp:47","code":"de-Mark-DE"},{"system":"urn:ietf:bcp:47","code":"sr-Cyrl-RS"},{"system":"urn:ietf:bcp:47","code":"zh-hans"}]}}]}`,
+			`{"communication":[{"language":{"coding":[{"code":"sr-Cyrl-RS","system":"urn:ietf:bcp:47"},{"code":"zh-hans","system":"urn:ietf:bcp:47"}]}}],"gender":"female","resourceType":"Patient"}`},
 		// HL7 v2 writes dates as YYYYMMDD (DT, DTM); an OBX of type NM
 		// mapped to FHIR carries one as a bare number.
 		{"a bare whole number of eight digits that reads as a date YYYYMMDD dropped (a date of birth from HL7 v2); other eight-digit numbers and measurements with a unit kept",
