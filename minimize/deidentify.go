@@ -193,7 +193,9 @@ var codeSyntax = map[string]*regexp.Regexp{
 //     number of up to seven digits (an MRN "7744112", a telephone number
 //     without its area code) is not taken for one; an answer or part
 //     code ("LA6751-7", "LP14082-9") ends in its own (loincPartCheck), so
-//     "LA7744112" is not one either.
+//     "LA7744112" is not one either; a LOINC number has at most six
+//     digits, so a local telephone number with its check digit appended
+//     ("5550145-6") is not one.
 //   - SNOMED CT: a concept id (SCTID) ends in a partition identifier of a
 //     concept ("00", or "10" in an extension's namespace) and a Verhoeff
 //     check digit, so a number that is not one (an SSN "219099999", an
@@ -226,6 +228,9 @@ func loincCode(s string) bool {
 	}
 	if strings.HasPrefix(s, "L") {
 		return loincPartCheck(num) == int(check[0]-'0')
+	}
+	if len(num) > 6 {
+		return false // LOINC numbers are below 1,000,000 (100081-9); seven digits are a local telephone number's
 	}
 	sum := 0
 	for i := range len(num) {
