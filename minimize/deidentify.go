@@ -28,7 +28,7 @@ import (
 //	unsignedInt, decimal                 FHIR R4's 32 bits); an age over 89
 //	                                     dropped (ageCtx); a bare whole
 //	                                     number of nine digits or more, or
-//	                                     a date YYYYMMDD, dropped
+//	                                     a date (dateDigits), dropped
 //	                                     (identifierNumber; in a
 //	                                     quantity, when it has no unit)
 //	code                                 kept when a code of the element's
@@ -192,7 +192,10 @@ var codeSyntax = map[string]*regexp.Regexp{
 //   - LOINC: a code ends in its mod-10 check digit ("8480-6"), so a
 //     number of up to seven digits (an MRN "7744112", a telephone number
 //     without its area code) is not taken for one; an answer or part
-//     code ("LA6751-7", "LP14082-9") is judged by its form only.
+//     code ("LA6751-7", "LP14082-9") ends in its own (loincPartCheck), so
+//     "LA7744112" is not one either; a LOINC number has at most six
+//     digits, so a local telephone number with its check digit appended
+//     ("5550145-6") is not one.
 //   - SNOMED CT: a concept id (SCTID) ends in a partition identifier of a
 //     concept ("00", or "10" in an extension's namespace) and a Verhoeff
 //     check digit, so a number that is not one (an SSN "219099999", an
@@ -216,14 +219,18 @@ var codeChecks = map[string]func(string) bool{
 
 // loincCode reports whether s, of LOINC's form (codeSyntax), is a LOINC
 // code with its check digit (LOINC's mod 10: every other digit from the
-// right doubled, the digits summed), or an answer or part code.
+// right doubled, the digits summed), or an answer or part code with its
+// own (loincPartCheck).
 func loincCode(s string) bool {
-	if strings.HasPrefix(s, "L") {
-		return true // LA, LP, LL...: their check digit is not the code number's
-	}
 	num, check, ok := strings.Cut(s, "-")
 	if !ok || len(check) != 1 {
 		return false
+	}
+	if strings.HasPrefix(s, "L") {
+		return loincPartCheck(num) == int(check[0]-'0')
+	}
+	if len(num) > 6 {
+		return false // LOINC numbers are below 1,000,000 (100081-9); seven digits are a local telephone number's
 	}
 	sum := 0
 	for i := range len(num) {
@@ -238,14 +245,41 @@ func loincCode(s string) bool {
 	return int(check[0]-'0') == (10-sum%10)%10
 }
 
+// loincPartCheck is the check digit of a LOINC answer, part or answer list
+// code ("LA6751-7", "LP14082-9", "LL1000-0": the part before the dash),
+// LOINC's variant of the mod-10 algorithm for identifiers with letters
+// (OpenMRS's check digit algorithm, which LOINC's Users' Guide 12 C
+// cites): each character's code point less 48, every other one from the
+// right doubled and folded (2d - 9*(d/5)), the sum plus 10 rounded up to
+// a multiple of ten.
+func loincPartCheck(s string) int {
+	sum := 0
+	for i := range len(s) {
+		d := int(s[len(s)-1-i]) - '0'
+		if i%2 == 0 {
+			d = 2*d - d/5*9
+		}
+		sum += d
+	}
+	return (10 - (sum+10)%10) % 10
+}
+
 // snomedConceptID reports whether s, digits, is a SNOMED CT concept id: its
-// partition identifier (the two digits before the last) is a concept's,
-// and its last digit the Verhoeff check digit of the others.
+// partition identifier (the two digits before the last) is a concept's
+// (00; or 10, the long format, after a namespace of seven digits and an
+// item id, so of eleven digits or more), and its last digit the Verhoeff
+// check digit of the others.
 func snomedConceptID(s string) bool {
 	if len(s) < 6 || len(s) > 18 {
 		return false
 	}
-	if p := s[len(s)-3 : len(s)-1]; p != "00" && p != "10" {
+	switch s[len(s)-3 : len(s)-1] {
+	case "00": // short format: item id, partition, check digit
+	case "10": // long format: item id, a namespace of 7 digits, partition, check digit
+		if len(s) < 11 {
+			return false
+		}
+	default:
 		return false
 	}
 	c := 0
@@ -257,6 +291,16 @@ func snomedConceptID(s string) bool {
 		c = verhoeffD[c][verhoeffP[i%8][r-'0']]
 	}
 	return c == 0
+}
+
+// snomedCoreTenDigits reports whether s, a SNOMED CT concept id
+// (snomedConceptID), is one of ten digits in the short format of the
+// international release: an item id of seven digits from 1,000,000, the
+// partition 00, the check digit. A North American telephone number of ten
+// digits never begins with 1 (no area code does), so such a concept id,
+// which has a telephone number's form, is not one.
+func snomedCoreTenDigits(s string) bool {
+	return len(s) == 10 && s[0] == '1' && s[7:9] == "00"
 }
 
 // The Verhoeff tables: the dihedral group D5's multiplication (d) and the
@@ -291,7 +335,17 @@ var (
 // extensions and private use ("x-" and what follows) of up to eight
 // each: a name fits them ("en-Marsh", "en-x-Evelyn-Marsh"), and they are
 // rare in health data, so a tag with one is dropped.
-var languageTag = regexp.MustCompile(`^[A-Za-z]{2,3}(?:-[A-Za-z]{4})?(?:-(?:[A-Za-z]{2}|[0-9]{3}))?$`)
+//
+// A script is one of the ISO 15924 codes of scripts in use for living
+// languages (scriptCodes), not any four letters: a four-letter name fits
+// the script subtag ("en-Anna", "de-Mark-DE"). ("Hans", Simplified Han,
+// is a name too; it stays.)
+var languageTag = regexp.MustCompile(`^[A-Za-z]{2,3}(?:-(?i:` + scriptCodes + `))?(?:-(?:[A-Za-z]{2}|[0-9]{3}))?$`)
+
+// scriptCodes are the ISO 15924 codes of the scripts of living languages,
+// a subset of ISO 15924 chosen by hand, as an alternation; a tag with
+// another script (a historic one, "Copt") is dropped.
+const scriptCodes = `Adlm|Arab|Aran|Armn|Beng|Bopo|Brai|Cakm|Cans|Cher|Cyrl|Deva|Ethi|Geor|Grek|Gujr|Guru|Hanb|Hang|Hani|Hans|Hant|Hebr|Hira|Hrkt|Jamo|Jpan|Kana|Khmr|Knda|Kore|Laoo|Latn|Mlym|Mong|Mtei|Mymr|Nkoo|Olck|Orya|Rohg|Sinh|Sund|Syrc|Taml|Telu|Tfng|Thaa|Thai|Tibt|Vaii|Yiii|Zmth|Zsye|Zsym|Zxxx|Zyyy`
 
 // ucumSyntax is the form of a UCUM code (lenient): components — an atom
 // with an optional exponent of one or two digits ("m2", "s-1"), a
@@ -934,10 +988,12 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 		// telephone number's ten digits): a code is released as it is or
 		// not at all, never as a token such as "[PHONE]" under the
 		// terminology's system. A SNOMED CT concept id passed its check
-		// digit (codeChecks), which a telephone number fails nine times
-		// in ten and its partition 49 times in 50: it is kept whole
-		// (1119349007, the SARS-CoV-2 mRNA vaccine, has ten digits).
-		if sys != "http://snomed.info/sct" {
+		// digit (codeChecks), but one telephone number in 500 does too
+		// (212-555-1001): only a core concept id of ten digits, which
+		// begins with 1 as no North American telephone number does, is
+		// kept whole (1119349007, the SARS-CoV-2 mRNA vaccine); any
+		// other is dropped.
+		if sys != "http://snomed.info/sct" || !snomedCoreTenDigits(c) {
 			return nil, false
 		}
 		out["code"] = c
@@ -1002,10 +1058,12 @@ var numericTypes = setOf("integer", "integer64", "positiveInt", "unsignedInt", "
 // score that large is rare, and is dropped rather than an identifier
 // released (Safe Harbor (R): any other unique identifying number).
 //
-// A whole number of eight digits that reads as a date YYYYMMDD (HL7 v2's
-// DT and DTM form, years 1800 to 2199: 19310314) is a date, not a count,
-// and is dropped too (Safe Harbor (C)): a date of birth from a v2 message
-// mapped to a bare number would be released whole.
+// A whole number of six to eight digits that reads as a date (dateDigits:
+// HL7 v2's DT and DTM form YYYYMMDD, 19310314; MMDDYYYY, DDMMYYYY, also
+// of seven digits, 3141931; YYMMDD, MMDDYY, DDMMYY) is a date, not a
+// count, and is dropped too (Safe Harbor (C)): a date of birth from a v2
+// message or a spreadsheet mapped to a bare number would be released
+// whole.
 func identifierNumber(v any) bool {
 	n, ok := v.(json.Number)
 	if !ok {
@@ -1015,13 +1073,30 @@ func identifierNumber(v any) bool {
 	if err != nil || f != math.Trunc(f) {
 		return false
 	}
-	if f >= 18000101 && f <= 21991231 {
-		md := int(f) % 10000
-		if m, d := md/100, md%100; m >= 1 && m <= 12 && d >= 1 && d <= 31 {
+	return math.Abs(f) >= 1e8 || f >= 1e5 && dateDigits(int(f))
+}
+
+// dateDigits reports whether n, a whole number of six to eight digits,
+// reads as a date in an order dates are written in: YYYYMMDD (HL7 v2),
+// MMDDYYYY, DDMMYYYY (years 1800 to 2199), the last two also of seven
+// digits, whose leading zero a number loses (3141931 is 03/14/1931), and
+// YYMMDD, MMDDYY, DDMMYY of six. A number of five digits or fewer is not
+// taken for a date (31431 as 3/14/31): most small counts would be.
+func dateDigits(n int) bool {
+	md := func(m, d int) bool { return m >= 1 && m <= 12 && d >= 1 && d <= 31 }
+	year := func(y int) bool { return y >= 1800 && y <= 2199 }
+	switch {
+	case n >= 1e5 && n < 1e6: // YYMMDD, MMDDYY, DDMMYY
+		hi, mid, lo := n/10000, n/100%100, n%100
+		return md(mid, lo) || md(hi, mid) || md(mid, hi)
+	case n >= 1e6 && n < 1e8: // YYYYMMDD; MMDDYYYY, DDMMYYYY (M or D of one digit: seven)
+		if n >= 1e7 && year(n/10000) && md(n/100%100, n%100) {
 			return true
 		}
+		a, b := n/1000000, n/10000%100
+		return year(n%10000) && (md(a, b) || md(b, a))
 	}
-	return math.Abs(f) >= 1e8
+	return false
 }
 
 // releaseAge reports whether an age of years may be released, and notes
@@ -1052,6 +1127,24 @@ var timeUnits = func() map[string]float64 {
 		"歳": year, "才": year, "岁": year, "年": year, "세": year, "살": year, "년": year,
 		"mes": month, "meses": month, "mois": month, "mese": month, "mesi": month, "maand": month, "maanden": month,
 		"monat": month, "monate": month, "måned": month, "måneder": month, "månad": month, "månader": month,
+		// The other official languages of the EU (IPS is written in
+		// them), accents dropped as upper case drops them (ΕΤΩΝ, ANOS),
+		// traditional Chinese, and the languages of large national
+		// bases (Turkish, Arabic, Hebrew, Hindi, Indonesian, Vietnamese,
+		// Thai): a 93 written "93 ani" or "93 歲" was released.
+		"ani": year, "év": year, "éves": year, "godina": year, "godine": year, "god": year, "leta": year, "lata": year,
+		"rokov": year, "roka": year, "roků": year, "aastat": year, "aasta": year, "gadi": year, "gadu": year, "gads": year,
+		"metai": year, "metų": year, "metu": year, "ετη": year, "ετων": year, "χρόνια": year, "χρονια": year, "χρονών": year, "χρονων": year,
+		"години": year, "година": year, "років": year, "роки": year, "рік": year, "anys": year, "bliain": year, "bliana": year,
+		"snin": year, "sena": year, "ára": year, "annee": year, "annees": year, "anio": year, "anios": year, "lebensjahre": year,
+		"歲": year, "yaş": year, "yas": year, "yaşında": year, "yıl": year, "yil": year, "سنة": year, "سنوات": year, "عام": year, "أعوام": year,
+		"שנים": year, "שנה": year, "वर्ष": year, "साल": year, "tahun": year, "tuổi": year, "năm": year, "ปี": year,
+		"luni": month, "lună": month, "hónap": month, "mjeseci": month, "mesiacov": month, "měsíců": month, "měsíce": month, "miesięcy": month,
+		"miesiące": month, "mies": month, "kuud": month, "mēneši": month, "mēnešu": month, "mėnesiai": month, "mėnesių": month, "mėn": month,
+		"kuukautta": month, "μήνες": month, "μηνες": month, "μηνών": month, "μηνων": month, "месеца": month, "месяцев": month, "месяца": month,
+		"мес": month, "місяців": month, "mesos": month, "mês": month, "monaten": month, "mån": month,
+		"个月": month, "個月": month, "ヶ月": month, "か月": month, "カ月": month, "ケ月": month, "개월": month,
+		"ay": month, "شهر": month, "أشهر": month, "חודשים": month, "महीने": month, "bulan": month, "tháng": month, "เดือน": month,
 		"mo": month, "mo_j": month, "mo_g": month, "mo_s": month, "mos": month, "month": month, "months": month, "month(s)": month,
 		"wk": week, "wks": week, "week": week, "weeks": week, "week(s)": week,
 		"d": day, "day": day, "days": day, "day(s)": day,

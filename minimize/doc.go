@@ -55,8 +55,9 @@
 //     of birth of people over 89 are withheld; ages over 89 (by type, unit
 //     of time, age element or LOINC age code) are dropped, and so is an age
 //     that with a year of its resource tells such a birth year; a bare
-//     whole number of nine digits or more, or of eight that reads as a
-//     date YYYYMMDD (in any number element; in a quantity, one without
+//     whole number of nine digits or more, or of six to eight that reads
+//     as a date (YYYYMMDD, MMDDYYYY, DDMMYYYY, YYMMDD, ...: dateDigits)
+//     (in any number element; in a quantity, one without
 //     unit) and an integer beyond 32 bits are
 //     dropped; an answer (QuestionnaireResponse, Contract) or an open value[x], whose meaning
 //     is withheld, is judged as a date of birth (numbers dropped);

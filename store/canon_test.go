@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -173,6 +174,8 @@ func TestReimportCanonicallyEqual(t *testing.T) {
 			}{
 				{"content", with(base(), "Observation", strings.Replace(obs, "final", "amended", 1)), obsURI, strings.Replace(obs, "final", "amended", 1)},
 				{"number as written", with(base(), "Observation", strings.Replace(obs, "6.10", "6.1", 1)), obsURI, strings.Replace(obs, "6.10", "6.1", 1)},
+				{"number with an exponent", with(base(), "Observation", strings.Replace(obs, "6.10", "0.610e1", 1)), obsURI, strings.Replace(obs, "6.10", "0.610e1", 1)},
+				{"a surrogate escape", with(base(), "Observation", strings.Replace(obs, "Café", `Caf\ud800`, 1)), obsURI, strings.Replace(obs, "Café", `Caf\ud800`, 1)},
 				{"labels", func() []Entry {
 					es := with(base(), "Observation", strings.Replace(obs, "/", `\/`, -1))
 					es[1].Sensitivity = []string{"psy"}
@@ -288,5 +291,73 @@ func TestReimportCanonicallyEqualOptedOut(t *testing.T) {
 	r, err := s.Get(n.Link("Observation", "o1", "p1"))
 	if err != nil || r.Version != 1 || !slices.Equal(r.Labels.Consent, []string{ConsentOptOut}) {
 		t.Fatalf("%+v %v", r, err)
+	}
+}
+
+// TestReimportLoneSurrogateIsAChange: encoding/json decodes every \u
+// escape of a lone UTF-16 surrogate to U+FFFD, so "\ud800", "\udbff" and
+// "\ufffd" were one canonical form and a re-import that changed one into
+// another was Unchanged, the old bytes kept and served (a JavaScript
+// reader tells the three strings apart). A surrogate escape makes the
+// content compare by bytes: a new version.
+func TestReimportLoneSurrogateIsAChange(t *testing.T) {
+	n := testNamer(t, "gh")
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	obs := `{"resourceType":"Observation","id":"o1","status":"final","subject":{"reference":"Patient/p1"},"note":[{"text":"a\ud800b"}]}`
+	if rep, err := stagedImport(t, path, EntryOptions{Namer: n}, fhirEntry("Observation", "o1", "p1", obs)); err != nil || rep.Created != 1 {
+		t.Fatalf("first import: %+v %v", rep, err)
+	}
+	// Each body is compared with the one before it, the live version.
+	for _, next := range []string{`a\udbffb`, `a\ufffdb`, `a\ud83d\ude00b`} {
+		body := strings.Replace(obs, `a\ud800b`, next, 1)
+		rep, err := stagedImport(t, path, EntryOptions{Namer: n}, fhirEntry("Observation", "o1", "p1", body))
+		if err != nil || rep.Updated != 1 {
+			t.Errorf("re-import with %s: %+v %v, want 1 updated", next, rep, err)
+		}
+	}
+	s := openRead(t, path)
+	defer s.Close()
+	r, err := s.Get(n.Link("Observation", "o1", "p1"))
+	if err != nil || r.Version != 4 {
+		t.Fatalf("%+v %v, want version 4", r, err)
+	}
+}
+
+// TestReimportCanonicalTwinKeyErrorFailsClosed: keepStored reads the
+// stored content back (decrypted) to compare it; when the key provider
+// fails, the import fails with ErrDataKey, naming no content, and the
+// catalog keeps its version (neither Unchanged counted on trust nor a new
+// version written). A keepStored that skipped a candidate it could not
+// read would import the twin as Updated, and this fails.
+func TestReimportCanonicalTwinKeyErrorFailsClosed(t *testing.T) {
+	n := testNamer(t, "gh")
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	dk := newFakeKeys(testKEK)
+	opts := Options{Timeout: time.Second, DataKeys: dk}
+	obs := `{"resourceType":"Observation","id":"o1","status":"final","subject":{"reference":"Patient/p1"},"note":[{"text":"Evelyn Marsh"}]}`
+	imp := func(body string) (ImportReport, error) {
+		return ImportEntriesStaged(context.Background(), path, entries(fhirEntry("Observation", "o1", "p1", body)), EntryOptions{Namer: n}, opts)
+	}
+	if rep, err := imp(obs); err != nil || rep.Created != 1 {
+		t.Fatalf("first import: %+v %v", rep, err)
+	}
+	down := errFakeUnavailable
+	dk.unwrapErr.Store(&down)
+	rep, err := imp(strings.Replace(obs, "/", `\/`, 1))
+	if !errors.Is(err, ErrDataKey) || rep.Unchanged+rep.Updated != 0 {
+		t.Fatalf("re-import with the key provider down: %+v %v, want ErrDataKey", rep, err)
+	}
+	if strings.Contains(err.Error(), "Evelyn") {
+		t.Fatalf("error names content: %v", err)
+	}
+	dk.unwrapErr.Store(nil)
+	s := openKeyed(t, path, Options{DataKeys: dk})
+	defer s.Close()
+	r, err := s.Get(n.Link("Observation", "o1", "p1"))
+	if err != nil || r.Version != 1 {
+		t.Fatalf("%+v %v, want version 1", r, err)
+	}
+	if b, err := s.Blob(context.Background(), r.Digest); err != nil || string(b) != obs {
+		t.Fatalf("stored %q %v, want the first bytes", b, err)
 	}
 }

@@ -374,8 +374,14 @@ func sameCanonical(a, b []byte) bool {
 // object keys sorted, no insignificant whitespace, strings re-escaped
 // without HTML escaping, numbers as written (json.Number, so 6.10 and 6.1
 // differ). Whitespace, key order and string escapes therefore do not
-// count. Pure: no I/O.
+// count. A value with a \u escape of a UTF-16 surrogate has no canonical
+// form (errSurrogateEscape): encoding/json decodes every lone surrogate
+// to U+FFFD, which would make "\ud800", "\udbff" and "\ufffd" one string.
+// Pure: no I/O.
 func canonicalJSON(b []byte) ([]byte, error) {
+	if surrogateEscape(b) {
+		return nil, errSurrogateEscape
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var v any
@@ -392,6 +398,28 @@ func canonicalJSON(b []byte) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// errSurrogateEscape is canonicalJSON's refusal of a value with a \u
+// escape of a UTF-16 surrogate; such content is compared by its bytes.
+var errSurrogateEscape = errors.New("store: a \\u escape of a UTF-16 surrogate has no canonical form")
+
+// surrogateEscape reports whether b holds a \u escape of a UTF-16
+// surrogate (\uD800 to \uDFFF), paired or not. An escaped backslash
+// followed by such text ("\\ud800") counts too: the answer errs toward
+// comparing bytes.
+func surrogateEscape(b []byte) bool {
+	for i := bytes.Index(b, []byte(`\u`)); i >= 0 && i+3 < len(b); {
+		if c, d := b[i+2], b[i+3]; (c == 'd' || c == 'D') && strings.IndexByte("89abcdefABCDEF", d) >= 0 {
+			return true
+		}
+		j := bytes.Index(b[i+2:], []byte(`\u`))
+		if j < 0 {
+			break
+		}
+		i += 2 + j
+	}
+	return false
 }
 
 // entryProblems collects entry problems up to maxReportedProblems.
