@@ -361,3 +361,82 @@ func TestReimportCanonicalTwinKeyErrorFailsClosed(t *testing.T) {
 		t.Fatalf("stored %q %v, want the first bytes", b, err)
 	}
 }
+
+// TestFreshImportSkipsKeepStoredAlike: an import into a catalog that holds
+// no resource skips keepStored's lookups (entryImport.fresh); with them
+// (the plain path) the same input, canonical twins repeated across batches
+// included, gives the same report and the same catalog, byte for byte in
+// every resource record, plaintext and encrypted, in batches of one and
+// of many.
+func TestFreshImportSkipsKeepStoredAlike(t *testing.T) {
+	obs := `{"resourceType":"Observation","id":"obs-1","status":"final","subject":{"reference":"Patient/p1"},"code":{"text":"x\/y"}}`
+	input := func() []Entry {
+		twin := fhirEntry("Observation", "obs-1", "p1", strings.Replace(obs, `\/`, "/", 1))
+		twin.Where = "b.ndjson:1"
+		doc := fhirEntry("DocumentReference", "d1", "p1", `{"resourceType":"DocumentReference","id":"d1","status":"current","subject":{"reference":"Patient/p1"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/b1"}}]}`)
+		doc.Links = []string{"b1"}
+		return []Entry{
+			fhirEntry("Patient", "p1", "p1", `{"resourceType":"Patient","id":"p1"}`),
+			fhirEntry("Observation", "obs-1", "p1", obs),
+			doc,
+			{Type: "Binary", ID: "b1", Patient: "p1", Body: []byte("note"), MIMEType: "text/plain", Sensitivity: []string{"psy"}, Where: "Binary.ndjson:1"},
+			fhirEntry("Patient", "p2", "p2", `{"resourceType":"Patient","id":"p2"}`),
+			twin,
+		}
+	}
+	n := testNamer(t, "gh")
+	for _, batch := range []int{1, 96} {
+		for _, encrypted := range []bool{false, true} {
+			t.Run(fmt.Sprintf("batch=%d,encrypted=%v", batch, encrypted), func(t *testing.T) {
+				run := func(skip bool) (ImportReport, map[string]string) {
+					t.Helper()
+					defer func(old bool) { keepStoredSkipsFresh = old }(keepStoredSkipsFresh)
+					keepStoredSkipsFresh = skip
+					var dk DataKeys
+					if encrypted {
+						dk = newFakeKeys(testKEK)
+					}
+					path := filepath.Join(t.TempDir(), "catalog.db")
+					rep, err := ImportEntriesStaged(context.Background(), path, entries(input()...), EntryOptions{Namer: n, BatchEntries: batch}, Options{Timeout: time.Second, DataKeys: dk})
+					if err != nil {
+						t.Fatal(err)
+					}
+					s, err := Open(path, Options{Timeout: time.Second, DataKeys: dk})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer s.Close()
+					recs := map[string]string{}
+					rs, err := s.Page("", 1000)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, r := range rs {
+						b, err := json.Marshal(r)
+						if err != nil {
+							t.Fatal(err)
+						}
+						recs[r.URI] = string(b)
+					}
+					return rep, recs
+				}
+				fastRep, fast := run(true)
+				plainRep, plain := run(false)
+				if fastRep != plainRep {
+					t.Errorf("report skipping keepStored %+v, with it %+v", fastRep, plainRep)
+				}
+				if fastRep.Repeated != 1 || len(fast) == 0 {
+					t.Errorf("report %+v, %d records: want the twin repeated once", fastRep, len(fast))
+				}
+				for uri, r := range plain {
+					if fast[uri] != r {
+						t.Errorf("%s: skipping keepStored %s, with it %s", uri, fast[uri], r)
+					}
+				}
+				if len(fast) != len(plain) {
+					t.Errorf("%d records skipping keepStored, %d with it", len(fast), len(plain))
+				}
+			})
+		}
+	}
+}
