@@ -184,6 +184,15 @@
 //     (a new version, Relabelled), never removed: a label leaves a
 //     component only by imports that write every member without it (a
 //     full import holding them, docs/import.md, "Labels").
+//   - Unchanged is canonical for FHIR JSON: a streaming import counts a
+//     FHIR resource Unchanged, keeping its stored version and bytes, when
+//     its record equals the live one but for the content, and the two
+//     contents are the same JSON in canonical form (sameCanonical;
+//     keepStored reads the stored content back only then). An import into
+//     a catalog that holds no resource skips keepStored's lookups: nothing
+//     is live but what this import wrote, and dropRepeats removes every
+//     entry an earlier batch wrote (TestFreshImportSkipsKeepStoredAlike
+//     holds the catalog alike with and without the skip).
 //   - Stored Binaries: a stored entry (Entry.Stored, stored.go) never
 //     changes a Binary's content or metadata; it only adds labels, and the
 //     import fails unless the Binary is live under the entry's URI (same
