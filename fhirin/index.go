@@ -346,27 +346,11 @@ func (r *resource) mentionedBinaries() []string {
 		return nil // r.m is r.raw, which names no Binary (a Bundle's rewritten references are only in r.m)
 	}
 	var out []string
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			for _, k := range [...]string{"url", "reference"} {
-				if u, ok := v[k].(string); ok {
-					if id, ok := r.binaryID(u); ok && !slices.Contains(out, id) {
-						out = append(out, id)
-					}
-				}
-			}
-			for _, c := range v {
-				walk(c)
-			}
-		case []any:
-			for _, c := range v {
-				walk(c)
-			}
+	store.EachNaming(r.m, func(u string) {
+		if id, ok := r.binaryID(u); ok && !slices.Contains(out, id) {
+			out = append(out, id)
 		}
-	}
-	walk(r.m)
+	})
 	return out
 }
 

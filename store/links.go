@@ -416,26 +416,31 @@ func bodyLinks(body []byte, n *Namer) [][16]byte {
 			out = append(out, k)
 		}
 	}
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			for _, k := range [...]string{"url", "reference"} {
-				if s, ok := v[k].(string); ok {
-					add(s)
-				}
-			}
-			for _, c := range v {
-				walk(c)
-			}
-		case []any:
-			for _, c := range v {
-				walk(c)
+	EachNaming(v, add)
+	return out
+}
+
+// EachNaming calls f with every string a decoded FHIR JSON value v holds
+// in a "url" or "reference" member, anywhere in it: the places where a
+// resource can name a Binary. It is the one definition of where a link or
+// mention is looked for, shared by the reader (fhirin's mentions) and the
+// link index's build from stored bodies (bodyLinks), which must agree.
+func EachNaming(v any, f func(string)) {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range [...]string{"url", "reference"} {
+			if s, ok := v[k].(string); ok {
+				f(s)
 			}
 		}
+		for _, c := range v {
+			EachNaming(c, f)
+		}
+	case []any:
+		for _, c := range v {
+			EachNaming(c, f)
+		}
 	}
-	walk(v)
-	return out
 }
 
 // unversioned is id/_history/<v> without the version part (a version-
