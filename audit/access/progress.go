@@ -27,7 +27,8 @@ const (
 	// records 1..N scanned for retention; the bundle's records written,
 	// counted as N until its range is known).
 	// UnitBytes: backup (bytes of the archive sent, of an estimate made
-	// from the files' sizes when it began: backup.EstimateSize).
+	// from the sizes of the files it copies when it began, archived
+	// segments included: backup.EstimateSize).
 	UnitBytes = "bytes"
 )
 

@@ -721,7 +721,7 @@ func (s *Service) backup(ctx context.Context, c Caller, r BackupRequest, w io.Wr
 	}
 	var cw *countingWriter
 	if progress != nil {
-		cw = &countingWriter{w: w, m: newMeter(progress, UnitBytes, backup.EstimateSize(s.dir))}
+		cw = &countingWriter{w: w, m: newMeter(progress, UnitBytes, backup.EstimateSize(backup.Source{Log: s.log, Dir: s.dir}))}
 		w = cw
 	}
 	m, err := backup.Write(ctx, w, backup.Source{Log: s.log, Dir: s.dir, Access: rec, Now: s.nowFunc})
