@@ -232,8 +232,13 @@ func TestProgressOverBothTransports(t *testing.T) {
 // headRecord is l's newest record.
 func headRecord(t *testing.T, l *audit.Log) audit.Record {
 	head, _ := l.Head()
+	return recordAt(t, l, head)
+}
+
+// recordAt is l's record seq.
+func recordAt(t *testing.T, l *audit.Log, seq uint64) audit.Record {
 	var rec audit.Record
-	err := l.Records(context.Background(), head, head, func(_ uint64, c []byte) (err error) {
+	err := l.Records(context.Background(), seq, seq, func(_ uint64, c []byte) (err error) {
 		rec, err = audit.Decode(c)
 		return err
 	})
@@ -467,6 +472,25 @@ func TestComplianceProgressOverBothTransports(t *testing.T) {
 			if !plain.Verification.Log.OK || !watched.Verification.Log.OK || !watched.Verification.Anchors.OK {
 				t.Fatalf("verification: %+v then %+v", plain.Verification, watched.Verification)
 			}
+
+			// A period inside the log: the bundle's pass is shorter than
+			// the N first counted for it, and the total shrinks to the sum.
+			period := req
+			period.Since, period.Until = recordAt(t, l, 1000).Time, recordAt(t, l, 2000).Time
+			ps = nil
+			var part access.ComplianceResult
+			res, err := tr.d.DoProgress(ctx, access.OpCompliance, period, func(r io.Reader) (err error) {
+				part, err = access.ReadCompliance(r, filepath.Join(t.TempDir(), "period"))
+				return err
+			}, func(p access.Progress) { ps = append(ps, p) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = checkReports(t, "compliance of a period", ps, access.UnitRecords)
+			if res.Records != 1000 || last.Total != part.Verification.Log.Records+int64(res.AccessSeq)+1000 {
+				t.Fatalf("period: %d records bundled, last report %+v (%d verified, N %d)", res.Records, last, part.Verification.Log.Records, res.AccessSeq)
+			}
+
 			entries, err := os.ReadDir(plainDir)
 			if err != nil || len(entries) < 4 {
 				t.Fatalf("the bundle holds %d files (%v)", len(entries), err)
