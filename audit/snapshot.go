@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -98,6 +99,51 @@ type SealedSegment struct {
 // the archive, and the archiver, which never replaces an archived file with
 // different bytes, accepts it as already archived.
 func (l *Log) WriteSealed(before uint64, open func(SealedSegment) (io.Writer, error)) error {
+	return l.eachSealed(before, func(d SealedSegment, path string) error {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w, err := open(d)
+		if err != nil {
+			return err
+		}
+		written, err := io.CopyN(w, f, d.Bytes)
+		if err != nil || written != d.Bytes {
+			err = fmt.Errorf("audit: segment %d: wrote %d of %d bytes: %v", d.No, written, d.Bytes, err)
+		}
+		return err
+	})
+}
+
+// SealedSegments describes every sealed segment as WriteSealed would
+// copy it now, wherever it is (the sealed directory or the archive
+// directory), without reading its records: a backup's size is mostly
+// theirs.
+func (l *Log) SealedSegments() ([]SealedSegment, error) {
+	before := uint64(math.MaxUint64)
+	for _, s := range l.segments() {
+		if s.seal.Load() == nil { // the live segment
+			before = s.no
+			break
+		}
+	}
+	var out []SealedSegment
+	err := l.eachSealed(before, func(d SealedSegment, _ string) error {
+		out = append(out, d)
+		return nil
+	})
+	return out, err
+}
+
+// eachSealed calls fn, in order, with the description and the file of
+// each sealed segment numbered below before, inside a read transaction on
+// it: the segment's lock is held, so neither the archiver nor
+// finishSealed can move or trim the file meanwhile. Until finishSealed,
+// s.path is the live path, which names the next segment; the sealed file
+// is linked under its sealed name, which fn gets.
+func (l *Log) eachSealed(before uint64, fn func(d SealedSegment, path string) error) error {
 	for _, s := range l.segments() {
 		if s.no >= before {
 			break
@@ -111,24 +157,7 @@ func (l *Log) WriteSealed(before uint64, open func(SealedSegment) (io.Writer, er
 			if err != nil {
 				n = seal.Body()
 			}
-			// The segment's lock is held (view): neither the archiver nor
-			// finishSealed can move or trim the file meanwhile. Until
-			// finishSealed, s.path is the live path, which names the next
-			// segment; the sealed file is linked under its sealed name.
-			f, err := os.Open(l.segmentPath(s.path, seal))
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			w, err := open(SealedSegment{No: s.no, First: seal.First, Last: seal.Last, Bytes: tx.Size(), Note: n})
-			if err != nil {
-				return err
-			}
-			written, err := io.CopyN(w, f, tx.Size())
-			if err != nil || written != tx.Size() {
-				err = fmt.Errorf("audit: segment %d: wrote %d of %d bytes: %v", s.no, written, tx.Size(), err)
-			}
-			return err
+			return fn(SealedSegment{No: s.no, First: seal.First, Last: seal.Last, Bytes: tx.Size(), Note: n}, l.segmentPath(s.path, seal))
 		})
 		if err != nil {
 			return err

@@ -294,25 +294,37 @@ func anchoredLines(dir string, head uint64) ([]byte, *Anchored, error) {
 	return out, latest, nil
 }
 
-// EstimateSize is about the number of bytes Write sends for data
-// directory dir: the sizes of its audit log, sealed segments, catalog and
-// grants as they are now. It is a progress total, not a promise: the
-// copies are taken later (the log grows meanwhile), bbolt copies hold
-// only the used pages, segments in an archive directory are not counted,
-// and the archive's headers add a little.
-func EstimateSize(dir string) int64 {
-	var n int64
-	add := func(path string) {
-		if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
-			n += st.Size()
+// EstimateSize is about the number of bytes Write sends for src: the
+// sizes, as they are now, of the files it copies (the live audit log and
+// every sealed segment with its seal note, those moved to an archive
+// directory included; the catalog, grants, dev key and checkpoints files),
+// with the archive's headers. It is a progress total, not a promise: the
+// copies are taken later (the log grows meanwhile), bbolt copies hold only
+// the used pages, and the manifest is not counted.
+func EstimateSize(src Source) int64 {
+	n := int64(2 * tarBlock) // the archive's end
+	add := func(size int64) {
+		n += tarBlock + (size+tarBlock-1)/tarBlock*tarBlock // a header, the data padded to a block
+	}
+	file := func(name string) {
+		if st, err := os.Stat(filepath.Join(src.Dir, name)); err == nil && st.Mode().IsRegular() {
+			add(st.Size())
 		}
 	}
-	for _, name := range []string{FileAudit, FileCatalog, FileGrants} {
-		add(filepath.Join(dir, name))
+	file(FileAudit)
+	if src.Log != nil {
+		segs, _ := src.Log.SealedSegments()
+		for _, s := range segs {
+			add(s.Bytes)
+			add(int64(len(s.Note)))
+		}
 	}
-	sealed, _ := filepath.Glob(filepath.Join(dir, DirSealed, "*"))
-	for _, p := range sealed {
-		add(p)
+	for _, name := range []string{FileCatalog, FileGrants, FileDevKeys, FileCheckpoints} {
+		file(name)
 	}
 	return n
 }
+
+// tarBlock is the tar format's block: a header is one, file data is padded
+// to a multiple.
+const tarBlock = 512

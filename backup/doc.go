@@ -41,7 +41,9 @@
 //   - Progress is counts only: Staged.Progress and RestoreOptions.Progress
 //     receive the bytes hashed or copied and the records verified of each
 //     long step (Progress), never file or record contents; EstimateSize
-//     gives a backup stream's approximate size for its sender's progress.
+//     gives a backup stream's approximate size for its sender's progress,
+//     from the sizes of the files it copies (sealed segments in the
+//     archive directory included).
 //
 // # Caveats
 //

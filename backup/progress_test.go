@@ -2,10 +2,16 @@ package backup_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/backup"
 )
 
@@ -75,4 +81,59 @@ func TestCommitAndRestoreReportProgress(t *testing.T) {
 	if last[backup.StepCopy].Done != files || last[backup.StepCheck].Done != head+1 {
 		t.Fatalf("restore: %+v; want %d bytes copied and %d records checked (the restore's own record too)", last, files, head+1)
 	}
+}
+
+// TestBackupProgressTotalCountsArchivedSegments: a backup's progress
+// total is right from its first report, sealed segments moved to the
+// archive directory included: they are most of the bytes it sends. Before,
+// they were not counted, and the bar ran to its end long before the copy
+// did, then jumped (the last report sets the total to what was sent).
+func TestBackupProgressTotalCountsArchivedSegments(t *testing.T) {
+	ctx := context.Background()
+	archive := filepath.Join(t.TempDir(), "archive")
+	d := newDataDirWith(t, audit.Options{ArchiveDir: archive}, 3)
+	for s := range 3 {
+		for i := range 100 {
+			d.append(t, fmt.Sprintf("s%d r%d %s", s, i, strings.Repeat("x", 2000)))
+		}
+		if ok, err := d.log.Roll(ctx); !ok || err != nil {
+			t.Fatalf("Roll: %v %v", ok, err)
+		}
+	}
+	d.append(t, "kicks the archiver")
+	sealed := filepath.Join(d.dir, backup.DirSealed)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		left, _ := filepath.Glob(filepath.Join(sealed, "*.db"))
+		archived, _ := filepath.Glob(filepath.Join(archive, "*.db"))
+		if len(left) == 0 && len(archived) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("segments not archived: %q left in %s, %q archived", left, sealed, archived)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "b")
+	l := access.Local{Service: access.New(d.log, nil, d.dir, nil), Caller: access.Self()}
+	var ps []access.Progress
+	var sent int64
+	_, err := l.DoProgress(ctx, access.OpBackup, access.BackupRequest{Ask: access.Ask{Purpose: "HOPERAT"}, Out: out}, func(r io.Reader) error {
+		n, err := io.Copy(io.Discard, r)
+		sent = n
+		return err
+	}, func(p access.Progress) { ps = append(ps, p) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) < 2 {
+		t.Fatalf("%d progress reports", len(ps))
+	}
+	first, last := ps[0], ps[len(ps)-1]
+	if last.Done != sent || last.Total != sent {
+		t.Fatalf("the last report %+v, want %d bytes sent of %d", last, sent, sent)
+	}
+	// The estimate is made of file sizes before the copy: within a tenth.
+	if diff := first.Total - sent; diff < -sent/10 || diff > sent/10 {
+		t.Fatalf("the first report's total %d is not within a tenth of the %d bytes sent (%+v)", first.Total, sent, first)
+	}
+	t.Logf("estimated %d, sent %d", first.Total, sent)
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,13 +37,21 @@ type progressDoer interface {
 // data directory holds them.
 func serveProgressLog(t *testing.T, n int) (*Server, *audit.Log, string) {
 	t.Helper()
+	s, l, dir, _ := serveProgressLogKeys(t, n)
+	return s, l, dir
+}
+
+// serveProgressLogKeys is serveProgressLog that also returns the verifier
+// key file of the checkpoint's signer.
+func serveProgressLogKeys(t *testing.T, n int) (*Server, *audit.Log, string, []byte) {
+	t.Helper()
 	s, l, dir := serveLog(t, nil)
 	for i := 3; i < n; i++ {
 		if _, err := l.Append(context.Background(), audit.Entry{Action: audit.ActionResourcesRead, Outcome: audit.OutcomeAllow}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	skey, _, err := note.GenerateKey(rand.Reader, "custos.test/progress")
+	skey, vkey, err := note.GenerateKey(rand.Reader, "custos.test/progress")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +79,7 @@ func serveProgressLog(t *testing.T, n int) (*Server, *audit.Log, string) {
 		t.Fatal(err)
 	}
 	db.Close()
-	return s, l, dir
+	return s, l, dir, checkpoint.FormatVerifierFile([]string{vkey})
 }
 
 // checkReports: progress was reported, in one unit, never going back or
@@ -223,8 +232,13 @@ func TestProgressOverBothTransports(t *testing.T) {
 // headRecord is l's newest record.
 func headRecord(t *testing.T, l *audit.Log) audit.Record {
 	head, _ := l.Head()
+	return recordAt(t, l, head)
+}
+
+// recordAt is l's record seq.
+func recordAt(t *testing.T, l *audit.Log, seq uint64) audit.Record {
 	var rec audit.Record
-	err := l.Records(context.Background(), head, head, func(_ uint64, c []byte) (err error) {
+	err := l.Records(context.Background(), seq, seq, func(_ uint64, c []byte) (err error) {
 		rec, err = audit.Decode(c)
 		return err
 	})
@@ -397,4 +411,100 @@ func FuzzDeframer(f *testing.F) {
 			t.Fatalf("round trip: %q, %v; want %q", out, err, b)
 		}
 	})
+}
+
+// TestComplianceProgressOverBothTransports: compliance (the whole log
+// verified, records 1..N scanned for retention, the period's bundle
+// written) reports its progress in process and over the socket, in
+// records, counts only, first after its access record is durable, and
+// ends at a total that is the sum of its three passes; the package it
+// sends with progress is the one it sends without (the bundle's files byte
+// for byte: both end at the same checkpoint).
+func TestComplianceProgressOverBothTransports(t *testing.T) {
+	const n = 2500 // several chunks of each pass
+	_, l, dir, keys := serveProgressLogKeys(t, n)
+	ctx := context.Background()
+	c, err := Dial(ctx, Path(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	local := access.Local{Service: access.New(l, nil, dir, nil), Caller: access.Self()}
+	req := access.ComplianceRequest{Ask: access.Ask{Purpose: "HOPERAT"}, Retention: 6 * 365 * 24 * time.Hour, VerifierKeys: keys}
+	for _, tr := range []struct {
+		name string
+		d    progressDoer
+	}{{"local", local}, {"socket", c}} {
+		t.Run(tr.name, func(t *testing.T) {
+			read := func(into string, progress func(access.Progress)) (access.ComplianceResult, access.Result) {
+				t.Helper()
+				var out access.ComplianceResult
+				res, err := tr.d.DoProgress(ctx, access.OpCompliance, req, func(r io.Reader) (err error) {
+					out, err = access.ReadCompliance(r, into)
+					return err
+				}, progress)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out, res
+			}
+			plainDir, watchedDir := filepath.Join(t.TempDir(), "p"), filepath.Join(t.TempDir(), "w")
+			plain, _ := read(plainDir, nil)
+			var ps []access.Progress
+			var first audit.Record
+			watched, res := read(watchedDir, func(p access.Progress) {
+				if len(ps) == 0 {
+					first = headRecord(t, l)
+				}
+				ps = append(ps, p)
+			})
+			last := checkReports(t, "compliance", ps, access.UnitRecords)
+			if first.Action != access.ActionComplianceReport || first.Seq != res.AccessSeq {
+				t.Fatalf("when the first progress came, the log's head was %d %s, not the access record %d", first.Seq, first.Action, res.AccessSeq)
+			}
+			// verify walks the whole log, the scan reads 1..N, the bundle
+			// its records.
+			want := watched.Verification.Log.Records + int64(res.AccessSeq) + int64(res.Records)
+			if last.Total != want || len(ps) < 3 || ps[0].Total < want {
+				t.Fatalf("%d reports, the first %+v, the last %+v; want a total of %d from the start (%d verified, %d scanned, %d bundled)",
+					len(ps), ps[0], last, want, watched.Verification.Log.Records, res.AccessSeq, res.Records)
+			}
+			if !plain.Verification.Log.OK || !watched.Verification.Log.OK || !watched.Verification.Anchors.OK {
+				t.Fatalf("verification: %+v then %+v", plain.Verification, watched.Verification)
+			}
+
+			// A period inside the log: the bundle's pass is shorter than
+			// the N first counted for it, and the total shrinks to the sum.
+			period := req
+			period.Since, period.Until = recordAt(t, l, 1000).Time, recordAt(t, l, 2000).Time
+			ps = nil
+			var part access.ComplianceResult
+			res, err := tr.d.DoProgress(ctx, access.OpCompliance, period, func(r io.Reader) (err error) {
+				part, err = access.ReadCompliance(r, filepath.Join(t.TempDir(), "period"))
+				return err
+			}, func(p access.Progress) { ps = append(ps, p) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = checkReports(t, "compliance of a period", ps, access.UnitRecords)
+			if res.Records != 1000 || last.Total != part.Verification.Log.Records+int64(res.AccessSeq)+1000 {
+				t.Fatalf("period: %d records bundled, last report %+v (%d verified, N %d)", res.Records, last, part.Verification.Log.Records, res.AccessSeq)
+			}
+
+			entries, err := os.ReadDir(plainDir)
+			if err != nil || len(entries) < 4 {
+				t.Fatalf("the bundle holds %d files (%v)", len(entries), err)
+			}
+			for _, e := range entries {
+				if e.Name() == bundle.FileManifest {
+					continue // its creation time
+				}
+				a, err1 := os.ReadFile(filepath.Join(plainDir, e.Name()))
+				b, err2 := os.ReadFile(filepath.Join(watchedDir, e.Name()))
+				if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
+					t.Fatalf("the bundle's %s with progress differs from %s without (%v %v)", e.Name(), e.Name(), err1, err2)
+				}
+			}
+		})
+	}
 }

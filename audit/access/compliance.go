@@ -60,7 +60,7 @@ const (
 // problems lists each).
 const maxComplianceFile = 256 << 20
 
-func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest, w io.Writer) (Result, error) {
+func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest, w io.Writer, progress func(Progress)) (Result, error) {
 	action, err := r.check(ActionComplianceReport)
 	if err != nil {
 		return Result{}, err
@@ -86,11 +86,18 @@ func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest,
 	res := Result{AccessSeq: v.n}
 	out := ComplianceResult{AccessSeq: v.n, Now: s.nowFunc().UTC()}
 
+	// Progress counts the records of three passes: the whole log verified
+	// (of the head now), records 1..N scanned, and the bundle's records
+	// (at most N until its range is known).
+	head, _ := s.log.Head()
+	m := newMeter(progress, UnitRecords, int64(max(head, v.n))+2*int64(v.n))
+
 	// The whole log, and the view against its anchors.
-	vr, err := s.verifyLog(ctx, nil)
+	vr, walked, err := s.verifyLog(ctx, m)
 	if err != nil {
 		return res, err
 	}
+	m.pass(walked, 2*int64(v.n))
 	lc := &out.Verification.Log
 	lc.Records, lc.HeadSeq, lc.HeadHash, lc.OK = int64(vr.Summary.Records), vr.Summary.HeadSeq, vr.Summary.HeadHash, vr.OK
 	lc.Problems = make([]string, 0, len(vr.Problems))
@@ -115,7 +122,11 @@ func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest,
 
 	// Retention: records 1..N.
 	scan := creport.NewLogScan(out.Now.Add(-r.Retention))
-	err = v.Records(ctx, 1, v.n, func(seq uint64, canonical []byte) error {
+	var src bundle.Source = v
+	if m != nil {
+		src = meteredView{View: v, m: m, from: 1}
+	}
+	err = src.Records(ctx, 1, v.n, func(seq uint64, canonical []byte) error {
 		rec, err := audit.Decode(canonical)
 		if err != nil {
 			return fmt.Errorf("%w: record %d does not decode: %v (run 'custos audit verify')", audit.ErrCorrupt, seq, err)
@@ -126,6 +137,7 @@ func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest,
 	if err != nil {
 		return res, err
 	}
+	m.pass(int64(v.n), int64(v.n))
 	// The tree of the view is the log's (it covers every record, HeadSeq
 	// >= N) cut at N.
 	out.Retention = scan.Retention(r.Retention, out.Now, v.n, min(vr.Summary.TreeSize, int64(v.n)), ac.OK)
@@ -161,16 +173,21 @@ func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest,
 		out.NotCovered = &creport.SeqRange{From: covered + 1, To: to}
 		to = covered
 	}
-	head, err := json.Marshal(out)
+	first, err := json.Marshal(out)
 	if err != nil {
 		return res, err
 	}
-	m, err := s.sendBundle(ctx, v, bundle.WriteOptions{
+	m.pass(0, int64(to-from+1))
+	src = v
+	if m != nil {
+		src = meteredView{View: v, m: m, from: from}
+	}
+	man, err := s.sendBundle(ctx, src, bundle.WriteOptions{
 		From: from, To: to, Checkpoints: kept,
 		Formats: []bundle.Format{bundle.FormatCSV, bundle.FormatFHIR, bundle.FormatOCSF},
 	}, func(dir string) error {
 		tw := tar.NewWriter(w)
-		if err := tarBytes(tw, ComplianceFile, head); err != nil {
+		if err := tarBytes(tw, ComplianceFile, first); err != nil {
 			return err
 		}
 		if err := tarDir(tw, dir, BundlePrefix); err != nil {
@@ -178,7 +195,10 @@ func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest,
 		}
 		return tw.Close()
 	})
-	res.Records = int(m.Records)
+	res.Records = int(man.Records)
+	if err == nil {
+		m.finish(int64(to - from + 1))
+	}
 	return res, err
 }
 

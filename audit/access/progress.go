@@ -22,8 +22,13 @@ const (
 	// the walk goes on past it to the log's end), export (records read
 	// of the view 1..N), bundle (records written of its range).
 	UnitRecords = "records"
+	// Compliance counts in records too: those of its three passes, one
+	// after the other (the whole log verified, of the head when it began;
+	// records 1..N scanned for retention; the bundle's records written,
+	// counted as N until its range is known).
 	// UnitBytes: backup (bytes of the archive sent, of an estimate made
-	// from the files' sizes when it began: backup.EstimateSize).
+	// from the sizes of the files it copies when it began, archived
+	// segments included: backup.EstimateSize).
 	UnitBytes = "bytes"
 )
 
@@ -36,6 +41,7 @@ type meter struct {
 	total int64
 	every int64
 	last  int64 // Done of the last report; -1: none yet
+	base  int64 // the units of the passes already done (pass)
 }
 
 func newMeter(fn func(Progress), unit string, total int64) *meter {
@@ -45,22 +51,40 @@ func newMeter(fn func(Progress), unit string, total int64) *meter {
 	return &meter{fn: fn, unit: unit, total: max(total, 0), every: max(1, total/1000), last: -1}
 }
 
-// set reports done if it moved on by a thousandth of the total since the
-// last report.
+// set reports done (of the current pass) if it moved on by a thousandth
+// of the total since the last report.
 func (m *meter) set(done int64) {
-	if m == nil || (m.last >= 0 && done-m.last < m.every) {
+	if m == nil {
+		return
+	}
+	done += m.base
+	if m.last >= 0 && done-m.last < m.every {
 		return
 	}
 	m.report(done)
 }
 
-// finish reports the end: done of done.
+// finish reports the end: done (of the last pass) of done.
 func (m *meter) finish(done int64) {
 	if m == nil {
 		return
 	}
+	done += m.base
 	m.total = done
 	m.report(done)
+}
+
+// pass ends one pass of an operation made of several, which counted done
+// units; rest is the units of the passes still to come (an estimate the
+// next pass may correct). It reports nothing: the next set or finish
+// counts on from the end of this pass.
+func (m *meter) pass(done, rest int64) {
+	if m == nil {
+		return
+	}
+	m.base += done
+	m.total = m.base + max(rest, 0)
+	m.every = max(1, m.total/1000)
 }
 
 func (m *meter) report(done int64) {

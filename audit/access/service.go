@@ -116,8 +116,9 @@ func (s *Service) Run(ctx context.Context, c Caller, op Op, req []byte, w io.Wri
 
 // RunProgress is Run that also reports the operation's progress to
 // progress (nil: none), from the goroutine that calls RunProgress,
-// between its writes to w: verify, export, bundle and backup report it
-// (Progress's units); the other operations are short and report none.
+// between its writes to w: verify, export, bundle, compliance and backup
+// report it (Progress's units); the other operations are short and report
+// none (policy impact's replay, the long part, runs in the caller).
 // Progress is reported only after the access record is durable, carries
 // counts only, and ends with a report of Total == Done when the
 // operation succeeds. The output written to w is Run's, byte for byte.
@@ -148,7 +149,7 @@ func (s *Service) run(ctx context.Context, c Caller, op Op, req []byte, w io.Wri
 	case OpImpact:
 		return with(req, func(r ImpactRequest) (Result, error) { return s.impact(ctx, c, r, w) })
 	case OpCompliance:
-		return with(req, func(r ComplianceRequest) (Result, error) { return s.compliance(ctx, c, r, w) })
+		return with(req, func(r ComplianceRequest) (Result, error) { return s.compliance(ctx, c, r, w, progress) })
 	case OpBackup:
 		return with(req, func(r BackupRequest) (Result, error) { return s.backup(ctx, c, r, w, progress) })
 	}
@@ -249,10 +250,12 @@ func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Wr
 	// The walk goes on past N to the log's end: the head now is the
 	// better total.
 	head, _ := s.log.Head()
-	res, err := s.verifyLog(ctx, newMeter(progress, UnitRecords, int64(max(head, v.n))))
+	m := newMeter(progress, UnitRecords, int64(max(head, v.n)))
+	res, walked, err := s.verifyLog(ctx, m)
 	if err != nil {
 		return Result{AccessSeq: v.n}, err
 	}
+	m.finish(walked)
 	if len(r.VerifierKeys) > 0 {
 		res.Anchor = &AnchorResult{}
 		verifiers, err := checkpoint.ParseVerifierFile(r.VerifierKeys)
@@ -279,8 +282,8 @@ func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Wr
 // verifyLog verifies the whole log: every record, including those
 // appended after the view's end (the log's end is checked in the same
 // transaction as its last records), counting the records walked into m
-// (nil: none).
-func (s *Service) verifyLog(ctx context.Context, m *meter) (VerifyResult, error) {
+// (nil: none), and returns their number; the caller finishes m.
+func (s *Service) verifyLog(ctx context.Context, m *meter) (VerifyResult, int64, error) {
 	res := VerifyResult{Problems: []audit.Problem{}}
 	var pace func(context.Context, int) error
 	var walked int64
@@ -294,10 +297,7 @@ func (s *Service) verifyLog(ctx context.Context, m *meter) (VerifyResult, error)
 	var err error
 	res.Summary, err = s.log.VerifyPaced(ctx, func(p audit.Problem) { res.Problems = append(res.Problems, p) }, pace)
 	res.OK = err == nil && len(res.Problems) == 0
-	if err == nil {
-		m.finish(walked)
-	}
-	return res, err
+	return res, walked, err
 }
 
 // anchorEntries are the checkpoints to check the view against: those of
@@ -721,7 +721,7 @@ func (s *Service) backup(ctx context.Context, c Caller, r BackupRequest, w io.Wr
 	}
 	var cw *countingWriter
 	if progress != nil {
-		cw = &countingWriter{w: w, m: newMeter(progress, UnitBytes, backup.EstimateSize(s.dir))}
+		cw = &countingWriter{w: w, m: newMeter(progress, UnitBytes, backup.EstimateSize(backup.Source{Log: s.log, Dir: s.dir}))}
 		w = cw
 	}
 	m, err := backup.Write(ctx, w, backup.Source{Log: s.log, Dir: s.dir, Access: rec, Now: s.nowFunc})

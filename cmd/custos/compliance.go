@@ -111,6 +111,10 @@ otherwise from Vault with the auditor policy. The retention period is
 The package is PHI: store it accordingly. The command exits 1 when a
 verification failed; the package is still written and says what failed.
 
+On a terminal, report draws its progress reading the log (records verified,
+scanned and bundled) on stderr, not with --json; the package is the same
+either way.
+
 ` + vaultHelp + `
 
 Examples:
@@ -153,7 +157,7 @@ Examples:
 				return err
 			}
 			p := packageRun{cmd: cmd, d: d, ask: af.ask(), out: out, since: s, until: u, retention: ret,
-				anchorDir: anchorDir, testResults: testResults, pubkey: pubkey, dev: dev, vf: &vf}
+				anchorDir: anchorDir, testResults: testResults, pubkey: pubkey, dev: dev, asJSON: asJSON, vf: &vf}
 			rep, err := p.run(cmd.Context())
 			if err != nil {
 				return err
@@ -245,6 +249,7 @@ type packageRun struct {
 	anchorDir, testResults string
 	pubkey                 string
 	dev                    bool
+	asJSON                 bool // no progress bar
 	vf                     *vaultFlags
 }
 
@@ -311,13 +316,15 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 	bdir := filepath.Join(tmp, packageBundle)
 	p.step("verifying the audit log and its %d anchored checkpoints, scanning it for retention, writing the export bundle", len(entries))
 	var res access.ComplianceResult
+	progress, finish := auditProgress(p.cmd, p.asJSON, "reading the audit log")
 	err = withAuditReader(p.cmd, p.d, func(r auditReader) error {
-		_, err := r.Do(ctx, access.OpCompliance, req, func(rd io.Reader) (err error) {
+		_, err := r.DoProgress(ctx, access.OpCompliance, req, func(rd io.Reader) (err error) {
 			res, err = access.ReadCompliance(rd, bdir)
 			return err
-		})
+		}, progress)
 		return err
 	})
+	finish()
 	if err != nil {
 		return nil, err
 	}

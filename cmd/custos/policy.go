@@ -383,6 +383,9 @@ compiled and replayed in this process. --since/--until bound the record
 times ([since, until)). The exit status is 0 whether or not decisions would
 change.
 
+On a terminal, impact draws its progress (records examined) on stderr, not
+with --json; the report is the same either way.
+
 Examples:
   custos policy impact --candidate ./policies --data-dir /srv/custos --purpose HOPERAT
   custos policy impact --candidate ./policies --data-dir /srv/custos --purpose HOPERAT --since 2026-11-01

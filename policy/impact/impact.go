@@ -38,7 +38,9 @@ type Options struct {
 	// means unbounded.
 	Since, Until time.Time
 	// Progress, if not nil, is called with the number of records examined
-	// so far and the total.
+	// so far and the total (the head), after each window of records; when
+	// Replay succeeds its last call has done == total, also when it stopped
+	// early at Until.
 	Progress func(done, total int)
 }
 
@@ -129,6 +131,7 @@ func Replay(ctx context.Context, candidate Decider, src InputSource, opts Option
 	if progress == nil {
 		progress = func(int, int) {}
 	}
+	var done uint64 // records reported examined
 	for from := uint64(1); from <= head; from += window {
 		to := min(head, from+window-1)
 		recs := make(map[uint64]recorded, window)
@@ -186,12 +189,20 @@ func Replay(ctx context.Context, candidate Decider, src InputSource, opts Option
 			return rep, err
 		}
 		progress(int(to), int(head))
+		done = to
 		if past {
 			break
 		}
 	}
 	rep.Skipped = rep.InRange - rep.Replayed
-	return rep, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return rep, err
+	}
+	if done < head {
+		// Stopped at Until: the records after it are all past it.
+		progress(int(head), int(head))
+	}
+	return rep, nil
 }
 
 // compare replays in with candidate and classifies the result against rec.

@@ -314,3 +314,56 @@ func TestTableIsPlainText(t *testing.T) {
 		t.Errorf("the hostile text is not shown escaped:\n%s", out)
 	}
 }
+
+// TestReplayProgress: Replay reports the records examined of the head,
+// never going back, and ends at its total when it succeeds, also when it
+// stops early at --until (records are in time order: those after it are
+// not read); the report is the same with or without progress.
+func TestReplayProgress(t *testing.T) {
+	const n = 2500 // windows of 1024: --until stops in the first
+	ctx := context.Background()
+	i := 0
+	log, _ := audittest.Open(t, audit.Options{Node: "test", Now: func() time.Time { i++; return start.Add(time.Duration(i) * time.Second) }})
+	for range n {
+		if _, err := log.Append(ctx, audit.Entry{Action: "resources/list", Outcome: audit.OutcomeAllow, Principal: audit.Principal{Sub: "dr.alice"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eng := engine(t, dirFS(t, "testdata/baseline"))
+	for _, opts := range []impact.Options{{}, {Until: start.Add(100 * time.Second)}, {Since: start.Add(2000 * time.Second)}} {
+		plain, err := impact.Replay(ctx, eng, log, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type report struct{ done, total int }
+		var ps []report
+		opts.Progress = func(done, total int) { ps = append(ps, report{done, total}) }
+		watched, err := impact.Replay(ctx, eng, log, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pj, wj := mustJSON(t, plain), mustJSON(t, watched); !bytes.Equal(pj, wj) {
+			t.Fatalf("until %v: the report with progress differs:\n%s\nwithout:\n%s", opts.Until, wj, pj)
+		}
+		if len(ps) == 0 {
+			t.Fatalf("until %v: no progress", opts.Until)
+		}
+		for k, p := range ps {
+			if p.total != n || p.done > p.total || (k > 0 && p.done < ps[k-1].done) {
+				t.Fatalf("until %v: report %d is %+v (of %+v)", opts.Until, k, p, ps)
+			}
+		}
+		if last := ps[len(ps)-1]; last.done != last.total {
+			t.Fatalf("until %v: the last report %+v does not reach its total (%+v)", opts.Until, last, ps)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
