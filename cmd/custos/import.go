@@ -75,6 +75,9 @@ swaps it in (requests in flight finish on the old one) and notifies
 subscribed clients of the resources that changed. Concurrent imports wait
 for each other.
 
+On a terminal, import draws its progress on stderr, not with --json; the
+output is the same either way.
+
 ` + vaultHelp + `
 
 Examples:
