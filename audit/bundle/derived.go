@@ -49,7 +49,7 @@ func (v *bundleVerifier) openDerived() *derivedChecker {
 			v.problem(Problem{Check: CheckDerived, Detail: fmt.Sprintf("cannot read %s: %s", f.FileName(), errText(err))})
 			continue
 		}
-		d := &derivedFile{format: f, file: fh, r: bufio.NewReaderSize(fh, 256<<10)}
+		d := &derivedFile{format: f, file: fh, r: bufio.NewReaderSize(v.meter.reader(fh), 256<<10)}
 		c.files = append(c.files, d)
 		head, err := f.header()
 		if err != nil {

@@ -88,8 +88,22 @@ const ToolName = "custos audit bundle verify"
 // or an I/O error when dir cannot be read at all; the Transcript is filled
 // in as far as possible in every case.
 func Verify(dir string, vkeys []byte) (Transcript, error) {
+	return VerifyProgress(dir, vkeys, nil)
+}
+
+// VerifyProgress is Verify that also reports its progress to progress
+// (nil: none), from the calling goroutine: the bytes of the bundle's files
+// read so far, of a total made when it begins from their sizes (the
+// records and every human-format file are read twice: once compared, once
+// hashed). The total may move while it runs (a file listed twice, a
+// manifest that lies); the last report, when the checks ran, has done ==
+// total. The Transcript and the error are Verify's.
+func VerifyProgress(dir string, vkeys []byte, progress func(done, total int64)) (Transcript, error) {
 	start := time.Now()
 	v := &bundleVerifier{dir: dir}
+	if progress != nil {
+		v.meter = &readMeter{fn: progress}
+	}
 	v.t = Transcript{
 		Tool:     ToolName,
 		Version:  toolVersion(),
@@ -108,6 +122,7 @@ func Verify(dir string, vkeys []byte) (Transcript, error) {
 		return v.t, fmt.Errorf("bundle: %s is not a directory", dir)
 	}
 	v.run(verifiers)
+	v.meter.finish()
 	v.t.Elapsed = time.Since(start)
 	v.t.OK = len(v.t.Problems) == 0
 	if !v.t.OK {
@@ -129,6 +144,8 @@ type bundleVerifier struct {
 	leaves      []tlog.Hash
 	counts      map[string]int
 	recordsHash string // sha256 of records.jsonl as read
+
+	meter *readMeter // nil: no progress reported
 }
 
 func (v *bundleVerifier) problem(p Problem) {
@@ -230,8 +247,9 @@ func (v *bundleVerifier) checkDigests() {
 				continue
 			}
 			h := sha256.New()
-			_, err = io.Copy(h, f)
+			_, err = io.Copy(h, v.meter.reader(f))
 			f.Close()
+			v.meter.report()
 			if err != nil {
 				v.problem(Problem{Check: CheckManifest, Detail: fmt.Sprintf("listed file %s cannot be read: %s", name, errText(err))})
 				continue
@@ -455,10 +473,11 @@ func (v *bundleVerifier) readRecords() {
 		return
 	}
 	defer f.Close()
+	v.meter.begin(v.dir, v.manifest)
 	derived := v.openDerived()
 	formats := derived.formats()
 	fileHash := sha256.New()
-	br := io.TeeReader(f, fileHash)
+	br := io.TeeReader(v.meter.reader(f), fileHash)
 
 	workers := max(runtime.GOMAXPROCS(0), 1)
 	jobs := make(chan *lineBatch, workers)
@@ -530,6 +549,7 @@ func (v *bundleVerifier) readRecords() {
 			leaves = append(leaves, b.res[i].leaf)
 			c.line(&b.res[i])
 		}
+		v.meter.report()
 	}
 	if readErr != nil {
 		v.problem(Problem{Check: CheckCanonical, Detail: "reading records.jsonl: " + errText(readErr)})

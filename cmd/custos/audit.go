@@ -64,8 +64,9 @@ records and the range proof recompute the signed root: no record is missing,
 added or changed). It prints a transcript to attach to an audit report and
 exits 1 naming every failure with its seq.
 
-On a terminal, verify --data-dir draws its progress (records checked) on
-stderr, not with --json; the output is the same either way.
+On a terminal, verify --data-dir draws its progress (records checked) and
+verify --bundle its own (bytes of the bundle's files checked) on stderr,
+not with --json; the output is the same either way.
 
 Examples:
   custos audit verify --data-dir ./data

@@ -124,7 +124,9 @@ func newAuditVerifyBundle(cmd *cobra.Command, dir, pubkey string, asJSON bool) e
 	if err != nil {
 		return fmt.Errorf("--pubkey: %w", err)
 	}
-	tr, err := bundle.Verify(dir, keys)
+	tick, end := bytesProgress(progressTo(cmd, asJSON), "checking the bundle's files")
+	tr, err := bundle.VerifyProgress(dir, keys, tick)
+	end()
 	if errors.Is(err, bundle.ErrBadVerifierKey) {
 		return fmt.Errorf("--pubkey %s: %w", pubkey, err)
 	}

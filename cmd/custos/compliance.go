@@ -112,8 +112,8 @@ The package is PHI: store it accordingly. The command exits 1 when a
 verification failed; the package is still written and says what failed.
 
 On a terminal, report draws its progress reading the log (records verified,
-scanned and bundled) on stderr, not with --json; the package is the same
-either way.
+scanned and bundled), then checking the bundle offline (bytes of its files),
+on stderr, not with --json; the package is the same either way.
 
 ` + vaultHelp + `
 
@@ -337,7 +337,9 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 	v.Anchors.Sources = strings.Join(sources, ", ")
 
 	p.step("verifying the bundle offline")
-	tr, verr := bundle.Verify(bdir, req.VerifierKeys)
+	tick, end := bytesProgress(progressTo(p.cmd, p.asJSON), "checking the bundle's files")
+	tr, verr := bundle.VerifyProgress(bdir, req.VerifierKeys, tick)
+	end()
 	tr.Dir = packageBundle // the package's own, relative name
 	if verr != nil && !errors.Is(verr, bundle.ErrInvalid) {
 		return nil, verr

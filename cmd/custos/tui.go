@@ -86,6 +86,16 @@ func progress(w io.Writer, what string, showCount bool) (func(done, total int), 
 	return func(d, t int) { tick(int64(d), int64(t)) }, done
 }
 
+// bytesProgress is progress for work counted in bytes (a bundle verified
+// offline): a bar with sizes on w when w is a terminal, nil otherwise
+// (nothing asked, nothing drawn), plus a function to finish the bar.
+func bytesProgress(w io.Writer, what string) (func(done, total int64), func()) {
+	if !isTerminal(w) {
+		return nil, func() {}
+	}
+	return progressBar(w, what, true, true)
+}
+
 // progressBar draws a bar on w, terminal or not: showCount as progress's,
 // inBytes to show done and total as sizes (kB, MB). A total that changes
 // (work that grows while it runs: a verification walking a log being
