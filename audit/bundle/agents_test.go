@@ -1,7 +1,9 @@
 package bundle
 
 import (
+	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"testing"
 
 	"github.com/custos-mcp/custos/audit"
@@ -9,6 +11,7 @@ import (
 	"github.com/custos-mcp/custos/e2e/validators"
 	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/policy/btg"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // TestSystemActorsAreApplicationAgents: a record of an act of custos
@@ -23,26 +26,8 @@ import (
 // their sub: an OAuth subject "custos" reading a resource, an OS account
 // that asked for a sync. Every event still passes the outside validators.
 func TestSystemActorsAreApplicationAgents(t *testing.T) {
-	hk := "hk1-0000000000000000000000000000000a"
-	keys := []string{"audit-hmac=secret/custos/audit-hmac-key@2"}
-	// A person whose OAuth subject happens to be "custos", and an OS
-	// account's sync (app/sync.go, syncNow).
-	person := audit.Principal{Sub: "custos", Roles: []string{"clinician"}, ClientID: "claude-desktop"}
-	entries := append(realisticEntries(),
-		audit.Entry{Action: audit.ActionResourcesRead, Outcome: audit.OutcomeAllow, Reason: "clinician_care_team", Principal: person, PurposeOfUse: "TREAT",
-			Source: "10.0.0.5:51234", URIs: []string{"fhir://t/patients/" + hk + "/Observation/o-1"}, Patients: []string{hk}, Keys: keys},
-		audit.Entry{Action: "complete", Outcome: audit.OutcomeAllow, Reason: "argument=id returned=0 denied=0 scanned=0", Principal: person, PurposeOfUse: "TREAT",
-			Source: "10.0.0.5:51234", Keys: keys},
-		fhirsync.AuditEntry(fhirsync.Event{Phase: "start", Base: "https://fhir.example.org/R4", Full: true},
-			audit.Principal{Sub: "os:uid=1000(ops)", Roles: []string{"sync"}, ClientID: "custos-cli"}, false, keys),
-		fhirsync.AuditEntry(fhirsync.Event{Phase: "start", Base: "https://fhir.example.org/R4", Full: true},
-			audit.Principal{Sub: "custos-serve", Roles: []string{"sync"}, ClientID: "custos-sync"}, false, keys),
-	)
-	// What the test expects, from the writers' own names: the actions
-	// custos records as its own acts, and the principal it records them under.
-	own := map[string]string{"catalog/retire": "custos", "policy/load": "custos", "policy/reject": "custos",
-		btg.KindExpire: "custos", scrub.Action: "custos", fhirsync.ActionSyncStart: "custos-serve", fhirsync.ActionSyncEnd: "custos-serve"}
-	_, records := exportEntries(t, "custos-node-1", entries)
+	own := ownActsByWriters()
+	_, records := exportEntries(t, "custos-node-1", actorEntries())
 	var all [][]byte
 	systems, people := map[string]int{}, 0
 	for _, r := range records {
@@ -97,6 +82,135 @@ func TestSystemActorsAreApplicationAgents(t *testing.T) {
 		}
 		t.Logf("%d AuditEvents checked by %v", rep.Validated, rep.Validators)
 	})
+}
+
+// ownActsByWriters is what the actor tests expect, from the writers' own
+// names: the actions custos records as its own acts, and the principal it
+// records them under.
+func ownActsByWriters() map[string]string {
+	return map[string]string{"catalog/retire": "custos", "policy/load": "custos", "policy/reject": "custos",
+		btg.KindExpire: "custos", scrub.Action: "custos", fhirsync.ActionSyncStart: "custos-serve", fhirsync.ActionSyncEnd: "custos-serve"}
+}
+
+// actorEntries are realisticEntries (every one of custos's own acts among
+// them) and people whose principal looks like custos's: a person whose
+// OAuth subject happens to be "custos", an OS account's sync (app/sync.go,
+// syncNow), and a sync by "custos-serve" through a client.
+func actorEntries() []audit.Entry {
+	hk := "hk1-0000000000000000000000000000000a"
+	keys := []string{"audit-hmac=secret/custos/audit-hmac-key@2"}
+	person := audit.Principal{Sub: "custos", Roles: []string{"clinician"}, ClientID: "claude-desktop"}
+	return append(realisticEntries(),
+		audit.Entry{Action: audit.ActionResourcesRead, Outcome: audit.OutcomeAllow, Reason: "clinician_care_team", Principal: person, PurposeOfUse: "TREAT",
+			Source: "10.0.0.5:51234", URIs: []string{"fhir://t/patients/" + hk + "/Observation/o-1"}, Patients: []string{hk}, Keys: keys},
+		audit.Entry{Action: "complete", Outcome: audit.OutcomeAllow, Reason: "argument=id returned=0 denied=0 scanned=0", Principal: person, PurposeOfUse: "TREAT",
+			Source: "10.0.0.5:51234", Keys: keys},
+		fhirsync.AuditEntry(fhirsync.Event{Phase: "start", Base: "https://fhir.example.org/R4", Full: true},
+			audit.Principal{Sub: "os:uid=1000(ops)", Roles: []string{"sync"}, ClientID: "custos-cli"}, false, keys),
+		fhirsync.AuditEntry(fhirsync.Event{Phase: "start", Base: "https://fhir.example.org/R4", Full: true},
+			audit.Principal{Sub: "custos-serve", Roles: []string{"sync"}, ClientID: "custos-sync"}, false, keys),
+	)
+}
+
+// TestOCSFSystemActorsAreSystemUsers: in OCSF, a record of an act of
+// custos itself (the same acts the FHIR export gives a DCM 110150
+// Application agent: ownActs) has actor.user typed as the system account
+// it is, type_id 3 "System" (OCSF 1.3.0 user.type_id: 0 Unknown, 1 User,
+// 2 Admin, 3 System, 99 Other), with uid the principal. It was exported as
+// a bare {uid}: a SIEM filtering actor.user.type_id to tell people from
+// the system counted custos among the users. A person keeps no type (the
+// record does not say whether they are a user or an admin), whatever
+// their sub; an unauthenticated request keeps type_id 0. Every event
+// passes the OCSF 1.3.0 API Activity schema.
+func TestOCSFSystemActorsAreSystemUsers(t *testing.T) {
+	own := ownActsByWriters()
+	dir, records := exportEntries(t, "custos-node-1", actorEntries())
+	schema := compileOCSFSchema(t)
+	type user struct {
+		UID    string `json:"uid"`
+		Name   string `json:"name"`
+		TypeID *int   `json:"type_id"`
+		Type   string `json:"type"`
+	}
+	systems, people := map[string]int{}, 0
+	for i, line := range lines(t, filepath.Join(dir, FormatOCSF.FileName())) {
+		r := records[i]
+		var ev struct {
+			Actor struct {
+				User    *user  `json:"user"`
+				AppName string `json:"app_name"`
+			} `json:"actor"`
+		}
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatal(err)
+		}
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := schema.Validate(v); err != nil {
+			t.Errorf("seq %d (%s): not valid OCSF 1.3.0 API Activity: %v", r.Seq, r.Action, err)
+		}
+		u := ev.Actor.User
+		if u == nil {
+			t.Errorf("seq %d (%s): no actor.user", r.Seq, r.Action)
+			continue
+		}
+		switch {
+		case r.Principal.Sub == "":
+			if u.TypeID == nil || *u.TypeID != 0 {
+				t.Errorf("seq %d (%s, no principal): actor.user %+v, want type_id 0 Unknown", r.Seq, r.Action, u)
+			}
+		case own[r.Action] == r.Principal.Sub:
+			systems[r.Action]++
+			if u.TypeID == nil || *u.TypeID != 3 || u.Type != "System" || u.UID != r.Principal.Sub {
+				t.Errorf("seq %d (%s by %s, custos's own act): actor.user %s, want uid %q, type_id 3, type \"System\"", r.Seq, r.Action, r.Principal.Sub, mustJSON(t, u), r.Principal.Sub)
+			}
+			if ev.Actor.AppName != r.Principal.ClientID {
+				t.Errorf("seq %d: actor.app_name %q, want the client_id %q", r.Seq, ev.Actor.AppName, r.Principal.ClientID)
+			}
+		default:
+			people++
+			if u.TypeID != nil || u.Type != "" || u.UID != r.Principal.Sub {
+				t.Errorf("seq %d (%s by %q, a person): actor.user %s, want uid %q and no type", r.Seq, r.Action, r.Principal.Sub, mustJSON(t, u), r.Principal.Sub)
+			}
+		}
+	}
+	// Not vacuous: every kind of custos's own act, and people, were seen.
+	for a := range own {
+		if systems[a] == 0 {
+			t.Errorf("no record of custos's own act %s was checked (seen: %v)", a, systems)
+		}
+	}
+	if people == 0 {
+		t.Error("no record of a person was checked")
+	}
+	// The schema holds type to its type_id's caption (not vacuous).
+	line := lines(t, filepath.Join(dir, FormatOCSF.FileName()))[0]
+	for i, bad := range []string{`{"uid":"custos","type_id":3,"type":"System"}`, `{"uid":"custos","type_id":3,"type":"User"}`, `{"uid":"custos","type_id":4,"type":"Service"}`} {
+		var ev map[string]any
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatal(err)
+		}
+		var u any
+		json.Unmarshal([]byte(bad), &u)
+		ev["actor"].(map[string]any)["user"] = u
+		switch err := schema.Validate(ev); {
+		case i == 0 && err != nil: // the control: only the user differs
+			t.Errorf("the OCSF 1.3.0 schema rejects actor.user %s: %v", bad, err)
+		case i > 0 && err == nil:
+			t.Errorf("the OCSF 1.3.0 schema accepts actor.user %s", bad)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // TestURIEntityClaimsURISystemOnlyForURIs: an entity's identifier is

