@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/custos-mcp/custos/audit/audittest"
 	"github.com/custos-mcp/custos/internal/tmpfstest"
 )
 
@@ -129,5 +130,86 @@ func within(d time.Duration, cond func() bool) bool {
 		if time.Now().After(deadline) {
 			return false
 		}
+	}
+}
+
+// TestFullDataVolumeRefusesAndRecovers fills the volume of the data
+// directory (audit.db, catalog.db) while serve runs: docs/operations.md,
+// "Failure behaviour", first row. Every read and list must be refused
+// with one of the documented errors, nothing released; /readyz must name
+// the disk; once space is freed, reads are served again without a
+// restart, the server stops cleanly and the audit log verifies (the
+// fixture's check when the test ends).
+func TestFullDataVolumeRefusesAndRecovers(t *testing.T) {
+	mnt := tmpfstest.Mount(t, 32<<20)
+	d := &dataset{seed: filepath.Join(t.TempDir(), "synthetic"), data: filepath.Join(mnt, "data")}
+	audittest.VerifyOnCleanup(t, d.audit())
+	mustCustos(t, "seed", "--out", d.seed, "--patients", "12", "--seed", "3")
+	mustCustos(t, "import", "--data-dir", d.data, d.seed)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	opsFile := filepath.Join(t.TempDir(), "ops")
+	// The smallest reserve: requests are admitted until the disk is
+	// really full, so that appends meet ENOSPC.
+	srv := serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens, "--ops-listen", loopback, "--ops-addr-file", opsFile,
+		"--audit-disk-low-watermark", "1", "--audit-disk-reserve", "1")
+	opsURL := srv.waitAddr(t, opsFile)
+	cs := connect(t, srv.url, tok)
+	ctx := context.Background()
+	page, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := page.Resources[0].URI
+
+	filler := tmpfstest.Fill(t, mnt, 0)
+	refused := func(what string, err error) {
+		t.Helper()
+		je := rpcError(err)
+		if je == nil || je.Code != -32603 || (je.Message != "audit log unavailable: request refused, nothing released" && je.Message != "audit volume low: request refused, nothing released") {
+			t.Fatalf("%s on a full disk: %v; want -32603 audit log unavailable or audit volume low, nothing released", what, err)
+		}
+	}
+	// Until the free-space sample sees the full disk, an append may still
+	// find room in pages audit.db freed before; the sample comes within 5 s.
+	if !within(10*time.Second, func() bool {
+		code, body := httpGet(t, opsURL+"/readyz")
+		return code == 503 && strings.Contains(body, `"disk":"audit volume in reserve: requests refused"`)
+	}) {
+		t.Fatalf("/readyz never named the full disk:\n%s", srv.stderr)
+	}
+	if _, m := httpGet(t, opsURL+"/metrics"); !strings.Contains(m, "custos_audit_disk_free_bytes 0\n") || !strings.Contains(m, "custos_audit_volume_low 1\n") {
+		t.Errorf("/metrics does not show the full disk")
+	}
+	if code, _ := httpGet(t, opsURL+"/healthz"); code != 200 {
+		t.Errorf("/healthz: %d, want 200 (the process answers)", code)
+	}
+	for i := 0; i < 20; i++ {
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if res != nil {
+			t.Fatalf("read %d on a full disk released %d contents", i, len(res.Contents))
+		}
+		refused("read", err)
+		lp, err := cs.ListResources(ctx, nil)
+		if lp != nil {
+			t.Fatalf("list %d on a full disk released %d resources", i, len(lp.Resources))
+		}
+		refused("list", err)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if !within(10*time.Second, func() bool {
+		_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		return err == nil
+	}) {
+		t.Fatalf("reads not served again within 10 s of freeing the disk:\n%s", srv.stderr)
+	}
+	if code, body := httpGet(t, opsURL+"/readyz"); code != 200 {
+		t.Errorf("/readyz after freeing the disk: %d %s", code, body)
+	}
+	if err := srv.stop(t); err != nil {
+		t.Fatalf("serve exited with %v after the disk was full and freed:\n%s", err, srv.stderr)
 	}
 }
