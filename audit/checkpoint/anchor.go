@@ -308,10 +308,8 @@ func (a *Anchor) appendLine(e Entry) error {
 		// A write that stopped part way (the disk filled up) must not
 		// leave a torn line behind: it would stop every later Append,
 		// and every start, until an operator cut it off by hand.
-		if n > 0 {
-			if cerr := cutBack(f, before, int64(n)); cerr != nil {
-				return fmt.Errorf("checkpoint: anchor %s: write: %w; its partial line could not be removed: %v", path, err, cerr)
-			}
+		if cerr := undoAppend(f, created, before, int64(n)); cerr != nil {
+			return fmt.Errorf("checkpoint: anchor %s: write: %w; its partial line could not be removed: %v", path, err, cerr)
 		}
 		return fmt.Errorf("checkpoint: anchor %s: write: %w", path, err)
 	}
@@ -329,17 +327,25 @@ func (a *Anchor) appendLine(e Entry) error {
 	return nil
 }
 
-// cutBack removes the n bytes a failed write appended to f, which held
-// before bytes: it truncates f to before and fsyncs it, but only if f
-// holds exactly before+n bytes (nothing else was appended meanwhile). The
-// bytes were never reported written, so no checkpoint is lost.
-func cutBack(f *os.File, before, n int64) error {
+// undoAppend removes what a failed write of n bytes left in f, which held
+// before bytes: the file itself if this Append created it (so that the
+// next one creates it again and fsyncs its directory), else the n bytes,
+// by truncating f to before and fsyncing it. It does so only if f holds
+// exactly before+n bytes (nothing else was appended meanwhile). The bytes
+// were never reported written, so no checkpoint is lost.
+func undoAppend(f *os.File, created bool, before, n int64) error {
+	if !created && n == 0 {
+		return nil
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
 	if fi.Size() != before+n {
 		return fmt.Errorf("the file holds %d bytes, not the %d before the write plus the %d it wrote: left as it is", fi.Size(), before, n)
+	}
+	if created {
+		return os.Remove(f.Name())
 	}
 	if err := f.Truncate(before); err != nil {
 		return err

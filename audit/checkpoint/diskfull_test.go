@@ -79,3 +79,32 @@ func TestAnchorAppendDiskFullLeavesNoTornLine(t *testing.T) {
 		t.Fatalf("All: %d entries, last size %d; want %d, last %d", len(es), es[len(es)-1].Size, next, next)
 	}
 }
+
+// TestAnchorFirstAppendDiskFullLeavesNoFile: the first checkpoint of an
+// anchor that a full disk refuses leaves no file behind: an empty file
+// would be appended to later without the directory fsync that makes a new
+// file durable.
+func TestAnchorFirstAppendDiskFullLeavesNoFile(t *testing.T) {
+	dir := tmpfstest.Mount(t, 256<<10)
+	s, _, _ := testSigner(t)
+	tr := newTree("rec", 1)
+	a := &Anchor{Dir: dir}
+	e := signedEntry(t, s, tr, 1)
+	ck := Checkpoint{Origin: testOrigin, Size: e.Size, Root: e.Root}
+	filler := tmpfstest.Fill(t, dir, 0)
+	if err := a.Append(context.Background(), e.Note, ck, t0); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Append on a full disk = %v, want ENOSPC", err)
+	}
+	if _, err := os.Lstat(a.Path()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the failed first Append left %s behind (%v)", a.Path(), err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Append(context.Background(), e.Note, ck, t0); err != nil {
+		t.Fatalf("Append once space is free again: %v", err)
+	}
+	if got, ok, err := a.Latest(); err != nil || !ok || got.Size != 1 {
+		t.Fatalf("Latest = size %d, %v, %v", got.Size, ok, err)
+	}
+}
