@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"slices"
@@ -645,6 +646,7 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 	finish := func(err error) {
 		defer l.inflight.Done() // Close waits for this even when the caller stopped waiting
 		if err != nil {
+			err = l.liveError(err)
 			l.log.Error("audit append failed", "event_id", eventID, "err", err)
 			done <- result{err: fmt.Errorf("audit: append: %w", err)}
 			return
@@ -677,6 +679,18 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 		l.log.Warn("audit append abandoned by caller before commit", "event_id", eventID)
 		return Record{}, fmt.Errorf("audit: append not confirmed: %w", ctx.Err())
 	}
+}
+
+// liveError names, in err, a file error of the live segment's bbolt
+// handle, the live segment's file as it is called now: a segment that a
+// seal created was opened as P.next and renamed to P, and its handle
+// keeps the first name (a file that is gone, or from the next seal's
+// step 3 on, another segment).
+func (l *Log) liveError(err error) error {
+	if pe, ok := err.(*fs.PathError); ok && pe.Path == l.path+nextSuffix {
+		return &fs.PathError{Op: pe.Op, Path: l.path, Err: pe.Err}
+	}
+	return err
 }
 
 func (l *Log) noteHead(r Record) {

@@ -338,7 +338,7 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 		// is appended.
 		next.Close()
 		os.Remove(l.path + nextSuffix)
-		l.broken = fmt.Errorf("audit: seal of segment %d: its commit failed (restart to settle it): %w", live.no, err)
+		l.broken = fmt.Errorf("audit: seal of segment %d: its commit failed (restart to settle it): %w", live.no, l.liveError(err))
 		l.log.Error("audit segment seal commit failed; appends refused until a restart settles it", "segment", live.no, "err", err)
 		return Seal{}, "", l.broken
 	}

@@ -7,7 +7,10 @@
 // it checks that the audit log holds exactly the expected records, and that
 // `custos audit verify` catches and names a one-byte change to a stored
 // record. TestMCPConformance runs the official MCP conformance suite
-// (e2e/conformance) against a served data set.
+// (e2e/conformance) against a served data set. The disk-full tests
+// (diskfull_test.go) put a directory on a small tmpfs that they fill up
+// (internal/tmpfstest: root only; without it they fail under CI=true and
+// are skipped otherwise).
 //
 // Fixtures (fixture_test.go): every test's data set comes from newDataset,
 // whose audit log is verified (hash chain, Merkle tree, canonical encoding;

@@ -17,7 +17,8 @@ import (
 )
 
 // DevKey loads the local ECDSA P-384 client key at path (PKCS #8 PEM),
-// creating it (mode 0600) if missing. It is the --dev stand-in for the
+// creating it (mode 0600) if missing; a key that could not be written
+// whole (a full disk) is removed again. It is the --dev stand-in for the
 // Vault Transit key: the private key is on disk, so it is for demos and
 // tests only. kid is "dev:" + the key's RFC 7638 thumbprint.
 func DevKey(path string) (key crypto.Signer, kid string, err error) {
@@ -36,12 +37,18 @@ func DevKey(path string) (key crypto.Signer, kid string, err error) {
 		if oerr != nil {
 			return nil, "", oerr
 		}
-		if _, werr := f.Write(b); werr != nil {
-			f.Close()
-			return nil, "", werr
+		// A key that cannot be written whole (a full disk) is removed:
+		// a partial file would be refused by every later call.
+		_, werr := f.Write(b)
+		if werr == nil {
+			werr = f.Sync()
 		}
-		if cerr := f.Close(); cerr != nil {
-			return nil, "", cerr
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			os.Remove(path)
+			return nil, "", werr
 		}
 	} else if err != nil {
 		return nil, "", err

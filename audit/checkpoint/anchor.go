@@ -222,6 +222,8 @@ func (a *Anchor) Path() string { return filepath.Join(a.Dir, FileName) }
 // and returns once the line is fsynced (and the directory too, when the
 // file was created). It checks that the note's body is ckpt (not the
 // signature). It refuses to append after a torn last line (*TornError).
+// A write that fails part way (ENOSPC on a full disk) is cut back, so the
+// file ends with the line before (see the package invariants).
 func (a *Anchor) Append(ctx context.Context, signedNote []byte, ckpt Checkpoint, t time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -277,12 +279,14 @@ func (a *Anchor) appendLine(e Entry) error {
 		return fmt.Errorf("checkpoint: anchor: %w", err)
 	}
 	defer f.Close()
+	var before int64 // the file's size before this line
 	if !created {
 		fi, err := f.Stat()
 		if err != nil {
 			return fmt.Errorf("checkpoint: anchor: %w", err)
 		}
-		if size := fi.Size(); size > 0 {
+		before = fi.Size()
+		if size := before; size > 0 {
 			var last [1]byte
 			if _, err := f.ReadAt(last[:], size-1); err != nil {
 				return fmt.Errorf("checkpoint: anchor: %w", err)
@@ -301,6 +305,12 @@ func (a *Anchor) appendLine(e Entry) error {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
+		// A write that stopped part way (the disk filled up) must not
+		// leave a torn line behind: it would stop every later Append,
+		// and every start, until an operator cut it off by hand.
+		if cerr := undoAppend(f, created, before, int64(n)); cerr != nil {
+			return fmt.Errorf("checkpoint: anchor %s: write: %w; its partial line could not be removed: %v", path, err, cerr)
+		}
 		return fmt.Errorf("checkpoint: anchor %s: write: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {
@@ -315,6 +325,32 @@ func (a *Anchor) appendLine(e Entry) error {
 		}
 	}
 	return nil
+}
+
+// undoAppend removes what a failed write of n bytes left in f, which held
+// before bytes: the file itself if this Append created it (so that the
+// next one creates it again and fsyncs its directory), else the n bytes,
+// by truncating f to before and fsyncing it. It does so only if f holds
+// exactly before+n bytes (nothing else was appended meanwhile). The bytes
+// were never reported written, so no checkpoint is lost.
+func undoAppend(f *os.File, created bool, before, n int64) error {
+	if !created && n == 0 {
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() != before+n {
+		return fmt.Errorf("the file holds %d bytes, not the %d before the write plus the %d it wrote: left as it is", fi.Size(), before, n)
+	}
+	if created {
+		return os.Remove(f.Name())
+	}
+	if err := f.Truncate(before); err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 // lineStart returns the offset just after the last '\n' strictly before

@@ -43,8 +43,17 @@
 //
 //   - Append-only anchor: Anchor only ever appends a complete line with
 //     O_APPEND and returns after fsync (file, and directory when created).
-//     It never rewrites, truncates or repairs a file, refuses to append
-//     after a torn line, and never creates the anchor directory.
+//     It never rewrites, truncates or repairs what a file held before the
+//     call, refuses to append after a torn line, and never creates the
+//     anchor directory. A write that stops part way (a full disk: ENOSPC
+//     after the line's first bytes) is cut back to the size the file had,
+//     and a file the call created is removed (the next Append creates it
+//     again and fsyncs the directory), so that a full disk leaves no torn
+//     line; only a crash mid-write does. The cut is skipped, and the error
+//     says so, when the file has grown by more than that write, or when
+//     the file system refuses it (an append-only mount). Tested on a full
+//     tmpfs: TestAnchorAppendDiskFullLeavesNoTornLine and
+//     TestAnchorFirstAppendDiskFullLeavesNoFile.
 //   - One root per size: the Checkpointer never signs a head that is
 //     smaller than, equal in size but different from, or not provably
 //     consistent with the last checkpoint it knows; it reports the
