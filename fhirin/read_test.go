@@ -733,3 +733,29 @@ func TestReadLaterEditionManifest(t *testing.T) {
 		t.Fatalf("%d items, want the Patient and the retirement of Observation o1: %+v", len(items), items)
 	}
 }
+
+// A searchset's OperationOutcome entries are the search's outcome, with
+// search.mode outcome or without a mode (as custos sync reads a page): a
+// warning is skipped, never imported as a resource (it was imported as a
+// tenant-level OperationOutcome, its diagnostics readable by any caller
+// allowed tenant-level data, or refused for its missing id); an error is
+// refused (TestBadInput). An OperationOutcome a search matched is a result.
+func TestReadSearchsetOutcomes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "page.json")
+	page := `{"resourceType":"Bundle","type":"searchset","entry":[
+{"fullUrl":"https://ehr.example/fhir/Patient/p1","resource":{"resourceType":"Patient","id":"p1"},"search":{"mode":"match"}},
+{"resource":{"resourceType":"OperationOutcome","issue":[{"severity":"warning","code":"processing","diagnostics":"MRN 123: results suppressed"}]}},
+{"resource":{"resourceType":"OperationOutcome","id":"oo2","issue":[{"severity":"information","code":"informational"}]},"search":{"mode":"outcome"}},
+{"resource":{"resourceType":"OperationOutcome","id":"oo3","issue":[{"severity":"information","code":"informational"}]},"search":{"mode":"match"}}]}`
+	if err := os.WriteFile(p, []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	items := mustReadAll(t, p)
+	var got []string
+	for _, it := range items {
+		got = append(got, it.Type+"/"+it.ID)
+	}
+	if want := []string{"Patient/p1", "OperationOutcome/oo3"}; !slices.Equal(got, want) {
+		t.Errorf("items %v, want %v", got, want)
+	}
+}
