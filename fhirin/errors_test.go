@@ -384,3 +384,70 @@ func TestNotFHIRJSON(t *testing.T) {
 		t.Errorf("an empty searchset: %d items, %v", len(items), err)
 	}
 }
+
+// Exporters' quirks get a clear error, or none: a UTF-8 byte order mark
+// before an $export manifest and its outcome file (read as any other
+// JSON; the manifest was detected, then refused as "not a JSON $export
+// manifest"); a UTF-16 file (Windows PowerShell's default) is named as such,
+// once (it was reported as ISO-8859-1 or windows-1252 and then as a second,
+// truncated line); an $export manifest in a directory read as an export
+// directory is named (it was "resourceType: missing"); and an output file
+// without its type is said to lack one.
+func TestExporterQuirks(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bom := "\xef\xbb\xbf"
+	utf16 := func(s string) string {
+		b := []byte{0xff, 0xfe}
+		for _, c := range []byte(s) {
+			b = append(b, c, 0)
+		}
+		return string(b)
+	}
+	pat := `{"resourceType":"Patient","id":"SECRET-MRN-1"}`
+	write("bom/Patient.ndjson", pat+"\n")
+	write("bom/o.ndjson", bom+`{"resourceType":"OperationOutcome","issue":[{"severity":"information","code":"informational"}]}`+"\n")
+	m := write("bom/manifest.json", bom+`{"transactionTime":"2024-01-01T00:00:00Z","request":"https://ehr.example/fhir/$export","output":[{"type":"Patient","url":"Patient.ndjson"}],"error":[{"type":"OperationOutcome","url":"o.ndjson"}]}`)
+	if items, err := readAll(t, m); err != nil || len(items) != 1 {
+		t.Errorf("a manifest with a byte order mark: %d items, %v", len(items), err)
+	}
+	for _, tc := range []struct {
+		path   string
+		err    error
+		where  string
+		fpath  string
+		detail string
+	}{
+		{write("u16/Patient.ndjson", utf16(pat+"\r\n"+pat+"\r\n")), ErrJSON, "Patient.ndjson:1", "", "UTF-16"},
+		{write("u16/b.json", utf16(pat)), ErrJSON, "b.json:1", "", "UTF-16"},
+		{write("dir/manifest.json", `{"transactionTime":"2024-01-01T00:00:00Z","output":[{"type":"Patient","url":"SECRET.ndjson"}]}`), ErrFormat, "manifest.json:1", "", "$export manifest"},
+		{write("notype/m.json", `{"transactionTime":"2024-01-01T00:00:00Z","output":[{"url":"Patient.ndjson"}]}`), ErrManifest, "m.json", "output[0].type", "missing"},
+	} {
+		p := tc.path
+		if tc.err == ErrFormat {
+			write("dir/Patient.ndjson", pat)
+			p = filepath.Dir(p)
+		}
+		if tc.err == ErrManifest {
+			write("notype/Patient.ndjson", pat)
+		}
+		_, err := readAll(t, p)
+		var fe *Error
+		if !errors.As(err, &fe) || !errors.Is(err, tc.err) || fe.Where != tc.where || fe.Path != tc.fpath || !strings.Contains(fe.Detail, tc.detail) {
+			t.Errorf("%s: err = %v; want %v at %s %s saying %q", tc.path, err, tc.err, tc.where, tc.fpath, tc.detail)
+			continue
+		}
+		if n := len(strings.Split(err.Error(), "\n")); n != 1 || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("%s: %d problems, or content quoted: %v", tc.path, n, err)
+		}
+	}
+}

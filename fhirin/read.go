@@ -91,6 +91,8 @@ func notJSON(path string) error {
 	switch {
 	case n == 0 || len(head) == 0 && n < 512:
 		return newError(name, "", ErrFormat, "empty file")
+	case utf16BOM(head):
+		return newError(name+":1", "", ErrJSON, errUTF16)
 	case len(head) > 0 && head[0] == '<':
 		return newError(name, "", ErrFormat, "FHIR XML is not supported: custos reads FHIR JSON (Bulk Data NDJSON, Bundles, resources); convert the file to JSON")
 	}
@@ -195,6 +197,11 @@ func (rd *reader) readSource(s *source) error {
 		defer zr.Close()
 		r = zr
 	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	if head, _ := br.Peek(2); utf16BOM(head) {
+		return newError(where(s, 1), "", ErrJSON, errUTF16)
+	}
+	r = br
 	if s.ndjson {
 		return rd.readNDJSON(s, r)
 	}

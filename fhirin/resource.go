@@ -54,6 +54,10 @@ func (rd *reader) unit(s *source, line int, raw []byte) error {
 			return jsonErr(w, raw, err)
 		}
 		typ = head.ResourceType
+		if typ == "" && sniff(bytes.NewReader(raw)) == FormatExportManifest {
+			// Read as a resource in a directory: name it for what it is.
+			return newError(w, "", ErrFormat, "an $export manifest, not a resource: import the manifest itself (it lists the export's files and names its server), not its directory")
+		}
 		if s.wantType == "Bundle" && typ != "Bundle" {
 			return newError(w, "", ErrResourceType, "a Bundle file holds only Bundles")
 		}

@@ -276,6 +276,9 @@ func manifestSources(path string) ([]source, error) {
 		if field == "deleted" && f.Type == "" {
 			f.Type = "Bundle" // the later editions leave it out
 		}
+		if f.Type == "" {
+			return newError(name, at+".type", ErrManifest, "missing: an output file's type is required")
+		}
 		if !r4Types[f.Type] {
 			return newError(name, at+".type", ErrManifest, "not an R4 resource type")
 		}
@@ -388,7 +391,9 @@ func localPath(dir, raw string) (string, error) {
 	return "", errors.New("not a local file (use custos sync for a server's export)")
 }
 
-// readLimited reads a whole file of at most max bytes.
+// readLimited reads a whole file of at most max bytes, without a leading
+// UTF-8 byte order mark (as skipBOM; Detect took a manifest with one for
+// one, and json.Unmarshal then refused it) and surrounding white space.
 func readLimited(path string, max int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -402,8 +407,18 @@ func readLimited(path string, max int64) ([]byte, error) {
 	if int64(len(b)) > max {
 		return nil, errors.New("file too large")
 	}
-	return bytes.TrimSpace(b), nil
+	return bytes.TrimSpace(bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))), nil
 }
+
+// utf16BOM reports whether head starts with a UTF-16 byte order mark (what
+// Windows PowerShell 5 writes by default): such a file is not UTF-8, and
+// read as UTF-8 it gave one confusing error a line.
+func utf16BOM(head []byte) bool {
+	return len(head) >= 2 && (head[0] == 0xff && head[1] == 0xfe || head[0] == 0xfe && head[1] == 0xff)
+}
+
+// errUTF16 is the detail of an ErrJSON for a UTF-16 file.
+const errUTF16 = "UTF-16 (it starts with a UTF-16 byte order mark): FHIR JSON is UTF-8 (RFC 8259 section 8.1), so transcode the file to UTF-8 before importing it"
 
 // skipBOM drops a UTF-8 byte order mark at the start of br, which some
 // Windows tools write before JSON (RFC 8259 lets a parser ignore it).
