@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testLink is the Link callback of the tests: a recognizable custos URI.
@@ -757,5 +758,34 @@ func TestReadSearchsetOutcomes(t *testing.T) {
 	}
 	if want := []string{"Patient/p1", "OperationOutcome/oo3"}; !slices.Equal(got, want) {
 		t.Errorf("items %v, want %v", got, want)
+	}
+}
+
+// meta.lastUpdated is a FHIR instant: R4's regex takes a leap second
+// (second 60), which time.Parse refuses; a real one (2016-12-31T23:59:60Z)
+// was refused as "not a FHIR instant". It reads as the second after.
+func TestReadLeapSecond(t *testing.T) {
+	for s, want := range map[string]string{
+		"2016-12-31T23:59:60Z":          "2017-01-01T00:00:00Z",
+		"2016-12-31T18:59:60.5-05:00":   "2017-01-01T00:00:00.5Z",
+		"2024-01-02T03:04:05.678+00:00": "2024-01-02T03:04:05.678Z",
+	} {
+		p := filepath.Join(t.TempDir(), "Patient.ndjson")
+		if err := os.WriteFile(p, []byte(`{"resourceType":"Patient","id":"p1","meta":{"lastUpdated":"`+s+`"}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		items, err := readAll(t, p)
+		if err != nil || len(items) != 1 || items[0].LastUpdated.Format(time.RFC3339Nano) != want {
+			t.Errorf("%s: %v %v, want %s", s, items, err, want)
+		}
+	}
+	for _, s := range []string{"2016-12-31T23:59:61Z", "2016-12-31T23:60:00Z", "2016-12-31T23:59:6Z"} {
+		p := filepath.Join(t.TempDir(), "Patient.ndjson")
+		if err := os.WriteFile(p, []byte(`{"resourceType":"Patient","id":"p1","meta":{"lastUpdated":"`+s+`"}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readAll(t, p); !errors.Is(err, ErrValue) {
+			t.Errorf("%s: %v, want ErrValue", s, err)
+		}
 	}
 }

@@ -214,11 +214,24 @@ func (r *resource) lastUpdated() (time.Time, error) {
 		return time.Time{}, nil
 	}
 	s, _ := v.(string)
-	t, err := time.Parse(time.RFC3339Nano, s)
+	t, err := parseInstant(s)
 	if err != nil {
 		return time.Time{}, r.errf(r.typ+".meta.lastUpdated", ErrValue, "not a FHIR instant")
 	}
 	return t.UTC(), nil
+}
+
+// parseInstant parses a FHIR instant. R4's regex takes a leap second
+// (":60", as in 2016-12-31T23:59:60Z), which time.Parse refuses: it is
+// read as the second after it.
+func parseInstant(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil && len(s) > 19 && s[16:19] == ":60" {
+		if t, err2 := time.Parse(time.RFC3339Nano, s[:17]+"59"+s[19:]); err2 == nil {
+			return t.Add(time.Second), nil
+		}
+	}
+	return t, err
 }
 
 // labels are the resource's security labels with those of its Bundle: its
