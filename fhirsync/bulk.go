@@ -206,6 +206,9 @@ func (c *client) checkOutcomes(ctx context.Context, ref string) error {
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			return fmt.Errorf("%w: GET %s line %d: %v", ErrUnavailable, where(u), line, c.creds.redact(transportCause(rerr).Error()))
 		}
+		if line == 1 {
+			b = bytes.TrimPrefix(b, utf8BOM)
+		}
 		if t := bytes.TrimSpace(b); len(t) > 0 {
 			var head struct {
 				ResourceType string `json:"resourceType"`

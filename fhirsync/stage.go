@@ -113,6 +113,9 @@ func (s *stage) copyNDJSON(r io.Reader, src, typ string, deleted bool) (n int, e
 		if len(b) > 0 {
 			line++
 		}
+		if line == 1 {
+			b = bytes.TrimPrefix(b, utf8BOM) // as custos import reads a file
+		}
 		if t := bytes.TrimSpace(b); len(t) > 0 {
 			if err := checkResource(t, want); err != nil {
 				return n, fmt.Errorf("%w: %s line %d: %v", ErrServer, src, line, err)
@@ -182,6 +185,10 @@ func (s *stage) checkSpace(need uint64) error {
 var errInterrupted = errors.New("fhirsync: download interrupted")
 
 var errLineTooLong = errors.New("line too long")
+
+// utf8BOM is the UTF-8 byte order mark some Windows tools write before
+// a file's first line (RFC 8259 lets a parser ignore it).
+var utf8BOM = []byte("\xef\xbb\xbf")
 
 // readLine returns the next line (without its newline) of at most max
 // bytes; io.EOF with the last, unterminated line.
