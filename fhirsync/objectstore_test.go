@@ -42,3 +42,17 @@ func TestBulkFilesAsObjectStoresServeThem(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckResourceQuotesNoContent: a line of another type than its file
+// is named by its resourceType only when that is an R4 type; anything else
+// a server writes there is content, and errors quote none (it was quoted).
+func TestCheckResourceQuotesNoContent(t *testing.T) {
+	for line, want := range map[string]string{
+		`{"resourceType":"Observation","id":"o1"}`:       `resourceType "Observation" in a file of type "Patient"`,
+		`{"resourceType":"MRN 4711 Jane Doe","id":"o1"}`: `a resourceType that is no R4 type in a file of type "Patient"`,
+	} {
+		if err := checkResource([]byte(line), "Patient"); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", line, err, want)
+		}
+	}
+}

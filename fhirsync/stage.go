@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/custos-mcp/custos/fhirin"
 )
 
 // ManifestName is the completion manifest in a staging directory.
@@ -231,6 +233,10 @@ func checkResource(b []byte, want string) error {
 		return errors.New("no resourceType")
 	}
 	if want != "" && head.ResourceType != want {
+		if !fhirin.IsResourceType(head.ResourceType) {
+			// Not a type name but the server's content: never quoted.
+			return fmt.Errorf("a resourceType that is no R4 type in a file of type %q", want)
+		}
 		return fmt.Errorf("resourceType %q in a file of type %q", head.ResourceType, want)
 	}
 	if head.ID == "" && head.ResourceType != "Bundle" {
