@@ -48,7 +48,7 @@ func Read(ctx context.Context, path string, opts Options, yield func(Item) error
 			return err
 		}
 	}
-	srcs, err := sources(path, f)
+	srcs, err := sources(path, f, opts.Complete)
 	if err != nil {
 		return err
 	}

@@ -132,15 +132,16 @@ func pathErr(err error) error {
 	return err
 }
 
-// sources lists the files to read for a path of the given format.
-func sources(path string, f Format) ([]source, error) {
+// sources lists the files to read for a path of the given format; complete
+// is Options.Complete (a full import).
+func sources(path string, f Format, complete bool) ([]source, error) {
 	switch f {
 	case FormatCustosManifest:
 		return nil, newError(filepath.Base(path), "", ErrCustosManifest, "import it with the custos manifest importer")
 	case FormatNDJSON, FormatJSON:
 		return []source{fileSource(path, filepath.Base(path))}, nil
 	case FormatExportManifest:
-		return manifestSources(path)
+		return manifestSources(path, complete)
 	case FormatDir:
 		return dirSources(path)
 	}
@@ -239,8 +240,10 @@ const maxManifest = 16 << 20
 // it is refused, as is one whose files cannot be read; warnings and
 // information are not errors. A manifest that continues on another page
 // (link next), which an import of local files cannot follow, and output
-// organized by a resource type (outputOrganizedBy) are refused too.
-func manifestSources(path string) ([]source, error) {
+// organized by a resource type (outputOrganizedBy) are refused too. For a
+// full import (complete), so is an export whose request says it left
+// resources out (partialExport): the import would retire them.
+func manifestSources(path string, complete bool) ([]source, error) {
 	name := filepath.Base(path)
 	b, err := readLimited(path, maxManifest)
 	if err != nil {
@@ -252,6 +255,9 @@ func manifestSources(path string) ([]source, error) {
 	}
 	if m.Next() != "" {
 		return nil, newError(name, "link", ErrManifest, "the manifest continues on another page (link next), which an import of local files cannot follow: import a complete export (custos sync follows the pages)")
+	}
+	if p := partialExport(m.Request); complete && p != "" {
+		return nil, newError(name, "request", ErrManifest, "the export was asked for %s, so it holds only part of the data, and a full import retires what its input does not hold: import it without --full", p)
 	}
 	if m.OutputOrganizedBy != "" {
 		return nil, newError(name, "outputOrganizedBy", ErrManifest, "output organized by a resource type is not imported: export the output by type")
@@ -344,6 +350,28 @@ func exportOutcomes(name, dir, at, url string) error {
 		}
 	}
 	return nil
+}
+
+// partialExport names the kick-off parameter of an $export request URL
+// that makes the export hold part of the data only: _since (what changed
+// since), _type or _typeFilter (some types, some resources); "" for none.
+// (A Group's or the Patient compartment's export is the population the
+// server exports: custos sync runs them as full syncs.)
+func partialExport(request string) string {
+	_, q, ok := strings.Cut(request, "?")
+	if !ok {
+		return ""
+	}
+	v, err := url.ParseQuery(q)
+	if err != nil {
+		return "a query that does not parse"
+	}
+	for _, p := range []string{"_since", "_type", "_typeFilter"} {
+		if _, ok := v[p]; ok {
+			return p
+		}
+	}
+	return ""
 }
 
 // exportBase returns the FHIR server base of an $export kick-off request
