@@ -431,9 +431,14 @@ func TestExporterQuirks(t *testing.T) {
 		{write("u16/b.json", utf16(pat)), ErrJSON, "b.json:1", "", "UTF-16"},
 		{write("dir/manifest.json", `{"transactionTime":"2024-01-01T00:00:00Z","output":[{"type":"Patient","url":"SECRET.ndjson"}]}`), ErrFormat, "manifest.json:1", "", "$export manifest"},
 		{write("notype/m.json", `{"transactionTime":"2024-01-01T00:00:00Z","output":[{"url":"Patient.ndjson"}]}`), ErrManifest, "m.json", "output[0].type", "missing"},
+		// gzip saved under a plain name (a download kept as the server's
+		// Content-Encoding sent it): it was "not UTF-8, transcode from
+		// ISO-8859-1", once a line, or "not a FHIR input format".
+		{write("gz/Patient.ndjson", gzipped(pat+"\n"+pat+"\n")), ErrFormat, "Patient.ndjson:1", "", "gzip"},
+		{write("gz/b.json", gzipped(pat)), ErrFormat, "b.json:1", "", "gzip"},
 	} {
 		p := tc.path
-		if tc.err == ErrFormat {
+		if filepath.Base(filepath.Dir(p)) == "dir" {
 			write("dir/Patient.ndjson", pat)
 			p = filepath.Dir(p)
 		}
@@ -450,4 +455,13 @@ func TestExporterQuirks(t *testing.T) {
 			t.Errorf("%s: %d problems, or content quoted: %v", tc.path, n, err)
 		}
 	}
+}
+
+// gzipped is s gzip-compressed.
+func gzipped(s string) string {
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	w.Write([]byte(s))
+	w.Close()
+	return b.String()
 }

@@ -93,6 +93,8 @@ func notJSON(path string) error {
 		return newError(name, "", ErrFormat, "empty file")
 	case utf16BOM(head):
 		return newError(name+":1", "", ErrJSON, errUTF16)
+	case gzipMagic(head):
+		return newError(name+":1", "", ErrFormat, errGzipped)
 	case len(head) > 0 && head[0] == '<':
 		return newError(name, "", ErrFormat, "FHIR XML is not supported: custos reads FHIR JSON (Bulk Data NDJSON, Bundles, resources); convert the file to JSON")
 	}
@@ -198,8 +200,11 @@ func (rd *reader) readSource(s *source) error {
 		r = zr
 	}
 	br := bufio.NewReaderSize(r, 64<<10)
-	if head, _ := br.Peek(2); utf16BOM(head) {
+	switch head, _ := br.Peek(2); {
+	case utf16BOM(head):
 		return newError(where(s, 1), "", ErrJSON, errUTF16)
+	case gzipMagic(head):
+		return newError(where(s, 1), "", ErrFormat, errGzipped)
 	}
 	r = br
 	if s.ndjson {

@@ -448,6 +448,16 @@ func utf16BOM(head []byte) bool {
 // errUTF16 is the detail of an ErrJSON for a UTF-16 file.
 const errUTF16 = "UTF-16 (it starts with a UTF-16 byte order mark): FHIR JSON is UTF-8 (RFC 8259 section 8.1), so transcode the file to UTF-8 before importing it"
 
+// gzipMagic reports whether head starts with gzip's magic bytes (RFC 1952):
+// a compressed file under a plain name (a download saved as its
+// Content-Encoding sent it) read as text gave "not UTF-8" on every line.
+func gzipMagic(head []byte) bool {
+	return len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b
+}
+
+// errGzipped is the detail of an ErrFormat for a gzip file without .gz.
+const errGzipped = "gzip-compressed, but not named .gz: name it .ndjson.gz or .json.gz (or decompress it)"
+
 // skipBOM drops a UTF-8 byte order mark at the start of br, which some
 // Windows tools write before JSON (RFC 8259 lets a parser ignore it).
 func skipBOM(br *bufio.Reader) *bufio.Reader {
