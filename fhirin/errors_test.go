@@ -260,6 +260,29 @@ func TestMaxLine(t *testing.T) {
 	if err := Read(t.Context(), j, Options{Link: testLink, MaxLine: 1024}, func(Item) error { return nil }); !errors.Is(err, ErrLineTooLong) {
 		t.Errorf("JSON file: err = %v, want ErrLineTooLong", err)
 	}
+	// A value past MaxLine that the decoder's last read took whole (its
+	// buffer grows by doubling, and one read may bring in up to its size):
+	// a Bundle of 108 MiB was read, against a MaxLine of 96 MiB, and held
+	// 678 MB (probe-import2). Every size past MaxLine is refused.
+	for _, size := range []int{1<<20 + 1, 3 << 19, 2<<20 - 4096} {
+		big := filepath.Join(dir, "big.json")
+		body := `{"resourceType":"Observation","id":"o","note":[{"text":"` + strings.Repeat("x", size) + `"}]}`
+		if err := os.WriteFile(big, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := Read(t.Context(), big, Options{Link: testLink, MaxLine: 1 << 20}, func(Item) error { return nil }); !errors.Is(err, ErrLineTooLong) {
+			t.Errorf("a JSON value of %d bytes, MaxLine %d: err = %v, want ErrLineTooLong", len(body), 1<<20, err)
+		}
+	}
+	// One of MaxLine bytes exactly is read.
+	body := `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"note":[{"text":"`
+	body += strings.Repeat("x", 1<<20-len(body)-4) + `"}]}`
+	if err := os.WriteFile(j, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Read(t.Context(), j, Options{Link: testLink, MaxLine: 1 << 20}, func(Item) error { return nil }); err != nil || len(body) != 1<<20 {
+		t.Errorf("a JSON value of %d bytes, MaxLine %d: %v", len(body), 1<<20, err)
+	}
 	if err := Read(t.Context(), p, Options{Link: testLink}, func(Item) error { return nil }); err != nil {
 		t.Errorf("default MaxLine: %v", err)
 	}
