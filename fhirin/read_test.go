@@ -830,3 +830,30 @@ func TestReadFullRefusesPartialExport(t *testing.T) {
 		}
 	}
 }
+
+// An export directory assembled with symbolic links to its files (as
+// tools that stage exports do) reads like one holding the files: a link to
+// a Patient.ndjson was refused as "a directory may hold only *.ndjson[.gz]
+// and *.json[.gz] files" (probe-import2). A link to a directory, or a
+// dangling one, is still refused.
+func TestReadSymlinkedFiles(t *testing.T) {
+	src, dir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "Patient.ndjson"), []byte(`{"resourceType":"Patient","id":"p1"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(src, "Patient.ndjson"), filepath.Join(dir, "Patient.ndjson")); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	if items, err := readAll(t, dir); err != nil || len(items) != 1 {
+		t.Fatalf("%d items, %v", len(items), err)
+	}
+	for name, target := range map[string]string{"a.json": src, "b.ndjson": filepath.Join(src, "missing.ndjson")} {
+		d := t.TempDir()
+		if err := os.Symlink(target, filepath.Join(d, name)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readAll(t, d); !errors.Is(err, ErrFormat) {
+			t.Errorf("a link %s to %s: %v, want ErrFormat", name, target, err)
+		}
+	}
+}

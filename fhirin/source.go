@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -180,7 +181,14 @@ func dirSources(dir string) ([]source, error) {
 			continue
 		}
 		lower := strings.TrimSuffix(strings.ToLower(name), ".gz")
-		if !e.Type().IsRegular() || !(strings.HasSuffix(lower, ".ndjson") || strings.HasSuffix(lower, ".json")) {
+		regular := e.Type().IsRegular()
+		if e.Type()&fs.ModeSymlink != 0 {
+			// A link to a file (an export assembled from links) is
+			// that file; one to a directory, or dangling, is not.
+			fi, err := os.Stat(filepath.Join(dir, name))
+			regular = err == nil && fi.Mode().IsRegular()
+		}
+		if !regular || !(strings.HasSuffix(lower, ".ndjson") || strings.HasSuffix(lower, ".json")) {
 			return nil, newError(name, "", ErrFormat, "a directory may hold only *.ndjson[.gz] and *.json[.gz] files")
 		}
 		out = append(out, fileSource(filepath.Join(dir, name), name))
