@@ -351,7 +351,10 @@ func TestBOMAndCancel(t *testing.T) {
 	dir := t.TempDir()
 	bom := "\xef\xbb\xbf"
 	for name, content := range map[string]string{
-		"Patient.ndjson": bom + `{"resourceType":"Patient","id":"a"}` + "\n",
+		// Every NDJSON line is a JSON text of its own, which RFC 8259 lets
+		// a byte order mark precede: files of Windows tools concatenated
+		// carry one at the start of later lines (it was ErrJSON there).
+		"Patient.ndjson": bom + `{"resourceType":"Patient","id":"a"}` + "\r\n" + bom + `{"resourceType":"Patient","id":"c"}` + "\r\n",
 		"b.json":         bom + `{"resourceType":"Bundle","type":"collection","entry":[{"resource":{"resourceType":"Patient","id":"b"}}]}`,
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
@@ -361,8 +364,8 @@ func TestBOMAndCancel(t *testing.T) {
 			t.Errorf("Detect(%s) = %v", name, f)
 		}
 	}
-	if items := mustReadAll(t, dir); len(items) != 2 {
-		t.Errorf("%d items, want 2", len(items))
+	if items := mustReadAll(t, dir); len(items) != 3 {
+		t.Errorf("%d items, want 3", len(items))
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()

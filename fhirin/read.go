@@ -223,10 +223,10 @@ func (rd *reader) readNDJSON(s *source, r io.Reader) error {
 	line := 0
 	for sc.Scan() {
 		line++
-		b := bytes.TrimSpace(sc.Bytes())
-		if line == 1 {
-			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // a byte order mark
-		}
+		// A byte order mark may precede each line's JSON text (RFC 8259
+		// lets a parser ignore it): the first, and those of Windows
+		// tools' files concatenated.
+		b := bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(sc.Bytes()), []byte("\xef\xbb\xbf")))
 		if len(b) == 0 {
 			continue
 		}

@@ -343,7 +343,7 @@ func exportOutcomes(name, dir, at, url string) error {
 		return newError(name, at+".url", ErrManifest, "cannot read the export's outcome file: %v", err)
 	}
 	for n, line := range bytes.Split(b, []byte{'\n'}) {
-		line = bytes.TrimSpace(line)
+		line = bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(line), []byte("\xef\xbb\xbf")))
 		if len(line) == 0 {
 			continue
 		}

@@ -11,14 +11,15 @@ import (
 // labelled binary/octet-stream (Amazon S3's and its SDKs' default for an
 // object uploaded without a type, as application/octet-stream is other
 // stores'), or written by Windows tools with a UTF-8 byte order mark and
-// \r\n line ends. Each is NDJSON that custos import takes from a file; the
-// sync refused the first as a wrong content type and the second as "not a
-// complete JSON value" at line 1 (found by probe-import2).
+// \r\n line ends (files concatenated: a mark on a later line too). Each
+// is NDJSON that custos import takes from a file; the sync refused the
+// first as a wrong content type and the second as "not a complete JSON
+// value" at line 1 (found by probe-import2).
 func TestBulkFilesAsObjectStoresServeThem(t *testing.T) {
 	pat := `{"resourceType":"Patient","id":"p1"}`
 	for name, tc := range map[string]struct{ typ, body string }{
 		"binary/octet-stream":     {"binary/octet-stream", pat + "\n"},
-		"a byte order mark, CRLF": {"application/fhir+ndjson", "\xef\xbb\xbf" + pat + "\r\n" + `{"resourceType":"Patient","id":"p2"}` + "\r\n"},
+		"a byte order mark, CRLF": {"application/fhir+ndjson", "\xef\xbb\xbf" + pat + "\r\n" + "\xef\xbb\xbf" + `{"resourceType":"Patient","id":"p2"}` + "\r\n"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var srv *httptest.Server

@@ -115,10 +115,9 @@ func (s *stage) copyNDJSON(r io.Reader, src, typ string, deleted bool) (n int, e
 		if len(b) > 0 {
 			line++
 		}
-		if line == 1 {
-			b = bytes.TrimPrefix(b, utf8BOM) // as custos import reads a file
-		}
-		if t := bytes.TrimSpace(b); len(t) > 0 {
+		// A byte order mark may precede a line's JSON text, as custos
+		// import reads a file.
+		if t := bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(b), utf8BOM)); len(t) > 0 {
 			if err := checkResource(t, want); err != nil {
 				return n, fmt.Errorf("%w: %s line %d: %v", ErrServer, src, line, err)
 			}
