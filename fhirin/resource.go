@@ -135,6 +135,9 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 		return r.errf(typ+".id", ErrID, "missing or not [A-Za-z0-9.-]{1,64}")
 	}
 	r.id = id
+	if err := r.subsetted(); err != nil {
+		return err
+	}
 	if b != nil || bytes.Contains(raw, []byte("urn:uuid:")) {
 		if err := r.rewriteRefs(b); err != nil {
 			return err
@@ -204,6 +207,25 @@ func (r *resource) body() ([]byte, error) {
 		return nil, r.errf("", ErrJSON, "not re-encodable")
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// subsetted refuses a resource tagged SUBSETTED (v3 ObservationValue, in
+// meta.tag; in any system, or in meta.security, to fail closed): an
+// export or search with _elements or _summary left elements out, and R4
+// marks it so "that the incomplete resource is not accidentally used to
+// overwrite a complete resource" (search, _summary and _elements);
+// imported, it replaced the complete version in the catalog.
+func (r *resource) subsetted() error {
+	meta, _ := r.m["meta"].(map[string]any)
+	for _, el := range []string{"tag", "security"} {
+		arr, _ := meta[el].([]any)
+		for i, v := range arr {
+			if c, _ := v.(map[string]any); c["code"] == "SUBSETTED" {
+				return r.errf(r.typ+".meta."+el+"["+itoa(i)+"]", ErrValue, "a subsetted resource (exported or searched with _elements or _summary) is not the whole resource, and must not overwrite it: import the complete resource")
+			}
+		}
+	}
+	return nil
 }
 
 // lastUpdated is meta.lastUpdated, which must be a FHIR instant if present.
