@@ -313,6 +313,21 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 			return newError(w, path+".request.url", ErrValue, "a PUT names another resource (type or id) than the entry's resource")
 		}
 	}
+	if b.typ == "searchset" && e.typ == "OperationOutcome" && (e.Search == nil || e.Search.Mode == "" || e.Search.Mode == "outcome") {
+		// A search's outcome, with or without search.mode (as custos sync
+		// reads a page): not a result. One reporting an error says the
+		// search did not complete, and what the Bundle holds is not the
+		// whole result (a full import would retire the rest). Before, it
+		// was skipped, and one without search.mode imported as a
+		// tenant-level resource, its diagnostics readable by any caller.
+		if _, code, failed := Outcome(e.Resource); failed {
+			if code == "" {
+				return newError(w, path, ErrValue, "the searchset's outcome reports an error: the search did not complete, and a partial result is not imported")
+			}
+			return newError(w, path, ErrValue, "the searchset's outcome reports an error (issue code %s): the search did not complete, and a partial result is not imported", code)
+		}
+		return nil
+	}
 	if e.Search != nil && e.Search.Mode == "outcome" {
 		if e.typ != "OperationOutcome" {
 			// R4 search mode "outcome" marks an OperationOutcome; skipping

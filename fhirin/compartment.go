@@ -173,6 +173,12 @@ func (r *resource) compartment() (string, error) {
 			// Whose demographics are these? Not the container's Patient
 			// resource, and no id of the import names it.
 			return "", r.errf(path, ErrCompartment, "%v", errContainedPatient)
+		case o["contained"] != nil:
+			// R4 dom-2: a contained resource SHALL NOT contain resources.
+			// Neither its compartment references nor its labels were read
+			// (another patient's Observation nested one level deeper was
+			// filed with the container, its HIV label lost).
+			return "", r.errf(path+".contained", ErrValue, "a contained resource contains resources (R4 dom-2): their patient and labels would not be read")
 		}
 		if err := c.scan(o, typ, path); err != nil {
 			return "", err

@@ -12,7 +12,8 @@
 //     (https://hl7.org/fhir/uv/bulkdata/export.html), and its $export
 //     manifest JSON (output[] and deleted[], files relative or file: URLs);
 //   - Bundles of type collection, document, transaction, batch and
-//     searchset, one or
+//     searchset (a searchset's OperationOutcome outcome entries are not
+//     results: skipped, or an error when one reports an error), one or
 //     many per file (concatenated, a JSON array, or NDJSON), a file or a
 //     directory of them, with references to entries (their fullUrls, of
 //     any scheme) resolved;
@@ -39,7 +40,8 @@
 //     read as Type/id, or whose Reference(Patient)-only element
 //     (patientOnlyPaths) names no Patient, is an error: it is never
 //     guessed into one compartment nor left tenant-level. The references
-//     of contained resources count as their container's. An absolute
+//     of contained resources count as their container's; a contained
+//     resource that contains resources (R4 dom-2) is an error. An absolute
 //     Patient URL counts only on the server the resource came from (its
 //     entry's RESTful fullUrl, its $export manifest's request). A resource
 //     that names no Patient at its compartment paths but names one

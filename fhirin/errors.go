@@ -27,7 +27,9 @@ var (
 	ErrJSON = errors.New("malformed JSON")
 	// ErrValue: an element's value is not valid for its FHIR type (an
 	// instant that is not one, a Bundle entry without a resource, a RESTful
-	// fullUrl that does not end with its resource's type and id).
+	// fullUrl that does not end with its resource's type and id, a
+	// searchset whose outcome reports an error, a contained resource that
+	// contains resources).
 	ErrValue = errors.New("invalid value")
 	// ErrTruncated: a line or file ends in the middle of a JSON value.
 	ErrTruncated = errors.New("truncated JSON")

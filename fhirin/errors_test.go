@@ -170,6 +170,18 @@ func TestBadInput(t *testing.T) {
 			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].request.url"},
 		{name: "a searchset outcome entry holding a resource that is no OperationOutcome", files: map[string]string{"b.json": bundle("searchset", `{"resource":`+obs("")+`,"search":{"mode":"outcome"}}`)},
 			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].search.mode"},
+		{name: "a contained resource containing another patient's Observation (R4 dom-2)", files: map[string]string{"MedicationRequest.ndjson": `{"resourceType":"MedicationRequest","id":"r","status":"active","intent":"order","medicationCodeableConcept":{"text":"x"},"subject":{"reference":"Patient/SECRET-MRN-1"},"contained":[{"resourceType":"Observation","id":"c1","status":"final","code":{"text":"x"},"contained":[` + obs(`,"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}]}`) + `],"hasMember":[{"reference":"#SECRET-obs"}]}],"supportingInformation":[{"reference":"#c1"}]}`},
+			err: ErrValue, where: "MedicationRequest.ndjson:1", fpath: "MedicationRequest.contained[0].contained"},
+		{name: "a searchset whose outcome reports an error", files: map[string]string{"b.json": bundle("searchset", `{"resource":`+pat+`,"search":{"mode":"match"}}`,
+			`{"resource":{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"too-costly","diagnostics":"SECRET-MRN-2 not returned"}]},"search":{"mode":"outcome"}}`)},
+			err: ErrValue, where: "b.json:2", fpath: "Bundle.entry[1]"},
+		{name: "a searchset whose outcome without search.mode reports an error", files: map[string]string{"b.json": bundle("searchset", `{"resource":`+pat+`}`,
+			`{"resource":{"resourceType":"OperationOutcome","issue":[{"severity":"fatal","code":"SECRET code","diagnostics":"SECRET-MRN-2"}]}}`)},
+			err: ErrValue, where: "b.json:2", fpath: "Bundle.entry[1]"},
+		{name: "a subsetted resource (an export or search with _elements)", files: map[string]string{"Observation.ndjson": obs(`,"meta":{"tag":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ObservationValue","code":"SUBSETTED"}]}`)},
+			err: ErrValue, where: "Observation.ndjson:1", fpath: "Observation.meta.tag[0]"},
+		{name: "a subsetted resource in a searchset (_summary)", files: map[string]string{"b.json": bundle("searchset", `{"resource":{"resourceType":"Patient","id":"SECRET-MRN-1","meta":{"tag":[{"system":"http://hl7.org/fhir/v3/ObservationValue","code":"SUBSETTED","display":"SECRET"}]}}}`)},
+			err: ErrValue, where: "b.json:1", fpath: "Patient.meta.tag[0]"},
 		{name: "entry without resource", files: map[string]string{"b.json": bundle("collection", `{"fullUrl":"urn:uuid:SECRET"}`)},
 			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].resource"},
 		{name: "truncated Bundle file", files: map[string]string{"b.json": bundle("collection", `{"resource":`+pat+`}`, `{"resource":`+pat+`}`)[:120]},
@@ -252,6 +264,29 @@ func TestMaxLine(t *testing.T) {
 	if err := Read(t.Context(), j, Options{Link: testLink, MaxLine: 1024}, func(Item) error { return nil }); !errors.Is(err, ErrLineTooLong) {
 		t.Errorf("JSON file: err = %v, want ErrLineTooLong", err)
 	}
+	// A value past MaxLine that the decoder's last read took whole (its
+	// buffer grows by doubling, and one read may bring in up to its size):
+	// a Bundle of 108 MiB was read, against a MaxLine of 96 MiB, and held
+	// 678 MB (probe-import2). Every size past MaxLine is refused.
+	for _, size := range []int{1<<20 + 1, 3 << 19, 2<<20 - 4096} {
+		big := filepath.Join(dir, "big.json")
+		body := `{"resourceType":"Observation","id":"o","note":[{"text":"` + strings.Repeat("x", size) + `"}]}`
+		if err := os.WriteFile(big, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := Read(t.Context(), big, Options{Link: testLink, MaxLine: 1 << 20}, func(Item) error { return nil }); !errors.Is(err, ErrLineTooLong) {
+			t.Errorf("a JSON value of %d bytes, MaxLine %d: err = %v, want ErrLineTooLong", len(body), 1<<20, err)
+		}
+	}
+	// One of MaxLine bytes exactly is read.
+	body := `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"note":[{"text":"`
+	body += strings.Repeat("x", 1<<20-len(body)-4) + `"}]}`
+	if err := os.WriteFile(j, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Read(t.Context(), j, Options{Link: testLink, MaxLine: 1 << 20}, func(Item) error { return nil }); err != nil || len(body) != 1<<20 {
+		t.Errorf("a JSON value of %d bytes, MaxLine %d: %v", len(body), 1<<20, err)
+	}
 	if err := Read(t.Context(), p, Options{Link: testLink}, func(Item) error { return nil }); err != nil {
 		t.Errorf("default MaxLine: %v", err)
 	}
@@ -320,7 +355,10 @@ func TestBOMAndCancel(t *testing.T) {
 	dir := t.TempDir()
 	bom := "\xef\xbb\xbf"
 	for name, content := range map[string]string{
-		"Patient.ndjson": bom + `{"resourceType":"Patient","id":"a"}` + "\n",
+		// Every NDJSON line is a JSON text of its own, which RFC 8259 lets
+		// a byte order mark precede: files of Windows tools concatenated
+		// carry one at the start of later lines (it was ErrJSON there).
+		"Patient.ndjson": bom + `{"resourceType":"Patient","id":"a"}` + "\r\n" + bom + `{"resourceType":"Patient","id":"c"}` + "\r\n",
 		"b.json":         bom + `{"resourceType":"Bundle","type":"collection","entry":[{"resource":{"resourceType":"Patient","id":"b"}}]}`,
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
@@ -330,8 +368,8 @@ func TestBOMAndCancel(t *testing.T) {
 			t.Errorf("Detect(%s) = %v", name, f)
 		}
 	}
-	if items := mustReadAll(t, dir); len(items) != 2 {
-		t.Errorf("%d items, want 2", len(items))
+	if items := mustReadAll(t, dir); len(items) != 3 {
+		t.Errorf("%d items, want 3", len(items))
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -375,4 +413,85 @@ func TestNotFHIRJSON(t *testing.T) {
 	if items, err := readAll(t, p); err != nil || len(items) != 0 {
 		t.Errorf("an empty searchset: %d items, %v", len(items), err)
 	}
+}
+
+// Exporters' quirks get a clear error, or none: a UTF-8 byte order mark
+// before an $export manifest and its outcome file (read as any other
+// JSON; the manifest was detected, then refused as "not a JSON $export
+// manifest"); a UTF-16 file (Windows PowerShell's default) is named as such,
+// once (it was reported as ISO-8859-1 or windows-1252 and then as a second,
+// truncated line); an $export manifest in a directory read as an export
+// directory is named (it was "resourceType: missing"); and an output file
+// without its type is said to lack one.
+func TestExporterQuirks(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bom := "\xef\xbb\xbf"
+	utf16 := func(s string) string {
+		b := []byte{0xff, 0xfe}
+		for _, c := range []byte(s) {
+			b = append(b, c, 0)
+		}
+		return string(b)
+	}
+	pat := `{"resourceType":"Patient","id":"SECRET-MRN-1"}`
+	write("bom/Patient.ndjson", pat+"\n")
+	write("bom/o.ndjson", bom+`{"resourceType":"OperationOutcome","issue":[{"severity":"information","code":"informational"}]}`+"\n")
+	m := write("bom/manifest.json", bom+`{"transactionTime":"2024-01-01T00:00:00Z","request":"https://ehr.example/fhir/$export","output":[{"type":"Patient","url":"Patient.ndjson"}],"error":[{"type":"OperationOutcome","url":"o.ndjson"}]}`)
+	if items, err := readAll(t, m); err != nil || len(items) != 1 {
+		t.Errorf("a manifest with a byte order mark: %d items, %v", len(items), err)
+	}
+	for _, tc := range []struct {
+		path   string
+		err    error
+		where  string
+		fpath  string
+		detail string
+	}{
+		{write("u16/Patient.ndjson", utf16(pat+"\r\n"+pat+"\r\n")), ErrJSON, "Patient.ndjson:1", "", "UTF-16"},
+		{write("u16/b.json", utf16(pat)), ErrJSON, "b.json:1", "", "UTF-16"},
+		{write("dir/manifest.json", `{"transactionTime":"2024-01-01T00:00:00Z","output":[{"type":"Patient","url":"SECRET.ndjson"}]}`), ErrFormat, "manifest.json:1", "", "$export manifest"},
+		{write("notype/m.json", `{"transactionTime":"2024-01-01T00:00:00Z","output":[{"url":"Patient.ndjson"}]}`), ErrManifest, "m.json", "output[0].type", "missing"},
+		// gzip saved under a plain name (a download kept as the server's
+		// Content-Encoding sent it): it was "not UTF-8, transcode from
+		// ISO-8859-1", once a line, or "not a FHIR input format".
+		{write("gz/Patient.ndjson", gzipped(pat+"\n"+pat+"\n")), ErrFormat, "Patient.ndjson:1", "", "gzip"},
+		{write("gz/b.json", gzipped(pat)), ErrFormat, "b.json:1", "", "gzip"},
+	} {
+		p := tc.path
+		if filepath.Base(filepath.Dir(p)) == "dir" {
+			write("dir/Patient.ndjson", pat)
+			p = filepath.Dir(p)
+		}
+		if tc.err == ErrManifest {
+			write("notype/Patient.ndjson", pat)
+		}
+		_, err := readAll(t, p)
+		var fe *Error
+		if !errors.As(err, &fe) || !errors.Is(err, tc.err) || fe.Where != tc.where || fe.Path != tc.fpath || !strings.Contains(fe.Detail, tc.detail) {
+			t.Errorf("%s: err = %v; want %v at %s %s saying %q", tc.path, err, tc.err, tc.where, tc.fpath, tc.detail)
+			continue
+		}
+		if n := len(strings.Split(err.Error(), "\n")); n != 1 || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("%s: %d problems, or content quoted: %v", tc.path, n, err)
+		}
+	}
+}
+
+// gzipped is s gzip-compressed.
+func gzipped(s string) string {
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	w.Write([]byte(s))
+	w.Close()
+	return b.String()
 }

@@ -148,7 +148,9 @@ type Options struct {
 	// it holds and links then takes its labels from the import alone, so a
 	// label a linking resource no longer has leaves it; otherwise it also
 	// keeps those StoredBinary reports. Without StoredBinary it changes
-	// nothing.
+	// nothing. It also refuses an $export manifest whose request asks for
+	// part of the data only (_since, _type, _typeFilter: ErrManifest), whose
+	// full import would retire the rest.
 	Complete bool
 }
 

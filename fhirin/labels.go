@@ -9,7 +9,7 @@ const LabelSystem = "https://github.com/custos-mcp/custos/fhir/CodeSystem/label"
 
 // Code systems by every URI they are written with: canonical, the same
 // under https (a common misspelling of the canonical URI, which names the
-// same system), pre-R4, OID.
+// same system), pre-R4, OID (labelsOf also takes the OID bare).
 var (
 	confidentialitySystems = []string{"http://terminology.hl7.org/CodeSystem/v3-Confidentiality", "https://terminology.hl7.org/CodeSystem/v3-Confidentiality",
 		"http://hl7.org/fhir/v3/Confidentiality", "urn:oid:2.16.840.1.113883.5.25"}
@@ -71,6 +71,12 @@ var (
 func labelsOf(cs []coding) []string {
 	var out []string
 	for _, c := range cs {
+		if bareOID(c.System) {
+			// A system written as a bare OID, as converters from C-CDA
+			// and HL7 v2 write one ("2.16.840.1.113883.5.25"): the code
+			// system of that OID. The label was lost.
+			c.System = "urn:oid:" + c.System
+		}
 		var table map[string]string
 		switch {
 		case slices.Contains(confidentialitySystems, c.System):
@@ -103,4 +109,18 @@ func labelsOf(cs []coding) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// bareOID reports whether s is an OID without its urn:oid: prefix: digits
+// and dots, starting with 0, 1 or 2 (ITU-T X.660's top arcs).
+func bareOID(s string) bool {
+	if len(s) < 3 || s[0] < '0' || s[0] > '2' || s[1] != '.' || s[len(s)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if (s[i] < '0' || s[i] > '9') && s[i] != '.' || s[i] == '.' && s[i-1] == '.' {
+			return false
+		}
+	}
+	return true
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testLink is the Link callback of the tests: a recognizable custos URI.
@@ -731,5 +732,128 @@ func TestReadLaterEditionManifest(t *testing.T) {
 	items := mustReadAll(t, filepath.Join(dir, "m.json"))
 	if len(items) != 2 {
 		t.Fatalf("%d items, want the Patient and the retirement of Observation o1: %+v", len(items), items)
+	}
+}
+
+// A searchset's OperationOutcome entries are the search's outcome, with
+// search.mode outcome or without a mode (as custos sync reads a page): a
+// warning is skipped, never imported as a resource (it was imported as a
+// tenant-level OperationOutcome, its diagnostics readable by any caller
+// allowed tenant-level data, or refused for its missing id); an error is
+// refused (TestBadInput). An OperationOutcome a search matched is a result.
+func TestReadSearchsetOutcomes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "page.json")
+	page := `{"resourceType":"Bundle","type":"searchset","entry":[
+{"fullUrl":"https://ehr.example/fhir/Patient/p1","resource":{"resourceType":"Patient","id":"p1"},"search":{"mode":"match"}},
+{"resource":{"resourceType":"OperationOutcome","issue":[{"severity":"warning","code":"processing","diagnostics":"MRN 123: results suppressed"}]}},
+{"resource":{"resourceType":"OperationOutcome","id":"oo2","issue":[{"severity":"information","code":"informational"}]},"search":{"mode":"outcome"}},
+{"resource":{"resourceType":"OperationOutcome","id":"oo3","issue":[{"severity":"information","code":"informational"}]},"search":{"mode":"match"}}]}`
+	if err := os.WriteFile(p, []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	items := mustReadAll(t, p)
+	var got []string
+	for _, it := range items {
+		got = append(got, it.Type+"/"+it.ID)
+	}
+	if want := []string{"Patient/p1", "OperationOutcome/oo3"}; !slices.Equal(got, want) {
+		t.Errorf("items %v, want %v", got, want)
+	}
+}
+
+// meta.lastUpdated is a FHIR instant: R4's regex takes a leap second
+// (second 60), which time.Parse refuses; a real one (2016-12-31T23:59:60Z)
+// was refused as "not a FHIR instant". It reads as the second after.
+func TestReadLeapSecond(t *testing.T) {
+	for s, want := range map[string]string{
+		"2016-12-31T23:59:60Z":          "2017-01-01T00:00:00Z",
+		"2016-12-31T18:59:60.5-05:00":   "2017-01-01T00:00:00.5Z",
+		"2024-01-02T03:04:05.678+00:00": "2024-01-02T03:04:05.678Z",
+	} {
+		p := filepath.Join(t.TempDir(), "Patient.ndjson")
+		if err := os.WriteFile(p, []byte(`{"resourceType":"Patient","id":"p1","meta":{"lastUpdated":"`+s+`"}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		items, err := readAll(t, p)
+		if err != nil || len(items) != 1 || items[0].LastUpdated.Format(time.RFC3339Nano) != want {
+			t.Errorf("%s: %v %v, want %s", s, items, err, want)
+		}
+	}
+	for _, s := range []string{"2016-12-31T23:59:61Z", "2016-12-31T23:60:00Z", "2016-12-31T23:59:6Z"} {
+		p := filepath.Join(t.TempDir(), "Patient.ndjson")
+		if err := os.WriteFile(p, []byte(`{"resourceType":"Patient","id":"p1","meta":{"lastUpdated":"`+s+`"}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readAll(t, p); !errors.Is(err, ErrValue) {
+			t.Errorf("%s: %v, want ErrValue", s, err)
+		}
+	}
+}
+
+// A full import (Options.Complete) retires what its input does not hold, so
+// an $export manifest whose request says the export left resources out
+// (_since: only what changed; _type, _typeFilter: only some) is refused
+// for it, naming the parameter: custos import --full of a _since export
+// retired every resource that had not changed (probe-import2: 3,416
+// retired). Without Complete it imports; other parameters are no subset.
+func TestReadFullRefusesPartialExport(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Patient.ndjson"), []byte(`{"resourceType":"Patient","id":"p1"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := func(request string, complete bool) error {
+		m := filepath.Join(dir, "m.json")
+		b, _ := json.Marshal(map[string]any{"transactionTime": "2024-01-01T00:00:00Z", "request": request,
+			"requiresAccessToken": true, "output": []map[string]string{{"type": "Patient", "url": "Patient.ndjson"}}, "error": []any{}})
+		if err := os.WriteFile(m, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return Read(t.Context(), m, Options{Link: testLink, Complete: complete}, func(Item) error { return nil })
+	}
+	for _, tc := range []struct{ request, param string }{
+		{"https://ehr.example/fhir/$export?_since=2024-01-01T00:00:00Z", "_since"},
+		{"https://ehr.example/fhir/Patient/$export?_outputFormat=application%2Ffhir%2Bndjson&_type=Patient,Observation", "_type"},
+		{"https://ehr.example/fhir/Group/g1/$export?_typeFilter=Observation%3Fcategory%3Dlaboratory", "_typeFilter"},
+	} {
+		err := read(tc.request, true)
+		var fe *Error
+		if !errors.As(err, &fe) || !errors.Is(err, ErrManifest) || fe.Path != "request" || !strings.Contains(fe.Detail, tc.param) {
+			t.Errorf("%s: %v, want ErrManifest at request naming %s", tc.request, err, tc.param)
+		}
+		if err := read(tc.request, false); err != nil {
+			t.Errorf("%s, not full: %v", tc.request, err)
+		}
+	}
+	for _, request := range []string{"https://ehr.example/fhir/$export", "https://ehr.example/fhir/Group/g1/$export?_outputFormat=ndjson", ""} {
+		if err := read(request, true); err != nil {
+			t.Errorf("%q: %v", request, err)
+		}
+	}
+}
+
+// An export directory assembled with symbolic links to its files (as
+// tools that stage exports do) reads like one holding the files: a link to
+// a Patient.ndjson was refused as "a directory may hold only *.ndjson[.gz]
+// and *.json[.gz] files" (probe-import2). A link to a directory, or a
+// dangling one, is still refused.
+func TestReadSymlinkedFiles(t *testing.T) {
+	src, dir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "Patient.ndjson"), []byte(`{"resourceType":"Patient","id":"p1"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(src, "Patient.ndjson"), filepath.Join(dir, "Patient.ndjson")); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	if items, err := readAll(t, dir); err != nil || len(items) != 1 {
+		t.Fatalf("%d items, %v", len(items), err)
+	}
+	for name, target := range map[string]string{"a.json": src, "b.ndjson": filepath.Join(src, "missing.ndjson")} {
+		d := t.TempDir()
+		if err := os.Symlink(target, filepath.Join(d, name)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readAll(t, d); !errors.Is(err, ErrFormat) {
+			t.Errorf("a link %s to %s: %v, want ErrFormat", name, target, err)
+		}
 	}
 }

@@ -54,6 +54,10 @@ func (rd *reader) unit(s *source, line int, raw []byte) error {
 			return jsonErr(w, raw, err)
 		}
 		typ = head.ResourceType
+		if typ == "" && sniff(bytes.NewReader(raw)) == FormatExportManifest {
+			// Read as a resource in a directory: name it for what it is.
+			return newError(w, "", ErrFormat, "an $export manifest, not a resource: import the manifest itself (it lists the export's files and names its server), not its directory")
+		}
 		if s.wantType == "Bundle" && typ != "Bundle" {
 			return newError(w, "", ErrResourceType, "a Bundle file holds only Bundles")
 		}
@@ -131,6 +135,9 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 		return r.errf(typ+".id", ErrID, "missing or not [A-Za-z0-9.-]{1,64}")
 	}
 	r.id = id
+	if err := r.subsetted(); err != nil {
+		return err
+	}
 	if b != nil || bytes.Contains(raw, []byte("urn:uuid:")) {
 		if err := r.rewriteRefs(b); err != nil {
 			return err
@@ -202,6 +209,25 @@ func (r *resource) body() ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
+// subsetted refuses a resource tagged SUBSETTED (v3 ObservationValue, in
+// meta.tag; in any system, or in meta.security, to fail closed): an
+// export or search with _elements or _summary left elements out, and R4
+// marks it so "that the incomplete resource is not accidentally used to
+// overwrite a complete resource" (search, _summary and _elements);
+// imported, it replaced the complete version in the catalog.
+func (r *resource) subsetted() error {
+	meta, _ := r.m["meta"].(map[string]any)
+	for _, el := range []string{"tag", "security"} {
+		arr, _ := meta[el].([]any)
+		for i, v := range arr {
+			if c, _ := v.(map[string]any); c["code"] == "SUBSETTED" {
+				return r.errf(r.typ+".meta."+el+"["+itoa(i)+"]", ErrValue, "a subsetted resource (exported or searched with _elements or _summary) is not the whole resource, and must not overwrite it: import the complete resource")
+			}
+		}
+	}
+	return nil
+}
+
 // lastUpdated is meta.lastUpdated, which must be a FHIR instant if present.
 func (r *resource) lastUpdated() (time.Time, error) {
 	meta, _ := r.m["meta"].(map[string]any)
@@ -210,11 +236,24 @@ func (r *resource) lastUpdated() (time.Time, error) {
 		return time.Time{}, nil
 	}
 	s, _ := v.(string)
-	t, err := time.Parse(time.RFC3339Nano, s)
+	t, err := parseInstant(s)
 	if err != nil {
 		return time.Time{}, r.errf(r.typ+".meta.lastUpdated", ErrValue, "not a FHIR instant")
 	}
 	return t.UTC(), nil
+}
+
+// parseInstant parses a FHIR instant. R4's regex takes a leap second
+// (":60", as in 2016-12-31T23:59:60Z), which time.Parse refuses: it is
+// read as the second after it.
+func parseInstant(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil && len(s) > 19 && s[16:19] == ":60" {
+		if t, err2 := time.Parse(time.RFC3339Nano, s[:17]+"59"+s[19:]); err2 == nil {
+			return t.Add(time.Second), nil
+		}
+	}
+	return t, err
 }
 
 // labels are the resource's security labels with those of its Bundle: its

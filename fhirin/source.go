@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -132,15 +133,16 @@ func pathErr(err error) error {
 	return err
 }
 
-// sources lists the files to read for a path of the given format.
-func sources(path string, f Format) ([]source, error) {
+// sources lists the files to read for a path of the given format; complete
+// is Options.Complete (a full import).
+func sources(path string, f Format, complete bool) ([]source, error) {
 	switch f {
 	case FormatCustosManifest:
 		return nil, newError(filepath.Base(path), "", ErrCustosManifest, "import it with the custos manifest importer")
 	case FormatNDJSON, FormatJSON:
 		return []source{fileSource(path, filepath.Base(path))}, nil
 	case FormatExportManifest:
-		return manifestSources(path)
+		return manifestSources(path, complete)
 	case FormatDir:
 		return dirSources(path)
 	}
@@ -179,7 +181,14 @@ func dirSources(dir string) ([]source, error) {
 			continue
 		}
 		lower := strings.TrimSuffix(strings.ToLower(name), ".gz")
-		if !e.Type().IsRegular() || !(strings.HasSuffix(lower, ".ndjson") || strings.HasSuffix(lower, ".json")) {
+		regular := e.Type().IsRegular()
+		if e.Type()&fs.ModeSymlink != 0 {
+			// A link to a file (an export assembled from links) is
+			// that file; one to a directory, or dangling, is not.
+			fi, err := os.Stat(filepath.Join(dir, name))
+			regular = err == nil && fi.Mode().IsRegular()
+		}
+		if !regular || !(strings.HasSuffix(lower, ".ndjson") || strings.HasSuffix(lower, ".json")) {
 			return nil, newError(name, "", ErrFormat, "a directory may hold only *.ndjson[.gz] and *.json[.gz] files")
 		}
 		out = append(out, fileSource(filepath.Join(dir, name), name))
@@ -239,8 +248,10 @@ const maxManifest = 16 << 20
 // it is refused, as is one whose files cannot be read; warnings and
 // information are not errors. A manifest that continues on another page
 // (link next), which an import of local files cannot follow, and output
-// organized by a resource type (outputOrganizedBy) are refused too.
-func manifestSources(path string) ([]source, error) {
+// organized by a resource type (outputOrganizedBy) are refused too. For a
+// full import (complete), so is an export whose request says it left
+// resources out (partialExport): the import would retire them.
+func manifestSources(path string, complete bool) ([]source, error) {
 	name := filepath.Base(path)
 	b, err := readLimited(path, maxManifest)
 	if err != nil {
@@ -252,6 +263,9 @@ func manifestSources(path string) ([]source, error) {
 	}
 	if m.Next() != "" {
 		return nil, newError(name, "link", ErrManifest, "the manifest continues on another page (link next), which an import of local files cannot follow: import a complete export (custos sync follows the pages)")
+	}
+	if p := partialExport(m.Request); complete && p != "" {
+		return nil, newError(name, "request", ErrManifest, "the export was asked for %s, so it holds only part of the data, and a full import retires what its input does not hold: import it without --full", p)
 	}
 	if m.OutputOrganizedBy != "" {
 		return nil, newError(name, "outputOrganizedBy", ErrManifest, "output organized by a resource type is not imported: export the output by type")
@@ -275,6 +289,9 @@ func manifestSources(path string) ([]source, error) {
 		at := field + "[" + itoa(i) + "]"
 		if field == "deleted" && f.Type == "" {
 			f.Type = "Bundle" // the later editions leave it out
+		}
+		if f.Type == "" {
+			return newError(name, at+".type", ErrManifest, "missing: an output file's type is required")
 		}
 		if !r4Types[f.Type] {
 			return newError(name, at+".type", ErrManifest, "not an R4 resource type")
@@ -326,7 +343,7 @@ func exportOutcomes(name, dir, at, url string) error {
 		return newError(name, at+".url", ErrManifest, "cannot read the export's outcome file: %v", err)
 	}
 	for n, line := range bytes.Split(b, []byte{'\n'}) {
-		line = bytes.TrimSpace(line)
+		line = bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(line), []byte("\xef\xbb\xbf")))
 		if len(line) == 0 {
 			continue
 		}
@@ -341,6 +358,28 @@ func exportOutcomes(name, dir, at, url string) error {
 		}
 	}
 	return nil
+}
+
+// partialExport names the kick-off parameter of an $export request URL
+// that makes the export hold part of the data only: _since (what changed
+// since), _type or _typeFilter (some types, some resources); "" for none.
+// (A Group's or the Patient compartment's export is the population the
+// server exports: custos sync runs them as full syncs.)
+func partialExport(request string) string {
+	_, q, ok := strings.Cut(request, "?")
+	if !ok {
+		return ""
+	}
+	v, err := url.ParseQuery(q)
+	if err != nil {
+		return "a query that does not parse"
+	}
+	for _, p := range []string{"_since", "_type", "_typeFilter"} {
+		if _, ok := v[p]; ok {
+			return p
+		}
+	}
+	return ""
 }
 
 // exportBase returns the FHIR server base of an $export kick-off request
@@ -388,7 +427,9 @@ func localPath(dir, raw string) (string, error) {
 	return "", errors.New("not a local file (use custos sync for a server's export)")
 }
 
-// readLimited reads a whole file of at most max bytes.
+// readLimited reads a whole file of at most max bytes, without a leading
+// UTF-8 byte order mark (as skipBOM; Detect took a manifest with one for
+// one, and json.Unmarshal then refused it) and surrounding white space.
 func readLimited(path string, max int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -402,8 +443,28 @@ func readLimited(path string, max int64) ([]byte, error) {
 	if int64(len(b)) > max {
 		return nil, errors.New("file too large")
 	}
-	return bytes.TrimSpace(b), nil
+	return bytes.TrimSpace(bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))), nil
 }
+
+// utf16BOM reports whether head starts with a UTF-16 byte order mark (what
+// Windows PowerShell 5 writes by default): such a file is not UTF-8, and
+// read as UTF-8 it gave one confusing error a line.
+func utf16BOM(head []byte) bool {
+	return len(head) >= 2 && (head[0] == 0xff && head[1] == 0xfe || head[0] == 0xfe && head[1] == 0xff)
+}
+
+// errUTF16 is the detail of an ErrJSON for a UTF-16 file.
+const errUTF16 = "UTF-16 (it starts with a UTF-16 byte order mark): FHIR JSON is UTF-8 (RFC 8259 section 8.1), so transcode the file to UTF-8 before importing it"
+
+// gzipMagic reports whether head starts with gzip's magic bytes (RFC 1952):
+// a compressed file under a plain name (a download saved as its
+// Content-Encoding sent it) read as text gave "not UTF-8" on every line.
+func gzipMagic(head []byte) bool {
+	return len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b
+}
+
+// errGzipped is the detail of an ErrFormat for a gzip file without .gz.
+const errGzipped = "gzip-compressed, but not named .gz: name it .ndjson.gz or .json.gz (or decompress it)"
 
 // skipBOM drops a UTF-8 byte order mark at the start of br, which some
 // Windows tools write before JSON (RFC 8259 lets a parser ignore it).

@@ -105,6 +105,11 @@ func TestLabelsOf(t *testing.T) {
 		{[]coding{{act, "GDIS"}, {act, "SCA"}, {act, "SPI"}}, nil},        // no label in the default policy (yet)
 		{[]coding{{"", "R"}, {"", "SUD"}}, []string{"restricted", "sud"}}, // without a system: read in every table
 		{[]coding{{"", "HIV"}, {"", "N"}, {"", "vip"}}, []string{"hiv", "vip"}},
+		// A bare OID, as converters from C-CDA and HL7 v2 write a system
+		// ("2.16.840.1.113883.6.96" for SNOMED CT): the code system of that
+		// OID. The label was lost (probe-import2).
+		{[]coding{{"2.16.840.1.113883.5.25", "R"}, {"2.16.840.1.113883.5.4", "HIV"}, {"2.16.840.1.113883.5.1138", "42CFRPart2"}}, []string{"hiv", "restricted", "sud"}},
+		{[]coding{{"2.16.840.1.113883.5.25.1", "R"}, {"12.16.840.1.113883.5.25", "R"}}, nil},
 	} {
 		if got := labelsOf(tc.in); !slices.Equal(got, tc.want) {
 			t.Errorf("labelsOf(%v) = %v, want %v", tc.in, got, tc.want)

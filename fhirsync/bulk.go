@@ -206,7 +206,7 @@ func (c *client) checkOutcomes(ctx context.Context, ref string) error {
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			return fmt.Errorf("%w: GET %s line %d: %v", ErrUnavailable, where(u), line, c.creds.redact(transportCause(rerr).Error()))
 		}
-		if t := bytes.TrimSpace(b); len(t) > 0 {
+		if t := bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(b), utf8BOM)); len(t) > 0 {
 			var head struct {
 				ResourceType string `json:"resourceType"`
 			}

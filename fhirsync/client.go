@@ -333,6 +333,9 @@ func checkType(resp *http.Response, want ...string) error {
 
 // Media types accepted for FHIR JSON and NDJSON.
 var (
-	jsonTypes   = []string{"application/fhir+json", "application/json", "application/json+fhir"}
-	ndjsonTypes = []string{"application/fhir+ndjson", "application/ndjson", "application/x-ndjson", "application/octet-stream", "text/plain"}
+	jsonTypes = []string{"application/fhir+json", "application/json", "application/json+fhir"}
+	// binary/octet-stream is not registered, but it is what Amazon S3 and
+	// its SDKs label an object uploaded without a type, which a Bulk
+	// server's pre-signed output URLs may serve.
+	ndjsonTypes = []string{"application/fhir+ndjson", "application/ndjson", "application/x-ndjson", "application/octet-stream", "binary/octet-stream", "text/plain"}
 )

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/custos-mcp/custos/fhirin"
 )
 
 // ManifestName is the completion manifest in a staging directory.
@@ -113,7 +115,9 @@ func (s *stage) copyNDJSON(r io.Reader, src, typ string, deleted bool) (n int, e
 		if len(b) > 0 {
 			line++
 		}
-		if t := bytes.TrimSpace(b); len(t) > 0 {
+		// A byte order mark may precede a line's JSON text, as custos
+		// import reads a file.
+		if t := bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(b), utf8BOM)); len(t) > 0 {
 			if err := checkResource(t, want); err != nil {
 				return n, fmt.Errorf("%w: %s line %d: %v", ErrServer, src, line, err)
 			}
@@ -183,6 +187,10 @@ var errInterrupted = errors.New("fhirsync: download interrupted")
 
 var errLineTooLong = errors.New("line too long")
 
+// utf8BOM is the UTF-8 byte order mark some Windows tools write before
+// a file's first line (RFC 8259 lets a parser ignore it).
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // readLine returns the next line (without its newline) of at most max
 // bytes; io.EOF with the last, unterminated line.
 func readLine(br *bufio.Reader, max int) ([]byte, error) {
@@ -224,6 +232,10 @@ func checkResource(b []byte, want string) error {
 		return errors.New("no resourceType")
 	}
 	if want != "" && head.ResourceType != want {
+		if !fhirin.IsResourceType(head.ResourceType) {
+			// Not a type name but the server's content: never quoted.
+			return fmt.Errorf("a resourceType that is no R4 type in a file of type %q", want)
+		}
 		return fmt.Errorf("resourceType %q in a file of type %q", head.ResourceType, want)
 	}
 	if head.ID == "" && head.ResourceType != "Bundle" {

@@ -220,7 +220,8 @@
 // can interleave) to a scratch file in the same directory, imports into the
 // copy, syncs it and renames it over the catalog; concurrent ImportStaged
 // calls serialize on an flock of path+".import.lock". A failed import removes
-// the scratch file and leaves the catalog untouched. Live polls the path
+// the scratch file and leaves the catalog untouched; one killed before it
+// could leaves it, and the next import removes it under the lock. Live polls the path
 // (DefaultPollInterval), opens a replaced file with its own Options (a file
 // that does not open is never swapped in), diffs it against the current one
 // by URI (Change), swaps it in, closes the old handle once the calls in

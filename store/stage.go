@@ -7,6 +7,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -16,7 +17,8 @@ import (
 // open read-only (see Live), and is all or nothing for the file as a whole:
 //
 //  1. take the import lock (catalogPath + ".import.lock"; a concurrent
-//     ImportStaged waits opts.Timeout, then returns ErrLocked);
+//     ImportStaged waits opts.Timeout, then returns ErrLocked), and remove
+//     the scratch files of imports killed before they could (removeScratch);
 //  2. open the catalog read-only (a shared lock, held until step 5, so no
 //     writer can change it in place meanwhile) and copy it, in one read
 //     transaction, to a scratch file in the same directory (no catalog yet:
@@ -80,6 +82,7 @@ func staged(ctx context.Context, catalogPath string, opts Options, fn func(*Stor
 	defer unlock()
 
 	dir, base := filepath.Dir(catalogPath), filepath.Base(catalogPath)
+	removeScratch(dir, "."+base+".import-")
 	f, err := os.CreateTemp(dir, "."+base+".import-*")
 	if err != nil {
 		return ImportReport{}, fmt.Errorf("store: create scratch file: %w", pathless(err))
@@ -158,6 +161,26 @@ func staged(ctx context.Context, catalogPath string, opts Options, fn func(*Stor
 		d.Close()
 	}
 	return rep, nil
+}
+
+// removeScratch removes the scratch copies (prefix followed by the digits
+// os.CreateTemp puts for "*") that imports killed before they could remove
+// them left in dir (SIGKILL, power loss): each is a whole copy of the
+// catalog, and every crash left one more. The caller holds the import lock,
+// so no other import is writing one. Best effort: one that cannot be removed
+// is left.
+func removeScratch(dir, prefix string) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, de := range des {
+		rest, ok := strings.CutPrefix(de.Name(), prefix)
+		if !ok || rest == "" || !de.Type().IsRegular() || strings.Trim(rest, "0123456789") != "" {
+			continue
+		}
+		os.Remove(filepath.Join(dir, de.Name()))
+	}
 }
 
 // syncFile sets path's permissions and flushes it to stable storage.

@@ -325,6 +325,37 @@ func fileSum(t testing.TB, path string) string {
 	return Digest(b)
 }
 
+// TestStagedRemovesScratchOfCrashedImports: an import killed (SIGKILL,
+// power loss) between creating its scratch copy and renaming it leaves the
+// copy behind, a whole second catalog; found by probe-import2 killing
+// custos import three times, which left three. The next staged import,
+// under the import lock (no other import can be writing one), removes
+// them, and leaves other files alone.
+func TestStagedRemovesScratchOfCrashedImports(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "catalog.db")
+	if _, err := stagedImport(t, path, EntryOptions{}, sampleEntries()...); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{".catalog.db.import-123", ".catalog.db.import-456", ".other.db.import-1", "catalog.db.import-7"} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := stagedImport(t, path, EntryOptions{}, fhirEntry("Observation", "o-new", srcPatient, `{"resourceType":"Observation","id":"o-new"}`)); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*.import-*"))
+	slices.Sort(left)
+	if want := []string{filepath.Join(dir, ".other.db.import-1"), filepath.Join(dir, "catalog.db.import-7")}; !slices.Equal(left, want) {
+		t.Errorf("left %v, want %v", left, want)
+	}
+}
+
 // TestImportEntriesFailureLeavesCatalogUntouched: an import that fails
 // after several committed batches (of the scratch copy) leaves the catalog
 // byte-identical and no scratch file behind; every problem names its Where

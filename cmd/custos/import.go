@@ -37,8 +37,9 @@ func newImportCmd() *cobra.Command {
 
   - a FHIR Bulk Data export: a directory of <Type>[.NNN].ndjson[.gz] files,
     or its $export manifest JSON (output and deleted entries);
-  - FHIR Bundles (collection, transaction, batch, searchset): a file holding
-    one or many, or a directory of them; urn:uuid references are resolved;
+  - FHIR Bundles (collection, document, transaction, batch, searchset): a
+    file holding one or many, or a directory of them; urn:uuid references
+    are resolved;
   - single FHIR R4 resources (a .json file, or a directory of them);
   - a custos manifest (JSON lines: metadata plus a file path relative to the
     manifest), or a directory written by 'custos seed' (its manifest.jsonl).
