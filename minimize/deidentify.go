@@ -38,7 +38,9 @@ import (
 //	                                     token without spaces (codeText) nor
 //	                                     URL, e-mail, IP (addressText),
 //	                                     nor anything ScrubString changes
-//	date, dateTime                       the year ("YYYY", valid for both);
+//	date, dateTime                       the year ("YYYY", valid for both),
+//	                                     dropped when 90 years or more
+//	                                     before now (oldYear);
 //	                                     a date of birth (birthDate, born[x],
 //	                                     a birth-date Observation's value):
 //	                                     the year, or withheld
@@ -895,7 +897,11 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		if m == nil {
 			return nil, false
 		}
-		if y, _ := strconv.Atoi(m[1]); d.oldestYear == 0 || y < d.oldestYear {
+		y, _ := strconv.Atoi(m[1])
+		if oldYear(y, d.now) {
+			return nil, false // see oldYear
+		}
+		if d.oldestYear == 0 || y < d.oldestYear {
 			d.oldestYear = y
 		}
 		return m[1], true
@@ -1098,6 +1104,16 @@ func dateDigits(n int) bool {
 	}
 	return false
 }
+
+// oldYear reports whether an event year is 90 years or more before now:
+// whoever the event happened to (the patient, a relative) was alive then,
+// so was born in that year or earlier and is now at least 89, most likely
+// over 89, and Safe Harbor withholds "all elements of dates (including
+// year) indicative of such age" (164.514(b)(2)(i)(C)). It is the cut-off
+// of a birth year (generalizeBirthYear: one 90 years before now's year is
+// taken at its first day, an age of 90): a Condition's onset in 1931 says
+// what a birth date in 1931 would.
+func oldYear(y int, now time.Time) bool { return now.Year()-y >= maxAge+1 }
 
 // releaseAge reports whether an age of years may be released, and notes
 // it (topResource).

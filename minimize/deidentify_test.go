@@ -441,6 +441,17 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"a MIME type with a charset or fhirVersion kept",
 			`{"resourceType":"Binary","contentType":"application/fhir+json;fhirVersion=4.0"}`,
 			`{"contentType":"application/fhir+json;fhirVersion=4.0","resourceType":"Binary"}`},
+		// An event dated 1931 was released as "1931": whoever it
+		// happened to was alive then, so is now over 89, which Safe
+		// Harbor's dates "including year" indicative of such an age
+		// withhold (HL7's and Synthea's Conditions and Immunizations of
+		// the oldest patients carry such dates).
+		{"an event year 90 years or more before now dropped (anyone alive then is now over 89); later years kept",
+			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"clinicalStatus":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/condition-clinical","code":"resolved"}]},"onsetPeriod":{"start":"1931-05-01","end":"1937-06-01"},"abatementDateTime":"1940","recordedDate":"1936-12-31"}`,
+			`{"abatementDateTime":"1940","clinicalStatus":{"coding":[{"code":"resolved","system":"http://terminology.hl7.org/CodeSystem/condition-clinical"}]},"onsetPeriod":{"end":"1937"},"resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		{"a required event date 90 years or more before now withheld with a data-absent-reason",
+			`{"resourceType":"Immunization","status":"completed","patient":{"reference":"Patient/p"},"vaccineCode":{"coding":[{"system":"http://hl7.org/fhir/sid/cvx","code":"03"}]},"occurrenceDateTime":"1931-05-01"}`,
+			`{"_occurrenceDateTime":` + dar + `,"patient":{"reference":"Patient/` + testAlias("p") + `"},"resourceType":"Immunization","status":"completed","vaccineCode":{"coding":[{"code":"03","system":"http://hl7.org/fhir/sid/cvx"}]}}`},
 		{"unknown element, id, meta, text, identifier dropped",
 			`{"resourceType":"Patient","id":"MRN1","meta":{"source":"x"},"text":{"status":"generated","div":"<div>x</div>"},"identifier":[{"value":"1"}],"nickname":"Janey","gender":"female"}`,
 			`{"gender":"female","resourceType":"Patient"}`},
