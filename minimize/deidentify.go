@@ -1183,7 +1183,7 @@ func ageYears(q map[string]any, anyAge bool) (float64, bool) {
 	unit, _ := q["unit"].(string)
 	per, timed := timeUnits[code]
 	if !timed {
-		per, timed = timeUnits[unitKey(unit)]
+		per, timed = timeUnit(unit)
 	}
 	if !timed && !anyAge {
 		return 0, false
@@ -1479,17 +1479,34 @@ var usStates = func() map[string]bool {
 }()
 
 // unitKey is a unit text as timeUnits knows it: lower case, without
-// braces, spaces and trailing dots ("Yrs." and "years old" are "yrs" and
-// "yearsold").
+// braces, spaces, dots and parentheses ("Yrs." and "years old" are "yrs"
+// and "yearsold", "y.o." is "yo", "yr(s)" is "yrs").
 func unitKey(unit string) string {
 	u := strings.ToLower(strings.Trim(unit, "{}"))
-	u = strings.Map(func(r rune) rune {
-		if unicode.IsSpace(r) {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) || r == '.' || r == '(' || r == ')' {
 			return -1
 		}
 		return r
 	}, u)
-	return strings.TrimRight(u, ".")
+}
+
+// timeUnit returns the years per unit of a unit text, if it is a unit of
+// time (timeUnits) as unitKey writes it, alone or followed by "old" or
+// "of age" ("yr old", "years of age", "mos. old").
+func timeUnit(unit string) (float64, bool) {
+	k := unitKey(unit)
+	if per, ok := timeUnits[k]; ok {
+		return per, true
+	}
+	for _, suffix := range []string{"old", "ofage"} {
+		if base, ok := strings.CutSuffix(k, suffix); ok && base != "" {
+			if per, ok := timeUnits[base]; ok {
+				return per, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // stateCode reports whether s may be released as an address's state: a US
