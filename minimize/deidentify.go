@@ -182,7 +182,7 @@ var codeSyntax = map[string]*regexp.Regexp{
 	"http://nucc.org/provider-taxonomy":            regexp.MustCompile(`^[0-9]{3}[0-9A-Z]{6}X$`),
 	"http://dicom.nema.org/resources/ontology/DCM": regexp.MustCompile(`^(?:[0-9]{1,6}|[A-Z][A-Z_]{0,15}|[A-Z]{1,3}[0-9][A-Z]{0,3}|[A-Z]-[0-9A-Z]{4,5})$`),
 	"http://unitsofmeasure.org":                    ucumSyntax,
-	"http://www.radlex.org":                        regexp.MustCompile(`^RP?ID[0-9]{1,9}$`),
+	"http://www.radlex.org":                        regexp.MustCompile(`^RP?ID[0-9]{1,6}$`), // RadLex ids are below 1,000,000: never an SSN's nine digits nor an MRN's eight
 	"urn:ietf:bcp:47":                              languageTag,
 	"urn:iso:std:iso:3166":                         regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3}|[A-Z]{2}-[A-Z0-9]{1,3})$`),
 	"urn:iso:std:iso:4217":                         regexp.MustCompile(`^(?:[A-Z]{3}|[0-9]{3})$`),
