@@ -351,14 +351,17 @@ const scriptCodes = `Adlm|Arab|Aran|Armn|Beng|Bopo|Brai|Cakm|Cans|Cher|Cyrl|Deva
 
 // ucumSyntax is the form of a UCUM code (lenient): components — an atom
 // with an optional exponent of one or two digits ("m2", "s-1"), a
-// bracketed atom ("[in_i]", "mm[Hg]"), a factor ("10*3", "24"), an
-// annotation ("{beats}") — joined by "." and "/", with parentheses. A
+// bracketed atom ("[in_i]", "mm[Hg]"), an atom with an underscore
+// ("a_j", "mo_s", "cal_IT"), a factor ("10*3", "24", "10*"), an
+// annotation ("{beats}", also after a parenthesis: "g/(8.h){shift}") —
+// joined by "." and "/", with parentheses. A
 // plate, a serial or a licence number typed as a UCUM code ("7XKR319",
 // "SN4C7Q2Z9", "D4419021": letters and digits mixed) has not this form; a
 // one-word name has (see the residual limits of docs/policy.md).
 var ucumSyntax = func() *regexp.Regexp {
-	const comp = `(?:[0-9]{1,5}|10[*^][+-]?[0-9]+|(?:\[[^\[\]{}]{1,24}\]|[A-Za-z%'°]+)(?:\[[^\[\]{}]{1,24}\])?[+-]?[0-9]{0,2})(?:\{[^{}]{0,40}\})?|\{[^{}]{0,40}\}`
-	return regexp.MustCompile(`^[(/]*(?:` + comp + `)(?:\)*[./]+\(*(?:` + comp + `))*\)*$`)
+	const ann = `\{[^{}]{0,40}\}`
+	const comp = `(?:[0-9]{1,5}|10[*^](?:[+-]?[0-9]+)?|(?:\[[^\[\]{}]{1,24}\]|[A-Za-z%'°][A-Za-z%'°_]*)(?:\[[^\[\]{}]{1,24}\])?[+-]?[0-9]{0,2})(?:` + ann + `)?|` + ann
+	return regexp.MustCompile(`^[(/]*(?:` + comp + `)(?:\)*(?:` + ann + `)?[./]+\(*(?:` + comp + `))*\)*(?:` + ann + `)?$`)
 }()
 
 // terminologyPrefix: HL7's own code systems (v2 tables, v3 code systems,

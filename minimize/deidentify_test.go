@@ -465,6 +465,14 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"a RadLex code of more than six digits (an SSN or MRN behind RID) dropped; RadLex terms and Playbook codes kept",
 			`{"resourceType":"ImagingStudy","status":"available","subject":{"reference":"Patient/p"},"procedureCode":[{"coding":[{"system":"http://www.radlex.org","code":"RID219099999"},{"system":"http://www.radlex.org","code":"RID77441123"},{"system":"http://www.radlex.org","code":"RPID5558675"},{"system":"http://www.radlex.org","code":"RID10312"},{"system":"http://www.radlex.org","code":"RPID16"}]}]}`,
 			`{"procedureCode":[{"coding":[{"code":"RID10312","system":"http://www.radlex.org"},{"code":"RPID16","system":"http://www.radlex.org"}]}],"resourceType":"ImagingStudy","status":"available","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		// UCUM's form had no underscore, so an Age in mean Julian months
+		// ("mo_j") lost its code and system and kept its value: R4's
+		// age-1 (a value needs a code) broke, and the unit was lost. The
+		// R4 definitions' UCUM value sets hold 1,357 codes; these were the
+		// ones without spaces that the form refused.
+		{"UCUM codes with an underscore (a_j, mo_s, cal_IT), a bare 10* and an annotation after a parenthesis kept",
+			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"onsetAge":{"value":3,"unit":"months","system":"http://unitsofmeasure.org","code":"mo_j"},"abatementAge":{"value":4,"unit":"a","system":"http://unitsofmeasure.org","code":"a_g"},"evidence":[{"code":[{"coding":[{"system":"http://unitsofmeasure.org","code":"cal_IT"},{"system":"http://unitsofmeasure.org","code":"10*"},{"system":"http://unitsofmeasure.org","code":"g/(8.h){shift}"},{"system":"http://unitsofmeasure.org","code":"SN4C7Q2Z9"}]}]}]}`,
+			`{"abatementAge":{"code":"a_g","system":"http://unitsofmeasure.org","unit":"a","value":4},"evidence":[{"code":[{"coding":[{"code":"cal_IT","system":"http://unitsofmeasure.org"},{"code":"10*","system":"http://unitsofmeasure.org"},{"code":"g/(8.h){shift}","system":"http://unitsofmeasure.org"}]}]}],"onsetAge":{"code":"mo_j","system":"http://unitsofmeasure.org","unit":"months","value":3},"resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
 		{"unknown element, id, meta, text, identifier dropped",
 			`{"resourceType":"Patient","id":"MRN1","meta":{"source":"x"},"text":{"status":"generated","div":"<div>x</div>"},"identifier":[{"value":"1"}],"nickname":"Janey","gender":"female"}`,
 			`{"gender":"female","resourceType":"Patient"}`},
