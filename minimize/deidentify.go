@@ -783,6 +783,8 @@ var atLeastOnes = map[string]atLeastOne{
 	"NutritionOrder":                            {any: []string{"oralDiet", "supplement", "enteralFormula"}, mark: []string{"oralDiet"}},  // nor-1
 	"Appointment":                               {any: []string{"start"}, mark: []string{"start", "end"}},                                 // app-3 (instants), app-2
 	"Ratio":                                     {when: []string{"denominator"}, any: []string{"numerator"}, mark: []string{"numerator"}}, // rat-1 (a bare numerator dropped)
+	"Organization":                              {any: []string{"identifier", "name"}, mark: []string{"name"}},                            // org-1
+	"InsurancePlan":                             {any: []string{"identifier", "name"}, mark: []string{"name"}},                            // ipn-1
 }
 
 // repairInvariants keeps the invariants of atLeastOnes for the walked
@@ -1398,11 +1400,52 @@ func absent() map[string]any {
 	return map[string]any{"extension": []any{map[string]any{"url": dataAbsentReason, "valueCode": "masked"}}}
 }
 
+// absentOf is a data-absent-reason standing in for a value of complex type
+// (or backbone) typ: absent(), with the required elements of typ marked
+// absent in turn (markAbsent), to depth, so that it is a valid value of
+// typ: a Signature needs its type, when and who, an Annotation its text.
+// A required choice is marked by one of its alternatives, a primitive one
+// if it has one.
+func absentOf(typ string, depth int) map[string]any {
+	out := absent()
+	if depth <= 0 {
+		return out
+	}
+	defs := fhirElements[typ]
+	marked := map[string]bool{} // choices marked
+	for _, k := range slices.Sorted(maps.Keys(defs)) {
+		e := defs[k]
+		if !e.required || e.choice != "" && (marked[e.choice] || !primitiveTypes[e.typ] && choiceHasPrimitive(defs, e.choice)) {
+			continue
+		}
+		marked[e.choice] = true
+		markAbsentTo(out, k, defs, depth-1)
+	}
+	return out
+}
+
+// choiceHasPrimitive reports whether choice element choice of defs has a
+// primitive alternative.
+func choiceHasPrimitive(defs map[string]fhirElement, choice string) bool {
+	for _, e := range defs {
+		if e.choice == choice && primitiveTypes[e.typ] {
+			return true
+		}
+	}
+	return false
+}
+
 // markAbsent stands in for required element name, which the walk dropped:
 // {"extension":[DAR]} for a complex element, the "_name" companion for a
 // primitive. A choice element already present under another type needs
 // nothing.
 func markAbsent(out map[string]any, name string, defs map[string]fhirElement) {
+	markAbsentTo(out, name, defs, 3)
+}
+
+// markAbsentTo is markAbsent with a complex value's own required elements
+// marked to depth (absentOf).
+func markAbsentTo(out map[string]any, name string, defs map[string]fhirElement, depth int) {
 	e := defs[name]
 	if e.choice != "" {
 		for k, o := range defs {
@@ -1411,7 +1454,7 @@ func markAbsent(out map[string]any, name string, defs map[string]fhirElement) {
 			}
 		}
 	}
-	var v any = absent()
+	var v any = absentOf(e.typ, depth)
 	if e.many {
 		v = []any{v}
 	}

@@ -473,6 +473,22 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"UCUM codes with an underscore (a_j, mo_s, cal_IT), a bare 10* and an annotation after a parenthesis kept",
 			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"onsetAge":{"value":3,"unit":"months","system":"http://unitsofmeasure.org","code":"mo_j"},"abatementAge":{"value":4,"unit":"a","system":"http://unitsofmeasure.org","code":"a_g"},"evidence":[{"code":[{"coding":[{"system":"http://unitsofmeasure.org","code":"cal_IT"},{"system":"http://unitsofmeasure.org","code":"10*"},{"system":"http://unitsofmeasure.org","code":"g/(8.h){shift}"},{"system":"http://unitsofmeasure.org","code":"SN4C7Q2Z9"}]}]}]}`,
 			`{"abatementAge":{"code":"a_g","system":"http://unitsofmeasure.org","unit":"a","value":4},"evidence":[{"code":[{"coding":[{"code":"cal_IT","system":"http://unitsofmeasure.org"},{"code":"10*","system":"http://unitsofmeasure.org"},{"code":"g/(8.h){shift}","system":"http://unitsofmeasure.org"}]}]}],"onsetAge":{"code":"mo_j","system":"http://unitsofmeasure.org","unit":"months","value":3},"resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		// Organization (reference data a researcher reads) and
+		// InsurancePlan ask for a name or an identifier (org-1, ipn-1),
+		// both withheld: the output broke them (Medplum's validator skips
+		// org-1, HL7's does not).
+		{"an Organization whose name and identifiers are withheld keeps org-1",
+			`{"resourceType":"Organization","active":true,"name":"Wrenfield Family Clinic","identifier":[{"system":"http://hl7.org/fhir/sid/us-npi","value":"1234567893"}],"address":[{"line":["1420 Wrenfield Lane"],"state":"VT","postalCode":"05501"}]}`,
+			`{"_name":` + dar + `,"active":true,"address":[{"postalCode":"055","state":"VT"}],"resourceType":"Organization"}`},
+		{"an InsurancePlan whose name is withheld keeps ipn-1",
+			`{"resourceType":"InsurancePlan","status":"active","name":"Wrenfield Gold"}`,
+			`{"_name":` + dar + `,"resourceType":"InsurancePlan","status":"active"}`},
+		// A required element of a type with required elements of its own
+		// (Signature: type, when, who; Annotation: text) came out as
+		// {"extension":[DAR]} alone, which lacks them.
+		{"a required Signature or Annotation withheld: its own required elements carry a data-absent-reason too",
+			`{"resourceType":"Task","status":"draft","intent":"order","for":{"reference":"Patient/p"},"input":[{"type":{"coding":[{"system":"http://snomed.info/sct","code":"38341003"}]},"valueAnnotation":{"text":"Evelyn Marsh called"}},{"type":{"coding":[{"system":"http://snomed.info/sct","code":"38341003"}]},"valueSignature":{"type":[{"system":"urn:iso-astm:E1762-95:2013","code":"1.2.840.10065.1.12.1.1"}],"when":"2019-03-14T08:30:00.000-05:00","who":{"reference":"Patient/p"},"data":"RXZlbHluIE1hcnNo"}}]}`,
+			`{"for":{"reference":"Patient/` + testAlias("p") + `"},"input":[{"type":{"coding":[{"code":"38341003","system":"http://snomed.info/sct"}]},"valueAnnotation":{"_text":` + dar + `,"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]}},{"type":{"coding":[{"code":"38341003","system":"http://snomed.info/sct"}]},"valueSignature":{"_when":` + dar + `,"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}],"type":[` + dar + `],"who":` + dar + `}}],"intent":"order","resourceType":"Task","status":"draft"}`},
 		{"unknown element, id, meta, text, identifier dropped",
 			`{"resourceType":"Patient","id":"MRN1","meta":{"source":"x"},"text":{"status":"generated","div":"<div>x</div>"},"identifier":[{"value":"1"}],"nickname":"Janey","gender":"female"}`,
 			`{"gender":"female","resourceType":"Patient"}`},
