@@ -789,7 +789,8 @@ var atLeastOnes = map[string]atLeastOne{
 
 // repairInvariants keeps the invariants of atLeastOnes for the walked
 // object out of key (m the input), unless the walk left it empty (it is
-// then dropped whole, and breaks nothing), and two more: a Composition.section
+// then dropped whole, and breaks nothing; a resource is never dropped, and
+// is repaired however empty), and two more: a Composition.section
 // given an entry for cmp-1 loses its emptyReason (cmp-2: only an empty
 // section has one), and a document Bundle becomes a collection (bdl-9 and
 // bdl-10 want the document's identifier and timestamp, which are
@@ -799,7 +800,7 @@ func repairInvariants(key string, m, out map[string]any, defs map[string]fhirEle
 		out["type"] = "collection"
 	}
 	inv, ok := atLeastOnes[key]
-	if !ok || len(out) == 0 || inv.when != nil && !holdsAny(out, defs, inv.when) || holdsAny(out, defs, inv.any) || !holdsAny(m, defs, inv.any) {
+	if !ok || len(out) == 0 && !fhirResources[key] || inv.when != nil && !holdsAny(out, defs, inv.when) || holdsAny(out, defs, inv.any) || !holdsAny(m, defs, inv.any) {
 		return
 	}
 	for _, n := range inv.mark {

@@ -483,6 +483,13 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"an InsurancePlan whose name is withheld keeps ipn-1",
 			`{"resourceType":"InsurancePlan","status":"active","name":"Wrenfield Gold"}`,
 			`{"_name":` + dar + `,"resourceType":"InsurancePlan","status":"active"}`},
+		// The repair skipped an object the walk left empty, which is
+		// dropped whole; but a resource is never dropped, and one whose
+		// only content was its identifiers came out empty and broke
+		// ipn-1, org-1 (and ppc-1, apr-1, nor-1 alike).
+		{"a resource left empty but for what the invariant asks for keeps it (an InsurancePlan or Organization with identifiers only)",
+			`{"resourceType":"InsurancePlan","identifier":[{"system":"https://wrenfield.example/plans","value":"GI8-77441123"}]}`,
+			`{"_name":` + dar + `,"resourceType":"InsurancePlan"}`},
 		// A required element of a type with required elements of its own
 		// (Signature: type, when, who; Annotation: text) came out as
 		// {"extension":[DAR]} alone, which lacks them.
