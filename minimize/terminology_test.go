@@ -145,3 +145,40 @@ func TestDeidentifyRuleOutputsAreValidFHIR(t *testing.T) {
 		t.Errorf("%d of %d inputs are not valid R4: the test checks too few outputs", len(badInput), len(cases))
 	}
 }
+
+// TestDeidentifyOutputsKeepR4Invariants: the output of every
+// TestDeidentifyRules case and of the corpus keeps every invariant of
+// FHIR R4 its input keeps, those of datatypes included (age-1: an Age
+// with a value has a code; qty-3; per-1), which the validators of
+// TestDeidentifyRuleOutputsAreValidFHIR do not evaluate, and org-1, which
+// Medplum's validator skips. (An Age in "mo_j" lost its code and kept its
+// value, and an Organization its name and identifiers, until 2026-12-05.)
+func TestDeidentifyOutputsKeepR4Invariants(t *testing.T) {
+	var names []string
+	var docs [][]byte
+	for _, tc := range deidentifyRuleCases() {
+		names = append(names, tc.name)
+		docs = append(docs, []byte(tc.in), deidentify(t, []byte(tc.in), testAlias))
+	}
+	corpus, _ := safeharbortest.Corpus(t, deidNow.Year())
+	for _, r := range corpus {
+		names = append(names, r.Name)
+		docs = append(docs, r.Raw, deidentifyAbout(t, r.Raw, testAlias, corpusPatient))
+	}
+	found := safeharbortest.Invariants(t, docs)
+	broken := map[int]map[string]bool{} // input index -> invariants it breaks
+	for _, f := range found {
+		if f.Index%2 == 0 {
+			if broken[f.Index/2] == nil {
+				broken[f.Index/2] = map[string]bool{}
+			}
+			broken[f.Index/2][f.Key+" "+f.Path] = true
+		}
+	}
+	for _, f := range found {
+		if i := f.Index / 2; f.Index%2 == 1 && !broken[i][f.Key+" "+f.Path] {
+			t.Errorf("%s: the output breaks %s at %s (%s), which the input keeps\n%s", names[i], f.Key, f.Path, f.Type, docs[f.Index])
+		}
+	}
+	t.Logf("%d inputs and outputs evaluated; %d inputs break an invariant themselves", len(docs), len(broken))
+}
