@@ -105,7 +105,8 @@ import (
 // An object left empty is dropped. A required element (minimum cardinality
 // 1) that the walk dropped is replaced by a data-absent-reason extension
 // with code "masked", so the output stays valid FHIR R4: a complex element
-// becomes {"extension":[DAR]}, a primitive keeps only its "_name" companion
+// becomes {"extension":[DAR]} (its own required elements marked in turn,
+// absentOf), a primitive keeps only its "_name" companion
 // {"extension":[DAR]}.
 
 // dataAbsentReason is the URL of the core extension that says why a value
