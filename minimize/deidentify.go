@@ -691,7 +691,7 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			continue // resourceType, "_name" companions, unknown elements: fail closed
 		}
 		if birthElement(k) && (e.typ == "date" || e.typ == "dateTime") {
-			if y, ok := generalizeBirthYear(v, d.now).(string); ok && len(y) == 4 && y != masked {
+			if y, ok := d.birthYear(v); ok {
 				out[k] = y
 			} else {
 				out["_"+k] = absent()
@@ -896,8 +896,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		return ScrubString(s), codeText.MatchString(s) && !addressText.MatchString(s)
 	case "date", "dateTime":
 		if d.birthCtx {
-			y, ok := generalizeBirthYear(v, d.now).(string)
-			return y, ok && len(y) == 4 && y != masked
+			return d.birthYear(v)
 		}
 		s, _ := v.(string)
 		m := fhirDate.FindStringSubmatch(s)
@@ -1110,6 +1109,22 @@ func dateDigits(n int) bool {
 		return year(n%10000) && (md(a, b) || md(b, a))
 	}
 	return false
+}
+
+// birthYear is the year of date of birth v, if it may be released: the
+// person is not over 89 (generalizeBirthYear), and nobody born in that
+// year is (oldYear). The second rule withholds 1936 in November 2026 for
+// one born on 1936-12-31, who is 89: were it released for those who are 89
+// and withheld for those who are 90, a released 1936 would say the
+// birthday is after November 1st, an element of a date finer than the
+// year.
+func (d *deid) birthYear(v any) (string, bool) {
+	y, ok := generalizeBirthYear(v, d.now).(string)
+	if !ok || len(y) != 4 || y == masked {
+		return "", false
+	}
+	n, err := strconv.Atoi(y)
+	return y, err == nil && !oldYear(n, d.now)
 }
 
 // oldYear reports whether an event year is 90 years or more before now:

@@ -496,6 +496,17 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"a required Signature or Annotation withheld: its own required elements carry a data-absent-reason too",
 			`{"resourceType":"Task","status":"draft","intent":"order","for":{"reference":"Patient/p"},"input":[{"type":{"coding":[{"system":"http://snomed.info/sct","code":"38341003"}]},"valueAnnotation":{"text":"Evelyn Marsh called"}},{"type":{"coding":[{"system":"http://snomed.info/sct","code":"38341003"}]},"valueSignature":{"type":[{"system":"urn:iso-astm:E1762-95:2013","code":"1.2.840.10065.1.12.1.1"}],"when":"2019-03-14T08:30:00.000-05:00","who":{"reference":"Patient/p"},"data":"RXZlbHluIE1hcnNo"}}]}`,
 			`{"for":{"reference":"Patient/` + testAlias("p") + `"},"input":[{"type":{"coding":[{"code":"38341003","system":"http://snomed.info/sct"}]},"valueAnnotation":{"_text":` + dar + `,"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]}},{"type":{"coding":[{"code":"38341003","system":"http://snomed.info/sct"}]},"valueSignature":{"_when":` + dar + `,"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}],"type":[` + dar + `],"who":` + dar + `}}],"intent":"order","resourceType":"Task","status":"draft"}`},
+		// A birth year was released when the person is 89 today and
+		// withheld at 90, so a released 1936 (in 2026-11) said "born
+		// after November 1st": a date element finer than the year. A
+		// birth year is now judged as any year: withheld when anyone
+		// born in it may be over 89.
+		{"a birth year some of whose people are over 89 withheld, even for one who is 89 (its release would tell the birthday is late in the year)",
+			`{"resourceType":"Patient","birthDate":"1936-12-31","contact":[{"name":{"family":"Marsh"},"gender":"male"}]}`,
+			`{"_birthDate":` + dar + `,"contact":[{"gender":"male","name":` + dar + `}],"resourceType":"Patient"}`},
+		{"a birth year whose people are all 89 or younger kept",
+			`{"resourceType":"Patient","birthDate":"1937-01-05"}`,
+			`{"birthDate":"1937","resourceType":"Patient"}`},
 		{"unknown element, id, meta, text, identifier dropped",
 			`{"resourceType":"Patient","id":"MRN1","meta":{"source":"x"},"text":{"status":"generated","div":"<div>x</div>"},"identifier":[{"value":"1"}],"nickname":"Janey","gender":"female"}`,
 			`{"gender":"female","resourceType":"Patient"}`},
