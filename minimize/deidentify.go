@@ -38,7 +38,9 @@ import (
 //	                                     token without spaces (codeText) nor
 //	                                     URL, e-mail, IP (addressText),
 //	                                     nor anything ScrubString changes
-//	date, dateTime                       the year ("YYYY", valid for both);
+//	date, dateTime                       the year ("YYYY", valid for both),
+//	                                     dropped when 90 years or more
+//	                                     before now (oldYear);
 //	                                     a date of birth (birthDate, born[x],
 //	                                     a birth-date Observation's value):
 //	                                     the year, or withheld
@@ -103,7 +105,8 @@ import (
 // An object left empty is dropped. A required element (minimum cardinality
 // 1) that the walk dropped is replaced by a data-absent-reason extension
 // with code "masked", so the output stays valid FHIR R4: a complex element
-// becomes {"extension":[DAR]}, a primitive keeps only its "_name" companion
+// becomes {"extension":[DAR]} (its own required elements marked in turn,
+// absentOf), a primitive keeps only its "_name" companion
 // {"extension":[DAR]}.
 
 // dataAbsentReason is the URL of the core extension that says why a value
@@ -180,7 +183,7 @@ var codeSyntax = map[string]*regexp.Regexp{
 	"http://nucc.org/provider-taxonomy":            regexp.MustCompile(`^[0-9]{3}[0-9A-Z]{6}X$`),
 	"http://dicom.nema.org/resources/ontology/DCM": regexp.MustCompile(`^(?:[0-9]{1,6}|[A-Z][A-Z_]{0,15}|[A-Z]{1,3}[0-9][A-Z]{0,3}|[A-Z]-[0-9A-Z]{4,5})$`),
 	"http://unitsofmeasure.org":                    ucumSyntax,
-	"http://www.radlex.org":                        regexp.MustCompile(`^RP?ID[0-9]{1,9}$`),
+	"http://www.radlex.org":                        regexp.MustCompile(`^RP?ID[0-9]{1,6}$`), // RadLex ids are below 1,000,000: never an SSN's nine digits nor an MRN's eight
 	"urn:ietf:bcp:47":                              languageTag,
 	"urn:iso:std:iso:3166":                         regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3}|[A-Z]{2}-[A-Z0-9]{1,3})$`),
 	"urn:iso:std:iso:4217":                         regexp.MustCompile(`^(?:[A-Z]{3}|[0-9]{3})$`),
@@ -349,14 +352,17 @@ const scriptCodes = `Adlm|Arab|Aran|Armn|Beng|Bopo|Brai|Cakm|Cans|Cher|Cyrl|Deva
 
 // ucumSyntax is the form of a UCUM code (lenient): components — an atom
 // with an optional exponent of one or two digits ("m2", "s-1"), a
-// bracketed atom ("[in_i]", "mm[Hg]"), a factor ("10*3", "24"), an
-// annotation ("{beats}") — joined by "." and "/", with parentheses. A
+// bracketed atom ("[in_i]", "mm[Hg]"), an atom with an underscore
+// ("a_j", "mo_s", "cal_IT"), a factor ("10*3", "24", "10*"), an
+// annotation ("{beats}", also after a parenthesis: "g/(8.h){shift}") —
+// joined by "." and "/", with parentheses. A
 // plate, a serial or a licence number typed as a UCUM code ("7XKR319",
 // "SN4C7Q2Z9", "D4419021": letters and digits mixed) has not this form; a
 // one-word name has (see the residual limits of docs/policy.md).
 var ucumSyntax = func() *regexp.Regexp {
-	const comp = `(?:[0-9]{1,5}|10[*^][+-]?[0-9]+|(?:\[[^\[\]{}]{1,24}\]|[A-Za-z%'°]+)(?:\[[^\[\]{}]{1,24}\])?[+-]?[0-9]{0,2})(?:\{[^{}]{0,40}\})?|\{[^{}]{0,40}\}`
-	return regexp.MustCompile(`^[(/]*(?:` + comp + `)(?:\)*[./]+\(*(?:` + comp + `))*\)*$`)
+	const ann = `\{[^{}]{0,40}\}`
+	const comp = `(?:[0-9]{1,5}|10[*^](?:[+-]?[0-9]+)?|(?:\[[^\[\]{}]{1,24}\]|[A-Za-z%'°][A-Za-z%'°_]*)(?:\[[^\[\]{}]{1,24}\])?[+-]?[0-9]{0,2})(?:` + ann + `)?|` + ann
+	return regexp.MustCompile(`^[(/]*(?:` + comp + `)(?:\)*(?:` + ann + `)?[./]+\(*(?:` + comp + `))*\)*(?:` + ann + `)?$`)
 }()
 
 // terminologyPrefix: HL7's own code systems (v2 tables, v3 code systems,
@@ -685,7 +691,7 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			continue // resourceType, "_name" companions, unknown elements: fail closed
 		}
 		if birthElement(k) && (e.typ == "date" || e.typ == "dateTime") {
-			if y, ok := generalizeBirthYear(v, d.now).(string); ok && len(y) == 4 && y != masked {
+			if y, ok := d.birthYear(v); ok {
 				out[k] = y
 			} else {
 				out["_"+k] = absent()
@@ -778,11 +784,14 @@ var atLeastOnes = map[string]atLeastOne{
 	"NutritionOrder":                            {any: []string{"oralDiet", "supplement", "enteralFormula"}, mark: []string{"oralDiet"}},  // nor-1
 	"Appointment":                               {any: []string{"start"}, mark: []string{"start", "end"}},                                 // app-3 (instants), app-2
 	"Ratio":                                     {when: []string{"denominator"}, any: []string{"numerator"}, mark: []string{"numerator"}}, // rat-1 (a bare numerator dropped)
+	"Organization":                              {any: []string{"identifier", "name"}, mark: []string{"name"}},                            // org-1
+	"InsurancePlan":                             {any: []string{"identifier", "name"}, mark: []string{"name"}},                            // ipn-1
 }
 
 // repairInvariants keeps the invariants of atLeastOnes for the walked
 // object out of key (m the input), unless the walk left it empty (it is
-// then dropped whole, and breaks nothing), and two more: a Composition.section
+// then dropped whole, and breaks nothing; a resource is never dropped, and
+// is repaired however empty), and two more: a Composition.section
 // given an entry for cmp-1 loses its emptyReason (cmp-2: only an empty
 // section has one), and a document Bundle becomes a collection (bdl-9 and
 // bdl-10 want the document's identifier and timestamp, which are
@@ -792,7 +801,7 @@ func repairInvariants(key string, m, out map[string]any, defs map[string]fhirEle
 		out["type"] = "collection"
 	}
 	inv, ok := atLeastOnes[key]
-	if !ok || len(out) == 0 || inv.when != nil && !holdsAny(out, defs, inv.when) || holdsAny(out, defs, inv.any) || !holdsAny(m, defs, inv.any) {
+	if !ok || len(out) == 0 && !fhirResources[key] || inv.when != nil && !holdsAny(out, defs, inv.when) || holdsAny(out, defs, inv.any) || !holdsAny(m, defs, inv.any) {
 		return
 	}
 	for _, n := range inv.mark {
@@ -887,15 +896,18 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		return ScrubString(s), codeText.MatchString(s) && !addressText.MatchString(s)
 	case "date", "dateTime":
 		if d.birthCtx {
-			y, ok := generalizeBirthYear(v, d.now).(string)
-			return y, ok && len(y) == 4 && y != masked
+			return d.birthYear(v)
 		}
 		s, _ := v.(string)
 		m := fhirDate.FindStringSubmatch(s)
 		if m == nil {
 			return nil, false
 		}
-		if y, _ := strconv.Atoi(m[1]); d.oldestYear == 0 || y < d.oldestYear {
+		y, _ := strconv.Atoi(m[1])
+		if oldYear(y, d.now) {
+			return nil, false // see oldYear
+		}
+		if d.oldestYear == 0 || y < d.oldestYear {
 			d.oldestYear = y
 		}
 		return m[1], true
@@ -1099,6 +1111,32 @@ func dateDigits(n int) bool {
 	return false
 }
 
+// birthYear is the year of date of birth v, if it may be released: the
+// person is not over 89 (generalizeBirthYear), and nobody born in that
+// year is (oldYear). The second rule withholds 1936 in November 2026 for
+// one born on 1936-12-31, who is 89: were it released for those who are 89
+// and withheld for those who are 90, a released 1936 would say the
+// birthday is after November 1st, an element of a date finer than the
+// year.
+func (d *deid) birthYear(v any) (string, bool) {
+	y, ok := generalizeBirthYear(v, d.now).(string)
+	if !ok || len(y) != 4 || y == masked {
+		return "", false
+	}
+	n, err := strconv.Atoi(y)
+	return y, err == nil && !oldYear(n, d.now)
+}
+
+// oldYear reports whether an event year is 90 years or more before now:
+// whoever the event happened to (the patient, a relative) was alive then,
+// so was born in that year or earlier and is now at least 89, most likely
+// over 89, and Safe Harbor withholds "all elements of dates (including
+// year) indicative of such age" (164.514(b)(2)(i)(C)). It is the cut-off
+// of a birth year (generalizeBirthYear: one 90 years before now's year is
+// taken at its first day, an age of 90): a Condition's onset in 1931 says
+// what a birth date in 1931 would.
+func oldYear(y int, now time.Time) bool { return now.Year()-y >= maxAge+1 }
+
 // releaseAge reports whether an age of years may be released, and notes
 // it (topResource).
 func (d *deid) releaseAge(years float64) bool {
@@ -1167,7 +1205,7 @@ func ageYears(q map[string]any, anyAge bool) (float64, bool) {
 	unit, _ := q["unit"].(string)
 	per, timed := timeUnits[code]
 	if !timed {
-		per, timed = timeUnits[unitKey(unit)]
+		per, timed = timeUnit(unit)
 	}
 	if !timed && !anyAge {
 		return 0, false
@@ -1379,11 +1417,52 @@ func absent() map[string]any {
 	return map[string]any{"extension": []any{map[string]any{"url": dataAbsentReason, "valueCode": "masked"}}}
 }
 
+// absentOf is a data-absent-reason standing in for a value of complex type
+// (or backbone) typ: absent(), with the required elements of typ marked
+// absent in turn (markAbsent), to depth, so that it is a valid value of
+// typ: a Signature needs its type, when and who, an Annotation its text.
+// A required choice is marked by one of its alternatives, a primitive one
+// if it has one.
+func absentOf(typ string, depth int) map[string]any {
+	out := absent()
+	if depth <= 0 {
+		return out
+	}
+	defs := fhirElements[typ]
+	marked := map[string]bool{} // choices marked
+	for _, k := range slices.Sorted(maps.Keys(defs)) {
+		e := defs[k]
+		if !e.required || e.choice != "" && (marked[e.choice] || !primitiveTypes[e.typ] && choiceHasPrimitive(defs, e.choice)) {
+			continue
+		}
+		marked[e.choice] = true
+		markAbsentTo(out, k, defs, depth-1)
+	}
+	return out
+}
+
+// choiceHasPrimitive reports whether choice element choice of defs has a
+// primitive alternative.
+func choiceHasPrimitive(defs map[string]fhirElement, choice string) bool {
+	for _, e := range defs {
+		if e.choice == choice && primitiveTypes[e.typ] {
+			return true
+		}
+	}
+	return false
+}
+
 // markAbsent stands in for required element name, which the walk dropped:
 // {"extension":[DAR]} for a complex element, the "_name" companion for a
 // primitive. A choice element already present under another type needs
 // nothing.
 func markAbsent(out map[string]any, name string, defs map[string]fhirElement) {
+	markAbsentTo(out, name, defs, 3)
+}
+
+// markAbsentTo is markAbsent with a complex value's own required elements
+// marked to depth (absentOf).
+func markAbsentTo(out map[string]any, name string, defs map[string]fhirElement, depth int) {
 	e := defs[name]
 	if e.choice != "" {
 		for k, o := range defs {
@@ -1392,7 +1471,7 @@ func markAbsent(out map[string]any, name string, defs map[string]fhirElement) {
 			}
 		}
 	}
-	var v any = absent()
+	var v any = absentOf(e.typ, depth)
 	if e.many {
 		v = []any{v}
 	}
@@ -1463,17 +1542,34 @@ var usStates = func() map[string]bool {
 }()
 
 // unitKey is a unit text as timeUnits knows it: lower case, without
-// braces, spaces and trailing dots ("Yrs." and "years old" are "yrs" and
-// "yearsold").
+// braces, spaces, dots and parentheses ("Yrs." and "years old" are "yrs"
+// and "yearsold", "y.o." is "yo", "yr(s)" is "yrs").
 func unitKey(unit string) string {
 	u := strings.ToLower(strings.Trim(unit, "{}"))
-	u = strings.Map(func(r rune) rune {
-		if unicode.IsSpace(r) {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) || r == '.' || r == '(' || r == ')' {
 			return -1
 		}
 		return r
 	}, u)
-	return strings.TrimRight(u, ".")
+}
+
+// timeUnit returns the years per unit of a unit text, if it is a unit of
+// time (timeUnits) as unitKey writes it, alone or followed by "old" or
+// "of age" ("yr old", "years of age", "mos. old").
+func timeUnit(unit string) (float64, bool) {
+	k := unitKey(unit)
+	if per, ok := timeUnits[k]; ok {
+		return per, true
+	}
+	for _, suffix := range []string{"old", "ofage"} {
+		if base, ok := strings.CutSuffix(k, suffix); ok && base != "" {
+			if per, ok := timeUnits[base]; ok {
+				return per, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // stateCode reports whether s may be released as an address's state: a US

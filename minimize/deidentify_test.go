@@ -441,6 +441,72 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"a MIME type with a charset or fhirVersion kept",
 			`{"resourceType":"Binary","contentType":"application/fhir+json;fhirVersion=4.0"}`,
 			`{"contentType":"application/fhir+json;fhirVersion=4.0","resourceType":"Binary"}`},
+		// An event dated 1931 was released as "1931": whoever it
+		// happened to was alive then, so is now over 89, which Safe
+		// Harbor's dates "including year" indicative of such an age
+		// withhold (HL7's and Synthea's Conditions and Immunizations of
+		// the oldest patients carry such dates).
+		{"an event year 90 years or more before now dropped (anyone alive then is now over 89); later years kept",
+			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"clinicalStatus":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/condition-clinical","code":"resolved"}]},"onsetPeriod":{"start":"1931-05-01","end":"1937-06-01"},"abatementDateTime":"1940","recordedDate":"1936-12-31"}`,
+			`{"abatementDateTime":"1940","clinicalStatus":{"coding":[{"code":"resolved","system":"http://terminology.hl7.org/CodeSystem/condition-clinical"}]},"onsetPeriod":{"end":"1937"},"resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		{"a required event date 90 years or more before now withheld with a data-absent-reason",
+			`{"resourceType":"Immunization","status":"completed","patient":{"reference":"Patient/p"},"vaccineCode":{"coding":[{"system":"http://hl7.org/fhir/sid/cvx","code":"03"}]},"occurrenceDateTime":"1931-05-01"}`,
+			`{"_occurrenceDateTime":` + dar + `,"patient":{"reference":"Patient/` + testAlias("p") + `"},"resourceType":"Immunization","status":"completed","vaccineCode":{"coding":[{"code":"03","system":"http://hl7.org/fhir/sid/cvx"}]}}`},
+		// Unit texts of ages as clinicians write them: "93 y.o.", "yr(s)",
+		// "years of age", "yrs. old" were not taken for units of time
+		// (timeUnits knew "y/o", "yrs" and "yrsold" only), so an age over
+		// 89 in a quantity outside an age element was released.
+		{"an age over 89 whose unit text has dots, a plural in parentheses, 'old' or 'of age' dropped",
+			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueQuantity":{"value":93,"unit":"y.o."}},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueQuantity":{"value":93,"unit":"yr(s)"}},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueQuantity":{"value":91,"unit":"years of age"}},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueQuantity":{"value":92,"unit":"yrs. old"}},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueQuantity":{"value":94,"unit":"Yr old"}},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueQuantity":{"value":1100,"unit":"mo(s)"}},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueQuantity":{"value":95,"unit":"y.o"}},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueQuantity":{"value":120,"unit":"mg/dL"}}]}`,
+			`{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"component":[{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"valueQuantity":{"unit":"mg/dL","value":120}}],"resourceType":"Observation","status":"final"}`},
+		// RadLex's form admitted nine digits after RID: an SSN
+		// (RID219099999) or an MRN (RID77441123) typed as a RadLex code
+		// was kept; RadLex's ids have at most six.
+		{"a RadLex code of more than six digits (an SSN or MRN behind RID) dropped; RadLex terms and Playbook codes kept",
+			`{"resourceType":"ImagingStudy","status":"available","subject":{"reference":"Patient/p"},"procedureCode":[{"coding":[{"system":"http://www.radlex.org","code":"RID219099999"},{"system":"http://www.radlex.org","code":"RID77441123"},{"system":"http://www.radlex.org","code":"RPID5558675"},{"system":"http://www.radlex.org","code":"RID10312"},{"system":"http://www.radlex.org","code":"RPID16"}]}]}`,
+			`{"procedureCode":[{"coding":[{"code":"RID10312","system":"http://www.radlex.org"},{"code":"RPID16","system":"http://www.radlex.org"}]}],"resourceType":"ImagingStudy","status":"available","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		// UCUM's form had no underscore, so an Age in mean Julian months
+		// ("mo_j") lost its code and system and kept its value: R4's
+		// age-1 (a value needs a code) broke, and the unit was lost. The
+		// R4 definitions' UCUM value sets hold 1,357 codes; these were the
+		// ones without spaces that the form refused.
+		{"UCUM codes with an underscore (a_j, mo_s, cal_IT), a bare 10* and an annotation after a parenthesis kept",
+			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"onsetAge":{"value":3,"unit":"months","system":"http://unitsofmeasure.org","code":"mo_j"},"abatementAge":{"value":4,"unit":"a","system":"http://unitsofmeasure.org","code":"a_g"},"evidence":[{"code":[{"coding":[{"system":"http://unitsofmeasure.org","code":"cal_IT"},{"system":"http://unitsofmeasure.org","code":"10*"},{"system":"http://unitsofmeasure.org","code":"g/(8.h){shift}"},{"system":"http://unitsofmeasure.org","code":"SN4C7Q2Z9"}]}]}]}`,
+			`{"abatementAge":{"code":"a_g","system":"http://unitsofmeasure.org","unit":"a","value":4},"evidence":[{"code":[{"coding":[{"code":"cal_IT","system":"http://unitsofmeasure.org"},{"code":"10*","system":"http://unitsofmeasure.org"},{"code":"g/(8.h){shift}","system":"http://unitsofmeasure.org"}]}]}],"onsetAge":{"code":"mo_j","system":"http://unitsofmeasure.org","unit":"months","value":3},"resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
+		// Organization (reference data a researcher reads) and
+		// InsurancePlan ask for a name or an identifier (org-1, ipn-1),
+		// both withheld: the output broke them (Medplum's validator skips
+		// org-1, HL7's does not).
+		{"an Organization whose name and identifiers are withheld keeps org-1",
+			`{"resourceType":"Organization","active":true,"name":"Wrenfield Family Clinic","identifier":[{"system":"http://hl7.org/fhir/sid/us-npi","value":"1234567893"}],"address":[{"line":["1420 Wrenfield Lane"],"state":"VT","postalCode":"05501"}]}`,
+			`{"_name":` + dar + `,"active":true,"address":[{"postalCode":"055","state":"VT"}],"resourceType":"Organization"}`},
+		{"an InsurancePlan whose name is withheld keeps ipn-1",
+			`{"resourceType":"InsurancePlan","status":"active","name":"Wrenfield Gold"}`,
+			`{"_name":` + dar + `,"resourceType":"InsurancePlan","status":"active"}`},
+		// The repair skipped an object the walk left empty, which is
+		// dropped whole; but a resource is never dropped, and one whose
+		// only content was its identifiers came out empty and broke
+		// ipn-1, org-1 (and ppc-1, apr-1, nor-1 alike).
+		{"a resource left empty but for what the invariant asks for keeps it (an InsurancePlan or Organization with identifiers only)",
+			`{"resourceType":"InsurancePlan","identifier":[{"system":"https://wrenfield.example/plans","value":"GI8-77441123"}]}`,
+			`{"_name":` + dar + `,"resourceType":"InsurancePlan"}`},
+		// A required element of a type with required elements of its own
+		// (Signature: type, when, who; Annotation: text) came out as
+		// {"extension":[DAR]} alone, which lacks them.
+		{"a required Signature or Annotation withheld: its own required elements carry a data-absent-reason too",
+			`{"resourceType":"Task","status":"draft","intent":"order","for":{"reference":"Patient/p"},"input":[{"type":{"coding":[{"system":"http://snomed.info/sct","code":"38341003"}]},"valueAnnotation":{"text":"Evelyn Marsh called"}},{"type":{"coding":[{"system":"http://snomed.info/sct","code":"38341003"}]},"valueSignature":{"type":[{"system":"urn:iso-astm:E1762-95:2013","code":"1.2.840.10065.1.12.1.1"}],"when":"2019-03-14T08:30:00.000-05:00","who":{"reference":"Patient/p"},"data":"RXZlbHluIE1hcnNo"}}]}`,
+			`{"for":{"reference":"Patient/` + testAlias("p") + `"},"input":[{"type":{"coding":[{"code":"38341003","system":"http://snomed.info/sct"}]},"valueAnnotation":{"_text":` + dar + `,"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]}},{"type":{"coding":[{"code":"38341003","system":"http://snomed.info/sct"}]},"valueSignature":{"_when":` + dar + `,"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}],"type":[` + dar + `],"who":` + dar + `}}],"intent":"order","resourceType":"Task","status":"draft"}`},
+		// A birth year was released when the person is 89 today and
+		// withheld at 90, so a released 1936 (in 2026-11) said "born
+		// after November 1st": a date element finer than the year. A
+		// birth year is now judged as any year: withheld when anyone
+		// born in it may be over 89.
+		{"a birth year some of whose people are over 89 withheld, even for one who is 89 (its release would tell the birthday is late in the year)",
+			`{"resourceType":"Patient","birthDate":"1936-12-31","contact":[{"name":{"family":"Marsh"},"gender":"male"}]}`,
+			`{"_birthDate":` + dar + `,"contact":[{"gender":"male","name":` + dar + `}],"resourceType":"Patient"}`},
+		{"a birth year whose people are all 89 or younger kept",
+			`{"resourceType":"Patient","birthDate":"1937-01-05"}`,
+			`{"birthDate":"1937","resourceType":"Patient"}`},
 		{"unknown element, id, meta, text, identifier dropped",
 			`{"resourceType":"Patient","id":"MRN1","meta":{"source":"x"},"text":{"status":"generated","div":"<div>x</div>"},"identifier":[{"value":"1"}],"nickname":"Janey","gender":"female"}`,
 			`{"gender":"female","resourceType":"Patient"}`},

@@ -51,8 +51,9 @@
 //     their codes; of LOINC and SNOMED CT: with their check digits; of
 //     ISO 3166: a code an address keeps; of BCP-47: language, script
 //     and region only);
-//     dates become the year, dates
-//     of birth of people over 89 are withheld; ages over 89 (by type, unit
+//     dates become the year (a year 90 or more before now, which
+//     tells an age over 89, is dropped), dates
+//     of birth of people over 89, or of such a year, are withheld; ages over 89 (by type, unit
 //     of time, age element or LOINC age code) are dropped, and so is an age
 //     that with a year of its resource tells such a birth year; a bare
 //     whole number of nine digits or more, or of six to eight that reads

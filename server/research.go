@@ -194,6 +194,12 @@ func (a *aliaser) present(item *mcp.Resource, r store.Resource, d policy.Decisio
 		item.Name = typ + "-" + string(name)
 	}
 	item.Title, item.Description = researchTitle(typ)
+	if item.Annotations != nil {
+		// The priority is the source's number (a manifest sets any in
+		// [0, 1], 0.219099999 carries an SSN's digits); the audience is
+		// one of custos's two words.
+		item.Annotations.Priority = 0
+	}
 	delete(item.Meta, ETagKey)
 	if t := researchEntityTag(r, d, tagKey, item.URI); t != "" {
 		item.Meta[ETagKey] = t
@@ -201,10 +207,19 @@ func (a *aliaser) present(item *mcp.Resource, r store.Resource, d policy.Decisio
 }
 
 // researchTitle is the title and description of a research list item,
-// made from the resource type only: nothing of the source record.
+// made from the resource type only: nothing of the source record. The
+// note, report, image and attachment families are no FHIR R4 resources
+// and are named as what they are.
 func researchTitle(typ string) (title, description string) {
-	if typ == store.TypeAttachment {
+	switch typ {
+	case store.TypeAttachment:
 		return "Attachment (de-identified)", "An attachment (document or image), de-identified under HIPAA Safe Harbor (research view)."
+	case store.TypeNote:
+		return "Note (de-identified)", "A clinical note, de-identified under HIPAA Safe Harbor (research view)."
+	case store.TypeReport:
+		return "Report (de-identified)", "A report document, de-identified under HIPAA Safe Harbor (research view)."
+	case store.TypeImage:
+		return "Image (de-identified)", "An image, de-identified under HIPAA Safe Harbor (research view)."
 	}
 	name := typ
 	if n := store.FHIRResourceType(typ); n != "" {

@@ -3,10 +3,12 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/custos-mcp/custos/minimize"
 	"github.com/custos-mcp/custos/policy"
@@ -103,6 +105,54 @@ func TestTenantAliasesKeepOnlyCatalogTenants(t *testing.T) {
 	for al, p := range ta.patient {
 		if researchAlias(key, p.seg) != al || p.label != p.seg { // the manifest format: label = URI segment
 			t.Fatalf("alias of %+v: %s, want %s", p, al, researchAlias(key, p.seg))
+		}
+	}
+}
+
+// A research list item shows nothing the source chose, for every type a
+// catalog can hold (every R4 resource type, not only the seed's, and the
+// note, report, image and attachment families): its name is the type and
+// the alias's letters, its title and description are made from the type
+// (the FHIR spelling for an R4 type, never "A FHIR R4 note resource"),
+// and the source's annotations (a priority the manifest set, which can
+// hold any number: 0.219099999 carries an SSN's digits; lastModified) are
+// not shown.
+func TestResearchListItemShowsNothingOfTheSource(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	a := &aliaser{key: secrets.Key{ID: "k", Bytes: key}, s: &Server{}}
+	d := policy.Decision{Allow: true, Obligations: []minimize.Obligation{{Op: minimize.OpDeidentify, Fn: minimize.DeidentifySafeHarbor}}}
+	const patient, id = "7d1a3c52-0b8e-4f57-9a77-2f3d1c9b0a01", "11111111-1111-4111-8111-111111111111"
+	uris := map[string]string{
+		store.TypeNote:       "note://t/patients/" + patient + "/notes/" + id,
+		store.TypeReport:     "report://t/patients/" + patient + "/reports/" + id,
+		store.TypeImage:      "image://t/patients/" + patient + "/images/" + id,
+		store.TypeAttachment: "attachment://t/patients/" + patient + "/attachments/" + id,
+	}
+	for _, typ := range store.FHIRTypes() {
+		uris[typ] = "fhir://t/patients/" + patient + "/" + typ + "/" + id
+	}
+	for typ, uri := range uris {
+		r := store.Resource{URI: uri, Name: "Evelyn Marsh 219-09-9999", Title: "Evelyn Marsh, MRN 77441123", Description: "1420 Wrenfield Lane, Tallowmere 05501",
+			MIMEType: "application/fhir+json", Version: 3, Digest: "sha256:" + strings.Repeat("ab", 32),
+			Annotations: store.Annotations{Audience: []string{"user"}, Priority: 0.219099999, LastModified: time.Date(1931, 3, 14, 0, 0, 0, 0, time.UTC)},
+			Labels:      store.Labels{Type: typ, Patient: patient}}
+		item := listItem(r, d, key)
+		a.present(item, r, d, key)
+		b, err := json.Marshal(item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, leak := range []string{"Evelyn", "Marsh", "219", "7744", "Wrenfield", "05501", "1931", patient, id} {
+			if strings.Contains(string(b), leak) {
+				t.Errorf("%s: the research list item shows %q: %s", typ, leak, b)
+			}
+		}
+		fhirName := store.FHIRResourceType(typ)
+		switch {
+		case fhirName != "" && (item.Title != fhirName+" (de-identified)" || !strings.Contains(item.Description, "FHIR R4 "+fhirName+" resource")):
+			t.Errorf("%s: title %q, description %q", typ, item.Title, item.Description)
+		case fhirName == "" && (strings.Contains(item.Description, "FHIR") || item.Title == "" || item.Title[0] < 'A' || item.Title[0] > 'Z'):
+			t.Errorf("%s, not a FHIR type: title %q, description %q", typ, item.Title, item.Description)
 		}
 	}
 }

@@ -5,7 +5,8 @@
 // ZIPs longer than three digits, UUIDs, literal references, URLs, IP
 // addresses, identifier-like tokens, photos and encoded content, bare whole
 // numbers of nine digits or more, ISO 3166-2 codes of units smaller than a
-// state, countries of 20,000 people or fewer, a questionnaire answer's year
+// state, countries of 20,000 people or fewer, any year (a birth, an event,
+// a questionnaire answer's)
 // of someone over 89). The
 // research (HRESCH) tests of packages rego, minimize and server scan what
 // custos releases with it: zero findings, and a positive control on the
@@ -326,9 +327,12 @@ func (s *Scanner) walk(ptr, key string, v any, out *[]Finding) {
 		}
 		s.scalar(ptr, key, string(x), add)
 	case string:
-		if m := yearRE.FindStringSubmatch(x); m != nil && strings.HasPrefix(key, "value") && strings.Contains(ptr, "/answer/") {
-			// A questionnaire answer: its question (a date of birth?) is
-			// not in the output, so a year is judged as a birth year.
+		if m := yearRE.FindStringSubmatch(x); m != nil {
+			// A date (a year at least) of someone now over 89: a birth
+			// year, a questionnaire answer (its question, a date of
+			// birth?, is not in the output), and any event of that year,
+			// which whoever it happened to lived through, so was born in
+			// it or before.
 			if y, _ := strconv.Atoi(m[1]); s.nowYear-y-1 > 89 {
 				add(ClassDates)
 			}
