@@ -102,6 +102,7 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 		return newError(w, "Bundle", ErrJSON, "not a JSON object")
 	}
 	lineAt, counted := line, 0
+	next := false // a link of relation next: the Bundle is one page of more
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -121,6 +122,16 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 				return newError(w, "Bundle.meta", ErrJSON, "not a Meta")
 			}
 			b.labels = labelsOf(meta.Security)
+		case "link":
+			var links []struct {
+				Relation string `json:"relation"`
+			}
+			if err := dec.Decode(&links); err != nil {
+				return newError(w, "Bundle.link", ErrJSON, "not an array of links")
+			}
+			for _, l := range links {
+				next = next || l.Relation == "next"
+			}
 		case "entry":
 			if t, err := dec.Token(); err != nil || t != json.Delim('[') {
 				return newError(w, "Bundle.entry", ErrJSON, "not an array")
@@ -151,6 +162,11 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 	}
 	if !importedBundleTypes[b.typ] {
 		return newError(w, "Bundle.type", ErrUnsupported, "only collection, document, transaction, batch and searchset Bundles are imported")
+	}
+	if next && b.typ == "searchset" && rd.opts.Complete {
+		// One page of a search result: a full import would retire every
+		// resource on the pages it lacks (as a partial $export would).
+		return newError(w, "Bundle.link", ErrValue, "the search result continues on another page (link next), so this Bundle holds only part of it, and a full import retires what its input does not hold: import every page without --full (custos sync follows the pages)")
 	}
 	if err := b.index(s, entries); err != nil {
 		return err

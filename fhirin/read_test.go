@@ -857,3 +857,45 @@ func TestReadSymlinkedFiles(t *testing.T) {
 		}
 	}
 }
+
+// A full import of one page of a search result (a searchset whose link
+// says the result continues: relation next) would retire every resource
+// on the pages it lacks, as a partial $export would: it is refused, naming
+// the link; the same page imports without --full, and a searchset that is
+// complete (no next link, or only self) imports in full.
+func TestReadFullRefusesSearchPage(t *testing.T) {
+	dir := t.TempDir()
+	read := func(links string, complete bool) error {
+		p := filepath.Join(dir, "page.json")
+		b := `{"resourceType":"Bundle","type":"searchset","total":40,` + links + `"entry":[{"fullUrl":"https://ehr.example/fhir/Patient/p1","resource":{"resourceType":"Patient","id":"p1"},"search":{"mode":"match"}}]}`
+		if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return Read(t.Context(), p, Options{Link: testLink, Complete: complete}, func(Item) error { return nil })
+	}
+	for _, links := range []string{
+		`"link":[{"relation":"self","url":"https://ehr.example/fhir/Patient?_count=1"},{"relation":"next","url":"https://ehr.example/fhir/Patient?_count=1&_offset=1"}],`,
+		`"link":[{"relation":"next","url":"https://ehr.example/fhir?_getpages=abc"}],`,
+	} {
+		err := read(links, true)
+		var fe *Error
+		if !errors.As(err, &fe) || !errors.Is(err, ErrValue) || fe.Path != "Bundle.link" || !strings.Contains(fe.Detail, "next") {
+			t.Errorf("%s full: %v, want ErrValue at Bundle.link naming next", links, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "ehr.example") {
+			t.Errorf("the error quotes the link's url: %v", err)
+		}
+		if err := read(links, false); err != nil {
+			t.Errorf("%s, not full: %v", links, err)
+		}
+	}
+	for _, links := range []string{``, `"link":[{"relation":"self","url":"https://ehr.example/fhir/Patient"}],`, `"link":[],`} {
+		if err := read(links, true); err != nil {
+			t.Errorf("%q full: %v", links, err)
+		}
+	}
+	bad := `"link":{"relation":"next"},`
+	if err := read(bad, false); !errors.Is(err, ErrJSON) {
+		t.Errorf("link not an array: %v, want ErrJSON", err)
+	}
+}
