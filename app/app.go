@@ -242,6 +242,10 @@ func (a *App) serveAdmin() error {
 	// log to investigate it; their access records are appended to the same
 	// chain, after the audit/integrity record, like every other record.
 	svc := access.New(a.audit, checkpointedLog{a.audit, a.ckpt, nil}, a.o.DataDir, a.log)
+	// A bundle is assembled in the data directory, on the audit volume:
+	// it must not take the reserve kept for refusals and the shutdown
+	// checkpoint.
+	svc.LimitSpace(a.disk.Spare)
 	path := admin.Path(a.o.DataDir)
 	cfg := admin.Config{Service: svc, Groups: a.o.Admin.Groups, Logger: a.log}
 	if a.syncOpts != nil {

@@ -135,8 +135,9 @@ func (d *Dev) PersistIn(dir string) error {
 
 // writeDevKeys writes kf to path (mode 0600): a new file, or with replace
 // a new version of an existing one (through a temporary file and a rename,
-// so a crash leaves the old or the new file, never half of one). It
-// returns the bytes written.
+// so a crash leaves the old or the new file, never half of one). A new
+// file that cannot be written whole is removed again. It returns the bytes
+// written.
 func writeDevKeys(path string, kf devKeyFile, replace bool) ([]byte, error) {
 	b, _ := json.Marshal(kf)
 	b = append(b, '\n')
@@ -152,14 +153,22 @@ func writeDevKeys(path string, kf devKeyFile, replace bool) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secrets: creating %s: %w", DevKeyFile, err)
 	}
+	// Keys that cannot be written whole (a full disk) are removed: the
+	// file is this call's (O_EXCL), and a partial one would be refused by
+	// every later start on this directory. The directory is fsynced, so
+	// that the file's name is as durable as its bytes.
 	_, werr := f.Write(b)
-	if err := f.Sync(); werr == nil {
-		werr = err
+	if werr == nil {
+		werr = f.Sync()
 	}
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
+	if werr == nil {
+		werr = durable.SyncDir(filepath.Dir(path))
+	}
 	if werr != nil {
+		os.Remove(path)
 		return nil, fmt.Errorf("secrets: writing %s: %w", DevKeyFile, werr)
 	}
 	return b, nil

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/custos-mcp/custos/internal/tmpfstest"
 )
 
 func TestDevKeysAreRandomCopiesAndNeverPrinted(t *testing.T) {
@@ -148,5 +152,45 @@ func TestDevAuditKeyHistoryIsItsOneKey(t *testing.T) {
 	k, _ := d.AuditKey(context.Background())
 	if err != nil || len(h) != 1 || len(h.Unreadable()) != 0 || h[0].ID != "dev:file" || !bytes.Equal(h.Keys()[0].Bytes, k.Bytes) {
 		t.Fatalf("dev history: %+v %v", h, err)
+	}
+}
+
+// TestDevPersistInOnAFullDiskLeavesNoFile: dev-keys.json is created in the
+// data directory, the audit volume; when that volume is full the keys
+// cannot be written, and the empty file left behind made every later
+// start with --dev on that directory fail ("not a dev key file") until it
+// was removed by hand. Once space is freed, PersistIn must draw and write
+// the keys, and a second Dev must read the same ones.
+func TestDevPersistInOnAFullDiskLeavesNoFile(t *testing.T) {
+	dir := tmpfstest.Mount(t, 256<<10)
+	path := filepath.Join(dir, DevKeyFile)
+	filler := tmpfstest.Fill(t, dir, 0)
+	a, err := NewDev()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PersistIn(dir); !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), DevKeyFile) {
+		t.Fatalf("PersistIn on a full disk = %v, want ENOSPC naming %s", err, DevKeyFile)
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("PersistIn on a full disk left %s behind (%v)", DevKeyFile, err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PersistIn(dir); err != nil {
+		t.Fatalf("PersistIn once space is free: %v", err)
+	}
+	b, err := NewDev()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PersistIn(dir); err != nil {
+		t.Fatalf("PersistIn again: %v", err)
+	}
+	ka, _ := a.AuditKey(context.Background())
+	kb, _ := b.AuditKey(context.Background())
+	if !bytes.Equal(ka.Bytes, kb.Bytes) {
+		t.Error("a second Dev read another audit key than the one written")
 	}
 }

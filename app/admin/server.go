@@ -371,6 +371,8 @@ func status(code string) int {
 		return http.StatusBadGateway
 	case "not_recorded":
 		return http.StatusServiceUnavailable
+	case "no_room":
+		return http.StatusInsufficientStorage
 	}
 	return http.StatusInternalServerError
 }

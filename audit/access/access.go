@@ -56,11 +56,17 @@ var (
 	// ErrNotFound: what the request names does not exist (a seq beyond the
 	// view, no checkpoint yet). The access record was written.
 	ErrNotFound = errors.New("access: not found")
+	// ErrNoRoom: the export bundle being assembled in the data directory
+	// (on the audit volume) did not fit: it would have taken the volume
+	// into its reserve (Service.LimitSpace), or the volume is full. What
+	// was written of it is removed; the access record stays. Free space
+	// on the audit volume, or export a shorter range.
+	ErrNoRoom = errors.New("access: no room on the audit volume to assemble the bundle")
 )
 
 // Code is the stable error code of err for transports: "bad_request",
 // "not_recorded", "not_found", "no_checkpoint", "checkpoint_mismatch",
-// "not_empty", "corrupt" or "internal".
+// "not_empty", "no_room", "corrupt" or "internal".
 func Code(err error) string {
 	switch {
 	case errors.Is(err, ErrBadRequest), errors.Is(err, bundle.ErrBadRange):
@@ -75,6 +81,8 @@ func Code(err error) string {
 		return "checkpoint_mismatch"
 	case errors.Is(err, errNotEmpty):
 		return "not_empty"
+	case errors.Is(err, ErrNoRoom):
+		return "no_room"
 	case errors.Is(err, audit.ErrCorrupt):
 		return "corrupt"
 	}

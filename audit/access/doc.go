@@ -45,5 +45,9 @@
 // temporary directory inside the data directory (.access-bundle-*) and
 // streamed as a tar archive; the temporary directory is removed when Run
 // returns, and one left by a process that was killed meanwhile is removed
-// by the next New (only the lock holder creates a Service).
+// by the next New (only the lock holder creates a Service). The data
+// directory is the audit log's volume: a server hands its reserve check to
+// Service.LimitSpace, which every write to a bundle asks first, so that a
+// bundle stops (ErrNoRoom) before it takes the room kept for refusal
+// records and the shutdown checkpoint.
 package access

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
@@ -56,6 +57,7 @@ type Service struct {
 	log     *audit.Log
 	app     Appender
 	dir     string // the data directory: its checkpoints.jsonl, and room for temporary bundles
+	space   func(need uint64) error
 	logger  *slog.Logger
 	nowFunc func() time.Time
 }
@@ -74,6 +76,17 @@ func New(log *audit.Log, app Appender, dir string, logger *slog.Logger) *Service
 	removeStaleBundles(dir, logger)
 	return &Service{log: log, app: app, dir: dir, logger: logger, nowFunc: time.Now}
 }
+
+// LimitSpace has the Service ask space, before each write to a bundle it
+// assembles in the data directory, whether need more bytes fit on that
+// volume; when space says no, the bundle stops with ErrNoRoom and what
+// was written of it is removed. A server passes its audit volume's
+// reserve check (ops.DiskWatch.Spare), so that a bundle never takes the
+// room kept for refusal records and the shutdown checkpoint. Without it
+// (the default, and the CLI's own process, in which nothing else writes
+// to the log) only a full volume stops a bundle, also with ErrNoRoom.
+// Call it before the first Run.
+func (s *Service) LimitSpace(space func(need uint64) error) { s.space = space }
 
 // bundleTemp prefixes the temporary directory of a bundle being assembled
 // in the data directory (sendBundle).
@@ -554,20 +567,47 @@ func (s *Service) provable(v View, lines [][]byte) ([][]byte, uint64, error) {
 
 // sendBundle writes the bundle o of the view into a temporary directory
 // inside the data directory, hands that directory to send (which streams
-// its files), and removes it.
+// its files), and removes it. Each write to the bundle asks s.space
+// first; a refusal, or a full volume, fails with ErrNoRoom.
 func (s *Service) sendBundle(ctx context.Context, v bundle.Source, o bundle.WriteOptions, send func(dir string) error) (bundle.Manifest, error) {
 	tmp, err := os.MkdirTemp(s.dir, bundleTemp)
 	if err != nil {
-		return bundle.Manifest{}, err
+		return bundle.Manifest{}, s.noRoom(err, 0)
 	}
 	defer os.RemoveAll(tmp)
 	dir := filepath.Join(tmp, "bundle")
 	o.Now = s.nowFunc
+	var written uint64
+	var refused error
+	o.Space = func(need uint64) error {
+		if s.space != nil {
+			if err := s.space(need); err != nil {
+				refused = fmt.Errorf("%w: %v (%d bytes of the bundle written so far); free space on the audit volume or export a shorter range", ErrNoRoom, err, written)
+				return refused
+			}
+		}
+		written += need
+		return nil
+	}
 	m, err := bundle.Write(ctx, dir, v, o)
 	if err != nil {
-		return m, err
+		if refused != nil && errors.Is(err, refused) {
+			return m, refused
+		}
+		return m, s.noRoom(err, written)
 	}
 	return m, send(dir)
+}
+
+// noRoom names a full volume (ENOSPC) met while assembling a bundle
+// in the data directory: a bundle is assembled there whatever the room of
+// the directory it is written to in the end. Other errors are returned
+// as they are.
+func (s *Service) noRoom(err error, written uint64) error {
+	if !errors.Is(err, syscall.ENOSPC) {
+		return err
+	}
+	return fmt.Errorf("%w: the audit volume (%s) is full (%d bytes of the bundle written): %v; free space on the audit volume or export a shorter range: the bundle is assembled there before it is written to --out", ErrNoRoom, s.dir, written, err)
 }
 
 // ReportRequest is a privacy officer's report (package report) over the

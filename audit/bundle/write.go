@@ -99,6 +99,14 @@ type WriteOptions struct {
 	VKeys []string
 	// Now is the clock for Manifest.Created; nil = time.Now.
 	Now func() time.Time
+	// Space, if not nil, is asked before every write to the bundle's
+	// files with the bytes about to be written (a buffer's worth, at most
+	// 256 KiB, or one small file): an error stops Write before those
+	// bytes are written, and Write removes what it wrote and returns that
+	// error. The caller decides whether the bundle's volume has room
+	// (package access keeps the audit volume's reserve). nil: the file
+	// system's own limits only.
+	Space func(need uint64) error
 }
 
 // Write exports records From..To of src as a bundle in the new directory
@@ -182,9 +190,10 @@ func Write(ctx context.Context, dir string, src Source, opts WriteOptions) (Mani
 		}
 	}()
 	files := map[string]string{}
+	w := &writer{dir: tmp, space: opts.Space}
 
 	// records.jsonl and the human formats, in one pass.
-	leaves, err := writeRecords(ctx, tmp, src, opts, files)
+	leaves, err := writeRecords(ctx, w, src, opts, files)
 	if err != nil {
 		return Manifest{}, err
 	}
@@ -204,14 +213,14 @@ func Write(ctx context.Context, dir string, src Source, opts WriteOptions) (Mani
 	}
 	ck.Write(upper.Line)
 	ck.WriteByte('\n')
-	if err := writeFile(tmp, FileCheckpoints, ck.Bytes(), files); err != nil {
+	if err := w.writeFile(FileCheckpoints, ck.Bytes(), files); err != nil {
 		return Manifest{}, err
 	}
 	pj, err := json.MarshalIndent(proof, "", "  ")
 	if err != nil {
 		return Manifest{}, err
 	}
-	if err := writeFile(tmp, FileProof, append(pj, '\n'), files); err != nil {
+	if err := w.writeFile(FileProof, append(pj, '\n'), files); err != nil {
 		return Manifest{}, err
 	}
 	now := time.Now
@@ -234,7 +243,7 @@ func Write(ctx context.Context, dir string, src Source, opts WriteOptions) (Mani
 	if err != nil {
 		return Manifest{}, err
 	}
-	if err := writeFile(tmp, FileManifest, append(mj, '\n'), nil); err != nil {
+	if err := w.writeFile(FileManifest, append(mj, '\n'), nil); err != nil {
 		return Manifest{}, err
 	}
 	// Publish: an empty dir is replaced, a non-empty one refused.
@@ -292,6 +301,28 @@ func pickCheckpoints(lines [][]byte, from, to uint64) (lower, upper *checkpoint,
 	return lower, upper, nil
 }
 
+// writer creates the bundle's files in dir, asking space (nil: nothing)
+// before each write to them.
+type writer struct {
+	dir   string
+	space func(need uint64) error
+}
+
+// spaceFile asks space for room before each write to f.
+type spaceFile struct {
+	f     *os.File
+	space func(need uint64) error
+}
+
+func (s spaceFile) Write(p []byte) (int, error) {
+	if s.space != nil && len(p) > 0 {
+		if err := s.space(uint64(len(p))); err != nil {
+			return 0, err
+		}
+	}
+	return s.f.Write(p)
+}
+
 // digestWriter hashes what it writes.
 type digestWriter struct {
 	f *os.File
@@ -299,13 +330,13 @@ type digestWriter struct {
 	h hash.Hash
 }
 
-func createDigest(dir, name string) (*digestWriter, error) {
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+func (w *writer) createDigest(name string) (*digestWriter, error) {
+	f, err := os.OpenFile(filepath.Join(w.dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	h := sha256.New()
-	return &digestWriter{f: f, b: bufio.NewWriterSize(io.MultiWriter(f, h), 256<<10), h: h}, nil
+	return &digestWriter{f: f, b: bufio.NewWriterSize(io.MultiWriter(spaceFile{f, w.space}, h), 256<<10), h: h}, nil
 }
 
 func (d *digestWriter) Write(p []byte) (int, error) { return d.b.Write(p) }
@@ -325,38 +356,49 @@ func (d *digestWriter) close(name string, files map[string]string) error {
 	return err
 }
 
-func writeFile(dir, name string, data []byte, files map[string]string) error {
-	d, err := createDigest(dir, name)
+func (w *writer) writeFile(name string, data []byte, files map[string]string) error {
+	d, err := w.createDigest(name)
 	if err != nil {
 		return err
 	}
-	d.Write(data)
+	if _, err := d.Write(data); err != nil {
+		d.f.Close()
+		return err
+	}
 	return d.close(name, files)
 }
 
 // writeRecords writes records.jsonl and the human formats and returns the
-// records' leaf hashes.
-func writeRecords(ctx context.Context, dir string, src Source, opts WriteOptions, files map[string]string) ([]tlog.Hash, error) {
-	rec, err := createDigest(dir, FileRecords)
+// records' leaf hashes. A write that fails (a full disk, or Space
+// refusing) stops the walk at once: the buffered writers would keep the
+// error and write nothing more, but the walk would render every record
+// to the end. Every file is closed on return, also on an error: an open
+// descriptor keeps a removed file's blocks allocated.
+func writeRecords(ctx context.Context, w *writer, src Source, opts WriteOptions, files map[string]string) ([]tlog.Hash, error) {
+	rec, err := w.createDigest(FileRecords)
 	if err != nil {
 		return nil, err
 	}
+	defer rec.f.Close() // after close, a no-op
 	type human struct {
 		f Format
 		d *digestWriter
 	}
 	var hs []human
 	for _, f := range slices.Compact(slices.Sorted(slices.Values(opts.Formats))) {
-		d, err := createDigest(dir, f.FileName())
+		d, err := w.createDigest(f.FileName())
 		if err != nil {
 			return nil, err
 		}
+		defer d.f.Close()
+		hs = append(hs, human{f: f, d: d})
 		head, err := f.header()
 		if err != nil {
 			return nil, err
 		}
-		d.Write(head)
-		hs = append(hs, human{f: f, d: d})
+		if _, err := d.Write(head); err != nil {
+			return nil, err
+		}
 	}
 	leaves := make([]tlog.Hash, 0, opts.To-opts.From+1)
 	next := opts.From
@@ -366,8 +408,12 @@ func writeRecords(ctx context.Context, dir string, src Source, opts WriteOptions
 		}
 		next++
 		leaves = append(leaves, tlog.RecordHash(canonical))
-		rec.Write(canonical)
-		rec.Write([]byte{'\n'})
+		if _, err := rec.Write(canonical); err != nil {
+			return err
+		}
+		if _, err := rec.Write([]byte{'\n'}); err != nil {
+			return err
+		}
 		if len(hs) == 0 {
 			return nil
 		}
@@ -380,7 +426,9 @@ func writeRecords(ctx context.Context, dir string, src Source, opts WriteOptions
 			if err != nil {
 				return err
 			}
-			h.d.Write(b)
+			if _, err := h.d.Write(b); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

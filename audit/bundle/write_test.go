@@ -211,3 +211,58 @@ func TestManifestJSON(t *testing.T) {
 		t.Fatalf("manifest JSON\n got %s\nwant %s", b, want)
 	}
 }
+
+// TestWriteAsksSpace: WriteOptions.Space is asked before every byte the
+// bundle's files take, at most a buffer's worth at a time; a refusal stops
+// Write at once with Space's error, before those bytes are written, and
+// nothing of the bundle is left.
+func TestWriteAsksSpace(t *testing.T) {
+	ctx := context.Background()
+	l := openRealLog(t, 300)
+	k := newTestKey(t, testOrigin, 1)
+	opts := WriteOptions{From: 1, To: 300, Checkpoints: checkpoints(t, k, l, 300), Formats: []Format{FormatCSV, FormatFHIR, FormatOCSF}}
+	var asked, calls uint64
+	opts.Space = func(need uint64) error {
+		if need == 0 || need > 256<<10 {
+			t.Errorf("Space asked for %d bytes, want 1..256 KiB", need)
+		}
+		asked += need
+		calls++
+		return nil
+	}
+	dir := filepath.Join(t.TempDir(), "bundle")
+	m, err := Write(ctx, dir, l, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size uint64
+	for name := range m.Files {
+		size += uint64(len(mustRead(t, filepath.Join(dir, name))))
+	}
+	size += uint64(len(mustRead(t, filepath.Join(dir, FileManifest))))
+	if asked != size {
+		t.Errorf("Space was asked for %d bytes, the bundle's files hold %d", asked, size)
+	}
+
+	if calls < 8 { // six files, and more than one buffer
+		t.Fatalf("Space was asked %d times: too few to test", calls)
+	}
+	refusal := errors.New("no room")
+	for _, stop := range []uint64{1, calls / 2, calls} {
+		var n uint64
+		opts.Space = func(uint64) error {
+			if n++; n == stop {
+				return refusal
+			}
+			return nil
+		}
+		parent := t.TempDir()
+		_, err := Write(ctx, filepath.Join(parent, "bundle"), l, opts)
+		if !errors.Is(err, refusal) || n != stop {
+			t.Errorf("refused at call %d: Write = %v after %d calls, want the refusal at once", stop, err, n)
+		}
+		if left, _ := os.ReadDir(parent); len(left) > 0 {
+			t.Errorf("refused at call %d: %d entries left beside the bundle", stop, len(left))
+		}
+	}
+}

@@ -213,3 +213,21 @@ func (d *DiskWatch) Room(need uint64) error {
 	}
 	return nil
 }
+
+// Spare samples the volume now and returns nil while need more bytes
+// written to it would leave its free space at or above the reserve;
+// otherwise, or when it cannot be read, an error naming the free space,
+// the reserve and need. Work that takes room on the audit log's volume
+// only for a while (an export bundle assembled there) asks before each
+// write, and stops before it takes the reserve kept for the records that
+// must be written (refusals, policy loads, the shutdown checkpoint).
+func (d *DiskWatch) Spare(need uint64) error {
+	if err := d.Sample(); err != nil {
+		return fmt.Errorf("the free space of the audit volume (%s) cannot be read: %w", d.o.Dir, err)
+	}
+	free := d.Free()
+	if free < d.o.Reserve || free-d.o.Reserve < need {
+		return fmt.Errorf("the audit volume (%s) has %d bytes free and keeps %d in reserve (audit.disk_reserve): %d more would take it into the reserve", d.o.Dir, free, d.o.Reserve, need)
+	}
+	return nil
+}

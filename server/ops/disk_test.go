@@ -100,3 +100,37 @@ func TestDiskWatchRoom(t *testing.T) {
 		}
 	}
 }
+
+// Spare answers for the volume as it is now and keeps the reserve, not
+// the watermark: work that holds room only for a while may go below the
+// watermark (the alert) but never into the reserve.
+func TestDiskWatchSpare(t *testing.T) {
+	free, ferr := uint64(10<<30), error(nil)
+	d, err := NewDiskWatch(DiskOptions{Dir: t.TempDir(), Watermark: 2 << 30, Reserve: 1 << 30,
+		Free: func(string) (uint64, error) { return free, ferr }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		free, need uint64
+		err        error
+		want       string // "" for room
+	}{
+		{10 << 30, 9 << 30, nil, ""},
+		{10 << 30, 9<<30 + 1, nil, "has 10737418240 bytes free and keeps 1073741824 in reserve (audit.disk_reserve): 9663676417 more would take it into the reserve"},
+		{2<<30 - 1, 1 << 20, nil, ""}, // below the watermark, above the reserve
+		{1 << 30, 0, nil, ""},
+		{1 << 30, 1, nil, "1 more would take it into the reserve"},
+		{1<<30 - 1, 0, nil, "has 1073741823 bytes free"},
+		{10 << 30, 1, errors.New("statfs: boom"), "cannot be read: statfs: boom"},
+	} {
+		free, ferr = tc.free, tc.err
+		err := d.Spare(tc.need)
+		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("free %d, need %d (%v): %v, want %q", tc.free, tc.need, tc.err, err, tc.want)
+		}
+		if got := d.Free(); tc.err == nil && got != tc.free {
+			t.Errorf("free %d: the watch holds %d after Spare", tc.free, got)
+		}
+	}
+}
