@@ -327,12 +327,21 @@ func (a *Anchor) appendLine(e Entry) error {
 		return fmt.Errorf("checkpoint: anchor %s: close: %w", path, err)
 	}
 	if created {
-		if err := durable.SyncDir(a.Dir); err != nil {
+		if err := syncDir(a.Dir); err != nil {
+			// Not reported written: remove the file, so that the next
+			// Append creates it again and fsyncs the directory (appended
+			// to as it is, it would never be).
+			if rerr := os.Remove(path); rerr != nil {
+				return fmt.Errorf("checkpoint: anchor %s: fsync directory: %w; the file could not be removed: %v", a.Dir, err, rerr)
+			}
 			return fmt.Errorf("checkpoint: anchor %s: fsync directory: %w", a.Dir, err)
 		}
 	}
 	return nil
 }
+
+// syncDir fsyncs a directory; a test replaces it to make it fail.
+var syncDir = durable.SyncDir
 
 // syncLine, when a test sets it, replaces the fsync of an appended line
 // (whose file held before bytes before it): no local file system fails an

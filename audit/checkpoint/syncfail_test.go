@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/custos-mcp/custos/internal/durable"
 )
 
 // failSync makes the next n fsyncs of an anchor line fail like a full
@@ -141,5 +143,44 @@ func TestAnchorUndoLeavesWhatItDidNotWrite(t *testing.T) {
 		if got, _ := os.ReadFile(a.Path()); string(got) != string(want) || len(got) == 0 {
 			t.Errorf("%s: the file changed after the failed Append", tc.name)
 		}
+	}
+}
+
+// TestAnchorFirstAppendDirSyncFailureLeavesNoFile: the first Append, whose
+// fsync of the directory fails, was not reported written and removes the
+// file it created: the next Append then creates it again and fsyncs the
+// directory. Left behind, the file was appended to without that fsync
+// ever succeeding, and a crash could lose the anchor's only file.
+func TestAnchorFirstAppendDirSyncFailureLeavesNoFile(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := testSigner(t)
+	tr := newTree("rec", 2)
+	a := &Anchor{Dir: dir}
+	synced, fail := 0, true
+	syncDir = func(d string) error {
+		if fail {
+			fail = false
+			return &os.PathError{Op: "sync", Path: d, Err: syscall.EIO}
+		}
+		synced++
+		return durable.SyncDir(d)
+	}
+	t.Cleanup(func() { syncDir = durable.SyncDir })
+	ctx := context.Background()
+	e := signedEntry(t, s, tr, 1)
+	if err := a.Append(ctx, e.Note, Checkpoint{Origin: testOrigin, Size: e.Size, Root: e.Root}, t0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Append whose directory fsync fails = %v, want EIO", err)
+	}
+	if _, err := os.Lstat(a.Path()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the failed first Append left %s behind (%v)", FileName, err)
+	}
+	for size := int64(1); size <= 2; size++ {
+		e := signedEntry(t, s, tr, size)
+		if err := a.Append(ctx, e.Note, Checkpoint{Origin: testOrigin, Size: e.Size, Root: e.Root}, t0); err != nil {
+			t.Fatalf("Append of size %d after the failed one: %v", size, err)
+		}
+	}
+	if synced != 1 {
+		t.Errorf("the directory was fsynced %d times after the failed Append, want once (its file created again)", synced)
 	}
 }
