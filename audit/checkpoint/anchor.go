@@ -222,8 +222,9 @@ func (a *Anchor) Path() string { return filepath.Join(a.Dir, FileName) }
 // and returns once the line is fsynced (and the directory too, when the
 // file was created). It checks that the note's body is ckpt (not the
 // signature). It refuses to append after a torn last line (*TornError).
-// A write that fails part way (ENOSPC on a full disk) is cut back, so the
-// file ends with the line before (see the package invariants).
+// A write that fails part way (ENOSPC on a full disk), or an fsync that
+// fails, is cut back, so the file ends with the line before (see the
+// package invariants).
 func (a *Anchor) Append(ctx context.Context, signedNote []byte, ckpt Checkpoint, t time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -313,26 +314,55 @@ func (a *Anchor) appendLine(e Entry) error {
 		}
 		return fmt.Errorf("checkpoint: anchor %s: write: %w", path, err)
 	}
-	if err := f.Sync(); err != nil {
+	if err := syncFile(f, before); err != nil {
+		// Not reported written either: on a network file system
+		// (NFS, SMB) write only fills a cache and a full volume shows
+		// here, with the server holding all, part or none of the line.
+		if cerr := undoAppend(f, created, before, int64(len(b))); cerr != nil {
+			return fmt.Errorf("checkpoint: anchor %s: fsync: %w; its line could not be removed: %v", path, err, cerr)
+		}
 		return fmt.Errorf("checkpoint: anchor %s: fsync: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("checkpoint: anchor %s: close: %w", path, err)
 	}
 	if created {
-		if err := durable.SyncDir(a.Dir); err != nil {
+		if err := syncDir(a.Dir); err != nil {
+			// Not reported written: remove the file, so that the next
+			// Append creates it again and fsyncs the directory (appended
+			// to as it is, it would never be).
+			if rerr := os.Remove(path); rerr != nil {
+				return fmt.Errorf("checkpoint: anchor %s: fsync directory: %w; the file could not be removed: %v", a.Dir, err, rerr)
+			}
 			return fmt.Errorf("checkpoint: anchor %s: fsync directory: %w", a.Dir, err)
 		}
 	}
 	return nil
 }
 
-// undoAppend removes what a failed write of n bytes left in f, which held
-// before bytes: the file itself if this Append created it (so that the
-// next one creates it again and fsyncs its directory), else the n bytes,
-// by truncating f to before and fsyncing it. It does so only if f holds
-// exactly before+n bytes (nothing else was appended meanwhile). The bytes
-// were never reported written, so no checkpoint is lost.
+// syncDir fsyncs a directory; a test replaces it to make it fail.
+var syncDir = durable.SyncDir
+
+// syncLine, when a test sets it, replaces the fsync of an appended line
+// (whose file held before bytes before it): no local file system fails an
+// fsync on demand.
+var syncLine func(f *os.File, before int64) error
+
+func syncFile(f *os.File, before int64) error {
+	if syncLine != nil {
+		return syncLine(f, before)
+	}
+	return f.Sync()
+}
+
+// undoAppend removes what a failed write or fsync of at most n bytes left
+// in f, which held before bytes: the file itself if this Append created it
+// (so that the next one creates it again and fsyncs its directory), else
+// those bytes, by truncating f to before and fsyncing it. It does so only
+// if f holds between before and before+n bytes (nothing else was appended
+// meanwhile; after a failed fsync a network file system may hold any part
+// of the line). The bytes were never reported written, so no checkpoint
+// is lost.
 func undoAppend(f *os.File, created bool, before, n int64) error {
 	if !created && n == 0 {
 		return nil
@@ -341,8 +371,8 @@ func undoAppend(f *os.File, created bool, before, n int64) error {
 	if err != nil {
 		return err
 	}
-	if fi.Size() != before+n {
-		return fmt.Errorf("the file holds %d bytes, not the %d before the write plus the %d it wrote: left as it is", fi.Size(), before, n)
+	if fi.Size() < before || fi.Size() > before+n {
+		return fmt.Errorf("the file holds %d bytes, not the %d before the write plus at most the %d it wrote: left as it is", fi.Size(), before, n)
 	}
 	if created {
 		return os.Remove(f.Name())

@@ -46,14 +46,23 @@
 //     It never rewrites, truncates or repairs what a file held before the
 //     call, refuses to append after a torn line, and never creates the
 //     anchor directory. A write that stops part way (a full disk: ENOSPC
-//     after the line's first bytes) is cut back to the size the file had,
-//     and a file the call created is removed (the next Append creates it
-//     again and fsyncs the directory), so that a full disk leaves no torn
-//     line; only a crash mid-write does. The cut is skipped, and the error
-//     says so, when the file has grown by more than that write, or when
-//     the file system refuses it (an append-only mount). Tested on a full
-//     tmpfs: TestAnchorAppendDiskFullLeavesNoTornLine and
-//     TestAnchorFirstAppendDiskFullLeavesNoFile.
+//     after the line's first bytes), or whose fsync fails (a full network
+//     volume, NFS or SMB, where write only fills a cache and the server
+//     may keep any part of the line), is cut back to the size the file
+//     had, and a file the call created is removed, also when the fsync
+//     of its directory fails (the next Append creates it again and
+//     fsyncs the directory), so that a full disk leaves no torn line;
+//     only a crash mid-write does. The cut is skipped, and the error says
+//     so, when the file is shorter than before or longer than before plus
+//     the line, or when the file system refuses it (an append-only
+//     mount). Tested on a full tmpfs:
+//     TestAnchorAppendDiskFullLeavesNoTornLine and
+//     TestAnchorFirstAppendDiskFullLeavesNoFile; the failed fsync, which
+//     no local file system gives on demand, with an injected one:
+//     TestAnchorAppendFsyncFailureLeavesNoTornLine,
+//     TestAnchorFirstAppendFsyncFailureLeavesNoFile,
+//     TestAnchorFirstAppendDirSyncFailureLeavesNoFile and
+//     TestAnchorUndoLeavesWhatItDidNotWrite.
 //   - One root per size: the Checkpointer never signs a head that is
 //     smaller than, equal in size but different from, or not provably
 //     consistent with the last checkpoint it knows; it reports the

@@ -156,7 +156,7 @@ func (e *InconsistentError) Unwrap() error { return e.Err }
 // (cp checkpoints.jsonl checkpoints.jsonl.torn-DATE), then cut the file at
 // Offset (truncate -s OFFSET checkpoints.jsonl) and restart custos. custos
 // never repairs an anchor itself: the external anchor is evidence. (A
-// write that fails part way while custos runs, e.g. on a full disk, is cut
+// write or fsync that fails while custos runs, e.g. on a full disk, is cut
 // back by Append itself and leaves no torn line.)
 type TornError struct {
 	Path   string
