@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -900,6 +901,121 @@ func TestSyncLinksStoredBinary(t *testing.T) {
 					t.Logf("%s %s v%d %v", r.URI, r.Labels.Type, r.Version, r.Labels.Sensitivity)
 				}
 				t.Errorf("after the incremental sync: %d live, labelled %q, want 5 and %q", len(page), labelled, want)
+			}
+		})
+	}
+}
+
+// TestSyncFetchesLinkedBinary: a DocumentReference on the real FHIR server
+// whose attachment url names a Binary of that server, synced by an export
+// (or search) that does not hold Binaries (as Epic's and Oracle Health's
+// Bulk exports do not: Binary is outside the Patient compartment): the
+// sync fetches the Binary by its url (GET [base]/Binary/<id>, with its
+// token) and imports it with the DocumentReference, so the note's bytes
+// are in the catalog with the DocumentReference's label. Before, the whole
+// sync failed on the reader's dangling link and imported nothing.
+func TestSyncFetchesLinkedBinary(t *testing.T) {
+	for _, mode := range []string{"bulk", "rest"} {
+		t.Run(mode, func(t *testing.T) {
+			env := newSyncEnv(t)
+			bulk := map[string]string{"bulk": "system", "rest": "none"}[mode]
+			srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: bulk, Seed: map[string]int{"resources": 3}, ExportPolls: 1})
+			var pats []string
+			srv.control(t, "ids", map[string]string{"type": "Patient"}, &pats)
+			if len(pats) != 1 {
+				t.Fatalf("patients %v", pats)
+			}
+			note := "Progress note: patient doing well.\n"
+			var bin, doc, doc2 struct {
+				ID string `json:"id"`
+			}
+			// No securityContext: the Binary is placed by the
+			// DocumentReference linking it.
+			srv.control(t, "create", map[string]any{"resourceType": "Binary", "contentType": "text/plain",
+				"data": base64.StdEncoding.EncodeToString([]byte(note))}, &bin)
+			srv.control(t, "create", map[string]any{"resourceType": "DocumentReference", "status": "current",
+				"meta":    map[string]any{"security": []map[string]string{{"system": "http://terminology.hl7.org/CodeSystem/v3-ActCode", "code": "PSY"}}},
+				"subject": map[string]string{"reference": "Patient/" + pats[0]},
+				"content": []map[string]any{{"attachment": map[string]string{"contentType": "text/plain", "url": "Binary/" + bin.ID}}}}, &doc)
+			// The same Binary named absolutely, on this server's base.
+			srv.control(t, "create", map[string]any{"resourceType": "DocumentReference", "status": "current",
+				"subject": map[string]string{"reference": "Patient/" + pats[0]},
+				"content": []map[string]any{{"attachment": map[string]string{"contentType": "text/plain", "url": srv.url + "/Binary/" + bin.ID}}}}, &doc2)
+			if bin.ID == "" || doc.ID == "" || doc2.ID == "" {
+				t.Fatalf("created Binary %q DocumentReferences %q %q", bin.ID, doc.ID, doc2.ID)
+			}
+			o := env.options(srv)
+			// The export (its _type) and the search leave Binary out.
+			o.Types = []string{"DocumentReference", "Organization", "Patient", "Practitioner"}
+			before := srv.stats(t).Requests["GET /fhir/Binary/:id"]
+			start := time.Now()
+			res, err := env.run(t, o)
+			if err != nil {
+				t.Fatalf("sync of a DocumentReference whose Binary the export does not hold: %v", err)
+			}
+			t.Logf("%s: fetched %d Binaries; sync took %s, %d requests", mode, res.Binaries, time.Since(start).Round(time.Millisecond), res.Requests)
+			if got := srv.stats(t).Requests["GET /fhir/Binary/:id"] - before; res.Binaries != 1 || res.Types["Binary"] != 1 || res.Resources != 6 || got != 1 {
+				t.Fatalf("result %+v, server saw %d Binary reads; want 1 Binary fetched once, 6 resources", res, got)
+			}
+			st, err := store.Open(env.imp.catalogPath, store.Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			page, err := st.Page("", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var bins []store.Resource
+			var labelled []string
+			for _, r := range page {
+				if r.Labels.Type == "attachment" {
+					bins = append(bins, r)
+				}
+				if len(r.Labels.Sensitivity) > 0 {
+					labelled = append(labelled, fmt.Sprintf("%s %v", r.Labels.Type, r.Labels.Sensitivity))
+				}
+			}
+			slices.Sort(labelled)
+			if len(page) != 6 || len(bins) != 1 {
+				t.Fatalf("catalog: %d live, %d Binaries; want 6 and 1", len(page), len(bins))
+			}
+			body, err := st.Blob(context.Background(), bins[0].Digest)
+			if err != nil || string(body) != note || !strings.HasPrefix(bins[0].MIMEType, "text/plain") {
+				t.Fatalf("the Binary in the catalog: %q (%s), %v; want the note", body, bins[0].MIMEType, err)
+			}
+			// The PSY label of the DocumentReference linking it labels the
+			// Binary, and through it the other DocumentReference naming it.
+			if want := []string{"attachment [psy]", "documentreference [psy]", "documentreference [psy]"}; !slices.Equal(labelled, want) {
+				for _, r := range page {
+					t.Logf("%s %s v%d %v", r.URI, r.Labels.Type, r.Version, r.Labels.Sensitivity)
+				}
+				t.Fatalf("labelled %q, want %q", labelled, want)
+			}
+			var sawEnd bool
+			for _, e := range env.audit.got {
+				if e.Action == fhirsync.ActionSyncEnd {
+					sawEnd = strings.Contains(e.Reason, " binaries_fetched=1") && e.Outcome == audit.OutcomeAllow
+				}
+			}
+			if !sawEnd {
+				t.Fatalf("no sync/end record counting the fetched Binary: %+v", env.audit.got)
+			}
+
+			// A Binary the server cannot serve fails the sync whole,
+			// naming the attachment's place, not its content.
+			time.Sleep(1100 * time.Millisecond)
+			srv.control(t, "create", map[string]any{"resourceType": "DocumentReference", "status": "current",
+				"subject": map[string]string{"reference": "Patient/" + pats[0]},
+				"content": []map[string]any{{"attachment": map[string]string{"contentType": "text/plain", "url": "Binary/gone"}}}}, nil)
+			calls := len(env.imp.calls)
+			_, err = env.run(t, o)
+			if !errors.Is(err, fhirsync.ErrServer) || !strings.Contains(err.Error(), "DocumentReference.content[0].attachment.url") ||
+				!strings.Contains(err.Error(), "HTTP 404") || strings.Contains(err.Error(), pats[0]) {
+				t.Fatalf("sync with an unservable Binary: %v; want ErrServer naming the attachment and the 404, not the patient", err)
+			}
+			if len(env.imp.calls) != calls {
+				t.Fatalf("the failed sync imported")
 			}
 		})
 	}
