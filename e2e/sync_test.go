@@ -944,6 +944,9 @@ func TestSyncFetchesLinkedBinary(t *testing.T) {
 			if bin.ID == "" || doc.ID == "" || doc2.ID == "" {
 				t.Fatalf("created Binary %q DocumentReferences %q %q", bin.ID, doc.ID, doc2.ID)
 			}
+			// The next increment starts at the second of this sync: none
+			// of these in it.
+			time.Sleep(time.Second)
 			o := env.options(srv)
 			// The export (its _type) and the search leave Binary out.
 			o.Types = []string{"DocumentReference", "Organization", "Patient", "Practitioner"}
@@ -961,7 +964,6 @@ func TestSyncFetchesLinkedBinary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer st.Close()
 			page, err := st.Page("", 100)
 			if err != nil {
 				t.Fatal(err)
@@ -1000,6 +1002,28 @@ func TestSyncFetchesLinkedBinary(t *testing.T) {
 			}
 			if !sawEnd {
 				t.Fatalf("no sync/end record counting the fetched Binary: %+v", env.audit.got)
+			}
+			binURI := bins[0].URI
+			st.Close()
+
+			// An increment whose DocumentReference changed and whose Binary
+			// did not fetches the Binary again (fhirsync cannot ask the
+			// catalog, which the importer owns, whether it is live there:
+			// docs/import.md, "custos sync"); the import finds it unchanged.
+			time.Sleep(1100 * time.Millisecond)
+			srv.control(t, "update", map[string]string{"type": "DocumentReference", "id": doc.ID}, nil)
+			res, err = env.run(t, o)
+			if err != nil || res.Full || res.Binaries != 1 || res.Types["DocumentReference"] != 1 {
+				t.Fatalf("increment of the changed DocumentReference: %+v, %v; want it and its Binary fetched again", res, err)
+			}
+			st, err = store.Open(env.imp.catalogPath, store.Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := st.Get(binURI)
+			st.Close()
+			if err != nil || r.Version != 1 || !slices.Equal(r.Labels.Sensitivity, []string{"psy"}) {
+				t.Fatalf("the Binary after the increment: v%d %v, %v; want v1 [psy], unchanged", r.Version, r.Labels.Sensitivity, err)
 			}
 
 			// A Binary the server cannot serve fails the sync whole,
