@@ -31,9 +31,18 @@ func stageCarrier(t *testing.T, base, typ, att, bin string) *stage {
 		"DiagnosticReport": `{"resourceType":"DiagnosticReport","id":"r1","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p1"},` +
 			`"presentedForm":[` + att + `]}`,
 		"Media": `{"resourceType":"Media","id":"m1","status":"completed","subject":{"reference":"Patient/p1"},"content":` + att + `}`,
+		// A DocumentReference contained in one: the reader lifts only the
+		// resource's own attachments; the contained one's url is a mention.
+		"Contained": `{"resourceType":"DocumentReference","id":"d1","status":"current","subject":{"reference":"Patient/p1"},` +
+			`"contained":[{"resourceType":"DocumentReference","id":"c1","status":"current","content":[{"attachment":` + att + `}]}],` +
+			`"content":[{"attachment":{"contentType":"text/plain"}}]}`,
 	}
 	for _, ty := range []string{"Patient", typ} {
-		if _, err := st.copyNDJSON(strings.NewReader(lines[ty]+"\n"), "src", ty, false); err != nil {
+		ft := ty
+		if ty == "Contained" {
+			ft = "DocumentReference"
+		}
+		if _, err := st.copyNDJSON(strings.NewReader(lines[ty]+"\n"), "src", ft, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,6 +103,7 @@ func TestBinaryRefsAgreeWithReader(t *testing.T) {
 		{"DocumentReference", `{"url":"Patient/p1"}`, ""}, // the reader's ErrValue
 		{"DocumentReference", `{"contentType":"text/plain","data":"aGk=","url":"Binary/b1"}`, ""},
 		{"DocumentReference", `{"url":7}`, ""},
+		{"Contained", `{"contentType":"text/plain","url":"Binary/b1"}`, ""},
 	} {
 		name := tc.typ + " " + tc.att
 		st := stageCarrier(t, base, tc.typ, tc.att, "")

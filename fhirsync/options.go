@@ -43,7 +43,7 @@ type Recorder interface {
 
 // Progress is reported while a sync runs (for a progress line on stderr).
 type Progress struct {
-	Phase     string // "capability", "auth", "kick-off", "poll", "download", "search", "import"
+	Phase     string // "capability", "auth", "kick-off", "poll", "download", "search", "binaries", "import"
 	Detail    string // e.g. the server's X-Progress, or the resource type
 	Resources int    // resources fetched so far
 }
