@@ -342,6 +342,11 @@ func binaryLine(resp *http.Response, body []byte, r binaryRef, max int) ([]byte,
 				return nil, fmt.Errorf("%w: %s: the answer is another Binary (its id differs)", ErrServer, req)
 			case head.Data == nil:
 				return nil, fmt.Errorf("%w: %s: a Binary without data (its content is not served)", ErrServer, req)
+			case !isBase64(head.Data):
+				return nil, fmt.Errorf("%w: %s: the Binary's data is not base64", ErrServer, req)
+			}
+			if ct, _ := head.ContentType.(string); ct == "" {
+				return nil, fmt.Errorf("%w: %s: a Binary without a contentType", ErrServer, req)
 			}
 			var buf bytes.Buffer
 			if err := json.Compact(&buf, body); err != nil {
@@ -368,4 +373,24 @@ func binaryLine(resp *http.Response, body []byte, r binaryRef, max int) ([]byte,
 		return nil, fmt.Errorf("%w: %s: the content, base64-encoded into a Binary, is longer than %d bytes", ErrServer, req, max)
 	}
 	return line, nil
+}
+
+// isBase64 reports whether v is a string of FHIR base64Binary: standard
+// base64, whitespace allowed (as the reader decodes it), checked without
+// holding the decoded bytes.
+func isBase64(v any) bool {
+	s, ok := v.(string)
+	if !ok {
+		return false
+	}
+	if strings.ContainsAny(s, " \t\r\n") {
+		s = strings.Map(func(r rune) rune {
+			if r == ' ' || r == '\t' || r == '\r' || r == '\n' {
+				return -1
+			}
+			return r
+		}, s)
+	}
+	_, err := io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, strings.NewReader(s)))
+	return err == nil
 }

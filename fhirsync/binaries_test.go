@@ -244,6 +244,26 @@ func TestFetchBinaries(t *testing.T) {
 			w.Header().Set("Content-Type", "application/fhir+json")
 			w.Write([]byte(`{"resourceType":"Binary","id":"b1","contentType":"application/pdf"}`))
 		}, "", ErrServer, "without data"},
+		{"data not base64", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/fhir+json")
+			w.Write([]byte(`{"resourceType":"Binary","id":"b1","contentType":"application/pdf","data":"JVBER*g=="}`))
+		}, "", ErrServer, "not base64"},
+		{"data not a string", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/fhir+json")
+			w.Write([]byte(`{"resourceType":"Binary","id":"b1","contentType":"application/pdf","data":7}`))
+		}, "", ErrServer, "not base64"},
+		{"no contentType", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/fhir+json")
+			w.Write([]byte(`{"resourceType":"Binary","id":"b1","data":"JVBERg=="}`))
+		}, "", ErrServer, "without a contentType"},
+		{"data with whitespace", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/fhir+json")
+			w.Write([]byte(`{"resourceType":"Binary","id":"b1","contentType":"application/pdf","data":"JVBE\nRg =="}`))
+		}, `{"resourceType":"Binary","id":"b1","contentType":"application/pdf","data":"JVBE\nRg =="}`, nil, ""},
+		{"raw JSON content", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"resourceType":"Binary","id":"b1","contentType":"application/pdf","data":"JVBERg=="}`))
+		}, `{"resourceType":"Binary","id":"b1","contentType":"application/pdf","data":"JVBERg=="}`, nil, ""},
 		{"a login page with 200", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html")
 			w.Write([]byte("<html>please log in " + pdf + "</html>"))
