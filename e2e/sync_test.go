@@ -1041,6 +1041,16 @@ func TestSyncFetchesLinkedBinary(t *testing.T) {
 			if len(env.imp.calls) != calls {
 				t.Fatalf("the failed sync imported")
 			}
+			// A server that refuses the token Binary reads (a scope
+			// without Binary) fails it so, with a hint at the scope.
+			srv.control(t, "fault", map[string]any{"match": "/Binary/", "status": 403, "count": 10}, nil)
+			_, err = env.run(t, o)
+			if !errors.Is(err, fhirsync.ErrAuth) || !strings.Contains(err.Error(), "content[0].attachment.url") || !strings.Contains(err.Error(), "system/Binary.read") {
+				t.Fatalf("sync refused Binary reads: %v; want ErrAuth naming the attachment and the scope", err)
+			}
+			if len(env.imp.calls) != calls {
+				t.Fatalf("the failed sync imported")
+			}
 		})
 	}
 }

@@ -246,7 +246,12 @@ func (c *client) fetchBinaries(ctx context.Context, st *stage) (int, error) {
 			if ctx.Err() != nil {
 				return 0, ctx.Err()
 			}
-			return 0, fmt.Errorf("%s: the Binary its url names is not in the export and could not be fetched: %w", r.Where, err)
+			hint := ""
+			if errors.Is(err, ErrAuth) && c.auth != nil {
+				// A --scope listing the export's types leaves Binary out.
+				hint = " (the token's scope must cover reading Binary: system/Binary.read, or system/Binary.rs, in --scope)"
+			}
+			return 0, fmt.Errorf("%s: the Binary its url names is not in the export and could not be fetched: %w%s", r.Where, err, hint)
 		}
 		// Staged twice (here, then copyNDJSON): both count, as a search's pages.
 		if err := st.staged(len(line) + 1); err != nil {
