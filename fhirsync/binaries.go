@@ -223,14 +223,29 @@ func (s *stage) eachLine(name string, f func(line []byte, n int) error) error {
 }
 
 // fetchBinaries fetches every Binary the staged attachments name on the
-// sync's server and the staged data lacks (missingBinaries), with the
+// sync's server and the staged data lacks (missingBinaries) and, unless
+// full, the catalog does not hold live (BinaryCatalog), with the
 // sync's client (its token, retries and redirect rules), and stages them
 // as one more Binary file. It returns how many it fetched. A Binary that
 // cannot be fetched fails the sync, naming the attachment's place.
-func (c *client) fetchBinaries(ctx context.Context, st *stage) (int, error) {
+func (c *client) fetchBinaries(ctx context.Context, st *stage, full bool) (int, error) {
 	refs, err := st.missingBinaries(strings.TrimSuffix(c.base.String(), "/"))
 	if err != nil || len(refs) == 0 {
 		return 0, err
+	}
+	// An increment leaves out what the catalog holds (BinaryCatalog).
+	if bc, ok := c.o.Importer.(BinaryCatalog); ok && !full {
+		ids := make([]string, len(refs))
+		for i, r := range refs {
+			ids[i] = r.ID
+		}
+		live, err := bc.LiveBinaries(ctx, ids)
+		if err != nil {
+			return 0, fmt.Errorf("%w: asking the catalog which Binaries the staged attachments name are live: %w", ErrImport, err)
+		}
+		if refs = slices.DeleteFunc(refs, func(r binaryRef) bool { return live[r.ID] }); len(refs) == 0 {
+			return 0, nil
+		}
 	}
 	tmp, err := os.CreateTemp(st.dir, ".binaries-*")
 	if err != nil {

@@ -291,7 +291,7 @@ func TestFetchBinaries(t *testing.T) {
 			if _, err := st.copyNDJSON(strings.NewReader(doc+"\n"), "src", "DocumentReference", false); err != nil {
 				t.Fatal(err)
 			}
-			n, err := c.fetchBinaries(context.Background(), st)
+			n, err := c.fetchBinaries(context.Background(), st, true)
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.errHas) {
 					t.Fatalf("err = %v, want %v with %q", err, tc.wantErr, tc.errHas)
@@ -321,5 +321,64 @@ func TestFetchBinaries(t *testing.T) {
 				t.Fatal("not JSON")
 			}
 		})
+	}
+}
+
+// liveCatalog is an Importer whose catalog holds the Binaries live (a
+// fake of the importer's answer: the rule under test is the sync's).
+type liveCatalog struct {
+	live  map[string]bool
+	err   error
+	asked []string
+}
+
+func (l *liveCatalog) Import(context.Context, string, bool) error { return nil }
+
+func (l *liveCatalog) LiveBinaries(_ context.Context, ids []string) (map[string]bool, error) {
+	l.asked = append(l.asked, ids...)
+	return l.live, l.err
+}
+
+// TestFetchBinariesSkipsLive: an increment does not fetch a Binary the
+// importer's catalog holds live (BinaryCatalog); a full sync fetches it
+// again; a catalog that cannot answer fails the sync (ErrImport).
+func TestFetchBinariesSkipsLive(t *testing.T) {
+	var got []string
+	c := binaryServer(t, func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.URL.Path)
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write([]byte("note"))
+	})
+	cat := &liveCatalog{live: map[string]bool{"b1": true}}
+	c.o.Importer = cat
+	const docs = `{"resourceType":"DocumentReference","id":"d1","content":[{"attachment":{"url":"Binary/b1"}},{"attachment":{"url":"Binary/b2"}}]}` + "\n"
+	for _, tc := range []struct {
+		full bool
+		want []string
+	}{
+		{false, []string{"/fhir/Binary/b2"}},
+		{true, []string{"/fhir/Binary/b1", "/fhir/Binary/b2"}},
+	} {
+		got, cat.asked = nil, nil
+		st, err := newStage(t.TempDir(), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.copyNDJSON(strings.NewReader(docs), "src", "DocumentReference", false); err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.fetchBinaries(context.Background(), st, tc.full)
+		if err != nil || n != len(tc.want) || strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("full=%v: fetched %d %v, %v; want %v", tc.full, n, got, err, tc.want)
+		}
+		if wantAsked := map[bool]string{false: "b1 b2", true: ""}[tc.full]; strings.Join(cat.asked, " ") != wantAsked {
+			t.Errorf("full=%v: asked the catalog about %v, want %q", tc.full, cat.asked, wantAsked)
+		}
+	}
+	cat.err = errors.New("catalog locked")
+	st, _ := newStage(t.TempDir(), 1<<20)
+	st.copyNDJSON(strings.NewReader(docs), "src", "DocumentReference", false)
+	if _, err := c.fetchBinaries(context.Background(), st, false); !errors.Is(err, ErrImport) {
+		t.Fatalf("a catalog that cannot answer: %v, want ErrImport", err)
 	}
 }

@@ -214,7 +214,7 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched [
 	}
 	// Attachments whose url names a Binary of this server that the export
 	// or search did not hold: fetched now, as the reader would refuse them.
-	if res.Binaries, err = c.fetchBinaries(ctx, st); err != nil {
+	if res.Binaries, err = c.fetchBinaries(ctx, st, full); err != nil {
 		return res, c, err
 	}
 	res.Resources, res.Deleted, res.Types = st.total(), st.deleted, st.counts
