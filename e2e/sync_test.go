@@ -328,6 +328,16 @@ func (c *checkingImporter) Import(_ context.Context, manifest string, full bool)
 }
 
 // live is the number of catalog entries not retired.
+// LiveBinaries is the real importer's (fhirsync.BinaryCatalog): which
+// Binaries its catalog holds live.
+func (c *checkingImporter) LiveBinaries(ctx context.Context, ids []string) (map[string]bool, error) {
+	bc, ok := c.real.(fhirsync.BinaryCatalog)
+	if !ok {
+		return nil, errors.New("the real importer is no fhirsync.BinaryCatalog")
+	}
+	return bc.LiveBinaries(ctx, ids)
+}
+
 func (c *checkingImporter) live() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -1007,23 +1017,29 @@ func TestSyncFetchesLinkedBinary(t *testing.T) {
 			st.Close()
 
 			// An increment whose DocumentReference changed and whose Binary
-			// did not fetches the Binary again (fhirsync cannot ask the
-			// catalog, which the importer owns, whether it is live there:
-			// docs/import.md, "custos sync"); the import finds it unchanged.
-			time.Sleep(1100 * time.Millisecond)
-			srv.control(t, "update", map[string]string{"type": "DocumentReference", "id": doc.ID}, nil)
-			res, err = env.run(t, o)
-			if err != nil || res.Full || res.Binaries != 1 || res.Types["DocumentReference"] != 1 {
-				t.Fatalf("increment of the changed DocumentReference: %+v, %v; want it and its Binary fetched again", res, err)
-			}
-			st, err = store.Open(env.imp.catalogPath, store.Options{ReadOnly: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := st.Get(binURI)
-			st.Close()
-			if err != nil || r.Version != 1 || !slices.Equal(r.Labels.Sensitivity, []string{"psy"}) {
-				t.Fatalf("the Binary after the increment: v%d %v, %v; want v1 [psy], unchanged", r.Version, r.Labels.Sensitivity, err)
+			// did not: the Binary is live in the catalog, so it is not
+			// fetched again (the reader links the stored one); a full sync
+			// fetches it again, and the import finds it unchanged.
+			for _, full := range []bool{false, true} {
+				time.Sleep(1100 * time.Millisecond)
+				srv.control(t, "update", map[string]string{"type": "DocumentReference", "id": doc.ID}, nil)
+				before := srv.stats(t).Requests["GET /fhir/Binary/:id"]
+				o := o
+				o.Full = full
+				res, err = env.run(t, o)
+				want := map[bool]int{false: 0, true: 1}[full]
+				if got := srv.stats(t).Requests["GET /fhir/Binary/:id"] - before; err != nil || res.Full != full || res.Binaries != want || got != want {
+					t.Fatalf("sync (full %v) of the changed DocumentReference: %+v, %v, %d Binary reads; want %d fetched", full, res, err, got, want)
+				}
+				st, err = store.Open(env.imp.catalogPath, store.Options{ReadOnly: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := st.Get(binURI)
+				st.Close()
+				if err != nil || r.Version != 1 || !slices.Equal(r.Labels.Sensitivity, []string{"psy"}) {
+					t.Fatalf("the Binary after the sync (full %v): v%d %v, %v; want v1 [psy], unchanged", full, r.Version, r.Labels.Sensitivity, err)
+				}
 			}
 
 			// A Binary the server cannot serve fails the sync whole,
