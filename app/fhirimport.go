@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"iter"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/custos-mcp/custos/fhirin"
@@ -155,11 +157,61 @@ func entryOf(it fhirin.Item) store.Entry {
 // ImportFHIR under o (o.Source should be the base's fhirsync.SourceLabel,
 // so that a full sync retires only what came from that server), full as
 // the sync says.
+// It is a fhirsync.BinaryCatalog too, so that an incremental sync does
+// not fetch again the Binaries the catalog holds.
 func FHIRImporter(catalogPath string, o FHIRImport) fhirsync.Importer {
-	return fhirsync.ImporterFunc(func(ctx context.Context, manifest string, full bool) error {
-		o := o
-		o.Full = full
-		_, err := ImportFHIR(ctx, catalogPath, manifest, o)
-		return err
-	})
+	return fhirImporter{path: catalogPath, o: o}
+}
+
+// fhirImporter is FHIRImporter's importer.
+type fhirImporter struct {
+	path string
+	o    FHIRImport
+}
+
+// Import imports the staged manifest with ImportFHIR.
+func (f fhirImporter) Import(ctx context.Context, manifest string, full bool) error {
+	o := f.o
+	o.Full = full
+	_, err := ImportFHIR(ctx, f.path, manifest, o)
+	return err
+}
+
+// LiveBinaries is fhirsync.BinaryCatalog over the catalog file: which of
+// the Binary source ids are live in it for the tenant, found by their
+// keyed id as placeBinary finds one (any compartment: the reader, asking
+// again through storedBinary while it imports, refuses a link to a
+// Binary live in another compartment than the linking resource's). It
+// opens the catalog read-only for the question (a serving catalog is
+// read-only too); a catalog not created yet holds none.
+func (f fhirImporter) LiveBinaries(ctx context.Context, ids []string) (map[string]bool, error) {
+	live := map[string]bool{}
+	if _, err := os.Stat(f.path); errors.Is(err, fs.ErrNotExist) {
+		return live, nil
+	}
+	namer, err := store.NewNamer(f.o.Tenant, f.o.IDKey.Bytes, f.o.IDKey.ID)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(f.path, store.Options{ReadOnly: true, DataKeys: f.o.DataKeys, Timeout: f.o.Timeout, Logger: f.o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		u, err := namer.URI("Binary", id, "")
+		if err != nil {
+			return nil, errors.New("app: a Binary the sync asks about cannot be named")
+		}
+		switch _, err := st.GetByID(u.ID); {
+		case err == nil:
+			live[id] = true
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+	}
+	return live, nil
 }

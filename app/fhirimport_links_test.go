@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/custos-mcp/custos/fhirin"
+	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/store"
 )
@@ -420,5 +421,40 @@ func TestImportBinaryWithoutContextAlonePlacedWhereLive(t *testing.T) {
 		if m != msgs[0] {
 			t.Errorf("the errors tell a Binary of another tenant, retired or never held apart:\n%s\n%s", msgs[0], m)
 		}
+	}
+}
+
+// FHIRImporter tells a sync which Binaries its catalog holds live
+// (fhirsync.BinaryCatalog), so that an increment does not fetch them again:
+// none before the catalog exists, the imported one after, not another
+// tenant's, and not one retired.
+func TestSyncImporterLiveBinaries(t *testing.T) {
+	f := newLinkFixture(t)
+	ctx := context.Background()
+	imp := FHIRImporter(f.cat, FHIRImport{Tenant: f.tenant, IDKey: f.key, Source: "fhir-sync:0123456789abcdef"})
+	bc, ok := imp.(fhirsync.BinaryCatalog)
+	if !ok {
+		t.Fatal("FHIRImporter is no fhirsync.BinaryCatalog")
+	}
+	if live, err := bc.LiveBinaries(ctx, []string{"bx"}); err != nil || len(live) != 0 {
+		t.Fatalf("before the catalog exists: %v, %v", live, err)
+	}
+	if err := imp.Import(ctx, f.dir(map[string][]string{"Patient": {lnkPat}, "Binary": {lnkBin},
+		"DocumentReference": {lnkDoc("d3", "bx", "first", lnkPSY)}}), true); err != nil {
+		t.Fatal(err)
+	}
+	if live, err := bc.LiveBinaries(ctx, []string{"bx", "by", "d3"}); err != nil || len(live) != 1 || !live["bx"] {
+		t.Fatalf("after the import: %v, %v; want bx alone", live, err)
+	}
+	other := FHIRImporter(f.cat, FHIRImport{Tenant: "other", IDKey: f.key}).(fhirsync.BinaryCatalog)
+	if live, err := other.LiveBinaries(ctx, []string{"bx"}); err != nil || len(live) != 0 {
+		t.Fatalf("another tenant: %v, %v", live, err)
+	}
+	// A full import without the Binary or anything linking it retires it.
+	if err := imp.Import(ctx, f.dir(map[string][]string{"Patient": {lnkPat}}), true); err != nil {
+		t.Fatal(err)
+	}
+	if live, err := bc.LiveBinaries(ctx, []string{"bx"}); err != nil || len(live) != 0 {
+		t.Fatalf("after it was retired: %v, %v", live, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -327,6 +328,16 @@ func (c *checkingImporter) Import(_ context.Context, manifest string, full bool)
 }
 
 // live is the number of catalog entries not retired.
+// LiveBinaries is the real importer's (fhirsync.BinaryCatalog): which
+// Binaries its catalog holds live.
+func (c *checkingImporter) LiveBinaries(ctx context.Context, ids []string) (map[string]bool, error) {
+	bc, ok := c.real.(fhirsync.BinaryCatalog)
+	if !ok {
+		return nil, errors.New("the real importer is no fhirsync.BinaryCatalog")
+	}
+	return bc.LiveBinaries(ctx, ids)
+}
+
 func (c *checkingImporter) live() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -900,6 +911,161 @@ func TestSyncLinksStoredBinary(t *testing.T) {
 					t.Logf("%s %s v%d %v", r.URI, r.Labels.Type, r.Version, r.Labels.Sensitivity)
 				}
 				t.Errorf("after the incremental sync: %d live, labelled %q, want 5 and %q", len(page), labelled, want)
+			}
+		})
+	}
+}
+
+// TestSyncFetchesLinkedBinary: a DocumentReference on the real FHIR server
+// whose attachment url names a Binary of that server, synced by an export
+// (or search) that does not hold Binaries (as Epic's and Oracle Health's
+// Bulk exports do not: Binary is outside the Patient compartment): the
+// sync fetches the Binary by its url (GET [base]/Binary/<id>, with its
+// token) and imports it with the DocumentReference, so the note's bytes
+// are in the catalog with the DocumentReference's label. Before, the whole
+// sync failed on the reader's dangling link and imported nothing.
+func TestSyncFetchesLinkedBinary(t *testing.T) {
+	for _, mode := range []string{"bulk", "rest"} {
+		t.Run(mode, func(t *testing.T) {
+			env := newSyncEnv(t)
+			bulk := map[string]string{"bulk": "system", "rest": "none"}[mode]
+			srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: bulk, Seed: map[string]int{"resources": 3}, ExportPolls: 1})
+			var pats []string
+			srv.control(t, "ids", map[string]string{"type": "Patient"}, &pats)
+			if len(pats) != 1 {
+				t.Fatalf("patients %v", pats)
+			}
+			note := "Progress note: patient doing well.\n"
+			var bin, doc, doc2 struct {
+				ID string `json:"id"`
+			}
+			// No securityContext: the Binary is placed by the
+			// DocumentReference linking it.
+			srv.control(t, "create", map[string]any{"resourceType": "Binary", "contentType": "text/plain",
+				"data": base64.StdEncoding.EncodeToString([]byte(note))}, &bin)
+			srv.control(t, "create", map[string]any{"resourceType": "DocumentReference", "status": "current",
+				"meta":    map[string]any{"security": []map[string]string{{"system": "http://terminology.hl7.org/CodeSystem/v3-ActCode", "code": "PSY"}}},
+				"subject": map[string]string{"reference": "Patient/" + pats[0]},
+				"content": []map[string]any{{"attachment": map[string]string{"contentType": "text/plain", "url": "Binary/" + bin.ID}}}}, &doc)
+			// The same Binary named absolutely, on this server's base.
+			srv.control(t, "create", map[string]any{"resourceType": "DocumentReference", "status": "current",
+				"subject": map[string]string{"reference": "Patient/" + pats[0]},
+				"content": []map[string]any{{"attachment": map[string]string{"contentType": "text/plain", "url": srv.url + "/Binary/" + bin.ID}}}}, &doc2)
+			if bin.ID == "" || doc.ID == "" || doc2.ID == "" {
+				t.Fatalf("created Binary %q DocumentReferences %q %q", bin.ID, doc.ID, doc2.ID)
+			}
+			// The next increment starts at the second of this sync: none
+			// of these in it.
+			time.Sleep(time.Second)
+			o := env.options(srv)
+			// The export (its _type) and the search leave Binary out.
+			o.Types = []string{"DocumentReference", "Organization", "Patient", "Practitioner"}
+			before := srv.stats(t).Requests["GET /fhir/Binary/:id"]
+			start := time.Now()
+			res, err := env.run(t, o)
+			if err != nil {
+				t.Fatalf("sync of a DocumentReference whose Binary the export does not hold: %v", err)
+			}
+			t.Logf("%s: fetched %d Binaries; sync took %s, %d requests", mode, res.Binaries, time.Since(start).Round(time.Millisecond), res.Requests)
+			if got := srv.stats(t).Requests["GET /fhir/Binary/:id"] - before; res.Binaries != 1 || res.Types["Binary"] != 1 || res.Resources != 6 || got != 1 {
+				t.Fatalf("result %+v, server saw %d Binary reads; want 1 Binary fetched once, 6 resources", res, got)
+			}
+			st, err := store.Open(env.imp.catalogPath, store.Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			page, err := st.Page("", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var bins []store.Resource
+			var labelled []string
+			for _, r := range page {
+				if r.Labels.Type == "attachment" {
+					bins = append(bins, r)
+				}
+				if len(r.Labels.Sensitivity) > 0 {
+					labelled = append(labelled, fmt.Sprintf("%s %v", r.Labels.Type, r.Labels.Sensitivity))
+				}
+			}
+			slices.Sort(labelled)
+			if len(page) != 6 || len(bins) != 1 {
+				t.Fatalf("catalog: %d live, %d Binaries; want 6 and 1", len(page), len(bins))
+			}
+			body, err := st.Blob(context.Background(), bins[0].Digest)
+			if err != nil || string(body) != note || !strings.HasPrefix(bins[0].MIMEType, "text/plain") {
+				t.Fatalf("the Binary in the catalog: %q (%s), %v; want the note", body, bins[0].MIMEType, err)
+			}
+			// The PSY label of the DocumentReference linking it labels the
+			// Binary, and through it the other DocumentReference naming it.
+			if want := []string{"attachment [psy]", "documentreference [psy]", "documentreference [psy]"}; !slices.Equal(labelled, want) {
+				for _, r := range page {
+					t.Logf("%s %s v%d %v", r.URI, r.Labels.Type, r.Version, r.Labels.Sensitivity)
+				}
+				t.Fatalf("labelled %q, want %q", labelled, want)
+			}
+			var sawEnd bool
+			for _, e := range env.audit.got {
+				if e.Action == fhirsync.ActionSyncEnd {
+					sawEnd = strings.Contains(e.Reason, " binaries_fetched=1") && e.Outcome == audit.OutcomeAllow
+				}
+			}
+			if !sawEnd {
+				t.Fatalf("no sync/end record counting the fetched Binary: %+v", env.audit.got)
+			}
+			binURI := bins[0].URI
+			st.Close()
+
+			// An increment whose DocumentReference changed and whose Binary
+			// did not: the Binary is live in the catalog, so it is not
+			// fetched again (the reader links the stored one); a full sync
+			// fetches it again, and the import finds it unchanged.
+			for _, full := range []bool{false, true} {
+				time.Sleep(1100 * time.Millisecond)
+				srv.control(t, "update", map[string]string{"type": "DocumentReference", "id": doc.ID}, nil)
+				before := srv.stats(t).Requests["GET /fhir/Binary/:id"]
+				o := o
+				o.Full = full
+				res, err = env.run(t, o)
+				want := map[bool]int{false: 0, true: 1}[full]
+				if got := srv.stats(t).Requests["GET /fhir/Binary/:id"] - before; err != nil || res.Full != full || res.Binaries != want || got != want {
+					t.Fatalf("sync (full %v) of the changed DocumentReference: %+v, %v, %d Binary reads; want %d fetched", full, res, err, got, want)
+				}
+				st, err = store.Open(env.imp.catalogPath, store.Options{ReadOnly: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := st.Get(binURI)
+				st.Close()
+				if err != nil || r.Version != 1 || !slices.Equal(r.Labels.Sensitivity, []string{"psy"}) {
+					t.Fatalf("the Binary after the sync (full %v): v%d %v, %v; want v1 [psy], unchanged", full, r.Version, r.Labels.Sensitivity, err)
+				}
+			}
+
+			// A Binary the server cannot serve fails the sync whole,
+			// naming the attachment's place, not its content.
+			time.Sleep(1100 * time.Millisecond)
+			srv.control(t, "create", map[string]any{"resourceType": "DocumentReference", "status": "current",
+				"subject": map[string]string{"reference": "Patient/" + pats[0]},
+				"content": []map[string]any{{"attachment": map[string]string{"contentType": "text/plain", "url": "Binary/gone"}}}}, nil)
+			calls := len(env.imp.calls)
+			_, err = env.run(t, o)
+			if !errors.Is(err, fhirsync.ErrServer) || !strings.Contains(err.Error(), "DocumentReference.content[0].attachment.url") ||
+				!strings.Contains(err.Error(), "HTTP 404") || strings.Contains(err.Error(), pats[0]) {
+				t.Fatalf("sync with an unservable Binary: %v; want ErrServer naming the attachment and the 404, not the patient", err)
+			}
+			if len(env.imp.calls) != calls {
+				t.Fatalf("the failed sync imported")
+			}
+			// A server that refuses the token Binary reads (a scope
+			// without Binary) fails it so, with a hint at the scope.
+			srv.control(t, "fault", map[string]any{"match": "/Binary/", "status": 403, "count": 10}, nil)
+			_, err = env.run(t, o)
+			if !errors.Is(err, fhirsync.ErrAuth) || !strings.Contains(err.Error(), "content[0].attachment.url") || !strings.Contains(err.Error(), "system/Binary.read") {
+				t.Fatalf("sync refused Binary reads: %v; want ErrAuth naming the attachment and the scope", err)
+			}
+			if len(env.imp.calls) != calls {
+				t.Fatalf("the failed sync imported")
 			}
 		})
 	}

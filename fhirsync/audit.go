@@ -71,6 +71,11 @@ func AuditEntry(e Event, p audit.Principal, dev bool, keys []string) audit.Entry
 			slices.Sort(ts)
 			b.WriteString(" types=" + strings.Join(ts, ","))
 		}
+		if e.Binaries > 0 {
+			// Written only when some were fetched: records of syncs that
+			// fetched none read as before.
+			fmt.Fprintf(&b, " binaries_fetched=%d", e.Binaries)
+		}
 		if e.Err != nil {
 			ent.Outcome = audit.OutcomeError
 			b.WriteString(" error: " + e.Err.Error())

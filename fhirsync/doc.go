@@ -24,12 +24,18 @@
 //     successful sync (its state), streaming every file to disk;
 //  3. validate what was fetched (JSON, content types, UTF-8, complete
 //     NDJSON lines, resource types matching their file);
-//  4. call [Importer].Import with the staging directory's manifest (not
+//  4. fetch the Binaries that the staged attachments (DocumentReference,
+//     DiagnosticReport.presentedForm, Media) name on the server by url and
+//     that the staged files do not hold (real Bulk exports leave Binary
+//     out: it is outside the Patient compartment), with GET
+//     [base]/Binary/<id>, into one more staged Binary file, by the rule
+//     of custos's reader (fhirin), which would refuse them as dangling;
+//  5. call [Importer].Import with the staging directory's manifest (not
 //     when an incremental sync found no change; a full sync that found
 //     nothing at all is refused rather than retiring everything; only a
 //     full sync of every type asks the importer to retire, never one
 //     restricted by Options.Types);
-//  5. only then write the new state file.
+//  6. only then write the new state file.
 //
 // # Invariants
 //
@@ -43,7 +49,8 @@
 //     fetched (fail closed).
 //   - Bounded memory: resources are streamed from the network to staging
 //     files line by line; no file or Bundle page is held whole beyond one
-//     page of a REST search (at most Options.PageSize resources).
+//     page of a REST search (at most Options.PageSize resources), and one
+//     Binary fetched by its attachment url (at most Options.MaxLine).
 //   - No secret leaves in a message: errors and log lines name the URL path
 //     of the request that failed, never its query (pre-signed download URLs
 //     carry credentials there), never an access token or client assertion,

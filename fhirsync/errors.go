@@ -24,7 +24,8 @@ var (
 	// ErrUnavailable: the server kept answering 429 or 5xx (or could not be
 	// reached) through every retry. Nothing was imported; try again later.
 	ErrUnavailable = errors.New("fhirsync: FHIR server unavailable")
-	// ErrImport: the importer refused what was fetched. The state is
+	// ErrImport: the importer refused what was fetched, or could not say
+	// which Binaries its catalog holds (BinaryCatalog). The state is
 	// unchanged; the same changes are fetched again next time.
 	ErrImport = errors.New("fhirsync: import failed")
 	// ErrNotRecorded: the audit record of the sync could not be written;

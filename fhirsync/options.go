@@ -27,6 +27,21 @@ type Importer interface {
 	Import(ctx context.Context, manifest string, full bool) error
 }
 
+// BinaryCatalog may be implemented by an Importer that can tell which
+// Binaries of this FHIR base are live in the catalog it imports into.
+// LiveBinaries returns the ids (the server's Binary ids) of ids that are
+// live there; an error fails the sync (ErrImport). An incremental sync
+// asks it about the Binaries staged attachments name and the staged files
+// lack, and fetches only those not live: the reader accepts a link to a
+// Binary live in the linking resource's compartment (fhirin's
+// Options.StoredBinary), and refuses, as before, one live elsewhere. A
+// full sync fetches every such Binary again (the way to refresh a Binary
+// changed on the server under the same id, which an export without
+// Binaries never shows); so does every sync of an Importer without it.
+type BinaryCatalog interface {
+	LiveBinaries(ctx context.Context, ids []string) (map[string]bool, error)
+}
+
 // ImporterFunc adapts a function to Importer.
 type ImporterFunc func(ctx context.Context, manifest string, full bool) error
 
@@ -43,7 +58,7 @@ type Recorder interface {
 
 // Progress is reported while a sync runs (for a progress line on stderr).
 type Progress struct {
-	Phase     string // "capability", "auth", "kick-off", "poll", "download", "search", "import"
+	Phase     string // "capability", "auth", "kick-off", "poll", "download", "search", "binaries", "import"
 	Detail    string // e.g. the server's X-Progress, or the resource type
 	Resources int    // resources fetched so far
 }

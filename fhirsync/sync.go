@@ -26,6 +26,7 @@ type Event struct {
 	Resources int            // resources staged (and, with Err nil, imported)
 	Deleted   int            // deletions staged
 	Types     map[string]int // resources per type
+	Binaries  int            // Binaries fetched by their attachment url (in Resources and Types too)
 	Requests  int            // HTTP requests sent, retries included
 	Duration  time.Duration
 	Err       error // nil: imported; else the cause (its message names paths only)
@@ -40,9 +41,13 @@ type Result struct {
 	Resources int            `json:"resources"`
 	Deleted   int            `json:"deleted"`
 	Types     map[string]int `json:"types"`
-	Requests  int            `json:"requests"`
-	Tokens    int            `json:"tokens"`
-	Duration  time.Duration  `json:"duration_ns"`
+	// Binaries are the Binaries the export or search did not hold that
+	// staged attachments name by url, fetched one by one (GET
+	// [base]/Binary/<id>); they count in Resources and Types too.
+	Binaries int           `json:"binaries_fetched"`
+	Requests int           `json:"requests"`
+	Tokens   int           `json:"tokens"`
+	Duration time.Duration `json:"duration_ns"`
 	// Next is where the next incremental sync starts.
 	Next time.Time `json:"next_since"`
 	// Searched are the types a REST sync searched (State.Searched); New
@@ -110,7 +115,7 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 	err = c.creds.redactErr(err)
 	res.Duration = o.Now().Sub(start)
 	end := Event{Phase: "end", Base: o.Base, Tenant: o.Tenant, Full: full, Since: since, Mode: res.Mode,
-		Resources: res.Resources, Deleted: res.Deleted, Types: res.Types, Requests: c.requests, Duration: res.Duration, Err: err}
+		Resources: res.Resources, Deleted: res.Deleted, Types: res.Types, Binaries: res.Binaries, Requests: c.requests, Duration: res.Duration, Err: err}
 	res.Requests = c.requests
 	if c.auth != nil {
 		res.Tokens = c.auth.fetched
@@ -206,6 +211,11 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched [
 		// truncated to the second) before the first search: whatever
 		// changed during this sync, or in that second, is fetched again.
 		res.Next, request = cp.serverTime, "REST search of "+fmt.Sprint(len(types))+" types"
+	}
+	// Attachments whose url names a Binary of this server that the export
+	// or search did not hold: fetched now, as the reader would refuse them.
+	if res.Binaries, err = c.fetchBinaries(ctx, st, full); err != nil {
+		return res, c, err
 	}
 	res.Resources, res.Deleted, res.Types = st.total(), st.deleted, st.counts
 	if err := st.finish(res.Next, stagedRequest(c.base)); err != nil {

@@ -277,8 +277,14 @@ func reportSync(cmd *cobra.Command, res fhirsync.Result, asJSON bool) error {
 	case len(res.New) > 0:
 		kind = "incremental, in full for types the last sync did not search (" + strings.Join(res.New, ", ") + ")"
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "synced %d resources (%d deleted) from %s in %s: %s, %s, %d requests\n",
-		res.Resources, res.Deleted, res.Base, res.Duration.Round(time.Millisecond), res.Mode, kind, res.Requests)
+	fetched := ""
+	if res.Binaries > 0 {
+		// Binaries the export lacked, fetched by their attachment urls
+		// (counted among the resources too).
+		fetched = fmt.Sprintf(", %d Binaries fetched by url", res.Binaries)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "synced %d resources (%d deleted) from %s in %s: %s, %s, %d requests%s\n",
+		res.Resources, res.Deleted, res.Base, res.Duration.Round(time.Millisecond), res.Mode, kind, res.Requests, fetched)
 	return nil
 }
 
