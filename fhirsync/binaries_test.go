@@ -225,8 +225,8 @@ func TestFetchBinaries(t *testing.T) {
 			w.Header().Set("Content-Type", "application/fhir+json")
 			w.WriteHeader(404)
 			w.Write([]byte(`{"resourceType":"OperationOutcome"}`))
-		}, "", ErrServer, "GET /fhir/Binary/b1: HTTP 404"},
-		{"403", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(403) }, "", ErrAuth, "GET /fhir/Binary/b1: HTTP 403"},
+		}, "", ErrServer, "GET /fhir/Binary/[id]: HTTP 404"},
+		{"403", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(403) }, "", ErrAuth, "GET /fhir/Binary/[id]: HTTP 403"},
 		{"always 500", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }, "", ErrUnavailable, "gave up after 3 attempts"},
 		{"garbage JSON", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/fhir+json")
@@ -298,8 +298,8 @@ func TestFetchBinaries(t *testing.T) {
 				}
 				msg := err.Error()
 				if !strings.HasPrefix(msg, "staged DocumentReference.000.ndjson line 1: DocumentReference.content[0].attachment.url: ") ||
-					strings.Contains(msg, "secret") || strings.Contains(msg, "p1") {
-					t.Fatalf("err = %q: want the place first, and neither content nor patient", msg)
+					strings.Contains(msg, "secret") || strings.Contains(msg, "p1") || strings.Contains(msg, "b1") {
+					t.Fatalf("err = %q: want the place first, and neither content, patient nor the Binary's source id", msg)
 				}
 				if _, ok := st.next["Binary"]; ok || st.counts["Binary"] != 0 {
 					t.Fatalf("a failed fetch staged a Binary file")
