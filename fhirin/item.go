@@ -39,7 +39,7 @@ type Item struct {
 	// Consent holds "opt-out" when this import holds an opt-out Consent of
 	// the patient (OptOut); nil otherwise. It is a first approximation: the
 	// importer decides the final label from every live Consent of its
-	// catalog (docs/import.md, "Opt-out"), which only it sees.
+	// catalog (docs/import.md, "Patient-wide labels"), which only it sees.
 	Consent []string
 	// OptOut, for a Consent in a patient compartment, reports that it
 	// records an opt-out: status "active" and a base provision of type
