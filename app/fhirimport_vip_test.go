@@ -30,3 +30,33 @@ func TestVIPLeavesAStoredBinaryComponent(t *testing.T) {
 	f.want("Binary", "bx", "p")
 	f.want("DocumentReference", "d", "p")
 }
+
+// A Patient whose photo names a Binary shares its labels with it like any
+// resource naming a Binary (docs/import.md, "Labels"): its CEL is then also
+// a label of the Binary's component, which an incremental import never
+// takes away (the Binary keeps it and gives it back), so that patient
+// stops being a VIP only with a full import holding the Patient, the
+// Binary and its carriers. The safe side, documented in "Patient-wide
+// labels"; this pins it.
+func TestVIPThroughAPhotoLeavesWithAFullImport(t *testing.T) {
+	f := newLinkFixture(t)
+	pat := func(cel bool) string {
+		sec := ""
+		if cel {
+			sec = `"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"CEL"}]},`
+		}
+		return `{"resourceType":"Patient","id":"p",` + sec + `"photo":[{"contentType":"text/plain","url":"Binary/bx"}]}`
+	}
+	all := map[string][]string{"Patient": {pat(true)}, "Binary": {lnkBin}, "DocumentReference": {lnkDoc("d", "bx", "a")}}
+	f.mustImp(true, all)
+	f.mustImp(false, map[string][]string{"Patient": {pat(false)}})
+	for _, typ := range []string{"Patient", "Binary", "DocumentReference"} {
+		id := map[string]string{"Patient": "p", "Binary": "bx", "DocumentReference": "d"}[typ]
+		f.want(typ, id, "p", "vip")
+	}
+	all["Patient"] = []string{pat(false)}
+	f.mustImp(true, all)
+	f.want("Patient", "p", "p")
+	f.want("Binary", "bx", "p")
+	f.want("DocumentReference", "d", "p")
+}
