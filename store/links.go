@@ -269,9 +269,11 @@ func (imp *entryImport) settle(tx *bolt.Tx, x linkIndex, b []byte) error {
 	return nil
 }
 
-// addLabels gives the live item r the sensitivity labels of add it lacks,
-// as a new version (Relabelled), with its consent label as the opt-out
-// index says (as writeStored does); false if it lacks none.
+// addLabels gives the live item r the sensitivity labels of add it lacks
+// on its own account (OwnSensitivity), as a new version (Relabelled), with
+// its patient-wide labels as the indexes say (as writeStored does); a
+// Patient that gains "vip" so enters the vip index. False if it lacks
+// none.
 func (imp *entryImport) addLabels(res, vers *bolt.Bucket, optout patientIndex, r Resource, add []string) (bool, error) {
 	own := r.OwnSensitivity()
 	missing := false
@@ -285,6 +287,17 @@ func (imp *entryImport) addLabels(res, vers *bolt.Bucket, optout patientIndex, r
 		return false, nil
 	}
 	r.Labels.Sensitivity, r.PatientWide = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(own), add...)))), nil
+	u, err := ParseURI(r.URI)
+	if err != nil {
+		return false, fmt.Errorf("%w: stored uri does not parse", ErrCorrupt)
+	}
+	if key, ok := vipKey(u); ok && slices.Contains(r.Labels.Sensitivity, SensitivityVIP) {
+		// A Patient that gains vip from its Binary component (a photo of
+		// it labelled so) is a VIP's: every label of a Patient counts.
+		if err := optout.set(optout.vip, key, true, u.Tenant); err != nil {
+			return false, err
+		}
+	}
 	if err := optout.asIndexed(&r); err != nil {
 		return false, err
 	}

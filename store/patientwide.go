@@ -57,10 +57,13 @@ var bucketOptOut = []byte("optout")
 var bucketVIP = []byte("vip")
 
 // bucketImportOptOut is a streaming import's scratch bucket: keyed id of a
-// patient (16 bytes) -> empty, for every patient whose patient-wide labels
+// patient (16 bytes) -> the patient's tenant, for every patient whose patient-wide labels
 // the import may have changed, or whose items it wrote with a label the
 // indexes did not confirm. relabelPatientWide drains and removes it (and
-// begin a stale one). (Its name is older than vip.)
+// begin a stale one). (Its name is older than vip.) The tenant is the
+// value because keyed ids do not tell it, and the import that builds the
+// indexes queues the patients of every tenant (fillPatientWide): relabelled
+// under the importing tenant's URIs, another tenant's stayed unlabelled.
 var bucketImportOptOut = []byte("import-optout")
 
 // optOutKey is u's key in bucketOptOut, if u names a Consent in a patient
@@ -155,16 +158,17 @@ func consentOptsOut(body []byte) (bool, error) {
 // check.
 type patientIndex struct {
 	optout, vip, queue *bolt.Bucket
+	tenant             string // the import's: that of the items it writes (label)
 }
 
 func (imp *entryImport) patientIndex(tx *bolt.Tx) patientIndex {
-	return patientIndex{tx.Bucket(bucketOptOut), tx.Bucket(bucketVIP), tx.Bucket(bucketImportOptOut)}
+	return patientIndex{tx.Bucket(bucketOptOut), tx.Bucket(bucketVIP), tx.Bucket(bucketImportOptOut), imp.opts.Namer.tenant}
 }
 
-// set records in index whether the source of key (patient || resource)
-// gives its patient the label, and queues the patient if that changed the
-// index.
-func (x patientIndex) set(index *bolt.Bucket, key []byte, on bool) error {
+// set records in index whether the source of key (patient || resource, in
+// tenant) gives its patient the label, and queues the patient if that
+// changed the index.
+func (x patientIndex) set(index *bolt.Bucket, key []byte, on bool, tenant string) error {
 	switch had := index.Get(key) != nil; {
 	case on && !had:
 		if err := index.Put(key, nil); err != nil {
@@ -177,12 +181,12 @@ func (x patientIndex) set(index *bolt.Bucket, key []byte, on bool) error {
 	default:
 		return nil
 	}
-	return x.enqueue(key[:16])
+	return x.enqueue(key[:16], tenant)
 }
 
-// enqueue queues patient (a keyed id) for relabelPatientWide.
-func (x patientIndex) enqueue(patient []byte) error {
-	if err := x.queue.Put(patient, nil); err != nil {
+// enqueue queues patient (a keyed id of tenant) for relabelPatientWide.
+func (x patientIndex) enqueue(patient []byte, tenant string) error {
+	if err := x.queue.Put(patient, []byte(tenant)); err != nil {
 		return fmt.Errorf("store: queue patient-wide label check: %w", err)
 	}
 	return nil
@@ -196,10 +200,10 @@ func (x patientIndex) forget(uri string) error {
 		return fmt.Errorf("%w: stored uri does not parse", ErrCorrupt)
 	}
 	if key, ok := optOutKey(u); ok {
-		return x.set(x.optout, key, false)
+		return x.set(x.optout, key, false, u.Tenant)
 	}
 	if key, ok := vipKey(u); ok {
-		return x.set(x.vip, key, false)
+		return x.set(x.vip, key, false, u.Tenant)
 	}
 	return nil
 }
@@ -215,7 +219,7 @@ func (x patientIndex) label(r *Resource, patient []byte, vipHint bool) error {
 	case lists(x.optout, patient):
 		r.Labels.Consent = []string{ConsentOptOut}
 	case slices.Contains(r.Labels.Consent, ConsentOptOut):
-		if err := x.enqueue(patient); err != nil {
+		if err := x.enqueue(patient, x.tenant); err != nil {
 			return err
 		}
 	}
@@ -224,7 +228,7 @@ func (x patientIndex) label(r *Resource, patient []byte, vipHint bool) error {
 		setVIP(r, true)
 	case vipHint:
 		setVIP(r, true)
-		return x.enqueue(patient)
+		return x.enqueue(patient, x.tenant)
 	default:
 		setVIP(r, false)
 	}
@@ -285,7 +289,7 @@ func (imp *entryImport) indexBatchPatientWide(tx *bolt.Tx) error {
 				return err
 			}
 		}
-		if err := x.set(index, key, on); err != nil {
+		if err := x.set(index, key, on, rec.uri.Tenant); err != nil {
 			return err
 		}
 	}
@@ -320,7 +324,11 @@ func (imp *entryImport) fillPatientWide(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var optouts, vips, queue [][]byte
+		type queued struct {
+			key    []byte // a patient's, or an index key
+			tenant string
+		}
+		var optouts, vips, queue []queued
 		for _, r := range page {
 			if r.Source == "" {
 				continue // a manifest import's: labelled by its manifest
@@ -335,10 +343,10 @@ func (imp *entryImport) fillPatientWide(ctx context.Context) error {
 			p := uuid.MustParse(u.Patient)
 			if imp.buildOptOut && slices.Contains(r.Labels.Consent, ConsentOptOut) ||
 				imp.buildVIP && slices.Contains(r.PatientWide, SensitivityVIP) {
-				queue = append(queue, p[:])
+				queue = append(queue, queued{p[:], u.Tenant})
 			}
 			if key, ok := vipKey(u); ok && imp.buildVIP && slices.Contains(r.OwnSensitivity(), SensitivityVIP) {
-				vips = append(vips, key)
+				vips = append(vips, queued{key, u.Tenant})
 			}
 			key, ok := optOutKey(u)
 			if !ok || !imp.buildOptOut {
@@ -351,23 +359,23 @@ func (imp *entryImport) fillPatientWide(ctx context.Context) error {
 			if out, err := consentOptsOut(body); err != nil {
 				return err
 			} else if out {
-				optouts = append(optouts, key)
+				optouts = append(optouts, queued{key, u.Tenant})
 			}
 		}
 		err = imp.s.update(func(tx *bolt.Tx) error {
 			x := imp.patientIndex(tx)
 			for _, k := range optouts {
-				if err := x.set(x.optout, k, true); err != nil {
+				if err := x.set(x.optout, k.key, true, k.tenant); err != nil {
 					return err
 				}
 			}
 			for _, k := range vips {
-				if err := x.set(x.vip, k, true); err != nil {
+				if err := x.set(x.vip, k.key, true, k.tenant); err != nil {
 					return err
 				}
 			}
 			for _, p := range queue {
-				if err := x.enqueue(p); err != nil {
+				if err := x.enqueue(p.key, p.tenant); err != nil {
 					return err
 				}
 			}
@@ -393,7 +401,8 @@ var relabelVisits = 4096
 // queued patient it reads whether the indexes list an opt-out Consent or
 // a vip Patient of theirs, and gives every live item of their compartment
 // written by a streaming import (fhir:// and attachment:// URIs under the
-// patient; a manifest import's items keep their manifest's labels) whose
+// patient in their tenant, which the queue records; a manifest import's
+// items keep their manifest's labels) whose
 // labels disagree a new version with them set or cleared (Relabelled):
 // "opt-out" set or cleared, a patient-wide "vip" added to an item that
 // lacks "vip" or removed (an item's own "vip" stays). Retired items are
@@ -401,7 +410,6 @@ var relabelVisits = 4096
 // read and BatchEntries versions written, draining the scratch bucket,
 // and then removes it.
 func (imp *entryImport) relabelPatientWide(ctx context.Context) error {
-	tenant := imp.opts.Namer.tenant
 	after := "" // the last URI checked of the first queued patient
 	for {
 		if err := ctx.Err(); err != nil {
@@ -411,12 +419,12 @@ func (imp *entryImport) relabelPatientWide(ctx context.Context) error {
 		err := imp.s.update(func(tx *bolt.Tx) error {
 			x, res, vers := imp.patientIndex(tx), tx.Bucket(bucketResources), tx.Bucket(bucketVersions)
 			res.FillPercent, vers.FillPercent = streamFillPercent, streamFillPercent
-			k, _ := x.queue.Cursor().First()
+			k, v := x.queue.Cursor().First()
 			if k == nil {
 				done = true
 				return tx.DeleteBucket(bucketImportOptOut)
 			}
-			patient := bytes.Clone(k)
+			patient, tenant := bytes.Clone(k), string(v)
 			out, vip := lists(x.optout, patient), lists(x.vip, patient)
 			var fixes []Resource
 			visits, finished := 0, true

@@ -498,3 +498,89 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestPatientWideIndexBuiltForEveryTenant: the import that builds the
+// patient-wide indexes of a catalog written before them reads every
+// tenant's Patients and Consents, and so must label every tenant's
+// charts, not only those of the tenant it imports into. Before, it queued
+// the other tenants' patients and then walked only its own tenant's URIs
+// for them: another tenant's VIP (and, on the first import after the
+// opt-out index, opted-out) charts stayed unlabelled, and no later import
+// queued them again unless their Patient or Consent changed.
+func TestPatientWideIndexBuiltForEveryTenant(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	gh, other := testNamer(t, "gh"), testNamer(t, "other")
+	c1 := consentEntry("c1", "p2", true)
+	c1.OptOut, c1.Consent = false, nil // as a custos before the opt-out index wrote it
+	if _, err := stagedImport(t, path, EntryOptions{Namer: other}, vipPatient("p1", true), itemEntry("Observation", "o1", "p1", false),
+		c1, itemEntry("Observation", "o2", "p2", false)); err != nil {
+		t.Fatal(err)
+	}
+	editDB(t, path, func(tx *bolt.Tx) error {
+		res, vers := tx.Bucket(bucketResources), tx.Bucket(bucketVersions)
+		var fix []Resource
+		err := res.ForEach(func(_, v []byte) error {
+			var r Resource
+			if err := decodeResource(v, &r); err != nil {
+				return err
+			}
+			if len(r.PatientWide) > 0 {
+				r.Labels.Sensitivity, r.PatientWide = r.OwnSensitivity(), nil
+				fix = append(fix, r)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range fix {
+			if err := putLive(res, vers, r); err != nil {
+				return err
+			}
+		}
+		if err := tx.DeleteBucket(bucketOptOut); err != nil {
+			return err
+		}
+		return tx.DeleteBucket(bucketVIP)
+	})
+	rep, err := stagedImport(t, path, EntryOptions{Namer: gh}, fhirEntry("Organization", srcOrg, "", `{"resourceType":"Organization","id":"org-cityhospital"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Relabelled != 3 {
+		t.Errorf("%+v, want 3 relabelled (other's o1 vip, c1 and o2 opt-out)", rep)
+	}
+	if err := patientWideAgreesWithScan(openRead(t, path)); err != nil {
+		t.Error(err)
+	}
+	checkDB(t, path)
+}
+
+// TestPatientGainsVIPThroughItsPhoto: a Patient whose photo names a Binary
+// gains the Binary's vip through the link index when a later import
+// labels the Binary (every label of a Patient counts, as when the reader
+// gives it): the patient is then a VIP, and the chart says so in the same
+// import. Before, the Patient carried vip and the index did not list it.
+func TestPatientGainsVIPThroughItsPhoto(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	n := testNamer(t, "gh")
+	p := vipPatient(srcPatient, false)
+	p.Body = []byte(`{"resourceType":"Patient","id":"MRN-004711","photo":[{"url":"Binary/b1"}]}`)
+	p.Links = []string{"b1"}
+	bin := Entry{Type: "Binary", ID: "b1", Patient: srcPatient, Body: []byte("photo"), MIMEType: "text/plain", Where: "Binary.ndjson:1"}
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n}, p, bin, itemEntry("Observation", "o1", srcPatient, false)); err != nil {
+		t.Fatal(err)
+	}
+	bin.Sensitivity = []string{"vip"}
+	rep, err := stagedImport(t, path, EntryOptions{Namer: n}, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Relabelled != 2 { // the Patient by the link index, o1 by the vip index
+		t.Errorf("%+v, want 2 relabelled", rep)
+	}
+	if err := patientWideAgreesWithScan(openRead(t, path)); err != nil {
+		t.Error(err)
+	}
+	checkDB(t, path)
+}
