@@ -66,7 +66,10 @@ func ImportFHIR(ctx context.Context, catalogPath, path string, o FHIRImport) (st
 
 // storedBinary is fhirin.Options.StoredBinary over st, the catalog copy
 // being imported into: whether Binary id is live in the compartment of
-// patient of namer's tenant, and its sensitivity labels. Its URI names
+// patient of namer's tenant, and its own sensitivity labels
+// (Resource.OwnSensitivity: a patient-wide "vip" is its patient's, not a
+// label it gives its component, which would keep it after the patient
+// loses it). Its URI names
 // tenant, patient and Binary, so a Binary of another patient or tenant,
 // or a retired one, is simply not found: the answer is the same as for
 // one that never existed.
@@ -83,13 +86,14 @@ func storedBinary(st *store.Store, namer *store.Namer) func(id, patient string) 
 		case err != nil:
 			return nil, false, err
 		}
-		return r.Labels.Sensitivity, true, nil
+		return r.OwnSensitivity(), true, nil // a patient-wide label is not the Binary's to give
 	}
 }
 
 // placeBinary is fhirin.Options.PlaceBinary over st, the catalog copy
 // being imported into: whether Binary id of namer's tenant is live in it,
-// and if so its source patient id (Labels.Patient) and sensitivity labels.
+// and if so its source patient id (Labels.Patient) and own sensitivity
+// labels (Resource.OwnSensitivity, as storedBinary).
 // The catalog's id index (store.GetByID) finds it by its keyed id, which
 // covers tenant, type and source id but not the patient: a Binary of
 // another tenant, or a retired one, is simply not found, the same answer
@@ -112,7 +116,7 @@ func placeBinary(st *store.Store, namer *store.Namer) func(id string) (string, [
 		if r.URI != namer.Link("Binary", id, r.Labels.Patient) {
 			return "", nil, false, fmt.Errorf("%w: a live Binary's URI is not that of its labels' patient", store.ErrCorrupt)
 		}
-		return r.Labels.Patient, r.Labels.Sensitivity, true, nil
+		return r.Labels.Patient, r.OwnSensitivity(), true, nil
 	}
 }
 
@@ -144,6 +148,7 @@ func entryOf(it fhirin.Item) store.Entry {
 		Sensitivity: it.Sensitivity,
 		Consent:     it.Consent,
 		OptOut:      it.OptOut,
+		PatientWide: it.PatientWide,
 		LastUpdated: it.LastUpdated,
 		Carrier:     store.Carrier{Type: it.Carrier.Type, ID: it.Carrier.ID},
 		Where:       it.Where,

@@ -32,7 +32,7 @@ func (rd *reader) liftAttachments(r *resource, patient string, labels []string, 
 			att["url"] = rd.opts.Link(TypeAttachment, id, patient)
 			r.modified = true
 			out = append(out, Item{Type: TypeAttachment, ID: id, Patient: patient, Body: data, MIMEType: mt,
-				Sensitivity: slices.Clone(labels), Consent: rd.idx.consent(patient), LastUpdated: updated,
+				Sensitivity: slices.Clone(labels), Consent: rd.idx.consent(patient), PatientWide: rd.idx.patientWide(patient), LastUpdated: updated,
 				Carrier: Carrier{r.typ, r.id}, Where: r.where})
 			return nil
 		}
@@ -116,7 +116,7 @@ func (rd *reader) emitBinary(r *resource, labels []string, updated time.Time) er
 	b := rd.idx.binary(r.id)
 	comp, _ := rd.idx.comp(b.patient, r.id)
 	return rd.emitItem(Item{Type: "Binary", ID: r.id, Patient: b.patient, Body: data, MIMEType: mt,
-		Sensitivity: union(union(union(labels, b.labels), b.storedLabels), comp), Consent: rd.idx.consent(b.patient), LastUpdated: updated,
+		Sensitivity: union(union(union(labels, b.labels), b.storedLabels), comp), Consent: rd.idx.consent(b.patient), PatientWide: rd.idx.patientWide(b.patient), LastUpdated: updated,
 		Carrier: b.carrier, Where: r.where})
 }
 

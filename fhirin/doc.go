@@ -80,6 +80,14 @@
 //     Item.Links lists the Binaries each resource names, for the
 //     importer's link index, through which a label reaches the catalog's
 //     other resources naming the Binary (store/doc.go, "links").
+//   - Patient-wide labels are marked apart from an item's own: an item of
+//     a patient with an opt-out Consent in the import has Consent
+//     "opt-out", one of a patient whose Patient in the import is labelled
+//     vip (CEL) has PatientWide "vip", and Sensitivity holds only its own
+//     labels (and its Binary component's), so the importer, which decides
+//     both from its whole catalog, can also take them away
+//     (docs/import.md, "Patient-wide labels"). The first pass reads every
+//     Consent and Patient.
 //   - Attachment bytes agree with their declared contentType (checked with
 //     github.com/gabriel-vasile/mimetype), and inline data never stays in a
 //     carrier: it is replaced by the link Options.Link returns.
@@ -90,7 +98,7 @@
 //     DefaultMaxLine), gzip streamed, one Bundle or JSON value in memory at
 //     a time; across the input only an index of Binary ids, of the
 //     (patient, Binary id) pairs named with their label components, and of
-//     opted-out patient ids is kept (Read makes two passes).
+//     opted-out and VIP patient ids is kept (Read makes two passes).
 //
 // # Caveats
 //

@@ -8,9 +8,11 @@ import (
 )
 
 // index is what the first pass learns: per Binary, where it is and who
-// links to it; the patients who opted out. It holds ids and labels only.
+// links to it; the patients who opted out and those who are VIPs. It holds
+// ids and labels only.
 type index struct {
 	optOut   map[string]bool // source Patient ids with an active deny Consent
+	vip      map[string]bool // source Patient ids whose Patient is labelled vip
 	binaries map[string]*binaryInfo
 	// nodes are the label components (join, settle): one node per
 	// (patient, Binary id) that a resource of that patient's compartment
@@ -75,7 +77,7 @@ type binaryInfo struct {
 func (b *binaryInfo) all() []string { return union(union(b.own, b.labels), b.storedLabels) }
 
 func newIndex() *index {
-	return &index{optOut: map[string]bool{}, binaries: map[string]*binaryInfo{}, nodes: map[nodeKey]*node{}}
+	return &index{optOut: map[string]bool{}, vip: map[string]bool{}, binaries: map[string]*binaryInfo{}, nodes: map[nodeKey]*node{}}
 }
 
 func (x *index) node(patient, id string) *node {
@@ -196,11 +198,22 @@ func (x *index) consent(patient string) []string {
 	return nil
 }
 
+// patientWide is Item.PatientWide for a patient.
+func (x *index) patientWide(patient string) []string {
+	if patient != "" && x.vip[patient] {
+		return []string{store.SensitivityVIP}
+	}
+	return nil
+}
+
 // indexResource is the first pass over one resource.
 func (rd *reader) indexResource(r *resource, patient string, labels []string) error {
 	x := rd.idx
 	if r.typ != "Binary" {
 		x.join(patient, r.mentionedBinaries(), labels)
+	}
+	if r.typ == "Patient" && patient != "" && slices.Contains(labels, store.SensitivityVIP) {
+		x.vip[patient] = true
 	}
 	switch r.typ {
 	case "Consent":
@@ -381,7 +394,7 @@ func (x *index) storedItems() []Item {
 		if b.stored {
 			labels, _ := x.comp(b.patient, id)
 			out = append(out, Item{Type: "Binary", ID: id, Patient: b.patient, Sensitivity: union(b.all(), labels),
-				Consent: x.consent(b.patient), Carrier: b.carrier, Where: b.linkWhere, Stored: true})
+				Consent: x.consent(b.patient), PatientWide: x.patientWide(b.patient), Carrier: b.carrier, Where: b.linkWhere, Stored: true})
 		}
 	}
 	slices.SortFunc(out, func(a, b Item) int { return strings.Compare(a.ID, b.ID) })

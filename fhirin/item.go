@@ -39,12 +39,20 @@ type Item struct {
 	// Consent holds "opt-out" when this import holds an opt-out Consent of
 	// the patient (OptOut); nil otherwise. It is a first approximation: the
 	// importer decides the final label from every live Consent of its
-	// catalog (docs/import.md, "Opt-out"), which only it sees.
+	// catalog (docs/import.md, "Patient-wide labels"), which only it sees.
 	Consent []string
 	// OptOut, for a Consent in a patient compartment, reports that it
 	// records an opt-out: status "active" and a base provision of type
 	// "deny" (store.ConsentOptsOut). Always false for any other item.
 	OptOut bool
+	// PatientWide holds "vip" when this import holds the item's patient's
+	// Patient labelled vip (v3 ActCode CEL in its meta.security); nil
+	// otherwise. Like Consent, a first approximation: the importer decides
+	// the patient-wide label from every live Patient of its catalog
+	// (docs/import.md, "Patient-wide labels"). It is not in Sensitivity,
+	// which holds the item's own labels only, so that the label leaves the
+	// item when the patient stops being a VIP.
+	PatientWide []string
 	// LastUpdated is meta.lastUpdated (zero if absent).
 	LastUpdated time.Time
 	// Carrier is the resource an attachment was lifted from or a Binary is

@@ -32,8 +32,8 @@ import (
 // come later in the input: Binary resources, the attachments that link to
 // them (a Binary's patient comes from its linking resource) and every
 // resource naming a Binary (its label component: the Binary and everything
-// naming it share their labels), and active Consents that deny (the
-// patient's opt-out). It keeps only ids and labels, never content. The second pass yields. Memory is bounded by
+// naming it share their labels), active Consents that deny (the
+// patient's opt-out) and Patients labelled vip (the patient-wide vip). It keeps only ids and labels, never content. The second pass yields. Memory is bounded by
 // Options.MaxLine (one line, one Bundle), plus the index.
 func Read(ctx context.Context, path string, opts Options, yield func(Item) error) error {
 	if opts.Link == nil {
@@ -178,8 +178,10 @@ type reader struct {
 // indexedTypes are the types the first pass reads whole; of any other
 // type it reads only the resources that may name a Binary (mayNameBinary),
 // whose mentions join the Binaries' label components (index.join).
+// Consent and Patient are read whole for the patient-wide labels (an
+// opt-out Consent, a Patient labelled vip: index.consent, patientWide).
 var indexedTypes = map[string]bool{"Binary": true, "Consent": true, "Bundle": true,
-	"DocumentReference": true, "DiagnosticReport": true, "Media": true}
+	"DocumentReference": true, "DiagnosticReport": true, "Media": true, "Patient": true}
 
 func (rd *reader) readSource(s *source) error {
 	if !rd.emit && s.wantType != "" && !indexedTypes[s.wantType] && !s.ndjson {

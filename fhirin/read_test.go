@@ -899,3 +899,27 @@ func TestReadFullRefusesSearchPage(t *testing.T) {
 		t.Errorf("link not an array: %v, want ErrJSON", err)
 	}
 }
+
+// A Patient labelled vip (here ActCode CELEB) marks every item of the
+// patient's compartment in the import with the patient-wide vip, the
+// reader's first approximation (Item.PatientWide), and none of anyone
+// else's; an item's own labels (Sensitivity) stay its own, so the
+// importer can take the patient-wide label away again.
+func TestReadMarksVIPCharts(t *testing.T) {
+	n := 0
+	for _, it := range mustReadAll(t, "testdata/bulk") {
+		want := []string(nil)
+		if it.Patient == p2 {
+			want, n = []string{"vip"}, n+1
+		}
+		if !slices.Equal(it.PatientWide, want) {
+			t.Errorf("%s %s of %q: PatientWide %v, want %v", it.Type, it.ID, it.Patient, it.PatientWide, want)
+		}
+		if it.Type != "Patient" && slices.Contains(it.Sensitivity, "vip") {
+			t.Errorf("%s %s: the patient's vip among its own labels %v", it.Type, it.ID, it.Sensitivity)
+		}
+	}
+	if n < 4 {
+		t.Errorf("%d items of the VIP, want the Patient, Observation, Condition, Consent, Binary and more", n)
+	}
+}

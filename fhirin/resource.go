@@ -178,7 +178,7 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 		return err
 	}
 	if err := rd.emitItem(Item{Type: typ, ID: id, Patient: patient, Body: body, MIMEType: FHIRJSON,
-		Sensitivity: labels, Consent: rd.idx.consent(patient), OptOut: typ == "Consent" && patient != "" && store.ConsentOptsOut(r.m),
+		Sensitivity: labels, Consent: rd.idx.consent(patient), PatientWide: rd.idx.patientWide(patient), OptOut: typ == "Consent" && patient != "" && store.ConsentOptsOut(r.m),
 		LastUpdated: updated, Where: w, Links: links}); err != nil {
 		return err
 	}

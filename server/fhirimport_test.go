@@ -2,12 +2,16 @@ package server_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/custos-mcp/custos/app"
+	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/store"
 )
@@ -167,5 +171,61 @@ func TestPatientOfFastPathsAgree(t *testing.T) {
 	}
 	if native == 0 || keyed == 0 {
 		t.Fatalf("%d URIs name their patient by the segment and %d by a source id: the test needs both", native, keyed)
+	}
+}
+
+// TestVIPChartReadIsFlagged: a VIP is marked in EHR exports by a security
+// label on the Patient only (v3 ActCode CEL). Imported through custos
+// import (items first, the Patient labelled CEL by a later import), a
+// clinician's read of the VIP's Observation is audited with the reason
+// vip_patient, for the privacy officer's review of VIP chart accesses.
+// Before the fix only the Patient carried vip, and the read of the chart
+// was recorded as any other.
+func TestVIPChartReadIsFlagged(t *testing.T) {
+	lf := newLiveFixture(t)
+	ctx := context.Background()
+	clin := lf.identity("clinician")
+	src := clin.Principal.Patients[0]
+	key := secrets.Key{ID: "test:id-key@1", Bytes: []byte("0123456789abcdef0123456789abcdef")}
+	n, err := store.NewNamer("general-hospital", key.Bytes, key.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imp := func(name, ndjson string) {
+		t.Helper()
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(ndjson+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := app.ImportFHIR(ctx, lf.catPath, dir, app.FHIRImport{Tenant: "general-hospital", IDKey: key}); err != nil {
+			t.Fatal(err)
+		}
+		if _, swapped, err := lf.live.Reload(); err != nil || !swapped {
+			t.Fatalf("Reload: %v %v", swapped, err)
+		}
+	}
+	read := func(uri string) string {
+		t.Helper()
+		cs := lf.connect(clin)
+		start := len(lf.records())
+		if res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err != nil || len(res.Contents) != 1 {
+			t.Fatalf("clinician read %s: %v", uri, err)
+		}
+		reads := lf.actions(start, server.ActionRead)
+		if len(reads) != 1 {
+			t.Fatalf("read records: %+v", reads)
+		}
+		return reads[0].Reason
+	}
+	imp("Observation.ndjson", `{"resourceType":"Observation","id":"obs-vip-1","status":"final","code":{"text":"Heart rate"},"subject":{"reference":"Patient/`+src+`"}}`)
+	obs := n.Link("Observation", "obs-vip-1", src)
+	if reason := read(obs); strings.Contains(reason, "vip_patient") {
+		t.Fatalf("before the Patient is labelled CEL: reason %q", reason)
+	}
+	imp("Patient.ndjson", `{"resourceType":"Patient","id":"`+src+`","meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"CEL"}]}}`)
+	for _, uri := range []string{n.Link("Patient", src, src), obs} {
+		if reason := read(uri); !strings.Contains(reason, "vip_patient") {
+			t.Errorf("read of %s: reason %q, want vip_patient among them", uri, reason)
+		}
 	}
 }

@@ -53,7 +53,12 @@
 //	                    live Consent of theirs that records an opt-out
 //	                    (Entry.OptOut) (16 bytes) -> empty; streaming
 //	                    imports only: a patient has opted out iff a key
-//	                    starts with their keyed id (optout.go)
+//	                    starts with their keyed id (patientwide.go)
+//	bucket "vip":       keyed id of a patient (16 bytes) || keyed id of
+//	                    their live Patient resource whose own labels hold
+//	                    "vip" (16 bytes) -> empty; streaming imports only:
+//	                    a patient is a VIP iff a key starts with their
+//	                    keyed id (patientwide.go)
 //	bucket "links":     keyed id of a live FHIR resource (16 bytes) ||
 //	                    keyed id of a Binary it links or mentions (16
 //	                    bytes) -> empty; streaming imports only (links.go)
@@ -66,13 +71,14 @@
 //
 // A retired URI (ImportEntries) has no "resources" entry; its newest
 // version carries the retirement time (Resource.Retired). The "ids",
-// "carried", "optout", "links" and "linkedby" buckets, meta "id-key" and
-// the Resource fields "source" and "retired" were added without a schema
+// "carried", "optout", "vip", "links" and "linkedby" buckets, meta "id-key" and
+// the Resource fields "source", "retired" and "patientWide" were added without a schema
 // change: older binaries ignore them (and so do not maintain them: an
-// import by an older binary leaves "optout" and "links" stale; a stale
+// import by an older binary leaves "optout", "vip" and "links" stale; a stale
 // "links" pair over-labels, a missing one leaves a label unpropagated
 // until the resource is imported again). A catalog without "optout" gets it on its
 // next streaming import, built from the bodies of its live Consents; one
+// without "vip" gets it then too, from the labels of its live Patients; one
 // without "links" (or "linkedby") gets both on its next streaming import,
 // built from the bodies of its live FHIR resources (fillLinks: a custos
 // attachment URI or a relative Binary/<id>, versioned or not, in a url or
@@ -163,12 +169,21 @@
 //     once.
 //   - Mode integrity: every blob in a catalog is in the recorded mode; Blob
 //     and Import check the mode in the same transaction that reads or writes.
-//   - Opt-out: after a streaming import, every live item of a streaming
-//     import in the compartment of a patient (fhir:// and attachment://
-//     URIs under the patient's keyed id) carries the consent label
-//     "opt-out" iff "optout" lists a Consent of that patient, and "optout"
-//     lists exactly the live opt-out Consents (docs/import.md, "Opt-out").
-//     A label change is a new version like any other.
+//   - Patient-wide labels (docs/import.md, "Patient-wide labels"): after
+//     a streaming import, every live item of a streaming import in the
+//     compartment of a patient (fhir:// and attachment:// URIs under the
+//     patient's keyed id) carries the consent label "opt-out" iff "optout"
+//     lists a Consent of that patient, and "optout" lists exactly the live
+//     opt-out Consents; every such item carries the sensitivity label
+//     "vip" if "vip" lists a Patient of that patient, and "vip" lists
+//     exactly the live Patients of streaming imports whose own labels
+//     (Resource.OwnSensitivity) hold "vip". Resource.PatientWide is a
+//     subset of Labels.Sensitivity holding at most "vip", and holds it
+//     only on an item of a VIP that lacks "vip" on its own account; an
+//     item of a patient who is no VIP has no PatientWide; a manifest
+//     import's items have none. A label change is a new version like any
+//     other. TestPatientWideIndexAgreesWithScan holds both indexes and
+//     every label against a plain scan of the live catalog.
 //   - Link index: "links" lists R || B iff R is a live FHIR resource of a
 //     streaming import whose current version's entry named Binary B
 //     (Entry.Links; for a resource last written before the index, its body
@@ -178,7 +193,9 @@
 //     TestLinkIndexAgreesWithScan holds it against a plain scan of the
 //     live bodies. After a streaming import, every live Binary B and every
 //     live resource of B's tenant and patient compartment that "linkedby"
-//     lists for B have at least the union of their sensitivity labels (a
+//     lists for B have at least the union of their own sensitivity labels
+//     (Resource.OwnSensitivity: a patient-wide "vip" is not shared as one's
+//     own, so that it leaves with the patient's) (a
 //     resource naming B from another compartment is no member); a lifted
 //     attachment has at least its carrier's. Labels are only added there
 //     (a new version, Relabelled), never removed: a label leaves a
@@ -233,8 +250,8 @@
 // streaming import holds about one batch instead, and drops bbolt's mapping
 // from its resident set after every batch and after every chunk of its
 // closing steps (the retirement of attachments no longer carried, the scan
-// of a full import, the label propagation over the link index, the opt-out
-// relabelling, the removal of its scratch buckets), so that no step
+// of a full import, the label propagation over the link index, the
+// patient-wide relabelling, the removal of its scratch buckets), so that no step
 // reads a whole bucket into it. Reencrypt
 // holds every old and new blob value in memory the same way.
 //

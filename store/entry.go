@@ -49,6 +49,14 @@ type Entry struct {
 	// and labels every live item of their patients "opt-out". Ignored for
 	// any other type.
 	OptOut bool
+	// PatientWide holds "vip" when the caller saw its patient's Patient
+	// labelled vip (fhirin.Item.PatientWide): like "opt-out" in Consent, a
+	// first approximation only, which spares the item a second version
+	// when the Patient comes later in the stream; ImportEntries decides
+	// the patient-wide "vip" from the live Patients of the catalog
+	// (docs/import.md, "Patient-wide labels"). Other values are ignored.
+	// It is never the item's own label: put that in Sensitivity.
+	PatientWide []string
 	// LastUpdated is meta.lastUpdated (the resource annotation lastModified).
 	LastUpdated time.Time
 	// Carrier is the resource an attachment came from (Type and source ID);
@@ -146,6 +154,9 @@ type entryRecord struct {
 	occ     occurrence // digests, patient and Where (or "entry N"), for the seen set
 	// optOut is Entry.OptOut of a Consent in a patient compartment.
 	optOut bool
+	// vipHint is Entry.PatientWide holding "vip", for an item in a patient
+	// compartment.
+	vipHint bool
 	// links are the keyed ids of the Binaries a FHIR resource names
 	// (Entry.Links); binary marks a Binary.
 	links  [][16]byte

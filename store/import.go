@@ -37,8 +37,9 @@ type ImportReport struct {
 
 	// Relabelled counts the live items ImportEntries gave a new version
 	// only to change their labels: to set or clear the consent label
-	// "opt-out", because their patient's opt-out changed (docs/import.md,
-	// "Opt-out"), to add to a Binary the stream links but does not hold
+	// "opt-out" or the patient-wide "vip", because their patient's opt-out
+	// or VIP standing changed (docs/import.md, "Patient-wide labels"), to
+	// add to a Binary the stream links but does not hold
 	// (Entry.Stored) a label of the resources linking it, or to add to a
 	// live Binary, or a live resource linking or mentioning one, a label
 	// of another member of the Binary's component (the link index,

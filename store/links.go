@@ -197,7 +197,7 @@ type member struct {
 // nowhere).
 func (imp *entryImport) settle(tx *bolt.Tx, x linkIndex, b []byte) error {
 	ids, res, vers, carried := tx.Bucket(bucketIDs), tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketCarried)
-	optout := imp.optOutIndex(tx)
+	optout := imp.patientIndex(tx)
 	live := func(id []byte) (*Resource, URI, error) {
 		uri := ids.Get(id)
 		if uri == nil {
@@ -222,7 +222,7 @@ func (imp *entryImport) settle(tx *bolt.Tx, x linkIndex, b []byte) error {
 		return err
 	}
 	members := []member{{[16]byte(b), *bin}}
-	union := slices.Clone(bin.Labels.Sensitivity)
+	union := slices.Clone(bin.OwnSensitivity())
 	c := x.rev.Cursor()
 	for k, _ := c.Seek(b); k != nil && bytes.HasPrefix(k, b); k, _ = c.Next() {
 		r, ru, err := live(k[len(b):])
@@ -233,7 +233,7 @@ func (imp *entryImport) settle(tx *bolt.Tx, x linkIndex, b []byte) error {
 			continue
 		}
 		members = append(members, member{[16]byte(k[len(b):]), *r})
-		union = append(union, r.Labels.Sensitivity...)
+		union = append(union, r.OwnSensitivity()...)
 	}
 	slices.Sort(union)
 	union = slices.Compact(union)
@@ -269,13 +269,16 @@ func (imp *entryImport) settle(tx *bolt.Tx, x linkIndex, b []byte) error {
 	return nil
 }
 
-// addLabels gives the live item r the sensitivity labels of add it lacks,
-// as a new version (Relabelled), with its consent label as the opt-out
-// index says (as writeStored does); false if it lacks none.
-func (imp *entryImport) addLabels(res, vers *bolt.Bucket, optout optOutIndex, r Resource, add []string) (bool, error) {
+// addLabels gives the live item r the sensitivity labels of add it lacks
+// on its own account (OwnSensitivity), as a new version (Relabelled), with
+// its patient-wide labels as the indexes say (as writeStored does); a
+// Patient that gains "vip" so enters the vip index. False if it lacks
+// none.
+func (imp *entryImport) addLabels(res, vers *bolt.Bucket, optout patientIndex, r Resource, add []string) (bool, error) {
+	own := r.OwnSensitivity()
 	missing := false
 	for _, l := range add {
-		if !slices.Contains(r.Labels.Sensitivity, l) {
+		if !slices.Contains(own, l) {
 			missing = true
 			break
 		}
@@ -283,12 +286,20 @@ func (imp *entryImport) addLabels(res, vers *bolt.Bucket, optout optOutIndex, r 
 	if !missing {
 		return false, nil
 	}
-	r.Labels.Sensitivity = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(r.Labels.Sensitivity), add...))))
-	if u, err := ParseURI(r.URI); err != nil {
+	r.Labels.Sensitivity, r.PatientWide = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(own), add...)))), nil
+	u, err := ParseURI(r.URI)
+	if err != nil {
 		return false, fmt.Errorf("%w: stored uri does not parse", ErrCorrupt)
-	} else if u.Patient != "" {
-		p := uuid.MustParse(u.Patient)
-		setOptOut(&r, optedOut(optout.index, p[:]))
+	}
+	if key, ok := vipKey(u); ok && slices.Contains(r.Labels.Sensitivity, SensitivityVIP) {
+		// A Patient that gains vip from its Binary component (a photo of
+		// it labelled so) is a VIP's: every label of a Patient counts.
+		if err := optout.set(optout.vip, key, true, u.Tenant); err != nil {
+			return false, err
+		}
+	}
+	if err := optout.asIndexed(&r); err != nil {
+		return false, err
 	}
 	r.Version++
 	if err := putLive(res, vers, r); err != nil {

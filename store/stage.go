@@ -30,7 +30,7 @@ import (
 //
 // On any failure the scratch file is removed and catalogPath is untouched.
 // When the import changed nothing (every line unchanged) nothing is renamed,
-// unless it built an index the catalog lacked (links, optout): else every
+// unless it built an index the catalog lacked (links, optout, vip): else every
 // later import would build it again.
 // A reader that opened the old file keeps reading it until it closes it;
 // the rename assumes POSIX semantics (replacing an open file).

@@ -110,6 +110,13 @@ type Resource struct {
 	// streaming import (EntryOptions.Source, e.g. "fhir"): a full import
 	// retires only what its own source imported.
 	Source string `json:"source,omitempty"`
+	// PatientWide lists the labels of Labels.Sensitivity the item carries
+	// only because its patient has them ("vip" of a VIP patient's item
+	// whose own data lacks it; docs/import.md, "Patient-wide labels"): a
+	// streaming import removes them when the patient loses the label, and
+	// never propagates them as the item's own (OwnSensitivity). Empty for
+	// most items and for every manifest import's.
+	PatientWide []string `json:"patientWide,omitempty"`
 	// Retired is set only on the version that retired the URI (a deletion,
 	// or a full import that no longer mentions it): from then on the URI is
 	// neither listed nor readable (Get, Page, Count), its versions stay.

@@ -81,11 +81,11 @@ const notStored = "links a Binary that is neither in the input nor live in the c
 
 // writeStored writes the queued stored entries in tx: each Binary must be
 // live under its URI; one lacking a label of its entry gets a new version
-// with the union (content, metadata and source unchanged; the consent
-// label as the opt-out index says, set or cleared), counted Relabelled;
+// with the union (content, metadata and source unchanged; the
+// patient-wide labels as the indexes say, set or cleared), counted Relabelled;
 // else Unchanged.
 // Each is marked seen, so a full import keeps it.
-func (imp *entryImport) writeStored(tx *bolt.Tx, optout optOutIndex) error {
+func (imp *entryImport) writeStored(tx *bolt.Tx, optout patientIndex) error {
 	res, vers, seen := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketImportSeen)
 	links := imp.linksOf(tx)
 	for _, st := range imp.stored {
@@ -104,21 +104,21 @@ func (imp *entryImport) writeStored(tx *bolt.Tx, optout optOutIndex) error {
 			return &EntryError{Where: st.occ.where, Reason: heldByAnotherSource}
 		}
 		r := *prev
-		r.Labels.Sensitivity = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(prev.Labels.Sensitivity), st.sensitivity...))))
+		r.Labels.Sensitivity = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(prev.OwnSensitivity()), st.sensitivity...))))
+		r.PatientWide = nil
 		if len(r.Labels.Sensitivity) == 0 {
 			r.Labels.Sensitivity = nil
 		}
-		if st.patient != "" {
-			// The consent label as the index says now, both ways:
-			// optOutIndex.label keeps an "opt-out" the index does not
-			// confirm (the reader's, for a Consent still to come), but
-			// this one is the catalog's own, of a Consent this import
-			// retired or changed; kept, relabelOptOut cleared it with a
-			// second version, counting the Binary Relabelled twice (found
-			// by h-review6). A Consent a later batch writes queues the
-			// patient again (optOutIndex.set).
-			p := uuid.MustParse(st.patient)
-			setOptOut(&r, optedOut(optout.index, p[:]))
+		// The patient-wide labels as the indexes say now, both ways:
+		// patientIndex.label keeps an "opt-out" the index does not
+		// confirm (the reader's, for a Consent still to come), but this
+		// one is the catalog's own, of a Consent this import retired or
+		// changed; kept, relabelPatientWide cleared it with a second
+		// version, counting the Binary Relabelled twice (found by
+		// h-review6). A Consent or Patient a later batch writes queues the
+		// patient again (patientIndex.set).
+		if err := optout.asIndexed(&r); err != nil {
+			return err
 		}
 		same, err := sameResource(r, *prev)
 		if err != nil {

@@ -137,7 +137,9 @@ func (o *EntryOptions) validate() error {
 // live item of their patients carries the label, none of any other
 // patient; an import that changes a patient's opt-out relabels the
 // patient's live items it did not write, with a new version each
-// (Relabelled; optout.go, relabelOptOut).
+// (Relabelled; patientwide.go, relabelPatientWide). A live Patient whose
+// own labels hold "vip" is kept in bucket "vip" and gives every live item
+// of its patient the sensitivity label "vip" the same way.
 //
 // Labels follow Binaries across imports: the Binaries each live FHIR
 // resource names (Entry.Links) are kept in buckets "links" and
@@ -157,8 +159,8 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	if err := imp.begin(); err != nil {
 		return ImportReport{}, err
 	}
-	if imp.buildOptOut {
-		if err := imp.fillOptOut(ctx); err != nil {
+	if imp.buildOptOut || imp.buildVIP {
+		if err := imp.fillPatientWide(ctx); err != nil {
 			return ImportReport{}, err
 		}
 	}
@@ -221,7 +223,7 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	if err := imp.propagateLinks(ctx); err != nil {
 		return ImportReport{}, err
 	}
-	if err := imp.relabelOptOut(ctx); err != nil {
+	if err := imp.relabelPatientWide(ctx); err != nil {
 		return ImportReport{}, err
 	}
 	if err := imp.dropSeen(ctx); err != nil {
@@ -229,7 +231,7 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	}
 	imp.rep.Lines = n
 	imp.progress(n, n)
-	s.builtIndex = s.builtIndex || imp.buildLinks || imp.buildOptOut
+	s.builtIndex = s.builtIndex || imp.buildLinks || imp.buildOptOut || imp.buildVIP
 	r := imp.rep
 	s.log.Info("import committed", "elapsed", time.Since(start).Round(time.Millisecond), "entries", r.Lines, "created", r.Created,
 		"updated", r.Updated, "unchanged", r.Unchanged, "retired", r.Retired, "relabelled", r.Relabelled, "bytes", r.Bytes)
@@ -263,6 +265,8 @@ type entryImport struct {
 	lastProg   int
 	// buildOptOut is set by begin when the catalog has no opt-out index.
 	buildOptOut bool
+	// buildVIP is set by begin when the catalog has no vip index.
+	buildVIP bool
 	// buildLinks is set by begin when the catalog has no link index.
 	buildLinks bool
 	// touched are the Binaries propagateLinks must settle.
@@ -521,6 +525,14 @@ func (imp *entryImport) begin() error {
 				return fmt.Errorf("store: create bucket: %w", err)
 			}
 		}
+		if tx.Bucket(bucketVIP) == nil {
+			// A catalog written before the vip index: buildVIP fills it
+			// before the first batch.
+			imp.buildVIP = true
+			if _, err := tx.CreateBucket(bucketVIP); err != nil {
+				return fmt.Errorf("store: create bucket: %w", err)
+			}
+		}
 		for _, name := range [][]byte{bucketImportSeen, bucketImportCarriers, bucketImportOptOut} {
 			if tx.Bucket(name) != nil {
 				if err := tx.DeleteBucket(name); err != nil {
@@ -567,6 +579,7 @@ func (imp *entryImport) add(e *Entry, n int) bool {
 		}
 		rec.digest = sha256.Sum256(e.Body)
 		rec.optOut = e.OptOut && e.Type == "Consent" && u.Patient != ""
+		rec.vipHint = slices.Contains(e.PatientWide, SensitivityVIP) && u.Patient != ""
 		rec.binary = e.Type == "Binary"
 		if u.Scheme == SchemeFHIR {
 			var prob string
@@ -769,7 +782,7 @@ func (imp *entryImport) keepStored(ctx context.Context) error {
 	}
 	var cands []candidate
 	err := imp.s.view(func(tx *bolt.Tx) error {
-		res, optout := tx.Bucket(bucketResources), tx.Bucket(bucketOptOut)
+		res, optout, vip := tx.Bucket(bucketResources), tx.Bucket(bucketOptOut), tx.Bucket(bucketVIP)
 		for i := range imp.batch {
 			rec := &imp.batch[i]
 			if rec.uri.Scheme != SchemeFHIR {
@@ -786,14 +799,17 @@ func (imp *entryImport) keepStored(ctx context.Context) error {
 			if prev.Digest == rec.res.Digest || prev.MIMEType != MIMEFHIR {
 				continue
 			}
-			// The record write would compare, as the opt-out index
-			// labels it now (optOutIndex.label), with the stored content.
+			// The record write would compare, as the patient-wide
+			// indexes label it now (patientIndex.label), with the stored
+			// content.
 			r := rec.res
 			r.Digest, r.Size, r.Version = prev.Digest, prev.Size, prev.Version
 			if rec.uri.Patient != "" {
-				if p := uuid.MustParse(rec.uri.Patient); optedOut(optout, p[:]) {
+				p := uuid.MustParse(rec.uri.Patient)
+				if lists(optout, p[:]) {
 					r.Labels.Consent = []string{ConsentOptOut}
 				}
+				setVIP(&r, lists(vip, p[:]) || rec.vipHint)
 			}
 			same, err := sameResource(r, prev)
 			if err != nil {
@@ -909,11 +925,11 @@ func (s *Store) release() {
 func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.Time) error {
 	res, vers, blobs, ids := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketBlobs), tx.Bucket(bucketIDs)
 	seen, carried, carriers := tx.Bucket(bucketImportSeen), tx.Bucket(bucketCarried), tx.Bucket(bucketImportCarriers)
-	optout, links := imp.optOutIndex(tx), imp.linksOf(tx)
-	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen, carried, carriers, optout.index, optout.queue, links.fwd, links.rev} {
+	optout, links := imp.patientIndex(tx), imp.linksOf(tx)
+	for _, b := range []*bolt.Bucket{res, vers, blobs, ids, seen, carried, carriers, optout.optout, optout.vip, optout.queue, links.fwd, links.rev} {
 		b.FillPercent = streamFillPercent
 	}
-	if err := imp.indexBatchOptOut(tx); err != nil {
+	if err := imp.indexBatchPatientWide(tx); err != nil {
 		return err
 	}
 	// noteCarrier queues id for retireUncarried if it carried attachments
@@ -1000,7 +1016,7 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		r := rec.res
 		if rec.uri.Patient != "" {
 			p := uuid.MustParse(rec.uri.Patient)
-			if err := optout.label(&r, p[:]); err != nil {
+			if err := optout.label(&r, p[:], rec.vipHint); err != nil {
 				return err
 			}
 		}
