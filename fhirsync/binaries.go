@@ -309,6 +309,12 @@ func (c *client) fetchBinary(ctx context.Context, r binaryRef) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The answer's errors name the request made, GET [base]/Binary/<id>
+		// (shown as /Binary/[id]), not the path a redirect within the
+		// origin led to: the server's file path may name the patient.
+		made := *resp.Request
+		made.URL = u
+		resp.Request = &made
 		body, rerr := io.ReadAll(io.LimitReader(resp.Body, int64(c.o.MaxLine)+1))
 		resp.Body.Close()
 		if rerr == nil {

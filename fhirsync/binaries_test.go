@@ -454,3 +454,32 @@ func TestFetchBinaryDotSegmentID(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchBinaryRedirectHidesPath: a Binary read the server redirects
+// within its origin to where it keeps the file (a path that may name the
+// patient or the document) and whose answer is refused names the request
+// custos made, GET [base]/Binary/[id], not the redirect's path (found
+// reviewing h-binfetch: the error named resp.Request.URL, the last
+// request's).
+func TestFetchBinaryRedirectHidesPath(t *testing.T) {
+	c := binaryServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/fhir/Binary/") {
+			http.Redirect(w, r, "/files/MRN-4711-discharge.pdf", http.StatusFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte("<html>please log in</html>"))
+	})
+	st, err := newStage(t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"resourceType":"DocumentReference","id":"d1","content":[{"attachment":{"contentType":"application/pdf","url":"Binary/b1"}}]}` + "\n"
+	if _, err := st.copyNDJSON(strings.NewReader(doc), "src", "DocumentReference", false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.fetchBinaries(context.Background(), st, true)
+	if !errors.Is(err, ErrServer) || strings.Contains(err.Error(), "MRN-4711") || !strings.Contains(err.Error(), "GET /fhir/Binary/[id]: the answer is text/html") {
+		t.Fatalf("err = %v; want ErrServer naming GET /fhir/Binary/[id], not the redirect's path", err)
+	}
+}
