@@ -101,6 +101,15 @@ func TestBinaryRefsAgreeWithReader(t *testing.T) {
 		{"DocumentReference", `{"url":"Binary/"}`, ""},
 		{"DocumentReference", `{"url":"Binary/b1/_history"}`, ""},
 		{"DocumentReference", `{"url":"docs/note.pdf"}`, ""},
+		// Percent-escapes, dot segments and doubled slashes: no
+		// normalization on either side (a dot-segment id is then refused
+		// by the fetch: TestFetchBinaryDotSegmentID).
+		{"DocumentReference", `{"url":"Binary/b%31"}`, ""},
+		{"DocumentReference", `{"url":"Binary%2Fb1"}`, ""},
+		{"DocumentReference", `{"url":"https://ehr.example/fhir/../fhir/Binary/b1"}`, ""},
+		{"DocumentReference", `{"url":"https://ehr.example/fhir//Binary/b1"}`, ""},
+		{"DocumentReference", `{"url":"https://ehr.example/fhir/Binary/b1/_history/2/"}`, ""},
+		{"DocumentReference", `{"url":"Binary/.."}`, ".."},
 		{"DocumentReference", `{"url":"Patient/p1"}`, ""}, // the reader's ErrValue
 		{"DocumentReference", `{"contentType":"text/plain","data":"aGk=","url":"Binary/b1"}`, ""},
 		{"DocumentReference", `{"url":7}`, ""},
