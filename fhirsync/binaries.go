@@ -294,6 +294,12 @@ func (c *client) fetchBinaries(ctx context.Context, st *stage, full bool) (int, 
 // most Options.MaxLine bytes, and so may the line. A body that breaks off
 // is tried again, as a download is.
 func (c *client) fetchBinary(ctx context.Context, r binaryRef) ([]byte, error) {
+	if r.ID == "." || r.ID == ".." {
+		// A FHIR id by the regex, but a dot segment in a URL path: the
+		// request would resolve to [base]/ or [base]/Binary/ (the search
+		// of every Binary), whose answer is no Binary of this attachment.
+		return nil, fmt.Errorf("%w: the Binary's id is a dot segment (%q): GET [base]/Binary/%s would name another resource; not fetched", ErrServer, r.ID, r.ID)
+	}
 	u, err := c.resolve("Binary/" + r.ID)
 	if err != nil {
 		return nil, err
@@ -303,6 +309,12 @@ func (c *client) fetchBinary(ctx context.Context, r binaryRef) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The answer's errors name the request made, GET [base]/Binary/<id>
+		// (shown as /Binary/[id]), not the path a redirect within the
+		// origin led to: the server's file path may name the patient.
+		made := *resp.Request
+		made.URL = u
+		resp.Request = &made
 		body, rerr := io.ReadAll(io.LimitReader(resp.Body, int64(c.o.MaxLine)+1))
 		resp.Body.Close()
 		if rerr == nil {

@@ -1,6 +1,7 @@
 package fhirsync
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -100,6 +101,15 @@ func TestBinaryRefsAgreeWithReader(t *testing.T) {
 		{"DocumentReference", `{"url":"Binary/"}`, ""},
 		{"DocumentReference", `{"url":"Binary/b1/_history"}`, ""},
 		{"DocumentReference", `{"url":"docs/note.pdf"}`, ""},
+		// Percent-escapes, dot segments and doubled slashes: no
+		// normalization on either side (a dot-segment id is then refused
+		// by the fetch: TestFetchBinaryDotSegmentID).
+		{"DocumentReference", `{"url":"Binary/b%31"}`, ""},
+		{"DocumentReference", `{"url":"Binary%2Fb1"}`, ""},
+		{"DocumentReference", `{"url":"https://ehr.example/fhir/../fhir/Binary/b1"}`, ""},
+		{"DocumentReference", `{"url":"https://ehr.example/fhir//Binary/b1"}`, ""},
+		{"DocumentReference", `{"url":"https://ehr.example/fhir/Binary/b1/_history/2/"}`, ""},
+		{"DocumentReference", `{"url":"Binary/.."}`, ".."},
 		{"DocumentReference", `{"url":"Patient/p1"}`, ""}, // the reader's ErrValue
 		{"DocumentReference", `{"contentType":"text/plain","data":"aGk=","url":"Binary/b1"}`, ""},
 		{"DocumentReference", `{"url":7}`, ""},
@@ -380,5 +390,105 @@ func TestFetchBinariesSkipsLive(t *testing.T) {
 	st.copyNDJSON(strings.NewReader(docs), "src", "DocumentReference", false)
 	if _, err := c.fetchBinaries(context.Background(), st, false); !errors.Is(err, ErrImport) {
 		t.Fatalf("a catalog that cannot answer: %v, want ErrImport", err)
+	}
+}
+
+// TestFetchBinaryLogHidesID: a Binary fetch the server answers 503 is
+// retried, and the retry's log line names the request as the error does,
+// /Binary/[id]: a source id may carry PHI (an MRN used as an id), and the
+// operational log is no place for it (found reviewing h-binfetch: the
+// error hid it, the log line did not).
+func TestFetchBinaryLogHidesID(t *testing.T) {
+	n := 0
+	c := binaryServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if n++; n == 1 {
+			w.WriteHeader(503)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write([]byte("note"))
+	})
+	var logs bytes.Buffer
+	c.o.Logger = slogTo(&logs)
+	st, err := newStage(t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"resourceType":"DocumentReference","id":"d1","content":[{"attachment":{"contentType":"text/plain","url":"Binary/MRN-4711"}}]}` + "\n"
+	if _, err := st.copyNDJSON(strings.NewReader(doc), "src", "DocumentReference", false); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.fetchBinaries(context.Background(), st, true); err != nil || got != 1 {
+		t.Fatalf("fetched %d, %v", got, err)
+	}
+	if !strings.Contains(logs.String(), "retrying") {
+		t.Fatalf("no retry logged: %s", logs.String())
+	}
+	if strings.Contains(logs.String(), "MRN-4711") || !strings.Contains(logs.String(), "/fhir/Binary/[id]") {
+		t.Errorf("the retry's log line names the Binary's source id, want /Binary/[id]:\n%s", logs.String())
+	}
+}
+
+// TestFetchBinaryDotSegmentID: "." and ".." are FHIR ids by the regex
+// (the reader reads Binary/.. as Binary ".."), but as a path segment
+// they are dot segments: GET [base]/Binary/.. resolves to [base]/ and
+// Binary/. to [base]/Binary/, the search of every Binary on the server,
+// whose answer served as application/json was taken as the content of
+// the attachment declaring application/json. Such an id is refused
+// before any request (found reviewing h-binfetch).
+func TestFetchBinaryDotSegmentID(t *testing.T) {
+	for _, id := range []string{".", ".."} {
+		var got []string
+		c := binaryServer(t, func(w http.ResponseWriter, r *http.Request) {
+			got = append(got, r.URL.Path)
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"resourceType":"Bundle","type":"searchset","entry":[{"resource":{"resourceType":"Binary","id":"other-patient"}}]}`))
+		})
+		st, err := newStage(t.TempDir(), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc := `{"resourceType":"DocumentReference","id":"d1","content":[{"attachment":{"contentType":"application/json","url":"Binary/` + id + `"}}]}` + "\n"
+		if _, err := st.copyNDJSON(strings.NewReader(doc), "src", "DocumentReference", false); err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.fetchBinaries(context.Background(), st, true)
+		if err == nil || len(got) != 0 {
+			t.Errorf("Binary/%s: fetched %d (requests %v), %v; want refused before any request", id, n, got, err)
+			continue
+		}
+		if !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), "dot segment") ||
+			!strings.HasPrefix(err.Error(), "staged DocumentReference.000.ndjson line 1: DocumentReference.content[0].attachment.url: ") {
+			t.Errorf("Binary/%s: %v; want ErrServer naming the place and the dot segment", id, err)
+		}
+	}
+}
+
+// TestFetchBinaryRedirectHidesPath: a Binary read the server redirects
+// within its origin to where it keeps the file (a path that may name the
+// patient or the document) and whose answer is refused names the request
+// custos made, GET [base]/Binary/[id], not the redirect's path (found
+// reviewing h-binfetch: the error named resp.Request.URL, the last
+// request's).
+func TestFetchBinaryRedirectHidesPath(t *testing.T) {
+	c := binaryServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/fhir/Binary/") {
+			http.Redirect(w, r, "/files/MRN-4711-discharge.pdf", http.StatusFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte("<html>please log in</html>"))
+	})
+	st, err := newStage(t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"resourceType":"DocumentReference","id":"d1","content":[{"attachment":{"contentType":"application/pdf","url":"Binary/b1"}}]}` + "\n"
+	if _, err := st.copyNDJSON(strings.NewReader(doc), "src", "DocumentReference", false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.fetchBinaries(context.Background(), st, true)
+	if !errors.Is(err, ErrServer) || strings.Contains(err.Error(), "MRN-4711") || !strings.Contains(err.Error(), "GET /fhir/Binary/[id]: the answer is text/html") {
+		t.Fatalf("err = %v; want ErrServer naming GET /fhir/Binary/[id], not the redirect's path", err)
 	}
 }

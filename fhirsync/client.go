@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -269,7 +270,7 @@ func (c *client) do(ctx context.Context, mk func(ctx context.Context) (*http.Req
 			return nil, fmt.Errorf("%w: %s; gave up after %d attempts over %s", ErrUnavailable, last, attempt+1, c.o.Now().Sub(start).Round(time.Millisecond))
 		}
 		wait := backoff(attempt, c.o.BaseDelay, c.o.MaxDelay, after)
-		c.o.Logger.Warn("fhirsync: retrying", "request", last, "attempt", attempt+1, "wait", wait)
+		c.o.Logger.Warn("fhirsync: retrying", "request", hideBinaryIDs(last), "attempt", attempt+1, "wait", wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -278,6 +279,16 @@ func (c *client) do(ctx context.Context, mk func(ctx context.Context) (*http.Req
 		case <-t.C:
 		}
 	}
+}
+
+// binaryIDPath is the path of a Binary read (GET [base]/Binary/<id>).
+var binaryIDPath = regexp.MustCompile(`/Binary/[A-Za-z0-9.\-]+`)
+
+// hideBinaryIDs shows every Binary read's path in s as /Binary/[id], as
+// fetchBinaries' errors do (idHidden): a source id may carry PHI (an MRN
+// used as an id), and a retry's log line is no place for it.
+func hideBinaryIDs(s string) string {
+	return binaryIDPath.ReplaceAllString(s, "/Binary/[id]")
 }
 
 // transportCause strips the URL from a *url.Error.

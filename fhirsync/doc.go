@@ -54,7 +54,10 @@
 //   - No secret leaves in a message: errors and log lines name the URL path
 //     of the request that failed, never its query (pre-signed download URLs
 //     carry credentials there), never an access token or client assertion,
-//     never a payload. The FHIR base URL is refused if it carries user
+//     never a payload; a Binary read's path shows its id as [id] (a FHIR
+//     id may carry PHI), in its errors and its retries' log lines alike,
+//     and an answer reached through a redirect is named by the request
+//     made. The FHIR base URL is refused if it carries user
 //     information, a query or a fragment. What a server echoes of the
 //     sync's access tokens or client assertions (in a header Go quotes in
 //     an error, a Content-Type, a manifest field) is redacted from the

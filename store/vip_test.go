@@ -140,7 +140,7 @@ func patientWideAgreesWithScan(s *Store) error {
 	if err != nil {
 		return err
 	}
-	vips, outs, wantKeys := map[patient]bool{}, map[patient]bool{}, map[string]bool{}
+	vips, outs, wantKeys, wantOut := map[patient]bool{}, map[patient]bool{}, map[string]bool{}, map[string]bool{}
 	for _, r := range rs {
 		u, err := ParseURI(r.URI)
 		if err != nil || r.Source == "" || u.Patient == "" {
@@ -162,6 +162,8 @@ func patientWideAgreesWithScan(s *Store) error {
 				return err
 			} else if out {
 				outs[patient{u.Tenant, u.Patient}] = true
+				k, _ := optOutKey(u)
+				wantOut[string(k)] = true
 			}
 		}
 	}
@@ -194,20 +196,26 @@ func patientWideAgreesWithScan(s *Store) error {
 		}
 	}
 	err = s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketVIP)
-		if b == nil {
-			return errors.New("no vip index")
-		}
-		got := map[string]bool{}
-		b.ForEach(func(k, _ []byte) error { got[string(k)] = true; return nil })
-		for k := range wantKeys {
-			if !got[k] {
-				probs = append(probs, fmt.Sprintf("vip index lacks the VIP Patient %x", k[16:]))
+		for _, ix := range []struct {
+			name   []byte
+			want   map[string]bool
+			source string
+		}{{bucketVIP, wantKeys, "VIP Patient"}, {bucketOptOut, wantOut, "opt-out Consent"}} {
+			b := tx.Bucket(ix.name)
+			if b == nil {
+				return fmt.Errorf("no %s index", ix.name)
 			}
-		}
-		for k := range got {
-			if !wantKeys[k] {
-				probs = append(probs, fmt.Sprintf("vip index lists %x, no live VIP Patient", k[16:]))
+			got := map[string]bool{}
+			b.ForEach(func(k, _ []byte) error { got[string(k)] = true; return nil })
+			for k := range ix.want {
+				if !got[k] {
+					probs = append(probs, fmt.Sprintf("%s index lacks the %s %x", ix.name, ix.source, k[16:]))
+				}
+			}
+			for k := range got {
+				if !ix.want[k] {
+					probs = append(probs, fmt.Sprintf("%s index lists %x, no live %s", ix.name, k[16:], ix.source))
+				}
 			}
 		}
 		return nil
@@ -446,6 +454,14 @@ func TestPatientWideIndexAgreesWithScan(t *testing.T) {
 				{name: "an index that lost the VIP", tx: func(tx *bolt.Tx) error {
 					k, _ := tx.Bucket(bucketVIP).Cursor().First()
 					return tx.Bucket(bucketVIP).Delete(bytes.Clone(k))
+				}},
+				// The labels still agree: only the opt-out index is wrong.
+				{name: "an index that lost the opt-out Consent", tx: func(tx *bolt.Tx) error {
+					k, _ := tx.Bucket(bucketOptOut).Cursor().First()
+					if k == nil {
+						return errors.New("no opt-out Consent indexed")
+					}
+					return tx.Bucket(bucketOptOut).Delete(bytes.Clone(k))
 				}},
 			} {
 				backup := path + ".bak"
