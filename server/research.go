@@ -326,6 +326,34 @@ func (a *aliaser) ordered(ctx context.Context) ([]aliasedURI, error) {
 	return idx.order, nil
 }
 
+// WarmResearchAliases builds, for the catalog's current index and the
+// audit key, every tenant's research aliases and groups: what a
+// researcher's first list builds otherwise (tenantAliases), so that the
+// first research page after a start or a catalog swap does not pay for it
+// (~20-40 ms for a 10,000-patient tenant on the 2-core build machine). It
+// fills the same cache the first list would, with the same function, and
+// changes nothing a caller sees. Without an indexed catalog it does
+// nothing; an unavailable audit key is returned (a research request would
+// be refused for it anyway).
+func (s *Server) WarmResearchAliases(ctx context.Context) error {
+	ix, err := s.catalogIndex()
+	if err != nil || ix == nil {
+		return err
+	}
+	k, err := s.cfg.Keys.AuditKey(ctx)
+	if err != nil {
+		return err
+	}
+	a := &aliaser{key: k, s: s}
+	for _, t := range ix.Tenants() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		a.tenantAliases(ix, t, true)
+	}
+	return nil
+}
+
 // tenantAliases returns the aliases of tenant's patients in ix, built on
 // first use for this key and index (one keyed hash per patient of the
 // tenant, ~0.5 µs each: a few ms for 10,000 patients, against ~1 s for

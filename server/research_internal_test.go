@@ -65,28 +65,7 @@ func TestResearchTitleFromTypeOnly(t *testing.T) {
 // and they resolve nothing. The golden vector above holds for the aliases
 // made with one reused keyed state too.
 func TestTenantAliasesKeepOnlyCatalogTenants(t *testing.T) {
-	dir := t.TempDir()
-	seed, cat := filepath.Join(dir, "seed"), filepath.Join(dir, "catalog.db")
-	if _, err := synth.Generate(context.Background(), seed, synth.Options{Patients: 3, Seed: 2}); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(cat, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Import(context.Background(), seed, nil); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-	live, err := store.OpenLive(cat, store.LiveOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.Close()
-	ix, err := live.Index()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ix := seededIndex(t, 3, 2)
 	key := make([]byte, 32)
 	for i := range key {
 		key[i] = byte(i)
@@ -155,4 +134,80 @@ func TestResearchListItemShowsNothingOfTheSource(t *testing.T) {
 			t.Errorf("%s, not a FHIR type: title %q, description %q", typ, item.Title, item.Description)
 		}
 	}
+}
+
+// WarmResearchAliases builds, for the catalog's index and the audit key,
+// what a researcher's first list would (every tenant's aliases and
+// groups, by the same tenantAliases), so that list finds it built; with
+// the key unavailable it returns the error and builds nothing.
+func TestWarmResearchAliases(t *testing.T) {
+	live, ix := seededIndex(t, 4, 3)
+	keys, err := secrets.NewDev()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{cfg: Config{Catalog: live, Keys: keys}}
+	if err := s.WarmResearchAliases(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	k, err := keys.AuditKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &aliaser{key: k, s: s}
+	warm := s.aliases.tenants[synth.DefaultTenant]
+	if s.aliases.tix != ix || s.aliases.tkey != a.keyID() || len(s.aliases.tenants) != len(ix.Tenants()) ||
+		warm == nil || len(warm.patient) != 4 || len(warm.groups) == 0 {
+		t.Fatalf("not built ahead: index %v, key %v, %d tenants of %v, %+v", s.aliases.tix == ix, s.aliases.tkey == a.keyID(), len(s.aliases.tenants), ix.Tenants(), warm)
+	}
+	if got := a.tenantAliases(ix, synth.DefaultTenant, true); got != warm {
+		t.Fatal("the first list built the aliases again")
+	}
+	// The same as a first list builds them without the warm-up.
+	cold := (&aliaser{key: k, s: &Server{}}).tenantAliases(ix, synth.DefaultTenant, true)
+	if fmt.Sprint(cold.patient) != fmt.Sprint(warm.patient) || fmt.Sprint(cold.groups) != fmt.Sprint(warm.groups) {
+		t.Fatalf("warm and cold aliases differ:\n%v\n%v", warm, cold)
+	}
+
+	down := &Server{cfg: Config{Catalog: live, Keys: sealedAuditKey{keys}}}
+	if err := down.WarmResearchAliases(context.Background()); err == nil || len(down.aliases.tenants) != 0 {
+		t.Fatalf("key unavailable: %v, %d tenants built", err, len(down.aliases.tenants))
+	}
+}
+
+// sealedAuditKey is a key set whose audit key is unavailable (a sealed
+// Vault).
+type sealedAuditKey struct{ Keys }
+
+func (sealedAuditKey) AuditKey(context.Context) (secrets.Key, error) {
+	return secrets.Key{}, fmt.Errorf("vault sealed")
+}
+
+// seededIndex is a live catalog of a seeded data set of n patients (seed
+// s), closed at the test's end, and its index.
+func seededIndex(t *testing.T, n int, s int64) (*store.Live, *store.Index) {
+	t.Helper()
+	dir := t.TempDir()
+	seed, cat := filepath.Join(dir, "seed"), filepath.Join(dir, "catalog.db")
+	if _, err := synth.Generate(context.Background(), seed, synth.Options{Patients: n, Seed: s}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(cat, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Import(context.Background(), seed, nil); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	live, err := store.OpenLive(cat, store.LiveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { live.Close() })
+	ix, err := live.Index()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return live, ix
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -190,6 +191,9 @@ func (ix *Index) TenantLen(tenant string) int { return len(ix.tenants[tenant]) }
 // Patients returns the distinct Labels.Patient values of tenant's
 // resources, sorted.
 func (ix *Index) Patients(tenant string) []string { return slices.Clone(ix.sorted[tenant]) }
+
+// Tenants returns the tenants of the indexed entries, sorted.
+func (ix *Index) Tenants() []string { return slices.Sorted(maps.Keys(ix.sorted)) }
 
 // PatientEntries returns the entries whose labels name tenant and patient,
 // in URI order.
