@@ -93,8 +93,9 @@
 //     research URI outside the prefix its order assumes refuses the list
 //     rather than misorder it. WarmResearchAliases fills the same cache
 //     ahead (the assembly calls it at the start and after each catalog
-//     swap) with the same function, so the first research list finds it
-//     built; TestWarmResearchAliases holds the warm and cold builds equal.
+//     swap, for tenants of up to maxWarmPatients patients in all) with the
+//     same function, so the first research list finds it built;
+//     TestWarmResearchAliases holds the warm and cold builds equal.
 //   - A record names a patient one way (patientOf, record.go): for FHIR
 //     input, whose URI segment is a keyed id, the source id the catalog's
 //     Patient resource holds; otherwise the segment. A segment without the

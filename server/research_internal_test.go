@@ -169,6 +169,14 @@ func TestWarmResearchAliases(t *testing.T) {
 		t.Fatalf("warm and cold aliases differ:\n%v\n%v", warm, cold)
 	}
 
+	// A tenant over the bound is left to its first research list.
+	defer func(n int) { maxWarmPatients = n }(maxWarmPatients)
+	maxWarmPatients = 3
+	big := &Server{cfg: Config{Catalog: live, Keys: keys}}
+	if err := big.WarmResearchAliases(context.Background()); err != nil || len(big.aliases.tenants) != 0 {
+		t.Fatalf("over the bound: %v, %d tenants built", err, len(big.aliases.tenants))
+	}
+
 	down := &Server{cfg: Config{Catalog: live, Keys: sealedAuditKey{keys}}}
 	if err := down.WarmResearchAliases(context.Background()); err == nil || len(down.aliases.tenants) != 0 {
 		t.Fatalf("key unavailable: %v, %d tenants built", err, len(down.aliases.tenants))
