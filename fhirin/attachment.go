@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"maps"
 	"mime"
 	"slices"
@@ -224,15 +225,28 @@ func textToUTF8(declared string, data []byte) (string, []byte, error) {
 
 // decodeBase64 decodes FHIR base64Binary, which may hold whitespace.
 func decodeBase64(s string) ([]byte, error) {
-	if strings.ContainsAny(s, " \t\r\n") {
-		s = strings.Map(func(r rune) rune {
-			if r == ' ' || r == '\t' || r == '\r' || r == '\n' {
-				return -1
-			}
-			return r
-		}, s)
+	return base64.StdEncoding.DecodeString(base64Text(s))
+}
+
+// ValidBase64 reports whether s is FHIR base64Binary as the reader decodes
+// it (decodeBase64), without holding the decoded bytes: what a caller
+// that stages attachments for the reader (custos sync) checks them by.
+func ValidBase64(s string) bool {
+	_, err := io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, strings.NewReader(base64Text(s))))
+	return err == nil
+}
+
+// base64Text is s without the whitespace FHIR base64Binary may hold.
+func base64Text(s string) string {
+	if !strings.ContainsAny(s, " \t\r\n") {
+		return s
 	}
-	return base64.StdEncoding.DecodeString(s)
+	return strings.Map(func(r rune) rune {
+		if r == ' ' || r == '\t' || r == '\r' || r == '\n' {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 // mimeError is a contradiction between declared and detected types; both

@@ -1,6 +1,7 @@
 package fhirin
 
 import (
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
@@ -125,6 +126,30 @@ func TestAttachmentBytes(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), "shift_jis") {
 			t.Errorf("the error quotes the declared charset: %v", err)
+		}
+	}
+}
+
+// ValidBase64 (streaming, for callers that stage attachments) agrees with
+// decodeBase64, the reader's decoding, on every input: whitespace FHIR
+// allows, padding, stray characters, truncation.
+func TestValidBase64AgreesWithDecode(t *testing.T) {
+	ins := []string{"", "JVBERg==", "JVBE\nRg==", " JVBE Rg== \r\n", "JVBERg=", "JVBERg", "JVBER*g==", "JVBERg===", "=", "aGk", "aGk=", "aGk=\t", "aG\u00e9k=", "YWJj\nZGVm\n", "YWJjZGVm====", "Zg==Zg=="}
+	for i := range 64 {
+		b := make([]byte, i)
+		for j := range b {
+			b[j] = byte(j * 37)
+		}
+		enc := base64.StdEncoding.EncodeToString(b)
+		ins = append(ins, enc, enc+"\n", strings.TrimRight(enc, "="))
+		if len(enc) > 2 {
+			ins = append(ins, enc[:len(enc)-1], enc[1:])
+		}
+	}
+	for _, s := range ins {
+		_, err := decodeBase64(s)
+		if got := ValidBase64(s); got != (err == nil) {
+			t.Errorf("ValidBase64(%q) = %v, decodeBase64 error %v", s, got, err)
 		}
 	}
 }

@@ -408,24 +408,11 @@ func binaryLine(resp *http.Response, body []byte, r binaryRef, max int) ([]byte,
 	return line, nil
 }
 
-// isBase64 reports whether v is a string of FHIR base64Binary: standard
-// base64, whitespace allowed (as the reader decodes it), checked without
-// holding the decoded bytes.
+// isBase64 reports whether v is a string of FHIR base64Binary, as the
+// reader will decode it (fhirin.ValidBase64).
 func isBase64(v any) bool {
 	s, ok := v.(string)
-	if !ok {
-		return false
-	}
-	if strings.ContainsAny(s, " \t\r\n") {
-		s = strings.Map(func(r rune) rune {
-			if r == ' ' || r == '\t' || r == '\r' || r == '\n' {
-				return -1
-			}
-			return r
-		}, s)
-	}
-	_, err := io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, strings.NewReader(s)))
-	return err == nil
+	return ok && fhirin.ValidBase64(s)
 }
 
 // idHidden is err with the Binary's path (/Binary/<id>) shown as

@@ -331,15 +331,7 @@ func (imp *entryImport) fillLinks(ctx context.Context) error {
 		namers[tenant] = n
 		return n, nil
 	}
-	after := ""
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		page, err := imp.s.Page(after, diffPage)
-		if err != nil {
-			return err
-		}
+	return imp.eachStoredPage(ctx, func(page []Resource) error {
 		type named struct {
 			id    [16]byte
 			links [][16]byte
@@ -368,7 +360,7 @@ func (imp *entryImport) fillLinks(ctx context.Context) error {
 				found = append(found, named{[16]byte(uuid.MustParse(u.ID)), links})
 			}
 		}
-		err = imp.s.update(func(tx *bolt.Tx) error {
+		return imp.s.update(func(tx *bolt.Tx) error {
 			x, carried := imp.linksOf(tx), tx.Bucket(bucketCarried)
 			for _, n := range found {
 				links := slices.DeleteFunc(n.links, func(l [16]byte) bool {
@@ -380,15 +372,7 @@ func (imp *entryImport) fillLinks(ctx context.Context) error {
 			}
 			return nil
 		})
-		if err != nil {
-			return err
-		}
-		imp.s.release()
-		if len(page) < diffPage {
-			return nil
-		}
-		after = page[len(page)-1].URI
-	}
+	})
 }
 
 // bodyLinks are the keyed ids of the Binaries a stored FHIR body names in

@@ -42,14 +42,22 @@ func itemEntry(typ, id, patient string, labelled bool) Entry {
 // [opt-out]" (the URI's type, the source id the test named it by), sorted.
 func optOutLabels(t *testing.T, path string, n *Namer, named map[string]string) []string {
 	t.Helper()
+	return tenantLabels(t, path, n, named, func(r Resource) []string { return r.Labels.Consent })
+}
+
+// tenantLabels lists the live resources of n's tenant as "type id vN
+// [labels]", labels being what of names (the URI's type, the source id
+// the test named it by), sorted.
+func tenantLabels(t *testing.T, path string, n *Namer, named map[string]string, of func(Resource) []string) []string {
+	t.Helper()
 	var out []string
 	for _, r := range allResources(t, openRead(t, path)) {
 		if r.Labels.Tenant != n.tenant {
 			continue
 		}
 		line := fmt.Sprintf("%s %s v%d", r.Labels.Type, named[r.URI], r.Version)
-		if len(r.Labels.Consent) > 0 {
-			line += " " + strings.Join(r.Labels.Consent, ",")
+		if l := of(r); len(l) > 0 {
+			line += " " + strings.Join(l, ",")
 		}
 		out = append(out, line)
 	}

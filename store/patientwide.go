@@ -315,15 +315,7 @@ func (imp *entryImport) indexBatchPatientWide(tx *bolt.Tx) error {
 // earlier imports lost or kept wrongly). One page of the catalog per
 // transaction.
 func (imp *entryImport) fillPatientWide(ctx context.Context) error {
-	after := ""
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		page, err := imp.s.Page(after, diffPage)
-		if err != nil {
-			return err
-		}
+	return imp.eachStoredPage(ctx, func(page []Resource) error {
 		type queued struct {
 			key    []byte // a patient's, or an index key
 			tenant string
@@ -362,7 +354,7 @@ func (imp *entryImport) fillPatientWide(ctx context.Context) error {
 				optouts = append(optouts, queued{key, u.Tenant})
 			}
 		}
-		err = imp.s.update(func(tx *bolt.Tx) error {
+		return imp.s.update(func(tx *bolt.Tx) error {
 			x := imp.patientIndex(tx)
 			for _, k := range optouts {
 				if err := x.set(x.optout, k.key, true, k.tenant); err != nil {
@@ -381,15 +373,7 @@ func (imp *entryImport) fillPatientWide(ctx context.Context) error {
 			}
 			return nil
 		})
-		if err != nil {
-			return err
-		}
-		imp.s.release()
-		if len(page) < diffPage {
-			return nil
-		}
-		after = page[len(page)-1].URI
-	}
+	})
 }
 
 // relabelVisits bounds how many live items relabelPatientWide reads per

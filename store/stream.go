@@ -909,6 +909,31 @@ func (imp *entryImport) flush(ctx context.Context) error {
 	return nil
 }
 
+// eachStoredPage calls fn with the live resources of the catalog being
+// imported into, diffPage at a time in URI order, and releases the
+// mapping's pages after each (such a walk reads every resource through
+// the mapping); it stops at fn's first error, or when ctx is done.
+func (imp *entryImport) eachStoredPage(ctx context.Context, fn func(page []Resource) error) error {
+	after := ""
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		page, err := imp.s.Page(after, diffPage)
+		if err != nil {
+			return err
+		}
+		if err := fn(page); err != nil {
+			return err
+		}
+		imp.s.release()
+		if len(page) < diffPage {
+			return nil
+		}
+		after = page[len(page)-1].URI
+	}
+}
+
 // release drops the file mapping's pages from the resident set
 // (releaseResident) while no transaction of s is open.
 func (s *Store) release() {
@@ -1229,13 +1254,8 @@ func (imp *entryImport) dropSeen(ctx context.Context) error {
 func (imp *entryImport) retireUnmentioned(ctx context.Context) error {
 	tenant := imp.opts.Namer.tenant
 	var gone []string
-	after := ""
-	for {
-		page, err := imp.s.Page(after, diffPage)
-		if err != nil {
-			return err
-		}
-		err = imp.s.view(func(tx *bolt.Tx) error {
+	err := imp.eachStoredPage(ctx, func(page []Resource) error {
+		return imp.s.view(func(tx *bolt.Tx) error {
 			seen := tx.Bucket(bucketImportSeen)
 			for _, r := range page {
 				if r.Labels.Tenant != tenant || r.Source != imp.opts.Source {
@@ -1252,14 +1272,9 @@ func (imp *entryImport) retireUnmentioned(ctx context.Context) error {
 			}
 			return nil
 		})
-		if err != nil {
-			return err
-		}
-		if len(page) < diffPage {
-			break
-		}
-		after = page[len(page)-1].URI
-		imp.s.release() // the scan reads every resource through the mapping
+	})
+	if err != nil {
+		return err
 	}
 	now := imp.opts.Now().UTC()
 	for len(gone) > 0 {

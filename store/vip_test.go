@@ -30,19 +30,7 @@ func vipPatient(patient string, vip bool) Entry {
 // sorted.
 func vipLabels(t *testing.T, path string, n *Namer, named map[string]string) []string {
 	t.Helper()
-	var out []string
-	for _, r := range allResources(t, openRead(t, path)) {
-		if r.Labels.Tenant != n.tenant {
-			continue
-		}
-		line := fmt.Sprintf("%s %s v%d", r.Labels.Type, named[r.URI], r.Version)
-		if len(r.Labels.Sensitivity) > 0 {
-			line += " " + strings.Join(r.Labels.Sensitivity, ",")
-		}
-		out = append(out, line)
-	}
-	slices.Sort(out)
-	return out
+	return tenantLabels(t, path, n, named, func(r Resource) []string { return r.Labels.Sensitivity })
 }
 
 // TestVIPPatientLabelsTheChart: a Patient labelled vip makes every live
