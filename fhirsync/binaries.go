@@ -258,7 +258,7 @@ func (c *client) fetchBinaries(ctx context.Context, st *stage, full bool) (int, 
 		c.o.Progress(Progress{Phase: "binaries", Detail: fmt.Sprintf("%d of %d", i+1, len(refs))})
 		line, err := c.fetchBinary(ctx, r)
 		if err != nil {
-			err = idHidden{err: err, path: "/Binary/" + r.ID}
+			err = idHidden{err}
 			if ctx.Err() != nil {
 				return 0, ctx.Err()
 			}
@@ -415,17 +415,13 @@ func isBase64(v any) bool {
 	return ok && fhirin.ValidBase64(s)
 }
 
-// idHidden is err with the Binary's path (/Binary/<id>) shown as
-// /Binary/[id] in its text: a source id may carry PHI (an MRN used as an
-// id), and a sync's error goes to stderr and its sync/end audit record.
-// The attachment's place in the staged file names which one it was.
-type idHidden struct {
-	err  error
-	path string
-}
+// idHidden is err with every Binary read's path shown as /Binary/[id] in
+// its text (hideBinaryIDs, the rule the retry log line follows too): a
+// source id may carry PHI (an MRN used as an id), and a sync's error goes
+// to stderr and its sync/end audit record. The attachment's place in the
+// staged file names which one it was.
+type idHidden struct{ err error }
 
-func (e idHidden) Error() string {
-	return strings.ReplaceAll(e.err.Error(), e.path, "/Binary/[id]")
-}
+func (e idHidden) Error() string { return hideBinaryIDs(e.err.Error()) }
 
 func (e idHidden) Unwrap() error { return e.err }
