@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -181,26 +182,17 @@ func (s *Server) completeArgument(ctx context.Context, id Identity, p *mcp.Compl
 		return nil, s.refuse(ctx, e, audit.OutcomeDeny, reason, err)
 	}
 	// A research caller names and is shown aliases (research.go): the
-	// context's patient and id are resolved, and the values of a patient or
-	// id argument are aliases, matched against the typed prefix as such.
+	// context's and the typed values of a patient or id are aliases, and
+	// the candidates are scanned in research-URI order (by alias, as a
+	// research list is), so that which values a truncated answer holds
+	// says nothing of the catalog's ids.
 	al, err := s.researchAliaser(ctx, id)
 	if err != nil {
 		return nil, s.aliasKeyUnavailable(ctx, e, err)
 	}
-	aliased, aliasPrefix := false, ""
-	if al != nil {
-		for _, name := range []string{"patient", "id"} {
-			if v, ok := c.given[name]; ok {
-				real, found := al.resolve(ctx, v)
-				if !found {
-					real = "\x00" // no catalog URI has it: nothing matches
-				}
-				c.given[name] = real
-			}
-		}
-		if c.arg == "patient" || c.arg == "id" {
-			aliased, aliasPrefix, c.prefix = true, c.prefix, ""
-		}
+	ix, err := s.catalogIndex()
+	if err != nil {
+		return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, err)
 	}
 
 	// Nothing visible to the caller: every candidate would be denied, so
@@ -229,7 +221,7 @@ func (s *Server) completeArgument(ctx context.Context, id Identity, p *mcp.Compl
 	}
 scan:
 	for !complete && scanned < s.cfg.ScanLimit {
-		batch, err := s.cfg.Catalog.Page(last, min(s.cfg.ScanLimit-scanned, 256))
+		batch, shown, err := s.scanPage(ctx, id, al, ix, last, min(s.cfg.ScanLimit-scanned, 256))
 		if err != nil {
 			return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, err)
 		}
@@ -237,26 +229,38 @@ scan:
 			complete = true
 			break
 		}
-		for _, r := range batch {
+		for i, r := range batch {
 			last = r.URI
-			if !strings.HasPrefix(r.URI, seek) && r.URI > seek {
+			if al != nil {
+				last = shown[i]
+			}
+			if !strings.HasPrefix(last, seek) && last > seek {
 				complete = true // past every URI with the prefix
 				break scan
 			}
 			scanned++
-			u, err := store.ParseURI(r.URI)
+			u, err := store.ParseURI(last)
 			if err != nil {
 				continue
 			}
 			v, ok := c.value(u)
-			if ok && aliased {
-				v = al.alias(v)
-				ok = strings.HasPrefix(v, aliasPrefix)
-			}
 			if !ok || seen[v] {
 				continue
 			}
 			d, bg, err := s.decide(ctx, id, subj, policy.ActionList, r)
+			if err == nil && d.Allow && ix != nil {
+				// Decided on the index's labels, as a list is: the
+				// value stands only for the version the catalog holds.
+				full, gerr := s.cfg.Catalog.Get(r.URI)
+				switch {
+				case errors.Is(gerr, store.ErrNotFound):
+					d.Allow = false // removed since it was indexed
+				case gerr != nil:
+					return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, gerr)
+				case !sameDecided(full, r):
+					d, bg, err = s.decide(ctx, id, subj, policy.ActionList, full) // replaced since: decide what is there
+				}
+			}
 			if err != nil {
 				policyErr = true
 				break scan

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,14 +56,20 @@ func want(listed []string, scheme string, field func(store.URI) string, keep fun
 // (never more, never fewer), and its one audit record names the patients
 // disclosed, pseudonymized.
 func TestCompletionSuggestsExactlyWhatListShows(t *testing.T) {
-	f := newFixture(t, "")
+	for _, live := range []bool{false, true} { // a plain and an indexed catalog: two scan paths
+		testCompletionSuggestsExactlyWhatListShows(t, live)
+	}
+}
+
+func testCompletionSuggestsExactlyWhatListShows(t *testing.T, live bool) {
+	f := newServerFixture(t, fixtureOptions{live: live})
 	k, err := f.keys.AuditKey(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, persona := range []string{"clinician", "clinician-hiv", "billing", "researcher", "outsider"} {
 		for _, rev := range []string{rev2025, rev2026} {
-			t.Run(persona+"/"+rev, func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s/live=%v", persona, rev, live), func(t *testing.T) {
 				cs := f.connectRev(f.identity(persona), rev)
 				listed := listAll(t, cs)
 				patients := want(listed, "fhir", func(u store.URI) string { return u.Patient }, nil)
@@ -225,6 +232,87 @@ func TestCompletionStopsAt100Values(t *testing.T) {
 	recs := f.records()
 	if r := recs[len(recs)-1]; len(r.URIs) != server.MaxCompletionValues || !strings.HasPrefix(r.Reason, "argument=id returned=100 ") {
 		t.Fatalf("record: %d uris, reason %q", len(r.URIs), r.Reason)
+	}
+}
+
+// A researcher's completion scans in research-URI order, as a research list
+// is ordered: when more than 100 values match, the 100 suggested are the
+// first in alias order, never those of the catalog's first ids (found by
+// review: the scan ran in catalog order, so a truncated answer named the
+// aliases of the patients with the smallest real ids). Over a plain and
+// an indexed (live) catalog, which take different scan paths.
+func TestResearchCompletionFollowsAliasOrder(t *testing.T) {
+	for _, live := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "live"}[live], func(t *testing.T) {
+			f := newServerFixture(t, fixtureOptions{
+				seed: &synth.Options{Patients: 40, Seed: 3},
+				live: live,
+				tune: func(c *server.Config) { c.PageSize = 0 },
+			})
+			researcher := f.identity("researcher")
+			cs := f.connect(researcher)
+			listed := listAll(t, cs) // in research-URI order
+			if !slices.IsSorted(listed) {
+				t.Fatal("a research list is not in research-URI order: the expectation below would be wrong")
+			}
+			// The first 100 distinct fhir ids in research-URI order, and
+			// for the patients, with a typed prefix of one character.
+			var firstIDs, allIDs []string
+			seenID := map[string]bool{}
+			for _, raw := range listed {
+				u, err := store.ParseURI(raw)
+				if err != nil || u.Scheme != "fhir" || seenID[u.ID] {
+					continue
+				}
+				seenID[u.ID] = true
+				allIDs = append(allIDs, u.ID)
+				if len(firstIDs) < server.MaxCompletionValues {
+					firstIDs = append(firstIDs, u.ID)
+				}
+			}
+			if len(allIDs) <= server.MaxCompletionValues {
+				t.Fatalf("only %d listable fhir ids: the test would prove little", len(allIDs))
+			}
+			slices.Sort(firstIDs)
+			c := complete(t, cs, fhirTemplate, "id", "", nil).Completion
+			if !slices.Equal(c.Values, firstIDs) || !c.HasMore {
+				t.Fatalf("ids: got %d values (more %v), want the first %d in alias order", len(c.Values), c.HasMore, len(firstIDs))
+			}
+
+			// The catalog's order gives other values: the property is not
+			// met by chance.
+			real := f.realIDs()
+			byReal := slices.Clone(allIDs)
+			slices.SortFunc(byReal, func(a, b string) int { return strings.Compare(real(a), real(b)) })
+			catalogFirst := slices.Clone(byReal[:server.MaxCompletionValues])
+			slices.Sort(catalogFirst)
+			if slices.Equal(catalogFirst, firstIDs) {
+				t.Fatal("alias and catalog order pick the same ids: the test cannot tell them apart")
+			}
+
+			// A typed alias prefix and a given patient alias are matched
+			// as aliases.
+			patients := want(listed, "fhir", func(u store.URI) string { return u.Patient }, nil)
+			p0 := patients[len(patients)/2]
+			var withPrefix []string
+			for _, p := range patients {
+				if strings.HasPrefix(p, p0[:1]) {
+					withPrefix = append(withPrefix, p)
+				}
+			}
+			if got := complete(t, cs, fhirTemplate, "patient", p0[:1], nil).Completion.Values; !slices.Equal(got, withPrefix) {
+				t.Errorf("patients with prefix %q: got %v, want %v", p0[:1], got, withPrefix)
+			}
+			ids := want(listed, "fhir", func(u store.URI) string { return u.ID }, func(u store.URI) bool { return u.Patient == p0 })
+			ctxArgs := map[string]string{"tenant": researcher.Principal.Tenant, "patient": p0}
+			if got := complete(t, cs, fhirTemplate, "id", "", ctxArgs).Completion.Values; !slices.Equal(got, ids) || len(ids) == 0 {
+				t.Errorf("ids of a patient alias: got %v, want %v", got, ids)
+			}
+			ctxArgs["patient"] = real(p0) // the real id is no alias: nothing matches
+			if got := complete(t, cs, fhirTemplate, "id", "", ctxArgs).Completion; len(got.Values) != 0 || got.HasMore {
+				t.Errorf("ids of a real patient id: %+v", got)
+			}
+		})
 	}
 }
 

@@ -54,7 +54,8 @@
 //   - Denied and not-found answer the same error (-32002 up to 2025-11-25,
 //     -32602 with data.uri on 2026-07-28; see NotFoundCode); the audit
 //     record keeps the true reason.
-//   - Completion suggests only values the caller could list; a subscription
+//   - Completion suggests only values the caller could list (a research
+//     caller's in research-URI order, as its list is ordered); a subscription
 //     is decided like a read, and every update notification is decided again
 //     for its subscriber and audited before it is sent.
 //   - If the audit append fails, the request fails and no payload byte leaves;

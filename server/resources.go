@@ -230,16 +230,7 @@ scan:
 			shown []string // the position of each item in the listing: its URI as shown
 			n     = min(s.cfg.ScanLimit-scanned, 256)
 		)
-		switch {
-		case al != nil && ix != nil:
-			batch, shown, err = al.indexedPage(ctx, ix, id.Principal.Tenant, last, n)
-		case al != nil:
-			batch, shown, err = al.page(ctx, last, n)
-		case ix != nil:
-			batch = entryResources(ix.TenantPage(id.Principal.Tenant, last, n))
-		default:
-			batch, err = s.cfg.Catalog.Page(last, n)
-		}
+		batch, shown, err = s.scanPage(ctx, id, al, ix, last, n)
 		if err != nil {
 			e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{} // nothing of the page is released
 			return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, err)
@@ -367,6 +358,29 @@ func (s *Server) catalogIndex() (*store.Index, error) {
 		return c.Index()
 	}
 	return nil, nil
+}
+
+// scanPage returns the next n candidates of a list or completion scan
+// after last, in the order the caller is shown them: a research caller's
+// (al not nil) in research-URI order, with their URIs as shown (shown is
+// nil for the others), and over an indexed catalog (ix not nil) the
+// caller's tenant only (the tenant boundary, finishDecision, denies every
+// other resource whatever the policy says, so skipping them changes no
+// answer), as index entries (entryResources): the caller decides on their
+// labels and reads an allowed one's metadata afterwards (Get), which must
+// be the version decided (sameDecided).
+func (s *Server) scanPage(ctx context.Context, id Identity, al *aliaser, ix *store.Index, last string, n int) (batch []store.Resource, shown []string, err error) {
+	switch {
+	case al != nil && ix != nil:
+		return al.indexedPage(ctx, ix, id.Principal.Tenant, last, n)
+	case al != nil:
+		return al.page(ctx, last, n)
+	case ix != nil:
+		return entryResources(ix.TenantPage(id.Principal.Tenant, last, n)), nil, nil
+	default:
+		batch, err = s.cfg.Catalog.Page(last, n)
+		return batch, nil, err
+	}
 }
 
 // entryResources are index entries as the resources decided on: URI,
