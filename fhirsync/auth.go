@@ -146,10 +146,15 @@ func (k *keyIDSigner) Public() *jose.JSONWebKey {
 	return p
 }
 
-// invalidate drops the cached token (after a 401).
-func (a *authenticator) invalidate() {
+// invalidate drops the cached token after a 401 to a request whose
+// Authorization header was authz: only if it is still the token that
+// request carried, so that concurrent requests refused with the same
+// token fetch one new token, not one each.
+func (a *authenticator) invalidate(authz string) {
 	a.mu.Lock()
-	a.tok = ""
+	if authz == "Bearer "+a.tok {
+		a.tok = ""
+	}
 	a.mu.Unlock()
 }
 
@@ -234,7 +239,7 @@ func (a *authenticator) fetch(ctx context.Context) (string, time.Duration, error
 		req.Header.Set("Accept", "application/json")
 		return req, nil
 	})
-	a.c.requests += tc.requests
+	a.c.requests.Add(tc.requests.Load())
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return "", 0, fmt.Errorf("token request: %w", err)

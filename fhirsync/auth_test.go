@@ -79,3 +79,19 @@ func TestClientAssertion(t *testing.T) {
 		t.Fatal("a P-256 key was accepted")
 	}
 }
+
+// TestInvalidateOnlyTheRefusedToken: a 401 drops the cached token only if
+// it is the one the refused request carried, so that concurrent Binary
+// fetches refused with the same expired token fetch one new token between
+// them, not one each.
+func TestInvalidateOnlyTheRefusedToken(t *testing.T) {
+	a := &authenticator{tok: "t2"}
+	a.invalidate("Bearer t1") // a request sent with the token t2 replaced
+	if a.tok != "t2" {
+		t.Fatalf("a 401 to an older token dropped the new one")
+	}
+	a.invalidate("Bearer t2")
+	if a.tok != "" {
+		t.Fatalf("a 401 to the cached token kept it")
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/custos-mcp/custos/fhirin"
@@ -227,7 +228,14 @@ func (s *stage) eachLine(name string, f func(line []byte, n int) error) error {
 // full, the catalog does not hold live (BinaryCatalog), with the
 // sync's client (its token, retries and redirect rules), and stages them
 // as one more Binary file. It returns how many it fetched. A Binary that
-// cannot be fetched fails the sync, naming the attachment's place.
+// cannot be fetched fails the sync, naming the attachment's place (the
+// first such in the attachments' order).
+//
+// Up to Options.BinaryFetches are fetched at once, in windows of that
+// many in the attachments' order: a window's Binaries are staged, in that
+// order, once all of them have arrived, so the staged file is the same as
+// one fetched serially, and at most a window's answers are held in memory.
+// Progress is reported from the caller's goroutine, after each window.
 func (c *client) fetchBinaries(ctx context.Context, st *stage, full bool) (int, error) {
 	refs, err := st.missingBinaries(strings.TrimSuffix(c.base.String(), "/"))
 	if err != nil || len(refs) == 0 {
@@ -254,14 +262,34 @@ func (c *client) fetchBinaries(ctx context.Context, st *stage, full bool) (int, 
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	w := bufio.NewWriterSize(tmp, 256<<10)
-	for i, r := range refs {
-		c.o.Progress(Progress{Phase: "binaries", Detail: fmt.Sprintf("%d of %d", i+1, len(refs))})
-		line, err := c.fetchBinary(ctx, r)
-		if err != nil {
-			err = idHidden{err}
-			if ctx.Err() != nil {
-				return 0, ctx.Err()
-			}
+	k := max(c.o.BinaryFetches, 1)
+	for start := 0; start < len(refs); start += k {
+		c.o.Progress(Progress{Phase: "binaries", Detail: fmt.Sprintf("%d of %d", start, len(refs))})
+		win := refs[start:min(start+k, len(refs))]
+		lines, errs := make([][]byte, len(win)), make([]error, len(win))
+		// A failed fetch ends the window's others: the sync fails anyway.
+		wctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for j, r := range win {
+			wg.Go(func() {
+				if lines[j], errs[j] = c.fetchBinary(wctx, r); errs[j] != nil {
+					cancel()
+				}
+			})
+		}
+		wg.Wait()
+		cancel()
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		// The first failure in the attachments' order, not one ended by
+		// another's failure (unless there is no other).
+		failed := slices.IndexFunc(errs, func(err error) bool { return err != nil && !errors.Is(err, context.Canceled) })
+		if failed < 0 {
+			failed = slices.IndexFunc(errs, func(err error) bool { return err != nil })
+		}
+		if failed >= 0 {
+			r, err := win[failed], idHidden{errs[failed]}
 			hint := ""
 			if errors.Is(err, ErrAuth) && c.auth != nil {
 				// A --scope listing the export's types leaves Binary out.
@@ -269,13 +297,16 @@ func (c *client) fetchBinaries(ctx context.Context, st *stage, full bool) (int, 
 			}
 			return 0, fmt.Errorf("%s: the Binary its url names is not in the export and could not be fetched: %w%s", r.Where, err, hint)
 		}
-		// Staged twice (here, then copyNDJSON): both count, as a search's pages.
-		if err := st.staged(len(line) + 1); err != nil {
-			return 0, err
+		for _, line := range lines {
+			// Staged twice (here, then copyNDJSON): both count, as a search's pages.
+			if err := st.staged(len(line) + 1); err != nil {
+				return 0, err
+			}
+			w.Write(line)
+			w.WriteByte('\n')
 		}
-		w.Write(line)
-		w.WriteByte('\n')
 	}
+	c.o.Progress(Progress{Phase: "binaries", Detail: fmt.Sprintf("%d of %d", len(refs), len(refs))})
 	if err := w.Flush(); err != nil {
 		return 0, err
 	}

@@ -2,14 +2,20 @@ package fhirsync
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -353,9 +359,14 @@ func (l *liveCatalog) LiveBinaries(_ context.Context, ids []string) (map[string]
 // importer's catalog holds live (BinaryCatalog); a full sync fetches it
 // again; a catalog that cannot answer fails the sync (ErrImport).
 func TestFetchBinariesSkipsLive(t *testing.T) {
-	var got []string
+	var (
+		mu  sync.Mutex // Binaries are fetched concurrently
+		got []string
+	)
 	c := binaryServer(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
 		got = append(got, r.URL.Path)
+		mu.Unlock()
 		w.Header().Set("Content-Type", "text/plain")
 		w.Write([]byte("note"))
 	})
@@ -378,6 +389,7 @@ func TestFetchBinariesSkipsLive(t *testing.T) {
 			t.Fatal(err)
 		}
 		n, err := c.fetchBinaries(context.Background(), st, tc.full)
+		slices.Sort(got)
 		if err != nil || n != len(tc.want) || strings.Join(got, " ") != strings.Join(tc.want, " ") {
 			t.Errorf("full=%v: fetched %d %v, %v; want %v", tc.full, n, got, err, tc.want)
 		}
@@ -390,6 +402,106 @@ func TestFetchBinariesSkipsLive(t *testing.T) {
 	st.copyNDJSON(strings.NewReader(docs), "src", "DocumentReference", false)
 	if _, err := c.fetchBinaries(context.Background(), st, false); !errors.Is(err, ErrImport) {
 		t.Fatalf("a catalog that cannot answer: %v, want ErrImport", err)
+	}
+}
+
+// TestFetchBinariesConcurrently: the Binaries an export lacks are fetched
+// up to Options.BinaryFetches at once, never more (they were fetched one
+// at a time: 0.6-0.8 ms each on loopback, ~25 s more per 500 from a server
+// 50 ms away), and staged in the attachments' order whatever order they
+// arrive in; a failure names its own attachment's place, and nothing is
+// staged.
+func TestFetchBinariesConcurrently(t *testing.T) {
+	const n = 10
+	var doc strings.Builder
+	doc.WriteString(`{"resourceType":"DocumentReference","id":"d1","content":[`)
+	for i := range n {
+		if i > 0 {
+			doc.WriteString(",")
+		}
+		fmt.Fprintf(&doc, `{"attachment":{"contentType":"text/plain","url":"Binary/b%d"}}`, i)
+	}
+	doc.WriteString("]}\n")
+	for _, tc := range []struct {
+		name    string
+		fetches int
+		fail    string // the Binary answered 404
+	}{{"default", 0, ""}, {"two at once", 2, ""}, {"one fails", 0, "b5"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var inFlight, most atomic.Int32
+			c := binaryServer(t, func(w http.ResponseWriter, r *http.Request) {
+				now := inFlight.Add(1)
+				defer inFlight.Add(-1)
+				for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+				}
+				// Wait a little for company (at most 1 s, so that a
+				// serial fetch fails in seconds, not hangs), then answer
+				// the later Binaries first.
+				for deadline := time.Now().Add(time.Second); inFlight.Load() < 2 && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
+				}
+				id := strings.TrimPrefix(r.URL.Path, "/fhir/Binary/")
+				i, _ := strconv.Atoi(strings.TrimPrefix(id, "b"))
+				time.Sleep(time.Duration(n-i) * 3 * time.Millisecond)
+				if id == tc.fail {
+					w.WriteHeader(404)
+					return
+				}
+				w.Header().Set("Content-Type", "text/plain")
+				w.Write([]byte("note " + id))
+			})
+			c.auth = nil
+			if tc.fetches != 0 {
+				c.o.BinaryFetches = tc.fetches
+			}
+			limit := int32(c.o.BinaryFetches)
+			if want := cmp.Or(tc.fetches, DefaultBinaryFetches); limit != int32(want) {
+				t.Fatalf("BinaryFetches %d, want %d", limit, want)
+			}
+			st, err := newStage(t.TempDir(), 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.copyNDJSON(strings.NewReader(doc.String()), "src", "DocumentReference", false); err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.fetchBinaries(context.Background(), st, true)
+			if m := most.Load(); m < 2 || m > limit {
+				t.Errorf("at most %d Binary requests in flight at once, want 2 to %d", m, limit)
+			}
+			if tc.fail != "" {
+				want := "staged DocumentReference.000.ndjson line 1: DocumentReference.content[5].attachment.url: "
+				if !errors.Is(err, ErrServer) || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "b5") {
+					t.Fatalf("err = %v, want ErrServer naming content[5]'s place and not the id", err)
+				}
+				if _, ok := st.next["Binary"]; ok || st.counts["Binary"] != 0 {
+					t.Fatal("a failed fetch staged a Binary file")
+				}
+				return
+			}
+			if err != nil || got != n {
+				t.Fatalf("fetched %d, %v", got, err)
+			}
+			var ids []string
+			if err := st.eachLine("Binary.000.ndjson", func(line []byte, _ int) error {
+				var b struct{ ID string }
+				if err := json.Unmarshal(line, &b); err != nil {
+					return err
+				}
+				ids = append(ids, b.ID)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			for i, id := range ids {
+				if id != fmt.Sprintf("b%d", i) {
+					t.Fatalf("staged %v, want b0 to b%d in the attachments' order", ids, n-1)
+				}
+			}
+			if len(ids) != n {
+				t.Fatalf("staged %d Binaries, want %d", len(ids), n)
+			}
+		})
 	}
 }
 

@@ -92,7 +92,7 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 	fc := c
 	if m.RequiresAccessToken != nil && !*m.RequiresAccessToken {
 		fc = &client{o: c.o, base: c.base, anyOrigin: true, creds: c.creds}
-		defer func() { c.requests += fc.requests }()
+		defer func() { c.requests.Add(fc.requests.Load()) }()
 	}
 	if err := fc.manifestPages(ctx, &m); err != nil {
 		return bulkResult{}, err
@@ -336,7 +336,7 @@ func (c *client) deleteJob(ctx context.Context, status *url.URL) {
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	c.requests++
+	c.requests.Add(1)
 	resp, err := c.o.HTTPClient.Do(req)
 	if err != nil {
 		c.o.Logger.Warn("fhirsync: deleting the finished export job", "request", "DELETE "+where(status), "err", c.creds.redact(transportCause(err).Error()))

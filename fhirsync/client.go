@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,8 +26,8 @@ type client struct {
 	base *url.URL
 	auth *authenticator // nil: no authorization
 	// requests counts HTTP requests sent (retries included), for tests and
-	// the outcome record.
-	requests int
+	// the outcome record; atomic, as Binaries are fetched concurrently.
+	requests atomic.Int64
 	// anyOrigin lets resolve accept URLs on another origin; only for a
 	// client without a token (Bulk files with requiresAccessToken false).
 	anyOrigin bool
@@ -228,7 +229,7 @@ func (c *client) do(ctx context.Context, mk func(ctx context.Context) (*http.Req
 			}
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
-		c.requests++
+		c.requests.Add(1)
 		resp, err := c.o.HTTPClient.Do(req)
 		var after time.Duration
 		switch {
@@ -251,7 +252,7 @@ func (c *client) do(ctx context.Context, mk func(ctx context.Context) (*http.Req
 			last = c.creds.redact(fmt.Sprintf("%s %s: %v", req.Method, where(req.URL), transportCause(err)))
 		case resp.StatusCode == http.StatusUnauthorized && c.auth != nil && !reauthed:
 			drain(resp)
-			c.auth.invalidate()
+			c.auth.invalidate(req.Header.Get("Authorization"))
 			reauthed = true
 			attempt--
 			continue

@@ -72,6 +72,7 @@ const (
 	DefaultPollTimeout   = time.Hour
 	DefaultMaxLine       = 64 << 20
 	DefaultHeaderTimeout = time.Minute
+	DefaultBinaryFetches = 4
 )
 
 // Options configure a Syncer. Zero values take the defaults named.
@@ -140,6 +141,11 @@ type Options struct {
 	PollTimeout time.Duration
 	// MaxLine bounds one NDJSON line (one resource); 0 = DefaultMaxLine.
 	MaxLine int
+	// BinaryFetches is how many Binaries the staged attachments name but
+	// the export lacks are fetched at once (fetchBinaries); 0 =
+	// DefaultBinaryFetches. Each holds at most MaxLine bytes in memory
+	// until it is staged.
+	BinaryFetches int
 	// HeaderTimeout bounds the wait for each response's headers (a body,
 	// such as a large NDJSON file, streams as long as it flows); 0 =
 	// DefaultHeaderTimeout. Only used when HTTPClient is nil.
@@ -183,7 +189,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: no audit recorder", ErrBadConfig)
 	case o.ClientID != "" && o.Key == nil:
 		return fmt.Errorf("%w: client id %q without a signing key", ErrBadConfig, o.ClientID)
-	case o.PageSize < 0 || o.MaxAttempts < 0 || o.BaseDelay < 0 || o.MaxDelay < 0 || o.PollTimeout < 0 || o.MaxLine < 0 || o.HeaderTimeout < 0:
+	case o.PageSize < 0 || o.MaxAttempts < 0 || o.BaseDelay < 0 || o.MaxDelay < 0 || o.PollTimeout < 0 || o.MaxLine < 0 || o.HeaderTimeout < 0 || o.BinaryFetches < 0:
 		return fmt.Errorf("%w: negative option", ErrBadConfig)
 	}
 	if o.Key != nil {
@@ -226,12 +232,16 @@ func (o *Options) validate() error {
 	if o.MaxLine == 0 {
 		o.MaxLine = DefaultMaxLine
 	}
+	if o.BinaryFetches == 0 {
+		o.BinaryFetches = DefaultBinaryFetches
+	}
 	if o.StagingDir == "" {
 		o.StagingDir = o.StateDir
 	}
 	if o.HTTPClient == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.ResponseHeaderTimeout = o.HeaderTimeout
+		tr.MaxIdleConnsPerHost = max(tr.MaxIdleConnsPerHost, o.BinaryFetches) // the concurrent Binary reads reuse their connections
 		o.HTTPClient = &http.Client{Transport: tr}
 	}
 	// A copy whose redirects never carry a credential to another origin

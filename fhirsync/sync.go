@@ -115,8 +115,8 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 	err = c.creds.redactErr(err)
 	res.Duration = o.Now().Sub(start)
 	end := Event{Phase: "end", Base: o.Base, Tenant: o.Tenant, Full: full, Since: since, Mode: res.Mode,
-		Resources: res.Resources, Deleted: res.Deleted, Types: res.Types, Binaries: res.Binaries, Requests: c.requests, Duration: res.Duration, Err: err}
-	res.Requests = c.requests
+		Resources: res.Resources, Deleted: res.Deleted, Types: res.Types, Binaries: res.Binaries, Requests: int(c.requests.Load()), Duration: res.Duration, Err: err}
+	res.Requests = int(c.requests.Load())
 	if c.auth != nil {
 		res.Tokens = c.auth.fetched
 	}
