@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -471,5 +472,74 @@ func TestDevTokenUnauthorizedCarriesAChallenge(t *testing.T) {
 		if ch := hdr.Get("WWW-Authenticate"); st != http.StatusUnauthorized || !strings.HasPrefix(ch, "Bearer") {
 			t.Errorf("token %q: status %d, WWW-Authenticate %q; want 401 and a Bearer challenge", tok, st, ch)
 		}
+	}
+}
+
+// A 2025-11-25 session is bound to the principal that opened it, not to
+// its subject alone: a verified token with the same sub but another
+// tenant or another client (azp) is another principal, and may neither
+// send requests in the session, nor take its SSE stream (where the
+// subscription notifications decided for the owner arrive), nor end it.
+// Found by probing the built binary: the go-sdk binds a session to
+// TokenInfo.UserID, the sub, and such tokens were served 200 in it and
+// their DELETE ended the owner's session.
+func TestSessionIsBoundToItsPrincipalNotItsSubject(t *testing.T) {
+	f := newFixture(t, "")
+	url, mint := f.oauthServerWith(t)
+	const scope = "resources:list resources:read"
+	hs := &httpServer{url: url, tokens: map[string]string{"owner": mint("clinician", scope, nil)}}
+	owner := hs.connect(t, "owner", rev2025)
+	sid := owner.ID()
+	if sid == "" {
+		t.Fatal("no session")
+	}
+	send := func(method, tok string) int {
+		t.Helper()
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"resources/list","params":{}}`)
+		}
+		req, _ := http.NewRequest(method, url, body)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", rev2025)
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close() // a GET that was served is an open SSE stream
+		return resp.StatusCode
+	}
+	before := len(f.records())
+	for _, tc := range []struct {
+		name  string
+		extra map[string]any
+	}{
+		{"the same sub of another tenant", map[string]any{"tenant": "other-hospital"}},
+		{"the same sub through another client", map[string]any{"azp": "other-assistant"}},
+	} {
+		tok := mint("clinician", scope, tc.extra)
+		for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+			if got := send(m, tok); got != http.StatusForbidden {
+				t.Errorf("%s: %s in the owner's session answered %d, want 403", tc.name, m, got)
+			}
+		}
+	}
+	// The owner's session survived and still serves its owner.
+	if _, err := owner.ListResources(context.Background(), nil); err != nil {
+		t.Fatalf("the owner's session after the attempts: %v", err)
+	}
+	// The attempts are refusals of their own callers (the first on its
+	// own record, the others counted in the aggregate).
+	recorded := 0
+	for _, r := range f.records()[before:] {
+		if r.Action == server.ActionAuthReject && r.Reason == "http_403,session_mismatch" && r.Principal.Sub == f.identity("clinician").Principal.Sub {
+			recorded++
+		}
+	}
+	if recorded != 1 {
+		t.Errorf("%d session_mismatch records, want 1", recorded)
 	}
 }
