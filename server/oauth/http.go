@@ -135,14 +135,17 @@ func (v *Verifier) Challenge(w http.ResponseWriter, status int, err error, requi
 // InvalidRequest writes RFC 6750 §3.1's answer to a malformed request
 // (err wrapping ErrMalformedRequest): 400 with WWW-Authenticate: Bearer
 // error="invalid_request" and a fixed error_description that names what
-// is wrong, never a header's value.
+// is wrong, never a header's or the URI's value.
 func InvalidRequest(w http.ResponseWriter, err error) {
-	desc := "malformed Authorization header"
-	if errors.Is(err, errTwoHeaders) {
+	desc, fix := "malformed Authorization header", "send one Authorization: Bearer <token> header"
+	switch {
+	case errors.Is(err, errTwoHeaders):
 		desc = "more than one Authorization header"
+	case errors.Is(err, errTokenInURI):
+		desc, fix = "access token in the URI query", "send it only in an Authorization: Bearer <token> header, and treat the token as disclosed"
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_request", error_description="`+desc+`"`)
-	http.Error(w, "bad request: "+desc+": send one Authorization: Bearer <token> header", http.StatusBadRequest)
+	http.Error(w, "bad request: "+desc+": "+fix, http.StatusBadRequest)
 }
 
 // rejections pairs each sentinel with its fixed, quote-free
@@ -192,13 +195,21 @@ func RejectionCode(wwwAuthenticate string) string {
 var (
 	errTwoHeaders  = fmt.Errorf("%w: more than one Authorization header", ErrMalformedRequest)
 	errNotOneToken = fmt.Errorf("%w: not one token after Bearer", ErrMalformedRequest)
+	errTokenInURI  = fmt.Errorf("%w: access_token in the URI query", ErrMalformedRequest)
 )
 
 // BearerToken extracts the token of an "Authorization: Bearer <token>"
 // header; it returns ErrMissing if there is none (or another scheme) and
 // ErrMalformedRequest if the header is given more than once or is
-// malformed.
+// malformed, or if the URI query has an access_token parameter (RFC 6750
+// §2.3), with or without the header: custos takes tokens from the header
+// only (as MCP requires of clients), and a request that put one in its URI
+// is refused rather than served on the header or answered as if no token
+// had been sent.
 func BearerToken(r *http.Request) (string, error) {
+	if r.URL != nil && r.URL.Query().Has("access_token") {
+		return "", errTokenInURI
+	}
 	vals := r.Header.Values("Authorization")
 	switch len(vals) {
 	case 0:

@@ -215,3 +215,57 @@ func TestTokenVerifier(t *testing.T) {
 		t.Errorf("err = %v, want auth.ErrInvalidToken and ErrIssuer", err)
 	}
 }
+
+// An access token in the URI query (RFC 6750 §2.3's access_token) is
+// refused with 400 invalid_request, with or without a good Authorization
+// header, and the answer never quotes it: MCP clients must send tokens in
+// the header only (URIs end up in proxy and browser logs). Found by
+// probing the built binary: the query was ignored, so a token there alone
+// was answered as no token at all (401 without an error code), and one
+// next to a good header was served.
+func TestTokenInTheURIQueryIsRefused(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	v := is.verifier(t)
+	ran := false
+	h := v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran = true
+		w.WriteHeader(http.StatusNoContent)
+	}), jsonRPCMethod)
+	good := sign(t, ecKey, is.claims())
+	for _, tc := range []struct {
+		name, query, header string
+		code                int
+	}{
+		{"in the query alone", "access_token=" + good, "", 400},
+		{"in the query next to a good header", "access_token=" + good, "Bearer " + good, 400},
+		{"an empty access_token next to a good header", "access_token=", "Bearer " + good, 400},
+		{"another query next to a good header", "x=1", "Bearer " + good, 204},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ran = false
+			r := httptest.NewRequest("POST", "/mcp?"+tc.query, nil)
+			if tc.header != "" {
+				r.Header.Set("Authorization", tc.header)
+			}
+			r.Header.Set("X-Test-Method", "resources/list")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if rec.Code != tc.code || ran != (tc.code == 204) {
+				t.Fatalf("code %d (handler ran: %v), want %d", rec.Code, ran, tc.code)
+			}
+			if tc.code != 400 {
+				return
+			}
+			ch := rec.Header().Get("WWW-Authenticate")
+			if ch != `Bearer error="invalid_request", error_description="access token in the URI query"` {
+				t.Errorf("WWW-Authenticate = %q", ch)
+			}
+			if strings.Contains(ch+rec.Body.String(), good) || !strings.Contains(rec.Body.String(), "Authorization") {
+				t.Errorf("body %q: want the fix named and no token quoted", rec.Body)
+			}
+			if _, err := BearerToken(r); !errors.Is(err, ErrMalformedRequest) {
+				t.Errorf("BearerToken: %v, want ErrMalformedRequest", err)
+			}
+		})
+	}
+}
