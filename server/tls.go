@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -72,11 +73,27 @@ func (c *CertReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 	return c.cert, nil
 }
 
-// TLSConfig is the server TLS configuration: TLS 1.3 unless allow12.
+// TLS12Suites are the only TLS 1.2 cipher suites served (with allow12):
+// ECDHE key exchange with an AEAD cipher. Go's defaults also enable the
+// ECDHE suites with AES-CBC and HMAC-SHA1 (no AEAD, the Lucky13 family of
+// padding-oracle attacks), which no TLS 1.2 client of the last decade
+// needs. TLS 1.3's suites are not configurable and all AEAD.
+var TLS12Suites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// TLSConfig is the server TLS configuration: TLS 1.3 unless allow12, which
+// also accepts TLS 1.2 with TLS12Suites only.
 func (c *CertReloader) TLSConfig(allow12 bool) *tls.Config {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: c.GetCertificate}
 	if allow12 {
 		cfg.MinVersion = tls.VersionTLS12
+		cfg.CipherSuites = slices.Clone(TLS12Suites)
 	}
 	return cfg
 }
