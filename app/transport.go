@@ -72,6 +72,7 @@ func (a *App) listen() error {
 		}
 		so := h.Server
 		so.TLSConfig = a.tlsConfig
+		so.Logger = a.log
 		if so.MaxRequestBodyBytes == 0 {
 			so.MaxRequestBodyBytes = MaxRequestBodyLimit
 		}
