@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -321,9 +322,14 @@ func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (s
 		}
 		c, err := v.Verify(r.Context(), tok)
 		if err != nil {
-			level := slog.LevelInfo
-			if errors.Is(err, ErrJWKSStale) {
-				level = slog.LevelWarn // every caller is refused: the operator must act
+			// Anyone can send refused tokens, thousands a second: each is
+			// logged at debug only (the audit log has them, in aggregate,
+			// and the metrics count them). Stale keys refuse every caller
+			// and the operator must act: a warning, at most once per
+			// staleWarnEvery.
+			level := slog.LevelDebug
+			if errors.Is(err, ErrJWKSStale) && v.staleWarnDue() {
+				level = slog.LevelWarn
 			}
 			v.cfg.Logger.Log(r.Context(), level, "oauth: token rejected", "err", err, "remote", clientaddr.Of(r))
 			v.Challenge(w, http.StatusUnauthorized, err, "")
@@ -349,4 +355,19 @@ func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (s
 			return ti, nil
 		}, &auth.RequireBearerTokenOptions{ClockSkew: v.cfg.Skew})(next).ServeHTTP(w, r)
 	})
+}
+
+// staleWarnEvery is the least time between two warnings that a token was
+// refused for stale signing keys (Middleware).
+const staleWarnEvery = 10 * time.Second
+
+// staleWarnDue reports whether a stale-keys refusal is to be logged as a
+// warning now: the first, and then one per staleWarnEvery.
+func (v *Verifier) staleWarnDue() bool {
+	now := v.cfg.Now().UnixNano()
+	last := v.lastStaleWarn.Load()
+	if last != 0 && now-last < int64(staleWarnEvery) {
+		return false
+	}
+	return v.lastStaleWarn.CompareAndSwap(last, now)
 }

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 )
@@ -267,5 +270,75 @@ func TestTokenInTheURIQueryIsRefused(t *testing.T) {
 				t.Errorf("BearerToken: %v, want ErrMalformedRequest", err)
 			}
 		})
+	}
+}
+
+// syncLog is a goroutine-safe log sink for tests.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// Refused tokens cannot flood the operational log: anyone can send them
+// (the audit log records them in aggregate, the metrics count them), so
+// each is logged at debug level only; the one rejection the operator must
+// act on, signing keys past oauth.jwks_max_staleness, is a warning at most
+// once every 10 s, however many callers are refused. Found by probing the
+// built binary: 4,000 requests with an expired token from one address
+// (3,970 of them answered 429) wrote 3 audit records and 4,000 INFO lines
+// (574 KB) in a second, enough to trip journald's rate limit and drop the
+// server's own error lines with them.
+func TestRejectionsDoNotFloodTheLog(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	clk := newClock(t0)
+	logs := &syncLog{}
+	v := is.verifier(t, func(c *Config) {
+		c.Now = clk.Now
+		c.JWKSMaxStaleness = time.Hour
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	h := v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }), nil)
+	send := func(tok string) int {
+		r := httptest.NewRequest("POST", "/mcp", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	expired := sign(t, ecKey, is.claims(set("exp", t0.Add(-time.Hour).Unix())))
+	for range 100 {
+		send(expired)
+		send("not-a-jwt")
+	}
+	if n, debug := logs.count("token rejected"), logs.count(`level=DEBUG msg="oauth: token rejected"`); n != 200 || debug != n {
+		t.Fatalf("200 refused tokens logged %d times, %d of them at debug; want 200, all at debug", n, debug)
+	}
+	good := sign(t, ecKey, is.claims(set("exp", t0.Add(48*time.Hour).Unix())))
+	is.down.Store(true)
+	clk.Add(61 * time.Minute)
+	for range 100 {
+		if code := send(good); code != http.StatusUnauthorized {
+			t.Fatalf("stale keys: %d, want 401", code)
+		}
+	}
+	if n := logs.count("level=WARN msg=\"oauth: token rejected\""); n != 1 {
+		t.Fatalf("100 refusals for stale keys logged %d warnings, want 1", n)
+	}
+	clk.Add(10 * time.Second)
+	send(good)
+	if n := logs.count("level=WARN msg=\"oauth: token rejected\""); n != 2 {
+		t.Fatalf("10 s later: %d warnings, want 2", n)
 	}
 }

@@ -47,7 +47,10 @@ type Verifier struct {
 	keys        atomic.Pointer[keySet]
 	lastAttempt atomic.Int64 // unix nanoseconds of the last JWKS fetch attempt
 	refreshing  atomic.Bool  // a background refresh is running
-	fetchMu     sync.Mutex   // serializes JWKS fetches
+	// lastStaleWarn is when Middleware last warned of a token refused for
+	// stale keys (unix nanoseconds; 0: never).
+	lastStaleWarn atomic.Int64
+	fetchMu       sync.Mutex // serializes JWKS fetches
 
 	// verified caches the claims of recently verified tokens, by
 	// SHA-256(token). An entry is used only with the key set it was
