@@ -531,15 +531,53 @@ func TestSessionIsBoundToItsPrincipalNotItsSubject(t *testing.T) {
 	if _, err := owner.ListResources(context.Background(), nil); err != nil {
 		t.Fatalf("the owner's session after the attempts: %v", err)
 	}
-	// The attempts are refusals of their own callers (the first on its
-	// own record, the others counted in the aggregate).
-	recorded := 0
+	// The attempts are refusals of their own callers: the first of each
+	// client on its own record, the others counted in the aggregate.
+	var clients []string
 	for _, r := range f.records()[before:] {
 		if r.Action == server.ActionAuthReject && r.Reason == "http_403,session_mismatch" && r.Principal.Sub == f.identity("clinician").Principal.Sub {
-			recorded++
+			clients = append(clients, r.Principal.ClientID)
 		}
 	}
-	if recorded != 1 {
-		t.Errorf("%d session_mismatch records, want 1", recorded)
+	sort.Strings(clients)
+	if want := []string{f.identity("clinician").Principal.ClientID, "other-assistant"}; strings.Join(clients, " ") != strings.Join(want, " ") {
+		t.Errorf("session_mismatch records by the clients %v, want %v", clients, want)
+	}
+}
+
+// A refusal's kind is its whole recorded principal (sub, client, roles),
+// not its sub alone: refusals of the same sub through another client are
+// recorded under that client, never counted into the aggregate record of
+// the first client's. Found while probing the session binding: the
+// session_mismatch attempts of one sub through two clients were written as
+// one aggregate naming only the first client.
+func TestRefusalKindsTellClientsApart(t *testing.T) {
+	f := newFixture(t, "")
+	url, mint := f.oauthServerWith(t)
+	sub := f.identity("clinician").Principal.Sub
+	read := `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"x"}}`
+	before := len(f.records())
+	for _, client := range []string{"assistant-a", "assistant-b", "assistant-b"} {
+		tok := mint("clinician", "resources:list", map[string]any{"azp": client})
+		if status, _, _ := post(t, url, tok, map[string]string{"Mcp-Protocol-Version": rev2025}, read); status != http.StatusForbidden {
+			t.Fatalf("read with a list-only token through %s: %d, want 403", client, status)
+		}
+	}
+	f.srv.Close(context.Background()) // writes the aggregates
+	var got []string
+	for _, r := range f.records()[before:] {
+		if r.Action == server.ActionAuthReject && r.Principal.Sub == sub {
+			reason, _, _ := strings.Cut(r.Reason, ",window=")
+			got = append(got, r.Principal.ClientID+" "+reason)
+		}
+	}
+	sort.Strings(got)
+	want := []string{
+		"assistant-a http_403,insufficient_scope",
+		"assistant-b http_403,insufficient_scope",
+		"assistant-b http_403,insufficient_scope,aggregate,count=1",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
