@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -322,14 +323,21 @@ func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (s
 		}
 		c, err := v.Verify(r.Context(), tok)
 		if err != nil {
-			// Anyone can send refused tokens, thousands a second: each is
-			// logged at debug only (the audit log has them, in aggregate,
-			// and the metrics count them). Stale keys refuse every caller
-			// and the operator must act: a warning, at most once per
-			// staleWarnEvery.
+			// Anyone can send refused tokens, thousands a second (the
+			// audit log records them, in aggregate; the metrics count
+			// them): one is logged at info per logEvery, so the operator
+			// still sees why tokens are refused (an issuer sending a claim
+			// of the wrong type, say), the others at debug. Stale keys
+			// refuse every caller and the operator must act: a warning,
+			// also at most one per logEvery.
 			level := slog.LevelDebug
-			if errors.Is(err, ErrJWKSStale) && v.staleWarnDue() {
-				level = slog.LevelWarn
+			switch {
+			case errors.Is(err, ErrJWKSStale):
+				if due(&v.lastStaleWarn, v.cfg.Now()) {
+					level = slog.LevelWarn
+				}
+			case due(&v.lastRejectInfo, v.cfg.Now()):
+				level = slog.LevelInfo
 			}
 			v.cfg.Logger.Log(r.Context(), level, "oauth: token rejected", "err", err, "remote", clientaddr.Of(r))
 			v.Challenge(w, http.StatusUnauthorized, err, "")
@@ -357,17 +365,17 @@ func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (s
 	})
 }
 
-// staleWarnEvery is the least time between two warnings that a token was
-// refused for stale signing keys (Middleware).
-const staleWarnEvery = 10 * time.Second
+// logEvery is the least time between two log lines above debug level
+// about refused tokens, one bound for the info lines and one for the
+// stale-keys warnings (Middleware).
+const logEvery = 10 * time.Second
 
-// staleWarnDue reports whether a stale-keys refusal is to be logged as a
-// warning now: the first, and then one per staleWarnEvery.
-func (v *Verifier) staleWarnDue() bool {
-	now := v.cfg.Now().UnixNano()
-	last := v.lastStaleWarn.Load()
-	if last != 0 && now-last < int64(staleWarnEvery) {
+// due reports whether a line is to be logged now, given when the last one
+// was (*last, unix nanoseconds, 0 for never), and if so records now.
+func due(last *atomic.Int64, now time.Time) bool {
+	n, l := now.UnixNano(), last.Load()
+	if l != 0 && n-l < int64(logEvery) {
 		return false
 	}
-	return v.lastStaleWarn.CompareAndSwap(last, now)
+	return last.CompareAndSwap(l, n)
 }

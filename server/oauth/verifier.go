@@ -47,10 +47,11 @@ type Verifier struct {
 	keys        atomic.Pointer[keySet]
 	lastAttempt atomic.Int64 // unix nanoseconds of the last JWKS fetch attempt
 	refreshing  atomic.Bool  // a background refresh is running
-	// lastStaleWarn is when Middleware last warned of a token refused for
-	// stale keys (unix nanoseconds; 0: never).
-	lastStaleWarn atomic.Int64
-	fetchMu       sync.Mutex // serializes JWKS fetches
+	// lastStaleWarn and lastRejectInfo are when Middleware last logged a
+	// refused token above debug level: a warning for stale keys, an info
+	// line for any other reason (unix nanoseconds; 0: never).
+	lastStaleWarn, lastRejectInfo atomic.Int64
+	fetchMu                       sync.Mutex // serializes JWKS fetches
 
 	// verified caches the claims of recently verified tokens, by
 	// SHA-256(token). An entry is used only with the key set it was
