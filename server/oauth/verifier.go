@@ -151,14 +151,15 @@ func (v *Verifier) Verify(ctx context.Context, rawToken string) (Claims, error) 
 	if err != nil {
 		return Claims{}, err
 	}
-	var payload []byte
-	for _, k := range keys {
-		if !keyFits(k, alg) {
-			continue
-		}
-		if p, err := jws.Verify(k.Key); err == nil {
-			payload = p
-			break
+	payload := verifyWith(jws, keys, alg)
+	if payload == nil {
+		// The issuer may have replaced the key under the same kid: refetch
+		// as for an unknown kid (shared, rate-limited by
+		// MinRefreshInterval, so bad signatures amplify nothing) and try
+		// the kid's keys again. Without it the replaced key's tokens were
+		// refused until the periodic refresh (JWKSRefresh).
+		if ks2, keys2 := v.refetched(ctx, ks, h.KeyID); ks2 != nil {
+			ks, payload = ks2, verifyWith(jws, keys2, alg)
 		}
 	}
 	if payload == nil {
@@ -306,6 +307,44 @@ func (v *Verifier) keysFor(ctx context.Context, kid string) (*keySet, []jose.JSO
 		return ks, ks.byKID[kid], nil
 	}
 	return nil, nil, fmt.Errorf("%w: unknown kid", ErrInvalid)
+}
+
+// verifyWith returns the payload of jws if one of keys that fits alg
+// verifies its signature, else nil.
+func verifyWith(jws *jose.JSONWebSignature, keys []jose.JSONWebKey, alg jose.SignatureAlgorithm) []byte {
+	for _, k := range keys {
+		if !keyFits(k, alg) {
+			continue
+		}
+		if p, err := jws.Verify(k.Key); err == nil {
+			return p
+		}
+	}
+	return nil
+}
+
+// refetched returns a key set fetched after seen and its keys for kid: the
+// one another caller installed meanwhile, or one fetched now if
+// MinRefreshInterval allows (as keysFor does for an unknown kid: the
+// fetch serves every caller and outlives the request). It returns nil if
+// no newer set can be had.
+func (v *Verifier) refetched(ctx context.Context, seen *keySet, kid string) (*keySet, []jose.JSONWebKey) {
+	v.fetchMu.Lock()
+	defer v.fetchMu.Unlock()
+	if cur := v.keys.Load(); cur != seen {
+		return cur, cur.byKID[kid]
+	}
+	if !v.mayFetch(v.cfg.Now()) {
+		return nil, nil
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+	defer cancel()
+	if err := v.fetchLocked(fctx); err != nil {
+		v.cfg.Logger.Warn("oauth: JWKS refresh for a signature its kid's key did not verify failed", "err", err)
+		return nil, nil
+	}
+	cur := v.keys.Load()
+	return cur, cur.byKID[kid]
 }
 
 func (v *Verifier) mayFetch(now time.Time) bool {
