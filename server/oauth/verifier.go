@@ -382,7 +382,7 @@ func (v *Verifier) fetchLocked(ctx context.Context) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%w: HTTP status %d", ErrJWKS, resp.StatusCode)
+		return fmt.Errorf("%w: GET %s: HTTP status %d", ErrJWKS, req.URL.Host, resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes+1))
 	if err != nil {
