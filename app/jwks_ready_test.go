@@ -76,3 +76,29 @@ func TestJWKSStalenessIsAReadinessCheck(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// An issuer whose JWKS cannot be fetched at startup makes Open fail with
+// one error naming the JWKS host and the cause, never its URL (whose query
+// may hold a key), and saying "oauth:" once: probing the built binary,
+// serve printed "custos: oauth: oauth: JWKS unavailable: ...", and for an
+// HTTP error status only "HTTP status 503", without the host.
+func TestOpenWithoutJWKSNamesTheHostOnce(t *testing.T) {
+	is := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer is.Close()
+	f := newFixture(t)
+	_, err := app.Open(context.Background(), app.Options{
+		DataDir: f.data, Dev: true, Node: "test",
+		HTTP: &app.HTTPOptions{Listen: "127.0.0.1:0", OAuth: &oauth.Config{
+			Issuer: is.URL, JWKSURL: is.URL + "/jwks?key=SECRET-KEY", Audience: "https://custos.test/mcp",
+		}},
+	})
+	if err == nil {
+		t.Fatal("opened without the issuer's keys")
+	}
+	host := strings.TrimPrefix(is.URL, "http://")
+	if msg := err.Error(); strings.Count(msg, "oauth:") != 1 || !strings.Contains(msg, "JWKS unavailable: GET "+host+": HTTP status 503") || strings.Contains(msg, "SECRET-KEY") {
+		t.Fatalf("error %q: want one \"oauth:\", the host and the cause, and no URL query", msg)
+	}
+}

@@ -36,7 +36,7 @@ func (a *App) prepareTransport(ctx context.Context) error {
 		oc.Logger = a.log
 		v, err := oauth.New(ctx, oc)
 		if err != nil {
-			return fmt.Errorf("oauth: %w", err)
+			return err // says "oauth: ..." itself
 		}
 		a.verifier = v
 	case h.Tokens != nil:
@@ -72,6 +72,7 @@ func (a *App) listen() error {
 		}
 		so := h.Server
 		so.TLSConfig = a.tlsConfig
+		so.Logger = a.log
 		if so.MaxRequestBodyBytes == 0 {
 			so.MaxRequestBodyBytes = MaxRequestBodyLimit
 		}

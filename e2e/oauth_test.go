@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -151,6 +152,62 @@ func TestOAuthResourceServer(t *testing.T) {
 			t.Errorf("%s: %d %q, want %d with %s", tc.name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), tc.status, tc.challenge)
 		}
 	}
+	// An access token in the URI query is refused, even next to a good
+	// header, and never quoted (probing this binary found it served).
+	raw := func(method, target, tok string, h map[string]string, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, target, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b)+resp.Header.Get("WWW-Authenticate"), tok) {
+			t.Errorf("%s %s: the answer quotes the token", method, target)
+		}
+		return resp
+	}
+	list := `{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{}}`
+	stateless := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/list"}
+	listStateless := `{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	if resp := raw("POST", url, good, stateless, listStateless); resp.StatusCode != 200 {
+		t.Fatalf("a stateless list with the good token: %d", resp.StatusCode)
+	}
+	if resp := raw("POST", url+"?access_token="+good, good, stateless, listStateless); resp.StatusCode != 400 ||
+		resp.Header.Get("WWW-Authenticate") != `Bearer error="invalid_request", error_description="access token in the URI query"` {
+		t.Errorf("token in the URI query: %d %q, want 400 invalid_request", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	// A 2025-11-25 session is bound to the principal that opened it, not
+	// to its sub: the same sub in another tenant, or through another
+	// client, may neither use nor end it (probing this binary found both
+	// served 200 and the session ended by the other tenant's DELETE).
+	old := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
+	init := raw("POST", url, good, old, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`)
+	sid := init.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize (2025-11-25): %d, no session", init.StatusCode)
+	}
+	old["Mcp-Session-Id"] = sid
+	raw("POST", url, good, old, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	otherTenant := is.token(t, aud, iss, time.Hour, "resources:list resources:read", map[string]any{"tenant": "other-hospital", "patients": pf.Patients})
+	otherClient := is.token(t, aud, iss, time.Hour, "resources:list resources:read", map[string]any{"azp": "other-assistant", "patients": pf.Patients})
+	if resp := raw("POST", url, otherTenant, old, list); resp.StatusCode != 403 {
+		t.Errorf("the same sub of another tenant in the session: %d, want 403", resp.StatusCode)
+	}
+	if resp := raw("DELETE", url, otherClient, old, ""); resp.StatusCode != 403 {
+		t.Errorf("the same sub through another client ending the session: %d, want 403", resp.StatusCode)
+	}
+	if resp := raw("POST", url, good, old, list); resp.StatusCode != 200 {
+		t.Errorf("the owner in its session after the attempts: %d, want 200", resp.StatusCode)
+	}
+
 	// RFC 9728 metadata.
 	resp, err := http.Get(strings.TrimSuffix(url, "/mcp") + "/.well-known/oauth-protected-resource/mcp")
 	if err != nil {
@@ -193,7 +250,7 @@ func TestOAuthResourceServer(t *testing.T) {
 	}
 	// The second insufficient_scope refusal (same source, principal and
 	// reason) is counted, and written as an aggregate at shutdown.
-	want := "http_401,no_token http_401,invalid_token,wrong_audience http_401,invalid_token,wrong_issuer http_401,invalid_token,expired http_403,insufficient_scope http_403,cross_origin http_403,insufficient_scope,aggregate,count=1"
+	want := "http_401,no_token http_401,invalid_token,wrong_audience http_401,invalid_token,wrong_issuer http_401,invalid_token,expired http_403,insufficient_scope http_403,cross_origin http_400,invalid_request http_403,session_mismatch http_403,session_mismatch http_403,insufficient_scope,aggregate,count=1"
 	if noIdentity != 1 {
 		t.Errorf("%d no_identity records for the unknown purpose of use, want 1", noIdentity)
 	}

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -65,7 +66,7 @@ func TestHTTPSWithCertificateReload(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	c1 := writeCert(t, certFile, keyFile, 1)
-	srv := serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens, "--tls-cert", certFile, "--tls-key", keyFile)
+	srv := serve(t, d, nil, "--dev", "--listen", loopback, "--tokens", tokens, "--tls-cert", certFile, "--tls-key", keyFile, "--log-level", "debug")
 	url := srv.url
 	if !strings.HasPrefix(url, "https://") {
 		t.Fatalf("endpoint %s is not https", url)
@@ -113,6 +114,44 @@ func TestHTTPSWithCertificateReload(t *testing.T) {
 		t.Fatalf("list over the renewed certificate: %v", err)
 	}
 	cs2.Close()
+
+	// A plain HTTP request to the TLS port is answered 400, and the failed
+	// handshakes above (the TLS 1.2 client, this one, a TCP connection that
+	// sends nothing, as a load balancer's health check does) are in the
+	// server's log as JSON lines at debug level, like every other line: net/http
+	// wrote them to stderr as plain text ("2026/12/05 18:03:00 http: TLS
+	// handshake error from ...", found by probing the binary), one per
+	// connection anyone opened, breaking every JSON log pipeline.
+	resp, err := http.Get(strings.Replace(url, "https://", "http://", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("plain HTTP to the TLS port: %d, want 400", resp.StatusCode)
+	}
+	if conn, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "https://"), "/mcp")); err == nil {
+		conn.Close()
+	}
+	time.Sleep(200 * time.Millisecond)
+	srv.stop(t)
+	handshakes := 0
+	for _, line := range strings.Split(strings.TrimSpace(srv.stderr.String()), "\n") {
+		var rec struct{ Level, Msg string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("a server log line is not JSON: %q", line)
+			continue
+		}
+		if rec.Msg == "TLS handshake failed" {
+			handshakes++
+			if rec.Level != "DEBUG" {
+				t.Errorf("a failed handshake logged at %s, want DEBUG: %q", rec.Level, line)
+			}
+		}
+	}
+	if handshakes < 2 {
+		t.Errorf("%d failed handshakes logged, want the TLS 1.2 client's and the plain HTTP request's", handshakes)
+	}
 }
 
 type bearer2 struct {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -471,5 +472,112 @@ func TestDevTokenUnauthorizedCarriesAChallenge(t *testing.T) {
 		if ch := hdr.Get("WWW-Authenticate"); st != http.StatusUnauthorized || !strings.HasPrefix(ch, "Bearer") {
 			t.Errorf("token %q: status %d, WWW-Authenticate %q; want 401 and a Bearer challenge", tok, st, ch)
 		}
+	}
+}
+
+// A 2025-11-25 session is bound to the principal that opened it, not to
+// its subject alone: a verified token with the same sub but another
+// tenant or another client (azp) is another principal, and may neither
+// send requests in the session, nor take its SSE stream (where the
+// subscription notifications decided for the owner arrive), nor end it.
+// Found by probing the built binary: the go-sdk binds a session to
+// TokenInfo.UserID, the sub, and such tokens were served 200 in it and
+// their DELETE ended the owner's session.
+func TestSessionIsBoundToItsPrincipalNotItsSubject(t *testing.T) {
+	f := newFixture(t, "")
+	url, mint := f.oauthServerWith(t)
+	const scope = "resources:list resources:read"
+	hs := &httpServer{url: url, tokens: map[string]string{"owner": mint("clinician", scope, nil)}}
+	owner := hs.connect(t, "owner", rev2025)
+	sid := owner.ID()
+	if sid == "" {
+		t.Fatal("no session")
+	}
+	send := func(method, tok string) int {
+		t.Helper()
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"resources/list","params":{}}`)
+		}
+		req, _ := http.NewRequest(method, url, body)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", rev2025)
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close() // a GET that was served is an open SSE stream
+		return resp.StatusCode
+	}
+	before := len(f.records())
+	for _, tc := range []struct {
+		name  string
+		extra map[string]any
+	}{
+		{"the same sub of another tenant", map[string]any{"tenant": "other-hospital"}},
+		{"the same sub through another client", map[string]any{"azp": "other-assistant"}},
+	} {
+		tok := mint("clinician", scope, tc.extra)
+		for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+			if got := send(m, tok); got != http.StatusForbidden {
+				t.Errorf("%s: %s in the owner's session answered %d, want 403", tc.name, m, got)
+			}
+		}
+	}
+	// The owner's session survived and still serves its owner.
+	if _, err := owner.ListResources(context.Background(), nil); err != nil {
+		t.Fatalf("the owner's session after the attempts: %v", err)
+	}
+	// The attempts are refusals of their own callers: the first of each
+	// client on its own record, the others counted in the aggregate.
+	var clients []string
+	for _, r := range f.records()[before:] {
+		if r.Action == server.ActionAuthReject && r.Reason == "http_403,session_mismatch" && r.Principal.Sub == f.identity("clinician").Principal.Sub {
+			clients = append(clients, r.Principal.ClientID)
+		}
+	}
+	sort.Strings(clients)
+	if want := []string{f.identity("clinician").Principal.ClientID, "other-assistant"}; strings.Join(clients, " ") != strings.Join(want, " ") {
+		t.Errorf("session_mismatch records by the clients %v, want %v", clients, want)
+	}
+}
+
+// A refusal's kind is its whole recorded principal (sub, client, roles),
+// not its sub alone: refusals of the same sub through another client are
+// recorded under that client, never counted into the aggregate record of
+// the first client's. Found while probing the session binding: the
+// session_mismatch attempts of one sub through two clients were written as
+// one aggregate naming only the first client.
+func TestRefusalKindsTellClientsApart(t *testing.T) {
+	f := newFixture(t, "")
+	url, mint := f.oauthServerWith(t)
+	sub := f.identity("clinician").Principal.Sub
+	read := `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"x"}}`
+	before := len(f.records())
+	for _, client := range []string{"assistant-a", "assistant-b", "assistant-b"} {
+		tok := mint("clinician", "resources:list", map[string]any{"azp": client})
+		if status, _, _ := post(t, url, tok, map[string]string{"Mcp-Protocol-Version": rev2025}, read); status != http.StatusForbidden {
+			t.Fatalf("read with a list-only token through %s: %d, want 403", client, status)
+		}
+	}
+	f.srv.Close(context.Background()) // writes the aggregates
+	var got []string
+	for _, r := range f.records()[before:] {
+		if r.Action == server.ActionAuthReject && r.Principal.Sub == sub {
+			reason, _, _ := strings.Cut(r.Reason, ",window=")
+			got = append(got, r.Principal.ClientID+" "+reason)
+		}
+	}
+	sort.Strings(got)
+	want := []string{
+		"assistant-a http_403,insufficient_scope",
+		"assistant-b http_403,insufficient_scope",
+		"assistant-b http_403,insufficient_scope,aggregate,count=1",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -25,6 +25,14 @@ import (
 // over loopback HTTP, ES256) and returns the MCP URL and a token minter.
 func (f *fixture) oauthServer(t *testing.T) (string, func(persona, scope string) string) {
 	t.Helper()
+	url, mint := f.oauthServerWith(t)
+	return url, func(persona, scope string) string { return mint(persona, scope, nil) }
+}
+
+// oauthServerWith is oauthServer whose minter sets or replaces the claims
+// of extra (e.g. another tenant or azp for the persona's sub).
+func (f *fixture) oauthServerWith(t *testing.T) (string, func(persona, scope string, extra map[string]any) string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -46,15 +54,19 @@ func (f *fixture) oauthServer(t *testing.T) (string, func(persona, scope string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mint := func(persona, scope string) string {
+	mint := func(persona, scope string, extra map[string]any) string {
 		id := f.identity(persona)
 		now := time.Now()
-		tok, err := jwt.Signed(signer).Claims(map[string]any{
+		claims := map[string]any{
 			"iss": is.URL, "sub": id.Principal.Sub, "aud": aud, "azp": id.Principal.ClientID,
 			"exp": now.Add(5 * time.Minute).Unix(), "iat": now.Add(-time.Minute).Unix(), "nbf": now.Add(-time.Minute).Unix(),
 			"jti": persona + scope, "scope": scope, "roles": id.Principal.Roles, "tenant": id.Principal.Tenant,
 			"patients": id.Principal.Patients, "purpose_of_use": id.PurposeOfUse,
-		}).Serialize()
+		}
+		for k, v := range extra {
+			claims[k] = v
+		}
+		tok, err := jwt.Signed(signer).Claims(claims).Serialize()
 		if err != nil {
 			t.Fatal(err)
 		}

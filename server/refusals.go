@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,9 +65,13 @@ const (
 // window are full.
 const aggregateSource = "other"
 
-// refusalKind is what one aggregate record counts.
+// refusalKind is what one aggregate record counts: refusals alike in
+// everything the record says. The principal is all of what the record
+// names (sub, client_id, roles), not the sub alone, which had one sub's
+// refusals through another client counted into the aggregate naming the
+// first client.
 type refusalKind struct {
-	action, outcome, source, sub, reason string
+	action, outcome, source, sub, client, roles, reason string
 }
 
 // refusals aggregates refusals (see above). Its flusher starts with the
@@ -267,7 +272,8 @@ func (s *Server) refuseCounted(ctx context.Context, e audit.Entry, outcome, reas
 // refuseCountedIf is refuseCounted; without mayRecord the refusal is only
 // counted for the aggregate (a source over its limit, answered 429).
 func (s *Server) refuseCountedIf(ctx context.Context, e audit.Entry, outcome, reason string, answer error, mayRecord bool) error {
-	k := refusalKind{action: e.Action, outcome: outcome, source: hostOf(e.Source), sub: e.Principal.Sub, reason: reason}
+	k := refusalKind{action: e.Action, outcome: outcome, source: hostOf(e.Source), sub: e.Principal.Sub,
+		client: e.Principal.ClientID, roles: strings.Join(e.Principal.Roles, "\x00"), reason: reason}
 	if !s.refusals.count(k, e.Principal, mayRecord) {
 		return answer
 	}

@@ -28,16 +28,40 @@ const sessionHeader = "Mcp-Session-Id"
 // (the verified token's subject), refuses a new one at the cap with 429
 // (recorded as http/rate_limited, reason http_429,session_limit, in
 // aggregate), and releases a slot when its session closes or idles out.
-// It also tells auditRejections when a request names a session of another
-// principal, which the SDK refuses with 403 (a hijack attempt).
+//
+// It also binds each session to the principal that opened it (owner):
+// a request naming a session of another principal is refused with 403
+// (a hijack attempt), and auditRejections is told so. The go-sdk's own
+// check compares TokenInfo.UserID, the subject alone, and so served the
+// same sub of another tenant or through another client in the session,
+// gave it the session's SSE stream (the notifications decided for the
+// owner) and let its DELETE end the session.
 type sessionCap struct {
 	s   *Server
 	ms  *mcp.Server
 	max int
 
 	mu    sync.Mutex
-	held  map[string]int    // principal -> sessions held or being created
-	owner map[string]string // session id -> principal
+	held  map[string]int          // subject -> sessions held or being created
+	owner map[string]sessionOwner // session id -> the principal that opened it
+}
+
+// sessionOwner is what binds a session to a principal: who (sub), in which
+// organization (tenant), through which software (client_id). Roles,
+// patients and the purpose of use are attributes of the principal that a
+// renewed token may change; every request is decided on its own token's.
+type sessionOwner struct {
+	sub, tenant, client string
+}
+
+// ownerOf is the sessionOwner of a verified token (nil: no token, the
+// zero owner).
+func ownerOf(ti *auth.TokenInfo) sessionOwner {
+	if ti == nil {
+		return sessionOwner{}
+	}
+	p := principalOf(ti)
+	return sessionOwner{sub: p.Sub, tenant: p.Tenant, client: p.ClientID}
 }
 
 func newSessionCap(s *Server, ms *mcp.Server) *sessionCap {
@@ -45,7 +69,7 @@ func newSessionCap(s *Server, ms *mcp.Server) *sessionCap {
 	if n == 0 {
 		n = DefaultMaxSessions
 	}
-	return &sessionCap{s: s, ms: ms, max: n, held: map[string]int{}, owner: map[string]string{}}
+	return &sessionCap{s: s, ms: ms, max: n, held: map[string]int{}, owner: map[string]sessionOwner{}}
 }
 
 func (c *sessionCap) acquire(sub string) bool {
@@ -90,14 +114,19 @@ func (c *sessionCap) handler(next http.Handler) http.Handler {
 		if ti != nil {
 			sub = ti.UserID
 		}
+		me := ownerOf(ti)
 		if sid := r.Header.Get(sessionHeader); sid != "" {
 			c.mu.Lock()
 			owner, ok := c.owner[sid]
 			c.mu.Unlock()
-			if cl := callerOf(r); ok && owner != sub && cl != nil {
-				cl.mismatch = true // the SDK answers 403; auditRejections records it
+			if ok && owner != me {
+				if cl := callerOf(r); cl != nil {
+					cl.mismatch = true // auditRejections records it as session_mismatch
+				}
+				http.Error(w, "session user mismatch: this session belongs to another principal (sub, tenant or client); open your own with initialize", http.StatusForbidden)
+				return
 			}
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, r) // an unknown id: the SDK answers 404
 			return
 		}
 		if r.Method != http.MethodPost {
@@ -139,7 +168,7 @@ func (c *sessionCap) handler(next http.Handler) http.Handler {
 		// and a hijack attempt be recorded without its class.
 		ow := &ownerWriter{ResponseWriter: w, note: func(sid string) {
 			c.mu.Lock()
-			c.owner[sid] = sub
+			c.owner[sid] = me
 			c.mu.Unlock()
 		}}
 		next.ServeHTTP(ow, r)
@@ -158,7 +187,7 @@ func (c *sessionCap) handler(next http.Handler) http.Handler {
 			return
 		}
 		c.mu.Lock()
-		c.owner[sid] = sub
+		c.owner[sid] = me
 		c.mu.Unlock()
 		go func() {
 			ss.Wait() // the client ended it, it idled out, or the server stopped

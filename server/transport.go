@@ -9,8 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -295,6 +298,9 @@ type HTTPOptions struct {
 	// body fails to read); the MCP handler has its own 1 MiB limit, so only
 	// smaller values tighten it. Default 0: the handler's limit.
 	MaxRequestBodyBytes int64
+	// Logger receives net/http's own error lines (see httpErrorLog), which
+	// it would otherwise print to stderr as plain text. Default: discard.
+	Logger *slog.Logger
 }
 
 // NewHTTPServer wraps h with the timeouts a server facing real clients
@@ -330,9 +336,13 @@ func NewHTTPServerWith(addr string, h http.Handler, o HTTPOptions) (*http.Server
 	if o.MaxRequestBodyBytes > 0 {
 		h = http.MaxBytesHandler(h, o.MaxRequestBodyBytes)
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	return &http.Server{
 		Addr:              addr,
 		Handler:           h,
+		ErrorLog:          log.New(httpErrorLog{o.Logger}, "", 0),
 		TLSConfig:         o.TLSConfig,
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		ReadTimeout:       o.ReadTimeout,
@@ -340,4 +350,26 @@ func NewHTTPServerWith(addr string, h http.Handler, o HTTPOptions) (*http.Server
 		IdleTimeout:       o.IdleTimeout,
 		MaxHeaderBytes:    o.MaxHeaderBytes,
 	}, nil
+}
+
+// httpErrorLog turns the lines net/http logs (http.Server.ErrorLog) into
+// records of an slog.Logger. A failed TLS handshake ("http: TLS handshake
+// error from ADDR: ...": a client offering only TLS 1.2 or 1.1, plain HTTP
+// to the TLS port, a TCP health check or port scan that sends nothing) is
+// logged at debug as "TLS handshake failed": anyone can cause one per
+// connection, and a load balancer's TCP check causes one every few
+// seconds. Every other line (a handler's recovered panic, an accept
+// error) is logged at warning as "HTTP server error". The lines name the
+// peer's address and what went wrong, never a request's URI or headers.
+type httpErrorLog struct{ log *slog.Logger }
+
+func (w httpErrorLog) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	if rest, ok := strings.CutPrefix(line, "http: TLS handshake error from "); ok {
+		remote, why, _ := strings.Cut(rest, ": ")
+		w.log.Debug("TLS handshake failed", "remote", remote, "err", why)
+		return len(p), nil
+	}
+	w.log.Warn("HTTP server error", "err", line)
+	return len(p), nil
 }

@@ -23,8 +23,10 @@
 //   - Errors and log lines never contain the token or any claim value; they
 //     name the check that failed. Nor do they quote the JWKS URL, whose
 //     query may hold a key: a fetch error names its host.
-//   - The JWKS is cached. An unknown "kid" forces a refetch (key rotation),
-//     at most once per Config.MinRefreshInterval so that forged kids can not
+//   - The JWKS is cached. An unknown "kid", or a signature the cached key
+//     of its kid does not verify (a key replaced under the same kid),
+//     forces a refetch (key rotation), at most once per
+//     Config.MinRefreshInterval so that forged kids can not
 //     turn the verifier into a request amplifier against the issuer. A
 //     fetch is never bound to the request that caused it (it serves every
 //     caller; a caller that hangs up must not abort it and use up the

@@ -11,7 +11,8 @@ var (
 	// challenge that carries no error code (RFC 6750 §3.1).
 	ErrMissing = errors.New("oauth: no bearer token")
 	// ErrMalformedRequest: the Authorization header is given more than once
-	// or is not "Bearer" and one token (RFC 6750 §2.1). Answer 400
+	// or is not "Bearer" and one token (RFC 6750 §2.1), or the URI query
+	// carries an access_token (RFC 6750 §2.3, which custos does not accept). Answer 400
 	// invalid_request (§3.1), never the header: which of several tokens
 	// is meant is not for the server to guess.
 	ErrMalformedRequest = errors.New("oauth: malformed Authorization header")

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -135,14 +137,17 @@ func (v *Verifier) Challenge(w http.ResponseWriter, status int, err error, requi
 // InvalidRequest writes RFC 6750 §3.1's answer to a malformed request
 // (err wrapping ErrMalformedRequest): 400 with WWW-Authenticate: Bearer
 // error="invalid_request" and a fixed error_description that names what
-// is wrong, never a header's value.
+// is wrong, never a header's or the URI's value.
 func InvalidRequest(w http.ResponseWriter, err error) {
-	desc := "malformed Authorization header"
-	if errors.Is(err, errTwoHeaders) {
+	desc, fix := "malformed Authorization header", "send one Authorization: Bearer <token> header"
+	switch {
+	case errors.Is(err, errTwoHeaders):
 		desc = "more than one Authorization header"
+	case errors.Is(err, errTokenInURI):
+		desc, fix = "access token in the URI query", "send it only in an Authorization: Bearer <token> header, and treat the token as disclosed"
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_request", error_description="`+desc+`"`)
-	http.Error(w, "bad request: "+desc+": send one Authorization: Bearer <token> header", http.StatusBadRequest)
+	http.Error(w, "bad request: "+desc+": "+fix, http.StatusBadRequest)
 }
 
 // rejections pairs each sentinel with its fixed, quote-free
@@ -192,13 +197,21 @@ func RejectionCode(wwwAuthenticate string) string {
 var (
 	errTwoHeaders  = fmt.Errorf("%w: more than one Authorization header", ErrMalformedRequest)
 	errNotOneToken = fmt.Errorf("%w: not one token after Bearer", ErrMalformedRequest)
+	errTokenInURI  = fmt.Errorf("%w: access_token in the URI query", ErrMalformedRequest)
 )
 
 // BearerToken extracts the token of an "Authorization: Bearer <token>"
 // header; it returns ErrMissing if there is none (or another scheme) and
 // ErrMalformedRequest if the header is given more than once or is
-// malformed.
+// malformed, or if the URI query has an access_token parameter (RFC 6750
+// §2.3), with or without the header: custos takes tokens from the header
+// only (as MCP requires of clients), and a request that put one in its URI
+// is refused rather than served on the header or answered as if no token
+// had been sent.
 func BearerToken(r *http.Request) (string, error) {
+	if r.URL != nil && r.URL.Query().Has("access_token") {
+		return "", errTokenInURI
+	}
 	vals := r.Header.Values("Authorization")
 	switch len(vals) {
 	case 0:
@@ -310,9 +323,21 @@ func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (s
 		}
 		c, err := v.Verify(r.Context(), tok)
 		if err != nil {
-			level := slog.LevelInfo
-			if errors.Is(err, ErrJWKSStale) {
-				level = slog.LevelWarn // every caller is refused: the operator must act
+			// Anyone can send refused tokens, thousands a second (the
+			// audit log records them, in aggregate; the metrics count
+			// them): one is logged at info per logEvery, so the operator
+			// still sees why tokens are refused (an issuer sending a claim
+			// of the wrong type, say), the others at debug. Stale keys
+			// refuse every caller and the operator must act: a warning,
+			// also at most one per logEvery.
+			level := slog.LevelDebug
+			switch {
+			case errors.Is(err, ErrJWKSStale):
+				if due(&v.lastStaleWarn, v.cfg.Now()) {
+					level = slog.LevelWarn
+				}
+			case due(&v.lastRejectInfo, v.cfg.Now()):
+				level = slog.LevelInfo
 			}
 			v.cfg.Logger.Log(r.Context(), level, "oauth: token rejected", "err", err, "remote", clientaddr.Of(r))
 			v.Challenge(w, http.StatusUnauthorized, err, "")
@@ -338,4 +363,19 @@ func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (s
 			return ti, nil
 		}, &auth.RequireBearerTokenOptions{ClockSkew: v.cfg.Skew})(next).ServeHTTP(w, r)
 	})
+}
+
+// logEvery is the least time between two log lines above debug level
+// about refused tokens, one bound for the info lines and one for the
+// stale-keys warnings (Middleware).
+const logEvery = 10 * time.Second
+
+// due reports whether a line is to be logged now, given when the last one
+// was (*last, unix nanoseconds, 0 for never), and if so records now.
+func due(last *atomic.Int64, now time.Time) bool {
+	n, l := now.UnixNano(), last.Load()
+	if l != 0 && n-l < int64(logEvery) {
+		return false
+	}
+	return last.CompareAndSwap(l, n)
 }

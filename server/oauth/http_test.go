@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 )
@@ -213,5 +216,136 @@ func TestTokenVerifier(t *testing.T) {
 	_, err = tv(context.Background(), sign(t, ecKey, is.claims(set("iss", "x"))), r)
 	if !errors.Is(err, auth.ErrInvalidToken) || !errors.Is(err, ErrIssuer) {
 		t.Errorf("err = %v, want auth.ErrInvalidToken and ErrIssuer", err)
+	}
+}
+
+// An access token in the URI query (RFC 6750 §2.3's access_token) is
+// refused with 400 invalid_request, with or without a good Authorization
+// header, and the answer never quotes it: MCP clients must send tokens in
+// the header only (URIs end up in proxy and browser logs). Found by
+// probing the built binary: the query was ignored, so a token there alone
+// was answered as no token at all (401 without an error code), and one
+// next to a good header was served.
+func TestTokenInTheURIQueryIsRefused(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	v := is.verifier(t)
+	ran := false
+	h := v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran = true
+		w.WriteHeader(http.StatusNoContent)
+	}), jsonRPCMethod)
+	good := sign(t, ecKey, is.claims())
+	for _, tc := range []struct {
+		name, query, header string
+		code                int
+	}{
+		{"in the query alone", "access_token=" + good, "", 400},
+		{"in the query next to a good header", "access_token=" + good, "Bearer " + good, 400},
+		{"an empty access_token next to a good header", "access_token=", "Bearer " + good, 400},
+		{"another query next to a good header", "x=1", "Bearer " + good, 204},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ran = false
+			r := httptest.NewRequest("POST", "/mcp?"+tc.query, nil)
+			if tc.header != "" {
+				r.Header.Set("Authorization", tc.header)
+			}
+			r.Header.Set("X-Test-Method", "resources/list")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if rec.Code != tc.code || ran != (tc.code == 204) {
+				t.Fatalf("code %d (handler ran: %v), want %d", rec.Code, ran, tc.code)
+			}
+			if tc.code != 400 {
+				return
+			}
+			ch := rec.Header().Get("WWW-Authenticate")
+			if ch != `Bearer error="invalid_request", error_description="access token in the URI query"` {
+				t.Errorf("WWW-Authenticate = %q", ch)
+			}
+			if strings.Contains(ch+rec.Body.String(), good) || !strings.Contains(rec.Body.String(), "Authorization") {
+				t.Errorf("body %q: want the fix named and no token quoted", rec.Body)
+			}
+			if _, err := BearerToken(r); !errors.Is(err, ErrMalformedRequest) {
+				t.Errorf("BearerToken: %v, want ErrMalformedRequest", err)
+			}
+		})
+	}
+}
+
+// syncLog is a goroutine-safe log sink for tests.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// Refused tokens cannot flood the operational log: anyone can send them
+// (the audit log records them in aggregate, the metrics count them), so
+// one is logged at info every 10 s and the others at debug; the one
+// rejection the operator must act on, signing keys past
+// oauth.jwks_max_staleness, is a warning at most once every 10 s, however
+// many callers are refused. Found by probing the
+// built binary: 4,000 requests with an expired token from one address
+// (3,970 of them answered 429) wrote 3 audit records and 4,000 INFO lines
+// (574 KB) in a second, enough to trip journald's rate limit and drop the
+// server's own error lines with them.
+func TestRejectionsDoNotFloodTheLog(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	clk := newClock(t0)
+	logs := &syncLog{}
+	v := is.verifier(t, func(c *Config) {
+		c.Now = clk.Now
+		c.JWKSMaxStaleness = time.Hour
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	h := v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }), nil)
+	send := func(tok string) int {
+		r := httptest.NewRequest("POST", "/mcp", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	expired := sign(t, ecKey, is.claims(set("exp", t0.Add(-time.Hour).Unix())))
+	for range 100 {
+		send(expired)
+		send("not-a-jwt")
+	}
+	info := func() int { return logs.count(`level=INFO msg="oauth: token rejected"`) }
+	if n, debug := logs.count("token rejected"), logs.count(`level=DEBUG msg="oauth: token rejected"`); n != 200 || debug != 199 || info() != 1 {
+		t.Fatalf("200 refused tokens logged %d times, %d at info and %d at debug; want the first at info, the others at debug", n, info(), debug)
+	}
+	clk.Add(10 * time.Second)
+	send(expired)
+	if info() != 2 {
+		t.Fatalf("10 s later: %d info lines, want 2", info())
+	}
+	good := sign(t, ecKey, is.claims(set("exp", t0.Add(48*time.Hour).Unix())))
+	is.down.Store(true)
+	clk.Add(61 * time.Minute)
+	for range 100 {
+		if code := send(good); code != http.StatusUnauthorized {
+			t.Fatalf("stale keys: %d, want 401", code)
+		}
+	}
+	if n := logs.count("level=WARN msg=\"oauth: token rejected\""); n != 1 {
+		t.Fatalf("100 refusals for stale keys logged %d warnings, want 1", n)
+	}
+	clk.Add(10 * time.Second)
+	send(good)
+	if n := logs.count("level=WARN msg=\"oauth: token rejected\""); n != 2 {
+		t.Fatalf("10 s later: %d warnings, want 2", n)
 	}
 }

@@ -47,7 +47,11 @@ type Verifier struct {
 	keys        atomic.Pointer[keySet]
 	lastAttempt atomic.Int64 // unix nanoseconds of the last JWKS fetch attempt
 	refreshing  atomic.Bool  // a background refresh is running
-	fetchMu     sync.Mutex   // serializes JWKS fetches
+	// lastStaleWarn and lastRejectInfo are when Middleware last logged a
+	// refused token above debug level: a warning for stale keys, an info
+	// line for any other reason (unix nanoseconds; 0: never).
+	lastStaleWarn, lastRejectInfo atomic.Int64
+	fetchMu                       sync.Mutex // serializes JWKS fetches
 
 	// verified caches the claims of recently verified tokens, by
 	// SHA-256(token). An entry is used only with the key set it was
@@ -147,14 +151,15 @@ func (v *Verifier) Verify(ctx context.Context, rawToken string) (Claims, error) 
 	if err != nil {
 		return Claims{}, err
 	}
-	var payload []byte
-	for _, k := range keys {
-		if !keyFits(k, alg) {
-			continue
-		}
-		if p, err := jws.Verify(k.Key); err == nil {
-			payload = p
-			break
+	payload := verifyWith(jws, keys, alg)
+	if payload == nil {
+		// The issuer may have replaced the key under the same kid: refetch
+		// as for an unknown kid (shared, rate-limited by
+		// MinRefreshInterval, so bad signatures amplify nothing) and try
+		// the kid's keys again. Without it the replaced key's tokens were
+		// refused until the periodic refresh (JWKSRefresh).
+		if ks2, keys2 := v.refetched(ctx, ks, h.KeyID); ks2 != nil {
+			ks, payload = ks2, verifyWith(jws, keys2, alg)
 		}
 	}
 	if payload == nil {
@@ -304,6 +309,44 @@ func (v *Verifier) keysFor(ctx context.Context, kid string) (*keySet, []jose.JSO
 	return nil, nil, fmt.Errorf("%w: unknown kid", ErrInvalid)
 }
 
+// verifyWith returns the payload of jws if one of keys that fits alg
+// verifies its signature, else nil.
+func verifyWith(jws *jose.JSONWebSignature, keys []jose.JSONWebKey, alg jose.SignatureAlgorithm) []byte {
+	for _, k := range keys {
+		if !keyFits(k, alg) {
+			continue
+		}
+		if p, err := jws.Verify(k.Key); err == nil {
+			return p
+		}
+	}
+	return nil
+}
+
+// refetched returns a key set fetched after seen and its keys for kid: the
+// one another caller installed meanwhile, or one fetched now if
+// MinRefreshInterval allows (as keysFor does for an unknown kid: the
+// fetch serves every caller and outlives the request). It returns nil if
+// no newer set can be had.
+func (v *Verifier) refetched(ctx context.Context, seen *keySet, kid string) (*keySet, []jose.JSONWebKey) {
+	v.fetchMu.Lock()
+	defer v.fetchMu.Unlock()
+	if cur := v.keys.Load(); cur != seen {
+		return cur, cur.byKID[kid]
+	}
+	if !v.mayFetch(v.cfg.Now()) {
+		return nil, nil
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+	defer cancel()
+	if err := v.fetchLocked(fctx); err != nil {
+		v.cfg.Logger.Warn("oauth: JWKS refresh for a signature its kid's key did not verify failed", "err", err)
+		return nil, nil
+	}
+	cur := v.keys.Load()
+	return cur, cur.byKID[kid]
+}
+
 func (v *Verifier) mayFetch(now time.Time) bool {
 	return now.Sub(time.Unix(0, v.lastAttempt.Load())) >= v.cfg.MinRefreshInterval
 }
@@ -339,7 +382,7 @@ func (v *Verifier) fetchLocked(ctx context.Context) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%w: HTTP status %d", ErrJWKS, resp.StatusCode)
+		return fmt.Errorf("%w: GET %s: HTTP status %d", ErrJWKS, req.URL.Host, resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes+1))
 	if err != nil {

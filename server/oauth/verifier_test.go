@@ -754,3 +754,48 @@ func TestJWKSMaxStalenessMustExceedRefresh(t *testing.T) {
 		}
 	}
 }
+
+// An issuer that replaces a key under the same kid (RFC 7517 does not
+// forbid it; some self-hosted issuers publish one key as "kid":"1") is
+// followed at once, as a new kid is: a token that the cached key of its
+// kid does not verify forces a refetch, rate-limited like an unknown kid,
+// so a token with a bad signature can not make the verifier fetch more
+// than once per MinRefreshInterval. Found by reading the verifier while
+// probing key rotation against the built binary: only an unknown kid
+// forced a refetch, so every token of the replaced key was refused until
+// the periodic refresh, 5 minutes by default.
+func TestKeyReplacedUnderTheSameKid(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	clk := newClock(t0)
+	v := is.verifier(t, func(c *Config) { c.Now = clk.Now; c.JWKSRefresh = time.Hour })
+	ctx := context.Background()
+	replaced := signingKey{ecKey.kid, jose.ES256, ecKey2.priv} // a new key, the old kid
+	tok := sign(t, replaced, is.claims())
+
+	// Within MinRefreshInterval of the last fetch: refused, no fetch.
+	if _, err := v.Verify(ctx, tok); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("before the issuer replaced the key: %v, want ErrInvalid", err)
+	}
+	if n := is.fetches.Load(); n != 1 {
+		t.Fatalf("fetches = %d, want 1 (rate-limited)", n)
+	}
+	is.serve(t, replaced)
+	clk.Add(DefaultMinRefreshInterval)
+	if _, err := v.Verify(ctx, tok); err != nil {
+		t.Fatalf("a token of the key replaced under its kid: %v", err)
+	}
+	if n := is.fetches.Load(); n != 2 {
+		t.Fatalf("fetches = %d, want 2", n)
+	}
+	// The old key is gone with the refetch; bad signatures under a known
+	// kid fetch at most once per MinRefreshInterval.
+	old := sign(t, ecKey, is.claims(set("jti", "old")))
+	for range 5 {
+		if _, err := v.Verify(ctx, old); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("a token of the replaced-out key: %v, want ErrInvalid", err)
+		}
+	}
+	if n := is.fetches.Load(); n != 2 {
+		t.Fatalf("fetches after 5 bad signatures = %d, want 2 (rate-limited)", n)
+	}
+}
