@@ -135,7 +135,8 @@
 //   - The policy is sandboxed: http.send, net.* and opa.runtime are removed
 //     from the capabilities (using them is a compile error), and builtin
 //     errors are fatal (rego.StrictBuiltinErrors) rather than silently
-//     undefined.
+//     undefined. Its Rego tests, which every load runs in the server, are
+//     compiled with the same capabilities (newTestRunner).
 //   - No PHI in errors or logs: evaluation error details carry only OPA
 //     error codes and policy locations, never input values.
 //   - A bundle serves only if it is signed by a configured ES256 key, every

@@ -73,7 +73,9 @@ prints one line per test and the share of policy lines the tests evaluated
 (coverage of the policy modules, tests excluded). It exits 1 if any test fails
 or errors, or if there are no tests: a policy without tests is not ready.
 
-Tests may use any builtin; strict builtin errors are on, as in the server.
+Tests are compiled with the server's lock-down, as the server runs them at
+every load: http.send, net.* and opa.runtime are compile errors there too,
+and strict builtin errors are on.
 
 Examples:
   custos policy test                     the built-in policy
