@@ -97,7 +97,9 @@
 // through a [JWSSigner] (a local P-256 key, [FileSigner], or Vault Transit)
 // and written with [WriteBundle]; it is a standard OPA bundle whose
 // .signatures.json OPA itself verifies. Loading verifies the signature
-// against the configured [VerificationKey]s; there is no unsigned mode.
+// against the configured [VerificationKey]s (a [BundleSource] with LoadKeys
+// reads them at every load, so a rotated or withdrawn Vault key version
+// counts from the next one); there is no unsigned mode.
 //
 // A [Reloader] serves the current Engine and replaces it on [Reloader.Reload]
 // (SIGHUP) or when [Reloader.Watch] sees the source change. Every candidate

@@ -85,17 +85,33 @@ func (s DirSource) Fingerprint() (string, error) {
 // Path): a half-written bundle is rejected and retried only when it changes
 // again.
 type BundleSource struct {
-	Path    string
-	Keys    []VerificationKey
-	Options Options // for the engines it loads
+	Path string
+	Keys []VerificationKey
+	// LoadKeys, when set, is called at every load for the keys the
+	// candidate may be signed with, instead of Keys: keys kept where they
+	// can change while the server runs (the versions of a Vault Transit
+	// key) are then those of the moment, so a bundle signed with a rotated
+	// key loads and one signed with a withdrawn version is refused
+	// without a restart. An error refuses the candidate (ErrKey).
+	LoadKeys func(ctx context.Context) ([]VerificationKey, error)
+	Options  Options // for the engines it loads
 }
 
 // Describe implements [Source]: "bundle:" + Path.
 func (s BundleSource) Describe() string { return "bundle:" + s.Path }
 
-// Load implements [Source] with [LoadBundle].
+// Load implements [Source] with [LoadBundle], verifying with Keys or, when
+// set, with what LoadKeys returns now.
 func (s BundleSource) Load(ctx context.Context) (*Engine, error) {
-	e, _, err := LoadBundle(ctx, s.Path, s.Keys, s.Options)
+	keys := s.Keys
+	if s.LoadKeys != nil {
+		var err error
+		if keys, err = s.LoadKeys(ctx); err != nil {
+			digest, _ := s.Fingerprint()
+			return nil, &CandidateError{Digest: digest, Err: fmt.Errorf("%w: reading the verification keys: %w", ErrKey, err)}
+		}
+	}
+	e, _, err := LoadBundle(ctx, s.Path, keys, s.Options)
 	return e, err
 }
 

@@ -501,3 +501,54 @@ func TestReloadCancelledIsNotAnEvent(t *testing.T) {
 	default:
 	}
 }
+
+// TestBundleSourceLoadKeysAtEveryLoad: with LoadKeys, each load verifies
+// with the keys it returns then (a Vault key rotated or a version withdrawn
+// while the server runs); an error refuses the candidate with ErrKey and
+// the last good policy keeps serving.
+func TestBundleSourceLoadKeysAtEveryLoad(t *testing.T) {
+	ctx := context.Background()
+	v1, v2 := newSigner(t, "k@v1"), newSigner(t, "k@v2")
+	signed := func(reason string, s JWSSigner) []byte {
+		t.Helper()
+		b := newBundle(filesOf(reasonPolicy(reason)), reason)
+		if err := SignBundle(ctx, b, s); err != nil {
+			t.Fatal(err)
+		}
+		p, _ := writeBundleFile(t, b)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	path := filepath.Join(t.TempDir(), "policy.tar.gz")
+	replaceFile(t, path, signed("a", v1))
+	var keys []VerificationKey
+	var keysErr error
+	src := BundleSource{Path: path, LoadKeys: func(context.Context) ([]VerificationKey, error) { return keys, keysErr }}
+	keys = []VerificationKey{v1.VerificationKey()}
+	r, err := New(ctx, src, ReloaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rotated: v2 is known now, and a bundle it signed loads.
+	keys = []VerificationKey{v1.VerificationKey(), v2.VerificationKey()}
+	replaceFile(t, path, signed("b", v2))
+	if _, err := r.Reload(ctx); err != nil || decideReason(t, r.Current()) != "b" {
+		t.Fatalf("bundle signed with the rotated key: %v", err)
+	}
+	// v1 withdrawn: a bundle it signed is refused.
+	keys = []VerificationKey{v2.VerificationKey()}
+	replaceFile(t, path, signed("c", v1))
+	if _, err := r.Reload(ctx); !errors.Is(err, ErrSignature) || decideReason(t, r.Current()) != "b" {
+		t.Fatalf("bundle signed with a withdrawn key: %v", err)
+	}
+	// The keys cannot be read: refused, naming the bundle.
+	keys, keysErr = nil, errors.New("vault unreachable")
+	replaceFile(t, path, signed("d", v2))
+	ev, err := r.Reload(ctx)
+	if !errors.Is(err, ErrKey) || ev.CandidateDigest == "" || decideReason(t, r.Current()) != "b" {
+		t.Fatalf("keys unreadable: event %+v, %v", ev, err)
+	}
+}
