@@ -120,6 +120,9 @@ type Engine struct {
 	// bundleSequence is the bundle's signed sequence claim (0: none, or not
 	// a bundle).
 	bundleSequence uint64
+	// bundleKeyID is the id of the key whose signature verified the bundle
+	// ("" for a policy not loaded from a bundle).
+	bundleKeyID string
 
 	cache    *decisionCache // nil: every decision is evaluated
 	keyURI   bool           // the cache keys include the resource's URI (readsResourceURI)
@@ -308,6 +311,11 @@ func (e *Engine) BundleDigest() string { return e.bundleDigest }
 // loaded from (see [CheckSequence]); 0 when the bundle had none, or for a
 // policy not loaded from a bundle.
 func (e *Engine) BundleSequence() uint64 { return e.bundleSequence }
+
+// BundleKeyID is the id of the key whose signature verified the bundle the
+// engine was loaded from (the JWS "kid", one of the configured
+// [VerificationKey] ids); "" for a policy not loaded from a bundle.
+func (e *Engine) BundleKeyID() string { return e.bundleKeyID }
 
 // Decide evaluates the policy for in. It is fail-closed: unless the returned
 // error is nil, the Decision denies, has a reason code and no obligations.

@@ -152,6 +152,10 @@ type Event struct {
 	// Sequence is the signed sequence claim of the bundle in force after the
 	// event (0: none, or a directory); see CheckSequence.
 	Sequence uint64
+	// KeyID is the id of the key whose signature verified the bundle in
+	// force after the event ("" for a directory): after a signing key may
+	// have leaked, the audit log says which loads it signed.
+	KeyID string
 	// RollbackOverride is set on the load of a bundle that did not advance
 	// the high-water mark and loaded only because the operator said so
 	// ([Reloader.Arm] with allowRollback): the refusal that was overridden.
@@ -455,7 +459,7 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 		ev := Event{
 			Kind: EventLoaded, Time: time.Now().UTC(), Source: desc,
 			Revision: e.Revision(), BundleDigest: e.BundleDigest(), CandidateDigest: e.candidateDigest,
-			Sequence: e.BundleSequence(),
+			Sequence: e.BundleSequence(), KeyID: e.BundleKeyID(),
 		}
 		if prev != nil {
 			ev.PreviousRevision = prev.Revision()
@@ -481,7 +485,7 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 			r.cur.Store(e)
 			r.advance(e)
 			r.log.Info("policy loaded", "source", desc, "revision", ev.Revision,
-				"bundle_digest", ev.BundleDigest, "bundle_sequence", ev.Sequence, "previous_revision", ev.PreviousRevision)
+				"bundle_digest", ev.BundleDigest, "bundle_sequence", ev.Sequence, "key_id", ev.KeyID, "previous_revision", ev.PreviousRevision)
 			return ev, nil
 		}
 	}
@@ -498,7 +502,7 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 		ev.Rollback = re
 	}
 	if prev != nil {
-		ev.Revision, ev.BundleDigest, ev.Sequence = prev.Revision(), prev.BundleDigest(), prev.BundleSequence()
+		ev.Revision, ev.BundleDigest, ev.Sequence, ev.KeyID = prev.Revision(), prev.BundleDigest(), prev.BundleSequence(), prev.BundleKeyID()
 	}
 	r.log.Warn("policy candidate rejected; the last good policy keeps serving", "source", desc,
 		"reason", ev.Reason, "candidate_digest", ev.CandidateDigest, "revision", ev.Revision)

@@ -552,3 +552,50 @@ func TestBundleSourceLoadKeysAtEveryLoad(t *testing.T) {
 		t.Fatalf("keys unreadable: event %+v, %v", ev, err)
 	}
 }
+
+// TestEventsNameTheSigningKey: an Event names the key whose signature
+// verified the bundle in force after it (the new one on a load, the one
+// that keeps serving on a rejection), for the audit record.
+func TestEventsNameTheSigningKey(t *testing.T) {
+	ctx := context.Background()
+	k1, k2 := newSigner(t, "k1"), newSigner(t, "k2")
+	bundleFile := func(reason string, s JWSSigner) []byte {
+		t.Helper()
+		b := newBundle(filesOf(reasonPolicy(reason)), reason)
+		if s != nil {
+			if err := SignBundle(ctx, b, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, _ := writeBundleFile(t, b)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	path := filepath.Join(t.TempDir(), "policy.tar.gz")
+	replaceFile(t, path, bundleFile("a", k1))
+	ev := newEvents()
+	r, err := New(ctx, BundleSource{Path: path, Keys: []VerificationKey{k1.VerificationKey(), k2.VerificationKey()}}, ReloaderOptions{OnEvent: ev.record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := ev.wait(t); e.KeyID != "k1" || r.Current().BundleKeyID() != "k1" {
+		t.Fatalf("initial load: %+v", e)
+	}
+	replaceFile(t, path, bundleFile("b", k2))
+	if e, err := r.Reload(ctx); err != nil || e.KeyID != "k2" {
+		t.Fatalf("load of a bundle signed by k2: %+v, %v", e, err)
+	}
+	ev.wait(t)
+	replaceFile(t, path, bundleFile("c", nil))
+	if e, err := r.Reload(ctx); err == nil || e.KeyID != "k2" {
+		t.Fatalf("rejection of an unsigned bundle: %+v, %v", e, err)
+	}
+	dir := writeDir(t, reasonPolicy("d"))
+	rd, err := New(ctx, DirSource{Dir: dir}, ReloaderOptions{})
+	if err != nil || rd.Current().BundleKeyID() != "" {
+		t.Fatalf("a directory names a key: %v", err)
+	}
+}
