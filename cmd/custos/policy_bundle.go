@@ -72,8 +72,10 @@ func newPolicyBundleCmd() *cobra.Command {
 policy that fails them is not bundled), packs the .rego files (tests
 included: servers run them again at load) into an OPA bundle, signs it with
 the key (.signatures.json, ES256) and writes FILE. Roll it out by replacing
-the file a server's --policy-bundle names: the server verifies the signature,
-runs the tests and swaps it in (or rejects it and keeps serving the old one).
+the file a server's --policy-bundle names (write it next to that file and
+rename it over: mv, not cp, so the server never reads it half written): the
+server verifies the signature, runs the tests and swaps it in (or rejects it
+and keeps serving the old one).
 
 ` + sequenceHelp + `
 
