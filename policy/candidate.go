@@ -28,6 +28,9 @@ func vet(ctx context.Context, files []regoFile, opts Options, requireTests bool)
 		if requireTests {
 			return nil, fmt.Errorf("%w: no *_test.rego files: a policy must ship its tests", ErrTestsFailed)
 		}
+		if err := vetBatch(ctx, e, policies, opts); err != nil {
+			return nil, err
+		}
 		return e, nil
 	}
 	sum, err := runTests(ctx, policies, tests, false)
@@ -42,7 +45,27 @@ func vet(ctx context.Context, files []regoFile, opts Options, requireTests bool)
 		return nil, fmt.Errorf("%w: %d of %d Rego tests failed: %s", ErrTestsFailed,
 			sum.Failed, sum.Failed+sum.Passed, strings.Join(shown, "; "))
 	}
+	if err := vetBatch(ctx, e, policies, opts); err != nil {
+		return nil, err
+	}
 	return e, nil
+}
+
+// vetBatch refuses a candidate whose decisions rule (list pages) disagrees
+// with its decision rule (reads) on the agreement grid (agree.go), whatever
+// its own tests say: a listing must never show what a read would deny.
+func vetBatch(ctx context.Context, e *Engine, policies []regoFile, opts Options) error {
+	if e.batch == nil {
+		return nil
+	}
+	u, err := uncached(ctx, policies, opts)
+	if err != nil {
+		return err
+	}
+	if err := batchAgrees(ctx, u); err != nil {
+		return fmt.Errorf("%w: %w", ErrTestsFailed, err)
+	}
+	return nil
 }
 
 // truncateReason shortens an error message for a log line or audit record.

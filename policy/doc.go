@@ -18,7 +18,9 @@
 // any rule runs, so per-item evaluation of a 100-item page cannot be fast;
 // the default policy decides such a page in about the cost of twenty single
 // decisions (BenchmarkDecideBatch100 runs both). See docs/policy.md, "Batch
-// decisions".
+// decisions". A candidate whose decisions and decision disagree on a grid of
+// synthetic list requests is refused at load (agree.go, ErrBatchDisagrees):
+// a listing must never show what a read would deny.
 //
 // # Nothing visible
 //

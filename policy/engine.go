@@ -123,6 +123,9 @@ type Engine struct {
 	// bundleKeyID is the id of the key whose signature verified the bundle
 	// ("" for a policy not loaded from a bundle).
 	bundleKeyID string
+	// policies are the policy modules the engine was compiled from (tests
+	// excluded), for CheckBatch.
+	policies []regoFile
 
 	cache    *decisionCache // nil: every decision is evaluated
 	keyURI   bool           // the cache keys include the resource's URI (readsResourceURI)
@@ -247,6 +250,7 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 		revision: revision(files),
 		timeout:  opts.Timeout,
 		log:      opts.Logger,
+		policies: files,
 	}
 	det, builtin := deterministic(modules)
 	if !det {
@@ -311,6 +315,10 @@ func (e *Engine) BundleDigest() string { return e.bundleDigest }
 // loaded from (see [CheckSequence]); 0 when the bundle had none, or for a
 // policy not loaded from a bundle.
 func (e *Engine) BundleSequence() uint64 { return e.bundleSequence }
+
+// HasBatch reports whether the policy defines the rule decisions
+// ([BatchQuery]), which decides list pages in one evaluation.
+func (e *Engine) HasBatch() bool { return e.batch != nil }
 
 // BundleKeyID is the id of the key whose signature verified the bundle the
 // engine was loaded from (the JWS "kid", one of the configured
