@@ -2,9 +2,21 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
+
+// TestRunBudget bounds the whole run of a candidate's Rego tests at a load
+// (vet: every server load, policy bundle, sign, verify and impact), beyond
+// TestCaseTimeout for each case: the tests run in the server, on every
+// core, and a reload (SIGHUP, the watcher) and a start wait for them. A
+// run over it refuses the candidate (ErrTestsFailed). The default policy's
+// tests take seconds.
+const TestRunBudget = 5 * time.Minute
+
+var testRunBudget = TestRunBudget // shortened by tests
 
 // maxReasonLen bounds a rejection reason in logs and audit records; compile
 // errors of a large policy can otherwise run to many kilobytes.
@@ -33,8 +45,13 @@ func vet(ctx context.Context, files []regoFile, opts Options, requireTests bool)
 		}
 		return e, nil
 	}
-	sum, err := runTests(ctx, policies, tests, false)
+	tctx, cancel := context.WithTimeout(ctx, testRunBudget)
+	sum, err := runTests(tctx, policies, tests, false)
+	cancel()
 	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%w: the Rego tests ran longer than %v (the limit of a load, TestRunBudget)", ErrTestsFailed, testRunBudget)
+		}
 		return nil, fmt.Errorf("%w: %w", ErrTestsFailed, err)
 	}
 	if sum.Failed > 0 {

@@ -106,8 +106,9 @@
 // A [Reloader] serves the current Engine and replaces it on [Reloader.Reload]
 // (SIGHUP) or when [Reloader.Watch] sees the source change. Every candidate
 // is compiled and its shipped Rego tests (*_test.rego) are run off the
-// request path; only a candidate that passes is swapped in, atomically. A
-// broken, unsigned, tampered or failing candidate is rejected with a log line
+// request path, within [TestRunBudget]; only a candidate that passes is
+// swapped in, atomically. A broken, unsigned, tampered or failing (or too
+// slow) candidate is rejected with a log line
 // and an [Event] for the audit log, and the last good policy keeps serving.
 // Loads are events too, and every Engine names its [Engine.Revision] and
 // [Engine.BundleDigest] for the audit records of its decisions.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestCandidateTestsAreSandboxed: the Rego tests a candidate ships run in
@@ -81,5 +82,40 @@ func TestCandidateTestsAreSandboxed(t *testing.T) {
 	}
 	if n := hits.Load(); n != 0 {
 		t.Errorf("the candidates' tests sent %d requests from the process loading them", n)
+	}
+}
+
+// TestCandidateTestRunIsBounded: a load runs the candidate's Rego tests
+// inside the server, on every core, and only each test case was bounded
+// (TestCaseTimeout, a minute): a bundle of slow tests held every reload
+// (and a start) for as long as they ran, and its CPU beside the requests.
+// The whole run now has a budget (TestRunBudget, shortened here); a run
+// over it refuses the candidate, saying so.
+func TestCandidateTestRunIsBounded(t *testing.T) {
+	old := testRunBudget
+	testRunBudget = time.Second
+	defer func() { testRunBudget = old }()
+	files := reasonPolicy("a")
+	// Nine million iterations without a solution: seconds of CPU, little
+	// memory, and OPA checks for cancellation as it goes.
+	files["custos/slow_test.rego"] = `package custos.slow_test
+
+pair_found if {
+	some i in numbers.range(1, 3000)
+	some j in numbers.range(1, 3000)
+	i * j == -1
+}
+
+test_slow if not pair_found
+`
+	dir := writeDir(t, files)
+	start := time.Now()
+	_, err := DirSource{Dir: dir}.Load(context.Background())
+	took := time.Since(start)
+	if err == nil || !errors.Is(err, ErrTestsFailed) || !strings.Contains(err.Error(), "longer than 1s") {
+		t.Fatalf("a candidate whose tests outlast the budget: %v (after %v)", err, took)
+	}
+	if took > 30*time.Second {
+		t.Errorf("the refusal took %v", took)
 	}
 }
