@@ -279,9 +279,15 @@ protection). Exit 1 names what is wrong. --json prints {"bundle", "verified",
 "digest", "revision", "key", "sequence"} (sequence 0: no claim) for a rollout
 pipeline.
 
+A bundle signed with --vault names its key version (signed by
+vault:transit/custos-policy-signing@v2): give that version's public key
+under that id, read from Vault (vault read -format=json
+transit/keys/custos-policy-signing | jq -r '.data.keys["2"].public_key').
+
 Examples:
   custos policy verify policy.tar.gz --key security-team-2026=policy-signing.pub.pem
-  custos policy verify policy.tar.gz --key security-team-2026=policy-signing.pub.pem --json`,
+  custos policy verify policy.tar.gz --key security-team-2026=policy-signing.pub.pem --json
+  custos policy verify policy.tar.gz --key vault:transit/custos-policy-signing@v2=v2.pub.pem`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("verify takes exactly one BUNDLE file")
