@@ -31,11 +31,16 @@ func (a *App) openPolicy(ctx context.Context) error {
 	case p.Dir != "":
 		src = &policy.DirSource{Dir: p.Dir, Options: popts, AllowNoTests: true}
 	case p.Bundle != "":
+		// Read once here so that a server whose keys cannot be read says
+		// so at startup; then again at every load (LoadKeys), so that a
+		// rotation of the Vault policy key, or a version withdrawn by
+		// raising its min_decryption_version, takes effect at the next
+		// rollout without a restart.
 		keys, err := a.bundleKeys(ctx)
 		if err != nil {
 			return err
 		}
-		src = &policy.BundleSource{Path: p.Bundle, Keys: keys, Options: popts}
+		src = &policy.BundleSource{Path: p.Bundle, Keys: keys, LoadKeys: a.bundleKeys, Options: popts}
 		ropts.Rollback, ropts.MinSequence = true, uint64(p.MinSequence) // checked: 0 to policy.MaxSequence
 	default:
 		eng, err := policy.Default(ctx, popts)
@@ -62,7 +67,8 @@ func (a *App) openPolicy(ctx context.Context) error {
 }
 
 // bundleKeys are the keys a policy bundle may be signed with: the Vault
-// policy key's versions (VaultKeys) and the PEM files of Keys.
+// policy key's versions (VaultKeys) and the PEM files of Keys, read anew at
+// each call: the policy source calls it at every load.
 func (a *App) bundleKeys(ctx context.Context) ([]policy.VerificationKey, error) {
 	var keys []policy.VerificationKey
 	if a.o.Policy.VaultKeys {

@@ -183,7 +183,7 @@ func TestPolicyRollbackProtection(t *testing.T) {
 	a.Close()
 	recs = policyRecords(t, auditPath)
 	last = recs[len(recs)-1]
-	if last.Action != "policy/load" || !strings.HasPrefix(last.Reason, "candidate="+d1+" sequence=1 rollback_claim=1 rollback_bundle="+d1+" high_water=3 high_water_bundle="+d3+" ") ||
+	if last.Action != "policy/load" || !strings.HasPrefix(last.Reason, "candidate="+d1+" sequence=1 key=team rollback_claim=1 rollback_bundle="+d1+" high_water=3 high_water_bundle="+d3+" ") ||
 		!strings.Contains(last.Reason, "rollback_override") || !strings.Contains(last.PolicyRevision, d1) {
 		t.Fatalf("override not on record: %+v", last)
 	}

@@ -111,6 +111,12 @@ func TestSignedPolicyBundleHotReload(t *testing.T) {
 		switch r.Action {
 		case "policy/load":
 			loads = append(loads, r.PolicyRevision)
+			// The record names the key whose signature verified the
+			// bundle: after a key may have leaked, the log says which
+			// loads it signed.
+			if !strings.Contains(r.Reason, " key=team") {
+				t.Errorf("policy/load record %d does not name the signing key: %q", r.Seq, r.Reason)
+			}
 		case "policy/reject":
 			rejects = append(rejects, r.PolicyRevision)
 			if strings.Contains(r.Reason, "bundle rollback refused") {

@@ -601,6 +601,91 @@ func TestVaultSignedPolicyBundle(t *testing.T) {
 	}
 }
 
+// TestVaultPolicyKeyRotationReachesRunningServer: a running server verifies
+// each candidate bundle with the policy key's versions as Vault holds them
+// at that load. Before, they were read once at startup: after the security
+// team rotated the Transit key, the bundle signed with the new version was
+// rejected as signed by a key "not configured" until a restart, and a
+// version withdrawn by raising min_decryption_version (a key that may have
+// leaked) still verified bundles until a restart. Found probing the rollout
+// (app.bundleKeys was called once, by openPolicy).
+func TestVaultPolicyKeyRotationReachesRunningServer(t *testing.T) {
+	v := startVault(t, vaulttest.ProvisionOptions{})
+	d := newVaultDataset(t, v)
+	ctx := context.Background()
+	signerTok, err := v.srv.TokenWithPolicy(ctx, secrets.PolicySignerPolicyName, secrets.PolicySignerHCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signerEnv := []string{"VAULT_ADDR=" + v.srv.Addr, "VAULT_TOKEN=" + signerTok}
+	dir := t.TempDir()
+	policyDir := filepath.Join(repo, "rego", "custos")
+	sign := func(seq, wantKey string) string {
+		t.Helper()
+		f := filepath.Join(dir, "seq"+seq+".tar.gz")
+		out, errOut, code := custos(t, signerEnv, "policy", "bundle", policyDir, "-o", f, "--sequence", seq, "--revision", "r"+seq, "--vault")
+		if code != 0 || !strings.Contains(out, "signed by vault:transit/custos-policy-signing@"+wantKey) {
+			t.Fatalf("policy bundle --sequence %s: exit %d\n%s%s", seq, code, out, errOut)
+		}
+		return f
+	}
+	// Signed with v1 before the rotation: 1 is served, 3 comes back later.
+	seq1, seq3 := sign("1", "v1"), sign("3", "v1")
+	bundle := filepath.Join(dir, "policy.tar.gz")
+	copyFile(t, seq1, bundle)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	newToken(t, d.principal("clinician"), tokens)
+	s := serveVault(t, v, d, tokens, v.prov.SecretIDFile, false, "--policy-bundle", bundle, "--policy-key-vault")
+	waitLog := func(what string, n int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); strings.Count(s.stderr.String(), what) < n; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %q ×%d:\n%s", what, n, s.stderr.String())
+			}
+		}
+	}
+	rollOut := func(f string) {
+		t.Helper()
+		copyFile(t, f, bundle+".new")
+		if err := os.Rename(bundle+".new", bundle); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The key is rotated; the bundle signed with v2 loads without a restart.
+	if err := v.srv.RotateTransit(ctx, secrets.DefaultLayout.PolicyKey); err != nil {
+		t.Fatal(err)
+	}
+	rollOut(sign("2", "v2"))
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(s.stderr.String(), `"bundle_revision":"r2"`); time.Sleep(50 * time.Millisecond) {
+		if strings.Contains(s.stderr.String(), `"msg":"policy candidate rejected`) || time.Now().After(deadline) {
+			t.Fatalf("the bundle signed with the rotated key did not load:\n%s", s.stderr.String())
+		}
+	}
+
+	// v1 is withdrawn (it may have leaked): a bundle it signed is refused,
+	// whatever its sequence, and the v2 bundle keeps serving.
+	cfg := secrets.DefaultLayout.TransitMount + "/keys/" + secrets.DefaultLayout.PolicyKey + "/config"
+	if _, err := v.srv.Root().Logical().WriteWithContext(ctx, cfg, map[string]any{"min_decryption_version": 2}); err != nil {
+		t.Fatal(err)
+	}
+	rollOut(seq3)
+	waitLog(`"msg":"policy candidate rejected`, 1)
+	if log := s.stderr.String(); strings.Contains(log, `"bundle_revision":"r3"`) || !strings.Contains(log, "custos-policy-signing@v1") {
+		t.Fatalf("the bundle signed with the withdrawn version:\n%s", log)
+	}
+	s.stop(t)
+	var loads []string
+	for _, r := range d.records(t) {
+		if r.Action == "policy/load" {
+			loads = append(loads, r.Reason)
+		}
+	}
+	if len(loads) != 2 || !strings.Contains(loads[1], "sequence=2") {
+		t.Fatalf("policy/load records %q, want the bundles of sequence 1 and 2", loads)
+	}
+}
+
 // TestVaultEncryptedReimportWhileServing imports a changed note into an
 // encrypted catalog while custos serves it without --dev: the staged import
 // encrypts the new blob under Vault's key-encryption key, the server swaps

@@ -255,6 +255,7 @@ func LoadBundle(ctx context.Context, path string, keys []VerificationKey, opts O
 	}
 	info.Digest = digest
 	e.bundleDigest = digest
+	e.bundleKeyID = info.KeyID
 	e.candidateDigest = digest
 	e.log.Info("policy bundle loaded", "revision", e.revision, "bundle_digest", digest,
 		"bundle_revision", info.Revision, "bundle_sequence", info.Sequence, "key_id", info.KeyID)

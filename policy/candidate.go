@@ -2,9 +2,21 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
+
+// TestRunBudget bounds the whole run of a candidate's Rego tests at a load
+// (vet: every server load, policy bundle, sign, verify and impact), beyond
+// TestCaseTimeout for each case: the tests run in the server, on every
+// core, and a reload (SIGHUP, the watcher) and a start wait for them. A
+// run over it refuses the candidate (ErrTestsFailed). The default policy's
+// tests take seconds.
+const TestRunBudget = 5 * time.Minute
+
+var testRunBudget = TestRunBudget // shortened by tests
 
 // maxReasonLen bounds a rejection reason in logs and audit records; compile
 // errors of a large policy can otherwise run to many kilobytes.
@@ -28,10 +40,18 @@ func vet(ctx context.Context, files []regoFile, opts Options, requireTests bool)
 		if requireTests {
 			return nil, fmt.Errorf("%w: no *_test.rego files: a policy must ship its tests", ErrTestsFailed)
 		}
+		if err := vetBatch(ctx, e, policies, opts); err != nil {
+			return nil, err
+		}
 		return e, nil
 	}
-	sum, err := runTests(ctx, policies, tests, false)
+	tctx, cancel := context.WithTimeout(ctx, testRunBudget)
+	sum, err := runTests(tctx, policies, tests, false)
+	cancel()
 	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%w: the Rego tests ran longer than %v (the limit of a load, TestRunBudget)", ErrTestsFailed, testRunBudget)
+		}
 		return nil, fmt.Errorf("%w: %w", ErrTestsFailed, err)
 	}
 	if sum.Failed > 0 {
@@ -42,7 +62,27 @@ func vet(ctx context.Context, files []regoFile, opts Options, requireTests bool)
 		return nil, fmt.Errorf("%w: %d of %d Rego tests failed: %s", ErrTestsFailed,
 			sum.Failed, sum.Failed+sum.Passed, strings.Join(shown, "; "))
 	}
+	if err := vetBatch(ctx, e, policies, opts); err != nil {
+		return nil, err
+	}
 	return e, nil
+}
+
+// vetBatch refuses a candidate whose decisions rule (list pages) disagrees
+// with its decision rule (reads) on the agreement grid (agree.go), whatever
+// its own tests say: a listing must never show what a read would deny.
+func vetBatch(ctx context.Context, e *Engine, policies []regoFile, opts Options) error {
+	if e.batch == nil {
+		return nil
+	}
+	u, err := uncached(ctx, policies, opts)
+	if err != nil {
+		return err
+	}
+	if err := batchAgrees(ctx, u); err != nil {
+		return fmt.Errorf("%w: %w", ErrTestsFailed, err)
+	}
+	return nil
 }
 
 // truncateReason shortens an error message for a log line or audit record.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/cover"
-	"github.com/open-policy-agent/opa/v1/tester"
 )
 
 // TestResult is the outcome of one Rego test (custos policy test).
@@ -59,10 +58,7 @@ func RunTestsCoverage(ctx context.Context, fsys fs.FS) (TestReport, error) {
 		modules[f.path] = m
 	}
 	cov := cover.New()
-	ch, err := tester.NewRunner().
-		SetDefaultRegoVersion(ast.RegoV1).
-		SetTimeout(TestCaseTimeout).
-		RaiseBuiltinErrors(true).
+	ch, err := newTestRunner().
 		SetCoverageQueryTracer(cov).
 		SetCoverageRuns([]cover.Kind{}).
 		SetModules(modules).

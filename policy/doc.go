@@ -18,7 +18,9 @@
 // any rule runs, so per-item evaluation of a 100-item page cannot be fast;
 // the default policy decides such a page in about the cost of twenty single
 // decisions (BenchmarkDecideBatch100 runs both). See docs/policy.md, "Batch
-// decisions".
+// decisions". A candidate whose decisions and decision disagree on a grid of
+// synthetic list requests is refused at load (agree.go, ErrBatchDisagrees):
+// a listing must never show what a read would deny.
 //
 // # Nothing visible
 //
@@ -97,13 +99,16 @@
 // through a [JWSSigner] (a local P-256 key, [FileSigner], or Vault Transit)
 // and written with [WriteBundle]; it is a standard OPA bundle whose
 // .signatures.json OPA itself verifies. Loading verifies the signature
-// against the configured [VerificationKey]s; there is no unsigned mode.
+// against the configured [VerificationKey]s (a [BundleSource] with LoadKeys
+// reads them at every load, so a rotated or withdrawn Vault key version
+// counts from the next one); there is no unsigned mode.
 //
 // A [Reloader] serves the current Engine and replaces it on [Reloader.Reload]
 // (SIGHUP) or when [Reloader.Watch] sees the source change. Every candidate
 // is compiled and its shipped Rego tests (*_test.rego) are run off the
-// request path; only a candidate that passes is swapped in, atomically. A
-// broken, unsigned, tampered or failing candidate is rejected with a log line
+// request path, within [TestRunBudget]; only a candidate that passes is
+// swapped in, atomically. A broken, unsigned, tampered or failing (or too
+// slow) candidate is rejected with a log line
 // and an [Event] for the audit log, and the last good policy keeps serving.
 // Loads are events too, and every Engine names its [Engine.Revision] and
 // [Engine.BundleDigest] for the audit records of its decisions.
@@ -135,7 +140,8 @@
 //   - The policy is sandboxed: http.send, net.* and opa.runtime are removed
 //     from the capabilities (using them is a compile error), and builtin
 //     errors are fatal (rego.StrictBuiltinErrors) rather than silently
-//     undefined.
+//     undefined. Its Rego tests, which every load runs in the server, are
+//     compiled with the same capabilities (newTestRunner).
 //   - No PHI in errors or logs: evaluation error details carry only OPA
 //     error codes and policy locations, never input values.
 //   - A bundle serves only if it is signed by a configured ES256 key, every

@@ -120,6 +120,12 @@ type Engine struct {
 	// bundleSequence is the bundle's signed sequence claim (0: none, or not
 	// a bundle).
 	bundleSequence uint64
+	// bundleKeyID is the id of the key whose signature verified the bundle
+	// ("" for a policy not loaded from a bundle).
+	bundleKeyID string
+	// policies are the policy modules the engine was compiled from (tests
+	// excluded), for CheckBatch.
+	policies []regoFile
 
 	cache    *decisionCache // nil: every decision is evaluated
 	keyURI   bool           // the cache keys include the resource's URI (readsResourceURI)
@@ -244,6 +250,7 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 		revision: revision(files),
 		timeout:  opts.Timeout,
 		log:      opts.Logger,
+		policies: files,
 	}
 	det, builtin := deterministic(modules)
 	if !det {
@@ -308,6 +315,15 @@ func (e *Engine) BundleDigest() string { return e.bundleDigest }
 // loaded from (see [CheckSequence]); 0 when the bundle had none, or for a
 // policy not loaded from a bundle.
 func (e *Engine) BundleSequence() uint64 { return e.bundleSequence }
+
+// HasBatch reports whether the policy defines the rule decisions
+// ([BatchQuery]), which decides list pages in one evaluation.
+func (e *Engine) HasBatch() bool { return e.batch != nil }
+
+// BundleKeyID is the id of the key whose signature verified the bundle the
+// engine was loaded from (the JWS "kid", one of the configured
+// [VerificationKey] ids); "" for a policy not loaded from a bundle.
+func (e *Engine) BundleKeyID() string { return e.bundleKeyID }
 
 // Decide evaluates the policy for in. It is fail-closed: unless the returned
 // error is nil, the Decision denies, has a reason code and no obligations.

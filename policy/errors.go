@@ -82,6 +82,14 @@ var (
 	// not exist where they are required. The message lists the failing tests.
 	ErrTestsFailed = errors.New("policy: policy tests failed")
 
+	// ErrBatchDisagrees is returned (wrapped in ErrTestsFailed) when the
+	// candidate's decisions rule, which decides list pages, and its
+	// decision rule, which decides reads, give different decisions for the
+	// same item of a synthetic list request (see agree.go): a listing
+	// could show what a read denies. The message names the first such item
+	// (synthetic: no PHI) and how many differ.
+	ErrBatchDisagrees = errors.New("policy: decisions disagrees with decision")
+
 	// ErrKey is returned when a signing or verification key is unusable: not
 	// PEM, not an ECDSA P-256 key, an empty or duplicate key id, or when no
 	// verification key is configured at all (verification is mandatory).

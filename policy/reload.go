@@ -85,17 +85,33 @@ func (s DirSource) Fingerprint() (string, error) {
 // Path): a half-written bundle is rejected and retried only when it changes
 // again.
 type BundleSource struct {
-	Path    string
-	Keys    []VerificationKey
-	Options Options // for the engines it loads
+	Path string
+	Keys []VerificationKey
+	// LoadKeys, when set, is called at every load for the keys the
+	// candidate may be signed with, instead of Keys: keys kept where they
+	// can change while the server runs (the versions of a Vault Transit
+	// key) are then those of the moment, so a bundle signed with a rotated
+	// key loads and one signed with a withdrawn version is refused
+	// without a restart. An error refuses the candidate (ErrKey).
+	LoadKeys func(ctx context.Context) ([]VerificationKey, error)
+	Options  Options // for the engines it loads
 }
 
 // Describe implements [Source]: "bundle:" + Path.
 func (s BundleSource) Describe() string { return "bundle:" + s.Path }
 
-// Load implements [Source] with [LoadBundle].
+// Load implements [Source] with [LoadBundle], verifying with Keys or, when
+// set, with what LoadKeys returns now.
 func (s BundleSource) Load(ctx context.Context) (*Engine, error) {
-	e, _, err := LoadBundle(ctx, s.Path, s.Keys, s.Options)
+	keys := s.Keys
+	if s.LoadKeys != nil {
+		var err error
+		if keys, err = s.LoadKeys(ctx); err != nil {
+			digest, _ := s.Fingerprint()
+			return nil, &CandidateError{Digest: digest, Err: fmt.Errorf("%w: reading the verification keys: %w", ErrKey, err)}
+		}
+	}
+	e, _, err := LoadBundle(ctx, s.Path, keys, s.Options)
 	return e, err
 }
 
@@ -136,6 +152,10 @@ type Event struct {
 	// Sequence is the signed sequence claim of the bundle in force after the
 	// event (0: none, or a directory); see CheckSequence.
 	Sequence uint64
+	// KeyID is the id of the key whose signature verified the bundle in
+	// force after the event ("" for a directory): after a signing key may
+	// have leaked, the audit log says which loads it signed.
+	KeyID string
 	// RollbackOverride is set on the load of a bundle that did not advance
 	// the high-water mark and loaded only because the operator said so
 	// ([Reloader.Arm] with allowRollback): the refusal that was overridden.
@@ -439,7 +459,7 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 		ev := Event{
 			Kind: EventLoaded, Time: time.Now().UTC(), Source: desc,
 			Revision: e.Revision(), BundleDigest: e.BundleDigest(), CandidateDigest: e.candidateDigest,
-			Sequence: e.BundleSequence(),
+			Sequence: e.BundleSequence(), KeyID: e.BundleKeyID(),
 		}
 		if prev != nil {
 			ev.PreviousRevision = prev.Revision()
@@ -465,7 +485,7 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 			r.cur.Store(e)
 			r.advance(e)
 			r.log.Info("policy loaded", "source", desc, "revision", ev.Revision,
-				"bundle_digest", ev.BundleDigest, "bundle_sequence", ev.Sequence, "previous_revision", ev.PreviousRevision)
+				"bundle_digest", ev.BundleDigest, "bundle_sequence", ev.Sequence, "key_id", ev.KeyID, "previous_revision", ev.PreviousRevision)
 			return ev, nil
 		}
 	}
@@ -482,7 +502,7 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 		ev.Rollback = re
 	}
 	if prev != nil {
-		ev.Revision, ev.BundleDigest, ev.Sequence = prev.Revision(), prev.BundleDigest(), prev.BundleSequence()
+		ev.Revision, ev.BundleDigest, ev.Sequence, ev.KeyID = prev.Revision(), prev.BundleDigest(), prev.BundleSequence(), prev.BundleKeyID()
 	}
 	r.log.Warn("policy candidate rejected; the last good policy keeps serving", "source", desc,
 		"reason", ev.Reason, "candidate_digest", ev.CandidateDigest, "revision", ev.Revision)

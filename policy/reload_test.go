@@ -501,3 +501,101 @@ func TestReloadCancelledIsNotAnEvent(t *testing.T) {
 	default:
 	}
 }
+
+// TestBundleSourceLoadKeysAtEveryLoad: with LoadKeys, each load verifies
+// with the keys it returns then (a Vault key rotated or a version withdrawn
+// while the server runs); an error refuses the candidate with ErrKey and
+// the last good policy keeps serving.
+func TestBundleSourceLoadKeysAtEveryLoad(t *testing.T) {
+	ctx := context.Background()
+	v1, v2 := newSigner(t, "k@v1"), newSigner(t, "k@v2")
+	signed := func(reason string, s JWSSigner) []byte {
+		t.Helper()
+		b := newBundle(filesOf(reasonPolicy(reason)), reason)
+		if err := SignBundle(ctx, b, s); err != nil {
+			t.Fatal(err)
+		}
+		p, _ := writeBundleFile(t, b)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	path := filepath.Join(t.TempDir(), "policy.tar.gz")
+	replaceFile(t, path, signed("a", v1))
+	var keys []VerificationKey
+	var keysErr error
+	src := BundleSource{Path: path, LoadKeys: func(context.Context) ([]VerificationKey, error) { return keys, keysErr }}
+	keys = []VerificationKey{v1.VerificationKey()}
+	r, err := New(ctx, src, ReloaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rotated: v2 is known now, and a bundle it signed loads.
+	keys = []VerificationKey{v1.VerificationKey(), v2.VerificationKey()}
+	replaceFile(t, path, signed("b", v2))
+	if _, err := r.Reload(ctx); err != nil || decideReason(t, r.Current()) != "b" {
+		t.Fatalf("bundle signed with the rotated key: %v", err)
+	}
+	// v1 withdrawn: a bundle it signed is refused.
+	keys = []VerificationKey{v2.VerificationKey()}
+	replaceFile(t, path, signed("c", v1))
+	if _, err := r.Reload(ctx); !errors.Is(err, ErrSignature) || decideReason(t, r.Current()) != "b" {
+		t.Fatalf("bundle signed with a withdrawn key: %v", err)
+	}
+	// The keys cannot be read: refused, naming the bundle.
+	keys, keysErr = nil, errors.New("vault unreachable")
+	replaceFile(t, path, signed("d", v2))
+	ev, err := r.Reload(ctx)
+	if !errors.Is(err, ErrKey) || ev.CandidateDigest == "" || decideReason(t, r.Current()) != "b" {
+		t.Fatalf("keys unreadable: event %+v, %v", ev, err)
+	}
+}
+
+// TestEventsNameTheSigningKey: an Event names the key whose signature
+// verified the bundle in force after it (the new one on a load, the one
+// that keeps serving on a rejection), for the audit record.
+func TestEventsNameTheSigningKey(t *testing.T) {
+	ctx := context.Background()
+	k1, k2 := newSigner(t, "k1"), newSigner(t, "k2")
+	bundleFile := func(reason string, s JWSSigner) []byte {
+		t.Helper()
+		b := newBundle(filesOf(reasonPolicy(reason)), reason)
+		if s != nil {
+			if err := SignBundle(ctx, b, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, _ := writeBundleFile(t, b)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	path := filepath.Join(t.TempDir(), "policy.tar.gz")
+	replaceFile(t, path, bundleFile("a", k1))
+	ev := newEvents()
+	r, err := New(ctx, BundleSource{Path: path, Keys: []VerificationKey{k1.VerificationKey(), k2.VerificationKey()}}, ReloaderOptions{OnEvent: ev.record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := ev.wait(t); e.KeyID != "k1" || r.Current().BundleKeyID() != "k1" {
+		t.Fatalf("initial load: %+v", e)
+	}
+	replaceFile(t, path, bundleFile("b", k2))
+	if e, err := r.Reload(ctx); err != nil || e.KeyID != "k2" {
+		t.Fatalf("load of a bundle signed by k2: %+v, %v", e, err)
+	}
+	ev.wait(t)
+	replaceFile(t, path, bundleFile("c", nil))
+	if e, err := r.Reload(ctx); err == nil || e.KeyID != "k2" {
+		t.Fatalf("rejection of an unsigned bundle: %+v, %v", e, err)
+	}
+	dir := writeDir(t, reasonPolicy("d"))
+	rd, err := New(ctx, DirSource{Dir: dir}, ReloaderOptions{})
+	if err != nil || rd.Current().BundleKeyID() != "" {
+		t.Fatalf("a directory names a key: %v", err)
+	}
+}

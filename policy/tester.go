@@ -26,13 +26,29 @@ type TestSummary struct {
 // context still bounds the whole run.
 const TestCaseTimeout = time.Minute
 
+// newTestRunner returns OPA's test runner as custos runs a policy's tests:
+// Rego v1, strict builtin errors, TestCaseTimeout per test case, and the
+// engine's capabilities (lockedCapabilities: no http.send, net.* or
+// opa.runtime; calling one is a compile error). The tests a candidate
+// ships are run by the server at every load (vet), inside its network, so
+// they get no more than the policy does: with OPA's full capabilities, a
+// signed bundle's test could make the server send requests to any host it
+// can reach.
+func newTestRunner() *tester.Runner {
+	return tester.NewRunner().
+		SetCompiler(ast.NewCompiler().WithCapabilities(lockedCapabilities()).WithDefaultRegoVersion(ast.RegoV1)).
+		SetDefaultRegoVersion(ast.RegoV1).
+		SetTimeout(TestCaseTimeout).
+		RaiseBuiltinErrors(true)
+}
+
 // RunTests runs the Rego unit tests (rules named test_* in *_test.rego files)
 // under fsys against the policy modules under fsys, with OPA's tester. It
 // returns an error if the modules do not compile or if no test was found;
 // failing tests are reported in the summary, not as an error.
 //
-// Tests are compiled with OPA's full capabilities (tests may use builtins the
-// production engine forbids) but with strict builtin errors, as in production.
+// Tests are compiled and run under the production lock-down (see
+// newTestRunner): a server runs a candidate's tests at every load.
 func RunTests(ctx context.Context, fsys fs.FS) (TestSummary, error) {
 	var sum TestSummary
 	policies, err := regoFiles(fsys, false)
@@ -65,12 +81,7 @@ func runTests(ctx context.Context, policies, tests []regoFile, firstFailure bool
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	ch, err := tester.NewRunner().
-		SetDefaultRegoVersion(ast.RegoV1).
-		SetTimeout(TestCaseTimeout).
-		RaiseBuiltinErrors(true).
-		SetModules(modules).
-		RunTests(runCtx, nil)
+	ch, err := newTestRunner().SetModules(modules).RunTests(runCtx, nil)
 	if err != nil {
 		return sum, fmt.Errorf("%w: %w", ErrCompile, err)
 	}

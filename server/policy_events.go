@@ -39,6 +39,13 @@ func (s *Server) AuditPolicyEvent(ctx context.Context, ev policy.Event) error {
 	if ev.Sequence != 0 {
 		head += " sequence=" + strconv.FormatUint(ev.Sequence, 10)
 	}
+	// The key that verified the bundle in force: an id from the server's
+	// own configuration (--policy-key ID, or the Vault key's version), not
+	// PHI, and written as it is (the scrubber could take an id for an
+	// identifier); quoted when it could not be read back as one field.
+	if ev.KeyID != "" {
+		head += " key=" + policyKeyField(ev.KeyID)
+	}
 	if re := ev.Rollback; re != nil {
 		// The evidence of a rollback refusal (or of the one overridden), as
 		// the record must name it: custos's own numbers and digests, which
@@ -68,6 +75,18 @@ func (s *Server) AuditPolicyEvent(ctx context.Context, ev policy.Event) error {
 		return fmt.Errorf("auditing %s: %w", action, err)
 	}
 	return nil
+}
+
+// policyKeyField is id as one space-separated field of a policy record's
+// reason: as it is when it is printable ASCII without a space or a quote,
+// else Go-quoted.
+func policyKeyField(id string) string {
+	for _, c := range id {
+		if c <= ' ' || c > '~' || c == '"' {
+			return strconv.Quote(id)
+		}
+	}
+	return id
 }
 
 // PolicyHighWater returns the rollback high-water mark a policy/load record

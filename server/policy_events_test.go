@@ -120,3 +120,44 @@ func TestPolicyHighWaterSkipsLoadsThatDidNotTakeEffect(t *testing.T) {
 		t.Error("an older bundle passes the mark")
 	}
 }
+
+// TestPolicyEventNamesTheSigningKey: a policy/load or policy/reject record
+// names the key whose signature verified the bundle in force (key=ID, quoted
+// when the id holds a space or a quote, as --policy-key allows), outside
+// the scrubbed text, and the high-water mark still reads back.
+func TestPolicyEventNamesTheSigningKey(t *testing.T) {
+	f := newServerFixture(t, fixtureOptions{})
+	ctx := context.Background()
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for _, ev := range []policy.Event{
+		{Kind: policy.EventLoaded, Source: "bundle:/p", Revision: "r1", BundleDigest: digest, CandidateDigest: digest, Sequence: 3, KeyID: "vault:transit/custos-policy-signing@v2"},
+		{Kind: policy.EventRejected, Source: "bundle:/p", Revision: "r1", BundleDigest: digest, CandidateDigest: "sha256:ff", Sequence: 3, KeyID: "team 2026", Reason: "x"},
+		{Kind: policy.EventLoaded, Source: "bundle:/p", Revision: "r2", BundleDigest: digest, CandidateDigest: digest, KeyID: "123-45-6789"},
+	} {
+		if err := f.srv.AuditPolicyEvent(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var reasons []string
+	for _, r := range f.records() {
+		if strings.HasPrefix(r.Action, "policy/") {
+			reasons = append(reasons, r.Reason)
+			if _, _, err := server.PolicyHighWater(r); err != nil {
+				t.Errorf("record %d: %v", r.Seq, err)
+			}
+		}
+	}
+	want := []string{
+		"candidate=" + digest + " sequence=3 key=vault:transit/custos-policy-signing@v2",
+		"candidate=sha256:ff sequence=3 key=\"team 2026\" x",
+		"candidate=" + digest + " key=123-45-6789",
+	}
+	if len(reasons) != len(want) {
+		t.Fatalf("reasons %q", reasons)
+	}
+	for i := range want {
+		if reasons[i] != want[i] {
+			t.Errorf("record %d: reason %q, want %q", i, reasons[i], want[i])
+		}
+	}
+}

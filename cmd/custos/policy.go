@@ -42,9 +42,28 @@ func newPolicyCmd() *cobra.Command {
 
 A policy directory holds .rego files (package custos.authz, rule decision)
 and their *_test.rego tests; without a directory the built-in default policy
-is used where that makes sense.`,
+is used where that makes sense.
+
+Rollout: test, check and impact the directory; bundle it with the next
+sequence number; verify the bundle with the public key the servers trust;
+then write it next to the file each server's --policy-bundle names and
+rename it over that file (mv: a copy in place can be read half written,
+which the server rejects, and records, before it loads the whole file).
+Within a second (at once on SIGHUP) each server verifies the signature, runs
+the tests, checks the sequence claim against the last bundle it loaded and
+swaps the policy in, or keeps serving the old one; either way it writes an
+audit record (policy/load or policy/reject, with the bundle digest and the
+reason) and a log line ("policy loaded", "policy candidate rejected").`,
 	}
 	return commandGroup(cmd, newPolicyTestCmd(), newPolicyCheckCmd(), newPolicyEvalCmd(), newPolicyImpactCmd(), newPolicyBundleCmd(), newPolicySignCmd(), newPolicyVerifyCmd())
+}
+
+// batchCheck is policy check's verdict on the agreement of the rules
+// decisions (list pages) and decision (reads) (policy.CheckBatch).
+type batchCheck struct {
+	Rule  bool   `json:"rule"` // the policy defines decisions
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
 }
 
 // policyFS is the policy directory dir, or the built-in default policy.
@@ -73,7 +92,9 @@ prints one line per test and the share of policy lines the tests evaluated
 (coverage of the policy modules, tests excluded). It exits 1 if any test fails
 or errors, or if there are no tests: a policy without tests is not ready.
 
-Tests may use any builtin; strict builtin errors are on, as in the server.
+Tests are compiled with the server's lock-down, as the server runs them at
+every load: http.send, net.* and opa.runtime are compile errors there too,
+and strict builtin errors are on.
 
 Examples:
   custos policy test                     the built-in policy
@@ -142,8 +163,12 @@ schema the server accepts:
 
 with obligations the minimizer understands. A denial is fine; a decision the
 server would have to reject (wrong shape, undefined, evaluation error,
-unknown obligation) fails the check for that example. It exits 1 on any
-failure. It does not run the Rego tests: see 'custos policy test'.
+unknown obligation) fails the check for that example. When the policy
+defines the rule decisions (list pages), check decides ~800 synthetic list
+items with it and with decision (reads), as the server does at every load,
+and fails if any differs: a list could show what a read denies, and the
+server refuses such a policy. It exits 1 on any failure. It does not run
+the Rego tests: see 'custos policy test'.
 
 It also says how the server will memoize the policy's decisions: per
 combination of resource features when no rule can read the resource's URI,
@@ -174,13 +199,18 @@ Examples:
 					failed++
 				}
 			}
+			batch := batchCheck{OK: true, Rule: eng.HasBatch()}
+			if err := policy.CheckBatch(cmd.Context(), eng); err != nil {
+				batch.OK, batch.Error = false, err.Error()
+			}
 			out := cmd.OutOrStdout()
 			if asJSON {
 				if err := writeJSON(out, struct {
 					Revision string               `json:"revision"`
 					Caching  policy.Caching       `json:"caching"`
 					Results  []policy.CheckResult `json:"results"`
-				}{eng.Revision(), eng.Caching(), res}); err != nil {
+					Batch    batchCheck           `json:"batch"`
+				}{eng.Revision(), eng.Caching(), res, batch}); err != nil {
 					return err
 				}
 			} else {
@@ -193,9 +223,20 @@ Examples:
 					}
 					fmt.Fprintf(out, "ok    %s: %s %s%s\n", r.Example, verdict(r.Allow), strings.Join(r.Reasons, ","), obligationCount(len(r.Obligations)))
 				}
+				switch {
+				case !batch.OK:
+					fmt.Fprintf(out, "FAIL  list pages: %s\n", batch.Error)
+				case batch.Rule:
+					fmt.Fprintln(out, "ok    list pages: rule decisions agrees with decision on the synthetic list requests")
+				default:
+					fmt.Fprintln(out, "ok    list pages: no rule decisions; lists are decided by decision per item")
+				}
 			}
 			if failed > 0 {
 				return exitError{code: 1, err: fmt.Errorf("%d of %d examples got a decision the server would reject", failed, len(res))}
+			}
+			if !batch.OK {
+				return exitError{code: 1, err: errors.New("rule decisions (list pages) disagrees with decision (reads): the server refuses this policy")}
 			}
 			if !asJSON {
 				fmt.Fprintf(out, "all %d decisions have the schema the server accepts\n", len(res))

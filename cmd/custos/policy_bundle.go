@@ -72,8 +72,10 @@ func newPolicyBundleCmd() *cobra.Command {
 policy that fails them is not bundled), packs the .rego files (tests
 included: servers run them again at load) into an OPA bundle, signs it with
 the key (.signatures.json, ES256) and writes FILE. Roll it out by replacing
-the file a server's --policy-bundle names: the server verifies the signature,
-runs the tests and swaps it in (or rejects it and keeps serving the old one).
+the file a server's --policy-bundle names (write it next to that file and
+rename it over: mv, not cp, so the server never reads it half written): the
+server verifies the signature, runs the tests and swaps it in (or rejects it
+and keeps serving the old one).
 
 ` + sequenceHelp + `
 
@@ -277,9 +279,15 @@ protection). Exit 1 names what is wrong. --json prints {"bundle", "verified",
 "digest", "revision", "key", "sequence"} (sequence 0: no claim) for a rollout
 pipeline.
 
+A bundle signed with --vault names its key version (signed by
+vault:transit/custos-policy-signing@v2): give that version's public key
+under that id, read from Vault (vault read -format=json
+transit/keys/custos-policy-signing | jq -r '.data.keys["2"].public_key').
+
 Examples:
   custos policy verify policy.tar.gz --key security-team-2026=policy-signing.pub.pem
-  custos policy verify policy.tar.gz --key security-team-2026=policy-signing.pub.pem --json`,
+  custos policy verify policy.tar.gz --key security-team-2026=policy-signing.pub.pem --json
+  custos policy verify policy.tar.gz --key vault:transit/custos-policy-signing@v2=v2.pub.pem`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("verify takes exactly one BUNDLE file")

@@ -1,0 +1,206 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+)
+
+// Batch agreement. A list page is decided by the policy's decisions rule
+// (BatchQuery) and a read by decision (Query); the server relies on
+// decisions[i] being the decision decision gives for item i, so that a
+// listing never shows what a read would deny (docs/policy.md, "Batch
+// decisions"). That is the policy author's contract, and a policy that
+// changes decision without decisions breaks it silently: its tests may
+// never look at decisions. So every candidate with a decisions rule is
+// decided both ways, without caches, on a grid of synthetic list requests
+// (agreementGrid) before it may serve ([vet]), and custos policy check
+// reports the same ([CheckBatch]). The grid is synthetic: its principals,
+// patients and URIs name no one, so an error may quote them.
+
+// agreementPage is one synthetic list request of the grid.
+type agreementPage struct {
+	in    Input
+	items []Item
+}
+
+// agreementGrid returns the synthetic list pages: a small cast (a
+// clinician, one with sensitive-category roles, billing, research, an
+// auditor, no role, another tenant's clinician), each under the purposes
+// its grants turn on and one it has none for (and a clinician without
+// purpose), each page holding every kind of resource the roles differ on
+// (FHIR types, the document families, reference data, an unknown type) of
+// the patient in the care team and of one outside it, unlabelled, labelled
+// hiv or restricted, opted out, and under a break-the-glass grant. It is
+// small on purpose (~800 items, a few hundred milliseconds at every load):
+// it catches a rule added to one entry point and not the other, not every
+// divergence a policy could hide.
+func agreementGrid() []agreementPage {
+	const (
+		tenant = "agreement-tenant"
+		inTeam = "00000000-0000-4000-8000-00000000a001"
+		other  = "00000000-0000-4000-8000-00000000a002"
+	)
+	who := func(sub string, roles []string, tenant string, patients ...string) Principal {
+		return Principal{Sub: sub, Roles: roles, ClientID: "agreement-client", Tenant: tenant, Patients: append([]string{}, patients...)}
+	}
+	clinician := who("agreement-clinician", []string{"clinician"}, tenant, inTeam)
+	// Each principal under the purposes its grants turn on, and one or two
+	// it has no grant for; the request-level rules (purpose missing,
+	// auditor, tenant) come up too.
+	cast := []struct {
+		p        Principal
+		purposes []string
+	}{
+		{clinician, []string{"TREAT", "ETREAT", "HRESCH", ""}},
+		{who("agreement-clinician-sensitive", []string{"clinician", "sensitive:hiv", "sensitive:very-restricted"}, tenant, inTeam), []string{"TREAT"}},
+		{who("agreement-billing", []string{"billing"}, tenant), []string{"HPAYMT", "TREAT"}},
+		{who("agreement-researcher", []string{"researcher"}, tenant), []string{"HRESCH", "HPAYMT"}},
+		{who("agreement-auditor", []string{"auditor", "clinician"}, tenant, inTeam), []string{"TREAT"}},
+		{who("agreement-nobody", []string{}, tenant, inTeam), []string{"TREAT"}},
+		{who("agreement-elsewhere", []string{"clinician"}, "agreement-other-tenant", inTeam), []string{"TREAT"}},
+	}
+	types := []string{"patient", "observation", "encounter", "coverage", "note", "report", "attachment"}
+	labels := []struct{ sensitivity, consent []string }{
+		{[]string{}, []string{}},
+		{[]string{"hiv"}, []string{}},
+		{[]string{"restricted"}, []string{}},
+		{[]string{}, []string{"opt-out"}},
+	}
+	n := 0
+	res := func(typ, patient string, sensitivity, consent []string) *Resource {
+		n++
+		uri := fmt.Sprintf("fhir://%s/%s/00000000-0000-4000-8000-%012d", tenant, typ, n)
+		if patient != "" {
+			uri = fmt.Sprintf("fhir://%s/patients/%s/%s/00000000-0000-4000-8000-%012d", tenant, patient, typ, n)
+		}
+		return &Resource{URI: uri, Type: typ, Patient: patient, Tenant: tenant,
+			Sensitivity: slices.Clone(sensitivity), Consent: slices.Clone(consent)}
+	}
+	var items []Item
+	for _, typ := range types {
+		for _, p := range []string{inTeam, other} {
+			for _, l := range labels {
+				items = append(items, Item{Resource: res(typ, p, l.sensitivity, l.consent)})
+			}
+		}
+		items = append(items, Item{Resource: res(typ, other, []string{}, []string{}),
+			BreakGlass: &BreakGlass{Grant: "00000000-0000-4000-8000-00000000b001", Patient: other}})
+	}
+	for _, typ := range []string{"organization", "practitioner", "group", "no-such-type"} {
+		items = append(items, Item{Resource: res(typ, "", []string{}, []string{})})
+	}
+	var pages []agreementPage
+	for _, c := range cast {
+		for _, pou := range c.purposes {
+			pages = append(pages, agreementPage{in: Input{Principal: c.p, PurposeOfUse: pou, Action: ActionList}, items: items})
+		}
+	}
+	return pages
+}
+
+// batchAgrees decides the agreement grid with u both ways and returns an
+// error (wrapping ErrBatchDisagrees) naming the first item on which they
+// differ and how many did; nil when u has no decisions rule. u must have
+// no decision or subject cache, or one way would answer from the other's
+// results. Both ways failing (denying) on an item is agreement; one failing
+// and the other not is not: a page that always fails lists nothing, and an
+// item whose read fails must not be listed.
+func batchAgrees(ctx context.Context, u *Engine) error {
+	if u.batch == nil {
+		return nil
+	}
+	var first string
+	differ, total := 0, 0
+	for _, p := range agreementGrid() {
+		batch, berr := u.DecideBatch(ctx, p.in, p.items)
+		for i, it := range p.items {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			x := p.in
+			x.Resource, x.BreakGlass = it.Resource, it.BreakGlass
+			d, derr := u.Decide(ctx, x)
+			total++
+			var diff string
+			switch {
+			case berr != nil && derr != nil:
+			case berr != nil:
+				diff = fmt.Sprintf("decisions fails the page (%v); decision %s", berr, describeDecision(d))
+			case derr != nil:
+				diff = fmt.Sprintf("decisions %s; decision fails (%v)", describeDecision(batch[i]), derr)
+			case batch[i].Allow != d.Allow || !slices.Equal(batch[i].Reasons, d.Reasons) || !slices.Equal(batch[i].Obligations, d.Obligations):
+				diff = fmt.Sprintf("decisions %s; decision %s", describeDecision(batch[i]), describeDecision(d))
+			}
+			if diff == "" {
+				continue
+			}
+			differ++
+			if first == "" {
+				r := it.Resource
+				first = fmt.Sprintf("list by %s (roles %s) for purpose %q of a resource of type %s (patient %s, sensitivity %v, consent %v, break-glass %t): %s",
+					p.in.Principal.Sub, strings.Join(p.in.Principal.Roles, ","), p.in.PurposeOfUse, r.Type,
+					agreementPatient(r.Patient, p.in.Principal), r.Sensitivity, r.Consent, it.BreakGlass != nil, diff)
+			}
+		}
+	}
+	if differ > 0 {
+		return fmt.Errorf("%w: on %d of %d synthetic list items; the first: %s", ErrBatchDisagrees, differ, total, first)
+	}
+	return nil
+}
+
+func agreementPatient(patient string, p Principal) string {
+	switch {
+	case patient == "":
+		return "none"
+	case slices.Contains(p.Patients, patient):
+		return "in the care team"
+	}
+	return "outside the care team"
+}
+
+func describeDecision(d Decision) string {
+	verdict := "denies"
+	if d.Allow {
+		verdict = "allows"
+	}
+	s := fmt.Sprintf("%s (reasons %v", verdict, d.Reasons)
+	if len(d.Obligations) > 0 {
+		obs := make([]string, len(d.Obligations))
+		for i, o := range d.Obligations {
+			obs[i] = o.String()
+		}
+		s += ", obligations " + strings.Join(obs, " ")
+	}
+	return s + ")"
+}
+
+// uncached compiles policies again without decision or subject cache, for
+// batchAgrees. opts must have been validated.
+func uncached(ctx context.Context, policies []regoFile, opts Options) (*Engine, error) {
+	opts.DecisionCache = -1
+	opts.Logger = slog.New(slog.DiscardHandler) // the candidate's own compile has logged
+	return compile(ctx, policies, opts)
+}
+
+// CheckBatch reports whether e's decisions rule agrees with its decision
+// rule on the agreement grid, as every load requires (custos policy check
+// shows it): nil when it does or when e has no decisions rule, else an
+// error wrapping ErrBatchDisagrees that names the first item that differs.
+func CheckBatch(ctx context.Context, e *Engine) error {
+	if e.batch == nil {
+		return nil
+	}
+	opts := Options{Timeout: e.timeout}
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	u, err := uncached(ctx, e.policies, opts)
+	if err != nil {
+		return err
+	}
+	return batchAgrees(ctx, u)
+}
