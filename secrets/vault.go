@@ -224,6 +224,9 @@ func OpenVault(ctx context.Context, opts VaultOptions) (*Vault, error) {
 			return nil, fmt.Errorf("%w: vault TLS: %v", ErrBadConfig, err)
 		}
 	}
+	if err := checkClientEnv(cfg); err != nil {
+		return nil, err
+	}
 	client, err := vault.NewClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: vault client: %v", ErrBadConfig, err)
@@ -265,6 +268,27 @@ func OpenVault(ctx context.Context, opts VaultOptions) (*Vault, error) {
 	go v.background(authSecret)
 	v.log.Info("vault keys loaded", "addr", opts.Address, "keys", strings.Join(st.ids(opts.Layout), " "))
 	return v, nil
+}
+
+// checkClientEnv refuses what the Vault client library took from the
+// environment (vault.DefaultConfig reads VAULT_*) that would undo custos's
+// own checks: VAULT_AGENT_ADDR replaces the address validateAddress
+// checked and the logs name, and VAULT_SKIP_VERIFY turns off the
+// verification of Vault's certificate even when a CA is given (the library
+// only ever sets InsecureSkipVerify). Neither value is repeated: an agent
+// address may carry credentials.
+func checkClientEnv(cfg *vault.Config) error {
+	if cfg.AgentAddress != "" {
+		return fmt.Errorf("%w: $VAULT_AGENT_ADDR is set: the Vault client would send custos's credentials there instead of "+
+			"the Vault address custos checked; custos reads only --vault-addr or $VAULT_ADDR (give a Vault Agent's address there) "+
+			"and refuses VAULT_AGENT_ADDR: unset it", ErrBadConfig)
+	}
+	if tc := cfg.TLSConfig(); tc != nil && tc.InsecureSkipVerify {
+		return fmt.Errorf("%w: $VAULT_SKIP_VERIFY is set: custos never skips verifying Vault's TLS certificate (it would "+
+			"send its credentials and receive its keys from whoever answers); unset it and give Vault's CA with --vault-ca-cert "+
+			"or $VAULT_CACERT", ErrBadConfig)
+	}
+	return nil
 }
 
 // appRoleLogin reads the role id and secret id once and returns the login

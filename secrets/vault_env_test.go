@@ -1,0 +1,139 @@
+package secrets_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	vault "github.com/hashicorp/vault/api"
+
+	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/secrets/vaulttest"
+)
+
+// writeCAFile writes der as a PEM certificate file and returns its path.
+func writeCAFile(t *testing.T, der []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// otherCA is a self-signed CA certificate that signed nothing Vault uses.
+func otherCA(t *testing.T) []byte {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "not Vault's CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
+}
+
+// TestVaultEnvironmentCannotBypassAddressOrTLS: the Vault client library
+// reads the VAULT_* environment behind custos's configuration.
+// VAULT_SKIP_VERIFY=true turned off the verification of Vault's TLS
+// certificate, even with a CA given (--vault-ca-cert): the AppRole secret id,
+// the token, the KV keys and every unwrapped data key then went to whoever
+// answered. VAULT_AGENT_ADDR replaced the Vault address custos had checked
+// (no credentials, no query) and named in its logs. Both are refused with an
+// error naming the variable; an address custos checked is the one used.
+func TestVaultEnvironmentCannotBypassAddressOrTLS(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := url.Parse(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Vault behind TLS with a certificate that only httptest's CA signs.
+	front := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
+	defer front.Close()
+	rightCA := writeCAFile(t, front.Certificate().Raw)
+	signer, err := srv.TokenWithPolicy(ctx, secrets.PolicySignerPolicyName, secrets.PolicySignerHCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongCA := writeCAFile(t, otherCA(t))
+
+	open := func(addr, ca string) (*secrets.Vault, error) {
+		o := secrets.VaultOptions{Address: addr, Token: p.Token, RequestTimeout: 5 * time.Second}
+		if ca != "" {
+			o.TLS = &vault.TLSConfig{CACert: ca}
+		}
+		v, err := secrets.OpenVault(ctx, o)
+		if v != nil {
+			v.Close()
+		}
+		return v, err
+	}
+	// The control: the right CA opens, the wrong one is refused.
+	if _, err := open(front.URL, rightCA); err != nil {
+		t.Fatalf("Vault behind TLS with its CA: %v", err)
+	}
+	if _, err := open(front.URL, wrongCA); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("Vault behind TLS with another CA: %v, want a certificate error", err)
+	}
+
+	t.Run("VAULT_SKIP_VERIFY", func(t *testing.T) {
+		t.Setenv("VAULT_SKIP_VERIFY", "true")
+		for _, ca := range []string{wrongCA, ""} {
+			_, err := open(front.URL, ca)
+			if !errors.Is(err, secrets.ErrBadConfig) || !strings.Contains(err.Error(), "VAULT_SKIP_VERIFY") {
+				t.Errorf("VAULT_SKIP_VERIFY=true, CA file %q: %v, want a configuration error naming VAULT_SKIP_VERIFY", ca, err)
+			}
+		}
+		// The security team's policy signer builds its own client.
+		_, err := secrets.OpenPolicySigner(ctx, secrets.VaultOptions{Address: front.URL, Token: signer, TLS: &vault.TLSConfig{CACert: wrongCA}})
+		if !errors.Is(err, secrets.ErrBadConfig) || !strings.Contains(err.Error(), "VAULT_SKIP_VERIFY") {
+			t.Errorf("policy signer with VAULT_SKIP_VERIFY=true: %v, want a configuration error naming VAULT_SKIP_VERIFY", err)
+		}
+	})
+	t.Run("VAULT_SKIP_VERIFY=false", func(t *testing.T) {
+		t.Setenv("VAULT_SKIP_VERIFY", "false")
+		if _, err := open(front.URL, rightCA); err != nil {
+			t.Errorf("VAULT_SKIP_VERIFY=false with the right CA: %v", err)
+		}
+	})
+	t.Run("VAULT_AGENT_ADDR", func(t *testing.T) {
+		// Nothing listens at the address custos is given; the agent
+		// address is a working Vault.
+		t.Setenv("VAULT_AGENT_ADDR", srv.Addr)
+		v, err := open("http://127.0.0.1:1", "")
+		if !errors.Is(err, secrets.ErrBadConfig) || !strings.Contains(err.Error(), "VAULT_AGENT_ADDR") {
+			name := ""
+			if v != nil {
+				name = v.Name()
+			}
+			t.Errorf("VAULT_AGENT_ADDR set, address http://127.0.0.1:1: %v (provider %q), want a configuration error naming VAULT_AGENT_ADDR", err, name)
+		}
+		if err != nil && strings.Contains(err.Error(), srv.Addr) {
+			t.Errorf("the error repeats VAULT_AGENT_ADDR's value (it may carry credentials): %v", err)
+		}
+	})
+}
