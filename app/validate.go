@@ -562,7 +562,7 @@ func (c *checker) vault() {
 			return
 		}
 	default:
-		c.url("vault.address", v.Address, false)
+		c.url("vault.address", v.Address, true)
 	}
 	if v.TLS != nil {
 		c.file("vault.ca_cert_file", v.TLS.CACert)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -147,8 +148,10 @@ func (o *VaultOptions) validate() error {
 	return nil
 }
 
-// validateAddress accepts http(s)://host[:port][/path] and nothing that
-// could carry a credential.
+// validateAddress accepts https://host[:port][/path], http:// only to a
+// loopback host (a dev Vault, a local Vault Agent), and nothing that could
+// carry a credential. Over plain http the secret id, the token, the KV
+// keys and every unwrapped data key would cross the network in clear text.
 func validateAddress(addr string) error {
 	u, err := url.Parse(addr)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -157,7 +160,20 @@ func validateAddress(addr string) error {
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
 		return fmt.Errorf("%w: Vault address must not carry credentials, a query or a fragment (secrets are never put in URIs)", ErrBadConfig)
 	}
+	if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+		return fmt.Errorf("%w: Vault address %s: plain http:// only on a loopback host; want https:// (custos's credentials "+
+			"and keys would cross the network in clear text)", ErrBadConfig, u.Scheme+"://"+u.Host)
+	}
 	return nil
+}
+
+// loopbackHost reports whether host is localhost or a loopback IP address.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // keyState is one immutable snapshot of what was read from Vault.

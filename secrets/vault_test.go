@@ -328,6 +328,10 @@ func TestVaultStartupErrorsNameThePathAndTheRule(t *testing.T) {
 			[]string{"must not carry credentials"}, []string{"pw-canary"}},
 		{"token in the query", secrets.VaultOptions{Address: srv.Addr + "?token=tok-canary", Token: tok}, secrets.ErrBadConfig,
 			[]string{"must not carry credentials"}, []string{"tok-canary"}},
+		// The secret id, the token, the KV keys and every unwrapped data
+		// key would cross the network in clear text.
+		{"plain http to a remote Vault", secrets.VaultOptions{Address: "http://vault.invalid:8200", Token: tok}, secrets.ErrBadConfig,
+			[]string{"plain http:// only on a loopback host"}, []string{tok}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -242,6 +242,7 @@ func TestValidate(t *testing.T) {
 		{"vault paths", "vault:\n  kv_mount: /secret/\n  cursor_key: a b\n  blob_key: ../x\n", Options{}, []want{
 			{"vault.kv_mount", "want a Vault path"}, {"vault.cursor_key", "want a Vault path"}, {"vault.blob_key", "want a Vault path"}}},
 		{"vault address scheme", "vault:\n  address: vault:8200\n", Options{}, []want{{"vault.address", "want an absolute https:// URL"}}},
+		{"vault address plain http", "vault:\n  address: http://vault.internal:8200\n", Options{}, []want{{"vault.address", "only on a loopback host"}}},
 		{"refresh vs staleness", "vault:\n  key_refresh: 20m\n  key_max_staleness: 15m\n", Options{}, []want{{"vault.key_refresh", "must be shorter than vault.key_max_staleness"}}},
 		{"zero durations", "vault:\n  timeout: 0s\naudit:\n  checkpoint_interval: 0s\nhttp:\n  read_header_timeout: 0s\n  write_timeout: -1s\n", Options{}, []want{
 			{"vault.timeout", "more than 0"}, {"audit.checkpoint_interval", "more than 0"}, {"http.read_header_timeout", "more than 0"}, {"http.write_timeout", "must not be negative"}}},
