@@ -717,7 +717,7 @@ func (v *Vault) background(authSecret *vault.Secret) {
 				startWatcher(s)
 			}
 		case <-tick.C:
-			relogin := func() bool {
+			relogin := func() error {
 				if watcher != nil {
 					watcher.Stop()
 					watcher = nil
@@ -725,22 +725,43 @@ func (v *Vault) background(authSecret *vault.Secret) {
 				s, err := v.login(ctx)
 				if err != nil {
 					v.log.Warn("vault re-login failed", "err", err)
-					return false
+					return err
 				}
 				startWatcher(s)
-				return true
+				return nil
 			}
-			if watcher == nil && v.auth != nil && !relogin() {
-				v.Refresh(ctx) // fails and is logged; keys age toward the limit
-				continue
+			if watcher == nil && v.auth != nil {
+				if lerr := relogin(); lerr != nil {
+					// The refresh may still work with the token held (a
+					// login refused by a brief outage); if not, keys age
+					// toward the limit.
+					if v.Refresh(ctx) != nil {
+						v.loginFailed(lerr)
+					}
+					continue
+				}
 			}
 			// A token that expired or was revoked before its watcher noticed
 			// shows up as a permission error: log in again and retry once.
-			if err := v.Refresh(ctx); errors.Is(err, ErrPermission) && v.auth != nil && relogin() {
-				v.Refresh(ctx)
+			if err := v.Refresh(ctx); errors.Is(err, ErrPermission) && v.auth != nil {
+				if lerr := relogin(); lerr != nil {
+					v.loginFailed(lerr)
+				} else {
+					v.Refresh(ctx)
+				}
 			}
 		}
 	}
+}
+
+// loginFailed makes a failed AppRole re-login the cause that a staleness
+// error names (StaleError.Cause: the refusal log line, /readyz's
+// evidence): the key refresh failed only because custos is no longer
+// logged in, and its own error ("Vault no longer accepts the token ... custos
+// logs in again by itself") would send the operator the wrong way.
+func (v *Vault) loginFailed(err error) {
+	msg := "custos cannot log in to Vault again: " + err.Error()
+	v.lastErr.Store(&msg)
 }
 
 func ttlOf(s *vault.Secret) int {

@@ -650,3 +650,33 @@ func TestBlobKEKMinDecryptionVersionDropsCachedDataKeys(t *testing.T) {
 		t.Fatalf("unwrap of a v1 data key after min_decryption_version=2: %v", err)
 	}
 }
+
+// TestVaultAppRoleLoginFailureIsTheStaleCause: when custos can no longer
+// log in (the secret id destroyed, used up or expired) and its token then
+// expires, the keys go stale; the cause the staleness error carries (the
+// refusal log line, the request error's evidence) is the failed login, not
+// the expired token's "with AppRole custos logs in again by itself", which
+// told the operator to wait for what could not happen.
+func TestVaultAppRoleLoginFailureIsTheStaleCause(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir(), TokenTTL: 2 * time.Second, TokenMaxTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := openAppRole(t, srv, p, func(o *secrets.VaultOptions) {
+		o.RefreshInterval = 300 * time.Millisecond
+		o.MaxStaleness = 3 * time.Second
+	})
+	if _, err := srv.Root().Logical().WriteWithContext(ctx, "auth/approle/role/"+vaulttest.RoleName+"/secret-id/destroy",
+		map[string]any{"secret_id": p.SecretID}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the keys to go stale", func() bool { return v.Check() != nil })
+	err = v.Check()
+	if !errors.Is(err, secrets.ErrStale) || !strings.Contains(err.Error(), "log in auth/approle/login") ||
+		strings.Contains(err.Error(), "logs in again by itself") {
+		t.Fatalf("stale keys after the secret id was destroyed: %v\nwant the failed AppRole login as the cause", err)
+	}
+	assertNoCanary(t, "error", err.Error(), canaries([]string{p.SecretID, p.RoleID}))
+}
