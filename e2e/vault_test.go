@@ -660,3 +660,81 @@ func TestVaultEncryptedReimportWhileServing(t *testing.T) {
 		t.Fatal("catalog.db holds the re-imported note in plaintext")
 	}
 }
+
+// TestVaultSigningKeyRotationWhileServing: the Transit signing key is
+// rotated under a serving custos (key refresh at its 1 min default). The
+// checkpoints signed right after the rotation are made by the new version
+// and anchored at once (they failed, "no signing key version 2", until the
+// next key refresh), and the new version is logged; `audit verify` passes
+// with a verifier file written after the rotation and fails with one written
+// before it, saying that the signing key may have been rotated; serve
+// restarts on the log whose last checkpoint the new version signed.
+func TestVaultSigningKeyRotationWhileServing(t *testing.T) {
+	v := startVault(t, vaulttest.ProvisionOptions{})
+	d := newVaultDataset(t, v)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	s := serveVault(t, v, d, tokens, v.prov.SecretIDFile, false, "--checkpoint-interval", "100ms", "--checkpoint-every", "1")
+	cs := connect(t, s.url, tok)
+	ctx := context.Background()
+	page, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atok, err := v.srv.TokenWithPolicy(ctx, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aenv := []string{"VAULT_ADDR=" + v.srv.Addr, "VAULT_TOKEN=" + atok}
+	pubkey := func() string {
+		t.Helper()
+		f := filepath.Join(t.TempDir(), "vkeys")
+		if _, errOut, code := custos(t, aenv, "audit", "pubkey", "--data-dir", d.data, "-o", f); code != 0 {
+			t.Fatalf("audit pubkey: exit %d %s", code, errOut)
+		}
+		return f
+	}
+	before := pubkey()
+	anchorFile := filepath.Join(filepath.Dir(d.data), "anchor", "checkpoints.jsonl")
+	anchored := func() int {
+		b, _ := os.ReadFile(anchorFile)
+		return bytes.Count(b, []byte("\n"))
+	}
+	waitFor(t, func() bool { return anchored() > 0 })
+
+	if err := v.srv.RotateTransit(ctx, v.prov.Layout.SigningKey); err != nil {
+		t.Fatal(err)
+	}
+	n := anchored()
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: page.Resources[0].URI}); err != nil {
+		t.Fatal(err)
+	}
+	// Well within the 1 min key refresh.
+	deadline := time.Now().Add(10 * time.Second)
+	for anchored() == n {
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint anchored 10 s after a read that followed the signing key's rotation:\n%s", s.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.stop(t)
+	if logs := s.stderr.String(); strings.Contains(logs, "audit checkpoint failed") || !strings.Contains(logs, "signing=transit/custos-audit-signing@2") {
+		t.Errorf("checkpoints failed after the rotation, or the new version is not logged:\n%s", logs)
+	}
+
+	anchor := filepath.Dir(anchorFile)
+	after := pubkey()
+	if out, errOut, code := custos(t, nil, "audit", "verify", "--data-dir", d.data, "--anchor-dir", anchor, "--pubkey", after); code != 0 {
+		t.Fatalf("audit verify with the verifier keys written after the rotation: exit %d %s %s", code, out, errOut)
+	}
+	out, errOut, code := custos(t, nil, "audit", "verify", "--data-dir", d.data, "--anchor-dir", anchor, "--pubkey", before)
+	if code == 0 || !strings.Contains(out+errOut, "before the signing key was rotated") {
+		t.Errorf("audit verify with the verifier keys written before the rotation: exit %d %s %s", code, out, errOut)
+	}
+	s2 := serveVault(t, v, d, tokens, v.prov.SecretIDFile, false)
+	cs2 := connect(t, s2.url, tok)
+	if _, err := cs2.ReadResource(ctx, &mcp.ReadResourceParams{URI: page.Resources[1].URI}); err != nil {
+		t.Fatalf("read after a restart on checkpoints signed by the new version: %v", err)
+	}
+	s2.stop(t)
+}

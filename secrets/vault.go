@@ -957,6 +957,18 @@ func (v *Vault) sign(ctx context.Context, msg []byte) ([]byte, int, error) {
 	if len(raw) != ed25519.SignatureSize {
 		return nil, 0, fmt.Errorf("%w: %s: signature of %d bytes", ErrUnavailable, api, len(raw))
 	}
+	if st := v.state.Load(); st != nil {
+		if _, held := st.signing.public[ver]; !held {
+			// Transit signs with a version rotated in since the last
+			// refresh: read the keys now, so that the signature can be
+			// checked (checkpoint.Signer asks for the version's public
+			// key) rather than every checkpoint failing until the next
+			// --key-refresh.
+			if err := v.Refresh(ctx); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
 	return raw, ver, nil
 }
 

@@ -680,3 +680,35 @@ func TestVaultAppRoleLoginFailureIsTheStaleCause(t *testing.T) {
 	}
 	assertNoCanary(t, "error", err.Error(), canaries([]string{p.SecretID, p.RoleID}))
 }
+
+// TestVaultSignsRightAfterSigningKeyRotation: Transit signs with the newest
+// key version at once, but the provider held only the public keys it read
+// at its last refresh, so every checkpoint between a rotation and the next
+// --key-refresh failed ("no signing key version 2") and was retried until
+// then. A signature by a version not held now reads the keys again.
+func TestVaultSignsRightAfterSigningKeyRotation(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, logs := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
+	if err := srv.RotateTransit(ctx, p.Layout.SigningKey); err != nil {
+		t.Fatal(err)
+	}
+	// What checkpoint.Signer does: sign, then check the signature under
+	// the public key of the version that made it.
+	msg := []byte("checkpoint after the rotation")
+	sig, ver, err := v.Sign(ctx, msg)
+	if err != nil || ver != 2 {
+		t.Fatalf("sign after the rotation: version %d, %v", ver, err)
+	}
+	pub, got, err := v.PublicKey(ver)
+	if err != nil || got != 2 || !ed25519.Verify(pub, msg, sig) || !v.Verify(msg, sig, 2) {
+		t.Fatalf("public key of the version that signed, before the next refresh: %v", err)
+	}
+	if !strings.Contains(logs.String(), "signing=transit/custos-audit-signing@2") {
+		t.Errorf("the new version is not logged:\n%s", logs.String())
+	}
+}
