@@ -546,6 +546,16 @@ func (v *Vault) readKV(ctx context.Context, path string, version int) (kvKey, er
 	if s == nil || s.VersionMetadata == nil {
 		return kvKey{}, fmt.Errorf("%w: %s: no version metadata (is %q a KV version 2 mount?)", ErrMissing, api, l.KVMount)
 	}
+	// Vault answers a deleted or destroyed version with its metadata and
+	// no data: say so, not that the value is malformed (which sent the
+	// operator to write a new one, rotating a key that may never be).
+	if m := s.VersionMetadata; m.Destroyed {
+		return kvKey{}, fmt.Errorf("%w: %s: version %d was destroyed in Vault (vault kv destroy) and cannot be restored; "+
+			"docs/vault.md (Key rotation) says which keys may be written anew: never the resource id key", ErrMissing, api, m.Version)
+	} else if deleted(m.DeletionTime, v.opts.Now()) {
+		return kvKey{}, fmt.Errorf("%w: %s: version %d was deleted in Vault; an administrator restores it with "+
+			"'vault kv undelete -mount=%s -versions=%d %s' (docs/vault.md)", ErrMissing, api, m.Version, l.KVMount, m.Version, path)
+	}
 	raw, _ := s.Data[KVField].(string)
 	b, err := base64.StdEncoding.Strict().DecodeString(raw)
 	if err != nil || len(b) != KeySize || allZero(b) {

@@ -712,3 +712,45 @@ func TestVaultSignsRightAfterSigningKeyRotation(t *testing.T) {
 		t.Errorf("the new version is not logged:\n%s", logs.String())
 	}
 }
+
+// TestVaultDeletedKeyVersionIsNamed: the newest version of a KV key
+// deleted (vault kv delete) or destroyed under a serving provider was
+// reported as a malformed value ('field "key" must be the base64 of 32
+// random bytes'), which sent the operator to write a new value: for the
+// resource id key, a rotation that renames every imported resource. The
+// refresh error says the version was deleted, with the command that
+// restores it, or destroyed; the undeleted version is read again.
+func TestVaultDeletedKeyVersionIsNamed(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
+	kv := srv.Root().KVv2(p.Layout.KVMount)
+	for _, path := range []string{p.Layout.IDKeyPath, p.Layout.CursorKeyPath} {
+		if err := kv.Delete(ctx, path); err != nil {
+			t.Fatal(err)
+		}
+		err := v.Refresh(ctx)
+		undelete := "vault kv undelete -mount=" + p.Layout.KVMount + " -versions=1 " + path
+		if !errors.Is(err, secrets.ErrMissing) || !strings.Contains(err.Error(), "version 1 was deleted") ||
+			!strings.Contains(err.Error(), undelete) || strings.Contains(err.Error(), "must be the base64") {
+			t.Errorf("refresh with %s version 1 deleted: %v\nwant it named deleted, with %q", path, err, undelete)
+		}
+		if err := kv.Undelete(ctx, path, []int{1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Refresh(ctx); err != nil {
+			t.Errorf("refresh after undelete of %s: %v", path, err)
+		}
+	}
+	if err := kv.Destroy(ctx, p.Layout.IDKeyPath, []int{1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Refresh(ctx); !errors.Is(err, secrets.ErrMissing) || !strings.Contains(err.Error(), "version 1 was destroyed") ||
+		strings.Contains(err.Error(), "must be the base64") {
+		t.Errorf("refresh with the id key's version 1 destroyed: %v", err)
+	}
+}
