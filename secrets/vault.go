@@ -314,6 +314,12 @@ func (v *Vault) appRoleLogin(ctx context.Context, a AppRole) (func(context.Conte
 	if err != nil {
 		return nil, err
 	}
+	// Whoever reads the secret id logs in as custos and reads every key:
+	// refuse a file any local user can read, as ssh refuses a private key.
+	if fi, err := os.Stat(a.SecretIDFile); err == nil && fi.Mode().Perm()&0o004 != 0 {
+		return nil, fmt.Errorf("%w: the AppRole secret id file %s is readable by every local user (mode %s); "+
+			"make it readable by custos only, e.g. chown root:custos and chmod 0440 (docs/vault.md)", ErrBadConfig, a.SecretIDFile, fi.Mode().Perm())
+	}
 	secretID, err := readSecretFile(a.SecretIDFile, "AppRole secret id")
 	if err != nil {
 		return nil, err

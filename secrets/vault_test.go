@@ -754,3 +754,37 @@ func TestVaultDeletedKeyVersionIsNamed(t *testing.T) {
 		t.Errorf("refresh with the id key's version 1 destroyed: %v", err)
 	}
 }
+
+// TestVaultSecretIDFileReadableByOthersIsRefused: an AppRole secret id
+// (or the wrapping token that yields one) in a file any local user can
+// read lets them log in as custos and read every key. It is refused at
+// startup, naming the file and its mode, before Vault is contacted; the
+// role id, which is not a secret, and a group-readable secret id (root:custos
+// 0440, docs/vault.md) are accepted.
+func TestVaultSecretIDFileReadableByOthersIsRefused(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p.RoleIDFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p.SecretIDFile, 0o440); err != nil {
+		t.Fatal(err)
+	}
+	openAppRole(t, srv, p, nil) // group-readable: accepted
+	if err := os.Chmod(p.SecretIDFile, 0o604); err != nil {
+		t.Fatal(err)
+	}
+	v, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr,
+		AppRole: &secrets.AppRole{RoleIDFile: p.RoleIDFile, SecretIDFile: p.SecretIDFile}})
+	if err == nil {
+		v.Close()
+	}
+	if !errors.Is(err, secrets.ErrBadConfig) || !strings.Contains(err.Error(), p.SecretIDFile) || !strings.Contains(err.Error(), "-rw----r--") {
+		t.Fatalf("secret id file mode 0604: %v, want a configuration error naming the file and its mode", err)
+	}
+	assertNoCanary(t, "error", err.Error(), canaries([]string{p.SecretID}))
+}
