@@ -35,10 +35,14 @@ var ErrPermission = errors.New("secrets: permission denied by Vault")
 var ErrStale = errors.New("secrets: keys are stale")
 
 // StaleError is the evidence of ErrStale: how old the keys are, the limit,
-// and the last refresh error (which never holds a secret).
+// and the last refresh error (which never holds a secret). Kind is the
+// cause's class in a fixed phrase naming no host, path or Vault message
+// ("Vault is sealed", "custos cannot log in to Vault (AppRole)", ...): what
+// /readyz may show to whoever can reach it.
 type StaleError struct {
 	Age, Limit time.Duration
 	Cause      string
+	Kind       string
 }
 
 func (e *StaleError) Error() string {

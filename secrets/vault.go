@@ -206,7 +206,7 @@ type Vault struct {
 	auth     func(ctx context.Context) (*vault.Secret, error) // logs in; nil for token auth
 	logins   atomic.Int64
 	state    atomic.Pointer[keyState]
-	lastErr  atomic.Pointer[string]
+	lastErr  atomic.Pointer[refreshFailure]
 	datakeys *dataKeyCache
 
 	stop chan struct{}
@@ -771,13 +771,36 @@ func (v *Vault) background(authSecret *vault.Secret) {
 }
 
 // loginFailed makes a failed AppRole re-login the cause that a staleness
-// error names (StaleError.Cause: the refusal log line, /readyz's
-// evidence): the key refresh failed only because custos is no longer
+// error names (StaleError.Cause and Kind: the refusal log line, /readyz):
+// the key refresh failed only because custos is no longer
 // logged in, and its own error ("Vault no longer accepts the token ... custos
 // logs in again by itself") would send the operator the wrong way.
 func (v *Vault) loginFailed(err error) {
-	msg := "custos cannot log in to Vault again: " + err.Error()
-	v.lastErr.Store(&msg)
+	v.lastErr.Store(&refreshFailure{cause: "custos cannot log in to Vault again: " + err.Error(), kind: "custos cannot log in to Vault (AppRole)"})
+}
+
+// refreshFailure is why the keys could not be refreshed: cause is the
+// error (Vault paths and answers, never a secret), kind its class in a
+// fixed phrase that names no host, path or Vault message (StaleError.Kind,
+// shown on /readyz).
+type refreshFailure struct{ cause, kind string }
+
+// failureKind classifies a refresh error for StaleError.Kind.
+func failureKind(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "Vault is sealed"):
+		return "Vault is sealed"
+	case strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
+		return "Vault's TLS certificate is not trusted"
+	case errors.Is(err, ErrPermission) && strings.Contains(msg, "no longer accepts the token"):
+		return "Vault no longer accepts custos's token"
+	case errors.Is(err, ErrPermission):
+		return "Vault's policy denies a call custos needs"
+	case errors.Is(err, ErrMissing):
+		return "a key is missing, deleted or unusable in Vault"
+	}
+	return "Vault unreachable or not answering within --vault-timeout"
 }
 
 func ttlOf(s *vault.Secret) int {
@@ -801,8 +824,7 @@ func (v *Vault) Refresh(ctx context.Context) error {
 	old := v.state.Load()
 	st, err := v.fetch(ctx, old)
 	if err != nil {
-		msg := err.Error()
-		v.lastErr.Store(&msg)
+		v.lastErr.Store(&refreshFailure{cause: err.Error(), kind: failureKind(err)})
 		v.log.Warn("vault key refresh failed; holding keys until the staleness limit", "err", err, "age", v.opts.Now().Sub(old.refreshed).Round(time.Second).String(), "limit", v.opts.MaxStaleness.String())
 		return err
 	}
@@ -841,11 +863,11 @@ func (v *Vault) fresh() (*keyState, error) {
 	}
 	age := v.opts.Now().Sub(st.refreshed)
 	if age > v.opts.MaxStaleness {
-		why := "Vault unreachable"
+		f := &refreshFailure{cause: "Vault unreachable", kind: "Vault unreachable or not answering within --vault-timeout"}
 		if p := v.lastErr.Load(); p != nil {
-			why = *p
+			f = p
 		}
-		return nil, &StaleError{Age: age, Limit: v.opts.MaxStaleness, Cause: why}
+		return nil, &StaleError{Age: age, Limit: v.opts.MaxStaleness, Cause: f.cause, Kind: f.kind}
 	}
 	return st, nil
 }

@@ -678,6 +678,10 @@ func TestVaultAppRoleLoginFailureIsTheStaleCause(t *testing.T) {
 		strings.Contains(err.Error(), "logs in again by itself") {
 		t.Fatalf("stale keys after the secret id was destroyed: %v\nwant the failed AppRole login as the cause", err)
 	}
+	// /readyz shows the class of the cause.
+	if se := (*secrets.StaleError)(nil); !errors.As(err, &se) || se.Kind != "custos cannot log in to Vault (AppRole)" {
+		t.Errorf("stale error kind: %+v", se)
+	}
 	assertNoCanary(t, "error", err.Error(), canaries([]string{p.SecretID, p.RoleID}))
 }
 
