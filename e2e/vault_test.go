@@ -453,8 +453,9 @@ func TestVaultOutageFailsClosedAndRecovers(t *testing.T) {
 	}
 }
 
-// TestVaultStartupRefusals: wrong policy, plaintext catalog, dev keys on an
-// encrypted catalog; then the plaintext catalog is migrated and served.
+// TestVaultStartupRefusals: wrong policy, VAULT_SKIP_VERIFY or
+// VAULT_AGENT_ADDR set, plaintext catalog, dev keys on an encrypted
+// catalog; then the plaintext catalog is migrated and served.
 func TestVaultStartupRefusals(t *testing.T) {
 	v := startVault(t, vaulttest.ProvisionOptions{})
 	ctx := context.Background()
@@ -482,6 +483,15 @@ func TestVaultStartupRefusals(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, `permission denied`) || !strings.Contains(errOut, `transit/datakey/wrapped/custos-blob-kek`) ||
 		!strings.Contains(errOut, `capabilities = ["update"]`) || !strings.Contains(errOut, `"custos-server"`) || strings.Contains(errOut, weak) {
 		t.Errorf("serve with a policy lacking datakey: exit %d\n%s", code, errOut)
+	}
+	// The Vault client library's environment cannot turn off TLS
+	// verification or redirect custos to another Vault.
+	for _, env := range []string{"VAULT_SKIP_VERIFY=true", "VAULT_AGENT_ADDR=" + v.srv.Addr} {
+		name, _, _ := strings.Cut(env, "=")
+		_, errOut, code = custos(t, append(append([]string(nil), v.env...), env), serveArgs(enc)...)
+		if code != 2 || !strings.Contains(errOut, "$"+name+" is set") {
+			t.Errorf("serve with %s: exit %d\n%s", env, code, errOut)
+		}
 	}
 	// No external anchor: refused (a rolled-back audit.db would go unseen).
 	_, errOut, code = custos(t, v.env, "serve", "--data-dir", enc.data, "--stdio", "--principal-file", enc.principal("clinician"))
