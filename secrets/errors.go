@@ -79,8 +79,7 @@ func vaultErr(op, api string, err error, hint string) error {
 			if hint != "" {
 				return fmt.Errorf("%w: %s %s: %s", ErrPermission, op, api, hint)
 			}
-			return fmt.Errorf("%w: %s %s: the token's policies do not allow it; custos needs the rule "+
-				"path %q { capabilities = [%q] } of policy %q (docs/vault.md)", ErrPermission, op, api, api, capability, PolicyName)
+			return ruleErr(op, api, capability)
 		case http.StatusNotFound:
 			return fmt.Errorf("%w: %s %s: not found (docs/vault.md)", ErrMissing, op, api)
 		case http.StatusBadRequest, http.StatusUnauthorized:
@@ -91,4 +90,11 @@ func vaultErr(op, api string, err error, hint string) error {
 		return fmt.Errorf("%w: %s %s: Vault answered HTTP %d: %s", ErrUnavailable, op, api, re.StatusCode, strings.Join(re.Errors, "; "))
 	}
 	return fmt.Errorf("%w: %s %s: %v", ErrUnavailable, op, api, err)
+}
+
+// ruleErr is the error of a call the token's policies do not allow: it
+// names the rule of policy custos-server that grants it.
+func ruleErr(op, api, capability string) error {
+	return fmt.Errorf("%w: %s %s: the token's policies do not allow it; custos needs the rule "+
+		"path %q { capabilities = [%q] } of policy %q (docs/vault.md)", ErrPermission, op, api, api, capability, PolicyName)
 }

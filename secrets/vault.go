@@ -203,11 +203,14 @@ type Vault struct {
 	client *vault.Client
 	log    *slog.Logger
 
-	auth     func(ctx context.Context) (*vault.Secret, error) // logs in; nil for token auth
-	logins   atomic.Int64
-	state    atomic.Pointer[keyState]
-	lastErr  atomic.Pointer[refreshFailure]
-	datakeys *dataKeyCache
+	auth    func(ctx context.Context) (*vault.Secret, error) // logs in; nil for token auth
+	logins  atomic.Int64
+	state   atomic.Pointer[keyState]
+	lastErr atomic.Pointer[refreshFailure]
+	// capsSkipped is set once the token was found unable to check its
+	// own capabilities (logged once).
+	capsSkipped atomic.Bool
+	datakeys    *dataKeyCache
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -442,9 +445,53 @@ func (v *Vault) fetch(ctx context.Context, prev *keyState) (*keyState, error) {
 			return nil, err
 		}
 		st.blobKEKVer, st.blobKEKMinDecrypt = bk.latest, bk.minDecrypt
+		if err := v.checkCapabilities(ctx); err != nil {
+			return nil, err
+		}
 	}
 	st.refreshed = v.opts.Now()
 	return st, nil
+}
+
+// checkCapabilities asks Vault (sys/capabilities-self, which Vault's
+// default policy grants) whether the token may still make the Transit
+// calls a refresh does not make itself: sign (checkpoints), datakey and
+// decrypt (payloads), rewrap. A rule removed from policy custos-server
+// while serving then fails the refresh, naming the rule as a start does,
+// rather than only the reads that need it while /readyz stays ready. A
+// token whose policies do not allow the check itself (no default policy)
+// is not refused for it: the check is logged as skipped.
+func (v *Vault) checkCapabilities(ctx context.Context) error {
+	l := v.opts.Layout
+	paths := []string{
+		l.TransitPath("sign", l.SigningKey), l.TransitPath("datakey/wrapped", l.BlobKey),
+		l.TransitPath("decrypt", l.BlobKey), l.TransitPath("rewrap", l.BlobKey),
+	}
+	const api = "sys/capabilities-self"
+	cctx, cancel := context.WithTimeout(ctx, v.opts.RequestTimeout)
+	defer cancel()
+	s, err := v.client.Logical().WriteWithContext(cctx, api, map[string]any{"paths": paths})
+	if err != nil {
+		err = vaultErr("update", api, err, "")
+		if errors.Is(err, ErrPermission) && !strings.Contains(err.Error(), "no longer accepts the token") {
+			if v.capsSkipped.CompareAndSwap(false, true) {
+				v.log.Warn("vault: the token may not check its own capabilities (Vault's default policy grants "+api+"); "+
+					"a rule removed from policy "+PolicyName+" will show only in the calls that need it", "err", err)
+			}
+			return nil
+		}
+		return err
+	}
+	if s == nil || s.Data == nil {
+		return fmt.Errorf("%w: %s: empty response", ErrUnavailable, api)
+	}
+	for _, p := range paths {
+		caps, _ := s.Data[p].([]any)
+		if !slices.ContainsFunc(caps, func(c any) bool { return c == "update" || c == "root" }) {
+			return ruleErr("update", p, "update")
+		}
+	}
+	return nil
 }
 
 // missing lists the versions 1..latest without a public key, ascending.

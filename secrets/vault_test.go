@@ -792,3 +792,54 @@ func TestVaultSecretIDFileReadableByOthersIsRefused(t *testing.T) {
 	}
 	assertNoCanary(t, "error", err.Error(), canaries([]string{p.SecretID}))
 }
+
+// TestVaultRefreshNamesARuleRemovedWhileServing: a rule of policy
+// custos-server removed under a serving provider (here Transit decrypt)
+// failed only the calls that need it: every read of a payload whose data
+// key was not cached failed, while refreshes succeeded and /readyz stayed
+// ready, so nothing but the per-read log said the policy was broken. The
+// refresh checks the token's capabilities on the Transit paths it does not
+// read, and fails naming the rule, as a start does.
+func TestVaultRefreshNamesARuleRemovedWhileServing(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
+	for _, path := range []string{"transit/decrypt/", "transit/sign/", "transit/datakey/wrapped/"} {
+		var weaker []string
+		for _, block := range strings.Split(secrets.PolicyHCL, "path ") {
+			if !strings.HasPrefix(block, `"`+path) {
+				weaker = append(weaker, block)
+			}
+		}
+		if err := srv.Root().Sys().PutPolicyWithContext(ctx, secrets.PolicyName, strings.Join(weaker, "path ")); err != nil {
+			t.Fatal(err)
+		}
+		err := v.Refresh(ctx)
+		if !errors.Is(err, secrets.ErrPermission) || !strings.Contains(err.Error(), `path "`+path) || !strings.Contains(err.Error(), `capabilities = ["update"]`) {
+			t.Errorf("refresh without the rule for %s: %v, want a permission error naming the rule", path, err)
+		}
+		if err := srv.Root().Sys().PutPolicyWithContext(ctx, secrets.PolicyName, secrets.PolicyHCL); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Refresh(ctx); err != nil {
+			t.Errorf("refresh with the policy restored: %v", err)
+		}
+	}
+	// A token without Vault's default policy cannot check its own
+	// capabilities: that alone does not stop custos; it is logged once.
+	if _, err := srv.Root().Logical().WriteWithContext(ctx, "auth/approle/role/"+vaulttest.RoleName,
+		map[string]any{"token_no_default_policy": true}); err != nil {
+		t.Fatal(err)
+	}
+	nd, logs := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
+	if err := nd.Refresh(ctx); err != nil {
+		t.Fatalf("refresh with a token without the default policy: %v", err)
+	}
+	if n := strings.Count(logs.String(), "may not check its own capabilities"); n != 1 {
+		t.Errorf("the skipped check is logged %d times:\n%s", n, logs.String())
+	}
+}
