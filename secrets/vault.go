@@ -838,8 +838,10 @@ func failureKind(err error) string {
 	switch {
 	case strings.Contains(msg, "Vault is sealed"):
 		return "Vault is sealed"
-	case strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
+	case strings.Contains(msg, "x509:"):
 		return "Vault's TLS certificate is not trusted"
+	case strings.Contains(msg, "tls:"):
+		return "the TLS handshake with Vault failed"
 	case errors.Is(err, ErrPermission) && strings.Contains(msg, "no longer accepts the token"):
 		return "Vault no longer accepts custos's token"
 	case errors.Is(err, ErrPermission):

@@ -5,17 +5,20 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"net"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,6 +53,23 @@ func otherCA(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return der
+}
+
+// selfSigned is a certificate for 127.0.0.1 that signs itself (httptest's
+// servers all share one certificate).
+func selfSigned(t *testing.T) tls.Certificate {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "not Vault"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
 }
 
 // TestVaultEnvironmentCannotBypassAddressOrTLS: the Vault client library
@@ -136,4 +156,78 @@ func TestVaultEnvironmentCannotBypassAddressOrTLS(t *testing.T) {
 			t.Errorf("the error repeats VAULT_AGENT_ADDR's value (it may carry credentials): %v", err)
 		}
 	})
+}
+
+// TestVaultStaleKindNamesTheCause: the class of cause a staleness error
+// carries (what /readyz shows) for a Vault whose certificate is no longer
+// signed by the CA custos trusts, and for a sealed Vault; never its address.
+func TestVaultStaleKindNamesTheCause(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := url.Parse(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
+	ca := writeCAFile(t, front.Certificate().Raw)
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	v, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: front.URL, Token: p.Token, TLS: &vault.TLSConfig{CACert: ca},
+		RefreshInterval: time.Minute, MaxStaleness: 2 * time.Minute, Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	kind := func() string {
+		t.Helper()
+		now.Add(int64(3 * time.Minute))
+		var se *secrets.StaleError
+		if err := v.Check(); !errors.As(err, &se) {
+			t.Fatalf("keys past the staleness limit: %v", err)
+		}
+		if strings.Contains(se.Kind, "127.0.0.1") {
+			t.Errorf("kind names Vault's address: %q", se.Kind)
+		}
+		return se.Kind
+	}
+	// Another certificate at the same address, from a CA custos does not trust.
+	addr := front.Listener.Addr().String()
+	front.Close()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(target))
+	other.Listener = l
+	other.TLS = &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}}
+	other.StartTLS()
+	defer other.Close()
+	if err := v.Refresh(ctx); err == nil {
+		t.Fatal("refresh through a certificate of another CA succeeded")
+	}
+	if k := kind(); k != "Vault's TLS certificate is not trusted" {
+		t.Errorf("kind with an untrusted certificate: %q", k)
+	}
+	other.Close()
+
+	v2, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr, Token: p.Token, RequestTimeout: 500 * time.Millisecond,
+		RefreshInterval: time.Minute, MaxStaleness: 2 * time.Minute, Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v2.Close()
+	v = v2
+	if err := srv.Root().Sys().SealWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Refresh(ctx); err == nil {
+		t.Fatal("refresh from a sealed Vault succeeded")
+	}
+	if k := kind(); k != "Vault is sealed" {
+		t.Errorf("kind with a sealed Vault: %q", k)
+	}
 }
