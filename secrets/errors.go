@@ -69,8 +69,8 @@ func vaultErr(op, api string, err error, hint string) error {
 				// Vault answers 403 "permission denied" with "invalid
 				// token" for a token it no longer knows: not a policy
 				// problem, so no ACL rule to name.
-				return fmt.Errorf("%w: %s %s: Vault no longer accepts the token (expired or revoked); with AppRole custos logs in again by itself, "+
-					"a token given in $VAULT_TOKEN must be replaced", ErrPermission, op, api)
+				return tokenRejected{fmt.Errorf("%w: %s %s: Vault no longer accepts the token (expired or revoked); with AppRole custos logs in again by itself, "+
+					"a token given in $VAULT_TOKEN must be replaced", ErrPermission, op, api)}
 			}
 			capability := "update"
 			if op == "read" {
@@ -97,4 +97,17 @@ func vaultErr(op, api string, err error, hint string) error {
 func ruleErr(op, api, capability string) error {
 	return fmt.Errorf("%w: %s %s: the token's policies do not allow it; custos needs the rule "+
 		"path %q { capabilities = [%q] } of policy %q (docs/vault.md)", ErrPermission, op, api, api, capability, PolicyName)
+}
+
+// tokenRejected marks an ErrPermission that Vault answered because it no
+// longer knows the token (revoked, expired): logging in again cures it; a
+// policy that denies a call is not cured by a new token of the same role.
+type tokenRejected struct{ error }
+
+func (e tokenRejected) Unwrap() error { return e.error }
+
+// isTokenRejected reports whether err is Vault no longer accepting the token.
+func isTokenRejected(err error) bool {
+	var tr tokenRejected
+	return errors.As(err, &tr)
 }

@@ -473,7 +473,7 @@ func (v *Vault) checkCapabilities(ctx context.Context) error {
 	s, err := v.client.Logical().WriteWithContext(cctx, api, map[string]any{"paths": paths})
 	if err != nil {
 		err = vaultErr("update", api, err, "")
-		if errors.Is(err, ErrPermission) && !strings.Contains(err.Error(), "no longer accepts the token") {
+		if errors.Is(err, ErrPermission) && !isTokenRejected(err) {
 			if v.capsSkipped.CompareAndSwap(false, true) {
 				v.log.Warn("vault: the token may not check its own capabilities (Vault's default policy grants "+api+"); "+
 					"a rule removed from policy "+PolicyName+" will show only in the calls that need it", "err", err)
@@ -805,8 +805,10 @@ func (v *Vault) background(authSecret *vault.Secret) {
 				}
 			}
 			// A token that expired or was revoked before its watcher noticed
-			// shows up as a permission error: log in again and retry once.
-			if err := v.Refresh(ctx); errors.Is(err, ErrPermission) && v.auth != nil {
+			// is refused: log in again and retry once. A policy that denies a
+			// call is not cured by a new token of the same role (each login
+			// would leave one more token in Vault at every refresh).
+			if err := v.Refresh(ctx); isTokenRejected(err) && v.auth != nil {
 				if lerr := relogin(); lerr != nil {
 					v.loginFailed(lerr)
 				} else {
@@ -842,7 +844,7 @@ func failureKind(err error) string {
 		return "Vault's TLS certificate is not trusted"
 	case strings.Contains(msg, "tls:"):
 		return "the TLS handshake with Vault failed"
-	case errors.Is(err, ErrPermission) && strings.Contains(msg, "no longer accepts the token"):
+	case isTokenRejected(err):
 		return "Vault no longer accepts custos's token"
 	case errors.Is(err, ErrPermission):
 		return "Vault's policy denies a call custos needs"

@@ -843,3 +843,45 @@ func TestVaultRefreshNamesARuleRemovedWhileServing(t *testing.T) {
 		t.Errorf("the skipped check is logged %d times:\n%s", n, logs.String())
 	}
 }
+
+// TestVaultPolicyDenialDoesNotLogInAgain: a refresh that Vault's policy
+// denies (a rule removed from custos-server) is not cured by a new token,
+// whose policies are the same: custos logged in again at every refresh,
+// leaving a new AppRole token in Vault each --key-refresh for as long as
+// the rule was missing. Only a token Vault no longer accepts makes it log
+// in again.
+func TestVaultPolicyDenialDoesNotLogInAgain(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, logs := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = 100 * time.Millisecond })
+	var weaker []string
+	for _, block := range strings.Split(secrets.PolicyHCL, "path ") {
+		if !strings.HasPrefix(block, `"secret/data/custos/cursor-key"`) {
+			weaker = append(weaker, block)
+		}
+	}
+	if err := srv.Root().Sys().PutPolicyWithContext(ctx, secrets.PolicyName, strings.Join(weaker, "path ")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "five failed refreshes", func() bool {
+		return strings.Count(logs.String(), "vault key refresh failed") >= 5
+	})
+	if n := v.Logins(); n != 1 {
+		t.Errorf("%d AppRole logins while the policy denied a key read, want the first one only", n)
+	}
+	// A revoked token still makes it log in again.
+	n := v.Logins()
+	if err := srv.Root().Sys().RevokePrefixWithContext(ctx, "auth/"+vaulttest.AppRoleMount+"/login"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Root().Sys().PutPolicyWithContext(ctx, secrets.PolicyName, secrets.PolicyHCL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a login after the token was revoked, and fresh keys", func() bool {
+		return v.Logins() > n && v.Refresh(ctx) == nil
+	})
+}
