@@ -923,6 +923,11 @@ func (v *Vault) fresh() (*keyState, error) {
 	return st, nil
 }
 
+// RefreshFailing reports whether the last key refresh (or AppRole
+// re-login) failed: the keys held still serve until the staleness limit.
+// It makes no Vault call.
+func (v *Vault) RefreshFailing() bool { return v.lastErr.Load() != nil }
+
 // Check reports whether the keys are fresh enough to serve: nil, or a
 // *StaleError (which wraps ErrStale and ErrUnavailable). It makes no Vault
 // call.
