@@ -113,8 +113,10 @@ func (l *leakScanner) scan(where string, data []byte) []string {
 // TestVaultCanarySecretsNeverLeak serves an encrypted catalog with keys from
 // a real Vault whose every secret is a recognizable canary, drives it with
 // real clients (including URIs that carry credentials), and then scans every
-// URI served, every response, the server log, the audit database, the
-// catalog and every export: no canary appears anywhere.
+// URI served, every response, the server log, /metrics and /readyz, its
+// command line, the audit database, the catalog, every other file beside
+// the data (checkpoints, anchors) and every export: no canary appears
+// anywhere.
 func TestVaultCanarySecretsNeverLeak(t *testing.T) {
 	cursorKey := []byte("CANARY-cursor-key-0123456789abcd")
 	auditKey := []byte("CANARY-audit-hmac-key-0123456789")
@@ -127,7 +129,13 @@ func TestVaultCanarySecretsNeverLeak(t *testing.T) {
 	if err := os.WriteFile(wrappedFile, []byte(v.prov.WrappedSecretID), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := serveVault(t, v, d, tokens, wrappedFile, true)
+	opsFile := filepath.Join(t.TempDir(), "ops")
+	s := serveVault(t, v, d, tokens, wrappedFile, true, "--ops-listen", loopback, "--ops-addr-file", opsFile)
+	opsURL := s.waitAddr(t, opsFile)
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", s.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	const pwCanary, queryCanary = "CANARYpassw0rd-e2e", "CANARYquerytoken-e2e"
 	var responses bytes.Buffer // every response, as JSON
@@ -165,7 +173,30 @@ func TestVaultCanarySecretsNeverLeak(t *testing.T) {
 	ts := runTSClient(t, s.url, clinTok, served[0])
 	tsJSON, _ := json.Marshal(ts)
 	responses.Write(tsJSON)
+	var ops bytes.Buffer // what the ops listener shows
+	for _, path := range []string{"/metrics", "/readyz"} {
+		_, body := httpGet(t, opsURL+path)
+		ops.WriteString(body)
+	}
+	if !strings.Contains(ops.String(), "custos_keys_stale") {
+		t.Fatalf("/metrics lacks custos_keys_stale; the scan would prove little:\n%s", ops.String())
+	}
 	s.stop(t)
+	// Every file the server left beside the data (checkpoints, anchors).
+	var files bytes.Buffer
+	anchored := false
+	filepath.WalkDir(filepath.Dir(d.data), func(path string, e os.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() && path != filepath.Join(d.data, "catalog.db") && path != d.audit() {
+			if b, err := os.ReadFile(path); err == nil {
+				files.Write(b)
+				anchored = anchored || (strings.HasSuffix(path, filepath.Join("anchor", "checkpoints.jsonl")) && len(b) > 0)
+			}
+		}
+		return nil
+	})
+	if !anchored {
+		t.Fatal("no anchored checkpoint among the files beside the data; the scan would prove little")
+	}
 
 	// Exports, the audit database and the catalog, as files.
 	jsonl := mustCustos(t, "audit", "export", "--data-dir", d.data, "--purpose", "HOPERAT", "--format", "jsonl")
@@ -208,6 +239,9 @@ func TestVaultCanarySecretsNeverLeak(t *testing.T) {
 	hits = append(hits, l.scan("the JSONL export", []byte(jsonl))...)
 	hits = append(hits, l.scan("the CSV export", []byte(csv))...)
 	hits = append(hits, l.scan("catalog.db", catalogDB)...)
+	hits = append(hits, l.scan("/metrics or /readyz", ops.Bytes())...)
+	hits = append(hits, l.scan("the server's command line", cmdline)...)
+	hits = append(hits, l.scan("a file beside the data", files.Bytes())...)
 	for _, h := range hits {
 		t.Error(h)
 	}
