@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -270,6 +271,9 @@ func OpenVault(ctx context.Context, opts VaultOptions) (*Vault, error) {
 		authSecret, err = client.Auth().Token().LookupSelfWithContext(cctx)
 		cancel()
 		if err != nil {
+			if notVault(err) {
+				return nil, notVaultErr("look up", "auth/token/lookup-self", opts.Address, "")
+			}
 			return nil, vaultErr("look up", "auth/token/lookup-self", err, "the token is invalid or expired")
 		}
 	}
@@ -287,6 +291,25 @@ func OpenVault(ctx context.Context, opts VaultOptions) (*Vault, error) {
 	go v.background(authSecret)
 	v.log.Info("vault keys loaded", "addr", opts.Address, "keys", strings.Join(st.ids(opts.Layout), " "))
 	return v, nil
+}
+
+// notVault reports whether err is an answer Vault does not give to an
+// authentication call: a body that is not Vault's JSON, or 404 (another
+// HTTP server at the address, a wrong port, a proxy's page).
+func notVault(err error) bool {
+	var (
+		se *json.SyntaxError
+		ue *json.UnmarshalTypeError
+		re *vault.ResponseError
+	)
+	return errors.As(err, &se) || errors.As(err, &ue) || (errors.As(err, &re) && re.StatusCode == http.StatusNotFound)
+}
+
+// notVaultErr says that the first call's answer was not Vault's, naming
+// the address (it carries no credential: validateAddress).
+func notVaultErr(op, api, addr, also string) error {
+	return fmt.Errorf("%w: %s %s: the answer is not Vault's (not found, or not Vault's JSON): is %s a Vault server%s? "+
+		"(--vault-addr, $VAULT_ADDR)", ErrUnavailable, op, api, addr, also)
 }
 
 // checkClientEnv refuses what the Vault client library took from the
@@ -357,6 +380,9 @@ func (v *Vault) appRoleLogin(ctx context.Context, a AppRole) (func(context.Conte
 		defer cancel()
 		s, err := v.client.Auth().Login(cctx, auth)
 		if err != nil {
+			if notVault(err) {
+				return nil, notVaultErr("log in", "auth/"+mount+"/login", v.opts.Address, ", with AppRole enabled at auth/"+mount+"/")
+			}
 			return nil, vaultErr("log in", "auth/"+mount+"/login", err, "the role id or secret id is wrong, or the secret id expired")
 		}
 		return s, nil

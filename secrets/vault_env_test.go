@@ -12,6 +12,7 @@ import (
 	"errors"
 	"math/big"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -229,5 +230,31 @@ func TestVaultStaleKindNamesTheCause(t *testing.T) {
 	}
 	if k := kind(); k != "Vault is sealed" {
 		t.Errorf("kind with a sealed Vault: %q", k)
+	}
+}
+
+// TestVaultAddressNotVaultIsNamed: VAULT_ADDR naming another HTTP server
+// (a wrong port, a proxy's page) answered custos's first call with 404,
+// reported as 'key missing or unusable: ... not found': a key was blamed
+// for an address. The first call's 404 now asks whether the address is
+// Vault's (and, for AppRole, whether AppRole is enabled at its mount).
+func TestVaultAddressNotVaultIsNamed(t *testing.T) {
+	other := httptest.NewServer(http.NotFoundHandler())
+	defer other.Close()
+	dir := t.TempDir()
+	role, secret := filepath.Join(dir, "role-id"), filepath.Join(dir, "secret-id")
+	for _, f := range []string{role, secret} {
+		if err := os.WriteFile(f, []byte("canary-"+filepath.Base(f)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range []secrets.VaultOptions{
+		{Address: other.URL, Token: "hvs.canary-token"},
+		{Address: other.URL, AppRole: &secrets.AppRole{RoleIDFile: role, SecretIDFile: secret}},
+	} {
+		_, err := secrets.OpenVault(context.Background(), o)
+		if err == nil || !strings.Contains(err.Error(), "is "+other.URL+" a Vault server") || strings.Contains(err.Error(), "canary") {
+			t.Errorf("OpenVault against a server that is not Vault (token %v): %v, want the address questioned", o.Token != "", err)
+		}
 	}
 }
