@@ -851,7 +851,11 @@ func (v *Vault) background(authSecret *vault.Secret) {
 // logged in, and its own error ("Vault no longer accepts the token ... custos
 // logs in again by itself") would send the operator the wrong way.
 func (v *Vault) loginFailed(err error) {
-	v.lastErr.Store(&refreshFailure{cause: "custos cannot log in to Vault again: " + err.Error(), kind: "custos cannot log in to Vault (AppRole)"})
+	kind := "custos cannot log in to Vault (AppRole)"
+	if !errors.Is(err, ErrPermission) {
+		kind = failureKind(err) // sealed, unreachable: not the credentials
+	}
+	v.lastErr.Store(&refreshFailure{cause: "custos cannot log in to Vault again: " + err.Error(), kind: kind})
 }
 
 // refreshFailure is why the keys could not be refreshed: cause is the

@@ -258,3 +258,42 @@ func TestVaultAddressNotVaultIsNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestVaultSealedDuringReloginIsNamedSealed: with AppRole, a Vault sealed
+// long enough for custos's token to reach its maximum TTL makes the
+// re-login fail too; the class of the cause stays "Vault is sealed" (it
+// became "custos cannot log in to Vault (AppRole)", which sent the operator
+// to the secret id).
+func TestVaultSealedDuringReloginIsNamedSealed(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir(), TokenTTL: 2 * time.Second, TokenMaxTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr,
+		AppRole:         &secrets.AppRole{RoleIDFile: p.RoleIDFile, SecretIDFile: p.SecretIDFile},
+		RefreshInterval: 300 * time.Millisecond, MaxStaleness: 3 * time.Second, RequestTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if err := srv.Root().Sys().SealWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for v.Check() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("keys still fresh 30 s into a sealed Vault")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // past the token's end: the re-login has failed
+	var se *secrets.StaleError
+	if err := v.Check(); !errors.As(err, &se) || se.Kind != "Vault is sealed" || v.Logins() != 1 {
+		t.Fatalf("stale keys with Vault sealed past the token's life: %v (kind %q, %d logins)", err, se.Kind, v.Logins())
+	}
+	if !strings.Contains(se.Cause, "cannot log in to Vault again") {
+		t.Errorf("the cause does not say that custos could not log in again: %s", se.Cause)
+	}
+}
