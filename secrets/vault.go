@@ -340,11 +340,9 @@ func (v *Vault) appRoleLogin(ctx context.Context, a AppRole) (func(context.Conte
 	if err != nil {
 		return nil, err
 	}
-	// Whoever reads the secret id logs in as custos and reads every key:
-	// refuse a file any local user can read, as ssh refuses a private key.
-	if fi, err := os.Stat(a.SecretIDFile); err == nil && fi.Mode().Perm()&0o004 != 0 {
+	if mode, exposed := SecretFileExposed(a.SecretIDFile); exposed {
 		return nil, fmt.Errorf("%w: the AppRole secret id file %s is readable by every local user (mode %s); "+
-			"make it readable by custos only, e.g. chown root:custos and chmod 0440 (docs/vault.md)", ErrBadConfig, a.SecretIDFile, fi.Mode().Perm())
+			"make it readable by custos only, e.g. chown root:custos and chmod 0440 (docs/vault.md)", ErrBadConfig, a.SecretIDFile, mode)
 	}
 	secretID, err := readSecretFile(a.SecretIDFile, "AppRole secret id")
 	if err != nil {
@@ -397,6 +395,20 @@ func (v *Vault) login(ctx context.Context) (*vault.Secret, error) {
 	v.logins.Add(1)
 	v.log.Info("vault login", "method", "approle", "ttl_seconds", s.Auth.LeaseDuration, "renewable", s.Auth.Renewable)
 	return s, nil
+}
+
+// SecretFileExposed reports whether the file at path (an AppRole secret
+// id, or the wrapping token that yields one) is readable by every local
+// user, and its mode. Whoever reads a secret id logs in as custos and
+// reads every key: OpenVault refuses such a file, as ssh refuses a private
+// key, and configuration checks report it. A file that cannot be
+// stat'ed is not exposed (reading it fails with its own error).
+func SecretFileExposed(path string) (os.FileMode, bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, false
+	}
+	return fi.Mode().Perm(), fi.Mode().Perm()&0o004 != 0
 }
 
 func readSecretFile(path, what string) (string, error) {
