@@ -600,7 +600,13 @@ func (a *App) Health() *ops.Health {
 	h.AddCheck("keys", func(context.Context) error {
 		err := a.keys.Check()
 		a.metrics.SetKeysStale(err != nil)
+		a.metrics.SetKeysRefreshFailing(a.vault != nil && a.vault.RefreshFailing())
 		if err != nil {
+			// The class of the cause, never the cause itself (Vault's
+			// address, paths and answers stay in the log).
+			if se := (*secrets.StaleError)(nil); errors.As(err, &se) && se.Kind != "" {
+				return ops.NewSafeError("keys stale: " + se.Kind)
+			}
 			return ops.NewSafeError("keys stale")
 		}
 		return nil

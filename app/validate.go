@@ -18,6 +18,7 @@ import (
 	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/policy/btg"
+	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/clientaddr"
 	"github.com/custos-mcp/custos/server/oauth"
@@ -562,7 +563,7 @@ func (c *checker) vault() {
 			return
 		}
 	default:
-		c.url("vault.address", v.Address, false)
+		c.url("vault.address", v.Address, true)
 	}
 	if v.TLS != nil {
 		c.file("vault.ca_cert_file", v.TLS.CACert)
@@ -570,6 +571,10 @@ func (c *checker) vault() {
 	if ar := v.AppRole; ar != nil {
 		c.file("vault.approle.role_id_file", ar.RoleIDFile)
 		c.file("vault.approle.secret_id_file", ar.SecretIDFile)
+		if mode, exposed := secrets.SecretFileExposed(ar.SecretIDFile); exposed && !c.co.SkipFiles {
+			c.add("vault.approle.secret_id_file", "readable by every local user (mode %s): whoever reads it logs in to Vault as custos; "+
+				"make it readable by custos only (chmod 0440, owner root:custos)", mode)
+		}
 		both := fmt.Sprintf("AppRole needs both %s and %s", c.name("vault.approle.role_id_file"), c.name("vault.approle.secret_id_file"))
 		switch {
 		case ar.RoleIDFile != "" && ar.SecretIDFile == "":

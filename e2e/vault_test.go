@@ -113,8 +113,10 @@ func (l *leakScanner) scan(where string, data []byte) []string {
 // TestVaultCanarySecretsNeverLeak serves an encrypted catalog with keys from
 // a real Vault whose every secret is a recognizable canary, drives it with
 // real clients (including URIs that carry credentials), and then scans every
-// URI served, every response, the server log, the audit database, the
-// catalog and every export: no canary appears anywhere.
+// URI served, every response, the server log, /metrics and /readyz, its
+// command line, the audit database, the catalog, every other file beside
+// the data (checkpoints, anchors) and every export: no canary appears
+// anywhere.
 func TestVaultCanarySecretsNeverLeak(t *testing.T) {
 	cursorKey := []byte("CANARY-cursor-key-0123456789abcd")
 	auditKey := []byte("CANARY-audit-hmac-key-0123456789")
@@ -127,7 +129,13 @@ func TestVaultCanarySecretsNeverLeak(t *testing.T) {
 	if err := os.WriteFile(wrappedFile, []byte(v.prov.WrappedSecretID), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := serveVault(t, v, d, tokens, wrappedFile, true)
+	opsFile := filepath.Join(t.TempDir(), "ops")
+	s := serveVault(t, v, d, tokens, wrappedFile, true, "--ops-listen", loopback, "--ops-addr-file", opsFile)
+	opsURL := s.waitAddr(t, opsFile)
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", s.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	const pwCanary, queryCanary = "CANARYpassw0rd-e2e", "CANARYquerytoken-e2e"
 	var responses bytes.Buffer // every response, as JSON
@@ -165,7 +173,30 @@ func TestVaultCanarySecretsNeverLeak(t *testing.T) {
 	ts := runTSClient(t, s.url, clinTok, served[0])
 	tsJSON, _ := json.Marshal(ts)
 	responses.Write(tsJSON)
+	var ops bytes.Buffer // what the ops listener shows
+	for _, path := range []string{"/metrics", "/readyz"} {
+		_, body := httpGet(t, opsURL+path)
+		ops.WriteString(body)
+	}
+	if !strings.Contains(ops.String(), "custos_keys_stale") {
+		t.Fatalf("/metrics lacks custos_keys_stale; the scan would prove little:\n%s", ops.String())
+	}
 	s.stop(t)
+	// Every file the server left beside the data (checkpoints, anchors).
+	var files bytes.Buffer
+	anchored := false
+	filepath.WalkDir(filepath.Dir(d.data), func(path string, e os.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() && path != filepath.Join(d.data, "catalog.db") && path != d.audit() {
+			if b, err := os.ReadFile(path); err == nil {
+				files.Write(b)
+				anchored = anchored || (strings.HasSuffix(path, filepath.Join("anchor", "checkpoints.jsonl")) && len(b) > 0)
+			}
+		}
+		return nil
+	})
+	if !anchored {
+		t.Fatal("no anchored checkpoint among the files beside the data; the scan would prove little")
+	}
 
 	// Exports, the audit database and the catalog, as files.
 	jsonl := mustCustos(t, "audit", "export", "--data-dir", d.data, "--purpose", "HOPERAT", "--format", "jsonl")
@@ -208,6 +239,9 @@ func TestVaultCanarySecretsNeverLeak(t *testing.T) {
 	hits = append(hits, l.scan("the JSONL export", []byte(jsonl))...)
 	hits = append(hits, l.scan("the CSV export", []byte(csv))...)
 	hits = append(hits, l.scan("catalog.db", catalogDB)...)
+	hits = append(hits, l.scan("/metrics or /readyz", ops.Bytes())...)
+	hits = append(hits, l.scan("the server's command line", cmdline)...)
+	hits = append(hits, l.scan("a file beside the data", files.Bytes())...)
 	for _, h := range hits {
 		t.Error(h)
 	}
@@ -453,8 +487,9 @@ func TestVaultOutageFailsClosedAndRecovers(t *testing.T) {
 	}
 }
 
-// TestVaultStartupRefusals: wrong policy, plaintext catalog, dev keys on an
-// encrypted catalog; then the plaintext catalog is migrated and served.
+// TestVaultStartupRefusals: wrong policy, VAULT_SKIP_VERIFY or
+// VAULT_AGENT_ADDR set, plaintext catalog, dev keys on an encrypted
+// catalog; then the plaintext catalog is migrated and served.
 func TestVaultStartupRefusals(t *testing.T) {
 	v := startVault(t, vaulttest.ProvisionOptions{})
 	ctx := context.Background()
@@ -482,6 +517,15 @@ func TestVaultStartupRefusals(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, `permission denied`) || !strings.Contains(errOut, `transit/datakey/wrapped/custos-blob-kek`) ||
 		!strings.Contains(errOut, `capabilities = ["update"]`) || !strings.Contains(errOut, `"custos-server"`) || strings.Contains(errOut, weak) {
 		t.Errorf("serve with a policy lacking datakey: exit %d\n%s", code, errOut)
+	}
+	// The Vault client library's environment cannot turn off TLS
+	// verification or redirect custos to another Vault.
+	for _, env := range []string{"VAULT_SKIP_VERIFY=true", "VAULT_AGENT_ADDR=" + v.srv.Addr} {
+		name, _, _ := strings.Cut(env, "=")
+		_, errOut, code = custos(t, append(append([]string(nil), v.env...), env), serveArgs(enc)...)
+		if code != 2 || !strings.Contains(errOut, "$"+name+" is set") {
+			t.Errorf("serve with %s: exit %d\n%s", env, code, errOut)
+		}
 	}
 	// No external anchor: refused (a rolled-back audit.db would go unseen).
 	_, errOut, code = custos(t, v.env, "serve", "--data-dir", enc.data, "--stdio", "--principal-file", enc.principal("clinician"))
@@ -744,4 +788,82 @@ func TestVaultEncryptedReimportWhileServing(t *testing.T) {
 	if bytes.Contains(catalogDB, []byte(marker)) {
 		t.Fatal("catalog.db holds the re-imported note in plaintext")
 	}
+}
+
+// TestVaultSigningKeyRotationWhileServing: the Transit signing key is
+// rotated under a serving custos (key refresh at its 1 min default). The
+// checkpoints signed right after the rotation are made by the new version
+// and anchored at once (they failed, "no signing key version 2", until the
+// next key refresh), and the new version is logged; `audit verify` passes
+// with a verifier file written after the rotation and fails with one written
+// before it, saying that the signing key may have been rotated; serve
+// restarts on the log whose last checkpoint the new version signed.
+func TestVaultSigningKeyRotationWhileServing(t *testing.T) {
+	v := startVault(t, vaulttest.ProvisionOptions{})
+	d := newVaultDataset(t, v)
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	tok := newToken(t, d.principal("clinician"), tokens)
+	s := serveVault(t, v, d, tokens, v.prov.SecretIDFile, false, "--checkpoint-interval", "100ms", "--checkpoint-every", "1")
+	cs := connect(t, s.url, tok)
+	ctx := context.Background()
+	page, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atok, err := v.srv.TokenWithPolicy(ctx, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aenv := []string{"VAULT_ADDR=" + v.srv.Addr, "VAULT_TOKEN=" + atok}
+	pubkey := func() string {
+		t.Helper()
+		f := filepath.Join(t.TempDir(), "vkeys")
+		if _, errOut, code := custos(t, aenv, "audit", "pubkey", "--data-dir", d.data, "-o", f); code != 0 {
+			t.Fatalf("audit pubkey: exit %d %s", code, errOut)
+		}
+		return f
+	}
+	before := pubkey()
+	anchorFile := filepath.Join(filepath.Dir(d.data), "anchor", "checkpoints.jsonl")
+	anchored := func() int {
+		b, _ := os.ReadFile(anchorFile)
+		return bytes.Count(b, []byte("\n"))
+	}
+	waitFor(t, func() bool { return anchored() > 0 })
+
+	if err := v.srv.RotateTransit(ctx, v.prov.Layout.SigningKey); err != nil {
+		t.Fatal(err)
+	}
+	n := anchored()
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: page.Resources[0].URI}); err != nil {
+		t.Fatal(err)
+	}
+	// Well within the 1 min key refresh.
+	deadline := time.Now().Add(10 * time.Second)
+	for anchored() == n {
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint anchored 10 s after a read that followed the signing key's rotation:\n%s", s.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.stop(t)
+	if logs := s.stderr.String(); strings.Contains(logs, "audit checkpoint failed") || !strings.Contains(logs, "signing=transit/custos-audit-signing@2") {
+		t.Errorf("checkpoints failed after the rotation, or the new version is not logged:\n%s", logs)
+	}
+
+	anchor := filepath.Dir(anchorFile)
+	after := pubkey()
+	if out, errOut, code := custos(t, nil, "audit", "verify", "--data-dir", d.data, "--anchor-dir", anchor, "--pubkey", after); code != 0 {
+		t.Fatalf("audit verify with the verifier keys written after the rotation: exit %d %s %s", code, out, errOut)
+	}
+	out, errOut, code := custos(t, nil, "audit", "verify", "--data-dir", d.data, "--anchor-dir", anchor, "--pubkey", before)
+	if code == 0 || !strings.Contains(out+errOut, "before the signing key was rotated") {
+		t.Errorf("audit verify with the verifier keys written before the rotation: exit %d %s %s", code, out, errOut)
+	}
+	s2 := serveVault(t, v, d, tokens, v.prov.SecretIDFile, false)
+	cs2 := connect(t, s2.url, tok)
+	if _, err := cs2.ReadResource(ctx, &mcp.ReadResourceParams{URI: page.Resources[1].URI}); err != nil {
+		t.Fatalf("read after a restart on checkpoints signed by the new version: %v", err)
+	}
+	s2.stop(t)
 }

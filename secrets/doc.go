@@ -27,7 +27,12 @@
 //   - Startup checks everything: OpenVault fails unless every key is
 //     present, of the right type and not exportable, and a signature and a
 //     data key round trip succeed; errors name the Vault path and the ACL
-//     rule that grants it.
+//     rule that grants it. Every refresh checks the keys again, and the
+//     token's capabilities on the Transit paths it does not call itself.
+//   - custos reaches only the Vault address it checked and verifies its
+//     certificate: https, or plain http to a loopback host; the client
+//     library's $VAULT_SKIP_VERIFY and $VAULT_AGENT_ADDR are refused; so is
+//     an AppRole secret id file every local user can read.
 //   - No Vault round trip on the hot path once keys are cached: cursor and
 //     audit keys are held in memory and refreshed in the background; data
 //     keys are cached up to their TTL, or until a refresh finds the blob

@@ -35,10 +35,14 @@ var ErrPermission = errors.New("secrets: permission denied by Vault")
 var ErrStale = errors.New("secrets: keys are stale")
 
 // StaleError is the evidence of ErrStale: how old the keys are, the limit,
-// and the last refresh error (which never holds a secret).
+// and the last refresh error (which never holds a secret). Kind is the
+// cause's class in a fixed phrase naming no host, path or Vault message
+// ("Vault is sealed", "custos cannot log in to Vault (AppRole)", ...): what
+// /readyz may show to whoever can reach it.
 type StaleError struct {
 	Age, Limit time.Duration
 	Cause      string
+	Kind       string
 }
 
 func (e *StaleError) Error() string {
@@ -65,8 +69,8 @@ func vaultErr(op, api string, err error, hint string) error {
 				// Vault answers 403 "permission denied" with "invalid
 				// token" for a token it no longer knows: not a policy
 				// problem, so no ACL rule to name.
-				return fmt.Errorf("%w: %s %s: Vault no longer accepts the token (expired or revoked); with AppRole custos logs in again by itself, "+
-					"a token given in $VAULT_TOKEN must be replaced", ErrPermission, op, api)
+				return tokenRejected{fmt.Errorf("%w: %s %s: Vault no longer accepts the token (expired or revoked); with AppRole custos logs in again by itself, "+
+					"a token given in $VAULT_TOKEN must be replaced", ErrPermission, op, api)}
 			}
 			capability := "update"
 			if op == "read" {
@@ -75,8 +79,7 @@ func vaultErr(op, api string, err error, hint string) error {
 			if hint != "" {
 				return fmt.Errorf("%w: %s %s: %s", ErrPermission, op, api, hint)
 			}
-			return fmt.Errorf("%w: %s %s: the token's policies do not allow it; custos needs the rule "+
-				"path %q { capabilities = [%q] } of policy %q (docs/vault.md)", ErrPermission, op, api, api, capability, PolicyName)
+			return ruleErr(op, api, capability)
 		case http.StatusNotFound:
 			return fmt.Errorf("%w: %s %s: not found (docs/vault.md)", ErrMissing, op, api)
 		case http.StatusBadRequest, http.StatusUnauthorized:
@@ -87,4 +90,24 @@ func vaultErr(op, api string, err error, hint string) error {
 		return fmt.Errorf("%w: %s %s: Vault answered HTTP %d: %s", ErrUnavailable, op, api, re.StatusCode, strings.Join(re.Errors, "; "))
 	}
 	return fmt.Errorf("%w: %s %s: %v", ErrUnavailable, op, api, err)
+}
+
+// ruleErr is the error of a call the token's policies do not allow: it
+// names the rule of policy custos-server that grants it.
+func ruleErr(op, api, capability string) error {
+	return fmt.Errorf("%w: %s %s: the token's policies do not allow it; custos needs the rule "+
+		"path %q { capabilities = [%q] } of policy %q (docs/vault.md)", ErrPermission, op, api, api, capability, PolicyName)
+}
+
+// tokenRejected marks an ErrPermission that Vault answered because it no
+// longer knows the token (revoked, expired): logging in again cures it; a
+// policy that denies a call is not cured by a new token of the same role.
+type tokenRejected struct{ error }
+
+func (e tokenRejected) Unwrap() error { return e.error }
+
+// isTokenRejected reports whether err is Vault no longer accepting the token.
+func isTokenRejected(err error) bool {
+	var tr tokenRejected
+	return errors.As(err, &tr)
 }

@@ -104,6 +104,9 @@ func OpenPolicySigner(ctx context.Context, opts VaultOptions) (*PolicySigner, er
 			return nil, fmt.Errorf("%w: vault TLS: %v", ErrBadConfig, err)
 		}
 	}
+	if err := checkClientEnv(cfg); err != nil {
+		return nil, err
+	}
 	c, err := vault.NewClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: vault client: %v", ErrBadConfig, err)

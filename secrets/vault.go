@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -147,8 +149,10 @@ func (o *VaultOptions) validate() error {
 	return nil
 }
 
-// validateAddress accepts http(s)://host[:port][/path] and nothing that
-// could carry a credential.
+// validateAddress accepts https://host[:port][/path], http:// only to a
+// loopback host (a dev Vault, a local Vault Agent), and nothing that could
+// carry a credential. Over plain http the secret id, the token, the KV
+// keys and every unwrapped data key would cross the network in clear text.
 func validateAddress(addr string) error {
 	u, err := url.Parse(addr)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -157,7 +161,20 @@ func validateAddress(addr string) error {
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
 		return fmt.Errorf("%w: Vault address must not carry credentials, a query or a fragment (secrets are never put in URIs)", ErrBadConfig)
 	}
+	if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+		return fmt.Errorf("%w: Vault address %s: plain http:// only on a loopback host; want https:// (custos's credentials "+
+			"and keys would cross the network in clear text)", ErrBadConfig, u.Scheme+"://"+u.Host)
+	}
 	return nil
+}
+
+// loopbackHost reports whether host is localhost or a loopback IP address.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // keyState is one immutable snapshot of what was read from Vault.
@@ -187,11 +204,14 @@ type Vault struct {
 	client *vault.Client
 	log    *slog.Logger
 
-	auth     func(ctx context.Context) (*vault.Secret, error) // logs in; nil for token auth
-	logins   atomic.Int64
-	state    atomic.Pointer[keyState]
-	lastErr  atomic.Pointer[string]
-	datakeys *dataKeyCache
+	auth    func(ctx context.Context) (*vault.Secret, error) // logs in; nil for token auth
+	logins  atomic.Int64
+	state   atomic.Pointer[keyState]
+	lastErr atomic.Pointer[refreshFailure]
+	// capsSkipped is set once the token was found unable to check its
+	// own capabilities (logged once).
+	capsSkipped atomic.Bool
+	datakeys    *dataKeyCache
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -224,6 +244,9 @@ func OpenVault(ctx context.Context, opts VaultOptions) (*Vault, error) {
 			return nil, fmt.Errorf("%w: vault TLS: %v", ErrBadConfig, err)
 		}
 	}
+	if err := checkClientEnv(cfg); err != nil {
+		return nil, err
+	}
 	client, err := vault.NewClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: vault client: %v", ErrBadConfig, err)
@@ -248,6 +271,9 @@ func OpenVault(ctx context.Context, opts VaultOptions) (*Vault, error) {
 		authSecret, err = client.Auth().Token().LookupSelfWithContext(cctx)
 		cancel()
 		if err != nil {
+			if notVault(err) {
+				return nil, notVaultErr("look up", "auth/token/lookup-self", opts.Address, "")
+			}
 			return nil, vaultErr("look up", "auth/token/lookup-self", err, "the token is invalid or expired")
 		}
 	}
@@ -267,12 +293,56 @@ func OpenVault(ctx context.Context, opts VaultOptions) (*Vault, error) {
 	return v, nil
 }
 
+// notVault reports whether err is an answer Vault does not give to an
+// authentication call: a body that is not Vault's JSON, or 404 (another
+// HTTP server at the address, a wrong port, a proxy's page).
+func notVault(err error) bool {
+	var (
+		se *json.SyntaxError
+		ue *json.UnmarshalTypeError
+		re *vault.ResponseError
+	)
+	return errors.As(err, &se) || errors.As(err, &ue) || (errors.As(err, &re) && re.StatusCode == http.StatusNotFound)
+}
+
+// notVaultErr says that the first call's answer was not Vault's, naming
+// the address (it carries no credential: validateAddress).
+func notVaultErr(op, api, addr, also string) error {
+	return fmt.Errorf("%w: %s %s: the answer is not Vault's (not found, or not Vault's JSON): is %s a Vault server%s? "+
+		"(--vault-addr, $VAULT_ADDR)", ErrUnavailable, op, api, addr, also)
+}
+
+// checkClientEnv refuses what the Vault client library took from the
+// environment (vault.DefaultConfig reads VAULT_*) that would undo custos's
+// own checks: VAULT_AGENT_ADDR replaces the address validateAddress
+// checked and the logs name, and VAULT_SKIP_VERIFY turns off the
+// verification of Vault's certificate even when a CA is given (the library
+// only ever sets InsecureSkipVerify). Neither value is repeated: an agent
+// address may carry credentials.
+func checkClientEnv(cfg *vault.Config) error {
+	if cfg.AgentAddress != "" {
+		return fmt.Errorf("%w: $VAULT_AGENT_ADDR is set: the Vault client would send custos's credentials there instead of "+
+			"the Vault address custos checked; custos reads only --vault-addr or $VAULT_ADDR (give a Vault Agent's address there) "+
+			"and refuses VAULT_AGENT_ADDR: unset it", ErrBadConfig)
+	}
+	if tc := cfg.TLSConfig(); tc != nil && tc.InsecureSkipVerify {
+		return fmt.Errorf("%w: $VAULT_SKIP_VERIFY is set: custos never skips verifying Vault's TLS certificate (it would "+
+			"send its credentials and receive its keys from whoever answers); unset it and give Vault's CA with --vault-ca-cert "+
+			"or $VAULT_CACERT", ErrBadConfig)
+	}
+	return nil
+}
+
 // appRoleLogin reads the role id and secret id once and returns the login
 // function used at startup and for every re-login.
 func (v *Vault) appRoleLogin(ctx context.Context, a AppRole) (func(context.Context) (*vault.Secret, error), error) {
 	roleID, err := readSecretFile(a.RoleIDFile, "AppRole role id")
 	if err != nil {
 		return nil, err
+	}
+	if mode, exposed := SecretFileExposed(a.SecretIDFile); exposed {
+		return nil, fmt.Errorf("%w: the AppRole secret id file %s is readable by every local user (mode %s); "+
+			"make it readable by custos only, e.g. chown root:custos and chmod 0440 (docs/vault.md)", ErrBadConfig, a.SecretIDFile, mode)
 	}
 	secretID, err := readSecretFile(a.SecretIDFile, "AppRole secret id")
 	if err != nil {
@@ -308,6 +378,9 @@ func (v *Vault) appRoleLogin(ctx context.Context, a AppRole) (func(context.Conte
 		defer cancel()
 		s, err := v.client.Auth().Login(cctx, auth)
 		if err != nil {
+			if notVault(err) {
+				return nil, notVaultErr("log in", "auth/"+mount+"/login", v.opts.Address, ", with AppRole enabled at auth/"+mount+"/")
+			}
 			return nil, vaultErr("log in", "auth/"+mount+"/login", err, "the role id or secret id is wrong, or the secret id expired")
 		}
 		return s, nil
@@ -322,6 +395,20 @@ func (v *Vault) login(ctx context.Context) (*vault.Secret, error) {
 	v.logins.Add(1)
 	v.log.Info("vault login", "method", "approle", "ttl_seconds", s.Auth.LeaseDuration, "renewable", s.Auth.Renewable)
 	return s, nil
+}
+
+// SecretFileExposed reports whether the file at path (an AppRole secret
+// id, or the wrapping token that yields one) is readable by every local
+// user, and its mode. Whoever reads a secret id logs in as custos and
+// reads every key: OpenVault refuses such a file, as ssh refuses a private
+// key, and configuration checks report it. A file that cannot be
+// stat'ed is not exposed (reading it fails with its own error).
+func SecretFileExposed(path string) (os.FileMode, bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, false
+	}
+	return fi.Mode().Perm(), fi.Mode().Perm()&0o004 != 0
 }
 
 func readSecretFile(path, what string) (string, error) {
@@ -396,9 +483,53 @@ func (v *Vault) fetch(ctx context.Context, prev *keyState) (*keyState, error) {
 			return nil, err
 		}
 		st.blobKEKVer, st.blobKEKMinDecrypt = bk.latest, bk.minDecrypt
+		if err := v.checkCapabilities(ctx); err != nil {
+			return nil, err
+		}
 	}
 	st.refreshed = v.opts.Now()
 	return st, nil
+}
+
+// checkCapabilities asks Vault (sys/capabilities-self, which Vault's
+// default policy grants) whether the token may still make the Transit
+// calls a refresh does not make itself: sign (checkpoints), datakey and
+// decrypt (payloads), rewrap. A rule removed from policy custos-server
+// while serving then fails the refresh, naming the rule as a start does,
+// rather than only the reads that need it while /readyz stays ready. A
+// token whose policies do not allow the check itself (no default policy)
+// is not refused for it: the check is logged as skipped.
+func (v *Vault) checkCapabilities(ctx context.Context) error {
+	l := v.opts.Layout
+	paths := []string{
+		l.TransitPath("sign", l.SigningKey), l.TransitPath("datakey/wrapped", l.BlobKey),
+		l.TransitPath("decrypt", l.BlobKey), l.TransitPath("rewrap", l.BlobKey),
+	}
+	const api = "sys/capabilities-self"
+	cctx, cancel := context.WithTimeout(ctx, v.opts.RequestTimeout)
+	defer cancel()
+	s, err := v.client.Logical().WriteWithContext(cctx, api, map[string]any{"paths": paths})
+	if err != nil {
+		err = vaultErr("update", api, err, "")
+		if errors.Is(err, ErrPermission) && !isTokenRejected(err) {
+			if v.capsSkipped.CompareAndSwap(false, true) {
+				v.log.Warn("vault: the token may not check its own capabilities (Vault's default policy grants "+api+"); "+
+					"a rule removed from policy "+PolicyName+" will show only in the calls that need it", "err", err)
+			}
+			return nil
+		}
+		return err
+	}
+	if s == nil || s.Data == nil {
+		return fmt.Errorf("%w: %s: empty response", ErrUnavailable, api)
+	}
+	for _, p := range paths {
+		caps, _ := s.Data[p].([]any)
+		if !slices.ContainsFunc(caps, func(c any) bool { return c == "update" || c == "root" }) {
+			return ruleErr("update", p, "update")
+		}
+	}
+	return nil
 }
 
 // missing lists the versions 1..latest without a public key, ascending.
@@ -505,6 +636,16 @@ func (v *Vault) readKV(ctx context.Context, path string, version int) (kvKey, er
 	}
 	if s == nil || s.VersionMetadata == nil {
 		return kvKey{}, fmt.Errorf("%w: %s: no version metadata (is %q a KV version 2 mount?)", ErrMissing, api, l.KVMount)
+	}
+	// Vault answers a deleted or destroyed version with its metadata and
+	// no data: say so, not that the value is malformed (which sent the
+	// operator to write a new one, rotating a key that may never be).
+	if m := s.VersionMetadata; m.Destroyed {
+		return kvKey{}, fmt.Errorf("%w: %s: version %d was destroyed in Vault (vault kv destroy) and cannot be restored; "+
+			"docs/vault.md (Key rotation) says which keys may be written anew: never the resource id key", ErrMissing, api, m.Version)
+	} else if deleted(m.DeletionTime, v.opts.Now()) {
+		return kvKey{}, fmt.Errorf("%w: %s: version %d was deleted in Vault; an administrator restores it with "+
+			"'vault kv undelete -mount=%s -versions=%d %s' (docs/vault.md)", ErrMissing, api, m.Version, l.KVMount, m.Version, path)
 	}
 	raw, _ := s.Data[KVField].(string)
 	b, err := base64.StdEncoding.Strict().DecodeString(raw)
@@ -677,7 +818,7 @@ func (v *Vault) background(authSecret *vault.Secret) {
 				startWatcher(s)
 			}
 		case <-tick.C:
-			relogin := func() bool {
+			relogin := func() error {
 				if watcher != nil {
 					watcher.Stop()
 					watcher = nil
@@ -685,22 +826,74 @@ func (v *Vault) background(authSecret *vault.Secret) {
 				s, err := v.login(ctx)
 				if err != nil {
 					v.log.Warn("vault re-login failed", "err", err)
-					return false
+					return err
 				}
 				startWatcher(s)
-				return true
+				return nil
 			}
-			if watcher == nil && v.auth != nil && !relogin() {
-				v.Refresh(ctx) // fails and is logged; keys age toward the limit
-				continue
+			if watcher == nil && v.auth != nil {
+				if lerr := relogin(); lerr != nil {
+					// The refresh may still work with the token held (a
+					// login refused by a brief outage); if not, keys age
+					// toward the limit.
+					if v.Refresh(ctx) != nil {
+						v.loginFailed(lerr)
+					}
+					continue
+				}
 			}
 			// A token that expired or was revoked before its watcher noticed
-			// shows up as a permission error: log in again and retry once.
-			if err := v.Refresh(ctx); errors.Is(err, ErrPermission) && v.auth != nil && relogin() {
-				v.Refresh(ctx)
+			// is refused: log in again and retry once. A policy that denies a
+			// call is not cured by a new token of the same role (each login
+			// would leave one more token in Vault at every refresh).
+			if err := v.Refresh(ctx); isTokenRejected(err) && v.auth != nil {
+				if lerr := relogin(); lerr != nil {
+					v.loginFailed(lerr)
+				} else {
+					v.Refresh(ctx)
+				}
 			}
 		}
 	}
+}
+
+// loginFailed makes a failed AppRole re-login the cause that a staleness
+// error names (StaleError.Cause and Kind: the refusal log line, /readyz):
+// the key refresh failed only because custos is no longer
+// logged in, and its own error ("Vault no longer accepts the token ... custos
+// logs in again by itself") would send the operator the wrong way.
+func (v *Vault) loginFailed(err error) {
+	kind := "custos cannot log in to Vault (AppRole)"
+	if !errors.Is(err, ErrPermission) {
+		kind = failureKind(err) // sealed, unreachable: not the credentials
+	}
+	v.lastErr.Store(&refreshFailure{cause: "custos cannot log in to Vault again: " + err.Error(), kind: kind})
+}
+
+// refreshFailure is why the keys could not be refreshed: cause is the
+// error (Vault paths and answers, never a secret), kind its class in a
+// fixed phrase that names no host, path or Vault message (StaleError.Kind,
+// shown on /readyz).
+type refreshFailure struct{ cause, kind string }
+
+// failureKind classifies a refresh error for StaleError.Kind.
+func failureKind(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "Vault is sealed"):
+		return "Vault is sealed"
+	case strings.Contains(msg, "x509:"):
+		return "Vault's TLS certificate is not trusted"
+	case strings.Contains(msg, "tls:"):
+		return "the TLS handshake with Vault failed"
+	case isTokenRejected(err):
+		return "Vault no longer accepts custos's token"
+	case errors.Is(err, ErrPermission):
+		return "Vault's policy denies a call custos needs"
+	case errors.Is(err, ErrMissing):
+		return "a key is missing, deleted or unusable in Vault"
+	}
+	return "Vault unreachable or not answering within --vault-timeout"
 }
 
 func ttlOf(s *vault.Secret) int {
@@ -724,8 +917,7 @@ func (v *Vault) Refresh(ctx context.Context) error {
 	old := v.state.Load()
 	st, err := v.fetch(ctx, old)
 	if err != nil {
-		msg := err.Error()
-		v.lastErr.Store(&msg)
+		v.lastErr.Store(&refreshFailure{cause: err.Error(), kind: failureKind(err)})
 		v.log.Warn("vault key refresh failed; holding keys until the staleness limit", "err", err, "age", v.opts.Now().Sub(old.refreshed).Round(time.Second).String(), "limit", v.opts.MaxStaleness.String())
 		return err
 	}
@@ -764,14 +956,19 @@ func (v *Vault) fresh() (*keyState, error) {
 	}
 	age := v.opts.Now().Sub(st.refreshed)
 	if age > v.opts.MaxStaleness {
-		why := "Vault unreachable"
+		f := &refreshFailure{cause: "Vault unreachable", kind: "Vault unreachable or not answering within --vault-timeout"}
 		if p := v.lastErr.Load(); p != nil {
-			why = *p
+			f = p
 		}
-		return nil, &StaleError{Age: age, Limit: v.opts.MaxStaleness, Cause: why}
+		return nil, &StaleError{Age: age, Limit: v.opts.MaxStaleness, Cause: f.cause, Kind: f.kind}
 	}
 	return st, nil
 }
+
+// RefreshFailing reports whether the last key refresh (or AppRole
+// re-login) failed: the keys held still serve until the staleness limit.
+// It makes no Vault call.
+func (v *Vault) RefreshFailing() bool { return v.lastErr.Load() != nil }
 
 // Check reports whether the keys are fresh enough to serve: nil, or a
 // *StaleError (which wraps ErrStale and ErrUnavailable). It makes no Vault
@@ -895,6 +1092,18 @@ func (v *Vault) sign(ctx context.Context, msg []byte) ([]byte, int, error) {
 	}
 	if len(raw) != ed25519.SignatureSize {
 		return nil, 0, fmt.Errorf("%w: %s: signature of %d bytes", ErrUnavailable, api, len(raw))
+	}
+	if st := v.state.Load(); st != nil {
+		if _, held := st.signing.public[ver]; !held {
+			// Transit signs with a version rotated in since the last
+			// refresh: read the keys now, so that the signature can be
+			// checked (checkpoint.Signer asks for the version's public
+			// key) rather than every checkpoint failing until the next
+			// --key-refresh.
+			if err := v.Refresh(ctx); err != nil {
+				return nil, 0, err
+			}
+		}
 	}
 	return raw, ver, nil
 }

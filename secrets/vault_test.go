@@ -328,6 +328,10 @@ func TestVaultStartupErrorsNameThePathAndTheRule(t *testing.T) {
 			[]string{"must not carry credentials"}, []string{"pw-canary"}},
 		{"token in the query", secrets.VaultOptions{Address: srv.Addr + "?token=tok-canary", Token: tok}, secrets.ErrBadConfig,
 			[]string{"must not carry credentials"}, []string{"tok-canary"}},
+		// The secret id, the token, the KV keys and every unwrapped data
+		// key would cross the network in clear text.
+		{"plain http to a remote Vault", secrets.VaultOptions{Address: "http://vault.invalid:8200", Token: tok}, secrets.ErrBadConfig,
+			[]string{"plain http:// only on a loopback host"}, []string{tok}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -645,4 +649,239 @@ func TestBlobKEKMinDecryptionVersionDropsCachedDataKeys(t *testing.T) {
 	if _, err := v.UnwrapDataKey(ctx, wrapped); !errors.Is(err, secrets.ErrUnavailable) || !strings.Contains(err.Error(), "disallowed by policy") {
 		t.Fatalf("unwrap of a v1 data key after min_decryption_version=2: %v", err)
 	}
+}
+
+// TestVaultAppRoleLoginFailureIsTheStaleCause: when custos can no longer
+// log in (the secret id destroyed, used up or expired) and its token then
+// expires, the keys go stale; the cause the staleness error carries (the
+// refusal log line, the request error's evidence) is the failed login, not
+// the expired token's "with AppRole custos logs in again by itself", which
+// told the operator to wait for what could not happen.
+func TestVaultAppRoleLoginFailureIsTheStaleCause(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir(), TokenTTL: 2 * time.Second, TokenMaxTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := openAppRole(t, srv, p, func(o *secrets.VaultOptions) {
+		o.RefreshInterval = 300 * time.Millisecond
+		o.MaxStaleness = 3 * time.Second
+	})
+	if _, err := srv.Root().Logical().WriteWithContext(ctx, "auth/approle/role/"+vaulttest.RoleName+"/secret-id/destroy",
+		map[string]any{"secret_id": p.SecretID}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the keys to go stale", func() bool { return v.Check() != nil })
+	err = v.Check()
+	if !errors.Is(err, secrets.ErrStale) || !strings.Contains(err.Error(), "log in auth/approle/login") ||
+		strings.Contains(err.Error(), "logs in again by itself") {
+		t.Fatalf("stale keys after the secret id was destroyed: %v\nwant the failed AppRole login as the cause", err)
+	}
+	// /readyz shows the class of the cause.
+	if se := (*secrets.StaleError)(nil); !errors.As(err, &se) || se.Kind != "custos cannot log in to Vault (AppRole)" {
+		t.Errorf("stale error kind: %+v", se)
+	}
+	assertNoCanary(t, "error", err.Error(), canaries([]string{p.SecretID, p.RoleID}))
+}
+
+// TestVaultSignsRightAfterSigningKeyRotation: Transit signs with the newest
+// key version at once, but the provider held only the public keys it read
+// at its last refresh, so every checkpoint between a rotation and the next
+// --key-refresh failed ("no signing key version 2") and was retried until
+// then. A signature by a version not held now reads the keys again.
+func TestVaultSignsRightAfterSigningKeyRotation(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, logs := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
+	if err := srv.RotateTransit(ctx, p.Layout.SigningKey); err != nil {
+		t.Fatal(err)
+	}
+	// What checkpoint.Signer does: sign, then check the signature under
+	// the public key of the version that made it.
+	msg := []byte("checkpoint after the rotation")
+	sig, ver, err := v.Sign(ctx, msg)
+	if err != nil || ver != 2 {
+		t.Fatalf("sign after the rotation: version %d, %v", ver, err)
+	}
+	pub, got, err := v.PublicKey(ver)
+	if err != nil || got != 2 || !ed25519.Verify(pub, msg, sig) || !v.Verify(msg, sig, 2) {
+		t.Fatalf("public key of the version that signed, before the next refresh: %v", err)
+	}
+	if !strings.Contains(logs.String(), "signing=transit/custos-audit-signing@2") {
+		t.Errorf("the new version is not logged:\n%s", logs.String())
+	}
+}
+
+// TestVaultDeletedKeyVersionIsNamed: the newest version of a KV key
+// deleted (vault kv delete) or destroyed under a serving provider was
+// reported as a malformed value ('field "key" must be the base64 of 32
+// random bytes'), which sent the operator to write a new value: for the
+// resource id key, a rotation that renames every imported resource. The
+// refresh error says the version was deleted, with the command that
+// restores it, or destroyed; the undeleted version is read again.
+func TestVaultDeletedKeyVersionIsNamed(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
+	kv := srv.Root().KVv2(p.Layout.KVMount)
+	for _, path := range []string{p.Layout.IDKeyPath, p.Layout.CursorKeyPath} {
+		if err := kv.Delete(ctx, path); err != nil {
+			t.Fatal(err)
+		}
+		err := v.Refresh(ctx)
+		undelete := "vault kv undelete -mount=" + p.Layout.KVMount + " -versions=1 " + path
+		if !errors.Is(err, secrets.ErrMissing) || !strings.Contains(err.Error(), "version 1 was deleted") ||
+			!strings.Contains(err.Error(), undelete) || strings.Contains(err.Error(), "must be the base64") {
+			t.Errorf("refresh with %s version 1 deleted: %v\nwant it named deleted, with %q", path, err, undelete)
+		}
+		if err := kv.Undelete(ctx, path, []int{1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Refresh(ctx); err != nil {
+			t.Errorf("refresh after undelete of %s: %v", path, err)
+		}
+	}
+	if err := kv.Destroy(ctx, p.Layout.IDKeyPath, []int{1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Refresh(ctx); !errors.Is(err, secrets.ErrMissing) || !strings.Contains(err.Error(), "version 1 was destroyed") ||
+		strings.Contains(err.Error(), "must be the base64") {
+		t.Errorf("refresh with the id key's version 1 destroyed: %v", err)
+	}
+}
+
+// TestVaultSecretIDFileReadableByOthersIsRefused: an AppRole secret id
+// (or the wrapping token that yields one) in a file any local user can
+// read lets them log in as custos and read every key. It is refused at
+// startup, naming the file and its mode, before Vault is contacted; the
+// role id, which is not a secret, and a group-readable secret id (root:custos
+// 0440, docs/vault.md) are accepted.
+func TestVaultSecretIDFileReadableByOthersIsRefused(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p.RoleIDFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p.SecretIDFile, 0o440); err != nil {
+		t.Fatal(err)
+	}
+	openAppRole(t, srv, p, nil) // group-readable: accepted
+	if err := os.Chmod(p.SecretIDFile, 0o604); err != nil {
+		t.Fatal(err)
+	}
+	v, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr,
+		AppRole: &secrets.AppRole{RoleIDFile: p.RoleIDFile, SecretIDFile: p.SecretIDFile}})
+	if err == nil {
+		v.Close()
+	}
+	if !errors.Is(err, secrets.ErrBadConfig) || !strings.Contains(err.Error(), p.SecretIDFile) || !strings.Contains(err.Error(), "-rw----r--") {
+		t.Fatalf("secret id file mode 0604: %v, want a configuration error naming the file and its mode", err)
+	}
+	assertNoCanary(t, "error", err.Error(), canaries([]string{p.SecretID}))
+}
+
+// TestVaultRefreshNamesARuleRemovedWhileServing: a rule of policy
+// custos-server removed under a serving provider (here Transit decrypt)
+// failed only the calls that need it: every read of a payload whose data
+// key was not cached failed, while refreshes succeeded and /readyz stayed
+// ready, so nothing but the per-read log said the policy was broken. The
+// refresh checks the token's capabilities on the Transit paths it does not
+// read, and fails naming the rule, as a start does.
+func TestVaultRefreshNamesARuleRemovedWhileServing(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
+	for _, path := range []string{"transit/decrypt/", "transit/sign/", "transit/datakey/wrapped/"} {
+		var weaker []string
+		for _, block := range strings.Split(secrets.PolicyHCL, "path ") {
+			if !strings.HasPrefix(block, `"`+path) {
+				weaker = append(weaker, block)
+			}
+		}
+		if err := srv.Root().Sys().PutPolicyWithContext(ctx, secrets.PolicyName, strings.Join(weaker, "path ")); err != nil {
+			t.Fatal(err)
+		}
+		err := v.Refresh(ctx)
+		if !errors.Is(err, secrets.ErrPermission) || !strings.Contains(err.Error(), `path "`+path) || !strings.Contains(err.Error(), `capabilities = ["update"]`) {
+			t.Errorf("refresh without the rule for %s: %v, want a permission error naming the rule", path, err)
+		}
+		if err := srv.Root().Sys().PutPolicyWithContext(ctx, secrets.PolicyName, secrets.PolicyHCL); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Refresh(ctx); err != nil {
+			t.Errorf("refresh with the policy restored: %v", err)
+		}
+	}
+	// A token without Vault's default policy cannot check its own
+	// capabilities: that alone does not stop custos; it is logged once.
+	if _, err := srv.Root().Logical().WriteWithContext(ctx, "auth/approle/role/"+vaulttest.RoleName,
+		map[string]any{"token_no_default_policy": true}); err != nil {
+		t.Fatal(err)
+	}
+	nd, logs := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
+	if err := nd.Refresh(ctx); err != nil {
+		t.Fatalf("refresh with a token without the default policy: %v", err)
+	}
+	if n := strings.Count(logs.String(), "may not check its own capabilities"); n != 1 {
+		t.Errorf("the skipped check is logged %d times:\n%s", n, logs.String())
+	}
+}
+
+// TestVaultPolicyDenialDoesNotLogInAgain: a refresh that Vault's policy
+// denies (a rule removed from custos-server) is not cured by a new token,
+// whose policies are the same: custos logged in again at every refresh,
+// leaving a new AppRole token in Vault each --key-refresh for as long as
+// the rule was missing. Only a token Vault no longer accepts makes it log
+// in again.
+func TestVaultPolicyDenialDoesNotLogInAgain(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, logs := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = 100 * time.Millisecond })
+	var weaker []string
+	for _, block := range strings.Split(secrets.PolicyHCL, "path ") {
+		if !strings.HasPrefix(block, `"secret/data/custos/cursor-key"`) {
+			weaker = append(weaker, block)
+		}
+	}
+	if err := srv.Root().Sys().PutPolicyWithContext(ctx, secrets.PolicyName, strings.Join(weaker, "path ")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "five failed refreshes", func() bool {
+		return strings.Count(logs.String(), "vault key refresh failed") >= 5
+	})
+	if n := v.Logins(); n != 1 {
+		t.Errorf("%d AppRole logins while the policy denied a key read, want the first one only", n)
+	}
+	// A revoked token still makes it log in again.
+	n := v.Logins()
+	if err := srv.Root().Sys().RevokePrefixWithContext(ctx, "auth/"+vaulttest.AppRoleMount+"/login"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Root().Sys().PutPolicyWithContext(ctx, secrets.PolicyName, secrets.PolicyHCL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a login after the token was revoked, and fresh keys", func() bool {
+		return v.Logins() > n && v.Refresh(ctx) == nil
+	})
 }

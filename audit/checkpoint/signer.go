@@ -227,8 +227,8 @@ func Open(signedNote []byte, verifiers note.Verifiers) (Checkpoint, *note.Note, 
 // is: its origin (the first line of a checkpoint body) and the keys that
 // signed it. Verifier keys are named by the origin
 // (<deployment>/<node>/audit), so a log written under another --deployment
-// or --node, or checked with another verifier file, is refused here; note's
-// own error names neither. Both are quoted: they come from an unverified
+// or --node, or checked with another verifier file (one written before the
+// signing key was rotated), is refused here; note's own error names neither. Both are quoted: they come from an unverified
 // file.
 func unverifiedSigners(n *note.Note) string {
 	origin, _, _ := strings.Cut(n.Text, "\n")
@@ -241,7 +241,9 @@ func unverifiedSigners(n *note.Note) string {
 		signed = "signed by " + strings.Join(keys, ", ")
 	}
 	return fmt.Sprintf("the checkpoint of origin %q is %s, none of them a verifier key given "+
-		"(verifier keys are named by the origin <deployment>/<node>/audit: was the log written under another --deployment or --node?)", origin, signed)
+		"(verifier keys are named by the origin <deployment>/<node>/audit, one for each version of the signing key: "+
+		"was the log written under another --deployment or --node, or the verifier file before the signing key was rotated? "+
+		"'custos audit pubkey' writes the keys of every version)", origin, signed)
 }
 
 // VerifierKeys returns the verifier keys of origin for the given key

@@ -17,7 +17,8 @@ import (
 // vaultHelp is the flag and environment summary shared by the commands that
 // talk to Vault.
 const vaultHelp = `Vault (the production secrets provider; docs/vault.md):
-  address     --vault-addr or $VAULT_ADDR (http(s)://HOST:PORT, no credentials)
+  address     --vault-addr or $VAULT_ADDR (https://HOST:PORT, no credentials;
+              http:// only to a loopback host)
   TLS CA      --vault-ca-cert or $VAULT_CACERT
   credentials $VAULT_TOKEN (a token; never a flag), or AppRole:
               --vault-role-id-file F --vault-secret-id-file F

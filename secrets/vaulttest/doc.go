@@ -2,7 +2,9 @@
 // provisions it the way an operator would for custos (docs/vault.md).
 //
 // Responsibility: start a `vault server -dev` child process on a free
-// loopback port with a random root token, wait until it is ready, provision
+// loopback port with a random root token (given in its environment, never
+// on its command line, which every local user can read), wait until it is
+// ready, provision
 // the KV v2 secrets, Transit keys, ACL policy and AppRole that
 // secrets.DefaultLayout and secrets.PolicyHCL describe, and stop it again.
 // Tests use it to check custos against the real Vault, including outages

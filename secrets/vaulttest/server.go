@@ -175,11 +175,12 @@ func startOnce(ctx context.Context, binary, logPath string) (*Server, error) {
 		exited:    make(chan struct{}),
 	}
 	cmd := exec.Command(binary, "server", "-dev",
-		"-dev-root-token-id="+s.RootToken,
 		"-dev-listen-address="+listen,
 		"-dev-no-store-token",
 	)
-	cmd.Env = []string{"HOME=" + home, "PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + home}
+	// The root token goes in the environment, which only the owner reads
+	// (/proc/PID/environ); a flag is in every local user's ps.
+	cmd.Env = []string{"HOME=" + home, "PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + home, "VAULT_DEV_ROOT_TOKEN_ID=" + s.RootToken}
 	cmd.Dir = home
 	cmd.Stdout = logf
 	cmd.Stderr = logf

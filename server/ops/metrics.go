@@ -97,6 +97,7 @@ type Metrics struct {
 	volumeLow   prometheus.Gauge
 	checkpoint  prometheus.Gauge
 	keysStale   prometheus.Gauge
+	keysFailing prometheus.Gauge
 	readiness   *prometheus.GaugeVec
 	integrityOK prometheus.Gauge
 	scrubFailed prometheus.Counter
@@ -118,6 +119,7 @@ type Metrics struct {
 //	custos_audit_volume_low                       gauge (1 while free space is below the low watermark, else 0)
 //	custos_checkpoint_size                        gauge (audit records under the newest checkpoint)
 //	custos_keys_stale                             gauge (1 while keys are past their staleness limit, else 0)
+//	custos_keys_refresh_failing                   gauge (1 while the last key refresh from Vault failed, else 0)
 //	custos_ready_check{check}                     gauge (1 if the named readiness check passed on the last /readyz, else 0)
 //	custos_audit_integrity_ok                     gauge (1 while the audit log verifies, 0 once a check found it broken)
 //	custos_audit_scrub_failures_total             counter (scrub passes that found a problem or could not finish)
@@ -185,6 +187,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "custos_keys_stale",
 		Help: "1 while the keys are past their staleness limit (requests are refused), else 0.",
 	})
+	kf := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "custos_keys_refresh_failing",
+		Help: "1 while the last refresh of the keys from Vault failed (the keys held serve until --key-max-staleness), else 0.",
+	})
 	rd := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "custos_ready_check",
 		Help: "1 if the named readiness check passed on the last /readyz probe, else 0.",
@@ -209,10 +215,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		seg.WithLabelValues(step) // every step exported from the start, at 0
 	}
 	if reg != nil {
-		reg.MustRegister(reqs, lat, aud, pol, rl, auth, fails, unw, free, low, cp, ks, rd, iok, sf, sok, seg)
+		reg.MustRegister(reqs, lat, aud, pol, rl, auth, fails, unw, free, low, cp, ks, kf, rd, iok, sf, sok, seg)
 	}
 
-	m := &Metrics{audit: aud, policy: pol, unwritten: unw, diskFree: free, volumeLow: low, checkpoint: cp, keysStale: ks, readiness: rd,
+	m := &Metrics{audit: aud, policy: pol, unwritten: unw, diskFree: free, volumeLow: low, checkpoint: cp, keysStale: ks, keysFailing: kf, readiness: rd,
 		integrityOK: iok, scrubFailed: sf, scrubOK: sok, segFailed: seg}
 	m.requests = make([][]prometheus.Counter, len(methods))
 	m.latency = make([]prometheus.Observer, len(methods))
@@ -357,6 +363,15 @@ func (m *Metrics) SetKeysStale(stale bool) {
 		return
 	}
 	m.keysStale.Set(gaugeBool(stale))
+}
+
+// SetKeysRefreshFailing sets custos_keys_refresh_failing to 1 (the last
+// key refresh failed) or 0.
+func (m *Metrics) SetKeysRefreshFailing(failing bool) {
+	if m == nil {
+		return
+	}
+	m.keysFailing.Set(gaugeBool(failing))
 }
 
 // SetAuditIntegrity sets custos_audit_integrity_ok to 1 (the audit log

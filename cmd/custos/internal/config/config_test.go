@@ -202,7 +202,11 @@ func TestValidate(t *testing.T) {
 	if err := os.Mkdir(sub, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	r := strings.NewReplacer("FILE", file, "DIR", sub, "MISSING", filepath.Join(dir, "missing"))
+	world := filepath.Join(dir, "world")
+	if err := os.WriteFile(world, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := strings.NewReplacer("WORLDFILE", world, "FILE", file, "DIR", sub, "MISSING", filepath.Join(dir, "missing"))
 	tests := []struct {
 		name  string
 		yaml  string
@@ -237,11 +241,14 @@ func TestValidate(t *testing.T) {
 		{"oauth bad claim", "oauth:\n  issuer: https://idp\n  jwks_url: https://idp/k\n  audience: https://me/mcp\n  scopes:\n    read: \"a b\"\n", Options{}, []want{{"oauth.scopes.read", "without spaces"}}},
 		{"dev with vault", "dev: true\nvault:\n  address: https://vault:8200\n  approle:\n    role_id_file: FILE\n", Options{}, []want{
 			{"vault.address", "cannot be combined with dev"}, {"vault.approle.role_id_file", "cannot be combined with dev"}}},
+		{"secret id readable by all", "vault:\n  approle:\n    role_id_file: WORLDFILE\n    secret_id_file: WORLDFILE\n", Options{CheckFiles: true}, []want{
+			{"vault.approle.secret_id_file", "readable by every local user"}}},
 		{"approle half", "vault:\n  approle:\n    secret_id_file: FILE\n", Options{}, []want{{"vault.approle.secret_id_file", "AppRole needs both"}}},
 		{"wrapped without file", "vault:\n  approle:\n    secret_id_wrapped: true\n", Options{}, []want{{"vault.approle.secret_id_wrapped", "needs vault.approle.secret_id_file"}}},
 		{"vault paths", "vault:\n  kv_mount: /secret/\n  cursor_key: a b\n  blob_key: ../x\n", Options{}, []want{
 			{"vault.kv_mount", "want a Vault path"}, {"vault.cursor_key", "want a Vault path"}, {"vault.blob_key", "want a Vault path"}}},
 		{"vault address scheme", "vault:\n  address: vault:8200\n", Options{}, []want{{"vault.address", "want an absolute https:// URL"}}},
+		{"vault address plain http", "vault:\n  address: http://vault.internal:8200\n", Options{}, []want{{"vault.address", "only on a loopback host"}}},
 		{"refresh vs staleness", "vault:\n  key_refresh: 20m\n  key_max_staleness: 15m\n", Options{}, []want{{"vault.key_refresh", "must be shorter than vault.key_max_staleness"}}},
 		{"zero durations", "vault:\n  timeout: 0s\naudit:\n  checkpoint_interval: 0s\nhttp:\n  read_header_timeout: 0s\n  write_timeout: -1s\n", Options{}, []want{
 			{"vault.timeout", "more than 0"}, {"audit.checkpoint_interval", "more than 0"}, {"http.read_header_timeout", "more than 0"}, {"http.write_timeout", "must not be negative"}}},
