@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -62,6 +63,11 @@ type completion struct {
 	// tenant-level reference data (no {patient}) match only URIs without
 	// one, and the others only URIs with one.
 	patients bool
+	// idAlias is a research caller's context id, an alias matched as such
+	// (aliasOf(u.ID) == idAlias) rather than resolved to a catalog id, so
+	// that no index of every id's alias is needed; aliasOf is then set.
+	idAlias string
+	aliasOf func(string) string
 }
 
 // templateToken is a literal run or a {variable} of a level-1 URI template.
@@ -164,6 +170,9 @@ func (c completion) value(u store.URI) (string, bool) {
 			return "", false
 		}
 	}
+	if c.idAlias != "" && c.aliasOf(u.ID) != c.idAlias {
+		return "", false
+	}
 	v, ok := vals[c.arg]
 	if !ok || !strings.HasPrefix(v, c.prefix) {
 		return "", false
@@ -189,13 +198,31 @@ func (s *Server) completeArgument(ctx context.Context, id Identity, p *mcp.Compl
 	}
 	aliased, aliasPrefix := false, ""
 	if al != nil {
-		for _, name := range []string{"patient", "id"} {
-			if v, ok := c.given[name]; ok {
-				real, found := al.resolve(ctx, v)
-				if !found {
-					real = "\x00" // no catalog URI has it: nothing matches
+		ix, err := s.catalogIndex()
+		if err != nil {
+			return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, err)
+		}
+		if ix != nil {
+			// As a read resolves its URI (indexedIn): the patient through
+			// the tenant's aliases; the id is matched as an alias among
+			// the candidates the scan reaches (at most ScanLimit keyed
+			// hashes), so no index of every id is built.
+			if v, ok := c.given["patient"]; ok {
+				c.given["patient"] = al.indexedPatient(ix, cmp.Or(c.given["tenant"], id.Principal.Tenant), v)
+			}
+			if v, ok := c.given["id"]; ok {
+				delete(c.given, "id")
+				c.idAlias, c.aliasOf = v, newAliasHasher(al.key.Bytes).alias
+			}
+		} else {
+			for _, name := range []string{"patient", "id"} {
+				if v, ok := c.given[name]; ok {
+					real, found := al.resolve(ctx, v)
+					if !found {
+						real = "\x00" // no catalog URI has it: nothing matches
+					}
+					c.given[name] = real
 				}
-				c.given[name] = real
 			}
 		}
 		if c.arg == "patient" || c.arg == "id" {

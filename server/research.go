@@ -550,6 +550,16 @@ func (a *aliaser) indexedIn(ix *store.Index, u store.URI) (store.URI, bool) {
 	return u, false
 }
 
+// indexedPatient is the URI patient segment the patient alias names
+// among tenant's patients in ix, or "\x00" (which no URI has) if it names
+// none: a completion context resolved as indexedIn resolves a read's.
+func (a *aliaser) indexedPatient(ix *store.Index, tenant, alias string) string {
+	if t, ok := a.tenantAliases(ix, tenant, false).patient[alias]; ok {
+		return t.seg
+	}
+	return "\x00"
+}
+
 func (a *aliaser) keyID() string { return a.key.ID + "\x00" + string(a.key.Bytes) }
 
 // rebuild indexes the catalog into idx (held locked): the alias of every
