@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -105,5 +106,40 @@ func TestUnknownNotificationIsNotQuotedBack(t *testing.T) {
 		if strings.Contains(string(raw), paramName) {
 			t.Errorf("headers %v: answer quotes the method: %s", hdr, raw)
 		}
+	}
+}
+
+// subscriptions/listen is a method of revision 2026-07-28: a 2025-11-25
+// session calling it is answered -32601, as the go-sdk answers its
+// server/discover, before any decision (nothing is recorded). The SDK
+// served it: the session's stream stayed open with the subscriptions
+// acknowledged, beside the revision's own resources/subscribe.
+func TestListenIsNotServedToAnEarlierRevision(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	sid := rawSession(t, hs.url, tok)
+	uri := f.allURIs()[0].URI
+	before := len(f.records())
+	req, _ := http.NewRequest(http.MethodPost, hs.url, strings.NewReader(`{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["`+uri+`"]}}}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", rev2025)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 4096)
+	n, _ := io.ReadAtLeast(resp.Body, buf, 1)
+	if got := string(buf[:n]); !strings.Contains(got, `"code":-32601`) || strings.Contains(got, "acknowledged") {
+		t.Errorf("listen in a 2025-11-25 session answered %s, want -32601", got)
+	}
+	if n := len(f.records()) - before; n != 0 {
+		t.Errorf("%d records written for a method of another revision", n)
 	}
 }
