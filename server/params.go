@@ -443,12 +443,52 @@ var errInexactID = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 // is run and each is answered (batchRefusal).
 func checkBatch(w http.ResponseWriter, b []byte) bool {
 	answers := batchRefusal(b)
-	if answers == nil {
-		return false
+	if answers != nil {
+		writeJSON(w, http.StatusOK, answers)
+		return true
 	}
-	writeJSON(w, http.StatusOK, answers)
-	return true
+	if jerr := batchEnvelopeError(b); jerr != nil {
+		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, jerr)
+		return true
+	}
+	return false
 }
+
+// batchEnvelopeError returns the error to answer, whole, for an HTTP batch
+// holding a notification of a method the go-sdk does not know (the SDK's
+// answer quotes the method) or two calls with one id (the SDK ran and
+// answered the first and dropped the other unanswered), or nil. Over stdio
+// judgeLine refuses the second the same way; the SDK ignores the first
+// there.
+func batchEnvelopeError(b []byte) *jsonrpc.Error {
+	var raws []segjson.RawMessage
+	if segjson.Unmarshal(b, &raws) != nil {
+		return nil
+	}
+	ids := map[jsonrpc.ID]bool{}
+	for _, raw := range raws {
+		msg, err := jsonrpc.DecodeMessage(raw)
+		if err != nil {
+			return nil // envelopeError passed it: leave it to the SDK
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		switch {
+		case !ok:
+		case !req.IsCall():
+			if _, known := paramsOf[req.Method]; !known && !knownNotifications[req.Method] {
+				return errUnknownNotification
+			}
+		case ids[req.ID]:
+			return errSameIDTwice
+		default:
+			ids[req.ID] = true
+		}
+	}
+	return nil
+}
+
+// errSameIDTwice answers a batch in which two calls have the same id.
+var errSameIDTwice = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: two calls of the batch have the same id"}
 
 // batchRefusal returns the answers to batch b if a call in it has an id
 // or params the SDK would answer by quoting them: every call of the batch,
