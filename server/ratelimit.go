@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -81,19 +80,28 @@ func messagesIn(r *http.Request) int {
 	if r.Method != http.MethodPost || r.Body == nil {
 		return 1
 	}
-	br := bufio.NewReader(r.Body)
+	// Byte by byte up to the first that is not whitespace: the body is
+	// buffered below (net/http), and most bodies start with '{'.
+	var one [1]byte
 	var head []byte // what was read of the body, given back below
 	c, err := byte(0), error(nil)
 	for len(head) <= maxBody {
-		if c, err = br.ReadByte(); err != nil {
+		var n int
+		n, err = r.Body.Read(one[:])
+		if n == 1 {
+			c = one[0]
+			head = append(head, c)
+			if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+				continue
+			}
+			err = nil // this byte decides, whatever follows it
 			break
 		}
-		head = append(head, c)
-		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+		if err != nil {
 			break
 		}
 	}
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(head), br), r.Body}
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
 	if err != nil || c != '[' {
 		return 1
 	}
