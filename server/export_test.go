@@ -30,3 +30,12 @@ func PatientOf(catalog Catalog) (fast, plain func(store.URI) string) {
 	s := &Server{cfg: Config{Catalog: catalog}}
 	return s.patientOf, func(u store.URI) string { id, _ := s.lookupPatientOf(u); return id }
 }
+
+// PlainAliasesBuilt reports whether the server built the research alias
+// index of the whole catalog (aliases.real), which an indexed catalog
+// never needs.
+func (s *Server) PlainAliasesBuilt() bool {
+	s.aliases.mu.Lock()
+	defer s.aliases.mu.Unlock()
+	return s.aliases.real != nil
+}

@@ -225,6 +225,52 @@ func methodMismatch(h http.Header, method string) *jsonrpc.Error {
 	return nil
 }
 
+// versionMismatch returns the -32020 to answer for a request whose
+// MCP-Protocol-Version header and params._meta protocol version (meta,
+// the request's _meta) are both given and differ, one of them not of a
+// revision's form (revisionForm), or nil. The go-sdk answers the same code
+// but quotes both values, and the _meta one may be any string the client
+// chose (the header is of a revision's form by then: refuseVersionHeader);
+// a mix-up of two revisions is left to it.
+func versionMismatch(h http.Header, meta map[string]any) *jsonrpc.Error {
+	header := h.Get("Mcp-Protocol-Version")
+	body, _ := meta[mcp.MetaKeyProtocolVersion].(string)
+	if header == "" || body == "" || header == body || (revisionForm(header) && revisionForm(body)) {
+		return nil // the SDK quotes nothing, or two revisions (ten digits and dashes each)
+	}
+	return errVersionMismatch
+}
+
+var errVersionMismatch = &jsonrpc.Error{Code: mcp.CodeHeaderMismatch,
+	Message: `header mismatch: the Mcp-Protocol-Version header does not match params._meta["io.modelcontextprotocol/protocolVersion"]`}
+
+// metaOf is the _meta object of params, nil if there is none or params
+// are not an object of the form the SDK decodes (paramsError judges those).
+func metaOf(params []byte) map[string]any {
+	var p struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	if len(params) == 0 || parseExact(params, &p) != nil {
+		return nil
+	}
+	return p.Meta
+}
+
+// knownNotifications are the notifications the go-sdk server accepts from
+// a client (mcp serverMethodInfos, v1.8.0).
+var knownNotifications = map[string]bool{
+	"notifications/initialized":        true,
+	"notifications/cancelled":          true,
+	"notifications/progress":           true,
+	"notifications/roots/list_changed": true,
+}
+
+// errUnknownNotification answers a notification of a method the go-sdk
+// does not know (its own answer, `JSON RPC not handled: "<method>"
+// unsupported`, quotes the method name), with HTTP 400 as the SDK's.
+var errUnknownNotification = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+	Message: "method not found: this server accepts the notifications notifications/initialized, notifications/cancelled, notifications/progress and notifications/roots/list_changed"}
+
 var errMethodMismatch = &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: "header mismatch: the Mcp-Method header does not match the method of the body"}
 
 // checkParams answers an HTTP POST the go-sdk would answer with an error
@@ -278,6 +324,15 @@ func answerMalformed(w http.ResponseWriter, h http.Header, b []byte) bool {
 		return true
 	}
 	if !req.IsCall() {
+		// The SDK refuses an unknown method before it compares versions.
+		if _, known := paramsOf[req.Method]; !known && !knownNotifications[req.Method] {
+			answerJSONRPC(w, http.StatusBadRequest, req.ID, errUnknownNotification) // id: null
+			return true
+		}
+		if jerr := versionMismatch(h, metaOf(req.Params)); jerr != nil {
+			answerJSONRPC(w, http.StatusBadRequest, req.ID, jerr)
+			return true
+		}
 		return false
 	}
 	if !exactID(b) {
@@ -291,6 +346,12 @@ func answerMalformed(w http.ResponseWriter, h http.Header, b []byte) bool {
 		status = http.StatusNotFound // as the SDK answers a stateless request for an unknown method
 	case statelessHeader(h):
 		status = http.StatusBadRequest // as the SDK answers a stateless request it refuses
+	}
+	if jerr != errUnknownMethod {
+		// The SDK compares versions before it decodes the params.
+		if v := versionMismatch(h, metaOf(req.Params)); v != nil {
+			jerr, status = v, http.StatusBadRequest
+		}
 	}
 	if jerr == nil {
 		if jerr = nameMismatch(h, req.Method, req.Params); jerr == nil {
@@ -345,10 +406,18 @@ func wellFormedCall(h http.Header, body []byte) bool {
 	if !ok {
 		return false
 	}
-	if len(m.Params) != 0 && parseExact(m.Params, newParams()) != nil {
-		return false
+	var meta map[string]any
+	if len(m.Params) != 0 {
+		v := newParams()
+		if parseExact(m.Params, v) != nil {
+			return false
+		}
+		if p, ok := reflect.ValueOf(v).Elem().Interface().(mcp.Params); ok && !reflect.ValueOf(p).IsNil() {
+			meta = p.GetMeta()
+		}
 	}
-	return methodMismatch(h, string(method)) == nil && nameMismatch(h, string(method), m.Params) == nil
+	return methodMismatch(h, string(method)) == nil && nameMismatch(h, string(method), m.Params) == nil &&
+		versionMismatch(h, meta) == nil
 }
 
 // integerOrStringID reports whether id, decoded as the go-sdk decodes it,
@@ -374,12 +443,52 @@ var errInexactID = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 // is run and each is answered (batchRefusal).
 func checkBatch(w http.ResponseWriter, b []byte) bool {
 	answers := batchRefusal(b)
-	if answers == nil {
-		return false
+	if answers != nil {
+		writeJSON(w, http.StatusOK, answers)
+		return true
 	}
-	writeJSON(w, http.StatusOK, answers)
-	return true
+	if jerr := batchEnvelopeError(b); jerr != nil {
+		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, jerr)
+		return true
+	}
+	return false
 }
+
+// batchEnvelopeError returns the error to answer, whole, for an HTTP batch
+// holding a notification of a method the go-sdk does not know (the SDK's
+// answer quotes the method) or two calls with one id (the SDK ran and
+// answered the first and dropped the other unanswered), or nil. Over stdio
+// judgeLine refuses the second the same way; the SDK ignores the first
+// there.
+func batchEnvelopeError(b []byte) *jsonrpc.Error {
+	var raws []segjson.RawMessage
+	if segjson.Unmarshal(b, &raws) != nil {
+		return nil
+	}
+	ids := map[jsonrpc.ID]bool{}
+	for _, raw := range raws {
+		msg, err := jsonrpc.DecodeMessage(raw)
+		if err != nil {
+			return nil // envelopeError passed it: leave it to the SDK
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		switch {
+		case !ok:
+		case !req.IsCall():
+			if _, known := paramsOf[req.Method]; !known && !knownNotifications[req.Method] {
+				return errUnknownNotification
+			}
+		case ids[req.ID]:
+			return errSameIDTwice
+		default:
+			ids[req.ID] = true
+		}
+	}
+	return nil
+}
+
+// errSameIDTwice answers a batch in which two calls have the same id.
+var errSameIDTwice = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: two calls of the batch have the same id"}
 
 // batchRefusal returns the answers to batch b if a call in it has an id
 // or params the SDK would answer by quoting them: every call of the batch,

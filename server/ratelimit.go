@@ -1,12 +1,16 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	segjson "github.com/segmentio/encoding/json"
 	"golang.org/x/time/rate"
 
 	"github.com/custos-mcp/custos/audit"
@@ -43,7 +47,11 @@ func newLimiter(rl RateLimit) *limiter {
 }
 
 // allow takes a token from key's bucket.
-func (l *limiter) allow(key string, now time.Time) bool {
+func (l *limiter) allow(key string, now time.Time) bool { return l.allowN(key, now, 1) }
+
+// allowN takes n tokens from key's bucket, or none: n over the burst is
+// never allowed.
+func (l *limiter) allowN(key string, now time.Time, n int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if now.Sub(l.swep) > time.Minute {
@@ -60,7 +68,49 @@ func (l *limiter) allow(key string, now time.Time) bool {
 		l.m[key] = b
 	}
 	b.seen = now
-	return b.lim.AllowN(now, 1)
+	return b.lim.AllowN(now, n)
+}
+
+// messagesIn is the number of JSON-RPC messages r carries: the length of a
+// POST's batch (revision 2025-03-26; later ones refuse batches, but a client
+// may negotiate it), 1 for any other request. Only a body whose first byte
+// after whitespace is '[' is read in full (peekBody); the body stays
+// readable in full.
+func messagesIn(r *http.Request) int {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return 1
+	}
+	// Byte by byte up to the first that is not whitespace: the body is
+	// buffered below (net/http), and most bodies start with '{'.
+	var one [1]byte
+	var head []byte // what was read of the body, given back below
+	c, err := byte(0), error(nil)
+	for len(head) <= maxBody {
+		var n int
+		n, err = r.Body.Read(one[:])
+		if n == 1 {
+			c = one[0]
+			head = append(head, c)
+			if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+				continue
+			}
+			err = nil // this byte decides, whatever follows it
+			break
+		}
+		if err != nil {
+			break
+		}
+	}
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+	if err != nil || c != '[' {
+		return 1
+	}
+	b, ok := peekBody(r)
+	var msgs []segjson.RawMessage
+	if !ok || len(b) > maxBody || segjson.Unmarshal(b, &msgs) != nil {
+		return 1 // refused further on (too large, not JSON)
+	}
+	return max(1, len(msgs))
 }
 
 // rateLimited refuses a principal's requests beyond its bucket with 429 and
@@ -80,7 +130,10 @@ func (s *Server) rateLimited(next http.Handler) http.Handler {
 		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 			key = ti.UserID
 		}
-		if l.allow(key, time.Now()) {
+		// A batch costs one token per message: it runs each, and one
+		// request of a 1 MiB batch was thousands of decided, audited reads.
+		n := messagesIn(r)
+		if l.allowN(key, time.Now(), n) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -90,6 +143,10 @@ func (s *Server) rateLimited(next http.Handler) http.Handler {
 			s.log.Error("auditing a rate-limit refusal failed", "err", err)
 		}
 		w.Header().Set("Retry-After", "1")
+		if n > max(1, l.rl.Burst) {
+			http.Error(w, fmt.Sprintf("rate limit exceeded: a batch of %d messages is more than the %d a principal may send at once; send smaller batches", n, max(1, l.rl.Burst)), http.StatusTooManyRequests)
+			return
+		}
 		http.Error(w, "rate limit exceeded: retry later", http.StatusTooManyRequests)
 	})
 }

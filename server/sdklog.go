@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"strings"
 )
 
 // sdkLogger is the logger custos hands the go-sdk. The SDK logs resource
@@ -10,7 +11,8 @@ import (
 // notification sent", with uri=…), and a URI names a patient id, which the
 // audit log itself records only as a keyed hash. So the SDK gets warnings
 // and errors only, with any uri or name attribute removed; custos's own
-// logs say what happened without identifiers.
+// logs say what happened without identifiers. A message that quotes
+// client input is replaced by one that does not (sdkQuoting).
 func sdkLogger(l *slog.Logger) *slog.Logger { return slog.New(sdkLogHandler{l.Handler()}) }
 
 type sdkLogHandler struct{ h slog.Handler }
@@ -18,12 +20,30 @@ type sdkLogHandler struct{ h slog.Handler }
 // sdkDropped are the attribute keys never passed on.
 var sdkDropped = map[string]bool{"uri": true, "name": true, "params": true}
 
+// sdkQuoting maps the start of each SDK log message that quotes client
+// input after it to the message logged instead. The stateful HTTP handler
+// logs the MCP-Protocol-Version header of every request it refuses for it
+// (any string the client sent, up to the size of a header).
+var sdkQuoting = map[string]string{
+	"rejecting request with protocol version ": "rejecting request with an unsupported protocol version (the stateful handler serves revisions before 2026-07-28)",
+}
+
+// sdkMessage is msg with any client input it quotes removed (sdkQuoting).
+func sdkMessage(msg string) string {
+	for prefix, quiet := range sdkQuoting {
+		if strings.HasPrefix(msg, prefix) {
+			return quiet
+		}
+	}
+	return msg
+}
+
 func (s sdkLogHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= slog.LevelWarn && s.h.Enabled(ctx, l)
 }
 
 func (s sdkLogHandler) Handle(ctx context.Context, r slog.Record) error {
-	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	out := slog.NewRecord(r.Time, r.Level, sdkMessage(r.Message), r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		if !sdkDropped[a.Key] {
 			out.AddAttrs(a)

@@ -243,6 +243,11 @@ func (s *Server) middleware(ident identityFunc) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch {
+			case method == "subscriptions/listen" && !modernRequest(req):
+				// The go-sdk serves it in any session; it is a method of
+				// 2026-07-28 only, as server/discover (which the SDK
+				// refuses before 2026-07-28 in the same words).
+				return nil, errListenNotInRevision
 			case method == "resources/subscribe" || method == "resources/unsubscribe" || method == "subscriptions/listen":
 				// Decided and audited in subscribe.go.
 				start := time.Now()
@@ -272,6 +277,11 @@ func (s *Server) middleware(ident identityFunc) mcp.Middleware {
 		}
 	}
 }
+
+// errListenNotInRevision answers subscriptions/listen in a session of a
+// revision before 2026-07-28 (which subscribes with resources/subscribe).
+var errListenNotInRevision = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+	Message: `"subscriptions/listen" is only supported in protocol version >= ` + ProtocolStateless + " (this session subscribes with resources/subscribe)"}
 
 // forRevision adapts an answer to the protocol revision of the request. On
 // 2026-07-28 (stateless) "not found" is -32602 with data.uri (SEP-2164),

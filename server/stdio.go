@@ -292,7 +292,7 @@ func judgeLine(line []byte, batches bool) (pass []byte, calls []*jsonrpc.Request
 			msg, _ := jsonrpc.DecodeMessage(raw) // envelopeError decoded each
 			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 				if ids[req.ID] {
-					return refuse(&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: two calls of the batch have the same id"})
+					return refuse(errSameIDTwice)
 				}
 				ids[req.ID] = true
 				calls = append(calls, req)

@@ -125,6 +125,9 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 	})
 	sessions := newSessionCap(s, ms).handler(stateful)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuseVersionHeader(w, r) {
+			return // a GET or DELETE with a header that is no revision
+		}
 		if checkParams(w, r) {
 			return // params the SDK would quote back: answered without them
 		}
@@ -207,7 +210,14 @@ func statelessRequest(r *http.Request) (bool, string) {
 // header; the stateful one names the unsupported header.
 func statelessHeader(h http.Header) bool {
 	v := h.Get("Mcp-Protocol-Version")
-	if len(v) != len(ProtocolStateless) || v < ProtocolStateless {
+	return revisionForm(v) && v >= ProtocolStateless
+}
+
+// revisionForm reports whether v has the form of a protocol revision,
+// YYYY-MM-DD (ten ASCII digits and dashes, nothing a client could hide a
+// name or a secret in).
+func revisionForm(v string) bool {
+	if len(v) != len(ProtocolStateless) {
 		return false
 	}
 	for i, c := range []byte(v) {
@@ -215,6 +225,25 @@ func statelessHeader(h http.Header) bool {
 			return false
 		}
 	}
+	return true
+}
+
+// refuseVersionHeader answers a GET or DELETE whose MCP-Protocol-Version
+// header is not of a revision's form (revisionForm) with 400 and the
+// supported revisions, the answer the go-sdk gives an unsupported older
+// revision, and reports whether it did. The SDK served such a header that
+// sorts after "2026-07-28" (any starting with a letter): a GET opened the
+// session's stream and a DELETE ended the session, though the
+// specification answers an invalid header with 400 and the request should
+// change nothing. A POST with it is left to the SDK, which answers -32022
+// echoing the header in data.requested, as the 2026-07-28 revision asks
+// (SECURITY.md).
+func refuseVersionHeader(w http.ResponseWriter, r *http.Request) bool {
+	v := r.Header.Get("Mcp-Protocol-Version")
+	if r.Method == http.MethodPost || v == "" || revisionForm(v) {
+		return false
+	}
+	http.Error(w, "Bad Request: Unsupported protocol version (supported versions: "+strings.Join(mcp.SupportedProtocolVersions(), ",")+")", http.StatusBadRequest)
 	return true
 }
 
