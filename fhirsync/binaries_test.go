@@ -411,6 +411,8 @@ func TestFetchBinariesSkipsLive(t *testing.T) {
 // 50 ms away), and staged in the attachments' order whatever order they
 // arrive in; a failure names its own attachment's place, and nothing is
 // staged.
+//
+//custos:race
 func TestFetchBinariesConcurrently(t *testing.T) {
 	const n = 10
 	var doc strings.Builder
