@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // disagreeingPolicy is the default policy with a hold on observations added
@@ -82,5 +83,51 @@ func TestBatchMustAgreeWithDecision(t *testing.T) {
 	}
 	if _, err := (DirSource{Dir: writeDir(t, reasonPolicy("a"))}).Load(ctx); err != nil {
 		t.Errorf("a policy without decisions: %v", err)
+	}
+}
+
+// TestAgreementGridIsBounded: the agreement grid (about 800 items, each
+// decided twice) ran outside the load's budget (TestRunBudget bounded the
+// Rego tests only, and a directory without tests ran no budget at all), so
+// a candidate whose every decision is slow but within Options.Timeout (1 s)
+// held a load, a reload and a start for up to the grid's size in seconds
+// (800 items at 0.9 s, twice: twenty-four minutes, on every core). Found
+// reviewing vet: the grid ran after the budget's context was cancelled.
+// The budget now covers the grid too.
+func TestAgreementGridIsBounded(t *testing.T) {
+	old := testRunBudget
+	testRunBudget = 100 * time.Millisecond
+	defer func() { testRunBudget = old }()
+	// decision and decisions agree (the old code loads it, after seconds),
+	// and each evaluation of one item
+	// iterates 1,600 times: under a millisecond, well within the 1 s
+	// Options.Timeout, and the grid seconds.
+	files := map[string]string{
+		"custos/authz.rego": `package custos.authz
+
+slow(r) if {
+	some i in numbers.range(1, 40)
+	some j in numbers.range(1, 40)
+	i * j == count(r.uri) * -1
+}
+
+one(r) := {"allow": false, "reasons": ["slow"], "obligations": []} if slow(r)
+
+one(r) := {"allow": true, "reasons": ["fine"], "obligations": []} if not slow(r)
+
+decision := one(input.resource)
+
+decisions := [one(it.resource) | some it in input.items]
+`,
+	}
+	dir := writeDir(t, files)
+	start := time.Now()
+	_, err := DirSource{Dir: dir, AllowNoTests: true}.Load(context.Background())
+	took := time.Since(start)
+	if err == nil || !errors.Is(err, ErrTestsFailed) || !strings.Contains(err.Error(), "longer than 100ms") {
+		t.Fatalf("a candidate whose agreement grid outlasts the budget: %v (after %v)", err, took)
+	}
+	if took > 20*time.Second {
+		t.Errorf("the refusal took %v", took)
 	}
 }

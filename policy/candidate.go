@@ -8,12 +8,13 @@ import (
 	"time"
 )
 
-// TestRunBudget bounds the whole run of a candidate's Rego tests at a load
-// (vet: every server load, policy bundle, sign, verify and impact), beyond
-// TestCaseTimeout for each case: the tests run in the server, on every
-// core, and a reload (SIGHUP, the watcher) and a start wait for them. A
-// run over it refuses the candidate (ErrTestsFailed). The default policy's
-// tests take seconds.
+// TestRunBudget bounds what a load runs of a candidate (vet: every server
+// load, policy bundle, sign, verify and impact): its Rego tests, beyond
+// TestCaseTimeout for each case, and then the agreement grid (agree.go),
+// together. Both run in the server, on every core, and a reload (SIGHUP,
+// the watcher) and a start wait for them. A run over it refuses the
+// candidate (ErrTestsFailed). The default policy's tests take seconds, its
+// grid a fraction of one.
 const TestRunBudget = 5 * time.Minute
 
 var testRunBudget = TestRunBudget // shortened by tests
@@ -36,33 +37,41 @@ func vet(ctx context.Context, files []regoFile, opts Options, requireTests bool)
 	if err != nil {
 		return nil, err
 	}
-	if len(tests) == 0 {
-		if requireTests {
-			return nil, fmt.Errorf("%w: no *_test.rego files: a policy must ship its tests", ErrTestsFailed)
-		}
-		if err := vetBatch(ctx, e, policies, opts); err != nil {
-			return nil, err
-		}
-		return e, nil
+	if len(tests) == 0 && requireTests {
+		return nil, fmt.Errorf("%w: no *_test.rego files: a policy must ship its tests", ErrTestsFailed)
 	}
-	tctx, cancel := context.WithTimeout(ctx, testRunBudget)
-	sum, err := runTests(tctx, policies, tests, false)
-	cancel()
-	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("%w: the Rego tests ran longer than %v (the limit of a load, TestRunBudget)", ErrTestsFailed, testRunBudget)
+	// One budget for the tests and the agreement grid: the grid decides
+	// ~800 items twice, each within Options.Timeout, so a candidate slow on
+	// every item held a load for minutes after its tests.
+	bctx, cancel := context.WithTimeout(ctx, testRunBudget)
+	defer cancel()
+	overBudget := func(err error) error {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && bctx.Err() != nil {
+			return fmt.Errorf("%w: the Rego tests and the agreement check of decisions ran longer than %v (the limit of a load, TestRunBudget)", ErrTestsFailed, testRunBudget)
 		}
-		return nil, fmt.Errorf("%w: %w", ErrTestsFailed, err)
+		return nil
 	}
-	if sum.Failed > 0 {
-		shown := sum.Failures
-		if len(shown) > 5 {
-			shown = shown[:5]
+	if len(tests) > 0 {
+		sum, err := runTests(bctx, policies, tests, false)
+		if err != nil {
+			if berr := overBudget(err); berr != nil {
+				return nil, berr
+			}
+			return nil, fmt.Errorf("%w: %w", ErrTestsFailed, err)
 		}
-		return nil, fmt.Errorf("%w: %d of %d Rego tests failed: %s", ErrTestsFailed,
-			sum.Failed, sum.Failed+sum.Passed, strings.Join(shown, "; "))
+		if sum.Failed > 0 {
+			shown := sum.Failures
+			if len(shown) > 5 {
+				shown = shown[:5]
+			}
+			return nil, fmt.Errorf("%w: %d of %d Rego tests failed: %s", ErrTestsFailed,
+				sum.Failed, sum.Failed+sum.Passed, strings.Join(shown, "; "))
+		}
 	}
-	if err := vetBatch(ctx, e, policies, opts); err != nil {
+	if err := vetBatch(bctx, e, policies, opts); err != nil {
+		if berr := overBudget(err); berr != nil {
+			return nil, berr
+		}
 		return nil, err
 	}
 	return e, nil

@@ -581,3 +581,31 @@ func TestRefusalKindsTellClientsApart(t *testing.T) {
 		t.Fatalf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// The session cap counts per principal as the session binding defines it
+// (sub, tenant and client), not per sub: the same sub of another tenant or
+// through another client, which may not use the owner's sessions, used up
+// the owner's slots, so that its own initialize was refused 429 (found
+// reviewing b6003b8: the binding moved to the whole principal, the count
+// stayed on ti.UserID).
+func TestSessionCapCountsPerBoundPrincipal(t *testing.T) {
+	f := newServerFixture(t, fixtureOptions{tune: func(c *server.Config) { c.MaxSessions = 1 }})
+	url, mint := f.oauthServerWith(t)
+	const scope = "resources:list resources:read"
+	hs := &httpServer{url: url, tokens: map[string]string{
+		"owner":         mint("clinician", scope, nil),
+		"other-tenant":  mint("clinician", scope, map[string]any{"tenant": "other-hospital"}),
+		"other-client":  mint("clinician", scope, map[string]any{"azp": "other-assistant"}),
+		"owner-renewed": mint("clinician", "resources:list", nil),
+	}}
+	hs.connect(t, "other-tenant", rev2025)
+	hs.connect(t, "other-client", rev2025)
+	owner := hs.connect(t, "owner", rev2025) // refused 429 when the count was per sub
+	if _, err := owner.ListResources(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The owner's own cap still holds, whatever token of it asks.
+	if _, err := hs.tryConnect(t, "owner-renewed", rev2025); err == nil {
+		t.Fatal("a second session of the owner was opened with a cap of 1")
+	}
+}

@@ -25,7 +25,8 @@ const DefaultMaxSessions = 100
 const sessionHeader = "Mcp-Session-Id"
 
 // sessionCap counts the sessions of the stateful handler per principal
-// (the verified token's subject), refuses a new one at the cap with 429
+// (sessionOwner: the sub, tenant and client that the session is bound to),
+// refuses a new one at the cap with 429
 // (recorded as http/rate_limited, reason http_429,session_limit, in
 // aggregate), and releases a slot when its session closes or idles out.
 //
@@ -42,7 +43,7 @@ type sessionCap struct {
 	max int
 
 	mu    sync.Mutex
-	held  map[string]int          // subject -> sessions held or being created
+	held  map[sessionOwner]int    // principal -> sessions held or being created
 	owner map[string]sessionOwner // session id -> the principal that opened it
 }
 
@@ -69,27 +70,30 @@ func newSessionCap(s *Server, ms *mcp.Server) *sessionCap {
 	if n == 0 {
 		n = DefaultMaxSessions
 	}
-	return &sessionCap{s: s, ms: ms, max: n, held: map[string]int{}, owner: map[string]sessionOwner{}}
+	return &sessionCap{s: s, ms: ms, max: n, held: map[sessionOwner]int{}, owner: map[string]sessionOwner{}}
 }
 
-func (c *sessionCap) acquire(sub string) bool {
+// acquire takes one of who's slots. The count is per sessionOwner, as the
+// binding is: counted per sub, the same sub of another tenant or through
+// another client, which may not use the sessions, used up their slots.
+func (c *sessionCap) acquire(who sessionOwner) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.held[sub] >= c.max {
+	if c.held[who] >= c.max {
 		return false
 	}
-	c.held[sub]++
+	c.held[who]++
 	return true
 }
 
-func (c *sessionCap) release(sub, sessionID string) {
+func (c *sessionCap) release(who sessionOwner, sessionID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sessionID != "" {
 		delete(c.owner, sessionID)
 	}
-	if c.held[sub]--; c.held[sub] <= 0 {
-		delete(c.held, sub)
+	if c.held[who]--; c.held[who] <= 0 {
+		delete(c.held, who)
 	}
 }
 
@@ -110,10 +114,6 @@ func (c *sessionCap) session(id string) *mcp.ServerSession {
 func (c *sessionCap) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ti := auth.TokenInfoFromContext(r.Context())
-		sub := ""
-		if ti != nil {
-			sub = ti.UserID
-		}
 		me := ownerOf(ti)
 		if sid := r.Header.Get(sessionHeader); sid != "" {
 			c.mu.Lock()
@@ -146,7 +146,7 @@ func (c *sessionCap) handler(next http.Handler) http.Handler {
 			answerJSONRPC(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg})
 			return
 		}
-		if !c.acquire(sub) {
+		if !c.acquire(me) {
 			c.s.cfg.Metrics.RateLimited(ops.LimitSessions)
 			id := Identity{Source: clientaddr.Of(r)}
 			if ti != nil {
@@ -183,7 +183,7 @@ func (c *sessionCap) handler(next http.Handler) http.Handler {
 				delete(c.owner, sid)
 				c.mu.Unlock()
 			}
-			c.release(sub, "")
+			c.release(me, "")
 			return
 		}
 		c.mu.Lock()
@@ -191,7 +191,7 @@ func (c *sessionCap) handler(next http.Handler) http.Handler {
 		c.mu.Unlock()
 		go func() {
 			ss.Wait() // the client ended it, it idled out, or the server stopped
-			c.release(sub, sid)
+			c.release(me, sid)
 		}()
 	})
 }

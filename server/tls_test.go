@@ -14,10 +14,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/custos-mcp/custos/internal/syncbuf"
 	"github.com/custos-mcp/custos/server"
 )
 
@@ -164,7 +164,7 @@ func TestCertReloaderRefusesCertificatesOutsideTheirValidity(t *testing.T) {
 	}
 
 	writeTestCertValid(t, dir, 3, now.Add(-time.Hour), now.Add(time.Hour))
-	var logs syncLogBuf
+	var logs syncbuf.Buffer
 	cr, err := server.NewCertReloader(certFile, keyFile, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -193,22 +193,4 @@ func TestCertReloaderRefusesCertificatesOutsideTheirValidity(t *testing.T) {
 	if got := servedSerial(t, cfg); got != 5 {
 		t.Fatalf("after a good renewal: serial %d served, want 5", got)
 	}
-}
-
-// syncLogBuf is a goroutine-safe log sink.
-type syncLogBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLogBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLogBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

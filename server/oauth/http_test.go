@@ -9,11 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/custos-mcp/custos/internal/syncbuf"
 )
 
 func TestChallenge(t *testing.T) {
@@ -273,24 +274,6 @@ func TestTokenInTheURIQueryIsRefused(t *testing.T) {
 	}
 }
 
-// syncLog is a goroutine-safe log sink for tests.
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
-
 // Refused tokens cannot flood the operational log: anyone can send them
 // (the audit log records them in aggregate, the metrics count them), so
 // one is logged at info every 10 s and the others at debug; the one
@@ -304,7 +287,7 @@ func (l *syncLog) count(s string) int {
 func TestRejectionsDoNotFloodTheLog(t *testing.T) {
 	is := newIssuer(t, ecKey)
 	clk := newClock(t0)
-	logs := &syncLog{}
+	logs := &syncbuf.Buffer{}
 	v := is.verifier(t, func(c *Config) {
 		c.Now = clk.Now
 		c.JWKSMaxStaleness = time.Hour
@@ -323,8 +306,8 @@ func TestRejectionsDoNotFloodTheLog(t *testing.T) {
 		send(expired)
 		send("not-a-jwt")
 	}
-	info := func() int { return logs.count(`level=INFO msg="oauth: token rejected"`) }
-	if n, debug := logs.count("token rejected"), logs.count(`level=DEBUG msg="oauth: token rejected"`); n != 200 || debug != 199 || info() != 1 {
+	info := func() int { return strings.Count(logs.String(), `level=INFO msg="oauth: token rejected"`) }
+	if n, debug := strings.Count(logs.String(), "token rejected"), strings.Count(logs.String(), `level=DEBUG msg="oauth: token rejected"`); n != 200 || debug != 199 || info() != 1 {
 		t.Fatalf("200 refused tokens logged %d times, %d at info and %d at debug; want the first at info, the others at debug", n, info(), debug)
 	}
 	clk.Add(10 * time.Second)
@@ -340,12 +323,12 @@ func TestRejectionsDoNotFloodTheLog(t *testing.T) {
 			t.Fatalf("stale keys: %d, want 401", code)
 		}
 	}
-	if n := logs.count("level=WARN msg=\"oauth: token rejected\""); n != 1 {
+	if n := strings.Count(logs.String(), "level=WARN msg=\"oauth: token rejected\""); n != 1 {
 		t.Fatalf("100 refusals for stale keys logged %d warnings, want 1", n)
 	}
 	clk.Add(10 * time.Second)
 	send(good)
-	if n := logs.count("level=WARN msg=\"oauth: token rejected\""); n != 2 {
+	if n := strings.Count(logs.String(), "level=WARN msg=\"oauth: token rejected\""); n != 2 {
 		t.Fatalf("10 s later: %d warnings, want 2", n)
 	}
 }
