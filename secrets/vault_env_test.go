@@ -29,6 +29,20 @@ import (
 	"github.com/custos-mcp/custos/secrets/vaulttest"
 )
 
+// tlsFront is srv behind a TLS reverse proxy whose certificate only
+// httptest's CA signs, with that CA written to a file; the proxy closes
+// with the test (a test may close it earlier, to take Vault away).
+func tlsFront(t *testing.T, srv *vaulttest.Server) (*httptest.Server, string) {
+	t.Helper()
+	target, err := url.Parse(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
+	t.Cleanup(front.Close)
+	return front, writeCAFile(t, front.Certificate().Raw)
+}
+
 // writeCAFile writes der as a PEM certificate file and returns its path.
 func writeCAFile(t *testing.T, der []byte) string {
 	t.Helper()
@@ -82,20 +96,10 @@ func selfSigned(t *testing.T) tls.Certificate {
 // (no credentials, no query) and named in its logs. Both are refused with an
 // error naming the variable; an address custos checked is the one used.
 func TestVaultEnvironmentCannotBypassAddressOrTLS(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, err := url.Parse(srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Vault behind TLS with a certificate that only httptest's CA signs.
-	front := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
-	defer front.Close()
-	rightCA := writeCAFile(t, front.Certificate().Raw)
+	front, rightCA := tlsFront(t, srv)
 	signer, err := srv.TokenWithPolicy(ctx, secrets.PolicySignerPolicyName, secrets.PolicySignerHCL)
 	if err != nil {
 		t.Fatal(err)
@@ -163,18 +167,9 @@ func TestVaultEnvironmentCannotBypassAddressOrTLS(t *testing.T) {
 // carries (what /readyz shows) for a Vault whose certificate is no longer
 // signed by the CA custos trusts, and for a sealed Vault; never its address.
 func TestVaultStaleKindNamesTheCause(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, err := url.Parse(srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
-	ca := writeCAFile(t, front.Certificate().Raw)
+	front, ca := tlsFront(t, srv)
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	v, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: front.URL, Token: p.Token, TLS: &vault.TLSConfig{CACert: ca},
@@ -202,7 +197,7 @@ func TestVaultStaleKindNamesTheCause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(target))
+	other := httptest.NewUnstartedServer(front.Config.Handler) // the same proxy to Vault
 	other.Listener = l
 	other.TLS = &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}}
 	other.StartTLS()

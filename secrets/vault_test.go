@@ -24,6 +24,19 @@ import (
 // syncBuffer collects a provider's log lines from its background goroutine.
 type syncBuffer = syncbuf.Buffer
 
+// provisioned starts a real Vault dev server and provisions custos's keys,
+// policies and AppRole in it (vaulttest.Provision), files in a temporary
+// directory.
+func provisioned(t *testing.T) (*vaulttest.Server, *vaulttest.Provisioned) {
+	t.Helper()
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	p, err := srv.Provision(context.Background(), vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, p
+}
+
 // canaries are the encodings in which a secret could leak.
 func canaries(secretStrings []string, keys ...[]byte) []string {
 	out := append([]string(nil), secretStrings...)
@@ -62,12 +75,8 @@ func openAppRole(t *testing.T, srv *vaulttest.Server, p *vaulttest.Provisioned, 
 }
 
 func TestVaultLoadsEveryKeyAndUsesTransit(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	v, logs := openAppRole(t, srv, p, nil)
 
 	ck, err := v.CursorKeys(ctx)
@@ -130,12 +139,8 @@ func TestVaultLoadsEveryKeyAndUsesTransit(t *testing.T) {
 //
 //custos:race
 func TestVaultRotationKeepsOldVersionsUsable(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	v, _ := openAppRole(t, srv, p, nil)
 	_, oldWrapped, err := v.NewDataKey(ctx)
 	if err != nil {
@@ -195,12 +200,8 @@ func TestVaultRotationKeepsOldVersionsUsable(t *testing.T) {
 //
 //custos:race
 func TestVaultKeysOutageFailsClosedAndRecovers(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	v, logs := openAppRole(t, srv, p, func(o *secrets.VaultOptions) {
 		o.MaxStaleness = 2 * time.Second
 		o.RefreshInterval = 300 * time.Millisecond
@@ -288,12 +289,8 @@ func TestVaultAppRoleLogsInAgainAfterTokenExpiry(t *testing.T) {
 }
 
 func TestVaultStartupErrorsNameThePathAndTheRule(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A policy without the signing rule.
 	var weaker []string
 	for _, block := range strings.Split(secrets.PolicyHCL, "path ") {
@@ -375,12 +372,8 @@ func writeFile(t *testing.T, path, content string) {
 // TestVaultAuditorOnly: the custos-auditor policy is enough for the audit
 // tools and for nothing else.
 func TestVaultAuditorOnly(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tok, err := srv.TokenWithPolicy(ctx, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
 	if err != nil {
 		t.Fatal(err)
@@ -413,12 +406,8 @@ func TestVaultAuditorOnly(t *testing.T) {
 // set holds only three), and a destroyed or deleted version is listed with
 // its problem, never dropped.
 func TestAuditKeyHistoryCoversEveryVersion(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := p.Layout.AuditKeyPath
 	want := map[int][]byte{1: p.AuditKey}
 	for ver := 2; ver <= 5; ver++ {
@@ -484,12 +473,8 @@ func TestAuditKeyHistoryCoversEveryVersion(t *testing.T) {
 // search it, not report it "deleted in Vault" (which made every patient
 // lookup refuse, or with --accept-key-gap skip the current key).
 func TestAuditKeyHistoryScheduledDeletionIsReadable(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := p.Layout.AuditKeyPath
 	kv2 := srv.Root().KVv2(p.Layout.KVMount)
 	if err := kv2.PutMetadata(ctx, path, vault.KVMetadataPutInput{DeleteVersionAfter: time.Hour}); err != nil {
@@ -536,12 +521,8 @@ func openAuditorOnly(t *testing.T, srv *vaulttest.Server, name, hcl string) *sec
 // default retry wait, a sealed Vault is still reported as sealed (its 503
 // answer), not as a timeout, and the provider fails closed.
 func TestSealedVaultIsNamed(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	v, _ := openAppRole(t, srv, p, func(o *secrets.VaultOptions) {
 		o.RefreshInterval = time.Minute
 		o.RequestTimeout = 300 * time.Millisecond
@@ -563,12 +544,8 @@ func TestSealedVaultIsNamed(t *testing.T) {
 // says so once, naming the versions and the fix, instead of leaving only
 // "signature not verified" errors wherever an old checkpoint is checked.
 func TestSigningKeyMinDecryptionVersionIsNamed(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	k := p.Layout.SigningKey
 	for range 2 {
 		if err := srv.RotateTransit(ctx, k); err != nil {
@@ -595,12 +572,8 @@ func TestSigningKeyMinDecryptionVersionIsNamed(t *testing.T) {
 // TestRevokedTokenIsNamed: a token Vault no longer accepts (revoked, or
 // expired) is reported as such, not as a policy that lacks a rule.
 func TestRevokedTokenIsNamed(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tok, err := srv.TokenWithPolicy(ctx, secrets.PolicyName, secrets.PolicyHCL)
 	if err != nil {
 		t.Fatal(err)
@@ -626,12 +599,8 @@ func TestRevokedTokenIsNamed(t *testing.T) {
 // key fails closed with Vault's reason, not served from the cache for up to
 // DataKeyTTL.
 func TestBlobKEKMinDecryptionVersionDropsCachedDataKeys(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	v, _ := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
 	_, wrapped, err := v.NewDataKey(ctx) // cached, wrapped under v1
 	if err != nil {
@@ -691,12 +660,8 @@ func TestVaultAppRoleLoginFailureIsTheStaleCause(t *testing.T) {
 // --key-refresh failed ("no signing key version 2") and was retried until
 // then. A signature by a version not held now reads the keys again.
 func TestVaultSignsRightAfterSigningKeyRotation(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	v, logs := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
 	if err := srv.RotateTransit(ctx, p.Layout.SigningKey); err != nil {
 		t.Fatal(err)
@@ -725,12 +690,8 @@ func TestVaultSignsRightAfterSigningKeyRotation(t *testing.T) {
 // refresh error says the version was deleted, with the command that
 // restores it, or destroyed; the undeleted version is read again.
 func TestVaultDeletedKeyVersionIsNamed(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	v, _ := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
 	kv := srv.Root().KVv2(p.Layout.KVMount)
 	for _, path := range []string{p.Layout.IDKeyPath, p.Layout.CursorKeyPath} {
@@ -766,12 +727,8 @@ func TestVaultDeletedKeyVersionIsNamed(t *testing.T) {
 // role id, which is not a secret, and a group-readable secret id (root:custos
 // 0440, docs/vault.md) are accepted.
 func TestVaultSecretIDFileReadableByOthersIsRefused(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := os.Chmod(p.RoleIDFile, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -801,12 +758,8 @@ func TestVaultSecretIDFileReadableByOthersIsRefused(t *testing.T) {
 // refresh checks the token's capabilities on the Transit paths it does not
 // read, and fails naming the rule, as a start does.
 func TestVaultRefreshNamesARuleRemovedWhileServing(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	v, _ := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = time.Minute })
 	for _, path := range []string{"transit/decrypt/", "transit/sign/", "transit/datakey/wrapped/"} {
 		var weaker []string
@@ -851,12 +804,8 @@ func TestVaultRefreshNamesARuleRemovedWhileServing(t *testing.T) {
 // the rule was missing. Only a token Vault no longer accepts makes it log
 // in again.
 func TestVaultPolicyDenialDoesNotLogInAgain(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
+	srv, p := provisioned(t)
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	v, logs := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = 100 * time.Millisecond })
 	var weaker []string
 	for _, block := range strings.Split(secrets.PolicyHCL, "path ") {
