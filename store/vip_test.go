@@ -376,32 +376,7 @@ func TestPatientWideIndexAgreesWithScan(t *testing.T) {
 
 			// The catalog as a custos before the vip index left it: no
 			// index, no patient-wide labels.
-			strip := func(tx *bolt.Tx) error {
-				res, vers := tx.Bucket(bucketResources), tx.Bucket(bucketVersions)
-				var fix []Resource
-				err := res.ForEach(func(_, v []byte) error {
-					var r Resource
-					if err := decodeResource(v, &r); err != nil {
-						return err
-					}
-					if len(r.PatientWide) > 0 {
-						r.Labels.Sensitivity = r.OwnSensitivity()
-						r.PatientWide = nil
-						fix = append(fix, r)
-					}
-					return nil
-				})
-				if err != nil {
-					return err
-				}
-				for _, r := range fix {
-					if err := putLive(res, vers, r); err != nil {
-						return err
-					}
-				}
-				return tx.DeleteBucket(bucketVIP)
-			}
-			editDB(t, path, strip)
+			editDB(t, path, func(tx *bolt.Tx) error { return withoutPatientWide(tx, bucketVIP) })
 			if err := check(); err == nil {
 				t.Error("a catalog without the vip index agrees with the scan")
 			}
@@ -520,33 +495,7 @@ func TestPatientWideIndexBuiltForEveryTenant(t *testing.T) {
 		c1, itemEntry("Observation", "o2", "p2", false)); err != nil {
 		t.Fatal(err)
 	}
-	editDB(t, path, func(tx *bolt.Tx) error {
-		res, vers := tx.Bucket(bucketResources), tx.Bucket(bucketVersions)
-		var fix []Resource
-		err := res.ForEach(func(_, v []byte) error {
-			var r Resource
-			if err := decodeResource(v, &r); err != nil {
-				return err
-			}
-			if len(r.PatientWide) > 0 {
-				r.Labels.Sensitivity, r.PatientWide = r.OwnSensitivity(), nil
-				fix = append(fix, r)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, r := range fix {
-			if err := putLive(res, vers, r); err != nil {
-				return err
-			}
-		}
-		if err := tx.DeleteBucket(bucketOptOut); err != nil {
-			return err
-		}
-		return tx.DeleteBucket(bucketVIP)
-	})
+	editDB(t, path, func(tx *bolt.Tx) error { return withoutPatientWide(tx, bucketOptOut, bucketVIP) })
 	rep, err := stagedImport(t, path, EntryOptions{Namer: gh}, fhirEntry("Organization", srcOrg, "", `{"resourceType":"Organization","id":"org-cityhospital"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -587,4 +536,37 @@ func TestPatientGainsVIPThroughItsPhoto(t *testing.T) {
 		t.Error(err)
 	}
 	checkDB(t, path)
+}
+
+// withoutPatientWide makes the catalog in tx what a custos before the
+// patient-wide label indexes left: every live resource's patient-wide
+// labels taken off, and the given index buckets deleted.
+func withoutPatientWide(tx *bolt.Tx, indexes ...[]byte) error {
+	res, vers := tx.Bucket(bucketResources), tx.Bucket(bucketVersions)
+	var fix []Resource
+	err := res.ForEach(func(_, v []byte) error {
+		var r Resource
+		if err := decodeResource(v, &r); err != nil {
+			return err
+		}
+		if len(r.PatientWide) > 0 {
+			r.Labels.Sensitivity, r.PatientWide = r.OwnSensitivity(), nil
+			fix = append(fix, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range fix {
+		if err := putLive(res, vers, r); err != nil {
+			return err
+		}
+	}
+	for _, b := range indexes {
+		if err := tx.DeleteBucket(b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
