@@ -29,6 +29,10 @@
 //     data key round trip succeed; errors name the Vault path and the ACL
 //     rule that grants it. Every refresh checks the keys again, and the
 //     token's capabilities on the Transit paths it does not call itself.
+//     Refreshes (the background tick's, and a Sign's that meets a signing
+//     version newer than the keys held) run one at a time, so the key
+//     state held only moves forward: a slower refresh never stores what it
+//     fetched over a newer refresh's state.
 //   - custos reaches only the Vault address it checked and verifies its
 //     certificate: https, or plain http to a loopback host; the client
 //     library's $VAULT_SKIP_VERIFY and $VAULT_AGENT_ADDR are refused; so is

@@ -213,6 +213,15 @@ type Vault struct {
 	capsSkipped atomic.Bool
 	datakeys    *dataKeyCache
 
+	// refreshMu serializes Refresh: the background tick and a Sign that
+	// meets a signing version rotated in since the last refresh can both
+	// refresh, and without it the slower fetch, begun before the other's,
+	// stored its older key state over the newer one (and its error over
+	// the other's success). afterFetch, nil but in tests, runs between a
+	// refresh's fetch and its store.
+	refreshMu  sync.Mutex
+	afterFetch func()
+
 	stop chan struct{}
 	done sync.WaitGroup
 	once sync.Once
@@ -912,10 +921,16 @@ func errString(err error) string {
 
 // Refresh re-reads every key now. Failures are logged and keep the keys
 // already held until the staleness limit; it returns the error for tests
-// and callers that want it.
+// and callers that want it. Refreshes run one at a time, each from the
+// state the previous one stored, so the state held only moves forward.
 func (v *Vault) Refresh(ctx context.Context) error {
+	v.refreshMu.Lock()
+	defer v.refreshMu.Unlock()
 	old := v.state.Load()
 	st, err := v.fetch(ctx, old)
+	if v.afterFetch != nil {
+		v.afterFetch()
+	}
 	if err != nil {
 		v.lastErr.Store(&refreshFailure{cause: err.Error(), kind: failureKind(err)})
 		v.log.Warn("vault key refresh failed; holding keys until the staleness limit", "err", err, "age", v.opts.Now().Sub(old.refreshed).Round(time.Second).String(), "limit", v.opts.MaxStaleness.String())

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -833,4 +834,57 @@ func TestVaultPolicyDenialDoesNotLogInAgain(t *testing.T) {
 	waitFor(t, 10*time.Second, "a login after the token was revoked, and fresh keys", func() bool {
 		return v.Logins() > n && v.Refresh(ctx) == nil
 	})
+}
+
+// TestConcurrentRefreshKeepsTheNewerState: two refreshes at once (the
+// background tick, and a Sign that meets a signing version rotated in since
+// the last refresh) each fetched from Vault and stored what they fetched, so
+// the slower one, begun before a rotation, stored its older key state over
+// the newer one: the rotated key was not used until the next refresh.
+// Refreshes now run one at a time. The first refresh here is held between
+// its fetch and its store while the cursor key is rotated and a second
+// refresh starts; the state held at the end must have the new version.
+func TestConcurrentRefreshKeepsTheNewerState(t *testing.T) {
+	srv, p := provisioned(t)
+	ctx := context.Background()
+	v, _ := openAppRole(t, srv, p, func(o *secrets.VaultOptions) { o.RefreshInterval = 10 * time.Minute })
+	var calls atomic.Int32
+	fetched, second, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	secrets.SetAfterFetch(v, func() {
+		switch calls.Add(1) {
+		case 1:
+			close(fetched)
+			<-release
+		case 2:
+			close(second)
+		}
+	})
+	errA, errB := make(chan error, 1), make(chan error, 1)
+	go func() { errA <- v.Refresh(ctx) }()
+	<-fetched
+	if _, err := srv.RotateKV(ctx, p.Layout.CursorKeyPath, bytes.Repeat([]byte{7}, 32)); err != nil {
+		t.Fatal(err)
+	}
+	go func() { errB <- v.Refresh(ctx) }()
+	// Without one refresh at a time, the second fetches and stores while
+	// the first is held: wait for it to finish, then let the first store.
+	// With it, the second waits for the first; release the first after a
+	// while.
+	select {
+	case <-second:
+		if err := <-errB; err != nil {
+			t.Fatal(err)
+		}
+		errB <- nil
+	case <-time.After(500 * time.Millisecond):
+	}
+	close(release)
+	for _, ch := range []chan error{errA, errB} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids := strings.Join(v.KeyIDs(), " "); !strings.Contains(ids, "cursor=secret/custos/cursor-key@2") {
+		t.Fatalf("after two concurrent refreshes, the second begun after the cursor key's rotation, the keys held are %q: the first refresh's older state overwrote the newer", ids)
+	}
 }
