@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -107,7 +108,9 @@ func agreementGrid() []agreementPage {
 // no decision or subject cache, or one way would answer from the other's
 // results. Both ways failing (denying) on an item is agreement; one failing
 // and the other not is not: a page that always fails lists nothing, and an
-// item whose read fails must not be listed.
+// item whose read fails must not be listed. A page that the decisions rule
+// cannot decide within the evaluation time-out is an error of its own
+// (wrapping ErrEvaluation), not reported as a disagreement.
 func batchAgrees(ctx context.Context, u *Engine) error {
 	if u.batch == nil {
 		return nil
@@ -116,6 +119,12 @@ func batchAgrees(ctx context.Context, u *Engine) error {
 	differ, total := 0, 0
 	for _, p := range agreementGrid() {
 		batch, berr := u.DecideBatch(ctx, p.in, p.items)
+		if errors.Is(berr, context.DeadlineExceeded) && ctx.Err() == nil {
+			// Not a disagreement: the list rule is too slow to serve a
+			// page (every such page would be refused in service).
+			return fmt.Errorf("%w: decisions did not decide a list page of %d synthetic items by %s (roles %s) for purpose %q within the evaluation time-out (%s)",
+				ErrEvaluation, len(p.items), p.in.Principal.Sub, strings.Join(p.in.Principal.Roles, ","), p.in.PurposeOfUse, u.timeout)
+		}
 		for i, it := range p.items {
 			if err := ctx.Err(); err != nil {
 				return err

@@ -131,3 +131,38 @@ decisions := [one(it.resource) | some it in input.items]
 		t.Errorf("the refusal took %v", took)
 	}
 }
+
+// TestSlowListRuleIsNotReportedAsDisagreement: a decisions rule that cannot
+// decide a page within the evaluation time-out was refused as "decisions
+// disagrees with decision" (the page failed, the reads did not), sending
+// the policy author to look for a logic difference that is not there. It
+// is refused as too slow, naming the time-out, at the first such page.
+func TestSlowListRuleIsNotReportedAsDisagreement(t *testing.T) {
+	files := map[string]string{
+		"custos/authz.rego": `package custos.authz
+
+one(r) := {"allow": true, "reasons": ["fine"], "obligations": []}
+
+decision := one(input.resource)
+
+slow_page if {
+	some i in numbers.range(1, 3000)
+	some j in numbers.range(1, 3000)
+	i * j == -1
+}
+
+decisions := [one(it.resource) | some it in input.items] if not slow_page
+`,
+	}
+	dir := writeDir(t, files)
+	start := time.Now()
+	_, err := DirSource{Dir: dir, AllowNoTests: true, Options: Options{Timeout: 50 * time.Millisecond}}.Load(context.Background())
+	took := time.Since(start)
+	if err == nil || !errors.Is(err, ErrTestsFailed) || !errors.Is(err, ErrEvaluation) || errors.Is(err, ErrBatchDisagrees) ||
+		!strings.Contains(err.Error(), "within the evaluation time-out (50ms)") {
+		t.Fatalf("a candidate whose list rule outlasts the time-out on every page: %v", err)
+	}
+	if took > 20*time.Second {
+		t.Errorf("the refusal took %v", took)
+	}
+}
