@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -542,5 +543,70 @@ func TestIdleSessionIsLoggedOff(t *testing.T) {
 	})
 	if !errors.Is(bad, server.ErrBadConfig) || !strings.Contains(bad.Error(), "SessionTimeout") {
 		t.Fatalf("negative SessionTimeout: %v", bad)
+	}
+}
+
+// cacheControls records the Cache-Control header of every response.
+type cacheControls struct {
+	bearer
+	mu  sync.Mutex
+	got []string
+}
+
+func (c *cacheControls) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.bearer.RoundTrip(r)
+	if err == nil {
+		c.mu.Lock()
+		c.got = append(c.got, r.Method+" "+resp.Status+": "+resp.Header.Get("Cache-Control"))
+		c.mu.Unlock()
+	}
+	return resp, err
+}
+
+// Every response of the MCP endpoint says Cache-Control: no-store: the
+// go-sdk's "no-cache, no-transform" let a proxy or the client's HTTP cache
+// store a resource's PHI (it only had to revalidate before reusing it).
+// Both revisions (SSE and JSON framing), a read, a list, the session's
+// DELETE and a refused request are checked, behind the dev-token and the
+// OAuth handlers.
+func TestMCPResponsesAreNotStored(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	oauthURL, mint := f.oauthServer(t)
+	for _, h := range []struct{ name, url, tok string }{
+		{"tokens", hs.url, hs.tokens["clinician"]},
+		{"oauth", oauthURL, mint("clinician", "resources:list resources:read")},
+	} {
+		for _, rev := range []string{rev2025, rev2026} {
+			cc := &cacheControls{bearer: bearer{h.tok}}
+			tr := &mcp.StreamableClientTransport{Endpoint: h.url, HTTPClient: &http.Client{Transport: cc}, DisableStandaloneSSE: true}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: rev})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := cs.ListResources(context.Background(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: res.Resources[0].URI}); err != nil {
+				t.Fatal(err)
+			}
+			cs.Close()
+			cc.mu.Lock()
+			got := slices.Clone(cc.got)
+			cc.mu.Unlock()
+			if len(got) < 3 {
+				t.Fatalf("%s %s: %d responses seen: %q", h.name, rev, len(got), got)
+			}
+			for _, g := range got {
+				if !strings.HasSuffix(g, ": no-store, no-transform") {
+					t.Errorf("%s %s: response %q, want Cache-Control: no-store, no-transform", h.name, rev, g)
+				}
+			}
+		}
+		code, hdr, _ := post(t, h.url, "", map[string]string{"Mcp-Protocol-Version": rev2026}, `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`)
+		if code != http.StatusUnauthorized || hdr.Get("Cache-Control") != "no-store, no-transform" {
+			t.Errorf("%s: unauthenticated request: %d, Cache-Control %q", h.name, code, hdr.Get("Cache-Control"))
+		}
 	}
 }

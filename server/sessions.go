@@ -166,10 +166,12 @@ func (c *sessionCap) handler(next http.Handler) http.Handler {
 		// the client can learn the session id: noted after the handler
 		// returned, a request naming the new session could arrive first
 		// and a hijack attempt be recorded without its class.
-		ow := &ownerWriter{ResponseWriter: w, note: func(sid string) {
-			c.mu.Lock()
-			c.owner[sid] = me
-			c.mu.Unlock()
+		ow := &beforeHeader{ResponseWriter: w, fn: func(h http.Header) {
+			if sid := h.Get(sessionHeader); sid != "" {
+				c.mu.Lock()
+				c.owner[sid] = me
+				c.mu.Unlock()
+			}
 		}}
 		next.ServeHTTP(ow, r)
 		sid := w.Header().Get(sessionHeader)
@@ -208,40 +210,3 @@ func sessionless(r *http.Request) *jsonrpc.Request {
 	}
 	return req
 }
-
-// ownerWriter calls note with the session id the response carries, once,
-// when its header is written (explicitly, or by the first Write).
-type ownerWriter struct {
-	http.ResponseWriter
-	note  func(sid string)
-	noted bool
-}
-
-func (w *ownerWriter) noteOnce() {
-	if w.noted {
-		return
-	}
-	w.noted = true
-	if sid := w.Header().Get(sessionHeader); sid != "" {
-		w.note(sid)
-	}
-}
-
-func (w *ownerWriter) WriteHeader(status int) {
-	w.noteOnce()
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *ownerWriter) Write(b []byte) (int, error) {
-	w.noteOnce()
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *ownerWriter) Flush() {
-	w.noteOnce()
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *ownerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -46,9 +46,59 @@ func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 	h := s.mcpHandler(bearerIdentity)
 	protected := oneBearerToken(auth.RequireBearerToken(tokens.Verify, nil)(noteCaller(s.rateLimited(h))))
 	mux := http.NewServeMux()
-	mux.Handle(MCPPath, s.auditRejections(http.NewCrossOriginProtection().Handler(protected), tokens.Verify))
+	mux.Handle(MCPPath, noStore(s.auditRejections(http.NewCrossOriginProtection().Handler(protected), tokens.Verify)))
 	return clientaddr.Handler(s.cfg.TrustedProxies, mux)
 }
+
+// noStore makes every response of the MCP endpoint say Cache-Control:
+// no-store (RFC 9111 §5.2.2.5): what it serves is PHI, or about it, and no
+// cache on the way (a proxy, the client's HTTP cache) may keep a copy. The
+// go-sdk sets "no-cache, no-transform" on its responses, which lets a cache
+// store them (it only has to revalidate before reuse); the header is
+// replaced when the response's header is written, keeping no-transform.
+func noStore(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&beforeHeader{ResponseWriter: w, fn: func(h http.Header) {
+			h.Set("Cache-Control", "no-store, no-transform")
+		}}, r)
+	})
+}
+
+// beforeHeader calls fn with the response's header once, just before the
+// header is written (explicitly, or by the first Write or Flush). It keeps
+// http.Flusher (the SSE streams flush) and unwraps for
+// http.ResponseController.
+type beforeHeader struct {
+	http.ResponseWriter
+	fn   func(http.Header)
+	done bool
+}
+
+func (w *beforeHeader) once() {
+	if !w.done {
+		w.done = true
+		w.fn(w.ResponseWriter.Header())
+	}
+}
+
+func (w *beforeHeader) WriteHeader(status int) {
+	w.once()
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *beforeHeader) Write(b []byte) (int, error) {
+	w.once()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *beforeHeader) Flush() {
+	w.once()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *beforeHeader) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // oneBearerToken answers a request whose Authorization header is given
 // more than once, or is not "Bearer" and one token, with 400
