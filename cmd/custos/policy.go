@@ -31,7 +31,8 @@ func newPolicyCmd() *cobra.Command {
                                       obligations and the rules that fired
   custos policy impact --candidate DIR --data-dir D
                                       replay recently audited decisions against a
-                                      candidate policy: what would change?
+                                      candidate policy (a directory, or the signed
+                                      bundle with --key): what would change?
   custos policy bundle DIR -o FILE --sequence N --key ID=PEM
                                       build a signed bundle for 'serve --policy-bundle'
                                       (N: its rollback claim, above the last one)
@@ -45,8 +46,9 @@ and their *_test.rego tests; without a directory the built-in default policy
 is used where that makes sense.
 
 Rollout: test, check and impact the directory; bundle it with the next
-sequence number; verify the bundle with the public key the servers trust;
-then write it next to the file each server's --policy-bundle names and
+sequence number; verify the bundle with the public key the servers trust
+(and impact the bundle itself: --candidate BUNDLE --key ID=PUBPEM); then
+write it next to the file each server's --policy-bundle names and
 rename it over that file (mv: a copy in place can be read half written,
 which the server rejects, and records, before it loads the whole file).
 Within a second (at once on SIGHUP) each server verifies the signature, runs
@@ -394,18 +396,19 @@ Examples:
 func newPolicyImpactCmd() *cobra.Command {
 	var (
 		candidate, dir, since, until string
+		keys                         []string
 		asJSON                       bool
 		af                           accessFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "impact --candidate DIR --data-dir D --purpose CODE [--since T] [--until T]",
+		Use:   "impact --candidate DIR|BUNDLE [--key ID=PUBPEM...] --data-dir D --purpose CODE [--since T] [--until T]",
 		Short: "Replay audited decisions against a candidate policy and report what would change",
 		Long: `impact shows what a candidate policy would change before it is rolled out.
 The server stores, next to each audit record of a resources/read or
 resources/templates/list, the policy input it decided (patient ids replaced
 by their keyed hashes; docs/audit-format.md, "Decision inputs"). impact
-replays those inputs against the candidate under --candidate DIR (compiled as
-the server compiles it, and refused, as the server would refuse it, when its
+replays those inputs against the candidate --candidate names (compiled as the
+server compiles it, and refused, as the server would refuse it, when its
 Rego tests fail) and compares each result with the recorded decision:
 
   allow→deny            the candidate would refuse what was served
@@ -424,17 +427,24 @@ compiled and replayed in this process. --since/--until bound the record
 times ([since, until)). The exit status is 0 whether or not decisions would
 change.
 
+--candidate is a policy directory, or a signed bundle file (from 'policy
+bundle'): the very artifact a rollout will install. A bundle is loaded as
+'serve --policy-bundle' loads it, its signature checked against the public
+keys given with --key ID=PUBPEM (repeatable, as for 'policy verify'); the
+report's first line names its revision, digest and signing key.
+
 On a terminal, impact draws its progress (records examined) on stderr, not
 with --json; the report is the same either way.
 
 Examples:
   custos policy impact --candidate ./policies --data-dir /srv/custos --purpose HOPERAT
   custos policy impact --candidate ./policies --data-dir /srv/custos --purpose HOPERAT --since 2026-11-01
-  custos policy impact --candidate ./policies --data-dir ./data --purpose HOPERAT --since 2026-11-20T08:00:00Z --json`,
+  custos policy impact --candidate ./policies --data-dir ./data --purpose HOPERAT --since 2026-11-20T08:00:00Z --json
+  custos policy impact --candidate policy.tar.gz --key security-team-2026=policy-signing.pub.pem --data-dir /srv/custos --purpose HOPERAT`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if candidate == "" {
-				return usagef("--candidate DIR is required (the policy to assess)")
+				return usagef("--candidate DIR is required (the policy to assess: a directory, or a bundle with --key)")
 			}
 			d, err := requireDataDir(dir)
 			if err != nil {
@@ -444,15 +454,12 @@ Examples:
 			if opts.Since, opts.Until, err = parseTimeRange(since, until); err != nil {
 				return err
 			}
-			if _, _, err := policyFS(candidate); err != nil {
-				return err
-			}
 			// Vetted as a server loads a policy (compiled, its Rego tests
-			// run): a candidate the server would reject is not previewed as
-			// if it could change anything.
-			eng, err := policy.DirSource{Dir: candidate, AllowNoTests: true}.Load(cmd.Context())
+			// run; a bundle's signature checked): a candidate the server
+			// would reject is not previewed as if it could change anything.
+			eng, title, err := loadImpactCandidate(cmd, candidate, keys)
 			if err != nil {
-				return fmt.Errorf("candidate: %w", err)
+				return err
 			}
 			if err := af.check(access.ActionPolicyImpact); err != nil {
 				return err
@@ -478,17 +485,54 @@ Examples:
 			if asJSON {
 				return rep.WriteJSON(cmd.OutOrStdout())
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "candidate %s (revision %s)\n", candidate, eng.Revision())
+			fmt.Fprintln(cmd.OutOrStdout(), title)
 			return rep.WriteTable(cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
 	af.register(f, purposeRequired)
-	f.StringVar(&candidate, "candidate", "", "directory of the candidate policy (.rego files)")
+	f.StringVar(&candidate, "candidate", "", "the candidate policy: a directory of .rego files, or a signed bundle file (with --key)")
+	f.StringArrayVar(&keys, "key", nil, "ID=PUBPEM: with a bundle --candidate, an ES256 public key a server trusts (repeatable)")
 	f.StringVar(&dir, "data-dir", "", "data directory holding audit.db")
 	f.StringVar(&since, "since", "", "first instant to replay (RFC 3339 or YYYY-MM-DD)")
 	f.StringVar(&until, "until", "", "instant to stop before (RFC 3339 or YYYY-MM-DD)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	markRequired(cmd, "candidate", "data-dir", "purpose")
 	return cmd
+}
+
+// loadImpactCandidate loads the candidate of policy impact as a server
+// would: a directory compiled with its tests run, or a bundle file whose
+// signature is checked against keys. It returns the engine and the report's
+// title line.
+func loadImpactCandidate(cmd *cobra.Command, candidate string, keys []string) (*policy.Engine, string, error) {
+	st, err := os.Stat(candidate)
+	if err != nil {
+		return nil, "", fmt.Errorf("--candidate: %w", err)
+	}
+	if st.IsDir() {
+		if len(keys) > 0 {
+			return nil, "", usagef("--key verifies a bundle's signature; --candidate %s is a directory", candidate)
+		}
+		eng, err := policy.DirSource{Dir: candidate, AllowNoTests: true}.Load(cmd.Context())
+		if err != nil {
+			return nil, "", fmt.Errorf("candidate: %w", err)
+		}
+		return eng, fmt.Sprintf("candidate %s (revision %s)", candidate, eng.Revision()), nil
+	}
+	if !st.Mode().IsRegular() {
+		return nil, "", usagef("--candidate %s is neither a policy directory nor a bundle file", candidate)
+	}
+	if len(keys) == 0 {
+		return nil, "", usagef("--candidate %s is a bundle file: give --key ID=PUBPEM (repeatable), the public keys a server trusts, to check its signature", candidate)
+	}
+	vks, err := parseVerificationKeys(keys)
+	if err != nil {
+		return nil, "", err
+	}
+	eng, info, err := policy.LoadBundle(cmd.Context(), candidate, vks, policy.Options{})
+	if err != nil {
+		return nil, "", fmt.Errorf("candidate: %w", err)
+	}
+	return eng, fmt.Sprintf("candidate %s (revision %s, digest %s, signed by %s)", candidate, info.Revision, info.Digest, info.KeyID), nil
 }

@@ -298,21 +298,9 @@ Examples:
 			if len(keys) == 0 {
 				return usagef("verify needs --key ID=PUBPEM (repeatable): the keys a server would trust")
 			}
-			var vks []policy.VerificationKey
-			for _, kv := range keys {
-				id, file, ok := strings.Cut(kv, "=")
-				if !ok || id == "" || file == "" {
-					return usagef("--key %q: want ID=PUBPEM (an ECDSA P-256 public key)", kv)
-				}
-				pem, err := os.ReadFile(file)
-				if err != nil {
-					return err
-				}
-				k, err := policy.ParseVerificationKey(id, pem)
-				if err != nil {
-					return fmt.Errorf("--key %s: %w", kv, err)
-				}
-				vks = append(vks, k)
+			vks, err := parseVerificationKeys(keys)
+			if err != nil {
+				return err
 			}
 			_, info, err := policy.LoadBundle(cmd.Context(), args[0], vks, policy.Options{})
 			if err != nil {
@@ -341,4 +329,26 @@ Examples:
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was verified as JSON")
 	markRequired(cmd, "key")
 	return cmd
+}
+
+// parseVerificationKeys reads the --key ID=PUBPEM flags of verify and
+// impact: the ES256 public keys a server trusts.
+func parseVerificationKeys(keys []string) ([]policy.VerificationKey, error) {
+	var vks []policy.VerificationKey
+	for _, kv := range keys {
+		id, file, ok := strings.Cut(kv, "=")
+		if !ok || id == "" || file == "" {
+			return nil, usagef("--key %q: want ID=PUBPEM (an ECDSA P-256 public key)", kv)
+		}
+		pem, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		k, err := policy.ParseVerificationKey(id, pem)
+		if err != nil {
+			return nil, fmt.Errorf("--key %s: %w", kv, err)
+		}
+		vks = append(vks, k)
+	}
+	return vks, nil
 }

@@ -24,6 +24,25 @@ import (
 // Transit signer is: it is not a *policy.FileSigner.
 type remoteSigner struct{ *policy.FileSigner }
 
+// es256KeyPEMs makes a new ECDSA P-256 key: its PKCS #8 private key and
+// its public key, in PEM.
+func es256KeyPEMs(t *testing.T) (priv, pub []byte) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})
+}
+
 // TestResignRefusesBrokenPolicy: custos policy sign checks that the policy
 // of the bundle compiles and passes its tests before it signs it, whatever
 // the signer (--key or --vault), so that no signature vouches for a policy
@@ -40,15 +59,8 @@ func TestResignRefusesBrokenPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := policy.ParseFileSigner("team", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	priv, _ := es256KeyPEMs(t)
+	fs, err := policy.ParseFileSigner("team", priv)
 	if err != nil {
 		t.Fatal(err)
 	}

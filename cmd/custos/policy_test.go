@@ -118,6 +118,47 @@ func TestPolicyImpactEndToEnd(t *testing.T) {
 		}
 	}
 
+	// The signed bundle of the same candidate, the artifact a rollout
+	// installs, gives the same report; it is verified as a server verifies
+	// it, so it needs the keys a server trusts.
+	bundle, pub := signedCandidate(t, candidatePolicy)
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"policy", "impact", "--purpose", "HOPERAT", "--candidate", bundle, "--key", "team=" + pub, "--data-dir", dir, "--json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("policy impact of the bundle exited %d: %s", code, stderr.String())
+	}
+	var fromBundle impact.Report
+	if err := json.Unmarshal(stdout.Bytes(), &fromBundle); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, stdout.String())
+	}
+	// The second run also replays the first's access record, skipped.
+	if fromBundle.Replayed != rep.Replayed || fromBundle.Counts != rep.Counts || fromBundle.Skipped != rep.Skipped+1 {
+		t.Errorf("impact of the bundle: replayed %d, skipped %d, counts %+v; of the directory: %d, %d, %+v",
+			fromBundle.Replayed, fromBundle.Skipped, fromBundle.Counts, rep.Replayed, rep.Skipped, rep.Counts)
+	}
+	stdout.Reset()
+	if code := run([]string{"policy", "impact", "--purpose", "HOPERAT", "--candidate", bundle, "--key", "team=" + pub, "--data-dir", dir}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), "candidate "+bundle+" (revision ") || !strings.Contains(stdout.String(), "signed by team)") {
+		t.Errorf("table of the bundle's impact: exit %d\n%s", code, stdout.String())
+	}
+	_, otherPub := signedCandidate(t, candidatePolicy)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--candidate", bundle}, 2, "is a bundle file: give --key ID=PUBPEM"},
+		{[]string{"--candidate", bundle, "--key", "team=" + otherPub}, 1, "signature"},
+		{[]string{"--candidate", candidatePolicy, "--key", "team=" + pub}, 2, "is a directory"},
+	} {
+		stdout.Reset()
+		stderr.Reset()
+		code := run(append([]string{"policy", "impact", "--purpose", "HOPERAT", "--data-dir", dir}, tc.args...), &stdout, &stderr)
+		if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("policy impact %v: exit %d, want %d naming %q:\n%s", tc.args, code, tc.code, tc.want, stderr.String())
+		}
+	}
+
 	// The table, and the time filter: nothing is replayed before the reads.
 	stdout.Reset()
 	if code := run([]string{"policy", "impact", "--purpose", "HOPERAT", "--candidate", candidatePolicy, "--data-dir", dir}, &stdout, &stderr); code != 0 {
@@ -150,6 +191,34 @@ func TestPolicyImpactEndToEnd(t *testing.T) {
 			t.Fatal("audit.db holds a raw patient id")
 		}
 	}
+}
+
+// signedCandidate bundles the policy directory src, with a test of its own
+// (a bundle needs one), signed under the id "team" by a new ES256 key with
+// custos policy bundle; it returns the bundle file and the public key's
+// PEM file.
+func signedCandidate(t *testing.T, src string) (bundle, pub string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(filepath.Join(dir, "p"), os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "p", "custos", "authz_test.rego"), []byte("package custos.authz_test\n\nimport data.custos.authz\n\ntest_decision_is_an_object if is_object(authz.decision) with input as {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	privPEM, pubPEM := es256KeyPEMs(t)
+	priv, pub, bundle := filepath.Join(dir, "key.pem"), filepath.Join(dir, "key.pub.pem"), filepath.Join(dir, "policy.tar.gz")
+	if err := os.WriteFile(priv, privPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pub, pubPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"policy", "bundle", filepath.Join(dir, "p"), "-o", bundle, "--key", "team=" + priv, "--sequence", "1"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("policy bundle: exit %d: %s", code, stderr.String())
+	}
+	return bundle, pub
 }
 
 func mustPage(t *testing.T, st *store.Store) []store.Resource {
