@@ -16,6 +16,7 @@ import (
 	"math/big"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/bundle"
@@ -273,7 +274,7 @@ func readBundleFile(path string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is a %s, not a regular file", path, modeKind(fi.Mode()))
 	}
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
@@ -286,6 +287,28 @@ func readBundleFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("bundle larger than %d bytes", MaxBundleSize)
 	}
 	return data, nil
+}
+
+// openRegular opens path for reading if it is a regular file, as checked
+// on the file opened: the path may be renamed over between a check of the
+// name and the open (a rollout renames the new bundle over it), and the
+// open itself does not wait for a writer if a FIFO took its place
+// (O_NONBLOCK, which changes nothing for a regular file).
+func openRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is a %s, not a regular file", path, modeKind(fi.Mode()))
+	}
+	return f, nil
 }
 
 func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, opts Options) (*Engine, BundleInfo, error) {

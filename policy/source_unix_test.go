@@ -5,6 +5,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,4 +164,47 @@ decision := {"allow": count(denies) == 0, "reasons": sort(denies), "obligations"
 func decideAllows(ctx context.Context, e *Engine) bool {
 	d, err := e.Decide(ctx, readInput)
 	return err == nil && d.Allow
+}
+
+// TestOpenRegularDoesNotWaitOnAFIFO: the bundle's path is checked by name
+// and then opened, and a rollout renames files over that path; a FIFO put
+// there between the check and the open made the open wait for a writer,
+// holding the load and every reload after it. The open itself does not
+// wait, and the file opened is checked.
+func TestOpenRegularDoesNotWaitOnAFIFO(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "policy.tar.gz")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		f, err := openRegular(fifo)
+		if err == nil {
+			f.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "is a FIFO, not a regular file") {
+			t.Fatalf("openRegular(FIFO) = %v, want it refused by name", err)
+		}
+	case <-time.After(10 * time.Second):
+		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			w.Close()
+		}
+		t.Fatal("openRegular waited on a FIFO")
+	}
+	regular := filepath.Join(t.TempDir(), "b")
+	if err := os.WriteFile(regular, []byte("bundle"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := openRegular(regular)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if b, err := io.ReadAll(f); err != nil || string(b) != "bundle" {
+		t.Fatalf("read %q, %v", b, err)
+	}
 }
