@@ -163,13 +163,15 @@ type Log struct {
 	headHash  string
 	liveFirst time.Time // time of the live segment's first record (zero: none yet)
 
-	roll roller
+	roll   roller
+	unlock func() // releases the lock file (lockLog), after the segments are closed
 }
 
 // Open opens the audit log whose live segment is path, creating it (mode
 // 0600) if missing, together with its sealed segments (SealedDir(path) and
-// Options.ArchiveDir). It takes bbolt's exclusive file lock on the live
-// segment, waiting at most opts.Timeout before failing with ErrLocked;
+// Options.ArchiveDir). It takes the exclusive lock of LockFile(path), held
+// until Close, then bbolt's exclusive file lock on the live segment,
+// waiting at most opts.Timeout for each before failing with ErrLocked;
 // sealed segments are opened read-only. On an existing file it checks that
 // the head record decodes, hashes to the stored head hash and sits at the
 // stored head seq, and that the segments follow each other (numbers, first
@@ -181,15 +183,29 @@ type Log struct {
 // Open builds the tree's stored hashes from the stored records, in write
 // transactions of 10,000 records that each advance meta tree_size (an
 // interrupted migration resumes at the next Open), logging progress through
-// opts.Logger. Records are not touched. With opts.ReadOnly, Open takes a
-// shared lock instead, refuses a missing file, writes nothing, does not
-// migrate and does not complete a seal; segments that do not follow each
-// other are then reported by Verify rather than refused.
+// opts.Logger. Records are not touched. With opts.ReadOnly, Open takes
+// shared locks instead (of the lock file only if it exists), refuses a
+// missing file, writes nothing, does not migrate and does not complete a
+// seal; segments that do not follow each other are then reported by
+// Verify rather than refused.
 func Open(path string, opts Options) (*Log, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
 	l := &Log{path: path, opts: opts, log: opts.Logger}
+	// The lock file first: nothing below may look at, let alone complete
+	// a seal of, files another process is writing (loglock_unix.go).
+	unlock, err := lockLog(path, !opts.ReadOnly, opts.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	l.unlock = unlock
+	ok := false
+	defer func() {
+		if !ok {
+			unlock()
+		}
+	}()
 	if !opts.ReadOnly {
 		if err := l.recoverSeal(); err != nil {
 			return nil, err
@@ -290,6 +306,7 @@ func Open(path string, opts Options) (*Log, error) {
 	if !opts.ReadOnly {
 		l.roll.start(l)
 	}
+	ok = true
 	return l, nil
 }
 
@@ -749,7 +766,9 @@ func (l *Log) Close() error {
 	l.inflight.Wait()
 	l.segMu.Lock()
 	defer l.segMu.Unlock()
-	if err := closeSegments(l.segs); err != nil {
+	err := closeSegments(l.segs)
+	l.unlock()
+	if err != nil {
 		return fmt.Errorf("audit: close: %w", err)
 	}
 	l.log.Info("audit log closed")

@@ -62,6 +62,13 @@ func SealedDir(path string) string {
 	return strings.TrimSuffix(path, filepath.Ext(path)) + sealedDirSuffix
 }
 
+// LockFile is the lock file of the log whose live segment is path
+// (DATA_DIR/audit.db -> DATA_DIR/audit.db.lock): the writer holds an
+// exclusive flock(2) on it from before Open looks at any file until Close,
+// across every seal, since sealing renames the live segment's file (and
+// with it bbolt's lock) away. Its content is empty and never read.
+func LockFile(path string) string { return path + ".lock" }
+
 // SegmentFile is the file name of sealed segment no (000001.db); its seal
 // note sits beside it with the extension ".seal".
 func SegmentFile(no uint64) string { return fmt.Sprintf("%06d.db", no) }

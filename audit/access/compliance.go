@@ -219,7 +219,11 @@ func ReadCompliance(r io.Reader, dir string) (ComplianceResult, error) {
 	if err := json.NewDecoder(io.LimitReader(tr, h.Size)).Decode(&tmp); err != nil {
 		return out, fmt.Errorf("access: compliance stream: %s: %w", ComplianceFile, err)
 	}
-	if err := unpack(tr, dir, BundlePrefix); err != nil {
+	t, err := NewBundleTarget(dir)
+	if err != nil {
+		return out, err
+	}
+	if err := t.unpack(tr, BundlePrefix); err != nil {
 		return out, err
 	}
 	return tmp, nil

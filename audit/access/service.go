@@ -349,13 +349,23 @@ func latestEntry(entries []checkpoint.Entry) (checkpoint.Entry, bool) {
 	return latest, true
 }
 
-// checkedText says which checkpoints a verification checked.
+// checkedText says which checkpoints a verification checked: each
+// checkpoint once, though the data directory and an anchor directory both
+// hold it (it counted the lines of both files, twice the checkpoints).
 func checkedText(entries []checkpoint.Entry) string {
 	latest, ok := latestEntry(entries)
 	if !ok {
 		return "no anchored checkpoint"
 	}
-	return fmt.Sprintf("%d anchored checkpoints (latest: size %d, root %s)", len(entries), latest.Size, latest.Root)
+	type key struct {
+		size int64
+		root [32]byte
+	}
+	distinct := map[key]bool{}
+	for _, e := range entries {
+		distinct[key{e.Size, e.Root}] = true
+	}
+	return fmt.Sprintf("%d anchored checkpoints (latest: size %d, root %s)", len(distinct), latest.Size, latest.Root)
 }
 
 // anchored reads the data directory's anchored checkpoints of size at most

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/custos-mcp/custos/internal/durable"
 )
@@ -65,30 +66,133 @@ func tarBytes(tw *tar.Writer, name string, b []byte) error {
 // ReadBundle unpacks a bundle stream (OpBundle's output) into the new
 // directory dir, as bundle.Write would have written it: dir either does not
 // appear or is complete (built next to it and renamed), and an existing
-// dir must be empty. Only flat regular file names are accepted.
+// dir must be empty. Only flat regular file names are accepted. It is
+// NewBundleTarget(dir) and its Read.
 func ReadBundle(r io.Reader, dir string) error {
-	return unpack(tar.NewReader(r), dir, "")
-}
-
-// unpack reads the remaining entries of tr, each named prefix + a flat
-// regular file name, into the new directory dir (see ReadBundle).
-func unpack(tr *tar.Reader, dir, prefix string) error {
-	dir = filepath.Clean(dir)
-	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return fmt.Errorf("%w: %s", errNotEmpty, dir)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".tmp-")
+	t, err := NewBundleTarget(dir)
 	if err != nil {
 		return err
 	}
-	ok := false
-	defer func() {
-		if !ok {
+	defer t.Discard()
+	return t.Read(r)
+}
+
+// BundleTarget is the new directory a bundle stream is unpacked into,
+// while it is received: a locked partial directory beside it
+// (".NAME.partial-*", mode 0700), renamed into place once complete. A
+// command makes it before it asks for the bundle, so that a --out that
+// cannot take it (a parent it cannot write, a read-only file system) is
+// refused before the access, and its record, start.
+type BundleTarget struct {
+	dir, tmp string
+	release  func() // the partial directory's lock
+	done     bool
+}
+
+// partialGrace is how old an unlocked partial directory must be before it
+// counts as left behind: it is created before its lock is taken.
+const partialGrace = time.Minute
+
+// partialPrefix prefixes the partial directories of dir (the same
+// convention as a backup's: backup/partial.go).
+func partialPrefix(dir string) string { return "." + filepath.Base(dir) + ".partial-" }
+
+// NewBundleTarget checks that dir does not exist or is empty, removes the
+// partial directories of dir that a killed command left behind (unlocked,
+// older than a minute: copies of records, PHI, that nothing else would
+// remove), and makes and locks a new one.
+func NewBundleTarget(dir string) (*BundleTarget, error) {
+	dir = filepath.Clean(dir)
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return nil, fmt.Errorf("%w: %s", errNotEmpty, dir)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	removeStalePartials(dir, time.Now())
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), partialPrefix(dir))
+	if err != nil {
+		return nil, fmt.Errorf("access: a directory for the bundle beside %s: %w", dir, err)
+	}
+	release, ok, err := lockDir(tmp)
+	if err != nil || !ok {
+		// No flock here (nobody removes it as left behind then), or a
+		// skewed clock let another command take it for one: go on
+		// unlocked, or give up.
+		if err == nil {
 			os.RemoveAll(tmp)
+			return nil, fmt.Errorf("access: the partial directory beside %s was taken by another command for one left behind (is the file system's clock skewed?); retry", dir)
 		}
-	}()
+		release = func() {}
+	}
+	return &BundleTarget{dir: dir, tmp: tmp, release: release}, nil
+}
+
+// Read unpacks the bundle stream r into the partial directory and renames
+// it into place. Call it once.
+func (t *BundleTarget) Read(r io.Reader) error {
+	return t.unpack(tar.NewReader(r), "")
+}
+
+// Discard removes the partial directory unless Read put it in place.
+// Calling it again, or after a successful Read, is a no-op.
+func (t *BundleTarget) Discard() {
+	if !t.done {
+		os.RemoveAll(t.tmp)
+		t.done = true
+	}
+	t.release()
+	t.release = func() {}
+}
+
+// removeStalePartials removes the partial directories of dir that no
+// process holds and that are older than partialGrace. It removes nothing
+// it cannot lock.
+func removeStalePartials(dir string, now time.Time) {
+	parent := filepath.Dir(dir)
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), partialPrefix(dir)) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || now.Sub(fi.ModTime()) < partialGrace {
+			continue
+		}
+		p := filepath.Join(parent, e.Name())
+		release, ok, err := lockDir(p)
+		if err != nil || !ok {
+			continue
+		}
+		os.RemoveAll(p)
+		release()
+	}
+}
+
+// unpack reads the remaining entries of tr, each named prefix + a flat
+// regular file name, into the partial directory, and renames it into
+// place (see ReadBundle). On failure the partial directory is removed.
+func (t *BundleTarget) unpack(tr *tar.Reader, prefix string) error {
+	if t.done {
+		return errors.New("access: bundle target already used")
+	}
+	defer t.Discard()
+	if err := t.fill(tr, prefix); err != nil {
+		return err
+	}
+	if err := os.Chmod(t.tmp, 0o700); err != nil {
+		return err
+	}
+	if err := durable.PublishDir(t.tmp, t.dir, nil); err != nil {
+		return err
+	}
+	t.done = true
+	return nil
+}
+
+func (t *BundleTarget) fill(tr *tar.Reader, prefix string) error {
 	files := 0
 	for {
 		h, err := tr.Next()
@@ -102,7 +206,7 @@ func unpack(tr *tar.Reader, dir, prefix string) error {
 		if !found || h.Typeflag != tar.TypeReg || name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") || h.Size < 0 || h.Size > maxBundleFile {
 			return fmt.Errorf("access: bundle stream: unexpected entry %q", h.Name)
 		}
-		if err := readFile(filepath.Join(tmp, name), tr, h.Size); err != nil {
+		if err := readFile(filepath.Join(t.tmp, name), tr, h.Size); err != nil {
 			return err
 		}
 		files++
@@ -110,13 +214,6 @@ func unpack(tr *tar.Reader, dir, prefix string) error {
 	if files == 0 {
 		return errors.New("access: bundle stream: empty")
 	}
-	if err := os.Chmod(tmp, 0o700); err != nil {
-		return err
-	}
-	if err := durable.PublishDir(tmp, dir, nil); err != nil {
-		return err
-	}
-	ok = true
 	return nil
 }
 

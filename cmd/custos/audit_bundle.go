@@ -78,7 +78,16 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 	if err := checkAsk(ask, access.ActionExport); err != nil {
 		return err
 	}
-	m, err := fetchBundle(cmd, d, req, out)
+	// The directory that receives the bundle is made (beside out, locked)
+	// before the access starts: a parent this account cannot write to, or
+	// a read-only file system, was found only after the access record was
+	// appended, named as the mkdir of a hidden directory.
+	target, err := access.NewBundleTarget(out)
+	if err != nil {
+		return fmt.Errorf("--out %s: %w", out, err)
+	}
+	defer target.Discard()
+	m, err := fetchBundle(cmd, d, req, target, out)
 	if err != nil {
 		if errors.Is(err, bundle.ErrNoCheckpoint) {
 			return fmt.Errorf("%w (serve signs one at least every --checkpoint-interval and at shutdown)", err)
@@ -90,13 +99,13 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 	return nil
 }
 
-// fetchBundle writes the export bundle req asks for into the new
+// fetchBundle writes the export bundle req asks for into target, the new
 // directory out, through withAuditReader (one access record, action
 // req.Action or audit/export), and returns its manifest.
-func fetchBundle(cmd *cobra.Command, d dataDir, req access.BundleRequest, out string) (bundle.Manifest, error) {
+func fetchBundle(cmd *cobra.Command, d dataDir, req access.BundleRequest, target *access.BundleTarget, out string) (bundle.Manifest, error) {
 	tick, done := auditProgress(cmd, false, "writing the bundle")
 	err := withAuditReader(cmd, d, func(r auditReader) error {
-		_, err := r.DoProgress(cmd.Context(), access.OpBundle, req, func(rd io.Reader) error { return access.ReadBundle(rd, out) }, tick)
+		_, err := r.DoProgress(cmd.Context(), access.OpBundle, req, func(rd io.Reader) error { return target.Read(rd) }, tick)
 		return err
 	})
 	done()

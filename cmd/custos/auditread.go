@@ -76,6 +76,12 @@ func withAuditReader(cmd *cobra.Command, d dataDir, fn func(auditReader) error) 
 		defer c.Close()
 		return fn(c)
 	}
+	if errors.Is(err, os.ErrPermission) {
+		// Another account than the server's (or one the data directory's
+		// modes keep out): the kernel refused the connection, which read
+		// as "dial unix …: connect: permission denied" inside an HTTP GET.
+		return fmt.Errorf("this account (uid %d) may not use the admin socket %s (permission denied): auditor commands reach a running server as the account that runs it, or root (docs/audit-access.md, decision 2)", os.Geteuid(), sock)
+	}
 	if !errors.Is(err, admin.ErrNoSocket) && !errors.Is(err, admin.ErrNoAnswer) {
 		return err
 	}
@@ -94,6 +100,9 @@ func withAuditReader(cmd *cobra.Command, d dataDir, fn func(auditReader) error) 
 			// (its socket comes last). lockHint's "work on a copy" is
 			// wrong here: a copy of a log being written can be torn.
 			return fmt.Errorf("%w: no server answers on %s, but another process holds %s: another auditor command working on the stopped server's files, or a server still starting (retry when it is done), or a server whose admin socket was removed (restart it)", err, sock, d.audit())
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return fmt.Errorf("this account (uid %d) cannot open %s for writing (permission denied): with no server running, an auditor command appends its own access record to the log, so it must run as the data directory's owner or root (docs/audit-access.md, decision 1)", os.Geteuid(), d.audit())
 		}
 		return lockHint(err)
 	}
