@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/bundle"
 	auditreport "github.com/custos-mcp/custos/audit/report"
 	"github.com/custos-mcp/custos/compliance"
 	"github.com/custos-mcp/custos/policy/btg"
@@ -57,6 +58,7 @@ var Rules = map[string]string{
 	"summary.denials":              "accesses with outcome deny",
 	"summary.errors":               "accesses with outcome error",
 	"summary.refusals":             "records with action auth/reject or http/rate_limited, or with outcome error (any action)",
+	"summary.refused_requests":     "the requests the summary.refusals records stand for: 1 for each, but N for an aggregate refusal record (an auth/reject or http/rate_limited deny, or an error whose reason starts with disk_low, whose reason ends ,aggregate,count=N,window=START/END), which is that row's count in refusals[]",
 	"summary.break_glass_accesses": "accesses with purpose_of_use ETREAT or a reason containing break_glass or btg",
 	"summary.grant_events":         "records whose action starts with btg/ (grant, revoke, expire, refuse, review)",
 	"summary.policy_events":        "records whose action is policy/load or policy/reject (not the access record policy/impact)",
@@ -152,7 +154,14 @@ func (b *Builder) Add(r audit.Record) error {
 	if isRefusal(r) {
 		s.Refusals.add(r.Seq)
 		day.Refusals++
-		b.rep.Refusals = append(b.rep.Refusals, event(r))
+		ev := event(r)
+		if n, ok := bundle.AggregateCount(r); ok {
+			ev.Count = n
+			s.RefusedRequests += n
+		} else {
+			s.RefusedRequests++
+		}
+		b.rep.Refusals = append(b.rep.Refusals, ev)
 	}
 	switch {
 	case isAccess(r):
