@@ -62,7 +62,7 @@ var Rules = map[string]string{
 	"summary.break_glass_accesses": "accesses with purpose_of_use ETREAT or a reason containing break_glass or btg",
 	"summary.grant_events":         "records whose action starts with btg/ (grant, revoke, expire, refuse, review)",
 	"summary.policy_events":        "records whose action is policy/load or policy/reject (not the access record policy/impact)",
-	"days[]":                       "records whose time (UTC) falls on date; each day is the contiguous seq range seqs; the counts apply the summary rules to those records; accesses_by_purpose counts accesses by purpose_of_use",
+	"days[]":                       "records whose time (UTC) falls on date; each day is the contiguous seq range seqs; the counts apply the summary rules to those records (refused_requests: summary.refused_requests' rule); accesses_by_purpose counts accesses by purpose_of_use",
 	"patients[]":                   "accesses whose patients field contains id (a keyed-hash lookup value); a list naming several patients counts for each; keys: the audit-hmac= entries of those records' keys field",
 	"summary.patients":             "distinct lookup values in the patients field of accesses; summary.patient_keys: the audit-hmac= key versions of those records (with several, one patient may have one lookup value per version)",
 	"users[]":                      "accesses whose principal.sub is id",
@@ -155,12 +155,14 @@ func (b *Builder) Add(r audit.Record) error {
 		s.Refusals.add(r.Seq)
 		day.Refusals++
 		ev := event(r)
-		if n, ok := bundle.AggregateCount(r); ok {
+		n, ok := bundle.AggregateCount(r)
+		if ok {
 			ev.Count = n
-			s.RefusedRequests += n
 		} else {
-			s.RefusedRequests++
+			n = 1
 		}
+		s.RefusedRequests += n
+		day.RefusedRequests += n
 		b.rep.Refusals = append(b.rep.Refusals, ev)
 	}
 	switch {

@@ -108,6 +108,9 @@ type Day struct {
 	Refusals   int            `json:"refusals"`
 	BreakGlass int            `json:"break_glass_accesses"`
 	Grants     int            `json:"grant_events"`
+	// RefusedRequests: the requests the day's refusal records stand for
+	// (Summary.RefusedRequests' rule).
+	RefusedRequests int64 `json:"refused_requests"`
 }
 
 // Subject is one patient (by lookup value) or one user (by principal

@@ -747,6 +747,13 @@ func TestAggregateRefusalsCountTheirRequests(t *testing.T) {
 			t.Errorf("refusal row %d (one request): count %d, want none", e.Seq, *e.Count)
 		}
 	}
+	var perDay int64
+	for _, d := range rep.Days {
+		perDay += d.RefusedRequests
+	}
+	if perDay != 1943 {
+		t.Errorf("days[].refused_requests add up to %d, want 1943", perDay)
+	}
 	var page bytes.Buffer
 	if err := rep.WriteHTML(&page); err != nil {
 		t.Fatal(err)
