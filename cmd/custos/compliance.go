@@ -505,7 +505,7 @@ func packageSummary(out string, rep *report.Report) map[string]any {
 		"files":  []string{packageBundle + "/", packageReportHTML, packageReportJSON, packageVerification},
 		"period": rep.Period, "bundle": map[string]any{"from": rep.Bundle.Manifest.From, "to": rep.Bundle.Manifest.To, "not_covered": rep.Bundle.NotCovered},
 		"records": rep.Summary.Records.Count, "accesses": rep.Summary.Accesses.Count, "denials": rep.Summary.Denials.Count,
-		"refusals": rep.Summary.Refusals.Count, "break_glass_accesses": rep.Summary.BreakGlassAccesses.Count,
+		"refusals": rep.Summary.Refusals.Count, "refused_requests": rep.Summary.RefusedRequests, "break_glass_accesses": rep.Summary.BreakGlassAccesses.Count,
 		"grants": len(rep.BreakGlass.Grants), "unreviewed_grants": rep.BreakGlass.Unreviewed,
 		"patients": rep.Summary.Patients, "users": rep.Summary.Users,
 		"verified": rep.Verification.OK, "nothing_deleted": rep.Retention.NothingDeleted.OK,
@@ -526,8 +526,8 @@ func printPackageSummary(cmd *cobra.Command, out string, rep *report.Report) {
 	if nc := rep.Bundle.NotCovered; nc != nil {
 		fmt.Fprintf(w, "  records %d..%d are newer than the latest signed checkpoint and are not included\n", nc.From, nc.To)
 	}
-	fmt.Fprintf(w, "  %d accesses (%d denied), %d refusals, %d break-glass accesses under %d grants (%d unreviewed)\n",
-		rep.Summary.Accesses.Count, rep.Summary.Denials.Count, rep.Summary.Refusals.Count,
+	fmt.Fprintf(w, "  %d accesses (%d denied), %d requests refused or failed closed (%d records), %d break-glass accesses under %d grants (%d unreviewed)\n",
+		rep.Summary.Accesses.Count, rep.Summary.Denials.Count, rep.Summary.RefusedRequests, rep.Summary.Refusals.Count,
 		rep.Summary.BreakGlassAccesses.Count, len(rep.BreakGlass.Grants), rep.BreakGlass.Unreviewed)
 	fmt.Fprintf(w, "  retention %s: oldest record %.2f days old, %d records past it (custos deletes none)\n",
 		rep.Retention.PeriodText, rep.Retention.OldestAgeDays, rep.Retention.PastRetention.Count)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/bundle"
 	auditreport "github.com/custos-mcp/custos/audit/report"
 	"github.com/custos-mcp/custos/compliance"
 	"github.com/custos-mcp/custos/policy/btg"
@@ -57,10 +58,11 @@ var Rules = map[string]string{
 	"summary.denials":              "accesses with outcome deny",
 	"summary.errors":               "accesses with outcome error",
 	"summary.refusals":             "records with action auth/reject or http/rate_limited, or with outcome error (any action)",
+	"summary.refused_requests":     "the requests the summary.refusals records stand for: 1 for each, but N for an aggregate refusal record (an auth/reject or http/rate_limited deny, or an error whose reason starts with disk_low, whose reason ends ,aggregate,count=N,window=START/END), which is that row's count in refusals[]",
 	"summary.break_glass_accesses": "accesses with purpose_of_use ETREAT or a reason containing break_glass or btg",
 	"summary.grant_events":         "records whose action starts with btg/ (grant, revoke, expire, refuse, review)",
 	"summary.policy_events":        "records whose action is policy/load or policy/reject (not the access record policy/impact)",
-	"days[]":                       "records whose time (UTC) falls on date; each day is the contiguous seq range seqs; the counts apply the summary rules to those records; accesses_by_purpose counts accesses by purpose_of_use",
+	"days[]":                       "records whose time (UTC) falls on date; each day is the contiguous seq range seqs; the counts apply the summary rules to those records (refused_requests: summary.refused_requests' rule); accesses_by_purpose counts accesses by purpose_of_use",
 	"patients[]":                   "accesses whose patients field contains id (a keyed-hash lookup value); a list naming several patients counts for each; keys: the audit-hmac= entries of those records' keys field",
 	"summary.patients":             "distinct lookup values in the patients field of accesses; summary.patient_keys: the audit-hmac= key versions of those records (with several, one patient may have one lookup value per version)",
 	"users[]":                      "accesses whose principal.sub is id",
@@ -152,7 +154,16 @@ func (b *Builder) Add(r audit.Record) error {
 	if isRefusal(r) {
 		s.Refusals.add(r.Seq)
 		day.Refusals++
-		b.rep.Refusals = append(b.rep.Refusals, event(r))
+		ev := event(r)
+		n, ok := bundle.AggregateCount(r)
+		if ok {
+			ev.Count = n
+		} else {
+			n = 1
+		}
+		s.RefusedRequests += n
+		day.RefusedRequests += n
+		b.rep.Refusals = append(b.rep.Refusals, ev)
 	}
 	switch {
 	case isAccess(r):

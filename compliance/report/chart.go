@@ -282,11 +282,11 @@ func (rep *Report) charts() []chart {
 		"HL7 PurposeOfUse codes as the callers declared them (TREAT treatment, ETREAT emergency, HRESCH research, ...).", bks, ps))
 
 	bks, gran = dayBuckets(rep.Days, func(d Day) map[string]int {
-		return map[string]int{"deny": d.Denials, "refusal": d.Refusals}
+		return map[string]int{"deny": d.Denials, "refusal": int(d.RefusedRequests)}
 	})
 	out = append(out, stacked("chart-denials", "Denials and refusals "+per(gran),
-		"Rules summary.denials and summary.refusals.", bks,
-		[]series{{"deny", "denied accesses", colorDeny}, {"refusal", "refusals and errors", colorRefuse}}))
+		"Rules summary.denials and summary.refused_requests (an aggregate refusal record counts the requests it stands for).", bks,
+		[]series{{"deny", "denied accesses", colorDeny}, {"refusal", "requests refused or failed closed", colorRefuse}}))
 
 	bks, gran = dayBuckets(rep.Days, func(d Day) map[string]int {
 		return map[string]int{"bg": d.BreakGlass, "grant": d.Grants}

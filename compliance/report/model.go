@@ -89,6 +89,10 @@ type Summary struct {
 	// a patient accessed under several has one lookup value per version:
 	// Patients counts lookup values, not people.
 	PatientKeys []string `json:"patient_keys"`
+	// RefusedRequests are the requests the Refusals records stand for: one
+	// for each, but N for an aggregate refusal record (its reason's
+	// count=N; docs/audit-format.md, "Aggregate refusal records").
+	RefusedRequests int64 `json:"refused_requests"`
 }
 
 // Day is one UTC day of the period. Its records are the contiguous range
@@ -104,6 +108,9 @@ type Day struct {
 	Refusals   int            `json:"refusals"`
 	BreakGlass int            `json:"break_glass_accesses"`
 	Grants     int            `json:"grant_events"`
+	// RefusedRequests: the requests the day's refusal records stand for
+	// (Summary.RefusedRequests' rule).
+	RefusedRequests int64 `json:"refused_requests"`
 }
 
 // Subject is one patient (by lookup value) or one user (by principal
@@ -137,6 +144,9 @@ type Event struct {
 	Client   string    `json:"client"`
 	Purpose  string    `json:"purpose_of_use"`
 	Patients int       `json:"patients"` // how many patients the record concerns
+	// Count is, for an aggregate refusal record, the refusals it stands
+	// for (its reason's count=N); absent for any other record.
+	Count int64 `json:"count,omitempty"`
 }
 
 // BreakGlass is the period's break-the-glass trail, from the audit records

@@ -688,3 +688,77 @@ func TestPatientsAcrossAuditKeyRotation(t *testing.T) {
 		t.Errorf("a period under one key version warns of a rotation (%v)", err)
 	}
 }
+
+// TestAggregateRefusalsCountTheirRequests: an aggregate refusal record
+// (docs/audit-format.md, "Aggregate refusal records") stands for the
+// count=N refusals of its reason, not for one. The report's summary says
+// how many requests its refusal records stand for, each aggregate row
+// carries its N, and the page shows the requests beside the records.
+// Probing a log written by `custos serve --dev` found "5 refusals and
+// errors" on the page for 9 refused requests (two aggregates of count=3):
+// a brute force of 1,931 bad tokens in a minute showed as 2.
+func TestAggregateRefusalsCountTheirRequests(t *testing.T) {
+	rs := trail() // refusals: one auth/reject (105), one error (111)
+	last := rs[len(rs)-1]
+	add := func(action, outcome, reason string, sub string) {
+		r := last
+		r.Seq, r.Time = rs[len(rs)-1].Seq+1, rs[len(rs)-1].Time.Add(time.Minute)
+		r.Action, r.Outcome, r.Reason, r.Patients = action, outcome, reason, nil
+		r.Principal = audit.Principal{Sub: sub}
+		rs = append(rs, r)
+	}
+	add("auth/reject", "deny", "http_401,invalid_token,aggregate,count=1931,window=2026-11-23T10:00:00Z/2026-11-23T10:01:00Z", "")
+	add("http/rate_limited", "deny", "http_429,rate_limited,aggregate,count=9,window=2026-11-23T10:00:00Z/2026-11-23T10:01:00Z", "dr-a")
+	// A policy error's text that looks like an aggregate is one request.
+	add("resources/read", "error", "policy_error,aggregate,count=500,window=2026-11-23T10:00:00Z/2026-11-23T10:01:00Z", "dr-a")
+	rep := build(t, rs, Inputs{Generated: t0.AddDate(0, 0, 5), Tool: "custos test"})
+	if got := rep.Summary.Refusals.Count; got != 5 {
+		t.Fatalf("summary.refusals counts %d records, want 5", got)
+	}
+	var buf bytes.Buffer
+	if err := rep.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Summary struct {
+			RefusedRequests *int64 `json:"refused_requests"`
+		}
+		Refusals []struct {
+			Seq   uint64
+			Count *int64 `json:"count"`
+		}
+		Rules map[string]string
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Summary.RefusedRequests == nil || *doc.Summary.RefusedRequests != 1+1+1931+9+1 {
+		t.Errorf("summary.refused_requests = %v, want 1943: the refusal records stand for 1+1+1931+9+1 requests", doc.Summary.RefusedRequests)
+	}
+	if doc.Rules["summary.refused_requests"] == "" {
+		t.Error("summary.refused_requests has no rule in report.json")
+	}
+	want := map[uint64]int64{115: 1931, 116: 9}
+	for _, e := range doc.Refusals {
+		switch {
+		case want[e.Seq] != 0 && (e.Count == nil || *e.Count != want[e.Seq]):
+			t.Errorf("refusal row %d: count %v, want %d", e.Seq, e.Count, want[e.Seq])
+		case want[e.Seq] == 0 && e.Count != nil:
+			t.Errorf("refusal row %d (one request): count %d, want none", e.Seq, *e.Count)
+		}
+	}
+	var perDay int64
+	for _, d := range rep.Days {
+		perDay += d.RefusedRequests
+	}
+	if perDay != 1943 {
+		t.Errorf("days[].refused_requests add up to %d, want 1943", perDay)
+	}
+	var page bytes.Buffer
+	if err := rep.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), `<div class="n">1943</div>`) {
+		t.Error("the page does not show the 1943 requests the refusal records stand for")
+	}
+}
