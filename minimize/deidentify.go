@@ -30,11 +30,14 @@ import (
 //	                                     number of nine digits or more, or
 //	                                     a date (dateDigits), dropped
 //	                                     (identifierNumber; in a
-//	                                     quantity, when it has no unit)
+//	                                     quantity, when it has no unit);
+//	                                     bare, a year 90 years or more
+//	                                     before now too (oldYearNumber)
 //	code                                 kept when a code of the element's
 //	                                     required value set (elementCode,
 //	                                     fhircodes_gen.go) or of its grammar
-//	                                     (language, MIME type, currency), a
+//	                                     (language, known MIME type,
+//	                                     currency), a
 //	                                     token without spaces (codeText) nor
 //	                                     URL, e-mail, IP (addressText),
 //	                                     nor anything ScrubString changes
@@ -48,7 +51,8 @@ import (
 //	                                     the age is over 89 at Options.Now
 //	instant, time                        dropped
 //	string, markdown                     dropped, except Quantity.unit when
-//	                                     a unit symbol (unitText) that
+//	                                     a unit symbol (unitText,
+//	                                     unitSymbol) that
 //	                                     ScrubString leaves as it is, and
 //	                                     Address.state/country (see Address)
 //	uri, url, canonical, oid, uuid, id,  dropped (Coding.system: kept when it
@@ -436,6 +440,39 @@ var codeText = regexp.MustCompile(`^[^\s\p{Z}\p{C}]{1,64}$`)
 // UCUM code, kept beside it, still says the unit.
 var unitText = regexp.MustCompile(`^[\p{L}\p{N}%/.*^\[\]{}()'_+\-:°#]{1,32}$`)
 
+// unitSymbol reports whether unit text s (of unitText's form) reads as a
+// unit symbol: it has UCUM's form (ucumSyntax), or each run of letters and
+// digits in it, once a power-of-ten factor ("x10E3", "10^9") is taken out,
+// is a number, a word, or a word after a number or before an exponent of
+// one or two digits ("mL/min/1.73m2", "x10E3/uL", "24h", "cm3"). A licence
+// plate, a device serial or a licence number typed as a unit ("7XKR319",
+// "SN4C7Q2Z9", "ABC1234": letters between digits, or three digits or more
+// after letters) has neither form, and is dropped (fail closed: the UCUM
+// code beside it still says the unit).
+func unitSymbol(s string) bool {
+	if ucumSyntax.MatchString(s) {
+		return true
+	}
+	for _, w := range unitRun.FindAllString(unitFactor.ReplaceAllString(s, "$1"), -1) {
+		if !unitWord.MatchString(w) {
+			return false
+		}
+	}
+	return true
+}
+
+var (
+	// unitRun is a run of letters and digits of a unit text.
+	unitRun = regexp.MustCompile(`[\pL\pN]+`)
+	// unitFactor is a power-of-ten factor as laboratories write it
+	// ("x10E3", "10^9", "10*6"), not inside a word.
+	unitFactor = regexp.MustCompile(`(^|[^\pL\pN])(?i:x?10[*^e][+-]?[0-9]{1,2})`)
+	// unitWord is the form of a unitRun: a number, or a word after an
+	// optional number and before an optional exponent of one or two
+	// digits.
+	unitWord = regexp.MustCompile(`^(?:[0-9]+|[0-9]*\pL+[0-9]{0,2})$`)
+)
+
 // identifierDigits is a run of six digits or more: the digits of an MRN,
 // an SSN, a phone or a serial number. No unit symbol has one ("10*12/L",
 // "mm[Hg]"), nor a code of a wordCodeSystem, so a unit text or such a code
@@ -479,6 +516,9 @@ func elementCode(parent, name, s string) bool {
 		return fhirCodeSets[url][s]
 	}
 	if form := fhirCodeForms[key]; codeForms[form] != nil {
+		if form == "mime" && !knownMediaType(s) {
+			return false
+		}
 		return codeForms[form].MatchString(s) && !identifierDigits.MatchString(s)
 	}
 	return false
@@ -519,6 +559,54 @@ var codeForms = map[string]*regexp.Regexp{
 	"language": languageTag,
 	"currency": regexp.MustCompile(`^[A-Z]{3}$`),
 }
+
+// knownMediaType reports whether MIME type s (of codeForms' "mime" form)
+// names one of mediaTypes, case aside and parameters apart. A subtype is
+// any token: a name ("application/x-evelyn-marsh", "application/vnd.evelyn-
+// marsh"), a plate or a serial typed as one is of MIME's form, so only a
+// media type known to be one is released (fail closed).
+func knownMediaType(s string) bool {
+	t, _, _ := strings.Cut(s, ";")
+	return mediaTypes[strings.ToLower(strings.TrimSpace(t))]
+}
+
+// mediaTypes are the media types a MIME type code element (Binary's and
+// Attachment's contentType, Endpoint.payloadMimeType,
+// CapabilityStatement.format, Signature's formats, Subscription's payload)
+// may keep: the IANA-registered types of health records and documents,
+// FHIR's own and the formats its specification names (R4's mimetypes
+// value set is BCP 13 whole, which no list holds).
+var mediaTypes = setOf(
+	// FHIR, HL7 and their formats
+	"application/fhir+json", "application/fhir+xml", "application/fhir+turtle", "application/fhir+ndjson",
+	"application/json+fhir", "application/xml+fhir", "application/ndjson", "application/x-ndjson",
+	"application/hl7-v2", "application/hl7-v2+xml", "application/edi-x12", "application/edifact",
+	"application/hl7-cda+xml", "application/cda+xml", "application/elm+json", "application/elm+xml",
+	"text/cql", "text/cql-identifier", "text/cql-expression", "text/fhirpath", "application/x-fhir-query",
+	"application/json-patch+json", "application/xml-patch+xml", "application/jose", "application/jwt",
+	"application/dicom", "application/dicom+json", "application/dicom+xml", "application/signature+xml",
+	"application/pkcs7-signature", "application/pkcs7-mime", "application/pdf", "application/octet-stream",
+	"application/json", "application/xml", "application/ld+json", "application/javascript", "application/ecmascript",
+	"application/x-www-form-urlencoded", "application/zip", "application/gzip", "application/rtf",
+	"application/msword", "application/vnd.ms-excel", "application/vnd.ms-powerpoint",
+	"application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+	"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+	"application/vnd.openxmlformats-officedocument.presentationml.presentation",
+	"application/vnd.oasis.opendocument.text", "application/vnd.oasis.opendocument.spreadsheet",
+	"application/xhtml+xml", "application/sparql-results+json", "application/n-triples", "application/rdf+xml",
+	"application/sql", "application/yaml",
+	// text
+	"text/plain", "text/html", "text/xml", "text/csv", "text/tab-separated-values", "text/rtf", "text/markdown",
+	"text/css", "text/javascript", "text/turtle", "text/calendar", "text/vcard", "text/uri-list", "text/x-markdown",
+	// images, sound, video
+	"image/jpeg", "image/png", "image/gif", "image/tiff", "image/bmp", "image/webp", "image/svg+xml", "image/heic",
+	"image/heif", "image/jp2", "image/dicom-rle", "image/jls", "image/x-dicom",
+	"audio/mpeg", "audio/mp4", "audio/wav", "audio/x-wav", "audio/ogg", "audio/webm", "audio/aac", "audio/basic",
+	"video/mp4", "video/mpeg", "video/quicktime", "video/webm", "video/ogg", "video/x-msvideo",
+	// other
+	"model/stl", "font/ttf", "font/woff", "font/woff2", "message/rfc822",
+	"multipart/form-data", "multipart/mixed", "multipart/related", "multipart/alternative",
+)
 
 // addressText is a URL, an e-mail address or an IP address inside a
 // token: no code or unit symbol holds one, so a code or unit text that
@@ -698,7 +786,7 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			}
 			continue
 		}
-		if e.choice != "" && numericTypes[e.typ] && identifierNumber(v) {
+		if e.choice != "" && numericTypes[e.typ] && d.bareNumber(v) {
 			if e.required {
 				dropped = append(dropped, k)
 			}
@@ -861,7 +949,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 			// A unit the scrub would change (a telephone number, a date)
 			// is dropped, not released as "[PHONE]".
 			s, ok := v.(string)
-			return s, ok && unitText.MatchString(s) && !identifierDigits.MatchString(s) && !addressText.MatchString(s) && ScrubString(s) == s
+			return s, ok && unitText.MatchString(s) && !identifierDigits.MatchString(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s)
 		}
 		return nil, false
 	}
@@ -1048,8 +1136,8 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if years, ok := ageYears(m, typ == "Age" || age); ok && !d.releaseAge(years) {
 		return nil, false
 	}
-	if out["unit"] == nil && out["code"] == nil && identifierNumber(out["value"]) {
-		return nil, false // see identifierNumber
+	if out["unit"] == nil && out["code"] == nil && d.bareNumber(out["value"]) {
+		return nil, false // see bareNumber
 	}
 	return out, true
 }
@@ -1086,6 +1174,31 @@ func identifierNumber(v any) bool {
 		return false
 	}
 	return math.Abs(f) >= 1e8 || f >= 1e5 && dateDigits(int(f))
+}
+
+// bareNumber reports whether v, a bare number (a value[x] or a quantity
+// without unit or code), is withheld: an identifier (identifierNumber) or
+// an old year (oldYearNumber).
+func (d *deid) bareNumber(v any) bool {
+	return identifierNumber(v) || oldYearNumber(v, d.now)
+}
+
+// oldYearNumber reports whether v is a whole number that reads as a year
+// 90 years or more before now, from 1800 (1800 to 1936 in 2026): a year
+// given as a number (a valueInteger 1931 under a local code "year of
+// birth", "year of arrival") tells what the same year as a date would,
+// and oldYear withholds that. A bare count of that size is rare, and is
+// dropped rather than a birth year of someone over 89 released.
+func oldYearNumber(v any, now time.Time) bool {
+	n, ok := v.(json.Number)
+	if !ok {
+		return false
+	}
+	f, err := n.Float64()
+	if err != nil || f != math.Trunc(f) || f < 1800 || f > 9999 {
+		return false
+	}
+	return oldYear(int(f), now)
 }
 
 // dateDigits reports whether n, a whole number of six to eight digits,
