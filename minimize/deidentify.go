@@ -208,14 +208,17 @@ var codeSyntax = map[string]*regexp.Regexp{
 //     check digit, so a number that is not one (an SSN "219099999", an
 //     MRN "77441123", nine SSN digits "912448123") is not taken for a
 //     concept: about one number in 500 of SNOMED CT's form passes.
+//   - UCUM: no date written with dots, slashes or dashes (datedUnit):
+//     "1931.03.14" has UCUM's form.
 //   - ISO 3166: the codes an address keeps (stateCode, countryCode): a
 //     country or territory of more than 20,000 people, a first-level
 //     subdivision; a coding of Pitcairn ("PN") or of the City of London
 //     ("GB-LND") as a country of residence or a place travelled to names
 //     an area smaller than a state, as its address would.
 var codeChecks = map[string]func(string) bool{
-	"http://loinc.org":       loincCode,
-	"http://snomed.info/sct": snomedConceptID,
+	"http://loinc.org":          loincCode,
+	"http://snomed.info/sct":    snomedConceptID,
+	"http://unitsofmeasure.org": func(c string) bool { return !datedUnit.MatchString(c) },
 	"urn:iso:std:iso:3166": func(c string) bool {
 		if strings.Contains(c, "-") {
 			return stateCode(c)
@@ -450,6 +453,9 @@ var unitText = regexp.MustCompile(`^[\p{L}\p{N}%/.*^\[\]{}()'_+\-:°#]{1,32}$`)
 // after letters) has neither form, and is dropped (fail closed: the UCUM
 // code beside it still says the unit).
 func unitSymbol(s string) bool {
+	if datedUnit.MatchString(s) {
+		return false
+	}
 	if ucumSyntax.MatchString(s) {
 		return true
 	}
@@ -462,6 +468,13 @@ func unitSymbol(s string) bool {
 }
 
 var (
+	// datedUnit is a date written with dots, slashes or dashes inside a
+	// unit text or a UCUM code: three numbers ("1931.03.14", "14.3.31"),
+	// or a month and a year of four digits ("03.1931", "1931-03"). Digits
+	// joined by "." have UCUM's form (a product of factors), and the scrub
+	// patterns do not read dots as a date: "1931.03.14" was released as a
+	// unit, a quantity's code and a UCUM coding's code.
+	datedUnit = regexp.MustCompile(`(?:^|[^0-9])(?:[0-9]{1,4}[./\-][0-9]{1,2}[./\-][0-9]{1,4}|(?:0?[1-9]|1[0-2])[./\-](?:1[89]|2[01])[0-9]{2}|(?:1[89]|2[01])[0-9]{2}[./\-](?:0?[1-9]|1[0-2]))(?:$|[^0-9])`)
 	// unitRun is a run of letters and digits of a unit text.
 	unitRun = regexp.MustCompile(`[\pL\pN]+`)
 	// unitFactor is a power-of-ten factor as laboratories write it
@@ -509,7 +522,7 @@ var wordCodeSystems = setOf("http://unitsofmeasure.org", "urn:ietf:bcp:47", "urn
 func elementCode(parent, name, s string) bool {
 	if quantityTypes[parent] && name == "code" {
 		// A unit's code, kept with a unit system only (quantity).
-		return unitText.MatchString(s) && !identifierDigits.MatchString(s)
+		return unitText.MatchString(s) && !identifierDigits.MatchString(s) && !datedUnit.MatchString(s)
 	}
 	key := parent + "." + name
 	if url, ok := fhirCodeBindings[key]; ok {
@@ -1136,11 +1149,29 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if years, ok := ageYears(m, typ == "Age" || age); ok && !d.releaseAge(years) {
 		return nil, false
 	}
-	if out["unit"] == nil && out["code"] == nil && d.bareNumber(out["value"]) {
+	if dimensionless(out) && d.bareNumber(out["value"]) {
 		return nil, false // see bareNumber
 	}
 	return out, true
 }
+
+// dimensionless reports whether a walked quantity q says no unit: it has
+// neither unit nor code, or they are UCUM's unity "1" or annotations alone
+// ("{#}", "{yyyy}", "{YOB}"), which UCUM reads as "1". Its value is then
+// as bare as a number without unit (bareNumber): a year of birth or an
+// identifier with a comment for unit is still one.
+func dimensionless(q map[string]any) bool {
+	for _, k := range []string{"unit", "code"} {
+		u, _ := q[k].(string)
+		if strings.TrimSpace(annotation.ReplaceAllString(u, "")) != "" && strings.TrimSpace(annotation.ReplaceAllString(u, "")) != "1" {
+			return false
+		}
+	}
+	return true
+}
+
+// annotation is a UCUM annotation ("{beats}").
+var annotation = regexp.MustCompile(`\{[^{}]*\}`)
 
 // quantityTypes are Quantity and its kinds: a whole number of nine digits
 // or more as their value is judged with the unit (quantity).
@@ -1267,7 +1298,7 @@ var timeUnits = func() map[string]float64 {
 	m := map[string]float64{}
 	for u, f := range map[string]float64{
 		"a": year, "a_j": year, "a_g": year, "a_t": year, "y": year, "yr": year, "yrs": year, "year": year, "years": year, "year(s)": year,
-		"yo": year, "y/o": year, "yearsold": year, "yearold": year, "yrsold": year, "ann": year, "annum": year, "jr": year, "jahr": year, "jahre": year,
+		"yo": year, "yoa": year, "age": year, "y/o": year, "yearsold": year, "yearold": year, "yrsold": year, "ann": year, "annum": year, "jr": year, "jahr": year, "jahre": year,
 		// The languages of IPS and national base IGs (a unit text is
 		// written in the source's language): Spanish, Portuguese, French,
 		// Italian, Dutch, Scandinavian, Polish and Czech, Finnish, Greek,
@@ -1605,8 +1636,12 @@ func asArray(v any) []any {
 
 // usAddress reports whether an address is in the United States, as far as
 // it says: its country is the United States, or it names no country and
-// its state, if any, is a US state, district or territory. Everything else
-// keeps no postal code.
+// its state is a US state, district or territory. Everything else keeps
+// no postal code: an address that names neither (a city and a postal
+// code, "Paris 75004", "Berlin 10117") is not known to be in the United
+// States, and the first digits of another country's postal code are a
+// unit smaller than a state (until 2026-12-05 such an address was taken
+// for a US one, and Paris came out "750").
 func usAddress(m map[string]any) bool {
 	norm := func(k string) string {
 		s, _ := m[k].(string)
@@ -1620,8 +1655,7 @@ func usAddress(m map[string]any) bool {
 	if c := norm("country"); c != "" {
 		return usCountries[c]
 	}
-	st := norm("state")
-	return st == "" || usStates[st]
+	return usStates[norm("state")]
 }
 
 // usCountries are the ways an address says "United States" (ISO 3166

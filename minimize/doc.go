@@ -61,12 +61,15 @@
 //     (in any number element; in a quantity, one without
 //     unit) and an integer beyond 32 bits are
 //     dropped, and so is a bare whole number that reads as a year 90
-//     years or more before now (a value[x], a quantity without unit:
-//     oldYearNumber); a unit text is kept only as a unit symbol
-//     (unitSymbol: a plate or serial typed as one is dropped); an answer (QuestionnaireResponse, Contract) or an open value[x], whose meaning
+//     years or more before now (a value[x], a quantity without unit or
+//     whose unit is only "1" or annotations: oldYearNumber,
+//     dimensionless); a unit text is kept only as a unit symbol
+//     (unitSymbol: a plate or serial typed as one is dropped), and no
+//     unit or UCUM code holds a date (datedUnit); an answer (QuestionnaireResponse, Contract) or an open value[x], whose meaning
 //     is withheld, is judged as a date of birth (numbers dropped);
 //     addresses keep state (first-level only), country (not one of 20,000
-//     people or fewer) and, in the US, ZIP3; geocodes are dropped;
+//     people or fewer) and, in the US (by country, or by state when no
+//     country is given), ZIP3; geocodes are dropped;
 //     references to a patient are
 //     rewritten with [Options.Alias], all others dropped; contained
 //     resources are walked recursively. An element of unknown type is

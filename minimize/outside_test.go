@@ -34,6 +34,17 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		{"hl7-device-property-year.json", []string{"1931"}, []string{`"value":4`}},
 		// A name as a MIME subtype was released as the content type.
 		{"medplum-binary-mime-name.json", []string{"evelyn", "marsh"}, nil},
+		// A postal code of an address that names neither a country nor
+		// a state was taken for a US ZIP: Paris's 75004 came out "750",
+		// Berlin's 10117 "101", units smaller than a state.
+		{"hl7-relatedperson-postal-no-country.json", []string{`"postalCode":"75`, `"postalCode":"10`}, []string{`"postalCode":"021"`}},
+		// A date written with dots as a UCUM code or unit (digits joined
+		// by "." have UCUM's form) was released.
+		{"synthea-observation-dotted-date-unit.json", []string{"1931"}, []string{`"code":"mg/dL"`}},
+		// An age over 89 in a unit that says age ({age}, yoa), and an old
+		// year or a nine-digit identifier in a dimensionless quantity
+		// ({yyyy}, 1, {#}), were released.
+		{"synthea-observation-age-units.json", []string{`"value":93`, `"value":94`, "1931", "1929", "219099999"}, []string{`"unit":"{pack-years}"`}},
 		{"hl7-endpoint-mime-name.json", []string{"evelyn", "marsh", "7xkr319"}, []string{`"application/fhir+json"`, `"text/plain"`}},
 	} {
 		raw, err := os.ReadFile(filepath.Join("testdata", "outside", c.file))
