@@ -447,7 +447,8 @@ var unitText = regexp.MustCompile(`^[\p{L}\p{N}%/.*^\[\]{}()'_+\-:°#]{1,32}$`)
 // unit symbol: it has UCUM's form (ucumSyntax), or each run of letters and
 // digits in it, once a power-of-ten factor ("x10E3", "10^9") is taken out,
 // is a number, a word, or a word after a number or before an exponent of
-// one or two digits ("mL/min/1.73m2", "x10E3/uL", "24h", "cm3"). A licence
+// one or two digits ("mL/min/1.73m2", "x10E3/uL", "24h", "cm3", "m²",
+// "10⁹/L"), or with one digit between letters ("cmH2O"). A licence
 // plate, a device serial or a licence number typed as a unit ("7XKR319",
 // "SN4C7Q2Z9", "ABC1234": letters between digits, or three digits or more
 // after letters) has neither form, and is dropped (fail closed: the UCUM
@@ -459,7 +460,7 @@ func unitSymbol(s string) bool {
 	if ucumSyntax.MatchString(s) {
 		return true
 	}
-	for _, w := range unitRun.FindAllString(unitFactor.ReplaceAllString(s, "$1"), -1) {
+	for _, w := range unitRun.FindAllString(superscripts.Replace(unitFactor.ReplaceAllString(s, "$1")), -1) {
 		if !unitWord.MatchString(w) {
 			return false
 		}
@@ -479,11 +480,15 @@ var (
 	unitRun = regexp.MustCompile(`[\pL\pN]+`)
 	// unitFactor is a power-of-ten factor as laboratories write it
 	// ("x10E3", "10^9", "10*6"), not inside a word.
-	unitFactor = regexp.MustCompile(`(^|[^\pL\pN])(?i:x?10[*^e][+-]?[0-9]{1,2})`)
+	unitFactor = regexp.MustCompile(`(^|[^\pL\pN])(?i:x?10(?:[*^e][+-]?[0-9]{1,2}|[⁺⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]{1,2}))`)
+	// superscripts are the superscript digits of exponents ("m²",
+	// "mm³"), read as digits.
+	superscripts = strings.NewReplacer("⁰", "0", "¹", "1", "²", "2", "³", "3", "⁴", "4", "⁵", "5", "⁶", "6", "⁷", "7", "⁸", "8", "⁹", "9", "⁻", "-", "⁺", "+")
 	// unitWord is the form of a unitRun: a number, or a word after an
 	// optional number and before an optional exponent of one or two
-	// digits.
-	unitWord = regexp.MustCompile(`^(?:[0-9]+|[0-9]*\pL+[0-9]{0,2})$`)
+	// digits; the word may hold one digit between letters, as a chemical
+	// formula does ("cmH2O", "mmH2O").
+	unitWord = regexp.MustCompile(`^(?:[0-9]+|[0-9]*\pL+(?:[0-9]\pL+)?[0-9]{0,2})$`)
 )
 
 // identifierDigits is a run of six digits or more: the digits of an MRN,

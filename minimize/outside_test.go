@@ -25,7 +25,7 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// A licence plate, a device serial and a plate of US form typed as
 		// a quantity's unit text were released as the unit.
 		{"synthea-observation-unit-plate.json", []string{"7XKR319", "SN4C7Q2Z9", "ABC1234"},
-			[]string{`"unit":"mL/min/1.73m2"`, `"unit":"x10E3/uL"`, `"unit":"/min"`}},
+			[]string{`"unit":"mL/min/1.73m2"`, `"unit":"x10E3/uL"`, `"unit":"/min"`, `"unit":"kg/m²"`, `"unit":"10⁹/L"`, `"unit":"cmH2O"`}},
 		// A year of 90 years ago or more as a bare number (a valueInteger,
 		// a decimal, a quantity without unit) was released: an element of
 		// a date indicative of an age over 89.
