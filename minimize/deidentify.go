@@ -1129,8 +1129,12 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	age, birth := d.ageCtx, d.birthCtx
 	d.ageCtx = false // the value is judged here, with its unit
-	if m["unit"] != nil || m["code"] != nil {
-		d.birthCtx = false // a measurement with its unit, not a year of birth
+	if !dimensionless(m) {
+		// A measurement with its unit, not a year of birth; a unit of
+		// annotations alone ("{#}", "1") says nothing of what the value
+		// is, and leaves it judged as a date of birth (a telephone
+		// number typed as an answer with unit "{#}" was released).
+		d.birthCtx = false
 	}
 	out, ok := d.object(m, typ)
 	d.ageCtx, d.birthCtx = age, birth

@@ -45,6 +45,11 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// year or a nine-digit identifier in a dimensionless quantity
 		// ({yyyy}, 1, {#}), were released.
 		{"synthea-observation-age-units.json", []string{`"value":93`, `"value":94`, "1931", "1929", "219099999"}, []string{`"unit":"{pack-years}"`}},
+		// A questionnaire answer's number is dropped whatever it is (its
+		// question is withheld), but one with an annotation for unit
+		// ({#}, 1) passed as a measurement: a telephone number or an MRN
+		// typed as an answer was released.
+		{"hl7-questionnaireresponse-answer-annotation.json", []string{"5558675", "77441123"}, []string{`"value":3.75`}},
 		{"hl7-endpoint-mime-name.json", []string{"evelyn", "marsh", "7xkr319"}, []string{`"application/fhir+json"`, `"text/plain"`}},
 	} {
 		raw, err := os.ReadFile(filepath.Join("testdata", "outside", c.file))
