@@ -30,11 +30,14 @@ import (
 //	                                     number of nine digits or more, or
 //	                                     a date (dateDigits), dropped
 //	                                     (identifierNumber; in a
-//	                                     quantity, when it has no unit)
+//	                                     quantity, when it has no unit);
+//	                                     bare, a year 90 years or more
+//	                                     before now too (oldYearNumber)
 //	code                                 kept when a code of the element's
 //	                                     required value set (elementCode,
 //	                                     fhircodes_gen.go) or of its grammar
-//	                                     (language, MIME type, currency), a
+//	                                     (language, known MIME type,
+//	                                     currency), a
 //	                                     token without spaces (codeText) nor
 //	                                     URL, e-mail, IP (addressText),
 //	                                     nor anything ScrubString changes
@@ -48,7 +51,8 @@ import (
 //	                                     the age is over 89 at Options.Now
 //	instant, time                        dropped
 //	string, markdown                     dropped, except Quantity.unit when
-//	                                     a unit symbol (unitText) that
+//	                                     a unit symbol (unitText,
+//	                                     unitSymbol) that
 //	                                     ScrubString leaves as it is, and
 //	                                     Address.state/country (see Address)
 //	uri, url, canonical, oid, uuid, id,  dropped (Coding.system: kept when it
@@ -204,14 +208,17 @@ var codeSyntax = map[string]*regexp.Regexp{
 //     check digit, so a number that is not one (an SSN "219099999", an
 //     MRN "77441123", nine SSN digits "912448123") is not taken for a
 //     concept: about one number in 500 of SNOMED CT's form passes.
+//   - UCUM: no date written with dots, slashes or dashes (datedUnit):
+//     "1931.03.14" has UCUM's form.
 //   - ISO 3166: the codes an address keeps (stateCode, countryCode): a
 //     country or territory of more than 20,000 people, a first-level
 //     subdivision; a coding of Pitcairn ("PN") or of the City of London
 //     ("GB-LND") as a country of residence or a place travelled to names
 //     an area smaller than a state, as its address would.
 var codeChecks = map[string]func(string) bool{
-	"http://loinc.org":       loincCode,
-	"http://snomed.info/sct": snomedConceptID,
+	"http://loinc.org":          loincCode,
+	"http://snomed.info/sct":    snomedConceptID,
+	"http://unitsofmeasure.org": func(c string) bool { return !datedUnit.MatchString(c) },
 	"urn:iso:std:iso:3166": func(c string) bool {
 		if strings.Contains(c, "-") {
 			return stateCode(c)
@@ -436,6 +443,54 @@ var codeText = regexp.MustCompile(`^[^\s\p{Z}\p{C}]{1,64}$`)
 // UCUM code, kept beside it, still says the unit.
 var unitText = regexp.MustCompile(`^[\p{L}\p{N}%/.*^\[\]{}()'_+\-:°#]{1,32}$`)
 
+// unitSymbol reports whether unit text s (of unitText's form) reads as a
+// unit symbol: it has UCUM's form (ucumSyntax), or each run of letters and
+// digits in it, once a power-of-ten factor ("x10E3", "10^9") is taken out,
+// is a number, a word, or a word after a number or before an exponent of
+// one or two digits ("mL/min/1.73m2", "x10E3/uL", "24h", "cm3", "m²",
+// "10⁹/L"), or with one digit between letters ("cmH2O"). A licence
+// plate, a device serial or a licence number typed as a unit ("7XKR319",
+// "SN4C7Q2Z9", "ABC1234": letters between digits, or three digits or more
+// after letters) has neither form, and is dropped (fail closed: the UCUM
+// code beside it still says the unit).
+func unitSymbol(s string) bool {
+	if datedUnit.MatchString(s) {
+		return false
+	}
+	if ucumSyntax.MatchString(s) {
+		return true
+	}
+	for _, w := range unitRun.FindAllString(superscripts.Replace(unitFactor.ReplaceAllString(s, "$1")), -1) {
+		if !unitWord.MatchString(w) {
+			return false
+		}
+	}
+	return true
+}
+
+var (
+	// datedUnit is a date written with dots, slashes or dashes inside a
+	// unit text or a UCUM code: three numbers ("1931.03.14", "14.3.31"),
+	// or a month and a year of four digits ("03.1931", "1931-03"). Digits
+	// joined by "." have UCUM's form (a product of factors), and the scrub
+	// patterns do not read dots as a date: "1931.03.14" was released as a
+	// unit, a quantity's code and a UCUM coding's code.
+	datedUnit = regexp.MustCompile(`(?:^|[^0-9])(?:[0-9]{1,4}[./\-][0-9]{1,2}[./\-][0-9]{1,4}|(?:0?[1-9]|1[0-2])[./\-](?:1[89]|2[01])[0-9]{2}|(?:1[89]|2[01])[0-9]{2}[./\-](?:0?[1-9]|1[0-2]))(?:$|[^0-9])`)
+	// unitRun is a run of letters and digits of a unit text.
+	unitRun = regexp.MustCompile(`[\pL\pN]+`)
+	// unitFactor is a power-of-ten factor as laboratories write it
+	// ("x10E3", "10^9", "10*6"), not inside a word.
+	unitFactor = regexp.MustCompile(`(^|[^\pL\pN])(?i:x?10(?:[*^e][+-]?[0-9]{1,2}|[⁺⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]{1,2}))`)
+	// superscripts are the superscript digits of exponents ("m²",
+	// "mm³"), read as digits.
+	superscripts = strings.NewReplacer("⁰", "0", "¹", "1", "²", "2", "³", "3", "⁴", "4", "⁵", "5", "⁶", "6", "⁷", "7", "⁸", "8", "⁹", "9", "⁻", "-", "⁺", "+")
+	// unitWord is the form of a unitRun: a number, or a word after an
+	// optional number and before an optional exponent of one or two
+	// digits; the word may hold one digit between letters, as a chemical
+	// formula does ("cmH2O", "mmH2O").
+	unitWord = regexp.MustCompile(`^(?:[0-9]+|[0-9]*\pL+(?:[0-9]\pL+)?[0-9]{0,2})$`)
+)
+
 // identifierDigits is a run of six digits or more: the digits of an MRN,
 // an SSN, a phone or a serial number. No unit symbol has one ("10*12/L",
 // "mm[Hg]"), nor a code of a wordCodeSystem, so a unit text or such a code
@@ -472,13 +527,16 @@ var wordCodeSystems = setOf("http://unitsofmeasure.org", "urn:ietf:bcp:47", "urn
 func elementCode(parent, name, s string) bool {
 	if quantityTypes[parent] && name == "code" {
 		// A unit's code, kept with a unit system only (quantity).
-		return unitText.MatchString(s) && !identifierDigits.MatchString(s)
+		return unitText.MatchString(s) && !identifierDigits.MatchString(s) && !datedUnit.MatchString(s)
 	}
 	key := parent + "." + name
 	if url, ok := fhirCodeBindings[key]; ok {
 		return fhirCodeSets[url][s]
 	}
 	if form := fhirCodeForms[key]; codeForms[form] != nil {
+		if form == "mime" && !knownMediaType(s) {
+			return false
+		}
 		return codeForms[form].MatchString(s) && !identifierDigits.MatchString(s)
 	}
 	return false
@@ -519,6 +577,54 @@ var codeForms = map[string]*regexp.Regexp{
 	"language": languageTag,
 	"currency": regexp.MustCompile(`^[A-Z]{3}$`),
 }
+
+// knownMediaType reports whether MIME type s (of codeForms' "mime" form)
+// names one of mediaTypes, case aside and parameters apart. A subtype is
+// any token: a name ("application/x-evelyn-marsh", "application/vnd.evelyn-
+// marsh"), a plate or a serial typed as one is of MIME's form, so only a
+// media type known to be one is released (fail closed).
+func knownMediaType(s string) bool {
+	t, _, _ := strings.Cut(s, ";")
+	return mediaTypes[strings.ToLower(strings.TrimSpace(t))]
+}
+
+// mediaTypes are the media types a MIME type code element (Binary's and
+// Attachment's contentType, Endpoint.payloadMimeType,
+// CapabilityStatement.format, Signature's formats, Subscription's payload)
+// may keep: the IANA-registered types of health records and documents,
+// FHIR's own and the formats its specification names (R4's mimetypes
+// value set is BCP 13 whole, which no list holds).
+var mediaTypes = setOf(
+	// FHIR, HL7 and their formats
+	"application/fhir+json", "application/fhir+xml", "application/fhir+turtle", "application/fhir+ndjson",
+	"application/json+fhir", "application/xml+fhir", "application/ndjson", "application/x-ndjson",
+	"application/hl7-v2", "application/hl7-v2+xml", "application/edi-x12", "application/edifact",
+	"application/hl7-cda+xml", "application/cda+xml", "application/elm+json", "application/elm+xml",
+	"text/cql", "text/cql-identifier", "text/cql-expression", "text/fhirpath", "application/x-fhir-query",
+	"application/json-patch+json", "application/xml-patch+xml", "application/jose", "application/jwt",
+	"application/dicom", "application/dicom+json", "application/dicom+xml", "application/signature+xml",
+	"application/pkcs7-signature", "application/pkcs7-mime", "application/pdf", "application/octet-stream",
+	"application/json", "application/xml", "application/ld+json", "application/javascript", "application/ecmascript",
+	"application/x-www-form-urlencoded", "application/zip", "application/gzip", "application/rtf",
+	"application/msword", "application/vnd.ms-excel", "application/vnd.ms-powerpoint",
+	"application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+	"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+	"application/vnd.openxmlformats-officedocument.presentationml.presentation",
+	"application/vnd.oasis.opendocument.text", "application/vnd.oasis.opendocument.spreadsheet",
+	"application/xhtml+xml", "application/sparql-results+json", "application/n-triples", "application/rdf+xml",
+	"application/sql", "application/yaml",
+	// text
+	"text/plain", "text/html", "text/xml", "text/csv", "text/tab-separated-values", "text/rtf", "text/markdown",
+	"text/css", "text/javascript", "text/turtle", "text/calendar", "text/vcard", "text/uri-list", "text/x-markdown",
+	// images, sound, video
+	"image/jpeg", "image/png", "image/gif", "image/tiff", "image/bmp", "image/webp", "image/svg+xml", "image/heic",
+	"image/heif", "image/jp2", "image/dicom-rle", "image/jls", "image/x-dicom",
+	"audio/mpeg", "audio/mp4", "audio/wav", "audio/x-wav", "audio/ogg", "audio/webm", "audio/aac", "audio/basic",
+	"video/mp4", "video/mpeg", "video/quicktime", "video/webm", "video/ogg", "video/x-msvideo",
+	// other
+	"model/stl", "font/ttf", "font/woff", "font/woff2", "message/rfc822",
+	"multipart/form-data", "multipart/mixed", "multipart/related", "multipart/alternative",
+)
 
 // addressText is a URL, an e-mail address or an IP address inside a
 // token: no code or unit symbol holds one, so a code or unit text that
@@ -698,7 +804,7 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			}
 			continue
 		}
-		if e.choice != "" && numericTypes[e.typ] && identifierNumber(v) {
+		if e.choice != "" && numericTypes[e.typ] && d.bareNumber(v) {
 			if e.required {
 				dropped = append(dropped, k)
 			}
@@ -861,7 +967,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 			// A unit the scrub would change (a telephone number, a date)
 			// is dropped, not released as "[PHONE]".
 			s, ok := v.(string)
-			return s, ok && unitText.MatchString(s) && !identifierDigits.MatchString(s) && !addressText.MatchString(s) && ScrubString(s) == s
+			return s, ok && unitText.MatchString(s) && !identifierDigits.MatchString(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s)
 		}
 		return nil, false
 	}
@@ -1023,8 +1129,12 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	age, birth := d.ageCtx, d.birthCtx
 	d.ageCtx = false // the value is judged here, with its unit
-	if m["unit"] != nil || m["code"] != nil {
-		d.birthCtx = false // a measurement with its unit, not a year of birth
+	if !dimensionless(m) {
+		// A measurement with its unit, not a year of birth; a unit of
+		// annotations alone ("{#}", "1") says nothing of what the value
+		// is, and leaves it judged as a date of birth (a telephone
+		// number typed as an answer with unit "{#}" was released).
+		d.birthCtx = false
 	}
 	out, ok := d.object(m, typ)
 	d.ageCtx, d.birthCtx = age, birth
@@ -1048,11 +1158,29 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if years, ok := ageYears(m, typ == "Age" || age); ok && !d.releaseAge(years) {
 		return nil, false
 	}
-	if out["unit"] == nil && out["code"] == nil && identifierNumber(out["value"]) {
-		return nil, false // see identifierNumber
+	if dimensionless(out) && d.bareNumber(out["value"]) {
+		return nil, false // see bareNumber
 	}
 	return out, true
 }
+
+// dimensionless reports whether a walked quantity q says no unit: it has
+// neither unit nor code, or they are UCUM's unity "1" or annotations alone
+// ("{#}", "{yyyy}", "{YOB}"), which UCUM reads as "1". Its value is then
+// as bare as a number without unit (bareNumber): a year of birth or an
+// identifier with a comment for unit is still one.
+func dimensionless(q map[string]any) bool {
+	for _, k := range []string{"unit", "code"} {
+		u, _ := q[k].(string)
+		if strings.TrimSpace(annotation.ReplaceAllString(u, "")) != "" && strings.TrimSpace(annotation.ReplaceAllString(u, "")) != "1" {
+			return false
+		}
+	}
+	return true
+}
+
+// annotation is a UCUM annotation ("{beats}").
+var annotation = regexp.MustCompile(`\{[^{}]*\}`)
 
 // quantityTypes are Quantity and its kinds: a whole number of nine digits
 // or more as their value is judged with the unit (quantity).
@@ -1086,6 +1214,31 @@ func identifierNumber(v any) bool {
 		return false
 	}
 	return math.Abs(f) >= 1e8 || f >= 1e5 && dateDigits(int(f))
+}
+
+// bareNumber reports whether v, a bare number (a value[x] or a quantity
+// without unit or code), is withheld: an identifier (identifierNumber) or
+// an old year (oldYearNumber).
+func (d *deid) bareNumber(v any) bool {
+	return identifierNumber(v) || oldYearNumber(v, d.now)
+}
+
+// oldYearNumber reports whether v is a whole number that reads as a year
+// 90 years or more before now, from 1800 (1800 to 1936 in 2026): a year
+// given as a number (a valueInteger 1931 under a local code "year of
+// birth", "year of arrival") tells what the same year as a date would,
+// and oldYear withholds that. A bare count of that size is rare, and is
+// dropped rather than a birth year of someone over 89 released.
+func oldYearNumber(v any, now time.Time) bool {
+	n, ok := v.(json.Number)
+	if !ok {
+		return false
+	}
+	f, err := n.Float64()
+	if err != nil || f != math.Trunc(f) || f < 1800 || f > 9999 {
+		return false
+	}
+	return oldYear(int(f), now)
 }
 
 // dateDigits reports whether n, a whole number of six to eight digits,
@@ -1154,7 +1307,7 @@ var timeUnits = func() map[string]float64 {
 	m := map[string]float64{}
 	for u, f := range map[string]float64{
 		"a": year, "a_j": year, "a_g": year, "a_t": year, "y": year, "yr": year, "yrs": year, "year": year, "years": year, "year(s)": year,
-		"yo": year, "y/o": year, "yearsold": year, "yearold": year, "yrsold": year, "ann": year, "annum": year, "jr": year, "jahr": year, "jahre": year,
+		"yo": year, "yoa": year, "age": year, "y/o": year, "yearsold": year, "yearold": year, "yrsold": year, "ann": year, "annum": year, "jr": year, "jahr": year, "jahre": year,
 		// The languages of IPS and national base IGs (a unit text is
 		// written in the source's language): Spanish, Portuguese, French,
 		// Italian, Dutch, Scandinavian, Polish and Czech, Finnish, Greek,
@@ -1492,8 +1645,12 @@ func asArray(v any) []any {
 
 // usAddress reports whether an address is in the United States, as far as
 // it says: its country is the United States, or it names no country and
-// its state, if any, is a US state, district or territory. Everything else
-// keeps no postal code.
+// its state is a US state, district or territory. Everything else keeps
+// no postal code: an address that names neither (a city and a postal
+// code, "Paris 75004", "Berlin 10117") is not known to be in the United
+// States, and the first digits of another country's postal code are a
+// unit smaller than a state (until 2026-12-05 such an address was taken
+// for a US one, and Paris came out "750").
 func usAddress(m map[string]any) bool {
 	norm := func(k string) string {
 		s, _ := m[k].(string)
@@ -1507,8 +1664,7 @@ func usAddress(m map[string]any) bool {
 	if c := norm("country"); c != "" {
 		return usCountries[c]
 	}
-	st := norm("state")
-	return st == "" || usStates[st]
+	return usStates[norm("state")]
 }
 
 // usCountries are the ways an address says "United States" (ISO 3166

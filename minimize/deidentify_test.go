@@ -238,9 +238,11 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"dates to the year, instant dropped, nested extension with a date dropped",
 			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"effectiveDateTime":"2025-03-14T08:42:17-05:00","issued":"2025-03-14T08:44:59Z","valueQuantity":{"value":1,"unit":"mmHg","extension":[{"url":"http://x.example/at","valueDateTime":"2025-03-14"}]}}`,
 			`{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]},"effectiveDateTime":"2025","resourceType":"Observation","status":"final","valueQuantity":{"unit":"mmHg","value":1}}`},
-		{"address: state, ZIP3, country only; restricted ZIP3 is 000",
-			`{"resourceType":"Patient","address":[{"line":["1 Main"],"city":"X","state":"VT","postalCode":"05901-1234","country":"US","period":{"start":"2001"}},{"postalCode":"21620"}]}`,
-			`{"address":[{"country":"US","postalCode":"000","state":"VT"},{"postalCode":"216"}],"resourceType":"Patient"}`},
+		// A postal code alone does not say the address is in the United
+		// States (Paris's 75004 came out "750"): it is dropped.
+		{"address: state, ZIP3, country only; restricted ZIP3 is 000; a postal code naming no country nor state dropped",
+			`{"resourceType":"Patient","address":[{"line":["1 Main"],"city":"X","state":"VT","postalCode":"05901-1234","country":"US","period":{"start":"2001"}},{"postalCode":"21620"},{"postalCode":"21620","state":"MD"}]}`,
+			`{"address":[{"country":"US","postalCode":"000","state":"VT"},{"postalCode":"216","state":"MD"}],"resourceType":"Patient"}`},
 		{"birthDate: year, withheld over 89; allowed extension kept",
 			`{"resourceType":"Patient","birthDate":"1980-05-06","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"F"},{"url":"http://x.example/mmn","valueString":"Smith"}]}`,
 			`{"birthDate":"1980","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"F"}],"resourceType":"Patient"}`},

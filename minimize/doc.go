@@ -42,8 +42,8 @@
 //     FHIR data type (a table generated from the R4 StructureDefinitions by
 //     tools/fhirtypes, fhirtypes_gen.go) and decides per type: a code
 //     element keeps only a code of the value set R4 binds it to
-//     (fhircodes_gen.go) or of its grammar (language, MIME type,
-//     currency); free text,
+//     (fhircodes_gen.go) or of its grammar (language, MIME type of a
+//     media type it knows, currency); free text,
 //     narrative, notes, identifiers, names, contact points, attachments,
 //     URIs and extensions not on [AllowedExtensions] are dropped; codings
 //     are kept only for public terminologies, with a code of the
@@ -60,10 +60,16 @@
 //     as a date (YYYYMMDD, MMDDYYYY, DDMMYYYY, YYMMDD, ...: dateDigits)
 //     (in any number element; in a quantity, one without
 //     unit) and an integer beyond 32 bits are
-//     dropped; an answer (QuestionnaireResponse, Contract) or an open value[x], whose meaning
+//     dropped, and so is a bare whole number that reads as a year 90
+//     years or more before now (a value[x], a quantity without unit or
+//     whose unit is only "1" or annotations: oldYearNumber,
+//     dimensionless); a unit text is kept only as a unit symbol
+//     (unitSymbol: a plate or serial typed as one is dropped), and no
+//     unit or UCUM code holds a date (datedUnit); an answer (QuestionnaireResponse, Contract) or an open value[x], whose meaning
 //     is withheld, is judged as a date of birth (numbers dropped);
 //     addresses keep state (first-level only), country (not one of 20,000
-//     people or fewer) and, in the US, ZIP3; geocodes are dropped;
+//     people or fewer) and, in the US (by country, or by state when no
+//     country is given), ZIP3; geocodes are dropped;
 //     references to a patient are
 //     rewritten with [Options.Alias], all others dropped; contained
 //     resources are walked recursively. An element of unknown type is

@@ -1,0 +1,83 @@
+package minimize_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/custos-mcp/custos/minimize/safeharbortest"
+)
+
+// TestDeidentifyOutsideExamples runs the research view over FHIR R4
+// resources from outside custos (testdata/outside, README.md there names
+// each source and the identifier planted in it) and checks that what each
+// example showed leaking no longer does: every gone string is absent from
+// the output (and present in the input: the positive control), every kept
+// string is still there (the rule did not drop the ordinary values beside
+// the identifier), and the Safe Harbor scanner finds nothing.
+func TestDeidentifyOutsideExamples(t *testing.T) {
+	for _, c := range []struct {
+		file       string
+		gone, kept []string
+	}{
+		// A licence plate, a device serial and a plate of US form typed as
+		// a quantity's unit text were released as the unit.
+		{"synthea-observation-unit-plate.json", []string{"7XKR319", "SN4C7Q2Z9", "ABC1234"},
+			[]string{`"unit":"mL/min/1.73m2"`, `"unit":"x10E3/uL"`, `"unit":"/min"`, `"unit":"kg/m²"`, `"unit":"10⁹/L"`, `"unit":"cmH2O"`}},
+		// A year of 90 years ago or more as a bare number (a valueInteger,
+		// a decimal, a quantity without unit) was released: an element of
+		// a date indicative of an age over 89.
+		{"synthea-observation-year-integer.json", []string{"1931", "1928"}, []string{`"value":3`}},
+		{"hl7-eob-supportinginfo-year.json", []string{"1931"}, []string{`"value":2`}},
+		{"hl7-device-property-year.json", []string{"1931"}, []string{`"value":4`}},
+		// A name as a MIME subtype was released as the content type.
+		{"medplum-binary-mime-name.json", []string{"evelyn", "marsh"}, nil},
+		// A postal code of an address that names neither a country nor
+		// a state was taken for a US ZIP: Paris's 75004 came out "750",
+		// Berlin's 10117 "101", units smaller than a state.
+		{"hl7-relatedperson-postal-no-country.json", []string{`"postalCode":"75`, `"postalCode":"10`}, []string{`"postalCode":"021"`}},
+		// A date written with dots as a UCUM code or unit (digits joined
+		// by "." have UCUM's form) was released.
+		{"synthea-observation-dotted-date-unit.json", []string{"1931"}, []string{`"code":"mg/dL"`}},
+		// An age over 89 in a unit that says age ({age}, yoa), and an old
+		// year or a nine-digit identifier in a dimensionless quantity
+		// ({yyyy}, 1, {#}), were released.
+		{"synthea-observation-age-units.json", []string{`"value":93`, `"value":94`, "1931", "1929", "219099999"}, []string{`"unit":"{pack-years}"`}},
+		// A questionnaire answer's number is dropped whatever it is (its
+		// question is withheld), but one with an annotation for unit
+		// ({#}, 1) passed as a measurement: a telephone number or an MRN
+		// typed as an answer was released.
+		{"hl7-questionnaireresponse-answer-annotation.json", []string{"5558675", "77441123"}, []string{`"value":3.75`}},
+		{"hl7-endpoint-mime-name.json", []string{"evelyn", "marsh", "7xkr319"}, []string{`"application/fhir+json"`, `"text/plain"`}},
+	} {
+		raw, err := os.ReadFile(filepath.Join("testdata", "outside", c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := deidentifyAbout(t, raw, nil, "")
+		for _, g := range c.gone {
+			if !strings.Contains(strings.ToLower(string(raw)), strings.ToLower(g)) {
+				t.Errorf("%s: positive control: %q not in the input", c.file, g)
+			}
+			if strings.Contains(strings.ToLower(string(out)), strings.ToLower(g)) {
+				t.Errorf("%s: %q released: %s", c.file, g, out)
+			}
+		}
+		for _, k := range c.kept {
+			if !strings.Contains(string(out), k) {
+				t.Errorf("%s: %s dropped: %s", c.file, k, out)
+			}
+		}
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			t.Fatal(err)
+		}
+		s := safeharbortest.NewScanner(deidNow.Year())
+		s.Collect(v)
+		for _, f := range s.Scan(out) {
+			t.Errorf("%s: class %s at %s", c.file, f.Class, f.Where)
+		}
+	}
+}
