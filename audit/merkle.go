@@ -242,8 +242,13 @@ func (l *Log) viewIn(s *segment, fn func(tx *bolt.Tx) error) error {
 }
 
 // TreeHead returns the size and root hash of the Merkle tree over every
-// record, read in one transaction (a consistent snapshot: size is the head
-// seq of that snapshot). It fails with ErrNoTree when the tree does not yet
+// durable record, read in one transaction (a consistent snapshot). Its size
+// is the head seq of that snapshot, or Head's if smaller: bbolt shows a
+// commit's meta page to new read transactions (through the mmap) before
+// the commit's fdatasync has returned, and a checkpoint signed over such a
+// record would, after a power loss in that window, be larger than the log
+// (which serve then refuses as rolled back); Head moves only once the
+// commit has returned. It fails with ErrNoTree when the tree does not yet
 // cover every record: a log written before the tree existed, opened with
 // Options.ReadOnly (a read-write Open migrates it). An empty log has size 0
 // and the RFC 6962 empty root SHA-256("").
@@ -251,6 +256,7 @@ func (l *Log) TreeHead(ctx context.Context) (size int64, root tlog.Hash, err err
 	if err := ctx.Err(); err != nil {
 		return 0, tlog.Hash{}, err
 	}
+	durable, _ := l.Head() // before the snapshot: every record up to it is in it
 	err = l.view(func(tx *bolt.Tx) error {
 		n, r, err := builtTree(tx)
 		if err != nil {
@@ -269,6 +275,16 @@ func (l *Log) TreeHead(ctx context.Context) (size int64, root tlog.Hash, err err
 	})
 	if err != nil {
 		return 0, tlog.Hash{}, err
+	}
+	if d := int64(durable); d < size {
+		// Records are never rewritten: the tree of the first d is the
+		// same in any later snapshot. Its hashes may lie in a segment
+		// sealed since (a roll seals every committed record), so the
+		// hash is read across segments.
+		size = d
+		if root, err = l.TreeHash(size); err != nil {
+			return 0, tlog.Hash{}, err
+		}
 	}
 	return size, root, nil
 }
