@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -128,4 +129,28 @@ func (b *bytesBuffer) lines() [][]byte {
 		}
 	}
 	return out
+}
+
+// appendUntil starts writers goroutines that append sample entries to l
+// until stop is closed; the returned function waits for them.
+func appendUntil(t testing.TB, l *Log, writers int, stop <-chan struct{}) (wait func()) {
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := l.Append(context.Background(), sampleEntry(w*1000+i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	return wg.Wait
 }

@@ -414,25 +414,8 @@ func TestSealedReadWhileAppending(t *testing.T) {
 	ctx := context.Background()
 	appendN(t, l, 10)
 	rollOrFail(t, l)
-	var wg sync.WaitGroup
 	stop := make(chan struct{})
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := l.Append(ctx, sampleEntry(w*1000+i)); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
+	wait := appendUntil(t, l, 4, stop)
 	rolled := make(chan struct{})
 	go func() {
 		defer close(rolled)
@@ -472,7 +455,7 @@ func TestSealedReadWhileAppending(t *testing.T) {
 		}
 	}
 	close(stop)
-	wg.Wait()
+	wait()
 	if n := len(l.segments()); n < 3 {
 		t.Errorf("%d segments after the rolls", n)
 	}

@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"sync"
 	"testing"
 )
 
@@ -18,25 +17,8 @@ import (
 func TestTreeHeadCoversOnlyDurableRecords(t *testing.T) {
 	l, path := mustOpen(t, Options{})
 	ctx := context.Background()
-	var wg sync.WaitGroup
 	stop := make(chan struct{})
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := l.Append(ctx, sampleEntry(i)); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
+	wait := appendUntil(t, l, 4, stop)
 	beyond, reads := 0, 0
 	for reads < 3000 {
 		size, root, err := l.TreeHead(ctx)
@@ -57,7 +39,7 @@ func TestTreeHeadCoversOnlyDurableRecords(t *testing.T) {
 		}
 	}
 	close(stop)
-	wg.Wait()
+	wait()
 	if beyond > 0 {
 		t.Errorf("%d of %d tree heads counted records whose commit had not returned (size beyond Head read after it)", beyond, reads)
 	}
