@@ -166,6 +166,8 @@ func TestBadInput(t *testing.T) {
 			"m.json":     `{"transactionTime":"2024-01-01T00:00:00Z","request":"https://ehr.example/fhir/$export","deleted":[{"type":"Bundle","url":"del.ndjson"}]}`,
 			"del.ndjson": bundle("transaction", `{"request":{"method":"DELETE","url":"https://other.example/fhir/Patient/SECRET-MRN-1"}}`)},
 			path: "m.json", err: ErrUnsupported, where: "del.ndjson:1", fpath: "Bundle.entry[0].request.url"},
+		{name: "a declared contentType that is content, not a media type custos knows", files: map[string]string{"DocumentReference.ndjson": `{"resourceType":"DocumentReference","id":"d1","status":"current","subject":{"reference":"Patient/SECRET-MRN-1"},"content":[{"attachment":{"contentType":"SECRET/MRN-1","data":"` + b64("%PDF-1.4\n%SECRET") + `"}}]}`},
+			err: ErrAttachment, where: "DocumentReference.ndjson:1", fpath: "DocumentReference.content[0].attachment.contentType"},
 		{name: "a DELETE of one version", files: map[string]string{"b.json": bundle("transaction", `{"request":{"method":"DELETE","url":"Patient/SECRET-MRN-1/_history/1"}}`)},
 			err: ErrUnsupported, where: "b.json:1", fpath: "Bundle.entry[0].request.url"},
 		{name: "an entry whose request method is no HTTP verb", files: map[string]string{"b.json": bundle("transaction", `{"resource":`+pat+`,"request":{"method":"MERGE","url":"Patient/SECRET-MRN-1"}}`)},
@@ -241,7 +243,8 @@ func TestBadInput(t *testing.T) {
 			if fe.Where != wantWhere || fe.Path != tc.fpath {
 				t.Errorf("at %q %q, want %q %q (%v)", fe.Where, fe.Path, wantWhere, tc.fpath, err)
 			}
-			if strings.Contains(err.Error(), "SECRET") {
+			// Case-insensitive: a quoted media type comes out lowercased.
+			if strings.Contains(strings.ToLower(err.Error()), "secret") {
 				t.Errorf("the error quotes content: %v", err)
 			}
 		})
