@@ -175,7 +175,15 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 		if err := rd.ctx.Err(); err != nil {
 			return err
 		}
-		if err := rd.problem(rd.bundleEntry(s, b, i, e)); err != nil {
+		err := rd.bundleEntry(s, b, i, e)
+		if fe, ok := err.(*Error); ok && fe.Entry == "" && !strings.HasPrefix(fe.Path, "Bundle.entry[") &&
+			(i > 0 && entries[i-1].line == e.line || i+1 < len(entries) && entries[i+1].line == e.line) {
+			// Another entry starts on this line (a minified Bundle): the
+			// line alone names none of them, and two entries with the same
+			// problem were one problem.
+			fe.Entry = "Bundle.entry[" + itoa(i) + "]"
+		}
+		if err := rd.problem(err); err != nil {
 			return err
 		}
 	}

@@ -502,3 +502,39 @@ func gzipped(s string) string {
 	w.Close()
 	return b.String()
 }
+
+// TestMinifiedBundleNamesTheEntry: in a Bundle written on one line (an
+// NDJSON Bundle, a server's answer) every entry is at line 1, so an error
+// names the entry as well; two entries with the same problem were one
+// problem, reported once, naming neither. Where stays file:line.
+func TestMinifiedBundleNamesTheEntry(t *testing.T) {
+	obs := func(id string) string {
+		return `{"resource":{"resourceType":"Observation","id":"` + id + `","status":"final","code":{"text":"x"},"subject":{"reference":"patient/SECRET-MRN-1"}}}`
+	}
+	b := `{"resourceType":"Bundle","type":"collection","entry":[{"resource":{"resourceType":"Patient","id":"p"}},` + obs("o1") + `,` + obs("o2") + `]}`
+	path := filepath.Join(t.TempDir(), "b.json")
+	if err := os.WriteFile(path, []byte(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := readAll(t, path)
+	var fe *Error
+	if !errors.As(err, &fe) || !errors.Is(err, ErrCompartment) || fe.Where != "b.json:1" || fe.Path != "Observation.subject" {
+		t.Fatalf("err = %v, want ErrCompartment at b.json:1 Observation.subject", err)
+	}
+	for _, want := range []string{"(Bundle.entry[1])", "(Bundle.entry[2])"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not name %s: %v", want, err)
+		}
+	}
+	if strings.Contains(strings.ToLower(err.Error()), "secret") {
+		t.Errorf("the error quotes content: %v", err)
+	}
+	// A Bundle written an entry a line names each by its line alone.
+	pretty := strings.ReplaceAll(b, `,{"resource"`, ",\n"+`{"resource"`)
+	if err := os.WriteFile(path, []byte(pretty), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = readAll(t, path); err == nil || strings.Contains(err.Error(), "Bundle.entry[") || !strings.Contains(err.Error(), "b.json:2:") || !strings.Contains(err.Error(), "b.json:3:") {
+		t.Errorf("a Bundle with an entry a line: %v", err)
+	}
+}
