@@ -538,3 +538,22 @@ func TestMinifiedBundleNamesTheEntry(t *testing.T) {
 		t.Errorf("a Bundle with an entry a line: %v", err)
 	}
 }
+
+// TestTooDeep: a well-formed value nested deeper than encoding/json's
+// 10,000 levels was reported as "invalid JSON"; the error now says it is
+// nested too deep, in a .json file and on an NDJSON line.
+func TestTooDeep(t *testing.T) {
+	deep := `{"resourceType":"Observation","id":"o","extension":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`
+	dir := t.TempDir()
+	for _, name := range []string{"o.json", "Observation.ndjson"} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(deep+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := readAll(t, path)
+		if !errors.Is(err, ErrJSON) || !strings.Contains(err.Error(), name+":1: malformed JSON: nested deeper than 10000 levels") {
+			t.Errorf("%s: err = %v, want it nested too deep", name, err)
+		}
+		os.Remove(path)
+	}
+}
