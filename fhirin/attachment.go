@@ -250,12 +250,24 @@ func base64Text(s string) string {
 }
 
 // mimeError is a contradiction between declared and detected types; both
-// are media type names (the declared one parsed, so it is a token pair),
-// never content.
+// are media type names, never content: the declared one is named only when
+// it is a type the detection library knows (knownMediaType), since any
+// token pair parses as a media type ("mrn/12345" is the input's).
 type mimeError struct{ declared, detected string }
 
 func (e *mimeError) Error() string {
-	return "the bytes are " + e.detected + ", not " + e.declared
+	return "the bytes are " + e.detected + ", not " + knownMediaType(e.declared)
+}
+
+// knownMediaType is mt when github.com/gabriel-vasile/mimetype knows it (a
+// registered media type name), and otherwise words that quote nothing of
+// the input: a declared contentType is the input's, and was quoted whatever
+// it said.
+func knownMediaType(mt string) string {
+	if mimetype.Lookup(mt) != nil {
+		return mt
+	}
+	return "the declared contentType (a media type custos does not know)"
 }
 
 // mediaTypeAliases maps common misspellings of media types to the

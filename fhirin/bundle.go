@@ -175,7 +175,15 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 		if err := rd.ctx.Err(); err != nil {
 			return err
 		}
-		if err := rd.problem(rd.bundleEntry(s, b, i, e)); err != nil {
+		err := rd.bundleEntry(s, b, i, e)
+		if fe, ok := err.(*Error); ok && fe.Entry == "" && !strings.HasPrefix(fe.Path, "Bundle.entry[") &&
+			(i > 0 && entries[i-1].line == e.line || i+1 < len(entries) && entries[i+1].line == e.line) {
+			// Another entry starts on this line (a minified Bundle): the
+			// line alone names none of them, and two entries with the same
+			// problem were one problem.
+			fe.Entry = "Bundle.entry[" + itoa(i) + "]"
+		}
+		if err := rd.problem(err); err != nil {
 			return err
 		}
 	}
@@ -283,6 +291,10 @@ func (b *bundle) resolveConditional(ref string) (refTarget, bool) {
 	return t, ok && t.id != ""
 }
 
+// httpVerbs are R4's HTTPVerb codes, and "" for an entry without request
+// (or without its method).
+var httpVerbs = map[string]bool{"": true, "GET": true, "HEAD": true, "POST": true, "PUT": true, "DELETE": true, "PATCH": true}
+
 // bundleEntry imports one entry: a resource, or the retirement a DELETE
 // request names. GET and HEAD requests without a resource carry nothing to
 // import; search outcomes (OperationOutcome) are skipped.
@@ -294,6 +306,12 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		method = strings.ToUpper(e.Request.Method)
 	}
 	hasResource := len(e.Resource) > 0 && !bytes.Equal(e.Resource, []byte("null"))
+	if !httpVerbs[method] {
+		// R4 HTTPVerb is a required code: an entry with another method
+		// ("MERGE", a typo) asks for something the reader does not know,
+		// and was imported as if it were a create.
+		return newError(w, path+".request.method", ErrValue, "not an R4 HTTP verb (GET, HEAD, POST, PUT, DELETE, PATCH)")
+	}
 	switch method {
 	case "PATCH":
 		return newError(w, path+".request.method", ErrUnsupported, "PATCH entries are not imported")
@@ -304,6 +322,12 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		t, ok := parseLiteral(e.Request.URL)
 		if !ok {
 			return newError(w, path+".request.url", ErrUnsupported, "a DELETE must name Type/id (conditional deletes are not imported)")
+		}
+		if strings.Contains(e.Request.URL, "/_history/") {
+			// Not an R4 interaction; R5's delete-history-version removes
+			// that version only, never the resource. It retired the live
+			// resource, read as a reference would be.
+			return newError(w, path+".request.url", ErrUnsupported, "a DELETE of one version (Type/id/_history/vid) is not imported: it does not delete the resource; name Type/id")
 		}
 		if strings.Contains(e.Request.URL, "://") && (s.base == "" || restBase(e.Request.URL) != s.base) {
 			// Another server's Patient/7 is not this import's.

@@ -91,9 +91,11 @@
 //   - Attachment bytes agree with their declared contentType (checked with
 //     github.com/gabriel-vasile/mimetype), and inline data never stays in a
 //     carrier: it is replaced by the link Options.Link returns.
-//   - Errors name file:line and the FHIR path and never quote content
-//     (values, ids, references, names): see errors.go. The file name is
-//     quoted as found on disk; name input files without PHI.
+//   - Errors name file:line and the FHIR path (and the Bundle entry, when
+//     another entry starts on the same line: Error.Entry) and never quote
+//     content (values, ids, references, names; a declared contentType only
+//     when it is a media type the detection library knows): see errors.go.
+//     The file name is quoted as found on disk; name input files without PHI.
 //   - Memory is bounded: NDJSON is read line by line (Options.MaxLine,
 //     DefaultMaxLine), gzip streamed, one Bundle or JSON value in memory at
 //     a time; across the input only an index of Binary ids, of the

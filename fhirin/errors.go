@@ -70,6 +70,10 @@ type Error struct {
 	// Detail is fixed wording with counts and names from the FHIR
 	// specification, never input content.
 	Detail string
+	// Entry is the Bundle entry ("Bundle.entry[17]") when Where's line does
+	// not name it alone: another entry of the Bundle starts on that line
+	// (a minified Bundle, every entry at line 1). "" otherwise.
+	Entry string
 }
 
 func (e *Error) Error() string {
@@ -80,6 +84,9 @@ func (e *Error) Error() string {
 	s += e.Err.Error()
 	if e.Detail != "" {
 		s += ": " + e.Detail
+	}
+	if e.Entry != "" {
+		s += " (" + e.Entry + ")"
 	}
 	return s
 }

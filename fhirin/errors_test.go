@@ -166,6 +166,12 @@ func TestBadInput(t *testing.T) {
 			"m.json":     `{"transactionTime":"2024-01-01T00:00:00Z","request":"https://ehr.example/fhir/$export","deleted":[{"type":"Bundle","url":"del.ndjson"}]}`,
 			"del.ndjson": bundle("transaction", `{"request":{"method":"DELETE","url":"https://other.example/fhir/Patient/SECRET-MRN-1"}}`)},
 			path: "m.json", err: ErrUnsupported, where: "del.ndjson:1", fpath: "Bundle.entry[0].request.url"},
+		{name: "a declared contentType that is content, not a media type custos knows", files: map[string]string{"DocumentReference.ndjson": `{"resourceType":"DocumentReference","id":"d1","status":"current","subject":{"reference":"Patient/SECRET-MRN-1"},"content":[{"attachment":{"contentType":"SECRET/MRN-1","data":"` + b64("%PDF-1.4\n%SECRET") + `"}}]}`},
+			err: ErrAttachment, where: "DocumentReference.ndjson:1", fpath: "DocumentReference.content[0].attachment.contentType"},
+		{name: "a DELETE of one version", files: map[string]string{"b.json": bundle("transaction", `{"request":{"method":"DELETE","url":"Patient/SECRET-MRN-1/_history/1"}}`)},
+			err: ErrUnsupported, where: "b.json:1", fpath: "Bundle.entry[0].request.url"},
+		{name: "an entry whose request method is no HTTP verb", files: map[string]string{"b.json": bundle("transaction", `{"resource":`+pat+`,"request":{"method":"MERGE","url":"Patient/SECRET-MRN-1"}}`)},
+			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].request.method"},
 		{name: "a PUT naming another id than its resource's", files: map[string]string{"b.json": bundle("transaction", `{"resource":`+pat+`,"request":{"method":"PUT","url":"Patient/SECRET-MRN-2"}}`)},
 			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].request.url"},
 		{name: "a searchset outcome entry holding a resource that is no OperationOutcome", files: map[string]string{"b.json": bundle("searchset", `{"resource":`+obs("")+`,"search":{"mode":"outcome"}}`)},
@@ -237,7 +243,8 @@ func TestBadInput(t *testing.T) {
 			if fe.Where != wantWhere || fe.Path != tc.fpath {
 				t.Errorf("at %q %q, want %q %q (%v)", fe.Where, fe.Path, wantWhere, tc.fpath, err)
 			}
-			if strings.Contains(err.Error(), "SECRET") {
+			// Case-insensitive: a quoted media type comes out lowercased.
+			if strings.Contains(strings.ToLower(err.Error()), "secret") {
 				t.Errorf("the error quotes content: %v", err)
 			}
 		})
@@ -494,4 +501,59 @@ func gzipped(s string) string {
 	w.Write([]byte(s))
 	w.Close()
 	return b.String()
+}
+
+// TestMinifiedBundleNamesTheEntry: in a Bundle written on one line (an
+// NDJSON Bundle, a server's answer) every entry is at line 1, so an error
+// names the entry as well; two entries with the same problem were one
+// problem, reported once, naming neither. Where stays file:line.
+func TestMinifiedBundleNamesTheEntry(t *testing.T) {
+	obs := func(id string) string {
+		return `{"resource":{"resourceType":"Observation","id":"` + id + `","status":"final","code":{"text":"x"},"subject":{"reference":"patient/SECRET-MRN-1"}}}`
+	}
+	b := `{"resourceType":"Bundle","type":"collection","entry":[{"resource":{"resourceType":"Patient","id":"p"}},` + obs("o1") + `,` + obs("o2") + `]}`
+	path := filepath.Join(t.TempDir(), "b.json")
+	if err := os.WriteFile(path, []byte(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := readAll(t, path)
+	var fe *Error
+	if !errors.As(err, &fe) || !errors.Is(err, ErrCompartment) || fe.Where != "b.json:1" || fe.Path != "Observation.subject" {
+		t.Fatalf("err = %v, want ErrCompartment at b.json:1 Observation.subject", err)
+	}
+	for _, want := range []string{"(Bundle.entry[1])", "(Bundle.entry[2])"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not name %s: %v", want, err)
+		}
+	}
+	if strings.Contains(strings.ToLower(err.Error()), "secret") {
+		t.Errorf("the error quotes content: %v", err)
+	}
+	// A Bundle written an entry a line names each by its line alone.
+	pretty := strings.ReplaceAll(b, `,{"resource"`, ",\n"+`{"resource"`)
+	if err := os.WriteFile(path, []byte(pretty), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = readAll(t, path); err == nil || strings.Contains(err.Error(), "Bundle.entry[") || !strings.Contains(err.Error(), "b.json:2:") || !strings.Contains(err.Error(), "b.json:3:") {
+		t.Errorf("a Bundle with an entry a line: %v", err)
+	}
+}
+
+// TestTooDeep: a well-formed value nested deeper than encoding/json's
+// 10,000 levels was reported as "invalid JSON"; the error now says it is
+// nested too deep, in a .json file and on an NDJSON line.
+func TestTooDeep(t *testing.T) {
+	deep := `{"resourceType":"Observation","id":"o","extension":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`
+	dir := t.TempDir()
+	for _, name := range []string{"o.json", "Observation.ndjson"} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(deep+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := readAll(t, path)
+		if !errors.Is(err, ErrJSON) || !strings.Contains(err.Error(), name+":1: malformed JSON: nested deeper than 10000 levels") {
+			t.Errorf("%s: err = %v, want it nested too deep", name, err)
+		}
+		os.Remove(path)
+	}
 }

@@ -402,6 +402,8 @@ func (rd *reader) jsonStreamErr(s *source, cr *countReader, dec *json.Decoder, e
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF) && !s.gz:
 		return newError(where(s, line), "", ErrTruncated, "the file ends inside a JSON value")
+	case errors.As(err, &se) && tooDeep(se):
+		return newError(where(s, line), "", ErrJSON, "nested deeper than %d levels at byte offset %d (no FHIR resource is)", maxJSONDepth, off)
 	case errors.As(err, &se):
 		return newError(where(s, line), "", ErrJSON, "invalid JSON at byte offset %d", off)
 	case errors.Is(err, io.ErrUnexpectedEOF) && s.gz:

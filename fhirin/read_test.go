@@ -923,3 +923,35 @@ func TestReadMarksVIPCharts(t *testing.T) {
 		t.Errorf("%d items of the VIP, want the Patient, Observation, Condition, Consent, Binary and more", n)
 	}
 }
+
+// TestReadOutsideBulkDocumentReference reads a line of a real Synthea Bulk
+// export (testdata/outside, CC0): the DocumentReference lands in its
+// subject's compartment, its base64 note is lifted as a text/plain
+// attachment of the same patient, and its conditional author and custodian
+// references, which no Bundle resolves, are kept as written.
+func TestReadOutsideBulkDocumentReference(t *testing.T) {
+	items := mustReadAll(t, filepath.Join("testdata", "outside", "smart-bulk"))
+	if len(items) != 2 {
+		t.Fatalf("%d items, want the DocumentReference and its note", len(items))
+	}
+	const patient = "de242789-6443-9ee4-a94d-89e6cbaa2d60"
+	doc := find(t, items, "DocumentReference", "f5df1d9c-7823-ace4-d6ed-fc602d018fed")
+	if doc.Patient != patient || len(doc.Sensitivity) != 0 || doc.Where != "DocumentReference.004.ndjson:1" {
+		t.Errorf("DocumentReference %+v", doc)
+	}
+	for _, want := range []string{
+		`"reference":"Practitioner?identifier=http://hl7.org/fhir/sid/us-npi|9999967299"`,
+		`"reference":"Organization?identifier=https://github.com/synthetichealth/synthea|ca275b1b-c90e-3e95-84c9-3b4240fb9284"`,
+	} {
+		if !strings.Contains(string(doc.Body), want) {
+			t.Errorf("body lacks %s", want)
+		}
+	}
+	if strings.Contains(string(doc.Body), `"data"`) {
+		t.Error("the note's data is still in the DocumentReference")
+	}
+	note := find(t, items, TypeAttachment, "DocumentReference/f5df1d9c-7823-ace4-d6ed-fc602d018fed/content[0].attachment")
+	if note.Patient != patient || note.MIMEType != "text/plain; charset=utf-8" || !strings.HasPrefix(string(note.Body), "\n2013-07-22\n\n# Chief Complaint\n") {
+		t.Errorf("note %s %q %q", note.Patient, note.MIMEType, note.Body[:min(40, len(note.Body))])
+	}
+}

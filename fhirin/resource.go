@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -71,6 +72,15 @@ func (rd *reader) unit(s *source, line int, raw []byte) error {
 	return rd.resource(s, w, raw, s.wantType, nil, nil)
 }
 
+// maxJSONDepth is encoding/json's nesting limit: a deeper value is a
+// SyntaxError of its own (tooDeep), though it is well-formed JSON.
+const maxJSONDepth = 10000
+
+// tooDeep reports whether a syntax error is encoding/json's nesting limit
+// ("invalid character '[' exceeded max depth"); it was reported as invalid
+// JSON. The caller's message quotes none of it.
+func tooDeep(se *json.SyntaxError) bool { return strings.HasSuffix(se.Error(), "exceeded max depth") }
+
 // jsonErr classifies a JSON decoding error of one value without quoting it.
 func jsonErr(w string, raw []byte, err error) error {
 	var se *json.SyntaxError
@@ -78,6 +88,8 @@ func jsonErr(w string, raw []byte, err error) error {
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.As(err, &se) && se.Offset >= int64(len(raw)):
 		return newError(w, "", ErrTruncated, "the line ends inside a JSON value")
+	case errors.As(err, &se) && tooDeep(se):
+		return newError(w, "", ErrJSON, "nested deeper than %d levels near byte %d (no FHIR resource is)", maxJSONDepth, se.Offset)
 	case errors.As(err, &se):
 		return newError(w, "", ErrJSON, "invalid JSON near byte %d", se.Offset)
 	case errors.As(err, &te):

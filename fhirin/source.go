@@ -45,6 +45,12 @@ func Detect(path string) (Format, error) {
 		}
 		return FormatDir, nil
 	}
+	if !fi.Mode().IsRegular() {
+		// The input is read more than once (Detect's sniff, then Read's two
+		// passes): a pipe was consumed by the first read and refused as no
+		// FHIR, and a FIFO nobody writes to hung in open(2).
+		return FormatUnknown, newError(filepath.Base(path), "", ErrFormat, "not a regular file or a directory (a pipe, a socket or a device): the input is read more than once; save it to a file first")
+	}
 	name := strings.ToLower(filepath.Base(path))
 	switch {
 	case strings.HasSuffix(name, ".ndjson"), strings.HasSuffix(name, ".ndjson.gz"):

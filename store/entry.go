@@ -368,11 +368,17 @@ func checkAttachment(declared string, data []byte) (string, string) {
 			}
 		}
 	}
+	// The declared type is named only when the library knows it: any token
+	// pair parses as a media type, and this one is the input's.
+	named := mt
+	if mimetype.Lookup(mt) == nil {
+		named = "the declared mime type (one custos does not know)"
+	}
 	switch {
 	case slices.Contains(signedTypes, mt) && !declaredIsAncestor:
 		return "", "attachment bytes are not " + mt
 	case signed != "" && !declaredIsAncestor:
-		return "", "attachment bytes are " + signed + ", not " + mt
+		return "", "attachment bytes are " + signed + ", not " + named
 	case strings.HasPrefix(mt, "text/"):
 		if cs := strings.ToLower(params["charset"]); cs != "" && cs != "utf-8" && cs != "us-ascii" {
 			return "", "attachment text charset is not utf-8"

@@ -199,7 +199,7 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 		return ImportReport{}, err
 	}
 	if n == 0 {
-		return ImportReport{}, &EntryError{Where: "input", Reason: "no entries"}
+		return ImportReport{}, &EntryError{Where: "input", Reason: "no entries: the input holds no resource and no deletion (an empty Bundle, a search that found nothing), so there is nothing to import"}
 	}
 	if opts.Full && kept == 0 {
 		// A full import keeps exactly what it holds: with nothing to keep it

@@ -361,3 +361,24 @@ func mustReadFile(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestImportOfNothing: an input that reads as nothing (a searchset with no
+// entries: valid FHIR, which fhirin reads without error) is refused, saying
+// that the input holds nothing to import; it said "input: no entries",
+// naming neither what was missing nor why that fails, while docs/import.md
+// said such a Bundle reads without error. Nothing is left behind.
+func TestImportOfNothing(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "search.json")
+	if err := os.WriteFile(in, []byte(`{"resourceType":"Bundle","type":"searchset","total":0}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	_, msg := importFHIR(t, dir, in)
+	if !strings.Contains(msg, "input: no entries: the input holds no resource and no deletion (an empty Bundle, a search that found nothing), so there is nothing to import") ||
+		!strings.Contains(msg, "nothing was imported") {
+		t.Fatalf("import of an empty searchset: %q", msg)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the refused import left the data directory: %v", err)
+	}
+}
