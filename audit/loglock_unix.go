@@ -33,10 +33,7 @@ func lockLog(path string, exclusive bool, timeout time.Duration) (release func()
 		if err != nil {
 			return nil, lockFileError(lp, err)
 		}
-		if err := giveToLogOwner(f, path); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("audit: lock file %s: %w", lp, err)
-		}
+		giveToLogOwner(f, path)
 	} else if f, err = os.Open(lp); err != nil {
 		return func() {}, nil
 	}
@@ -67,28 +64,30 @@ func lockLog(path string, exclusive bool, timeout time.Duration) (release func()
 // a stopped server (docs/operations.md), and the first writer Open after an
 // upgrade creates the lock file: created by root with mode 0600, it kept
 // the log's owner out ('custos serve' as that account failed with
-// "permission denied" on it).
-func giveToLogOwner(f *os.File, path string) error {
+// "permission denied" on it). It is best effort: where root may not
+// chown (NFS with root_squash), the lock still works for this process,
+// and a writer of another account that cannot open the file is told whose
+// it is (lockFileError).
+func giveToLogOwner(f *os.File, path string) {
 	if os.Geteuid() != 0 {
-		return nil
+		return
 	}
 	owner, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		owner, err = os.Stat(filepath.Dir(path))
 	}
 	if err != nil {
-		return err
+		return
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		return err
+		return
 	}
 	want, ok1 := owner.Sys().(*syscall.Stat_t)
 	have, ok2 := fi.Sys().(*syscall.Stat_t)
-	if !ok1 || !ok2 || want.Uid == have.Uid && want.Gid == have.Gid {
-		return nil
+	if ok1 && ok2 && (want.Uid != have.Uid || want.Gid != have.Gid) {
+		f.Chown(int(want.Uid), int(want.Gid))
 	}
-	return f.Chown(int(want.Uid), int(want.Gid))
 }
 
 // lockFileError is the error of a writer that cannot open lock file lp:
