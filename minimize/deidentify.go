@@ -573,7 +573,11 @@ var fhirCodeSets = func() map[string]map[string]bool {
 // tag (BCP 47) of a language, script and region (languageTag); an ISO 4217
 // currency.
 var codeForms = map[string]*regexp.Regexp{
-	"mime":     regexp.MustCompile(`^(?:application|audio|font|image|message|model|multipart|text|video)/[A-Za-z0-9][A-Za-z0-9.+\-]{0,126}(?:;(?i:charset|fhirVersion)=[A-Za-z0-9.\-]{1,32})*$`),
+	// A MIME type's parameters: a character set's name, a FHIR version
+	// number; any token there could be a name ("charset=EvelynMarsh",
+	// released until 2026-12-05).
+	"mime": regexp.MustCompile(`^(?:application|audio|font|image|message|model|multipart|text|video)/[A-Za-z0-9][A-Za-z0-9.+\-]{0,126}` +
+		`(?:;(?i:charset=(?:utf-?8|utf-?(?:16|32)(?:le|be)?|us-ascii|ascii|iso-8859-(?:[1-9]|1[0-6])|windows-125[0-8]|cp125[0-8]|koi8-[ru]|gb2312|gbk|gb18030|big5|euc-(?:jp|kr)|iso-2022-jp)|fhirVersion=[0-9](?:\.[0-9]{1,2}){0,2}))*$`),
 	"language": languageTag,
 	"currency": regexp.MustCompile(`^[A-Z]{3}$`),
 }
