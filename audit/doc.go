@@ -62,7 +62,8 @@
 // The tree of size N covers records 1..N; N is the head seq. Appending leaf n
 // stores tlog.StoredHashes(n, canonical, ...) (the leaf hash and the hash of
 // every subtree it completes) at consecutive stored-hash indexes from
-// tlog.StoredHashIndex(0, n), in the same transaction as the record. TreeHead,
+// tlog.StoredHashIndex(0, n), in the same transaction as the record. TreeHead
+// (capped at Head: only records whose commit has returned, fsync included),
 // TreeHash, ProveRecord, ProveTree, ReadHashes and Records serve checkpoints
 // and proofs; they work on a log opened read-only too.
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -30,8 +31,9 @@ func lockLog(path string, exclusive bool, timeout time.Duration) (release func()
 		how = syscall.LOCK_EX
 		f, err = os.OpenFile(lp, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
-			return nil, fmt.Errorf("audit: lock file: %w", err)
+			return nil, lockFileError(lp, err)
 		}
+		giveToLogOwner(f, path)
 	} else if f, err = os.Open(lp); err != nil {
 		return func() {}, nil
 	}
@@ -54,4 +56,51 @@ func lockLog(path string, exclusive bool, timeout time.Duration) (release func()
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// giveToLogOwner gives lock file f to the owner of the live segment path
+// (of its directory while there is none) when this process runs as root
+// and f belongs to another account. Root may run the auditor commands on
+// a stopped server (docs/operations.md), and the first writer Open after an
+// upgrade creates the lock file: created by root with mode 0600, it kept
+// the log's owner out ('custos serve' as that account failed with
+// "permission denied" on it). It is best effort: where root may not
+// chown (NFS with root_squash), the lock still works for this process,
+// and a writer of another account that cannot open the file is told whose
+// it is (lockFileError).
+func giveToLogOwner(f *os.File, path string) {
+	if os.Geteuid() != 0 {
+		return
+	}
+	owner, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		owner, err = os.Stat(filepath.Dir(path))
+	}
+	if err != nil {
+		return
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return
+	}
+	want, ok1 := owner.Sys().(*syscall.Stat_t)
+	have, ok2 := fi.Sys().(*syscall.Stat_t)
+	if ok1 && ok2 && (want.Uid != have.Uid || want.Gid != have.Gid) {
+		f.Chown(int(want.Uid), int(want.Gid))
+	}
+}
+
+// lockFileError is the error of a writer that cannot open lock file lp:
+// for permission denied, whose file it is and what to do.
+func lockFileError(lp string, err error) error {
+	if !errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("audit: lock file: %w", err)
+	}
+	if fi, serr := os.Stat(lp); serr == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+			return fmt.Errorf("audit: lock file %s belongs to uid %d (mode %s), and this process runs as uid %d: give it to the account that runs custos serve (chown, as for the rest of the data directory): %w",
+				lp, st.Uid, fi.Mode().Perm(), os.Geteuid(), err)
+		}
+	}
+	return fmt.Errorf("audit: lock file: %w", err)
 }

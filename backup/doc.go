@@ -31,7 +31,7 @@
 //     beside the destination and renames it only after Verify passed and
 //     every file and the directory were fsynced. A backup that does not
 //     verify leaves no directory at the destination. A receiver killed
-//     midway leaves its temporary directory unlocked (partial.go); the
+//     midway leaves its temporary directory unlocked (internal/partialdir); the
 //     next backup to the same destination removes it.
 //   - Verified: the audit copy verifies (audit.VerifyFile: chain, tree,
 //     head), its tree matches the manifest and every checkpoint in the

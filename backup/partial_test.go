@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/custos-mcp/custos/internal/partialdir"
 )
 
 // TestStalePartialsAreRemoved: a backup killed while receiving (kill -9)
@@ -20,7 +22,7 @@ import (
 func TestStalePartialsAreRemoved(t *testing.T) {
 	parent := t.TempDir()
 	out := filepath.Join(parent, "b")
-	old := time.Now().Add(-2 * partialGrace)
+	old := time.Now().Add(-2 * partialdir.Grace)
 	mk := func(name string, mtime time.Time) string {
 		p := filepath.Join(parent, name)
 		if err := os.Mkdir(p, 0o700); err != nil {
@@ -38,9 +40,9 @@ func TestStalePartialsAreRemoved(t *testing.T) {
 	running := mk(".b.partial-222", old)
 	fresh := mk(".b.partial-333", time.Now())
 	other := mk(".c.partial-444", old)
-	release, ok, err := lockDir(running)
+	release, ok, err := partialdir.Lock(running)
 	if err != nil || !ok {
-		t.Fatalf("lockDir: %v %v", ok, err)
+		t.Fatalf("Lock: %v %v", ok, err)
 	}
 	defer release()
 
@@ -66,7 +68,7 @@ func TestStalePartialsAreRemoved(t *testing.T) {
 		}
 	}
 	// The new partial directory is held while it is being received.
-	if _, ok, err := lockDir(s.dir); ok || err != nil {
+	if _, ok, err := partialdir.Lock(s.dir); ok || err != nil {
 		t.Errorf("the receiving backup's own directory is not locked: %v %v", ok, err)
 	}
 }

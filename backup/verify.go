@@ -22,6 +22,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/internal/durable"
+	"github.com/custos-mcp/custos/internal/partialdir"
 )
 
 // ReadManifest reads dir's manifest strictly.
@@ -329,7 +330,7 @@ const maxFile = 1 << 50
 // destination, not yet verified or in place.
 type Staged struct {
 	dir, out string
-	unlock   func() // releases the lock on dir (lockDir)
+	unlock   func() // releases the lock on dir (partialdir.Lock)
 	// Removed lists the partial directories of interrupted earlier backups
 	// to the same destination that Receive removed.
 	Removed []string
@@ -351,23 +352,15 @@ func Receive(r io.Reader, out string) (*Staged, error) {
 	if err := CheckDest(out); err != nil {
 		return nil, err
 	}
-	removed := removeStalePartials(out, time.Now())
-	tmp, err := os.MkdirTemp(filepath.Dir(out), partialPrefix(out))
-	if err != nil {
-		return nil, fmt.Errorf("backup: %w", err)
-	}
-	unlock, ok, err := lockDir(tmp)
-	switch {
-	case err != nil:
-		// A file system without flock(2): go on unlocked. Nobody can
-		// lock there either, so nobody removes it as left behind.
-		unlock = func() {}
-	case !ok:
+	tmp, unlock, removed, err := partialdir.New(out)
+	if errors.Is(err, partialdir.ErrTaken) {
 		// Another backup to the same --out took the new directory for one
 		// left behind (its clock says it is old: a skewed file system
 		// clock) and is removing it.
-		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("backup: the staging directory beside %s was locked by another backup to it, which took it for one left behind (is the file system's clock skewed?); retry", filepath.Base(out))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
 	}
 	s := &Staged{dir: tmp, out: out, unlock: unlock, Removed: removed}
 	if err := unpack(r, tmp); err != nil {

@@ -106,4 +106,28 @@ func TestAuditorOfAnotherAccount(t *testing.T) {
 	if st2, _ := os.Stat(d.audit()); st2.Size() != st.Size() || !st2.ModTime().Equal(st.ModTime()) {
 		t.Errorf("the refused command changed %s", d.audit())
 	}
+	if cred == nil {
+		return
+	}
+	// The other account now owns the data directory, but its lock file is
+	// root's (made by a root auditor command before such files were given
+	// to the log's owner): the command was told to run as the directory's
+	// owner, which it does; it is told whose the lock file is. Then a root
+	// auditor command gives the file back, and the owner's command works.
+	filepath.Walk(d.data, func(p string, _ os.FileInfo, err error) error {
+		if err == nil {
+			os.Lchown(p, int(cred.Uid), int(cred.Gid))
+		}
+		return nil
+	})
+	os.Chown(lock, 0, 0)
+	os.Chmod(lock, 0o600)
+	out, code = other("audit", "verify", "--data-dir", d.data)
+	if code != 1 || !strings.Contains(out, lock+" belongs to uid 0") {
+		t.Errorf("the data directory's owner, its lock file root's: exit %d\n%s", code, out)
+	}
+	mustCustos(t, "audit", "verify", "--data-dir", d.data)
+	if out, code = other("audit", "verify", "--data-dir", d.data); code != 0 {
+		t.Errorf("the data directory's owner after a root auditor command: exit %d\n%s", code, out)
+	}
 }

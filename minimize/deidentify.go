@@ -218,7 +218,7 @@ var codeSyntax = map[string]*regexp.Regexp{
 var codeChecks = map[string]func(string) bool{
 	"http://loinc.org":          loincCode,
 	"http://snomed.info/sct":    snomedConceptID,
-	"http://unitsofmeasure.org": func(c string) bool { return !datedUnit.MatchString(c) },
+	"http://unitsofmeasure.org": func(c string) bool { return !datedUnit.MatchString(c) && plainAnnotations(c) },
 	"urn:iso:std:iso:3166": func(c string) bool {
 		if strings.Contains(c, "-") {
 			return stateCode(c)
@@ -454,7 +454,7 @@ var unitText = regexp.MustCompile(`^[\p{L}\p{N}%/.*^\[\]{}()'_+\-:°#]{1,32}$`)
 // after letters) has neither form, and is dropped (fail closed: the UCUM
 // code beside it still says the unit).
 func unitSymbol(s string) bool {
-	if datedUnit.MatchString(s) {
+	if datedUnit.MatchString(s) || !plainAnnotations(s) {
 		return false
 	}
 	if ucumSyntax.MatchString(s) {
@@ -527,7 +527,7 @@ var wordCodeSystems = setOf("http://unitsofmeasure.org", "urn:ietf:bcp:47", "urn
 func elementCode(parent, name, s string) bool {
 	if quantityTypes[parent] && name == "code" {
 		// A unit's code, kept with a unit system only (quantity).
-		return unitText.MatchString(s) && !identifierDigits.MatchString(s) && !datedUnit.MatchString(s)
+		return unitText.MatchString(s) && !identifierDigits.MatchString(s) && !datedUnit.MatchString(s) && plainAnnotations(s)
 	}
 	key := parent + "." + name
 	if url, ok := fhirCodeBindings[key]; ok {
@@ -573,7 +573,11 @@ var fhirCodeSets = func() map[string]map[string]bool {
 // tag (BCP 47) of a language, script and region (languageTag); an ISO 4217
 // currency.
 var codeForms = map[string]*regexp.Regexp{
-	"mime":     regexp.MustCompile(`^(?:application|audio|font|image|message|model|multipart|text|video)/[A-Za-z0-9][A-Za-z0-9.+\-]{0,126}(?:;(?i:charset|fhirVersion)=[A-Za-z0-9.\-]{1,32})*$`),
+	// A MIME type's parameters: a character set's name, a FHIR version
+	// number; any token there could be a name ("charset=EvelynMarsh",
+	// released until 2026-12-05).
+	"mime": regexp.MustCompile(`^(?:application|audio|font|image|message|model|multipart|text|video)/[A-Za-z0-9][A-Za-z0-9.+\-]{0,126}` +
+		`(?:;(?i:charset=(?:utf-?8|utf-?(?:16|32)(?:le|be)?|us-ascii|ascii|iso-8859-(?:[1-9]|1[0-6])|windows-125[0-8]|cp125[0-8]|koi8-[ru]|gb2312|gbk|gb18030|big5|euc-(?:jp|kr)|iso-2022-jp)|fhirVersion=[0-9](?:\.[0-9]{1,2}){0,2}))*$`),
 	"language": languageTag,
 	"currency": regexp.MustCompile(`^[A-Z]{3}$`),
 }
@@ -1181,6 +1185,32 @@ func dimensionless(q map[string]any) bool {
 
 // annotation is a UCUM annotation ("{beats}").
 var annotation = regexp.MustCompile(`\{[^{}]*\}`)
+
+// plainAnnotations reports whether every UCUM annotation in unit text or
+// code s holds only words and short numbers (annotationWord). An
+// annotation is free text by UCUM's definition and gives any string UCUM's
+// form: a plate, a serial or a year in braces ("{7XKR319}",
+// "mg{SN4C7Q2Z9}", "{1931}") was released where the same string without
+// braces is dropped (unitSymbol). A one-word name in braces still passes
+// (docs/policy.md, residual limits).
+func plainAnnotations(s string) bool {
+	for _, a := range annotation.FindAllString(s, -1) {
+		for _, w := range unitRun.FindAllString(a, -1) {
+			if !annotationWord.MatchString(w) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// annotationWord is the form of a run of letters and digits inside an
+// annotation: a number of up to three digits, or a word with at most one
+// digit between its letters and, after them, up to three digits, or up to
+// two after a number ("{HbA1c}", "{1.73_m2}", "{RBCs}", R4's
+// "{CH100'U}"). "7XKR319", "SN4C7Q2Z9", "ABC1234" and "1931" have none of
+// these forms.
+var annotationWord = regexp.MustCompile(`^(?:[0-9]{1,3}|[0-9]{1,3}\pL+(?:[0-9]\pL+)?[0-9]{0,2}|\pL+(?:[0-9]\pL+)?[0-9]{0,3})$`)
 
 // quantityTypes are Quantity and its kinds: a whole number of nine digits
 // or more as their value is judged with the unit (quantity).

@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/custos-mcp/custos/internal/durable"
+	"github.com/custos-mcp/custos/internal/partialdir"
 )
 
 // maxBundleFile bounds one file of a bundle read from a stream (a bundle
@@ -89,14 +89,6 @@ type BundleTarget struct {
 	done     bool
 }
 
-// partialGrace is how old an unlocked partial directory must be before it
-// counts as left behind: it is created before its lock is taken.
-const partialGrace = time.Minute
-
-// partialPrefix prefixes the partial directories of dir (the same
-// convention as a backup's: backup/partial.go).
-func partialPrefix(dir string) string { return "." + filepath.Base(dir) + ".partial-" }
-
 // NewBundleTarget checks that dir does not exist or is empty, removes the
 // partial directories of dir that a killed command left behind (unlocked,
 // older than a minute: copies of records, PHI, that nothing else would
@@ -108,21 +100,12 @@ func NewBundleTarget(dir string) (*BundleTarget, error) {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	removeStalePartials(dir, time.Now())
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), partialPrefix(dir))
+	tmp, release, _, err := partialdir.New(dir)
+	if errors.Is(err, partialdir.ErrTaken) {
+		return nil, fmt.Errorf("access: the partial directory beside %s was taken by another command for one left behind (is the file system's clock skewed?); retry", dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("access: a directory for the bundle beside %s: %w", dir, err)
-	}
-	release, ok, err := lockDir(tmp)
-	if err != nil || !ok {
-		// No flock here (nobody removes it as left behind then), or a
-		// skewed clock let another command take it for one: go on
-		// unlocked, or give up.
-		if err == nil {
-			os.RemoveAll(tmp)
-			return nil, fmt.Errorf("access: the partial directory beside %s was taken by another command for one left behind (is the file system's clock skewed?); retry", dir)
-		}
-		release = func() {}
 	}
 	return &BundleTarget{dir: dir, tmp: tmp, release: release}, nil
 }
@@ -142,33 +125,6 @@ func (t *BundleTarget) Discard() {
 	}
 	t.release()
 	t.release = func() {}
-}
-
-// removeStalePartials removes the partial directories of dir that no
-// process holds and that are older than partialGrace. It removes nothing
-// it cannot lock.
-func removeStalePartials(dir string, now time.Time) {
-	parent := filepath.Dir(dir)
-	entries, err := os.ReadDir(parent)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), partialPrefix(dir)) {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil || now.Sub(fi.ModTime()) < partialGrace {
-			continue
-		}
-		p := filepath.Join(parent, e.Name())
-		release, ok, err := lockDir(p)
-		if err != nil || !ok {
-			continue
-		}
-		os.RemoveAll(p)
-		release()
-	}
 }
 
 // unpack reads the remaining entries of tr, each named prefix + a flat

@@ -102,6 +102,13 @@ func withAuditReader(cmd *cobra.Command, d dataDir, fn func(auditReader) error) 
 			return fmt.Errorf("%w: no server answers on %s, but another process holds %s: another auditor command working on the stopped server's files, or a server still starting (retry when it is done), or a server whose admin socket was removed (restart it)", err, sock, d.audit())
 		}
 		if errors.Is(err, os.ErrPermission) {
+			if f, oerr := os.OpenFile(d.audit(), os.O_RDWR, 0); oerr == nil {
+				// This account may write the log: what refused it is
+				// another file of the log (its lock file, left by
+				// another account), which err names with its owner.
+				f.Close()
+				return err
+			}
 			return fmt.Errorf("this account (uid %d) cannot open %s for writing (permission denied): with no server running, an auditor command appends its own access record to the log, so it must run as the data directory's owner or root (docs/audit-access.md, decision 1)", os.Geteuid(), d.audit())
 		}
 		return lockHint(err)

@@ -1,6 +1,6 @@
 //go:build unix
 
-package backup
+package partialdir
 
 import (
 	"errors"
@@ -8,10 +8,10 @@ import (
 	"syscall"
 )
 
-// lockDir takes an exclusive flock(2) on directory dir without waiting. ok
+// Lock takes an exclusive flock(2) on directory dir without waiting. ok
 // is false when another process holds it. The lock dies with the process
 // (or when release closes the descriptor).
-func lockDir(dir string) (release func(), ok bool, err error) {
+func Lock(dir string) (release func(), ok bool, err error) {
 	f, err := os.Open(dir)
 	if err != nil {
 		return nil, false, err
