@@ -184,9 +184,29 @@ func TestComplianceReportInBrowser(t *testing.T) {
 			NotChecked int `json:"not_checked"`
 		}
 	}
+	// What a report killed mid-way left beside --out (copies of records):
+	// unlocked and older than a minute, the next report removes it.
+	left := filepath.Join(filepath.Dir(pkg), ".package.partial-killed")
+	if err := os.MkdirAll(filepath.Join(left, "bundle"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(left, "bundle", "records.jsonl"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * time.Minute)
+	if err := os.Chtimes(left, old, old); err != nil {
+		t.Fatal(err)
+	}
 	outJSON, errOut, code := custos(t, nil, "compliance", "report", "--data-dir", d.data, "--dev", "--purpose", "HOPERAT", "--out", pkg, "--json")
 	if code != 0 {
 		t.Fatalf("compliance report: exit %d\n%s%s", code, outJSON, errOut)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(pkg)); len(entries) != 1 || entries[0].Name() != "package" {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("beside the package after the report: %q; want the package alone (a killed report's partial directory removed, none of this one's left)", names)
 	}
 	if err := json.Unmarshal([]byte(outJSON), &sum); err != nil {
 		t.Fatalf("summary: %v\n%s", err, outJSON)

@@ -23,6 +23,7 @@ import (
 	"github.com/custos-mcp/custos/compliance"
 	"github.com/custos-mcp/custos/compliance/report"
 	"github.com/custos-mcp/custos/internal/durable"
+	"github.com/custos-mcp/custos/internal/partialdir"
 	"github.com/custos-mcp/custos/policy/btg"
 )
 
@@ -301,12 +302,15 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 		return nil, fmt.Errorf("verifier keys: %w", err)
 	}
 
-	// The package's temporary directory.
-	parent := filepath.Dir(filepath.Clean(p.out))
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(filepath.Clean(p.out))+".tmp-")
+	// The package's partial directory (.OUT.partial-*, locked while this
+	// runs): a killed report's, which holds copies of records, is removed
+	// by the next report to the same --out, as a killed export's or
+	// backup's is.
+	tmp, release, _, err := partialdir.New(p.out)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--out %s: %w", p.out, err)
 	}
+	defer release()
 	published := false
 	defer func() {
 		if !published {
