@@ -98,20 +98,8 @@ func TestLockFileSymlinkIsNotFollowed(t *testing.T) {
 	absent := filepath.Join(victims, "cron-job")
 	for name, target := range map[string]string{"existing root file": shadow, "dangling link": absent} {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			path := filepath.Join(dir, "audit.db")
-			l, err := Open(path, Options{Node: "server"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			appendN(t, l, 2)
-			if err := l.Close(); err != nil {
-				t.Fatal(err)
-			}
+			dir, path := logWithoutLockFile(t)
 			// The data directory's owner replaces the lock file.
-			if err := os.Remove(LockFile(path)); err != nil {
-				t.Fatal(err)
-			}
 			if err := os.Symlink(target, LockFile(path)); err != nil {
 				t.Fatal(err)
 			}
@@ -156,19 +144,7 @@ func TestLockFileHardLinkIsNotGiven(t *testing.T) {
 	if err := os.WriteFile(victim, []byte("root:secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	path := filepath.Join(dir, "audit.db")
-	l, err := Open(path, Options{Node: "server"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 2)
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(LockFile(path)); err != nil {
-		t.Fatal(err)
-	}
+	dir, path := logWithoutLockFile(t)
 	if err := os.Link(victim, LockFile(path)); err != nil {
 		t.Skipf("cannot hard-link across these directories (%v): not a pass", err)
 	}
@@ -193,19 +169,7 @@ func TestLockFileHardLinkIsNotGiven(t *testing.T) {
 // which waits for a writer on a FIFO: an auditor command on a data
 // directory whose audit.db.lock was a FIFO hung. Both opens now refuse it.
 func TestLockFileFIFODoesNotHang(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "audit.db")
-	l, err := Open(path, Options{Node: "server"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 1)
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(LockFile(path)); err != nil {
-		t.Fatal(err)
-	}
+	_, path := logWithoutLockFile(t)
 	if err := syscall.Mkfifo(LockFile(path), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -232,4 +196,24 @@ func TestLockFileFIFODoesNotHang(t *testing.T) {
 			t.Errorf("Open (read-only %v) with a FIFO for its lock file hung", ro)
 		}
 	}
+}
+
+// logWithoutLockFile writes a log of two records in a new directory and
+// removes its lock file, for a test to put something else in its place.
+func logWithoutLockFile(t *testing.T) (dir, path string) {
+	t.Helper()
+	dir = t.TempDir()
+	path = filepath.Join(dir, "audit.db")
+	l, err := Open(path, Options{Node: "server"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 2)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(LockFile(path)); err != nil {
+		t.Fatal(err)
+	}
+	return dir, path
 }
