@@ -35,13 +35,13 @@ func lockLog(path string, exclusive bool, timeout time.Duration) (release func()
 	if exclusive {
 		how = syscall.LOCK_EX
 		f, err = os.OpenFile(lp, os.O_RDWR|os.O_CREATE|flags, 0o600)
-		if errors.Is(err, syscall.ELOOP) {
+		if err != nil && isSymlink(lp) {
 			return nil, notRegular(lp)
 		}
 		if err != nil {
 			return nil, lockFileError(lp, err)
 		}
-	} else if f, err = os.OpenFile(lp, os.O_RDONLY|flags, 0); errors.Is(err, syscall.ELOOP) {
+	} else if f, err = os.OpenFile(lp, os.O_RDONLY|flags, 0); err != nil && isSymlink(lp) {
 		return nil, notRegular(lp)
 	} else if err != nil {
 		return func() {}, nil
@@ -111,6 +111,13 @@ func giveToLogOwner(f *os.File, fi os.FileInfo, path string) {
 	if ok1 && ok2 && have.Nlink == 1 && (want.Uid != have.Uid || want.Gid != have.Gid) {
 		f.Chown(int(want.Uid), int(want.Gid))
 	}
+}
+
+// isSymlink reports whether lp is a symbolic link: O_NOFOLLOW's error
+// for one is ELOOP on Linux and macOS, EMLINK on FreeBSD, EFTYPE on NetBSD.
+func isSymlink(lp string) bool {
+	fi, err := os.Lstat(lp)
+	return err == nil && fi.Mode()&os.ModeSymlink != 0
 }
 
 // notRegular is the error for a lock file that is a symbolic link, a FIFO,
