@@ -25,20 +25,8 @@ func TestLockFileBelongsToTheLogsOwner(t *testing.T) {
 		t.Skip("needs root: only root creates a file for another owner (not a pass)")
 	}
 	const uid, gid = 65534, 65534
-	dir := t.TempDir()
-	path := filepath.Join(dir, "audit.db")
-	l, err := Open(path, Options{Node: "server"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 2)
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
 	// A data directory of another account, from before the lock file.
-	if err := os.Remove(LockFile(path)); err != nil {
-		t.Fatal(err)
-	}
+	dir, path := logWithoutLockFile(t)
 	for _, p := range []string{dir, path} {
 		if err := os.Chown(p, uid, gid); err != nil {
 			t.Fatal(err)
