@@ -593,3 +593,20 @@ func TestMinifiedBundleNamesTheEntryOfIndexProblems(t *testing.T) {
 		}
 	}
 }
+
+// TestMinifiedBundleNamesTheOtherPlace: a problem naming another place of
+// the input ("a second Binary with the same id (the first at b.json:1)")
+// named only file:1 of a minified Bundle for it, which names no entry.
+// Found by review (h-review16).
+func TestMinifiedBundleNamesTheOtherPlace(t *testing.T) {
+	bin := `{"resource":{"resourceType":"Binary","id":"b1","contentType":"text/plain","securityContext":{"reference":"Patient/p"},"data":"aGk="}}`
+	b := `{"resourceType":"Bundle","type":"collection","entry":[{"resource":{"resourceType":"Patient","id":"p"}},` + bin + `,` + bin + `]}`
+	path := filepath.Join(t.TempDir(), "b.json")
+	if err := os.WriteFile(path, []byte(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := readAll(t, path)
+	if !errors.Is(err, ErrID) || !strings.Contains(err.Error(), "(the first at b.json:1, Bundle.entry[1]) (Bundle.entry[2])") {
+		t.Errorf("err = %v, want the second Binary's error to name both entries", err)
+	}
+}

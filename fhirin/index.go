@@ -225,7 +225,7 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 	case "Binary":
 		b := x.binary(r.id)
 		if b.present {
-			return r.errf("Binary.id", ErrID, "a second Binary with the same id (the first at %s)", b.where)
+			return r.errf("Binary.id", ErrID, "a second Binary with the same id (the first at %s)", entryPlace(b.where, b.entry))
 		}
 		b.present, b.where, b.entry, b.own = true, r.where, r.entry, labels
 		if sc, ok := r.m["securityContext"].(map[string]any); ok {
@@ -248,7 +248,7 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 			}
 			b := x.binary(binID)
 			if b.linked && b.patient != patient {
-				return r.errf(path+".url", ErrCompartment, "links a Binary that a resource of another compartment links too (at %s)", b.linkWhere)
+				return r.errf(path+".url", ErrCompartment, "links a Binary that a resource of another compartment links too (at %s)", entryPlace(b.linkWhere, b.linkEntry))
 			}
 			if !b.linked {
 				b.linked, b.patient, b.linkWhere, b.linkPath, b.linkEntry = true, patient, r.where, path+".url", r.entry
@@ -295,7 +295,7 @@ func (x *index) check(stored func(id, patient string) ([]string, bool, error), p
 			}
 			b.stored, b.storedLabels = true, normalize(labels)
 		case b.linked && b.hasCtx && b.ctxPatient != b.patient:
-			errs = append(errs, atEntry(b.entry, newError(b.where, "Binary.securityContext", ErrCompartment, "names another patient than the resource that links the Binary (at %s)", b.linkWhere)))
+			errs = append(errs, atEntry(b.entry, newError(b.where, "Binary.securityContext", ErrCompartment, "names another patient than the resource that links the Binary (at %s)", entryPlace(b.linkWhere, b.linkEntry))))
 		case !b.linked && !b.hasCtx:
 			// Its compartment is where an earlier import's resource
 			// linking it placed it, if it is live there: a Binary
@@ -458,4 +458,14 @@ func mayNameBinary(raw []byte) bool {
 func atEntry(entry string, e *Error) *Error {
 	e.Entry = entry
 	return e
+}
+
+// entryPlace is where, with the Bundle entry when where's line does not
+// name it alone ("b.json:1, Bundle.entry[3]"), for a message naming
+// another place of the input.
+func entryPlace(where, entry string) string {
+	if entry == "" {
+		return where
+	}
+	return where + ", " + entry
 }
