@@ -27,15 +27,36 @@ func lockLog(path string, exclusive bool, timeout time.Duration) (release func()
 	lp := LockFile(path)
 	var f *os.File
 	how := syscall.LOCK_SH
+	// O_NOFOLLOW, O_NONBLOCK: the lock file is in a directory its owner
+	// controls. A root writer followed a symbolic link there, creating its
+	// target or opening another file, and gave that file to the owner
+	// (giveToLogOwner); a reader hung in open(2) on a FIFO.
+	const flags = syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 	if exclusive {
 		how = syscall.LOCK_EX
-		f, err = os.OpenFile(lp, os.O_RDWR|os.O_CREATE, 0o600)
+		f, err = os.OpenFile(lp, os.O_RDWR|os.O_CREATE|flags, 0o600)
+		if err != nil && isSymlink(lp) {
+			return nil, notRegular(lp)
+		}
 		if err != nil {
 			return nil, lockFileError(lp, err)
 		}
-		giveToLogOwner(f, path)
-	} else if f, err = os.Open(lp); err != nil {
+	} else if f, err = os.OpenFile(lp, os.O_RDONLY|flags, 0); err != nil && isSymlink(lp) {
+		return nil, notRegular(lp)
+	} else if err != nil {
 		return func() {}, nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("audit: lock file %s: %w", lp, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, notRegular(lp)
+	}
+	if exclusive {
+		giveToLogOwner(f, fi, path)
 	}
 	deadline := time.Now().Add(timeout)
 	for {
@@ -68,7 +89,13 @@ func lockLog(path string, exclusive bool, timeout time.Duration) (release func()
 // chown (NFS with root_squash), the lock still works for this process,
 // and a writer of another account that cannot open the file is told whose
 // it is (lockFileError).
-func giveToLogOwner(f *os.File, path string) {
+//
+// f is a regular file opened without following a symbolic link (lockLog),
+// and it is given away only while it has no other name (one link): the
+// data directory is its owner's, and a hard link there to a root file
+// (where fs.protected_hardlinks is off) would have had root give that
+// file to the owner.
+func giveToLogOwner(f *os.File, fi os.FileInfo, path string) {
 	if os.Geteuid() != 0 {
 		return
 	}
@@ -79,15 +106,25 @@ func giveToLogOwner(f *os.File, path string) {
 	if err != nil {
 		return
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		return
-	}
 	want, ok1 := owner.Sys().(*syscall.Stat_t)
 	have, ok2 := fi.Sys().(*syscall.Stat_t)
-	if ok1 && ok2 && (want.Uid != have.Uid || want.Gid != have.Gid) {
+	if ok1 && ok2 && have.Nlink == 1 && (want.Uid != have.Uid || want.Gid != have.Gid) {
 		f.Chown(int(want.Uid), int(want.Gid))
 	}
+}
+
+// isSymlink reports whether lp is a symbolic link: O_NOFOLLOW's error
+// for one is ELOOP on Linux and macOS, EMLINK on FreeBSD, EFTYPE on NetBSD.
+func isSymlink(lp string) bool {
+	fi, err := os.Lstat(lp)
+	return err == nil && fi.Mode()&os.ModeSymlink != 0
+}
+
+// notRegular is the error for a lock file that is a symbolic link, a FIFO,
+// a device or a directory: custos creates it as an empty regular file, and
+// opens nothing else in its place.
+func notRegular(lp string) error {
+	return fmt.Errorf("audit: lock file %s is not a regular file (a symbolic link, a FIFO, a device or a directory): custos creates it as an empty file; remove it (with no custos process running) and retry", lp)
 }
 
 // lockFileError is the error of a writer that cannot open lock file lp:

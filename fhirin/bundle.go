@@ -83,6 +83,10 @@ type entry struct {
 	} `json:"search"`
 
 	line int
+	// name is "Bundle.entry[i]" when another entry of the Bundle starts on
+	// its line (a minified Bundle: the line alone names none of them), ""
+	// otherwise: Error.Entry of its problems.
+	name string
 	typ  string // resource.resourceType
 	id   string // resource.id, or the uuid of a urn:uuid fullUrl
 }
@@ -168,6 +172,15 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 		// resource on the pages it lacks (as a partial $export would).
 		return newError(w, "Bundle.link", ErrValue, "the search result continues on another page (link next), so this Bundle holds only part of it, and a full import retires what its input does not hold: import every page without --full (custos sync follows the pages)")
 	}
+	for i, e := range entries {
+		if i > 0 && entries[i-1].line == e.line || i+1 < len(entries) && entries[i+1].line == e.line {
+			// Another entry starts on this line (a minified Bundle): the
+			// line alone names none of them, and two entries with the same
+			// problem were one problem. The index keeps the name too, for
+			// the problems found once the input is read (index.check).
+			e.name = "Bundle.entry[" + itoa(i) + "]"
+		}
+	}
 	if err := b.index(s, entries); err != nil {
 		return err
 	}
@@ -176,12 +189,8 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 			return err
 		}
 		err := rd.bundleEntry(s, b, i, e)
-		if fe, ok := err.(*Error); ok && fe.Entry == "" && !strings.HasPrefix(fe.Path, "Bundle.entry[") &&
-			(i > 0 && entries[i-1].line == e.line || i+1 < len(entries) && entries[i+1].line == e.line) {
-			// Another entry starts on this line (a minified Bundle): the
-			// line alone names none of them, and two entries with the same
-			// problem were one problem.
-			fe.Entry = "Bundle.entry[" + itoa(i) + "]"
+		if fe, ok := err.(*Error); ok && fe.Entry == "" && !strings.HasPrefix(fe.Path, "Bundle.entry[") {
+			fe.Entry = e.name
 		}
 		if err := rd.problem(err); err != nil {
 			return err

@@ -557,3 +557,56 @@ func TestTooDeep(t *testing.T) {
 		os.Remove(path)
 	}
 }
+
+// TestMinifiedBundleNamesTheEntryOfIndexProblems: the problems found once
+// the whole input is read (a Binary nothing places, an attachment url to a
+// Binary that is not there: index.check) kept only file:1 of a minified
+// Bundle, so two entries with the same problem were still reported once
+// and neither was named, as before e4c046a for the others. Found by
+// review (h-review16).
+func TestMinifiedBundleNamesTheEntryOfIndexProblems(t *testing.T) {
+	bin := func(id string) string {
+		return `{"resource":{"resourceType":"Binary","id":"` + id + `","contentType":"text/plain","data":"aGk="}}`
+	}
+	doc := func(id, bin string) string {
+		return `{"resource":{"resourceType":"DocumentReference","id":"` + id + `","status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/` + bin + `"}}]}}`
+	}
+	for name, b := range map[string]string{
+		"unplaced Binaries": `{"resourceType":"Bundle","type":"collection","entry":[{"resource":{"resourceType":"Patient","id":"p"}},` + bin("SECRET-1") + `,` + bin("SECRET-2") + `]}`,
+		"dangling urls":     `{"resourceType":"Bundle","type":"collection","entry":[{"resource":{"resourceType":"Patient","id":"p"}},` + doc("d1", "SECRET-1") + `,` + doc("d2", "SECRET-2") + `]}`,
+	} {
+		path := filepath.Join(t.TempDir(), "b.json")
+		if err := os.WriteFile(path, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := readAll(t, path)
+		if err == nil {
+			t.Fatalf("%s: read without error", name)
+		}
+		for _, want := range []string{"(Bundle.entry[1])", "(Bundle.entry[2])"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: the error does not name %s: %v", name, want, err)
+			}
+		}
+		if strings.Contains(strings.ToLower(err.Error()), "secret") {
+			t.Errorf("%s: the error quotes content: %v", name, err)
+		}
+	}
+}
+
+// TestMinifiedBundleNamesTheOtherPlace: a problem naming another place of
+// the input ("a second Binary with the same id (the first at b.json:1)")
+// named only file:1 of a minified Bundle for it, which names no entry.
+// Found by review (h-review16).
+func TestMinifiedBundleNamesTheOtherPlace(t *testing.T) {
+	bin := `{"resource":{"resourceType":"Binary","id":"b1","contentType":"text/plain","securityContext":{"reference":"Patient/p"},"data":"aGk="}}`
+	b := `{"resourceType":"Bundle","type":"collection","entry":[{"resource":{"resourceType":"Patient","id":"p"}},` + bin + `,` + bin + `]}`
+	path := filepath.Join(t.TempDir(), "b.json")
+	if err := os.WriteFile(path, []byte(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := readAll(t, path)
+	if !errors.Is(err, ErrID) || !strings.Contains(err.Error(), "(the first at b.json:1, Bundle.entry[1]) (Bundle.entry[2])") {
+		t.Errorf("err = %v, want the second Binary's error to name both entries", err)
+	}
+}

@@ -53,12 +53,14 @@ func (n *node) root() *node {
 type binaryInfo struct {
 	present    bool
 	where      string // of the Binary
+	entry      string // and its Bundle entry (resource.entry)
 	ctxPatient string // from securityContext
 	hasCtx     bool
 	linked     bool
 	patient    string // of the resources that link to it
 	linkWhere  string // of the first link, and its path
 	linkPath   string
+	linkEntry  string
 	carrier    Carrier
 	own        []string // the Binary's own labels
 	labels     []string // of every linking resource
@@ -223,9 +225,9 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 	case "Binary":
 		b := x.binary(r.id)
 		if b.present {
-			return r.errf("Binary.id", ErrID, "a second Binary with the same id (the first at %s)", b.where)
+			return r.errf("Binary.id", ErrID, "a second Binary with the same id (the first at %s)", entryPlace(b.where, b.entry))
 		}
-		b.present, b.where, b.own = true, r.where, labels
+		b.present, b.where, b.entry, b.own = true, r.where, r.entry, labels
 		if sc, ok := r.m["securityContext"].(map[string]any); ok {
 			id, isPatient, err := r.patientRef(sc)
 			if err != nil {
@@ -246,10 +248,10 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 			}
 			b := x.binary(binID)
 			if b.linked && b.patient != patient {
-				return r.errf(path+".url", ErrCompartment, "links a Binary that a resource of another compartment links too (at %s)", b.linkWhere)
+				return r.errf(path+".url", ErrCompartment, "links a Binary that a resource of another compartment links too (at %s)", entryPlace(b.linkWhere, b.linkEntry))
 			}
 			if !b.linked {
-				b.linked, b.patient, b.linkWhere, b.linkPath = true, patient, r.where, path+".url"
+				b.linked, b.patient, b.linkWhere, b.linkPath, b.linkEntry = true, patient, r.where, path+".url", r.entry
 				b.carrier = Carrier{r.typ, r.id}
 			}
 			b.labels = union(b.labels, labels)
@@ -279,7 +281,7 @@ func (x *index) check(stored func(id, patient string) ([]string, bool, error), p
 		b := x.binaries[id]
 		switch {
 		case !b.present && stored == nil:
-			errs = append(errs, newError(b.linkWhere, b.linkPath, ErrDangling, "an attachment url to a Binary that is not in the import"))
+			errs = append(errs, atEntry(b.linkEntry, newError(b.linkWhere, b.linkPath, ErrDangling, "an attachment url to a Binary that is not in the import")))
 		case !b.present:
 			labels, live, err := stored(id, b.patient)
 			if err != nil {
@@ -288,19 +290,19 @@ func (x *index) check(stored func(id, patient string) ([]string, bool, error), p
 			if !live {
 				// The same words whether the Binary exists elsewhere
 				// (another patient, another tenant, retired) or nowhere.
-				errs = append(errs, newError(b.linkWhere, b.linkPath, ErrDangling, "an attachment url to a Binary that is neither in the import nor live in the catalog in the compartment of the resource linking it"))
+				errs = append(errs, atEntry(b.linkEntry, newError(b.linkWhere, b.linkPath, ErrDangling, "an attachment url to a Binary that is neither in the import nor live in the catalog in the compartment of the resource linking it")))
 				continue
 			}
 			b.stored, b.storedLabels = true, normalize(labels)
 		case b.linked && b.hasCtx && b.ctxPatient != b.patient:
-			errs = append(errs, newError(b.where, "Binary.securityContext", ErrCompartment, "names another patient than the resource that links the Binary (at %s)", b.linkWhere))
+			errs = append(errs, atEntry(b.entry, newError(b.where, "Binary.securityContext", ErrCompartment, "names another patient than the resource that links the Binary (at %s)", entryPlace(b.linkWhere, b.linkEntry))))
 		case !b.linked && !b.hasCtx:
 			// Its compartment is where an earlier import's resource
 			// linking it placed it, if it is live there: a Binary
 			// without securityContext changed on the server comes
 			// alone in the next incremental import or sync.
 			if place == nil {
-				errs = append(errs, newError(b.where, "Binary", ErrCompartment, "a Binary that no resource of the import links and whose securityContext names no Patient cannot be placed"))
+				errs = append(errs, atEntry(b.entry, newError(b.where, "Binary", ErrCompartment, "a Binary that no resource of the import links and whose securityContext names no Patient cannot be placed")))
 				continue
 			}
 			patient, labels, live, err := place(id)
@@ -310,7 +312,7 @@ func (x *index) check(stored func(id, patient string) ([]string, bool, error), p
 			if !live {
 				// The same words whether the Binary is live elsewhere
 				// (another tenant) or was retired or never imported.
-				errs = append(errs, newError(b.where, "Binary", ErrCompartment, "a Binary that no resource of the import links, whose securityContext names no Patient and that is not live in the catalog cannot be placed"))
+				errs = append(errs, atEntry(b.entry, newError(b.where, "Binary", ErrCompartment, "a Binary that no resource of the import links, whose securityContext names no Patient and that is not live in the catalog cannot be placed")))
 				continue
 			}
 			b.patient, b.storedLabels = patient, normalize(labels)
@@ -450,4 +452,20 @@ func (r *resource) binaryURL(att map[string]any, path string) (string, bool, err
 // link (indexedTypes) only then.
 func mayNameBinary(raw []byte) bool {
 	return store.MayNameBinary(raw)
+}
+
+// atEntry sets e's Entry (the Bundle entry of a place the index kept).
+func atEntry(entry string, e *Error) *Error {
+	e.Entry = entry
+	return e
+}
+
+// entryPlace is where, with the Bundle entry when where's line does not
+// name it alone ("b.json:1, Bundle.entry[3]"), for a message naming
+// another place of the input.
+func entryPlace(where, entry string) string {
+	if entry == "" {
+		return where
+	}
+	return where + ", " + entry
 }

@@ -16,6 +16,7 @@ import (
 // resource is one resource being read.
 type resource struct {
 	where    string
+	entry    string // its Bundle entry's name (entry.name), for Error.Entry
 	typ, id  string
 	m        map[string]any
 	raw      []byte
@@ -30,7 +31,9 @@ type resource struct {
 }
 
 func (r *resource) errf(path string, sentinel error, format string, args ...any) error {
-	return newError(r.where, path, sentinel, format, args...)
+	e := newError(r.where, path, sentinel, format, args...)
+	e.Entry = r.entry
+	return e
 }
 
 // unit reads one top-level JSON value: a resource or a Bundle.
@@ -107,6 +110,7 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	r := &resource{where: w, raw: raw, base: s.base}
 	idFallback := ""
 	if e != nil {
+		r.entry = e.name
 		idFallback = e.id
 		if b := restBase(e.FullURL); b != "" {
 			r.base = b

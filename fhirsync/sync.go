@@ -268,8 +268,13 @@ func covers(have, want []string) bool {
 func lockBase(dir, base string) (func(), error) {
 	p := statePath(dir, base)
 	p = p[:len(p)-len(filepath.Ext(p))] + ".lock"
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	// O_NOFOLLOW: the lock file is in a directory its owner controls, and
+	// a sync run as root created the target of a symbolic link there.
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
+		if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%w: the sync lock file %s is a symbolic link: custos creates it as an empty file; remove it (with no sync running) and retry", ErrBadConfig, p)
+		}
 		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {

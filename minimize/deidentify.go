@@ -1193,16 +1193,29 @@ var annotation = regexp.MustCompile(`\{[^{}]*\}`)
 // "mg{SN4C7Q2Z9}", "{1931}") was released where the same string without
 // braces is dropped (unitSymbol). A one-word name in braces still passes
 // (docs/policy.md, residual limits).
+//
+// The runs are judged also joined across the separators a plate, a serial
+// or a date is written with ('-', '.'): "{7XK-R319}", "{SN4.C7Q.2Z9}" and
+// "{19.31}" are runs of short words and numbers, and were released;
+// "{1.73_m2}" and "{pack-years}" joined are words still. UCUM's
+// annotations join words with '_' ("{at_60_min}", "{CAG_repeats}"): runs
+// across it stay apart.
 func plainAnnotations(s string) bool {
 	for _, a := range annotation.FindAllString(s, -1) {
-		for _, w := range unitRun.FindAllString(a, -1) {
-			if !annotationWord.MatchString(w) {
-				return false
+		for _, runs := range []string{a, annotationSeparators.Replace(a)} {
+			for _, w := range unitRun.FindAllString(runs, -1) {
+				if !annotationWord.MatchString(w) {
+					return false
+				}
 			}
 		}
 	}
 	return true
 }
+
+// annotationSeparators removes the separators plainAnnotations joins runs
+// across.
+var annotationSeparators = strings.NewReplacer("-", "", ".", "")
 
 // annotationWord is the form of a run of letters and digits inside an
 // annotation: a number of up to three digits, or a word with at most one
