@@ -583,6 +583,41 @@ func TestSyncBackoffAndReauth(t *testing.T) {
 	}
 }
 
+// TestSyncStalledDownloadIsRetried: an export file whose body stops
+// flowing mid-file with its connection left open (a stalled server or
+// proxy) held the sync until the server closed the connection — forever,
+// for a server that never does, with the base's lock held, so every later
+// sync failed as busy. Found by probing custos sync against this server.
+// Now a body read that waits longer than HeaderTimeout abandons the
+// request, which is retried like a dropped connection.
+func TestSyncStalledDownloadIsRetried(t *testing.T) {
+	env := newSyncEnv(t)
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: "system", Seed: map[string]int{"resources": 200}, ExportPolls: 1})
+	srv.control(t, "fault", map[string]any{"match": "/Observation.ndjson", "stall": 60000, "count": 1}, nil)
+	o := env.options(srv)
+	o.HeaderTimeout = time.Second
+	start := time.Now()
+	done := make(chan struct{})
+	var res fhirsync.Result
+	var err error
+	go func() {
+		defer close(done)
+		res, err = env.run(t, o)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sync still waits on a stalled download after 30 s (HeaderTimeout is 1 s)")
+	}
+	if err != nil || res.Resources != 200 {
+		t.Fatalf("sync through a stalled download: %v, %d resources; want 200", err, res.Resources)
+	}
+	if n := srv.stats(t).Requests["GET /fhir/_bulk/file/:id/Observation.ndjson"]; n != 2 {
+		t.Fatalf("Observation.ndjson fetched %d times, want 2 (the stalled one, then the retry)", n)
+	}
+	t.Logf("synced through a stalled download in %s", time.Since(start).Round(time.Millisecond))
+}
+
 // TestSyncGarbageImportsNothing: bad JSON, a wrong content type and a
 // truncated NDJSON file each fail with an error naming the URL path, and
 // nothing is imported or saved.

@@ -75,7 +75,9 @@
 //   - Retries: 429 and 5xx answers and transport errors are retried with
 //     exponential backoff and full jitter, honouring Retry-After, up to
 //     Options.MaxAttempts; a 401 discards the cached token and re-authenticates
-//     once.
+//     once. A response whose headers, or any read of whose body, wait more
+//     than Options.HeaderTimeout is abandoned and retried the same way: a
+//     stalled server never holds a sync (and the base's lock) forever.
 //
 // # Caveats
 //

@@ -1444,3 +1444,56 @@ func TestExplicitScopeAndTheTokenEndpointsRefusal(t *testing.T) {
 		t.Errorf("scope without a client id: %v, want ErrBadConfig", err)
 	}
 }
+
+// TestStalledBodyFailsTheSync: a server (or a proxy in front of it) that
+// sends a response's headers and then stops sending its body, without
+// closing the connection, held the sync forever — HeaderTimeout bounded
+// only the wait for headers — and with it the base's lock, so every later
+// sync of the base failed as busy. Found by probing custos sync against
+// e2e/fhirserver with a file that stalls mid-body. Now every read of a
+// body waits at most HeaderTimeout: the download is retried, then the sync
+// fails as unavailable, naming the request, and imports nothing.
+func TestStalledBodyFailsTheSync(t *testing.T) {
+	patient := append(corpus(t, "patient.json"), '\n')
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	var srv *httptest.Server
+	mux := http.NewServeMux()
+	mux.HandleFunc("/fhir/metadata", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/fhir+json", []byte(capBulk))
+	})
+	mux.HandleFunc("/fhir/$export", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Location", "/fhir/status")
+		w.WriteHeader(http.StatusAccepted)
+	})
+	mux.HandleFunc("/fhir/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/json", manifestOf(srv.URL, "Patient.ndjson"))
+	})
+	mux.HandleFunc("/fhir/files/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/fhir+ndjson")
+		w.Write(patient[:len(patient)/2])
+		w.(http.Flusher).Flush()
+		select { // stalls: the connection stays open, nothing more comes
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	srv = httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	o, imp, logs := probeOptions(t, srv.URL+"/fhir", false)
+	o.NoBulk, o.HeaderTimeout = false, 300*time.Millisecond
+	start := time.Now()
+	_, err := runProbe(t, o)
+	if !errors.Is(err, ErrUnavailable) || imp.calls != 0 {
+		t.Fatalf("after %s: err %v, imports %d; want ErrUnavailable and no import", time.Since(start).Round(time.Millisecond), err, imp.calls)
+	}
+	if !strings.Contains(err.Error(), "/fhir/files/Patient.ndjson") || !strings.Contains(err.Error(), "no data for") {
+		t.Fatalf("the error does not name the stalled request and its cause: %v", err)
+	}
+	if testing.Verbose() {
+		t.Log(err)
+	}
+	if !strings.Contains(logs.String(), "retrying") {
+		t.Fatalf("the stalled download was not retried:\n%s", logs.String())
+	}
+}
