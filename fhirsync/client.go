@@ -133,7 +133,13 @@ func statusError(req *http.Request, resp *http.Response) error {
 		return fmt.Errorf("%w: %s", ErrAuth, msg)
 	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-		if req.Header.Get("Authorization") != "" {
+		switch {
+		case req.Header.Get("Authorization") == "":
+		case resp.StatusCode == http.StatusForbidden:
+			// The token is valid (a 401 would say it is not) but does not
+			// cover this request.
+			msg += " (the access token is not allowed this request: the scope the token endpoint granted, or the server's access policy for this client, does not cover it; see --scope)"
+		default:
 			msg += " (the server refused a fresh access token)"
 		}
 		return fmt.Errorf("%w: %s", ErrAuth, msg)

@@ -1497,3 +1497,45 @@ func TestStalledBodyFailsTheSync(t *testing.T) {
 		t.Fatalf("the stalled download was not retried:\n%s", logs.String())
 	}
 }
+
+// TestForbiddenIsNotARefusedToken: a 403 to a request with a valid token
+// (the token's scope or the server's access policy does not cover it) was
+// reported as "the server refused a fresh access token", which sends an
+// operator to the client key and its registration, not to the scope.
+// Found probing custos sync against e2e/fhirserver with a 403 on an export
+// file. A 401 after the re-authentication keeps its wording.
+func TestForbiddenIsNotARefusedToken(t *testing.T) {
+	for _, tc := range []struct {
+		code      int
+		want, not string
+	}{
+		{http.StatusForbidden, "the access token is not allowed this request", "refused a fresh access token"},
+		{http.StatusUnauthorized, "the server refused a fresh access token", "not allowed"},
+	} {
+		t.Run(http.StatusText(tc.code), func(t *testing.T) {
+			mux := http.NewServeMux()
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			mux.HandleFunc("/fhir/metadata", func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
+			})
+			mux.HandleFunc("/fhir/.well-known/smart-configuration", func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, "application/json", []byte(`{"token_endpoint":"`+srv.URL+`/auth/token"}`))
+			})
+			mux.HandleFunc("/auth/token", func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, "application/json", []byte(`{"access_token":"`+secretToken+`","token_type":"bearer","expires_in":300}`))
+			})
+			mux.HandleFunc("/fhir/Patient", func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.code)
+			})
+			o, imp, _ := probeOptions(t, srv.URL+"/fhir", true)
+			_, err := runProbe(t, o)
+			if !errors.Is(err, ErrAuth) || imp.calls != 0 {
+				t.Fatalf("err %v, imports %d; want ErrAuth and no import", err, imp.calls)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tc.want) || strings.Contains(msg, tc.not) {
+				t.Fatalf("HTTP %d: %q; want it to say %q, not %q", tc.code, msg, tc.want, tc.not)
+			}
+		})
+	}
+}
