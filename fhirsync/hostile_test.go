@@ -1539,3 +1539,36 @@ func TestForbiddenIsNotARefusedToken(t *testing.T) {
 		})
 	}
 }
+
+// TestSearchEntryOfAnotherTypeNamesItsPage: an entry of another type (or
+// without an id) in a REST search page was reported by the line of the
+// sync's temporary file of all the pages ("search Patient
+// (.search-713491172) line 1001"), a file that is gone when the operator
+// reads the error and that no page of the server matches. Found probing
+// custos sync against e2e/fhirserver with a searchset holding an
+// Observation in a search of Patient. Now the error names the page (its
+// path and number) and the entry, like every other page error.
+func TestSearchEntryOfAnotherTypeNamesItsPage(t *testing.T) {
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	patient, obs := corpus(t, "patient.json"), corpus(t, "observation-lab.json")
+	mux.HandleFunc("/fhir/metadata", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
+	})
+	mux.HandleFunc("/fhir/Patient", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("page") == "" {
+			writeJSON(w, "application/fhir+json", searchset(srv.URL+"/fhir/Patient?page=2", patient))
+			return
+		}
+		writeJSON(w, "application/fhir+json", searchset("", patient, obs))
+	})
+	o, imp, _ := probeOptions(t, srv.URL+"/fhir", false)
+	_, err := runProbe(t, o)
+	if !errors.Is(err, ErrServer) || imp.calls != 0 {
+		t.Fatalf("err %v, imports %d; want ErrServer and no import", err, imp.calls)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `GET /fhir/Patient (page 2): entry 1: resourceType "Observation" in a search of "Patient"`) || strings.Contains(msg, ".search-") {
+		t.Fatalf("%q does not name the page and the entry", msg)
+	}
+}
