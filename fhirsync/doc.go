@@ -23,7 +23,9 @@
 //  2. fetch everything (full) or only what changed since the last
 //     successful sync (its state), streaming every file to disk;
 //  3. validate what was fetched (JSON, content types, UTF-8, complete
-//     NDJSON lines, resource types matching their file);
+//     NDJSON lines, resource types matching their file), and drop the
+//     deletions of resources the export's output holds (deleted and
+//     created again with the same id since _since: the output wins);
 //  4. fetch the Binaries that the staged attachments (DocumentReference,
 //     DiagnosticReport.presentedForm, Media) name on the server by url and
 //     that the staged files do not hold (real Bulk exports leave Binary
