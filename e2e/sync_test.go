@@ -583,6 +583,89 @@ func TestSyncBackoffAndReauth(t *testing.T) {
 	}
 }
 
+// TestSyncStalledDownloadIsRetried: an export file whose body stops
+// flowing mid-file with its connection left open (a stalled server or
+// proxy) held the sync until the server closed the connection — forever,
+// for a server that never does, with the base's lock held, so every later
+// sync failed as busy. Found by probing custos sync against this server.
+// Now a body read that waits longer than HeaderTimeout abandons the
+// request, which is retried like a dropped connection.
+func TestSyncStalledDownloadIsRetried(t *testing.T) {
+	env := newSyncEnv(t)
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: "system", Seed: map[string]int{"resources": 200}, ExportPolls: 1})
+	srv.control(t, "fault", map[string]any{"match": "/Observation.ndjson", "stall": 60000, "count": 1}, nil)
+	o := env.options(srv)
+	o.HeaderTimeout = time.Second
+	start := time.Now()
+	done := make(chan struct{})
+	var res fhirsync.Result
+	var err error
+	go func() {
+		defer close(done)
+		res, err = env.run(t, o)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sync still waits on a stalled download after 30 s (HeaderTimeout is 1 s)")
+	}
+	if err != nil || res.Resources != 200 {
+		t.Fatalf("sync through a stalled download: %v, %d resources; want 200", err, res.Resources)
+	}
+	if n := srv.stats(t).Requests["GET /fhir/_bulk/file/:id/Observation.ndjson"]; n != 2 {
+		t.Fatalf("Observation.ndjson fetched %d times, want 2 (the stalled one, then the retry)", n)
+	}
+	t.Logf("synced through a stalled download in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestSyncDeletedThenRecreated: a resource deleted and created again with
+// the same id between two syncs (FHIR lets an update create a deleted
+// resource again) is in the increment's export twice: in an output file,
+// as it is now, and in a deleted file. The importer refuses a resource
+// both deleted and imported, and the state did not advance, so every
+// later increment fetched the same window and failed the same way until
+// someone ran a full sync. Found probing custos sync against this server.
+// The resource in the output exists at the export's transactionTime: the
+// sync drops its deletion, and the increment imports it live.
+func TestSyncDeletedThenRecreated(t *testing.T) {
+	env := newSyncEnv(t)
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: "system", Seed: map[string]int{"resources": 60}, ExportPolls: 1})
+	if _, err := env.run(t, env.options(srv)); err != nil {
+		t.Fatal(err)
+	}
+	var obs []string
+	srv.control(t, "ids", map[string]any{"type": "Observation"}, &obs)
+	var back map[string]any
+	srv.control(t, "delete", map[string]any{"type": "Observation", "id": obs[0]}, nil)
+	srv.control(t, "delete", map[string]any{"type": "Observation", "id": obs[1]}, nil)
+	srv.control(t, "create", map[string]any{"resourceType": "Observation", "id": obs[0], "status": "final",
+		"code": map[string]any{"text": "heart rate"}, "subject": map[string]any{"reference": "Patient/" + firstPatient(t, srv)}}, &back)
+	if back["id"] != obs[0] {
+		t.Fatalf("the server did not create Observation/%s again: %v", obs[0], back)
+	}
+	res, err := env.run(t, env.options(srv))
+	if err != nil {
+		t.Fatalf("increment after a delete and a re-create of the same id: %v", err)
+	}
+	if res.Full || res.Deleted != 1 || res.Types["Observation"] != 1 {
+		t.Fatalf("increment: full %v, %d deleted, %v; want the re-created Observation and one deletion (the other)", res.Full, res.Deleted, res.Types)
+	}
+	if env.imp.retired["Observation/"+obs[0]] || !env.imp.retired["Observation/"+obs[1]] {
+		t.Fatalf("retired: re-created %v, deleted %v; want only the deleted one retired", env.imp.retired["Observation/"+obs[0]], env.imp.retired["Observation/"+obs[1]])
+	}
+}
+
+// firstPatient is the id of a Patient of srv.
+func firstPatient(t *testing.T, srv *fhirServer) string {
+	t.Helper()
+	var pats []string
+	srv.control(t, "ids", map[string]any{"type": "Patient"}, &pats)
+	if len(pats) == 0 {
+		t.Fatal("no Patient on the server")
+	}
+	return pats[0]
+}
+
 // TestSyncGarbageImportsNothing: bad JSON, a wrong content type and a
 // truncated NDJSON file each fail with an error naming the URL path, and
 // nothing is imported or saved.

@@ -275,6 +275,9 @@ func decodeJSON(resp *http.Response, types []string, v any) error {
 	}
 	lr := &io.LimitedReader{R: resp.Body, N: maxJSONBody + 1}
 	if err := json.NewDecoder(lr).Decode(v); err != nil {
+		if errors.Is(err, errStalled) {
+			return fmt.Errorf("%w: %s %s: %v", ErrUnavailable, resp.Request.Method, hideBinaryIDs(where(resp.Request.URL)), err)
+		}
 		if lr.N <= 0 {
 			return fmt.Errorf("%w: %s %s: body larger than %d bytes; refused", ErrServer, resp.Request.Method, where(resp.Request.URL), maxJSONBody)
 		}

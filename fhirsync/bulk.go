@@ -131,6 +131,13 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 			return bulkResult{}, err
 		}
 	}
+	// A resource deleted and created again since _since is in the output
+	// and a deleted file: the output, what the server holds now, wins.
+	if k, err := st.dropSuperseded(); err != nil {
+		return bulkResult{}, fmt.Errorf("staging: %w", err)
+	} else if k > 0 {
+		c.o.Logger.Info("fhirsync: deletions of resources the export also holds (created again) dropped", "deletions", k)
+	}
 	c.o.Progress(Progress{Phase: "download", Detail: "done", Resources: n})
 	return bulkResult{transactionTime: tt, request: u.Path + "?" + q.Encode()}, nil
 }

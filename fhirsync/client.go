@@ -133,7 +133,13 @@ func statusError(req *http.Request, resp *http.Response) error {
 		return fmt.Errorf("%w: %s", ErrAuth, msg)
 	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-		if req.Header.Get("Authorization") != "" {
+		switch {
+		case req.Header.Get("Authorization") == "":
+		case resp.StatusCode == http.StatusForbidden:
+			// The token is valid (a 401 would say it is not) but does not
+			// cover this request.
+			msg += " (the access token is not allowed this request: the scope the token endpoint granted, or the server's access policy for this client, does not cover it; see --scope)"
+		default:
 			msg += " (the server refused a fresh access token)"
 		}
 		return fmt.Errorf("%w: %s", ErrAuth, msg)
@@ -218,13 +224,18 @@ func (c *client) do(ctx context.Context, mk func(ctx context.Context) (*http.Req
 	var last string
 	start := c.o.Now()
 	for attempt := 0; ; attempt++ {
-		req, err := mk(ctx)
+		// Each attempt has its own context, which a body that stops
+		// flowing cancels (idleBody).
+		rctx, cancel := context.WithCancel(ctx)
+		req, err := mk(rctx)
 		if err != nil {
+			cancel()
 			return nil, err
 		}
 		if c.auth != nil {
 			tok, err := c.auth.token(ctx)
 			if err != nil {
+				cancel()
 				return nil, err
 			}
 			req.Header.Set("Authorization", "Bearer "+tok)
@@ -234,6 +245,7 @@ func (c *client) do(ctx context.Context, mk func(ctx context.Context) (*http.Req
 		var after time.Duration
 		switch {
 		case err != nil:
+			cancel() // no body to read
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -255,18 +267,22 @@ func (c *client) do(ctx context.Context, mk func(ctx context.Context) (*http.Req
 			c.auth.invalidate(req.Header.Get("Authorization"))
 			reauthed = true
 			attempt--
+			cancel()
 			continue
 		case retryable(resp.StatusCode):
 			after = retryAfter(resp.Header, c.o.Now())
 			drain(resp)
 			last = fmt.Sprintf("%s %s: HTTP %d", req.Method, where(req.URL), resp.StatusCode)
 		case resp.StatusCode >= 200 && resp.StatusCode < 300:
+			resp.Body = newIdleBody(resp.Body, c.o.HeaderTimeout, cancel)
 			return resp, nil
 		default:
 			err := statusError(req, resp) // reads a token endpoint's error code
 			drain(resp)
+			cancel()
 			return nil, err
 		}
+		cancel()
 		if attempt+1 >= c.o.MaxAttempts {
 			return nil, fmt.Errorf("%w: %s; gave up after %d attempts over %s", ErrUnavailable, last, attempt+1, c.o.Now().Sub(start).Round(time.Millisecond))
 		}
@@ -351,3 +367,44 @@ var (
 	// server's pre-signed output URLs may serve.
 	ndjsonTypes = []string{"application/fhir+ndjson", "application/ndjson", "application/x-ndjson", "application/octet-stream", "binary/octet-stream", "text/plain"}
 )
+
+// errStalled: a response body sent nothing for HeaderTimeout.
+var errStalled = errors.New("stalled")
+
+// idleBody is a response body whose every read waits at most idle: a
+// server (or proxy) that sends headers and then stops sending, leaving
+// the connection open, would otherwise hold the sync, and the base's lock,
+// forever. When idle passes without data, the request's context is
+// cancelled and the read fails with errStalled (the caller names the
+// request).
+type idleBody struct {
+	rc     io.ReadCloser
+	idle   time.Duration
+	timer  *time.Timer
+	cancel context.CancelFunc
+	fired  atomic.Bool
+}
+
+func newIdleBody(rc io.ReadCloser, idle time.Duration, cancel context.CancelFunc) *idleBody {
+	b := &idleBody{rc: rc, idle: idle, cancel: cancel}
+	b.timer = time.AfterFunc(idle, func() { b.fired.Store(true); cancel() })
+	return b
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil && b.fired.Load() {
+		return n, fmt.Errorf("%w: no data for %s", errStalled, b.idle)
+	}
+	if n > 0 {
+		b.timer.Reset(b.idle)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	err := b.rc.Close()
+	b.cancel()
+	return err
+}

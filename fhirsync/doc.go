@@ -23,7 +23,9 @@
 //  2. fetch everything (full) or only what changed since the last
 //     successful sync (its state), streaming every file to disk;
 //  3. validate what was fetched (JSON, content types, UTF-8, complete
-//     NDJSON lines, resource types matching their file);
+//     NDJSON lines, resource types matching their file), and drop the
+//     deletions of resources the export's output holds (deleted and
+//     created again with the same id since _since: the output wins);
 //  4. fetch the Binaries that the staged attachments (DocumentReference,
 //     DiagnosticReport.presentedForm, Media) name on the server by url and
 //     that the staged files do not hold (real Bulk exports leave Binary
@@ -75,7 +77,9 @@
 //   - Retries: 429 and 5xx answers and transport errors are retried with
 //     exponential backoff and full jitter, honouring Retry-After, up to
 //     Options.MaxAttempts; a 401 discards the cached token and re-authenticates
-//     once.
+//     once. A response whose headers, or any read of whose body, wait more
+//     than Options.HeaderTimeout is abandoned and retried the same way: a
+//     stalled server never holds a sync (and the base's lock) forever.
 //
 // # Caveats
 //

@@ -367,3 +367,23 @@ func TestStagedRequestNamesTheServer(t *testing.T) {
 		}
 	}
 }
+
+// TestDeletedKey: the Type/id of a deleted file's DELETE entry, however
+// its request.url is written; "" for what names no resource.
+func TestDeletedKey(t *testing.T) {
+	for ref, want := range map[string]string{
+		"Observation/o1":                                 "Observation/o1",
+		"/Observation/o1":                                "Observation/o1",
+		"Observation/o1/_history/3":                      "Observation/o1",
+		"https://ehr.example/fhir/Observation/o1":        "Observation/o1",
+		"https://ehr.example/fhir/Patient/p1/_history/2": "Patient/p1",
+		"Observation/o1?_format=json":                    "Observation/o1",
+		"Observation":                                    "",
+		"notatype/o1":                                    "",
+		"":                                               "",
+	} {
+		if got := deletedKey(ref); got != want {
+			t.Errorf("deletedKey(%q) = %q, want %q", ref, got, want)
+		}
+	}
+}

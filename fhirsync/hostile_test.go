@@ -1444,3 +1444,131 @@ func TestExplicitScopeAndTheTokenEndpointsRefusal(t *testing.T) {
 		t.Errorf("scope without a client id: %v, want ErrBadConfig", err)
 	}
 }
+
+// TestStalledBodyFailsTheSync: a server (or a proxy in front of it) that
+// sends a response's headers and then stops sending its body, without
+// closing the connection, held the sync forever — HeaderTimeout bounded
+// only the wait for headers — and with it the base's lock, so every later
+// sync of the base failed as busy. Found by probing custos sync against
+// e2e/fhirserver with a file that stalls mid-body. Now every read of a
+// body waits at most HeaderTimeout: the download is retried, then the sync
+// fails as unavailable, naming the request, and imports nothing.
+func TestStalledBodyFailsTheSync(t *testing.T) {
+	patient := append(corpus(t, "patient.json"), '\n')
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	var srv *httptest.Server
+	mux := http.NewServeMux()
+	mux.HandleFunc("/fhir/metadata", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/fhir+json", []byte(capBulk))
+	})
+	mux.HandleFunc("/fhir/$export", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Location", "/fhir/status")
+		w.WriteHeader(http.StatusAccepted)
+	})
+	mux.HandleFunc("/fhir/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/json", manifestOf(srv.URL, "Patient.ndjson"))
+	})
+	mux.HandleFunc("/fhir/files/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/fhir+ndjson")
+		w.Write(patient[:len(patient)/2])
+		w.(http.Flusher).Flush()
+		select { // stalls: the connection stays open, nothing more comes
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	srv = httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	o, imp, logs := probeOptions(t, srv.URL+"/fhir", false)
+	o.NoBulk, o.HeaderTimeout = false, 300*time.Millisecond
+	start := time.Now()
+	_, err := runProbe(t, o)
+	if !errors.Is(err, ErrUnavailable) || imp.calls != 0 {
+		t.Fatalf("after %s: err %v, imports %d; want ErrUnavailable and no import", time.Since(start).Round(time.Millisecond), err, imp.calls)
+	}
+	if !strings.Contains(err.Error(), "/fhir/files/Patient.ndjson") || !strings.Contains(err.Error(), "no data for") {
+		t.Fatalf("the error does not name the stalled request and its cause: %v", err)
+	}
+	if testing.Verbose() {
+		t.Log(err)
+	}
+	if !strings.Contains(logs.String(), "retrying") {
+		t.Fatalf("the stalled download was not retried:\n%s", logs.String())
+	}
+}
+
+// TestForbiddenIsNotARefusedToken: a 403 to a request with a valid token
+// (the token's scope or the server's access policy does not cover it) was
+// reported as "the server refused a fresh access token", which sends an
+// operator to the client key and its registration, not to the scope.
+// Found probing custos sync against e2e/fhirserver with a 403 on an export
+// file. A 401 after the re-authentication keeps its wording.
+func TestForbiddenIsNotARefusedToken(t *testing.T) {
+	for _, tc := range []struct {
+		code      int
+		want, not string
+	}{
+		{http.StatusForbidden, "the access token is not allowed this request", "refused a fresh access token"},
+		{http.StatusUnauthorized, "the server refused a fresh access token", "not allowed"},
+	} {
+		t.Run(http.StatusText(tc.code), func(t *testing.T) {
+			mux := http.NewServeMux()
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			mux.HandleFunc("/fhir/metadata", func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
+			})
+			mux.HandleFunc("/fhir/.well-known/smart-configuration", func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, "application/json", []byte(`{"token_endpoint":"`+srv.URL+`/auth/token"}`))
+			})
+			mux.HandleFunc("/auth/token", func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, "application/json", []byte(`{"access_token":"`+secretToken+`","token_type":"bearer","expires_in":300}`))
+			})
+			mux.HandleFunc("/fhir/Patient", func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.code)
+			})
+			o, imp, _ := probeOptions(t, srv.URL+"/fhir", true)
+			_, err := runProbe(t, o)
+			if !errors.Is(err, ErrAuth) || imp.calls != 0 {
+				t.Fatalf("err %v, imports %d; want ErrAuth and no import", err, imp.calls)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tc.want) || strings.Contains(msg, tc.not) {
+				t.Fatalf("HTTP %d: %q; want it to say %q, not %q", tc.code, msg, tc.want, tc.not)
+			}
+		})
+	}
+}
+
+// TestSearchEntryOfAnotherTypeNamesItsPage: an entry of another type (or
+// without an id) in a REST search page was reported by the line of the
+// sync's temporary file of all the pages ("search Patient
+// (.search-713491172) line 1001"), a file that is gone when the operator
+// reads the error and that no page of the server matches. Found probing
+// custos sync against e2e/fhirserver with a searchset holding an
+// Observation in a search of Patient. Now the error names the page (its
+// path and number) and the entry, like every other page error.
+func TestSearchEntryOfAnotherTypeNamesItsPage(t *testing.T) {
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	patient, obs := corpus(t, "patient.json"), corpus(t, "observation-lab.json")
+	mux.HandleFunc("/fhir/metadata", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
+	})
+	mux.HandleFunc("/fhir/Patient", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("page") == "" {
+			writeJSON(w, "application/fhir+json", searchset(srv.URL+"/fhir/Patient?page=2", patient))
+			return
+		}
+		writeJSON(w, "application/fhir+json", searchset("", patient, obs))
+	})
+	o, imp, _ := probeOptions(t, srv.URL+"/fhir", false)
+	_, err := runProbe(t, o)
+	if !errors.Is(err, ErrServer) || imp.calls != 0 {
+		t.Fatalf("err %v, imports %d; want ErrServer and no import", err, imp.calls)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `GET /fhir/Patient (page 2): entry 1: resourceType "Observation" in a search of "Patient"`) || strings.Contains(msg, ".search-") {
+		t.Fatalf("%q does not name the page and the entry", msg)
+	}
+}

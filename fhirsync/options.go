@@ -146,9 +146,12 @@ type Options struct {
 	// DefaultBinaryFetches. Each holds at most MaxLine bytes in memory
 	// until it is staged.
 	BinaryFetches int
-	// HeaderTimeout bounds the wait for each response's headers (a body,
-	// such as a large NDJSON file, streams as long as it flows); 0 =
-	// DefaultHeaderTimeout. Only used when HTTPClient is nil.
+	// HeaderTimeout bounds the wait for each response's headers (through
+	// the transport, only when HTTPClient is nil) and, with any
+	// HTTPClient, for each read of a response body: a body, such as a
+	// large NDJSON file, streams as long as it flows, and one that sends
+	// nothing for HeaderTimeout is abandoned (retried like a dropped
+	// connection); 0 = DefaultHeaderTimeout.
 	HeaderTimeout time.Duration
 	// HTTPClient is the transport (TLS settings); nil = a client with
 	// HeaderTimeout and the environment's proxy settings. The Syncer uses a

@@ -101,6 +101,12 @@ func (c *client) restSearch(ctx context.Context, st *stage, typ string, since ti
 			if err := json.Compact(&buf, e.Resource); err != nil {
 				return 0, fmt.Errorf("%w: GET %s: entry %d: malformed resource", ErrServer, where(u), i)
 			}
+			// Checked here, not only when the pages are staged: an error
+			// names the page and the entry, not a line of the temporary
+			// file of all the pages.
+			if err := checkEntry(buf.Bytes(), typ); err != nil {
+				return 0, fmt.Errorf("%w: GET %s (page %d): entry %d: %v", ErrServer, where(u), page+1, i, err)
+			}
 			// The pages are staged twice (here, then copyNDJSON): both count.
 			if err := st.staged(buf.Len() + 1); err != nil {
 				return 0, err
@@ -130,4 +136,24 @@ func (c *client) restSearch(ctx context.Context, st *stage, typ string, since ti
 		return 0, err
 	}
 	return st.copyNDJSON(tmp, "search "+typ+" ("+filepath.Base(tmp.Name())+")", typ, false)
+}
+
+// checkEntry checks a search entry's resource as checkResource checks a
+// staged line, and that it is of the searched type.
+func checkEntry(b []byte, typ string) error {
+	if err := checkResource(b, ""); err != nil {
+		return err
+	}
+	var head struct {
+		ResourceType string `json:"resourceType"`
+	}
+	json.Unmarshal(b, &head) // checkResource: an object with a resourceType
+	if head.ResourceType != typ {
+		if !fhirin.IsResourceType(head.ResourceType) {
+			// Not a type name but the server's content: never quoted.
+			return fmt.Errorf("a resourceType that is no R4 type in a search of %q", typ)
+		}
+		return fmt.Errorf("resourceType %q in a search of %q", head.ResourceType, typ)
+	}
+	return nil
 }

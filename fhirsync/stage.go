@@ -296,3 +296,147 @@ func (s *stage) total() int {
 	}
 	return n
 }
+
+// dropSuperseded removes from the staged deleted files every DELETE entry
+// whose resource the staged output holds, and returns how many it
+// removed. A resource deleted and created again with the same id (FHIR
+// lets an update create a deleted resource again) since _since is in an
+// increment's output, as it is at the export's transactionTime, and in a
+// deleted file: the importer refuses a resource both deleted and
+// imported, and as the state does not advance, every later increment
+// would fail the same way. The output wins: it is what the server holds
+// (and a deletion after the export's query is in the next increment's
+// deleted files). Memory: the deleted resources' Type/id, no more.
+func (s *stage) dropSuperseded() (int, error) {
+	if len(s.m.Deleted) == 0 {
+		return 0, nil
+	}
+	deleted := map[string]bool{}
+	for _, f := range s.m.Deleted {
+		err := s.eachLine(f.URL, func(b []byte, _ int) error {
+			var bundle deletedBundle
+			if err := json.Unmarshal(b, &bundle); err != nil {
+				return err
+			}
+			for _, e := range bundle.Entry {
+				if k := deletedKey(e.Request.URL); k != "" {
+					deleted[k] = false
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	found := 0
+	for _, f := range s.m.Output {
+		err := s.eachLine(f.URL, func(b []byte, _ int) error {
+			var head struct {
+				ResourceType string `json:"resourceType"`
+				ID           string `json:"id"`
+			}
+			if err := json.Unmarshal(b, &head); err != nil {
+				return err
+			}
+			k := head.ResourceType + "/" + head.ID
+			if seen, ok := deleted[k]; ok && !seen {
+				deleted[k] = true
+				found++
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	if found == 0 {
+		return 0, nil
+	}
+	dropped := 0
+	kept := s.m.Deleted[:0]
+	for _, f := range s.m.Deleted {
+		var out bytes.Buffer
+		lines := 0
+		err := s.eachLine(f.URL, func(b []byte, _ int) error {
+			var bundle map[string]json.RawMessage
+			var entries deletedBundle
+			if err := json.Unmarshal(b, &bundle); err != nil {
+				return err
+			}
+			if err := json.Unmarshal(b, &entries); err != nil {
+				return err
+			}
+			var raw []json.RawMessage
+			if err := json.Unmarshal(bundle["entry"], &raw); err != nil {
+				return err
+			}
+			var keep []json.RawMessage
+			for i, e := range entries.Entry {
+				if deleted[deletedKey(e.Request.URL)] {
+					dropped++
+					continue
+				}
+				keep = append(keep, raw[i])
+			}
+			if len(keep) == 0 {
+				return nil
+			}
+			if len(keep) < len(raw) {
+				bundle["entry"], _ = json.Marshal(keep)
+				nb, err := json.Marshal(bundle)
+				if err != nil {
+					return err
+				}
+				b = nb
+			}
+			out.Write(b)
+			out.WriteByte('\n')
+			lines++
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		p := filepath.Join(s.dir, f.URL)
+		if lines == 0 {
+			if err := os.Remove(p); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if err := os.WriteFile(p, out.Bytes(), 0o600); err != nil {
+			return 0, err
+		}
+		f.Count = lines
+		kept = append(kept, f)
+	}
+	s.m.Deleted = kept
+	s.deleted -= dropped
+	return dropped, nil
+}
+
+// deletedBundle is the part of a deleted file's Bundle dropSuperseded reads.
+type deletedBundle struct {
+	Entry []struct {
+		Request struct {
+			URL string `json:"url"`
+		} `json:"request"`
+	} `json:"entry"`
+}
+
+// deletedKey is the Type/id a DELETE entry's request.url names (Type/id,
+// Type/id/_history/v, or an absolute URL ending so), or "".
+func deletedKey(ref string) string {
+	if i := strings.IndexAny(ref, "?#"); i >= 0 {
+		ref = ref[:i]
+	}
+	seg := strings.Split(strings.Trim(ref, "/"), "/")
+	if len(seg) >= 4 && seg[len(seg)-2] == "_history" {
+		seg = seg[:len(seg)-2]
+	}
+	if len(seg) < 2 || !validType(seg[len(seg)-2]) || seg[len(seg)-1] == "" {
+		return ""
+	}
+	return seg[len(seg)-2] + "/" + seg[len(seg)-1]
+}

@@ -24,7 +24,8 @@
 //     export is simplified: it exports every type held, like system level;
 //   - test-only controls under /_control (enabled by config.control):
 //     inject faults (429/5xx with Retry-After, garbage bodies, wrong
-//     content types, truncated NDJSON, a connection reset mid-file),
+//     content types, truncated NDJSON, a connection reset mid-file, a
+//     file that stalls mid-body with its connection open),
 //     create, update or delete resources through
 //     the router, expire tokens, read request counters.
 //
@@ -246,6 +247,11 @@ function file(res, id, name, fault) {
     res.write(body.slice(0, Math.floor(body.length / 2)));
     return setTimeout(() => res.socket.destroy(), 50);
   }
+  if (fault?.stall) { // half the body, then nothing for fault.stall ms with the connection open (a stalled server or proxy)
+    res.writeHead(200, { 'Content-Type': 'application/fhir+ndjson', 'Content-Length': Buffer.byteLength(body) });
+    res.write(body.slice(0, Math.floor(body.length / 2)));
+    return setTimeout(() => res.socket.destroy(), fault.stall);
+  }
   res.writeHead(200, { 'Content-Type': 'application/fhir+ndjson' });
   res.end(body);
 }
@@ -332,7 +338,7 @@ async function handle(req, res) {
   stats.requests[key] = (stats.requests[key] || 0) + 1;
   if (cfg.control && url.pathname.startsWith('/_control/')) return control(req, res, url, body);
   const fault = takeFault(url.pathname);
-  if (fault && !fault.truncate && !fault.reset) {
+  if (fault && !fault.truncate && !fault.reset && !fault.stall) {
     res.writeHead(fault.status || 200, { 'Content-Type': fault.contentType || 'application/fhir+json', ...(fault.retryAfter ? { 'Retry-After': String(fault.retryAfter) } : {}) });
     return res.end(fault.body || '');
   }
