@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/custos-mcp/custos/internal/flock"
 )
 
 // lockLog takes the log's lock file (LockFile(path)): exclusively for the
@@ -58,25 +60,19 @@ func lockLog(path string, exclusive bool, timeout time.Duration) (release func()
 	if exclusive {
 		giveToLogOwner(f, fi, path)
 	}
-	deadline := time.Now().Add(timeout)
-	for {
-		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("audit: lock file %s: %w", lp, err)
-		}
-		if time.Now().After(deadline) {
-			f.Close()
-			return nil, fmt.Errorf("%w (waited %s for %s)", ErrLocked, timeout, lp)
-		}
-		time.Sleep(50 * time.Millisecond)
+	unlock, err := flock.Wait(f, how, timeout)
+	switch {
+	case errors.Is(err, flock.ErrTimeout):
+		f.Close()
+		return nil, fmt.Errorf("%w (waited %s for %s)", ErrLocked, timeout, lp)
+	case err != nil:
+		f.Close()
+		return nil, fmt.Errorf("audit: lock file %s: %w", lp, err)
 	}
+	return func() {
+		unlock()
+		f.Close()
+	}, nil
 }
 
 // giveToLogOwner gives lock file f to the owner of the live segment path

@@ -8,6 +8,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/custos-mcp/custos/internal/flock"
 )
 
 // lockFile takes an exclusive flock(2) on path (created if missing),
@@ -23,23 +25,17 @@ func lockFile(path string, timeout time.Duration) (func(), error) {
 		}
 		return nil, fmt.Errorf("store: import lock: %w", pathless(err))
 	}
-	deadline := time.Now().Add(timeout)
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("store: import lock: %w", err)
-		}
-		if time.Now().After(deadline) {
-			f.Close()
-			return nil, fmt.Errorf("%w (another import is running)", ErrLocked)
-		}
-		time.Sleep(50 * time.Millisecond)
+	unlock, err := flock.Wait(f, syscall.LOCK_EX, timeout)
+	switch {
+	case errors.Is(err, flock.ErrTimeout):
+		f.Close()
+		return nil, fmt.Errorf("%w (another import is running)", ErrLocked)
+	case err != nil:
+		f.Close()
+		return nil, fmt.Errorf("store: import lock: %w", err)
 	}
+	return func() {
+		unlock()
+		f.Close()
+	}, nil
 }
