@@ -4,7 +4,10 @@ import "errors"
 
 // Errors of a sync. Every error a Syncer returns wraps exactly one of them,
 // so a caller (the CLI's exit code, the scheduler's log) can branch on the
-// cause; the message names the URL path involved.
+// cause; the message names the URL path involved. The one exception is the
+// caller's own cancellation: a sync whose context ends returns an error
+// wrapping the context's (context.Canceled or context.DeadlineExceeded),
+// having imported nothing and removed what it staged.
 var (
 	// ErrBadConfig: Options are unusable (no base URL, a base URL with
 	// credentials, no importer). Nothing was contacted.
