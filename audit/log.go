@@ -323,6 +323,7 @@ func (l *Log) openLive(path string, first bool) (*segment, error) {
 		Timeout:      l.opts.Timeout,
 		FreelistType: bolt.FreelistMapType,
 		ReadOnly:     l.opts.ReadOnly,
+		OpenFile:     openSegmentFile,
 	})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/internal/flock"
+	"github.com/custos-mcp/custos/internal/regularfile"
 )
 
 // lockLog takes the log's lock file (LockFile(path)): exclusively for the
@@ -27,37 +28,30 @@ import (
 // was still appending to. The lock file is never renamed.
 func lockLog(path string, exclusive bool, timeout time.Duration) (release func(), err error) {
 	lp := LockFile(path)
-	var f *os.File
-	how := syscall.LOCK_SH
-	// O_NOFOLLOW, O_NONBLOCK: the lock file is in a directory its owner
-	// controls. A root writer followed a symbolic link there, creating its
-	// target or opening another file, and gave that file to the owner
-	// (giveToLogOwner); a reader hung in open(2) on a FIFO.
-	const flags = syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+	how, flag, perm := syscall.LOCK_SH, os.O_RDONLY, os.FileMode(0)
 	if exclusive {
-		how = syscall.LOCK_EX
-		f, err = os.OpenFile(lp, os.O_RDWR|os.O_CREATE|flags, 0o600)
-		if err != nil && isSymlink(lp) {
-			return nil, notRegular(lp)
-		}
-		if err != nil {
-			return nil, lockFileError(lp, err)
-		}
-	} else if f, err = os.OpenFile(lp, os.O_RDONLY|flags, 0); err != nil && isSymlink(lp) {
+		how, flag, perm = syscall.LOCK_EX, os.O_RDWR|os.O_CREATE, 0o600
+	}
+	// Not following a symbolic link, not waiting on a FIFO: the lock file
+	// is in a directory its owner controls. A root writer followed a link
+	// there, creating its target or opening another file, and gave that
+	// file to the owner (giveToLogOwner); a reader hung in open(2) on a
+	// FIFO.
+	f, err := regularfile.Open(lp, flag, perm, regularfile.NoFollow)
+	switch {
+	case regularfile.IsNotRegular(err):
 		return nil, notRegular(lp)
-	} else if err != nil {
+	case err != nil && exclusive:
+		return nil, lockFileError(lp, err)
+	case err != nil:
 		return func() {}, nil
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("audit: lock file %s: %w", lp, err)
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, notRegular(lp)
-	}
 	if exclusive {
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("audit: lock file %s: %w", lp, err)
+		}
 		giveToLogOwner(f, fi, path)
 	}
 	unlock, err := flock.Wait(f, how, timeout)
@@ -107,13 +101,6 @@ func giveToLogOwner(f *os.File, fi os.FileInfo, path string) {
 	if ok1 && ok2 && have.Nlink == 1 && (want.Uid != have.Uid || want.Gid != have.Gid) {
 		f.Chown(int(want.Uid), int(want.Gid))
 	}
-}
-
-// isSymlink reports whether lp is a symbolic link: O_NOFOLLOW's error
-// for one is ELOOP on Linux and macOS, EMLINK on FreeBSD, EFTYPE on NetBSD.
-func isSymlink(lp string) bool {
-	fi, err := os.Lstat(lp)
-	return err == nil && fi.Mode()&os.ModeSymlink != 0
 }
 
 // notRegular is the error for a lock file that is a symbolic link, a FIFO,

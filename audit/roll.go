@@ -454,7 +454,7 @@ func createNext(path string, opts Options, seal Seal, frontier map[int64][]byte,
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType, OpenFile: openSegmentFile})
 	if err != nil {
 		return nil, err
 	}
@@ -583,12 +583,20 @@ func (l *Log) linkSealed(src, dst string) error {
 // hard links.
 var linkFile = os.Link
 
-// makeReadOnly sets mode 0400 on a sealed file and fsyncs it.
+// makeReadOnly sets mode 0400 on a sealed file and fsyncs it, through a
+// descriptor opened as every segment is (openSegmentFile): a writer running
+// as root (an auditor command on a stopped server) that chmods sealed files
+// must not follow a symbolic link put in their place to another file.
 func makeReadOnly(path string) error {
-	if err := os.Chmod(path, 0o400); err != nil {
+	f, err := openSegmentFile(path, os.O_RDONLY, 0)
+	if err != nil {
 		return err
 	}
-	return fsyncFile(path)
+	defer f.Close()
+	if err := f.Chmod(0o400); err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 // sealPaths prepares file src (sealed segment no of the log at path) for
@@ -653,7 +661,7 @@ func (l *Log) recoverSeal() error {
 	case errLive != nil:
 		return nil // a new log, or an error Open reports
 	}
-	db, err := bolt.Open(l.path, 0o600, &bolt.Options{Timeout: l.opts.Timeout, FreelistType: bolt.FreelistMapType})
+	db, err := bolt.Open(l.path, 0o600, &bolt.Options{Timeout: l.opts.Timeout, FreelistType: bolt.FreelistMapType, OpenFile: openSegmentFile})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
 			return fmt.Errorf("%w (waited %s)", ErrLocked, l.opts.Timeout)

@@ -157,7 +157,7 @@ func openReadOnlyTimeout(path string, timeout time.Duration) (*bolt.DB, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout, OpenFile: openSegmentFile})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("%w (waited %s)", ErrLocked, timeout)

@@ -16,10 +16,11 @@ import (
 	"math/big"
 	"os"
 	"strings"
-	"syscall"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/bundle"
+
+	"github.com/custos-mcp/custos/internal/regularfile"
 )
 
 // Bundle format. custos policy bundles are standard OPA bundles (a gzipped
@@ -272,7 +273,7 @@ func readBundleFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is a %s, not a regular file", path, modeKind(fi.Mode()))
+		return nil, &regularfile.NotRegularError{Path: path, Kind: regularfile.Kind(fi.Mode())}
 	}
 	f, err := openRegular(path)
 	if err != nil {
@@ -292,23 +293,9 @@ func readBundleFile(path string) ([]byte, error) {
 // openRegular opens path for reading if it is a regular file, as checked
 // on the file opened: the path may be renamed over between a check of the
 // name and the open (a rollout renames the new bundle over it), and the
-// open itself does not wait for a writer if a FIFO took its place
-// (O_NONBLOCK, which changes nothing for a regular file).
+// open itself does not wait for a writer if a FIFO took its place.
 func openRegular(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%s is a %s, not a regular file", path, modeKind(fi.Mode()))
-	}
-	return f, nil
+	return regularfile.Open(path, os.O_RDONLY, 0, regularfile.FollowLinks)
 }
 
 func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, opts Options) (*Engine, BundleInfo, error) {

@@ -21,6 +21,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown"
 
+	"github.com/custos-mcp/custos/internal/regularfile"
 	"github.com/custos-mcp/custos/minimize"
 	custosrego "github.com/custos-mcp/custos/rego"
 )
@@ -621,7 +622,7 @@ func allRegoFiles(fsys fs.FS) ([]regoFile, error) {
 			return err
 		}
 		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%s is a %s, not a regular file", path, modeKind(fi.Mode()))
+			return &regularfile.NotRegularError{Path: path, Kind: regularfile.Kind(fi.Mode())}
 		}
 		b, err := fs.ReadFile(fsys, path)
 		if err != nil {
@@ -635,22 +636,6 @@ func allRegoFiles(fsys fs.FS) ([]regoFile, error) {
 	}
 	slices.SortFunc(files, func(a, b regoFile) int { return strings.Compare(a.path, b.path) })
 	return files, nil
-}
-
-// modeKind names the kind of a file that is not a regular file, for an
-// error message.
-func modeKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return "special file"
 }
 
 // splitTests splits sorted files into policy modules and test modules
