@@ -1186,13 +1186,22 @@ func dimensionless(q map[string]any) bool {
 // annotation is a UCUM annotation ("{beats}").
 var annotation = regexp.MustCompile(`\{[^{}]*\}`)
 
-// plainAnnotations reports whether every UCUM annotation in unit text or
-// code s holds only words and short numbers (annotationWord). An
-// annotation is free text by UCUM's definition and gives any string UCUM's
-// form: a plate, a serial or a year in braces ("{7XKR319}",
-// "mg{SN4C7Q2Z9}", "{1931}") was released where the same string without
-// braces is dropped (unitSymbol). A one-word name in braces still passes
-// (docs/policy.md, residual limits).
+// bracketedAtom is a UCUM atom in square brackets ("[in_i]", "mm[Hg]",
+// "[Amb'a'1'U]"): ucumSyntax takes any characters but brackets and
+// braces inside.
+var bracketedAtom = regexp.MustCompile(`\[[^\[\]]*\]`)
+
+// plainAnnotations reports whether every UCUM annotation and every
+// bracketed atom in unit text or code s holds only words and short
+// numbers (annotationWord). An annotation is free text by UCUM's
+// definition and gives any string UCUM's form: a plate, a serial or a
+// year in braces ("{7XKR319}", "mg{SN4C7Q2Z9}", "{1931}") was released
+// where the same string without braces is dropped (unitSymbol). So was
+// one in square brackets ("[7XKR319]", "mm[SN4C7Q2Z9]", "[1931]"), which
+// UCUM's form takes as a bracketed atom whatever it holds, until
+// 2026-12-05; UCUM's own bracketed atoms are words and short numbers
+// ("[in_i]", "[EID_50]", "[Amb'a'1'U]", "[in_i'H2O]"). A one-word name
+// in braces or brackets still passes (docs/policy.md, residual limits).
 //
 // The runs are judged also joined across the separators a plate, a serial
 // or a date is written with ('-', '.'): "{7XK-R319}", "{SN4.C7Q.2Z9}" and
@@ -1201,7 +1210,7 @@ var annotation = regexp.MustCompile(`\{[^{}]*\}`)
 // annotations join words with '_' ("{at_60_min}", "{CAG_repeats}"): runs
 // across it stay apart.
 func plainAnnotations(s string) bool {
-	for _, a := range annotation.FindAllString(s, -1) {
+	for _, a := range append(annotation.FindAllString(s, -1), bracketedAtom.FindAllString(s, -1)...) {
 		for _, runs := range []string{a, annotationSeparators.Replace(a)} {
 			for _, w := range unitRun.FindAllString(runs, -1) {
 				if !annotationWord.MatchString(w) {

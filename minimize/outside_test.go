@@ -51,6 +51,12 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// typed as an answer was released.
 		{"hl7-questionnaireresponse-answer-annotation.json", []string{"5558675", "77441123"}, []string{`"value":3.75`}},
 		{"hl7-endpoint-mime-name.json", []string{"evelyn", "marsh", "7xkr319"}, []string{`"application/fhir+json"`, `"text/plain"`}},
+		// A plate, a serial or a year as a UCUM bracketed atom ([7XKR319],
+		// mm[7XKR319], [SN4C7Q2Z9], [1931]) has UCUM's form, whatever the
+		// brackets hold, and was released as a unit text, a quantity's
+		// code and a UCUM coding's code.
+		{"hl7-observation-bracketed-unit.json", []string{"7XKR319", "SN4C7Q2Z9", "1931", "ABC1234"},
+			[]string{`"code":"mm[Hg]"`, `"code":"[in_i]"`, `"code":"[iU]/mL"`, `"value":60`}},
 	} {
 		raw, err := os.ReadFile(filepath.Join("testdata", "outside", c.file))
 		if err != nil {
