@@ -218,7 +218,7 @@ var codeSyntax = map[string]*regexp.Regexp{
 var codeChecks = map[string]func(string) bool{
 	"http://loinc.org":          loincCode,
 	"http://snomed.info/sct":    snomedConceptID,
-	"http://unitsofmeasure.org": func(c string) bool { return !datedUnit.MatchString(c) && plainAnnotations(c) },
+	"http://unitsofmeasure.org": func(c string) bool { return !datedUnit.MatchString(c) && !unitIdentifier(c) && plainAnnotations(c) },
 	"urn:iso:std:iso:3166": func(c string) bool {
 		if strings.Contains(c, "-") {
 			return stateCode(c)
@@ -498,6 +498,27 @@ var (
 // long numbers, LOINC's reach six digits).
 var identifierDigits = regexp.MustCompile(`[0-9]{6,}`)
 
+// unitIdentifier reports whether unit text or unit code s holds the
+// digits of an identifier (identifierDigits) once the separators between
+// digits are taken out: UCUM joins factors with "." and "/", so an MRN, a
+// telephone number or an SSN split by them ("7744.112", "867.5309",
+// "219.099.999", "7744/112") has UCUM's form, and one split by a dash or
+// a colon ("867-5309") a unit text's; none has six digits in a row, and
+// all were released until 2026-12-05. No unit has six digits joined so:
+// "mL/min/1.73m2" has three, "1:64" three.
+func unitIdentifier(s string) bool {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte("./:-", s[i]) >= 0 && i > 0 && i+1 < len(s) && isDigit(s[i-1]) && isDigit(s[i+1]) {
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return identifierDigits.MatchString(b.String())
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
 // wordCodeSystem reports whether the codes of system sys are words or
 // short numbers, never six digits in a row: UCUM, BCP-47, ISO 3166 and
 // 4217, HL7's code systems (v2 tables, v3, FHIR terminology) and FHIR's
@@ -527,7 +548,7 @@ var wordCodeSystems = setOf("http://unitsofmeasure.org", "urn:ietf:bcp:47", "urn
 func elementCode(parent, name, s string) bool {
 	if quantityTypes[parent] && name == "code" {
 		// A unit's code, kept with a unit system only (quantity).
-		return unitText.MatchString(s) && !identifierDigits.MatchString(s) && !datedUnit.MatchString(s) && plainAnnotations(s)
+		return unitText.MatchString(s) && !unitIdentifier(s) && !datedUnit.MatchString(s) && plainAnnotations(s)
 	}
 	key := parent + "." + name
 	if url, ok := fhirCodeBindings[key]; ok {
@@ -971,7 +992,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 			// A unit the scrub would change (a telephone number, a date)
 			// is dropped, not released as "[PHONE]".
 			s, ok := v.(string)
-			return s, ok && unitText.MatchString(s) && !identifierDigits.MatchString(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s)
+			return s, ok && unitText.MatchString(s) && !unitIdentifier(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s)
 		}
 		return nil, false
 	}
@@ -1145,7 +1166,7 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if !ok {
 		return nil, false
 	}
-	if c, _ := out["code"].(string); identifierDigits.MatchString(c) {
+	if c, _ := out["code"].(string); unitIdentifier(c) {
 		delete(out, "code")
 	}
 	sys, _ := m["system"].(string)

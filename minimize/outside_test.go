@@ -57,6 +57,12 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// code and a UCUM coding's code.
 		{"hl7-observation-bracketed-unit.json", []string{"7XKR319", "SN4C7Q2Z9", "1931", "ABC1234"},
 			[]string{`"code":"mm[Hg]"`, `"code":"[in_i]"`, `"code":"[iU]/mL"`, `"value":60`}},
+		// An MRN, a telephone number or an SSN split by UCUM's operators
+		// or a dash (7744.112, 867.5309, 219.099.999, 7744/112, 867-5309)
+		// has no six digits in a row, and was released as a unit text or
+		// a quantity's code.
+		{"hl7-observation-unit-split-number.json", []string{"7744.112", "867.5309", "219.099.999", "7744/112", "867-5309"},
+			[]string{`"unit":"mmol/l"`, `"code":"mmol/L"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":3.1`}},
 	} {
 		raw, err := os.ReadFile(filepath.Join("testdata", "outside", c.file))
 		if err != nil {
