@@ -665,9 +665,8 @@ type deid struct {
 	// references to them are aliased, to any other patient dropped.
 	own map[string]bool
 	// contained maps the id of each contained resource that is released to
-	// its new id; localRefs are the new ids some released reference names.
+	// its new id.
 	contained map[string]string
-	localRefs map[string]bool
 
 	// ageLimit is the greatest age, in years, released: 89 (Safe Harbor),
 	// lower when an age and a year of the same resource would tell a birth
@@ -708,7 +707,7 @@ func deidentify(root any, opts Options) (any, error) {
 // topResource de-identifies a resource that is not contained: it numbers
 // the contained resources that will be released, walks everything, and
 // then drops contained resources no released reference names (FHIR
-// invariant dom-3).
+// invariant dom-3; namedContained).
 //
 // An age at an event and the event's year together tell the birth year,
 // which Safe Harbor withholds for everyone now over 89 (164.514(b)(2)(i)(C):
@@ -737,7 +736,7 @@ func (d *deid) topResource(m map[string]any, limit float64) (map[string]any, boo
 
 // walkTop is one walk of topResource.
 func (d *deid) walkTop(m map[string]any) (map[string]any, bool) {
-	d.contained, d.localRefs = map[string]string{}, map[string]bool{}
+	d.contained = map[string]string{}
 	d.ageCtx, d.birthCtx, d.oldestYear, d.oldestAge = false, false, 0, -1
 	n := 0
 	for _, c := range asArray(m["contained"]) {
@@ -754,9 +753,10 @@ func (d *deid) walkTop(m map[string]any) (map[string]any, bool) {
 		return nil, false
 	}
 	if cs, ok := out["contained"].([]any); ok {
+		named := namedContained(out, cs)
 		kept := cs[:0]
 		for _, c := range cs {
-			if id, _ := c.(map[string]any)["id"].(string); d.localRefs[id] {
+			if id, _ := c.(map[string]any)["id"].(string); named[id] {
 				kept = append(kept, c)
 			}
 		}
@@ -767,6 +767,59 @@ func (d *deid) walkTop(m map[string]any) (map[string]any, bool) {
 		}
 	}
 	return out, true
+}
+
+// namedContained returns the ids of the walked contained resources cs of
+// walked resource out that a released reference names: a local reference
+// of out itself, or of a contained resource so named, in turn. A contained
+// resource named only by one that nothing released names (a note's
+// author, withheld with the note, whose qualification names an
+// Organization) is not: it was released until 2026-12-05, named by
+// nothing in the output (dom-3 broken), with its state and ZIP3.
+func namedContained(out map[string]any, cs []any) map[string]bool {
+	byID := make(map[string]map[string]any, len(cs))
+	for _, c := range cs {
+		cm, _ := c.(map[string]any)
+		if id, _ := cm["id"].(string); id != "" {
+			byID[id] = cm
+		}
+	}
+	named, walked := map[string]bool{}, map[string]bool{}
+	localReferences(out, named, true)
+	for more := true; more; {
+		more = false
+		for id := range byID {
+			if named[id] && !walked[id] {
+				walked[id] = true
+				localReferences(byID[id], named, true)
+				more = true
+			}
+		}
+	}
+	return named
+}
+
+// localReferences adds to named the ids the local references ("#id") of
+// walked value v name, not those of a resource inside it (a contained
+// resource, a Bundle's entry: each is judged on its own); root: v is the
+// resource itself.
+func localReferences(v any, named map[string]bool, root bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		if _, ok := v["resourceType"]; ok && !root {
+			return
+		}
+		if r, _ := v["reference"].(string); len(r) > 1 && r[0] == '#' {
+			named[r[1:]] = true
+		}
+		for _, x := range v {
+			localReferences(x, named, false)
+		}
+	case []any:
+		for _, x := range v {
+			localReferences(x, named, false)
+		}
+	}
 }
 
 // resource de-identifies one resource; a contained one keeps its new id.
@@ -1089,7 +1142,6 @@ func (d *deid) reference(m map[string]any) map[string]any {
 		return map[string]any{"reference": ref}
 	case strings.HasPrefix(ref, "#"):
 		if n, ok := d.contained[ref[1:]]; ok {
-			d.localRefs[n] = true
 			return map[string]any{"reference": "#" + n}
 		}
 	case d.alias != nil:

@@ -63,6 +63,13 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// a quantity's code.
 		{"hl7-observation-unit-split-number.json", []string{"7744.112", "867.5309", "219.099.999", "7744/112", "867-5309"},
 			[]string{`"unit":"mmol/l"`, `"code":"mmol/L"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":3.1`}},
+		// A contained resource named only by another contained resource
+		// that nothing released names (a note's author, withheld with the
+		// note, whose qualification names an Organization) was released:
+		// nothing in the output referred to it (FHIR dom-3 broken), and its
+		// state and ZIP3 came out.
+		{"hl7-allergyintolerance-contained-chain.json", []string{`"contained"`, `"resourceType":"Organization"`},
+			[]string{`"code":"227493005"`, `"onsetDateTime":"2004"`}},
 	} {
 		raw, err := os.ReadFile(filepath.Join("testdata", "outside", c.file))
 		if err != nil {
