@@ -1482,6 +1482,15 @@ func ageYears(q map[string]any, anyAge bool) (float64, bool) {
 	code, _ := q["code"].(string) // UCUM is case-sensitive: "a" is a year, "A" an ampere
 	unit, _ := q["unit"].(string)
 	per, timed := timeUnits[code]
+	if !timed && code != "A" {
+		// A code read as a unit text is (timeUnit): UCUM's case-insensitive
+		// form ("ANN", "MO"), an annotation ("{years}"), a unit text typed
+		// as a code ("YR", "Years"). Such an age with no unit text was
+		// released until 2026-12-05. The ampere apart, no case-sensitive
+		// UCUM code folds to a longer time than an hour ("S", the
+		// siemens, and "H", the henry, read as a second and an hour).
+		per, timed = timeUnit(code)
+	}
 	if !timed {
 		per, timed = timeUnit(unit)
 	}

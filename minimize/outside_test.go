@@ -70,6 +70,12 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// state and ZIP3 came out.
 		{"hl7-allergyintolerance-contained-chain.json", []string{`"contained"`, `"resourceType":"Organization"`},
 			[]string{`"code":"227493005"`, `"onsetDateTime":"2004"`}},
+		// An age over 89 whose unit is given by its code alone, in UCUM's
+		// case-insensitive form (ANN, MO), as an annotation ({years}) or
+		// as a unit text typed as a code (YR, Years), was released: only
+		// a unit text was read so.
+		{"synthea-observation-age-unit-codes.json", []string{`"value":93`, `"value":1128`, `"value":95`, `"value":96`, `"value":97`},
+			[]string{`"value":3`}},
 	} {
 		raw, err := os.ReadFile(filepath.Join("testdata", "outside", c.file))
 		if err != nil {
