@@ -1871,8 +1871,16 @@ func timeUnit(unit string) (float64, bool) {
 // "FR-75" Paris (a département), "NL-BQ2" Saba (some 2,000 people); a code
 // that is not known to be a first-level subdivision is dropped, since
 // Safe Harbor withholds every geographic subdivision smaller than a state.
+//
+// A US code ("US-MA") must name a state, district or territory usStates
+// knows: "US-PW", USPS's code of Palau (some 18,000 people, no state)
+// with "US-" in front, has the form of one and was released until
+// 2026-12-05.
 func stateCode(s string) bool {
 	n := strings.ToUpper(strings.ReplaceAll(s, " ", ""))
+	if us, ok := strings.CutPrefix(s, "US-"); ok && !usStates[us] {
+		return false
+	}
 	return (usStates[n] || firstLevelSubdivision.MatchString(s)) && !smallStates[strings.ReplaceAll(n, "-", "")]
 }
 

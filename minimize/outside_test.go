@@ -76,6 +76,10 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// a unit text was read so.
 		{"synthea-observation-age-unit-codes.json", []string{`"value":93`, `"value":1128`, `"value":95`, `"value":96`, `"value":97`},
 			[]string{`"value":3`}},
+		// A US state written as an ISO 3166-2 code took any two letters
+		// after "US-": "US-PW", USPS's Palau (some 18,000 people) with
+		// "US-" in front, was released as a state and as an ISO 3166 code.
+		{"uscore-patient-iso-state-small.json", []string{"US-PW"}, []string{`"state":"US-OK"`, `"postalCode":"740"`}},
 	} {
 		raw, err := os.ReadFile(filepath.Join("testdata", "outside", c.file))
 		if err != nil {
