@@ -1846,16 +1846,21 @@ func unitKey(unit string) string {
 
 // timeUnit returns the years per unit of a unit text, if it is a unit of
 // time (timeUnits) as unitKey writes it, alone or followed by "old" or
-// "of age" ("yr old", "years of age", "mos. old").
+// "of age" ("yr old", "years of age", "mos. old"), also with its hyphens
+// and underscores taken out ("years-old", "y-o", "yrs_old", German's
+// "Jahre-alt": unit symbols by their form, released as such until
+// 2026-12-05); UCUM's own underscores ("a_j", "mo_s") are read first.
 func timeUnit(unit string) (float64, bool) {
 	k := unitKey(unit)
-	if per, ok := timeUnits[k]; ok {
-		return per, true
-	}
-	for _, suffix := range []string{"old", "ofage"} {
-		if base, ok := strings.CutSuffix(k, suffix); ok && base != "" {
-			if per, ok := timeUnits[base]; ok {
-				return per, true
+	for _, k := range []string{k, strings.NewReplacer("-", "", "_", "").Replace(k)} {
+		if per, ok := timeUnits[k]; ok {
+			return per, true
+		}
+		for _, suffix := range []string{"old", "ofage", "alt"} {
+			if base, ok := strings.CutSuffix(k, suffix); ok && base != "" {
+				if per, ok := timeUnits[base]; ok {
+					return per, true
+				}
 			}
 		}
 	}

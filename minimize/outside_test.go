@@ -80,6 +80,10 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// after "US-": "US-PW", USPS's Palau (some 18,000 people) with
 		// "US-" in front, was released as a state and as an ISO 3166 code.
 		{"uscore-patient-iso-state-small.json", []string{"US-PW"}, []string{`"state":"US-OK"`, `"postalCode":"740"`}},
+		// An age over 89 in a unit of time written with a hyphen or an
+		// underscore (years-old, y-o, yrs_old; German's Jahre-alt) is a
+		// unit symbol's form, and was released as one, not an age.
+		{"hl7-observation-age-hyphen-units.json", []string{`"value":93`, `"value":94`, `"value":95`, `"value":96`}, []string{`"unit":"kg/m2"`}},
 	} {
 		raw, err := os.ReadFile(filepath.Join("testdata", "outside", c.file))
 		if err != nil {
