@@ -218,7 +218,7 @@ var codeSyntax = map[string]*regexp.Regexp{
 var codeChecks = map[string]func(string) bool{
 	"http://loinc.org":          loincCode,
 	"http://snomed.info/sct":    snomedConceptID,
-	"http://unitsofmeasure.org": func(c string) bool { return !datedUnit.MatchString(c) && plainAnnotations(c) },
+	"http://unitsofmeasure.org": func(c string) bool { return !datedUnit.MatchString(c) && !unitIdentifier(c) && plainAnnotations(c) },
 	"urn:iso:std:iso:3166": func(c string) bool {
 		if strings.Contains(c, "-") {
 			return stateCode(c)
@@ -498,6 +498,27 @@ var (
 // long numbers, LOINC's reach six digits).
 var identifierDigits = regexp.MustCompile(`[0-9]{6,}`)
 
+// unitIdentifier reports whether unit text or unit code s holds the
+// digits of an identifier (identifierDigits) once the separators between
+// digits are taken out: UCUM joins factors with "." and "/", so an MRN, a
+// telephone number or an SSN split by them ("7744.112", "867.5309",
+// "219.099.999", "7744/112") has UCUM's form, and one split by a dash or
+// a colon ("867-5309") a unit text's; none has six digits in a row, and
+// all were released until 2026-12-05. No unit has six digits joined so:
+// "mL/min/1.73m2" has three, "1:64" three.
+func unitIdentifier(s string) bool {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte("./:-", s[i]) >= 0 && i > 0 && i+1 < len(s) && isDigit(s[i-1]) && isDigit(s[i+1]) {
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return identifierDigits.MatchString(b.String())
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
 // wordCodeSystem reports whether the codes of system sys are words or
 // short numbers, never six digits in a row: UCUM, BCP-47, ISO 3166 and
 // 4217, HL7's code systems (v2 tables, v3, FHIR terminology) and FHIR's
@@ -527,7 +548,7 @@ var wordCodeSystems = setOf("http://unitsofmeasure.org", "urn:ietf:bcp:47", "urn
 func elementCode(parent, name, s string) bool {
 	if quantityTypes[parent] && name == "code" {
 		// A unit's code, kept with a unit system only (quantity).
-		return unitText.MatchString(s) && !identifierDigits.MatchString(s) && !datedUnit.MatchString(s) && plainAnnotations(s)
+		return unitText.MatchString(s) && !unitIdentifier(s) && !datedUnit.MatchString(s) && plainAnnotations(s)
 	}
 	key := parent + "." + name
 	if url, ok := fhirCodeBindings[key]; ok {
@@ -644,9 +665,8 @@ type deid struct {
 	// references to them are aliased, to any other patient dropped.
 	own map[string]bool
 	// contained maps the id of each contained resource that is released to
-	// its new id; localRefs are the new ids some released reference names.
+	// its new id.
 	contained map[string]string
-	localRefs map[string]bool
 
 	// ageLimit is the greatest age, in years, released: 89 (Safe Harbor),
 	// lower when an age and a year of the same resource would tell a birth
@@ -687,7 +707,7 @@ func deidentify(root any, opts Options) (any, error) {
 // topResource de-identifies a resource that is not contained: it numbers
 // the contained resources that will be released, walks everything, and
 // then drops contained resources no released reference names (FHIR
-// invariant dom-3).
+// invariant dom-3; namedContained).
 //
 // An age at an event and the event's year together tell the birth year,
 // which Safe Harbor withholds for everyone now over 89 (164.514(b)(2)(i)(C):
@@ -716,7 +736,7 @@ func (d *deid) topResource(m map[string]any, limit float64) (map[string]any, boo
 
 // walkTop is one walk of topResource.
 func (d *deid) walkTop(m map[string]any) (map[string]any, bool) {
-	d.contained, d.localRefs = map[string]string{}, map[string]bool{}
+	d.contained = map[string]string{}
 	d.ageCtx, d.birthCtx, d.oldestYear, d.oldestAge = false, false, 0, -1
 	n := 0
 	for _, c := range asArray(m["contained"]) {
@@ -733,9 +753,10 @@ func (d *deid) walkTop(m map[string]any) (map[string]any, bool) {
 		return nil, false
 	}
 	if cs, ok := out["contained"].([]any); ok {
+		named := namedContained(out, cs)
 		kept := cs[:0]
 		for _, c := range cs {
-			if id, _ := c.(map[string]any)["id"].(string); d.localRefs[id] {
+			if id, _ := c.(map[string]any)["id"].(string); named[id] {
 				kept = append(kept, c)
 			}
 		}
@@ -746,6 +767,59 @@ func (d *deid) walkTop(m map[string]any) (map[string]any, bool) {
 		}
 	}
 	return out, true
+}
+
+// namedContained returns the ids of the walked contained resources cs of
+// walked resource out that a released reference names: a local reference
+// of out itself, or of a contained resource so named, in turn. A contained
+// resource named only by one that nothing released names (a note's
+// author, withheld with the note, whose qualification names an
+// Organization) is not: it was released until 2026-12-05, named by
+// nothing in the output (dom-3 broken), with its state and ZIP3.
+func namedContained(out map[string]any, cs []any) map[string]bool {
+	byID := make(map[string]map[string]any, len(cs))
+	for _, c := range cs {
+		cm, _ := c.(map[string]any)
+		if id, _ := cm["id"].(string); id != "" {
+			byID[id] = cm
+		}
+	}
+	named, walked := map[string]bool{}, map[string]bool{}
+	localReferences(out, named, true)
+	for more := true; more; {
+		more = false
+		for id := range byID {
+			if named[id] && !walked[id] {
+				walked[id] = true
+				localReferences(byID[id], named, true)
+				more = true
+			}
+		}
+	}
+	return named
+}
+
+// localReferences adds to named the ids the local references ("#id") of
+// walked value v name, not those of a resource inside it (a contained
+// resource, a Bundle's entry: each is judged on its own); root: v is the
+// resource itself.
+func localReferences(v any, named map[string]bool, root bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		if _, ok := v["resourceType"]; ok && !root {
+			return
+		}
+		if r, _ := v["reference"].(string); len(r) > 1 && r[0] == '#' {
+			named[r[1:]] = true
+		}
+		for _, x := range v {
+			localReferences(x, named, false)
+		}
+	case []any:
+		for _, x := range v {
+			localReferences(x, named, false)
+		}
+	}
 }
 
 // resource de-identifies one resource; a contained one keeps its new id.
@@ -971,7 +1045,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 			// A unit the scrub would change (a telephone number, a date)
 			// is dropped, not released as "[PHONE]".
 			s, ok := v.(string)
-			return s, ok && unitText.MatchString(s) && !identifierDigits.MatchString(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s)
+			return s, ok && unitText.MatchString(s) && !unitIdentifier(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s)
 		}
 		return nil, false
 	}
@@ -1068,7 +1142,6 @@ func (d *deid) reference(m map[string]any) map[string]any {
 		return map[string]any{"reference": ref}
 	case strings.HasPrefix(ref, "#"):
 		if n, ok := d.contained[ref[1:]]; ok {
-			d.localRefs[n] = true
 			return map[string]any{"reference": "#" + n}
 		}
 	case d.alias != nil:
@@ -1145,7 +1218,7 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if !ok {
 		return nil, false
 	}
-	if c, _ := out["code"].(string); identifierDigits.MatchString(c) {
+	if c, _ := out["code"].(string); unitIdentifier(c) {
 		delete(out, "code")
 	}
 	sys, _ := m["system"].(string)
@@ -1186,13 +1259,22 @@ func dimensionless(q map[string]any) bool {
 // annotation is a UCUM annotation ("{beats}").
 var annotation = regexp.MustCompile(`\{[^{}]*\}`)
 
-// plainAnnotations reports whether every UCUM annotation in unit text or
-// code s holds only words and short numbers (annotationWord). An
-// annotation is free text by UCUM's definition and gives any string UCUM's
-// form: a plate, a serial or a year in braces ("{7XKR319}",
-// "mg{SN4C7Q2Z9}", "{1931}") was released where the same string without
-// braces is dropped (unitSymbol). A one-word name in braces still passes
-// (docs/policy.md, residual limits).
+// bracketedAtom is a UCUM atom in square brackets ("[in_i]", "mm[Hg]",
+// "[Amb'a'1'U]"): ucumSyntax takes any characters but brackets and
+// braces inside.
+var bracketedAtom = regexp.MustCompile(`\[[^\[\]]*\]`)
+
+// plainAnnotations reports whether every UCUM annotation and every
+// bracketed atom in unit text or code s holds only words and short
+// numbers (annotationWord). An annotation is free text by UCUM's
+// definition and gives any string UCUM's form: a plate, a serial or a
+// year in braces ("{7XKR319}", "mg{SN4C7Q2Z9}", "{1931}") was released
+// where the same string without braces is dropped (unitSymbol). So was
+// one in square brackets ("[7XKR319]", "mm[SN4C7Q2Z9]", "[1931]"), which
+// UCUM's form takes as a bracketed atom whatever it holds, until
+// 2026-12-05; UCUM's own bracketed atoms are words and short numbers
+// ("[in_i]", "[EID_50]", "[Amb'a'1'U]", "[in_i'H2O]"). A one-word name
+// in braces or brackets still passes (docs/policy.md, residual limits).
 //
 // The runs are judged also joined across the separators a plate, a serial
 // or a date is written with ('-', '.'): "{7XK-R319}", "{SN4.C7Q.2Z9}" and
@@ -1201,7 +1283,7 @@ var annotation = regexp.MustCompile(`\{[^{}]*\}`)
 // annotations join words with '_' ("{at_60_min}", "{CAG_repeats}"): runs
 // across it stay apart.
 func plainAnnotations(s string) bool {
-	for _, a := range annotation.FindAllString(s, -1) {
+	for _, a := range append(annotation.FindAllString(s, -1), bracketedAtom.FindAllString(s, -1)...) {
 		for _, runs := range []string{a, annotationSeparators.Replace(a)} {
 			for _, w := range unitRun.FindAllString(runs, -1) {
 				if !annotationWord.MatchString(w) {
@@ -1400,6 +1482,15 @@ func ageYears(q map[string]any, anyAge bool) (float64, bool) {
 	code, _ := q["code"].(string) // UCUM is case-sensitive: "a" is a year, "A" an ampere
 	unit, _ := q["unit"].(string)
 	per, timed := timeUnits[code]
+	if !timed && code != "A" {
+		// A code read as a unit text is (timeUnit): UCUM's case-insensitive
+		// form ("ANN", "MO"), an annotation ("{years}"), a unit text typed
+		// as a code ("YR", "Years"). Such an age with no unit text was
+		// released until 2026-12-05. The ampere apart, no case-sensitive
+		// UCUM code folds to a longer time than an hour ("S", the
+		// siemens, and "H", the henry, read as a second and an hour).
+		per, timed = timeUnit(code)
+	}
 	if !timed {
 		per, timed = timeUnit(unit)
 	}
@@ -1755,16 +1846,21 @@ func unitKey(unit string) string {
 
 // timeUnit returns the years per unit of a unit text, if it is a unit of
 // time (timeUnits) as unitKey writes it, alone or followed by "old" or
-// "of age" ("yr old", "years of age", "mos. old").
+// "of age" ("yr old", "years of age", "mos. old"), also with its hyphens
+// and underscores taken out ("years-old", "y-o", "yrs_old", German's
+// "Jahre-alt": unit symbols by their form, released as such until
+// 2026-12-05); UCUM's own underscores ("a_j", "mo_s") are read first.
 func timeUnit(unit string) (float64, bool) {
 	k := unitKey(unit)
-	if per, ok := timeUnits[k]; ok {
-		return per, true
-	}
-	for _, suffix := range []string{"old", "ofage"} {
-		if base, ok := strings.CutSuffix(k, suffix); ok && base != "" {
-			if per, ok := timeUnits[base]; ok {
-				return per, true
+	for _, k := range []string{k, strings.NewReplacer("-", "", "_", "").Replace(k)} {
+		if per, ok := timeUnits[k]; ok {
+			return per, true
+		}
+		for _, suffix := range []string{"old", "ofage", "alt"} {
+			if base, ok := strings.CutSuffix(k, suffix); ok && base != "" {
+				if per, ok := timeUnits[base]; ok {
+					return per, true
+				}
 			}
 		}
 	}
@@ -1780,8 +1876,16 @@ func timeUnit(unit string) (float64, bool) {
 // "FR-75" Paris (a département), "NL-BQ2" Saba (some 2,000 people); a code
 // that is not known to be a first-level subdivision is dropped, since
 // Safe Harbor withholds every geographic subdivision smaller than a state.
+//
+// A US code ("US-MA") must name a state, district or territory usStates
+// knows: "US-PW", USPS's code of Palau (some 18,000 people, no state)
+// with "US-" in front, has the form of one and was released until
+// 2026-12-05.
 func stateCode(s string) bool {
 	n := strings.ToUpper(strings.ReplaceAll(s, " ", ""))
+	if us, ok := strings.CutPrefix(s, "US-"); ok && !usStates[us] {
+		return false
+	}
 	return (usStates[n] || firstLevelSubdivision.MatchString(s)) && !smallStates[strings.ReplaceAll(n, "-", "")]
 }
 

@@ -65,8 +65,9 @@
 //     whose unit is only "1" or annotations: oldYearNumber,
 //     dimensionless); a unit text is kept only as a unit symbol
 //     (unitSymbol: a plate or serial typed as one is dropped, also in an
-//     annotation: plainAnnotations), and no unit or UCUM code holds a
-//     date (datedUnit); an answer (QuestionnaireResponse, Contract) or an open value[x], whose meaning
+//     annotation or a bracketed atom: plainAnnotations), and no unit or UCUM code holds a
+//     date (datedUnit) or an identifier's digits split by "." or "/"
+//     (unitIdentifier); an answer (QuestionnaireResponse, Contract) or an open value[x], whose meaning
 //     is withheld, is judged as a date of birth (numbers dropped);
 //     addresses keep state (first-level only), country (not one of 20,000
 //     people or fewer) and, in the US (by country, or by state when no

@@ -51,6 +51,39 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// typed as an answer was released.
 		{"hl7-questionnaireresponse-answer-annotation.json", []string{"5558675", "77441123"}, []string{`"value":3.75`}},
 		{"hl7-endpoint-mime-name.json", []string{"evelyn", "marsh", "7xkr319"}, []string{`"application/fhir+json"`, `"text/plain"`}},
+		// A plate, a serial or a year as a UCUM bracketed atom ([7XKR319],
+		// mm[7XKR319], [SN4C7Q2Z9], [1931]) has UCUM's form, whatever the
+		// brackets hold, and was released as a unit text, a quantity's
+		// code and a UCUM coding's code.
+		{"hl7-observation-bracketed-unit.json", []string{"7XKR319", "SN4C7Q2Z9", "1931", "ABC1234"},
+			[]string{`"code":"mm[Hg]"`, `"code":"[in_i]"`, `"code":"[iU]/mL"`, `"value":60`}},
+		// An MRN, a telephone number or an SSN split by UCUM's operators
+		// or a dash (7744.112, 867.5309, 219.099.999, 7744/112, 867-5309)
+		// has no six digits in a row, and was released as a unit text or
+		// a quantity's code.
+		{"hl7-observation-unit-split-number.json", []string{"7744.112", "867.5309", "219.099.999", "7744/112", "867-5309"},
+			[]string{`"unit":"mmol/l"`, `"code":"mmol/L"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":3.1`}},
+		// A contained resource named only by another contained resource
+		// that nothing released names (a note's author, withheld with the
+		// note, whose qualification names an Organization) was released:
+		// nothing in the output referred to it (FHIR dom-3 broken), and its
+		// state and ZIP3 came out.
+		{"hl7-allergyintolerance-contained-chain.json", []string{`"contained"`, `"resourceType":"Organization"`},
+			[]string{`"code":"227493005"`, `"onsetDateTime":"2004"`}},
+		// An age over 89 whose unit is given by its code alone, in UCUM's
+		// case-insensitive form (ANN, MO), as an annotation ({years}) or
+		// as a unit text typed as a code (YR, Years), was released: only
+		// a unit text was read so.
+		{"synthea-observation-age-unit-codes.json", []string{`"value":93`, `"value":1128`, `"value":95`, `"value":96`, `"value":97`},
+			[]string{`"value":3`}},
+		// A US state written as an ISO 3166-2 code took any two letters
+		// after "US-": "US-PW", USPS's Palau (some 18,000 people) with
+		// "US-" in front, was released as a state and as an ISO 3166 code.
+		{"uscore-patient-iso-state-small.json", []string{"US-PW"}, []string{`"state":"US-OK"`, `"postalCode":"740"`}},
+		// An age over 89 in a unit of time written with a hyphen or an
+		// underscore (years-old, y-o, yrs_old; German's Jahre-alt) is a
+		// unit symbol's form, and was released as one, not an age.
+		{"hl7-observation-age-hyphen-units.json", []string{`"value":93`, `"value":94`, `"value":95`, `"value":96`}, []string{`"unit":"kg/m2"`}},
 	} {
 		raw, err := os.ReadFile(filepath.Join("testdata", "outside", c.file))
 		if err != nil {
