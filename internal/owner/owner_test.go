@@ -77,3 +77,40 @@ func TestMatch(t *testing.T) {
 		t.Fatalf("a file with two names was given to %d", uid)
 	}
 }
+
+// TestTree: run as root, a directory and everything in it take ref's owner;
+// a symbolic link in it is given away itself, never its target.
+func TestTree(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("Tree changes owners only when run as root (it does nothing otherwise)")
+	}
+	ref := t.TempDir()
+	if err := os.Chown(ref, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "root-file")
+	if err := os.WriteFile(outside, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "audit.sealed"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"audit.db", "audit.sealed/000001.db"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	Tree(dir, ref)
+	for _, p := range []string{dir, filepath.Join(dir, "audit.db"), filepath.Join(dir, "audit.sealed"), filepath.Join(dir, "audit.sealed/000001.db")} {
+		if uid, gid := ownerOf(t, p); uid != nobody || gid != nobody {
+			t.Errorf("%s: owner %d:%d, want %d:%d", p, uid, gid, nobody, nobody)
+		}
+	}
+	if uid, _ := ownerOf(t, outside); uid != 0 {
+		t.Errorf("the target of a link in the tree was given to %d", uid)
+	}
+}
