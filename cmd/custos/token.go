@@ -18,9 +18,11 @@ func newTokenCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",
 		Short: "Manage development bearer tokens for HTTP",
-		Long: `Over HTTP, custos (in --dev mode) maps bearer tokens to principals through a
-token file that stores only the SHA-256 of each token. In production, serve
-verifies OAuth 2.1 access tokens from the hospital's identity provider instead
+		Long: `Over HTTP, 'custos serve --tokens FILE' (with or without --dev) maps bearer
+tokens to principals through a token file that stores only the SHA-256 of
+each token; serve reads it as its own account (deploy/systemd: custos), so
+install it root:custos 0640 (docs/operations.md). In production, serve
+rather verifies OAuth 2.1 access tokens from the hospital's identity provider
 ('custos serve --oauth-issuer ... --oauth-audience ...'; docs/operations.md).
 
 Example:
