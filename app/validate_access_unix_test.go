@@ -3,61 +3,15 @@
 package app_test
 
 import (
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/custos-mcp/custos/app"
+	"github.com/custos-mcp/custos/internal/asnobody"
 	"github.com/custos-mcp/custos/secrets"
 )
-
-// asNobody runs the test named name in a copy of this test binary as the
-// account nobody (uid and gid 65534) and fails t with its output if it
-// fails. A test of what another account may read cannot run as root, who
-// reads everything; the machines that run the tests run them as root.
-func asNobody(t *testing.T, name string) {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "custos-as-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "app.test")
-	src, err := os.Open(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(bin, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^"+name+"$", "-test.count=1", "-test.v")
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=/tmp", "HOME=" + dir}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: "+name) {
-		t.Fatalf("%s as nobody: %v\n%s", name, err, out)
-	}
-}
 
 // TestCheckNamesWhatServeCannotUse: docs/operations.md has the operator
 // run 'custos config check' as the service account ("runuser -u custos
@@ -68,8 +22,7 @@ func asNobody(t *testing.T, name string) {
 // and each directory it cannot write in, and serve refuses such options
 // before it opens Vault. Found by probe-ops with the real install.
 func TestCheckNamesWhatServeCannotUse(t *testing.T) {
-	if os.Geteuid() == 0 {
-		asNobody(t, "TestCheckNamesWhatServeCannotUse")
+	if asnobody.Run(t, "TestCheckNamesWhatServeCannotUse") {
 		return
 	}
 	dir := t.TempDir()
