@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
@@ -73,7 +74,8 @@ type CheckOptions struct {
 	// default". nil: nothing was given explicitly.
 	Given func(key string) bool
 	// SkipFiles skips checking that the files and directories named exist
-	// (for checking a configuration away from its host).
+	// and that this account may use them (for checking a configuration
+	// away from its host).
 	SkipFiles bool
 }
 
@@ -87,8 +89,10 @@ func (o *Options) Validate() error {
 }
 
 // Check returns every problem with o: ranges, formats, combinations,
-// required options and (unless SkipFiles) the files and directories named.
-// It opens nothing.
+// required options and (unless SkipFiles) the files and directories named:
+// that they exist and that this process's account may read the files and
+// write in the data, anchor and archive directories, as serve running as
+// that account will. It opens nothing.
 func (o *Options) Check(co CheckOptions) Problems {
 	if co.Name == nil {
 		co.Name = func(k string) string { return k }
@@ -144,6 +148,10 @@ func StatError(err error) string {
 	return err.Error()
 }
 
+// file checks a file serve reads: it exists, is not a directory, and this
+// process's account may read it (run as the service account, 'config
+// check' said "valid" for a root-owned 0400 secret id file that serve then
+// could not read).
 func (c *checker) file(key, path string) {
 	if path == "" || c.co.SkipFiles {
 		return
@@ -154,10 +162,15 @@ func (c *checker) file(key, path string) {
 		c.add(key, "file %s", StatError(err))
 	case st.IsDir():
 		c.add(key, "is a directory, want a file")
+	case denied(path, reads) != nil:
+		c.add(key, "file not readable by this account (%s), which serve running as it could not read: "+
+			"give its group read access (root:custos, mode 0640 or 0440, as in docs/operations.md)", account())
 	}
 }
 
-func (c *checker) dir(key, path string) {
+// dir checks a directory serve reads (want lists) or creates files in
+// (writesIn), as file does.
+func (c *checker) dir(key, path string, want uint32) {
 	if path == "" || c.co.SkipFiles {
 		return
 	}
@@ -167,8 +180,23 @@ func (c *checker) dir(key, path string) {
 		c.add(key, "directory %s", StatError(err))
 	case !st.IsDir():
 		c.add(key, "is not a directory")
+	default:
+		switch err := denied(path, want); {
+		case err == nil:
+		case errors.Is(err, syscall.EROFS) && want == writesIn:
+			c.add(key, "directory on a read-only file system, where serve writes: mount it read-write "+
+				"(under deploy/systemd, a drop-in with ReadWritePaths= for it)")
+		case want == writesIn:
+			c.add(key, "directory not writable by this account (%s), where serve running as it writes: "+
+				"make it the account's (install -d -m 0700 -o custos -g custos, as in docs/operations.md)", account())
+		default:
+			c.add(key, "directory not readable by this account (%s), which serve running as it reads", account())
+		}
 	}
 }
+
+// account names this process's account in a problem.
+func account() string { return fmt.Sprintf("uid %d", os.Geteuid()) }
 
 // parentDir checks that a file the App will write can be created.
 func (c *checker) parentDir(key, path string) {
@@ -240,7 +268,7 @@ func (c *checker) top() {
 		if _, err := os.Stat(o.DataDir); errors.Is(err, os.ErrNotExist) {
 			c.add("data_dir", "directory not found; create it with 'custos import --data-dir DIR PATH'")
 		} else {
-			c.dir("data_dir", o.DataDir)
+			c.dir("data_dir", o.DataDir, writesIn)
 		}
 	}
 	if c.set("page_size", o.PageSize == 0) && (o.PageSize < 1 || o.PageSize > MaxPageSize) {
@@ -405,7 +433,7 @@ func (c *checker) oauth(h *HTTPOptions) {
 
 func (c *checker) policy() {
 	o, p := c.o, c.o.Policy
-	c.dir("policy.dir", p.Dir)
+	c.dir("policy.dir", p.Dir, lists)
 	c.file("policy.bundle", p.Bundle)
 	if p.Dir != "" && p.Bundle != "" {
 		c.add("policy.dir", "choose %s or %s, not both", c.name("policy.dir"), c.name("policy.bundle"))
@@ -451,7 +479,7 @@ func (c *checker) policy() {
 
 func (c *checker) checkpoints() {
 	o, cp := c.o, c.o.Checkpoints
-	c.dir("audit.anchor_dir", cp.AnchorDir)
+	c.dir("audit.anchor_dir", cp.AnchorDir, writesIn)
 	if !o.Dev && cp.AnchorDir == "" {
 		c.missing("audit.anchor_dir", "required without %s: signed checkpoints must also be written outside the data directory, so that a rolled-back audit.db is caught at startup", c.name("dev"))
 	}
@@ -518,7 +546,7 @@ func (c *checker) segments() {
 	if sg.RollPeriod != 0 && sg.RollPeriod < MinAuditRollPeriod {
 		c.add("audit.roll_period", "must be %s or more, got %s", MinAuditRollPeriod, sg.RollPeriod)
 	}
-	c.dir("audit.archive_dir", sg.ArchiveDir)
+	c.dir("audit.archive_dir", sg.ArchiveDir, writesIn)
 	if sg.ArchiveDir != "" {
 		a := filepath.Clean(sg.ArchiveDir)
 		switch {

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/custos-mcp/custos/internal/flock"
+	"github.com/custos-mcp/custos/internal/owner"
 	"github.com/custos-mcp/custos/internal/regularfile"
 )
 
@@ -47,12 +47,7 @@ func lockLog(path string, exclusive bool, timeout time.Duration) (release func()
 		return func() {}, nil
 	}
 	if exclusive {
-		fi, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("audit: lock file %s: %w", lp, err)
-		}
-		giveToLogOwner(f, fi, path)
+		giveToLogOwner(f, path)
 	}
 	unlock, err := flock.Wait(f, how, timeout)
 	switch {
@@ -71,37 +66,15 @@ func lockLog(path string, exclusive bool, timeout time.Duration) (release func()
 
 // giveToLogOwner gives lock file f to the owner of the live segment path
 // (of its directory while there is none) when this process runs as root
-// and f belongs to another account. Root may run the auditor commands on
-// a stopped server (docs/operations.md), and the first writer Open after an
-// upgrade creates the lock file: created by root with mode 0600, it kept
-// the log's owner out ('custos serve' as that account failed with
-// "permission denied" on it). It is best effort: where root may not
-// chown (NFS with root_squash), the lock still works for this process,
-// and a writer of another account that cannot open the file is told whose
-// it is (lockFileError).
-//
-// f is a regular file opened without following a symbolic link (lockLog),
-// and it is given away only while it has no other name (one link): the
-// data directory is its owner's, and a hard link there to a root file
-// (where fs.protected_hardlinks is off) would have had root give that
-// file to the owner.
-func giveToLogOwner(f *os.File, fi os.FileInfo, path string) {
-	if os.Geteuid() != 0 {
-		return
-	}
-	owner, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		owner, err = os.Stat(filepath.Dir(path))
-	}
-	if err != nil {
-		return
-	}
-	want, ok1 := owner.Sys().(*syscall.Stat_t)
-	have, ok2 := fi.Sys().(*syscall.Stat_t)
-	if ok1 && ok2 && have.Nlink == 1 && (want.Uid != have.Uid || want.Gid != have.Gid) {
-		f.Chown(int(want.Uid), int(want.Gid))
-	}
-}
+// and f belongs to another account (owner.Match). Root may run the auditor
+// commands on a stopped server (docs/operations.md), and the first writer
+// Open after an upgrade creates the lock file: created by root with mode
+// 0600, it kept the log's owner out ('custos serve' as that account failed
+// with "permission denied" on it). Where root may not chown (NFS with
+// root_squash), the lock still works for this process, and a writer of
+// another account that cannot open the file is told whose it is
+// (lockFileError).
+func giveToLogOwner(f *os.File, path string) { owner.Match(f, path) }
 
 // notRegular is the error for a lock file that is a symbolic link, a FIFO,
 // a device or a directory: custos creates it as an empty regular file, and

@@ -16,6 +16,7 @@ import (
 	"github.com/custos-mcp/custos/audit/checkpoint"
 
 	"github.com/custos-mcp/custos/internal/durable"
+	"github.com/custos-mcp/custos/internal/owner"
 )
 
 // ActionRestore is the action of the record a restore appends to the
@@ -226,6 +227,10 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 		}
 		return res, err
 	}
+	// Run as root (docs/operations.md restores so), the restored directory
+	// and its files take the owner of the one they replace: root's, serve
+	// running as that account could open none of them.
+	owner.Tree(staged, o.DataDir)
 	if err := durable.SyncDir(staged); err != nil {
 		return res, err
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/custos-mcp/custos/internal/owner"
 )
 
 // Event is one audit record of a sync: Phase "start" before the first
@@ -277,6 +279,9 @@ func lockBase(dir, base string) (func(), error) {
 		}
 		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
+	// Run as root on a stopped server's files, the lock stays the data
+	// directory owner's: root's, the server's scheduled sync could not open it.
+	owner.Match(f, dir)
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {

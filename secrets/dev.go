@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 
 	"github.com/custos-mcp/custos/internal/durable"
+	"github.com/custos-mcp/custos/internal/owner"
 )
 
 // KeySize is the size in bytes of every symmetric key this package hands out
@@ -153,6 +154,7 @@ func writeDevKeys(path string, kf devKeyFile, replace bool) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secrets: creating %s: %w", DevKeyFile, err)
 	}
+	owner.Match(f, filepath.Dir(path)) // run as root: the data directory owner's, as serve runs
 	// Keys that cannot be written whole (a full disk) are removed: the
 	// file is this call's (O_EXCL), and a partial one would be refused by
 	// every later start on this directory. The directory is fsynced, so

@@ -224,7 +224,7 @@ func TestImportStagedAllOrNothing(t *testing.T) {
 
 func TestImportStagedSerialized(t *testing.T) {
 	f, path := liveSetup(t)
-	unlock, err := lockFile(path+".import.lock", time.Second)
+	unlock, err := lockFile(path+".import.lock", path, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestImportLockIsNotASymlink(t *testing.T) {
 	if err := os.Symlink(target, lock); err != nil {
 		t.Fatal(err)
 	}
-	unlock, err := lockFile(lock, time.Second)
+	unlock, err := lockFile(lock, filepath.Join(dir, "catalog.db"), time.Second)
 	if err == nil {
 		unlock()
 		t.Errorf("lockFile took a lock file that is a symbolic link")

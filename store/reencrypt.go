@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/custos-mcp/custos/internal/owner"
 )
 
 // ReencryptStats summarizes a successful Reencrypt. Every blob is counted
@@ -278,6 +280,7 @@ func (s *Store) compactLocked() (err error) {
 		return fmt.Errorf("create scratch file: %w", pathless(err))
 	}
 	tmp := f.Name()
+	owner.Match(f, path) // run as root: the compacted file stays the catalog owner's
 	f.Close()
 	defer func() {
 		if err != nil {

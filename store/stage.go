@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/custos-mcp/custos/internal/owner"
 )
 
 // ImportStaged is Import into the catalog file at catalogPath without ever
@@ -25,7 +27,8 @@ import (
 //     the scratch file starts empty);
 //  3. Import into the scratch file, opened read-write with opts (so every
 //     check of Import and of Open's encryption mode applies);
-//  4. sync the scratch file and give it the catalog's permissions;
+//  4. sync the scratch file and give it the catalog's permissions (and,
+//     run as root, its owner: of the directory while there is no catalog);
 //  5. rename it over catalogPath and sync the directory.
 //
 // On any failure the scratch file is removed and catalogPath is untouched.
@@ -75,7 +78,7 @@ func staged(ctx context.Context, catalogPath string, opts Options, fn func(*Stor
 	if err := opts.validate(); err != nil {
 		return ImportReport{}, err
 	}
-	unlock, err := lockFile(catalogPath+".import.lock", opts.Timeout)
+	unlock, err := lockFile(catalogPath+".import.lock", catalogPath, opts.Timeout)
 	if err != nil {
 		return ImportReport{}, err
 	}
@@ -93,6 +96,10 @@ func staged(ctx context.Context, catalogPath string, opts Options, fn func(*Stor
 			os.Remove(tmp)
 		}
 	}()
+	// Run as root (docs/operations.md's routine tasks), the copy is made
+	// the catalog's owner's before it replaces the catalog: a root-owned
+	// 0600 catalog.db kept the server, running as that account, out.
+	owner.Match(f, catalogPath)
 
 	perm := os.FileMode(0o600)
 	var live *bolt.DB

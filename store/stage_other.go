@@ -12,7 +12,7 @@ import (
 // lockFile creates path exclusively, waiting up to timeout, and returns the
 // function that removes it. Unlike flock(2) on unix, a crash leaves the file
 // behind; remove it by hand once no import runs.
-func lockFile(path string, timeout time.Duration) (func(), error) {
+func lockFile(path, _ string, timeout time.Duration) (func(), error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)

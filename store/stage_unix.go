@@ -10,12 +10,16 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/internal/flock"
+	"github.com/custos-mcp/custos/internal/owner"
 )
 
 // lockFile takes an exclusive flock(2) on path (created if missing),
 // waiting up to timeout, and returns the function that releases it. The
 // lock dies with the process, so a crashed import leaves none behind.
-func lockFile(path string, timeout time.Duration) (func(), error) {
+// Run as root, it gives the file to the owner of ref (the catalog, or its
+// directory while there is none): created by root with mode 0600, it kept
+// that account's later imports out.
+func lockFile(path, ref string, timeout time.Duration) (func(), error) {
 	// O_NOFOLLOW: the lock file is in a directory its owner controls, and
 	// an import run as root created the target of a symbolic link there.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
@@ -25,6 +29,7 @@ func lockFile(path string, timeout time.Duration) (func(), error) {
 		}
 		return nil, fmt.Errorf("store: import lock: %w", pathless(err))
 	}
+	owner.Match(f, ref)
 	unlock, err := flock.Wait(f, syscall.LOCK_EX, timeout)
 	switch {
 	case errors.Is(err, flock.ErrTimeout):

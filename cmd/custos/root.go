@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/store"
@@ -239,7 +240,10 @@ func checkOutputFile(flag, path string) error {
 }
 
 // checkParentDir refuses a path given to flag whose directory does not
-// exist or is not a directory.
+// exist, is not a directory, or is one this account cannot create files
+// in (every output is written beside its name, then renamed): refused
+// after the fact, a backup or export had already appended its access
+// record.
 func checkParentDir(flag, path string) error {
 	dir := filepath.Dir(path)
 	st, err := os.Stat(dir)
@@ -250,6 +254,9 @@ func checkParentDir(flag, path string) error {
 		return fmt.Errorf("%s %s: %w", flag, path, err)
 	case !st.IsDir():
 		return usagef("%s %s: %s is not a directory", flag, path, dir)
+	}
+	if err := unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
+		return usagef("%s %s: directory %s is not writable by this account (uid %d): %v", flag, path, dir, os.Geteuid(), err)
 	}
 	return nil
 }

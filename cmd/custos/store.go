@@ -52,7 +52,7 @@ Stop 'custos serve' first: it holds the catalog open.
 
 Example:
   VAULT_ADDR=https://vault.internal:8200 custos store reencrypt --data-dir /srv/custos \
-    --vault-role-id-file /etc/custos/role-id --vault-secret-id-file /etc/custos/secret-id`,
+    --vault-role-id-file /etc/custos/vault/role-id --vault-secret-id-file /etc/custos/vault/secret-id`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := requireDataDir(dir)

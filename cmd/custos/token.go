@@ -18,9 +18,11 @@ func newTokenCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",
 		Short: "Manage development bearer tokens for HTTP",
-		Long: `Over HTTP, custos (in --dev mode) maps bearer tokens to principals through a
-token file that stores only the SHA-256 of each token. In production, serve
-verifies OAuth 2.1 access tokens from the hospital's identity provider instead
+		Long: `Over HTTP, 'custos serve --tokens FILE' (with or without --dev) maps bearer
+tokens to principals through a token file that stores only the SHA-256 of
+each token; serve reads it as its own account (deploy/systemd: custos), so
+install it root:custos 0640 (docs/operations.md). In production, serve
+rather verifies OAuth 2.1 access tokens from the hospital's identity provider
 ('custos serve --oauth-issuer ... --oauth-audience ...'; docs/operations.md).
 
 Example:
@@ -35,7 +37,8 @@ func newTokenNewCmd() *cobra.Command {
 		Use:   "new --principal FILE --tokens FILE",
 		Short: "Mint a random token for a principal and add its hash to a token file",
 		Long: `new draws a random 256-bit token, appends its SHA-256 and the principal to
-the token file (creating it with mode 0600), and prints the token once on
+the token file (creating it with mode 0600; an existing file keeps its mode,
+owner and group), and prints the token once on
 stdout. The token is not stored anywhere: keep it in the client's secret store.
 
 Example:
@@ -56,6 +59,13 @@ Example:
 				return err
 			}
 			var tf server.TokenFile
+			// An existing file keeps its mode: installed root:custos 0640
+			// for serve (docs/operations.md), rewritten 0600 it kept serve
+			// out. (Its owner and group are kept by durable.WriteFile.)
+			mode := os.FileMode(0o600)
+			if fi, err := os.Stat(tokens); err == nil {
+				mode = fi.Mode().Perm()
+			}
 			if data, err := os.ReadFile(tokens); err == nil {
 				// Named, with nothing added to it: an existing file that
 				// is not a token file is left as it is.
@@ -74,7 +84,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			if err := durable.WriteFile(tokens, append(data, '\n'), 0o600); err != nil {
+			if err := durable.WriteFile(tokens, append(data, '\n'), mode); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), tok)

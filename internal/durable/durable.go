@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/custos-mcp/custos/internal/owner"
 )
 
 // SyncDir fsyncs directory dir, making an entry created, renamed or removed
@@ -19,7 +21,10 @@ func SyncDir(dir string) error {
 }
 
 // WriteFile writes data to path atomically and durably with mode (see the
-// package invariants).
+// package invariants). Run as root, the file keeps the owner and group of
+// the file it replaces, or takes the directory's when it is new
+// (owner.Match): a data directory's state, or a file installed root:custos
+// for the service account, stays readable by that account.
 func WriteFile(path string, data []byte, mode os.FileMode) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
@@ -27,6 +32,7 @@ func WriteFile(path string, data []byte, mode os.FileMode) (err error) {
 		return err
 	}
 	tmp := f.Name()
+	owner.Match(f, path)
 	defer func() {
 		if err != nil {
 			os.Remove(tmp)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -118,4 +119,45 @@ func TestPublishDir(t *testing.T) {
 		t.Fatalf("the file at the destination became %q", b)
 	}
 	os.RemoveAll(tmp)
+}
+
+// TestWriteFileKeepsTheOwner: run as root, a file replaced in another
+// account's directory (a data directory's sync state, dev keys, a seal
+// note; a token file installed root:custos) keeps that file's owner and
+// group, and a new one takes the directory's: before, each became root's,
+// mode 0600 or 0400, and the account serve runs as could no longer read
+// it. Found by probe-ops (the token file).
+func TestWriteFileKeepsTheOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a process run as root writes files of another account")
+	}
+	const nobody = 65534
+	dir := t.TempDir()
+	if err := os.Chown(dir, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	owner := func(p string) (uint32, uint32) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		return st.Uid, st.Gid
+	}
+	p := filepath.Join(dir, "sync-x.json")
+	if err := WriteFile(p, []byte("new\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if u, g := owner(p); u != nobody || g != nobody {
+		t.Errorf("a new file in a directory of %d: owner %d:%d", nobody, u, g)
+	}
+	if err := os.Chown(p, 0, nobody); err != nil { // root:custos, as installed
+		t.Fatal(err)
+	}
+	if err := WriteFile(p, []byte("again\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if u, g := owner(p); u != 0 || g != nobody {
+		t.Errorf("a replaced file of 0:%d: owner %d:%d", nobody, u, g)
+	}
 }
