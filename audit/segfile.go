@@ -3,8 +3,11 @@ package audit
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 
+	"github.com/custos-mcp/custos/internal/owner"
 	"github.com/custos-mcp/custos/internal/regularfile"
 )
 
@@ -16,11 +19,37 @@ import (
 // D/audit.db and created or initialized its target, wherever it pointed, as
 // a bbolt file owned by root; a reader hung in open(2) on a FIFO there.
 // The lock file beside it is opened the same way (lockLog).
+//
+// A segment file it creates (a writer's first, or the next one a seal
+// makes) is given, run as root, to the owner of its directory
+// (owner.Match): made root's with mode 0600 by a root 'custos sync' or
+// auditor command on a new data directory, it kept 'custos serve', running
+// as the directory's owner, out of its own audit log. A file that already
+// exists keeps its owner.
 func openSegmentFile(name string, flag int, perm os.FileMode) (*os.File, error) {
-	f, err := regularfile.Open(name, flag, perm, regularfile.NoFollow)
+	f, err := openSegment(name, flag, perm)
 	var nr *regularfile.NotRegularError
 	if errors.As(err, &nr) {
 		return nil, fmt.Errorf("audit segment %s is not a regular file (it is %s): custos writes its segments as regular files and opens nothing else in their place; keep segments on another disk in the archive directory (audit.archive_dir), not behind a link", name, nr.Kind)
+	}
+	return f, err
+}
+
+func openSegment(name string, flag int, perm os.FileMode) (*os.File, error) {
+	open := func(flag int) (*os.File, error) { return regularfile.Open(name, flag, perm, regularfile.NoFollow) }
+	if flag&os.O_CREATE == 0 {
+		return open(flag)
+	}
+	f, err := open(flag &^ os.O_CREATE)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return f, err
+	}
+	f, err = open(flag | os.O_EXCL)
+	if errors.Is(err, fs.ErrExist) { // another process made it meanwhile
+		return open(flag &^ os.O_CREATE)
+	}
+	if err == nil {
+		owner.Match(f, filepath.Dir(name))
 	}
 	return f, err
 }
