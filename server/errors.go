@@ -48,6 +48,20 @@ var (
 	ErrMalformedInput = errors.New("server: malformed input on stdio: a line is not one JSON-RPC 2.0 message (the line is not repeated here)")
 )
 
+// CodeRequestCancelled answers a request its client cancelled
+// (notifications/cancelled, or the HTTP request gone) before its audit
+// record was confirmed: nothing was released. MCP defines no code for it
+// (a cancelled request need not be answered at all) and JSON-RPC reserves
+// -32768 to -32000; -32800 is the code LSP gives a cancelled request. The
+// go-sdk answered such requests with code 0, which is no JSON-RPC error
+// code.
+const CodeRequestCancelled = -32800
+
+// cancelled is the answer to a request cancelled by its client.
+func cancelled() error {
+	return &jsonrpc.Error{Code: CodeRequestCancelled, Message: "request cancelled by the client: nothing released"}
+}
+
 // notFound is the one answer for "does not exist" and "not allowed".
 func notFound(uri string) error {
 	data, _ := json.Marshal(map[string]string{"uri": uri})
