@@ -151,3 +151,45 @@ func TestCancelledReadIsNotAnAuditFailure(t *testing.T) {
 		}
 	}
 }
+
+// The go-sdk answers a few requests with a plain Go error, which went on
+// the wire with code 0, no JSON-RPC error code at all: a second
+// initialize in a session (over HTTP and stdio), a request before
+// initialize (stdio). They are invalid requests, -32600.
+func TestSessionStateErrorsHaveACode(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	sid := rawSession(t, hs.url, tok)
+	_, _, msg := post(t, hs.url, tok, map[string]string{"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": sid},
+		`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	e, _ := msg["error"].(map[string]any)
+	if code, _ := e["code"].(float64); code != jsonrpc.CodeInvalidRequest {
+		t.Errorf("HTTP: a second initialize answered %v, want %d", msg, jsonrpc.CodeInvalidRequest)
+	}
+
+	ctx, conn := rawConn(t, f, f.identity("clinician"))
+	init := map[string]any{"protocolVersion": rev2025, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}}
+	for i, c := range []struct {
+		name, method string
+		params       any
+	}{
+		{"a list before initialize", "resources/list", map[string]any{}},
+		{"initialize", "initialize", init},
+		{"a second initialize", "initialize", init},
+	} {
+		id := i + 1
+		send(t, ctx, conn, id, c.method, c.params)
+		r := answerTo(t, ctx, conn, id)
+		if c.name == "initialize" {
+			if r.Error != nil {
+				t.Fatalf("stdio: initialize: %v", r.Error)
+			}
+			continue
+		}
+		var je *jsonrpc.Error
+		if !errors.As(r.Error, &je) || je.Code != jsonrpc.CodeInvalidRequest {
+			t.Errorf("stdio: %s answered %v, want %d", c.name, r.Error, jsonrpc.CodeInvalidRequest)
+		}
+	}
+}

@@ -265,6 +265,7 @@ func (s *Server) middleware(ident identityFunc) mcp.Middleware {
 				// opened are custos_requests_total{method="initialize"}.
 				start := time.Now()
 				res, err := next(ctx, method, req)
+				err = codedError(err) // a second initialize: the SDK's error has no code
 				s.cfg.Metrics.ObserveRequest(method, outcomeOf(err), time.Since(start))
 				return res, err
 			case !strings.HasPrefix(method, "resources/"):
