@@ -175,6 +175,9 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 	})
 	sessions := newSessionCap(s, ms).handler(stateful)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuseContentCoding(w, r) {
+			return // a compressed body, which neither handler would decode
+		}
 		if refuseVersionHeader(w, r) {
 			return // a GET or DELETE with a header that is no revision
 		}
@@ -276,6 +279,29 @@ func revisionForm(v string) bool {
 		}
 	}
 	return true
+}
+
+// refuseContentCoding answers a POST whose body has a content coding
+// other than identity (Content-Encoding: gzip, deflate, br, ...) with 415
+// naming Content-Encoding and Accept-Encoding: identity (RFC 9110
+// §15.5.16, §12.5.3), and reports whether it did. The body was read as
+// JSON as it came and answered -32700 "the body is not one valid JSON
+// value", which told a client that compressed its requests nothing of
+// what it did wrong. The header's value is not repeated.
+func refuseContentCoding(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				w.Header().Set("Accept-Encoding", "identity")
+				http.Error(w, "Unsupported Media Type: a request body with a Content-Encoding is not supported; send it uncompressed", http.StatusUnsupportedMediaType)
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // refuseVersionHeader answers a GET or DELETE whose MCP-Protocol-Version
