@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -181,6 +182,9 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 		if refuseVersionHeader(w, r) {
 			return // a GET or DELETE with a header that is no revision
 		}
+		if refuseLastEventID(w, r) {
+			return // a Last-Event-ID the SDK would quote back
+		}
 		if checkParams(w, r) {
 			return // params the SDK would quote back: answered without them
 		}
@@ -302,6 +306,26 @@ func refuseContentCoding(w http.ResponseWriter, r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// refuseLastEventID answers a GET whose Last-Event-ID is not of the form
+// the go-sdk parses (STREAM_INDEX, INDEX a non-negative integer) with 400
+// naming the header, and reports whether it did. The SDK's own answer,
+// `malformed Last-Event-ID "<the header>"`, quotes client input back. A
+// header of that form is left to the SDK (which replays nothing: custos
+// keeps no event store, and says "stream replay unsupported").
+func refuseLastEventID(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodGet || len(r.Header.Values("Last-Event-ID")) == 0 {
+		return false
+	}
+	parts := strings.Split(r.Header.Get("Last-Event-ID"), "_")
+	if len(parts) == 2 {
+		if n, err := strconv.Atoi(parts[1]); err == nil && n >= 0 {
+			return false
+		}
+	}
+	http.Error(w, "Bad Request: malformed Last-Event-ID (want STREAM_INDEX; the value is not repeated)", http.StatusBadRequest)
+	return true
 }
 
 // refuseVersionHeader answers a GET or DELETE whose MCP-Protocol-Version
