@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -176,6 +177,9 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 	})
 	sessions := newSessionCap(s, ms).handler(stateful)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuseRebinding(w, r) {
+			return // a Host the SDK would refuse quoting it
+		}
 		if refuseContentCoding(w, r) {
 			return // a compressed body, which neither handler would decode
 		}
@@ -283,6 +287,35 @@ func revisionForm(v string) bool {
 		}
 	}
 	return true
+}
+
+// refuseRebinding answers a request that reached a loopback address
+// naming a Host that is not a loopback one with 403 naming the Host
+// header, and reports whether it did. It is the go-sdk's DNS-rebinding
+// protection, with the SDK's test (loopbackHost mirrors its
+// util.IsLoopback), whose answer, `Forbidden: invalid Host header
+// "<the header>"`, quotes client input back.
+func refuseRebinding(w http.ResponseWriter, r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil || !loopbackHost(local.String()) || loopbackHost(r.Host) {
+		return false
+	}
+	http.Error(w, "Forbidden: invalid Host header: a server listening on a loopback address answers only requests naming a loopback host (DNS rebinding protection; the value is not repeated)", http.StatusForbidden)
+	return true
+}
+
+// loopbackHost reports whether addr (host, or host:port) is localhost or
+// a loopback IP address, as the go-sdk's util.IsLoopback does.
+func loopbackHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // refuseContentCoding answers a POST whose body has a content coding
