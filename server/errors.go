@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,6 +48,39 @@ var (
 	// says what was wrong without it. The client must reconnect.
 	ErrMalformedInput = errors.New("server: malformed input on stdio: a line is not one JSON-RPC 2.0 message (the line is not repeated here)")
 )
+
+// CodeRequestCancelled answers a request its client cancelled
+// (notifications/cancelled, or the HTTP request gone) before its audit
+// record was confirmed: nothing was released. MCP defines no code for it
+// (a cancelled request need not be answered at all) and JSON-RPC reserves
+// -32768 to -32000; -32800 is the code LSP gives a cancelled request. The
+// go-sdk answered such requests with code 0, which is no JSON-RPC error
+// code.
+const CodeRequestCancelled = -32800
+
+// cancelled is the answer to a request cancelled by its client.
+func cancelled() error {
+	return &jsonrpc.Error{Code: CodeRequestCancelled, Message: "request cancelled by the client: nothing released"}
+}
+
+// codedError gives err a JSON-RPC error code if it has none. The go-sdk
+// answers a few requests with a plain Go error, which it writes with code
+// 0, no JSON-RPC code at all: a second initialize in a session, a request
+// before initialize ("method ... is invalid during session
+// initialization"; the method is one the server knows, unknown ones are
+// answered before), both -32600 here, and a request cancelled before its
+// handler ran ("context canceled"), -32800 as cancelled() answers one
+// cancelled later. custos's own handlers answer *jsonrpc.Error only.
+func codedError(err error) error {
+	var je *jsonrpc.Error
+	switch {
+	case err == nil || errors.As(err, &je):
+		return err
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return cancelled()
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: " + err.Error()}
+}
 
 // notFound is the one answer for "does not exist" and "not allowed".
 func notFound(uri string) error {

@@ -665,6 +665,14 @@ func (c paramsCheckedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 }
 
 func (c paramsCheckedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if resp, ok := msg.(*jsonrpc.Response); ok && resp.Error != nil {
+		// The SDK's answers that carry no code (codedError): a request
+		// before initialize or cancelled before its handler ran never
+		// reaches the middleware.
+		coded := *resp
+		coded.Error = codedError(resp.Error)
+		msg = &coded
+	}
 	if resp, ok := msg.(*jsonrpc.Response); ok && c.gate != nil {
 		c.gate.noteAnswer(resp)
 	}

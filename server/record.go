@@ -343,6 +343,16 @@ func (s *Server) commitInput(ctx context.Context, e audit.Entry, in *policy.Inpu
 		s.log.Error("audit keyed-hash key unavailable; request refused", "action", e.Action, "err", kerr)
 		return rec, refused("keys unavailable: request refused, nothing released")
 	}
+	if err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The caller went away (notifications/cancelled, an HTTP client
+		// gone, the server stopping) before the record was confirmed: not
+		// a failure of the audit log, nothing is released, and the record
+		// may still be committed (an audited request that was not served
+		// is harmless). Not a refusal either: counted as outcome "error",
+		// not "refused", which CustosRequestsRefused pages on.
+		s.log.Info("request cancelled before its audit record was confirmed; nothing released", "action", e.Action, "outcome", e.Outcome)
+		return rec, cancelled()
+	}
 	if err != nil {
 		s.log.Error("audit append failed; request refused", "action", e.Action, "outcome", e.Outcome, "err", err)
 		if errors.Is(err, audit.ErrIntegrity) {

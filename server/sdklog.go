@@ -28,6 +28,19 @@ var sdkQuoting = map[string]string{
 	"rejecting request with protocol version ": "rejecting request with an unsupported protocol version (the stateful handler serves revisions before 2026-07-28)",
 }
 
+// sdkClientMistakes are the go-sdk's error-level messages about a
+// client's mistake in the protocol, which any caller can cause as often as
+// it likes: they are logged as warnings. An error line means the server
+// failed (docs/operations.md: a request refused because the audit log,
+// the policy or the payload failed), and these were among them.
+var sdkClientMistakes = map[string]bool{
+	"method removed in the new protocol":   true, // ping, initialize, ... on 2026-07-28
+	"duplicate initialize request":         true,
+	"method invalid during initialization": true,
+	"initialized before initialize":        true,
+	"duplicate initialized notification":   true,
+}
+
 // sdkMessage is msg with any client input it quotes removed (sdkQuoting).
 func sdkMessage(msg string) string {
 	for prefix, quiet := range sdkQuoting {
@@ -43,7 +56,14 @@ func (s sdkLogHandler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (s sdkLogHandler) Handle(ctx context.Context, r slog.Record) error {
-	out := slog.NewRecord(r.Time, r.Level, sdkMessage(r.Message), r.PC)
+	level := r.Level
+	if level > slog.LevelWarn && sdkClientMistakes[r.Message] {
+		level = slog.LevelWarn
+		if !s.h.Enabled(ctx, level) {
+			return nil
+		}
+	}
+	out := slog.NewRecord(r.Time, level, sdkMessage(r.Message), r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		if !sdkDropped[a.Key] {
 			out.AddAttrs(a)

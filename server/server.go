@@ -265,6 +265,7 @@ func (s *Server) middleware(ident identityFunc) mcp.Middleware {
 				// opened are custos_requests_total{method="initialize"}.
 				start := time.Now()
 				res, err := next(ctx, method, req)
+				err = codedError(err) // a second initialize: the SDK's error has no code
 				s.cfg.Metrics.ObserveRequest(method, outcomeOf(err), time.Since(start))
 				return res, err
 			case !strings.HasPrefix(method, "resources/"):
@@ -304,18 +305,17 @@ func forRevision(req mcp.Request, res mcp.Result, err error) (mcp.Result, error)
 }
 
 // modernRequest reports whether req follows revision 2026-07-28 or later:
-// by the protocol version in its _meta (stateless requests carry it) or
-// by the version its session negotiated.
+// by the protocol version in its own _meta, which every request of those
+// revisions carries (the go-sdk refuses one without it). A session opened
+// by initialize never speaks them, whatever the client offered: the SDK
+// negotiates 2025-11-25 or earlier for an offer of 2026-07-28, of a later
+// date or of no date ("zzz"), and InitializeParams keeps the offer, not
+// what was negotiated (judged by it, such a session was answered -32602
+// for not found and served subscriptions/listen;
+// TestSessionSpeaksTheNegotiatedRevision).
 func modernRequest(req mcp.Request) bool {
-	if p := req.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() && statelessRevision(p.GetMeta()) {
-		return true
-	}
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
-		if ip := ss.InitializeParams(); ip != nil {
-			return ip.ProtocolVersion >= ProtocolStateless
-		}
-	}
-	return false
+	p := req.GetParams()
+	return p != nil && !reflect.ValueOf(p).IsNil() && statelessRevision(p.GetMeta())
 }
 
 // completeRead is a read result marked resultType "complete" on the wire.

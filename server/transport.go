@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -175,8 +177,17 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 	})
 	sessions := newSessionCap(s, ms).handler(stateful)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuseRebinding(w, r) {
+			return // a Host the SDK would refuse quoting it
+		}
+		if refuseContentCoding(w, r) {
+			return // a compressed body, which neither handler would decode
+		}
 		if refuseVersionHeader(w, r) {
 			return // a GET or DELETE with a header that is no revision
+		}
+		if refuseLastEventID(w, r) {
+			return // a Last-Event-ID the SDK would quote back
 		}
 		if checkParams(w, r) {
 			return // params the SDK would quote back: answered without them
@@ -275,6 +286,78 @@ func revisionForm(v string) bool {
 			return false
 		}
 	}
+	return true
+}
+
+// refuseRebinding answers a request that reached a loopback address
+// naming a Host that is not a loopback one with 403 naming the Host
+// header, and reports whether it did. It is the go-sdk's DNS-rebinding
+// protection, with the SDK's test (loopbackHost mirrors its
+// util.IsLoopback), whose answer, `Forbidden: invalid Host header
+// "<the header>"`, quotes client input back.
+func refuseRebinding(w http.ResponseWriter, r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil || !loopbackHost(local.String()) || loopbackHost(r.Host) {
+		return false
+	}
+	http.Error(w, "Forbidden: invalid Host header: a server listening on a loopback address answers only requests naming a loopback host (DNS rebinding protection; the value is not repeated)", http.StatusForbidden)
+	return true
+}
+
+// loopbackHost reports whether addr (host, or host:port) is localhost or
+// a loopback IP address, as the go-sdk's util.IsLoopback does.
+func loopbackHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// refuseContentCoding answers a POST whose body has a content coding
+// other than identity (Content-Encoding: gzip, deflate, br, ...) with 415
+// naming Content-Encoding and Accept-Encoding: identity (RFC 9110
+// §15.5.16, §12.5.3), and reports whether it did. The body was read as
+// JSON as it came and answered -32700 "the body is not one valid JSON
+// value", which told a client that compressed its requests nothing of
+// what it did wrong. The header's value is not repeated.
+func refuseContentCoding(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				w.Header().Set("Accept-Encoding", "identity")
+				http.Error(w, "Unsupported Media Type: a request body with a Content-Encoding is not supported; send it uncompressed", http.StatusUnsupportedMediaType)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// refuseLastEventID answers a GET whose Last-Event-ID is not of the form
+// the go-sdk parses (STREAM_INDEX, INDEX a non-negative integer) with 400
+// naming the header, and reports whether it did. The SDK's own answer,
+// `malformed Last-Event-ID "<the header>"`, quotes client input back. A
+// header of that form is left to the SDK (which replays nothing: custos
+// keeps no event store, and says "stream replay unsupported").
+func refuseLastEventID(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodGet || len(r.Header.Values("Last-Event-ID")) == 0 {
+		return false
+	}
+	parts := strings.Split(r.Header.Get("Last-Event-ID"), "_")
+	if len(parts) == 2 {
+		if n, err := strconv.Atoi(parts[1]); err == nil && n >= 0 {
+			return false
+		}
+	}
+	http.Error(w, "Bad Request: malformed Last-Event-ID (want STREAM_INDEX; the value is not repeated)", http.StatusBadRequest)
 	return true
 }
 

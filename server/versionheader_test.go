@@ -174,3 +174,76 @@ func TestBatchWithUnknownNotificationOrOneIDTwiceIsRefused(t *testing.T) {
 		t.Errorf("%d records written: a refused batch ran", n)
 	}
 }
+
+// A session speaks the revision initialize negotiated, not the one the
+// client offered. The go-sdk negotiates 2025-11-25 for an offer it does not
+// support for sessions (2026-07-28, which has no initialize, a later date,
+// or no date at all: "zzz" sorts after every revision), but the server
+// judged the revision of a session's requests by the offer: such a session
+// was answered in 2026-07-28's terms (a missing resource -32602 instead of
+// -32002, a read result with resultType) and was served
+// subscriptions/listen, a method of 2026-07-28 only.
+func TestSessionSpeaksTheNegotiatedRevision(t *testing.T) {
+	f := newFixture(t, "")
+	hidden, missing := hiddenAndMissing(t, f, "clinician")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	for _, offer := range []string{rev2026, "2099-01-01", "zzz"} {
+		t.Run(offer, func(t *testing.T) {
+			_, hdr, init := post(t, hs.url, tok, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+offer+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+			res, _ := init["result"].(map[string]any)
+			if got, _ := res["protocolVersion"].(string); got != rev2025 {
+				t.Fatalf("initialize offering %q negotiated %q, want %s", offer, got, rev2025)
+			}
+			h := map[string]string{"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": hdr.Get("Mcp-Session-Id")}
+			post(t, hs.url, tok, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			for _, uri := range []string{missing, hidden} {
+				_, _, msg := post(t, hs.url, tok, h, `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"`+uri+`"}}`)
+				e, _ := msg["error"].(map[string]any)
+				if code, _ := e["code"].(float64); int64(code) != server.CodeResourceNotFound {
+					t.Errorf("read of a resource not shown: %v; want %d, the code of %s", msg, server.CodeResourceNotFound, rev2025)
+				}
+			}
+			list := f.allURIs()
+			var readable string
+			for _, r := range list {
+				if r.URI != hidden {
+					_, _, msg := post(t, hs.url, tok, h, `{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"`+r.URI+`"}}`)
+					if res, ok := msg["result"].(map[string]any); ok {
+						readable = r.URI
+						if _, ok := res["resultType"]; ok {
+							t.Errorf("read result in a %s session has resultType (a field of %s)", rev2025, rev2026)
+						}
+						break
+					}
+				}
+			}
+			if readable == "" {
+				t.Fatal("the clinician reads nothing")
+			}
+			before := len(f.records())
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.url, strings.NewReader(`{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["`+readable+`"]}}}`))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			for k, v := range h {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			buf := make([]byte, 4096)
+			n, _ := io.ReadAtLeast(resp.Body, buf, 1)
+			if got := string(buf[:n]); !strings.Contains(got, `"code":-32601`) || strings.Contains(got, "acknowledged") {
+				t.Errorf("listen in a %s session answered %s, want -32601", rev2025, got)
+			}
+			if n := len(f.records()) - before; n != 0 {
+				t.Errorf("%d records written for a method of another revision", n)
+			}
+		})
+	}
+}
