@@ -36,7 +36,7 @@ import (
 func lockLog(path string, exclusive bool, timeout time.Duration) (release func(), err error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		release, err := lockLogFile(path, exclusive, time.Until(deadline))
+		release, err := lockLogFile(path, exclusive, time.Until(deadline), timeout)
 		if !errors.Is(err, errStaleLock) {
 			return release, err
 		}
@@ -47,8 +47,9 @@ func lockLog(path string, exclusive bool, timeout time.Duration) (release func()
 // the one at its name (released again): lockLog tries again.
 var errStaleLock = errors.New("audit: the lock file was moved while waiting")
 
-// lockLogFile is one attempt of lockLog.
-func lockLogFile(path string, exclusive bool, timeout time.Duration) (release func(), err error) {
+// lockLogFile is one attempt of lockLog, waiting at most wait; its
+// ErrLocked names lockLog's whole timeout.
+func lockLogFile(path string, exclusive bool, wait, timeout time.Duration) (release func(), err error) {
 	lp := LockFile(path)
 	var f *os.File
 	how := syscall.LOCK_SH
@@ -83,7 +84,7 @@ func lockLogFile(path string, exclusive bool, timeout time.Duration) (release fu
 	if exclusive {
 		giveToLogOwner(f, fi, path)
 	}
-	unlock, err := flock.Wait(f, how, timeout)
+	unlock, err := flock.Wait(f, how, wait)
 	switch {
 	case errors.Is(err, flock.ErrTimeout):
 		f.Close()
