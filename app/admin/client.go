@@ -253,6 +253,11 @@ func (c *Client) post(ctx context.Context, name string, req any, hdr http.Header
 		// The access record may have been written: say only what is known.
 		return nil, fmt.Errorf("admin: %s: the server closed the connection before answering (it stopped or is stopping); no output was received: run the command again", c.path)
 	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) {
+		// The connection could not be made: the server stopped after the
+		// ping (its socket removed, or nobody accepts on it).
+		return nil, fmt.Errorf("admin: %s: the server stopped before the request reached it (its socket is gone or refuses connections); nothing was sent: run the command again", c.path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("admin: %s: %w", c.path, err)
 	}

@@ -125,3 +125,30 @@ func TestServerClosesDuringThePing(t *testing.T) {
 		t.Errorf("the error names the internal request: %v", err)
 	}
 }
+
+// TestServerGoneBeforeTheRequest: a server that stops between the ping
+// and the operation's request (its socket removed) gives an error that
+// says so and that nothing was sent, not Go's bare `Post
+// "http://custos-admin/v1/report": dial unix …: connect: no such file or
+// directory` (probe-chaos seed 31337 iter 38: audit report as serve stopped).
+func TestServerGoneBeforeTheRequest(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "audit.db"), nil, 0o600); err != nil { // owned by this test's uid
+		t.Fatal(err)
+	}
+	hs := fakeServer(t, dir, func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the operation reached the server")
+	})
+	go hs.Serve(hs.ln)
+	c, err := Dial(context.Background(), Path(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hs.Close() // the server stops: its listener and socket file go
+	c.hc.CloseIdleConnections()
+	_, err = c.Do(context.Background(), access.OpVerify, access.VerifyRequest{}, access.Discard)
+	if err == nil || !strings.Contains(err.Error(), "nothing was sent") || strings.Contains(err.Error(), "http://") {
+		t.Fatalf("server gone before the request: %v; want an error saying nothing was sent, without the internal URL", err)
+	}
+}
