@@ -107,10 +107,11 @@ func withAuditReader(cmd *cobra.Command, d dataDir, fn func(auditReader) error) 
 		}
 		if errors.Is(err, audit.ErrLocked) {
 			// No server answers, so the holder is another auditor command
-			// on the stopped server's files or a server still starting
-			// (its socket comes last). lockHint's "work on a copy" is
-			// wrong here: a copy of a log being written can be torn.
-			return fmt.Errorf("%w: no server answers on %s, but another process holds %s: another auditor command working on the stopped server's files, or a server still starting (retry when it is done), or a server whose admin socket was removed (restart it)", err, sock, d.audit())
+			// on the stopped server's files, a server still starting (its
+			// socket comes last) or one stopping (its socket goes first).
+			// lockHint's "work on a copy" is wrong here: a copy of a log
+			// being written can be torn.
+			return fmt.Errorf("%w: no server answers on %s, but another process holds %s: another auditor command working on the stopped server's files, or a server starting or stopping (its socket is made last and removed first, before it finishes the requests in flight; retry when it is done), or a server whose admin socket was removed (restart it)", err, sock, d.audit())
 		}
 		if errors.Is(err, os.ErrPermission) {
 			if f, oerr := os.OpenFile(d.audit(), os.O_RDWR, 0); oerr == nil {

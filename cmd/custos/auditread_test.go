@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +78,28 @@ func TestAuditReaderUsesAServerThatFinishedStarting(t *testing.T) {
 	}
 	if via != "the server" {
 		t.Fatalf("the operation ran in %s, not through the server that holds the log", via)
+	}
+}
+
+// TestAuditReaderLockedWithoutSocketNamesAStoppingServer: with no admin
+// socket and the log's lock held, the holder may be a server that is
+// stopping: it removes its socket first, then finishes the requests in
+// flight (a compliance report can take seconds) before it closes the log.
+// The error must name that case too; it named only another auditor
+// command, a server starting and a removed socket (probe-chaos seed 2718
+// iter 49: audit report while serve, SIGINTed, finished a compliance
+// report).
+func TestAuditReaderLockedWithoutSocketNamesAStoppingServer(t *testing.T) {
+	d := t.TempDir()
+	log, err := audit.Open(filepath.Join(d, "audit.db"), audit.Options{Node: "test", Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := &cobra.Command{}
+	cmd.SetContext(context.Background())
+	err = withAuditReader(cmd, dataDir(d), func(auditReader) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "starting or stopping") {
+		t.Fatalf("withAuditReader with the lock held and no socket: %v; want it to name a server stopping", err)
 	}
 }
