@@ -405,6 +405,12 @@ func (a *App) startCheckpoints(ctx context.Context) error {
 		return fmt.Errorf("reading anchored checkpoints: %w", err)
 	}
 	if err := checkpoint.CheckAgainst(ctx, a.audit, entries, verifiers); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// Stopped (SIGTERM, SIGINT) while checking: nothing is known
+			// against the log, and saying it does not match its
+			// checkpoints would be a false tamper alarm.
+			return fmt.Errorf("stopped while checking the audit log against its anchored checkpoints: %w", err)
+		}
 		if errors.Is(err, checkpoint.ErrBadSignature) {
 			// The anchored origin is in err; name this server's beside it
 			// (another --node or --deployment is the usual cause).

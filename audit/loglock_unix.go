@@ -26,7 +26,31 @@ import (
 // the sealed file, and took the running writer's files for an interrupted
 // seal (recoverSeal), renaming a new segment over the live one the writer
 // was still appending to. The lock file is never renamed.
+//
+// Its directory may be, while Open waits: custos restore --force renames
+// the data directory aside and the restored one into its place. The lock
+// taken is then that of the file opened before, now in the directory moved
+// aside, while Open goes on to open the restored log by name, whose lock
+// file another writer could take. So once locked, the file must still be
+// the one at its name; if it is not, lockLog starts again on the file now
+// there, within the same timeout.
 func lockLog(path string, exclusive bool, timeout time.Duration) (release func(), err error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		release, err := lockLogFile(path, exclusive, time.Until(deadline), timeout)
+		if !errors.Is(err, errStaleLock) {
+			return release, err
+		}
+	}
+}
+
+// errStaleLock is lockLogFile's error when the file it locked is no longer
+// the one at its name (released again): lockLog tries again.
+var errStaleLock = errors.New("audit: the lock file was moved while waiting")
+
+// lockLogFile is one attempt of lockLog, waiting at most wait; its
+// ErrLocked names lockLog's whole timeout.
+func lockLogFile(path string, exclusive bool, wait, timeout time.Duration) (release func(), err error) {
 	lp := LockFile(path)
 	how, flag, perm := syscall.LOCK_SH, os.O_RDONLY, os.FileMode(0)
 	if exclusive {
@@ -46,10 +70,15 @@ func lockLog(path string, exclusive bool, timeout time.Duration) (release func()
 	case err != nil:
 		return func() {}, nil
 	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("audit: lock file %s: %w", lp, err)
+	}
 	if exclusive {
 		giveToLogOwner(f, path)
 	}
-	unlock, err := flock.Wait(f, how, timeout)
+	unlock, err := flock.Wait(f, how, wait)
 	switch {
 	case errors.Is(err, flock.ErrTimeout):
 		f.Close()
@@ -57,6 +86,11 @@ func lockLog(path string, exclusive bool, timeout time.Duration) (release func()
 	case err != nil:
 		f.Close()
 		return nil, fmt.Errorf("audit: lock file %s: %w", lp, err)
+	}
+	if now, err := os.Lstat(lp); err != nil || !os.SameFile(fi, now) {
+		unlock()
+		f.Close()
+		return nil, errStaleLock
 	}
 	return func() {
 		unlock()

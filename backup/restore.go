@@ -88,7 +88,9 @@ type RestoreResult struct {
 // Restore restores the backup From into DataDir, all or nothing:
 //
 //  1. the backup verifies (Verify, with signatures);
-//  2. DataDir is not in use, and empty unless Force;
+//  2. DataDir is not in use, and empty unless Force; its audit log, if it
+//     has one, stays open read-only (its lock held shared) until step 5 is
+//     done, so that no server can start on it meanwhile;
 //  3. the backup's log is checked against every checkpoint anchored in
 //     DataDir and in Anchors: those at or below its head must match
 //     (checkpoint.CheckAgainst; a fork is always refused); any larger one
@@ -127,10 +129,15 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 	}
 	m := rep.Manifest
 	res.Manifest = m
-	exists, err := checkDataDir(o)
+	exists, release, err := checkDataDir(o)
 	if err != nil {
 		return res, err
 	}
+	// Held until the data directory is swapped: a server starting on it
+	// meanwhile waits for the log's lock and fails, instead of appending
+	// the records of what it releases to the directory moved aside (or
+	// taking the old directory's lock and the restored log).
+	defer release()
 
 	// The anchored checkpoints: the data directory's (if it has one) and
 	// every external anchor's.
@@ -251,31 +258,36 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 }
 
 // checkDataDir checks that o.DataDir is not in use and may be replaced; it
-// reports whether it exists with something in it.
-func checkDataDir(o RestoreOptions) (bool, error) {
+// reports whether it exists with something in it. While it holds an audit
+// log, checkDataDir keeps that log open read-only, which holds the log's
+// lock shared so that no writer (a server starting) can open it, until
+// release is called: after the swap. release is never nil.
+func checkDataDir(o RestoreOptions) (exists bool, release func(), err error) {
+	release = func() {}
 	entries, err := os.ReadDir(o.DataDir)
 	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
+		return false, release, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("backup: %w", err)
+		return false, release, fmt.Errorf("backup: %w", err)
 	}
 	if len(entries) == 0 {
-		return false, nil
+		return false, release, nil
 	}
 	if p := filepath.Join(o.DataDir, FileAudit); fileExists(p) {
 		l, err := audit.Open(p, audit.Options{ReadOnly: true, Timeout: o.Timeout})
 		if errors.Is(err, audit.ErrLocked) {
-			return true, fmt.Errorf("%w: %s", ErrServing, o.DataDir)
+			return true, release, fmt.Errorf("%w: %s", ErrServing, o.DataDir)
 		}
 		if err == nil {
-			l.Close()
+			release = func() { l.Close() }
 		}
 	}
 	if !o.Force {
-		return true, fmt.Errorf("%w: %s (pass --force to replace it; it is kept beside as %s.replaced-TIME)", ErrDataDirExists, o.DataDir, filepath.Clean(o.DataDir))
+		release()
+		return true, func() {}, fmt.Errorf("%w: %s (pass --force to replace it; it is kept beside as %s.replaced-TIME)", ErrDataDirExists, o.DataDir, filepath.Clean(o.DataDir))
 	}
-	return true, nil
+	return true, release, nil
 }
 
 // resolveLink returns the directory a data directory that is a symbolic

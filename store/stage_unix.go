@@ -19,7 +19,29 @@ import (
 // Run as root, it gives the file to the owner of ref (the catalog, or its
 // directory while there is none): created by root with mode 0600, it kept
 // that account's later imports out.
+//
+// The data directory may be swapped while it waits (custos restore --force
+// renames it aside and the restored one into its place): the file locked
+// is then the one in the directory moved aside, while the import goes on
+// with the catalog at its name, whose lock another import could take. So
+// once locked, the file must still be the one at path; if not, lockFile
+// starts again on the file now there, within the same timeout.
 func lockFile(path, ref string, timeout time.Duration) (func(), error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		unlock, err := lockFileOnce(path, ref, time.Until(deadline))
+		if !errors.Is(err, errStaleLock) {
+			return unlock, err
+		}
+	}
+}
+
+// errStaleLock is lockFileOnce's error when the file it locked is no
+// longer the one at its name (released again): lockFile tries again.
+var errStaleLock = errors.New("store: import lock: the lock file was moved while waiting")
+
+// lockFileOnce is one attempt of lockFile.
+func lockFileOnce(path, ref string, timeout time.Duration) (func(), error) {
 	// O_NOFOLLOW: the lock file is in a directory its owner controls, and
 	// an import run as root created the target of a symbolic link there.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
@@ -38,6 +60,17 @@ func lockFile(path, ref string, timeout time.Duration) (func(), error) {
 	case err != nil:
 		f.Close()
 		return nil, fmt.Errorf("store: import lock: %w", err)
+	}
+	locked, err := f.Stat()
+	if err != nil {
+		unlock()
+		f.Close()
+		return nil, fmt.Errorf("store: import lock: %w", pathless(err))
+	}
+	if now, err := os.Lstat(path); err != nil || !os.SameFile(locked, now) {
+		unlock()
+		f.Close()
+		return nil, errStaleLock // moved or removed: try the file now at path
 	}
 	return func() {
 		unlock()

@@ -25,8 +25,9 @@ var (
 	// directory (or one that predates the socket). The caller may open
 	// the log itself, under its exclusive lock.
 	ErrNoSocket = errors.New("admin: no admin socket")
-	// ErrNoAnswer: the socket exists but nobody accepts connections on it:
-	// a server is starting or stopping, or crashed and left it. The caller
+	// ErrNoAnswer: the socket exists but nobody accepts connections on it,
+	// or the connection was closed before the ping was answered: a server
+	// is starting or stopping, or crashed (also while answering) and left it. The caller
 	// may try the log's lock; it must not delete the socket.
 	ErrNoAnswer = errors.New("admin: the admin socket does not answer")
 	// ErrOtherServer: a server answers on the socket, but it serves
@@ -85,7 +86,11 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) {
+		// Refused, gone, or closed before any answer (a server killed
+		// while it answered the ping): nobody serves on the socket. Only
+		// the ping was sent, so the caller may go on to the log's lock.
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) ||
+			errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 			return nil, fmt.Errorf("%w: %s", ErrNoAnswer, path)
 		}
 		if ue := (*url.Error)(nil); errors.Is(err, ErrOtherServer) && errors.As(err, &ue) {
@@ -247,6 +252,11 @@ func (c *Client) post(ctx context.Context, name string, req any, hdr http.Header
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 		// The access record may have been written: say only what is known.
 		return nil, fmt.Errorf("admin: %s: the server closed the connection before answering (it stopped or is stopping); no output was received: run the command again", c.path)
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) {
+		// The connection could not be made: the server stopped after the
+		// ping (its socket removed, or nobody accepts on it).
+		return nil, fmt.Errorf("admin: %s: the server stopped before the request reached it (its socket is gone or refuses connections); nothing was sent: run the command again", c.path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("admin: %s: %w", c.path, err)

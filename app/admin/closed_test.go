@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -88,5 +89,66 @@ func TestServerThatDoesNotAnswer(t *testing.T) {
 	_, err = Dial(context.Background(), Path(dir))
 	if err == nil || !strings.Contains(err.Error(), "did not answer") {
 		t.Fatalf("a suspended server: %v; want an error saying it did not answer", err)
+	}
+}
+
+// TestServerClosesDuringThePing: a server killed while it answers Dial's
+// ping (the connection closed before any answer) is a socket that does not
+// answer (ErrNoAnswer): the command then tries the log's lock, which the
+// dead server no longer holds, instead of failing with Go's bare
+// `Get "http://custos-admin/v1/ping": EOF` (probe-chaos: `audit export` as
+// `custos serve` was killed with SIGKILL). Nothing but the ping was sent.
+func TestServerClosesDuringThePing(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "audit.db"), nil, 0o600); err != nil { // owned by this test's uid
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", Path(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close() // killed before it answered
+		}
+	}()
+	_, err = Dial(context.Background(), Path(dir))
+	if !errors.Is(err, ErrNoAnswer) {
+		t.Fatalf("a server gone during the ping: %v; want ErrNoAnswer", err)
+	}
+	if strings.Contains(err.Error(), "http://") {
+		t.Errorf("the error names the internal request: %v", err)
+	}
+}
+
+// TestServerGoneBeforeTheRequest: a server that stops between the ping
+// and the operation's request (its socket removed) gives an error that
+// says so and that nothing was sent, not Go's bare `Post
+// "http://custos-admin/v1/report": dial unix …: connect: no such file or
+// directory` (probe-chaos seed 31337 iter 38: audit report as serve stopped).
+func TestServerGoneBeforeTheRequest(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "audit.db"), nil, 0o600); err != nil { // owned by this test's uid
+		t.Fatal(err)
+	}
+	hs := fakeServer(t, dir, func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the operation reached the server")
+	})
+	go hs.Serve(hs.ln)
+	c, err := Dial(context.Background(), Path(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hs.Close() // the server stops: its listener and socket file go
+	c.hc.CloseIdleConnections()
+	_, err = c.Do(context.Background(), access.OpVerify, access.VerifyRequest{}, access.Discard)
+	if err == nil || !strings.Contains(err.Error(), "nothing was sent") || strings.Contains(err.Error(), "http://") {
+		t.Fatalf("server gone before the request: %v; want an error saying nothing was sent, without the internal URL", err)
 	}
 }

@@ -59,6 +59,8 @@ func auditProgress(cmd *cobra.Command, asJSON bool, what string) (progress func(
 //   - a server answers on D/admin.sock: fn's operations run there;
 //   - otherwise this process opens D/audit.db read-write under its
 //     exclusive lock (the server is not running) and runs them itself;
+//   - the lock is held (waited for up to audit.DefaultTimeout): the socket
+//     is tried once more, since a server that was starting may answer now;
 //   - the socket exists, nobody answers and the lock is held: a server is
 //     starting or stopping, and withAuditReader fails saying so. It never
 //     deletes the socket or breaks the lock.
@@ -90,16 +92,26 @@ func withAuditReader(cmd *cobra.Command, d dataDir, fn func(auditReader) error) 
 		return err
 	}
 	log, err := audit.Open(d.audit(), audit.Options{Node: cliNode(), Logger: quietLogger(cmd)})
+	if errors.Is(err, audit.ErrLocked) {
+		// The holder may be a server that was starting (it takes the lock
+		// before it makes its socket, replacing a crashed one's): during
+		// the wait it may have come up. Ask once more.
+		if c, derr := admin.Dial(ctx, sock); derr == nil {
+			defer c.Close()
+			return fn(c)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, audit.ErrLocked) && !silent {
 			return fmt.Errorf("%w: %s exists but does not answer: a server is starting or stopping on %s; try again in a moment (do not delete the socket)", err, sock, d)
 		}
 		if errors.Is(err, audit.ErrLocked) {
 			// No server answers, so the holder is another auditor command
-			// on the stopped server's files or a server still starting
-			// (its socket comes last). lockHint's "work on a copy" is
-			// wrong here: a copy of a log being written can be torn.
-			return fmt.Errorf("%w: no server answers on %s, but another process holds %s: another auditor command working on the stopped server's files, or a server still starting (retry when it is done), or a server whose admin socket was removed (restart it)", err, sock, d.audit())
+			// on the stopped server's files, a server still starting (its
+			// socket comes last) or one stopping (its socket goes first).
+			// lockHint's "work on a copy" is wrong here: a copy of a log
+			// being written can be torn.
+			return fmt.Errorf("%w: no server answers on %s, but another process holds %s: another auditor command working on the stopped server's files, or a server starting or stopping (its socket is made last and removed first, before it finishes the requests in flight; retry when it is done), or a server whose admin socket was removed (restart it)", err, sock, d.audit())
 		}
 		if errors.Is(err, os.ErrPermission) {
 			if f, oerr := os.OpenFile(d.audit(), os.O_RDWR, 0); oerr == nil {
