@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -136,9 +137,17 @@ func (d *Dev) PersistIn(dir string) error {
 
 // writeDevKeys writes kf to path (mode 0600): a new file, or with replace
 // a new version of an existing one (through a temporary file and a rename,
-// so a crash leaves the old or the new file, never half of one). A new
-// file that cannot be written whole is removed again. It returns the bytes
-// written.
+// so a crash leaves the old or the new file, never half of one). It
+// returns the bytes of the file now at path.
+//
+// A new file is written whole to a temporary file first and linked to
+// path only then: two processes drawing keys for one data directory at
+// once must not both win (link(2) fails for the second, which then reads
+// and returns the winner's file), and the name never holds a partial file
+// (created first and then written, a process killed in between left an
+// empty dev-keys.json that every later start on that directory refused as
+// "not a dev key file"; probe-chaos). Keys that cannot be written whole (a
+// full disk) leave nothing behind.
 func writeDevKeys(path string, kf devKeyFile, replace bool) ([]byte, error) {
 	b, _ := json.Marshal(kf)
 	b = append(b, '\n')
@@ -148,17 +157,14 @@ func writeDevKeys(path string, kf devKeyFile, replace bool) ([]byte, error) {
 		}
 		return b, nil
 	}
-	// A new file is created exclusively: two processes drawing keys for
-	// one data directory at once must not both win.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+DevKeyFile+".tmp-*")
 	if err != nil {
 		return nil, fmt.Errorf("secrets: creating %s: %w", DevKeyFile, err)
 	}
-	owner.Match(f, filepath.Dir(path)) // run as root: the data directory owner's, as serve runs
-	// Keys that cannot be written whole (a full disk) are removed: the
-	// file is this call's (O_EXCL), and a partial one would be refused by
-	// every later start on this directory. The directory is fsynced, so
-	// that the file's name is as durable as its bytes.
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	owner.Match(f, dir) // run as root: the data directory owner's, as serve runs
 	_, werr := f.Write(b)
 	if werr == nil {
 		werr = f.Sync()
@@ -167,10 +173,19 @@ func writeDevKeys(path string, kf devKeyFile, replace bool) ([]byte, error) {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = durable.SyncDir(filepath.Dir(path))
+		werr = os.Link(tmp, path)
+		if errors.Is(werr, fs.ErrExist) { // another process drew them first
+			won, err := os.ReadFile(path)
+			if err != nil {
+				return nil, fmt.Errorf("secrets: reading %s: %w", DevKeyFile, err)
+			}
+			return won, nil
+		}
+	}
+	if werr == nil {
+		werr = durable.SyncDir(dir)
 	}
 	if werr != nil {
-		os.Remove(path)
 		return nil, fmt.Errorf("secrets: writing %s: %w", DevKeyFile, werr)
 	}
 	return b, nil

@@ -194,3 +194,49 @@ func TestDevPersistInOnAFullDiskLeavesNoFile(t *testing.T) {
 		t.Error("a second Dev read another audit key than the one written")
 	}
 }
+
+// TestDevKeysLoserReadsTheWinner: two processes drawing keys for one new
+// data directory at once (both found no dev-keys.json): the second to
+// write got "file exists" and failed its start, and a process killed
+// between creating the file and writing it left an empty one that every
+// later start refused. The keys are now written whole to a temporary file
+// and linked into place; the loser of the race gets the winner's file,
+// and no temporary file stays behind. Found by probe-chaos (by reading
+// the code).
+func TestDevKeysLoserReadsTheWinner(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, DevKeyFile)
+	a, err := NewDev()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PersistIn(dir); err != nil {
+		t.Fatal(err)
+	}
+	winner, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The loser, having found no file before a wrote it, writes its own.
+	got, err := writeDevKeys(path, devKeyFile{AuditHMAC: "bG9zZXI=", SigningSeed: "bG9zZXI="}, false)
+	if err != nil {
+		t.Fatalf("the second writer of a new %s: %v, want the winner's file", DevKeyFile, err)
+	}
+	if !bytes.Equal(got, winner) {
+		t.Errorf("the second writer got %q, want the winner's %q", got, winner)
+	}
+	if now, _ := os.ReadFile(path); !bytes.Equal(now, winner) {
+		t.Errorf("%s changed to %q", DevKeyFile, now)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("the directory holds %v, want only %s", names, DevKeyFile)
+	}
+}
