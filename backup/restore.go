@@ -90,7 +90,8 @@ type RestoreResult struct {
 //  1. the backup verifies (Verify, with signatures);
 //  2. DataDir is not in use, and empty unless Force; its audit log, if it
 //     has one, stays open read-only (its lock held shared) until step 5 is
-//     done, so that no server can start on it meanwhile;
+//     done, so that no server can start on it meanwhile (with no log that
+//     opens read-only, its lock file is held instead: audit.Hold);
 //  3. the backup's log is checked against every checkpoint anchored in
 //     DataDir and in Anchors: those at or below its head must match
 //     (checkpoint.CheckAgainst; a fork is always refused); any larger one
@@ -261,9 +262,12 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 // reports whether it exists with something in it. While it holds an audit
 // log, checkDataDir keeps that log open read-only, which holds the log's
 // lock shared so that no writer (a server starting) can open it, until
-// release is called: after the swap. release is never nil.
+// release is called: after the swap. With Force and no log that opens
+// read-only, it holds the log's lock file exclusively instead
+// (audit.Hold), for the same end. release is never nil.
 func checkDataDir(o RestoreOptions) (exists bool, release func(), err error) {
 	release = func() {}
+	held := false
 	entries, err := os.ReadDir(o.DataDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, release, nil
@@ -280,12 +284,26 @@ func checkDataDir(o RestoreOptions) (exists bool, release func(), err error) {
 			return true, release, fmt.Errorf("%w: %s", ErrServing, o.DataDir)
 		}
 		if err == nil {
-			release = func() { l.Close() }
+			release, held = func() { l.Close() }, true
 		}
 	}
 	if !o.Force {
 		release()
 		return true, func() {}, fmt.Errorf("%w: %s (pass --force to replace it; it is kept beside as %s.replaced-TIME)", ErrDataDirExists, o.DataDir, filepath.Clean(o.DataDir))
+	}
+	if !held {
+		// No audit.db, or one that does not open read-only (a seal
+		// only a writer completes, a migration): a server starting now
+		// would create or complete the log here and serve from the
+		// directory about to be moved aside. Its lock file keeps it out.
+		unlock, err := audit.Hold(filepath.Join(o.DataDir, FileAudit), o.Timeout)
+		if errors.Is(err, audit.ErrLocked) {
+			return true, func() {}, fmt.Errorf("%w: %s", ErrServing, o.DataDir)
+		}
+		if err != nil {
+			return true, func() {}, fmt.Errorf("backup: holding %s against a server starting on it: %w", o.DataDir, err)
+		}
+		release = unlock
 	}
 	return true, release, nil
 }
