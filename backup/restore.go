@@ -90,7 +90,9 @@ type RestoreResult struct {
 //  1. the backup verifies (Verify, with signatures);
 //  2. DataDir is not in use, and empty unless Force; its audit log, if it
 //     has one, stays open read-only (its lock held shared) until step 5 is
-//     done, so that no server can start on it meanwhile;
+//     done, so that no server can start on it meanwhile (with no log that
+//     opens read-only, or no lock file beside it, its lock file is held
+//     exclusively: audit.Hold);
 //  3. the backup's log is checked against every checkpoint anchored in
 //     DataDir and in Anchors: those at or below its head must match
 //     (checkpoint.CheckAgainst; a fork is always refused); any larger one
@@ -261,9 +263,12 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 // reports whether it exists with something in it. While it holds an audit
 // log, checkDataDir keeps that log open read-only, which holds the log's
 // lock shared so that no writer (a server starting) can open it, until
-// release is called: after the swap. release is never nil.
+// release is called: after the swap. With Force and no log that opens
+// read-only, or one without its lock file, it also holds the log's lock
+// file exclusively (audit.Hold), for the same end. release is never nil.
 func checkDataDir(o RestoreOptions) (exists bool, release func(), err error) {
 	release = func() {}
+	held := false
 	entries, err := os.ReadDir(o.DataDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, release, nil
@@ -281,11 +286,36 @@ func checkDataDir(o RestoreOptions) (exists bool, release func(), err error) {
 		}
 		if err == nil {
 			release = func() { l.Close() }
+			// Its lock file is held shared only if it was there: a log
+			// written by a custos that predates it has none, and a
+			// writer would create it and take it at once.
+			_, lerr := os.Lstat(audit.LockFile(p))
+			held = lerr == nil
 		}
 	}
 	if !o.Force {
 		release()
 		return true, func() {}, fmt.Errorf("%w: %s (pass --force to replace it; it is kept beside as %s.replaced-TIME)", ErrDataDirExists, o.DataDir, filepath.Clean(o.DataDir))
+	}
+	if !held {
+		// No audit.db, one that does not open read-only (a seal only a
+		// writer completes, a migration), or one without its lock file:
+		// a server starting now would create or complete the log here,
+		// or take a new lock file and wait for bbolt's lock on the
+		// audit.db about to be moved aside, and serve from the wrong
+		// directory or without the restored log's lock. The lock file,
+		// held exclusively, keeps it out.
+		unlock, err := audit.Hold(filepath.Join(o.DataDir, FileAudit), o.Timeout)
+		if errors.Is(err, audit.ErrLocked) {
+			release()
+			return true, func() {}, fmt.Errorf("%w: %s", ErrServing, o.DataDir)
+		}
+		if err != nil {
+			release()
+			return true, func() {}, fmt.Errorf("backup: holding %s against a server starting on it: %w", o.DataDir, err)
+		}
+		closeLog := release
+		release = func() { unlock(); closeLog() }
 	}
 	return true, release, nil
 }

@@ -83,3 +83,76 @@ func TestRestoreHoldsTheDataDirectoryUntilTheSwap(t *testing.T) {
 	}
 	w.Close()
 }
+
+// TestRestoreHoldsADataDirectoryWithoutALog: the same for a data directory
+// the restore cannot hold by opening its audit log read-only: one with no
+// audit.db yet (a catalog imported, never served), or one whose live
+// segment was left mid-seal (audit.db.next only), which only a writer
+// completes. The restore held nothing there, so a serve starting during
+// the restore created or completed the log in the directory about to be
+// moved aside and served from it: its access records end up beside, never
+// in the restored log.
+func TestRestoreHoldsADataDirectoryWithoutALog(t *testing.T) {
+	for _, tc := range []struct{ name, file string }{
+		{"no audit log", backup.FileCatalog},
+		{"interrupted seal", backup.FileAudit + ".next"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			d := newDataDir(t, 5, 5)
+			from := d.saved(t)
+			to := t.TempDir()
+			if tc.file == backup.FileAudit+".next" {
+				// A sound log, renamed as a seal leaves its next segment
+				// before it moves it in place.
+				l, err := audit.Open(filepath.Join(to, backup.FileAudit), audit.Options{Node: "old"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(filepath.Join(to, backup.FileAudit), filepath.Join(to, tc.file)); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.WriteFile(filepath.Join(to, tc.file), []byte("not empty"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(to, backup.FileAudit)
+			o := d.restoreOptions(from, to)
+			o.Force = true
+			tried := false
+			var opened error
+			o.Progress = func(p backup.Progress) {
+				if tried || p.Step != backup.StepCopy {
+					return
+				}
+				tried = true
+				w, err := audit.Open(path, audit.Options{Node: "serve", Timeout: 50 * time.Millisecond})
+				if err == nil {
+					w.Close()
+					opened = errors.New("a writer opened an audit log in the data directory while the restore was copying")
+					return
+				}
+				if !errors.Is(err, audit.ErrLocked) {
+					opened = err
+				}
+			}
+			if _, err := backup.Restore(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			audittest.VerifyOnCleanup(t, path)
+			if !tried {
+				t.Fatal("no copy progress was reported: the test tried nothing")
+			}
+			if opened != nil {
+				t.Error(opened)
+			}
+			w, err := audit.Open(path, audit.Options{Node: "serve", Timeout: time.Second})
+			if err != nil {
+				t.Fatalf("the restored log after the restore: %v", err)
+			}
+			w.Close()
+		})
+	}
+}

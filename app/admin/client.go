@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,6 +58,13 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNoSocket
 	}
+	// dialed: a connection to the server was made; heard: the server
+	// sent something on one. A ping that failed with a connection made
+	// and nothing heard was closed unanswered, however the transport
+	// words it (EOF, EPIPE, ECONNRESET, "server closed idle connection",
+	// depending on whether the close came before, while or after the
+	// request was written).
+	var dialed, heard atomic.Bool
 	c := &Client{path: path, hc: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			addr, release, err := sockAddr(path)
@@ -73,7 +81,8 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 				conn.Close()
 				return nil, err
 			}
-			return conn, nil
+			dialed.Store(true)
+			return heardConn{conn, &heard}, nil
 		},
 		MaxIdleConns:    1,
 		IdleConnTimeout: 30 * time.Second,
@@ -89,7 +98,8 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 		// Refused, gone, or closed before any answer (a server killed
 		// while it answered the ping): nobody serves on the socket. Only
 		// the ping was sent, so the caller may go on to the log's lock.
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) ||
+		closedUnanswered := dialed.Load() && !heard.Load() && pctx.Err() == nil
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) || closedUnanswered ||
 			errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 			return nil, fmt.Errorf("%w: %s", ErrNoAnswer, path)
 		}
@@ -125,6 +135,20 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 		return nil, fmt.Errorf("%w: %s answers for pid %d, whose data directory is not %s (device %d, inode %d; it serves device %d, inode %d)", ErrOtherServer, path, p.PID, filepath.Dir(path), want.Dev, want.Ino, p.Dir.Dev, p.Dir.Ino)
 	}
 	return c, nil
+}
+
+// heardConn is a connection that sets heard once it has read anything.
+type heardConn struct {
+	net.Conn
+	heard *atomic.Bool
+}
+
+func (c heardConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.heard.Store(true)
+	}
+	return n, err
 }
 
 // checkServer checks, before anything is sent on conn, that the process

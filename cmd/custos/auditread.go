@@ -60,7 +60,8 @@ func auditProgress(cmd *cobra.Command, asJSON bool, what string) (progress func(
 //   - otherwise this process opens D/audit.db read-write under its
 //     exclusive lock (the server is not running) and runs them itself;
 //   - the lock is held (waited for up to audit.DefaultTimeout): the socket
-//     is tried once more, since a server that was starting may answer now;
+//     is tried once more, since a server that was starting may answer now
+//     (and what answers is judged as on the first try: dialRefused);
 //   - the socket exists, nobody answers and the lock is held: a server is
 //     starting or stopping, and withAuditReader fails saying so. It never
 //     deletes the socket or breaks the lock.
@@ -78,13 +79,7 @@ func withAuditReader(cmd *cobra.Command, d dataDir, fn func(auditReader) error) 
 		defer c.Close()
 		return fn(c)
 	}
-	if errors.Is(err, os.ErrPermission) {
-		// Another account than the server's (or one the data directory's
-		// modes keep out): the kernel refused the connection, which read
-		// as "dial unix …: connect: permission denied" inside an HTTP GET.
-		return fmt.Errorf("this account (uid %d) may not use the admin socket %s (permission denied): auditor commands reach a running server as the account that runs it, or root (docs/audit-access.md, decision 2)", os.Geteuid(), sock)
-	}
-	if !errors.Is(err, admin.ErrNoSocket) && !errors.Is(err, admin.ErrNoAnswer) {
+	if err := dialRefused(err, sock); err != nil {
 		return err
 	}
 	silent := errors.Is(err, admin.ErrNoSocket)
@@ -96,9 +91,16 @@ func withAuditReader(cmd *cobra.Command, d dataDir, fn func(auditReader) error) 
 		// The holder may be a server that was starting (it takes the lock
 		// before it makes its socket, replacing a crashed one's): during
 		// the wait it may have come up. Ask once more.
-		if c, derr := admin.Dial(ctx, sock); derr == nil {
+		c, derr := admin.Dial(ctx, sock)
+		if derr == nil {
 			defer c.Close()
 			return fn(c)
+		}
+		// Something answers now but may not be used (another
+		// directory's server, this account refused): say that, not
+		// that nobody answers.
+		if derr := dialRefused(derr, sock); derr != nil {
+			return derr
 		}
 	}
 	if err != nil {
@@ -128,6 +130,24 @@ func withAuditReader(cmd *cobra.Command, d dataDir, fn func(auditReader) error) 
 	defer log.Close()
 	logger := slog.New(dropMessage{quietLogger(cmd).Handler(), access.MsgFailed})
 	return fn(access.Local{Service: access.New(log, nil, string(d), logger), Caller: access.Self()})
+}
+
+// dialRefused is the error withAuditReader returns for admin.Dial's err:
+// nil when no server answers (admin.ErrNoSocket, admin.ErrNoAnswer), so
+// that the caller may try the log's lock; otherwise what Dial found (a
+// server of another directory, this account refused), which must not be
+// passed over for the files.
+func dialRefused(err error, sock string) error {
+	if errors.Is(err, os.ErrPermission) {
+		// Another account than the server's (or one the data directory's
+		// modes keep out): the kernel refused the connection, which read
+		// as "dial unix …: connect: permission denied" inside an HTTP GET.
+		return fmt.Errorf("this account (uid %d) may not use the admin socket %s (permission denied): auditor commands reach a running server as the account that runs it, or root (docs/audit-access.md, decision 2)", os.Geteuid(), sock)
+	}
+	if !errors.Is(err, admin.ErrNoSocket) && !errors.Is(err, admin.ErrNoAnswer) {
+		return err
+	}
+	return nil
 }
 
 // dropMessage is a slog.Handler that passes on every record but those with

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,5 +103,54 @@ func TestAuditReaderLockedWithoutSocketNamesAStoppingServer(t *testing.T) {
 	err = withAuditReader(cmd, dataDir(d), func(auditReader) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "starting or stopping") {
 		t.Fatalf("withAuditReader with the lock held and no socket: %v; want it to name a server stopping", err)
+	}
+}
+
+// TestAuditReaderSaysWhatAnswersAfterTheWait: when the socket is tried
+// again after the wait for the log's lock and something answers that may
+// not be used (here the server of another data directory, reached through
+// a socket file that is a symlink to its socket), the command must say
+// so, as it does when that is found first. It said "no server answers on
+// …" and to retry: the second Dial's error was dropped.
+func TestAuditReaderSaysWhatAnswersAfterTheWait(t *testing.T) {
+	d, other := t.TempDir(), t.TempDir()
+	log, err := audit.Open(filepath.Join(d, "audit.db"), audit.Options{Node: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	olog, err := audit.Open(filepath.Join(other, "audit.db"), audit.Options{Node: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer olog.Close()
+	s, err := admin.Listen(admin.Path(other), admin.Config{Service: access.New(olog, nil, other, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	}()
+	// No socket when the command starts; the stray one appears while it
+	// waits for the lock (audit.DefaultTimeout).
+	linked := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		linked <- os.Symlink(admin.Path(other), admin.Path(d))
+	}()
+	cmd := &cobra.Command{}
+	cmd.SetContext(context.Background())
+	err = withAuditReader(cmd, dataDir(d), func(auditReader) error {
+		t.Error("the operation ran")
+		return nil
+	})
+	if lerr := <-linked; lerr != nil {
+		t.Fatal(lerr)
+	}
+	if !errors.Is(err, admin.ErrOtherServer) {
+		t.Fatalf("withAuditReader with another directory's server on the socket after the wait: %v; want admin.ErrOtherServer", err)
 	}
 }
