@@ -41,6 +41,10 @@ func lockLog(path string, exclusive bool, timeout time.Duration) (release func()
 		if !errors.Is(err, errStaleLock) {
 			return release, err
 		}
+		if !time.Now().Before(deadline) { // replaced at every try: not forever
+			return nil, fmt.Errorf("%w (waited %s for %s, which was replaced while it waited)", ErrLocked, timeout, LockFile(path))
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

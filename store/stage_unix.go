@@ -33,6 +33,10 @@ func lockFile(path, ref string, timeout time.Duration) (func(), error) {
 		if !errors.Is(err, errStaleLock) {
 			return unlock, err
 		}
+		if !time.Now().Before(deadline) { // replaced at every try: not forever
+			return nil, fmt.Errorf("%w (the import lock was replaced while waiting)", ErrLocked)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
