@@ -132,7 +132,7 @@ Examples:
 				if !newCatalog {
 					return
 				}
-				os.Remove(d.catalog() + ".import.lock")
+				store.RemoveImportLock(d.catalog()) // not while another import holds it
 				if _, err := os.Stat(d.catalog()); newKeys && errors.Is(err, os.ErrNotExist) {
 					os.Remove(devKeys)
 				}
