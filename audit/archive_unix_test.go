@@ -6,8 +6,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestArchiveCopyDoesNotFollowALink: the archive directory is the service
@@ -89,5 +91,36 @@ func TestArchiveCopyBelongsToTheArchivesOwner(t *testing.T) {
 	}
 	if st := fi.Sys().(*syscall.Stat_t); st.Uid != nobody || st.Gid != nobody || fi.Mode().Perm() != 0o400 {
 		t.Errorf("archived copy: %d:%d %v, want %d:%d -r--------", st.Uid, st.Gid, fi.Mode().Perm(), nobody, nobody)
+	}
+}
+
+// TestArchiveCopyFIFODoesNotHang: copyVerified hashed an existing archive
+// copy with open(2), which waits for a writer on a FIFO: a FIFO the
+// archive directory's owner put at ARCHIVE/<segment> hung a root auditor
+// command (archiving runs in its Open). It is now refused as not a regular
+// file, and the archiving is retried later. Found by review (h-review17);
+// fails (hangs) on the old code.
+func TestArchiveCopyFIFODoesNotHang(t *testing.T) {
+	src := filepath.Join(t.TempDir(), SegmentFile(1))
+	if err := os.WriteFile(src, []byte("sealed segment bytes"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), SegmentFile(1))
+	if err := syscall.Mkfifo(dst, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- copyVerified(src, dst) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("copyVerified onto a FIFO: %v, want it refused as not a regular file", err)
+		}
+	case <-time.After(5 * time.Second):
+		if w, err := os.OpenFile(dst, os.O_WRONLY, 0); err == nil { // let the hung open return
+			w.Close()
+		}
+		<-done
+		t.Errorf("copyVerified onto a FIFO hung")
 	}
 }

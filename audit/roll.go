@@ -22,6 +22,7 @@ import (
 
 	"github.com/custos-mcp/custos/internal/durable"
 	"github.com/custos-mcp/custos/internal/owner"
+	"github.com/custos-mcp/custos/internal/regularfile"
 )
 
 // Rollover and sealing.
@@ -918,9 +919,12 @@ func copyVerified(src, dst string) error {
 	return durable.SyncDir(filepath.Dir(dst))
 }
 
+// fileSHA256 returns the SHA-256 of the file at path, opened as
+// regularfile.Open does: a FIFO an archive directory's
+// owner put at an archive copy's name hung a root writer in open(2).
 func fileSHA256(path string) ([32]byte, error) {
 	var sum [32]byte
-	f, err := os.Open(path)
+	f, err := regularfile.Open(path, os.O_RDONLY, 0, regularfile.FollowLinks)
 	if err != nil {
 		return sum, err
 	}
