@@ -19,7 +19,8 @@ import (
 // "audit: lock file: open D/audit.db.lock: permission denied" (found by
 // running 'custos audit verify' as root on a stopped server's data
 // directory owned by another account, then serve as that account). A lock
-// file a root Open creates or finds takes the live segment's owner.
+// file a root Open creates takes the live segment's owner (one it finds
+// keeps its own: TestExistingLockFileKeepsItsOwner).
 func TestLockFileBelongsToTheLogsOwner(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: only root creates a file for another owner (not a pass)")
@@ -50,17 +51,41 @@ func TestLockFileBelongsToTheLogsOwner(t *testing.T) {
 	if u, g := owner(); u != uid || g != gid {
 		t.Errorf("lock file created by root's Open is owned by %d:%d, want the log's owner %d:%d", u, g, uid, gid)
 	}
-	// One a root Open created earlier (before this fix) is given back.
-	if err := os.Chown(LockFile(path), 0, 0); err != nil {
+}
+
+// TestExistingLockFileKeepsItsOwner: a root writer gave a lock file it
+// found, not created, to the log's owner whenever it had one link. The
+// data directory is that owner's: it can hard-link a root file there
+// (where fs.protected_hardlinks is off; macOS and the BSDs have no such
+// switch) and unlink that name once root has opened it, so that the link
+// count Match read was one again, and root gave the root file away. The
+// root-owned one-link file here is what root's descriptor then named.
+// Found by review (h-review17); fails on the old code.
+func TestExistingLockFileKeepsItsOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root chowns another account's file (not a pass)")
+	}
+	const uid, gid = 65534, 65534
+	dir, path := logWithoutLockFile(t)
+	if err := os.WriteFile(LockFile(path), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l3, err := Open(path, Options{Node: "root-auditor"})
+	for _, p := range []string{dir, path} {
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := Open(path, Options{Node: "root-auditor"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l3.Close()
-	if u, g := owner(); u != uid || g != gid {
-		t.Errorf("root-owned lock file found by root's Open is owned by %d:%d, want the log's owner %d:%d", u, g, uid, gid)
+	l.Close()
+	fi, err := os.Stat(LockFile(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
+		t.Errorf("a lock file root's Open found (a root file) was given to %d:%d", st.Uid, st.Gid)
 	}
 }
 

@@ -56,16 +56,20 @@ var errStaleLock = errors.New("audit: the lock file was moved while waiting")
 // ErrLocked names lockLog's whole timeout.
 func lockLogFile(path string, exclusive bool, wait, timeout time.Duration) (release func(), err error) {
 	lp := LockFile(path)
-	how, flag, perm := syscall.LOCK_SH, os.O_RDONLY, os.FileMode(0)
-	if exclusive {
-		how, flag, perm = syscall.LOCK_EX, os.O_RDWR|os.O_CREATE, 0o600
-	}
+	how := syscall.LOCK_SH
 	// Not following a symbolic link, not waiting on a FIFO: the lock file
 	// is in a directory its owner controls. A root writer followed a link
 	// there, creating its target or opening another file, and gave that
 	// file to the owner (giveToLogOwner); a reader hung in open(2) on a
 	// FIFO.
-	f, err := regularfile.Open(lp, flag, perm, regularfile.NoFollow)
+	var f *os.File
+	var created bool
+	if exclusive {
+		how = syscall.LOCK_EX
+		f, created, err = regularfile.OpenCreate(lp, os.O_RDWR, 0o600, regularfile.NoFollow)
+	} else {
+		f, err = regularfile.Open(lp, os.O_RDONLY, 0, regularfile.NoFollow)
+	}
 	switch {
 	case regularfile.IsNotRegular(err):
 		return nil, notRegular(lp)
@@ -79,7 +83,7 @@ func lockLogFile(path string, exclusive bool, wait, timeout time.Duration) (rele
 		f.Close()
 		return nil, fmt.Errorf("audit: lock file %s: %w", lp, err)
 	}
-	if exclusive {
+	if created {
 		giveToLogOwner(f, path)
 	}
 	unlock, err := flock.Wait(f, how, wait)
@@ -102,9 +106,13 @@ func lockLogFile(path string, exclusive bool, wait, timeout time.Duration) (rele
 	}, nil
 }
 
-// giveToLogOwner gives lock file f to the owner of the live segment path
-// (of its directory while there is none) when this process runs as root
-// and f belongs to another account (owner.Match). Root may run the auditor
+// giveToLogOwner gives lock file f, which this process has just created,
+// to the owner of the live segment path (of its directory while there is
+// none) when this process runs as root (owner.Match). A lock file that
+// already existed keeps its owner: it may be a root file's second name,
+// hard-linked there by the directory's owner and unlinked again once root
+// had opened it, which left it one link when Match counted them (a root
+// writer then gave that root file away). Root may run the auditor
 // commands on a stopped server (docs/operations.md), and the first writer
 // Open after an upgrade creates the lock file: created by root with mode
 // 0600, it kept the log's owner out ('custos serve' as that account failed

@@ -21,6 +21,8 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/custos-mcp/custos/internal/durable"
+	"github.com/custos-mcp/custos/internal/owner"
+	"github.com/custos-mcp/custos/internal/regularfile"
 )
 
 // Rollover and sealing.
@@ -874,14 +876,29 @@ func copyVerified(src, dst string) error {
 		return err
 	}
 	defer in.Close()
+	// The archive directory is the service account's, and root archives
+	// when it runs an auditor command: the copy is made afresh (a stale
+	// one, or anything put in its place, is removed by name first) with
+	// O_EXCL, which follows no symbolic link, chmodded on its descriptor,
+	// and given to the directory's owner as a segment file root creates is
+	// (openSegmentFile). Opened with O_CREATE|O_TRUNC, a link at the
+	// temporary name had root truncate, overwrite and chmod its target,
+	// and a root-owned 0400 copy kept serve out of its archived log.
 	tmp := dst + ".tmp"
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
+	owner.Match(out, dst)
 	_, err = io.Copy(out, in)
 	if err == nil {
 		err = out.Sync()
+	}
+	if err == nil {
+		err = out.Chmod(0o400)
 	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
@@ -893,9 +910,6 @@ func copyVerified(src, dst string) error {
 		}
 	}
 	if err == nil {
-		err = os.Chmod(tmp, 0o400)
-	}
-	if err == nil {
 		err = os.Rename(tmp, dst)
 	}
 	if err != nil {
@@ -905,9 +919,12 @@ func copyVerified(src, dst string) error {
 	return durable.SyncDir(filepath.Dir(dst))
 }
 
+// fileSHA256 returns the SHA-256 of the file at path, opened as
+// regularfile.Open does: a FIFO an archive directory's
+// owner put at an archive copy's name hung a root writer in open(2).
 func fileSHA256(path string) ([32]byte, error) {
 	var sum [32]byte
-	f, err := os.Open(path)
+	f, err := regularfile.Open(path, os.O_RDONLY, 0, regularfile.FollowLinks)
 	if err != nil {
 		return sum, err
 	}

@@ -3,7 +3,6 @@ package audit
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -36,19 +35,11 @@ func openSegmentFile(name string, flag int, perm os.FileMode) (*os.File, error) 
 }
 
 func openSegment(name string, flag int, perm os.FileMode) (*os.File, error) {
-	open := func(flag int) (*os.File, error) { return regularfile.Open(name, flag, perm, regularfile.NoFollow) }
 	if flag&os.O_CREATE == 0 {
-		return open(flag)
+		return regularfile.Open(name, flag, perm, regularfile.NoFollow)
 	}
-	f, err := open(flag &^ os.O_CREATE)
-	if !errors.Is(err, fs.ErrNotExist) {
-		return f, err
-	}
-	f, err = open(flag | os.O_EXCL)
-	if errors.Is(err, fs.ErrExist) { // another process made it meanwhile
-		return open(flag &^ os.O_CREATE)
-	}
-	if err == nil {
+	f, created, err := regularfile.OpenCreate(name, flag, perm, regularfile.NoFollow)
+	if created {
 		owner.Match(f, filepath.Dir(name))
 	}
 	return f, err

@@ -12,8 +12,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/custos-mcp/custos/internal/owner"
 )
 
 // DevKey loads the local ECDSA P-384 client key at path (PKCS #8 PEM),
@@ -37,6 +40,11 @@ func DevKey(path string) (key crypto.Signer, kid string, err error) {
 		if oerr != nil {
 			return nil, "", oerr
 		}
+		// Run as root ('custos sync --dev' on a stopped server's data
+		// directory), the key is the directory owner's, as sync-<id>.json
+		// is: root's with mode 0600, serve's scheduled sync, running as
+		// that account, could not read it.
+		owner.Match(f, filepath.Dir(path))
 		// A key that cannot be written whole (a full disk) is removed:
 		// a partial file would be refused by every later call.
 		_, werr := f.Write(b)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/custos-mcp/custos/internal/owner"
+	"github.com/custos-mcp/custos/internal/regularfile"
 )
 
 // Event is one audit record of a sync: Phase "start" before the first
@@ -270,18 +271,24 @@ func covers(have, want []string) bool {
 func lockBase(dir, base string) (func(), error) {
 	p := statePath(dir, base)
 	p = p[:len(p)-len(filepath.Ext(p))] + ".lock"
-	// O_NOFOLLOW: the lock file is in a directory its owner controls, and
-	// a sync run as root created the target of a symbolic link there.
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW, 0o600)
+	// Not following a symbolic link: the lock file is in a directory its
+	// owner controls, and a sync run as root created the target of a
+	// symbolic link there.
+	f, created, err := regularfile.OpenCreate(p, os.O_RDWR, 0o600, regularfile.NoFollow)
+	var nr *regularfile.NotRegularError
+	if errors.As(err, &nr) {
+		return nil, fmt.Errorf("%w: the sync lock file %s is %s, not a regular file: custos creates it as an empty file; remove it (with no sync running) and retry", ErrBadConfig, p, nr.Kind)
+	}
 	if err != nil {
-		if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
-			return nil, fmt.Errorf("%w: the sync lock file %s is a symbolic link: custos creates it as an empty file; remove it (with no sync running) and retry", ErrBadConfig, p)
-		}
 		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
-	// Run as root on a stopped server's files, the lock stays the data
-	// directory owner's: root's, the server's scheduled sync could not open it.
-	owner.Match(f, dir)
+	// Run as root on a stopped server's files, a lock it creates stays the
+	// data directory owner's: root's, the server's scheduled sync could not
+	// open it. One that already existed keeps its owner: it may be a root
+	// file's second name (see regularfile.OpenCreate).
+	if created {
+		owner.Match(f, dir)
+	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {

@@ -500,19 +500,38 @@ var identifierDigits = regexp.MustCompile(`[0-9]{6,}`)
 
 // unitIdentifier reports whether unit text or unit code s holds the
 // digits of an identifier (identifierDigits) once the separators between
-// digits are taken out: UCUM joins factors with "." and "/", so an MRN, a
-// telephone number or an SSN split by them ("7744.112", "867.5309",
-// "219.099.999", "7744/112") has UCUM's form, and one split by a dash or
-// a colon ("867-5309") a unit text's; none has six digits in a row, and
-// all were released until 2026-12-05. No unit has six digits joined so:
-// "mL/min/1.73m2" has three, "1:64" three.
+// digits are taken out: UCUM joins factors with "." and "/" and groups
+// terms in parentheses, so an MRN, a telephone number or an SSN split by
+// them ("7744.112", "867.5309", "219.099.999", "7744/112", "(7744).(112)",
+// "(867)5309") has UCUM's form, and one split by a dash, a colon, an
+// underscore, an apostrophe, a plus or a power sign ("867-5309",
+// "219_09_9999", "7744*112") a unit text's; none has six digits in a row,
+// and all were released until 2026-12-05 (the parenthesized, underscored,
+// apostrophized and powered ones until 2026-12-06). A run of separators
+// between two digits is taken out if it is made of ".", "/", ":", "-",
+// "_", "'", "+", "(" and ")" only, or is a lone "*" or "^": a power with
+// a sign ("10*-2") stays apart, so that R4's "mL/min/(173.10*-2.m2)"
+// joins no more than five digits. No unit has six digits joined so:
+// "mL/min/1.73m2" has three, "10*6/(24.h)" five, "1:64" three.
 func unitIdentifier(s string) bool {
 	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if strings.IndexByte("./:-", s[i]) >= 0 && i > 0 && i+1 < len(s) && isDigit(s[i-1]) && isDigit(s[i+1]) {
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && strings.IndexByte("./:-_'+()*^", s[j]) >= 0 {
+			j++
+		}
+		if j == i {
+			b.WriteByte(s[i])
+			i++
 			continue
 		}
-		b.WriteByte(s[i])
+		run := s[i:j]
+		joined := i > 0 && j < len(s) && isDigit(s[i-1]) && isDigit(s[j]) &&
+			(run == "*" || run == "^" || strings.Trim(run, "./:-_'+()") == "")
+		if !joined {
+			b.WriteString(run)
+		}
+		i = j
 	}
 	return identifierDigits.MatchString(b.String())
 }

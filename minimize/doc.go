@@ -66,8 +66,8 @@
 //     dimensionless); a unit text is kept only as a unit symbol
 //     (unitSymbol: a plate or serial typed as one is dropped, also in an
 //     annotation or a bracketed atom: plainAnnotations), and no unit or UCUM code holds a
-//     date (datedUnit) or an identifier's digits split by "." or "/"
-//     (unitIdentifier); an answer (QuestionnaireResponse, Contract) or an open value[x], whose meaning
+//     date (datedUnit) or an identifier's digits split by ".", "/", "-",
+//     parentheses and the like (unitIdentifier); an answer (QuestionnaireResponse, Contract) or an open value[x], whose meaning
 //     is withheld, is judged as a date of birth (numbers dropped);
 //     addresses keep state (first-level only), country (not one of 20,000
 //     people or fewer) and, in the US (by country, or by state when no

@@ -97,3 +97,32 @@ func TestImportAsRootKeepsTheCatalogOwner(t *testing.T) {
 	}
 	checkDB(t, path)
 }
+
+// TestExistingImportLockKeepsItsOwner: an import run as root gave an
+// import lock file it found, not created, to the catalog's owner whenever
+// it had one link. The data directory is that owner's: it can hard-link a
+// root file there (where fs.protected_hardlinks is off; macOS and the BSDs
+// have no such switch) and unlink that name once root has opened it, so
+// that the link count was one again when counted, and root gave the root
+// file away. The root-owned one-link file here is what root's descriptor
+// then named. Found by review (h-review17); fails on the old code.
+func TestExistingImportLockKeepsItsOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root chowns another account's file (not a pass)")
+	}
+	dir := t.TempDir()
+	giveDir(t, dir)
+	path := filepath.Join(dir, "catalog.db")
+	lock := path + ".import.lock"
+	if err := os.WriteFile(lock, nil, 0o600); err != nil { // root's
+		t.Fatal(err)
+	}
+	unlock, err := lockFile(lock, path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	if uid := ownerUID(t, lock); uid != 0 {
+		t.Errorf("an import lock file found by a root import (a root file) was given to %d", uid)
+	}
+}

@@ -11,12 +11,13 @@ import (
 
 	"github.com/custos-mcp/custos/internal/flock"
 	"github.com/custos-mcp/custos/internal/owner"
+	"github.com/custos-mcp/custos/internal/regularfile"
 )
 
 // lockFile takes an exclusive flock(2) on path (created if missing),
 // waiting up to timeout, and returns the function that releases it. The
 // lock dies with the process, so a crashed import leaves none behind.
-// Run as root, it gives the file to the owner of ref (the catalog, or its
+// Run as root, it gives a file it creates to the owner of ref (the catalog, or its
 // directory while there is none): created by root with mode 0600, it kept
 // that account's later imports out.
 //
@@ -46,16 +47,22 @@ var errStaleLock = errors.New("store: import lock: the lock file was moved while
 
 // lockFileOnce is one attempt of lockFile.
 func lockFileOnce(path, ref string, timeout time.Duration) (func(), error) {
-	// O_NOFOLLOW: the lock file is in a directory its owner controls, and
-	// an import run as root created the target of a symbolic link there.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	// Not following a symbolic link: the lock file is in a directory its
+	// owner controls, and an import run as root created the target of a
+	// symbolic link there. Given away only if this call created it: an
+	// existing one may be a root file's second name (see
+	// regularfile.OpenCreate).
+	f, created, err := regularfile.OpenCreate(path, os.O_RDWR, 0o600, regularfile.NoFollow)
+	var nr *regularfile.NotRegularError
+	if errors.As(err, &nr) {
+		return nil, fmt.Errorf("store: import lock: the lock file beside the catalog is %s, not a regular file: custos creates it as an empty file; remove it (with no import running) and retry", nr.Kind)
+	}
 	if err != nil {
-		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
-			return nil, errors.New("store: import lock: the lock file beside the catalog is a symbolic link: custos creates it as an empty file; remove it (with no import running) and retry")
-		}
 		return nil, fmt.Errorf("store: import lock: %w", pathless(err))
 	}
-	owner.Match(f, ref)
+	if created {
+		owner.Match(f, ref)
+	}
 	unlock, err := flock.Wait(f, syscall.LOCK_EX, timeout)
 	switch {
 	case errors.Is(err, flock.ErrTimeout):

@@ -24,11 +24,14 @@ import (
 // is the file f replaces or stands beside (the catalog for its scratch
 // copy, the live audit segment for its lock file).
 //
-// f must be a regular file this process opened without following a
-// symbolic link; it is given away only while it has no other name (one
-// link): the directory is its owner's, and a hard link there to a root
-// file (where fs.protected_hardlinks is off) would have had root give that
-// file away.
+// f must be a regular file this process has just created (O_EXCL,
+// os.CreateTemp, regularfile.OpenCreate), never one it found: the
+// directory is another account's, and a file found there may be a root
+// file's second name (a hard link, where fs.protected_hardlinks is off or
+// absent, as on macOS and the BSDs), whose link count, read here, that
+// account can bring back to one between root's open and this check by
+// unlinking its name. Even for a created file, it is given away only while
+// it has no other name (one link).
 //
 // It is best effort and quiet: where root may not chown (NFS with
 // root_squash) f stays as it is, and the account that cannot open it later

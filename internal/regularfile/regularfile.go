@@ -64,6 +64,28 @@ func Open(path string, flag int, perm os.FileMode, follow Follow) (*os.File, err
 	return f, nil
 }
 
+// OpenCreate opens path as Open does, creating it (with perm) if it does
+// not exist, and reports whether this call created it: it first opens
+// without O_CREATE, then creates with O_EXCL. flag's O_CREATE and O_EXCL
+// are ignored. Only a file this call created may be given to another
+// account (owner.Match): a file that already existed in a directory
+// another account controls may be any file's second name, and a hard
+// link's count, read after the open, is the other account's to change
+// (link a root file there, unlink it once root has opened it).
+func OpenCreate(path string, flag int, perm os.FileMode, follow Follow) (f *os.File, created bool, err error) {
+	flag &^= os.O_CREATE | os.O_EXCL
+	f, err = Open(path, flag, perm, follow)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return f, false, err
+	}
+	f, err = Open(path, flag|os.O_CREATE|os.O_EXCL, perm, follow)
+	if errors.Is(err, fs.ErrExist) { // another process made it meanwhile
+		f, err = Open(path, flag, perm, follow)
+		return f, false, err
+	}
+	return f, err == nil, err
+}
+
 // Kind names the kind of file m describes, with its article, for an error
 // message: "a regular file", "a directory", "a FIFO", ...
 func Kind(m fs.FileMode) string {

@@ -87,3 +87,39 @@ func TestOpen(t *testing.T) {
 		t.Errorf("Open of a missing file: %v, want fs.ErrNotExist", err)
 	}
 }
+
+// TestOpenCreate: it reports a file as created only when this call made
+// it, so that a caller gives away (owner.Match) only such a file; it
+// creates nothing through a symbolic link and refuses a FIFO.
+func TestOpenCreate(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "lock")
+	f, created, err := OpenCreate(p, os.O_RDWR, 0o600, NoFollow)
+	if err != nil || !created {
+		t.Fatalf("OpenCreate of a missing file: created %v, %v; want it created", created, err)
+	}
+	f.Close()
+	f, created, err = OpenCreate(p, os.O_RDWR|os.O_CREATE, 0o600, NoFollow)
+	if err != nil || created {
+		t.Fatalf("OpenCreate of an existing file: created %v, %v; want it opened, not created", created, err)
+	}
+	f.Close()
+	absent := filepath.Join(dir, "absent")
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(absent, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, created, err := OpenCreate(link, os.O_RDWR, 0o600, NoFollow); !IsNotRegular(err) || created {
+		t.Errorf("OpenCreate of a dangling link: created %v, %v; want a *NotRegularError", created, err)
+	}
+	if _, err := os.Lstat(absent); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dangling link's target was created (%v)", err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, created, err := OpenCreate(fifo, os.O_RDONLY, 0o600, NoFollow); !IsNotRegular(err) || created {
+		t.Errorf("OpenCreate of a FIFO: created %v, %v; want a *NotRegularError", created, err)
+	}
+}
