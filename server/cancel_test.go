@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -19,12 +20,15 @@ import (
 	"github.com/custos-mcp/custos/server/ops"
 )
 
-// heldLog holds every append of an allowed read until its caller's
-// context ends, then hands it to the real log (which refuses it: the
-// caller is gone). entered is closed when the first such append waits.
+// heldLog holds every append of an allowed read until release is closed,
+// then hands it to the real log, or, if fail is set, answers it with that
+// error (an fsync failure, say). Like audit.Log.Append, it stops waiting
+// when its caller's context ends before the commit did. entered is closed
+// when the first such append waits.
 type heldLog struct {
 	*audit.Log
-	entered chan struct{}
+	entered, release chan struct{}
+	fail             error
 }
 
 func (l *heldLog) Append(ctx context.Context, e audit.Entry) (audit.Record, error) {
@@ -34,7 +38,20 @@ func (l *heldLog) Append(ctx context.Context, e audit.Entry) (audit.Record, erro
 		default:
 			close(l.entered)
 		}
-		<-ctx.Done()
+		abandoned := func() (audit.Record, error) {
+			return audit.Record{}, fmt.Errorf("audit: append not confirmed: %w", ctx.Err())
+		}
+		select {
+		case <-ctx.Done():
+			return abandoned()
+		case <-l.release:
+		}
+		if ctx.Err() != nil {
+			return abandoned() // the caller had left before the commit ended
+		}
+		if l.fail != nil {
+			return audit.Record{}, l.fail
+		}
 	}
 	return l.Log.Append(ctx, e)
 }
@@ -100,7 +117,7 @@ func answerTo(t *testing.T, ctx context.Context, conn mcp.Connection, id int) *j
 // alert by cancelling its reads.
 func TestCancelledReadIsNotAnAuditFailure(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	held := &heldLog{entered: make(chan struct{})}
+	held := &heldLog{entered: make(chan struct{}), release: make(chan struct{})}
 	m := ops.New(reg)
 	var logs syncbuf.Buffer
 	f := newServerFixture(t, fixtureOptions{tune: func(c *server.Config) {
@@ -122,8 +139,7 @@ func TestCancelledReadIsNotAnAuditFailure(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the read never reached its audit append")
 	}
-	send(t, ctx, conn, 0, "notifications/cancelled", map[string]any{"requestId": 2})
-	r := answerTo(t, ctx, conn, 2)
+	r := cancelWhileHeld(t, ctx, conn, 2, held.release)
 	if r.Result != nil {
 		t.Fatalf("a cancelled read was answered with a result: %s", r.Result)
 	}
@@ -145,10 +161,95 @@ func TestCancelledReadIsNotAnAuditFailure(t *testing.T) {
 	if !strings.Contains(logs.String(), "request cancelled") {
 		t.Errorf("the cancellation is not in the log:\n%s", logs.String())
 	}
+	// The commit was under way when the client cancelled: the record is
+	// durable (an audited request that was not served).
+	var reads int
 	for _, rec := range f.records()[before:] {
 		if rec.Action == "resources/read" {
-			t.Errorf("a read cancelled before its record was appended has a record: %+v", rec)
+			reads++
+			if rec.Outcome != audit.OutcomeAllow {
+				t.Errorf("the cancelled read's record: %+v", rec)
+			}
 		}
+	}
+	if reads != 1 {
+		t.Errorf("%d read records after a read cancelled during its commit, want its one allow record", reads)
+	}
+}
+
+// cancelWhileHeld cancels request id while something holds it, makes
+// sure the server has taken the cancellation (notifications are handled
+// in order, before the ping that follows), then closes release, and
+// returns the answer to id.
+func cancelWhileHeld(t *testing.T, ctx context.Context, conn mcp.Connection, id int, release chan struct{}) *jsonrpc.Response {
+	t.Helper()
+	send(t, ctx, conn, 0, "notifications/cancelled", map[string]any{"requestId": id})
+	send(t, ctx, conn, 100+id, "ping", map[string]any{})
+	want, _ := jsonrpc.MakeID(float64(id))
+	ping, _ := jsonrpc.MakeID(float64(100 + id))
+	var answer *jsonrpc.Response
+	for {
+		msg, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatalf("waiting for the answer to the ping: %v", err)
+		}
+		if r, ok := msg.(*jsonrpc.Response); ok && r.ID == want {
+			answer = r // answered without waiting for its append
+		} else if ok && r.ID == ping {
+			break
+		}
+	}
+	close(release)
+	if answer != nil {
+		return answer
+	}
+	return answerTo(t, ctx, conn, id)
+}
+
+// A real audit failure (an fsync error) of a read whose client cancelled
+// while the record was being committed is an audit failure: logged as an
+// error, answered -32603 and counted refused, so CustosRequestsRefused
+// pages. The server stopped waiting for the append when the client
+// cancelled and took the append's "not confirmed: context canceled" for
+// the whole story: the failure was answered -32800, counted as outcome
+// "error" and logged at info, and nothing paged.
+func TestAuditFailureAfterCancelIsARefusal(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	held := &heldLog{entered: make(chan struct{}), release: make(chan struct{}),
+		fail: errors.New("audit: append: commit: fdatasync audit.db: input/output error")}
+	m := ops.New(reg)
+	var logs syncbuf.Buffer
+	f := newServerFixture(t, fixtureOptions{tune: func(c *server.Config) {
+		c.Metrics = m
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	}})
+	uri := f.readableURI(f.connect(f.identity("clinician")))
+	held.Log = f.log
+	f.reconfigure(func(c *server.Config) { c.Audit = held })
+
+	ctx, conn := rawConn(t, f, f.identity("clinician"))
+	send(t, ctx, conn, 1, "initialize", map[string]any{"protocolVersion": rev2025, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}})
+	answerTo(t, ctx, conn, 1)
+	send(t, ctx, conn, 0, "notifications/initialized", map[string]any{})
+	send(t, ctx, conn, 2, "resources/read", map[string]any{"uri": uri})
+	select {
+	case <-held.entered:
+	case <-ctx.Done():
+		t.Fatal("the read never reached its audit append")
+	}
+	r := cancelWhileHeld(t, ctx, conn, 2, held.release)
+	if r.Result != nil {
+		t.Fatalf("a read whose record failed was answered with a result: %s", r.Result)
+	}
+	var je *jsonrpc.Error
+	if !errors.As(r.Error, &je) || je.Code != jsonrpc.CodeInternalError || !strings.Contains(je.Message, "audit log unavailable") {
+		t.Errorf("a read whose audit append failed answered %v; want %d audit log unavailable", r.Error, jsonrpc.CodeInternalError)
+	}
+	if got := requests(t, reg, ops.MethodRead, ops.OutcomeRefused); got != 1 {
+		t.Errorf("custos_requests_total{method=\"resources/read\", outcome=\"refused\"} = %v after an audit failure, want 1", got)
+	}
+	if !strings.Contains(logs.String(), `"level":"ERROR","msg":"audit append failed; request refused"`) {
+		t.Errorf("the audit failure is not logged as an error:\n%s", logs.String())
 	}
 }
 
