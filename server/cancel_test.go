@@ -18,6 +18,7 @@ import (
 	"github.com/custos-mcp/custos/internal/syncbuf"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/ops"
+	"github.com/custos-mcp/custos/store"
 )
 
 // heldLog holds every append of an allowed read until release is closed,
@@ -292,5 +293,112 @@ func TestSessionStateErrorsHaveACode(t *testing.T) {
 		if !errors.As(r.Error, &je) || je.Code != jsonrpc.CodeInvalidRequest {
 			t.Errorf("stdio: %s answered %v, want %d", c.name, r.Error, jsonrpc.CodeInvalidRequest)
 		}
+	}
+}
+
+// heldBlobs holds every payload fetch until release is closed, then
+// fetches it from the real catalog or, if fail is set, answers fail. Like
+// an encrypted catalog's data-key unwrap (a Vault call under ctx), it
+// gives up when its caller's context ends first.
+type heldBlobs struct {
+	server.Catalog
+	entered, release chan struct{}
+	fail             error
+}
+
+func (c *heldBlobs) Blob(ctx context.Context, digest string) ([]byte, error) {
+	select {
+	case <-c.entered:
+	default:
+		close(c.entered)
+	}
+	select {
+	case <-ctx.Done():
+		return nil, &store.KeyError{Op: "unwrap", Digest: digest, Err: ctx.Err()}
+	case <-c.release:
+	}
+	if c.fail != nil {
+		return nil, c.fail
+	}
+	return c.Catalog.Blob(ctx, digest)
+}
+
+// A read whose client cancels after its allow record was committed, while
+// its payload is fetched (an encrypted catalog's data-key unwrap, a Vault
+// round trip), is no failure of the server: the fetch was cancelled with
+// the request, logged as an error ("payload fetch failed after audit"),
+// answered -32603 "keys unavailable" and counted refused, so any client
+// could page the operator (CustosRequestsRefused) by cancelling. And when
+// the fetch did fail, the error record that says nothing was released
+// was appended under the cancelled context and never written: the log
+// held the allow record alone.
+func TestReadCancelledDuringFetch(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		fail error
+	}{
+		{"fetched", nil},
+		{"fetch failed", &store.IntegrityError{Digest: "sha256:00", Reason: "test"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			m := ops.New(reg)
+			var logs syncbuf.Buffer
+			held := &heldBlobs{entered: make(chan struct{}), release: make(chan struct{}), fail: c.fail}
+			f := newServerFixture(t, fixtureOptions{tune: func(cfg *server.Config) {
+				cfg.Metrics = m
+				cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+			}})
+			uri := f.readableURI(f.connect(f.identity("clinician")))
+			f.reconfigure(func(cfg *server.Config) {
+				held.Catalog = cfg.Catalog
+				cfg.Catalog = held
+				cfg.Metrics = m
+				cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+			})
+			before := len(f.records())
+
+			ctx, conn := rawConn(t, f, f.identity("clinician"))
+			send(t, ctx, conn, 1, "initialize", map[string]any{"protocolVersion": rev2025, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}})
+			answerTo(t, ctx, conn, 1)
+			send(t, ctx, conn, 0, "notifications/initialized", map[string]any{})
+			send(t, ctx, conn, 2, "resources/read", map[string]any{"uri": uri})
+			select {
+			case <-held.entered:
+			case <-ctx.Done():
+				t.Fatal("the read never reached its payload fetch")
+			}
+			r := cancelWhileHeld(t, ctx, conn, 2, held.release)
+			var outcomes []string
+			for _, rec := range f.records()[before:] {
+				if rec.Action == "resources/read" {
+					outcomes = append(outcomes, rec.Outcome+" "+rec.Reason)
+				}
+			}
+			if c.fail == nil {
+				if r.Error != nil {
+					t.Errorf("a read cancelled after its record was committed answered %v; want its result (the record says it was allowed)", r.Error)
+				}
+				if got := requests(t, reg, ops.MethodRead, ops.OutcomeRefused); got != 0 {
+					t.Errorf("custos_requests_total{method=\"resources/read\", outcome=\"refused\"} = %v after a cancelled read, want 0", got)
+				}
+				for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+					if strings.Contains(line, `"level":"ERROR"`) {
+						t.Errorf("a cancelled read logged an error: %s", line)
+					}
+				}
+				if len(outcomes) != 1 || !strings.HasPrefix(outcomes[0], audit.OutcomeAllow+" ") {
+					t.Errorf("read records %q, want the allow record", outcomes)
+				}
+				return
+			}
+			var je *jsonrpc.Error
+			if r.Result != nil || !errors.As(r.Error, &je) || je.Code != jsonrpc.CodeInternalError {
+				t.Errorf("a read whose fetch failed answered %v %s; want -32603", r.Error, r.Result)
+			}
+			if len(outcomes) != 2 || outcomes[1] != audit.OutcomeError+" "+server.ReasonPayloadUnavailable {
+				t.Errorf("read records %q, want the allow record then an error record %s", outcomes, server.ReasonPayloadUnavailable)
+			}
+		})
 	}
 }

@@ -377,8 +377,12 @@ func (s *Server) commitInput(ctx context.Context, e audit.Entry, in *policy.Inpu
 
 // auditFailure records a request that failed after its allow record was
 // written (payload unreadable, minimization failed). Its own failure is
-// logged; the client gets err either way.
+// logged; the client gets err either way. The record is appended even if
+// the client has gone meanwhile: without it the log holds an allow record
+// for a request that released nothing (appended under the cancelled
+// context, it was never attempted; TestReadCancelledDuringFetch).
 func (s *Server) auditFailure(ctx context.Context, e audit.Entry, reason string, err error) error {
+	ctx = context.WithoutCancel(ctx)
 	e.Outcome = audit.OutcomeError
 	e.Reason = reason
 	e, _ = s.pseudonymize(ctx, e, nil) // without the key: recorded without identifiers; the decision's input is on the allow record

@@ -488,8 +488,14 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	}
 	r, d, rec, e := v.r, v.d, v.rec, v.e
 
-	// The record is durable: fetch and minimize.
-	payload, err := s.cfg.Catalog.Blob(ctx, r.Digest)
+	// The record is durable: fetch and minimize. The fetch is not cut
+	// short by the client's cancellation: an encrypted catalog's data-key
+	// unwrap (a Vault call, bounded by its own timeout) cancelled with the
+	// request came back as a fetch failure, logged as an error, answered
+	// -32603 and counted refused (CustosRequestsRefused) for a client that
+	// merely went away (TestReadCancelledDuringFetch). What is on record,
+	// allowed, is what is done.
+	payload, err := s.cfg.Catalog.Blob(context.WithoutCancel(ctx), r.Digest)
 	if err != nil {
 		s.log.Error("payload fetch failed after audit; nothing released", "decision", d.ID, "err", err)
 		if errors.Is(err, store.ErrDataKey) {
