@@ -16,6 +16,7 @@ import (
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/internal/syncbuf"
+	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/server/ops"
 	"github.com/custos-mcp/custos/store"
@@ -398,6 +399,90 @@ func TestReadCancelledDuringFetch(t *testing.T) {
 			}
 			if len(outcomes) != 2 || outcomes[1] != audit.OutcomeError+" "+server.ReasonPayloadUnavailable {
 				t.Errorf("read records %q, want the allow record then an error record %s", outcomes, server.ReasonPayloadUnavailable)
+			}
+		})
+	}
+}
+
+// heldPolicy holds every decision until its caller's context ends, then
+// asks the real policy (which refuses to decide for a request that is
+// gone). entered is closed when the first decision waits.
+type heldPolicy struct {
+	*policy.Engine
+	entered chan struct{}
+}
+
+func (p *heldPolicy) hold(ctx context.Context) {
+	select {
+	case <-p.entered:
+	default:
+		close(p.entered)
+	}
+	<-ctx.Done()
+}
+
+func (p *heldPolicy) Decide(ctx context.Context, in policy.Input) (policy.Decision, error) {
+	p.hold(ctx)
+	return p.Engine.Decide(ctx, in)
+}
+
+func (p *heldPolicy) DecideBatch(ctx context.Context, in policy.Input, items []policy.Item) ([]policy.Decision, error) {
+	p.hold(ctx)
+	return p.Engine.DecideBatch(ctx, in, items)
+}
+
+// A read, list or templates list whose client cancels while the policy
+// decides is no failure of the policy: the evaluation ended with the
+// request. The server logged it as an error ("policy could not decide;
+// request refused"), which docs/operations.md reserves for a server that
+// failed closed, so any client could write error lines at will.
+func TestCancelledDuringDecisionIsNotAPolicyFailure(t *testing.T) {
+	for _, c := range []struct {
+		method string
+		params func(uri string) map[string]any
+	}{
+		{"resources/read", func(uri string) map[string]any { return map[string]any{"uri": uri} }},
+		{"resources/list", func(string) map[string]any { return map[string]any{} }},
+		{"resources/templates/list", func(string) map[string]any { return map[string]any{} }},
+	} {
+		t.Run(c.method, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			m := ops.New(reg)
+			var logs syncbuf.Buffer
+			f := newServerFixture(t, fixtureOptions{tune: func(cfg *server.Config) { cfg.Metrics = m }})
+			uri := f.readableURI(f.connect(f.identity("clinician")))
+			held := &heldPolicy{entered: make(chan struct{})}
+			f.reconfigure(func(cfg *server.Config) {
+				held.Engine = cfg.Policy.(*policy.Engine)
+				cfg.Policy = held
+				cfg.Metrics = m
+				cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+			})
+			before := len(f.records())
+
+			ctx, conn := rawConn(t, f, f.identity("clinician"))
+			send(t, ctx, conn, 1, "initialize", map[string]any{"protocolVersion": rev2025, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}})
+			answerTo(t, ctx, conn, 1)
+			send(t, ctx, conn, 0, "notifications/initialized", map[string]any{})
+			send(t, ctx, conn, 2, c.method, c.params(uri))
+			select {
+			case <-held.entered:
+			case <-ctx.Done():
+				t.Fatal("the request never reached its decision")
+			}
+			send(t, ctx, conn, 0, "notifications/cancelled", map[string]any{"requestId": 2})
+			r := answerTo(t, ctx, conn, 2)
+			var je *jsonrpc.Error
+			if r.Result != nil || !errors.As(r.Error, &je) || je.Code != server.CodeRequestCancelled {
+				t.Errorf("cancelled %s answered %v %s; want %d", c.method, r.Error, r.Result, server.CodeRequestCancelled)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+				if strings.Contains(line, `"level":"ERROR"`) {
+					t.Errorf("a cancelled %s logged an error: %s", c.method, line)
+				}
+			}
+			if n := len(f.records()) - before; n != 0 {
+				t.Errorf("%d records for a request cancelled before its decision, want none", n)
 			}
 		})
 	}

@@ -375,6 +375,23 @@ func (s *Server) commitInput(ctx context.Context, e audit.Entry, in *policy.Inpu
 	return rec, nil
 }
 
+// clientCancelled reports whether err, a policy evaluation's failure, is
+// the request's own cancellation: its context is done and err is that
+// context's error. A failure that merely wraps context.Canceled while the
+// client is still there, or a policy timeout, is not.
+func clientCancelled(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
+}
+
+// undecidedCancelled answers a request whose policy evaluation was cut
+// short by its client's cancellation: nothing is recorded or released, and
+// the policy did not fail, so no error is logged (any client could write
+// "policy could not decide" error lines at will by cancelling its reads).
+func (s *Server) undecidedCancelled(action string) error {
+	s.log.Info("request cancelled during its policy decision; nothing released", "action", action)
+	return cancelled()
+}
+
 // auditFailure records a request that failed after its allow record was
 // written (payload unreadable, minimization failed). Its own failure is
 // logged; the client gets err either way. The record is appended even if

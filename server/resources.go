@@ -219,9 +219,11 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 		scanned   int
 		denied    int
 		policyErr int
-		grants    grantsRelied // break-the-glass grants the page relies on
-		last      = after
-		more      = !nothing
+		// policyFailure is the error that stopped the scan.
+		policyFailure error
+		grants        grantsRelied // break-the-glass grants the page relies on
+		last          = after
+		more          = !nothing
 	)
 scan:
 	for more && len(items) < s.cfg.PageSize && scanned < s.cfg.ScanLimit {
@@ -249,6 +251,7 @@ scan:
 			// whole request below rather than return a page that looks
 			// complete.
 			policyErr++
+			policyFailure = err
 			break scan
 		}
 		for i, r := range batch {
@@ -306,6 +309,9 @@ scan:
 	e.Reason = fmt.Sprintf("returned=%d denied=%d scanned=%d", len(items), denied, scanned) + grants.reason()
 	if nothing {
 		e.Reason = ReasonNothingVisible + " " + e.Reason
+	}
+	if clientCancelled(ctx, policyFailure) {
+		return nil, s.undecidedCancelled(e.Action)
 	}
 	if policyErr > 0 {
 		// Fail closed: nothing of the page is released.
@@ -610,6 +616,8 @@ func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResource
 	}
 	e.Reason = strings.Join(d.Reasons, ",")
 	switch {
+	case clientCancelled(ctx, derr):
+		return nil, s.undecidedCancelled(e.Action)
 	case derr != nil:
 		e.Outcome = audit.OutcomeError
 		s.log.Error("policy could not decide; request refused", "decision", d.ID, "err", derr)
