@@ -410,6 +410,14 @@ func TestReadCancelledDuringFetch(t *testing.T) {
 type heldPolicy struct {
 	*policy.Engine
 	entered chan struct{}
+	visible bool // hold NothingVisible (a list's or completion's first question) too
+}
+
+func (p *heldPolicy) NothingVisible(ctx context.Context, in policy.Input) (bool, error) {
+	if p.visible {
+		p.hold(ctx)
+	}
+	return p.Engine.NothingVisible(ctx, in)
 }
 
 func (p *heldPolicy) hold(ctx context.Context) {
@@ -431,27 +439,34 @@ func (p *heldPolicy) DecideBatch(ctx context.Context, in policy.Input, items []p
 	return p.Engine.DecideBatch(ctx, in, items)
 }
 
-// A read, list or templates list whose client cancels while the policy
+// A read, list, templates list or completion whose client cancels while the policy
 // decides is no failure of the policy: the evaluation ended with the
 // request. The server logged it as an error ("policy could not decide;
 // request refused"), which docs/operations.md reserves for a server that
 // failed closed, so any client could write error lines at will.
 func TestCancelledDuringDecisionIsNotAPolicyFailure(t *testing.T) {
+	completion := func(string) map[string]any {
+		return map[string]any{"ref": map[string]any{"type": "ref/resource", "uri": fhirTemplate}, "argument": map[string]any{"name": "patient", "value": ""}}
+	}
 	for _, c := range []struct {
-		method string
-		params func(uri string) map[string]any
+		name, method string
+		params       func(uri string) map[string]any
+		visible      bool
 	}{
-		{"resources/read", func(uri string) map[string]any { return map[string]any{"uri": uri} }},
-		{"resources/list", func(string) map[string]any { return map[string]any{} }},
-		{"resources/templates/list", func(string) map[string]any { return map[string]any{} }},
+		{"read", "resources/read", func(uri string) map[string]any { return map[string]any{"uri": uri} }, false},
+		{"list", "resources/list", func(string) map[string]any { return map[string]any{} }, false},
+		{"list nothing visible", "resources/list", func(string) map[string]any { return map[string]any{} }, true},
+		{"templates list", "resources/templates/list", func(string) map[string]any { return map[string]any{} }, false},
+		{"completion", "completion/complete", completion, false},
+		{"completion nothing visible", "completion/complete", completion, true},
 	} {
-		t.Run(c.method, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			m := ops.New(reg)
 			var logs syncbuf.Buffer
 			f := newServerFixture(t, fixtureOptions{tune: func(cfg *server.Config) { cfg.Metrics = m }})
 			uri := f.readableURI(f.connect(f.identity("clinician")))
-			held := &heldPolicy{entered: make(chan struct{})}
+			held := &heldPolicy{entered: make(chan struct{}), visible: c.visible}
 			f.reconfigure(func(cfg *server.Config) {
 				held.Engine = cfg.Policy.(*policy.Engine)
 				cfg.Policy = held

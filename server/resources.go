@@ -198,6 +198,9 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 	// empty page, no cursor (decide.go, nothingVisible).
 	subj := policy.NewSubject(id.Principal)
 	nothing, err := s.nothingVisible(ctx, id, subj)
+	if clientCancelled(ctx, err) {
+		return nil, s.undecidedCancelled(e.Action)
+	}
 	if err != nil {
 		s.log.Error("policy could not say whether anything is visible; request refused", "list", e.DecisionID, "err", err)
 		return nil, s.refuse(ctx, e, audit.OutcomeError, ReasonPolicyError+" returned=0 denied=0 scanned=0", undecided())
