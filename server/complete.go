@@ -199,6 +199,9 @@ func (s *Server) completeArgument(ctx context.Context, id Identity, p *mcp.Compl
 	// none is scanned (see list).
 	subj := policy.NewSubject(id.Principal)
 	nothing, err := s.nothingVisible(ctx, id, subj)
+	if clientCancelled(ctx, err) {
+		return nil, s.undecidedCancelled(e.Action)
+	}
 	if err != nil {
 		s.log.Error("policy could not say whether anything is visible; request refused", "completion", e.DecisionID, "err", err)
 		return nil, s.refuse(ctx, e, audit.OutcomeError, ReasonPolicyError+" argument="+c.arg+" returned=0 denied=0 scanned=0", undecided())
@@ -210,11 +213,13 @@ func (s *Server) completeArgument(ctx context.Context, id Identity, p *mcp.Compl
 		scanned   int
 		denied    int
 		policyErr bool
-		grants    grantsRelied                             // break-the-glass grants the values rely on
-		complete  = c.arg == store.PageVariable || nothing // page numbers are not suggested: the count depends on minimization
-		more      bool
-		seek      = c.seek()
-		last      = seek
+		// policyFailure is the error that stopped the scan.
+		policyFailure error
+		grants        grantsRelied                             // break-the-glass grants the values rely on
+		complete      = c.arg == store.PageVariable || nothing // page numbers are not suggested: the count depends on minimization
+		more          bool
+		seek          = c.seek()
+		last          = seek
 	)
 	if last != "" {
 		last = last[:len(last)-1] // Page returns URIs > after; seek itself must be included
@@ -263,6 +268,7 @@ scan:
 			}
 			if err != nil {
 				policyErr = true
+				policyFailure = err
 				break scan
 			}
 			if !d.Allow {
@@ -293,6 +299,9 @@ scan:
 	e.Reason = fmt.Sprintf("argument=%s returned=%d denied=%d scanned=%d", c.arg, len(values), denied, scanned) + grants.reason()
 	if nothing {
 		e.Reason = ReasonNothingVisible + " " + e.Reason
+	}
+	if clientCancelled(ctx, policyFailure) {
+		return nil, s.undecidedCancelled(e.Action)
 	}
 	if policyErr {
 		e.URIs = []string{}

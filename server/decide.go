@@ -190,6 +190,8 @@ func (s *Server) decideResource(ctx context.Context, id Identity, e audit.Entry,
 		rec = &in
 	}
 	switch {
+	case clientCancelled(ctx, derr):
+		return verdict{err: s.undecidedCancelled(e.Action)}
 	case derr != nil:
 		reason := cmp.Or(e.Reason, ReasonPolicyError)
 		if !found {

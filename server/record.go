@@ -329,9 +329,23 @@ func (s *Server) commit(ctx context.Context, e audit.Entry) (audit.Record, error
 // commitInput is commit for a request that reached a policy decision on in:
 // the record's decision input (Entry.Input) is in, pseudonymized.
 func (s *Server) commitInput(ctx context.Context, e audit.Entry, in *policy.Input) (audit.Record, error) {
+	if ctx.Err() != nil {
+		// The caller went away (notifications/cancelled, an HTTP client
+		// gone, the server stopping) before its record was appended:
+		// nothing is on record and nothing is released. Not a failure of
+		// the audit log, and not a refusal: counted as outcome "error",
+		// not "refused", which CustosRequestsRefused pages on.
+		s.log.Info("request cancelled before its audit record was appended; nothing released", "action", e.Action, "outcome", e.Outcome)
+		return audit.Record{}, cancelled()
+	}
 	e, kerr := s.pseudonymize(ctx, e, in)
 	t0 := time.Now()
-	rec, err := s.cfg.Audit.Append(ctx, e)
+	// The append is waited for even if the caller goes away meanwhile:
+	// its commit goes on either way, and only its own result says whether
+	// the audit log failed. Abandoned, a real failure (an fsync error)
+	// came back as the caller's cancellation, was answered and counted as
+	// one, and paged no one (TestAuditFailureAfterCancelIsARefusal).
+	rec, err := s.cfg.Audit.Append(context.WithoutCancel(ctx), e)
 	if err == nil {
 		// Durable appends only: CustosCheckpointLag reads the count as
 		// records appended, and a failed append is none (it is counted
@@ -343,16 +357,6 @@ func (s *Server) commitInput(ctx context.Context, e audit.Entry, in *policy.Inpu
 		s.log.Error("audit keyed-hash key unavailable; request refused", "action", e.Action, "err", kerr)
 		return rec, refused("keys unavailable: request refused, nothing released")
 	}
-	if err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		// The caller went away (notifications/cancelled, an HTTP client
-		// gone, the server stopping) before the record was confirmed: not
-		// a failure of the audit log, nothing is released, and the record
-		// may still be committed (an audited request that was not served
-		// is harmless). Not a refusal either: counted as outcome "error",
-		// not "refused", which CustosRequestsRefused pages on.
-		s.log.Info("request cancelled before its audit record was confirmed; nothing released", "action", e.Action, "outcome", e.Outcome)
-		return rec, cancelled()
-	}
 	if err != nil {
 		s.log.Error("audit append failed; request refused", "action", e.Action, "outcome", e.Outcome, "err", err)
 		if errors.Is(err, audit.ErrIntegrity) {
@@ -360,14 +364,42 @@ func (s *Server) commitInput(ctx context.Context, e audit.Entry, in *policy.Inpu
 		}
 		return rec, refused("audit log unavailable: request refused, nothing released")
 	}
+	if ctx.Err() != nil {
+		// The caller went away while its record was being committed: the
+		// record is durable (an audited request that was not served is
+		// harmless), nothing is released.
+		s.log.Info("request cancelled while its audit record was committed; nothing released", "action", e.Action, "outcome", e.Outcome, "seq", rec.Seq)
+		return rec, cancelled()
+	}
 	s.log.Debug("audited", "action", e.Action, "outcome", e.Outcome, "seq", rec.Seq, "decision", e.DecisionID)
 	return rec, nil
 }
 
+// clientCancelled reports whether err, a policy evaluation's failure, is
+// the request's own cancellation: its context is done and err is that
+// context's error. A failure that merely wraps context.Canceled while the
+// client is still there, or a policy timeout, is not.
+func clientCancelled(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
+}
+
+// undecidedCancelled answers a request whose policy evaluation was cut
+// short by its client's cancellation: nothing is recorded or released, and
+// the policy did not fail, so no error is logged (any client could write
+// "policy could not decide" error lines at will by cancelling its reads).
+func (s *Server) undecidedCancelled(action string) error {
+	s.log.Info("request cancelled during its policy decision; nothing released", "action", action)
+	return cancelled()
+}
+
 // auditFailure records a request that failed after its allow record was
 // written (payload unreadable, minimization failed). Its own failure is
-// logged; the client gets err either way.
+// logged; the client gets err either way. The record is appended even if
+// the client has gone meanwhile: without it the log holds an allow record
+// for a request that released nothing (appended under the cancelled
+// context, it was never attempted; TestReadCancelledDuringFetch).
 func (s *Server) auditFailure(ctx context.Context, e audit.Entry, reason string, err error) error {
+	ctx = context.WithoutCancel(ctx)
 	e.Outcome = audit.OutcomeError
 	e.Reason = reason
 	e, _ = s.pseudonymize(ctx, e, nil) // without the key: recorded without identifiers; the decision's input is on the allow record

@@ -198,6 +198,9 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 	// empty page, no cursor (decide.go, nothingVisible).
 	subj := policy.NewSubject(id.Principal)
 	nothing, err := s.nothingVisible(ctx, id, subj)
+	if clientCancelled(ctx, err) {
+		return nil, s.undecidedCancelled(e.Action)
+	}
 	if err != nil {
 		s.log.Error("policy could not say whether anything is visible; request refused", "list", e.DecisionID, "err", err)
 		return nil, s.refuse(ctx, e, audit.OutcomeError, ReasonPolicyError+" returned=0 denied=0 scanned=0", undecided())
@@ -219,9 +222,11 @@ func (s *Server) list(ctx context.Context, id Identity, p *mcp.ListResourcesPara
 		scanned   int
 		denied    int
 		policyErr int
-		grants    grantsRelied // break-the-glass grants the page relies on
-		last      = after
-		more      = !nothing
+		// policyFailure is the error that stopped the scan.
+		policyFailure error
+		grants        grantsRelied // break-the-glass grants the page relies on
+		last          = after
+		more          = !nothing
 	)
 scan:
 	for more && len(items) < s.cfg.PageSize && scanned < s.cfg.ScanLimit {
@@ -249,6 +254,7 @@ scan:
 			// whole request below rather than return a page that looks
 			// complete.
 			policyErr++
+			policyFailure = err
 			break scan
 		}
 		for i, r := range batch {
@@ -306,6 +312,9 @@ scan:
 	e.Reason = fmt.Sprintf("returned=%d denied=%d scanned=%d", len(items), denied, scanned) + grants.reason()
 	if nothing {
 		e.Reason = ReasonNothingVisible + " " + e.Reason
+	}
+	if clientCancelled(ctx, policyFailure) {
+		return nil, s.undecidedCancelled(e.Action)
 	}
 	if policyErr > 0 {
 		// Fail closed: nothing of the page is released.
@@ -488,8 +497,14 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	}
 	r, d, rec, e := v.r, v.d, v.rec, v.e
 
-	// The record is durable: fetch and minimize.
-	payload, err := s.cfg.Catalog.Blob(ctx, r.Digest)
+	// The record is durable: fetch and minimize. The fetch is not cut
+	// short by the client's cancellation: an encrypted catalog's data-key
+	// unwrap (a Vault call, bounded by its own timeout) cancelled with the
+	// request came back as a fetch failure, logged as an error, answered
+	// -32603 and counted refused (CustosRequestsRefused) for a client that
+	// merely went away (TestReadCancelledDuringFetch). What is on record,
+	// allowed, is what is done.
+	payload, err := s.cfg.Catalog.Blob(context.WithoutCancel(ctx), r.Digest)
 	if err != nil {
 		s.log.Error("payload fetch failed after audit; nothing released", "decision", d.ID, "err", err)
 		if errors.Is(err, store.ErrDataKey) {
@@ -604,6 +619,8 @@ func (s *Server) templates(ctx context.Context, id Identity, p *mcp.ListResource
 	}
 	e.Reason = strings.Join(d.Reasons, ",")
 	switch {
+	case clientCancelled(ctx, derr):
+		return nil, s.undecidedCancelled(e.Action)
 	case derr != nil:
 		e.Outcome = audit.OutcomeError
 		s.log.Error("policy could not decide; request refused", "decision", d.ID, "err", derr)
