@@ -1676,7 +1676,24 @@ func (d *deid) address(m map[string]any) (map[string]any, bool) {
 	if s, ok := m["country"].(string); ok && countryCode(s) {
 		out["country"] = s
 	}
-	if !usAddress(m) {
+	switch us, state := usAddress(m); {
+	case !us:
+		// Not in the United States: a state is kept only as an ISO
+		// 3166-2 code of a first-level subdivision. A USPS code or a
+		// state's name is another country's unit there: Italy writes
+		// its provinces' two letters ("MI" Milan, "PA" Palermo, "CA"
+		// Cagliari), released as US states until 2026-12-06.
+		if s, ok := out["state"].(string); ok && (usStateCode(s) != "" || !firstLevelSubdivision.MatchString(s)) {
+			delete(out, "state")
+		}
+		return out, true
+	case state != "" && m["postalCode"] != nil && !zip3InState(m["postalCode"], state):
+		// No country, and a postal code that is not a ZIP code of the
+		// state named: the address is not known to be in the United
+		// States ("MI" and "20121" are Milan's province and postal code,
+		// came out as Michigan and ZIP3 "201" until 2026-12-06), so
+		// neither its state nor its postal code is released.
+		delete(out, "state")
 		return out, true
 	}
 	if z, ok := generalize(GeneralizeZIP3, m["postalCode"], d.now).(string); ok && z != masked {
@@ -1784,32 +1801,49 @@ func asArray(v any) []any {
 // code, "Paris 75004", "Berlin 10117") is not known to be in the United
 // States, and the first digits of another country's postal code are a
 // unit smaller than a state (until 2026-12-05 such an address was taken
-// for a US one, and Paris came out "750").
-func usAddress(m map[string]any) bool {
-	norm := func(k string) string {
-		s, _ := m[k].(string)
-		return strings.Map(func(r rune) rune {
-			if r == ' ' || r == '.' || r == '-' || r == '_' {
-				return -1
-			}
-			return unicode.ToUpper(r)
-		}, s)
+// for a US one, and Paris came out "750"). When the address names no
+// country, state is the USPS code of the state it names, which the
+// caller checks its postal code against (zip3InState): other countries
+// write their provinces' codes in the state too.
+func usAddress(m map[string]any) (us bool, state string) {
+	if c, _ := m["country"].(string); c != "" {
+		return usCountries[usNorm(c)], ""
 	}
-	if c := norm("country"); c != "" {
-		return usCountries[c]
+	s, _ := m["state"].(string)
+	state = usStateCode(s)
+	return state != "", state
+}
+
+// usNorm is an address's state or country without spaces, dots, hyphens
+// and underscores, in capitals, as usCountries and usStates hold them.
+func usNorm(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == ' ' || r == '.' || r == '-' || r == '_' {
+			return -1
+		}
+		return unicode.ToUpper(r)
+	}, s)
+}
+
+// usStateCode is the USPS code of the US state, district, territory or
+// armed forces "state" s names, by code, by name or as an ISO 3166-2
+// code ("MI", "Michigan", "US-MI": "MI"), or "" when it names none.
+func usStateCode(s string) string {
+	if us, ok := strings.CutPrefix(s, "US-"); ok {
+		s = us
 	}
-	return usStates[norm("state")]
+	return usStates[usNorm(s)]
 }
 
 // usCountries are the ways an address says "United States" (ISO 3166
-// alpha-2, alpha-3, numeric, and the name), normalized by usAddress.
+// alpha-2, alpha-3, numeric, and the name), normalized by usNorm.
 var usCountries = setOf("US", "USA", "840", "UNITEDSTATES", "UNITEDSTATESOFAMERICA")
 
 // usStates are the US states, the District of Columbia, the territories
 // and the armed forces' postal "states", by USPS code and by name,
-// normalized by usAddress.
-var usStates = func() map[string]bool {
-	m := map[string]bool{}
+// normalized by usNorm, each to its USPS code.
+var usStates = func() map[string]string {
+	m := map[string]string{}
 	for code, name := range map[string]string{
 		"AL": "Alabama", "AK": "Alaska", "AZ": "Arizona", "AR": "Arkansas", "CA": "California",
 		"CO": "Colorado", "CT": "Connecticut", "DE": "Delaware", "FL": "Florida", "GA": "Georgia",
@@ -1825,11 +1859,52 @@ var usStates = func() map[string]bool {
 		"AS": "American Samoa", "MP": "Northern Mariana Islands", "UM": "United States Minor Outlying Islands",
 		"AA": "Armed Forces Americas", "AE": "Armed Forces Europe", "AP": "Armed Forces Pacific",
 	} {
-		m[code] = true
-		m[strings.ToUpper(strings.ReplaceAll(name, " ", ""))] = true
+		m[code] = code
+		m[usNorm(name)] = code
 	}
 	return m
 }()
+
+// zip3Ranges are the ZIP3 prefixes of each state, district, territory and
+// armed forces "state", as USPS assigns them (its list of three-digit ZIP
+// code prefixes), as inclusive ranges; a prefix that serves two (055, 201,
+// 967, 969) is given to each.
+var zip3Ranges = map[string][][2]int{
+	"AL": {{350, 369}}, "AK": {{995, 999}}, "AZ": {{850, 865}}, "AR": {{716, 729}},
+	"CA": {{900, 961}}, "CO": {{800, 816}}, "CT": {{60, 69}}, "DE": {{197, 199}},
+	"DC": {{200, 205}, {569, 569}}, "FL": {{320, 349}}, "GA": {{300, 319}, {398, 399}},
+	"HI": {{967, 968}}, "ID": {{832, 838}}, "IL": {{600, 629}}, "IN": {{460, 479}},
+	"IA": {{500, 528}}, "KS": {{660, 679}}, "KY": {{400, 427}}, "LA": {{700, 714}},
+	"ME": {{39, 49}}, "MD": {{206, 219}}, "MA": {{10, 27}, {55, 55}}, "MI": {{480, 499}},
+	"MN": {{550, 567}}, "MS": {{386, 397}}, "MO": {{630, 658}}, "MT": {{590, 599}},
+	"NE": {{680, 693}}, "NV": {{889, 898}}, "NH": {{30, 38}}, "NJ": {{70, 89}},
+	"NM": {{870, 884}}, "NY": {{5, 5}, {100, 149}}, "NC": {{270, 289}}, "ND": {{580, 588}},
+	"OH": {{430, 459}}, "OK": {{730, 749}}, "OR": {{970, 979}}, "PA": {{150, 196}},
+	"RI": {{28, 29}}, "SC": {{290, 299}}, "SD": {{570, 577}}, "TN": {{370, 385}},
+	"TX": {{733, 733}, {750, 799}, {885, 885}}, "UT": {{840, 847}}, "VT": {{50, 59}},
+	"VA": {{201, 201}, {220, 246}}, "WA": {{980, 994}}, "WV": {{247, 268}},
+	"WI": {{530, 549}}, "WY": {{820, 831}},
+	"PR": {{6, 7}, {9, 9}}, "VI": {{8, 8}}, "GU": {{969, 969}}, "MP": {{969, 969}},
+	"AS": {{967, 967}}, "UM": {{968, 968}},
+	"AA": {{340, 340}}, "AE": {{90, 98}}, "AP": {{962, 966}},
+}
+
+// zip3InState reports whether postal code v is a US ZIP code (usZIP)
+// whose ZIP3 USPS assigns to state (a USPS code; zip3Ranges).
+func zip3InState(v any, state string) bool {
+	s, _ := v.(string)
+	m := usZIP.FindStringSubmatch(s)
+	if m == nil {
+		return false
+	}
+	z, _ := strconv.Atoi(m[1])
+	for _, r := range zip3Ranges[state] {
+		if r[0] <= z && z <= r[1] {
+			return true
+		}
+	}
+	return false
+}
 
 // unitKey is a unit text as timeUnits knows it: lower case, without
 // braces, spaces, dots and parentheses ("Yrs." and "years old" are "yrs"
@@ -1883,10 +1958,10 @@ func timeUnit(unit string) (float64, bool) {
 // 2026-12-05.
 func stateCode(s string) bool {
 	n := strings.ToUpper(strings.ReplaceAll(s, " ", ""))
-	if us, ok := strings.CutPrefix(s, "US-"); ok && !usStates[us] {
+	if us, ok := strings.CutPrefix(s, "US-"); ok && usStates[us] == "" {
 		return false
 	}
-	return (usStates[n] || firstLevelSubdivision.MatchString(s)) && !smallStates[strings.ReplaceAll(n, "-", "")]
+	return (usStates[n] != "" || firstLevelSubdivision.MatchString(s)) && !smallStates[strings.ReplaceAll(n, "-", "")]
 }
 
 // smallStates are the US Minor Outlying Islands as a state ("UM", "US-UM",

@@ -84,6 +84,13 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// underscore (years-old, y-o, yrs_old; German's Jahre-alt) is a
 		// unit symbol's form, and was released as one, not an age.
 		{"hl7-observation-age-hyphen-units.json", []string{`"value":93`, `"value":94`, `"value":95`, `"value":96`}, []string{`"unit":"kg/m2"`}},
+		// An Italian address writes its province's two letters in the
+		// state (HL7 Italia), and many are USPS codes: "MI" (Milan), "PA"
+		// (Palermo), "CA" (Cagliari) were released as US states, and with
+		// no country Milan's postal code 20121 as ZIP3 "201". A US address
+		// without country whose ZIP is its state's keeps both.
+		{"hl7it-patient-province-state.json", []string{`"state":"PA"`, `"state":"CA"`, `"postalCode":"201`, `"postalCode":"091`},
+			[]string{`"country":"IT"`, `{"postalCode":"481","state":"MI"}`}},
 	} {
 		raw, err := os.ReadFile(filepath.Join("testdata", "outside", c.file))
 		if err != nil {
