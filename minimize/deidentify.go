@@ -208,8 +208,9 @@ var codeSyntax = map[string]*regexp.Regexp{
 //     check digit, so a number that is not one (an SSN "219099999", an
 //     MRN "77441123", nine SSN digits "912448123") is not taken for a
 //     concept: about one number in 500 of SNOMED CT's form passes.
-//   - UCUM: no date written with dots, slashes or dashes (datedUnit):
-//     "1931.03.14" has UCUM's form.
+//   - UCUM: no date written with dots, slashes or dashes, nor with its
+//     month as a name (datedText): "1931.03.14" and "14/Jan/1931" have
+//     UCUM's form.
 //   - ISO 3166: the codes an address keeps (stateCode, countryCode): a
 //     country or territory of more than 20,000 people, a first-level
 //     subdivision; a coding of Pitcairn ("PN") or of the City of London
@@ -218,7 +219,7 @@ var codeSyntax = map[string]*regexp.Regexp{
 var codeChecks = map[string]func(string) bool{
 	"http://loinc.org":          loincCode,
 	"http://snomed.info/sct":    snomedConceptID,
-	"http://unitsofmeasure.org": func(c string) bool { return !datedUnit.MatchString(c) && !unitIdentifier(c) && plainAnnotations(c) },
+	"http://unitsofmeasure.org": func(c string) bool { return !datedText(c) && !unitIdentifier(c) && plainAnnotations(c) },
 	"urn:iso:std:iso:3166": func(c string) bool {
 		if strings.Contains(c, "-") {
 			return stateCode(c)
@@ -454,7 +455,7 @@ var unitText = regexp.MustCompile(`^[\p{L}\p{N}%/.*^\[\]{}()'_+\-:°#]{1,32}$`)
 // after letters) has neither form, and is dropped (fail closed: the UCUM
 // code beside it still says the unit).
 func unitSymbol(s string) bool {
-	if datedUnit.MatchString(s) || !plainAnnotations(s) {
+	if datedText(s) || !plainAnnotations(s) {
 		return false
 	}
 	if ucumSyntax.MatchString(s) {
@@ -467,6 +468,97 @@ func unitSymbol(s string) bool {
 	}
 	return true
 }
+
+// datedText reports whether a unit text or a unit code holds a date:
+// written with digits and dots, slashes or dashes (datedUnit), or with
+// its month as a name or its parts marked as CJK write them (namedDate).
+func datedText(s string) bool { return datedUnit.MatchString(s) || namedDate(s) }
+
+// namedDate reports whether s holds a date whose month is a name: a
+// month's name or abbreviation in one of the languages of monthNames
+// next to a day or a year ("14-Mar-1931", "Mar-1931", "14.Mär.1931",
+// "14-MRT-1931", "31déc", "Jan14"), directly or across one of
+// "-./_ "; or a number marked as a year, month or day in Chinese,
+// Japanese or Korean ("1931年", "3月", "14日", "昭和6年", "1931년").
+// Digits alone make no such date, and datedUnit reads those; the
+// letters of a unit symbol are never a month's name, so no unit is
+// taken for one. Such dates in a unit text, a quantity's code and a
+// UCUM coding's code were released until 2026-12-06.
+func namedDate(s string) bool {
+	type run struct {
+		text   string
+		digits bool
+	}
+	var runs []run
+	var seps []bool // seps[i]: runs[i] and runs[i+1] are joined by nothing or one separator
+	gap := 0
+	rs := []rune(s)
+	for i := 0; i < len(rs); {
+		r := rs[i]
+		isD, isL := r >= '0' && r <= '9', unicode.IsLetter(r)
+		if !isD && !isL {
+			if !strings.ContainsRune("-./_ ", r) {
+				gap += 2
+			}
+			gap++
+			i++
+			continue
+		}
+		j := i
+		for j < len(rs) && ((rs[j] >= '0' && rs[j] <= '9') == isD) && (isD || unicode.IsLetter(rs[j])) {
+			j++
+		}
+		if len(runs) > 0 {
+			seps = append(seps, gap <= 1)
+		}
+		runs = append(runs, run{strings.ToLower(string(rs[i:j])), isD})
+		gap, i = 0, j
+	}
+	datePart := func(r run) bool { return r.digits && (len(r.text) <= 2 || len(r.text) == 4) }
+	for i, r := range runs {
+		if r.digits {
+			continue
+		}
+		for _, m := range cjkDateMarks {
+			if i > 0 && runs[i-1].digits && seps[i-1] && strings.HasPrefix(r.text, m) {
+				return true
+			}
+		}
+		if !monthNames[r.text] {
+			continue
+		}
+		if i > 0 && seps[i-1] && datePart(runs[i-1]) || i+1 < len(runs) && seps[i] && datePart(runs[i+1]) {
+			return true
+		}
+	}
+	return false
+}
+
+// cjkDateMarks are the characters Chinese and Japanese (年, 月, 日) and
+// Korean (년, 월, 일) write after a year, a month and a day.
+var cjkDateMarks = []string{"年", "月", "日", "년", "월", "일"}
+
+// monthNames are the names and usual abbreviations of the months, in
+// lower case, in English and the languages of the EU and of IPS's
+// national editions written in the Latin alphabet (French, German,
+// Spanish, Italian, Portuguese, Dutch, Scandinavian, Polish, Czech), as
+// dates are written with them ("14-Mar-1931", "14 janv. 1931"). None is
+// a unit symbol.
+var monthNames = setOf(
+	"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+	"january", "february", "march", "april", "june", "july", "august", "september", "october", "november", "december",
+	"janv", "févr", "fevr", "mars", "avr", "mai", "juin", "juil", "août", "aout", "déc",
+	"janvier", "février", "fevrier", "avril", "juillet", "septembre", "octobre", "novembre", "décembre", "decembre",
+	"mär", "märz", "maerz", "okt", "dez", "januar", "februar", "juni", "juli", "oktober", "dezember",
+	"ene", "abr", "ago", "dic", "enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto",
+	"septiembre", "setiembre", "octubre", "noviembre", "diciembre",
+	"gen", "mag", "giu", "lug", "set", "ott", "gennaio", "febbraio", "aprile", "maggio", "giugno", "luglio",
+	"settembre", "ottobre", "dicembre",
+	"fev", "out", "janeiro", "fevereiro", "março", "marco", "maio", "junho", "julho", "setembro", "outubro", "novembro", "dezembro",
+	"mrt", "mei", "januari", "februari", "maart", "augustus",
+	"maj", "juni", "augusti", "sty", "lut", "kwi", "cze", "lip", "sie", "wrz", "paź", "lis", "gru",
+	"led", "úno", "bře", "dub", "kvě", "čvn", "čvc", "srp", "zář", "říj", "lis", "pro",
+)
 
 var (
 	// datedUnit is a date written with dots, slashes or dashes inside a
@@ -548,7 +640,7 @@ var wordCodeSystems = setOf("http://unitsofmeasure.org", "urn:ietf:bcp:47", "urn
 func elementCode(parent, name, s string) bool {
 	if quantityTypes[parent] && name == "code" {
 		// A unit's code, kept with a unit system only (quantity).
-		return unitText.MatchString(s) && !unitIdentifier(s) && !datedUnit.MatchString(s) && plainAnnotations(s)
+		return unitText.MatchString(s) && !unitIdentifier(s) && !datedText(s) && plainAnnotations(s)
 	}
 	key := parent + "." + name
 	if url, ok := fhirCodeBindings[key]; ok {

@@ -91,6 +91,13 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// without country whose ZIP is its state's keeps both.
 		{"hl7it-patient-province-state.json", []string{`"state":"PA"`, `"state":"CA"`, `"postalCode":"201`, `"postalCode":"091`},
 			[]string{`"country":"IT"`, `{"postalCode":"481","state":"MI"}`}},
+		// A date whose month is a name (14-Mar-1931, 14.Mär.1931, 31déc,
+		// 14-MRT-1931, 14/Jan/1931) or marked in Chinese and Japanese
+		// (1931年3月) has each part a unit's word or number, and UCUM's
+		// form with slashes: it was released as a unit text, a quantity's
+		// code and a UCUM coding's code.
+		{"ips-observation-named-month-unit.json", []string{"Mar-1931", "Mär", "déc", "Jan/1931", "1931年", "MRT"},
+			[]string{`"code":"mmol/L"`, `"code":"mm[Hg]"`, `"unit":"mm[Hg]"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":5.4`}},
 	} {
 		raw, err := os.ReadFile(filepath.Join("testdata", "outside", c.file))
 		if err != nil {
