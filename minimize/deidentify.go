@@ -2067,9 +2067,19 @@ var smallStates = setOf("UM", "USUM", "UNITEDSTATESMINOROUTLYINGISLANDS")
 // Canada, Germany, India, Mexico, the Netherlands (provinces and its
 // constituent countries, not the special municipalities BQ1-BQ3) and the
 // United States. Every subdivision it matches outside the United States
-// has more than 20,000 people (Safe Harbor's threshold for a ZIP3).
-var firstLevelSubdivision = regexp.MustCompile(`^(?:AT-[1-9]|AU-(?:ACT|NSW|NT|QLD|SA|TAS|VIC|WA)|BR-[A-Z]{2}|` +
-	`CA-(?:AB|BC|MB|NB|NL|NS|NT|NU|ON|PE|QC|SK|YT)|DE-[A-Z]{2}|IN-[A-Z]{2}|MX-[A-Z]{3}|NL-[A-Z]{2}|US-[A-Z]{2})$`)
+// has more than 20,000 people (Safe Harbor's threshold for a ZIP3). The
+// codes are listed, not any letters after the country's: "BR-FN",
+// Fernando de Noronha (some 3,000 people), was a code of ISO 3166-2:BR
+// until 2007 and was released as a state until 2026-12-06. India's codes
+// renamed since 2019 (CT, OR, TG, UT) and merged (DD, DN) are kept in
+// their old form too.
+var firstLevelSubdivision = regexp.MustCompile(`^(?:AT-[1-9]|AU-(?:ACT|NSW|NT|QLD|SA|TAS|VIC|WA)|` +
+	`BR-(?:AC|AL|AM|AP|BA|CE|DF|ES|GO|MA|MG|MS|MT|PA|PB|PE|PI|PR|RJ|RN|RO|RR|RS|SC|SE|SP|TO)|` +
+	`CA-(?:AB|BC|MB|NB|NL|NS|NT|NU|ON|PE|QC|SK|YT)|` +
+	`DE-(?:BB|BE|BW|BY|HB|HE|HH|MV|NI|NW|RP|SH|SL|SN|ST|TH)|` +
+	`IN-(?:AN|AP|AR|AS|BR|CG|CH|CT|DD|DH|DL|DN|GA|GJ|HP|HR|JH|JK|KA|KL|LA|LD|MH|ML|MN|MP|MZ|NL|OD|OR|PB|PY|RJ|SK|TG|TN|TR|TS|UK|UP|UT|WB)|` +
+	`MX-(?:AGU|BCN|BCS|CAM|CHH|CHP|CMX|COA|COL|DIF|DUR|GRO|GUA|HID|JAL|MEX|MIC|MOR|NAY|NLE|OAX|PUE|QUE|ROO|SIN|SLP|SON|TAB|TAM|TLA|VER|YUC|ZAC)|` +
+	`NL-(?:AW|CW|DR|FL|FR|GE|GR|LI|NB|NH|OV|SX|UT|ZE|ZH)|US-[A-Z]{2})$`)
 
 // countryCode reports whether s may be released as an address's country:
 // an ISO 3166 alpha-2, alpha-3 or numeric code, or the United States by
