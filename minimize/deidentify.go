@@ -1547,6 +1547,18 @@ var timeUnits = func() map[string]float64 {
 		"snin": year, "sena": year, "ára": year, "annee": year, "annees": year, "anio": year, "anios": year, "lebensjahre": year,
 		"歲": year, "yaş": year, "yas": year, "yaşında": year, "yıl": year, "yil": year, "سنة": year, "سنوات": year, "عام": year, "أعوام": year,
 		"שנים": year, "שנה": year, "वर्ष": year, "साल": year, "tahun": year, "tuổi": year, "năm": year, "ปี": year,
+		// Chinese records give an age in full years as 周岁 (and the
+		// traditional count as 虚岁), German ones as the year of life
+		// (im 93. Lj., Lebensjahr); and the years of more languages of
+		// national records (Persian and Urdu, Bengali, Georgian,
+		// Armenian, Albanian, Belarusian, Icelandic, Luxembourgish,
+		// Swahili, Filipino): "93 周岁", "93 Lj.", "93 سال" were released
+		// until 2026-12-06.
+		"周岁": year, "周歲": year, "週歲": year, "虚岁": year, "虛歲": year, "足岁": year, "足歲": year,
+		"lj": year, "lebensjahr": year, "lebensjahres": year,
+		"سال": year, "ساله": year, "বছর": year, "წლის": year, "წელი": year, "წელიწადი": year, "տարեկան": year, "տարի": year,
+		"vjeç": year, "vjec": year, "vjet": year, "vite": year, "гадоў": year, "гады": year, "ár": year,
+		"joer": year, "miaka": year, "mwaka": year, "taon": year, "taong": year,
 		"luni": month, "lună": month, "hónap": month, "mjeseci": month, "mesiacov": month, "měsíců": month, "měsíce": month, "miesięcy": month,
 		"miesiące": month, "mies": month, "kuud": month, "mēneši": month, "mēnešu": month, "mėnesiai": month, "mėnesių": month, "mėn": month,
 		"kuukautta": month, "μήνες": month, "μηνες": month, "μηνών": month, "μηνων": month, "месеца": month, "месяцев": month, "месяца": month,

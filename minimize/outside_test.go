@@ -96,6 +96,13 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// (1931年3月) has each part a unit's word or number, and UCUM's
 		// form with slashes: it was released as a unit text, a quantity's
 		// code and a UCUM coding's code.
+		// An age over 89 in the unit Chinese records give it in (周岁,
+		// 虚岁), as German ones write the year of life (Lj., Lebensjahr),
+		// or in the years of Persian and Urdu, Bengali, Albanian,
+		// Georgian, Armenian or Icelandic was released: timeUnits did not
+		// know them.
+		{"hl7-observation-age-units-more-languages.json", []string{`"value":91`, `"value":92`, `"value":93`, `"value":94`, `"value":95`, `"value":96`, `"value":97`, `"value":98`, `"value":99`, `"value":100`},
+			[]string{`"unit":"kg/m2"`, `"value":16.2`}},
 		{"ips-observation-named-month-unit.json", []string{"Mar-1931", "Mär", "déc", "Jan/1931", "1931年", "MRT"},
 			[]string{`"code":"mmol/L"`, `"code":"mm[Hg]"`, `"unit":"mm[Hg]"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":5.4`}},
 	} {
