@@ -472,7 +472,16 @@ func unitSymbol(s string) bool {
 // datedText reports whether a unit text or a unit code holds a date:
 // written with digits and dots, slashes or dashes (datedUnit), or with
 // its month as a name or its parts marked as CJK write them (namedDate).
-func datedText(s string) bool { return datedUnit.MatchString(s) || namedDate(s) }
+func datedText(s string) bool {
+	return datedUnit.MatchString(s) || namedDate(s) || unitYear.MatchString(s)
+}
+
+// unitYear is a number of four digits from 1800 to 2199 standing alone
+// in a unit text or code, not in a decimal or after a power's sign: a
+// year ("1931", "1931a"), which UCUM's form takes for a factor. No unit
+// has one ("10*3/uL", "mL/min/1.73m2"); "1931" was released as a unit
+// and a UCUM code until 2026-12-06.
+var unitYear = regexp.MustCompile(`(?:^|[^0-9.*^+\-])(?:1[89]|2[01])[0-9]{2}(?:$|[^0-9.])`)
 
 // namedDate reports whether s holds a date whose month is a name: a
 // month's name or abbreviation in one of the languages of monthNames
@@ -1330,7 +1339,55 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if dimensionless(out) && d.bareNumber(out["value"]) {
 		return nil, false // see bareNumber
 	}
+	if y, ok := calendarYear(m); ok && oldYear(y, d.now) {
+		return nil, false
+	}
 	return out, true
+}
+
+// calendarYear returns the Gregorian year a quantity's value is, when its
+// unit text or code says the value is a year of a calendar (yearUnits):
+// "1931 AD", "1931 yyyy", "2474 พ.ศ." (the Thai Buddhist Era, 1931),
+// "6 昭和" (Shōwa 6, 1931), "20 民國" (the Republic of China's year 20,
+// 1931), "1350 AH" (the Hijri year of 1931). Such a year 90 years or more
+// before now is dropped as a bare one is (oldYearNumber): a unit made it a
+// measurement, and it was released until 2026-12-06.
+func calendarYear(q map[string]any) (int, bool) {
+	n, ok := q["value"].(json.Number)
+	if !ok {
+		return 0, false
+	}
+	f, err := n.Float64()
+	if err != nil || f != math.Trunc(f) || f < 1 || f > 9999 {
+		return 0, false
+	}
+	for _, k := range []string{"unit", "code"} {
+		u, _ := q[k].(string)
+		if u == "AH" || u == "هـ" || u == "ه" {
+			// The Hijri year, lunar: about 0.97 of a solar one.
+			return int(f*0.970229 + 621.5643), true
+		}
+		if off, ok := yearUnits[strings.NewReplacer("-", "", "_", "").Replace(unitKey(u))]; ok {
+			return int(f) + off, true
+		}
+	}
+	return 0, false
+}
+
+// yearUnits are the unit texts that say a quantity's value is a calendar
+// year, as unitKey writes them without hyphens and underscores, with what
+// to add to it for the Gregorian year: the Common Era in English, German
+// (n. Chr.), the Romance languages (d.C., apr. J.-C.), Polish and Russian
+// (n.e., н. э.), Chinese, Japanese and Korean (公元, 西暦, 서기), a year's
+// format (yyyy); the Thai Buddhist Era (BE, พ.ศ.), the Solar Hijri year
+// (ه‍.ش), the Republic of China's (民國) and Japan's eras (Meiji to Reiwa).
+var yearUnits = map[string]int{
+	"yyyy": 0, "ad": 0, "ce": 0, "nchr": 0, "adchr": 0, "dc": 0, "aprjc": 0, "ne": 0, "нэ": 0, "ncl": 0,
+	"公元": 0, "西暦": 0, "西元": 0, "서기": 0,
+	"be": -543, "พศ": -543, "هش": 621, "هـش": 621,
+	"民國": 1911, "民国": 1911,
+	"明治": 1867, "meiji": 1867, "大正": 1911, "taisho": 1911, "taishō": 1911, "昭和": 1925, "showa": 1925, "shōwa": 1925,
+	"平成": 1988, "heisei": 1988, "令和": 2018, "reiwa": 2018,
 }
 
 // dimensionless reports whether a walked quantity q says no unit: it has

@@ -103,6 +103,13 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// know them.
 		{"hl7-observation-age-units-more-languages.json", []string{`"value":91`, `"value":92`, `"value":93`, `"value":94`, `"value":95`, `"value":96`, `"value":97`, `"value":98`, `"value":99`, `"value":100`},
 			[]string{`"unit":"kg/m2"`, `"value":16.2`}},
+		// A year given with a unit that says it is one (AD, yyyy, n. Chr.;
+		// the Thai Buddhist Era's พ.ศ., Japan's Shōwa era 昭和, the Hijri
+		// AH) is a measurement to the bare-year rule, and was released;
+		// so was a year as the unit itself (1929), which UCUM's form takes
+		// for a factor.
+		{"synthea-observation-calendar-year-units.json", []string{`"value":1931`, `"value":1932`, `"value":2474`, `"value":1934`, `"value":6`, `"value":1350`, "1929"},
+			[]string{`"value":3`, `"value":2016`}},
 		{"ips-observation-named-month-unit.json", []string{"Mar-1931", "Mär", "déc", "Jan/1931", "1931年", "MRT"},
 			[]string{`"code":"mmol/L"`, `"code":"mm[Hg]"`, `"unit":"mm[Hg]"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":5.4`}},
 	} {
