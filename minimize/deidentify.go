@@ -1380,7 +1380,7 @@ func calendarYear(q map[string]any) (int, bool) {
 // (n. Chr.), the Romance languages (d.C., apr. J.-C.), Polish and Russian
 // (n.e., н. э.), Chinese, Japanese and Korean (公元, 西暦, 서기), a year's
 // format (yyyy); the Thai Buddhist Era (BE, พ.ศ.), the Solar Hijri year
-// (ه‍.ش), the Republic of China's (民國) and Japan's eras (Meiji to Reiwa).
+// (ه.ش), the Republic of China's (民國) and Japan's eras (Meiji to Reiwa).
 var yearUnits = map[string]int{
 	"yyyy": 0, "ad": 0, "ce": 0, "nchr": 0, "adchr": 0, "dc": 0, "aprjc": 0, "ne": 0, "нэ": 0, "ncl": 0,
 	"公元": 0, "西暦": 0, "西元": 0, "서기": 0,
