@@ -211,6 +211,8 @@ var codeSyntax = map[string]*regexp.Regexp{
 //   - UCUM: no date written with dots, slashes or dashes, nor with its
 //     month as a name (datedText): "1931.03.14" and "14/Jan/1931" have
 //     UCUM's form.
+//   - BCP-47: no region of 20,000 people or fewer (smallRegion), as an
+//     ISO 3166 code is judged: "pih-NF", "en-PN".
 //   - ISO 3166: the codes an address keeps (stateCode, countryCode): a
 //     country or territory of more than 20,000 people, a first-level
 //     subdivision; a coding of Pitcairn ("PN") or of the City of London
@@ -220,6 +222,7 @@ var codeChecks = map[string]func(string) bool{
 	"http://loinc.org":          loincCode,
 	"http://snomed.info/sct":    snomedConceptID,
 	"http://unitsofmeasure.org": func(c string) bool { return !datedText(c) && !unitIdentifier(c) && plainAnnotations(c) },
+	"urn:ietf:bcp:47":           func(c string) bool { return !smallRegion(c) },
 	"urn:iso:std:iso:3166": func(c string) bool {
 		if strings.Contains(c, "-") {
 			return stateCode(c)
@@ -656,7 +659,7 @@ func elementCode(parent, name, s string) bool {
 		return fhirCodeSets[url][s]
 	}
 	if form := fhirCodeForms[key]; codeForms[form] != nil {
-		if form == "mime" && !knownMediaType(s) {
+		if form == "mime" && !knownMediaType(s) || form == "language" && smallRegion(s) {
 			return false
 		}
 		return codeForms[form].MatchString(s) && !identifierDigits.MatchString(s)
@@ -687,6 +690,21 @@ var fhirCodeSets = func() map[string]map[string]bool {
 	}
 	return m
 }()
+
+// smallRegion reports whether language tag s (of languageTag's form) ends
+// in a region subtag that names a country or territory of 20,000 people
+// or fewer (smallAreas, as an ISO 3166 code is judged): "pih-NF" (Norfolk
+// Island's language), "en-PN" (Pitcairn), "it-VA" (the Holy See) say
+// where the patient lives as the address's country would, and were
+// released until 2026-12-06.
+func smallRegion(s string) bool {
+	i := strings.LastIndexByte(s, '-')
+	if i < 0 {
+		return false
+	}
+	r := strings.ToUpper(s[i+1:])
+	return (len(r) == 2 || len(r) == 3 && isDigit(r[0])) && smallAreas[r]
+}
 
 // codeForms are the forms of the codes of the value sets that are
 // grammars (fhirCodeForms): a MIME type (BCP 13) of a registered top-level

@@ -110,6 +110,12 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// for a factor.
 		{"synthea-observation-calendar-year-units.json", []string{`"value":1931`, `"value":1932`, `"value":2474`, `"value":1934`, `"value":6`, `"value":1350`, "1929"},
 			[]string{`"value":3`, `"value":2016`}},
+		// A language tag whose region is a country or territory of
+		// 20,000 people or fewer (pih-NF, Norfolk Island's language;
+		// en-PN, Pitcairn; it-VA, the Holy See) was released as a coding
+		// and as Resource.language, though the same region as an ISO 3166
+		// code is withheld.
+		{"hl7-patient-language-small-region.json", []string{"pih-NF", "en-PN", "it-VA"}, []string{`"code":"nl-NL"`}},
 		{"ips-observation-named-month-unit.json", []string{"Mar-1931", "Mär", "déc", "Jan/1931", "1931年", "MRT"},
 			[]string{`"code":"mmol/L"`, `"code":"mm[Hg]"`, `"unit":"mm[Hg]"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":5.4`}},
 	} {
