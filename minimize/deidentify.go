@@ -223,6 +223,7 @@ var codeChecks = map[string]func(string) bool{
 	"http://snomed.info/sct":    snomedConceptID,
 	"http://unitsofmeasure.org": func(c string) bool { return !datedText(c) && !unitIdentifier(c) && plainAnnotations(c) },
 	"urn:ietf:bcp:47":           func(c string) bool { return !smallRegion(c) },
+	"urn:iso:std:iso:4217":      func(c string) bool { return !smallCurrencies[c] },
 	"urn:iso:std:iso:3166": func(c string) bool {
 		if strings.Contains(c, "-") {
 			return stateCode(c)
@@ -659,7 +660,7 @@ func elementCode(parent, name, s string) bool {
 		return fhirCodeSets[url][s]
 	}
 	if form := fhirCodeForms[key]; codeForms[form] != nil {
-		if form == "mime" && !knownMediaType(s) || form == "language" && smallRegion(s) {
+		if form == "mime" && !knownMediaType(s) || form == "language" && smallRegion(s) || form == "currency" && smallCurrencies[s] {
 			return false
 		}
 		return codeForms[form].MatchString(s) && !identifierDigits.MatchString(s)
@@ -705,6 +706,15 @@ func smallRegion(s string) bool {
 	r := strings.ToUpper(s[i+1:])
 	return (len(r) == 2 || len(r) == 3 && isDigit(r[0])) && smallAreas[r]
 }
+
+// smallCurrencies are the ISO 4217 currencies (alphabetic and numeric
+// codes) used only in a territory of 20,000 people or fewer (smallAreas):
+// the Falkland Islands pound (FKP, some 3,600 people) and the Saint Helena
+// pound (SHP, Saint Helena, Ascension and Tristan da Cunha). A claim's
+// amount in one says where it was paid as its country would; it was
+// released until 2026-12-06. (NZD, AUD and the like are also used by small
+// territories, but not only.)
+var smallCurrencies = setOf("FKP", "238", "SHP", "654")
 
 // codeForms are the forms of the codes of the value sets that are
 // grammars (fhirCodeForms): a MIME type (BCP 13) of a registered top-level
@@ -1344,7 +1354,12 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if c, _ := out["code"].(string); c != "" {
 		if re, ok := codeSyntax[sys]; ok && !re.MatchString(c) {
 			delete(out, "code") // not a code of its system (UCUM, ISO 4217)
+		} else if check := codeChecks[sys]; check != nil && !check(c) {
+			delete(out, "code") // a dated UCUM code, a small territory's currency
 		}
+	}
+	if u, _ := out["unit"].(string); smallCurrencies[strings.ToUpper(u)] {
+		delete(out, "unit")
 	}
 	if quantitySystems[sys] && out["code"] != nil {
 		out["system"] = sys

@@ -116,6 +116,11 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// and as Resource.language, though the same region as an ISO 3166
 		// code is withheld.
 		{"hl7-patient-language-small-region.json", []string{"pih-NF", "en-PN", "it-VA"}, []string{`"code":"nl-NL"`}},
+		// An amount in the currency of a territory of 20,000 people or
+		// fewer (the Falkland Islands pound, the Saint Helena pound) was
+		// released as Money.currency, a quantity's ISO 4217 code and its
+		// unit text.
+		{"carinbb-eob-small-currency.json", []string{"FKP", "SHP"}, []string{`"currency":"USD"`}},
 		{"ips-observation-named-month-unit.json", []string{"Mar-1931", "Mär", "déc", "Jan/1931", "1931年", "MRT"},
 			[]string{`"code":"mmol/L"`, `"code":"mm[Hg]"`, `"unit":"mm[Hg]"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":5.4`}},
 	} {
