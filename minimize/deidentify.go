@@ -2125,7 +2125,7 @@ func timeUnit(unit string) (float64, bool) {
 		if per, ok := timeUnits[k]; ok {
 			return per, true
 		}
-		for _, suffix := range []string{"old", "ofage", "alt"} {
+		for _, suffix := range ageSuffixes {
 			if base, ok := strings.CutSuffix(k, suffix); ok && base != "" {
 				if per, ok := timeUnits[base]; ok {
 					return per, true
@@ -2135,6 +2135,15 @@ func timeUnit(unit string) (float64, bool) {
 	}
 	return 0, false
 }
+
+// ageSuffixes are the words after a unit of time that make it an age, as
+// unitKey writes them: English's "old" and "of age", German's "alt", and
+// those of the languages of timeUnits ("jaar oud", "år gammel", "años de
+// edad", "anos de idade", "anni di età", "ans révolus"): an age of 93 in
+// these was released until 2026-12-06 as a bare 93, the unit text
+// dropped for its spaces and the number no longer an age.
+var ageSuffixes = []string{"old", "ofage", "alt", "oud", "gammel", "gammal", "deedad", "deidade", "dietà", "dieta",
+	"révolus", "revolus", "révolu", "revolu", "vana", "star", "starý", "stary"}
 
 // stateCode reports whether s may be released as an address's state: a US
 // state, district or territory by USPS code or name, or the ISO 3166-2 code

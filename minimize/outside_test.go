@@ -121,6 +121,14 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// released as Money.currency, a quantity's ISO 4217 code and its
 		// unit text.
 		{"carinbb-eob-small-currency.json", []string{"FKP", "SHP"}, []string{`"currency":"USD"`}},
+		// An age over 89 whose unit says "years old" in Dutch, Danish,
+		// Swedish, Spanish, Portuguese, Italian or French (jaar oud, år
+		// gammel, años de edad, anos de idade, anni di età, ans révolus)
+		// lost its unit text to the spaces in it and was released as a
+		// bare number: only English's "old", "of age" and German's "alt"
+		// made a unit of time an age.
+		{"hl7-observation-age-phrase-units.json", []string{`"value":91`, `"value":92`, `"value":93`, `"value":94`, `"value":95`, `"value":96`, `"value":97`},
+			[]string{`"unit":"kg/m2"`, `"value":16.2`}},
 		{"ips-observation-named-month-unit.json", []string{"Mar-1931", "Mär", "déc", "Jan/1931", "1931年", "MRT"},
 			[]string{`"code":"mmol/L"`, `"code":"mm[Hg]"`, `"unit":"mm[Hg]"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":5.4`}},
 	} {
