@@ -208,8 +208,11 @@ var codeSyntax = map[string]*regexp.Regexp{
 //     check digit, so a number that is not one (an SSN "219099999", an
 //     MRN "77441123", nine SSN digits "912448123") is not taken for a
 //     concept: about one number in 500 of SNOMED CT's form passes.
-//   - UCUM: no date written with dots, slashes or dashes (datedUnit):
-//     "1931.03.14" has UCUM's form.
+//   - UCUM: no date written with dots, slashes or dashes, nor with its
+//     month as a name (datedText): "1931.03.14" and "14/Jan/1931" have
+//     UCUM's form.
+//   - BCP-47: no region of 20,000 people or fewer (smallRegion), as an
+//     ISO 3166 code is judged: "pih-NF", "en-PN".
 //   - ISO 3166: the codes an address keeps (stateCode, countryCode): a
 //     country or territory of more than 20,000 people, a first-level
 //     subdivision; a coding of Pitcairn ("PN") or of the City of London
@@ -218,7 +221,9 @@ var codeSyntax = map[string]*regexp.Regexp{
 var codeChecks = map[string]func(string) bool{
 	"http://loinc.org":          loincCode,
 	"http://snomed.info/sct":    snomedConceptID,
-	"http://unitsofmeasure.org": func(c string) bool { return !datedUnit.MatchString(c) && !unitIdentifier(c) && plainAnnotations(c) },
+	"http://unitsofmeasure.org": func(c string) bool { return !datedText(c) && !unitIdentifier(c) && plainAnnotations(c) },
+	"urn:ietf:bcp:47":           func(c string) bool { return !smallRegion(c) },
+	"urn:iso:std:iso:4217":      func(c string) bool { return !smallCurrencies[c] },
 	"urn:iso:std:iso:3166": func(c string) bool {
 		if strings.Contains(c, "-") {
 			return stateCode(c)
@@ -454,7 +459,7 @@ var unitText = regexp.MustCompile(`^[\p{L}\p{N}%/.*^\[\]{}()'_+\-:°#]{1,32}$`)
 // after letters) has neither form, and is dropped (fail closed: the UCUM
 // code beside it still says the unit).
 func unitSymbol(s string) bool {
-	if datedUnit.MatchString(s) || !plainAnnotations(s) {
+	if datedText(s) || !plainAnnotations(s) {
 		return false
 	}
 	if ucumSyntax.MatchString(s) {
@@ -467,6 +472,106 @@ func unitSymbol(s string) bool {
 	}
 	return true
 }
+
+// datedText reports whether a unit text or a unit code holds a date:
+// written with digits and dots, slashes or dashes (datedUnit), or with
+// its month as a name or its parts marked as CJK write them (namedDate).
+func datedText(s string) bool {
+	return datedUnit.MatchString(s) || namedDate(s) || unitYear.MatchString(s)
+}
+
+// unitYear is a number of four digits from 1800 to 2199 standing alone
+// in a unit text or code, not in a decimal or after a power's sign: a
+// year ("1931", "1931a"), which UCUM's form takes for a factor. No unit
+// has one ("10*3/uL", "mL/min/1.73m2"); "1931" was released as a unit
+// and a UCUM code until 2026-12-06.
+var unitYear = regexp.MustCompile(`(?:^|[^0-9.*^+\-])(?:1[89]|2[01])[0-9]{2}(?:$|[^0-9.])`)
+
+// namedDate reports whether s holds a date whose month is a name: a
+// month's name or abbreviation in one of the languages of monthNames
+// next to a day or a year ("14-Mar-1931", "Mar-1931", "14.Mär.1931",
+// "14-MRT-1931", "31déc", "Jan14"), directly or across one of
+// "-./_ "; or a number marked as a year, month or day in Chinese,
+// Japanese or Korean ("1931年", "3月", "14日", "昭和6年", "1931년").
+// Digits alone make no such date, and datedUnit reads those; the
+// letters of a unit symbol are never a month's name, so no unit is
+// taken for one. Such dates in a unit text, a quantity's code and a
+// UCUM coding's code were released until 2026-12-06.
+func namedDate(s string) bool {
+	type run struct {
+		text   string
+		digits bool
+	}
+	var runs []run
+	var seps []bool // seps[i]: runs[i] and runs[i+1] are joined by nothing or one separator
+	gap := 0
+	rs := []rune(s)
+	for i := 0; i < len(rs); {
+		r := rs[i]
+		isD, isL := r >= '0' && r <= '9', unicode.IsLetter(r)
+		if !isD && !isL {
+			if !strings.ContainsRune("-./_ ", r) {
+				gap += 2
+			}
+			gap++
+			i++
+			continue
+		}
+		j := i
+		for j < len(rs) && ((rs[j] >= '0' && rs[j] <= '9') == isD) && (isD || unicode.IsLetter(rs[j])) {
+			j++
+		}
+		if len(runs) > 0 {
+			seps = append(seps, gap <= 1)
+		}
+		runs = append(runs, run{strings.ToLower(string(rs[i:j])), isD})
+		gap, i = 0, j
+	}
+	datePart := func(r run) bool { return r.digits && (len(r.text) <= 2 || len(r.text) == 4) }
+	for i, r := range runs {
+		if r.digits {
+			continue
+		}
+		for _, m := range cjkDateMarks {
+			if i > 0 && runs[i-1].digits && seps[i-1] && strings.HasPrefix(r.text, m) {
+				return true
+			}
+		}
+		if !monthNames[r.text] {
+			continue
+		}
+		if i > 0 && seps[i-1] && datePart(runs[i-1]) || i+1 < len(runs) && seps[i] && datePart(runs[i+1]) {
+			return true
+		}
+	}
+	return false
+}
+
+// cjkDateMarks are the characters Chinese and Japanese (年, 月, 日) and
+// Korean (년, 월, 일) write after a year, a month and a day.
+var cjkDateMarks = []string{"年", "月", "日", "년", "월", "일"}
+
+// monthNames are the names and usual abbreviations of the months, in
+// lower case, in English and the languages of the EU and of IPS's
+// national editions written in the Latin alphabet (French, German,
+// Spanish, Italian, Portuguese, Dutch, Scandinavian, Polish, Czech), as
+// dates are written with them ("14-Mar-1931", "14 janv. 1931"). None is
+// a unit symbol.
+var monthNames = setOf(
+	"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+	"january", "february", "march", "april", "june", "july", "august", "september", "october", "november", "december",
+	"janv", "févr", "fevr", "mars", "avr", "mai", "juin", "juil", "août", "aout", "déc",
+	"janvier", "février", "fevrier", "avril", "juillet", "septembre", "octobre", "novembre", "décembre", "decembre",
+	"mär", "märz", "maerz", "okt", "dez", "januar", "februar", "juni", "juli", "oktober", "dezember",
+	"ene", "abr", "ago", "dic", "enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto",
+	"septiembre", "setiembre", "octubre", "noviembre", "diciembre",
+	"gen", "mag", "giu", "lug", "set", "ott", "gennaio", "febbraio", "aprile", "maggio", "giugno", "luglio",
+	"settembre", "ottobre", "dicembre",
+	"fev", "out", "janeiro", "fevereiro", "março", "marco", "maio", "junho", "julho", "setembro", "outubro", "novembro", "dezembro",
+	"mrt", "mei", "januari", "februari", "maart", "augustus",
+	"maj", "juni", "augusti", "sty", "lut", "kwi", "cze", "lip", "sie", "wrz", "paź", "lis", "gru",
+	"led", "úno", "bře", "dub", "kvě", "čvn", "čvc", "srp", "zář", "říj", "lis", "pro",
+)
 
 var (
 	// datedUnit is a date written with dots, slashes or dashes inside a
@@ -567,14 +672,14 @@ var wordCodeSystems = setOf("http://unitsofmeasure.org", "urn:ietf:bcp:47", "urn
 func elementCode(parent, name, s string) bool {
 	if quantityTypes[parent] && name == "code" {
 		// A unit's code, kept with a unit system only (quantity).
-		return unitText.MatchString(s) && !unitIdentifier(s) && !datedUnit.MatchString(s) && plainAnnotations(s)
+		return unitText.MatchString(s) && !unitIdentifier(s) && !datedText(s) && plainAnnotations(s)
 	}
 	key := parent + "." + name
 	if url, ok := fhirCodeBindings[key]; ok {
 		return fhirCodeSets[url][s]
 	}
 	if form := fhirCodeForms[key]; codeForms[form] != nil {
-		if form == "mime" && !knownMediaType(s) {
+		if form == "mime" && !knownMediaType(s) || form == "language" && smallRegion(s) || form == "currency" && smallCurrencies[s] {
 			return false
 		}
 		return codeForms[form].MatchString(s) && !identifierDigits.MatchString(s)
@@ -605,6 +710,30 @@ var fhirCodeSets = func() map[string]map[string]bool {
 	}
 	return m
 }()
+
+// smallRegion reports whether language tag s (of languageTag's form) ends
+// in a region subtag that names a country or territory of 20,000 people
+// or fewer (smallAreas, as an ISO 3166 code is judged): "pih-NF" (Norfolk
+// Island's language), "en-PN" (Pitcairn), "it-VA" (the Holy See) say
+// where the patient lives as the address's country would, and were
+// released until 2026-12-06.
+func smallRegion(s string) bool {
+	i := strings.LastIndexByte(s, '-')
+	if i < 0 {
+		return false
+	}
+	r := strings.ToUpper(s[i+1:])
+	return (len(r) == 2 || len(r) == 3 && isDigit(r[0])) && smallAreas[r]
+}
+
+// smallCurrencies are the ISO 4217 currencies (alphabetic and numeric
+// codes) used only in a territory of 20,000 people or fewer (smallAreas):
+// the Falkland Islands pound (FKP, some 3,600 people) and the Saint Helena
+// pound (SHP, Saint Helena, Ascension and Tristan da Cunha). A claim's
+// amount in one says where it was paid as its country would; it was
+// released until 2026-12-06. (NZD, AUD and the like are also used by small
+// territories, but not only.)
+var smallCurrencies = setOf("FKP", "238", "SHP", "654")
 
 // codeForms are the forms of the codes of the value sets that are
 // grammars (fhirCodeForms): a MIME type (BCP 13) of a registered top-level
@@ -1244,7 +1373,12 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if c, _ := out["code"].(string); c != "" {
 		if re, ok := codeSyntax[sys]; ok && !re.MatchString(c) {
 			delete(out, "code") // not a code of its system (UCUM, ISO 4217)
+		} else if check := codeChecks[sys]; check != nil && !check(c) {
+			delete(out, "code") // a dated UCUM code, a small territory's currency
 		}
+	}
+	if u, _ := out["unit"].(string); smallCurrencies[strings.ToUpper(u)] {
+		delete(out, "unit")
 	}
 	if quantitySystems[sys] && out["code"] != nil {
 		out["system"] = sys
@@ -1257,7 +1391,55 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if dimensionless(out) && d.bareNumber(out["value"]) {
 		return nil, false // see bareNumber
 	}
+	if y, ok := calendarYear(m); ok && oldYear(y, d.now) {
+		return nil, false
+	}
 	return out, true
+}
+
+// calendarYear returns the Gregorian year a quantity's value is, when its
+// unit text or code says the value is a year of a calendar (yearUnits):
+// "1931 AD", "1931 yyyy", "2474 พ.ศ." (the Thai Buddhist Era, 1931),
+// "6 昭和" (Shōwa 6, 1931), "20 民國" (the Republic of China's year 20,
+// 1931), "1350 AH" (the Hijri year of 1931). Such a year 90 years or more
+// before now is dropped as a bare one is (oldYearNumber): a unit made it a
+// measurement, and it was released until 2026-12-06.
+func calendarYear(q map[string]any) (int, bool) {
+	n, ok := q["value"].(json.Number)
+	if !ok {
+		return 0, false
+	}
+	f, err := n.Float64()
+	if err != nil || f != math.Trunc(f) || f < 1 || f > 9999 {
+		return 0, false
+	}
+	for _, k := range []string{"unit", "code"} {
+		u, _ := q[k].(string)
+		if u == "AH" || u == "هـ" || u == "ه" {
+			// The Hijri year, lunar: about 0.97 of a solar one.
+			return int(f*0.970229 + 621.5643), true
+		}
+		if off, ok := yearUnits[strings.NewReplacer("-", "", "_", "").Replace(unitKey(u))]; ok {
+			return int(f) + off, true
+		}
+	}
+	return 0, false
+}
+
+// yearUnits are the unit texts that say a quantity's value is a calendar
+// year, as unitKey writes them without hyphens and underscores, with what
+// to add to it for the Gregorian year: the Common Era in English, German
+// (n. Chr.), the Romance languages (d.C., apr. J.-C.), Polish and Russian
+// (n.e., н. э.), Chinese, Japanese and Korean (公元, 西暦, 서기), a year's
+// format (yyyy); the Thai Buddhist Era (BE, พ.ศ.), the Solar Hijri year
+// (ه.ش), the Republic of China's (民國) and Japan's eras (Meiji to Reiwa).
+var yearUnits = map[string]int{
+	"yyyy": 0, "ad": 0, "ce": 0, "nchr": 0, "adchr": 0, "dc": 0, "aprjc": 0, "ne": 0, "нэ": 0, "ncl": 0,
+	"公元": 0, "西暦": 0, "西元": 0, "서기": 0,
+	"be": -543, "พศ": -543, "هش": 621, "هـش": 621,
+	"民國": 1911, "民国": 1911,
+	"明治": 1867, "meiji": 1867, "大正": 1911, "taisho": 1911, "taishō": 1911, "昭和": 1925, "showa": 1925, "shōwa": 1925,
+	"平成": 1988, "heisei": 1988, "令和": 2018, "reiwa": 2018,
 }
 
 // dimensionless reports whether a walked quantity q says no unit: it has
@@ -1474,6 +1656,18 @@ var timeUnits = func() map[string]float64 {
 		"snin": year, "sena": year, "ára": year, "annee": year, "annees": year, "anio": year, "anios": year, "lebensjahre": year,
 		"歲": year, "yaş": year, "yas": year, "yaşında": year, "yıl": year, "yil": year, "سنة": year, "سنوات": year, "عام": year, "أعوام": year,
 		"שנים": year, "שנה": year, "वर्ष": year, "साल": year, "tahun": year, "tuổi": year, "năm": year, "ปี": year,
+		// Chinese records give an age in full years as 周岁 (and the
+		// traditional count as 虚岁), German ones as the year of life
+		// (im 93. Lj., Lebensjahr); and the years of more languages of
+		// national records (Persian and Urdu, Bengali, Georgian,
+		// Armenian, Albanian, Belarusian, Icelandic, Luxembourgish,
+		// Swahili, Filipino): "93 周岁", "93 Lj.", "93 سال" were released
+		// until 2026-12-06.
+		"周岁": year, "周歲": year, "週歲": year, "虚岁": year, "虛歲": year, "足岁": year, "足歲": year,
+		"lj": year, "lebensjahr": year, "lebensjahres": year,
+		"سال": year, "ساله": year, "বছর": year, "წლის": year, "წელი": year, "წელიწადი": year, "տարեկան": year, "տարի": year,
+		"vjeç": year, "vjec": year, "vjet": year, "vite": year, "гадоў": year, "гады": year, "ár": year,
+		"joer": year, "miaka": year, "mwaka": year, "taon": year, "taong": year,
 		"luni": month, "lună": month, "hónap": month, "mjeseci": month, "mesiacov": month, "měsíců": month, "měsíce": month, "miesięcy": month,
 		"miesiące": month, "mies": month, "kuud": month, "mēneši": month, "mēnešu": month, "mėnesiai": month, "mėnesių": month, "mėn": month,
 		"kuukautta": month, "μήνες": month, "μηνες": month, "μηνών": month, "μηνων": month, "месеца": month, "месяцев": month, "месяца": month,
@@ -1695,7 +1889,24 @@ func (d *deid) address(m map[string]any) (map[string]any, bool) {
 	if s, ok := m["country"].(string); ok && countryCode(s) {
 		out["country"] = s
 	}
-	if !usAddress(m) {
+	switch us, state := usAddress(m); {
+	case !us:
+		// Not in the United States: a state is kept only as an ISO
+		// 3166-2 code of a first-level subdivision. A USPS code or a
+		// state's name is another country's unit there: Italy writes
+		// its provinces' two letters ("MI" Milan, "PA" Palermo, "CA"
+		// Cagliari), released as US states until 2026-12-06.
+		if s, ok := out["state"].(string); ok && (usStateCode(s) != "" || !firstLevelSubdivision.MatchString(s)) {
+			delete(out, "state")
+		}
+		return out, true
+	case state != "" && m["postalCode"] != nil && !zip3InState(m["postalCode"], state):
+		// No country, and a postal code that is not a ZIP code of the
+		// state named: the address is not known to be in the United
+		// States ("MI" and "20121" are Milan's province and postal code,
+		// came out as Michigan and ZIP3 "201" until 2026-12-06), so
+		// neither its state nor its postal code is released.
+		delete(out, "state")
 		return out, true
 	}
 	if z, ok := generalize(GeneralizeZIP3, m["postalCode"], d.now).(string); ok && z != masked {
@@ -1803,32 +2014,49 @@ func asArray(v any) []any {
 // code, "Paris 75004", "Berlin 10117") is not known to be in the United
 // States, and the first digits of another country's postal code are a
 // unit smaller than a state (until 2026-12-05 such an address was taken
-// for a US one, and Paris came out "750").
-func usAddress(m map[string]any) bool {
-	norm := func(k string) string {
-		s, _ := m[k].(string)
-		return strings.Map(func(r rune) rune {
-			if r == ' ' || r == '.' || r == '-' || r == '_' {
-				return -1
-			}
-			return unicode.ToUpper(r)
-		}, s)
+// for a US one, and Paris came out "750"). When the address names no
+// country, state is the USPS code of the state it names, which the
+// caller checks its postal code against (zip3InState): other countries
+// write their provinces' codes in the state too.
+func usAddress(m map[string]any) (us bool, state string) {
+	if c, _ := m["country"].(string); c != "" {
+		return usCountries[usNorm(c)], ""
 	}
-	if c := norm("country"); c != "" {
-		return usCountries[c]
+	s, _ := m["state"].(string)
+	state = usStateCode(s)
+	return state != "", state
+}
+
+// usNorm is an address's state or country without spaces, dots, hyphens
+// and underscores, in capitals, as usCountries and usStates hold them.
+func usNorm(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == ' ' || r == '.' || r == '-' || r == '_' {
+			return -1
+		}
+		return unicode.ToUpper(r)
+	}, s)
+}
+
+// usStateCode is the USPS code of the US state, district, territory or
+// armed forces "state" s names, by code, by name or as an ISO 3166-2
+// code ("MI", "Michigan", "US-MI": "MI"), or "" when it names none.
+func usStateCode(s string) string {
+	if us, ok := strings.CutPrefix(s, "US-"); ok {
+		s = us
 	}
-	return usStates[norm("state")]
+	return usStates[usNorm(s)]
 }
 
 // usCountries are the ways an address says "United States" (ISO 3166
-// alpha-2, alpha-3, numeric, and the name), normalized by usAddress.
+// alpha-2, alpha-3, numeric, and the name), normalized by usNorm.
 var usCountries = setOf("US", "USA", "840", "UNITEDSTATES", "UNITEDSTATESOFAMERICA")
 
 // usStates are the US states, the District of Columbia, the territories
 // and the armed forces' postal "states", by USPS code and by name,
-// normalized by usAddress.
-var usStates = func() map[string]bool {
-	m := map[string]bool{}
+// normalized by usNorm, each to its USPS code.
+var usStates = func() map[string]string {
+	m := map[string]string{}
 	for code, name := range map[string]string{
 		"AL": "Alabama", "AK": "Alaska", "AZ": "Arizona", "AR": "Arkansas", "CA": "California",
 		"CO": "Colorado", "CT": "Connecticut", "DE": "Delaware", "FL": "Florida", "GA": "Georgia",
@@ -1844,11 +2072,52 @@ var usStates = func() map[string]bool {
 		"AS": "American Samoa", "MP": "Northern Mariana Islands", "UM": "United States Minor Outlying Islands",
 		"AA": "Armed Forces Americas", "AE": "Armed Forces Europe", "AP": "Armed Forces Pacific",
 	} {
-		m[code] = true
-		m[strings.ToUpper(strings.ReplaceAll(name, " ", ""))] = true
+		m[code] = code
+		m[usNorm(name)] = code
 	}
 	return m
 }()
+
+// zip3Ranges are the ZIP3 prefixes of each state, district, territory and
+// armed forces "state", as USPS assigns them (its list of three-digit ZIP
+// code prefixes), as inclusive ranges; a prefix that serves two (055, 201,
+// 967, 969) is given to each.
+var zip3Ranges = map[string][][2]int{
+	"AL": {{350, 369}}, "AK": {{995, 999}}, "AZ": {{850, 865}}, "AR": {{716, 729}},
+	"CA": {{900, 961}}, "CO": {{800, 816}}, "CT": {{60, 69}}, "DE": {{197, 199}},
+	"DC": {{200, 205}, {569, 569}}, "FL": {{320, 349}}, "GA": {{300, 319}, {398, 399}},
+	"HI": {{967, 968}}, "ID": {{832, 838}}, "IL": {{600, 629}}, "IN": {{460, 479}},
+	"IA": {{500, 528}}, "KS": {{660, 679}}, "KY": {{400, 427}}, "LA": {{700, 714}},
+	"ME": {{39, 49}}, "MD": {{206, 219}}, "MA": {{10, 27}, {55, 55}}, "MI": {{480, 499}},
+	"MN": {{550, 567}}, "MS": {{386, 397}}, "MO": {{630, 658}}, "MT": {{590, 599}},
+	"NE": {{680, 693}}, "NV": {{889, 898}}, "NH": {{30, 38}}, "NJ": {{70, 89}},
+	"NM": {{870, 884}}, "NY": {{5, 5}, {100, 149}}, "NC": {{270, 289}}, "ND": {{580, 588}},
+	"OH": {{430, 459}}, "OK": {{730, 749}}, "OR": {{970, 979}}, "PA": {{150, 196}},
+	"RI": {{28, 29}}, "SC": {{290, 299}}, "SD": {{570, 577}}, "TN": {{370, 385}},
+	"TX": {{733, 733}, {750, 799}, {885, 885}}, "UT": {{840, 847}}, "VT": {{50, 59}},
+	"VA": {{201, 201}, {220, 246}}, "WA": {{980, 994}}, "WV": {{247, 268}},
+	"WI": {{530, 549}}, "WY": {{820, 831}},
+	"PR": {{6, 7}, {9, 9}}, "VI": {{8, 8}}, "GU": {{969, 969}}, "MP": {{969, 969}},
+	"AS": {{967, 967}}, "UM": {{968, 968}},
+	"AA": {{340, 340}}, "AE": {{90, 98}}, "AP": {{962, 966}},
+}
+
+// zip3InState reports whether postal code v is a US ZIP code (usZIP)
+// whose ZIP3 USPS assigns to state (a USPS code; zip3Ranges).
+func zip3InState(v any, state string) bool {
+	s, _ := v.(string)
+	m := usZIP.FindStringSubmatch(s)
+	if m == nil {
+		return false
+	}
+	z, _ := strconv.Atoi(m[1])
+	for _, r := range zip3Ranges[state] {
+		if r[0] <= z && z <= r[1] {
+			return true
+		}
+	}
+	return false
+}
 
 // unitKey is a unit text as timeUnits knows it: lower case, without
 // braces, spaces, dots and parentheses ("Yrs." and "years old" are "yrs"
@@ -1875,7 +2144,7 @@ func timeUnit(unit string) (float64, bool) {
 		if per, ok := timeUnits[k]; ok {
 			return per, true
 		}
-		for _, suffix := range []string{"old", "ofage", "alt"} {
+		for _, suffix := range ageSuffixes {
 			if base, ok := strings.CutSuffix(k, suffix); ok && base != "" {
 				if per, ok := timeUnits[base]; ok {
 					return per, true
@@ -1885,6 +2154,15 @@ func timeUnit(unit string) (float64, bool) {
 	}
 	return 0, false
 }
+
+// ageSuffixes are the words after a unit of time that make it an age, as
+// unitKey writes them: English's "old" and "of age", German's "alt", and
+// those of the languages of timeUnits ("jaar oud", "år gammel", "años de
+// edad", "anos de idade", "anni di età", "ans révolus"): an age of 93 in
+// these was released until 2026-12-06 as a bare 93, the unit text
+// dropped for its spaces and the number no longer an age.
+var ageSuffixes = []string{"old", "ofage", "alt", "oud", "gammel", "gammal", "deedad", "deidade", "dietà", "dieta",
+	"révolus", "revolus", "révolu", "revolu", "vana", "star", "starý", "stary"}
 
 // stateCode reports whether s may be released as an address's state: a US
 // state, district or territory by USPS code or name, or the ISO 3166-2 code
@@ -1902,10 +2180,10 @@ func timeUnit(unit string) (float64, bool) {
 // 2026-12-05.
 func stateCode(s string) bool {
 	n := strings.ToUpper(strings.ReplaceAll(s, " ", ""))
-	if us, ok := strings.CutPrefix(s, "US-"); ok && !usStates[us] {
+	if us, ok := strings.CutPrefix(s, "US-"); ok && usStates[us] == "" {
 		return false
 	}
-	return (usStates[n] || firstLevelSubdivision.MatchString(s)) && !smallStates[strings.ReplaceAll(n, "-", "")]
+	return (usStates[n] != "" || firstLevelSubdivision.MatchString(s)) && !smallStates[strings.ReplaceAll(n, "-", "")]
 }
 
 // smallStates are the US Minor Outlying Islands as a state ("UM", "US-UM",
@@ -1919,9 +2197,19 @@ var smallStates = setOf("UM", "USUM", "UNITEDSTATESMINOROUTLYINGISLANDS")
 // Canada, Germany, India, Mexico, the Netherlands (provinces and its
 // constituent countries, not the special municipalities BQ1-BQ3) and the
 // United States. Every subdivision it matches outside the United States
-// has more than 20,000 people (Safe Harbor's threshold for a ZIP3).
-var firstLevelSubdivision = regexp.MustCompile(`^(?:AT-[1-9]|AU-(?:ACT|NSW|NT|QLD|SA|TAS|VIC|WA)|BR-[A-Z]{2}|` +
-	`CA-(?:AB|BC|MB|NB|NL|NS|NT|NU|ON|PE|QC|SK|YT)|DE-[A-Z]{2}|IN-[A-Z]{2}|MX-[A-Z]{3}|NL-[A-Z]{2}|US-[A-Z]{2})$`)
+// has more than 20,000 people (Safe Harbor's threshold for a ZIP3). The
+// codes are listed, not any letters after the country's: "BR-FN",
+// Fernando de Noronha (some 3,000 people), was a code of ISO 3166-2:BR
+// until 2007 and was released as a state until 2026-12-06. India's codes
+// renamed since 2019 (CT, OR, TG, UT) and merged (DD, DN) are kept in
+// their old form too.
+var firstLevelSubdivision = regexp.MustCompile(`^(?:AT-[1-9]|AU-(?:ACT|NSW|NT|QLD|SA|TAS|VIC|WA)|` +
+	`BR-(?:AC|AL|AM|AP|BA|CE|DF|ES|GO|MA|MG|MS|MT|PA|PB|PE|PI|PR|RJ|RN|RO|RR|RS|SC|SE|SP|TO)|` +
+	`CA-(?:AB|BC|MB|NB|NL|NS|NT|NU|ON|PE|QC|SK|YT)|` +
+	`DE-(?:BB|BE|BW|BY|HB|HE|HH|MV|NI|NW|RP|SH|SL|SN|ST|TH)|` +
+	`IN-(?:AN|AP|AR|AS|BR|CG|CH|CT|DD|DH|DL|DN|GA|GJ|HP|HR|JH|JK|KA|KL|LA|LD|MH|ML|MN|MP|MZ|NL|OD|OR|PB|PY|RJ|SK|TG|TN|TR|TS|UK|UP|UT|WB)|` +
+	`MX-(?:AGU|BCN|BCS|CAM|CHH|CHP|CMX|COA|COL|DIF|DUR|GRO|GUA|HID|JAL|MEX|MIC|MOR|NAY|NLE|OAX|PUE|QUE|ROO|SIN|SLP|SON|TAB|TAM|TLA|VER|YUC|ZAC)|` +
+	`NL-(?:AW|CW|DR|FL|FR|GE|GR|LI|NB|NH|OV|SX|UT|ZE|ZH)|US-[A-Z]{2})$`)
 
 // countryCode reports whether s may be released as an address's country:
 // an ISO 3166 alpha-2, alpha-3 or numeric code, or the United States by

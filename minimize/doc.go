@@ -66,12 +66,14 @@
 //     dimensionless); a unit text is kept only as a unit symbol
 //     (unitSymbol: a plate or serial typed as one is dropped, also in an
 //     annotation or a bracketed atom: plainAnnotations), and no unit or UCUM code holds a
-//     date (datedUnit) or an identifier's digits split by ".", "/", "-",
-//     parentheses and the like (unitIdentifier); an answer (QuestionnaireResponse, Contract) or an open value[x], whose meaning
+//     date, in digits or with its month as a name (datedText), or an
+//     identifier's digits split by ".", "/", "-", parentheses and the like
+//     (unitIdentifier); an answer (QuestionnaireResponse, Contract) or an open value[x], whose meaning
 //     is withheld, is judged as a date of birth (numbers dropped);
 //     addresses keep state (first-level only), country (not one of 20,000
-//     people or fewer) and, in the US (by country, or by state when no
-//     country is given), ZIP3; geocodes are dropped;
+//     people or fewer) and, in the US (by country, or by state and a ZIP
+//     of that state when no country is given), ZIP3; a USPS state code
+//     only in the US (usAddress); geocodes are dropped;
 //     references to a patient are
 //     rewritten with [Options.Alias], all others dropped; contained
 //     resources are walked recursively. An element of unknown type is

@@ -89,6 +89,53 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// underscore (years-old, y-o, yrs_old; German's Jahre-alt) is a
 		// unit symbol's form, and was released as one, not an age.
 		{"hl7-observation-age-hyphen-units.json", []string{`"value":93`, `"value":94`, `"value":95`, `"value":96`}, []string{`"unit":"kg/m2"`}},
+		// An Italian address writes its province's two letters in the
+		// state (HL7 Italia), and many are USPS codes: "MI" (Milan), "PA"
+		// (Palermo), "CA" (Cagliari) were released as US states, and with
+		// no country Milan's postal code 20121 as ZIP3 "201". A US address
+		// without country whose ZIP is its state's keeps both.
+		{"hl7it-patient-province-state.json", []string{`"state":"PA"`, `"state":"CA"`, `"postalCode":"201`, `"postalCode":"091`},
+			[]string{`"country":"IT"`, `{"postalCode":"481","state":"MI"}`}},
+		// A date whose month is a name (14-Mar-1931, 14.Mär.1931, 31déc,
+		// 14-MRT-1931, 14/Jan/1931) or marked in Chinese and Japanese
+		// (1931年3月) has each part a unit's word or number, and UCUM's
+		// form with slashes: it was released as a unit text, a quantity's
+		// code and a UCUM coding's code.
+		// An age over 89 in the unit Chinese records give it in (周岁,
+		// 虚岁), as German ones write the year of life (Lj., Lebensjahr),
+		// or in the years of Persian and Urdu, Bengali, Albanian,
+		// Georgian, Armenian or Icelandic was released: timeUnits did not
+		// know them.
+		{"hl7-observation-age-units-more-languages.json", []string{`"value":91`, `"value":92`, `"value":93`, `"value":94`, `"value":95`, `"value":96`, `"value":97`, `"value":98`, `"value":99`, `"value":100`},
+			[]string{`"unit":"kg/m2"`, `"value":16.2`}},
+		// A year given with a unit that says it is one (AD, yyyy, n. Chr.;
+		// the Thai Buddhist Era's พ.ศ., Japan's Shōwa era 昭和, the Hijri
+		// AH) is a measurement to the bare-year rule, and was released;
+		// so was a year as the unit itself (1929), which UCUM's form takes
+		// for a factor.
+		{"synthea-observation-calendar-year-units.json", []string{`"value":1931`, `"value":1932`, `"value":2474`, `"value":1934`, `"value":6`, `"value":1350`, "1929"},
+			[]string{`"value":3`, `"value":2016`}},
+		// A language tag whose region is a country or territory of
+		// 20,000 people or fewer (pih-NF, Norfolk Island's language;
+		// en-PN, Pitcairn; it-VA, the Holy See) was released as a coding
+		// and as Resource.language, though the same region as an ISO 3166
+		// code is withheld.
+		{"hl7-patient-language-small-region.json", []string{"pih-NF", "en-PN", "it-VA"}, []string{`"code":"nl-NL"`}},
+		// An amount in the currency of a territory of 20,000 people or
+		// fewer (the Falkland Islands pound, the Saint Helena pound) was
+		// released as Money.currency, a quantity's ISO 4217 code and its
+		// unit text.
+		{"carinbb-eob-small-currency.json", []string{"FKP", "SHP"}, []string{`"currency":"USD"`}},
+		// An age over 89 whose unit says "years old" in Dutch, Danish,
+		// Swedish, Spanish, Portuguese, Italian or French (jaar oud, år
+		// gammel, años de edad, anos de idade, anni di età, ans révolus)
+		// lost its unit text to the spaces in it and was released as a
+		// bare number: only English's "old", "of age" and German's "alt"
+		// made a unit of time an age.
+		{"hl7-observation-age-phrase-units.json", []string{`"value":91`, `"value":92`, `"value":93`, `"value":94`, `"value":95`, `"value":96`, `"value":97`},
+			[]string{`"unit":"kg/m2"`, `"value":16.2`}},
+		{"ips-observation-named-month-unit.json", []string{"Mar-1931", "Mär", "déc", "Jan/1931", "1931年", "MRT"},
+			[]string{`"code":"mmol/L"`, `"code":"mm[Hg]"`, `"unit":"mm[Hg]"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":5.4`}},
 	} {
 		raw, err := os.ReadFile(filepath.Join("testdata", "outside", c.file))
 		if err != nil {
