@@ -78,27 +78,20 @@ func lockLogFile(path string, exclusive bool, wait, timeout time.Duration) (rele
 	case err != nil:
 		return func() {}, nil
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("audit: lock file %s: %w", lp, err)
-	}
 	if created {
 		giveToLogOwner(f, path)
 	}
-	unlock, err := flock.Wait(f, how, wait)
+	unlock, err := flock.WaitAt(f, lp, how, wait)
 	switch {
 	case errors.Is(err, flock.ErrTimeout):
 		f.Close()
 		return nil, fmt.Errorf("%w (waited %s for %s)", ErrLocked, timeout, lp)
+	case errors.Is(err, flock.ErrMoved):
+		f.Close()
+		return nil, errStaleLock
 	case err != nil:
 		f.Close()
 		return nil, fmt.Errorf("audit: lock file %s: %w", lp, err)
-	}
-	if now, err := os.Lstat(lp); err != nil || !os.SameFile(fi, now) {
-		unlock()
-		f.Close()
-		return nil, errStaleLock
 	}
 	return func() {
 		unlock()

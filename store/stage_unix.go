@@ -63,25 +63,17 @@ func lockFileOnce(path, ref string, timeout time.Duration) (func(), error) {
 	if created {
 		owner.Match(f, ref)
 	}
-	unlock, err := flock.Wait(f, syscall.LOCK_EX, timeout)
+	unlock, err := flock.WaitAt(f, path, syscall.LOCK_EX, timeout)
 	switch {
 	case errors.Is(err, flock.ErrTimeout):
 		f.Close()
 		return nil, fmt.Errorf("%w (another import is running)", ErrLocked)
-	case err != nil:
-		f.Close()
-		return nil, fmt.Errorf("store: import lock: %w", err)
-	}
-	locked, err := f.Stat()
-	if err != nil {
-		unlock()
-		f.Close()
-		return nil, fmt.Errorf("store: import lock: %w", pathless(err))
-	}
-	if now, err := os.Lstat(path); err != nil || !os.SameFile(locked, now) {
-		unlock()
+	case errors.Is(err, flock.ErrMoved):
 		f.Close()
 		return nil, errStaleLock // moved or removed: try the file now at path
+	case err != nil:
+		f.Close()
+		return nil, fmt.Errorf("store: import lock: %w", pathless(err))
 	}
 	return func() {
 		unlock()
@@ -103,8 +95,10 @@ func RemoveImportLock(catalogPath string) {
 		return
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	unlock, err := flock.Wait(f, syscall.LOCK_EX, 0) // one try, no wait
+	if err != nil {
 		return // held by an import
 	}
+	defer unlock()
 	os.Remove(path)
 }

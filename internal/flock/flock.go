@@ -17,6 +17,10 @@ import (
 // open file at the deadline.
 var ErrTimeout = errors.New("flock: still held at the deadline")
 
+// ErrMoved is WaitAt's error when the file it locked no longer has the
+// path it was opened by.
+var ErrMoved = errors.New("flock: the locked file was moved or removed while waiting")
+
 // poll is how often Wait tries again.
 const poll = 50 * time.Millisecond
 
@@ -39,4 +43,28 @@ func Wait(f *os.File, how int, timeout time.Duration) (unlock func(), err error)
 		}
 		time.Sleep(poll)
 	}
+}
+
+// WaitAt is Wait for f, opened by path, and then checks that path still
+// names f: a lock file's directory may be renamed while a process waits
+// (custos restore --force swaps the data directory), and the lock then
+// taken is that of a file in the directory moved aside, while the caller
+// goes on with what is now at path. If path no longer names f (moved,
+// removed, replaced, or now a symbolic link), the lock is released and
+// WaitAt fails with ErrMoved; the caller opens path again and retries.
+func WaitAt(f *os.File, path string, how int, timeout time.Duration) (unlock func(), err error) {
+	unlock, err = Wait(f, how, timeout)
+	if err != nil {
+		return nil, err
+	}
+	locked, err := f.Stat()
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	if now, err := os.Lstat(path); err != nil || !os.SameFile(locked, now) {
+		unlock()
+		return nil, ErrMoved
+	}
+	return unlock, nil
 }
