@@ -116,6 +116,14 @@
 //     (Verify, VerifyFile, VerifyRange, Records, proofs, Export, Inputs,
 //     WriteSealed) spans them, reading each sealed file without the
 //     writer's lock.
+//   - Readers never stop the writer: they read the live segment in short
+//     read transactions (chunks), and the one long transaction (a backup's
+//     WriteSnapshot) cannot delay an append, because the live segment is
+//     mapped from its open with the size of its file system (mapsize.go):
+//     bbolt never remaps it, and a remap is what waits for readers
+//     (TestSnapshotWhileTheFileGrowsDoesNotBlockAppends). Only where the
+//     address space is limited does it fall back, with a warning, to
+//     bbolt's default mapping.
 //
 // A log written before segments existed is segment 1 as it is.
 //

@@ -319,12 +319,19 @@ func (l *Log) openLive(path string, first bool) (*segment, error) {
 			return nil, &CorruptError{Kind: KindSegmentMissing, Detail: "the live segment is missing while sealed segments exist"}
 		}
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
+	o := bolt.Options{
 		Timeout:      l.opts.Timeout,
 		FreelistType: bolt.FreelistMapType,
 		ReadOnly:     l.opts.ReadOnly,
 		OpenFile:     openSegmentFile,
-	})
+	}
+	var db *bolt.DB
+	var err error
+	if l.opts.ReadOnly {
+		db, err = bolt.Open(path, 0o600, &o)
+	} else {
+		db, err = openLiveDB(path, o, l.log) // mapsize.go
+	}
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("%w (waited %s)", ErrLocked, l.opts.Timeout)

@@ -456,7 +456,7 @@ func createNext(path string, opts Options, seal Seal, frontier map[int64][]byte,
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType, OpenFile: openSegmentFile})
+	db, err := openLiveDB(path, bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType, OpenFile: openSegmentFile}, opts.Logger)
 	if err != nil {
 		return nil, err
 	}

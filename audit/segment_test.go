@@ -988,17 +988,7 @@ func TestSnapshotDuringRollDoesNotBlockAppends(t *testing.T) {
 	ctx := context.Background()
 	l, _ := mustOpen(t, Options{Node: "n"})
 	appendN(t, l, 5)
-	inWrite, release := make(chan struct{}), make(chan struct{})
-	snapDone := make(chan error, 1)
-	go func() {
-		_, err := l.WriteSnapshot(func(Snapshot) (io.Writer, error) {
-			close(inWrite)
-			<-release
-			return io.Discard, nil
-		})
-		snapDone <- err
-	}()
-	<-inWrite
+	release := holdSnapshot(t, l)
 	rollDone := make(chan error, 1)
 	go func() { _, err := l.Roll(ctx); rollDone <- err }()
 	time.Sleep(500 * time.Millisecond)
@@ -1013,10 +1003,7 @@ func TestSnapshotDuringRollDoesNotBlockAppends(t *testing.T) {
 		t.Error("Append blocked for 3s: a roll waits for the snapshot's reader while it holds the segments' lock")
 		defer func() { <-appended }()
 	}
-	close(release)
-	if err := <-snapDone; err != nil {
-		t.Error(err)
-	}
+	release()
 	if err := <-rollDone; err != nil {
 		t.Error(err)
 	}
@@ -1101,4 +1088,76 @@ func TestArchiveIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustVerify(t, path)
+}
+
+// TestSnapshotWhileTheFileGrowsDoesNotBlockAppends: a backup (WriteSnapshot,
+// one long read transaction, written to an auditor's slow download) must not
+// stop appends while the live file grows. bbolt remaps its file when a
+// commit needs pages past the mapping, and a remap waits for every read
+// transaction to end; a new file's mapping starts at 32 KiB and doubles, so
+// an unprepared live segment remaps a dozen times in its first GiB, and each
+// time a running backup held every list and read for the rest of its copy.
+func TestSnapshotWhileTheFileGrowsDoesNotBlockAppends(t *testing.T) {
+	ctx := context.Background()
+	l, _ := mustOpen(t, Options{Node: "n"})
+	appendN(t, l, 5)
+	release := holdSnapshot(t, l)
+	used := func() int64 {
+		var n int64
+		if err := l.view(func(tx *bolt.Tx) error { n = tx.Size(); return nil }); err != nil {
+			t.Error(err)
+		}
+		return n
+	}
+	start := used()
+	// Append until the log uses 4 MiB more: past several doublings of a
+	// mapping that began at the file's size.
+	appended := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			if _, err := l.Append(ctx, sampleEntry(i)); err != nil {
+				appended <- err
+				return
+			}
+			if i%64 == 63 && used() >= start+4<<20 {
+				appended <- nil
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-appended:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("appends blocked while a snapshot's read transaction was open: the live file's remap waits for it")
+		defer func() { <-appended }()
+	}
+	release()
+}
+
+// holdSnapshot starts a backup's copy (WriteSnapshot) of l whose writer
+// waits, as an auditor's slow download does, and returns once its read
+// transaction is open; release lets it finish and checks its result.
+func holdSnapshot(t *testing.T, l *Log) (release func()) {
+	t.Helper()
+	inWrite, done := make(chan struct{}), make(chan struct{})
+	result := make(chan error, 1)
+	go func() {
+		_, err := l.WriteSnapshot(func(Snapshot) (io.Writer, error) {
+			close(inWrite)
+			<-done
+			return io.Discard, nil
+		})
+		result <- err
+	}()
+	<-inWrite
+	return func() {
+		t.Helper()
+		close(done)
+		if err := <-result; err != nil {
+			t.Error(err)
+		}
+	}
 }

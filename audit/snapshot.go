@@ -37,10 +37,11 @@ type Snapshot struct {
 // The copy is the whole log only together with the sealed segments before
 // Snapshot.Segment (WriteSealed), which never change.
 //
-// Caveat: the transaction lasts as long as the copy. A long read
-// transaction delays bbolt's remapping when the file must grow (appends
-// then wait); the mmap grows by doubling, so this is rare, but write the
-// copy to fast storage rather than a slow stream.
+// The transaction lasts as long as the copy. It does not delay appends
+// (the live segment never remaps: mapsize.go), but bbolt cannot reuse the
+// pages freed meanwhile, so the file grows by every page the appends touch
+// until the copy ends: write the copy to fast storage rather than a slow
+// stream.
 func (l *Log) WriteSnapshot(open func(Snapshot) (io.Writer, error)) (Snapshot, error) {
 	var s Snapshot
 	err := l.view(func(tx *bolt.Tx) error {
@@ -75,6 +76,15 @@ func (l *Log) WriteSnapshot(open func(Snapshot) (io.Writer, error)) (Snapshot, e
 		return err
 	})
 	return s, err
+}
+
+// LiveBytes is the number of bytes of the live segment's file in use: what
+// WriteSnapshot would copy now (Snapshot.Bytes). The file itself is larger,
+// grown ahead of its pages (mapsize.go).
+func (l *Log) LiveBytes() (int64, error) {
+	var n int64
+	err := l.view(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	return n, err
 }
 
 // SealedSegment describes a sealed segment as WriteSealed copies it: its

@@ -311,13 +311,20 @@ func EstimateSize(src Source) int64 {
 			add(st.Size())
 		}
 	}
-	file(FileAudit)
 	if src.Log != nil {
+		// The live file's size is not what a copy holds: its mapping
+		// grows it ahead of its pages (audit/mapsize.go).
+		if used, err := src.Log.LiveBytes(); err == nil {
+			add(used)
+		}
 		segs, _ := src.Log.SealedSegments()
 		for _, s := range segs {
 			add(s.Bytes)
 			add(int64(len(s.Note)))
 		}
+	}
+	if src.Log == nil {
+		file(FileAudit)
 	}
 	for _, name := range []string{FileCatalog, FileGrants, FileDevKeys, FileCheckpoints} {
 		file(name)

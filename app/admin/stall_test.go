@@ -64,10 +64,13 @@ type syncBuffer = syncbuf.Buffer
 // TestStalledReaderDoesNotHoldTheLog: an auditor whose command stopped
 // reading its output (suspended, or a local peer that sends a backup
 // request and never reads) must not keep the backup's read transaction on
-// the audit log open: bbolt cannot remap the file while it is, and once
-// the log must grow every append (every MCP request) would wait for that
-// peer. The server gives up on a reader that accepts nothing for
-// Config.WriteStall, which ends the transaction; the appends go on.
+// the audit log open: bbolt reuses no page freed while it is, so the live
+// file grows with every append for as long as the peer waits (and where
+// the live segment's mapping could not be reserved, audit/mapsize.go, a
+// remap would make every append, every MCP request, wait for that peer).
+// The server gives up on a reader that accepts nothing for
+// Config.WriteStall, which ends the transaction (the warning and the
+// missing result below); the appends go on.
 func TestStalledReaderDoesNotHoldTheLog(t *testing.T) {
 	if testing.Short() {
 		t.Skip("appends 40,000 records")

@@ -1,0 +1,70 @@
+package audit
+
+import (
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The live segment's file mapping.
+//
+// bbolt reads a file through one mmap and remaps it when a commit needs
+// pages past the mapping; a remap waits for every open read transaction
+// to end. Readers of the live segment use short transactions (chunks),
+// except a backup's copy (WriteSnapshot: one transaction for the whole
+// file, as bbolt's hot backup requires), which lasts as long as an
+// auditor's download. bbolt maps a new file with 32 KiB and doubles the
+// mapping up to 1 GiB, then grows it by 1 GiB: an unprepared live segment
+// remaps a dozen times in its first GiB and once per GiB after, and a
+// remap during a backup held every append (so every list and read) until
+// the copy ended.
+//
+// The live segment is therefore mapped, from its open, with the size of
+// its file system (rounded up to a GiB, at least 1 GiB): the file can
+// never outgrow it, so it never remaps while the server runs (unless the
+// volume itself is grown). The mapping is address space, not memory: pages
+// are read in only as they are touched, and a file is never extended to
+// the mapping (bbolt grows it as it fills, outside Windows). Where the
+// address space is limited (RLIMIT_AS) and the mapping fails, the segment
+// is opened as bbolt would by default and a warning says what that means.
+
+const (
+	mapStep = 1 << 30 // bbolt's mapping step past 1 GiB
+	// mapMax keeps the reservation well under bbolt's largest mapping
+	// (256 TiB on 64-bit platforms).
+	mapMax = 1 << 46
+)
+
+// liveMapSize is the mapping to reserve for a live segment on a file
+// system of fsBytes bytes: fsBytes rounded up to a GiB, at least 1 GiB and
+// at most mapMax. 0 (bbolt's default) on 32-bit platforms, where address
+// space is scarce, and where the size is unknown (fsBytes <= 0).
+func liveMapSize(fsBytes int64) int {
+	if strconv.IntSize < 64 || fsBytes <= 0 {
+		return 0
+	}
+	n := (fsBytes + mapStep - 1) / mapStep * mapStep
+	n = max(n, mapStep)
+	return int(min(n, mapMax))
+}
+
+// openLiveDB opens (creating) the live segment's bbolt file at path with
+// its mapping reserved (liveMapSize of the file system holding it). If the
+// reservation is refused (ENOMEM: a limited address space) it opens the
+// file with bbolt's default mapping and warns.
+func openLiveDB(path string, o bolt.Options, log *slog.Logger) (*bolt.DB, error) {
+	fsBytes, _ := fsSize(filepath.Dir(path))
+	o.InitialMmapSize = liveMapSize(fsBytes)
+	db, err := bolt.Open(path, 0o600, &o)
+	if err != nil && o.InitialMmapSize > 0 && errors.Is(err, syscall.ENOMEM) {
+		log.Warn("audit: the live segment's mapping could not be reserved (address space limited); a long backup may delay appends while the file grows",
+			"reserve_bytes", o.InitialMmapSize, "err", err)
+		o.InitialMmapSize = 0
+		db, err = bolt.Open(path, 0o600, &o)
+	}
+	return db, err
+}
