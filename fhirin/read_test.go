@@ -710,6 +710,80 @@ func TestReadRefusesBytesThatAreNotUTF8(t *testing.T) {
 	}
 }
 
+// A \u escape of a lone UTF-16 surrogate (\udc00, or \ud800 not followed
+// by a low surrogate's escape) is no Unicode character: encoding/json reads
+// it as U+FFFD, so a resource the reader re-encoded (a Bundle entry whose
+// references it resolved) was stored with U+FFFD in place of the escape,
+// silently, while the same resource outside a Bundle kept the escape. Found
+// by probe-import3 on a transaction Bundle with a note holding "\udc00". It
+// is refused at the line holding it, without quoting it; an escaped
+// surrogate pair is a character and reads.
+func TestReadRefusesLoneSurrogateEscapes(t *testing.T) {
+	const pat = `{"resourceType":"Patient","id":"p1"}`
+	obs := func(text string) string {
+		return `{"resourceType":"Observation","id":"o1","status":"final","code":{"text":"` + text + `"},"subject":{"reference":"Patient/p1"}}`
+	}
+	bundle := func(text string) string {
+		return "{\"resourceType\":\"Bundle\",\"type\":\"transaction\",\"entry\":[\n" +
+			`{"fullUrl":"urn:uuid:61ebe359-bfdc-4613-8bf2-c5e300945f0a","resource":{"resourceType":"Patient","id":"p1"},"request":{"method":"POST","url":"Patient"}},` + "\n" +
+			`{"resource":{"resourceType":"Observation","id":"o1","status":"final","code":{"text":"` + text + `"},"subject":{"reference":"urn:uuid:61ebe359-bfdc-4613-8bf2-c5e300945f0a"}},"request":{"method":"POST","url":"Observation"}}` + "\n]}\n"
+	}
+	for _, lone := range []string{`MRN \\\udc00`, `\udc00`, `a\ud800`, `\ud800\u0041`, `\udc00\ud800`, `\\\ud83d`} {
+		for name, content := range map[string]string{
+			"lone.ndjson": pat + "\n" + obs(lone) + "\n",
+			"bundle.json": bundle(lone),
+		} {
+			t.Run(name+"/"+lone, func(t *testing.T) {
+				p := filepath.Join(t.TempDir(), name)
+				if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				items, err := readAll(t, p)
+				var fe *Error
+				if !errors.As(err, &fe) || !errors.Is(err, ErrJSON) || !strings.Contains(err.Error(), "surrogate") {
+					t.Fatalf("err = %v (%d items), want ErrJSON naming the lone surrogate", err, len(items))
+				}
+				if want := map[string]string{"lone.ndjson": name + ":2", "bundle.json": name + ":3"}[name]; fe.Where != want {
+					t.Errorf("at %s, want %s", fe.Where, want)
+				}
+				if strings.Contains(err.Error(), "MRN") || strings.Contains(err.Error(), `\ud`) || strings.Contains(err.Error(), `\udc`) {
+					t.Errorf("the error quotes content: %v", err)
+				}
+			})
+		}
+	}
+	// A pair, an escaped backslash before "ud800" (no escape), and the
+	// replacement character itself are read, the pair kept.
+	for _, ok := range []string{`\ud83d\ude00`, `\uD83D\uDE00`, `\\ud800`, `\ufffd`, `x\\\\ud800`} {
+		t.Run("ok/"+ok, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "bundle.json")
+			if err := os.WriteFile(p, []byte(bundle(ok)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			items, err := readAll(t, p)
+			if err != nil {
+				t.Fatalf("%s: %v", ok, err)
+			}
+			if len(items) != 2 {
+				t.Fatalf("%d items, want 2", len(items))
+			}
+			var v struct {
+				Code struct{ Text string }
+			}
+			var want struct{ Text string }
+			if err := json.Unmarshal(items[1].Body, &v); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(`{"text":"`+ok+`"}`), &want); err != nil {
+				t.Fatal(err)
+			}
+			if v.Code.Text != want.Text || strings.ContainsRune(v.Code.Text, '\uFFFD') != strings.Contains(ok, "fffd") {
+				t.Errorf("text %q, want %q", v.Code.Text, want.Text)
+			}
+		})
+	}
+}
+
 // A manifest of the Bulk Data IG's later editions imports: deleted[]
 // without a type (Bundles), and error[] and outcome[] files that hold only
 // warnings and information (an export that reported no error).
