@@ -385,7 +385,7 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		}
 		return nil
 	}
-	if !rd.emit && !indexedTypes[e.typ] && !b.mayNameBinary(e.Resource) {
+	if rd.skim() && !indexedTypes[e.typ] && !b.mayNameBinary(e.Resource) {
 		return nil
 	}
 	return rd.resource(s, w, e.Resource, "", b, e)

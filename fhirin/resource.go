@@ -73,7 +73,7 @@ func (rd *reader) unit(s *source, line int, raw []byte) error {
 	if typ == "Bundle" {
 		return rd.readBundle(s, line, raw)
 	}
-	if !rd.emit && !indexedTypes[typ] && !mayNameBinary(raw) {
+	if rd.skim() && !indexedTypes[typ] && !mayNameBinary(raw) {
 		return nil
 	}
 	return rd.resource(s, w, raw, s.wantType, nil, nil)
@@ -176,6 +176,10 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 		return err
 	}
 
+	if rd.ctxPass {
+		rd.idx.ctxTarget(r, patient, labels)
+		return nil
+	}
 	if !rd.emit {
 		return rd.indexResource(r, patient, labels)
 	}
