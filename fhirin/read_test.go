@@ -1029,3 +1029,28 @@ func TestReadOutsideBulkDocumentReference(t *testing.T) {
 		t.Errorf("note %s %q %q", note.Patient, note.MIMEType, note.Body[:min(40, len(note.Body))])
 	}
 }
+
+// HL7's own R4 examples Binary/example and DocumentReference/example (the
+// FHIR specification, CC0; fhirin/testdata/outside/hl7-r4-binary and its
+// README): the Binary's securityContext names the DocumentReference,
+// labelled very restricted (v3 Confidentiality V in securityLabel), and
+// nothing links the Binary (the DocumentReference's url names another
+// server's document). The Binary is in the DocumentReference's patient's
+// compartment with its label; it was refused as a Binary that cannot be
+// placed (and, linked by an unlabelled resource, it would have been
+// imported without the label): probe-import3.
+func TestReadOutsideHL7BinarySecurityContext(t *testing.T) {
+	items := mustReadAll(t, filepath.Join("testdata", "outside", "hl7-r4-binary"))
+	if len(items) != 2 {
+		t.Fatalf("%d items, want the Binary and the DocumentReference", len(items))
+	}
+	for _, typ := range []string{"Binary", "DocumentReference"} {
+		it := find(t, items, typ, "example")
+		if it.Patient != "xcda" || !slices.Equal(it.Sensitivity, []string{"very-restricted"}) {
+			t.Errorf("%s/example: patient %q labels %v, want xcda [very-restricted]", typ, it.Patient, it.Sensitivity)
+		}
+	}
+	if b := find(t, items, "Binary", "example"); b.MIMEType != "application/pdf" || !bytes.HasPrefix(b.Body, []byte("%PDF-1.5")) {
+		t.Errorf("Binary %q %q", b.MIMEType, b.Body[:min(8, len(b.Body))])
+	}
+}
