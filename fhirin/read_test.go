@@ -1054,3 +1054,23 @@ func TestReadOutsideHL7BinarySecurityContext(t *testing.T) {
 		t.Errorf("Binary %q %q", b.MIMEType, b.Body[:min(8, len(b.Body))])
 	}
 }
+
+// HL7's own R4 examples Consent/consent-example-Out and Observation/f003
+// (CC0, fhirin/testdata/outside/hl7-r4-consent): P. van de Heuvel withholds
+// consent to sharing, recorded as R4 lets it be, by a policyRule of v3
+// ActCode OPTOUT with no provision.type. The Consent records an opt-out
+// and the patient's Observation carries opt-out; neither did before
+// (probe-import3), so the default policy released the chart for every use.
+func TestReadOutsideHL7ConsentOptOut(t *testing.T) {
+	items := mustReadAll(t, filepath.Join("testdata", "outside", "hl7-r4-consent"))
+	if len(items) != 2 {
+		t.Fatalf("%d items, want the Consent and the Observation", len(items))
+	}
+	c := find(t, items, "Consent", "consent-example-Out")
+	if c.Patient != "f001" || !c.OptOut || !slices.Equal(c.Consent, []string{"opt-out"}) {
+		t.Errorf("Consent: patient %q OptOut %v Consent %v, want f001 true [opt-out]", c.Patient, c.OptOut, c.Consent)
+	}
+	if o := find(t, items, "Observation", "f003"); o.Patient != "f001" || !slices.Equal(o.Consent, []string{"opt-out"}) {
+		t.Errorf("Observation: patient %q Consent %v, want f001 [opt-out]", o.Patient, o.Consent)
+	}
+}
