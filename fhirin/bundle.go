@@ -357,8 +357,16 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 	if method == "PUT" {
 		// PUT Type/id stores the resource as Type/id (R4 "update"): a body
 		// of another type or id would be imported under a name the
-		// transaction does not give it.
-		if t, ok := parseLiteral(e.Request.URL); ok && (t.typ != e.typ || t.id != e.id) {
+		// transaction does not give it. The url read as servers read it:
+		// a leading slash ("/Patient/1", relative to the root all the
+		// same) and a query ("?_format=json") do not change what it
+		// names; both let a PUT of another id through before. A
+		// conditional update ("Patient?identifier=...") names no id.
+		u := strings.TrimPrefix(e.Request.URL, "/")
+		if i := strings.IndexByte(u, '?'); i >= 0 {
+			u = u[:i]
+		}
+		if t, ok := parseLiteral(u); ok && (t.typ != e.typ || t.id != e.id) {
 			return newError(w, path+".request.url", ErrValue, "a PUT names another resource (type or id) than the entry's resource")
 		}
 	}

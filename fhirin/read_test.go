@@ -1074,3 +1074,23 @@ func TestReadOutsideHL7ConsentOptOut(t *testing.T) {
 		t.Errorf("Observation: patient %q Consent %v, want f001 [opt-out]", o.Patient, o.Consent)
 	}
 }
+
+// A PUT whose url names its own resource imports, however the url is
+// written: relative, from the root, with a query; a conditional update
+// names no id and imports under the resource's.
+func TestReadPutURLForms(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "b.json")
+	entry := func(id, url string) string {
+		return `{"resource":{"resourceType":"Patient","id":"` + id + `"},"request":{"method":"PUT","url":"` + url + `"}}`
+	}
+	b := `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join([]string{
+		entry("p1", "Patient/p1"), entry("p2", "/Patient/p2"), entry("p3", "Patient/p3?_format=json"), entry("p4", "Patient?identifier=urn:mrn|4"),
+	}, ",") + `]}`
+	if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	items := mustReadAll(t, p)
+	if len(items) != 4 {
+		t.Fatalf("%d items, want 4", len(items))
+	}
+}
