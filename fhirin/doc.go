@@ -102,7 +102,9 @@
 //     DefaultMaxLine), gzip streamed, one Bundle or JSON value in memory at
 //     a time; across the input only an index of Binary ids, of the
 //     (patient, Binary id) pairs named with their label components, and of
-//     opted-out and VIP patient ids is kept (Read makes two passes).
+//     opted-out and VIP patient ids is kept (Read makes two passes, and
+//     a third between them only when a Binary's securityContext names a
+//     resource other than a Patient).
 //
 // # Caveats
 //
