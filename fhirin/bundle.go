@@ -330,6 +330,16 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		}
 		t, ok := parseLiteral(e.Request.URL)
 		if !ok {
+			// Say which: a url from the root or with a query on a Type/id
+			// is no conditional delete (and a query such as HAPI's
+			// _cascade=delete deletes more than the resource).
+			u, query, hasQuery := strings.Cut(e.Request.URL, "?")
+			switch _, typed := parseLiteral(strings.TrimPrefix(u, "/")); {
+			case typed && strings.HasPrefix(u, "/"):
+				return newError(w, path+".request.url", ErrUnsupported, "a DELETE url from the root (/Type/id) is not imported: name Type/id")
+			case typed && hasQuery && query != "":
+				return newError(w, path+".request.url", ErrUnsupported, "a DELETE url with a query (Type/id?...) is not imported: it may delete more than Type/id (a cascading delete); name Type/id")
+			}
 			return newError(w, path+".request.url", ErrUnsupported, "a DELETE must name Type/id (conditional deletes are not imported)")
 		}
 		if strings.Contains(e.Request.URL, "/_history/") {

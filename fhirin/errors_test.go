@@ -616,3 +616,26 @@ func TestMinifiedBundleNamesTheOtherPlace(t *testing.T) {
 		t.Errorf("err = %v, want the second Binary's error to name both entries", err)
 	}
 }
+
+// A DELETE url written from the root (/Patient/1, as Aidbox's examples
+// write it) or with a query (Patient/1?_cascade=delete, HAPI's cascading
+// delete, which deletes more than Patient/1) is refused, and the error
+// says so: it said "conditional deletes are not imported", which neither
+// is (probe-import3).
+func TestDeleteURLFormsNamed(t *testing.T) {
+	for url, want := range map[string]string{
+		"/Patient/SECRET-1":                "from the root",
+		"Patient/SECRET-1?_cascade=delete": "with a query",
+		"Patient?identifier=SECRET-1":      "conditional deletes",
+	} {
+		p := filepath.Join(t.TempDir(), "b.json")
+		b := `{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"DELETE","url":"` + url + `"}}]}`
+		if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := readAll(t, p)
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("DELETE %s: %v, want ErrUnsupported saying %q", url, err, want)
+		}
+	}
+}
