@@ -14,6 +14,8 @@ import (
 
 	"github.com/gabriel-vasile/mimetype"
 	"golang.org/x/text/encoding/charmap"
+
+	"github.com/custos-mcp/custos/store"
 )
 
 // liftAttachments replaces every liftable attachment of r (in r.m) by a
@@ -277,8 +279,10 @@ var mediaTypeAliases = map[string]string{"image/jpg": "image/jpeg"}
 
 // checkMIME checks the bytes against a declared contentType with
 // github.com/gabriel-vasile/mimetype's detection, and returns the declared
-// type normalized (lowercase, an alias of mediaTypeAliases replaced,
-// parameters kept). The bytes contradict it when:
+// type normalized (lowercase, an alias of mediaTypeAliases replaced, no
+// parameter but a registered charset: store.ServedMediaType, so that a
+// file name in a name or filename parameter is never listed). The bytes
+// contradict it when:
 //   - the declared type is application/json or ends in +json and the
 //     bytes are not valid JSON;
 //   - the declared type is one the library knows, and the detected type is
@@ -300,10 +304,7 @@ func checkMIME(declared string, data []byte) (string, error) {
 	if (mt == "application/json" || strings.HasSuffix(mt, "+json")) && !json.Valid(data) {
 		return "", errNotJSON
 	}
-	norm := mime.FormatMediaType(mt, params)
-	if norm == "" {
-		norm = mt
-	}
+	norm := store.ServedMediaType(mt, params)
 	got := mimetype.Detect(data)
 	isText := false
 	for m := got; m != nil; m = m.Parent() {

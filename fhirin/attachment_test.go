@@ -41,6 +41,7 @@ var attachmentTypes = []string{
 	"text/plain; charset=shift_jis", "text/html", "text/html; charset=iso-8859-1", "text/xml", "text/csv",
 	"application/xml", "application/hl7-v3+xml", "application/json", "application/fhir+json",
 	"application/hl7-v2", "application/x-custom", "Text/Plain", "not a type", "",
+	"application/pdf; name=Evelyn_Marsh.pdf", `text/plain; charset=utf-8; filename="Evelyn Marsh.txt"`, "application/xml; charset=Evelyn",
 }
 
 // checkAgreement fails t if the reader accepts an attachment that the
@@ -110,6 +111,11 @@ func TestAttachmentBytes(t *testing.T) {
 		{"application/fhir+json", s["bad-json"], "", "", errNotJSON},
 		{"application/json", s["bad-json"], "", "", errNotJSON},
 		{"application/pdf", s["pdf-bom"], "application/pdf", "", nil},
+		// A file name in a parameter is not kept (store.ServedMediaType):
+		// the type is listed in titles and descriptions.
+		{"application/pdf; name=Evelyn_Marsh.pdf", s["pdf"], "application/pdf", "", nil},
+		{`text/plain; charset=ISO-8859-1; filename="Evelyn Marsh.txt"`, s["text-latin1"], "text/plain; charset=utf-8", "Café au lait spots, 2 cm.\n", nil},
+		{"application/xml; charset=Evelyn", s["xml"], "application/xml", "", nil},
 	} {
 		out, mt, err := attachmentBytes(tc.declared, tc.data)
 		want := tc.wantData

@@ -330,6 +330,16 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		}
 		t, ok := parseLiteral(e.Request.URL)
 		if !ok {
+			// Say which: a url from the root or with a query on a Type/id
+			// is no conditional delete (and a query such as HAPI's
+			// _cascade=delete deletes more than the resource).
+			u, query, hasQuery := strings.Cut(e.Request.URL, "?")
+			switch _, typed := parseLiteral(strings.TrimPrefix(u, "/")); {
+			case typed && strings.HasPrefix(u, "/"):
+				return newError(w, path+".request.url", ErrUnsupported, "a DELETE url from the root (/Type/id) is not imported: name Type/id")
+			case typed && hasQuery && query != "":
+				return newError(w, path+".request.url", ErrUnsupported, "a DELETE url with a query (Type/id?...) is not imported: it may delete more than Type/id (a cascading delete); name Type/id")
+			}
 			return newError(w, path+".request.url", ErrUnsupported, "a DELETE must name Type/id (conditional deletes are not imported)")
 		}
 		if strings.Contains(e.Request.URL, "/_history/") {
@@ -357,8 +367,16 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 	if method == "PUT" {
 		// PUT Type/id stores the resource as Type/id (R4 "update"): a body
 		// of another type or id would be imported under a name the
-		// transaction does not give it.
-		if t, ok := parseLiteral(e.Request.URL); ok && (t.typ != e.typ || t.id != e.id) {
+		// transaction does not give it. The url read as servers read it:
+		// a leading slash ("/Patient/1", relative to the root all the
+		// same) and a query ("?_format=json") do not change what it
+		// names; both let a PUT of another id through before. A
+		// conditional update ("Patient?identifier=...") names no id.
+		u := strings.TrimPrefix(e.Request.URL, "/")
+		if i := strings.IndexByte(u, '?'); i >= 0 {
+			u = u[:i]
+		}
+		if t, ok := parseLiteral(u); ok && (t.typ != e.typ || t.id != e.id) {
 			return newError(w, path+".request.url", ErrValue, "a PUT names another resource (type or id) than the entry's resource")
 		}
 	}
@@ -385,7 +403,7 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		}
 		return nil
 	}
-	if !rd.emit && !indexedTypes[e.typ] && !b.mayNameBinary(e.Resource) {
+	if rd.skim() && !indexedTypes[e.typ] && !b.mayNameBinary(e.Resource) {
 		return nil
 	}
 	return rd.resource(s, w, e.Resource, "", b, e)

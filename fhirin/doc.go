@@ -49,7 +49,9 @@
 //     names something there by identifier or display alone with no type
 //     is an error: it may be a patient's data.
 //   - A Binary's compartment is that of the resources linking it (or its
-//     securityContext Patient); one linked by nobody and naming no Patient
+//     securityContext Patient, or the compartment of the resource of the
+//     import its securityContext names, whose labels it then has: R4's
+//     proxy of its sensitivity); one linked by nobody and naming no Patient
 //     is placed where Options.PlaceBinary reports it live in the
 //     importer's catalog (an earlier import's carrier placed it), keeping
 //     the labels reported, and is otherwise an error, never tenant-level.
@@ -100,7 +102,9 @@
 //     DefaultMaxLine), gzip streamed, one Bundle or JSON value in memory at
 //     a time; across the input only an index of Binary ids, of the
 //     (patient, Binary id) pairs named with their label components, and of
-//     opted-out and VIP patient ids is kept (Read makes two passes).
+//     opted-out and VIP patient ids is kept (Read makes two passes, and
+//     a third between them only when a Binary's securityContext names a
+//     resource other than a Patient).
 //
 // # Caveats
 //

@@ -174,6 +174,12 @@ func TestBadInput(t *testing.T) {
 			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].request.method"},
 		{name: "a PUT naming another id than its resource's", files: map[string]string{"b.json": bundle("transaction", `{"resource":`+pat+`,"request":{"method":"PUT","url":"Patient/SECRET-MRN-2"}}`)},
 			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].request.url"},
+		// The same written with a leading slash or a query (_format) was
+		// imported under the resource's id (probe-import3).
+		{name: "a PUT naming another id than its resource's, from the root", files: map[string]string{"b.json": bundle("transaction", `{"resource":`+pat+`,"request":{"method":"PUT","url":"/Patient/SECRET-MRN-2"}}`)},
+			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].request.url"},
+		{name: "a PUT naming another id than its resource's, with a query", files: map[string]string{"b.json": bundle("transaction", `{"resource":`+pat+`,"request":{"method":"PUT","url":"Patient/SECRET-MRN-2?_format=json"}}`)},
+			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].request.url"},
 		{name: "a searchset outcome entry holding a resource that is no OperationOutcome", files: map[string]string{"b.json": bundle("searchset", `{"resource":`+obs("")+`,"search":{"mode":"outcome"}}`)},
 			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].search.mode"},
 		{name: "a contained resource containing another patient's Observation (R4 dom-2)", files: map[string]string{"MedicationRequest.ndjson": `{"resourceType":"MedicationRequest","id":"r","status":"active","intent":"order","medicationCodeableConcept":{"text":"x"},"subject":{"reference":"Patient/SECRET-MRN-1"},"contained":[{"resourceType":"Observation","id":"c1","status":"final","code":{"text":"x"},"contained":[` + obs(`,"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}]}`) + `],"hasMember":[{"reference":"#SECRET-obs"}]}],"supportingInformation":[{"reference":"#c1"}]}`},
@@ -608,5 +614,28 @@ func TestMinifiedBundleNamesTheOtherPlace(t *testing.T) {
 	_, err := readAll(t, path)
 	if !errors.Is(err, ErrID) || !strings.Contains(err.Error(), "(the first at b.json:1, Bundle.entry[1]) (Bundle.entry[2])") {
 		t.Errorf("err = %v, want the second Binary's error to name both entries", err)
+	}
+}
+
+// A DELETE url written from the root (/Patient/1, as Aidbox's examples
+// write it) or with a query (Patient/1?_cascade=delete, HAPI's cascading
+// delete, which deletes more than Patient/1) is refused, and the error
+// says so: it said "conditional deletes are not imported", which neither
+// is (probe-import3).
+func TestDeleteURLFormsNamed(t *testing.T) {
+	for url, want := range map[string]string{
+		"/Patient/SECRET-1":                "from the root",
+		"Patient/SECRET-1?_cascade=delete": "with a query",
+		"Patient?identifier=SECRET-1":      "conditional deletes",
+	} {
+		p := filepath.Join(t.TempDir(), "b.json")
+		b := `{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"DELETE","url":"` + url + `"}}]}`
+		if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := readAll(t, p)
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("DELETE %s: %v, want ErrUnsupported saying %q", url, err, want)
+		}
 	}
 }

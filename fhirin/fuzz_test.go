@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzRead feeds arbitrary bytes to the NDJSON and the JSON (Bundle)
@@ -81,6 +82,39 @@ func FuzzRead(f *testing.F) {
 					}
 				}
 			}
+		}
+	})
+}
+
+// FuzzLoneSurrogate holds loneSurrogate to encoding/json's decoding: a
+// JSON string it flags decodes with U+FFFD (no false alarm on a pair, an
+// escaped backslash, a non-surrogate escape); one that decodes with U+FFFD
+// that neither a literal U+FFFD nor a \ufffd escape wrote is flagged (no
+// lone surrogate missed); what json.Marshal writes is never flagged.
+func FuzzLoneSurrogate(f *testing.F) {
+	for _, s := range []string{`\ud83d\ude00`, `\udc00`, `a\ud800`, `\ud800\u0041`, `\\ud800`, `\\\ud800`, `\ufffd`, `x\"\ud800\udc00`, `\uD83D\uDE00\uDBFF`, `\u00e9\/`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if m, err := json.Marshal(s); err == nil && loneSurrogate(m) >= 0 {
+			t.Fatalf("json.Marshal(%q) = %s flagged", s, m)
+		}
+		raw := []byte(`"` + s + `"`)
+		if !json.Valid(raw) || !utf8.Valid(raw) {
+			return
+		}
+		var d string
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		flagged := loneSurrogate(raw) >= 0
+		replaced := strings.ContainsRune(d, utf8.RuneError)
+		written := strings.ContainsRune(s, utf8.RuneError) || strings.Contains(strings.ToLower(s), `\ufffd`)
+		switch {
+		case flagged && !replaced:
+			t.Fatalf("%s flagged, but decodes to %q", raw, d)
+		case replaced && !written && !flagged:
+			t.Fatalf("%s decodes to %q, not flagged", raw, d)
 		}
 	})
 }

@@ -20,6 +20,9 @@ type index struct {
 	nodes map[nodeKey]*node
 	// settled: settle has run; comp answers from the components.
 	settled bool
+	// ctxTargets are the resources ("Type/id") other than Patients that a
+	// Binary's securityContext names, with the ids of those Binaries.
+	ctxTargets map[string][]string
 }
 
 // nodeKey names a Binary in a compartment: a resource of patient's
@@ -235,6 +238,11 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 			}
 			if isPatient {
 				b.ctxPatient, b.hasCtx = id, true
+			} else if t, ok := r.securityContextTarget(sc); ok {
+				if x.ctxTargets == nil {
+					x.ctxTargets = map[string][]string{}
+				}
+				x.ctxTargets[t] = append(x.ctxTargets[t], r.id)
 			}
 		}
 	default:
@@ -259,6 +267,42 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 		})
 	}
 	return nil
+}
+
+// securityContextTarget is the "Type/id" of the resource other than a
+// Patient that a Binary's securityContext names in this import: a
+// relative reference (a Bundle entry's fullUrl is rewritten to one before
+// this), or an absolute one on the Binary's own server. ok is false for
+// anything else (a reference to another server, a conditional or logical
+// one), which names nothing the import holds.
+func (r *resource) securityContextTarget(sc map[string]any) (string, bool) {
+	s, _ := sc["reference"].(string)
+	t, ok := parseLiteral(s)
+	if !ok || t.typ == "Patient" || strings.Contains(s, "://") && (r.base == "" || restBase(s) != r.base) {
+		return "", false
+	}
+	return t.typ + "/" + t.id, true
+}
+
+// ctxTarget records, between the passes, the compartment and labels of a
+// resource that a Binary's securityContext names: R4 makes that resource
+// "a proxy of the security sensitivity to use when deciding and enforcing
+// access control rules for the Binary". Each such Binary gets its labels
+// as its own, and its compartment as a securityContext Patient gives one
+// (placed there when nothing links it; refused by check when a resource of
+// another compartment links it); the resource joins the Binary's label
+// component there, as a resource naming the Binary would. Before, the
+// reference was ignored, and a Binary whose securityContext named an
+// HIV-labelled DocumentReference was imported without hiv.
+func (x *index) ctxTarget(r *resource, patient string, labels []string) {
+	for _, id := range x.ctxTargets[r.typ+"/"+r.id] {
+		b := x.binary(id)
+		b.own = union(b.own, labels)
+		if patient != "" && !b.hasCtx {
+			b.ctxPatient, b.hasCtx = patient, true
+		}
+		x.join(patient, append(r.mentionedBinaries(), id), labels)
+	}
 }
 
 // check ends the first pass: every linked Binary is present (or, with

@@ -43,7 +43,8 @@ type Item struct {
 	Consent []string
 	// OptOut, for a Consent in a patient compartment, reports that it
 	// records an opt-out: status "active" and a base provision of type
-	// "deny" (store.ConsentOptsOut). Always false for any other item.
+	// "deny", or a policyRule of v3 ActCode OPTOUT (store.ConsentOptsOut).
+	// Always false for any other item.
 	OptOut bool
 	// PatientWide holds "vip" when this import holds the item's patient's
 	// Patient labelled vip (v3 ActCode CEL in its meta.security); nil

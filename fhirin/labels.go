@@ -1,6 +1,10 @@
 package fhirin
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/custos-mcp/custos/store"
+)
 
 // LabelSystem is the custos code system for security labels that HL7 has
 // no code for (VIP), or that a source prefers to write directly: its codes
@@ -13,8 +17,7 @@ const LabelSystem = "https://github.com/custos-mcp/custos/fhir/CodeSystem/label"
 var (
 	confidentialitySystems = []string{"http://terminology.hl7.org/CodeSystem/v3-Confidentiality", "https://terminology.hl7.org/CodeSystem/v3-Confidentiality",
 		"http://hl7.org/fhir/v3/Confidentiality", "urn:oid:2.16.840.1.113883.5.25"}
-	actCodeSystems = []string{"http://terminology.hl7.org/CodeSystem/v3-ActCode", "https://terminology.hl7.org/CodeSystem/v3-ActCode",
-		"http://hl7.org/fhir/v3/ActCode", "urn:oid:2.16.840.1.113883.5.4"}
+	actCodeSystems      = store.ActCodeSystems
 	usPrivacyLawSystems = []string{"http://terminology.hl7.org/CodeSystem/v3-ActUSPrivacyLaw", "https://terminology.hl7.org/CodeSystem/v3-ActUSPrivacyLaw",
 		"http://hl7.org/fhir/v3/ActUSPrivacyLaw", "urn:oid:2.16.840.1.113883.5.1138"}
 )

@@ -101,6 +101,10 @@ func notJSON(path string) error {
 	return nil
 }
 
+// skim reports whether this pass reads only what the first pass needs
+// (indexedTypes, resources that may name a Binary).
+func (rd *reader) skim() bool { return !rd.emit && !rd.ctxPass }
+
 // MaxProblems caps how many problems one Read reports.
 const MaxProblems = 20
 
@@ -112,6 +116,18 @@ func (rd *reader) passes(srcs []source) error {
 		if err := rd.problem(rd.readSource(&s)); err != nil {
 			return err
 		}
+	}
+	if len(rd.idx.ctxTargets) > 0 {
+		// Binaries whose securityContext names a resource other than a
+		// Patient: read those resources (whatever the first pass skipped)
+		// for their compartment and labels.
+		rd.ctxPass = true
+		for _, s := range srcs {
+			if err := rd.problem(rd.readSource(&s)); err != nil {
+				return err
+			}
+		}
+		rd.ctxPass = false
 	}
 	errs, err := rd.idx.check(rd.opts.StoredBinary, rd.opts.PlaceBinary, rd.opts.Complete)
 	if err != nil {
@@ -166,7 +182,10 @@ type reader struct {
 	yield func(Item) error
 	idx   *index
 	emit  bool // second pass: yield items
-	items int
+	// ctxPass: between the two passes, reading only the resources that
+	// a Binary's securityContext names (index.ctxTargets, ctxTarget).
+	ctxPass bool
+	items   int
 
 	problems []error         // the *Errors found so far
 	seen     map[string]bool // their messages
@@ -184,7 +203,7 @@ var indexedTypes = map[string]bool{"Binary": true, "Consent": true, "Bundle": tr
 	"DocumentReference": true, "DiagnosticReport": true, "Media": true, "Patient": true}
 
 func (rd *reader) readSource(s *source) error {
-	if !rd.emit && s.wantType != "" && !indexedTypes[s.wantType] && !s.ndjson {
+	if rd.skim() && s.wantType != "" && !indexedTypes[s.wantType] && !s.ndjson {
 		return nil
 	}
 	f, err := os.Open(s.path)
@@ -232,7 +251,7 @@ func (rd *reader) readNDJSON(s *source, r io.Reader) error {
 		if len(b) == 0 {
 			continue
 		}
-		if !rd.emit && s.wantType != "" && !indexedTypes[s.wantType] && !mayNameBinary(b) {
+		if rd.skim() && s.wantType != "" && !indexedTypes[s.wantType] && !mayNameBinary(b) {
 			// The first pass needs only what may name a Binary; a line
 			// cut short by a stream error is reported where the second
 			// pass reports it (at this line).

@@ -710,6 +710,80 @@ func TestReadRefusesBytesThatAreNotUTF8(t *testing.T) {
 	}
 }
 
+// A \u escape of a lone UTF-16 surrogate (\udc00, or \ud800 not followed
+// by a low surrogate's escape) is no Unicode character: encoding/json reads
+// it as U+FFFD, so a resource the reader re-encoded (a Bundle entry whose
+// references it resolved) was stored with U+FFFD in place of the escape,
+// silently, while the same resource outside a Bundle kept the escape. Found
+// by probe-import3 on a transaction Bundle with a note holding "\udc00". It
+// is refused at the line holding it, without quoting it; an escaped
+// surrogate pair is a character and reads.
+func TestReadRefusesLoneSurrogateEscapes(t *testing.T) {
+	const pat = `{"resourceType":"Patient","id":"p1"}`
+	obs := func(text string) string {
+		return `{"resourceType":"Observation","id":"o1","status":"final","code":{"text":"` + text + `"},"subject":{"reference":"Patient/p1"}}`
+	}
+	bundle := func(text string) string {
+		return "{\"resourceType\":\"Bundle\",\"type\":\"transaction\",\"entry\":[\n" +
+			`{"fullUrl":"urn:uuid:61ebe359-bfdc-4613-8bf2-c5e300945f0a","resource":{"resourceType":"Patient","id":"p1"},"request":{"method":"POST","url":"Patient"}},` + "\n" +
+			`{"resource":{"resourceType":"Observation","id":"o1","status":"final","code":{"text":"` + text + `"},"subject":{"reference":"urn:uuid:61ebe359-bfdc-4613-8bf2-c5e300945f0a"}},"request":{"method":"POST","url":"Observation"}}` + "\n]}\n"
+	}
+	for _, lone := range []string{`MRN \\\udc00`, `\udc00`, `a\ud800`, `\ud800\u0041`, `\udc00\ud800`, `\\\ud83d`} {
+		for name, content := range map[string]string{
+			"lone.ndjson": pat + "\n" + obs(lone) + "\n",
+			"bundle.json": bundle(lone),
+		} {
+			t.Run(name+"/"+lone, func(t *testing.T) {
+				p := filepath.Join(t.TempDir(), name)
+				if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				items, err := readAll(t, p)
+				var fe *Error
+				if !errors.As(err, &fe) || !errors.Is(err, ErrJSON) || !strings.Contains(err.Error(), "surrogate") {
+					t.Fatalf("err = %v (%d items), want ErrJSON naming the lone surrogate", err, len(items))
+				}
+				if want := map[string]string{"lone.ndjson": name + ":2", "bundle.json": name + ":3"}[name]; fe.Where != want {
+					t.Errorf("at %s, want %s", fe.Where, want)
+				}
+				if strings.Contains(err.Error(), "MRN") || strings.Contains(err.Error(), `\ud`) || strings.Contains(err.Error(), `\udc`) {
+					t.Errorf("the error quotes content: %v", err)
+				}
+			})
+		}
+	}
+	// A pair, an escaped backslash before "ud800" (no escape), and the
+	// replacement character itself are read, the pair kept.
+	for _, ok := range []string{`\ud83d\ude00`, `\uD83D\uDE00`, `\\ud800`, `\ufffd`, `x\\\\ud800`} {
+		t.Run("ok/"+ok, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "bundle.json")
+			if err := os.WriteFile(p, []byte(bundle(ok)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			items, err := readAll(t, p)
+			if err != nil {
+				t.Fatalf("%s: %v", ok, err)
+			}
+			if len(items) != 2 {
+				t.Fatalf("%d items, want 2", len(items))
+			}
+			var v struct {
+				Code struct{ Text string }
+			}
+			var want struct{ Text string }
+			if err := json.Unmarshal(items[1].Body, &v); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(`{"text":"`+ok+`"}`), &want); err != nil {
+				t.Fatal(err)
+			}
+			if v.Code.Text != want.Text || strings.ContainsRune(v.Code.Text, '\uFFFD') != strings.Contains(ok, "fffd") {
+				t.Errorf("text %q, want %q", v.Code.Text, want.Text)
+			}
+		})
+	}
+}
+
 // A manifest of the Bulk Data IG's later editions imports: deleted[]
 // without a type (Bundles), and error[] and outcome[] files that hold only
 // warnings and information (an export that reported no error).
@@ -953,5 +1027,70 @@ func TestReadOutsideBulkDocumentReference(t *testing.T) {
 	note := find(t, items, TypeAttachment, "DocumentReference/f5df1d9c-7823-ace4-d6ed-fc602d018fed/content[0].attachment")
 	if note.Patient != patient || note.MIMEType != "text/plain; charset=utf-8" || !strings.HasPrefix(string(note.Body), "\n2013-07-22\n\n# Chief Complaint\n") {
 		t.Errorf("note %s %q %q", note.Patient, note.MIMEType, note.Body[:min(40, len(note.Body))])
+	}
+}
+
+// HL7's own R4 examples Binary/example and DocumentReference/example (the
+// FHIR specification, CC0; fhirin/testdata/outside/hl7-r4-binary and its
+// README): the Binary's securityContext names the DocumentReference,
+// labelled very restricted (v3 Confidentiality V in securityLabel), and
+// nothing links the Binary (the DocumentReference's url names another
+// server's document). The Binary is in the DocumentReference's patient's
+// compartment with its label; it was refused as a Binary that cannot be
+// placed (and, linked by an unlabelled resource, it would have been
+// imported without the label): probe-import3.
+func TestReadOutsideHL7BinarySecurityContext(t *testing.T) {
+	items := mustReadAll(t, filepath.Join("testdata", "outside", "hl7-r4-binary"))
+	if len(items) != 2 {
+		t.Fatalf("%d items, want the Binary and the DocumentReference", len(items))
+	}
+	for _, typ := range []string{"Binary", "DocumentReference"} {
+		it := find(t, items, typ, "example")
+		if it.Patient != "xcda" || !slices.Equal(it.Sensitivity, []string{"very-restricted"}) {
+			t.Errorf("%s/example: patient %q labels %v, want xcda [very-restricted]", typ, it.Patient, it.Sensitivity)
+		}
+	}
+	if b := find(t, items, "Binary", "example"); b.MIMEType != "application/pdf" || !bytes.HasPrefix(b.Body, []byte("%PDF-1.5")) {
+		t.Errorf("Binary %q %q", b.MIMEType, b.Body[:min(8, len(b.Body))])
+	}
+}
+
+// HL7's own R4 examples Consent/consent-example-Out and Observation/f003
+// (CC0, fhirin/testdata/outside/hl7-r4-consent): P. van de Heuvel withholds
+// consent to sharing, recorded as R4 lets it be, by a policyRule of v3
+// ActCode OPTOUT with no provision.type. The Consent records an opt-out
+// and the patient's Observation carries opt-out; neither did before
+// (probe-import3), so the default policy released the chart for every use.
+func TestReadOutsideHL7ConsentOptOut(t *testing.T) {
+	items := mustReadAll(t, filepath.Join("testdata", "outside", "hl7-r4-consent"))
+	if len(items) != 2 {
+		t.Fatalf("%d items, want the Consent and the Observation", len(items))
+	}
+	c := find(t, items, "Consent", "consent-example-Out")
+	if c.Patient != "f001" || !c.OptOut || !slices.Equal(c.Consent, []string{"opt-out"}) {
+		t.Errorf("Consent: patient %q OptOut %v Consent %v, want f001 true [opt-out]", c.Patient, c.OptOut, c.Consent)
+	}
+	if o := find(t, items, "Observation", "f003"); o.Patient != "f001" || !slices.Equal(o.Consent, []string{"opt-out"}) {
+		t.Errorf("Observation: patient %q Consent %v, want f001 [opt-out]", o.Patient, o.Consent)
+	}
+}
+
+// A PUT whose url names its own resource imports, however the url is
+// written: relative, from the root, with a query; a conditional update
+// names no id and imports under the resource's.
+func TestReadPutURLForms(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "b.json")
+	entry := func(id, url string) string {
+		return `{"resource":{"resourceType":"Patient","id":"` + id + `"},"request":{"method":"PUT","url":"` + url + `"}}`
+	}
+	b := `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join([]string{
+		entry("p1", "Patient/p1"), entry("p2", "/Patient/p2"), entry("p3", "Patient/p3?_format=json"), entry("p4", "Patient?identifier=urn:mrn|4"),
+	}, ",") + `]}`
+	if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	items := mustReadAll(t, p)
+	if len(items) != 4 {
+		t.Fatalf("%d items, want 4", len(items))
 	}
 }

@@ -44,6 +44,10 @@ func (rd *reader) unit(s *source, line int, raw []byte) error {
 			return newError(where(s, line+bytes.Count(raw[:off], []byte{'\n'})), "", ErrJSON,
 				"not UTF-8: FHIR JSON is UTF-8 (RFC 8259 section 8.1; a decoder would turn these bytes into U+FFFD), so transcode the file (from ISO-8859-1 or windows-1252, say) before importing it")
 		}
+		if off := loneSurrogate(raw); off >= 0 {
+			return newError(where(s, line+bytes.Count(raw[:off], []byte{'\n'})), "", ErrJSON,
+				"a \\u escape of a lone UTF-16 surrogate (not half of a pair): it is no Unicode character, and a decoder would turn it into U+FFFD; FHIR strings hold Unicode characters")
+		}
 		if off := duplicateKey(raw); off >= 0 {
 			return newError(where(s, line+bytes.Count(raw[:off], []byte{'\n'})), "", ErrJSON,
 				"an object names one member twice (or two differing only in case): FHIR JSON names each element once, and parsers disagree on which one counts")
@@ -69,7 +73,7 @@ func (rd *reader) unit(s *source, line int, raw []byte) error {
 	if typ == "Bundle" {
 		return rd.readBundle(s, line, raw)
 	}
-	if !rd.emit && !indexedTypes[typ] && !mayNameBinary(raw) {
+	if rd.skim() && !indexedTypes[typ] && !mayNameBinary(raw) {
 		return nil
 	}
 	return rd.resource(s, w, raw, s.wantType, nil, nil)
@@ -172,6 +176,10 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 		return err
 	}
 
+	if rd.ctxPass {
+		rd.idx.ctxTarget(r, patient, labels)
+		return nil
+	}
 	if !rd.emit {
 		return rd.indexResource(r, patient, labels)
 	}
@@ -397,4 +405,66 @@ func invalidUTF8(b []byte) int {
 		i += n
 	}
 	return -1
+}
+
+// loneSurrogate returns the offset in raw of the first \u escape of a
+// UTF-16 surrogate that is not half of a pair (a high surrogate escape
+// followed at once by a low one's), or -1. Such an escape is no Unicode
+// character, and encoding/json decodes it to U+FFFD: a body the reader
+// re-encodes (a Bundle entry whose references it resolved) lost it
+// silently, while the same resource stored as written kept it. raw is a
+// JSON value: a backslash occurs only inside a string, where `\\` is an
+// escaped backslash. Pure.
+func loneSurrogate(raw []byte) int {
+	for i := bytes.IndexByte(raw, '\\'); i >= 0 && i < len(raw); {
+		if i+1 >= len(raw) {
+			return -1
+		}
+		if raw[i+1] != 'u' {
+			i += 2 // \\ \" \n ...: the escaped character is not a backslash that starts an escape
+		} else {
+			c, ok := hex4(raw[i+2:])
+			switch {
+			case !ok || c < 0xd800 || c > 0xdfff:
+				i += 2
+			case c >= 0xdc00: // a low surrogate with no high one before it
+				return i
+			default: // a high surrogate: a low one's escape must follow
+				if len(raw) < i+12 || raw[i+6] != '\\' || raw[i+7] != 'u' {
+					return i
+				}
+				if d, ok := hex4(raw[i+8:]); !ok || d < 0xdc00 || d > 0xdfff {
+					return i
+				}
+				i += 12
+			}
+		}
+		j := bytes.IndexByte(raw[i:], '\\')
+		if j < 0 {
+			return -1
+		}
+		i += j
+	}
+	return -1
+}
+
+// hex4 reads four hexadecimal digits at the start of b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gabriel-vasile/mimetype"
+	"golang.org/x/text/encoding/ianaindex"
 )
 
 // Entry is one source resource of a streaming import (ImportEntries): the
@@ -341,6 +342,29 @@ func CheckAttachment(declared string, data []byte) (string, error) {
 	return mt, nil
 }
 
+// ServedMediaType is the media type an attachment is stored and served
+// under, from the declared type's parsed form (mime.ParseMediaType): mt
+// with a charset parameter only, and only when its value is a registered
+// charset name (golang.org/x/text/encoding/ianaindex). Every other
+// parameter is dropped: its value is the input's, and the type is shown
+// in every list's title, description and mimeType, where custos puts no
+// content; MIME's name and filename parameters hold a file name, often the
+// patient's ("application/pdf; name=Evelyn_Marsh_HIV_result.pdf" was
+// listed so until probe-import3). The fhirin reader gives its items the
+// same type. Pure.
+func ServedMediaType(mt string, params map[string]string) string {
+	var keep map[string]string
+	if cs, ok := params["charset"]; ok {
+		if _, err := ianaindex.IANA.Encoding(cs); err == nil {
+			keep = map[string]string{"charset": cs}
+		}
+	}
+	if norm := mime.FormatMediaType(mt, keep); norm != "" {
+		return norm
+	}
+	return mt
+}
+
 // signedTypes are the media types recognized by a signature (checkAttachment).
 var signedTypes = []string{MIMEPDF, MIMEPNG, "image/jpeg", "image/gif"}
 
@@ -354,7 +378,7 @@ func checkAttachment(declared string, data []byte) (string, string) {
 	if err != nil {
 		return "", "attachment mime type is not a media type"
 	}
-	norm := mime.FormatMediaType(mt, params)
+	norm := ServedMediaType(mt, params)
 	if mt == "application/octet-stream" {
 		return norm, ""
 	}

@@ -263,6 +263,23 @@ func TestConsentOptsOut(t *testing.T) {
 		{`{"status":["active"],"provision":{"type":"deny"}}`, false},
 		{`{"status":"active","decision":"deny","provision":{"type":"permit"}}`, true}, // R5: decision
 		{`{"status":"active","decision":"permit"}`, false},
+		// R4's policyRule: v3 ActCode OPTOUT (a grantor's dissent) is the
+		// base policy, with or without provision.type; HL7's own R4
+		// example consent-example-Out has no provision.type, and was
+		// missed (probe-import3). OPTOUTE is opt-out with exceptions.
+		{`{"status":"active","policyRule":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"OPTOUT"}]},"provision":{"actor":[{"role":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ParticipationType","code":"CST"}]},"reference":{"reference":"Organization/f001"}}]}}`, true},
+		{`{"status":"active","policyRule":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"OPTOUTE"}]}}`, true},
+		{`{"status":"active","policyRule":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"OPTOUT"}]},"provision":{"type":"permit"}}`, true},
+		{`{"status":"active","policyRule":{"coding":[{"system":"http://example.org/policy","code":"x"},{"system":"http://hl7.org/fhir/v3/ActCode","code":"OPTOUT"}]}}`, true},
+		{`{"status":"active","policyRule":{"coding":[{"system":"urn:oid:2.16.840.1.113883.5.4","code":"OPTOUT"}]}}`, true},
+		{`{"status":"active","policyRule":{"coding":[{"system":"2.16.840.1.113883.5.4","code":"OPTOUT"}]}}`, true},
+		{`{"status":"active","policyRule":{"coding":[{"code":"OPTOUT"}]}}`, true}, // no system: not overlooked
+		{`{"status":"inactive","policyRule":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"OPTOUT"}]}}`, false},
+		{`{"status":"active","policyRule":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"OPTIN"}]}}`, false},
+		{`{"status":"active","policyRule":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"OPTINR"}]}}`, false},
+		{`{"status":"active","policyRule":{"coding":[{"system":"http://example.org/policy","code":"OPTOUT"}]}}`, false},
+		{`{"status":"active","policyRule":{"text":"opt out"}}`, false},
+		{`{"status":"active","policyRule":"OPTOUT"}`, false},
 	} {
 		got, err := consentOptsOut([]byte(c.body))
 		if err != nil || got != c.want {

@@ -130,7 +130,9 @@ func vipDisagrees(r *Resource, vip bool) bool {
 
 // ConsentOptsOut reports whether a decoded FHIR Consent records an
 // opt-out: status "active" and a base provision of type "deny", or R5's
-// Consent.decision "deny" (R5 moved the base provision's type there).
+// Consent.decision "deny" (R5 moved the base provision's type there), or a
+// policyRule of v3 ActCode OPTOUT or OPTOUTE (optOutPolicy), whatever the
+// base provision's type.
 // Exceptions nested under that provision do not lift it: an opt-out with
 // exceptions still stops every use but treatment under the default
 // policy, the safer reading. provision.period is not evaluated: a Consent
@@ -139,7 +141,35 @@ func vipDisagrees(r *Resource, vip bool) bool {
 // (fillOptOut). Pure: no I/O.
 func ConsentOptsOut(m map[string]any) bool {
 	p, _ := m["provision"].(map[string]any)
-	return m["status"] == "active" && (p["type"] == "deny" || m["decision"] == "deny")
+	return m["status"] == "active" && (p["type"] == "deny" || m["decision"] == "deny" || optOutPolicy(m["policyRule"]))
+}
+
+// ActCodeSystems are the URIs v3 ActCode is written with: canonical, the
+// same under https (a common misspelling), pre-R4, and its OID (also
+// written bare, as converters from C-CDA and HL7 v2 do). fhirin reads
+// security labels in them too.
+var ActCodeSystems = []string{"http://terminology.hl7.org/CodeSystem/v3-ActCode", "https://terminology.hl7.org/CodeSystem/v3-ActCode",
+	"http://hl7.org/fhir/v3/ActCode", "urn:oid:2.16.840.1.113883.5.4", "2.16.840.1.113883.5.4"}
+
+// optOutPolicy reports whether an R4 Consent.policyRule (a
+// CodeableConcept) names v3 ActCode's OPTOUT ("a grantor's dissent to the
+// collection, access, use or disclosure of individually identifiable
+// health information") or OPTOUTE (the same with exceptions) as the
+// Consent's base policy, in ActCode or in a coding without a system (not
+// overlooked, as security labels without one are not). HL7's R4 example
+// consent-example-Out records its patient's opt-out so, with no
+// provision.type; the rule missed it until probe-import3. Pure.
+func optOutPolicy(v any) bool {
+	cc, _ := v.(map[string]any)
+	codings, _ := cc["coding"].([]any)
+	for _, c := range codings {
+		c, _ := c.(map[string]any)
+		system, _ := c["system"].(string)
+		if code, _ := c["code"].(string); (code == "OPTOUT" || code == "OPTOUTE") && (system == "" || slices.Contains(ActCodeSystems, system)) {
+			return true
+		}
+	}
+	return false
 }
 
 // consentOptsOut reports whether the FHIR JSON of a stored Consent records

@@ -49,9 +49,10 @@ Patient compartment belongs to that patient; the rest is tenant-level
 reference data. Attachments (DocumentReference, DiagnosticReport, Media,
 Binary) become resources of their own, their bytes checked against their
 contentType. Sensitivity labels come from meta.security, opt-out from an
-active Consent that denies. URIs carry opaque ids keyed by the resource id
-key (Vault, or the dev key file in D), never a source id: re-importing the
-same resource updates the same URI. The mapping is in docs/import.md.
+active Consent that denies (or whose policyRule is OPTOUT). URIs carry
+opaque ids keyed by the resource id key (Vault, or the dev key file in D),
+never a source id: re-importing the same resource updates the same URI.
+The mapping is in docs/import.md.
 
 Everything is validated while it is staged, and nothing is swapped in
 unless all of it is valid: a bad line is reported with its file and line

@@ -1,0 +1,110 @@
+package fhirin
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A Binary's securityContext that names a resource other than a Patient
+// (R4: "a proxy of the security sensitivity to use when deciding and
+// enforcing access control rules for the Binary resource", a
+// DocumentReference say) was ignored: a Binary whose securityContext named
+// an HIV-labelled DocumentReference, linked by an unlabelled
+// DiagnosticReport, was imported without hiv, readable by a caller kept
+// from the DocumentReference. Found by probe-import3. The Binary now has
+// the labels of the resource its securityContext names, and is in that
+// resource's compartment: placed there when nothing links it, refused when
+// a resource of another compartment links it. The order of the input, the
+// kind of file (a type the first pass skips), and a Bundle's urn:uuid
+// reference do not matter.
+func TestReadBinarySecurityContextResource(t *testing.T) {
+	const (
+		hiv = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}`
+		pat = `{"resourceType":"Patient","id":"p"}`
+		// d1: HIV-labelled, the proxy of b1's sensitivity; it links no Binary.
+		d1 = `{"resourceType":"DocumentReference","id":"d1","meta":{"security":[` + hiv + `]},"status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"https://elsewhere.example/doc/1"}}]}`
+		// r1: unlabelled, links b1.
+		r1 = `{"resourceType":"DiagnosticReport","id":"r1","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p"},"presentedForm":[{"contentType":"text/plain","url":"Binary/b1"}]}`
+		b1 = `{"resourceType":"Binary","id":"b1","securityContext":{"reference":"DocumentReference/d1"},"contentType":"text/plain","data":"SElWIHBvc2l0aXZl"}`
+		// o1: an Observation (a type the first pass skips unless it names a
+		// Binary) labelled psy, the proxy of b2, which nothing links.
+		o1 = `{"resourceType":"Observation","id":"o1","meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"PSY"}]},"status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p"}}`
+		b2 = `{"resourceType":"Binary","id":"b2","securityContext":{"reference":"Observation/o1"},"contentType":"text/plain","data":"bm90ZQ=="}`
+	)
+	want := []struct {
+		typ, id, patient string
+		labels           []string
+	}{
+		{"Binary", "b1", "p", []string{"hiv"}},
+		{"DiagnosticReport", "r1", "p", []string{"hiv"}},
+		{"DocumentReference", "d1", "p", []string{"hiv"}},
+		{"Binary", "b2", "p", []string{"psy"}},
+		{"Observation", "o1", "p", []string{"psy"}},
+	}
+	check := func(t *testing.T, p string) {
+		t.Helper()
+		items := mustReadAll(t, p)
+		for _, w := range want {
+			it := find(t, items, w.typ, w.id)
+			if !slices.Equal(it.Sensitivity, w.labels) || it.Patient != w.patient {
+				t.Errorf("%s %s: patient %q labels %v, want %q %v", w.typ, w.id, it.Patient, it.Sensitivity, w.patient, w.labels)
+			}
+		}
+	}
+	for name, lines := range map[string][]string{
+		"binaries-first": {pat, b1, b2, r1, d1, o1},
+		"binaries-last":  {pat, d1, o1, r1, b1, b2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "Mixed.ndjson")
+			if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			check(t, p)
+		})
+	}
+	t.Run("export", func(t *testing.T) {
+		dir := t.TempDir()
+		for name, lines := range map[string][]string{
+			"Patient.ndjson": {pat}, "Observation.ndjson": {o1}, "DocumentReference.ndjson": {d1},
+			"DiagnosticReport.ndjson": {r1}, "Binary.ndjson": {b1, b2},
+		} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(t, dir)
+	})
+	t.Run("bundle", func(t *testing.T) {
+		entry := func(uuid, res string) string {
+			return `{"fullUrl":"urn:uuid:` + uuid + `","resource":` + res + `}`
+		}
+		b1u := strings.Replace(b1, `"DocumentReference/d1"`, `"urn:uuid:00000000-0000-4000-8000-000000000001"`, 1)
+		p := filepath.Join(t.TempDir(), "b.json")
+		bundle := `{"resourceType":"Bundle","type":"collection","entry":[` + strings.Join([]string{
+			entry("00000000-0000-4000-8000-000000000000", pat), entry("00000000-0000-4000-8000-000000000002", b1u),
+			entry("00000000-0000-4000-8000-000000000003", r1), entry("00000000-0000-4000-8000-000000000001", d1),
+			entry("00000000-0000-4000-8000-000000000004", o1), entry("00000000-0000-4000-8000-000000000005", b2),
+		}, ",\n") + "]}\n"
+		if err := os.WriteFile(p, []byte(bundle), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		check(t, p)
+	})
+	t.Run("another compartment", func(t *testing.T) {
+		// r1 links b1 from patient q; b1's securityContext is p's d1.
+		rq := strings.Replace(r1, `"Patient/p"`, `"Patient/q"`, 1)
+		p := filepath.Join(t.TempDir(), "Mixed.ndjson")
+		if err := os.WriteFile(p, []byte(strings.Join([]string{pat, d1, rq, b1}, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := readAll(t, p)
+		if !errors.Is(err, ErrCompartment) || !strings.Contains(err.Error(), "Binary.securityContext") {
+			t.Fatalf("err = %v, want ErrCompartment at Binary.securityContext", err)
+		}
+	})
+}
