@@ -98,6 +98,10 @@ import (
 //	open value[x] (Parameters, Task)     the year or withheld, a number
 //	                                     dropped; an open valueCode dropped
 //	                                     (opaqueValue)
+//	a value whose code is withheld       judged as an answer: the value[x] of
+//	(valueMeanings)                      an Observation or component whose
+//	                                     code keeps no coding, of a device
+//	                                     property whose type keeps none, ...
 //	Resource (contained, Bundle entries) de-identified recursively; contained
 //	                                     ids renumbered "c1", "c2", ...
 //	other complex types, backbones       walked element by element
@@ -1017,6 +1021,7 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 	out := make(map[string]any, len(m))
 	var dropped []string // required elements the walk dropped
 	valueCtx := observationValue(key, m)
+	withheld := d.meaningWithheld(key, m)
 	for k, v := range m {
 		e, ok := defs[k]
 		if !ok {
@@ -1036,7 +1041,7 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			}
 			continue // see identifierNumber
 		}
-		opaque := opaqueValue(key, e)
+		opaque := opaqueValue(key, e) || withheld && meaningValue(key, k, e)
 		if opaque && e.typ == "code" {
 			// A code of no value set: free text without spaces (an MRN, a
 			// user name), which codeText and the scrub patterns let pass.
@@ -1759,6 +1764,64 @@ func integerInRange(typ string, f float64) bool {
 // anywhere else.
 func opaqueValue(key string, e fhirElement) bool {
 	return e.choice == "value" && (strings.HasSuffix(key, ".answer") || openChoices[key])
+}
+
+// valueMeanings are the elements whose value says what it is only through
+// a code beside it (by key): the elements that give that code (meaning),
+// and the values they give it to (a choice by its name without [x], or an
+// element by its name). An Observation's valueInteger is a measurement of
+// what its code names; when the walk keeps no coding of that code (a local
+// code system, a code given as text alone: both dropped), the value says
+// nothing of what it is, as a questionnaire answer whose question is
+// withheld does not, and may be a member number, a ZIP code, a telephone,
+// account, serial or lot number (meaningWithheld). Such a value is judged
+// as an answer is (opaqueValue): a number is dropped, a date gives its
+// year only when nobody over 89 was born in it; a quantity with its unit,
+// a coding and a reference are judged as anywhere else. Until 2026-12-06
+// an Observation coded "member-number" or "zip" in a local code system
+// had its valueInteger 77441123 or 90210 released under a masked code.
+var valueMeanings = map[string]struct{ meaning, values []string }{
+	"Observation":                         {[]string{"code"}, []string{"value"}},
+	"Observation.component":               {[]string{"code"}, []string{"value"}},
+	"Claim.supportingInfo":                {[]string{"category", "code"}, []string{"value"}},
+	"ExplanationOfBenefit.supportingInfo": {[]string{"category", "code"}, []string{"value"}},
+	"Device.property":                     {[]string{"type"}, []string{"valueQuantity", "valueCode"}},
+	"DeviceDefinition.property":           {[]string{"type"}, []string{"valueQuantity", "valueCode"}},
+	"DeviceRequest.parameter":             {[]string{"code"}, []string{"value"}},
+	"SupplyRequest.parameter":             {[]string{"code"}, []string{"value"}},
+	"Group.characteristic":                {[]string{"code"}, []string{"value"}},
+}
+
+// meaningWithheld reports whether object m of key has values whose meaning
+// the walk withholds (valueMeanings): none of the codings of the elements
+// that say what they are is one the walk keeps (coding).
+func (d *deid) meaningWithheld(key string, m map[string]any) bool {
+	vm, ok := valueMeanings[key]
+	if !ok {
+		return false
+	}
+	for _, n := range vm.meaning {
+		cc, _ := m[n].(map[string]any)
+		for _, c := range asArray(cc["coding"]) {
+			if cm, ok := c.(map[string]any); ok {
+				if _, kept := d.coding(cm); kept {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// meaningValue reports whether element name (e) of key is one of the values
+// valueMeanings gives a meaning to.
+func meaningValue(key, name string, e fhirElement) bool {
+	for _, v := range valueMeanings[key].values {
+		if v == name || e.choice != "" && v == e.choice {
+			return true
+		}
+	}
+	return false
 }
 
 // openChoices are the backbones whose value[x] is of the open type "*" (it

@@ -134,6 +134,15 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// made a unit of time an age.
 		{"hl7-observation-age-phrase-units.json", []string{`"value":91`, `"value":92`, `"value":93`, `"value":94`, `"value":95`, `"value":96`, `"value":97`},
 			[]string{`"unit":"kg/m2"`, `"value":16.2`}},
+		// A number whose meaning the walk withholds (an Observation or a
+		// component whose code is a local coding or text alone, a device
+		// property of a local type) says nothing of what it is, as a
+		// questionnaire answer does not: a member number, a ZIP code, a
+		// telephone number, an account number, a serial number or a lot
+		// number typed as one was released. One with a unit is kept.
+		{"hl7-observation-local-code-number.json", []string{"77441123", "90210", "5558675", "4471123"},
+			[]string{`"value":185`, `"value":84`, `"valueInteger":72`, `"code":"3141-9"`}},
+		{"hl7-device-property-local-type.json", []string{"7654321", "4455667"}, []string{`"value":4}`, `"value":12`}},
 		{"ips-observation-named-month-unit.json", []string{"Mar-1931", "Mär", "déc", "Jan/1931", "1931年", "MRT"},
 			[]string{`"code":"mmol/L"`, `"code":"mm[Hg]"`, `"unit":"mm[Hg]"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":5.4`}},
 	} {
