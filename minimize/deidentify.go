@@ -1358,14 +1358,7 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 // its unit says nothing).
 func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	age, birth := d.ageCtx, d.birthCtx
-	d.ageCtx = false // the value is judged here, with its unit
-	if !dimensionless(m) {
-		// A measurement with its unit, not a year of birth; a unit of
-		// annotations alone ("{#}", "1") says nothing of what the value
-		// is, and leaves it judged as a date of birth (a telephone
-		// number typed as an answer with unit "{#}" was released).
-		d.birthCtx = false
-	}
+	d.ageCtx, d.birthCtx = false, false // the value is judged here, with its unit
 	out, ok := d.object(m, typ)
 	d.ageCtx, d.birthCtx = age, birth
 	if !ok {
@@ -1389,6 +1382,16 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 		out["system"] = sys
 	} else {
 		delete(out, "code")
+	}
+	if birth && dimensionless(out) {
+		// Inside a value whose meaning is withheld or a date of birth
+		// (birthCtx), a quantity is a measurement only by the unit it is
+		// released with: one whose unit and code the walk dropped
+		// ("5558675 tel no.": prose; "90211 7XKR319": no unit symbol), or
+		// that are annotations alone ("{#}", "1"), says nothing of what
+		// its number is. Until 2026-12-06 the unit of the input was
+		// judged, and such a number was released bare.
+		return nil, false
 	}
 	if years, ok := ageYears(m, typ == "Age" || age); ok && !d.releaseAge(years) {
 		return nil, false
@@ -1760,8 +1763,9 @@ func integerInRange(typ string, f float64) bool {
 // or a ZIP code, so it is judged as a date of birth (birthCtx): a date
 // gives its year only when nobody over 89 was born in it, a number is
 // dropped; and a code of an open choice, bound to no value set, is dropped.
-// Codings, quantities with their units and references are judged as
-// anywhere else.
+// Codings, quantities with the units they are released with (a quantity
+// whose unit the walk drops is a bare number: quantity) and references are
+// judged as anywhere else.
 func opaqueValue(key string, e fhirElement) bool {
 	return e.choice == "value" && (strings.HasSuffix(key, ".answer") || openChoices[key])
 }

@@ -143,6 +143,12 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		{"hl7-observation-local-code-number.json", []string{"77441123", "90210", "5558675", "4471123"},
 			[]string{`"value":185`, `"value":84`, `"valueInteger":72`, `"code":"3141-9"`}},
 		{"hl7-device-property-local-type.json", []string{"7654321", "4455667"}, []string{`"value":4}`, `"value":12`}},
+		// A number whose meaning is withheld (an answer, a value under a
+		// withheld code) is judged by the unit it is released with: one
+		// whose unit the walk drops (prose, a plate) was taken for a
+		// measurement by the unit it came with, and released bare.
+		{"hl7-questionnaireresponse-answer-dropped-unit.json", []string{"5558676", "90211"}, []string{`"value":3.75`}},
+		{"hl7-observation-local-code-dropped-unit.json", []string{"5558677", "90212", "4471124"}, []string{`"value":185`, `"valueInteger":72`}},
 		{"ips-observation-named-month-unit.json", []string{"Mar-1931", "Mär", "déc", "Jan/1931", "1931年", "MRT"},
 			[]string{`"code":"mmol/L"`, `"code":"mm[Hg]"`, `"unit":"mm[Hg]"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":5.4`}},
 	} {
