@@ -827,8 +827,10 @@ type deid struct {
 	// ageCtx: the walk is inside a value that is an age whatever its unit
 	// says (an age Range, the value of an age Observation); birthCtx:
 	// inside a date of birth (FamilyMemberHistory.bornPeriod, the value of
-	// a birth-date Observation).
-	ageCtx, birthCtx bool
+	// a birth-date Observation). opaqueCtx: inside a value whose meaning
+	// is withheld (opaqueValue, valueMeanings), judged as a date of birth
+	// (birthCtx) that may as well be the date of an event.
+	ageCtx, birthCtx, opaqueCtx bool
 	// oldestYear is the earliest year of an event date released (0: none);
 	// oldestAge the greatest age released (-1: none).
 	oldestYear int
@@ -889,7 +891,7 @@ func (d *deid) topResource(m map[string]any, limit float64) (map[string]any, boo
 // walkTop is one walk of topResource.
 func (d *deid) walkTop(m map[string]any) (map[string]any, bool) {
 	d.contained = map[string]string{}
-	d.ageCtx, d.birthCtx, d.oldestYear, d.oldestAge = false, false, 0, -1
+	d.ageCtx, d.birthCtx, d.opaqueCtx, d.oldestYear, d.oldestAge = false, false, false, 0, -1
 	n := 0
 	for _, c := range asArray(m["contained"]) {
 		cm, _ := c.(map[string]any)
@@ -1050,10 +1052,10 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			}
 			continue
 		}
-		age, birth := d.ageCtx, d.birthCtx
+		age, birth, opq := d.ageCtx, d.birthCtx, d.opaqueCtx
 		switch {
 		case opaque:
-			d.birthCtx = true // see opaqueValue
+			d.birthCtx, d.opaqueCtx = true, true // see opaqueValue
 		case e.choice == "value" && (valueCtx == "age" || valueCtx == "birth"):
 			d.ageCtx, d.birthCtx = d.ageCtx || valueCtx == "age", d.birthCtx || valueCtx == "birth"
 		case e.choice == "effective" && valueCtx == "at-birth":
@@ -1064,7 +1066,7 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			d.ageCtx = true
 		}
 		nv, keep := d.element(key, k, e, v)
-		d.ageCtx, d.birthCtx = age, birth
+		d.ageCtx, d.birthCtx, d.opaqueCtx = age, birth, opq
 		if keep {
 			out[k] = nv
 		} else if e.required {
@@ -1233,7 +1235,16 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		return ScrubString(s), codeText.MatchString(s) && !addressText.MatchString(s)
 	case "date", "dateTime":
 		if d.birthCtx {
-			return d.birthYear(v)
+			y, ok := d.birthYear(v)
+			if n, _ := strconv.Atoi(y); ok && d.opaqueCtx && (d.oldestYear == 0 || n < d.oldestYear) {
+				// A date whose meaning is withheld may be an event's: its
+				// year with an age released beside it tells a birth year
+				// as an event year does (topResource). Until 2026-12-06
+				// an answer's valueDate 2000 and an answer's age of 70
+				// years were both released (born in 1929 or 1930).
+				d.oldestYear = n
+			}
+			return y, ok
 		}
 		s, _ := v.(string)
 		m := fhirDate.FindStringSubmatch(s)
@@ -1761,8 +1772,9 @@ func integerInRange(typ string, f float64) bool {
 // Extension is judged by allowedExtensions). Such a value may be a date of
 // birth, a year of birth, a social security, telephone or record number
 // or a ZIP code, so it is judged as a date of birth (birthCtx): a date
-// gives its year only when nobody over 89 was born in it, a number is
-// dropped; and a code of an open choice, bound to no value set, is dropped.
+// gives its year only when nobody over 89 was born in it (and, as it may
+// be an event's, that year counts with the ages of the resource:
+// opaqueCtx), a number is dropped; and a code of an open choice, bound to no value set, is dropped.
 // Codings, quantities with the units they are released with (a quantity
 // whose unit the walk drops is a bare number: quantity) and references are
 // judged as anywhere else.

@@ -149,6 +149,12 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// measurement by the unit it came with, and released bare.
 		{"hl7-questionnaireresponse-answer-dropped-unit.json", []string{"5558676", "90211"}, []string{`"value":3.75`}},
 		{"hl7-observation-local-code-dropped-unit.json", []string{"5558677", "90212", "4471124"}, []string{`"value":185`, `"valueInteger":72`}},
+		// A date whose meaning is withheld (an answer, a value under a
+		// withheld code) may be an event's: its year beside an age of 70
+		// years tells a birth in 1929 or 1930, but it was judged as a
+		// date of birth only, and both were released.
+		{"hl7-questionnaireresponse-answer-date-age.json", []string{`"value":70`}, []string{`"valueDate":"2000"`, `"value":3.75`}},
+		{"hl7-observation-local-code-date-age.json", []string{`"value":70`}, []string{`"valueDateTime":"2000"`, `"value":84`}},
 		{"ips-observation-named-month-unit.json", []string{"Mar-1931", "Mär", "déc", "Jan/1931", "1931年", "MRT"},
 			[]string{`"code":"mmol/L"`, `"code":"mm[Hg]"`, `"unit":"mm[Hg]"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":5.4`}},
 	} {
