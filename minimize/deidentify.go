@@ -1037,6 +1037,9 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			}
 			continue
 		}
+		if y, ok := yearNumber(v, d.now); ok && e.choice != "" && numericTypes[e.typ] {
+			d.noteYear(y) // see yearNumber
+		}
 		if e.choice != "" && numericTypes[e.typ] && d.bareNumber(v) {
 			if e.required {
 				dropped = append(dropped, k)
@@ -1236,13 +1239,13 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 	case "date", "dateTime":
 		if d.birthCtx {
 			y, ok := d.birthYear(v)
-			if n, _ := strconv.Atoi(y); ok && d.opaqueCtx && (d.oldestYear == 0 || n < d.oldestYear) {
+			if n, _ := strconv.Atoi(y); ok && d.opaqueCtx {
 				// A date whose meaning is withheld may be an event's: its
 				// year with an age released beside it tells a birth year
 				// as an event year does (topResource). Until 2026-12-06
 				// an answer's valueDate 2000 and an answer's age of 70
 				// years were both released (born in 1929 or 1930).
-				d.oldestYear = n
+				d.noteYear(n)
 			}
 			return y, ok
 		}
@@ -1255,9 +1258,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		if oldYear(y, d.now) {
 			return nil, false // see oldYear
 		}
-		if d.oldestYear == 0 || y < d.oldestYear {
-			d.oldestYear = y
-		}
+		d.noteYear(y)
 		return m[1], true
 	}
 	m, ok := v.(map[string]any)
@@ -1410,8 +1411,13 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if dimensionless(out) && d.bareNumber(out["value"]) {
 		return nil, false // see bareNumber
 	}
-	if y, ok := calendarYear(m); ok && oldYear(y, d.now) {
-		return nil, false
+	if y, ok := calendarYear(m); ok {
+		if oldYear(y, d.now) {
+			return nil, false
+		}
+		d.noteYear(y) // see yearNumber
+	} else if y, ok := yearNumber(out["value"], d.now); ok && dimensionless(out) {
+		d.noteYear(y)
 	}
 	return out, true
 }
@@ -1584,6 +1590,35 @@ func oldYearNumber(v any, now time.Time) bool {
 		return false
 	}
 	return oldYear(int(f), now)
+}
+
+// noteYear notes y, the year of an event released, for topResource's
+// age-and-year rule.
+func (d *deid) noteYear(y int) {
+	if d.oldestYear == 0 || y < d.oldestYear {
+		d.oldestYear = y
+	}
+}
+
+// yearNumber returns the year a bare whole number v reads as (a value[x],
+// a quantity without unit or with annotations alone), from 1800 to now's
+// year. Such a number is released when recent (oldYearNumber drops an old
+// one), and counts as an event year for topResource's age-and-year rule, as
+// a year given with a unit that says it is one does (calendarYear): an age
+// at diagnosis of 70 beside a year of diagnosis 2000, as a valueInteger or
+// as "2000 AD", tells a birth in 1929 or 1930, and both were released until
+// 2026-12-06. A count of that size beside an age is taken for a year too:
+// the age is withheld, the count kept.
+func yearNumber(v any, now time.Time) (int, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	f, err := n.Float64()
+	if err != nil || f != math.Trunc(f) || f < 1800 || f > float64(now.Year()) {
+		return 0, false
+	}
+	return int(f), true
 }
 
 // dateDigits reports whether n, a whole number of six to eight digits,

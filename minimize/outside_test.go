@@ -155,6 +155,10 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// date of birth only, and both were released.
 		{"hl7-questionnaireresponse-answer-date-age.json", []string{`"value":70`}, []string{`"valueDate":"2000"`, `"value":3.75`}},
 		{"hl7-observation-local-code-date-age.json", []string{`"value":70`}, []string{`"valueDateTime":"2000"`, `"value":84`}},
+		// A recent year given with a unit that says it is one (2000 AD)
+		// did not count with an age beside it: a year of arrival 2000
+		// and an age at arrival of 70 tell a birth in 1929 or 1930.
+		{"synthea-observation-year-and-age.json", []string{`"value":70`}, []string{`"value":2000`, `"value":3`}},
 		{"ips-observation-named-month-unit.json", []string{"Mar-1931", "Mär", "déc", "Jan/1931", "1931年", "MRT"},
 			[]string{`"code":"mmol/L"`, `"code":"mm[Hg]"`, `"unit":"mm[Hg]"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":5.4`}},
 	} {
