@@ -98,6 +98,10 @@ import (
 //	open value[x] (Parameters, Task)     the year or withheld, a number
 //	                                     dropped; an open valueCode dropped
 //	                                     (opaqueValue)
+//	a value whose code is withheld       judged as an answer: the value[x] of
+//	(valueMeanings)                      an Observation or component whose
+//	                                     code keeps no coding, of a device
+//	                                     property whose type keeps none, ...
 //	Resource (contained, Bundle entries) de-identified recursively; contained
 //	                                     ids renumbered "c1", "c2", ...
 //	other complex types, backbones       walked element by element
@@ -823,8 +827,10 @@ type deid struct {
 	// ageCtx: the walk is inside a value that is an age whatever its unit
 	// says (an age Range, the value of an age Observation); birthCtx:
 	// inside a date of birth (FamilyMemberHistory.bornPeriod, the value of
-	// a birth-date Observation).
-	ageCtx, birthCtx bool
+	// a birth-date Observation). opaqueCtx: inside a value whose meaning
+	// is withheld (opaqueValue, valueMeanings), judged as a date of birth
+	// (birthCtx) that may as well be the date of an event.
+	ageCtx, birthCtx, opaqueCtx bool
 	// oldestYear is the earliest year of an event date released (0: none);
 	// oldestAge the greatest age released (-1: none).
 	oldestYear int
@@ -885,7 +891,7 @@ func (d *deid) topResource(m map[string]any, limit float64) (map[string]any, boo
 // walkTop is one walk of topResource.
 func (d *deid) walkTop(m map[string]any) (map[string]any, bool) {
 	d.contained = map[string]string{}
-	d.ageCtx, d.birthCtx, d.oldestYear, d.oldestAge = false, false, 0, -1
+	d.ageCtx, d.birthCtx, d.opaqueCtx, d.oldestYear, d.oldestAge = false, false, false, 0, -1
 	n := 0
 	for _, c := range asArray(m["contained"]) {
 		cm, _ := c.(map[string]any)
@@ -1017,6 +1023,7 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 	out := make(map[string]any, len(m))
 	var dropped []string // required elements the walk dropped
 	valueCtx := observationValue(key, m)
+	withheld := d.meaningWithheld(key, m)
 	for k, v := range m {
 		e, ok := defs[k]
 		if !ok {
@@ -1030,13 +1037,16 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			}
 			continue
 		}
+		if y, ok := yearNumber(v, d.now); ok && e.choice != "" && numericTypes[e.typ] {
+			d.noteYear(y) // see yearNumber
+		}
 		if e.choice != "" && numericTypes[e.typ] && d.bareNumber(v) {
 			if e.required {
 				dropped = append(dropped, k)
 			}
 			continue // see identifierNumber
 		}
-		opaque := opaqueValue(key, e)
+		opaque := opaqueValue(key, e) || withheld && meaningValue(key, k, e)
 		if opaque && e.typ == "code" {
 			// A code of no value set: free text without spaces (an MRN, a
 			// user name), which codeText and the scrub patterns let pass.
@@ -1045,10 +1055,10 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			}
 			continue
 		}
-		age, birth := d.ageCtx, d.birthCtx
+		age, birth, opq := d.ageCtx, d.birthCtx, d.opaqueCtx
 		switch {
 		case opaque:
-			d.birthCtx = true // see opaqueValue
+			d.birthCtx, d.opaqueCtx = true, true // see opaqueValue
 		case e.choice == "value" && (valueCtx == "age" || valueCtx == "birth"):
 			d.ageCtx, d.birthCtx = d.ageCtx || valueCtx == "age", d.birthCtx || valueCtx == "birth"
 		case e.choice == "effective" && valueCtx == "at-birth":
@@ -1059,7 +1069,7 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			d.ageCtx = true
 		}
 		nv, keep := d.element(key, k, e, v)
-		d.ageCtx, d.birthCtx = age, birth
+		d.ageCtx, d.birthCtx, d.opaqueCtx = age, birth, opq
 		if keep {
 			out[k] = nv
 		} else if e.required {
@@ -1228,7 +1238,16 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		return ScrubString(s), codeText.MatchString(s) && !addressText.MatchString(s)
 	case "date", "dateTime":
 		if d.birthCtx {
-			return d.birthYear(v)
+			y, ok := d.birthYear(v)
+			if n, _ := strconv.Atoi(y); ok && d.opaqueCtx {
+				// A date whose meaning is withheld may be an event's: its
+				// year with an age released beside it tells a birth year
+				// as an event year does (topResource). Until 2026-12-06
+				// an answer's valueDate 2000 and an answer's age of 70
+				// years were both released (born in 1929 or 1930).
+				d.noteYear(n)
+			}
+			return y, ok
 		}
 		s, _ := v.(string)
 		m := fhirDate.FindStringSubmatch(s)
@@ -1239,9 +1258,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		if oldYear(y, d.now) {
 			return nil, false // see oldYear
 		}
-		if d.oldestYear == 0 || y < d.oldestYear {
-			d.oldestYear = y
-		}
+		d.noteYear(y)
 		return m[1], true
 	}
 	m, ok := v.(map[string]any)
@@ -1353,14 +1370,7 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 // its unit says nothing).
 func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	age, birth := d.ageCtx, d.birthCtx
-	d.ageCtx = false // the value is judged here, with its unit
-	if !dimensionless(m) {
-		// A measurement with its unit, not a year of birth; a unit of
-		// annotations alone ("{#}", "1") says nothing of what the value
-		// is, and leaves it judged as a date of birth (a telephone
-		// number typed as an answer with unit "{#}" was released).
-		d.birthCtx = false
-	}
+	d.ageCtx, d.birthCtx = false, false // the value is judged here, with its unit
 	out, ok := d.object(m, typ)
 	d.ageCtx, d.birthCtx = age, birth
 	if !ok {
@@ -1385,14 +1395,29 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	} else {
 		delete(out, "code")
 	}
+	if birth && dimensionless(out) {
+		// Inside a value whose meaning is withheld or a date of birth
+		// (birthCtx), a quantity is a measurement only by the unit it is
+		// released with: one whose unit and code the walk dropped
+		// ("5558675 tel no.": prose; "90211 7XKR319": no unit symbol), or
+		// that are annotations alone ("{#}", "1"), says nothing of what
+		// its number is. Until 2026-12-06 the unit of the input was
+		// judged, and such a number was released bare.
+		return nil, false
+	}
 	if years, ok := ageYears(m, typ == "Age" || age); ok && !d.releaseAge(years) {
 		return nil, false
 	}
 	if dimensionless(out) && d.bareNumber(out["value"]) {
 		return nil, false // see bareNumber
 	}
-	if y, ok := calendarYear(m); ok && oldYear(y, d.now) {
-		return nil, false
+	if y, ok := calendarYear(m); ok {
+		if oldYear(y, d.now) {
+			return nil, false
+		}
+		d.noteYear(y) // see yearNumber
+	} else if y, ok := yearNumber(out["value"], d.now); ok && dimensionless(out) {
+		d.noteYear(y)
 	}
 	return out, true
 }
@@ -1565,6 +1590,35 @@ func oldYearNumber(v any, now time.Time) bool {
 		return false
 	}
 	return oldYear(int(f), now)
+}
+
+// noteYear notes y, the year of an event released, for topResource's
+// age-and-year rule.
+func (d *deid) noteYear(y int) {
+	if d.oldestYear == 0 || y < d.oldestYear {
+		d.oldestYear = y
+	}
+}
+
+// yearNumber returns the year a bare whole number v reads as (a value[x],
+// a quantity without unit or with annotations alone), from 1800 to now's
+// year. Such a number is released when recent (oldYearNumber drops an old
+// one), and counts as an event year for topResource's age-and-year rule, as
+// a year given with a unit that says it is one does (calendarYear): an age
+// at diagnosis of 70 beside a year of diagnosis 2000, as a valueInteger or
+// as "2000 AD", tells a birth in 1929 or 1930, and both were released until
+// 2026-12-06. A count of that size beside an age is taken for a year too:
+// the age is withheld, the count kept.
+func yearNumber(v any, now time.Time) (int, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	f, err := n.Float64()
+	if err != nil || f != math.Trunc(f) || f < 1800 || f > float64(now.Year()) {
+		return 0, false
+	}
+	return int(f), true
 }
 
 // dateDigits reports whether n, a whole number of six to eight digits,
@@ -1753,12 +1807,72 @@ func integerInRange(typ string, f float64) bool {
 // Extension is judged by allowedExtensions). Such a value may be a date of
 // birth, a year of birth, a social security, telephone or record number
 // or a ZIP code, so it is judged as a date of birth (birthCtx): a date
-// gives its year only when nobody over 89 was born in it, a number is
-// dropped; and a code of an open choice, bound to no value set, is dropped.
-// Codings, quantities with their units and references are judged as
-// anywhere else.
+// gives its year only when nobody over 89 was born in it (and, as it may
+// be an event's, that year counts with the ages of the resource:
+// opaqueCtx), a number is dropped; and a code of an open choice, bound to no value set, is dropped.
+// Codings, quantities with the units they are released with (a quantity
+// whose unit the walk drops is a bare number: quantity) and references are
+// judged as anywhere else.
 func opaqueValue(key string, e fhirElement) bool {
 	return e.choice == "value" && (strings.HasSuffix(key, ".answer") || openChoices[key])
+}
+
+// valueMeanings are the elements whose value says what it is only through
+// a code beside it (by key): the elements that give that code (meaning),
+// and the values they give it to (a choice by its name without [x], or an
+// element by its name). An Observation's valueInteger is a measurement of
+// what its code names; when the walk keeps no coding of that code (a local
+// code system, a code given as text alone: both dropped), the value says
+// nothing of what it is, as a questionnaire answer whose question is
+// withheld does not, and may be a member number, a ZIP code, a telephone,
+// account, serial or lot number (meaningWithheld). Such a value is judged
+// as an answer is (opaqueValue): a number is dropped, a date gives its
+// year only when nobody over 89 was born in it; a quantity with its unit,
+// a coding and a reference are judged as anywhere else. Until 2026-12-06
+// an Observation coded "member-number" or "zip" in a local code system
+// had its valueInteger 77441123 or 90210 released under a masked code.
+var valueMeanings = map[string]struct{ meaning, values []string }{
+	"Observation":                         {[]string{"code"}, []string{"value"}},
+	"Observation.component":               {[]string{"code"}, []string{"value"}},
+	"Claim.supportingInfo":                {[]string{"category", "code"}, []string{"value"}},
+	"ExplanationOfBenefit.supportingInfo": {[]string{"category", "code"}, []string{"value"}},
+	"Device.property":                     {[]string{"type"}, []string{"valueQuantity", "valueCode"}},
+	"DeviceDefinition.property":           {[]string{"type"}, []string{"valueQuantity", "valueCode"}},
+	"DeviceRequest.parameter":             {[]string{"code"}, []string{"value"}},
+	"SupplyRequest.parameter":             {[]string{"code"}, []string{"value"}},
+	"Group.characteristic":                {[]string{"code"}, []string{"value"}},
+}
+
+// meaningWithheld reports whether object m of key has values whose meaning
+// the walk withholds (valueMeanings): none of the codings of the elements
+// that say what they are is one the walk keeps (coding).
+func (d *deid) meaningWithheld(key string, m map[string]any) bool {
+	vm, ok := valueMeanings[key]
+	if !ok {
+		return false
+	}
+	for _, n := range vm.meaning {
+		cc, _ := m[n].(map[string]any)
+		for _, c := range asArray(cc["coding"]) {
+			if cm, ok := c.(map[string]any); ok {
+				if _, kept := d.coding(cm); kept {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// meaningValue reports whether element name (e) of key is one of the values
+// valueMeanings gives a meaning to.
+func meaningValue(key, name string, e fhirElement) bool {
+	for _, v := range valueMeanings[key].values {
+		if v == name || e.choice != "" && v == e.choice {
+			return true
+		}
+	}
+	return false
 }
 
 // openChoices are the backbones whose value[x] is of the open type "*" (it

@@ -68,7 +68,9 @@
 //     annotation or a bracketed atom: plainAnnotations), and no unit or UCUM code holds a
 //     date, in digits or with its month as a name (datedText), or an
 //     identifier's digits split by ".", "/", "-", parentheses and the like
-//     (unitIdentifier); an answer (QuestionnaireResponse, Contract) or an open value[x], whose meaning
+//     (unitIdentifier); an answer (QuestionnaireResponse, Contract), an open value[x], or a
+//     value whose code is withheld (an Observation's value under a local code or text alone, a
+//     device property of a local type: valueMeanings), whose meaning
 //     is withheld, is judged as a date of birth (numbers dropped);
 //     addresses keep state (first-level only), country (not one of 20,000
 //     people or fewer) and, in the US (by country, or by state and a ZIP

@@ -265,3 +265,31 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// TestValueMeaningsNameR4Elements checks that every element valueMeanings
+// names is an element of its key in the generated R4 table, of a coded type
+// for a meaning and of a value for a value: a misspelt name would leave
+// the values it should judge released.
+func TestValueMeaningsNameR4Elements(t *testing.T) {
+	for key, vm := range valueMeanings {
+		defs := fhirElements[key]
+		if defs == nil {
+			t.Errorf("%s: no such type or backbone", key)
+			continue
+		}
+		for _, n := range vm.meaning {
+			if e, ok := defs[n]; !ok || e.typ != "CodeableConcept" || e.many {
+				t.Errorf("%s.%s: not a single CodeableConcept (%+v)", key, n, e)
+			}
+		}
+		for _, v := range vm.values {
+			found := false
+			for name, e := range defs {
+				found = found || name == v || e.choice == v
+			}
+			if !found {
+				t.Errorf("%s.%s: no such element or choice", key, v)
+			}
+		}
+	}
+}

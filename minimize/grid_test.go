@@ -672,6 +672,12 @@ func gridDropsByRule(gc gridCase) string {
 				return "a number as an answer or an open value[x] may be a year of birth"
 			}
 		}
+		for _, coded := range []string{"Observation.value", "Observation.component.value"} {
+			if strings.HasPrefix(path, coded) {
+				// The grid plants the value alone: no code says what it is.
+				return "a number whose code is withheld says nothing of what it is (valueMeanings)"
+			}
+		}
 	}
 	return ""
 }

@@ -134,6 +134,31 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// made a unit of time an age.
 		{"hl7-observation-age-phrase-units.json", []string{`"value":91`, `"value":92`, `"value":93`, `"value":94`, `"value":95`, `"value":96`, `"value":97`},
 			[]string{`"unit":"kg/m2"`, `"value":16.2`}},
+		// A number whose meaning the walk withholds (an Observation or a
+		// component whose code is a local coding or text alone, a device
+		// property of a local type) says nothing of what it is, as a
+		// questionnaire answer does not: a member number, a ZIP code, a
+		// telephone number, an account number, a serial number or a lot
+		// number typed as one was released. One with a unit is kept.
+		{"hl7-observation-local-code-number.json", []string{"77441123", "90210", "5558675", "4471123"},
+			[]string{`"value":185`, `"value":84`, `"valueInteger":72`, `"code":"3141-9"`}},
+		{"hl7-device-property-local-type.json", []string{"7654321", "4455667"}, []string{`"value":4}`, `"value":12`}},
+		// A number whose meaning is withheld (an answer, a value under a
+		// withheld code) is judged by the unit it is released with: one
+		// whose unit the walk drops (prose, a plate) was taken for a
+		// measurement by the unit it came with, and released bare.
+		{"hl7-questionnaireresponse-answer-dropped-unit.json", []string{"5558676", "90211"}, []string{`"value":3.75`}},
+		{"hl7-observation-local-code-dropped-unit.json", []string{"5558677", "90212", "4471124"}, []string{`"value":185`, `"valueInteger":72`}},
+		// A date whose meaning is withheld (an answer, a value under a
+		// withheld code) may be an event's: its year beside an age of 70
+		// years tells a birth in 1929 or 1930, but it was judged as a
+		// date of birth only, and both were released.
+		{"hl7-questionnaireresponse-answer-date-age.json", []string{`"value":70`}, []string{`"valueDate":"2000"`, `"value":3.75`}},
+		{"hl7-observation-local-code-date-age.json", []string{`"value":70`}, []string{`"valueDateTime":"2000"`, `"value":84`}},
+		// A recent year given with a unit that says it is one (2000 AD)
+		// did not count with an age beside it: a year of arrival 2000
+		// and an age at arrival of 70 tell a birth in 1929 or 1930.
+		{"synthea-observation-year-and-age.json", []string{`"value":70`}, []string{`"value":2000`, `"value":3`}},
 		{"ips-observation-named-month-unit.json", []string{"Mar-1931", "Mär", "déc", "Jan/1931", "1931年", "MRT"},
 			[]string{`"code":"mmol/L"`, `"code":"mm[Hg]"`, `"unit":"mm[Hg]"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":5.4`}},
 	} {
