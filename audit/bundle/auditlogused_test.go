@@ -17,7 +17,8 @@ import (
 // has the one participant object DICOM PS3.15 A.5.3.2 makes mandatory,
 // the identity of the audit log: a System Object (audit-entity-type 2)
 // in role Security Resource (object-role 13), named "Security Audit Log",
-// identified by the node whose log it is.
+// identified by the node whose log it is; and its OCSF event is a Read
+// (activity_id 2), as the AuditEvent's action is R.
 func TestAuditLogUsesAreTheAccessActions(t *testing.T) {
 	want := []string{access.ActionVerify, access.ActionExport, access.ActionReport, access.ActionProve,
 		access.ActionHash, access.ActionPolicyImpact, access.ActionComplianceReport, access.ActionBackup}
@@ -66,6 +67,23 @@ func TestAuditLogUsesAreTheAccessActions(t *testing.T) {
 		}
 		if logs != 1 {
 			t.Errorf("%s: %d audit log entities (object-role 13), want 1 (DICOM PS3.15 A.5.3.2: Identity of the audit log, mandatory)", a, logs)
+		}
+		// OCSF says what FHIR says: a read (of the audit log).
+		b, err := bundle.OCSFAPIActivity(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var oc struct {
+			ActivityID   int    `json:"activity_id"`
+			ActivityName string `json:"activity_name"`
+			TypeUID      int    `json:"type_uid"`
+			API          struct{ Operation string }
+		}
+		if err := json.Unmarshal(b, &oc); err != nil {
+			t.Fatal(err)
+		}
+		if oc.ActivityID != 2 || oc.ActivityName != "Read" || oc.TypeUID != 600302 || oc.API.Operation != a {
+			t.Errorf("%s: OCSF activity %d %q type_uid %d operation %q, want 2 Read 600302 %q (the AuditEvent's action R)", a, oc.ActivityID, oc.ActivityName, oc.TypeUID, oc.API.Operation, a)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -228,8 +229,9 @@ type ocsfEvent struct {
 
 // OCSFAPIActivity renders r as an OCSF API Activity event (class_uid 6003,
 // category_uid 6, OCSF 1.3.0): activity_id 2 (Read) for resources/read,
-// resources/list and resources/templates/list, 99 (Other, activity_name =
-// the action) otherwise; type_uid = 600300 + activity_id; time in Unix
+// resources/list and resources/templates/list and an auditor's access to
+// the audit log (auditLogUses, DICOM Audit Log Used in FHIR), 99 (Other,
+// activity_name = the action) otherwise; type_uid = 600300 + activity_id; time in Unix
 // milliseconds; status_id 1 (Success) for allow and 2 (Failure) for deny or
 // error, with status_code the outcome and status_detail the reason;
 // severity_id 1 (Informational) for allow, 2 (Low) for deny, 3 (Medium) for
@@ -276,8 +278,9 @@ func OCSFAPIActivity(r audit.Record) ([]byte, error) {
 			Digests: nonNil(r.Digests), Obligations: nonNil(r.Obligations), Dev: r.Dev, Keys: nonNil(r.Keys),
 		},
 	}
-	switch r.Action {
-	case audit.ActionResourcesRead, audit.ActionResourcesList, audit.ActionResourcesTemplatesList:
+	switch {
+	case r.Action == audit.ActionResourcesRead, r.Action == audit.ActionResourcesList, r.Action == audit.ActionResourcesTemplatesList,
+		slices.Contains(auditLogUses, r.Action): // an auditor's read of the audit log, action R in FHIR
 		ev.ActivityID, ev.ActivityName = ocsfActivityRead, "Read"
 	default:
 		ev.ActivityID, ev.ActivityName = ocsfActivityOther, r.Action
