@@ -170,9 +170,21 @@ type ocsfService struct {
 }
 
 type ocsfAPI struct {
-	Operation string      `json:"operation"`
-	Service   ocsfService `json:"service"`
+	Operation string       `json:"operation"`
+	Service   *ocsfService `json:"service,omitempty"`
 }
+
+// mcpActions are the actions of records of a request to the MCP endpoint
+// (an MCP method, or an HTTP refusal there: server.ActionAuthReject,
+// ActionRateLimited) or of a notification sent over it (server's
+// ActionComplete, ActionSubscribe, ActionUnsubscribe, ActionNotify; copied,
+// audit/bundle does not import server;
+// TestOCSFServiceIsMCPOnlyForMCPRequests): their OCSF events name the API
+// service "mcp". The other records (auditors' accesses, break-the-glass,
+// policy loads, syncs, restores, retirements, integrity failures) were of
+// no MCP request.
+var mcpActions = []string{audit.ActionResourcesRead, audit.ActionResourcesList, audit.ActionResourcesTemplatesList,
+	"complete", "subscribe", "unsubscribe", "notify", actionAuthReject, actionRateLimited}
 
 type ocsfEndpoint struct {
 	Name string `json:"name,omitempty"`
@@ -246,7 +258,9 @@ type ocsfEvent struct {
 // untyped for a person, or, for a record with no principal (a request
 // refused before authentication), the user {name "unauthenticated",
 // type_id 0 Unknown};
-// actor.app_name the client_id, api.operation the action, src_endpoint the
+// actor.app_name the client_id, api.operation the action (api.service
+// "mcp" for a record of an MCP request, mcpActions, none otherwise),
+// src_endpoint the
 // record's source (ip and port, or its label as name; the node when
 // empty), resources the URIs and patients; the rest (hash, prev_hash,
 // purpose of use, policy decision, digests, obligations, keys) is in
@@ -271,7 +285,7 @@ func OCSFAPIActivity(r audit.Record) ([]byte, error) {
 			CorrelationID: r.DecisionID,
 		},
 		Actor: ocsfActor{AppName: r.Principal.ClientID},
-		API:   ocsfAPI{Operation: r.Action, Service: ocsfService{Name: "mcp"}},
+		API:   ocsfAPI{Operation: r.Action},
 		Unmapped: ocsfUnmapped{
 			V: r.V, Node: r.Node, Hash: recordHash(r), PrevHash: r.PrevHash,
 			PurposeOfUse: r.PurposeOfUse, DecisionID: r.DecisionID, PolicyRevision: r.PolicyRevision,
@@ -284,6 +298,9 @@ func OCSFAPIActivity(r audit.Record) ([]byte, error) {
 		ev.ActivityID, ev.ActivityName = ocsfActivityRead, "Read"
 	default:
 		ev.ActivityID, ev.ActivityName = ocsfActivityOther, r.Action
+	}
+	if slices.Contains(mcpActions, r.Action) {
+		ev.API.Service = &ocsfService{Name: "mcp"}
 	}
 	ev.TypeUID = ocsfClassUID*100 + ev.ActivityID
 	ev.TypeName = "API Activity: " + pick(ev.ActivityID == ocsfActivityRead, "Read", "Other")
