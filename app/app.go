@@ -242,7 +242,7 @@ func (a *App) serveAdmin() error {
 	// no payload, but auditors must still be able to verify and export the
 	// log to investigate it; their access records are appended to the same
 	// chain, after the audit/integrity record, like every other record.
-	svc := access.New(a.audit, checkpointedLog{a.audit, a.ckpt, nil}, a.o.DataDir, a.log)
+	svc := access.New(a.audit, devMarked{checkpointedLog{a.audit, a.ckpt, nil}, a.o.Dev}, a.o.DataDir, a.log)
 	// A bundle is assembled in the data directory, on the audit volume:
 	// it must not take the reserve kept for refusals and the shutdown
 	// checkpoint.
@@ -364,6 +364,21 @@ func (a *App) followCatalog() {
 // one place where appends reach the checkpointer. Once the integrity guard
 // is latched (a scrub pass found the log broken) it refuses every append
 // with audit.ErrIntegrity, so the server releases nothing more.
+// devMarked appends through Appender with the record's dev set when the
+// server runs with ephemeral development keys (--dev), as every record of
+// such a server says (docs/audit-format.md, section 1): the access records
+// of the auditor commands served through the admin socket were written
+// with dev false (TestDevServerMarksAccessRecordsDev).
+type devMarked struct {
+	access.Appender
+	dev bool
+}
+
+func (d devMarked) Append(ctx context.Context, e audit.Entry) (audit.Record, error) {
+	e.Dev = e.Dev || d.dev
+	return d.Appender.Append(ctx, e)
+}
+
 type checkpointedLog struct {
 	*audit.Log
 	cp    *checkpoint.Checkpointer

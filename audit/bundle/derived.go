@@ -125,9 +125,14 @@ func (c *derivedChecker) expect(d *derivedFile, want []byte, seq uint64) {
 	if seq == 0 {
 		what = "the header"
 	}
-	detail := fmt.Sprintf("%s line %d (%s) differs from its regeneration from records.jsonl: the file was changed after export", d.format.FileName(), line, what)
+	// The verifier regenerates with its own renderer and cannot tell an
+	// edit from a bundle exported by a custos version that renders the
+	// file differently (docs/audit-format.md, section 13, check 6): the
+	// detail names both.
+	const otherRenderer = "or was rendered by a custos version that renders it differently (verify the bundle with the exporting version, or export the range again)"
+	detail := fmt.Sprintf("%s line %d (%s) differs from its regeneration from records.jsonl: the file was changed after export, %s", d.format.FileName(), line, what, otherRenderer)
 	if i >= len(got) {
-		detail = fmt.Sprintf("%s ends at line %d, where its regeneration from records.jsonl continues with %s: the file was cut after export", d.format.FileName(), line, what)
+		detail = fmt.Sprintf("%s ends at line %d, where its regeneration from records.jsonl continues with %s: the file was cut after export, %s", d.format.FileName(), line, what, otherRenderer)
 	}
 	c.v.problem(Problem{Seq: seq, Check: CheckDerived, Detail: detail})
 }

@@ -35,11 +35,12 @@ const (
 	balpQuery            = "https://profiles.ihe.net/ITI/BALP/StructureDefinition/IHE.BasicAudit.Query"
 	custosAuditRecordExt = "https://github.com/custos-mcp/custos/fhir/StructureDefinition/audit-record"
 	custosPatientHash    = "https://github.com/custos-mcp/custos/fhir/NamingSystem/audit-patient-keyed-hash"
-	actionAuthReject     = "auth/reject"       // server.ActionAuthReject: an HTTP request refused before MCP
-	actionIntegrity      = "audit/integrity"   // scrub.Action: the audit log was found broken
-	actionRateLimited    = "http/rate_limited" // server.ActionRateLimited: a request over a rate or session limit
-	reasonDiskLow        = "disk_low"          // server.ReasonDiskLow: refused while the audit volume is in its reserve
-	reasonAggregate      = "aggregate"         // server.ReasonAggregate: the mark of an aggregate refusal record's reason
+	custosAuditLog       = "https://github.com/custos-mcp/custos/fhir/NamingSystem/audit-log" // an audit log, named by its node
+	actionAuthReject     = "auth/reject"                                                      // server.ActionAuthReject: an HTTP request refused before MCP
+	actionIntegrity      = "audit/integrity"                                                  // scrub.Action: the audit log was found broken
+	actionRateLimited    = "http/rate_limited"                                                // server.ActionRateLimited: a request over a rate or session limit
+	reasonDiskLow        = "disk_low"                                                         // server.ReasonDiskLow: refused while the audit volume is in its reserve
+	reasonAggregate      = "aggregate"                                                        // server.ReasonAggregate: the mark of an aggregate refusal record's reason
 )
 
 // ownActs are the actions custos records as acts of its own, each with
@@ -74,10 +75,30 @@ var agentApplication = fhirCoding{System: fhirDICOM, Code: "110150", Display: "A
 
 // auditLogUses are the actions of the records of an auditor's access to
 // the audit log (audit/access's Action* constants, which import this
-// package; TestAuditLogUsesAreTheAccessActions keeps the two equal): DICOM
-// 110101 Audit Log Used events.
+// package, a backup's copy of the log included;
+// TestAuditLogUsesAreTheAccessActions keeps the two equal): DICOM 110101
+// Audit Log Used events.
 var auditLogUses = []string{"audit/verify", "audit/export", "audit/report", "audit/prove", "audit/hash",
-	"policy/impact", "compliance/report"}
+	"policy/impact", "compliance/report", "backup"}
+
+// auditLogEntity is the participant object DICOM PS3.15 A.5.3.2 makes
+// mandatory in an Audit Log Used event, the identity of the audit log:
+// System Object (2) in role Security Resource (13), named "Security Audit
+// Log". DICOM identifies it by its URI; a record holds none (the log's
+// checkpoint origin, <deployment>/<node>/audit, is not in it either), so
+// the log is named by the node whose log it is, under custosAuditLog
+// (none when the record has no node).
+func auditLogEntity(node string) fhirEntity {
+	e := fhirEntity{
+		Type: &fhirCoding{System: fhirEntityType, Code: "2", Display: "System Object"},
+		Role: &fhirCoding{System: fhirObjectRole, Code: "13", Display: "Security Resource"},
+		Name: "Security Audit Log",
+	}
+	if node = fhirString(node); node != "" {
+		e.What = &fhirReference{Identifier: &fhirIdentifier{System: custosAuditLog, Value: node}}
+	}
+	return e
+}
 
 // DICOM roles of the two network agents (DCM 110153, 110152).
 var (
@@ -131,6 +152,7 @@ type fhirEntity struct {
 	What        *fhirReference `json:"what,omitempty"`
 	Type        *fhirCoding    `json:"type,omitempty"`
 	Role        *fhirCoding    `json:"role,omitempty"`
+	Name        string         `json:"name,omitempty"`
 	Description string         `json:"description,omitempty"`
 	Query       string         `json:"query,omitempty"` // base64Binary
 }
@@ -210,9 +232,9 @@ func balpKindOf(action string) balpKind {
 //     the event's patient (all of them when none) are in the custos
 //     extension.
 //   - auth/reject: DCM 110114 User Authentication, subtype DCM 110122
-//     Login, action E; an auditor's access to the log (audit/*, but the
-//     integrity records, policy/impact, compliance/report): DCM 110101
-//     Audit Log Used, action R; any other action: DCM 110100 Application
+//     Login, action E; an auditor's access to the log (auditLogUses):
+//     DCM 110101 Audit Log Used, action R, with the audit log as an
+//     entity (auditLogEntity); any other action: DCM 110100 Application
 //     Activity, action E; every patient and URI as entities.
 //
 // The user agent (v3-ParticipationType#IRCP, requestor, roles, purpose of
@@ -352,6 +374,9 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 	ev.Agent = append(ev.Agent, client, server)
 
 	// Entities.
+	if kind == kindOther && slices.Contains(auditLogUses, r.Action) {
+		ev.Entity = append(ev.Entity, auditLogEntity(r.Node))
+	}
 	for _, p := range patients {
 		if p = fhirString(p); p == "" {
 			continue

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -169,9 +170,21 @@ type ocsfService struct {
 }
 
 type ocsfAPI struct {
-	Operation string      `json:"operation"`
-	Service   ocsfService `json:"service"`
+	Operation string       `json:"operation"`
+	Service   *ocsfService `json:"service,omitempty"`
 }
+
+// mcpActions are the actions of records of a request to the MCP endpoint
+// (an MCP method, or an HTTP refusal there: server.ActionAuthReject,
+// ActionRateLimited) or of a notification sent over it (server's
+// ActionComplete, ActionSubscribe, ActionUnsubscribe, ActionNotify; copied,
+// audit/bundle does not import server;
+// TestOCSFServiceIsMCPOnlyForMCPRequests): their OCSF events name the API
+// service "mcp". The other records (auditors' accesses, break-the-glass,
+// policy loads, syncs, restores, retirements, integrity failures) were of
+// no MCP request.
+var mcpActions = []string{audit.ActionResourcesRead, audit.ActionResourcesList, audit.ActionResourcesTemplatesList,
+	"complete", "subscribe", "unsubscribe", "notify", actionAuthReject, actionRateLimited}
 
 type ocsfEndpoint struct {
 	Name string `json:"name,omitempty"`
@@ -228,8 +241,9 @@ type ocsfEvent struct {
 
 // OCSFAPIActivity renders r as an OCSF API Activity event (class_uid 6003,
 // category_uid 6, OCSF 1.3.0): activity_id 2 (Read) for resources/read,
-// resources/list and resources/templates/list, 99 (Other, activity_name =
-// the action) otherwise; type_uid = 600300 + activity_id; time in Unix
+// resources/list and resources/templates/list and an auditor's access to
+// the audit log (auditLogUses, DICOM Audit Log Used in FHIR), 99 (Other,
+// activity_name = the action) otherwise; type_uid = 600300 + activity_id; time in Unix
 // milliseconds; status_id 1 (Success) for allow and 2 (Failure) for deny or
 // error, with status_code the outcome and status_detail the reason;
 // severity_id 1 (Informational) for allow, 2 (Low) for deny, 3 (Medium) for
@@ -244,7 +258,9 @@ type ocsfEvent struct {
 // untyped for a person, or, for a record with no principal (a request
 // refused before authentication), the user {name "unauthenticated",
 // type_id 0 Unknown};
-// actor.app_name the client_id, api.operation the action, src_endpoint the
+// actor.app_name the client_id, api.operation the action (api.service
+// "mcp" for a record of an MCP request, mcpActions, none otherwise),
+// src_endpoint the
 // record's source (ip and port, or its label as name; the node when
 // empty), resources the URIs and patients; the rest (hash, prev_hash,
 // purpose of use, policy decision, digests, obligations, keys) is in
@@ -269,18 +285,22 @@ func OCSFAPIActivity(r audit.Record) ([]byte, error) {
 			CorrelationID: r.DecisionID,
 		},
 		Actor: ocsfActor{AppName: r.Principal.ClientID},
-		API:   ocsfAPI{Operation: r.Action, Service: ocsfService{Name: "mcp"}},
+		API:   ocsfAPI{Operation: r.Action},
 		Unmapped: ocsfUnmapped{
 			V: r.V, Node: r.Node, Hash: recordHash(r), PrevHash: r.PrevHash,
 			PurposeOfUse: r.PurposeOfUse, DecisionID: r.DecisionID, PolicyRevision: r.PolicyRevision,
 			Digests: nonNil(r.Digests), Obligations: nonNil(r.Obligations), Dev: r.Dev, Keys: nonNil(r.Keys),
 		},
 	}
-	switch r.Action {
-	case audit.ActionResourcesRead, audit.ActionResourcesList, audit.ActionResourcesTemplatesList:
+	switch {
+	case r.Action == audit.ActionResourcesRead, r.Action == audit.ActionResourcesList, r.Action == audit.ActionResourcesTemplatesList,
+		slices.Contains(auditLogUses, r.Action): // an auditor's read of the audit log, action R in FHIR
 		ev.ActivityID, ev.ActivityName = ocsfActivityRead, "Read"
 	default:
 		ev.ActivityID, ev.ActivityName = ocsfActivityOther, r.Action
+	}
+	if slices.Contains(mcpActions, r.Action) {
+		ev.API.Service = &ocsfService{Name: "mcp"}
 	}
 	ev.TypeUID = ocsfClassUID*100 + ev.ActivityID
 	ev.TypeName = "API Activity: " + pick(ev.ActivityID == ocsfActivityRead, "Read", "Other")

@@ -17,8 +17,8 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
 // goldenRecords is one record of each kind: read, list and templates list
-// allowed, a denied read, a failed read, and an action outside the BALP
-// mappings.
+// allowed, a denied read, a failed read, actions outside the BALP
+// mappings, and an auditor's access to the log.
 func goldenRecords() map[string]audit.Record {
 	read := testRecord(4, audit.ZeroHash) // seq 4: allow read
 	list := testRecord(5, audit.ZeroHash) // seq 5: allow list
@@ -51,8 +51,14 @@ func goldenRecords() map[string]audit.Record {
 	retire := other
 	retire.Seq, retire.Action, retire.Outcome, retire.Reason, retire.URIs = 19, "catalog/retire", audit.OutcomeAllow, "retired", []string{"invalid"}
 	retire.Principal, retire.Source, retire.Dev, retire.Session, retire.DecisionID = audit.Principal{Sub: "custos", Roles: []string{}}, "", false, "", ""
+	// An auditor's access to the log (a DICOM Audit Log Used event, with
+	// the audit log as its participant object): a report on one patient.
+	logUsed := retire
+	logUsed.Seq, logUsed.Action, logUsed.Reason, logUsed.URIs = 20, "audit/report", "by=privacy-officer patient=hk1-00000000000000000000000000000042", nil
+	logUsed.Principal, logUsed.PurposeOfUse, logUsed.Source = audit.Principal{Sub: "os:uid=1001(auditor)", Roles: []string{}, ClientID: "custos-cli"}, "HOPERAT", "admin.sock"
+	logUsed.Patients, logUsed.Keys = []string{"hk1-00000000000000000000000000000042"}, []string{"audit-hmac=secret/custos/audit-hmac-key@2"}
 	return map[string]audit.Record{"read": read, "list": list, "templates": tmpl, "deny": deny, "error": errRec, "other": other, "multi": multi, "unauth": unauth,
-		"aggregate": aggregate, "integrity": integrity, "retire": retire}
+		"aggregate": aggregate, "integrity": integrity, "retire": retire, "auditlogused": logUsed}
 }
 
 func TestFormatsGolden(t *testing.T) {

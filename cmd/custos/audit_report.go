@@ -198,11 +198,13 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if patient == "" && user == "" && !denials && !breakGlass {
-				return usagef("choose what to report: --patient ID, --user SUB, --denials or --break-glass")
-			}
+			// --disclosures without --patient first: it names the flag
+			// the caller gave and what it needs.
 			if disclosures && patient == "" {
 				return usagef("--disclosures is the accounting of disclosures for one patient: add --patient ID")
+			}
+			if patient == "" && user == "" && !denials && !breakGlass {
+				return usagef("choose what to report: --patient ID, --user SUB, --denials or --break-glass")
 			}
 			q := access.ReportRequest{Ask: af.ask(), Query: report.Query{User: user, Denials: denials, BreakGlass: breakGlass, Disclosures: disclosures}}
 			var keyVersions *report.KeyVersions // the key versions a patient lookup searched
