@@ -142,6 +142,8 @@ func indEncode(r indRecord) []byte {
 var (
 	indTimeRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{9}Z$`)
 	indHexRE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	// section 12: an anchor line's time (unsigned)
+	indAnchorTimeRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{0,8}[1-9])?Z$`)
 )
 
 // indDecode is section 2's rule: parse, re-encode, require the same bytes;
@@ -485,6 +487,9 @@ func indCheckAnchorLine(a indAnchorLine, keys []indKey) (indCheckpoint, error) {
 	}
 	if cp.origin != k.name {
 		return cp, fmt.Errorf("checkpoint origin %q signed by key %q", cp.origin, k.name)
+	}
+	if !indAnchorTimeRE.MatchString(a.Time) {
+		return cp, fmt.Errorf("checkpoint of size %d: time %q is not RFC 3339 UTC without trailing zeros", a.Size, a.Time)
 	}
 	if root, err := indB64Hash(a.Root); err != nil || cp.size != a.Size || root != cp.root {
 		return cp, fmt.Errorf("anchor line size %d root %s is not its note's (%d)", a.Size, a.Root, cp.size)
