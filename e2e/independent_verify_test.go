@@ -869,7 +869,16 @@ func TestIndependentVerifierFromTheDocs(t *testing.T) {
 		}
 	}
 
+	// A bundle from seq 1: no lower checkpoint, an empty consistency proof.
+	bundle1 := filepath.Join(work, "bundle1")
+	mustCustos(t, "audit", "export", "--data-dir", d.data, "--purpose", "HOPERAT", "--out", bundle1,
+		"--from-seq", "1", "--to-seq", strconv.FormatUint(from, 10))
+	if p := indVerifyBundle(bundle1, keys); len(p) > 0 {
+		t.Errorf("the bundle from seq 1 does not verify by section 13:\n%s", strings.Join(p, "\n"))
+	}
+
 	// Tampering: each is rejected by both verifiers, naming what is wrong.
+	indTamperData(t, d.data, vkeys, seals)
 	indTamperBundles(t, bundle, vkeys, keys, from, indLines(t, filepath.Join(d.data, "checkpoints.jsonl")))
 	indTamperLog(t, all, anchored)
 }
@@ -1073,6 +1082,53 @@ func TestGoldenVectorsAsDocumented(t *testing.T) {
 		out, err := cmd.Output()
 		if want := strings.TrimPrefix(lines[i+1], "# ") + "\n"; err != nil || string(out) != want {
 			t.Errorf("section 7's recipe %q prints %q (%v), the document says %q", lines[i], out, err, want)
+		}
+	}
+}
+
+// indTamperData damages copies of the data directory the way an insider
+// would, and requires `custos audit verify --pubkey` to name each.
+func indTamperData(t *testing.T, data, vkeys string, seals []string) {
+	anchor := func(dir string) {
+		f := filepath.Join(dir, "checkpoints.jsonl")
+		ls := indLines(t, f)
+		var a, b map[string]any
+		json.Unmarshal(ls[2], &a)
+		json.Unmarshal(ls[3], &b)
+		a["note"], b["note"] = b["note"], a["note"]
+		ls[2], _ = json.Marshal(a)
+		ls[3], _ = json.Marshal(b)
+		os.WriteFile(f, append(bytes.Join(ls, []byte("\n")), '\n'), 0o600)
+	}
+	second, third := filepath.Base(seals[1]), filepath.Base(seals[2])
+	cases := []struct {
+		name   string
+		tamper func(dir string)
+		want   string
+	}{
+		{"a seal note swapped for another's", func(dir string) {
+			raw, _ := os.ReadFile(filepath.Join(dir, "audit.sealed", third))
+			os.WriteFile(filepath.Join(dir, "audit.sealed", second), raw, 0o400)
+		}, "kind=seal_mismatch"},
+		{"a seal note removed", func(dir string) { os.Remove(filepath.Join(dir, "audit.sealed", second)) }, "seal note: missing"},
+		{"a sealed segment removed", func(dir string) {
+			os.Remove(filepath.Join(dir, "audit.sealed", strings.TrimSuffix(second, ".seal")+".db"))
+		}, "kind=segment_missing"},
+		{"two anchored checkpoints' notes swapped", anchor, "differ from its note"},
+	}
+	for _, c := range cases {
+		dir := filepath.Join(t.TempDir(), "data")
+		if err := os.CopyFS(dir, os.DirFS(data)); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(dir, "audit.sealed"), 0o700)
+		for _, f := range []string{second, third} {
+			os.Chmod(filepath.Join(dir, "audit.sealed", f), 0o600)
+		}
+		c.tamper(dir)
+		o, e, code := custos(t, nil, "audit", "verify", "--data-dir", dir, "--pubkey", vkeys)
+		if code == 0 || !strings.Contains(o+e, c.want) {
+			t.Errorf("data directory, %s: custos audit verify exits %d, want 1 naming %q:\n%s%s", c.name, code, c.want, o, e)
 		}
 	}
 }
