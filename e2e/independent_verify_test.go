@@ -733,16 +733,80 @@ func TestIndependentVerifierFromTheDocs(t *testing.T) {
 	}
 	n := uint64(len(all))
 	t.Logf("%d records", n)
+	// Section 1, keys: what a --dev server writes, in the documented form.
+	wantKeys := []string{"audit-hmac=dev:file", "cursor=dev:ephemeral", "signing=dev:file"}
+	for _, r := range lg.recs {
+		if r.Principal.ClientID == "custos-cli" {
+			continue // an auditor command's access record (section 16): keys [] unless it hashed a patient
+		}
+		if r.V != 2 || !r.Dev {
+			t.Errorf("seq %d: v %d dev %t, want a v2 record of a --dev server", r.Seq, r.V, r.Dev)
+		} else if len(r.Keys) > 0 && !slices.Equal(r.Keys, wantKeys) {
+			t.Errorf("seq %d: keys %q, section 1 says a --dev server writes %q", r.Seq, r.Keys, wantKeys)
+		}
+	}
 
-	// Section 6's shell recipe, run literally from the document.
+	// Section 11's recipe, as printed, with the dev key as section 11 says
+	// to get it: the lookup value of a patient of the seed is in the log.
+	var man struct{ URI string }
+	raw, err := os.ReadFile(filepath.Join(d.seed, "manifest.jsonl"))
+	if err == nil {
+		err = json.Unmarshal(bytes.SplitN(raw, []byte("\n"), 2)[0], &man)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, id, _ := strings.Cut(man.URI, "/patients/")
+	id, _, _ = strings.Cut(id, "/")
+	var keyFile struct {
+		AuditHMAC string `json:"audit_hmac"`
+	}
+	raw, err = os.ReadFile(filepath.Join(d.data, "dev-keys.json"))
+	if err == nil {
+		err = json.Unmarshal(raw, &keyFile)
+	}
+	key, err2 := base64.StdEncoding.DecodeString(keyFile.AuditHMAC)
+	if err != nil || err2 != nil || len(key) != 32 {
+		t.Fatalf("dev-keys.json: no audit_hmac key (%v, %v)", err, err2)
+	}
 	doc, err := os.ReadFile(filepath.Join(repo, "docs", "audit-format.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var recipe string
+	for _, l := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(l, "printf 'custos/audit/patient/v1") {
+			recipe = l
+		}
+	}
+	if _, err := exec.LookPath("openssl"); err != nil || recipe == "" {
+		t.Fatalf("section 11's openssl recipe (%q) cannot run: %v", recipe, err)
+	}
+	cmd := exec.Command("sh", "-c", recipe)
+	cmd.Env = append(os.Environ(), "ID="+id, "KEYHEX="+hex.EncodeToString(key))
+	out, err := cmd.Output()
+	hk := "hk1-" + strings.TrimSpace(string(out))
+	if err != nil || !regexp.MustCompile(`^hk1-[0-9a-f]{32}$`).MatchString(hk) {
+		t.Fatalf("section 11's recipe: %q %v", out, err)
+	}
+	found := false
+	for _, r := range lg.recs {
+		found = found || slices.Contains(r.Patients, hk)
+		for _, u := range r.URIs {
+			if strings.Contains(u, id) {
+				t.Errorf("seq %d names patient %s in a URI", r.Seq, id)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("patient %s: section 11's recipe gives %s, which no record names", id, hk)
+	}
+
+	// Section 6's shell recipe, run literally from the document.
 	script := indDocBlock(t, string(doc), "sh", "prev=0000")
-	cmd := exec.Command("sh", "-c", script)
+	cmd = exec.Command("sh", "-c", script)
 	cmd.Dir = work
-	out, err := cmd.CombinedOutput()
+	out, err = cmd.CombinedOutput()
 	if want := fmt.Sprintf("%d records, head hash %s\n", n, lg.hashes[n-1]); err != nil || string(out) != want {
 		t.Errorf("section 6's chain script: %v\n%s\nwant %s", err, out, want)
 	}
