@@ -25,7 +25,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/custos-mcp/custos/audit"
 )
 
 // ---- section 2: canonical encoding, re-derived ----
@@ -168,6 +171,9 @@ func indDecode(line []byte) (indRecord, error) {
 	}
 	if !indTimeRE.MatchString(r.Time) {
 		return r, fmt.Errorf("time %q is not YYYY-MM-DDThh:mm:ss.nnnnnnnnnZ", r.Time)
+	}
+	if _, err := time.Parse("2006-01-02T15:04:05.000000000Z", r.Time); err != nil {
+		return r, fmt.Errorf("time %q is not a date and time: %v", r.Time, err)
 	}
 	if !indHexRE.MatchString(r.PrevHash) {
 		return r, fmt.Errorf("prev_hash %q is not 64 lowercase hex digits", r.PrevHash)
@@ -1193,6 +1199,76 @@ func indTamperData(t *testing.T, data, vkeys string, seals []string) {
 		o, e, code := custos(t, nil, "audit", "verify", "--data-dir", dir, "--pubkey", vkeys)
 		if code == 0 || !strings.Contains(o+e, c.want) {
 			t.Errorf("data directory, %s: custos audit verify exits %d, want 1 naming %q:\n%s%s", c.name, code, c.want, o, e)
+		}
+	}
+}
+
+// TestCanonicalRulesAgreeWithDecode: section 2's rules, as this file
+// implements them from the document, accept exactly the variants of a
+// record that custos's decoder accepts. A rule the document leaves out (or
+// states otherwise) makes an auditor's verifier pass a record custos calls
+// non_canonical, or fail one custos accepts. audit.Decode is only the
+// other side of the comparison here.
+func TestCanonicalRulesAgreeWithDecode(t *testing.T) {
+	base, err := os.ReadFile(filepath.Join(repo, "audit", "testdata", "golden", "v2-minimal.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string][2]string{
+		"as is":                {"", ""},
+		"month 13":             {`2026-11-21T`, `2026-13-21T`},
+		"day 0":                {`2026-11-21T`, `2026-11-00T`},
+		"February 30":          {`2026-11-21T`, `2026-02-30T`},
+		"February 29, 2028":    {`2026-11-21T`, `2028-02-29T`},
+		"February 29, 2100":    {`2026-11-21T`, `2100-02-29T`},
+		"February 29, 2000":    {`2026-11-21T`, `2000-02-29T`},
+		"hour 24":              {`09:30:00.`, `24:00:00.`},
+		"minute 60":            {`09:30:00.`, `09:60:00.`},
+		"leap second":          {`09:30:00.`, `23:59:60.`},
+		"year 0000":            {`2026-11-21T`, `0000-01-01T`},
+		"eight digits":         {`.000000000Z`, `.00000000Z`},
+		"offset":               {`.000000000Z`, `.000000000+00:00`},
+		"lowercase z":          {`.000000000Z`, `.000000000z`},
+		"space for T":          {`2026-11-21T`, `2026-11-21 `},
+		"seq 0":                {`"seq":1`, `"seq":0`},
+		"seq leading zero":     {`"seq":1`, `"seq":01`},
+		"seq 2^64":             {`"seq":1`, `"seq":18446744073709551616`},
+		"v 3":                  {`"v":2`, `"v":3`},
+		"v1 with keys":         {`"v":2`, `"v":1`},
+		"escaped DEL":          {`"node":"node-a"`, `"node":"\u007f"`},
+		"raw DEL":              {`"node":"node-a"`, "\"node\":\"\x7f\""},
+		"uppercase escape":     {`"node":"node-a"`, `"node":"\u001F"`},
+		"lowercase escape":     {`"node":"node-a"`, `"node":"\u001f"`},
+		"escaped tab":          {`"node":"node-a"`, `"node":"\u0009"`},
+		"escaped slash":        {`"node":"node-a"`, `"node":"\/"`},
+		"invalid UTF-8":        {`"node":"node-a"`, "\"node\":\"\xff\""},
+		"surrogate":            {`"node":"node-a"`, "\"node\":\"\xed\xa0\x80\""},
+		"escaped surrogate":    {`"node":"node-a"`, `"node":"\ud83e\ude7a"`},
+		"U+FFFF":               {`"node":"node-a"`, "\"node\":\"\uffff\""},
+		"keys unsorted":        {`"keys":[]`, `"keys":["b","a"]`},
+		"keys empty element":   {`"keys":[]`, `"keys":[""]`},
+		"keys duplicate":       {`"keys":[]`, `"keys":["a","a"]`},
+		"prev_hash uppercase":  {`"prev_hash":"0000`, `"prev_hash":"A000`},
+		"null":                 {`"reason":""`, `"reason":null`},
+		"space after colon":    {`"reason":""`, `"reason": ""`},
+		"dev as string":        {`"dev":false`, `"dev":"false"`},
+		"unknown key":          {`"dev":false`, `"dev":false,"x":1`},
+		"duplicate key":        {`"dev":false`, `"dev":false,"dev":false`},
+		"trailing newline":     {`0000"}`, "0000\"}\n"},
+		"outcome not a word":   {`"outcome":"deny"`, `"outcome":"maybe"`},
+		"event_id not a UUID":  {`"event_id":"00000000-0000-4000-8000-000000000001"`, `"event_id":"x"`},
+		"roles not a list":     {`"roles":[]`, `"roles":""`},
+		"principal keys moved": {`{"sub":"","roles":[],"client_id":""}`, `{"roles":[],"sub":"","client_id":""}`},
+	}
+	for name, c := range cases {
+		b := bytes.Replace(base, []byte(c[0]), []byte(c[1]), 1)
+		if c[0] != "" && bytes.Equal(b, base) {
+			t.Fatalf("%s: %q is not in the vector", name, c[0])
+		}
+		_, mine := indDecode(b)
+		_, theirs := audit.Decode(b)
+		if (mine == nil) != (theirs == nil) {
+			t.Errorf("%s: the document's rules say %v, audit.Decode says %v", name, mine, theirs)
 		}
 	}
 }
