@@ -947,6 +947,10 @@ func TestIndependentVerifierFromTheDocs(t *testing.T) {
 		t.Errorf("the bundle from seq 1 does not verify by section 13:\n%s", strings.Join(p, "\n"))
 	}
 
+	// Checkpoints re-signed with the dev key, in forms the document allows
+	// or refuses.
+	indCheckpointVariants(t, d.data, bundle, vkeys, keys)
+
 	// Tampering: each is rejected by both verifiers, naming what is wrong.
 	indTamperData(t, d.data, vkeys, seals)
 	indTamperBundles(t, bundle, vkeys, keys, from, indLines(t, filepath.Join(d.data, "checkpoints.jsonl")))
@@ -1269,6 +1273,80 @@ func TestCanonicalRulesAgreeWithDecode(t *testing.T) {
 		_, theirs := audit.Decode(b)
 		if (mine == nil) != (theirs == nil) {
 			t.Errorf("%s: the document's rules say %v, audit.Decode says %v", name, mine, theirs)
+		}
+	}
+}
+
+// indSign signs body as a signed note by the Ed25519 key of seed named
+// name (c2sp.org/signed-note), as the dev signing key signs checkpoints.
+func indSign(seed []byte, name, body string) string {
+	priv := ed25519.NewKeyFromSeed(seed)
+	sum := sha256.Sum256(append([]byte(name+"\n\x01"), priv.Public().(ed25519.PublicKey)...))
+	sig := append(sum[:4:4], ed25519.Sign(priv, []byte(body))...)
+	return body + "\n— " + name + " " + base64.StdEncoding.EncodeToString(sig) + "\n"
+}
+
+// indCheckpointVariants re-signs the bundle's upper checkpoint with the
+// dev key in forms section 12 and check 2 allow or refuse, and requires
+// this verifier and custos audit verify --bundle to agree on each.
+func indCheckpointVariants(t *testing.T, data, bundle, vkeys string, keys []indKey) {
+	var kf struct {
+		SigningSeed string `json:"signing_seed"`
+	}
+	raw, err := os.ReadFile(filepath.Join(data, "dev-keys.json"))
+	if err == nil {
+		err = json.Unmarshal(raw, &kf)
+	}
+	seed, err2 := base64.StdEncoding.DecodeString(kf.SigningSeed)
+	if err != nil || err2 != nil || len(seed) != ed25519.SeedSize {
+		t.Fatalf("dev-keys.json: no signing seed (%v, %v)", err, err2)
+	}
+	cps := indLines(t, filepath.Join(bundle, "checkpoints.jsonl"))
+	var up indAnchorLine
+	if err := json.Unmarshal(cps[len(cps)-1], &up); err != nil {
+		t.Fatal(err)
+	}
+	name := keys[0].name
+	size := strconv.FormatUint(up.Size, 10)
+	body := name + "\n" + size + "\n" + up.Root + "\n"
+	if indSign(seed, name, body) != up.Note {
+		t.Fatalf("re-signing the upper checkpoint with the dev key does not give its note:\n%s\n%s", indSign(seed, name, body), up.Note)
+	}
+	cases := []struct {
+		name, note string
+		ok         bool
+	}{
+		{"as signed", indSign(seed, name, body), true},
+		{"an extension line", indSign(seed, name, body+"extra\n"), false},
+		{"size with a leading zero", indSign(seed, name, name+"\n0"+size+"\n"+up.Root+"\n"), false},
+		{"root without padding", indSign(seed, name, name+"\n"+size+"\n"+strings.TrimRight(up.Root, "=")+"\n"), false},
+		{"another origin", indSign(seed, name, "other.example/x/audit\n"+size+"\n"+up.Root+"\n"), false},
+		{"signed under another name", indSign(seed, "other.example/x/audit", body), false},
+		{"a second, unknown signature", indSign(seed, name, body) + strings.TrimPrefix(indSign(append([]byte{1}, seed[1:]...), "other", body), body+"\n"), true},
+		{"no blank line", strings.Replace(indSign(seed, name, body), "\n\n", "\n", 1), false},
+	}
+	for _, c := range cases {
+		dir := filepath.Join(t.TempDir(), "b")
+		if err := os.CopyFS(dir, os.DirFS(bundle)); err != nil {
+			t.Fatal(err)
+		}
+		a := up
+		a.Note = c.note
+		l, _ := json.Marshal(a)
+		content := append(bytes.Join(append(slices.Clone(cps[:len(cps)-1]), l), []byte("\n")), '\n')
+		os.WriteFile(filepath.Join(dir, "checkpoints.jsonl"), content, 0o600)
+		mf := filepath.Join(dir, "manifest.json")
+		raw, _ := os.ReadFile(mf)
+		var m map[string]any
+		json.Unmarshal(raw, &m)
+		m["files"].(map[string]any)["checkpoints.jsonl"] = fmt.Sprintf("sha256:%x", sha256.Sum256(content))
+		raw, _ = json.MarshalIndent(m, "", "  ")
+		os.WriteFile(mf, raw, 0o600)
+		mine := indVerifyBundle(dir, keys)
+		o, e, code := custos(t, nil, "audit", "verify", "--bundle", dir, "--pubkey", vkeys)
+		if (len(mine) == 0) != c.ok || (code == 0) != c.ok {
+			t.Errorf("upper checkpoint with %s: want accepted %v; the docs-only verifier says %q, custos exits %d:\n%s%s",
+				c.name, c.ok, mine, code, o, e)
 		}
 	}
 }
