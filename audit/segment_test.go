@@ -1102,3 +1102,56 @@ func TestArchiveIsRetried(t *testing.T) {
 	}
 	mustVerify(t, path)
 }
+
+// TestSealTimesAreTheRecords: a seal states the times of its first and
+// last records (docs/audit-format.md, section 17), and an auditor reads a
+// segment's period from it; a seal whose time line is not its records'
+// is a seal_mismatch like one whose head is not. Found by probe-verify's
+// docs-only verifier, which checks the line; VerifyFile did not.
+func TestSealTimesAreTheRecords(t *testing.T) {
+	ctx := context.Background()
+	for _, which := range []string{"first", "last"} {
+		t.Run(which, func(t *testing.T) {
+			path := writeSegmented(t, 4, 4, 2)
+			seg2 := filepath.Join(SealedDir(path), SegmentFile(2))
+			os.Chmod(seg2, 0o600)
+			db, err := bolt.Open(seg2, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = db.Update(func(tx *bolt.Tx) error {
+				meta := tx.Bucket(bucketMeta)
+				s, err := ParseSeal(meta.Get(metaSeal), nil)
+				if err != nil {
+					return err
+				}
+				if which == "first" {
+					s.FirstTime = s.FirstTime.Add(-time.Hour)
+				} else {
+					s.LastTime = s.LastTime.Add(time.Hour)
+				}
+				return meta.Put(metaSeal, s.Body())
+			})
+			db.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(seg2, 0o400)
+			named := func(ps []Problem) bool {
+				for _, p := range ps {
+					if p.Kind == KindSealMismatch && strings.Contains(p.Detail, "segment 2") && strings.Contains(p.Detail, which) {
+						return true
+					}
+				}
+				return false
+			}
+			if ps, _ := collect(t, path); !named(ps) {
+				t.Errorf("VerifyFile does not name segment 2's seal time: %v", ps)
+			}
+			var alone []Problem
+			if _, err := VerifySegment(ctx, seg2, func(p Problem) { alone = append(alone, p) }); err != nil || !named(alone) {
+				t.Errorf("VerifySegment does not name segment 2's seal time: %v %v", alone, err)
+			}
+		})
+	}
+}
