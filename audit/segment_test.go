@@ -1106,8 +1106,9 @@ func TestArchiveIsRetried(t *testing.T) {
 // TestSealTimesAreTheRecords: a seal states the times of its first and
 // last records (docs/audit-format.md, section 17), and an auditor reads a
 // segment's period from it; a seal whose time line is not its records'
-// is a seal_mismatch like one whose head is not. Found by probe-verify's
-// docs-only verifier, which checks the line; VerifyFile did not.
+// is a seal_mismatch like one whose head is not, for every verifying walk.
+// Found by probe-verify's docs-only verifier, which checks the line;
+// VerifyFile did not, and VerifyRange checked no seal at all.
 func TestSealTimesAreTheRecords(t *testing.T) {
 	ctx := context.Background()
 	for _, which := range []string{"first", "last"} {
@@ -1151,6 +1152,24 @@ func TestSealTimesAreTheRecords(t *testing.T) {
 			var alone []Problem
 			if _, err := VerifySegment(ctx, seg2, func(p Problem) { alone = append(alone, p) }); err != nil || !named(alone) {
 				t.Errorf("VerifySegment does not name segment 2's seal time: %v %v", alone, err)
+			}
+			// The scrubber's and the startup check's walk (section 17:
+			// "crosses segments the same way"), over the whole log and
+			// over a range that starts inside the segment.
+			l, err := Open(path, Options{Node: "n"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			for _, from := range []uint64{1, 6} {
+				var ranged []Problem
+				if _, err := l.VerifyRange(ctx, RangeOptions{From: from, To: 10}, func(p Problem) { ranged = append(ranged, p) }); err != nil || !named(ranged) {
+					t.Errorf("VerifyRange from %d does not name segment 2's seal time: %v %v", from, ranged, err)
+				}
+			}
+			var clean []Problem
+			if _, err := l.VerifyRange(ctx, RangeOptions{From: 1, To: 6}, func(p Problem) { clean = append(clean, p) }); err != nil || len(clean) != 0 {
+				t.Errorf("VerifyRange ending inside segment 2 reports its seal: %v %v", clean, err)
 			}
 		})
 	}
