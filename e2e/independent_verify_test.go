@@ -1188,6 +1188,11 @@ func indTamperData(t *testing.T, data, vkeys string, seals []string) {
 		{"a sealed segment removed", func(dir string) {
 			os.Remove(filepath.Join(dir, "audit.sealed", strings.TrimSuffix(second, ".seal")+".db"))
 		}, "kind=segment_missing"},
+		// The anchors and seal notes cannot be checked then: the line
+		// saying so names why, not a damaged head.
+		{"a sealed segment removed, the anchor line", func(dir string) {
+			os.Remove(filepath.Join(dir, "audit.sealed", strings.TrimSuffix(second, ".seal")+".db"))
+		}, "BROKEN anchor: not checked, nor the seal notes: the log cannot be opened for writing (audit: audit log is corrupt: segment_missing"},
 		{"two anchored checkpoints' notes swapped", anchor, "differ from its note"},
 	}
 	for _, c := range cases {
