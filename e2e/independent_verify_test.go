@@ -932,6 +932,25 @@ func TestIndependentVerifierFromTheDocs(t *testing.T) {
 	if o, e, code := custos(t, nil, "audit", "verify", "--bundle", bundle, "--pubkey", vkeys); code != 0 {
 		t.Fatalf("audit verify --bundle: exit %d\n%s%s", code, o, e)
 	}
+	// Section 13: the bracketing checkpoints are the latest anchored of
+	// size <= from-1 and the first of size >= to.
+	var lowerWant, upperWant uint64
+	for _, cp := range anchored {
+		if cp.size <= from-1 {
+			lowerWant = max(lowerWant, cp.size)
+		}
+		if cp.size >= to && (upperWant == 0 || cp.size < upperWant) {
+			upperWant = cp.size
+		}
+	}
+	var man2 indManifest
+	if raw, err := os.ReadFile(filepath.Join(bundle, "manifest.json")); err != nil || json.Unmarshal(raw, &man2) != nil {
+		t.Fatalf("manifest: %v", err)
+	}
+	if man2.LowerSize != lowerWant || man2.UpperSize != upperWant {
+		t.Errorf("bundle %d..%d: checkpoints of sizes %d and %d; section 13 says the anchor's %d and %d",
+			from, to, man2.LowerSize, man2.UpperSize, lowerWant, upperWant)
+	}
 	// The bundle's records are the log's.
 	for i, l := range indLines(t, filepath.Join(bundle, "records.jsonl")) {
 		if !bytes.Equal(l, all[from-1+uint64(i)]) {
