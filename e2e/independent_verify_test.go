@@ -13,6 +13,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -950,6 +951,27 @@ func TestIndependentVerifierFromTheDocs(t *testing.T) {
 	if man2.LowerSize != lowerWant || man2.UpperSize != upperWant {
 		t.Errorf("bundle %d..%d: checkpoints of sizes %d and %d; section 13 says the anchor's %d and %d",
 			from, to, man2.LowerSize, man2.UpperSize, lowerWant, upperWant)
+	}
+	// Section 6: the CSV's columns are the document's, and its hash
+	// column is each record's chain hash.
+	cols := regexp.MustCompile("columns\\s+`([^`]+)`").FindStringSubmatch(string(doc))
+	f, err := os.Open(filepath.Join(bundle, "audit.csv"))
+	if err != nil || cols == nil {
+		t.Fatalf("audit.csv: %v; section 6 columns found: %v", err, cols != nil)
+	}
+	rows, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	if err != nil || len(rows) != int(to-from+2) {
+		t.Fatalf("audit.csv: %d rows, %v", len(rows), err)
+	}
+	if want := strings.Split(strings.Join(strings.Fields(cols[1]), ""), ","); !slices.Equal(rows[0], want) {
+		t.Errorf("audit.csv header %q, section 6 says %q", rows[0], want)
+	}
+	for i, row := range rows[1:] {
+		seq := from + uint64(i)
+		if row[1] != strconv.FormatUint(seq, 10) || row[len(row)-1] != lg.hashes[seq-1] || row[len(row)-2] != lg.recs[seq-1].PrevHash {
+			t.Errorf("audit.csv row %d: seq %s hash %s; record %d has hash %s", i+2, row[1], row[len(row)-1], seq, lg.hashes[seq-1])
+		}
 	}
 	// The bundle's records are the log's.
 	for i, l := range indLines(t, filepath.Join(bundle, "records.jsonl")) {
