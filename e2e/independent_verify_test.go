@@ -743,6 +743,9 @@ func TestIndependentVerifierFromTheDocs(t *testing.T) {
 	// Section 1, keys: what a --dev server writes, in the documented form.
 	wantKeys := []string{"audit-hmac=dev:file", "cursor=dev:ephemeral", "signing=dev:file"}
 	for _, r := range lg.recs {
+		if slices.ContainsFunc(r.Keys, func(k string) bool { return strings.Contains(k, "=dev:") }) && !r.Dev {
+			t.Errorf("seq %d names a dev key but has dev false (section 1)", r.Seq)
+		}
 		if r.Principal.ClientID == "custos-cli" {
 			continue // an auditor command's access record (section 16): keys [] unless it hashed a patient
 		}
