@@ -359,11 +359,6 @@ func (a *App) followCatalog() {
 	a.stopCat = func() { cancel(); <-done }
 }
 
-// checkpointedLog is the audit log the server appends to: after each
-// durable append it tells the checkpointer the new tree size. It is the
-// one place where appends reach the checkpointer. Once the integrity guard
-// is latched (a scrub pass found the log broken) it refuses every append
-// with audit.ErrIntegrity, so the server releases nothing more.
 // devMarked appends through Appender with the record's dev set when the
 // server runs with ephemeral development keys (--dev), as every record of
 // such a server says (docs/audit-format.md, section 1): the access records
@@ -379,6 +374,11 @@ func (d devMarked) Append(ctx context.Context, e audit.Entry) (audit.Record, err
 	return d.Appender.Append(ctx, e)
 }
 
+// checkpointedLog is the audit log the server appends to: after each
+// durable append it tells the checkpointer the new tree size. It is the
+// one place where appends reach the checkpointer. Once the integrity guard
+// is latched (a scrub pass found the log broken) it refuses every append
+// with audit.ErrIntegrity, so the server releases nothing more.
 type checkpointedLog struct {
 	*audit.Log
 	cp    *checkpoint.Checkpointer

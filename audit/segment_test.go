@@ -1161,3 +1161,75 @@ func holdSnapshot(t *testing.T, l *Log) (release func()) {
 		}
 	}
 }
+
+// TestSealTimesAreTheRecords: a seal states the times of its first and
+// last records (docs/audit-format.md, section 17), and an auditor reads a
+// segment's period from it; a seal whose time line is not its records'
+// is a seal_mismatch like one whose head is not, for every verifying walk.
+// Found by probe-verify's docs-only verifier, which checks the line;
+// VerifyFile did not, and VerifyRange checked no seal at all.
+func TestSealTimesAreTheRecords(t *testing.T) {
+	ctx := context.Background()
+	for _, which := range []string{"first", "last"} {
+		t.Run(which, func(t *testing.T) {
+			path := writeSegmented(t, 4, 4, 2)
+			seg2 := filepath.Join(SealedDir(path), SegmentFile(2))
+			os.Chmod(seg2, 0o600)
+			db, err := bolt.Open(seg2, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = db.Update(func(tx *bolt.Tx) error {
+				meta := tx.Bucket(bucketMeta)
+				s, err := ParseSeal(meta.Get(metaSeal), nil)
+				if err != nil {
+					return err
+				}
+				if which == "first" {
+					s.FirstTime = s.FirstTime.Add(-time.Hour)
+				} else {
+					s.LastTime = s.LastTime.Add(time.Hour)
+				}
+				return meta.Put(metaSeal, s.Body())
+			})
+			db.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(seg2, 0o400)
+			named := func(ps []Problem) bool {
+				for _, p := range ps {
+					if p.Kind == KindSealMismatch && strings.Contains(p.Detail, "segment 2") && strings.Contains(p.Detail, which) {
+						return true
+					}
+				}
+				return false
+			}
+			if ps, _ := collect(t, path); !named(ps) {
+				t.Errorf("VerifyFile does not name segment 2's seal time: %v", ps)
+			}
+			var alone []Problem
+			if _, err := VerifySegment(ctx, seg2, func(p Problem) { alone = append(alone, p) }); err != nil || !named(alone) {
+				t.Errorf("VerifySegment does not name segment 2's seal time: %v %v", alone, err)
+			}
+			// The scrubber's and the startup check's walk (section 17:
+			// "crosses segments the same way"), over the whole log and
+			// over a range that starts inside the segment.
+			l, err := Open(path, Options{Node: "n"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			for _, from := range []uint64{1, 6} {
+				var ranged []Problem
+				if _, err := l.VerifyRange(ctx, RangeOptions{From: from, To: 10}, func(p Problem) { ranged = append(ranged, p) }); err != nil || !named(ranged) {
+					t.Errorf("VerifyRange from %d does not name segment 2's seal time: %v %v", from, ranged, err)
+				}
+			}
+			var clean []Problem
+			if _, err := l.VerifyRange(ctx, RangeOptions{From: 1, To: 6}, func(p Problem) { clean = append(clean, p) }); err != nil || len(clean) != 0 {
+				t.Errorf("VerifyRange ending inside segment 2 reports its seal: %v %v", clean, err)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/mod/sumdb/tlog"
@@ -149,6 +150,27 @@ func (v *verifier) sealEnd(s *segment, seal *Seal) {
 				Detail: fmt.Sprintf("segment %d's sealed tree root is not the root of the records", s.no)})
 		}
 	}
+	// The seal's time line states the period of its records (an auditor
+	// reads it to find the segment of a time): it must be theirs. A record
+	// that is missing or does not decode has been reported already.
+	_ = s.view(func(tx *bolt.Tx) error {
+		records := tx.Bucket(bucketRecords)
+		if records == nil {
+			return nil
+		}
+		for _, c := range []struct {
+			which string
+			seq   uint64
+			want  time.Time
+		}{{"first", seal.First, seal.FirstTime}, {"last", seal.Last, seal.LastTime}} {
+			rec, err := Decode(records.Get(seqKey(c.seq)))
+			if err == nil && !rec.Time.Equal(c.want) {
+				v.problem(Problem{Seq: c.seq, Kind: KindSealMismatch, Expected: c.want.UTC().Format(TimeLayout), Got: rec.Time.Format(TimeLayout),
+					Detail: fmt.Sprintf("segment %d's seal time of its %s record is not that record's time", s.no, c.which)})
+			}
+		}
+		return nil
+	})
 }
 
 // segmentWalk walks one segment's records (and then its hashes) with a

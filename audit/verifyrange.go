@@ -154,6 +154,9 @@ func (l *Log) VerifyRange(ctx context.Context, ro RangeOptions, report func(Prob
 func (l *Log) rangeSegment(ctx context.Context, s *segment, ro RangeOptions, chunk int, v *verifier, last bool) (bool, error) {
 	var after []byte
 	entered := false
+	// A seal there before the walk began (no record can follow it) is
+	// checked once the walk has passed its last record, as Verify does.
+	sealed := s.seal.Load()
 	for {
 		if err := ctx.Err(); err != nil {
 			return false, err
@@ -204,6 +207,9 @@ func (l *Log) rangeSegment(ctx context.Context, s *segment, ro RangeOptions, chu
 			}
 		}
 		if done {
+			if sealed != nil && sealed.Last <= ro.To {
+				v.sealEnd(s, sealed)
+			}
 			return last, nil
 		}
 	}

@@ -228,6 +228,10 @@ func record(ctx context.Context, app Appender, c Caller, action string, a Ask, r
 		Source:       c.Source,
 		Patients:     patients,
 		Keys:         keys,
+		// A lookup value computed under a development key is a dev
+		// artifact, marked as every record naming such a key is
+		// (docs/audit-format.md, section 16).
+		Dev: slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(k, "=dev:") }),
 	})
 	if err != nil {
 		if errors.Is(err, audit.ErrBadEntry) {

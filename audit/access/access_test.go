@@ -102,6 +102,21 @@ func TestAccessRecordIsWrittenFirst(t *testing.T) {
 	if rec.Action != access.ActionHash || len(rec.Patients) != 1 || rec.Patients[0] != hk || rec.Reason != "patient="+hk || rec.Keys[0] != "audit-hmac=dev:file" {
 		t.Fatalf("hash access record %+v", rec)
 	}
+	// A value keyed with a development key is marked as such, like every
+	// record naming one (docs/audit-format.md, section 1); before, such an
+	// access record had dev false (found by probe-verify).
+	if !rec.Dev {
+		t.Errorf("hash access record under a dev key has dev false: %+v", rec)
+	}
+	if _, err := local.Do(ctx, access.OpHash, access.HashRequest{Ask: access.Ask{Purpose: "PATRQT"}, Patient: hk, Keys: []string{"audit-hmac=secret/custos/audit-hmac-key@2"}}, access.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if rec = lastRecord(t, l); rec.Dev {
+		t.Errorf("hash access record under a Vault key has dev true: %+v", rec)
+	}
+	if rec := firstAccess(t, l); rec.Dev {
+		t.Errorf("an access record naming no key has dev true: %+v", rec)
+	}
 	// Never a raw id.
 	_, err = local.Do(ctx, access.OpHash, access.HashRequest{Ask: access.Ask{Purpose: "PATRQT"}, Patient: "0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f"}, access.Discard)
 	if !errors.Is(err, access.ErrBadRequest) {
@@ -306,4 +321,22 @@ func TestCodeOfBadRange(t *testing.T) {
 			t.Errorf("Code(%v) = %q, want bad_request", err, got)
 		}
 	}
+}
+
+// firstAccess is the log's first access record (client custos-cli).
+func firstAccess(t *testing.T, l *audit.Log) audit.Record {
+	t.Helper()
+	var found audit.Record
+	head, _ := l.Head()
+	err := l.Records(context.Background(), 1, head, func(_ uint64, b []byte) error {
+		r, err := audit.Decode(b)
+		if err == nil && r.Principal.ClientID == access.ClientID && found.Seq == 0 {
+			found = r
+		}
+		return err
+	})
+	if err != nil || found.Seq == 0 {
+		t.Fatalf("no access record: %v", err)
+	}
+	return found
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -27,14 +28,14 @@ type checkpoint struct {
 	Size   int64     // tree size (body and line agree)
 	Root   tlog.Hash // root hash (body and line agree)
 	Note   []byte    // the signed note (text + signatures)
-	Time   string    // the anchor line's time, as written
+	Time   string    // the anchor line's time, as written (RFC 3339; not signed)
 }
 
 type anchorLine struct {
 	Size *int64  `json:"size"`
 	Root *string `json:"root"`
 	Note *string `json:"note"`
-	Time string  `json:"time"`
+	Time *string `json:"time"`
 }
 
 // parseAnchorLine parses an anchor line without checking signatures: the
@@ -47,8 +48,15 @@ func parseAnchorLine(line []byte) (checkpoint, error) {
 	if err := json.Unmarshal(line, &a); err != nil {
 		return checkpoint{}, fmt.Errorf("%w: anchor line is not a JSON object: %v", ErrBadCheckpoint, err)
 	}
-	if a.Size == nil || a.Root == nil || a.Note == nil {
-		return checkpoint{}, fmt.Errorf("%w: anchor line lacks size, root or note", ErrBadCheckpoint)
+	if a.Size == nil || a.Root == nil || a.Note == nil || a.Time == nil {
+		return checkpoint{}, fmt.Errorf("%w: anchor line lacks size, root, note or time", ErrBadCheckpoint)
+	}
+	// The time is not signed (it is not in the note), so it is evidence of
+	// nothing; it must at least be a time, as the anchor file's parser
+	// (checkpoint.ParseLine) requires, or the transcript would show any
+	// text as the checkpoint's time.
+	if _, err := time.Parse(time.RFC3339Nano, *a.Time); err != nil {
+		return checkpoint{}, fmt.Errorf("%w: anchor line time %q is not an RFC 3339 time", ErrBadCheckpoint, *a.Time)
 	}
 	root, err := decodeHash(*a.Root)
 	if err != nil {
@@ -72,7 +80,7 @@ func parseAnchorLine(line []byte) (checkpoint, error) {
 		Size:   size,
 		Root:   root,
 		Note:   []byte(*a.Note),
-		Time:   a.Time,
+		Time:   *a.Time,
 	}, nil
 }
 
@@ -184,7 +192,7 @@ type CheckpointInfo struct {
 	Origin  string    `json:"origin"`
 	Size    int64     `json:"size"`
 	Root    tlog.Hash `json:"root"`
-	Time    string    `json:"time,omitempty"`    // the anchor line's time
+	Time    string    `json:"time,omitempty"`    // the anchor line's time: when it was anchored, by the signer's clock; not signed
 	Signers []string  `json:"signers,omitempty"` // "name+keyhash" of the verified signatures
 }
 

@@ -116,7 +116,7 @@ func (in Inclusion) Text() string {
 	fmt.Fprintf(&b, "leaf hash:   %v\n", in.LeafHash)
 	fmt.Fprintf(&b, "checkpoint:  origin %s size %d root %v", in.Checkpoint.Origin, in.Checkpoint.Size, in.Checkpoint.Root)
 	if in.Checkpoint.Time != "" {
-		fmt.Fprintf(&b, " time %s", in.Checkpoint.Time)
+		fmt.Fprintf(&b, " anchored %s (unsigned)", in.Checkpoint.Time)
 	}
 	b.WriteByte('\n')
 	if len(in.Checkpoint.Signers) > 0 {

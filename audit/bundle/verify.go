@@ -772,13 +772,15 @@ func (t Transcript) Text() string {
 			return
 		}
 		s := fmt.Sprintf("%s size %d root %v", name, c.Size, c.Root)
-		if c.Time != "" {
-			s += fmt.Sprintf(" time %s", c.Time)
-		}
 		if len(c.Signers) > 0 {
 			s += fmt.Sprintf(" signed by %s", strings.Join(c.Signers, ", "))
 		} else {
 			s += " (no verified signature)"
+		}
+		// The anchor line's time is outside the signed note: say so,
+		// after the signers, so that it does not read as signed.
+		if c.Time != "" {
+			s += fmt.Sprintf(", anchored %s (unsigned)", c.Time)
 		}
 		line("%s", s)
 	}

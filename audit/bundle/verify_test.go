@@ -147,6 +147,26 @@ func TestVerifyTamper(t *testing.T) {
 			ls[1] = bytes.Replace(ls[1], []byte(`"size":45`), []byte(`"size":46`), 1)
 			os.WriteFile(p, append(bytes.Join(ls, []byte("\n")), '\n'), 0o600)
 		}, nil, []string{"0/checkpoint", "0/manifest"}},
+		{"checkpoint time not a time", func(t *testing.T, dir string) {
+			// The time is not signed: a bundle could say anything there,
+			// and the transcript printed it as the checkpoint's time.
+			p := filepath.Join(dir, FileCheckpoints)
+			ls := bytes.Split(bytes.TrimSpace(mustRead(t, p)), []byte("\n"))
+			var a map[string]any
+			json.Unmarshal(ls[1], &a)
+			a["time"] = "signed on 1999-01-01 by the CEO"
+			ls[1], _ = json.Marshal(a)
+			os.WriteFile(p, append(bytes.Join(ls, []byte("\n")), '\n'), 0o600)
+		}, nil, []string{"0/checkpoint", "0/manifest"}},
+		{"checkpoint time removed", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, FileCheckpoints)
+			ls := bytes.Split(bytes.TrimSpace(mustRead(t, p)), []byte("\n"))
+			var a map[string]any
+			json.Unmarshal(ls[1], &a)
+			delete(a, "time")
+			ls[1], _ = json.Marshal(a)
+			os.WriteFile(p, append(bytes.Join(ls, []byte("\n")), '\n'), 0o600)
+		}, nil, []string{"0/checkpoint", "0/manifest"}},
 		{"checkpoint removed", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, FileCheckpoints)
 			ls := bytes.Split(bytes.TrimSpace(mustRead(t, p)), []byte("\n"))
@@ -257,7 +277,7 @@ func TestTranscriptText(t *testing.T) {
 	tr := Transcript{
 		Tool: ToolName, Version: "v0", Dir: "b", Format: BundleFormat, Origin: testOrigin, From: 11, To: 40, Records: 30,
 		Keys:  []string{"k+1+AQ"},
-		Upper: &CheckpointInfo{Origin: testOrigin, Size: 45, Root: root, Signers: []string{testOrigin + "+01020304"}},
+		Upper: &CheckpointInfo{Origin: testOrigin, Size: 45, Root: root, Time: "2026-11-21T10:00:00.123Z", Signers: []string{testOrigin + "+01020304"}},
 		Checks: []CheckResult{
 			{Name: CheckChain, Ran: true, Detail: "d"},
 			{Name: CheckCompleteness, Ran: true, Problems: 1, Detail: "d"},
@@ -270,7 +290,7 @@ func TestTranscriptText(t *testing.T) {
 		},
 	}
 	txt := tr.Text()
-	for _, want := range []string{"origin:    " + testOrigin, "seq 11..40, 30 record line(s)", "lower:     empty tree", "upper:     size 45 root " + root.String(),
+	for _, want := range []string{"origin:    " + testOrigin, "seq 11..40, 30 record line(s)", "lower:     empty tree", "upper:     size 45 root " + root.String() + " signed by " + testOrigin + "+01020304, anchored 2026-11-21T10:00:00.123Z (unsigned)",
 		"chain        PASS", "completeness FAIL (1)", "consistency  SKIP", "seq 21: chain: x (expected aa, got bb)",
 		"derived      FAIL (1)  audit.csv regenerated", "seq 22: derived: audit.csv line 13 (record seq 22) differs", "FAILED: 2 problem(s)", "k+1+AQ"} {
 		if !strings.Contains(txt, want) {

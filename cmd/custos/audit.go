@@ -130,7 +130,7 @@ Examples:
 				// The log cannot take the access record; verification of
 				// evidence must not depend on it (docs/audit-access.md).
 				fmt.Fprintf(cmd.ErrOrStderr(), "custos: warning: this verification is not recorded in the audit log: %v\n", err)
-				res, err = verifyUnrecorded(cmd, d, req)
+				res, err = verifyUnrecorded(cmd, d, req, err)
 			}
 			if err != nil {
 				return err
@@ -344,11 +344,12 @@ func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool) error
 	return nil
 }
 
-// verifyUnrecorded verifies a log that cannot take an access record (its
-// head is damaged, so it cannot be opened for writing): read-only, under a
-// shared lock, and without the anchor check, which needs an intact tree
-// head.
-func verifyUnrecorded(cmd *cobra.Command, d dataDir, req access.VerifyRequest) (access.VerifyResult, error) {
+// verifyUnrecorded verifies a log that cannot take an access record (it
+// cannot be opened for writing: cause, e.g. a damaged head or a missing
+// segment): read-only, under a shared lock, and without the anchor and
+// seal note checks, which need a log that opens; the anchor line of the
+// result says so and why.
+func verifyUnrecorded(cmd *cobra.Command, d dataDir, req access.VerifyRequest, cause error) (access.VerifyResult, error) {
 	res := access.VerifyResult{Problems: []audit.Problem{}}
 	sum, err := audit.VerifyFile(cmd.Context(), d.audit(), func(p audit.Problem) { res.Problems = append(res.Problems, p) })
 	if err != nil {
@@ -356,7 +357,7 @@ func verifyUnrecorded(cmd *cobra.Command, d dataDir, req access.VerifyRequest) (
 	}
 	res.Summary, res.OK = sum, len(res.Problems) == 0
 	if len(req.VerifierKeys) > 0 {
-		res.Anchor = &access.AnchorResult{Error: "not checked: the log's head is damaged"}
+		res.Anchor = &access.AnchorResult{Error: fmt.Sprintf("not checked, nor the seal notes: the log cannot be opened for writing (%v)", cause)}
 		res.OK = false
 	}
 	return res, nil
