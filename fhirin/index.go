@@ -23,6 +23,9 @@ type index struct {
 	// ctxTargets are the resources ("Type/id") other than Patients that a
 	// Binary's securityContext names, with the ids of those Binaries.
 	ctxTargets map[string][]string
+	// ctxBinaries are the Binaries whose securityContext names a Binary:
+	// {the Binary, the Binary it names} (ctxBinaryChains).
+	ctxBinaries [][2]string
 }
 
 // nodeKey names a Binary in a compartment: a resource of patient's
@@ -123,6 +126,7 @@ func (x *index) join(patient string, ids []string, labels []string) {
 // of every resource linking or mentioning it, and such a resource those
 // of the Binary", within the import. stored's error is returned as it is.
 func (x *index) settle(stored func(id, patient string) ([]string, bool, error)) error {
+	x.ctxBinaryJoin()
 	for id, b := range x.binaries {
 		if b.present || b.stored {
 			r := x.node(b.patient, id).root()
@@ -243,6 +247,9 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 					x.ctxTargets = map[string][]string{}
 				}
 				x.ctxTargets[t] = append(x.ctxTargets[t], r.id)
+				if id, ok := strings.CutPrefix(t, "Binary/"); ok {
+					x.ctxBinaries = append(x.ctxBinaries, [2]string{r.id, id})
+				}
 			}
 		}
 	default:
@@ -305,6 +312,49 @@ func (x *index) ctxTarget(r *resource, patient string, labels []string) {
 	}
 }
 
+// ctxBinaryCompartments gives, before check, a Binary whose
+// securityContext names a Binary the compartment of that Binary, as
+// ctxTarget gives one of another resource's: its securityContext
+// Patient's (or that of its own securityContext's resource), or else that
+// of the resources linking it; through chains of any length (until
+// nothing changes). ctxTarget gave only the named Binary's own
+// meta.security and the compartment a Binary has from its own
+// securityContext (none when that names a resource other than a Patient),
+// so a Binary naming a Binary that an HIV-labelled DocumentReference's
+// Binary named was imported without hiv (h-review21). The labels come
+// with the component (ctxBinaryJoin).
+func (x *index) ctxBinaryCompartments() {
+	for changed := true; changed; {
+		changed = false
+		for _, e := range x.ctxBinaries {
+			a, b := x.binaries[e[0]], x.binaries[e[1]]
+			if a == nil || b == nil || a.hasCtx {
+				continue
+			}
+			switch {
+			case b.hasCtx:
+				a.ctxPatient, a.hasCtx, changed = b.ctxPatient, true, true
+			case b.linked:
+				a.ctxPatient, a.hasCtx, changed = b.patient, true, true
+			}
+		}
+	}
+}
+
+// ctxBinaryJoin, after check (every Binary's compartment known), joins a
+// Binary whose securityContext names a Binary to the named Binary's node
+// in its compartment, as a resource naming the Binary joins it: the
+// component then has every label of the named Binary's (settle; a named
+// Binary of another compartment gives its component's labels, and one not
+// in the import those of its live version there, as for any node).
+func (x *index) ctxBinaryJoin() {
+	for _, e := range x.ctxBinaries {
+		if a := x.binaries[e[0]]; a != nil {
+			x.join(a.patient, []string{e[0], e[1]}, nil)
+		}
+	}
+}
+
 // check ends the first pass: every linked Binary is present (or, with
 // stored, live in the catalog in the linking compartment), and every
 // Binary has exactly one patient (or is linked from tenant-level data). A
@@ -315,6 +365,7 @@ func (x *index) ctxTarget(r *resource, patient string, labels []string) {
 // the input is not complete (Options.Complete). It returns every problem,
 // in Binary id order, or stored's or place's error.
 func (x *index) check(stored func(id, patient string) ([]string, bool, error), place func(id string) (string, []string, bool, error), complete bool) ([]error, error) {
+	x.ctxBinaryCompartments()
 	ids := make([]string, 0, len(x.binaries))
 	for id := range x.binaries {
 		ids = append(ids, id)

@@ -108,3 +108,44 @@ func TestReadBinarySecurityContextResource(t *testing.T) {
 		}
 	})
 }
+
+// A Binary whose securityContext names another Binary (R4 allows any
+// resource) has that Binary's labels and compartment, whatever gave them
+// (its own securityContext's resource, a resource linking it): b0 names
+// b1, whose securityContext is the HIV-labelled d1, and an unlabelled
+// DiagnosticReport links b0. ctxTarget gave b0 only b1's meta.security
+// (none), and b0 was imported without hiv. Found reviewing probe-import3
+// (h-review21).
+func TestReadBinarySecurityContextBinary(t *testing.T) {
+	const (
+		hiv = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}`
+		pat = `{"resourceType":"Patient","id":"p"}`
+		d1  = `{"resourceType":"DocumentReference","id":"d1","meta":{"security":[` + hiv + `]},"status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"https://elsewhere.example/doc/1"}}]}`
+		b1  = `{"resourceType":"Binary","id":"b1","securityContext":{"reference":"DocumentReference/d1"},"contentType":"text/plain","data":"SElWIHBvc2l0aXZl"}`
+		b0  = `{"resourceType":"Binary","id":"b0","securityContext":{"reference":"Binary/b1"},"contentType":"text/plain","data":"SElWIHBvc2l0aXZl"}`
+		r0  = `{"resourceType":"DiagnosticReport","id":"r0","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p"},"presentedForm":[{"contentType":"text/plain","url":"Binary/b0"}]}`
+		// b3 names b4, which an HIV-labelled DocumentReference links;
+		// nothing links b3: it is placed where b4 is.
+		d4 = `{"resourceType":"DocumentReference","id":"d4","meta":{"security":[` + hiv + `]},"status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/b4"}}]}`
+		b4 = `{"resourceType":"Binary","id":"b4","contentType":"text/plain","data":"SElWIHBvc2l0aXZl"}`
+		b3 = `{"resourceType":"Binary","id":"b3","securityContext":{"reference":"Binary/b4"},"contentType":"text/plain","data":"SElWIHBvc2l0aXZl"}`
+	)
+	for name, lines := range map[string][]string{
+		"in order":  {pat, d1, b1, b0, r0, d4, b4, b3},
+		"reversed":  {pat, b3, b4, d4, r0, b0, b1, d1},
+		"interlace": {pat, b0, r0, b3, b1, d1, b4, d4},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "Mixed.ndjson")
+			if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			items := mustReadAll(t, p)
+			for _, id := range []string{"b0", "b1", "b3", "b4"} {
+				if it := find(t, items, "Binary", id); !slices.Contains(it.Sensitivity, "hiv") || it.Patient != "p" {
+					t.Errorf("Binary %s: patient %q labels %v, want p with hiv", id, it.Patient, it.Sensitivity)
+				}
+			}
+		})
+	}
+}
