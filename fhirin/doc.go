@@ -105,7 +105,8 @@
 //     (patient, Binary id) pairs named with their label components, and of
 //     opted-out and VIP patient ids is kept (Read makes two passes, and
 //     a third between them only when a Binary's securityContext names a
-//     resource other than a Patient).
+//     resource other than a Patient, reading of a file of one type only
+//     one of those resources' types).
 //
 // # Caveats
 //
