@@ -317,7 +317,7 @@ func (x *index) ctxTarget(r *resource, patient string, labels []string) {
 // ctxTarget gives one of another resource's: its securityContext
 // Patient's (or that of its own securityContext's resource), or else that
 // of the resources linking it; through chains of any length (until
-// nothing changes). ctxTarget gave only the named Binary's own
+// nothing changes); never tenant-level. ctxTarget gave only the named Binary's own
 // meta.security and the compartment a Binary has from its own
 // securityContext (none when that names a resource other than a Patient),
 // so a Binary naming a Binary that an HIV-labelled DocumentReference's
@@ -334,7 +334,10 @@ func (x *index) ctxBinaryCompartments() {
 			switch {
 			case b.hasCtx:
 				a.ctxPatient, a.hasCtx, changed = b.ctxPatient, true, true
-			case b.linked:
+			case b.linked && b.patient != "":
+				// Not tenant-level by a securityContext: a Binary is
+				// made tenant-level only by a tenant-level resource
+				// linking it, as ctxTarget gives no compartment "".
 				a.ctxPatient, a.hasCtx, changed = b.patient, true, true
 			}
 		}

@@ -131,6 +131,22 @@ func TestReadBinarySecurityContextBinary(t *testing.T) {
 		b4 = `{"resourceType":"Binary","id":"b4","contentType":"text/plain","data":"SElWIHBvc2l0aXZl"}`
 		b3 = `{"resourceType":"Binary","id":"b3","securityContext":{"reference":"Binary/b4"},"contentType":"text/plain","data":"SElWIHBvc2l0aXZl"}`
 	)
+	t.Run("tenant-level", func(t *testing.T) {
+		// b5 names b6, which a DocumentReference of no patient
+		// (tenant-level) links: b5, linked by nothing, is not made
+		// tenant-level by it.
+		q := `{"resourceType":"DocumentReference","id":"q","status":"current","content":[{"attachment":{"contentType":"text/plain","url":"Binary/b6"}}]}`
+		b6 := `{"resourceType":"Binary","id":"b6","contentType":"text/plain","data":"bm90ZQ=="}`
+		b5 := `{"resourceType":"Binary","id":"b5","securityContext":{"reference":"Binary/b6"},"contentType":"text/plain","data":"SElWIHBvc2l0aXZl"}`
+		p := filepath.Join(t.TempDir(), "Mixed.ndjson")
+		if err := os.WriteFile(p, []byte(strings.Join([]string{q, b6, b5}, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		items, err := readAll(t, p)
+		if !errors.Is(err, ErrCompartment) {
+			t.Fatalf("err = %v (%d items), want b5 refused (ErrCompartment)", err, len(items))
+		}
+	})
 	for name, lines := range map[string][]string{
 		"in order":  {pat, d1, b1, b0, r0, d4, b4, b3},
 		"reversed":  {pat, b3, b4, d4, r0, b0, b1, d1},
