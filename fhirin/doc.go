@@ -52,7 +52,9 @@
 //     securityContext Patient, or the compartment of the resource of the
 //     import its securityContext names, whose labels it then has: R4's
 //     proxy of its sensitivity; a Binary it names gives its compartment
-//     and joins its label component); one linked by nobody and naming no Patient
+//     and joins its label component; a resource the import does not hold
+//     gives those Options.PlaceContext reports for its live version); one
+//     linked by nobody and naming no Patient
 //     is placed where Options.PlaceBinary reports it live in the
 //     importer's catalog (an earlier import's carrier placed it), keeping
 //     the labels reported, and is otherwise an error, never tenant-level.

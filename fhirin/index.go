@@ -23,6 +23,8 @@ type index struct {
 	// ctxTargets are the resources ("Type/id") other than Patients that a
 	// Binary's securityContext names, with the ids of those Binaries.
 	ctxTargets map[string][]string
+	// ctxFound are the ctxTargets the import holds (ctxTarget).
+	ctxFound map[string]bool
 	// ctxBinaries are the Binaries whose securityContext names a Binary:
 	// {the Binary, the Binary it names} (ctxBinaryChains).
 	ctxBinaries [][2]string
@@ -302,14 +304,60 @@ func (r *resource) securityContextTarget(sc map[string]any) (string, bool) {
 // reference was ignored, and a Binary whose securityContext named an
 // HIV-labelled DocumentReference was imported without hiv.
 func (x *index) ctxTarget(r *resource, patient string, labels []string) {
-	for _, id := range x.ctxTargets[r.typ+"/"+r.id] {
+	key := r.typ + "/" + r.id
+	if _, ok := x.ctxTargets[key]; !ok {
+		return
+	}
+	if x.ctxFound == nil {
+		x.ctxFound = map[string]bool{}
+	}
+	x.ctxFound[key] = true
+	x.ctxGive(key, r.mentionedBinaries(), patient, labels)
+}
+
+// ctxGive gives the Binaries whose securityContext names key the
+// compartment (patient) and labels of that resource, which names the
+// Binaries mentioned.
+func (x *index) ctxGive(key string, mentioned []string, patient string, labels []string) {
+	for _, id := range x.ctxTargets[key] {
 		b := x.binary(id)
 		b.own = union(b.own, labels)
 		if patient != "" && !b.hasCtx {
 			b.ctxPatient, b.hasCtx = patient, true
 		}
-		x.join(patient, append(r.mentionedBinaries(), id), labels)
+		x.join(patient, append(slices.Clone(mentioned), id), labels)
 	}
+}
+
+// ctxStored asks place (Options.PlaceContext) about each resource a
+// Binary's securityContext names that the import does not hold, in order:
+// one live in the catalog gives its compartment and labels as one of the
+// import does (ctxGive). Before, such a reference counted for nothing, and
+// a new Binary naming an HIV-labelled DocumentReference of an earlier
+// import was imported without hiv (h-review21). place's error is returned
+// as it is.
+func (x *index) ctxStored(place func(typ, id string) (string, []string, bool, error)) error {
+	if place == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(x.ctxTargets))
+	for k := range x.ctxTargets {
+		if !x.ctxFound[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		typ, id, _ := strings.Cut(k, "/")
+		patient, labels, live, err := place(typ, id)
+		if err != nil {
+			return err
+		}
+		if live {
+			x.ctxGive(k, nil, patient, normalize(labels))
+		}
+	}
+	return nil
 }
 
 // ctxBinaryCompartments gives, before check, a Binary whose

@@ -134,6 +134,9 @@ func (rd *reader) passes(srcs []source) error {
 			}
 		}
 		rd.ctxPass = false
+		if err := rd.idx.ctxStored(rd.opts.PlaceContext); err != nil {
+			return err
+		}
 	}
 	errs, err := rd.idx.check(rd.opts.StoredBinary, rd.opts.PlaceBinary, rd.opts.Complete)
 	if err != nil {
