@@ -1842,6 +1842,9 @@ var valueMeanings = map[string]struct{ meaning, values []string }{
 	"DeviceRequest.parameter":             {[]string{"code"}, []string{"value"}},
 	"SupplyRequest.parameter":             {[]string{"code"}, []string{"value"}},
 	"Group.characteristic":                {[]string{"code"}, []string{"value"}},
+	// A goal's target detail is a value of its measure (77441123 under a
+	// local measure was released until h-review21).
+	"Goal.target": {[]string{"measure"}, []string{"detail"}},
 }
 
 // meaningWithheld reports whether object m of key has values whose meaning
