@@ -59,7 +59,7 @@ func ImportFHIR(ctx context.Context, catalogPath, path string, o FHIRImport) (st
 	eopts := store.EntryOptions{Namer: namer, Source: o.Source, Full: o.Full, Progress: o.Progress}
 	return store.ImportEntriesStagedFrom(ctx, catalogPath, func(st *store.Store) iter.Seq2[store.Entry, error] {
 		opts := fhirin.Options{Link: namer.Link, Logger: o.Logger, StoredBinary: storedBinary(st, namer),
-			PlaceBinary: placeBinary(st, namer), Complete: o.Full}
+			PlaceBinary: placeBinary(st, namer), PlaceContext: placeResource(st, namer), Complete: o.Full}
 		return fhirEntries(ctx, path, opts)
 	}, eopts, store.Options{DataKeys: o.DataKeys, Timeout: o.Timeout, Logger: o.Logger})
 }
@@ -101,10 +101,19 @@ func storedBinary(st *store.Store, namer *store.Namer) func(id, patient string) 
 // its labels' patient names is an error (fail closed: the catalog
 // contradicts itself).
 func placeBinary(st *store.Store, namer *store.Namer) func(id string) (string, []string, bool, error) {
-	return func(id string) (string, []string, bool, error) {
-		u, err := namer.URI("Binary", id, "")
+	place := placeResource(st, namer)
+	return func(id string) (string, []string, bool, error) { return place("Binary", id) }
+}
+
+// placeResource is fhirin.Options.PlaceContext over st, as placeBinary
+// (which it is for a Binary) for a resource of any type: whether typ/id of
+// namer's tenant is live in the catalog copy, and if so its source patient
+// id and own sensitivity labels.
+func placeResource(st *store.Store, namer *store.Namer) func(typ, id string) (string, []string, bool, error) {
+	return func(typ, id string) (string, []string, bool, error) {
+		u, err := namer.URI(typ, id, "")
 		if err != nil {
-			return "", nil, false, errors.New("app: a Binary of the import cannot be named")
+			return "", nil, false, fmt.Errorf("app: a %s of the import cannot be named", typ)
 		}
 		r, err := st.GetByID(u.ID)
 		switch {
@@ -113,8 +122,8 @@ func placeBinary(st *store.Store, namer *store.Namer) func(id string) (string, [
 		case err != nil:
 			return "", nil, false, err
 		}
-		if r.URI != namer.Link("Binary", id, r.Labels.Patient) {
-			return "", nil, false, fmt.Errorf("%w: a live Binary's URI is not that of its labels' patient", store.ErrCorrupt)
+		if r.URI != namer.Link(typ, id, r.Labels.Patient) {
+			return "", nil, false, fmt.Errorf("%w: a live %s's URI is not that of its labels' patient", store.ErrCorrupt, typ)
 		}
 		return r.Labels.Patient, r.OwnSensitivity(), true, nil
 	}

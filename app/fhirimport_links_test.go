@@ -458,3 +458,33 @@ func TestSyncImporterLiveBinaries(t *testing.T) {
 		t.Fatalf("after it was retired: %v, %v", live, err)
 	}
 }
+
+// A Binary whose securityContext names a resource an earlier import
+// stored (R4: the proxy of the Binary's sensitivity) has that resource's
+// labels and compartment, as when the import holds it: an incremental
+// import of a new Binary naming the HIV-labelled DocumentReference d1 of
+// the first import, linked by an unlabelled DiagnosticReport, stored the
+// Binary without hiv (the reference counted for nothing unless the
+// resource was in the same import). Found reviewing probe-import3
+// (h-review21).
+func TestImportBinaryContextResourceStored(t *testing.T) {
+	f := newLinkFixture(t)
+	d1 := `{"resourceType":"DocumentReference","id":"d1","meta":{"security":[` + lnkHIV + `]},"status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"https://elsewhere.example/doc/1"}}]}`
+	f.mustImp(true, map[string][]string{"Patient": {lnkPat}, "DocumentReference": {d1}})
+	b1 := `{"resourceType":"Binary","id":"b1","securityContext":{"reference":"DocumentReference/d1"},"contentType":"text/plain","data":"aGk="}`
+	r1 := `{"resourceType":"DiagnosticReport","id":"r1","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p"},"presentedForm":[{"contentType":"text/plain","url":"Binary/b1"}]}`
+	f.mustImp(false, map[string][]string{"Binary": {b1}, "DiagnosticReport": {r1}})
+	for _, typ := range []string{"Binary", "DiagnosticReport"} {
+		id := map[string]string{"Binary": "b1", "DiagnosticReport": "r1"}[typ]
+		r, _ := f.get(typ, id, "p")
+		if !slices.Contains(r.Labels.Sensitivity, "hiv") {
+			t.Errorf("%s %s: labels %v, want hiv (its securityContext's DocumentReference's)", typ, id, r.Labels.Sensitivity)
+		}
+	}
+	// Unlinked, it is placed in d1's compartment.
+	b2 := `{"resourceType":"Binary","id":"b2","securityContext":{"reference":"DocumentReference/d1"},"contentType":"text/plain","data":"aGk="}`
+	f.mustImp(false, map[string][]string{"Binary": {b2}})
+	if r, _ := f.get("Binary", "b2", "p"); !slices.Contains(r.Labels.Sensitivity, "hiv") {
+		t.Errorf("Binary b2: labels %v, want hiv", r.Labels.Sensitivity)
+	}
+}

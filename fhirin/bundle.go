@@ -371,13 +371,18 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		// a leading slash ("/Patient/1", relative to the root all the
 		// same) and a query ("?_format=json") do not change what it
 		// names; both let a PUT of another id through before. A
-		// conditional update ("Patient?identifier=...") names no id.
-		u := strings.TrimPrefix(e.Request.URL, "/")
-		if i := strings.IndexByte(u, '?'); i >= 0 {
-			u = u[:i]
-		}
-		if t, ok := parseLiteral(u); ok && (t.typ != e.typ || t.id != e.id) {
+		// conditional update ("Patient?identifier=...") names no id. Any
+		// other url (a trailing slash, a path before the type) was not
+		// checked and the entry imported under the resource's id
+		// (h-review21): it is refused, as it names nothing certain.
+		u, query, hasQuery := strings.Cut(strings.TrimPrefix(e.Request.URL, "/"), "?")
+		t, ok := parseLiteral(u)
+		conditional := hasQuery && query != "" && (u == e.typ || strings.Contains(u, "://") && strings.HasSuffix(u, "/"+e.typ))
+		switch {
+		case ok && (t.typ != e.typ || t.id != e.id):
 			return newError(w, path+".request.url", ErrValue, "a PUT names another resource (type or id) than the entry's resource")
+		case !ok && !conditional:
+			return newError(w, path+".request.url", ErrValue, "a PUT url must name Type/id of the entry's resource, or be a conditional update of its type (Type?search)")
 		}
 	}
 	if b.typ == "searchset" && e.typ == "OperationOutcome" && (e.Search == nil || e.Search.Mode == "" || e.Search.Mode == "outcome") {

@@ -51,7 +51,10 @@
 //   - A Binary's compartment is that of the resources linking it (or its
 //     securityContext Patient, or the compartment of the resource of the
 //     import its securityContext names, whose labels it then has: R4's
-//     proxy of its sensitivity); one linked by nobody and naming no Patient
+//     proxy of its sensitivity; a Binary it names gives its compartment
+//     and joins its label component; a resource the import does not hold
+//     gives those Options.PlaceContext reports for its live version); one
+//     linked by nobody and naming no Patient
 //     is placed where Options.PlaceBinary reports it live in the
 //     importer's catalog (an earlier import's carrier placed it), keeping
 //     the labels reported, and is otherwise an error, never tenant-level.
@@ -104,7 +107,8 @@
 //     (patient, Binary id) pairs named with their label components, and of
 //     opted-out and VIP patient ids is kept (Read makes two passes, and
 //     a third between them only when a Binary's securityContext names a
-//     resource other than a Patient).
+//     resource other than a Patient, reading of a file of one type only
+//     one of those resources' types).
 //
 // # Caveats
 //

@@ -180,6 +180,15 @@ func TestBadInput(t *testing.T) {
 			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].request.url"},
 		{name: "a PUT naming another id than its resource's, with a query", files: map[string]string{"b.json": bundle("transaction", `{"resource":`+pat+`,"request":{"method":"PUT","url":"Patient/SECRET-MRN-2?_format=json"}}`)},
 			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].request.url"},
+		// A url neither Type/id nor a conditional update (a trailing
+		// slash, a path before the type) was not checked, and the entry
+		// imported under the resource's id (h-review21).
+		{name: "a PUT url with a trailing slash", files: map[string]string{"b.json": bundle("transaction", `{"resource":`+pat+`,"request":{"method":"PUT","url":"Patient/SECRET-MRN-2/"}}`)},
+			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].request.url"},
+		{name: "a PUT url with a path before the type", files: map[string]string{"b.json": bundle("transaction", `{"resource":`+pat+`,"request":{"method":"PUT","url":"fhir/Patient/SECRET-MRN-2"}}`)},
+			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].request.url"},
+		{name: "a conditional PUT of another type", files: map[string]string{"b.json": bundle("transaction", `{"resource":`+pat+`,"request":{"method":"PUT","url":"Observation?identifier=SECRET"}}`)},
+			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].request.url"},
 		{name: "a searchset outcome entry holding a resource that is no OperationOutcome", files: map[string]string{"b.json": bundle("searchset", `{"resource":`+obs("")+`,"search":{"mode":"outcome"}}`)},
 			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].search.mode"},
 		{name: "a contained resource containing another patient's Observation (R4 dom-2)", files: map[string]string{"MedicationRequest.ndjson": `{"resourceType":"MedicationRequest","id":"r","status":"active","intent":"order","medicationCodeableConcept":{"text":"x"},"subject":{"reference":"Patient/SECRET-MRN-1"},"contained":[{"resourceType":"Observation","id":"c1","status":"final","code":{"text":"x"},"contained":[` + obs(`,"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}]}`) + `],"hasMember":[{"reference":"#SECRET-obs"}]}],"supportingInformation":[{"reference":"#c1"}]}`},

@@ -23,6 +23,11 @@ type index struct {
 	// ctxTargets are the resources ("Type/id") other than Patients that a
 	// Binary's securityContext names, with the ids of those Binaries.
 	ctxTargets map[string][]string
+	// ctxFound are the ctxTargets the import holds (ctxTarget).
+	ctxFound map[string]bool
+	// ctxBinaries are the Binaries whose securityContext names a Binary:
+	// {the Binary, the Binary it names} (ctxBinaryChains).
+	ctxBinaries [][2]string
 }
 
 // nodeKey names a Binary in a compartment: a resource of patient's
@@ -123,6 +128,7 @@ func (x *index) join(patient string, ids []string, labels []string) {
 // of every resource linking or mentioning it, and such a resource those
 // of the Binary", within the import. stored's error is returned as it is.
 func (x *index) settle(stored func(id, patient string) ([]string, bool, error)) error {
+	x.ctxBinaryJoin()
 	for id, b := range x.binaries {
 		if b.present || b.stored {
 			r := x.node(b.patient, id).root()
@@ -243,6 +249,9 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 					x.ctxTargets = map[string][]string{}
 				}
 				x.ctxTargets[t] = append(x.ctxTargets[t], r.id)
+				if id, ok := strings.CutPrefix(t, "Binary/"); ok {
+					x.ctxBinaries = append(x.ctxBinaries, [2]string{r.id, id})
+				}
 			}
 		}
 	default:
@@ -295,13 +304,105 @@ func (r *resource) securityContextTarget(sc map[string]any) (string, bool) {
 // reference was ignored, and a Binary whose securityContext named an
 // HIV-labelled DocumentReference was imported without hiv.
 func (x *index) ctxTarget(r *resource, patient string, labels []string) {
-	for _, id := range x.ctxTargets[r.typ+"/"+r.id] {
+	key := r.typ + "/" + r.id
+	if _, ok := x.ctxTargets[key]; !ok {
+		return
+	}
+	if x.ctxFound == nil {
+		x.ctxFound = map[string]bool{}
+	}
+	x.ctxFound[key] = true
+	x.ctxGive(key, r.mentionedBinaries(), patient, labels)
+}
+
+// ctxGive gives the Binaries whose securityContext names key the
+// compartment (patient) and labels of that resource, which names the
+// Binaries mentioned.
+func (x *index) ctxGive(key string, mentioned []string, patient string, labels []string) {
+	for _, id := range x.ctxTargets[key] {
 		b := x.binary(id)
 		b.own = union(b.own, labels)
 		if patient != "" && !b.hasCtx {
 			b.ctxPatient, b.hasCtx = patient, true
 		}
-		x.join(patient, append(r.mentionedBinaries(), id), labels)
+		x.join(patient, append(slices.Clone(mentioned), id), labels)
+	}
+}
+
+// ctxStored asks place (Options.PlaceContext) about each resource a
+// Binary's securityContext names that the import does not hold, in order:
+// one live in the catalog gives its compartment and labels as one of the
+// import does (ctxGive). Before, such a reference counted for nothing, and
+// a new Binary naming an HIV-labelled DocumentReference of an earlier
+// import was imported without hiv (h-review21). place's error is returned
+// as it is.
+func (x *index) ctxStored(place func(typ, id string) (string, []string, bool, error)) error {
+	if place == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(x.ctxTargets))
+	for k := range x.ctxTargets {
+		if !x.ctxFound[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		typ, id, _ := strings.Cut(k, "/")
+		patient, labels, live, err := place(typ, id)
+		if err != nil {
+			return err
+		}
+		if live {
+			x.ctxGive(k, nil, patient, normalize(labels))
+		}
+	}
+	return nil
+}
+
+// ctxBinaryCompartments gives, before check, a Binary whose
+// securityContext names a Binary the compartment of that Binary, as
+// ctxTarget gives one of another resource's: its securityContext
+// Patient's (or that of its own securityContext's resource), or else that
+// of the resources linking it; through chains of any length (until
+// nothing changes); never tenant-level. ctxTarget gave only the named Binary's own
+// meta.security and the compartment a Binary has from its own
+// securityContext (none when that names a resource other than a Patient),
+// so a Binary naming a Binary that an HIV-labelled DocumentReference's
+// Binary named was imported without hiv (h-review21). The labels come
+// with the component (ctxBinaryJoin).
+func (x *index) ctxBinaryCompartments() {
+	for changed := true; changed; {
+		changed = false
+		for _, e := range x.ctxBinaries {
+			a, b := x.binaries[e[0]], x.binaries[e[1]]
+			if a == nil || b == nil || a.hasCtx {
+				continue
+			}
+			switch {
+			case b.hasCtx:
+				a.ctxPatient, a.hasCtx, changed = b.ctxPatient, true, true
+			case b.linked && b.patient != "":
+				// Not tenant-level by a securityContext: a Binary is
+				// made tenant-level only by a tenant-level resource
+				// linking it, as ctxTarget gives no compartment "".
+				a.ctxPatient, a.hasCtx, changed = b.patient, true, true
+			}
+		}
+	}
+}
+
+// ctxBinaryJoin, after check (every Binary's compartment known), joins a
+// Binary whose securityContext names a Binary to the named Binary's node
+// in its compartment, as a resource naming the Binary joins it: the
+// component then has every label of the named Binary's (settle; a named
+// Binary of another compartment gives its component's labels, and one not
+// in the import those of its live version there, as for any node).
+func (x *index) ctxBinaryJoin() {
+	for _, e := range x.ctxBinaries {
+		if a := x.binaries[e[0]]; a != nil {
+			x.join(a.patient, []string{e[0], e[1]}, nil)
+		}
 	}
 }
 
@@ -315,6 +416,7 @@ func (x *index) ctxTarget(r *resource, patient string, labels []string) {
 // the input is not complete (Options.Complete). It returns every problem,
 // in Binary id order, or stored's or place's error.
 func (x *index) check(stored func(id, patient string) ([]string, bool, error), place func(id string) (string, []string, bool, error), complete bool) ([]error, error) {
+	x.ctxBinaryCompartments()
 	ids := make([]string, 0, len(x.binaries))
 	for id := range x.binaries {
 		ids = append(ids, id)

@@ -152,6 +152,19 @@ type Options struct {
 	// stops Read and is returned as it is. nil: such a Binary cannot be
 	// placed.
 	PlaceBinary func(id string) (patient string, labels []string, live bool, err error)
+	// PlaceContext, if not nil, reports whether the resource typ/id (not
+	// a Patient) is live in the importer's catalog of the tenant being
+	// imported, and if so the source id of its patient ("" for
+	// tenant-level) and its own sensitivity labels there. It is asked
+	// once, after the first pass, about each resource that a Binary's
+	// securityContext names and the import does not hold: if live, it
+	// gives the Binary its compartment and labels as such a resource of
+	// the import does (R4: "a proxy of the security sensitivity" of the
+	// Binary). The answer must be the same whatever the resource's
+	// existence elsewhere (another tenant, retired: not live). An error
+	// stops Read and is returned as it is. nil: such a reference counts
+	// for nothing.
+	PlaceContext func(typ, id string) (patient string, labels []string, live bool, err error)
 	// Complete says the input holds every resource that links any of its
 	// Binaries (a full import: what it does not hold is retired). A Binary
 	// it holds and links then takes its labels from the import alone, so a

@@ -1085,12 +1085,13 @@ func TestReadPutURLForms(t *testing.T) {
 	}
 	b := `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join([]string{
 		entry("p1", "Patient/p1"), entry("p2", "/Patient/p2"), entry("p3", "Patient/p3?_format=json"), entry("p4", "Patient?identifier=urn:mrn|4"),
+		entry("p5", "https://ehr.example/fhir/Patient/p5"), entry("p6", "https://ehr.example/fhir/Patient?identifier=urn:mrn|6"),
 	}, ",") + `]}`
 	if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	items := mustReadAll(t, p)
-	if len(items) != 4 {
-		t.Fatalf("%d items, want 4", len(items))
+	if len(items) != 6 {
+		t.Fatalf("%d items, want 6", len(items))
 	}
 }

@@ -177,6 +177,7 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	}
 
 	if rd.ctxPass {
+		rd.ctxDecoded++
 		rd.idx.ctxTarget(r, patient, labels)
 		return nil
 	}

@@ -1818,7 +1818,8 @@ func opaqueValue(key string, e fhirElement) bool {
 }
 
 // valueMeanings are the elements whose value says what it is only through
-// a code beside it (by key): the elements that give that code (meaning),
+// a code beside it (by key): the elements that give that code (meaning, the
+// first present deciding: meaningWithheld),
 // and the values they give it to (a choice by its name without [x], or an
 // element by its name). An Observation's valueInteger is a measurement of
 // what its code names; when the walk keeps no coding of that code (a local
@@ -1834,25 +1835,37 @@ func opaqueValue(key string, e fhirElement) bool {
 var valueMeanings = map[string]struct{ meaning, values []string }{
 	"Observation":                         {[]string{"code"}, []string{"value"}},
 	"Observation.component":               {[]string{"code"}, []string{"value"}},
-	"Claim.supportingInfo":                {[]string{"category", "code"}, []string{"value"}},
-	"ExplanationOfBenefit.supportingInfo": {[]string{"category", "code"}, []string{"value"}},
+	"Claim.supportingInfo":                {[]string{"code", "category"}, []string{"value"}},
+	"ExplanationOfBenefit.supportingInfo": {[]string{"code", "category"}, []string{"value"}},
 	"Device.property":                     {[]string{"type"}, []string{"valueQuantity", "valueCode"}},
 	"DeviceDefinition.property":           {[]string{"type"}, []string{"valueQuantity", "valueCode"}},
 	"DeviceRequest.parameter":             {[]string{"code"}, []string{"value"}},
 	"SupplyRequest.parameter":             {[]string{"code"}, []string{"value"}},
 	"Group.characteristic":                {[]string{"code"}, []string{"value"}},
+	// A goal's target detail is a value of its measure (77441123 under a
+	// local measure was released until h-review21).
+	"Goal.target": {[]string{"measure"}, []string{"detail"}},
 }
 
 // meaningWithheld reports whether object m of key has values whose meaning
-// the walk withholds (valueMeanings): none of the codings of the elements
-// that say what they are is one the walk keeps (coding).
+// the walk withholds (valueMeanings): the first of the elements that say
+// what they are that m has (none: withheld) has no coding the walk keeps
+// (coding). The first decides: a supportingInfo's code, when it has one,
+// says what its value is, and its category ("info") only what kind of
+// information it is; until h-review21 a kept category let a number under
+// a withheld code through (77441123 under a local code "member-no" and
+// category info was released).
 func (d *deid) meaningWithheld(key string, m map[string]any) bool {
 	vm, ok := valueMeanings[key]
 	if !ok {
 		return false
 	}
 	for _, n := range vm.meaning {
-		cc, _ := m[n].(map[string]any)
+		v, present := m[n]
+		if !present {
+			continue
+		}
+		cc, _ := v.(map[string]any)
 		for _, c := range asArray(cc["coding"]) {
 			if cm, ok := c.(map[string]any); ok {
 				if _, kept := d.coding(cm); kept {
@@ -1860,6 +1873,7 @@ func (d *deid) meaningWithheld(key string, m map[string]any) bool {
 				}
 			}
 		}
+		return true
 	}
 	return true
 }
