@@ -672,9 +672,9 @@ func gridDropsByRule(gc gridCase) string {
 				return "a number as an answer or an open value[x] may be a year of birth"
 			}
 		}
-		for _, coded := range []string{"Observation.value", "Observation.component.value"} {
+		for _, coded := range []string{"Observation.value", "Observation.component.value", "Goal.target.detail"} {
 			if strings.HasPrefix(path, coded) {
-				// The grid plants the value alone: no code says what it is.
+				// The grid plants the value alone: no code (or measure) says what it is.
 				return "a number whose code is withheld says nothing of what it is (valueMeanings)"
 			}
 		}
