@@ -381,6 +381,45 @@ var ucumSyntax = func() *regexp.Regexp {
 	return regexp.MustCompile(`^[(/]*(?:` + comp + `)(?:\)*(?:` + ann + `)?[./]+\(*(?:` + comp + `))*\)*(?:` + ann + `)?$`)
 }()
 
+// systemAliases are other names of terminologySystems' vocabularies that
+// outside data uses: their HL7 OIDs (urn:oid:..., and bare, as converters
+// from C-CDA and HL7 v2 write them) and https for http. A coding under an
+// alias is judged, and released, as one under the canonical URI (R4
+// terminologies-systems; NamingSystem registry): until 2026-12-06 such
+// codings were dropped as local ones, and with them the values an
+// Observation coded in LOINC by its OID carried.
+var systemAliases = func() map[string]string {
+	m := map[string]string{}
+	for oid, uri := range map[string]string{
+		"2.16.840.1.113883.6.1":    "http://loinc.org",
+		"2.16.840.1.113883.6.96":   "http://snomed.info/sct",
+		"2.16.840.1.113883.6.88":   "http://www.nlm.nih.gov/research/umls/rxnorm",
+		"2.16.840.1.113883.6.8":    "http://unitsofmeasure.org",
+		"2.16.840.1.113883.6.3":    "http://hl7.org/fhir/sid/icd-10",
+		"2.16.840.1.113883.6.90":   "http://hl7.org/fhir/sid/icd-10-cm",
+		"2.16.840.1.113883.6.103":  "http://hl7.org/fhir/sid/icd-9-cm",
+		"2.16.840.1.113883.12.292": "http://hl7.org/fhir/sid/cvx",
+		"2.16.840.1.113883.6.69":   "http://hl7.org/fhir/sid/ndc",
+		"2.16.840.1.113883.6.12":   "http://www.ama-assn.org/go/cpt",
+		"2.16.840.1.113883.6.101":  "http://nucc.org/provider-taxonomy",
+	} {
+		m["urn:oid:"+oid], m[oid] = uri, uri
+	}
+	for _, uri := range []string{"http://loinc.org", "http://snomed.info/sct", "http://unitsofmeasure.org"} {
+		m["https"+strings.TrimPrefix(uri, "http")] = uri
+	}
+	return m
+}()
+
+// canonicalSystem is the canonical URI of a terminology named by an alias
+// (systemAliases), or sys as it is.
+func canonicalSystem(sys string) string {
+	if c, ok := systemAliases[sys]; ok {
+		return c
+	}
+	return sys
+}
+
 // terminologyPrefix: HL7's own code systems (v2 tables, v3 code systems,
 // FHIR terminology), e.g. http://terminology.hl7.org/CodeSystem/v3-ActCode.
 const terminologyPrefix = "http://terminology.hl7.org/CodeSystem/"
@@ -1323,6 +1362,7 @@ func (d *deid) reference(m map[string]any) map[string]any {
 // userSelected.
 func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 	sys, _ := m["system"].(string)
+	sys = canonicalSystem(sys)
 	if !terminologySystem(sys) {
 		return nil, false
 	}
@@ -1380,6 +1420,7 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 		delete(out, "code")
 	}
 	sys, _ := m["system"].(string)
+	sys = canonicalSystem(sys)
 	if c, _ := out["code"].(string); c != "" {
 		if re, ok := codeSyntax[sys]; ok && !re.MatchString(c) {
 			delete(out, "code") // not a code of its system (UCUM, ISO 4217)
@@ -1984,6 +2025,7 @@ func observationValue(key string, m map[string]any) string {
 	for _, c := range asArray(code["coding"]) {
 		cm, _ := c.(map[string]any)
 		sys, _ := cm["system"].(string)
+		sys = canonicalSystem(sys)
 		c, _ := cm["code"].(string)
 		switch {
 		case sys == "http://loinc.org" && ageObservations[c], sys == "http://snomed.info/sct" && ageConcepts[c]:
