@@ -487,4 +487,16 @@ func TestImportBinaryContextResourceStored(t *testing.T) {
 	if r, _ := f.get("Binary", "b2", "p"); !slices.Contains(r.Labels.Sensitivity, "hiv") {
 		t.Errorf("Binary b2: labels %v, want hiv", r.Labels.Sensitivity)
 	}
+	// A full import retires what it lacks, d1 among them: the catalog is
+	// not asked, and a Binary naming d1 alone cannot be placed, as in an
+	// empty catalog (found by probe-sync3: a full sync and an import of the
+	// same data disagreed). Nothing changes.
+	before := f.catalogBytes()
+	b3 := `{"resourceType":"Binary","id":"b3","securityContext":{"reference":"DocumentReference/d1"},"contentType":"text/plain","data":"aGk="}`
+	if _, err := f.imp(true, map[string][]string{"Patient": {lnkPat}, "Binary": {b3}}); !errors.Is(err, fhirin.ErrCompartment) {
+		t.Errorf("a full import of a Binary naming a resource it retires: err = %v, want fhirin.ErrCompartment", err)
+	}
+	if !bytes.Equal(before, f.catalogBytes()) {
+		t.Error("the refused full import changed the catalog")
+	}
 }

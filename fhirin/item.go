@@ -160,7 +160,9 @@ type Options struct {
 	// securityContext names and the import does not hold: if live, it
 	// gives the Binary its compartment and labels as such a resource of
 	// the import does (R4: "a proxy of the security sensitivity" of the
-	// Binary). The answer must be the same whatever the resource's
+	// Binary). It is not asked when Complete: a full import retires what
+	// it lacks, and so gives the Binary what an import into an empty
+	// catalog gives. The answer must be the same whatever the resource's
 	// existence elsewhere (another tenant, retired: not live). An error
 	// stops Read and is returned as it is. nil: such a reference counts
 	// for nothing.

@@ -134,8 +134,10 @@ func (rd *reader) passes(srcs []source) error {
 			}
 		}
 		rd.ctxPass = false
-		if err := rd.idx.ctxStored(rd.opts.PlaceContext); err != nil {
-			return err
+		if !rd.opts.Complete { // a full import retires what it lacks
+			if err := rd.idx.ctxStored(rd.opts.PlaceContext); err != nil {
+				return err
+			}
 		}
 	}
 	errs, err := rd.idx.check(rd.opts.StoredBinary, rd.opts.PlaceBinary, rd.opts.Complete)
