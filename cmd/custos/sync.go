@@ -59,9 +59,13 @@ How it fetches:
   file. Otherwise it pages a REST search per resource type (_count,
   following the Bundle's next links). Every file is streamed to a staging
   directory in D, checked (JSON, content types, complete NDJSON lines, types
-  matching their files), and only then imported. An incremental sync that
-  finds no change imports nothing; a full sync that finds no resource at all
-  is refused rather than retiring everything.
+  matching their files), and only then imported. Binaries that staged
+  attachments (DocumentReference, DiagnosticReport, Media) name by url on
+  this server and that the export lacks (Bulk exports leave Binary out) are
+  fetched one by one first (GET [base]/Binary/<id>; the token's scope must
+  cover Binary, see --scope). An incremental sync that finds no change
+  imports nothing; a full sync that finds no resource at all is refused
+  rather than retiring everything.
 
 Increments:
   The first sync is full: resources of this server missing from it are
