@@ -1153,3 +1153,80 @@ func TestSyncFetchesLinkedBinary(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncSecurityContextNamesStoredResource: a Binary whose
+// securityContext names a DocumentReference (R4: "a proxy of the security
+// sensitivity" of the Binary) labelled HIV, created on the real FHIR server
+// with an unlabelled DocumentReference linking it after the labelled one
+// was synced. The incremental sync holds the new Binary and its carrier
+// but not the unchanged DocumentReference its securityContext names: the
+// reader counted that securityContext for nothing, so the Binary and its
+// carrier were imported without hiv, while a full sync (or custos import
+// of the same data) labels both hiv. Found by probe-sync3 syncing HL7's
+// R4 Binary/example shape; fails on the old code in both modes.
+func TestSyncSecurityContextNamesStoredResource(t *testing.T) {
+	for _, mode := range []string{"bulk", "rest"} {
+		t.Run(mode, func(t *testing.T) {
+			env := newSyncEnv(t)
+			bulk := map[string]string{"bulk": "system", "rest": "none"}[mode]
+			srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: bulk, Seed: map[string]int{"resources": 3}, ExportPolls: 1})
+			var pats []string
+			srv.control(t, "ids", map[string]string{"type": "Patient"}, &pats)
+			if len(pats) != 1 {
+				t.Fatalf("patients %v", pats)
+			}
+			var proxy, bin, doc struct {
+				ID string `json:"id"`
+			}
+			srv.control(t, "create", map[string]any{"resourceType": "DocumentReference", "status": "current",
+				"meta":    map[string]any{"security": []map[string]string{{"system": "http://terminology.hl7.org/CodeSystem/v3-ActCode", "code": "HIV"}}},
+				"subject": map[string]string{"reference": "Patient/" + pats[0]},
+				"content": []map[string]any{{"attachment": map[string]string{"contentType": "text/plain", "url": "https://elsewhere.example/doc/1"}}}}, &proxy)
+			time.Sleep(time.Second)
+			if res, err := env.run(t, env.options(srv)); err != nil || !res.Full || res.Resources != 4 {
+				t.Fatalf("full sync: %+v %v", res, err)
+			}
+			time.Sleep(1100 * time.Millisecond)
+			srv.control(t, "create", map[string]any{"resourceType": "Binary", "contentType": "text/plain", "data": "aGk=",
+				"securityContext": map[string]string{"reference": "DocumentReference/" + proxy.ID}}, &bin)
+			srv.control(t, "create", map[string]any{"resourceType": "DocumentReference", "status": "current",
+				"subject": map[string]string{"reference": "Patient/" + pats[0]},
+				"content": []map[string]any{{"attachment": map[string]string{"contentType": "text/plain", "url": "Binary/" + bin.ID}}}}, &doc)
+			if proxy.ID == "" || bin.ID == "" || doc.ID == "" {
+				t.Fatalf("created DocumentReference %q Binary %q DocumentReference %q", proxy.ID, bin.ID, doc.ID)
+			}
+			res, err := env.run(t, env.options(srv))
+			if err != nil {
+				t.Fatalf("incremental sync: %v", err)
+			}
+			last := env.imp.calls[len(env.imp.calls)-1]
+			if res.Full || last.types["DocumentReference"] != 1 || last.types["Binary"] != 1 {
+				t.Fatalf("incremental sync: full %v types %v; want the new Binary and DocumentReference", res.Full, last.types)
+			}
+			st, err := store.Open(env.imp.catalogPath, store.Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			page, err := st.Page("", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var labelled []string
+			for _, r := range page {
+				if len(r.Labels.Sensitivity) > 0 {
+					labelled = append(labelled, fmt.Sprintf("%s %s v%d %v", r.Labels.Type, r.Labels.Patient, r.Version, r.Labels.Sensitivity))
+				}
+			}
+			slices.Sort(labelled)
+			p := pats[0]
+			want := []string{"attachment " + p + " v1 [hiv]", "documentreference " + p + " v1 [hiv]", "documentreference " + p + " v1 [hiv]"}
+			if len(page) != 6 || !slices.Equal(labelled, want) {
+				for _, r := range page {
+					t.Logf("%s %s v%d %v", r.URI, r.Labels.Type, r.Version, r.Labels.Sensitivity)
+				}
+				t.Errorf("after the incremental sync: %d live, labelled %q, want 6 and %q", len(page), labelled, want)
+			}
+		})
+	}
+}
