@@ -476,8 +476,8 @@ func (s *Store) Grant(r Request) (Grant, error) {
 	case r.TTL <= 0:
 		return Grant{}, fmt.Errorf("%w: the TTL must be positive", ErrBadGrant)
 	}
-	if _, err := uuid.Parse(r.Patient); err != nil {
-		return Grant{}, fmt.Errorf("%w: the patient must be an opaque patient id (UUID)", ErrBadGrant)
+	if !validPatientID(r.Patient) {
+		return Grant{}, fmt.Errorf("%w: the patient must be a patient id (a FHIR id: letters, digits, '-' and '.', at most 64)", ErrBadGrant)
 	}
 	now := s.opts.Now().UTC()
 	g := Grant{ID: uuid.NewString(), Sub: r.Sub, Patient: r.Patient, Reason: r.Reason, By: r.By,
@@ -506,6 +506,22 @@ func (s *Store) Grant(r Request) (Grant, error) {
 		return Grant{}, err
 	}
 	return g, nil
+}
+
+// validPatientID reports whether s has the form of a patient id a
+// resource's labels name: custos's own data names patients by UUID, FHIR
+// input by the source Patient id, a FHIR id ([A-Za-z0-9\-\.]{1,64}),
+// which a UUID is too.
+func validPatientID(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // Revoke ends a grant now.

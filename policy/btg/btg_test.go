@@ -34,7 +34,7 @@ func TestGrantValidation(t *testing.T) {
 		{"short reason", Request{Sub: "dr", Patient: patient, By: "op", Reason: "er", TTL: time.Minute}, "reason is required"},
 		{"ttl over cap", Request{Sub: "dr", Patient: patient, By: "op", Reason: "cardiac arrest in ED", TTL: 2 * time.Hour}, "exceeds the maximum 1h0m0s (the server's btg.max_ttl)"},
 		{"no ttl", Request{Sub: "dr", Patient: patient, By: "op", Reason: "cardiac arrest in ED"}, "must be positive"},
-		{"not an id", Request{Sub: "dr", Patient: "Jane Doe", By: "op", Reason: "cardiac arrest in ED", TTL: time.Minute}, "opaque patient id"},
+		{"not an id", Request{Sub: "dr", Patient: "Jane Doe", By: "op", Reason: "cardiac arrest in ED", TTL: time.Minute}, "must be a patient id"},
 		{"no operator", Request{Sub: "dr", Patient: patient, Reason: "cardiac arrest in ED", TTL: time.Minute}, "operator"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/custos-mcp/custos/policy/btg"
+	"github.com/custos-mcp/custos/store"
+)
+
+// runCustos runs the real command in process and returns its exit code,
+// stdout and stderr.
+func runCustos(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestBtgGrantNamesTheCatalogsPatient: on a catalog made by 'custos
+// import' of FHIR data, a resource URI carries a keyed patient id while a
+// grant applies to the resources whose labels name the source Patient id.
+// A grant given the id the clinician sees (the URI's patient segment, or
+// the URI itself) names the source id, a grant given the source id (here
+// "p1", not a UUID) is made, and one naming no patient of the catalog is
+// refused and writes nothing: a grant that could never apply is never
+// silently made. Found by probe-btg: the segment form was granted and the
+// emergency read denied; the source id was refused as "not a UUID".
+func TestBtgGrantNamesTheCatalogsPatient(t *testing.T) {
+	dir := t.TempDir()
+	mustImportFHIR(t, dir, "docref.json")
+	_, rs := openCatalog(t, dir)
+	var uri string
+	for _, r := range rs {
+		if r.Labels.Patient == "p1" && r.Labels.Type != store.TypePatient {
+			uri = r.URI
+		}
+	}
+	u, err := store.ParseURI(uri)
+	if err != nil || u.Patient == "" || u.Patient == "p1" {
+		t.Fatalf("want a resource of p1 under a keyed patient segment, got %q (%v)", uri, err)
+	}
+	grants := btg.New(filepath.Join(dir, "grants.db"), btg.Options{})
+	grant := func(sub, patient string) (int, string, string) {
+		return runCustos("btg", "grant", "--data-dir", dir, "--sub", sub, "--patient", patient,
+			"--reason", "unconscious patient in ED", "--ttl", "10m")
+	}
+	for sub, patient := range map[string]string{"dr-seg": u.Patient, "dr-uri": uri, "dr-src": "p1"} {
+		code, out, errOut := grant(sub, patient)
+		if code != 0 {
+			t.Fatalf("grant --patient %s: exit %d\n%s%s", patient, code, out, errOut)
+		}
+		if patient != "p1" && !strings.Contains(errOut, "the grant names the catalog's patient id it stands for (tenant t)") {
+			t.Errorf("grant --patient %s does not say it resolved the URI form:\n%s", patient, errOut)
+		}
+	}
+	all, err := grants.All()
+	if err != nil || len(all) != 3 {
+		t.Fatalf("%d grants (%v), want 3", len(all), err)
+	}
+	for _, g := range all {
+		if g.Patient != "p1" {
+			t.Errorf("grant for %s names patient %q, want the catalog's p1", g.Sub, g.Patient)
+		}
+	}
+
+	// Ids of no patient of the catalog: refused, nothing written, and the
+	// error teaches the forms without repeating the input (a source id may
+	// be an MRN).
+	for _, patient := range []string{"MRN-404", "11111111-2222-4333-8444-555555555555", u.Patient[:35] + "0",
+		"fhir://other/patients/" + u.Patient + "/patient/" + u.Patient} {
+		code, _, errOut := grant("dr-bad", patient)
+		if code == 0 || !strings.Contains(errOut, "names no patient of the catalog") ||
+			!strings.Contains(errOut, "fhir://TENANT/patients/<segment>/") || strings.Contains(errOut, patient) {
+			t.Errorf("grant --patient %s: exit %d, want a refusal teaching the forms:\n%s", patient, code, errOut)
+		}
+	}
+	code, _, errOut := grant("dr-bad", "fhir://t/reference/x")
+	if code == 0 || !strings.Contains(errOut, "is not a custos resource URI") {
+		t.Errorf("grant --patient <bad URI>: exit %d\n%s", code, errOut)
+	}
+	if all, _ := grants.All(); len(all) != 3 {
+		t.Errorf("refused grants were written: %d grants", len(all))
+	}
+}
