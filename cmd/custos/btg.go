@@ -95,7 +95,7 @@ func checkGrantee(sub string) error {
 // resolved.
 type grantPatient struct {
 	id      string   // labels.patient
-	tenants []string // the tenants with resources of that patient; none when unchecked
+	tenants []string // the patient's tenant: one, or several for an ambiguous id
 	via     string   // how --patient was read: "patient id", "URI patient segment", "URI"
 }
 
@@ -115,8 +115,8 @@ const errPatientForms = "give the patient segment of a resource URI the clinicia
 // could never apply). Without a catalog nothing can be checked: the id is
 // taken as given, and warn says so. The errors never repeat arg: it may
 // be a source id (an MRN).
-func resolveGrantPatient(d dataDir, arg string, warn func(string)) (grantPatient, error) {
-	seg, tenant, via := arg, "", "patient id"
+func resolveGrantPatient(d dataDir, arg, tenant string, warn func(string)) (grantPatient, error) {
+	seg, via := arg, "patient id"
 	if strings.Contains(arg, "://") {
 		u, err := store.ParseURI(arg)
 		if err != nil {
@@ -125,11 +125,17 @@ func resolveGrantPatient(d dataDir, arg string, warn func(string)) (grantPatient
 		if u.Patient == "" {
 			return grantPatient{}, usagef("--patient is a URI of tenant-level reference data, which names no patient (and needs no grant)")
 		}
+		if tenant != "" && tenant != u.Tenant {
+			return grantPatient{}, usagef("--patient is a URI of tenant %s, not of --tenant %s", u.Tenant, tenant)
+		}
 		seg, tenant, via = u.Patient, u.Tenant, "URI"
 	}
 	if _, err := os.Stat(d.catalog()); errors.Is(err, os.ErrNotExist) {
+		if tenant == "" {
+			return grantPatient{}, usagef("no catalog in %s to find the patient's tenant in: name it with --tenant", d)
+		}
 		warn(fmt.Sprintf("no catalog in %s: cannot check that --patient names a patient; the grant names it as given", d))
-		return grantPatient{id: seg, via: via}, nil
+		return grantPatient{id: seg, tenants: []string{tenant}, via: via}, nil
 	}
 	st, err := store.Open(d.catalog(), store.Options{ReadOnly: true})
 	if err != nil {
@@ -146,7 +152,7 @@ func resolveGrantPatient(d dataDir, arg string, warn func(string)) (grantPatient
 			r, err = st.GetByID(seg)
 		}
 		switch {
-		case err == nil && r.Labels.Patient != "" && r.Labels.Type == store.TypePatient:
+		case err == nil && r.Labels.Patient != "" && r.Labels.Type == store.TypePatient && (tenant == "" || r.Labels.Tenant == tenant):
 			if via == "patient id" {
 				via = "URI patient segment"
 			}
@@ -163,16 +169,25 @@ func resolveGrantPatient(d dataDir, arg string, warn func(string)) (grantPatient
 		tenants = slices.DeleteFunc(tenants, func(t string) bool { return t != tenant })
 	}
 	if len(tenants) == 0 {
-		return grantPatient{}, usagef("--patient names no patient of the catalog %s: %s", d.catalog(), errPatientForms)
+		in := ""
+		if tenant != "" {
+			in = " in tenant " + tenant
+		}
+		return grantPatient{}, usagef("--patient names no patient of the catalog %s%s: %s", d.catalog(), in, errPatientForms)
+	}
+	if len(tenants) > 1 {
+		// Patient ids are unique within a tenant only: two people.
+		return grantPatient{}, usagef("--patient names a patient in each of the tenants %s: name the tenant with --tenant, or give a resource URI",
+			strings.Join(tenants, ", "))
 	}
 	return grantPatient{id: seg, tenants: tenants, via: via}, nil
 }
 
 func newBtgGrantCmd() *cobra.Command {
 	var (
-		dir, sub, patient, reason string
-		ttl                       time.Duration
-		asJSON                    bool
+		dir, sub, patient, tenant, reason string
+		ttl                               time.Duration
+		asJSON                            bool
 	)
 	cmd := &cobra.Command{
 		Use:   "grant --data-dir D --sub USER --patient ID --reason TEXT --ttl 30m",
@@ -195,8 +210,11 @@ part after patients/), or the patient id itself (for FHIR input the source
 Patient id, which the URI never shows: its segment is a keyed id). The URI
 forms are resolved through the catalog to the patient id the grant names,
 and the command says so. An id that names no patient of the catalog is
-refused: such a grant could never apply. Without a catalog in D the id
-cannot be checked, and the command warns.
+refused: such a grant could never apply. The grant covers the patient in
+its own tenant only (patient ids are unique within a tenant): the tenant is
+the URI's, or the one tenant of the catalog with that patient; when several
+have one, or D has no catalog (the id cannot be checked, and the command
+warns), --tenant names it.
 
 Examples:
   custos btg grant --data-dir /srv/custos --sub dr-jones \
@@ -226,7 +244,7 @@ Examples:
 				return err
 			}
 			warn := func(msg string) { fmt.Fprintf(cmd.ErrOrStderr(), "custos: warning: %s\n", msg) }
-			p, err := resolveGrantPatient(d, patient, warn)
+			p, err := resolveGrantPatient(d, patient, tenant, warn)
 			if err != nil {
 				return err
 			}
@@ -240,22 +258,19 @@ Examples:
 					"applying the defaults (max TTL %s, any operator). The server refuses a grant that breaks its own rules.\n",
 					d.grants(), btg.DefaultMaxTTL)
 			}
-			g, err := st.Grant(btg.Request{Sub: sub, Patient: p.id, Reason: reason, By: op, Roles: roles, TTL: ttl})
+			g, err := st.Grant(btg.Request{Sub: sub, Patient: p.id, Tenant: p.tenants[0], Reason: reason, By: op, Roles: roles, TTL: ttl})
 			if err != nil {
 				return err
 			}
 			if p.via != "patient id" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "custos: --patient is a %s: the grant names the catalog's patient id it stands for (tenant %s)\n",
-					p.via, strings.Join(p.tenants, ", "))
-			}
-			if len(p.tenants) > 1 {
-				warn(fmt.Sprintf("tenants %s each have a patient with this id: the grant applies in the grantee's tenant", strings.Join(p.tenants, ", ")))
+					p.via, g.Tenant)
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), g)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "grant %s: %s may read the patient's records with purpose ETREAT until %s\n",
-				g.ID, g.Sub, g.Expires.Format(time.RFC3339))
+			fmt.Fprintf(cmd.OutOrStdout(), "grant %s: %s may read the patient's records (tenant %s) with purpose ETREAT until %s\n",
+				g.ID, g.Sub, g.Tenant, g.Expires.Format(time.RFC3339))
 			return nil
 		},
 	}
@@ -263,6 +278,7 @@ Examples:
 	f.StringVar(&dir, "data-dir", "", "data directory (grants.db)")
 	f.StringVar(&sub, "sub", "", "the user (principal subject) who gets access")
 	f.StringVar(&patient, "patient", "", "the patient: a resource URI, its patient segment, or the catalog's patient id (FHIR: the source Patient id)")
+	f.StringVar(&tenant, "tenant", "", "the patient's tenant (needed only when the catalog cannot tell it)")
 	f.StringVar(&reason, "reason", "", "why (required; recorded and reviewed)")
 	f.DurationVar(&ttl, "ttl", 30*time.Minute, "how long the grant lasts (at most the server's btg.max_ttl)")
 	f.BoolVar(&asJSON, "json", false, "print the grant as JSON")

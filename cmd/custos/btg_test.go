@@ -84,3 +84,63 @@ func TestBtgGrantNamesTheCatalogsPatient(t *testing.T) {
 		t.Errorf("refused grants were written: %d grants", len(all))
 	}
 }
+
+// TestBtgGrantNamesThePatientsTenant: patient ids are unique within a
+// tenant only ("p1" of tenant t and "p1" of tenant u are two people), so a
+// grant names its patient's tenant and covers that tenant's patient only.
+// The tenant is the URI's, or the one tenant of the catalog with that
+// patient; an id that several tenants have is refused until --tenant
+// names one. Found by probe-btg: a grant made from a URI of tenant t let a
+// clinician of tenant u read u's p1.
+func TestBtgGrantNamesThePatientsTenant(t *testing.T) {
+	dir := t.TempDir()
+	mustImportFHIR(t, dir, "docref.json")
+	mustImportFHIR(t, dir, "docref.json", "--tenant", "u")
+	_, rs := openCatalog(t, dir)
+	var uriT string
+	for _, r := range rs {
+		if r.Labels.Tenant == "t" && r.Labels.Type == store.TypePatient {
+			uriT = r.URI
+		}
+	}
+	grant := func(sub string, args ...string) (int, string, string) {
+		return runCustos(append([]string{"btg", "grant", "--data-dir", dir, "--sub", sub,
+			"--reason", "unconscious patient in ED", "--ttl", "10m"}, args...)...)
+	}
+	if code, _, errOut := grant("dr-amb", "--patient", "p1"); code == 0 || !strings.Contains(errOut, "names a patient in each of the tenants t, u: name the tenant with --tenant") {
+		t.Errorf("grant of an id two tenants have: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := grant("dr-x", "--patient", uriT, "--tenant", "u"); code == 0 || !strings.Contains(errOut, "is a URI of tenant t, not of --tenant u") {
+		t.Errorf("grant of a URI of another --tenant: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := grant("dr-none", "--patient", "p2", "--tenant", "u"); code == 0 || !strings.Contains(errOut, "names no patient of the catalog "+filepath.Join(dir, "catalog.db")+" in tenant u") {
+		t.Errorf("grant of an unknown id: exit %d\n%s", code, errOut)
+	}
+	want := map[string]string{}
+	for sub, args := range map[string][]string{
+		"dr-t":   {"--patient", uriT},
+		"dr-u":   {"--patient", "p1", "--tenant", "u"},
+		"dr-seg": {"--patient", strings.Split(uriT, "/")[4]},
+	} {
+		code, out, errOut := grant(sub, args...)
+		if code != 0 {
+			t.Fatalf("grant %v: exit %d\n%s%s", args, code, out, errOut)
+		}
+		want[sub] = "t"
+		if sub == "dr-u" {
+			want[sub] = "u"
+		}
+		if !strings.Contains(out, "(tenant "+want[sub]+")") {
+			t.Errorf("grant %v does not say the tenant: %s", args, out)
+		}
+	}
+	all, err := btg.New(filepath.Join(dir, "grants.db"), btg.Options{}).All()
+	if err != nil || len(all) != 3 {
+		t.Fatalf("%d grants (%v), want 3", len(all), err)
+	}
+	for _, g := range all {
+		if g.Patient != "p1" || g.Tenant != want[g.Sub] {
+			t.Errorf("grant for %s names patient %q of tenant %q, want p1 of %q", g.Sub, g.Patient, g.Tenant, want[g.Sub])
+		}
+	}
+}

@@ -21,8 +21,11 @@
 // Invariants:
 //   - A grant always has a reason, a user, a patient (the id resources'
 //     labels name: a UUID for custos's own data, the source Patient id, a
-//     FHIR id, for FHIR input; never a URI's keyed segment) and an
-//     expiry; it takes effect only if its duration is at most the server's
+//     FHIR id, for FHIR input; never a URI's keyed segment), the
+//     patient's tenant (patient ids are unique within a tenant only; a
+//     grant covers its tenant's patient, and one written before grants
+//     named a tenant covers the patient in any tenant) and an expiry;
+//     it takes effect only if its duration is at most the server's
 //     MaxTTL and, when the server names roles allowed to grant, its
 //     operator's role is one of them. It is never edited except to be
 //     revoked (once), refused (once), to record its uses, or to record
