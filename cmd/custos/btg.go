@@ -342,7 +342,8 @@ func newBtgListCmd() *cobra.Command {
 		Use:   "list --data-dir D",
 		Short: "List break-the-glass grants, their state and uses",
 		Long: `list prints every break-the-glass grant of D/grants.db, newest first: its
-id, user, state (active, pending, expired, revoked or refused), uses, review,
+id, user, state (active, pending, expired, revoked or refused), uses, review
+(yes: every use signed off; NO: uses await review; -: no use to review),
 granting operator, TTL, expiry and reason. A data directory where no grant
 was ever made lists none; one that does not exist is an error.
 
@@ -398,7 +399,10 @@ func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
 	fmt.Fprintln(tw, "GRANT\tUSER\tSTATE\tUSES\tREVIEWED\tBY\tROLE\tTTL\tEXPIRES (UTC)\tREASON")
 	for _, g := range gs {
 		rev := "yes"
-		if !g.Reviewed() {
+		switch {
+		case len(g.Uses) == 0:
+			rev = "-" // no use, nothing to review: not "yes", which reads as signed off
+		case !g.Reviewed():
 			rev = "NO"
 		}
 		// The user, operator and reason are outside text: escaped
@@ -411,13 +415,21 @@ func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
 	return tw.Flush()
 }
 
-// printUses lists every use of each grant: when, the request's action and
-// outcome, and its audit record (seq and event id), for the reviewer to
-// look each one up ('custos audit report', 'custos audit prove').
+// printUses lists, for each grant, its tenant, its revocation (when, by
+// whom, why) and its reviews so far, then every use: when, the request's
+// action and outcome, and its audit record (seq and event id), for the
+// reviewer to look each one up ('custos audit report', 'custos audit
+// prove').
 func printUses(cmd *cobra.Command, gs []btg.Grant) error {
 	out := cmd.OutOrStdout()
 	for _, g := range gs {
-		fmt.Fprintf(out, "\ngrant %s (%s): %d use(s)\n", g.ID, audit.Printable(g.Sub), len(g.Uses))
+		fmt.Fprintf(out, "\ngrant %s (%s, tenant %s): %d use(s)\n", g.ID, audit.Printable(g.Sub), cmp.Or(g.Tenant, "any"), len(g.Uses))
+		if !g.Revoked.IsZero() {
+			fmt.Fprintf(out, "  revoked %s by %s: %s\n", g.Revoked.UTC().Format(time.RFC3339), audit.Printable(g.RevokedBy), audit.Printable(g.RevokeReason))
+		}
+		for _, r := range g.Reviews {
+			fmt.Fprintf(out, "  reviewed %s by %s: %s, %s\n", r.Time.UTC().Format(time.RFC3339), audit.Printable(r.Reviewer), r.Verdict, audit.Printable(r.Note))
+		}
 		if len(g.Uses) == 0 {
 			continue
 		}
@@ -449,7 +461,8 @@ func newBtgReviewCmd() *cobra.Command {
 covered yet, and every use of each: its time, the request's action (a read, a
 list page or a completion that revealed the patient's resources), outcome, and
 the seq and event id of its audit record. With --grant alone it shows that
-grant and every use of it. With --grant, --verdict and --note it records the
+grant and every use of it. Each grant's uses follow its tenant, its revocation
+(when, by whom, why) and its earlier sign-offs. With --grant, --verdict and --note it records the
 privacy officer's sign-off (reviewer, verdict, note); the server writes it to
 the audit log. --json prints the grants with their uses.
 

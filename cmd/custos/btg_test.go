@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -142,5 +143,35 @@ func TestBtgGrantNamesThePatientsTenant(t *testing.T) {
 		if g.Patient != "p1" || g.Tenant != want[g.Sub] {
 			t.Errorf("grant for %s names patient %q of tenant %q, want p1 of %q", g.Sub, g.Patient, g.Tenant, want[g.Sub])
 		}
+	}
+}
+
+// TestBtgReviewShowsWhatThePrivacyOfficerNeeds: 'btg list' says "-", not
+// "yes", under REVIEWED for a grant nobody used (nothing was signed off),
+// and 'btg review --grant' shows the grant's tenant and its revocation:
+// when, by whom and why. Found by probe-btg: an unused grant read as
+// reviewed, and the revocation's operator and reason were only in --json.
+func TestBtgReviewShowsWhatThePrivacyOfficerNeeds(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCustos("btg", "grant", "--data-dir", dir, "--sub", "dr-er", "--tenant", "general-hospital",
+		"--patient", "0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f", "--reason", "unconscious patient in ED", "--ttl", "10m", "--json")
+	if code != 0 {
+		t.Fatalf("grant: exit %d\n%s%s", code, out, errOut)
+	}
+	all, err := btg.New(filepath.Join(dir, "grants.db"), btg.Options{}).All()
+	if err != nil || len(all) != 1 {
+		t.Fatalf("grants: %v %v", all, err)
+	}
+	id := all[0].ID
+	if code, out, _ := runCustos("btg", "list", "--data-dir", dir); code != 0 || !regexp.MustCompile(`dr-er +active +0 +- `).MatchString(out) {
+		t.Errorf("btg list of an unused grant (exit %d):\n%s", code, out)
+	}
+	if code, out, errOut := runCustos("btg", "revoke", "--data-dir", dir, "--grant", id, "--by", "op-night", "--reason", "patient transferred to ICU"); code != 0 {
+		t.Fatalf("revoke: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, _ = runCustos("btg", "review", "--data-dir", dir, "--grant", id)
+	if code != 0 || !strings.Contains(out, "grant "+id+" (dr-er, tenant general-hospital): 0 use(s)") ||
+		!strings.Contains(out, " by op-night: patient transferred to ICU") {
+		t.Errorf("btg review --grant (exit %d) does not show the tenant and the revocation:\n%s", code, out)
 	}
 }
