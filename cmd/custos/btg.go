@@ -137,7 +137,8 @@ func resolveGrantPatient(d dataDir, arg, tenant string, warn func(string)) (gran
 		warn(fmt.Sprintf("no catalog in %s: cannot check that --patient names a patient; the grant names it as given", d))
 		return grantPatient{id: seg, tenants: []string{tenant}, via: via}, nil
 	}
-	st, err := store.Open(d.catalog(), store.Options{ReadOnly: true})
+	// Labels only: an encrypted catalog needs no data keys for them.
+	st, err := store.Open(d.catalog(), store.Options{ReadOnly: true, MetadataOnly: true})
 	if err != nil {
 		return grantPatient{}, fmt.Errorf("btg: reading the catalog to find the patient: %w", err)
 	}
