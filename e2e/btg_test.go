@@ -90,7 +90,7 @@ func TestBreakTheGlass(t *testing.T) {
 	// Past the CLI (an older custos, an edited grants.db): the server
 	// refuses the grant, audits why, and it never works.
 	old := btg.New(filepath.Join(d.data, "grants.db"), btg.Options{Rules: &btg.Rules{MaxTTL: 1000 * time.Hour}})
-	overCap, err := old.Grant(btg.Request{Sub: "dr-er", Patient: patients[1], By: "old-cli",
+	overCap, err := old.Grant(btg.Request{Sub: "dr-er", Patient: patients[1], Tenant: "general-hospital", By: "old-cli",
 		Reason: "written past the configured cap", TTL: 720 * time.Hour})
 	if err != nil {
 		t.Fatal(err)

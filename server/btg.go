@@ -14,8 +14,9 @@ import (
 // Grants is the break-the-glass view of the read path (btg.Cache): which
 // active grant lets sub read patient now, and the uses made of grants.
 type Grants interface {
-	// Lookup returns the id of an active grant covering sub and patient.
-	Lookup(sub, patient string, t time.Time) (string, bool)
+	// Lookup returns the id of an active grant covering sub and tenant's
+	// patient (patient ids are unique within a tenant only).
+	Lookup(sub, tenant, patient string, t time.Time) (string, bool)
 	// Used records an audited access made under a grant: one per request
 	// (a read, a list page, a completion) per grant its decisions relied
 	// on.
@@ -25,14 +26,15 @@ type Grants interface {
 // PurposeEmergency is the HL7 purpose of use of break-the-glass reads.
 const PurposeEmergency = "ETREAT"
 
-// breakGlass returns the grant input for a decision about patient, when the
-// caller asks with purpose ETREAT and an active grant covers them; nil
-// otherwise. The policy decides what the grant permits.
-func (s *Server) breakGlass(id Identity, patient string) *policy.BreakGlass {
+// breakGlass returns the grant input for a decision about a resource of
+// tenant's patient, when the caller asks with purpose ETREAT and an active
+// grant covers them; nil otherwise. The policy decides what the grant
+// permits.
+func (s *Server) breakGlass(id Identity, tenant, patient string) *policy.BreakGlass {
 	if s.cfg.Grants == nil || id.PurposeOfUse != PurposeEmergency || patient == "" {
 		return nil
 	}
-	g, ok := s.cfg.Grants.Lookup(id.Principal.Sub, patient, s.now())
+	g, ok := s.cfg.Grants.Lookup(id.Principal.Sub, tenant, patient, s.now())
 	if !ok {
 		return nil
 	}

@@ -84,7 +84,7 @@ func TestGrantFreeTextIsScrubbedAtIntake(t *testing.T) {
 	f := newFixture(t, "")
 	now := time.Date(2026, 11, 25, 1, 2, 3, 0, time.UTC)
 	st := btg.New(filepath.Join(t.TempDir(), "grants.db"), btg.Options{Now: func() time.Time { return now }})
-	g, err := st.Grant(btg.Request{Sub: "dr-a", Patient: "6f1c0a52-5555-4123-8123-555123456789", By: "op",
+	g, err := st.Grant(btg.Request{Sub: "dr-a", Patient: "6f1c0a52-5555-4123-8123-555123456789", Tenant: "general-hospital", By: "op",
 		Reason: "called 555-123-4567, MRN-12345678 on 2026-11-24", TTL: 90 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -107,8 +107,8 @@ func TestGrantFreeTextIsScrubbedAtIntake(t *testing.T) {
 		}
 		reasons = append(reasons, rec.Reason)
 	}
-	wantGrant := "grant=" + g.ID + " grantee=dr-a expires=2026-11-25T02:32:03Z ttl=1h30m0s reason=\"called [PHONE], [MRN] on [DATE]\""
-	wantRevoke := "grant=" + g.ID + " grantee=dr-a reason=\"pt [PHONE] stable\""
+	wantGrant := "grant=" + g.ID + " grantee=dr-a tenant=general-hospital expires=2026-11-25T02:32:03Z ttl=1h30m0s reason=\"called [PHONE], [MRN] on [DATE]\""
+	wantRevoke := "grant=" + g.ID + " grantee=dr-a tenant=general-hospital reason=\"pt [PHONE] stable\""
 	if reasons[0] != wantGrant || reasons[1] != wantRevoke {
 		t.Fatalf("reasons:\n got %q\nwant %q", reasons, []string{wantGrant, wantRevoke})
 	}

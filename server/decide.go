@@ -173,7 +173,7 @@ func (s *Server) decideResource(ctx context.Context, id Identity, e audit.Entry,
 		e.Patients = patientList(r.Labels.Patient)
 	}
 	in := policy.Input{Subject: policy.NewSubject(id.Principal), PurposeOfUse: id.PurposeOfUse, Action: policy.ActionRead, Resource: resourceInput(r),
-		BreakGlass: s.breakGlass(id, r.Labels.Patient)}
+		BreakGlass: s.breakGlass(id, r.Labels.Tenant, r.Labels.Patient)}
 	d, derr := s.decideInput(ctx, in, r, id.Principal.Tenant)
 	// The input as evaluated, recorded (pseudonymized) with the decision
 	// for replay against a candidate policy (custos policy impact).
@@ -240,7 +240,7 @@ func resourceInput(r store.Resource) *policy.Resource {
 //
 // subj is id.Principal converted once per request (policy.NewSubject).
 func (s *Server) decide(ctx context.Context, id Identity, subj *policy.Subject, action policy.Action, r store.Resource) (policy.Decision, string, error) {
-	bg := s.breakGlass(id, r.Labels.Patient)
+	bg := s.breakGlass(id, r.Labels.Tenant, r.Labels.Patient)
 	d, err := s.decideInput(ctx, policy.Input{
 		Subject: subj, PurposeOfUse: id.PurposeOfUse, Action: action, Resource: resourceInput(r), BreakGlass: bg,
 	}, r, id.Principal.Tenant)
@@ -262,7 +262,7 @@ func (s *Server) decideInput(ctx context.Context, in policy.Input, r store.Resou
 func (s *Server) decideBatch(ctx context.Context, id Identity, subj *policy.Subject, rs []store.Resource) (ds []policy.Decision, grants []string, err error) {
 	items := make([]policy.Item, len(rs))
 	for i, r := range rs {
-		items[i] = policy.Item{Resource: resourceInput(r), BreakGlass: s.breakGlass(id, r.Labels.Patient)}
+		items[i] = policy.Item{Resource: resourceInput(r), BreakGlass: s.breakGlass(id, r.Labels.Tenant, r.Labels.Patient)}
 	}
 	t0 := time.Now()
 	ds, err = s.decider(ctx).DecideBatch(ctx, policy.Input{Subject: subj, PurposeOfUse: id.PurposeOfUse, Action: policy.ActionList}, items)

@@ -118,7 +118,9 @@
 // that Vault rejects) is a *KeyError (ErrDataKey and the provider's error).
 //
 // The mode is recorded in meta and never mixed: Open refuses an encrypted
-// catalog without DataKeys (ErrEncrypted), a plaintext catalog holding blobs
+// catalog without DataKeys (ErrEncrypted) unless Options.MetadataOnly asks
+// for its metadata alone (read-only; Blob then returns ErrEncrypted), a
+// plaintext catalog holding blobs
 // with DataKeys (ErrPlaintext) unless Options.Migrate is set for Reencrypt,
 // and a KEK name other than the recorded one (ErrKEKMismatch). A new or still
 // empty catalog takes the mode of the options it is opened read-write with;

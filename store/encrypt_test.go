@@ -326,10 +326,29 @@ func TestOpenModeRefusals(t *testing.T) {
 			}
 		})
 	}
+	// MetadataOnly reads an encrypted catalog's labels without keys (what
+	// 'custos btg grant' needs to find a patient), and no content.
+	meta, err := Open(encrypted, Options{ReadOnly: true, MetadataOnly: true, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Open MetadataOnly: %v", err)
+	}
+	page, err := meta.Page("", 1)
+	if err != nil || len(page) != 1 {
+		t.Fatalf("Page MetadataOnly: %v %v", page, err)
+	}
+	if tenants, err := meta.PatientTenants(page[0].Labels.Patient); err != nil || len(tenants) != 1 {
+		t.Fatalf("PatientTenants MetadataOnly: %v %v", tenants, err)
+	}
+	if b, err := meta.Blob(context.Background(), page[0].Digest); !errors.Is(err, ErrEncrypted) || b != nil {
+		t.Fatalf("Blob MetadataOnly = %d bytes, %v; want ErrEncrypted", len(b), err)
+	}
+	meta.Close()
 	for _, tc := range []struct {
 		name string
 		opts Options
 	}{
+		{"metadata only read-write", Options{MetadataOnly: true}},
+		{"metadata only with keys", Options{MetadataOnly: true, ReadOnly: true, DataKeys: dk}},
 		{"migrate without keys", Options{Migrate: true}},
 		{"migrate read-only", Options{Migrate: true, ReadOnly: true, DataKeys: dk}},
 		{"empty kek name", Options{DataKeys: newFakeKeys("")}},

@@ -142,6 +142,13 @@ type Options struct {
 	// ErrPlaintext (plaintext catalog with blobs, DataKeys set) or
 	// ErrKEKMismatch (DataKeys.KEK differs from the recorded KEK).
 	DataKeys DataKeys
+	// MetadataOnly, with ReadOnly and without DataKeys, opens an encrypted
+	// catalog for its metadata (Get, GetByID, Version, Page, Count,
+	// PatientTenants): Blob returns ErrEncrypted. It is for commands that
+	// read labels and never content ('custos btg grant' finding a
+	// patient), which need no Vault access to data keys. Invalid
+	// otherwise.
+	MetadataOnly bool
 	// Migrate, with DataKeys and read-write, lets Open accept a plaintext
 	// catalog that holds blobs, for Reencrypt only: until Reencrypt has
 	// converted it, Blob and Import return ErrPlaintext (Get, Version, Page
@@ -152,6 +159,9 @@ type Options struct {
 func (o *Options) validate() error {
 	if o.Timeout < 0 {
 		return errors.New("store: negative lock timeout")
+	}
+	if o.MetadataOnly && (!o.ReadOnly || o.DataKeys != nil) {
+		return errors.New("store: MetadataOnly needs ReadOnly and no DataKeys")
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
@@ -187,6 +197,9 @@ type Store struct {
 	// mode recorded in meta in each transaction, so a catalog opened with
 	// Migrate serves blobs as soon as Reencrypt has committed.
 	keys DataKeys
+	// metadataOnly: opened with Options.MetadataOnly (an encrypted catalog
+	// without keys: Blob refuses).
+	metadataOnly bool
 	// builtIndex: an ImportEntries into this store built an index the
 	// catalog lacked (links, optout), so its scratch copy is renamed over
 	// the catalog even if nothing else changed (staged).
@@ -220,7 +233,7 @@ func open(path string, opts Options, scratch bool) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, boltOpts: bo, log: opts.Logger, readOnly: opts.ReadOnly, keys: opts.DataKeys}
+	s := &Store{db: db, boltOpts: bo, log: opts.Logger, readOnly: opts.ReadOnly, keys: opts.DataKeys, metadataOnly: opts.MetadataOnly}
 	if err := s.init(opts.Migrate); err != nil {
 		db.Close()
 		return nil, err
@@ -306,6 +319,9 @@ func (s *Store) init(migrate bool) error {
 		}
 		switch {
 		case mode == EncryptionEnvelope && s.keys == nil:
+			if s.metadataOnly {
+				return nil // Blob refuses
+			}
 			return ErrEncrypted
 		case mode == EncryptionEnvelope && s.keys.KEK() != kek:
 			return fmt.Errorf("%w: the catalog's data keys are wrapped under %q, but the provider offers %q", ErrKEKMismatch, kek, s.keys.KEK())
@@ -544,7 +560,7 @@ func (s *Store) Blob(ctx context.Context, digest string) ([]byte, error) {
 			return nil, err
 		}
 	case mode == EncryptionEnvelope:
-		return nil, ErrEncrypted // unreachable: Open refused
+		return nil, ErrEncrypted // opened MetadataOnly
 	case s.keys != nil:
 		return nil, ErrPlaintext // opened with Migrate, not converted yet
 	}

@@ -2,10 +2,12 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy/btg"
+	"github.com/custos-mcp/custos/store"
 )
 
 // grantsFile is the break-the-glass grants file of a data directory.
@@ -87,11 +90,105 @@ func checkGrantee(sub string) error {
 	return nil
 }
 
+// grantPatient is the patient a grant names, as the catalog of D names it
+// (labels.patient, the id the server's decisions compare): --patient
+// resolved.
+type grantPatient struct {
+	id      string   // labels.patient
+	tenants []string // the patient's tenant: one, or several for an ambiguous id
+	via     string   // how --patient was read: "patient id", "URI patient segment", "URI"
+}
+
+// errPatientForms is what a --patient that names no patient of the catalog
+// is told: the forms accepted.
+const errPatientForms = "give the patient segment of a resource URI the clinician sees " +
+	"(fhir://TENANT/patients/<segment>/...), that URI, or the catalog's patient id " +
+	"(the source Patient id of FHIR input); nothing was granted"
+
+// resolveGrantPatient reads --patient against the catalog of d. A grant
+// applies to the resources whose labels.patient is the grant's patient:
+// for custos's own data that is the URIs' patient segment, for FHIR input
+// the source Patient id, while the URI carries its keyed id
+// (docs/uris.md, "Opaque ids"). So arg may be a resource URI, a URI's
+// patient segment or the patient id itself, and is resolved to the id;
+// one that names no patient of the catalog is refused (a grant that
+// could never apply). Without a catalog nothing can be checked: the id is
+// taken as given, and warn says so. The errors never repeat arg: it may
+// be a source id (an MRN).
+func resolveGrantPatient(d dataDir, arg, tenant string, warn func(string)) (grantPatient, error) {
+	seg, via := arg, "patient id"
+	if strings.Contains(arg, "://") {
+		u, err := store.ParseURI(arg)
+		if err != nil {
+			return grantPatient{}, usagef("--patient is not a custos resource URI (%v); %s", err, errPatientForms)
+		}
+		if u.Patient == "" {
+			return grantPatient{}, usagef("--patient is a URI of tenant-level reference data, which names no patient (and needs no grant)")
+		}
+		if tenant != "" && tenant != u.Tenant {
+			return grantPatient{}, usagef("--patient is a URI of tenant %s, not of --tenant %s", u.Tenant, tenant)
+		}
+		seg, tenant, via = u.Patient, u.Tenant, "URI"
+	}
+	if _, err := os.Stat(d.catalog()); errors.Is(err, os.ErrNotExist) {
+		if tenant == "" {
+			return grantPatient{}, usagef("no catalog in %s to find the patient's tenant in: name it with --tenant", d)
+		}
+		warn(fmt.Sprintf("no catalog in %s: cannot check that --patient names a patient; the grant names it as given", d))
+		return grantPatient{id: seg, tenants: []string{tenant}, via: via}, nil
+	}
+	// Labels only: an encrypted catalog needs no data keys for them.
+	st, err := store.Open(d.catalog(), store.Options{ReadOnly: true, MetadataOnly: true})
+	if err != nil {
+		return grantPatient{}, fmt.Errorf("btg: reading the catalog to find the patient: %w", err)
+	}
+	defer st.Close()
+	if store.HasKeyedIDForm(seg) {
+		// A keyed patient segment of FHIR input is the keyed id of the
+		// compartment's Patient resource: its labels name the patient.
+		var r store.Resource
+		if tenant != "" {
+			r, err = st.Get(store.URI{Scheme: store.SchemeFHIR, Tenant: tenant, Patient: seg, Type: store.TypePatient, ID: seg}.String())
+		} else {
+			r, err = st.GetByID(seg)
+		}
+		switch {
+		case err == nil && r.Labels.Patient != "" && r.Labels.Type == store.TypePatient && (tenant == "" || r.Labels.Tenant == tenant):
+			if via == "patient id" {
+				via = "URI patient segment"
+			}
+			return grantPatient{id: r.Labels.Patient, tenants: []string{r.Labels.Tenant}, via: via}, nil
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return grantPatient{}, fmt.Errorf("btg: reading the catalog to find the patient: %w", err)
+		}
+	}
+	tenants, err := st.PatientTenants(seg)
+	if err != nil {
+		return grantPatient{}, fmt.Errorf("btg: reading the catalog to find the patient: %w", err)
+	}
+	if tenant != "" {
+		tenants = slices.DeleteFunc(tenants, func(t string) bool { return t != tenant })
+	}
+	if len(tenants) == 0 {
+		in := ""
+		if tenant != "" {
+			in = " in tenant " + tenant
+		}
+		return grantPatient{}, usagef("--patient names no patient of the catalog %s%s: %s", d.catalog(), in, errPatientForms)
+	}
+	if len(tenants) > 1 {
+		// Patient ids are unique within a tenant only: two people.
+		return grantPatient{}, usagef("--patient names a patient in each of the tenants %s: name the tenant with --tenant, or give a resource URI",
+			strings.Join(tenants, ", "))
+	}
+	return grantPatient{id: seg, tenants: tenants, via: via}, nil
+}
+
 func newBtgGrantCmd() *cobra.Command {
 	var (
-		dir, sub, patient, reason string
-		ttl                       time.Duration
-		asJSON                    bool
+		dir, sub, patient, tenant, reason string
+		ttl                               time.Duration
+		asJSON                            bool
 	)
 	cmd := &cobra.Command{
 		Use:   "grant --data-dir D --sub USER --patient ID --reason TEXT --ttl 30m",
@@ -108,9 +205,23 @@ server's configuration (btg.max_ttl, default 4h; btg.grant_roles), which
 flag to change them. A grant that breaks the server's rules anyway (an edited
 file, an older custos) is refused by the server and audited (btg/refuse).
 
-Example:
+--patient names the patient as the catalog of D knows it, in any of three
+forms: a resource URI the clinician sees, that URI's patient segment (the
+part after patients/), or the patient id itself (for FHIR input the source
+Patient id, which the URI never shows: its segment is a keyed id). The URI
+forms are resolved through the catalog to the patient id the grant names,
+and the command says so. An id that names no patient of the catalog is
+refused: such a grant could never apply. The grant covers the patient in
+its own tenant only (patient ids are unique within a tenant): the tenant is
+the URI's, or the one tenant of the catalog with that patient; when several
+have one, or D has no catalog (the id cannot be checked, and the command
+warns), --tenant names it.
+
+Examples:
   custos btg grant --data-dir /srv/custos --sub dr-jones \
-    --patient 0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f --reason "unconscious patient in ED, no chart access" --ttl 30m`,
+    --patient 0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f --reason "unconscious patient in ED, no chart access" --ttl 30m
+  custos btg grant --data-dir /srv/custos --sub dr-jones --ttl 30m --reason "unconscious patient in ED" \
+    --patient fhir://general-hospital/patients/b945a4b1-5683-8b7c-bbc3-d87c5f9598e5/observation/e32d1ff1-aeda-8bb8-8cd7-c828e0c0eb5a`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := requireDataDir(dir)
@@ -133,6 +244,11 @@ Example:
 			if err := existingDir(d); err != nil {
 				return err
 			}
+			warn := func(msg string) { fmt.Fprintf(cmd.ErrOrStderr(), "custos: warning: %s\n", msg) }
+			p, err := resolveGrantPatient(d, patient, tenant, warn)
+			if err != nil {
+				return err
+			}
 			st := btg.New(d.grants(), btg.Options{})
 			_, published, err := st.Rules()
 			if err != nil {
@@ -143,22 +259,27 @@ Example:
 					"applying the defaults (max TTL %s, any operator). The server refuses a grant that breaks its own rules.\n",
 					d.grants(), btg.DefaultMaxTTL)
 			}
-			g, err := st.Grant(btg.Request{Sub: sub, Patient: patient, Reason: reason, By: op, Roles: roles, TTL: ttl})
+			g, err := st.Grant(btg.Request{Sub: sub, Patient: p.id, Tenant: p.tenants[0], Reason: reason, By: op, Roles: roles, TTL: ttl})
 			if err != nil {
 				return err
+			}
+			if p.via != "patient id" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "custos: --patient is a %s: the grant names the catalog's patient id it stands for (tenant %s)\n",
+					p.via, g.Tenant)
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), g)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "grant %s: %s may read the patient's records with purpose ETREAT until %s\n",
-				g.ID, g.Sub, g.Expires.Format(time.RFC3339))
+			fmt.Fprintf(cmd.OutOrStdout(), "grant %s: %s may read the patient's records (tenant %s) with purpose ETREAT until %s\n",
+				g.ID, g.Sub, g.Tenant, g.Expires.Format(time.RFC3339))
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&dir, "data-dir", "", "data directory (grants.db)")
 	f.StringVar(&sub, "sub", "", "the user (principal subject) who gets access")
-	f.StringVar(&patient, "patient", "", "the patient id (opaque UUID)")
+	f.StringVar(&patient, "patient", "", "the patient: a resource URI, its patient segment, or the catalog's patient id (FHIR: the source Patient id)")
+	f.StringVar(&tenant, "tenant", "", "the patient's tenant (needed only when the catalog cannot tell it)")
 	f.StringVar(&reason, "reason", "", "why (required; recorded and reviewed)")
 	f.DurationVar(&ttl, "ttl", 30*time.Minute, "how long the grant lasts (at most the server's btg.max_ttl)")
 	f.BoolVar(&asJSON, "json", false, "print the grant as JSON")
@@ -222,7 +343,8 @@ func newBtgListCmd() *cobra.Command {
 		Use:   "list --data-dir D",
 		Short: "List break-the-glass grants, their state and uses",
 		Long: `list prints every break-the-glass grant of D/grants.db, newest first: its
-id, user, state (active, pending, expired, revoked or refused), uses, review,
+id, user, state (active, pending, expired, revoked or refused), uses, review
+(yes: every use signed off; NO: uses await review; -: no use to review),
 granting operator, TTL, expiry and reason. A data directory where no grant
 was ever made lists none; one that does not exist is an error.
 
@@ -278,7 +400,10 @@ func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
 	fmt.Fprintln(tw, "GRANT\tUSER\tSTATE\tUSES\tREVIEWED\tBY\tROLE\tTTL\tEXPIRES (UTC)\tREASON")
 	for _, g := range gs {
 		rev := "yes"
-		if !g.Reviewed() {
+		switch {
+		case len(g.Uses) == 0:
+			rev = "-" // no use, nothing to review: not "yes", which reads as signed off
+		case !g.Reviewed():
 			rev = "NO"
 		}
 		// The user, operator and reason are outside text: escaped
@@ -291,13 +416,21 @@ func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
 	return tw.Flush()
 }
 
-// printUses lists every use of each grant: when, the request's action and
-// outcome, and its audit record (seq and event id), for the reviewer to
-// look each one up ('custos audit report', 'custos audit prove').
+// printUses lists, for each grant, its tenant, its revocation (when, by
+// whom, why) and its reviews so far, then every use: when, the request's
+// action and outcome, and its audit record (seq and event id), for the
+// reviewer to look each one up ('custos audit report', 'custos audit
+// prove').
 func printUses(cmd *cobra.Command, gs []btg.Grant) error {
 	out := cmd.OutOrStdout()
 	for _, g := range gs {
-		fmt.Fprintf(out, "\ngrant %s (%s): %d use(s)\n", g.ID, audit.Printable(g.Sub), len(g.Uses))
+		fmt.Fprintf(out, "\ngrant %s (%s, tenant %s): %d use(s)\n", g.ID, audit.Printable(g.Sub), cmp.Or(g.Tenant, "any"), len(g.Uses))
+		if !g.Revoked.IsZero() {
+			fmt.Fprintf(out, "  revoked %s by %s: %s\n", g.Revoked.UTC().Format(time.RFC3339), audit.Printable(g.RevokedBy), audit.Printable(g.RevokeReason))
+		}
+		for _, r := range g.Reviews {
+			fmt.Fprintf(out, "  reviewed %s by %s: %s, %s\n", r.Time.UTC().Format(time.RFC3339), audit.Printable(r.Reviewer), r.Verdict, audit.Printable(r.Note))
+		}
 		if len(g.Uses) == 0 {
 			continue
 		}
@@ -329,7 +462,8 @@ func newBtgReviewCmd() *cobra.Command {
 covered yet, and every use of each: its time, the request's action (a read, a
 list page or a completion that revealed the patient's resources), outcome, and
 the seq and event id of its audit record. With --grant alone it shows that
-grant and every use of it. With --grant, --verdict and --note it records the
+grant and every use of it. Each grant's uses follow its tenant, its revocation
+(when, by whom, why) and its earlier sign-offs. With --grant, --verdict and --note it records the
 privacy officer's sign-off (reviewer, verdict, note); the server writes it to
 the audit log. --json prints the grants with their uses.
 

@@ -66,8 +66,13 @@ type Grant struct {
 	ID      string `json:"id"`
 	Sub     string `json:"sub"`
 	Patient string `json:"patient"`
-	Reason  string `json:"reason"`
-	By      string `json:"by"`
+	// Tenant is the tenant of the patient: the grant covers only that
+	// tenant's resources of Patient (patient ids are unique within a
+	// tenant, not across tenants). "" only in grants written before
+	// grants named their tenant, which cover the patient in any tenant.
+	Tenant string `json:"tenant,omitempty"`
+	Reason string `json:"reason"`
+	By     string `json:"by"`
 	// ByRole is the operator's role that allowed the grant (one of
 	// Rules.GrantRoles); "" when the rules name no roles.
 	ByRole       string    `json:"by_role,omitempty"`
@@ -196,9 +201,10 @@ type Event struct {
 	ID      string `json:"id"`
 	Kind    string `json:"kind"`
 	GrantID string `json:"grant_id"`
-	Sub     string `json:"sub"`     // the grantee
-	Patient string `json:"patient"` // opaque id; pseudonymized in the audit log
-	Actor   string `json:"actor"`   // who acted: operator, reviewer, "custos" for expiry
+	Sub     string `json:"sub"`              // the grantee
+	Tenant  string `json:"tenant,omitempty"` // the grant's tenant (Grant.Tenant)
+	Patient string `json:"patient"`          // opaque id; pseudonymized in the audit log
+	Actor   string `json:"actor"`            // who acted: operator, reviewer, "custos" for expiry
 	// Expires and TTL are the grant's expiry and duration (grant and
 	// expiry events).
 	Expires time.Time     `json:"expires,omitzero"`
@@ -223,7 +229,7 @@ type Event struct {
 
 // AuditReason is the reason of the event's audit record:
 //
-//	grant=<id> grantee=<sub> [expires=<RFC3339> ttl=<duration>] [by_role=<role>] [refused=<code> [max_ttl=<duration>]] [verdict=<v>] [uses=<n>] [reason=<quoted text>|note=<quoted text>]
+//	grant=<id> grantee=<sub> [tenant=<tenant>] [expires=<RFC3339> ttl=<duration>] [by_role=<role>] [refused=<code> [max_ttl=<duration>]] [verdict=<v>] [uses=<n>] [reason=<quoted text>|note=<quoted text>]
 //
 // The grant id, grantee, expiry, duration, role and refusal are custos's
 // own values and appear verbatim; the quoted text was scrubbed when it was
@@ -233,6 +239,9 @@ func (e Event) AuditReason() string {
 	if e.Detail != "" && e.Text == "" && e.Expires.IsZero() && e.Verdict == "" {
 		// Legacy outbox event: its detail was never scrubbed at intake.
 		return strings.Join(append(parts, minimize.ScrubString(e.Detail)), " ")
+	}
+	if e.Tenant != "" {
+		parts = append(parts, "tenant="+e.Tenant)
 	}
 	if !e.Expires.IsZero() {
 		parts = append(parts, "expires="+e.Expires.UTC().Format(time.RFC3339))
@@ -455,6 +464,10 @@ func (s *Store) Rules() (Rules, bool, error) {
 // Request is what `custos btg grant` asks for.
 type Request struct {
 	Sub, Patient, Reason string
+	// Tenant is the patient's tenant (the catalog's labels.tenant):
+	// required, so that a grant never covers another tenant's patient of
+	// the same id.
+	Tenant string
 	// By is the operator; Roles are the operator's roles (the OS groups of
 	// the account running the command), checked against Rules.GrantRoles.
 	By    string
@@ -469,18 +482,21 @@ type Request struct {
 func (s *Store) Grant(r Request) (Grant, error) {
 	r.Reason = scrubText(r.Reason)
 	switch {
-	case r.Sub == "" || r.Patient == "" || r.By == "":
-		return Grant{}, fmt.Errorf("%w: a grant needs the user, the patient and the operator", ErrBadGrant)
+	case r.Sub == "" || r.Patient == "" || r.Tenant == "" || r.By == "":
+		return Grant{}, fmt.Errorf("%w: a grant needs the user, the patient, the patient's tenant and the operator", ErrBadGrant)
 	case len(r.Reason) < 10:
 		return Grant{}, fmt.Errorf("%w: the reason is required and must say why (at least 10 characters)", ErrBadGrant)
 	case r.TTL <= 0:
 		return Grant{}, fmt.Errorf("%w: the TTL must be positive", ErrBadGrant)
 	}
-	if _, err := uuid.Parse(r.Patient); err != nil {
-		return Grant{}, fmt.Errorf("%w: the patient must be an opaque patient id (UUID)", ErrBadGrant)
+	if !validTenant(r.Tenant) {
+		return Grant{}, fmt.Errorf("%w: the tenant must be a tenant name ([a-z0-9][a-z0-9-]{0,62})", ErrBadGrant)
+	}
+	if !validPatientID(r.Patient) {
+		return Grant{}, fmt.Errorf("%w: the patient must be a patient id (a FHIR id: letters, digits, '-' and '.', at most 64)", ErrBadGrant)
 	}
 	now := s.opts.Now().UTC()
-	g := Grant{ID: uuid.NewString(), Sub: r.Sub, Patient: r.Patient, Reason: r.Reason, By: r.By,
+	g := Grant{ID: uuid.NewString(), Sub: r.Sub, Patient: r.Patient, Tenant: r.Tenant, Reason: r.Reason, By: r.By,
 		Created: now, Expires: now.Add(r.TTL)}
 	err := s.update(func(tx *bolt.Tx) error {
 		rules, err := s.rules(tx)
@@ -499,13 +515,43 @@ func (s *Store) Grant(r Request) (Grant, error) {
 		if err := putGrant(tx, g); err != nil {
 			return err
 		}
-		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindGrant, GrantID: g.ID, Sub: g.Sub, Patient: g.Patient,
+		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindGrant, GrantID: g.ID, Sub: g.Sub, Tenant: g.Tenant, Patient: g.Patient,
 			Actor: r.By, Expires: g.Expires, TTL: g.TTL(), ByRole: g.ByRole, Text: g.Reason, Time: now})
 	})
 	if err != nil {
 		return Grant{}, err
 	}
 	return g, nil
+}
+
+// validPatientID reports whether s has the form of a patient id a
+// resource's labels name: custos's own data names patients by UUID, FHIR
+// input by the source Patient id, a FHIR id ([A-Za-z0-9\-\.]{1,64}),
+// which a UUID is too.
+func validPatientID(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// validTenant reports whether s is a tenant name: [a-z0-9][a-z0-9-]{0,62}
+// (docs/uris.md).
+func validTenant(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' {
+		return false
+	}
+	for _, c := range s {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Revoke ends a grant now.
@@ -527,7 +573,7 @@ func (s *Store) Revoke(id, by, reason string) (Grant, error) {
 		if err := putGrant(tx, g); err != nil {
 			return err
 		}
-		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindRevoke, GrantID: g.ID, Sub: g.Sub, Patient: g.Patient,
+		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindRevoke, GrantID: g.ID, Sub: g.Sub, Tenant: g.Tenant, Patient: g.Patient,
 			Actor: by, Text: g.RevokeReason, Time: now})
 	})
 	return g, err
@@ -555,7 +601,7 @@ func (s *Store) ReviewGrant(id, reviewer, verdict, note string) (Grant, error) {
 		if err := putGrant(tx, g); err != nil {
 			return err
 		}
-		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindReview, GrantID: g.ID, Sub: g.Sub, Patient: g.Patient,
+		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindReview, GrantID: g.ID, Sub: g.Sub, Tenant: g.Tenant, Patient: g.Patient,
 			Actor: reviewer, Verdict: verdict, Uses: len(g.Uses), Text: scrubText(note), Time: now})
 	})
 	return g, err
@@ -652,7 +698,7 @@ func (s *Store) Sync(uses map[string][]Use) (active []Grant, pending []Event, ke
 			return err
 		}
 		for _, g := range changed {
-			ev := Event{ID: uuid.NewString(), GrantID: g.ID, Sub: g.Sub, Patient: g.Patient,
+			ev := Event{ID: uuid.NewString(), GrantID: g.ID, Sub: g.Sub, Tenant: g.Tenant, Patient: g.Patient,
 				Actor: "custos", Expires: g.Expires, TTL: g.TTL(), Uses: len(g.Uses), Time: now}
 			if code := rules.Refusal(g); code != "" {
 				g.Refused, ev.Kind, ev.Refused, ev.ByRole = code, KindRefuse, code, g.ByRole

@@ -30,12 +30,12 @@ func TestGrantValidation(t *testing.T) {
 		r    Request
 		want string
 	}{
-		{"no reason", Request{Sub: "dr", Patient: patient, By: "op", TTL: time.Minute}, "reason is required"},
-		{"short reason", Request{Sub: "dr", Patient: patient, By: "op", Reason: "er", TTL: time.Minute}, "reason is required"},
-		{"ttl over cap", Request{Sub: "dr", Patient: patient, By: "op", Reason: "cardiac arrest in ED", TTL: 2 * time.Hour}, "exceeds the maximum 1h0m0s (the server's btg.max_ttl)"},
-		{"no ttl", Request{Sub: "dr", Patient: patient, By: "op", Reason: "cardiac arrest in ED"}, "must be positive"},
-		{"not an id", Request{Sub: "dr", Patient: "Jane Doe", By: "op", Reason: "cardiac arrest in ED", TTL: time.Minute}, "opaque patient id"},
-		{"no operator", Request{Sub: "dr", Patient: patient, Reason: "cardiac arrest in ED", TTL: time.Minute}, "operator"},
+		{"no reason", Request{Sub: "dr", Patient: patient, Tenant: "general-hospital", By: "op", TTL: time.Minute}, "reason is required"},
+		{"short reason", Request{Sub: "dr", Patient: patient, Tenant: "general-hospital", By: "op", Reason: "er", TTL: time.Minute}, "reason is required"},
+		{"ttl over cap", Request{Sub: "dr", Patient: patient, Tenant: "general-hospital", By: "op", Reason: "cardiac arrest in ED", TTL: 2 * time.Hour}, "exceeds the maximum 1h0m0s (the server's btg.max_ttl)"},
+		{"no ttl", Request{Sub: "dr", Patient: patient, Tenant: "general-hospital", By: "op", Reason: "cardiac arrest in ED"}, "must be positive"},
+		{"not an id", Request{Sub: "dr", Patient: "Jane Doe", Tenant: "general-hospital", By: "op", Reason: "cardiac arrest in ED", TTL: time.Minute}, "must be a patient id"},
+		{"no operator", Request{Sub: "dr", Patient: patient, Tenant: "general-hospital", Reason: "cardiac arrest in ED", TTL: time.Minute}, "operator"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := s.Grant(tc.r); !errors.Is(err, ErrBadGrant) || !strings.Contains(err.Error(), tc.want) {
@@ -50,7 +50,7 @@ func TestGrantValidation(t *testing.T) {
 
 func TestLifecycle(t *testing.T) {
 	s, c := newStore(t)
-	g, err := s.Grant(Request{Sub: "dr-a", Patient: patient, By: "op-1", Reason: "unconscious patient in ED", TTL: 30 * time.Minute})
+	g, err := s.Grant(Request{Sub: "dr-a", Patient: patient, Tenant: "general-hospital", By: "op-1", Reason: "unconscious patient in ED", TTL: 30 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestLifecycle(t *testing.T) {
 
 func TestRevoke(t *testing.T) {
 	s, _ := newStore(t)
-	g, _ := s.Grant(Request{Sub: "dr-a", Patient: patient, By: "op-1", Reason: "unconscious patient in ED", TTL: 30 * time.Minute})
+	g, _ := s.Grant(Request{Sub: "dr-a", Patient: patient, Tenant: "general-hospital", By: "op-1", Reason: "unconscious patient in ED", TTL: 30 * time.Minute})
 	if _, err := s.Revoke(g.ID, "op-2", ""); !errors.Is(err, ErrBadGrant) {
 		t.Fatalf("revoke without reason: %v", err)
 	}
@@ -124,7 +124,7 @@ func TestLockedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := s.Grant(Request{Sub: "dr", Patient: patient, By: "op", Reason: "unconscious patient in ED", TTL: time.Minute}); !errors.Is(err, ErrLocked) {
+	if _, err := s.Grant(Request{Sub: "dr", Patient: patient, Tenant: "general-hospital", By: "op", Reason: "unconscious patient in ED", TTL: time.Minute}); !errors.Is(err, ErrLocked) {
 		t.Fatalf("locked: %v", err)
 	}
 }
@@ -132,20 +132,35 @@ func TestLockedFile(t *testing.T) {
 func TestCache(t *testing.T) {
 	c := NewCache()
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	if _, ok := c.Lookup("dr", patient, now); ok {
+	if _, ok := c.Lookup("dr", "tenant-a", patient, now); ok {
 		t.Fatal("empty cache grants access")
 	}
-	g := Grant{ID: "g1", Sub: "dr", Patient: patient, Created: now.Add(-time.Minute), Expires: now.Add(time.Minute)}
+	g := Grant{ID: "g1", Sub: "dr", Patient: patient, Tenant: "tenant-a", Created: now.Add(-time.Minute), Expires: now.Add(time.Minute)}
 	c.Replace([]Grant{g})
-	if id, ok := c.Lookup("dr", patient, now); !ok || id != "g1" {
+	if id, ok := c.Lookup("dr", "tenant-a", patient, now); !ok || id != "g1" {
 		t.Fatalf("lookup: %q %v", id, ok)
 	}
-	if _, ok := c.Lookup("dr", patient, now.Add(2*time.Minute)); ok {
+	if _, ok := c.Lookup("dr", "tenant-a", patient, now.Add(2*time.Minute)); ok {
 		t.Fatal("an expired grant still works between syncs")
 	}
-	if _, ok := c.Lookup("other", patient, now); ok {
+	if _, ok := c.Lookup("other", "tenant-a", patient, now); ok {
 		t.Fatal("a grant for one user works for another")
 	}
+	// Patient ids are unique within a tenant only (FHIR source ids such as
+	// "p1"): a grant for tenant-a's patient is no grant for tenant-b's
+	// patient of the same id. Found by probe-btg: the grant named no
+	// tenant, and a clinician of tenant-b read tenant-b's p1 under a grant
+	// made from a URI of tenant-a.
+	if _, ok := c.Lookup("dr", "tenant-b", patient, now); ok {
+		t.Fatal("a grant for tenant-a's patient works for tenant-b's patient of the same id")
+	}
+	// A grant written before grants named their tenant covers the patient
+	// in any tenant, as it did.
+	c.Replace([]Grant{{ID: "g0", Sub: "dr", Patient: patient, Created: now.Add(-time.Minute), Expires: now.Add(time.Minute)}})
+	if id, ok := c.Lookup("dr", "tenant-b", patient, now); !ok || id != "g0" {
+		t.Fatalf("legacy grant: %q %v", id, ok)
+	}
+	c.Replace([]Grant{g})
 	c.Used("g1", Use{EventID: "e1"})
 	u := c.TakeUses()
 	if len(u["g1"]) != 1 || len(c.TakeUses()) != 0 {
@@ -161,7 +176,7 @@ func TestCache(t *testing.T) {
 // nothing changed (no fsync per second on an idle server).
 func TestIdleSyncDoesNotWrite(t *testing.T) {
 	s, _ := newStore(t)
-	g, _ := s.Grant(Request{Sub: "dr-a", Patient: patient, By: "op-1", Reason: "unconscious patient in ED", TTL: 30 * time.Minute})
+	g, _ := s.Grant(Request{Sub: "dr-a", Patient: patient, Tenant: "general-hospital", By: "op-1", Reason: "unconscious patient in ED", TTL: 30 * time.Minute})
 	_, _, keys, err := s.Sync(nil)
 	if err != nil || s.Delivered(keys) != nil {
 		t.Fatal(err)
@@ -182,7 +197,7 @@ func TestIdleSyncDoesNotWrite(t *testing.T) {
 func TestRulesArePublishedByTheServer(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "grants.db")
 	cli := New(path, Options{})
-	req := Request{Sub: "dr", Patient: patient, By: "op", Reason: "cardiac arrest in ED", TTL: 5 * time.Hour}
+	req := Request{Sub: "dr", Patient: patient, Tenant: "general-hospital", By: "op", Reason: "cardiac arrest in ED", TTL: 5 * time.Hour}
 	if r, published, err := cli.Rules(); err != nil || published || r.MaxTTL != DefaultMaxTTL {
 		t.Fatalf("rules before any server: %+v %v %v", r, published, err)
 	}
@@ -233,11 +248,11 @@ func TestServerRefusesGrantsBreakingItsRules(t *testing.T) {
 	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
 	path := filepath.Join(t.TempDir(), "grants.db")
 	old := New(path, Options{Rules: &Rules{MaxTTL: 720 * time.Hour}, Now: c.now}) // what `--max-ttl 1000h` used to allow
-	long, err := old.Grant(Request{Sub: "dr-a", Patient: patient, By: "op", Reason: "unconscious patient in ED", TTL: 720 * time.Hour})
+	long, err := old.Grant(Request{Sub: "dr-a", Patient: patient, Tenant: "general-hospital", By: "op", Reason: "unconscious patient in ED", TTL: 720 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	noRole, err := old.Grant(Request{Sub: "dr-b", Patient: patient, By: "op", Reason: "unconscious patient in ED", TTL: time.Hour})
+	noRole, err := old.Grant(Request{Sub: "dr-b", Patient: patient, Tenant: "general-hospital", By: "op", Reason: "unconscious patient in ED", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

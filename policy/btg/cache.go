@@ -10,21 +10,21 @@ import (
 // concurrent use; Lookup is the read path's only cost (a map lookup).
 type Cache struct {
 	mu     sync.Mutex
-	active map[[2]string]Grant // (sub, patient) → grant
+	active map[[3]string]Grant // (sub, tenant, patient) → grant
 	uses   map[string][]Use
 }
 
 // NewCache returns an empty cache: no grant is active until the first
 // Replace.
 func NewCache() *Cache {
-	return &Cache{active: map[[2]string]Grant{}, uses: map[string][]Use{}}
+	return &Cache{active: map[[3]string]Grant{}, uses: map[string][]Use{}}
 }
 
 // Replace installs the grants active as of the last Sync.
 func (c *Cache) Replace(active []Grant) {
-	m := make(map[[2]string]Grant, len(active))
+	m := make(map[[3]string]Grant, len(active))
 	for _, g := range active {
-		k := [2]string{g.Sub, g.Patient}
+		k := [3]string{g.Sub, g.Tenant, g.Patient}
 		if old, ok := m[k]; !ok || g.Expires.After(old.Expires) {
 			m[k] = g
 		}
@@ -34,14 +34,18 @@ func (c *Cache) Replace(active []Grant) {
 	c.mu.Unlock()
 }
 
-// Lookup returns the id of a grant that lets sub read patient at t. The
-// expiry is checked here too, so a grant stops working at its expiry even
-// between two Syncs.
-func (c *Cache) Lookup(sub, patient string, t time.Time) (string, bool) {
+// Lookup returns the id of a grant that lets sub read tenant's patient at
+// t: a grant naming that tenant, else one written before grants named
+// their tenant (Grant.Tenant ""). The expiry is checked here too, so a
+// grant stops working at its expiry even between two Syncs.
+func (c *Cache) Lookup(sub, tenant, patient string, t time.Time) (string, bool) {
 	c.mu.Lock()
-	g, ok := c.active[[2]string{sub, patient}]
-	c.mu.Unlock()
+	g, ok := c.active[[3]string{sub, tenant, patient}]
 	if !ok || !g.Active(t) {
+		g, ok = c.active[[3]string{sub, "", patient}]
+	}
+	c.mu.Unlock()
+	if !ok || tenant == "" || !g.Active(t) {
 		return "", false
 	}
 	return g.ID, true

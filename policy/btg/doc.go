@@ -19,8 +19,13 @@
 // breaks them, whoever wrote it.
 //
 // Invariants:
-//   - A grant always has a reason, a user, a patient (opaque id) and an
-//     expiry; it takes effect only if its duration is at most the server's
+//   - A grant always has a reason, a user, a patient (the id resources'
+//     labels name: a UUID for custos's own data, the source Patient id, a
+//     FHIR id, for FHIR input; never a URI's keyed segment), the
+//     patient's tenant (patient ids are unique within a tenant only; a
+//     grant covers its tenant's patient, and one written before grants
+//     named a tenant covers the patient in any tenant) and an expiry;
+//     it takes effect only if its duration is at most the server's
 //     MaxTTL and, when the server names roles allowed to grant, its
 //     operator's role is one of them. It is never edited except to be
 //     revoked (once), refused (once), to record its uses, or to record
@@ -32,7 +37,8 @@
 //     the outbox until the server has written it to the audit log; events
 //     carry ids so that a record written twice (crash between the audit
 //     append and the outbox delete) is recognizable.
-//   - Nothing here is a secret; patient ids are opaque ids. The audit log
+//   - Nothing here is a secret; patient ids are the catalog's (which holds
+//     them too), in a 0600 file of the data directory. The audit log
 //     gets keyed hashes of them (the server pseudonymizes events as it does
 //     every record).
 package btg

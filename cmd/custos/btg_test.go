@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"errors"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/custos-mcp/custos/policy/btg"
+	"github.com/custos-mcp/custos/store"
+)
+
+// runCustos runs the real command in process and returns its exit code,
+// stdout and stderr.
+func runCustos(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestBtgGrantNamesTheCatalogsPatient: on a catalog made by 'custos
+// import' of FHIR data, a resource URI carries a keyed patient id while a
+// grant applies to the resources whose labels name the source Patient id.
+// A grant given the id the clinician sees (the URI's patient segment, or
+// the URI itself) names the source id, a grant given the source id (here
+// "p1", not a UUID) is made, and one naming no patient of the catalog is
+// refused and writes nothing: a grant that could never apply is never
+// silently made. Found by probe-btg: the segment form was granted and the
+// emergency read denied; the source id was refused as "not a UUID".
+func TestBtgGrantNamesTheCatalogsPatient(t *testing.T) {
+	dir := t.TempDir()
+	mustImportFHIR(t, dir, "docref.json")
+	_, rs := openCatalog(t, dir)
+	var uri string
+	for _, r := range rs {
+		if r.Labels.Patient == "p1" && r.Labels.Type != store.TypePatient {
+			uri = r.URI
+		}
+	}
+	u, err := store.ParseURI(uri)
+	if err != nil || u.Patient == "" || u.Patient == "p1" {
+		t.Fatalf("want a resource of p1 under a keyed patient segment, got %q (%v)", uri, err)
+	}
+	grants := btg.New(filepath.Join(dir, "grants.db"), btg.Options{})
+	grant := func(sub, patient string) (int, string, string) {
+		return runCustos("btg", "grant", "--data-dir", dir, "--sub", sub, "--patient", patient,
+			"--reason", "unconscious patient in ED", "--ttl", "10m")
+	}
+	for sub, patient := range map[string]string{"dr-seg": u.Patient, "dr-uri": uri, "dr-src": "p1"} {
+		code, out, errOut := grant(sub, patient)
+		if code != 0 {
+			t.Fatalf("grant --patient %s: exit %d\n%s%s", patient, code, out, errOut)
+		}
+		if patient != "p1" && !strings.Contains(errOut, "the grant names the catalog's patient id it stands for (tenant t)") {
+			t.Errorf("grant --patient %s does not say it resolved the URI form:\n%s", patient, errOut)
+		}
+	}
+	all, err := grants.All()
+	if err != nil || len(all) != 3 {
+		t.Fatalf("%d grants (%v), want 3", len(all), err)
+	}
+	for _, g := range all {
+		if g.Patient != "p1" {
+			t.Errorf("grant for %s names patient %q, want the catalog's p1", g.Sub, g.Patient)
+		}
+	}
+
+	// Ids of no patient of the catalog: refused, nothing written, and the
+	// error teaches the forms without repeating the input (a source id may
+	// be an MRN).
+	for _, patient := range []string{"MRN-404", "11111111-2222-4333-8444-555555555555", u.Patient[:35] + "0",
+		"fhir://other/patients/" + u.Patient + "/patient/" + u.Patient} {
+		code, _, errOut := grant("dr-bad", patient)
+		if code == 0 || !strings.Contains(errOut, "names no patient of the catalog") ||
+			!strings.Contains(errOut, "fhir://TENANT/patients/<segment>/") || strings.Contains(errOut, patient) {
+			t.Errorf("grant --patient %s: exit %d, want a refusal teaching the forms:\n%s", patient, code, errOut)
+		}
+	}
+	code, _, errOut := grant("dr-bad", "fhir://t/reference/x")
+	if code == 0 || !strings.Contains(errOut, "is not a custos resource URI") {
+		t.Errorf("grant --patient <bad URI>: exit %d\n%s", code, errOut)
+	}
+	if all, _ := grants.All(); len(all) != 3 {
+		t.Errorf("refused grants were written: %d grants", len(all))
+	}
+}
+
+// TestBtgGrantNamesThePatientsTenant: patient ids are unique within a
+// tenant only ("p1" of tenant t and "p1" of tenant u are two people), so a
+// grant names its patient's tenant and covers that tenant's patient only.
+// The tenant is the URI's, or the one tenant of the catalog with that
+// patient; an id that several tenants have is refused until --tenant
+// names one. Found by probe-btg: a grant made from a URI of tenant t let a
+// clinician of tenant u read u's p1.
+func TestBtgGrantNamesThePatientsTenant(t *testing.T) {
+	dir := t.TempDir()
+	mustImportFHIR(t, dir, "docref.json")
+	mustImportFHIR(t, dir, "docref.json", "--tenant", "u")
+	_, rs := openCatalog(t, dir)
+	var uriT string
+	for _, r := range rs {
+		if r.Labels.Tenant == "t" && r.Labels.Type == store.TypePatient {
+			uriT = r.URI
+		}
+	}
+	grant := func(sub string, args ...string) (int, string, string) {
+		return runCustos(append([]string{"btg", "grant", "--data-dir", dir, "--sub", sub,
+			"--reason", "unconscious patient in ED", "--ttl", "10m"}, args...)...)
+	}
+	if code, _, errOut := grant("dr-amb", "--patient", "p1"); code == 0 || !strings.Contains(errOut, "names a patient in each of the tenants t, u: name the tenant with --tenant") {
+		t.Errorf("grant of an id two tenants have: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := grant("dr-x", "--patient", uriT, "--tenant", "u"); code == 0 || !strings.Contains(errOut, "is a URI of tenant t, not of --tenant u") {
+		t.Errorf("grant of a URI of another --tenant: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := grant("dr-none", "--patient", "p2", "--tenant", "u"); code == 0 || !strings.Contains(errOut, "names no patient of the catalog "+filepath.Join(dir, "catalog.db")+" in tenant u") {
+		t.Errorf("grant of an unknown id: exit %d\n%s", code, errOut)
+	}
+	want := map[string]string{}
+	for sub, args := range map[string][]string{
+		"dr-t":   {"--patient", uriT},
+		"dr-u":   {"--patient", "p1", "--tenant", "u"},
+		"dr-seg": {"--patient", strings.Split(uriT, "/")[4]},
+	} {
+		code, out, errOut := grant(sub, args...)
+		if code != 0 {
+			t.Fatalf("grant %v: exit %d\n%s%s", args, code, out, errOut)
+		}
+		want[sub] = "t"
+		if sub == "dr-u" {
+			want[sub] = "u"
+		}
+		if !strings.Contains(out, "(tenant "+want[sub]+")") {
+			t.Errorf("grant %v does not say the tenant: %s", args, out)
+		}
+	}
+	all, err := btg.New(filepath.Join(dir, "grants.db"), btg.Options{}).All()
+	if err != nil || len(all) != 3 {
+		t.Fatalf("%d grants (%v), want 3", len(all), err)
+	}
+	for _, g := range all {
+		if g.Patient != "p1" || g.Tenant != want[g.Sub] {
+			t.Errorf("grant for %s names patient %q of tenant %q, want p1 of %q", g.Sub, g.Patient, g.Tenant, want[g.Sub])
+		}
+	}
+}
+
+// TestBtgReviewShowsWhatThePrivacyOfficerNeeds: 'btg list' says "-", not
+// "yes", under REVIEWED for a grant nobody used (nothing was signed off),
+// and 'btg review --grant' shows the grant's tenant and its revocation:
+// when, by whom and why. Found by probe-btg: an unused grant read as
+// reviewed, and the revocation's operator and reason were only in --json.
+func TestBtgReviewShowsWhatThePrivacyOfficerNeeds(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCustos("btg", "grant", "--data-dir", dir, "--sub", "dr-er", "--tenant", "general-hospital",
+		"--patient", "0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f", "--reason", "unconscious patient in ED", "--ttl", "10m", "--json")
+	if code != 0 {
+		t.Fatalf("grant: exit %d\n%s%s", code, out, errOut)
+	}
+	all, err := btg.New(filepath.Join(dir, "grants.db"), btg.Options{}).All()
+	if err != nil || len(all) != 1 {
+		t.Fatalf("grants: %v %v", all, err)
+	}
+	id := all[0].ID
+	if code, out, _ := runCustos("btg", "list", "--data-dir", dir); code != 0 || !regexp.MustCompile(`dr-er +active +0 +- `).MatchString(out) {
+		t.Errorf("btg list of an unused grant (exit %d):\n%s", code, out)
+	}
+	if code, out, errOut := runCustos("btg", "revoke", "--data-dir", dir, "--grant", id, "--by", "op-night", "--reason", "patient transferred to ICU"); code != 0 {
+		t.Fatalf("revoke: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, _ = runCustos("btg", "review", "--data-dir", dir, "--grant", id)
+	if code != 0 || !strings.Contains(out, "grant "+id+" (dr-er, tenant general-hospital): 0 use(s)") ||
+		!strings.Contains(out, " by op-night: patient transferred to ICU") {
+		t.Errorf("btg review --grant (exit %d) does not show the tenant and the revocation:\n%s", code, out)
+	}
+}
+
+// testKeys wraps data keys under one AES-GCM key: a stand-in for Vault
+// Transit that makes a catalog encrypted at rest, as production's are.
+type testKeys struct{ aead cipher.AEAD }
+
+func (k testKeys) KEK() string { return "test:btg-kek" }
+
+func (k testKeys) NewDataKey(context.Context) ([]byte, []byte, error) {
+	key := make([]byte, 32)
+	nonce := make([]byte, k.aead.NonceSize())
+	rand.Read(key)
+	rand.Read(nonce)
+	return key, k.aead.Seal(nonce, nonce, key, nil), nil
+}
+
+func (k testKeys) UnwrapDataKey(_ context.Context, w []byte) ([]byte, error) {
+	n := k.aead.NonceSize()
+	if len(w) < n {
+		return nil, errors.New("short wrapped key")
+	}
+	return k.aead.Open(nil, w[:n], w[n:], nil)
+}
+
+// TestBtgGrantOnAnEncryptedCatalog: production catalogs are encrypted at
+// rest, and 'btg grant' finds the patient in their labels without any
+// data key (the operator at 3 a.m. needs no Vault access to content). A
+// first version of the catalog lookup opened the catalog as the server
+// does and failed with "catalog is encrypted at rest".
+func TestBtgGrantOnAnEncryptedCatalog(t *testing.T) {
+	dir := t.TempDir()
+	mustImportFHIR(t, dir, "docref.json")
+	kb := make([]byte, 32)
+	rand.Read(kb)
+	b, _ := aes.NewCipher(kb)
+	g, _ := cipher.NewGCM(b)
+	st, err := store.Open(filepath.Join(dir, "catalog.db"), store.Options{DataKeys: testKeys{g}, Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Reencrypt(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if _, err := store.Open(filepath.Join(dir, "catalog.db"), store.Options{ReadOnly: true}); !errors.Is(err, store.ErrEncrypted) {
+		t.Fatalf("the catalog is not encrypted: %v", err)
+	}
+	code, out, errOut := runCustos("btg", "grant", "--data-dir", dir, "--sub", "dr-er", "--patient", "p1",
+		"--reason", "unconscious patient in ED", "--ttl", "10m")
+	if code != 0 || !strings.Contains(out, "(tenant t)") {
+		t.Fatalf("grant on an encrypted catalog: exit %d\n%s%s", code, out, errOut)
+	}
+}
