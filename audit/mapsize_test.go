@@ -14,7 +14,7 @@ func TestLiveMapSize(t *testing.T) {
 	}
 	for _, c := range []struct {
 		fs   int64
-		want int
+		want int64 // int64: the cases do not fit a 32-bit int, and the file must compile there
 	}{
 		{0, 0},       // unknown: bbolt's default
 		{-1, 0},      // unknown
@@ -25,7 +25,7 @@ func TestLiveMapSize(t *testing.T) {
 		{252<<30 + 4096, 253 << 30},
 		{1 << 50, 1 << 46}, // capped under bbolt's largest mapping
 	} {
-		if got := liveMapSize(c.fs); got != c.want {
+		if got := int64(liveMapSize(c.fs)); got != c.want {
 			t.Errorf("liveMapSize(%d) = %d, want %d", c.fs, got, c.want)
 		}
 	}
