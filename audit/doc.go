@@ -123,7 +123,8 @@
 //     bbolt never remaps it, and a remap is what waits for readers
 //     (TestSnapshotWhileTheFileGrowsDoesNotBlockAppends). Only where the
 //     address space is limited does it fall back, with a warning, to
-//     bbolt's default mapping.
+//     bbolt's default mapping; on the systems where fsSize is not read
+//     (mapsize_other.go) it keeps that mapping.
 //
 // A log written before segments existed is segment 1 as it is.
 //

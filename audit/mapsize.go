@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 
@@ -39,17 +40,37 @@ const (
 	mapMax = 1 << 46
 )
 
+// bboltMapMax is bbolt's largest mapping (its internal MaxMapSize) where
+// it is below mapMax on a 64-bit platform: 512 GiB on mips64 and mips64le
+// (go.etcd.io/bbolt/internal/common/bolt_mips64x.go). A reservation above
+// it makes bolt.Open fail ('mmap too large'), not fall back.
+var bboltMapMax = map[string]int64{"mips64": 0x8000000000, "mips64le": 0x8000000000}
+
 // liveMapSize is the mapping to reserve for a live segment on a file
 // system of fsBytes bytes: fsBytes rounded up to a GiB, at least 1 GiB and
-// at most mapMax. 0 (bbolt's default) on 32-bit platforms, where address
-// space is scarce, and where the size is unknown (fsBytes <= 0).
+// at most mapMax and bbolt's largest mapping (bboltMapMax). 0 (bbolt's
+// default) on 32-bit platforms, where address space is scarce, and where
+// the size is unknown (fsBytes <= 0).
 func liveMapSize(fsBytes int64) int {
-	if strconv.IntSize < 64 || fsBytes <= 0 {
+	if strconv.IntSize < 64 {
+		return 0
+	}
+	return int(liveMapSizeOn(runtime.GOARCH, fsBytes))
+}
+
+// liveMapSizeOn is liveMapSize on a 64-bit goarch: also at most bbolt's
+// largest mapping there (bboltMapMax).
+func liveMapSizeOn(goarch string, fsBytes int64) int64 {
+	if fsBytes <= 0 {
 		return 0
 	}
 	n := (fsBytes + mapStep - 1) / mapStep * mapStep
 	n = max(n, mapStep)
-	return int(min(n, mapMax))
+	limit := int64(mapMax)
+	if m, ok := bboltMapMax[goarch]; ok {
+		limit = min(limit, m)
+	}
+	return min(n, limit)
 }
 
 // openLiveDB opens (creating) the live segment's bbolt file at path with

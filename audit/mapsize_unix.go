@@ -1,10 +1,13 @@
-//go:build unix
+//go:build linux || darwin || freebsd || dragonfly
 
 package audit
 
 import "golang.org/x/sys/unix"
 
-// fsSize is the size in bytes of the file system holding dir.
+// fsSize is the size in bytes of the file system holding dir. Only where
+// x/sys/unix's Statfs_t has Blocks and Bsize: OpenBSD's names them
+// F_blocks and F_bsize, NetBSD and illumos have statvfs instead
+// (mapsize_other.go).
 func fsSize(dir string) (int64, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {

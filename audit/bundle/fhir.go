@@ -258,6 +258,17 @@ func balpKindOf(action string) balpKind {
 // that every event traces back to its signed record. No element is an
 // empty string (FHIR forbids them): what the record lacks is left out.
 func FHIRAuditEvents(r audit.Record) ([][]byte, error) {
+	return fhirAuditEvents(r, rendererCurrent)
+}
+
+// isAuditLogUse reports whether renderer rd renders action as DICOM Audit
+// Log Used (before 2026-12-06 a backup was Application Activity).
+func isAuditLogUse(action string, rd renderer) bool {
+	return slices.Contains(auditLogUses, action) && (rd == rendererCurrent || action != "backup")
+}
+
+// fhirAuditEvents is FHIRAuditEvents by renderer rd.
+func fhirAuditEvents(r audit.Record, rd renderer) ([][]byte, error) {
 	kind := balpKindOf(r.Action)
 	groups := [][]string{r.Patients} // the patients of each event
 	if kind != kindOther && len(r.Patients) > 1 {
@@ -268,7 +279,7 @@ func FHIRAuditEvents(r audit.Record) ([][]byte, error) {
 	}
 	out := make([][]byte, 0, len(groups))
 	for i, patients := range groups {
-		ev := fhirEvent(r, kind, patients)
+		ev := fhirEvent(r, kind, patients, rd)
 		if len(groups) > 1 {
 			ev.ID = r.EventID + "-" + strconv.Itoa(i+1)
 			ev.Extension[0].Extension = append(ev.Extension[0].Extension,
@@ -284,7 +295,7 @@ func FHIRAuditEvents(r audit.Record) ([][]byte, error) {
 }
 
 // fhirEvent renders the event of r concerning patients.
-func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent {
+func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fhirAuditEvent {
 	ev := fhirAuditEvent{
 		ResourceType: "AuditEvent",
 		ID:           r.EventID,
@@ -312,7 +323,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 		case r.Action == actionAuthReject:
 			ev.Type = fhirCoding{System: fhirDICOM, Code: "110114", Display: "User Authentication"}
 			ev.Subtype = []fhirCoding{{System: fhirDICOM, Code: "110122", Display: "Login"}}
-		case slices.Contains(auditLogUses, r.Action):
+		case isAuditLogUse(r.Action, rd):
 			ev.Type = fhirCoding{System: fhirDICOM, Code: "110101", Display: "Audit Log Used"}
 			ev.Action = "R"
 		}
@@ -374,7 +385,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string) fhirAuditEvent 
 	ev.Agent = append(ev.Agent, client, server)
 
 	// Entities.
-	if kind == kindOther && slices.Contains(auditLogUses, r.Action) {
+	if kind == kindOther && rd == rendererCurrent && slices.Contains(auditLogUses, r.Action) {
 		ev.Entity = append(ev.Entity, auditLogEntity(r.Node))
 	}
 	for _, p := range patients {

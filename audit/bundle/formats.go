@@ -58,18 +58,43 @@ func (f Format) header() ([]byte, error) {
 // human file is bound to records.jsonl, which the signed checkpoint
 // commits to.
 func (f Format) render(r audit.Record) ([]byte, error) {
+	return f.renderAs(r, rendererCurrent)
+}
+
+// renderer is a version of the human formats' rendering: the current one,
+// or one of an earlier custos version that the verifier still recognizes
+// (check 6, derived), so that the files of a bundle that version exported
+// are not reported as changed after export.
+type renderer int
+
+const (
+	rendererCurrent renderer = iota
+	// rendererBefore20261206 is the rendering before probe-export3
+	// (384f6a1): an auditor's access to the log had no audit log entity in
+	// FHIR and was OCSF activity 99 Other, a backup was FHIR Application
+	// Activity, and every OCSF event named the API service "mcp". CSV is
+	// unchanged.
+	rendererBefore20261206
+)
+
+// earlierRenderers are the renderings of earlier custos versions the
+// verifier accepts, newest first.
+var earlierRenderers = []renderer{rendererBefore20261206}
+
+// renderAs is render by renderer rd.
+func (f Format) renderAs(r audit.Record, rd renderer) ([]byte, error) {
 	switch f {
 	case FormatCSV:
 		return csvLine(CSVRow(r))
 	case FormatFHIR:
-		evs, err := FHIRAuditEvents(r)
+		evs, err := fhirAuditEvents(r, rd)
 		var b []byte
 		for _, ev := range evs {
 			b = append(append(b, ev...), '\n')
 		}
 		return b, err
 	case FormatOCSF:
-		ev, err := OCSFAPIActivity(r)
+		ev, err := ocsfAPIActivity(r, rd)
 		return append(ev, '\n'), err
 	}
 	return nil, fmt.Errorf("bundle: unknown format %q", f)
@@ -267,6 +292,11 @@ type ocsfEvent struct {
 // unmapped. No OCSF attribute is an empty string: what the record lacks is
 // left out.
 func OCSFAPIActivity(r audit.Record) ([]byte, error) {
+	return ocsfAPIActivity(r, rendererCurrent)
+}
+
+// ocsfAPIActivity is OCSFAPIActivity by renderer rd.
+func ocsfAPIActivity(r audit.Record, rd renderer) ([]byte, error) {
 	ev := ocsfEvent{
 		ClassUID:     ocsfClassUID,
 		ClassName:    "API Activity",
@@ -294,12 +324,12 @@ func OCSFAPIActivity(r audit.Record) ([]byte, error) {
 	}
 	switch {
 	case r.Action == audit.ActionResourcesRead, r.Action == audit.ActionResourcesList, r.Action == audit.ActionResourcesTemplatesList,
-		slices.Contains(auditLogUses, r.Action): // an auditor's read of the audit log, action R in FHIR
+		rd == rendererCurrent && slices.Contains(auditLogUses, r.Action): // an auditor's read of the audit log, action R in FHIR
 		ev.ActivityID, ev.ActivityName = ocsfActivityRead, "Read"
 	default:
 		ev.ActivityID, ev.ActivityName = ocsfActivityOther, r.Action
 	}
-	if slices.Contains(mcpActions, r.Action) {
+	if rd != rendererCurrent || slices.Contains(mcpActions, r.Action) {
 		ev.API.Service = &ocsfService{Name: "mcp"}
 	}
 	ev.TypeUID = ocsfClassUID*100 + ev.ActivityID

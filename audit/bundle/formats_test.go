@@ -57,8 +57,11 @@ func goldenRecords() map[string]audit.Record {
 	logUsed.Seq, logUsed.Action, logUsed.Reason, logUsed.URIs = 20, "audit/report", "by=privacy-officer patient=hk1-00000000000000000000000000000042", nil
 	logUsed.Principal, logUsed.PurposeOfUse, logUsed.Source = audit.Principal{Sub: "os:uid=1001(auditor)", Roles: []string{}, ClientID: "custos-cli"}, "HOPERAT", "admin.sock"
 	logUsed.Patients, logUsed.Keys = []string{"hk1-00000000000000000000000000000042"}, []string{"audit-hmac=secret/custos/audit-hmac-key@2"}
+	// A backup's copy of the log, an Audit Log Used event too.
+	backup := logUsed
+	backup.Seq, backup.Action, backup.Reason, backup.Patients, backup.Keys = 21, "backup", "by=ops", nil, []string{}
 	return map[string]audit.Record{"read": read, "list": list, "templates": tmpl, "deny": deny, "error": errRec, "other": other, "multi": multi, "unauth": unauth,
-		"aggregate": aggregate, "integrity": integrity, "retire": retire, "auditlogused": logUsed}
+		"aggregate": aggregate, "integrity": integrity, "retire": retire, "auditlogused": logUsed, "backup": backup}
 }
 
 func TestFormatsGolden(t *testing.T) {

@@ -79,7 +79,8 @@ const ToolName = "custos audit bundle verify"
 //     log's records from..to;
 //   - derived: each human-format file present (audit.csv,
 //     auditevent.ndjson, ocsf.ndjson) is byte for byte its regeneration
-//     from the lines (Format.header, then Format.render of each record):
+//     from the lines (Format.header, then Format.render of each record,
+//     or an earlier custos version's rendering of it, earlierRenderers):
 //     the first differing line is reported with the file's name.
 //
 // Every failure is reported, each with its seq (0 for bundle-level
@@ -452,6 +453,7 @@ type lineResult struct {
 	prevHash  string
 	derived   [][]byte // the record rendered in each human format being checked
 	renderErr error
+	rec       audit.Record // the decoded record (for an earlier renderer, derivedChecker.record)
 }
 
 type lineBatch struct {
@@ -579,6 +581,7 @@ func examineLine(l []byte, formats []Format) lineResult {
 	// Decode sets Hash = audit.HashRecord(l).
 	r.seq, r.v, r.time, r.prevHash, r.hash = rec.Seq, rec.V, rec.Time, rec.PrevHash, rec.Hash
 	if len(formats) > 0 {
+		r.rec = rec
 		r.derived = make([][]byte, len(formats))
 		for i, f := range formats {
 			if r.derived[i], err = f.render(rec); err != nil {
@@ -621,7 +624,7 @@ func (c *seqChecker) line(r *lineResult) {
 	} else {
 		seq = r.seq
 		c.sequence(seq, expect)
-		c.derived.record(seq, r.derived, r.renderErr)
+		c.derived.record(seq, r.rec, r.derived, r.renderErr)
 		// Chain.
 		var wantPrev string
 		switch {
