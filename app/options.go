@@ -186,8 +186,8 @@ type ScrubOptions struct {
 // size and period limits is reached. Sealing verifies the segment at the
 // scrubber's rate (ScrubOptions.Rate).
 type AuditSegmentOptions struct {
-	// RollSize seals the live segment once its file holds this many
-	// bytes, at least MinAuditRollSize; 0 means no size limit. Key
+	// RollSize seals the live segment once its pages in use reach this
+	// many bytes (bbolt's tx.Size(); the file runs ahead of them), at least MinAuditRollSize; 0 means no size limit. Key
 	// audit.roll_size.
 	RollSize int64
 	// RollPeriod seals it once its first record is this old, at least

@@ -293,7 +293,7 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.String("sync-client-id", "", "SMART Backend Services client id of the scheduled sync (key: Vault transit/custos-fhir-client, or D/"+app.SyncKeyFile+" with --dev)")
 	f.String("sync-scope", "", "the scope the scheduled sync asks the token endpoint for (default: system/*.read, or system/*.rs where the server lists only SMART v2 scopes)")
 	f.String("sync-tenant", "", "tenant that receives the synced resources (required with --sync-fhir-base)")
-	f.Int64("audit-roll-size", 0, "seal the live audit segment once its file holds this many bytes (at least 65536; 0: no size limit)")
+	f.Int64("audit-roll-size", 0, "seal the live audit segment once its pages in use reach this many bytes (at least 65536; 0: no size limit)")
 	f.Duration("audit-roll-period", 0, "seal the live audit segment once its first record is this old (at least 1m; 0: monthly, UTC)")
 	f.String("audit-archive-dir", "", "directory on separate storage receiving every sealed audit segment with its signed seal (default: keep them in DATA_DIR/audit.sealed)")
 	vf.register(f)
