@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,7 +60,7 @@ func ImportFHIR(ctx context.Context, catalogPath, path string, o FHIRImport) (st
 	eopts := store.EntryOptions{Namer: namer, Source: o.Source, Full: o.Full, Progress: o.Progress}
 	return store.ImportEntriesStagedFrom(ctx, catalogPath, func(st *store.Store) iter.Seq2[store.Entry, error] {
 		opts := fhirin.Options{Link: namer.Link, Logger: o.Logger, StoredBinary: storedBinary(st, namer),
-			PlaceBinary: placeBinary(st, namer), PlaceContext: placeResource(st, namer), Complete: o.Full}
+			PlaceBinary: placeBinary(st, namer), PlaceContext: placeContext(st, namer, eopts), Complete: o.Full}
 		return fhirEntries(ctx, path, opts)
 	}, eopts, store.Options{DataKeys: o.DataKeys, Timeout: o.Timeout, Logger: o.Logger})
 }
@@ -126,6 +127,39 @@ func placeResource(st *store.Store, namer *store.Namer) func(typ, id string) (st
 			return "", nil, false, fmt.Errorf("%w: a live %s's URI is not that of its labels' patient", store.ErrCorrupt, typ)
 		}
 		return r.Labels.Patient, r.OwnSensitivity(), true, nil
+	}
+}
+
+// placeContext is fhirin.Options.PlaceContext over st: placeResource,
+// except that in a full import (eo.Full) a live resource of the import's
+// own source is not live, as the import retires it (PlaceContext is asked
+// only about resources the import does not hold); another source's stays
+// live, and a Binary naming it takes its compartment and labels as in an
+// incremental import. Until 2026-12-06 (574ee43) a full import asked
+// nothing, and a Binary naming an HIV-labelled resource of another source
+// was stored without hiv.
+func placeContext(st *store.Store, namer *store.Namer, eo store.EntryOptions) func(typ, id string) (string, []string, bool, error) {
+	place := placeResource(st, namer)
+	source := cmp.Or(eo.Source, store.DefaultSource)
+	return func(typ, id string) (string, []string, bool, error) {
+		if !eo.Full {
+			return place(typ, id)
+		}
+		u, err := namer.URI(typ, id, "")
+		if err != nil {
+			return "", nil, false, fmt.Errorf("app: a %s of the import cannot be named", typ)
+		}
+		r, err := st.GetByID(u.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return "", nil, false, nil
+		case err != nil:
+			return "", nil, false, err
+		}
+		if r.Source == source {
+			return "", nil, false, nil // retired by this import
+		}
+		return place(typ, id)
 	}
 }
 

@@ -500,3 +500,36 @@ func TestImportBinaryContextResourceStored(t *testing.T) {
 		t.Error("the refused full import changed the catalog")
 	}
 }
+
+// TestImportFullBinaryContextOfAnotherSource: a full import retires what
+// its own source lacks, never another source's resources of the tenant.
+// A Binary of source A, linked by A's DiagnosticReport, whose
+// securityContext names an HIV-labelled DocumentReference that source B
+// imported, keeps that resource's labels in a full import of A as in an
+// incremental one: B's DocumentReference stays live. 574ee43 skipped the
+// catalog in every full import, and the Binary was stored without hiv
+// (readable by every caller who may read the patient's unlabelled
+// resources). Found reviewing 574ee43 (h-review23).
+func TestImportFullBinaryContextOfAnotherSource(t *testing.T) {
+	f := newLinkFixture(t)
+	d1 := `{"resourceType":"DocumentReference","id":"d1","meta":{"security":[` + lnkHIV + `]},"status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"https://elsewhere.example/doc/1"}}]}`
+	if _, err := ImportFHIR(context.Background(), f.cat, f.dir(map[string][]string{"Patient": {lnkPat}, "DocumentReference": {d1}}),
+		FHIRImport{Tenant: f.tenant, IDKey: f.key, Source: "fhir-b", Full: true}); err != nil {
+		t.Fatal(err)
+	}
+	b1 := `{"resourceType":"Binary","id":"b1","securityContext":{"reference":"DocumentReference/d1"},"contentType":"text/plain","data":"aGk="}`
+	r1 := `{"resourceType":"DiagnosticReport","id":"r1","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p"},"presentedForm":[{"contentType":"text/plain","url":"Binary/b1"}]}`
+	if _, err := ImportFHIR(context.Background(), f.cat, f.dir(map[string][]string{"Binary": {b1}, "DiagnosticReport": {r1}}),
+		FHIRImport{Tenant: f.tenant, IDKey: f.key, Source: "fhir-a", Full: true}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := f.get("DocumentReference", "d1", "p"); !slices.Contains(r.Labels.Sensitivity, "hiv") {
+		t.Fatalf("source B's d1 after a full import of source A: labels %v", r.Labels.Sensitivity)
+	}
+	for _, typ := range []string{"Binary", "DiagnosticReport"} {
+		id := map[string]string{"Binary": "b1", "DiagnosticReport": "r1"}[typ]
+		if r, _ := f.get(typ, id, "p"); !slices.Contains(r.Labels.Sensitivity, "hiv") {
+			t.Errorf("%s %s after a full import of source A: labels %v, want hiv (its securityContext's DocumentReference, live from source B)", typ, id, r.Labels.Sensitivity)
+		}
+	}
+}

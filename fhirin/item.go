@@ -160,9 +160,11 @@ type Options struct {
 	// securityContext names and the import does not hold: if live, it
 	// gives the Binary its compartment and labels as such a resource of
 	// the import does (R4: "a proxy of the security sensitivity" of the
-	// Binary). It is not asked when Complete: a full import retires what
-	// it lacks, and so gives the Binary what an import into an empty
-	// catalog gives. The answer must be the same whatever the resource's
+	// Binary). When Complete it must answer as the catalog will be after
+	// the import: a resource the full import retires (its own source's,
+	// which the import does not hold) is not live, while another
+	// source's resource of the tenant is, since a full import retires
+	// nothing of it. The answer must be the same whatever the resource's
 	// existence elsewhere (another tenant, retired: not live). An error
 	// stops Read and is returned as it is. nil: such a reference counts
 	// for nothing.

@@ -134,10 +134,10 @@ func (rd *reader) passes(srcs []source) error {
 			}
 		}
 		rd.ctxPass = false
-		if !rd.opts.Complete { // a full import retires what it lacks
-			if err := rd.idx.ctxStored(rd.opts.PlaceContext); err != nil {
-				return err
-			}
+		// A full import retires what its own source lacks, not another
+		// source's resources: PlaceContext answers for it (Options).
+		if err := rd.idx.ctxStored(rd.opts.PlaceContext); err != nil {
+			return err
 		}
 	}
 	errs, err := rd.idx.check(rd.opts.StoredBinary, rd.opts.PlaceBinary, rd.opts.Complete)

@@ -119,7 +119,8 @@
 //
 // The mode is recorded in meta and never mixed: Open refuses an encrypted
 // catalog without DataKeys (ErrEncrypted) unless Options.MetadataOnly asks
-// for its metadata alone (read-only; Blob then returns ErrEncrypted), a
+// for its metadata alone (read-only; Blob then returns ErrMetadataOnly,
+// as it does for a plaintext catalog opened so), a
 // plaintext catalog holding blobs
 // with DataKeys (ErrPlaintext) unless Options.Migrate is set for Reencrypt,
 // and a KEK name other than the recorded one (ErrKEKMismatch). A new or still

@@ -339,8 +339,23 @@ func TestOpenModeRefusals(t *testing.T) {
 	if tenants, err := meta.PatientTenants(page[0].Labels.Patient); err != nil || len(tenants) != 1 {
 		t.Fatalf("PatientTenants MetadataOnly: %v %v", tenants, err)
 	}
-	if b, err := meta.Blob(context.Background(), page[0].Digest); !errors.Is(err, ErrEncrypted) || b != nil {
-		t.Fatalf("Blob MetadataOnly = %d bytes, %v; want ErrEncrypted", len(b), err)
+	if b, err := meta.Blob(context.Background(), page[0].Digest); !errors.Is(err, ErrMetadataOnly) || b != nil {
+		t.Fatalf("Blob MetadataOnly = %d bytes, %v; want ErrMetadataOnly", len(b), err)
+	}
+	meta.Close()
+	// A plaintext catalog opened MetadataOnly gives no content either: the
+	// option promises labels only, whatever the catalog's mode. Blob
+	// returned the plaintext before 2026-12-06.
+	meta, err = Open(plain, Options{ReadOnly: true, MetadataOnly: true, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Open plaintext MetadataOnly: %v", err)
+	}
+	page, err = meta.Page("", 1)
+	if err != nil || len(page) != 1 {
+		t.Fatalf("Page plaintext MetadataOnly: %v %v", page, err)
+	}
+	if b, err := meta.Blob(context.Background(), page[0].Digest); !errors.Is(err, ErrMetadataOnly) || b != nil {
+		t.Fatalf("Blob of a plaintext catalog MetadataOnly = %d bytes, %v; want ErrMetadataOnly", len(b), err)
 	}
 	meta.Close()
 	for _, tc := range []struct {

@@ -66,6 +66,12 @@ var (
 	// Vault secrets provider; the catalog is never silently read as plaintext.
 	ErrEncrypted = errors.New("store: catalog is encrypted at rest; open it with the Vault secrets provider")
 
+	// ErrMetadataOnly is returned by Blob of a Store opened with
+	// Options.MetadataOnly, whatever the catalog's encryption mode: such a
+	// store serves labels, never content. Open the catalog without
+	// MetadataOnly (with the Vault secrets provider if it is encrypted).
+	ErrMetadataOnly = errors.New("store: opened for metadata only; content is not served")
+
 	// ErrPlaintext is returned by Open when Options.DataKeys is set but the
 	// catalog already holds plaintext blobs (and Options.Migrate is not set),
 	// and by Blob and Import on such a catalog opened with Migrate until

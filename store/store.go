@@ -144,7 +144,8 @@ type Options struct {
 	DataKeys DataKeys
 	// MetadataOnly, with ReadOnly and without DataKeys, opens an encrypted
 	// catalog for its metadata (Get, GetByID, Version, Page, Count,
-	// PatientTenants): Blob returns ErrEncrypted. It is for commands that
+	// PatientTenants, SegmentPatients): Blob returns ErrMetadataOnly, for
+	// a plaintext catalog too. It is for commands that
 	// read labels and never content ('custos btg grant' finding a
 	// patient), which need no Vault access to data keys. Invalid
 	// otherwise.
@@ -527,6 +528,9 @@ func (s *Store) Count() (int, error) {
 // unparsable envelope or a failed authentication returns an *IntegrityError
 // (wrapping ErrCorrupt) and no content.
 func (s *Store) Blob(ctx context.Context, digest string) ([]byte, error) {
+	if s.metadataOnly {
+		return nil, ErrMetadataOnly // labels only, whatever the mode
+	}
 	key, ok := parseDigest(digest)
 	if !ok {
 		return nil, fmt.Errorf("%w: malformed digest", ErrNotFound)
@@ -560,7 +564,7 @@ func (s *Store) Blob(ctx context.Context, digest string) ([]byte, error) {
 			return nil, err
 		}
 	case mode == EncryptionEnvelope:
-		return nil, ErrEncrypted // opened MetadataOnly
+		return nil, ErrEncrypted // unreachable: Open refused, and MetadataOnly returned above
 	case s.keys != nil:
 		return nil, ErrPlaintext // opened with Migrate, not converted yet
 	}

@@ -161,6 +161,28 @@ func resolveGrantPatient(d dataDir, arg, tenant string, warn func(string)) (gran
 		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return grantPatient{}, fmt.Errorf("btg: reading the catalog to find the patient: %w", err)
 		}
+		// The compartment's Patient resource may be missing (an export
+		// limited by _type, a Patient retired by a full import) while its
+		// other resources, whose URIs the clinician sees, name the
+		// patient in their labels.
+		ps, err := st.SegmentPatients(seg)
+		if err != nil {
+			return grantPatient{}, fmt.Errorf("btg: reading the catalog to find the patient: %w", err)
+		}
+		if tenant != "" {
+			ps = slices.DeleteFunc(ps, func(p store.SegmentPatient) bool { return p.Tenant != tenant })
+		}
+		switch {
+		case len(ps) == 1:
+			if via == "patient id" {
+				via = "URI patient segment"
+			}
+			return grantPatient{id: ps[0].Patient, tenants: []string{ps[0].Tenant}, via: via}, nil
+		case len(ps) > 1:
+			// A keyed segment covers its tenant and source id: several
+			// patients under one is a damaged catalog, not a choice.
+			return grantPatient{}, fmt.Errorf("btg: the catalog's resources under the patient segment name %d different patients; nothing was granted", len(ps))
+		}
 	}
 	tenants, err := st.PatientTenants(seg)
 	if err != nil {

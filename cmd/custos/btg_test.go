@@ -7,6 +7,7 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"errors"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -230,5 +231,39 @@ func TestBtgGrantOnAnEncryptedCatalog(t *testing.T) {
 		"--reason", "unconscious patient in ED", "--ttl", "10m")
 	if code != 0 || !strings.Contains(out, "(tenant t)") {
 		t.Fatalf("grant on an encrypted catalog: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestBtgGrantFromAURIWhoseCompartmentHasNoPatient: a compartment whose
+// Patient resource the catalog does not hold (an export limited by _type,
+// a Patient retired by a later full import) still has resources whose
+// labels name the patient, and their URIs are what the clinician sees.
+// 'btg grant --patient <that URI>' names the resource's own labels
+// (patient and tenant: what the server's decision compares). It was
+// refused as "names no patient of the catalog": the keyed segment was
+// looked up only as the compartment's Patient resource, and the
+// emergency grant could not be made from anything the clinician sees.
+func TestBtgGrantFromAURIWhoseCompartmentHasNoPatient(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(t.TempDir(), "obs.json")
+	if err := os.WriteFile(in, []byte(`{"resourceType":"Bundle","type":"transaction","entry":[
+ {"resource":{"resourceType":"Observation","id":"o1","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p9"}},"request":{"method":"PUT","url":"Observation/o1"}}
+]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustImportFHIR(t, dir, in)
+	_, rs := openCatalog(t, dir)
+	if len(rs) != 1 || rs[0].Labels.Patient != "p9" || rs[0].Labels.Type == store.TypePatient {
+		t.Fatalf("want one Observation of p9 and no Patient, got %+v", rs)
+	}
+	uri := rs[0].URI
+	code, out, errOut := runCustos("btg", "grant", "--data-dir", dir, "--sub", "dr-er", "--patient", uri,
+		"--reason", "unconscious patient in ED", "--ttl", "10m")
+	if code != 0 || !strings.Contains(out, "(tenant t)") {
+		t.Fatalf("grant --patient <URI of a resource of p9>: exit %d\n%s%s", code, out, errOut)
+	}
+	all, err := btg.New(filepath.Join(dir, "grants.db"), btg.Options{}).All()
+	if err != nil || len(all) != 1 || all[0].Patient != "p9" || all[0].Tenant != "t" {
+		t.Fatalf("grants %+v (%v), want one naming p9 of tenant t", all, err)
 	}
 }
