@@ -102,15 +102,16 @@ func storedBinary(st *store.Store, namer *store.Namer) func(id, patient string) 
 // its labels' patient names is an error (fail closed: the catalog
 // contradicts itself).
 func placeBinary(st *store.Store, namer *store.Namer) func(id string) (string, []string, bool, error) {
-	place := placeResource(st, namer)
+	place := placeResource(st, namer, "")
 	return func(id string) (string, []string, bool, error) { return place("Binary", id) }
 }
 
 // placeResource is fhirin.Options.PlaceContext over st, as placeBinary
 // (which it is for a Binary) for a resource of any type: whether typ/id of
 // namer's tenant is live in the catalog copy, and if so its source patient
-// id and own sensitivity labels.
-func placeResource(st *store.Store, namer *store.Namer) func(typ, id string) (string, []string, bool, error) {
+// id and own sensitivity labels. A resource of source retired (not "") is
+// not live: the import being read retires it.
+func placeResource(st *store.Store, namer *store.Namer, retired string) func(typ, id string) (string, []string, bool, error) {
 	return func(typ, id string) (string, []string, bool, error) {
 		u, err := namer.URI(typ, id, "")
 		if err != nil {
@@ -122,6 +123,9 @@ func placeResource(st *store.Store, namer *store.Namer) func(typ, id string) (st
 			return "", nil, false, nil
 		case err != nil:
 			return "", nil, false, err
+		}
+		if retired != "" && r.Source == retired {
+			return "", nil, false, nil
 		}
 		if r.URI != namer.Link(typ, id, r.Labels.Patient) {
 			return "", nil, false, fmt.Errorf("%w: a live %s's URI is not that of its labels' patient", store.ErrCorrupt, typ)
@@ -131,36 +135,17 @@ func placeResource(st *store.Store, namer *store.Namer) func(typ, id string) (st
 }
 
 // placeContext is fhirin.Options.PlaceContext over st: placeResource,
-// except that in a full import (eo.Full) a live resource of the import's
-// own source is not live, as the import retires it (PlaceContext is asked
-// only about resources the import does not hold); another source's stays
-// live, and a Binary naming it takes its compartment and labels as in an
-// incremental import. Until 2026-12-06 (574ee43) a full import asked
-// nothing, and a Binary naming an HIV-labelled resource of another source
-// was stored without hiv.
+// with a full import's (eo.Full) own source retired, since the import
+// retires that source's resources it does not hold (PlaceContext is asked
+// only about those); another source's stay live, and a Binary naming one
+// takes its compartment and labels as in an incremental import. Until
+// 2026-12-06 (574ee43) a full import asked nothing, and a Binary naming an
+// HIV-labelled resource of another source was stored without hiv.
 func placeContext(st *store.Store, namer *store.Namer, eo store.EntryOptions) func(typ, id string) (string, []string, bool, error) {
-	place := placeResource(st, namer)
-	source := cmp.Or(eo.Source, store.DefaultSource)
-	return func(typ, id string) (string, []string, bool, error) {
-		if !eo.Full {
-			return place(typ, id)
-		}
-		u, err := namer.URI(typ, id, "")
-		if err != nil {
-			return "", nil, false, fmt.Errorf("app: a %s of the import cannot be named", typ)
-		}
-		r, err := st.GetByID(u.ID)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return "", nil, false, nil
-		case err != nil:
-			return "", nil, false, err
-		}
-		if r.Source == source {
-			return "", nil, false, nil // retired by this import
-		}
-		return place(typ, id)
+	if !eo.Full {
+		return placeResource(st, namer, "")
 	}
+	return placeResource(st, namer, cmp.Or(eo.Source, store.DefaultSource))
 }
 
 // fhirEntries adapts fhirin.Read to the store's entry stream. A read error
