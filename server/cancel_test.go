@@ -95,6 +95,15 @@ func send(t *testing.T, ctx context.Context, conn mcp.Connection, id int, method
 }
 
 // answerTo reads conn until the response to id.
+// initialize opens the raw connection's session as a 2025-06-18 client:
+// initialize, its answer, notifications/initialized.
+func initialize(t *testing.T, ctx context.Context, conn mcp.Connection) {
+	t.Helper()
+	send(t, ctx, conn, 1, "initialize", map[string]any{"protocolVersion": rev2025, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}})
+	answerTo(t, ctx, conn, 1)
+	send(t, ctx, conn, 0, "notifications/initialized", map[string]any{})
+}
+
 func answerTo(t *testing.T, ctx context.Context, conn mcp.Connection, id int) *jsonrpc.Response {
 	t.Helper()
 	want, _ := jsonrpc.MakeID(float64(id))
@@ -132,9 +141,7 @@ func TestCancelledReadIsNotAnAuditFailure(t *testing.T) {
 	before := len(f.records())
 
 	ctx, conn := rawConn(t, f, f.identity("clinician"))
-	send(t, ctx, conn, 1, "initialize", map[string]any{"protocolVersion": rev2025, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}})
-	answerTo(t, ctx, conn, 1)
-	send(t, ctx, conn, 0, "notifications/initialized", map[string]any{})
+	initialize(t, ctx, conn)
 	send(t, ctx, conn, 2, "resources/read", map[string]any{"uri": uri})
 	select {
 	case <-held.entered:
@@ -230,9 +237,7 @@ func TestAuditFailureAfterCancelIsARefusal(t *testing.T) {
 	f.reconfigure(func(c *server.Config) { c.Audit = held })
 
 	ctx, conn := rawConn(t, f, f.identity("clinician"))
-	send(t, ctx, conn, 1, "initialize", map[string]any{"protocolVersion": rev2025, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}})
-	answerTo(t, ctx, conn, 1)
-	send(t, ctx, conn, 0, "notifications/initialized", map[string]any{})
+	initialize(t, ctx, conn)
 	send(t, ctx, conn, 2, "resources/read", map[string]any{"uri": uri})
 	select {
 	case <-held.entered:
@@ -360,9 +365,7 @@ func TestReadCancelledDuringFetch(t *testing.T) {
 			before := len(f.records())
 
 			ctx, conn := rawConn(t, f, f.identity("clinician"))
-			send(t, ctx, conn, 1, "initialize", map[string]any{"protocolVersion": rev2025, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}})
-			answerTo(t, ctx, conn, 1)
-			send(t, ctx, conn, 0, "notifications/initialized", map[string]any{})
+			initialize(t, ctx, conn)
 			send(t, ctx, conn, 2, "resources/read", map[string]any{"uri": uri})
 			select {
 			case <-held.entered:
@@ -476,9 +479,7 @@ func TestCancelledDuringDecisionIsNotAPolicyFailure(t *testing.T) {
 			before := len(f.records())
 
 			ctx, conn := rawConn(t, f, f.identity("clinician"))
-			send(t, ctx, conn, 1, "initialize", map[string]any{"protocolVersion": rev2025, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}})
-			answerTo(t, ctx, conn, 1)
-			send(t, ctx, conn, 0, "notifications/initialized", map[string]any{})
+			initialize(t, ctx, conn)
 			send(t, ctx, conn, 2, c.method, c.params(uri))
 			select {
 			case <-held.entered:
