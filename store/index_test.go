@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -57,6 +59,32 @@ func checkIndex(t *testing.T, ix *Index, p pager) {
 	positions = append(positions, "", "a", "zzzz")
 	if ix.Len() != len(all) {
 		t.Fatalf("index holds %d resources, catalog %d", ix.Len(), len(all))
+	}
+	// PatientTenants and SegmentPatients ('custos btg grant') against a
+	// plain walk: the tenants naming a patient, the labels under a segment.
+	tenantsOf, underSeg := map[string][]string{}, map[string][]SegmentPatient{}
+	for _, r := range all {
+		if !slices.Contains(tenantsOf[r.Labels.Patient], r.Labels.Tenant) {
+			tenantsOf[r.Labels.Patient] = append(tenantsOf[r.Labels.Patient], r.Labels.Tenant)
+		}
+		u, err := ParseURI(r.URI)
+		if sp := (SegmentPatient{r.Labels.Tenant, r.Labels.Patient}); err == nil && u.Patient != "" && sp.Patient != "" && !slices.Contains(underSeg[u.Patient], sp) {
+			underSeg[u.Patient] = append(underSeg[u.Patient], sp)
+		}
+	}
+	for patient, want := range mapsWith(tenantsOf, "no-such-patient") {
+		slices.Sort(want)
+		if got := ix.PatientTenants(patient); !slices.Equal(got, want) {
+			t.Fatalf("PatientTenants(%q) = %v, want %v", patient, got, want)
+		}
+	}
+	for seg, want := range mapsWith(underSeg, "no-such-segment") {
+		slices.SortFunc(want, func(a, b SegmentPatient) int {
+			return strings.Compare(a.Tenant+"\x00"+a.Patient, b.Tenant+"\x00"+b.Patient)
+		})
+		if got := ix.SegmentPatients(seg); !slices.Equal(got, want) {
+			t.Fatalf("SegmentPatients(%q) = %v, want %v", seg, got, want)
+		}
 	}
 	for tenant := range tenants {
 		for _, after := range positions {
@@ -212,4 +240,12 @@ func TestIndexTenantLevelResources(t *testing.T) {
 	if got := ix.Patients("t1"); !slices.Equal(got, []string{"", "p"}) {
 		t.Fatalf("patients of t1: %v", got)
 	}
+}
+
+// mapsWith returns m with key absent mapped to nil (a question whose
+// answer is none).
+func mapsWith[V any](m map[string][]V, absent string) map[string][]V {
+	out := maps.Clone(m)
+	out[absent] = nil
+	return out
 }
