@@ -90,7 +90,7 @@ func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest,
 	// (of the head now), records 1..N scanned, and the bundle's records
 	// (at most N until its range is known).
 	head, _ := s.log.Head()
-	m := newMeter(progress, UnitRecords, int64(max(head, v.n))+2*int64(v.n))
+	m := s.walkMeter(ctx, progress, int64(max(head, v.n))+2*int64(v.n))
 
 	// The whole log, and the view against its anchors.
 	vr, walked, err := s.verifyLog(ctx, m)

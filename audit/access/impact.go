@@ -56,7 +56,9 @@ func (s *Service) impact(ctx context.Context, c Caller, r ImpactRequest, w io.Wr
 	if err := enc.Encode(impactLine{Head: v.n}); err != nil {
 		return res, err
 	}
+	m := s.walkMeter(ctx, nil, int64(v.n))
 	for from := uint64(1); from <= v.n; from += impactWindow {
+		m.set(int64(from - 1))
 		to := min(v.n, from+impactWindow-1)
 		var lines []impactLine
 		index := map[uint64]int{}

@@ -33,10 +33,13 @@ const (
 )
 
 // meter reports an operation's progress to fn: at most about once per
-// thousandth of the total, and once at the end (finish). A nil *meter
-// (no progress asked for) does nothing.
+// thousandth of the total, and once at the end (finish). A walk of the log
+// calls set after each chunk, between read transactions, which is also
+// where a paced operation rests (pace; Service.Pace). A nil *meter (no
+// progress asked for, no pacing) does nothing.
 type meter struct {
-	fn    func(Progress)
+	fn    func(Progress) // nil: no progress asked for (pacing only)
+	pace  *pacer
 	unit  string
 	total int64
 	every int64
@@ -45,10 +48,22 @@ type meter struct {
 }
 
 func newMeter(fn func(Progress), unit string, total int64) *meter {
-	if fn == nil {
+	return newPacedMeter(fn, nil, unit, total)
+}
+
+// newPacedMeter is newMeter for a walk of the log that rests at each set
+// as pace says (nil: no pacing).
+func newPacedMeter(fn func(Progress), pace *pacer, unit string, total int64) *meter {
+	if fn == nil && pace == nil {
 		return nil
 	}
-	return &meter{fn: fn, unit: unit, total: max(total, 0), every: max(1, total/1000), last: -1}
+	return &meter{fn: fn, pace: pace, unit: unit, total: max(total, 0), every: max(1, total/1000), last: -1}
+}
+
+// walkMeter is the meter of one of s's record walks run under ctx: it
+// reports to fn and rests as s's pacing says (Service.Pace).
+func (s *Service) walkMeter(ctx context.Context, fn func(Progress), total int64) *meter {
+	return newPacedMeter(fn, newPacer(ctx, s.share, s.nowFunc), UnitRecords, total)
 }
 
 // set reports done (of the current pass) if it moved on by a thousandth
@@ -57,6 +72,7 @@ func (m *meter) set(done int64) {
 	if m == nil {
 		return
 	}
+	m.pace.rest()
 	done += m.base
 	if m.last >= 0 && done-m.last < m.every {
 		return
@@ -90,7 +106,9 @@ func (m *meter) pass(done, rest int64) {
 func (m *meter) report(done int64) {
 	m.total = max(m.total, done)
 	m.last = done
-	m.fn(Progress{Done: done, Total: m.total, Unit: m.unit})
+	if m.fn != nil {
+		m.fn(Progress{Done: done, Total: m.total, Unit: m.unit})
+	}
 }
 
 // meteredView is a View whose record walks (bundle.Write reads its range

@@ -58,6 +58,7 @@ type Service struct {
 	app     Appender
 	dir     string // the data directory: its checkpoints.jsonl, and room for temporary bundles
 	space   func(need uint64) error
+	share   float64 // Pace; 0: not paced
 	logger  *slog.Logger
 	nowFunc func() time.Time
 }
@@ -87,6 +88,20 @@ func New(log *audit.Log, app Appender, dir string, logger *slog.Logger) *Service
 // to the log) only a full volume stops a bundle, also with ErrNoRoom.
 // Call it before the first Run.
 func (s *Service) LimitSpace(space func(need uint64) error) { s.space = space }
+
+// Pace has each record walk of an operation (verify, export, bundle, the
+// compliance report's passes, report, policy impact's reading) use about share of one CPU: after each chunk
+// of records, between read transactions, it rests for as long as the
+// chunk took × (1-share)/share (at most a quarter second). A server passes
+// its admin socket's share (app.AdminOptions.AuditorCPU), so that an
+// auditor verifying or exporting a large log beside it leaves the CPUs to
+// the reads it serves; the walk takes 1/share as long when the machine is
+// idle, longer when it is busy (the chunk's time is wall time). share
+// outside (0, 1), the default and the CLI's own process (in which nothing
+// else is served), is no pacing. Operations that read no more than a few
+// records (prove, hash) and the backup (bound by
+// the disk and its receiver) are not paced. Call it before the first Run.
+func (s *Service) Pace(share float64) { s.share = share }
 
 // bundleTemp prefixes the temporary directory of a bundle being assembled
 // in the data directory (sendBundle).
@@ -263,7 +278,7 @@ func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Wr
 	// The walk goes on past N to the log's end: the head now is the
 	// better total.
 	head, _ := s.log.Head()
-	m := newMeter(progress, UnitRecords, int64(max(head, v.n)))
+	m := s.walkMeter(ctx, progress, int64(max(head, v.n)))
 	res, walked, err := s.verifyLog(ctx, m)
 	if err != nil {
 		return Result{AccessSeq: v.n}, err
@@ -417,7 +432,7 @@ func (s *Service) export(ctx context.Context, c Caller, r ExportRequest, w io.Wr
 		return Result{}, err
 	}
 	f := audit.Filter{Since: r.Since, Until: r.Until, To: v.n}
-	m := newMeter(progress, UnitRecords, int64(v.n))
+	m := s.walkMeter(ctx, progress, int64(v.n))
 	if m != nil {
 		f.Progress = func(seq uint64) { m.set(int64(seq)) }
 	}
@@ -527,7 +542,7 @@ func (s *Service) bundle(ctx context.Context, c Caller, r BundleRequest, w io.Wr
 		return res, fmt.Errorf("%w: records %d..%d: the latest signed checkpoint covers %d records", errNoCheckpoint, from, want, upto)
 	}
 	var src bundle.Source = v
-	mt := newMeter(progress, UnitRecords, int64(to-from+1))
+	mt := s.walkMeter(ctx, progress, int64(to-from+1))
 	if mt != nil {
 		src = meteredView{View: v, m: mt, from: from}
 	}
@@ -664,7 +679,11 @@ func (s *Service) report(ctx context.Context, c Caller, r ReportRequest, w io.Wr
 	}
 	q := r.Query
 	q.Patients = r.Patients
-	rep, err := report.Run(ctx, v, q, v.n, nil)
+	var src report.Source = v
+	if m := s.walkMeter(ctx, nil, int64(v.n)); m != nil {
+		src = meteredView{View: v, m: m, from: 1}
+	}
+	rep, err := report.Run(ctx, src, q, v.n, nil)
 	if err != nil {
 		return Result{AccessSeq: v.n}, err
 	}

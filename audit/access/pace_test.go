@@ -1,0 +1,108 @@
+package access_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/access"
+	"github.com/custos-mcp/custos/audit/report"
+)
+
+// TestPacedWalksRest: with Service.Pace, verify, export and report rest
+// between chunks of records (a server's auditors leave it the CPUs), and
+// answer as the unpaced walk does. 2,500 records are three chunks; at a
+// share of 1 % each chunk's rest is the quarter-second bound, so a paced
+// walk takes at least half a second where the unpaced one takes
+// milliseconds.
+func TestPacedWalksRest(t *testing.T) {
+	l, dir := openLog(t)
+	appendN(t, l, 2500)
+	ask := access.Ask{Purpose: "HOPERAT", By: "j.doe"}
+	ops := []struct {
+		name string
+		op   access.Op
+		req  any
+	}{
+		{"verify", access.OpVerify, access.VerifyRequest{Ask: ask}},
+		{"export", access.OpExport, access.ExportRequest{Ask: ask, Format: audit.FormatJSONL}},
+		{"report", access.OpReport, access.ReportRequest{Ask: ask, Query: report.Query{Denials: true}}},
+	}
+	for _, o := range ops {
+		t.Run(o.name, func(t *testing.T) {
+			run := func(share float64) (time.Duration, []byte) {
+				svc := access.New(l, nil, dir, nil)
+				svc.Pace(share)
+				var out bytes.Buffer
+				start := time.Now()
+				if _, err := (access.Local{Service: svc, Caller: alice}).Do(context.Background(), o.op, o.req, func(r io.Reader) error {
+					_, err := io.Copy(&out, r)
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return time.Since(start), out.Bytes()
+			}
+			fast, plain := run(0)
+			slow, paced := run(0.01)
+			if slow < 500*time.Millisecond {
+				t.Errorf("paced %s took %v (unpaced %v), want at least 500ms: it did not rest", o.name, slow, fast)
+			}
+			if !sameAnswer(t, o.op, plain, paced) {
+				t.Errorf("paced %s answered\n%.300s\nunpaced\n%.300s", o.name, paced, plain)
+			}
+		})
+	}
+}
+
+// sameAnswer compares two answers of op made one after the other: each
+// appended its own access record, so the later one has one more record.
+func sameAnswer(t *testing.T, op access.Op, a, b []byte) bool {
+	t.Helper()
+	switch op {
+	case access.OpVerify:
+		var x, y access.VerifyResult
+		if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+			return false
+		}
+		return x.OK && y.OK && y.Summary.Records == x.Summary.Records+1
+	case access.OpExport:
+		// The later export holds the earlier's access record too.
+		return len(b) > len(a) && bytes.Equal(b[:len(a)], a) && bytes.Count(b, []byte("\n")) == bytes.Count(a, []byte("\n"))+1
+	}
+	// A report: the same rows, one record more scanned.
+	var x, y report.Report
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	if y.Scanned != x.Scanned+1 {
+		return false
+	}
+	x.Scanned = y.Scanned
+	return reflect.DeepEqual(x, y)
+}
+
+// TestPacedWalkStopsWhenCancelled: a paced walk resting when its caller
+// goes away stops at once, not after its rests.
+func TestPacedWalkStopsWhenCancelled(t *testing.T) {
+	l, dir := openLog(t)
+	appendN(t, l, 5000)
+	svc := access.New(l, nil, dir, nil)
+	svc.Pace(0.001)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := (access.Local{Service: svc, Caller: alice}).Do(ctx, access.OpVerify, access.VerifyRequest{Ask: access.Ask{Purpose: "HOPERAT"}}, access.Discard)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("cancelled paced verify: %v, want the context's error", err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("cancelled paced verify returned after %v", el)
+	}
+}
