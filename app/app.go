@@ -247,6 +247,9 @@ func (a *App) serveAdmin() error {
 	// it must not take the reserve kept for refusals and the shutdown
 	// checkpoint.
 	svc.LimitSpace(a.disk.Spare)
+	// An auditor's walk of a large log must not take the CPUs the reads
+	// need (docs/operations.md, "Auditors beside a serving server").
+	svc.Pace(a.o.Admin.auditorCPU())
 	path := admin.Path(a.o.DataDir)
 	cfg := admin.Config{Service: svc, Groups: a.o.Admin.Groups, Logger: a.log}
 	if a.syncOpts != nil {

@@ -310,6 +310,24 @@ type AdminOptions struct {
 	// is then mode 0660 and owned by the first group. Empty: mode 0600.
 	// Key admin.groups.
 	Groups []uint32
+	// AuditorCPU is the share of one CPU that each auditor operation's
+	// walk of the log (verify, export, bundle, report, compliance report,
+	// policy impact) may use while the server serves: it rests between
+	// chunks of records (access.Service.Pace), so that an auditor beside a
+	// serving server leaves the CPUs to clinicians' reads. 0 means
+	// DefaultAuditorCPU; 1 or more, no pacing. Key audit.auditor_cpu.
+	AuditorCPU float64
+}
+
+// DefaultAuditorCPU is AdminOptions.AuditorCPU's default: half of one CPU.
+const DefaultAuditorCPU = 0.5
+
+// auditorCPU is o's AuditorCPU with its default applied.
+func (o AdminOptions) auditorCPU() float64 {
+	if o.AuditorCPU == 0 {
+		return DefaultAuditorCPU
+	}
+	return o.AuditorCPU
 }
 
 // SyncOptions run a sync from a live FHIR R4 server on a schedule, inside

@@ -502,6 +502,9 @@ func (c *checker) checkpoints() {
 		c.add("audit.disk_reserve", "must not exceed %s (%d bytes): requests are refused below the reserve, and the alert must come first", c.name("audit.disk_low_watermark"), w)
 	}
 	c.scrub()
+	if c.set("audit.auditor_cpu", c.o.Admin.AuditorCPU == 0) && !(c.o.Admin.AuditorCPU > 0) {
+		c.add("audit.auditor_cpu", "must be more than 0 (a share of one CPU; 1 or more: not paced), got %g", c.o.Admin.AuditorCPU)
+	}
 	c.sync()
 	c.segments()
 }

@@ -135,6 +135,7 @@ type Audit struct {
 	DiskReserve        *int64         `yaml:"disk_reserve" flag:"audit-disk-reserve"`
 	ScrubInterval      *time.Duration `yaml:"scrub_interval" flag:"scrub-interval"`
 	ScrubRate          *int           `yaml:"scrub_rate" flag:"scrub-rate"`
+	AuditorCPU         *float64       `yaml:"auditor_cpu" flag:"auditor-cpu"`
 	RollSize           *int64         `yaml:"roll_size" flag:"audit-roll-size"`
 	RollPeriod         *time.Duration `yaml:"roll_period" flag:"audit-roll-period"`
 	ArchiveDir         *string        `yaml:"archive_dir" flag:"audit-archive-dir"`

@@ -254,6 +254,8 @@ func TestValidate(t *testing.T) {
 			{"vault.timeout", "more than 0"}, {"audit.checkpoint_interval", "more than 0"}, {"http.read_header_timeout", "more than 0"}, {"http.write_timeout", "must not be negative"}}},
 		{"scrub schedule", "audit:\n  scrub_interval: 10ms\n  scrub_rate: 0\n", Options{}, []want{
 			{"audit.scrub_interval", "1s or more"}, {"audit.scrub_rate", "1 or more records per second"}}},
+		{"auditor share", "audit:\n  auditor_cpu: 0\n", Options{}, []want{{"audit.auditor_cpu", "must be more than 0 (a share of one CPU; 1 or more: not paced), got 0"}}},
+		{"auditor share negative", "audit:\n  auditor_cpu: -0.5\n", Options{}, []want{{"audit.auditor_cpu", "got -0.5"}}},
 		{"header over read", "http:\n  read_header_timeout: 1m\n  read_timeout: 30s\n", Options{}, []want{{"http.read_header_timeout", "must not exceed"}}},
 		{"ranges", "page_size: 0\nhttp:\n  rate_limit: -1\n  rate_burst: 0\n  max_header_bytes: 10\n  max_request_body_bytes: 2000000\naudit:\n  checkpoint_every: 0\n", Options{}, []want{
 			{"page_size", "1 to 500"}, {"http.rate_limit", "0 (off) or more"}, {"http.rate_burst", "1 or more"}, {"http.max_header_bytes", "from 4096"},

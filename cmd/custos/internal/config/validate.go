@@ -244,6 +244,9 @@ func (f *File) AppOptions(getenv func(string) string) app.Options {
 		AuditSegments: app.AuditSegmentOptions{RollSize: int64Of(f.Audit.RollSize), RollPeriod: durOf(f.Audit.RollPeriod),
 			ArchiveDir: str(f.Audit.ArchiveDir)},
 	}
+	if f.Audit.AuditorCPU != nil {
+		o.Admin.AuditorCPU = *f.Audit.AuditorCPU
+	}
 	for _, k := range f.Policy.Keys {
 		o.Policy.Keys = append(o.Policy.Keys, app.PolicyKey{ID: k.ID, File: k.File})
 	}
