@@ -12,6 +12,7 @@
 //	                    [-flood-sources 64] [-flood-workers 16]
 //	                    [-flood-new-conns] [-flood-pin=true] [-clients 1] ...
 //	go run ./bench/load -catalog 10000 [-catalog-rounds 5] [-json] [-data DIR] [-check]
+//	go run ./bench/load -auditor 400000 [-auditor-cpu 0.5] [-clients 8] [-rounds 5] ...
 //
 // In one process it builds
 //
@@ -44,6 +45,19 @@
 // PASS/FAIL against the targets of issue 17 (docs/benchmarks.md, "Load
 // harness (bench/load)"): at 8 and 64 clients custos/bare throughput ≥ 0.8
 // and p99 ≤ 1.5 × bare; at 1 client custos p50 ≤ bare p50 + 1 ms.
+//
+// # An auditor beside the server (-auditor N)
+//
+// With -auditor N the harness serves custos alone, appends N records
+// shaped like clinicians' reads to its audit log (directly, group-committed
+// in batches: reading them through the server would take minutes), and
+// alternates -rounds quiet slices of -duration/-rounds with one 'audit
+// verify' of the whole log through the admin socket (the real auditor
+// path: access record first, then the walk on the server), while -clients
+// clinicians (default 8) read throughout. It reports the clinicians'
+// latency in both kinds of slice, their p99 ratio, and each verify's time.
+// -auditor-cpu sets the server's audit.auditor_cpu (the share of one CPU an
+// auditor's walk may use; 1: unpaced), to compare pacings run after run.
 //
 // # The big-catalog scenario (-catalog N)
 //

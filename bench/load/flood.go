@@ -317,23 +317,10 @@ type tally struct{ ok, errs int64 }
 
 // floodLatencyPhase runs phase 2 of runFlood against cs.
 func floodLatencyPhase(ctx context.Context, o options, fp *floodProcess, cs *custosSide, clinicians int, d dataset, pool *x509.CertPool) (lat floodLatency, reads tally, err error) {
-	t := target{name: "custos", url: cs.url, tokens: cs.tokens}
-	version := protocolVersion(o.Mode == modeStateless)
-	var fleets [2]*fleet // unloaded, flooded
-	defer func() {
-		for _, f := range fleets {
-			if f != nil {
-				f.close()
-			}
-		}
-	}()
-	for i := range fleets {
-		if fleets[i], err = connect(ctx, t, clinicians, version, pool); err != nil {
-			return lat, reads, err
-		}
-		if err := fleets[i].slice(ctx, o.Warmup, false, d, uint64(i)); err != nil {
-			return lat, reads, err
-		}
+	fleets, err := twoFleets(ctx, o, cs, clinicians, d, pool) // unloaded, flooded
+	defer closeFleets(fleets)
+	if err != nil {
+		return lat, reads, err
 	}
 	lat.Answers = map[string]int{}
 	var cpu [2]time.Duration
@@ -393,6 +380,32 @@ func floodLatencyPhase(ctx context.Context, o options, fp *floodProcess, cs *cus
 		lat.ServerCPUPerRefusalUs = max(0, left) * 1000 / float64(o.Flood.Requests)
 	}
 	return lat, reads, nil
+}
+
+// twoFleets connects two fleets of n clients to cs, each warmed up for
+// o.Warmup: one measured in the quiet slices of a scenario, the other in
+// its loaded ones. The caller closes them (closeFleets), also on error.
+func twoFleets(ctx context.Context, o options, cs *custosSide, n int, d dataset, pool *x509.CertPool) (fleets [2]*fleet, err error) {
+	t := target{name: "custos", url: cs.url, tokens: cs.tokens}
+	version := protocolVersion(o.Mode == modeStateless)
+	for i := range fleets {
+		if fleets[i], err = connect(ctx, t, n, version, pool); err != nil {
+			return fleets, err
+		}
+		if err := fleets[i].slice(ctx, o.Warmup, false, d, uint64(i)); err != nil {
+			return fleets, err
+		}
+	}
+	return fleets, nil
+}
+
+// closeFleets closes the fleets that were connected.
+func closeFleets(fleets [2]*fleet) {
+	for _, f := range fleets {
+		if f != nil {
+			f.close()
+		}
+	}
 }
 
 // profiledBatch has the flood process send n requests to url and returns

@@ -59,6 +59,9 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&fo.Workers, "flood-workers", fo.Workers, "-flood: flood requests in flight")
 	fs.BoolVar(&fo.NewConns, "flood-new-conns", false, "-flood: open a new TLS connection for every flood request (a handshake each) instead of keep-alive connections")
 	fs.BoolVar(&fo.Pin, "flood-pin", fo.Pin, "-flood: pin custos and the clinician to the first CPU and the flood process to the others (Linux)")
+	var aud auditorOptions
+	fs.IntVar(&aud.Records, "auditor", 0, "run the auditor scenario instead (auditor.go): append this many records to the audit log, then have -clients clinicians read (one value, default 8) in -rounds quiet slices of -duration/-rounds, each followed by one 'audit verify' of the whole log through the admin socket, and compare the clinicians' latency in both; 0: off")
+	fs.Float64Var(&aud.CPU, "auditor-cpu", 0, "-auditor: the share of one CPU an auditor's walk may use (serve's admin.auditor_cpu; 0: its default, 1: unpaced)")
 	var cat catalogOptions
 	fs.IntVar(&cat.Patients, "catalog", 0, "run the big-catalog scenario instead (catalog.go): a synthetic catalog of this many patients (~10 resources each), first list pages and a researcher's first read; 0: off")
 	fs.IntVar(&cat.Rounds, "catalog-rounds", 5, "rounds of the big-catalog scenario (first pages per persona, each in a new session)")
@@ -101,12 +104,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		o.Flood = &fo
-		clientsSet := false
-		fs.Visit(func(f *flag.Flag) { clientsSet = clientsSet || f.Name == "clients" })
-		if !clientsSet {
-			o.Clients = []int{1}
-		} else if len(o.Clients) != 1 {
-			fmt.Fprintln(stderr, "load: -flood takes one -clients value (the clinicians)")
+		if !clinicians(fs, &o, 1, "-flood", stderr) {
 			return 2
 		}
 	}
@@ -115,6 +113,17 @@ func cli(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if aud.Records > 0 {
+		if !clinicians(fs, &o, 8, "-auditor", stderr) {
+			return 2
+		}
+		rep, err := runAuditor(ctx, o, aud)
+		if err != nil {
+			fmt.Fprintf(stderr, "load: %v\n", err)
+			return 1
+		}
+		return emit(rep, rep.passed(), asJSON, check, stdout, stderr)
+	}
 	if cat.Patients > 0 {
 		cat.DataDir, cat.Logger, cat.Progress = o.DataDir, o.Logger, o.Progress
 		return cliCatalog(ctx, cat, asJSON, check, stdout, stderr)
@@ -152,6 +161,23 @@ func emit(rep interface{ print(io.Writer) }, pass, asJSON, check bool, stdout, s
 		return 1
 	}
 	return 0
+}
+
+// clinicians sets o.Clients for a scenario that runs one number of
+// clinicians: def unless -clients was given, which must then be one value
+// (false, said on stderr, otherwise).
+func clinicians(fs *flag.FlagSet, o *options, def int, scenario string, stderr io.Writer) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "clients" })
+	if !given {
+		o.Clients = []int{def}
+		return true
+	}
+	if len(o.Clients) != 1 {
+		fmt.Fprintf(stderr, "load: %s takes one -clients value (the clinicians)\n", scenario)
+		return false
+	}
+	return true
 }
 
 // parseClients parses "8,64".

@@ -303,7 +303,8 @@ func importCatalog(ctx context.Context, dir string, d dataset, logger *slog.Logg
 // default, as serve uses). With profile, the server's goroutines carry the
 // pprof label side=custos. With ops it also serves the ops endpoint
 // (/metrics) on a random 127.0.0.1 port, as serve --ops-listen does.
-func startCustos(ctx context.Context, dir string, tokens []string, tf []byte, rate server.RateLimit, batchDelay time.Duration, tlsCfg *tls.Config, profile, ops bool, logger *slog.Logger) (*custosSide, error) {
+// mods change the options before the assembly opens.
+func startCustos(ctx context.Context, dir string, tokens []string, tf []byte, rate server.RateLimit, batchDelay time.Duration, tlsCfg *tls.Config, profile, ops bool, logger *slog.Logger, mods ...func(*app.Options)) (*custosSide, error) {
 	verifier, err := server.ParseTokenFile(tf)
 	if err != nil {
 		return nil, err
@@ -316,6 +317,9 @@ func startCustos(ctx context.Context, dir string, tokens []string, tf []byte, ra
 	}
 	if ops {
 		ao.Ops.Listen = "127.0.0.1:0"
+	}
+	for _, mod := range mods {
+		mod(&ao)
 	}
 	a, err := app.Open(ctx, ao)
 	if err != nil {
