@@ -60,6 +60,7 @@ func (b *bundle) mayNameBinary(raw []byte) bool {
 		if escaped && json.Unmarshal(raw[start-1:end+1], &s) != nil {
 			return true
 		}
+		s = normURL(s)
 		if b.binaryFullURLs[s] {
 			return true
 		}
@@ -231,7 +232,8 @@ func (b *bundle) index(s *source, entries []*entry) error {
 		t := refTarget{e.typ, e.id}
 		if e.FullURL != "" {
 			at := "Bundle.entry[" + itoa(i) + "].fullUrl"
-			if _, dup := b.byFullURL[e.FullURL]; dup {
+			full := normURL(e.FullURL) // the key references are looked up by (resolveFullURL)
+			if _, dup := b.byFullURL[full]; dup {
 				return newError(where(s, e.line), at, ErrValue, "two entries share one fullUrl")
 			}
 			// A fullUrl that looks like a RESTful URL SHALL end with its
@@ -242,12 +244,12 @@ func (b *bundle) index(s *source, entries []*entry) error {
 			if lit, ok := parseLiteral(e.FullURL); ok && strings.Contains(e.FullURL, "://") && e.id != "" && lit != t {
 				return newError(where(s, e.line), at, ErrValue, "a RESTful fullUrl must end with the type and id of its resource")
 			}
-			b.byFullURL[e.FullURL] = t
+			b.byFullURL[full] = t
 			if e.typ == "Binary" {
 				if b.binaryFullURLs == nil {
 					b.binaryFullURLs = map[string]bool{}
 				}
-				b.binaryFullURLs[e.FullURL] = true
+				b.binaryFullURLs[full] = true
 			}
 		}
 		for _, id := range identifiers {
@@ -269,8 +271,11 @@ func (b *bundle) index(s *source, entries []*entry) error {
 // resolveFullURL finds the entry whose fullUrl a reference is (R4
 // "Resolving references in Bundles": an absolute reference, whatever its
 // scheme, urn:uuid, urn:oid, http(s), matches a fullUrl exactly; a
-// version-specific one matches without its version).
+// version-specific one matches without its version). Scheme and host
+// match in any case (normURL): RFC 3986 makes them case-insensitive, and
+// "HTTP://Example.org/fhir/Patient/1" was refused as naming no entry.
 func (b *bundle) resolveFullURL(ref string) (refTarget, bool) {
+	ref = normURL(ref)
 	t, ok := b.byFullURL[ref]
 	if !ok {
 		if i := strings.Index(ref, "/_history/"); i > 0 {
@@ -482,9 +487,9 @@ func (r *resource) rewriteRef(b *bundle, obj map[string]any, ref string, stack [
 				obj["reference"] = t.typ + "/" + t.id
 				r.modified = true
 			} else if r.entries == nil {
-				r.entries = map[string]bool{ref: true}
+				r.entries = map[string]bool{normURL(ref): true}
 			} else {
-				r.entries[ref] = true
+				r.entries[normURL(ref)] = true
 			}
 			return nil
 		}
