@@ -277,12 +277,59 @@ func knownMediaType(mt string) string {
 // detects by its signature.
 var mediaTypeAliases = map[string]string{"image/jpg": "image/jpeg"}
 
+// unlistedMediaTypes are the clinical media types that
+// github.com/gabriel-vasile/mimetype does not know and that checkMIME lists
+// as declared all the same: FHIR's own (and DSTU2's), HL7 v3 (C-CDA) and
+// v2 content, DICOMweb metadata and Markdown. Any other type the library
+// does not know is listed as listedMediaType says.
+var unlistedMediaTypes = map[string]bool{
+	"application/fhir+json": true, "application/fhir+xml": true,
+	"application/json+fhir": true, "application/xml+fhir": true,
+	"application/hl7-v3+xml": true, "application/hl7-cda+xml": true,
+	"application/hl7-v2": true, "application/hl7-v2+er7": true, "x-application/hl7-v2+er7": true,
+	"text/x-hl7-ft":          true,
+	"application/dicom+json": true, "application/dicom+xml": true,
+	"text/markdown": true,
+}
+
+// listedMediaType is the media type the item is listed and served as, for
+// a declared type mt (normalized, checked against the bytes) whose
+// parameters are params: mt itself when github.com/gabriel-vasile/mimetype
+// knows it (a maintained table of registered types) or unlistedMediaTypes
+// holds it. Any other type is the input's own words, which a resources/list
+// shows before any read is decided (contentType "application/x-evelyn-marsh"
+// listed the patient's name): it becomes the type of its kind that the
+// bytes agree with, so that minimization treats it as before (minimize
+// reads text/* as text and +json as JSON): text/plain for text/*,
+// application/json for a +json suffix (RFC 6839), and
+// application/octet-stream for anything else or when the bytes do not
+// agree with that type.
+func listedMediaType(mt string, params map[string]string, data []byte) string {
+	if mimetype.Lookup(mt) != nil || unlistedMediaTypes[mt] {
+		return store.ServedMediaType(mt, params)
+	}
+	kind := ""
+	switch {
+	case strings.HasPrefix(mt, "text/"):
+		kind = "text/plain"
+	case strings.HasSuffix(mt, "+json"):
+		kind = "application/json"
+	}
+	if kind != "" {
+		if norm, err := checkMIME(store.ServedMediaType(kind, params), data); err == nil {
+			return norm
+		}
+	}
+	return "application/octet-stream"
+}
+
 // checkMIME checks the bytes against a declared contentType with
-// github.com/gabriel-vasile/mimetype's detection, and returns the declared
-// type normalized (lowercase, an alias of mediaTypeAliases replaced, no
-// parameter but a registered charset: store.ServedMediaType, so that a
-// file name in a name or filename parameter is never listed). The bytes
-// contradict it when:
+// github.com/gabriel-vasile/mimetype's detection, and returns the type
+// the item is listed as: the declared type normalized (lowercase, an
+// alias of mediaTypeAliases replaced, no parameter but a registered
+// charset: store.ServedMediaType, so that a file name in a name or
+// filename parameter is never listed) when it is a type custos knows,
+// else a type of its kind (listedMediaType). The bytes contradict it when:
 //   - the declared type is application/json or ends in +json and the
 //     bytes are not valid JSON;
 //   - the declared type is one the library knows, and the detected type is
@@ -304,21 +351,20 @@ func checkMIME(declared string, data []byte) (string, error) {
 	if (mt == "application/json" || strings.HasSuffix(mt, "+json")) && !json.Valid(data) {
 		return "", errNotJSON
 	}
-	norm := store.ServedMediaType(mt, params)
 	got := mimetype.Detect(data)
 	isText := false
 	for m := got; m != nil; m = m.Parent() {
 		if m.Is(mt) {
-			return norm, nil
+			return listedMediaType(mt, params, data), nil
 		}
 		isText = isText || m.Is("text/plain")
 	}
 	if mimetype.Lookup(mt) == nil {
 		switch {
 		case strings.HasPrefix(mt, "text/") && isText:
-			return norm, nil
+			return listedMediaType(mt, params, data), nil
 		case !strings.HasPrefix(mt, "text/") && (got.Is("application/octet-stream") || isText):
-			return norm, nil
+			return listedMediaType(mt, params, data), nil
 		}
 	}
 	detected, _, _ := strings.Cut(got.String(), ";")
