@@ -21,10 +21,33 @@ import (
 // liftAttachments replaces every liftable attachment of r (in r.m) by a
 // link: inline data becomes an Attachment item of its own, a url to a
 // Binary of the import becomes the Binary's link. It returns the new items.
+//
+// An attachment with both data and a url naming a Binary (R4: "the url
+// SHALL point to the same content as the data contains") keeps the url,
+// as the Binary's link: the Binary is the source's resource for that
+// content, with its own labels and securityContext, and the carrier links
+// it when the import or the catalog holds it (index.linkData; else the url
+// becomes the Attachment's link, as for data alone: the data is the
+// content). The data is lifted all the same, checked and served as an
+// Attachment item. Before, the url was always overwritten by the
+// Attachment's link: the carrier no longer named its Binary, which then
+// had no compartment (ErrCompartment: "no resource of the import links").
 func (rd *reader) liftAttachments(r *resource, patient string, labels []string, updated time.Time) ([]Item, error) {
 	var out []Item
 	err := r.eachAttachment(func(att map[string]any, path string) error {
-		if _, hasData := att["data"]; hasData {
+		binID, isBinary, err := r.binaryURL(att, path)
+		if err != nil {
+			return err
+		}
+		_, hasData := att["data"]
+		if isBinary && hasData && !rd.idx.linksBinary(binID, patient) {
+			isBinary = false // neither in the import nor in the catalog: the data is the content (index.linkData)
+		}
+		if isBinary {
+			att["url"] = rd.opts.Link("Binary", binID, rd.idx.binary(binID).patient)
+			r.modified = true
+		}
+		if hasData {
 			data, mt, err := r.attachmentData(att, path, "contentType")
 			if err != nil {
 				return err
@@ -32,19 +55,14 @@ func (rd *reader) liftAttachments(r *resource, patient string, labels []string, 
 			rel := strings.TrimPrefix(path, r.typ+".")
 			id := r.typ + "/" + r.id + "/" + rel
 			delete(att, "data")
-			att["url"] = rd.opts.Link(TypeAttachment, id, patient)
+			if !isBinary {
+				att["url"] = rd.opts.Link(TypeAttachment, id, patient)
+			}
 			r.modified = true
 			out = append(out, Item{Type: TypeAttachment, ID: id, Patient: patient, Body: data, MIMEType: mt,
 				Sensitivity: slices.Clone(labels), Consent: rd.idx.consent(patient), PatientWide: rd.idx.patientWide(patient), LastUpdated: updated,
 				Carrier: Carrier{r.typ, r.id}, Where: r.where})
-			return nil
 		}
-		binID, ok, err := r.binaryURL(att, path)
-		if err != nil || !ok {
-			return err
-		}
-		att["url"] = rd.opts.Link("Binary", binID, rd.idx.binary(binID).patient)
-		r.modified = true
 		return nil
 	})
 	return out, err
