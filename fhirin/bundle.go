@@ -76,8 +76,9 @@ type entry struct {
 	FullURL  string          `json:"fullUrl"`
 	Resource json.RawMessage `json:"resource"`
 	Request  *struct {
-		Method string `json:"method"`
-		URL    string `json:"url"`
+		Method      string `json:"method"`
+		URL         string `json:"url"`
+		IfNoneExist string `json:"ifNoneExist"`
 	} `json:"request"`
 	Search *struct {
 		Mode string `json:"mode"`
@@ -89,7 +90,12 @@ type entry struct {
 	// otherwise: Error.Entry of its problems.
 	name string
 	typ  string // resource.resourceType
-	id   string // resource.id, or the uuid of a urn:uuid fullUrl
+	id   string // resource.id, or the uuid of a urn:uuid fullUrl, or the id a conditional update or create matched
+	// matched: id is that of the one resource of the catalog its
+	// conditional update or create matched (resolveConditionals).
+	matched bool
+	// identifiers are its resource's identifiers, "system|value".
+	identifiers []string
 }
 
 type coding struct {
@@ -182,7 +188,7 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 			e.name = "Bundle.entry[" + itoa(i) + "]"
 		}
 	}
-	if err := b.index(s, entries); err != nil {
+	if err := b.index(s, entries, func() error { return rd.resolveConditionals(s, entries) }); err != nil {
 		return err
 	}
 	for i, e := range entries {
@@ -201,8 +207,10 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 }
 
 // index reads every entry's resource head and records its fullUrl and
-// identifiers, so references between entries resolve in any order.
-func (b *bundle) index(s *source, entries []*entry) error {
+// identifiers, so references between entries resolve in any order. resolve
+// runs once the heads are read, before anything is recorded: it may give
+// an entry the id of the resource its conditional update matched.
+func (b *bundle) index(s *source, entries []*entry, resolve func() error) error {
 	for i, e := range entries {
 		if len(e.Resource) == 0 || bytes.Equal(e.Resource, []byte("null")) {
 			continue
@@ -229,6 +237,19 @@ func (b *bundle) index(s *source, entries []*entry) error {
 				e.id = strings.ToLower(u)
 			}
 		}
+		for _, id := range identifiers {
+			if id.Value != "" {
+				e.identifiers = append(e.identifiers, id.System+"|"+id.Value)
+			}
+		}
+	}
+	if err := resolve(); err != nil {
+		return err
+	}
+	for i, e := range entries {
+		if len(e.Resource) == 0 || bytes.Equal(e.Resource, []byte("null")) {
+			continue
+		}
 		t := refTarget{e.typ, e.id}
 		if e.FullURL != "" {
 			at := "Bundle.entry[" + itoa(i) + "].fullUrl"
@@ -252,11 +273,9 @@ func (b *bundle) index(s *source, entries []*entry) error {
 				b.binaryFullURLs[full] = true
 			}
 		}
-		for _, id := range identifiers {
-			if id.Value == "" {
-				continue
-			}
-			for _, k := range []string{e.typ + "?" + id.System + "|" + id.Value, e.typ + "?*|" + id.Value} {
+		for _, id := range e.identifiers {
+			_, value, _ := strings.Cut(id, "|")
+			for _, k := range []string{e.typ + "?" + id, e.typ + "?*|" + value} {
 				if old, seen := b.byIdentifier[k]; seen && old != t {
 					b.byIdentifier[k] = refTarget{} // ambiguous
 				} else {
