@@ -66,8 +66,8 @@ func restBase(u string) string {
 // References are matched to fullUrls and server bases in this form; the
 // stored body keeps what was written.
 func normURL(u string) string {
-	if !isAbsolute(u) {
-		return u
+	if !isAbsolute(u) || !hasUpperBefore(u, "/?#", 3) {
+		return u // nothing to lower: no copy (mayNameBinary asks of every string)
 	}
 	scheme, rest, _ := strings.Cut(u, ":")
 	out := strings.ToLower(scheme) + ":"
@@ -82,6 +82,23 @@ func normURL(u string) string {
 	authority := after[:end]
 	host := authority[strings.LastIndexByte(authority, '@')+1:]
 	return out + "//" + authority[:len(authority)-len(host)] + strings.ToLower(host) + after[end:]
+}
+
+// hasUpperBefore reports whether s holds an upper-case ASCII letter before
+// the n-th occurrence of any of cut's bytes (the scheme and authority of
+// "scheme://authority/..." end at the third '/', '?' or '#').
+func hasUpperBefore(s, cut string, n int) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'A' <= c && c <= 'Z':
+			return true
+		case strings.IndexByte(cut, c) >= 0:
+			if n--; n == 0 {
+				return false
+			}
+		}
+	}
+	return false
 }
 
 // validID reports whether s is a FHIR id: [A-Za-z0-9\-\.]{1,64}.

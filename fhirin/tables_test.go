@@ -330,3 +330,23 @@ func TestResourceTypesAreStoreTypes(t *testing.T) {
 		t.Errorf("store types fhirin refuses: %v, want %v", extra, want)
 	}
 }
+
+// normURL lowers the scheme and host of an absolute URL only (RFC 3986):
+// the path, query and userinfo keep their case.
+func TestNormURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"HTTP://Example.ORG/fhir/Patient/1":        "http://example.org/fhir/Patient/1",
+		"https://EHR.example:8443/FHIR/Patient/A1": "https://ehr.example:8443/FHIR/Patient/A1",
+		"https://User:Pw@EHR.example/fhir":         "https://User:Pw@ehr.example/fhir",
+		"HTTPS://EHR.example?Q=1#F":                "https://ehr.example?Q=1#F",
+		"https://ehr.example/fhir/Patient/P1":      "https://ehr.example/fhir/Patient/P1",
+		"URN:uuid:ABC":                             "urn:uuid:ABC",
+		"urn:oid:1.2.3":                            "urn:oid:1.2.3",
+		"Patient/P1":                               "Patient/P1",
+		"#Contained":                               "#Contained",
+	} {
+		if got := normURL(in); got != want {
+			t.Errorf("normURL(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
