@@ -263,6 +263,9 @@ func (b *bundle) index(s *source, entries []*entry, resolve func() error) error 
 			// (R4 "Resolving references in Bundles"), names the entry
 			// whose Type/id it is, and reading it as Type/id is right.
 			if lit, ok := parseLiteral(e.FullURL); ok && strings.Contains(e.FullURL, "://") && e.id != "" && lit != t {
+				if e.matched {
+					return newError(where(s, e.line), at, ErrValue, "the conditional update or create matched a resource of the catalog other than the one its RESTful fullUrl names")
+				}
 				return newError(where(s, e.line), at, ErrValue, "a RESTful fullUrl must end with the type and id of its resource")
 			}
 			b.byFullURL[full] = t

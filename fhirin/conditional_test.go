@@ -62,6 +62,7 @@ func TestReadConditionalUpdate(t *testing.T) {
 		{"a parameter not resolved", bundle(patient(put("name=Evelyn")), practitioner, encounter), true, "", "", "Bundle.entry[0].request.url", ErrUnsupported},
 		{"two parameters", bundle(patient(put("identifier="+mrn+"|12345&birthdate=1970-01-01")), practitioner, encounter), true, "", "", "Bundle.entry[0].request.url", ErrUnsupported},
 		{"two values", bundle(patient(put("identifier="+mrn+"|12345,"+mrn+"|67890")), practitioner, encounter), true, "", "", "Bundle.entry[0].request.url", ErrUnsupported},
+		{"one match, another than its RESTful fullUrl names", bundle(strings.Replace(patient(put("identifier="+mrn+"|12345")), pu, "https://ehr.example/fhir/Patient/9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f", 1), practitioner), true, "", "", "Bundle.entry[0].fullUrl", ErrValue},
 		{"an ifNoneExist not resolved", bundle(patient(put("identifier="+mrn+"|12345")), strings.Replace(practitioner, `"ifNoneExist":"identifier=`, `"ifNoneExist":"family=Evelyn&identifier=`, 1), encounter), true, "", "", "Bundle.entry[1].request.ifNoneExist", ErrUnsupported},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,6 +94,9 @@ func TestReadConditionalUpdate(t *testing.T) {
 				var fe *Error
 				if !errors.As(err, &fe) || !errors.Is(err, tc.errIs) || fe.Path != tc.errPath {
 					t.Fatalf("err = %v, want %v at %s", err, tc.errIs, tc.errPath)
+				}
+				if strings.HasSuffix(tc.errPath, ".fullUrl") && !strings.Contains(fe.Detail, "conditional") {
+					t.Errorf("the error does not say the conditional match is at fault: %v", err)
 				}
 				if len(items) != 0 {
 					t.Errorf("%d items yielded: nothing may be written", len(items))
