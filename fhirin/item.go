@@ -31,7 +31,9 @@ type Item struct {
 	// the item: the callback may keep it.
 	Body []byte
 	// MIMEType is "application/fhir+json" for a resource, the checked
-	// contentType for an attachment or Binary.
+	// contentType for an attachment or Binary as it is listed
+	// (listedMediaType: a type custos does not know is listed as one of
+	// its kind, never as written).
 	MIMEType string
 	// Sensitivity holds the custos sensitivity labels (docs/import.md,
 	// "Labels"), sorted and without duplicates.
