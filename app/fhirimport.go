@@ -3,12 +3,15 @@ package app
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"iter"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/custos-mcp/custos/fhirin"
@@ -60,7 +63,8 @@ func ImportFHIR(ctx context.Context, catalogPath, path string, o FHIRImport) (st
 	eopts := store.EntryOptions{Namer: namer, Source: o.Source, Full: o.Full, Progress: o.Progress}
 	return store.ImportEntriesStagedFrom(ctx, catalogPath, func(st *store.Store) iter.Seq2[store.Entry, error] {
 		opts := fhirin.Options{Link: namer.Link, Logger: o.Logger, StoredBinary: storedBinary(st, namer),
-			PlaceBinary: placeBinary(st, namer), PlaceContext: placeContext(st, namer, eopts), Complete: o.Full}
+			PlaceBinary: placeBinary(st, namer), PlaceContext: placeContext(st, namer, eopts), Complete: o.Full,
+			Match: matchResources(ctx, st, namer, cmp.Or(o.Source, store.DefaultSource))}
 		return fhirEntries(ctx, path, opts)
 	}, eopts, store.Options{DataKeys: o.DataKeys, Timeout: o.Timeout, Logger: o.Logger})
 }
@@ -146,6 +150,101 @@ func placeContext(st *store.Store, namer *store.Namer, eo store.EntryOptions) fu
 		return placeResource(st, namer, "")
 	}
 	return placeResource(st, namer, cmp.Or(eo.Source, store.DefaultSource))
+}
+
+// matchResources is fhirin.Options.Match over st, the catalog copy being
+// imported into: the source ids of the live resources of type typ of
+// namer's tenant and of source that q finds. By _id, the resource's keyed
+// id (store.GetByID). By identifier, the bodies of the type's live
+// resources of the tenant and source, read once per type and import
+// (st.Page over the catalog, st.Blob for each of that type: the catalog
+// indexes no identifier), of which only ids and identifiers are kept. A
+// live resource whose URI is not the one its body's id names is an error
+// (fail closed: the catalog contradicts itself). Read asks in its first
+// pass, before the import writes anything.
+func matchResources(ctx context.Context, st *store.Store, namer *store.Namer, source string) func(typ string, q fhirin.Search) ([]string, error) {
+	byType := map[string][]identified{}
+	return func(typ string, q fhirin.Search) ([]string, error) {
+		if q.ID != "" {
+			u, err := namer.URI(typ, q.ID, "")
+			if err != nil {
+				return nil, fmt.Errorf("app: a %s of the import cannot be named", typ)
+			}
+			switch r, err := st.GetByID(u.ID); {
+			case errors.Is(err, store.ErrNotFound):
+				return nil, nil
+			case err != nil:
+				return nil, err
+			case r.Source != source:
+				return nil, nil // another source's: not this import's to update
+			}
+			return []string{q.ID}, nil
+		}
+		rs, ok := byType[typ]
+		if !ok {
+			var err error
+			if rs, err = identifiedOf(ctx, st, namer, source, typ); err != nil {
+				return nil, err
+			}
+			byType[typ] = rs
+		}
+		var ids []string
+		for _, r := range rs {
+			if slices.ContainsFunc(r.identifiers, func(id [2]string) bool { return q.Matches(id[0], id[1]) }) {
+				ids = append(ids, r.id)
+			}
+		}
+		return ids, nil
+	}
+}
+
+// identified is a live resource's source id and identifiers {system, value}.
+type identified struct {
+	id          string
+	identifiers [][2]string
+}
+
+// identifiedOf reads the live resources of typ of namer's tenant and
+// source in st (matchResources).
+func identifiedOf(ctx context.Context, st *store.Store, namer *store.Namer, source, typ string) ([]identified, error) {
+	lower := strings.ToLower(typ)
+	var out []identified
+	for after := ""; ; {
+		page, err := st.Page(after, 512)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page {
+			if r.Labels.Tenant != namer.Tenant() || r.Labels.Type != lower || r.Source != source {
+				continue
+			}
+			body, err := st.Blob(ctx, r.Digest)
+			if err != nil {
+				return nil, err
+			}
+			var head struct {
+				ID         string `json:"id"`
+				Identifier []struct {
+					System string `json:"system"`
+					Value  string `json:"value"`
+				} `json:"identifier"`
+			}
+			if json.Unmarshal(body, &head) != nil || namer.Link(typ, head.ID, r.Labels.Patient) != r.URI {
+				return nil, fmt.Errorf("%w: a live %s's body does not name its URI", store.ErrCorrupt, typ)
+			}
+			it := identified{id: head.ID}
+			for _, i := range head.Identifier {
+				if i.Value != "" {
+					it.identifiers = append(it.identifiers, [2]string{i.System, i.Value})
+				}
+			}
+			out = append(out, it)
+		}
+		if len(page) < 512 {
+			return out, nil
+		}
+		after = page[len(page)-1].URI
+	}
 }
 
 // fhirEntries adapts fhirin.Read to the store's entry stream. A read error

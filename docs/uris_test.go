@@ -51,7 +51,7 @@ func TestDocumentedURIsParse(t *testing.T) {
 	checked := 0
 	for _, ex := range examples {
 		scheme, _, _ := strings.Cut(ex.text, "://")
-		if webSchemes[scheme] {
+		if webSchemes[strings.ToLower(scheme)] { // RFC 3986: HTTP:// is http://
 			continue
 		}
 		where := fmt.Sprintf("%s:%d: %q", ex.file, ex.line, ex.text)

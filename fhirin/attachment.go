@@ -21,10 +21,33 @@ import (
 // liftAttachments replaces every liftable attachment of r (in r.m) by a
 // link: inline data becomes an Attachment item of its own, a url to a
 // Binary of the import becomes the Binary's link. It returns the new items.
+//
+// An attachment with both data and a url naming a Binary (R4: "the url
+// SHALL point to the same content as the data contains") keeps the url,
+// as the Binary's link: the Binary is the source's resource for that
+// content, with its own labels and securityContext, and the carrier links
+// it when the import or the catalog holds it (index.linkData; else the url
+// becomes the Attachment's link, as for data alone: the data is the
+// content). The data is lifted all the same, checked and served as an
+// Attachment item. Before, the url was always overwritten by the
+// Attachment's link: the carrier no longer named its Binary, which then
+// had no compartment (ErrCompartment: "no resource of the import links").
 func (rd *reader) liftAttachments(r *resource, patient string, labels []string, updated time.Time) ([]Item, error) {
 	var out []Item
 	err := r.eachAttachment(func(att map[string]any, path string) error {
-		if _, hasData := att["data"]; hasData {
+		binID, isBinary, err := r.binaryURL(att, path)
+		if err != nil {
+			return err
+		}
+		_, hasData := att["data"]
+		if isBinary && hasData && !rd.idx.linksBinary(binID, patient) {
+			isBinary = false // neither in the import nor in the catalog: the data is the content (index.linkData)
+		}
+		if isBinary {
+			att["url"] = rd.opts.Link("Binary", binID, rd.idx.binary(binID).patient)
+			r.modified = true
+		}
+		if hasData {
 			data, mt, err := r.attachmentData(att, path, "contentType")
 			if err != nil {
 				return err
@@ -32,19 +55,14 @@ func (rd *reader) liftAttachments(r *resource, patient string, labels []string, 
 			rel := strings.TrimPrefix(path, r.typ+".")
 			id := r.typ + "/" + r.id + "/" + rel
 			delete(att, "data")
-			att["url"] = rd.opts.Link(TypeAttachment, id, patient)
+			if !isBinary {
+				att["url"] = rd.opts.Link(TypeAttachment, id, patient)
+			}
 			r.modified = true
 			out = append(out, Item{Type: TypeAttachment, ID: id, Patient: patient, Body: data, MIMEType: mt,
 				Sensitivity: slices.Clone(labels), Consent: rd.idx.consent(patient), PatientWide: rd.idx.patientWide(patient), LastUpdated: updated,
 				Carrier: Carrier{r.typ, r.id}, Where: r.where})
-			return nil
 		}
-		binID, ok, err := r.binaryURL(att, path)
-		if err != nil || !ok {
-			return err
-		}
-		att["url"] = rd.opts.Link("Binary", binID, rd.idx.binary(binID).patient)
-		r.modified = true
 		return nil
 	})
 	return out, err
@@ -277,12 +295,59 @@ func knownMediaType(mt string) string {
 // detects by its signature.
 var mediaTypeAliases = map[string]string{"image/jpg": "image/jpeg"}
 
+// unlistedMediaTypes are the clinical media types that
+// github.com/gabriel-vasile/mimetype does not know and that checkMIME lists
+// as declared all the same: FHIR's own (and DSTU2's), HL7 v3 (C-CDA) and
+// v2 content, DICOMweb metadata and Markdown. Any other type the library
+// does not know is listed as listedMediaType says.
+var unlistedMediaTypes = map[string]bool{
+	"application/fhir+json": true, "application/fhir+xml": true,
+	"application/json+fhir": true, "application/xml+fhir": true,
+	"application/hl7-v3+xml": true, "application/hl7-cda+xml": true,
+	"application/hl7-v2": true, "application/hl7-v2+er7": true, "x-application/hl7-v2+er7": true,
+	"text/x-hl7-ft":          true,
+	"application/dicom+json": true, "application/dicom+xml": true,
+	"text/markdown": true,
+}
+
+// listedMediaType is the media type the item is listed and served as, for
+// a declared type mt (normalized, checked against the bytes) whose
+// parameters are params: mt itself when github.com/gabriel-vasile/mimetype
+// knows it (a maintained table of registered types) or unlistedMediaTypes
+// holds it. Any other type is the input's own words, which a resources/list
+// shows before any read is decided (contentType "application/x-evelyn-marsh"
+// listed the patient's name): it becomes the type of its kind that the
+// bytes agree with, so that minimization treats it as before (minimize
+// reads text/* as text and +json as JSON): text/plain for text/*,
+// application/json for a +json suffix (RFC 6839), and
+// application/octet-stream for anything else or when the bytes do not
+// agree with that type.
+func listedMediaType(mt string, params map[string]string, data []byte) string {
+	if mimetype.Lookup(mt) != nil || unlistedMediaTypes[mt] {
+		return store.ServedMediaType(mt, params)
+	}
+	kind := ""
+	switch {
+	case strings.HasPrefix(mt, "text/"):
+		kind = "text/plain"
+	case strings.HasSuffix(mt, "+json"):
+		kind = "application/json"
+	}
+	if kind != "" {
+		if norm, err := checkMIME(store.ServedMediaType(kind, params), data); err == nil {
+			return norm
+		}
+	}
+	return "application/octet-stream"
+}
+
 // checkMIME checks the bytes against a declared contentType with
-// github.com/gabriel-vasile/mimetype's detection, and returns the declared
-// type normalized (lowercase, an alias of mediaTypeAliases replaced, no
-// parameter but a registered charset: store.ServedMediaType, so that a
-// file name in a name or filename parameter is never listed). The bytes
-// contradict it when:
+// github.com/gabriel-vasile/mimetype's detection, and returns the type
+// the item is listed as: the declared type normalized (lowercase, an
+// alias of mediaTypeAliases replaced, no parameter but a registered
+// charset: store.ServedMediaType, so that a file name in a name or
+// filename parameter is never listed) when it is a type custos knows,
+// else a type of its kind (listedMediaType). The bytes contradict it when:
 //   - the declared type is application/json or ends in +json and the
 //     bytes are not valid JSON;
 //   - the declared type is one the library knows, and the detected type is
@@ -304,21 +369,20 @@ func checkMIME(declared string, data []byte) (string, error) {
 	if (mt == "application/json" || strings.HasSuffix(mt, "+json")) && !json.Valid(data) {
 		return "", errNotJSON
 	}
-	norm := store.ServedMediaType(mt, params)
 	got := mimetype.Detect(data)
 	isText := false
 	for m := got; m != nil; m = m.Parent() {
 		if m.Is(mt) {
-			return norm, nil
+			return listedMediaType(mt, params, data), nil
 		}
 		isText = isText || m.Is("text/plain")
 	}
 	if mimetype.Lookup(mt) == nil {
 		switch {
 		case strings.HasPrefix(mt, "text/") && isText:
-			return norm, nil
+			return listedMediaType(mt, params, data), nil
 		case !strings.HasPrefix(mt, "text/") && (got.Is("application/octet-stream") || isText):
-			return norm, nil
+			return listedMediaType(mt, params, data), nil
 		}
 	}
 	detected, _, _ := strings.Cut(got.String(), ";")

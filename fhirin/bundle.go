@@ -60,6 +60,7 @@ func (b *bundle) mayNameBinary(raw []byte) bool {
 		if escaped && json.Unmarshal(raw[start-1:end+1], &s) != nil {
 			return true
 		}
+		s = normURL(s)
 		if b.binaryFullURLs[s] {
 			return true
 		}
@@ -75,8 +76,9 @@ type entry struct {
 	FullURL  string          `json:"fullUrl"`
 	Resource json.RawMessage `json:"resource"`
 	Request  *struct {
-		Method string `json:"method"`
-		URL    string `json:"url"`
+		Method      string `json:"method"`
+		URL         string `json:"url"`
+		IfNoneExist string `json:"ifNoneExist"`
 	} `json:"request"`
 	Search *struct {
 		Mode string `json:"mode"`
@@ -88,7 +90,12 @@ type entry struct {
 	// otherwise: Error.Entry of its problems.
 	name string
 	typ  string // resource.resourceType
-	id   string // resource.id, or the uuid of a urn:uuid fullUrl
+	id   string // resource.id, or the uuid of a urn:uuid fullUrl, or the id a conditional update or create matched
+	// matched: id is that of the one resource of the catalog its
+	// conditional update or create matched (resolveConditionals).
+	matched bool
+	// identifiers are its resource's identifiers, "system|value".
+	identifiers []string
 }
 
 type coding struct {
@@ -181,7 +188,7 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 			e.name = "Bundle.entry[" + itoa(i) + "]"
 		}
 	}
-	if err := b.index(s, entries); err != nil {
+	if err := b.index(s, entries, func() error { return rd.resolveConditionals(s, entries) }); err != nil {
 		return err
 	}
 	for i, e := range entries {
@@ -200,8 +207,10 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 }
 
 // index reads every entry's resource head and records its fullUrl and
-// identifiers, so references between entries resolve in any order.
-func (b *bundle) index(s *source, entries []*entry) error {
+// identifiers, so references between entries resolve in any order. resolve
+// runs once the heads are read, before anything is recorded: it may give
+// an entry the id of the resource its conditional update matched.
+func (b *bundle) index(s *source, entries []*entry, resolve func() error) error {
 	for i, e := range entries {
 		if len(e.Resource) == 0 || bytes.Equal(e.Resource, []byte("null")) {
 			continue
@@ -228,10 +237,24 @@ func (b *bundle) index(s *source, entries []*entry) error {
 				e.id = strings.ToLower(u)
 			}
 		}
+		for _, id := range identifiers {
+			if id.Value != "" {
+				e.identifiers = append(e.identifiers, id.System+"|"+id.Value)
+			}
+		}
+	}
+	if err := resolve(); err != nil {
+		return err
+	}
+	for i, e := range entries {
+		if len(e.Resource) == 0 || bytes.Equal(e.Resource, []byte("null")) {
+			continue
+		}
 		t := refTarget{e.typ, e.id}
 		if e.FullURL != "" {
 			at := "Bundle.entry[" + itoa(i) + "].fullUrl"
-			if _, dup := b.byFullURL[e.FullURL]; dup {
+			full := normURL(e.FullURL) // the key references are looked up by (resolveFullURL)
+			if _, dup := b.byFullURL[full]; dup {
 				return newError(where(s, e.line), at, ErrValue, "two entries share one fullUrl")
 			}
 			// A fullUrl that looks like a RESTful URL SHALL end with its
@@ -240,21 +263,22 @@ func (b *bundle) index(s *source, entries []*entry) error {
 			// (R4 "Resolving references in Bundles"), names the entry
 			// whose Type/id it is, and reading it as Type/id is right.
 			if lit, ok := parseLiteral(e.FullURL); ok && strings.Contains(e.FullURL, "://") && e.id != "" && lit != t {
+				if e.matched {
+					return newError(where(s, e.line), at, ErrValue, "the conditional update or create matched a resource of the catalog other than the one its RESTful fullUrl names")
+				}
 				return newError(where(s, e.line), at, ErrValue, "a RESTful fullUrl must end with the type and id of its resource")
 			}
-			b.byFullURL[e.FullURL] = t
+			b.byFullURL[full] = t
 			if e.typ == "Binary" {
 				if b.binaryFullURLs == nil {
 					b.binaryFullURLs = map[string]bool{}
 				}
-				b.binaryFullURLs[e.FullURL] = true
+				b.binaryFullURLs[full] = true
 			}
 		}
-		for _, id := range identifiers {
-			if id.Value == "" {
-				continue
-			}
-			for _, k := range []string{e.typ + "?" + id.System + "|" + id.Value, e.typ + "?*|" + id.Value} {
+		for _, id := range e.identifiers {
+			_, value, _ := strings.Cut(id, "|")
+			for _, k := range []string{e.typ + "?" + id, e.typ + "?*|" + value} {
 				if old, seen := b.byIdentifier[k]; seen && old != t {
 					b.byIdentifier[k] = refTarget{} // ambiguous
 				} else {
@@ -269,8 +293,11 @@ func (b *bundle) index(s *source, entries []*entry) error {
 // resolveFullURL finds the entry whose fullUrl a reference is (R4
 // "Resolving references in Bundles": an absolute reference, whatever its
 // scheme, urn:uuid, urn:oid, http(s), matches a fullUrl exactly; a
-// version-specific one matches without its version).
+// version-specific one matches without its version). Scheme and host
+// match in any case (normURL): RFC 3986 makes them case-insensitive, and
+// "HTTP://Example.org/fhir/Patient/1" was refused as naming no entry.
 func (b *bundle) resolveFullURL(ref string) (refTarget, bool) {
+	ref = normURL(ref)
 	t, ok := b.byFullURL[ref]
 	if !ok {
 		if i := strings.Index(ref, "/_history/"); i > 0 {
@@ -482,9 +509,9 @@ func (r *resource) rewriteRef(b *bundle, obj map[string]any, ref string, stack [
 				obj["reference"] = t.typ + "/" + t.id
 				r.modified = true
 			} else if r.entries == nil {
-				r.entries = map[string]bool{ref: true}
+				r.entries = map[string]bool{normURL(ref): true}
 			} else {
-				r.entries[ref] = true
+				r.entries[normURL(ref)] = true
 			}
 			return nil
 		}

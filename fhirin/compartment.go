@@ -39,7 +39,9 @@ func parseLiteral(ref string) (refTarget, bool) {
 
 // restBase returns the server base of a RESTful absolute URL
 // ("https://ehr.example/fhir/Patient/7/_history/2" → "https://ehr.example/fhir"),
-// "" for anything else (a urn, a relative or non-RESTful reference).
+// "" for anything else (a urn, a relative or non-RESTful reference). The
+// base has its scheme and host in lower case (normURL), so two spellings
+// of one server compare equal.
 func restBase(u string) string {
 	if !strings.Contains(u, "://") {
 		return ""
@@ -47,12 +49,56 @@ func restBase(u string) string {
 	if _, ok := parseLiteral(u); !ok {
 		return ""
 	}
-	parts := strings.Split(u, "/")
+	parts := strings.Split(normURL(u), "/")
 	n := len(parts) - 2 // less Type/id
 	if parts[len(parts)-2] == "_history" {
 		n -= 2
 	}
 	return strings.Join(parts[:n], "/")
+}
+
+// normURL is an absolute URL with its scheme and host in lower case, which
+// RFC 3986 (sections 3.1 and 3.2.2, 6.2.2.1) makes case-insensitive:
+// "HTTP://Example.org/fhir/Patient/1" names what
+// "http://example.org/fhir/Patient/1" names. The path, query and any
+// userinfo keep their case (a path is case-sensitive: "patient/1" is not
+// "Patient/1"). Anything that is not an absolute URL is returned as is.
+// References are matched to fullUrls and server bases in this form; the
+// stored body keeps what was written.
+func normURL(u string) string {
+	if !isAbsolute(u) || !hasUpperBefore(u, "/?#", 3) {
+		return u // nothing to lower: no copy (mayNameBinary asks of every string)
+	}
+	scheme, rest, _ := strings.Cut(u, ":")
+	out := strings.ToLower(scheme) + ":"
+	after, ok := strings.CutPrefix(rest, "//")
+	if !ok {
+		return out + rest
+	}
+	end := strings.IndexAny(after, "/?#")
+	if end < 0 {
+		end = len(after)
+	}
+	authority := after[:end]
+	host := authority[strings.LastIndexByte(authority, '@')+1:]
+	return out + "//" + authority[:len(authority)-len(host)] + strings.ToLower(host) + after[end:]
+}
+
+// hasUpperBefore reports whether s holds an upper-case ASCII letter before
+// the n-th occurrence of any of cut's bytes (the scheme and authority of
+// "scheme://authority/..." end at the third '/', '?' or '#').
+func hasUpperBefore(s, cut string, n int) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'A' <= c && c <= 'Z':
+			return true
+		case strings.IndexByte(cut, c) >= 0:
+			if n--; n == 0 {
+				return false
+			}
+		}
+	}
+	return false
 }
 
 // validID reports whether s is a FHIR id: [A-Za-z0-9\-\.]{1,64}.
@@ -377,7 +423,7 @@ func (r *resource) patientRef(ref map[string]any) (string, bool, error) {
 		if typ != "" && (typ == "Patient") != (t.typ == "Patient") {
 			return "", false, errTypeMismatch
 		}
-		if t.typ == "Patient" && strings.Contains(s, "://") && !r.entries[s] && (r.base == "" || restBase(s) != r.base) {
+		if t.typ == "Patient" && strings.Contains(s, "://") && !r.entries[normURL(s)] && (r.base == "" || restBase(s) != r.base) {
 			// Patient/7 of another server is not this import's Patient/7
 			// (R4 "Literal references": an absolute URL names a resource
 			// on the server at its base).

@@ -119,6 +119,13 @@
 //   - Conditional references ("Patient?identifier=s|v") are resolved only
 //     against the entries of the same Bundle; one to a Patient left
 //     unresolved is a compartment error.
+//   - Conditional updates and creates (PUT Type?query, POST with
+//     ifNoneExist) are resolved against the other entries of their
+//     Bundle and Options.Match (the catalog), by one identifier or _id
+//     only (resolveConditionals): one match, the entry takes its id; none,
+//     it creates; more, or another entry, an error. Two Bundles of one
+//     import that conditionally create one resource the catalog lacks
+//     create it twice.
 //   - Only the attachments of DocumentReference.content.attachment,
 //     DiagnosticReport.presentedForm and Media.content (and Binary) are
 //     lifted; an Attachment elsewhere stays inline in its resource.

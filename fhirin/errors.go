@@ -29,7 +29,8 @@ var (
 	// instant that is not one, a Bundle entry without a resource, a RESTful
 	// fullUrl that does not end with its resource's type and id, a
 	// searchset whose outcome reports an error, a contained resource that
-	// contains resources).
+	// contains resources, a conditional update or create that matches
+	// several resources of the catalog or another entry of its Bundle).
 	ErrValue = errors.New("invalid value")
 	// ErrTruncated: a line or file ends in the middle of a JSON value.
 	ErrTruncated = errors.New("truncated JSON")
@@ -58,7 +59,8 @@ var (
 	// contentType, or its bytes contradict the contentType.
 	ErrAttachment = errors.New("bad attachment")
 	// ErrUnsupported: valid FHIR this reader deliberately does not import
-	// (a nested Bundle, a conditional delete, a PATCH entry).
+	// (a nested Bundle, a conditional delete, a PATCH entry, a conditional
+	// update or create by a query other than one identifier or _id).
 	ErrUnsupported = errors.New("unsupported FHIR construct")
 )
 

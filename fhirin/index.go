@@ -1,6 +1,7 @@
 package fhirin
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -28,6 +29,20 @@ type index struct {
 	// ctxBinaries are the Binaries whose securityContext names a Binary:
 	// {the Binary, the Binary it names} (ctxBinaryChains).
 	ctxBinaries [][2]string
+	// dataLinks are the links of attachments with data and a url naming a
+	// Binary, by Binary id: each links the Binary only if it is in the
+	// import or live in the catalog in the carrier's compartment (check,
+	// linkData); otherwise the data is the content and the url becomes the
+	// Attachment's link, as for data alone.
+	dataLinks map[string][]dataLink
+}
+
+// dataLink is one link of dataLinks: the carrier's compartment, labels and
+// the place of the url.
+type dataLink struct {
+	patient, where, path, entry string
+	carrier                     Carrier
+	labels                      []string
 }
 
 // nodeKey names a Binary in a compartment: a resource of patient's
@@ -256,12 +271,17 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 		}
 	default:
 		return r.eachAttachment(func(att map[string]any, path string) error {
-			if _, hasData := att["data"]; hasData {
-				return nil
-			}
 			binID, ok, err := r.binaryURL(att, path)
 			if err != nil || !ok {
 				return err
+			}
+			if _, hasData := att["data"]; hasData {
+				// Decided once the input is read (linkData).
+				if x.dataLinks == nil {
+					x.dataLinks = map[string][]dataLink{}
+				}
+				x.dataLinks[binID] = append(x.dataLinks[binID], dataLink{patient, r.where, path + ".url", r.entry, Carrier{r.typ, r.id}, labels})
+				return nil
 			}
 			b := x.binary(binID)
 			if b.linked && b.patient != patient {
@@ -416,13 +436,16 @@ func (x *index) ctxBinaryJoin() {
 // the input is not complete (Options.Complete). It returns every problem,
 // in Binary id order, or stored's or place's error.
 func (x *index) check(stored func(id, patient string) ([]string, bool, error), place func(id string) (string, []string, bool, error), complete bool) ([]error, error) {
+	errs, err := x.linkData(stored)
+	if err != nil {
+		return nil, err
+	}
 	x.ctxBinaryCompartments()
 	ids := make([]string, 0, len(x.binaries))
 	for id := range x.binaries {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	var errs []error
 	for _, id := range ids {
 		b := x.binaries[id]
 		switch {
@@ -484,6 +507,50 @@ func (x *index) check(stored func(id, patient string) ([]string, bool, error), p
 		}
 	}
 	return errs, nil
+}
+
+// linkData makes each of dataLinks a link of its Binary, as a url alone
+// is, when the Binary is in the import or (stored) live in the catalog in
+// the carrier's compartment; a link to a Binary that neither holds is
+// dropped, not an error: the data is the content (R4: a url beside data
+// SHALL point to the same content), and the carrier's url becomes the
+// Attachment's link (linksBinary). A Binary linked from two compartments
+// is an error, as for urls alone.
+func (x *index) linkData(stored func(id, patient string) ([]string, bool, error)) ([]error, error) {
+	var errs []error
+	for _, id := range slices.Sorted(maps.Keys(x.dataLinks)) {
+		for _, l := range x.dataLinks[id] {
+			if b := x.binaries[id]; b == nil || !b.present && !b.linked {
+				if stored == nil {
+					continue
+				}
+				_, live, err := stored(id, l.patient)
+				if err != nil {
+					return nil, err
+				}
+				if !live {
+					continue
+				}
+			}
+			b := x.binary(id)
+			if b.linked && b.patient != l.patient {
+				errs = append(errs, atEntry(l.entry, newError(l.where, l.path, ErrCompartment, "links a Binary that a resource of another compartment links too (at %s)", entryPlace(b.linkWhere, b.linkEntry))))
+				continue
+			}
+			if !b.linked {
+				b.linked, b.patient, b.linkWhere, b.linkPath, b.linkEntry, b.carrier = true, l.patient, l.where, l.path, l.entry, l.carrier
+			}
+			b.labels = union(b.labels, l.labels)
+		}
+	}
+	return errs, nil
+}
+
+// linksBinary reports whether a resource of patient's compartment with an
+// attachment of data and a url naming Binary id links it (linkData).
+func (x *index) linksBinary(id, patient string) bool {
+	b := x.binaries[id]
+	return b != nil && b.linked && b.patient == patient
 }
 
 // mentionedBinaries are the ids of the Binaries the resource names in a

@@ -31,7 +31,9 @@ type Item struct {
 	// the item: the callback may keep it.
 	Body []byte
 	// MIMEType is "application/fhir+json" for a resource, the checked
-	// contentType for an attachment or Binary.
+	// contentType for an attachment or Binary as it is listed
+	// (listedMediaType: a type custos does not know is listed as one of
+	// its kind, never as written).
 	MIMEType string
 	// Sensitivity holds the custos sensitivity labels (docs/import.md,
 	// "Labels"), sorted and without duplicates.
@@ -169,6 +171,15 @@ type Options struct {
 	// stops Read and is returned as it is. nil: such a reference counts
 	// for nothing.
 	PlaceContext func(typ, id string) (patient string, labels []string, live bool, err error)
+	// Match, if not nil, reports the source ids of the live resources of
+	// type typ in the importer's catalog, of the source being imported
+	// (the same tenant and source), that q finds: a Bundle entry's
+	// conditional update (PUT Type?query) or create (POST with
+	// ifNoneExist) resolved to exactly one of them updates it (takes its
+	// id); to none, creates its resource; to more, is refused (FHIR's 412).
+	// Each id once. An error stops Read and is returned as it is. nil:
+	// the catalog holds no match (the Bundle is still searched).
+	Match func(typ string, q Search) (ids []string, err error)
 	// Complete says the input holds every resource that links any of its
 	// Binaries (a full import: what it does not hold is retired). A Binary
 	// it holds and links then takes its labels from the import alone, so a

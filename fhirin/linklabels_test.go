@@ -522,3 +522,69 @@ func TestReadMentionByEscapedFullURL(t *testing.T) {
 		})
 	}
 }
+
+// An attachment with both data and a url naming a Binary (R4: the url
+// SHALL point to the same content as the data) keeps its url as the
+// Binary's link when the import or the catalog holds the Binary, which it
+// then links (its compartment and labels); the data is lifted, checked and
+// served as an Attachment item all the same. The url was overwritten by
+// the Attachment's link before, and a Binary linked only so was refused
+// as linked by nobody (ErrCompartment). A Binary neither holds leaves the
+// url the Attachment's link: the data is the content.
+func TestReadAttachmentDataAndBinaryURL(t *testing.T) {
+	const (
+		pat = `{"resourceType":"Patient","id":"p"}`
+		bin = `{"resourceType":"Binary","id":"x","meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}]},"contentType":"text/plain","data":"aGl2IHJlc3VsdA=="}`
+		doc = `{"resourceType":"DocumentReference","id":"d1","status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","data":"aGl2IHJlc3VsdA==","url":"Binary/x","title":"HIV result"}}]}`
+	)
+	stored := func(id, patient string) ([]string, bool, error) {
+		return []string{"hiv"}, id == "x" && patient == "p", nil
+	}
+	const att = "DocumentReference/d1/content[0].attachment"
+	for _, tc := range []struct {
+		name    string
+		lines   []string
+		stored  func(id, patient string) ([]string, bool, error)
+		wantURL string // the carrier's url
+		linked  bool
+	}{
+		{"the Binary after its carrier", []string{pat, doc, bin}, nil, testLink("Binary", "x", "p"), true},
+		{"the Binary before its carrier", []string{bin, pat, doc}, nil, testLink("Binary", "x", "p"), true},
+		{"the Binary stored", []string{pat, doc}, stored, testLink("Binary", "x", "p"), true},
+		{"the Binary nowhere", []string{pat, doc}, nil, testLink(TypeAttachment, att, "p"), false},
+		{"the Binary not live", []string{pat, doc}, func(string, string) ([]string, bool, error) { return nil, false, nil }, testLink(TypeAttachment, att, "p"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "Mixed.ndjson")
+			if err := os.WriteFile(p, []byte(strings.Join(tc.lines, "\n")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var items []Item
+			err := Read(context.Background(), p, Options{Link: testLink, StoredBinary: tc.stored}, func(it Item) error {
+				items = append(items, it)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := find(t, items, "DocumentReference", "d1")
+			if !bytes.Contains(d.Body, []byte(`"url":"`+tc.wantURL+`"`)) || bytes.Contains(d.Body, []byte(`"data"`)) {
+				t.Errorf("carrier body %s, want url %s and no data", d.Body, tc.wantURL)
+			}
+			a := find(t, items, TypeAttachment, att)
+			if string(a.Body) != "hiv result" || a.MIMEType != "text/plain" || a.Patient != "p" {
+				t.Errorf("the Attachment item: %q %q %q", a.Body, a.MIMEType, a.Patient)
+			}
+			if !tc.linked {
+				return
+			}
+			b := find(t, items, "Binary", "x")
+			if b.Patient != "p" || !slices.Equal(b.Sensitivity, []string{"hiv"}) || !slices.Equal(d.Sensitivity, []string{"hiv"}) || !slices.Equal(a.Sensitivity, []string{"hiv"}) {
+				t.Errorf("Binary %q %v, carrier %v, attachment %v; want all of p with [hiv]", b.Patient, b.Sensitivity, d.Sensitivity, a.Sensitivity)
+			}
+			if tc.stored != nil && !b.Stored {
+				t.Errorf("the stored Binary is not yielded as Stored: %+v", b)
+			}
+		})
+	}
+}

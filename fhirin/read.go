@@ -210,6 +210,8 @@ type reader struct {
 	// mentioned caches mentionedLabels' answers from StoredBinary, by
 	// patient and Binary id.
 	mentioned map[string][]string
+	// matched caches Options.Match's answers, by type and search (match).
+	matched map[string][]string
 }
 
 // indexedTypes are the types the first pass reads whole; of any other

@@ -432,6 +432,46 @@ func TestReadFullURLReferences(t *testing.T) {
 	}
 }
 
+// A reference whose scheme or host differs from an entry's fullUrl only in
+// case names that entry (RFC 3986: both are case-insensitive): it resolves
+// to the same resource as its lower-case form, in a Reference and in an
+// attachment url; one whose path differs in case names no entry.
+func TestReadFullURLCaseInsensitiveSchemeAndHost(t *testing.T) {
+	bundle := func(ref, url string) string {
+		return `{"resourceType":"Bundle","type":"collection","entry":[
+{"fullUrl":"http://example.org/fhir/Patient/1","resource":{"resourceType":"Patient","id":"1"}},
+{"fullUrl":"urn:uuid:0b7e5b4a-6f0e-4c8e-9d2a-0e6b3f1c2d4a","resource":{"resourceType":"Binary","contentType":"text/plain","data":"aGk="}},
+{"fullUrl":"urn:uuid:5b1e7c0a-3f0e-4c8e-9d2a-0e6b3f1c2d4a","resource":{"resourceType":"DocumentReference","status":"current",
+ "subject":{"reference":"` + ref + `"},"content":[{"attachment":{"contentType":"text/plain","url":"` + url + `"}}]}}]}`
+	}
+	read := func(t *testing.T, body string) ([]Item, error) {
+		path := filepath.Join(t.TempDir(), "b.json")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return readAll(t, path)
+	}
+	lower, err := read(t, bundle("http://example.org/fhir/Patient/1", "urn:uuid:0b7e5b4a-6f0e-4c8e-9d2a-0e6b3f1c2d4a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	upper, err := read(t, bundle("HTTP://Example.ORG/fhir/Patient/1", "URN:uuid:0b7e5b4a-6f0e-4c8e-9d2a-0e6b3f1c2d4a"))
+	if err != nil {
+		t.Fatalf("an upper-case scheme and host: %v", err)
+	}
+	const doc = "5b1e7c0a-3f0e-4c8e-9d2a-0e6b3f1c2d4a"
+	l, u := find(t, lower, "DocumentReference", doc), find(t, upper, "DocumentReference", doc)
+	if l.Patient != "1" || u.Patient != l.Patient {
+		t.Errorf("patient %q (upper case), %q (lower case), want 1", u.Patient, l.Patient)
+	}
+	if !slices.Equal(u.Links, l.Links) || len(l.Links) != 1 {
+		t.Errorf("links %v (upper case), %v (lower case), want the Binary", u.Links, l.Links)
+	}
+	if _, err := read(t, bundle("http://example.org/FHIR/Patient/1", "urn:uuid:0b7e5b4a-6f0e-4c8e-9d2a-0e6b3f1c2d4a")); !errors.Is(err, ErrCompartment) {
+		t.Errorf("a path in another case: err = %v, want ErrCompartment", err)
+	}
+}
+
 // checkPlacement reads one resource, body, and checks that it is refused
 // with ErrCompartment at errPath or, errPath "", placed in patient's
 // compartment ("" tenant-level).
@@ -506,6 +546,11 @@ func TestReadAbsolutePatientReferences(t *testing.T) {
 		{"the server of the $export request", map[string]string{"m.json": manifest("https://a.example/fhir/Group/g1/$export?_type=Observation"), "Observation.ndjson": obs("https://a.example/fhir/Patient/7")}, "7"},
 		{"another server than the $export request's", map[string]string{"m.json": manifest("https://a.example/fhir/$export"), "Observation.ndjson": obs("https://a.example/other/Patient/7")}, ""},
 		{"a relative reference", map[string]string{"r.json": obs("Patient/7")}, "7"},
+		// RFC 3986: scheme and host are case-insensitive, the path is not.
+		{"the entry's server, scheme and host in upper case", map[string]string{"r.json": entry("https://a.example/fhir/Observation/o", obs("HTTPS://A.Example/fhir/Patient/7"))}, "7"},
+		{"an upper-case entry's server", map[string]string{"r.json": entry("HTTPS://A.EXAMPLE/fhir/Observation/o", obs("https://a.example/fhir/Patient/7"))}, "7"},
+		{"the server of an upper-case $export request", map[string]string{"m.json": manifest("HTTPS://A.Example/fhir/$export"), "Observation.ndjson": obs("https://a.example/fhir/Patient/7")}, "7"},
+		{"the entry's server, its path in upper case", map[string]string{"r.json": entry("https://a.example/fhir/Observation/o", obs("https://a.example/FHIR/Patient/7"))}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

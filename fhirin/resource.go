@@ -146,6 +146,14 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	}
 	r.typ = typ
 	id, _ := r.m["id"].(string)
+	if e != nil && e.matched && id != e.id {
+		// Its conditional update or create matched the resource of the
+		// catalog with this id: the entry is that resource
+		// (resolveConditionals).
+		id = e.id
+		r.m["id"] = id
+		r.modified = true
+	}
 	if id == "" && idFallback != "" {
 		id = idFallback
 		r.m["id"] = id

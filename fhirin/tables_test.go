@@ -195,6 +195,7 @@ func TestCheckMIME(t *testing.T) {
 	pdf := []byte("%PDF-1.4\n1 0 obj\n<<>>\nendobj\n%%EOF\n")
 	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89")
 	text := []byte("Patient seen today.\n")
+	xml := []byte(`<?xml version="1.0" encoding="UTF-8"?><ClinicalDocument xmlns="urn:hl7-org:v3"/>`)
 	for _, tc := range []struct {
 		declared string
 		data     []byte
@@ -214,6 +215,26 @@ func TestCheckMIME(t *testing.T) {
 		{"application/x-custom", pdf, ""},                                         // unknown, but the bytes are a PDF
 		{"text/x-unknown", []byte{0, 1, 2, 3, 0xff, 0xfe}, ""},
 		{"not a type", text, ""},
+		// A type the library does not know is the input's words, listed
+		// before any read: a name in it must not be (listedMediaType).
+		{"application/x-evelyn-marsh", text, "application/octet-stream"},
+		{"application/x-evelyn-marsh", []byte{0, 1, 2, 3, 0xff, 0xfe}, "application/octet-stream"},
+		{"text/x-evelyn-marsh", text, "text/plain"},
+		{"text/x-evelyn-marsh; charset=utf-8", text, "text/plain; charset=utf-8"},
+		{"application/x-evelyn-marsh+json", []byte(`{"a":1}`), "application/json"},
+		{"application/x-evelyn-marsh+xml", xml, "application/octet-stream"},
+		// The clinical types are listed as declared.
+		{"application/hl7-v3+xml", xml, "application/hl7-v3+xml"},
+		{"application/fhir+json", []byte(`{"resourceType":"Patient"}`), "application/fhir+json"},
+		{"application/fhir+xml", xml, "application/fhir+xml"},
+		{"text/markdown", text, "text/markdown"},
+		{"text/xml", xml, "text/xml"},
+		{"application/xml", xml, "application/xml"},
+		{"application/json", []byte(`{"a":1}`), "application/json"},
+		{"application/rtf", []byte(`{\rtf1\ansi x}`), "application/rtf"},
+		{"text/rtf", []byte(`{\rtf1\ansi x}`), "text/rtf"},
+		{"image/tiff", []byte("II*\x00\x08\x00\x00\x00"), "image/tiff"},
+		{"application/dicom", append(make([]byte, 128), "DICM"...), "application/dicom"},
 	} {
 		got, err := checkMIME(tc.declared, tc.data)
 		if got != tc.want || (err == nil) != (tc.want != "") {
@@ -307,5 +328,25 @@ func TestResourceTypesAreStoreTypes(t *testing.T) {
 	slices.Sort(extra)
 	if want := []string{"Parameters", "SubscriptionStatus"}; !slices.Equal(extra, want) {
 		t.Errorf("store types fhirin refuses: %v, want %v", extra, want)
+	}
+}
+
+// normURL lowers the scheme and host of an absolute URL only (RFC 3986):
+// the path, query and userinfo keep their case.
+func TestNormURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"HTTP://Example.ORG/fhir/Patient/1":        "http://example.org/fhir/Patient/1",
+		"https://EHR.example:8443/FHIR/Patient/A1": "https://ehr.example:8443/FHIR/Patient/A1",
+		"https://User:Pw@EHR.example/fhir":         "https://User:Pw@ehr.example/fhir",
+		"HTTPS://EHR.example?Q=1#F":                "https://ehr.example?Q=1#F",
+		"https://ehr.example/fhir/Patient/P1":      "https://ehr.example/fhir/Patient/P1",
+		"URN:uuid:ABC":                             "urn:uuid:ABC",
+		"urn:oid:1.2.3":                            "urn:oid:1.2.3",
+		"Patient/P1":                               "Patient/P1",
+		"#Contained":                               "#Contained",
+	} {
+		if got := normURL(in); got != want {
+			t.Errorf("normURL(%s) = %s, want %s", in, got, want)
+		}
 	}
 }

@@ -1,0 +1,110 @@
+package app
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/custos-mcp/custos/store"
+)
+
+// condBundle is a transaction Bundle as an exporter that mints new uuids
+// per export writes it: the Patient by conditional update on its MRN, the
+// Practitioner by conditional create on its NPI (as Synthea writes its
+// Practitioners), an Encounter naming both by urn:uuid.
+func condBundle(patientUUID, practitionerUUID, encounterUUID string) string {
+	return `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + patientUUID + `","resource":{"resourceType":"Patient","identifier":[{"system":"http://hospital.example.org/identifiers/mrn","value":"12345"}],"name":[{"family":"Marsh","given":["Evelyn"]}]},
+ "request":{"method":"PUT","url":"Patient?identifier=http://hospital.example.org/identifiers/mrn|12345"}},
+{"fullUrl":"urn:uuid:` + practitionerUUID + `","resource":{"resourceType":"Practitioner","identifier":[{"system":"http://hl7.org/fhir/sid/us-npi","value":"9999994392"}]},
+ "request":{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=http://hl7.org/fhir/sid/us-npi|9999994392"}},
+{"fullUrl":"urn:uuid:` + encounterUUID + `","resource":{"resourceType":"Encounter","status":"finished","class":{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"AMB"},
+ "subject":{"reference":"urn:uuid:` + patientUUID + `"},"participant":[{"individual":{"reference":"urn:uuid:` + practitionerUUID + `"}}]},
+ "request":{"method":"POST","url":"Encounter"}}]}`
+}
+
+// A re-import of an export whose uuids are new each time updates the
+// Patient its conditional update matches and the Practitioner its
+// conditional create matches, in the catalog, instead of adding a second
+// Patient and Practitioner each time (fhirin.Options.Match,
+// matchResources): the catalog holds one of each, at the URI of the first
+// import, and the new Encounter names them. A catalog holding two matches
+// refuses the import and changes nothing.
+func TestImportConditionalUpdateMatchesCatalog(t *testing.T) {
+	f := newLinkFixture(t)
+	imp := func(full bool, body string) error {
+		path := filepath.Join(t.TempDir(), "bundle.json")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ImportFHIR(context.Background(), f.cat, path, FHIRImport{Tenant: f.tenant, IDKey: f.key, Full: full})
+		return err
+	}
+	live := func() map[string][]string { // live source ids by type
+		st, err := store.Open(f.cat, store.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		out := map[string][]string{}
+		rs, err := st.Page("", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			out[r.Labels.Type] = append(out[r.Labels.Type], r.URI)
+		}
+		return out
+	}
+	const (
+		p1, pr1, e1 = "9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f", "4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+		p2, pr2, e2 = "1d2e3f40-5a6b-4c7d-8e9f-a0b1c2d3e4f5", "2e3f4051-6b7c-4d8e-9fa0-b1c2d3e4f5a6", "3f405162-7c8d-4e9f-a0b1-c2d3e4f5a6b7"
+	)
+	if err := imp(false, condBundle(p1, pr1, e1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := imp(false, condBundle(p2, pr2, e2)); err != nil {
+		t.Fatal(err)
+	}
+	got := live()
+	if len(got["patient"]) != 1 || len(got["practitioner"]) != 1 || len(got["encounter"]) != 2 {
+		t.Fatalf("live after a re-import with new uuids: %d Patients, %d Practitioners, %d Encounters; want 1, 1, 2",
+			len(got["patient"]), len(got["practitioner"]), len(got["encounter"]))
+	}
+	if got["patient"][0] != f.namer.Link("Patient", p1, p1) || got["practitioner"][0] != f.namer.Link("Practitioner", pr1, "") {
+		t.Error("the Patient or Practitioner moved to another URI")
+	}
+	_, enc := f.get("Encounter", e2, p1)
+	if !strings.Contains(string(enc), `"Patient/`+p1+`"`) || !strings.Contains(string(enc), `"Practitioner/`+pr1+`"`) {
+		t.Errorf("the second Encounter does not name the first import's Patient and Practitioner: %s", enc)
+	}
+	// A full import of the same export keeps the one Patient live.
+	if err := imp(true, condBundle("4a516273-8d9e-4fa0-b1c2-d3e4f5a6b7c8", "5b627384-9eaf-40b1-c2d3-e4f5a6b7c8d9", e2)); err != nil {
+		t.Fatal(err)
+	}
+	if got := live(); len(got["patient"]) != 1 || got["patient"][0] != f.namer.Link("Patient", p1, p1) || len(got["practitioner"]) != 1 {
+		t.Fatalf("after a full import: %v", got)
+	}
+
+	// Two Patients of the source carrying the MRN: the conditional update
+	// names no one of them (FHIR 412), and the import changes nothing.
+	other := strings.Replace(strings.Replace(condBundle("6c738495-afb0-41c2-d3e4-f5a6b7c8d9ea", pr1, "7d8495a6-b0c1-42d3-e4f5-a6b7c8d9eafb"),
+		`"request":{"method":"PUT","url":"Patient?identifier=http://hospital.example.org/identifiers/mrn|12345"}`, `"request":{"method":"POST","url":"Patient"}`, 1),
+		`"ifNoneExist":"identifier=http://hl7.org/fhir/sid/us-npi|9999994392"`, `"ifNoneExist":"_id=`+pr1+`"`, 1)
+	if err := imp(false, other); err != nil {
+		t.Fatal(err)
+	}
+	before := f.catalogBytes()
+	err := imp(false, condBundle("8e95a6b7-c1d2-43e4-f5a6-b7c8d9eafb0c", "9fa6b7c8-d2e3-44f5-a6b7-c8d9eafb0c1d", "a0b7c8d9-e3f4-45a6-b7c8-d9eafb0c1d2e"))
+	if err == nil || !strings.Contains(err.Error(), "412") || !strings.Contains(err.Error(), "Bundle.entry[0].request.url") {
+		t.Fatalf("err = %v, want the conditional update refused (412) naming the entry", err)
+	}
+	if strings.Contains(err.Error(), "12345") || strings.Contains(err.Error(), "Evelyn") {
+		t.Errorf("the error quotes the input: %v", err)
+	}
+	if string(before) != string(f.catalogBytes()) {
+		t.Error("a refused import changed the catalog file")
+	}
+}

@@ -1,0 +1,196 @@
+package fhirin
+
+import (
+	"net/url"
+	"strings"
+)
+
+// Search is the query of a conditional update or create that Read
+// resolves (R4 http.html#cond-update, #ccreate): one parameter, _id or
+// identifier, with one value.
+type Search struct {
+	// ID is the _id searched, "" for a search by identifier.
+	ID string
+	// System and Value are the identifier token searched
+	// (identifier=[system|]value). AnySystem is set for a token without
+	// "|" (any system matches); "|value" searches identifiers without a
+	// system (System "", AnySystem false).
+	System, Value string
+	AnySystem     bool
+}
+
+// Matches reports whether an identifier {system, value} matches s (by
+// identifier; an _id search matches no identifier).
+func (s Search) Matches(system, value string) bool {
+	return s.ID == "" && value == s.Value && (s.AnySystem || system == s.System)
+}
+
+// conditional is a Bundle entry's conditional update (PUT Type?query) or
+// create (POST with ifNoneExist): the element that holds its query and the
+// query parsed.
+type conditional struct {
+	path   string // "request.url" or "request.ifNoneExist"
+	search Search
+}
+
+// conditionalOf reads e's conditional update or create, if it is one: ok
+// false for any other entry. A query Read does not resolve (another
+// parameter, several, several values, a modifier) is an ErrUnsupported
+// naming the entry and the parameter (as elementName writes it: a name is
+// the input's); nothing of the import is written.
+func conditionalOf(w, path string, e *entry) (conditional, bool, error) {
+	if e.Request == nil || e.typ == "" {
+		return conditional{}, false, nil
+	}
+	var c conditional
+	var query string
+	switch strings.ToUpper(e.Request.Method) {
+	case "PUT":
+		u, q, hasQuery := strings.Cut(strings.TrimPrefix(e.Request.URL, "/"), "?")
+		if !hasQuery || q == "" || !(u == e.typ || strings.Contains(u, "://") && strings.HasSuffix(u, "/"+e.typ)) {
+			return conditional{}, false, nil // bundleEntry checks every other PUT url
+		}
+		c.path, query = path+".request.url", q
+	case "POST":
+		if e.Request.IfNoneExist == "" {
+			return conditional{}, false, nil
+		}
+		// R4: the query part alone; "Type?query" is a common form too.
+		c.path, query = path+".request.ifNoneExist", strings.TrimPrefix(e.Request.IfNoneExist, e.typ+"?")
+	default:
+		return conditional{}, false, nil
+	}
+	v, err := url.ParseQuery(query)
+	if err != nil {
+		return conditional{}, false, newError(w, c.path, ErrUnsupported, "the conditional query is not a URL query: only identifier=[system|]value or _id=id, alone, is resolved")
+	}
+	if len(v) != 1 {
+		return conditional{}, false, newError(w, c.path, ErrUnsupported, "a conditional query of %d parameters is not resolved: only identifier=[system|]value or _id=id, alone, is", len(v))
+	}
+	for name, vals := range v {
+		switch {
+		case name != "identifier" && name != "_id":
+			return conditional{}, false, newError(w, c.path, ErrUnsupported, "a conditional query by the search parameter %s is not resolved: only identifier=[system|]value or _id=id, alone, is", paramName(name))
+		case len(vals) != 1 || strings.Contains(vals[0], ","):
+			return conditional{}, false, newError(w, c.path, ErrUnsupported, "a conditional query with several values of %s is not resolved: give one", name)
+		case name == "_id" && !validID(vals[0]):
+			return conditional{}, false, newError(w, c.path, ErrValue, "the _id searched is not a FHIR id")
+		case name == "_id":
+			c.search.ID = vals[0]
+		default:
+			sys, val, hasSys := strings.Cut(vals[0], "|")
+			if val == "" && hasSys || vals[0] == "" {
+				return conditional{}, false, newError(w, c.path, ErrUnsupported, "a conditional query by identifier without a value is not resolved")
+			}
+			if !hasSys {
+				val = sys
+			}
+			c.search = Search{System: sys, Value: val, AnySystem: !hasSys}
+			if !hasSys {
+				c.search.System = ""
+			}
+		}
+	}
+	return c, true, nil
+}
+
+// paramName is a search parameter's name as an error may write it: its
+// name before a modifier (":exact"), as elementName writes it, and the
+// modifier named as such.
+func paramName(name string) string {
+	base, _, modified := strings.Cut(name, ":")
+	if modified {
+		return elementName(strings.TrimPrefix(base, "_")) + " (with a modifier)"
+	}
+	if rest, ok := strings.CutPrefix(base, "_"); ok {
+		return "_" + elementName(rest)
+	}
+	return elementName(base)
+}
+
+// matchesEntry reports whether the resource of another entry, typ with id
+// and identifiers ("system|value"), is one the search of c finds.
+func (c conditional) matchesEntry(typ string, o *entry) bool {
+	if o.typ != typ {
+		return false
+	}
+	if c.search.ID != "" {
+		return o.id == c.search.ID
+	}
+	for _, k := range o.identifiers {
+		sys, val, _ := strings.Cut(k, "|")
+		if c.search.Matches(sys, val) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveConditionals resolves the conditional updates and creates of a
+// Bundle's entries (R4 http.html#cond-update; transaction processing),
+// against what custos can see of the same source: the other entries of
+// the Bundle and, with Options.Match, the importer's catalog. An entry
+// whose search another entry of the Bundle matches is refused (R4: a
+// transaction whose entries resolve to one resource fails); one that
+// matches exactly one resource of the catalog takes its id (the entry
+// updates it: same id, same URI, where it was imported under its
+// urn:uuid before and a re-import of an export minting new uuids
+// duplicated it); no match: the entry creates its resource, under its own
+// id; more than one: refused (FHIR's 412 Precondition Failed). A
+// conditional create (ifNoneExist) whose match exists is imported as that
+// resource too, never as a duplicate (custos keeps the input's version: a
+// full import holds the source's whole content). Nothing is written when
+// an entry is refused: Read fails.
+func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
+	for i, e := range entries {
+		path := "Bundle.entry[" + itoa(i) + "]"
+		w := where(s, e.line)
+		c, ok, err := conditionalOf(w, path, e)
+		if err != nil {
+			return atEntry(e.name, err.(*Error))
+		}
+		if !ok {
+			continue
+		}
+		for j, o := range entries {
+			if j != i && c.matchesEntry(e.typ, o) {
+				return atEntry(e.name, newError(w, c.path, ErrValue, "the conditional search matches another entry of the Bundle (Bundle.entry[%d]): two entries would write one resource, which fails a FHIR transaction", j))
+			}
+		}
+		ids, err := rd.match(e.typ, c.search)
+		if err != nil {
+			return err
+		}
+		switch len(ids) {
+		case 0:
+		case 1:
+			e.id, e.matched = ids[0], true
+		default:
+			return atEntry(e.name, newError(w, c.path, ErrValue, "the conditional search matches %d resources of this source in the catalog (FHIR 412 Precondition Failed): it names no one resource to update", len(ids)))
+		}
+	}
+	return nil
+}
+
+// match asks Options.Match once per search and type.
+func (rd *reader) match(typ string, q Search) ([]string, error) {
+	if rd.opts.Match == nil {
+		return nil, nil
+	}
+	key := typ + "\x00" + q.ID + "\x00" + q.System + "\x00" + q.Value
+	if q.AnySystem {
+		key += "\x00*"
+	}
+	if ids, ok := rd.matched[key]; ok {
+		return ids, nil
+	}
+	ids, err := rd.opts.Match(typ, q)
+	if err != nil {
+		return nil, err
+	}
+	if rd.matched == nil {
+		rd.matched = map[string][]string{}
+	}
+	rd.matched[key] = ids
+	return ids, nil
+}
