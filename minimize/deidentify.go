@@ -385,7 +385,11 @@ var ucumSyntax = func() *regexp.Regexp {
 // outside data uses: their HL7 OIDs (urn:oid:..., and bare, as converters
 // from C-CDA and HL7 v2 write them) and https for http. A coding under an
 // alias is judged, and released, as one under the canonical URI (R4
-// terminologies-systems; NamingSystem registry): until 2026-12-06 such
+// terminologies-systems; NamingSystem registry: HL7 Terminology's
+// NamingSystem ICD-9CM-procedurecodes, 3.0.0 of 2023-08-22, gives
+// ICD-9-CM's procedure codes, OID 2.16.840.1.113883.6.104, the URI
+// http://hl7.org/fhir/sid/icd-9-cm of its diagnoses, whose code form,
+// codeSyntax, has their "NN.NN"): until 2026-12-06 such
 // codings were dropped as local ones, and with them the values an
 // Observation coded in LOINC by its OID carried.
 var systemAliases = func() map[string]string {
@@ -398,6 +402,7 @@ var systemAliases = func() map[string]string {
 		"2.16.840.1.113883.6.3":    "http://hl7.org/fhir/sid/icd-10",
 		"2.16.840.1.113883.6.90":   "http://hl7.org/fhir/sid/icd-10-cm",
 		"2.16.840.1.113883.6.103":  "http://hl7.org/fhir/sid/icd-9-cm",
+		"2.16.840.1.113883.6.104":  "http://hl7.org/fhir/sid/icd-9-cm", // procedures (volume 3): THO's ICD-9CM-procedurecodes names this URI
 		"2.16.840.1.113883.12.292": "http://hl7.org/fhir/sid/cvx",
 		"2.16.840.1.113883.6.69":   "http://hl7.org/fhir/sid/ndc",
 		"2.16.840.1.113883.6.12":   "http://www.ama-assn.org/go/cpt",
