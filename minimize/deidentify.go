@@ -85,7 +85,9 @@ import (
 //	                                     one of 20,000 people or fewer) when
 //	                                     codes (or a US state's name), ZIP3
 //	                                     of a US postalCode ("000" for the
-//	                                     restricted ZIP3s); other postal
+//	                                     restricted ZIP3s and those of no
+//	                                     resident population,
+//	                                     populatedZIP3); other postal
 //	                                     codes dropped
 //	Location.position                    dropped (geocodes)
 //	Extension, modifierExtension         url and valueCode when the url is in

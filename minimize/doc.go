@@ -113,7 +113,8 @@
 //
 // generalize and scrub implement the HIPAA Safe Harbor transformations of
 // 45 CFR 164.514(b)(2) (dates to year, ZIP to ZIP3 with the restricted ZIP3
-// list, ages over 89 to 90+, identifier patterns in free text); allow
+// list and the prefixes of no resident population as "000", ages over 89
+// to 90+, identifier patterns in free text); allow
 // implements minimum necessary, 164.514(d). A Safe Harbor profile combines
 // them; deidentify does all of it by FHIR data type, and is what the default
 // policy's HRESCH view uses.
