@@ -1330,6 +1330,8 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		out, ok = d.coding(m)
 	case "Quantity", "Age", "Count", "Distance", "Duration", "SimpleQuantity", "MoneyQuantity":
 		out, ok = d.quantity(m, typ)
+	case "Money":
+		out, ok = d.money(m)
 	case "Location.position":
 		return nil, false // a geocode (Safe Harbor class B)
 	case "Address":
@@ -1468,6 +1470,24 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 		d.noteYear(y)
 	}
 	return out, true
+}
+
+// money walks a Money. Inside a value whose meaning is withheld
+// (birthCtx: an answer, an open value[x], a value under a withheld code,
+// valueMeanings), an amount is judged as a quantity is (quantity): a
+// measurement by the unit it is released with, here its currency; one
+// whose currency the walk drops, or that has none, is a bare number, and
+// is dropped. Elsewhere a Money is walked as any object (its value judged
+// as a number: identifierNumber).
+func (d *deid) money(m map[string]any) (map[string]any, bool) {
+	birth := d.birthCtx
+	d.birthCtx = false // the value is judged here, with its currency
+	out, ok := d.object(m, "Money")
+	d.birthCtx = birth
+	if ok && birth && out["currency"] == nil {
+		delete(out, "value")
+	}
+	return out, ok
 }
 
 // calendarYear returns the Gregorian year a quantity's value is, when its
@@ -1893,6 +1913,12 @@ var valueMeanings = map[string]struct{ meaning, values []string }{
 	// A goal's target detail is a value of its measure (77441123 under a
 	// local measure was released until h-review21).
 	"Goal.target": {[]string{"measure"}, []string{"detail"}},
+	// A cost to the beneficiary is a value of its type (a copay, a
+	// deductible): under a local type, or none, a bare number was
+	// released until 2026-12-06 (77441123 as a valueQuantity, or as a
+	// valueMoney without currency). An amount with its currency is judged
+	// as a quantity with its unit (money).
+	"Coverage.costToBeneficiary": {[]string{"type"}, []string{"value"}},
 }
 
 // meaningWithheld reports whether object m of key has values whose meaning
