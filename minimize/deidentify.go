@@ -79,7 +79,11 @@ import (
 //	                                     and code only for UCUM and ISO 4217;
 //	                                     an age over 89 is dropped: an Age, a
 //	                                     quantity in a unit of time, a value
-//	                                     in an age element or age Observation
+//	                                     in an age element or age Observation;
+//	                                     a unit must name one (ucumUnit,
+//	                                     knownUnitText: "MRN" does not), and
+//	                                     a quantity whose unit and code are
+//	                                     dropped is dropped whole
 //	Address                              state (a US state, a first-level
 //	                                     ISO 3166-2 code) and country (not
 //	                                     one of 20,000 people or fewer) when
@@ -227,7 +231,7 @@ var codeSyntax = map[string]*regexp.Regexp{
 var codeChecks = map[string]func(string) bool{
 	"http://loinc.org":          loincCode,
 	"http://snomed.info/sct":    snomedConceptID,
-	"http://unitsofmeasure.org": func(c string) bool { return !datedText(c) && !unitIdentifier(c) && plainAnnotations(c) },
+	"http://unitsofmeasure.org": func(c string) bool { return !datedText(c) && !unitIdentifier(c) && plainAnnotations(c) && ucumUnit(c) },
 	"urn:ietf:bcp:47":           func(c string) bool { return !smallRegion(c) },
 	"urn:iso:std:iso:4217":      func(c string) bool { return !smallCurrencies[c] },
 	"urn:iso:std:iso:3166": func(c string) bool {
@@ -1249,7 +1253,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 			// A unit the scrub would change (a telephone number, a date)
 			// is dropped, not released as "[PHONE]".
 			s, ok := v.(string)
-			return s, ok && unitText.MatchString(s) && !unitIdentifier(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s)
+			return s, ok && unitText.MatchString(s) && !unitIdentifier(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s) && knownUnitText(s)
 		}
 		return nil, false
 	}
@@ -1444,6 +1448,16 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 		out["system"] = sys
 	} else {
 		delete(out, "code")
+	}
+	if dimensionless(out) && !dimensionless(m) {
+		// The input gave a unit (or a code) that the walk dropped: it
+		// names no unit (knownUnitText, ucumUnit: "MRN", "acct", a
+		// surname) or is prose, so the number is not known to be a
+		// measurement, and is dropped with it (fail closed). Until
+		// 2026-12-06 the unit's form was judged only, and 77441124
+		// "MRN" was released; a number whose unit was dropped came out
+		// bare, judged as a bare number (eight digits kept).
+		return nil, false
 	}
 	if birth && dimensionless(out) {
 		// Inside a value whose meaning is withheld or a date of birth
