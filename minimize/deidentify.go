@@ -380,7 +380,7 @@ const scriptCodes = `Adlm|Arab|Aran|Armn|Beng|Bopo|Brai|Cakm|Cans|Cher|Cyrl|Deva
 // joined by "." and "/", with parentheses. A
 // plate, a serial or a licence number typed as a UCUM code ("7XKR319",
 // "SN4C7Q2Z9", "D4419021": letters and digits mixed) has not this form; a
-// one-word name has (see the residual limits of docs/policy.md).
+// one-word name has, and is told from a unit by ucumUnit (UCUM's atoms).
 var ucumSyntax = func() *regexp.Regexp {
 	const ann = `\{[^{}]{0,40}\}`
 	const comp = `(?:[0-9]{1,5}|10[*^](?:[+-]?[0-9]+)?|(?:\[[^\[\]{}]{1,24}\]|[A-Za-z%'°][A-Za-z%'°_]*)(?:\[[^\[\]{}]{1,24}\])?[+-]?[0-9]{0,2})(?:` + ann + `)?|` + ann
@@ -1582,7 +1582,8 @@ var bracketedAtom = regexp.MustCompile(`\[[^\[\]]*\]`)
 // UCUM's form takes as a bracketed atom whatever it holds, until
 // 2026-12-05; UCUM's own bracketed atoms are words and short numbers
 // ("[in_i]", "[EID_50]", "[Amb'a'1'U]", "[in_i'H2O]"). A one-word name
-// in braces or brackets still passes (docs/policy.md, residual limits).
+// in braces still passes (docs/policy.md, residual limits); one in
+// brackets is no UCUM atom (ucumUnit).
 //
 // The runs are judged also joined across the separators a plate, a serial
 // or a date is written with ('-', '.'): "{7XK-R319}", "{SN4.C7Q.2Z9}" and
@@ -1933,6 +1934,17 @@ var valueMeanings = map[string]struct{ meaning, values []string }{
 	// valueMoney without currency). An amount with its currency is judged
 	// as a quantity with its unit (money).
 	"Coverage.costToBeneficiary": {[]string{"type"}, []string{"value"}},
+	// The same shape in claims and plans: a benefit's allowed and used
+	// amounts by its type, an adjudication's value by its category
+	// (also of a detail's and an added item's, which share the
+	// backbone), a plan's cost by its type (77441123 as the
+	// allowedUnsignedInt of a local type "member-no", or as the value of
+	// an adjudication of a local category, was released until
+	// 2026-12-06).
+	"ExplanationOfBenefit.benefitBalance.financial": {[]string{"type"}, []string{"allowed", "used"}},
+	"ExplanationOfBenefit.item.adjudication":        {[]string{"category"}, []string{"value"}},
+	"ClaimResponse.item.adjudication":               {[]string{"category"}, []string{"value"}},
+	"InsurancePlan.plan.specificCost.benefit.cost":  {[]string{"type"}, []string{"value"}},
 }
 
 // meaningWithheld reports whether object m of key has values whose meaning
