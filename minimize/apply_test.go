@@ -223,6 +223,45 @@ func TestRestrictedZIP3(t *testing.T) {
 	}
 }
 
+// TestZIP3WithoutPopulation: a ZIP3 whose ZIP codes hold no resident
+// population (military post offices, federal agencies, the IRS, prefixes
+// never assigned) holds 20,000 people or fewer and becomes "000", as a
+// restricted ZIP3 does; a populated one is kept. generalize:zip3 and the
+// deidentify walk's address share the rule. Until 2026-12-06 only HHS's 17
+// restricted ZIP3s became "000": 090 (APO/FPO Europe) and 205 (federal
+// agencies) were released.
+func TestZIP3WithoutPopulation(t *testing.T) {
+	for zip, want := range map[string]string{
+		"10001": "100", // Manhattan
+		"60614": "606", // Chicago
+		"00601": "006", // Adjuntas, Puerto Rico
+		"99501": "995", // Anchorage
+		"03601": "000", // restricted (HHS, 2000 census)
+		"09012": "000", // APO/FPO Europe (AE)
+		"09801": "000", // AE
+		"09901": "000", // AE, never assigned
+		"34002": "000", // APO/FPO Americas (AA)
+		"96201": "000", // APO/FPO Pacific (AP)
+		"96601": "000", // AP
+		"20500": "000", // the White House
+		"20515": "000", // the House of Representatives
+		"00501": "000", // the IRS, Holtsville NY
+		"05501": "000", // the IRS, Andover MA
+		"00012": "000", // never assigned
+		"00401": "000", // never assigned
+	} {
+		out, err := JSON([]byte(`{"zip":"`+zip+`"}`), []Obligation{{Op: OpGeneralize, Path: "/zip", Fn: "zip3"}}, Options{})
+		if err != nil || string(out) != `{"zip":"`+want+`"}` {
+			t.Errorf("generalize:zip3 of %s: got %s, %v; want %s", zip, out, err, want)
+		}
+		doc := `{"resourceType":"Patient","address":[{"postalCode":"` + zip + `","country":"US"}]}`
+		out, err = JSON([]byte(doc), []Obligation{{Op: OpDeidentify, Fn: DeidentifySafeHarbor}}, Options{Now: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)})
+		if wantDoc := `{"address":[{"country":"US","postalCode":"` + want + `"}],"resourceType":"Patient"}`; err != nil || string(out) != wantDoc {
+			t.Errorf("deidentify of postal code %s: got %s, %v; want %s", zip, out, err, wantDoc)
+		}
+	}
+}
+
 func TestScrubString(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"call 555-123-4567 today", "call [PHONE] today"},

@@ -79,13 +79,19 @@ import (
 //	                                     and code only for UCUM and ISO 4217;
 //	                                     an age over 89 is dropped: an Age, a
 //	                                     quantity in a unit of time, a value
-//	                                     in an age element or age Observation
+//	                                     in an age element or age Observation;
+//	                                     a unit must name one (ucumUnit,
+//	                                     knownUnitText: "MRN" does not), and
+//	                                     a quantity whose unit and code are
+//	                                     dropped is dropped whole
 //	Address                              state (a US state, a first-level
 //	                                     ISO 3166-2 code) and country (not
 //	                                     one of 20,000 people or fewer) when
 //	                                     codes (or a US state's name), ZIP3
 //	                                     of a US postalCode ("000" for the
-//	                                     restricted ZIP3s); other postal
+//	                                     restricted ZIP3s and those of no
+//	                                     resident population,
+//	                                     populatedZIP3); other postal
 //	                                     codes dropped
 //	Location.position                    dropped (geocodes)
 //	Extension, modifierExtension         url and valueCode when the url is in
@@ -225,7 +231,7 @@ var codeSyntax = map[string]*regexp.Regexp{
 var codeChecks = map[string]func(string) bool{
 	"http://loinc.org":          loincCode,
 	"http://snomed.info/sct":    snomedConceptID,
-	"http://unitsofmeasure.org": func(c string) bool { return !datedText(c) && !unitIdentifier(c) && plainAnnotations(c) },
+	"http://unitsofmeasure.org": func(c string) bool { return !datedText(c) && !unitIdentifier(c) && plainAnnotations(c) && ucumUnit(c) },
 	"urn:ietf:bcp:47":           func(c string) bool { return !smallRegion(c) },
 	"urn:iso:std:iso:4217":      func(c string) bool { return !smallCurrencies[c] },
 	"urn:iso:std:iso:3166": func(c string) bool {
@@ -374,7 +380,7 @@ const scriptCodes = `Adlm|Arab|Aran|Armn|Beng|Bopo|Brai|Cakm|Cans|Cher|Cyrl|Deva
 // joined by "." and "/", with parentheses. A
 // plate, a serial or a licence number typed as a UCUM code ("7XKR319",
 // "SN4C7Q2Z9", "D4419021": letters and digits mixed) has not this form; a
-// one-word name has (see the residual limits of docs/policy.md).
+// one-word name has, and is told from a unit by ucumUnit (UCUM's atoms).
 var ucumSyntax = func() *regexp.Regexp {
 	const ann = `\{[^{}]{0,40}\}`
 	const comp = `(?:[0-9]{1,5}|10[*^](?:[+-]?[0-9]+)?|(?:\[[^\[\]{}]{1,24}\]|[A-Za-z%'°][A-Za-z%'°_]*)(?:\[[^\[\]{}]{1,24}\])?[+-]?[0-9]{0,2})(?:` + ann + `)?|` + ann
@@ -385,7 +391,11 @@ var ucumSyntax = func() *regexp.Regexp {
 // outside data uses: their HL7 OIDs (urn:oid:..., and bare, as converters
 // from C-CDA and HL7 v2 write them) and https for http. A coding under an
 // alias is judged, and released, as one under the canonical URI (R4
-// terminologies-systems; NamingSystem registry): until 2026-12-06 such
+// terminologies-systems; NamingSystem registry: HL7 Terminology's
+// NamingSystem ICD-9CM-procedurecodes, 3.0.0 of 2023-08-22, gives
+// ICD-9-CM's procedure codes, OID 2.16.840.1.113883.6.104, the URI
+// http://hl7.org/fhir/sid/icd-9-cm of its diagnoses, whose code form,
+// codeSyntax, has their "NN.NN"): until 2026-12-06 such
 // codings were dropped as local ones, and with them the values an
 // Observation coded in LOINC by its OID carried.
 var systemAliases = func() map[string]string {
@@ -398,6 +408,7 @@ var systemAliases = func() map[string]string {
 		"2.16.840.1.113883.6.3":    "http://hl7.org/fhir/sid/icd-10",
 		"2.16.840.1.113883.6.90":   "http://hl7.org/fhir/sid/icd-10-cm",
 		"2.16.840.1.113883.6.103":  "http://hl7.org/fhir/sid/icd-9-cm",
+		"2.16.840.1.113883.6.104":  "http://hl7.org/fhir/sid/icd-9-cm", // procedures (volume 3): THO's ICD-9CM-procedurecodes names this URI
 		"2.16.840.1.113883.12.292": "http://hl7.org/fhir/sid/cvx",
 		"2.16.840.1.113883.6.69":   "http://hl7.org/fhir/sid/ndc",
 		"2.16.840.1.113883.6.12":   "http://www.ama-assn.org/go/cpt",
@@ -1242,7 +1253,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 			// A unit the scrub would change (a telephone number, a date)
 			// is dropped, not released as "[PHONE]".
 			s, ok := v.(string)
-			return s, ok && unitText.MatchString(s) && !unitIdentifier(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s)
+			return s, ok && unitText.MatchString(s) && !unitIdentifier(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s) && knownUnitText(s)
 		}
 		return nil, false
 	}
@@ -1323,6 +1334,8 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		out, ok = d.coding(m)
 	case "Quantity", "Age", "Count", "Distance", "Duration", "SimpleQuantity", "MoneyQuantity":
 		out, ok = d.quantity(m, typ)
+	case "Money":
+		out, ok = d.money(m)
 	case "Location.position":
 		return nil, false // a geocode (Safe Harbor class B)
 	case "Address":
@@ -1436,6 +1449,16 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	} else {
 		delete(out, "code")
 	}
+	if dimensionless(out) && !dimensionless(m) {
+		// The input gave a unit (or a code) that the walk dropped: it
+		// names no unit (knownUnitText, ucumUnit: "MRN", "acct", a
+		// surname) or is prose, so the number is not known to be a
+		// measurement, and is dropped with it (fail closed). Until
+		// 2026-12-06 the unit's form was judged only, and 77441124
+		// "MRN" was released; a number whose unit was dropped came out
+		// bare, judged as a bare number (eight digits kept).
+		return nil, false
+	}
 	if birth && dimensionless(out) {
 		// Inside a value whose meaning is withheld or a date of birth
 		// (birthCtx), a quantity is a measurement only by the unit it is
@@ -1461,6 +1484,24 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 		d.noteYear(y)
 	}
 	return out, true
+}
+
+// money walks a Money. Inside a value whose meaning is withheld
+// (birthCtx: an answer, an open value[x], a value under a withheld code,
+// valueMeanings), an amount is judged as a quantity is (quantity): a
+// measurement by the unit it is released with, here its currency; one
+// whose currency the walk drops, or that has none, is a bare number, and
+// is dropped. Elsewhere a Money is walked as any object (its value judged
+// as a number: identifierNumber).
+func (d *deid) money(m map[string]any) (map[string]any, bool) {
+	birth := d.birthCtx
+	d.birthCtx = false // the value is judged here, with its currency
+	out, ok := d.object(m, "Money")
+	d.birthCtx = birth
+	if ok && birth && out["currency"] == nil {
+		delete(out, "value")
+	}
+	return out, ok
 }
 
 // calendarYear returns the Gregorian year a quantity's value is, when its
@@ -1541,7 +1582,8 @@ var bracketedAtom = regexp.MustCompile(`\[[^\[\]]*\]`)
 // UCUM's form takes as a bracketed atom whatever it holds, until
 // 2026-12-05; UCUM's own bracketed atoms are words and short numbers
 // ("[in_i]", "[EID_50]", "[Amb'a'1'U]", "[in_i'H2O]"). A one-word name
-// in braces or brackets still passes (docs/policy.md, residual limits).
+// in braces still passes (docs/policy.md, residual limits); one in
+// brackets is no UCUM atom (ucumUnit).
 //
 // The runs are judged also joined across the separators a plate, a serial
 // or a date is written with ('-', '.'): "{7XK-R319}", "{SN4.C7Q.2Z9}" and
@@ -1886,6 +1928,23 @@ var valueMeanings = map[string]struct{ meaning, values []string }{
 	// A goal's target detail is a value of its measure (77441123 under a
 	// local measure was released until h-review21).
 	"Goal.target": {[]string{"measure"}, []string{"detail"}},
+	// A cost to the beneficiary is a value of its type (a copay, a
+	// deductible): under a local type, or none, a bare number was
+	// released until 2026-12-06 (77441123 as a valueQuantity, or as a
+	// valueMoney without currency). An amount with its currency is judged
+	// as a quantity with its unit (money).
+	"Coverage.costToBeneficiary": {[]string{"type"}, []string{"value"}},
+	// The same shape in claims and plans: a benefit's allowed and used
+	// amounts by its type, an adjudication's value by its category
+	// (also of a detail's and an added item's, which share the
+	// backbone), a plan's cost by its type (77441123 as the
+	// allowedUnsignedInt of a local type "member-no", or as the value of
+	// an adjudication of a local category, was released until
+	// 2026-12-06).
+	"ExplanationOfBenefit.benefitBalance.financial": {[]string{"type"}, []string{"allowed", "used"}},
+	"ExplanationOfBenefit.item.adjudication":        {[]string{"category"}, []string{"value"}},
+	"ClaimResponse.item.adjudication":               {[]string{"category"}, []string{"value"}},
+	"InsurancePlan.plan.specificCost.benefit.cost":  {[]string{"type"}, []string{"value"}},
 }
 
 // meaningWithheld reports whether object m of key has values whose meaning

@@ -68,7 +68,12 @@
 //     annotation or a bracketed atom: plainAnnotations), and no unit or UCUM code holds a
 //     date, in digits or with its month as a name (datedText), or an
 //     identifier's digits split by ".", "/", "-", parentheses and the like
-//     (unitIdentifier); an answer (QuestionnaireResponse, Contract), an open value[x], or a
+//     (unitIdentifier); a unit text or UCUM code must name a unit, a
+//     UCUM expression of UCUM's atoms (ucumUnit, ucum_gen.go) or, for a
+//     text, words each a unit (knownUnitText: "MRN", "acct", a surname
+//     are none), and a quantity whose unit and code are dropped is
+//     dropped whole, its number with it;
+//     an answer (QuestionnaireResponse, Contract), an open value[x], or a
 //     value whose code is withheld (an Observation's value under a local code or text alone, a
 //     device property of a local type: valueMeanings), whose meaning
 //     is withheld, is judged as a date of birth (numbers dropped);
@@ -113,7 +118,8 @@
 //
 // generalize and scrub implement the HIPAA Safe Harbor transformations of
 // 45 CFR 164.514(b)(2) (dates to year, ZIP to ZIP3 with the restricted ZIP3
-// list, ages over 89 to 90+, identifier patterns in free text); allow
+// list and the prefixes of no resident population as "000", ages over 89
+// to 90+, identifier patterns in free text); allow
 // implements minimum necessary, 164.514(d). A Safe Harbor profile combines
 // them; deidentify does all of it by FHIR data type, and is what the default
 // policy's HRESCH view uses.

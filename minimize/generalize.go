@@ -31,6 +31,53 @@ var restrictedZIP3 = map[string]bool{
 	"890": true, "893": true,
 }
 
+// populatedZIP3 reports whether ZIP3 z may be released: it is a prefix
+// USPS assigns to the addresses of a state, DC or a territory
+// (zip3Ranges, USPS's list of three-digit ZIP code prefixes, L002), not
+// one of the armed forces' "states" AA, AE and AP, not a prefix of no
+// resident population (nonPopulatedZIP3), and not restricted
+// (restrictedZIP3). Safe Harbor keeps a ZIP3 only if the area of its ZIP
+// codes holds more than 20,000 people; a prefix with none holds 20,000 or
+// fewer, and HHS's 17 restricted ZIP3s, computed from census areas, could
+// not list it. Until 2026-12-06 every prefix but those 17 was released:
+// 090-098 (APO/FPO Europe), 205 (federal agencies), 000 to 004 (never
+// assigned) among them. This is fail closed only in part: a prefix within
+// a state's range that USPS has not assigned (213 in Maryland's 205-219)
+// and a populated prefix of 20,000 people or fewer in a census after 2000
+// are still released (docs/policy.md, residual limits).
+func populatedZIP3(z string) bool {
+	n, err := strconv.Atoi(z)
+	if err != nil || len(z) != 3 || restrictedZIP3[z] || nonPopulatedZIP3[z] {
+		return false
+	}
+	for state, ranges := range zip3Ranges {
+		if armedForces[state] {
+			continue
+		}
+		for _, r := range ranges {
+			if r[0] <= n && n <= r[1] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// armedForces are the armed forces' postal "states" (APO, FPO, DPO): their
+// ZIP codes are military post offices, with no resident population in
+// the census's ZIP code tabulation areas.
+var armedForces = setOf("AA", "AE", "AP")
+
+// nonPopulatedZIP3 are the prefixes within a state's range (zip3Ranges)
+// whose ZIP codes are all unique ZIP codes of an agency or a military
+// post office, with no resident population: 005 (the IRS at Holtsville,
+// NY: 00501, 00544; the census's ZIP code tabulation areas begin at
+// 00601), 055 (the IRS at Andover, MA: 05501, 05544, inside Vermont's
+// 050-059 here), 205 (federal agencies in Washington, DC: 20500 the White House,
+// 20515 the House, 20530 Justice, ...) and 340 (APO/FPO Americas, which
+// USPS's L002 list gives to AA inside Florida's 320-349).
+var nonPopulatedZIP3 = setOf("005", "055", "205", "340")
+
 // RestrictedZIP3 returns, in ascending order, the three-digit ZIP prefixes
 // that generalize:zip3 replaces with "000" (HHS Safe Harbor guidance, 2000
 // Census; see restrictedZIP3 for the source). The slice is a fresh copy.
@@ -85,7 +132,7 @@ func generalize(fn string, v any, now time.Time) any {
 		if m == nil {
 			return masked
 		}
-		if restrictedZIP3[m[1]] {
+		if !populatedZIP3(m[1]) {
 			return "000"
 		}
 		return m[1]

@@ -56,18 +56,18 @@ func TestDeidentifyOutsideExamples(t *testing.T) {
 		// brackets hold, and was released as a unit text, a quantity's
 		// code and a UCUM coding's code.
 		{"hl7-observation-bracketed-unit.json", []string{"7XKR319", "SN4C7Q2Z9", "1931", "ABC1234"},
-			[]string{`"code":"mm[Hg]"`, `"code":"[in_i]"`, `"code":"[iU]/mL"`, `"value":60`}},
+			[]string{`"code":"mm[Hg]"`, `"code":"[in_i]"`, `"code":"[iU]/mL"`}}, // "value":60, whose unit and code both were identifiers, is dropped with its quantity since 2026-12-06 (knownUnitText)
 		// An MRN, a telephone number or an SSN split by UCUM's operators
 		// or a dash (7744.112, 867.5309, 219.099.999, 7744/112, 867-5309)
 		// has no six digits in a row, and was released as a unit text or
 		// a quantity's code.
 		{"hl7-observation-unit-split-number.json", []string{"7744.112", "867.5309", "219.099.999", "7744/112", "867-5309"},
-			[]string{`"unit":"mmol/l"`, `"code":"mmol/L"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`, `"value":3.1`}},
+			[]string{`"unit":"mmol/l"`, `"code":"mmol/L"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/{1.73_m2}"`}}, // "value":3.1, whose unit and code both were identifiers, is dropped with its quantity since 2026-12-06 (knownUnitText)
 		// The same split by UCUM's parentheses, an underscore, an
 		// apostrophe or a power sign ((7744).(112), (867)5309,
 		// 219_09_9999, 7745*113) was still released after that rule.
 		{"hl7-observation-unit-grouped-number.json", []string{"7744", "5309", "7741", "5558", "219_09", "7745", "7746"},
-			[]string{`"unit":"mmol/l"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/(173.10*-2.m2)"`, `"unit":"10*3/uL"`, `"code":"10*6/(24.h)"`, `"value":6.2`}},
+			[]string{`"unit":"mmol/l"`, `"unit":"mL/min/1.73m2"`, `"code":"mL/min/(173.10*-2.m2)"`, `"unit":"10*3/uL"`, `"code":"10*6/(24.h)"`}}, // "value":6.2, whose unit and code both were identifiers, is dropped with its quantity since 2026-12-06 (knownUnitText)
 		// A contained resource named only by another contained resource
 		// that nothing released names (a note's author, withheld with the
 		// note, whose qualification names an Organization) was released:

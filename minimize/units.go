@@ -1,0 +1,216 @@
+package minimize
+
+import "strings"
+
+// A number with a unit is released as a measurement only when its unit is
+// one: a UCUM expression of UCUM's own atoms and prefixes (ucumUnit), or a
+// unit text whose every word is such a unit, a unit of time or of a
+// calendar year, or a common clinical unit word (knownUnitText). A word
+// that has a unit symbol's form but names no unit — "MRN", "SSN", "acct",
+// a surname — is none: until 2026-12-06 {"value": 77441124, "unit":
+// "MRN"} was released with its number, as the unit rule judged the form
+// only. A quantity whose unit the walk drops is dropped whole (quantity).
+
+// ucumAtomsByFirst are UCUM's atoms (ucum_gen.go), and ucumMetricByFirst
+// its metric atoms, by first byte; ucumPrefixesByFirst its prefixes.
+var ucumAtomsByFirst, ucumMetricByFirst, ucumPrefixesByFirst = func() (all, metric, prefixes map[byte][]string) {
+	all, metric, prefixes = map[byte][]string{}, map[byte][]string{}, map[byte][]string{}
+	for a := range ucumMetricAtoms {
+		all[a[0]] = append(all[a[0]], a)
+		metric[a[0]] = append(metric[a[0]], a)
+	}
+	for a := range ucumOtherAtoms {
+		all[a[0]] = append(all[a[0]], a)
+	}
+	for p := range ucumPrefixes {
+		prefixes[p[0]] = append(prefixes[p[0]], p)
+	}
+	return all, metric, prefixes
+}()
+
+// ucumUnit reports whether s is a UCUM expression (case-sensitive, UCUM's
+// grammar): terms of components joined by "." and "/", optionally after
+// a "/"; a component is an atom (a metric one optionally after a prefix)
+// with an optional exponent, a whole number, an annotation, or a term in
+// parentheses, each optionally followed by an annotation. "mg/dL",
+// "mm[Hg]", "10*3/uL", "{beats}/min", "mL/min/{1.73_m2}", "kg/m2", "%",
+// "a_j" are; "MRN", "EvelynMarsh", "acct" are not.
+func ucumUnit(s string) bool {
+	s = strings.TrimPrefix(s, "/")
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, e := range ucumTerm(s, 0, 0) {
+		if e == len(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// ucumTerm returns the positions where a term of s starting at i may end.
+func ucumTerm(s string, i, depth int) []int {
+	if depth > 4 {
+		return nil
+	}
+	seen := map[int]bool{}
+	var ends []int
+	var walk func(i int)
+	walk = func(i int) {
+		for _, e := range ucumComponent(s, i, depth) {
+			if seen[e] {
+				continue
+			}
+			seen[e] = true
+			ends = append(ends, e)
+			if e < len(s) && (s[e] == '.' || s[e] == '/') {
+				walk(e + 1)
+			}
+		}
+	}
+	walk(i)
+	return ends
+}
+
+// ucumComponent returns the positions where a component of s starting at
+// i may end.
+func ucumComponent(s string, i, depth int) []int {
+	if i >= len(s) {
+		return nil
+	}
+	var ends []int
+	switch s[i] {
+	case '(':
+		for _, e := range ucumTerm(s, i+1, depth+1) {
+			if e < len(s) && s[e] == ')' {
+				ends = append(ends, ucumAnnotated(s, e+1)...)
+			}
+		}
+		return ends
+	case '{':
+		if j := strings.IndexByte(s[i:], '}'); j > 0 {
+			return []int{i + j + 1}
+		}
+		return nil
+	}
+	if isDigit(s[i]) { // a factor
+		j := i
+		for j < len(s) && isDigit(s[j]) {
+			j++
+		}
+		ends = append(ends, ucumAnnotated(s, j)...)
+	}
+	atom := func(k int, atoms []string) {
+		for _, a := range atoms {
+			if strings.HasPrefix(s[k:], a) {
+				j := k + len(a)
+				ends = append(ends, ucumAnnotated(s, j)...)
+				e := j
+				if e < len(s) && (s[e] == '+' || s[e] == '-') {
+					e++
+				}
+				if d := e; d < len(s) && isDigit(s[d]) {
+					for d < len(s) && isDigit(s[d]) {
+						d++
+					}
+					ends = append(ends, ucumAnnotated(s, d)...)
+				}
+			}
+		}
+	}
+	atom(i, ucumAtomsByFirst[s[i]])
+	for _, p := range ucumPrefixesByFirst[s[i]] {
+		if k := i + len(p); strings.HasPrefix(s[i:], p) && k < len(s) {
+			atom(k, ucumMetricByFirst[s[k]])
+		}
+	}
+	return ends
+}
+
+// ucumAnnotated returns j, and the end of an annotation at j if there is
+// one.
+func ucumAnnotated(s string, j int) []int {
+	if j < len(s) && s[j] == '{' {
+		if k := strings.IndexByte(s[j:], '}'); k > 0 {
+			return []int{j, j + k + 1}
+		}
+	}
+	return []int{j}
+}
+
+// knownUnitText reports whether unit text s (of unitSymbol's form) names a
+// unit: it is a UCUM expression (ucumUnit), a unit of time (timeUnit) or
+// of a calendar year (yearUnits), or each of its words, once annotations
+// (comments, judged by plainAnnotations) and power-of-ten factors are
+// taken out and "µ" read as UCUM's "u", is a known unit word
+// (knownUnitWord): "mg/dL", "x10E3/uL", "µg/L", "°C", "mL/min/1.73m2",
+// "beats/min", "mmHg", "mEq/L", "24h" are; "MRN", "ID", "acct", "tel",
+// "Smith" are not.
+func knownUnitText(s string) bool {
+	if ucumUnit(s) {
+		return true
+	}
+	if _, ok := timeUnit(s); ok {
+		return true
+	}
+	if _, ok := yearUnits[strings.NewReplacer("-", "", "_", "").Replace(unitKey(s))]; ok {
+		return true
+	}
+	t := strings.NewReplacer("µ", "u", "μ", "u").Replace(annotation.ReplaceAllString(s, ""))
+	words := unitRun.FindAllString(superscripts.Replace(unitFactor.ReplaceAllString(t, "$1")), -1)
+	for _, w := range words {
+		if !knownUnitWord(w) {
+			return false
+		}
+	}
+	return len(words) > 0 || strings.ContainsAny(s, "%°")
+}
+
+// knownUnitWord reports whether w, a run of letters and digits of a unit
+// text, is a number or names a unit: a common clinical unit word
+// (commonUnitWords, case aside), or, its leading number and an exponent of
+// up to two digits taken out ("24h", "73m2", "cm3"), a UCUM expression or
+// a unit of time.
+func knownUnitWord(w string) bool {
+	if commonUnitWords[strings.ToLower(w)] {
+		return true
+	}
+	core := strings.TrimLeft(w, "0123456789")
+	if core == "" {
+		return true // a number
+	}
+	if n := len(core); n > 1 && isDigit(core[n-1]) {
+		core = core[:n-1]
+		if n := len(core); n > 1 && isDigit(core[n-1]) {
+			core = core[:n-1]
+		}
+	}
+	if commonUnitWords[strings.ToLower(core)] || ucumUnit(core) {
+		return true
+	}
+	_, ok := timeUnit(core)
+	return ok
+}
+
+// commonUnitWords are the words of unit texts as clinical systems write
+// them that are not UCUM's atoms (case aside): counts ("beats",
+// "cells"), clinical notations ("mmHg", "mEq", "IU", "mcg", "cc"),
+// imperial units and their plurals, and the English names of metric ones.
+// None names a person or an identifier.
+var commonUnitWords = setOf(
+	"mmhg", "cmh2o", "mmh2o", "inh2o", "inhg", "hg", "h2o",
+	"iu", "miu", "uiu", "kiu", "meq", "ueq", "eq", "mosm", "osm", "mcg", "mcl", "mcmol", "ug", "cc",
+	"lb", "lbs", "oz", "in", "inch", "inches", "ft", "feet", "foot", "yd", "mi", "mph", "st", "stone",
+	"gm", "gms", "gram", "grams", "kilogram", "kilograms", "kgs", "milligram", "milligrams", "microgram", "micrograms",
+	"pound", "pounds", "ounce", "ounces", "meter", "meters", "metre", "metres", "centimeter", "centimeters",
+	"millimeter", "millimeters", "liter", "liters", "litre", "litres", "milliliter", "milliliters", "ml", "dl",
+	"mmol", "umol", "nmol", "pmol", "kcal", "cal", "kj",
+	"degf", "degc", "fahrenheit", "celsius", "kelvin",
+	"bpm", "rpm", "beat", "beats", "breath", "breaths", "cell", "cells", "copy", "copies", "count", "counts",
+	"score", "scores", "point", "points", "ratio", "index", "titer", "titre", "unit", "units",
+	"drop", "drops", "puff", "puffs", "spray", "sprays", "tab", "tabs", "tablet", "tablets", "cap", "caps",
+	"capsule", "capsules", "dose", "doses", "pack", "packs", "packyears", "cigarette", "cigarettes",
+	"drink", "drinks", "step", "steps", "event", "events", "episode", "episodes", "stool", "stools",
+	"percent", "pct", "ph", "hpf", "lpf", "field", "fields", "mm3", "ea", "each", "pg", "fl", "kpa", "atm",
+	"sec", "secs", "msec", "ms", "hr", "hrs", "wk", "wks", "mo", "mos", "yr", "yrs", "cm", "mm", "km", "kg", "mg",
+)
