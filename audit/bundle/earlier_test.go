@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,15 +70,43 @@ func TestVerifyEarlierVersionsBundle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Records 34..38, whose rendering changed on 2026-12-05 (section 13's
+	// table): custos's own acts (a policy load, an integrity failure, a
+	// retirement of a URI recorded as "invalid"), an aggregate refusal and
+	// a read of a patient id that is not a keyed hash.
+	custos := audit.Principal{Sub: "custos", Roles: []string{}}
+	for i, edit := range []func(e *audit.Entry){
+		func(e *audit.Entry) {
+			e.Action, e.URIs, e.Reason, e.Principal = "policy/load", nil, "candidate=sha256:00", custos
+		},
+		func(e *audit.Entry) {
+			e.Action, e.URIs, e.Outcome, e.Reason, e.Principal = "audit/integrity", nil, audit.OutcomeError, "kind=hash_mismatch,seq=4,problems=1,size=9", custos
+		},
+		func(e *audit.Entry) {
+			e.Action, e.URIs, e.Patients, e.Outcome, e.Principal = "auth/reject", nil, nil, audit.OutcomeDeny, audit.Principal{}
+			e.Reason = "http_401,no_token,aggregate,count=5,window=2026-11-21T08:59:00Z/2026-11-21T09:00:00Z"
+		},
+		func(e *audit.Entry) {
+			e.Action, e.URIs, e.Reason, e.Principal = "catalog/retire", []string{"invalid"}, "retired", custos
+		},
+		func(e *audit.Entry) { e.Patients = []string{"12345"} },
+	} {
+		e := testRecord(uint64(34+i), "").Entry
+		e.Outcome, e.Digests = audit.OutcomeAllow, nil
+		edit(&e)
+		if _, err := l.Append(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
 	k := newTestKey(t, testOrigin, 1)
 	vkeys := []byte(k.vkey)
-	// write exports records 11..33 and rewrites the FHIR and OCSF files
-	// as the earlier version rendered them, with edit applied to each
+	// write exports records 11..38 and rewrites the FHIR and OCSF files
+	// as the earlier version rd rendered them, with edit applied to each
 	// rendering of a record.
-	write := func(t *testing.T, edit func(seq uint64, f Format, b []byte) []byte) string {
+	write := func(t *testing.T, rd renderer, edit func(seq uint64, f Format, b []byte) []byte) string {
 		dir := filepath.Join(t.TempDir(), "bundle")
-		ck := checkpoints(t, k, l, 10, 33)
-		if _, err := Write(ctx, dir, l, WriteOptions{From: 11, To: 33, Checkpoints: ck, Formats: Formats}); err != nil {
+		ck := checkpoints(t, k, l, 10, 38)
+		if _, err := Write(ctx, dir, l, WriteOptions{From: 11, To: 38, Checkpoints: ck, Formats: Formats}); err != nil {
 			t.Fatal(err)
 		}
 		recs := strings.SplitAfter(strings.TrimSuffix(string(mustRead(t, filepath.Join(dir, FileRecords))), "\n"), "\n")
@@ -87,7 +117,7 @@ func TestVerifyEarlierVersionsBundle(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				b, err := f.renderAs(r, rendererBefore20261206)
+				b, err := f.renderAs(r, rd)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -103,24 +133,111 @@ func TestVerifyEarlierVersionsBundle(t *testing.T) {
 		}
 		return dir
 	}
-	t.Run("as exported", func(t *testing.T) {
-		tr, err := Verify(write(t, func(_ uint64, _ Format, b []byte) []byte { return b }), vkeys)
-		if err != nil || !tr.OK {
-			t.Fatalf("an earlier version's bundle does not verify: %v\n%s", err, tr.Text())
-		}
-		if !strings.Contains(tr.Text(), "an earlier custos version's") {
-			t.Errorf("the transcript does not say some renderings are an earlier version's:\n%s", tr.Text())
-		}
-	})
-	t.Run("edited", func(t *testing.T) {
-		tr, err := Verify(write(t, func(seq uint64, f Format, b []byte) []byte {
-			if seq == 32 && f == FormatOCSF {
-				return bytes.Replace(b, []byte(`"operation":"backup"`), []byte(`"operation":"backup2"`), 1)
+	for _, rd := range earlierBuildRenderers() {
+		t.Run("as exported by "+earlierBuilds[rd], func(t *testing.T) {
+			tr, err := Verify(write(t, rd, func(_ uint64, _ Format, b []byte) []byte { return b }), vkeys)
+			if err != nil || !tr.OK {
+				t.Fatalf("an earlier version's bundle does not verify: %v\n%s", err, tr.Text())
 			}
-			return b
-		}), vkeys)
-		if err == nil || tr.OK || !strings.Contains(tr.Text(), "seq 32: derived: ocsf.ndjson") {
-			t.Fatalf("an edit of an earlier version's line is not reported:\n%s", tr.Text())
+			if !strings.Contains(tr.Text(), "an earlier custos version's") {
+				t.Errorf("the transcript does not say some renderings are an earlier version's:\n%s", tr.Text())
+			}
+		})
+	}
+	for _, rd := range earlierBuildRenderers() {
+		t.Run("edited, "+earlierBuilds[rd], func(t *testing.T) {
+			tr, err := Verify(write(t, rd, func(seq uint64, f Format, b []byte) []byte {
+				if seq == 32 {
+					return bytes.Replace(b, []byte(`by=ops`), []byte(`by=eve`), 1)
+				}
+				return b
+			}), vkeys)
+			for _, f := range []Format{FormatFHIR, FormatOCSF} {
+				if err == nil || tr.OK || !strings.Contains(tr.Text(), "seq 32: derived: "+f.FileName()) {
+					t.Fatalf("an edit of an earlier version's %s line is not reported:\n%s", f.FileName(), tr.Text())
+				}
+			}
+		})
+	}
+}
+
+// earlierBuilds names the main commit whose own build wrote each earlier
+// renderer's files in testdata/golden/renderers: that build's header and
+// Format.render of every record of records.tsv (name, tab, canonical
+// record), dumped by a test added to a git worktree of the commit.
+var earlierBuilds = map[renderer]string{
+	rendererBefore20261206: "3a19923",
+	rendererF35d06f:        "f35d06f",
+	rendererAd50907:        "ad50907",
+	renderer24e9851:        "24e9851",
+	rendererC3d1398:        "c3d1398",
+}
+
+// earlierBuildRenderers returns the renderers of earlierBuilds, newest
+// first: the versions whose bundles must verify, whatever earlierRenderers
+// holds.
+func earlierBuildRenderers() []renderer {
+	rds := slices.Collect(maps.Keys(earlierBuilds))
+	slices.Sort(rds)
+	slices.Reverse(rds)
+	return rds
+}
+
+// TestEarlierRenderersAreThoseBuilds: each earlier renderer renders every
+// record of testdata/golden/renderers/records.tsv byte for byte as the
+// build it stands for did, in every format, header included; and every
+// renderer differs from the next newer one in at least one record (a
+// renderer that renders nothing differently is not a version).
+func TestEarlierRenderersAreThoseBuilds(t *testing.T) {
+	dir := filepath.Join("testdata", "golden", "renderers")
+	tsv := mustRead(t, filepath.Join(dir, "records.tsv"))
+	if len(earlierBuilds) != len(earlierRenderers) {
+		t.Fatalf("earlierRenderers has %d versions, earlierBuilds %d", len(earlierRenderers), len(earlierBuilds))
+	}
+	for i, rd := range earlierRenderers {
+		commit, ok := earlierBuilds[rd]
+		if !ok {
+			t.Fatalf("earlier renderer %d has no build in earlierBuilds", rd)
 		}
-	})
+		if i > 0 && earlierRenderers[i-1] <= rd {
+			t.Errorf("earlierRenderers is not newest first at %s", commit)
+		}
+		for _, f := range Formats {
+			head, err := f.header()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := mustRead(t, filepath.Join(dir, commit, "header."+string(f))); !bytes.Equal(head, want) {
+				t.Errorf("%s: the %s header differs from that build's:\n%s", commit, f, head)
+			}
+		}
+		newer := rendererCurrent
+		if i > 0 {
+			newer = earlierRenderers[i-1]
+		}
+		differs := false
+		for _, line := range strings.Split(strings.TrimSuffix(string(tsv), "\n"), "\n") {
+			name, rec, _ := strings.Cut(line, "\t")
+			r, err := audit.Decode([]byte(rec))
+			if err != nil {
+				t.Fatalf("records.tsv %s: %v", name, err)
+			}
+			for _, f := range Formats {
+				got, err := f.renderAs(r, rd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				file := filepath.Join(dir, commit, name+"."+string(f))
+				if want := mustRead(t, file); !bytes.Equal(got, want) {
+					t.Errorf("%s: renderer %d differs from the build's rendering:\n got %s\nwant %s", file, rd, got, want)
+				}
+				if b, _ := f.renderAs(r, newer); !bytes.Equal(got, b) {
+					differs = true
+				}
+			}
+		}
+		if !differs {
+			t.Errorf("%s renders every record as the next newer version does", commit)
+		}
+	}
 }

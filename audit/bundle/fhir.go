@@ -262,9 +262,10 @@ func FHIRAuditEvents(r audit.Record) ([][]byte, error) {
 }
 
 // isAuditLogUse reports whether renderer rd renders action as DICOM Audit
-// Log Used (before 2026-12-06 a backup was Application Activity).
+// Log Used (before 2026-12-06 a backup was Application Activity, and
+// before 24e9851 every auditor's access).
 func isAuditLogUse(action string, rd renderer) bool {
-	return slices.Contains(auditLogUses, action) && (rd == rendererCurrent || action != "backup")
+	return slices.Contains(auditLogUses, action) && rd >= renderer24e9851 && (rd >= rendererCurrent || action != "backup")
 }
 
 // fhirAuditEvents is FHIRAuditEvents by renderer rd.
@@ -372,7 +373,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 			Requestor:    true,
 			PurposeOfUse: purpose,
 		}
-		if ownAct(r) { // custos itself, not a person who received information
+		if ownAct(r) && rd >= rendererF35d06f { // custos itself, not a person who received information
 			user.Type.Coding[0], user.Who.Type = agentApplication, "Device"
 		}
 		for _, role := range r.Principal.Roles {
@@ -385,7 +386,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 	ev.Agent = append(ev.Agent, client, server)
 
 	// Entities.
-	if kind == kindOther && rd == rendererCurrent && slices.Contains(auditLogUses, r.Action) {
+	if kind == kindOther && rd >= rendererCurrent && slices.Contains(auditLogUses, r.Action) {
 		ev.Entity = append(ev.Entity, auditLogEntity(r.Node))
 	}
 	for _, p := range patients {
@@ -393,7 +394,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 			continue
 		}
 		ev.Entity = append(ev.Entity, fhirEntity{
-			What: &fhirReference{Type: "Patient", Identifier: &fhirIdentifier{System: patientSystem(p), Value: p}},
+			What: &fhirReference{Type: "Patient", Identifier: &fhirIdentifier{System: pick(rd >= rendererAd50907, patientSystem(p), custosPatientHash), Value: p}},
 			Type: &fhirCoding{System: fhirEntityType, Code: "1", Display: "Person"},
 			Role: &fhirCoding{System: fhirObjectRole, Code: "1", Display: "Patient"},
 		})
@@ -414,7 +415,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 				continue
 			}
 			ev.Entity = append(ev.Entity, fhirEntity{
-				What: &fhirReference{Identifier: &fhirIdentifier{System: pick(isURI(u), fhirURI, ""), Value: u}},
+				What: &fhirReference{Identifier: &fhirIdentifier{System: pick(isURI(u) || rd < rendererF35d06f, fhirURI, ""), Value: u}},
 				Type: &fhirCoding{System: fhirEntityType, Code: "2", Display: "System Object"},
 				Role: &fhirCoding{System: fhirObjectRole, Code: "4", Display: "Domain Resource"},
 			})
@@ -450,7 +451,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 	for _, k := range r.Keys {
 		add("key", k)
 	}
-	if agg, ok := aggregateOf(r); ok {
+	if agg, ok := aggregateOf(r); ok && rd >= rendererAd50907 {
 		ev.Period = &fhirPeriod{Start: agg.start.Format(time.RFC3339), End: agg.end.Format(time.RFC3339)}
 		add("count", strconv.FormatInt(agg.count, 10))
 	}

@@ -64,22 +64,48 @@ func (f Format) render(r audit.Record) ([]byte, error) {
 // renderer is a version of the human formats' rendering: the current one,
 // or one of an earlier custos version that the verifier still recognizes
 // (check 6, derived), so that the files of a bundle that version exported
-// are not reported as changed after export.
+// are not reported as changed after export. The versions are in release
+// order, each named by the main commit whose build first wrote it: a
+// rendering introduced by version X is made for every rd >= X, so an
+// earlier version is the current code with the later changes left out.
+// testdata/golden/renderers/<commit> holds each version's rendering of
+// testdata/golden/renderers/records.tsv, written by that commit's own
+// build (TestEarlierRenderersAreThoseBuilds).
 type renderer int
 
 const (
-	rendererCurrent renderer = iota
-	// rendererBefore20261206 is the rendering before probe-export3
-	// (384f6a1): an auditor's access to the log had no audit log entity in
-	// FHIR and was OCSF activity 99 Other, a backup was FHIR Application
-	// Activity, and every OCSF event named the API service "mcp". CSV is
-	// unchanged.
+	// rendererC3d1398 is the rendering of c3d1398 (2026-12-05 03:12 to
+	// 03:16): an auditor's access to the log was FHIR DCM 110100
+	// Application Activity, action E; and what renderer24e9851 lacks.
+	rendererC3d1398 renderer = iota
+	// renderer24e9851 is the rendering of 24e9851 to 298d70d (2026-12-05
+	// 03:16 to 13:35): no aggregate count or window (FHIR period and
+	// count, OCSF count, start_time, end_time), an audit/integrity failure
+	// OCSF severity Medium, every patient entity under the keyed-hash
+	// identifier system, and what renderer0ad50907 lacks.
+	renderer24e9851
+	// rendererAd50907 is the rendering of ad50907 (13:35 to 13:46): custos's
+	// own acts (ownActs) had an IRCP user agent in FHIR, and every URI
+	// entity was under the system urn:ietf:rfc:3986, "invalid" included;
+	// and what rendererF35d06f lacks.
+	rendererAd50907
+	// rendererF35d06f is the rendering of f35d06f to 6da4927 (13:46 to
+	// 15:36): custos's own acts were an untyped OCSF actor.user; and what
+	// rendererBefore20261206 lacks.
+	rendererF35d06f
+	// rendererBefore20261206 is the rendering of fc8c97f to 44c72f8, before
+	// probe-export3 (384f6a1): an auditor's access to the log had no audit
+	// log entity in FHIR and was OCSF activity 99 Other, a backup was FHIR
+	// Application Activity, and every OCSF event named the API service
+	// "mcp".
 	rendererBefore20261206
+	// rendererCurrent is this version's rendering, since 384f6a1.
+	rendererCurrent
 )
 
 // earlierRenderers are the renderings of earlier custos versions the
-// verifier accepts, newest first.
-var earlierRenderers = []renderer{rendererBefore20261206}
+// verifier accepts, newest first. CSV has not changed in any of them.
+var earlierRenderers = []renderer{rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398}
 
 // renderAs is render by renderer rd.
 func (f Format) renderAs(r audit.Record, rd renderer) ([]byte, error) {
@@ -324,12 +350,12 @@ func ocsfAPIActivity(r audit.Record, rd renderer) ([]byte, error) {
 	}
 	switch {
 	case r.Action == audit.ActionResourcesRead, r.Action == audit.ActionResourcesList, r.Action == audit.ActionResourcesTemplatesList,
-		rd == rendererCurrent && slices.Contains(auditLogUses, r.Action): // an auditor's read of the audit log, action R in FHIR
+		rd >= rendererCurrent && slices.Contains(auditLogUses, r.Action): // an auditor's read of the audit log, action R in FHIR
 		ev.ActivityID, ev.ActivityName = ocsfActivityRead, "Read"
 	default:
 		ev.ActivityID, ev.ActivityName = ocsfActivityOther, r.Action
 	}
-	if rd != rendererCurrent || slices.Contains(mcpActions, r.Action) {
+	if rd < rendererCurrent || slices.Contains(mcpActions, r.Action) {
 		ev.API.Service = &ocsfService{Name: "mcp"}
 	}
 	ev.TypeUID = ocsfClassUID*100 + ev.ActivityID
@@ -342,14 +368,14 @@ func ocsfAPIActivity(r audit.Record, rd renderer) ([]byte, error) {
 	default:
 		ev.StatusID, ev.Status, ev.SeverityID, ev.Severity = 2, "Failure", 3, "Medium"
 	}
-	if r.Action == actionIntegrity && r.Outcome == audit.OutcomeError {
+	if r.Action == actionIntegrity && r.Outcome == audit.OutcomeError && rd >= rendererAd50907 {
 		// The audit log itself was found broken: the evidence is in
 		// doubt, as critical as the alert operations raise on it.
 		ev.SeverityID, ev.Severity = 5, "Critical"
 	}
 	if r.Principal.Sub != "" {
 		ev.Actor.User = &ocsfUser{UID: r.Principal.Sub}
-		if ownAct(r) {
+		if ownAct(r) && rd >= rendererBefore20261206 {
 			// custos itself, not a person: OCSF's system account type, as
 			// the FHIR export's DCM 110150 Application agent.
 			system := ocsfUserSystem
@@ -366,7 +392,7 @@ func ocsfAPIActivity(r audit.Record, rd renderer) ([]byte, error) {
 		unknown := ocsfUserUnknown
 		ev.Actor.User = &ocsfUser{Name: "unauthenticated", TypeID: &unknown, Type: "Unknown"}
 	}
-	if agg, ok := aggregateOf(r); ok {
+	if agg, ok := aggregateOf(r); ok && rd >= rendererAd50907 {
 		start, end := agg.start.UnixMilli(), agg.end.UnixMilli()
 		ev.Count, ev.StartTime, ev.EndTime = &agg.count, &start, &end
 	}
