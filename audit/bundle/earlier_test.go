@@ -70,10 +70,10 @@ func TestVerifyEarlierVersionsBundle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Records 34..38, whose rendering changed on 2026-12-05 (section 13's
+	// Records 34..39, whose rendering changed on 2026-12-05 (section 13's
 	// table): custos's own acts (a policy load, an integrity failure, a
-	// retirement of a URI recorded as "invalid"), an aggregate refusal and
-	// a read of a patient id that is not a keyed hash.
+	// retirement of a URI recorded as "invalid"), an aggregate refusal, a
+	// read of a patient id that is not a keyed hash, and odd text.
 	custos := audit.Principal{Sub: "custos", Roles: []string{}}
 	for i, edit := range []func(e *audit.Entry){
 		func(e *audit.Entry) {
@@ -90,6 +90,10 @@ func TestVerifyEarlierVersionsBundle(t *testing.T) {
 			e.Action, e.URIs, e.Reason, e.Principal = "catalog/retire", []string{"invalid"}, "retired", custos
 		},
 		func(e *audit.Entry) { e.Patients = []string{"12345"} },
+		func(e *audit.Entry) { // text FHIR's string rules and CSV's formula rules touch
+			e.Reason = "  two\tspaces \x01ctl ;=HYPERLINK(x)  "
+			e.Principal = audit.Principal{Sub: "dr\tjones ", Roles: []string{"=clinician", "nurse;@x"}, ClientID: " claude  desktop"}
+		},
 	} {
 		e := testRecord(uint64(34+i), "").Entry
 		e.Outcome, e.Digests = audit.OutcomeAllow, nil
@@ -100,18 +104,21 @@ func TestVerifyEarlierVersionsBundle(t *testing.T) {
 	}
 	k := newTestKey(t, testOrigin, 1)
 	vkeys := []byte(k.vkey)
-	// write exports records 11..38 and rewrites the FHIR and OCSF files
+	// write exports records 11..39 and rewrites the human files
 	// as the earlier version rd rendered them, with edit applied to each
 	// rendering of a record.
 	write := func(t *testing.T, rd renderer, edit func(seq uint64, f Format, b []byte) []byte) string {
 		dir := filepath.Join(t.TempDir(), "bundle")
-		ck := checkpoints(t, k, l, 10, 38)
-		if _, err := Write(ctx, dir, l, WriteOptions{From: 11, To: 38, Checkpoints: ck, Formats: Formats}); err != nil {
+		ck := checkpoints(t, k, l, 10, 39)
+		if _, err := Write(ctx, dir, l, WriteOptions{From: 11, To: 39, Checkpoints: ck, Formats: Formats}); err != nil {
 			t.Fatal(err)
 		}
 		recs := strings.SplitAfter(strings.TrimSuffix(string(mustRead(t, filepath.Join(dir, FileRecords))), "\n"), "\n")
-		for _, f := range []Format{FormatFHIR, FormatOCSF} {
-			var out []byte
+		for _, f := range Formats {
+			out, err := f.header()
+			if err != nil {
+				t.Fatal(err)
+			}
 			for _, line := range recs {
 				r, err := audit.Decode([]byte(strings.TrimSuffix(line, "\n")))
 				if err != nil {
@@ -123,7 +130,7 @@ func TestVerifyEarlierVersionsBundle(t *testing.T) {
 				}
 				out = append(out, edit(r.Seq, f, b)...)
 			}
-			if bytes.Equal(out, mustRead(t, filepath.Join(dir, f.FileName()))) {
+			if bytes.Equal(out, mustRead(t, filepath.Join(dir, f.FileName()))) && f != FormatCSV {
 				t.Fatalf("%s: the earlier rendering is the current one", f.FileName())
 			}
 			if err := os.WriteFile(filepath.Join(dir, f.FileName()), out, 0o600); err != nil {
@@ -152,7 +159,7 @@ func TestVerifyEarlierVersionsBundle(t *testing.T) {
 				}
 				return b
 			}), vkeys)
-			for _, f := range []Format{FormatFHIR, FormatOCSF} {
+			for _, f := range Formats {
 				if err == nil || tr.OK || !strings.Contains(tr.Text(), "seq 32: derived: "+f.FileName()) {
 					t.Fatalf("an edit of an earlier version's %s line is not reported:\n%s", f.FileName(), tr.Text())
 				}
@@ -171,6 +178,29 @@ var earlierBuilds = map[renderer]string{
 	rendererAd50907:        "ad50907",
 	renderer24e9851:        "24e9851",
 	rendererC3d1398:        "c3d1398",
+	renderer471441e:        "471441e",
+}
+
+// namedRecord is a record of testdata/golden/renderers/records.tsv.
+type namedRecord struct {
+	name string
+	r    audit.Record
+}
+
+// rendererRecords returns testdata/golden/renderers and the records of its
+// records.tsv (name, tab, canonical record, a line each).
+func rendererRecords(t *testing.T) (string, []namedRecord) {
+	dir := filepath.Join("testdata", "golden", "renderers")
+	var recs []namedRecord
+	for _, line := range strings.Split(strings.TrimSuffix(string(mustRead(t, filepath.Join(dir, "records.tsv"))), "\n"), "\n") {
+		name, rec, _ := strings.Cut(line, "\t")
+		r, err := audit.Decode([]byte(rec))
+		if err != nil {
+			t.Fatalf("records.tsv %s: %v", name, err)
+		}
+		recs = append(recs, namedRecord{name, r})
+	}
+	return dir, recs
 }
 
 // earlierBuildRenderers returns the renderers of earlierBuilds, newest
@@ -189,8 +219,7 @@ func earlierBuildRenderers() []renderer {
 // renderer differs from the next newer one in at least one record (a
 // renderer that renders nothing differently is not a version).
 func TestEarlierRenderersAreThoseBuilds(t *testing.T) {
-	dir := filepath.Join("testdata", "golden", "renderers")
-	tsv := mustRead(t, filepath.Join(dir, "records.tsv"))
+	dir, recs := rendererRecords(t)
 	if len(earlierBuilds) != len(earlierRenderers) {
 		t.Fatalf("earlierRenderers has %d versions, earlierBuilds %d", len(earlierRenderers), len(earlierBuilds))
 	}
@@ -216,12 +245,8 @@ func TestEarlierRenderersAreThoseBuilds(t *testing.T) {
 			newer = earlierRenderers[i-1]
 		}
 		differs := false
-		for _, line := range strings.Split(strings.TrimSuffix(string(tsv), "\n"), "\n") {
-			name, rec, _ := strings.Cut(line, "\t")
-			r, err := audit.Decode([]byte(rec))
-			if err != nil {
-				t.Fatalf("records.tsv %s: %v", name, err)
-			}
+		for _, nr := range recs {
+			name, r := nr.name, nr.r
 			for _, f := range Formats {
 				got, err := f.renderAs(r, rd)
 				if err != nil {
@@ -238,6 +263,29 @@ func TestEarlierRenderersAreThoseBuilds(t *testing.T) {
 		}
 		if !differs {
 			t.Errorf("%s renders every record as the next newer version does", commit)
+		}
+	}
+}
+
+// TestBuildsBetweenVersionsAreRecognised: the builds of 13710ad (FHIR text
+// made to fit FHIR's rules, CSV as before) and f2704f7 (CSV list elements
+// defused) have no renderer of their own: each line they wrote is one
+// renderer's, and the derived check tries them per record and file. Their
+// files in testdata/golden/renderers were written by their own builds.
+func TestBuildsBetweenVersionsAreRecognised(t *testing.T) {
+	dir, recs := rendererRecords(t)
+	for _, commit := range []string{"13710ad", "f2704f7"} {
+		for _, nr := range recs {
+			name, r := nr.name, nr.r
+			for _, f := range Formats {
+				want := mustRead(t, filepath.Join(dir, commit, name+"."+string(f)))
+				if !slices.ContainsFunc(slices.Concat(earlierRenderers, []renderer{rendererCurrent}), func(rd renderer) bool {
+					b, err := f.renderAs(r, rd)
+					return err == nil && bytes.Equal(b, want)
+				}) {
+					t.Errorf("%s: %s %s is no renderer's:\n%s", commit, name, f, want)
+				}
+			}
 		}
 	}
 }

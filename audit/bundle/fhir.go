@@ -297,14 +297,15 @@ func fhirAuditEvents(r audit.Record, rd renderer) ([][]byte, error) {
 
 // fhirEvent renders the event of r concerning patients.
 func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fhirAuditEvent {
+	str, code, required := fhirText(rd)
 	ev := fhirAuditEvent{
 		ResourceType: "AuditEvent",
 		ID:           r.EventID,
 		Recorded:     r.Time.UTC().Format(audit.TimeLayout),
-		OutcomeDesc:  fhirString(r.Reason),
+		OutcomeDesc:  str(r.Reason),
 		Source: fhirSource{
-			Site:     fhirString(r.Node),
-			Observer: deviceRef(r.Node),
+			Site:     str(r.Node),
+			Observer: deviceRef(r.Node, str),
 			Type:     []fhirCoding{{System: fhirSourceType, Code: "4", Display: "Application Server"}},
 		},
 	}
@@ -338,7 +339,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 		ev.Outcome = "8"
 	}
 	var purpose []fhirConcept
-	if c := fhirCode(r.PurposeOfUse); c != "" {
+	if c := code(r.PurposeOfUse); c != "" {
 		purpose = []fhirConcept{{Coding: []fhirCoding{{System: fhirActReason, Code: c}}}}
 		ev.PurposeOfEvent = purpose
 	}
@@ -356,20 +357,20 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 		Requestor: !hasUser, // with no principal the client application is the only requestor known
 		Network:   clientNetwork(r.Source, r.Node),
 	}
-	if id := fhirString(r.Principal.ClientID); id != "" {
+	if id := str(r.Principal.ClientID); id != "" {
 		client.Who = &fhirReference{Type: "Device", Identifier: &fhirIdentifier{Value: id}}
 	}
 	server := fhirAgent{
 		Type: &fhirConcept{Coding: []fhirCoding{serverRole}},
 	}
-	if node := fhirString(r.Node); node != "" {
+	if node := str(r.Node); node != "" {
 		server.Who = &fhirReference{Type: "Device", Identifier: &fhirIdentifier{Value: node}, Display: node}
 		server.Network = &fhirNetwork{Address: node, Type: "1"} // machine name
 	}
 	if hasUser {
 		user := fhirAgent{
 			Type:         &fhirConcept{Coding: []fhirCoding{{System: fhirParticipation, Code: "IRCP", Display: "information recipient"}}},
-			Who:          &fhirReference{Identifier: &fhirIdentifier{Value: fhirRequired(r.Principal.Sub)}},
+			Who:          &fhirReference{Identifier: &fhirIdentifier{Value: required(r.Principal.Sub)}},
 			Requestor:    true,
 			PurposeOfUse: purpose,
 		}
@@ -377,7 +378,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 			user.Type.Coding[0], user.Who.Type = agentApplication, "Device"
 		}
 		for _, role := range r.Principal.Roles {
-			if t := fhirString(role); t != "" {
+			if t := str(role); t != "" {
 				user.Role = append(user.Role, fhirConcept{Text: t})
 			}
 		}
@@ -390,7 +391,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 		ev.Entity = append(ev.Entity, auditLogEntity(r.Node))
 	}
 	for _, p := range patients {
-		if p = fhirString(p); p == "" {
+		if p = str(p); p == "" {
 			continue
 		}
 		ev.Entity = append(ev.Entity, fhirEntity{
@@ -405,13 +406,13 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 		ev.Entity = append(ev.Entity, fhirEntity{
 			Type:        &fhirCoding{System: fhirEntityType, Code: "2", Display: "System Object"},
 			Role:        &fhirCoding{System: fhirObjectRole, Code: "24", Display: "Query"},
-			Description: fhirString(r.Action),
+			Description: str(r.Action),
 			Query:       base64.StdEncoding.EncodeToString([]byte(r.Action)),
 		})
 		resultURIs = urisOf(r.URIs, patients)
 	default:
 		for _, u := range r.URIs {
-			if u = fhirString(u); u == "" {
+			if u = str(u); u == "" {
 				continue
 			}
 			ev.Entity = append(ev.Entity, fhirEntity{
@@ -427,7 +428,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 
 	ext := fhirExtension{URL: custosAuditRecordExt}
 	add := func(name, v string) {
-		if v = fhirString(v); v != "" {
+		if v = str(v); v != "" {
 			ext.Extension = append(ext.Extension, fhirExtension{URL: name, ValueString: v})
 		}
 	}
@@ -545,9 +546,10 @@ func isAlpha(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' 
 
 func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
-// deviceRef is the source observer: the custos node.
-func deviceRef(node string) fhirReference {
-	if node = fhirString(node); node == "" {
+// deviceRef is the source observer: the custos node, made a FHIR string
+// by str (fhirText).
+func deviceRef(node string, str func(string) string) fhirReference {
+	if node = str(node); node == "" {
 		return fhirReference{Type: "Device", Display: "custos"}
 	}
 	return fhirReference{Type: "Device", Identifier: &fhirIdentifier{Value: node}, Display: node}
@@ -630,6 +632,17 @@ func fhirString(s string) string {
 		return ""
 	}
 	return s
+}
+
+// fhirText returns the functions renderer rd makes record text with: a
+// FHIR string, a FHIR code and a string that must have a value. Before
+// 13710ad (2026-12-05 00:47) the text was rendered as the record holds it.
+func fhirText(rd renderer) (str, code, required func(string) string) {
+	if rd < rendererC3d1398 {
+		same := func(s string) string { return s }
+		return same, same, same
+	}
+	return fhirString, fhirCode, fhirRequired
 }
 
 // fhirRequired is fhirString for an element that must have a value: a

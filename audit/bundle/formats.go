@@ -74,10 +74,16 @@ func (f Format) render(r audit.Record) ([]byte, error) {
 type renderer int
 
 const (
+	// renderer471441e is the rendering of 471441e to d23f598 (2026-11-25
+	// 01:00, when the derived check came, to 2026-12-05 00:47): record
+	// text in AuditEvents as the record holds it (no fhirString), and CSV
+	// defusing a formula at a cell's start only (csvRow471441e); and what
+	// rendererC3d1398 lacks.
+	renderer471441e renderer = iota
 	// rendererC3d1398 is the rendering of c3d1398 (2026-12-05 03:12 to
 	// 03:16): an auditor's access to the log was FHIR DCM 110100
 	// Application Activity, action E; and what renderer24e9851 lacks.
-	rendererC3d1398 renderer = iota
+	rendererC3d1398
 	// renderer24e9851 is the rendering of 24e9851 to 298d70d (2026-12-05
 	// 03:16 to 13:35): no aggregate count or window (FHIR period and
 	// count, OCSF count, start_time, end_time), an audit/integrity failure
@@ -104,13 +110,16 @@ const (
 )
 
 // earlierRenderers are the renderings of earlier custos versions the
-// verifier accepts, newest first. CSV has not changed in any of them.
-var earlierRenderers = []renderer{rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398}
+// verifier accepts, newest first.
+var earlierRenderers = []renderer{rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398, renderer471441e}
 
 // renderAs is render by renderer rd.
 func (f Format) renderAs(r audit.Record, rd renderer) ([]byte, error) {
 	switch f {
 	case FormatCSV:
+		if rd < rendererC3d1398 {
+			return csvLine(csvRow471441e(r))
+		}
 		return csvLine(CSVRow(r))
 	case FormatFHIR:
 		evs, err := fhirAuditEvents(r, rd)
@@ -124,6 +133,19 @@ func (f Format) renderAs(r audit.Record, rd renderer) ([]byte, error) {
 		return append(ev, '\n'), err
 	}
 	return nil, fmt.Errorf("bundle: unknown format %q", f)
+}
+
+// csvRow471441e is CSVRow as renderer471441e made it: list cells joined
+// with ";" as they are, and a cell beginning with =, +, -, @, a tab or a
+// carriage return prefixed with "'".
+func csvRow471441e(r audit.Record) []string {
+	row := csvCells(r, func(s []string) string { return strings.Join(s, ";") })
+	for i, cell := range row {
+		if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
+			row[i] = "'" + cell
+		}
+	}
+	return row
 }
 
 // csvLine encodes one CSV record as encoding/csv writes it ("\n" line
@@ -153,18 +175,24 @@ func recordHash(r audit.Record) string {
 // or a tab, that a spreadsheet would evaluate is prefixed with a single
 // quote).
 func CSVRow(r audit.Record) []string {
-	j := audit.CSVList
-	row := []string{
+	row := csvCells(r, audit.CSVList)
+	for i, cell := range row {
+		row[i] = audit.CSVSafe(cell)
+	}
+	return row
+}
+
+// csvCells returns the cells of r's row in the order of the header, each
+// list joined by list, as stored.
+func csvCells(r audit.Record, list func([]string) string) []string {
+	j := list
+	return []string{
 		strconv.Itoa(r.V), strconv.FormatUint(r.Seq, 10), r.EventID, r.Time.UTC().Format(audit.TimeLayout), r.Node,
 		r.Action, r.Outcome, r.Reason,
 		r.Principal.Sub, j(r.Principal.Roles), r.Principal.ClientID, r.PurposeOfUse, r.Session, r.Source,
 		j(r.URIs), j(r.Patients), j(r.Digests), r.DecisionID, r.PolicyRevision,
 		j(r.Obligations), strconv.FormatBool(r.Dev), j(r.Keys), r.PrevHash, recordHash(r),
 	}
-	for i, cell := range row {
-		row[i] = audit.CSVSafe(cell)
-	}
-	return row
 }
 
 // OCSF constants: class API Activity (6003) in category Application
