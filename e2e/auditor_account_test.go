@@ -125,7 +125,8 @@ func TestAuditorOfAnotherAccount(t *testing.T) {
 	os.Chown(lock, 0, 0)
 	os.Chmod(lock, 0o600)
 	out, code = other("audit", "verify", "--data-dir", d.data)
-	if code != 1 || !strings.Contains(out, lock+" belongs to uid 0") {
+	// Exit 2: no verdict was reached (cmd/custos verdictExit).
+	if code != 2 || !strings.Contains(out, lock+" belongs to uid 0") {
 		t.Errorf("the data directory's owner, its lock file root's: exit %d\n%s", code, out)
 	}
 	mustCustos(t, "audit", "verify", "--data-dir", d.data)

@@ -62,9 +62,10 @@
 // smaller range is a valid bundle of that smaller range; the transcript
 // states the range verified, which the auditor compares with the one asked
 // for. The human formats are regenerated with the verifier's own renderer,
-// and a record's lines that differ are compared with the rendering of the
-// custos before 2026-12-06 too (earlierRenderers): a bundle whose human
-// files were written by a custos older still that renders them differently
+// and a record's lines that differ are compared with the renderings of
+// every earlier version since 471441e (2026-11-25) too (earlierRenderers,
+// each pinned by its own build's golden files): a bundle whose human files
+// were written by a custos older still that renders a record differently
 // fails the derived check (its records.jsonl still verifies); verify it
 // with the exporting version, or export the range again.
 package bundle

@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,32 +70,67 @@ func TestVerifyEarlierVersionsBundle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Records 34..39, whose rendering changed on 2026-12-05 (section 13's
+	// table): custos's own acts (a policy load, an integrity failure, a
+	// retirement of a URI recorded as "invalid"), an aggregate refusal, a
+	// read of a patient id that is not a keyed hash, and odd text.
+	custos := audit.Principal{Sub: "custos", Roles: []string{}}
+	for i, edit := range []func(e *audit.Entry){
+		func(e *audit.Entry) {
+			e.Action, e.URIs, e.Reason, e.Principal = "policy/load", nil, "candidate=sha256:00", custos
+		},
+		func(e *audit.Entry) {
+			e.Action, e.URIs, e.Outcome, e.Reason, e.Principal = "audit/integrity", nil, audit.OutcomeError, "kind=hash_mismatch,seq=4,problems=1,size=9", custos
+		},
+		func(e *audit.Entry) {
+			e.Action, e.URIs, e.Patients, e.Outcome, e.Principal = "auth/reject", nil, nil, audit.OutcomeDeny, audit.Principal{}
+			e.Reason = "http_401,no_token,aggregate,count=5,window=2026-11-21T08:59:00Z/2026-11-21T09:00:00Z"
+		},
+		func(e *audit.Entry) {
+			e.Action, e.URIs, e.Reason, e.Principal = "catalog/retire", []string{"invalid"}, "retired", custos
+		},
+		func(e *audit.Entry) { e.Patients = []string{"12345"} },
+		func(e *audit.Entry) { // text FHIR's string rules and CSV's formula rules touch
+			e.Reason = "  two\tspaces \x01ctl ;=HYPERLINK(x)  "
+			e.Principal = audit.Principal{Sub: "dr\tjones ", Roles: []string{"=clinician", "nurse;@x"}, ClientID: " claude  desktop"}
+		},
+	} {
+		e := testRecord(uint64(34+i), "").Entry
+		e.Outcome, e.Digests = audit.OutcomeAllow, nil
+		edit(&e)
+		if _, err := l.Append(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
 	k := newTestKey(t, testOrigin, 1)
 	vkeys := []byte(k.vkey)
-	// write exports records 11..33 and rewrites the FHIR and OCSF files
-	// as the earlier version rendered them, with edit applied to each
+	// write exports records 11..39 and rewrites the human files
+	// as the earlier version rd rendered them, with edit applied to each
 	// rendering of a record.
-	write := func(t *testing.T, edit func(seq uint64, f Format, b []byte) []byte) string {
+	write := func(t *testing.T, rd renderer, edit func(seq uint64, f Format, b []byte) []byte) string {
 		dir := filepath.Join(t.TempDir(), "bundle")
-		ck := checkpoints(t, k, l, 10, 33)
-		if _, err := Write(ctx, dir, l, WriteOptions{From: 11, To: 33, Checkpoints: ck, Formats: Formats}); err != nil {
+		ck := checkpoints(t, k, l, 10, 39)
+		if _, err := Write(ctx, dir, l, WriteOptions{From: 11, To: 39, Checkpoints: ck, Formats: Formats}); err != nil {
 			t.Fatal(err)
 		}
 		recs := strings.SplitAfter(strings.TrimSuffix(string(mustRead(t, filepath.Join(dir, FileRecords))), "\n"), "\n")
-		for _, f := range []Format{FormatFHIR, FormatOCSF} {
-			var out []byte
+		for _, f := range Formats {
+			out, err := f.header()
+			if err != nil {
+				t.Fatal(err)
+			}
 			for _, line := range recs {
 				r, err := audit.Decode([]byte(strings.TrimSuffix(line, "\n")))
 				if err != nil {
 					t.Fatal(err)
 				}
-				b, err := f.renderAs(r, rendererBefore20261206)
+				b, err := f.renderAs(r, rd)
 				if err != nil {
 					t.Fatal(err)
 				}
 				out = append(out, edit(r.Seq, f, b)...)
 			}
-			if bytes.Equal(out, mustRead(t, filepath.Join(dir, f.FileName()))) {
+			if bytes.Equal(out, mustRead(t, filepath.Join(dir, f.FileName()))) && f != FormatCSV {
 				t.Fatalf("%s: the earlier rendering is the current one", f.FileName())
 			}
 			if err := os.WriteFile(filepath.Join(dir, f.FileName()), out, 0o600); err != nil {
@@ -103,24 +140,152 @@ func TestVerifyEarlierVersionsBundle(t *testing.T) {
 		}
 		return dir
 	}
-	t.Run("as exported", func(t *testing.T) {
-		tr, err := Verify(write(t, func(_ uint64, _ Format, b []byte) []byte { return b }), vkeys)
-		if err != nil || !tr.OK {
-			t.Fatalf("an earlier version's bundle does not verify: %v\n%s", err, tr.Text())
-		}
-		if !strings.Contains(tr.Text(), "an earlier custos version's") {
-			t.Errorf("the transcript does not say some renderings are an earlier version's:\n%s", tr.Text())
-		}
-	})
-	t.Run("edited", func(t *testing.T) {
-		tr, err := Verify(write(t, func(seq uint64, f Format, b []byte) []byte {
-			if seq == 32 && f == FormatOCSF {
-				return bytes.Replace(b, []byte(`"operation":"backup"`), []byte(`"operation":"backup2"`), 1)
+	for _, rd := range earlierBuildRenderers() {
+		t.Run("as exported by "+earlierBuilds[rd], func(t *testing.T) {
+			tr, err := Verify(write(t, rd, func(_ uint64, _ Format, b []byte) []byte { return b }), vkeys)
+			if err != nil || !tr.OK {
+				t.Fatalf("an earlier version's bundle does not verify: %v\n%s", err, tr.Text())
 			}
-			return b
-		}), vkeys)
-		if err == nil || tr.OK || !strings.Contains(tr.Text(), "seq 32: derived: ocsf.ndjson") {
-			t.Fatalf("an edit of an earlier version's line is not reported:\n%s", tr.Text())
+			if !strings.Contains(tr.Text(), "an earlier custos version's") {
+				t.Errorf("the transcript does not say some renderings are an earlier version's:\n%s", tr.Text())
+			}
+		})
+	}
+	for _, rd := range earlierBuildRenderers() {
+		t.Run("edited, "+earlierBuilds[rd], func(t *testing.T) {
+			tr, err := Verify(write(t, rd, func(seq uint64, f Format, b []byte) []byte {
+				if seq == 32 {
+					return bytes.Replace(b, []byte(`by=ops`), []byte(`by=eve`), 1)
+				}
+				return b
+			}), vkeys)
+			for _, f := range Formats {
+				if err == nil || tr.OK || !strings.Contains(tr.Text(), "seq 32: derived: "+f.FileName()) {
+					t.Fatalf("an edit of an earlier version's %s line is not reported:\n%s", f.FileName(), tr.Text())
+				}
+			}
+		})
+	}
+}
+
+// earlierBuilds names the main commit whose own build wrote each earlier
+// renderer's files in testdata/golden/renderers: that build's header and
+// Format.render of every record of records.tsv (name, tab, canonical
+// record), dumped by a test added to a git worktree of the commit.
+var earlierBuilds = map[renderer]string{
+	rendererBefore20261206: "3a19923",
+	rendererF35d06f:        "f35d06f",
+	rendererAd50907:        "ad50907",
+	renderer24e9851:        "24e9851",
+	rendererC3d1398:        "c3d1398",
+	renderer471441e:        "471441e",
+}
+
+// namedRecord is a record of testdata/golden/renderers/records.tsv.
+type namedRecord struct {
+	name string
+	r    audit.Record
+}
+
+// rendererRecords returns testdata/golden/renderers and the records of its
+// records.tsv (name, tab, canonical record, a line each).
+func rendererRecords(t *testing.T) (string, []namedRecord) {
+	dir := filepath.Join("testdata", "golden", "renderers")
+	var recs []namedRecord
+	for _, line := range strings.Split(strings.TrimSuffix(string(mustRead(t, filepath.Join(dir, "records.tsv"))), "\n"), "\n") {
+		name, rec, _ := strings.Cut(line, "\t")
+		r, err := audit.Decode([]byte(rec))
+		if err != nil {
+			t.Fatalf("records.tsv %s: %v", name, err)
 		}
-	})
+		recs = append(recs, namedRecord{name, r})
+	}
+	return dir, recs
+}
+
+// earlierBuildRenderers returns the renderers of earlierBuilds, newest
+// first: the versions whose bundles must verify, whatever earlierRenderers
+// holds.
+func earlierBuildRenderers() []renderer {
+	rds := slices.Collect(maps.Keys(earlierBuilds))
+	slices.Sort(rds)
+	slices.Reverse(rds)
+	return rds
+}
+
+// TestEarlierRenderersAreThoseBuilds: each earlier renderer renders every
+// record of testdata/golden/renderers/records.tsv byte for byte as the
+// build it stands for did, in every format, header included; and every
+// renderer differs from the next newer one in at least one record (a
+// renderer that renders nothing differently is not a version).
+func TestEarlierRenderersAreThoseBuilds(t *testing.T) {
+	dir, recs := rendererRecords(t)
+	if len(earlierBuilds) != len(earlierRenderers) {
+		t.Fatalf("earlierRenderers has %d versions, earlierBuilds %d", len(earlierRenderers), len(earlierBuilds))
+	}
+	for i, rd := range earlierRenderers {
+		commit, ok := earlierBuilds[rd]
+		if !ok {
+			t.Fatalf("earlier renderer %d has no build in earlierBuilds", rd)
+		}
+		if i > 0 && earlierRenderers[i-1] <= rd {
+			t.Errorf("earlierRenderers is not newest first at %s", commit)
+		}
+		for _, f := range Formats {
+			head, err := f.header()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := mustRead(t, filepath.Join(dir, commit, "header."+string(f))); !bytes.Equal(head, want) {
+				t.Errorf("%s: the %s header differs from that build's:\n%s", commit, f, head)
+			}
+		}
+		newer := rendererCurrent
+		if i > 0 {
+			newer = earlierRenderers[i-1]
+		}
+		differs := false
+		for _, nr := range recs {
+			name, r := nr.name, nr.r
+			for _, f := range Formats {
+				got, err := f.renderAs(r, rd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				file := filepath.Join(dir, commit, name+"."+string(f))
+				if want := mustRead(t, file); !bytes.Equal(got, want) {
+					t.Errorf("%s: renderer %d differs from the build's rendering:\n got %s\nwant %s", file, rd, got, want)
+				}
+				if b, _ := f.renderAs(r, newer); !bytes.Equal(got, b) {
+					differs = true
+				}
+			}
+		}
+		if !differs {
+			t.Errorf("%s renders every record as the next newer version does", commit)
+		}
+	}
+}
+
+// TestBuildsBetweenVersionsAreRecognised: the builds of 13710ad (FHIR text
+// made to fit FHIR's rules, CSV as before) and f2704f7 (CSV list elements
+// defused) have no renderer of their own: each line they wrote is one
+// renderer's, and the derived check tries them per record and file. Their
+// files in testdata/golden/renderers were written by their own builds.
+func TestBuildsBetweenVersionsAreRecognised(t *testing.T) {
+	dir, recs := rendererRecords(t)
+	for _, commit := range []string{"13710ad", "f2704f7"} {
+		for _, nr := range recs {
+			name, r := nr.name, nr.r
+			for _, f := range Formats {
+				want := mustRead(t, filepath.Join(dir, commit, name+"."+string(f)))
+				if !slices.ContainsFunc(slices.Concat(earlierRenderers, []renderer{rendererCurrent}), func(rd renderer) bool {
+					b, err := f.renderAs(r, rd)
+					return err == nil && bytes.Equal(b, want)
+				}) {
+					t.Errorf("%s: %s %s is no renderer's:\n%s", commit, name, f, want)
+				}
+			}
+		}
+	}
 }

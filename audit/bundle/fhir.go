@@ -262,9 +262,10 @@ func FHIRAuditEvents(r audit.Record) ([][]byte, error) {
 }
 
 // isAuditLogUse reports whether renderer rd renders action as DICOM Audit
-// Log Used (before 2026-12-06 a backup was Application Activity).
+// Log Used (before 2026-12-06 a backup was Application Activity, and
+// before 24e9851 every auditor's access).
 func isAuditLogUse(action string, rd renderer) bool {
-	return slices.Contains(auditLogUses, action) && (rd == rendererCurrent || action != "backup")
+	return slices.Contains(auditLogUses, action) && rd >= renderer24e9851 && (rd >= rendererCurrent || action != "backup")
 }
 
 // fhirAuditEvents is FHIRAuditEvents by renderer rd.
@@ -296,14 +297,15 @@ func fhirAuditEvents(r audit.Record, rd renderer) ([][]byte, error) {
 
 // fhirEvent renders the event of r concerning patients.
 func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fhirAuditEvent {
+	str, code, required := fhirText(rd)
 	ev := fhirAuditEvent{
 		ResourceType: "AuditEvent",
 		ID:           r.EventID,
 		Recorded:     r.Time.UTC().Format(audit.TimeLayout),
-		OutcomeDesc:  fhirString(r.Reason),
+		OutcomeDesc:  str(r.Reason),
 		Source: fhirSource{
-			Site:     fhirString(r.Node),
-			Observer: deviceRef(r.Node),
+			Site:     str(r.Node),
+			Observer: deviceRef(r.Node, str),
 			Type:     []fhirCoding{{System: fhirSourceType, Code: "4", Display: "Application Server"}},
 		},
 	}
@@ -337,7 +339,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 		ev.Outcome = "8"
 	}
 	var purpose []fhirConcept
-	if c := fhirCode(r.PurposeOfUse); c != "" {
+	if c := code(r.PurposeOfUse); c != "" {
 		purpose = []fhirConcept{{Coding: []fhirCoding{{System: fhirActReason, Code: c}}}}
 		ev.PurposeOfEvent = purpose
 	}
@@ -355,28 +357,28 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 		Requestor: !hasUser, // with no principal the client application is the only requestor known
 		Network:   clientNetwork(r.Source, r.Node),
 	}
-	if id := fhirString(r.Principal.ClientID); id != "" {
+	if id := str(r.Principal.ClientID); id != "" {
 		client.Who = &fhirReference{Type: "Device", Identifier: &fhirIdentifier{Value: id}}
 	}
 	server := fhirAgent{
 		Type: &fhirConcept{Coding: []fhirCoding{serverRole}},
 	}
-	if node := fhirString(r.Node); node != "" {
+	if node := str(r.Node); node != "" {
 		server.Who = &fhirReference{Type: "Device", Identifier: &fhirIdentifier{Value: node}, Display: node}
 		server.Network = &fhirNetwork{Address: node, Type: "1"} // machine name
 	}
 	if hasUser {
 		user := fhirAgent{
 			Type:         &fhirConcept{Coding: []fhirCoding{{System: fhirParticipation, Code: "IRCP", Display: "information recipient"}}},
-			Who:          &fhirReference{Identifier: &fhirIdentifier{Value: fhirRequired(r.Principal.Sub)}},
+			Who:          &fhirReference{Identifier: &fhirIdentifier{Value: required(r.Principal.Sub)}},
 			Requestor:    true,
 			PurposeOfUse: purpose,
 		}
-		if ownAct(r) { // custos itself, not a person who received information
+		if ownAct(r) && rd >= rendererF35d06f { // custos itself, not a person who received information
 			user.Type.Coding[0], user.Who.Type = agentApplication, "Device"
 		}
 		for _, role := range r.Principal.Roles {
-			if t := fhirString(role); t != "" {
+			if t := str(role); t != "" {
 				user.Role = append(user.Role, fhirConcept{Text: t})
 			}
 		}
@@ -385,15 +387,15 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 	ev.Agent = append(ev.Agent, client, server)
 
 	// Entities.
-	if kind == kindOther && rd == rendererCurrent && slices.Contains(auditLogUses, r.Action) {
+	if kind == kindOther && rd >= rendererCurrent && slices.Contains(auditLogUses, r.Action) {
 		ev.Entity = append(ev.Entity, auditLogEntity(r.Node))
 	}
 	for _, p := range patients {
-		if p = fhirString(p); p == "" {
+		if p = str(p); p == "" {
 			continue
 		}
 		ev.Entity = append(ev.Entity, fhirEntity{
-			What: &fhirReference{Type: "Patient", Identifier: &fhirIdentifier{System: patientSystem(p), Value: p}},
+			What: &fhirReference{Type: "Patient", Identifier: &fhirIdentifier{System: pick(rd >= rendererAd50907, patientSystem(p), custosPatientHash), Value: p}},
 			Type: &fhirCoding{System: fhirEntityType, Code: "1", Display: "Person"},
 			Role: &fhirCoding{System: fhirObjectRole, Code: "1", Display: "Patient"},
 		})
@@ -404,17 +406,17 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 		ev.Entity = append(ev.Entity, fhirEntity{
 			Type:        &fhirCoding{System: fhirEntityType, Code: "2", Display: "System Object"},
 			Role:        &fhirCoding{System: fhirObjectRole, Code: "24", Display: "Query"},
-			Description: fhirString(r.Action),
+			Description: str(r.Action),
 			Query:       base64.StdEncoding.EncodeToString([]byte(r.Action)),
 		})
 		resultURIs = urisOf(r.URIs, patients)
 	default:
 		for _, u := range r.URIs {
-			if u = fhirString(u); u == "" {
+			if u = str(u); u == "" {
 				continue
 			}
 			ev.Entity = append(ev.Entity, fhirEntity{
-				What: &fhirReference{Identifier: &fhirIdentifier{System: pick(isURI(u), fhirURI, ""), Value: u}},
+				What: &fhirReference{Identifier: &fhirIdentifier{System: pick(isURI(u) || rd < rendererF35d06f, fhirURI, ""), Value: u}},
 				Type: &fhirCoding{System: fhirEntityType, Code: "2", Display: "System Object"},
 				Role: &fhirCoding{System: fhirObjectRole, Code: "4", Display: "Domain Resource"},
 			})
@@ -426,7 +428,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 
 	ext := fhirExtension{URL: custosAuditRecordExt}
 	add := func(name, v string) {
-		if v = fhirString(v); v != "" {
+		if v = str(v); v != "" {
 			ext.Extension = append(ext.Extension, fhirExtension{URL: name, ValueString: v})
 		}
 	}
@@ -450,7 +452,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 	for _, k := range r.Keys {
 		add("key", k)
 	}
-	if agg, ok := aggregateOf(r); ok {
+	if agg, ok := aggregateOf(r); ok && rd >= rendererAd50907 {
 		ev.Period = &fhirPeriod{Start: agg.start.Format(time.RFC3339), End: agg.end.Format(time.RFC3339)}
 		add("count", strconv.FormatInt(agg.count, 10))
 	}
@@ -544,9 +546,10 @@ func isAlpha(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' 
 
 func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
-// deviceRef is the source observer: the custos node.
-func deviceRef(node string) fhirReference {
-	if node = fhirString(node); node == "" {
+// deviceRef is the source observer: the custos node, made a FHIR string
+// by str (fhirText).
+func deviceRef(node string, str func(string) string) fhirReference {
+	if node = str(node); node == "" {
 		return fhirReference{Type: "Device", Display: "custos"}
 	}
 	return fhirReference{Type: "Device", Identifier: &fhirIdentifier{Value: node}, Display: node}
@@ -629,6 +632,17 @@ func fhirString(s string) string {
 		return ""
 	}
 	return s
+}
+
+// fhirText returns the functions renderer rd makes record text with: a
+// FHIR string, a FHIR code and a string that must have a value. Before
+// 13710ad (2026-12-05 00:47) the text was rendered as the record holds it.
+func fhirText(rd renderer) (str, code, required func(string) string) {
+	if rd < rendererC3d1398 {
+		same := func(s string) string { return s }
+		return same, same, same
+	}
+	return fhirString, fhirCode, fhirRequired
 }
 
 // fhirRequired is fhirString for an element that must have a value: a

@@ -64,27 +64,62 @@ func (f Format) render(r audit.Record) ([]byte, error) {
 // renderer is a version of the human formats' rendering: the current one,
 // or one of an earlier custos version that the verifier still recognizes
 // (check 6, derived), so that the files of a bundle that version exported
-// are not reported as changed after export.
+// are not reported as changed after export. The versions are in release
+// order, each named by the main commit whose build first wrote it: a
+// rendering introduced by version X is made for every rd >= X, so an
+// earlier version is the current code with the later changes left out.
+// testdata/golden/renderers/<commit> holds each version's rendering of
+// testdata/golden/renderers/records.tsv, written by that commit's own
+// build (TestEarlierRenderersAreThoseBuilds).
 type renderer int
 
 const (
-	rendererCurrent renderer = iota
-	// rendererBefore20261206 is the rendering before probe-export3
-	// (384f6a1): an auditor's access to the log had no audit log entity in
-	// FHIR and was OCSF activity 99 Other, a backup was FHIR Application
-	// Activity, and every OCSF event named the API service "mcp". CSV is
-	// unchanged.
+	// renderer471441e is the rendering of 471441e to d23f598 (2026-11-25
+	// 01:00, when the derived check came, to 2026-12-05 00:47): record
+	// text in AuditEvents as the record holds it (no fhirString), and CSV
+	// defusing a formula at a cell's start only (csvRow471441e); and what
+	// rendererC3d1398 lacks.
+	renderer471441e renderer = iota
+	// rendererC3d1398 is the rendering of c3d1398 (2026-12-05 03:12 to
+	// 03:16): an auditor's access to the log was FHIR DCM 110100
+	// Application Activity, action E; and what renderer24e9851 lacks.
+	rendererC3d1398
+	// renderer24e9851 is the rendering of 24e9851 to 298d70d (2026-12-05
+	// 03:16 to 13:35): no aggregate count or window (FHIR period and
+	// count, OCSF count, start_time, end_time), an audit/integrity failure
+	// OCSF severity Medium, every patient entity under the keyed-hash
+	// identifier system, and what renderer0ad50907 lacks.
+	renderer24e9851
+	// rendererAd50907 is the rendering of ad50907 (13:35 to 13:46): custos's
+	// own acts (ownActs) had an IRCP user agent in FHIR, and every URI
+	// entity was under the system urn:ietf:rfc:3986, "invalid" included;
+	// and what rendererF35d06f lacks.
+	rendererAd50907
+	// rendererF35d06f is the rendering of f35d06f to 6da4927 (13:46 to
+	// 15:36): custos's own acts were an untyped OCSF actor.user; and what
+	// rendererBefore20261206 lacks.
+	rendererF35d06f
+	// rendererBefore20261206 is the rendering of fc8c97f to 44c72f8, before
+	// probe-export3 (384f6a1): an auditor's access to the log had no audit
+	// log entity in FHIR and was OCSF activity 99 Other, a backup was FHIR
+	// Application Activity, and every OCSF event named the API service
+	// "mcp".
 	rendererBefore20261206
+	// rendererCurrent is this version's rendering, since 384f6a1.
+	rendererCurrent
 )
 
 // earlierRenderers are the renderings of earlier custos versions the
 // verifier accepts, newest first.
-var earlierRenderers = []renderer{rendererBefore20261206}
+var earlierRenderers = []renderer{rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398, renderer471441e}
 
 // renderAs is render by renderer rd.
 func (f Format) renderAs(r audit.Record, rd renderer) ([]byte, error) {
 	switch f {
 	case FormatCSV:
+		if rd < rendererC3d1398 {
+			return csvLine(csvRow471441e(r))
+		}
 		return csvLine(CSVRow(r))
 	case FormatFHIR:
 		evs, err := fhirAuditEvents(r, rd)
@@ -98,6 +133,19 @@ func (f Format) renderAs(r audit.Record, rd renderer) ([]byte, error) {
 		return append(ev, '\n'), err
 	}
 	return nil, fmt.Errorf("bundle: unknown format %q", f)
+}
+
+// csvRow471441e is CSVRow as renderer471441e made it: list cells joined
+// with ";" as they are, and a cell beginning with =, +, -, @, a tab or a
+// carriage return prefixed with "'".
+func csvRow471441e(r audit.Record) []string {
+	row := csvCells(r, func(s []string) string { return strings.Join(s, ";") })
+	for i, cell := range row {
+		if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
+			row[i] = "'" + cell
+		}
+	}
+	return row
 }
 
 // csvLine encodes one CSV record as encoding/csv writes it ("\n" line
@@ -127,18 +175,24 @@ func recordHash(r audit.Record) string {
 // or a tab, that a spreadsheet would evaluate is prefixed with a single
 // quote).
 func CSVRow(r audit.Record) []string {
-	j := audit.CSVList
-	row := []string{
+	row := csvCells(r, audit.CSVList)
+	for i, cell := range row {
+		row[i] = audit.CSVSafe(cell)
+	}
+	return row
+}
+
+// csvCells returns the cells of r's row in the order of the header, each
+// list joined by list, as stored.
+func csvCells(r audit.Record, list func([]string) string) []string {
+	j := list
+	return []string{
 		strconv.Itoa(r.V), strconv.FormatUint(r.Seq, 10), r.EventID, r.Time.UTC().Format(audit.TimeLayout), r.Node,
 		r.Action, r.Outcome, r.Reason,
 		r.Principal.Sub, j(r.Principal.Roles), r.Principal.ClientID, r.PurposeOfUse, r.Session, r.Source,
 		j(r.URIs), j(r.Patients), j(r.Digests), r.DecisionID, r.PolicyRevision,
 		j(r.Obligations), strconv.FormatBool(r.Dev), j(r.Keys), r.PrevHash, recordHash(r),
 	}
-	for i, cell := range row {
-		row[i] = audit.CSVSafe(cell)
-	}
-	return row
 }
 
 // OCSF constants: class API Activity (6003) in category Application
@@ -324,12 +378,12 @@ func ocsfAPIActivity(r audit.Record, rd renderer) ([]byte, error) {
 	}
 	switch {
 	case r.Action == audit.ActionResourcesRead, r.Action == audit.ActionResourcesList, r.Action == audit.ActionResourcesTemplatesList,
-		rd == rendererCurrent && slices.Contains(auditLogUses, r.Action): // an auditor's read of the audit log, action R in FHIR
+		rd >= rendererCurrent && slices.Contains(auditLogUses, r.Action): // an auditor's read of the audit log, action R in FHIR
 		ev.ActivityID, ev.ActivityName = ocsfActivityRead, "Read"
 	default:
 		ev.ActivityID, ev.ActivityName = ocsfActivityOther, r.Action
 	}
-	if rd != rendererCurrent || slices.Contains(mcpActions, r.Action) {
+	if rd < rendererCurrent || slices.Contains(mcpActions, r.Action) {
 		ev.API.Service = &ocsfService{Name: "mcp"}
 	}
 	ev.TypeUID = ocsfClassUID*100 + ev.ActivityID
@@ -342,14 +396,14 @@ func ocsfAPIActivity(r audit.Record, rd renderer) ([]byte, error) {
 	default:
 		ev.StatusID, ev.Status, ev.SeverityID, ev.Severity = 2, "Failure", 3, "Medium"
 	}
-	if r.Action == actionIntegrity && r.Outcome == audit.OutcomeError {
+	if r.Action == actionIntegrity && r.Outcome == audit.OutcomeError && rd >= rendererAd50907 {
 		// The audit log itself was found broken: the evidence is in
 		// doubt, as critical as the alert operations raise on it.
 		ev.SeverityID, ev.Severity = 5, "Critical"
 	}
 	if r.Principal.Sub != "" {
 		ev.Actor.User = &ocsfUser{UID: r.Principal.Sub}
-		if ownAct(r) {
+		if ownAct(r) && rd >= rendererBefore20261206 {
 			// custos itself, not a person: OCSF's system account type, as
 			// the FHIR export's DCM 110150 Application agent.
 			system := ocsfUserSystem
@@ -366,7 +420,7 @@ func ocsfAPIActivity(r audit.Record, rd renderer) ([]byte, error) {
 		unknown := ocsfUserUnknown
 		ev.Actor.User = &ocsfUser{Name: "unauthenticated", TypeID: &unknown, Type: "Unknown"}
 	}
-	if agg, ok := aggregateOf(r); ok {
+	if agg, ok := aggregateOf(r); ok && rd >= rendererAd50907 {
 		start, end := agg.start.UnixMilli(), agg.end.UnixMilli()
 		ev.Count, ev.StartTime, ev.EndTime = &agg.count, &start, &end
 	}

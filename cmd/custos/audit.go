@@ -40,6 +40,7 @@ func newAuditVerifyCmd() *cobra.Command {
 		dir, bundleDir, pubkey, anchorDir string
 		asJSON                            bool
 		af                                accessFlags
+		runAuditVerify                    func(*cobra.Command) error
 	)
 	cmd := &cobra.Command{
 		Use:   "verify (--data-dir D [--pubkey FILE [--anchor-dir A]] | --bundle DIR --pubkey FILE)",
@@ -49,7 +50,7 @@ canonical encoding, its link to the previous record (prev_hash), sequence
 continuity and time order, the Merkle tree (every leaf and stored hash, and
 the root), and the stored head. It reports every problem found, with the
 record's seq, what was expected and what was found, and exits 1 if there is
-any. Exit 0 means the log is intact. With --pubkey it also checks the log
+any (exit status below). Exit 0 means the log is intact. With --pubkey it also checks the log
 against every signed checkpoint in D/checkpoints.jsonl (and, with
 --anchor-dir, in A/checkpoints.jsonl), as serve does at startup, and the
 seals of sealed segments: a log that is internally intact but rolled back,
@@ -64,6 +65,14 @@ records and the range proof recompute the signed root: no record is missing,
 added or changed). It prints a transcript to attach to an audit report and
 exits 1 naming every failure with its seq.
 
+Exit status (both forms):
+  0  verified: no problem found
+  1  problems found: broken or edited records, gaps, a rollback or fork
+     against the checkpoints, a bundle file that differs (each is printed)
+  2  could not verify, so no verdict: bad flags, a --data-dir, --bundle or
+     --pubkey that cannot be read, verifier keys that hold no usable key, a
+     log that cannot be opened (locked by another process, not an audit log)
+
 On a terminal, verify --data-dir draws its progress (records checked) and
 verify --bundle its own (bytes of the bundle's files checked) on stderr,
 not with --json; the output is the same either way.
@@ -76,67 +85,70 @@ Examples:
   custos audit verify --bundle ./nov-bundle --pubkey custos-audit.vkeys`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if bundleDir != "" {
-				if dir != "" {
-					return usagef("choose --data-dir (the live log) or --bundle (an export), not both")
-				}
-				if anchorDir != "" {
-					return usagef("--anchor-dir checks the live log (--data-dir); a bundle carries its own checkpoints")
-				}
-				return newAuditVerifyBundle(cmd, bundleDir, pubkey, asJSON)
-			}
-			if anchorDir != "" && pubkey == "" {
-				return usagef("--anchor-dir needs --pubkey FILE (the checkpoint verifier keys, from 'custos audit pubkey')")
-			}
-			d, err := requireDataDir(dir)
-			if err != nil {
-				return err
-			}
-			if err := af.check(access.ActionVerify); err != nil {
-				return err
-			}
-			req := access.VerifyRequest{Ask: af.ask()}
-			if pubkey != "" {
-				// With or without --anchor-dir: the keys also check the
-				// data directory's checkpoints and the seals of sealed
-				// segments (they were dropped without --anchor-dir, and
-				// the log reported intact unchecked). Checked here, before
-				// the log is opened: a key file that holds no usable key
-				// would otherwise be reported as a log that does not match
-				// its checkpoints.
-				if _, err := readVerifiers(pubkey); err != nil {
-					return err
-				}
-				if req.VerifierKeys, err = os.ReadFile(pubkey); err != nil {
-					return err
-				}
+			return verdictExit(runAuditVerify(cmd))
+		},
+	}
+	runAuditVerify = func(cmd *cobra.Command) error {
+		if bundleDir != "" {
+			if dir != "" {
+				return usagef("choose --data-dir (the live log) or --bundle (an export), not both")
 			}
 			if anchorDir != "" {
-				if req.Anchor, err = readAnchorFile(anchorDir); err != nil {
-					return err
-				}
-				req.AnchorName = (&checkpoint.Anchor{Dir: anchorDir}).Path()
+				return usagef("--anchor-dir checks the live log (--data-dir); a bundle carries its own checkpoints")
 			}
-			var res access.VerifyResult
-			ran := false
-			tick, done := auditProgress(cmd, asJSON, "verifying the audit log")
-			err = withAuditReader(cmd, d, func(r auditReader) error {
-				ran = true
-				_, err := r.DoProgress(cmd.Context(), access.OpVerify, req, decodeInto(&res), tick)
+			return newAuditVerifyBundle(cmd, bundleDir, pubkey, asJSON)
+		}
+		if anchorDir != "" && pubkey == "" {
+			return usagef("--anchor-dir needs --pubkey FILE (the checkpoint verifier keys, from 'custos audit pubkey')")
+		}
+		d, err := requireDataDir(dir)
+		if err != nil {
+			return err
+		}
+		if err := af.check(access.ActionVerify); err != nil {
+			return err
+		}
+		req := access.VerifyRequest{Ask: af.ask()}
+		if pubkey != "" {
+			// With or without --anchor-dir: the keys also check the
+			// data directory's checkpoints and the seals of sealed
+			// segments (they were dropped without --anchor-dir, and
+			// the log reported intact unchecked). Checked here, before
+			// the log is opened: a key file that holds no usable key
+			// would otherwise be reported as a log that does not match
+			// its checkpoints.
+			if _, err := readVerifiers(pubkey); err != nil {
 				return err
-			})
-			done()
-			if err != nil && !ran && errors.Is(err, audit.ErrCorrupt) {
-				// The log cannot take the access record; verification of
-				// evidence must not depend on it (docs/audit-access.md).
-				fmt.Fprintf(cmd.ErrOrStderr(), "custos: warning: this verification is not recorded in the audit log: %v\n", err)
-				res, err = verifyUnrecorded(cmd, d, req, err)
 			}
-			if err != nil {
+			if req.VerifierKeys, err = os.ReadFile(pubkey); err != nil {
 				return err
 			}
-			return printVerify(cmd, res, asJSON)
-		},
+		}
+		if anchorDir != "" {
+			if req.Anchor, err = readAnchorFile(anchorDir); err != nil {
+				return err
+			}
+			req.AnchorName = (&checkpoint.Anchor{Dir: anchorDir}).Path()
+		}
+		var res access.VerifyResult
+		ran := false
+		tick, done := auditProgress(cmd, asJSON, "verifying the audit log")
+		err = withAuditReader(cmd, d, func(r auditReader) error {
+			ran = true
+			_, err := r.DoProgress(cmd.Context(), access.OpVerify, req, decodeInto(&res), tick)
+			return err
+		})
+		done()
+		if err != nil && !ran && errors.Is(err, audit.ErrCorrupt) {
+			// The log cannot take the access record; verification of
+			// evidence must not depend on it (docs/audit-access.md).
+			fmt.Fprintf(cmd.ErrOrStderr(), "custos: warning: this verification is not recorded in the audit log: %v\n", err)
+			res, err = verifyUnrecorded(cmd, d, req, err)
+		}
+		if err != nil {
+			return err
+		}
+		return printVerify(cmd, res, asJSON)
 	}
 	af.register(cmd.Flags(), "purpose of use, an HL7 ActReason code (default HOPERAT: health care operations)")
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory holding audit.db")
@@ -307,6 +319,21 @@ Example:
 	fl.StringVar(&anchorDir, "anchor-dir", "", "bundle: take the checkpoints from this anchor directory (default: the data directory's)")
 	markRequired(cmd, "data-dir", "purpose")
 	return cmd
+}
+
+// verdictExit gives audit verify's result its exit status: a verification
+// that ran and found problems has already returned exitError 1 (printVerify,
+// newAuditVerifyBundle); any other error means no verdict was reached (bad
+// flags, unreadable input, no usable key, a log that cannot be opened) and
+// exits 2, so that a script can tell "the evidence is bad" from "nothing
+// was checked" (tui.go).
+func verdictExit(err error) error {
+	var ee exitError
+	var ue usageError
+	if err == nil || errors.As(err, &ee) || errors.As(err, &ue) {
+		return err
+	}
+	return exitError{code: 2, err: err}
 }
 
 // printVerify prints a verification's result: every problem, then OK or

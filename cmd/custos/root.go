@@ -30,7 +30,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if !errors.As(err, &ee) || ee.err != nil {
 			printErr(stderr, err)
 		}
-		if exitCode(err) == 2 {
+		var ue usageError
+		if errors.As(err, &ue) {
+			// Bad usage only: audit verify's "could not verify" is exit 2
+			// too (verdictExit), and a usage hint would mislead there.
 			if cmd == nil {
 				cmd = root
 			}

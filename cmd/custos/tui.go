@@ -3,7 +3,10 @@ package main
 // Output rules, in one place (after age's cmd/age/tui.go):
 //   - data and reports go to stdout; progress, warnings and errors to stderr;
 //   - errors are one line, prefixed "custos: ", and the exit code is non-zero
-//     (1 for a failed operation or a failed verification, 2 for bad usage);
+//     (1 for a failed operation or a failed verification, 2 for bad usage;
+//     a command whose answer is a verdict, audit verify, exits 1 only when
+//     it found problems and 2 whenever it reached no verdict: bad usage,
+//     and also input it could not read, verdictExit), as diff and cmp do;
 //   - progress bars are drawn only when stderr is a terminal, and never
 //     with --json (progressTo);
 //   - --json switches a command's stdout to one JSON document.
