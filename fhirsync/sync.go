@@ -267,10 +267,44 @@ func covers(have, want []string) bool {
 	return true
 }
 
-// lockBase takes the exclusive, non-blocking lock of base's sync.
+// lockBase takes the exclusive, non-blocking lock of base's sync: an
+// flock(2) on StateDir/sync-<id>.lock. The file exists only while a sync
+// holds it: the returned unlock removes it before it lets go, so that a
+// sync that never got anywhere (a base never reached) leaves the directory
+// as it found it. A lock file another sync removed between this one's
+// open and its flock is not the lock any more (a third sync may have
+// created and locked a new one): holdLock sees the name now points
+// elsewhere, and the lock is taken again on the new file. A file a killed
+// sync left behind is taken by the next sync and removed by it.
 func lockBase(dir, base string) (func(), error) {
 	p := statePath(dir, base)
 	p = p[:len(p)-len(filepath.Ext(p))] + ".lock"
+	for range maxLockTries {
+		f, err := openLock(dir, p)
+		if err != nil {
+			return nil, err
+		}
+		unlock, err := holdLock(f, p)
+		if errors.Is(err, errLockGone) {
+			continue
+		}
+		return unlock, err
+	}
+	// Each try found the file removed under it: other syncs of this base
+	// keep coming and going.
+	return nil, fmt.Errorf("%w: %s", ErrBusy, p)
+}
+
+// maxLockTries bounds lockBase's tries when the lock file keeps being
+// removed between its open and its flock.
+const maxLockTries = 100
+
+// errLockGone: the lock file was flocked after another sync removed its
+// name; the flock excludes no one.
+var errLockGone = errors.New("fhirsync: the lock file was removed")
+
+// openLock opens (or creates) the lock file p of a sync in dir.
+func openLock(dir, p string) (*os.File, error) {
 	// Not following a symbolic link: the lock file is in a directory its
 	// owner controls, and a sync run as root created the target of a
 	// symbolic link there.
@@ -289,6 +323,14 @@ func lockBase(dir, base string) (func(), error) {
 	if created {
 		owner.Match(f, dir)
 	}
+	return f, nil
+}
+
+// holdLock flocks f, the lock file opened at p, and returns its unlock,
+// which removes p and then releases the flock. f is closed on an error:
+// ErrBusy when another sync holds it, errLockGone when p no longer names
+// f (removed by the sync that held it, perhaps created again by another).
+func holdLock(f *os.File, p string) (func(), error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
@@ -296,5 +338,27 @@ func lockBase(dir, base string) (func(), error) {
 		}
 		return nil, err
 	}
-	return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+	release := func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }
+	if !namesFile(p, f) {
+		release()
+		return nil, errLockGone
+	}
+	return func() {
+		// Removed while still held: a sync that opens the file before the
+		// removal and flocks it after finds it gone (namesFile).
+		if namesFile(p, f) {
+			os.Remove(p)
+		}
+		release()
+	}, nil
+}
+
+// namesFile reports whether p (not followed) is the file f has open.
+func namesFile(p string, f *os.File) bool {
+	have, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	at, err := os.Lstat(p)
+	return err == nil && os.SameFile(have, at)
 }
