@@ -25,25 +25,34 @@ type Event struct {
 	Full   bool      // a full fetch (missing resources retired unless Types restricted it)
 	Since  time.Time // zero for a full sync
 	// The rest is set on "end".
-	Mode      string         // "bulk" | "rest" ("" if the sync failed before choosing)
-	Resources int            // resources staged (and, with Err nil, imported)
-	Deleted   int            // deletions staged
-	Types     map[string]int // resources per type
-	Binaries  int            // Binaries fetched by their attachment url (in Resources and Types too)
-	Requests  int            // HTTP requests sent, retries included
-	Duration  time.Duration
-	Err       error // nil: imported; else the cause (its message names paths only)
+	Mode      string // "bulk" | "rest" ("" if the sync failed before choosing)
+	Resources int    // resources staged (and, with Err nil, imported)
+	Deleted   int    // deletions that retired a resource (0 unless imported)
+	// DeletesIgnored are the deletions the server listed of resources the
+	// catalog did not hold (Imported.DeletesIgnored; 0 unless imported).
+	DeletesIgnored int
+	Types          map[string]int // resources per type
+	Binaries       int            // Binaries fetched by their attachment url (in Resources and Types too)
+	Requests       int            // HTTP requests sent, retries included
+	Duration       time.Duration
+	Err            error // nil: imported; else the cause (its message names paths only)
 }
 
 // Result is what a successful sync did.
 type Result struct {
-	Base      string         `json:"base"`
-	Mode      string         `json:"mode"`
-	Full      bool           `json:"full"`
-	Since     time.Time      `json:"since,omitzero"`
-	Resources int            `json:"resources"`
-	Deleted   int            `json:"deleted"`
-	Types     map[string]int `json:"types"`
+	Base      string    `json:"base"`
+	Mode      string    `json:"mode"`
+	Full      bool      `json:"full"`
+	Since     time.Time `json:"since,omitzero"`
+	Resources int       `json:"resources"`
+	// Deleted are the deletions that retired a resource custos held;
+	// DeletesIgnored those of resources it did not hold (never imported:
+	// of a type not synced, created and deleted between two syncs; or
+	// retired already), which changed nothing. Until 2026-12-06 Deleted
+	// counted every deletion the server listed.
+	Deleted        int            `json:"deleted"`
+	DeletesIgnored int            `json:"deletes_ignored,omitempty"`
+	Types          map[string]int `json:"types"`
 	// Binaries are the Binaries the export or search did not hold that
 	// staged attachments name by url, fetched one by one (GET
 	// [base]/Binary/<id>); they count in Resources and Types too.
@@ -118,7 +127,7 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 	err = c.creds.redactErr(err)
 	res.Duration = o.Now().Sub(start)
 	end := Event{Phase: "end", Base: o.Base, Tenant: o.Tenant, Full: full, Since: since, Mode: res.Mode,
-		Resources: res.Resources, Deleted: res.Deleted, Types: res.Types, Binaries: res.Binaries, Requests: int(c.requests.Load()), Duration: res.Duration, Err: err}
+		Resources: res.Resources, Deleted: res.Deleted, DeletesIgnored: res.DeletesIgnored, Types: res.Types, Binaries: res.Binaries, Requests: int(c.requests.Load()), Duration: res.Duration, Err: err}
 	res.Requests = int(c.requests.Load())
 	if c.auth != nil {
 		res.Tokens = c.auth.fetched
@@ -220,12 +229,12 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched [
 	if res.Binaries, err = c.fetchBinaries(ctx, st, full); err != nil {
 		return res, c, err
 	}
-	res.Resources, res.Deleted, res.Types = st.total(), st.deleted, st.counts
+	res.Resources, res.Types = st.total(), st.counts
 	if err := st.finish(res.Next, stagedRequest(c.base)); err != nil {
 		return res, c, fmt.Errorf("staging: %w", err)
 	}
 	switch {
-	case res.Resources == 0 && res.Deleted == 0 && !full:
+	case res.Resources == 0 && st.deleted == 0 && !full:
 		// Nothing changed: nothing to import; the state advances.
 		o.Progress(Progress{Phase: "import", Detail: "nothing changed"})
 		return res, c, nil
@@ -244,9 +253,12 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched [
 		return res, c, err
 	}
 	o.Progress(Progress{Phase: "import", Resources: res.Resources})
-	if err := o.Importer.Import(ctx, filepath.Join(st.dir, ManifestName), retire); err != nil {
+	imported, err := o.Importer.Import(ctx, filepath.Join(st.dir, ManifestName), retire)
+	if err != nil {
 		return res, c, fmt.Errorf("%w: %w", ErrImport, err)
 	}
+	// What the import retired, not what the server listed (st.deleted).
+	res.Deleted, res.DeletesIgnored = imported.Deleted, imported.DeletesIgnored
 	return res, c, nil
 }
 
