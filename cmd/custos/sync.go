@@ -163,11 +163,15 @@ Examples:
 			var key crypto.Signer
 			var kid, auditKey string
 			switch {
-			case dev:
+			case dev && (clientID != "" || printJWKS):
+				// Only a sync that authenticates uses the key: without
+				// --client-id one was created (a private key file left in
+				// D for nothing).
 				if key, kid, err = fhirsync.DevKey(filepath.Join(string(d), app.SyncKeyFile)); err != nil {
 					return err
 				}
 				auditKey = "fhir-client=" + kid
+			case dev:
 			case vf.configured():
 				if kv, err = vf.open(ctx, quietLogger(cmd)); err != nil {
 					return err
