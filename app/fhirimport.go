@@ -301,12 +301,16 @@ type fhirImporter struct {
 	o    FHIRImport
 }
 
-// Import imports the staged manifest with ImportFHIR.
-func (f fhirImporter) Import(ctx context.Context, manifest string, full bool) error {
+// Import imports the staged manifest with ImportFHIR, and says which
+// deletions retired a resource and which named none the catalog held.
+func (f fhirImporter) Import(ctx context.Context, manifest string, full bool) (fhirsync.Imported, error) {
 	o := f.o
 	o.Full = full
-	_, err := ImportFHIR(ctx, f.path, manifest, o)
-	return err
+	rep, err := ImportFHIR(ctx, f.path, manifest, o)
+	if err != nil {
+		return fhirsync.Imported{}, err
+	}
+	return fhirsync.Imported{Deleted: rep.Deleted, DeletesIgnored: rep.DeletedAbsent}, nil
 }
 
 // LiveBinaries is fhirsync.BinaryCatalog over the catalog file: which of

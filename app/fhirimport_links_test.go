@@ -272,11 +272,11 @@ func TestSyncImporterLinksStoredBinary(t *testing.T) {
 	f := newLinkFixture(t)
 	imp := FHIRImporter(f.cat, FHIRImport{Tenant: f.tenant, IDKey: f.key, Source: "fhir-sync:0123456789abcdef"})
 	ctx := context.Background()
-	if err := imp.Import(ctx, f.dir(map[string][]string{"Patient": {lnkPat}, "Binary": {lnkBin},
+	if _, err := imp.Import(ctx, f.dir(map[string][]string{"Patient": {lnkPat}, "Binary": {lnkBin},
 		"DocumentReference": {lnkDoc("d3", "bx", "first", lnkPSY)}}), true); err != nil {
 		t.Fatal(err)
 	}
-	if err := imp.Import(ctx, f.dir(map[string][]string{"DocumentReference": {lnkDoc("d3", "bx", "second", lnkHIV)}}), false); err != nil {
+	if _, err := imp.Import(ctx, f.dir(map[string][]string{"DocumentReference": {lnkDoc("d3", "bx", "second", lnkHIV)}}), false); err != nil {
 		t.Fatalf("incremental sync of a changed DocumentReference alone: %v", err)
 	}
 	if bin, _ := f.get("Binary", "bx", "p"); !slices.Equal(bin.Labels.Sensitivity, []string{"hiv", "psy"}) {
@@ -439,7 +439,7 @@ func TestSyncImporterLiveBinaries(t *testing.T) {
 	if live, err := bc.LiveBinaries(ctx, []string{"bx"}); err != nil || len(live) != 0 {
 		t.Fatalf("before the catalog exists: %v, %v", live, err)
 	}
-	if err := imp.Import(ctx, f.dir(map[string][]string{"Patient": {lnkPat}, "Binary": {lnkBin},
+	if _, err := imp.Import(ctx, f.dir(map[string][]string{"Patient": {lnkPat}, "Binary": {lnkBin},
 		"DocumentReference": {lnkDoc("d3", "bx", "first", lnkPSY)}}), true); err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +451,7 @@ func TestSyncImporterLiveBinaries(t *testing.T) {
 		t.Fatalf("another tenant: %v, %v", live, err)
 	}
 	// A full import without the Binary or anything linking it retires it.
-	if err := imp.Import(ctx, f.dir(map[string][]string{"Patient": {lnkPat}}), true); err != nil {
+	if _, err := imp.Import(ctx, f.dir(map[string][]string{"Patient": {lnkPat}}), true); err != nil {
 		t.Fatal(err)
 	}
 	if live, err := bc.LiveBinaries(ctx, []string{"bx"}); err != nil || len(live) != 0 {

@@ -150,7 +150,7 @@ func (a *App) startSync() {
 				res, err = s.Run(sctx)
 				if err == nil {
 					a.log.Info("scheduled FHIR sync", "base", s.Base(), "mode", res.Mode, "full", res.Full,
-						"resources", res.Resources, "deleted", res.Deleted, "duration", res.Duration)
+						"resources", res.Resources, "deleted", res.Deleted, "deletes_ignored", res.DeletesIgnored, "duration", res.Duration)
 				}
 			}
 			if err != nil && sctx.Err() == nil {

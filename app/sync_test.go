@@ -16,7 +16,7 @@ import (
 // missing importer, and sync keys without a base are each a problem.
 func TestSyncOptionsChecked(t *testing.T) {
 	imp := func(store.DataKeys) fhirsync.Importer {
-		return fhirsync.ImporterFunc(func(context.Context, string, bool) error { return nil })
+		return fhirsync.ImporterFunc(func(context.Context, string, bool) (fhirsync.Imported, error) { return fhirsync.Imported{}, nil })
 	}
 	for _, tc := range []struct {
 		name  string

@@ -200,9 +200,17 @@ func (c *checkingImporter) importInto(dir, base string) {
 	})
 }
 
-func (c *checkingImporter) Import(_ context.Context, manifest string, full bool) error {
+func (c *checkingImporter) Import(_ context.Context, manifest string, full bool) (fhirsync.Imported, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var got fhirsync.Imported
+	err := c.checkAndImport(manifest, full, &got)
+	return got, err
+}
+
+// checkAndImport is Import's work under c.mu; got is what the real
+// importer said it did.
+func (c *checkingImporter) checkAndImport(manifest string, full bool, got *fhirsync.Imported) error {
 	if c.fail != nil {
 		return c.fail
 	}
@@ -289,7 +297,7 @@ func (c *checkingImporter) Import(_ context.Context, manifest string, full bool)
 		}
 	}
 	if c.real != nil {
-		if err := c.real.Import(context.Background(), manifest, full); err != nil {
+		if *got, err = c.real.Import(context.Background(), manifest, full); err != nil {
 			return err
 		}
 	}
@@ -306,7 +314,9 @@ func (c *checkingImporter) Import(_ context.Context, manifest string, full bool)
 		delete(c.retired, k)
 	}
 	for _, k := range deletions {
-		c.retired[k] = true
+		if _, held := c.catalog[k]; held { // a deletion of one never imported retires nothing
+			c.retired[k] = true
+		}
 	}
 	call.imported, call.deleted = len(seen), len(deletions)
 	c.calls = append(c.calls, call)
@@ -618,6 +628,20 @@ func TestSyncStalledDownloadIsRetried(t *testing.T) {
 	t.Logf("synced through a stalled download in %s", time.Since(start).Round(time.Millisecond))
 }
 
+// syncedObservations starts a Bulk server seeded with 60 resources, syncs
+// it in full, and returns the client, the server and its Observation ids.
+func syncedObservations(t *testing.T) (*syncEnv, *fhirServer, []string) {
+	t.Helper()
+	env := newSyncEnv(t)
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: "system", Seed: map[string]int{"resources": 60}, ExportPolls: 1})
+	if _, err := env.run(t, env.options(srv)); err != nil {
+		t.Fatal(err)
+	}
+	var obs []string
+	srv.control(t, "ids", map[string]any{"type": "Observation"}, &obs)
+	return env, srv, obs
+}
+
 // TestSyncDeletedThenRecreated: a resource deleted and created again with
 // the same id between two syncs (FHIR lets an update create a deleted
 // resource again) is in the increment's export twice: in an output file,
@@ -628,13 +652,7 @@ func TestSyncStalledDownloadIsRetried(t *testing.T) {
 // The resource in the output exists at the export's transactionTime: the
 // sync drops its deletion, and the increment imports it live.
 func TestSyncDeletedThenRecreated(t *testing.T) {
-	env := newSyncEnv(t)
-	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: "system", Seed: map[string]int{"resources": 60}, ExportPolls: 1})
-	if _, err := env.run(t, env.options(srv)); err != nil {
-		t.Fatal(err)
-	}
-	var obs []string
-	srv.control(t, "ids", map[string]any{"type": "Observation"}, &obs)
+	env, srv, obs := syncedObservations(t)
 	var back map[string]any
 	srv.control(t, "delete", map[string]any{"type": "Observation", "id": obs[0]}, nil)
 	srv.control(t, "delete", map[string]any{"type": "Observation", "id": obs[1]}, nil)
@@ -652,6 +670,44 @@ func TestSyncDeletedThenRecreated(t *testing.T) {
 	}
 	if env.imp.retired["Observation/"+obs[0]] || !env.imp.retired["Observation/"+obs[1]] {
 		t.Fatalf("retired: re-created %v, deleted %v; want only the deleted one retired", env.imp.retired["Observation/"+obs[0]], env.imp.retired["Observation/"+obs[1]])
+	}
+}
+
+// TestSyncCountsOnlyRetiredDeletions: the server's deleted files list
+// every deletion since _since, also of a resource custos never held (here
+// one created and deleted between two syncs). "N deleted" counted them
+// all (2 here, though one resource left the catalog); it now counts what
+// the import retired, and names the others apart (deletes_ignored), in
+// the result and the sync/end audit record. Fails on the old code
+// (Deleted was 2).
+func TestSyncCountsOnlyRetiredDeletions(t *testing.T) {
+	env, srv, obs := syncedObservations(t)
+	var brief map[string]any
+	srv.control(t, "create", map[string]any{"resourceType": "Observation", "status": "final",
+		"code": map[string]any{"text": "heart rate"}, "subject": map[string]any{"reference": "Patient/" + firstPatient(t, srv)}}, &brief)
+	id, _ := brief["id"].(string)
+	if id == "" || slices.Contains(obs, id) {
+		t.Fatalf("the server created no new Observation: %v", brief)
+	}
+	srv.control(t, "delete", map[string]any{"type": "Observation", "id": id}, nil)     // never synced
+	srv.control(t, "delete", map[string]any{"type": "Observation", "id": obs[0]}, nil) // in the catalog
+	res, err := env.run(t, env.options(srv))
+	if err != nil {
+		t.Fatalf("increment with two deletions: %v", err)
+	}
+	if last := env.imp.calls[len(env.imp.calls)-1]; last.deleted != 2 {
+		t.Fatalf("the increment staged %d deletions, want the server's 2", last.deleted)
+	}
+	if res.Full || res.Deleted != 1 || res.DeletesIgnored != 1 {
+		t.Errorf("increment: full %v, %d deleted, %d deletions ignored; want 1 deleted (the synced Observation) and 1 ignored (the one custos never held)", res.Full, res.Deleted, res.DeletesIgnored)
+	}
+	if !env.imp.retired["Observation/"+obs[0]] {
+		t.Errorf("the deleted Observation was not retired")
+	}
+	env.audit.mu.Lock()
+	defer env.audit.mu.Unlock()
+	if r := env.audit.got[len(env.audit.got)-1].Reason; !strings.Contains(r, " deleted=1 ") || !strings.Contains(r, " deletes_ignored=1") {
+		t.Errorf("sync/end reason %q, want deleted=1 and deletes_ignored=1", r)
 	}
 }
 

@@ -71,6 +71,11 @@ func AuditEntry(e Event, p audit.Principal, dev bool, keys []string) audit.Entry
 			slices.Sort(ts)
 			b.WriteString(" types=" + strings.Join(ts, ","))
 		}
+		if e.DeletesIgnored > 0 {
+			// Written only when the server listed some: records of syncs
+			// without them read as before.
+			fmt.Fprintf(&b, " deletes_ignored=%d", e.DeletesIgnored)
+		}
 		if e.Binaries > 0 {
 			// Written only when some were fetched: records of syncs that
 			// fetched none read as before.

@@ -348,7 +348,7 @@ type liveCatalog struct {
 	asked []string
 }
 
-func (l *liveCatalog) Import(context.Context, string, bool) error { return nil }
+func (l *liveCatalog) Import(context.Context, string, bool) (Imported, error) { return Imported{}, nil }
 
 func (l *liveCatalog) LiveBinaries(_ context.Context, ids []string) (map[string]bool, error) {
 	l.asked = append(l.asked, ids...)

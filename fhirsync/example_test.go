@@ -26,9 +26,10 @@ func Example() {
 		Base:     "https://ehr.example.org/fhir/R4",
 		StateDir: "data",
 		ClientID: "custos", Key: key, KeyID: kid,
-		Importer: fhirsync.ImporterFunc(func(ctx context.Context, manifest string, full bool) error {
-			// manifest lists <Type>.NNN.ndjson and deleted.NNN.ndjson beside it.
-			return nil
+		Importer: fhirsync.ImporterFunc(func(ctx context.Context, manifest string, full bool) (fhirsync.Imported, error) {
+			// manifest lists <Type>.NNN.ndjson and deleted.NNN.ndjson beside it;
+			// say how many deletions retired a resource the catalog held.
+			return fhirsync.Imported{}, nil
 		}),
 		Recorder: fhirsync.AuditRecorder{Log: auditLog, Dev: true, Principal: audit.Principal{Sub: "example", ClientID: "custos"}},
 	})

@@ -79,13 +79,19 @@ func writeJSON(w http.ResponseWriter, typ string, body []byte) {
 
 // probeImporter records what the Syncer handed over.
 type probeImporter struct {
-	mu    sync.Mutex
-	calls int
-	full  []bool
-	lines map[string]int // resource type -> lines staged
+	mu      sync.Mutex
+	calls   int
+	full    []bool
+	lines   map[string]int // resource type -> lines staged
+	deleted int            // DELETE entries staged
 }
 
-func (p *probeImporter) Import(_ context.Context, manifest string, full bool) error {
+func (p *probeImporter) Import(_ context.Context, manifest string, full bool) (Imported, error) {
+	return Imported{}, p.read(manifest, full)
+}
+
+// read records a call with the staged manifest.
+func (p *probeImporter) read(manifest string, full bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls++
@@ -103,6 +109,19 @@ func (p *probeImporter) Import(_ context.Context, manifest string, full bool) er
 	}
 	for _, f := range m.Output {
 		p.lines[f.Type] += f.Count
+	}
+	for _, f := range m.Deleted {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(manifest), f.URL))
+		if err != nil {
+			return err
+		}
+		for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+			n, err := countDeletions(l)
+			if err != nil {
+				return err
+			}
+			p.deleted += n
+		}
 	}
 	return nil
 }
@@ -1090,7 +1109,7 @@ func TestManifestOutcomesAndPages(t *testing.T) {
 				srv.URL + `/fhir/files/patient_file_2.ndjson"}]}`)
 			o, imp, logs := probeOptions(t, srv.URL+"/fhir", false)
 			o.NoBulk, o.Types = false, tc.types
-			res, err := runProbe(t, o)
+			_, err := runProbe(t, o)
 			if tc.err != "" {
 				if !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), tc.err) || imp.calls != 0 {
 					t.Fatalf("err = %v, imports %d; want ErrServer with %q, nothing imported", err, imp.calls, tc.err)
@@ -1100,8 +1119,8 @@ func TestManifestOutcomesAndPages(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || imp.lines["Patient"] != tc.patients || imp.lines["Observation"] != 1 || res.Deleted != 1 {
-				t.Fatalf("err %v, imported %v, deleted %d; want %d Patients, 1 Observation, 1 deletion", err, imp.lines, res.Deleted, tc.patients)
+			if err != nil || imp.lines["Patient"] != tc.patients || imp.lines["Observation"] != 1 || imp.deleted != 1 {
+				t.Fatalf("err %v, imported %v, deleted %d staged; want %d Patients, 1 Observation, 1 deletion", err, imp.lines, imp.deleted, tc.patients)
 			}
 		})
 	}

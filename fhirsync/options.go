@@ -22,9 +22,22 @@ import (
 // through the manifest: deleted files are not named by a resource type.
 // full means the directory holds every resource the server has: resources
 // of this FHIR base missing from it are retired. Import must return an
-// error, and change nothing, if it cannot import everything.
+// error, and change nothing, if it cannot import everything; else what it
+// did with the deletions.
 type Importer interface {
-	Import(ctx context.Context, manifest string, full bool) error
+	Import(ctx context.Context, manifest string, full bool) (Imported, error)
+}
+
+// Imported is what an import did with the staged deletions: the server
+// lists a deletion whether or not custos ever held the resource (one of a
+// type not synced, or created and deleted between two syncs), so the
+// count staged says nothing of what left the catalog.
+type Imported struct {
+	// Deleted: deletions that retired a resource the catalog held.
+	Deleted int
+	// DeletesIgnored: deletions of resources the catalog did not hold
+	// (never imported, or retired already): nothing changed for them.
+	DeletesIgnored int
 }
 
 // BinaryCatalog may be implemented by an Importer that can tell which
@@ -43,10 +56,10 @@ type BinaryCatalog interface {
 }
 
 // ImporterFunc adapts a function to Importer.
-type ImporterFunc func(ctx context.Context, manifest string, full bool) error
+type ImporterFunc func(ctx context.Context, manifest string, full bool) (Imported, error)
 
 // Import calls f.
-func (f ImporterFunc) Import(ctx context.Context, dir string, full bool) error {
+func (f ImporterFunc) Import(ctx context.Context, dir string, full bool) (Imported, error) {
 	return f(ctx, dir, full)
 }
 

@@ -28,7 +28,8 @@ func TestSyncFilesAsRootStayTheDataDirectoryOwners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unlock()
+	// The lock file exists while the sync holds it (unlock removes it).
+	defer unlock()
 	if err := writeState(dir, State{Base: base}); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestExistingSyncLockKeepsItsOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unlock()
+	defer unlock() // removes the file: its owner is looked at while held
 	fi, err := os.Stat(lock)
 	if err != nil {
 		t.Fatal(err)

@@ -25,25 +25,34 @@ type Event struct {
 	Full   bool      // a full fetch (missing resources retired unless Types restricted it)
 	Since  time.Time // zero for a full sync
 	// The rest is set on "end".
-	Mode      string         // "bulk" | "rest" ("" if the sync failed before choosing)
-	Resources int            // resources staged (and, with Err nil, imported)
-	Deleted   int            // deletions staged
-	Types     map[string]int // resources per type
-	Binaries  int            // Binaries fetched by their attachment url (in Resources and Types too)
-	Requests  int            // HTTP requests sent, retries included
-	Duration  time.Duration
-	Err       error // nil: imported; else the cause (its message names paths only)
+	Mode      string // "bulk" | "rest" ("" if the sync failed before choosing)
+	Resources int    // resources staged (and, with Err nil, imported)
+	Deleted   int    // deletions that retired a resource (0 unless imported)
+	// DeletesIgnored are the deletions the server listed of resources the
+	// catalog did not hold (Imported.DeletesIgnored; 0 unless imported).
+	DeletesIgnored int
+	Types          map[string]int // resources per type
+	Binaries       int            // Binaries fetched by their attachment url (in Resources and Types too)
+	Requests       int            // HTTP requests sent, retries included
+	Duration       time.Duration
+	Err            error // nil: imported; else the cause (its message names paths only)
 }
 
 // Result is what a successful sync did.
 type Result struct {
-	Base      string         `json:"base"`
-	Mode      string         `json:"mode"`
-	Full      bool           `json:"full"`
-	Since     time.Time      `json:"since,omitzero"`
-	Resources int            `json:"resources"`
-	Deleted   int            `json:"deleted"`
-	Types     map[string]int `json:"types"`
+	Base      string    `json:"base"`
+	Mode      string    `json:"mode"`
+	Full      bool      `json:"full"`
+	Since     time.Time `json:"since,omitzero"`
+	Resources int       `json:"resources"`
+	// Deleted are the deletions that retired a resource custos held;
+	// DeletesIgnored those of resources it did not hold (never imported:
+	// of a type not synced, created and deleted between two syncs; or
+	// retired already), which changed nothing. Until 2026-12-06 Deleted
+	// counted every deletion the server listed.
+	Deleted        int            `json:"deleted"`
+	DeletesIgnored int            `json:"deletes_ignored,omitempty"`
+	Types          map[string]int `json:"types"`
 	// Binaries are the Binaries the export or search did not hold that
 	// staged attachments name by url, fetched one by one (GET
 	// [base]/Binary/<id>); they count in Resources and Types too.
@@ -118,7 +127,7 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 	err = c.creds.redactErr(err)
 	res.Duration = o.Now().Sub(start)
 	end := Event{Phase: "end", Base: o.Base, Tenant: o.Tenant, Full: full, Since: since, Mode: res.Mode,
-		Resources: res.Resources, Deleted: res.Deleted, Types: res.Types, Binaries: res.Binaries, Requests: int(c.requests.Load()), Duration: res.Duration, Err: err}
+		Resources: res.Resources, Deleted: res.Deleted, DeletesIgnored: res.DeletesIgnored, Types: res.Types, Binaries: res.Binaries, Requests: int(c.requests.Load()), Duration: res.Duration, Err: err}
 	res.Requests = int(c.requests.Load())
 	if c.auth != nil {
 		res.Tokens = c.auth.fetched
@@ -220,12 +229,12 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched [
 	if res.Binaries, err = c.fetchBinaries(ctx, st, full); err != nil {
 		return res, c, err
 	}
-	res.Resources, res.Deleted, res.Types = st.total(), st.deleted, st.counts
+	res.Resources, res.Types = st.total(), st.counts
 	if err := st.finish(res.Next, stagedRequest(c.base)); err != nil {
 		return res, c, fmt.Errorf("staging: %w", err)
 	}
 	switch {
-	case res.Resources == 0 && res.Deleted == 0 && !full:
+	case res.Resources == 0 && st.deleted == 0 && !full:
 		// Nothing changed: nothing to import; the state advances.
 		o.Progress(Progress{Phase: "import", Detail: "nothing changed"})
 		return res, c, nil
@@ -244,9 +253,12 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched [
 		return res, c, err
 	}
 	o.Progress(Progress{Phase: "import", Resources: res.Resources})
-	if err := o.Importer.Import(ctx, filepath.Join(st.dir, ManifestName), retire); err != nil {
+	imported, err := o.Importer.Import(ctx, filepath.Join(st.dir, ManifestName), retire)
+	if err != nil {
 		return res, c, fmt.Errorf("%w: %w", ErrImport, err)
 	}
+	// What the import retired, not what the server listed (st.deleted).
+	res.Deleted, res.DeletesIgnored = imported.Deleted, imported.DeletesIgnored
 	return res, c, nil
 }
 
@@ -267,10 +279,44 @@ func covers(have, want []string) bool {
 	return true
 }
 
-// lockBase takes the exclusive, non-blocking lock of base's sync.
+// lockBase takes the exclusive, non-blocking lock of base's sync: an
+// flock(2) on StateDir/sync-<id>.lock. The file exists only while a sync
+// holds it: the returned unlock removes it before it lets go, so that a
+// sync that never got anywhere (a base never reached) leaves the directory
+// as it found it. A lock file another sync removed between this one's
+// open and its flock is not the lock any more (a third sync may have
+// created and locked a new one): holdLock sees the name now points
+// elsewhere, and the lock is taken again on the new file. A file a killed
+// sync left behind is taken by the next sync and removed by it.
 func lockBase(dir, base string) (func(), error) {
 	p := statePath(dir, base)
 	p = p[:len(p)-len(filepath.Ext(p))] + ".lock"
+	for range maxLockTries {
+		f, err := openLock(dir, p)
+		if err != nil {
+			return nil, err
+		}
+		unlock, err := holdLock(f, p)
+		if errors.Is(err, errLockGone) {
+			continue
+		}
+		return unlock, err
+	}
+	// Each try found the file removed under it: other syncs of this base
+	// keep coming and going.
+	return nil, fmt.Errorf("%w: %s", ErrBusy, p)
+}
+
+// maxLockTries bounds lockBase's tries when the lock file keeps being
+// removed between its open and its flock.
+const maxLockTries = 100
+
+// errLockGone: the lock file was flocked after another sync removed its
+// name; the flock excludes no one.
+var errLockGone = errors.New("fhirsync: the lock file was removed")
+
+// openLock opens (or creates) the lock file p of a sync in dir.
+func openLock(dir, p string) (*os.File, error) {
 	// Not following a symbolic link: the lock file is in a directory its
 	// owner controls, and a sync run as root created the target of a
 	// symbolic link there.
@@ -289,6 +335,14 @@ func lockBase(dir, base string) (func(), error) {
 	if created {
 		owner.Match(f, dir)
 	}
+	return f, nil
+}
+
+// holdLock flocks f, the lock file opened at p, and returns its unlock,
+// which removes p and then releases the flock. f is closed on an error:
+// ErrBusy when another sync holds it, errLockGone when p no longer names
+// f (removed by the sync that held it, perhaps created again by another).
+func holdLock(f *os.File, p string) (func(), error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
@@ -296,5 +350,27 @@ func lockBase(dir, base string) (func(), error) {
 		}
 		return nil, err
 	}
-	return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+	release := func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }
+	if !namesFile(p, f) {
+		release()
+		return nil, errLockGone
+	}
+	return func() {
+		// Removed while still held: a sync that opens the file before the
+		// removal and flocks it after finds it gone (namesFile).
+		if namesFile(p, f) {
+			os.Remove(p)
+		}
+		release()
+	}, nil
+}
+
+// namesFile reports whether p (not followed) is the file f has open.
+func namesFile(p string, f *os.File) bool {
+	have, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	at, err := os.Lstat(p)
+	return err == nil && os.SameFile(have, at)
 }

@@ -59,8 +59,15 @@ func (e *StaleError) Is(target error) bool { return target == ErrStale || target
 // ErrMissing; anything else (network, timeout, 5xx, sealed) →
 // ErrUnavailable. hint, when not empty, is added for 400/401 responses.
 // The Vault client's errors carry the URL and Vault's messages, never the
-// token.
+// token. The client's error is kept (vaultCause) for failureKind to
+// classify by its type, but is not unwrapped: what callers can match
+// (errors.Is, errors.As) is this package's vocabulary only, as before.
 func vaultErr(op, api string, err error, hint string) error {
+	return vaultCause{vaultErrOf(op, api, err, hint), err}
+}
+
+// vaultErrOf is vaultErr's error without the client's error kept.
+func vaultErrOf(op, api string, err error, hint string) error {
 	var re *vault.ResponseError
 	if errors.As(err, &re) {
 		switch re.StatusCode {
@@ -91,6 +98,16 @@ func vaultErr(op, api string, err error, hint string) error {
 	}
 	return fmt.Errorf("%w: %s %s: %v", ErrUnavailable, op, api, err)
 }
+
+// vaultCause is err, the error vaultErr made of a Vault client's error,
+// with cause, that client error, kept beside it: its message and its
+// chain are err's; failureKind finds cause with errors.As and looks at
+// its type (the HTTP status of a *vault.ResponseError, a TLS or x509
+// error, a network error), which err's message only describes.
+type vaultCause struct{ err, cause error }
+
+func (e vaultCause) Error() string { return e.err.Error() }
+func (e vaultCause) Unwrap() error { return e.err }
 
 // ruleErr is the error of a call the token's policies do not allow: it
 // names the rule of policy custos-server that grants it.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -19,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	vault "github.com/hashicorp/vault/api"
@@ -885,24 +888,86 @@ func (v *Vault) loginFailed(err error) {
 // shown on /readyz).
 type refreshFailure struct{ cause, kind string }
 
-// failureKind classifies a refresh error for StaleError.Kind.
+// Kinds of a refresh failure (StaleError.Kind, on /readyz): fixed
+// phrases naming no host, path or Vault message.
+const (
+	kindSealed        = "Vault is sealed"
+	kindUntrusted     = "Vault's TLS certificate is not trusted"
+	kindHandshake     = "the TLS handshake with Vault failed"
+	kindTokenRejected = "Vault no longer accepts custos's token"
+	kindDenied        = "Vault's policy denies a call custos needs"
+	kindMissing       = "a key is missing, deleted or unusable in Vault"
+	kindAnswered      = "Vault answered with an error"
+	kindUnreachable   = "Vault unreachable or not answering within --vault-timeout"
+)
+
+// failureKind classifies a refresh error for StaleError.Kind: by this
+// package's sentinels (which vaultErr chose by the HTTP status of Vault's
+// answer), then by the type of the Vault client's error that vaultErr
+// kept (causeKind). An error that holds none (not a Vault call's) is
+// taken for an unreachable Vault, as the keys could not be fetched.
+// Until 2026-12-06 it matched the error's text: a Vault answer whose
+// message quoted an x509 or tls error of Vault's own (a storage backend,
+// a plugin) read as custos not trusting Vault's certificate.
 func failureKind(err error) string {
-	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "Vault is sealed"):
-		return "Vault is sealed"
-	case strings.Contains(msg, "x509:"):
-		return "Vault's TLS certificate is not trusted"
-	case strings.Contains(msg, "tls:"):
-		return "the TLS handshake with Vault failed"
 	case isTokenRejected(err):
-		return "Vault no longer accepts custos's token"
+		return kindTokenRejected
 	case errors.Is(err, ErrPermission):
-		return "Vault's policy denies a call custos needs"
+		return kindDenied
 	case errors.Is(err, ErrMissing):
-		return "a key is missing, deleted or unusable in Vault"
+		return kindMissing
 	}
-	return "Vault unreachable or not answering within --vault-timeout"
+	var vc vaultCause
+	if errors.As(err, &vc) {
+		return causeKind(vc.cause)
+	}
+	return kindUnreachable
+}
+
+// causeKind classifies the Vault client's error of a call that ended in
+// ErrUnavailable, by its type.
+func causeKind(err error) string {
+	var (
+		re  *vault.ResponseError
+		cve *tls.CertificateVerificationError
+		ua  x509.UnknownAuthorityError
+		he  x509.HostnameError
+		ci  x509.CertificateInvalidError
+		rhe tls.RecordHeaderError
+		ae  tls.AlertError
+		oe  *net.OpError
+		ue  *url.Error
+	)
+	switch {
+	case errors.As(err, &re):
+		// Vault's answer. A sealed Vault answers 503 with the error
+		// "Vault is sealed" (Vault's consts.ErrSealed, alone or after
+		// the request's context); 503 alone is not enough: a standby
+		// without an active node and a proxy in front answer it too.
+		if re.StatusCode == http.StatusServiceUnavailable && slices.ContainsFunc(re.Errors, func(e string) bool { return strings.Contains(e, "Vault is sealed") }) {
+			return kindSealed
+		}
+		return kindAnswered
+	case errors.As(err, &cve), errors.As(err, &ua), errors.As(err, &he), errors.As(err, &ci):
+		return kindUntrusted
+	case errors.Is(err, http.ErrSchemeMismatch), errors.As(err, &rhe), errors.As(err, &ae), errors.As(err, &oe) && oe.Op == "remote error":
+		// Plain HTTP on an https address (net/http's ErrSchemeMismatch),
+		// a record that is no TLS, or an alert: crypto/tls reports the
+		// peer's alert as a *net.OpError "remote error" (Vault asking for
+		// a client certificate).
+		return kindHandshake
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ECONNREFUSED):
+		return kindUnreachable
+	case errors.As(err, &ue) && strings.HasPrefix(ue.Err.Error(), "tls: "):
+		// Last resort, by text: crypto/tls returns most handshake
+		// failures (no common cipher suite or version, a bad key share)
+		// as plain errors.New("tls: ...") values, with no type to match.
+		// Only the transport's own error is read (url.Error.Err, not the
+		// URL), and only for a call Vault did not answer.
+		return kindHandshake
+	}
+	return kindUnreachable // connection reset, no such host, timeouts
 }
 
 func ttlOf(s *vault.Secret) int {
@@ -971,7 +1036,7 @@ func (v *Vault) fresh() (*keyState, error) {
 	}
 	age := v.opts.Now().Sub(st.refreshed)
 	if age > v.opts.MaxStaleness {
-		f := &refreshFailure{cause: "Vault unreachable", kind: "Vault unreachable or not answering within --vault-timeout"}
+		f := &refreshFailure{cause: "Vault unreachable", kind: kindUnreachable}
 		if p := v.lastErr.Load(); p != nil {
 			f = p
 		}

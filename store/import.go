@@ -45,6 +45,15 @@ type ImportReport struct {
 	// of another member of the Binary's component (the link index,
 	// links.go).
 	Relabelled int `json:"relabelled"`
+
+	// Deleted counts ImportEntries' Deleted entries that retired a live
+	// resource (in Retired too); DeletedAbsent those that named none:
+	// never imported (or of another tenant), or retired already (in
+	// Unchanged too). A FHIR sync reports the first as its deletions and
+	// the second apart: deletions the server listed of resources the
+	// catalog never held.
+	Deleted       int `json:"deleted,omitempty"`
+	DeletedAbsent int `json:"deleted_absent,omitempty"`
 }
 
 // Import reads a manifest and the files it names and writes them to the store

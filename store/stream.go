@@ -1085,6 +1085,7 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		uri := ids.Get(d.id[:])
 		if uri == nil {
 			imp.rep.Unchanged++ // never imported: nothing to retire
+			imp.rep.DeletedAbsent++
 			continue
 		}
 		if prev, live, err := lastVersion(res, vers, string(uri)); err != nil {
@@ -1098,8 +1099,10 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		}
 		if ok {
 			imp.rep.Retired++
+			imp.rep.Deleted++
 		} else {
 			imp.rep.Unchanged++ // retired already
+			imp.rep.DeletedAbsent++
 		}
 	}
 	return imp.writeStored(tx, optout)

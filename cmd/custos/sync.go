@@ -72,7 +72,10 @@ Increments:
   retired. Later runs fetch only what changed (Bulk _since, or REST
   _lastUpdated=ge), from the point the last successful sync saved in
   D/sync-*.json. A failed sync changes nothing and saves nothing, so the next
-  run fetches the same changes again. --full forces a full sync (REST
+  run fetches the same changes again. "N deleted" counts the deletions that
+  retired a resource custos held; deletions the server lists of resources
+  it never held (another type, or created and deleted between two syncs)
+  change nothing and are named apart ("M deletions ... ignored"). --full forces a full sync (REST
   searches cannot see deletions; a periodic full sync retires them). A sync
   restricted by --type retires nothing, and a later sync asking for a type
   the last one did not fetch is full. A type the server lists only since
@@ -160,11 +163,15 @@ Examples:
 			var key crypto.Signer
 			var kid, auditKey string
 			switch {
-			case dev:
+			case dev && (clientID != "" || printJWKS):
+				// Only a sync that authenticates uses the key: without
+				// --client-id one was created (a private key file left in
+				// D for nothing).
 				if key, kid, err = fhirsync.DevKey(filepath.Join(string(d), app.SyncKeyFile)); err != nil {
 					return err
 				}
 				auditKey = "fhir-client=" + kid
+			case dev:
 			case vf.configured():
 				if kv, err = vf.open(ctx, quietLogger(cmd)); err != nil {
 					return err
@@ -287,8 +294,14 @@ func reportSync(cmd *cobra.Command, res fhirsync.Result, asJSON bool) error {
 		// (counted among the resources too).
 		fetched = fmt.Sprintf(", %d Binaries fetched by url", res.Binaries)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "synced %d resources (%d deleted) from %s in %s: %s, %s, %d requests%s\n",
-		res.Resources, res.Deleted, res.Base, res.Duration.Round(time.Millisecond), res.Mode, kind, res.Requests, fetched)
+	deleted := fmt.Sprintf("%d deleted", res.Deleted)
+	if res.DeletesIgnored > 0 {
+		// Deletions the server listed of resources custos never held (or
+		// had retired already): they changed nothing.
+		deleted += fmt.Sprintf("; %d deletions of resources not in the catalog ignored", res.DeletesIgnored)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "synced %d resources (%s) from %s in %s: %s, %s, %d requests%s\n",
+		res.Resources, deleted, res.Base, res.Duration.Round(time.Millisecond), res.Mode, kind, res.Requests, fetched)
 	return nil
 }
 

@@ -31,3 +31,26 @@ func TestReportSyncNamesFetchedBinaries(t *testing.T) {
 		}
 	}
 }
+
+// The text report counts as deleted only what the sync retired, and names
+// apart the deletions of resources the catalog did not hold.
+func TestReportSyncNamesIgnoredDeletions(t *testing.T) {
+	for _, tc := range []struct {
+		deleted, ignored int
+		want             string
+	}{
+		{2, 0, "synced 6 resources (2 deleted) from "},
+		{1, 3, "synced 6 resources (1 deleted; 3 deletions of resources not in the catalog ignored) from "},
+	} {
+		var out bytes.Buffer
+		cmd := &cobra.Command{}
+		cmd.SetOut(&out)
+		res := fhirsync.Result{Base: "https://ehr.example/fhir", Mode: "bulk", Resources: 6, Deleted: tc.deleted, DeletesIgnored: tc.ignored, Requests: 8}
+		if err := reportSync(cmd, res, false); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(out.String(), tc.want) {
+			t.Errorf("report %q, want it to begin %q", out.String(), tc.want)
+		}
+	}
+}
