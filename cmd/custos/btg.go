@@ -365,10 +365,12 @@ func newBtgListCmd() *cobra.Command {
 		Use:   "list --data-dir D",
 		Short: "List break-the-glass grants, their state and uses",
 		Long: `list prints every break-the-glass grant of D/grants.db, newest first: its
-id, user, state (active, pending, expired, revoked or refused), uses, review
-(yes: every use signed off; NO: uses await review; -: no use to review),
-granting operator, TTL, expiry and reason. A data directory where no grant
-was ever made lists none; one that does not exist is an error.
+id, user, state (active, pending, expired, revoked, refused:CODE, or
+no-tenant: a grant of an older custos or an edited file that names no tenant,
+applies nowhere and is refused by the server; grant again with --tenant),
+uses, review (yes: every use signed off; NO: uses await review; -: no use to
+review), granting operator, TTL, expiry and reason. A data directory where no
+grant was ever made lists none; one that does not exist is an error.
 
 Example:
   custos btg list --data-dir /srv/custos
@@ -386,6 +388,7 @@ Example:
 			if err != nil {
 				return err
 			}
+			warnWithoutTenant(cmd, all)
 			return printGrants(cmd, all, asJSON)
 		},
 	}
@@ -402,12 +405,25 @@ func grantState(g btg.Grant, now time.Time) string {
 		return "refused:" + g.Refused
 	case !g.Revoked.IsZero():
 		return "revoked"
+	case g.Tenant == "" && now.Before(g.Expires):
+		return "no-tenant" // applies nowhere; the server refuses it
 	case g.Active(now):
 		return "active"
 	case now.Before(g.Created):
 		return "pending"
 	}
 	return "expired"
+}
+
+// warnWithoutTenant tells the operator, once per command, how many of all
+// (every grant of the file) name no tenant and would otherwise be in
+// force: they open nothing (btg.Grant.Active), whatever list or review
+// shows of them. The count only: no id, no patient.
+func warnWithoutTenant(cmd *cobra.Command, all []btg.Grant) {
+	if n := btg.InForceWithoutTenant(all, time.Now()); n > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "custos: warning: %d grant(s) name no tenant (written by an older custos or an edited grants file): "+
+			"they apply nowhere and the server refuses them; grant again with 'custos btg grant --tenant'\n", n)
+	}
 }
 
 func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
@@ -446,7 +462,7 @@ func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
 func printUses(cmd *cobra.Command, gs []btg.Grant) error {
 	out := cmd.OutOrStdout()
 	for _, g := range gs {
-		fmt.Fprintf(out, "\ngrant %s (%s, tenant %s): %d use(s)\n", g.ID, audit.Printable(g.Sub), cmp.Or(g.Tenant, "any"), len(g.Uses))
+		fmt.Fprintf(out, "\ngrant %s (%s, tenant %s): %d use(s)\n", g.ID, audit.Printable(g.Sub), cmp.Or(g.Tenant, "none"), len(g.Uses))
 		if !g.Revoked.IsZero() {
 			fmt.Fprintf(out, "  revoked %s by %s: %s\n", g.Revoked.UTC().Format(time.RFC3339), audit.Printable(g.RevokedBy), audit.Printable(g.RevokeReason))
 		}
@@ -515,6 +531,7 @@ Example:
 				if err != nil {
 					return err
 				}
+				warnWithoutTenant(cmd, all)
 				var shown []btg.Grant
 				for _, g := range all {
 					if id == "" && !g.Reviewed() || g.ID == id {

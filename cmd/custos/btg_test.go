@@ -6,15 +6,18 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/store"
+	bolt "go.etcd.io/bbolt"
 )
 
 // runCustos runs the real command in process and returns its exit code,
@@ -265,5 +268,54 @@ func TestBtgGrantFromAURIWhoseCompartmentHasNoPatient(t *testing.T) {
 	all, err := btg.New(filepath.Join(dir, "grants.db"), btg.Options{}).All()
 	if err != nil || len(all) != 1 || all[0].Patient != "p9" || all[0].Tenant != "t" {
 		t.Fatalf("grants %+v (%v), want one naming p9 of tenant t", all, err)
+	}
+}
+
+// putGrantAsStored writes g into D/grants.db as a grant record is stored,
+// bypassing every check of 'custos btg grant': what an older custos or an
+// edited file leaves there.
+func putGrantAsStored(t *testing.T, dir string, g btg.Grant) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, "grants.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b, err := json.Marshal(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		bk, err := tx.CreateBucketIfNotExists([]byte("grants"))
+		if err != nil {
+			return err
+		}
+		return bk.Put([]byte(g.ID), b)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBtgListWarnsOfGrantsWithoutATenant: a grant that names no tenant
+// (an older custos, an edited file) applies nowhere; 'btg list' and 'btg
+// review' show it as no-tenant, not active, and warn once with the count
+// (no id, no patient) telling the operator to grant again with --tenant.
+// It used to show as active, and covered the patient id in every tenant.
+func TestBtgListWarnsOfGrantsWithoutATenant(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now().UTC()
+	for _, id := range []string{"00000000-0000-4000-8000-0000000000a1", "00000000-0000-4000-8000-0000000000a2"} {
+		putGrantAsStored(t, dir, btg.Grant{ID: id, Sub: "dr-old", Patient: "p1", Reason: "unconscious patient in ED", By: "op",
+			Created: now.Add(-time.Minute), Expires: now.Add(time.Hour), Uses: []btg.Use{{EventID: "e1", Seq: 7, Time: now, Action: "resources/read", Outcome: "allow"}}})
+	}
+	const warning = "custos: warning: 2 grant(s) name no tenant (written by an older custos or an edited grants file): they apply nowhere"
+	code, out, errOut := runCustos("btg", "list", "--data-dir", dir)
+	if code != 0 || !regexp.MustCompile(`dr-old +no-tenant +1 +NO `).MatchString(out) || strings.Count(errOut, warning) != 1 ||
+		!strings.Contains(errOut, "grant again with 'custos btg grant --tenant'") || strings.Contains(errOut, "p1") {
+		t.Errorf("btg list (exit %d):\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCustos("btg", "review", "--data-dir", dir)
+	if code != 0 || strings.Count(errOut, warning) != 1 || !strings.Contains(out, "(dr-old, tenant none)") {
+		t.Errorf("btg review (exit %d):\n%s%s", code, out, errOut)
 	}
 }

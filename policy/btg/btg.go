@@ -41,6 +41,12 @@ const (
 const (
 	RefusedTTL  = "ttl_over_cap"
 	RefusedRole = "role_not_allowed"
+	// RefusedNoTenant: the grant names no tenant (written by a custos
+	// before grants named their tenant, or an edited file). Patient ids
+	// are unique within a tenant only, so such a grant cannot say whose
+	// records it opens: it applies nowhere (Grant.Active), and the server
+	// refuses it while it would still be in force.
+	RefusedNoTenant = "no_tenant"
 )
 
 // Review verdicts.
@@ -69,7 +75,9 @@ type Grant struct {
 	// Tenant is the tenant of the patient: the grant covers only that
 	// tenant's resources of Patient (patient ids are unique within a
 	// tenant, not across tenants). "" only in grants written before
-	// grants named their tenant, which cover the patient in any tenant.
+	// grants named their tenant (or in an edited file): such a grant
+	// covers nothing (Active is false) and the server refuses it
+	// (RefusedNoTenant); the operator grants again with the tenant.
 	Tenant string `json:"tenant,omitempty"`
 	Reason string `json:"reason"`
 	By     string `json:"by"`
@@ -89,9 +97,25 @@ type Grant struct {
 	Reviews []Review `json:"reviews,omitempty"`
 }
 
-// Active reports whether g authorizes access at t.
+// Active reports whether g authorizes access at t. A grant without a
+// tenant never does: it cannot say which tenant's patient it names.
 func (g Grant) Active(t time.Time) bool {
-	return g.Revoked.IsZero() && g.Refused == "" && !t.Before(g.Created) && t.Before(g.Expires)
+	return g.Tenant != "" && g.Revoked.IsZero() && g.Refused == "" && !t.Before(g.Created) && t.Before(g.Expires)
+}
+
+// InForceWithoutTenant counts the grants of gs that name no tenant and
+// would be in force at t but for that (not revoked, not refused for
+// another reason, not expired): grants an operator may believe open a
+// patient's records while they open nothing. 'custos btg list', 'btg
+// review' and serve's start-up warn with this count (no id, no patient).
+func InForceWithoutTenant(gs []Grant, t time.Time) int {
+	n := 0
+	for _, g := range gs {
+		if g.Tenant == "" && g.Revoked.IsZero() && (g.Refused == "" || g.Refused == RefusedNoTenant) && t.Before(g.Expires) {
+			n++
+		}
+	}
+	return n
 }
 
 // TTL is the grant's duration: its expiry minus its creation.
@@ -700,7 +724,7 @@ func (s *Store) Sync(uses map[string][]Use) (active []Grant, pending []Event, ke
 		for _, g := range changed {
 			ev := Event{ID: uuid.NewString(), GrantID: g.ID, Sub: g.Sub, Tenant: g.Tenant, Patient: g.Patient,
 				Actor: "custos", Expires: g.Expires, TTL: g.TTL(), Uses: len(g.Uses), Time: now}
-			if code := rules.Refusal(g); code != "" {
+			if code := refusal(g, rules, now); code != "" {
 				g.Refused, ev.Kind, ev.Refused, ev.ByRole = code, KindRefuse, code, g.ByRole
 				if code == RefusedTTL {
 					ev.MaxTTL = rules.maxTTL()
@@ -744,7 +768,7 @@ func classify(g Grant, rules Rules, now time.Time) int {
 	switch {
 	case !g.Revoked.IsZero() || g.Refused != "" || g.ExpiryEvent:
 		return grantIdle
-	case rules.Refusal(g) != "":
+	case refusal(g, rules, now) != "":
 		return grantRefuse
 	case g.Active(now):
 		return grantActive
@@ -752,6 +776,20 @@ func classify(g Grant, rules Rules, now time.Time) int {
 		return grantExpire
 	}
 	return grantIdle
+}
+
+// refusal says why the server refuses g at now: a break of the rules
+// (Rules.Refusal), or RefusedNoTenant for a grant without a tenant that
+// has not expired (one that expired is announced as expired: it was in
+// force under the custos that wrote it, and its uses stay its own).
+func refusal(g Grant, rules Rules, now time.Time) string {
+	if code := rules.Refusal(g); code != "" {
+		return code
+	}
+	if g.Tenant == "" && now.Before(g.Expires) {
+		return RefusedNoTenant
+	}
+	return ""
 }
 
 // Delivered removes audited events from the outbox.

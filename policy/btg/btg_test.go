@@ -154,11 +154,14 @@ func TestCache(t *testing.T) {
 	if _, ok := c.Lookup("dr", "tenant-b", patient, now); ok {
 		t.Fatal("a grant for tenant-a's patient works for tenant-b's patient of the same id")
 	}
-	// A grant written before grants named their tenant covers the patient
-	// in any tenant, as it did.
+	// A grant that names no tenant (written before grants named their
+	// tenant, or an edited file) covers the patient in no tenant: a grant
+	// for patient X of tenant-a let the clinician read tenant-b's X.
 	c.Replace([]Grant{{ID: "g0", Sub: "dr", Patient: patient, Created: now.Add(-time.Minute), Expires: now.Add(time.Minute)}})
-	if id, ok := c.Lookup("dr", "tenant-b", patient, now); !ok || id != "g0" {
-		t.Fatalf("legacy grant: %q %v", id, ok)
+	for _, tenant := range []string{"tenant-a", "tenant-b", ""} {
+		if id, ok := c.Lookup("dr", tenant, patient, now); ok {
+			t.Fatalf("a grant without a tenant covers tenant %q's patient (%s)", tenant, id)
+		}
 	}
 	c.Replace([]Grant{g})
 	c.Used("g1", Use{EventID: "e1"})
@@ -285,5 +288,49 @@ func TestServerRefusesGrantsBreakingItsRules(t *testing.T) {
 	c.t = c.t.Add(800 * time.Hour)
 	if _, pending, _, _ = server.Sync(nil); len(pending) != 0 {
 		t.Fatalf("refused grants expired: %v", pending)
+	}
+}
+
+// TestServerRefusesGrantsWithoutATenant: a grant without a tenant (an
+// older custos, an edited file) that is still in force is refused once
+// (btg/refuse, refused=no_tenant) and never active, and counted for the
+// operator's warning; one that expired before the server saw it is
+// announced as expired (it was in force under the custos that wrote it),
+// not refused.
+func TestServerRefusesGrantsWithoutATenant(t *testing.T) {
+	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	s := New(filepath.Join(t.TempDir(), "grants.db"), Options{Rules: &Rules{MaxTTL: 4 * time.Hour}, Now: c.now})
+	legacy := Grant{ID: "g-live", Sub: "dr-a", Patient: patient, Reason: "unconscious patient in ED", By: "op",
+		Created: c.t.Add(-time.Minute), Expires: c.t.Add(time.Hour)}
+	gone := legacy
+	gone.ID, gone.Created, gone.Expires = "g-gone", c.t.Add(-2*time.Hour), c.t.Add(-time.Hour)
+	if err := s.update(func(tx *bolt.Tx) error {
+		return errors.Join(putGrant(tx, legacy), putGrant(tx, gone))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := s.All()
+	if n := InForceWithoutTenant(all, c.t); n != 1 {
+		t.Errorf("InForceWithoutTenant = %d, want 1 (the live grant)", n)
+	}
+	active, pending, keys, err := s.Sync(nil)
+	if err != nil || len(active) != 0 {
+		t.Fatalf("a grant without a tenant is active: %v %v", active, err)
+	}
+	kinds := map[string]string{}
+	for _, e := range pending {
+		kinds[e.GrantID] = e.Kind + " " + e.AuditReason()
+	}
+	if !strings.HasPrefix(kinds["g-live"], KindRefuse+" ") || !strings.Contains(kinds["g-live"], "refused=no_tenant") ||
+		!strings.HasPrefix(kinds["g-gone"], KindExpire+" ") {
+		t.Fatalf("events: %v", kinds)
+	}
+	s.Delivered(keys)
+	if _, pending, _, _ = s.Sync(nil); len(pending) != 0 {
+		t.Fatalf("refused twice: %v", pending)
+	}
+	all, _ = s.All()
+	if n := InForceWithoutTenant(all, c.t); n != 1 {
+		t.Errorf("after the refusal InForceWithoutTenant = %d, want 1: the operator must still grant again", n)
 	}
 }
