@@ -444,12 +444,14 @@ func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
 		case !g.Reviewed():
 			rev = "NO"
 		}
-		// The user, operator and reason are outside text: escaped
-		// (audit.Printable), so that no control character reaches the
-		// reader's terminal (a cursor movement could hide a row) and a tab
-		// or line feed cannot break the table.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, audit.Printable(g.Sub), grantState(g, now), len(g.Uses), rev,
-			audit.Printable(g.By), cmp.Or(g.ByRole, "-"), g.TTL(), g.Expires.UTC().Format("2006-01-02 15:04"), audit.Printable(g.Reason))
+		// Every stored string is escaped (audit.Printable): the user,
+		// operator and reason are outside text, and grants.db is a file
+		// anyone with write access can edit (the id, role and refusal code
+		// too), so that no control character reaches the reader's terminal
+		// (a cursor movement could hide a row) and a tab or line feed
+		// cannot break the table.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", audit.Printable(g.ID), audit.Printable(g.Sub), audit.Printable(grantState(g, now)), len(g.Uses), rev,
+			audit.Printable(g.By), audit.Printable(cmp.Or(g.ByRole, "-")), g.TTL(), g.Expires.UTC().Format("2006-01-02 15:04"), audit.Printable(g.Reason))
 	}
 	return tw.Flush()
 }
@@ -458,16 +460,17 @@ func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
 // whom, why) and its reviews so far, then every use: when, the request's
 // action and outcome, and its audit record (seq and event id), for the
 // reviewer to look each one up ('custos audit report', 'custos audit
-// prove').
+// prove'). Every stored string is escaped (audit.Printable), as in
+// printGrants.
 func printUses(cmd *cobra.Command, gs []btg.Grant) error {
 	out := cmd.OutOrStdout()
 	for _, g := range gs {
-		fmt.Fprintf(out, "\ngrant %s (%s, tenant %s): %d use(s)\n", g.ID, audit.Printable(g.Sub), cmp.Or(g.Tenant, "none"), len(g.Uses))
+		fmt.Fprintf(out, "\ngrant %s (%s, tenant %s): %d use(s)\n", audit.Printable(g.ID), audit.Printable(g.Sub), audit.Printable(cmp.Or(g.Tenant, "none")), len(g.Uses))
 		if !g.Revoked.IsZero() {
 			fmt.Fprintf(out, "  revoked %s by %s: %s\n", g.Revoked.UTC().Format(time.RFC3339), audit.Printable(g.RevokedBy), audit.Printable(g.RevokeReason))
 		}
 		for _, r := range g.Reviews {
-			fmt.Fprintf(out, "  reviewed %s by %s: %s, %s\n", r.Time.UTC().Format(time.RFC3339), audit.Printable(r.Reviewer), r.Verdict, audit.Printable(r.Note))
+			fmt.Fprintf(out, "  reviewed %s by %s: %s, %s\n", r.Time.UTC().Format(time.RFC3339), audit.Printable(r.Reviewer), audit.Printable(r.Verdict), audit.Printable(r.Note))
 		}
 		if len(g.Uses) == 0 {
 			continue
@@ -479,7 +482,7 @@ func printUses(cmd *cobra.Command, gs []btg.Grant) error {
 			if u.Seq > 0 {
 				seq = strconv.FormatUint(u.Seq, 10)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", u.Time.UTC().Format(time.RFC3339), u.Action, u.Outcome, seq, u.EventID)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", u.Time.UTC().Format(time.RFC3339), audit.Printable(u.Action), audit.Printable(u.Outcome), seq, audit.Printable(u.EventID))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/store"
 	bolt "go.etcd.io/bbolt"
@@ -321,5 +322,28 @@ func TestBtgListWarnsOfGrantsWithoutATenant(t *testing.T) {
 	code, out, errOut = runCustos("btg", "review", "--data-dir", dir)
 	if code != 0 || strings.Count(errOut, warning) != 1 || !strings.Contains(out, "(dr-old, tenant none)") {
 		t.Errorf("btg review (exit %d):\n%s%s", code, out, errOut)
+	}
+}
+
+// TestBtgReviewEscapesTheStoredTenant: 'btg grant' validates the tenant,
+// but grants.db is a file: one edited to hold terminal escapes in a
+// grant's tenant must not reach the privacy officer's terminal through
+// 'btg review' (ESC[1A ESC[2K would hide the line above). The tenant is
+// escaped as the grantee, operator and reason are (audit.Printable), and
+// so is every other stored string 'btg list' and 'btg review' print (the
+// role, a review's verdict, a use's action, outcome and event id).
+func TestBtgReviewEscapesTheStoredTenant(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now().UTC()
+	const id = "00000000-0000-4000-8000-0000000000b1"
+	putGrantAsStored(t, dir, btg.Grant{ID: id, Sub: "dr-er", Patient: "p1", Tenant: "t\x1b[1A\x1b[2K\rgh", Reason: "unconscious patient in ED", By: "op",
+		Created: now.Add(-time.Minute), Expires: now.Add(time.Hour), ByRole: "ops\x1b[2K",
+		Uses:    []btg.Use{{EventID: "e1\x1b[2K", Seq: 7, Time: now, Action: "resources/read\x1b[1A", Outcome: "allow\r"}},
+		Reviews: []btg.Review{{Reviewer: "po", Verdict: "appropriate\x1b[2K", Note: "ok", Time: now.Add(-time.Second)}}})
+	for _, args := range [][]string{{"btg", "review", "--data-dir", dir}, {"btg", "review", "--data-dir", dir, "--grant", id}, {"btg", "list", "--data-dir", dir}} {
+		code, out, errOut := runCustos(args...)
+		if code != 0 || strings.ContainsAny(out+errOut, "\x1b\r") || args[1] == "review" && !strings.Contains(out, "(dr-er, tenant "+audit.Printable("t\x1b[1A\x1b[2K\rgh")+")") {
+			t.Errorf("%v (exit %d) does not escape the stored tenant:\n%q\n%s", args, code, out, errOut)
+		}
 	}
 }
