@@ -92,7 +92,7 @@ func TestGrantFreeTextIsScrubbedAtIntake(t *testing.T) {
 	if strings.ContainsAny(g.Reason, "0123456789") {
 		t.Fatalf("stored reason keeps identifiers: %q", g.Reason)
 	}
-	if _, err := st.Revoke(g.ID, "op", "pt 555.123.4567 stable"); err != nil {
+	if _, err := st.Revoke(g.ID, btg.Actor{Account: "op"}, "pt 555.123.4567 stable"); err != nil {
 		t.Fatal(err)
 	}
 	_, pending, _, err := st.Sync(nil)

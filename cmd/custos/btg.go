@@ -45,15 +45,17 @@ func osOperator() (name string, roles []string, err error) {
 	return u.Username, roles, nil
 }
 
-// operator is who runs the command: the flag, else $USER.
-func operator(flag, value string) (string, error) {
-	if value != "" {
-		return value, nil
+// osActor is who runs 'custos btg revoke' or 'btg review': the OS account
+// running the command (osOperator's, as 'btg grant' records it), and whom
+// the operator names with --by or --reviewer, kept apart as a claim. The
+// named actor used to be recorded as the actor, defaulting to $USER: any
+// name anyone can type.
+func osActor(claimed string) (btg.Actor, error) {
+	account, _, err := osOperator()
+	if err != nil {
+		return btg.Actor{}, err
 	}
-	if u := os.Getenv("USER"); u != "" {
-		return u, nil
-	}
-	return "", usagef("--%s NAME is required ($USER is not set): grants and reviews name who acted", flag)
+	return btg.Actor{Account: account, Claimed: claimed}, nil
 }
 
 func newBtgCmd() *cobra.Command {
@@ -315,7 +317,10 @@ func newBtgRevokeCmd() *cobra.Command {
 		Use:   "revoke --data-dir D --grant ID --reason TEXT",
 		Short: "End a break-the-glass grant now",
 		Long: `revoke ends grant ID now: a running server stops honouring it within a
-second, and the revocation, with --by and --reason, is in the audit log.
+second, and the revocation is in the audit log with --reason. Who revoked is
+the OS account running the command (as for 'btg grant'); --by NAME, whom you
+act as or for, is recorded beside it as a claim (claimed_by), never in its
+place.
 
 Example:
   custos btg list --data-dir /srv/custos
@@ -332,7 +337,7 @@ Example:
 			if strings.TrimSpace(reason) == "" {
 				return usagef("revoke needs --reason TEXT: why the grant ends (recorded)")
 			}
-			op, err := operator("by", by)
+			op, err := osActor(by)
 			if err != nil {
 				return err
 			}
@@ -351,7 +356,7 @@ Example:
 	f.StringVar(&dir, "data-dir", "", "data directory (grants.db)")
 	f.StringVar(&id, "grant", "", "the grant id")
 	f.StringVar(&reason, "reason", "", "why (required)")
-	f.StringVar(&by, "by", "", "the operator revoking (default $USER)")
+	f.StringVar(&by, "by", "", "whom you revoke as or for: recorded as a claim beside your OS account, which is the actor")
 	markRequired(cmd, "data-dir", "grant", "reason")
 	return cmd
 }
@@ -467,10 +472,10 @@ func printUses(cmd *cobra.Command, gs []btg.Grant) error {
 	for _, g := range gs {
 		fmt.Fprintf(out, "\ngrant %s (%s, tenant %s): %d use(s)\n", audit.Printable(g.ID), audit.Printable(g.Sub), audit.Printable(cmp.Or(g.Tenant, "none")), len(g.Uses))
 		if !g.Revoked.IsZero() {
-			fmt.Fprintf(out, "  revoked %s by %s: %s\n", g.Revoked.UTC().Format(time.RFC3339), audit.Printable(g.RevokedBy), audit.Printable(g.RevokeReason))
+			fmt.Fprintf(out, "  revoked %s by %s%s: %s\n", g.Revoked.UTC().Format(time.RFC3339), audit.Printable(g.RevokedBy), claimedBy(g.RevokedByClaimed), audit.Printable(g.RevokeReason))
 		}
 		for _, r := range g.Reviews {
-			fmt.Fprintf(out, "  reviewed %s by %s: %s, %s\n", r.Time.UTC().Format(time.RFC3339), audit.Printable(r.Reviewer), audit.Printable(r.Verdict), audit.Printable(r.Note))
+			fmt.Fprintf(out, "  reviewed %s by %s%s: %s, %s\n", r.Time.UTC().Format(time.RFC3339), audit.Printable(r.Reviewer), claimedBy(r.ReviewerClaimed), audit.Printable(r.Verdict), audit.Printable(r.Note))
 		}
 		if len(g.Uses) == 0 {
 			continue
@@ -491,6 +496,15 @@ func printUses(cmd *cobra.Command, gs []btg.Grant) error {
 	return nil
 }
 
+// claimedBy renders whom an acting account named (" (claimed: NAME)"),
+// "" when it named no one.
+func claimedBy(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " (claimed: " + audit.Printable(name) + ")"
+}
+
 func newBtgReviewCmd() *cobra.Command {
 	var (
 		dir, id, verdict, note, reviewer string
@@ -506,7 +520,9 @@ the seq and event id of its audit record. With --grant alone it shows that
 grant and every use of it. Each grant's uses follow its tenant, its revocation
 (when, by whom, why) and its earlier sign-offs. With --grant, --verdict and --note it records the
 privacy officer's sign-off (reviewer, verdict, note); the server writes it to
-the audit log. --json prints the grants with their uses.
+the audit log. The reviewer is the OS account running the command (as for
+'btg grant'); --reviewer NAME is recorded beside it as a claim (claimed_by),
+never in its place. --json prints the grants with their uses.
 
 Example:
   custos btg review --data-dir /srv/custos
@@ -549,7 +565,7 @@ Example:
 				}
 				return printUses(cmd, shown)
 			}
-			op, err := operator("reviewer", reviewer)
+			op, err := osActor(reviewer)
 			if err != nil {
 				return err
 			}
@@ -566,7 +582,7 @@ Example:
 	f.StringVar(&id, "grant", "", "the grant to sign off")
 	f.StringVar(&verdict, "verdict", "", "appropriate or inappropriate")
 	f.StringVar(&note, "note", "", "the reviewer's note")
-	f.StringVar(&reviewer, "reviewer", "", "who reviews (default $USER)")
+	f.StringVar(&reviewer, "reviewer", "", "whom you sign off as or for: recorded as a claim beside your OS account, which is the reviewer")
 	f.BoolVar(&asJSON, "json", false, "print as JSON")
 	markRequired(cmd, "data-dir")
 	return cmd

@@ -183,9 +183,10 @@ func TestBtgReviewShowsWhatThePrivacyOfficerNeeds(t *testing.T) {
 	if code, out, errOut := runCustos("btg", "revoke", "--data-dir", dir, "--grant", id, "--by", "op-night", "--reason", "patient transferred to ICU"); code != 0 {
 		t.Fatalf("revoke: exit %d\n%s%s", code, out, errOut)
 	}
+	account := osAccount(t)
 	code, out, _ = runCustos("btg", "review", "--data-dir", dir, "--grant", id)
 	if code != 0 || !strings.Contains(out, "grant "+id+" (dr-er, tenant general-hospital): 0 use(s)") ||
-		!strings.Contains(out, " by op-night: patient transferred to ICU") {
+		!strings.Contains(out, " by "+account+" (claimed: op-night): patient transferred to ICU") {
 		t.Errorf("btg review --grant (exit %d) does not show the tenant and the revocation:\n%s", code, out)
 	}
 }
@@ -345,5 +346,74 @@ func TestBtgReviewEscapesTheStoredTenant(t *testing.T) {
 		if code != 0 || strings.ContainsAny(out+errOut, "\x1b\r") || args[1] == "review" && !strings.Contains(out, "(dr-er, tenant "+audit.Printable("t\x1b[1A\x1b[2K\rgh")+")") {
 			t.Errorf("%v (exit %d) does not escape the stored tenant:\n%q\n%s", args, code, out, errOut)
 		}
+	}
+}
+
+// osAccount is the name of the OS account running the test, as 'btg
+// grant' records its operator.
+func osAccount(t *testing.T) string {
+	t.Helper()
+	name, _, err := osOperator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// TestBtgRevokeAndReviewRecordTheOSAccount: 'btg revoke' and 'btg review'
+// record the OS account running them as the actor, as 'btg grant' does,
+// in grants.db and in the event the server audits (its principal); the
+// name given with --by or --reviewer is kept beside it as a claim
+// (claimed_by=), and $USER, which anyone can set, is no actor at all.
+// They recorded the named actor, defaulting to $USER, in place of the
+// account.
+func TestBtgRevokeAndReviewRecordTheOSAccount(t *testing.T) {
+	t.Setenv("USER", "mallory")
+	account := osAccount(t)
+	dir := t.TempDir()
+	now := time.Now().UTC()
+	const used, unused = "00000000-0000-4000-8000-0000000000c1", "00000000-0000-4000-8000-0000000000c2"
+	for _, id := range []string{used, unused} {
+		putGrantAsStored(t, dir, btg.Grant{ID: id, Sub: "dr-er", Patient: "p1", Tenant: "general-hospital", Reason: "unconscious patient in ED", By: "op",
+			Created: now.Add(-time.Minute), Expires: now.Add(time.Hour), Uses: []btg.Use{{EventID: "e1", Seq: 7, Time: now, Action: "resources/read", Outcome: "allow"}}})
+	}
+	for _, args := range [][]string{
+		{"btg", "revoke", "--data-dir", dir, "--grant", used, "--by", "op-night", "--reason", "patient transferred to ICU"},
+		{"btg", "review", "--data-dir", dir, "--grant", used, "--verdict", "appropriate", "--note", "documented", "--reviewer", "privacy-officer"},
+		{"btg", "revoke", "--data-dir", dir, "--grant", unused, "--reason", "patient transferred to ICU"},
+	} {
+		if code, out, errOut := runCustos(args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	st := btg.New(filepath.Join(dir, "grants.db"), btg.Options{})
+	all, err := st.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range all {
+		wantClaim := map[string]string{used: "op-night", unused: ""}[g.ID]
+		if g.RevokedBy != account || g.RevokedByClaimed != wantClaim {
+			t.Errorf("grant %s revoked by %q (claimed %q), want the OS account %q (claimed %q)", g.ID, g.RevokedBy, g.RevokedByClaimed, account, wantClaim)
+		}
+		if g.ID == used && (len(g.Reviews) != 1 || g.Reviews[0].Reviewer != account || g.Reviews[0].ReviewerClaimed != "privacy-officer") {
+			t.Errorf("grant %s reviews %+v, want one by the OS account %q claiming privacy-officer", g.ID, g.Reviews, account)
+		}
+	}
+	_, pending, _, err := st.Sync(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acts []string
+	for _, e := range pending {
+		acts = append(acts, e.Kind+" "+e.Actor+" "+e.AuditReason())
+	}
+	want := []string{
+		"btg/revoke " + account + ` grant=` + used + ` grantee=dr-er tenant=general-hospital claimed_by="op-night" reason="patient transferred to ICU"`,
+		"btg/review " + account + ` grant=` + used + ` grantee=dr-er tenant=general-hospital verdict=appropriate uses=1 claimed_by="privacy-officer" note="documented"`,
+		"btg/revoke " + account + ` grant=` + unused + ` grantee=dr-er tenant=general-hospital reason="patient transferred to ICU"`,
+	}
+	if strings.Join(acts, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events:\n%s\nwant\n%s", strings.Join(acts, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -326,7 +326,7 @@ func (b *Builder) grantEvent(r audit.Record) {
 		g.Granted, g.GrantedBy = ref, r.Principal.Sub
 		g.Expires, g.TTL = kv["expires"], kv["ttl"]
 	case "btg/revoke":
-		g.Revoked, g.RevokedBy = ref, r.Principal.Sub
+		g.Revoked, g.RevokedBy, g.RevokedByClaimed = ref, r.Principal.Sub, kv["claimed_by"]
 	case "btg/expire":
 		g.Expired = ref
 		g.Expires, g.TTL = cmp.Or(g.Expires, kv["expires"]), cmp.Or(g.TTL, kv["ttl"])
@@ -334,7 +334,7 @@ func (b *Builder) grantEvent(r audit.Record) {
 		g.Refused, g.RefusedCode = ref, kv["refused"]
 		g.Expires, g.TTL = cmp.Or(g.Expires, kv["expires"]), cmp.Or(g.TTL, kv["ttl"])
 	case "btg/review":
-		g.Reviews = append(g.Reviews, Review{Seq: r.Seq, Time: r.Time, Reviewer: r.Principal.Sub, Verdict: kv["verdict"], Uses: kv["uses"]})
+		g.Reviews = append(g.Reviews, Review{Seq: r.Seq, Time: r.Time, Reviewer: r.Principal.Sub, Claimed: kv["claimed_by"], Verdict: kv["verdict"], Uses: kv["uses"]})
 	}
 }
 

@@ -175,8 +175,10 @@ type Grant struct {
 	Expires   string    `json:"expires,omitempty"`
 	TTL       string    `json:"ttl,omitempty"`
 	Revoked   *EventRef `json:"revoked,omitempty"`
-	RevokedBy string    `json:"revoked_by,omitempty"`
-	Expired   *EventRef `json:"expired,omitempty"`
+	RevokedBy string    `json:"revoked_by,omitempty"` // the OS account (the record's principal)
+	// RevokedByClaimed is whom that account named (claimed_by=): a claim.
+	RevokedByClaimed string    `json:"revoked_by_claimed,omitempty"`
+	Expired          *EventRef `json:"expired,omitempty"`
 	// Refused: the server refused the grant (it broke the rules in force:
 	// btg/refuse, code ttl_over_cap or role_not_allowed); it never took
 	// effect.
@@ -204,9 +206,11 @@ type Use struct {
 type Review struct {
 	Seq      uint64    `json:"seq"`
 	Time     time.Time `json:"time"`
-	Reviewer string    `json:"reviewer"`
-	Verdict  string    `json:"verdict"`
-	Uses     string    `json:"uses"` // uses the reviewer saw, as the record states
+	Reviewer string    `json:"reviewer"` // the OS account (the record's principal)
+	// Claimed is whom that account named (claimed_by=): a claim.
+	Claimed string `json:"claimed_by,omitempty"`
+	Verdict string `json:"verdict"`
+	Uses    string `json:"uses"` // uses the reviewer saw, as the record states
 }
 
 // GrantsFile compares grants.db with the audit records. grants.db is a

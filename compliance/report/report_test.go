@@ -762,3 +762,24 @@ func TestAggregateRefusalsCountTheirRequests(t *testing.T) {
 		t.Error("the page does not show the 1943 requests the refusal records stand for")
 	}
 }
+
+// TestGrantActorsAreAccountsWithClaims: a btg/revoke or btg/review
+// record's principal is the OS account that acted; whom it named
+// (claimed_by=, 'btg revoke --by', 'btg review --reviewer') is shown
+// beside it as a claim, never in its place.
+func TestGrantActorsAreAccountsWithClaims(t *testing.T) {
+	rec := func(seq uint64, account string, ev btg.Event) audit.Record {
+		ev.GrantID, ev.Sub, ev.Tenant = "g1", "dr-er", "general-hospital"
+		return audit.Record{Seq: seq, Time: t0.Add(time.Duration(seq) * time.Minute), Entry: audit.Entry{Action: ev.Kind, Outcome: audit.OutcomeAllow,
+			Reason: ev.AuditReason(), Principal: audit.Principal{Sub: account}, PurposeOfUse: "ETREAT", Patients: []string{"hk1-p1"}}}
+	}
+	rep := build(t, []audit.Record{
+		rec(1, "alice", btg.Event{Kind: btg.KindRevoke, Claimed: "op night", Text: "transferred"}),
+		rec(2, "bob", btg.Event{Kind: btg.KindReview, Claimed: "privacy-officer", Verdict: "appropriate", Uses: 0, Text: "ok"}),
+	}, Inputs{})
+	g := rep.BreakGlass.Grants[0]
+	if g.RevokedBy != "alice" || g.RevokedByClaimed != "op night" || len(g.Reviews) != 1 ||
+		g.Reviews[0].Reviewer != "bob" || g.Reviews[0].Claimed != "privacy-officer" {
+		t.Errorf("grant %+v", g)
+	}
+}

@@ -83,13 +83,16 @@ type Grant struct {
 	By     string `json:"by"`
 	// ByRole is the operator's role that allowed the grant (one of
 	// Rules.GrantRoles); "" when the rules name no roles.
-	ByRole       string    `json:"by_role,omitempty"`
-	Created      time.Time `json:"created"`
-	Expires      time.Time `json:"expires"`
-	Revoked      time.Time `json:"revoked,omitzero"`
-	RevokedBy    string    `json:"revoked_by,omitempty"`
-	RevokeReason string    `json:"revoke_reason,omitempty"`
-	ExpiryEvent  bool      `json:"expiry_event,omitempty"` // the expiry has been put in the outbox
+	ByRole  string    `json:"by_role,omitempty"`
+	Created time.Time `json:"created"`
+	Expires time.Time `json:"expires"`
+	Revoked time.Time `json:"revoked,omitzero"`
+	// RevokedBy is the OS account that revoked the grant (Actor.Account);
+	// RevokedByClaimed whom that account named (Actor.Claimed), if anyone.
+	RevokedBy        string `json:"revoked_by,omitempty"`
+	RevokedByClaimed string `json:"revoked_by_claimed,omitempty"`
+	RevokeReason     string `json:"revoke_reason,omitempty"`
+	ExpiryEvent      bool   `json:"expiry_event,omitempty"` // the expiry has been put in the outbox
 	// Refused is set by the server when the grant breaks its Rules
 	// (RefusedTTL, RefusedRole): the grant never takes effect.
 	Refused string   `json:"refused,omitempty"`
@@ -210,10 +213,22 @@ type Use struct {
 
 // Review is the privacy officer's sign-off on a grant's uses.
 type Review struct {
-	Reviewer string    `json:"reviewer"`
-	Verdict  string    `json:"verdict"`
-	Note     string    `json:"note"`
-	Time     time.Time `json:"time"`
+	// Reviewer is the OS account that signed off (Actor.Account);
+	// ReviewerClaimed whom that account named (Actor.Claimed), if anyone.
+	Reviewer        string    `json:"reviewer"`
+	ReviewerClaimed string    `json:"reviewer_claimed,omitempty"`
+	Verdict         string    `json:"verdict"`
+	Note            string    `json:"note"`
+	Time            time.Time `json:"time"`
+}
+
+// Actor is who revokes or signs off a grant: Account is the OS account
+// running the command, the identity the OS vouches for (as for a grant's
+// operator); Claimed is whom the operator says they act as or for
+// (--by, --reviewer), recorded as given beside the account and never in
+// its place ("" when they name no one).
+type Actor struct {
+	Account, Claimed string
 }
 
 // Event is a change waiting to be written to the audit log. Its fields are
@@ -228,7 +243,10 @@ type Event struct {
 	Sub     string `json:"sub"`              // the grantee
 	Tenant  string `json:"tenant,omitempty"` // the grant's tenant (Grant.Tenant)
 	Patient string `json:"patient"`          // opaque id; pseudonymized in the audit log
-	Actor   string `json:"actor"`            // who acted: operator, reviewer, "custos" for expiry
+	Actor   string `json:"actor"`            // who acted: the operator's or reviewer's OS account, "custos" for expiry
+	// Claimed is whom the acting account named (Actor.Claimed; revoke and
+	// review events): a claim, never the actor.
+	Claimed string `json:"claimed,omitempty"`
 	// Expires and TTL are the grant's expiry and duration (grant and
 	// expiry events).
 	Expires time.Time     `json:"expires,omitzero"`
@@ -253,11 +271,12 @@ type Event struct {
 
 // AuditReason is the reason of the event's audit record:
 //
-//	grant=<id> grantee=<sub> [tenant=<tenant>] [expires=<RFC3339> ttl=<duration>] [by_role=<role>] [refused=<code> [max_ttl=<duration>]] [verdict=<v>] [uses=<n>] [reason=<quoted text>|note=<quoted text>]
+//	grant=<id> grantee=<sub> [tenant=<tenant>] [expires=<RFC3339> ttl=<duration>] [by_role=<role>] [refused=<code> [max_ttl=<duration>]] [verdict=<v>] [uses=<n>] [claimed_by=<quoted name>] [reason=<quoted text>|note=<quoted text>]
 //
 // The grant id, grantee, expiry, duration, role and refusal are custos's
 // own values and appear verbatim; the quoted text was scrubbed when it was
-// stored.
+// stored. claimed_by is whom the acting OS account (the record's
+// principal) named, Go-quoted as given: a claim beside the account.
 func (e Event) AuditReason() string {
 	parts := []string{"grant=" + e.GrantID, "grantee=" + e.Sub}
 	if e.Detail != "" && e.Text == "" && e.Expires.IsZero() && e.Verdict == "" {
@@ -287,6 +306,9 @@ func (e Event) AuditReason() string {
 	}
 	if e.Kind == KindReview || e.Kind == KindExpire {
 		parts = append(parts, "uses="+strconv.Itoa(e.Uses))
+	}
+	if e.Claimed != "" {
+		parts = append(parts, "claimed_by="+strconv.Quote(e.Claimed))
 	}
 	if e.Text != "" {
 		key := "reason="
@@ -578,9 +600,9 @@ func validTenant(s string) bool {
 	return true
 }
 
-// Revoke ends a grant now.
-func (s *Store) Revoke(id, by, reason string) (Grant, error) {
-	if by == "" || strings.TrimSpace(reason) == "" {
+// Revoke ends a grant now. by.Account is the OS account revoking.
+func (s *Store) Revoke(id string, by Actor, reason string) (Grant, error) {
+	if by.Account == "" || strings.TrimSpace(reason) == "" {
 		return Grant{}, fmt.Errorf("%w: a revocation needs the operator and a reason", ErrBadGrant)
 	}
 	now := s.opts.Now().UTC()
@@ -593,19 +615,20 @@ func (s *Store) Revoke(id, by, reason string) (Grant, error) {
 		if !g.Revoked.IsZero() {
 			return fmt.Errorf("%w: grant %s was already revoked at %s", ErrBadGrant, id, g.Revoked.Format(time.RFC3339))
 		}
-		g.Revoked, g.RevokedBy, g.RevokeReason = now, by, scrubText(reason)
+		g.Revoked, g.RevokedBy, g.RevokedByClaimed, g.RevokeReason = now, by.Account, by.Claimed, scrubText(reason)
 		if err := putGrant(tx, g); err != nil {
 			return err
 		}
 		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindRevoke, GrantID: g.ID, Sub: g.Sub, Tenant: g.Tenant, Patient: g.Patient,
-			Actor: by, Text: g.RevokeReason, Time: now})
+			Actor: by.Account, Claimed: by.Claimed, Text: g.RevokeReason, Time: now})
 	})
 	return g, err
 }
 
 // ReviewGrant records the privacy officer's sign-off on a grant's uses.
-func (s *Store) ReviewGrant(id, reviewer, verdict, note string) (Grant, error) {
-	if reviewer == "" {
+// reviewer.Account is the OS account signing off.
+func (s *Store) ReviewGrant(id string, reviewer Actor, verdict, note string) (Grant, error) {
+	if reviewer.Account == "" {
 		return Grant{}, fmt.Errorf("%w: the reviewer is required", ErrBadGrant)
 	}
 	if verdict != VerdictAppropriate && verdict != VerdictInappropriate {
@@ -621,12 +644,12 @@ func (s *Store) ReviewGrant(id, reviewer, verdict, note string) (Grant, error) {
 		if len(g.Uses) == 0 {
 			return fmt.Errorf("%w: grant %s has no recorded use to review", ErrBadGrant, id)
 		}
-		g.Reviews = append(g.Reviews, Review{Reviewer: reviewer, Verdict: verdict, Note: scrubText(note), Time: now})
+		g.Reviews = append(g.Reviews, Review{Reviewer: reviewer.Account, ReviewerClaimed: reviewer.Claimed, Verdict: verdict, Note: scrubText(note), Time: now})
 		if err := putGrant(tx, g); err != nil {
 			return err
 		}
 		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindReview, GrantID: g.ID, Sub: g.Sub, Tenant: g.Tenant, Patient: g.Patient,
-			Actor: reviewer, Verdict: verdict, Uses: len(g.Uses), Text: scrubText(note), Time: now})
+			Actor: reviewer.Account, Claimed: reviewer.Claimed, Verdict: verdict, Uses: len(g.Uses), Text: scrubText(note), Time: now})
 	})
 	return g, err
 }

@@ -61,7 +61,7 @@ func TestLifecycle(t *testing.T) {
 	if err := s.Delivered(keys); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ReviewGrant(g.ID, "po", VerdictAppropriate, "ok"); !errors.Is(err, ErrBadGrant) {
+	if _, err := s.ReviewGrant(g.ID, Actor{Account: "po"}, VerdictAppropriate, "ok"); !errors.Is(err, ErrBadGrant) {
 		t.Fatalf("review without uses: %v", err)
 	}
 	c.t = c.t.Add(time.Minute)
@@ -84,10 +84,10 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("expiry announced twice: %v", pending)
 	}
 	// Review.
-	if _, err := s.ReviewGrant(g.ID, "po", "fine", ""); !errors.Is(err, ErrBadGrant) {
+	if _, err := s.ReviewGrant(g.ID, Actor{Account: "po"}, "fine", ""); !errors.Is(err, ErrBadGrant) {
 		t.Fatalf("unknown verdict: %v", err)
 	}
-	if g2, err := s.ReviewGrant(g.ID, "po", VerdictAppropriate, "documented in chart"); err != nil || !g2.Reviewed() {
+	if g2, err := s.ReviewGrant(g.ID, Actor{Account: "po"}, VerdictAppropriate, "documented in chart"); err != nil || !g2.Reviewed() {
 		t.Fatalf("review: %v %+v", err, g2)
 	}
 	if _, pending, _, _ = s.Sync(nil); len(pending) != 1 || pending[0].Kind != KindReview || pending[0].Actor != "po" {
@@ -98,20 +98,20 @@ func TestLifecycle(t *testing.T) {
 func TestRevoke(t *testing.T) {
 	s, _ := newStore(t)
 	g, _ := s.Grant(Request{Sub: "dr-a", Patient: patient, Tenant: "general-hospital", By: "op-1", Reason: "unconscious patient in ED", TTL: 30 * time.Minute})
-	if _, err := s.Revoke(g.ID, "op-2", ""); !errors.Is(err, ErrBadGrant) {
+	if _, err := s.Revoke(g.ID, Actor{Account: "op-2"}, ""); !errors.Is(err, ErrBadGrant) {
 		t.Fatalf("revoke without reason: %v", err)
 	}
-	if _, err := s.Revoke(g.ID, "op-2", "patient stable, regular access arranged"); err != nil {
+	if _, err := s.Revoke(g.ID, Actor{Account: "op-2"}, "patient stable, regular access arranged"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Revoke(g.ID, "op-2", "again"); !errors.Is(err, ErrBadGrant) {
+	if _, err := s.Revoke(g.ID, Actor{Account: "op-2"}, "again"); !errors.Is(err, ErrBadGrant) {
 		t.Fatalf("second revoke: %v", err)
 	}
 	active, pending, _, _ := s.Sync(nil)
 	if len(active) != 0 || len(pending) != 2 || pending[1].Kind != KindRevoke {
 		t.Fatalf("after revoke: active %v pending %v", active, pending)
 	}
-	if _, err := s.Revoke("nope", "op", "x"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Revoke("nope", Actor{Account: "op"}, "x"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown grant: %v", err)
 	}
 }
@@ -332,5 +332,30 @@ func TestServerRefusesGrantsWithoutATenant(t *testing.T) {
 	all, _ = s.All()
 	if n := InForceWithoutTenant(all, c.t); n != 1 {
 		t.Errorf("after the refusal InForceWithoutTenant = %d, want 1: the operator must still grant again", n)
+	}
+}
+
+// TestAuditReasonGolden pins the reason of btg/* audit records (a hashed
+// field of the record): the actor is the record's principal, the OS
+// account; whom it named is claimed_by, Go-quoted as given, after uses=
+// and before the free text. Without a claim the reason is as it was.
+func TestAuditReasonGolden(t *testing.T) {
+	const id = "6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4"
+	for _, tt := range []struct {
+		ev   Event
+		want string
+	}{
+		{Event{Kind: KindRevoke, GrantID: id, Sub: "dr-er", Tenant: "general-hospital", Actor: "alice", Claimed: "op-night",
+			Text: "patient transferred"},
+			`grant=6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4 grantee=dr-er tenant=general-hospital claimed_by="op-night" reason="patient transferred"`},
+		{Event{Kind: KindReview, GrantID: id, Sub: "dr-er", Tenant: "general-hospital", Actor: "bob", Claimed: "privacy officer \x1b[2K",
+			Verdict: VerdictAppropriate, Uses: 2, Text: "documented"},
+			`grant=6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4 grantee=dr-er tenant=general-hospital verdict=appropriate uses=2 claimed_by="privacy officer \x1b[2K" note="documented"`},
+		{Event{Kind: KindRevoke, GrantID: id, Sub: "dr-er", Tenant: "general-hospital", Actor: "alice", Text: "patient transferred"},
+			`grant=6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4 grantee=dr-er tenant=general-hospital reason="patient transferred"`},
+	} {
+		if got := tt.ev.AuditReason(); got != tt.want {
+			t.Errorf("%s reason\n got %s\nwant %s", tt.ev.Kind, got, tt.want)
+		}
 	}
 }
