@@ -782,6 +782,13 @@ func TestGrantActorsAreAccountsWithClaims(t *testing.T) {
 		g.Reviews[0].Reviewer != "bob" || g.Reviews[0].Claimed != "privacy-officer" {
 		t.Errorf("grant %+v", g)
 	}
+	// A tenant edited into grants.db to carry a claim is the tenant, and
+	// the revocation claims nothing.
+	edited := rec(1, "alice", btg.Event{Kind: btg.KindRevoke, Text: "transferred"})
+	edited.Reason = btg.Event{Kind: btg.KindRevoke, GrantID: "g1", Sub: "dr-er", Tenant: `a claimed_by="privacy-officer"`, Text: "transferred"}.AuditReason()
+	if g := build(t, []audit.Record{edited}, Inputs{}).BreakGlass.Grants[0]; g.RevokedByClaimed != "" || g.Tenant != `a claimed_by="privacy-officer"` {
+		t.Errorf("a tenant passed for a claim: %q read as %+v", edited.Reason, g)
+	}
 }
 
 // tenantTrail: two grants to one grantee for patient "p1" of tenants a

@@ -276,7 +276,9 @@ type Event struct {
 // The grant id, grantee, expiry, duration, role and refusal are custos's
 // own values and appear verbatim; the quoted text was scrubbed when it was
 // stored. claimed_by is whom the acting OS account (the record's
-// principal) named, Go-quoted as given: a claim beside the account.
+// principal) named, Go-quoted as given: a claim beside the account. The
+// tenant is verbatim when it is a tenant name, else (an edited grants.db)
+// Go-quoted.
 func (e Event) AuditReason() string {
 	parts := []string{"grant=" + e.GrantID, "grantee=" + e.Sub}
 	if e.Detail != "" && e.Text == "" && e.Expires.IsZero() && e.Verdict == "" {
@@ -284,7 +286,15 @@ func (e Event) AuditReason() string {
 		return strings.Join(append(parts, minimize.ScrubString(e.Detail)), " ")
 	}
 	if e.Tenant != "" {
-		parts = append(parts, "tenant="+e.Tenant)
+		// Verbatim when it is a tenant name ('btg grant' writes no other);
+		// Go-quoted otherwise: grants.db can be edited, and a stored
+		// tenant with a space or a quote must not pass for further fields
+		// (`a claimed_by="…"`) of the record.
+		t := e.Tenant
+		if !validTenant(t) {
+			t = strconv.Quote(t)
+		}
+		parts = append(parts, "tenant="+t)
 	}
 	if !e.Expires.IsZero() {
 		parts = append(parts, "expires="+e.Expires.UTC().Format(time.RFC3339))

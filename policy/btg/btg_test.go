@@ -353,6 +353,10 @@ func TestAuditReasonGolden(t *testing.T) {
 			`grant=6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4 grantee=dr-er tenant=general-hospital verdict=appropriate uses=2 claimed_by="privacy officer \x1b[2K" note="documented"`},
 		{Event{Kind: KindRevoke, GrantID: id, Sub: "dr-er", Tenant: "general-hospital", Actor: "alice", Text: "patient transferred"},
 			`grant=6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4 grantee=dr-er tenant=general-hospital reason="patient transferred"`},
+		// A tenant edited into grants.db that is no tenant name is quoted:
+		// it cannot pass for a claim (or any further field).
+		{Event{Kind: KindRevoke, GrantID: id, Sub: "dr-er", Tenant: `a claimed_by="privacy-officer"`, Actor: "alice", Text: "patient transferred"},
+			`grant=6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4 grantee=dr-er tenant="a claimed_by=\"privacy-officer\"" reason="patient transferred"`},
 	} {
 		if got := tt.ev.AuditReason(); got != tt.want {
 			t.Errorf("%s reason\n got %s\nwant %s", tt.ev.Kind, got, tt.want)
