@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/custos-mcp/custos/minimize"
 	"github.com/google/uuid"
@@ -280,7 +281,7 @@ type Event struct {
 // tenant is verbatim when it is a tenant name, else (an edited grants.db)
 // Go-quoted.
 func (e Event) AuditReason() string {
-	parts := []string{"grant=" + e.GrantID, "grantee=" + e.Sub}
+	parts := []string{"grant=" + e.GrantID, "grantee=" + quotedUnlessPlain(e.Sub)}
 	if e.Detail != "" && e.Text == "" && e.Expires.IsZero() && e.Verdict == "" {
 		// Legacy outbox event: its detail was never scrubbed at intake.
 		return strings.Join(append(parts, minimize.ScrubString(e.Detail)), " ")
@@ -328,6 +329,18 @@ func (e Event) AuditReason() string {
 		parts = append(parts, key+strconv.Quote(e.Text))
 	}
 	return strings.Join(parts, " ")
+}
+
+// quotedUnlessPlain is s verbatim when it has no space, quote, control or
+// invisible character (every grantee 'btg grant' accepts), else Go-quoted:
+// the grantee of a revoke, review, expiry or refusal event comes from
+// grants.db, which can be edited, and a name such as `dr claimed_by="x"`
+// must not pass for further fields of the record.
+func quotedUnlessPlain(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == '"' || !unicode.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // scrubText trims operator free text and removes identifiers from it

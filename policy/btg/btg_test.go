@@ -355,6 +355,9 @@ func TestAuditReasonGolden(t *testing.T) {
 			`grant=6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4 grantee=dr-er tenant=general-hospital reason="patient transferred"`},
 		// A tenant edited into grants.db that is no tenant name is quoted:
 		// it cannot pass for a claim (or any further field).
+		// So is a grantee with a space, a quote or a control character.
+		{Event{Kind: KindRevoke, GrantID: id, Sub: `dr claimed_by="po"` + "\x1b", Tenant: "a", Actor: "alice", Text: "patient transferred"},
+			`grant=6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4 grantee="dr claimed_by=\"po\"\x1b" tenant=a reason="patient transferred"`},
 		{Event{Kind: KindRevoke, GrantID: id, Sub: "dr-er", Tenant: `a claimed_by="privacy-officer"`, Actor: "alice", Text: "patient transferred"},
 			`grant=6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4 grantee=dr-er tenant="a claimed_by=\"privacy-officer\"" reason="patient transferred"`},
 	} {
