@@ -515,6 +515,9 @@ func (a *App) startGrantSync(ctx context.Context) error {
 		}
 		return st.Delivered(done)
 	}
+	if all, err := st.All(); err == nil {
+		warnGrantsWithoutTenant(a.log, btg.InForceWithoutTenant(all, time.Now()))
+	}
 	if err := round(ctx); err != nil {
 		return fmt.Errorf("break-the-glass grants (%s): %w", a.path(GrantsFile), err)
 	}
@@ -540,6 +543,16 @@ func (a *App) startGrantSync(ctx context.Context) error {
 	var once sync.Once
 	a.stopBTG = func() { once.Do(func() { close(stop); <-done }) }
 	return nil
+}
+
+// warnGrantsWithoutTenant tells the operator, once at start-up, about n
+// grants that name no tenant and would otherwise be in force: they apply
+// nowhere (btg.Grant.Active) and the first sync refuses them
+// (btg/refuse, refused=no_tenant). Only the count: no id, no patient.
+func warnGrantsWithoutTenant(log *slog.Logger, n int) {
+	if n > 0 {
+		log.Warn("break-the-glass grants without a tenant apply nowhere and are refused; grant again with 'custos btg grant --tenant'", "grants", n)
+	}
 }
 
 // Close stops the listeners, the policy watcher and the grant sync (after

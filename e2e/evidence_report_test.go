@@ -144,7 +144,7 @@ func TestEvidenceReportUnderHostileRecords(t *testing.T) {
 		}
 	}
 	if len(rep.BreakGlass.Grants) != 1 || rep.BreakGlass.Grants[0].Grantee != granteeText ||
-		len(rep.BreakGlass.Grants[0].Reviews) != 1 || rep.BreakGlass.Grants[0].Reviews[0].Reviewer != reviewerText ||
+		len(rep.BreakGlass.Grants[0].Reviews) != 1 || rep.BreakGlass.Grants[0].Reviews[0].Claimed != reviewerText ||
 		rep.BreakGlass.Grants[0].Revoked == nil {
 		t.Fatalf("break glass %+v", rep.BreakGlass.Grants)
 	}

@@ -92,7 +92,7 @@ func TestGrantFreeTextIsScrubbedAtIntake(t *testing.T) {
 	if strings.ContainsAny(g.Reason, "0123456789") {
 		t.Fatalf("stored reason keeps identifiers: %q", g.Reason)
 	}
-	if _, err := st.Revoke(g.ID, "op", "pt 555.123.4567 stable"); err != nil {
+	if _, err := st.Revoke(g.ID, btg.Actor{Account: "op"}, "pt 555.123.4567 stable"); err != nil {
 		t.Fatal(err)
 	}
 	_, pending, _, err := st.Sync(nil)
@@ -133,10 +133,32 @@ func TestGrantUsesAreCountedPerRequest(t *testing.T) {
 		}
 	}
 	now := time.Now()
-	grants.Replace([]btg.Grant{{ID: "g-1", Sub: id.Principal.Sub, Patient: target.Patient,
-		Created: now.Add(-time.Minute), Expires: now.Add(time.Hour)}})
 	cs := f.connect(id)
 	ctx := context.Background()
+
+	// A grant without a tenant (an older custos, an edited grants file)
+	// covers no tenant's patient: not in a read, a list or a completion
+	// (one decision, server.breakGlass), and it is no use of the grant.
+	// It covered the patient id in every tenant.
+	grants.Replace([]btg.Grant{{ID: "g-0", Sub: id.Principal.Sub, Patient: target.Patient,
+		Created: now.Add(-time.Minute), Expires: now.Add(time.Hour)}})
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: target.String()}); err == nil {
+		t.Error("a grant without a tenant let the read through")
+	}
+	for _, u := range listAll(t, cs) {
+		if strings.Contains(u, "/patients/"+target.Patient+"/") {
+			t.Errorf("a grant without a tenant lists %s", u)
+		}
+	}
+	if ids := complete(t, cs, fhirTemplate, "id", "", map[string]string{"tenant": target.Tenant, "patient": target.Patient, "type": target.Type}); len(ids.Completion.Values) != 0 {
+		t.Errorf("a grant without a tenant completes %v", ids.Completion.Values)
+	}
+	if u := grants.TakeUses(); len(u) != 0 {
+		t.Errorf("uses of a grant without a tenant: %v", u)
+	}
+
+	grants.Replace([]btg.Grant{{ID: "g-1", Sub: id.Principal.Sub, Patient: target.Patient, Tenant: target.Tenant,
+		Created: now.Add(-time.Minute), Expires: now.Add(time.Hour)}})
 
 	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: target.String()}); err != nil {
 		t.Fatal(err)

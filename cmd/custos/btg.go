@@ -45,15 +45,17 @@ func osOperator() (name string, roles []string, err error) {
 	return u.Username, roles, nil
 }
 
-// operator is who runs the command: the flag, else $USER.
-func operator(flag, value string) (string, error) {
-	if value != "" {
-		return value, nil
+// osActor is who runs 'custos btg revoke' or 'btg review': the OS account
+// running the command (osOperator's, as 'btg grant' records it), and whom
+// the operator names with --by or --reviewer, kept apart as a claim. The
+// named actor used to be recorded as the actor, defaulting to $USER: any
+// name anyone can type.
+func osActor(claimed string) (btg.Actor, error) {
+	account, _, err := osOperator()
+	if err != nil {
+		return btg.Actor{}, err
 	}
-	if u := os.Getenv("USER"); u != "" {
-		return u, nil
-	}
-	return "", usagef("--%s NAME is required ($USER is not set): grants and reviews name who acted", flag)
+	return btg.Actor{Account: account, Claimed: claimed}, nil
 }
 
 func newBtgCmd() *cobra.Command {
@@ -315,7 +317,10 @@ func newBtgRevokeCmd() *cobra.Command {
 		Use:   "revoke --data-dir D --grant ID --reason TEXT",
 		Short: "End a break-the-glass grant now",
 		Long: `revoke ends grant ID now: a running server stops honouring it within a
-second, and the revocation, with --by and --reason, is in the audit log.
+second, and the revocation is in the audit log with --reason. Who revoked is
+the OS account running the command (as for 'btg grant'); --by NAME, whom you
+act as or for, is recorded beside it as a claim (claimed_by), never in its
+place.
 
 Example:
   custos btg list --data-dir /srv/custos
@@ -332,7 +337,7 @@ Example:
 			if strings.TrimSpace(reason) == "" {
 				return usagef("revoke needs --reason TEXT: why the grant ends (recorded)")
 			}
-			op, err := operator("by", by)
+			op, err := osActor(by)
 			if err != nil {
 				return err
 			}
@@ -351,7 +356,7 @@ Example:
 	f.StringVar(&dir, "data-dir", "", "data directory (grants.db)")
 	f.StringVar(&id, "grant", "", "the grant id")
 	f.StringVar(&reason, "reason", "", "why (required)")
-	f.StringVar(&by, "by", "", "the operator revoking (default $USER)")
+	f.StringVar(&by, "by", "", "whom you revoke as or for: recorded as a claim beside your OS account, which is the actor")
 	markRequired(cmd, "data-dir", "grant", "reason")
 	return cmd
 }
@@ -365,10 +370,12 @@ func newBtgListCmd() *cobra.Command {
 		Use:   "list --data-dir D",
 		Short: "List break-the-glass grants, their state and uses",
 		Long: `list prints every break-the-glass grant of D/grants.db, newest first: its
-id, user, state (active, pending, expired, revoked or refused), uses, review
-(yes: every use signed off; NO: uses await review; -: no use to review),
-granting operator, TTL, expiry and reason. A data directory where no grant
-was ever made lists none; one that does not exist is an error.
+id, user, state (active, pending, expired, revoked, refused:CODE, or
+no-tenant: a grant of an older custos or an edited file that names no tenant,
+applies nowhere and is refused by the server; grant again with --tenant),
+uses, review (yes: every use signed off; NO: uses await review; -: no use to
+review), granting operator, TTL, expiry and reason. A data directory where no
+grant was ever made lists none; one that does not exist is an error.
 
 Example:
   custos btg list --data-dir /srv/custos
@@ -386,6 +393,7 @@ Example:
 			if err != nil {
 				return err
 			}
+			warnWithoutTenant(cmd, all)
 			return printGrants(cmd, all, asJSON)
 		},
 	}
@@ -402,12 +410,25 @@ func grantState(g btg.Grant, now time.Time) string {
 		return "refused:" + g.Refused
 	case !g.Revoked.IsZero():
 		return "revoked"
+	case g.Tenant == "" && now.Before(g.Expires):
+		return "no-tenant" // applies nowhere; the server refuses it
 	case g.Active(now):
 		return "active"
 	case now.Before(g.Created):
 		return "pending"
 	}
 	return "expired"
+}
+
+// warnWithoutTenant tells the operator, once per command, how many of all
+// (every grant of the file) name no tenant and would otherwise be in
+// force: they open nothing (btg.Grant.Active), whatever list or review
+// shows of them. The count only: no id, no patient.
+func warnWithoutTenant(cmd *cobra.Command, all []btg.Grant) {
+	if n := btg.InForceWithoutTenant(all, time.Now()); n > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "custos: warning: %d grant(s) name no tenant (written by an older custos or an edited grants file): "+
+			"they apply nowhere and the server refuses them; grant again with 'custos btg grant --tenant'\n", n)
+	}
 }
 
 func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
@@ -428,12 +449,14 @@ func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
 		case !g.Reviewed():
 			rev = "NO"
 		}
-		// The user, operator and reason are outside text: escaped
-		// (audit.Printable), so that no control character reaches the
-		// reader's terminal (a cursor movement could hide a row) and a tab
-		// or line feed cannot break the table.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, audit.Printable(g.Sub), grantState(g, now), len(g.Uses), rev,
-			audit.Printable(g.By), cmp.Or(g.ByRole, "-"), g.TTL(), g.Expires.UTC().Format("2006-01-02 15:04"), audit.Printable(g.Reason))
+		// Every stored string is escaped (audit.Printable): the user,
+		// operator and reason are outside text, and grants.db is a file
+		// anyone with write access can edit (the id, role and refusal code
+		// too), so that no control character reaches the reader's terminal
+		// (a cursor movement could hide a row) and a tab or line feed
+		// cannot break the table.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", audit.Printable(g.ID), audit.Printable(g.Sub), audit.Printable(grantState(g, now)), len(g.Uses), rev,
+			audit.Printable(g.By), audit.Printable(cmp.Or(g.ByRole, "-")), g.TTL(), g.Expires.UTC().Format("2006-01-02 15:04"), audit.Printable(g.Reason))
 	}
 	return tw.Flush()
 }
@@ -442,16 +465,17 @@ func printGrants(cmd *cobra.Command, gs []btg.Grant, asJSON bool) error {
 // whom, why) and its reviews so far, then every use: when, the request's
 // action and outcome, and its audit record (seq and event id), for the
 // reviewer to look each one up ('custos audit report', 'custos audit
-// prove').
+// prove'). Every stored string is escaped (audit.Printable), as in
+// printGrants.
 func printUses(cmd *cobra.Command, gs []btg.Grant) error {
 	out := cmd.OutOrStdout()
 	for _, g := range gs {
-		fmt.Fprintf(out, "\ngrant %s (%s, tenant %s): %d use(s)\n", g.ID, audit.Printable(g.Sub), cmp.Or(g.Tenant, "any"), len(g.Uses))
+		fmt.Fprintf(out, "\ngrant %s (%s, tenant %s): %d use(s)\n", audit.Printable(g.ID), audit.Printable(g.Sub), audit.Printable(cmp.Or(g.Tenant, "none")), len(g.Uses))
 		if !g.Revoked.IsZero() {
-			fmt.Fprintf(out, "  revoked %s by %s: %s\n", g.Revoked.UTC().Format(time.RFC3339), audit.Printable(g.RevokedBy), audit.Printable(g.RevokeReason))
+			fmt.Fprintf(out, "  revoked %s by %s%s: %s\n", g.Revoked.UTC().Format(time.RFC3339), audit.Printable(g.RevokedBy), claimedBy(g.RevokedByClaimed), audit.Printable(g.RevokeReason))
 		}
 		for _, r := range g.Reviews {
-			fmt.Fprintf(out, "  reviewed %s by %s: %s, %s\n", r.Time.UTC().Format(time.RFC3339), audit.Printable(r.Reviewer), r.Verdict, audit.Printable(r.Note))
+			fmt.Fprintf(out, "  reviewed %s by %s%s: %s, %s\n", r.Time.UTC().Format(time.RFC3339), audit.Printable(r.Reviewer), claimedBy(r.ReviewerClaimed), audit.Printable(r.Verdict), audit.Printable(r.Note))
 		}
 		if len(g.Uses) == 0 {
 			continue
@@ -463,13 +487,22 @@ func printUses(cmd *cobra.Command, gs []btg.Grant) error {
 			if u.Seq > 0 {
 				seq = strconv.FormatUint(u.Seq, 10)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", u.Time.UTC().Format(time.RFC3339), u.Action, u.Outcome, seq, u.EventID)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", u.Time.UTC().Format(time.RFC3339), audit.Printable(u.Action), audit.Printable(u.Outcome), seq, audit.Printable(u.EventID))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// claimedBy renders whom an acting account named (" (claimed: NAME)"),
+// "" when it named no one.
+func claimedBy(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " (claimed: " + audit.Printable(name) + ")"
 }
 
 func newBtgReviewCmd() *cobra.Command {
@@ -487,7 +520,9 @@ the seq and event id of its audit record. With --grant alone it shows that
 grant and every use of it. Each grant's uses follow its tenant, its revocation
 (when, by whom, why) and its earlier sign-offs. With --grant, --verdict and --note it records the
 privacy officer's sign-off (reviewer, verdict, note); the server writes it to
-the audit log. --json prints the grants with their uses.
+the audit log. The reviewer is the OS account running the command (as for
+'btg grant'); --reviewer NAME is recorded beside it as a claim (claimed_by),
+never in its place. --json prints the grants with their uses.
 
 Example:
   custos btg review --data-dir /srv/custos
@@ -515,6 +550,7 @@ Example:
 				if err != nil {
 					return err
 				}
+				warnWithoutTenant(cmd, all)
 				var shown []btg.Grant
 				for _, g := range all {
 					if id == "" && !g.Reviewed() || g.ID == id {
@@ -529,7 +565,7 @@ Example:
 				}
 				return printUses(cmd, shown)
 			}
-			op, err := operator("reviewer", reviewer)
+			op, err := osActor(reviewer)
 			if err != nil {
 				return err
 			}
@@ -546,7 +582,7 @@ Example:
 	f.StringVar(&id, "grant", "", "the grant to sign off")
 	f.StringVar(&verdict, "verdict", "", "appropriate or inappropriate")
 	f.StringVar(&note, "note", "", "the reviewer's note")
-	f.StringVar(&reviewer, "reviewer", "", "who reviews (default $USER)")
+	f.StringVar(&reviewer, "reviewer", "", "whom you sign off as or for: recorded as a claim beside your OS account, which is the reviewer")
 	f.BoolVar(&asJSON, "json", false, "print as JSON")
 	markRequired(cmd, "data-dir")
 	return cmd

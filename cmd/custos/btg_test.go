@@ -6,15 +6,19 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/store"
+	bolt "go.etcd.io/bbolt"
 )
 
 // runCustos runs the real command in process and returns its exit code,
@@ -75,7 +79,11 @@ func TestBtgGrantNamesTheCatalogsPatient(t *testing.T) {
 	// Ids of no patient of the catalog: refused, nothing written, and the
 	// error teaches the forms without repeating the input (a source id may
 	// be an MRN).
-	for _, patient := range []string{"MRN-404", "11111111-2222-4333-8444-555555555555", u.Patient[:35] + "0",
+	// The keyed segment with its last character changed (to another one:
+	// the segment is random per import, and "0" in place of a "0" was the
+	// segment itself, granted, one run in sixteen).
+	other := u.Patient[:35] + map[bool]string{true: "1", false: "0"}[u.Patient[35] == '0']
+	for _, patient := range []string{"MRN-404", "11111111-2222-4333-8444-555555555555", other,
 		"fhir://other/patients/" + u.Patient + "/patient/" + u.Patient} {
 		code, _, errOut := grant("dr-bad", patient)
 		if code == 0 || !strings.Contains(errOut, "names no patient of the catalog") ||
@@ -175,9 +183,10 @@ func TestBtgReviewShowsWhatThePrivacyOfficerNeeds(t *testing.T) {
 	if code, out, errOut := runCustos("btg", "revoke", "--data-dir", dir, "--grant", id, "--by", "op-night", "--reason", "patient transferred to ICU"); code != 0 {
 		t.Fatalf("revoke: exit %d\n%s%s", code, out, errOut)
 	}
+	account := osAccount(t)
 	code, out, _ = runCustos("btg", "review", "--data-dir", dir, "--grant", id)
 	if code != 0 || !strings.Contains(out, "grant "+id+" (dr-er, tenant general-hospital): 0 use(s)") ||
-		!strings.Contains(out, " by op-night: patient transferred to ICU") {
+		!strings.Contains(out, " by "+account+" (claimed: op-night): patient transferred to ICU") {
 		t.Errorf("btg review --grant (exit %d) does not show the tenant and the revocation:\n%s", code, out)
 	}
 }
@@ -265,5 +274,146 @@ func TestBtgGrantFromAURIWhoseCompartmentHasNoPatient(t *testing.T) {
 	all, err := btg.New(filepath.Join(dir, "grants.db"), btg.Options{}).All()
 	if err != nil || len(all) != 1 || all[0].Patient != "p9" || all[0].Tenant != "t" {
 		t.Fatalf("grants %+v (%v), want one naming p9 of tenant t", all, err)
+	}
+}
+
+// putGrantAsStored writes g into D/grants.db as a grant record is stored,
+// bypassing every check of 'custos btg grant': what an older custos or an
+// edited file leaves there.
+func putGrantAsStored(t *testing.T, dir string, g btg.Grant) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, "grants.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b, err := json.Marshal(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		bk, err := tx.CreateBucketIfNotExists([]byte("grants"))
+		if err != nil {
+			return err
+		}
+		return bk.Put([]byte(g.ID), b)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBtgListWarnsOfGrantsWithoutATenant: a grant that names no tenant
+// (an older custos, an edited file) applies nowhere; 'btg list' and 'btg
+// review' show it as no-tenant, not active, and warn once with the count
+// (no id, no patient) telling the operator to grant again with --tenant.
+// It used to show as active, and covered the patient id in every tenant.
+func TestBtgListWarnsOfGrantsWithoutATenant(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now().UTC()
+	for _, id := range []string{"00000000-0000-4000-8000-0000000000a1", "00000000-0000-4000-8000-0000000000a2"} {
+		putGrantAsStored(t, dir, btg.Grant{ID: id, Sub: "dr-old", Patient: "p1", Reason: "unconscious patient in ED", By: "op",
+			Created: now.Add(-time.Minute), Expires: now.Add(time.Hour), Uses: []btg.Use{{EventID: "e1", Seq: 7, Time: now, Action: "resources/read", Outcome: "allow"}}})
+	}
+	const warning = "custos: warning: 2 grant(s) name no tenant (written by an older custos or an edited grants file): they apply nowhere"
+	code, out, errOut := runCustos("btg", "list", "--data-dir", dir)
+	if code != 0 || !regexp.MustCompile(`dr-old +no-tenant +1 +NO `).MatchString(out) || strings.Count(errOut, warning) != 1 ||
+		!strings.Contains(errOut, "grant again with 'custos btg grant --tenant'") || strings.Contains(errOut, "p1") {
+		t.Errorf("btg list (exit %d):\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCustos("btg", "review", "--data-dir", dir)
+	if code != 0 || strings.Count(errOut, warning) != 1 || !strings.Contains(out, "(dr-old, tenant none)") {
+		t.Errorf("btg review (exit %d):\n%s%s", code, out, errOut)
+	}
+}
+
+// TestBtgReviewEscapesTheStoredTenant: 'btg grant' validates the tenant,
+// but grants.db is a file: one edited to hold terminal escapes in a
+// grant's tenant must not reach the privacy officer's terminal through
+// 'btg review' (ESC[1A ESC[2K would hide the line above). The tenant is
+// escaped as the grantee, operator and reason are (audit.Printable), and
+// so is every other stored string 'btg list' and 'btg review' print (the
+// role, a review's verdict, a use's action, outcome and event id).
+func TestBtgReviewEscapesTheStoredTenant(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now().UTC()
+	const id = "00000000-0000-4000-8000-0000000000b1"
+	putGrantAsStored(t, dir, btg.Grant{ID: id, Sub: "dr-er", Patient: "p1", Tenant: "t\x1b[1A\x1b[2K\rgh", Reason: "unconscious patient in ED", By: "op",
+		Created: now.Add(-time.Minute), Expires: now.Add(time.Hour), ByRole: "ops\x1b[2K",
+		Uses:    []btg.Use{{EventID: "e1\x1b[2K", Seq: 7, Time: now, Action: "resources/read\x1b[1A", Outcome: "allow\r"}},
+		Reviews: []btg.Review{{Reviewer: "po", Verdict: "appropriate\x1b[2K", Note: "ok", Time: now.Add(-time.Second)}}})
+	for _, args := range [][]string{{"btg", "review", "--data-dir", dir}, {"btg", "review", "--data-dir", dir, "--grant", id}, {"btg", "list", "--data-dir", dir}} {
+		code, out, errOut := runCustos(args...)
+		if code != 0 || strings.ContainsAny(out+errOut, "\x1b\r") || args[1] == "review" && !strings.Contains(out, "(dr-er, tenant "+audit.Printable("t\x1b[1A\x1b[2K\rgh")+")") {
+			t.Errorf("%v (exit %d) does not escape the stored tenant:\n%q\n%s", args, code, out, errOut)
+		}
+	}
+}
+
+// osAccount is the name of the OS account running the test, as 'btg
+// grant' records its operator.
+func osAccount(t *testing.T) string {
+	t.Helper()
+	name, _, err := osOperator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// TestBtgRevokeAndReviewRecordTheOSAccount: 'btg revoke' and 'btg review'
+// record the OS account running them as the actor, as 'btg grant' does,
+// in grants.db and in the event the server audits (its principal); the
+// name given with --by or --reviewer is kept beside it as a claim
+// (claimed_by=), and $USER, which anyone can set, is no actor at all.
+// They recorded the named actor, defaulting to $USER, in place of the
+// account.
+func TestBtgRevokeAndReviewRecordTheOSAccount(t *testing.T) {
+	t.Setenv("USER", "mallory")
+	account := osAccount(t)
+	dir := t.TempDir()
+	now := time.Now().UTC()
+	const used, unused = "00000000-0000-4000-8000-0000000000c1", "00000000-0000-4000-8000-0000000000c2"
+	for _, id := range []string{used, unused} {
+		putGrantAsStored(t, dir, btg.Grant{ID: id, Sub: "dr-er", Patient: "p1", Tenant: "general-hospital", Reason: "unconscious patient in ED", By: "op",
+			Created: now.Add(-time.Minute), Expires: now.Add(time.Hour), Uses: []btg.Use{{EventID: "e1", Seq: 7, Time: now, Action: "resources/read", Outcome: "allow"}}})
+	}
+	for _, args := range [][]string{
+		{"btg", "revoke", "--data-dir", dir, "--grant", used, "--by", "op-night", "--reason", "patient transferred to ICU"},
+		{"btg", "review", "--data-dir", dir, "--grant", used, "--verdict", "appropriate", "--note", "documented", "--reviewer", "privacy-officer"},
+		{"btg", "revoke", "--data-dir", dir, "--grant", unused, "--reason", "patient transferred to ICU"},
+	} {
+		if code, out, errOut := runCustos(args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	st := btg.New(filepath.Join(dir, "grants.db"), btg.Options{})
+	all, err := st.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range all {
+		wantClaim := map[string]string{used: "op-night", unused: ""}[g.ID]
+		if g.RevokedBy != account || g.RevokedByClaimed != wantClaim {
+			t.Errorf("grant %s revoked by %q (claimed %q), want the OS account %q (claimed %q)", g.ID, g.RevokedBy, g.RevokedByClaimed, account, wantClaim)
+		}
+		if g.ID == used && (len(g.Reviews) != 1 || g.Reviews[0].Reviewer != account || g.Reviews[0].ReviewerClaimed != "privacy-officer") {
+			t.Errorf("grant %s reviews %+v, want one by the OS account %q claiming privacy-officer", g.ID, g.Reviews, account)
+		}
+	}
+	_, pending, _, err := st.Sync(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acts []string
+	for _, e := range pending {
+		acts = append(acts, e.Kind+" "+e.Actor+" "+e.AuditReason())
+	}
+	want := []string{
+		"btg/revoke " + account + ` grant=` + used + ` grantee=dr-er tenant=general-hospital claimed_by="op-night" reason="patient transferred to ICU"`,
+		"btg/review " + account + ` grant=` + used + ` grantee=dr-er tenant=general-hospital verdict=appropriate uses=1 claimed_by="privacy-officer" note="documented"`,
+		"btg/revoke " + account + ` grant=` + unused + ` grantee=dr-er tenant=general-hospital reason="patient transferred to ICU"`,
+	}
+	if strings.Join(acts, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events:\n%s\nwant\n%s", strings.Join(acts, "\n"), strings.Join(want, "\n"))
 	}
 }

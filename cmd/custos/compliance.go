@@ -464,7 +464,7 @@ func grantsFile(path string) ([]report.GrantFileEntry, error) {
 	}
 	out := make([]report.GrantFileEntry, 0, len(gs))
 	for _, g := range gs {
-		out = append(out, report.GrantFileEntry{ID: g.ID, Grantee: g.Sub, Created: g.Created, Expires: g.Expires,
+		out = append(out, report.GrantFileEntry{ID: g.ID, Grantee: g.Sub, Tenant: g.Tenant, Created: g.Created, Expires: g.Expires,
 			Revoked: g.Revoked, Uses: len(g.Uses), Reviews: len(g.Reviews)})
 	}
 	return out, nil

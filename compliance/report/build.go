@@ -68,7 +68,8 @@ var Rules = map[string]string{
 	"users[]":                      "accesses whose principal.sub is id",
 	"denials[]":                    "one row per record counted in summary.denials",
 	"refusals[]":                   "one row per record counted in summary.refusals",
-	"break_glass.grants[]":         "btg/* records whose reason has grant=id (its first grant=), and uses: accesses whose reason names grant=id; reviewed: a btg/review record follows the last use and, for a grant made in the period, one states uses=n with n at least the grant's uses",
+	"break_glass.grants[]":         "btg/* records whose reason has grant=id (its first grant=), tenant: their tenant=; uses: accesses whose reason names grant=id and whose URIs include one of the grant's tenant (or name no URI, or the grant's tenant is unknown); reviewed: a btg/review record follows the last use and, for a grant made in the period, one states uses=n with n at least the grant's uses",
+	"break_glass.other_tenant":     "accesses whose reason names grant=id while every URI of theirs is of a tenant other than that grant's (break_glass.grants[].other_tenant)",
 	"policies[]":                   "records whose policy_revision is revision (policy/load records: revision before ' bundle=', the digest after it)",
 	"keys[]":                       "records whose keys field contains key",
 	"retention.months[]":           "records of the whole log (not only the bundle) whose time falls in month: the contiguous range seqs; export or prove them with custos audit export --from-seq/--to-seq or custos audit prove",
@@ -211,10 +212,10 @@ func (b *Builder) access(r audit.Record, day *Day) {
 		if len(ids) == 0 {
 			b.rep.BreakGlass.WithoutGrant.add(r.Seq)
 		}
+		tenants := uriTenants(r.URIs)
 		for _, id := range ids {
 			g := b.grant(id)
-			g.Uses = append(g.Uses, Use{Seq: r.Seq, Time: r.Time, Action: r.Action, Outcome: r.Outcome})
-			g.UseSeqs.Add(r.Seq)
+			g.Uses = append(g.Uses, Use{Seq: r.Seq, Time: r.Time, Action: r.Action, Outcome: r.Outcome, Tenants: tenants})
 		}
 	}
 	sub := r.Principal.Sub
@@ -251,6 +252,28 @@ func account(m map[string]*subjectAcc, id string, r audit.Record, bg bool) *subj
 	}
 	a.purp[cmp.Or(r.PurposeOfUse, "(none)")] = true
 	return a
+}
+
+// uriTenants are the tenants of uris, in order, once each: the authority
+// of each (SCHEME://TENANT/...; a record's URIs keep it, only the patient
+// segment is pseudonymized).
+func uriTenants(uris []string) []string {
+	var out []string
+	for _, u := range uris {
+		_, rest, ok := strings.Cut(u, "://")
+		tenant, _, _ := strings.Cut(rest, "/")
+		if ok && tenant != "" && !slices.Contains(out, tenant) {
+			out = append(out, tenant)
+		}
+	}
+	return out
+}
+
+// ofTenant reports whether an access with URIs of tenants is one of a
+// grant of tenant: tenant unknown (""), an access naming no URI, or one
+// of its URIs of that tenant.
+func ofTenant(tenants []string, tenant string) bool {
+	return tenant == "" || len(tenants) == 0 || slices.Contains(tenants, tenant)
 }
 
 // grantIDs returns the grant ids an access record's reason names
@@ -317,6 +340,7 @@ func (b *Builder) grantEvent(r audit.Record) {
 	}
 	g := b.grant(id)
 	g.Grantee = cmp.Or(g.Grantee, kv["grantee"])
+	g.Tenant = cmp.Or(g.Tenant, kv["tenant"])
 	if len(r.Patients) > 0 {
 		g.Patient = cmp.Or(g.Patient, r.Patients[0])
 	}
@@ -326,7 +350,7 @@ func (b *Builder) grantEvent(r audit.Record) {
 		g.Granted, g.GrantedBy = ref, r.Principal.Sub
 		g.Expires, g.TTL = kv["expires"], kv["ttl"]
 	case "btg/revoke":
-		g.Revoked, g.RevokedBy = ref, r.Principal.Sub
+		g.Revoked, g.RevokedBy, g.RevokedByClaimed = ref, r.Principal.Sub, kv["claimed_by"]
 	case "btg/expire":
 		g.Expired = ref
 		g.Expires, g.TTL = cmp.Or(g.Expires, kv["expires"]), cmp.Or(g.TTL, kv["ttl"])
@@ -334,7 +358,7 @@ func (b *Builder) grantEvent(r audit.Record) {
 		g.Refused, g.RefusedCode = ref, kv["refused"]
 		g.Expires, g.TTL = cmp.Or(g.Expires, kv["expires"]), cmp.Or(g.TTL, kv["ttl"])
 	case "btg/review":
-		g.Reviews = append(g.Reviews, Review{Seq: r.Seq, Time: r.Time, Reviewer: r.Principal.Sub, Verdict: kv["verdict"], Uses: kv["uses"]})
+		g.Reviews = append(g.Reviews, Review{Seq: r.Seq, Time: r.Time, Reviewer: r.Principal.Sub, Claimed: kv["claimed_by"], Verdict: kv["verdict"], Uses: kv["uses"]})
 	}
 }
 
@@ -404,7 +428,21 @@ func (b *Builder) Build(in Inputs) (*Report, error) {
 
 	rep.BreakGlass.Grants = []Grant{}
 	for _, id := range b.grantIDs {
+		// An access is a use of the grant it names in the grant's tenant
+		// only; the tenant is known once every record is in (a grant made
+		// before the period names it in a later record).
 		g := *b.grants[id]
+		all := g.Uses
+		g.Uses, g.UseSeqs = []Use{}, Seqs{}
+		for _, u := range all {
+			if ofTenant(u.Tenants, g.Tenant) {
+				g.Uses = append(g.Uses, u)
+				g.UseSeqs.Add(u.Seq)
+			} else {
+				g.OtherTenant = append(g.OtherTenant, u)
+				rep.BreakGlass.OtherTenant.add(u.Seq)
+			}
+		}
 		g.Reviewed = reviewed(g)
 		if !g.Reviewed {
 			rep.BreakGlass.Unreviewed++
@@ -483,9 +521,12 @@ func reviewed(g Grant) bool {
 func crossCheck(file []GrantFileEntry, recs map[string]*Grant, p Period) *GrantsFile {
 	gf := &GrantsFile{Grants: []GrantFileRow{}}
 	for _, e := range file {
-		row := GrantFileRow{ID: e.ID, Grantee: e.Grantee, Created: e.Created, Expires: e.Expires, FileUses: e.Uses, FileReviews: e.Reviews}
+		row := GrantFileRow{ID: e.ID, Grantee: e.Grantee, Tenant: e.Tenant, Created: e.Created, Expires: e.Expires, FileUses: e.Uses, FileReviews: e.Reviews}
 		if g := recs[e.ID]; g != nil {
-			row.RecordUses, row.RecReviews = len(g.Uses), len(g.Reviews)
+			// Every access naming the grant: the server records each as a
+			// use in grants.db, whatever its tenant.
+			row.RecordUses, row.RecReviews, row.RecordTenant = len(g.Uses), len(g.Reviews), g.Tenant
+			row.TenantMismatch = e.Tenant != "" && g.Tenant != "" && e.Tenant != g.Tenant
 		}
 		end := e.Expires
 		if !e.Revoked.IsZero() && e.Revoked.Before(end) {
@@ -494,7 +535,7 @@ func crossCheck(file []GrantFileEntry, recs map[string]*Grant, p Period) *Grants
 		// Whole life inside the period's records (reviews may come later:
 		// only uses are compared).
 		row.Comparable = !e.Created.Before(p.First.Time) && !end.After(p.Last.Time)
-		row.Mismatch = row.Comparable && row.FileUses != row.RecordUses
+		row.Mismatch = row.Comparable && row.FileUses != row.RecordUses || row.TenantMismatch
 		if row.Mismatch {
 			gf.Mismatches++
 		}

@@ -158,33 +158,53 @@ type BreakGlass struct {
 	Accesses Figure `json:"accesses"`
 	// WithoutGrant are those of Accesses that name no grant (typically
 	// emergency requests refused because no grant covered them).
-	WithoutGrant Figure  `json:"without_grant"`
-	Grants       []Grant `json:"grants"`
-	Unreviewed   int     `json:"unreviewed"` // grants with a use after their last review
+	WithoutGrant Figure `json:"without_grant"`
+	// OtherTenant are the accesses that name a grant while their URIs are
+	// all of tenants other than the grant's (Grant.OtherTenant): no use of
+	// that grant, and something the server never does for a grant that
+	// names its tenant (an edited grants.db, or a grant without a tenant
+	// under an older custos, whose records name no tenant to compare).
+	OtherTenant Figure  `json:"other_tenant"`
+	Grants      []Grant `json:"grants"`
+	Unreviewed  int     `json:"unreviewed"` // grants with a use after their last review
 	// GrantsFile is the cross-check against grants.db (nil: none found).
 	GrantsFile *GrantsFile `json:"grants_file,omitempty"`
 }
 
 // Grant is one break-the-glass grant as the audit records show it.
 type Grant struct {
-	ID        string    `json:"id"`
-	Grantee   string    `json:"grantee"`
+	ID      string `json:"id"`
+	Grantee string `json:"grantee"`
+	// Tenant is the tenant of the grant's patient, as its btg/* records
+	// name it (tenant=); "" when none of the period's does (a grant made
+	// before grants named a tenant). Patient lookup values are not per
+	// tenant: one id in two tenants has one lookup value, two people.
+	Tenant    string    `json:"tenant,omitempty"`
 	Patient   string    `json:"patient"` // lookup value (keyed hash)
 	GrantedBy string    `json:"granted_by"`
 	Granted   *EventRef `json:"granted"` // nil: granted before the period
 	Expires   string    `json:"expires,omitempty"`
 	TTL       string    `json:"ttl,omitempty"`
 	Revoked   *EventRef `json:"revoked,omitempty"`
-	RevokedBy string    `json:"revoked_by,omitempty"`
-	Expired   *EventRef `json:"expired,omitempty"`
+	RevokedBy string    `json:"revoked_by,omitempty"` // the OS account (the record's principal)
+	// RevokedByClaimed is whom that account named (claimed_by=): a claim.
+	RevokedByClaimed string    `json:"revoked_by_claimed,omitempty"`
+	Expired          *EventRef `json:"expired,omitempty"`
 	// Refused: the server refused the grant (it broke the rules in force:
 	// btg/refuse, code ttl_over_cap or role_not_allowed); it never took
 	// effect.
 	Refused     *EventRef `json:"refused,omitempty"`
 	RefusedCode string    `json:"refused_code,omitempty"`
-	Uses        []Use     `json:"uses"`
-	UseSeqs     Seqs      `json:"use_seqs"`
-	Reviews     []Review  `json:"reviews"`
+	// Uses are the accesses naming the grant, of its tenant (an access
+	// with no URI, a completion of another argument than id, names no
+	// tenant and counts; so does every access when the grant's tenant is
+	// unknown).
+	Uses    []Use `json:"uses"`
+	UseSeqs Seqs  `json:"use_seqs"`
+	// OtherTenant are the accesses naming the grant whose URIs are all of
+	// other tenants: not uses of it (BreakGlass.OtherTenant).
+	OtherTenant []Use    `json:"other_tenant,omitempty"`
+	Reviews     []Review `json:"reviews"`
 	// Reviewed: every use is covered by a later review (true with no use);
 	// for a grant made in the period, a review's uses=<n> must also count
 	// every use (the review record is written after the sign-off, and a
@@ -198,15 +218,19 @@ type Use struct {
 	Time    time.Time `json:"time"`
 	Action  string    `json:"action"`
 	Outcome string    `json:"outcome"`
+	// Tenants are the tenants of the access's URIs (none: it names no URI).
+	Tenants []string `json:"tenants,omitempty"`
 }
 
 // Review is a privacy officer's sign-off on a grant.
 type Review struct {
 	Seq      uint64    `json:"seq"`
 	Time     time.Time `json:"time"`
-	Reviewer string    `json:"reviewer"`
-	Verdict  string    `json:"verdict"`
-	Uses     string    `json:"uses"` // uses the reviewer saw, as the record states
+	Reviewer string    `json:"reviewer"` // the OS account (the record's principal)
+	// Claimed is whom that account named (claimed_by=): a claim.
+	Claimed string `json:"claimed_by,omitempty"`
+	Verdict string `json:"verdict"`
+	Uses    string `json:"uses"` // uses the reviewer saw, as the record states
 }
 
 // GrantsFile compares grants.db with the audit records. grants.db is a
@@ -222,6 +246,7 @@ type GrantsFile struct {
 type GrantFileEntry struct {
 	ID      string
 	Grantee string
+	Tenant  string
 	Created time.Time
 	Expires time.Time
 	Revoked time.Time
@@ -231,14 +256,20 @@ type GrantFileEntry struct {
 
 // GrantFileRow is one grant of grants.db next to the records.
 type GrantFileRow struct {
-	ID          string    `json:"id"`
-	Grantee     string    `json:"grantee"`
-	Created     time.Time `json:"created"`
-	Expires     time.Time `json:"expires"`
-	FileUses    int       `json:"file_uses"`
-	RecordUses  int       `json:"record_uses"`
-	FileReviews int       `json:"file_reviews"`
-	RecReviews  int       `json:"record_reviews"`
+	ID      string `json:"id"`
+	Grantee string `json:"grantee"`
+	// Tenant is grants.db's; RecordTenant the records' (Grant.Tenant).
+	// TenantMismatch: both are known and differ (grants.db was edited):
+	// a Mismatch whatever the period.
+	Tenant         string    `json:"tenant,omitempty"`
+	RecordTenant   string    `json:"record_tenant,omitempty"`
+	TenantMismatch bool      `json:"tenant_mismatch,omitempty"`
+	Created        time.Time `json:"created"`
+	Expires        time.Time `json:"expires"`
+	FileUses       int       `json:"file_uses"`
+	RecordUses     int       `json:"record_uses"`
+	FileReviews    int       `json:"file_reviews"`
+	RecReviews     int       `json:"record_reviews"`
 	// Comparable: the grant's whole life lies in the period, so the
 	// counts must agree; Mismatch: they do not.
 	Comparable bool `json:"comparable"`

@@ -762,3 +762,104 @@ func TestAggregateRefusalsCountTheirRequests(t *testing.T) {
 		t.Error("the page does not show the 1943 requests the refusal records stand for")
 	}
 }
+
+// TestGrantActorsAreAccountsWithClaims: a btg/revoke or btg/review
+// record's principal is the OS account that acted; whom it named
+// (claimed_by=, 'btg revoke --by', 'btg review --reviewer') is shown
+// beside it as a claim, never in its place.
+func TestGrantActorsAreAccountsWithClaims(t *testing.T) {
+	rec := func(seq uint64, account string, ev btg.Event) audit.Record {
+		ev.GrantID, ev.Sub, ev.Tenant = "g1", "dr-er", "general-hospital"
+		return audit.Record{Seq: seq, Time: t0.Add(time.Duration(seq) * time.Minute), Entry: audit.Entry{Action: ev.Kind, Outcome: audit.OutcomeAllow,
+			Reason: ev.AuditReason(), Principal: audit.Principal{Sub: account}, PurposeOfUse: "ETREAT", Patients: []string{"hk1-p1"}}}
+	}
+	rep := build(t, []audit.Record{
+		rec(1, "alice", btg.Event{Kind: btg.KindRevoke, Claimed: "op night", Text: "transferred"}),
+		rec(2, "bob", btg.Event{Kind: btg.KindReview, Claimed: "privacy-officer", Verdict: "appropriate", Uses: 0, Text: "ok"}),
+	}, Inputs{})
+	g := rep.BreakGlass.Grants[0]
+	if g.RevokedBy != "alice" || g.RevokedByClaimed != "op night" || len(g.Reviews) != 1 ||
+		g.Reviews[0].Reviewer != "bob" || g.Reviews[0].Claimed != "privacy-officer" {
+		t.Errorf("grant %+v", g)
+	}
+	// A tenant edited into grants.db to carry a claim is the tenant, and
+	// the revocation claims nothing.
+	edited := rec(1, "alice", btg.Event{Kind: btg.KindRevoke, Text: "transferred"})
+	edited.Reason = btg.Event{Kind: btg.KindRevoke, GrantID: "g1", Sub: "dr-er", Tenant: `a claimed_by="privacy-officer"`, Text: "transferred"}.AuditReason()
+	if g := build(t, []audit.Record{edited}, Inputs{}).BreakGlass.Grants[0]; g.RevokedByClaimed != "" || g.Tenant != `a claimed_by="privacy-officer"` {
+		t.Errorf("a tenant passed for a claim: %q read as %+v", edited.Reason, g)
+	}
+}
+
+// tenantTrail: two grants to one grantee for patient "p1" of tenants a
+// and b (one lookup value: pseudonyms are not per tenant, and p1 of a and
+// p1 of b are two people), a read under each in its own tenant, a read of
+// tenant b naming a's grant, and a completion naming a's grant without a
+// URI.
+func tenantTrail() []audit.Record {
+	rec := func(action, reason, sub string, uris ...string) audit.Record {
+		return audit.Record{Entry: audit.Entry{Action: action, Outcome: "allow", Reason: reason, Principal: audit.Principal{Sub: sub},
+			PurposeOfUse: "ETREAT", Patients: []string{"hk1-p1"}, URIs: uris}}
+	}
+	rs := []audit.Record{
+		rec("btg/grant", `grant=g-a grantee=dr-er tenant=a expires=2026-11-20T13:00:00Z ttl=4h0m0s reason="unconscious"`, "op"),
+		rec("btg/grant", `grant=g-b grantee=dr-er tenant=b expires=2026-11-20T13:00:00Z ttl=4h0m0s reason="unconscious"`, "op"),
+		rec("resources/read", "break_glass,grant=g-a", "dr-er", "fhir://a/patients/hk1-p1/observation/o1"),
+		rec("resources/read", "break_glass,grant=g-b", "dr-er", "fhir://b/patients/hk1-p1/observation/o2"),
+		rec("resources/read", "break_glass,grant=g-a", "dr-er", "fhir://b/patients/hk1-p1/observation/o3"),
+		rec("complete", "argument=type returned=1 denied=0 scanned=1 grant=g-a", "dr-er"),
+	}
+	for i := range rs {
+		rs[i].Seq, rs[i].Time = uint64(1+i), t0.Add(time.Duration(i)*time.Minute)
+	}
+	return rs
+}
+
+// TestGrantsAreTheirTenants: the report tells grants of different tenants
+// apart (each names its tenant) and counts an access as a use of the grant
+// it names only in that grant's tenant: a read of tenant b naming tenant
+// a's grant is listed apart (other_tenant), not as a use; an access with
+// no URI counts. The cross-check flags a grants.db whose tenant differs
+// from the records'. The report ignored tenant=: both grants read alike,
+// and the read of b counted as a use of a's grant.
+func TestGrantsAreTheirTenants(t *testing.T) {
+	rep := build(t, tenantTrail(), Inputs{Grants: []GrantFileEntry{
+		{ID: "g-a", Grantee: "dr-er", Tenant: "b", Created: t0, Expires: t0.Add(4 * time.Hour), Uses: 3},
+		{ID: "g-b", Grantee: "dr-er", Tenant: "b", Created: t0, Expires: t0.Add(4 * time.Hour), Uses: 1},
+	}})
+	gs := map[string]Grant{}
+	for _, g := range rep.BreakGlass.Grants {
+		gs[g.ID] = g
+	}
+	seqs := func(us []Use) (out []uint64) {
+		for _, u := range us {
+			out = append(out, u.Seq)
+		}
+		return out
+	}
+	if a, b := gs["g-a"], gs["g-b"]; a.Tenant != "a" || b.Tenant != "b" ||
+		!slices.Equal(seqs(a.Uses), []uint64{3, 6}) || !slices.Equal(seqs(a.OtherTenant), []uint64{5}) ||
+		!slices.Equal(seqs(b.Uses), []uint64{4}) || len(b.OtherTenant) != 0 || a.UseSeqs.String() != "3,6" {
+		t.Errorf("grants:\n a %+v\n b %+v", a, b)
+	}
+	if got := rep.BreakGlass.OtherTenant; got.Count != 1 || got.Seqs.String() != "5" {
+		t.Errorf("other_tenant = %+v, want record 5", got)
+	}
+	rows := map[string]GrantFileRow{}
+	for _, r := range rep.BreakGlass.GrantsFile.Grants {
+		rows[r.ID] = r
+	}
+	if a, b := rows["g-a"], rows["g-b"]; !a.TenantMismatch || !a.Mismatch || a.RecordTenant != "a" || b.TenantMismatch || b.Mismatch ||
+		rep.BreakGlass.GrantsFile.Mismatches != 1 {
+		t.Errorf("cross-check: a %+v, b %+v, mismatches %d", a, b, rep.BreakGlass.GrantsFile.Mismatches)
+	}
+	var html bytes.Buffer
+	if err := rep.WriteHTML(&html); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"named a grant of another tenant", "(records: a)", "seq 5 (b)"} {
+		if !strings.Contains(html.String(), want) {
+			t.Errorf("report.html does not say %q", want)
+		}
+	}
+}

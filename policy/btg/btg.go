@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/custos-mcp/custos/minimize"
 	"github.com/google/uuid"
@@ -41,6 +42,12 @@ const (
 const (
 	RefusedTTL  = "ttl_over_cap"
 	RefusedRole = "role_not_allowed"
+	// RefusedNoTenant: the grant names no tenant (written by a custos
+	// before grants named their tenant, or an edited file). Patient ids
+	// are unique within a tenant only, so such a grant cannot say whose
+	// records it opens: it applies nowhere (Grant.Active), and the server
+	// refuses it while it would still be in force.
+	RefusedNoTenant = "no_tenant"
 )
 
 // Review verdicts.
@@ -69,19 +76,24 @@ type Grant struct {
 	// Tenant is the tenant of the patient: the grant covers only that
 	// tenant's resources of Patient (patient ids are unique within a
 	// tenant, not across tenants). "" only in grants written before
-	// grants named their tenant, which cover the patient in any tenant.
+	// grants named their tenant (or in an edited file): such a grant
+	// covers nothing (Active is false) and the server refuses it
+	// (RefusedNoTenant); the operator grants again with the tenant.
 	Tenant string `json:"tenant,omitempty"`
 	Reason string `json:"reason"`
 	By     string `json:"by"`
 	// ByRole is the operator's role that allowed the grant (one of
 	// Rules.GrantRoles); "" when the rules name no roles.
-	ByRole       string    `json:"by_role,omitempty"`
-	Created      time.Time `json:"created"`
-	Expires      time.Time `json:"expires"`
-	Revoked      time.Time `json:"revoked,omitzero"`
-	RevokedBy    string    `json:"revoked_by,omitempty"`
-	RevokeReason string    `json:"revoke_reason,omitempty"`
-	ExpiryEvent  bool      `json:"expiry_event,omitempty"` // the expiry has been put in the outbox
+	ByRole  string    `json:"by_role,omitempty"`
+	Created time.Time `json:"created"`
+	Expires time.Time `json:"expires"`
+	Revoked time.Time `json:"revoked,omitzero"`
+	// RevokedBy is the OS account that revoked the grant (Actor.Account);
+	// RevokedByClaimed whom that account named (Actor.Claimed), if anyone.
+	RevokedBy        string `json:"revoked_by,omitempty"`
+	RevokedByClaimed string `json:"revoked_by_claimed,omitempty"`
+	RevokeReason     string `json:"revoke_reason,omitempty"`
+	ExpiryEvent      bool   `json:"expiry_event,omitempty"` // the expiry has been put in the outbox
 	// Refused is set by the server when the grant breaks its Rules
 	// (RefusedTTL, RefusedRole): the grant never takes effect.
 	Refused string   `json:"refused,omitempty"`
@@ -89,9 +101,25 @@ type Grant struct {
 	Reviews []Review `json:"reviews,omitempty"`
 }
 
-// Active reports whether g authorizes access at t.
+// Active reports whether g authorizes access at t. A grant without a
+// tenant never does: it cannot say which tenant's patient it names.
 func (g Grant) Active(t time.Time) bool {
-	return g.Revoked.IsZero() && g.Refused == "" && !t.Before(g.Created) && t.Before(g.Expires)
+	return g.Tenant != "" && g.Revoked.IsZero() && g.Refused == "" && !t.Before(g.Created) && t.Before(g.Expires)
+}
+
+// InForceWithoutTenant counts the grants of gs that name no tenant and
+// would be in force at t but for that (not revoked, not refused for
+// another reason, not expired): grants an operator may believe open a
+// patient's records while they open nothing. 'custos btg list', 'btg
+// review' and serve's start-up warn with this count (no id, no patient).
+func InForceWithoutTenant(gs []Grant, t time.Time) int {
+	n := 0
+	for _, g := range gs {
+		if g.Tenant == "" && g.Revoked.IsZero() && (g.Refused == "" || g.Refused == RefusedNoTenant) && t.Before(g.Expires) {
+			n++
+		}
+	}
+	return n
 }
 
 // TTL is the grant's duration: its expiry minus its creation.
@@ -186,10 +214,22 @@ type Use struct {
 
 // Review is the privacy officer's sign-off on a grant's uses.
 type Review struct {
-	Reviewer string    `json:"reviewer"`
-	Verdict  string    `json:"verdict"`
-	Note     string    `json:"note"`
-	Time     time.Time `json:"time"`
+	// Reviewer is the OS account that signed off (Actor.Account);
+	// ReviewerClaimed whom that account named (Actor.Claimed), if anyone.
+	Reviewer        string    `json:"reviewer"`
+	ReviewerClaimed string    `json:"reviewer_claimed,omitempty"`
+	Verdict         string    `json:"verdict"`
+	Note            string    `json:"note"`
+	Time            time.Time `json:"time"`
+}
+
+// Actor is who revokes or signs off a grant: Account is the OS account
+// running the command, the identity the OS vouches for (as for a grant's
+// operator); Claimed is whom the operator says they act as or for
+// (--by, --reviewer), recorded as given beside the account and never in
+// its place ("" when they name no one).
+type Actor struct {
+	Account, Claimed string
 }
 
 // Event is a change waiting to be written to the audit log. Its fields are
@@ -204,7 +244,10 @@ type Event struct {
 	Sub     string `json:"sub"`              // the grantee
 	Tenant  string `json:"tenant,omitempty"` // the grant's tenant (Grant.Tenant)
 	Patient string `json:"patient"`          // opaque id; pseudonymized in the audit log
-	Actor   string `json:"actor"`            // who acted: operator, reviewer, "custos" for expiry
+	Actor   string `json:"actor"`            // who acted: the operator's or reviewer's OS account, "custos" for expiry
+	// Claimed is whom the acting account named (Actor.Claimed; revoke and
+	// review events): a claim, never the actor.
+	Claimed string `json:"claimed,omitempty"`
 	// Expires and TTL are the grant's expiry and duration (grant and
 	// expiry events).
 	Expires time.Time     `json:"expires,omitzero"`
@@ -229,19 +272,30 @@ type Event struct {
 
 // AuditReason is the reason of the event's audit record:
 //
-//	grant=<id> grantee=<sub> [tenant=<tenant>] [expires=<RFC3339> ttl=<duration>] [by_role=<role>] [refused=<code> [max_ttl=<duration>]] [verdict=<v>] [uses=<n>] [reason=<quoted text>|note=<quoted text>]
+//	grant=<id> grantee=<sub> [tenant=<tenant>] [expires=<RFC3339> ttl=<duration>] [by_role=<role>] [refused=<code> [max_ttl=<duration>]] [verdict=<v>] [uses=<n>] [claimed_by=<quoted name>] [reason=<quoted text>|note=<quoted text>]
 //
 // The grant id, grantee, expiry, duration, role and refusal are custos's
 // own values and appear verbatim; the quoted text was scrubbed when it was
-// stored.
+// stored. claimed_by is whom the acting OS account (the record's
+// principal) named, Go-quoted as given: a claim beside the account. The
+// tenant is verbatim when it is a tenant name, else (an edited grants.db)
+// Go-quoted.
 func (e Event) AuditReason() string {
-	parts := []string{"grant=" + e.GrantID, "grantee=" + e.Sub}
+	parts := []string{"grant=" + e.GrantID, "grantee=" + quotedUnlessPlain(e.Sub)}
 	if e.Detail != "" && e.Text == "" && e.Expires.IsZero() && e.Verdict == "" {
 		// Legacy outbox event: its detail was never scrubbed at intake.
 		return strings.Join(append(parts, minimize.ScrubString(e.Detail)), " ")
 	}
 	if e.Tenant != "" {
-		parts = append(parts, "tenant="+e.Tenant)
+		// Verbatim when it is a tenant name ('btg grant' writes no other);
+		// Go-quoted otherwise: grants.db can be edited, and a stored
+		// tenant with a space or a quote must not pass for further fields
+		// (`a claimed_by="…"`) of the record.
+		t := e.Tenant
+		if !validTenant(t) {
+			t = strconv.Quote(t)
+		}
+		parts = append(parts, "tenant="+t)
 	}
 	if !e.Expires.IsZero() {
 		parts = append(parts, "expires="+e.Expires.UTC().Format(time.RFC3339))
@@ -264,6 +318,9 @@ func (e Event) AuditReason() string {
 	if e.Kind == KindReview || e.Kind == KindExpire {
 		parts = append(parts, "uses="+strconv.Itoa(e.Uses))
 	}
+	if e.Claimed != "" {
+		parts = append(parts, "claimed_by="+strconv.Quote(e.Claimed))
+	}
 	if e.Text != "" {
 		key := "reason="
 		if e.Kind == KindReview {
@@ -272,6 +329,18 @@ func (e Event) AuditReason() string {
 		parts = append(parts, key+strconv.Quote(e.Text))
 	}
 	return strings.Join(parts, " ")
+}
+
+// quotedUnlessPlain is s verbatim when it has no space, quote, control or
+// invisible character (every grantee 'btg grant' accepts), else Go-quoted:
+// the grantee of a revoke, review, expiry or refusal event comes from
+// grants.db, which can be edited, and a name such as `dr claimed_by="x"`
+// must not pass for further fields of the record.
+func quotedUnlessPlain(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == '"' || !unicode.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // scrubText trims operator free text and removes identifiers from it
@@ -554,9 +623,9 @@ func validTenant(s string) bool {
 	return true
 }
 
-// Revoke ends a grant now.
-func (s *Store) Revoke(id, by, reason string) (Grant, error) {
-	if by == "" || strings.TrimSpace(reason) == "" {
+// Revoke ends a grant now. by.Account is the OS account revoking.
+func (s *Store) Revoke(id string, by Actor, reason string) (Grant, error) {
+	if by.Account == "" || strings.TrimSpace(reason) == "" {
 		return Grant{}, fmt.Errorf("%w: a revocation needs the operator and a reason", ErrBadGrant)
 	}
 	now := s.opts.Now().UTC()
@@ -569,19 +638,20 @@ func (s *Store) Revoke(id, by, reason string) (Grant, error) {
 		if !g.Revoked.IsZero() {
 			return fmt.Errorf("%w: grant %s was already revoked at %s", ErrBadGrant, id, g.Revoked.Format(time.RFC3339))
 		}
-		g.Revoked, g.RevokedBy, g.RevokeReason = now, by, scrubText(reason)
+		g.Revoked, g.RevokedBy, g.RevokedByClaimed, g.RevokeReason = now, by.Account, by.Claimed, scrubText(reason)
 		if err := putGrant(tx, g); err != nil {
 			return err
 		}
 		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindRevoke, GrantID: g.ID, Sub: g.Sub, Tenant: g.Tenant, Patient: g.Patient,
-			Actor: by, Text: g.RevokeReason, Time: now})
+			Actor: by.Account, Claimed: by.Claimed, Text: g.RevokeReason, Time: now})
 	})
 	return g, err
 }
 
 // ReviewGrant records the privacy officer's sign-off on a grant's uses.
-func (s *Store) ReviewGrant(id, reviewer, verdict, note string) (Grant, error) {
-	if reviewer == "" {
+// reviewer.Account is the OS account signing off.
+func (s *Store) ReviewGrant(id string, reviewer Actor, verdict, note string) (Grant, error) {
+	if reviewer.Account == "" {
 		return Grant{}, fmt.Errorf("%w: the reviewer is required", ErrBadGrant)
 	}
 	if verdict != VerdictAppropriate && verdict != VerdictInappropriate {
@@ -597,12 +667,12 @@ func (s *Store) ReviewGrant(id, reviewer, verdict, note string) (Grant, error) {
 		if len(g.Uses) == 0 {
 			return fmt.Errorf("%w: grant %s has no recorded use to review", ErrBadGrant, id)
 		}
-		g.Reviews = append(g.Reviews, Review{Reviewer: reviewer, Verdict: verdict, Note: scrubText(note), Time: now})
+		g.Reviews = append(g.Reviews, Review{Reviewer: reviewer.Account, ReviewerClaimed: reviewer.Claimed, Verdict: verdict, Note: scrubText(note), Time: now})
 		if err := putGrant(tx, g); err != nil {
 			return err
 		}
 		return enqueue(tx, Event{ID: uuid.NewString(), Kind: KindReview, GrantID: g.ID, Sub: g.Sub, Tenant: g.Tenant, Patient: g.Patient,
-			Actor: reviewer, Verdict: verdict, Uses: len(g.Uses), Text: scrubText(note), Time: now})
+			Actor: reviewer.Account, Claimed: reviewer.Claimed, Verdict: verdict, Uses: len(g.Uses), Text: scrubText(note), Time: now})
 	})
 	return g, err
 }
@@ -700,7 +770,7 @@ func (s *Store) Sync(uses map[string][]Use) (active []Grant, pending []Event, ke
 		for _, g := range changed {
 			ev := Event{ID: uuid.NewString(), GrantID: g.ID, Sub: g.Sub, Tenant: g.Tenant, Patient: g.Patient,
 				Actor: "custos", Expires: g.Expires, TTL: g.TTL(), Uses: len(g.Uses), Time: now}
-			if code := rules.Refusal(g); code != "" {
+			if code := refusal(g, rules, now); code != "" {
 				g.Refused, ev.Kind, ev.Refused, ev.ByRole = code, KindRefuse, code, g.ByRole
 				if code == RefusedTTL {
 					ev.MaxTTL = rules.maxTTL()
@@ -744,7 +814,7 @@ func classify(g Grant, rules Rules, now time.Time) int {
 	switch {
 	case !g.Revoked.IsZero() || g.Refused != "" || g.ExpiryEvent:
 		return grantIdle
-	case rules.Refusal(g) != "":
+	case refusal(g, rules, now) != "":
 		return grantRefuse
 	case g.Active(now):
 		return grantActive
@@ -752,6 +822,20 @@ func classify(g Grant, rules Rules, now time.Time) int {
 		return grantExpire
 	}
 	return grantIdle
+}
+
+// refusal says why the server refuses g at now: a break of the rules
+// (Rules.Refusal), or RefusedNoTenant for a grant without a tenant that
+// has not expired (one that expired is announced as expired: it was in
+// force under the custos that wrote it, and its uses stay its own).
+func refusal(g Grant, rules Rules, now time.Time) string {
+	if code := rules.Refusal(g); code != "" {
+		return code
+	}
+	if g.Tenant == "" && now.Before(g.Expires) {
+		return RefusedNoTenant
+	}
+	return ""
 }
 
 // Delivered removes audited events from the outbox.

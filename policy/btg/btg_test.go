@@ -61,7 +61,7 @@ func TestLifecycle(t *testing.T) {
 	if err := s.Delivered(keys); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ReviewGrant(g.ID, "po", VerdictAppropriate, "ok"); !errors.Is(err, ErrBadGrant) {
+	if _, err := s.ReviewGrant(g.ID, Actor{Account: "po"}, VerdictAppropriate, "ok"); !errors.Is(err, ErrBadGrant) {
 		t.Fatalf("review without uses: %v", err)
 	}
 	c.t = c.t.Add(time.Minute)
@@ -84,10 +84,10 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("expiry announced twice: %v", pending)
 	}
 	// Review.
-	if _, err := s.ReviewGrant(g.ID, "po", "fine", ""); !errors.Is(err, ErrBadGrant) {
+	if _, err := s.ReviewGrant(g.ID, Actor{Account: "po"}, "fine", ""); !errors.Is(err, ErrBadGrant) {
 		t.Fatalf("unknown verdict: %v", err)
 	}
-	if g2, err := s.ReviewGrant(g.ID, "po", VerdictAppropriate, "documented in chart"); err != nil || !g2.Reviewed() {
+	if g2, err := s.ReviewGrant(g.ID, Actor{Account: "po"}, VerdictAppropriate, "documented in chart"); err != nil || !g2.Reviewed() {
 		t.Fatalf("review: %v %+v", err, g2)
 	}
 	if _, pending, _, _ = s.Sync(nil); len(pending) != 1 || pending[0].Kind != KindReview || pending[0].Actor != "po" {
@@ -98,20 +98,20 @@ func TestLifecycle(t *testing.T) {
 func TestRevoke(t *testing.T) {
 	s, _ := newStore(t)
 	g, _ := s.Grant(Request{Sub: "dr-a", Patient: patient, Tenant: "general-hospital", By: "op-1", Reason: "unconscious patient in ED", TTL: 30 * time.Minute})
-	if _, err := s.Revoke(g.ID, "op-2", ""); !errors.Is(err, ErrBadGrant) {
+	if _, err := s.Revoke(g.ID, Actor{Account: "op-2"}, ""); !errors.Is(err, ErrBadGrant) {
 		t.Fatalf("revoke without reason: %v", err)
 	}
-	if _, err := s.Revoke(g.ID, "op-2", "patient stable, regular access arranged"); err != nil {
+	if _, err := s.Revoke(g.ID, Actor{Account: "op-2"}, "patient stable, regular access arranged"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Revoke(g.ID, "op-2", "again"); !errors.Is(err, ErrBadGrant) {
+	if _, err := s.Revoke(g.ID, Actor{Account: "op-2"}, "again"); !errors.Is(err, ErrBadGrant) {
 		t.Fatalf("second revoke: %v", err)
 	}
 	active, pending, _, _ := s.Sync(nil)
 	if len(active) != 0 || len(pending) != 2 || pending[1].Kind != KindRevoke {
 		t.Fatalf("after revoke: active %v pending %v", active, pending)
 	}
-	if _, err := s.Revoke("nope", "op", "x"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Revoke("nope", Actor{Account: "op"}, "x"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown grant: %v", err)
 	}
 }
@@ -154,11 +154,14 @@ func TestCache(t *testing.T) {
 	if _, ok := c.Lookup("dr", "tenant-b", patient, now); ok {
 		t.Fatal("a grant for tenant-a's patient works for tenant-b's patient of the same id")
 	}
-	// A grant written before grants named their tenant covers the patient
-	// in any tenant, as it did.
+	// A grant that names no tenant (written before grants named their
+	// tenant, or an edited file) covers the patient in no tenant: a grant
+	// for patient X of tenant-a let the clinician read tenant-b's X.
 	c.Replace([]Grant{{ID: "g0", Sub: "dr", Patient: patient, Created: now.Add(-time.Minute), Expires: now.Add(time.Minute)}})
-	if id, ok := c.Lookup("dr", "tenant-b", patient, now); !ok || id != "g0" {
-		t.Fatalf("legacy grant: %q %v", id, ok)
+	for _, tenant := range []string{"tenant-a", "tenant-b", ""} {
+		if id, ok := c.Lookup("dr", tenant, patient, now); ok {
+			t.Fatalf("a grant without a tenant covers tenant %q's patient (%s)", tenant, id)
+		}
 	}
 	c.Replace([]Grant{g})
 	c.Used("g1", Use{EventID: "e1"})
@@ -285,5 +288,81 @@ func TestServerRefusesGrantsBreakingItsRules(t *testing.T) {
 	c.t = c.t.Add(800 * time.Hour)
 	if _, pending, _, _ = server.Sync(nil); len(pending) != 0 {
 		t.Fatalf("refused grants expired: %v", pending)
+	}
+}
+
+// TestServerRefusesGrantsWithoutATenant: a grant without a tenant (an
+// older custos, an edited file) that is still in force is refused once
+// (btg/refuse, refused=no_tenant) and never active, and counted for the
+// operator's warning; one that expired before the server saw it is
+// announced as expired (it was in force under the custos that wrote it),
+// not refused.
+func TestServerRefusesGrantsWithoutATenant(t *testing.T) {
+	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	s := New(filepath.Join(t.TempDir(), "grants.db"), Options{Rules: &Rules{MaxTTL: 4 * time.Hour}, Now: c.now})
+	legacy := Grant{ID: "g-live", Sub: "dr-a", Patient: patient, Reason: "unconscious patient in ED", By: "op",
+		Created: c.t.Add(-time.Minute), Expires: c.t.Add(time.Hour)}
+	gone := legacy
+	gone.ID, gone.Created, gone.Expires = "g-gone", c.t.Add(-2*time.Hour), c.t.Add(-time.Hour)
+	if err := s.update(func(tx *bolt.Tx) error {
+		return errors.Join(putGrant(tx, legacy), putGrant(tx, gone))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := s.All()
+	if n := InForceWithoutTenant(all, c.t); n != 1 {
+		t.Errorf("InForceWithoutTenant = %d, want 1 (the live grant)", n)
+	}
+	active, pending, keys, err := s.Sync(nil)
+	if err != nil || len(active) != 0 {
+		t.Fatalf("a grant without a tenant is active: %v %v", active, err)
+	}
+	kinds := map[string]string{}
+	for _, e := range pending {
+		kinds[e.GrantID] = e.Kind + " " + e.AuditReason()
+	}
+	if !strings.HasPrefix(kinds["g-live"], KindRefuse+" ") || !strings.Contains(kinds["g-live"], "refused=no_tenant") ||
+		!strings.HasPrefix(kinds["g-gone"], KindExpire+" ") {
+		t.Fatalf("events: %v", kinds)
+	}
+	s.Delivered(keys)
+	if _, pending, _, _ = s.Sync(nil); len(pending) != 0 {
+		t.Fatalf("refused twice: %v", pending)
+	}
+	all, _ = s.All()
+	if n := InForceWithoutTenant(all, c.t); n != 1 {
+		t.Errorf("after the refusal InForceWithoutTenant = %d, want 1: the operator must still grant again", n)
+	}
+}
+
+// TestAuditReasonGolden pins the reason of btg/* audit records (a hashed
+// field of the record): the actor is the record's principal, the OS
+// account; whom it named is claimed_by, Go-quoted as given, after uses=
+// and before the free text. Without a claim the reason is as it was.
+func TestAuditReasonGolden(t *testing.T) {
+	const id = "6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4"
+	for _, tt := range []struct {
+		ev   Event
+		want string
+	}{
+		{Event{Kind: KindRevoke, GrantID: id, Sub: "dr-er", Tenant: "general-hospital", Actor: "alice", Claimed: "op-night",
+			Text: "patient transferred"},
+			`grant=6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4 grantee=dr-er tenant=general-hospital claimed_by="op-night" reason="patient transferred"`},
+		{Event{Kind: KindReview, GrantID: id, Sub: "dr-er", Tenant: "general-hospital", Actor: "bob", Claimed: "privacy officer \x1b[2K",
+			Verdict: VerdictAppropriate, Uses: 2, Text: "documented"},
+			`grant=6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4 grantee=dr-er tenant=general-hospital verdict=appropriate uses=2 claimed_by="privacy officer \x1b[2K" note="documented"`},
+		{Event{Kind: KindRevoke, GrantID: id, Sub: "dr-er", Tenant: "general-hospital", Actor: "alice", Text: "patient transferred"},
+			`grant=6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4 grantee=dr-er tenant=general-hospital reason="patient transferred"`},
+		// A tenant edited into grants.db that is no tenant name is quoted:
+		// it cannot pass for a claim (or any further field).
+		// So is a grantee with a space, a quote or a control character.
+		{Event{Kind: KindRevoke, GrantID: id, Sub: `dr claimed_by="po"` + "\x1b", Tenant: "a", Actor: "alice", Text: "patient transferred"},
+			`grant=6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4 grantee="dr claimed_by=\"po\"\x1b" tenant=a reason="patient transferred"`},
+		{Event{Kind: KindRevoke, GrantID: id, Sub: "dr-er", Tenant: `a claimed_by="privacy-officer"`, Actor: "alice", Text: "patient transferred"},
+			`grant=6f1c0b1e-2d3a-4b5c-8d6e-7f8091a2b3c4 grantee=dr-er tenant="a claimed_by=\"privacy-officer\"" reason="patient transferred"`},
+	} {
+		if got := tt.ev.AuditReason(); got != tt.want {
+			t.Errorf("%s reason\n got %s\nwant %s", tt.ev.Kind, got, tt.want)
+		}
 	}
 }

@@ -35,15 +35,15 @@ func (c *Cache) Replace(active []Grant) {
 }
 
 // Lookup returns the id of a grant that lets sub read tenant's patient at
-// t: a grant naming that tenant, else one written before grants named
-// their tenant (Grant.Tenant ""). The expiry is checked here too, so a
-// grant stops working at its expiry even between two Syncs.
+// t: an active grant naming that tenant. A grant without a tenant (written
+// before grants named their tenant) matches no tenant: it cannot say
+// whose patient it names (Grant.Active). The expiry is checked here too,
+// so a grant stops working at its expiry even between two Syncs. It is
+// the one decision of which grant covers a resource: the server's list,
+// read and completion all ask it (server.breakGlass).
 func (c *Cache) Lookup(sub, tenant, patient string, t time.Time) (string, bool) {
 	c.mu.Lock()
 	g, ok := c.active[[3]string{sub, tenant, patient}]
-	if !ok || !g.Active(t) {
-		g, ok = c.active[[3]string{sub, "", patient}]
-	}
 	c.mu.Unlock()
 	if !ok || tenant == "" || !g.Active(t) {
 		return "", false

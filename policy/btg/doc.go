@@ -23,8 +23,9 @@
 //     labels name: a UUID for custos's own data, the source Patient id, a
 //     FHIR id, for FHIR input; never a URI's keyed segment), the
 //     patient's tenant (patient ids are unique within a tenant only; a
-//     grant covers its tenant's patient, and one written before grants
-//     named a tenant covers the patient in any tenant) and an expiry;
+//     grant covers its tenant's patient, and one without a tenant,
+//     written before grants named one or by an edit of the file, covers
+//     nothing and is refused while it would be in force) and an expiry;
 //     it takes effect only if its duration is at most the server's
 //     MaxTTL and, when the server names roles allowed to grant, its
 //     operator's role is one of them. It is never edited except to be
