@@ -34,6 +34,11 @@
 //   - Patients appear only as lookup values (keyed hashes, audit.Pseudonym)
 //     computed by the caller, as in every record; no raw patient id is
 //     accepted, stored or returned.
+//   - Paced, never held. A server's Service paces its walks of the log
+//     (Service.Pace): a walk rests between chunks of records, outside any
+//     read transaction (a rest inside one would keep bbolt from reusing
+//     the pages the writer frees meanwhile), and a rest ends when the
+//     caller goes away. Pacing changes when output is written, never what.
 //   - Errors and the operational log never contain record contents, nor
 //     does progress (RunProgress): counts only, reported after the access
 //     record is durable.
