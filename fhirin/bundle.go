@@ -60,7 +60,7 @@ func (b *bundle) mayNameBinary(raw []byte) bool {
 		if escaped && json.Unmarshal(raw[start-1:end+1], &s) != nil {
 			return true
 		}
-		s = normURL(s)
+		s = NormURL(s)
 		if b.binaryFullURLs[s] {
 			return true
 		}
@@ -253,7 +253,7 @@ func (b *bundle) index(s *source, entries []*entry, resolve func() error) error 
 		t := refTarget{e.typ, e.id}
 		if e.FullURL != "" {
 			at := "Bundle.entry[" + itoa(i) + "].fullUrl"
-			full := normURL(e.FullURL) // the key references are looked up by (resolveFullURL)
+			full := NormURL(e.FullURL) // the key references are looked up by (resolveFullURL)
 			if _, dup := b.byFullURL[full]; dup {
 				return newError(where(s, e.line), at, ErrValue, "two entries share one fullUrl")
 			}
@@ -297,7 +297,7 @@ func (b *bundle) index(s *source, entries []*entry, resolve func() error) error 
 // match in any case (normURL): RFC 3986 makes them case-insensitive, and
 // "HTTP://Example.org/fhir/Patient/1" was refused as naming no entry.
 func (b *bundle) resolveFullURL(ref string) (refTarget, bool) {
-	ref = normURL(ref)
+	ref = NormURL(ref)
 	t, ok := b.byFullURL[ref]
 	if !ok {
 		if i := strings.Index(ref, "/_history/"); i > 0 {
@@ -509,9 +509,9 @@ func (r *resource) rewriteRef(b *bundle, obj map[string]any, ref string, stack [
 				obj["reference"] = t.typ + "/" + t.id
 				r.modified = true
 			} else if r.entries == nil {
-				r.entries = map[string]bool{normURL(ref): true}
+				r.entries = map[string]bool{NormURL(ref): true}
 			} else {
-				r.entries[normURL(ref)] = true
+				r.entries[NormURL(ref)] = true
 			}
 			return nil
 		}

@@ -49,7 +49,7 @@ func restBase(u string) string {
 	if _, ok := parseLiteral(u); !ok {
 		return ""
 	}
-	parts := strings.Split(normURL(u), "/")
+	parts := strings.Split(NormURL(u), "/")
 	n := len(parts) - 2 // less Type/id
 	if parts[len(parts)-2] == "_history" {
 		n -= 2
@@ -57,7 +57,7 @@ func restBase(u string) string {
 	return strings.Join(parts[:n], "/")
 }
 
-// normURL is an absolute URL with its scheme and host in lower case, which
+// NormURL is an absolute URL with its scheme and host in lower case, which
 // RFC 3986 (sections 3.1 and 3.2.2, 6.2.2.1) makes case-insensitive:
 // "HTTP://Example.org/fhir/Patient/1" names what
 // "http://example.org/fhir/Patient/1" names. The path, query and any
@@ -65,7 +65,7 @@ func restBase(u string) string {
 // "Patient/1"). Anything that is not an absolute URL is returned as is.
 // References are matched to fullUrls and server bases in this form; the
 // stored body keeps what was written.
-func normURL(u string) string {
+func NormURL(u string) string {
 	if !isAbsolute(u) || !hasUpperBefore(u, "/?#", 3) {
 		return u // nothing to lower: no copy (mayNameBinary asks of every string)
 	}
@@ -423,7 +423,7 @@ func (r *resource) patientRef(ref map[string]any) (string, bool, error) {
 		if typ != "" && (typ == "Patient") != (t.typ == "Patient") {
 			return "", false, errTypeMismatch
 		}
-		if t.typ == "Patient" && strings.Contains(s, "://") && !r.entries[normURL(s)] && (r.base == "" || restBase(s) != r.base) {
+		if t.typ == "Patient" && strings.Contains(s, "://") && !r.entries[NormURL(s)] && (r.base == "" || restBase(s) != r.base) {
 			// Patient/7 of another server is not this import's Patient/7
 			// (R4 "Literal references": an absolute URL names a resource
 			// on the server at its base).

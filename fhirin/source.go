@@ -398,7 +398,7 @@ func exportBase(request string) string {
 	if !ok || !strings.Contains(u, "://") {
 		return ""
 	}
-	u = normURL(u) // compared with restBase's, which is normURL's
+	u = NormURL(u) // compared with restBase's, which is normURL's
 	if b, ok := strings.CutSuffix(u, "/Patient"); ok {
 		return b
 	}

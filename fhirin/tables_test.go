@@ -345,8 +345,8 @@ func TestNormURL(t *testing.T) {
 		"Patient/P1":                               "Patient/P1",
 		"#Contained":                               "#Contained",
 	} {
-		if got := normURL(in); got != want {
-			t.Errorf("normURL(%s) = %s, want %s", in, got, want)
+		if got := NormURL(in); got != want {
+			t.Errorf("NormURL(%s) = %s, want %s", in, got, want)
 		}
 	}
 }

@@ -63,7 +63,8 @@ type binaryRef struct {
 // server at base (normalized, without a trailing slash), as the reader
 // reads an attachment url (fhirin's binaryURL over the base of the staged
 // manifest's request): "Binary/<id>" or "Binary/<id>/_history/<v>", or an
-// absolute URL of that form whose server base is base, byte for byte. A
+// absolute URL of that form whose server base is base (its scheme and host
+// in any case, as the reader compares them: fhirin.NormURL). A
 // url to another server, a urn, a url with a query or fragment, or to
 // anything but a Binary names none: the reader keeps it as written, or
 // reports it (a url naming another type).
@@ -80,7 +81,7 @@ func binaryID(u, base string) (string, bool) {
 		return "", false
 	}
 	if strings.Contains(u, "://") {
-		if strings.Join(parts[:n-2], "/") != base {
+		if fhirin.NormURL(strings.Join(parts[:n-2], "/")) != fhirin.NormURL(base) {
 			return "", false
 		}
 	} else if n > 2 {
