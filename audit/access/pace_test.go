@@ -18,9 +18,12 @@ import (
 // TestPacedWalksRest: with Service.Pace, verify, export and report rest
 // between chunks of records (a server's auditors leave it the CPUs), and
 // answer as the unpaced walk does. 2,500 records are three chunks; at a
-// share of 1 % each chunk's rest is the quarter-second bound, so a paced
+// share of 0.1 % each chunk's rest is the quarter-second bound (a chunk
+// busy for 0.25 ms or more rests 999 times as long, bounded), so a paced
 // walk takes at least half a second where the unpaced one takes
-// milliseconds.
+// milliseconds. At 1 % a chunk had to be busy for 2.5 ms to reach the
+// bound: on an idle machine a report's chunks were quicker, and the paced
+// report took 380-490 ms, failing with pacing working.
 func TestPacedWalksRest(t *testing.T) {
 	l, dir := openLog(t)
 	appendN(t, l, 2500)
@@ -50,7 +53,7 @@ func TestPacedWalksRest(t *testing.T) {
 				return time.Since(start), out.Bytes()
 			}
 			fast, plain := run(0)
-			slow, paced := run(0.01)
+			slow, paced := run(0.001)
 			if slow < 500*time.Millisecond {
 				t.Errorf("paced %s took %v (unpaced %v), want at least 500ms: it did not rest", o.name, slow, fast)
 			}
