@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -294,6 +295,11 @@ func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Wr
 		if err == nil {
 			err = checkpoint.CheckAgainst(ctx, v, entries, verifiers)
 		}
+		if noAnchorVerdict(err) {
+			// Nothing was checked against the anchors: an error, not
+			// a log that does not match them (audit verify exits 2).
+			return Result{AccessSeq: v.n}, fmt.Errorf("reading the anchored checkpoints: %w", err)
+		}
 		if err != nil {
 			res.Anchor.Error, res.OK = err.Error(), false
 		} else {
@@ -326,6 +332,16 @@ func (s *Service) verifyLog(ctx context.Context, m *meter) (VerifyResult, int64,
 	res.Summary, err = s.log.VerifyPaced(ctx, func(p audit.Problem) { res.Problems = append(res.Problems, p) }, pace)
 	res.OK = err == nil && len(res.Problems) == 0
 	return res, walked, err
+}
+
+// noAnchorVerdict reports whether err, from reading the checkpoints or
+// checking the view against them, means no check was made: the
+// checkpoints file could not be read (an I/O error: *fs.PathError, not a
+// line that reads but is no checkpoint) or the caller went away. Any other
+// error is the anchors' verdict on the log.
+func noAnchorVerdict(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // anchorEntries are the checkpoints to check the view against: those of

@@ -70,8 +70,9 @@ Exit status (both forms):
   1  problems found: broken or edited records, gaps, a rollback or fork
      against the checkpoints, a bundle file that differs (each is printed)
   2  could not verify, so no verdict: bad flags, a --data-dir, --bundle or
-     --pubkey that cannot be read, verifier keys that hold no usable key, a
-     log that cannot be opened (locked by another process, not an audit log)
+     --pubkey that cannot be read (with --pubkey, D/checkpoints.jsonl too),
+     verifier keys that hold no usable key, a log that cannot be opened
+     (locked by another process, not an audit log)
 
 On a terminal, verify --data-dir draws its progress (records checked) and
 verify --bundle its own (bytes of the bundle's files checked) on stderr,

@@ -274,14 +274,15 @@ type Event struct {
 //
 //	grant=<id> grantee=<sub> [tenant=<tenant>] [expires=<RFC3339> ttl=<duration>] [by_role=<role>] [refused=<code> [max_ttl=<duration>]] [verdict=<v>] [uses=<n>] [claimed_by=<quoted name>] [reason=<quoted text>|note=<quoted text>]
 //
-// The grant id, grantee, expiry, duration, role and refusal are custos's
-// own values and appear verbatim; the quoted text was scrubbed when it was
-// stored. claimed_by is whom the acting OS account (the record's
-// principal) named, Go-quoted as given: a claim beside the account. The
-// tenant is verbatim when it is a tenant name, else (an edited grants.db)
-// Go-quoted.
+// The expiry, duration and refusal are custos's own values and appear
+// verbatim; the quoted text was scrubbed when it was stored. claimed_by is
+// whom the acting OS account (the record's principal) named, Go-quoted as
+// given: a claim beside the account. The grant id, grantee and role come
+// from grants.db, which can be edited: each is verbatim when plain (as
+// 'btg grant' writes them), else Go-quoted (quotedUnlessPlain); the tenant
+// is verbatim when it is a tenant name, else Go-quoted.
 func (e Event) AuditReason() string {
-	parts := []string{"grant=" + e.GrantID, "grantee=" + quotedUnlessPlain(e.Sub)}
+	parts := []string{"grant=" + quotedUnlessPlain(e.GrantID), "grantee=" + quotedUnlessPlain(e.Sub)}
 	if e.Detail != "" && e.Text == "" && e.Expires.IsZero() && e.Verdict == "" {
 		// Legacy outbox event: its detail was never scrubbed at intake.
 		return strings.Join(append(parts, minimize.ScrubString(e.Detail)), " ")
@@ -304,7 +305,7 @@ func (e Event) AuditReason() string {
 		parts = append(parts, "ttl="+e.TTL.String())
 	}
 	if e.ByRole != "" {
-		parts = append(parts, "by_role="+e.ByRole)
+		parts = append(parts, "by_role="+quotedUnlessPlain(e.ByRole))
 	}
 	if e.Refused != "" {
 		parts = append(parts, "refused="+e.Refused)
@@ -332,10 +333,11 @@ func (e Event) AuditReason() string {
 }
 
 // quotedUnlessPlain is s verbatim when it has no space, quote, control or
-// invisible character (every grantee 'btg grant' accepts), else Go-quoted:
-// the grantee of a revoke, review, expiry or refusal event comes from
-// grants.db, which can be edited, and a name such as `dr claimed_by="x"`
-// must not pass for further fields of the record.
+// invisible character (every grant id, grantee and role 'btg grant'
+// writes), else Go-quoted: the grant id, grantee and role of a revoke,
+// review, expiry or refusal event come from grants.db, which can be
+// edited, and a value such as `dr claimed_by="x"` must not pass for
+// further fields of the record.
 func quotedUnlessPlain(s string) string {
 	if strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == '"' || !unicode.IsPrint(r) }) {
 		return strconv.Quote(s)

@@ -366,3 +366,46 @@ func TestAuditReasonGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestEditedGrantCannotForgeReasonFields: the grant id and the operator's
+// role of a btg/* reason come from grants.db, which can be edited, like
+// the grantee and the tenant: a stored id or role with a space or a quote
+// is Go-quoted, so that `x claimed_by="po"` cannot pass for a claim (or
+// any further field) of the record. A revoke without --by names no one,
+// and a refusal none at all.
+func TestEditedGrantCannotForgeReasonFields(t *testing.T) {
+	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	s := New(filepath.Join(t.TempDir(), "grants.db"), Options{Rules: &Rules{MaxTTL: 4 * time.Hour, GrantRoles: []string{"btg-operator"}}, Now: c.now})
+	base := Grant{Sub: "dr-a", Tenant: "general-hospital", Patient: patient, Reason: "unconscious patient in ED", By: "op",
+		ByRole: "btg-operator", Created: c.t.Add(-time.Minute), Expires: c.t.Add(time.Hour)}
+	byID, byRole := base, base
+	byID.ID = `g1 claimed_by="privacy-officer"`
+	byRole.ID, byRole.ByRole = "g2", `nurse claimed_by="privacy-officer"`
+	if err := s.update(func(tx *bolt.Tx) error {
+		// Keyed as the file's editor pleases: revoke finds a grant by key.
+		b, _ := json.Marshal(byID)
+		return errors.Join(tx.Bucket(bucketGrants).Put([]byte("g1"), b), putGrant(tx, byRole))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Revoke("g1", Actor{Account: "alice"}, "patient transferred"); err != nil {
+		t.Fatal(err)
+	}
+	_, pending, _, err := s.Sync(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range pending {
+		got[e.Kind] = e.AuditReason()
+	}
+	want := map[string]string{
+		KindRevoke: `grant="g1 claimed_by=\"privacy-officer\"" grantee=dr-a tenant=general-hospital reason="patient transferred"`,
+		KindRefuse: `grant=g2 grantee=dr-a tenant=general-hospital expires=2026-11-21T11:00:00Z ttl=1h1m0s by_role="nurse claimed_by=\"privacy-officer\"" refused=role_not_allowed`,
+	}
+	for kind, w := range want {
+		if got[kind] != w {
+			t.Errorf("%s reason\n got %s\nwant %s", kind, got[kind], w)
+		}
+	}
+}
