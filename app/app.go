@@ -248,7 +248,7 @@ func (a *App) serveAdmin() error {
 	// checkpoint.
 	svc.LimitSpace(a.disk.Spare)
 	// An auditor's walk of a large log must not take the CPUs the reads
-	// need (docs/operations.md, "Auditors beside a serving server").
+	// need (docs/operations.md, "Auditors while serving").
 	svc.Pace(a.o.Admin.auditorCPU())
 	path := admin.Path(a.o.DataDir)
 	cfg := admin.Config{Service: svc, Groups: a.o.Admin.Groups, Logger: a.log}

@@ -61,7 +61,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&fo.Pin, "flood-pin", fo.Pin, "-flood: pin custos and the clinician to the first CPU and the flood process to the others (Linux)")
 	var aud auditorOptions
 	fs.IntVar(&aud.Records, "auditor", 0, "run the auditor scenario instead (auditor.go): append this many records to the audit log, then have -clients clinicians read (one value, default 8) in -rounds quiet slices of -duration/-rounds, each followed by one 'audit verify' of the whole log through the admin socket, and compare the clinicians' latency in both; 0: off")
-	fs.Float64Var(&aud.CPU, "auditor-cpu", 0, "-auditor: the share of one CPU an auditor's walk may use (serve's admin.auditor_cpu; 0: its default, 1: unpaced)")
+	fs.Float64Var(&aud.CPU, "auditor-cpu", 0, "-auditor: the share of one CPU an auditor's walk may use (serve's audit.auditor_cpu; 0: its default, 1: unpaced)")
 	var cat catalogOptions
 	fs.IntVar(&cat.Patients, "catalog", 0, "run the big-catalog scenario instead (catalog.go): a synthetic catalog of this many patients (~10 resources each), first list pages and a researcher's first read; 0: off")
 	fs.IntVar(&cat.Rounds, "catalog-rounds", 5, "rounds of the big-catalog scenario (first pages per persona, each in a new session)")
