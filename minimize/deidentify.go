@@ -638,8 +638,8 @@ var (
 	// unitRun is a run of letters and digits of a unit text.
 	unitRun = regexp.MustCompile(`[\pL\pN]+`)
 	// unitFactor is a power-of-ten factor as laboratories write it
-	// ("x10E3", "10^9", "10*6"), not inside a word.
-	unitFactor = regexp.MustCompile(`(^|[^\pL\pN])(?i:x?10(?:[*^e][+-]?[0-9]{1,2}|[⁺⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]{1,2}))`)
+	// ("x10E3", "10^9", "10*6", Cerner's "x10(3)"), not inside a word.
+	unitFactor = regexp.MustCompile(`(^|[^\pL\pN])(?i:x?10(?:[*^e][+-]?[0-9]{1,2}|\([+-]?[0-9]{1,2}\)|[⁺⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]{1,2}))`)
 	// superscripts are the superscript digits of exponents ("m²",
 	// "mm³"), read as digits.
 	superscripts = strings.NewReplacer("⁰", "0", "¹", "1", "²", "2", "³", "3", "⁴", "4", "⁵", "5", "⁶", "6", "⁷", "7", "⁸", "8", "⁹", "9", "⁻", "-", "⁺", "+")
@@ -1253,7 +1253,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 			// A unit the scrub would change (a telephone number, a date)
 			// is dropped, not released as "[PHONE]".
 			s, ok := v.(string)
-			return s, ok && unitText.MatchString(s) && !unitIdentifier(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s) && knownUnitText(s)
+			return s, ok && unitTextForm(s) && !unitIdentifier(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s) && knownUnitText(s)
 		}
 		return nil, false
 	}

@@ -639,9 +639,32 @@ func TestDeidentifyKeepsUnits(t *testing.T) {
 		// (every word a unit: knownUnitText).
 		"beats/min", "breaths/min", "bpm", "x10E3/uL", "mEq/L", "mIU/mL", "IU/L", "µg/dL", "cells/uL",
 		"copies/mL", "kg/m²", "°F", "lbs", "in", "mL/min/1.73m2", "mcg", "cmH2O", "10^9/L", "mOsm/kg",
-		"/HPF", "mmHg", "kcal/d", "24h", "mg/24h", "score", "ratio", "puffs"} {
+		"/HPF", "mmHg", "kcal/d", "24h", "mg/24h", "score", "ratio", "puffs",
+		// Laboratories' counts and ratios (LabCorp's "M/uL", Cerner's
+		// "x10(3)/mcL", "THOU/uL", a screen's "S/CO"), written with a
+		// space as style guides and reports do ("mm Hg", "mL/min/1.73 m2",
+		// "mg/24 h", "log copies/mL"): kept until h-deid9, or released
+		// with their value only, then dropped with their value.
+		"M/uL", "thou/uL", "THOU/uL", "Thousand/uL", "Million/uL", "mill/uL", "x10(3)/mcL", "x10(6)/mcL",
+		"S/CO", "INR", "ppm", "gtt/min", "respirations/min", "degrees", "%O2", "mL/min/1.73sq.m",
+		"mm Hg", "mL/min/1.73 m2", "mL/min per 1.73 m2", "mg/24 h", "g/24 h", "log copies/mL", "log IU/mL",
+		"cm H2O", "in Hg", "deg F", "deg C", "degrees F", "per min", "per minute", "fl oz", "/100 WBC", "% O2"} {
 		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":3,"unit":` + strconvQuote(unit) + `}}`
 		want := `{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","valueQuantity":{"unit":` + strconvQuote(unit) + `,"value":3}}`
+		if got := string(deidentify(t, []byte(in), nil)); got != want {
+			t.Errorf("unit %q:\n got %s\nwant %s", unit, got, want)
+		}
+	}
+}
+
+// TestDeidentifyDropsSpacedNonUnits: a unit text with spaces is released
+// only when every word names a unit; a number split by spaces, prose and a
+// name are dropped with the quantity's value.
+func TestDeidentifyDropsSpacedNonUnits(t *testing.T) {
+	for _, unit := range []string{"77 441 124", "7744 1124", "mg 7744112", "acct no 7", "Dr Lee", "mg/dL per Dr Marsh",
+		"219 09 9999", "555 867 5309", "mm Hg Smith", "14 Mar 1931", "Mar 1931", "mm  Hg", " mm Hg", "a b c d e"} {
+		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":77441124,"unit":` + strconvQuote(unit) + `}}`
+		want := `{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final"}`
 		if got := string(deidentify(t, []byte(in), nil)); got != want {
 			t.Errorf("unit %q:\n got %s\nwant %s", unit, got, want)
 		}

@@ -213,4 +213,34 @@ var commonUnitWords = setOf(
 	"drink", "drinks", "step", "steps", "event", "events", "episode", "episodes", "stool", "stools",
 	"percent", "pct", "ph", "hpf", "lpf", "field", "fields", "mm3", "ea", "each", "pg", "fl", "kpa", "atm",
 	"sec", "secs", "msec", "ms", "hr", "hrs", "wk", "wks", "mo", "mos", "yr", "yrs", "cm", "mm", "km", "kg", "mg",
+	// Laboratories' and devices' notations: counts in thousands and
+	// millions ("K/uL", "M/uL", "THOU/uL", "Million/uL"), a screen's
+	// signal to cut-off ("S/CO"), "INR", parts per million, drops
+	// ("gtt/min"), "respirations/min", "deg F", "1.73 sq m", "%O2", "log
+	// copies/mL", "per min", "/100 WBC". Until h-deid9 these were released
+	// as units; h-deid9 dropped them with their values.
+	"m", "k", "thou", "thousand", "thousands", "mill", "million", "millions", "co", "inr", "ppm", "ppb",
+	"gtt", "gtts", "resp", "respiration", "respirations", "deg", "degree", "degrees", "sq", "o2", "log", "per",
+	"wbc", "wbcs", "rbc", "rbcs",
 )
+
+// unitTextForm reports whether unit text s has unitText's form, or has it
+// once its spaces are taken out when each space is single and not between
+// two digits: laboratories and style guides write "mm Hg", "mL/min/1.73
+// m2", "mg/24 h", "log copies/mL". Such a text is released only when each
+// of its words names a unit (knownUnitText): "acct no", "Dr Lee" are
+// dropped; and a number split by spaces ("77 441 124") is not one.
+func unitTextForm(s string) bool {
+	if unitText.MatchString(s) {
+		return true
+	}
+	if strings.Count(s, " ") > 3 || strings.Contains(s, "  ") || strings.HasPrefix(s, " ") || strings.HasSuffix(s, " ") {
+		return false
+	}
+	for i := 1; i < len(s)-1; i++ {
+		if s[i] == ' ' && isDigit(s[i-1]) && isDigit(s[i+1]) {
+			return false
+		}
+	}
+	return unitText.MatchString(strings.ReplaceAll(s, " ", ""))
+}
