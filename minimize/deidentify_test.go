@@ -671,6 +671,23 @@ func TestDeidentifyDropsSpacedNonUnits(t *testing.T) {
 	}
 }
 
+// TestDeidentifyBinaryPrefixesOnlyOfBits: UCUM's binary prefixes (Ki, Mi,
+// Gi, Ti) prefix a unit of information only; before a metre or a litre
+// they made names units ("Kim", kibimetre; "Tim"; "Gil", gibilitre), and
+// {"value": 77441124, "unit": "Kim"} was released with its number.
+func TestDeidentifyBinaryPrefixesOnlyOfBits(t *testing.T) {
+	for unit, keep := range map[string]bool{"Kim": false, "Tim": false, "Gil": false, "Kim Min": false, "Mig": false, "KiBy": true, "Mibit": true, "GiBy/s": true, "km": true, "mg": true} {
+		for _, q := range []string{`{"value":77441124,"unit":` + strconvQuote(unit) + `}`, `{"value":77441124,"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}`} {
+			in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":` + q + `}`
+			want := `{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final"}`
+			got := string(deidentify(t, []byte(in), nil))
+			if keep == (got == want) || keep && !strings.Contains(got, "77441124") {
+				t.Errorf("%s (kept: %v):\n got %s", q, keep, got)
+			}
+		}
+	}
+}
+
 func strconvQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)

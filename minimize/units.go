@@ -28,6 +28,17 @@ var ucumAtomsByFirst, ucumMetricByFirst, ucumPrefixesByFirst = func() (all, metr
 	return all, metric, prefixes
 }()
 
+// binaryPrefixes are UCUM's binary prefixes (kibi, mebi, gibi, tebi),
+// which IEC 80000-13 defines for units of information; they prefix only
+// informationAtoms here. UCUM's table lets them prefix any metric atom, and
+// so made names units: "Kim" (kibimetre), "Tim", "Gil" (gibilitre) were
+// released with their numbers, as units, until h-review25. No clinical
+// unit has one.
+var binaryPrefixes = setOf("Ki", "Mi", "Gi", "Ti")
+
+// informationAtoms are the metric atoms of information, bit and byte.
+var informationAtoms = []string{"bit", "By"}
+
 // ucumUnit reports whether s is a UCUM expression (case-sensitive, UCUM's
 // grammar): terms of components joined by "." and "/", optionally after
 // a "/"; a component is an atom (a metric one optionally after a prefix)
@@ -121,7 +132,11 @@ func ucumComponent(s string, i, depth int) []int {
 	atom(i, ucumAtomsByFirst[s[i]])
 	for _, p := range ucumPrefixesByFirst[s[i]] {
 		if k := i + len(p); strings.HasPrefix(s[i:], p) && k < len(s) {
-			atom(k, ucumMetricByFirst[s[k]])
+			if binaryPrefixes[p] {
+				atom(k, informationAtoms)
+			} else {
+				atom(k, ucumMetricByFirst[s[k]])
+			}
 		}
 	}
 	return ends
