@@ -1429,6 +1429,12 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if !ok {
 		return nil, false
 	}
+	if u, _ := m["unit"].(string); identifierAnnotation(u) {
+		return nil, false // "{MRN}": the number is an identifier
+	}
+	if c, _ := m["code"].(string); identifierAnnotation(c) {
+		return nil, false
+	}
 	if c, _ := out["code"].(string); unitIdentifier(c) {
 		delete(out, "code")
 	}

@@ -688,6 +688,25 @@ func TestDeidentifyBinaryPrefixesOnlyOfBits(t *testing.T) {
 	}
 }
 
+// TestDeidentifyIdentifierAnnotations: a quantity whose unit text or code
+// is an annotation naming an identifier ("{MRN}", "mg{acct}") says its
+// number is that identifier; it is dropped whole. An annotation of a count
+// or a score ("{score}", "{cells}", "{#}") keeps its number.
+func TestDeidentifyIdentifierAnnotations(t *testing.T) {
+	for unit, keep := range map[string]bool{"{MRN}": false, "{acct}": false, "{SSN}": false, "{member_id}": false, "{Account}": false,
+		"{policy_no}": false, "{tel}": false, "{phone}": false, "{subscriber}": false, "{serial}": false, "{license}": false, "{NPI}": false,
+		"mg{MRN}": false, "{MRN}/min": false, "1{MRN}": false, "{ID}": false,
+		"{score}": true, "{cells}/uL": true, "{#}": true, "{beats}/min": true, "{copies}/mL": true, "mg/g{creat}": true, "{INR}": true, "{titer}": true} {
+		for _, q := range []string{`{"value":77441124,"unit":` + strconvQuote(unit) + `}`, `{"value":77441124,"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}`} {
+			in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":` + q + `}`
+			got := string(deidentify(t, []byte(in), nil))
+			if keep != strings.Contains(got, "77441124") {
+				t.Errorf("%s (kept: %v):\n got %s", q, keep, got)
+			}
+		}
+	}
+}
+
 func strconvQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)

@@ -1,6 +1,9 @@
 package minimize
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+)
 
 // A number with a unit is released as a measurement only when its unit is
 // one: a UCUM expression of UCUM's own atoms and prefixes (ucumUnit), or a
@@ -259,3 +262,37 @@ func unitTextForm(s string) bool {
 	}
 	return unitText.MatchString(strings.ReplaceAll(s, " ", ""))
 }
+
+// identifierAnnotation reports whether a UCUM annotation in unit text or
+// code s names an identifier (identifierWords: "{MRN}", "mg{acct}",
+// "{member_id}"). UCUM's annotations are free text, and an annotation
+// alone is a unit (a count: "{score}", "{cells}"), so the unit rule
+// (knownUnitText, ucumUnit) released {"value": 77441124, "unit": "{MRN}"}
+// with its number until h-review25; such a quantity says its number is
+// the identifier, and is dropped whole (quantity).
+func identifierAnnotation(s string) bool {
+	for _, a := range annotation.FindAllString(s, -1) {
+		for _, w := range annotationLetters.FindAllString(a, -1) {
+			if identifierWords[strings.ToLower(w)] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// annotationLetters is a run of ASCII letters of an annotation: "member"
+// and "id" of "{member_id}", "MRN" of "{MRN#}".
+var annotationLetters = regexp.MustCompile(`[A-Za-z]+`)
+
+// identifierWords name the identifiers of Safe Harbor's classes (D) to (R)
+// as an annotation would: record, account, plan and licence numbers,
+// telephone and e-mail, device and vehicle numbers. No count or unit of
+// UCUM's or LOINC's annotations is one ("{score}", "{cells}", "{copies}",
+// "{creat}", "{INR}", "{titer}").
+var identifierWords = setOf(
+	"mrn", "mr", "medrec", "ssn", "ssns", "socsec", "id", "ids", "ident", "identifier", "acct", "account", "accounts",
+	"member", "memberid", "subscriber", "policy", "claim", "medicaid", "medicare", "npi", "dea", "ein", "tin",
+	"license", "licence", "lic", "plate", "vin", "serial", "udi", "passport", "tel", "telephone", "phone", "fax",
+	"mobile", "email", "mail", "url", "ip", "zip", "postal", "address", "name", "surname", "dob",
+)
