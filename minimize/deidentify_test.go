@@ -654,7 +654,14 @@ func TestDeidentifyKeepsUnits(t *testing.T) {
 		"M/uL", "thou/uL", "THOU/uL", "Thousand/uL", "Million/uL", "mill/uL", "x10(3)/mcL", "x10(6)/mcL",
 		"S/CO", "INR", "ppm", "gtt/min", "respirations/min", "degrees", "%O2", "mL/min/1.73sq.m",
 		"mm Hg", "mL/min/1.73 m2", "mL/min per 1.73 m2", "mg/24 h", "g/24 h", "log copies/mL", "log IU/mL",
-		"cm H2O", "in Hg", "deg F", "deg C", "degrees F", "per min", "per minute", "fl oz", "/100 WBC", "% O2"} {
+		"cm H2O", "in Hg", "deg F", "deg C", "degrees F", "per min", "per minute", "fl oz", "/100 WBC", "% O2",
+		// Medications' dose and supply units (a MedicationRequest's dose,
+		// a MedicationDispense's quantity): kept until h-deid9, then
+		// dropped with their values.
+		"patch", "Patch", "vial", "vials", "application", "actuation", "suppository", "packet", "syringe", "lozenge",
+		"ampule", "ampoule", "bottle", "bag", "pen", "inhaler", "teaspoon", "tablespoon", "tsp", "tbsp", "applicatorful",
+		"film", "troche", "wafer", "strip", "sachet", "dropperful", "container", "cartridge", "box", "tube", "jar",
+		"chewable tablet", "pill", "implant", "injection", "enema", "scoop", "piece"} {
 		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":3,"unit":` + strconvQuote(unit) + `}}`
 		want := `{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","valueQuantity":{"unit":` + strconvQuote(unit) + `,"value":3}}`
 		if got := string(deidentify(t, []byte(in), nil)); got != want {

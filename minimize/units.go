@@ -240,6 +240,18 @@ var commonUnitWords = setOf(
 	"m", "k", "thou", "thousand", "thousands", "mill", "million", "millions", "co", "inr", "ppm", "ppb",
 	"gtt", "gtts", "resp", "respiration", "respirations", "deg", "degree", "degrees", "sq", "o2", "log", "per",
 	"wbc", "wbcs", "rbc", "rbcs",
+	// Medications' dose forms and packages, as a dose or a dispensed
+	// quantity gives them ("1 patch", "2 actuation", "1 vial"): released
+	// until h-deid9, which dropped them with their values. ("Kit", "Ring"
+	// and "Can", which are names too, are left out.)
+	"patch", "patches", "vial", "vials", "application", "applications", "applicator", "applicatorful", "actuation",
+	"actuations", "actuat", "suppository", "suppositories", "packet", "packets", "syringe", "syringes", "lozenge",
+	"lozenges", "ampule", "ampules", "ampoule", "ampoules", "ampul", "bottle", "bottles", "bag", "bags", "pen", "pens",
+	"inhaler", "inhalers", "inhalation", "inhalations", "teaspoon", "teaspoons", "tablespoon", "tablespoons", "tsp", "tbsp",
+	"film", "films", "troche", "troches", "wafer", "wafers", "strip", "strips", "sachet", "sachets", "dropperful",
+	"container", "containers", "cartridge", "cartridges", "box", "boxes", "tube", "tubes", "jar", "jars", "chewable",
+	"pill", "pills", "implant", "implants", "injection", "injections", "enema", "enemas", "scoop", "scoops",
+	"piece", "pieces", "gum", "tbl", "supp", "inh", "amp",
 )
 
 // unitTextForm reports whether unit text s has unitText's form, or has it
