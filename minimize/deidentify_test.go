@@ -661,7 +661,11 @@ func TestDeidentifyKeepsUnits(t *testing.T) {
 		"patch", "Patch", "vial", "vials", "application", "actuation", "suppository", "packet", "syringe", "lozenge",
 		"ampule", "ampoule", "bottle", "bag", "pen", "inhaler", "teaspoon", "tablespoon", "tsp", "tbsp", "applicatorful",
 		"film", "troche", "wafer", "strip", "sachet", "dropperful", "container", "cartridge", "box", "tube", "jar",
-		"chewable tablet", "pill", "implant", "injection", "enema", "scoop", "piece"} {
+		"chewable tablet", "pill", "implant", "injection", "enema", "scoop", "piece",
+		// Frequencies, intakes, growth and lung-function references
+		// (pediatric percentiles, spirometry's % predicted), METs.
+		"times/day", "times", "x", "servings", "servings/day", "cups/day", "hours/night", "hrs/night", "z-score", "SD",
+		"percentile", "%ile", "METs", "%pred", "% predicted", "% pred", "ohms", "casts/lpf", "% blasts", "words"} {
 		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":3,"unit":` + strconvQuote(unit) + `}}`
 		want := `{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","valueQuantity":{"unit":` + strconvQuote(unit) + `,"value":3}}`
 		if got := string(deidentify(t, []byte(in), nil)); got != want {

@@ -252,6 +252,14 @@ var commonUnitWords = setOf(
 	"container", "containers", "cartridge", "cartridges", "box", "boxes", "tube", "tubes", "jar", "jars", "chewable",
 	"pill", "pills", "implant", "implants", "injection", "injections", "enema", "enemas", "scoop", "scoops",
 	"piece", "pieces", "gum", "tbl", "supp", "inh", "amp",
+	// Frequencies and intakes ("times/day", "2 x", "servings/day",
+	// "cups/day", "hours/night"), growth and lung-function references
+	// (a pediatric "percentile", "z-score", "SD", spirometry's "%
+	// predicted"), "METs", "ohms", urine sediment's "casts/lpf", blasts:
+	// released until h-deid9, which dropped them with their values.
+	"time", "times", "x", "serving", "servings", "cup", "cups", "night", "nights", "z", "zscore", "sd",
+	"percentile", "percentiles", "ile", "met", "mets", "pred", "predicted", "ohm", "ohms", "cast", "casts",
+	"blast", "blasts", "word", "words",
 )
 
 // unitTextForm reports whether unit text s has unitText's form, or has it
