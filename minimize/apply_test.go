@@ -247,6 +247,11 @@ func TestZIP3WithoutPopulation(t *testing.T) {
 		"20515": "000", // the House of Representatives
 		"00501": "000", // the IRS, Holtsville NY
 		"05501": "000", // the IRS, Andover MA
+		"73301": "000", // the IRS, Austin TX (released until h-review25)
+		"73344": "000", // the IRS, Austin TX
+		"75201": "752", // Dallas
+		"77002": "770", // Houston
+		"78701": "787", // Austin
 		"00012": "000", // never assigned
 		"00401": "000", // never assigned
 	} {

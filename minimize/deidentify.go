@@ -638,8 +638,8 @@ var (
 	// unitRun is a run of letters and digits of a unit text.
 	unitRun = regexp.MustCompile(`[\pL\pN]+`)
 	// unitFactor is a power-of-ten factor as laboratories write it
-	// ("x10E3", "10^9", "10*6"), not inside a word.
-	unitFactor = regexp.MustCompile(`(^|[^\pL\pN])(?i:x?10(?:[*^e][+-]?[0-9]{1,2}|[⁺⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]{1,2}))`)
+	// ("x10E3", "10^9", "10*6", Cerner's "x10(3)"), not inside a word.
+	unitFactor = regexp.MustCompile(`(^|[^\pL\pN])(?i:x?10(?:[*^e][+-]?[0-9]{1,2}|\([+-]?[0-9]{1,2}\)|[⁺⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]{1,2}))`)
 	// superscripts are the superscript digits of exponents ("m²",
 	// "mm³"), read as digits.
 	superscripts = strings.NewReplacer("⁰", "0", "¹", "1", "²", "2", "³", "3", "⁴", "4", "⁵", "5", "⁶", "6", "⁷", "7", "⁸", "8", "⁹", "9", "⁻", "-", "⁺", "+")
@@ -1253,7 +1253,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 			// A unit the scrub would change (a telephone number, a date)
 			// is dropped, not released as "[PHONE]".
 			s, ok := v.(string)
-			return s, ok && unitText.MatchString(s) && !unitIdentifier(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s) && knownUnitText(s)
+			return s, ok && unitTextForm(s) && !unitIdentifier(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s) && knownUnitText(s)
 		}
 		return nil, false
 	}
@@ -1429,6 +1429,12 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if !ok {
 		return nil, false
 	}
+	if u, _ := m["unit"].(string); identifierAnnotation(u) {
+		return nil, false // "{MRN}": the number is an identifier
+	}
+	if c, _ := m["code"].(string); identifierAnnotation(c) {
+		return nil, false
+	}
 	if c, _ := out["code"].(string); unitIdentifier(c) {
 		delete(out, "code")
 	}
@@ -1491,17 +1497,34 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 // valueMeanings), an amount is judged as a quantity is (quantity): a
 // measurement by the unit it is released with, here its currency; one
 // whose currency the walk drops, or that has none, is a bare number, and
-// is dropped. Elsewhere a Money is walked as any object (its value judged
+// is dropped; so is one of an identifier's size (identifierAmount). Elsewhere a Money is walked as any object (its value judged
 // as a number: identifierNumber).
 func (d *deid) money(m map[string]any) (map[string]any, bool) {
 	birth := d.birthCtx
 	d.birthCtx = false // the value is judged here, with its currency
 	out, ok := d.object(m, "Money")
 	d.birthCtx = birth
-	if ok && birth && out["currency"] == nil {
+	if ok && birth && (out["currency"] == nil || identifierAmount(out["value"])) {
 		delete(out, "value")
 	}
 	return out, ok
+}
+
+// identifierAmount reports whether amount v, in a value whose meaning is
+// withheld, has an identifier's size: 100,000 or more, six digits before
+// its decimal point, as identifierDigits reads a unit. A currency is no
+// unit chosen for the number: systems add their own to every amount, so a
+// member or account number typed into a local type's Money (77441123 USD
+// under "member-no") was released until h-review25: a cost's always, an
+// open value's (Task.input) from 2026-12-06 (money). A copay, a deductible or a fee under a local type is below
+// that size; a claim's totals are not judged here.
+func identifierAmount(v any) bool {
+	n, ok := v.(json.Number)
+	if !ok {
+		return false
+	}
+	f, err := n.Float64()
+	return err != nil || math.Abs(f) >= 100000
 }
 
 // calendarYear returns the Gregorian year a quantity's value is, when its

@@ -241,6 +241,12 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"a Coverage's costToBeneficiary value is judged by its type, as an Observation's by its code: under a withheld type a bare number is dropped, an amount with its currency and a quantity with its unit kept; under a kept type all kept",
 			`{"resourceType":"Coverage","status":"active","beneficiary":{"reference":"Patient/p"},"payor":[{"reference":"Organization/o"}],"costToBeneficiary":[{"type":{"coding":[{"system":"http://acme.example/codes","code":"member-no"}]},"valueQuantity":{"value":77441123}},{"type":{"text":"account"},"valueMoney":{"value":77441124}},{"valueQuantity":{"value":77441125}},{"type":{"coding":[{"system":"http://acme.example/codes","code":"copay"}]},"valueMoney":{"value":25,"currency":"USD"}},{"type":{"coding":[{"system":"http://acme.example/codes","code":"coins"}]},"valueQuantity":{"value":20,"unit":"%","system":"http://unitsofmeasure.org","code":"%"}},{"type":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/coverage-copay-type","code":"gpvisit"}]},"valueMoney":{"value":40,"currency":"USD"}},{"type":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/coverage-copay-type","code":"copaypct"}]},"valueQuantity":{"value":20}}]}`,
 			`{"beneficiary":{"reference":"Patient/517ad53f-7745-6881-16ef-28eba30de765"},"costToBeneficiary":[{"valueQuantity":` + dar + `},{"valueMoney":` + dar + `},{"valueQuantity":` + dar + `},{"valueMoney":{"currency":"USD","value":25}},{"valueQuantity":{"code":"%","system":"http://unitsofmeasure.org","unit":"%","value":20}},{"type":{"coding":[{"code":"gpvisit","system":"http://terminology.hl7.org/CodeSystem/coverage-copay-type"}]},"valueMoney":{"currency":"USD","value":40}},{"type":{"coding":[{"code":"copaypct","system":"http://terminology.hl7.org/CodeSystem/coverage-copay-type"}]},"valueQuantity":{"value":20}}],"payor":[` + dar + `],"resourceType":"Coverage","status":"active"}`},
+		{"an amount of money under a withheld type (a cost, a task's input) keeps its value with its currency only below 100,000: an account or member number with a currency is dropped",
+			`{"resourceType":"Coverage","status":"active","beneficiary":{"reference":"Patient/p"},"payor":[{"reference":"Organization/o"}],"costToBeneficiary":[{"type":{"coding":[{"system":"http://acme.example/codes","code":"member-no"}]},"valueMoney":{"value":77441123,"currency":"USD"}},{"type":{"coding":[{"system":"http://acme.example/codes","code":"acct"}]},"valueMoney":{"value":219099.99,"currency":"USD"}},{"type":{"coding":[{"system":"http://acme.example/codes","code":"copay"}]},"valueMoney":{"value":99999.5,"currency":"USD"}}]}`,
+			`{"beneficiary":{"reference":"Patient/517ad53f-7745-6881-16ef-28eba30de765"},"costToBeneficiary":[{"valueMoney":{"currency":"USD"}},{"valueMoney":{"currency":"USD"}},{"valueMoney":{"currency":"USD","value":99999.5}}],"payor":[` + dar + `],"resourceType":"Coverage","status":"active"}`},
+		{"a task's input of money under a local type: its value dropped when it has an identifier's size",
+			`{"resourceType":"Task","status":"completed","intent":"order","input":[{"type":{"coding":[{"system":"http://acme.example/codes","code":"member-no"}]},"valueMoney":{"value":77441123,"currency":"USD"}},{"type":{"coding":[{"system":"http://acme.example/codes","code":"fee"}]},"valueMoney":{"value":40,"currency":"USD"}}]}`,
+			`{"input":[{"type":` + dar + `,"valueMoney":{"currency":"USD"}},{"type":` + dar + `,"valueMoney":{"currency":"USD","value":40}}],"intent":"order","resourceType":"Task","status":"completed"}`},
 		{"a claim's benefit amounts are judged by their type and an adjudication's value by its category: under a local one a bare number is dropped, under HL7's kept",
 			`{"resourceType":"ExplanationOfBenefit","status":"active","benefitBalance":[{"category":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/ex-benefitcategory","code":"1"}]},"financial":[{"type":{"coding":[{"system":"http://acme.example/codes","code":"member-no"}]},"allowedUnsignedInt":77441123},{"type":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/benefit-type","code":"visit"}]},"usedUnsignedInt":3}]}],"item":[{"sequence":1,"adjudication":[{"category":{"coding":[{"system":"http://acme.example/codes","code":"acct"}]},"value":77441124},{"category":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/adjudication","code":"benefit"}]},"value":80}]}]}`,
 			`{"benefitBalance":[{"category":{"coding":[{"code":"1","system":"http://terminology.hl7.org/CodeSystem/ex-benefitcategory"}]},"financial":[{"type":` + dar + `},{"type":{"coding":[{"code":"visit","system":"http://terminology.hl7.org/CodeSystem/benefit-type"}]},"usedUnsignedInt":3}]}],"item":[{"adjudication":[{"category":` + dar + `},{"category":{"coding":[{"code":"benefit","system":"http://terminology.hl7.org/CodeSystem/adjudication"}]},"value":80}],"sequence":1}],"resourceType":"ExplanationOfBenefit","status":"active"}`},
@@ -639,11 +645,81 @@ func TestDeidentifyKeepsUnits(t *testing.T) {
 		// (every word a unit: knownUnitText).
 		"beats/min", "breaths/min", "bpm", "x10E3/uL", "mEq/L", "mIU/mL", "IU/L", "µg/dL", "cells/uL",
 		"copies/mL", "kg/m²", "°F", "lbs", "in", "mL/min/1.73m2", "mcg", "cmH2O", "10^9/L", "mOsm/kg",
-		"/HPF", "mmHg", "kcal/d", "24h", "mg/24h", "score", "ratio", "puffs"} {
+		"/HPF", "mmHg", "kcal/d", "24h", "mg/24h", "score", "ratio", "puffs",
+		// Laboratories' counts and ratios (LabCorp's "M/uL", Cerner's
+		// "x10(3)/mcL", "THOU/uL", a screen's "S/CO"), written with a
+		// space as style guides and reports do ("mm Hg", "mL/min/1.73 m2",
+		// "mg/24 h", "log copies/mL"): kept until h-deid9, or released
+		// with their value only, then dropped with their value.
+		"M/uL", "thou/uL", "THOU/uL", "Thousand/uL", "Million/uL", "mill/uL", "x10(3)/mcL", "x10(6)/mcL",
+		"S/CO", "INR", "ppm", "gtt/min", "respirations/min", "degrees", "%O2", "mL/min/1.73sq.m",
+		"mm Hg", "mL/min/1.73 m2", "mL/min per 1.73 m2", "mg/24 h", "g/24 h", "log copies/mL", "log IU/mL",
+		"cm H2O", "in Hg", "deg F", "deg C", "degrees F", "per min", "per minute", "fl oz", "/100 WBC", "% O2",
+		// Medications' dose and supply units (a MedicationRequest's dose,
+		// a MedicationDispense's quantity): kept until h-deid9, then
+		// dropped with their values.
+		"patch", "Patch", "vial", "vials", "application", "actuation", "suppository", "packet", "syringe", "lozenge",
+		"ampule", "ampoule", "bottle", "bag", "pen", "inhaler", "teaspoon", "tablespoon", "tsp", "tbsp", "applicatorful",
+		"film", "troche", "wafer", "strip", "sachet", "dropperful", "container", "cartridge", "box", "tube", "jar",
+		"chewable tablet", "pill", "implant", "injection", "enema", "scoop", "piece",
+		// Frequencies, intakes, growth and lung-function references
+		// (pediatric percentiles, spirometry's % predicted), METs.
+		"times/day", "times", "x", "servings", "servings/day", "cups/day", "hours/night", "hrs/night", "z-score", "SD",
+		"percentile", "%ile", "METs", "%pred", "% predicted", "% pred", "ohms", "casts/lpf", "% blasts", "words"} {
 		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":3,"unit":` + strconvQuote(unit) + `}}`
 		want := `{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","valueQuantity":{"unit":` + strconvQuote(unit) + `,"value":3}}`
 		if got := string(deidentify(t, []byte(in), nil)); got != want {
 			t.Errorf("unit %q:\n got %s\nwant %s", unit, got, want)
+		}
+	}
+}
+
+// TestDeidentifyDropsSpacedNonUnits: a unit text with spaces is released
+// only when every word names a unit; a number split by spaces, prose and a
+// name are dropped with the quantity's value.
+func TestDeidentifyDropsSpacedNonUnits(t *testing.T) {
+	for _, unit := range []string{"77 441 124", "7744 1124", "mg 7744112", "acct no 7", "Dr Lee", "mg/dL per Dr Marsh",
+		"219 09 9999", "555 867 5309", "mm Hg Smith", "14 Mar 1931", "Mar 1931", "mm  Hg", " mm Hg", "a b c d e"} {
+		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":77441124,"unit":` + strconvQuote(unit) + `}}`
+		want := `{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final"}`
+		if got := string(deidentify(t, []byte(in), nil)); got != want {
+			t.Errorf("unit %q:\n got %s\nwant %s", unit, got, want)
+		}
+	}
+}
+
+// TestDeidentifyBinaryPrefixesOnlyOfBits: UCUM's binary prefixes (Ki, Mi,
+// Gi, Ti) prefix a unit of information only; before a metre or a litre
+// they made names units ("Kim", kibimetre; "Tim"; "Gil", gibilitre), and
+// {"value": 77441124, "unit": "Kim"} was released with its number.
+func TestDeidentifyBinaryPrefixesOnlyOfBits(t *testing.T) {
+	for unit, keep := range map[string]bool{"Kim": false, "Tim": false, "Gil": false, "Kim Min": false, "Mig": false, "KiBy": true, "Mibit": true, "GiBy/s": true, "km": true, "mg": true} {
+		for _, q := range []string{`{"value":77441124,"unit":` + strconvQuote(unit) + `}`, `{"value":77441124,"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}`} {
+			in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":` + q + `}`
+			want := `{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final"}`
+			got := string(deidentify(t, []byte(in), nil))
+			if keep == (got == want) || keep && !strings.Contains(got, "77441124") {
+				t.Errorf("%s (kept: %v):\n got %s", q, keep, got)
+			}
+		}
+	}
+}
+
+// TestDeidentifyIdentifierAnnotations: a quantity whose unit text or code
+// is an annotation naming an identifier ("{MRN}", "mg{acct}") says its
+// number is that identifier; it is dropped whole. An annotation of a count
+// or a score ("{score}", "{cells}", "{#}") keeps its number.
+func TestDeidentifyIdentifierAnnotations(t *testing.T) {
+	for unit, keep := range map[string]bool{"{MRN}": false, "{acct}": false, "{SSN}": false, "{member_id}": false, "{Account}": false,
+		"{policy_no}": false, "{tel}": false, "{phone}": false, "{subscriber}": false, "{serial}": false, "{license}": false, "{NPI}": false,
+		"mg{MRN}": false, "{MRN}/min": false, "1{MRN}": false, "{ID}": false,
+		"{score}": true, "{cells}/uL": true, "{#}": true, "{beats}/min": true, "{copies}/mL": true, "mg/g{creat}": true, "{INR}": true, "{titer}": true} {
+		for _, q := range []string{`{"value":77441124,"unit":` + strconvQuote(unit) + `}`, `{"value":77441124,"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}`} {
+			in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":` + q + `}`
+			got := string(deidentify(t, []byte(in), nil))
+			if keep != strings.Contains(got, "77441124") {
+				t.Errorf("%s (kept: %v):\n got %s", q, keep, got)
+			}
 		}
 	}
 }

@@ -75,8 +75,10 @@ var armedForces = setOf("AA", "AE", "AP")
 // 00601), 055 (the IRS at Andover, MA: 05501, 05544, inside Vermont's
 // 050-059 here), 205 (federal agencies in Washington, DC: 20500 the White House,
 // 20515 the House, 20530 Justice, ...) and 340 (APO/FPO Americas, which
-// USPS's L002 list gives to AA inside Florida's 320-349).
-var nonPopulatedZIP3 = setOf("005", "055", "205", "340")
+// USPS's L002 list gives to AA inside Florida's 320-349), and 733 (the
+// IRS at Austin, TX: 73301, 73344; inside Texas's ranges, released until
+// h-review25, as 005 and 055 had been until h-deid9).
+var nonPopulatedZIP3 = setOf("005", "055", "205", "340", "733")
 
 // RestrictedZIP3 returns, in ascending order, the three-digit ZIP prefixes
 // that generalize:zip3 replaces with "000" (HHS Safe Harbor guidance, 2000

@@ -1,6 +1,9 @@
 package minimize
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+)
 
 // A number with a unit is released as a measurement only when its unit is
 // one: a UCUM expression of UCUM's own atoms and prefixes (ucumUnit), or a
@@ -27,6 +30,17 @@ var ucumAtomsByFirst, ucumMetricByFirst, ucumPrefixesByFirst = func() (all, metr
 	}
 	return all, metric, prefixes
 }()
+
+// binaryPrefixes are UCUM's binary prefixes (kibi, mebi, gibi, tebi),
+// which IEC 80000-13 defines for units of information; they prefix only
+// informationAtoms here. UCUM's table lets them prefix any metric atom, and
+// so made names units: "Kim" (kibimetre), "Tim", "Gil" (gibilitre) were
+// released with their numbers, as units, until h-review25. No clinical
+// unit has one.
+var binaryPrefixes = setOf("Ki", "Mi", "Gi", "Ti")
+
+// informationAtoms are the metric atoms of information, bit and byte.
+var informationAtoms = []string{"bit", "By"}
 
 // ucumUnit reports whether s is a UCUM expression (case-sensitive, UCUM's
 // grammar): terms of components joined by "." and "/", optionally after
@@ -121,7 +135,11 @@ func ucumComponent(s string, i, depth int) []int {
 	atom(i, ucumAtomsByFirst[s[i]])
 	for _, p := range ucumPrefixesByFirst[s[i]] {
 		if k := i + len(p); strings.HasPrefix(s[i:], p) && k < len(s) {
-			atom(k, ucumMetricByFirst[s[k]])
+			if binaryPrefixes[p] {
+				atom(k, informationAtoms)
+			} else {
+				atom(k, ucumMetricByFirst[s[k]])
+			}
 		}
 	}
 	return ends
@@ -213,4 +231,88 @@ var commonUnitWords = setOf(
 	"drink", "drinks", "step", "steps", "event", "events", "episode", "episodes", "stool", "stools",
 	"percent", "pct", "ph", "hpf", "lpf", "field", "fields", "mm3", "ea", "each", "pg", "fl", "kpa", "atm",
 	"sec", "secs", "msec", "ms", "hr", "hrs", "wk", "wks", "mo", "mos", "yr", "yrs", "cm", "mm", "km", "kg", "mg",
+	// Laboratories' and devices' notations: counts in thousands and
+	// millions ("K/uL", "M/uL", "THOU/uL", "Million/uL"), a screen's
+	// signal to cut-off ("S/CO"), "INR", parts per million, drops
+	// ("gtt/min"), "respirations/min", "deg F", "1.73 sq m", "%O2", "log
+	// copies/mL", "per min", "/100 WBC". Until h-deid9 these were released
+	// as units; h-deid9 dropped them with their values.
+	"m", "k", "thou", "thousand", "thousands", "mill", "million", "millions", "co", "inr", "ppm", "ppb",
+	"gtt", "gtts", "resp", "respiration", "respirations", "deg", "degree", "degrees", "sq", "o2", "log", "per",
+	"wbc", "wbcs", "rbc", "rbcs",
+	// Medications' dose forms and packages, as a dose or a dispensed
+	// quantity gives them ("1 patch", "2 actuation", "1 vial"): released
+	// until h-deid9, which dropped them with their values. ("Kit", "Ring"
+	// and "Can", which are names too, are left out.)
+	"patch", "patches", "vial", "vials", "application", "applications", "applicator", "applicatorful", "actuation",
+	"actuations", "actuat", "suppository", "suppositories", "packet", "packets", "syringe", "syringes", "lozenge",
+	"lozenges", "ampule", "ampules", "ampoule", "ampoules", "ampul", "bottle", "bottles", "bag", "bags", "pen", "pens",
+	"inhaler", "inhalers", "inhalation", "inhalations", "teaspoon", "teaspoons", "tablespoon", "tablespoons", "tsp", "tbsp",
+	"film", "films", "troche", "troches", "wafer", "wafers", "strip", "strips", "sachet", "sachets", "dropperful",
+	"container", "containers", "cartridge", "cartridges", "box", "boxes", "tube", "tubes", "jar", "jars", "chewable",
+	"pill", "pills", "implant", "implants", "injection", "injections", "enema", "enemas", "scoop", "scoops",
+	"piece", "pieces", "gum", "tbl", "supp", "inh", "amp",
+	// Frequencies and intakes ("times/day", "2 x", "servings/day",
+	// "cups/day", "hours/night"), growth and lung-function references
+	// (a pediatric "percentile", "z-score", "SD", spirometry's "%
+	// predicted"), "METs", "ohms", urine sediment's "casts/lpf", blasts:
+	// released until h-deid9, which dropped them with their values.
+	"time", "times", "x", "serving", "servings", "cup", "cups", "night", "nights", "z", "zscore", "sd",
+	"percentile", "percentiles", "ile", "met", "mets", "pred", "predicted", "ohm", "ohms", "cast", "casts",
+	"blast", "blasts", "word", "words",
+)
+
+// unitTextForm reports whether unit text s has unitText's form, or has it
+// once its spaces are taken out when each space is single and not between
+// two digits: laboratories and style guides write "mm Hg", "mL/min/1.73
+// m2", "mg/24 h", "log copies/mL". Such a text is released only when each
+// of its words names a unit (knownUnitText): "acct no", "Dr Lee" are
+// dropped; and a number split by spaces ("77 441 124") is not one.
+func unitTextForm(s string) bool {
+	if unitText.MatchString(s) {
+		return true
+	}
+	if strings.Count(s, " ") > 3 || strings.Contains(s, "  ") || strings.HasPrefix(s, " ") || strings.HasSuffix(s, " ") {
+		return false
+	}
+	for i := 1; i < len(s)-1; i++ {
+		if s[i] == ' ' && isDigit(s[i-1]) && isDigit(s[i+1]) {
+			return false
+		}
+	}
+	return unitText.MatchString(strings.ReplaceAll(s, " ", ""))
+}
+
+// identifierAnnotation reports whether a UCUM annotation in unit text or
+// code s names an identifier (identifierWords: "{MRN}", "mg{acct}",
+// "{member_id}"). UCUM's annotations are free text, and an annotation
+// alone is a unit (a count: "{score}", "{cells}"), so the unit rule
+// (knownUnitText, ucumUnit) released {"value": 77441124, "unit": "{MRN}"}
+// with its number until h-review25; such a quantity says its number is
+// the identifier, and is dropped whole (quantity).
+func identifierAnnotation(s string) bool {
+	for _, a := range annotation.FindAllString(s, -1) {
+		for _, w := range annotationLetters.FindAllString(a, -1) {
+			if identifierWords[strings.ToLower(w)] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// annotationLetters is a run of ASCII letters of an annotation: "member"
+// and "id" of "{member_id}", "MRN" of "{MRN#}".
+var annotationLetters = regexp.MustCompile(`[A-Za-z]+`)
+
+// identifierWords name the identifiers of Safe Harbor's classes (D) to (R)
+// as an annotation would: record, account, plan and licence numbers,
+// telephone and e-mail, device and vehicle numbers. No count or unit of
+// UCUM's or LOINC's annotations is one ("{score}", "{cells}", "{copies}",
+// "{creat}", "{INR}", "{titer}").
+var identifierWords = setOf(
+	"mrn", "mr", "medrec", "ssn", "ssns", "socsec", "id", "ids", "ident", "identifier", "acct", "account", "accounts",
+	"member", "memberid", "subscriber", "policy", "claim", "medicaid", "medicare", "npi", "dea", "ein", "tin",
+	"license", "licence", "lic", "plate", "vin", "serial", "udi", "passport", "tel", "telephone", "phone", "fax",
+	"mobile", "email", "mail", "url", "ip", "zip", "postal", "address", "name", "surname", "dob",
 )
