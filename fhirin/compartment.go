@@ -57,6 +57,10 @@ func restBase(u string) string {
 	return strings.Join(parts[:n], "/")
 }
 
+// NormURL is normURL, for a caller that must name what Read names: custos
+// sync's Binary fetch matches attachment urls to its server base so.
+func NormURL(u string) string { return normURL(u) }
+
 // normURL is an absolute URL with its scheme and host in lower case, which
 // RFC 3986 (sections 3.1 and 3.2.2, 6.2.2.1) makes case-insensitive:
 // "HTTP://Example.org/fhir/Patient/1" names what

@@ -63,7 +63,9 @@ type binaryRef struct {
 // server at base (normalized, without a trailing slash), as the reader
 // reads an attachment url (fhirin's binaryURL over the base of the staged
 // manifest's request): "Binary/<id>" or "Binary/<id>/_history/<v>", or an
-// absolute URL of that form whose server base is base, byte for byte. A
+// absolute URL of that form whose server base is base, byte for byte but
+// for the case of scheme and host (fhirin.NormURL, as the reader compares
+// them: RFC 3986 makes them case-insensitive). A
 // url to another server, a urn, a url with a query or fragment, or to
 // anything but a Binary names none: the reader keeps it as written, or
 // reports it (a url naming another type).
@@ -80,7 +82,7 @@ func binaryID(u, base string) (string, bool) {
 		return "", false
 	}
 	if strings.Contains(u, "://") {
-		if strings.Join(parts[:n-2], "/") != base {
+		if fhirin.NormURL(strings.Join(parts[:n-2], "/")) != fhirin.NormURL(base) {
 			return "", false
 		}
 	} else if n > 2 {
@@ -103,7 +105,8 @@ func validID(s string) bool {
 // attachmentRefs calls f for every url naming a Binary of base (binaryID)
 // in the lifted attachments (attachmentPaths) of the resource line of type
 // typ, with the FHIR path of the url. An attachment with data is inline:
-// the reader ignores its url. A line that cannot name a Binary
+// the reader links the url's Binary only when the import or the catalog
+// holds it, and otherwise takes the data for the content (no fetch). A line that cannot name a Binary
 // (store.MayNameBinary) is not decoded.
 func attachmentRefs(line []byte, typ, base string, f func(id, path, contentType string)) error {
 	p, ok := attachmentPaths[typ]

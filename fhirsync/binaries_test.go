@@ -92,9 +92,14 @@ func TestBinaryRefsAgreeWithReader(t *testing.T) {
 		{"DocumentReference", `{"url":"https://ehr.example/fhir/Binary/b1/_history/3"}`, "b1"},
 		{"DiagnosticReport", `{"contentType":"application/pdf","url":"Binary/r1"}`, "r1"},
 		{"Media", `{"contentType":"image/jpeg","url":"https://ehr.example/fhir/Binary/m1"}`, "m1"},
+		// Scheme and host in any case (RFC 3986; fhirin.NormURL): the
+		// reader takes them for the base's, and refused the import as
+		// dangling while the sync fetched nothing.
+		{"DocumentReference", `{"url":"https://EHR.example/fhir/Binary/b1"}`, "b1"},
+		{"DocumentReference", `{"url":"HTTPS://ehr.Example/fhir/Binary/b1"}`, "b1"},
 		// Left alone by the reader, so by the sync.
 		{"DocumentReference", `{"url":"https://other.example/fhir/Binary/b1"}`, ""},
-		{"DocumentReference", `{"url":"https://EHR.example/fhir/Binary/b1"}`, ""},
+		{"DocumentReference", `{"url":"https://ehr.example/FHIR/Binary/b1"}`, ""}, // a path's case counts
 		{"DocumentReference", `{"url":"http://ehr.example/fhir/Binary/b1"}`, ""},
 		{"DocumentReference", `{"url":"https://ehr.example/fhir/R4/Binary/b1"}`, ""},
 		{"DocumentReference", `{"url":"https://ehr.example/Binary/b1"}`, ""},
