@@ -153,8 +153,9 @@ func placeContext(st *store.Store, namer *store.Namer, eo store.EntryOptions) fu
 }
 
 // matchResources is fhirin.Options.Match over st, the catalog copy being
-// imported into: the source ids of the live resources of type typ of
-// namer's tenant and of source that q finds. By _id, the resource's keyed
+// imported into: the source ids and compartments (Labels.Patient, the
+// source Patient id) of the live resources of type typ of namer's tenant
+// and of source that q finds. By _id, the resource's keyed
 // id (store.GetByID). By identifier, the bodies of the type's live
 // resources of the tenant and source, read once per type and import
 // (st.Page over the catalog, st.Blob for each of that type: the catalog
@@ -162,15 +163,16 @@ func placeContext(st *store.Store, namer *store.Namer, eo store.EntryOptions) fu
 // live resource whose URI is not the one its body's id names is an error
 // (fail closed: the catalog contradicts itself). Read asks in its first
 // pass, before the import writes anything.
-func matchResources(ctx context.Context, st *store.Store, namer *store.Namer, source string) func(typ string, q fhirin.Search) ([]string, error) {
+func matchResources(ctx context.Context, st *store.Store, namer *store.Namer, source string) func(typ string, q fhirin.Search) ([]fhirin.Found, error) {
 	byType := map[string][]identified{}
-	return func(typ string, q fhirin.Search) ([]string, error) {
+	return func(typ string, q fhirin.Search) ([]fhirin.Found, error) {
 		if q.ID != "" {
 			u, err := namer.URI(typ, q.ID, "")
 			if err != nil {
 				return nil, fmt.Errorf("app: a %s of the import cannot be named", typ)
 			}
-			switch r, err := st.GetByID(u.ID); {
+			r, err := st.GetByID(u.ID)
+			switch {
 			case errors.Is(err, store.ErrNotFound):
 				return nil, nil
 			case err != nil:
@@ -178,7 +180,7 @@ func matchResources(ctx context.Context, st *store.Store, namer *store.Namer, so
 			case r.Source != source:
 				return nil, nil // another source's: not this import's to update
 			}
-			return []string{q.ID}, nil
+			return []fhirin.Found{{ID: q.ID, Patient: r.Labels.Patient}}, nil
 		}
 		rs, ok := byType[typ]
 		if !ok {
@@ -188,19 +190,20 @@ func matchResources(ctx context.Context, st *store.Store, namer *store.Namer, so
 			}
 			byType[typ] = rs
 		}
-		var ids []string
+		var found []fhirin.Found
 		for _, r := range rs {
 			if slices.ContainsFunc(r.identifiers, func(id [2]string) bool { return q.Matches(id[0], id[1]) }) {
-				ids = append(ids, r.id)
+				found = append(found, fhirin.Found{ID: r.id, Patient: r.patient})
 			}
 		}
-		return ids, nil
+		return found, nil
 	}
 }
 
-// identified is a live resource's source id and identifiers {system, value}.
+// identified is a live resource's source id, its compartment's source
+// Patient id ("" for none) and its identifiers {system, value}.
 type identified struct {
-	id          string
+	id, patient string
 	identifiers [][2]string
 }
 
@@ -232,7 +235,7 @@ func identifiedOf(ctx context.Context, st *store.Store, namer *store.Namer, sour
 			if json.Unmarshal(body, &head) != nil || namer.Link(typ, head.ID, r.Labels.Patient) != r.URI {
 				return nil, fmt.Errorf("%w: a live %s's body does not name its URI", store.ErrCorrupt, typ)
 			}
-			it := identified{id: head.ID}
+			it := identified{id: head.ID, patient: r.Labels.Patient}
 			for _, i := range head.Identifier {
 				if i.Value != "" {
 					it.identifiers = append(it.identifiers, [2]string{i.System, i.Value})

@@ -2,11 +2,13 @@ package app
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/custos-mcp/custos/fhirin"
 	"github.com/custos-mcp/custos/store"
 )
 
@@ -106,5 +108,71 @@ func TestImportConditionalUpdateMatchesCatalog(t *testing.T) {
 	}
 	if string(before) != string(f.catalogBytes()) {
 		t.Error("a refused import changed the catalog file")
+	}
+}
+
+// A conditional update or create resolves within the compartment its
+// resource is in: an Observation of Patient A whose identifier (or _id)
+// search finds Patient B's Observation in the catalog is refused
+// (fhirin.ErrCompartment, naming the entry's query) and changes nothing.
+// Before, it took B's Observation's id, and the import retired B's
+// Observation and wrote A's content under its id in A's compartment: a
+// search by identifier (by value alone, in any system) moved a record out
+// of one patient's compartment into another's. A match in the entry's own
+// compartment still updates the resource.
+func TestImportConditionalMatchStaysInItsCompartment(t *testing.T) {
+	f := newLinkFixture(t)
+	imp := func(body string) error {
+		path := filepath.Join(t.TempDir(), "bundle.json")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ImportFHIR(context.Background(), f.cat, path, FHIRImport{Tenant: f.tenant, IDKey: f.key})
+		return err
+	}
+	const (
+		pa, pb = "a1a1a1a1-0000-4000-8000-000000000001", "b2b2b2b2-0000-4000-8000-000000000002"
+		obs    = "c3c3c3c3-0000-4000-8000-000000000003"
+	)
+	observation := func(fullURL, patient, text, request string) string {
+		return `{"fullUrl":"` + fullURL + `","resource":{"resourceType":"Observation","identifier":[{"system":"urn:lab","value":"77"}],"status":"final","code":{"text":"` + text + `"},"subject":{"reference":"Patient/` + patient + `"}},"request":` + request + `}`
+	}
+	bundle := func(entries ...string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join(entries, ",\n") + `]}`
+	}
+	if err := imp(bundle(
+		`{"fullUrl":"urn:uuid:`+pa+`","resource":{"resourceType":"Patient"},"request":{"method":"PUT","url":"Patient/`+pa+`"}}`,
+		`{"fullUrl":"urn:uuid:`+pb+`","resource":{"resourceType":"Patient"},"request":{"method":"PUT","url":"Patient/`+pb+`"}}`,
+		observation("urn:uuid:"+obs, pb, "first", `{"method":"PUT","url":"Observation/`+obs+`"}`))); err != nil {
+		t.Fatal(err)
+	}
+	before := f.catalogBytes()
+	for _, request := range []string{
+		`{"method":"PUT","url":"Observation?identifier=urn:lab|77"}`,
+		`{"method":"PUT","url":"Observation?identifier=77"}`,
+		`{"method":"PUT","url":"Observation?_id=` + obs + `"}`,
+		`{"method":"POST","url":"Observation","ifNoneExist":"identifier=urn:lab|77"}`,
+	} {
+		err := imp(bundle(observation("urn:uuid:d4d4d4d4-0000-4000-8000-000000000004", pa, "A's", request)))
+		var fe *fhirin.Error
+		if !errors.Is(err, fhirin.ErrCompartment) || !errors.As(err, &fe) || !strings.HasPrefix(fe.Path, "Bundle.entry[0].request.") {
+			t.Errorf("%s: err = %v, want ErrCompartment at the entry's query", request, err)
+		}
+		if err != nil && (strings.Contains(err.Error(), "77") || strings.Contains(err.Error(), pa) || strings.Contains(err.Error(), obs)) {
+			t.Errorf("the error quotes the input: %v", err)
+		}
+		if string(before) != string(f.catalogBytes()) {
+			t.Fatalf("%s: a refused import changed the catalog file", request)
+		}
+	}
+	if _, body := f.get("Observation", obs, pb); !strings.Contains(string(body), `"first"`) {
+		t.Errorf("B's Observation changed: %s", body)
+	}
+	// In its own compartment the match updates B's Observation.
+	if err := imp(bundle(observation("urn:uuid:e5e5e5e5-0000-4000-8000-000000000005", pb, "second", `{"method":"PUT","url":"Observation?identifier=urn:lab|77"}`))); err != nil {
+		t.Fatal(err)
+	}
+	if r, body := f.get("Observation", obs, pb); r.Version != 2 || !strings.Contains(string(body), `"second"`) {
+		t.Errorf("B's Observation after a conditional update of B's: version %d, %s", r.Version, body)
 	}
 }

@@ -297,14 +297,16 @@ var mediaTypeAliases = map[string]string{"image/jpg": "image/jpeg"}
 
 // unlistedMediaTypes are the clinical media types that
 // github.com/gabriel-vasile/mimetype does not know and that checkMIME lists
-// as declared all the same: FHIR's own (and DSTU2's), HL7 v3 (C-CDA) and
-// v2 content, DICOMweb metadata and Markdown. Any other type the library
-// does not know is listed as listedMediaType says.
+// as declared all the same: FHIR's own (and DSTU2's), HL7 v3 (C-CDA: its
+// IANA-registered application/cda+xml among them) and v2 content (ER7 and
+// XML), DICOMweb metadata and Markdown. Any other type the library does
+// not know is listed as listedMediaType says.
 var unlistedMediaTypes = map[string]bool{
 	"application/fhir+json": true, "application/fhir+xml": true,
 	"application/json+fhir": true, "application/xml+fhir": true,
-	"application/hl7-v3+xml": true, "application/hl7-cda+xml": true,
+	"application/cda+xml": true, "application/hl7-v3+xml": true, "application/hl7-cda+xml": true,
 	"application/hl7-v2": true, "application/hl7-v2+er7": true, "x-application/hl7-v2+er7": true,
+	"application/hl7-v2+xml": true,
 	"text/x-hl7-ft":          true,
 	"application/dicom+json": true, "application/dicom+xml": true,
 	"text/markdown": true,

@@ -94,6 +94,10 @@ type entry struct {
 	// matched: id is that of the one resource of the catalog its
 	// conditional update or create matched (resolveConditionals).
 	matched bool
+	// matchedPatient is the compartment (source Patient id, "" for none)
+	// of the resource matched; condPath the element holding the query
+	// ("Bundle.entry[3].request.url").
+	matchedPatient, condPath string
 	// identifiers are its resource's identifiers, "system|value".
 	identifiers []string
 }

@@ -19,6 +19,12 @@ type Search struct {
 	AnySystem     bool
 }
 
+// Found is a live resource of the catalog that a conditional search found
+// (Options.Match): its source id, and the source id of the Patient whose
+// compartment holds it ("" for a tenant-level resource; a Patient's own
+// id for a Patient).
+type Found struct{ ID, Patient string }
+
 // Matches reports whether an identifier {system, value} matches s (by
 // identifier; an _id search matches no identifier).
 func (s Search) Matches(system, value string) bool {
@@ -164,7 +170,9 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 		switch len(ids) {
 		case 0:
 		case 1:
-			e.id, e.matched = ids[0], true
+			// resource checks, once it knows the entry's compartment,
+			// that the match is in it (matchedPatient).
+			e.id, e.matched, e.matchedPatient, e.condPath = ids[0].ID, true, ids[0].Patient, c.path
 		default:
 			return atEntry(e.name, newError(w, c.path, ErrValue, "the conditional search matches %d resources of this source in the catalog (FHIR 412 Precondition Failed): it names no one resource to update", len(ids)))
 		}
@@ -173,7 +181,7 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 }
 
 // match asks Options.Match once per search and type.
-func (rd *reader) match(typ string, q Search) ([]string, error) {
+func (rd *reader) match(typ string, q Search) ([]Found, error) {
 	if rd.opts.Match == nil {
 		return nil, nil
 	}
@@ -189,7 +197,7 @@ func (rd *reader) match(typ string, q Search) ([]string, error) {
 		return nil, err
 	}
 	if rd.matched == nil {
-		rd.matched = map[string][]string{}
+		rd.matched = map[string][]Found{}
 	}
 	rd.matched[key] = ids
 	return ids, nil

@@ -73,7 +73,7 @@ func TestReadConditionalUpdate(t *testing.T) {
 			opts := Options{Link: testLink}
 			asked := 0
 			if tc.match {
-				opts.Match = func(typ string, q Search) ([]string, error) {
+				opts.Match = func(typ string, q Search) ([]Found, error) {
 					asked++
 					k := typ + "|" + q.System + "|" + q.Value
 					switch {
@@ -82,7 +82,11 @@ func TestReadConditionalUpdate(t *testing.T) {
 					case q.AnySystem:
 						k = typ + "|*|" + q.Value
 					}
-					return catalog[k], nil
+					var found []Found
+					for _, id := range catalog[k] {
+						found = append(found, Found{ID: id, Patient: map[string]string{"Patient": id}[typ]})
+					}
+					return found, nil
 				}
 			}
 			var items []Item

@@ -122,8 +122,10 @@
 //   - Conditional updates and creates (PUT Type?query, POST with
 //     ifNoneExist) are resolved against the other entries of their
 //     Bundle and Options.Match (the catalog), by one identifier or _id
-//     only (resolveConditionals): one match, the entry takes its id; none,
-//     it creates; more, or another entry, an error. Two Bundles of one
+//     only (resolveConditionals): one match, the entry takes its id (an
+//     ErrCompartment when the match is in another compartment than the
+//     entry's resource); none, it creates; more, or another entry, an
+//     error. Two Bundles of one
 //     import that conditionally create one resource the catalog lacks
 //     create it twice.
 //   - Only the attachments of DocumentReference.content.attachment,

@@ -171,15 +171,18 @@ type Options struct {
 	// stops Read and is returned as it is. nil: such a reference counts
 	// for nothing.
 	PlaceContext func(typ, id string) (patient string, labels []string, live bool, err error)
-	// Match, if not nil, reports the source ids of the live resources of
-	// type typ in the importer's catalog, of the source being imported
-	// (the same tenant and source), that q finds: a Bundle entry's
-	// conditional update (PUT Type?query) or create (POST with
+	// Match, if not nil, reports the live resources of type typ in the
+	// importer's catalog, of the source being imported (the same tenant
+	// and source), that q finds, each once with its compartment: a Bundle
+	// entry's conditional update (PUT Type?query) or create (POST with
 	// ifNoneExist) resolved to exactly one of them updates it (takes its
-	// id); to none, creates its resource; to more, is refused (FHIR's 412).
-	// Each id once. An error stops Read and is returned as it is. nil:
-	// the catalog holds no match (the Bundle is still searched).
-	Match func(typ string, q Search) (ids []string, err error)
+	// id) when that one is in the compartment the entry's resource is in,
+	// and is refused (ErrCompartment) when it is in another: a match does
+	// not move a resource between patients. To none, the entry creates its
+	// resource; to more, it is refused (FHIR's 412). An error stops Read
+	// and is returned as it is. nil: the catalog holds no match (the
+	// Bundle is still searched).
+	Match func(typ string, q Search) ([]Found, error)
 	// Complete says the input holds every resource that links any of its
 	// Binaries (a full import: what it does not hold is retired). A Binary
 	// it holds and links then takes its labels from the import alone, so a

@@ -211,7 +211,7 @@ type reader struct {
 	// patient and Binary id.
 	mentioned map[string][]string
 	// matched caches Options.Match's answers, by type and search (match).
-	matched map[string][]string
+	matched map[string][]Found
 }
 
 // indexedTypes are the types the first pass reads whole; of any other

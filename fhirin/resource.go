@@ -175,6 +175,13 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	if err != nil {
 		return err
 	}
+	if e != nil && e.matched && patient != e.matchedPatient {
+		// Taking the match's id would retire it from its patient's
+		// compartment and write this entry's content in another's
+		// (store: a resource whose patient changed moves): a search by
+		// identifier does not say the two are one record.
+		return r.errf(e.condPath, ErrCompartment, "the conditional update or create matched a resource of the catalog in another patient compartment than its resource's (or in none): a conditional match does not move a resource between patients")
+	}
 	labels, err := r.labels(b)
 	if err != nil {
 		return err

@@ -225,6 +225,12 @@ func TestCheckMIME(t *testing.T) {
 		{"application/x-evelyn-marsh+xml", xml, "application/octet-stream"},
 		// The clinical types are listed as declared.
 		{"application/hl7-v3+xml", xml, "application/hl7-v3+xml"},
+		// C-CDA's IANA-registered type (2021, by HL7), and v2's XML
+		// encoding: both were application/octet-stream.
+		{"application/cda+xml", xml, "application/cda+xml"},
+		{"application/hl7-v2+xml", []byte(`<?xml version="1.0"?><ADT_A01 xmlns="urn:hl7-org:v2xml"/>`), "application/hl7-v2+xml"},
+		{"image/jpg", []byte("\xff\xd8\xff\xe0\x00\x10JFIF\x00"), "image/jpeg"},
+		{"image/jpeg", []byte("\xff\xd8\xff\xe0\x00\x10JFIF\x00"), "image/jpeg"},
 		{"application/fhir+json", []byte(`{"resourceType":"Patient"}`), "application/fhir+json"},
 		{"application/fhir+xml", xml, "application/fhir+xml"},
 		{"text/markdown", text, "text/markdown"},
