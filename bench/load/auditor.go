@@ -77,18 +77,11 @@ func runAuditor(ctx context.Context, o options, ao auditorOptions) (_ *auditorRe
 	s.Resources, s.Size = o.Resources, o.Size
 	s.Description = "custos alone; clinicians read while nothing else runs, then while one auditor runs 'audit verify' over the admin socket (the whole log), alternated"
 
-	d := newDataset(o.Resources, o.Size, o.PerPatient)
-	tlsCfg, pool, err := tlsSetup()
+	cl, err := clinicianSetup(ctx, o, dir, clinicians, logger)
 	if err != nil {
 		return nil, err
 	}
-	if err := importCatalog(ctx, dir, d, logger); err != nil {
-		return nil, err
-	}
-	tokens, tf, err := tokenFile(clinicians, d.patients)
-	if err != nil {
-		return nil, err
-	}
+	d, tlsCfg, pool, tokens, tf := cl.d, cl.tlsCfg, cl.pool, cl.tokens, cl.tf
 	cs, err := startCustos(ctx, dir, tokens, tf, server.RateLimit{PerSecond: o.RateLimit, Burst: max(1, int(2*o.RateLimit))}, o.AuditBatchDelay, tlsCfg, false, false, logger,
 		func(a *app.Options) { a.Admin.AuditorCPU = ao.CPU })
 	if err != nil {

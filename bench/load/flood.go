@@ -189,18 +189,11 @@ func runFlood(ctx context.Context, o options) (_ *floodReport, err error) {
 		WindowS:   server.DefaultRefusalWindow.Seconds(), PerSource: server.DefaultRefusalsPerSource,
 	}}
 
-	d := newDataset(o.Resources, o.Size, o.PerPatient)
-	tlsCfg, pool, err := tlsSetup()
+	cl, err := clinicianSetup(ctx, o, dir, clinicians, logger)
 	if err != nil {
 		return nil, err
 	}
-	if err := importCatalog(ctx, dir, d, logger); err != nil {
-		return nil, err
-	}
-	tokens, tf, err := tokenFile(clinicians, d.patients)
-	if err != nil {
-		return nil, err
-	}
+	d, tlsCfg, pool, tokens, tf := cl.d, cl.tlsCfg, cl.pool, cl.tokens, cl.tf
 	var serverCPUs, floodCPUs []int
 	if fo.Pin {
 		var ok bool

@@ -278,6 +278,32 @@ func openCustos(ctx context.Context, dir string, d dataset, maxClients int, rate
 	return startCustos(ctx, dir, tokens, tf, rate, batchDelay, tlsCfg, profile, ops, logger)
 }
 
+// clinicianSide is what a custos-alone scenario (-flood, -auditor) serves
+// its clinicians from: the dataset, imported into dir's catalog, the TLS
+// setup, and one dev bearer token per clinician (tf: the token file).
+type clinicianSide struct {
+	d      dataset
+	tlsCfg *tls.Config
+	pool   *x509.CertPool
+	tokens []string
+	tf     []byte
+}
+
+// clinicianSetup makes o's dataset, imports it into dir and makes n
+// clinicians' tokens.
+func clinicianSetup(ctx context.Context, o options, dir string, n int, logger *slog.Logger) (clinicianSide, error) {
+	c := clinicianSide{d: newDataset(o.Resources, o.Size, o.PerPatient)}
+	var err error
+	if c.tlsCfg, c.pool, err = tlsSetup(); err != nil {
+		return c, err
+	}
+	if err := importCatalog(ctx, dir, c.d, logger); err != nil {
+		return c, err
+	}
+	c.tokens, c.tf, err = tokenFile(n, c.d.patients)
+	return c, err
+}
+
 // importCatalog writes d as an import directory under dir/seed and imports
 // it into dir/catalog.db.
 func importCatalog(ctx context.Context, dir string, d dataset, logger *slog.Logger) error {
