@@ -1029,22 +1029,9 @@ func TestSyncLinksStoredBinary(t *testing.T) {
 			if res.Full || last.types["DocumentReference"] != 1 || last.types["Binary"] != 0 {
 				t.Fatalf("incremental sync: full %v types %v; want the DocumentReference alone", res.Full, last.types)
 			}
-			st, err := store.Open(env.imp.catalogPath, store.Options{ReadOnly: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			page, err := st.Page("", 100)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var labelled []string
-			for _, r := range page {
-				if len(r.Labels.Sensitivity) > 0 {
-					labelled = append(labelled, fmt.Sprintf("%s v%d %v", r.Labels.Type, r.Version, r.Labels.Sensitivity))
-				}
-			}
-			slices.Sort(labelled)
+			page, labelled := labelledCatalog(t, env.imp.catalogPath, func(r store.Resource) string {
+				return fmt.Sprintf("%s v%d %v", r.Labels.Type, r.Version, r.Labels.Sensitivity)
+			})
 			if want := []string{"attachment v1 [psy]", "documentreference v2 [psy]"}; len(page) != 5 || !slices.Equal(labelled, want) {
 				for _, r := range page {
 					t.Logf("%s %s v%d %v", r.URI, r.Labels.Type, r.Version, r.Labels.Sensitivity)
@@ -1053,6 +1040,28 @@ func TestSyncLinksStoredBinary(t *testing.T) {
 			}
 		})
 	}
+}
+
+// labelledCatalog reads the catalog at path after a sync: its live
+// resources (the first 100) and, sorted, describe of each that carries a
+// sensitivity label.
+func labelledCatalog(t *testing.T, path string, describe func(store.Resource) string) (page []store.Resource, labelled []string) {
+	t.Helper()
+	st, err := store.Open(path, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if page, err = st.Page("", 100); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range page {
+		if len(r.Labels.Sensitivity) > 0 {
+			labelled = append(labelled, describe(r))
+		}
+	}
+	slices.Sort(labelled)
+	return page, labelled
 }
 
 // TestSyncFetchesLinkedBinary: a DocumentReference on the real FHIR server
@@ -1259,22 +1268,9 @@ func TestSyncSecurityContextNamesStoredResource(t *testing.T) {
 			if res.Full || last.types["DocumentReference"] != 1 || last.types["Binary"] != 1 {
 				t.Fatalf("incremental sync: full %v types %v; want the new Binary and DocumentReference", res.Full, last.types)
 			}
-			st, err := store.Open(env.imp.catalogPath, store.Options{ReadOnly: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			page, err := st.Page("", 100)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var labelled []string
-			for _, r := range page {
-				if len(r.Labels.Sensitivity) > 0 {
-					labelled = append(labelled, fmt.Sprintf("%s %s v%d %v", r.Labels.Type, r.Labels.Patient, r.Version, r.Labels.Sensitivity))
-				}
-			}
-			slices.Sort(labelled)
+			page, labelled := labelledCatalog(t, env.imp.catalogPath, func(r store.Resource) string {
+				return fmt.Sprintf("%s %s v%d %v", r.Labels.Type, r.Labels.Patient, r.Version, r.Labels.Sensitivity)
+			})
 			p := pats[0]
 			want := []string{"attachment " + p + " v1 [hiv]", "documentreference " + p + " v1 [hiv]", "documentreference " + p + " v1 [hiv]"}
 			if len(page) != 6 || !slices.Equal(labelled, want) {
