@@ -995,14 +995,7 @@ func TestSyncPatientLevelExport(t *testing.T) {
 func TestSyncLinksStoredBinary(t *testing.T) {
 	for _, mode := range []string{"bulk", "rest"} {
 		t.Run(mode, func(t *testing.T) {
-			env := newSyncEnv(t)
-			bulk := map[string]string{"bulk": "system", "rest": "none"}[mode]
-			srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: bulk, Seed: map[string]int{"resources": 3}, ExportPolls: 1})
-			var pats []string
-			srv.control(t, "ids", map[string]string{"type": "Patient"}, &pats)
-			if len(pats) != 1 {
-				t.Fatalf("patients %v", pats)
-			}
+			env, srv, pats := onePatientSync(t, mode)
 			var bin, doc struct {
 				ID string `json:"id"`
 			}
@@ -1042,6 +1035,23 @@ func TestSyncLinksStoredBinary(t *testing.T) {
 	}
 }
 
+// onePatientSync is a sync environment and the real FHIR server it syncs
+// from in mode ("bulk": a system-level Bulk export; "rest": searches),
+// seeded with one patient's three resources, and that patient's id (in a
+// slice of one, as the server lists them).
+func onePatientSync(t *testing.T, mode string) (*syncEnv, *fhirServer, []string) {
+	t.Helper()
+	env := newSyncEnv(t)
+	bulk := map[string]string{"bulk": "system", "rest": "none"}[mode]
+	srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: bulk, Seed: map[string]int{"resources": 3}, ExportPolls: 1})
+	var pats []string
+	srv.control(t, "ids", map[string]string{"type": "Patient"}, &pats)
+	if len(pats) != 1 {
+		t.Fatalf("patients %v", pats)
+	}
+	return env, srv, pats
+}
+
 // labelledCatalog reads the catalog at path after a sync: its live
 // resources (the first 100) and, sorted, describe of each that carries a
 // sensitivity label.
@@ -1075,14 +1085,7 @@ func labelledCatalog(t *testing.T, path string, describe func(store.Resource) st
 func TestSyncFetchesLinkedBinary(t *testing.T) {
 	for _, mode := range []string{"bulk", "rest"} {
 		t.Run(mode, func(t *testing.T) {
-			env := newSyncEnv(t)
-			bulk := map[string]string{"bulk": "system", "rest": "none"}[mode]
-			srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: bulk, Seed: map[string]int{"resources": 3}, ExportPolls: 1})
-			var pats []string
-			srv.control(t, "ids", map[string]string{"type": "Patient"}, &pats)
-			if len(pats) != 1 {
-				t.Fatalf("patients %v", pats)
-			}
+			env, srv, pats := onePatientSync(t, mode)
 			note := "Progress note: patient doing well.\n"
 			var bin, doc, doc2 struct {
 				ID string `json:"id"`
@@ -1232,14 +1235,7 @@ func TestSyncFetchesLinkedBinary(t *testing.T) {
 func TestSyncSecurityContextNamesStoredResource(t *testing.T) {
 	for _, mode := range []string{"bulk", "rest"} {
 		t.Run(mode, func(t *testing.T) {
-			env := newSyncEnv(t)
-			bulk := map[string]string{"bulk": "system", "rest": "none"}[mode]
-			srv := startFHIRServer(t, fhirServerConfig{ClientID: "custos-sync", JWKS: env.jwks, Bulk: bulk, Seed: map[string]int{"resources": 3}, ExportPolls: 1})
-			var pats []string
-			srv.control(t, "ids", map[string]string{"type": "Patient"}, &pats)
-			if len(pats) != 1 {
-				t.Fatalf("patients %v", pats)
-			}
+			env, srv, pats := onePatientSync(t, mode)
 			var proxy, bin, doc struct {
 				ID string `json:"id"`
 			}
