@@ -1125,6 +1125,11 @@ func TestSyncFetchesLinkedBinary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() {
+				if err := st.Close(); err != nil {
+					t.Errorf("closing the synced catalog: %v", err)
+				}
+			})
 			page, err := st.Page("", 100)
 			if err != nil {
 				t.Fatal(err)
