@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/audit/report"
 	"github.com/custos-mcp/custos/backup"
+	"github.com/custos-mcp/custos/store"
 )
 
 // Op names an auditor operation (the admin socket's path /v1/<op>).
@@ -672,6 +674,12 @@ func (s *Service) report(ctx context.Context, c Caller, r ReportRequest, w io.Wr
 	if r.Disclosures && len(r.Patients) == 0 {
 		return Result{}, fmt.Errorf("%w: the accounting of disclosures is for one patient", ErrBadRequest)
 	}
+	switch {
+	case r.Tenant != "" && len(r.Patients) == 0:
+		return Result{}, fmt.Errorf("%w: a tenant selects the patient's tenant: it needs a patient", ErrBadRequest)
+	case r.Tenant != "" && !store.ValidTenant(r.Tenant):
+		return Result{}, fmt.Errorf("%w: the tenant %s is no tenant name ([a-z0-9][a-z0-9-]{0,62})", ErrBadRequest, strconv.Quote(r.Tenant))
+	}
 	if err := checkTimes(r.Since, r.Until); err != nil {
 		return Result{}, err
 	}
@@ -682,6 +690,7 @@ func (s *Service) report(ctx context.Context, c Caller, r ReportRequest, w io.Wr
 		// lookup value, the newest (Patients[0]).
 		patients = r.Patients[:1]
 		sj.add("patient", r.Patients[0])
+		sj.add("tenant", r.Tenant)
 	}
 	sj.add("user", r.User)
 	sj.flag("denials", r.Denials)
