@@ -61,7 +61,7 @@ type Service struct {
 	app     Appender
 	dir     string // the data directory: its checkpoints.jsonl, and room for temporary bundles
 	space   func(need uint64) error
-	share   float64 // Pace; 0: not paced
+	budget  *budget // Pace: the share of one CPU all its walks use together; nil: not paced
 	logger  *slog.Logger
 	nowFunc func() time.Time
 }
@@ -92,10 +92,13 @@ func New(log *audit.Log, app Appender, dir string, logger *slog.Logger) *Service
 // Call it before the first Run.
 func (s *Service) LimitSpace(space func(need uint64) error) { s.space = space }
 
-// Pace has each record walk of an operation (verify, export, bundle, the
-// compliance report's passes, report, policy impact's reading) use about share of one CPU: after each chunk
-// of records, between read transactions, it rests for as long as the
-// chunk took × (1-share)/share (at most a quarter second). A server passes
+// Pace has the record walks of s's operations (verify, export, bundle, the
+// compliance report's passes, report, policy impact's reading) use about
+// share of one CPU together, however many run at once (one budget, not one
+// share per walk): after each chunk of records, between read transactions,
+// a walk rests until the chunk is paid at share, for as long as the chunk
+// took × (1-share)/share when it walks alone (at most a quarter second),
+// longer while others walk. A server passes
 // its admin socket's share (app.AdminOptions.AuditorCPU), so that an
 // auditor verifying or exporting a large log beside it leaves the CPUs to
 // the reads it serves; the walk takes 1/share as long when the machine is
@@ -104,7 +107,7 @@ func (s *Service) LimitSpace(space func(need uint64) error) { s.space = space }
 // else is served), is no pacing. Operations that read no more than a few
 // records (prove, hash) and the backup (bound by
 // the disk and its receiver) are not paced. Call it before the first Run.
-func (s *Service) Pace(share float64) { s.share = share }
+func (s *Service) Pace(share float64) { s.budget = newBudget(share) }
 
 // bundleTemp prefixes the temporary directory of a bundle being assembled
 // in the data directory (sendBundle).
