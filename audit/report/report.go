@@ -198,12 +198,12 @@ func Run(ctx context.Context, src Source, q Query, total uint64, progress func(d
 		}
 		for _, t := range tenants {
 			row.Tenant = t
-			row.Resources = slices.DeleteFunc(slices.Clone(r.URIs), func(u string) bool {
+			row.Resources = orEmpty(slices.DeleteFunc(slices.Clone(r.URIs), func(u string) bool {
 				return !slices.ContainsFunc(q.Patients, func(p string) bool {
 					ut, ok := audit.URIPatientTenant(u, p)
 					return ok && ut == t
 				})
-			})
+			}))
 			rep.add(row)
 		}
 		return nil
