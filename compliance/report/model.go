@@ -196,8 +196,8 @@ type Grant struct {
 	RevokedByClaimed string    `json:"revoked_by_claimed,omitempty"`
 	Expired          *EventRef `json:"expired,omitempty"`
 	// Refused: the server refused the grant (it broke the rules in force:
-	// btg/refuse, code ttl_over_cap or role_not_allowed); it never took
-	// effect.
+	// btg/refuse, code ttl_over_cap, role_not_allowed, no_tenant or
+	// bad_tenant); it never took effect.
 	Refused     *EventRef `json:"refused,omitempty"`
 	RefusedCode string    `json:"refused_code,omitempty"`
 	// Uses are the accesses naming the grant, of its tenant (an access
