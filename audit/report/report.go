@@ -40,6 +40,8 @@ type Query struct {
 	// not per tenant (audit.PatientRef), so a patient is the lookup value
 	// in one tenant. "" selects the lookup value in every tenant, each
 	// tenant's rows apart (Row.Tenant, Report.Tenants), never merged.
+	// Records naming the lookup value in no URI are kept either way, in
+	// rows of tenant "".
 	Tenant      string    `json:"tenant,omitempty"`
 	User        string    `json:"user,omitempty"`
 	Denials     bool      `json:"denials,omitempty"`
@@ -154,10 +156,12 @@ func (q Query) Match(r audit.Record) bool {
 }
 
 // patientRefs are the patients of r that q asks about: a lookup value of
-// q.Patients, in q.Tenant when it names one.
+// q.Patients, in q.Tenant when it names one, or in no tenant (a record
+// that names the lookup value in no URI, e.g. a completion, cannot say
+// whose it is: it is kept, in its own rows, so that no access is missed).
 func (q Query) patientRefs(r audit.Record) []audit.PatientRef {
 	return slices.DeleteFunc(audit.PatientRefs(r), func(p audit.PatientRef) bool {
-		return !slices.Contains(q.Patients, p.Pseudonym) || q.Tenant != "" && p.Tenant != q.Tenant
+		return !slices.Contains(q.Patients, p.Pseudonym) || q.Tenant != "" && p.Tenant != "" && p.Tenant != q.Tenant
 	})
 }
 
@@ -294,7 +298,7 @@ func (rep Report) WriteTable(w io.Writer) error {
 	for _, tr := range rep.Tenants {
 		name := "tenant " + audit.Printable(tr.Tenant)
 		if tr.Tenant == "" {
-			name = "no tenant named (records naming the lookup value in no URI)"
+			name = "no tenant named (records naming the lookup value in no URI: they do not say which tenant's patient)"
 		}
 		fmt.Fprintf(w, "\n%s: %d rows\n", name, tr.Rows)
 		rows := slices.DeleteFunc(slices.Clone(rep.Rows), func(r Row) bool { return r.Tenant != tr.Tenant })
