@@ -310,11 +310,12 @@ type AdminOptions struct {
 	// is then mode 0660 and owned by the first group. Empty: mode 0600.
 	// Key admin.groups.
 	Groups []uint32
-	// AuditorCPU is the share of one CPU that each auditor operation's
-	// walk of the log (verify, export, bundle, report, compliance report,
-	// policy impact) may use while the server serves: it rests between
-	// chunks of records (access.Service.Pace), so that an auditor beside a
-	// serving server leaves the CPUs to clinicians' reads. 0 means
+	// AuditorCPU is the share of one CPU that the auditor operations'
+	// walks of the log (verify, export, bundle, report, compliance report,
+	// policy impact) may use together while the server serves, however
+	// many run at once: they rest between chunks of records
+	// (access.Service.Pace, one budget), so that auditors beside a serving
+	// server leave the CPUs to clinicians' reads. 0 means
 	// DefaultAuditorCPU; 1 or more, no pacing. Key audit.auditor_cpu.
 	AuditorCPU float64
 }

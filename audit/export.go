@@ -195,12 +195,17 @@ func ExportFile(ctx context.Context, path string, w io.Writer, f Format, filter 
 		return 0, err
 	}
 	defer closeSegments(sealed)
-	return exportSegments(ctx, append(sealed, live), w, f, filter)
+	return exportSegments(ctx, append(sealed, live), w, f, filter, nil)
 }
 
 // exportSegments exports the records of segs (in order) as ExportFile
-// does.
-func exportSegments(ctx context.Context, segs []*segment, w io.Writer, f Format, filter Filter) (int, error) {
+// does. between, if not nil, runs each chunk's output and progress
+// (outside the chunk's read transaction) and may stop the export with an
+// error (Log.unheld).
+func exportSegments(ctx context.Context, segs []*segment, w io.Writer, f Format, filter Filter, between func(func() error) error) (int, error) {
+	if between == nil {
+		between = func(fn func() error) error { return fn() }
+	}
 	var buf bytes.Buffer // one chunk's output
 	var cw *csv.Writer
 	var row []string
@@ -221,7 +226,7 @@ func exportSegments(ctx context.Context, segs []*segment, w io.Writer, f Format,
 		if filter.To != 0 && s.base >= filter.To {
 			break
 		}
-		m, err := exportSegment(ctx, s, &buf, cw, row, w, filter)
+		m, err := exportSegment(ctx, s, &buf, cw, row, w, filter, between)
 		n += m
 		if err != nil {
 			return n, err
@@ -232,8 +237,8 @@ func exportSegments(ctx context.Context, segs []*segment, w io.Writer, f Format,
 
 // exportSegment exports one segment's matching records, formatting each
 // chunk into buf (through cw for CSV) inside its transaction and writing
-// it to w after.
-func exportSegment(ctx context.Context, s *segment, buf *bytes.Buffer, cw *csv.Writer, row []string, w io.Writer, filter Filter) (int, error) {
+// it to w after, through between.
+func exportSegment(ctx context.Context, s *segment, buf *bytes.Buffer, cw *csv.Writer, row []string, w io.Writer, filter Filter, between func(func() error) error) (int, error) {
 	n := 0
 	var after []byte
 	for done := false; !done; {
@@ -290,15 +295,21 @@ func exportSegment(ctx context.Context, s *segment, buf *bytes.Buffer, cw *csv.W
 				return n, err
 			}
 		}
-		if buf.Len() > 0 {
-			if _, err := w.Write(buf.Bytes()); err != nil {
-				return n, err
+		err = between(func() error {
+			if buf.Len() > 0 {
+				if _, err := w.Write(buf.Bytes()); err != nil {
+					return err
+				}
+				buf.Reset()
 			}
-			buf.Reset()
-		}
-		n += rows
-		if filter.Progress != nil && len(after) == 8 {
-			filter.Progress(binary.BigEndian.Uint64(after))
+			n += rows
+			if filter.Progress != nil && len(after) == 8 {
+				filter.Progress(binary.BigEndian.Uint64(after))
+			}
+			return nil
+		})
+		if err != nil {
+			return n, err
 		}
 	}
 	return n, nil

@@ -794,23 +794,50 @@ func (l *Log) Verify(ctx context.Context, report func(Problem)) (Summary, error)
 // chunk checked (as RangeOptions.Pace): a caller counts the records
 // walked there (progress) or throttles. An error stops the walk and is
 // returned.
+//
+// The walk holds l.mu shared (Close waits for it) while it reads, and
+// releases it while pace runs: a pace that rests (an auditor's walk beside
+// a serving server) does not hold Close for its rests. A walk that finds
+// the log closed when pace returns stops with ErrClosed.
 func (l *Log) VerifyPaced(ctx context.Context, report func(Problem), pace func(ctx context.Context, n int) error) (Summary, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
 		return Summary{}, ErrClosed
 	}
+	if pace != nil {
+		paced := pace
+		pace = func(ctx context.Context, n int) error { return l.unheld(func() error { return paced(ctx, n) }) }
+	}
 	return verifySegments(ctx, l.segments(), report, pace)
 }
 
-// Export runs ExportFile on every segment of the open log.
+// Export runs ExportFile on every segment of the open log. It holds l.mu
+// shared while it reads a chunk, and releases it while it writes the
+// chunk's output to w and calls filter.Progress (which may rest: a paced
+// auditor's walk), so that neither a slow reader of w nor a rest holds
+// Close; an export that finds the log closed then stops with ErrClosed.
 func (l *Log) Export(ctx context.Context, w io.Writer, f Format, filter Filter) (int, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
 		return 0, ErrClosed
 	}
-	return exportSegments(ctx, l.segments(), w, f, filter)
+	return exportSegments(ctx, l.segments(), w, f, filter, l.unheld)
+}
+
+// unheld runs fn with l.mu, which the caller holds shared, released, and
+// takes it again. If the log was closed meanwhile it returns ErrClosed
+// (fn's error first): the caller's walk stops there, before its next read,
+// with an error that says so rather than a verdict on part of the log.
+func (l *Log) unheld(fn func() error) error {
+	l.mu.RUnlock()
+	err := fn()
+	l.mu.RLock()
+	if err == nil && l.closed {
+		err = fmt.Errorf("%w while it was being read (a walk stops when the log closes)", ErrClosed)
+	}
+	return err
 }
 
 var knownOutcomes = []string{OutcomeAllow, OutcomeDeny, OutcomeError}

@@ -4,6 +4,8 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
+	"strings"
 )
 
 // PseudonymPrefix starts every keyed hash of an identifier in a record.
@@ -29,4 +31,52 @@ func Pseudonym(key []byte, id string) string {
 	m.Write([]byte(id))
 	sum := m.Sum(nil)
 	return PseudonymPrefix + hex.EncodeToString(sum[:16])
+}
+
+// PatientRef is one patient a record concerns: its lookup value and the
+// tenant of that patient's resources in the record. A lookup value is not
+// per tenant (Pseudonym hashes the id alone, and ids are unique within a
+// tenant only), so two patients who share an id in two tenants share it:
+// only (Tenant, Pseudonym) names one patient. Tenant is "" when none of the
+// record's URIs names the patient (an auditor's access record, a
+// break-the-glass event): the record does not say which tenant's.
+type PatientRef struct {
+	Tenant    string
+	Pseudonym string
+}
+
+// PatientRefs returns the patients r concerns, one PatientRef per lookup
+// value of r.Patients and tenant of a URI whose path holds it as a segment
+// (SCHEME://TENANT/patients/P/…: URIs keep their tenant, only the patient
+// segment is pseudonymized), in the order of r.Patients and then of r.URIs,
+// each once; a lookup value no URI names has one PatientRef with Tenant "".
+// Pure: it reads the canonical record's fields only.
+func PatientRefs(r Record) []PatientRef {
+	var out []PatientRef
+	for _, p := range r.Patients {
+		n := len(out)
+		for _, u := range r.URIs {
+			if t, ok := URIPatientTenant(u, p); ok && !slices.Contains(out[n:], PatientRef{t, p}) {
+				out = append(out, PatientRef{t, p})
+			}
+		}
+		if len(out) == n {
+			out = append(out, PatientRef{Pseudonym: p})
+		}
+	}
+	return out
+}
+
+// URIPatientTenant returns the tenant (authority) of a record's uri if a
+// segment of its path is the lookup value p.
+func URIPatientTenant(uri, p string) (string, bool) {
+	_, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		return "", false
+	}
+	tenant, path, _ := strings.Cut(rest, "/")
+	if tenant == "" || p == "" || !slices.Contains(strings.Split(path, "/"), p) {
+		return "", false
+	}
+	return tenant, true
 }

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,3 +35,18 @@ func TestPseudonymGolden(t *testing.T) {
 //
 // and the first 32 hex digits.
 const pseudonymGolden = "hk1-e553fdb0f4c0a60badbbf42e8ef69660"
+
+// TestPatientRefs: a record's patients are named by lookup value and the
+// tenant of the URIs that hold it as a path segment; one lookup value in
+// two tenants is two PatientRefs, one no URI names has tenant "".
+func TestPatientRefs(t *testing.T) {
+	const p, q, r = "hk1-00000000000000000000000000000001", "hk1-00000000000000000000000000000002", "hk1-00000000000000000000000000000003"
+	rec := Record{Entry: Entry{Patients: []string{p, q, r}, URIs: []string{
+		"fhir://a/patients/" + p + "/patient/" + p, "note://b/patients/" + p + "/notes/n1", "fhir://a/patients/" + p + "/observation/o1",
+		"fhir://c/patients/" + q + "x/patient/" + q + "x", "invalid",
+	}}}
+	want := []PatientRef{{"a", p}, {"b", p}, {"", q}, {"", r}}
+	if got := PatientRefs(rec); !slices.Equal(got, want) {
+		t.Errorf("PatientRefs = %+v, want %+v", got, want)
+	}
+}

@@ -369,10 +369,27 @@ func recount(t *testing.T, rep *report.Report, recs []audit.Record) {
 		u := get(users, r.Principal.Sub)
 		count(u, r, bg)
 		for _, p := range r.Patients {
-			u.others[p] = true
-			pa := get(patients, p)
-			count(pa, r, bg)
-			pa.others[r.Principal.Sub] = true
+			// A patient is a lookup value in a tenant: the authority of
+			// each URI with the lookup value as a path segment, "" when
+			// no URI has it (report.json's rule for patients[]).
+			var tenants []string
+			for _, u := range r.URIs {
+				_, rest, _ := strings.Cut(u, "://")
+				tenant, path, _ := strings.Cut(rest, "/")
+				if slices.Contains(strings.Split(path, "/"), p) && !slices.Contains(tenants, tenant) {
+					tenants = append(tenants, tenant)
+				}
+			}
+			if len(tenants) == 0 {
+				tenants = []string{""}
+			}
+			for _, tenant := range tenants {
+				key := tenant + "\x00" + p
+				u.others[key] = true
+				pa := get(patients, key)
+				count(pa, r, bg)
+				pa.others[r.Principal.Sub] = true
+			}
 		}
 	}
 	seqs := func(f report.Figure) []uint64 {
@@ -391,12 +408,12 @@ func recount(t *testing.T, rep *report.Report, recs []audit.Record) {
 	if rep.Summary.Users != len(users) || rep.Summary.Patients != len(patients) {
 		t.Errorf("summary: %d users, %d patients; recounted %d, %d", rep.Summary.Users, rep.Summary.Patients, len(users), len(patients))
 	}
-	check := func(kind string, got []report.Subject, want map[string]*acc, others func(report.Subject) int) {
+	check := func(kind string, got []report.Subject, want map[string]*acc, others func(report.Subject) int, key func(report.Subject) string) {
 		if len(got) != len(want) {
 			t.Errorf("%s: %d rows; recounted %d", kind, len(got), len(want))
 		}
 		for _, s := range got {
-			w := want[s.ID]
+			w := want[key(s)]
 			if w == nil {
 				t.Errorf("%s %q: not in the records", kind, s.ID)
 				continue
@@ -416,8 +433,8 @@ func recount(t *testing.T, rep *report.Report, recs []audit.Record) {
 			}
 		}
 	}
-	check("user", rep.Users, users, func(s report.Subject) int { return s.Patients })
-	check("patient", rep.Patients, patients, func(s report.Subject) int { return s.Users })
+	check("user", rep.Users, users, func(s report.Subject) int { return s.Patients }, func(s report.Subject) string { return s.ID })
+	check("patient", rep.Patients, patients, func(s report.Subject) int { return s.Users }, func(s report.Subject) string { return s.Tenant + "\x00" + s.ID })
 	if len(rep.Denials) != len(denialRows) {
 		t.Errorf("denials[]: %d rows; recounted %d", len(rep.Denials), len(denialRows))
 	}

@@ -35,10 +35,15 @@
 //     computed by the caller, as in every record; no raw patient id is
 //     accepted, stored or returned.
 //   - Paced, never held. A server's Service paces its walks of the log
-//     (Service.Pace): a walk rests between chunks of records, outside any
+//     (Service.Pace), all of them on one budget (a share of one CPU for
+//     the walks together, not for each): a walk rests between chunks of
+//     records, outside any
 //     read transaction (a rest inside one would keep bbolt from reusing
-//     the pages the writer frees meanwhile), and a rest ends when the
-//     caller goes away. Pacing changes when output is written, never what.
+//     the pages the writer frees meanwhile) and outside the log's read
+//     lock (audit.Log.VerifyPaced, Export: Close does not wait for a
+//     rest, and a walk that finds the log closed after one ends with
+//     audit.ErrClosed), and a rest ends when the caller goes away. Pacing
+//     changes when output is written, never what.
 //   - Errors and the operational log never contain record contents, nor
 //     does progress (RunProgress): counts only, reported after the access
 //     record is durable.

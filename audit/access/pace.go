@@ -2,26 +2,66 @@ package access
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
-// A pacer keeps one auditor operation's walk of the log to about share of
-// one CPU while a server serves beside it (Service.Pace): after each chunk
-// the walk has done (a verify or export chunk, a bundle's part: between
-// read transactions, never inside one) it rests for the time the chunk
-// took scaled by (1-share)/share. The time is wall time, so a walk that
-// waited for a CPU the server's reads held rests longer: under contention
-// the auditor backs off further. A nil *pacer does not pace.
-type pacer struct {
-	ctx   context.Context
+// A budget is the share of one CPU that all the paced walks of one
+// Service (one server's auditors) use together: two auditors at once get
+// half of it each, not the share each. It books every walk's busy
+// stretches on one schedule, at share: a stretch busy for b costs the
+// wall time one walk alone would take for it, b + restFor(b, share), and
+// starts no earlier than the previous stretch's cost was paid (free). A
+// walk rests until its stretch is paid, so the walks together are busy
+// about share of the wall time, and one walk alone rests exactly as
+// restFor says. A nil *budget does not pace.
+type budget struct {
 	share float64
-	since time.Time // start of the current busy stretch
-	now   func() time.Time
+	mu    sync.Mutex
+	free  time.Time // when the stretches booked so far are paid
 }
 
-// maxRest bounds one rest, so that a chunk slowed by something else (a
-// stalled disk, a stopped process) does not make the walk sleep for as
-// long again.
+// newBudget returns the budget of a Service paced at share (nil: share is
+// not in (0, 1), no pacing).
+func newBudget(share float64) *budget {
+	if share <= 0 || share >= 1 {
+		return nil
+	}
+	return &budget{share: share}
+}
+
+// book books a stretch busy for busy that ended at end and returns when
+// it is paid: the walk rests until then.
+func (b *budget) book(busy time.Duration, end time.Time) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if start := end.Add(-busy); b.free.Before(start) {
+		b.free = start // nothing booked is unpaid: the stretch starts the schedule
+	}
+	b.free = b.free.Add(busy + restFor(busy, b.share))
+	return b.free
+}
+
+// A pacer keeps one auditor operation's walk of the log within its
+// Service's budget while a server serves beside it (Service.Pace): after
+// each chunk the walk has done (a verify or export chunk, a bundle's
+// part: between read transactions, never inside one) it rests until the
+// chunk is paid on the budget's schedule: for the time the chunk took
+// scaled by (1-share)/share when it walks alone, longer while other walks
+// share the budget. The time is wall time, so a walk that waited for a CPU
+// the server's reads held rests longer: under contention the auditor backs
+// off further. A nil *pacer does not pace.
+type pacer struct {
+	ctx    context.Context
+	budget *budget
+	since  time.Time // start of the current busy stretch
+	now    func() time.Time
+}
+
+// maxRest bounds the rest one walk alone makes after a chunk, so that a
+// chunk slowed by something else (a stalled disk, a stopped process) does
+// not make the walk sleep for as long again. Walks sharing a budget rest
+// up to that much for each of the others' chunks too.
 const maxRest = 250 * time.Millisecond
 
 // restFor is how long a walk that was busy for busy rests to use share of
@@ -34,22 +74,24 @@ func restFor(busy time.Duration, share float64) time.Duration {
 	return min(time.Duration(float64(busy)*(1-share)/share), maxRest)
 }
 
-// newPacer returns the pacer of one operation run under ctx (nil: share
-// is not in (0, 1), no pacing).
-func newPacer(ctx context.Context, share float64, now func() time.Time) *pacer {
-	if share <= 0 || share >= 1 {
+// newPacer returns the pacer of one operation run under ctx on budget b
+// (nil: b is nil, no pacing).
+func newPacer(ctx context.Context, b *budget, now func() time.Time) *pacer {
+	if b == nil {
 		return nil
 	}
-	return &pacer{ctx: ctx, share: share, since: now(), now: now}
+	return &pacer{ctx: ctx, budget: b, since: now(), now: now}
 }
 
-// rest ends a busy stretch: it sleeps restFor it (or until ctx is done;
-// the walk then stops at its next check of ctx) and starts the next.
+// rest ends a busy stretch: it books it on the budget, sleeps until it is
+// paid (or until ctx is done; the walk then stops at its next check of
+// ctx) and starts the next.
 func (p *pacer) rest() {
 	if p == nil {
 		return
 	}
-	if d := restFor(p.now().Sub(p.since), p.share); d > 0 {
+	end := p.now()
+	if d := p.budget.book(end.Sub(p.since), end).Sub(end); d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:

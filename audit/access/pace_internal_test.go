@@ -33,24 +33,25 @@ func TestRestFor(t *testing.T) {
 }
 
 // TestPacerRestsForItsBusyStretch: rest sleeps for the stretch since the
-// previous rest (its clock's), and starts the next stretch when it wakes.
+// previous rest (its clock's: real time plus the busy time the test
+// adds), and starts the next stretch when it wakes.
 func TestPacerRestsForItsBusyStretch(t *testing.T) {
-	if newPacer(context.Background(), 1, time.Now) != nil || newPacer(context.Background(), 0, time.Now) != nil {
+	if newPacer(context.Background(), newBudget(1), time.Now) != nil || newPacer(context.Background(), newBudget(0), time.Now) != nil {
 		t.Fatal("a share of 0 or 1 made a pacer")
 	}
 	var p *pacer
 	p.rest() // nil: no pacing, no panic
-	clock := time.Unix(0, 0)
-	now := func() time.Time { return clock }
-	p = newPacer(context.Background(), 0.5, now)
-	clock = clock.Add(40 * time.Millisecond) // busy 40 ms
+	t0, busy := time.Now(), time.Duration(0)
+	now := func() time.Time { return t0.Add(time.Since(t0) + busy) }
+	p = newPacer(context.Background(), newBudget(0.5), now)
+	busy = 40 * time.Millisecond
 	start := time.Now()
 	p.rest()
 	if el := time.Since(start); el < 40*time.Millisecond {
 		t.Errorf("rested %v after 40 ms busy at share 0.5, want 40 ms", el)
 	}
-	if !p.since.Equal(clock) {
-		t.Errorf("the next stretch starts at %v, want %v", p.since, clock)
+	if woke := now(); p.since.After(woke) || woke.Sub(p.since) > 20*time.Millisecond {
+		t.Errorf("the next stretch starts at %v, want when the rest ended (%v)", p.since, woke)
 	}
 	start = time.Now()
 	p.rest() // busy 0 since: no rest
@@ -58,12 +59,34 @@ func TestPacerRestsForItsBusyStretch(t *testing.T) {
 		t.Errorf("rested %v after no work", el)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p = newPacer(ctx, 0.001, now)
-	clock = clock.Add(time.Second) // would rest maxRest
+	p = newPacer(ctx, newBudget(0.001), now)
+	busy += time.Second // would rest maxRest
 	cancel()
 	start = time.Now()
 	p.rest()
 	if el := time.Since(start); el >= maxRest {
 		t.Errorf("a cancelled pacer rested %v", el)
+	}
+}
+
+// TestBudgetIsShared: stretches booked on one budget are paid one after
+// the other at its share: one walk alone rests restFor, two walks busy at
+// the same time rest until both are paid (the second twice as long), and
+// a budget idle for a while starts afresh.
+func TestBudgetIsShared(t *testing.T) {
+	ms := time.Millisecond
+	t0 := time.Unix(1000, 0)
+	b := newBudget(0.5)
+	if got := b.book(10*ms, t0.Add(10*ms)); !got.Equal(t0.Add(20 * ms)) {
+		t.Errorf("alone: paid at %v, want t0+20ms", got.Sub(t0))
+	}
+	// Two walks, each busy 10 ms from t0+20ms.
+	end := t0.Add(30 * ms)
+	a, c := b.book(10*ms, end), b.book(10*ms, end)
+	if !a.Equal(t0.Add(40*ms)) || !c.Equal(t0.Add(60*ms)) {
+		t.Errorf("together: paid at %v and %v, want t0+40ms and t0+60ms (20 ms busy at 0.5 is 40 ms)", a.Sub(t0), c.Sub(t0))
+	}
+	if got := b.book(10*ms, t0.Add(time.Second)); !got.Equal(t0.Add(time.Second + 10*ms)) {
+		t.Errorf("after an idle second: paid at %v, want t0+1.01s", got.Sub(t0))
 	}
 }

@@ -116,3 +116,47 @@ func TestPacedWalkStopsWhenCancelled(t *testing.T) {
 		t.Errorf("cancelled paced verify returned %v after its cancellation", el)
 	}
 }
+
+// TestConcurrentPacedWalksShareTheBudget: the paced walks of one Service
+// (a server's auditors) share its share of one CPU. At 0.1 % a walk's
+// rests (a quarter second after each of its three chunks) are its length,
+// so two verifies run at once on one Service take about twice as long as
+// one alone: each waits for the other's chunks to be paid too. Before,
+// each command was paced on its own: two at once took as long as one and
+// used twice the share.
+func TestConcurrentPacedWalksShareTheBudget(t *testing.T) {
+	l, dir := openLog(t)
+	appendN(t, l, 2500)
+	svc := access.New(l, nil, dir, nil)
+	svc.Pace(0.001)
+	verify := func() error {
+		var out bytes.Buffer
+		_, err := (access.Local{Service: svc, Caller: alice}).Do(context.Background(), access.OpVerify, access.VerifyRequest{Ask: access.Ask{Purpose: "HOPERAT"}},
+			func(r io.Reader) error { _, err := io.Copy(&out, r); return err })
+		var res access.VerifyResult
+		if err == nil && (json.Unmarshal(out.Bytes(), &res) != nil || !res.OK) {
+			err = errors.New("verify did not find the log intact: " + out.String())
+		}
+		return err
+	}
+	start := time.Now()
+	if err := verify(); err != nil {
+		t.Fatal(err)
+	}
+	alone := time.Since(start)
+	start = time.Now()
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- verify() }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	both := time.Since(start)
+	t.Logf("one alone %v, two at once %v", alone, both)
+	if both < alone*16/10 {
+		t.Errorf("two paced verifies at once took %v, one alone %v: want about twice as long (one budget), not the same (a share each)", both, alone)
+	}
+}

@@ -63,7 +63,7 @@ func newPacedMeter(fn func(Progress), pace *pacer, unit string, total int64) *me
 // walkMeter is the meter of one of s's record walks run under ctx: it
 // reports to fn and rests as s's pacing says (Service.Pace).
 func (s *Service) walkMeter(ctx context.Context, fn func(Progress), total int64) *meter {
-	return newPacedMeter(fn, newPacer(ctx, s.share, s.nowFunc), UnitRecords, total)
+	return newPacedMeter(fn, newPacer(ctx, s.budget, s.nowFunc), UnitRecords, total)
 }
 
 // set reports done (of the current pass) if it moved on by a thousandth

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/audit/report"
 	"github.com/custos-mcp/custos/backup"
+	"github.com/custos-mcp/custos/store"
 )
 
 // Op names an auditor operation (the admin socket's path /v1/<op>).
@@ -59,7 +61,7 @@ type Service struct {
 	app     Appender
 	dir     string // the data directory: its checkpoints.jsonl, and room for temporary bundles
 	space   func(need uint64) error
-	share   float64 // Pace; 0: not paced
+	budget  *budget // Pace: the share of one CPU all its walks use together; nil: not paced
 	logger  *slog.Logger
 	nowFunc func() time.Time
 }
@@ -90,10 +92,13 @@ func New(log *audit.Log, app Appender, dir string, logger *slog.Logger) *Service
 // Call it before the first Run.
 func (s *Service) LimitSpace(space func(need uint64) error) { s.space = space }
 
-// Pace has each record walk of an operation (verify, export, bundle, the
-// compliance report's passes, report, policy impact's reading) use about share of one CPU: after each chunk
-// of records, between read transactions, it rests for as long as the
-// chunk took × (1-share)/share (at most a quarter second). A server passes
+// Pace has the record walks of s's operations (verify, export, bundle, the
+// compliance report's passes, report, policy impact's reading) use about
+// share of one CPU together, however many run at once (one budget, not one
+// share per walk): after each chunk of records, between read transactions,
+// a walk rests until the chunk is paid at share, for as long as the chunk
+// took × (1-share)/share when it walks alone (at most a quarter second),
+// longer while others walk. A server passes
 // its admin socket's share (app.AdminOptions.AuditorCPU), so that an
 // auditor verifying or exporting a large log beside it leaves the CPUs to
 // the reads it serves; the walk takes 1/share as long when the machine is
@@ -102,7 +107,7 @@ func (s *Service) LimitSpace(space func(need uint64) error) { s.space = space }
 // else is served), is no pacing. Operations that read no more than a few
 // records (prove, hash) and the backup (bound by
 // the disk and its receiver) are not paced. Call it before the first Run.
-func (s *Service) Pace(share float64) { s.share = share }
+func (s *Service) Pace(share float64) { s.budget = newBudget(share) }
 
 // bundleTemp prefixes the temporary directory of a bundle being assembled
 // in the data directory (sendBundle).
@@ -672,6 +677,12 @@ func (s *Service) report(ctx context.Context, c Caller, r ReportRequest, w io.Wr
 	if r.Disclosures && len(r.Patients) == 0 {
 		return Result{}, fmt.Errorf("%w: the accounting of disclosures is for one patient", ErrBadRequest)
 	}
+	switch {
+	case r.Tenant != "" && len(r.Patients) == 0:
+		return Result{}, fmt.Errorf("%w: a tenant selects the patient's tenant: it needs a patient", ErrBadRequest)
+	case r.Tenant != "" && !store.ValidTenant(r.Tenant):
+		return Result{}, fmt.Errorf("%w: the tenant %s is no tenant name ([a-z0-9][a-z0-9-]{0,62})", ErrBadRequest, strconv.Quote(r.Tenant))
+	}
 	if err := checkTimes(r.Since, r.Until); err != nil {
 		return Result{}, err
 	}
@@ -682,6 +693,7 @@ func (s *Service) report(ctx context.Context, c Caller, r ReportRequest, w io.Wr
 		// lookup value, the newest (Patients[0]).
 		patients = r.Patients[:1]
 		sj.add("patient", r.Patients[0])
+		sj.add("tenant", r.Tenant)
 	}
 	sj.add("user", r.User)
 	sj.flag("denials", r.Denials)

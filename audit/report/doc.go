@@ -11,7 +11,11 @@
 //   - Patients are matched by their keyed hashes (audit.Pseudonym under each
 //     audit key version the caller searched: cmd/custos searches every
 //     version ever used, and the report states them in KeyVersions); the
-//     report never needs, prints or stores a raw patient id.
+//     report never needs, prints or stores a raw patient id. A lookup value
+//     is the same in every tenant (ids are unique within a tenant only): a
+//     patient is the lookup value in a tenant (audit.PatientRefs, from the
+//     record's URIs), and a patient report keeps each tenant's rows apart
+//     (Query.Tenant selects one), never merged.
 //   - Pure filtering: no I/O besides the Source; table and JSON renderings
 //     are deterministic.
 //   - The table is plain text for a terminal: one record a line, each cell

@@ -35,13 +35,20 @@ type Query struct {
 	Patients []string `json:"-"`
 	// PatientLabel is how the report names the patient (e.g. "the patient
 	// whose lookup value is hk1-…"); it is never the raw id.
-	PatientLabel string    `json:"patient,omitempty"`
-	User         string    `json:"user,omitempty"`
-	Denials      bool      `json:"denials,omitempty"`
-	BreakGlass   bool      `json:"break_glass,omitempty"`
-	Disclosures  bool      `json:"disclosures,omitempty"`
-	Since        time.Time `json:"since,omitzero"`
-	Until        time.Time `json:"until,omitzero"`
+	PatientLabel string `json:"patient,omitempty"`
+	// Tenant, with Patients, is the patient's tenant: a lookup value is
+	// not per tenant (audit.PatientRef), so a patient is the lookup value
+	// in one tenant. "" selects the lookup value in every tenant, each
+	// tenant's rows apart (Row.Tenant, Report.Tenants), never merged.
+	// Records naming the lookup value in no URI are kept either way, in
+	// rows of tenant "".
+	Tenant      string    `json:"tenant,omitempty"`
+	User        string    `json:"user,omitempty"`
+	Denials     bool      `json:"denials,omitempty"`
+	BreakGlass  bool      `json:"break_glass,omitempty"`
+	Disclosures bool      `json:"disclosures,omitempty"`
+	Since       time.Time `json:"since,omitzero"`
+	Until       time.Time `json:"until,omitzero"`
 }
 
 // Row is one matching record, in the reader's terms.
@@ -55,10 +62,14 @@ type Row struct {
 	Roles        []string  `json:"roles"`
 	Client       string    `json:"client"`
 	PurposeOfUse string    `json:"purpose_of_use"`
-	Resources    []string  `json:"resources"`
-	Obligations  []string  `json:"obligations"`
-	BreakGlass   bool      `json:"break_glass"`
-	Hash         string    `json:"hash"`
+	// Tenant is, in a patient report, the tenant of the patient this row
+	// is about ("" when the record names the patient in no URI); a
+	// record that names the lookup value in two tenants is two rows.
+	Tenant      string   `json:"tenant,omitempty"`
+	Resources   []string `json:"resources"`
+	Obligations []string `json:"obligations"`
+	BreakGlass  bool     `json:"break_glass"`
+	Hash        string   `json:"hash"`
 }
 
 // KeyVersions says which audit key versions a patient lookup searched. A
@@ -99,11 +110,22 @@ type Report struct {
 	Query Query `json:"query"`
 	// KeyVersions names the audit key versions a patient lookup searched
 	// (nil without --patient).
-	KeyVersions *KeyVersions   `json:"key_versions,omitempty"`
-	Scanned     uint64         `json:"scanned"`
-	Rows        []Row          `json:"rows"`
-	ByUser      map[string]int `json:"by_user"`
-	ByOut       map[string]int `json:"by_outcome"`
+	KeyVersions *KeyVersions `json:"key_versions,omitempty"`
+	Scanned     uint64       `json:"scanned"`
+	// Tenants are, in a patient report, the tenants the lookup value was
+	// found in, one entry per tenant with its rows ("" for records that
+	// name the patient in no URI), in order of first appearance: the
+	// patients who share an id in several tenants, each apart.
+	Tenants []TenantRows   `json:"tenants,omitempty"`
+	Rows    []Row          `json:"rows"`
+	ByUser  map[string]int `json:"by_user"`
+	ByOut   map[string]int `json:"by_outcome"`
+}
+
+// TenantRows counts a patient report's rows of one tenant.
+type TenantRows struct {
+	Tenant string `json:"tenant"`
+	Rows   int    `json:"rows"`
 }
 
 // IsBreakGlass reports whether r was an emergency (break-the-glass) access:
@@ -125,12 +147,22 @@ func (q Query) Match(r audit.Record) bool {
 		return false
 	case q.BreakGlass && !IsBreakGlass(r):
 		return false
-	case len(q.Patients) > 0 && !slices.ContainsFunc(r.Patients, func(p string) bool { return slices.Contains(q.Patients, p) }):
+	case len(q.Patients) > 0 && len(q.patientRefs(r)) == 0:
 		return false
 	case q.Disclosures && (r.Outcome != audit.OutcomeAllow || r.Action != "resources/read" || slices.Contains(TPOPurposes, r.PurposeOfUse)):
 		return false
 	}
 	return true
+}
+
+// patientRefs are the patients of r that q asks about: a lookup value of
+// q.Patients, in q.Tenant when it names one, or in no tenant (a record
+// that names the lookup value in no URI, e.g. a completion, cannot say
+// whose it is: it is kept, in its own rows, so that no access is missed).
+func (q Query) patientRefs(r audit.Record) []audit.PatientRef {
+	return slices.DeleteFunc(audit.PatientRefs(r), func(p audit.PatientRef) bool {
+		return !slices.Contains(q.Patients, p.Pseudonym) || q.Tenant != "" && p.Tenant != "" && p.Tenant != q.Tenant
+	})
 }
 
 // Run scans the records from..to (0 = to the end) and returns those q
@@ -150,27 +182,57 @@ func Run(ctx context.Context, src Source, q Query, total uint64, progress func(d
 		if !q.Match(r) {
 			return nil
 		}
-		res := r.URIs
-		if len(q.Patients) > 0 {
-			// A list page concerns many patients: show only this one's.
-			res = slices.DeleteFunc(slices.Clone(r.URIs), func(u string) bool {
-				return !slices.ContainsFunc(q.Patients, func(p string) bool { return strings.Contains(u, "/"+p+"/") })
-			})
-		}
-		rep.Rows = append(rep.Rows, Row{
+		row := Row{
 			Seq: r.Seq, Time: r.Time, Action: r.Action, Outcome: r.Outcome, Reason: r.Reason,
 			User: r.Principal.Sub, Roles: orEmpty(r.Principal.Roles), Client: r.Principal.ClientID,
-			PurposeOfUse: r.PurposeOfUse, Resources: orEmpty(res), Obligations: orEmpty(r.Obligations),
+			PurposeOfUse: r.PurposeOfUse, Resources: orEmpty(r.URIs), Obligations: orEmpty(r.Obligations),
 			BreakGlass: IsBreakGlass(r), Hash: audit.HashRecord(canonical),
-		})
-		rep.ByUser[r.Principal.Sub]++
-		rep.ByOut[r.Outcome]++
+		}
+		if len(q.Patients) == 0 {
+			rep.add(row)
+			return nil
+		}
+		// One row per tenant the patient is named in; a list page
+		// concerns many patients: show only this one's resources there.
+		var tenants []string
+		for _, p := range q.patientRefs(r) {
+			if !slices.Contains(tenants, p.Tenant) {
+				tenants = append(tenants, p.Tenant)
+			}
+		}
+		for _, t := range tenants {
+			row.Tenant = t
+			row.Resources = orEmpty(slices.DeleteFunc(slices.Clone(r.URIs), func(u string) bool {
+				return !slices.ContainsFunc(q.Patients, func(p string) bool {
+					ut, ok := audit.URIPatientTenant(u, p)
+					return ok && ut == t
+				})
+			}))
+			rep.add(row)
+		}
 		return nil
 	})
+	if len(q.Patients) > 0 {
+		rep.Tenants = []TenantRows{}
+		for _, row := range rep.Rows {
+			i := slices.IndexFunc(rep.Tenants, func(tr TenantRows) bool { return tr.Tenant == row.Tenant })
+			if i < 0 {
+				i = len(rep.Tenants)
+				rep.Tenants = append(rep.Tenants, TenantRows{Tenant: row.Tenant})
+			}
+			rep.Tenants[i].Rows++
+		}
+	}
 	if progress != nil {
 		progress(int(rep.Scanned), int(max(total, rep.Scanned)))
 	}
 	return rep, err
+}
+
+func (rep *Report) add(row Row) {
+	rep.Rows = append(rep.Rows, row)
+	rep.ByUser[row.User]++
+	rep.ByOut[row.Outcome]++
 }
 
 // WriteJSON writes the report as one indented JSON document.
@@ -193,6 +255,9 @@ func (rep Report) WriteTable(w io.Writer) error {
 	}
 	if q.PatientLabel != "" {
 		what = append(what, "patient "+audit.Printable(q.PatientLabel))
+		if q.Tenant != "" {
+			what = append(what, "tenant "+audit.Printable(q.Tenant))
+		}
 	}
 	if q.User != "" {
 		what = append(what, "user "+audit.Printable(q.User))
@@ -213,7 +278,39 @@ func (rep Report) WriteTable(w io.Writer) error {
 	if rep.KeyVersions != nil {
 		rep.KeyVersions.WriteText(w)
 	}
-	fmt.Fprintf(w, "%d of %d records match\n\n", len(rep.Rows), rep.Scanned)
+	fmt.Fprintf(w, "%d of %d records match\n", len(rep.Rows), rep.Scanned)
+	if len(rep.Tenants) == 0 {
+		fmt.Fprintln(w)
+		return writeRows(w, rep.Rows)
+	}
+	// A lookup value names one patient per tenant: each tenant's rows
+	// apart, under its own heading, never merged.
+	var named []string
+	for _, tr := range rep.Tenants {
+		if tr.Tenant != "" {
+			named = append(named, audit.Printable(tr.Tenant))
+		}
+	}
+	if len(named) > 1 {
+		fmt.Fprintf(w, "the lookup value is found in %d tenants (%s): a patient id is unique within a tenant only, so these are %d patients, each listed apart (--tenant T selects one)\n",
+			len(named), strings.Join(named, ", "), len(named))
+	}
+	for _, tr := range rep.Tenants {
+		name := "tenant " + audit.Printable(tr.Tenant)
+		if tr.Tenant == "" {
+			name = "no tenant named (records naming the lookup value in no URI: they do not say which tenant's patient)"
+		}
+		fmt.Fprintf(w, "\n%s: %d rows\n", name, tr.Rows)
+		rows := slices.DeleteFunc(slices.Clone(rep.Rows), func(r Row) bool { return r.Tenant != tr.Tenant })
+		if err := writeRows(w, rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeRows writes rows as an aligned text table.
+func writeRows(w io.Writer, rows []Row) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME (UTC)\tUSER\tROLES\tCLIENT\tPURPOSE\tACTION\tOUTCOME\tREASON\tRESOURCES")
 	// Every cell is the record's text, which a token issuer, an OAuth
@@ -226,7 +323,7 @@ func (rep Report) WriteTable(w io.Writer) error {
 		}
 		return strings.Join(out, sep)
 	}
-	for _, r := range rep.Rows {
+	for _, r := range rows {
 		res := list(r.Resources, " ")
 		if len(r.Resources) > 2 {
 			res = fmt.Sprintf("%s (+%d more)", list(r.Resources[:2], " "), len(r.Resources)-2)

@@ -227,9 +227,13 @@ func TestJSONListsAreNeverNull(t *testing.T) {
 	r := rec(1, "dr-empty", "resources/list", audit.OutcomeAllow, "TREAT")
 	r.Principal.Roles = []string{}
 	r.Reason = "nothing_visible returned=0 denied=0 scanned=0"
-	src := sliceSource{audit.Encode(r)}
+	// A record naming the patient in no URI (an auditor's access record):
+	// its row in a patient report has no resources, [] too.
+	r2 := rec(2, "auditor", "audit/report", audit.OutcomeAllow, "PATRQT", "hk1-p1")
+	r2.URIs, r2.Principal.Roles = []string{}, []string{}
+	src := sliceSource{audit.Encode(r), audit.Encode(r2)}
 	for _, q := range []Query{{}, {Patients: []string{"hk1-p1"}}, {User: "dr-empty"}} {
-		rep, err := Run(context.Background(), src, q, 1, nil)
+		rep, err := Run(context.Background(), src, q, 2, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -155,19 +155,27 @@ Example:
 
 func newAuditReportCmd() *cobra.Command {
 	var (
-		dir, patient, user, since, until      string
+		dir, patient, tenant, user, since     string
+		until                                 string
 		dev, denials, breakGlass, disclosures bool
 		asJSON, acceptGap                     bool
 		vf                                    vaultFlags
 		af                                    accessFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "report --data-dir D (--patient ID | --user SUB | --denials | --break-glass) [--since T] [--until T]",
+		Use:   "report --data-dir D (--patient ID [--tenant T] | --user SUB | --denials | --break-glass) [--since T] [--until T]",
 		Short: "Privacy officer reports: accesses to a patient, a user's activity, denials, break-the-glass",
 		Long: `report scans the audit log and lists the records that answer one question:
 
   --patient ID       who accessed the patient's records, including denials (the
                      id is turned into its lookup values first; see 'audit hash')
+  --patient ID --tenant T
+                     the same for the patient of that id in tenant T. A patient
+                     id is unique within a tenant only and its lookup value is
+                     the same in every tenant: without --tenant, the records of
+                     each tenant the id is found in are listed apart, one
+                     section (JSON: "tenants", each row's "tenant") per tenant,
+                     never merged
   --patient ID --disclosures
                      the accounting of disclosures (45 CFR 164.528): reads that
                      released data for purposes other than treatment, payment
@@ -190,6 +198,7 @@ missing.
 Examples:
   custos audit report --data-dir ./data --purpose HOPERAT --dev --patient 0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f
   custos audit report --data-dir ./data --purpose HOPERAT --dev --patient ID --disclosures --since 2026-01-01
+  custos audit report --data-dir ./data --purpose PATRQT --dev --patient ID --tenant general-hospital --disclosures
   custos audit report --data-dir ./data --purpose HOPERAT --user dr-jones --since 2026-11-01 --json
   custos audit report --data-dir ./data --purpose HOPERAT --denials`,
 		Args: cobra.NoArgs,
@@ -203,10 +212,16 @@ Examples:
 			if disclosures && patient == "" {
 				return usagef("--disclosures is the accounting of disclosures for one patient: add --patient ID")
 			}
+			if tenant != "" && patient == "" {
+				return usagef("--tenant selects the tenant of the patient: add --patient ID")
+			}
+			if err := checkTenant(tenant); err != nil {
+				return err
+			}
 			if patient == "" && user == "" && !denials && !breakGlass {
 				return usagef("choose what to report: --patient ID, --user SUB, --denials or --break-glass")
 			}
-			q := access.ReportRequest{Ask: af.ask(), Query: report.Query{User: user, Denials: denials, BreakGlass: breakGlass, Disclosures: disclosures}}
+			q := access.ReportRequest{Ask: af.ask(), Query: report.Query{Tenant: tenant, User: user, Denials: denials, BreakGlass: breakGlass, Disclosures: disclosures}}
 			var keyVersions *report.KeyVersions // the key versions a patient lookup searched
 			if q.Since, q.Until, err = parseTimeRange(since, until); err != nil {
 				return err
@@ -244,6 +259,7 @@ Examples:
 	f := cmd.Flags()
 	f.StringVar(&dir, "data-dir", "", "data directory holding audit.db")
 	f.StringVar(&patient, "patient", "", "report on this patient id (matched by its lookup values)")
+	f.StringVar(&tenant, "tenant", "", "with --patient: the patient's tenant (without it, each tenant the id is found in is listed apart)")
 	f.StringVar(&user, "user", "", "report on this principal subject")
 	f.BoolVar(&denials, "denials", false, "only denied requests")
 	f.BoolVar(&breakGlass, "break-glass", false, "only break-the-glass (ETREAT) accesses")

@@ -372,7 +372,8 @@ func newBtgListCmd() *cobra.Command {
 		Long: `list prints every break-the-glass grant of D/grants.db, newest first: its
 id, user, state (active, pending, expired, revoked, refused:CODE, or
 no-tenant: a grant of an older custos or an edited file that names no tenant,
-applies nowhere and is refused by the server; grant again with --tenant),
+applies nowhere and is refused by the server; grant again with --tenant;
+bad-tenant: the same for a tenant that is no tenant name, an edited file),
 uses, review (yes: every use signed off; NO: uses await review; -: no use to
 review), granting operator, TTL, expiry and reason. A data directory where no
 grant was ever made lists none; one that does not exist is an error.
@@ -412,6 +413,8 @@ func grantState(g btg.Grant, now time.Time) string {
 		return "revoked"
 	case g.Tenant == "" && now.Before(g.Expires):
 		return "no-tenant" // applies nowhere; the server refuses it
+	case !store.ValidTenant(g.Tenant) && now.Before(g.Expires):
+		return "bad-tenant" // an edited file: applies nowhere; the server refuses it
 	case g.Active(now):
 		return "active"
 	case now.Before(g.Created):

@@ -417,3 +417,22 @@ func TestBtgRevokeAndReviewRecordTheOSAccount(t *testing.T) {
 		t.Errorf("events:\n%s\nwant\n%s", strings.Join(acts, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestGrantStateOfABadTenant: 'btg list' shows a grant in force whose
+// tenant is no tenant name (an edited grants.db) as bad-tenant, as it
+// shows one without a tenant as no-tenant: it applies nowhere. Before, it
+// fell through to "expired" while still within its TTL.
+func TestGrantStateOfABadTenant(t *testing.T) {
+	now := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
+	g := btg.Grant{ID: "g", Sub: "dr-x", Patient: "p-1", Created: now.Add(-time.Minute), Expires: now.Add(time.Hour)}
+	for tenant, want := range map[string]string{"": "no-tenant", "gh": "active", "general hospital": "bad-tenant", "gh\x1b": "bad-tenant", strings.Repeat("a", 64): "bad-tenant"} {
+		g.Tenant = tenant
+		if got := grantState(g, now); got != want {
+			t.Errorf("grantState(tenant %q) = %s, want %s", tenant, got, want)
+		}
+	}
+	g.Tenant, g.Refused = "general hospital", btg.RefusedBadTenant
+	if got := grantState(g, now); got != "refused:bad_tenant" {
+		t.Errorf("grantState(refused) = %s, want refused:bad_tenant", got)
+	}
+}

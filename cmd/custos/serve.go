@@ -288,7 +288,7 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.Int64("audit-disk-reserve", ops.DefaultDiskReserve, "bytes free on the audit volume below which new requests are refused (disk_low), keeping the rest for the records that must be written")
 	f.Duration("scrub-interval", scrub.DefaultInterval, "re-verify the whole audit log this often while serving (the first pass starts with the server)")
 	f.Int("scrub-rate", scrub.DefaultRate, "records per second the audit scrubber checks at most (about 5 µs of CPU each)")
-	f.Float64("auditor-cpu", app.DefaultAuditorCPU, "share of one CPU an auditor command's walk of the log (verify, export, bundle, report, compliance report, policy impact) may use through the admin socket while serving; it rests between chunks of records (1 or more: not paced)")
+	f.Float64("auditor-cpu", app.DefaultAuditorCPU, "share of one CPU the auditor commands' walks of the log (verify, export, bundle, report, compliance report, policy impact) may use together through the admin socket while serving, however many run at once; they rest between chunks of records (1 or more: not paced)")
 	f.String("sync-fhir-base", "", "pull from this FHIR R4 server on a schedule, as 'custos sync' does (the first sync starts with the server)")
 	f.Duration("sync-every", app.DefaultSyncEvery, "time between the starts of two scheduled syncs (at least 1m)")
 	f.String("sync-client-id", "", "SMART Backend Services client id of the scheduled sync (key: Vault transit/custos-fhir-client, or D/"+app.SyncKeyFile+" with --dev)")

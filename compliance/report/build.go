@@ -63,8 +63,8 @@ var Rules = map[string]string{
 	"summary.grant_events":         "records whose action starts with btg/ (grant, revoke, expire, refuse, review)",
 	"summary.policy_events":        "records whose action is policy/load or policy/reject (not the access record policy/impact)",
 	"days[]":                       "records whose time (UTC) falls on date; each day is the contiguous seq range seqs; the counts apply the summary rules to those records (refused_requests: summary.refused_requests' rule); accesses_by_purpose counts accesses by purpose_of_use",
-	"patients[]":                   "accesses whose patients field contains id (a keyed-hash lookup value); a list naming several patients counts for each; keys: the audit-hmac= entries of those records' keys field",
-	"summary.patients":             "distinct lookup values in the patients field of accesses; summary.patient_keys: the audit-hmac= key versions of those records (with several, one patient may have one lookup value per version)",
+	"patients[]":                   "accesses whose patients field contains id (a keyed-hash lookup value) and whose uris name it in tenant (the URI's authority; \"\" when no URI names it): one row per (tenant, id), as one id in two tenants is two patients; a list naming several patients counts for each; keys: the audit-hmac= entries of those records' keys field",
+	"summary.patients":             "distinct (tenant, lookup value) pairs of accesses (patients[]); summary.patient_keys: the audit-hmac= key versions of those records (with several, one patient may have one lookup value per version)",
 	"users[]":                      "accesses whose principal.sub is id",
 	"denials[]":                    "one row per record counted in summary.denials",
 	"refusals[]":                   "one row per record counted in summary.refusals",
@@ -220,9 +220,13 @@ func (b *Builder) access(r audit.Record, day *Day) {
 	}
 	sub := r.Principal.Sub
 	u := account(b.users, sub, r, bg)
-	for _, p := range r.Patients {
-		u.others[p] = true
-		pa := account(b.patients, p, r, bg)
+	// A patient is a lookup value in a tenant (audit.PatientRef): one id
+	// in two tenants is two patients, two rows, never one.
+	for _, p := range audit.PatientRefs(r) {
+		key := p.Tenant + "\x00" + p.Pseudonym
+		u.others[key] = true
+		pa := account(b.patients, key, r, bg)
+		pa.s.ID, pa.s.Tenant = p.Pseudonym, p.Tenant
 		pa.others[sub] = true
 		for _, k := range hmacKeys(r) {
 			pa.keys[k] = true
@@ -488,7 +492,7 @@ func subjects(m map[string]*subjectAcc, others func(*Subject, int)) []Subject {
 		out = append(out, s)
 	}
 	slices.SortFunc(out, func(a, b Subject) int {
-		return cmp.Or(cmp.Compare(b.Accesses.Count, a.Accesses.Count), cmp.Compare(a.ID, b.ID))
+		return cmp.Or(cmp.Compare(b.Accesses.Count, a.Accesses.Count), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Tenant, b.Tenant))
 	})
 	return out
 }

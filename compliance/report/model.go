@@ -23,7 +23,7 @@ type Report struct {
 
 	Summary  Summary   `json:"summary"`
 	Days     []Day     `json:"days"`     // days with records, in order
-	Patients []Subject `json:"patients"` // by lookup value (keyed hash), most accesses first
+	Patients []Subject `json:"patients"` // by tenant and lookup value (keyed hash), most accesses first
 	Users    []Subject `json:"users"`    // by principal subject, most accesses first
 	Denials  []Event   `json:"denials"`
 	Refusals []Event   `json:"refusals"`
@@ -82,7 +82,7 @@ type Summary struct {
 	BreakGlassAccesses Figure `json:"break_glass_accesses"`
 	GrantEvents        Figure `json:"grant_events"`
 	PolicyEvents       Figure `json:"policy_events"`
-	Patients           int    `json:"patients"` // distinct lookup values in accesses
+	Patients           int    `json:"patients"` // distinct (tenant, lookup value) pairs in accesses
 	Users              int    `json:"users"`    // distinct principal subjects in accesses
 	// PatientKeys are the audit keyed-hash key versions ("audit-hmac=<id>")
 	// the accesses naming patients were recorded under. With more than one,
@@ -116,7 +116,12 @@ type Day struct {
 // Subject is one patient (by lookup value) or one user (by principal
 // subject) and the accesses that concern them.
 type Subject struct {
-	ID         string `json:"id"`
+	ID string `json:"id"`
+	// Tenant is a patient's tenant, from the URIs of the accesses (""
+	// when they name the patient in no URI). A lookup value is the same
+	// in every tenant (audit.PatientRef): a patient is the pair, and one
+	// id in two tenants is two Subjects.
+	Tenant     string `json:"tenant,omitempty"`
 	Accesses   Figure `json:"accesses"`
 	Allowed    int    `json:"allowed"`
 	Denied     int    `json:"denied"`
@@ -191,8 +196,8 @@ type Grant struct {
 	RevokedByClaimed string    `json:"revoked_by_claimed,omitempty"`
 	Expired          *EventRef `json:"expired,omitempty"`
 	// Refused: the server refused the grant (it broke the rules in force:
-	// btg/refuse, code ttl_over_cap or role_not_allowed); it never took
-	// effect.
+	// btg/refuse, code ttl_over_cap, role_not_allowed, no_tenant or
+	// bad_tenant); it never took effect.
 	Refused     *EventRef `json:"refused,omitempty"`
 	RefusedCode string    `json:"refused_code,omitempty"`
 	// Uses are the accesses naming the grant, of its tenant (an access

@@ -2,6 +2,8 @@ package report
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"encoding/json"
 	"regexp"
 	"slices"
@@ -14,6 +16,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/audittest"
 	"github.com/custos-mcp/custos/audit/bundle"
 	"github.com/custos-mcp/custos/compliance"
 	"github.com/custos-mcp/custos/policy/btg"
@@ -861,5 +864,63 @@ func TestGrantsAreTheirTenants(t *testing.T) {
 		if !strings.Contains(html.String(), want) {
 			t.Errorf("report.html does not say %q", want)
 		}
+	}
+}
+
+// TestPatientsArePerTenant: a patient is a lookup value in a tenant. p1 of
+// tenant a and p1 of tenant b share the lookup value (audit.Pseudonym
+// hashes the id alone) and are two people: the report's patients[] has a
+// row for each, with its own counts and users, and a user's patients
+// count both. The records are written to and read back from a real log.
+// Before, the two were one row: 4 accesses by 3 users.
+func TestPatientsArePerTenant(t *testing.T) {
+	l, _ := audittest.Open(t, audit.Options{Node: "n1"})
+	ctx := context.Background()
+	const p1 = "hk1-0123456789abcdef0123456789abcdef"
+	for _, e := range []audit.Entry{
+		{Principal: audit.Principal{Sub: "dr-a"}, URIs: []string{"fhir://a/patients/" + p1 + "/patient/" + p1}},
+		{Principal: audit.Principal{Sub: "dr-b"}, URIs: []string{"note://b/patients/" + p1 + "/notes/n1"}},
+		{Principal: audit.Principal{Sub: "dr-x"}, URIs: []string{"fhir://a/patients/" + p1 + "/observation/o1", "fhir://b/patients/" + p1 + "/observation/o2"}},
+		{Principal: audit.Principal{Sub: "dr-a"}, URIs: []string{"fhir://a/patients/" + p1 + "/observation/o1"}, Outcome: audit.OutcomeDeny},
+	} {
+		e.Action, e.Outcome, e.Reason, e.PurposeOfUse, e.Patients = audit.ActionResourcesRead, cmp.Or(e.Outcome, audit.OutcomeAllow), "r", "TREAT", []string{p1}
+		if _, err := l.Append(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rs []audit.Record
+	err := l.Records(ctx, 1, 4, func(_ uint64, c []byte) error {
+		r, err := audit.Decode(c)
+		rs = append(rs, r)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := build(t, rs, Inputs{})
+	type row struct {
+		Tenant, ID     string
+		Accesses       string
+		Users, Allowed int
+	}
+	var got []row
+	for _, s := range rep.Patients {
+		got = append(got, row{s.Tenant, s.ID, s.Accesses.Seqs.String(), s.Users, s.Allowed})
+	}
+	want := []row{{"a", p1, "1,3-4", 2, 2}, {"b", p1, "2-3", 2, 2}}
+	if !slices.Equal(got, want) || rep.Summary.Patients != 2 {
+		t.Errorf("patients %+v (summary %d),\nwant %+v (2)", got, rep.Summary.Patients, want)
+	}
+	for _, u := range rep.Users {
+		if u.ID == "dr-x" && u.Patients != 2 {
+			t.Errorf("dr-x read 2 patients (p1 of a and of b), report says %d", u.Patients)
+		}
+	}
+	var page bytes.Buffer
+	if err := rep.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), "<td>a</td><td class=\"mono\">"+p1) || !strings.Contains(page.String(), "<td>b</td><td class=\"mono\">"+p1) {
+		t.Error("the page's patients table does not name each row's tenant")
 	}
 }

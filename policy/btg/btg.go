@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/custos-mcp/custos/minimize"
+	"github.com/custos-mcp/custos/store"
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -48,6 +49,12 @@ const (
 	// records it opens: it applies nowhere (Grant.Active), and the server
 	// refuses it while it would still be in force.
 	RefusedNoTenant = "no_tenant"
+	// RefusedBadTenant: the grant's tenant is no tenant name (an edited
+	// file: 'btg grant' writes none such), e.g. one with a space, a
+	// control character or over 63 bytes. No URI names such a tenant, so
+	// the grant covers nothing (Active is false); the server refuses it
+	// like one without a tenant.
+	RefusedBadTenant = "bad_tenant"
 )
 
 // Review verdicts.
@@ -102,9 +109,10 @@ type Grant struct {
 }
 
 // Active reports whether g authorizes access at t. A grant without a
-// tenant never does: it cannot say which tenant's patient it names.
+// tenant, or whose tenant is no tenant name, never does: it cannot say
+// which tenant's patient it names.
 func (g Grant) Active(t time.Time) bool {
-	return g.Tenant != "" && g.Revoked.IsZero() && g.Refused == "" && !t.Before(g.Created) && t.Before(g.Expires)
+	return validTenant(g.Tenant) && g.Revoked.IsZero() && g.Refused == "" && !t.Before(g.Created) && t.Before(g.Expires)
 }
 
 // InForceWithoutTenant counts the grants of gs that name no tenant and
@@ -611,19 +619,9 @@ func validPatientID(s string) bool {
 	return true
 }
 
-// validTenant reports whether s is a tenant name: [a-z0-9][a-z0-9-]{0,62}
-// (docs/uris.md).
-func validTenant(s string) bool {
-	if len(s) == 0 || len(s) > 63 || s[0] == '-' {
-		return false
-	}
-	for _, c := range s {
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// validTenant reports whether s is a tenant name: the rule of the URIs'
+// authority, [a-z0-9][a-z0-9-]{0,62} (store.ValidTenant, docs/uris.md).
+func validTenant(s string) bool { return store.ValidTenant(s) }
 
 // Revoke ends a grant now. by.Account is the OS account revoking.
 func (s *Store) Revoke(id string, by Actor, reason string) (Grant, error) {
@@ -827,15 +825,20 @@ func classify(g Grant, rules Rules, now time.Time) int {
 }
 
 // refusal says why the server refuses g at now: a break of the rules
-// (Rules.Refusal), or RefusedNoTenant for a grant without a tenant that
-// has not expired (one that expired is announced as expired: it was in
-// force under the custos that wrote it, and its uses stay its own).
+// (Rules.Refusal), or, for a grant that has not expired, RefusedNoTenant
+// when it names no tenant and RefusedBadTenant when its tenant is no
+// tenant name (one that expired is announced as expired: it was in force
+// under the custos that wrote it, and its uses stay its own).
 func refusal(g Grant, rules Rules, now time.Time) string {
 	if code := rules.Refusal(g); code != "" {
 		return code
 	}
-	if g.Tenant == "" && now.Before(g.Expires) {
+	switch {
+	case !now.Before(g.Expires):
+	case g.Tenant == "":
 		return RefusedNoTenant
+	case !validTenant(g.Tenant):
+		return RefusedBadTenant
 	}
 	return ""
 }

@@ -409,3 +409,27 @@ func TestEditedGrantCannotForgeReasonFields(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantWithABadTenantIsNeverActive: a grant whose tenant is not empty
+// but no tenant name (an edited grants.db) covers nothing, and the
+// server's sync refuses it (refused=bad_tenant, its tenant Go-quoted)
+// while it would be in force. Before, only an empty tenant was refused.
+func TestGrantWithABadTenantIsNeverActive(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)}
+	s := New(filepath.Join(t.TempDir(), "grants.db"), Options{Rules: &Rules{MaxTTL: 4 * time.Hour}, Now: c.now})
+	g := Grant{ID: "g-bad", Sub: "dr-a", Patient: patient, Tenant: "gh\tx", Reason: "unconscious patient in ED", By: "op",
+		Created: c.t.Add(-time.Minute), Expires: c.t.Add(time.Hour)}
+	if g.Active(c.t) {
+		t.Error("a grant with tenant \"gh\\tx\" is active")
+	}
+	if err := s.update(func(tx *bolt.Tx) error { return putGrant(tx, g) }); err != nil {
+		t.Fatal(err)
+	}
+	active, pending, _, err := s.Sync(nil)
+	if err != nil || len(active) != 0 || len(pending) != 1 {
+		t.Fatalf("Sync: active %v, pending %v, %v", active, pending, err)
+	}
+	if r := pending[0].AuditReason(); pending[0].Kind != KindRefuse || !strings.Contains(r, `tenant="gh\tx"`) || !strings.Contains(r, "refused=bad_tenant") {
+		t.Errorf("event %s %q, want a refusal with refused=bad_tenant", pending[0].Kind, r)
+	}
+}
