@@ -283,6 +283,7 @@ func entryOf(it fhirin.Item) store.Entry {
 		Carrier:     store.Carrier{Type: it.Carrier.Type, ID: it.Carrier.ID},
 		Where:       it.Where,
 		Stored:      it.Stored,
+		Kept:        it.Kept,
 		Links:       it.Links,
 	}
 }

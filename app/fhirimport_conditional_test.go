@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,5 +176,99 @@ func TestImportConditionalMatchStaysInItsCompartment(t *testing.T) {
 	}
 	if r, body := f.get("Observation", obs, pb); r.Version != 2 || !strings.Contains(string(body), `"second"`) {
 		t.Errorf("B's Observation after a conditional update of B's: version %d, %s", r.Version, body)
+	}
+}
+
+// liveVersions is the live URIs of the catalog at f.cat, each with its
+// version and content digest.
+func (f *linkFixture) liveVersions() map[string]string {
+	f.t.Helper()
+	st, err := store.Open(f.cat, store.Options{ReadOnly: true})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer st.Close()
+	rs, err := st.Page("", 1000)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range rs {
+		out[r.URI] = fmt.Sprintf("%s v%d %s", r.Labels.Type, r.Version, r.Digest)
+	}
+	return out
+}
+
+// impBundles imports the Bundles, one file each, as one import (a
+// directory of Bundle files).
+func (f *linkFixture) impBundles(full bool, bundles ...string) (store.ImportReport, error) {
+	f.t.Helper()
+	dir := f.t.TempDir()
+	for i, b := range bundles {
+		if err := os.WriteFile(filepath.Join(dir, "bundle"+string(rune('a'+i))+".json"), []byte(b), 0o644); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return ImportFHIR(context.Background(), f.cat, dir, FHIRImport{Tenant: f.tenant, IDKey: f.key, Full: full})
+}
+
+// A conditional create (POST with ifNoneExist) whose search finds one
+// resource of the catalog leaves that resource as it is (R4 http.html#ccreate:
+// "the server ignores the post and returns 200 OK"): same content, same
+// version, and a full import keeps it live (it was seen) together with
+// the attachment it carries. Before, the entry's content was written as a
+// new version of the match.
+func TestImportConditionalCreateKeepsItsMatch(t *testing.T) {
+	f := newLinkFixture(t)
+	const pat = "a1a1a1a1-0000-4000-8000-0000000000a1"
+	practitioner := func(uuid, family string) string {
+		return `{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"Practitioner","identifier":[{"system":"http://hl7.org/fhir/sid/us-npi","value":"9999994392"}],"name":[{"family":"` + family + `"}]},
+ "request":{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=http://hl7.org/fhir/sid/us-npi|9999994392"}}`
+	}
+	document := func(uuid, text string) string {
+		return `{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"DocumentReference","identifier":[{"system":"urn:doc","value":"d1"}],"status":"current","subject":{"reference":"Patient/` + pat + `"},
+ "content":[{"attachment":{"contentType":"text/plain","data":"` + text + `"}}]},
+ "request":{"method":"POST","url":"DocumentReference","ifNoneExist":"identifier=urn:doc|d1"}}`
+	}
+	bundle := func(entries ...string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join(entries, ",\n") + `]}`
+	}
+	patient := `{"fullUrl":"urn:uuid:` + pat + `","resource":{"resourceType":"Patient","id":"` + pat + `"},"request":{"method":"PUT","url":"Patient/` + pat + `"}}`
+	const pr1, doc1 = "4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	if _, err := f.impBundles(false, bundle(patient, practitioner(pr1, "First"), document(doc1, "Zmlyc3Q="))); err != nil {
+		t.Fatal(err)
+	}
+	r0, body0 := f.get("Practitioner", pr1, "")
+	d0, dbody0 := f.get("DocumentReference", doc1, pat)
+	before := f.liveVersions()
+	for _, full := range []bool{false, true} {
+		_, err := f.impBundles(full, bundle(patient, practitioner("2e3f4051-6b7c-4d8e-9fa0-b1c2d3e4f5a6", "Second"), document("3f405162-7c8d-4e9f-a0b1-c2d3e4f5a6b7", "c2Vjb25k")))
+		if err != nil {
+			t.Fatalf("full %v: %v", full, err)
+		}
+		r, body := f.get("Practitioner", pr1, "")
+		if r.Version != r0.Version || string(body) != string(body0) {
+			t.Errorf("full %v: the Practitioner a conditional create matched changed: version %d (was %d), %s", full, r.Version, r0.Version, body)
+		}
+		d, dbody := f.get("DocumentReference", doc1, pat)
+		if d.Version != d0.Version || string(dbody) != string(dbody0) {
+			t.Errorf("full %v: the DocumentReference a conditional create matched changed: version %d (was %d), %s", full, d.Version, d0.Version, dbody)
+		}
+		if got := f.liveVersions(); !maps.Equal(got, before) {
+			t.Errorf("full %v: live after the import %v, want %v", full, got, before)
+		}
+	}
+	// An input that keeps the Practitioner and deletes it is refused,
+	// whichever comes first, and changes nothing.
+	del := `{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"DELETE","url":"Practitioner/` + pr1 + `"}}]}`
+	cat := f.catalogBytes()
+	for _, order := range [][]string{{del, bundle(practitioner("5b627384-9eaf-40b1-c2d3-e4f5a6b7c8d9", "Third"))}, {bundle(practitioner("5b627384-9eaf-40b1-c2d3-e4f5a6b7c8d9", "Third")), del}} {
+		_, err := f.impBundles(false, order...)
+		if err == nil || !strings.Contains(err.Error(), "deletes or moves") {
+			t.Errorf("err = %v, want the kept Practitioner's deletion refused", err)
+		}
+		if string(cat) != string(f.catalogBytes()) {
+			t.Fatal("a refused import changed the catalog file")
+		}
 	}
 }

@@ -143,10 +143,11 @@ func (c conditional) matchesEntry(typ string, o *entry) bool {
 // urn:uuid before and a re-import of an export minting new uuids
 // duplicated it); no match: the entry creates its resource, under its own
 // id; more than one: refused (FHIR's 412 Precondition Failed). A
-// conditional create (ifNoneExist) whose match exists is imported as that
-// resource too, never as a duplicate (custos keeps the input's version: a
-// full import holds the source's whole content). Nothing is written when
-// an entry is refused: Read fails.
+// conditional create (ifNoneExist) whose match exists leaves it as it is
+// (R4 http.html#ccreate): the entry is that resource, but yields a Kept
+// item instead of its content (until 2026-12-06 the input's content was
+// written as a new version of the match). Nothing is written when an
+// entry is refused: Read fails.
 func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 	for i, e := range entries {
 		path := "Bundle.entry[" + itoa(i) + "]"
@@ -173,6 +174,7 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 			// resource checks, once it knows the entry's compartment,
 			// that the match is in it (matchedPatient).
 			e.id, e.matched, e.matchedPatient, e.condPath = ids[0].ID, true, ids[0].Patient, c.path
+			e.kept = strings.HasSuffix(c.path, ".ifNoneExist")
 		default:
 			return atEntry(e.name, newError(w, c.path, ErrValue, "the conditional search matches %d resources of this source in the catalog (FHIR 412 Precondition Failed): it names no one resource to update", len(ids)))
 		}

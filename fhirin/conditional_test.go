@@ -42,6 +42,7 @@ func TestReadConditionalUpdate(t *testing.T) {
 		"Patient|_id|p7":                      {"p7"},
 		"Patient|" + mrn + "|twice":           {"p-a", "p-b"},
 		"Practitioner|" + npi + "|9999994392": {"pr-old"},
+		"Practitioner|" + npi + "|twice":      {"pr-a", "pr-b"},
 	}
 	for _, tc := range []struct {
 		name                  string
@@ -63,6 +64,7 @@ func TestReadConditionalUpdate(t *testing.T) {
 		{"two parameters", bundle(patient(put("identifier="+mrn+"|12345&birthdate=1970-01-01")), practitioner, encounter), true, "", "", "Bundle.entry[0].request.url", ErrUnsupported},
 		{"two values", bundle(patient(put("identifier="+mrn+"|12345,"+mrn+"|67890")), practitioner, encounter), true, "", "", "Bundle.entry[0].request.url", ErrUnsupported},
 		{"one match, another than its RESTful fullUrl names", bundle(strings.Replace(patient(put("identifier="+mrn+"|12345")), pu, "https://ehr.example/fhir/Patient/9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f", 1), practitioner), true, "", "", "Bundle.entry[0].fullUrl", ErrValue},
+		{"a conditional create, two matches (412)", bundle(patient(put("identifier="+mrn+"|12345")), strings.Replace(practitioner, "|9999994392\"}}", "|twice\"}}", 1), encounter), true, "", "", "Bundle.entry[1].request.ifNoneExist", ErrValue},
 		{"an ifNoneExist not resolved", bundle(patient(put("identifier="+mrn+"|12345")), strings.Replace(practitioner, `"ifNoneExist":"identifier=`, `"ifNoneExist":"family=Evelyn&identifier=`, 1), encounter), true, "", "", "Bundle.entry[1].request.ifNoneExist", ErrUnsupported},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,7 +121,9 @@ func TestReadConditionalUpdate(t *testing.T) {
 			if !bytes.Contains(p.Body, []byte(`"id":"`+tc.patient+`"`)) {
 				t.Errorf("the Patient's body %s does not have id %s", p.Body, tc.patient)
 			}
-			find(t, items, "Practitioner", tc.practitioner)
+			if pr := find(t, items, "Practitioner", tc.practitioner); pr.Kept != (tc.practitioner == "pr-old") || pr.Kept && (pr.Body != nil || pr.Sensitivity != nil) {
+				t.Errorf("the Practitioner's Kept = %v, want it only for the catalog's match (R4: a conditional create leaves it as it is), without content", pr.Kept)
+			}
 			e := find(t, items, "Encounter", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")
 			if e.Patient != tc.patient || !bytes.Contains(e.Body, []byte(`"Patient/`+tc.patient+`"`)) || !bytes.Contains(e.Body, []byte(`"Practitioner/`+tc.practitioner+`"`)) {
 				t.Errorf("the Encounter (patient %q) does not name the resources imported: %s", e.Patient, e.Body)

@@ -125,7 +125,8 @@
 //     only (resolveConditionals): one match, the entry takes its id (an
 //     ErrCompartment when the match is in another compartment than the
 //     entry's resource); none, it creates; more, or another entry, an
-//     error. Two Bundles of one
+//     error. A conditional create's match is left as it is (a Kept
+//     item, not the entry's content). Two Bundles of one
 //     import that conditionally create one resource the catalog lacks
 //     create it twice.
 //   - Only the attachments of DocumentReference.content.attachment,

@@ -182,6 +182,16 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 		// identifier does not say the two are one record.
 		return r.errf(e.condPath, ErrCompartment, "the conditional update or create matched a resource of the catalog in another patient compartment than its resource's (or in none): a conditional match does not move a resource between patients")
 	}
+	if e != nil && e.kept {
+		// A conditional create whose match exists: the catalog's resource
+		// stays as it is, and this content counts for nothing (labels,
+		// links, attachments). The match is checked above to be in the
+		// compartment this content names.
+		if rd.emit && !rd.ctxPass {
+			return rd.emitItem(Item{Type: typ, ID: id, Patient: patient, Where: w, Kept: true})
+		}
+		return nil
+	}
 	labels, err := r.labels(b)
 	if err != nil {
 		return err
