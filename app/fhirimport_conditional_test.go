@@ -272,3 +272,47 @@ func TestImportConditionalCreateKeepsItsMatch(t *testing.T) {
 		}
 	}
 }
+
+// A conditional update whose search finds one resource of the catalog
+// and whose body names another id is refused (R5 http.html#cond-update,
+// "One Match, resource id provided but does not match resource found":
+// 400 Bad Request), naming the entry and not the ids, and changes nothing.
+// Before, the body's id was replaced by the match's without a word. A body
+// with the match's id, or without one, updates it.
+func TestImportConditionalUpdateBodyIDMustBeTheMatch(t *testing.T) {
+	f := newLinkFixture(t)
+	imp := func(body string) error {
+		_, err := f.impBundles(false, body)
+		return err
+	}
+	const p1 = "9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f"
+	if err := imp(condBundle(p1, "4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")); err != nil {
+		t.Fatal(err)
+	}
+	put := func(id, family string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"urn:uuid:6c738495-afb0-41c2-d3e4-f5a6b7c8d9ea","resource":{"resourceType":"Patient"` + id +
+			`,"identifier":[{"system":"http://hospital.example.org/identifiers/mrn","value":"12345"}],"name":[{"family":"` + family + `"}]},"request":{"method":"PUT","url":"Patient?identifier=http://hospital.example.org/identifiers/mrn|12345"}}]}`
+	}
+	before := f.catalogBytes()
+	err := imp(put(`,"id":"other-7"`, "Moss"))
+	var fe *fhirin.Error
+	if !errors.Is(err, fhirin.ErrValue) || !errors.As(err, &fe) || fe.Path != "Bundle.entry[0].request.url" {
+		t.Fatalf("err = %v, want ErrValue at Bundle.entry[0].request.url", err)
+	}
+	for _, s := range []string{"other-7", p1, "12345", "Moss"} {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("the error quotes the input (%s): %v", s, err)
+		}
+	}
+	if string(before) != string(f.catalogBytes()) {
+		t.Fatal("a refused import changed the catalog file")
+	}
+	for i, id := range []string{`,"id":"` + p1 + `"`, ""} {
+		if err := imp(put(id, "Moss"+string(rune('a'+i)))); err != nil {
+			t.Fatalf("body id %q: %v", id, err)
+		}
+		if r, body := f.get("Patient", p1, p1); r.Version != 2+i || !strings.Contains(string(body), `"Moss`+string(rune('a'+i))+`"`) {
+			t.Errorf("body id %q: the Patient was not updated: version %d, %s", id, r.Version, body)
+		}
+	}
+}

@@ -147,6 +147,13 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	r.typ = typ
 	id, _ := r.m["id"].(string)
 	if e != nil && e.matched && id != e.id {
+		if id != "" && !e.kept {
+			// R5 http.html#cond-update, "One Match, resource id provided
+			// but does not match resource found": 400 Bad Request. It
+			// took the match's id without a word before. (A create's
+			// body id is the server's to replace.)
+			return r.errf(e.condPath, ErrValue, "the conditional update found one resource of the catalog, and the resource's id is another (FHIR 400 Bad Request): give the id found, or none")
+		}
 		// Its conditional update or create matched the resource of the
 		// catalog with this id: the entry is that resource
 		// (resolveConditionals).

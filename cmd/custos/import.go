@@ -57,7 +57,8 @@ A Bundle entry's conditional update or create (PUT Type?identifier=s|v or
 --source it matches in the catalog (under new urn:uuids too; a conditional
 create leaves it unchanged, and --full keeps it), creates one when none
 matches, and is refused when several do, when the one it matches is in
-another patient's compartment, or the query is another.
+another patient's compartment or an update's resource names another id, or
+the query is another.
 The mapping is in docs/import.md.
 
 Everything is validated while it is staged, and nothing is swapped in
