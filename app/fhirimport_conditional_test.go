@@ -316,3 +316,51 @@ func TestImportConditionalUpdateBodyIDMustBeTheMatch(t *testing.T) {
 		}
 	}
 }
+
+// A conditional update or create whose query is an absolute URL on
+// another server than the import's (request.url
+// https://other.example/fhir/Patient?identifier=..., or such an
+// ifNoneExist) is refused (fhirin.ErrUnsupported), naming the entry and
+// the host and never the query's values, and changes nothing: it searches
+// that server, not this catalog. Before, it was resolved against this
+// catalog and updated its Patient. One on the base of the entry's own
+// RESTful fullUrl is resolved as before.
+func TestImportConditionalOnAnotherServerRefused(t *testing.T) {
+	f := newLinkFixture(t)
+	const p1 = "9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f"
+	if _, err := f.impBundles(false, condBundle(p1, "4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")); err != nil {
+		t.Fatal(err)
+	}
+	entry := func(fullURL, resource, request string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"` + fullURL + `","resource":` + resource + `,"request":` + request + `}]}`
+	}
+	const (
+		patient      = `{"resourceType":"Patient","identifier":[{"system":"http://hospital.example.org/identifiers/mrn","value":"12345"}],"name":[{"family":"Moss"}]}`
+		practitioner = `{"resourceType":"Practitioner","identifier":[{"system":"http://hl7.org/fhir/sid/us-npi","value":"9999994392"}],"name":[{"family":"Moss"}]}`
+	)
+	before := f.catalogBytes()
+	for _, tc := range []struct{ name, bundle, path string }{
+		{"PUT", entry("urn:uuid:6c738495-afb0-41c2-d3e4-f5a6b7c8d9ea", patient, `{"method":"PUT","url":"https://Other.example/fhir/Patient?identifier=http://hospital.example.org/identifiers/mrn|12345"}`), "Bundle.entry[0].request.url"},
+		{"ifNoneExist", entry("urn:uuid:6c738495-afb0-41c2-d3e4-f5a6b7c8d9ea", practitioner, `{"method":"POST","url":"Practitioner","ifNoneExist":"https://other.example/fhir/Practitioner?identifier=http://hl7.org/fhir/sid/us-npi|9999994392"}`), "Bundle.entry[0].request.ifNoneExist"},
+		{"PUT, another base than the fullUrl's", entry("https://ehr.example/fhir/Patient/p9", patient, `{"method":"PUT","url":"https://other.example/fhir/Patient?identifier=http://hospital.example.org/identifiers/mrn|12345"}`), "Bundle.entry[0].request.url"},
+	} {
+		_, err := f.impBundles(false, tc.bundle)
+		var fe *fhirin.Error
+		if !errors.Is(err, fhirin.ErrUnsupported) || !errors.As(err, &fe) || fe.Path != tc.path || !strings.Contains(err.Error(), "other.example") {
+			t.Errorf("%s: err = %v, want ErrUnsupported at %s naming the host", tc.name, err, tc.path)
+		}
+		for _, s := range []string{"12345", "9999994392", "Moss", "hospital.example.org"} {
+			if err != nil && strings.Contains(err.Error(), s) {
+				t.Errorf("%s: the error quotes the input (%s): %v", tc.name, s, err)
+			}
+		}
+		if string(before) != string(f.catalogBytes()) {
+			t.Fatalf("%s: a refused import changed the catalog file", tc.name)
+		}
+	}
+	// On the base of its own RESTful fullUrl: resolved (no match: created).
+	if _, err := f.impBundles(false, entry("https://ehr.example/fhir/Patient/p9", strings.Replace(strings.Replace(patient, "12345", "777", 1), `"Patient",`, `"Patient","id":"p9",`, 1), `{"method":"PUT","url":"https://ehr.example/fhir/Patient?identifier=http://hospital.example.org/identifiers/mrn|777"}`)); err != nil {
+		t.Fatal(err)
+	}
+	f.get("Patient", "p9", "p9")
+}

@@ -44,27 +44,59 @@ type conditional struct {
 // parameter, several, several values, a modifier) is an ErrUnsupported
 // naming the entry and the parameter (as elementName writes it: a name is
 // the input's); nothing of the import is written.
-func conditionalOf(w, path string, e *entry) (conditional, bool, error) {
+//
+// An absolute url (request.url, ifNoneExist, or the POST's request.url)
+// searches the server it names: it is resolved only on base, the
+// import's server ($export manifest's request), or on the base of the
+// entry's own RESTful fullUrl; on any other, or when neither is known, it
+// is an ErrUnsupported naming the host (never the query): this catalog is
+// not that server, and a match in it would update (or keep) a resource
+// that server's search may not find.
+func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 	if e.Request == nil || e.typ == "" {
 		return conditional{}, false, nil
 	}
 	var c conditional
-	var query string
+	var query, at string
 	switch strings.ToUpper(e.Request.Method) {
 	case "PUT":
 		u, q, hasQuery := strings.Cut(strings.TrimPrefix(e.Request.URL, "/"), "?")
 		if !hasQuery || q == "" || !(u == e.typ || strings.Contains(u, "://") && strings.HasSuffix(u, "/"+e.typ)) {
 			return conditional{}, false, nil // bundleEntry checks every other PUT url
 		}
-		c.path, query = path+".request.url", q
+		c.path, query, at = path+".request.url", q, u
 	case "POST":
 		if e.Request.IfNoneExist == "" {
 			return conditional{}, false, nil
 		}
-		// R4: the query part alone; "Type?query" is a common form too.
-		c.path, query = path+".request.ifNoneExist", strings.TrimPrefix(e.Request.IfNoneExist, e.typ+"?")
+		c.path = path + ".request.ifNoneExist"
+		// R4: the query part alone; "Type?query" is a common form too, and
+		// so is an absolute [base]/Type?query.
+		query = strings.TrimPrefix(e.Request.IfNoneExist, e.typ+"?")
+		if u, q, ok := strings.Cut(e.Request.IfNoneExist, "?"); ok && strings.Contains(u, "://") {
+			if !strings.HasSuffix(u, "/"+e.typ) {
+				return conditional{}, false, newError(w, c.path, ErrValue, "the conditional create's search is of another type than its resource")
+			}
+			query, at = q, u
+		} else if strings.Contains(e.Request.URL, "://") {
+			at, _, _ = strings.Cut(e.Request.URL, "?")
+			c.path = path + ".request.url"
+		}
 	default:
 		return conditional{}, false, nil
+	}
+	if strings.Contains(at, "://") {
+		on := NormURL(strings.TrimSuffix(at, "/"+e.typ))
+		if on != base && on != restBase(e.FullURL) {
+			host := "an unreadable host"
+			if u, err := url.Parse(on); err == nil && u.Host != "" {
+				host = "host " + u.Host
+			}
+			if base == "" && restBase(e.FullURL) == "" {
+				return conditional{}, false, newError(w, c.path, ErrUnsupported, "a conditional search on an absolute URL (%s) is not resolved when the import's server is unknown (its $export manifest's request, or the entry's RESTful fullUrl): it searches that server, not this catalog; give Type?query", host)
+			}
+			return conditional{}, false, newError(w, c.path, ErrUnsupported, "a conditional search on another server (%s) than the import's is not resolved: it searches that server, not this catalog", host)
+		}
 	}
 	v, err := url.ParseQuery(query)
 	if err != nil {
@@ -152,7 +184,7 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 	for i, e := range entries {
 		path := "Bundle.entry[" + itoa(i) + "]"
 		w := where(s, e.line)
-		c, ok, err := conditionalOf(w, path, e)
+		c, ok, err := conditionalOf(w, path, s.base, e)
 		if err != nil {
 			return atEntry(e.name, err.(*Error))
 		}

@@ -126,7 +126,9 @@
 //     ErrCompartment when the match is in another compartment than the
 //     entry's resource); none, it creates; more, or another entry, an
 //     error. A conditional create's match is left as it is (a Kept
-//     item, not the entry's content). Two Bundles of one
+//     item, not the entry's content). A search on an absolute URL is
+//     resolved only on the import's server or the entry's fullUrl's
+//     base. Two Bundles of one
 //     import that conditionally create one resource the catalog lacks
 //     create it twice.
 //   - Only the attachments of DocumentReference.content.attachment,

@@ -58,7 +58,7 @@ A Bundle entry's conditional update or create (PUT Type?identifier=s|v or
 create leaves it unchanged, and --full keeps it), creates one when none
 matches, and is refused when several do, when the one it matches is in
 another patient's compartment or an update's resource names another id, or
-the query is another.
+the query is another or on another server (an absolute URL).
 The mapping is in docs/import.md.
 
 Everything is validated while it is staged, and nothing is swapped in
