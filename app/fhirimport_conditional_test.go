@@ -364,3 +364,52 @@ func TestImportConditionalOnAnotherServerRefused(t *testing.T) {
 	}
 	f.get("Patient", "p9", "p9")
 }
+
+// Two Bundles of one import (two files of a directory) whose conditional
+// update and create search for the same Patient and Practitioner, which
+// the catalog lacks, import one of each: the later Bundle's searches find
+// what the earlier one created, as a FHIR server processing them in turn
+// would. Before, each Bundle was resolved against the catalog as it was
+// before the import, and the import created two Patients and two
+// Practitioners. A later conditional update of such a resource with other
+// content is refused as two contents of one resource (store: naming both
+// places), not imported twice.
+func TestImportConditionalAcrossBundlesOfOneImport(t *testing.T) {
+	f := newLinkFixture(t)
+	const (
+		p1, pr1, e1 = "9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f", "4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+		p2, pr2, e2 = "1d2e3f40-5a6b-4c7d-8e9f-a0b1c2d3e4f5", "2e3f4051-6b7c-4d8e-9fa0-b1c2d3e4f5a6", "3f405162-7c8d-4e9f-a0b1-c2d3e4f5a6b7"
+	)
+	if _, err := f.impBundles(false, condBundle(p1, pr1, e1), condBundle(p2, pr2, e2)); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, v := range f.liveVersions() {
+		typ, _, _ := strings.Cut(v, " ")
+		got[typ]++
+	}
+	if got["patient"] != 1 || got["practitioner"] != 1 || got["encounter"] != 2 {
+		t.Fatalf("live after one import of two Bundles: %v; want 1 Patient, 1 Practitioner, 2 Encounters", got)
+	}
+	_, enc := f.get("Encounter", e2, p1)
+	if !strings.Contains(string(enc), `"Patient/`+p1+`"`) || !strings.Contains(string(enc), `"Practitioner/`+pr1+`"`) {
+		t.Errorf("the second Bundle's Encounter does not name the first Bundle's Patient and Practitioner: %s", enc)
+	}
+	// Other content for the Patient in the later Bundle: refused.
+	g := newLinkFixture(t)
+	_, err := g.impBundles(false, condBundle(p1, pr1, e1), strings.Replace(condBundle(p2, pr2, e2), `"Evelyn"`, `"Eve"`, 1))
+	if err == nil || !strings.Contains(err.Error(), "appears twice") {
+		t.Fatalf("err = %v, want the two contents of one Patient refused", err)
+	}
+	// A later Bundle's Observation of another patient whose search finds
+	// the earlier Bundle's Observation: refused, as for a catalog match.
+	obs := func(patient, obsUUID string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"urn:uuid:` + patient + `","resource":{"resourceType":"Patient"},"request":{"method":"PUT","url":"Patient/` + patient + `"}},
+{"fullUrl":"urn:uuid:` + obsUUID + `","resource":{"resourceType":"Observation","identifier":[{"system":"urn:lab","value":"77"}],"status":"final","code":{"text":"x"},"subject":{"reference":"urn:uuid:` + patient + `"}},"request":{"method":"PUT","url":"Observation?identifier=urn:lab|77"}}]}`
+	}
+	h := newLinkFixture(t)
+	_, err = h.impBundles(false, obs(p1, e1), obs(p2, e2))
+	if !errors.Is(err, fhirin.ErrCompartment) || strings.Contains(err.Error(), "77") {
+		t.Fatalf("err = %v, want ErrCompartment (not quoting the identifier)", err)
+	}
+}

@@ -2,6 +2,7 @@ package fhirin
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -200,13 +201,15 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 		if err != nil {
 			return err
 		}
+		e.conditional = true
+		ids, unplaced := rd.withWritten(e.typ, c.search, ids)
 		switch len(ids) {
 		case 0:
 		case 1:
 			// resource checks, once it knows the entry's compartment,
 			// that the match is in it (matchedPatient).
 			e.id, e.matched, e.matchedPatient, e.condPath = ids[0].ID, true, ids[0].Patient, c.path
-			e.kept = strings.HasSuffix(c.path, ".ifNoneExist")
+			e.kept, e.unplaced = strings.HasSuffix(c.path, ".ifNoneExist"), unplaced
 		default:
 			return atEntry(e.name, newError(w, c.path, ErrValue, "the conditional search matches %d resources of this source in the catalog (FHIR 412 Precondition Failed): it names no one resource to update", len(ids)))
 		}
@@ -219,10 +222,7 @@ func (rd *reader) match(typ string, q Search) ([]Found, error) {
 	if rd.opts.Match == nil {
 		return nil, nil
 	}
-	key := typ + "\x00" + q.ID + "\x00" + q.System + "\x00" + q.Value
-	if q.AnySystem {
-		key += "\x00*"
-	}
+	key := searchKey(typ, q)
 	if ids, ok := rd.matched[key]; ok {
 		return ids, nil
 	}
@@ -235,4 +235,77 @@ func (rd *reader) match(typ string, q Search) ([]Found, error) {
 	}
 	rd.matched[key] = ids
 	return ids, nil
+}
+
+// searchKey files a search of typ (match's cache, reader.written).
+func searchKey(typ string, q Search) string {
+	switch {
+	case q.ID != "":
+		return typ + "\x00_id\x00" + q.ID
+	case q.AnySystem:
+		return typ + "\x00*|" + q.Value
+	}
+	return typ + "\x00" + q.System + "|" + q.Value
+}
+
+// writtenResource is a resource a conditional update or create of an
+// earlier Bundle of the pass wrote: its id, and its compartment if that
+// pass read it (placed).
+type writtenResource struct {
+	Found
+	placed bool
+}
+
+// remember files the resources that the conditional updates and creates
+// of a Bundle's entries wrote (created, or updated in the catalog), under
+// every search that finds them (_id, each identifier with its system and
+// with any), so that a later Bundle of the same import finds them as a
+// FHIR server handling the Bundles in turn would; before, both created
+// the resource. Only conditional entries are filed (an earlier Bundle's
+// resource written without a condition is not searched): memory grows
+// with them, not with the input. A kept match (a conditional create's)
+// changes nothing, and is in the catalog.
+func (rd *reader) remember(entries []*entry) {
+	for _, e := range entries {
+		if !e.conditional || e.kept || !validID(e.id) {
+			continue
+		}
+		if rd.written == nil {
+			rd.written = map[string][]writtenResource{}
+		}
+		w := writtenResource{Found{ID: e.id, Patient: e.patient}, e.placed}
+		keys := []string{searchKey(e.typ, Search{ID: e.id})}
+		for _, k := range e.identifiers {
+			sys, val, _ := strings.Cut(k, "|")
+			keys = append(keys, searchKey(e.typ, Search{System: sys, Value: val}), searchKey(e.typ, Search{Value: val, AnySystem: true}))
+		}
+		for _, k := range keys {
+			if !slices.ContainsFunc(rd.written[k], func(o writtenResource) bool { return o.ID == e.id }) {
+				rd.written[k] = append(rd.written[k], w)
+			}
+		}
+	}
+}
+
+// withWritten adds to the catalog's matches ids of a search of typ the
+// resources earlier Bundles of the pass wrote that it finds (remember),
+// each id once; unplaced when the one match is such a resource whose
+// compartment the pass did not read.
+func (rd *reader) withWritten(typ string, q Search, ids []Found) ([]Found, bool) {
+	unplaced := false
+	written := rd.written[searchKey(typ, q)]
+	if len(written) > 0 {
+		ids = slices.Clone(ids) // match's cache keeps the catalog's answer
+	}
+	for _, w := range written {
+		if i := slices.IndexFunc(ids, func(f Found) bool { return f.ID == w.ID }); i >= 0 {
+			if w.placed {
+				ids[i] = w.Found // as the earlier Bundle wrote it
+			}
+			continue
+		}
+		ids = append(ids, w.Found)
+		unplaced = unplaced || !w.placed
+	}
+	return ids, unplaced && len(ids) == 1
 }

@@ -128,9 +128,8 @@
 //     error. A conditional create's match is left as it is (a Kept
 //     item, not the entry's content). A search on an absolute URL is
 //     resolved only on the import's server or the entry's fullUrl's
-//     base. Two Bundles of one
-//     import that conditionally create one resource the catalog lacks
-//     create it twice.
+//     base. A search also finds what the conditional entries of the
+//     Bundles read before it in the pass wrote (remember).
 //   - Only the attachments of DocumentReference.content.attachment,
 //     DiagnosticReport.presentedForm and Media.content (and Binary) are
 //     lifted; an Attachment elsewhere stays inline in its resource.

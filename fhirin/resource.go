@@ -182,7 +182,10 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	if err != nil {
 		return err
 	}
-	if e != nil && e.matched && patient != e.matchedPatient {
+	if e != nil {
+		e.patient, e.placed = patient, true
+	}
+	if e != nil && e.matched && !e.unplaced && patient != e.matchedPatient {
 		// Taking the match's id would retire it from its patient's
 		// compartment and write this entry's content in another's
 		// (store: a resource whose patient changed moves): a search by
