@@ -162,7 +162,10 @@ func placeContext(st *store.Store, namer *store.Namer, eo store.EntryOptions) fu
 // indexes no identifier), of which only ids and identifiers are kept. A
 // live resource whose URI is not the one its body's id names is an error
 // (fail closed: the catalog contradicts itself). Read asks in its first
-// pass, before the import writes anything.
+// pass, before the import writes anything. A resource without a source
+// (a manifest's: its URI is not the key's name of its body's id; or one
+// of a streaming import older than sources) is never found: see
+// docs/import.md, "Conditional updates and creates".
 func matchResources(ctx context.Context, st *store.Store, namer *store.Namer, source string) func(typ string, q fhirin.Search) ([]fhirin.Found, error) {
 	byType := map[string][]identified{}
 	return func(typ string, q fhirin.Search) ([]fhirin.Found, error) {

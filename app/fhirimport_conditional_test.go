@@ -413,3 +413,39 @@ func TestImportConditionalAcrossBundlesOfOneImport(t *testing.T) {
 		t.Fatalf("err = %v, want ErrCompartment (not quoting the identifier)", err)
 	}
 }
+
+// A resource without a recorded source (a custos manifest's, or a
+// streaming import's from before sources were recorded) is not a match of
+// a conditional search (docs/import.md, "Conditional updates and
+// creates"): a manifest's Practitioner carrying the NPI a Bundle's
+// conditional create searches is left as it is, and the Bundle creates
+// its own. Pinned so that reading such a resource, whose URI is not the
+// id key's name of its body's id, neither fails the import as a corrupt
+// catalog nor adopts it.
+func TestImportConditionalSourcelessNotMatched(t *testing.T) {
+	f := newLinkFixture(t)
+	dir := t.TempDir()
+	const legacy = "12345678-0000-4000-8000-000000000001"
+	uri := "fhir://" + f.tenant + "/practitioner/" + legacy
+	body := `{"resourceType":"Practitioner","id":"` + legacy + `","identifier":[{"system":"http://hl7.org/fhir/sid/us-npi","value":"9999994392"}]}`
+	line := `{"uri":"` + uri + `","name":"practitioner-1","mimeType":"application/fhir+json","annotations":{"audience":["user"],"priority":0.5,"lastModified":"2026-03-01T10:00:00Z"},"labels":{"tenant":"` + f.tenant + `","type":"practitioner"},"file":"p.json"}`
+	if err := os.WriteFile(filepath.Join(dir, "p.json"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "manifest.jsonl"), []byte(line+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ImportStaged(context.Background(), f.cat, dir, store.Options{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := f.liveVersions()
+	const pr1 = "4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b"
+	if _, err := f.impBundles(false, condBundle("9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f", pr1, "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")); err != nil {
+		t.Fatal(err)
+	}
+	after := f.liveVersions()
+	if after[uri] != before[uri] || before[uri] == "" {
+		t.Errorf("the manifest's Practitioner changed: %q, was %q", after[uri], before[uri])
+	}
+	f.get("Practitioner", pr1, "") // the Bundle's own, created
+}
