@@ -38,6 +38,7 @@ func (s Search) Matches(system, value string) bool {
 type conditional struct {
 	path   string // "request.url" or "request.ifNoneExist"
 	search Search
+	create bool // a conditional create (POST with ifNoneExist)
 }
 
 // conditionalOf reads e's conditional update or create, if it is one: ok
@@ -58,7 +59,7 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 		return conditional{}, false, nil
 	}
 	var c conditional
-	var query, at string
+	var query, at, atPath string // at: an absolute url's base and type, named by atPath
 	switch strings.ToUpper(e.Request.Method) {
 	case "PUT":
 		u, q, hasQuery := strings.Cut(strings.TrimPrefix(e.Request.URL, "/"), "?")
@@ -66,11 +67,13 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 			return conditional{}, false, nil // bundleEntry checks every other PUT url
 		}
 		c.path, query, at = path+".request.url", q, u
+		atPath = c.path
 	case "POST":
 		if e.Request.IfNoneExist == "" {
 			return conditional{}, false, nil
 		}
-		c.path = path + ".request.ifNoneExist"
+		c.path, c.create = path+".request.ifNoneExist", true
+		atPath = c.path
 		// R4: the query part alone; "Type?query" is a common form too, and
 		// so is an absolute [base]/Type?query.
 		query = strings.TrimPrefix(e.Request.IfNoneExist, e.typ+"?")
@@ -81,7 +84,7 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 			query, at = q, u
 		} else if strings.Contains(e.Request.URL, "://") {
 			at, _, _ = strings.Cut(e.Request.URL, "?")
-			c.path = path + ".request.url"
+			atPath = path + ".request.url"
 		}
 	default:
 		return conditional{}, false, nil
@@ -94,9 +97,9 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 				host = "host " + u.Host
 			}
 			if base == "" && restBase(e.FullURL) == "" {
-				return conditional{}, false, newError(w, c.path, ErrUnsupported, "a conditional search on an absolute URL (%s) is not resolved when the import's server is unknown (its $export manifest's request, or the entry's RESTful fullUrl): it searches that server, not this catalog; give Type?query", host)
+				return conditional{}, false, newError(w, atPath, ErrUnsupported, "a conditional search on an absolute URL (%s) is not resolved when the import's server is unknown (its $export manifest's request, or the entry's RESTful fullUrl): it searches that server, not this catalog; give Type?query", host)
 			}
-			return conditional{}, false, newError(w, c.path, ErrUnsupported, "a conditional search on another server (%s) than the import's is not resolved: it searches that server, not this catalog", host)
+			return conditional{}, false, newError(w, atPath, ErrUnsupported, "a conditional search on another server (%s) than the import's is not resolved: it searches that server, not this catalog", host)
 		}
 	}
 	v, err := url.ParseQuery(query)
@@ -209,9 +212,9 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 			// resource checks, once it knows the entry's compartment,
 			// that the match is in it (matchedPatient).
 			e.id, e.matched, e.matchedPatient, e.condPath = ids[0].ID, true, ids[0].Patient, c.path
-			e.kept, e.unplaced = strings.HasSuffix(c.path, ".ifNoneExist"), unplaced
+			e.kept, e.unplaced = c.create, unplaced
 		default:
-			return atEntry(e.name, newError(w, c.path, ErrValue, "the conditional search matches %d resources of this source in the catalog (FHIR 412 Precondition Failed): it names no one resource to update", len(ids)))
+			return atEntry(e.name, newError(w, c.path, ErrValue, "the conditional search matches %d resources of this source in the catalog or written by an earlier Bundle of the import (FHIR 412 Precondition Failed): it names no one resource to update", len(ids)))
 		}
 	}
 	return nil
