@@ -183,7 +183,7 @@ func matchResources(ctx context.Context, st *store.Store, namer *store.Namer, so
 			case r.Source != source:
 				return nil, nil // another source's: not this import's to update
 			}
-			return []fhirin.Found{{ID: q.ID, Patient: r.Labels.Patient}}, nil
+			return []fhirin.Found{{ID: q.ID, Patient: r.Labels.Patient, Labels: r.OwnSensitivity()}}, nil
 		}
 		rs, ok := byType[typ]
 		if !ok {
@@ -196,7 +196,7 @@ func matchResources(ctx context.Context, st *store.Store, namer *store.Namer, so
 		var found []fhirin.Found
 		for _, r := range rs {
 			if slices.ContainsFunc(r.identifiers, func(id [2]string) bool { return q.Matches(id[0], id[1]) }) {
-				found = append(found, fhirin.Found{ID: r.id, Patient: r.patient})
+				found = append(found, fhirin.Found{ID: r.id, Patient: r.patient, Labels: r.labels})
 			}
 		}
 		return found, nil
@@ -204,9 +204,11 @@ func matchResources(ctx context.Context, st *store.Store, namer *store.Namer, so
 }
 
 // identified is a live resource's source id, its compartment's source
-// Patient id ("" for none) and its identifiers {system, value}.
+// Patient id ("" for none), its own sensitivity labels and its
+// identifiers {system, value}.
 type identified struct {
 	id, patient string
+	labels      []string
 	identifiers [][2]string
 }
 
@@ -238,7 +240,7 @@ func identifiedOf(ctx context.Context, st *store.Store, namer *store.Namer, sour
 			if json.Unmarshal(body, &head) != nil || namer.Link(typ, head.ID, r.Labels.Patient) != r.URI {
 				return nil, fmt.Errorf("%w: a live %s's body does not name its URI", store.ErrCorrupt, typ)
 			}
-			it := identified{id: head.ID, patient: r.Labels.Patient}
+			it := identified{id: head.ID, patient: r.Labels.Patient, labels: r.OwnSensitivity()}
 			for _, i := range head.Identifier {
 				if i.Value != "" {
 					it.identifiers = append(it.identifiers, [2]string{i.System, i.Value})

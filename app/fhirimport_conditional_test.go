@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -448,4 +449,43 @@ func TestImportConditionalSourcelessNotMatched(t *testing.T) {
 		t.Errorf("the manifest's Practitioner changed: %q, was %q", after[uri], before[uri])
 	}
 	f.get("Practitioner", pr1, "") // the Bundle's own, created
+}
+
+// A Binary whose securityContext names a resource that a conditional
+// create keeps takes that resource's labels and compartment as the
+// catalog holds them, in a full import too (the kept resource is not
+// retired, so the full import's answer for its source, "not live", does
+// not apply): the HIV-labelled DocumentReference stays as it is and the
+// new Binary, and the report linking it, carry hiv.
+func TestImportKeptResourceAsSecurityContext(t *testing.T) {
+	f := newLinkFixture(t)
+	const pat = "a1a1a1a1-0000-4000-8000-0000000000a1"
+	patient := `{"fullUrl":"urn:uuid:` + pat + `","resource":{"resourceType":"Patient","id":"` + pat + `"},"request":{"method":"PUT","url":"Patient/` + pat + `"}}`
+	doc := func(uuid, security, request string) string {
+		return `{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"DocumentReference"` + security + `,"identifier":[{"system":"urn:doc","value":"d1"}],"status":"current","subject":{"reference":"Patient/` + pat + `"},
+ "content":[{"attachment":{"contentType":"text/plain","url":"https://elsewhere.example/doc/1"}}]},"request":` + request + `}`
+	}
+	bundle := func(entries ...string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join(entries, ",\n") + `]}`
+	}
+	const d1, d2 = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "2a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	if _, err := f.impBundles(false, bundle(patient, doc(d1, `,"meta":{"security":[`+lnkHIV+`]}`, `{"method":"PUT","url":"DocumentReference/`+d1+`"}`))); err != nil {
+		t.Fatal(err)
+	}
+	r0, _ := f.get("DocumentReference", d1, pat)
+	binary := `{"fullUrl":"urn:uuid:b1b1b1b1-0000-4000-8000-0000000000b1","resource":{"resourceType":"Binary","securityContext":{"reference":"urn:uuid:` + d2 + `"},"contentType":"text/plain","data":"aGk="},"request":{"method":"POST","url":"Binary"}}`
+	report := `{"fullUrl":"urn:uuid:c1c1c1c1-0000-4000-8000-0000000000c1","resource":{"resourceType":"DiagnosticReport","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/` + pat + `"},"presentedForm":[{"contentType":"text/plain","url":"urn:uuid:b1b1b1b1-0000-4000-8000-0000000000b1"}]},"request":{"method":"POST","url":"DiagnosticReport"}}`
+	for _, full := range []bool{false, true} {
+		if _, err := f.impBundles(full, bundle(patient, doc(d2, "", `{"method":"POST","url":"DocumentReference","ifNoneExist":"identifier=urn:doc|d1"}`), binary, report)); err != nil {
+			t.Fatalf("full %v: %v", full, err)
+		}
+		if r, _ := f.get("DocumentReference", d1, pat); r.Version != r0.Version || !slices.Contains(r.Labels.Sensitivity, "hiv") {
+			t.Errorf("full %v: the kept DocumentReference: version %d (was %d), labels %v", full, r.Version, r0.Version, r.Labels.Sensitivity)
+		}
+		for typ, id := range map[string]string{"Binary": "b1b1b1b1-0000-4000-8000-0000000000b1", "DiagnosticReport": "c1c1c1c1-0000-4000-8000-0000000000c1"} {
+			if r, _ := f.get(typ, id, pat); !slices.Contains(r.Labels.Sensitivity, "hiv") {
+				t.Errorf("full %v: %s labels %v, want hiv (its securityContext's kept DocumentReference)", full, typ, r.Labels.Sensitivity)
+			}
+		}
+	}
 }

@@ -98,6 +98,8 @@ type entry struct {
 	// of the resource matched; condPath the element holding the query
 	// ("Bundle.entry[3].request.url").
 	matchedPatient, condPath string
+	// matchedLabels are the match's own labels in the catalog (Found).
+	matchedLabels []string
 	// kept: the match is a conditional create's (ifNoneExist), which R4
 	// leaves as it is: the entry yields a Kept item, not its content.
 	kept bool

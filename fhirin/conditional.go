@@ -21,10 +21,15 @@ type Search struct {
 }
 
 // Found is a live resource of the catalog that a conditional search found
-// (Options.Match): its source id, and the source id of the Patient whose
+// (Options.Match): its source id, the source id of the Patient whose
 // compartment holds it ("" for a tenant-level resource; a Patient's own
-// id for a Patient).
-type Found struct{ ID, Patient string }
+// id for a Patient), and its own sensitivity labels there (what it gives
+// a Binary whose securityContext names it, when a conditional create
+// keeps it).
+type Found struct {
+	ID, Patient string
+	Labels      []string
+}
 
 // Matches reports whether an identifier {system, value} matches s (by
 // identifier; an _id search matches no identifier).
@@ -211,7 +216,7 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 		case 1:
 			// resource checks, once it knows the entry's compartment,
 			// that the match is in it (matchedPatient).
-			e.id, e.matched, e.matchedPatient, e.condPath = ids[0].ID, true, ids[0].Patient, c.path
+			e.id, e.matched, e.matchedPatient, e.matchedLabels, e.condPath = ids[0].ID, true, ids[0].Patient, ids[0].Labels, c.path
 			e.kept, e.unplaced = c.create, unplaced
 		default:
 			return atEntry(e.name, newError(w, c.path, ErrValue, "the conditional search matches %d resources of this source in the catalog or written by an earlier Bundle of the import (FHIR 412 Precondition Failed): it names no one resource to update", len(ids)))
@@ -276,7 +281,7 @@ func (rd *reader) remember(entries []*entry) {
 		if rd.written == nil {
 			rd.written = map[string][]writtenResource{}
 		}
-		w := writtenResource{Found{ID: e.id, Patient: e.patient}, e.placed}
+		w := writtenResource{Found{ID: e.id, Patient: e.patient}, e.placed} // its labels are the import's
 		keys := []string{searchKey(e.typ, Search{ID: e.id})}
 		for _, k := range e.identifiers {
 			sys, val, _ := strings.Cut(k, "|")

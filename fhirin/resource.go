@@ -197,7 +197,14 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 		// stays as it is, and this content counts for nothing (labels,
 		// links, attachments). The match is checked above to be in the
 		// compartment this content names.
-		if rd.emit && !rd.ctxPass {
+		switch {
+		case rd.ctxPass:
+			// A Binary's securityContext naming it takes its compartment
+			// and its labels in the catalog, as for any live resource
+			// the import lacks (ctxStored), whose answer in a full
+			// import (retired) does not hold for a kept one.
+			rd.idx.ctxKept(typ+"/"+id, patient, normalize(e.matchedLabels))
+		case rd.emit:
 			return rd.emitItem(Item{Type: typ, ID: id, Patient: patient, Where: w, Kept: true})
 		}
 		return nil
