@@ -162,7 +162,10 @@ func placeContext(st *store.Store, namer *store.Namer, eo store.EntryOptions) fu
 // indexes no identifier), of which only ids and identifiers are kept. A
 // live resource whose URI is not the one its body's id names is an error
 // (fail closed: the catalog contradicts itself). Read asks in its first
-// pass, before the import writes anything.
+// pass, before the import writes anything. A resource without a source
+// (a manifest's: its URI is not the key's name of its body's id; or one
+// of a streaming import older than sources) is never found: see
+// docs/import.md, "Conditional updates and creates".
 func matchResources(ctx context.Context, st *store.Store, namer *store.Namer, source string) func(typ string, q fhirin.Search) ([]fhirin.Found, error) {
 	byType := map[string][]identified{}
 	return func(typ string, q fhirin.Search) ([]fhirin.Found, error) {
@@ -180,7 +183,7 @@ func matchResources(ctx context.Context, st *store.Store, namer *store.Namer, so
 			case r.Source != source:
 				return nil, nil // another source's: not this import's to update
 			}
-			return []fhirin.Found{{ID: q.ID, Patient: r.Labels.Patient}}, nil
+			return []fhirin.Found{{ID: q.ID, Patient: r.Labels.Patient, Labels: r.OwnSensitivity()}}, nil
 		}
 		rs, ok := byType[typ]
 		if !ok {
@@ -193,7 +196,7 @@ func matchResources(ctx context.Context, st *store.Store, namer *store.Namer, so
 		var found []fhirin.Found
 		for _, r := range rs {
 			if slices.ContainsFunc(r.identifiers, func(id [2]string) bool { return q.Matches(id[0], id[1]) }) {
-				found = append(found, fhirin.Found{ID: r.id, Patient: r.patient})
+				found = append(found, fhirin.Found{ID: r.id, Patient: r.patient, Labels: r.labels})
 			}
 		}
 		return found, nil
@@ -201,9 +204,11 @@ func matchResources(ctx context.Context, st *store.Store, namer *store.Namer, so
 }
 
 // identified is a live resource's source id, its compartment's source
-// Patient id ("" for none) and its identifiers {system, value}.
+// Patient id ("" for none), its own sensitivity labels and its
+// identifiers {system, value}.
 type identified struct {
 	id, patient string
+	labels      []string
 	identifiers [][2]string
 }
 
@@ -235,7 +240,7 @@ func identifiedOf(ctx context.Context, st *store.Store, namer *store.Namer, sour
 			if json.Unmarshal(body, &head) != nil || namer.Link(typ, head.ID, r.Labels.Patient) != r.URI {
 				return nil, fmt.Errorf("%w: a live %s's body does not name its URI", store.ErrCorrupt, typ)
 			}
-			it := identified{id: head.ID, patient: r.Labels.Patient}
+			it := identified{id: head.ID, patient: r.Labels.Patient, labels: r.OwnSensitivity()}
 			for _, i := range head.Identifier {
 				if i.Value != "" {
 					it.identifiers = append(it.identifiers, [2]string{i.System, i.Value})
@@ -283,6 +288,7 @@ func entryOf(it fhirin.Item) store.Entry {
 		Carrier:     store.Carrier{Type: it.Carrier.Type, ID: it.Carrier.ID},
 		Where:       it.Where,
 		Stored:      it.Stored,
+		Kept:        it.Kept,
 		Links:       it.Links,
 	}
 }

@@ -3,8 +3,11 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -174,5 +177,315 @@ func TestImportConditionalMatchStaysInItsCompartment(t *testing.T) {
 	}
 	if r, body := f.get("Observation", obs, pb); r.Version != 2 || !strings.Contains(string(body), `"second"`) {
 		t.Errorf("B's Observation after a conditional update of B's: version %d, %s", r.Version, body)
+	}
+}
+
+// liveVersions is the live URIs of the catalog at f.cat, each with its
+// version and content digest.
+func (f *linkFixture) liveVersions() map[string]string {
+	f.t.Helper()
+	st, err := store.Open(f.cat, store.Options{ReadOnly: true})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer st.Close()
+	rs, err := st.Page("", 1000)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range rs {
+		out[r.URI] = fmt.Sprintf("%s v%d %s", r.Labels.Type, r.Version, r.Digest)
+	}
+	return out
+}
+
+// impBundles imports the Bundles, one file each, as one import (a
+// directory of Bundle files).
+func (f *linkFixture) impBundles(full bool, bundles ...string) (store.ImportReport, error) {
+	f.t.Helper()
+	dir := f.t.TempDir()
+	for i, b := range bundles {
+		if err := os.WriteFile(filepath.Join(dir, "bundle"+string(rune('a'+i))+".json"), []byte(b), 0o644); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return ImportFHIR(context.Background(), f.cat, dir, FHIRImport{Tenant: f.tenant, IDKey: f.key, Full: full})
+}
+
+// A conditional create (POST with ifNoneExist) whose search finds one
+// resource of the catalog leaves that resource as it is (R4 http.html#ccreate:
+// "the server ignores the post and returns 200 OK"): same content, same
+// version, and a full import keeps it live (it was seen) together with
+// the attachment it carries. Before, the entry's content was written as a
+// new version of the match.
+func TestImportConditionalCreateKeepsItsMatch(t *testing.T) {
+	f := newLinkFixture(t)
+	const pat = "a1a1a1a1-0000-4000-8000-0000000000a1"
+	practitioner := func(uuid, family string) string {
+		return `{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"Practitioner","identifier":[{"system":"http://hl7.org/fhir/sid/us-npi","value":"9999994392"}],"name":[{"family":"` + family + `"}]},
+ "request":{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=http://hl7.org/fhir/sid/us-npi|9999994392"}}`
+	}
+	document := func(uuid, text string) string {
+		return `{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"DocumentReference","identifier":[{"system":"urn:doc","value":"d1"}],"status":"current","subject":{"reference":"Patient/` + pat + `"},
+ "content":[{"attachment":{"contentType":"text/plain","data":"` + text + `"}}]},
+ "request":{"method":"POST","url":"DocumentReference","ifNoneExist":"identifier=urn:doc|d1"}}`
+	}
+	bundle := func(entries ...string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join(entries, ",\n") + `]}`
+	}
+	patient := `{"fullUrl":"urn:uuid:` + pat + `","resource":{"resourceType":"Patient","id":"` + pat + `"},"request":{"method":"PUT","url":"Patient/` + pat + `"}}`
+	const pr1, doc1 = "4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	if _, err := f.impBundles(false, bundle(patient, practitioner(pr1, "First"), document(doc1, "Zmlyc3Q="))); err != nil {
+		t.Fatal(err)
+	}
+	r0, body0 := f.get("Practitioner", pr1, "")
+	d0, dbody0 := f.get("DocumentReference", doc1, pat)
+	before := f.liveVersions()
+	for _, full := range []bool{false, true} {
+		_, err := f.impBundles(full, bundle(patient, practitioner("2e3f4051-6b7c-4d8e-9fa0-b1c2d3e4f5a6", "Second"), document("3f405162-7c8d-4e9f-a0b1-c2d3e4f5a6b7", "c2Vjb25k")))
+		if err != nil {
+			t.Fatalf("full %v: %v", full, err)
+		}
+		r, body := f.get("Practitioner", pr1, "")
+		if r.Version != r0.Version || string(body) != string(body0) {
+			t.Errorf("full %v: the Practitioner a conditional create matched changed: version %d (was %d), %s", full, r.Version, r0.Version, body)
+		}
+		d, dbody := f.get("DocumentReference", doc1, pat)
+		if d.Version != d0.Version || string(dbody) != string(dbody0) {
+			t.Errorf("full %v: the DocumentReference a conditional create matched changed: version %d (was %d), %s", full, d.Version, d0.Version, dbody)
+		}
+		if got := f.liveVersions(); !maps.Equal(got, before) {
+			t.Errorf("full %v: live after the import %v, want %v", full, got, before)
+		}
+	}
+	// An input that keeps the Practitioner and deletes it is refused,
+	// whichever comes first, and changes nothing.
+	del := `{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"DELETE","url":"Practitioner/` + pr1 + `"}}]}`
+	cat := f.catalogBytes()
+	for _, order := range [][]string{{del, bundle(practitioner("5b627384-9eaf-40b1-c2d3-e4f5a6b7c8d9", "Third"))}, {bundle(practitioner("5b627384-9eaf-40b1-c2d3-e4f5a6b7c8d9", "Third")), del}} {
+		_, err := f.impBundles(false, order...)
+		if err == nil || !strings.Contains(err.Error(), "deletes or moves") {
+			t.Errorf("err = %v, want the kept Practitioner's deletion refused", err)
+		}
+		if string(cat) != string(f.catalogBytes()) {
+			t.Fatal("a refused import changed the catalog file")
+		}
+	}
+}
+
+// A conditional update whose search finds one resource of the catalog
+// and whose body names another id is refused (R5 http.html#cond-update,
+// "One Match, resource id provided but does not match resource found":
+// 400 Bad Request), naming the entry and not the ids, and changes nothing.
+// Before, the body's id was replaced by the match's without a word. A body
+// with the match's id, or without one, updates it.
+func TestImportConditionalUpdateBodyIDMustBeTheMatch(t *testing.T) {
+	f := newLinkFixture(t)
+	imp := func(body string) error {
+		_, err := f.impBundles(false, body)
+		return err
+	}
+	const p1 = "9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f"
+	if err := imp(condBundle(p1, "4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")); err != nil {
+		t.Fatal(err)
+	}
+	put := func(id, family string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"urn:uuid:6c738495-afb0-41c2-d3e4-f5a6b7c8d9ea","resource":{"resourceType":"Patient"` + id +
+			`,"identifier":[{"system":"http://hospital.example.org/identifiers/mrn","value":"12345"}],"name":[{"family":"` + family + `"}]},"request":{"method":"PUT","url":"Patient?identifier=http://hospital.example.org/identifiers/mrn|12345"}}]}`
+	}
+	before := f.catalogBytes()
+	err := imp(put(`,"id":"other-7"`, "Moss"))
+	var fe *fhirin.Error
+	if !errors.Is(err, fhirin.ErrValue) || !errors.As(err, &fe) || fe.Path != "Bundle.entry[0].request.url" {
+		t.Fatalf("err = %v, want ErrValue at Bundle.entry[0].request.url", err)
+	}
+	for _, s := range []string{"other-7", p1, "12345", "Moss"} {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("the error quotes the input (%s): %v", s, err)
+		}
+	}
+	if string(before) != string(f.catalogBytes()) {
+		t.Fatal("a refused import changed the catalog file")
+	}
+	for i, id := range []string{`,"id":"` + p1 + `"`, ""} {
+		if err := imp(put(id, "Moss"+string(rune('a'+i)))); err != nil {
+			t.Fatalf("body id %q: %v", id, err)
+		}
+		if r, body := f.get("Patient", p1, p1); r.Version != 2+i || !strings.Contains(string(body), `"Moss`+string(rune('a'+i))+`"`) {
+			t.Errorf("body id %q: the Patient was not updated: version %d, %s", id, r.Version, body)
+		}
+	}
+}
+
+// A conditional update or create whose query is an absolute URL on
+// another server than the import's (request.url
+// https://other.example/fhir/Patient?identifier=..., or such an
+// ifNoneExist) is refused (fhirin.ErrUnsupported), naming the entry and
+// the host and never the query's values, and changes nothing: it searches
+// that server, not this catalog. Before, it was resolved against this
+// catalog and updated its Patient. One on the base of the entry's own
+// RESTful fullUrl is resolved as before.
+func TestImportConditionalOnAnotherServerRefused(t *testing.T) {
+	f := newLinkFixture(t)
+	const p1 = "9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f"
+	if _, err := f.impBundles(false, condBundle(p1, "4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")); err != nil {
+		t.Fatal(err)
+	}
+	entry := func(fullURL, resource, request string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"` + fullURL + `","resource":` + resource + `,"request":` + request + `}]}`
+	}
+	const (
+		patient      = `{"resourceType":"Patient","identifier":[{"system":"http://hospital.example.org/identifiers/mrn","value":"12345"}],"name":[{"family":"Moss"}]}`
+		practitioner = `{"resourceType":"Practitioner","identifier":[{"system":"http://hl7.org/fhir/sid/us-npi","value":"9999994392"}],"name":[{"family":"Moss"}]}`
+	)
+	before := f.catalogBytes()
+	for _, tc := range []struct{ name, bundle, path string }{
+		{"PUT", entry("urn:uuid:6c738495-afb0-41c2-d3e4-f5a6b7c8d9ea", patient, `{"method":"PUT","url":"https://Other.example/fhir/Patient?identifier=http://hospital.example.org/identifiers/mrn|12345"}`), "Bundle.entry[0].request.url"},
+		{"ifNoneExist", entry("urn:uuid:6c738495-afb0-41c2-d3e4-f5a6b7c8d9ea", practitioner, `{"method":"POST","url":"Practitioner","ifNoneExist":"https://other.example/fhir/Practitioner?identifier=http://hl7.org/fhir/sid/us-npi|9999994392"}`), "Bundle.entry[0].request.ifNoneExist"},
+		{"PUT, another base than the fullUrl's", entry("https://ehr.example/fhir/Patient/p9", patient, `{"method":"PUT","url":"https://other.example/fhir/Patient?identifier=http://hospital.example.org/identifiers/mrn|12345"}`), "Bundle.entry[0].request.url"},
+	} {
+		_, err := f.impBundles(false, tc.bundle)
+		var fe *fhirin.Error
+		if !errors.Is(err, fhirin.ErrUnsupported) || !errors.As(err, &fe) || fe.Path != tc.path || !strings.Contains(err.Error(), "other.example") {
+			t.Errorf("%s: err = %v, want ErrUnsupported at %s naming the host", tc.name, err, tc.path)
+		}
+		for _, s := range []string{"12345", "9999994392", "Moss", "hospital.example.org"} {
+			if err != nil && strings.Contains(err.Error(), s) {
+				t.Errorf("%s: the error quotes the input (%s): %v", tc.name, s, err)
+			}
+		}
+		if string(before) != string(f.catalogBytes()) {
+			t.Fatalf("%s: a refused import changed the catalog file", tc.name)
+		}
+	}
+	// On the base of its own RESTful fullUrl: resolved (no match: created).
+	if _, err := f.impBundles(false, entry("https://ehr.example/fhir/Patient/p9", strings.Replace(strings.Replace(patient, "12345", "777", 1), `"Patient",`, `"Patient","id":"p9",`, 1), `{"method":"PUT","url":"https://ehr.example/fhir/Patient?identifier=http://hospital.example.org/identifiers/mrn|777"}`)); err != nil {
+		t.Fatal(err)
+	}
+	f.get("Patient", "p9", "p9")
+}
+
+// Two Bundles of one import (two files of a directory) whose conditional
+// update and create search for the same Patient and Practitioner, which
+// the catalog lacks, import one of each: the later Bundle's searches find
+// what the earlier one created, as a FHIR server processing them in turn
+// would. Before, each Bundle was resolved against the catalog as it was
+// before the import, and the import created two Patients and two
+// Practitioners. A later conditional update of such a resource with other
+// content is refused as two contents of one resource (store: naming both
+// places), not imported twice.
+func TestImportConditionalAcrossBundlesOfOneImport(t *testing.T) {
+	f := newLinkFixture(t)
+	const (
+		p1, pr1, e1 = "9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f", "4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+		p2, pr2, e2 = "1d2e3f40-5a6b-4c7d-8e9f-a0b1c2d3e4f5", "2e3f4051-6b7c-4d8e-9fa0-b1c2d3e4f5a6", "3f405162-7c8d-4e9f-a0b1-c2d3e4f5a6b7"
+	)
+	if _, err := f.impBundles(false, condBundle(p1, pr1, e1), condBundle(p2, pr2, e2)); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, v := range f.liveVersions() {
+		typ, _, _ := strings.Cut(v, " ")
+		got[typ]++
+	}
+	if got["patient"] != 1 || got["practitioner"] != 1 || got["encounter"] != 2 {
+		t.Fatalf("live after one import of two Bundles: %v; want 1 Patient, 1 Practitioner, 2 Encounters", got)
+	}
+	_, enc := f.get("Encounter", e2, p1)
+	if !strings.Contains(string(enc), `"Patient/`+p1+`"`) || !strings.Contains(string(enc), `"Practitioner/`+pr1+`"`) {
+		t.Errorf("the second Bundle's Encounter does not name the first Bundle's Patient and Practitioner: %s", enc)
+	}
+	// Other content for the Patient in the later Bundle: refused.
+	g := newLinkFixture(t)
+	_, err := g.impBundles(false, condBundle(p1, pr1, e1), strings.Replace(condBundle(p2, pr2, e2), `"Evelyn"`, `"Eve"`, 1))
+	if err == nil || !strings.Contains(err.Error(), "appears twice") {
+		t.Fatalf("err = %v, want the two contents of one Patient refused", err)
+	}
+	// A later Bundle's Observation of another patient whose search finds
+	// the earlier Bundle's Observation: refused, as for a catalog match.
+	obs := func(patient, obsUUID string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"urn:uuid:` + patient + `","resource":{"resourceType":"Patient"},"request":{"method":"PUT","url":"Patient/` + patient + `"}},
+{"fullUrl":"urn:uuid:` + obsUUID + `","resource":{"resourceType":"Observation","identifier":[{"system":"urn:lab","value":"77"}],"status":"final","code":{"text":"x"},"subject":{"reference":"urn:uuid:` + patient + `"}},"request":{"method":"PUT","url":"Observation?identifier=urn:lab|77"}}]}`
+	}
+	h := newLinkFixture(t)
+	_, err = h.impBundles(false, obs(p1, e1), obs(p2, e2))
+	if !errors.Is(err, fhirin.ErrCompartment) || strings.Contains(err.Error(), "77") {
+		t.Fatalf("err = %v, want ErrCompartment (not quoting the identifier)", err)
+	}
+}
+
+// A resource without a recorded source (a custos manifest's, or a
+// streaming import's from before sources were recorded) is not a match of
+// a conditional search (docs/import.md, "Conditional updates and
+// creates"): a manifest's Practitioner carrying the NPI a Bundle's
+// conditional create searches is left as it is, and the Bundle creates
+// its own. Pinned so that reading such a resource, whose URI is not the
+// id key's name of its body's id, neither fails the import as a corrupt
+// catalog nor adopts it.
+func TestImportConditionalSourcelessNotMatched(t *testing.T) {
+	f := newLinkFixture(t)
+	dir := t.TempDir()
+	const legacy = "12345678-0000-4000-8000-000000000001"
+	uri := "fhir://" + f.tenant + "/practitioner/" + legacy
+	body := `{"resourceType":"Practitioner","id":"` + legacy + `","identifier":[{"system":"http://hl7.org/fhir/sid/us-npi","value":"9999994392"}]}`
+	line := `{"uri":"` + uri + `","name":"practitioner-1","mimeType":"application/fhir+json","annotations":{"audience":["user"],"priority":0.5,"lastModified":"2026-03-01T10:00:00Z"},"labels":{"tenant":"` + f.tenant + `","type":"practitioner"},"file":"p.json"}`
+	if err := os.WriteFile(filepath.Join(dir, "p.json"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "manifest.jsonl"), []byte(line+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ImportStaged(context.Background(), f.cat, dir, store.Options{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := f.liveVersions()
+	const pr1 = "4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b"
+	if _, err := f.impBundles(false, condBundle("9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f", pr1, "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")); err != nil {
+		t.Fatal(err)
+	}
+	after := f.liveVersions()
+	if after[uri] != before[uri] || before[uri] == "" {
+		t.Errorf("the manifest's Practitioner changed: %q, was %q", after[uri], before[uri])
+	}
+	f.get("Practitioner", pr1, "") // the Bundle's own, created
+}
+
+// A Binary whose securityContext names a resource that a conditional
+// create keeps takes that resource's labels and compartment as the
+// catalog holds them, in a full import too (the kept resource is not
+// retired, so the full import's answer for its source, "not live", does
+// not apply): the HIV-labelled DocumentReference stays as it is and the
+// new Binary, and the report linking it, carry hiv.
+func TestImportKeptResourceAsSecurityContext(t *testing.T) {
+	f := newLinkFixture(t)
+	const pat = "a1a1a1a1-0000-4000-8000-0000000000a1"
+	patient := `{"fullUrl":"urn:uuid:` + pat + `","resource":{"resourceType":"Patient","id":"` + pat + `"},"request":{"method":"PUT","url":"Patient/` + pat + `"}}`
+	doc := func(uuid, security, request string) string {
+		return `{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"DocumentReference"` + security + `,"identifier":[{"system":"urn:doc","value":"d1"}],"status":"current","subject":{"reference":"Patient/` + pat + `"},
+ "content":[{"attachment":{"contentType":"text/plain","url":"https://elsewhere.example/doc/1"}}]},"request":` + request + `}`
+	}
+	bundle := func(entries ...string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join(entries, ",\n") + `]}`
+	}
+	const d1, d2 = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "2a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	if _, err := f.impBundles(false, bundle(patient, doc(d1, `,"meta":{"security":[`+lnkHIV+`]}`, `{"method":"PUT","url":"DocumentReference/`+d1+`"}`))); err != nil {
+		t.Fatal(err)
+	}
+	r0, _ := f.get("DocumentReference", d1, pat)
+	binary := `{"fullUrl":"urn:uuid:b1b1b1b1-0000-4000-8000-0000000000b1","resource":{"resourceType":"Binary","securityContext":{"reference":"urn:uuid:` + d2 + `"},"contentType":"text/plain","data":"aGk="},"request":{"method":"POST","url":"Binary"}}`
+	report := `{"fullUrl":"urn:uuid:c1c1c1c1-0000-4000-8000-0000000000c1","resource":{"resourceType":"DiagnosticReport","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/` + pat + `"},"presentedForm":[{"contentType":"text/plain","url":"urn:uuid:b1b1b1b1-0000-4000-8000-0000000000b1"}]},"request":{"method":"POST","url":"DiagnosticReport"}}`
+	for _, full := range []bool{false, true} {
+		if _, err := f.impBundles(full, bundle(patient, doc(d2, "", `{"method":"POST","url":"DocumentReference","ifNoneExist":"identifier=urn:doc|d1"}`), binary, report)); err != nil {
+			t.Fatalf("full %v: %v", full, err)
+		}
+		if r, _ := f.get("DocumentReference", d1, pat); r.Version != r0.Version || !slices.Contains(r.Labels.Sensitivity, "hiv") {
+			t.Errorf("full %v: the kept DocumentReference: version %d (was %d), labels %v", full, r.Version, r0.Version, r.Labels.Sensitivity)
+		}
+		for typ, id := range map[string]string{"Binary": "b1b1b1b1-0000-4000-8000-0000000000b1", "DiagnosticReport": "c1c1c1c1-0000-4000-8000-0000000000c1"} {
+			if r, _ := f.get(typ, id, pat); !slices.Contains(r.Labels.Sensitivity, "hiv") {
+				t.Errorf("full %v: %s labels %v, want hiv (its securityContext's kept DocumentReference)", full, typ, r.Labels.Sensitivity)
+			}
+		}
 	}
 }

@@ -98,6 +98,20 @@ type entry struct {
 	// of the resource matched; condPath the element holding the query
 	// ("Bundle.entry[3].request.url").
 	matchedPatient, condPath string
+	// matchedLabels are the match's own labels in the catalog (Found).
+	matchedLabels []string
+	// kept: the match is a conditional create's (ifNoneExist), which R4
+	// leaves as it is: the entry yields a Kept item, not its content.
+	kept bool
+	// conditional: the entry is a conditional update or create that
+	// resolveConditionals resolved; unplaced: its match is a resource an
+	// earlier Bundle of this pass wrote whose compartment this pass did
+	// not read (resource checks it in the pass that does).
+	conditional, unplaced bool
+	// patient is its resource's compartment, once resource read it
+	// (placed); an earlier-Bundle match takes it (remember).
+	patient string
+	placed  bool
 	// identifiers are its resource's identifiers, "system|value".
 	identifiers []string
 }
@@ -207,6 +221,7 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 			return err
 		}
 	}
+	rd.remember(entries)
 	return nil
 }
 

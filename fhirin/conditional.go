@@ -2,6 +2,7 @@ package fhirin
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -20,10 +21,15 @@ type Search struct {
 }
 
 // Found is a live resource of the catalog that a conditional search found
-// (Options.Match): its source id, and the source id of the Patient whose
+// (Options.Match): its source id, the source id of the Patient whose
 // compartment holds it ("" for a tenant-level resource; a Patient's own
-// id for a Patient).
-type Found struct{ ID, Patient string }
+// id for a Patient), and its own sensitivity labels there (what it gives
+// a Binary whose securityContext names it, when a conditional create
+// keeps it).
+type Found struct {
+	ID, Patient string
+	Labels      []string
+}
 
 // Matches reports whether an identifier {system, value} matches s (by
 // identifier; an _id search matches no identifier).
@@ -37,6 +43,7 @@ func (s Search) Matches(system, value string) bool {
 type conditional struct {
 	path   string // "request.url" or "request.ifNoneExist"
 	search Search
+	create bool // a conditional create (POST with ifNoneExist)
 }
 
 // conditionalOf reads e's conditional update or create, if it is one: ok
@@ -44,27 +51,61 @@ type conditional struct {
 // parameter, several, several values, a modifier) is an ErrUnsupported
 // naming the entry and the parameter (as elementName writes it: a name is
 // the input's); nothing of the import is written.
-func conditionalOf(w, path string, e *entry) (conditional, bool, error) {
+//
+// An absolute url (request.url, ifNoneExist, or the POST's request.url)
+// searches the server it names: it is resolved only on base, the
+// import's server ($export manifest's request), or on the base of the
+// entry's own RESTful fullUrl; on any other, or when neither is known, it
+// is an ErrUnsupported naming the host (never the query): this catalog is
+// not that server, and a match in it would update (or keep) a resource
+// that server's search may not find.
+func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 	if e.Request == nil || e.typ == "" {
 		return conditional{}, false, nil
 	}
 	var c conditional
-	var query string
+	var query, at, atPath string // at: an absolute url's base and type, named by atPath
 	switch strings.ToUpper(e.Request.Method) {
 	case "PUT":
 		u, q, hasQuery := strings.Cut(strings.TrimPrefix(e.Request.URL, "/"), "?")
 		if !hasQuery || q == "" || !(u == e.typ || strings.Contains(u, "://") && strings.HasSuffix(u, "/"+e.typ)) {
 			return conditional{}, false, nil // bundleEntry checks every other PUT url
 		}
-		c.path, query = path+".request.url", q
+		c.path, query, at = path+".request.url", q, u
+		atPath = c.path
 	case "POST":
 		if e.Request.IfNoneExist == "" {
 			return conditional{}, false, nil
 		}
-		// R4: the query part alone; "Type?query" is a common form too.
-		c.path, query = path+".request.ifNoneExist", strings.TrimPrefix(e.Request.IfNoneExist, e.typ+"?")
+		c.path, c.create = path+".request.ifNoneExist", true
+		atPath = c.path
+		// R4: the query part alone; "Type?query" is a common form too, and
+		// so is an absolute [base]/Type?query.
+		query = strings.TrimPrefix(e.Request.IfNoneExist, e.typ+"?")
+		if u, q, ok := strings.Cut(e.Request.IfNoneExist, "?"); ok && strings.Contains(u, "://") {
+			if !strings.HasSuffix(u, "/"+e.typ) {
+				return conditional{}, false, newError(w, c.path, ErrValue, "the conditional create's search is of another type than its resource")
+			}
+			query, at = q, u
+		} else if strings.Contains(e.Request.URL, "://") {
+			at, _, _ = strings.Cut(e.Request.URL, "?")
+			atPath = path + ".request.url"
+		}
 	default:
 		return conditional{}, false, nil
+	}
+	if strings.Contains(at, "://") {
+		on := NormURL(strings.TrimSuffix(at, "/"+e.typ))
+		if on != base && on != restBase(e.FullURL) {
+			host := "an unreadable host"
+			if u, err := url.Parse(on); err == nil && u.Host != "" {
+				host = "host " + u.Host
+			}
+			if base == "" && restBase(e.FullURL) == "" {
+				return conditional{}, false, newError(w, atPath, ErrUnsupported, "a conditional search on an absolute URL (%s) is not resolved when the import's server is unknown (its $export manifest's request, or the entry's RESTful fullUrl): it searches that server, not this catalog; give Type?query", host)
+			}
+			return conditional{}, false, newError(w, atPath, ErrUnsupported, "a conditional search on another server (%s) than the import's is not resolved: it searches that server, not this catalog", host)
+		}
 	}
 	v, err := url.ParseQuery(query)
 	if err != nil {
@@ -143,15 +184,16 @@ func (c conditional) matchesEntry(typ string, o *entry) bool {
 // urn:uuid before and a re-import of an export minting new uuids
 // duplicated it); no match: the entry creates its resource, under its own
 // id; more than one: refused (FHIR's 412 Precondition Failed). A
-// conditional create (ifNoneExist) whose match exists is imported as that
-// resource too, never as a duplicate (custos keeps the input's version: a
-// full import holds the source's whole content). Nothing is written when
-// an entry is refused: Read fails.
+// conditional create (ifNoneExist) whose match exists leaves it as it is
+// (R4 http.html#ccreate): the entry is that resource, but yields a Kept
+// item instead of its content (until 2026-12-06 the input's content was
+// written as a new version of the match). Nothing is written when an
+// entry is refused: Read fails.
 func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 	for i, e := range entries {
 		path := "Bundle.entry[" + itoa(i) + "]"
 		w := where(s, e.line)
-		c, ok, err := conditionalOf(w, path, e)
+		c, ok, err := conditionalOf(w, path, s.base, e)
 		if err != nil {
 			return atEntry(e.name, err.(*Error))
 		}
@@ -167,14 +209,17 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 		if err != nil {
 			return err
 		}
+		e.conditional = true
+		ids, unplaced := rd.withWritten(e.typ, c.search, ids)
 		switch len(ids) {
 		case 0:
 		case 1:
 			// resource checks, once it knows the entry's compartment,
 			// that the match is in it (matchedPatient).
-			e.id, e.matched, e.matchedPatient, e.condPath = ids[0].ID, true, ids[0].Patient, c.path
+			e.id, e.matched, e.matchedPatient, e.matchedLabels, e.condPath = ids[0].ID, true, ids[0].Patient, ids[0].Labels, c.path
+			e.kept, e.unplaced = c.create, unplaced
 		default:
-			return atEntry(e.name, newError(w, c.path, ErrValue, "the conditional search matches %d resources of this source in the catalog (FHIR 412 Precondition Failed): it names no one resource to update", len(ids)))
+			return atEntry(e.name, newError(w, c.path, ErrValue, "the conditional search matches %d resources of this source in the catalog or written by an earlier Bundle of the import (FHIR 412 Precondition Failed): it names no one resource to update", len(ids)))
 		}
 	}
 	return nil
@@ -185,10 +230,7 @@ func (rd *reader) match(typ string, q Search) ([]Found, error) {
 	if rd.opts.Match == nil {
 		return nil, nil
 	}
-	key := typ + "\x00" + q.ID + "\x00" + q.System + "\x00" + q.Value
-	if q.AnySystem {
-		key += "\x00*"
-	}
+	key := searchKey(typ, q)
 	if ids, ok := rd.matched[key]; ok {
 		return ids, nil
 	}
@@ -201,4 +243,77 @@ func (rd *reader) match(typ string, q Search) ([]Found, error) {
 	}
 	rd.matched[key] = ids
 	return ids, nil
+}
+
+// searchKey files a search of typ (match's cache, reader.written).
+func searchKey(typ string, q Search) string {
+	switch {
+	case q.ID != "":
+		return typ + "\x00_id\x00" + q.ID
+	case q.AnySystem:
+		return typ + "\x00*|" + q.Value
+	}
+	return typ + "\x00" + q.System + "|" + q.Value
+}
+
+// writtenResource is a resource a conditional update or create of an
+// earlier Bundle of the pass wrote: its id, and its compartment if that
+// pass read it (placed).
+type writtenResource struct {
+	Found
+	placed bool
+}
+
+// remember files the resources that the conditional updates and creates
+// of a Bundle's entries wrote (created, or updated in the catalog), under
+// every search that finds them (_id, each identifier with its system and
+// with any), so that a later Bundle of the same import finds them as a
+// FHIR server handling the Bundles in turn would; before, both created
+// the resource. Only conditional entries are filed (an earlier Bundle's
+// resource written without a condition is not searched): memory grows
+// with them, not with the input. A kept match (a conditional create's)
+// changes nothing, and is in the catalog.
+func (rd *reader) remember(entries []*entry) {
+	for _, e := range entries {
+		if !e.conditional || e.kept || !validID(e.id) {
+			continue
+		}
+		if rd.written == nil {
+			rd.written = map[string][]writtenResource{}
+		}
+		w := writtenResource{Found{ID: e.id, Patient: e.patient}, e.placed} // its labels are the import's
+		keys := []string{searchKey(e.typ, Search{ID: e.id})}
+		for _, k := range e.identifiers {
+			sys, val, _ := strings.Cut(k, "|")
+			keys = append(keys, searchKey(e.typ, Search{System: sys, Value: val}), searchKey(e.typ, Search{Value: val, AnySystem: true}))
+		}
+		for _, k := range keys {
+			if !slices.ContainsFunc(rd.written[k], func(o writtenResource) bool { return o.ID == e.id }) {
+				rd.written[k] = append(rd.written[k], w)
+			}
+		}
+	}
+}
+
+// withWritten adds to the catalog's matches ids of a search of typ the
+// resources earlier Bundles of the pass wrote that it finds (remember),
+// each id once; unplaced when the one match is such a resource whose
+// compartment the pass did not read.
+func (rd *reader) withWritten(typ string, q Search, ids []Found) ([]Found, bool) {
+	unplaced := false
+	written := rd.written[searchKey(typ, q)]
+	if len(written) > 0 {
+		ids = slices.Clone(ids) // match's cache keeps the catalog's answer
+	}
+	for _, w := range written {
+		if i := slices.IndexFunc(ids, func(f Found) bool { return f.ID == w.ID }); i >= 0 {
+			if w.placed {
+				ids[i] = w.Found // as the earlier Bundle wrote it
+			}
+			continue
+		}
+		ids = append(ids, w.Found)
+		unplaced = unplaced || !w.placed
+	}
+	return ids, unplaced && len(ids) == 1
 }

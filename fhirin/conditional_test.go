@@ -28,7 +28,7 @@ func TestReadConditionalUpdate(t *testing.T) {
 		pru = "urn:uuid:4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b"
 	)
 	patient := func(request string) string {
-		return `{"fullUrl":"` + pu + `","resource":{"resourceType":"Patient","id":"9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f","identifier":[{"system":"` + mrn + `","value":"12345"}],"name":[{"family":"Marsh","given":["Evelyn"]}]},"request":` + request + `}`
+		return `{"fullUrl":"` + pu + `","resource":{"resourceType":"Patient","identifier":[{"system":"` + mrn + `","value":"12345"}],"name":[{"family":"Marsh","given":["Evelyn"]}]},"request":` + request + `}`
 	}
 	practitioner := `{"fullUrl":"` + pru + `","resource":{"resourceType":"Practitioner","id":"4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b","identifier":[{"system":"` + npi + `","value":"9999994392"}]},"request":{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=` + npi + `|9999994392"}}`
 	encounter := `{"fullUrl":"urn:uuid:0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d","resource":{"resourceType":"Encounter","id":"0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d","status":"finished","class":{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"AMB"},"subject":{"reference":"` + pu + `"},"participant":[{"individual":{"reference":"` + pru + `"}}]},"request":{"method":"POST","url":"Encounter"}}`
@@ -42,6 +42,7 @@ func TestReadConditionalUpdate(t *testing.T) {
 		"Patient|_id|p7":                      {"p7"},
 		"Patient|" + mrn + "|twice":           {"p-a", "p-b"},
 		"Practitioner|" + npi + "|9999994392": {"pr-old"},
+		"Practitioner|" + npi + "|twice":      {"pr-a", "pr-b"},
 	}
 	for _, tc := range []struct {
 		name                  string
@@ -63,6 +64,11 @@ func TestReadConditionalUpdate(t *testing.T) {
 		{"two parameters", bundle(patient(put("identifier="+mrn+"|12345&birthdate=1970-01-01")), practitioner, encounter), true, "", "", "Bundle.entry[0].request.url", ErrUnsupported},
 		{"two values", bundle(patient(put("identifier="+mrn+"|12345,"+mrn+"|67890")), practitioner, encounter), true, "", "", "Bundle.entry[0].request.url", ErrUnsupported},
 		{"one match, another than its RESTful fullUrl names", bundle(strings.Replace(patient(put("identifier="+mrn+"|12345")), pu, "https://ehr.example/fhir/Patient/9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f", 1), practitioner), true, "", "", "Bundle.entry[0].fullUrl", ErrValue},
+		{"one match, the body's id another (400)", bundle(strings.Replace(patient(put("identifier="+mrn+"|12345")), `"Patient",`, `"Patient","id":"p-other",`, 1), practitioner, encounter), true, "", "", "Bundle.entry[0].request.url", ErrValue},
+		{"one match, the body's id the match's", bundle(strings.Replace(patient(put("identifier="+mrn+"|12345")), `"Patient",`, `"Patient","id":"p-old",`, 1), practitioner, encounter), true, "p-old", "pr-old", "", nil},
+		{"no match, the body's id", bundle(strings.Replace(patient(put("identifier="+mrn+"|67890")), `"Patient",`, `"Patient","id":"9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f",`, 1), practitioner, encounter), true, "9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f", "pr-old", "", nil},
+		{"a conditional create posted to its fullUrl's absolute base", strings.Replace(bundle(patient(put("identifier="+mrn+"|12345")), strings.Replace(strings.Replace(practitioner, `"url":"Practitioner"`, `"url":"https://ehr.example/fhir/Practitioner"`, 1), pru, "https://ehr.example/fhir/Practitioner/pr-old", 1), encounter), `"reference":"`+pru, `"reference":"Practitioner/pr-old`, 1), true, "p-old", "pr-old", "", nil},
+		{"a conditional create, two matches (412)", bundle(patient(put("identifier="+mrn+"|12345")), strings.Replace(practitioner, "|9999994392\"}}", "|twice\"}}", 1), encounter), true, "", "", "Bundle.entry[1].request.ifNoneExist", ErrValue},
 		{"an ifNoneExist not resolved", bundle(patient(put("identifier="+mrn+"|12345")), strings.Replace(practitioner, `"ifNoneExist":"identifier=`, `"ifNoneExist":"family=Evelyn&identifier=`, 1), encounter), true, "", "", "Bundle.entry[1].request.ifNoneExist", ErrUnsupported},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,7 +111,7 @@ func TestReadConditionalUpdate(t *testing.T) {
 				if len(items) != 0 {
 					t.Errorf("%d items yielded: nothing may be written", len(items))
 				}
-				for _, s := range []string{"Evelyn", "12345", "67890", "twice", "hospital.example.org", "1970"} {
+				for _, s := range []string{"Evelyn", "12345", "67890", "twice", "hospital.example.org", "1970", "p-other", "p-old"} {
 					if strings.Contains(err.Error(), s) {
 						t.Errorf("the error quotes the input (%s): %v", s, err)
 					}
@@ -119,7 +125,9 @@ func TestReadConditionalUpdate(t *testing.T) {
 			if !bytes.Contains(p.Body, []byte(`"id":"`+tc.patient+`"`)) {
 				t.Errorf("the Patient's body %s does not have id %s", p.Body, tc.patient)
 			}
-			find(t, items, "Practitioner", tc.practitioner)
+			if pr := find(t, items, "Practitioner", tc.practitioner); pr.Kept != (tc.practitioner == "pr-old") || pr.Kept && (pr.Body != nil || pr.Sensitivity != nil) {
+				t.Errorf("the Practitioner's Kept = %v, want it only for the catalog's match (R4: a conditional create leaves it as it is), without content", pr.Kept)
+			}
 			e := find(t, items, "Encounter", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")
 			if e.Patient != tc.patient || !bytes.Contains(e.Body, []byte(`"Patient/`+tc.patient+`"`)) || !bytes.Contains(e.Body, []byte(`"Practitioner/`+tc.practitioner+`"`)) {
 				t.Errorf("the Encounter (patient %q) does not name the resources imported: %s", e.Patient, e.Body)

@@ -125,9 +125,11 @@
 //     only (resolveConditionals): one match, the entry takes its id (an
 //     ErrCompartment when the match is in another compartment than the
 //     entry's resource); none, it creates; more, or another entry, an
-//     error. Two Bundles of one
-//     import that conditionally create one resource the catalog lacks
-//     create it twice.
+//     error. A conditional create's match is left as it is (a Kept
+//     item, not the entry's content). A search on an absolute URL is
+//     resolved only on the import's server or the entry's fullUrl's
+//     base. A search also finds what the conditional entries of the
+//     Bundles read before it in the pass wrote (remember).
 //   - Only the attachments of DocumentReference.content.attachment,
 //     DiagnosticReport.presentedForm and Media.content (and Binary) are
 //     lifted; an Attachment elsewhere stays inline in its resource.

@@ -335,6 +335,20 @@ func (x *index) ctxTarget(r *resource, patient string, labels []string) {
 	x.ctxGive(key, r.mentionedBinaries(), patient, labels)
 }
 
+// ctxKept is ctxTarget for a resource a conditional create keeps
+// (resource: its kept branch): its compartment and its labels in the
+// catalog (Found.Labels); what it mentions is the catalog's, not read.
+func (x *index) ctxKept(key, patient string, labels []string) {
+	if _, ok := x.ctxTargets[key]; !ok || x.ctxFound[key] {
+		return
+	}
+	if x.ctxFound == nil {
+		x.ctxFound = map[string]bool{}
+	}
+	x.ctxFound[key] = true
+	x.ctxGive(key, nil, patient, labels)
+}
+
 // ctxGive gives the Binaries whose securityContext names key the
 // compartment (patient) and labels of that resource, which names the
 // Binaries mentioned.

@@ -81,6 +81,13 @@ type Item struct {
 	// longer live there. Read yields one such item per Binary, after every
 	// other item.
 	Stored bool
+	// Kept marks a resource of the catalog that a conditional create
+	// (POST with ifNoneExist) found (Options.Match): R4 leaves it as it
+	// is, so the entry's content is not imported. Only Type, ID (the
+	// match's), Patient (its compartment, the entry's) and Where are set.
+	// The importer writes nothing of it and, in a full import, keeps it
+	// live with what it carries and links (it was seen).
+	Kept bool
 }
 
 // Carrier names a resource by source type and id.

@@ -112,6 +112,7 @@ const MaxProblems = 20
 var errTooMany = errors.New("too many problems")
 
 func (rd *reader) passes(srcs []source) error {
+	rd.written = nil
 	for _, s := range srcs {
 		if err := rd.problem(rd.readSource(&s)); err != nil {
 			return err
@@ -127,7 +128,7 @@ func (rd *reader) passes(srcs []source) error {
 			typ, _, _ := strings.Cut(t, "/")
 			rd.ctxTypes[typ] = true
 		}
-		rd.ctxPass = true
+		rd.ctxPass, rd.written = true, nil
 		for _, s := range srcs {
 			if err := rd.problem(rd.readSource(&s)); err != nil {
 				return err
@@ -152,7 +153,7 @@ func (rd *reader) passes(srcs []source) error {
 			return err
 		}
 	}
-	rd.emit = true
+	rd.emit, rd.written = true, nil
 	for _, s := range srcs {
 		if err := rd.problem(rd.readSource(&s)); err != nil {
 			return err
@@ -212,6 +213,10 @@ type reader struct {
 	mentioned map[string][]string
 	// matched caches Options.Match's answers, by type and search (match).
 	matched map[string][]Found
+	// written are the resources the conditional updates and creates of
+	// the Bundles read so far in this pass wrote, by search key
+	// (searchKey): a later Bundle's search finds them (remember).
+	written map[string][]writtenResource
 }
 
 // indexedTypes are the types the first pass reads whole; of any other

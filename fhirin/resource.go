@@ -147,6 +147,13 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	r.typ = typ
 	id, _ := r.m["id"].(string)
 	if e != nil && e.matched && id != e.id {
+		if id != "" && !e.kept {
+			// R5 http.html#cond-update, "One Match, resource id provided
+			// but does not match resource found": 400 Bad Request. It
+			// took the match's id without a word before. (A create's
+			// body id is the server's to replace.)
+			return r.errf(e.condPath, ErrValue, "the conditional update found one resource of the catalog, and the resource's id is another (FHIR 400 Bad Request): give the id found, or none")
+		}
 		// Its conditional update or create matched the resource of the
 		// catalog with this id: the entry is that resource
 		// (resolveConditionals).
@@ -175,12 +182,32 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	if err != nil {
 		return err
 	}
-	if e != nil && e.matched && patient != e.matchedPatient {
+	if e != nil {
+		e.patient, e.placed = patient, true
+	}
+	if e != nil && e.matched && !e.unplaced && patient != e.matchedPatient {
 		// Taking the match's id would retire it from its patient's
 		// compartment and write this entry's content in another's
 		// (store: a resource whose patient changed moves): a search by
 		// identifier does not say the two are one record.
 		return r.errf(e.condPath, ErrCompartment, "the conditional update or create matched a resource of the catalog in another patient compartment than its resource's (or in none): a conditional match does not move a resource between patients")
+	}
+	if e != nil && e.kept {
+		// A conditional create whose match exists: the catalog's resource
+		// stays as it is, and this content counts for nothing (labels,
+		// links, attachments). The match is checked above to be in the
+		// compartment this content names.
+		switch {
+		case rd.ctxPass:
+			// A Binary's securityContext naming it takes its compartment
+			// and its labels in the catalog, as for any live resource
+			// the import lacks (ctxStored), whose answer in a full
+			// import (retired) does not hold for a kept one.
+			rd.idx.ctxKept(typ+"/"+id, patient, normalize(e.matchedLabels))
+		case rd.emit:
+			return rd.emitItem(Item{Type: typ, ID: id, Patient: patient, Where: w, Kept: true})
+		}
+		return nil
 	}
 	labels, err := r.labels(b)
 	if err != nil {

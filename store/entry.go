@@ -82,6 +82,17 @@ type Entry struct {
 	// problem, naming Where, if the Binary is not live under the URI of
 	// Patient: retired, another patient's, or never imported.
 	Stored bool
+	// Kept marks an entry naming a live FHIR resource of the catalog that
+	// the stream keeps as it is (fhirin.Item.Kept: a conditional create
+	// whose search found it; kept.go). Only Type, ID, Patient and Where
+	// count. Nothing of it is written (same content, labels, version); it
+	// counts as mentioned, and so do the attachments it carries and the
+	// Binaries it links (a full import retires none of them). Unless the
+	// input writes it too, it is counted Unchanged. It is a problem, naming
+	// Where, if once the stream is written the resource is not live under
+	// the URI of Patient (the input deletes or moves it) or is another
+	// source's.
+	Kept bool
 }
 
 // Carrier names the resource an attachment was lifted out of.

@@ -215,6 +215,9 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	if err := imp.retireUncarried(ctx); err != nil {
 		return ImportReport{}, err
 	}
+	if err := imp.checkKept(ctx); err != nil {
+		return ImportReport{}, err
+	}
 	if opts.Full {
 		if err := imp.retireUnmentioned(ctx); err != nil {
 			return ImportReport{}, err
@@ -271,6 +274,10 @@ type entryImport struct {
 	buildLinks bool
 	// touched are the Binaries propagateLinks must settle.
 	touched touchedSet
+	// kept are the kept entries (Entry.Kept) by keyed id; keptAlso the
+	// attachments and Binaries they carry or link (checkKept).
+	kept     map[[16]byte]keptEntry
+	keptAlso map[[16]byte]struct{}
 	// fresh is set by begin when the catalog holds no resource: until the
 	// import ends it then holds only what this import writes, and
 	// dropRepeats removes every entry an earlier batch wrote, so no entry
@@ -559,7 +566,10 @@ func (imp *entryImport) add(e *Entry, n int) bool {
 		return imp.probs.add(where, strings.TrimPrefix(err.Error(), "store: "))
 	}
 	id := uuid.MustParse(u.ID)
-	if e.Stored {
+	switch {
+	case e.Kept:
+		return imp.addKept(e, u, id, where)
+	case e.Stored:
 		return imp.addStored(e, u, id, where)
 	}
 	occ := occurrence{where: where}
@@ -1253,7 +1263,8 @@ func (imp *entryImport) dropSeen(ctx context.Context) error {
 }
 
 // retireUnmentioned retires every live resource of the tenant and source
-// whose keyed id the stream did not name, in batches.
+// whose keyed id the stream did not name, in batches; a kept resource
+// (Entry.Kept) and what it carries or links are named (keeps).
 func (imp *entryImport) retireUnmentioned(ctx context.Context) error {
 	tenant := imp.opts.Namer.tenant
 	var gone []string
@@ -1269,7 +1280,7 @@ func (imp *entryImport) retireUnmentioned(ctx context.Context) error {
 					return fmt.Errorf("%w: stored uri does not parse", ErrCorrupt)
 				}
 				id := uuid.MustParse(u.ID)
-				if seen.Get(id[:]) == nil {
+				if seen.Get(id[:]) == nil && !imp.keeps(u) {
 					gone = append(gone, r.URI)
 				}
 			}

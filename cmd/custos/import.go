@@ -54,9 +54,11 @@ opaque ids keyed by the resource id key (Vault, or the dev key file in D),
 never a source id: re-importing the same resource updates the same URI.
 A Bundle entry's conditional update or create (PUT Type?identifier=s|v or
 ?_id=x, POST with ifNoneExist) updates the one resource of the tenant and
---source it matches in the catalog (under new urn:uuids too), creates one
-when none matches, and is refused when several do, when the one it matches
-is in another patient's compartment, or the query is another.
+--source it matches in the catalog (under new urn:uuids too; a conditional
+create leaves it unchanged, and --full keeps it), creates one when none
+matches, and is refused when several do, when the one it matches is in
+another patient's compartment or an update's resource names another id, or
+the query is another or on another server (an absolute URL).
 The mapping is in docs/import.md.
 
 Everything is validated while it is staged, and nothing is swapped in

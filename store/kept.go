@@ -1,0 +1,95 @@
+package store
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+)
+
+// A kept entry (Entry.Kept) names a live resource of the catalog that the
+// stream keeps as it is: a conditional create whose search found it (R4
+// http.html#ccreate: the server does not create, and leaves the resource
+// found unchanged). Nothing of it is written; a full import does not
+// retire it, nor the attachments it carries or the Binaries it links
+// (which the input need not hold: the resource kept is the catalog's).
+// Kept entries are held in memory, 16 bytes and a Where each (the
+// distinct resources of a source that conditional creates find), and
+// checked once the stream is written (checkKept), so that their order
+// against the entries writing, moving or deleting the same resource does
+// not matter.
+
+// keptEntry is a kept entry: its URI and Where (the first, for a resource
+// kept more than once).
+type keptEntry struct {
+	uri, where string
+}
+
+// addKept validates a kept entry and records it; false when the problem
+// list is full.
+func (imp *entryImport) addKept(e *Entry, u URI, id [16]byte, where string) bool {
+	if e.Deleted || e.Stored || u.Scheme != SchemeFHIR || len(e.Sensitivity)+len(e.Consent)+len(e.PatientWide)+len(e.Body) > 0 {
+		return imp.probs.add(where, "a kept entry names a live FHIR resource only (no content, labels, deletion or stored Binary)")
+	}
+	if imp.kept == nil {
+		imp.kept = map[[16]byte]keptEntry{}
+	}
+	if k, dup := imp.kept[id]; dup && k.uri != u.String() {
+		return imp.probs.add(where, "the same resource is kept twice, in different patient compartments (first at "+k.where+")")
+	} else if !dup {
+		imp.kept[id] = keptEntry{uri: u.String(), where: where}
+	}
+	return true
+}
+
+// checkKept checks, once every batch is written, that each kept resource
+// is live under its URI and of the import's source (the input did not
+// delete or move it), counts those the input did not write Unchanged, and
+// records in keptAlso the attachments they carry and the Binaries they
+// link (retireUnmentioned keeps them).
+func (imp *entryImport) checkKept(ctx context.Context) error {
+	if len(imp.kept) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	imp.keptAlso = map[[16]byte]struct{}{}
+	return imp.s.view(func(tx *bolt.Tx) error {
+		res, vers, seen := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketImportSeen)
+		carried, links := tx.Bucket(bucketCarried), tx.Bucket(bucketLinks)
+		for id, k := range imp.kept {
+			r, live, err := lastVersion(res, vers, k.uri)
+			if err != nil {
+				return err
+			}
+			if !live {
+				return &EntryError{Where: k.where, Reason: "keeps a resource (a conditional create found it) that is not live in the catalog in its compartment: the input deletes or moves it"}
+			}
+			if otherSource(r.Source, imp.opts.Source) {
+				return &EntryError{Where: k.where, Reason: heldByAnotherSource}
+			}
+			if seen.Get(id[:]) == nil {
+				imp.rep.Unchanged++
+			}
+			for _, b := range []*bolt.Bucket{carried, links} {
+				c := b.Cursor()
+				for key, _ := c.Seek(id[:]); key != nil && bytes.HasPrefix(key, id[:]); key, _ = c.Next() {
+					imp.keptAlso[[16]byte(key[len(id):])] = struct{}{}
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// keeps reports whether a full import keeps the live resource whose keyed
+// id is u's, unmentioned: it is kept (Entry.Kept), or carried or linked by
+// one that is.
+func (imp *entryImport) keeps(u URI) bool {
+	id := [16]byte(uuid.MustParse(u.ID))
+	_, kept := imp.kept[id]
+	_, also := imp.keptAlso[id]
+	return kept || also
+}
