@@ -86,7 +86,7 @@ Examples:
   custos audit verify --bundle ./nov-bundle --pubkey custos-audit.vkeys`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return verdictExit(runAuditVerify(cmd))
+			return runAuditVerify(cmd)
 		},
 	}
 	runAuditVerify = func(cmd *cobra.Command) error {
@@ -157,7 +157,7 @@ Examples:
 	cmd.Flags().StringVar(&pubkey, "pubkey", "", "verifier keys file ('custos audit pubkey'): check the signed checkpoints and seals (required with --bundle and --anchor-dir)")
 	cmd.Flags().StringVar(&anchorDir, "anchor-dir", "", "with --data-dir: also check against the checkpoints anchored here")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	return cmd
+	return asCheck(cmd)
 }
 
 // parseTime accepts RFC 3339 or a plain date (YYYY-MM-DD, midnight UTC).
@@ -322,21 +322,6 @@ Example:
 	return cmd
 }
 
-// verdictExit gives audit verify's result its exit status: a verification
-// that ran and found problems has already returned exitError 1 (printVerify,
-// newAuditVerifyBundle); any other error means no verdict was reached (bad
-// flags, unreadable input, no usable key, a log that cannot be opened) and
-// exits 2, so that a script can tell "the evidence is bad" from "nothing
-// was checked" (tui.go).
-func verdictExit(err error) error {
-	var ee exitError
-	var ue usageError
-	if err == nil || errors.As(err, &ee) || errors.As(err, &ue) {
-		return err
-	}
-	return exitError{code: 2, err: err}
-}
-
 // printVerify prints a verification's result: every problem, then OK or
 // FAILED (or the result as JSON), and fails with exit 1 if it found any.
 func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool) error {
@@ -364,10 +349,10 @@ func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool) error
 		}
 	}
 	if anchorFailed {
-		return exitError{code: 1, err: fmt.Errorf("audit log does not match its anchored checkpoints")}
+		return problemsFound(errors.New("audit log does not match its anchored checkpoints"))
 	}
 	if len(res.Problems) > 0 {
-		return exitError{code: 1, err: fmt.Errorf("audit log verification failed: %d problem(s)", len(res.Problems))}
+		return problemsFound(fmt.Errorf("audit log verification failed: %d problem(s)", len(res.Problems)))
 	}
 	return nil
 }
