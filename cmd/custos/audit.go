@@ -72,7 +72,11 @@ Exit status (both forms):
   2  could not verify, so no verdict: bad flags, a --data-dir, --bundle or
      --pubkey that cannot be read (with --pubkey, D/checkpoints.jsonl too),
      verifier keys that hold no usable key, a log that cannot be opened
-     (locked by another process, not an audit log)
+     (locked by another process, not an audit log); with --pubkey, also
+     anchors left unchecked ("UNCHECKED anchor": no anchored checkpoint in
+     D/checkpoints.jsonl or A/checkpoints.jsonl to check against, or a
+     damaged log that cannot be opened for writing) when the records
+     themselves have no problem
 
 On a terminal, verify --data-dir draws its progress (records checked) and
 verify --bundle its own (bytes of the bundle's files checked) on stderr,
@@ -323,10 +327,17 @@ Example:
 }
 
 // printVerify prints a verification's result: every problem, then OK or
-// FAILED (or the result as JSON), and fails with exit 1 if it found any.
+// FAILED (or the result as JSON), and fails with exit 1 if it found any;
+// otherwise, when the anchors were not checked (AnchorResult.NotChecked),
+// with no verdict (exit 2): the records' verdict is printed, the anchors'
+// is missing.
 func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool) error {
 	out := cmd.OutOrStdout()
-	anchorFailed := res.Anchor != nil && !res.Anchor.OK
+	anchorFailed := res.Anchor != nil && !res.Anchor.OK && res.Anchor.NotChecked == ""
+	unchecked := ""
+	if res.Anchor != nil {
+		unchecked = res.Anchor.NotChecked
+	}
 	if asJSON {
 		if err := writeJSON(out, res); err != nil {
 			return err
@@ -341,10 +352,14 @@ func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool) error
 		sum := res.Summary
 		if len(res.Problems) == 0 && !anchorFailed {
 			fmt.Fprintf(out, "OK: %d records, chain and tree intact, head seq=%d hash=%s\n", sum.Records, sum.HeadSeq, sum.HeadHash)
-			if res.Anchor != nil {
+			if res.Anchor != nil && unchecked == "" {
 				fmt.Fprintf(out, "OK: consistent with %s\n", res.Anchor.Checked)
 			}
-		} else {
+		}
+		if unchecked != "" {
+			fmt.Fprintf(out, "UNCHECKED anchor: %s\n", unchecked)
+		}
+		if len(res.Problems) > 0 || anchorFailed {
 			fmt.Fprintf(out, "FAILED: %d problem(s) in %d records\n", len(res.Problems)+btoi(anchorFailed), sum.Records)
 		}
 	}
@@ -353,6 +368,9 @@ func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool) error
 	}
 	if len(res.Problems) > 0 {
 		return problemsFound(fmt.Errorf("audit log verification failed: %d problem(s)", len(res.Problems)))
+	}
+	if unchecked != "" {
+		return errors.New("no verdict on the anchored checkpoints: they were not checked (see UNCHECKED anchor); the records verified (without --pubkey the verdict is theirs alone)")
 	}
 	return nil
 }
@@ -370,7 +388,7 @@ func verifyUnrecorded(cmd *cobra.Command, d dataDir, req access.VerifyRequest, c
 	}
 	res.Summary, res.OK = sum, len(res.Problems) == 0
 	if len(req.VerifierKeys) > 0 {
-		res.Anchor = &access.AnchorResult{Error: fmt.Sprintf("not checked, nor the seal notes: the log cannot be opened for writing (%v)", cause)}
+		res.Anchor = &access.AnchorResult{NotChecked: fmt.Sprintf("not checked, nor the seal notes: the log cannot be opened for writing (%v)", cause)}
 		res.OK = false
 	}
 	return res, nil
