@@ -16,6 +16,7 @@ package main
 //   - --json switches a command's stdout to one JSON document.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,8 +61,14 @@ func isCheck(cmd *cobra.Command) bool {
 }
 
 // problemsFound is a check's verdict that its input is bad (exit 1): err
-// says how many problems, each already printed.
-func problemsFound(err error) error { return exitError{code: 1, err: err} }
+// says how many problems, each already printed. A check stopped part way
+// (interrupted, out of time) reached no verdict: err is returned as it is.
+func problemsFound(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return exitError{code: 1, err: err}
+}
 
 // verdictExit gives a check's result its exit status: a check that ran and
 // found problems has already returned problemsFound; any other error means
