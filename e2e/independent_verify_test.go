@@ -1236,7 +1236,7 @@ func indTamperData(t *testing.T, data, vkeys string, seals []string) {
 		// saying so names why, not a damaged head.
 		{"a sealed segment removed, the anchor line", func(dir string) {
 			os.Remove(filepath.Join(dir, "audit.sealed", strings.TrimSuffix(second, ".seal")+".db"))
-		}, "BROKEN anchor: not checked, nor the seal notes: the log cannot be opened for writing (audit: audit log is corrupt: segment_missing"},
+		}, "UNCHECKED anchor: not checked, nor the seal notes: the log cannot be opened for writing (audit: audit log is corrupt: segment_missing"},
 		{"two anchored checkpoints' notes swapped", anchor, "differ from its note"},
 	}
 	for _, c := range cases {

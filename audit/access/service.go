@@ -250,11 +250,16 @@ type VerifyResult struct {
 	Anchor   *AnchorResult   `json:"anchor,omitempty"`
 }
 
-// AnchorResult is the check against anchored checkpoints.
+// AnchorResult is the check against anchored checkpoints: OK with what
+// was Checked, a log that does not match them (Error), or, NotChecked, no
+// check made for want of evidence (no anchored checkpoint to check
+// against; a log that cannot be opened for writing): neither a pass nor a
+// problem found, so `audit verify` reaches no verdict on the anchors.
 type AnchorResult struct {
-	OK      bool   `json:"ok"`
-	Checked string `json:"checked"`
-	Error   string `json:"error"`
+	OK         bool   `json:"ok"`
+	Checked    string `json:"checked"`
+	Error      string `json:"error"`
+	NotChecked string `json:"not_checked,omitempty"`
 }
 
 func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Writer, progress func(Progress)) (Result, error) {
@@ -305,9 +310,17 @@ func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Wr
 			// a log that does not match them (audit verify exits 2).
 			return Result{AccessSeq: v.n}, fmt.Errorf("reading the anchored checkpoints: %w", err)
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			res.Anchor.Error, res.OK = err.Error(), false
-		} else {
+		case len(entries) == 0:
+			// Keys given, nothing to check them against: an auditor
+			// passing --pubkey expects the anchors checked (a log
+			// whose checkpoints.jsonl was removed looked the same as
+			// one that was never checkpointed: "consistent with no
+			// anchored checkpoint", exit 0).
+			res.Anchor.NotChecked, res.OK = s.noCheckpointText(r.AnchorName), false
+		default:
 			res.Anchor.OK, res.Anchor.Checked = true, checkedText(entries)
 			// The sealed segments' seals are signed like checkpoints.
 			if ps := s.log.CheckSeals(verifiers); len(ps) > 0 {
@@ -402,6 +415,21 @@ func checkedText(entries []checkpoint.Entry) string {
 		distinct[key{e.Size, e.Root}] = true
 	}
 	return fmt.Sprintf("%d anchored checkpoints (latest: size %d, root %s)", len(distinct), latest.Size, latest.Root)
+}
+
+// noCheckpointText says why there was no anchored checkpoint to check
+// against, naming the data directory's checkpoints file (and the anchor's,
+// anchorName, when one was given).
+func (s *Service) noCheckpointText(anchorName string) string {
+	local := (&checkpoint.Anchor{Dir: s.dir}).Path()
+	why := local + " holds no checkpoint"
+	if _, err := os.Stat(local); errors.Is(err, fs.ErrNotExist) {
+		why = local + " does not exist"
+	}
+	if anchorName != "" {
+		why += ", nor does " + anchorName
+	}
+	return "no anchored checkpoint to check the log against: " + why + " (a log never checkpointed by a serving server, or its checkpoints removed)"
 }
 
 // anchored reads the data directory's anchored checkpoints of size at most

@@ -63,9 +63,8 @@
 // states the range verified, which the auditor compares with the one asked
 // for. The human formats are regenerated with the verifier's own renderer,
 // and a record's lines that differ are compared with the renderings of
-// every earlier version since 471441e (2026-11-25) too (earlierRenderers,
-// each pinned by its own build's golden files): a bundle whose human files
-// were written by a custos older still that renders a record differently
-// fails the derived check (its records.jsonl still verifies); verify it
-// with the exporting version, or export the range again.
+// every earlier version that wrote bundles, since a5f7443 (2026-11-21),
+// too (earlierRenderers, each pinned by its own build's golden files): a
+// line no version renders from its record fails the derived check (its
+// records.jsonl still verifies).
 package bundle

@@ -178,7 +178,9 @@ var earlierBuilds = map[renderer]string{
 	rendererAd50907:        "ad50907",
 	renderer24e9851:        "24e9851",
 	rendererC3d1398:        "c3d1398",
+	rendererF2704f7:        "f2704f7",
 	renderer471441e:        "471441e",
+	rendererA5f7443:        "1c9bd06",
 }
 
 // namedRecord is a record of testdata/golden/renderers/records.tsv.
@@ -190,13 +192,19 @@ type namedRecord struct {
 // rendererRecords returns testdata/golden/renderers and the records of its
 // records.tsv (name, tab, canonical record, a line each).
 func rendererRecords(t *testing.T) (string, []namedRecord) {
+	return namedRecords(t, "records.tsv")
+}
+
+// namedRecords returns testdata/golden/renderers and the records of its
+// file tsv (records.tsv's layout).
+func namedRecords(t *testing.T, tsv string) (string, []namedRecord) {
 	dir := filepath.Join("testdata", "golden", "renderers")
 	var recs []namedRecord
-	for _, line := range strings.Split(strings.TrimSuffix(string(mustRead(t, filepath.Join(dir, "records.tsv"))), "\n"), "\n") {
+	for _, line := range strings.Split(strings.TrimSuffix(string(mustRead(t, filepath.Join(dir, tsv))), "\n"), "\n") {
 		name, rec, _ := strings.Cut(line, "\t")
 		r, err := audit.Decode([]byte(rec))
 		if err != nil {
-			t.Fatalf("records.tsv %s: %v", name, err)
+			t.Fatalf("%s %s: %v", tsv, name, err)
 		}
 		recs = append(recs, namedRecord{name, r})
 	}
@@ -267,14 +275,23 @@ func TestEarlierRenderersAreThoseBuilds(t *testing.T) {
 	}
 }
 
-// TestBuildsBetweenVersionsAreRecognised: the builds of 13710ad (FHIR text
-// made to fit FHIR's rules, CSV as before) and f2704f7 (CSV list elements
-// defused) have no renderer of their own: each line they wrote is one
-// renderer's, and the derived check tries them per record and file. Their
-// files in testdata/golden/renderers were written by their own builds.
+// TestBuildsBetweenVersionsAreRecognised: the build of 13710ad (FHIR text
+// made to fit FHIR's rules, CSV as before) has no renderer of their own:
+// each line it wrote is one renderer's, and the derived check tries them
+// per record and file; f2704f7's (CSV list elements defused) is one since
+// rendererF2704f7 and is checked here too. Their files in
+// testdata/golden/renderers were written by their own builds, f2704f7's
+// for between.tsv's record as well: a CSV row holding both a cell whose
+// start only f2704f7 defused (a fullwidth equals sign) and a formula after
+// a ';' that only later versions defuse. That row was no renderer's before
+// rendererF2704f7: a bundle of f2704f7 holding it failed the derived check.
 func TestBuildsBetweenVersionsAreRecognised(t *testing.T) {
 	dir, recs := rendererRecords(t)
+	_, between := namedRecords(t, "between.tsv")
 	for _, commit := range []string{"13710ad", "f2704f7"} {
+		if commit == "f2704f7" {
+			recs = append(recs, between...)
+		}
 		for _, nr := range recs {
 			name, r := nr.name, nr.r
 			for _, f := range Formats {

@@ -638,7 +638,7 @@ func fhirString(s string) string {
 // FHIR string, a FHIR code and a string that must have a value. Before
 // 13710ad (2026-12-05 00:47) the text was rendered as the record holds it.
 func fhirText(rd renderer) (str, code, required func(string) string) {
-	if rd < rendererC3d1398 {
+	if rd < rendererF2704f7 {
 		same := func(s string) string { return s }
 		return same, same, same
 	}

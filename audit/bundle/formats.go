@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/custos-mcp/custos/audit"
 )
@@ -74,12 +75,25 @@ func (f Format) render(r audit.Record) ([]byte, error) {
 type renderer int
 
 const (
+	// rendererA5f7443 is the rendering of a5f7443 to e4e2278 (2026-11-21
+	// 23:05, when 'audit export --out' came, to 2026-11-25 01:00), before
+	// the derived check: its CSV is renderer471441e's, its FHIR and OCSF
+	// that version's own code, frozen in render_a5f7443.go (one
+	// AuditEvent per record, not BALP-shaped).
+	rendererA5f7443 renderer = iota
 	// renderer471441e is the rendering of 471441e to d23f598 (2026-11-25
 	// 01:00, when the derived check came, to 2026-12-05 00:47): record
 	// text in AuditEvents as the record holds it (no fhirString), and CSV
 	// defusing a formula at a cell's start only (csvRow471441e); and what
 	// rendererC3d1398 lacks.
-	renderer471441e renderer = iota
+	renderer471441e
+	// rendererF2704f7 is the rendering of f2704f7 (2026-12-05 00:48 to
+	// 03:12), and of 13710ad (00:47) but for its CSV: AuditEvent text made
+	// to fit FHIR's rules, and CSV defusing a formula at the start of a
+	// cell and of each list element, with every formula start audit knows
+	// (fullwidth signs, NUL, LF too), not after a ';' or tab inside a cell
+	// (csvRowF2704f7); and what rendererC3d1398 lacks.
+	rendererF2704f7
 	// rendererC3d1398 is the rendering of c3d1398 (2026-12-05 03:12 to
 	// 03:16): an auditor's access to the log was FHIR DCM 110100
 	// Application Activity, action E; and what renderer24e9851 lacks.
@@ -111,17 +125,24 @@ const (
 
 // earlierRenderers are the renderings of earlier custos versions the
 // verifier accepts, newest first.
-var earlierRenderers = []renderer{rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398, renderer471441e}
+var earlierRenderers = []renderer{rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398, rendererF2704f7, renderer471441e, rendererA5f7443}
 
 // renderAs is render by renderer rd.
 func (f Format) renderAs(r audit.Record, rd renderer) ([]byte, error) {
 	switch f {
 	case FormatCSV:
-		if rd < rendererC3d1398 {
+		switch {
+		case rd < rendererF2704f7:
 			return csvLine(csvRow471441e(r))
+		case rd == rendererF2704f7:
+			return csvLine(csvRowF2704f7(r))
 		}
 		return csvLine(CSVRow(r))
 	case FormatFHIR:
+		if rd == rendererA5f7443 {
+			ev, err := fhirAuditEventsA5f7443(r)
+			return append(ev, '\n'), err
+		}
 		evs, err := fhirAuditEvents(r, rd)
 		var b []byte
 		for _, ev := range evs {
@@ -129,7 +150,11 @@ func (f Format) renderAs(r audit.Record, rd renderer) ([]byte, error) {
 		}
 		return b, err
 	case FormatOCSF:
-		ev, err := ocsfAPIActivity(r, rd)
+		render := func(r audit.Record) ([]byte, error) { return ocsfAPIActivity(r, rd) }
+		if rd == rendererA5f7443 {
+			render = ocsfAPIActivityA5f7443
+		}
+		ev, err := render(r)
 		return append(ev, '\n'), err
 	}
 	return nil, fmt.Errorf("bundle: unknown format %q", f)
@@ -146,6 +171,35 @@ func csvRow471441e(r audit.Record) []string {
 		}
 	}
 	return row
+}
+
+// csvRowF2704f7 is CSVRow as rendererF2704f7 made it: a cell, and each
+// element of a list cell, beginning with a formula start is prefixed with
+// "'" (csvSafeStart); a formula after a ';' or a tab inside a cell is left
+// as it is.
+func csvRowF2704f7(r audit.Record) []string {
+	row := csvCells(r, func(s []string) string {
+		safe := make([]string, len(s))
+		for i, e := range s {
+			safe[i] = csvSafeStart(e)
+		}
+		return strings.Join(safe, ";")
+	})
+	for i, cell := range row {
+		row[i] = csvSafeStart(cell)
+	}
+	return row
+}
+
+// csvSafeStart prefixes s with "'" when its first character is a formula
+// start, as audit.CSVSafe knows them (audit.CSVSafe of that character alone
+// differs from it).
+func csvSafeStart(s string) string {
+	_, size := utf8.DecodeRuneInString(s)
+	if s != "" && audit.CSVSafe(s[:size]) != s[:size] {
+		return "'" + s
+	}
+	return s
 }
 
 // csvLine encodes one CSV record as encoding/csv writes it ("\n" line

@@ -72,7 +72,11 @@ Exit status (both forms):
   2  could not verify, so no verdict: bad flags, a --data-dir, --bundle or
      --pubkey that cannot be read (with --pubkey, D/checkpoints.jsonl too),
      verifier keys that hold no usable key, a log that cannot be opened
-     (locked by another process, not an audit log)
+     (locked by another process, not an audit log); with --pubkey, also
+     anchors left unchecked ("UNCHECKED anchor": no anchored checkpoint in
+     D/checkpoints.jsonl or A/checkpoints.jsonl to check against, or a
+     damaged log that cannot be opened for writing) when the records
+     themselves have no problem
 
 On a terminal, verify --data-dir draws its progress (records checked) and
 verify --bundle its own (bytes of the bundle's files checked) on stderr,
@@ -86,7 +90,7 @@ Examples:
   custos audit verify --bundle ./nov-bundle --pubkey custos-audit.vkeys`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return verdictExit(runAuditVerify(cmd))
+			return runAuditVerify(cmd)
 		},
 	}
 	runAuditVerify = func(cmd *cobra.Command) error {
@@ -157,7 +161,7 @@ Examples:
 	cmd.Flags().StringVar(&pubkey, "pubkey", "", "verifier keys file ('custos audit pubkey'): check the signed checkpoints and seals (required with --bundle and --anchor-dir)")
 	cmd.Flags().StringVar(&anchorDir, "anchor-dir", "", "with --data-dir: also check against the checkpoints anchored here")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	return cmd
+	return asCheck(cmd)
 }
 
 // parseTime accepts RFC 3339 or a plain date (YYYY-MM-DD, midnight UTC).
@@ -322,26 +326,18 @@ Example:
 	return cmd
 }
 
-// verdictExit gives audit verify's result its exit status: a verification
-// that ran and found problems has already returned exitError 1 (printVerify,
-// newAuditVerifyBundle); any other error means no verdict was reached (bad
-// flags, unreadable input, no usable key, a log that cannot be opened) and
-// exits 2, so that a script can tell "the evidence is bad" from "nothing
-// was checked" (tui.go).
-func verdictExit(err error) error {
-	var ee exitError
-	var ue usageError
-	if err == nil || errors.As(err, &ee) || errors.As(err, &ue) {
-		return err
-	}
-	return exitError{code: 2, err: err}
-}
-
 // printVerify prints a verification's result: every problem, then OK or
-// FAILED (or the result as JSON), and fails with exit 1 if it found any.
+// FAILED (or the result as JSON), and fails with exit 1 if it found any;
+// otherwise, when the anchors were not checked (AnchorResult.NotChecked),
+// with no verdict (exit 2): the records' verdict is printed, the anchors'
+// is missing.
 func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool) error {
 	out := cmd.OutOrStdout()
-	anchorFailed := res.Anchor != nil && !res.Anchor.OK
+	anchorFailed := res.Anchor != nil && !res.Anchor.OK && res.Anchor.NotChecked == ""
+	unchecked := ""
+	if res.Anchor != nil {
+		unchecked = res.Anchor.NotChecked
+	}
 	if asJSON {
 		if err := writeJSON(out, res); err != nil {
 			return err
@@ -356,18 +352,25 @@ func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool) error
 		sum := res.Summary
 		if len(res.Problems) == 0 && !anchorFailed {
 			fmt.Fprintf(out, "OK: %d records, chain and tree intact, head seq=%d hash=%s\n", sum.Records, sum.HeadSeq, sum.HeadHash)
-			if res.Anchor != nil {
+			if res.Anchor != nil && unchecked == "" {
 				fmt.Fprintf(out, "OK: consistent with %s\n", res.Anchor.Checked)
 			}
-		} else {
+		}
+		if unchecked != "" {
+			fmt.Fprintf(out, "UNCHECKED anchor: %s\n", unchecked)
+		}
+		if len(res.Problems) > 0 || anchorFailed {
 			fmt.Fprintf(out, "FAILED: %d problem(s) in %d records\n", len(res.Problems)+btoi(anchorFailed), sum.Records)
 		}
 	}
 	if anchorFailed {
-		return exitError{code: 1, err: fmt.Errorf("audit log does not match its anchored checkpoints")}
+		return problemsFound(errors.New("audit log does not match its anchored checkpoints"))
 	}
 	if len(res.Problems) > 0 {
-		return exitError{code: 1, err: fmt.Errorf("audit log verification failed: %d problem(s)", len(res.Problems))}
+		return problemsFound(fmt.Errorf("audit log verification failed: %d problem(s)", len(res.Problems)))
+	}
+	if unchecked != "" {
+		return errors.New("no verdict on the anchored checkpoints: they were not checked (see UNCHECKED anchor); the records verified (without --pubkey the verdict is theirs alone)")
 	}
 	return nil
 }
@@ -385,7 +388,7 @@ func verifyUnrecorded(cmd *cobra.Command, d dataDir, req access.VerifyRequest, c
 	}
 	res.Summary, res.OK = sum, len(res.Problems) == 0
 	if len(req.VerifierKeys) > 0 {
-		res.Anchor = &access.AnchorResult{Error: fmt.Sprintf("not checked, nor the seal notes: the log cannot be opened for writing (%v)", cause)}
+		res.Anchor = &access.AnchorResult{NotChecked: fmt.Sprintf("not checked, nor the seal notes: the log cannot be opened for writing (%v)", cause)}
 		res.OK = false
 	}
 	return res, nil

@@ -153,7 +153,7 @@ func newAuditVerifyBundle(cmd *cobra.Command, dir, pubkey string, asJSON bool) e
 	}
 	if err != nil {
 		if errors.Is(err, bundle.ErrInvalid) {
-			return exitError{code: 1, err: fmt.Errorf("bundle verification failed: %d problem(s)", len(tr.Problems))}
+			return problemsFound(fmt.Errorf("bundle verification failed: %d problem(s)", len(tr.Problems)))
 		}
 		return err
 	}

@@ -40,6 +40,11 @@ against the checkpoints at or below its head — their signatures too with
 fsynced, and only then renamed to DIR. A backup that does not verify is
 removed, and the command exits 1 naming every problem.
 
+Exit status: 0 the backup is written and verified; 1 no backup was written
+(the copy does not verify, or it could not be taken: the message says
+which); 2 bad usage. backup is an operation, not a check: to check the live
+log itself, run 'custos audit verify'.
+
 Keys are not in a backup (they live in Vault; a --dev directory's dev key
 file is copied). Nor is the external anchor directory: keep it where it is,
 it is what 'custos restore' checks a backup against.

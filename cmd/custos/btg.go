@@ -538,17 +538,18 @@ Example:
 			if err != nil {
 				return err
 			}
+			// Bad usage is refused before the data directory is looked at.
+			if verdict != "" && verdict != btg.VerdictAppropriate && verdict != btg.VerdictInappropriate {
+				return usagef("--verdict must be %s or %s, got %q", btg.VerdictAppropriate, btg.VerdictInappropriate, verdict)
+			}
+			if id == "" && (verdict != "" || note != "") {
+				return usagef("--verdict and --note need --grant ID")
+			}
 			if err := existingDir(d); err != nil {
 				return err
 			}
 			st := btg.New(d.grants(), btg.Options{})
-			if verdict != "" && verdict != btg.VerdictAppropriate && verdict != btg.VerdictInappropriate {
-				return usagef("--verdict must be %s or %s, got %q", btg.VerdictAppropriate, btg.VerdictInappropriate, verdict)
-			}
 			if id == "" || verdict == "" && note == "" {
-				if id == "" && (verdict != "" || note != "") {
-					return usagef("--verdict and --note need --grant ID")
-				}
 				all, err := st.All()
 				if err != nil {
 					return err

@@ -53,8 +53,12 @@ and directory it names present, no secret in it), and prints the effective
 settings: each field with its value and whether it came from the file or is
 the default. No secret is printed; none can be in the file.
 
-Exit status: 0 when the file is valid, 1 with every problem listed (each
-naming its field and line), 2 for bad usage.
+Exit status (as for every check: 'custos --help'):
+  0  the file is valid
+  1  problems found, each listed naming its field and line (serve would
+     refuse to start)
+  2  no verdict: bad usage, or FILE cannot be read (not found, permission
+     denied, a directory)
 
 --no-files skips the checks that the named files and directories exist,
 for checking a file away from the host it is meant for.
@@ -84,6 +88,9 @@ Examples:
 				}
 			}
 			file, err := config.Inspect(path)
+			if p, ok := unreadConfig(err); ok {
+				return errors.New(p.String()) // nothing checked: no verdict
+			}
 			collect(err)
 			fs := newServeCmd().Flags()
 			var eff *config.File
@@ -111,7 +118,7 @@ Examples:
 						fmt.Fprintf(errOut, "custos: %s\n", p)
 					}
 				}
-				return exitError{code: 1, err: fmt.Errorf("%s: %d problem(s); serve would refuse to start", path, len(problems))}
+				return problemsFound(fmt.Errorf("%s: %d problem(s); serve would refuse to start", path, len(problems)))
 			}
 			rep.Valid = true
 			rep.Settings = config.Settings(fs, eff, os.Getenv)
@@ -145,7 +152,17 @@ Examples:
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON document on stdout")
 	cmd.Flags().BoolVar(&noFiles, "no-files", false, "do not check that the files and directories named exist")
-	return cmd
+	return asCheck(cmd)
+}
+
+// unreadConfig is the problem of a configuration file that could not be
+// read at all (config.Problem.Unread), if err is that.
+func unreadConfig(err error) (config.Problem, bool) {
+	var ps config.Problems
+	if errors.As(err, &ps) && len(ps) == 1 && ps[0].Unread() {
+		return ps[0], true
+	}
+	return config.Problem{}, false
 }
 
 // digest summarizes the effective serve flags; notes say what the file

@@ -91,8 +91,14 @@ func newPolicyTestCmd() *cobra.Command {
 		Long: `test runs every test_* rule of the *_test.rego files under DIR (default: the
 built-in policy) against the policy modules under DIR, with OPA's tester, and
 prints one line per test and the share of policy lines the tests evaluated
-(coverage of the policy modules, tests excluded). It exits 1 if any test fails
-or errors, or if there are no tests: a policy without tests is not ready.
+(coverage of the policy modules, tests excluded).
+
+Exit status (as for every check: 'custos --help'):
+  0  every test passed
+  1  problems found: a test failed or errored, the policy or its tests do
+     not compile, or there are no tests (a policy without tests is not
+     ready)
+  2  no verdict: bad usage, or DIR or a file in it cannot be read
 
 Tests are compiled with the server's lock-down, as the server runs them at
 every load: http.send, net.* and opa.runtime are compile errors there too,
@@ -119,7 +125,7 @@ Examples:
 			}
 			rep, err := policy.RunTestsCoverage(cmd.Context(), fsys)
 			if err != nil {
-				return err
+				return policyProblem(err)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -140,13 +146,25 @@ Examples:
 				fmt.Fprintf(out, "\n%s: %d passed, %d failed; coverage %.1f%% of policy lines\n", name, rep.Passed, rep.Failed, rep.Coverage)
 			}
 			if rep.Failed > 0 {
-				return exitError{code: 1, err: fmt.Errorf("%d of %d policy tests failed", rep.Failed, rep.Passed+rep.Failed)}
+				return problemsFound(fmt.Errorf("%d of %d policy tests failed", rep.Failed, rep.Passed+rep.Failed))
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results and coverage as JSON")
-	return cmd
+	return asCheck(cmd)
+}
+
+// policyProblem is a policy check's verdict on err, an error loading or
+// testing the policy: a file that could not be read (an fs.PathError) is
+// no verdict; anything else (a syntax or compile error, no tests) is a
+// problem of the policy, which the server would refuse.
+func policyProblem(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return problemsFound(err)
 }
 
 func newPolicyCheckCmd() *cobra.Command {
@@ -169,8 +187,14 @@ unknown obligation) fails the check for that example. When the policy
 defines the rule decisions (list pages), check decides ~800 synthetic list
 items with it and with decision (reads), as the server does at every load,
 and fails if any differs: a list could show what a read denies, and the
-server refuses such a policy. It exits 1 on any failure. It does not run
-the Rego tests: see 'custos policy test'.
+server refuses such a policy. It does not run the Rego tests: see
+'custos policy test'.
+
+Exit status (as for every check: 'custos --help'):
+  0  the policy compiles and every decision has the accepted schema
+  1  problems found: it does not compile, an example's decision would be
+     rejected, or list pages disagree with reads (each printed)
+  2  no verdict: bad usage, or DIR or a file in it cannot be read
 
 It also says how the server will memoize the policy's decisions: per
 combination of resource features when no rule can read the resource's URI,
@@ -192,7 +216,7 @@ Examples:
 			}
 			eng, err := policy.LoadDir(cmd.Context(), args[0], policy.Options{})
 			if err != nil {
-				return err
+				return policyProblem(err)
 			}
 			res := policy.Check(cmd.Context(), eng)
 			failed := 0
@@ -235,10 +259,10 @@ Examples:
 				}
 			}
 			if failed > 0 {
-				return exitError{code: 1, err: fmt.Errorf("%d of %d examples got a decision the server would reject", failed, len(res))}
+				return problemsFound(fmt.Errorf("%d of %d examples got a decision the server would reject", failed, len(res)))
 			}
 			if !batch.OK {
-				return exitError{code: 1, err: errors.New("rule decisions (list pages) disagrees with decision (reads): the server refuses this policy")}
+				return problemsFound(errors.New("rule decisions (list pages) disagrees with decision (reads): the server refuses this policy"))
 			}
 			if !asJSON {
 				fmt.Fprintf(out, "all %d decisions have the schema the server accepts\n", len(res))
@@ -247,7 +271,7 @@ Examples:
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
-	return cmd
+	return asCheck(cmd)
 }
 
 // cachingText says in one line what the policy's shape means for serving

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -275,9 +276,16 @@ against the public keys given, archive checked, policy compiled, its Rego
 tests run) and prints its digest, revision, signing key and sequence claim.
 It does not read a server's high-water mark: a server refuses a bundle whose
 sequence is not above the last one it loaded (docs/policy.md, rollback
-protection). Exit 1 names what is wrong. --json prints {"bundle", "verified",
-"digest", "revision", "key", "sequence"} (sequence 0: no claim) for a rollout
-pipeline.
+protection). --json prints {"bundle", "verified", "digest", "revision", "key",
+"sequence"} (sequence 0: no claim) for a rollout pipeline.
+
+Exit status (as for every check: 'custos --help'):
+  0  verified: a server would load this bundle (its sequence aside)
+  1  problems found, named: the signature does not verify with the keys
+     given, the file is not a policy bundle custos accepts, the policy does
+     not compile or its tests fail
+  2  no verdict: bad usage, BUNDLE cannot be read, or a --key file cannot
+     be read or holds no usable key
 
 A bundle signed with --vault names its key version (signed by
 vault:transit/custos-policy-signing@v2): give that version's public key
@@ -304,7 +312,12 @@ Examples:
 			}
 			_, info, err := policy.LoadBundle(cmd.Context(), args[0], vks, policy.Options{})
 			if err != nil {
-				return err
+				var ce *policy.CandidateError
+				if errors.As(err, &ce) && ce.Digest != "" {
+					// The bundle was read: what is wrong is in it.
+					return problemsFound(err)
+				}
+				return err // no bundle read, or no usable key: no verdict
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), struct {
@@ -328,7 +341,7 @@ Examples:
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "ID=PUBPEM: an ES256 public key a server trusts (repeatable)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was verified as JSON")
 	markRequired(cmd, "key")
-	return cmd
+	return asCheck(cmd)
 }
 
 // parseVerificationKeys reads the --key ID=PUBPEM flags of verify and

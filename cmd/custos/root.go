@@ -25,6 +25,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd(stdout, stderr)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
+	if isCheck(cmd) {
+		err = verdictExit(err)
+	}
 	if err != nil {
 		var ee exitError
 		if !errors.As(err, &ee) || ee.err != nil {
@@ -32,8 +35,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		var ue usageError
 		if errors.As(err, &ue) {
-			// Bad usage only: audit verify's "could not verify" is exit 2
-			// too (verdictExit), and a usage hint would mislead there.
+			// Bad usage only: a check's "could not check" is exit 2 too
+			// (verdictExit), and a usage hint would mislead there.
 			if cmd == nil {
 				cmd = root
 			}
@@ -61,7 +64,13 @@ Getting started:
   custos audit verify --data-dir ./data         check the audit hash chain
 
 A data directory holds catalog.db (resources and blobs) and audit.db (the
-audit log). Only one process may open it for writing at a time.`,
+audit log). Only one process may open it for writing at a time.
+
+Exit status:
+  checks (audit verify, config check, policy test, policy check, policy
+  verify): 0 passed, 1 problems found (each printed), 2 no verdict (bad
+  usage, or input that cannot be read: nothing was checked)
+  every other command: 0 done, 1 failed (the error says why), 2 bad usage`,
 		Version:       formatVersion(readBuildVersion()),
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -2,16 +2,21 @@ package main
 
 // Output rules, in one place (after age's cmd/age/tui.go):
 //   - data and reports go to stdout; progress, warnings and errors to stderr;
-//   - errors are one line, prefixed "custos: ", and the exit code is non-zero
-//     (1 for a failed operation or a failed verification, 2 for bad usage;
-//     a command whose answer is a verdict, audit verify, exits 1 only when
-//     it found problems and 2 whenever it reached no verdict: bad usage,
-//     and also input it could not read, verdictExit), as diff and cmp do;
+//   - errors are one line, prefixed "custos: ", and the exit code is non-zero;
+//   - exit status, one rule per kind of command (exitCode):
+//     a check, a command whose answer is a verdict on its input (audit
+//     verify, config check, policy test, check and verify; asCheck), exits
+//     0 when it passed, 1 only when it found problems (problemsFound) and 2
+//     whenever it reached no verdict: bad usage, and also input it could
+//     not read (verdictExit), as diff and cmp do; every other command exits
+//     0 done, 1 failed (whatever the cause: the message says it) and 2 for
+//     bad usage;
 //   - progress bars are drawn only when stderr is a terminal, and never
 //     with --json (progressTo);
 //   - --json switches a command's stdout to one JSON document.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +25,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
 
@@ -36,6 +42,50 @@ type exitError struct {
 
 func (e exitError) Error() string { return e.err.Error() }
 
+// checkAnnotation is the cobra annotation asCheck sets.
+const checkAnnotation = "custos.check"
+
+// asCheck marks cmd as a check: its RunE returns problemsFound when the
+// check found problems, and any other error means it reached no verdict
+// (exit 2, verdictExit, applied by run for every check).
+func asCheck(cmd *cobra.Command) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[checkAnnotation] = "true"
+	return cmd
+}
+
+func isCheck(cmd *cobra.Command) bool {
+	return cmd != nil && cmd.Annotations[checkAnnotation] != ""
+}
+
+// problemsFound is a check's verdict that its input is bad (exit 1): err
+// says how many problems, each already printed. A check stopped part way
+// (interrupted, out of time) reached no verdict: err is returned as it is.
+func problemsFound(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return exitError{code: 1, err: err}
+}
+
+// verdictExit gives a check's result its exit status: a check that ran and
+// found problems has already returned problemsFound; any other error means
+// no verdict was reached (bad flags, unreadable input, no usable key, a
+// log that cannot be opened) and exits 2, so that a script can tell "the
+// input is bad" from "nothing was checked".
+func verdictExit(err error) error {
+	var ee exitError
+	var ue usageError
+	if err == nil || errors.As(err, &ee) || errors.As(err, &ue) {
+		return err
+	}
+	return exitError{code: 2, err: err}
+}
+
+// exitCode is the exit status of cmd's result err (verdictExit already
+// applied to a check's).
 func exitCode(err error) int {
 	var ue usageError
 	var ee exitError

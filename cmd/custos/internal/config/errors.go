@@ -25,7 +25,14 @@ type Problem struct {
 	fromFlag bool
 	// missing reports a required field left unset.
 	missing bool
+	// unread reports that the file itself could not be read (Unread).
+	unread bool
 }
+
+// Unread reports that the problem is the configuration file itself could
+// not be read (not found, permission denied, a directory): nothing in it
+// was checked, so 'config check' reaches no verdict on it.
+func (p Problem) Unread() bool { return p.unread }
 
 // String is "FILE: line N: FIELD: MESSAGE", or "--flag: MESSAGE" for a value
 // given on the command line or when there is no file ("--flag is required

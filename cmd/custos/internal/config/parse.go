@@ -33,12 +33,12 @@ func Load(path string) (*File, error) {
 func readFile(path string) ([]byte, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return nil, Problems{{File: path, Message: fileError(err)}}
+		return nil, Problems{{File: path, Message: fileError(err), unread: true}}
 	}
 	defer fh.Close()
 	data, err := io.ReadAll(io.LimitReader(fh, MaxFileSize+1))
 	if err != nil {
-		return nil, Problems{{File: path, Message: fileError(err)}}
+		return nil, Problems{{File: path, Message: fileError(err), unread: true}}
 	}
 	if len(data) > MaxFileSize {
 		return nil, Problems{{File: path, Message: fmt.Sprintf("larger than %d bytes", MaxFileSize)}}
