@@ -1253,7 +1253,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 			// A unit the scrub would change (a telephone number, a date)
 			// is dropped, not released as "[PHONE]".
 			s, ok := v.(string)
-			return s, ok && unitTextForm(s) && !unitIdentifier(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s) && knownUnitText(s)
+			return s, ok && unitTextForm(s) && !unitIdentifier(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s) && knownUnitText(s) && !nameFormUnit(s)
 		}
 		return nil, false
 	}
@@ -1447,6 +1447,9 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 			delete(out, "code") // a dated UCUM code, a small territory's currency
 		}
 	}
+	if c, _ := out["code"].(string); nameFormUnit(c) {
+		delete(out, "code") // "Pa", "Gal", "{Smith}": see nameFormUnit
+	}
 	if u, _ := out["unit"].(string); smallCurrencies[strings.ToUpper(u)] {
 		delete(out, "unit")
 	}
@@ -1455,14 +1458,16 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	} else {
 		delete(out, "code")
 	}
-	if dimensionless(out) && !dimensionless(m) {
+	if dimensionless(out) && !dimensionless(m) || out["unit"] == nil && out["code"] == nil && (m["unit"] != nil || m["code"] != nil) {
 		// The input gave a unit (or a code) that the walk dropped: it
 		// names no unit (knownUnitText, ucumUnit: "MRN", "acct", a
 		// surname) or is prose, so the number is not known to be a
 		// measurement, and is dropped with it (fail closed). Until
 		// 2026-12-06 the unit's form was judged only, and 77441124
 		// "MRN" was released; a number whose unit was dropped came out
-		// bare, judged as a bare number (eight digits kept).
+		// bare, judged as a bare number (eight digits kept). A unit of
+		// annotations alone counts ("{Smith}", dropped by nameFormUnit:
+		// until h-deid10 its number came out bare).
 		return nil, false
 	}
 	if birth && dimensionless(out) {
