@@ -679,7 +679,7 @@ func TestDeidentifyKeepsUnits(t *testing.T) {
 // name are dropped with the quantity's value.
 func TestDeidentifyDropsSpacedNonUnits(t *testing.T) {
 	for _, unit := range []string{"77 441 124", "7744 1124", "mg 7744112", "acct no 7", "Dr Lee", "mg/dL per Dr Marsh",
-		"219 09 9999", "555 867 5309", "mm Hg Smith", "14 Mar 1931", "Mar 1931", "mm  Hg", " mm Hg", "a b c d e"} {
+		"219 09 9999", "555 867 5309", "mm Hg Smith", "Wood", "Wood Smith", "BMI Smith", "Ct Marsh", "14 Mar 1931", "Mar 1931", "mm  Hg", " mm Hg", "a b c d e"} {
 		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":77441124,"unit":` + strconvQuote(unit) + `}}`
 		want := `{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final"}`
 		if got := string(deidentify(t, []byte(in), nil)); got != want {

@@ -165,7 +165,7 @@ func ucumAnnotated(s string, j int) []int {
 // "beats/min", "mmHg", "mEq/L", "24h" are; "MRN", "ID", "acct", "tel",
 // "Smith" are not.
 func knownUnitText(s string) bool {
-	if ucumUnit(s) {
+	if ucumUnit(s) || unitPhrases[strings.ToLower(s)] {
 		return true
 	}
 	if _, ok := timeUnit(s); ok {
@@ -260,6 +260,13 @@ var commonUnitWords = setOf(
 	"time", "times", "x", "serving", "servings", "cup", "cups", "night", "nights", "z", "zscore", "sd",
 	"percentile", "percentiles", "ile", "met", "mets", "pred", "predicted", "ohm", "ohms", "cast", "casts",
 	"blast", "blasts", "word", "words",
+	// Indices, readings and laboratories' units a value is given in by
+	// name: body mass index ("BMI"), PCR's cycle threshold ("Ct", "Ct
+	// cycles"), colony-forming units ("CFU/mL"), relative light units,
+	// optical density, immune status ratio, phospholipid units (GPL,
+	// MPL, APL), dynes ("dynes/sec/cm5"). Released before h-deid9,
+	// dropped with their values from then until h-deid10.
+	"bmi", "ct", "cycle", "cycles", "cfu", "rlu", "od", "isr", "gpl", "mpl", "apl", "dyn", "dyne", "dynes",
 )
 
 // nameFormUnit reports whether unit text or code s of a quantity holds a
@@ -272,11 +279,15 @@ var commonUnitWords = setOf(
 // units and the years of other languages make more (Ann, Min, Ani, Sena),
 // and an annotation is free text: {"value": 77441124, "unit": "Ann"} and
 // {"value": 77441124, "unit": "{Smith}"} were released, name and number,
-// until h-deid10. UCUM codings are judged by UCUM's form alone
+// until h-deid10. A unit text of known words spelled so is kept ("Wood
+// units": unitPhrases). UCUM codings are judged by UCUM's form alone
 // (codeChecks): LOINC's units, which R4's value sets list, have
 // capitalised atoms and annotations a quantity's unit keeps too
 // (annotationNameWords: "mg/g{Cre}", "{Beats}/min", "{Ehrlich'U}/dL").
 func nameFormUnit(s string) bool {
+	if unitPhrases[strings.ToLower(s)] {
+		return false
+	}
 	for _, w := range letterRun.FindAllString(bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " "), -1) {
 		if capitalisedWord.MatchString(w) && !capitalisedUnit(w) {
 			return true
@@ -316,10 +327,13 @@ func capitalisedUnit(w string) bool {
 
 // capitalisedSymbols are the capitalised unit symbols clinical data writes
 // alone: UCUM's degree Celsius, ohm, hertz, becquerel, gray, sievert and
-// weber, and mercury (of "mm Hg", "in Hg").
+// weber, mercury (of "mm Hg", "in Hg"), PCR's cycle threshold "Ct", and
+// the two-letter units a form's capitalisation writes so ("Kg", "Mg",
+// "Ml"), which no name is.
 // Not the pascal (Pa), the galileo (Gal), a megasecond (Ms): names, and
 // rare alone in clinical data (kPa, hPa, ms are kept).
-var capitalisedSymbols = setOf("Cel", "Ohm", "Hz", "Bq", "Gy", "Sv", "Wb", "Hg")
+var capitalisedSymbols = setOf("Cel", "Ohm", "Hz", "Bq", "Gy", "Sv", "Wb", "Hg", "Ct",
+	"Kg", "Mg", "Ug", "Ml", "Dl", "Cm", "Mm", "Km", "Lb", "Oz", "Ft", "Cc", "Iu", "Hr", "Yr", "Wk")
 
 // spelledTimeUnits are the units of time spelled out in English and in
 // German, whose nouns are capitalised ("Years", "Jahre", "Minuten"). The
@@ -328,6 +342,10 @@ var capitalisedSymbols = setOf("Cel", "Ohm", "Hz", "Bq", "Gy", "Sv", "Wb", "Hg")
 var spelledTimeUnits = setOf("year", "years", "month", "months", "week", "weeks", "day", "days", "hour", "hours",
 	"minute", "minutes", "second", "seconds", "jahr", "jahre", "monat", "monate", "woche", "wochen", "tag", "tage",
 	"stunde", "stunden", "minuten", "sekunde", "sekunden", "lebensjahr", "lebensjahre")
+
+// unitPhrases are unit texts of several words one of which is a name's
+// form, kept whole: pulmonary vascular resistance in Wood units.
+var unitPhrases = setOf("wood units", "wood unit", "wood u")
 
 // annotationNameWords are the capitalised words of the annotations of
 // LOINC's units, as R4's value sets list them ("mg/g{Cre}", "U/g{Hb}",

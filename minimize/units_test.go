@@ -111,7 +111,12 @@ func TestDeidentifyKeepsClinicalUnitsBothWays(t *testing.T) {
 		"ms", "Mibit", "mg/g{Cre}", "U/g{Hb}", "{Beats}/min", "{Copies}/mL", "{Ehrlich'U}/dL", "ng/mg{Protein}", "{Ct}",
 		"{cells}", "{score}", "{#}", "{titer}", "{ratio}", "{index}", "{count}"}
 	texts := []string{"mmHg", "mm Hg", "in Hg", "Years", "Months", "Days", "Hours", "Minutes", "Weeks", "Jahre", "Monate",
-		"Patch", "Tablets", "Vial", "years old"}
+		"Patch", "Tablets", "Vial", "years old", "Years old",
+		// Released before h-deid9, dropped with their values from then
+		// (a form's capitalised "Kg", "Mg", "Ml" from h-deid10's name
+		// rule) until h-deid10.
+		"BMI", "Ct", "Ct cycles", "Wood units", "Wood U", "CFU/mL", "cfu/mL", "RLU", "OD", "ISR", "GPL", "dynes/sec/cm5",
+		"Kg", "Mg", "Ml", "Cm", "Lb", "Hr"}
 	for _, unit := range append(slices.Clone(ucum), texts...) {
 		qs := []string{`{"value":31,"unit":` + strconvQuote(unit) + `}`}
 		if slices.Contains(ucum, unit) {
