@@ -1483,8 +1483,8 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if years, ok := ageYears(m, typ == "Age" || age); ok && !d.releaseAge(years) {
 		return nil, false
 	}
-	if dimensionless(out) && d.bareNumber(out["value"]) {
-		return nil, false // see bareNumber
+	if dimensionless(out) && (d.bareNumber(out["value"]) || countIdentifier(out)) {
+		return nil, false // see bareNumber, countIdentifier
 	}
 	if y, ok := calendarYear(m); ok {
 		if oldYear(y, d.now) {
@@ -1676,6 +1676,28 @@ func identifierNumber(v any) bool {
 		return false
 	}
 	return math.Abs(f) >= 1e8 || f >= 1e5 && dateDigits(int(f))
+}
+
+// countIdentifier reports whether walked quantity q, whose unit and code
+// are only UCUM's unity or annotations (dimensionless: "{#}", "{count}",
+// "1"), holds a whole number of seven digits or more: a local telephone
+// number, a record, member or account number (Safe Harbor (R), "any
+// other unique identifying number"). Such a unit says only that the
+// number is a count, and a count of a million or more is rare enough to
+// withhold: 77441124 {#} under a kept code was released until h-deid10,
+// since a bare number is withheld from nine digits (identifierNumber). A
+// quantity with neither unit nor code is judged as a bare number; a
+// count with a unit ("10*6/uL", "{cells}/uL") is a measurement.
+func countIdentifier(q map[string]any) bool {
+	if q["unit"] == nil && q["code"] == nil {
+		return false
+	}
+	n, ok := q["value"].(json.Number)
+	if !ok {
+		return false
+	}
+	f, err := n.Float64()
+	return err == nil && f == math.Trunc(f) && math.Abs(f) >= 1e6
 }
 
 // bareNumber reports whether v, a bare number (a value[x] or a quantity

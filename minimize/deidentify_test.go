@@ -708,18 +708,40 @@ func TestDeidentifyBinaryPrefixesOnlyOfBits(t *testing.T) {
 // TestDeidentifyIdentifierAnnotations: a quantity whose unit text or code
 // is an annotation naming an identifier ("{MRN}", "mg{acct}") says its
 // number is that identifier; it is dropped whole. An annotation of a count
-// or a score ("{score}", "{cells}", "{#}") keeps its number.
+// or a score ("{score}", "{cells}", "{#}") keeps its number (below a
+// million when it is the whole unit: countIdentifier, and
+// TestDeidentifyCountOfIdentifierSize).
 func TestDeidentifyIdentifierAnnotations(t *testing.T) {
 	for unit, keep := range map[string]bool{"{MRN}": false, "{acct}": false, "{SSN}": false, "{member_id}": false, "{Account}": false,
 		"{policy_no}": false, "{tel}": false, "{phone}": false, "{subscriber}": false, "{serial}": false, "{license}": false, "{NPI}": false,
 		"mg{MRN}": false, "{MRN}/min": false, "1{MRN}": false, "{ID}": false,
 		"{score}": true, "{cells}/uL": true, "{#}": true, "{beats}/min": true, "{copies}/mL": true, "mg/g{creat}": true, "{INR}": true, "{titer}": true} {
-		for _, q := range []string{`{"value":77441124,"unit":` + strconvQuote(unit) + `}`, `{"value":77441124,"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}`} {
+		for _, q := range []string{`{"value":774411,"unit":` + strconvQuote(unit) + `}`, `{"value":774411,"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}`} {
 			in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":` + q + `}`
 			got := string(deidentify(t, []byte(in), nil))
-			if keep != strings.Contains(got, "77441124") {
+			if keep != strings.Contains(got, "774411") {
 				t.Errorf("%s (kept: %v):\n got %s", q, keep, got)
 			}
+		}
+	}
+}
+
+// TestDeidentifyCountOfIdentifierSize: a whole number of seven digits or
+// more whose unit and code are only annotations or UCUM's unity ("{#}",
+// "{count}", "1") is withheld, as an identifier (a record, member or
+// telephone number) is: its unit says only that it is a count. A smaller
+// count, a decimal, and a count of that size with a unit are kept.
+func TestDeidentifyCountOfIdentifierSize(t *testing.T) {
+	for q, keep := range map[string]bool{
+		`{"value":77441124,"unit":"{#}"}`: false, `{"value":5558675,"unit":"{count}"}`: false,
+		`{"value":77441124,"system":"http://unitsofmeasure.org","code":"{#}"}`: false, `{"value":7744112,"unit":"1"}`: false,
+		`{"value":-7744112,"unit":"{#}"}`: false, `{"value":77441124,"unit":"{cells}","system":"http://unitsofmeasure.org","code":"{cells}"}`: false,
+		`{"value":999999,"unit":"{#}"}`: true, `{"value":42,"unit":"{score}"}`: true, `{"value":7744112.5,"unit":"{ratio}"}`: true,
+		`{"value":7744112,"unit":"{cells}/uL"}`: true, `{"value":250000000,"unit":"/L"}`: true, `{"value":7744112,"unit":"[IU]/L"}`: true} {
+		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":` + q + `}`
+		got := string(deidentify(t, []byte(in), nil))
+		if keep != strings.Contains(got, `"valueQuantity"`) {
+			t.Errorf("%s (kept: %v):\n got %s", q, keep, got)
 		}
 	}
 }
