@@ -1992,9 +1992,14 @@ var valueMeanings = map[string]struct{ meaning, values []string }{
 	// an adjudication of a local category, was released until
 	// 2026-12-06).
 	"ExplanationOfBenefit.benefitBalance.financial": {[]string{"type"}, []string{"allowed", "used"}},
-	"ExplanationOfBenefit.item.adjudication":        {[]string{"category"}, []string{"value"}},
-	"ClaimResponse.item.adjudication":               {[]string{"category"}, []string{"value"}},
-	"InsurancePlan.plan.specificCost.benefit.cost":  {[]string{"type"}, []string{"value"}},
+	// An adjudication's amount and a claim's total are Money of their
+	// category (77441124 USD under a local category was released until
+	// h-deid10): judged as money under a withheld type is (money).
+	"ExplanationOfBenefit.item.adjudication":       {[]string{"category"}, []string{"value", "amount"}},
+	"ClaimResponse.item.adjudication":              {[]string{"category"}, []string{"value", "amount"}},
+	"ExplanationOfBenefit.total":                   {[]string{"category"}, []string{"amount"}},
+	"ClaimResponse.total":                          {[]string{"category"}, []string{"amount"}},
+	"InsurancePlan.plan.specificCost.benefit.cost": {[]string{"type"}, []string{"value"}},
 }
 
 // meaningWithheld reports whether object m of key has values whose meaning
