@@ -125,6 +125,10 @@
 //     address space is limited does it fall back, with a warning, to
 //     bbolt's default mapping; on the systems where fsSize is not read
 //     (mapsize_other.go) it keeps that mapping.
+//   - The live segment keeps a zero-filled tail past its high-water mark
+//     (tail.go, where its invariants are): written under bbolt's writer
+//     lock, never below the mark, never counted, trimmed at the seal, and
+//     only while the file system keeps a reserve free beyond it.
 //
 // A log written before segments existed is segment 1 as it is.
 //

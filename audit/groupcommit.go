@@ -129,6 +129,7 @@ func (s *schedSampler) current(now time.Time) time.Duration {
 // most one commits.
 type batcher struct {
 	db       *bolt.DB
+	tail     *zeroTail // db's zero-filled tail (tail.go); nil: none
 	minDelay time.Duration
 	maxDelay time.Duration
 	maxSize  int
@@ -243,7 +244,11 @@ func (b *batcher) window() time.Duration {
 // over (the pipeline), or later when its timer fires.
 func (b *batcher) commit(r *batchRun) {
 	for r != nil {
-		b.commitOne(r)
+		// b.db and b.tail are read while r's records hold the segment
+		// (Append's segMu): a roll switches them only when none is held.
+		db, tail := b.db, b.tail
+		hwm := b.commitOne(db, r)
+		tail.extend(db, hwm) // after the callers have their results
 		b.mu.Lock()
 		b.committing = false
 		r = b.next(time.Now())
@@ -251,12 +256,15 @@ func (b *batcher) commit(r *batchRun) {
 	}
 }
 
-// commitOne runs r's calls in one transaction and calls their finish.
-func (b *batcher) commitOne(r *batchRun) {
+// commitOne runs r's calls in one transaction of db and calls their
+// finish. It returns the file's high-water mark when that transaction
+// began.
+func (b *batcher) commitOne(db *bolt.DB, r *batchRun) (hwm int64) {
 	calls := r.calls
 	for len(calls) > 0 {
 		failed := -1
-		err := b.db.Update(func(tx *bolt.Tx) error {
+		err := db.Update(func(tx *bolt.Tx) error {
+			hwm = tx.Size()
 			for i, c := range calls {
 				if err := callSafely(c.fn, tx); err != nil {
 					failed = i
@@ -270,14 +278,15 @@ func (b *batcher) commitOne(r *batchRun) {
 			// rest runs again in a new transaction.
 			c := calls[failed]
 			calls[failed], calls = calls[len(calls)-1], calls[:len(calls)-1]
-			go func() { c.finish(b.db.Update(c.fn)) }()
+			go func() { c.finish(db.Update(c.fn)) }()
 			continue
 		}
 		for _, c := range calls {
 			c.finish(err) // success, or bbolt's own commit error, to everyone
 		}
-		return
+		return hwm
 	}
+	return hwm
 }
 
 // callSafely runs fn, turning a panic into an error (the transaction is

@@ -230,7 +230,7 @@ func Open(path string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l.segs = append(sealed, live)
-	l.commits = &batcher{db: live.db, minDelay: opts.MinBatchDelay, maxDelay: opts.MaxBatchDelay, maxSize: opts.MaxBatchSize}
+	l.commits = &batcher{db: live.db, tail: live.tail, minDelay: opts.MinBatchDelay, maxDelay: opts.MaxBatchDelay, maxSize: opts.MaxBatchSize}
 	fail := func(err error) (*Log, error) {
 		closeSegments(l.segs)
 		return nil, err
@@ -326,11 +326,12 @@ func (l *Log) openLive(path string, first bool) (*segment, error) {
 		OpenFile:     openSegmentFile,
 	}
 	var db *bolt.DB
+	var tail *zeroTail
 	var err error
 	if l.opts.ReadOnly {
 		db, err = bolt.Open(path, 0o600, &o)
 	} else {
-		db, err = openLiveDB(path, o, l.log) // mapsize.go
+		db, tail, err = openLiveDB(path, o, l.log) // mapsize.go
 	}
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
@@ -354,7 +355,7 @@ func (l *Log) openLive(path string, first bool) (*segment, error) {
 		db.Close()
 		return nil, err
 	}
-	return &segment{path: path, db: db}, nil
+	return &segment{path: path, db: db, tail: tail}, nil
 }
 
 // live returns the live segment.

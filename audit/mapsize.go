@@ -3,6 +3,7 @@ package audit
 import (
 	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -76,10 +77,19 @@ func liveMapSizeOn(goarch string, fsBytes int64) int64 {
 // openLiveDB opens (creating) the live segment's bbolt file at path with
 // its mapping reserved (liveMapSize of the file system holding it). If the
 // reservation is refused (ENOMEM: a limited address space) it opens the
-// file with bbolt's default mapping and warns.
-func openLiveDB(path string, o bolt.Options, log *slog.Logger) (*bolt.DB, error) {
+// file with bbolt's default mapping and warns. It also returns the
+// zero-filled tail (tail.go) that the batcher keeps for the file, on
+// bbolt's own handle of it.
+func openLiveDB(path string, o bolt.Options, log *slog.Logger) (*bolt.DB, *zeroTail, error) {
 	fsBytes, _ := fsSize(filepath.Dir(path))
 	o.InitialMmapSize = liveMapSize(fsBytes)
+	var file *os.File
+	open := o.OpenFile
+	o.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		f, err := open(name, flag, perm)
+		file = f
+		return f, err
+	}
 	db, err := bolt.Open(path, 0o600, &o)
 	if err != nil && o.InitialMmapSize > 0 && errors.Is(err, syscall.ENOMEM) {
 		log.Warn("audit: the live segment's mapping could not be reserved (address space limited); a long backup may delay appends while the file grows",
@@ -87,5 +97,8 @@ func openLiveDB(path string, o bolt.Options, log *slog.Logger) (*bolt.DB, error)
 		o.InitialMmapSize = 0
 		db, err = bolt.Open(path, 0o600, &o)
 	}
-	return db, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, &zeroTail{file: file, log: log}, nil
 }

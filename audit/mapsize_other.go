@@ -2,7 +2,10 @@
 
 package audit
 
-import "errors"
+import (
+	"errors"
+	"os"
+)
 
 // fsSize is unknown here: bbolt on Windows extends the file to its
 // mapping, so the live segment keeps bbolt's default mapping; on the other
@@ -10,4 +13,10 @@ import "errors"
 // the live segment keeps bbolt's default mapping, as before 4d4e80e.
 func fsSize(string) (int64, error) {
 	return 0, errors.New("audit: file system size unknown on this platform")
+}
+
+// fsFree is unknown here: the live segment keeps no zero-filled tail
+// (tail.go).
+func fsFree(*os.File) (int64, error) {
+	return 0, errors.New("audit: free space unknown on this platform")
 }

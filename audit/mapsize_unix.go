@@ -2,7 +2,11 @@
 
 package audit
 
-import "golang.org/x/sys/unix"
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
 
 // fsSize is the size in bytes of the file system holding dir. Only where
 // x/sys/unix's Statfs_t has Blocks and Bsize: OpenBSD's names them
@@ -14,4 +18,14 @@ func fsSize(dir string) (int64, error) {
 		return 0, err
 	}
 	return int64(st.Blocks) * int64(st.Bsize), nil
+}
+
+// fsFree is the space in bytes that an unprivileged writer may still use
+// on the file system holding f.
+func fsFree(f *os.File) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
 }

@@ -312,7 +312,7 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 		return Seal{}, "", err
 	}
 	// Step 3.
-	next, err := createNext(l.path+nextSuffix, l.opts, seal, frontier, l.opts.Timeout)
+	next, nextTail, err := createNext(l.path+nextSuffix, l.opts, seal, frontier, l.opts.Timeout)
 	if err != nil {
 		os.Remove(l.path + nextSuffix)
 		return Seal{}, "", fmt.Errorf("audit: seal: next segment: %w", err)
@@ -389,8 +389,8 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 	// readers of its note go by notePath. (segment.mu is not taken here:
 	// a backup holds it for its whole download, and segMu is held.)
 	live.seal.Store(&seal)
-	l.segs = append(l.segs, &segment{no: seal.Segment + 1, base: seal.Last, path: l.path, db: next})
-	l.commits.db = next
+	l.segs = append(l.segs, &segment{no: seal.Segment + 1, base: seal.Last, path: l.path, db: next, tail: nextTail})
+	l.commits.db, l.commits.tail = next, nextTail
 	l.headMu.Lock()
 	l.liveFirst = time.Time{}
 	l.headMu.Unlock()
@@ -452,19 +452,19 @@ func (l *Log) sealOf(s *segment, sum Summary) (Seal, map[int64][]byte, error) {
 
 // createNext creates the segment after seal at path and returns it open
 // for writing.
-func createNext(path string, opts Options, seal Seal, frontier map[int64][]byte, timeout time.Duration) (*bolt.DB, error) {
+func createNext(path string, opts Options, seal Seal, frontier map[int64][]byte, timeout time.Duration) (*bolt.DB, *zeroTail, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
+		return nil, nil, err
 	}
-	db, err := openLiveDB(path, bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType, OpenFile: openSegmentFile}, opts.Logger)
+	db, tail, err := openLiveDB(path, bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType, OpenFile: openSegmentFile}, opts.Logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	db.NoSync, db.NoGrowSync = false, false
 	headHash, err := hex.DecodeString(seal.HeadHash)
 	if err != nil || len(headHash) != 32 {
 		db.Close()
-		return nil, errors.New("audit: malformed seal head hash")
+		return nil, nil, errors.New("audit: malformed seal head hash")
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucket(bucketMeta)
@@ -508,9 +508,9 @@ func createNext(path string, opts Options, seal Seal, frontier map[int64][]byte,
 	})
 	if err != nil {
 		db.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return db, nil
+	return db, tail, nil
 }
 
 // finishSealed makes sealed segment s, moved to dst, immutable: close the
@@ -713,7 +713,7 @@ func (l *Log) recoverSeal() error {
 	seal, _ := ParseSeal(sealText, nil)
 	l.log.Warn("audit: completing an interrupted seal", "segment", seal.Segment)
 	if errNext != nil {
-		nd, err := createNext(next, l.opts, seal, frontier, l.opts.Timeout)
+		nd, _, err := createNext(next, l.opts, seal, frontier, l.opts.Timeout)
 		if err != nil {
 			db.Close()
 			return fmt.Errorf("audit: complete seal: %w", err)

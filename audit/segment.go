@@ -186,6 +186,8 @@ type segment struct {
 	mu   sync.RWMutex // guards path and db
 	path string
 	db   *bolt.DB
+
+	tail *zeroTail // the live segment's zero-filled tail, as opened (tail.go); nil when read-only
 }
 
 // view runs fn in a read transaction of the segment.
