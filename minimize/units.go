@@ -288,8 +288,10 @@ func nameFormUnit(s string) bool {
 	if unitPhrases[strings.ToLower(s)] {
 		return false
 	}
-	for _, w := range letterRun.FindAllString(bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " "), -1) {
-		if capitalisedWord.MatchString(w) && !capitalisedUnit(w) {
+	bare := bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " ")
+	for _, at := range letterRun.FindAllStringIndex(bare, -1) {
+		w := bare[at[0]:at[1]]
+		if capitalisedWord.MatchString(w) && !capitalisedUnit(w) && !(perMinute(w) && strings.HasSuffix(bare[:at[0]], "/")) {
 			return true
 		}
 	}
@@ -302,6 +304,12 @@ func nameFormUnit(s string) bool {
 	}
 	return false
 }
+
+// perMinute reports whether w is the minute that a capitalised form writes
+// after a slash ("L/Min", "Beats/Min", "mL/Min"): a name alone ("Min"),
+// the minute as a rate's denominator (kept before h-deid10, dropped with
+// its value by it until h-review28).
+func perMinute(w string) bool { return w == "Min" || w == "Mins" }
 
 // capitalisedWord is a name's form: a capital and small letters.
 var capitalisedWord = regexp.MustCompile(`^\p{Lu}\p{Ll}+$`)
@@ -340,7 +348,7 @@ var capitalisedSymbols = setOf("Cel", "Ohm", "Hz", "Bq", "Gy", "Sv", "Wb", "Hg",
 // short and foreign ones that timeUnit also reads ("Ann", "Min", "Ani",
 // "Sena", "Anni") are names as often, and are not units when capitalised.
 var spelledTimeUnits = setOf("year", "years", "month", "months", "week", "weeks", "day", "days", "hour", "hours",
-	"minute", "minutes", "second", "seconds", "jahr", "jahre", "monat", "monate", "woche", "wochen", "tag", "tage",
+	"minute", "minutes", "mins", "second", "seconds", "jahr", "jahre", "monat", "monate", "woche", "wochen", "tag", "tage",
 	"stunde", "stunden", "minuten", "sekunde", "sekunden", "lebensjahr", "lebensjahre")
 
 // unitPhrases are unit texts of several words one of which is a name's

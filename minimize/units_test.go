@@ -116,7 +116,10 @@ func TestDeidentifyKeepsClinicalUnitsBothWays(t *testing.T) {
 		// (a form's capitalised "Kg", "Mg", "Ml" from h-deid10's name
 		// rule) until h-deid10.
 		"BMI", "Ct", "Ct cycles", "Wood units", "Wood U", "CFU/mL", "cfu/mL", "RLU", "OD", "ISR", "GPL", "dynes/sec/cm5",
-		"Kg", "Mg", "Ml", "Cm", "Lb", "Hr"}
+		"Kg", "Mg", "Ml", "Cm", "Lb", "Hr",
+		// Released before h-deid10, dropped with their values by its
+		// name rule ("Min" alone is a name) until h-review28.
+		"L/Min", "mL/Min", "Beats/Min", "Breaths/Min", "Mins"}
 	for _, unit := range append(slices.Clone(ucum), texts...) {
 		qs := []string{`{"value":31,"unit":` + strconvQuote(unit) + `}`}
 		if slices.Contains(ucum, unit) {

@@ -10,8 +10,9 @@ import (
 // Service (one server's auditors) use together: two auditors at once get
 // half of it each, not the share each. It books every walk's busy
 // stretches on one schedule, at share: a stretch busy for b costs the
-// wall time one walk alone would take for it, b + restFor(b, share), and
-// starts no earlier than the previous stretch's cost was paid (free). A
+// wall time one walk alone would take for it, b + restFor(b, share) (b
+// at most maxBusy: a stalled stretch is not shared), and starts no
+// earlier than the previous stretch's cost was paid (free). A
 // walk rests until its stretch is paid, so the walks together are busy
 // about share of the wall time, and one walk alone rests exactly as
 // restFor says. A nil *budget does not pace.
@@ -31,14 +32,19 @@ func newBudget(share float64) *budget {
 }
 
 // book books a stretch busy for busy that ended at end and returns when
-// it is paid: the walk rests until then.
+// it is paid: the walk rests until then. A stretch counts at most maxRest
+// of busy time (maxBusy): one longer was slowed by something other than
+// the walk's work (a stalled disk, a stopped process, a slow reader of an
+// export's output), as maxRest says, and booking all of it made every
+// walk sharing the budget rest as long again (a 10 s stall, 10 s).
 func (b *budget) book(busy time.Duration, end time.Time) time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if start := end.Add(-busy); b.free.Before(start) {
+	charged := min(busy, maxBusy)
+	if start := end.Add(-charged); b.free.Before(start) {
 		b.free = start // nothing booked is unpaid: the stretch starts the schedule
 	}
-	b.free = b.free.Add(busy + restFor(busy, b.share))
+	b.free = b.free.Add(charged + restFor(busy, b.share))
 	return b.free
 }
 
@@ -61,8 +67,13 @@ type pacer struct {
 // maxRest bounds the rest one walk alone makes after a chunk, so that a
 // chunk slowed by something else (a stalled disk, a stopped process) does
 // not make the walk sleep for as long again. Walks sharing a budget rest
-// up to that much for each of the others' chunks too.
+// up to maxBusy + maxRest for each of the others' chunks too.
 const maxRest = 250 * time.Millisecond
+
+// maxBusy bounds the busy time one chunk books on a budget (budget.book):
+// a chunk of records takes milliseconds; one that took longer waited for
+// something else, which is no CPU the walks share.
+const maxBusy = maxRest
 
 // restFor is how long a walk that was busy for busy rests to use share of
 // one CPU: busy × (1-share)/share, at most maxRest. share outside (0, 1)

@@ -90,3 +90,32 @@ func TestBudgetIsShared(t *testing.T) {
 		t.Errorf("after an idle second: paid at %v, want t0+1.01s", got.Sub(t0))
 	}
 }
+
+// TestBudgetBoundsAStalledStretch: a stretch slowed by something other
+// than the walk's work (a stalled disk, a stopped process, a slow reader
+// of an export's output) costs the budget at most maxRest of busy time,
+// as a walk alone rests at most maxRest after it: a walk sharing the
+// budget rests at most maxRest + maxRest for it, and so does the walk
+// that stalled. Before, the whole stall was booked: when another walk
+// had booked the schedule up to now, a 10 s stall made both walks rest
+// about 10 s more.
+func TestBudgetBoundsAStalledStretch(t *testing.T) {
+	ms, t0, b := time.Millisecond, time.Unix(1000, 0), newBudget(0.5)
+	b.book(10*ms, t0.Add(10*ms)) // walk B, busy 10 ms from t0: paid at t0+20ms
+	// Walk A, whose chunk stalled 10 s, ends it at t0+20ms.
+	end := t0.Add(20 * ms)
+	if rest := b.book(10*time.Second, end).Sub(end); rest > 2*maxRest {
+		t.Errorf("the stalled walk rests %v, want at most %v", rest, 2*maxRest)
+	}
+	// B's next chunk, 10 ms busy to t0+30ms.
+	end = t0.Add(30 * ms)
+	if rest := b.book(10*ms, end).Sub(end); rest > 2*maxRest+20*ms {
+		t.Errorf("a walk sharing the budget rests %v after another's stalled chunk, want at most %v", rest, 2*maxRest+20*ms)
+	}
+	// Alone, the stalled walk rests maxRest, as before.
+	b = newBudget(0.5)
+	end = t0.Add(10 * time.Second)
+	if rest := b.book(10*time.Second, end).Sub(end); rest != maxRest {
+		t.Errorf("alone after a stalled chunk: rests %v, want %v", rest, maxRest)
+	}
+}

@@ -743,7 +743,7 @@ func (s *Service) report(ctx context.Context, c Caller, r ReportRequest, w io.Wr
 	if err != nil {
 		return Result{AccessSeq: v.n}, err
 	}
-	return Result{AccessSeq: v.n, Records: len(rep.Rows)}, rep.WriteJSON(w)
+	return Result{AccessSeq: v.n, Records: rep.Records()}, rep.WriteJSON(w)
 }
 
 // ProveRequest proves record Seq against the latest checkpoint of size at

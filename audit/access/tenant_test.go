@@ -92,6 +92,11 @@ func TestPatientReportIsPerTenant(t *testing.T) {
 	if err := all.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
+	// Record 4 is two rows but one record: counted once where records
+	// are counted (before, "6 of 6 records match" and dr-d's 2).
+	if !strings.Contains(table.String(), "5 of 6 records match (6 rows") || all.ByUser["dr-d"] != 1 || all.ByOut[audit.OutcomeAllow] != 5 {
+		t.Errorf("record 4 counted twice: by_user %v, by_outcome %v, table:\n%s", all.ByUser, all.ByOut, table.String())
+	}
 	ia, ib := strings.Index(table.String(), "\ntenant a: 3 rows\n"), strings.Index(table.String(), "\ntenant b: 2 rows\n")
 	if ia < 0 || ib < ia || strings.Contains(table.String()[ia:ib], "lawyer-b") || strings.Contains(table.String()[ib:], "lawyer-a") {
 		t.Errorf("the table does not list each tenant's rows apart:\n%s", table.String())

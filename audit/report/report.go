@@ -116,10 +116,12 @@ type Report struct {
 	// found in, one entry per tenant with its rows ("" for records that
 	// name the patient in no URI), in order of first appearance: the
 	// patients who share an id in several tenants, each apart.
-	Tenants []TenantRows   `json:"tenants,omitempty"`
-	Rows    []Row          `json:"rows"`
-	ByUser  map[string]int `json:"by_user"`
-	ByOut   map[string]int `json:"by_outcome"`
+	Tenants []TenantRows `json:"tenants,omitempty"`
+	Rows    []Row        `json:"rows"`
+	// ByUser and ByOut count the matching records by user and outcome:
+	// a record of several rows (Row.Tenant) once.
+	ByUser map[string]int `json:"by_user"`
+	ByOut  map[string]int `json:"by_outcome"`
 }
 
 // TenantRows counts a patient report's rows of one tenant.
@@ -188,8 +190,12 @@ func Run(ctx context.Context, src Source, q Query, total uint64, progress func(d
 			PurposeOfUse: r.PurposeOfUse, Resources: orEmpty(r.URIs), Obligations: orEmpty(r.Obligations),
 			BreakGlass: IsBreakGlass(r), Hash: audit.HashRecord(canonical),
 		}
+		// by_user and by_outcome count records, as "N of M records
+		// match" does: a record of several rows once.
+		rep.ByUser[r.Principal.Sub]++
+		rep.ByOut[r.Outcome]++
 		if len(q.Patients) == 0 {
-			rep.add(row)
+			rep.Rows = append(rep.Rows, row)
 			return nil
 		}
 		// One row per tenant the patient is named in; a list page
@@ -208,7 +214,7 @@ func Run(ctx context.Context, src Source, q Query, total uint64, progress func(d
 					return ok && ut == t
 				})
 			}))
-			rep.add(row)
+			rep.Rows = append(rep.Rows, row)
 		}
 		return nil
 	})
@@ -229,10 +235,17 @@ func Run(ctx context.Context, src Source, q Query, total uint64, progress func(d
 	return rep, err
 }
 
-func (rep *Report) add(row Row) {
-	rep.Rows = append(rep.Rows, row)
-	rep.ByUser[row.User]++
-	rep.ByOut[row.Outcome]++
+// Records is the number of records the report matched: its rows, but a
+// record naming the patient's lookup value in several tenants once,
+// though it is a row in each (rows are in seq order).
+func (rep Report) Records() int {
+	n := 0
+	for i, row := range rep.Rows {
+		if i == 0 || row.Seq != rep.Rows[i-1].Seq {
+			n++
+		}
+	}
+	return n
 }
 
 // WriteJSON writes the report as one indented JSON document.
@@ -278,7 +291,11 @@ func (rep Report) WriteTable(w io.Writer) error {
 	if rep.KeyVersions != nil {
 		rep.KeyVersions.WriteText(w)
 	}
-	fmt.Fprintf(w, "%d of %d records match\n", len(rep.Rows), rep.Scanned)
+	fmt.Fprintf(w, "%d of %d records match", rep.Records(), rep.Scanned)
+	if rep.Records() != len(rep.Rows) {
+		fmt.Fprintf(w, " (%d rows: a record naming the lookup value in several tenants is a row in each)", len(rep.Rows))
+	}
+	fmt.Fprintln(w)
 	if len(rep.Tenants) == 0 {
 		fmt.Fprintln(w)
 		return writeRows(w, rep.Rows)

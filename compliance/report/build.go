@@ -64,7 +64,7 @@ var Rules = map[string]string{
 	"summary.policy_events":        "records whose action is policy/load or policy/reject (not the access record policy/impact)",
 	"days[]":                       "records whose time (UTC) falls on date; each day is the contiguous seq range seqs; the counts apply the summary rules to those records (refused_requests: summary.refused_requests' rule); accesses_by_purpose counts accesses by purpose_of_use",
 	"patients[]":                   "accesses whose patients field contains id (a keyed-hash lookup value) and whose uris name it in tenant (the URI's authority; \"\" when no URI names it): one row per (tenant, id), as one id in two tenants is two patients; a list naming several patients counts for each; keys: the audit-hmac= entries of those records' keys field",
-	"summary.patients":             "distinct (tenant, lookup value) pairs of accesses (patients[]); summary.patient_keys: the audit-hmac= key versions of those records (with several, one patient may have one lookup value per version)",
+	"summary.patients":             "distinct (tenant, lookup value) pairs of accesses (patients[]), a lookup value named in no URI counted only when no tenant names it (it is one of those patients); users[].patients the same over a user's accesses; summary.patient_keys: the audit-hmac= key versions of those records (with several, one patient may have one lookup value per version)",
 	"users[]":                      "accesses whose principal.sub is id",
 	"denials[]":                    "one row per record counted in summary.denials",
 	"refusals[]":                   "one row per record counted in summary.refusals",
@@ -425,9 +425,9 @@ func (b *Builder) Build(in Inputs) (*Report, error) {
 	for i, d := range b.days {
 		rep.Days[i] = *d
 	}
-	rep.Patients = subjects(b.patients, func(s *Subject, n int) { s.Users = n })
-	rep.Users = subjects(b.users, func(s *Subject, n int) { s.Patients = n })
-	rep.Summary.Patients, rep.Summary.Users = len(rep.Patients), len(rep.Users)
+	rep.Patients = subjects(b.patients, func(s *Subject, users map[string]bool) { s.Users = len(users) })
+	rep.Users = subjects(b.users, func(s *Subject, patients map[string]bool) { s.Patients = patientCount(patients) })
+	rep.Summary.Patients, rep.Summary.Users = patientCount(b.patients), len(rep.Users)
 	rep.Summary.PatientKeys = append([]string{}, slices.Sorted(maps.Keys(b.patientKeys))...)
 
 	rep.BreakGlass.Grants = []Grant{}
@@ -480,11 +480,11 @@ func (b *Builder) Build(in Inputs) (*Report, error) {
 	return &rep, nil
 }
 
-func subjects(m map[string]*subjectAcc, others func(*Subject, int)) []Subject {
+func subjects(m map[string]*subjectAcc, others func(*Subject, map[string]bool)) []Subject {
 	out := make([]Subject, 0, len(m))
 	for _, a := range m {
 		s := a.s
-		others(&s, len(a.others))
+		others(&s, a.others)
 		s.Purposes = slices.Sorted(maps.Keys(a.purp))
 		if len(a.keys) > 0 {
 			s.Keys = slices.Sorted(maps.Keys(a.keys))
@@ -495,6 +495,29 @@ func subjects(m map[string]*subjectAcc, others func(*Subject, int)) []Subject {
 		return cmp.Or(cmp.Compare(b.Accesses.Count, a.Accesses.Count), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Tenant, b.Tenant))
 	})
 	return out
+}
+
+// patientCount counts the patients of keys, a set of patient keys
+// (tenant NUL lookup value, Builder.access). A lookup value named in no
+// URI (tenant "": a completion, a record that does not say whose patient)
+// is one of the patients that lookup value names in a tenant when the set
+// has one, and a patient of its own only when it has none: one patient
+// read in tenant a and named by a completion was counted twice (h-audit6
+// until h-review28).
+func patientCount[V any](keys map[string]V) int {
+	named := map[string]bool{} // lookup values named in some tenant
+	for k := range keys {
+		if t, p, _ := strings.Cut(k, "\x00"); t != "" {
+			named[p] = true
+		}
+	}
+	n := 0
+	for k := range keys {
+		if t, p, _ := strings.Cut(k, "\x00"); t != "" || !named[p] {
+			n++
+		}
+	}
+	return n
 }
 
 // reviewed applies btg.Grant.Reviewed, the rule 'custos btg review' uses,

@@ -82,7 +82,7 @@ type Summary struct {
 	BreakGlassAccesses Figure `json:"break_glass_accesses"`
 	GrantEvents        Figure `json:"grant_events"`
 	PolicyEvents       Figure `json:"policy_events"`
-	Patients           int    `json:"patients"` // distinct (tenant, lookup value) pairs in accesses
+	Patients           int    `json:"patients"` // distinct (tenant, lookup value) pairs in accesses; a pair of no tenant only when no tenant names its lookup value
 	Users              int    `json:"users"`    // distinct principal subjects in accesses
 	// PatientKeys are the audit keyed-hash key versions ("audit-hmac=<id>")
 	// the accesses naming patients were recorded under. With more than one,

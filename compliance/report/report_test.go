@@ -874,30 +874,17 @@ func TestGrantsAreTheirTenants(t *testing.T) {
 // count both. The records are written to and read back from a real log.
 // Before, the two were one row: 4 accesses by 3 users.
 func TestPatientsArePerTenant(t *testing.T) {
-	l, _ := audittest.Open(t, audit.Options{Node: "n1"})
-	ctx := context.Background()
 	const p1 = "hk1-0123456789abcdef0123456789abcdef"
-	for _, e := range []audit.Entry{
+	es := []audit.Entry{
 		{Principal: audit.Principal{Sub: "dr-a"}, URIs: []string{"fhir://a/patients/" + p1 + "/patient/" + p1}},
 		{Principal: audit.Principal{Sub: "dr-b"}, URIs: []string{"note://b/patients/" + p1 + "/notes/n1"}},
 		{Principal: audit.Principal{Sub: "dr-x"}, URIs: []string{"fhir://a/patients/" + p1 + "/observation/o1", "fhir://b/patients/" + p1 + "/observation/o2"}},
 		{Principal: audit.Principal{Sub: "dr-a"}, URIs: []string{"fhir://a/patients/" + p1 + "/observation/o1"}, Outcome: audit.OutcomeDeny},
-	} {
-		e.Action, e.Outcome, e.Reason, e.PurposeOfUse, e.Patients = audit.ActionResourcesRead, cmp.Or(e.Outcome, audit.OutcomeAllow), "r", "TREAT", []string{p1}
-		if _, err := l.Append(ctx, e); err != nil {
-			t.Fatal(err)
-		}
 	}
-	var rs []audit.Record
-	err := l.Records(ctx, 1, 4, func(_ uint64, c []byte) error {
-		r, err := audit.Decode(c)
-		rs = append(rs, r)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
+	for i := range es {
+		es[i].Action, es[i].Patients = audit.ActionResourcesRead, []string{p1}
 	}
-	rep := build(t, rs, Inputs{})
+	rep := build(t, logged(t, es), Inputs{})
 	type row struct {
 		Tenant, ID     string
 		Accesses       string
@@ -923,4 +910,55 @@ func TestPatientsArePerTenant(t *testing.T) {
 	if !strings.Contains(page.String(), "<td>a</td><td class=\"mono\">"+p1) || !strings.Contains(page.String(), "<td>b</td><td class=\"mono\">"+p1) {
 		t.Error("the page's patients table does not name each row's tenant")
 	}
+}
+
+// TestPatientsNamedInNoURICountOnce: a record that names a patient's
+// lookup value in no URI (a completion of an argument other than id) has
+// its own row, of no tenant, but it is no further patient when the
+// lookup value is named in a tenant too: the summary's patients and a
+// user's patients count the patient once. Before, one patient read in
+// tenant a and named by a completion was two patients (summary 2, dr-c's
+// patients 2).
+func TestPatientsNamedInNoURICountOnce(t *testing.T) {
+	const p1, p2 = "hk1-0123456789abcdef0123456789abcdef", "hk1-fedcba9876543210fedcba9876543210"
+	rep := build(t, logged(t, []audit.Entry{
+		{Action: audit.ActionResourcesRead, Principal: audit.Principal{Sub: "dr-c"}, URIs: []string{"fhir://a/patients/" + p1 + "/patient/" + p1}, Patients: []string{p1}},
+		{Action: "complete", Principal: audit.Principal{Sub: "dr-c"}, URIs: []string{}, Patients: []string{p1}},
+		{Action: "complete", Principal: audit.Principal{Sub: "dr-d"}, URIs: []string{}, Patients: []string{p2}},
+	}), Inputs{})
+	if len(rep.Patients) != 3 {
+		t.Errorf("patients[] has %d rows, want 3 (p1 of a, p1 of no tenant, p2 of no tenant)", len(rep.Patients))
+	}
+	if rep.Summary.Patients != 2 {
+		t.Errorf("summary.patients %d, want 2 (p1, named in tenant a and by a completion, once; p2)", rep.Summary.Patients)
+	}
+	for _, u := range rep.Users {
+		if u.ID == "dr-c" && u.Patients != 1 {
+			t.Errorf("dr-c read and completed one patient, report says %d", u.Patients)
+		}
+	}
+}
+
+// logged appends es (outcome allow unless set, reason "r", purpose TREAT)
+// to a real log and returns the records read back from it.
+func logged(t *testing.T, es []audit.Entry) []audit.Record {
+	t.Helper()
+	l, _ := audittest.Open(t, audit.Options{Node: "n1"})
+	ctx := context.Background()
+	for _, e := range es {
+		e.Outcome, e.Reason, e.PurposeOfUse = cmp.Or(e.Outcome, audit.OutcomeAllow), "r", "TREAT"
+		if _, err := l.Append(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rs []audit.Record
+	err := l.Records(ctx, 1, uint64(len(es)), func(_ uint64, c []byte) error {
+		r, err := audit.Decode(c)
+		rs = append(rs, r)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
 }
