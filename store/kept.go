@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
@@ -19,6 +20,16 @@ import (
 // checked once the stream is written (checkKept), so that their order
 // against the entries writing, moving or deleting the same resource does
 // not matter.
+//
+// What a full import keeps with a kept resource is what it would keep if
+// the input held the resource as the catalog does: the attachments it
+// carries (bucketCarried) and the Binaries its lifted attachments link,
+// which its stored body names by their custos attachment URI (the one
+// of its compartment; a Binary live elsewhere is not named so). A Binary
+// it only mentions (a Reference or url "Binary/<id>", bucketLinks lists
+// those too) is not kept, as a written resource's mention keeps none:
+// until 2026-12-06 every Binary in bucketLinks was, another patient's
+// included.
 
 // keptEntry is a kept entry: its URI and Where (the first, for a resource
 // kept more than once).
@@ -45,9 +56,9 @@ func (imp *entryImport) addKept(e *Entry, u URI, id [16]byte, where string) bool
 
 // checkKept checks, once every batch is written, that each kept resource
 // is live under its URI and of the import's source (the input did not
-// delete or move it), counts those the input did not write Unchanged, and
-// records in keptAlso the attachments they carry and the Binaries they
-// link (retireUnmentioned keeps them).
+// delete or move it), counts those the input did not write Unchanged, and,
+// in a full import, records in keptAlso what they carry or link
+// (retireUnmentioned keeps them; see above).
 func (imp *entryImport) checkKept(ctx context.Context) error {
 	if len(imp.kept) == 0 {
 		return nil
@@ -56,9 +67,9 @@ func (imp *entryImport) checkKept(ctx context.Context) error {
 		return err
 	}
 	imp.keptAlso = map[[16]byte]struct{}{}
-	return imp.s.view(func(tx *bolt.Tx) error {
-		res, vers, seen := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketImportSeen)
-		carried, links := tx.Bucket(bucketCarried), tx.Bucket(bucketLinks)
+	var digests []string // of the kept resources' live versions (Full)
+	err := imp.s.view(func(tx *bolt.Tx) error {
+		res, vers, seen, carried := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketImportSeen), tx.Bucket(bucketCarried)
 		for id, k := range imp.kept {
 			r, live, err := lastVersion(res, vers, k.uri)
 			if err != nil {
@@ -73,23 +84,65 @@ func (imp *entryImport) checkKept(ctx context.Context) error {
 			if seen.Get(id[:]) == nil {
 				imp.rep.Unchanged++
 			}
-			for _, b := range []*bolt.Bucket{carried, links} {
-				c := b.Cursor()
-				for key, _ := c.Seek(id[:]); key != nil && bytes.HasPrefix(key, id[:]); key, _ = c.Next() {
-					imp.keptAlso[[16]byte(key[len(id):])] = struct{}{}
-				}
+			if !imp.opts.Full {
+				continue
+			}
+			digests = append(digests, r.Digest)
+			c := carried.Cursor()
+			for key, _ := c.Seek(id[:]); key != nil && bytes.HasPrefix(key, id[:]); key, _ = c.Next() {
+				imp.keptAlso[[16]byte(key[len(id):])] = struct{}{}
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	imp.keptLinked = map[string]struct{}{}
+	for _, d := range digests {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		body, err := imp.s.Blob(ctx, d)
+		if err != nil {
+			return err
+		}
+		for _, u := range liftedLinks(body, imp.opts.Namer.tenant) {
+			imp.keptLinked[u] = struct{}{}
+		}
+	}
+	return nil
 }
 
-// keeps reports whether a full import keeps the live resource whose keyed
-// id is u's, unmentioned: it is kept (Entry.Kept), or carried or linked by
-// one that is.
+// liftedLinks are the custos attachment URIs of tenant that a stored FHIR
+// body names (a lifted attachment or the Binary a lifted attachment
+// links, in the body's compartment), each as URI.String writes it. A
+// mention as the reader keeps it (Binary/<id>) is not one. Not JSON:
+// none. Pure.
+func liftedLinks(body []byte, tenant string) []string {
+	if !bytes.Contains(body, []byte(SchemeAttachment+"://")) {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return nil
+	}
+	var out []string
+	EachNaming(v, func(s string) {
+		if u, err := ParseURI(s); err == nil && u.Scheme == SchemeAttachment && u.Tenant == tenant {
+			out = append(out, u.String())
+		}
+	})
+	return out
+}
+
+// keeps reports whether a full import keeps the live resource u,
+// unmentioned: it is kept (Entry.Kept), carried by one that is, or what
+// the lifted attachment of one that is links, at that URI (checkKept).
 func (imp *entryImport) keeps(u URI) bool {
 	id := [16]byte(uuid.MustParse(u.ID))
 	_, kept := imp.kept[id]
-	_, also := imp.keptAlso[id]
-	return kept || also
+	_, carried := imp.keptAlso[id]
+	_, linked := imp.keptLinked[u.String()]
+	return kept || carried || linked
 }
