@@ -539,3 +539,47 @@ func TestImportFullKeptResourceKeepsOnlyWhatItLinks(t *testing.T) {
 		t.Errorf("a full import keeping the DocumentReference left live %v; holding it, %v", live[true], live[false])
 	}
 }
+
+// A Binary of the input that only the content of a kept resource links
+// (docs/import.md: that content counts for nothing) is a Binary no
+// resource of the import links: one live in the catalog is placed where
+// it is, with the labels it has there (the kept DocumentReference's hiv,
+// which its catalog version still links), incremental and full; one live
+// nowhere is refused (ErrCompartment) and changes nothing. Pinned: the
+// docs said both were refused.
+func TestImportKeptResourceOnlyLinkerOfABinary(t *testing.T) {
+	const pat = "a1a1a1a1-0000-4000-8000-0000000000a1"
+	bundle := func(entries ...string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join(entries, ",\n") + `]}`
+	}
+	patient := `{"fullUrl":"urn:uuid:` + pat + `","resource":{"resourceType":"Patient","id":"` + pat + `"},"request":{"method":"PUT","url":"Patient/` + pat + `"}}`
+	bin := func(id, data string) string {
+		return `{"resource":{"resourceType":"Binary","id":"` + id + `","contentType":"text/plain","data":"` + data + `"},"request":{"method":"PUT","url":"Binary/` + id + `"}}`
+	}
+	const d1 = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	doc := func(security, bin, request string) string {
+		return `{"fullUrl":"urn:uuid:` + d1 + `","resource":{"resourceType":"DocumentReference","id":"` + d1 + `"` + security + `,"identifier":[{"system":"urn:doc","value":"d1"}],"status":"current","subject":{"reference":"Patient/` + pat + `"},
+ "content":[{"attachment":{"contentType":"text/plain","url":"Binary/` + bin + `"}}]},"request":` + request + `}`
+	}
+	const create = `{"method":"POST","url":"DocumentReference","ifNoneExist":"identifier=urn:doc|d1"}`
+	for _, full := range []bool{false, true} {
+		f := newLinkFixture(t)
+		if _, err := f.impBundles(false, bundle(patient, bin("bl", "aGk="), doc(`,"meta":{"security":[`+lnkHIV+`]}`, "bl", `{"method":"PUT","url":"DocumentReference/`+d1+`"}`))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.impBundles(full, bundle(patient, bin("bl", "bmV3"), doc("", "bl", create))); err != nil {
+			t.Fatalf("full %v: %v", full, err)
+		}
+		if r, body := f.get("Binary", "bl", pat); string(body) != "new" || !slices.Contains(r.Labels.Sensitivity, "hiv") {
+			t.Errorf("full %v: the Binary only the kept content links: %q, labels %v; want its new content, with hiv", full, body, r.Labels.Sensitivity)
+		}
+		cat := f.catalogBytes()
+		_, err := f.impBundles(full, bundle(patient, bin("bn", "bmV3"), doc("", "bn", create)))
+		if !errors.Is(err, fhirin.ErrCompartment) {
+			t.Errorf("full %v: err = %v, want a Binary live nowhere that only kept content links refused (ErrCompartment)", full, err)
+		}
+		if string(cat) != string(f.catalogBytes()) {
+			t.Fatalf("full %v: a refused import changed the catalog file", full)
+		}
+	}
+}
