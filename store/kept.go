@@ -67,9 +67,9 @@ func (imp *entryImport) checkKept(ctx context.Context) error {
 		return err
 	}
 	imp.keptAlso = map[[16]byte]struct{}{}
-	var digests []string // of the kept resources' live versions (Full)
+	var digests []string // of the kept resources' live versions naming a Binary (Full)
 	err := imp.s.view(func(tx *bolt.Tx) error {
-		res, vers, seen, carried := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketImportSeen), tx.Bucket(bucketCarried)
+		res, vers, seen, carried, links := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketImportSeen), tx.Bucket(bucketCarried), tx.Bucket(bucketLinks)
 		for id, k := range imp.kept {
 			r, live, err := lastVersion(res, vers, k.uri)
 			if err != nil {
@@ -87,7 +87,9 @@ func (imp *entryImport) checkKept(ctx context.Context) error {
 			if !imp.opts.Full {
 				continue
 			}
-			digests = append(digests, r.Digest)
+			if k, _ := links.Cursor().Seek(id[:]); k != nil && bytes.HasPrefix(k, id[:]) {
+				digests = append(digests, r.Digest) // it names a Binary: which does it link?
+			}
 			c := carried.Cursor()
 			for key, _ := c.Seek(id[:]); key != nil && bytes.HasPrefix(key, id[:]); key, _ = c.Next() {
 				imp.keptAlso[[16]byte(key[len(id):])] = struct{}{}
