@@ -583,3 +583,34 @@ func TestImportKeptResourceOnlyLinkerOfABinary(t *testing.T) {
 		}
 	}
 }
+
+// An input that keeps two resources (conditional creates) and deletes
+// both is refused naming both kept entries, in input order, every time.
+// Before, checkKept returned the first problem of a map iteration: one
+// entry, a different one from run to run.
+func TestImportKeptProblemsAllNamed(t *testing.T) {
+	f := newLinkFixture(t)
+	practitioner := func(uuid, npi string) string {
+		return `{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"Practitioner","identifier":[{"system":"http://hl7.org/fhir/sid/us-npi","value":"` + npi + `"}]},"request":{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=http://hl7.org/fhir/sid/us-npi|` + npi + `"}}`
+	}
+	bundle := func(entries ...string) string {
+		return "{\"resourceType\":\"Bundle\",\"type\":\"transaction\",\"entry\":[\n" + strings.Join(entries, ",\n") + "]}"
+	}
+	const prA, prB = "4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b", "2e3f4051-6b7c-4d8e-9fa0-b1c2d3e4f5a6"
+	if _, err := f.impBundles(false, bundle(practitioner(prA, "9999994392"), practitioner(prB, "9999994393"))); err != nil {
+		t.Fatal(err)
+	}
+	del := bundle(`{"request":{"method":"DELETE","url":"Practitioner/`+prA+`"}}`, `{"request":{"method":"DELETE","url":"Practitioner/`+prB+`"}}`)
+	keep := bundle(practitioner("5b627384-9eaf-40b1-82d3-e4f5a6b7c8d9", "9999994392"), practitioner("6c738495-afb0-41c2-93e4-f5a6b7c8d9ea", "9999994393"))
+	for range 5 {
+		_, err := f.impBundles(false, keep, del)
+		if err == nil {
+			t.Fatal("an input keeping and deleting two Practitioners imported")
+		}
+		msg := err.Error()
+		a, b := strings.Index(msg, "bundlea.json:2"), strings.Index(msg, "bundlea.json:3")
+		if a < 0 || b < a {
+			t.Fatalf("err = %v, want both kept entries named (bundlea.json:2, then bundlea.json:3)", err)
+		}
+	}
+}

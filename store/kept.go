@@ -2,8 +2,11 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
@@ -31,15 +34,16 @@ import (
 // until 2026-12-06 every Binary in bucketLinks was, another patient's
 // included.
 
-// keptEntry is a kept entry: its URI and Where (the first, for a resource
-// kept more than once).
+// keptEntry is a kept entry: its URI, Where and number in the stream (the
+// first, for a resource kept more than once).
 type keptEntry struct {
 	uri, where string
+	n          int
 }
 
 // addKept validates a kept entry and records it; false when the problem
 // list is full.
-func (imp *entryImport) addKept(e *Entry, u URI, id [16]byte, where string) bool {
+func (imp *entryImport) addKept(e *Entry, u URI, id [16]byte, where string, n int) bool {
 	if e.Deleted || e.Stored || u.Scheme != SchemeFHIR || len(e.Sensitivity)+len(e.Consent)+len(e.PatientWide)+len(e.Body) > 0 {
 		return imp.probs.add(where, "a kept entry names a live FHIR resource only (no content, labels, deletion or stored Binary)")
 	}
@@ -49,7 +53,7 @@ func (imp *entryImport) addKept(e *Entry, u URI, id [16]byte, where string) bool
 	if k, dup := imp.kept[id]; dup && k.uri != u.String() {
 		return imp.probs.add(where, "the same resource is kept twice, in different patient compartments (first at "+k.where+")")
 	} else if !dup {
-		imp.kept[id] = keptEntry{uri: u.String(), where: where}
+		imp.kept[id] = keptEntry{uri: u.String(), where: where, n: n}
 	}
 	return true
 }
@@ -58,7 +62,8 @@ func (imp *entryImport) addKept(e *Entry, u URI, id [16]byte, where string) bool
 // is live under its URI and of the import's source (the input did not
 // delete or move it), counts those the input did not write Unchanged, and,
 // in a full import, records in keptAlso what they carry or link
-// (retireUnmentioned keeps them; see above).
+// (retireUnmentioned keeps them; see above). It reports every kept entry
+// that fails, in stream order (entryProblems).
 func (imp *entryImport) checkKept(ctx context.Context) error {
 	if len(imp.kept) == 0 {
 		return nil
@@ -70,16 +75,20 @@ func (imp *entryImport) checkKept(ctx context.Context) error {
 	var digests []string // of the kept resources' live versions naming a Binary (Full)
 	err := imp.s.view(func(tx *bolt.Tx) error {
 		res, vers, seen, carried, links := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketImportSeen), tx.Bucket(bucketCarried), tx.Bucket(bucketLinks)
-		for id, k := range imp.kept {
+		ids := slices.SortedFunc(maps.Keys(imp.kept), func(a, b [16]byte) int { return cmp.Compare(imp.kept[a].n, imp.kept[b].n) })
+		for _, id := range ids {
+			k := imp.kept[id]
 			r, live, err := lastVersion(res, vers, k.uri)
 			if err != nil {
 				return err
 			}
 			if !live {
-				return &EntryError{Where: k.where, Reason: "keeps a resource (a conditional create found it) that is not live in the catalog in its compartment: the input deletes or moves it"}
+				imp.probs.add(k.where, "keeps a resource (a conditional create found it) that is not live in the catalog in its compartment: the input deletes or moves it")
+				continue
 			}
 			if otherSource(r.Source, imp.opts.Source) {
-				return &EntryError{Where: k.where, Reason: heldByAnotherSource}
+				imp.probs.add(k.where, heldByAnotherSource)
+				continue
 			}
 			if seen.Get(id[:]) == nil {
 				imp.rep.Unchanged++
@@ -98,6 +107,9 @@ func (imp *entryImport) checkKept(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := imp.probs.err(); err != nil {
 		return err
 	}
 	imp.keptLinked = map[string]struct{}{}

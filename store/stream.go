@@ -571,7 +571,7 @@ func (imp *entryImport) add(e *Entry, n int) bool {
 	id := uuid.MustParse(u.ID)
 	switch {
 	case e.Kept:
-		return imp.addKept(e, u, id, where)
+		return imp.addKept(e, u, id, where, n)
 	case e.Stored:
 		return imp.addStored(e, u, id, where)
 	}
