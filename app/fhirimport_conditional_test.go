@@ -494,7 +494,9 @@ func TestImportKeptResourceAsSecurityContext(t *testing.T) {
 // it carries and the Binaries its lifted attachments link, as the same
 // full import holding the resource does, and nothing it only mentions:
 // a Binary it names in a Reference (its own patient's, or another
-// patient's) is retired, as it is when the input writes the resource.
+// patient's) is retired, as it is when the input writes the resource, and
+// so is another patient's Binary whose custos attachment URI its content
+// quotes as an attachment url (no lifted link names another compartment).
 // Before, every Binary the kept resource named stayed live, another
 // patient's included.
 func TestImportFullKeptResourceKeepsOnlyWhatItLinks(t *testing.T) {
@@ -509,26 +511,27 @@ func TestImportFullKeptResourceKeepsOnlyWhatItLinks(t *testing.T) {
 		return `{"resource":{"resourceType":"Binary","id":"` + id + `","securityContext":{"reference":"Patient/` + p + `"},"contentType":"text/plain","data":"aGk="},"request":{"method":"PUT","url":"Binary/` + id + `"}}`
 	}
 	const d1 = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
-	doc := func(request string) string {
+	doc := func(request, forged string) string {
 		return `{"fullUrl":"urn:uuid:` + d1 + `","resource":{"resourceType":"DocumentReference","id":"` + d1 + `","identifier":[{"system":"urn:doc","value":"d1"}],"status":"current","subject":{"reference":"Patient/` + pat + `"},
  "context":{"related":[{"reference":"Binary/bm"},{"reference":"Binary/bq"}]},
- "content":[{"attachment":{"contentType":"text/plain","url":"Binary/bl"}},{"attachment":{"contentType":"text/plain","data":"aW5saW5l"}}]},"request":` + request + `}`
+ "content":[{"attachment":{"contentType":"text/plain","url":"Binary/bl"}},{"attachment":{"contentType":"text/plain","data":"aW5saW5l"}},{"attachment":{"contentType":"text/plain","url":"` + forged + `"}}]},"request":` + request + `}`
 	}
 	live := map[bool][]string{}
 	for _, kept := range []bool{false, true} {
 		f := newLinkFixture(t)
-		if _, err := f.impBundles(false, bundle(patient(pat), patient(q), bin("bm", pat), bin("bq", q), bin("bl", pat), doc(`{"method":"PUT","url":"DocumentReference/`+d1+`"}`))); err != nil {
+		forged := f.namer.Link("Binary", "bz", q)
+		if _, err := f.impBundles(false, bundle(patient(pat), patient(q), bin("bm", pat), bin("bq", q), bin("bz", q), bin("bl", pat), doc(`{"method":"PUT","url":"DocumentReference/`+d1+`"}`, forged))); err != nil {
 			t.Fatal(err)
 		}
 		req := `{"method":"PUT","url":"DocumentReference/` + d1 + `"}`
 		if kept {
 			req = `{"method":"POST","url":"DocumentReference","ifNoneExist":"identifier=urn:doc|d1"}`
 		}
-		if _, err := f.impBundles(true, bundle(patient(pat), patient(q), doc(req))); err != nil {
+		if _, err := f.impBundles(true, bundle(patient(pat), patient(q), doc(req, forged))); err != nil {
 			t.Fatalf("kept %v: %v", kept, err)
 		}
 		live[kept] = slices.Sorted(maps.Keys(f.liveVersions()))
-		for _, b := range []struct{ id, patient string }{{"bm", pat}, {"bq", q}} {
+		for _, b := range []struct{ id, patient string }{{"bm", pat}, {"bq", q}, {"bz", q}} {
 			if _, ok := f.liveVersions()[f.namer.Link("Binary", b.id, b.patient)]; ok {
 				t.Errorf("kept %v: Binary %s, which the DocumentReference only mentions, is live after a full import without it", kept, b.id)
 			}

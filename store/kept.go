@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 
@@ -72,7 +73,7 @@ func (imp *entryImport) checkKept(ctx context.Context) error {
 		return err
 	}
 	imp.keptAlso = map[[16]byte]struct{}{}
-	var digests []string // of the kept resources' live versions naming a Binary (Full)
+	var linking []Resource // the kept resources' live versions naming a Binary (Full)
 	err := imp.s.view(func(tx *bolt.Tx) error {
 		res, vers, seen, carried, links := tx.Bucket(bucketResources), tx.Bucket(bucketVersions), tx.Bucket(bucketImportSeen), tx.Bucket(bucketCarried), tx.Bucket(bucketLinks)
 		ids := slices.SortedFunc(maps.Keys(imp.kept), func(a, b [16]byte) int { return cmp.Compare(imp.kept[a].n, imp.kept[b].n) })
@@ -97,7 +98,7 @@ func (imp *entryImport) checkKept(ctx context.Context) error {
 				continue
 			}
 			if k, _ := links.Cursor().Seek(id[:]); k != nil && bytes.HasPrefix(k, id[:]) {
-				digests = append(digests, r.Digest) // it names a Binary: which does it link?
+				linking = append(linking, *r) // it names a Binary: which does it link?
 			}
 			c := carried.Cursor()
 			for key, _ := c.Seek(id[:]); key != nil && bytes.HasPrefix(key, id[:]); key, _ = c.Next() {
@@ -113,27 +114,31 @@ func (imp *entryImport) checkKept(ctx context.Context) error {
 		return err
 	}
 	imp.keptLinked = map[string]struct{}{}
-	for _, d := range digests {
+	for _, r := range linking {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		body, err := imp.s.Blob(ctx, d)
+		body, err := imp.s.Blob(ctx, r.Digest)
 		if err != nil {
 			return err
 		}
-		for _, u := range liftedLinks(body, imp.opts.Namer.tenant) {
+		u, err := ParseURI(r.URI)
+		if err != nil {
+			return fmt.Errorf("%w: stored uri does not parse", ErrCorrupt)
+		}
+		for _, u := range liftedLinks(body, u) {
 			imp.keptLinked[u] = struct{}{}
 		}
 	}
 	return nil
 }
 
-// liftedLinks are the custos attachment URIs of tenant that a stored FHIR
-// body names (a lifted attachment or the Binary a lifted attachment
-// links, in the body's compartment), each as URI.String writes it. A
-// mention as the reader keeps it (Binary/<id>) is not one. Not JSON:
-// none. Pure.
-func liftedLinks(body []byte, tenant string) []string {
+// liftedLinks are the custos attachment URIs that the stored FHIR body of
+// resource of names in its tenant and compartment (a lifted attachment or
+// the Binary a lifted attachment links), each as URI.String writes it. A
+// mention as the reader keeps it (Binary/<id>) is not one, nor is another
+// compartment's URI (which no lifted link writes). Not JSON: none. Pure.
+func liftedLinks(body []byte, of URI) []string {
 	if !bytes.Contains(body, []byte(SchemeAttachment+"://")) {
 		return nil
 	}
@@ -143,7 +148,7 @@ func liftedLinks(body []byte, tenant string) []string {
 	}
 	var out []string
 	EachNaming(v, func(s string) {
-		if u, err := ParseURI(s); err == nil && u.Scheme == SchemeAttachment && u.Tenant == tenant {
+		if u, err := ParseURI(s); err == nil && u.Scheme == SchemeAttachment && u.Tenant == of.Tenant && u.Patient == of.Patient {
 			out = append(out, u.String())
 		}
 	})
