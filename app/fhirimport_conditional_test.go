@@ -489,3 +489,131 @@ func TestImportKeptResourceAsSecurityContext(t *testing.T) {
 		}
 	}
 }
+
+// A full import keeps, with a resource a conditional create keeps, what
+// it carries and the Binaries its lifted attachments link, as the same
+// full import holding the resource does, and nothing it only mentions:
+// a Binary it names in a Reference (its own patient's, or another
+// patient's) is retired, as it is when the input writes the resource, and
+// so is another patient's Binary whose custos attachment URI its content
+// quotes as an attachment url (no lifted link names another compartment).
+// Before, every Binary the kept resource named stayed live, another
+// patient's included.
+func TestImportFullKeptResourceKeepsOnlyWhatItLinks(t *testing.T) {
+	const pat, q = "a1a1a1a1-0000-4000-8000-0000000000a1", "a2a2a2a2-0000-4000-8000-0000000000a2"
+	bundle := func(entries ...string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join(entries, ",\n") + `]}`
+	}
+	patient := func(id string) string {
+		return `{"fullUrl":"urn:uuid:` + id + `","resource":{"resourceType":"Patient","id":"` + id + `"},"request":{"method":"PUT","url":"Patient/` + id + `"}}`
+	}
+	bin := func(id, p string) string {
+		return `{"resource":{"resourceType":"Binary","id":"` + id + `","securityContext":{"reference":"Patient/` + p + `"},"contentType":"text/plain","data":"aGk="},"request":{"method":"PUT","url":"Binary/` + id + `"}}`
+	}
+	const d1 = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	doc := func(request, forged string) string {
+		return `{"fullUrl":"urn:uuid:` + d1 + `","resource":{"resourceType":"DocumentReference","id":"` + d1 + `","identifier":[{"system":"urn:doc","value":"d1"}],"status":"current","subject":{"reference":"Patient/` + pat + `"},
+ "context":{"related":[{"reference":"Binary/bm"},{"reference":"Binary/bq"}]},
+ "content":[{"attachment":{"contentType":"text/plain","url":"Binary/bl"}},{"attachment":{"contentType":"text/plain","data":"aW5saW5l"}},{"attachment":{"contentType":"text/plain","url":"` + forged + `"}}]},"request":` + request + `}`
+	}
+	live := map[bool][]string{}
+	for _, kept := range []bool{false, true} {
+		f := newLinkFixture(t)
+		forged := f.namer.Link("Binary", "bz", q)
+		if _, err := f.impBundles(false, bundle(patient(pat), patient(q), bin("bm", pat), bin("bq", q), bin("bz", q), bin("bl", pat), doc(`{"method":"PUT","url":"DocumentReference/`+d1+`"}`, forged))); err != nil {
+			t.Fatal(err)
+		}
+		req := `{"method":"PUT","url":"DocumentReference/` + d1 + `"}`
+		if kept {
+			req = `{"method":"POST","url":"DocumentReference","ifNoneExist":"identifier=urn:doc|d1"}`
+		}
+		if _, err := f.impBundles(true, bundle(patient(pat), patient(q), doc(req, forged))); err != nil {
+			t.Fatalf("kept %v: %v", kept, err)
+		}
+		live[kept] = slices.Sorted(maps.Keys(f.liveVersions()))
+		for _, b := range []struct{ id, patient string }{{"bm", pat}, {"bq", q}, {"bz", q}} {
+			if _, ok := f.liveVersions()[f.namer.Link("Binary", b.id, b.patient)]; ok {
+				t.Errorf("kept %v: Binary %s, which the DocumentReference only mentions, is live after a full import without it", kept, b.id)
+			}
+		}
+		f.get("Binary", "bl", pat) // linked: live
+	}
+	if !slices.Equal(live[false], live[true]) {
+		t.Errorf("a full import keeping the DocumentReference left live %v; holding it, %v", live[true], live[false])
+	}
+}
+
+// A Binary of the input that only the content of a kept resource links
+// (docs/import.md: that content counts for nothing) is a Binary no
+// resource of the import links: one live in the catalog is placed where
+// it is, with the labels it has there (the kept DocumentReference's hiv,
+// which its catalog version still links), incremental and full; one live
+// nowhere is refused (ErrCompartment) and changes nothing. Pinned: the
+// docs said both were refused.
+func TestImportKeptResourceOnlyLinkerOfABinary(t *testing.T) {
+	const pat = "a1a1a1a1-0000-4000-8000-0000000000a1"
+	bundle := func(entries ...string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join(entries, ",\n") + `]}`
+	}
+	patient := `{"fullUrl":"urn:uuid:` + pat + `","resource":{"resourceType":"Patient","id":"` + pat + `"},"request":{"method":"PUT","url":"Patient/` + pat + `"}}`
+	bin := func(id, data string) string {
+		return `{"resource":{"resourceType":"Binary","id":"` + id + `","contentType":"text/plain","data":"` + data + `"},"request":{"method":"PUT","url":"Binary/` + id + `"}}`
+	}
+	const d1 = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	doc := func(security, bin, request string) string {
+		return `{"fullUrl":"urn:uuid:` + d1 + `","resource":{"resourceType":"DocumentReference","id":"` + d1 + `"` + security + `,"identifier":[{"system":"urn:doc","value":"d1"}],"status":"current","subject":{"reference":"Patient/` + pat + `"},
+ "content":[{"attachment":{"contentType":"text/plain","url":"Binary/` + bin + `"}}]},"request":` + request + `}`
+	}
+	const create = `{"method":"POST","url":"DocumentReference","ifNoneExist":"identifier=urn:doc|d1"}`
+	for _, full := range []bool{false, true} {
+		f := newLinkFixture(t)
+		if _, err := f.impBundles(false, bundle(patient, bin("bl", "aGk="), doc(`,"meta":{"security":[`+lnkHIV+`]}`, "bl", `{"method":"PUT","url":"DocumentReference/`+d1+`"}`))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.impBundles(full, bundle(patient, bin("bl", "bmV3"), doc("", "bl", create))); err != nil {
+			t.Fatalf("full %v: %v", full, err)
+		}
+		if r, body := f.get("Binary", "bl", pat); string(body) != "new" || !slices.Contains(r.Labels.Sensitivity, "hiv") {
+			t.Errorf("full %v: the Binary only the kept content links: %q, labels %v; want its new content, with hiv", full, body, r.Labels.Sensitivity)
+		}
+		cat := f.catalogBytes()
+		_, err := f.impBundles(full, bundle(patient, bin("bn", "bmV3"), doc("", "bn", create)))
+		if !errors.Is(err, fhirin.ErrCompartment) {
+			t.Errorf("full %v: err = %v, want a Binary live nowhere that only kept content links refused (ErrCompartment)", full, err)
+		}
+		if string(cat) != string(f.catalogBytes()) {
+			t.Fatalf("full %v: a refused import changed the catalog file", full)
+		}
+	}
+}
+
+// An input that keeps two resources (conditional creates) and deletes
+// both is refused naming both kept entries, in input order, every time.
+// Before, checkKept returned the first problem of a map iteration: one
+// entry, a different one from run to run.
+func TestImportKeptProblemsAllNamed(t *testing.T) {
+	f := newLinkFixture(t)
+	practitioner := func(uuid, npi string) string {
+		return `{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"Practitioner","identifier":[{"system":"http://hl7.org/fhir/sid/us-npi","value":"` + npi + `"}]},"request":{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=http://hl7.org/fhir/sid/us-npi|` + npi + `"}}`
+	}
+	bundle := func(entries ...string) string {
+		return "{\"resourceType\":\"Bundle\",\"type\":\"transaction\",\"entry\":[\n" + strings.Join(entries, ",\n") + "]}"
+	}
+	const prA, prB = "4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b", "2e3f4051-6b7c-4d8e-9fa0-b1c2d3e4f5a6"
+	if _, err := f.impBundles(false, bundle(practitioner(prA, "9999994392"), practitioner(prB, "9999994393"))); err != nil {
+		t.Fatal(err)
+	}
+	del := bundle(`{"request":{"method":"DELETE","url":"Practitioner/`+prA+`"}}`, `{"request":{"method":"DELETE","url":"Practitioner/`+prB+`"}}`)
+	keep := bundle(practitioner("5b627384-9eaf-40b1-82d3-e4f5a6b7c8d9", "9999994392"), practitioner("6c738495-afb0-41c2-93e4-f5a6b7c8d9ea", "9999994393"))
+	for range 5 {
+		_, err := f.impBundles(false, keep, del)
+		if err == nil {
+			t.Fatal("an input keeping and deleting two Practitioners imported")
+		}
+		msg := err.Error()
+		a, b := strings.Index(msg, "bundlea.json:2"), strings.Index(msg, "bundlea.json:3")
+		if a < 0 || b < a {
+			t.Fatalf("err = %v, want both kept entries named (bundlea.json:2, then bundlea.json:3)", err)
+		}
+	}
+}

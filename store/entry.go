@@ -87,7 +87,9 @@ type Entry struct {
 	// whose search found it; kept.go). Only Type, ID, Patient and Where
 	// count. Nothing of it is written (same content, labels, version); it
 	// counts as mentioned, and so do the attachments it carries and the
-	// Binaries it links (a full import retires none of them). Unless the
+	// Binaries its lifted attachments link in its compartment (a full
+	// import retires none of them; a Binary it only mentions it does,
+	// kept.go). Unless the
 	// input writes it too, it is counted Unchanged. It is a problem, naming
 	// Where, if once the stream is written the resource is not live under
 	// the URI of Patient (the input deletes or moves it) or is another

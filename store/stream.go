@@ -274,10 +274,13 @@ type entryImport struct {
 	buildLinks bool
 	// touched are the Binaries propagateLinks must settle.
 	touched touchedSet
-	// kept are the kept entries (Entry.Kept) by keyed id; keptAlso the
-	// attachments and Binaries they carry or link (checkKept).
-	kept     map[[16]byte]keptEntry
-	keptAlso map[[16]byte]struct{}
+	// kept are the kept entries (Entry.Kept) by keyed id; in a full
+	// import, keptAlso the attachments they carry, by keyed id, and
+	// keptLinked the attachment URIs their lifted attachments name
+	// (checkKept).
+	kept       map[[16]byte]keptEntry
+	keptAlso   map[[16]byte]struct{}
+	keptLinked map[string]struct{}
 	// fresh is set by begin when the catalog holds no resource: until the
 	// import ends it then holds only what this import writes, and
 	// dropRepeats removes every entry an earlier batch wrote, so no entry
@@ -568,7 +571,7 @@ func (imp *entryImport) add(e *Entry, n int) bool {
 	id := uuid.MustParse(u.ID)
 	switch {
 	case e.Kept:
-		return imp.addKept(e, u, id, where)
+		return imp.addKept(e, u, id, where, n)
 	case e.Stored:
 		return imp.addStored(e, u, id, where)
 	}
