@@ -20,7 +20,10 @@ import (
 // rest is the quarter-second bound and a chunk takes milliseconds, so
 // 100 ms into the walk it rests. Before, the walk held the log's read lock
 // (Log.mu) through its rests: Close waited for the whole walk (5,000
-// records, four rests: about a second).
+// records, four rests: about a second). Close may still wait for a chunk
+// being read (the lock is held while reading): under -race on a loaded
+// CI machine one took 115 ms, so the bound is 500 ms, half of what the
+// old code took.
 func TestCloseDuringPacedWalk(t *testing.T) {
 	for _, o := range []struct {
 		name string
@@ -45,7 +48,7 @@ func TestCloseDuringPacedWalk(t *testing.T) {
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if el := time.Since(start); el > 100*time.Millisecond {
+			if el := time.Since(start); el > 500*time.Millisecond {
 				t.Errorf("Close during a paced %s took %v, want it not to wait for the walk's rests", o.name, el)
 			}
 			select {
