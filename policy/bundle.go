@@ -208,7 +208,7 @@ func WriteBundle(w io.Writer, b *bundle.Bundle) (digest string, err error) {
 func ReadUnverifiedBundle(r io.Reader) (*bundle.Bundle, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxBundleSize+1))
 	if err == nil && len(data) > MaxBundleSize {
-		err = fmt.Errorf("bundle larger than %d bytes", MaxBundleSize)
+		err = ErrBundleTooLarge
 	}
 	if err == nil {
 		err = checkArchive(data)
@@ -285,7 +285,7 @@ func readBundleFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	if len(data) > MaxBundleSize {
-		return nil, fmt.Errorf("bundle larger than %d bytes", MaxBundleSize)
+		return nil, ErrBundleTooLarge
 	}
 	return data, nil
 }

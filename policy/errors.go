@@ -69,6 +69,12 @@ var (
 	// modules only, so it refuses what it would silently ignore).
 	ErrBundle = errors.New("policy: bad bundle")
 
+	// ErrBundleTooLarge is returned by [LoadBundle], wrapped with ErrBundle,
+	// when the file is larger than [MaxBundleSize]: it was read up to that
+	// size, and is no bundle custos accepts, though no digest of it is
+	// computed. 'custos policy verify' reports it as a problem found.
+	ErrBundleTooLarge = fmt.Errorf("bundle larger than %d bytes", MaxBundleSize)
+
 	// ErrSignature is returned by [LoadBundle] when signature verification
 	// fails: the bundle has no .signatures.json, the JWT names a key id that
 	// is not configured, the ES256 signature does not verify, a file's digest

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/custos-mcp/custos/audit/access"
+	"github.com/custos-mcp/custos/internal/regularfile"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/policy/impact"
 	custosrego "github.com/custos-mcp/custos/rego"
@@ -156,12 +157,15 @@ Examples:
 }
 
 // policyProblem is a policy check's verdict on err, an error loading or
-// testing the policy: a file that could not be read (an fs.PathError) is
-// no verdict; anything else (a syntax or compile error, no tests) is a
-// problem of the policy, which the server would refuse.
+// testing the policy: a file that could not be read (an fs.PathError, or
+// a .rego that is a FIFO, socket or device: policy verify of such a
+// BUNDLE is no verdict too) is no verdict; anything else (a syntax or
+// compile error, no tests) is a problem of the policy, which the server
+// would refuse.
 func policyProblem(err error) error {
 	var pe *fs.PathError
-	if errors.As(err, &pe) {
+	var nr *regularfile.NotRegularError
+	if errors.As(err, &pe) || errors.As(err, &nr) {
 		return err
 	}
 	return problemsFound(err)

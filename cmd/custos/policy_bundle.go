@@ -282,8 +282,8 @@ protection). --json prints {"bundle", "verified", "digest", "revision", "key",
 Exit status (as for every check: 'custos --help'):
   0  verified: a server would load this bundle (its sequence aside)
   1  problems found, named: the signature does not verify with the keys
-     given, the file is not a policy bundle custos accepts, the policy does
-     not compile or its tests fail
+     given, the file is not a policy bundle custos accepts (larger than
+     32 MiB included), the policy does not compile or its tests fail
   2  no verdict: bad usage, BUNDLE cannot be read, or a --key file cannot
      be read or holds no usable key
 
@@ -313,8 +313,9 @@ Examples:
 			_, info, err := policy.LoadBundle(cmd.Context(), args[0], vks, policy.Options{})
 			if err != nil {
 				var ce *policy.CandidateError
-				if errors.As(err, &ce) && ce.Digest != "" {
-					// The bundle was read: what is wrong is in it.
+				if errors.As(err, &ce) && (ce.Digest != "" || errors.Is(err, policy.ErrBundleTooLarge)) {
+					// The bundle was read (up to MaxBundleSize): what is
+					// wrong is in it.
 					return problemsFound(err)
 				}
 				return err // no bundle read, or no usable key: no verdict
