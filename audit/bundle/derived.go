@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/custos-mcp/custos/audit"
@@ -44,7 +43,7 @@ type derivedFile struct {
 func (v *bundleVerifier) openDerived() *derivedChecker {
 	c := &derivedChecker{v: v}
 	for _, f := range Formats {
-		fh, err := os.Open(filepath.Join(v.dir, f.FileName()))
+		fh, err := v.open(f.FileName())
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

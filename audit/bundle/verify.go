@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/internal/regularfile"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -185,8 +186,26 @@ func (v *bundleVerifier) run(vs note.Verifiers) {
 	})
 }
 
+// open opens the bundle's file name for reading if it is a regular file:
+// anything else is refused without waiting in open(2) (a FIFO put in the
+// bundle's place would block the verify forever, and an auditor's script
+// would get no verdict at all).
+func (v *bundleVerifier) open(name string) (*os.File, error) {
+	return regularfile.Open(filepath.Join(v.dir, name), os.O_RDONLY, 0, regularfile.FollowLinks)
+}
+
+// readFile reads the bundle's file name as open opens it.
+func (v *bundleVerifier) readFile(name string) ([]byte, error) {
+	f, err := v.open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
 func (v *bundleVerifier) readManifest() {
-	b, err := os.ReadFile(filepath.Join(v.dir, FileManifest))
+	b, err := v.readFile(FileManifest)
 	if err != nil {
 		v.problem(Problem{Check: CheckManifest, Detail: "cannot read manifest.json: " + errText(err)})
 		return
@@ -242,7 +261,7 @@ func (v *bundleVerifier) checkDigests() {
 		if name == FileRecords && v.recordsHash != "" {
 			got = v.recordsHash
 		} else {
-			f, err := os.Open(filepath.Join(v.dir, name))
+			f, err := v.open(name)
 			if err != nil {
 				v.problem(Problem{Check: CheckManifest, Detail: fmt.Sprintf("listed file %s cannot be read: %s", name, errText(err))})
 				continue
@@ -296,7 +315,7 @@ func (v *bundleVerifier) readCheckpoints(vs note.Verifiers) {
 	defer func() {
 		v.result(CheckCheckpoint, ran, "signatures by the given keys (key name = origin), strict C2SP bodies, sizes bracket the range")
 	}()
-	b, err := os.ReadFile(filepath.Join(v.dir, FileCheckpoints))
+	b, err := v.readFile(FileCheckpoints)
 	if err != nil {
 		v.problem(Problem{Check: CheckCheckpoint, Detail: "cannot read checkpoints.jsonl: " + errText(err)})
 		return
@@ -375,7 +394,7 @@ func (v *bundleVerifier) readCheckpoints(vs note.Verifiers) {
 }
 
 func (v *bundleVerifier) readProof() {
-	b, err := os.ReadFile(filepath.Join(v.dir, FileProof))
+	b, err := v.readFile(FileProof)
 	if err != nil {
 		v.problem(Problem{Check: CheckConsistency, Detail: "cannot read proof.json: " + errText(err)})
 		return
@@ -466,7 +485,7 @@ type lineBatch struct {
 // per-record checks. Leaf hashes, record hashes and decoding run on all
 // CPUs; the sequential checks run in order here.
 func (v *bundleVerifier) readRecords() {
-	f, err := os.Open(filepath.Join(v.dir, FileRecords))
+	f, err := v.open(FileRecords)
 	if err != nil {
 		v.problem(Problem{Check: CheckCanonical, Detail: "cannot read records.jsonl: " + errText(err)})
 		for _, c := range []string{CheckCanonical, CheckSequence, CheckChain, CheckTime, CheckDerived} {
@@ -726,6 +745,10 @@ func (c *seqChecker) finish() {
 
 // errText renders an I/O error without the directory path it may contain.
 func errText(err error) string {
+	var nr *regularfile.NotRegularError
+	if errors.As(err, &nr) {
+		return "it is " + nr.Kind + ", not a regular file"
+	}
 	var pe *os.PathError
 	if errors.As(err, &pe) {
 		return pe.Op + ": " + pe.Err.Error()
