@@ -17,6 +17,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/fhirsync"
+	"github.com/custos-mcp/custos/internal/regularfile"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/secrets"
@@ -140,6 +141,10 @@ func StatError(err error) string {
 		return "not found"
 	case errors.Is(err, os.ErrPermission):
 		return "permission denied"
+	}
+	var nr *regularfile.NotRegularError
+	if errors.As(err, &nr) {
+		return "is " + nr.Kind + ", not a regular file"
 	}
 	var pe *os.PathError
 	if errors.As(err, &pe) {

@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/custos-mcp/custos/app"
+	"github.com/custos-mcp/custos/internal/regularfile"
 )
 
 // MaxFileSize bounds a configuration file; a larger one is refused unread.
@@ -31,7 +32,9 @@ func Load(path string) (*File, error) {
 }
 
 func readFile(path string) ([]byte, error) {
-	fh, err := os.Open(path)
+	// Only a regular file: a FIFO would block the open forever (config
+	// check then gave no answer at all).
+	fh, err := regularfile.Open(path, os.O_RDONLY, 0, regularfile.FollowLinks)
 	if err != nil {
 		return nil, Problems{{File: path, Message: fileError(err), unread: true}}
 	}
