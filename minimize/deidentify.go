@@ -1995,10 +1995,16 @@ var valueMeanings = map[string]struct{ meaning, values []string }{
 	// An adjudication's amount and a claim's total are Money of their
 	// category (77441124 USD under a local category was released until
 	// h-deid10): judged as money under a withheld type is (money).
-	"ExplanationOfBenefit.item.adjudication":       {[]string{"category"}, []string{"value", "amount"}},
-	"ClaimResponse.item.adjudication":              {[]string{"category"}, []string{"value", "amount"}},
-	"ExplanationOfBenefit.total":                   {[]string{"category"}, []string{"amount"}},
-	"ClaimResponse.total":                          {[]string{"category"}, []string{"amount"}},
+	"ExplanationOfBenefit.item.adjudication": {[]string{"category"}, []string{"value", "amount"}},
+	"ClaimResponse.item.adjudication":        {[]string{"category"}, []string{"value", "amount"}},
+	"ExplanationOfBenefit.total":             {[]string{"category"}, []string{"amount"}},
+	"ClaimResponse.total":                    {[]string{"category"}, []string{"amount"}},
+	// A payment's amount and adjustment are Money of its type (77441124
+	// USD under a local payment type was released until 2026-12-06), as
+	// a reconciliation's detail is.
+	"ExplanationOfBenefit.payment":                 {[]string{"type"}, []string{"amount", "adjustment"}},
+	"ClaimResponse.payment":                        {[]string{"type"}, []string{"amount", "adjustment"}},
+	"PaymentReconciliation.detail":                 {[]string{"type"}, []string{"amount"}},
 	"InsurancePlan.plan.specificCost.benefit.cost": {[]string{"type"}, []string{"value"}},
 }
 
