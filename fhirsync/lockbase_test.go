@@ -89,7 +89,11 @@ func TestUnreachableSyncLeavesNoLock(t *testing.T) {
 // is refused with ErrBusy and changes nothing; once the first ends, the
 // lock file is gone and a new sync takes the lock again.
 func TestSyncLockExcludesASecondSync(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
+	// entered holds the handler's signal until the test reads it: an
+	// unbuffered channel lost it when the request came before the test
+	// waited (the send has a default), and the test then hung (the
+	// fresh-clone race run of b57ed4c waited 14 minutes there).
+	entered, release := make(chan struct{}, 1), make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case entered <- struct{}{}:
