@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/app"
-	"github.com/custos-mcp/custos/app/admin"
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/audittest"
@@ -24,27 +23,12 @@ func TestDevServerMarksAccessRecordsDev(t *testing.T) {
 	f := newFixture(t)
 	path := filepath.Join(f.data, app.AuditFile)
 	audittest.VerifyOnCleanup(t, path)
-	a, err := app.Open(context.Background(), app.Options{
-		DataDir: f.data, Dev: true, Node: "test", Version: "test",
+	a, ac := serveWithAdmin(t, f, app.Options{
 		Checkpoints: app.CheckpointOptions{Every: 1, Interval: 20 * time.Millisecond},
-		HTTP:        &app.HTTPOptions{Listen: "127.0.0.1:0", Tokens: f.tokens(t)},
 	})
-	if err != nil {
+	if _, err := ac.Do(context.Background(), access.OpVerify, access.VerifyRequest{}, access.Discard); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- a.Serve(ctx) }()
-	ac, err := admin.Dial(ctx, admin.Path(f.data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ac.Do(ctx, access.OpVerify, access.VerifyRequest{}, access.Discard); err != nil {
-		t.Fatal(err)
-	}
-	ac.Close()
-	cancel()
-	<-served
 	a.Close()
 
 	var out bytes.Buffer

@@ -103,6 +103,7 @@ type App struct {
 	opsHS     *http.Server
 	opsURL    string
 	admin     *admin.Server
+	access    *access.Service // the admin socket's: closed before it waits for its requests
 
 	mu     sync.Mutex
 	closed bool
@@ -259,7 +260,7 @@ func (a *App) serveAdmin() error {
 	if err != nil {
 		return fmt.Errorf("admin socket: %w", err)
 	}
-	a.admin = s
+	a.admin, a.access = s, svc
 	go func() {
 		if err := s.Serve(); err != nil {
 			a.log.Error("admin socket stopped", "err", err)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/app"
-	"github.com/custos-mcp/custos/app/admin"
 	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/audittest"
 	"github.com/custos-mcp/custos/audit/bundle"
@@ -24,26 +23,12 @@ import (
 func TestBundleKeepsTheAuditVolumeReserve(t *testing.T) {
 	f := newFixture(t)
 	audittest.VerifyOnCleanup(t, filepath.Join(f.data, app.AuditFile))
-	a, err := app.Open(context.Background(), app.Options{
-		DataDir: f.data, Dev: true, Node: "test", Version: "test",
+	_, ac := serveWithAdmin(t, f, app.Options{
 		AuditDisk:   app.AuditDiskOptions{LowWatermark: 1 << 62, Reserve: 1 << 62},
 		Checkpoints: app.CheckpointOptions{Every: 1, Interval: 20 * time.Millisecond},
-		HTTP:        &app.HTTPOptions{Listen: "127.0.0.1:0", Tokens: f.tokens(t)},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- a.Serve(ctx) }()
-
-	ac, err := admin.Dial(ctx, admin.Path(f.data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ac.Close()
+	ctx := context.Background()
+	var err error
 	req := access.BundleRequest{Ask: access.Ask{Purpose: "HOPERAT"}, Formats: []bundle.Format{bundle.FormatCSV}}
 	// The first bundles may find no checkpoint yet.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -61,6 +46,4 @@ func TestBundleKeepsTheAuditVolumeReserve(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(f.data, ".access-bundle-*")); len(left) > 0 {
 		t.Errorf("a partial bundle is left: %v", left)
 	}
-	cancel()
-	<-served
 }

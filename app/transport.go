@@ -227,6 +227,9 @@ func (a *App) stopListeners() {
 		a.opsLn.Close()
 	}
 	if a.admin != nil {
+		// An auditor's walk in flight ends now (audit.ErrClosed), resting
+		// or not: the socket would otherwise wait for it until ctx ends.
+		a.access.Close()
 		a.admin.Shutdown(ctx)
 	}
 }

@@ -105,7 +105,9 @@
 //   - Only the live segment is ever written; a segment with a seal takes
 //     no append.
 //   - Sealing has one commit point (the seal in the segment's meta); Open
-//     rolls an interrupted seal back before it and completes it after.
+//     rolls an interrupted seal back before it and completes it after,
+//     leaving the sealed file as a seal run to its end does (trimmed to
+//     its pages, read-only).
 //   - The live path always names a file, during a seal too: the sealed
 //     file is linked under its sealed name and the next segment renamed
 //     over the live path (TestLivePathNeverMissingDuringSeal). A sealed

@@ -210,7 +210,7 @@ func Open(path string, opts Options) (*Log, error) {
 		if err := l.recoverSeal(); err != nil {
 			return nil, err
 		}
-		if err := readOnlySealed(path); err != nil {
+		if err := readOnlySealed(path, opts.Timeout); err != nil {
 			return nil, err
 		}
 	}

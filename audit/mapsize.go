@@ -102,3 +102,16 @@ func openLiveDB(path string, o bolt.Options, log *slog.Logger) (*bolt.DB, *zeroT
 	}
 	return db, &zeroTail{file: file, log: log}, nil
 }
+
+// statfsBytes is n blocks of a file system's statfs counts (f_blocks,
+// f_bavail) in bytes. POSIX statvfs counts them in units of the fragment
+// size f_frsize, which Linux's statfs also reports, its f_bsize being the
+// preferred I/O size (larger on some file systems); frsize 0 (none
+// reported: the BSDs' statfs, whose f_bsize is the fundamental block size)
+// counts in bsize, as glibc's statvfs does.
+func statfsBytes(n, bsize, frsize int64) int64 {
+	if frsize > 0 {
+		return n * frsize
+	}
+	return n * bsize
+}

@@ -17,7 +17,7 @@ func fsSize(dir string) (int64, error) {
 	if err := unix.Statfs(dir, &st); err != nil {
 		return 0, err
 	}
-	return int64(st.Blocks) * int64(st.Bsize), nil
+	return statfsBytes(int64(st.Blocks), int64(st.Bsize), fragmentSize(&st)), nil
 }
 
 // fsFree is the space in bytes that an unprivileged writer may still use
@@ -27,5 +27,5 @@ func fsFree(f *os.File) (int64, error) {
 	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
 		return 0, err
 	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
+	return statfsBytes(int64(st.Bavail), int64(st.Bsize), fragmentSize(&st)), nil
 }

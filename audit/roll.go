@@ -53,14 +53,22 @@ import (
 // (rolled back, nothing lost). A crash after step 4 leaves L sealed at P
 // (and maybe already linked in the sealed directory), or, from a version
 // that renamed L away, L in the sealed directory and P.next beside a
-// missing P: Open completes steps 3 and 5 (nothing lost). Open writes a
+// missing P: Open completes steps 3 and 5 (nothing lost), k.db trimmed to
+// its pages and made read-only as step 5 does (trimToPages, then
+// makeReadOnly), also when the crash came after the rename. Open writes a
 // missing k.seal (step 6) too.
 
 // sealCrash, when a test sets it, is called after each step of a seal
-// (3, 4, 5); an error stops the seal there as if the process had been
-// killed: open handles are closed, nothing is cleaned up, and appends are
-// refused until the log is reopened.
+// (3, 4, 5: after step 5's link) and once step 5's rename is done
+// (sealRenamed: before the file is trimmed and made read-only); an error
+// stops the seal there as if the process had been killed: open handles
+// are closed, nothing is cleaned up, and appends are refused until the
+// log is reopened.
 var sealCrash func(step int) error
+
+// sealRenamed is the step sealCrash is called with once the next segment
+// was renamed over the live path.
+const sealRenamed = 50
 
 // roller runs rollover in the background.
 type roller struct {
@@ -374,6 +382,11 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 			return Seal{}, "", err
 		}
 		err = os.Rename(l.path+nextSuffix, l.path)
+		if err == nil {
+			if err := crashed(sealRenamed); err != nil {
+				return Seal{}, "", err
+			}
+		}
 	}
 	if err != nil {
 		next.Close()
@@ -530,13 +543,8 @@ func (l *Log) finishSealed(s *segment, dst string) error {
 		s.db = nil
 	}
 	s.path = dst
-	// The file never grows again: drop the preallocated tail (up to half
-	// of a small file). A file of exactly tx.Size() bytes is what bbolt's
-	// own hot backup (tx.WriteTo) writes.
-	if fi, err := os.Stat(dst); err == nil && used > 0 && fi.Size() > used {
-		if err := os.Truncate(dst, used); err != nil {
-			return err
-		}
+	if err := trimToPages(dst, used); err != nil {
+		return err
 	}
 	if err := makeReadOnly(dst); err != nil {
 		return err
@@ -547,6 +555,62 @@ func (l *Log) finishSealed(s *segment, dst string) error {
 	}
 	s.db = db
 	return nil
+}
+
+// trimToPages cuts the sealed segment file path, not yet read-only, to
+// used bytes, its pages in use (the high-water mark tx.Size() of its last
+// transaction), if it is longer. The file never grows again: past the
+// mark lie only the space bbolt preallocated (up to half of a small file,
+// 16 MiB of a large one) and the live segment's zero tail (tail.go). A
+// file of exactly tx.Size() bytes is what bbolt's own hot backup
+// (tx.WriteTo) writes. Every seal trims its file so, whether it ran to
+// its end (finishSealed) or Open completed it after a crash (recoverSeal,
+// readOnlySealed). A file without its owner's write permission is left
+// as it is (a completion that a second crash stopped after the chmod: the
+// file is not opened for writing again). The file is opened as every
+// segment is (openSegmentFile): a link in its place is refused, not
+// followed.
+func trimToPages(path string, used int64) error {
+	if used <= 0 {
+		return nil
+	}
+	fi, err := statSegment(path)
+	if err != nil || fi.Size() <= used || fi.Mode().Perm()&0o200 == 0 {
+		return err
+	}
+	f, err := openSegmentFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(used); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// statSegment is the FileInfo of segment file path, opened read-only as
+// every segment is (openSegmentFile).
+func statSegment(path string) (os.FileInfo, error) {
+	f, err := openSegmentFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Stat()
+}
+
+// pagesInUse is the high-water mark (tx.Size()) of the segment file path,
+// opened read-only.
+func pagesInUse(path string, timeout time.Duration) (int64, error) {
+	db, err := openReadOnlyTimeout(path, timeout)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var used int64
+	err = db.View(func(tx *bolt.Tx) error { used = tx.Size(); return nil })
+	return used, err
 }
 
 // linkSealed gives the sealed segment file src (the live path) its sealed
@@ -672,7 +736,9 @@ func (l *Log) recoverSeal() error {
 	}
 	var sealText []byte
 	var frontier map[int64][]byte
+	var used int64 // the pages in use, to trim the file to as the seal does
 	err = db.View(func(tx *bolt.Tx) error {
+		used = tx.Size()
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			return nil
@@ -723,7 +789,12 @@ func (l *Log) recoverSeal() error {
 	if err := db.Close(); err != nil {
 		return err
 	}
-	dst, err := sealPaths(l.path, seal.Segment, l.path)
+	// As finishSealed does, before sealPaths makes the file read-only.
+	err = trimToPages(l.path, used)
+	var dst string
+	if err == nil {
+		dst, err = sealPaths(l.path, seal.Segment, l.path)
+	}
 	if err == nil {
 		err = l.linkSealed(l.path, dst)
 	}
@@ -742,9 +813,12 @@ func (l *Log) recoverSeal() error {
 	return nil
 }
 
-// readOnlySealed makes every sealed segment file in the sealed directory
-// read-only (a seal interrupted after its rename left it writable).
-func readOnlySealed(path string) error {
+// readOnlySealed trims every sealed segment file in the sealed directory
+// that is not read-only yet to its pages (trimToPages) and makes it
+// read-only: a seal interrupted after its link or rename left it so. A
+// file whose pages cannot be read is left as long as it is (the readers
+// that open it say what is wrong with it).
+func readOnlySealed(path string, timeout time.Duration) error {
 	files, err := segmentFilesIn(SealedDir(path))
 	if err != nil {
 		return err
@@ -753,6 +827,11 @@ func readOnlySealed(path string) error {
 		fi, err := os.Stat(f)
 		if err != nil || fi.Mode().Perm() == 0o400 {
 			continue
+		}
+		if used, err := pagesInUse(f, timeout); err == nil {
+			if err := trimToPages(f, used); err != nil {
+				return fmt.Errorf("audit: sealed segment %s: %w", filepath.Base(f), err)
+			}
 		}
 		if err := makeReadOnly(f); err != nil {
 			return fmt.Errorf("audit: sealed segment %s: %w", filepath.Base(f), err)

@@ -464,16 +464,23 @@ func TestSealedReadWhileAppending(t *testing.T) {
 // TestCrashDuringSeal stops a seal after each of its steps, as a kill
 // would, and reopens: before the commit point the seal is rolled back,
 // after it the seal is completed; no record is lost either way and the
-// log verifies.
+// log verifies. A seal completed so leaves its sealed file as one that
+// ran to its end does: trimmed to its pages in use and read-only. Until
+// h-audit7 the completion kept the file as it was, 16 MiB for 32 KiB of
+// pages here (bbolt's preallocation and the live segment's zero tail), in
+// every case past the commit point.
 func TestCrashDuringSeal(t *testing.T) {
 	for _, c := range []struct {
 		step    int
 		renamed bool // the state the earlier sealing left: the live file renamed away
-	}{{3, false}, {4, false}, {5, false}, {5, true}} {
+	}{{3, false}, {4, false}, {5, false}, {5, true}, {sealRenamed, false}} {
 		step := c.step
 		name := fmt.Sprint("step", step)
 		if c.renamed {
 			name += "-renamed"
+		}
+		if step == sealRenamed {
+			name = "renamed-over" // the next segment in place, the sealed file not yet trimmed
 		}
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
@@ -542,12 +549,38 @@ func TestCrashDuringSeal(t *testing.T) {
 			if _, err := os.Stat(path + nextSuffix); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("next segment left behind: %v", err)
 			}
+			if step > 3 {
+				checkSealedTrimmed(t, filepath.Join(SealedDir(path), SegmentFile(2)))
+			}
 			r, err := l2.Append(ctx, sampleEntry(8))
 			if err != nil || r.Seq != 8 || r.PrevHash != hash {
 				t.Fatalf("append after recovery = %d, %v", r.Seq, err)
 			}
 			rollOrFail(t, l2)
 		})
+	}
+}
+
+// checkSealedTrimmed fails t unless the sealed segment file is read-only
+// and exactly as long as its pages in use (tx.Size()).
+func checkSealedTrimmed(t *testing.T, sealed string) {
+	t.Helper()
+	fi, err := os.Stat(sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(sealed, 0, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used int64
+	db.View(func(tx *bolt.Tx) error { used = tx.Size(); return nil })
+	db.Close()
+	if fi.Size() != used {
+		t.Errorf("sealed segment %s: %d bytes on disk, %d in use: not trimmed", filepath.Base(sealed), fi.Size(), used)
+	}
+	if fi.Mode().Perm() != 0o400 {
+		t.Errorf("sealed segment %s: mode %v, want 0400", filepath.Base(sealed), fi.Mode().Perm())
 	}
 }
 

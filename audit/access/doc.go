@@ -42,8 +42,10 @@
 //     the pages the writer frees meanwhile) and outside the log's read
 //     lock (audit.Log.VerifyPaced, Export: Close does not wait for a
 //     rest, and a walk that finds the log closed after one ends with
-//     audit.ErrClosed), and a rest ends when the caller goes away. Pacing
-//     changes when output is written, never what.
+//     audit.ErrClosed), and a rest ends when the caller goes away or the
+//     Service closes (Service.Close, a server shutting down: the walk then
+//     ends with audit.ErrClosed too). Pacing changes when output is
+//     written, never what.
 //   - Errors and the operational log never contain record contents, nor
 //     does progress (RunProgress): counts only, reported after the access
 //     record is durable.

@@ -15,7 +15,8 @@ import (
 // earlier than the previous stretch's cost was paid (free). A
 // walk rests until its stretch is paid, so the walks together are busy
 // about share of the wall time, and one walk alone rests exactly as
-// restFor says. A nil *budget does not pace.
+// restFor says; a walk that stops while it rests gives back the rest it
+// did not take (refund). A nil *budget does not pace.
 type budget struct {
 	share float64
 	mu    sync.Mutex
@@ -46,6 +47,20 @@ func (b *budget) book(busy time.Duration, end time.Time) time.Time {
 	}
 	b.free = b.free.Add(charged + restFor(busy, b.share))
 	return b.free
+}
+
+// refund gives back the part of a stretch paid at paid that its walk did
+// not rest: the walk stopped resting at at (its caller went away, or the
+// Service closed) and will not walk on, so the rest it booked past at is
+// no one's. Walks booked after it keep the rests they were given; the
+// next booking starts that much earlier.
+func (b *budget) refund(paid, at time.Time) {
+	if !paid.After(at) {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.free = b.free.Add(-paid.Sub(at))
 }
 
 // A pacer keeps one auditor operation's walk of the log within its
@@ -95,19 +110,21 @@ func newPacer(ctx context.Context, b *budget, now func() time.Time) *pacer {
 }
 
 // rest ends a busy stretch: it books it on the budget, sleeps until it is
-// paid (or until ctx is done; the walk then stops at its next check of
-// ctx) and starts the next.
+// paid (or until ctx is done: the walk then stops at its next check of
+// ctx, and the rest not taken is refunded) and starts the next.
 func (p *pacer) rest() {
 	if p == nil {
 		return
 	}
 	end := p.now()
-	if d := p.budget.book(end.Sub(p.since), end).Sub(end); d > 0 {
+	paid := p.budget.book(end.Sub(p.since), end)
+	if d := paid.Sub(end); d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-p.ctx.Done():
 			t.Stop()
+			p.budget.refund(paid, p.now())
 		}
 	}
 	p.since = p.now()

@@ -64,6 +64,10 @@ type Service struct {
 	budget  *budget // Pace: the share of one CPU all its walks use together; nil: not paced
 	logger  *slog.Logger
 	nowFunc func() time.Time
+	// closing is done once Close was called: it ends the walks in
+	// flight (run) and refuses new operations.
+	closing context.Context
+	stop    context.CancelFunc
 }
 
 // New returns a Service reading log and appending access records through
@@ -78,7 +82,33 @@ func New(log *audit.Log, app Appender, dir string, logger *slog.Logger) *Service
 		logger = slog.New(slog.DiscardHandler)
 	}
 	removeStaleBundles(dir, logger)
-	return &Service{log: log, app: app, dir: dir, logger: logger, nowFunc: time.Now}
+	closing, stop := context.WithCancel(context.Background())
+	return &Service{log: log, app: app, dir: dir, logger: logger, nowFunc: time.Now, closing: closing, stop: stop}
+}
+
+// Close ends s's walks of the log, for a server that shuts down: a walk
+// resting between chunks (Pace) wakes at once and, like one reading a
+// chunk, stops before its next read; the operation fails with an error
+// wrapping audit.ErrClosed (no verdict, an incomplete output; its access
+// record stays). Every operation that walks the log ends so (verify,
+// export, bundle, report, policy impact, compliance report); prove and
+// hash (a few records) and backup (bound by the disk and its receiver)
+// are left to finish. Operations begun after Close fail with
+// audit.ErrClosed before anything is recorded. A server calls Close
+// before it waits for its admin socket's requests (which it did for up to
+// 5 s) and before it closes the log. Closing twice is a no-op.
+func (s *Service) Close() { s.stop() }
+
+// errClosing is the cause with which Close cancels a walk's context.
+var errClosing = errors.New("audit access: the service is closing")
+
+// walks reports whether op walks the log (Close ends it).
+func (op Op) walks() bool {
+	switch op {
+	case OpProve, OpHash, OpBackup:
+		return false
+	}
+	return true
 }
 
 // LimitSpace has the Service ask space, before each write to a bundle it
@@ -167,6 +197,24 @@ func (s *Service) RunProgress(ctx context.Context, c Caller, op Op, req []byte, 
 }
 
 func (s *Service) run(ctx context.Context, c Caller, op Op, req []byte, w io.Writer, progress func(Progress)) (Result, error) {
+	if s.closing.Err() != nil {
+		return Result{}, fmt.Errorf("%w: the server is shutting down; nothing was recorded or read", audit.ErrClosed)
+	}
+	if !op.walks() {
+		return s.runOp(ctx, c, op, req, w, progress)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(s.closing, func() { cancel(errClosing) })()
+	res, err := s.runOp(ctx, c, op, req, w, progress)
+	if context.Cause(ctx) == errClosing {
+		// Whatever the walk returned, it did not see the whole log.
+		return res, fmt.Errorf("%w: the server shut down during the %s (no verdict; run it again)", audit.ErrClosed, op)
+	}
+	return res, err
+}
+
+func (s *Service) runOp(ctx context.Context, c Caller, op Op, req []byte, w io.Writer, progress func(Progress)) (Result, error) {
 	switch op {
 	case OpVerify:
 		return with(req, func(r VerifyRequest) (Result, error) { return s.verify(ctx, c, r, w, progress) })

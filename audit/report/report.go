@@ -80,8 +80,9 @@ type KeyVersions struct {
 	// Searched are the key ids searched ("secret/custos/audit-hmac-key@3"),
 	// newest first.
 	Searched []string `json:"searched"`
-	// NotSearched are the versions that could not be read, and why.
-	NotSearched []KeyProblem `json:"not_searched,omitempty"`
+	// NotSearched are the versions that could not be read, and why ([]:
+	// every version was searched).
+	NotSearched []KeyProblem `json:"not_searched"`
 	// GapAccepted says the operator accepted NotSearched explicitly: the
 	// records keyed under those versions are missing from the answer.
 	GapAccepted bool `json:"gap_accepted,omitempty"`
@@ -115,8 +116,9 @@ type Report struct {
 	// Tenants are, in a patient report, the tenants the lookup value was
 	// found in, one entry per tenant with its rows ("" for records that
 	// name the patient in no URI), in order of first appearance: the
-	// patients who share an id in several tenants, each apart.
-	Tenants []TenantRows `json:"tenants,omitempty"`
+	// patients who share an id in several tenants, each apart; [] in a
+	// report that matched nothing or has no patient.
+	Tenants []TenantRows `json:"tenants"`
 	Rows    []Row        `json:"rows"`
 	// ByUser and ByOut count the matching records by user and outcome:
 	// a record of several rows (Row.Tenant) once.
@@ -171,7 +173,7 @@ func (q Query) patientRefs(r audit.Record) []audit.PatientRef {
 // matches. progress, if not nil, is called with the records scanned so far
 // and total.
 func Run(ctx context.Context, src Source, q Query, total uint64, progress func(done, total int)) (Report, error) {
-	rep := Report{Query: q, Rows: []Row{}, ByUser: map[string]int{}, ByOut: map[string]int{}}
+	rep := Report{Query: q, Tenants: []TenantRows{}, Rows: []Row{}, ByUser: map[string]int{}, ByOut: map[string]int{}}
 	err := src.Records(ctx, 1, total, func(seq uint64, canonical []byte) error {
 		rep.Scanned++
 		if progress != nil && rep.Scanned%4096 == 0 {
@@ -219,7 +221,6 @@ func Run(ctx context.Context, src Source, q Query, total uint64, progress func(d
 		return nil
 	})
 	if len(q.Patients) > 0 {
-		rep.Tenants = []TenantRows{}
 		for _, row := range rep.Rows {
 			i := slices.IndexFunc(rep.Tenants, func(tr TenantRows) bool { return tr.Tenant == row.Tenant })
 			if i < 0 {
@@ -248,8 +249,18 @@ func (rep Report) Records() int {
 	return n
 }
 
-// WriteJSON writes the report as one indented JSON document.
+// WriteJSON writes the report as one indented JSON document. Every list
+// is present, [] when empty, never omitted or null, whatever made rep (Run,
+// or the decoding of another report's JSON, as the CLI does with the
+// admin socket's answer): a reader iterates .tenants[] or
+// .key_versions.not_searched[] without a check.
 func (rep Report) WriteJSON(w io.Writer) error {
+	rep.Tenants, rep.Rows = orEmpty(rep.Tenants), orEmpty(rep.Rows)
+	if rep.KeyVersions != nil {
+		kv := *rep.KeyVersions
+		kv.Searched, kv.NotSearched = orEmpty(kv.Searched), orEmpty(kv.NotSearched)
+		rep.KeyVersions = &kv
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
@@ -362,11 +373,11 @@ func fmtTime(t time.Time, zero string) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// orEmpty is s, or an empty list for nil: a record's empty list ([]) is
-// [] in the JSON report, never null.
-func orEmpty(s []string) []string {
+// orEmpty is s, or an empty list for nil: an empty list ([]) is [] in
+// the JSON report, never null.
+func orEmpty[T any](s []T) []T {
 	if s == nil {
-		return []string{}
+		return []T{}
 	}
 	return s
 }

@@ -256,3 +256,52 @@ func TestJSONListsAreNeverNull(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyReportListsArePresent: every list of the JSON report is
+// present, [] when empty, never omitted or null: a patient report that
+// matched nothing has "tenants": [] and "rows": [], a report without
+// --patient "tenants": [] too, and key_versions its "not_searched": []
+// when every version was searched, also once the report has gone through
+// the admin socket (decoded, then written again, as the CLI does). Before,
+// "tenants" was omitted from an empty patient report (omitempty) and
+// "not_searched" from every report that searched all versions.
+func TestEmptyReportListsArePresent(t *testing.T) {
+	src, _ := fixture()
+	for name, q := range map[string]Query{"patient": {Patients: []string{"hk1-nobody"}, PatientLabel: "hk1-nobody"}, "user": {User: "nobody"}} {
+		rep, err := Run(context.Background(), src, q, 7, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep.KeyVersions = &KeyVersions{Searched: []string{"secret/k@1"}}
+		var js bytes.Buffer
+		if err := rep.WriteJSON(&js); err != nil {
+			t.Fatal(err)
+		}
+		// Through the admin socket: decoded, then written again.
+		var again Report
+		if err := json.Unmarshal(js.Bytes(), &again); err != nil {
+			t.Fatal(err)
+		}
+		var js2 bytes.Buffer
+		if err := again.WriteJSON(&js2); err != nil {
+			t.Fatal(err)
+		}
+		for _, out := range []*bytes.Buffer{&js, &js2} {
+			var got struct {
+				Tenants     json.RawMessage `json:"tenants"`
+				Rows        json.RawMessage `json:"rows"`
+				KeyVersions struct {
+					NotSearched json.RawMessage `json:"not_searched"`
+				} `json:"key_versions"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			for field, v := range map[string]json.RawMessage{"tenants": got.Tenants, "rows": got.Rows, "key_versions.not_searched": got.KeyVersions.NotSearched} {
+				if string(v) != "[]" {
+					t.Errorf("%s report: %s = %q, want []:\n%s", name, field, v, out)
+				}
+			}
+		}
+	}
+}

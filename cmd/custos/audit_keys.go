@@ -32,7 +32,7 @@ func registerAcceptKeyGap(f *pflag.FlagSet, accept *bool) {
 // be read, naming each and why, unless acceptGap: then the versions not
 // searched are listed and the gap marked accepted.
 func patientLookup(ctx context.Context, k auditorKeys, value string, acceptGap bool) ([]string, []secrets.Key, report.KeyVersions, error) {
-	var kv report.KeyVersions
+	kv := report.KeyVersions{Searched: []string{}, NotSearched: []report.KeyProblem{}} // [] in JSON when empty
 	h, err := k.AuditKeyHistory(ctx)
 	if err != nil {
 		return nil, nil, kv, err

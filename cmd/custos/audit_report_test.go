@@ -69,6 +69,16 @@ func TestAuditReportPatientPerTenant(t *testing.T) {
 	if got := users(out); code != 0 || !slices.Equal(got, []string{"b:counsel-b"}) {
 		t.Errorf("--tenant b: exit %d, rows %q, want b:counsel-b only\n%s", code, got, errOut)
 	}
+	// An accounting of disclosures that finds none (the report's own
+	// access records are no disclosures): every list is there, empty
+	// (until h-audit7 "tenants" was left out).
+	code, out, errOut = custos("--patient", "nobody", "--disclosures", "--json")
+	var empty struct {
+		Tenants, Rows json.RawMessage
+	}
+	if err := json.Unmarshal([]byte(out), &empty); code != 0 || err != nil || string(empty.Tenants) != "[]" || string(empty.Rows) != "[]" {
+		t.Errorf("no disclosure: exit %d, tenants %s, rows %s, want [] and []\n%s%s", code, empty.Tenants, empty.Rows, out, errOut)
+	}
 	code, out, errOut = custos("--patient", "p1", "--disclosures")
 	ia, ib := strings.Index(out, "\ntenant a: 1 rows\n"), strings.Index(out, "\ntenant b: 1 rows\n")
 	if code != 0 || ia < 0 || ib < ia || !strings.Contains(out[ia:ib], "counsel-a") || strings.Contains(out[ia:ib], "counsel-b") ||

@@ -1,0 +1,7 @@
+package audit
+
+import "golang.org/x/sys/unix"
+
+// fragmentSize is st's f_frsize, the unit of its block counts
+// (statfsBytes).
+func fragmentSize(st *unix.Statfs_t) int64 { return int64(st.Frsize) }
