@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/custos-mcp/custos/internal/fsspace"
 )
 
 // The live segment's file mapping.
@@ -81,7 +83,7 @@ func liveMapSizeOn(goarch string, fsBytes int64) int64 {
 // zero-filled tail (tail.go) that the batcher keeps for the file, on
 // bbolt's own handle of it.
 func openLiveDB(path string, o bolt.Options, log *slog.Logger) (*bolt.DB, *zeroTail, error) {
-	fsBytes, _ := fsSize(filepath.Dir(path))
+	fsBytes, _ := fsspace.Size(filepath.Dir(path))
 	o.InitialMmapSize = liveMapSize(fsBytes)
 	var file *os.File
 	open := o.OpenFile
@@ -101,17 +103,4 @@ func openLiveDB(path string, o bolt.Options, log *slog.Logger) (*bolt.DB, *zeroT
 		return nil, nil, err
 	}
 	return db, &zeroTail{file: file, log: log}, nil
-}
-
-// statfsBytes is n blocks of a file system's statfs counts (f_blocks,
-// f_bavail) in bytes. POSIX statvfs counts them in units of the fragment
-// size f_frsize, which Linux's statfs also reports, its f_bsize being the
-// preferred I/O size (larger on some file systems); frsize 0 (none
-// reported: the BSDs' statfs, whose f_bsize is the fundamental block size)
-// counts in bsize, as glibc's statvfs does.
-func statfsBytes(n, bsize, frsize int64) int64 {
-	if frsize > 0 {
-		return n * frsize
-	}
-	return n * bsize
 }

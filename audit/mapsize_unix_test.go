@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/custos-mcp/custos/internal/fsspace"
 )
 
 // TestLiveSegmentOpensWithLimitedAddressSpace: where RLIMIT_AS (systemd's
@@ -26,7 +28,7 @@ func TestLiveSegmentOpensWithLimitedAddressSpace(t *testing.T) {
 		return
 	}
 	dir := t.TempDir()
-	if fs, err := fsSize(dir); err != nil || liveMapSize(fs) == 0 {
+	if fs, err := fsspace.Size(dir); err != nil || liveMapSize(fs) == 0 {
 		t.Fatalf("the temporary directory's file system size: %d, %v", fs, err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestLiveSegmentOpensWithLimitedAddressSpace$", "-test.v")

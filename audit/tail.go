@@ -6,6 +6,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/custos-mcp/custos/internal/fsspace"
 )
 
 // The live segment's zero-filled tail.
@@ -76,7 +78,7 @@ func (t *zeroTail) extend(db *bolt.DB, hwm int64) {
 	defer tx.Rollback()
 	from := max(t.zeroed, tx.Size())
 	to := tx.Size() + tailAhead
-	if free, err := fsFree(t.file); err != nil || free < to-from+tailReserve {
+	if free, err := fsspace.FreeOf(t.file); err != nil || free < to-from+tailReserve {
 		t.retry = time.Now().Add(tailRetry)
 		return // little room left (or unknown): bbolt grows the file as before
 	}

@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/custos-mcp/custos/internal/fsspace"
 )
 
 // Mount mounts a tmpfs of size bytes on a new directory under
@@ -45,14 +47,14 @@ func Mount(t testing.TB, size int64) string {
 }
 
 // Free returns the bytes free on dir's file system for an unprivileged
-// writer (statfs f_bavail).
+// writer (fsspace.Free: statfs f_bavail in fragments).
 func Free(t testing.TB, dir string) int64 {
 	t.Helper()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
+	n, err := fsspace.Free(dir)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return int64(st.Bavail) * int64(st.Bsize)
+	return n
 }
 
 // Fill allocates a file in dir that takes all the free space of dir's

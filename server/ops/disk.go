@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/custos-mcp/custos/internal/fsspace"
 )
 
 // Defaults of DiskOptions.
@@ -102,13 +102,13 @@ func NewDiskWatch(o DiskOptions) (*DiskWatch, error) {
 }
 
 // statfsFree is the space available to unprivileged writers on the
-// volume holding dir.
+// volume holding dir (fsspace.Free: f_bavail in fragments).
 func statfsFree(dir string) (uint64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
+	n, err := fsspace.Free(dir)
+	if err != nil {
 		return 0, err
 	}
-	return st.Bavail * uint64(st.Bsize), nil
+	return uint64(n), nil
 }
 
 // Sample reads the free space now and updates the state and the metrics.
