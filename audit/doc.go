@@ -125,8 +125,8 @@
 //     bbolt never remaps it, and a remap is what waits for readers
 //     (TestSnapshotWhileTheFileGrowsDoesNotBlockAppends). Only where the
 //     address space is limited does it fall back, with a warning, to
-//     bbolt's default mapping; on the systems where the file system size is not read (internal/fsspace)
-//     (mapsize_other.go) it keeps that mapping.
+//     bbolt's default mapping; on the systems where internal/fsspace does
+//     not read the file system's size it keeps that mapping.
 //   - The live segment keeps a zero-filled tail past its high-water mark
 //     (tail.go, where its invariants are): written under bbolt's writer
 //     lock, never below the mark, never counted, trimmed at the seal, and

@@ -10,7 +10,8 @@ import (
 
 // TestAuditBuildsOnOtherUnixSystems: the audit package compiles for the
 // unix systems whose Statfs_t has no Blocks and Bsize (OpenBSD) or which
-// have no Statfs at all (NetBSD, illumos). 4d4e80e's fsSize was built for
+// have no Statfs at all (NetBSD, illumos). 4d4e80e's fsSize (now
+// internal/fsspace, built with the package) was built for
 // every unix and broke the package, and custos, on them. One system of
 // each kind (illumos builds as NetBSD does; darwin stands for the systems
 // that read the size; windows for non-unix), and one 32-bit platform for
