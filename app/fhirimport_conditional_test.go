@@ -617,3 +617,50 @@ func TestImportKeptProblemsAllNamed(t *testing.T) {
 		}
 	}
 }
+
+// A plain PUT or POST whose request.url is an absolute URL on another
+// server than the import's (PUT https://other.example/fhir/Patient/7) is
+// refused (fhirin.ErrUnsupported), naming the entry's request.url and the
+// host and never the id, and changes nothing: it writes that server's
+// Patient/7, not this catalog's. Before, it was imported as this
+// catalog's Patient/7. The rule is the conditional searches' (the
+// $export manifest's server, or the base of the entry's own RESTful
+// fullUrl): on the fullUrl's base it is imported.
+func TestImportAbsoluteRequestURLOnAnotherServerRefused(t *testing.T) {
+	f := newLinkFixture(t)
+	const p7 = "a7a7a7a7-0000-4000-8000-0000000000a7"
+	entry := func(fullURL, request string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"` + fullURL + `","resource":{"resourceType":"Patient","id":"` + p7 + `","name":[{"family":"Moss"}]},"request":` + request + `}]}`
+	}
+	if _, err := f.impBundles(false, entry("urn:uuid:"+p7, `{"method":"PUT","url":"Patient/`+p7+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	before := f.catalogBytes()
+	for _, tc := range []struct{ name, bundle string }{
+		{"PUT, urn fullUrl", entry("urn:uuid:"+p7, `{"method":"PUT","url":"https://Other.example/fhir/Patient/`+p7+`"}`)},
+		{"PUT, another base than the fullUrl's", entry("https://ehr.example/fhir/Patient/"+p7, `{"method":"PUT","url":"https://other.example/fhir/Patient/`+p7+`"}`)},
+		{"POST, urn fullUrl", entry("urn:uuid:"+p7, `{"method":"POST","url":"https://other.example/fhir/Patient"}`)},
+		{"POST, another base than the fullUrl's", entry("https://ehr.example/fhir/Patient/"+p7, `{"method":"POST","url":"https://other.example/fhir/Patient?_format=json"}`)},
+	} {
+		_, err := f.impBundles(false, tc.bundle)
+		var fe *fhirin.Error
+		if !errors.Is(err, fhirin.ErrUnsupported) || !errors.As(err, &fe) || fe.Path != "Bundle.entry[0].request.url" || !strings.Contains(err.Error(), "other.example") {
+			t.Errorf("%s: err = %v, want ErrUnsupported at Bundle.entry[0].request.url naming the host", tc.name, err)
+		}
+		if err != nil && (strings.Contains(err.Error(), p7) || strings.Contains(err.Error(), "Moss")) {
+			t.Errorf("%s: the error quotes the input: %v", tc.name, err)
+		}
+		if string(before) != string(f.catalogBytes()) {
+			t.Fatalf("%s: a refused import changed the catalog file", tc.name)
+		}
+	}
+	// On the base of its own RESTful fullUrl: imported (a new version).
+	for i, request := range []string{`{"method":"PUT","url":"HTTPS://ehr.example/fhir/Patient/` + p7 + `"}`, `{"method":"POST","url":"https://ehr.example/fhir/Patient"}`} {
+		if _, err := f.impBundles(false, strings.Replace(entry("https://ehr.example/fhir/Patient/"+p7, request), "Moss", "Moss"+string(rune('a'+i)), 1)); err != nil {
+			t.Fatalf("%s: %v", request, err)
+		}
+		if r, _ := f.get("Patient", p7, p7); r.Version != 2+i {
+			t.Errorf("%s: version %d, want %d", request, r.Version, 2+i)
+		}
+	}
+}

@@ -429,6 +429,19 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 			return newError(w, path+".request.url", ErrValue, "a PUT names another resource (type or id) than the entry's resource")
 		case !ok && !conditional:
 			return newError(w, path+".request.url", ErrValue, "a PUT url must name Type/id of the entry's resource, or be a conditional update of its type (Type?search)")
+		case ok && strings.Contains(u, "://"):
+			// [base]/Type/id updates that server's resource
+			// (conditionalOf checks a conditional update's base).
+			if err := onImportServer(w, path+".request.url", s.base, restBase(u), e, "a PUT", "writes to", "Type/id"); err != nil {
+				return err
+			}
+		}
+	}
+	if method == "POST" && strings.Contains(e.Request.URL, "://") {
+		// [base]/Type creates a resource on that server.
+		u, _, _ := strings.Cut(e.Request.URL, "?")
+		if err := onImportServer(w, path+".request.url", s.base, NormURL(u[:strings.LastIndexByte(u, '/')]), e, "a POST", "creates on", "Type"); err != nil {
+			return err
 		}
 	}
 	if b.typ == "searchset" && e.typ == "OperationOutcome" && (e.Search == nil || e.Search.Mode == "" || e.Search.Mode == "outcome") {

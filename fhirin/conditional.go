@@ -95,16 +95,8 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 		return conditional{}, false, nil
 	}
 	if strings.Contains(at, "://") {
-		on := NormURL(strings.TrimSuffix(at, "/"+e.typ))
-		if on != base && on != restBase(e.FullURL) {
-			host := "an unreadable host"
-			if u, err := url.Parse(on); err == nil && u.Host != "" {
-				host = "host " + u.Host
-			}
-			if base == "" && restBase(e.FullURL) == "" {
-				return conditional{}, false, newError(w, atPath, ErrUnsupported, "a conditional search on an absolute URL (%s) is not resolved when the import's server is unknown (its $export manifest's request, or the entry's RESTful fullUrl): it searches that server, not this catalog; give Type?query", host)
-			}
-			return conditional{}, false, newError(w, atPath, ErrUnsupported, "a conditional search on another server (%s) than the import's is not resolved: it searches that server, not this catalog", host)
+		if err := onImportServer(w, atPath, base, NormURL(strings.TrimSuffix(at, "/"+e.typ)), e, "a conditional search", "searches", "Type?query"); err != nil {
+			return conditional{}, false, err
 		}
 	}
 	v, err := url.ParseQuery(query)
@@ -139,6 +131,31 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 		}
 	}
 	return c, true, nil
+}
+
+// onImportServer checks on, the server base an absolute request url of e
+// names (at: that element), against the import's server: base (its
+// $export manifest's request) or the base of e's own RESTful fullUrl.
+// Another server's, or any when neither is known, is an ErrUnsupported
+// naming the element and the host, never the url's path or query: the
+// url names that server's resource (or search), not this catalog's, and a
+// plain PUT of https://other.example/fhir/Patient/7 was imported as this
+// catalog's Patient/7. what is the request ("a conditional search", "a
+// PUT"), does what it does to that server, give what to write instead. A
+// DELETE is held to its export's server alone (bundleEntry).
+func onImportServer(w, at, base, on string, e *entry, what, does, give string) error {
+	full := restBase(e.FullURL)
+	if on == base && base != "" || on == full && full != "" {
+		return nil
+	}
+	host := "an unreadable host"
+	if u, err := url.Parse(on); err == nil && u.Host != "" {
+		host = "host " + u.Host
+	}
+	if base == "" && full == "" {
+		return newError(w, at, ErrUnsupported, "%s on an absolute URL (%s) is not imported when the import's server is unknown (its $export manifest's request, or the entry's RESTful fullUrl): it %s that server, not this catalog; give %s", what, host, does, give)
+	}
+	return newError(w, at, ErrUnsupported, "%s on another server (%s) than the import's is not imported: it %s that server, not this catalog; give %s", what, host, does, give)
 }
 
 // paramName is a search parameter's name as an error may write it: its
