@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/custos-mcp/custos/fhirin"
 	"github.com/custos-mcp/custos/store"
+	bolt "go.etcd.io/bbolt"
 )
 
 // condBundle is a transaction Bundle as an exporter that mints new uuids
@@ -662,5 +665,141 @@ func TestImportAbsoluteRequestURLOnAnotherServerRefused(t *testing.T) {
 		if r, _ := f.get("Patient", p7, p7); r.Version != 2+i {
 			t.Errorf("%s: version %d, want %d", request, r.Version, 2+i)
 		}
+	}
+}
+
+// A conditional update (or create) whose search finds nothing and whose
+// resource's id (its own, or its urn:uuid fullUrl's) is that of a live
+// resource of the catalog is refused (R5 http.html#cond-update, "No
+// matches, id provided and already exist: The server rejects the update
+// with a 409 Conflict error"), naming the entry's query and not the id,
+// and changes nothing. Before, the entry overwrote that resource: patient
+// B's Observation, which its search did not find, was moved into patient
+// A's compartment with A's content. An id of no live resource still
+// creates.
+func TestImportConditionalNoMatchIDOfALiveResourceRefused(t *testing.T) {
+	f := newLinkFixture(t)
+	const (
+		pa, pb = "a1a1a1a1-0000-4000-8000-000000000001", "b2b2b2b2-0000-4000-8000-000000000002"
+		obs    = "c3c3c3c3-0000-4000-8000-000000000003"
+	)
+	bundle := func(entries ...string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join(entries, ",\n") + `]}`
+	}
+	observation := func(fullURL, id, patient, text, request string) string {
+		return `{"fullUrl":"` + fullURL + `","resource":{"resourceType":"Observation"` + id + `,"identifier":[{"system":"urn:lab","value":"88"}],"status":"final","code":{"text":"` + text + `"},"subject":{"reference":"Patient/` + patient + `"}},"request":` + request + `}`
+	}
+	if _, err := f.impBundles(false, bundle(
+		`{"fullUrl":"urn:uuid:`+pa+`","resource":{"resourceType":"Patient"},"request":{"method":"PUT","url":"Patient/`+pa+`"}}`,
+		`{"fullUrl":"urn:uuid:`+pb+`","resource":{"resourceType":"Patient"},"request":{"method":"PUT","url":"Patient/`+pb+`"}}`,
+		strings.Replace(observation("urn:uuid:"+obs, "", pb, "B's", `{"method":"PUT","url":"Observation/`+obs+`"}`), `"value":"88"`, `"value":"77"`, 1))); err != nil {
+		t.Fatal(err)
+	}
+	before := f.catalogBytes()
+	const other = "urn:uuid:d4d4d4d4-0000-4000-8000-000000000004"
+	for _, tc := range []struct{ name, entry, path string }{
+		{"update, body id", observation(other, `,"id":"`+obs+`"`, pa, "A's", `{"method":"PUT","url":"Observation?identifier=urn:lab|88"}`), "Bundle.entry[0].request.url"},
+		{"update, urn:uuid id", observation("urn:uuid:"+obs, "", pa, "A's", `{"method":"PUT","url":"Observation?identifier=urn:lab|88"}`), "Bundle.entry[0].request.url"},
+		{"update, same patient", observation(other, `,"id":"`+obs+`"`, pb, "A's", `{"method":"PUT","url":"Observation?identifier=urn:lab|88"}`), "Bundle.entry[0].request.url"},
+		{"create", observation("urn:uuid:"+obs, "", pa, "A's", `{"method":"POST","url":"Observation","ifNoneExist":"identifier=urn:lab|88"}`), "Bundle.entry[0].request.ifNoneExist"},
+	} {
+		_, err := f.impBundles(false, bundle(tc.entry))
+		var fe *fhirin.Error
+		if !errors.Is(err, fhirin.ErrValue) || !errors.As(err, &fe) || fe.Path != tc.path || !strings.Contains(err.Error(), "409") {
+			t.Errorf("%s: err = %v, want ErrValue (409) at %s", tc.name, err, tc.path)
+		}
+		for _, s := range []string{obs, "88", pa, pb} {
+			if err != nil && strings.Contains(err.Error(), s) {
+				t.Errorf("%s: the error quotes the input (%s): %v", tc.name, s, err)
+			}
+		}
+		if string(before) != string(f.catalogBytes()) {
+			t.Fatalf("%s: a refused import changed the catalog file", tc.name)
+		}
+	}
+	if _, body := f.get("Observation", obs, pb); !strings.Contains(string(body), `"B's"`) {
+		t.Errorf("B's Observation changed: %s", body)
+	}
+	// An id of no live resource: created.
+	if _, err := f.impBundles(false, bundle(observation(other, "", pa, "A's", `{"method":"PUT","url":"Observation?identifier=urn:lab|88"}`))); err != nil {
+		t.Fatal(err)
+	}
+	f.get("Observation", "d4d4d4d4-0000-4000-8000-000000000004", pa)
+}
+
+// dropSource rewrites the live record of uri in the catalog at f.cat (and
+// its version) without a source, as a streaming import from before
+// imports recorded their source wrote it (a legacy record).
+func (f *linkFixture) dropSource(uri string) {
+	f.t.Helper()
+	db, err := bolt.Open(f.cat, 0o600, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		res, vers := tx.Bucket([]byte("resources")), tx.Bucket([]byte("versions"))
+		var r map[string]any
+		if err := json.Unmarshal(res.Get([]byte(uri)), &r); err != nil {
+			return err
+		}
+		if r["source"] == nil {
+			return fmt.Errorf("%s has no source to drop", uri)
+		}
+		delete(r, "source")
+		enc, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		v, _ := r["version"].(float64)
+		key := binary.BigEndian.AppendUint32(append([]byte(uri), 0), uint32(v))
+		if vers.Get(key) == nil {
+			return fmt.Errorf("%s has no version %v", uri, v)
+		}
+		if err := vers.Put(key, enc); err != nil {
+			return err
+		}
+		return res.Put([]byte(uri), enc)
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// A conditional update or create whose own id is that of a live resource
+// without a source (a streaming import's from before sources were
+// recorded, which conditional searches do not find) is refused as FHIR's
+// 409 Conflict, naming the entry, and the legacy resource stays as it is.
+// Before, docs/import.md said such an entry "creates its own resource
+// beside it", but it wrote over it at its URI (same id, same URI), taking
+// it into the source.
+func TestImportConditionalDoesNotTakeOverASourcelessResource(t *testing.T) {
+	f := newLinkFixture(t)
+	const legacy = "12345678-0000-4000-8000-000000000001"
+	practitioner := func(family, request string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"urn:uuid:` + legacy + `","resource":{"resourceType":"Practitioner","id":"` + legacy + `","identifier":[{"system":"http://hl7.org/fhir/sid/us-npi","value":"9999994392"}],"name":[{"family":"` + family + `"}]},"request":` + request + `}]}`
+	}
+	if _, err := f.impBundles(false, practitioner("Legacy", `{"method":"PUT","url":"Practitioner/`+legacy+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	uri := f.namer.Link("Practitioner", legacy, "")
+	f.dropSource(uri)
+	before := f.catalogBytes()
+	for _, request := range []string{
+		`{"method":"PUT","url":"Practitioner?identifier=http://hl7.org/fhir/sid/us-npi|9999994392"}`,
+		`{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=http://hl7.org/fhir/sid/us-npi|9999994392"}`,
+	} {
+		_, err := f.impBundles(false, practitioner("Taken", request))
+		var fe *fhirin.Error
+		if !errors.Is(err, fhirin.ErrValue) || !errors.As(err, &fe) || !strings.HasPrefix(fe.Path, "Bundle.entry[0].request.") || !strings.Contains(err.Error(), "409") {
+			t.Errorf("%s: err = %v, want ErrValue (409) at the entry's query", request, err)
+		}
+		if string(before) != string(f.catalogBytes()) {
+			t.Fatalf("%s: a refused import changed the catalog file", request)
+		}
+	}
+	r, body := f.get("Practitioner", legacy, "")
+	if r.Source != "" || !strings.Contains(string(body), `"Legacy"`) {
+		t.Errorf("the legacy Practitioner changed: source %q, %s", r.Source, body)
 	}
 }
