@@ -803,3 +803,37 @@ func TestImportConditionalDoesNotTakeOverASourcelessResource(t *testing.T) {
 		t.Errorf("the legacy Practitioner changed: source %q, %s", r.Source, body)
 	}
 }
+
+// A conditional create or update of a Binary whose search finds a Binary
+// of the catalog is refused as such (fhirin.ErrUnsupported at the entry's
+// query, saying a Binary's compartment is set by its linkers), and changes
+// nothing. Before, it was refused as a match "in another patient
+// compartment than its resource's": a Binary's body places it nowhere, so
+// every match was in "another" compartment, which named no real problem.
+func TestImportConditionalBinaryMatchRefusedAsSuch(t *testing.T) {
+	f := newLinkFixture(t)
+	const pat, bin = "a1a1a1a1-0000-4000-8000-0000000000a1", "b1b1b1b1-0000-4000-8000-0000000000b1"
+	bundle := func(request string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"urn:uuid:` + pat + `","resource":{"resourceType":"Patient","id":"` + pat + `"},"request":{"method":"PUT","url":"Patient/` + pat + `"}},
+{"fullUrl":"urn:uuid:` + bin + `","resource":{"resourceType":"Binary","id":"` + bin + `","contentType":"text/plain","data":"aGVsbG8=","securityContext":{"reference":"Patient/` + pat + `"}},"request":` + request + `}]}`
+	}
+	if _, err := f.impBundles(false, bundle(`{"method":"PUT","url":"Binary/`+bin+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	before := f.catalogBytes()
+	for _, tc := range []struct{ request, path string }{
+		{`{"method":"POST","url":"Binary","ifNoneExist":"_id=` + bin + `"}`, "Bundle.entry[1].request.ifNoneExist"},
+		{`{"method":"PUT","url":"Binary?_id=` + bin + `"}`, "Bundle.entry[1].request.url"},
+	} {
+		for _, full := range []bool{false, true} {
+			_, err := f.impBundles(full, bundle(tc.request))
+			var fe *fhirin.Error
+			if !errors.Is(err, fhirin.ErrUnsupported) || !errors.As(err, &fe) || fe.Path != tc.path || !strings.Contains(err.Error(), "of a Binary") || strings.Contains(err.Error(), bin) {
+				t.Errorf("%s (full %v): err = %v, want ErrUnsupported at %s saying it is a Binary's match, naming no id", tc.request, full, err, tc.path)
+			}
+			if string(before) != string(f.catalogBytes()) {
+				t.Fatalf("%s: a refused import changed the catalog file", tc.request)
+			}
+		}
+	}
+}
