@@ -262,11 +262,13 @@ func TestImportConditionalCreateKeepsItsMatch(t *testing.T) {
 			t.Errorf("full %v: live after the import %v, want %v", full, got, before)
 		}
 	}
-	// An input that keeps the Practitioner and deletes it is refused,
-	// whichever comes first, and changes nothing.
+	// An input that keeps the Practitioner and then deletes it is
+	// refused (in one Bundle too), and changes nothing.
 	del := `{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"DELETE","url":"Practitioner/` + pr1 + `"}}]}`
+	delEntry := `{"request":{"method":"DELETE","url":"Practitioner/` + pr1 + `"}}`
+	const pr3 = "5b627384-9eaf-40b1-c2d3-e4f5a6b7c8d9"
 	cat := f.catalogBytes()
-	for _, order := range [][]string{{del, bundle(practitioner("5b627384-9eaf-40b1-c2d3-e4f5a6b7c8d9", "Third"))}, {bundle(practitioner("5b627384-9eaf-40b1-c2d3-e4f5a6b7c8d9", "Third")), del}} {
+	for _, order := range [][]string{{bundle(practitioner(pr3, "Third")), del}, {bundle(practitioner(pr3, "Third"), delEntry)}} {
 		_, err := f.impBundles(false, order...)
 		if err == nil || !strings.Contains(err.Error(), "deletes or moves") {
 			t.Errorf("err = %v, want the kept Practitioner's deletion refused", err)
@@ -274,6 +276,19 @@ func TestImportConditionalCreateKeepsItsMatch(t *testing.T) {
 		if string(cat) != string(f.catalogBytes()) {
 			t.Fatal("a refused import changed the catalog file")
 		}
+	}
+	// Deleted by an earlier Bundle, it is found no more (as a server
+	// handling the Bundles in turn): the later conditional create creates
+	// its own. Until 2026-12-06 the search found it in the catalog as it
+	// was before the import, and the import was refused.
+	if _, err := f.impBundles(false, del, bundle(practitioner(pr3, "Third"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := f.get("Practitioner", pr3, ""); !strings.Contains(string(body), `"Third"`) {
+		t.Errorf("the created Practitioner: %s", body)
+	}
+	if _, ok := f.liveVersions()[f.namer.Link("Practitioner", pr1, "")]; ok {
+		t.Error("the deleted Practitioner is live")
 	}
 }
 
@@ -835,5 +850,58 @@ func TestImportConditionalBinaryMatchRefusedAsSuch(t *testing.T) {
 				t.Fatalf("%s: a refused import changed the catalog file", tc.request)
 			}
 		}
+	}
+}
+
+// A later Bundle of one import searches what the Bundles before it wrote
+// with plain entries too, as a FHIR server handling them in turn would: a
+// conditional create by identifier (or _id) finds the Practitioner an
+// earlier Bundle's plain POST created, and keeps it (one Practitioner, not
+// two); and a conditional update by an identifier that an earlier Bundle
+// removed from the catalog's Patient (PUT Patient/id without it) no
+// longer finds that Patient through the catalog as it was before the
+// import: it creates its own. Before, only conditional entries were
+// remembered: the import created two Practitioners, and the update
+// matched the Patient by its dropped identifier (refused as two contents
+// of one resource).
+func TestImportConditionalFindsPlainWritesOfEarlierBundles(t *testing.T) {
+	const npi = "http://hl7.org/fhir/sid/us-npi"
+	bundle := func(entries ...string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join(entries, ",\n") + `]}`
+	}
+	practitioner := func(uuid, request string) string {
+		return `{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"Practitioner","identifier":[{"system":"` + npi + `","value":"9999994392"}],"name":[{"family":"Moss"}]},"request":` + request + `}`
+	}
+	const pr1, pr2 = "4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b", "2e3f4051-6b7c-4d8e-9fa0-b1c2d3e4f5a6"
+	for _, ifNoneExist := range []string{"identifier=" + npi + "|9999994392", "_id=" + pr1} {
+		f := newLinkFixture(t)
+		if _, err := f.impBundles(false, bundle(practitioner(pr1, `{"method":"POST","url":"Practitioner"}`)),
+			bundle(practitioner(pr2, `{"method":"POST","url":"Practitioner","ifNoneExist":"`+ifNoneExist+`"}`))); err != nil {
+			t.Fatalf("%s: %v", ifNoneExist, err)
+		}
+		got := f.liveVersions()
+		if _, ok := got[f.namer.Link("Practitioner", pr1, "")]; !ok || len(got) != 1 {
+			t.Errorf("%s: live %v, want the one Practitioner of the plain POST", ifNoneExist, got)
+		}
+	}
+
+	const mrn = "http://hospital.example.org/identifiers/mrn"
+	const p1, p2 = "9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f", "1d2e3f40-5a6b-4c7d-8e9f-a0b1c2d3e4f5"
+	patient := func(uuid, value, family, request string) string {
+		return `{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"Patient","identifier":[{"system":"` + mrn + `","value":"` + value + `"}],"name":[{"family":"` + family + `"}]},"request":` + request + `}`
+	}
+	f := newLinkFixture(t)
+	if _, err := f.impBundles(false, bundle(patient(p1, "12345", "Marsh", `{"method":"PUT","url":"Patient/`+p1+`"}`))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.impBundles(false, bundle(patient(p1, "67890", "Marsh", `{"method":"PUT","url":"Patient/`+p1+`"}`)),
+		bundle(patient(p2, "12345", "Moss", `{"method":"PUT","url":"Patient?identifier=`+mrn+`|12345"}`))); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := f.get("Patient", p1, p1); !strings.Contains(string(body), `"67890"`) || !strings.Contains(string(body), `"Marsh"`) {
+		t.Errorf("the Patient the first Bundle wrote: %s", body)
+	}
+	if _, body := f.get("Patient", p2, p2); !strings.Contains(string(body), `"12345"`) {
+		t.Errorf("the Patient the conditional update created: %s", body)
 	}
 }

@@ -114,6 +114,11 @@ type entry struct {
 	placed  bool
 	// identifiers are its resource's identifiers, "system|value".
 	identifiers []string
+	// writes: bundleEntry imports its resource (not skipped, not a
+	// search outcome); deletes: the resource its DELETE retires. What
+	// remember files for a later Bundle's searches.
+	writes  bool
+	deletes refTarget
 }
 
 type coding struct {
@@ -398,6 +403,7 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 			// Another server's Patient/7 is not this import's.
 			return newError(w, path+".request.url", ErrUnsupported, "a DELETE of an absolute URL on another server than the export's, or when that is unknown (its $export manifest's request), is not imported: name Type/id")
 		}
+		e.deletes = t // remember files it
 		if rd.emit {
 			return rd.emitItem(Item{Type: t.typ, ID: t.id, Deleted: true, Where: w})
 		}
@@ -467,6 +473,7 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		}
 		return nil
 	}
+	e.writes = true // remember files it, whatever this pass reads of it
 	if rd.skim() && !indexedTypes[e.typ] && !b.mayNameBinary(e.Resource) {
 		return nil
 	}
