@@ -244,7 +244,7 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 				// does not know: the match could not be held to the
 				// entry's compartment, and was refused as a match in
 				// "another patient compartment" its body never named.
-				return atEntry(e.name, newError(w, c.path, ErrUnsupported, "a conditional update or create of a Binary that finds a Binary of the catalog is not imported: a Binary's patient compartment is set by the resources that link it, not by the Binary, so the match cannot be checked to be in the entry's compartment; name the Binary (PUT Binary/id)"))
+				return atEntry(e.name, newError(w, c.path, ErrUnsupported, "a conditional update or create of a Binary that finds a Binary (of the catalog, or written by an earlier Bundle) is not imported: a Binary's patient compartment is set by the resources that link it, not by the Binary, so the match cannot be checked to be in the entry's compartment; name the Binary (PUT Binary/id)"))
 			}
 			// resource checks, once it knows the entry's compartment,
 			// that the match is in it (matchedPatient).
