@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/custos-mcp/custos/fhirin"
 	"github.com/custos-mcp/custos/store"
+	bolt "go.etcd.io/bbolt"
 )
 
 // condBundle is a transaction Bundle as an exporter that mints new uuids
@@ -259,11 +262,13 @@ func TestImportConditionalCreateKeepsItsMatch(t *testing.T) {
 			t.Errorf("full %v: live after the import %v, want %v", full, got, before)
 		}
 	}
-	// An input that keeps the Practitioner and deletes it is refused,
-	// whichever comes first, and changes nothing.
+	// An input that keeps the Practitioner and then deletes it is
+	// refused (in one Bundle too), and changes nothing.
 	del := `{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"DELETE","url":"Practitioner/` + pr1 + `"}}]}`
+	delEntry := `{"request":{"method":"DELETE","url":"Practitioner/` + pr1 + `"}}`
+	const pr3 = "5b627384-9eaf-40b1-c2d3-e4f5a6b7c8d9"
 	cat := f.catalogBytes()
-	for _, order := range [][]string{{del, bundle(practitioner("5b627384-9eaf-40b1-c2d3-e4f5a6b7c8d9", "Third"))}, {bundle(practitioner("5b627384-9eaf-40b1-c2d3-e4f5a6b7c8d9", "Third")), del}} {
+	for _, order := range [][]string{{bundle(practitioner(pr3, "Third")), del}, {bundle(practitioner(pr3, "Third"), delEntry)}} {
 		_, err := f.impBundles(false, order...)
 		if err == nil || !strings.Contains(err.Error(), "deletes or moves") {
 			t.Errorf("err = %v, want the kept Practitioner's deletion refused", err)
@@ -271,6 +276,19 @@ func TestImportConditionalCreateKeepsItsMatch(t *testing.T) {
 		if string(cat) != string(f.catalogBytes()) {
 			t.Fatal("a refused import changed the catalog file")
 		}
+	}
+	// Deleted by an earlier Bundle, it is found no more (as a server
+	// handling the Bundles in turn): the later conditional create creates
+	// its own. Until 2026-12-06 the search found it in the catalog as it
+	// was before the import, and the import was refused.
+	if _, err := f.impBundles(false, del, bundle(practitioner(pr3, "Third"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := f.get("Practitioner", pr3, ""); !strings.Contains(string(body), `"Third"`) {
+		t.Errorf("the created Practitioner: %s", body)
+	}
+	if _, ok := f.liveVersions()[f.namer.Link("Practitioner", pr1, "")]; ok {
+		t.Error("the deleted Practitioner is live")
 	}
 }
 
@@ -615,5 +633,275 @@ func TestImportKeptProblemsAllNamed(t *testing.T) {
 		if a < 0 || b < a {
 			t.Fatalf("err = %v, want both kept entries named (bundlea.json:2, then bundlea.json:3)", err)
 		}
+	}
+}
+
+// A plain PUT or POST whose request.url is an absolute URL on another
+// server than the import's (PUT https://other.example/fhir/Patient/7) is
+// refused (fhirin.ErrUnsupported), naming the entry's request.url and the
+// host and never the id, and changes nothing: it writes that server's
+// Patient/7, not this catalog's. Before, it was imported as this
+// catalog's Patient/7. The rule is the conditional searches' (the
+// $export manifest's server, or the base of the entry's own RESTful
+// fullUrl): on the fullUrl's base it is imported.
+func TestImportAbsoluteRequestURLOnAnotherServerRefused(t *testing.T) {
+	f := newLinkFixture(t)
+	const p7 = "a7a7a7a7-0000-4000-8000-0000000000a7"
+	entry := func(fullURL, request string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"` + fullURL + `","resource":{"resourceType":"Patient","id":"` + p7 + `","name":[{"family":"Moss"}]},"request":` + request + `}]}`
+	}
+	if _, err := f.impBundles(false, entry("urn:uuid:"+p7, `{"method":"PUT","url":"Patient/`+p7+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	before := f.catalogBytes()
+	for _, tc := range []struct{ name, bundle string }{
+		{"PUT, urn fullUrl", entry("urn:uuid:"+p7, `{"method":"PUT","url":"https://Other.example/fhir/Patient/`+p7+`"}`)},
+		{"PUT, another base than the fullUrl's", entry("https://ehr.example/fhir/Patient/"+p7, `{"method":"PUT","url":"https://other.example/fhir/Patient/`+p7+`"}`)},
+		{"POST, urn fullUrl", entry("urn:uuid:"+p7, `{"method":"POST","url":"https://other.example/fhir/Patient"}`)},
+		{"POST, another base than the fullUrl's", entry("https://ehr.example/fhir/Patient/"+p7, `{"method":"POST","url":"https://other.example/fhir/Patient?_format=json"}`)},
+	} {
+		_, err := f.impBundles(false, tc.bundle)
+		var fe *fhirin.Error
+		if !errors.Is(err, fhirin.ErrUnsupported) || !errors.As(err, &fe) || fe.Path != "Bundle.entry[0].request.url" || !strings.Contains(err.Error(), "other.example") {
+			t.Errorf("%s: err = %v, want ErrUnsupported at Bundle.entry[0].request.url naming the host", tc.name, err)
+		}
+		if err != nil && (strings.Contains(err.Error(), p7) || strings.Contains(err.Error(), "Moss")) {
+			t.Errorf("%s: the error quotes the input: %v", tc.name, err)
+		}
+		if string(before) != string(f.catalogBytes()) {
+			t.Fatalf("%s: a refused import changed the catalog file", tc.name)
+		}
+	}
+	// On the base of its own RESTful fullUrl: imported (a new version).
+	for i, request := range []string{`{"method":"PUT","url":"HTTPS://ehr.example/fhir/Patient/` + p7 + `"}`, `{"method":"POST","url":"https://ehr.example/fhir/Patient"}`} {
+		if _, err := f.impBundles(false, strings.Replace(entry("https://ehr.example/fhir/Patient/"+p7, request), "Moss", "Moss"+string(rune('a'+i)), 1)); err != nil {
+			t.Fatalf("%s: %v", request, err)
+		}
+		if r, _ := f.get("Patient", p7, p7); r.Version != 2+i {
+			t.Errorf("%s: version %d, want %d", request, r.Version, 2+i)
+		}
+	}
+}
+
+// A conditional update (or create) whose search finds nothing and whose
+// resource's id (its own, or its urn:uuid fullUrl's) is that of a live
+// resource of the catalog is refused (R5 http.html#cond-update, "No
+// matches, id provided and already exist: The server rejects the update
+// with a 409 Conflict error"), naming the entry's query and not the id,
+// and changes nothing. Before, the entry overwrote that resource: patient
+// B's Observation, which its search did not find, was moved into patient
+// A's compartment with A's content. An id of no live resource still
+// creates.
+func TestImportConditionalNoMatchIDOfALiveResourceRefused(t *testing.T) {
+	f := newLinkFixture(t)
+	const (
+		pa, pb = "a1a1a1a1-0000-4000-8000-000000000001", "b2b2b2b2-0000-4000-8000-000000000002"
+		obs    = "c3c3c3c3-0000-4000-8000-000000000003"
+	)
+	bundle := func(entries ...string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join(entries, ",\n") + `]}`
+	}
+	observation := func(fullURL, id, patient, text, request string) string {
+		return `{"fullUrl":"` + fullURL + `","resource":{"resourceType":"Observation"` + id + `,"identifier":[{"system":"urn:lab","value":"88"}],"status":"final","code":{"text":"` + text + `"},"subject":{"reference":"Patient/` + patient + `"}},"request":` + request + `}`
+	}
+	if _, err := f.impBundles(false, bundle(
+		`{"fullUrl":"urn:uuid:`+pa+`","resource":{"resourceType":"Patient"},"request":{"method":"PUT","url":"Patient/`+pa+`"}}`,
+		`{"fullUrl":"urn:uuid:`+pb+`","resource":{"resourceType":"Patient"},"request":{"method":"PUT","url":"Patient/`+pb+`"}}`,
+		strings.Replace(observation("urn:uuid:"+obs, "", pb, "B's", `{"method":"PUT","url":"Observation/`+obs+`"}`), `"value":"88"`, `"value":"77"`, 1))); err != nil {
+		t.Fatal(err)
+	}
+	before := f.catalogBytes()
+	const other = "urn:uuid:d4d4d4d4-0000-4000-8000-000000000004"
+	for _, tc := range []struct{ name, entry, path string }{
+		{"update, body id", observation(other, `,"id":"`+obs+`"`, pa, "A's", `{"method":"PUT","url":"Observation?identifier=urn:lab|88"}`), "Bundle.entry[0].request.url"},
+		{"update, urn:uuid id", observation("urn:uuid:"+obs, "", pa, "A's", `{"method":"PUT","url":"Observation?identifier=urn:lab|88"}`), "Bundle.entry[0].request.url"},
+		{"update, same patient", observation(other, `,"id":"`+obs+`"`, pb, "A's", `{"method":"PUT","url":"Observation?identifier=urn:lab|88"}`), "Bundle.entry[0].request.url"},
+		{"create", observation("urn:uuid:"+obs, "", pa, "A's", `{"method":"POST","url":"Observation","ifNoneExist":"identifier=urn:lab|88"}`), "Bundle.entry[0].request.ifNoneExist"},
+	} {
+		_, err := f.impBundles(false, bundle(tc.entry))
+		var fe *fhirin.Error
+		if !errors.Is(err, fhirin.ErrValue) || !errors.As(err, &fe) || fe.Path != tc.path || !strings.Contains(err.Error(), "409") {
+			t.Errorf("%s: err = %v, want ErrValue (409) at %s", tc.name, err, tc.path)
+		}
+		for _, s := range []string{obs, "88", pa, pb} {
+			if err != nil && strings.Contains(err.Error(), s) {
+				t.Errorf("%s: the error quotes the input (%s): %v", tc.name, s, err)
+			}
+		}
+		if string(before) != string(f.catalogBytes()) {
+			t.Fatalf("%s: a refused import changed the catalog file", tc.name)
+		}
+	}
+	if _, body := f.get("Observation", obs, pb); !strings.Contains(string(body), `"B's"`) {
+		t.Errorf("B's Observation changed: %s", body)
+	}
+	// An id of no live resource: created.
+	if _, err := f.impBundles(false, bundle(observation(other, "", pa, "A's", `{"method":"PUT","url":"Observation?identifier=urn:lab|88"}`))); err != nil {
+		t.Fatal(err)
+	}
+	f.get("Observation", "d4d4d4d4-0000-4000-8000-000000000004", pa)
+}
+
+// dropSource rewrites the live record of uri in the catalog at f.cat (and
+// its version) without a source, as a streaming import from before
+// imports recorded their source wrote it (a legacy record).
+func (f *linkFixture) dropSource(uri string) {
+	f.t.Helper()
+	db, err := bolt.Open(f.cat, 0o600, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		res, vers := tx.Bucket([]byte("resources")), tx.Bucket([]byte("versions"))
+		var r map[string]any
+		if err := json.Unmarshal(res.Get([]byte(uri)), &r); err != nil {
+			return err
+		}
+		if r["source"] == nil {
+			return fmt.Errorf("%s has no source to drop", uri)
+		}
+		delete(r, "source")
+		enc, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		v, _ := r["version"].(float64)
+		key := binary.BigEndian.AppendUint32(append([]byte(uri), 0), uint32(v))
+		if vers.Get(key) == nil {
+			return fmt.Errorf("%s has no version %v", uri, v)
+		}
+		if err := vers.Put(key, enc); err != nil {
+			return err
+		}
+		return res.Put([]byte(uri), enc)
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// A conditional update or create whose own id is that of a live resource
+// without a source (a streaming import's from before sources were
+// recorded, which conditional searches do not find) is refused as FHIR's
+// 409 Conflict, naming the entry, and the legacy resource stays as it is.
+// Before, docs/import.md said such an entry "creates its own resource
+// beside it", but it wrote over it at its URI (same id, same URI), taking
+// it into the source.
+func TestImportConditionalDoesNotTakeOverASourcelessResource(t *testing.T) {
+	f := newLinkFixture(t)
+	const legacy = "12345678-0000-4000-8000-000000000001"
+	practitioner := func(family, request string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"urn:uuid:` + legacy + `","resource":{"resourceType":"Practitioner","id":"` + legacy + `","identifier":[{"system":"http://hl7.org/fhir/sid/us-npi","value":"9999994392"}],"name":[{"family":"` + family + `"}]},"request":` + request + `}]}`
+	}
+	if _, err := f.impBundles(false, practitioner("Legacy", `{"method":"PUT","url":"Practitioner/`+legacy+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	uri := f.namer.Link("Practitioner", legacy, "")
+	f.dropSource(uri)
+	before := f.catalogBytes()
+	for _, request := range []string{
+		`{"method":"PUT","url":"Practitioner?identifier=http://hl7.org/fhir/sid/us-npi|9999994392"}`,
+		`{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=http://hl7.org/fhir/sid/us-npi|9999994392"}`,
+	} {
+		_, err := f.impBundles(false, practitioner("Taken", request))
+		var fe *fhirin.Error
+		if !errors.Is(err, fhirin.ErrValue) || !errors.As(err, &fe) || !strings.HasPrefix(fe.Path, "Bundle.entry[0].request.") || !strings.Contains(err.Error(), "409") {
+			t.Errorf("%s: err = %v, want ErrValue (409) at the entry's query", request, err)
+		}
+		if string(before) != string(f.catalogBytes()) {
+			t.Fatalf("%s: a refused import changed the catalog file", request)
+		}
+	}
+	r, body := f.get("Practitioner", legacy, "")
+	if r.Source != "" || !strings.Contains(string(body), `"Legacy"`) {
+		t.Errorf("the legacy Practitioner changed: source %q, %s", r.Source, body)
+	}
+}
+
+// A conditional create or update of a Binary whose search finds a Binary
+// of the catalog is refused as such (fhirin.ErrUnsupported at the entry's
+// query, saying a Binary's compartment is set by its linkers), and changes
+// nothing. Before, it was refused as a match "in another patient
+// compartment than its resource's": a Binary's body places it nowhere, so
+// every match was in "another" compartment, which named no real problem.
+func TestImportConditionalBinaryMatchRefusedAsSuch(t *testing.T) {
+	f := newLinkFixture(t)
+	const pat, bin = "a1a1a1a1-0000-4000-8000-0000000000a1", "b1b1b1b1-0000-4000-8000-0000000000b1"
+	bundle := func(request string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"urn:uuid:` + pat + `","resource":{"resourceType":"Patient","id":"` + pat + `"},"request":{"method":"PUT","url":"Patient/` + pat + `"}},
+{"fullUrl":"urn:uuid:` + bin + `","resource":{"resourceType":"Binary","id":"` + bin + `","contentType":"text/plain","data":"aGVsbG8=","securityContext":{"reference":"Patient/` + pat + `"}},"request":` + request + `}]}`
+	}
+	if _, err := f.impBundles(false, bundle(`{"method":"PUT","url":"Binary/`+bin+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	before := f.catalogBytes()
+	for _, tc := range []struct{ request, path string }{
+		{`{"method":"POST","url":"Binary","ifNoneExist":"_id=` + bin + `"}`, "Bundle.entry[1].request.ifNoneExist"},
+		{`{"method":"PUT","url":"Binary?_id=` + bin + `"}`, "Bundle.entry[1].request.url"},
+	} {
+		for _, full := range []bool{false, true} {
+			_, err := f.impBundles(full, bundle(tc.request))
+			var fe *fhirin.Error
+			if !errors.Is(err, fhirin.ErrUnsupported) || !errors.As(err, &fe) || fe.Path != tc.path || !strings.Contains(err.Error(), "of a Binary") || strings.Contains(err.Error(), bin) {
+				t.Errorf("%s (full %v): err = %v, want ErrUnsupported at %s saying it is a Binary's match, naming no id", tc.request, full, err, tc.path)
+			}
+			if string(before) != string(f.catalogBytes()) {
+				t.Fatalf("%s: a refused import changed the catalog file", tc.request)
+			}
+		}
+	}
+}
+
+// A later Bundle of one import searches what the Bundles before it wrote
+// with plain entries too, as a FHIR server handling them in turn would: a
+// conditional create by identifier (or _id) finds the Practitioner an
+// earlier Bundle's plain POST created, and keeps it (one Practitioner, not
+// two); and a conditional update by an identifier that an earlier Bundle
+// removed from the catalog's Patient (PUT Patient/id without it) no
+// longer finds that Patient through the catalog as it was before the
+// import: it creates its own. Before, only conditional entries were
+// remembered: the import created two Practitioners, and the update
+// matched the Patient by its dropped identifier (refused as two contents
+// of one resource).
+func TestImportConditionalFindsPlainWritesOfEarlierBundles(t *testing.T) {
+	const npi = "http://hl7.org/fhir/sid/us-npi"
+	bundle := func(entries ...string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join(entries, ",\n") + `]}`
+	}
+	practitioner := func(uuid, request string) string {
+		return `{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"Practitioner","identifier":[{"system":"` + npi + `","value":"9999994392"}],"name":[{"family":"Moss"}]},"request":` + request + `}`
+	}
+	const pr1, pr2 = "4b1c2d3e-5f60-4718-9a2b-3c4d5e6f7a8b", "2e3f4051-6b7c-4d8e-9fa0-b1c2d3e4f5a6"
+	for _, ifNoneExist := range []string{"identifier=" + npi + "|9999994392", "_id=" + pr1} {
+		f := newLinkFixture(t)
+		if _, err := f.impBundles(false, bundle(practitioner(pr1, `{"method":"POST","url":"Practitioner"}`)),
+			bundle(practitioner(pr2, `{"method":"POST","url":"Practitioner","ifNoneExist":"`+ifNoneExist+`"}`))); err != nil {
+			t.Fatalf("%s: %v", ifNoneExist, err)
+		}
+		got := f.liveVersions()
+		if _, ok := got[f.namer.Link("Practitioner", pr1, "")]; !ok || len(got) != 1 {
+			t.Errorf("%s: live %v, want the one Practitioner of the plain POST", ifNoneExist, got)
+		}
+	}
+
+	const mrn = "http://hospital.example.org/identifiers/mrn"
+	const p1, p2 = "9f6b3b56-0d4e-4c0e-8f7a-3a2b1c0d9e8f", "1d2e3f40-5a6b-4c7d-8e9f-a0b1c2d3e4f5"
+	patient := func(uuid, value, family, request string) string {
+		return `{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"Patient","identifier":[{"system":"` + mrn + `","value":"` + value + `"}],"name":[{"family":"` + family + `"}]},"request":` + request + `}`
+	}
+	f := newLinkFixture(t)
+	if _, err := f.impBundles(false, bundle(patient(p1, "12345", "Marsh", `{"method":"PUT","url":"Patient/`+p1+`"}`))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.impBundles(false, bundle(patient(p1, "67890", "Marsh", `{"method":"PUT","url":"Patient/`+p1+`"}`)),
+		bundle(patient(p2, "12345", "Moss", `{"method":"PUT","url":"Patient?identifier=`+mrn+`|12345"}`))); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := f.get("Patient", p1, p1); !strings.Contains(string(body), `"67890"`) || !strings.Contains(string(body), `"Marsh"`) {
+		t.Errorf("the Patient the first Bundle wrote: %s", body)
+	}
+	if _, body := f.get("Patient", p2, p2); !strings.Contains(string(body), `"12345"`) {
+		t.Errorf("the Patient the conditional update created: %s", body)
 	}
 }

@@ -114,6 +114,11 @@ type entry struct {
 	placed  bool
 	// identifiers are its resource's identifiers, "system|value".
 	identifiers []string
+	// writes: bundleEntry imports its resource (not skipped, not a
+	// search outcome); deletes: the resource its DELETE retires. What
+	// remember files for a later Bundle's searches.
+	writes  bool
+	deletes refTarget
 }
 
 type coding struct {
@@ -398,6 +403,7 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 			// Another server's Patient/7 is not this import's.
 			return newError(w, path+".request.url", ErrUnsupported, "a DELETE of an absolute URL on another server than the export's, or when that is unknown (its $export manifest's request), is not imported: name Type/id")
 		}
+		e.deletes = t // remember files it
 		if rd.emit {
 			return rd.emitItem(Item{Type: t.typ, ID: t.id, Deleted: true, Where: w})
 		}
@@ -429,6 +435,19 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 			return newError(w, path+".request.url", ErrValue, "a PUT names another resource (type or id) than the entry's resource")
 		case !ok && !conditional:
 			return newError(w, path+".request.url", ErrValue, "a PUT url must name Type/id of the entry's resource, or be a conditional update of its type (Type?search)")
+		case ok && strings.Contains(u, "://"):
+			// [base]/Type/id updates that server's resource
+			// (conditionalOf checks a conditional update's base).
+			if err := onImportServer(w, path+".request.url", s.base, restBase(u), e, "a PUT", "writes to", "Type/id"); err != nil {
+				return err
+			}
+		}
+	}
+	if method == "POST" && strings.Contains(e.Request.URL, "://") {
+		// [base]/Type creates a resource on that server.
+		u, _, _ := strings.Cut(e.Request.URL, "?")
+		if err := onImportServer(w, path+".request.url", s.base, NormURL(u[:strings.LastIndexByte(u, '/')]), e, "a POST", "creates on", "Type"); err != nil {
+			return err
 		}
 	}
 	if b.typ == "searchset" && e.typ == "OperationOutcome" && (e.Search == nil || e.Search.Mode == "" || e.Search.Mode == "outcome") {
@@ -454,6 +473,7 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		}
 		return nil
 	}
+	e.writes = true // remember files it, whatever this pass reads of it
 	if rd.skim() && !indexedTypes[e.typ] && !b.mayNameBinary(e.Resource) {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package fhirin
 
 import (
+	"crypto/sha256"
 	"net/url"
 	"slices"
 	"strings"
@@ -95,16 +96,8 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 		return conditional{}, false, nil
 	}
 	if strings.Contains(at, "://") {
-		on := NormURL(strings.TrimSuffix(at, "/"+e.typ))
-		if on != base && on != restBase(e.FullURL) {
-			host := "an unreadable host"
-			if u, err := url.Parse(on); err == nil && u.Host != "" {
-				host = "host " + u.Host
-			}
-			if base == "" && restBase(e.FullURL) == "" {
-				return conditional{}, false, newError(w, atPath, ErrUnsupported, "a conditional search on an absolute URL (%s) is not resolved when the import's server is unknown (its $export manifest's request, or the entry's RESTful fullUrl): it searches that server, not this catalog; give Type?query", host)
-			}
-			return conditional{}, false, newError(w, atPath, ErrUnsupported, "a conditional search on another server (%s) than the import's is not resolved: it searches that server, not this catalog", host)
+		if err := onImportServer(w, atPath, base, NormURL(strings.TrimSuffix(at, "/"+e.typ)), e, "a conditional search", "searches", "Type?query"); err != nil {
+			return conditional{}, false, err
 		}
 	}
 	v, err := url.ParseQuery(query)
@@ -139,6 +132,31 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 		}
 	}
 	return c, true, nil
+}
+
+// onImportServer checks on, the server base an absolute request url of e
+// names (at: that element), against the import's server: base (its
+// $export manifest's request) or the base of e's own RESTful fullUrl.
+// Another server's, or any when neither is known, is an ErrUnsupported
+// naming the element and the host, never the url's path or query: the
+// url names that server's resource (or search), not this catalog's, and a
+// plain PUT of https://other.example/fhir/Patient/7 was imported as this
+// catalog's Patient/7. what is the request ("a conditional search", "a
+// PUT"), does what it does to that server, give what to write instead. A
+// DELETE is held to its export's server alone (bundleEntry).
+func onImportServer(w, at, base, on string, e *entry, what, does, give string) error {
+	full := restBase(e.FullURL)
+	if on == base && base != "" || on == full && full != "" {
+		return nil
+	}
+	host := "an unreadable host"
+	if u, err := url.Parse(on); err == nil && u.Host != "" {
+		host = "host " + u.Host
+	}
+	if base == "" && full == "" {
+		return newError(w, at, ErrUnsupported, "%s on an absolute URL (%s) is not imported when the import's server is unknown (its $export manifest's request, or the entry's RESTful fullUrl): it %s that server, not this catalog; give %s", what, host, does, give)
+	}
+	return newError(w, at, ErrUnsupported, "%s on another server (%s) than the import's is not imported: it %s that server, not this catalog; give %s", what, host, does, give)
 }
 
 // paramName is a search parameter's name as an error may write it: its
@@ -213,7 +231,21 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 		ids, unplaced := rd.withWritten(e.typ, c.search, ids)
 		switch len(ids) {
 		case 0:
+			if err := rd.unclaimed(w, e, c); err != nil {
+				if fe, ok := err.(*Error); ok {
+					return atEntry(e.name, fe)
+				}
+				return err // Options.Live's, as it is
+			}
 		case 1:
+			if e.typ == "Binary" {
+				// A Binary's compartment is where the resources linking
+				// it (or its securityContext) place it, which resource
+				// does not know: the match could not be held to the
+				// entry's compartment, and was refused as a match in
+				// "another patient compartment" its body never named.
+				return atEntry(e.name, newError(w, c.path, ErrUnsupported, "a conditional update or create of a Binary that finds a Binary (of the catalog, or written by an earlier Bundle) is not imported: a Binary's patient compartment is set by the resources that link it, not by the Binary, so the match cannot be checked to be in the entry's compartment; name the Binary (PUT Binary/id)"))
+			}
 			// resource checks, once it knows the entry's compartment,
 			// that the match is in it (matchedPatient).
 			e.id, e.matched, e.matchedPatient, e.matchedLabels, e.condPath = ids[0].ID, true, ids[0].Patient, ids[0].Labels, c.path
@@ -223,6 +255,39 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 		}
 	}
 	return nil
+}
+
+// unclaimed checks that the id under which e, a conditional update or
+// create c that matched nothing, would create its resource (its own, or
+// its urn:uuid fullUrl's) names no live resource of the catalog
+// (Options.Live) and none that an earlier Bundle of the pass wrote: R5
+// http.html#cond-update, "No matches, id provided and already exist: The
+// server rejects the update with a 409 Conflict error". Before, the entry
+// overwrote that resource (a resource of the source its search did not
+// find, moved to the entry's patient's compartment; or a resource without
+// a source, which Match does not search, taken over). A create is held to
+// it too: a server would create a new resource, never write over one.
+func (rd *reader) unclaimed(w string, e *entry, c conditional) error {
+	if !validID(e.id) {
+		return nil // an ErrID of resource's
+	}
+	at, live := rd.wrote[idKey(e.typ, e.id)]
+	if live {
+		live = at != wroteDeleted
+	} else if rd.opts.Live != nil {
+		var err error
+		if live, err = rd.opts.Live(e.typ, e.id); err != nil {
+			return err
+		}
+	}
+	if !live {
+		return nil
+	}
+	what := "update"
+	if c.create {
+		what = "create"
+	}
+	return newError(w, c.path, ErrValue, "the conditional %s found no resource, and the id its resource would be created under is that of a live resource of the catalog, or of one an earlier Bundle of the import wrote (FHIR 409 Conflict): it would overwrite a resource its search did not find; give the resource another id, or a search that finds it", what)
 }
 
 // match asks Options.Match once per search and type.
@@ -256,64 +321,170 @@ func searchKey(typ string, q Search) string {
 	return typ + "\x00" + q.System + "|" + q.Value
 }
 
-// writtenResource is a resource a conditional update or create of an
-// earlier Bundle of the pass wrote: its id, and its compartment if that
-// pass read it (placed).
+// writtenResource is a resource that an earlier Bundle of the pass wrote:
+// its id, and its compartment as an index into reader.patientList, or
+// wroteUnplaced if the pass did not read it.
 type writtenResource struct {
-	Found
-	placed bool
+	id string
+	at int32
 }
 
-// remember files the resources that the conditional updates and creates
-// of a Bundle's entries wrote (created, or updated in the catalog), under
-// every search that finds them (_id, each identifier with its system and
-// with any), so that a later Bundle of the same import finds them as a
-// FHIR server handling the Bundles in turn would; before, both created
-// the resource. Only conditional entries are filed (an earlier Bundle's
-// resource written without a condition is not searched): memory grows
-// with them, not with the input. A kept match (a conditional create's)
-// changes nothing, and is in the catalog.
+// found is w as a conditional search finds it, and whether the pass read
+// its compartment (its labels are the import's).
+func (rd *reader) found(w writtenResource) (Found, bool) {
+	if w.at < 0 {
+		return Found{ID: w.id}, false
+	}
+	return Found{ID: w.id, Patient: rd.patientList[w.at]}, true
+}
+
+// wroteKey files a resource typ/id in reader.wrote, or a search by
+// identifier (searchKey) in reader.written: the first 16 bytes of
+// SHA-256(key), so that each resource the Bundles of an import write costs
+// a fixed few bytes, not its type and id again.
+type wroteKey [16]byte
+
+func keyOf(key string) wroteKey {
+	h := sha256.Sum256([]byte(key))
+	return wroteKey(h[:16])
+}
+
+// idKey is keyOf the resource typ/id.
+func idKey(typ, id string) wroteKey { return keyOf(typ + "\x00" + id) }
+
+// reader.wrote's values other than an index into reader.patientList.
+const (
+	wroteUnplaced int32 = -1 // written; this pass did not read its compartment
+	wroteDeleted  int32 = -2 // retired by a DELETE entry
+)
+
+// forgetWritten starts a pass knowing nothing an earlier Bundle wrote.
+func (rd *reader) forgetWritten() {
+	rd.wrote, rd.written, rd.writtenMore, rd.writtenList, rd.patients, rd.patientList = nil, nil, nil, nil, nil, nil
+}
+
+// remember files what a Bundle's entries wrote (created, or updated in
+// the catalog) or deleted, so that a later Bundle of the same import
+// searches it as a FHIR server handling the Bundles in turn would: every
+// resource written or deleted by its type and id (wrote: found by _id, or
+// gone), and one with identifiers under each search that finds it (each
+// identifier with its system and with any). A resource an earlier Bundle
+// wrote is found by what it wrote, not by what the catalog held before:
+// a later search no longer finds it by an identifier it dropped
+// (withWritten). Until 2026-12-06 only conditional entries were filed,
+// and a later conditional create did not find what an earlier Bundle's
+// plain POST created (two resources). A kept match (a conditional
+// create's) changes nothing, and is in the catalog. Memory: about 30
+// bytes per resource written, and 130 more with an identifier.
 func (rd *reader) remember(entries []*entry) {
 	for _, e := range entries {
-		if !e.conditional || e.kept || !validID(e.id) {
+		switch {
+		case e.deletes != (refTarget{}):
+			rd.file(e.deletes, wroteDeleted)
+			continue
+		case !e.writes || e.kept || !validID(e.id):
+			continue
+		}
+		at := wroteUnplaced
+		if e.placed {
+			at = rd.patientIndex(e.patient)
+		}
+		rd.file(refTarget{e.typ, e.id}, at)
+		if len(e.identifiers) == 0 {
 			continue
 		}
 		if rd.written == nil {
-			rd.written = map[string][]writtenResource{}
+			rd.written, rd.writtenMore = map[wroteKey]int32{}, map[wroteKey][]int32{}
 		}
-		w := writtenResource{Found{ID: e.id, Patient: e.patient}, e.placed} // its labels are the import's
-		keys := []string{searchKey(e.typ, Search{ID: e.id})}
+		i := int32(len(rd.writtenList))
+		rd.writtenList = append(rd.writtenList, writtenResource{e.id, at})
 		for _, k := range e.identifiers {
 			sys, val, _ := strings.Cut(k, "|")
-			keys = append(keys, searchKey(e.typ, Search{System: sys, Value: val}), searchKey(e.typ, Search{Value: val, AnySystem: true}))
-		}
-		for _, k := range keys {
-			if !slices.ContainsFunc(rd.written[k], func(o writtenResource) bool { return o.ID == e.id }) {
-				rd.written[k] = append(rd.written[k], w)
+			for _, k := range []wroteKey{keyOf(searchKey(e.typ, Search{System: sys, Value: val})), keyOf(searchKey(e.typ, Search{Value: val, AnySystem: true}))} {
+				first, ok := rd.written[k]
+				switch {
+				case !ok:
+					rd.written[k] = i
+				case rd.writtenList[first].id != e.id && !slices.ContainsFunc(rd.writtenMore[k], func(j int32) bool { return rd.writtenList[j].id == e.id }):
+					rd.writtenMore[k] = append(rd.writtenMore[k], i)
+				}
 			}
 		}
 	}
 }
 
-// withWritten adds to the catalog's matches ids of a search of typ the
-// resources earlier Bundles of the pass wrote that it finds (remember),
-// each id once; unplaced when the one match is such a resource whose
-// compartment the pass did not read.
-func (rd *reader) withWritten(typ string, q Search, ids []Found) ([]Found, bool) {
-	unplaced := false
-	written := rd.written[searchKey(typ, q)]
-	if len(written) > 0 {
-		ids = slices.Clone(ids) // match's cache keeps the catalog's answer
+// file records in reader.wrote that t was written (at: its compartment's
+// index, or wroteUnplaced) or deleted (wroteDeleted).
+func (rd *reader) file(t refTarget, at int32) {
+	if rd.wrote == nil {
+		rd.wrote = map[wroteKey]int32{}
 	}
+	rd.wrote[idKey(t.typ, t.id)] = at
+}
+
+// patientIndex is patient's index in reader.patientList, added once.
+func (rd *reader) patientIndex(patient string) int32 {
+	if i, ok := rd.patients[patient]; ok {
+		return i
+	}
+	if rd.patients == nil {
+		rd.patients = map[string]int32{}
+	}
+	i := int32(len(rd.patientList))
+	rd.patients[patient] = i
+	rd.patientList = append(rd.patientList, patient)
+	return i
+}
+
+// writtenBy is what the Bundles before this one in the pass wrote that a
+// search q of typ finds (remember): by _id, the resource if written and
+// not deleted; by identifier, those written with it.
+func (rd *reader) writtenBy(typ string, q Search) []writtenResource {
+	if q.ID != "" {
+		if at, ok := rd.wrote[idKey(typ, q.ID)]; ok && at != wroteDeleted {
+			return []writtenResource{{q.ID, at}}
+		}
+		return nil
+	}
+	k := keyOf(searchKey(typ, q))
+	first, ok := rd.written[k]
+	if !ok {
+		return nil
+	}
+	out := []writtenResource{rd.writtenList[first]}
+	for _, i := range rd.writtenMore[k] {
+		out = append(out, rd.writtenList[i])
+	}
+	return out
+}
+
+// withWritten is the catalog's matches ids of a search q of typ as the
+// Bundles before this one in the pass left them: a match they wrote
+// again or deleted stays only if what they wrote is found by q (an
+// identifier dropped, or a resource deleted, no longer matches), and what
+// they wrote that q finds is added, each id once; unplaced when the one
+// match is such a resource whose compartment the pass did not read.
+func (rd *reader) withWritten(typ string, q Search, ids []Found) ([]Found, bool) {
+	if len(rd.wrote) == 0 {
+		return ids, false
+	}
+	written := rd.writtenBy(typ, q)
+	// match's cache keeps the catalog's answer: a copy.
+	ids = slices.DeleteFunc(slices.Clone(ids), func(f Found) bool {
+		_, again := rd.wrote[idKey(typ, f.ID)]
+		return again && !slices.ContainsFunc(written, func(w writtenResource) bool { return w.id == f.ID })
+	})
+	unplaced := false
 	for _, w := range written {
-		if i := slices.IndexFunc(ids, func(f Found) bool { return f.ID == w.ID }); i >= 0 {
-			if w.placed {
-				ids[i] = w.Found // as the earlier Bundle wrote it
+		f, placed := rd.found(w)
+		if i := slices.IndexFunc(ids, func(o Found) bool { return o.ID == w.id }); i >= 0 {
+			if placed {
+				ids[i] = f // as the earlier Bundle wrote it
 			}
 			continue
 		}
-		ids = append(ids, w.Found)
-		unplaced = unplaced || !w.placed
+		ids = append(ids, f)
+		unplaced = unplaced || !placed
 	}
 	return ids, unplaced && len(ids) == 1
 }

@@ -112,7 +112,7 @@ const MaxProblems = 20
 var errTooMany = errors.New("too many problems")
 
 func (rd *reader) passes(srcs []source) error {
-	rd.written = nil
+	rd.forgetWritten()
 	for _, s := range srcs {
 		if err := rd.problem(rd.readSource(&s)); err != nil {
 			return err
@@ -128,7 +128,8 @@ func (rd *reader) passes(srcs []source) error {
 			typ, _, _ := strings.Cut(t, "/")
 			rd.ctxTypes[typ] = true
 		}
-		rd.ctxPass, rd.written = true, nil
+		rd.ctxPass = true
+		rd.forgetWritten()
 		for _, s := range srcs {
 			if err := rd.problem(rd.readSource(&s)); err != nil {
 				return err
@@ -153,7 +154,8 @@ func (rd *reader) passes(srcs []source) error {
 			return err
 		}
 	}
-	rd.emit, rd.written = true, nil
+	rd.emit = true
+	rd.forgetWritten()
 	for _, s := range srcs {
 		if err := rd.problem(rd.readSource(&s)); err != nil {
 			return err
@@ -213,10 +215,20 @@ type reader struct {
 	mentioned map[string][]string
 	// matched caches Options.Match's answers, by type and search (match).
 	matched map[string][]Found
-	// written are the resources the conditional updates and creates of
-	// the Bundles read so far in this pass wrote, by search key
-	// (searchKey): a later Bundle's search finds them (remember).
-	written map[string][]writtenResource
+	// wrote holds every resource that the Bundles read so far in this
+	// pass wrote or deleted (idKey: 16 bytes each; its compartment as an
+	// index into patientList, wroteUnplaced or wroteDeleted), so that a
+	// later Bundle's search finds it by _id and no longer finds it by
+	// what the catalog held before; written files those with identifiers
+	// by identifier search (keyOf a searchKey) as an index into
+	// writtenList, writtenMore the other resources of a search that finds
+	// several (remember).
+	wrote       map[wroteKey]int32
+	written     map[wroteKey]int32
+	writtenMore map[wroteKey][]int32
+	writtenList []writtenResource
+	patients    map[string]int32
+	patientList []string
 }
 
 // indexedTypes are the types the first pass reads whole; of any other

@@ -1122,8 +1122,9 @@ func TestReadOutsideHL7ConsentOptOut(t *testing.T) {
 
 // A PUT whose url names its own resource imports, however the url is
 // written: relative, from the root, with a query; a conditional update
-// names no id and imports under the resource's (an absolute one on the
-// base of its entry's fullUrl).
+// names no id and imports under the resource's (an absolute url, plain or
+// conditional, on the base of its entry's fullUrl: an absolute url where
+// the import's server is unknown is refused since 2026-12-06).
 func TestReadPutURLForms(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "b.json")
 	entry := func(id, url string) string {
@@ -1131,7 +1132,7 @@ func TestReadPutURLForms(t *testing.T) {
 	}
 	b := `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join([]string{
 		entry("p1", "Patient/p1"), entry("p2", "/Patient/p2"), entry("p3", "Patient/p3?_format=json"), entry("p4", "Patient?identifier=urn:mrn|4"),
-		entry("p5", "https://ehr.example/fhir/Patient/p5"), strings.Replace(entry("p6", "https://ehr.example/fhir/Patient?identifier=urn:mrn|6"), "{", `{"fullUrl":"https://ehr.example/fhir/Patient/p6",`, 1),
+		strings.Replace(entry("p5", "https://ehr.example/fhir/Patient/p5"), "{", `{"fullUrl":"https://ehr.example/fhir/Patient/p5",`, 1), strings.Replace(entry("p6", "https://ehr.example/fhir/Patient?identifier=urn:mrn|6"), "{", `{"fullUrl":"https://ehr.example/fhir/Patient/p6",`, 1),
 	}, ",") + `]}`
 	if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
 		t.Fatal(err)

@@ -1009,8 +1009,17 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 			return err
 		}
 		imp.rep.Bytes += rec.res.Size
-		// A resource whose URI changed (its patient changed) retires the old one.
+		// A resource whose URI changed (its patient changed) retires the
+		// old one, if this import's source may write it: another
+		// source's is refused as at its own URI (below), which this
+		// retirement skipped (until 2026-12-06 a second source moved the
+		// first's resource into another patient's compartment).
 		if old := ids.Get(rec.id[:]); old != nil && string(old) != rec.res.URI {
+			if prev, live, err := lastVersion(res, vers, string(old)); err != nil {
+				return err
+			} else if live && otherSource(prev.Source, imp.opts.Source) {
+				return &EntryError{Where: rec.occ.where, Reason: heldByAnotherSource}
+			}
 			ok, err := imp.retire(tx, string(old), now)
 			if err != nil {
 				return err

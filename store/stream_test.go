@@ -997,3 +997,36 @@ func TestAttachmentEntries(t *testing.T) {
 		t.Errorf("the error quotes an id or content: %v", err)
 	}
 }
+
+// An import of another source of the tenant may not move a live resource
+// of the first source into another patient's compartment: refused (the
+// rule that refuses writing it at its URI, heldByAnotherSource), nothing
+// changed. Before, the URI change retired the first source's resource
+// before that rule was asked, at the new URI where nothing was live: the
+// second source's Observation of patient A replaced the first source's of
+// patient B. The first source moves its own resource as before.
+func TestImportAnotherSourceDoesNotMoveAResource(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	n := testNamer(t, "gh")
+	obs := func(patient string) Entry {
+		return fhirEntry("Observation", "o1", patient, `{"resourceType":"Observation","id":"o1","subject":{"reference":"Patient/`+patient+`"}}`)
+	}
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n}, obs("MRN-B")); err != nil {
+		t.Fatal(err)
+	}
+	before := fileSum(t, path)
+	_, err := stagedImport(t, path, EntryOptions{Namer: n, Source: "other"}, obs("MRN-A"))
+	if !errors.Is(err, ErrBadEntry) || !strings.Contains(err.Error(), "another source") || strings.Contains(err.Error(), "MRN") {
+		t.Errorf("another source moving the resource: err %v, want the entry refused as another source's (naming no id)", err)
+	}
+	if fileSum(t, path) != before {
+		t.Fatal("a refused import changed the catalog")
+	}
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n}, obs("MRN-A")); err != nil {
+		t.Fatalf("its own source moving it: %v", err)
+	}
+	s := openRead(t, path)
+	if _, err := s.Get(n.Link("Observation", "o1", "MRN-A")); err != nil {
+		t.Errorf("moved by its own source: %v", err)
+	}
+}
