@@ -288,6 +288,12 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"address: state, ZIP3, country only; restricted ZIP3 is 000; a postal code naming no country nor state dropped",
 			`{"resourceType":"Patient","address":[{"line":["1 Main"],"city":"X","state":"VT","postalCode":"05901-1234","country":"US","period":{"start":"2001"}},{"postalCode":"21620"},{"postalCode":"21620","state":"MD"}]}`,
 			`{"address":[{"country":"US","postalCode":"000","state":"VT"},{"postalCode":"216","state":"MD"}],"resourceType":"Patient"}`},
+		// The 2010 Census's restricted ZIP3s (Dallas's 753, Houston's
+		// 772, Washington's 202 and 204, Alabama's 369) were released
+		// as their digits until h-deid11 (restrictedZIP3).
+		{"address: a ZIP3 restricted by the 2010 Census is 000, a populated neighbour kept",
+			`{"resourceType":"Patient","address":[{"state":"TX","postalCode":"75301","country":"US"},{"state":"TX","postalCode":"77210"},{"state":"DC","postalCode":"20201"},{"state":"DC","postalCode":"20415"},{"state":"AL","postalCode":"36901"},{"state":"TX","postalCode":"75201"}]}`,
+			`{"address":[{"country":"US","postalCode":"000","state":"TX"},{"postalCode":"000","state":"TX"},{"postalCode":"000","state":"DC"},{"postalCode":"000","state":"DC"},{"postalCode":"000","state":"AL"},{"postalCode":"752","state":"TX"}],"resourceType":"Patient"}`},
 		{"birthDate: year, withheld over 89; allowed extension kept",
 			`{"resourceType":"Patient","birthDate":"1980-05-06","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"F"},{"url":"http://x.example/mmn","valueString":"Smith"}]}`,
 			`{"birthDate":"1980","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"F"}],"resourceType":"Patient"}`},
