@@ -5,3 +5,5 @@ var (
 	KnownUnitText   = knownUnitText
 	CapitalisedUnit = capitalisedUnit
 )
+
+var KnownAnnotation = knownAnnotation

