@@ -337,11 +337,14 @@ func capitalisedUnit(w string) bool {
 // alone: UCUM's degree Celsius, ohm, hertz, becquerel, gray, sievert and
 // weber, mercury (of "mm Hg", "in Hg"), PCR's cycle threshold "Ct", and
 // the two-letter units a form's capitalisation writes so ("Kg", "Mg",
-// "Ml"), which no name is.
+// "Ml"; and "Pg" of "Pg/mL", "Fl", "Gm", "Ea", dropped with their values
+// until h-deid11), which no name is. Not "In" (the inch, "[in_i]"): a
+// Korean surname.
 // Not the pascal (Pa), the galileo (Gal), a megasecond (Ms): names, and
 // rare alone in clinical data (kPa, hPa, ms are kept).
 var capitalisedSymbols = setOf("Cel", "Ohm", "Hz", "Bq", "Gy", "Sv", "Wb", "Hg", "Ct",
-	"Kg", "Mg", "Ug", "Ml", "Dl", "Cm", "Mm", "Km", "Lb", "Oz", "Ft", "Cc", "Iu", "Hr", "Yr", "Wk")
+	"Kg", "Mg", "Ug", "Ml", "Dl", "Cm", "Mm", "Km", "Lb", "Oz", "Ft", "Cc", "Iu", "Hr", "Yr", "Wk",
+	"Pg", "Fl", "Gm", "Ea")
 
 // spelledTimeUnits are the units of time spelled out in English and in
 // German, whose nouns are capitalised ("Years", "Jahre", "Minuten"). The

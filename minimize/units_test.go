@@ -119,7 +119,10 @@ func TestDeidentifyKeepsClinicalUnitsBothWays(t *testing.T) {
 		"Kg", "Mg", "Ml", "Cm", "Lb", "Hr",
 		// Released before h-deid10, dropped with their values by its
 		// name rule ("Min" alone is a name) until h-review28.
-		"L/Min", "mL/Min", "Beats/Min", "Breaths/Min", "Mins"}
+		"L/Min", "mL/Min", "Beats/Min", "Breaths/Min", "Mins",
+		// A form's capitalisation of pg/mL, fL, g and each: dropped with
+		// their values until h-deid11.
+		"Pg/mL", "Fl", "Gm", "Ea"}
 	for _, unit := range append(slices.Clone(ucum), texts...) {
 		qs := []string{`{"value":31,"unit":` + strconvQuote(unit) + `}`}
 		if slices.Contains(ucum, unit) {
