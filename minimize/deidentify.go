@@ -1458,6 +1458,11 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	} else {
 		delete(out, "code")
 	}
+	if u, _ := out["unit"].(string); nameCaseUnit(u) {
+		if c, _ := out["code"].(string); sys != "http://unitsofmeasure.org" || !unitAgrees(u, c) {
+			delete(out, "unit") // "Day", "Stone", "MIN" alone: see nameCaseUnit
+		}
+	}
 	if dimensionless(out) && !dimensionless(m) || out["unit"] == nil && out["code"] == nil && (m["unit"] != nil || m["code"] != nil) {
 		// The input gave a unit (or a code) that the walk dropped: it
 		// names no unit (knownUnitText, ucumUnit: "MRN", "acct", a

@@ -306,6 +306,11 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"capitalised Pg/mL, Fl, Gm, Ea are units and keep their values; the identifier beside them dropped, and In (a name's form) with its value",
 			`{"resourceType":"Observation","status":"final","identifier":[{"system":"http://acme.example/mrn","value":"77441124"}],"code":{"coding":[{"system":"http://loinc.org","code":"85354-9"}]},"valueQuantity":{"value":88,"unit":"Fl"},"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":450,"unit":"Pg/mL"}},{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":2,"unit":"Gm"}},{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":1,"unit":"Ea"}},{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":77441124,"unit":"In"}}]}`,
 			`{"code":{"coding":[{"code":"85354-9","system":"http://loinc.org"}]},"component":[{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]},"valueQuantity":{"unit":"Pg/mL","value":450}},{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]},"valueQuantity":{"unit":"Gm","value":2}},{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]},"valueQuantity":{"unit":"Ea","value":1}},{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]}}],"resourceType":"Observation","status":"final","valueQuantity":{"unit":"Fl","value":88}}`},
+		// A unit word written as a name is, alone, was released with its
+		// number until h-deid11 (nameCaseUnit).
+		{"a unit word capitalised or in capitals alone is dropped with its quantity, beside an agreeing UCUM code kept, in small letters kept",
+			`{"resourceType":"Observation","status":"final","identifier":[{"value":"77441124"}],"code":{"coding":[{"system":"http://loinc.org","code":"85354-9"}]},"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":77441124,"unit":"Stone"}},{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":5558675,"unit":"MIN"}},{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":12,"unit":"Days","system":"http://unitsofmeasure.org","code":"d"}},{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":12,"unit":"stone"}}]}`,
+			`{"code":{"coding":[{"code":"85354-9","system":"http://loinc.org"}]},"component":[{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]},"valueQuantity":{"code":"d","system":"http://unitsofmeasure.org","unit":"Days","value":12}},{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]},"valueQuantity":{"unit":"stone","value":12}}],"resourceType":"Observation","status":"final"}`},
 		{"birthDate: year, withheld over 89; allowed extension kept",
 			`{"resourceType":"Patient","birthDate":"1980-05-06","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"F"},{"url":"http://x.example/mmn","valueString":"Smith"}]}`,
 			`{"birthDate":"1980","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"F"}],"resourceType":"Patient"}`},
@@ -687,8 +692,9 @@ func TestDeidentifyKeepsUnits(t *testing.T) {
 		"cm H2O", "in Hg", "deg F", "deg C", "degrees F", "per min", "per minute", "fl oz", "/100 WBC", "% O2",
 		// Medications' dose and supply units (a MedicationRequest's dose,
 		// a MedicationDispense's quantity): kept until h-deid9, then
-		// dropped with their values.
-		"patch", "Patch", "vial", "vials", "application", "actuation", "suppository", "packet", "syringe", "lozenge",
+		// dropped with their values. ("Patch", capitalised as a name
+		// is, alone: kept until h-deid11, see nameCaseUnit.)
+		"patch", "vial", "vials", "application", "actuation", "suppository", "packet", "syringe", "lozenge",
 		"ampule", "ampoule", "bottle", "bag", "pen", "inhaler", "teaspoon", "tablespoon", "tsp", "tbsp", "applicatorful",
 		"film", "troche", "wafer", "strip", "sachet", "dropperful", "container", "cartridge", "box", "tube", "jar",
 		"chewable tablet", "pill", "implant", "injection", "enema", "scoop", "piece",

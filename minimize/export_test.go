@@ -7,3 +7,7 @@ var (
 )
 
 var KnownAnnotation = knownAnnotation
+
+var CapitalisedSymbol = func(s string) bool { return capitalisedSymbols[s] }
+
+func TimeUnit(s string) bool { _, ok := timeUnit(s); return ok }

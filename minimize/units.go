@@ -305,6 +305,57 @@ func nameFormUnit(s string) bool {
 	return false
 }
 
+// nameCaseUnit reports whether unit text s is one word of letters written
+// as a name is, capitalised or in capitals, that reads as a unit only
+// case aside: not a UCUM expression as written ("Cel", "Ohm"), not one of
+// capitalisedSymbols ("Kg", "Fl"), not a German noun of time, capitalised
+// as German writes it ("Jahre", "Monate"), and not an acronym in capitals
+// that no unit of time reads ("BMI", "RLU", "INR"). A common clinical
+// unit word or a unit of time spelled out is a surname as often ("Day",
+// "Weeks", "Stone", "Box", "Fields", "Cal", "Kelvin"), and UCUM's
+// case-insensitive units of time read names in capitals ("ANN", "MIN",
+// "MO"): {"value": 77441124, "unit": "Stone"} was released, name and
+// number, until h-deid11. Such a unit text is kept only beside a UCUM code
+// that says the same unit (unitAgrees: "Days" beside "d", "Kg" beside
+// "kg"); alone it is dropped, and the quantity with it (quantity). So are
+// "Years", "Days", "Patch", "YEARS", "HR" written so alone, which
+// h-review28 kept: the cost of the rule (docs/policy.md). In small letters ("days", "stone",
+// "box"), a unit word's usual case, it is kept.
+func nameCaseUnit(s string) bool {
+	if !nameCaseWord.MatchString(s) || ucumUnit(s) || capitalisedSymbols[s] || germanTimeNouns[strings.ToLower(s)] {
+		return false
+	}
+	if capitalisedWord.MatchString(s) {
+		return true
+	}
+	_, time := timeUnit(s)
+	return time
+}
+
+// nameCaseWord is a word of letters written as a name is: capitalised, or
+// in capitals.
+var nameCaseWord = regexp.MustCompile(`^(?:\p{Lu}\p{Ll}+|\p{Lu}{2,})$`)
+
+// germanTimeNouns are the units of time of spelledTimeUnits in German,
+// whose nouns are capitalised.
+var germanTimeNouns = setOf("jahr", "jahre", "monat", "monate", "woche", "wochen", "tag", "tage", "stunde", "stunden",
+	"minuten", "sekunde", "sekunden", "lebensjahr", "lebensjahre")
+
+// unitAgrees reports whether unit text u says the unit UCUM code c says:
+// the same letters case aside ("MG" and "mg", "Cal" and "[Cal]"), or the
+// same unit of time ("Days" and "d", "MIN" and "min").
+func unitAgrees(u, c string) bool {
+	if c == "" {
+		return false
+	}
+	if strings.EqualFold(u, c) || strings.EqualFold("["+u+"]", c) {
+		return true
+	}
+	pu, okU := timeUnit(u)
+	pc, okC := timeUnit(c)
+	return okU && okC && pu == pc
+}
+
 // perMinute reports whether w is the minute that a capitalised form writes
 // after a slash ("L/Min", "Beats/Min", "mL/Min"): a name alone ("Min"),
 // the minute as a rate's denominator (kept before h-deid10, dropped with
@@ -324,7 +375,8 @@ var letterRun = regexp.MustCompile(`\pL+`)
 // after a prefix ("Mbit", "Mibit"). A word of two letters is
 // a name as often as a unit (Mo, Ms, Yu, Li, Wu): only the symbols are
 // kept. Words that are units and surnames alike (Day, Stone, Fields, Box)
-// are kept as units: docs/policy.md, residual limits.
+// are kept in a unit text of several words ("Box/day"); alone, a unit
+// text must agree with a UCUM code beside it (nameCaseUnit).
 func capitalisedUnit(w string) bool {
 	l := strings.ToLower(w)
 	if p, ok := strings.CutSuffix(w, "bit"); ok && ucumPrefixes[p] {
