@@ -2,8 +2,11 @@ package minimize_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/custos-mcp/custos/minimize"
 )
 
 // TestDeidentifyAnnotationHoldsNoPlate: unitSymbol drops a plate or serial
@@ -64,6 +67,64 @@ func TestDeidentifyAnnotationPlateWithSeparators(t *testing.T) {
 			if strings.Contains(out, inner) {
 				t.Errorf("%s: released: %s", q, out)
 			}
+		}
+	}
+}
+
+// TestDeidentifyNamesInAnnotationsAreNoUnits: an annotation is free text
+// in UCUM, and a name in braces in small letters, in capitals or run
+// together ("{smith}", "mg{SMITH}", "{JaneDoe}/min") was released as a
+// unit with its number, as a quantity's unit, as its code and as a UCUM
+// coding's code, until h-deid11 (h-deid10's rule read only a capital and
+// small letters as a name's form). Each run of letters of an annotation
+// must now be a word of a unit's annotation (knownAnnotation): a unit or
+// code that holds another is dropped, and a quantity left without unit is
+// dropped whole. The names that are such words ("{stone}", "{min}") are
+// the residual docs/policy.md lists; a unit beside a dropped one keeps
+// its value, never the name.
+func TestDeidentifyNamesInAnnotationsAreNoUnits(t *testing.T) {
+	residual := []string{"Stone", "Day", "Fields", "Box", "Field", "Weeks", "Min", "Mo", "Ms", "Cal"}
+	obs := func(v string) []byte {
+		return []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},` + v + `}`)
+	}
+	tried := 0
+	for i, name := range commonNames {
+		if minimize.KnownAnnotation("{" + strings.ToLower(name) + "}") {
+			if !slices.Contains(residual, name) {
+				t.Errorf("%s is a word of a unit's annotation, not among the residual names %v", name, residual)
+			}
+			continue
+		}
+		next := commonNames[(i+1)%len(commonNames)]
+		for _, written := range []string{strings.ToLower(name), strings.ToUpper(name), name + next} {
+			for _, unit := range []string{"{" + written + "}", "mg{" + written + "}", "{" + written + "}/min"} {
+				tried++
+				for _, v := range []string{
+					`"valueQuantity":{"value":77441124,"unit":` + strconvQuote(unit) + `}`,
+					`"valueQuantity":{"value":77441124,"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}`,
+					`"valueQuantity":{"value":77441124,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}`,
+					`"valueCodeableConcept":{"coding":[{"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}]}`,
+				} {
+					if got := string(deidentify(t, obs(v), nil)); strings.Contains(got, "77441124") || strings.Contains(got, "{"+written+"}") {
+						t.Errorf("%s:\n got %s", v, got)
+					}
+				}
+			}
+		}
+	}
+	if tried < 1000 {
+		t.Fatalf("%d names in annotations tried: the test tests less than it says", tried)
+	}
+	// A UCUM code beside a unit text with a name keeps the value, and the
+	// name is dropped with the unit text that held it.
+	got := string(deidentify(t, obs(`"valueQuantity":{"value":5.4,"unit":"mmol/L{smith}","system":"http://unitsofmeasure.org","code":"mmol/L"}`), nil))
+	if !strings.Contains(got, `"valueQuantity":{"code":"mmol/L","system":"http://unitsofmeasure.org","value":5.4}`) {
+		t.Errorf("mmol/L beside mmol/L{smith}:\n got %s", got)
+	}
+	for _, good := range []string{"{beats}/min", "{BEATS}/min", "{cells}/uL", "{CD4_cells}/uL", "{HbA1c}", "{steps}", "{pack-years}", "{years}", "{RBCs}", "mg/g{creat}", "{INR}"} {
+		got := string(deidentify(t, obs(`"valueQuantity":{"value":61.4,"unit":`+strconvQuote(good)+`}`), nil))
+		if !strings.Contains(got, `"unit":`+strconvQuote(good)) || !strings.Contains(got, "61.4") {
+			t.Errorf("unit %s dropped: %s", good, got)
 		}
 	}
 }

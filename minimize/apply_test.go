@@ -197,8 +197,8 @@ func TestGeneralize(t *testing.T) {
 }
 
 func TestRestrictedZIP3(t *testing.T) {
-	want := []string{"036", "059", "063", "102", "203", "556", "692", "790", "821",
-		"823", "830", "831", "878", "879", "884", "890", "893"}
+	want := []string{"036", "059", "063", "102", "202", "203", "204", "205", "369", "556", "692", "753",
+		"772", "790", "821", "823", "830", "831", "878", "879", "884", "890", "893"}
 	got := RestrictedZIP3()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("RestrictedZIP3() = %v, want %v", got, want)
@@ -219,6 +219,38 @@ func TestRestrictedZIP3(t *testing.T) {
 		out, err := JSON([]byte(`{"zip":"`+z+`01"}`), []Obligation{{Op: OpGeneralize, Path: "/zip", Fn: "zip3"}}, Options{})
 		if err != nil || string(out) != `{"zip":"`+z+`"}` {
 			t.Errorf("zip %s01: got %s, %v", z, out, err)
+		}
+	}
+}
+
+// TestRestrictedZIP3BothCensuses: every prefix of either census's table
+// of three-digit ZCTAs of 20,000 people or fewer is released as "000"
+// (restrictedZIP3): HHS's 17 of the 2000 Census, and the 18 of the 2010
+// Census, of which 202, 204, 369, 753 and 772 were released as their
+// digits until h-deid11. A populated prefix beside them is still
+// released.
+func TestRestrictedZIP3BothCensuses(t *testing.T) {
+	tables := map[string][]string{
+		"2000": {"036", "059", "063", "102", "203", "556", "692", "790", "821",
+			"823", "830", "831", "878", "879", "884", "890", "893"},
+		"2010": {"036", "059", "102", "202", "203", "204", "205", "369", "556",
+			"692", "753", "772", "821", "823", "878", "879", "884", "893"},
+	}
+	zip3 := []Obligation{{Op: OpGeneralize, Path: "/zip", Fn: GeneralizeZIP3}}
+	for census, prefixes := range tables {
+		for _, z := range prefixes {
+			for _, zip := range []string{z + "01", z + "99-1234", z} {
+				out, err := JSON([]byte(`{"zip":"`+zip+`"}`), zip3, Options{})
+				if err != nil || string(out) != `{"zip":"000"}` {
+					t.Errorf("%s Census, zip %s: got %s, %v; want 000", census, zip, out, err)
+				}
+			}
+		}
+	}
+	for _, zip := range []string{"75201", "77002", "20001", "37201", "20601"} {
+		out, err := JSON([]byte(`{"zip":"`+zip+`"}`), zip3, Options{})
+		if want := `{"zip":"` + zip[:3] + `"}`; err != nil || string(out) != want {
+			t.Errorf("populated zip %s: got %s, %v; want %s", zip, out, err, want)
 		}
 	}
 }

@@ -1458,6 +1458,11 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	} else {
 		delete(out, "code")
 	}
+	if u, _ := out["unit"].(string); nameCaseUnit(u) {
+		if c, _ := out["code"].(string); sys != "http://unitsofmeasure.org" || !unitAgrees(u, c) {
+			delete(out, "unit") // "Day", "Stone", "MIN" alone: see nameCaseUnit
+		}
+	}
 	if dimensionless(out) && !dimensionless(m) || out["unit"] == nil && out["code"] == nil && (m["unit"] != nil || m["code"] != nil) {
 		// The input gave a unit (or a code) that the walk dropped: it
 		// names no unit (knownUnitText, ucumUnit: "MRN", "acct", a
@@ -1609,9 +1614,11 @@ var bracketedAtom = regexp.MustCompile(`\[[^\[\]]*\]`)
 // one in square brackets ("[7XKR319]", "mm[SN4C7Q2Z9]", "[1931]"), which
 // UCUM's form takes as a bracketed atom whatever it holds, until
 // 2026-12-05; UCUM's own bracketed atoms are words and short numbers
-// ("[in_i]", "[EID_50]", "[Amb'a'1'U]", "[in_i'H2O]"). A one-word name
-// in braces still passes (docs/policy.md, residual limits); one in
-// brackets is no UCUM atom (ucumUnit).
+// ("[in_i]", "[EID_50]", "[Amb'a'1'U]", "[in_i'H2O]"). A name in braces
+// passed too, in small letters, in capitals or run together ("{smith}",
+// "mg{SMITH}", "{JaneDoe}"), until h-deid11: now each run of letters of an
+// annotation must be a word of a unit's annotation (knownAnnotation); one
+// in brackets is no UCUM atom (ucumUnit).
 //
 // The runs are judged also joined across the separators a plate, a serial
 // or a date is written with ('-', '.'): "{7XK-R319}", "{SN4.C7Q.2Z9}" and
@@ -1620,6 +1627,11 @@ var bracketedAtom = regexp.MustCompile(`\[[^\[\]]*\]`)
 // annotations join words with '_' ("{at_60_min}", "{CAG_repeats}"): runs
 // across it stay apart.
 func plainAnnotations(s string) bool {
+	for _, a := range annotation.FindAllString(s, -1) {
+		if !knownAnnotation(a) {
+			return false
+		}
+	}
 	for _, a := range append(annotation.FindAllString(s, -1), bracketedAtom.FindAllString(s, -1)...) {
 		for _, runs := range []string{a, annotationSeparators.Replace(a)} {
 			for _, w := range unitRun.FindAllString(runs, -1) {
@@ -1627,6 +1639,22 @@ func plainAnnotations(s string) bool {
 					return false
 				}
 			}
+		}
+	}
+	return true
+}
+
+// knownAnnotation reports whether every run of letters of annotation a
+// is a word of a unit's annotation (annotationWords), case aside as
+// LOINC writes "{Beats}" and "{beats}" alike: "{beats}", "{CAG_repeats}",
+// "{HbA1c}", "{1.73_m2}", "{#}" are; "{smith}", "{SMITH}", "{JaneDoe}",
+// "{Anna}" are not. A unit text or code that holds another is dropped
+// (unitSymbol, codeChecks, elementCode), and a quantity left with no unit
+// with it (quantity).
+func knownAnnotation(a string) bool {
+	for _, w := range letterRun.FindAllString(a, -1) {
+		if !annotationWords[strings.ToLower(w)] {
+			return false
 		}
 	}
 	return true

@@ -288,6 +288,29 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"address: state, ZIP3, country only; restricted ZIP3 is 000; a postal code naming no country nor state dropped",
 			`{"resourceType":"Patient","address":[{"line":["1 Main"],"city":"X","state":"VT","postalCode":"05901-1234","country":"US","period":{"start":"2001"}},{"postalCode":"21620"},{"postalCode":"21620","state":"MD"}]}`,
 			`{"address":[{"country":"US","postalCode":"000","state":"VT"},{"postalCode":"216","state":"MD"}],"resourceType":"Patient"}`},
+		// The 2010 Census's restricted ZIP3s (Dallas's 753, Houston's
+		// 772, Washington's 202 and 204, Alabama's 369) were released
+		// as their digits until h-deid11 (restrictedZIP3).
+		{"address: a ZIP3 restricted by the 2010 Census is 000, a populated neighbour kept",
+			`{"resourceType":"Patient","address":[{"state":"TX","postalCode":"75301","country":"US"},{"state":"TX","postalCode":"77210"},{"state":"DC","postalCode":"20201"},{"state":"DC","postalCode":"20415"},{"state":"AL","postalCode":"36901"},{"state":"TX","postalCode":"75201"}]}`,
+			`{"address":[{"country":"US","postalCode":"000","state":"TX"},{"postalCode":"000","state":"TX"},{"postalCode":"000","state":"DC"},{"postalCode":"000","state":"DC"},{"postalCode":"000","state":"AL"},{"postalCode":"752","state":"TX"}],"resourceType":"Patient"}`},
+		// A name in braces in small letters, in capitals or run together
+		// was released as a unit with its number until h-deid11
+		// (knownAnnotation).
+		{"a name in an annotation is no unit: the quantity is dropped whole, a UCUM coding too; a UCUM code beside it keeps the value",
+			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"85354-9"}]},"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"8480-6"}]},"valueQuantity":{"value":77441124,"unit":"{smith}"}},{"code":{"coding":[{"system":"http://loinc.org","code":"8462-4"}]},"valueQuantity":{"value":80,"unit":"mm[Hg]{JaneDoe}","system":"http://unitsofmeasure.org","code":"mm[Hg]"}},{"code":{"coding":[{"system":"http://loinc.org","code":"8480-6"}]},"valueCodeableConcept":{"coding":[{"system":"http://unitsofmeasure.org","code":"mg{SMITH}"}]}},{"code":{"coding":[{"system":"http://loinc.org","code":"8867-4"}]},"valueQuantity":{"value":72,"unit":"{beats}/min","system":"http://unitsofmeasure.org","code":"{beats}/min"}}]}`,
+			`{"code":{"coding":[{"code":"85354-9","system":"http://loinc.org"}]},"component":[{"code":{"coding":[{"code":"8480-6","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8462-4","system":"http://loinc.org"}]},"valueQuantity":{"code":"mm[Hg]","system":"http://unitsofmeasure.org","value":80}},{"code":{"coding":[{"code":"8480-6","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8867-4","system":"http://loinc.org"}]},"valueQuantity":{"code":"{beats}/min","system":"http://unitsofmeasure.org","unit":"{beats}/min","value":72}}],"resourceType":"Observation","status":"final"}`},
+		// A form's capitalisation of pg/mL, fL, g and each was dropped
+		// with its value until h-deid11 (capitalisedSymbols); the
+		// identifiers and names beside such units stay dropped.
+		{"capitalised Pg/mL, Fl, Gm, Ea are units and keep their values; the identifier beside them dropped, and In (a name's form) with its value",
+			`{"resourceType":"Observation","status":"final","identifier":[{"system":"http://acme.example/mrn","value":"77441124"}],"code":{"coding":[{"system":"http://loinc.org","code":"85354-9"}]},"valueQuantity":{"value":88,"unit":"Fl"},"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":450,"unit":"Pg/mL"}},{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":2,"unit":"Gm"}},{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":1,"unit":"Ea"}},{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":77441124,"unit":"In"}}]}`,
+			`{"code":{"coding":[{"code":"85354-9","system":"http://loinc.org"}]},"component":[{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]},"valueQuantity":{"unit":"Pg/mL","value":450}},{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]},"valueQuantity":{"unit":"Gm","value":2}},{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]},"valueQuantity":{"unit":"Ea","value":1}},{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]}}],"resourceType":"Observation","status":"final","valueQuantity":{"unit":"Fl","value":88}}`},
+		// A unit word written as a name is, alone, was released with its
+		// number until h-deid11 (nameCaseUnit).
+		{"a unit word capitalised or in capitals alone is dropped with its quantity, beside an agreeing UCUM code kept, in small letters kept",
+			`{"resourceType":"Observation","status":"final","identifier":[{"value":"77441124"}],"code":{"coding":[{"system":"http://loinc.org","code":"85354-9"}]},"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":77441124,"unit":"Stone"}},{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":5558675,"unit":"MIN"}},{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":12,"unit":"Days","system":"http://unitsofmeasure.org","code":"d"}},{"code":{"coding":[{"system":"http://loinc.org","code":"2132-9"}]},"valueQuantity":{"value":12,"unit":"stone"}}]}`,
+			`{"code":{"coding":[{"code":"85354-9","system":"http://loinc.org"}]},"component":[{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]},"valueQuantity":{"code":"d","system":"http://unitsofmeasure.org","unit":"Days","value":12}},{"code":{"coding":[{"code":"2132-9","system":"http://loinc.org"}]},"valueQuantity":{"unit":"stone","value":12}}],"resourceType":"Observation","status":"final"}`},
 		{"birthDate: year, withheld over 89; allowed extension kept",
 			`{"resourceType":"Patient","birthDate":"1980-05-06","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"F"},{"url":"http://x.example/mmn","valueString":"Smith"}]}`,
 			`{"birthDate":"1980","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"F"}],"resourceType":"Patient"}`},
@@ -669,8 +692,9 @@ func TestDeidentifyKeepsUnits(t *testing.T) {
 		"cm H2O", "in Hg", "deg F", "deg C", "degrees F", "per min", "per minute", "fl oz", "/100 WBC", "% O2",
 		// Medications' dose and supply units (a MedicationRequest's dose,
 		// a MedicationDispense's quantity): kept until h-deid9, then
-		// dropped with their values.
-		"patch", "Patch", "vial", "vials", "application", "actuation", "suppository", "packet", "syringe", "lozenge",
+		// dropped with their values. ("Patch", capitalised as a name
+		// is, alone: kept until h-deid11, see nameCaseUnit.)
+		"patch", "vial", "vials", "application", "actuation", "suppository", "packet", "syringe", "lozenge",
 		"ampule", "ampoule", "bottle", "bag", "pen", "inhaler", "teaspoon", "tablespoon", "tsp", "tbsp", "applicatorful",
 		"film", "troche", "wafer", "strip", "sachet", "dropperful", "container", "cartridge", "box", "tube", "jar",
 		"chewable tablet", "pill", "implant", "injection", "enema", "scoop", "piece",

@@ -5,3 +5,9 @@ var (
 	KnownUnitText   = knownUnitText
 	CapitalisedUnit = capitalisedUnit
 )
+
+var KnownAnnotation = knownAnnotation
+
+var CapitalisedSymbol = func(s string) bool { return capitalisedSymbols[s] }
+
+func TimeUnit(s string) bool { _, ok := timeUnit(s); return ok }

@@ -11,25 +11,44 @@ import (
 
 // restrictedZIP3 lists the three-digit ZIP code prefixes whose combined
 // population is 20,000 or fewer; HIPAA Safe Harbor (45 CFR
-// 164.514(b)(2)(i)(B)) requires them to be released as "000".
+// 164.514(b)(2)(i)(B)) requires them to be released as "000". It is the
+// union of two tables, so a prefix restricted by either stays restricted
+// (fail closed: a newer census may add prefixes, never release one here):
 //
-// Source: HHS Office for Civil Rights, "Guidance Regarding Methods for
-// De-identification of Protected Health Information in Accordance with the
-// Health Insurance Portability and Accountability Act (HIPAA) Privacy Rule"
-// (November 26, 2012), question "When can ZIP codes be included in
-// de-identified information?": the 17 restricted three-digit ZCTAs computed
-// from 2000 Census data (see also the preamble to the final rule,
-// 67 FR 53182, 53233-53234, August 14, 2002). HHS notes that covered entities
-// should use more current Census data when it is published; update this list
-// (and its test) if the project adopts a newer table.
+//   - 2000 Census: HHS Office for Civil Rights, "Guidance Regarding Methods
+//     for De-identification of Protected Health Information in Accordance
+//     with the Health Insurance Portability and Accountability Act (HIPAA)
+//     Privacy Rule" (November 26, 2012), question "When can ZIP codes be
+//     included in de-identified information?": the 17 restricted
+//     three-digit ZCTAs 036, 059, 063, 102, 203, 556, 692, 790, 821, 823,
+//     830, 831, 878, 879, 884, 890, 893 (see also the preamble to the final
+//     rule, 67 FR 53182, 53233-53234, August 14, 2002).
+//   - 2010 Census: the three-digit ZCTAs of 20,000 people or fewer in the
+//     2010 Census ZCTA populations, the table de-identification pipelines
+//     use since HHS, in the same guidance, tells covered entities to use
+//     the most current Census data: 036, 059, 102, 202, 203, 204, 205, 369,
+//     556, 692, 753, 772, 821, 823, 878, 879, 884, 893. It adds 202, 204,
+//     205, 369, 753 and 772: 202, 204, 369, 753 and 772 were released as
+//     their digits until h-deid11 (205 was "000" already, as a prefix of
+//     no resident population: nonPopulatedZIP3).
 //
 // It is never modified; use RestrictedZIP3 for a copy.
-var restrictedZIP3 = map[string]bool{
-	"036": true, "059": true, "063": true, "102": true, "203": true,
-	"556": true, "692": true, "790": true, "821": true, "823": true,
-	"830": true, "831": true, "878": true, "879": true, "884": true,
-	"890": true, "893": true,
-}
+var restrictedZIP3 = func() map[string]bool {
+	m := setOf(restrictedZIP3Census2000...)
+	for _, z := range restrictedZIP3Census2010 {
+		m[z] = true
+	}
+	return m
+}()
+
+// restrictedZIP3Census2000 and restrictedZIP3Census2010 are the two
+// tables of restrictedZIP3, as their sources list them.
+var (
+	restrictedZIP3Census2000 = []string{"036", "059", "063", "102", "203", "556", "692", "790", "821",
+		"823", "830", "831", "878", "879", "884", "890", "893"}
+	restrictedZIP3Census2010 = []string{"036", "059", "102", "202", "203", "204", "205", "369", "556",
+		"692", "753", "772", "821", "823", "878", "879", "884", "893"}
+)
 
 // populatedZIP3 reports whether ZIP3 z may be released: it is a prefix
 // USPS assigns to the addresses of a state, DC or a territory
@@ -38,12 +57,12 @@ var restrictedZIP3 = map[string]bool{
 // resident population (nonPopulatedZIP3), and not restricted
 // (restrictedZIP3). Safe Harbor keeps a ZIP3 only if the area of its ZIP
 // codes holds more than 20,000 people; a prefix with none holds 20,000 or
-// fewer, and HHS's 17 restricted ZIP3s, computed from census areas, could
+// fewer, and the restricted ZIP3s, computed from census areas, could
 // not list it. Until 2026-12-06 every prefix but those 17 was released:
 // 090-098 (APO/FPO Europe), 205 (federal agencies), 000 to 004 (never
 // assigned) among them. This is fail closed only in part: a prefix within
 // a state's range that USPS has not assigned (213 in Maryland's 205-219)
-// and a populated prefix of 20,000 people or fewer in a census after 2000
+// and a populated prefix of 20,000 people or fewer in a census after 2010
 // are still released (docs/policy.md, residual limits).
 func populatedZIP3(z string) bool {
 	n, err := strconv.Atoi(z)
@@ -81,8 +100,8 @@ var armedForces = setOf("AA", "AE", "AP")
 var nonPopulatedZIP3 = setOf("005", "055", "205", "340", "733")
 
 // RestrictedZIP3 returns, in ascending order, the three-digit ZIP prefixes
-// that generalize:zip3 replaces with "000" (HHS Safe Harbor guidance, 2000
-// Census; see restrictedZIP3 for the source). The slice is a fresh copy.
+// that generalize:zip3 replaces with "000" (the 2000 and 2010 Census
+// tables together; see restrictedZIP3 for the sources). The slice is a fresh copy.
 func RestrictedZIP3() []string {
 	out := make([]string, 0, len(restrictedZIP3))
 	for z := range restrictedZIP3 {

