@@ -74,9 +74,11 @@ Exit status (both forms):
      verifier keys that hold no usable key, a log that cannot be opened
      (locked by another process, not an audit log); with --pubkey, also
      anchors left unchecked ("UNCHECKED anchor": no anchored checkpoint in
-     D/checkpoints.jsonl or A/checkpoints.jsonl to check against, or a
-     damaged log that cannot be opened for writing) when the records
-     themselves have no problem
+     D/checkpoints.jsonl or A/checkpoints.jsonl to check against; with
+     --anchor-dir, an A/checkpoints.jsonl that is missing or holds no
+     checkpoint, however many D holds: the anchor asked for was not
+     checked; or a damaged log that cannot be opened for writing) when the
+     records and D's checkpoints themselves have no problem
 
 On a terminal, verify --data-dir draws its progress (records checked) and
 verify --bundle its own (bytes of the bundle's files checked) on stderr,
