@@ -82,6 +82,8 @@ type CorruptError struct {
 	Expected string // what the log's invariants require (hashes in hex)
 	Got      string // what was found
 	Detail   string // free text without record contents
+
+	cause error // the cause, when a library's sentinel names it (Unwrap)
 }
 
 func (e *CorruptError) Error() string {
@@ -94,6 +96,11 @@ func (e *CorruptError) Error() string {
 	}
 	return msg
 }
+
+// Unwrap returns the cause, if any: for a segment_damaged file, bbolt's
+// sentinel (ErrInvalid, ErrVersionMismatch, ErrChecksum) for a meta page
+// at fault, so that a caller can tell which with errors.Is.
+func (e *CorruptError) Unwrap() error { return e.cause }
 
 // Is reports whether target is ErrCorrupt (or ErrNonCanonical for a
 // "non_canonical" corruption).

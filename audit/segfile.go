@@ -26,21 +26,37 @@ import (
 // as the directory's owner, out of its own audit log. A file that already
 // exists keeps its owner.
 func openSegmentFile(name string, flag int, perm os.FileMode) (*os.File, error) {
-	f, err := openSegment(name, flag, perm)
+	f, created, err := openSegment(name, flag, perm)
 	var nr *regularfile.NotRegularError
 	if errors.As(err, &nr) {
 		return nil, fmt.Errorf("audit segment %s is not a regular file (it is %s): custos writes its segments as regular files and opens nothing else in their place; keep segments on another disk in the archive directory (audit.archive_dir), not behind a link", name, nr.Kind)
 	}
-	return f, err
+	if err != nil || created {
+		return f, err
+	}
+	// An existing file must be a bbolt database bbolt can open safely
+	// (boltfile.go); bbolt returns this error from Open as it is.
+	fi, err := f.Stat()
+	if err == nil {
+		err = checkBoltFile(f, fi.Size(), name)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
-func openSegment(name string, flag int, perm os.FileMode) (*os.File, error) {
+// openSegment opens or creates segment file name; created reports whether
+// it made the file.
+func openSegment(name string, flag int, perm os.FileMode) (f *os.File, created bool, err error) {
 	if flag&os.O_CREATE == 0 {
-		return regularfile.Open(name, flag, perm, regularfile.NoFollow)
+		f, err = regularfile.Open(name, flag, perm, regularfile.NoFollow)
+		return f, false, err
 	}
-	f, created, err := regularfile.OpenCreate(name, flag, perm, regularfile.NoFollow)
+	f, created, err = regularfile.OpenCreate(name, flag, perm, regularfile.NoFollow)
 	if created {
 		owner.Match(f, filepath.Dir(name))
 	}
-	return f, err
+	return f, created, err
 }

@@ -135,19 +135,35 @@ func VerifyFile(ctx context.Context, path string, report func(Problem)) (Summary
 
 // VerifyFilePaced is VerifyFile with pace, if not nil, called after each
 // chunk of records as Log.VerifyPaced calls it (progress, throttling).
+//
+// A segment file that bbolt cannot open because it is damaged (empty,
+// truncated, neither meta page valid: KindSegmentDamaged) is a problem
+// reported, not an error: no record of the log can then be walked, and
+// the summary is empty.
 func VerifyFilePaced(ctx context.Context, path string, report func(Problem), pace func(ctx context.Context, n int) error) (Summary, error) {
 	db, err := openReadOnly(path)
 	if err != nil {
-		return Summary{}, err
+		return reportDamaged(err, report)
 	}
 	live := &segment{path: path, db: db}
 	defer live.close()
 	sealed, err := openSealedAll(path, "", DefaultTimeout)
 	if err != nil {
-		return Summary{}, err
+		return reportDamaged(err, report)
 	}
 	defer closeSegments(sealed)
 	return verifySegments(ctx, append(sealed, live), report, pace)
+}
+
+// reportDamaged reports err as the verification's one problem if it is a
+// damaged segment file (KindSegmentDamaged); any other error is returned.
+func reportDamaged(err error, report func(Problem)) (Summary, error) {
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Kind != KindSegmentDamaged {
+		return Summary{}, err
+	}
+	report(Problem{Kind: ce.Kind, Expected: ce.Expected, Got: ce.Got, Detail: ce.Detail})
+	return Summary{Problems: 1}, nil
 }
 
 func openReadOnly(path string) (*bolt.DB, error) { return openReadOnlyTimeout(path, DefaultTimeout) }

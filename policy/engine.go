@@ -611,7 +611,7 @@ func allRegoFiles(fsys fs.FS) ([]regoFile, error) {
 		}
 		if de.Type()&fs.ModeSymlink != 0 {
 			if fi, err := fs.Stat(fsys, path); err == nil && fi.IsDir() {
-				return fmt.Errorf("%s is a symbolic link to a directory, which is not followed: copy the directory in, or link its files one by one", path)
+				return fmt.Errorf("%s is a %w: copy the directory in, or link its files one by one", path, ErrLinkedDir)
 			}
 		}
 		if de.IsDir() || !strings.HasSuffix(path, ".rego") {

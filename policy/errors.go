@@ -15,6 +15,16 @@ var (
 	// the last good engine (or refuse to start): a policy that did not compile
 	// never decides anything.
 	ErrCompile = errors.New("policy: compile failed")
+
+	// ErrLinkedDir is returned, wrapped and naming the link, when a policy
+	// directory holds a symbolic link to a directory: the walk does not
+	// follow it, and the modules in it (a deny rule among them) must not
+	// be left out without a word. The policy as given cannot be read
+	// whole, as with a .rego that is a FIFO: a server refuses it (keeping
+	// its last good engine), and 'custos policy test' and 'check' reach no
+	// verdict on it (exit 2). The text is the tail of the message "P is a
+	// symbolic link to a directory, which is not followed".
+	ErrLinkedDir = errors.New("symbolic link to a directory, which is not followed")
 )
 
 // Decision errors. [Engine.Decide] returns one of them (wrapped with a

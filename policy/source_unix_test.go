@@ -156,6 +156,9 @@ decision := {"allow": count(denies) == 0, "reasons": sort(denies), "obligations"
 		allowed := e != nil && decideAllows(ctx, e)
 		t.Errorf("DirSource.Load = %v (allows: %v); want an error saying %q", err, allowed, want)
 	}
+	if !errors.Is(err, ErrLinkedDir) {
+		t.Errorf("DirSource.Load = %v, want it to match ErrLinkedDir (policy test/check: no verdict)", err)
+	}
 	if _, err := BuildBundle(ctx, dir, "r1"); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("BuildBundle: err = %v, want %q", err, want)
 	}

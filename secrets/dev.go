@@ -200,7 +200,7 @@ func (d *Dev) AuditKey(context.Context) (Key, error) { return d.audit.clone(), n
 
 // KeyIDs names the dev keys in the form audit records carry.
 func (d *Dev) KeyIDs() []string {
-	return []string{"audit-hmac=" + d.audit.ID, "cursor=dev:ephemeral", "signing=" + d.signID}
+	return []string{"audit-hmac=" + d.audit.ID, "cursor=dev:ephemeral", d.SigningKeyID(1)}
 }
 
 // Check always succeeds: dev keys never go stale.
@@ -234,6 +234,10 @@ func (d *Dev) Dev() bool { return true }
 
 // Name describes the provider for the startup banner.
 func (d *Dev) Name() string { return "dev (ephemeral in-memory keys)" }
+
+// SigningKeyID names the signing key as audit records do ("signing=dev:file"
+// or, never stored, "signing=dev:ephemeral"); it has one version.
+func (d *Dev) SigningKeyID(int) string { return "signing=" + d.signID }
 
 // SigningVersions lists the one signing key version.
 func (d *Dev) SigningVersions() []int { return []int{1} }

@@ -603,7 +603,7 @@ func (v *Vault) readKVVersions(ctx context.Context, path string, held []Key) ([]
 func (st *keyState) ids(l Layout) []string {
 	out := []string{
 		"audit-hmac=" + st.audit.ID,
-		"signing=" + l.TransitMount + "/" + l.SigningKey + "@" + strconv.Itoa(st.signing.latest),
+		l.signingKeyID(st.signing.latest),
 	}
 	if len(st.cursor) > 0 {
 		out = append(out,
@@ -1212,6 +1212,14 @@ func (v *Vault) SigningVersions() []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+// SigningKeyID names version ver of the signing key as audit records do
+// ("signing=transit/custos-audit-signing@2").
+func (v *Vault) SigningKeyID(ver int) string { return v.opts.Layout.signingKeyID(ver) }
+
+func (l Layout) signingKeyID(ver int) string {
+	return "signing=" + l.TransitMount + "/" + l.SigningKey + "@" + strconv.Itoa(ver)
 }
 
 // PublicKey returns the signing key's public key for version ver (0 =

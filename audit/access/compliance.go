@@ -104,10 +104,11 @@ func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest,
 	for _, p := range vr.Problems {
 		lc.Problems = append(lc.Problems, fmt.Sprintf("seq=%d kind=%s expected=%s got=%s %s", p.Seq, p.Kind, p.Expected, p.Got, p.Detail))
 	}
-	entries, err := s.anchorEntries(v, r.Anchor, r.AnchorName)
+	entries, other, err := s.anchorEntries(v, r.Anchor, r.AnchorName)
 	if err != nil {
 		return res, fmt.Errorf("reading the anchored checkpoints: %w", err)
 	}
+	entries = append(entries, other...)
 	latest, ok := latestEntry(entries)
 	if !ok {
 		return res, fmt.Errorf("%w: a compliance package needs one (serve signs one at least every --checkpoint-interval and at shutdown)", errNoCheckpoint)

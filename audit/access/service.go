@@ -346,9 +346,10 @@ func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Wr
 	if len(r.VerifierKeys) > 0 {
 		res.Anchor = &AnchorResult{}
 		verifiers, err := checkpoint.ParseVerifierFile(r.VerifierKeys)
-		var entries []checkpoint.Entry
+		var entries, other []checkpoint.Entry
 		if err == nil {
-			entries, err = s.anchorEntries(v, r.Anchor, r.AnchorName)
+			entries, other, err = s.anchorEntries(v, r.Anchor, r.AnchorName)
+			entries = append(entries, other...)
 		}
 		if err == nil {
 			err = checkpoint.CheckAgainst(ctx, v, entries, verifiers)
@@ -370,6 +371,14 @@ func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Wr
 			res.Anchor.NotChecked, res.OK = s.noCheckpointText(r.AnchorName), false
 		default:
 			res.Anchor.OK, res.Anchor.Checked = true, checkedText(entries)
+			if r.AnchorName != "" && len(other) == 0 {
+				// The anchor asked for holds nothing: the data
+				// directory's checkpoints, which were checked, do not
+				// stand in for it (an anchor not mounted, the wrong
+				// directory or its checkpoints removed passed).
+				res.Anchor.OK, res.OK = false, false
+				res.Anchor.NotChecked = fmt.Sprintf("the anchor asked for was not checked: %s is missing or holds no checkpoint (an anchor directory not mounted, the wrong directory, or its checkpoints removed); the data directory's were checked: consistent with %s", r.AnchorName, checkedText(entries))
+			}
 			// The sealed segments' seals are signed like checkpoints.
 			if ps := s.log.CheckSeals(verifiers); len(ps) > 0 {
 				res.Problems, res.OK = append(res.Problems, ps...), false
@@ -410,26 +419,25 @@ func noAnchorVerdict(err error) bool {
 	return errors.As(err, &pe) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// anchorEntries are the checkpoints to check the view against: those of
-// the data directory of size at most N, then those of anchor (the lines
-// of another anchor's checkpoints.jsonl, named name in errors; "anchor"
-// when unnamed).
-func (s *Service) anchorEntries(v View, anchor []byte, name string) ([]checkpoint.Entry, error) {
-	local, err := s.anchored(v.n)
-	if err != nil {
-		return nil, err
+// anchorEntries are the checkpoints to check the view against: local,
+// those of the data directory of size at most N, and other, those of
+// anchor (the lines of another anchor's checkpoints.jsonl, named name in
+// errors; "anchor" when unnamed). They are apart so that a caller can
+// tell an anchor that holds none.
+func (s *Service) anchorEntries(v View, anchor []byte, name string) (local, other []checkpoint.Entry, err error) {
+	if local, err = s.anchored(v.n); err != nil {
+		return nil, nil, err
 	}
 	if name == "" {
 		name = "anchor"
 	}
-	other, err := checkpoint.ReadEntries(bytes.NewReader(anchor), name)
-	if err != nil {
-		return nil, err
+	if other, err = checkpoint.ReadEntries(bytes.NewReader(anchor), name); err != nil {
+		return nil, nil, err
 	}
 	if other, err = checkpoint.Current(other); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return append(local, other...), nil
+	return local, other, nil
 }
 
 // latestEntry is the entry of the largest size (false: none).
@@ -475,7 +483,9 @@ func (s *Service) noCheckpointText(anchorName string) string {
 		why = local + " does not exist"
 	}
 	if anchorName != "" {
-		why += ", nor does " + anchorName
+		// Not a stat: anchorName is the caller's path, relative to its
+		// own working directory, not the server's.
+		why += ", and " + anchorName + " is missing or holds no checkpoint"
 	}
 	return "no anchored checkpoint to check the log against: " + why + " (a log never checkpointed by a serving server, or its checkpoints removed)"
 }

@@ -68,15 +68,20 @@ exits 1 naming every failure with its seq.
 Exit status (both forms):
   0  verified: no problem found
   1  problems found: broken or edited records, gaps, a rollback or fork
-     against the checkpoints, a bundle file that differs (each is printed)
+     against the checkpoints, a bundle file that differs, an audit.db or
+     segment file that is damaged (empty, truncated, not a bbolt database:
+     segment_damaged) (each is printed)
   2  could not verify, so no verdict: bad flags, a --data-dir, --bundle or
      --pubkey that cannot be read (with --pubkey, D/checkpoints.jsonl too),
      verifier keys that hold no usable key, a log that cannot be opened
-     (locked by another process, not an audit log); with --pubkey, also
+     (locked by another process, not an audit log, a file that cannot be
+     read); with --pubkey, also
      anchors left unchecked ("UNCHECKED anchor": no anchored checkpoint in
-     D/checkpoints.jsonl or A/checkpoints.jsonl to check against, or a
-     damaged log that cannot be opened for writing) when the records
-     themselves have no problem
+     D/checkpoints.jsonl or A/checkpoints.jsonl to check against; with
+     --anchor-dir, an A/checkpoints.jsonl that is missing or holds no
+     checkpoint, however many D holds: the anchor asked for was not
+     checked; or a damaged log that cannot be opened for writing) when the
+     records and D's checkpoints themselves have no problem
 
 On a terminal, verify --data-dir draws its progress (records checked) and
 verify --bundle its own (bytes of the bundle's files checked) on stderr,

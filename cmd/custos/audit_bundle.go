@@ -230,11 +230,11 @@ Example:
 func newAuditPubkeyCmd() *cobra.Command {
 	var (
 		dir, out, origin string
-		dev              bool
+		dev, asJSON      bool
 		vf               vaultFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "pubkey --data-dir D [--dev] [-o FILE]",
+		Use:   "pubkey --data-dir D [--dev] [-o FILE] [--json]",
 		Short: "Write the verifier keys of the audit checkpoints (for offline verification)",
 		Long: `pubkey writes the note verifier keys ("origin+hash+key", one per signing key
 version) that check the signatures on the audit log's checkpoints. Give the
@@ -246,10 +246,18 @@ keys come from Vault with the auditor policy, or with --dev from the data
 directory's dev key file. Obtain the file over a channel you trust: a verifier
 key is what makes a checkpoint's signature mean something.
 
+The file holds key lines only (docs/audit-format.md): no version or label,
+so that any note verifier reads it. --json prints each key on stdout with
+its signing key version and the name audit records give that version
+("key_id", e.g. signing=transit/custos-audit-signing@2), and which is the
+latest (the one that signs new checkpoints); with -o the file is written as
+without --json. Validity periods are not known to custos: Vault keeps them.
+
 ` + vaultHelp + `
 
-Example:
-  custos audit pubkey --data-dir ./data --dev -o custos-audit.vkeys`,
+Examples:
+  custos audit pubkey --data-dir ./data --dev -o custos-audit.vkeys
+  custos audit pubkey --data-dir ./data --dev -o custos-audit.vkeys --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := requireDataDir(dir)
@@ -275,15 +283,24 @@ Example:
 				}
 				origin = c.Origin
 			}
-			data, err := verifierKeyFile(cmd, dev, d, &vf, origin)
+			keys, err := verifierKeys(cmd, dev, d, &vf, origin)
 			if err != nil {
 				return err
 			}
-			if out == "" || out == "-" {
+			data := verifierFile(keys)
+			switch {
+			case out != "" && out != "-":
+				if err := durable.WriteFile(out, data, 0o644); err != nil {
+					return err
+				}
+			case !asJSON:
 				_, err := cmd.OutOrStdout().Write(data)
 				return err
 			}
-			return durable.WriteFile(out, data, 0o644)
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), pubkeyJSON{Origin: origin, Keys: keys})
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -291,21 +308,60 @@ Example:
 	f.StringVar(&origin, "origin", "", "checkpoint origin (default: from the latest checkpoint)")
 	f.StringVarP(&out, "output", "o", "", "write to FILE instead of stdout")
 	f.BoolVar(&dev, "dev", false, "use the dev key file of a data directory served with --dev")
+	f.BoolVar(&asJSON, "json", false, "print each key with its version and key id as JSON on stdout (the -o file is unchanged)")
 	vf.register(f)
 	markRequired(cmd, "data-dir")
 	return cmd
 }
 
-// verifierKeyFile is the verifier key file of origin's checkpoints (one
-// note verifier key per signing key version), from the auditor's keys:
-// the dev key file with dev, otherwise Vault.
+// pubkeyJSON is 'audit pubkey --json'.
+type pubkeyJSON struct {
+	Origin string        `json:"origin"`
+	Keys   []verifierKey `json:"keys"`
+}
+
+// verifierKey is one line of the verifier key file and what it stands
+// for, which the file does not say.
+type verifierKey struct {
+	Version     int    `json:"version"`      // the signing key's version
+	KeyID       string `json:"key_id"`       // as audit records name it (signing=…@N)
+	Latest      bool   `json:"latest"`       // the version that signs new checkpoints
+	VerifierKey string `json:"verifier_key"` // the file's line: origin+hash+base64(0x01||pubkey)
+}
+
+// verifierKeyFile is the verifier key file of origin's checkpoints
+// (verifierKeys, one line each).
 func verifierKeyFile(cmd *cobra.Command, dev bool, d dataDir, vf *vaultFlags, origin string) ([]byte, error) {
+	keys, err := verifierKeys(cmd, dev, d, vf, origin)
+	if err != nil {
+		return nil, err
+	}
+	return verifierFile(keys), nil
+}
+
+// verifierFile is the file of keys: key lines only.
+func verifierFile(keys []verifierKey) []byte {
+	vkeys := make([]string, len(keys))
+	for i, k := range keys {
+		vkeys[i] = k.VerifierKey
+	}
+	return checkpoint.FormatVerifierFile(vkeys)
+}
+
+// verifierKeys are the note verifier keys of origin's checkpoints, one per
+// signing key version, ascending, from the auditor's keys: the dev key
+// file with dev, otherwise Vault.
+func verifierKeys(cmd *cobra.Command, dev bool, d dataDir, vf *vaultFlags, origin string) ([]verifierKey, error) {
 	k, closeKeys, err := openAuditorKeys(cmd, dev, d, vf)
 	if err != nil {
 		return nil, err
 	}
 	defer closeKeys()
-	var vkeys []string
+	_, latest, err := k.PublicKey(0)
+	if err != nil {
+		return nil, err
+	}
+	var keys []verifierKey
 	for _, ver := range k.SigningVersions() {
 		pub, _, err := k.PublicKey(ver)
 		if err != nil {
@@ -315,9 +371,9 @@ func verifierKeyFile(cmd *cobra.Command, dev bool, d dataDir, vf *vaultFlags, or
 		if err != nil {
 			return nil, err
 		}
-		vkeys = append(vkeys, vk)
+		keys = append(keys, verifierKey{Version: ver, KeyID: k.SigningKeyID(ver), Latest: ver == latest, VerifierKey: vk})
 	}
-	return checkpoint.FormatVerifierFile(vkeys), nil
+	return keys, nil
 }
 
 // noteText is the body of a signed note (up to the blank line before the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,12 +24,8 @@ import (
 // each. Once a version is destroyed in Vault both fail closed, naming it;
 // with --accept-key-gap they search the rest and state the gap.
 func TestPatientLookupsSearchEveryKeyVersion(t *testing.T) {
-	srv := vaulttest.Start(t, vaulttest.Options{})
 	ctx := context.Background()
-	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, p := auditorVault(t)
 	const patient = "0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f"
 	dir := t.TempDir()
 	log := audittest.OpenPath(t, filepath.Join(dir, "audit.db"), audit.Options{})
@@ -54,12 +51,6 @@ func TestPatientLookupsSearchEveryKeyVersion(t *testing.T) {
 		}
 	}
 	log.Close()
-	tok, err := srv.TokenWithPolicy(ctx, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("VAULT_ADDR", srv.Addr)
-	t.Setenv("VAULT_TOKEN", tok)
 	custos := func(args ...string) (string, string, int) {
 		var stdout, stderr bytes.Buffer
 		// Patient lookups are accounting requests (PATRQT), audited like every read of the log.
@@ -135,4 +126,63 @@ func TestPatientLookupsSearchEveryKeyVersion(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "NOT searched: "+keyID(2)+" (destroyed in Vault)") || !strings.Contains(out, "GAP ACCEPTED") {
 		t.Fatalf("text report with an accepted gap:\n%s", out)
 	}
+}
+
+// TestPubkeyJSONNamesEveryVersion: after a rotation of the signing key in a
+// real Vault, 'audit pubkey --json' names each line of the verifier key
+// file with its version and the key id audit records give it, the latest
+// marked, and the file stays key lines only.
+func TestPubkeyJSONNamesEveryVersion(t *testing.T) {
+	srv, p := auditorVault(t)
+	if err := srv.RotateTransit(context.Background(), p.Layout.SigningKey); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "custos.vkeys")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"audit", "pubkey", "--data-dir", dir, "--origin", "h.example/n1/audit", "--json", "-o", file}, &stdout, &stderr); code != 0 {
+		t.Fatalf("audit pubkey --json: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	var got pubkeyJSON
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("stdout is not one JSON document: %v\n%s", err, stdout.String())
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	id := func(ver int) string {
+		return "signing=" + p.Layout.TransitMount + "/" + p.Layout.SigningKey + "@" + strconv.Itoa(ver)
+	}
+	if got.Origin != "h.example/n1/audit" || len(got.Keys) != 2 || len(lines) != 2 {
+		t.Fatalf("origin %q, %d keys, %d file lines; want h.example/n1/audit, 2, 2:\n%s", got.Origin, len(got.Keys), len(lines), stdout.String())
+	}
+	for i, k := range got.Keys {
+		if k.Version != i+1 || k.KeyID != id(i+1) || k.Latest != (i == 1) || k.VerifierKey != lines[i] {
+			t.Errorf("key %d = %+v; want version %d, key id %s, latest %v, the file's line %q", i, k, i+1, id(i+1), i == 1, lines[i])
+		}
+		if !strings.HasPrefix(lines[i], "h.example/n1/audit+") {
+			t.Errorf("file line %d = %q: not a key line", i, lines[i])
+		}
+	}
+}
+
+// auditorVault starts and provisions a real Vault and points the commands
+// at it (VAULT_ADDR, VAULT_TOKEN) with the auditor's policy.
+func auditorVault(t *testing.T) (*vaulttest.Server, *vaulttest.Provisioned) {
+	t.Helper()
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	ctx := context.Background()
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := srv.TokenWithPolicy(ctx, secrets.AuditorPolicyName, secrets.AuditorPolicyHCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VAULT_ADDR", srv.Addr)
+	t.Setenv("VAULT_TOKEN", tok)
+	return srv, p
 }

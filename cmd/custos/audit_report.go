@@ -20,6 +20,7 @@ type auditorKeys interface {
 	AuditKeyHistory(ctx context.Context) (secrets.AuditKeyHistory, error)
 	PublicKey(version int) (ed25519.PublicKey, int, error)
 	SigningVersions() []int
+	SigningKeyID(version int) string
 }
 
 // openAuditorKeys opens the keys of the audit tools: with --dev the key file

@@ -99,7 +99,9 @@ Exit status (as for every check: 'custos --help'):
   1  problems found: a test failed or errored, the policy or its tests do
      not compile, or there are no tests (a policy without tests is not
      ready)
-  2  no verdict: bad usage, or DIR or a file in it cannot be read
+  2  no verdict: bad usage, or DIR or a file in it cannot be read (a
+     .rego that is a FIFO, socket or device, and a symbolic link to a
+     directory in DIR, which is not followed, included)
 
 Tests are compiled with the server's lock-down, as the server runs them at
 every load: http.send, net.* and opa.runtime are compile errors there too,
@@ -159,13 +161,14 @@ Examples:
 // policyProblem is a policy check's verdict on err, an error loading or
 // testing the policy: a file that could not be read (an fs.PathError, or
 // a .rego that is a FIFO, socket or device: policy verify of such a
-// BUNDLE is no verdict too) is no verdict; anything else (a syntax or
-// compile error, no tests) is a problem of the policy, which the server
-// would refuse.
+// BUNDLE is no verdict too) or a directory the loader does not follow (a
+// symbolic link to it: policy.ErrLinkedDir) is no verdict, the policy as
+// given was not read whole; anything else (a syntax or compile error, no
+// tests) is a problem of the policy, which the server would refuse.
 func policyProblem(err error) error {
 	var pe *fs.PathError
 	var nr *regularfile.NotRegularError
-	if errors.As(err, &pe) || errors.As(err, &nr) {
+	if errors.As(err, &pe) || errors.As(err, &nr) || errors.Is(err, policy.ErrLinkedDir) {
 		return err
 	}
 	return problemsFound(err)
@@ -198,7 +201,9 @@ Exit status (as for every check: 'custos --help'):
   0  the policy compiles and every decision has the accepted schema
   1  problems found: it does not compile, an example's decision would be
      rejected, or list pages disagree with reads (each printed)
-  2  no verdict: bad usage, or DIR or a file in it cannot be read
+  2  no verdict: bad usage, or DIR or a file in it cannot be read (a
+     .rego that is a FIFO, socket or device, and a symbolic link to a
+     directory in DIR, which is not followed, included)
 
 It also says how the server will memoize the policy's decisions: per
 combination of resource features when no rule can read the resource's URI,

@@ -1,0 +1,110 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// TestDamagedSegmentFile: an audit.db that bbolt cannot open because it is
+// damaged is refused by Open, unchanged, as ErrCorrupt (kind
+// segment_damaged, with bbolt's sentinel for a meta page at fault), and
+// reported by VerifyFile as a problem, not an error. Before, a truncated
+// file killed the process (SIGBUS in bbolt.Open), random bytes or bad meta
+// pages were an error ("invalid database": no verdict), and an empty file
+// was made a new log by Open.
+func TestDamagedSegmentFile(t *testing.T) {
+	l, good := mustOpen(t, Options{})
+	appendN(t, l, 5) // each committed, fsynced: the file is whole
+	orig, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := os.Getpagesize()
+	flip := func(b []byte, offs ...int) []byte {
+		b = bytes.Clone(b)
+		for _, o := range offs {
+			b[o] ^= 0x01
+		}
+		return b
+	}
+	random := make([]byte, 64<<10)
+	rand.Read(random)
+	for _, tc := range []struct {
+		name  string
+		bytes []byte
+		cause error // the bbolt sentinel the error wraps, if any
+		got   string
+	}{
+		{"empty", nil, berrors.ErrInvalid, "an empty file"},
+		{"shorter than a meta page", orig[:50], berrors.ErrInvalid, "page 0: invalid database; page 1: invalid database (50 bytes)"},
+		{"truncated after meta page 0", orig[:100], nil, "100 bytes (truncated)"},
+		{"truncated after the meta pages", orig[:2*ps], nil, "(truncated)"},
+		{"truncated mid-page", orig[:3*ps+17], nil, "(truncated)"},
+		{"random bytes", random, berrors.ErrInvalid, "page 0: invalid database"},
+		{"both meta pages flipped", flip(orig, 16+24, ps+16+24), berrors.ErrChecksum, "page 0: checksum error; page 1: checksum error"},
+		{"both versions changed", flip(orig, 16+4, ps+16+4), berrors.ErrVersionMismatch, "page 0: version mismatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "audit.db")
+			if err := os.WriteFile(path, tc.bytes, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Open(path, Options{Node: "node-test"})
+			var ce *CorruptError
+			if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.Kind != KindSegmentDamaged {
+				t.Fatalf("Open = %v, want a segment_damaged ErrCorrupt", err)
+			}
+			if tc.cause != nil && !errors.Is(err, tc.cause) {
+				t.Errorf("Open = %v, want it to wrap %v", err, tc.cause)
+			}
+			if after, _ := os.ReadFile(path); !bytes.Equal(after, tc.bytes) {
+				t.Errorf("Open changed the file: %d bytes, was %d", len(after), len(tc.bytes))
+			}
+			var got []Problem
+			sum, err := VerifyFile(context.Background(), path, func(p Problem) { got = append(got, p) })
+			if err != nil {
+				t.Fatalf("VerifyFile = %v, want the damage reported as a problem", err)
+			}
+			if len(got) != 1 || got[0].Kind != KindSegmentDamaged || sum.Problems != 1 {
+				t.Fatalf("VerifyFile problems = %+v (summary %d), want one segment_damaged", got, sum.Problems)
+			}
+			if p := got[0]; !bytes.Contains([]byte(p.Got), []byte(tc.got)) || !bytes.Contains([]byte(p.Detail), []byte(path)) {
+				t.Errorf("problem = %+v, want got to say %q and the detail to name %s", p, tc.got, path)
+			}
+		})
+	}
+
+	// One meta page flipped: bbolt opens the other (its crash recovery),
+	// so the file is not damaged as far as opening goes.
+	t.Run("one meta page flipped", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "audit.db")
+		if err := os.WriteFile(path, flip(orig, 16+24), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ps, _ := collect(t, path)
+		for _, p := range ps {
+			if p.Kind == KindSegmentDamaged {
+				t.Errorf("one invalid meta page reported as %s", p)
+			}
+		}
+	})
+
+	// A file that cannot be read is no evidence either way: an error.
+	t.Run("a directory in its place", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "audit.db")
+		if err := os.Mkdir(path, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		var got []Problem
+		if _, err := VerifyFile(context.Background(), path, func(p Problem) { got = append(got, p) }); err == nil || len(got) != 0 {
+			t.Errorf("VerifyFile = %v with problems %v, want an error and no problem", err, got)
+		}
+	})
+}
