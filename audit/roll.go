@@ -569,7 +569,8 @@ func (l *Log) finishSealed(s *segment, dst string) error {
 // as it is (a completion that a second crash stopped after the chmod: the
 // file is not opened for writing again). The file is opened as every
 // segment is (openSegmentFile): a link in its place is refused, not
-// followed.
+// followed, and a file that is no bbolt database (checkBoltFile, which
+// reads it: hence O_RDWR, not O_WRONLY) is not cut.
 func trimToPages(path string, used int64) error {
 	if used <= 0 {
 		return nil
@@ -578,7 +579,7 @@ func trimToPages(path string, used int64) error {
 	if err != nil || fi.Size() <= used || fi.Mode().Perm()&0o200 == 0 {
 		return err
 	}
-	f, err := openSegmentFile(path, os.O_WRONLY, 0)
+	f, err := openSegmentFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
