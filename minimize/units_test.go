@@ -216,3 +216,51 @@ func TestDeidentifyNameCaseUnitsNeedACode(t *testing.T) {
 		}
 	}
 }
+
+// TestDeidentifyTimeWordsInDurationsAndAges: a Duration's and an Age's
+// unit is a unit of time (FHIR R4 drt-1, age-1), as is the unit of a
+// quantity an age code makes an age, so a unit of time written as a name
+// is there ("Days", "Years", "HR") is that unit: from h-deid11 until
+// h-review31 a MedicationRequest's expectedSupplyDuration of 30 "Days"
+// and a Condition's onsetAge of 45 "Years", with no UCUM code, were
+// dropped whole. The names that units of time read in capitals ("ANN",
+// "MIN", "MO") and the unit words that are no units of time ("Stone",
+// "Box", "Patch") are still dropped with their values there; so is an age
+// over 89, and a number of an identifier's size in days with it; beside a
+// code that says another unit the word is dropped, the code kept.
+func TestDeidentifyTimeWordsInDurationsAndAges(t *testing.T) {
+	places := map[string]func(q string) string{
+		"expectedSupplyDuration": func(q string) string {
+			return `{"resourceType":"MedicationRequest","status":"active","intent":"order","dispenseRequest":{"expectedSupplyDuration":` + q + `}}`
+		},
+		"boundsDuration": func(q string) string {
+			return `{"resourceType":"MedicationRequest","status":"active","intent":"order","dosageInstruction":[{"timing":{"repeat":{"boundsDuration":` + q + `}}}]}`
+		},
+		"onsetAge": func(q string) string { return `{"resourceType":"Condition","onsetAge":` + q + `}` },
+		"Observation of an age": func(q string) string {
+			return `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"30525-0"}]},"valueQuantity":` + q + `}`
+		},
+	}
+	for place, in := range places {
+		for _, unit := range []string{"Days", "Day", "Years", "Weeks", "Hours", "Minutes", "Months", "Mins", "YEARS", "DAYS", "WEEKS", "HR", "HRS"} {
+			want := `{"unit":` + strconvQuote(unit) + `,"value":30}`
+			if got := string(deidentify(t, []byte(in(`{"value":30,"unit":`+strconvQuote(unit)+`}`)), nil)); !strings.Contains(got, want) {
+				t.Errorf("%s of 30 %s dropped:\n got %s", place, unit, got)
+			}
+		}
+		for _, name := range []string{"ANN", "MIN", "MO", "Stone", "Box", "Patch", "Tablets"} {
+			if got := string(deidentify(t, []byte(in(`{"value":30,"unit":`+strconvQuote(name)+`}`)), nil)); strings.Contains(got, `"value":30`) || strings.Contains(got, strconvQuote(name)) {
+				t.Errorf("%s of 30 %s kept:\n got %s", place, name, got)
+			}
+		}
+		for _, q := range []string{`{"value":93,"unit":"Years"}`, `{"value":77441124,"unit":"Days"}`} {
+			if got := string(deidentify(t, []byte(in(q)), nil)); strings.Contains(got, `"value"`) {
+				t.Errorf("%s %s: an age over 89 kept:\n got %s", place, q, got)
+			}
+		}
+		want := `{"code":"wk","system":"http://unitsofmeasure.org","value":3}`
+		if got := string(deidentify(t, []byte(in(`{"value":3,"unit":"Days","system":"http://unitsofmeasure.org","code":"wk"}`)), nil)); !strings.Contains(got, want) {
+			t.Errorf("%s of 3 Days beside wk:\n got %s\nwant %s", place, got, want)
+		}
+	}
+}
