@@ -578,7 +578,10 @@ func trimToPages(path string, used int64) error {
 	if err != nil || fi.Size() <= used || fi.Mode().Perm()&0o200 == 0 {
 		return err
 	}
-	f, err := openSegmentFile(path, os.O_WRONLY, 0)
+	// Read and write: openSegmentFile reads an existing file's bbolt
+	// header (checkBoltFile) before it hands it out, which a write-only
+	// descriptor refused (EBADF), and every seal failed there.
+	f, err := openSegmentFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
