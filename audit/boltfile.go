@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"os"
+	"math/bits"
 
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -34,9 +34,9 @@ const KindSegmentDamaged = "segment_damaged"
 const (
 	boltMagic      = 0xED0CDAED
 	boltVersion    = 2
-	boltMetaOffset = 16 // the page header
-	boltMetaSize   = 64 // magic .. checksum
-	boltMinPage    = 0x1000
+	boltMetaOffset = 16   // the page header
+	boltMetaSize   = 64   // magic .. checksum
+	boltMinProbe   = 1024 // bbolt's first guess at the offset of meta page 1
 )
 
 // boltMeta is the part of a meta page checkBoltFile needs.
@@ -101,29 +101,46 @@ func checkBoltFile(f io.ReaderAt, size int64, name string) error {
 	if err != nil && !errors.Is(err, berrors.ErrInvalid) {
 		return err
 	}
-	pageSize := int64(os.Getpagesize())
 	if err == nil {
 		var m boltMeta
 		if m, errs[0] = parseBoltMeta(p0); errs[0] == nil {
-			metas, pageSize = append(metas, m), int64(m.pageSize)
+			metas = append(metas, m)
 		}
 	} else {
 		errs[0] = err
 	}
-	if pageSize < boltMinPage {
-		pageSize = boltMinPage
-	}
-	p1, err := read(pageSize)
-	if err != nil && !errors.Is(err, berrors.ErrInvalid) {
-		return err
-	}
-	if err == nil {
-		var m boltMeta
-		if m, errs[1] = parseBoltMeta(p1); errs[1] == nil {
-			metas = append(metas, m)
-		}
+	// Page 1 where bbolt looks for it (db.go, getPageSize and mmap): at
+	// page 0's page size when page 0 is valid, else at the first of 1 KiB,
+	// 2 KiB, ... 16 MiB that holds a valid meta page. It was looked for
+	// only at the page size of this machine (at least 4 KiB): a file
+	// whose meta page 0 a crash tore, written where pages are of another
+	// size (a 64 KiB-page arm64 or ppc64le server, 16 KiB on Apple
+	// silicon, a restored copy), was refused although bbolt opens it.
+	offsets := []int64{}
+	if len(metas) == 1 {
+		offsets = append(offsets, int64(metas[0].pageSize))
 	} else {
-		errs[1] = err
+		for i := 0; i <= 14 && int64(boltMinProbe)<<i < size-boltMinProbe; i++ {
+			offsets = append(offsets, int64(boltMinProbe)<<i)
+		}
+	}
+	errs[1] = berrors.ErrInvalid
+	for _, off := range offsets {
+		p1, err := read(off)
+		if err != nil && !errors.Is(err, berrors.ErrInvalid) {
+			return err
+		}
+		if err != nil {
+			continue
+		}
+		m, err := parseBoltMeta(p1)
+		if err == nil {
+			metas = append(metas, m)
+			break
+		}
+		if errors.Is(errs[1], berrors.ErrInvalid) {
+			errs[1] = err // a meta page's magic there, the closest thing found
+		}
 	}
 	if len(metas) == 0 {
 		return damaged("a valid bbolt meta page at page 0 or 1",
@@ -133,8 +150,15 @@ func checkBoltFile(f io.ReaderAt, size int64, name string) error {
 	if len(metas) == 2 && metas[1].txid > m.txid {
 		m = metas[1]
 	}
-	if need := int64(m.pgid) * int64(m.pageSize); size < need {
-		return damaged(fmt.Sprintf("at least %d bytes (%d pages of %d, meta txid %d)", need, m.pgid, m.pageSize, m.txid),
+	// size < pgid × page size, the product taken without overflow (the
+	// checksum is no MAC: any value can be made valid).
+	hi, need := bits.Mul64(m.pgid, uint64(m.pageSize))
+	if m.pageSize == 0 || hi != 0 || need > uint64(size) {
+		want := fmt.Sprintf("at least %d bytes", need)
+		if hi != 0 || m.pageSize == 0 {
+			want = "a page size and a page count that fit a file"
+		}
+		return damaged(fmt.Sprintf("%s (%d pages of %d, meta txid %d)", want, m.pgid, m.pageSize, m.txid),
 			fmt.Sprintf("%d bytes (truncated)", size), nil)
 	}
 	return nil
