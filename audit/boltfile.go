@@ -78,12 +78,18 @@ func parseBoltMeta(page []byte) (boltMeta, error) {
 // faults on a truncated one. One invalid meta page is left to bbolt, which
 // opens the other: that is how it survives a crash during a commit.
 func checkBoltFile(f io.ReaderAt, size int64, name string) error {
-	damaged := func(expected, got string, cause error) error {
-		return &CorruptError{Kind: KindSegmentDamaged, Expected: expected, Got: got,
-			Detail: fmt.Sprintf("%s is not a bbolt database custos can open (damaged, truncated or replaced)", name), cause: cause}
+	// What to do is said in the error (docs/operations.md, Failure
+	// behaviour): a file bbolt had not finished creating (firstStart) is
+	// also what a kill during a new log's first start leaves.
+	damagedAs := func(firstStart bool, expected, got string, cause error) error {
+		detail := fmt.Sprintf("%s is not a bbolt database custos can open (damaged, truncated or replaced): keep it as evidence and restore the file from a backup", name)
+		if firstStart {
+			detail = fmt.Sprintf("%s is not a bbolt database custos can open: bbolt had not finished creating it (custos stopped during a new log's first start) or it was damaged; if no record was ever written to this log, move the file aside and start again, otherwise keep it as evidence and restore the file from a backup", name)
+		}
+		return &CorruptError{Kind: KindSegmentDamaged, Expected: expected, Got: got, Detail: detail, cause: cause}
 	}
 	if size == 0 {
-		return damaged("a bbolt database (two meta pages)", "an empty file", berrors.ErrInvalid)
+		return damagedAs(true, "a bbolt database (two meta pages)", "an empty file", berrors.ErrInvalid)
 	}
 	read := func(off int64) ([]byte, error) {
 		buf := make([]byte, boltMetaOffset+boltMetaSize)
@@ -143,7 +149,7 @@ func checkBoltFile(f io.ReaderAt, size int64, name string) error {
 		}
 	}
 	if len(metas) == 0 {
-		return damaged("a valid bbolt meta page at page 0 or 1",
+		return damagedAs(allZeros(f, size), "a valid bbolt meta page at page 0 or 1",
 			fmt.Sprintf("page 0: %v; page 1: %v (%d bytes)", errs[0], errs[1], size), errs[0])
 	}
 	m := metas[0]
@@ -158,8 +164,28 @@ func checkBoltFile(f io.ReaderAt, size int64, name string) error {
 		if hi != 0 || m.pageSize == 0 {
 			want = "a page size and a page count that fit a file"
 		}
-		return damaged(fmt.Sprintf("%s (%d pages of %d, meta txid %d)", want, m.pgid, m.pageSize, m.txid),
+		// bbolt's first write holds its two meta pages, of txids 0 and 1.
+		return damagedAs(m.txid <= 1, fmt.Sprintf("%s (%d pages of %d, meta txid %d)", want, m.pgid, m.pageSize, m.txid),
 			fmt.Sprintf("%d bytes (truncated)", size), nil)
 	}
 	return nil
+}
+
+// allZeros reports whether f, of size bytes, holds only zeros and is no
+// longer than bbolt's first write (four pages of at most 64 KiB): a file
+// extended for that write whose pages never reached the disk.
+func allZeros(f io.ReaderAt, size int64) bool {
+	if size > 4<<16 {
+		return false
+	}
+	b := make([]byte, size)
+	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		return false
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

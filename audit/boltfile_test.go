@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -194,5 +195,65 @@ func TestBoltFileOfAnotherPageSize(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestKilledFirstStartSaysWhatToDo: a kill during a new log's first start
+// can leave audit.db as bbolt had begun to create it: empty (the file made,
+// nothing written), only its first meta page (part of bbolt's first
+// write), or zeros (the file extended, its pages not on disk). Open
+// refuses it, as it must refuse a log emptied by someone, and its error
+// names the file and both ways out: move it aside and start again if no
+// record was ever written, otherwise restore from a backup. A damaged log
+// past its first start is told only to restore. Before, the error said
+// only that the file was damaged, truncated or replaced, and the
+// operator's guide had no word on it.
+func TestKilledFirstStartSaysWhatToDo(t *testing.T) {
+	fresh := filepath.Join(t.TempDir(), "fresh.db")
+	db, err := bolt.Open(fresh, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	initial, err := os.ReadFile(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, written := mustOpen(t, Options{})
+	appendN(t, l, 3)
+	used, err := os.ReadFile(written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := os.Getpagesize()
+	for _, c := range []struct {
+		name       string
+		bytes      []byte
+		firstStart bool
+	}{
+		{"empty", nil, true},
+		{"first meta page only", initial[:ps], true},
+		{"zeros", make([]byte, 4*ps), true},
+		{"a written log truncated", used[:3*ps], false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "audit.db")
+			if err := os.WriteFile(path, c.bytes, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Open(path, Options{Node: "node-test"})
+			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "restore the file from a backup") {
+				t.Fatalf("Open = %v, want an error naming %s and saying to restore it", err, path)
+			}
+			if got := strings.Contains(err.Error(), "move the file aside and start again"); got != c.firstStart {
+				t.Errorf("Open = %v: says to start again: %v, want %v", err, got, c.firstStart)
+			}
+			if c.firstStart {
+				if err := os.Rename(path, path+".killed"); err != nil {
+					t.Fatal(err)
+				}
+				mustOpenPath(t, path, Options{})
+			}
+		})
 	}
 }
