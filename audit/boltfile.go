@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"os"
+	"math/bits"
 
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -34,9 +34,9 @@ const KindSegmentDamaged = "segment_damaged"
 const (
 	boltMagic      = 0xED0CDAED
 	boltVersion    = 2
-	boltMetaOffset = 16 // the page header
-	boltMetaSize   = 64 // magic .. checksum
-	boltMinPage    = 0x1000
+	boltMetaOffset = 16   // the page header
+	boltMetaSize   = 64   // magic .. checksum
+	boltMinProbe   = 1024 // bbolt's first guess at the offset of meta page 1
 )
 
 // boltMeta is the part of a meta page checkBoltFile needs.
@@ -78,12 +78,18 @@ func parseBoltMeta(page []byte) (boltMeta, error) {
 // faults on a truncated one. One invalid meta page is left to bbolt, which
 // opens the other: that is how it survives a crash during a commit.
 func checkBoltFile(f io.ReaderAt, size int64, name string) error {
-	damaged := func(expected, got string, cause error) error {
-		return &CorruptError{Kind: KindSegmentDamaged, Expected: expected, Got: got,
-			Detail: fmt.Sprintf("%s is not a bbolt database custos can open (damaged, truncated or replaced)", name), cause: cause}
+	// What to do is said in the error (docs/operations.md, Failure
+	// behaviour): a file bbolt had not finished creating (firstStart) is
+	// also what a kill during a new log's first start leaves.
+	damagedAs := func(firstStart bool, expected, got string, cause error) error {
+		detail := fmt.Sprintf("%s is not a bbolt database custos can open (damaged, truncated or replaced): keep it as evidence and restore the file from a backup", name)
+		if firstStart {
+			detail = fmt.Sprintf("%s is not a bbolt database custos can open: bbolt had not finished creating it (custos stopped during a new log's first start) or it was damaged; if no record was ever written to this log, move the file aside and start again, otherwise keep it as evidence and restore the file from a backup", name)
+		}
+		return &CorruptError{Kind: KindSegmentDamaged, Expected: expected, Got: got, Detail: detail, cause: cause}
 	}
 	if size == 0 {
-		return damaged("a bbolt database (two meta pages)", "an empty file", berrors.ErrInvalid)
+		return damagedAs(true, "a bbolt database (two meta pages)", "an empty file", berrors.ErrInvalid)
 	}
 	read := func(off int64) ([]byte, error) {
 		buf := make([]byte, boltMetaOffset+boltMetaSize)
@@ -101,41 +107,85 @@ func checkBoltFile(f io.ReaderAt, size int64, name string) error {
 	if err != nil && !errors.Is(err, berrors.ErrInvalid) {
 		return err
 	}
-	pageSize := int64(os.Getpagesize())
 	if err == nil {
 		var m boltMeta
 		if m, errs[0] = parseBoltMeta(p0); errs[0] == nil {
-			metas, pageSize = append(metas, m), int64(m.pageSize)
+			metas = append(metas, m)
 		}
 	} else {
 		errs[0] = err
 	}
-	if pageSize < boltMinPage {
-		pageSize = boltMinPage
-	}
-	p1, err := read(pageSize)
-	if err != nil && !errors.Is(err, berrors.ErrInvalid) {
-		return err
-	}
-	if err == nil {
-		var m boltMeta
-		if m, errs[1] = parseBoltMeta(p1); errs[1] == nil {
-			metas = append(metas, m)
-		}
+	// Page 1 where bbolt looks for it (db.go, getPageSize and mmap): at
+	// page 0's page size when page 0 is valid, else at the first of 1 KiB,
+	// 2 KiB, ... 16 MiB that holds a valid meta page. It was looked for
+	// only at the page size of this machine (at least 4 KiB): a file
+	// whose meta page 0 a crash tore, written where pages are of another
+	// size (a 64 KiB-page arm64 or ppc64le server, 16 KiB on Apple
+	// silicon, a restored copy), was refused although bbolt opens it.
+	offsets := []int64{}
+	if len(metas) == 1 {
+		offsets = append(offsets, int64(metas[0].pageSize))
 	} else {
-		errs[1] = err
+		for i := 0; i <= 14 && int64(boltMinProbe)<<i < size-boltMinProbe; i++ {
+			offsets = append(offsets, int64(boltMinProbe)<<i)
+		}
+	}
+	errs[1] = berrors.ErrInvalid
+	for _, off := range offsets {
+		p1, err := read(off)
+		if err != nil && !errors.Is(err, berrors.ErrInvalid) {
+			return err
+		}
+		if err != nil {
+			continue
+		}
+		m, err := parseBoltMeta(p1)
+		if err == nil {
+			metas = append(metas, m)
+			break
+		}
+		if errors.Is(errs[1], berrors.ErrInvalid) {
+			errs[1] = err // a meta page's magic there, the closest thing found
+		}
 	}
 	if len(metas) == 0 {
-		return damaged("a valid bbolt meta page at page 0 or 1",
+		return damagedAs(allZeros(f, size), "a valid bbolt meta page at page 0 or 1",
 			fmt.Sprintf("page 0: %v; page 1: %v (%d bytes)", errs[0], errs[1], size), errs[0])
 	}
 	m := metas[0]
 	if len(metas) == 2 && metas[1].txid > m.txid {
 		m = metas[1]
 	}
-	if need := int64(m.pgid) * int64(m.pageSize); size < need {
-		return damaged(fmt.Sprintf("at least %d bytes (%d pages of %d, meta txid %d)", need, m.pgid, m.pageSize, m.txid),
+	// size < pgid × page size, the product taken without overflow (the
+	// checksum is no MAC: any value can be made valid).
+	hi, need := bits.Mul64(m.pgid, uint64(m.pageSize))
+	if m.pageSize == 0 || hi != 0 || need > uint64(size) {
+		want := fmt.Sprintf("at least %d bytes", need)
+		if hi != 0 || m.pageSize == 0 {
+			want = "a page size and a page count that fit a file"
+		}
+		// bbolt's first write holds its two meta pages, of txids 0 and 1.
+		return damagedAs(m.txid <= 1, fmt.Sprintf("%s (%d pages of %d, meta txid %d)", want, m.pgid, m.pageSize, m.txid),
 			fmt.Sprintf("%d bytes (truncated)", size), nil)
 	}
 	return nil
+}
+
+// allZeros reports whether f, of size bytes, holds only zeros and is no
+// longer than bbolt's first write (four pages of at most 64 KiB): a file
+// extended for that write whose pages never reached the disk.
+func allZeros(f io.ReaderAt, size int64) bool {
+	if size > 4<<16 {
+		return false
+	}
+	b := make([]byte, size)
+	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		return false
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

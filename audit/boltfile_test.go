@@ -5,10 +5,13 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
 
@@ -107,4 +110,150 @@ func TestDamagedSegmentFile(t *testing.T) {
 			t.Errorf("VerifyFile = %v with problems %v, want an error and no problem", err, got)
 		}
 	})
+}
+
+// TestBoltFileOfAnotherPageSize: checkBoltFile finds meta page 1 where
+// bbolt does (db.go: at page 0's page size, or probing 1 KiB, 2 KiB, ...
+// when page 0 is invalid), so that a file written with pages of another
+// size than this machine's is judged as bbolt opens it: whole, with
+// either meta page torn (a crash during a commit), and truncated below
+// its newest meta page's pages. It looked for page 1 at this machine's
+// page size (at least 4 KiB) only: a file of 1, 8, 16 or 64 KiB pages
+// whose page 0 was torn was refused although bbolt opens it, and one of
+// 1 KiB pages cut short of its newest meta page's pages passed (meta
+// page 1 unseen) and faulted in bbolt.
+func TestBoltFileOfAnotherPageSize(t *testing.T) {
+	for _, ps := range []int{1024, 4096, 8192, 16384, 65536} {
+		dir := t.TempDir()
+		orig := filepath.Join(dir, "orig.db")
+		db, err := bolt.Open(orig, 0o600, &bolt.Options{PageSize: ps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Four transactions after bbolt's two initial ones: the newest
+		// meta page is page 1 (txid 5), and each moved the high-water
+		// mark (pgid).
+		for i := range 4 {
+			if err := db.Update(func(tx *bolt.Tx) error {
+				b, err := tx.CreateBucketIfNotExists([]byte("b"))
+				if err != nil {
+					return err
+				}
+				return b.Put([]byte{byte(i)}, bytes.Repeat([]byte{byte(i)}, 3*ps))
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var pgid int64 // the newest meta page's high-water mark
+		db.View(func(tx *bolt.Tx) error { pgid = tx.Size() / int64(ps); return nil })
+		db.Close()
+		whole, err := os.ReadFile(orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		torn := func(page int) []byte {
+			b := bytes.Clone(whole)
+			b[page*ps+16+24] ^= 1 // the root bucket's page id: the checksum no longer matches
+			return b
+		}
+		for _, c := range []struct {
+			name    string
+			bytes   []byte
+			damaged bool
+		}{
+			{"whole", whole, false},
+			{"page 0 torn", torn(0), false},
+			{"page 1 torn (the newest)", torn(1), false},
+			{"truncated", whole[:(pgid-1)*int64(ps)], true},
+			{"page 0 torn, truncated", torn(0)[:(pgid-1)*int64(ps)], true},
+		} {
+			t.Run(fmt.Sprintf("%d/%s", ps, c.name), func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), "seg.db")
+				if err := os.WriteFile(path, c.bytes, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				f, err := os.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				err = checkBoltFile(f, int64(len(c.bytes)), path)
+				if !c.damaged {
+					if err != nil {
+						t.Fatalf("checkBoltFile = %v, want nil", err)
+					}
+					db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+					if err != nil {
+						t.Fatalf("bbolt does not open it either: %v", err)
+					}
+					db.Close()
+					return
+				}
+				var ce *CorruptError
+				if !errors.As(err, &ce) || ce.Kind != KindSegmentDamaged {
+					t.Fatalf("checkBoltFile = %v, want segment_damaged", err)
+				}
+			})
+		}
+	}
+}
+
+// TestKilledFirstStartSaysWhatToDo: a kill during a new log's first start
+// can leave audit.db as bbolt had begun to create it: empty (the file made,
+// nothing written), only its first meta page (part of bbolt's first
+// write), or zeros (the file extended, its pages not on disk). Open
+// refuses it, as it must refuse a log emptied by someone, and its error
+// names the file and both ways out: move it aside and start again if no
+// record was ever written, otherwise restore from a backup. A damaged log
+// past its first start is told only to restore. Before, the error said
+// only that the file was damaged, truncated or replaced, and the
+// operator's guide had no word on it.
+func TestKilledFirstStartSaysWhatToDo(t *testing.T) {
+	fresh := filepath.Join(t.TempDir(), "fresh.db")
+	db, err := bolt.Open(fresh, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	initial, err := os.ReadFile(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, written := mustOpen(t, Options{})
+	appendN(t, l, 3)
+	used, err := os.ReadFile(written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := os.Getpagesize()
+	for _, c := range []struct {
+		name       string
+		bytes      []byte
+		firstStart bool
+	}{
+		{"empty", nil, true},
+		{"first meta page only", initial[:ps], true},
+		{"zeros", make([]byte, 4*ps), true},
+		{"a written log truncated", used[:3*ps], false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "audit.db")
+			if err := os.WriteFile(path, c.bytes, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Open(path, Options{Node: "node-test"})
+			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "restore the file from a backup") {
+				t.Fatalf("Open = %v, want an error naming %s and saying to restore it", err, path)
+			}
+			if got := strings.Contains(err.Error(), "move the file aside and start again"); got != c.firstStart {
+				t.Errorf("Open = %v: says to start again: %v, want %v", err, got, c.firstStart)
+			}
+			if c.firstStart {
+				if err := os.Rename(path, path+".killed"); err != nil {
+					t.Fatal(err)
+				}
+				mustOpenPath(t, path, Options{})
+			}
+		})
+	}
 }

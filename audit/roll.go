@@ -53,7 +53,9 @@ import (
 // (rolled back, nothing lost). A crash after step 4 leaves L sealed at P
 // (and maybe already linked in the sealed directory), or, from a version
 // that renamed L away, L in the sealed directory and P.next beside a
-// missing P: Open completes steps 3 and 5 (nothing lost), k.db trimmed to
+// missing P: Open completes steps 3 (afresh while P is sealed: P.next
+// holds no record then, and a completion killed while making it left it
+// empty or without its buckets) and 5 (nothing lost), k.db trimmed to
 // its pages and made read-only as step 5 does (trimToPages, then
 // makeReadOnly), also when the crash came after the rename. Open writes a
 // missing k.seal (step 6) too.
@@ -779,7 +781,13 @@ func (l *Log) recoverSeal() error {
 	}
 	seal, _ := ParseSeal(sealText, nil)
 	l.log.Warn("audit: completing an interrupted seal", "segment", seal.Segment)
-	if errNext != nil {
+	// The next segment is made afresh, also when one is there: while the
+	// live path holds the sealed segment it has taken no record (appends
+	// wait for step 5's rename), and one this completion was killed
+	// making is empty or lacks its buckets; renamed over the live path it
+	// kept the log from opening (segment_damaged, or a new log that does
+	// not follow the sealed segments).
+	{
 		nd, _, err := createNext(next, l.opts, seal, frontier, l.opts.Timeout)
 		if err != nil {
 			db.Close()

@@ -1271,3 +1271,77 @@ func TestSealTimesAreTheRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashWhileRecreatingTheNextSegment: a seal past its commit point
+// whose next segment was lost (a failed commit's clean-up removes it)
+// is completed at the next open, which creates the next segment afresh;
+// killed while it did so, that open leaves audit.db.next empty (the file
+// made, bbolt's first pages not written) or initialized without the
+// segment's buckets (bbolt's pages written, the segment's first
+// transaction not). The open after it must create it again: the live
+// path holds a sealed segment, so audit.db.next has held no record. It
+// renamed the broken file over the live path instead, and the log could
+// not be opened again: an empty one was segment_damaged, an initialized
+// one a new log that did not follow the sealed segments.
+func TestCrashWhileRecreatingTheNextSegment(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		leave func(t *testing.T, next string)
+	}{
+		{"empty", func(t *testing.T, next string) {
+			if err := os.WriteFile(next, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"no-buckets", func(t *testing.T, next string) {
+			db, err := bolt.Open(next, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "audit.db")
+			l := mustOpenPath(t, path, Options{Node: "n"})
+			appendN(t, l, 4)
+			rollOrFail(t, l)
+			recs := appendN(t, l, 3)
+			sealCrash = func(s int) error {
+				if s == 4 {
+					return errors.New("killed")
+				}
+				return nil
+			}
+			_, err := l.Roll(ctx)
+			sealCrash = nil
+			if err == nil {
+				t.Fatal("Roll survived its kill")
+			}
+			l.Close()
+			if err := os.Remove(path + nextSuffix); err != nil {
+				t.Fatal(err)
+			}
+			c.leave(t, path+nextSuffix)
+			l2, err := Open(path, Options{Node: "n"})
+			if err != nil {
+				t.Fatalf("open after a crash while the next segment was recreated: %v", err)
+			}
+			defer l2.Close()
+			if seq, hash := l2.Head(); seq != 7 || hash != recs[2].Hash {
+				t.Fatalf("head after recovery = %d %s, want 7 %s", seq, hash, recs[2].Hash)
+			}
+			if n := len(l2.segments()); n != 3 {
+				t.Errorf("%d segments after recovery, want 3", n)
+			}
+			r, err := l2.Append(ctx, sampleEntry(8))
+			if err != nil || r.Seq != 8 {
+				t.Fatalf("append after recovery = %d, %v", r.Seq, err)
+			}
+			if _, err := l2.Verify(ctx, func(p Problem) { t.Error(p) }); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

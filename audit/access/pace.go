@@ -41,26 +41,37 @@ func newBudget(share float64) *budget {
 func (b *budget) book(busy time.Duration, end time.Time) time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	charged := min(busy, maxBusy)
-	if start := end.Add(-charged); b.free.Before(start) {
+	if start := end.Add(-min(busy, maxBusy)); b.free.Before(start) {
 		b.free = start // nothing booked is unpaid: the stretch starts the schedule
 	}
-	b.free = b.free.Add(charged + restFor(busy, b.share))
+	b.free = b.free.Add(b.cost(busy))
 	return b.free
 }
 
-// refund gives back the part of a stretch paid at paid that its walk did
-// not rest: the walk stopped resting at at (its caller went away, or the
-// Service closed) and will not walk on, so the rest it booked past at is
-// no one's. Walks booked after it keep the rests they were given; the
-// next booking starts that much earlier.
-func (b *budget) refund(paid, at time.Time) {
+// cost is what a stretch busy for busy takes of the schedule: its charged
+// busy time and its rest. The time from its end until it is paid may be
+// longer: the rest before it pays for stretches booked earlier.
+func (b *budget) cost(busy time.Duration) time.Duration {
+	return min(busy, maxBusy) + restFor(busy, b.share)
+}
+
+// refund gives back the part of a stretch of cost cost, paid at paid, that
+// its walk did not rest: the walk stopped resting at at (its caller went
+// away, or the Service closed) and will not walk on, so the part of its
+// stretch past at is no one's: at most cost, the stretch's own. The rest
+// before the stretch paid for stretches booked before it, and their walks
+// give back what they did not take themselves: refunding it too counted
+// it twice when two walks stopped at once (every walk does at Close; two
+// auditors' callers can go away together), and a third walk sharing the
+// budget then rested too little. Walks booked after it keep the rests
+// they were given; the next booking starts that much earlier.
+func (b *budget) refund(paid time.Time, cost time.Duration, at time.Time) {
 	if !paid.After(at) {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.free = b.free.Add(-paid.Sub(at))
+	b.free = b.free.Add(-min(paid.Sub(at), cost))
 }
 
 // A pacer keeps one auditor operation's walk of the log within its
@@ -117,14 +128,15 @@ func (p *pacer) rest() {
 		return
 	}
 	end := p.now()
-	paid := p.budget.book(end.Sub(p.since), end)
+	busy := end.Sub(p.since)
+	paid := p.budget.book(busy, end)
 	if d := paid.Sub(end); d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-p.ctx.Done():
 			t.Stop()
-			p.budget.refund(paid, p.now())
+			p.budget.refund(paid, p.budget.cost(busy), p.now())
 		}
 	}
 	p.since = p.now()

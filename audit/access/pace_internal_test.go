@@ -147,3 +147,32 @@ func TestCancelledRestIsRefunded(t *testing.T) {
 		t.Errorf("after a walk cancelled while it rested, 10 ms of work at 0.5 rested %v, want about 10 ms (the cancelled walk's unused rest given back)", el)
 	}
 }
+
+// TestTwoWalksStoppedTogetherRefundOnce: walks A, B and C each book 10 ms
+// of work at 0.5 at once: paid at 20, 40 and 60 ms, their stretches on
+// the schedule [0, 20], [20, 40], [40, 60]. A and B stop at 10 ms (their
+// callers went away, or the Service closed): A gives back 10 ms (its rest
+// not taken), B its whole stretch, 20 ms, not the 30 ms until it was paid
+// (10 ms of which is A's, given back by A already). A walk D booking 10
+// ms then is paid at 30 + 20 = 50 ms. The refund counted A's rest twice:
+// D was paid at 40 ms and, with C still walking, the walks together used
+// more than their share.
+func TestTwoWalksStoppedTogetherRefundOnce(t *testing.T) {
+	ms := time.Millisecond
+	t0 := time.Unix(1000, 0)
+	b := newBudget(0.5)
+	end := t0.Add(10 * ms)
+	var paid [3]time.Time
+	for i := range paid {
+		paid[i] = b.book(10*ms, end)
+	}
+	if want := t0.Add(60 * ms); !paid[2].Equal(want) {
+		t.Fatalf("the third stretch is paid at %v, want %v", paid[2].Sub(t0), want.Sub(t0))
+	}
+	for _, p := range paid[:2] {
+		b.refund(p, b.cost(10*ms), end)
+	}
+	if got, want := b.book(10*ms, end), t0.Add(50*ms); !got.Equal(want) {
+		t.Errorf("after two walks stopped at 10 ms, a new stretch is paid at %v, want %v", got.Sub(t0), want.Sub(t0))
+	}
+}
