@@ -64,7 +64,7 @@ func ImportFHIR(ctx context.Context, catalogPath, path string, o FHIRImport) (st
 	return store.ImportEntriesStagedFrom(ctx, catalogPath, func(st *store.Store) iter.Seq2[store.Entry, error] {
 		opts := fhirin.Options{Link: namer.Link, Logger: o.Logger, StoredBinary: storedBinary(st, namer),
 			PlaceBinary: placeBinary(st, namer), PlaceContext: placeContext(st, namer, eopts), Complete: o.Full,
-			Match: matchResources(ctx, st, namer, cmp.Or(o.Source, store.DefaultSource)), Live: liveResource(st, namer)}
+			Match: matchResources(ctx, st, namer, cmp.Or(o.Source, store.DefaultSource))}
 		return fhirEntries(ctx, path, opts)
 	}, eopts, store.Options{DataKeys: o.DataKeys, Timeout: o.Timeout, Logger: o.Logger})
 }
@@ -150,19 +150,6 @@ func placeContext(st *store.Store, namer *store.Namer, eo store.EntryOptions) fu
 		return placeResource(st, namer, "")
 	}
 	return placeResource(st, namer, cmp.Or(eo.Source, store.DefaultSource))
-}
-
-// liveResource is fhirin.Options.Live over st: placeResource with no
-// source retired (a conditional entry that matched nothing would write
-// over the resource whatever a full import retires later), of any source
-// or none. A manifest's resource is not found: its URI is not the key's
-// name of its id, so such an entry writes beside it.
-func liveResource(st *store.Store, namer *store.Namer) func(typ, id string) (bool, error) {
-	place := placeResource(st, namer, "")
-	return func(typ, id string) (bool, error) {
-		_, _, live, err := place(typ, id)
-		return live, err
-	}
 }
 
 // matchResources is fhirin.Options.Match over st, the catalog copy being
@@ -302,6 +289,7 @@ func entryOf(it fhirin.Item) store.Entry {
 		Where:       it.Where,
 		Stored:      it.Stored,
 		Kept:        it.Kept,
+		NoOverwrite: it.NoOverwrite,
 		Links:       it.Links,
 	}
 }

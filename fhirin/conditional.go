@@ -231,12 +231,11 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 		ids, unplaced := rd.withWritten(e.typ, c.search, ids)
 		switch len(ids) {
 		case 0:
-			if err := rd.unclaimed(w, e, c); err != nil {
-				if fe, ok := err.(*Error); ok {
-					return atEntry(e.name, fe)
-				}
-				return err // Options.Live's, as it is
-			}
+			// It creates its resource under its own id: the importer
+			// refuses it over a live resource of that id of other
+			// content (Item.NoOverwrite: FHIR's 409), and takes the same
+			// content again as unchanged (a re-import of the Bundle).
+			e.noOverwrite = c.path
 		case 1:
 			if e.typ == "Binary" {
 				// A Binary's compartment is where the resources linking
@@ -255,39 +254,6 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 		}
 	}
 	return nil
-}
-
-// unclaimed checks that the id under which e, a conditional update or
-// create c that matched nothing, would create its resource (its own, or
-// its urn:uuid fullUrl's) names no live resource of the catalog
-// (Options.Live) and none that an earlier Bundle of the pass wrote: R5
-// http.html#cond-update, "No matches, id provided and already exist: The
-// server rejects the update with a 409 Conflict error". Before, the entry
-// overwrote that resource (a resource of the source its search did not
-// find, moved to the entry's patient's compartment; or a resource without
-// a source, which Match does not search, taken over). A create is held to
-// it too: a server would create a new resource, never write over one.
-func (rd *reader) unclaimed(w string, e *entry, c conditional) error {
-	if !validID(e.id) {
-		return nil // an ErrID of resource's
-	}
-	at, live := rd.wrote[idKey(e.typ, e.id)]
-	if live {
-		live = at != wroteDeleted
-	} else if rd.opts.Live != nil {
-		var err error
-		if live, err = rd.opts.Live(e.typ, e.id); err != nil {
-			return err
-		}
-	}
-	if !live {
-		return nil
-	}
-	what := "update"
-	if c.create {
-		what = "create"
-	}
-	return newError(w, c.path, ErrValue, "the conditional %s found no resource, and the id its resource would be created under is that of a live resource of the catalog, or of one an earlier Bundle of the import wrote (FHIR 409 Conflict): it would overwrite a resource its search did not find; give the resource another id, or a search that finds it", what)
 }
 
 // match asks Options.Match once per search and type.
