@@ -961,3 +961,29 @@ func TestImportConditionalNoMatchReimportUnchanged(t *testing.T) {
 		t.Fatal("a refused import changed the catalog file")
 	}
 }
+
+// A conditional search of a type whose identifier R4 holds as one
+// Identifier, not a list (QuestionnaireResponse, Composition), finds a
+// catalog resource carrying it: the conditional create keeps it. Before,
+// matchResources read identifier as a list only and failed the import,
+// calling the catalog corrupt ("a live QuestionnaireResponse's body does
+// not name its URI").
+func TestImportConditionalSingleIdentifierType(t *testing.T) {
+	const p, q1, q2 = "0a1b2c3d-0000-4000-8000-000000000071", "0a1b2c3d-0000-4000-8000-000000000072", "0a1b2c3d-0000-4000-8000-000000000073"
+	qr := func(uuid, request string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + p + `","resource":{"resourceType":"Patient","name":[{"family":"Q"}]},"request":{"method":"PUT","url":"Patient/` + p + `"}},
+{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"QuestionnaireResponse","identifier":{"system":"urn:qr","value":"Q1"},"status":"completed","subject":{"reference":"urn:uuid:` + p + `"}},"request":` + request + `}]}`
+	}
+	f := newLinkFixture(t)
+	if _, err := f.impBundles(false, qr(q1, `{"method":"POST","url":"QuestionnaireResponse"}`)); err != nil {
+		t.Fatal(err)
+	}
+	first := f.liveVersions()
+	if _, err := f.impBundles(false, qr(q2, `{"method":"POST","url":"QuestionnaireResponse","ifNoneExist":"identifier=urn:qr|Q1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.liveVersions(); !maps.Equal(first, got) {
+		t.Errorf("live %v, want the first import's QuestionnaireResponse kept as it was: %v", got, first)
+	}
+}
