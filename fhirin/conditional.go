@@ -355,8 +355,12 @@ func (rd *reader) remember(entries []*entry) {
 		if e.placed {
 			at = rd.patientIndex(e.patient)
 		}
+		// Written by an earlier entry, it is filed under its identifiers
+		// already: the same content again (other content under one id
+		// fails the import in the store, whatever a search finds).
+		_, filed := rd.wrote[idKey(e.typ, e.id)]
 		rd.file(refTarget{e.typ, e.id}, at)
-		if len(e.identifiers) == 0 {
+		if len(e.identifiers) == 0 || filed {
 			continue
 		}
 		if rd.written == nil {
@@ -367,12 +371,18 @@ func (rd *reader) remember(entries []*entry) {
 		for _, k := range e.identifiers {
 			sys, val, _ := strings.Cut(k, "|")
 			for _, k := range []wroteKey{keyOf(searchKey(e.typ, Search{System: sys, Value: val})), keyOf(searchKey(e.typ, Search{Value: val, AnySystem: true}))} {
+				// Each resource is filed once (above), so only its own
+				// identifiers can file it twice under k, last: a check
+				// of the last one filed, not of every one (many share
+				// an identifier: Synthea's claim-group|99999999999 of
+				// every ExplanationOfBenefit, scanned so quadratically).
 				first, ok := rd.written[k]
+				more := rd.writtenMore[k]
 				switch {
 				case !ok:
 					rd.written[k] = i
-				case rd.writtenList[first].id != e.id && !slices.ContainsFunc(rd.writtenMore[k], func(j int32) bool { return rd.writtenList[j].id == e.id }):
-					rd.writtenMore[k] = append(rd.writtenMore[k], i)
+				case first != i && (len(more) == 0 || more[len(more)-1] != i):
+					rd.writtenMore[k] = append(more, i)
 				}
 			}
 		}
