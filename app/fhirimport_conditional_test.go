@@ -850,7 +850,13 @@ func TestImportConditionalBinaryMatchRefusedAsSuch(t *testing.T) {
 		{`{"method":"PUT","url":"Binary?_id=` + bin + `"}`, "Bundle.entry[1].request.url"},
 	} {
 		for _, full := range []bool{false, true} {
-			_, err := f.impBundles(full, bundle(tc.request))
+			b := bundle(tc.request)
+			if strings.HasPrefix(tc.request, `{"method":"PUT"`) {
+				// Another Binary than the match (its own id is
+				// TestImportConditionalBinaryOwnIDReimport's).
+				b = strings.Replace(strings.Replace(b, `"fullUrl":"urn:uuid:`+bin, `"fullUrl":"urn:uuid:c1c1c1c1-0000-4000-8000-0000000000c1`, 1), `"id":"`+bin+`",`, ``, 1)
+			}
+			_, err := f.impBundles(full, b)
 			var fe *fhirin.Error
 			if !errors.Is(err, fhirin.ErrUnsupported) || !errors.As(err, &fe) || fe.Path != tc.path || !strings.Contains(err.Error(), "of a Binary") || strings.Contains(err.Error(), bin) {
 				t.Errorf("%s (full %v): err = %v, want ErrUnsupported at %s saying it is a Binary's match, naming no id", tc.request, full, err, tc.path)
@@ -985,5 +991,30 @@ func TestImportConditionalSingleIdentifierType(t *testing.T) {
 	}
 	if got := f.liveVersions(); !maps.Equal(first, got) {
 		t.Errorf("live %v, want the first import's QuestionnaireResponse kept as it was: %v", got, first)
+	}
+}
+
+// A conditional update of a Binary (PUT Binary?_id=x) whose one match is
+// the Binary of its own id imports as PUT Binary/x would, so the same
+// Bundle imports again unchanged. Before, every conditional Binary entry
+// that found a Binary was refused (ErrUnsupported), and such a Bundle
+// imported once and never again.
+func TestImportConditionalBinaryOwnIDReimport(t *testing.T) {
+	f := newLinkFixture(t)
+	const pat, doc, bin = "a1a1a1a1-0000-4000-8000-0000000000a1", "d1d1d1d1-0000-4000-8000-0000000000d1", "b1b1b1b1-0000-4000-8000-0000000000b1"
+	bundle := `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + pat + `","resource":{"resourceType":"Patient","id":"` + pat + `"},"request":{"method":"PUT","url":"Patient/` + pat + `"}},
+{"fullUrl":"urn:uuid:` + doc + `","resource":{"resourceType":"DocumentReference","id":"` + doc + `","status":"current","subject":{"reference":"Patient/` + pat + `"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/` + bin + `"}}]},"request":{"method":"PUT","url":"DocumentReference/` + doc + `"}},
+{"fullUrl":"urn:uuid:` + bin + `","resource":{"resourceType":"Binary","id":"` + bin + `","contentType":"text/plain","data":"aGVsbG8="},"request":{"method":"PUT","url":"Binary?_id=` + bin + `"}}]}`
+	if _, err := f.impBundles(false, bundle); err != nil {
+		t.Fatal(err)
+	}
+	first := f.liveVersions()
+	rep, err := f.impBundles(false, bundle)
+	if err != nil {
+		t.Fatalf("again: %v", err)
+	}
+	if rep.Created != 0 || rep.Updated != 0 || !maps.Equal(first, f.liveVersions()) {
+		t.Errorf("again: created %d, updated %d; want the first import unchanged", rep.Created, rep.Updated)
 	}
 }
