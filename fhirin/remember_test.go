@@ -29,11 +29,21 @@ func TestRememberSharedIdentifierLinear(t *testing.T) {
 		}
 		return rd, time.Since(start)
 	}
+	// The fastest of a few runs each, as the machine may be busy.
+	fastest := func(n, runs int) (rd *reader, d time.Duration) {
+		for range runs {
+			r, t := remembered(n)
+			if rd == nil || t < d {
+				rd, d = r, t
+			}
+		}
+		return rd, d
+	}
 	const n = 100_000
-	_, small := remembered(n / 10)
-	rd, large := remembered(n)
+	_, small := fastest(n/10, 3)
+	rd, large := fastest(n, 2)
 	// Linear: about 10 times as long; quadratic: about 100.
-	if large > 40*small+time.Second {
+	if large > 50*small+time.Second {
 		t.Errorf("remembering %d resources sharing an identifier took %v, %d took %v: not linear", n, large, n/10, small)
 	}
 	if got := rd.writtenBy("ExplanationOfBenefit", Search{Value: "99999999999", AnySystem: true}); len(got) != n {
