@@ -64,7 +64,7 @@ func ImportFHIR(ctx context.Context, catalogPath, path string, o FHIRImport) (st
 	return store.ImportEntriesStagedFrom(ctx, catalogPath, func(st *store.Store) iter.Seq2[store.Entry, error] {
 		opts := fhirin.Options{Link: namer.Link, Logger: o.Logger, StoredBinary: storedBinary(st, namer),
 			PlaceBinary: placeBinary(st, namer), PlaceContext: placeContext(st, namer, eopts), Complete: o.Full,
-			Match: matchResources(ctx, st, namer, cmp.Or(o.Source, store.DefaultSource)), Live: liveResource(st, namer)}
+			Match: matchResources(ctx, st, namer, cmp.Or(o.Source, store.DefaultSource))}
 		return fhirEntries(ctx, path, opts)
 	}, eopts, store.Options{DataKeys: o.DataKeys, Timeout: o.Timeout, Logger: o.Logger})
 }
@@ -152,19 +152,6 @@ func placeContext(st *store.Store, namer *store.Namer, eo store.EntryOptions) fu
 	return placeResource(st, namer, cmp.Or(eo.Source, store.DefaultSource))
 }
 
-// liveResource is fhirin.Options.Live over st: placeResource with no
-// source retired (a conditional entry that matched nothing would write
-// over the resource whatever a full import retires later), of any source
-// or none. A manifest's resource is not found: its URI is not the key's
-// name of its id, so such an entry writes beside it.
-func liveResource(st *store.Store, namer *store.Namer) func(typ, id string) (bool, error) {
-	place := placeResource(st, namer, "")
-	return func(typ, id string) (bool, error) {
-		_, _, live, err := place(typ, id)
-		return live, err
-	}
-}
-
 // matchResources is fhirin.Options.Match over st, the catalog copy being
 // imported into: the source ids and compartments (Labels.Patient, the
 // source Patient id) of the live resources of type typ of namer's tenant
@@ -244,28 +231,47 @@ func identifiedOf(ctx context.Context, st *store.Store, namer *store.Namer, sour
 				return nil, err
 			}
 			var head struct {
-				ID         string `json:"id"`
-				Identifier []struct {
-					System string `json:"system"`
-					Value  string `json:"value"`
-				} `json:"identifier"`
+				ID         string          `json:"id"`
+				Identifier json.RawMessage `json:"identifier"`
 			}
 			if json.Unmarshal(body, &head) != nil || namer.Link(typ, head.ID, r.Labels.Patient) != r.URI {
 				return nil, fmt.Errorf("%w: a live %s's body does not name its URI", store.ErrCorrupt, typ)
 			}
-			it := identified{id: head.ID, patient: r.Labels.Patient, labels: r.OwnSensitivity()}
-			for _, i := range head.Identifier {
-				if i.Value != "" {
-					it.identifiers = append(it.identifiers, [2]string{i.System, i.Value})
-				}
-			}
-			out = append(out, it)
+			out = append(out, identified{id: head.ID, patient: r.Labels.Patient, labels: r.OwnSensitivity(), identifiers: identifiersOf(head.Identifier)})
 		}
 		if len(page) < 512 {
 			return out, nil
 		}
 		after = page[len(page)-1].URI
 	}
+}
+
+// identifiersOf is the {system, value} of each Identifier with a value in
+// raw, a resource's identifier element: a list, or one Identifier where
+// R4 holds one (Composition, QuestionnaireResponse). Until 2026-12-06 it
+// was read as a list only, and a conditional search of such a type whose
+// catalog held one with an identifier failed the import as a corrupt
+// catalog.
+func identifiersOf(raw json.RawMessage) [][2]string {
+	type identifier struct {
+		System string `json:"system"`
+		Value  string `json:"value"`
+	}
+	var list []identifier
+	if json.Unmarshal(raw, &list) != nil {
+		var one identifier
+		if json.Unmarshal(raw, &one) != nil {
+			return nil
+		}
+		list = []identifier{one}
+	}
+	var out [][2]string
+	for _, i := range list {
+		if i.Value != "" {
+			out = append(out, [2]string{i.System, i.Value})
+		}
+	}
+	return out
 }
 
 // fhirEntries adapts fhirin.Read to the store's entry stream. A read error
@@ -302,6 +308,7 @@ func entryOf(it fhirin.Item) store.Entry {
 		Where:       it.Where,
 		Stored:      it.Stored,
 		Kept:        it.Kept,
+		NoOverwrite: it.NoOverwrite,
 		Links:       it.Links,
 	}
 }

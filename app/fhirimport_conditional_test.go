@@ -719,9 +719,9 @@ func TestImportConditionalNoMatchIDOfALiveResourceRefused(t *testing.T) {
 		{"create", observation("urn:uuid:"+obs, "", pa, "A's", `{"method":"POST","url":"Observation","ifNoneExist":"identifier=urn:lab|88"}`), "Bundle.entry[0].request.ifNoneExist"},
 	} {
 		_, err := f.impBundles(false, bundle(tc.entry))
-		var fe *fhirin.Error
-		if !errors.Is(err, fhirin.ErrValue) || !errors.As(err, &fe) || fe.Path != tc.path || !strings.Contains(err.Error(), "409") {
-			t.Errorf("%s: err = %v, want ErrValue (409) at %s", tc.name, err, tc.path)
+		var ee *store.EntryError
+		if !errors.Is(err, store.ErrBadEntry) || !errors.As(err, &ee) || ee.Path != tc.path || !strings.Contains(err.Error(), "409") {
+			t.Errorf("%s: err = %v, want a store.EntryError (409) at %s", tc.name, err, tc.path)
 		}
 		for _, s := range []string{obs, "88", pa, pb} {
 			if err != nil && strings.Contains(err.Error(), s) {
@@ -787,7 +787,8 @@ func (f *linkFixture) dropSource(uri string) {
 // 409 Conflict, naming the entry, and the legacy resource stays as it is.
 // Before, docs/import.md said such an entry "creates its own resource
 // beside it", but it wrote over it at its URI (same id, same URI), taking
-// it into the source.
+// it into the source. The legacy resource's own content is refused too:
+// writing it would take it into the source all the same.
 func TestImportConditionalDoesNotTakeOverASourcelessResource(t *testing.T) {
 	f := newLinkFixture(t)
 	const legacy = "12345678-0000-4000-8000-000000000001"
@@ -805,9 +806,17 @@ func TestImportConditionalDoesNotTakeOverASourcelessResource(t *testing.T) {
 		`{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=http://hl7.org/fhir/sid/us-npi|9999994392"}`,
 	} {
 		_, err := f.impBundles(false, practitioner("Taken", request))
-		var fe *fhirin.Error
-		if !errors.Is(err, fhirin.ErrValue) || !errors.As(err, &fe) || !strings.HasPrefix(fe.Path, "Bundle.entry[0].request.") || !strings.Contains(err.Error(), "409") {
-			t.Errorf("%s: err = %v, want ErrValue (409) at the entry's query", request, err)
+		var ee *store.EntryError
+		if !errors.Is(err, store.ErrBadEntry) || !errors.As(err, &ee) || !strings.HasPrefix(ee.Path, "Bundle.entry[0].request.") || !strings.Contains(err.Error(), "409") {
+			t.Errorf("%s: err = %v, want a store.EntryError (409) at the entry's query", request, err)
+		}
+		if string(before) != string(f.catalogBytes()) {
+			t.Fatalf("%s: a refused import changed the catalog file", request)
+		}
+		_, err = f.impBundles(false, practitioner("Legacy", request))
+		ee = nil
+		if !errors.Is(err, store.ErrBadEntry) || !errors.As(err, &ee) || !strings.HasPrefix(ee.Path, "Bundle.entry[0].request.") || !strings.Contains(err.Error(), "409") {
+			t.Errorf("%s: err = %v, want a store.EntryError (409) at the entry's query", request, err)
 		}
 		if string(before) != string(f.catalogBytes()) {
 			t.Fatalf("%s: a refused import changed the catalog file", request)
@@ -841,7 +850,13 @@ func TestImportConditionalBinaryMatchRefusedAsSuch(t *testing.T) {
 		{`{"method":"PUT","url":"Binary?_id=` + bin + `"}`, "Bundle.entry[1].request.url"},
 	} {
 		for _, full := range []bool{false, true} {
-			_, err := f.impBundles(full, bundle(tc.request))
+			b := bundle(tc.request)
+			if strings.HasPrefix(tc.request, `{"method":"PUT"`) {
+				// Another Binary than the match (its own id is
+				// TestImportConditionalBinaryOwnIDReimport's).
+				b = strings.Replace(strings.Replace(b, `"fullUrl":"urn:uuid:`+bin, `"fullUrl":"urn:uuid:c1c1c1c1-0000-4000-8000-0000000000c1`, 1), `"id":"`+bin+`",`, ``, 1)
+			}
+			_, err := f.impBundles(full, b)
 			var fe *fhirin.Error
 			if !errors.Is(err, fhirin.ErrUnsupported) || !errors.As(err, &fe) || fe.Path != tc.path || !strings.Contains(err.Error(), "of a Binary") || strings.Contains(err.Error(), bin) {
 				t.Errorf("%s (full %v): err = %v, want ErrUnsupported at %s saying it is a Binary's match, naming no id", tc.request, full, err, tc.path)
@@ -903,5 +918,103 @@ func TestImportConditionalFindsPlainWritesOfEarlierBundles(t *testing.T) {
 	}
 	if _, body := f.get("Patient", p2, p2); !strings.Contains(string(body), `"12345"`) {
 		t.Errorf("the Patient the conditional update created: %s", body)
+	}
+}
+
+// A Bundle whose conditional update or create matches nothing in the
+// catalog (its resource lacks the identifier searched) imports again
+// unchanged, as does the same Bundle twice in one import: the resource
+// its first import created under the entry's id is this same content,
+// which the entry does not overwrite (store.Entry.NoOverwrite). Other
+// content under that id is still FHIR's 409, and changes nothing.
+// Before, fhirin refused every such entry whose id was live, so the
+// second import of the same Bundle failed (409).
+func TestImportConditionalNoMatchReimportUnchanged(t *testing.T) {
+	const p3, pr3, o3 = "0a1b2c3d-0000-4000-8000-000000000031", "0a1b2c3d-0000-4000-8000-000000000032", "0a1b2c3d-0000-4000-8000-000000000033"
+	bundle := func(family string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + p3 + `","resource":{"resourceType":"Patient","name":[{"family":"` + family + `"}]},
+ "request":{"method":"PUT","url":"Patient?identifier=urn:oid:1.2.3|M3"}},
+{"fullUrl":"urn:uuid:` + pr3 + `","resource":{"resourceType":"Practitioner","name":[{"family":"Moss"}]},
+ "request":{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=http://hl7.org/fhir/sid/us-npi|9999994392"}},
+{"fullUrl":"urn:uuid:` + o3 + `","resource":{"resourceType":"Observation","id":"` + o3 + `","status":"final","code":{"text":"x"},"subject":{"reference":"urn:uuid:` + p3 + `"}},
+ "request":{"method":"PUT","url":"Observation?identifier=urn:lab|88"}}]}`
+	}
+	f := newLinkFixture(t)
+	if _, err := f.impBundles(false, bundle("Poe")); err != nil {
+		t.Fatal(err)
+	}
+	first := f.liveVersions()
+	if len(first) != 3 {
+		t.Fatalf("live after the first import: %v", first)
+	}
+	for _, bundles := range [][]string{{bundle("Poe")}, {bundle("Poe"), bundle("Poe")}} {
+		rep, err := f.impBundles(false, bundles...)
+		if err != nil {
+			t.Fatalf("%d Bundles again: %v", len(bundles), err)
+		}
+		if rep.Created != 0 || rep.Updated != 0 || !maps.Equal(first, f.liveVersions()) {
+			t.Errorf("%d Bundles again: created %d, updated %d, live %v; want the first import's unchanged", len(bundles), rep.Created, rep.Updated, f.liveVersions())
+		}
+	}
+	before := f.catalogBytes()
+	_, err := f.impBundles(false, bundle("Roe"))
+	var ee *store.EntryError
+	if !errors.As(err, &ee) || ee.Path != "Bundle.entry[0].request.url" || !strings.Contains(err.Error(), "409") || strings.Contains(err.Error(), p3) {
+		t.Errorf("other content: err = %v, want a store.EntryError (409) at Bundle.entry[0].request.url, naming no id", err)
+	}
+	if string(before) != string(f.catalogBytes()) {
+		t.Fatal("a refused import changed the catalog file")
+	}
+}
+
+// A conditional search of a type whose identifier R4 holds as one
+// Identifier, not a list (QuestionnaireResponse, Composition), finds a
+// catalog resource carrying it: the conditional create keeps it. Before,
+// matchResources read identifier as a list only and failed the import,
+// calling the catalog corrupt ("a live QuestionnaireResponse's body does
+// not name its URI").
+func TestImportConditionalSingleIdentifierType(t *testing.T) {
+	const p, q1, q2 = "0a1b2c3d-0000-4000-8000-000000000071", "0a1b2c3d-0000-4000-8000-000000000072", "0a1b2c3d-0000-4000-8000-000000000073"
+	qr := func(uuid, request string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + p + `","resource":{"resourceType":"Patient","name":[{"family":"Q"}]},"request":{"method":"PUT","url":"Patient/` + p + `"}},
+{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"QuestionnaireResponse","identifier":{"system":"urn:qr","value":"Q1"},"status":"completed","subject":{"reference":"urn:uuid:` + p + `"}},"request":` + request + `}]}`
+	}
+	f := newLinkFixture(t)
+	if _, err := f.impBundles(false, qr(q1, `{"method":"POST","url":"QuestionnaireResponse"}`)); err != nil {
+		t.Fatal(err)
+	}
+	first := f.liveVersions()
+	if _, err := f.impBundles(false, qr(q2, `{"method":"POST","url":"QuestionnaireResponse","ifNoneExist":"identifier=urn:qr|Q1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.liveVersions(); !maps.Equal(first, got) {
+		t.Errorf("live %v, want the first import's QuestionnaireResponse kept as it was: %v", got, first)
+	}
+}
+
+// A conditional update of a Binary (PUT Binary?_id=x) whose one match is
+// the Binary of its own id imports as PUT Binary/x would, so the same
+// Bundle imports again unchanged. Before, every conditional Binary entry
+// that found a Binary was refused (ErrUnsupported), and such a Bundle
+// imported once and never again.
+func TestImportConditionalBinaryOwnIDReimport(t *testing.T) {
+	f := newLinkFixture(t)
+	const pat, doc, bin = "a1a1a1a1-0000-4000-8000-0000000000a1", "d1d1d1d1-0000-4000-8000-0000000000d1", "b1b1b1b1-0000-4000-8000-0000000000b1"
+	bundle := `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + pat + `","resource":{"resourceType":"Patient","id":"` + pat + `"},"request":{"method":"PUT","url":"Patient/` + pat + `"}},
+{"fullUrl":"urn:uuid:` + doc + `","resource":{"resourceType":"DocumentReference","id":"` + doc + `","status":"current","subject":{"reference":"Patient/` + pat + `"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/` + bin + `"}}]},"request":{"method":"PUT","url":"DocumentReference/` + doc + `"}},
+{"fullUrl":"urn:uuid:` + bin + `","resource":{"resourceType":"Binary","id":"` + bin + `","contentType":"text/plain","data":"aGVsbG8="},"request":{"method":"PUT","url":"Binary?_id=` + bin + `"}}]}`
+	if _, err := f.impBundles(false, bundle); err != nil {
+		t.Fatal(err)
+	}
+	first := f.liveVersions()
+	rep, err := f.impBundles(false, bundle)
+	if err != nil {
+		t.Fatalf("again: %v", err)
+	}
+	if rep.Created != 0 || rep.Updated != 0 || !maps.Equal(first, f.liveVersions()) {
+		t.Errorf("again: created %d, updated %d; want the first import unchanged", rep.Created, rep.Updated)
 	}
 }

@@ -128,8 +128,8 @@ func (rd *reader) mentionedLabels(id, patient string) ([]string, error) {
 // with the labels the first pass found for it: its own, those of every
 // resource of the import linking it and, when none links it or the input
 // is not Complete, those of its live version in the catalog
-// (Options.StoredBinary).
-func (rd *reader) emitBinary(r *resource, labels []string, updated time.Time) error {
+// (Options.StoredBinary). noOverwrite is Item.NoOverwrite.
+func (rd *reader) emitBinary(r *resource, labels []string, updated time.Time, noOverwrite string) error {
 	data, mt, err := r.attachmentData(r.m, "Binary", "contentType")
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func (rd *reader) emitBinary(r *resource, labels []string, updated time.Time) er
 	comp, _ := rd.idx.comp(b.patient, r.id)
 	return rd.emitItem(Item{Type: "Binary", ID: r.id, Patient: b.patient, Body: data, MIMEType: mt,
 		Sensitivity: union(union(union(labels, b.labels), b.storedLabels), comp), Consent: rd.idx.consent(b.patient), PatientWide: rd.idx.patientWide(b.patient), LastUpdated: updated,
-		Carrier: b.carrier, Where: r.where})
+		Carrier: b.carrier, Where: r.where, NoOverwrite: noOverwrite})
 }
 
 // attachmentData decodes obj.data (base64) and checks it against

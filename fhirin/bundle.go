@@ -119,6 +119,9 @@ type entry struct {
 	// remember files for a later Bundle's searches.
 	writes  bool
 	deletes refTarget
+	// noOverwrite is condPath for a conditional entry that matched
+	// nothing (resolveConditionals): Item.NoOverwrite of its resource.
+	noOverwrite string
 }
 
 type coding struct {

@@ -124,12 +124,15 @@
 //     Bundle and Options.Match (the catalog), by one identifier or _id
 //     only (resolveConditionals): one match, the entry takes its id (an
 //     ErrCompartment when the match is in another compartment than the
-//     entry's resource); none, it creates, unless its id is a live
-//     resource's (Options.Live: FHIR's 409); more, or another entry, an
-//     error. A conditional create's match is left as it is (a Kept
-//     item, not the entry's content). A search on an absolute URL, and
-//     a plain PUT or POST to one, is resolved only on the import's
-//     server or the entry's fullUrl's base (onImportServer). A search
+//     entry's resource); none, it creates under its own id, and its
+//     item says so (Item.NoOverwrite: the importer refuses it over a
+//     live resource of other content, FHIR's 409); more, or another
+//     entry, an error. A conditional create's match is left as it is
+//     (a Kept item, not the entry's content). A conditional Binary
+//     entry that finds a Binary is refused, unless an update finds its
+//     own id. A search on an absolute URL, and a plain PUT or POST to
+//     one, is resolved only on the import's server or the entry's
+//     fullUrl's base (onImportServer). A search
 //     finds what the entries of the Bundles read before it in the pass
 //     wrote, and not what they deleted or rewrote without the
 //     identifier searched (remember, withWritten).

@@ -30,8 +30,7 @@ var (
 	// fullUrl that does not end with its resource's type and id, a
 	// searchset whose outcome reports an error, a contained resource that
 	// contains resources, a conditional update or create that matches
-	// several resources of the catalog or another entry of its Bundle, or
-	// none while its id is that of a live resource).
+	// several resources of the catalog or another entry of its Bundle).
 	ErrValue = errors.New("invalid value")
 	// ErrTruncated: a line or file ends in the middle of a JSON value.
 	ErrTruncated = errors.New("truncated JSON")

@@ -88,6 +88,16 @@ type Item struct {
 	// The importer writes nothing of it and, in a full import, keeps it
 	// live with what it carries and links (it was seen).
 	Kept bool
+	// NoOverwrite, for the resource of a conditional update or create
+	// that matched nothing, is the FHIR path of its query
+	// ("Bundle.entry[3].request.url"): the entry creates its resource
+	// under its own id, so the importer must refuse it where a live
+	// resource of that id is not this same content of the import's
+	// source in this compartment (R5 http.html#cond-update, "No matches,
+	// id provided and already exist": 409 Conflict). The same content
+	// again is no conflict: a re-import of the same Bundle is unchanged.
+	// "" for any other item.
+	NoOverwrite string
 }
 
 // Carrier names a resource by source type and id.
@@ -190,18 +200,6 @@ type Options struct {
 	// and is returned as it is. nil: the catalog holds no match (the
 	// Bundle is still searched).
 	Match func(typ string, q Search) ([]Found, error)
-	// Live, if not nil, reports whether the resource typ/id of the tenant
-	// being imported is live in the importer's catalog now, of any source
-	// or of none (a full import's retirements aside: the entry asked
-	// about would write over it first). It is asked about the id under
-	// which a conditional update or create that matched nothing would
-	// create its resource: a live one is refused (ErrValue; R5
-	// http.html#cond-update, "No matches, id provided and already exist":
-	// 409 Conflict), as the entry would overwrite a resource its search
-	// did not find, maybe in another patient's compartment, or one
-	// without a source, which Match does not find. An error stops Read
-	// and is returned as it is. nil: no such id is live.
-	Live func(typ, id string) (bool, error)
 	// Complete says the input holds every resource that links any of its
 	// Binaries (a full import: what it does not hold is retired). A Binary
 	// it holds and links then takes its labels from the import alone, so a

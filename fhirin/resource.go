@@ -226,8 +226,12 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	if !rd.emit {
 		return rd.indexResource(r, patient, labels)
 	}
+	var noOverwrite string
+	if e != nil {
+		noOverwrite = e.noOverwrite
+	}
 	if typ == "Binary" {
-		return rd.emitBinary(r, labels, updated)
+		return rd.emitBinary(r, labels, updated, noOverwrite)
 	}
 	linked, links, err := rd.linkedLabels(r, patient)
 	if err != nil {
@@ -246,7 +250,7 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	}
 	if err := rd.emitItem(Item{Type: typ, ID: id, Patient: patient, Body: body, MIMEType: FHIRJSON,
 		Sensitivity: labels, Consent: rd.idx.consent(patient), PatientWide: rd.idx.patientWide(patient), OptOut: typ == "Consent" && patient != "" && store.ConsentOptsOut(r.m),
-		LastUpdated: updated, Where: w, Links: links}); err != nil {
+		LastUpdated: updated, Where: w, Links: links, NoOverwrite: noOverwrite}); err != nil {
 		return err
 	}
 	for _, a := range atts {

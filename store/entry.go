@@ -95,6 +95,20 @@ type Entry struct {
 	// the URI of Patient (the input deletes or moves it) or is another
 	// source's.
 	Kept bool
+	// NoOverwrite, if not "", is the FHIR path of the query of a
+	// conditional update or create that matched nothing
+	// (fhirin.Item.NoOverwrite: "Bundle.entry[3].request.url"; it must
+	// hold no source id): the entry creates its resource under its own
+	// id, and it is a problem, naming Where and this path, where the
+	// resource of that id is live in the catalog and is not this content
+	// (digest and media type) of this import's source under the URI of
+	// Patient (R5 http.html#cond-update, "No matches, id provided and
+	// already exist": 409 Conflict). It would overwrite a resource its
+	// search did not find: another patient's (moved into this one's
+	// compartment), one without a source (taken over), or other content.
+	// The same content again is Unchanged, so a re-import of the same
+	// input is. Ignored for a deletion, a Kept or a Stored entry.
+	NoOverwrite string
 }
 
 // Carrier names the resource an attachment was lifted out of.
@@ -175,9 +189,11 @@ type entryRecord struct {
 	// (Entry.Links); binary marks a Binary.
 	links  [][16]byte
 	binary bool
-	res    Resource
-	body   []byte
-	digest [32]byte
+	// noOverwrite is Entry.NoOverwrite.
+	noOverwrite string
+	res         Resource
+	body        []byte
+	digest      [32]byte
 }
 
 // category is the part of a FHIR resource a title is built from.

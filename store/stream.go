@@ -594,6 +594,7 @@ func (imp *entryImport) add(e *Entry, n int) bool {
 		rec.optOut = e.OptOut && e.Type == "Consent" && u.Patient != ""
 		rec.vipHint = slices.Contains(e.PatientWide, SensitivityVIP) && u.Patient != ""
 		rec.binary = e.Type == "Binary"
+		rec.noOverwrite = e.NoOverwrite
 		if u.Scheme == SchemeFHIR {
 			var prob string
 			if rec.links, prob = imp.linkIDs(e); prob != "" {
@@ -1019,6 +1020,9 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 				return err
 			} else if live && otherSource(prev.Source, imp.opts.Source) {
 				return &EntryError{Where: rec.occ.where, Reason: heldByAnotherSource}
+			} else if live && rec.noOverwrite != "" {
+				// In another compartment: not the same resource.
+				return overwriteConflict(rec)
 			}
 			ok, err := imp.retire(tx, string(old), now)
 			if err != nil {
@@ -1044,6 +1048,9 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		}
 		if live && otherSource(prev.Source, imp.opts.Source) {
 			return &EntryError{Where: rec.occ.where, Reason: heldByAnotherSource}
+		}
+		if live && rec.noOverwrite != "" && (prev.Source != imp.opts.Source || prev.Digest != rec.res.Digest || prev.MIMEType != rec.res.MIMEType) {
+			return overwriteConflict(rec)
 		}
 		// The link index: a resource's pairs as its entry names them (a
 		// resource not live before has none to remove); the Binaries of
@@ -1137,6 +1144,16 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 // data landing in the other's patient's compartment. Each such source
 // needs a tenant of its own.
 const heldByAnotherSource = "the resource is live in the catalog from another source of this tenant; a tenant is one id namespace, so a second source with the same ids needs a tenant of its own (or retire the first source's copy with a full import of it)"
+
+// overwriteConflict is the problem of rec, a conditional update or
+// create that matched nothing (Entry.NoOverwrite), whose id is that of a
+// live resource it is not the same content of (FHIR's 409 Conflict).
+// Until 2026-12-06 fhirin refused it for any live resource of that id,
+// its own earlier import included, and a re-import of the same Bundle
+// failed where its search did not find what its first import wrote.
+func overwriteConflict(rec *entryRecord) error {
+	return &EntryError{Where: rec.occ.where, Path: rec.noOverwrite, Reason: "the conditional update or create found no resource, and the resource of the id it would be created under is live in the catalog with other content, in another patient compartment, or of another source or none (FHIR 409 Conflict): it would overwrite a resource its search did not find; give the resource another id, or a search that finds it"}
+}
 
 // otherSource reports whether a live resource of source held cannot be
 // written by an import of source imp: held names another source (a

@@ -1030,3 +1030,35 @@ func TestImportAnotherSourceDoesNotMoveAResource(t *testing.T) {
 		t.Errorf("moved by its own source: %v", err)
 	}
 }
+
+// An entry with NoOverwrite (a conditional update or create that matched
+// nothing) is refused, naming its Where and NoOverwrite path and no id,
+// where its id is live with other content or in another compartment,
+// and changes nothing; the same content in the same compartment is
+// Unchanged (a re-import), and an id of nothing live is created.
+func TestImportNoOverwrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	n := testNamer(t, "gh")
+	obs := func(patient, text string) Entry {
+		e := fhirEntry("Observation", "o1", patient, `{"resourceType":"Observation","id":"o1","code":{"text":"`+text+`"},"subject":{"reference":"Patient/`+patient+`"}}`)
+		e.NoOverwrite, e.Where = "Bundle.entry[2].request.url", "b.json:3"
+		return e
+	}
+	if rep, err := stagedImport(t, path, EntryOptions{Namer: n}, obs("MRN-B", "b")); err != nil || rep.Created != 1 {
+		t.Fatalf("created %d, %v", rep.Created, err)
+	}
+	if rep, err := stagedImport(t, path, EntryOptions{Namer: n}, obs("MRN-B", "b")); err != nil || rep.Unchanged != 1 {
+		t.Fatalf("the same content again: unchanged %d, %v", rep.Unchanged, err)
+	}
+	before := fileSum(t, path)
+	for _, e := range []Entry{obs("MRN-B", "a"), obs("MRN-A", "b")} {
+		_, err := stagedImport(t, path, EntryOptions{Namer: n}, e)
+		var ee *EntryError
+		if !errors.As(err, &ee) || ee.Path != "Bundle.entry[2].request.url" || !strings.Contains(err.Error(), "409") || strings.Contains(err.Error(), "MRN") || strings.Contains(err.Error(), "o1") {
+			t.Errorf("%s: err %v, want the entry refused (409) at its query, naming no id", e.Patient, err)
+		}
+		if fileSum(t, path) != before {
+			t.Fatal("a refused import changed the catalog")
+		}
+	}
+}

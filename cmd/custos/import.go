@@ -58,10 +58,11 @@ A Bundle entry's conditional update or create (PUT Type?identifier=s|v or
 create leaves it unchanged, and --full keeps it), creates one when none
 matches, and is refused when several do, when the one it matches is in
 another patient's compartment or an update's resource names another id,
-when none matches and its id is a live resource's (FHIR 409), or the query
-is another or on another server (an absolute URL); a later Bundle's search
-sees what the Bundles before it wrote or deleted. A PUT or POST to another
-server's absolute URL is refused too.
+when none matches and its id is a live resource's of other content (FHIR
+409; the same content again is unchanged), or the query is another or on
+another server (an absolute URL); a later Bundle's search sees what the
+Bundles before it wrote or deleted. A PUT or POST to another server's
+absolute URL is refused too.
 The mapping is in docs/import.md.
 
 Everything is validated while it is staged, and nothing is swapped in
