@@ -29,13 +29,20 @@ func vaultAnswering(t *testing.T, status int, errs ...string) *httptest.Server {
 	return srv
 }
 
+// shortTimeout is the client timeout of the cases against slowServer,
+// which answers no request: the call ends by the timeout.
+func shortTimeout(cfg *vault.Config) { cfg.Timeout = 300 * time.Millisecond }
+
 // vaultCallError is the error vaultErr makes of a real Vault client's call at
 // addr, a Transit signature as custos's checkpoints ask for (one attempt,
-// timeout 300 ms; tweak changes the client's configuration first).
+// timeout 10 s; tweak changes the client's configuration first).
 func vaultCallError(t *testing.T, addr string, tweak func(*vault.Config)) error {
 	t.Helper()
 	cfg := vault.DefaultConfig()
-	cfg.Address, cfg.Timeout, cfg.MaxRetries = addr, 300*time.Millisecond, 0
+	// A timeout no handshake on a loaded machine under -race comes near
+	// (300 ms did: a TLS case read as "unreachable"); the slow server's
+	// cases set a short one themselves (shortTimeout).
+	cfg.Address, cfg.Timeout, cfg.MaxRetries = addr, 10*time.Second, 0
 	if tweak != nil {
 		tweak(cfg)
 	}
@@ -122,7 +129,7 @@ func TestFailureKindByType(t *testing.T) {
 			return vaultCallError(t, vaultAnswering(t, 404).URL, nil)
 		}, kindMissing},
 		{"connection refused", func() error { return vaultCallError(t, refused(), nil) }, kindUnreachable},
-		{"no answer within the timeout", func() error { return vaultCallError(t, slow.URL, nil) }, kindUnreachable},
+		{"no answer within the timeout", func() error { return vaultCallError(t, slow.URL, shortTimeout) }, kindUnreachable},
 		{"certificate of a CA not trusted", func() error { return vaultCallError(t, tlsSrv.URL, nil) }, kindUntrusted},
 		{"certificate for another host name", func() error {
 			return vaultCallError(t, strings.Replace(tlsSrv.URL, "127.0.0.1", "localhost", 1), func(cfg *vault.Config) {
@@ -153,7 +160,7 @@ func TestFailureKindByType(t *testing.T) {
 // as before (a Vault timeout is not the caller's context ending).
 func TestVaultErrKeepsItsVocabulary(t *testing.T) {
 	slow := slowServer(t)
-	err := vaultCallError(t, slow.URL, nil)
+	err := vaultCallError(t, slow.URL, shortTimeout)
 	if !errors.Is(err, ErrUnavailable) {
 		t.Errorf("a Vault timeout: %v, want ErrUnavailable", err)
 	}
