@@ -994,6 +994,44 @@ func TestImportConditionalSingleIdentifierType(t *testing.T) {
 	}
 }
 
+// Within one import, a later Bundle's conditional create of a type whose
+// identifier R4 holds as one Identifier (QuestionnaireResponse) finds the
+// resource an earlier Bundle wrote with it, as the catalog search does:
+// one QuestionnaireResponse, and the same Bundles import again unchanged.
+// Before, fhirin read identifier as a list only, so the second Bundle
+// created a second QuestionnaireResponse with the identifier, and every
+// later import of the same Bundles was refused: its search found both in
+// the catalog (FHIR 412).
+func TestImportConditionalSingleIdentifierTypeInOneImport(t *testing.T) {
+	const p, q1, q2 = "0a1b2c3d-0000-4000-8000-000000000081", "0a1b2c3d-0000-4000-8000-000000000082", "0a1b2c3d-0000-4000-8000-000000000083"
+	qr := func(uuid string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + p + `","resource":{"resourceType":"Patient","name":[{"family":"Q"}]},"request":{"method":"PUT","url":"Patient/` + p + `"}},
+{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"QuestionnaireResponse","identifier":{"system":"urn:qr","value":"Q1"},"status":"completed","subject":{"reference":"urn:uuid:` + p + `"}},"request":{"method":"POST","url":"QuestionnaireResponse","ifNoneExist":"identifier=urn:qr|Q1"}}]}`
+	}
+	f := newLinkFixture(t)
+	if _, err := f.impBundles(false, qr(q1), qr(q2)); err != nil {
+		t.Fatal(err)
+	}
+	first := f.liveVersions()
+	n := 0
+	for _, v := range first {
+		if strings.HasPrefix(v, "questionnaireresponse ") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d QuestionnaireResponses live, want the first Bundle's one: %v", n, first)
+	}
+	rep, err := f.impBundles(false, qr(q1), qr(q2))
+	if err != nil {
+		t.Fatalf("again: %v", err)
+	}
+	if rep.Created != 0 || rep.Updated != 0 || !maps.Equal(first, f.liveVersions()) {
+		t.Errorf("again: created %d, updated %d; want the first import unchanged", rep.Created, rep.Updated)
+	}
+}
+
 // A conditional update of a Binary (PUT Binary?_id=x) whose one match is
 // the Binary of its own id imports as PUT Binary/x would, so the same
 // Bundle imports again unchanged. Before, every conditional Binary entry
