@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -965,6 +966,44 @@ func TestImportConditionalNoMatchReimportUnchanged(t *testing.T) {
 	}
 	if string(before) != string(f.catalogBytes()) {
 		t.Fatal("a refused import changed the catalog file")
+	}
+}
+
+// A conditional create that matched nothing whose id is a live
+// DocumentReference of the same body but another inline attachment is
+// refused (FHIR 409) and changes nothing: the attachment lifted out of it
+// is its content too. Before, the lifted attachment was an item of its
+// own without NoOverwrite, the carrier's body (the attachment replaced by
+// its link) was the same, and the import replaced the note of a
+// DocumentReference its search did not find. The same note again is
+// unchanged.
+func TestImportConditionalNoMatchLiftedAttachmentRefused(t *testing.T) {
+	const p, d = "0a1b2c3d-0000-4000-8000-000000000091", "0a1b2c3d-0000-4000-8000-000000000092"
+	bundle := func(note string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + p + `","resource":{"resourceType":"Patient","id":"` + p + `"},"request":{"method":"PUT","url":"Patient/` + p + `"}},
+{"fullUrl":"urn:uuid:` + d + `","resource":{"resourceType":"DocumentReference","id":"` + d + `","status":"current","subject":{"reference":"urn:uuid:` + p + `"},
+ "content":[{"attachment":{"contentType":"text/plain","data":"` + base64.StdEncoding.EncodeToString([]byte(note)) + `"}}]},
+ "request":{"method":"POST","url":"DocumentReference","ifNoneExist":"identifier=urn:doc|d9"}}]}`
+	}
+	f := newLinkFixture(t)
+	if _, err := f.impBundles(false, bundle("note one")); err != nil {
+		t.Fatal(err)
+	}
+	first := f.liveVersions()
+	if rep, err := f.impBundles(false, bundle("note one")); err != nil || rep.Created != 0 || rep.Updated != 0 || !maps.Equal(first, f.liveVersions()) {
+		t.Fatalf("the same again: %+v, %v; want it unchanged", rep, err)
+	}
+	before := f.catalogBytes()
+	for _, full := range []bool{false, true} {
+		_, err := f.impBundles(full, bundle("note two"))
+		var ee *store.EntryError
+		if !errors.As(err, &ee) || ee.Path != "Bundle.entry[1].request.ifNoneExist" || !strings.Contains(err.Error(), "409") || strings.Contains(err.Error(), d) || strings.Contains(err.Error(), "note") {
+			t.Errorf("full %v, another note: err = %v, want a store.EntryError (409) at Bundle.entry[1].request.ifNoneExist, naming no id", full, err)
+		}
+		if string(before) != string(f.catalogBytes()) {
+			t.Fatalf("full %v: a refused import changed the catalog file", full)
+		}
 	}
 }
 
