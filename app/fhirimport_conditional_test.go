@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -968,6 +969,44 @@ func TestImportConditionalNoMatchReimportUnchanged(t *testing.T) {
 	}
 }
 
+// A conditional create that matched nothing whose id is a live
+// DocumentReference of the same body but another inline attachment is
+// refused (FHIR 409) and changes nothing: the attachment lifted out of it
+// is its content too. Before, the lifted attachment was an item of its
+// own without NoOverwrite, the carrier's body (the attachment replaced by
+// its link) was the same, and the import replaced the note of a
+// DocumentReference its search did not find. The same note again is
+// unchanged.
+func TestImportConditionalNoMatchLiftedAttachmentRefused(t *testing.T) {
+	const p, d = "0a1b2c3d-0000-4000-8000-000000000091", "0a1b2c3d-0000-4000-8000-000000000092"
+	bundle := func(note string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + p + `","resource":{"resourceType":"Patient","id":"` + p + `"},"request":{"method":"PUT","url":"Patient/` + p + `"}},
+{"fullUrl":"urn:uuid:` + d + `","resource":{"resourceType":"DocumentReference","id":"` + d + `","status":"current","subject":{"reference":"urn:uuid:` + p + `"},
+ "content":[{"attachment":{"contentType":"text/plain","data":"` + base64.StdEncoding.EncodeToString([]byte(note)) + `"}}]},
+ "request":{"method":"POST","url":"DocumentReference","ifNoneExist":"identifier=urn:doc|d9"}}]}`
+	}
+	f := newLinkFixture(t)
+	if _, err := f.impBundles(false, bundle("note one")); err != nil {
+		t.Fatal(err)
+	}
+	first := f.liveVersions()
+	if rep, err := f.impBundles(false, bundle("note one")); err != nil || rep.Created != 0 || rep.Updated != 0 || !maps.Equal(first, f.liveVersions()) {
+		t.Fatalf("the same again: %+v, %v; want it unchanged", rep, err)
+	}
+	before := f.catalogBytes()
+	for _, full := range []bool{false, true} {
+		_, err := f.impBundles(full, bundle("note two"))
+		var ee *store.EntryError
+		if !errors.As(err, &ee) || ee.Path != "Bundle.entry[1].request.ifNoneExist" || !strings.Contains(err.Error(), "409") || strings.Contains(err.Error(), d) || strings.Contains(err.Error(), "note") {
+			t.Errorf("full %v, another note: err = %v, want a store.EntryError (409) at Bundle.entry[1].request.ifNoneExist, naming no id", full, err)
+		}
+		if string(before) != string(f.catalogBytes()) {
+			t.Fatalf("full %v: a refused import changed the catalog file", full)
+		}
+	}
+}
+
 // A conditional search of a type whose identifier R4 holds as one
 // Identifier, not a list (QuestionnaireResponse, Composition), finds a
 // catalog resource carrying it: the conditional create keeps it. Before,
@@ -991,6 +1030,44 @@ func TestImportConditionalSingleIdentifierType(t *testing.T) {
 	}
 	if got := f.liveVersions(); !maps.Equal(first, got) {
 		t.Errorf("live %v, want the first import's QuestionnaireResponse kept as it was: %v", got, first)
+	}
+}
+
+// Within one import, a later Bundle's conditional create of a type whose
+// identifier R4 holds as one Identifier (QuestionnaireResponse) finds the
+// resource an earlier Bundle wrote with it, as the catalog search does:
+// one QuestionnaireResponse, and the same Bundles import again unchanged.
+// Before, fhirin read identifier as a list only, so the second Bundle
+// created a second QuestionnaireResponse with the identifier, and every
+// later import of the same Bundles was refused: its search found both in
+// the catalog (FHIR 412).
+func TestImportConditionalSingleIdentifierTypeInOneImport(t *testing.T) {
+	const p, q1, q2 = "0a1b2c3d-0000-4000-8000-000000000081", "0a1b2c3d-0000-4000-8000-000000000082", "0a1b2c3d-0000-4000-8000-000000000083"
+	qr := func(uuid string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + p + `","resource":{"resourceType":"Patient","name":[{"family":"Q"}]},"request":{"method":"PUT","url":"Patient/` + p + `"}},
+{"fullUrl":"urn:uuid:` + uuid + `","resource":{"resourceType":"QuestionnaireResponse","identifier":{"system":"urn:qr","value":"Q1"},"status":"completed","subject":{"reference":"urn:uuid:` + p + `"}},"request":{"method":"POST","url":"QuestionnaireResponse","ifNoneExist":"identifier=urn:qr|Q1"}}]}`
+	}
+	f := newLinkFixture(t)
+	if _, err := f.impBundles(false, qr(q1), qr(q2)); err != nil {
+		t.Fatal(err)
+	}
+	first := f.liveVersions()
+	n := 0
+	for _, v := range first {
+		if strings.HasPrefix(v, "questionnaireresponse ") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d QuestionnaireResponses live, want the first Bundle's one: %v", n, first)
+	}
+	rep, err := f.impBundles(false, qr(q1), qr(q2))
+	if err != nil {
+		t.Fatalf("again: %v", err)
+	}
+	if rep.Created != 0 || rep.Updated != 0 || !maps.Equal(first, f.liveVersions()) {
+		t.Errorf("again: created %d, updated %d; want the first import unchanged", rep.Created, rep.Updated)
 	}
 }
 

@@ -251,13 +251,24 @@ func (b *bundle) index(s *source, entries []*entry, resolve func() error) error 
 		if err := json.Unmarshal(e.Resource, &head); err != nil {
 			return newError(where(s, e.line), path, ErrJSON, "not a resource object")
 		}
-		var identifiers []struct {
+		type identifier struct {
 			System string `json:"system"`
 			Value  string `json:"value"`
 		}
-		// Most types repeat identifier; one that holds a single Identifier
-		// is not indexed (conditional references to it stay unresolved).
-		_ = json.Unmarshal(head.Identifier, &identifiers)
+		// Most types repeat identifier; a few hold one Identifier
+		// (QuestionnaireResponse, Composition), which the catalog's
+		// search finds too (app.identifiersOf). Until 2026-12-06 it was
+		// not indexed, so a later Bundle's conditional create of such a
+		// resource did not find an earlier Bundle's and created a
+		// second, and every later import of the same input was refused
+		// (FHIR 412: the catalog held two).
+		var identifiers []identifier
+		if json.Unmarshal(head.Identifier, &identifiers) != nil {
+			var one identifier
+			if json.Unmarshal(head.Identifier, &one) == nil {
+				identifiers = []identifier{one}
+			}
+		}
 		e.typ, e.id = head.ResourceType, head.ID
 		if e.id == "" {
 			if u, ok := strings.CutPrefix(e.FullURL, "urn:uuid:"); ok {

@@ -96,7 +96,9 @@ type Item struct {
 	// source in this compartment (R5 http.html#cond-update, "No matches,
 	// id provided and already exist": 409 Conflict). The same content
 	// again is no conflict: a re-import of the same Bundle is unchanged.
-	// "" for any other item.
+	// The attachments lifted out of such a resource carry it too (their
+	// carrier's body names each by a link that does not change with its
+	// bytes). "" for any other item.
 	NoOverwrite string
 }
 

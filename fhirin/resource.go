@@ -254,6 +254,12 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 		return err
 	}
 	for _, a := range atts {
+		// A lifted attachment is the resource's content too: its
+		// carrier's body names it by a link that does not change with
+		// it, so the store's 409 must compare it (until 2026-12-06 a
+		// conditional create that matched nothing replaced the note of
+		// a live DocumentReference of its id).
+		a.NoOverwrite = noOverwrite
 		if err := rd.emitItem(a); err != nil {
 			return err
 		}

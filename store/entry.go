@@ -101,7 +101,9 @@ type Entry struct {
 	// hold no source id): the entry creates its resource under its own
 	// id, and it is a problem, naming Where and this path, where the
 	// resource of that id is live in the catalog and is not this content
-	// (digest and media type) of this import's source under the URI of
+	// (media type, and the bytes or, for FHIR JSON, the canonical form as
+	// for Unchanged: a server's re-export reorders members) of this
+	// import's source under the URI of
 	// Patient (R5 http.html#cond-update, "No matches, id provided and
 	// already exist": 409 Conflict). It would overwrite a resource its
 	// search did not find: another patient's (moved into this one's
@@ -189,11 +191,15 @@ type entryRecord struct {
 	// (Entry.Links); binary marks a Binary.
 	links  [][16]byte
 	binary bool
-	// noOverwrite is Entry.NoOverwrite.
-	noOverwrite string
-	res         Resource
-	body        []byte
-	digest      [32]byte
+	// noOverwrite is Entry.NoOverwrite; sameContentAs, for such an entry,
+	// the digest of the live version under its URI whose content keepStored
+	// found the same JSON in canonical form (where the records differ
+	// otherwise, and so keep their own bytes): that content is this entry's.
+	noOverwrite   string
+	sameContentAs string
+	res           Resource
+	body          []byte
+	digest        [32]byte
 }
 
 // category is the part of a FHIR resource a title is built from.

@@ -785,11 +785,18 @@ func (imp *entryImport) dropRepeats(ctx context.Context) error {
 // is read (Blob: in an encrypted catalog decrypted outside any
 // transaction); an entry whose bytes are the live version's, or whose
 // metadata differ (labels, patient, MIME type, lastUpdated, source),
-// reads nothing. Attachments are compared byte for byte, as before.
+// reads nothing. Attachments are compared byte for byte, as before. Of
+// a NoOverwrite entry of this source whose record differs otherwise (new
+// labels), the stored content is read too, and its digest kept in
+// sameContentAs when it is the same in canonical form: write's 409 is for
+// other content only.
 func (imp *entryImport) keepStored(ctx context.Context) error {
 	type candidate struct {
 		i    int
 		prev Resource
+		// contentOnly: the records differ, and only a NoOverwrite entry's
+		// conflict asks whether the contents do (sameContentAs).
+		contentOnly bool
 	}
 	if imp.fresh && keepStoredSkipsFresh {
 		return nil // see entryImport.fresh
@@ -829,8 +836,8 @@ func (imp *entryImport) keepStored(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if same {
-				cands = append(cands, candidate{i, prev})
+			if same || rec.noOverwrite != "" && prev.Source == imp.opts.Source {
+				cands = append(cands, candidate{i, prev, !same})
 			}
 		}
 		return nil
@@ -845,6 +852,10 @@ func (imp *entryImport) keepStored(ctx context.Context) error {
 		}
 		rec := &imp.batch[c.i]
 		if !sameCanonical(stored, rec.body) {
+			continue
+		}
+		if c.contentOnly {
+			rec.sameContentAs = c.prev.Digest
 			continue
 		}
 		d := sha256.Sum256(stored) // Blob checked it is the digest's
@@ -1049,7 +1060,11 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		if live && otherSource(prev.Source, imp.opts.Source) {
 			return &EntryError{Where: rec.occ.where, Reason: heldByAnotherSource}
 		}
-		if live && rec.noOverwrite != "" && (prev.Source != imp.opts.Source || prev.Digest != rec.res.Digest || prev.MIMEType != rec.res.MIMEType) {
+		// The same content is the same FHIR JSON in canonical form, as for
+		// Unchanged (keepStored): until 2026-12-06 the bytes, and a
+		// server's re-export with other key order and a new label was a
+		// 409 where the same bytes were an update.
+		if live && rec.noOverwrite != "" && (prev.Source != imp.opts.Source || prev.Digest != rec.res.Digest && prev.Digest != rec.sameContentAs || prev.MIMEType != rec.res.MIMEType) {
 			return overwriteConflict(rec)
 		}
 		// The link index: a resource's pairs as its entry names them (a

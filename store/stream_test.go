@@ -1062,3 +1062,46 @@ func TestImportNoOverwrite(t *testing.T) {
 		}
 	}
 }
+
+// An entry with NoOverwrite whose content is the live resource's in
+// canonical form (a server's re-export: other key order, whitespace) is
+// no conflict, whatever else changed: with new labels it updates the
+// resource as the same bytes do. Before, the store compared the content
+// bytes (digests) unless every other field was unchanged too (keepStored
+// then named the stored bytes), and refused the re-export as FHIR's 409
+// where the same bytes with the same new label were an update. Other
+// content is still refused, naming no id.
+func TestImportNoOverwriteCanonicalContent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	n := testNamer(t, "gh")
+	obs := func(body string, labels ...string) Entry {
+		e := fhirEntry("Observation", "o1", "MRN-B", body)
+		e.NoOverwrite, e.Where, e.Sensitivity = "Bundle.entry[2].request.ifNoneExist", "b.json:3", labels
+		return e
+	}
+	const first = `{"resourceType":"Observation","id":"o1","code":{"text":"b"},"subject":{"reference":"Patient/MRN-B"}}`
+	const reordered = `{ "code": {"text": "b"}, "id": "o1", "resourceType": "Observation", "subject": {"reference": "Patient/MRN-B"} }`
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n}, obs(first)); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := stagedImport(t, path, EntryOptions{Namer: n}, obs(reordered)); err != nil || rep.Unchanged != 1 {
+		t.Fatalf("the same content reordered: unchanged %d, %v", rep.Unchanged, err)
+	}
+	if rep, err := stagedImport(t, path, EntryOptions{Namer: n}, obs(reordered, "hiv")); err != nil || rep.Updated != 1 {
+		t.Fatalf("the same content reordered with a new label: updated %d, %v; want an update, as of the same bytes", rep.Updated, err)
+	}
+	s := openRead(t, path)
+	r, err := s.Get(n.Link("Observation", "o1", "MRN-B"))
+	if err != nil || !slices.Contains(r.Labels.Sensitivity, "hiv") {
+		t.Errorf("after the update: %+v, %v; want the new label", r, err)
+	}
+	s.Close()
+	before := fileSum(t, path)
+	_, err = stagedImport(t, path, EntryOptions{Namer: n}, obs(strings.Replace(reordered, `"b"`, `"c"`, 1)))
+	if !errors.Is(err, ErrBadEntry) || !strings.Contains(err.Error(), "409") || strings.Contains(err.Error(), "o1") || strings.Contains(err.Error(), "MRN") {
+		t.Errorf("other content: err %v, want the 409 naming no id", err)
+	}
+	if fileSum(t, path) != before {
+		t.Fatal("a refused import changed the catalog")
+	}
+}
