@@ -485,23 +485,12 @@ func TestCrashDuringSeal(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			path := filepath.Join(t.TempDir(), "audit.db")
-			l, err := Open(path, Options{Node: "n"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			appendN(t, l, 4)
-			rollOrFail(t, l)
-			recs := appendN(t, l, 3)
+			l, recs := sealedOnceThenThree(t, path)
 			if err := l.Broken(); err != nil {
 				t.Fatalf("Broken before the failed seal: %v", err)
 			}
-			sealCrash = func(s int) error {
-				if s == step {
-					return errors.New("killed")
-				}
-				return nil
-			}
-			_, err = l.Roll(ctx)
+			sealCrash = killAt(step)
+			_, err := l.Roll(ctx)
 			sealCrash = nil
 			if err == nil {
 				t.Fatal("Roll survived its kill")
@@ -559,6 +548,30 @@ func TestCrashDuringSeal(t *testing.T) {
 			rollOrFail(t, l2)
 		})
 	}
+}
+
+// killAt is a sealCrash that stops the seal (or its completion) at step.
+func killAt(step int) func(int) error {
+	return func(s int) error {
+		if s == step {
+			return errors.New("killed")
+		}
+		return nil
+	}
+}
+
+// sealedOnceThenThree opens a new log at path (closed by the caller, not
+// verified: a test may leave it interrupted) with 4 records sealed in
+// segment 1 and 3 more, which it returns, in the live segment 2.
+func sealedOnceThenThree(t *testing.T, path string) (*Log, []Record) {
+	t.Helper()
+	l, err := Open(path, Options{Node: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 4)
+	rollOrFail(t, l)
+	return l, appendN(t, l, 3)
 }
 
 // checkSealedTrimmed fails t unless the sealed segment file is read-only
@@ -1308,12 +1321,7 @@ func TestCrashWhileRecreatingTheNextSegment(t *testing.T) {
 			appendN(t, l, 4)
 			rollOrFail(t, l)
 			recs := appendN(t, l, 3)
-			sealCrash = func(s int) error {
-				if s == 4 {
-					return errors.New("killed")
-				}
-				return nil
-			}
+			sealCrash = killAt(4)
 			_, err := l.Roll(ctx)
 			sealCrash = nil
 			if err == nil {
