@@ -173,7 +173,9 @@
 // segment: they fail with ErrLocked; Log.Verify
 // and Log.Export work on an open log, and Open with Options.ReadOnly gives a
 // *Log for reading next to other readers). Both walk the log in chunks of read
-// transactions. VerifyFile reports every problem it finds, each naming the
+// transactions. A sealed name that is the live file itself (a seal
+// stopped after it linked the sealed file) is the live segment, walked
+// once. VerifyFile reports every problem it finds, each naming the
 // record concerned; it checks the Merkle tree's stored hashes against the
 // records and the stored root against the root recomputed from the records.
 // Log.VerifyRange runs the same record and tree checks over a range From..To

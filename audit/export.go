@@ -184,18 +184,12 @@ func ExportFile(ctx context.Context, path string, w io.Writer, f Format, filter 
 	if f != FormatJSONL && f != FormatCSV {
 		return 0, fmt.Errorf("audit: unknown export format %q", f)
 	}
-	db, err := openReadOnly(path)
+	segs, err := openFileSegments(path)
 	if err != nil {
 		return 0, err
 	}
-	live := &segment{path: path, db: db}
-	defer live.close()
-	sealed, err := openSealedAll(path, "", DefaultTimeout)
-	if err != nil {
-		return 0, err
-	}
-	defer closeSegments(sealed)
-	return exportSegments(ctx, append(sealed, live), w, f, filter, nil)
+	defer closeSegments(segs)
+	return exportSegments(ctx, segs, w, f, filter, nil)
 }
 
 // exportSegments exports the records of segs (in order) as ExportFile

@@ -58,7 +58,9 @@ import (
 // empty or without its buckets) and 5 (nothing lost), k.db trimmed to
 // its pages and made read-only as step 5 does (trimToPages, then
 // makeReadOnly), also when the crash came after the rename. Open writes a
-// missing k.seal (step 6) too.
+// missing k.seal (step 6) too. The completion makes P read-only before it
+// links and replaces it, so a kill during it may leave P sealed and 0400:
+// the next completion opens such a P read-only.
 
 // sealCrash, when a test sets it, is called after each step of a seal
 // (3, 4, 5: after step 5's link) and once step 5's rename is done
@@ -71,6 +73,11 @@ var sealCrash func(step int) error
 // sealRenamed is the step sealCrash is called with once the next segment
 // was renamed over the live path.
 const sealRenamed = 50
+
+// completeReadOnly is the step sealCrash is called with when Open's
+// completion of a seal (recoverSeal) has made the sealed file, still at
+// the live path, read-only and before it links it in the sealed directory.
+const completeReadOnly = 60
 
 // roller runs rollover in the background.
 type roller struct {
@@ -718,7 +725,7 @@ func sealNotePath(path string) string {
 // steps above), before Open opens the live segment.
 func (l *Log) recoverSeal() error {
 	next := l.path + nextSuffix
-	_, errLive := os.Stat(l.path)
+	fiLive, errLive := os.Stat(l.path)
 	_, errNext := os.Stat(next)
 	switch {
 	case errors.Is(errLive, os.ErrNotExist) && errNext == nil:
@@ -730,7 +737,12 @@ func (l *Log) recoverSeal() error {
 	case errLive != nil:
 		return nil // a new log, or an error Open reports
 	}
-	db, err := bolt.Open(l.path, 0o600, &bolt.Options{Timeout: l.opts.Timeout, FreelistType: bolt.FreelistMapType, OpenFile: openSegmentFile})
+	// Only read here. A file without its owner's write permission is a
+	// sealed one whose completion a second kill stopped after sealPaths
+	// made it read-only: opened for writing, it kept a server running as
+	// its own account (not root) from starting, "permission denied".
+	db, err := bolt.Open(l.path, 0o600, &bolt.Options{Timeout: l.opts.Timeout, FreelistType: bolt.FreelistMapType, OpenFile: openSegmentFile,
+		ReadOnly: fiLive.Mode().Perm()&0o200 == 0})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
 			return fmt.Errorf("%w (waited %s)", ErrLocked, l.opts.Timeout)
@@ -803,6 +815,9 @@ func (l *Log) recoverSeal() error {
 	var dst string
 	if err == nil {
 		dst, err = sealPaths(l.path, seal.Segment, l.path)
+	}
+	if err == nil && sealCrash != nil {
+		err = sealCrash(completeReadOnly)
 	}
 	if err == nil {
 		err = l.linkSealed(l.path, dst)

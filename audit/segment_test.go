@@ -485,23 +485,12 @@ func TestCrashDuringSeal(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			path := filepath.Join(t.TempDir(), "audit.db")
-			l, err := Open(path, Options{Node: "n"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			appendN(t, l, 4)
-			rollOrFail(t, l)
-			recs := appendN(t, l, 3)
+			l, recs := sealedOnceThenThree(t, path)
 			if err := l.Broken(); err != nil {
 				t.Fatalf("Broken before the failed seal: %v", err)
 			}
-			sealCrash = func(s int) error {
-				if s == step {
-					return errors.New("killed")
-				}
-				return nil
-			}
-			_, err = l.Roll(ctx)
+			sealCrash = killAt(step)
+			_, err := l.Roll(ctx)
 			sealCrash = nil
 			if err == nil {
 				t.Fatal("Roll survived its kill")
@@ -559,6 +548,63 @@ func TestCrashDuringSeal(t *testing.T) {
 			rollOrFail(t, l2)
 		})
 	}
+}
+
+// TestVerifyWhereASealStopped: VerifyFile and ExportFile read a log as a
+// kill during a seal left it, before anything completes the seal (an
+// auditor's verify of a copy of the data directory, read-only). Stopped
+// after step 5 linked the sealed file and before the next segment
+// replaced it at the live path, the one file has both names: it was
+// walked twice, 10 records of 7, a segment_missing problem for a log that
+// had lost nothing, and its records exported twice.
+func TestVerifyWhereASealStopped(t *testing.T) {
+	for _, step := range []int{3, 4, 5, sealRenamed} {
+		t.Run(fmt.Sprint("step", step), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "audit.db")
+			l, _ := sealedOnceThenThree(t, path)
+			sealCrash = killAt(step)
+			_, err := l.Roll(context.Background())
+			sealCrash = nil
+			if err == nil {
+				t.Fatal("Roll survived its kill")
+			}
+			l.Close()
+			if sum := mustVerify(t, path); sum.Records != 7 || sum.HeadSeq != 7 {
+				t.Errorf("verify: %d records, head %d; want 7, 7", sum.Records, sum.HeadSeq)
+			}
+			var out bytes.Buffer
+			if n, err := ExportFile(context.Background(), path, &out, FormatJSONL, Filter{}); err != nil || n != 7 {
+				t.Errorf("export: %d records, %v; want 7", n, err)
+			}
+			if lines := bytes.Count(out.Bytes(), []byte("\n")); lines != 7 {
+				t.Errorf("export: %d lines, want 7", lines)
+			}
+		})
+	}
+}
+
+// killAt is a sealCrash that stops the seal (or its completion) at step.
+func killAt(step int) func(int) error {
+	return func(s int) error {
+		if s == step {
+			return errors.New("killed")
+		}
+		return nil
+	}
+}
+
+// sealedOnceThenThree opens a new log at path (closed by the caller, not
+// verified: a test may leave it interrupted) with 4 records sealed in
+// segment 1 and 3 more, which it returns, in the live segment 2.
+func sealedOnceThenThree(t *testing.T, path string) (*Log, []Record) {
+	t.Helper()
+	l, err := Open(path, Options{Node: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 4)
+	rollOrFail(t, l)
+	return l, appendN(t, l, 3)
 }
 
 // checkSealedTrimmed fails t unless the sealed segment file is read-only
@@ -1308,12 +1354,7 @@ func TestCrashWhileRecreatingTheNextSegment(t *testing.T) {
 			appendN(t, l, 4)
 			rollOrFail(t, l)
 			recs := appendN(t, l, 3)
-			sealCrash = func(s int) error {
-				if s == 4 {
-					return errors.New("killed")
-				}
-				return nil
-			}
+			sealCrash = killAt(4)
 			_, err := l.Roll(ctx)
 			sealCrash = nil
 			if err == nil {

@@ -141,18 +141,42 @@ func VerifyFile(ctx context.Context, path string, report func(Problem)) (Summary
 // reported, not an error: no record of the log can then be walked, and
 // the summary is empty.
 func VerifyFilePaced(ctx context.Context, path string, report func(Problem), pace func(ctx context.Context, n int) error) (Summary, error) {
+	segs, err := openFileSegments(path)
+	if err != nil {
+		return reportDamaged(err, report)
+	}
+	defer closeSegments(segs)
+	return verifySegments(ctx, segs, report, pace)
+}
+
+// openFileSegments opens every segment of the log at path read-only: the
+// sealed ones in order, then the live one. A sealed name that is the live
+// file itself is left out: a seal stopped after step 5 linked the sealed
+// file and before the next segment replaced it at the live path leaves
+// it so (the next read-write open completes the seal), and the segment
+// was walked twice, its records counted twice and a segment_missing
+// problem reported for a log that had lost nothing (VerifyFile), its
+// records exported twice (ExportFile).
+func openFileSegments(path string) ([]*segment, error) {
 	db, err := openReadOnly(path)
 	if err != nil {
-		return reportDamaged(err, report)
+		return nil, err
 	}
 	live := &segment{path: path, db: db}
-	defer live.close()
 	sealed, err := openSealedAll(path, "", DefaultTimeout)
 	if err != nil {
-		return reportDamaged(err, report)
+		live.close()
+		return nil, err
 	}
-	defer closeSegments(sealed)
-	return verifySegments(ctx, append(sealed, live), report, pace)
+	if n := len(sealed); n > 0 {
+		a, errA := os.Stat(sealed[n-1].path)
+		b, errB := os.Stat(path)
+		if errA == nil && errB == nil && os.SameFile(a, b) {
+			sealed[n-1].close()
+			sealed = sealed[:n-1]
+		}
+	}
+	return append(sealed, live), nil
 }
 
 // reportDamaged reports err as the verification's one problem if it is a
