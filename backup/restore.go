@@ -36,6 +36,12 @@ var (
 	// ErrDataDirExists: the data directory exists and is not empty, and
 	// Force was not given. Nothing was changed.
 	ErrDataDirExists = errors.New("backup: the data directory exists and is not empty")
+	// ErrAnchorUnchecked: an external anchor named holds no checkpoint
+	// (its checkpoints.jsonl is missing or empty) while the backup or the
+	// data directory has some, so the backup cannot be checked against it
+	// (an anchor not mounted, the wrong directory, or its checkpoints
+	// removed). Nothing was changed. Name the anchor that holds them.
+	ErrAnchorUnchecked = errors.New("backup: an anchor named holds no checkpoint to check the backup against")
 )
 
 // RestoreOptions configures Restore.
@@ -44,8 +50,12 @@ type RestoreOptions struct {
 	DataDir string // the data directory to restore into
 	// Anchors are the external anchor directories (the server's
 	// --anchor-dir); the data directory's own anchor file, if any, is read
-	// too. An anchor that is configured must be named: a missing one
-	// cannot be told from one that holds nothing.
+	// too. An anchor that is configured must be named: one left out is
+	// not checked. A named directory that is missing is refused, and so
+	// is one that holds no checkpoint while the backup or the data
+	// directory has some (ErrAnchorUnchecked); with no checkpoint
+	// anywhere, one that holds nothing cannot be told from a missing
+	// checkpoints.jsonl.
 	Anchors []string
 	// Verifiers check the checkpoints' signatures (required).
 	Verifiers note.Verifiers
@@ -147,12 +157,31 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 	if exists {
 		anchors = append(anchors, &checkpoint.Anchor{Dir: o.DataDir})
 	}
+	var unchecked []string // the external anchors that hold no checkpoint
 	for _, a := range o.Anchors {
-		anchors = append(anchors, &checkpoint.Anchor{Dir: a})
+		an := &checkpoint.Anchor{Dir: a}
+		anchors = append(anchors, an)
+		es, err := checkpoint.Load(an)
+		if err != nil {
+			return res, fmt.Errorf("backup: reading the anchored checkpoints: %w", err)
+		}
+		if len(es) == 0 {
+			unchecked = append(unchecked, an.Path())
+		}
 	}
 	entries, err := checkpoint.Load(anchors...)
 	if err != nil {
 		return res, fmt.Errorf("backup: reading the anchored checkpoints: %w", err)
+	}
+	// An anchor named that holds nothing, beside checkpoints elsewhere,
+	// is one not checked (audit verify's UNCHECKED anchor): neither the
+	// backup's nor the data directory's checkpoints record which anchors
+	// serve wrote to, so a restore that went on would pass on the others
+	// alone. With no checkpoint anywhere (a log never checkpointed) there
+	// is nothing to tell it from.
+	if len(unchecked) > 0 && (m.Checkpoint != nil || len(entries) > 0) {
+		return res, fmt.Errorf("%w: %s is missing or holds no checkpoint, but the backup or the data directory has some (an anchor directory not mounted, the wrong directory, or its checkpoints removed); nothing was changed: name the anchor that holds them",
+			ErrAnchorUnchecked, strings.Join(unchecked, ", "))
 	}
 	var upto []checkpoint.Entry
 	var behind *checkpoint.Entry

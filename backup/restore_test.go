@@ -33,6 +33,19 @@ func (d *dataDir) saved(t *testing.T) string {
 	return out
 }
 
+// copyAnchorTo writes d's anchored checkpoints into the anchor directory
+// dir, as serve does to its --anchor-dir.
+func (d *dataDir) copyAnchorTo(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.dir, checkpoint.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, checkpoint.FileName), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (d *dataDir) restoreOptions(from, to string, anchors ...string) backup.RestoreOptions {
 	return backup.RestoreOptions{From: from, DataDir: to, Anchors: anchors, Verifiers: d.verifiers, Account: "os:uid=0(root)",
 		Node: "test", Signer: func(string) (note.Signer, error) { return d.signer, nil }}
@@ -152,6 +165,37 @@ func TestRestoreRefusals(t *testing.T) {
 		if _, err := os.Stat(to); !os.IsNotExist(err) {
 			t.Fatal("a refused restore left the data directory")
 		}
+	})
+	// An anchor named whose checkpoints.jsonl is missing or holds none,
+	// while the backup has checkpoints: the anchor asked for cannot be
+	// checked (not mounted, the wrong directory, its checkpoints removed),
+	// as audit verify says UNCHECKED. It restored without a word.
+	t.Run("anchor without checkpoints", func(t *testing.T) {
+		empty := t.TempDir()
+		for _, tc := range []struct {
+			name string
+			make func()
+		}{
+			{"missing file", func() {}},
+			{"empty file", func() { os.WriteFile(filepath.Join(empty, checkpoint.FileName), nil, 0o600) }},
+		} {
+			tc.make()
+			to := filepath.Join(t.TempDir(), "to")
+			_, err := backup.Restore(ctx, d.restoreOptions(from, to, empty))
+			if !errors.Is(err, backup.ErrAnchorUnchecked) || !strings.Contains(err.Error(), filepath.Join(empty, checkpoint.FileName)) {
+				t.Fatalf("%s: restore with an anchor holding no checkpoint: %v", tc.name, err)
+			}
+			if _, err := os.Stat(to); !os.IsNotExist(err) {
+				t.Fatalf("%s: a refused restore left the data directory", tc.name)
+			}
+		}
+		// The same anchor holding the checkpoints restores.
+		d.copyAnchorTo(t, empty)
+		to := filepath.Join(t.TempDir(), "to")
+		if _, err := backup.Restore(ctx, d.restoreOptions(from, to, empty)); err != nil {
+			t.Fatal(err)
+		}
+		audittest.VerifyOnCleanup(t, filepath.Join(to, backup.FileAudit))
 	})
 	t.Run("missing anchor dir", func(t *testing.T) {
 		to := filepath.Join(t.TempDir(), "to")
@@ -371,7 +415,10 @@ func TestPartlyAnchoredAcknowledgementKeepsTheStagedLog(t *testing.T) {
 		d.append(t, "later")
 	}
 	d.anchor(t, 20)
+	// The second anchor holds the same checkpoints (one that holds none
+	// is refused before anything is done: ErrAnchorUnchecked).
 	second := t.TempDir()
+	d.copyAnchorTo(t, second)
 	to := filepath.Join(t.TempDir(), "restored")
 	o := d.restoreOptions(from, to, d.dir, second)
 	o.AcceptRollback = "disk lost"

@@ -2,6 +2,7 @@ package access
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -74,6 +75,9 @@ func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest,
 	verifiers, err := checkpoint.ParseVerifierFile(r.VerifierKeys)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: verifier keys: %v", ErrBadRequest, err)
+	}
+	if err := askedAnchorHolds(r.Anchor, r.AnchorName); err != nil {
+		return Result{}, err
 	}
 	var why subject
 	why.time("since", r.Since)
@@ -201,6 +205,22 @@ func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest,
 		m.finish(int64(to - from + 1))
 	}
 	return res, err
+}
+
+// askedAnchorHolds refuses, before the access record, an anchor asked
+// for (name set) whose lines hold no checkpoint: the package would name it
+// among the sources of the checkpoints checked and pass when only the data
+// directory's were (an anchor not mounted, the wrong directory, or its
+// checkpoints removed). Lines that do not read are left to anchorEntries,
+// which reports them.
+func askedAnchorHolds(anchor []byte, name string) error {
+	if name == "" {
+		return nil
+	}
+	if es, err := checkpoint.ReadEntries(bytes.NewReader(anchor), name); err == nil && len(es) == 0 {
+		return fmt.Errorf("%w: the anchor asked for was not checked: %s is missing or holds no checkpoint (an anchor directory not mounted, the wrong directory, or its checkpoints removed); nothing was read: name the anchor that holds the checkpoints, or leave it out for a package checked against the data directory's alone", ErrBadRequest, name)
+	}
+	return nil
 }
 
 // ReadCompliance reads OpCompliance's output: it returns the

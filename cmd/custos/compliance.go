@@ -106,7 +106,10 @@ without it each control is "not checked in this package".
 
 The checkpoint verifier keys come from --pubkey FILE ('custos audit pubkey'),
 or are derived like 'audit pubkey' does: with --dev from the dev key file,
-otherwise from Vault with the auditor policy. The retention period is
+otherwise from Vault with the auditor policy. --anchor-dir A also checks the
+log against A/checkpoints.jsonl; an A whose checkpoints.jsonl is missing or
+holds no checkpoint is refused before the access record (no package): name
+the anchor that holds them, or leave --anchor-dir out. The retention period is
 --audit-retention, or audit.retention of the serve configuration (--config).
 
 The package is PHI: store it accordingly. The command exits 1 when a

@@ -31,7 +31,10 @@ only then moved into place.
 
 The backup is checked against every signed checkpoint anchored in D and in the
 external anchor directory A (name it whenever serve runs with --anchor-dir:
-a missing anchor cannot be told from an empty one). Checkpoints at or below the
+an anchor left out is not checked). An A that is missing, or whose
+checkpoints.jsonl is missing or holds no checkpoint while the backup or D has
+some (not mounted, the wrong directory, emptied), is refused and nothing is
+changed: the anchor asked for cannot be checked. Checkpoints at or below the
 backup's head must match it (a fork is always refused). A larger one means the
 backup is behind: records anchored since would be lost, and restore refuses,
 unless you acknowledge it with --accept-rollback REASON. The restore then
