@@ -1095,3 +1095,46 @@ func TestImportConditionalBinaryOwnIDReimport(t *testing.T) {
 		t.Errorf("again: created %d, updated %d; want the first import unchanged", rep.Created, rep.Updated)
 	}
 }
+
+// A directory mixing a Bulk export (Practitioner.ndjson) or a resource
+// file with a transaction Bundle whose conditional create searches the
+// identifier of a resource that file holds imports once with that one
+// resource (the Bundle's entry is Kept), and again unchanged, writing
+// nothing. Before, resources outside a Bundle were not remembered within
+// an import: the first import created a second Practitioner, and every
+// later import was refused (FHIR 412: the search found two).
+func TestImportConditionalFindsNDJSONOfTheImport(t *testing.T) {
+	const npi = "http://hl7.org/fhir/sid/us-npi"
+	const pr1, pr2 = "5c6d7e8f-0000-4000-8000-0000000000b1", "5c6d7e8f-0000-4000-8000-0000000000b2"
+	practitioner := `{"resourceType":"Practitioner","id":"` + pr1 + `","identifier":[{"system":"` + npi + `","value":"9999994392"}],"name":[{"family":"Moss"}]}`
+	bundle := `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + pr2 + `","resource":{"resourceType":"Practitioner","identifier":[{"system":"` + npi + `","value":"9999994392"}],"name":[{"family":"Moss"}]},
+ "request":{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=` + npi + `|9999994392"}}]}`
+	for _, file := range []string{"Practitioner.ndjson", "practitioner.json"} {
+		f := newLinkFixture(t)
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(practitioner+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "z-bundle.json"), []byte(bundle), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		imp := func() (store.ImportReport, error) {
+			return ImportFHIR(context.Background(), f.cat, dir, FHIRImport{Tenant: f.tenant, IDKey: f.key})
+		}
+		if _, err := imp(); err != nil {
+			t.Fatalf("%s: first import: %v", file, err)
+		}
+		first := f.liveVersions()
+		if _, ok := first[f.namer.Link("Practitioner", pr1, "")]; !ok || len(first) != 1 {
+			t.Errorf("%s: live %v, want the one Practitioner of the file", file, first)
+		}
+		rep, err := imp()
+		if err != nil {
+			t.Fatalf("%s: second import: %v", file, err)
+		}
+		if rep.Created != 0 || rep.Updated != 0 || rep.Retired != 0 || rep.Unchanged != 1 || !maps.Equal(first, f.liveVersions()) {
+			t.Errorf("%s: second import %+v, live %v; want the one Practitioner unchanged", file, rep, f.liveVersions())
+		}
+	}
+}

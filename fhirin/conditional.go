@@ -2,6 +2,7 @@ package fhirin
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"net/url"
 	"slices"
 	"strings"
@@ -394,6 +395,45 @@ func (rd *reader) remember(entries []*entry) {
 			}
 		}
 	}
+}
+
+// rememberResource files a resource read outside a Bundle (an NDJSON
+// line, a resource file) as remember files a Bundle's plain write, in
+// input order, so that a later Bundle's conditional search of the import
+// finds it: until 2026-12-06 it did not, and a Bulk export imported with
+// Bundles conditionally creating its Practitioners got a second one, and
+// its next import was refused (FHIR 412). identifier is the resource's
+// decoded identifier element; placed: patient is its compartment. An
+// input that holds no Bundle (remembers false) files nothing.
+func (rd *reader) rememberResource(typ, id string, identifier any, patient string, placed bool) {
+	if !rd.remembers {
+		return
+	}
+	var ids []string
+	if identifier != nil {
+		raw, _ := json.Marshal(identifier)
+		ids = identifiersOf(raw)
+	}
+	rd.remember([]*entry{{typ: typ, id: id, identifiers: ids, writes: true, patient: patient, placed: placed}})
+}
+
+// rememberHead is rememberResource for a resource this pass skips (it
+// reads only its id and identifiers, not its compartment): every pass
+// files the same resources, so a Bundle's search finds the same in each.
+// A line that is no resource is the pass that reads it whole's problem.
+func (rd *reader) rememberHead(typ string, raw []byte) {
+	if !rd.remembers {
+		return
+	}
+	var head struct {
+		ResourceType string          `json:"resourceType"`
+		ID           string          `json:"id"`
+		Identifier   json.RawMessage `json:"identifier"`
+	}
+	if json.Unmarshal(raw, &head) != nil || head.ResourceType != typ && typ != "" {
+		return
+	}
+	rd.remember([]*entry{{typ: head.ResourceType, id: head.ID, identifiers: identifiersOf(head.Identifier), writes: true}})
 }
 
 // file records in reader.wrote that t was written (at: its compartment's
