@@ -1138,3 +1138,35 @@ func TestImportConditionalFindsNDJSONOfTheImport(t *testing.T) {
 		}
 	}
 }
+
+// The same files with the Bundle read first (it sorts before the NDJSON
+// file) are refused, naming where the Bundle's search was and not the
+// identifier, and change nothing: the Bundle's conditional create found
+// nothing and created its own Practitioner, which with the file's would
+// be two (and the next import FHIR 412). Before, the import made the two.
+func TestImportConditionalBeforeNDJSONRefused(t *testing.T) {
+	const npi = "http://hl7.org/fhir/sid/us-npi"
+	const pr1, pr2 = "5c6d7e8f-0000-4000-8000-0000000000c1", "5c6d7e8f-0000-4000-8000-0000000000c2"
+	f := newLinkFixture(t)
+	f.mustImp(false, map[string][]string{"Patient": {lnkPat}})
+	before := f.catalogBytes()
+	dir := t.TempDir()
+	files := map[string]string{
+		"Practitioner.ndjson": `{"resourceType":"Practitioner","id":"` + pr1 + `","identifier":[{"system":"` + npi + `","value":"9999994392"}]}` + "\n",
+		"A-bundle.json": `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + pr2 + `","resource":{"resourceType":"Practitioner","identifier":[{"system":"` + npi + `","value":"9999994392"}]},
+ "request":{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=` + npi + `|9999994392"}}]}`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := ImportFHIR(context.Background(), f.cat, dir, FHIRImport{Tenant: f.tenant, IDKey: f.key})
+	if err == nil || !strings.Contains(err.Error(), "Practitioner.ndjson:1: Practitioner.identifier") || !strings.Contains(err.Error(), "A-bundle.json:2") || strings.Contains(err.Error(), "9999994392") {
+		t.Errorf("err = %v, want the NDJSON line refused naming the Bundle's entry, not the NPI", err)
+	}
+	if string(before) != string(f.catalogBytes()) {
+		t.Fatal("a refused import changed the catalog file")
+	}
+}

@@ -237,6 +237,10 @@ type reader struct {
 	writtenList []writtenResource
 	patients    map[string]int32
 	patientList []string
+	// missed files the conditional searches of the pass's Bundles that
+	// found nothing (keyOf a searchKey), for a resource outside a Bundle
+	// read after them that they would have found (rememberOutside).
+	missed map[wroteKey]missed
 }
 
 // indexedTypes are the types the first pass reads whole; of any other
@@ -313,7 +317,9 @@ func (rd *reader) readNDJSON(s *source, r io.Reader) error {
 			if er.err != nil && !errors.Is(er.err, io.EOF) && !json.Valid(b) {
 				return rd.streamErr(s, line, er.err)
 			}
-			rd.rememberHead(s.wantType, b)
+			if err := rd.problem(rd.rememberHead(where(s, line), s.wantType, b)); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := rd.ctx.Err(); err != nil {
