@@ -237,41 +237,13 @@ func identifiedOf(ctx context.Context, st *store.Store, namer *store.Namer, sour
 			if json.Unmarshal(body, &head) != nil || namer.Link(typ, head.ID, r.Labels.Patient) != r.URI {
 				return nil, fmt.Errorf("%w: a live %s's body does not name its URI", store.ErrCorrupt, typ)
 			}
-			out = append(out, identified{id: head.ID, patient: r.Labels.Patient, labels: r.OwnSensitivity(), identifiers: identifiersOf(head.Identifier)})
+			out = append(out, identified{id: head.ID, patient: r.Labels.Patient, labels: r.OwnSensitivity(), identifiers: fhirin.Identifiers(head.Identifier)})
 		}
 		if len(page) < 512 {
 			return out, nil
 		}
 		after = page[len(page)-1].URI
 	}
-}
-
-// identifiersOf is the {system, value} of each Identifier with a value in
-// raw, a resource's identifier element: a list, or one Identifier where
-// R4 holds one (Composition, QuestionnaireResponse). Until 2026-12-06 it
-// was read as a list only, and a conditional search of such a type whose
-// catalog held one with an identifier failed the import as a corrupt
-// catalog.
-func identifiersOf(raw json.RawMessage) [][2]string {
-	type identifier struct {
-		System string `json:"system"`
-		Value  string `json:"value"`
-	}
-	var list []identifier
-	if json.Unmarshal(raw, &list) != nil {
-		var one identifier
-		if json.Unmarshal(raw, &one) != nil {
-			return nil
-		}
-		list = []identifier{one}
-	}
-	var out [][2]string
-	for _, i := range list {
-		if i.Value != "" {
-			out = append(out, [2]string{i.System, i.Value})
-		}
-	}
-	return out
 }
 
 // fhirEntries adapts fhirin.Read to the store's entry stream. A read error

@@ -1095,3 +1095,78 @@ func TestImportConditionalBinaryOwnIDReimport(t *testing.T) {
 		t.Errorf("again: created %d, updated %d; want the first import unchanged", rep.Created, rep.Updated)
 	}
 }
+
+// A directory mixing a Bulk export (Practitioner.ndjson) or a resource
+// file with a transaction Bundle whose conditional create searches the
+// identifier of a resource that file holds imports once with that one
+// resource (the Bundle's entry is Kept), and again unchanged, writing
+// nothing. Before, resources outside a Bundle were not remembered within
+// an import: the first import created a second Practitioner, and every
+// later import was refused (FHIR 412: the search found two).
+func TestImportConditionalFindsNDJSONOfTheImport(t *testing.T) {
+	const npi = "http://hl7.org/fhir/sid/us-npi"
+	const pr1, pr2 = "5c6d7e8f-0000-4000-8000-0000000000b1", "5c6d7e8f-0000-4000-8000-0000000000b2"
+	practitioner := `{"resourceType":"Practitioner","id":"` + pr1 + `","identifier":[{"system":"` + npi + `","value":"9999994392"}],"name":[{"family":"Moss"}]}`
+	bundle := `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + pr2 + `","resource":{"resourceType":"Practitioner","identifier":[{"system":"` + npi + `","value":"9999994392"}],"name":[{"family":"Moss"}]},
+ "request":{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=` + npi + `|9999994392"}}]}`
+	for _, file := range []string{"Practitioner.ndjson", "practitioner.json"} {
+		f := newLinkFixture(t)
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(practitioner+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "z-bundle.json"), []byte(bundle), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		imp := func() (store.ImportReport, error) {
+			return ImportFHIR(context.Background(), f.cat, dir, FHIRImport{Tenant: f.tenant, IDKey: f.key})
+		}
+		if _, err := imp(); err != nil {
+			t.Fatalf("%s: first import: %v", file, err)
+		}
+		first := f.liveVersions()
+		if _, ok := first[f.namer.Link("Practitioner", pr1, "")]; !ok || len(first) != 1 {
+			t.Errorf("%s: live %v, want the one Practitioner of the file", file, first)
+		}
+		rep, err := imp()
+		if err != nil {
+			t.Fatalf("%s: second import: %v", file, err)
+		}
+		if rep.Created != 0 || rep.Updated != 0 || rep.Retired != 0 || rep.Unchanged != 1 || !maps.Equal(first, f.liveVersions()) {
+			t.Errorf("%s: second import %+v, live %v; want the one Practitioner unchanged", file, rep, f.liveVersions())
+		}
+	}
+}
+
+// The same files with the Bundle read first (it sorts before the NDJSON
+// file) are refused, naming where the Bundle's search was and not the
+// identifier, and change nothing: the Bundle's conditional create found
+// nothing and created its own Practitioner, which with the file's would
+// be two (and the next import FHIR 412). Before, the import made the two.
+func TestImportConditionalBeforeNDJSONRefused(t *testing.T) {
+	const npi = "http://hl7.org/fhir/sid/us-npi"
+	const pr1, pr2 = "5c6d7e8f-0000-4000-8000-0000000000c1", "5c6d7e8f-0000-4000-8000-0000000000c2"
+	f := newLinkFixture(t)
+	f.mustImp(false, map[string][]string{"Patient": {lnkPat}})
+	before := f.catalogBytes()
+	dir := t.TempDir()
+	files := map[string]string{
+		"Practitioner.ndjson": `{"resourceType":"Practitioner","id":"` + pr1 + `","identifier":[{"system":"` + npi + `","value":"9999994392"}]}` + "\n",
+		"A-bundle.json": `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + pr2 + `","resource":{"resourceType":"Practitioner","identifier":[{"system":"` + npi + `","value":"9999994392"}]},
+ "request":{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=` + npi + `|9999994392"}}]}`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := ImportFHIR(context.Background(), f.cat, dir, FHIRImport{Tenant: f.tenant, IDKey: f.key})
+	if err == nil || !strings.Contains(err.Error(), "Practitioner.ndjson:1: Practitioner.identifier") || !strings.Contains(err.Error(), "A-bundle.json:2") || strings.Contains(err.Error(), "9999994392") {
+		t.Errorf("err = %v, want the NDJSON line refused naming the Bundle's entry, not the NPI", err)
+	}
+	if string(before) != string(f.catalogBytes()) {
+		t.Fatal("a refused import changed the catalog file")
+	}
+}

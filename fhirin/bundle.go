@@ -251,35 +251,13 @@ func (b *bundle) index(s *source, entries []*entry, resolve func() error) error 
 		if err := json.Unmarshal(e.Resource, &head); err != nil {
 			return newError(where(s, e.line), path, ErrJSON, "not a resource object")
 		}
-		type identifier struct {
-			System string `json:"system"`
-			Value  string `json:"value"`
-		}
-		// Most types repeat identifier; a few hold one Identifier
-		// (QuestionnaireResponse, Composition), which the catalog's
-		// search finds too (app.identifiersOf). Until 2026-12-06 it was
-		// not indexed, so a later Bundle's conditional create of such a
-		// resource did not find an earlier Bundle's and created a
-		// second, and every later import of the same input was refused
-		// (FHIR 412: the catalog held two).
-		var identifiers []identifier
-		if json.Unmarshal(head.Identifier, &identifiers) != nil {
-			var one identifier
-			if json.Unmarshal(head.Identifier, &one) == nil {
-				identifiers = []identifier{one}
-			}
-		}
 		e.typ, e.id = head.ResourceType, head.ID
 		if e.id == "" {
 			if u, ok := strings.CutPrefix(e.FullURL, "urn:uuid:"); ok {
 				e.id = strings.ToLower(u)
 			}
 		}
-		for _, id := range identifiers {
-			if id.Value != "" {
-				e.identifiers = append(e.identifiers, id.System+"|"+id.Value)
-			}
-		}
+		e.identifiers = identifiersOf(head.Identifier)
 	}
 	if err := resolve(); err != nil {
 		return err
@@ -326,6 +304,45 @@ func (b *bundle) index(s *source, entries []*entry, resolve func() error) error 
 		}
 	}
 	return nil
+}
+
+// Identifiers is the {system, value} of each Identifier with a value in
+// raw, a resource's identifier element: a list, or one Identifier where R4
+// holds one (Composition, QuestionnaireResponse), which the catalog's
+// search finds too (app). Until 2026-12-06 the latter was not indexed, so
+// a later Bundle's conditional create of such a resource did not find an
+// earlier Bundle's and created a second, and every later import of the
+// same input was refused (FHIR 412: the catalog held two); and app read
+// the catalog's as a list only, failing the import as a corrupt catalog.
+func Identifiers(raw json.RawMessage) [][2]string {
+	type identifier struct {
+		System string `json:"system"`
+		Value  string `json:"value"`
+	}
+	var list []identifier
+	if json.Unmarshal(raw, &list) != nil {
+		var one identifier
+		if json.Unmarshal(raw, &one) != nil {
+			return nil
+		}
+		list = []identifier{one}
+	}
+	var out [][2]string
+	for _, i := range list {
+		if i.Value != "" {
+			out = append(out, [2]string{i.System, i.Value})
+		}
+	}
+	return out
+}
+
+// identifiersOf is Identifiers as "system|value".
+func identifiersOf(raw json.RawMessage) []string {
+	var out []string
+	for _, i := range Identifiers(raw) {
+		out = append(out, i[0]+"|"+i[1])
+	}
+	return out
 }
 
 // resolveFullURL finds the entry whose fullUrl a reference is (R4

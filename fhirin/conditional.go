@@ -2,6 +2,7 @@ package fhirin
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"net/url"
 	"slices"
 	"strings"
@@ -236,6 +237,7 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 			// content (Item.NoOverwrite: FHIR's 409), and takes the same
 			// content again as unchanged (a re-import of the Bundle).
 			e.noOverwrite = c.path
+			rd.missedSearch(e.typ, c.search, e.id, w+" "+c.path)
 		case 1:
 			if e.typ == "Binary" && !c.create && ids[0].ID == e.id {
 				// The Binary of the entry's own id (body or urn:uuid):
@@ -334,6 +336,7 @@ const (
 // forgetWritten starts a pass knowing nothing an earlier Bundle wrote.
 func (rd *reader) forgetWritten() {
 	rd.wrote, rd.written, rd.writtenMore, rd.writtenList, rd.patients, rd.patientList = nil, nil, nil, nil, nil, nil
+	rd.missed = nil
 }
 
 // remember files what a Bundle's entries wrote (created, or updated in
@@ -394,6 +397,93 @@ func (rd *reader) remember(entries []*entry) {
 			}
 		}
 	}
+}
+
+// rememberResource files a resource read outside a Bundle (an NDJSON
+// line, a resource file) as remember files a Bundle's plain write, in
+// input order, so that a later Bundle's conditional search of the import
+// finds it: until 2026-12-06 it did not, and a Bulk export imported with
+// Bundles conditionally creating its Practitioners got a second one, and
+// its next import was refused (FHIR 412). identifier is the resource's
+// decoded identifier element; placed: patient is its compartment. An
+// input that holds no Bundle (remembers false) files nothing.
+func (rd *reader) rememberResource(w, typ, id string, identifier any, patient string, placed bool) error {
+	if !rd.remembers {
+		return nil
+	}
+	var ids []string
+	if identifier != nil {
+		raw, _ := json.Marshal(identifier)
+		ids = identifiersOf(raw)
+	}
+	return rd.rememberOutside(w, &entry{typ: typ, id: id, identifiers: ids, writes: true, patient: patient, placed: placed})
+}
+
+// rememberOutside remembers e, a resource read outside a Bundle at w,
+// unless a conditional search of an earlier Bundle of the pass found
+// nothing where it would have found e (by _id or an identifier), and
+// created or updated another resource (another id): the import reads its
+// files in name order, and had this one come first the search would have
+// matched it. Imported in turn, the two would be two resources, and the
+// next import of the same files refused (FHIR 412); so it is refused now,
+// naming where the search was (not the value searched).
+func (rd *reader) rememberOutside(w string, e *entry) error {
+	if len(rd.missed) > 0 {
+		check := func(path string, q Search) error {
+			if m, ok := rd.missed[keyOf(searchKey(e.typ, q))]; ok && m.id != e.id {
+				return newError(w, path, ErrValue, "a conditional search of a Bundle read before this file (%s) found nothing, and this resource is one it finds: imported in turn they would be two resources (and the next import FHIR 412); the import reads files in name order, so rename the files for this one to come before the Bundle, or import it first", m.where)
+			}
+			return nil
+		}
+		if err := check(e.typ+".id", Search{ID: e.id}); err != nil {
+			return err
+		}
+		for _, k := range e.identifiers {
+			sys, val, _ := strings.Cut(k, "|")
+			for _, q := range []Search{{System: sys, Value: val}, {Value: val, AnySystem: true}} {
+				if err := check(e.typ+".identifier", q); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	rd.remember([]*entry{e})
+	return nil
+}
+
+// missedSearch files a conditional search of typ that found nothing, at
+// w, whose entry writes the resource id (rememberOutside).
+func (rd *reader) missedSearch(typ string, q Search, id, w string) {
+	if rd.missed == nil {
+		rd.missed = map[wroteKey]missed{}
+	}
+	k := keyOf(searchKey(typ, q))
+	if _, ok := rd.missed[k]; !ok {
+		rd.missed[k] = missed{id, w}
+	}
+}
+
+// missed is a conditional search that found nothing: the id its entry
+// writes, and where the entry is.
+type missed struct{ id, where string }
+
+// rememberHead is rememberResource for a resource this pass skips (it
+// reads only its id and identifiers, not its compartment): every pass
+// files the same resources, so a Bundle's search finds the same in each.
+// A line that is no resource is the pass that reads it whole's problem.
+func (rd *reader) rememberHead(w, typ string, raw []byte) error {
+	if !rd.remembers {
+		return nil
+	}
+	var head struct {
+		ResourceType string          `json:"resourceType"`
+		ID           string          `json:"id"`
+		Identifier   json.RawMessage `json:"identifier"`
+	}
+	if json.Unmarshal(raw, &head) != nil || head.ResourceType != typ && typ != "" {
+		return nil
+	}
+	return rd.rememberOutside(w, &entry{typ: head.ResourceType, id: head.ID, identifiers: identifiersOf(head.Identifier), writes: true})
 }
 
 // file records in reader.wrote that t was written (at: its compartment's

@@ -112,6 +112,9 @@ const MaxProblems = 20
 var errTooMany = errors.New("too many problems")
 
 func (rd *reader) passes(srcs []source) error {
+	for _, s := range srcs {
+		rd.remembers = rd.remembers || !s.ndjson || s.wantType == "" || s.wantType == "Bundle"
+	}
 	rd.forgetWritten()
 	for _, s := range srcs {
 		if err := rd.problem(rd.readSource(&s)); err != nil {
@@ -207,6 +210,11 @@ type reader struct {
 	ctxTypes   map[string]bool
 	ctxDecoded int
 	items      int
+	// remembers: the input may hold a Bundle (a .json file, an NDJSON
+	// file not named for another type), whose conditional searches find
+	// the resources outside Bundles written before it (rememberResource);
+	// headsOnly: this pass skips the file but for that.
+	remembers, headsOnly bool
 
 	problems []error         // the *Errors found so far
 	seen     map[string]bool // their messages
@@ -229,6 +237,10 @@ type reader struct {
 	writtenList []writtenResource
 	patients    map[string]int32
 	patientList []string
+	// missed files the conditional searches of the pass's Bundles that
+	// found nothing (keyOf a searchKey), for a resource outside a Bundle
+	// read after them that they would have found (rememberOutside).
+	missed map[wroteKey]missed
 }
 
 // indexedTypes are the types the first pass reads whole; of any other
@@ -243,10 +255,15 @@ func (rd *reader) readSource(s *source) error {
 	if rd.skim() && s.wantType != "" && !indexedTypes[s.wantType] && !s.ndjson {
 		return nil
 	}
+	rd.headsOnly = false
 	if rd.ctxPass && s.wantType != "" && s.wantType != "Bundle" && !rd.ctxTypes[s.wantType] {
 		// A file of one type holds that type alone (another is an
-		// error of the second pass).
-		return nil
+		// error of the second pass). Its resources are remembered all
+		// the same, as in every pass, for the Bundles after it.
+		if !rd.remembers {
+			return nil
+		}
+		rd.headsOnly = true
 	}
 	f, err := os.Open(s.path)
 	if err != nil {
@@ -293,12 +310,15 @@ func (rd *reader) readNDJSON(s *source, r io.Reader) error {
 		if len(b) == 0 {
 			continue
 		}
-		if rd.skim() && s.wantType != "" && !indexedTypes[s.wantType] && !mayNameBinary(b) {
+		if rd.headsOnly || rd.skim() && s.wantType != "" && !indexedTypes[s.wantType] && !mayNameBinary(b) {
 			// The first pass needs only what may name a Binary; a line
 			// cut short by a stream error is reported where the second
 			// pass reports it (at this line).
 			if er.err != nil && !errors.Is(er.err, io.EOF) && !json.Valid(b) {
 				return rd.streamErr(s, line, er.err)
+			}
+			if err := rd.problem(rd.rememberHead(where(s, line), s.wantType, b)); err != nil {
+				return err
 			}
 			continue
 		}

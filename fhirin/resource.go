@@ -74,7 +74,7 @@ func (rd *reader) unit(s *source, line int, raw []byte) error {
 		return rd.readBundle(s, line, raw)
 	}
 	if rd.skim() && !indexedTypes[typ] && !mayNameBinary(raw) {
-		return nil
+		return rd.rememberHead(w, typ, raw)
 	}
 	return rd.resource(s, w, raw, s.wantType, nil, nil)
 }
@@ -184,6 +184,8 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	}
 	if e != nil {
 		e.patient, e.placed = patient, true
+	} else if err := rd.rememberResource(w, typ, id, r.m["identifier"], patient, true); err != nil {
+		return err
 	}
 	if e != nil && e.matched && !e.unplaced && patient != e.matchedPatient {
 		// Taking the match's id would retire it from its patient's
