@@ -33,13 +33,16 @@ import (
 //     is allowed);
 //   - a file whose name, without one leading "/", is not a clean relative
 //     path (fs.ValidPath: no "..", "." or empty element, no trailing "/");
-//   - two files with the same name.
+//   - two files with the same name;
+//   - a manifest (a file whose name ends in ".manifest", which OPA's reader
+//     decodes as the bundle's manifest) that is not one JSON value whose
+//     objects each name every key once (see checkManifestJSON).
 //
 // Everything it accepts, OPA's reader sees exactly as before; the signature,
 // the manifest and the modules are checked by that reader and by LoadBundle.
 func checkArchive(data []byte) error {
 	seen := map[string]bool{}
-	return walkArchive(data, func(h *tar.Header, _ io.Reader) error {
+	return walkArchive(data, func(h *tar.Header, r io.Reader) error {
 		switch h.Typeflag {
 		case tar.TypeDir, tar.TypeXGlobalHeader:
 			return nil
@@ -55,8 +58,76 @@ func checkArchive(data []byte) error {
 			return fmt.Errorf("entry %q appears twice", h.Name)
 		}
 		seen[name] = true
+		if strings.HasSuffix(name, bundle.ManifestExt) {
+			if err := checkManifestJSON(r); err != nil {
+				return fmt.Errorf("entry %q: %w", h.Name, err)
+			}
+		}
 		return nil
 	})
+}
+
+// checkManifestJSON refuses a manifest that means one thing to the
+// signature and another to the server. OPA hashes the .manifest for the
+// signature as a generic JSON value, where a key given twice counts once
+// (the last), but decodes it into its Manifest struct, whose metadata map
+// collects the keys of every "metadata" member: with the signed metadata
+// last and a forged {"custos": {"sequence": N}} before it, the signature
+// held and the bundle claimed N. So every object must name each key once,
+// and nothing may follow the value (the struct decoder reads the first
+// value only, the hash reads the whole text). Errors name the key, never a
+// value.
+func checkManifestJSON(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	dec.UseNumber()
+	type object struct {
+		keys  map[string]bool
+		inKey bool // the next token is a key
+	}
+	var stack []*object // open objects; nil entries are arrays
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) && len(stack) == 0 {
+			return errors.New("manifest is empty")
+		}
+		if err != nil {
+			return fmt.Errorf("manifest is not JSON: %w", err)
+		}
+		var top *object
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.inKey {
+			if k, ok := tok.(string); ok {
+				if top.keys[k] {
+					return fmt.Errorf("manifest key %.64q appears twice in one object: the signature and the server would read different manifests", k)
+				}
+				top.keys[k] = true
+				top.inKey = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &object{keys: map[string]bool{}, inKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, nil)
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) == 0 {
+			break
+		}
+		if top := stack[len(stack)-1]; top != nil {
+			top.inKey = true // a value ended: a key or the end comes next
+		}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("manifest holds more than one JSON value")
+	}
+	return nil
 }
 
 // errTooBig is walkArchive's error for an archive over MaxBundleSize

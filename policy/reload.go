@@ -389,7 +389,8 @@ func (r *Reloader) Reload(ctx context.Context) (Event, error) {
 // update swaps a symlink, which inotify watchers commonly miss). A rejected
 // candidate is not retried until the fingerprint changes again, except one
 // refused only because OnEvent failed: it is retried every
-// HookRetryInterval until its load is recorded.
+// HookRetryInterval until its load is recorded. A source whose fingerprint
+// cannot be taken is rejected (EventRejected) once per distinct error.
 func (r *Reloader) Watch(ctx context.Context, interval time.Duration) error {
 	fp, ok := r.src.(Fingerprinter)
 	if !ok {
@@ -414,11 +415,17 @@ func (r *Reloader) Watch(ctx context.Context, interval time.Duration) error {
 		f, err := fp.Fingerprint()
 		switch {
 		case err != nil:
-			// Typically a file being replaced; log each distinct error once.
+			// A candidate that cannot be read (a bundle over MaxBundleSize,
+			// a FIFO or a directory at the path, a file removed) is refused
+			// like any other, and every refusal is recorded: once per
+			// distinct error, through a load that fails the same way (or
+			// loads, if the source changed in between) and emits the
+			// EventRejected. Logging it alone left no policy/reject record.
 			if msg := err.Error(); msg != lastErr {
 				lastErr = msg
 				r.log.Warn("policy source unreadable; keeping the current policy",
 					"source", r.src.Describe(), "err", msg)
+				r.reloadLocked(ctx) //nolint:errcheck // reported by event and log
 			}
 		case f != r.lastFP && !time.Now().Before(r.retryAfter):
 			lastErr = ""

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -597,5 +598,61 @@ func TestEventsNameTheSigningKey(t *testing.T) {
 	rd, err := New(ctx, DirSource{Dir: dir}, ReloaderOptions{})
 	if err != nil || rd.Current().BundleKeyID() != "" {
 		t.Fatalf("a directory names a key: %v", err)
+	}
+}
+
+// TestWatchRecordsAnUnreadableCandidate: a bundle that cannot even be read
+// as a candidate (larger than MaxBundleSize, or not a regular file) is a
+// rollout the server refuses, and every refusal is an audit record. Watch
+// found it only through Fingerprint, whose error it logged and nothing
+// else: no EventRejected, so no policy/reject record, while a SIGHUP
+// (Reload) of the same file recorded one. It is recorded once, not at
+// every poll, and the next good bundle loads.
+func TestWatchRecordsAnUnreadableCandidate(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	signer := newSigner(t, "k1")
+	bundleBytes := func(reason string) []byte {
+		b := newBundle(filesOf(reasonPolicy(reason)), reason)
+		if err := SignBundle(ctx, b, signer); err != nil {
+			t.Fatal(err)
+		}
+		p, _ := writeBundleFile(t, b)
+		return mustRead(t, p)
+	}
+	path := filepath.Join(t.TempDir(), "policy.tar.gz")
+	replaceFile(t, path, bundleBytes("a"))
+	ev := newEvents()
+	r, err := New(ctx, BundleSource{Path: path, Keys: []VerificationKey{signer.VerificationKey()}}, ReloaderOptions{OnEvent: ev.record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.wait(t)
+	digestA := r.BundleDigest()
+	go r.Watch(ctx, 5*time.Millisecond) //nolint:errcheck
+
+	replaceFile(t, path, make([]byte, MaxBundleSize+1))
+	select {
+	case e := <-ev.next:
+		if e.Kind != EventRejected || e.BundleDigest != digestA || !strings.Contains(e.Reason, "larger than") {
+			t.Fatalf("after an oversized bundle: event %+v", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an oversized bundle was refused without an EventRejected (no policy/reject record)")
+	}
+	time.Sleep(100 * time.Millisecond) // about 20 polls of the same file
+	select {
+	case e := <-ev.next:
+		t.Fatalf("the same refusal recorded again: %+v", e)
+	default:
+	}
+	if r.BundleDigest() != digestA || decideReason(t, r.Current()) != "a" {
+		t.Fatal("the last good policy is not serving")
+	}
+	replaceFile(t, path, bundleBytes("b"))
+	e := ev.wait(t)
+	swapped(t, r, e)
+	if decideReason(t, r.Current()) != "b" {
+		t.Fatalf("after bundle b: event %+v", e)
 	}
 }

@@ -427,3 +427,53 @@ func reasonBundle(t *testing.T, signer JWSSigner, reason string, seq uint64) ([]
 	p, digest := writeBundleFile(t, b)
 	return mustRead(t, p), digest
 }
+
+// TestManifestWithDuplicateKeysRefused: OPA hashes the .manifest for the
+// signature as a generic JSON value (a key given twice: the last one
+// counts) but decodes it into its Manifest struct, whose metadata map takes
+// the keys of every "metadata" member. So a manifest holding the signed
+// metadata last and a forged one before it kept the signature valid and
+// gave the bundle any sequence claim: a signed bundle without a claim
+// whose manifest had other metadata (as opa build writes from a
+// directory's .manifest) loaded claiming sequence 9, above a high-water
+// mark it should not have passed. Such a manifest is refused: it must mean
+// one thing.
+func TestManifestWithDuplicateKeysRefused(t *testing.T) {
+	ctx := context.Background()
+	signer := newSigner(t, "k1")
+	keys := []VerificationKey{signer.VerificationKey()}
+	b := newBundle(filesOf(reasonPolicy("allow_a")), "r1")
+	b.Manifest.Metadata = map[string]any{"note": "built by ci"}
+	if err := SignBundle(ctx, b, signer); err != nil {
+		t.Fatal(err)
+	}
+	good, _ := writeBundleFile(t, b)
+	if _, info, err := LoadBundle(ctx, good, keys, Options{}); err != nil || info.Sequence != 0 {
+		t.Fatalf("the signed bundle: %+v, %v; want it loaded without a claim", info, err)
+	}
+	for _, c := range []struct{ name, manifest, want string }{
+		{"forged metadata before the signed one",
+			`{"revision":"r1","roots":[""],"rego_version":1,"metadata":{"custos":{"sequence":9}},"metadata":{"note":"built by ci"}}`,
+			`key "metadata" appears twice`},
+		{"duplicate key inside an object",
+			`{"revision":"r1","roots":[""],"rego_version":1,"metadata":{"note":"x","note":"built by ci"}}`,
+			`key "note" appears twice`},
+		{"a second value after the manifest",
+			`{"revision":"r1","roots":[""],"rego_version":1,"metadata":{"note":"built by ci"}} {"metadata":{"custos":{"sequence":9}}}`,
+			"more than one JSON value"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "forged.tar.gz")
+			if err := os.WriteFile(path, rewriteManifest(t, mustRead(t, good), c.manifest), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			e, info, err := LoadBundle(ctx, path, keys, Options{})
+			if e != nil || !errors.Is(err, ErrBundle) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("LoadBundle = %+v, %v; want ErrBundle saying %q", info, err, c.want)
+			}
+			if _, err := ReadUnverifiedBundle(bytes.NewReader(mustRead(t, path))); !errors.Is(err, ErrBundle) {
+				t.Fatalf("ReadUnverifiedBundle: err = %v, want ErrBundle", err)
+			}
+		})
+	}
+}
