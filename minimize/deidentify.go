@@ -1458,17 +1458,15 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	} else {
 		delete(out, "code")
 	}
-	if u, _ := out["unit"].(string); nameCaseUnit(u) {
-		// A Duration's and an Age's unit is one of time (FHIR R4 drt-1,
-		// age-1), and so is that of a quantity an age code makes an age
-		// (ageCtx): there a unit of time written as a name is ("Days",
-		// "Years", "HR"; timeUnitWord) says that unit, not a surname, and
-		// needs no code; beside a code it must agree with it.
-		c, _ := out["code"].(string)
-		time := (typ == "Age" || typ == "Duration" || age) && c == "" && timeUnitWord(u)
-		if !time && (sys != "http://unitsofmeasure.org" || !unitAgrees(u, c)) {
-			delete(out, "unit") // "Day", "Stone", "MIN" alone: see nameCaseUnit
-		}
+	// A Duration's and an Age's unit is one of time (FHIR R4 drt-1,
+	// age-1), and so is that of a quantity an age code makes an age
+	// (ageCtx): there a unit of time written as a name is ("Days",
+	// "Years", "HR"; timeUnitWord) says that unit, not a surname, and
+	// needs no code; beside a code it must agree with it.
+	c, _ := out["code"].(string)
+	time := (typ == "Age" || typ == "Duration" || age) && c == ""
+	if u, _ := out["unit"].(string); nameCaseText(u, time) && (sys != "http://unitsofmeasure.org" || !unitAgrees(u, c)) {
+		delete(out, "unit") // "Day", "STONE", "Box/day" without the unit's code: see nameCaseText
 	}
 	if dimensionless(out) && !dimensionless(m) || out["unit"] == nil && out["code"] == nil && (m["unit"] != nil || m["code"] != nil) {
 		// The input gave a unit (or a code) that the walk dropped: it

@@ -16,3 +16,8 @@ var (
 	R4Annotations       = r4Annotations
 	AnnotationNameWords = annotationNameWords
 )
+
+var (
+	UnitAbbreviations = unitAbbreviations
+	CommonUnitWords   = commonUnitWords
+)

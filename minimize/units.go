@@ -307,22 +307,24 @@ func nameFormUnit(s string) bool {
 	return false
 }
 
-// nameCaseUnit reports whether unit text s is one word of letters written
+// nameCaseUnit reports whether unit word s is one word of letters written
 // as a name is, capitalised or in capitals, that reads as a unit only
 // case aside: not a UCUM expression as written ("Cel", "Ohm"), not one of
 // capitalisedSymbols ("Kg", "Fl"), not a German noun of time, capitalised
-// as German writes it ("Jahre", "Monate"), and not an acronym in capitals
-// that no unit of time reads ("BMI", "RLU", "INR"). A common clinical
-// unit word or a unit of time spelled out is a surname as often ("Day",
-// "Weeks", "Stone", "Box", "Fields", "Cal", "Kelvin"), and UCUM's
-// case-insensitive units of time read names in capitals ("ANN", "MIN",
-// "MO"): {"value": 77441124, "unit": "Stone"} was released, name and
-// number, until h-deid11. Such a unit text is kept only beside a UCUM code
-// that says the same unit (unitAgrees: "Days" beside "d", "Kg" beside
-// "kg"); alone it is dropped, and the quantity with it (quantity). So are
-// "Years", "Days", "Patch", "YEARS", "HR" written so alone, which
-// h-review28 kept: the cost of the rule (docs/policy.md); but in a
-// Duration or an Age a unit of time written so is kept alone
+// as German writes it ("Jahre", "Monate"), and not, in capitals, an
+// abbreviation no unit of time reads (unitAbbreviations: "BMI", "INR",
+// "KG") or a calendar's era ("AD", yearUnits). A common clinical unit word
+// or a unit of time spelled out is a surname as often ("Day", "Weeks",
+// "Stone", "Box", "Fields", "Cal", "Kelvin", and in capitals "STONE",
+// "BOX", "CAL", "FIELDS"), and UCUM's case-insensitive units of time read
+// names in capitals ("ANN", "MIN", "MO"): {"value": 77441124, "unit":
+// "Stone"} was released, name and number, until h-deid11, "STONE" until
+// h-deid12. A unit text with such a word (nameCaseText) is kept only
+// beside a UCUM code that says the same unit (unitAgrees: "Days" beside
+// "d", "Kg" beside "kg"); alone it is dropped, and the quantity with it
+// (quantity). So are "Years", "Days", "Patch", "YEARS", "HR" written so
+// alone, which h-review28 kept: the cost of the rule (docs/policy.md); but
+// in a Duration or an Age a unit of time written so is kept alone
 // (timeUnitWord). In small letters ("days", "stone", "box"), a unit
 // word's usual case, it is kept.
 func nameCaseUnit(s string) bool {
@@ -333,7 +335,55 @@ func nameCaseUnit(s string) bool {
 		return true
 	}
 	_, time := timeUnit(s)
-	return time
+	_, era := yearUnits[strings.ToLower(s)] // "AD", "CE", "BE": a calendar's era
+	return time || !unitAbbreviations[strings.ToLower(s)] && !era
+}
+
+// unitAbbreviations are the common clinical unit words (commonUnitWords)
+// that abbreviate a unit, which laboratories and pharmacies write in
+// capitals ("KG", "MEQ", "INR", "BMI", "TAB", "THOU" of "THOU/uL", "CO" of
+// "S/CO"): nameCaseUnit keeps them in capitals alone. A unit word spelled
+// out ("STONE", "BOX", "FIELDS", "TABLETS", "CELLS") is a surname or a word
+// as often, and so are "CAL", "IN", "MI", "ST", "PER", "LOG" (Cal, In, Mi,
+// St, Per): in capitals they need a UCUM code that says the same unit, as
+// capitalised; until h-deid12 a word in capitals that no unit of time reads
+// was kept alone, and {"value": 77441124, "unit": "STONE"} was released.
+var unitAbbreviations = setOf(
+	"mmhg", "cmh2o", "mmh2o", "inh2o", "inhg", "hg", "h2o", "iu", "miu", "uiu", "kiu", "meq", "ueq", "eq", "mosm", "osm",
+	"mcg", "mcl", "mcmol", "ug", "cc", "lb", "lbs", "oz", "ft", "yd", "mph", "gm", "gms", "kgs", "ml", "dl",
+	"mmol", "umol", "nmol", "pmol", "kcal", "kj", "degf", "degc", "bpm", "rpm", "pct", "ph", "hpf", "lpf", "mm3",
+	"ea", "pg", "fl", "kpa", "atm", "cm", "mm", "km", "kg", "mg", "thou", "co", "inr", "ppm", "ppb", "gtt", "gtts",
+	"resp", "deg", "sq", "o2", "wbc", "wbcs", "rbc", "rbcs", "tab", "tabs", "caps", "tbl", "tsp", "tbsp", "supp",
+	"inh", "amp", "sd", "mets", "bmi", "ct", "cfu", "rlu", "od", "isr", "gpl", "mpl", "apl", "dyn",
+)
+
+// nameCaseText reports whether unit text s holds a word, outside UCUM's
+// annotations and brackets, that is written as a name is and reads as a
+// unit only case aside (nameCaseUnit): alone ("Stone", "STONE") or as one
+// part of several ("Box/day", "Stone/wk", "mg/Stone", "BOX/d", "Beats/Min",
+// "Years old"). Such a unit text is kept only beside a UCUM code that
+// says the same unit (unitAgrees); until h-deid12 only a text of one word
+// was judged, and {"value": 77441124, "unit": "Box/day"} was released, name
+// and number. The minute a form capitalises after a slash ("L/Min":
+// perMinute) is the minute; where time is set (a Duration's or an Age's
+// unit, no code beside) a unit of time whose capitalised form is a unit
+// written so ("Days", "YEARS": timeUnitWord) is that unit; a phrase of
+// unitPhrases ("Wood units") is kept whole.
+func nameCaseText(s string, time bool) bool {
+	if unitPhrases[strings.ToLower(s)] {
+		return false
+	}
+	bare := bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " ")
+	for _, at := range letterRun.FindAllStringIndex(bare, -1) {
+		w := bare[at[0]:at[1]]
+		if perMinute(w) && strings.HasSuffix(bare[:at[0]], "/") || time && timeUnitWord(w) {
+			continue
+		}
+		if nameCaseUnit(w) {
+			return true
+		}
+	}
+	return false
 }
 
 // nameCaseWord is a word of letters written as a name is: capitalised, or
@@ -346,19 +396,23 @@ var germanTimeNouns = setOf("jahr", "jahre", "monat", "monate", "woche", "wochen
 	"minuten", "sekunde", "sekunden", "lebensjahr", "lebensjahre")
 
 // unitAgrees reports whether unit text u says the unit UCUM code c says:
-// the same letters case aside ("MG" and "mg", "Cal" and "[Cal]"), or the
-// same unit of time ("Days" and "d", "MIN" and "min").
+// the same letters case aside, UCUM's brackets and braces aside ("MG" and
+// "mg", "Cal" and "[Cal]", "Beats/Min" and "{Beats}/min"), or the same
+// unit of time ("Days" and "d", "MIN" and "min").
 func unitAgrees(u, c string) bool {
 	if c == "" {
 		return false
 	}
-	if strings.EqualFold(u, c) || strings.EqualFold("["+u+"]", c) {
+	if strings.EqualFold(u, c) || strings.EqualFold(u, unitDelimiters.Replace(c)) {
 		return true
 	}
 	pu, okU := timeUnit(u)
 	pc, okC := timeUnit(c)
 	return okU && okC && pu == pc
 }
+
+// unitDelimiters removes UCUM's brackets and braces (unitAgrees).
+var unitDelimiters = strings.NewReplacer("[", "", "]", "", "{", "", "}", "")
 
 // timeUnitWord reports whether unit text u, written as a name is
 // (nameCaseUnit), is a unit of time (timeUnit) whose capitalised form is
