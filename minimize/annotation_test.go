@@ -2,7 +2,6 @@ package minimize_test
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
@@ -76,27 +75,28 @@ func TestDeidentifyAnnotationPlateWithSeparators(t *testing.T) {
 // together ("{smith}", "mg{SMITH}", "{JaneDoe}/min") was released as a
 // unit with its number, as a quantity's unit, as its code and as a UCUM
 // coding's code, until h-deid11 (h-deid10's rule read only a capital and
-// small letters as a name's form). Each run of letters of an annotation
-// must now be a word of a unit's annotation (knownAnnotation): a unit or
-// code that holds another is dropped, and a quantity left without unit is
-// dropped whole. The names that are such words ("{stone}", "{min}") are
-// the residual docs/policy.md lists; a unit beside a dropped one keeps
-// its value, never the name.
+// small letters as a name's form). An annotation must now be a known one,
+// whole and as written (knownAnnotation): a unit or code that holds
+// another is dropped, and a quantity left without unit is dropped whole.
+// No common name, in any of the four writings, is a known annotation (the
+// names that were words of one, "{stone}", "{min}", were released until
+// h-deid12: TestDeidentifyNamesThatAreAnnotationWords); a unit beside a
+// dropped one keeps its value, never the name.
 func TestDeidentifyNamesInAnnotationsAreNoUnits(t *testing.T) {
-	residual := []string{"Stone", "Day", "Fields", "Box", "Field", "Weeks", "Min", "Mo", "Ms", "Cal"}
 	obs := func(v string) []byte {
 		return []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},` + v + `}`)
 	}
+	for _, name := range commonNames {
+		for _, written := range []string{name, strings.ToLower(name), strings.ToUpper(name)} {
+			if minimize.KnownAnnotation("{" + written + "}") {
+				t.Errorf("{%s} is a known annotation: a name released with its number", written)
+			}
+		}
+	}
 	tried := 0
 	for i, name := range commonNames {
-		if minimize.KnownAnnotation("{" + strings.ToLower(name) + "}") {
-			if !slices.Contains(residual, name) {
-				t.Errorf("%s is a word of a unit's annotation, not among the residual names %v", name, residual)
-			}
-			continue
-		}
 		next := commonNames[(i+1)%len(commonNames)]
-		for _, written := range []string{strings.ToLower(name), strings.ToUpper(name), name + next} {
+		for _, written := range []string{strings.ToLower(name), strings.ToUpper(name), name, name + next} {
 			for _, unit := range []string{"{" + written + "}", "mg{" + written + "}", "{" + written + "}/min"} {
 				tried++
 				for _, v := range []string{
@@ -121,10 +121,54 @@ func TestDeidentifyNamesInAnnotationsAreNoUnits(t *testing.T) {
 	if !strings.Contains(got, `"valueQuantity":{"code":"mmol/L","system":"http://unitsofmeasure.org","value":5.4}`) {
 		t.Errorf("mmol/L beside mmol/L{smith}:\n got %s", got)
 	}
-	for _, good := range []string{"{beats}/min", "{BEATS}/min", "{cells}/uL", "{CD4_cells}/uL", "{HbA1c}", "{steps}", "{pack-years}", "{years}", "{RBCs}", "mg/g{creat}", "{INR}"} {
+	for _, good := range []string{"{beats}/min", "{Beats}/min", "{cells}/uL", "{CD4_cells}/uL", "{HbA1c}", "{steps}", "{pack-years}", "{years}", "{RBCs}", "mg/g{creat}", "{INR}"} {
 		got := string(deidentify(t, obs(`"valueQuantity":{"value":61.4,"unit":`+strconvQuote(good)+`}`), nil))
 		if !strings.Contains(got, `"unit":`+strconvQuote(good)) || !strings.Contains(got, "61.4") {
 			t.Errorf("unit %s dropped: %s", good, got)
+		}
+	}
+}
+
+// TestDeidentifyNamesThatAreAnnotationWords: from h-deid11 until h-deid12
+// each run of letters of an annotation was judged alone and case aside
+// against the words of R4's annotations, the common clinical unit words and
+// the units of time spelled out, so a name that is such a word was
+// released, with its number, as a quantity's unit, its code and a UCUM
+// coding's code: "{stone}", "{DAY}", "{box}", "{FIELDS}", "{min}",
+// "{cal}", and "{val}" (of R4's "{Index_val}"), "{pan}" (of
+// "{Pan_Bio'U}"), "{can}" (of "{Can}"), "{tine}" (of "{Tine'U}"). An
+// annotation is now kept only whole and as written, as R4's UCUM codes
+// or clinicalAnnotations write it; R4's own in another case ("{BEATS}",
+// "{CAN}") are dropped too, the cost of the rule.
+func TestDeidentifyNamesThatAreAnnotationWords(t *testing.T) {
+	obs := func(v string) []byte {
+		return []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},` + v + `}`)
+	}
+	for _, name := range []string{"stone", "STONE", "Stone", "DAY", "day", "box", "FIELDS", "weeks", "min", "MO", "ms", "cal",
+		"val", "Val", "pan", "Pan", "can", "CAN", "tine", "Tine", "dalton", "BEATS"} {
+		for _, unit := range []string{"{" + name + "}", "mg{" + name + "}", "{" + name + "}/d"} {
+			for _, v := range []string{
+				`"valueQuantity":{"value":61.4,"unit":` + strconvQuote(unit) + `}`,
+				`"valueQuantity":{"value":61.4,"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}`,
+				`"valueQuantity":{"value":61.4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}`,
+				`"valueCodeableConcept":{"coding":[{"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}]}`,
+			} {
+				if got := string(deidentify(t, obs(v), nil)); strings.Contains(got, "{"+name+"}") || strings.Contains(got, "61.4") {
+					t.Errorf("%s:\n got %s", v, got)
+				}
+			}
+		}
+	}
+	// A UCUM code beside keeps the value; R4's annotations as R4 writes
+	// them, and clinicalAnnotations, are kept.
+	got := string(deidentify(t, obs(`"valueQuantity":{"value":61.4,"unit":"mg{stone}","system":"http://unitsofmeasure.org","code":"mg"}`), nil))
+	if !strings.Contains(got, `"valueQuantity":{"code":"mg","system":"http://unitsofmeasure.org","value":61.4}`) {
+		t.Errorf("mg beside mg{stone}:\n got %s", got)
+	}
+	for _, good := range []string{"{Can}", "{Index_val}", "{Pan_Bio'U}", "{Tine'U}/mL", "{Beats}/min", "{beats}/min", "{score}", "{HbA1c}", "mL/min/{1.73_m2}"} {
+		q := `"valueQuantity":{"value":61.4,"unit":` + strconvQuote(good) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(good) + `}`
+		if got := string(deidentify(t, obs(q), nil)); !strings.Contains(got, `"unit":`+strconvQuote(good)) || !strings.Contains(got, "61.4") {
+			t.Errorf("%s dropped:\n got %s", good, got)
 		}
 	}
 }

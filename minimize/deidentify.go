@@ -1458,17 +1458,15 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	} else {
 		delete(out, "code")
 	}
-	if u, _ := out["unit"].(string); nameCaseUnit(u) {
-		// A Duration's and an Age's unit is one of time (FHIR R4 drt-1,
-		// age-1), and so is that of a quantity an age code makes an age
-		// (ageCtx): there a unit of time written as a name is ("Days",
-		// "Years", "HR"; timeUnitWord) says that unit, not a surname, and
-		// needs no code; beside a code it must agree with it.
-		c, _ := out["code"].(string)
-		time := (typ == "Age" || typ == "Duration" || age) && c == "" && timeUnitWord(u)
-		if !time && (sys != "http://unitsofmeasure.org" || !unitAgrees(u, c)) {
-			delete(out, "unit") // "Day", "Stone", "MIN" alone: see nameCaseUnit
-		}
+	// A Duration's and an Age's unit is one of time (FHIR R4 drt-1,
+	// age-1), and so is that of a quantity an age code makes an age
+	// (ageCtx): there a unit of time written as a name is ("Days",
+	// "Years", "HR"; timeUnitWord) says that unit, not a surname, and
+	// needs no code; beside a code it must agree with it.
+	c, _ := out["code"].(string)
+	time := (typ == "Age" || typ == "Duration" || age) && c == ""
+	if u, _ := out["unit"].(string); nameCaseText(u, time) && (sys != "http://unitsofmeasure.org" || !unitAgrees(u, c)) {
+		delete(out, "unit") // "Day", "STONE", "Box/day" without the unit's code: see nameCaseText
 	}
 	if dimensionless(out) && !dimensionless(m) || out["unit"] == nil && out["code"] == nil && (m["unit"] != nil || m["code"] != nil) {
 		// The input gave a unit (or a code) that the walk dropped: it
@@ -1623,9 +1621,10 @@ var bracketedAtom = regexp.MustCompile(`\[[^\[\]]*\]`)
 // 2026-12-05; UCUM's own bracketed atoms are words and short numbers
 // ("[in_i]", "[EID_50]", "[Amb'a'1'U]", "[in_i'H2O]"). A name in braces
 // passed too, in small letters, in capitals or run together ("{smith}",
-// "mg{SMITH}", "{JaneDoe}"), until h-deid11: now each run of letters of an
-// annotation must be a word of a unit's annotation (knownAnnotation); one
-// in brackets is no UCUM atom (ucumUnit).
+// "mg{SMITH}", "{JaneDoe}"), until h-deid11, and a name that is a word of a
+// unit's annotation ("{stone}", "{val}") until h-deid12: now an annotation
+// must be a known one, whole and as written (knownAnnotation); a name in
+// brackets is no UCUM atom (ucumUnit).
 //
 // The runs are judged also joined across the separators a plate, a serial
 // or a date is written with ('-', '.'): "{7XK-R319}", "{SN4.C7Q.2Z9}" and
@@ -1651,21 +1650,19 @@ func plainAnnotations(s string) bool {
 	return true
 }
 
-// knownAnnotation reports whether every run of letters of annotation a
-// is a word of a unit's annotation (annotationWords), case aside as
-// LOINC writes "{Beats}" and "{beats}" alike: "{beats}", "{CAG_repeats}",
-// "{HbA1c}", "{1.73_m2}", "{#}" are; "{smith}", "{SMITH}", "{JaneDoe}",
-// "{Anna}" are not. A unit text or code that holds another is dropped
-// (unitSymbol, codeChecks, elementCode), and a quantity left with no unit
-// with it (quantity).
-func knownAnnotation(a string) bool {
-	for _, w := range letterRun.FindAllString(a, -1) {
-		if !annotationWords[strings.ToLower(w)] {
-			return false
-		}
-	}
-	return true
-}
+// knownAnnotation reports whether annotation a is, whole and as written,
+// an annotation of R4's UCUM codes or of clinicalAnnotations
+// (knownAnnotations): "{beats}", "{Beats}", "{CAG_repeats}", "{HbA1c}",
+// "{1.73_m2}", "{#}", "{score}" are; "{smith}", "{SMITH}", "{JaneDoe}",
+// "{Anna}", and the names that are words of those ("{stone}", "{val}",
+// "{pan}", "{DAY}", "{BEATS}") are not. A unit text or code that holds
+// another is dropped (unitSymbol, codeChecks, elementCode), and a quantity
+// left with no unit with it (quantity). From h-deid11 until h-deid12 each
+// run of letters of an annotation was judged alone, case aside, against
+// the words of those annotations, the common clinical unit words and the
+// units of time spelled out, and a name that is such a word was released
+// with its number ("{stone}", "mg{stone}", "{DAY}").
+func knownAnnotation(a string) bool { return knownAnnotations[a] }
 
 // annotationSeparators removes the separators plainAnnotations joins runs
 // across.

@@ -686,7 +686,9 @@ func TestDeidentifyKeepsUnits(t *testing.T) {
 		// space as style guides and reports do ("mm Hg", "mL/min/1.73 m2",
 		// "mg/24 h", "log copies/mL"): kept until h-deid9, or released
 		// with their value only, then dropped with their value.
-		"M/uL", "thou/uL", "THOU/uL", "Thousand/uL", "Million/uL", "mill/uL", "x10(3)/mcL", "x10(6)/mcL",
+		// ("Thousand/uL", "Million/uL", capitalised as a name is, need a
+		// UCUM code saying them since h-deid12: nameCaseText.)
+		"M/uL", "thou/uL", "THOU/uL", "thousand/uL", "million/uL", "mill/uL", "x10(3)/mcL", "x10(6)/mcL",
 		"S/CO", "INR", "ppm", "gtt/min", "respirations/min", "degrees", "%O2", "mL/min/1.73sq.m",
 		"mm Hg", "mL/min/1.73 m2", "mL/min per 1.73 m2", "mg/24 h", "g/24 h", "log copies/mL", "log IU/mL",
 		"cm H2O", "in Hg", "deg F", "deg C", "degrees F", "per min", "per minute", "fl oz", "/100 WBC", "% O2",

