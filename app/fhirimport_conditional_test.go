@@ -1170,3 +1170,30 @@ func TestImportConditionalBeforeNDJSONRefused(t *testing.T) {
 		t.Fatal("a refused import changed the catalog file")
 	}
 }
+
+// A POST to this server's type-level URL written with a trailing slash
+// ([base]/Patient/) creates on this server, as [base]/Patient does, and so
+// does a conditional create posted there (its search on that base); a
+// trailing slash on another server's URL is still another server's.
+// Before, the base was taken as everything before the last slash
+// ([base]/Patient), another server's, and the entry refused.
+func TestImportPostTypeURLTrailingSlash(t *testing.T) {
+	f := newLinkFixture(t)
+	const p7 = "a7a7a7a7-0000-4000-8000-0000000000b7"
+	entry := func(request string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"https://ehr.example/fhir/Patient/` + p7 + `","resource":{"resourceType":"Patient","id":"` + p7 + `","identifier":[{"system":"urn:mrn","value":"7"}],"name":[{"family":"Moss"}]},"request":` + request + `}]}`
+	}
+	for i, request := range []string{
+		`{"method":"POST","url":"https://ehr.example/fhir/Patient/"}`,
+		`{"method":"POST","url":"https://EHR.example/fhir/Patient/?_format=json"}`,
+		`{"method":"POST","url":"https://ehr.example/fhir/Patient/","ifNoneExist":"identifier=urn:mrn|7"}`,
+		`{"method":"POST","url":"Patient","ifNoneExist":"https://ehr.example/fhir/Patient/?identifier=urn:mrn|7"}`,
+	} {
+		if _, err := f.impBundles(false, strings.Replace(entry(request), "Moss", "Moss"+string(rune('a'+i)), 1)); err != nil {
+			t.Errorf("%s: %v", request, err)
+		}
+	}
+	if _, err := f.impBundles(false, entry(`{"method":"POST","url":"https://other.example/fhir/Patient/"}`)); !errors.Is(err, fhirin.ErrUnsupported) || !strings.Contains(fmt.Sprint(err), "other.example") {
+		t.Errorf("another server's Patient/: err = %v, want ErrUnsupported naming its host", err)
+	}
+}

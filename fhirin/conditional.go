@@ -70,10 +70,10 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 	switch strings.ToUpper(e.Request.Method) {
 	case "PUT":
 		u, q, hasQuery := strings.Cut(strings.TrimPrefix(e.Request.URL, "/"), "?")
-		if !hasQuery || q == "" || !(u == e.typ || strings.Contains(u, "://") && strings.HasSuffix(u, "/"+e.typ)) {
+		if !hasQuery || q == "" || !typeLevel(u, e.typ) {
 			return conditional{}, false, nil // bundleEntry checks every other PUT url
 		}
-		c.path, query, at = path+".request.url", q, u
+		c.path, query, at = path+".request.url", q, strings.TrimSuffix(u, "/")
 		atPath = c.path
 	case "POST":
 		if e.Request.IfNoneExist == "" {
@@ -85,13 +85,13 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 		// so is an absolute [base]/Type?query.
 		query = strings.TrimPrefix(e.Request.IfNoneExist, e.typ+"?")
 		if u, q, ok := strings.Cut(e.Request.IfNoneExist, "?"); ok && strings.Contains(u, "://") {
-			if !strings.HasSuffix(u, "/"+e.typ) {
+			if !typeLevel(u, e.typ) {
 				return conditional{}, false, newError(w, c.path, ErrValue, "the conditional create's search is of another type than its resource")
 			}
-			query, at = q, u
+			query, at = q, strings.TrimSuffix(u, "/")
 		} else if strings.Contains(e.Request.URL, "://") {
 			at, _, _ = strings.Cut(e.Request.URL, "?")
-			atPath = path + ".request.url"
+			at, atPath = strings.TrimSuffix(at, "/"), path+".request.url"
 		}
 	default:
 		return conditional{}, false, nil
@@ -133,6 +133,15 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 		}
 	}
 	return c, true, nil
+}
+
+// typeLevel reports whether u (no query) is the type-level URL of typ:
+// "Type", or an absolute "[base]/Type", either with a trailing slash
+// ("[base]/Type/" is that server's Type endpoint, as servers route it:
+// it was taken as another server's, [base]/Type, and refused).
+func typeLevel(u, typ string) bool {
+	u = strings.TrimSuffix(u, "/")
+	return u == typ || strings.Contains(u, "://") && strings.HasSuffix(u, "/"+typ)
 }
 
 // onImportServer checks on, the server base an absolute request url of e
