@@ -852,9 +852,10 @@ func TestImportConditionalBinaryMatchRefusedAsSuch(t *testing.T) {
 	} {
 		for _, full := range []bool{false, true} {
 			b := bundle(tc.request)
-			if strings.HasPrefix(tc.request, `{"method":"PUT"`) {
+			{
 				// Another Binary than the match (its own id is
-				// TestImportConditionalBinaryOwnIDReimport's).
+				// TestImportConditionalBinaryOwnIDReimport's and
+				// TestImportConditionalCreateBinaryOwnIDReimport's).
 				b = strings.Replace(strings.Replace(b, `"fullUrl":"urn:uuid:`+bin, `"fullUrl":"urn:uuid:c1c1c1c1-0000-4000-8000-0000000000c1`, 1), `"id":"`+bin+`",`, ``, 1)
 			}
 			_, err := f.impBundles(full, b)
@@ -1195,5 +1196,44 @@ func TestImportPostTypeURLTrailingSlash(t *testing.T) {
 	}
 	if _, err := f.impBundles(false, entry(`{"method":"POST","url":"https://other.example/fhir/Patient/"}`)); !errors.Is(err, fhirin.ErrUnsupported) || !strings.Contains(fmt.Sprint(err), "other.example") {
 		t.Errorf("another server's Patient/: err = %v, want ErrUnsupported naming its host", err)
+	}
+}
+
+// A conditional create of a Binary whose search finds the Binary of its
+// own id (POST Binary with ifNoneExist _id=x, Binary x: what its first
+// import created) imports again unchanged, writing nothing; other content
+// under that id is FHIR's 409, as
+// for a conditional entry that matched nothing. Before, the second import
+// was refused ("a conditional update or create of a Binary that finds a
+// Binary"): such a Bundle imported once and never again.
+func TestImportConditionalCreateBinaryOwnIDReimport(t *testing.T) {
+	f := newLinkFixture(t)
+	const pat, doc, bin = "a1a1a1a1-0000-4000-8000-0000000000a2", "d1d1d1d1-0000-4000-8000-0000000000d2", "b1b1b1b1-0000-4000-8000-0000000000b2"
+	bundle := func(data string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + pat + `","resource":{"resourceType":"Patient","id":"` + pat + `"},"request":{"method":"PUT","url":"Patient/` + pat + `"}},
+{"fullUrl":"urn:uuid:` + doc + `","resource":{"resourceType":"DocumentReference","id":"` + doc + `","status":"current","subject":{"reference":"Patient/` + pat + `"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/` + bin + `"}}]},"request":{"method":"PUT","url":"DocumentReference/` + doc + `"}},
+{"fullUrl":"urn:uuid:` + bin + `","resource":{"resourceType":"Binary","contentType":"text/plain","data":"` + data + `"},"request":{"method":"POST","url":"Binary","ifNoneExist":"_id=` + bin + `"}}]}`
+	}
+	if _, err := f.impBundles(false, bundle("aGVsbG8=")); err != nil {
+		t.Fatal(err)
+	}
+	first := f.liveVersions()
+	if len(first) != 3 {
+		t.Fatalf("live %v, want the Patient, the DocumentReference and the Binary", first)
+	}
+	rep, err := f.impBundles(false, bundle("aGVsbG8="))
+	if err != nil {
+		t.Fatalf("again: %v", err)
+	}
+	if rep.Created != 0 || rep.Updated != 0 || rep.Unchanged != 3 || !maps.Equal(first, f.liveVersions()) {
+		t.Errorf("again: %+v; want the first import unchanged", rep)
+	}
+	before := f.catalogBytes()
+	if _, err := f.impBundles(false, bundle("b3RoZXI=")); !errors.Is(err, store.ErrBadEntry) || strings.Contains(err.Error(), bin) {
+		t.Errorf("other content: err = %v, want store.ErrBadEntry (409) not naming the id", err)
+	}
+	if string(before) != string(f.catalogBytes()) {
+		t.Fatal("a refused import changed the catalog file")
 	}
 }

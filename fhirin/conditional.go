@@ -248,11 +248,18 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 			e.noOverwrite = c.path
 			rd.missedSearch(e.typ, c.search, e.id, w+" "+c.path)
 		case 1:
-			if e.typ == "Binary" && !c.create && ids[0].ID == e.id {
+			if e.typ == "Binary" && ids[0].ID == e.id {
 				// The Binary of the entry's own id (body or urn:uuid):
 				// updated as PUT Binary/id updates it, its compartment
 				// set by its linkers. Refused below until 2026-12-06, so
-				// that such a Bundle imported once and never again.
+				// that such a Bundle imported once and never again. A
+				// conditional create of it (what its first import
+				// created) writes no new content over it: its own
+				// content again is unchanged, other content FHIR's 409,
+				// as for a create that matched nothing (NoOverwrite).
+				if c.create {
+					e.noOverwrite = c.path
+				}
 				continue
 			}
 			if e.typ == "Binary" {
