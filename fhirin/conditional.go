@@ -351,6 +351,7 @@ const (
 // forgetWritten starts a pass knowing nothing an earlier Bundle wrote.
 func (rd *reader) forgetWritten() {
 	rd.wrote, rd.written, rd.writtenMore, rd.writtenList, rd.patients, rd.patientList = nil, nil, nil, nil, nil, nil
+	rd.outside = rememberedSum{}
 }
 
 // remember files what a Bundle's entries wrote (created, or updated in
@@ -442,12 +443,14 @@ func (rd *reader) rememberResource(typ, id string, identifier any, patient strin
 // change on 2026-12-06 every such resource with an identifier was
 // remembered, about 127 bytes each (1.3 GB for 10 million beside one
 // Bundle); now the memory is bounded by the Bundles' searches and their
-// matches.
+// matches. Each pass adds what it remembers to reader.outside, which the
+// passes compare (reader.pass).
 func (rd *reader) rememberOutside(e *entry) {
 	if !validID(e.id) || !rd.searchedBy(e) {
 		return
 	}
 	rd.remember([]*entry{e})
+	rd.outside.add(e)
 }
 
 // searchedBy reports whether a conditional search of the import's Bundles
@@ -524,6 +527,27 @@ func (rd *reader) scanBundle(s *source, line int, raw []byte) error {
 		}
 	}
 	return nil
+}
+
+// rememberedSum is what a pass remembered of the resources outside
+// Bundles: how many, and SHA-256 chained over each one's type, id and
+// identifiers in input order. Every pass must remember the same, or a
+// Bundle's search would find one thing where the importer is told
+// another (the first pass reads most resources by their head alone).
+type rememberedSum struct {
+	n   int
+	sum [32]byte
+}
+
+func (r *rememberedSum) add(e *entry) {
+	h := sha256.New()
+	h.Write(r.sum[:])
+	h.Write([]byte(e.typ + "\x00" + e.id))
+	for _, k := range e.identifiers {
+		h.Write([]byte("\x00" + k))
+	}
+	h.Sum(r.sum[:0])
+	r.n++
 }
 
 // rememberHead is rememberResource for a resource this pass skips (it

@@ -183,7 +183,10 @@ func (rd *reader) passes(srcs []source) error {
 // finds what the import's resources outside Bundles write, whatever the
 // files are named: until 2026-12-06 files were read in name order, and
 // A-bundle.json was read before Practitioner.ndjson, whose Practitioner
-// its search did not find (refused, "rename the files").
+// its search did not find (refused, "rename the files"). What the pass
+// remembered of those resources (reader.outside) must be what the first
+// pass remembered: the passes read them differently (by their head
+// alone, or whole), and a Bundle's search must find the same in each.
 func (rd *reader) pass(srcs []source) error {
 	rd.forgetWritten()
 	for _, bundles := range []bool{false, true} {
@@ -192,6 +195,15 @@ func (rd *reader) pass(srcs []source) error {
 			if err := rd.problem(rd.readSource(&s)); err != nil {
 				return err
 			}
+		}
+		if bundles {
+			break
+		}
+		rd.passSums = append(rd.passSums, rd.outside)
+		if rd.outside != rd.passSums[0] && len(rd.problems) == 0 {
+			// Fail closed: the Bundles' searches would have found
+			// other resources in this pass than in the first.
+			return fmt.Errorf("fhirin: internal error: pass %d remembered other resources outside Bundles for the Bundles' conditional searches (%d) than the first pass (%d): nothing is imported", len(rd.passSums), rd.outside.n, rd.passSums[0].n)
 		}
 	}
 	rd.bundlePhase = false
@@ -257,6 +269,10 @@ type reader struct {
 	// what they find in the catalog (collectSearches): a resource outside
 	// a Bundle is remembered only when it is one of them (searchedBy).
 	searched map[wroteKey]struct{}
+	// outside is what this pass remembered of the resources outside
+	// Bundles; passSums the same of each pass so far (pass).
+	outside  rememberedSum
+	passSums []rememberedSum
 
 	problems []error         // the *Errors found so far
 	seen     map[string]bool // their messages
