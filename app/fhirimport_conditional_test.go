@@ -852,9 +852,10 @@ func TestImportConditionalBinaryMatchRefusedAsSuch(t *testing.T) {
 	} {
 		for _, full := range []bool{false, true} {
 			b := bundle(tc.request)
-			if strings.HasPrefix(tc.request, `{"method":"PUT"`) {
+			{
 				// Another Binary than the match (its own id is
-				// TestImportConditionalBinaryOwnIDReimport's).
+				// TestImportConditionalBinaryOwnIDReimport's and
+				// TestImportConditionalCreateBinaryOwnIDReimport's).
 				b = strings.Replace(strings.Replace(b, `"fullUrl":"urn:uuid:`+bin, `"fullUrl":"urn:uuid:c1c1c1c1-0000-4000-8000-0000000000c1`, 1), `"id":"`+bin+`",`, ``, 1)
 			}
 			_, err := f.impBundles(full, b)
@@ -1139,34 +1140,203 @@ func TestImportConditionalFindsNDJSONOfTheImport(t *testing.T) {
 	}
 }
 
-// The same files with the Bundle read first (it sorts before the NDJSON
-// file) are refused, naming where the Bundle's search was and not the
-// identifier, and change nothing: the Bundle's conditional create found
-// nothing and created its own Practitioner, which with the file's would
-// be two (and the next import FHIR 412). Before, the import made the two.
-func TestImportConditionalBeforeNDJSONRefused(t *testing.T) {
+// The result of a directory import does not depend on its files' names:
+// the same NDJSON file, resource file and transaction Bundle (its
+// conditional creates search the Practitioner of the NDJSON file and the
+// Organization of the resource file) import the same catalog whether the
+// Bundle's name sorts before them or after, with one Practitioner and
+// one Organization (the Bundle's entries kept), and again unchanged.
+// Before, a Bundle read before the file its search should find was refused
+// ("rename the files ..., or import it first").
+func TestImportConditionalIndependentOfFileNames(t *testing.T) {
 	const npi = "http://hl7.org/fhir/sid/us-npi"
 	const pr1, pr2 = "5c6d7e8f-0000-4000-8000-0000000000c1", "5c6d7e8f-0000-4000-8000-0000000000c2"
-	f := newLinkFixture(t)
-	f.mustImp(false, map[string][]string{"Patient": {lnkPat}})
-	before := f.catalogBytes()
-	dir := t.TempDir()
-	files := map[string]string{
-		"Practitioner.ndjson": `{"resourceType":"Practitioner","id":"` + pr1 + `","identifier":[{"system":"` + npi + `","value":"9999994392"}]}` + "\n",
-		"A-bundle.json": `{"resourceType":"Bundle","type":"transaction","entry":[
+	const org1, org2 = "5c6d7e8f-0000-4000-8000-0000000000e1", "5c6d7e8f-0000-4000-8000-0000000000e2"
+	practitioner := `{"resourceType":"Practitioner","id":"` + pr1 + `","identifier":[{"system":"` + npi + `","value":"9999994392"}]}` + "\n"
+	organization := `{"resourceType":"Organization","id":"` + org1 + `","identifier":[{"system":"urn:org","value":"77"}],"name":"Ward 7"}`
+	bundle := `{"resourceType":"Bundle","type":"transaction","entry":[
 {"fullUrl":"urn:uuid:` + pr2 + `","resource":{"resourceType":"Practitioner","identifier":[{"system":"` + npi + `","value":"9999994392"}]},
- "request":{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=` + npi + `|9999994392"}}]}`,
-	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
+ "request":{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=` + npi + `|9999994392"}},
+{"fullUrl":"urn:uuid:` + org2 + `","resource":{"resourceType":"Organization","identifier":[{"system":"urn:org","value":"77"}],"name":"Ward 7"},
+ "request":{"method":"POST","url":"Organization","ifNoneExist":"identifier=urn:org|77"}}]}`
+	var catalogs []map[string]string
+	var contents []map[string]string
+	for _, names := range [][3]string{
+		{"Practitioner.ndjson", "org.json", "z-bundle.json"}, // the Bundle last
+		{"Practitioner.ndjson", "org.json", "A-bundle.json"}, // the Bundle first
+		{"Practitioner.ndjson", "zz-org.json", "m-bundle.json"},
+	} {
+		f := newLinkFixture(t)
+		imp := f.dirImport(map[string]string{names[0]: practitioner, names[1]: organization, names[2]: bundle})
+		if _, err := imp(); err != nil {
+			t.Fatalf("%v: %v", names, err)
+		}
+		live := f.liveVersions()
+		_, okP := live[f.namer.Link("Practitioner", pr1, "")]
+		_, okO := live[f.namer.Link("Organization", org1, "")]
+		if !okP || !okO || len(live) != 2 {
+			t.Errorf("%v: live %v, want the Practitioner and the Organization of the files alone", names, live)
+		}
+		catalogs = append(catalogs, live)
+		contents = append(contents, f.catalogContent())
+		rep, err := imp()
+		if err != nil {
+			t.Fatalf("%v: again: %v", names, err)
+		}
+		if rep.Created != 0 || rep.Updated != 0 || rep.Retired != 0 || rep.Unchanged != 2 || !maps.Equal(live, f.liveVersions()) {
+			t.Errorf("%v: again: %+v; want everything unchanged", names, rep)
 		}
 	}
-	_, err := ImportFHIR(context.Background(), f.cat, dir, FHIRImport{Tenant: f.tenant, IDKey: f.key})
-	if err == nil || !strings.Contains(err.Error(), "Practitioner.ndjson:1: Practitioner.identifier") || !strings.Contains(err.Error(), "A-bundle.json:2") || strings.Contains(err.Error(), "9999994392") {
-		t.Errorf("err = %v, want the NDJSON line refused naming the Bundle's entry, not the NPI", err)
+	for i := 1; i < len(catalogs); i++ {
+		if !maps.Equal(catalogs[0], catalogs[i]) {
+			t.Errorf("naming %d: catalog %v, naming 0: %v", i, catalogs[i], catalogs[0])
+		}
+		if !maps.Equal(contents[0], contents[i]) {
+			t.Errorf("naming %d: the catalog's buckets differ from naming 0's", i)
+		}
+	}
+}
+
+// dirImport writes the files (name: content) into a directory and
+// returns an import of it into f's catalog, to run as often as needed.
+func (f *linkFixture) dirImport(files map[string]string) func() (store.ImportReport, error) {
+	f.t.Helper()
+	dir := f.t.TempDir()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return func() (store.ImportReport, error) {
+		return ImportFHIR(context.Background(), f.cat, dir, FHIRImport{Tenant: f.tenant, IDKey: f.key})
+	}
+}
+
+// catalogContent is every key and value of every bucket of the catalog
+// file, by bucket path and key: the same data byte for byte, whatever the
+// pages bbolt laid it out in (which depend on the commits' timing).
+func (f *linkFixture) catalogContent() map[string]string {
+	f.t.Helper()
+	db, err := bolt.Open(f.cat, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer db.Close()
+	out := map[string]string{}
+	var walk func(path string, b *bolt.Bucket) error
+	walk = func(path string, b *bolt.Bucket) error {
+		return b.ForEach(func(k, v []byte) error {
+			if v == nil {
+				return walk(path+"/"+string(k), b.Bucket(k))
+			}
+			out[path+"\x00"+string(k)] = string(v)
+			return nil
+		})
+	}
+	if err := db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error { return walk(string(name), b) })
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+	if len(out) == 0 {
+		f.t.Fatal("an empty catalog")
+	}
+	return out
+}
+
+// A POST to this server's type-level URL written with a trailing slash
+// ([base]/Patient/) creates on this server, as [base]/Patient does, and so
+// does a conditional create posted there (its search on that base); a
+// trailing slash on another server's URL is still another server's.
+// Before, the base was taken as everything before the last slash
+// ([base]/Patient), another server's, and the entry refused.
+func TestImportPostTypeURLTrailingSlash(t *testing.T) {
+	f := newLinkFixture(t)
+	const p7 = "a7a7a7a7-0000-4000-8000-0000000000b7"
+	entry := func(request string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"https://ehr.example/fhir/Patient/` + p7 + `","resource":{"resourceType":"Patient","id":"` + p7 + `","identifier":[{"system":"urn:mrn","value":"7"}],"name":[{"family":"Moss"}]},"request":` + request + `}]}`
+	}
+	for i, request := range []string{
+		`{"method":"POST","url":"https://ehr.example/fhir/Patient/"}`,
+		`{"method":"POST","url":"https://EHR.example/fhir/Patient/?_format=json"}`,
+		`{"method":"POST","url":"https://ehr.example/fhir/Patient/","ifNoneExist":"identifier=urn:mrn|7"}`,
+		`{"method":"POST","url":"Patient","ifNoneExist":"https://ehr.example/fhir/Patient/?identifier=urn:mrn|7"}`,
+	} {
+		if _, err := f.impBundles(false, strings.Replace(entry(request), "Moss", "Moss"+string(rune('a'+i)), 1)); err != nil {
+			t.Errorf("%s: %v", request, err)
+		}
+	}
+	if _, err := f.impBundles(false, entry(`{"method":"POST","url":"https://other.example/fhir/Patient/"}`)); !errors.Is(err, fhirin.ErrUnsupported) || !strings.Contains(fmt.Sprint(err), "other.example") {
+		t.Errorf("another server's Patient/: err = %v, want ErrUnsupported naming its host", err)
+	}
+}
+
+// A conditional create of a Binary whose search finds the Binary of its
+// own id (POST Binary with ifNoneExist _id=x, Binary x: what its first
+// import created) imports again unchanged, writing nothing; other content
+// under that id is FHIR's 409, as
+// for a conditional entry that matched nothing. Before, the second import
+// was refused ("a conditional update or create of a Binary that finds a
+// Binary"): such a Bundle imported once and never again.
+func TestImportConditionalCreateBinaryOwnIDReimport(t *testing.T) {
+	f := newLinkFixture(t)
+	const pat, doc, bin = "a1a1a1a1-0000-4000-8000-0000000000a2", "d1d1d1d1-0000-4000-8000-0000000000d2", "b1b1b1b1-0000-4000-8000-0000000000b2"
+	bundle := func(data string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + pat + `","resource":{"resourceType":"Patient","id":"` + pat + `"},"request":{"method":"PUT","url":"Patient/` + pat + `"}},
+{"fullUrl":"urn:uuid:` + doc + `","resource":{"resourceType":"DocumentReference","id":"` + doc + `","status":"current","subject":{"reference":"Patient/` + pat + `"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/` + bin + `"}}]},"request":{"method":"PUT","url":"DocumentReference/` + doc + `"}},
+{"fullUrl":"urn:uuid:` + bin + `","resource":{"resourceType":"Binary","contentType":"text/plain","data":"` + data + `"},"request":{"method":"POST","url":"Binary","ifNoneExist":"_id=` + bin + `"}}]}`
+	}
+	if _, err := f.impBundles(false, bundle("aGVsbG8=")); err != nil {
+		t.Fatal(err)
+	}
+	first := f.liveVersions()
+	if len(first) != 3 {
+		t.Fatalf("live %v, want the Patient, the DocumentReference and the Binary", first)
+	}
+	rep, err := f.impBundles(false, bundle("aGVsbG8="))
+	if err != nil {
+		t.Fatalf("again: %v", err)
+	}
+	if rep.Created != 0 || rep.Updated != 0 || rep.Unchanged != 3 || !maps.Equal(first, f.liveVersions()) {
+		t.Errorf("again: %+v; want the first import unchanged", rep)
+	}
+	before := f.catalogBytes()
+	if _, err := f.impBundles(false, bundle("b3RoZXI=")); !errors.Is(err, store.ErrBadEntry) || strings.Contains(err.Error(), bin) {
+		t.Errorf("other content: err = %v, want store.ErrBadEntry (409) not naming the id", err)
 	}
 	if string(before) != string(f.catalogBytes()) {
 		t.Fatal("a refused import changed the catalog file")
+	}
+}
+
+// A resource of an NDJSON file that writes again, without the identifier
+// searched, the catalog's resource a Bundle's conditional create would
+// find by it takes that resource out of the search, as an earlier
+// Bundle's write does: the create makes its own (two Practitioners, each
+// once), and the same files again change nothing. The import remembers
+// only the resources outside Bundles that its searches find, or whose id
+// is one they find in the catalog (this one): without the latter the
+// create kept the catalog's Practitioner that the NDJSON line rewrote.
+func TestImportConditionalCatalogMatchRewrittenByNDJSON(t *testing.T) {
+	const npi = "http://hl7.org/fhir/sid/us-npi"
+	const pr1, pr2 = "5c6d7e8f-0000-4000-8000-0000000000f1", "5c6d7e8f-0000-4000-8000-0000000000f2"
+	f := newLinkFixture(t)
+	f.mustImp(false, map[string][]string{"Practitioner": {`{"resourceType":"Practitioner","id":"` + pr1 + `","identifier":[{"system":"` + npi + `","value":"9999994392"}]}`}})
+	imp := f.dirImport(map[string]string{
+		"Practitioner.ndjson": `{"resourceType":"Practitioner","id":"` + pr1 + `","name":[{"family":"Moss"}]}` + "\n",
+		"A-bundle.json": `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:` + pr2 + `","resource":{"resourceType":"Practitioner","identifier":[{"system":"` + npi + `","value":"9999994392"}]},
+ "request":{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=` + npi + `|9999994392"}}]}`,
+	})
+	if _, err := imp(); err != nil {
+		t.Fatal(err)
+	}
+	live := f.liveVersions()
+	if _, ok := live[f.namer.Link("Practitioner", pr2, "")]; !ok || len(live) != 2 {
+		t.Errorf("live %v, want the NDJSON file's Practitioner and the Bundle's", live)
+	}
+	if _, body := f.get("Practitioner", pr1, ""); strings.Contains(string(body), "9999994392") {
+		t.Errorf("the NDJSON file's Practitioner is %s, want it without the NPI", body)
 	}
 }

@@ -460,7 +460,7 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		// (h-review21): it is refused, as it names nothing certain.
 		u, query, hasQuery := strings.Cut(strings.TrimPrefix(e.Request.URL, "/"), "?")
 		t, ok := parseLiteral(u)
-		conditional := hasQuery && query != "" && (u == e.typ || strings.Contains(u, "://") && strings.HasSuffix(u, "/"+e.typ))
+		conditional := hasQuery && query != "" && typeLevel(u, e.typ)
 		switch {
 		case ok && (t.typ != e.typ || t.id != e.id):
 			return newError(w, path+".request.url", ErrValue, "a PUT names another resource (type or id) than the entry's resource")
@@ -475,8 +475,11 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		}
 	}
 	if method == "POST" && strings.Contains(e.Request.URL, "://") {
-		// [base]/Type creates a resource on that server.
+		// [base]/Type creates a resource on that server; so does
+		// [base]/Type/, the same endpoint (its base was taken as
+		// [base]/Type, another server's, and the entry refused).
 		u, _, _ := strings.Cut(e.Request.URL, "?")
+		u = strings.TrimSuffix(u, "/")
 		if err := onImportServer(w, path+".request.url", s.base, NormURL(u[:strings.LastIndexByte(u, '/')]), e, "a POST", "creates on", "Type"); err != nil {
 			return err
 		}

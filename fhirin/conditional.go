@@ -70,10 +70,10 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 	switch strings.ToUpper(e.Request.Method) {
 	case "PUT":
 		u, q, hasQuery := strings.Cut(strings.TrimPrefix(e.Request.URL, "/"), "?")
-		if !hasQuery || q == "" || !(u == e.typ || strings.Contains(u, "://") && strings.HasSuffix(u, "/"+e.typ)) {
+		if !hasQuery || q == "" || !typeLevel(u, e.typ) {
 			return conditional{}, false, nil // bundleEntry checks every other PUT url
 		}
-		c.path, query, at = path+".request.url", q, u
+		c.path, query, at = path+".request.url", q, strings.TrimSuffix(u, "/")
 		atPath = c.path
 	case "POST":
 		if e.Request.IfNoneExist == "" {
@@ -85,13 +85,13 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 		// so is an absolute [base]/Type?query.
 		query = strings.TrimPrefix(e.Request.IfNoneExist, e.typ+"?")
 		if u, q, ok := strings.Cut(e.Request.IfNoneExist, "?"); ok && strings.Contains(u, "://") {
-			if !strings.HasSuffix(u, "/"+e.typ) {
+			if !typeLevel(u, e.typ) {
 				return conditional{}, false, newError(w, c.path, ErrValue, "the conditional create's search is of another type than its resource")
 			}
-			query, at = q, u
+			query, at = q, strings.TrimSuffix(u, "/")
 		} else if strings.Contains(e.Request.URL, "://") {
 			at, _, _ = strings.Cut(e.Request.URL, "?")
-			atPath = path + ".request.url"
+			at, atPath = strings.TrimSuffix(at, "/"), path+".request.url"
 		}
 	default:
 		return conditional{}, false, nil
@@ -133,6 +133,15 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 		}
 	}
 	return c, true, nil
+}
+
+// typeLevel reports whether u (no query) is the type-level URL of typ:
+// "Type", or an absolute "[base]/Type", either with a trailing slash
+// ("[base]/Type/" is that server's Type endpoint, as servers route it:
+// it was taken as another server's, [base]/Type, and refused).
+func typeLevel(u, typ string) bool {
+	u = strings.TrimSuffix(u, "/")
+	return u == typ || strings.Contains(u, "://") && strings.HasSuffix(u, "/"+typ)
 }
 
 // onImportServer checks on, the server base an absolute request url of e
@@ -237,13 +246,19 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 			// content (Item.NoOverwrite: FHIR's 409), and takes the same
 			// content again as unchanged (a re-import of the Bundle).
 			e.noOverwrite = c.path
-			rd.missedSearch(e.typ, c.search, e.id, w+" "+c.path)
 		case 1:
-			if e.typ == "Binary" && !c.create && ids[0].ID == e.id {
+			if e.typ == "Binary" && ids[0].ID == e.id {
 				// The Binary of the entry's own id (body or urn:uuid):
 				// updated as PUT Binary/id updates it, its compartment
 				// set by its linkers. Refused below until 2026-12-06, so
-				// that such a Bundle imported once and never again.
+				// that such a Bundle imported once and never again. A
+				// conditional create of it (what its first import
+				// created) writes no new content over it: its own
+				// content again is unchanged, other content FHIR's 409,
+				// as for a create that matched nothing (NoOverwrite).
+				if c.create {
+					e.noOverwrite = c.path
+				}
 				continue
 			}
 			if e.typ == "Binary" {
@@ -336,7 +351,7 @@ const (
 // forgetWritten starts a pass knowing nothing an earlier Bundle wrote.
 func (rd *reader) forgetWritten() {
 	rd.wrote, rd.written, rd.writtenMore, rd.writtenList, rd.patients, rd.patientList = nil, nil, nil, nil, nil, nil
-	rd.missed = nil
+	rd.outside = rememberedSum{}
 }
 
 // remember files what a Bundle's entries wrote (created, or updated in
@@ -400,80 +415,148 @@ func (rd *reader) remember(entries []*entry) {
 }
 
 // rememberResource files a resource read outside a Bundle (an NDJSON
-// line, a resource file) as remember files a Bundle's plain write, in
-// input order, so that a later Bundle's conditional search of the import
-// finds it: until 2026-12-06 it did not, and a Bulk export imported with
-// Bundles conditionally creating its Practitioners got a second one, and
-// its next import was refused (FHIR 412). identifier is the resource's
-// decoded identifier element; placed: patient is its compartment. An
-// input that holds no Bundle (remembers false) files nothing.
-func (rd *reader) rememberResource(w, typ, id string, identifier any, patient string, placed bool) error {
+// line, a resource file) as remember files a Bundle's plain write, so that
+// the import's Bundles, read after every resource outside a Bundle in each
+// pass (reader.pass), find it: until 2026-12-06 they did not, and a Bulk
+// export imported with Bundles conditionally creating its Practitioners
+// got a second one, and its next import was refused (FHIR 412).
+// identifier is the resource's decoded identifier element; placed:
+// patient is its compartment. Only a resource that one of the Bundles'
+// conditional searches finds, or whose id is one they find in the
+// catalog, is filed (reader.searched); an input without them files
+// nothing.
+func (rd *reader) rememberResource(typ, id string, identifier any, patient string, placed bool) {
 	if !rd.remembers {
-		return nil
+		return
 	}
 	var ids []string
 	if identifier != nil {
 		raw, _ := json.Marshal(identifier)
 		ids = identifiersOf(raw)
 	}
-	return rd.rememberOutside(w, &entry{typ: typ, id: id, identifiers: ids, writes: true, patient: patient, placed: placed})
+	rd.rememberOutside(&entry{typ: typ, id: id, identifiers: ids, writes: true, patient: patient, placed: placed})
 }
 
-// rememberOutside remembers e, a resource read outside a Bundle at w,
-// unless a conditional search of an earlier Bundle of the pass found
-// nothing where it would have found e (by _id or an identifier), and
-// created or updated another resource (another id): the import reads its
-// files in name order, and had this one come first the search would have
-// matched it. Imported in turn, the two would be two resources, and the
-// next import of the same files refused (FHIR 412); so it is refused now,
-// naming where the search was (not the value searched).
-func (rd *reader) rememberOutside(w string, e *entry) error {
-	if len(rd.missed) > 0 {
-		check := func(path string, q Search) error {
-			if m, ok := rd.missed[keyOf(searchKey(e.typ, q))]; ok && m.id != e.id {
-				return newError(w, path, ErrValue, "a conditional search of a Bundle read before this file (%s) found nothing, and this resource is one it finds: imported in turn they would be two resources (and the next import FHIR 412); the import reads files in name order, so rename the files for this one to come before the Bundle, or import it first", m.where)
-			}
-			return nil
-		}
-		if err := check(e.typ+".id", Search{ID: e.id}); err != nil {
-			return err
-		}
-		for _, k := range e.identifiers {
-			sys, val, _ := strings.Cut(k, "|")
-			for _, q := range []Search{{System: sys, Value: val}, {Value: val, AnySystem: true}} {
-				if err := check(e.typ+".identifier", q); err != nil {
-					return err
-				}
+// rememberOutside remembers e, a resource read outside a Bundle, when a
+// conditional search of the import's Bundles may find it or change what
+// it finds (searchedBy): by its id, or an identifier. Until a later
+// change on 2026-12-06 every such resource with an identifier was
+// remembered, about 127 bytes each (1.3 GB for 10 million beside one
+// Bundle); now the memory is bounded by the Bundles' searches and their
+// matches. Each pass adds what it remembers to reader.outside, which the
+// passes compare (reader.pass).
+func (rd *reader) rememberOutside(e *entry) {
+	if !validID(e.id) || !rd.searchedBy(e) {
+		return
+	}
+	rd.remember([]*entry{e})
+	rd.outside.add(e)
+}
+
+// searchedBy reports whether a conditional search of the import's Bundles
+// finds e (by _id, or an identifier with its system or with any), or
+// found a resource of e's type and id in the catalog (reader.searched).
+func (rd *reader) searchedBy(e *entry) bool {
+	if _, ok := rd.searched[idKey(e.typ, e.id)]; ok {
+		return true
+	}
+	for _, k := range e.identifiers {
+		sys, val, _ := strings.Cut(k, "|")
+		for _, q := range []Search{{System: sys, Value: val}, {Value: val, AnySystem: true}} {
+			if _, ok := rd.searched[keyOf(searchKey(e.typ, q))]; ok {
+				return true
 			}
 		}
 	}
-	rd.remember([]*entry{e})
+	return false
+}
+
+// collectSearches reads the Bundles of the input (the files that may hold
+// one) for their conditional searches before the first pass, and files in
+// reader.searched each search (keyOf its searchKey; idKey for an _id) and
+// the id of each catalog resource it finds (Options.Match, cached for the
+// passes): what a resource outside a Bundle must be for a Bundle's search
+// to find it, or to change what it finds (a catalog match written again
+// without the identifier searched is no longer found: withWritten). A
+// query the passes refuse is left to them.
+func (rd *reader) collectSearches(srcs []source) error {
+	rd.scan, rd.bundlePhase = true, true
+	defer func() { rd.scan, rd.bundlePhase = false, false }()
+	for _, s := range srcs {
+		if err := rd.problem(rd.readSource(&s)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// missedSearch files a conditional search of typ that found nothing, at
-// w, whose entry writes the resource id (rememberOutside).
-func (rd *reader) missedSearch(typ string, q Search, id, w string) {
-	if rd.missed == nil {
-		rd.missed = map[wroteKey]missed{}
+// scanBundle is collectSearches for one Bundle, raw, at line of s.
+func (rd *reader) scanBundle(s *source, line int, raw []byte) error {
+	var b struct {
+		Entry []*entry `json:"entry"`
 	}
-	k := keyOf(searchKey(typ, q))
-	if _, ok := rd.missed[k]; !ok {
-		rd.missed[k] = missed{id, w}
+	if json.Unmarshal(raw, &b) != nil {
+		return nil // the passes report it
 	}
+	for i, e := range b.Entry {
+		var head struct {
+			ResourceType string `json:"resourceType"`
+		}
+		if e == nil || json.Unmarshal(e.Resource, &head) != nil {
+			continue
+		}
+		e.typ = head.ResourceType
+		c, ok, err := conditionalOf(where(s, line), "Bundle.entry["+itoa(i)+"]", s.base, e)
+		if err != nil || !ok {
+			continue
+		}
+		if rd.searched == nil {
+			rd.searched = map[wroteKey]struct{}{}
+		}
+		if c.search.ID != "" {
+			rd.searched[idKey(e.typ, c.search.ID)] = struct{}{}
+		} else {
+			rd.searched[keyOf(searchKey(e.typ, c.search))] = struct{}{}
+		}
+		found, err := rd.match(e.typ, c.search)
+		if err != nil {
+			return err
+		}
+		for _, f := range found {
+			rd.searched[idKey(e.typ, f.ID)] = struct{}{}
+		}
+	}
+	return nil
 }
 
-// missed is a conditional search that found nothing: the id its entry
-// writes, and where the entry is.
-type missed struct{ id, where string }
+// rememberedSum is what a pass remembered of the resources outside
+// Bundles: how many, and SHA-256 chained over each one's type, id and
+// identifiers in input order. Every pass must remember the same, or a
+// Bundle's search would find one thing where the importer is told
+// another (the first pass reads most resources by their head alone).
+type rememberedSum struct {
+	n   int
+	sum [32]byte
+}
+
+func (r *rememberedSum) add(e *entry) {
+	h := sha256.New()
+	h.Write(r.sum[:])
+	h.Write([]byte(e.typ + "\x00" + e.id))
+	for _, k := range e.identifiers {
+		h.Write([]byte("\x00" + k))
+	}
+	h.Sum(r.sum[:0])
+	r.n++
+}
 
 // rememberHead is rememberResource for a resource this pass skips (it
 // reads only its id and identifiers, not its compartment): every pass
 // files the same resources, so a Bundle's search finds the same in each.
 // A line that is no resource is the pass that reads it whole's problem.
-func (rd *reader) rememberHead(w, typ string, raw []byte) error {
+func (rd *reader) rememberHead(typ string, raw []byte) {
 	if !rd.remembers {
-		return nil
+		return
 	}
 	var head struct {
 		ResourceType string          `json:"resourceType"`
@@ -481,9 +564,9 @@ func (rd *reader) rememberHead(w, typ string, raw []byte) error {
 		Identifier   json.RawMessage `json:"identifier"`
 	}
 	if json.Unmarshal(raw, &head) != nil || head.ResourceType != typ && typ != "" {
-		return nil
+		return
 	}
-	return rd.rememberOutside(w, &entry{typ: head.ResourceType, id: head.ID, identifiers: identifiersOf(head.Identifier), writes: true})
+	rd.rememberOutside(&entry{typ: head.ResourceType, id: head.ID, identifiers: identifiersOf(head.Identifier), writes: true})
 }
 
 // file records in reader.wrote that t was written (at: its compartment's

@@ -129,13 +129,18 @@
 //     live resource of other content, FHIR's 409); more, or another
 //     entry, an error. A conditional create's match is left as it is
 //     (a Kept item, not the entry's content). A conditional Binary
-//     entry that finds a Binary is refused, unless an update finds its
-//     own id. A search on an absolute URL, and a plain PUT or POST to
-//     one, is resolved only on the import's server or the entry's
-//     fullUrl's base (onImportServer). A search
-//     finds what the entries of the Bundles read before it in the pass
-//     wrote, and not what they deleted or rewrote without the
-//     identifier searched (remember, withWritten).
+//     entry that finds a Binary is refused, unless it finds its own id
+//     (an update imports as PUT Binary/id, a create as one that matched
+//     nothing). A search on an absolute URL ([base]/Type, with or
+//     without a trailing slash), and a plain PUT or POST to one, is
+//     resolved only on the import's server or the entry's fullUrl's base
+//     (onImportServer). A search finds every resource outside a Bundle
+//     that the import reads (each pass reads them before the Bundles,
+//     whatever the files' names: pass), and what the entries of the
+//     Bundles read before it in the pass wrote, and not what they
+//     deleted or rewrote without the identifier searched (remember,
+//     withWritten); of the resources outside Bundles only those the
+//     Bundles' searches may find are remembered (collectSearches).
 //   - Only the attachments of DocumentReference.content.attachment,
 //     DiagnosticReport.presentedForm and Media.content (and Binary) are
 //     lifted; an Attachment elsewhere stays inline in its resource.

@@ -16,7 +16,8 @@ import (
 )
 
 // Read reads the FHIR input at path (see Detect for the formats) and calls
-// yield for every item, in input order, a carrier before the attachments
+// yield for every item, in input order (the resources outside Bundles
+// before the Bundles' entries: pass), a carrier before the attachments
 // lifted out of it, and last, in id order, one Stored item per Binary the
 // input links but does not hold (Options.StoredBinary).
 //
@@ -112,15 +113,25 @@ const MaxProblems = 20
 var errTooMany = errors.New("too many problems")
 
 func (rd *reader) passes(srcs []source) error {
+	bundles, outside := false, false
 	for _, s := range srcs {
-		rd.remembers = rd.remembers || !s.ndjson || s.wantType == "" || s.wantType == "Bundle"
+		bundles = bundles || !s.ndjson || s.wantType == "" || s.wantType == "Bundle"
+		outside = outside || s.wantType != "Bundle"
 	}
-	rd.forgetWritten()
-	for _, s := range srcs {
-		if err := rd.problem(rd.readSource(&s)); err != nil {
+	if bundles && outside {
+		// Resources outside Bundles, and Bundles whose conditional
+		// searches may find them: what those searches are bounds what
+		// the passes remember (rememberOutside).
+		if err := rd.collectSearches(srcs); err != nil {
 			return err
 		}
 	}
+	rd.remembers = len(rd.searched) > 0
+	rd.kindsKnown = rd.kindsKnown || bundles && outside
+	if err := rd.pass(srcs); err != nil {
+		return err
+	}
+	rd.kindsKnown = true
 	if len(rd.idx.ctxTargets) > 0 {
 		// Binaries whose securityContext names a resource other than a
 		// Patient: read those resources (whatever the first pass skipped)
@@ -132,11 +143,8 @@ func (rd *reader) passes(srcs []source) error {
 			rd.ctxTypes[typ] = true
 		}
 		rd.ctxPass = true
-		rd.forgetWritten()
-		for _, s := range srcs {
-			if err := rd.problem(rd.readSource(&s)); err != nil {
-				return err
-			}
+		if err := rd.pass(srcs); err != nil {
+			return err
 		}
 		rd.ctxPass = false
 		// A full import retires what its own source lacks, not another
@@ -158,17 +166,47 @@ func (rd *reader) passes(srcs []source) error {
 		}
 	}
 	rd.emit = true
-	rd.forgetWritten()
-	for _, s := range srcs {
-		if err := rd.problem(rd.readSource(&s)); err != nil {
-			return err
-		}
+	if err := rd.pass(srcs); err != nil {
+		return err
 	}
 	for _, it := range rd.idx.storedItems() {
 		if err := rd.emitItem(it); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// pass reads the input once: every resource outside a Bundle first (NDJSON
+// lines, resource files, the resources of a file that holds Bundles too),
+// then the Bundles, each in input order. A Bundle's conditional search so
+// finds what the import's resources outside Bundles write, whatever the
+// files are named: until 2026-12-06 files were read in name order, and
+// A-bundle.json was read before Practitioner.ndjson, whose Practitioner
+// its search did not find (refused, "rename the files"). What the pass
+// remembered of those resources (reader.outside) must be what the first
+// pass remembered: the passes read them differently (by their head
+// alone, or whole), and a Bundle's search must find the same in each.
+func (rd *reader) pass(srcs []source) error {
+	rd.forgetWritten()
+	for _, bundles := range []bool{false, true} {
+		rd.bundlePhase = bundles
+		for _, s := range srcs {
+			if err := rd.problem(rd.readSource(&s)); err != nil {
+				return err
+			}
+		}
+		if bundles {
+			break
+		}
+		rd.passSums = append(rd.passSums, rd.outside)
+		if rd.outside != rd.passSums[0] && len(rd.problems) == 0 {
+			// Fail closed: the Bundles' searches would have found
+			// other resources in this pass than in the first.
+			return fmt.Errorf("fhirin: internal error: pass %d remembered other resources outside Bundles for the Bundles' conditional searches (%d) than the first pass (%d): nothing is imported", len(rd.passSums), rd.outside.n, rd.passSums[0].n)
+		}
+	}
+	rd.bundlePhase = false
 	return nil
 }
 
@@ -210,11 +248,31 @@ type reader struct {
 	ctxTypes   map[string]bool
 	ctxDecoded int
 	items      int
-	// remembers: the input may hold a Bundle (a .json file, an NDJSON
-	// file not named for another type), whose conditional searches find
-	// the resources outside Bundles written before it (rememberResource);
-	// headsOnly: this pass skips the file but for that.
+	// remembers: the input's Bundles make conditional searches
+	// (searched), which find the resources outside Bundles
+	// (rememberResource); headsOnly: this pass skips the file but for
+	// that.
 	remembers, headsOnly bool
+	// bundlePhase: the pass reads the Bundles (it has read every
+	// resource outside a Bundle: pass); scan: collectSearches reads them
+	// for their searches alone.
+	bundlePhase, scan bool
+	// kinds notes, by path, what the files that may hold anything hold
+	// (unitKind: Bundles, resources outside them, or both), once the
+	// first read of them (collectSearches, or else the first pass) has
+	// seen every value (kindsKnown): a later phase skips a file holding
+	// none of its own, so a directory of Bundles is not read once more
+	// per pass for resources outside Bundles it does not hold.
+	kinds      map[string]uint8
+	kindsKnown bool
+	// searched files the Bundles' conditional searches and the ids of
+	// what they find in the catalog (collectSearches): a resource outside
+	// a Bundle is remembered only when it is one of them (searchedBy).
+	searched map[wroteKey]struct{}
+	// outside is what this pass remembered of the resources outside
+	// Bundles; passSums the same of each pass so far (pass).
+	outside  rememberedSum
+	passSums []rememberedSum
 
 	problems []error         // the *Errors found so far
 	seen     map[string]bool // their messages
@@ -237,10 +295,6 @@ type reader struct {
 	writtenList []writtenResource
 	patients    map[string]int32
 	patientList []string
-	// missed files the conditional searches of the pass's Bundles that
-	// found nothing (keyOf a searchKey), for a resource outside a Bundle
-	// read after them that they would have found (rememberOutside).
-	missed map[wroteKey]missed
 }
 
 // indexedTypes are the types the first pass reads whole; of any other
@@ -252,6 +306,12 @@ var indexedTypes = map[string]bool{"Binary": true, "Consent": true, "Bundle": tr
 	"DocumentReference": true, "DiagnosticReport": true, "Media": true, "Patient": true}
 
 func (rd *reader) readSource(s *source) error {
+	if s.wantType != "" && (s.wantType == "Bundle") != rd.bundlePhase {
+		return nil // a file of one type: the other phase's (pass)
+	}
+	if s.wantType == "" && rd.kindsKnown && rd.kinds[s.path]&unitKind(rd.bundlePhase) == 0 {
+		return nil // it holds nothing of this phase (a file of Bundles alone)
+	}
 	if rd.skim() && s.wantType != "" && !indexedTypes[s.wantType] && !s.ndjson {
 		return nil
 	}
@@ -317,9 +377,7 @@ func (rd *reader) readNDJSON(s *source, r io.Reader) error {
 			if er.err != nil && !errors.Is(er.err, io.EOF) && !json.Valid(b) {
 				return rd.streamErr(s, line, er.err)
 			}
-			if err := rd.problem(rd.rememberHead(where(s, line), s.wantType, b)); err != nil {
-				return err
-			}
+			rd.rememberHead(s.wantType, b)
 			continue
 		}
 		if err := rd.ctx.Err(); err != nil {

@@ -2,6 +2,9 @@ package fhirin
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -57,5 +60,59 @@ func TestRememberSharedIdentifierLinear(t *testing.T) {
 		if got := rd.writtenBy("Organization", q); len(got) != 1 || got[0].id != "o1" {
 			t.Errorf("%+v finds %v, want o1 once", q, got)
 		}
+	}
+}
+
+// Every pass remembers the same resources outside Bundles for the
+// Bundles' conditional searches, though each reads them its own way: the
+// first by their head alone (rememberHead: an Observation file it skims),
+// the securityContext pass by their head (headsOnly: a type it does not
+// need) or whole, the last whole (rememberResource). pass compares what
+// each remembered (count and chained digest, reader.passSums) and fails
+// the import on a difference; this input has all three passes and each
+// way of reading, and the searches find by identifier and by _id, in an
+// NDJSON file and in a resource file. Remembered: only what they find.
+func TestRememberSameInEveryPass(t *testing.T) {
+	d1, b1 := ctxDoc, ctxBinary
+	dir := t.TempDir()
+	var obs []string
+	for i := range 20 {
+		obs = append(obs, `{"resourceType":"Observation","id":"o`+itoa(i)+`","identifier":[{"system":"urn:obs","value":"`+itoa(i)+`"}],"status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p"}}`)
+	}
+	cond := func(uuid, resource, ifNoneExist string) string {
+		typ, _, _ := strings.Cut(strings.TrimPrefix(resource, `{"resourceType":"`), `"`)
+		return `{"fullUrl":"urn:uuid:` + uuid + `","resource":` + resource + `,"request":{"method":"POST","url":"` + typ + `","ifNoneExist":"` + ifNoneExist + `"}}`
+	}
+	bundle := `{"resourceType":"Bundle","type":"transaction","entry":[` +
+		cond("5c6d7e8f-0000-4000-8000-000000000001", `{"resourceType":"Observation","identifier":[{"system":"urn:obs","value":"3"}],"status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p"}}`, "identifier=urn:obs|3") + `,` +
+		cond("5c6d7e8f-0000-4000-8000-000000000002", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p"}}`, "_id=o7") + `,` +
+		cond("5c6d7e8f-0000-4000-8000-000000000003", `{"resourceType":"Practitioner","identifier":[{"system":"urn:npi","value":"1"}]}`, "identifier=1") + `]}`
+	for name, lines := range map[string][]string{
+		"Patient.ndjson": {`{"resourceType":"Patient","id":"p"}`}, "DocumentReference.ndjson": {d1},
+		"Binary.ndjson": {b1}, "Observation.ndjson": obs,
+		"practitioner.json": {`{"resourceType":"Practitioner","id":"pr1","identifier":[{"system":"urn:npi","value":"1"}]}`},
+		"a-bundle.json":     {bundle},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := 0
+	rd := readPasses(t, dir, func(it Item) error {
+		if it.Kept {
+			kept++
+		}
+		return nil
+	})
+	if len(rd.passSums) != 3 {
+		t.Fatalf("%d passes, want 3 (the securityContext pass among them)", len(rd.passSums))
+	}
+	for i, s := range rd.passSums {
+		if s.n != 3 || s != rd.passSums[0] {
+			t.Errorf("pass %d remembered %d (%x), pass 1 %d (%x); want the same 3 (o3, o7, pr1)", i+1, s.n, s.sum[:4], rd.passSums[0].n, rd.passSums[0].sum[:4])
+		}
+	}
+	if kept != 3 {
+		t.Errorf("%d entries kept, want the 3 conditional creates (each finds its resource outside the Bundle)", kept)
 	}
 }

@@ -38,6 +38,21 @@ func (r *resource) errf(path string, sentinel error, format string, args ...any)
 
 // unit reads one top-level JSON value: a resource or a Bundle.
 func (rd *reader) unit(s *source, line int, raw []byte) error {
+	if s.wantType == "" {
+		bundle := isBundle(raw)
+		if !rd.kindsKnown {
+			if rd.kinds == nil {
+				rd.kinds = map[string]uint8{}
+			}
+			rd.kinds[s.path] |= unitKind(bundle)
+		}
+		if bundle != rd.bundlePhase {
+			return nil // the other phase's (reader.pass)
+		}
+	}
+	if rd.scan {
+		return rd.scanBundle(s, line, raw)
+	}
 	w := where(s, line)
 	if rd.emit { // once: the first pass reads only some of the input
 		if off := invalidUTF8(raw); off >= 0 {
@@ -74,9 +89,28 @@ func (rd *reader) unit(s *source, line int, raw []byte) error {
 		return rd.readBundle(s, line, raw)
 	}
 	if rd.skim() && !indexedTypes[typ] && !mayNameBinary(raw) {
-		return rd.rememberHead(w, typ, raw)
+		rd.rememberHead(typ, raw)
+		return nil
 	}
 	return rd.resource(s, w, raw, s.wantType, nil, nil)
+}
+
+// isBundle reports whether raw, one top-level JSON value, is a Bundle (a
+// value that does not decode is not: the phase of resources reports it).
+func isBundle(raw []byte) bool {
+	var head struct {
+		ResourceType string `json:"resourceType"`
+	}
+	return json.Unmarshal(raw, &head) == nil && head.ResourceType == "Bundle"
+}
+
+// unitKind is what reader.kinds notes of a file holding a Bundle
+// (bundle) or a resource outside one.
+func unitKind(bundle bool) uint8 {
+	if bundle {
+		return 2
+	}
+	return 1
 }
 
 // maxJSONDepth is encoding/json's nesting limit: a deeper value is a
@@ -184,8 +218,8 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	}
 	if e != nil {
 		e.patient, e.placed = patient, true
-	} else if err := rd.rememberResource(w, typ, id, r.m["identifier"], patient, true); err != nil {
-		return err
+	} else {
+		rd.rememberResource(typ, id, r.m["identifier"], patient, true)
 	}
 	if e != nil && e.matched && !e.unplaced && patient != e.matchedPatient {
 		// Taking the match's id would retire it from its patient's

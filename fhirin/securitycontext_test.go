@@ -173,11 +173,7 @@ func TestReadBinarySecurityContextBinary(t *testing.T) {
 // time (an import of 10,000 resources took 60% longer, with 85% more
 // allocations). Found reviewing probe-import3 (h-review21).
 func TestSecurityContextPassReadsOnlyItsTypes(t *testing.T) {
-	const (
-		hiv = `{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}`
-		d1  = `{"resourceType":"DocumentReference","id":"d1","meta":{"security":[` + hiv + `]},"status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"https://elsewhere.example/doc/1"}}]}`
-		b1  = `{"resourceType":"Binary","id":"b1","securityContext":{"reference":"DocumentReference/d1"},"contentType":"text/plain","data":"SElWIHBvc2l0aXZl"}`
-	)
+	d1, b1 := ctxDoc, ctxBinary
 	dir := t.TempDir()
 	var obs []string
 	for i := range 50 {
@@ -191,6 +187,27 @@ func TestSecurityContextPassReadsOnlyItsTypes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var items []Item
+	rd := readPasses(t, dir, func(it Item) error { items = append(items, it); return nil })
+	if it := find(t, items, "Binary", "b1"); !slices.Contains(it.Sensitivity, "hiv") {
+		t.Errorf("b1 labels %v, want hiv", it.Sensitivity)
+	}
+	if rd.ctxDecoded != 1 {
+		t.Errorf("the securityContext pass decoded %d resources, want 1 (d1)", rd.ctxDecoded)
+	}
+}
+
+// ctxDoc is DocumentReference d1 labelled HIV, and ctxBinary the
+// Binary b1 whose securityContext names it (a third pass reads d1).
+const (
+	ctxDoc    = `{"resourceType":"DocumentReference","id":"d1","meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}]},"status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"https://elsewhere.example/doc/1"}}]}`
+	ctxBinary = `{"resourceType":"Binary","id":"b1","securityContext":{"reference":"DocumentReference/d1"},"contentType":"text/plain","data":"SElWIHBvc2l0aXZl"}`
+)
+
+// readPasses reads the input at dir as Read does (its passes), yielding
+// to yield, and returns the reader for its counters; a problem fails t.
+func readPasses(t *testing.T, dir string, yield func(Item) error) *reader {
+	t.Helper()
 	f, err := Detect(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -199,16 +216,9 @@ func TestSecurityContextPassReadsOnlyItsTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var items []Item
-	rd := &reader{ctx: t.Context(), opts: Options{Link: testLink}, log: slog.New(slog.DiscardHandler), idx: newIndex(), seen: map[string]bool{},
-		yield: func(it Item) error { items = append(items, it); return nil }}
+	rd := &reader{ctx: t.Context(), opts: Options{Link: testLink}, log: slog.New(slog.DiscardHandler), idx: newIndex(), seen: map[string]bool{}, yield: yield}
 	if err := rd.passes(srcs); err != nil || len(rd.problems) > 0 {
 		t.Fatalf("passes: %v %v", err, rd.problems)
 	}
-	if it := find(t, items, "Binary", "b1"); !slices.Contains(it.Sensitivity, "hiv") {
-		t.Errorf("b1 labels %v, want hiv", it.Sensitivity)
-	}
-	if rd.ctxDecoded != 1 {
-		t.Errorf("the securityContext pass decoded %d resources, want 1 (d1)", rd.ctxDecoded)
-	}
+	return rd
 }

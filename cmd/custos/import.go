@@ -60,11 +60,11 @@ matches, and is refused when several do, when the one it matches is in
 another patient's compartment or an update's resource names another id,
 when none matches and its id is a live resource's of other content (FHIR
 409; the same content again is unchanged), or the query is another or on
-another server (an absolute URL); a later Bundle's search sees what the
-Bundles, NDJSON lines and resource files before it (files in name order)
-wrote or deleted, and a file read after a Bundle whose search found
-nothing is refused when it holds a resource that search finds. A PUT or POST to another server's
-absolute URL is refused too.
+another server (an absolute URL); a Bundle's search sees every NDJSON line
+and resource file of the import, whatever the files are named (they are
+read before any Bundle), and what the Bundles before it (in name order)
+wrote or deleted. A PUT or POST to another server's absolute URL is
+refused too.
 The mapping is in docs/import.md.
 
 Everything is validated while it is staged, and nothing is swapped in
