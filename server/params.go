@@ -206,7 +206,15 @@ func nameMismatch(h http.Header, method string, params []byte) *jsonrpc.Error {
 	if parseExact(params, &p) != nil {
 		return nil
 	}
-	if body := p.URI + p.Name; !nameHeaderIs(header, body) {
+	// The one member the SDK compares (its extractName): the two run
+	// together refused a read whose params also had a "name", and passed a
+	// header equal to uri+name to the SDK, whose refusal quoted both
+	// (TestMcpNameIsComparedWithTheURIOnly).
+	body := p.URI
+	if member == "name" {
+		body = p.Name
+	}
+	if !nameHeaderIs(header, body) {
 		return &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: "header mismatch: the Mcp-Name header does not match params." + member}
 	}
 	return nil

@@ -139,6 +139,41 @@ func TestMcpNameMismatchIsNotQuotedBack(t *testing.T) {
 	}
 }
 
+// The Mcp-Name header of a read is compared with params.uri alone, as the
+// go-sdk compares it: custos compared it with params.uri and params.name
+// run together, so a read whose params also had a "name" member was
+// refused although its header matched, and a header equal to uri+name
+// passed to the SDK, whose refusal quoted the header and the uri.
+func TestMcpNameIsComparedWithTheURIOnly(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	cs := hs.connect(t, "clinician", rev2026)
+	res, err := cs.ListResources(context.Background(), nil)
+	if err != nil || len(res.Resources) == 0 {
+		t.Fatalf("list: %v", err)
+	}
+	uri := res.Resources[0].URI
+	read := func(name, params string) (int, map[string]any) {
+		t.Helper()
+		st, _, msg := post(t, hs.url, hs.tokens["clinician"], map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Name": name},
+			`{"jsonrpc":"2.0","id":8,"method":"resources/read","params":{`+meta2026(","+params)+`}}`)
+		return st, msg
+	}
+	if st, msg := read(uri, `"uri":"`+uri+`","name":"x"`); st != 200 || msg["result"] == nil {
+		t.Errorf("read with a matching header and a name member: status %d, answer %v", st, msg)
+	}
+	secret := "?access_token=" + paramSecret
+	st, msg := read(uri+secret, `"uri":"`+uri+`","name":"`+secret+`"`)
+	e, _ := msg["error"].(map[string]any)
+	raw, _ := json.Marshal(msg)
+	if st != 400 || e == nil || e["code"] != float64(mcp.CodeHeaderMismatch) || !strings.Contains(fmt.Sprint(e["message"]), "Mcp-Name header does not match params.uri") {
+		t.Errorf("header equal to uri+name: status %d, answer %s; want 400, %d naming params.uri", st, raw, mcp.CodeHeaderMismatch)
+	}
+	if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), uri) {
+		t.Errorf("mismatch error quotes a value: %s", raw)
+	}
+}
+
 // A 2026-07-28 Mcp-Name header in the revision's Base64 form
 // ("=?base64?" Base64(UTF-8 value) "?=", SEP-2243), which clients must use
 // for a value with non-ASCII or control characters or surrounding
