@@ -371,6 +371,9 @@ func answerMalformed(w http.ResponseWriter, h http.Header, b []byte) bool {
 			return true
 		}
 		if msg, err = jsonrpc.DecodeMessage(b); err != nil {
+			if refuseBatch(w, h, b) {
+				return true
+			}
 			return checkBatch(w, b)
 		}
 	}
@@ -511,6 +514,26 @@ func checkBatch(w http.ResponseWriter, b []byte) bool {
 		return true
 	}
 	return false
+}
+
+// firstBatchless is the first protocol revision without JSON-RPC batches.
+const firstBatchless = "2025-06-18"
+
+// refuseBatch answers 400 to a batch b (its messages well formed) whose
+// MCP-Protocol-Version is 2025-06-18 or later, as the go-sdk does after
+// reading the messages, but without repeating the header: the SDK's answer
+// ends "(request version: <header>)", and a header from 2026-07-28 on
+// reaches it whatever follows the date
+// (TestBatchRefusalDoesNotQuoteTheVersionHeader).
+func refuseBatch(w http.ResponseWriter, h http.Header, b []byte) bool {
+	if h.Get("Mcp-Protocol-Version") < firstBatchless {
+		return false
+	}
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '[' {
+		return false
+	}
+	http.Error(w, "JSON-RPC batching is not supported in protocol revision "+firstBatchless+" and later, which the MCP-Protocol-Version header names (the value is not repeated): send one message per request", http.StatusBadRequest)
+	return true
 }
 
 // batchEnvelopeError returns the error to answer, whole, for an HTTP batch

@@ -189,9 +189,6 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 		if refuseLastEventID(w, r) {
 			return // a Last-Event-ID the SDK would quote back
 		}
-		if refuseBatch(w, r) {
-			return // a batch where the header's revision has none: the SDK quoted the header
-		}
 		if checkParams(w, r) {
 			return // params the SDK would quote back: answered without them
 		}
@@ -209,26 +206,6 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 			statelessJSON.ServeHTTP(w, r)
 		}
 	})
-}
-
-// firstBatchless is the first protocol revision without JSON-RPC batches.
-const firstBatchless = "2025-06-18"
-
-// refuseBatch answers 400 to a POST whose body is a JSON array (a batch)
-// and whose MCP-Protocol-Version is 2025-06-18 or later, as the go-sdk
-// does, but without repeating the header: the SDK's answer ends "(request
-// version: <header>)", and a header from 2026-07-28 on reaches it whatever
-// follows the date (TestBatchRefusalDoesNotQuoteTheVersionHeader).
-func refuseBatch(w http.ResponseWriter, r *http.Request) bool {
-	if v := r.Header.Get("Mcp-Protocol-Version"); r.Method != http.MethodPost || v < firstBatchless {
-		return false
-	}
-	b, _ := peekBody(r)
-	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '[' {
-		return false
-	}
-	http.Error(w, "JSON-RPC batching is not supported in protocol revision "+firstBatchless+" and later, which the MCP-Protocol-Version header names (the value is not repeated): send one message per request", http.StatusBadRequest)
-	return true
 }
 
 // mirrorNotificationMethod sets the Mcp-Method header of a 2026-07-28
