@@ -98,7 +98,7 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 	common := []string{"--text", text, "--blob", blob, "--denied", denied, "--missing", missingURI(text),
 		"--template", "fhir://{tenant}/patients/{patient}/{type}/{id}", "--argument", "type"}
 	always := []string{"connect", "templates", "list-all-pages", "read-text", "read-blob", "read-denied",
-		"read-missing", "read-malformed-uri", "read-not-a-uri", "complete"}
+		"read-missing", "read-malformed-uri", "read-not-a-uri", "read-non-ascii-uri", "complete"}
 	check := func(t *testing.T, got map[string]interopScenario, wantPV string, modern bool, extra ...string) {
 		t.Helper()
 		for _, n := range append(always, extra...) {
@@ -112,6 +112,13 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 		// A denied read and a not-found read look the same to the client.
 		if dn, nf := got["read-denied"].Error, got["read-missing"].Error; dn == nil || nf == nil || dn.Message != nf.Message || *dn.Code != *nf.Code {
 			t.Errorf("denied %+v vs not found %+v", dn, nf)
+		}
+		// A URI with a non-ASCII character is refused for what is wrong
+		// with it, at every revision: on 2026-07-28 the client sends the
+		// Mcp-Name header in Base64 form, which custos compared undecoded
+		// and answered -32020 "header mismatch".
+		if e := got["read-non-ascii-uri"].Error; e == nil || e.Code == nil || *e.Code != -32602 || !strings.Contains(e.Message, "uri contains non-ascii characters") {
+			t.Errorf("non-ASCII uri: %+v, want -32602 naming the non-ASCII characters", e)
 		}
 		// v2 refuses ping on 2026-07-28 itself (the revision has no ping);
 		// every earlier revision pings.

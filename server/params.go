@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"io/fs"
@@ -205,10 +206,68 @@ func nameMismatch(h http.Header, method string, params []byte) *jsonrpc.Error {
 	if parseExact(params, &p) != nil {
 		return nil
 	}
-	if body := p.URI + p.Name; body != header {
+	// The one member the SDK compares (its extractName): the two run
+	// together refused a read whose params also had a "name", and passed a
+	// header equal to uri+name to the SDK, whose refusal quoted both
+	// (TestMcpNameIsComparedWithTheURIOnly).
+	body := p.URI
+	if member == "name" {
+		body = p.Name
+	}
+	if !nameHeaderIs(header, body) {
 		return &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: "header mismatch: the Mcp-Name header does not match params." + member}
 	}
 	return nil
+}
+
+// Markers of the Base64 form of an Mcp-Name header value (SEP-2243,
+// "Value Encoding"): "=?base64?" || Base64(UTF-8 value) || "?=", in the
+// standard alphabet with padding. Clients must send a value with non-ASCII
+// or control characters, or with leading or trailing whitespace, in this
+// form (TypeScript SDK v2 does), and a plain value that looks like it.
+const (
+	nameB64Prefix = "=?base64?"
+	nameB64Suffix = "?="
+)
+
+// decodeNameHeader is the value an Mcp-Name header names: its Base64 form
+// decoded, or the header as it is. ok is false for the markers around
+// something that is not Base64.
+func decodeNameHeader(header string) (value string, ok bool) {
+	enc, found := strings.CutPrefix(header, nameB64Prefix)
+	if found {
+		enc, found = strings.CutSuffix(enc, nameB64Suffix)
+	}
+	if !found {
+		return header, true
+	}
+	b, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// nameHeaderIs reports whether an Mcp-Name header names body, as sent or
+// in its Base64 form. The specification has servers decode the header
+// before comparing; custos compared it as sent, so a read of a URI with a
+// non-ASCII character, named in Base64 as the revision demands, was
+// answered -32020 instead of naming what is wrong with the URI
+// (TestBase64McpNameIsDecoded).
+func nameHeaderIs(header, body string) bool {
+	v, ok := decodeNameHeader(header)
+	return ok && v == body
+}
+
+// plainNameHeader replaces a 2026-07-28 Mcp-Name header in Base64 form by
+// the value it names, for the go-sdk after checkParams: v1.8.0 compares
+// the header as sent with the body, and would refuse a Base64 name that
+// matches, quoting both.
+func plainNameHeader(r *http.Request) {
+	h := r.Header.Get("Mcp-Name")
+	if v, ok := decodeNameHeader(h); ok && v != h {
+		r.Header.Set("Mcp-Name", v)
+	}
 }
 
 // methodMismatch returns the -32020 to answer for a 2026-07-28 request
@@ -312,6 +371,9 @@ func answerMalformed(w http.ResponseWriter, h http.Header, b []byte) bool {
 			return true
 		}
 		if msg, err = jsonrpc.DecodeMessage(b); err != nil {
+			if refuseBatch(w, h, b) {
+				return true
+			}
 			return checkBatch(w, b)
 		}
 	}
@@ -452,6 +514,26 @@ func checkBatch(w http.ResponseWriter, b []byte) bool {
 		return true
 	}
 	return false
+}
+
+// firstBatchless is the first protocol revision without JSON-RPC batches.
+const firstBatchless = "2025-06-18"
+
+// refuseBatch answers 400 to a batch b (its messages well formed) whose
+// MCP-Protocol-Version is 2025-06-18 or later, as the go-sdk does after
+// reading the messages, but without repeating the header: the SDK's answer
+// ends "(request version: <header>)", and a header from 2026-07-28 on
+// reaches it whatever follows the date
+// (TestBatchRefusalDoesNotQuoteTheVersionHeader).
+func refuseBatch(w http.ResponseWriter, h http.Header, b []byte) bool {
+	if h.Get("Mcp-Protocol-Version") < firstBatchless {
+		return false
+	}
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '[' {
+		return false
+	}
+	http.Error(w, "JSON-RPC batching is not supported in protocol revision "+firstBatchless+" and later, which the MCP-Protocol-Version header names (the value is not repeated): send one message per request", http.StatusBadRequest)
+	return true
 }
 
 // batchEnvelopeError returns the error to answer, whole, for an HTTP batch

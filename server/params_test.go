@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -134,6 +135,107 @@ func TestMcpNameMismatchIsNotQuotedBack(t *testing.T) {
 		}
 		if !strings.Contains(fmt.Sprint(e["message"]), "Mcp-Name header does not match params.uri") {
 			t.Errorf("message %q does not name the header and the member", e["message"])
+		}
+	}
+}
+
+// The Mcp-Name header of a read is compared with params.uri alone, as the
+// go-sdk compares it: custos compared it with params.uri and params.name
+// run together, so a read whose params also had a "name" member was
+// refused although its header matched, and a header equal to uri+name
+// passed to the SDK, whose refusal quoted the header and the uri.
+func TestMcpNameIsComparedWithTheURIOnly(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	cs := hs.connect(t, "clinician", rev2026)
+	res, err := cs.ListResources(context.Background(), nil)
+	if err != nil || len(res.Resources) == 0 {
+		t.Fatalf("list: %v", err)
+	}
+	uri := res.Resources[0].URI
+	read := func(name, params string) (int, map[string]any) {
+		t.Helper()
+		st, _, msg := post(t, hs.url, hs.tokens["clinician"], map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Name": name},
+			`{"jsonrpc":"2.0","id":8,"method":"resources/read","params":{`+meta2026(","+params)+`}}`)
+		return st, msg
+	}
+	if st, msg := read(uri, `"uri":"`+uri+`","name":"x"`); st != 200 || msg["result"] == nil {
+		t.Errorf("read with a matching header and a name member: status %d, answer %v", st, msg)
+	}
+	secret := "?access_token=" + paramSecret
+	st, msg := read(uri+secret, `"uri":"`+uri+`","name":"`+secret+`"`)
+	e, _ := msg["error"].(map[string]any)
+	raw, _ := json.Marshal(msg)
+	if st != 400 || e == nil || e["code"] != float64(mcp.CodeHeaderMismatch) || !strings.Contains(fmt.Sprint(e["message"]), "Mcp-Name header does not match params.uri") {
+		t.Errorf("header equal to uri+name: status %d, answer %s; want 400, %d naming params.uri", st, raw, mcp.CodeHeaderMismatch)
+	}
+	if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), uri) {
+		t.Errorf("mismatch error quotes a value: %s", raw)
+	}
+}
+
+// A 2026-07-28 Mcp-Name header in the revision's Base64 form
+// ("=?base64?" Base64(UTF-8 value) "?=", SEP-2243), which clients must use
+// for a value with non-ASCII or control characters or surrounding
+// whitespace (TypeScript SDK v2, @modelcontextprotocol/client 2.4.0, does),
+// names the value it decodes to. custos compared it undecoded, so a read
+// of a URI with such characters was answered -32020 "header mismatch"
+// instead of naming what is wrong with the URI; and once it matches, the
+// go-sdk (which does not decode either) must not refuse it.
+func TestBase64McpNameIsDecoded(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	cs := hs.connect(t, "clinician", rev2026)
+	res, err := cs.ListResources(context.Background(), nil)
+	if err != nil || len(res.Resources) == 0 {
+		t.Fatalf("list: %v", err)
+	}
+	uri := res.Resources[0].URI
+	enc := func(s string) string { return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?=" }
+	read := func(name, uri string) (int, map[string]any) {
+		t.Helper()
+		u, _ := json.Marshal(uri)
+		st, _, msg := post(t, hs.url, tok, map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Name": name},
+			`{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{`+meta2026(`,"uri":`+string(u))+`}}`)
+		return st, msg
+	}
+	for _, c := range []struct {
+		uri, reason string
+	}{
+		{uri + "\u00e9", "uri contains non-ascii characters"},
+		{uri + " ", "uri contains whitespace or control characters"},
+		{uri + "\t" + paramName, "uri contains whitespace or control characters"},
+	} {
+		before := len(f.records())
+		st, msg := read(enc(c.uri), c.uri)
+		e, _ := msg["error"].(map[string]any)
+		raw, _ := json.Marshal(msg)
+		if st != 400 || e == nil || e["code"] != float64(jsonrpc.CodeInvalidParams) || !strings.Contains(fmt.Sprint(e["message"]), c.reason) {
+			t.Errorf("read of %q named in Base64: status %d, answer %s; want 400, -32602 saying %q", c.uri, st, raw, c.reason)
+		}
+		if strings.Contains(string(raw), paramName) || strings.Contains(string(raw), uri) {
+			t.Errorf("answer quotes the uri: %s", raw)
+		}
+		if recs := f.records()[before:]; len(recs) != 1 || recs[0].Reason != server.ReasonBadURI {
+			t.Errorf("read of a bad uri named in Base64 audited as %+v, want one %s record", recs, server.ReasonBadURI)
+		}
+	}
+	// A value that needs no encoding may still come encoded: it is the
+	// same name, and the read is served.
+	if st, msg := read(enc(uri), uri); st != 200 || msg["result"] == nil {
+		t.Errorf("read named in Base64: status %d, answer %v", st, msg)
+	}
+	// An encoding of another value, or no valid Base64, still mismatches.
+	for _, name := range []string{enc(uri + "x"), "=?base64?" + paramName + "!?=", enc(uri)[:20] + "?="} {
+		st, msg := read(name, uri)
+		e, _ := msg["error"].(map[string]any)
+		raw, _ := json.Marshal(msg)
+		if st != 400 || e == nil || e["code"] != float64(mcp.CodeHeaderMismatch) {
+			t.Errorf("Mcp-Name %.30q: status %d, answer %s; want 400 and %d", name, st, raw, mcp.CodeHeaderMismatch)
+		}
+		if strings.Contains(string(raw), paramName) || strings.Contains(string(raw), uri) {
+			t.Errorf("mismatch error quotes a value: %s", raw)
 		}
 	}
 }

@@ -195,6 +195,7 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 		modern, method := statelessRequest(r)
 		if modern {
 			mirrorNotificationMethod(r)
+			plainNameHeader(r)
 		}
 		switch {
 		case !modern:

@@ -247,3 +247,30 @@ func TestSessionSpeaksTheNegotiatedRevision(t *testing.T) {
 		})
 	}
 }
+
+// A batch under an MCP-Protocol-Version of 2025-06-18 or later (which
+// have no batches) is refused naming the rule, not the header: the go-sdk
+// answered "JSON-RPC batching is not supported in 2025-06-18 and later
+// (request version: <header>)", and any header from 2026-07-28 on reaches
+// it whatever follows the date ("2026-07-28-<secret>"), so the client's
+// header came back in a plain-text answer that SECURITY.md did not list.
+// Nothing of the batch runs.
+func TestBatchRefusalDoesNotQuoteTheVersionHeader(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	batch := `[{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{` + meta2026("") + `}}]`
+	before := len(f.records())
+	for _, v := range []string{rev2026 + "-" + paramSecret, "3-" + paramName, rev2026} {
+		st, raw := postRaw(t, hs.url, tok, map[string]string{"Mcp-Protocol-Version": v, "Mcp-Method": "resources/list"}, batch)
+		if st != http.StatusBadRequest || !strings.Contains(string(raw), "batching is not supported") {
+			t.Errorf("header %.20q: status %d, answer %q; want 400 naming batching", v, st, raw)
+		}
+		if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), paramName) {
+			t.Errorf("answer quotes the header: %q", raw)
+		}
+	}
+	if n := len(f.records()) - before; n != 0 {
+		t.Errorf("%d records written: a refused batch ran", n)
+	}
+}

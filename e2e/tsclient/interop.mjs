@@ -173,6 +173,9 @@ if (!c) {
     if (o.missing) await scenario('read-missing', failing(o.missing));
     await scenario('read-malformed-uri', failing('fhir://general-hospital/patients/../../etc/passwd'));
     await scenario('read-not-a-uri', failing('not a uri'));
+    // A non-ASCII URI: on 2026-07-28 the client names it in the Mcp-Name
+    // header in the revision's Base64 form (SEP-2243).
+    await scenario('read-non-ascii-uri', failing('fhir://general-hospital/patients/J\u00f6rg'));
     if (o.template) {
         await scenario('complete', async () => {
             const r = await client.complete({ ref: { type: 'ref/resource', uri: o.template }, argument: { name: o.argument, value: '' } });

@@ -78,7 +78,8 @@ type Config struct {
 	// DefaultKnownPurposes.
 	KnownPurposes []string
 	// JWKSRefresh is how old the cached JWKS may get before it is refetched
-	// in the background. Default 5 min.
+	// in the background, by the next Verify (a token from the verified-token
+	// cache included). Default 5 min.
 	JWKSRefresh time.Duration
 	// JWKSMaxStaleness is how long the cached JWKS is trusted after the
 	// last successful fetch: beyond it every token is refused

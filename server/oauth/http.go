@@ -209,7 +209,7 @@ var (
 // is refused rather than served on the header or answered as if no token
 // had been sent.
 func BearerToken(r *http.Request) (string, error) {
-	if r.URL != nil && r.URL.Query().Has("access_token") {
+	if r.URL != nil && tokenInQuery(r.URL.RawQuery) {
 		return "", errTokenInURI
 	}
 	vals := r.Header.Values("Authorization")
@@ -229,6 +229,30 @@ func BearerToken(r *http.Request) (string, error) {
 		return "", errNotOneToken
 	}
 	return tok, nil
+}
+
+// tokenInQuery reports whether a URI query has a parameter named
+// access_token, splitting it at "&" and at ";" (which some servers and
+// proxies treat as a separator too): net/url's Query drops a pair holding
+// a semicolon whole, so "?x=1;access_token=T" next to a good header was
+// served (TestTokenInTheURIQueryIsRefused).
+func tokenInQuery(raw string) bool {
+	for raw != "" {
+		var pair string
+		if i := strings.IndexAny(raw, "&;"); i >= 0 {
+			pair, raw = raw[:i], raw[i+1:]
+		} else {
+			pair, raw = raw, ""
+		}
+		name, _, _ := strings.Cut(pair, "=")
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		if name == "access_token" {
+			return true
+		}
+	}
+	return false
 }
 
 // claimsKey is the TokenInfo.Extra key and context key for Claims.

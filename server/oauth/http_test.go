@@ -244,6 +244,14 @@ func TestTokenInTheURIQueryIsRefused(t *testing.T) {
 		{"in the query next to a good header", "access_token=" + good, "Bearer " + good, 400},
 		{"an empty access_token next to a good header", "access_token=", "Bearer " + good, 400},
 		{"another query next to a good header", "x=1", "Bearer " + good, 204},
+		// net/url's Query drops a pair with a semicolon whole, so these
+		// were served on the header; servers and proxies that split a
+		// query at ";" too (the HTML 4 recommendation) read an
+		// access_token parameter in them.
+		{"after a semicolon next to a good header", "x=1;access_token=" + good, "Bearer " + good, 400},
+		{"before a semicolon next to a good header", "access_token=" + good + ";x=1", "Bearer " + good, 400},
+		{"a percent-encoded name next to a good header", "x=1;access%5Ftoken=" + good, "Bearer " + good, 400},
+		{"a value naming access_token next to a good header", "x=access_token", "Bearer " + good, 204},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ran = false

@@ -112,6 +112,10 @@ func (v *Verifier) Verify(ctx context.Context, rawToken string) (Claims, error) 
 		// now stale is not released either.
 		return Claims{}, err
 	}
+	// Before the cache too: only a miss reached keysFor, so one cached
+	// token used again and again (a revoked key's) kept the key set from
+	// being refreshed until JWKSMaxStaleness.
+	v.refreshIfOld()
 	var digest [32]byte
 	if v.cfg.CacheSize > 0 {
 		digest = sha256.Sum256([]byte(rawToken))
@@ -273,14 +277,10 @@ func keyFits(k jose.JSONWebKey, alg jose.SignatureAlgorithm) bool {
 }
 
 // keysFor returns the cached keys for kid. An unknown kid forces a JWKS
-// refetch (key rotation), rate-limited by MinRefreshInterval. A stale set
-// is refreshed in the background while the cached keys keep serving.
+// refetch (key rotation), rate-limited by MinRefreshInterval. (A set older
+// than JWKSRefresh is refreshed in the background by Verify, refreshIfOld.)
 func (v *Verifier) keysFor(ctx context.Context, kid string) (*keySet, []jose.JSONWebKey, error) {
 	ks := v.keys.Load()
-	now := v.cfg.Now()
-	if now.Sub(ks.fetched) > v.cfg.JWKSRefresh && v.mayFetch(now) && v.refreshing.CompareAndSwap(false, true) {
-		go v.backgroundRefresh()
-	}
 	if keys := ks.byKID[kid]; len(keys) > 0 {
 		return ks, keys, nil
 	}
@@ -307,6 +307,16 @@ func (v *Verifier) keysFor(ctx context.Context, kid string) (*keySet, []jose.JSO
 		return ks, ks.byKID[kid], nil
 	}
 	return nil, nil, fmt.Errorf("%w: unknown kid", ErrInvalid)
+}
+
+// refreshIfOld starts a background refresh of a key set older than
+// JWKSRefresh (at most one at a time, and one fetch per
+// MinRefreshInterval); the cached keys keep serving meanwhile.
+func (v *Verifier) refreshIfOld() {
+	now := v.cfg.Now()
+	if now.Sub(v.keys.Load().fetched) > v.cfg.JWKSRefresh && v.mayFetch(now) && v.refreshing.CompareAndSwap(false, true) {
+		go v.backgroundRefresh()
+	}
 }
 
 // verifyWith returns the payload of jws if one of keys that fits alg

@@ -425,6 +425,39 @@ func TestPeriodicRefresh(t *testing.T) {
 	}
 }
 
+// A token the verifier has cached is still checked against a current key
+// set: once the key set is older than JWKSRefresh, a request whose token is
+// a cache hit refreshes it in the background as a miss does, and when the
+// issuer no longer publishes the signing key (revoked), the token is
+// refused. Only a cache miss started the refresh: a client (or an attacker
+// holding a token signed with a key the issuer has since revoked) that kept
+// sending one cached token was served on it, without any JWKS fetch, until
+// the key set reached JWKSMaxStaleness (24 h).
+func TestCachedTokenOfRevokedKeyIsRefused(t *testing.T) {
+	is := newIssuer(t, ecKey, ecKey2)
+	clk := newClock(t0)
+	v := is.verifier(t, func(c *Config) { c.Now = clk.Now })
+	ctx := context.Background()
+	tok := sign(t, ecKey, is.claims(set("exp", t0.Add(24*time.Hour).Unix())))
+	if _, err := v.Verify(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	is.serve(t, ecKey2) // the issuer revokes ecKey
+	clk.Add(DefaultJWKSRefresh + time.Second)
+	v.Verify(ctx, tok) // may still be served from the cache; starts the refresh
+	deadline := time.Now().Add(10 * time.Second)
+	for v.keys.Load().byKID[ecKey.kid] != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("JWKS older than JWKSRefresh not refreshed while a cached token is used (fetches %d)", is.fetches.Load())
+		}
+		v.Verify(ctx, tok)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := v.Verify(ctx, tok); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("cached token of a revoked key: %v, want ErrInvalid", err)
+	}
+}
+
 // JWKS fetch errors and log lines name the host, never the JWKS URL, whose
 // query may hold a key (found by probe: net/http's errors quote the whole
 // URL, and New's error and the refresh warnings carried it).
