@@ -462,6 +462,12 @@ func checkedText(entries []checkpoint.Entry) string {
 	if !ok {
 		return "no anchored checkpoint"
 	}
+	return fmt.Sprintf("%d anchored checkpoints (latest: size %d, root %s)", distinctCheckpoints(entries), latest.Size, latest.Root)
+}
+
+// distinctCheckpoints counts the checkpoints of entries, each (size, root)
+// once however many files hold it.
+func distinctCheckpoints(entries []checkpoint.Entry) int {
 	type key struct {
 		size int64
 		root [32]byte
@@ -470,7 +476,7 @@ func checkedText(entries []checkpoint.Entry) string {
 	for _, e := range entries {
 		distinct[key{e.Size, e.Root}] = true
 	}
-	return fmt.Sprintf("%d anchored checkpoints (latest: size %d, root %s)", len(distinct), latest.Size, latest.Root)
+	return len(distinct)
 }
 
 // noCheckpointText says why there was no anchored checkpoint to check
