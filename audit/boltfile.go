@@ -6,9 +6,14 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"math/bits"
+	"os"
+	"slices"
 
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/custos-mcp/custos/internal/regularfile"
 )
 
 // KindSegmentDamaged: a segment file is not a bbolt database that can be
@@ -188,4 +193,72 @@ func allZeros(f io.ReaderAt, size int64) bool {
 		}
 	}
 	return true
+}
+
+// DamagedError is the error of a log several of whose segment files are
+// damaged (KindSegmentDamaged): one *CorruptError per file, in segment
+// order, the live segment last. It matches ErrCorrupt, and errors.As
+// finds the first file's *CorruptError; VerifyFile reports each as a
+// problem. A log with one damaged file gets that file's *CorruptError
+// alone. Every file is named so that the operator restores them all from
+// a backup at once, not one per attempt.
+type DamagedError struct {
+	Files []*CorruptError
+}
+
+func (e *DamagedError) Error() string {
+	msg := fmt.Sprintf("audit: audit log is corrupt: %d segment files are damaged (%s)", len(e.Files), KindSegmentDamaged)
+	for i, f := range e.Files {
+		msg += fmt.Sprintf("; %d: expected %q, got %q: %s", i+1, f.Expected, f.Got, f.Detail)
+	}
+	return msg
+}
+
+// Unwrap returns each file's *CorruptError.
+func (e *DamagedError) Unwrap() []error {
+	out := make([]error, len(e.Files))
+	for i, f := range e.Files {
+		out[i] = f
+	}
+	return out
+}
+
+// damagedSegments returns err as it is unless it is a segment_damaged
+// error, which names only the first damaged file its open met. Then it
+// checks the header of every segment file of the log at path (the sealed
+// ones, from archiveDir too, in order, then the live one) without opening
+// them with bbolt, and returns a *DamagedError naming each damaged one
+// when there are several.
+func damagedSegments(path, archiveDir string, err error) error {
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Kind != KindSegmentDamaged {
+		return err
+	}
+	files, ferr := sealedFiles(path, archiveDir)
+	if ferr != nil {
+		return err
+	}
+	nos := slices.Sorted(maps.Keys(files))
+	paths := make([]string, 0, len(nos)+1)
+	for _, no := range nos {
+		paths = append(paths, files[no])
+	}
+	var found []*CorruptError
+	for _, p := range append(paths, path) {
+		f, oerr := regularfile.Open(p, os.O_RDONLY, 0, regularfile.NoFollow)
+		if oerr != nil {
+			continue // missing, or not a file: its open reports that
+		}
+		fi, serr := f.Stat()
+		if serr == nil {
+			if cerr := checkBoltFile(f, fi.Size(), p); errors.As(cerr, &ce) {
+				found = append(found, ce)
+			}
+		}
+		f.Close()
+	}
+	if len(found) < 2 {
+		return err
+	}
+	return &DamagedError{Files: found}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -255,5 +256,51 @@ func TestKilledFirstStartSaysWhatToDo(t *testing.T) {
 				mustOpenPath(t, path, Options{})
 			}
 		})
+	}
+}
+
+// TestEveryDamagedSegmentIsNamed: when several segment files are damaged,
+// VerifyFile reports a segment_damaged problem for each, and Open's error
+// names each file, so that an auditor restoring them from a backup has
+// the whole list at once. Before, both stopped at the first damaged file
+// they opened (the live one, or the lowest sealed number) and named only
+// it.
+func TestEveryDamagedSegmentIsNamed(t *testing.T) {
+	path := writeSegmented(t, 3, 3, 3, 2)
+	sealed := SealedDir(path)
+	damaged := []string{filepath.Join(sealed, SegmentFile(1)), filepath.Join(sealed, SegmentFile(3)), path}
+	for _, f := range damaged {
+		if err := os.Chmod(f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, nil, 0o600); err != nil { // emptied
+			t.Fatal(err)
+		}
+	}
+	var got []Problem
+	sum, err := VerifyFile(context.Background(), path, func(p Problem) { got = append(got, p) })
+	if err != nil {
+		t.Fatalf("VerifyFile = %v, want the damage reported as problems", err)
+	}
+	if sum.Problems != len(damaged) || len(got) != len(damaged) {
+		t.Fatalf("VerifyFile reported %d problems (summary %d): %v, want one for each of %v", len(got), sum.Problems, got, damaged)
+	}
+	for i, f := range damaged {
+		if got[i].Kind != KindSegmentDamaged || !strings.Contains(got[i].Detail, f) {
+			t.Errorf("problem %d = %s, want segment_damaged naming %s", i, got[i], f)
+		}
+	}
+	_, err = Open(path, Options{Node: "n"})
+	var ce *CorruptError
+	if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.Kind != KindSegmentDamaged {
+		t.Fatalf("Open = %v, want a segment_damaged ErrCorrupt", err)
+	}
+	for _, f := range damaged {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("Open = %v, want it to name %s", err, f)
+		}
+	}
+	if _, err := ExportFile(context.Background(), path, io.Discard, FormatJSONL, Filter{}); err == nil || !strings.Contains(err.Error(), damaged[1]) {
+		t.Errorf("ExportFile = %v, want it to name %s", err, damaged[1])
 	}
 }

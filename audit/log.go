@@ -206,9 +206,11 @@ func Open(path string, opts Options) (*Log, error) {
 			unlock()
 		}
 	}()
+	// A damaged segment file stops the open at the first one met; every
+	// one is named (damagedSegments).
 	if !opts.ReadOnly {
 		if err := l.recoverSeal(); err != nil {
-			return nil, err
+			return nil, damagedSegments(path, opts.ArchiveDir, err)
 		}
 		if err := readOnlySealed(path, opts.Timeout); err != nil {
 			return nil, err
@@ -222,12 +224,12 @@ func Open(path string, opts Options) (*Log, error) {
 	}
 	sealed, err := openSealedAll(path, opts.ArchiveDir, opts.Timeout)
 	if err != nil {
-		return nil, err
+		return nil, damagedSegments(path, opts.ArchiveDir, err)
 	}
 	live, err := l.openLive(path, len(sealed) == 0)
 	if err != nil {
 		closeSegments(sealed)
-		return nil, err
+		return nil, damagedSegments(path, opts.ArchiveDir, err)
 	}
 	l.segs = append(sealed, live)
 	l.commits = &batcher{db: live.db, tail: live.tail, minDelay: opts.MinBatchDelay, maxDelay: opts.MaxBatchDelay, maxSize: opts.MaxBatchSize}

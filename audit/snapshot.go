@@ -39,9 +39,13 @@ type Snapshot struct {
 //
 // The transaction lasts as long as the copy. It does not delay appends
 // (the live segment never remaps: mapsize.go), but bbolt cannot reuse the
-// pages freed meanwhile, so the file grows by every page the appends touch
-// until the copy ends: write the copy to fast storage rather than a slow
-// stream.
+// pages freed meanwhile, and every commit rewrites its freelist, which
+// lists those pending pages too (and whose old pages become pending in
+// turn): the file grows by about 27 MiB × (e^(C/512) − 1) after C commits
+// during the copy (measured; docs/operations.md, "audit.db grows during a
+// backup"), and commits slow down with it. Keep the copy short: write it
+// to fast storage rather than a slow stream, and keep the live segment
+// small where the server commits often (Options.RollSize).
 func (l *Log) WriteSnapshot(open func(Snapshot) (io.Writer, error)) (Snapshot, error) {
 	var s Snapshot
 	err := l.view(func(tx *bolt.Tx) error {

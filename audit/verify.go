@@ -157,16 +157,19 @@ func VerifyFilePaced(ctx context.Context, path string, report func(Problem), pac
 // was walked twice, its records counted twice and a segment_missing
 // problem reported for a log that had lost nothing (VerifyFile), its
 // records exported twice (ExportFile).
+//
+// Every damaged segment file is named (damagedSegments), not only the
+// first one met.
 func openFileSegments(path string) ([]*segment, error) {
 	db, err := openReadOnly(path)
 	if err != nil {
-		return nil, err
+		return nil, damagedSegments(path, "", err)
 	}
 	live := &segment{path: path, db: db}
 	sealed, err := openSealedAll(path, "", DefaultTimeout)
 	if err != nil {
 		live.close()
-		return nil, err
+		return nil, damagedSegments(path, "", err)
 	}
 	if n := len(sealed); n > 0 {
 		a, errA := os.Stat(sealed[n-1].path)
@@ -179,15 +182,25 @@ func openFileSegments(path string) ([]*segment, error) {
 	return append(sealed, live), nil
 }
 
-// reportDamaged reports err as the verification's one problem if it is a
-// damaged segment file (KindSegmentDamaged); any other error is returned.
+// reportDamaged reports err as the verification's problems if it names
+// damaged segment files (KindSegmentDamaged): one problem per file (a
+// *DamagedError names several); any other error is returned.
 func reportDamaged(err error, report func(Problem)) (Summary, error) {
+	var de *DamagedError
 	var ce *CorruptError
-	if !errors.As(err, &ce) || ce.Kind != KindSegmentDamaged {
+	files := []*CorruptError{}
+	switch {
+	case errors.As(err, &de):
+		files = de.Files
+	case errors.As(err, &ce) && ce.Kind == KindSegmentDamaged:
+		files = append(files, ce)
+	default:
 		return Summary{}, err
 	}
-	report(Problem{Kind: ce.Kind, Expected: ce.Expected, Got: ce.Got, Detail: ce.Detail})
-	return Summary{Problems: 1}, nil
+	for _, f := range files {
+		report(Problem{Kind: f.Kind, Expected: f.Expected, Got: f.Got, Detail: f.Detail})
+	}
+	return Summary{Problems: len(files)}, nil
 }
 
 func openReadOnly(path string) (*bolt.DB, error) { return openReadOnlyTimeout(path, DefaultTimeout) }

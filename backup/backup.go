@@ -127,8 +127,11 @@ type Source struct {
 }
 
 // Write writes the backup of src to w as a tar archive of flat files, the
-// manifest last, and returns the manifest.
+// manifest last, and returns the manifest. It stops at its first write
+// after ctx is done (also inside a file's copy, the audit log's long read
+// transaction included), with ctx's error and no manifest written.
 func Write(ctx context.Context, w io.Writer, src Source) (Manifest, error) {
+	w = ctxWriter{ctx: ctx, w: w}
 	if src.Timeout == 0 {
 		src.Timeout = DefaultTimeout
 	}
@@ -221,6 +224,21 @@ func Write(ctx context.Context, w io.Writer, src Source) (Manifest, error) {
 }
 
 type addFunc func(name string, size int64) (io.Writer, func(), error)
+
+// ctxWriter fails every write once ctx is done: a server that shuts down
+// ends a backup in flight (access.Service.Close) without waiting for the
+// copy of a large file, which tx.WriteTo writes in chunks.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}
 
 func addBytes(add addFunc, name string, b []byte) error {
 	w, done, err := add(name, int64(len(b)))

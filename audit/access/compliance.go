@@ -76,7 +76,7 @@ func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest,
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: verifier keys: %v", ErrBadRequest, err)
 	}
-	if err := askedAnchorHolds(r.Anchor, r.AnchorName); err != nil {
+	if err := AskedAnchorHolds(r.Anchor, r.AnchorName); err != nil {
 		return Result{}, err
 	}
 	var why subject
@@ -112,13 +112,17 @@ func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest,
 	if err != nil {
 		return res, fmt.Errorf("reading the anchored checkpoints: %w", err)
 	}
+	ac := &out.Verification.Anchors
+	ac.Files = []creport.AnchorFile{anchorFile((&checkpoint.Anchor{Dir: s.dir}).Path(), entries)}
+	if r.AnchorName != "" {
+		ac.Files = append(ac.Files, anchorFile(r.AnchorName, other))
+	}
 	entries = append(entries, other...)
 	latest, ok := latestEntry(entries)
 	if !ok {
 		return res, fmt.Errorf("%w: a compliance package needs one (serve signs one at least every --checkpoint-interval and at shutdown)", errNoCheckpoint)
 	}
-	ac := &out.Verification.Anchors
-	ac.Checkpoints, ac.LatestSize, ac.LatestRoot = len(entries), latest.Size, latest.Root.String()
+	ac.Checkpoints, ac.LatestSize, ac.LatestRoot = distinctCheckpoints(entries), latest.Size, latest.Root.String()
 	if err := checkpoint.CheckAgainst(ctx, v, entries, verifiers); err != nil {
 		ac.Error = err.Error()
 	} else {
@@ -207,13 +211,14 @@ func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest,
 	return res, err
 }
 
-// askedAnchorHolds refuses, before the access record, an anchor asked
-// for (name set) whose lines hold no checkpoint: the package would name it
-// among the sources of the checkpoints checked and pass when only the data
-// directory's were (an anchor not mounted, the wrong directory, or its
-// checkpoints removed). Lines that do not read are left to anchorEntries,
-// which reports them.
-func askedAnchorHolds(anchor []byte, name string) error {
+// AskedAnchorHolds refuses (ErrBadRequest), before the access record, an
+// anchor asked for (name set) whose lines hold no checkpoint: the package
+// would name it among the sources of the checkpoints checked and pass when
+// only the data directory's were (an anchor not mounted, the wrong
+// directory, or its checkpoints removed). Lines that do not read are left
+// to anchorEntries, which reports them. OpCompliance checks it; the
+// command checks it too, before it prints anything.
+func AskedAnchorHolds(anchor []byte, name string) error {
 	if name == "" {
 		return nil
 	}
@@ -221,6 +226,16 @@ func askedAnchorHolds(anchor []byte, name string) error {
 		return fmt.Errorf("%w: the anchor asked for was not checked: %s is missing or holds no checkpoint (an anchor directory not mounted, the wrong directory, or its checkpoints removed); nothing was read: name the anchor that holds the checkpoints, or leave it out for a package checked against the data directory's alone", ErrBadRequest, name)
 	}
 	return nil
+}
+
+// anchorFile is what the anchor file path held: entries (of size at most
+// the view's end), counted apart from the other files'.
+func anchorFile(path string, entries []checkpoint.Entry) creport.AnchorFile {
+	f := creport.AnchorFile{Path: path, Checkpoints: distinctCheckpoints(entries)}
+	if latest, ok := latestEntry(entries); ok {
+		f.LatestSize, f.LatestRoot = latest.Size, latest.Root.String()
+	}
+	return f
 }
 
 // ReadCompliance reads OpCompliance's output: it returns the

@@ -121,7 +121,8 @@ func TestComplianceRecordsFirstAndReadsTheView(t *testing.T) {
 
 	// Verified, and the scan covers exactly 1..N although the log grew.
 	v := cr.Verification
-	if !v.Log.OK || len(v.Log.Problems) != 0 || v.Log.HeadSeq < n || !v.Anchors.OK || v.Anchors.Checkpoints != 1 || v.Anchors.LatestSize != covered {
+	if !v.Log.OK || len(v.Log.Problems) != 0 || v.Log.HeadSeq < n || !v.Anchors.OK || v.Anchors.Checkpoints != 1 || v.Anchors.LatestSize != covered ||
+		len(v.Anchors.Files) != 1 || v.Anchors.Files[0].Checkpoints != 1 || v.Anchors.Files[0].LatestSize != covered {
 		t.Fatalf("verification %+v", v)
 	}
 	ret := cr.Retention

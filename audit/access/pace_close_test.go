@@ -6,8 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/access"
@@ -143,5 +148,58 @@ func TestServiceCloseEndsAPacedWalk(t *testing.T) {
 				t.Errorf("a %s refused after Service.Close recorded %d records", o.name, after-head)
 			}
 		})
+	}
+}
+
+// TestCloseEndsABackup: Close ends a backup in flight as it ends the
+// walks: the copy stops at its next write (the audit log's tx.WriteTo
+// included), the operation fails with audit.ErrClosed saying no backup
+// was taken, and the receiver gets no complete stream. The receiver here
+// reads 4 KiB every 2 ms (about 2 MB/s: a backup of a few MB takes
+// seconds). Before, a backup was left to finish: Close returned, the
+// backup went on to its end and succeeded, and a server's shutdown waited
+// for it up to the admin socket's 5 s.
+func TestCloseEndsABackup(t *testing.T) {
+	l, dir := openLog(t)
+	appendN(t, l, 5000)
+	db, err := bolt.Open(filepath.Join(dir, "catalog.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	svc := access.New(l, nil, dir, nil)
+	var received atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		_, err := (access.Local{Service: svc, Caller: alice}).Do(context.Background(), access.OpBackup,
+			access.BackupRequest{Ask: access.Ask{Purpose: "HOPERAT"}, Out: "/b"}, func(r io.Reader) error {
+				buf := make([]byte, 4<<10)
+				for {
+					n, err := r.Read(buf)
+					received.Add(int64(n))
+					if errors.Is(err, io.EOF) {
+						return nil
+					}
+					if err != nil {
+						return err
+					}
+					time.Sleep(2 * time.Millisecond)
+				}
+			})
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	svc.Close()
+	closed := time.Now()
+	select {
+	case err := <-done:
+		if el := time.Since(closed); el > 500*time.Millisecond {
+			t.Errorf("the backup ended %v after Close, want at once", el)
+		}
+		if !errors.Is(err, audit.ErrClosed) || !strings.Contains(err.Error(), "no backup") {
+			t.Errorf("backup after Close: %v (%d bytes received), want audit.ErrClosed saying no backup was taken", err, received.Load())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the backup did not end after Close")
 	}
 }

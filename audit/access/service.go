@@ -86,26 +86,29 @@ func New(log *audit.Log, app Appender, dir string, logger *slog.Logger) *Service
 	return &Service{log: log, app: app, dir: dir, logger: logger, nowFunc: time.Now, closing: closing, stop: stop}
 }
 
-// Close ends s's walks of the log, for a server that shuts down: a walk
-// resting between chunks (Pace) wakes at once and, like one reading a
-// chunk, stops before its next read; the operation fails with an error
-// wrapping audit.ErrClosed (no verdict, an incomplete output; its access
-// record stays). Every operation that walks the log ends so (verify,
-// export, bundle, report, policy impact, compliance report); prove and
-// hash (a few records) and backup (bound by the disk and its receiver)
-// are left to finish. Operations begun after Close fail with
+// Close ends s's walks of the log and its backups, for a server that
+// shuts down: a walk resting between chunks (Pace) wakes at once and,
+// like one reading a chunk, stops before its next read; a backup stops
+// at its next write (backup.Write), also inside the audit log's copy; the
+// operation fails with an error wrapping audit.ErrClosed (no verdict, an
+// incomplete output, no backup; its access record stays). Every
+// operation that walks the log ends so (verify, export, bundle, report,
+// policy impact, compliance report), and backup; prove and hash (a few
+// records) are left to finish. Operations begun after Close fail with
 // audit.ErrClosed before anything is recorded. A server calls Close
-// before it waits for its admin socket's requests (which it did for up to
-// 5 s) and before it closes the log. Closing twice is a no-op.
+// before it waits for its admin socket's requests (which it did for up
+// to 5 s) and before it closes the log. Closing twice is a no-op.
 func (s *Service) Close() { s.stop() }
 
-// errClosing is the cause with which Close cancels a walk's context.
+// errClosing is the cause with which Close cancels an operation's
+// context.
 var errClosing = errors.New("audit access: the service is closing")
 
-// walks reports whether op walks the log (Close ends it).
-func (op Op) walks() bool {
+// endsAtClose reports whether Close ends op (a walk of the log, or a
+// backup); prove and hash are short.
+func (op Op) endsAtClose() bool {
 	switch op {
-	case OpProve, OpHash, OpBackup:
+	case OpProve, OpHash:
 		return false
 	}
 	return true
@@ -200,7 +203,7 @@ func (s *Service) run(ctx context.Context, c Caller, op Op, req []byte, w io.Wri
 	if s.closing.Err() != nil {
 		return Result{}, fmt.Errorf("%w: the server is shutting down; nothing was recorded or read", audit.ErrClosed)
 	}
-	if !op.walks() {
+	if !op.endsAtClose() {
 		return s.runOp(ctx, c, op, req, w, progress)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -208,8 +211,13 @@ func (s *Service) run(ctx context.Context, c Caller, op Op, req []byte, w io.Wri
 	defer context.AfterFunc(s.closing, func() { cancel(errClosing) })()
 	res, err := s.runOp(ctx, c, op, req, w, progress)
 	if context.Cause(ctx) == errClosing {
-		// Whatever the walk returned, it did not see the whole log.
-		return res, fmt.Errorf("%w: the server shut down during the %s (no verdict; run it again)", audit.ErrClosed, op)
+		// Whatever the walk returned, it did not see the whole log; a
+		// backup stopped short of its manifest.
+		what := "no verdict"
+		if op == OpBackup {
+			what = "no backup was taken"
+		}
+		return res, fmt.Errorf("%w: the server shut down during the %s (%s; run it again)", audit.ErrClosed, op, what)
 	}
 	return res, err
 }
@@ -462,6 +470,12 @@ func checkedText(entries []checkpoint.Entry) string {
 	if !ok {
 		return "no anchored checkpoint"
 	}
+	return fmt.Sprintf("%d anchored checkpoints (latest: size %d, root %s)", distinctCheckpoints(entries), latest.Size, latest.Root)
+}
+
+// distinctCheckpoints counts the checkpoints of entries, each (size, root)
+// once however many files hold it.
+func distinctCheckpoints(entries []checkpoint.Entry) int {
 	type key struct {
 		size int64
 		root [32]byte
@@ -470,7 +484,7 @@ func checkedText(entries []checkpoint.Entry) string {
 	for _, e := range entries {
 		distinct[key{e.Size, e.Root}] = true
 	}
-	return fmt.Sprintf("%d anchored checkpoints (latest: size %d, root %s)", len(distinct), latest.Size, latest.Root)
+	return len(distinct)
 }
 
 // noCheckpointText says why there was no anchored checkpoint to check

@@ -109,7 +109,8 @@ or are derived like 'audit pubkey' does: with --dev from the dev key file,
 otherwise from Vault with the auditor policy. --anchor-dir A also checks the
 log against A/checkpoints.jsonl; an A whose checkpoints.jsonl is missing or
 holds no checkpoint is refused before the access record (no package): name
-the anchor that holds them, or leave --anchor-dir out. The retention period is
+the anchor that holds them, or leave --anchor-dir out. verification.txt gives
+each anchor file's own count of checkpoints and its latest size. The retention period is
 --audit-retention, or audit.retention of the serve configuration (--config).
 
 The package is PHI: store it accordingly. The command exits 1 when a
@@ -287,6 +288,11 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Refused before anything is printed; the operation refuses
+		// it too.
+		if err := access.AskedAnchorHolds(b, a.Path()); err != nil {
+			return nil, err
+		}
 		anchors = append(anchors, a)
 		sources = append(sources, a.Path())
 		req.Anchor, req.AnchorName = b, a.Path()
@@ -342,6 +348,9 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 	p.step("access recorded as record %d; the bundle holds records %d..%d", res.AccessSeq, m.From, m.To)
 	v := res.Verification
 	v.Anchors.Sources = strings.Join(sources, ", ")
+	for i := range min(len(v.Anchors.Files), len(sources)) {
+		v.Anchors.Files[i].Path = sources[i] // the server names its own path
+	}
 
 	p.step("verifying the bundle offline")
 	tick, end := bytesProgress(progressTo(p.cmd, p.asJSON), "checking the bundle's files")
@@ -493,6 +502,13 @@ func verificationText(rep *report.Report) string {
 	}
 	fmt.Fprintf(&b, "anchors:    %s  %d signed checkpoints (%s), latest size %d root %s\n",
 		status(v.Anchors.OK), v.Anchors.Checkpoints, v.Anchors.Sources, v.Anchors.LatestSize, v.Anchors.LatestRoot)
+	for _, f := range v.Anchors.Files {
+		noun := "signed checkpoints"
+		if f.Checkpoints == 1 {
+			noun = "signed checkpoint"
+		}
+		fmt.Fprintf(&b, "  %s: %d %s, latest size %d\n", f.Path, f.Checkpoints, noun, f.LatestSize)
+	}
 	if v.Anchors.Error != "" {
 		fmt.Fprintf(&b, "  %s\n", v.Anchors.Error)
 	}

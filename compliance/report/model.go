@@ -323,12 +323,28 @@ type LogCheck struct {
 
 // AnchorCheck is the check of the log against its anchored checkpoints.
 type AnchorCheck struct {
+	// Checkpoints counts the distinct checkpoints of all the files (one
+	// that the data directory and an anchor both hold counts once); Files
+	// has each file's own count.
 	Checkpoints int    `json:"checkpoints"`
 	LatestSize  int64  `json:"latest_size"`
 	LatestRoot  string `json:"latest_root"`
 	Sources     string `json:"sources"` // the anchor files read
-	Error       string `json:"error,omitempty"`
-	OK          bool   `json:"ok"`
+	// Files are the anchor files read, the data directory's first, each
+	// with what it held: an auditor checks each anchor apart.
+	Files []AnchorFile `json:"files"`
+	Error string       `json:"error,omitempty"`
+	OK    bool         `json:"ok"`
+}
+
+// AnchorFile is one anchor file (checkpoints.jsonl) the log was checked
+// against: its checkpoints of size at most the view's end, and the latest
+// of them (size 0 and no root when it held none).
+type AnchorFile struct {
+	Path        string `json:"path"`
+	Checkpoints int    `json:"checkpoints"`
+	LatestSize  int64  `json:"latest_size"`
+	LatestRoot  string `json:"latest_root,omitempty"`
 }
 
 // Retention is the retention status of the whole log (not only the
