@@ -420,21 +420,48 @@ func (rd *reader) remember(entries []*entry) {
 // pass (reader.pass), find it: until 2026-12-06 they did not, and a Bulk
 // export imported with Bundles conditionally creating its Practitioners
 // got a second one, and its next import was refused (FHIR 412).
-// identifier is the resource's decoded identifier element; placed:
-// patient is its compartment. Only a resource that one of the Bundles'
-// conditional searches finds, or whose id is one they find in the
-// catalog, is filed (reader.searched); an input without them files
-// nothing.
-func (rd *reader) rememberResource(typ, id string, identifier any, patient string, placed bool) {
+// m is the resource decoded, raw its JSON; placed: patient is its
+// compartment. Only a resource that one of the Bundles' conditional
+// searches finds, or whose id is one they find in the catalog, is filed
+// (reader.searched); an input without them files nothing.
+func (rd *reader) rememberResource(typ, id string, m map[string]any, raw []byte, patient string, placed bool) {
 	if !rd.remembers {
 		return
 	}
-	var ids []string
-	if identifier != nil {
-		raw, _ := json.Marshal(identifier)
-		ids = identifiersOf(raw)
+	rd.rememberOutside(&entry{typ: typ, id: id, identifiers: identifiersOf(identifierElement(m, raw)), writes: true, patient: patient, placed: placed})
+}
+
+// identifierElement is the identifier element of a resource, m decoded
+// from raw, as a decode of its head reads it (rememberHead, bundle.index,
+// the catalog's search in app): a struct field, which encoding/json
+// matches to a key in any case ("Identifier"), the last one when several
+// are. Until 2026-12-06 the pass reading the resource whole took the key
+// "identifier" alone: a pass reading its head found a Practitioner by
+// an NPI under "Identifier" and the one reading it whole did not, and
+// the import failed as an internal error (reader.pass), every time
+// (TestRememberIdentifierKeyAsEveryReader). One such key, the usual
+// case, is re-encoded from m; several (an error of the pass that yields:
+// duplicateKey) are read from raw in their order.
+func identifierElement(m map[string]any, raw []byte) json.RawMessage {
+	var v any
+	n := 0
+	for k, x := range m {
+		if strings.EqualFold(k, "identifier") {
+			v, n = x, n+1
+		}
 	}
-	rd.rememberOutside(&entry{typ: typ, id: id, identifiers: ids, writes: true, patient: patient, placed: placed})
+	switch n {
+	case 0:
+		return nil
+	case 1:
+		b, _ := json.Marshal(v)
+		return b
+	}
+	var head struct {
+		Identifier json.RawMessage `json:"identifier"`
+	}
+	_ = json.Unmarshal(raw, &head)
+	return head.Identifier
 }
 
 // rememberOutside remembers e, a resource read outside a Bundle, when a

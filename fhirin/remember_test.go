@@ -116,3 +116,51 @@ func TestRememberSameInEveryPass(t *testing.T) {
 		t.Errorf("%d entries kept, want the 3 conditional creates (each finds its resource outside the Bundle)", kept)
 	}
 }
+
+// A resource outside a Bundle is remembered with the identifiers every
+// other reader of an identifier element finds in it: a pass that reads its
+// head (rememberHead), a Bundle entry's head (bundle.index) and the
+// catalog's search (app) decode it into a struct field, which
+// encoding/json matches in any case ("Identifier"), and so does a pass
+// that reads it whole (rememberResource). Before, the whole read took the
+// key "identifier" alone: the first pass (heads) found the Practitioner
+// by its NPI and the last (whole) did not, and the import failed as an
+// internal error ("pass 3 remembered other resources"), however often
+// it was run. Patient.ndjson is read whole by the first pass and by its
+// head in the securityContext pass: the reverse difference.
+func TestRememberIdentifierKeyAsEveryReader(t *testing.T) {
+	for _, file := range []struct{ name, line, typ, id, search string }{
+		{"Practitioner.ndjson", `{"resourceType":"Practitioner","id":"pr1","Identifier":[{"system":"urn:npi","value":"1"}]}`, "Practitioner", "pr1", "identifier=urn:npi|1"},
+		{"practitioner.json", `{"resourceType":"Practitioner","id":"pr1","IDENTIFIER":{"system":"urn:npi","value":"1"}}`, "Practitioner", "pr1", "identifier=1"},
+		{"Patient.ndjson", `{"resourceType":"Patient","id":"p","Identifier":[{"system":"urn:mrn","value":"7"}]}`, "Patient", "p", "identifier=urn:mrn|7"},
+	} {
+		dir := t.TempDir()
+		cond := `{"fullUrl":"urn:uuid:5c6d7e8f-0000-4000-8000-000000000009","resource":{"resourceType":"` + file.typ + `"},"request":{"method":"POST","url":"` + file.typ + `","ifNoneExist":"` + file.search + `"}}`
+		for name, lines := range map[string][]string{
+			file.name: {file.line}, "DocumentReference.ndjson": {ctxDoc}, "Binary.ndjson": {ctxBinary},
+			"z-bundle.json": {`{"resourceType":"Bundle","type":"transaction","entry":[` + cond + `]}`},
+		} {
+			if file.typ != "Patient" && name == "Patient.ndjson" {
+				continue
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if file.typ != "Patient" {
+			if err := os.WriteFile(filepath.Join(dir, "Patient.ndjson"), []byte(`{"resourceType":"Patient","id":"p"}`+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var kept []string
+		err := Read(t.Context(), dir, Options{Link: testLink}, func(it Item) error {
+			if it.Kept {
+				kept = append(kept, it.Type+"/"+it.ID)
+			}
+			return nil
+		})
+		if want := file.typ + "/" + file.id; err != nil || len(kept) != 1 || kept[0] != want {
+			t.Errorf("%s: err = %v, kept %v; want the conditional create to keep %s in every pass", file.name, err, kept, want)
+		}
+	}
+}

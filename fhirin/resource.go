@@ -219,7 +219,7 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	if e != nil {
 		e.patient, e.placed = patient, true
 	} else {
-		rd.rememberResource(typ, id, r.m["identifier"], patient, true)
+		rd.rememberResource(typ, id, r.m, r.raw, patient, true)
 	}
 	if e != nil && e.matched && !e.unplaced && patient != e.matchedPatient {
 		// Taking the match's id would retire it from its patient's
