@@ -118,7 +118,7 @@ func (e *Engine) DecideBatch(ctx context.Context, in Input, items []Item) ([]Dec
 func (e *Engine) evalBatch(ctx context.Context, in *Input, items []Item, todo []int, ds []Decision) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	opts, succeeded, release := e.evalOptions(in, in.batchValue(items, todo))
+	opts, succeeded, release := e.evalOptions(in, in.batchValue(items, todo, e.itemURI))
 	rs, err := evaluations.eval(ctx, e.batch, opts...)
 	defer release()
 	if err == nil {
@@ -245,8 +245,19 @@ func (in *Input) validateBatch(items []Item) error {
 
 // batchValue is the input document of a batch over items[todo]: in's
 // document with "items", each {"resource": ..., "break_glass": ... or null}
-// (both keys always present, every resource field set).
-func (in *Input) batchValue(items []Item, todo []int) ast.Value {
+// (both keys always present, every resource field set but, unless withURI,
+// "uri").
+//
+// withURI is false when no rule of the policy can read
+// input.resource.uri (Engine.itemURI): decisions are then cached without
+// the URI, list decisions too, and the static analysis cannot follow an
+// item through the variables and functions a decisions rule binds it to
+// (the default policy passes input.items whole to a function). Leaving
+// the URI out makes a list decision a function of the URI-free input by
+// construction: a list rule that reads it finds it undefined, as a read
+// of that policy never depends on it
+// (TestListItemURIIsNotReadWhenNoRuleReadsTheResourceURI).
+func (in *Input) batchValue(items []Item, todo []int, withURI bool) ast.Value {
 	terms := make([]*ast.Term, len(todo))
 	for j, i := range todo {
 		bg := ast.NullTerm()
@@ -254,7 +265,7 @@ func (in *Input) batchValue(items []Item, todo []int) ast.Value {
 			bg = breakGlassTerm(items[i].BreakGlass)
 		}
 		terms[j] = ast.ObjectTerm(
-			ast.Item(keyResource, resourceTerm(items[i].Resource)),
+			ast.Item(keyResource, resourceFields(items[i].Resource, withURI)),
 			ast.Item(keyBreakGlass, bg),
 		)
 	}

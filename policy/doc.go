@@ -49,11 +49,15 @@
 // the bare input or input.resource, a dynamic key, an import or a `with`
 // count as reading it), the key leaves the URI out, so one evaluation
 // answers every resource with the same features for the same principal,
-// purpose and action. Invariant: a cached decision equals the evaluated
-// one (TestURIFreeCacheAgreesWithEvaluation drives a cached and an
-// uncached engine through the same random requests, each feature
-// combination under several URIs, single and batched;
-// TestURIReadingPolicyDecidesPerURI checks a policy that reads the URI).
+// purpose and action; and batch items are given without "uri", so that
+// the decisions rule cannot read the URI through input.items either (the
+// analysis does not follow items through variables). Invariant: a cached
+// decision equals the evaluated one (TestURIFreeCacheAgreesWithEvaluation
+// drives a cached and an uncached engine through the same random requests,
+// each feature combination under several URIs, single and batched;
+// TestURIReadingPolicyDecidesPerURI checks a policy that reads the URI;
+// TestListItemURIIsNotReadWhenNoRuleReadsTheResourceURI one whose list rule
+// alone reads it).
 //
 // # Subject cache
 //

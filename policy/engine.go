@@ -133,6 +133,13 @@ type Engine struct {
 	nondet   string         // the nondeterministic builtin that turned the caches off, if any
 	subjects *subjectCaches // nil: no value outlives its evaluation
 	recent   *recent        // the inputs decided last, for Warm; nil without subjects
+
+	// itemURI: batch items carry their resource's URI. False when no rule
+	// can read input.resource.uri (readsResourceURI), cache or not: the
+	// decisions rule then cannot read an item's URI either, so a list
+	// decision is a function of the URI-free input like a read's, which
+	// the cache keys rely on (batchValue).
+	itemURI bool
 }
 
 // Load compiles every *.rego file under fsys except *_test.rego into one
@@ -252,6 +259,10 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 		timeout:  opts.Timeout,
 		log:      opts.Logger,
 		policies: files,
+	}
+	if batch != nil {
+		a, _ := analysed()
+		e.itemURI = a.readsURI
 	}
 	det, builtin := deterministic(modules)
 	if !det {

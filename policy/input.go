@@ -191,15 +191,22 @@ func (in *Input) value() ast.Value {
 	return ast.NewObject(items...)
 }
 
-func resourceTerm(r *Resource) *ast.Term {
-	return ast.ObjectTerm(
-		ast.Item(keyURI, ast.StringTerm(r.URI)),
+func resourceTerm(r *Resource) *ast.Term { return resourceFields(r, true) }
+
+// resourceFields is resourceTerm without "uri" unless withURI (a batch
+// item of a policy that reads no URI: batchValue).
+func resourceFields(r *Resource, withURI bool) *ast.Term {
+	fields := make([][2]*ast.Term, 0, 6)
+	if withURI {
+		fields = append(fields, ast.Item(keyURI, ast.StringTerm(r.URI)))
+	}
+	return ast.ObjectTerm(append(fields,
 		ast.Item(keyType, sharedStringTerm(r.Type)),
 		ast.Item(keyPatient, ast.StringTerm(r.Patient)),
 		ast.Item(keyTenant, sharedStringTerm(r.Tenant)),
 		ast.Item(keySensitivity, stringArray(r.Sensitivity)),
 		ast.Item(keyConsent, stringArray(r.Consent)),
-	)
+	)...)
 }
 
 func breakGlassTerm(bg *BreakGlass) *ast.Term {

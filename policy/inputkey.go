@@ -32,8 +32,12 @@ var (
 // patient, say) are evaluated once.
 //
 // Batch decisions (rule decisions over input.items) are cached under the
-// same keys: the engine's contract is that decisions[i] equals decision for
-// item i alone (see DecideBatch), which the cache already relies on.
+// same keys. An item's URI, input.items[i].resource.uri, is a second place
+// the URI can be read, which this analysis does not follow (items are bound
+// to variables and passed to functions); when it is false the engine gives
+// batch items without "uri" (Engine.itemURI, batchValue), so that a list
+// decision is a function of the URI-free input by construction, whatever
+// its rule reads.
 func readsResourceURI(modules []*ast.Module) bool {
 	reads := false
 	for _, m := range modules {

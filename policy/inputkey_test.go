@@ -193,3 +193,72 @@ func TestURIFreeCacheAgreesWithEvaluation(t *testing.T) {
 		t.Fatal("nothing was cached")
 	}
 }
+
+// TestListItemURIIsNotReadWhenNoRuleReadsTheResourceURI: a policy whose
+// read rule (decision) never reads input.resource.uri gets its decisions
+// cached without the URI, list decisions included; its list rule
+// (decisions) must then not see an item's URI either, or a cached decision
+// would depend on which URI came first. Here the list rule denies items
+// whose URI says "vip" and the read rule allows everything: the grid of
+// the load-time agreement check has no such URI, so the policy passes
+// CheckBatch, and until 2026-12-06 the list decisions depended on the
+// cache (the cached engine allowed a vip item an uncached one denied) and
+// listed what read decided otherwise. A batch of such a policy is now
+// given items without "uri": decided the same by every engine and as a
+// read would decide them.
+func TestListItemURIIsNotReadWhenNoRuleReadsTheResourceURI(t *testing.T) {
+	ctx := context.Background()
+	fsys := fstest.MapFS{"p.rego": {Data: []byte(`package custos.authz
+
+decision := {"allow": true, "reasons": [], "obligations": []} if input.action in {"list", "read"}
+
+decisions := [item_decision(item) | some item in input.items] if input.action in {"list", "read"}
+
+item_decision(item) := {"allow": false, "reasons": ["vip_uri"], "obligations": []} if {
+	contains(item.resource.uri, "vip")
+} else := {"allow": true, "reasons": [], "obligations": []}
+`)}}
+	cached, err := Load(ctx, fsys, Options{Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := Load(ctx, fsys, Options{DecisionCache: -1, SubjectCache: -1, Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckBatch(ctx, cached); err != nil {
+		t.Fatalf("the policy does not pass the load-time agreement check, so the test would prove little: %v", err)
+	}
+	if cached.keyURI || cached.cache == nil {
+		t.Fatal("the cached engine does not key without the URI: the test would prove little")
+	}
+	subj := NewSubject(clinician)
+	item := func(uri string) Item {
+		r := resource("observation", patientA)
+		r.URI = uri
+		return Item{Resource: r}
+	}
+	pages := [][]Item{
+		{item("custos://t/observation/plain-1"), item("custos://t/observation/vip-1")},
+		{item("custos://t/observation/vip-2")},
+		{item("custos://t/observation/plain-2")},
+	}
+	for i, page := range pages {
+		list := Input{Subject: subj, PurposeOfUse: "TREAT", Action: ActionList}
+		got, gerr := cached.DecideBatch(ctx, list, page)
+		want, werr := plain.DecideBatch(ctx, list, page)
+		if gerr != nil || werr != nil {
+			t.Fatalf("page %d: errors %v, %v", i, gerr, werr)
+		}
+		for j, it := range page {
+			read, err := plain.Decide(ctx, Input{Subject: subj, PurposeOfUse: "TREAT", Action: ActionList, Resource: it.Resource})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[j].Allow != want[j].Allow || want[j].Allow != read.Allow {
+				t.Errorf("page %d item %s: cached list allow %v, uncached list allow %v (%v), decision allow %v",
+					i, it.Resource.URI, got[j].Allow, want[j].Allow, want[j].Reasons, read.Allow)
+			}
+		}
+	}
+}

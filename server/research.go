@@ -16,14 +16,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/minimize"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/secrets"
 	"github.com/custos-mcp/custos/store"
 )
 
 // ResearchPurpose is the purpose of use (HL7 HRESCH) whose callers see the
-// de-identified research view: Safe Harbor payloads (the policy's
-// obligations) and, here, research aliases in place of the catalog's ids.
+// research view: payloads minimized as the policy's obligations demand
+// (Safe Harbor under the default policy; what a list item claims follows
+// the decision, researchTitle) and, here, research aliases in place of the
+// catalog's ids.
 const ResearchPurpose = "HRESCH"
 
 // Research aliases. A patient id or resource id is, under Safe Harbor, a
@@ -193,7 +196,7 @@ func (a *aliaser) present(item *mcp.Resource, r store.Resource, d policy.Decisio
 		}
 		item.Name = typ + "-" + string(name)
 	}
-	item.Title, item.Description = researchTitle(typ)
+	item.Title, item.Description = researchTitle(typ, d)
 	if item.Annotations != nil {
 		// The priority is the source's number (a manifest sets any in
 		// [0, 1], 0.219099999 carries an SSN's digits); the audience is
@@ -207,25 +210,54 @@ func (a *aliaser) present(item *mcp.Resource, r store.Resource, d policy.Decisio
 }
 
 // researchTitle is the title and description of a research list item,
-// made from the resource type only: nothing of the source record. The
-// note, report, image and attachment families are no FHIR R4 resources
-// and are named as what they are.
-func researchTitle(typ string) (title, description string) {
+// made from the resource type and what d, the item's decision, applies
+// only: nothing of the source record. The note, report, image and
+// attachment families are no FHIR R4 resources and are named as what they
+// are.
+//
+// The research view claims Safe Harbor only when d demands it (the
+// deidentify obligation, safeHarbor): the loaded policy, not the purpose,
+// decides what a research caller gets, and a policy may release a research
+// read minimized field by field (a limited data set, 45 CFR 164.514(e)) or
+// whole (research under an IRB waiver, 164.512(i)). Then the description
+// says so and names the policy revision that decided, never more
+// de-identification than applied (TestResearchListClaimsOnlyWhatWasApplied).
+func researchTitle(typ string, d policy.Decision) (title, description string) {
+	var what string
 	switch typ {
 	case store.TypeAttachment:
-		return "Attachment (de-identified)", "An attachment (document or image), de-identified under HIPAA Safe Harbor (research view)."
+		title, what = "Attachment", "An attachment (document or image)"
 	case store.TypeNote:
-		return "Note (de-identified)", "A clinical note, de-identified under HIPAA Safe Harbor (research view)."
+		title, what = "Note", "A clinical note"
 	case store.TypeReport:
-		return "Report (de-identified)", "A report document, de-identified under HIPAA Safe Harbor (research view)."
+		title, what = "Report", "A report document"
 	case store.TypeImage:
-		return "Image (de-identified)", "An image, de-identified under HIPAA Safe Harbor (research view)."
+		title, what = "Image", "An image"
+	default:
+		title = typ
+		if n := store.FHIRResourceType(typ); n != "" {
+			title = n
+		}
+		what = "A FHIR R4 " + title + " resource"
 	}
-	name := typ
-	if n := store.FHIRResourceType(typ); n != "" {
-		name = n
+	switch {
+	case safeHarbor(d):
+		return title + " (de-identified)", what + ", de-identified under HIPAA Safe Harbor (research view)."
+	case len(d.Obligations) > 0:
+		return title + " (minimized, not de-identified)", what + ", minimized as policy " + d.Revision + " requires; not de-identified under HIPAA Safe Harbor (research view)."
+	default:
+		return title + " (not de-identified)", what + ", released as stored under policy " + d.Revision + ": not de-identified (research view)."
 	}
-	return name + " (de-identified)", "A FHIR R4 " + name + " resource, de-identified under HIPAA Safe Harbor (research view)."
+}
+
+// safeHarbor reports whether d demands HIPAA Safe Harbor de-identification
+// of the whole resource (minimize.OpDeidentify with
+// minimize.DeidentifySafeHarbor), the only obligation the research view
+// may call de-identification.
+func safeHarbor(d policy.Decision) bool {
+	return slices.ContainsFunc(d.Obligations, func(o minimize.Obligation) bool {
+		return o.Op == minimize.OpDeidentify && o.Fn == minimize.DeidentifySafeHarbor
+	})
 }
 
 // minimizeAlias is the alias function minimization rewrites references to

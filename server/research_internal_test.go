@@ -54,7 +54,8 @@ func TestResearchEntityTagIsNotTheRealURIsTag(t *testing.T) {
 
 // Research list titles and descriptions are made from the type alone.
 func TestResearchTitleFromTypeOnly(t *testing.T) {
-	title, desc := researchTitle("observation")
+	sh := policy.Decision{Allow: true, Revision: "sha256:ab", Obligations: []minimize.Obligation{{Op: minimize.OpDeidentify, Fn: minimize.DeidentifySafeHarbor}}}
+	title, desc := researchTitle("observation", sh)
 	if title != "Observation (de-identified)" || minimize.ScrubString(desc) != desc || strings.Contains(desc, "observation/") {
 		t.Fatalf("researchTitle = %q, %q", title, desc)
 	}

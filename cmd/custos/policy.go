@@ -292,7 +292,7 @@ func cachingText(c policy.Caching) string {
 	case !c.Decisions:
 		return "none"
 	case c.WithoutURI:
-		return "decisions memoized per principal, purpose and resource features (no rule reads the resource's URI)"
+		return "decisions memoized per principal, purpose and resource features (no rule reads the resource's URI; list items are decided without it)"
 	}
 	return "decisions memoized per resource: some rule can read input.resource.uri (or input.resource or input whole, a dynamic key, an import or a with), so every resource is evaluated once per principal"
 }

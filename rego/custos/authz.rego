@@ -174,7 +174,8 @@ resource_decision := resource_decisions([item])[0] if {
 has_resource if is_object(input.resource)
 
 # A list page: input.items is [{"resource": {...}, "break_glass": {...} or null}]
-# (the engine always sets both keys and every resource field), and
+# (the engine always sets both keys and every resource field but "uri", which
+# it leaves out since no rule here reads input.resource.uri), and
 # decisions[i] is the decision about input.items[i], exactly as decision would
 # be for that resource and grant.
 decisions := resource_decisions(input.items) if input.action in {"list", "read"}
