@@ -127,6 +127,11 @@
 //     address space is limited does it fall back, with a warning, to
 //     bbolt's default mapping; on the systems where internal/fsspace does
 //     not read the file system's size it keeps that mapping.
+//   - While a backup copies the live segment, bbolt reuses none of the
+//     pages the commits free; the commits leave out bbolt's freelist
+//     (copyLive), so that the file grows by the pages they write, not
+//     about exponentially (TestSnapshotGrowthIsLinear). A sealed segment
+//     always names its freelist.
 //   - The live segment keeps a zero-filled tail past its high-water mark
 //     (tail.go, where its invariants are): written under bbolt's writer
 //     lock, never below the mark, never counted, trimmed at the seal, and

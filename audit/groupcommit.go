@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -129,7 +130,8 @@ func (s *schedSampler) current(now time.Time) time.Duration {
 // most one commits.
 type batcher struct {
 	db       *bolt.DB
-	tail     *zeroTail // db's zero-filled tail (tail.go); nil: none
+	tail     *zeroTail     // db's zero-filled tail (tail.go); nil: none
+	copies   *atomic.Int64 // db's segment's copies in progress (segment.copies)
 	minDelay time.Duration
 	maxDelay time.Duration
 	maxSize  int
@@ -246,8 +248,8 @@ func (b *batcher) commit(r *batchRun) {
 	for r != nil {
 		// b.db and b.tail are read while r's records hold the segment
 		// (Append's segMu): a roll switches them only when none is held.
-		db, tail := b.db, b.tail
-		hwm := b.commitOne(db, r)
+		db, tail, copies := b.db, b.tail, b.copies
+		hwm := b.commitOne(db, copies, r)
 		tail.extend(db, hwm) // after the callers have their results
 		b.mu.Lock()
 		b.committing = false
@@ -258,13 +260,16 @@ func (b *batcher) commit(r *batchRun) {
 
 // commitOne runs r's calls in one transaction of db and calls their
 // finish. It returns the file's high-water mark when that transaction
-// began.
-func (b *batcher) commitOne(db *bolt.DB, r *batchRun) (hwm int64) {
+// began. The transaction leaves out bbolt's freelist while copies says a
+// backup copies db (copyLive).
+func (b *batcher) commitOne(db *bolt.DB, copies *atomic.Int64, r *batchRun) (hwm int64) {
 	calls := r.calls
 	for len(calls) > 0 {
 		failed := -1
 		err := db.Update(func(tx *bolt.Tx) error {
 			hwm = tx.Size()
+			// Read by Commit under the writer's lock, which this holds.
+			db.NoFreelistSync = copies != nil && copies.Load() > 0
 			for i, c := range calls {
 				if err := callSafely(c.fn, tx); err != nil {
 					failed = i

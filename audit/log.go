@@ -232,7 +232,7 @@ func Open(path string, opts Options) (*Log, error) {
 		return nil, damagedSegments(path, opts.ArchiveDir, err)
 	}
 	l.segs = append(sealed, live)
-	l.commits = &batcher{db: live.db, tail: live.tail, minDelay: opts.MinBatchDelay, maxDelay: opts.MaxBatchDelay, maxSize: opts.MaxBatchSize}
+	l.commits = &batcher{db: live.db, tail: live.tail, copies: &live.copies, minDelay: opts.MinBatchDelay, maxDelay: opts.MaxBatchDelay, maxSize: opts.MaxBatchSize}
 	fail := func(err error) (*Log, error) {
 		closeSegments(l.segs)
 		return nil, err

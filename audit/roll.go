@@ -350,7 +350,13 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 	}
 	// Step 4: the commit point.
 	body := seal.Body()
-	if err := live.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaSeal, body) }); err != nil {
+	err = live.update(func(tx *bolt.Tx) error {
+		// A sealed file keeps its freelist, even when a backup copies
+		// the segment now (copyLive).
+		tx.DB().NoFreelistSync = false
+		return tx.Bucket(bucketMeta).Put(metaSeal, body)
+	})
+	if err != nil {
 		// A failed commit may still have reached the disk: whether the
 		// segment is sealed is known only to the next open, which
 		// completes the seal or continues the segment. Until then nothing
@@ -411,8 +417,9 @@ func (l *Log) sealLocked(ctx context.Context, live *segment, w *segmentWalk) (Se
 	// readers of its note go by notePath. (segment.mu is not taken here:
 	// a backup holds it for its whole download, and segMu is held.)
 	live.seal.Store(&seal)
-	l.segs = append(l.segs, &segment{no: seal.Segment + 1, base: seal.Last, path: l.path, db: next, tail: nextTail})
-	l.commits.db, l.commits.tail = next, nextTail
+	nextSeg := &segment{no: seal.Segment + 1, base: seal.Last, path: l.path, db: next, tail: nextTail}
+	l.segs = append(l.segs, nextSeg)
+	l.commits.db, l.commits.tail, l.commits.copies = next, nextTail, &nextSeg.copies
 	l.headMu.Lock()
 	l.liveFirst = time.Time{}
 	l.headMu.Unlock()

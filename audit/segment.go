@@ -188,6 +188,11 @@ type segment struct {
 	db   *bolt.DB
 
 	tail *zeroTail // the live segment's zero-filled tail, as opened (tail.go); nil when read-only
+
+	// copies counts the backups' copies (WriteSnapshot) reading the
+	// segment now: while there is one, its commits leave out bbolt's
+	// freelist (see copyLive).
+	copies atomic.Int64
 }
 
 // view runs fn in a read transaction of the segment.
@@ -216,7 +221,8 @@ func (s *segment) close() error {
 	if s.db == nil {
 		return nil
 	}
-	err := s.db.Close()
+	err := writeFreelist(s.db)
+	err = errors.Join(err, s.db.Close())
 	s.db = nil
 	return err
 }

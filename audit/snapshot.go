@@ -39,16 +39,14 @@ type Snapshot struct {
 //
 // The transaction lasts as long as the copy. It does not delay appends
 // (the live segment never remaps: mapsize.go), but bbolt cannot reuse the
-// pages freed meanwhile, and every commit rewrites its freelist, which
-// lists those pending pages too (and whose old pages become pending in
-// turn): the file grows by about 27 MiB × (e^(C/512) − 1) after C commits
-// during the copy (measured; docs/operations.md, "audit.db grows during a
-// backup"), and commits slow down with it. Keep the copy short: write it
-// to fast storage rather than a slow stream, and keep the live segment
-// small where the server commits often (Options.RollSize).
+// pages freed meanwhile, so the file grows by the pages the commits write
+// meanwhile (about 11 pages of 4 KiB for a one-record commit; measured in
+// docs/operations.md, "audit.db grows during a backup"). The commits made
+// during the copy leave out bbolt's freelist (copyLive), which would list
+// those pending pages and grow the file about exponentially.
 func (l *Log) WriteSnapshot(open func(Snapshot) (io.Writer, error)) (Snapshot, error) {
 	var s Snapshot
-	err := l.view(func(tx *bolt.Tx) error {
+	err := l.copyLive(func(tx *bolt.Tx) error {
 		seq, hash, err := checkHead(tx)
 		if err != nil {
 			return err
@@ -81,6 +79,62 @@ func (l *Log) WriteSnapshot(open func(Snapshot) (io.Writer, error)) (Snapshot, e
 	})
 	return s, err
 }
+
+// copyLive runs fn, a backup's copy, in a read transaction of the live
+// segment, counted in the segment's copies from before the transaction
+// begins until it ends.
+//
+// While a read transaction is open bbolt reuses no page freed after it
+// began: they are pending. Every commit writes bbolt's freelist, which
+// lists the pending pages too (8 bytes each) and frees the previous
+// freelist's pages, pending in turn: each commit adds about 1/512 of the
+// pending pages again, and after C commits during a copy the file had
+// grown by about 27 MiB × (e^(C/512) − 1). So while the segment's copies
+// are above zero its batched commits set bbolt's DB.NoFreelistSync (read
+// by Commit under the writer's lock, so it is changed only inside a write
+// transaction: commitOne), and their meta pages name no freelist; the
+// first commit after the last copy ended writes it again, and so does a
+// seal's commit and the segment's close (writeFreelist). The freelist
+// stays whole in memory. A file left without one (a crash during a copy)
+// is still a valid bbolt file: a read-only open needs no freelist, and a
+// read-write open rebuilds it by scanning the file and writes it. So does
+// bbolt after a failed commit during a copy (tx.rollback: NoSyncReload of
+// freepages()), a scan of the whole file (docs/operations.md).
+func (l *Log) copyLive(fn func(tx *bolt.Tx) error) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	s := l.live()
+	s.copies.Add(1)
+	defer s.copies.Add(-1)
+	return s.view(fn)
+}
+
+// writeFreelist commits, on the writable bbolt db, a transaction that
+// writes the freelist if its last commit left it out (copyLive), so that
+// a closed live segment names its freelist as every bbolt file does.
+func writeFreelist(db *bolt.DB) error {
+	if db.IsReadOnly() {
+		return nil
+	}
+	err := db.Update(func(tx *bolt.Tx) error {
+		if !tx.DB().NoFreelistSync {
+			return errFreelistWritten
+		}
+		tx.DB().NoFreelistSync = false
+		return nil
+	})
+	if errors.Is(err, errFreelistWritten) {
+		return nil
+	}
+	return err
+}
+
+// errFreelistWritten rolls back writeFreelist's transaction: there is
+// nothing to write.
+var errFreelistWritten = errors.New("audit: freelist written")
 
 // LiveBytes is the number of bytes of the live segment's file in use: what
 // WriteSnapshot would copy now (Snapshot.Bytes). The file itself is larger,
