@@ -275,6 +275,12 @@ func readBundleFile(path string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, &regularfile.NotRegularError{Path: path, Kind: regularfile.Kind(fi.Mode())}
 	}
+	if fi.Size() > MaxBundleSize {
+		// Refused without reading it: the policy watcher fingerprints the
+		// file at every poll, and read 32 MiB each time to refuse it (a
+		// file that grows after this Stat is cut by the limit below).
+		return nil, ErrBundleTooLarge
+	}
 	f, err := openRegular(path)
 	if err != nil {
 		return nil, err
