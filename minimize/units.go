@@ -173,7 +173,7 @@ func knownUnitText(s string) bool {
 	if _, ok := timeUnit(s); ok {
 		return true
 	}
-	if _, ok := yearUnits[strings.NewReplacer("-", "", "_", "").Replace(unitKey(s))]; ok {
+	if _, ok := yearUnit(s); ok {
 		return true
 	}
 	t := strings.NewReplacer("µ", "u", "μ", "u").Replace(annotation.ReplaceAllString(s, ""))
@@ -313,7 +313,7 @@ func nameFormUnit(s string) bool {
 // capitalisedSymbols ("Kg", "Fl"), not a German noun of time, capitalised
 // as German writes it ("Jahre", "Monate"), and not, in capitals, an
 // abbreviation no unit of time reads (unitAbbreviations: "BMI", "INR",
-// "KG") or a calendar's era ("AD", yearUnits). A common clinical unit word
+// "KG"). A common clinical unit word
 // or a unit of time spelled out is a surname as often ("Day", "Weeks",
 // "Stone", "Box", "Fields", "Cal", "Kelvin", and in capitals "STONE",
 // "BOX", "CAL", "FIELDS"), and UCUM's case-insensitive units of time read
@@ -335,8 +335,7 @@ func nameCaseUnit(s string) bool {
 		return true
 	}
 	_, time := timeUnit(s)
-	_, era := yearUnits[strings.ToLower(s)] // "AD", "CE", "BE": a calendar's era
-	return time || !unitAbbreviations[strings.ToLower(s)] && !era
+	return time || !unitAbbreviations[strings.ToLower(s)]
 }
 
 // unitAbbreviations are the common clinical unit words (commonUnitWords)
@@ -369,11 +368,24 @@ var unitAbbreviations = setOf(
 // unit, no code beside) a unit of time whose capitalised form is a unit
 // written so ("Days", "YEARS": timeUnitWord) is that unit; a phrase of
 // unitPhrases ("Wood units") is kept whole.
-func nameCaseText(s string, time bool) bool {
+//
+// A name's initials, single capitals joined by a dot or a space ("J.S.",
+// "J. S.", "mg/J.S.": initials), are a name written so, though UCUM reads
+// them as atoms (the joule, the siemens); and a calendar's era ("AD",
+// "DC", "NE", "N.E.": yearUnit) is a unit only where the value is a year
+// (year: calendarYear): {"value": 77441124, "unit": "J.S."} and
+// {"value": 77441124, "unit": "DC"} were released until h-review38.
+func nameCaseText(s string, time, year bool) bool {
 	if unitPhrases[strings.ToLower(s)] {
 		return false
 	}
+	if _, era := yearUnit(s); era {
+		return !year
+	}
 	bare := bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " ")
+	if initials.MatchString(bare) {
+		return true
+	}
 	for _, at := range letterRun.FindAllStringIndex(bare, -1) {
 		w := bare[at[0]:at[1]]
 		if perMinute(w) && strings.HasSuffix(bare[:at[0]], "/") || time && timeUnitWord(w) {
@@ -385,6 +397,12 @@ func nameCaseText(s string, time bool) bool {
 	}
 	return false
 }
+
+// initials are a name's initials in a unit text: two or more single
+// capitals, each after a dot, a dot and a space, or a space ("J.S.",
+// "J. S.", "J S", "A.B", "mg/J.S."). "V.A", UCUM's volt-ampere, has
+// their form, and is kept beside its code (unitAgrees).
+var initials = regexp.MustCompile(`(?:^|[^\pL])\p{Lu}(?:(?:\. ?| )\p{Lu})+(?:[^\pL]|$)`)
 
 // nameCaseWord is a word of letters written as a name is: capitalised, or
 // in capitals.

@@ -373,3 +373,47 @@ func TestDeidentifyNameCaseWordsInCapitalsAndParts(t *testing.T) {
 		}
 	}
 }
+
+// TestDeidentifyInitialsAndErasAreNoUnits: a name's initials with dots or
+// spaces ("J.S.", "J. S.", "J.K.R.", "mg/J.S.") read as UCUM's atoms of
+// one capital letter (the joule, the siemens, the kelvin), and a calendar's
+// era in capitals ("DC", "NE", "CE", "BE", "AD": yearUnits) as a unit, and
+// {"value": 77441124, "unit": "J.S."} and {"value": 77441124, "unit": "DC"}
+// were released, initials and number, until h-review38. Initials are now a
+// name written so (nameCaseText): kept only beside a UCUM code that says
+// the same unit ("V.A", the volt-ampere, beside "V.A"); an era only beside
+// a year ("2016 DC", "2016 N.E.": calendarYear), where the year is judged
+// as a year is (oldYear).
+func TestDeidentifyInitialsAndErasAreNoUnits(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"DC", "NE", "CE", "BE", "AD", "N.E."} { // beside no year
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+	}
+	for _, unit := range []string{"J.S.", "J. S.", "J S", "J.K.R.", "A.B", "M.S.", "K.G.", "mg/J.S.", "J.S./min", "V.A"} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+		want := `"valueQuantity":{"code":"g","system":"http://unitsofmeasure.org","value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":"g"}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside g:\n got %s\nwant %s", unit, got, want)
+		}
+	}
+	want := `"valueQuantity":{"code":"V.A","system":"http://unitsofmeasure.org","unit":"V.A","value":4}`
+	if got := obs(`{"value":4,"unit":"V.A","system":"http://unitsofmeasure.org","code":"V.A"}`); !strings.Contains(got, want) {
+		t.Errorf("V.A beside V.A:\n got %s\nwant %s", got, want)
+	}
+	for _, era := range []string{"AD", "CE", "DC", "NE", "N.E.", "d.C.", "yyyy"} {
+		if got := obs(`{"value":2016,"unit":` + strconvQuote(era) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(era)+`,"value":2016}`) {
+			t.Errorf("2016 %s dropped:\n got %s", era, got)
+		}
+	}
+	for _, unit := range []string{"mg", "mL/min/1.73 m2", "mm Hg", "Wood U", "deg F", "K/uL", "U/L", "S/CO", "mOsm/kg H2O", "Hz", "kV"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
