@@ -167,6 +167,11 @@ func ucumAnnotated(s string, j int) []int {
 // "beats/min", "mmHg", "mEq/L", "24h" are; "MRN", "ID", "acct", "tel",
 // "Smith" are not.
 func knownUnitText(s string) bool {
+	for _, b := range bracketedAtom.FindAllString(s, -1) {
+		if !ucumBrackets[b] {
+			return false // "[Stone]", "[Ann]": see ucumBrackets
+		}
+	}
 	if ucumUnit(s) || unitPhrases[strings.ToLower(s)] {
 		return true
 	}
@@ -185,6 +190,25 @@ func knownUnitText(s string) bool {
 	}
 	return len(words) > 0 || strings.ContainsAny(s, "%°")
 }
+
+// ucumBrackets are the square brackets of UCUM's atoms, as written
+// ("[in_i]", "[Hg]" of "m[Hg]", "[IU]", "[iU]"): the only ones a unit text
+// may hold (knownUnitText). The name rules leave what brackets hold to
+// UCUM (nameFormUnit, nameCaseText), and knownUnitText read it as any
+// word: a name that is a unit word or a unit in any case ("[Stone]",
+// "[DAY]", "[Ann]", "[MIN]", "[Gal]") was released with its number until
+// h-review38.
+var ucumBrackets = func() map[string]bool {
+	m := map[string]bool{}
+	for _, atoms := range []map[string]bool{ucumMetricAtoms, ucumOtherAtoms} {
+		for a := range atoms {
+			for _, b := range bracketedAtom.FindAllString(a, -1) {
+				m[b] = true
+			}
+		}
+	}
+	return m
+}()
 
 // knownUnitWord reports whether w, a run of letters and digits of a unit
 // text, is a number or names a unit: a common clinical unit word
@@ -274,8 +298,8 @@ var commonUnitWords = setOf(
 // nameFormUnit reports whether unit text or code s of a quantity holds a
 // word of a name's form (capitalisedWord: "Ann", "Gal", "Pa", "Ms",
 // "{Smith}") that is not a unit written so (capitalisedUnit), outside
-// UCUM's square brackets (a bracketed atom must be UCUM's own, or a word of
-// a known unit: "[Smith]" is neither). UCUM's case-sensitive atoms and
+// UCUM's square brackets (what brackets hold must be UCUM's own, as
+// written: ucumBrackets; "[Smith]", "[Stone]" are not). UCUM's case-sensitive atoms and
 // prefixes make units of names (Gal, the galileo; Pa, the pascal; Ms, a
 // megasecond; Yu, a yottadalton; Mar, a mega-are), case-insensitive time
 // units and the years of other languages make more (Ann, Min, Ani, Sena),

@@ -417,3 +417,31 @@ func TestDeidentifyInitialsAndErasAreNoUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestDeidentifyBracketsHoldUCUMAtoms: a unit text's square brackets must
+// hold what UCUM's bracketed atoms hold, as written ("[in_i]", "mm[Hg]",
+// "[IU]/L"). knownUnitText read the words inside brackets as it reads any
+// word, and a name that is a unit word or that UCUM reads as a unit in any
+// case ("[Stone]", "[DAY]", "[Ann]", "[MIN]", "[Gal]", "[Yu]") was released
+// with its number until h-review38, the name rules (nameFormUnit,
+// nameCaseText) leaving bracketed atoms to UCUM's judgement.
+func TestDeidentifyBracketsHoldUCUMAtoms(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"[Stone]", "[STONE]", "[stone]", "[Day]", "[DAY]", "[Box]", "[Weeks]", "[Ann]", "[ANN]", "[ann]",
+		"[Min]", "[MIN]", "[Mo]", "[Gal]", "[Pa]", "[Ms]", "[Yu]", "[Sena]", "mg/[Stone]", "[Stone]/d", "[in_i'Stone]", "m[Ann]"} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+		want := `"valueQuantity":{"code":"g","system":"http://unitsofmeasure.org","value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":"g"}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside g:\n got %s\nwant %s", unit, got, want)
+		}
+	}
+	for _, unit := range []string{"mm[Hg]", "[in_i]", "[in_i'Hg]", "cm[H2O]", "[iU]/L", "[IU]/L", "[degF]", "/[HPF]", "[lb_av]", "[drp]", "[Cal]", "[pH]"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
