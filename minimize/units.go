@@ -333,7 +333,8 @@ func nameFormUnit(s string) bool {
 
 // nameCaseUnit reports whether unit word s is one word of letters written
 // as a name is, capitalised or in capitals, that reads as a unit only
-// case aside: not a UCUM expression as written ("Cel", "Ohm"), not one of
+// case aside: not, capitalised, a UCUM expression as written ("Cel",
+// "Ohm"; in capitals only ucumCapitals, "EU", "AU"), not one of
 // capitalisedSymbols ("Kg", "Fl"), not a German noun of time, capitalised
 // as German writes it ("Jahre", "Monate"), and not, in capitals, an
 // abbreviation no unit of time reads (unitAbbreviations: "BMI", "INR",
@@ -352,15 +353,26 @@ func nameFormUnit(s string) bool {
 // (timeUnitWord). In small letters ("days", "stone", "box"), a unit
 // word's usual case, it is kept.
 func nameCaseUnit(s string) bool {
-	if !nameCaseWord.MatchString(s) || ucumUnit(s) || capitalisedSymbols[s] || germanTimeNouns[strings.ToLower(s)] {
+	if !nameCaseWord.MatchString(s) || capitalisedSymbols[s] || germanTimeNouns[strings.ToLower(s)] {
 		return false
 	}
 	if capitalisedWord.MatchString(s) {
-		return true
+		return !ucumUnit(s)
 	}
 	_, time := timeUnit(s)
-	return time || !unitAbbreviations[strings.ToLower(s)]
+	return time || !unitAbbreviations[strings.ToLower(s)] && !ucumCapitals[s]
 }
+
+// ucumCapitals are the words in capitals that UCUM reads as written and
+// laboratories write so: Ehrlich units ("EU/dL", urobilinogen; UCUM's
+// exa-unit), arbitrary units ("AU/mL"; UCUM's astronomical unit), and
+// UCUM's own atoms in capitals, the radiation absorbed dose and the
+// roentgen equivalent man ("RAD", "REM", which R4 lists). Any
+// other word in capitals UCUM reads is judged as a name (nameCaseUnit):
+// "YU", "MA", "TU" (a yotta-unit, a megaampere, a tera-unit; Yu, Ma, Tu)
+// were released with their numbers until h-review38. "AU" is a surname
+// (Au) too: the residual limits of docs/policy.md.
+var ucumCapitals = setOf("EU", "AU", "RAD", "REM")
 
 // unitAbbreviations are the common clinical unit words (commonUnitWords)
 // that abbreviate a unit, which laboratories and pharmacies write in

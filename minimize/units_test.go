@@ -445,3 +445,28 @@ func TestDeidentifyBracketsHoldUCUMAtoms(t *testing.T) {
 		}
 	}
 }
+
+// TestDeidentifySurnamesUCUMReadsInCapitals: UCUM's case-sensitive prefixes
+// and atoms read a word of two capitals as a unit ("YU", a yotta-unit;
+// "MA", a megaampere; "TU", a tera-unit), and nameCaseUnit kept a word in
+// capitals that is a UCUM expression as written: {"value": 77441124,
+// "unit": "YU"}, "MA" (Yu and Ma, two of the commonest Chinese surnames)
+// were released, name and number, until h-review38. In capitals a word is
+// now kept alone only as an abbreviation of unitAbbreviations ("KG", "MG",
+// "ML", "PG"), or as laboratories' "EU" (Ehrlich units, "EU/dL") and "AU"
+// (arbitrary units, "AU/mL"), which UCUM reads too.
+func TestDeidentifySurnamesUCUMReadsInCapitals(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"YU", "MA", "TU", "TA", "PP", "mg/YU", "x10E3/MA", "YU/d"} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+	}
+	for _, unit := range []string{"EU/dL", "AU/mL", "MG", "ML", "PG", "MG/DL", "Cel", "Hz", "Ohm"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
