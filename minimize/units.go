@@ -419,6 +419,7 @@ func nameCaseText(s string, time, year bool) bool {
 		return !year
 	}
 	bare := bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " ")
+	bare = ucumSuffixedAtoms.Replace(bare)
 	if initials.MatchString(bare) {
 		return true
 	}
@@ -433,6 +434,23 @@ func nameCaseText(s string, time, year bool) bool {
 	}
 	return false
 }
+
+// ucumSuffixedAtoms replaces UCUM's atoms with capitals after an
+// underscore ("cal_IT", the international table calorie) by their first
+// part ("cal"): nameCaseText judges the runs of letters of a unit text,
+// and took "IT" for a word in capitals, dropping "cal_IT" with its value
+// from h-deid12 until h-review38.
+var ucumSuffixedAtoms = func() *strings.Replacer {
+	var pairs []string
+	for _, atoms := range []map[string]bool{ucumMetricAtoms, ucumOtherAtoms} {
+		for a := range atoms {
+			if i := strings.IndexByte(a, '_'); i > 0 && !strings.ContainsAny(a, "[]") && strings.ToLower(a[i:]) != a[i:] {
+				pairs = append(pairs, a, a[:i])
+			}
+		}
+	}
+	return strings.NewReplacer(pairs...)
+}()
 
 // initials are a name's initials in a unit text: two or more single
 // capitals, each after a dot, a dot and a space, or a space ("J.S.",

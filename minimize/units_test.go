@@ -470,3 +470,17 @@ func TestDeidentifySurnamesUCUMReadsInCapitals(t *testing.T) {
 		}
 	}
 }
+
+// TestDeidentifyKeepsUCUMAtomsWithCapitalsAfterUnderscore: "cal_IT", the
+// international table calorie, is a UCUM atom as written, and was
+// released before h-deid12; h-deid12's rule judged "IT", a run of its
+// letters, as a word in capitals (nameCaseText) and dropped it with its
+// value until h-review38.
+func TestDeidentifyKeepsUCUMAtomsWithCapitalsAfterUnderscore(t *testing.T) {
+	for _, unit := range []string{"cal_IT", "kcal_IT", "kcal_IT/d"} {
+		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":4,"unit":` + strconvQuote(unit) + `}}`
+		if got := string(deidentify(t, []byte(in), nil)); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
