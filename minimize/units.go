@@ -411,6 +411,8 @@ var unitAbbreviations = setOf(
 // "DC", "NE", "N.E.": yearUnit) is a unit only where the value is a year
 // (year: calendarYear): {"value": 77441124, "unit": "J.S."} and
 // {"value": 77441124, "unit": "DC"} were released until h-review38.
+// Where time is set, initials that read as a unit of time are that unit
+// ("45 Y.O.", years old, as an onsetAge).
 func nameCaseText(s string, time, year bool) bool {
 	if unitPhrases[strings.ToLower(s)] {
 		return false
@@ -420,8 +422,8 @@ func nameCaseText(s string, time, year bool) bool {
 	}
 	bare := bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " ")
 	bare = ucumSuffixedAtoms.Replace(bare)
-	if initials.MatchString(bare) {
-		return true
+	if _, t := timeUnit(s); initials.MatchString(bare) && !(time && t) {
+		return true // but an Age's "Y.O.", years old
 	}
 	for _, at := range letterRun.FindAllStringIndex(bare, -1) {
 		w := bare[at[0]:at[1]]

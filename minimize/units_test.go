@@ -411,6 +411,15 @@ func TestDeidentifyInitialsAndErasAreNoUnits(t *testing.T) {
 			t.Errorf("2016 %s dropped:\n got %s", era, got)
 		}
 	}
+	// In an Age, initials that read as a unit of time are one ("45 Y.O.",
+	// years old: dropped with the age from the first commit of h-review38
+	// until its second).
+	for unit, kept := range map[string]bool{"Y.O.": true, "M.O.": true, "J.S.": false} {
+		in := `{"resourceType":"Condition","onsetAge":{"value":45,"unit":` + strconvQuote(unit) + `}}`
+		if got := string(deidentify(t, []byte(in), nil)); strings.Contains(got, strconvQuote(unit)) != kept {
+			t.Errorf("onsetAge of 45 %s (kept: %v):\n got %s", unit, kept, got)
+		}
+	}
 	for _, unit := range []string{"mg", "mL/min/1.73 m2", "mm Hg", "Wood U", "deg F", "K/uL", "U/L", "S/CO", "mOsm/kg H2O", "Hz", "kV"} {
 		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
