@@ -1465,7 +1465,8 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	// needs no code; beside a code it must agree with it.
 	c, _ := out["code"].(string)
 	time := (typ == "Age" || typ == "Duration" || age) && c == ""
-	if u, _ := out["unit"].(string); nameCaseText(u, time) && (sys != "http://unitsofmeasure.org" || !unitAgrees(u, c)) {
+	_, year := calendarYear(m) // an era ("AD") is a unit beside a year only
+	if u, _ := out["unit"].(string); nameCaseText(u, time, year) && (sys != "http://unitsofmeasure.org" || !unitAgrees(u, c)) {
 		delete(out, "unit") // "Day", "STONE", "Box/day" without the unit's code: see nameCaseText
 	}
 	if dimensionless(out) && !dimensionless(m) || out["unit"] == nil && out["code"] == nil && (m["unit"] != nil || m["code"] != nil) {
@@ -1564,11 +1565,18 @@ func calendarYear(q map[string]any) (int, bool) {
 			// The Hijri year, lunar: about 0.97 of a solar one.
 			return int(f*0.970229 + 621.5643), true
 		}
-		if off, ok := yearUnits[strings.NewReplacer("-", "", "_", "").Replace(unitKey(u))]; ok {
+		if off, ok := yearUnit(u); ok {
 			return int(f) + off, true
 		}
 	}
 	return 0, false
+}
+
+// yearUnit returns what yearUnits adds to a year in unit text u, if u is
+// one of them ("AD", "n. Chr.", "N.E.", "yyyy").
+func yearUnit(u string) (int, bool) {
+	off, ok := yearUnits[strings.NewReplacer("-", "", "_", "").Replace(unitKey(u))]
+	return off, ok
 }
 
 // yearUnits are the unit texts that say a quantity's value is a calendar

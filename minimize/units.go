@@ -167,13 +167,18 @@ func ucumAnnotated(s string, j int) []int {
 // "beats/min", "mmHg", "mEq/L", "24h" are; "MRN", "ID", "acct", "tel",
 // "Smith" are not.
 func knownUnitText(s string) bool {
+	for _, b := range bracketedAtom.FindAllString(s, -1) {
+		if !ucumBrackets[b] {
+			return false // "[Stone]", "[Ann]": see ucumBrackets
+		}
+	}
 	if ucumUnit(s) || unitPhrases[strings.ToLower(s)] {
 		return true
 	}
 	if _, ok := timeUnit(s); ok {
 		return true
 	}
-	if _, ok := yearUnits[strings.NewReplacer("-", "", "_", "").Replace(unitKey(s))]; ok {
+	if _, ok := yearUnit(s); ok {
 		return true
 	}
 	t := strings.NewReplacer("µ", "u", "μ", "u").Replace(annotation.ReplaceAllString(s, ""))
@@ -185,6 +190,25 @@ func knownUnitText(s string) bool {
 	}
 	return len(words) > 0 || strings.ContainsAny(s, "%°")
 }
+
+// ucumBrackets are the square brackets of UCUM's atoms, as written
+// ("[in_i]", "[Hg]" of "m[Hg]", "[IU]", "[iU]"): the only ones a unit text
+// may hold (knownUnitText). The name rules leave what brackets hold to
+// UCUM (nameFormUnit, nameCaseText), and knownUnitText read it as any
+// word: a name that is a unit word or a unit in any case ("[Stone]",
+// "[DAY]", "[Ann]", "[MIN]", "[Gal]") was released with its number until
+// h-review38.
+var ucumBrackets = func() map[string]bool {
+	m := map[string]bool{}
+	for _, atoms := range []map[string]bool{ucumMetricAtoms, ucumOtherAtoms} {
+		for a := range atoms {
+			for _, b := range bracketedAtom.FindAllString(a, -1) {
+				m[b] = true
+			}
+		}
+	}
+	return m
+}()
 
 // knownUnitWord reports whether w, a run of letters and digits of a unit
 // text, is a number or names a unit: a common clinical unit word
@@ -274,8 +298,8 @@ var commonUnitWords = setOf(
 // nameFormUnit reports whether unit text or code s of a quantity holds a
 // word of a name's form (capitalisedWord: "Ann", "Gal", "Pa", "Ms",
 // "{Smith}") that is not a unit written so (capitalisedUnit), outside
-// UCUM's square brackets (a bracketed atom must be UCUM's own, or a word of
-// a known unit: "[Smith]" is neither). UCUM's case-sensitive atoms and
+// UCUM's square brackets (what brackets hold must be UCUM's own, as
+// written: ucumBrackets; "[Smith]", "[Stone]" are not). UCUM's case-sensitive atoms and
 // prefixes make units of names (Gal, the galileo; Pa, the pascal; Ms, a
 // megasecond; Yu, a yottadalton; Mar, a mega-are), case-insensitive time
 // units and the years of other languages make more (Ann, Min, Ani, Sena),
@@ -309,11 +333,12 @@ func nameFormUnit(s string) bool {
 
 // nameCaseUnit reports whether unit word s is one word of letters written
 // as a name is, capitalised or in capitals, that reads as a unit only
-// case aside: not a UCUM expression as written ("Cel", "Ohm"), not one of
+// case aside: not, capitalised, a UCUM expression as written ("Cel",
+// "Ohm"; in capitals only ucumCapitals, "EU", "AU"), not one of
 // capitalisedSymbols ("Kg", "Fl"), not a German noun of time, capitalised
 // as German writes it ("Jahre", "Monate"), and not, in capitals, an
 // abbreviation no unit of time reads (unitAbbreviations: "BMI", "INR",
-// "KG") or a calendar's era ("AD", yearUnits). A common clinical unit word
+// "KG"). A common clinical unit word
 // or a unit of time spelled out is a surname as often ("Day", "Weeks",
 // "Stone", "Box", "Fields", "Cal", "Kelvin", and in capitals "STONE",
 // "BOX", "CAL", "FIELDS"), and UCUM's case-insensitive units of time read
@@ -328,16 +353,26 @@ func nameFormUnit(s string) bool {
 // (timeUnitWord). In small letters ("days", "stone", "box"), a unit
 // word's usual case, it is kept.
 func nameCaseUnit(s string) bool {
-	if !nameCaseWord.MatchString(s) || ucumUnit(s) || capitalisedSymbols[s] || germanTimeNouns[strings.ToLower(s)] {
+	if !nameCaseWord.MatchString(s) || capitalisedSymbols[s] || germanTimeNouns[strings.ToLower(s)] {
 		return false
 	}
 	if capitalisedWord.MatchString(s) {
-		return true
+		return !ucumUnit(s)
 	}
 	_, time := timeUnit(s)
-	_, era := yearUnits[strings.ToLower(s)] // "AD", "CE", "BE": a calendar's era
-	return time || !unitAbbreviations[strings.ToLower(s)] && !era
+	return time || !unitAbbreviations[strings.ToLower(s)] && !ucumCapitals[s]
 }
+
+// ucumCapitals are the words in capitals that UCUM reads as written and
+// laboratories write so: Ehrlich units ("EU/dL", urobilinogen; UCUM's
+// exa-unit), arbitrary units ("AU/mL"; UCUM's astronomical unit), and
+// UCUM's own atoms in capitals, the radiation absorbed dose and the
+// roentgen equivalent man ("RAD", "REM", which R4 lists). Any
+// other word in capitals UCUM reads is judged as a name (nameCaseUnit):
+// "YU", "MA", "TU" (a yotta-unit, a megaampere, a tera-unit; Yu, Ma, Tu)
+// were released with their numbers until h-review38. "AU" is a surname
+// (Au) too: the residual limits of docs/policy.md.
+var ucumCapitals = setOf("EU", "AU", "RAD", "REM")
 
 // unitAbbreviations are the common clinical unit words (commonUnitWords)
 // that abbreviate a unit, which laboratories and pharmacies write in
@@ -369,11 +404,27 @@ var unitAbbreviations = setOf(
 // unit, no code beside) a unit of time whose capitalised form is a unit
 // written so ("Days", "YEARS": timeUnitWord) is that unit; a phrase of
 // unitPhrases ("Wood units") is kept whole.
-func nameCaseText(s string, time bool) bool {
+//
+// A name's initials, single capitals joined by a dot or a space ("J.S.",
+// "J. S.", "mg/J.S.": initials), are a name written so, though UCUM reads
+// them as atoms (the joule, the siemens); and a calendar's era ("AD",
+// "DC", "NE", "N.E.": yearUnit) is a unit only where the value is a year
+// (year: calendarYear): {"value": 77441124, "unit": "J.S."} and
+// {"value": 77441124, "unit": "DC"} were released until h-review38.
+// Where time is set, initials that read as a unit of time are that unit
+// ("45 Y.O.", years old, as an onsetAge).
+func nameCaseText(s string, time, year bool) bool {
 	if unitPhrases[strings.ToLower(s)] {
 		return false
 	}
+	if _, era := yearUnit(s); era {
+		return !year
+	}
 	bare := bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " ")
+	bare = ucumSuffixedAtoms.Replace(bare)
+	if _, t := timeUnit(s); initials.MatchString(bare) && !(time && t) {
+		return true // but an Age's "Y.O.", years old
+	}
 	for _, at := range letterRun.FindAllStringIndex(bare, -1) {
 		w := bare[at[0]:at[1]]
 		if perMinute(w) && strings.HasSuffix(bare[:at[0]], "/") || time && timeUnitWord(w) {
@@ -385,6 +436,29 @@ func nameCaseText(s string, time bool) bool {
 	}
 	return false
 }
+
+// ucumSuffixedAtoms replaces UCUM's atoms with capitals after an
+// underscore ("cal_IT", the international table calorie) by their first
+// part ("cal"): nameCaseText judges the runs of letters of a unit text,
+// and took "IT" for a word in capitals, dropping "cal_IT" with its value
+// from h-deid12 until h-review38.
+var ucumSuffixedAtoms = func() *strings.Replacer {
+	var pairs []string
+	for _, atoms := range []map[string]bool{ucumMetricAtoms, ucumOtherAtoms} {
+		for a := range atoms {
+			if i := strings.IndexByte(a, '_'); i > 0 && !strings.ContainsAny(a, "[]") && strings.ToLower(a[i:]) != a[i:] {
+				pairs = append(pairs, a, a[:i])
+			}
+		}
+	}
+	return strings.NewReplacer(pairs...)
+}()
+
+// initials are a name's initials in a unit text: two or more single
+// capitals, each after a dot, a dot and a space, or a space ("J.S.",
+// "J. S.", "J S", "A.B", "mg/J.S."). "V.A", UCUM's volt-ampere, has
+// their form, and is kept beside its code (unitAgrees).
+var initials = regexp.MustCompile(`(?:^|[^\pL])\p{Lu}(?:(?:\. ?| )\p{Lu})+(?:[^\pL]|$)`)
 
 // nameCaseWord is a word of letters written as a name is: capitalised, or
 // in capitals.

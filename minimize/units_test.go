@@ -373,3 +373,123 @@ func TestDeidentifyNameCaseWordsInCapitalsAndParts(t *testing.T) {
 		}
 	}
 }
+
+// TestDeidentifyInitialsAndErasAreNoUnits: a name's initials with dots or
+// spaces ("J.S.", "J. S.", "J.K.R.", "mg/J.S.") read as UCUM's atoms of
+// one capital letter (the joule, the siemens, the kelvin), and a calendar's
+// era in capitals ("DC", "NE", "CE", "BE", "AD": yearUnits) as a unit, and
+// {"value": 77441124, "unit": "J.S."} and {"value": 77441124, "unit": "DC"}
+// were released, initials and number, until h-review38. Initials are now a
+// name written so (nameCaseText): kept only beside a UCUM code that says
+// the same unit ("V.A", the volt-ampere, beside "V.A"); an era only beside
+// a year ("2016 DC", "2016 N.E.": calendarYear), where the year is judged
+// as a year is (oldYear).
+func TestDeidentifyInitialsAndErasAreNoUnits(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"DC", "NE", "CE", "BE", "AD", "N.E."} { // beside no year
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+	}
+	for _, unit := range []string{"J.S.", "J. S.", "J S", "J.K.R.", "A.B", "M.S.", "K.G.", "mg/J.S.", "J.S./min", "V.A"} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+		want := `"valueQuantity":{"code":"g","system":"http://unitsofmeasure.org","value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":"g"}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside g:\n got %s\nwant %s", unit, got, want)
+		}
+	}
+	want := `"valueQuantity":{"code":"V.A","system":"http://unitsofmeasure.org","unit":"V.A","value":4}`
+	if got := obs(`{"value":4,"unit":"V.A","system":"http://unitsofmeasure.org","code":"V.A"}`); !strings.Contains(got, want) {
+		t.Errorf("V.A beside V.A:\n got %s\nwant %s", got, want)
+	}
+	for _, era := range []string{"AD", "CE", "DC", "NE", "N.E.", "d.C.", "yyyy"} {
+		if got := obs(`{"value":2016,"unit":` + strconvQuote(era) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(era)+`,"value":2016}`) {
+			t.Errorf("2016 %s dropped:\n got %s", era, got)
+		}
+	}
+	// In an Age, initials that read as a unit of time are one ("45 Y.O.",
+	// years old: dropped with the age from the first commit of h-review38
+	// until its second).
+	for unit, kept := range map[string]bool{"Y.O.": true, "M.O.": true, "J.S.": false} {
+		in := `{"resourceType":"Condition","onsetAge":{"value":45,"unit":` + strconvQuote(unit) + `}}`
+		if got := string(deidentify(t, []byte(in), nil)); strings.Contains(got, strconvQuote(unit)) != kept {
+			t.Errorf("onsetAge of 45 %s (kept: %v):\n got %s", unit, kept, got)
+		}
+	}
+	for _, unit := range []string{"mg", "mL/min/1.73 m2", "mm Hg", "Wood U", "deg F", "K/uL", "U/L", "S/CO", "mOsm/kg H2O", "Hz", "kV"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyBracketsHoldUCUMAtoms: a unit text's square brackets must
+// hold what UCUM's bracketed atoms hold, as written ("[in_i]", "mm[Hg]",
+// "[IU]/L"). knownUnitText read the words inside brackets as it reads any
+// word, and a name that is a unit word or that UCUM reads as a unit in any
+// case ("[Stone]", "[DAY]", "[Ann]", "[MIN]", "[Gal]", "[Yu]") was released
+// with its number until h-review38, the name rules (nameFormUnit,
+// nameCaseText) leaving bracketed atoms to UCUM's judgement.
+func TestDeidentifyBracketsHoldUCUMAtoms(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"[Stone]", "[STONE]", "[stone]", "[Day]", "[DAY]", "[Box]", "[Weeks]", "[Ann]", "[ANN]", "[ann]",
+		"[Min]", "[MIN]", "[Mo]", "[Gal]", "[Pa]", "[Ms]", "[Yu]", "[Sena]", "mg/[Stone]", "[Stone]/d", "[in_i'Stone]", "m[Ann]"} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+		want := `"valueQuantity":{"code":"g","system":"http://unitsofmeasure.org","value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":"g"}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside g:\n got %s\nwant %s", unit, got, want)
+		}
+	}
+	for _, unit := range []string{"mm[Hg]", "[in_i]", "[in_i'Hg]", "cm[H2O]", "[iU]/L", "[IU]/L", "[degF]", "/[HPF]", "[lb_av]", "[drp]", "[Cal]", "[pH]"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifySurnamesUCUMReadsInCapitals: UCUM's case-sensitive prefixes
+// and atoms read a word of two capitals as a unit ("YU", a yotta-unit;
+// "MA", a megaampere; "TU", a tera-unit), and nameCaseUnit kept a word in
+// capitals that is a UCUM expression as written: {"value": 77441124,
+// "unit": "YU"}, "MA" (Yu and Ma, two of the commonest Chinese surnames)
+// were released, name and number, until h-review38. In capitals a word is
+// now kept alone only as an abbreviation of unitAbbreviations ("KG", "MG",
+// "ML", "PG"), or as laboratories' "EU" (Ehrlich units, "EU/dL") and "AU"
+// (arbitrary units, "AU/mL"), which UCUM reads too.
+func TestDeidentifySurnamesUCUMReadsInCapitals(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"YU", "MA", "TU", "TA", "PP", "mg/YU", "x10E3/MA", "YU/d"} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+	}
+	for _, unit := range []string{"EU/dL", "AU/mL", "MG", "ML", "PG", "MG/DL", "Cel", "Hz", "Ohm"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyKeepsUCUMAtomsWithCapitalsAfterUnderscore: "cal_IT", the
+// international table calorie, is a UCUM atom as written, and was
+// released before h-deid12; h-deid12's rule judged "IT", a run of its
+// letters, as a word in capitals (nameCaseText) and dropped it with its
+// value until h-review38.
+func TestDeidentifyKeepsUCUMAtomsWithCapitalsAfterUnderscore(t *testing.T) {
+	for _, unit := range []string{"cal_IT", "kcal_IT", "kcal_IT/d"} {
+		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":4,"unit":` + strconvQuote(unit) + `}}`
+		if got := string(deidentify(t, []byte(in), nil)); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
