@@ -227,3 +227,54 @@ func TestEvidencePassedInThisRun(t *testing.T) {
 		t.Error(p)
 	}
 }
+
+// TestSafeHarborClaimFollowsTheObligation: the 164.514(b)(2) statement,
+// which the compliance report prints as that control's implementation
+// next to "evidence passed", holds only where the policy demands the
+// deidentify safeharbor obligation (a custom policy may release a research
+// read field by field or whole; the server's list items claim Safe Harbor
+// only then, server#TestResearchListClaimsOnlyWhatWasApplied). Until
+// 2026-12-06 it said the research view removes the 18 classes whatever
+// the policy, and named no evidence that the claim follows the decision.
+func TestSafeHarborClaimFollowsTheObligation(t *testing.T) {
+	d, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(d *Definition) []string {
+		var out []string
+		found := false
+		for _, c := range d.Controls {
+			if c.ID != "hipaa-164.514-b-2" {
+				continue
+			}
+			found = true
+			if !strings.Contains(c.Description, "deidentify") || !strings.Contains(c.Description, "safeharbor") {
+				out = append(out, "the statement does not name the obligation it depends on (deidentify, safeharbor): "+c.Description)
+			}
+			ev := false
+			for _, e := range c.Evidence {
+				ev = ev || (e.Dir == "server" && e.Name == "TestResearchListClaimsOnlyWhatWasApplied")
+			}
+			if !ev {
+				out = append(out, "no evidence that a research item claims Safe Harbor only when its decision demanded it")
+			}
+		}
+		if !found {
+			out = append(out, "hipaa-164.514-b-2 is not mapped")
+		}
+		return out
+	}
+	for _, p := range check(d) {
+		t.Error(p)
+	}
+	// The check can fail.
+	for i := range d.Controls {
+		if d.Controls[i].ID == "hipaa-164.514-b-2" {
+			d.Controls[i].Description, d.Controls[i].Evidence = "The research (HRESCH) view removes the 18 identifier classes.", nil
+		}
+	}
+	if ps := check(d); len(ps) != 2 {
+		t.Fatalf("an unconditional claim: %d problems, want 2: %v", len(ps), ps)
+	}
+}

@@ -78,7 +78,7 @@ const (
 	// the end of the released text; answered as not found. Outcome error.
 	ReasonPageOutOfRange = "page_out_of_range"
 	// ReasonResearchNoSubscriptions: a research (HRESCH) caller asked for a
-	// subscription, which the de-identified view does not offer. Outcome
+	// subscription, which the research view (aliased URIs) does not offer. Outcome
 	// deny.
 	ReasonResearchNoSubscriptions = "research_no_subscriptions"
 	// ReasonNotSubscribed: an unsubscribe named no subscription of the

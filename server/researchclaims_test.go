@@ -21,7 +21,8 @@ import (
 // Harbor whatever the policy: under an allow-all policy a researcher read a
 // Patient's full birth date and address from an item described as
 // de-identified. Custom policies are loaded through the real loader and
-// read and listed by a go-sdk client.
+// read and listed by a go-sdk client. The refusal of a research
+// subscription claims no de-identification either.
 func TestResearchListClaimsOnlyWhatWasApplied(t *testing.T) {
 	fullDate := regexp.MustCompile(`"birthDate":\s*"\d{4}-\d{2}-\d{2}"`)
 	for _, c := range []struct {
@@ -80,6 +81,17 @@ func TestResearchListClaimsOnlyWhatWasApplied(t *testing.T) {
 			// Safe Harbor does not.
 			if got := fullDate.MatchString(res.Contents[0].Text); got != c.identifiable {
 				t.Fatalf("%s: the Patient read has a full birth date: %v, want %v", c.name, got, c.identifiable)
+			}
+			// Nor does the refusal of a research subscription call the
+			// view de-identified: it said "the de-identified research
+			// view has no change feed" whatever the policy.
+			legacy := f.connectRev(f.identity("researcher"), rev2025)
+			serr := legacy.Subscribe(context.Background(), &mcp.SubscribeParams{URI: patient})
+			if serr == nil || !strings.Contains(serr.Error(), "no change feed") {
+				t.Fatalf("%s: research subscribe: %v, want refused", c.name, serr)
+			}
+			if strings.Contains(serr.Error(), "de-identified") {
+				t.Fatalf("%s: the refusal of a research subscription claims de-identification: %v", c.name, serr)
 			}
 		})
 	}

@@ -268,7 +268,7 @@ func (s *Server) onSubscribe(ctx context.Context, req *mcp.SubscribeRequest) err
 		// The research view shows aliases, and a change feed of aliased
 		// URIs is not offered: refused, and on record.
 		e.URIs, e.Patients = []string{uri}, patientList(s.patientOf(u))
-		return s.refuse(ctx, e, audit.OutcomeDeny, ReasonResearchNoSubscriptions, invalidParams("subscriptions are not offered for purpose of use %s (the de-identified research view has no change feed)", ResearchPurpose))
+		return s.refuse(ctx, e, audit.OutcomeDeny, ReasonResearchNoSubscriptions, invalidParams("subscriptions are not offered for purpose of use %s (the research view shows aliased URIs and has no change feed)", ResearchPurpose))
 	}
 	if call.listen {
 		if call.seen == nil {

@@ -110,7 +110,7 @@ otherwise from Vault with the auditor policy. --anchor-dir A also checks the
 log against A/checkpoints.jsonl; an A whose checkpoints.jsonl is missing or
 holds no checkpoint is refused before the access record (no package): name
 the anchor that holds them, or leave --anchor-dir out. verification.txt gives
-each anchor file's own count of checkpoints and its latest size. The retention period is
+each anchor file's own count of checkpoints and its latest size and root. The retention period is
 --audit-retention, or audit.retention of the serve configuration (--config).
 
 The package is PHI: store it accordingly. The command exits 1 when a
@@ -507,7 +507,13 @@ func verificationText(rep *report.Report) string {
 		if f.Checkpoints == 1 {
 			noun = "signed checkpoint"
 		}
-		fmt.Fprintf(&b, "  %s: %d %s, latest size %d\n", f.Path, f.Checkpoints, noun, f.LatestSize)
+		// The root too: a fork between two anchors has the same size in
+		// both files.
+		root := ""
+		if f.LatestRoot != "" {
+			root = " root " + f.LatestRoot
+		}
+		fmt.Fprintf(&b, "  %s: %d %s, latest size %d%s\n", f.Path, f.Checkpoints, noun, f.LatestSize, root)
 	}
 	if v.Anchors.Error != "" {
 		fmt.Fprintf(&b, "  %s\n", v.Anchors.Error)
