@@ -191,33 +191,44 @@ func nameMismatch(h http.Header, method string, params []byte) *jsonrpc.Error {
 	if header == "" {
 		return nil
 	}
-	var p struct {
-		URI  string `json:"uri"`
-		Name string `json:"name"`
-	}
-	member := "uri"
-	switch method {
-	case "resources/read":
-	case "tools/call", "prompts/get":
-		member = "name"
-	default:
-		return nil
-	}
-	if parseExact(params, &p) != nil {
-		return nil
-	}
-	// The one member the SDK compares (its extractName): the two run
-	// together refused a read whose params also had a "name", and passed a
-	// header equal to uri+name to the SDK, whose refusal quoted both
-	// (TestMcpNameIsComparedWithTheURIOnly).
-	body := p.URI
-	if member == "name" {
-		body = p.Name
+	member, body, ok := nameInBody(method, params)
+	if !ok {
+		return nil // the SDK cannot read it either, and then quotes only the method
 	}
 	if !nameHeaderIs(header, body) {
 		return &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: "header mismatch: the Mcp-Name header does not match params." + member}
 	}
 	return nil
+}
+
+// nameInBody is the params member the go-sdk compares with an Mcp-Name
+// header (its extractName, v1.8.0: uri of resources/read, name of
+// tools/call and prompts/get) and its value, decoded into the same params
+// types the SDK decodes them into; ok is false for another method or
+// params the SDK cannot decode so (it then answers naming the method
+// only). One struct with both members failed on a read whose "name" was
+// not a string, skipped the check, and let the SDK quote the header and
+// the uri (TestMcpNameCheckReadsTheParamsAsTheSDKDoes); uri and name run
+// together refused a matching read (TestMcpNameIsComparedWithTheURIOnly).
+func nameInBody(method string, params []byte) (member, value string, ok bool) {
+	switch method {
+	case "resources/read":
+		var p mcp.ReadResourceParams
+		if parseExact(params, &p) == nil {
+			return "uri", p.URI, true
+		}
+	case "tools/call":
+		var p mcp.CallToolParams
+		if parseExact(params, &p) == nil {
+			return "name", p.Name, true
+		}
+	case "prompts/get":
+		var p mcp.GetPromptParams
+		if parseExact(params, &p) == nil {
+			return "name", p.Name, true
+		}
+	}
+	return "", "", false
 }
 
 // Markers of the Base64 form of an Mcp-Name header value (SEP-2243,
