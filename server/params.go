@@ -184,7 +184,7 @@ func jsonKind(t reflect.Type) string {
 // answer quotes both), or nil. Only the methods the SDK checks (its
 // extractName) are checked, and only when both values are known.
 func nameMismatch(h http.Header, method string, params []byte) *jsonrpc.Error {
-	if !statelessHeader(h) {
+	if !sdkChecksStandardHeaders(h) {
 		return nil
 	}
 	header := h.Get("Mcp-Name")
@@ -281,12 +281,24 @@ func plainNameHeader(r *http.Request) {
 	}
 }
 
+// sdkChecksStandardHeaders reports whether the go-sdk compares the
+// Mcp-Method and Mcp-Name headers of a POST with h with its body (its
+// validateMcpHeaders, v1.8.0): whenever MCP-Protocol-Version sorts at or
+// after 2026-07-28 as a string, of a revision's form or not ("2026-07-28x",
+// "z"). Checked only under a header of a revision's form (statelessHeader),
+// such a header given again as the _meta version reached the SDK
+// unchecked, and its refusal quoted both values
+// (TestStandardHeadersAreCheckedWheneverTheSDKChecksThem).
+func sdkChecksStandardHeaders(h http.Header) bool {
+	return h.Get("Mcp-Protocol-Version") >= ProtocolStateless
+}
+
 // methodMismatch returns the -32020 to answer for a 2026-07-28 request
 // whose Mcp-Method header differs from its method (the go-sdk's own answer
 // quotes both: the header, and a method name the client chose), or nil. A
 // missing header is left to the SDK, whose answer quotes nothing.
 func methodMismatch(h http.Header, method string) *jsonrpc.Error {
-	if !statelessHeader(h) {
+	if !sdkChecksStandardHeaders(h) {
 		return nil
 	}
 	if header := h.Get("Mcp-Method"); header != "" && header != method {

@@ -256,6 +256,45 @@ func TestBase64McpNameIsDecoded(t *testing.T) {
 	}
 }
 
+// The go-sdk checks the Mcp-Method and Mcp-Name headers of every POST
+// whose MCP-Protocol-Version sorts at or after "2026-07-28" as a string,
+// and its refusal quotes both values; custos checked them only under a
+// header of a revision's form (ten digits and dashes). A header such as
+// "2026-07-28x" given again as the _meta protocol version reached the
+// stateless handler unchecked, and the SDK's answer quoted the Mcp-Name
+// header and the uri, or the Mcp-Method header.
+func TestStandardHeadersAreCheckedWheneverTheSDKChecksThem(t *testing.T) {
+	hs, uri := newFixture(t, "").serveWithAURI(t)
+	secret := "x?access_token=" + paramSecret
+	for _, v := range []string{"2026-07-28x", "2027", "z"} {
+		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + v + `"}`
+		for _, c := range []struct {
+			name, method, name2, body, want string
+		}{
+			{"Mcp-Name", "resources/read", secret,
+				`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{` + meta + `,"uri":"` + uri + `"}}`, "Mcp-Name header does not match"},
+			{"Mcp-Method of a call", secret, uri,
+				`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{` + meta + `,"uri":"` + uri + `"}}`, "Mcp-Method header does not match"},
+			{"Mcp-Method of a notification", secret, "",
+				`{"jsonrpc":"2.0","method":"notifications/initialized","params":{` + meta + `}}`, "Mcp-Method header does not match"},
+		} {
+			hdr := map[string]string{"Mcp-Protocol-Version": v, "Mcp-Method": c.method}
+			if c.name2 != "" {
+				hdr["Mcp-Name"] = c.name2
+			}
+			st, _, msg := post(t, hs.url, hs.tokens["clinician"], hdr, c.body)
+			e, _ := msg["error"].(map[string]any)
+			raw, _ := json.Marshal(msg)
+			if st != 400 || e == nil || e["code"] != float64(mcp.CodeHeaderMismatch) || !strings.Contains(fmt.Sprint(e["message"]), c.want) {
+				t.Errorf("version %q, differing %s: status %d, answer %s; want 400, %d saying %q", v, c.name, st, raw, mcp.CodeHeaderMismatch, c.want)
+			}
+			if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), uri) {
+				t.Errorf("version %q, differing %s: the answer quotes a value: %s", v, c.name, raw)
+			}
+		}
+	}
+}
+
 // A 2026-07-28 Mcp-Method header that differs from the body's method is
 // refused without quoting either (the go-sdk's answer quotes both, and the
 // method is whatever the client typed), on a call and on a notification.
