@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -547,13 +548,27 @@ const firstBatchless = "2025-06-18"
 // reading the messages, but without repeating the header: the SDK's answer
 // ends "(request version: <header>)", and a header from 2026-07-28 on
 // reaches it whatever follows the date
-// (TestBatchRefusalDoesNotQuoteTheVersionHeader).
+// (TestBatchRefusalDoesNotQuoteTheVersionHeader). A header that names no
+// supported revision is what is wrong with such a batch: one sorting
+// before 2026-07-28 ("2025-07-01") is left to the SDK, which answers that
+// the version is unsupported, quoting nothing; a later one ("2026-07-28x",
+// "zzz") is answered so here, since the SDK would quote it. Both were
+// told that batching is not supported in the revision the header names
+// (TestBatchUnderAnUnsupportedVersionIsToldSo).
 func refuseBatch(w http.ResponseWriter, h http.Header, b []byte) bool {
-	if h.Get("Mcp-Protocol-Version") < firstBatchless {
+	v := h.Get("Mcp-Protocol-Version")
+	if v < firstBatchless {
 		return false
 	}
 	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '[' {
 		return false
+	}
+	if !slices.Contains(mcp.SupportedProtocolVersions(), v) {
+		if v < ProtocolStateless {
+			return false
+		}
+		answerUnsupportedVersion(w)
+		return true
 	}
 	http.Error(w, "JSON-RPC batching is not supported in protocol revision "+firstBatchless+" and later, which the MCP-Protocol-Version header names (the value is not repeated): send one message per request", http.StatusBadRequest)
 	return true
