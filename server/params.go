@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -184,40 +185,51 @@ func jsonKind(t reflect.Type) string {
 // answer quotes both), or nil. Only the methods the SDK checks (its
 // extractName) are checked, and only when both values are known.
 func nameMismatch(h http.Header, method string, params []byte) *jsonrpc.Error {
-	if !statelessHeader(h) {
+	if !sdkChecksStandardHeaders(h) {
 		return nil
 	}
 	header := h.Get("Mcp-Name")
 	if header == "" {
 		return nil
 	}
-	var p struct {
-		URI  string `json:"uri"`
-		Name string `json:"name"`
-	}
-	member := "uri"
-	switch method {
-	case "resources/read":
-	case "tools/call", "prompts/get":
-		member = "name"
-	default:
-		return nil
-	}
-	if parseExact(params, &p) != nil {
-		return nil
-	}
-	// The one member the SDK compares (its extractName): the two run
-	// together refused a read whose params also had a "name", and passed a
-	// header equal to uri+name to the SDK, whose refusal quoted both
-	// (TestMcpNameIsComparedWithTheURIOnly).
-	body := p.URI
-	if member == "name" {
-		body = p.Name
+	member, body, ok := nameInBody(method, params)
+	if !ok {
+		return nil // the SDK cannot read it either, and then quotes only the method
 	}
 	if !nameHeaderIs(header, body) {
 		return &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: "header mismatch: the Mcp-Name header does not match params." + member}
 	}
 	return nil
+}
+
+// nameInBody is the params member the go-sdk compares with an Mcp-Name
+// header (its extractName, v1.8.0: uri of resources/read, name of
+// tools/call and prompts/get) and its value, decoded into the same params
+// types the SDK decodes them into; ok is false for another method or
+// params the SDK cannot decode so (it then answers naming the method
+// only). One struct with both members failed on a read whose "name" was
+// not a string, skipped the check, and let the SDK quote the header and
+// the uri (TestMcpNameCheckReadsTheParamsAsTheSDKDoes); uri and name run
+// together refused a matching read (TestMcpNameIsComparedWithTheURIOnly).
+func nameInBody(method string, params []byte) (member, value string, ok bool) {
+	switch method {
+	case "resources/read":
+		var p mcp.ReadResourceParams
+		if parseExact(params, &p) == nil {
+			return "uri", p.URI, true
+		}
+	case "tools/call":
+		var p mcp.CallToolParams
+		if parseExact(params, &p) == nil {
+			return "name", p.Name, true
+		}
+	case "prompts/get":
+		var p mcp.GetPromptParams
+		if parseExact(params, &p) == nil {
+			return "name", p.Name, true
+		}
+	}
+	return "", "", false
 }
 
 // Markers of the Base64 form of an Mcp-Name header value (SEP-2243,
@@ -270,12 +282,24 @@ func plainNameHeader(r *http.Request) {
 	}
 }
 
+// sdkChecksStandardHeaders reports whether the go-sdk compares the
+// Mcp-Method and Mcp-Name headers of a POST with h with its body (its
+// validateMcpHeaders, v1.8.0): whenever MCP-Protocol-Version sorts at or
+// after 2026-07-28 as a string, of a revision's form or not ("2026-07-28x",
+// "z"). Checked only under a header of a revision's form (statelessHeader),
+// such a header given again as the _meta version reached the SDK
+// unchecked, and its refusal quoted both values
+// (TestStandardHeadersAreCheckedWheneverTheSDKChecksThem).
+func sdkChecksStandardHeaders(h http.Header) bool {
+	return h.Get("Mcp-Protocol-Version") >= ProtocolStateless
+}
+
 // methodMismatch returns the -32020 to answer for a 2026-07-28 request
 // whose Mcp-Method header differs from its method (the go-sdk's own answer
 // quotes both: the header, and a method name the client chose), or nil. A
 // missing header is left to the SDK, whose answer quotes nothing.
 func methodMismatch(h http.Header, method string) *jsonrpc.Error {
-	if !statelessHeader(h) {
+	if !sdkChecksStandardHeaders(h) {
 		return nil
 	}
 	if header := h.Get("Mcp-Method"); header != "" && header != method {
@@ -524,13 +548,27 @@ const firstBatchless = "2025-06-18"
 // reading the messages, but without repeating the header: the SDK's answer
 // ends "(request version: <header>)", and a header from 2026-07-28 on
 // reaches it whatever follows the date
-// (TestBatchRefusalDoesNotQuoteTheVersionHeader).
+// (TestBatchRefusalDoesNotQuoteTheVersionHeader). A header that names no
+// supported revision is what is wrong with such a batch: one sorting
+// before 2026-07-28 ("2025-07-01") is left to the SDK, which answers that
+// the version is unsupported, quoting nothing; a later one ("2026-07-28x",
+// "zzz") is answered so here, since the SDK would quote it. Both were
+// told that batching is not supported in the revision the header names
+// (TestBatchUnderAnUnsupportedVersionIsToldSo).
 func refuseBatch(w http.ResponseWriter, h http.Header, b []byte) bool {
-	if h.Get("Mcp-Protocol-Version") < firstBatchless {
+	v := h.Get("Mcp-Protocol-Version")
+	if v < firstBatchless {
 		return false
 	}
 	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '[' {
 		return false
+	}
+	if !slices.Contains(mcp.SupportedProtocolVersions(), v) {
+		if v < ProtocolStateless {
+			return false
+		}
+		answerUnsupportedVersion(w)
+		return true
 	}
 	http.Error(w, "JSON-RPC batching is not supported in protocol revision "+firstBatchless+" and later, which the MCP-Protocol-Version header names (the value is not repeated): send one message per request", http.StatusBadRequest)
 	return true

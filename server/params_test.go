@@ -145,14 +145,7 @@ func TestMcpNameMismatchIsNotQuotedBack(t *testing.T) {
 // refused although its header matched, and a header equal to uri+name
 // passed to the SDK, whose refusal quoted the header and the uri.
 func TestMcpNameIsComparedWithTheURIOnly(t *testing.T) {
-	f := newFixture(t, "")
-	hs := f.serveHTTP("clinician")
-	cs := hs.connect(t, "clinician", rev2026)
-	res, err := cs.ListResources(context.Background(), nil)
-	if err != nil || len(res.Resources) == 0 {
-		t.Fatalf("list: %v", err)
-	}
-	uri := res.Resources[0].URI
+	hs, uri := newFixture(t, "").serveWithAURI(t)
 	read := func(name, params string) (int, map[string]any) {
 		t.Helper()
 		st, _, msg := post(t, hs.url, hs.tokens["clinician"], map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Name": name},
@@ -174,6 +167,35 @@ func TestMcpNameIsComparedWithTheURIOnly(t *testing.T) {
 	}
 }
 
+// The Mcp-Name check reads the params as the go-sdk reads them for its own
+// comparison (ReadResourceParams, CallToolParams, GetPromptParams): custos
+// decoded uri and name together into one struct, so a read whose params
+// also had a "name" that is not a string (or a tools/call with a "uri"
+// that is not) failed custos's decoding, was not checked, and reached the
+// SDK, which decodes only its own member and answered "Mcp-Name header
+// value '<header>' does not match body value '<uri>'", quoting both.
+func TestMcpNameCheckReadsTheParamsAsTheSDKDoes(t *testing.T) {
+	hs, uri := newFixture(t, "").serveWithAURI(t)
+	header := "x?access_token=" + paramSecret
+	for _, c := range []struct{ method, params, member string }{
+		{"resources/read", `"uri":"` + uri + `","name":5`, "params.uri"},
+		{"resources/read", `"uri":"` + uri + `","name":{"n":1}`, "params.uri"},
+		{"tools/call", `"name":"` + uri + `","uri":5`, "params.name"},
+		{"prompts/get", `"name":"` + uri + `","uri":[1]`, "params.name"},
+	} {
+		st, _, msg := post(t, hs.url, hs.tokens["clinician"], map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Name": header},
+			`{"jsonrpc":"2.0","id":9,"method":"`+c.method+`","params":{`+meta2026(","+c.params)+`}}`)
+		e, _ := msg["error"].(map[string]any)
+		raw, _ := json.Marshal(msg)
+		if st != 400 || e == nil || e["code"] != float64(mcp.CodeHeaderMismatch) || !strings.Contains(fmt.Sprint(e["message"]), "does not match "+c.member) {
+			t.Errorf("%s {%s}: status %d, answer %s; want 400, %d naming %s", c.method, c.params, st, raw, mcp.CodeHeaderMismatch, c.member)
+		}
+		if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), uri) {
+			t.Errorf("%s {%s}: mismatch error quotes a value: %s", c.method, c.params, raw)
+		}
+	}
+}
+
 // A 2026-07-28 Mcp-Name header in the revision's Base64 form
 // ("=?base64?" Base64(UTF-8 value) "?=", SEP-2243), which clients must use
 // for a value with non-ASCII or control characters or surrounding
@@ -184,14 +206,8 @@ func TestMcpNameIsComparedWithTheURIOnly(t *testing.T) {
 // go-sdk (which does not decode either) must not refuse it.
 func TestBase64McpNameIsDecoded(t *testing.T) {
 	f := newFixture(t, "")
-	hs := f.serveHTTP("clinician")
+	hs, uri := f.serveWithAURI(t)
 	tok := hs.tokens["clinician"]
-	cs := hs.connect(t, "clinician", rev2026)
-	res, err := cs.ListResources(context.Background(), nil)
-	if err != nil || len(res.Resources) == 0 {
-		t.Fatalf("list: %v", err)
-	}
-	uri := res.Resources[0].URI
 	enc := func(s string) string { return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?=" }
 	read := func(name, uri string) (int, map[string]any) {
 		t.Helper()
@@ -236,6 +252,45 @@ func TestBase64McpNameIsDecoded(t *testing.T) {
 		}
 		if strings.Contains(string(raw), paramName) || strings.Contains(string(raw), uri) {
 			t.Errorf("mismatch error quotes a value: %s", raw)
+		}
+	}
+}
+
+// The go-sdk checks the Mcp-Method and Mcp-Name headers of every POST
+// whose MCP-Protocol-Version sorts at or after "2026-07-28" as a string,
+// and its refusal quotes both values; custos checked them only under a
+// header of a revision's form (ten digits and dashes). A header such as
+// "2026-07-28x" given again as the _meta protocol version reached the
+// stateless handler unchecked, and the SDK's answer quoted the Mcp-Name
+// header and the uri, or the Mcp-Method header.
+func TestStandardHeadersAreCheckedWheneverTheSDKChecksThem(t *testing.T) {
+	hs, uri := newFixture(t, "").serveWithAURI(t)
+	secret := "x?access_token=" + paramSecret
+	for _, v := range []string{"2026-07-28x", "2027", "z"} {
+		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + v + `"}`
+		for _, c := range []struct {
+			name, method, name2, body, want string
+		}{
+			{"Mcp-Name", "resources/read", secret,
+				`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{` + meta + `,"uri":"` + uri + `"}}`, "Mcp-Name header does not match"},
+			{"Mcp-Method of a call", secret, uri,
+				`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{` + meta + `,"uri":"` + uri + `"}}`, "Mcp-Method header does not match"},
+			{"Mcp-Method of a notification", secret, "",
+				`{"jsonrpc":"2.0","method":"notifications/initialized","params":{` + meta + `}}`, "Mcp-Method header does not match"},
+		} {
+			hdr := map[string]string{"Mcp-Protocol-Version": v, "Mcp-Method": c.method}
+			if c.name2 != "" {
+				hdr["Mcp-Name"] = c.name2
+			}
+			st, _, msg := post(t, hs.url, hs.tokens["clinician"], hdr, c.body)
+			e, _ := msg["error"].(map[string]any)
+			raw, _ := json.Marshal(msg)
+			if st != 400 || e == nil || e["code"] != float64(mcp.CodeHeaderMismatch) || !strings.Contains(fmt.Sprint(e["message"]), c.want) {
+				t.Errorf("version %q, differing %s: status %d, answer %s; want 400, %d saying %q", v, c.name, st, raw, mcp.CodeHeaderMismatch, c.want)
+			}
+			if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), uri) {
+				t.Errorf("version %q, differing %s: the answer quotes a value: %s", v, c.name, raw)
+			}
 		}
 	}
 }
@@ -473,4 +528,17 @@ func TestUnknownMethodIsNotQuotedBack(t *testing.T) {
 			t.Errorf("answer quotes the method: %s", raw)
 		}
 	}
+}
+
+// serveWithAURI serves f over HTTP to the clinician persona and returns
+// the server and the URI of a resource the clinician may read, listed
+// over 2026-07-28.
+func (f *fixture) serveWithAURI(t *testing.T) (*httpServer, string) {
+	t.Helper()
+	hs := f.serveHTTP("clinician")
+	res, err := hs.connect(t, "clinician", rev2026).ListResources(context.Background(), nil)
+	if err != nil || len(res.Resources) == 0 {
+		t.Fatalf("list: %v", err)
+	}
+	return hs, res.Resources[0].URI
 }

@@ -377,8 +377,15 @@ func refuseVersionHeader(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method == http.MethodPost || v == "" || revisionForm(v) {
 		return false
 	}
-	http.Error(w, "Bad Request: Unsupported protocol version (supported versions: "+strings.Join(mcp.SupportedProtocolVersions(), ",")+")", http.StatusBadRequest)
+	answerUnsupportedVersion(w)
 	return true
+}
+
+// answerUnsupportedVersion answers 400 with the supported revisions, as
+// the go-sdk answers an MCP-Protocol-Version it does not support, without
+// repeating the header.
+func answerUnsupportedVersion(w http.ResponseWriter) {
+	http.Error(w, "Bad Request: Unsupported protocol version (supported versions: "+strings.Join(mcp.SupportedProtocolVersions(), ",")+")", http.StatusBadRequest)
 }
 
 // peekBody returns up to maxBody+1 bytes of a POST's body and leaves the

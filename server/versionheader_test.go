@@ -256,15 +256,33 @@ func TestSessionSpeaksTheNegotiatedRevision(t *testing.T) {
 // header came back in a plain-text answer that SECURITY.md did not list.
 // Nothing of the batch runs.
 func TestBatchRefusalDoesNotQuoteTheVersionHeader(t *testing.T) {
+	batchRefusedUnder(t, "batching is not supported", rev2026, "2025-06-18", "2025-11-25")
+}
+
+// A batch under an MCP-Protocol-Version that names no supported revision
+// is told that the version is unsupported (as the go-sdk answers any
+// message under such a header), not that batching is not supported "in
+// the revision the header names": it names none. Headers sorting before
+// 2026-07-28 are answered by the SDK, quoting nothing; later ones by
+// custos, as the SDK's answer would quote them. Nothing of the batch runs.
+func TestBatchUnderAnUnsupportedVersionIsToldSo(t *testing.T) {
+	batchRefusedUnder(t, "Unsupported protocol version", "2025-07-01", "2025-06-180", rev2026+"-"+paramSecret, "3-"+paramName, "2027-01-01")
+}
+
+// batchRefusedUnder posts a batch under each MCP-Protocol-Version of
+// versions and fails unless each is answered 400 saying want, without the
+// header, and nothing of it runs.
+func batchRefusedUnder(t *testing.T, want string, versions ...string) {
+	t.Helper()
 	f := newFixture(t, "")
 	hs := f.serveHTTP("clinician")
 	tok := hs.tokens["clinician"]
 	batch := `[{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{` + meta2026("") + `}}]`
 	before := len(f.records())
-	for _, v := range []string{rev2026 + "-" + paramSecret, "3-" + paramName, rev2026} {
+	for _, v := range versions {
 		st, raw := postRaw(t, hs.url, tok, map[string]string{"Mcp-Protocol-Version": v, "Mcp-Method": "resources/list"}, batch)
-		if st != http.StatusBadRequest || !strings.Contains(string(raw), "batching is not supported") {
-			t.Errorf("header %.20q: status %d, answer %q; want 400 naming batching", v, st, raw)
+		if st != http.StatusBadRequest || !strings.Contains(string(raw), want) {
+			t.Errorf("header %.20q: status %d, answer %q; want 400 saying %q", v, st, raw, want)
 		}
 		if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), paramName) {
 			t.Errorf("answer quotes the header: %q", raw)
