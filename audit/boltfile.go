@@ -87,11 +87,7 @@ func checkBoltFile(f io.ReaderAt, size int64, name string) error {
 	// behaviour): a file bbolt had not finished creating (firstStart) is
 	// also what a kill during a new log's first start leaves.
 	damagedAs := func(firstStart bool, expected, got string, cause error) error {
-		detail := fmt.Sprintf("%s is not a bbolt database custos can open (damaged, truncated or replaced): keep it as evidence and restore the file from a backup", name)
-		if firstStart {
-			detail = fmt.Sprintf("%s is not a bbolt database custos can open: bbolt had not finished creating it (custos stopped during a new log's first start) or it was damaged; if no record was ever written to this log, move the file aside and start again, otherwise keep it as evidence and restore the file from a backup", name)
-		}
-		return &CorruptError{Kind: KindSegmentDamaged, Expected: expected, Got: got, Detail: detail, cause: cause}
+		return &CorruptError{Kind: KindSegmentDamaged, Expected: expected, Got: got, Detail: damagedDetail(name, firstStart), cause: cause, firstStart: firstStart}
 	}
 	if size == 0 {
 		return damagedAs(true, "a bbolt database (two meta pages)", "an empty file", berrors.ErrInvalid)
@@ -176,6 +172,18 @@ func checkBoltFile(f io.ReaderAt, size int64, name string) error {
 	return nil
 }
 
+// damagedDetail is the detail of a segment_damaged error for file name:
+// what to do. firstStart: the file looks as bbolt leaves it when killed
+// while creating it, which only a new log's first start does (a roll's
+// next segment is made afresh by the next open: recoverSeal); the advice
+// to move it aside then applies, if no record was ever written.
+func damagedDetail(name string, firstStart bool) string {
+	if firstStart {
+		return fmt.Sprintf("%s is not a bbolt database custos can open: bbolt had not finished creating it (custos stopped during a new log's first start) or it was damaged; if no record was ever written to this log, move the file aside and start again, otherwise keep it as evidence and restore the file from a backup", name)
+	}
+	return fmt.Sprintf("%s is not a bbolt database custos can open (damaged, truncated or replaced): keep it as evidence and restore the file from a backup", name)
+}
+
 // allZeros reports whether f, of size bytes, holds only zeros and is no
 // longer than bbolt's first write (four pages of at most 64 KiB): a file
 // extended for that write whose pages never reached the disk.
@@ -243,6 +251,17 @@ func damagedSegments(path, archiveDir string, err error) error {
 	for _, no := range nos {
 		paths = append(paths, files[no])
 	}
+	// A log with a sealed segment file had records: none of its files is
+	// what a killed first start leaves, and moving one aside would put
+	// evidence away and start a log that does not follow the sealed ones.
+	// So each is told only to restore; err, which gave that advice, is
+	// replaced by the file's error found here (its text is fixed when
+	// wrapped).
+	pastFirstStart := func(ce *CorruptError, name string) {
+		if len(paths) > 0 && ce.firstStart {
+			ce.firstStart, ce.Detail = false, damagedDetail(name, false)
+		}
+	}
 	var found []*CorruptError
 	for _, p := range append(paths, path) {
 		f, oerr := regularfile.Open(p, os.O_RDONLY, 0, regularfile.NoFollow)
@@ -251,11 +270,16 @@ func damagedSegments(path, archiveDir string, err error) error {
 		}
 		fi, serr := f.Stat()
 		if serr == nil {
-			if cerr := checkBoltFile(f, fi.Size(), p); errors.As(cerr, &ce) {
-				found = append(found, ce)
+			var fce *CorruptError
+			if cerr := checkBoltFile(f, fi.Size(), p); errors.As(cerr, &fce) {
+				pastFirstStart(fce, p)
+				found = append(found, fce)
 			}
 		}
 		f.Close()
+	}
+	if len(found) == 1 && len(paths) > 0 && ce.firstStart {
+		return found[0]
 	}
 	if len(found) < 2 {
 		return err

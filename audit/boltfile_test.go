@@ -304,3 +304,62 @@ func TestEveryDamagedSegmentIsNamed(t *testing.T) {
 		t.Errorf("ExportFile = %v, want it to name %s", err, damaged[1])
 	}
 }
+
+// TestDamagedSealedLogSaysOnlyRestore: a log with a sealed segment had
+// records, so no damaged file of it is what a kill during the log's first
+// start leaves, whatever it looks like (empty, zeros): Open's error and
+// VerifyFile's problems say to keep it as evidence and restore it from a
+// backup, never to move it aside and start again. Before, an emptied
+// sealed segment (or the live one beside sealed ones) got the first-start
+// advice, alone or among several damaged files: followed, it moved the
+// evidence aside and started a log that does not follow the sealed ones.
+// And a writable damaged sealed segment (readOnlySealed) was named alone,
+// not with the other damaged files.
+func TestDamagedSealedLogSaysOnlyRestore(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		damaged []int // sealed segment numbers; 0: the live file
+	}{
+		{"one sealed segment emptied", []int{2}},
+		{"the live segment emptied beside sealed ones", []int{0}},
+		{"a sealed and the live segment emptied", []int{1, 0}},
+		{"two sealed segments emptied", []int{1, 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := writeSegmented(t, 3, 3, 3, 2)
+			for _, no := range c.damaged {
+				f := path
+				if no > 0 {
+					f = filepath.Join(SealedDir(path), SegmentFile(uint64(no)))
+				}
+				if err := os.Chmod(f, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(f, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := Open(path, Options{Node: "n"})
+			if err == nil || !strings.Contains(err.Error(), "restore the file from a backup") || strings.Contains(err.Error(), "move the file aside") {
+				t.Errorf("Open = %v, want only the advice to restore from a backup", err)
+			}
+			for _, no := range c.damaged {
+				if f := filepath.Join(SealedDir(path), SegmentFile(uint64(no))); no > 0 && (err == nil || !strings.Contains(err.Error(), f)) {
+					t.Errorf("Open = %v, want it to name %s", err, f)
+				}
+			}
+			var got []Problem
+			if _, err := VerifyFile(context.Background(), path, func(p Problem) { got = append(got, p) }); err != nil {
+				t.Fatalf("VerifyFile = %v", err)
+			}
+			if len(got) != len(c.damaged) {
+				t.Fatalf("VerifyFile reported %v, want %d problems", got, len(c.damaged))
+			}
+			for _, p := range got {
+				if !strings.Contains(p.Detail, "restore the file from a backup") || strings.Contains(p.Detail, "move the file aside") {
+					t.Errorf("problem %s, want only the advice to restore from a backup", p)
+				}
+			}
+		})
+	}
+}

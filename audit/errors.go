@@ -84,6 +84,11 @@ type CorruptError struct {
 	Detail   string // free text without record contents
 
 	cause error // the cause, when a library's sentinel names it (Unwrap)
+
+	// firstStart: a segment_damaged file as a kill during a new log's
+	// first start leaves it, with the advice for that in Detail
+	// (damagedDetail).
+	firstStart bool
 }
 
 func (e *CorruptError) Error() string {

@@ -213,7 +213,7 @@ func Open(path string, opts Options) (*Log, error) {
 			return nil, damagedSegments(path, opts.ArchiveDir, err)
 		}
 		if err := readOnlySealed(path, opts.Timeout); err != nil {
-			return nil, err
+			return nil, damagedSegments(path, opts.ArchiveDir, err)
 		}
 	}
 	if opts.ReadOnly {
