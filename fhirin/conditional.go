@@ -441,7 +441,7 @@ func (rd *reader) rememberResource(typ, id string, m map[string]any, raw []byte,
 // the import failed as an internal error (reader.pass), every time
 // (TestRememberIdentifierKeyAsEveryReader). One such key, the usual
 // case, is re-encoded from m; several (an error of the pass that yields:
-// duplicateKey) are read from raw in their order.
+// jsonkeys.Duplicate) are read from raw in their order.
 func identifierElement(m map[string]any, raw []byte) json.RawMessage {
 	var v any
 	n := 0

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/custos-mcp/custos/internal/jsonkeys"
 	"github.com/custos-mcp/custos/store"
 )
 
@@ -63,7 +64,7 @@ func (rd *reader) unit(s *source, line int, raw []byte) error {
 			return newError(where(s, line+bytes.Count(raw[:off], []byte{'\n'})), "", ErrJSON,
 				"a \\u escape of a lone UTF-16 surrogate (not half of a pair): it is no Unicode character, and a decoder would turn it into U+FFFD; FHIR strings hold Unicode characters")
 		}
-		if off := duplicateKey(raw); off >= 0 {
+		if off := jsonkeys.Duplicate(raw); off >= 0 {
 			return newError(where(s, line+bytes.Count(raw[:off], []byte{'\n'})), "", ErrJSON,
 				"an object names one member twice (or two differing only in case): FHIR JSON names each element once, and parsers disagree on which one counts")
 		}

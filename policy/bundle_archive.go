@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/bundle"
+
+	"github.com/custos-mcp/custos/internal/jsonkeys"
 )
 
 // checkArchive checks the gzipped tar of a bundle before OPA's bundle reader
@@ -73,59 +75,31 @@ func checkArchive(data []byte) error {
 // (the last), but decodes it into its Manifest struct, whose metadata map
 // collects the keys of every "metadata" member: with the signed metadata
 // last and a forged {"custos": {"sequence": N}} before it, the signature
-// held and the bundle claimed N. So every object must name each key once,
-// and nothing may follow the value (the struct decoder reads the first
-// value only, the hash reads the whole text). Errors name the key, never a
-// value.
+// held and the bundle claimed N. So no object may name a key twice
+// (jsonkeys.Duplicate, which fhirin uses for FHIR input: names equal once
+// unescaped, or differing only in case, which the struct decode also takes
+// for one another), and nothing may follow the value (the struct decoder
+// reads the first value only, the hash reads the whole text). Errors name
+// the key, never a value.
 func checkManifestJSON(r io.Reader) error {
-	dec := json.NewDecoder(r)
-	dec.UseNumber()
-	type object struct {
-		keys  map[string]bool
-		inKey bool // the next token is a key
+	raw, err := io.ReadAll(r) // bounded: walkArchive limits the archive
+	if err != nil {
+		return err
 	}
-	var stack []*object // open objects; nil entries are arrays
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) && len(stack) == 0 {
-			return errors.New("manifest is empty")
-		}
-		if err != nil {
-			return fmt.Errorf("manifest is not JSON: %w", err)
-		}
-		var top *object
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if top != nil && top.inKey {
-			if k, ok := tok.(string); ok {
-				if top.keys[k] {
-					return fmt.Errorf("manifest key %.64q appears twice in one object: the signature and the server would read different manifests", k)
-				}
-				top.keys[k] = true
-				top.inKey = false
-				continue
-			}
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &object{keys: map[string]bool{}, inKey: true})
-			continue
-		case json.Delim('['):
-			stack = append(stack, nil)
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		}
-		if len(stack) == 0 {
-			break
-		}
-		if top := stack[len(stack)-1]; top != nil {
-			top.inKey = true // a value ended: a key or the end comes next
-		}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var v json.RawMessage
+	if err := dec.Decode(&v); errors.Is(err, io.EOF) {
+		return errors.New("manifest is empty")
+	} else if err != nil {
+		return fmt.Errorf("manifest is not JSON: %w", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("manifest holds more than one JSON value")
+	}
+	if off := jsonkeys.Duplicate(raw); off >= 0 {
+		var key string
+		_ = json.NewDecoder(bytes.NewReader(raw[off:])).Decode(&key)
+		return fmt.Errorf("manifest key %.64q appears twice in one object (or with another case): the signature and the server would read different manifests", key)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package fhirin
+package jsonkeys
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestDuplicateKey(t *testing.T) {
+func TestDuplicate(t *testing.T) {
 	many := func(last string) string {
 		var b strings.Builder
 		b.WriteString(`{"resourceType":"Basic"`)
@@ -36,16 +36,16 @@ func TestDuplicateKey(t *testing.T) {
 		{`{"a":1,"a`, -1}, // not JSON: left to the decoder
 		{`}{"a":1}`, -1},
 	} {
-		if got := duplicateKey([]byte(tc.raw)); got != tc.want {
-			t.Errorf("duplicateKey(%.60s) = %d, want %d", tc.raw, got, tc.want)
+		if got := Duplicate([]byte(tc.raw)); got != tc.want {
+			t.Errorf("Duplicate(%.60s) = %d, want %d", tc.raw, got, tc.want)
 		}
 	}
 }
 
-// FuzzDuplicateKey checks duplicateKey against the JSON decoder's tokens:
+// FuzzDuplicate checks Duplicate against the JSON decoder's tokens:
 // for valid JSON it finds a repeat exactly when one object has two names
 // that are equal under case folding.
-func FuzzDuplicateKey(f *testing.F) {
+func FuzzDuplicate(f *testing.F) {
 	for _, s := range []string{`{"a":1,"A":{"b":[{"c":1,"c":2}]}}`, `{"id":"x","\u0069D":1}`, `[{"a":"\"a\":"},{"a":1}]`, `{"lin\u212a":1,"link":2}`} {
 		f.Add(s)
 	}
@@ -90,8 +90,8 @@ func FuzzDuplicateKey(f *testing.F) {
 				expectName[n-1] = true // a value ended: a name comes next
 			}
 		}
-		if got := duplicateKey([]byte(s)) >= 0; got != want {
-			t.Errorf("duplicateKey(%q) found a repeat: %v, want %v", s, got, want)
+		if got := Duplicate([]byte(s)) >= 0; got != want {
+			t.Errorf("Duplicate(%q) found a repeat: %v, want %v", s, got, want)
 		}
 	})
 }

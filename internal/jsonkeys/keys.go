@@ -1,4 +1,4 @@
-package fhirin
+package jsonkeys
 
 import (
 	"bytes"
@@ -7,11 +7,11 @@ import (
 	"unicode"
 )
 
-// duplicateKey returns the byte offset in raw of the first object member
-// whose name repeats, under Unicode case folding, the name of an earlier
-// member of the same object; -1 if there is none.
+// Duplicate returns the byte offset in raw of the opening quote of the
+// first object member whose name repeats, under Unicode case folding, the
+// name of an earlier member of the same object; -1 if there is none.
 //
-// Why: FHIR JSON names every element once (R4 "JSON Representation of
+// Why (first found in FHIR input): FHIR JSON names every element once (R4 "JSON Representation of
 // Resources"), and a value with a repeated name reads differently to
 // different parsers. Go's map decode keeps the last member, its struct
 // decode matches names case-insensitively and keeps the last too, and the
@@ -25,7 +25,7 @@ import (
 // raw need not be valid JSON: the scan is lenient and whatever it cannot
 // follow the JSON decoder reports. It allocates only for a name with an
 // escape and for an object of many members.
-func duplicateKey(raw []byte) int {
+func Duplicate(raw []byte) int {
 	type frame struct {
 		obj   bool
 		start int                 // index into names of the object's first member
@@ -97,7 +97,7 @@ func duplicateKey(raw []byte) int {
 	return -1
 }
 
-// manyMembers is the size from which duplicateKey keeps an object's names
+// manyMembers is the size from which Duplicate keeps an object's names
 // in a set rather than comparing each with every other.
 const manyMembers = 32
 
