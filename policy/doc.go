@@ -168,6 +168,11 @@
 //     regular file: a Kubernetes ConfigMap volume loads once, a FIFO is
 //     refused rather than waited on, and a link to a directory is refused
 //     rather than silently left out with the rules in it.
+//   - The server's own rules (the tenant boundary, binaries released whole
+//     or not at all) are one pure function, [Enforce], which only ever turns
+//     an allow into a denial; the server applies it to every decision about
+//     a resource, and policy impact to every replayed one, so the two cannot
+//     drift apart.
 //   - nothing_visible only ever takes away: while it holds for a principal
 //     and purpose, every list and read decision denies; when it does not,
 //     decisions are exactly the policy's.

@@ -299,16 +299,5 @@ func (s *Server) finishDecision(ctx context.Context, d policy.Decision, err erro
 		d.Allow = false
 		return d, err
 	}
-	if d.Allow && (tenant == "" || r.Labels.Tenant != tenant) {
-		d.Allow, d.Obligations = false, nil
-		d.Reasons = append(d.Reasons, ReasonTenantBoundary)
-		return d, nil
-	}
-	if d.Allow && len(d.Obligations) > 0 && minimize.IsBinary(r.MIMEType) {
-		// Binary is released whole or not at all: a demanded minimization
-		// that cannot be applied makes the decision a denial.
-		d.Allow = false
-		d.Reasons = append(d.Reasons, ReasonBinaryNotMinimizable)
-	}
-	return d, nil
+	return policy.Enforce(d, tenant, r.Labels.Tenant, minimize.IsBinary(r.MIMEType)), nil
 }

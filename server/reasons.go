@@ -53,12 +53,12 @@ const (
 	// ReasonBinaryNotMinimizable is added to an allow decision's reasons
 	// when it demands minimization of a binary resource, which makes it a
 	// denial (binary is released whole or not at all).
-	ReasonBinaryNotMinimizable = "binary_cannot_be_minimized"
+	ReasonBinaryNotMinimizable = policy.ReasonBinaryNotMinimizable
 	// ReasonTenantBoundary is added to an allow decision's reasons about
 	// a resource of another tenant than the caller's (or of no tenant),
 	// which makes it a denial: the server's own tenant boundary, whatever
-	// the policy says (decide.go, finishDecision).
-	ReasonTenantBoundary = "tenant_boundary"
+	// the policy says (decide.go, finishDecision; policy.Enforce).
+	ReasonTenantBoundary = policy.ReasonTenantBoundary
 	// ReasonNothingVisible prefixes the scan summary of a list page
 	// answered without scanning ("nothing_visible returned=0 denied=0
 	// scanned=0", outcome allow, no cursor): the policy says nothing is

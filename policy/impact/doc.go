@@ -22,9 +22,12 @@
 //     audit log and renders deterministically (rows in seq order, fixed key
 //     order, times in UTC).
 //   - The candidate is judged as the server would enforce it: a candidate
-//     error is a denial (fail closed; classified ChangeReplayError), an
-//     allow demanding obligations on a binary resource (PDF, PNG) is a
-//     denial with reason binary_cannot_be_minimized, and a read of a
+//     error is a denial (fail closed; classified ChangeReplayError), the
+//     server's own rules apply through the function the server applies
+//     them with (policy.Enforce): an allow of a resource of another tenant
+//     than the caller's is a denial with reason tenant_boundary, an allow
+//     demanding obligations on a binary resource (PDF, PNG) a denial with
+//     reason binary_cannot_be_minimized; and a read of a
 //     resource that did not exist stays not found whatever the candidate
 //     decides.
 //   - The recorded side comes from the canonical record (outcome, reason,

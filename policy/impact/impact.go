@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/minimize"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/store"
 )
@@ -227,13 +228,13 @@ func compare(ctx context.Context, candidate Decider, seq uint64, rec recorded, i
 		row.ReasonsAfter = nonNil(d.Reasons)
 		return row
 	}
+	if in.Resource != nil {
+		// As the server enforces it: the tenant boundary, and binary
+		// released whole or not at all.
+		d = policy.Enforce(d, in.Principal.Tenant, in.Resource.Tenant, binary(in.Resource.URI))
+	}
 	allow := d.Allow
 	row.ReasonsAfter = nonNil(slices.Clone(d.Reasons))
-	if allow && len(d.Obligations) > 0 && in.Resource != nil && binary(in.Resource.URI) {
-		// As the server enforces it: binary is released whole or not at all.
-		allow = false
-		row.ReasonsAfter = append(row.ReasonsAfter, "binary_cannot_be_minimized")
-	}
 	if slices.Contains(row.ReasonsBefore, "not_found") {
 		// The resource did not exist: not found whatever the policy says.
 		allow = false
@@ -287,11 +288,10 @@ func binary(uri string) bool {
 		return false
 	}
 	mt := store.URI{Scheme: scheme}.MIMEType()
-	base, _, err := mime.ParseMediaType(mt)
-	if err != nil {
+	if _, _, err := mime.ParseMediaType(mt); err != nil {
 		return false // unknown scheme: the server never served it
 	}
-	return !(strings.HasPrefix(base, "text/") || base == "application/json" || strings.HasSuffix(base, "+json"))
+	return minimize.IsBinary(mt)
 }
 
 func nonNil(s []string) []string {

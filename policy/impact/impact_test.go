@@ -46,11 +46,14 @@ func read(p policy.Principal, purpose, typ, patient string) policy.Input {
 	}}
 }
 
-// traffic is what the test log records, one decision per hour from start.
-var traffic = []struct {
+// decision is one request the test log records.
+type decision struct {
 	in       policy.Input
 	notFound bool
-}{
+}
+
+// traffic is what the test log records, one decision per hour from start.
+var traffic = []decision{
 	{in: read(principal("dr.alice", "clinician", pA), "TREAT", "observation", pA)},                                               // 1 allow
 	{in: read(principal("bob.billing", "billing"), "HPAYMT", "coverage", pA)},                                                    // 2 allow, billing obligations
 	{in: read(principal("rita.research", "researcher"), "HRESCH", "observation", pB)},                                            // 3 allow, research obligations
@@ -65,6 +68,12 @@ var traffic = []struct {
 // newLog writes traffic to a real audit log, decided by the default policy
 // and recorded as the server records it, and returns it opened read-only.
 func newLog(t *testing.T) *audit.Log {
+	t.Helper()
+	return logOf(t, traffic)
+}
+
+// logOf writes decisions to a real audit log as newLog does.
+func logOf(t *testing.T, traffic []decision) *audit.Log {
 	t.Helper()
 	ctx := context.Background()
 	n := 0
@@ -277,6 +286,28 @@ func (b badSource) Records(ctx context.Context, from, to uint64, fn func(uint64,
 }
 func (b badSource) Inputs(ctx context.Context, from, to uint64, fn func(uint64, []byte) error) error {
 	return b.log.Inputs(ctx, from, to, func(seq uint64, _ []byte) error { return fn(seq, []byte(`[1]`)) })
+}
+
+// TestReplayAppliesTheTenantBoundary: the server denies a resource of
+// another tenant whatever the policy says (policy.Enforce), so a candidate
+// that forgets the tenant check changes nothing a replay can show; before,
+// the report counted the recorded cross-tenant denial as deny → allow, an
+// exposure the server would never have allowed.
+func TestReplayAppliesTheTenantBoundary(t *testing.T) {
+	other := read(principal("dr.alice", "clinician", pA), "TREAT", "observation", pA)
+	other.Resource.Tenant = "other-clinic"
+	other.Resource.URI = strings.Replace(other.Resource.URI, hospital, "other-clinic", 1)
+	tenantless := read(principal("dr.alice", "clinician", pA), "TREAT", "observation", pA)
+	tenantless.Principal.Tenant = ""
+	log := logOf(t, []decision{{in: other}, {in: tenantless}, {in: read(principal("dr.alice", "clinician", pA), "TREAT", "observation", pA)}})
+	candidate := variant(t, "resource_denies contains \"tenant_mismatch\" if {\n\thas_resource\n\tnot same_tenant\n}", "")
+	rep, err := impact.Replay(context.Background(), engine(t, candidate), log, impact.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (impact.Counts{Unchanged: 3}); rep.Counts != want || len(rep.Rows) != 0 {
+		t.Errorf("counts %+v, rows %+v; want %+v: the server's tenant boundary denies both whatever the candidate says", rep.Counts, rep.Rows, want)
+	}
 }
 
 func TestReplayStopsOnBadInput(t *testing.T) {
