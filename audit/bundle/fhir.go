@@ -229,8 +229,9 @@ func balpKindOf(action string) balpKind {
 //     method (custos lists take no parameters but an opaque cursor, which
 //     is not recorded) and the method as description; the results are not
 //     entities (BALP records the query, not its results): the URIs naming
-//     the event's patient (all of them when none) are in the custos
-//     extension.
+//     the event's patient, and those naming no patient of the record (all
+//     of them when the event has no patient), are in the custos extension
+//     (urisOf).
 //   - auth/reject: DCM 110114 User Authentication, subtype DCM 110122
 //     Login, action E; an auditor's access to the log (auditLogUses):
 //     DCM 110101 Audit Log Used, action R, with the audit log as an
@@ -265,7 +266,7 @@ func FHIRAuditEvents(r audit.Record) ([][]byte, error) {
 // Log Used (before 2026-12-06 a backup was Application Activity, and
 // before 24e9851 every auditor's access).
 func isAuditLogUse(action string, rd renderer) bool {
-	return slices.Contains(auditLogUses, action) && rd >= renderer24e9851 && (rd >= rendererCurrent || action != "backup")
+	return slices.Contains(auditLogUses, action) && rd >= renderer24e9851 && (rd >= renderer384f6a1 || action != "backup")
 }
 
 // fhirAuditEvents is FHIRAuditEvents by renderer rd.
@@ -387,7 +388,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 	ev.Agent = append(ev.Agent, client, server)
 
 	// Entities.
-	if kind == kindOther && rd >= rendererCurrent && slices.Contains(auditLogUses, r.Action) {
+	if kind == kindOther && rd >= renderer384f6a1 && slices.Contains(auditLogUses, r.Action) {
 		ev.Entity = append(ev.Entity, auditLogEntity(r.Node))
 	}
 	for _, p := range patients {
@@ -409,7 +410,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 			Description: str(r.Action),
 			Query:       base64.StdEncoding.EncodeToString([]byte(r.Action)),
 		})
-		resultURIs = urisOf(r.URIs, patients)
+		resultURIs = urisOf(r.URIs, patients, r.Patients, rd >= rendererCurrent)
 	default:
 		for _, u := range r.URIs {
 			if u = str(u); u == "" {
@@ -557,21 +558,29 @@ func deviceRef(node string, str func(string) string) fhirReference {
 
 // urisOf returns the URIs naming one of patients (every occurrence of a
 // patient id in a URI is its keyed hash, as in the record's patients), or
-// all of them when patients is empty.
-func urisOf(uris, patients []string) []string {
+// all of them when patients is empty; with unattributed, also each URI
+// naming none of all, the record's patients: a tenant's reference data,
+// or a URI whose patient segment the server recorded as the hash of the
+// segment itself (server.patientOf: a FHIR compartment without a Patient
+// resource in the catalog), which no event's patient names. Every URI of
+// the record is then in some event, and an event never names a URI of
+// another of the record's patients.
+func urisOf(uris, patients, all []string, unattributed bool) []string {
 	if len(patients) == 0 {
 		return uris
 	}
 	var out []string
 	for _, u := range uris {
-		for _, p := range patients {
-			if p != "" && strings.Contains(u, p) {
-				out = append(out, u)
-				break
-			}
+		if namesOneOf(u, patients) || unattributed && !namesOneOf(u, all) {
+			out = append(out, u)
 		}
 	}
 	return out
+}
+
+// namesOneOf reports whether uri holds one of patients.
+func namesOneOf(uri string, patients []string) bool {
+	return slices.ContainsFunc(patients, func(p string) bool { return p != "" && strings.Contains(uri, p) })
 }
 
 func pick(c bool, a, b string) string {

@@ -117,15 +117,22 @@ const (
 	// probe-export3 (384f6a1): an auditor's access to the log had no audit
 	// log entity in FHIR and was OCSF activity 99 Other, a backup was FHIR
 	// Application Activity, and every OCSF event named the API service
-	// "mcp".
+	// "mcp"; and what renderer384f6a1 lacks.
 	rendererBefore20261206
-	// rendererCurrent is this version's rendering, since 384f6a1.
+	// renderer384f6a1 is the rendering of 384f6a1 to 27b3d0f (2026-12-06
+	// 02:48 to 15:52): the query event of a patient named only the result
+	// URIs holding that patient, so a URI naming no patient of the record
+	// (a tenant's reference data; a FHIR import's URI whose patient
+	// segment the server could not resolve to the patient id) was in no
+	// event.
+	renderer384f6a1
+	// rendererCurrent is this version's rendering, since h-review42.
 	rendererCurrent
 )
 
 // earlierRenderers are the renderings of earlier custos versions the
 // verifier accepts, newest first.
-var earlierRenderers = []renderer{rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398, rendererF2704f7, renderer471441e, rendererA5f7443}
+var earlierRenderers = []renderer{renderer384f6a1, rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398, rendererF2704f7, renderer471441e, rendererA5f7443}
 
 // renderAs is render by renderer rd.
 func (f Format) renderAs(r audit.Record, rd renderer) ([]byte, error) {
@@ -432,12 +439,12 @@ func ocsfAPIActivity(r audit.Record, rd renderer) ([]byte, error) {
 	}
 	switch {
 	case r.Action == audit.ActionResourcesRead, r.Action == audit.ActionResourcesList, r.Action == audit.ActionResourcesTemplatesList,
-		rd >= rendererCurrent && slices.Contains(auditLogUses, r.Action): // an auditor's read of the audit log, action R in FHIR
+		rd >= renderer384f6a1 && slices.Contains(auditLogUses, r.Action): // an auditor's read of the audit log, action R in FHIR
 		ev.ActivityID, ev.ActivityName = ocsfActivityRead, "Read"
 	default:
 		ev.ActivityID, ev.ActivityName = ocsfActivityOther, r.Action
 	}
-	if rd < rendererCurrent || slices.Contains(mcpActions, r.Action) {
+	if rd < renderer384f6a1 || slices.Contains(mcpActions, r.Action) {
 		ev.API.Service = &ocsfService{Name: "mcp"}
 	}
 	ev.TypeUID = ocsfClassUID*100 + ev.ActivityID

@@ -114,7 +114,11 @@ each anchor file's own count of checkpoints and its latest size and root. The re
 --audit-retention, or audit.retention of the serve configuration (--config).
 
 The package is PHI: store it accordingly. The command exits 1 when a
-verification failed; the package is still written and says what failed.
+verification failed; the package is still written and says what failed
+(an anchor that forks from the log, a bundle that does not verify). A log
+whose records do not recompute the checkpoint the bundle ends at (a record
+changed in place) gets no package: no bundle of it can be written, and the
+error names 'custos audit verify', which lists the broken records.
 
 On a terminal, report draws its progress reading the log (records verified,
 scanned and bundled), then checking the bundle offline (bytes of its files),
