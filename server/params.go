@@ -798,3 +798,57 @@ func (c paramsCheckedConn) Write(ctx context.Context, msg jsonrpc.Message) error
 	}
 	return c.Connection.Write(ctx, msg)
 }
+
+// emptyURIRead lets a read of an empty uri reach the decision point when the
+// go-sdk would check its Mcp-Name header (sdkChecksStandardHeaders), so that
+// it is told what is wrong and audited like every malformed read (deny,
+// bad_uri): the SDK answered it -32020 "missing required Mcp-Name header",
+// since an empty header is a missing one and no header can match an empty
+// uri, and nothing was on record (TestEmptyURIReadIsToldSoAndAudited). The
+// uri, and the header (absent, empty, or the Base64 form of ""), are set to
+// s.emptyURI, which the read takes for the empty uri; every other check
+// the SDK makes still runs, in its order. Only params.uri changes in the
+// body (its last "uri" member is the one the SDK reads, and the only one
+// left).
+func (s *Server) emptyURIRead(r *http.Request) {
+	if s.emptyURI == "" || !sdkChecksStandardHeaders(r.Header) {
+		return
+	}
+	if v, ok := decodeNameHeader(r.Header.Get("Mcp-Name")); !ok || v != "" {
+		return
+	}
+	req := peekRequest(r)
+	if req == nil || !req.IsCall() || req.Method != "resources/read" {
+		return
+	}
+	if _, uri, ok := nameInBody(req.Method, req.Params); !ok || uri != "" {
+		return
+	}
+	b, _ := peekBody(r)
+	body, ok := withParam(b, "uri", s.emptyURI)
+	if !ok {
+		return
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	r.Header.Set("Mcp-Name", s.emptyURI)
+}
+
+// withParam is the JSON-RPC message body with params member name set to
+// the string value, ok false if body or its params are not JSON objects.
+// Of members given twice, the last is kept, as the go-sdk decodes them.
+func withParam(body []byte, name, value string) ([]byte, bool) {
+	var env, params map[string]segjson.RawMessage
+	if segjson.Unmarshal(body, &env) != nil || segjson.Unmarshal(env["params"], &params) != nil || params == nil {
+		return nil, false
+	}
+	v, err := segjson.Marshal(value)
+	if err != nil {
+		return nil, false
+	}
+	params[name] = v
+	if env["params"], err = segjson.Marshal(params); err != nil {
+		return nil, false
+	}
+	out, err := segjson.Marshal(env)
+	return out, err == nil
+}

@@ -459,6 +459,9 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	if p != nil {
 		raw, meta = p.URI, p.Meta
 	}
+	if raw == s.emptyURI && raw != "" {
+		raw = "" // named by the HTTP layer for an empty uri (emptyURIRead)
+	}
 	pu, err := store.ParseReadURI(raw)
 	if err != nil {
 		// The raw string may hold a secret (userinfo, a token in a query):
