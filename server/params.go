@@ -96,6 +96,9 @@ func paramsError(method string, params []byte) *jsonrpc.Error {
 			what = "params." + path
 		}
 		if path != te.Field {
+			if m := mapMember(reflect.TypeOf(v).Elem().Elem(), path, te); m != "" {
+				return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg + m}
+			}
 			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg + what + " has the wrong JSON type"}
 		}
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg + what + " must be " + jsonKind(te.Type)}
@@ -126,6 +129,56 @@ func knownPath(t reflect.Type, field string) string {
 		t = f.Type
 	}
 	return strings.Join(kept, ".")
+}
+
+// mapMember says what is wrong with a member of a map of scalars at path
+// (a struct field path of t, knownPath's) whose value has the wrong JSON
+// type (te): "params.PATH.KEY must be KIND" when the key is a variable of
+// the server's templates (the names completion/complete's
+// context.arguments take), "every member of params.PATH must be KIND" for
+// any other key (client input, never repeated), or "" when the error is
+// not of such a member. A completion whose context named a patient with a
+// number was told only that params.context.arguments had the wrong JSON
+// type (TestMalformedParamsAreNotQuotedBack, TestMalformedParamsOverStdio).
+func mapMember(t reflect.Type, path string, te *segjson.UnmarshalTypeError) string {
+	for _, seg := range strings.Split(path, ".") {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return ""
+		}
+		f, ok := jsonField(t, seg)
+		if !ok {
+			return ""
+		}
+		t = f.Type
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	key, ok := strings.CutPrefix(te.Field, path+".")
+	if t.Kind() != reflect.Map || !ok || strings.Contains(key, ".") || t.Elem() != te.Type {
+		return ""
+	}
+	if templateVariables()[key] {
+		return "params." + path + "." + key + " must be " + jsonKind(te.Type)
+	}
+	return "every member of params." + path + " must be " + jsonKind(te.Type)
+}
+
+// templateVariables are the names of the variables of the server's
+// templates.
+func templateVariables() map[string]bool {
+	vars := map[string]bool{}
+	for _, t := range allTemplates() {
+		for _, tok := range parseTemplate(t.URITemplate) {
+			if tok.name != "" {
+				vars[tok.name] = true
+			}
+		}
+	}
+	return vars
 }
 
 // jsonField finds the field of struct type t whose JSON member name is name:
