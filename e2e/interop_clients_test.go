@@ -98,7 +98,7 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 	common := []string{"--text", text, "--blob", blob, "--denied", denied, "--missing", missingURI(text),
 		"--template", "fhir://{tenant}/patients/{patient}/{type}/{id}", "--argument", "type"}
 	always := []string{"connect", "templates", "list-all-pages", "read-text", "read-blob", "read-denied",
-		"read-missing", "read-malformed-uri", "read-not-a-uri", "read-non-ascii-uri", "complete"}
+		"read-missing", "read-malformed-uri", "read-not-a-uri", "read-non-ascii-uri", "read-empty-uri", "complete"}
 	check := func(t *testing.T, got map[string]interopScenario, wantPV string, modern bool, extra ...string) {
 		t.Helper()
 		for _, n := range append(always, extra...) {
@@ -119,6 +119,12 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 		// and answered -32020 "header mismatch".
 		if e := got["read-non-ascii-uri"].Error; e == nil || e.Code == nil || *e.Code != -32602 || !strings.Contains(e.Message, "uri contains non-ascii characters") {
 			t.Errorf("non-ASCII uri: %+v, want -32602 naming the non-ASCII characters", e)
+		}
+		// An empty URI is told so at every revision: on 2026-07-28 the
+		// go-sdk answered -32020 "missing required Mcp-Name header", which
+		// no client can send for an empty URI.
+		if e := got["read-empty-uri"].Error; e == nil || e.Code == nil || *e.Code != -32602 || !strings.Contains(e.Message, "uri is empty") {
+			t.Errorf("empty uri: %+v, want -32602 saying the uri is empty", e)
 		}
 		// v2 refuses ping on 2026-07-28 itself (the revision has no ping);
 		// every earlier revision pings.

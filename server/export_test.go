@@ -39,3 +39,15 @@ func (s *Server) PlainAliasesBuilt() bool {
 	defer s.aliases.mu.Unlock()
 	return s.aliases.real != nil
 }
+
+// AliasedTenants are the tenants whose research aliases the server has
+// made (per audit key and catalog index).
+func (s *Server) AliasedTenants() []string {
+	s.aliases.mu.Lock()
+	defer s.aliases.mu.Unlock()
+	var out []string
+	for t := range s.aliases.tenants {
+		out = append(out, t)
+	}
+	return out
+}

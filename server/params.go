@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -96,6 +97,9 @@ func paramsError(method string, params []byte) *jsonrpc.Error {
 			what = "params." + path
 		}
 		if path != te.Field {
+			if m := mapMember(reflect.TypeOf(v).Elem().Elem(), path, te); m != "" {
+				return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg + m}
+			}
 			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg + what + " has the wrong JSON type"}
 		}
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg + what + " must be " + jsonKind(te.Type)}
@@ -126,6 +130,56 @@ func knownPath(t reflect.Type, field string) string {
 		t = f.Type
 	}
 	return strings.Join(kept, ".")
+}
+
+// mapMember says what is wrong with a member of a map of scalars at path
+// (a struct field path of t, knownPath's) whose value has the wrong JSON
+// type (te): "params.PATH.KEY must be KIND" when the key is a variable of
+// the server's templates (the names completion/complete's
+// context.arguments take), "every member of params.PATH must be KIND" for
+// any other key (client input, never repeated), or "" when the error is
+// not of such a member. A completion whose context named a patient with a
+// number was told only that params.context.arguments had the wrong JSON
+// type (TestMalformedParamsAreNotQuotedBack, TestMalformedParamsOverStdio).
+func mapMember(t reflect.Type, path string, te *segjson.UnmarshalTypeError) string {
+	for _, seg := range strings.Split(path, ".") {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return ""
+		}
+		f, ok := jsonField(t, seg)
+		if !ok {
+			return ""
+		}
+		t = f.Type
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	key, ok := strings.CutPrefix(te.Field, path+".")
+	if t.Kind() != reflect.Map || !ok || strings.Contains(key, ".") || t.Elem() != te.Type {
+		return ""
+	}
+	if templateVariables()[key] {
+		return "params." + path + "." + key + " must be " + jsonKind(te.Type)
+	}
+	return "every member of params." + path + " must be " + jsonKind(te.Type)
+}
+
+// templateVariables are the names of the variables of the server's
+// templates.
+func templateVariables() map[string]bool {
+	vars := map[string]bool{}
+	for _, t := range allTemplates() {
+		for _, tok := range parseTemplate(t.URITemplate) {
+			if tok.name != "" {
+				vars[tok.name] = true
+			}
+		}
+	}
+	return vars
 }
 
 // jsonField finds the field of struct type t whose JSON member name is name:
@@ -733,20 +787,125 @@ func exactID(body []byte) bool {
 type paramsCheckedTransport struct{ mcp.Transport }
 
 func (t paramsCheckedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	rev := &sessionRevision{}
+	st, isStdio := t.Transport.(*StdioTransport)
+	if isStdio {
+		st.rev = rev // before its gate reads a line
+	}
 	c, err := t.Transport.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var gate *lineGate
-	if st, ok := t.Transport.(*StdioTransport); ok {
+	if isStdio {
 		gate = st.gate
 	}
-	return paramsCheckedConn{c, gate}, nil
+	return paramsCheckedConn{c, gate, rev}, nil
 }
 
 type paramsCheckedConn struct {
 	mcp.Connection
-	gate *lineGate // over StdioTransport: every line the SDK reads passed it
+	gate *lineGate        // over StdioTransport: every line the SDK reads passed it
+	rev  *sessionRevision // the revision the session speaks
+}
+
+// sessionRevision is the protocol revision of one stdio session, which
+// its requests must keep to. The go-sdk judges each request by its own
+// params._meta protocol version (SEP-2575), whatever the session did
+// before: a session opened by initialize at 2025-11-25 that put the
+// 2026-07-28 _meta on a request was served as 2026-07-28
+// (subscriptions/listen, which custos refuses before 2026-07-28,
+// subscribed it; not found was -32602), and one whose first request was of
+// 2026-07-28 was then served requests without it (resources/subscribe,
+// which 2026-07-28 removed; initialize). Over HTTP a request's header
+// chooses its handler and the SDK refuses a _meta version that differs
+// from it, so this holds there already
+// (TestStdioSessionKeepsTheRevisionInitializeNegotiated,
+// TestStdioSessionOfTheStatelessRevisionKeepsIt).
+type sessionRevision struct {
+	mu sync.Mutex
+	// initID is the initialize call passed and not yet answered.
+	initID jsonrpc.ID
+	// legacy is set once an initialize call has been passed: the session
+	// speaks the revision it negotiates (negotiated, once answered), an
+	// earlier one than 2026-07-28.
+	legacy     bool
+	negotiated string
+	// modern is set once a call of 2026-07-28 or later (by its _meta),
+	// passed with no initialize before it, has been answered without an
+	// error (pending holds such calls until then): a client whose request
+	// the SDK refused for its revision may still initialize an earlier one.
+	// (The SDK itself refuses initialize after server/discover.)
+	modern  bool
+	pending map[jsonrpc.ID]bool
+}
+
+// judge returns the error to answer for call req in this session, or nil
+// (and then notes what req tells of the session's revision).
+func (r *sessionRevision) judge(req *jsonrpc.Request) *jsonrpc.Error {
+	v, _ := metaOf(req.Params)[mcp.MetaKeyProtocolVersion].(string)
+	modern := v >= ProtocolStateless
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.legacy && modern:
+		rev := r.negotiated
+		if rev == "" {
+			rev = "an earlier revision"
+		}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: this session speaks the protocol revision initialize negotiated " + rev +
+			`; a request of revision ` + ProtocolStateless + ` or later (params._meta["` + mcp.MetaKeyProtocolVersion + `"]) is not accepted in it`}
+	case r.modern && !modern && !revisionFree(req.Method):
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: this session speaks protocol revision " + ProtocolStateless +
+			` or later, which its first request named: every request carries params._meta["` + mcp.MetaKeyProtocolVersion + `"] of that revision (initialize is not one of its methods)`}
+	case req.Method == "initialize" && !modern:
+		r.legacy, r.initID = true, req.ID
+	case modern && !r.legacy:
+		if r.pending == nil {
+			r.pending = map[jsonrpc.ID]bool{}
+		}
+		r.pending[req.ID] = true
+	}
+	return nil
+}
+
+// batchesAllowed reports whether initialize negotiated a revision before
+// 2025-06-18, which removed JSON-RPC batches.
+func (r *sessionRevision) batchesAllowed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.negotiated != "" && r.negotiated < firstBatchless
+}
+
+// revisionFree reports whether method is answered alike whatever revision
+// its request names, so that a 2026-07-28 session may send it without the
+// _meta (the go-sdk client sends ping and logging/setLevel so): ping, and
+// the methods of features custos does not declare (-32601,
+// undeclaredMethods).
+func revisionFree(method string) bool {
+	_, undeclared := featureMethods[method]
+	return method == "ping" || undeclared
+}
+
+// noteAnswer reads the negotiated revision from the answer to the
+// session's initialize call.
+func (r *sessionRevision) noteAnswer(resp *jsonrpc.Response) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending[resp.ID] {
+		delete(r.pending, resp.ID)
+		r.modern = r.modern || resp.Error == nil
+	}
+	if !r.initID.IsValid() || resp.ID != r.initID {
+		return
+	}
+	r.initID = jsonrpc.ID{}
+	var res struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if resp.Error == nil && segjson.Unmarshal(resp.Result, &res) == nil && revisionForm(res.ProtocolVersion) {
+		r.negotiated = res.ProtocolVersion
+	}
 }
 
 // quietReadError is err from reading the stdio connection, with any error
@@ -776,6 +935,9 @@ func (c paramsCheckedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 		jerr := paramsError(req.Method, req.Params)
 		if jerr == nil {
+			jerr = c.rev.judge(req)
+		}
+		if jerr == nil {
 			return msg, nil
 		}
 		if err := c.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: jerr}); err != nil {
@@ -793,8 +955,65 @@ func (c paramsCheckedConn) Write(ctx context.Context, msg jsonrpc.Message) error
 		coded.Error = codedError(resp.Error)
 		msg = &coded
 	}
-	if resp, ok := msg.(*jsonrpc.Response); ok && c.gate != nil {
-		c.gate.noteAnswer(resp)
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		c.rev.noteAnswer(resp)
+		if c.gate != nil {
+			c.gate.noteAnswer(resp)
+		}
 	}
 	return c.Connection.Write(ctx, msg)
+}
+
+// emptyURIRead lets a read of an empty uri reach the decision point when the
+// go-sdk would check its Mcp-Name header (sdkChecksStandardHeaders), so that
+// it is told what is wrong and audited like every malformed read (deny,
+// bad_uri): the SDK answered it -32020 "missing required Mcp-Name header",
+// since an empty header is a missing one and no header can match an empty
+// uri, and nothing was on record (TestEmptyURIReadIsToldSoAndAudited). The
+// uri, and the header (absent, empty, or the Base64 form of ""), are set to
+// s.emptyURI, which the read takes for the empty uri; every other check
+// the SDK makes still runs, in its order. Only params.uri changes in the
+// body (its last "uri" member is the one the SDK reads, and the only one
+// left).
+func (s *Server) emptyURIRead(r *http.Request) {
+	if s.emptyURI == "" || !sdkChecksStandardHeaders(r.Header) {
+		return
+	}
+	if v, ok := decodeNameHeader(r.Header.Get("Mcp-Name")); !ok || v != "" {
+		return
+	}
+	req := peekRequest(r)
+	if req == nil || !req.IsCall() || req.Method != "resources/read" {
+		return
+	}
+	if _, uri, ok := nameInBody(req.Method, req.Params); !ok || uri != "" {
+		return
+	}
+	b, _ := peekBody(r)
+	body, ok := withParam(b, "uri", s.emptyURI)
+	if !ok {
+		return
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	r.Header.Set("Mcp-Name", s.emptyURI)
+}
+
+// withParam is the JSON-RPC message body with params member name set to
+// the string value, ok false if body or its params are not JSON objects.
+// Of members given twice, the last is kept, as the go-sdk decodes them.
+func withParam(body []byte, name, value string) ([]byte, bool) {
+	var env, params map[string]segjson.RawMessage
+	if segjson.Unmarshal(body, &env) != nil || segjson.Unmarshal(env["params"], &params) != nil || params == nil {
+		return nil, false
+	}
+	v, err := segjson.Marshal(value)
+	if err != nil {
+		return nil, false
+	}
+	params[name] = v
+	if env["params"], err = segjson.Marshal(params); err != nil {
+		return nil, false
+	}
+	out, err := segjson.Marshal(env)
+	return out, err == nil
 }

@@ -37,7 +37,10 @@ var badParams = []struct {
 	{"list cursor a number", "resources/list", `{"cursor":7,"x":"` + paramSecret + `"}`, []string{"params.cursor", "must be a JSON string"}},
 	{"subscribe uri an object", "resources/subscribe", `{"uri":{"u":"fhir://g/?access_token=` + paramSecret + `"}}`, []string{"params.uri", "must be a JSON string"}},
 	{"completion value a number", "completion/complete", `{"ref":{"type":"ref/resource","uri":"fhir://{tenant}/patients/{patient}/{type}/{id}"},"argument":{"name":"patient","value":1},"context":{"arguments":{"patient":"` + paramName + `"}}}`, []string{"params.argument.value", "must be a JSON string"}},
-	{"completion context value a number", "completion/complete", `{"ref":{"type":"ref/resource","uri":"fhir://{tenant}/patients/{patient}/{type}/{id}"},"argument":{"name":"patient","value":""},"context":{"arguments":{"` + paramName + `":1}}}`, []string{"params.context.arguments", "wrong JSON type"}},
+	{"completion context value a number", "completion/complete", `{"ref":{"type":"ref/resource","uri":"fhir://{tenant}/patients/{patient}/{type}/{id}"},"argument":{"name":"patient","value":""},"context":{"arguments":{"` + paramName + `":1}}}`, []string{"every member of params.context.arguments must be a JSON string"}},
+	{"completion context patient a number", "completion/complete", `{"ref":{"type":"ref/resource","uri":"fhir://{tenant}/patients/{patient}/{type}/{id}"},"argument":{"name":"id","value":""},"context":{"arguments":{"patient":4711,"x":"` + paramSecret + `"}}}`, []string{"params.context.arguments.patient must be a JSON string"}},
+	{"completion context type an object", "completion/complete", `{"ref":{"type":"ref/resource","uri":"fhir://{tenant}/patients/{patient}/{type}/{id}"},"argument":{"name":"id","value":""},"context":{"arguments":{"type":{"` + paramName + `":1}}}}`, []string{"params.context.arguments.type must be a JSON string"}},
+	{"completion argument name a number", "completion/complete", `{"ref":{"type":"ref/resource","uri":"fhir://{tenant}/patients/{patient}/{type}/{id}"},"argument":{"name":7,"value":"` + paramName + `"}}`, []string{"params.argument.name must be a JSON string"}},
 	{"params an array", "resources/list", `["` + paramSecret + `"]`, []string{"invalid params of resources/list"}},
 }
 

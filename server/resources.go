@@ -459,6 +459,9 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 	if p != nil {
 		raw, meta = p.URI, p.Meta
 	}
+	if raw == s.emptyURI && raw != "" {
+		raw = "" // named by the HTTP layer for an empty uri (emptyURIRead)
+	}
 	pu, err := store.ParseReadURI(raw)
 	if err != nil {
 		// The raw string may hold a secret (userinfo, a token in a query):
@@ -473,9 +476,15 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		return nil, s.aliasKeyUnavailable(ctx, e, err)
 	}
 	viaAlias := false // a research caller named the resource by its alias
-	if al != nil {
+	if al != nil && u.Tenant == id.Principal.Tenant {
 		// A research caller names aliases; an unknown one stays as named
-		// and is not found, like any missing URI.
+		// and is not found, like any missing URI. Only its own tenant's:
+		// the tenant boundary denies every other resource, and resolving
+		// another tenant's aliases made them (one keyed hash per patient,
+		// kept), so that a researcher's first read naming that tenant
+		// took time in proportion to its patients, and none for a tenant
+		// that does not exist
+		// (TestResearchReadResolvesAliasesOfItsOwnTenantOnly).
 		ix, err := s.catalogIndex()
 		if err != nil {
 			return nil, s.catalogFailed(ctx, e, ReasonCatalogUnavailable, err)

@@ -169,6 +169,11 @@ type Server struct {
 
 	refusals  *refusals // aggregated refusals (refusals.go)
 	closeOnce sync.Once
+
+	// emptyURI stands in, over HTTP, for the empty uri of a 2026-07-28
+	// read, which no Mcp-Name header can match (emptyURIRead): random per
+	// server, so no client can name it.
+	emptyURI string
 }
 
 // New validates cfg and returns a Server.
@@ -211,6 +216,9 @@ func New(cfg Config) (*Server, error) {
 		s.now = time.Now
 	}
 	s.refusals = newRefusals(s, cfg.Refusals)
+	if n, err := newNonce(); err == nil {
+		s.emptyURI = fmt.Sprintf("custos-empty-uri:%x", n)
+	}
 	return s, nil
 }
 

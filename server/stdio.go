@@ -30,7 +30,8 @@ type StdioTransport struct {
 	// MaxLine bounds one line in bytes; 0 is mcp.DefaultMaxLineLength.
 	MaxLine int
 
-	gate *lineGate // the connection's, once connected
+	gate *lineGate        // the connection's, once connected
+	rev  *sessionRevision // the session's revision, set by ServeStdio before Connect
 }
 
 // Connect implements mcp.Transport.
@@ -41,6 +42,7 @@ func (t *StdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	}
 	out := &lineWriter{w: t.Out}
 	in := newLineGate(t.In, out, max)
+	in.rev = t.rev
 	t.gate = in
 	// The gate has bounded every line already; the SDK's own bound would
 	// only count the newline twice.
@@ -87,12 +89,13 @@ type lineGate struct {
 	mu   sync.Mutex
 	idle *sync.Cond              // signalled when open empties, or drainFor is over
 	open map[jsonrpc.ID]struct{} // calls passed and not yet answered
-	// JSON-RPC batches are refused unless initialize negotiated a revision
-	// before 2025-06-18, which removed them (noteAnswer). The SDK's
-	// transport would check this itself, but it learns the revision only
-	// through a method custos's wrapping connection cannot forward.
-	initID  jsonrpc.ID // the last initialize call passed, until answered
-	batches bool
+	// rev is the session's revision, which paramsCheckedConn keeps
+	// (sessionRevision): JSON-RPC batches are refused unless initialize
+	// negotiated a revision before 2025-06-18, which removed them. The
+	// SDK's transport would check this itself, but it learns the revision
+	// only through a method custos's wrapping connection cannot forward.
+	// nil (no such connection): batches are refused.
+	rev *sessionRevision
 }
 
 // stdioDrain bounds the wait for answers at the end of stdio input.
@@ -112,18 +115,14 @@ func (g *lineGate) notePassed(calls []*jsonrpc.Request) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, c := range calls {
-		switch c.Method {
-		case "subscriptions/listen":
+		if c.Method == "subscriptions/listen" {
 			continue
-		case "initialize":
-			g.initID = c.ID
 		}
 		g.open[c.ID] = struct{}{}
 	}
 }
 
-// noteAnswer marks a call answered (paramsCheckedConn.Write), and reads the
-// negotiated revision from the answer to the last initialize call.
+// noteAnswer marks a call answered (paramsCheckedConn.Write).
 func (g *lineGate) noteAnswer(resp *jsonrpc.Response) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -131,22 +130,10 @@ func (g *lineGate) noteAnswer(resp *jsonrpc.Response) {
 	if len(g.open) == 0 {
 		g.idle.Broadcast()
 	}
-	if !g.initID.IsValid() || resp.ID != g.initID {
-		return
-	}
-	g.initID = jsonrpc.ID{}
-	var r struct {
-		ProtocolVersion string `json:"protocolVersion"`
-	}
-	if resp.Error == nil && segjson.Unmarshal(resp.Result, &r) == nil {
-		g.batches = r.ProtocolVersion != "" && r.ProtocolVersion < "2025-06-18"
-	}
 }
 
 func (g *lineGate) batchesAllowed() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.batches
+	return g.rev != nil && g.rev.batchesAllowed()
 }
 
 // drain waits until every call passed has been answered, or g.drainFor.

@@ -192,6 +192,7 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 		if checkParams(w, r) {
 			return // params the SDK would quote back: answered without them
 		}
+		s.emptyURIRead(r)
 		modern, method := statelessRequest(r)
 		if modern {
 			mirrorNotificationMethod(r)

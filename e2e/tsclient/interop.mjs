@@ -176,6 +176,8 @@ if (!c) {
     // A non-ASCII URI: on 2026-07-28 the client names it in the Mcp-Name
     // header in the revision's Base64 form (SEP-2243).
     await scenario('read-non-ascii-uri', failing('fhir://general-hospital/patients/J\u00f6rg'));
+    // An empty URI: on 2026-07-28 no Mcp-Name header can match it.
+    await scenario('read-empty-uri', failing(''));
     if (o.template) {
         await scenario('complete', async () => {
             const r = await client.complete({ ref: { type: 'ref/resource', uri: o.template }, argument: { name: o.argument, value: '' } });

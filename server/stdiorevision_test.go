@@ -1,0 +1,116 @@
+package server_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/custos-mcp/custos/server"
+)
+
+// Over stdio the go-sdk judges each request's revision by its own _meta
+// (SEP-2575), whatever initialize negotiated. A session opened by
+// initialize at 2025-11-25 that put the 2026-07-28 _meta on a request was
+// served as 2026-07-28: subscriptions/listen, which custos refuses to a
+// session of an earlier revision, subscribed it (decided and audited, and
+// its notifications then sent in the session's 2025-11-25 form, without
+// the subscription id the listen needs), and a read of a missing resource
+// was answered -32602 instead of the session's -32002. The revision
+// initialize negotiated is the session's: such a request is refused,
+// naming the rule, before anything is decided, and the session goes on.
+func TestStdioSessionKeepsTheRevisionInitializeNegotiated(t *testing.T) {
+	f := newFixture(t, "")
+	uri := f.allURIs()[0].URI
+	s := startStdio(t, f, 0)
+	s.send(stdioInit2025)
+	if v, raw := s.next(); v.(map[string]any)["result"].(map[string]any)["protocolVersion"] != "2025-11-25" {
+		t.Fatalf("initialize answered %s", raw)
+	}
+	s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	before := len(f.records())
+	for i, c := range []string{
+		`{"jsonrpc":"2.0","id":11,"method":"subscriptions/listen","params":{` + meta2026(`,"notifications":{"resourceSubscriptions":["`+uri+`"]}`) + `}}`,
+		`{"jsonrpc":"2.0","id":12,"method":"resources/read","params":{` + meta2026(`,"uri":"`+uri+`"`) + `}}`,
+		`{"jsonrpc":"2.0","id":13,"method":"resources/list","params":{` + meta2026("") + `}}`,
+	} {
+		s.send(c)
+		v, raw := s.next()
+		m, _ := v.(map[string]any)
+		e, _ := m["error"].(map[string]any)
+		if m["id"] != float64(11+i) || e == nil || e["code"] != float64(jsonrpc.CodeInvalidRequest) || !strings.Contains(raw, "initialize negotiated 2025-11-25") {
+			t.Errorf("request %d answered %.300s; want -32600 naming the revision initialize negotiated", 11+i, raw)
+		}
+	}
+	if recs := f.records()[before:]; len(recs) != 0 {
+		t.Errorf("refused requests left %d audit records, want none", len(recs))
+	}
+	if n := f.srv.Subscriptions(); n != 0 {
+		t.Errorf("%d subscriptions held after a refused listen, want 0", n)
+	}
+	// The session goes on, at its revision.
+	s.send(`{"jsonrpc":"2.0","id":14,"method":"resources/read","params":{"uri":"` + uri + `"}}`)
+	if v, raw := s.next(); v.(map[string]any)["result"] == nil {
+		t.Fatalf("a 2025-11-25 read after the refusals answered %.300s", raw)
+	}
+	if recs := f.records()[before:]; len(recs) != 1 || recs[0].Action != server.ActionRead {
+		t.Errorf("%d records after the read, want one read", len(recs))
+	}
+	s.pingAnswered(15)
+}
+
+// A stdio session whose first answered request was of 2026-07-28 (by its
+// _meta, without initialize) speaks that revision: the go-sdk then served
+// requests without the _meta as of an earlier revision, such as
+// resources/subscribe, which 2026-07-28 removed (subscriptions/listen
+// replaces it), and initialize. They are refused naming the rule; ping is
+// still answered. A client whose request the SDK refused for its revision
+// may still initialize an earlier one.
+func TestStdioSessionOfTheStatelessRevisionKeepsIt(t *testing.T) {
+	f := newFixture(t, "")
+	uri := f.allURIs()[0].URI
+	s := startStdio(t, f, 0)
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{` + meta2026("") + `}}`)
+	if v, raw := s.next(); v.(map[string]any)["result"] == nil {
+		t.Fatalf("a 2026-07-28 list answered %.300s", raw)
+	}
+	before := len(f.records())
+	for i, c := range []string{
+		`{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"` + uri + `"}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"` + uri + `"}}`,
+		stdioInit2025,
+	} {
+		s.send(c)
+		v, raw := s.next()
+		m, _ := v.(map[string]any)
+		e, _ := m["error"].(map[string]any)
+		if e == nil || e["code"] != float64(jsonrpc.CodeInvalidRequest) || !strings.Contains(raw, "speaks protocol revision 2026-07-28") {
+			t.Errorf("request %d answered %.300s; want -32600 naming the session's revision", i, raw)
+		}
+	}
+	if recs := f.records()[before:]; len(recs) != 0 {
+		t.Errorf("refused requests left %d audit records, want none", len(recs))
+	}
+	if n := f.srv.Subscriptions(); n != 0 {
+		t.Errorf("%d subscriptions held after a refused subscribe, want 0", n)
+	}
+	s.pingAnswered(4)
+
+	// A refused probe first, then initialize: a session of 2025-11-25.
+	for _, probe := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{` + strings.Replace(meta2026(""), rev2026, "2099-01-01", 1) + `}}`,
+	} {
+		s := startStdio(t, f, 0)
+		s.send(probe)
+		s.next()
+		s.send(stdioInit2025)
+		if v, raw := s.next(); v.(map[string]any)["result"] == nil {
+			t.Errorf("initialize after a probe answered %.300s", raw)
+		}
+		s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		s.send(`{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"` + uri + `"}}`)
+		if v, raw := s.next(); v.(map[string]any)["result"] == nil {
+			t.Errorf("a read after a probe and initialize answered %.300s", raw)
+		}
+	}
+}
