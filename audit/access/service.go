@@ -89,7 +89,8 @@ func New(log *audit.Log, app Appender, dir string, logger *slog.Logger) *Service
 // Close ends s's walks of the log and its backups, for a server that
 // shuts down: a walk resting between chunks (Pace) wakes at once and,
 // like one reading a chunk, stops before its next read; a backup stops
-// at its next write (backup.Write), also inside the audit log's copy; the
+// at its next write (backup.Write), also inside the audit log's copy, or
+// while it waits for the catalog's or grants' lock; the
 // operation fails with an error wrapping audit.ErrClosed (no verdict, an
 // incomplete output, no backup; its access record stays). Every
 // operation that walks the log ends so (verify, export, bundle, report,
