@@ -221,10 +221,37 @@ func (s *segment) close() error {
 	if s.db == nil {
 		return nil
 	}
-	err := writeFreelist(s.db)
-	err = errors.Join(err, s.db.Close())
+	ferr := writeFreelist(s.db)
+	err := s.db.Close()
 	s.db = nil
-	return err
+	if ferr != nil {
+		ferr = freelistNotWritten(s.path, ferr)
+	}
+	return errors.Join(ferr, err)
+}
+
+// freelistNotWritten is the error of a close whose freelist commit
+// (writeFreelist) failed with err: on a full volume that must allocate to
+// rewrite a page (copy-on-write: btrfs, ZFS), ENOSPC. bbolt rolled the
+// commit back, so the file is what its last commit left, valid without a
+// freelist (a read-write open rebuilds it by a scan and writes it). That
+// is checked, by reading the closed file's head back read-only, before
+// the error says so; err stays wrapped (errors.Is ENOSPC).
+func freelistNotWritten(path string, err error) error {
+	var seq uint64
+	db, rerr := openReadOnlyTimeout(path, DefaultTimeout)
+	if rerr == nil {
+		rerr = db.View(func(tx *bolt.Tx) error {
+			var err error
+			seq, _, err = checkHead(tx)
+			return err
+		})
+		db.Close()
+	}
+	if rerr != nil {
+		return fmt.Errorf("the freelist of %s could not be written (%w), and the file then did not read back (%v): run 'custos audit verify'", path, err, rerr)
+	}
+	return fmt.Errorf("the freelist of %s could not be written (%w); the log is intact up to record %d (its last commit stands; the next open rebuilds the freelist by a scan and needs room on the volume to write it)", path, err, seq)
 }
 
 // segmentMeta is a segment's own account of where it sits in the log.

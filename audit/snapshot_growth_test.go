@@ -141,17 +141,7 @@ func TestCopiesAreCounted(t *testing.T) {
 // file does, not one that the next open must rebuild by scanning.
 func TestCloseWritesTheFreelist(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.db")
-	l, err := Open(path, Options{Node: "n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 3)
-	release := holdSnapshot(t, l)
-	appendN(t, l, 3)
-	if boltFreelistPage(t, path) != noFreelist {
-		t.Fatal("the commits during the copy wrote the freelist")
-	}
-	release()
+	l := openAfterACopy(t, path, 3)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +149,25 @@ func TestCloseWritesTheFreelist(t *testing.T) {
 		t.Error("the closed log's file names no freelist")
 	}
 	mustVerify(t, path)
+}
+
+// openAfterACopy opens a log at path (not closed on cleanup), appends 3
+// records, then during commits more while a copy is open, and ends the
+// copy: the freelist is not written yet.
+func openAfterACopy(t *testing.T, path string, during int) *Log {
+	t.Helper()
+	l, err := Open(path, Options{Node: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 3)
+	release := holdSnapshot(t, l)
+	appendN(t, l, during)
+	if boltFreelistPage(t, path) != noFreelist {
+		t.Fatal("the commits during the copy wrote the freelist")
+	}
+	release()
+	return l
 }
 
 // TestSealDuringACopyWritesTheFreelist: a roll while a backup copies the

@@ -129,7 +129,9 @@ type Source struct {
 // Write writes the backup of src to w as a tar archive of flat files, the
 // manifest last, and returns the manifest. It stops at its first write
 // after ctx is done (also inside a file's copy, the audit log's long read
-// transaction included), with ctx's error and no manifest written.
+// transaction included), or within lockPoll if it is waiting for the
+// catalog's or grants' lock then, with ctx's error and no manifest
+// written.
 func Write(ctx context.Context, w io.Writer, src Source) (Manifest, error) {
 	w = ctxWriter{ctx: ctx, w: w}
 	if src.Timeout == 0 {
@@ -189,7 +191,7 @@ func Write(ctx context.Context, w io.Writer, src Source) (Manifest, error) {
 		if err := ctx.Err(); err != nil {
 			return m, err
 		}
-		err := copyBolt(filepath.Join(src.Dir, name), src.Timeout, func(size int64) (io.Writer, func(), error) { return add(name, size) })
+		err := copyBolt(ctx, filepath.Join(src.Dir, name), src.Timeout, func(size int64) (io.Writer, func(), error) { return add(name, size) })
 		if errors.Is(err, os.ErrNotExist) && name == FileGrants {
 			continue // no grant was ever made
 		}
@@ -254,16 +256,14 @@ func addBytes(add addFunc, name string, b []byte) error {
 
 // copyBolt copies the bbolt file at path with tx.WriteTo in one read
 // transaction, opening it read-only (a shared lock, compatible with the
-// server's read-only catalog and its brief grant updates).
-func copyBolt(path string, timeout time.Duration, add func(size int64) (io.Writer, func(), error)) error {
+// server's read-only catalog and its brief grant updates). It waits up to
+// timeout for the lock, and no longer once ctx is done (openShared).
+func copyBolt(ctx context.Context, path string, timeout time.Duration, add func(size int64) (io.Writer, func(), error)) error {
 	if _, err := os.Stat(path); err != nil {
 		return err // bbolt would create a missing file
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	db, err := openShared(ctx, path, timeout)
 	if err != nil {
-		if errors.Is(err, berrors.ErrTimeout) {
-			return fmt.Errorf("%w: %s", ErrLocked, path)
-		}
 		return err
 	}
 	defer db.Close()
@@ -281,6 +281,33 @@ func copyBolt(path string, timeout time.Duration, add func(size int64) (io.Write
 		}
 		return err
 	})
+}
+
+// lockPoll is how long each of openShared's attempts waits for the lock:
+// how late a backup waiting for a lock notices that ctx is done.
+const lockPoll = 100 * time.Millisecond
+
+// openShared opens the bbolt file at path read-only, waiting up to
+// timeout for its shared lock (ErrLocked after it), in attempts of
+// lockPoll each, so that a server that shuts down meanwhile (ctx done:
+// access.Service.Close) ends the wait at once with ctx's error, as it
+// ends a copy; bbolt's own Options.Timeout knows no context, and the
+// wait held a shutdown up to the whole timeout.
+func openShared(ctx context.Context, path string, timeout time.Duration) (*bolt.DB, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		wait := min(lockPoll, time.Until(deadline))
+		db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: max(wait, time.Millisecond)})
+		if !errors.Is(err, berrors.ErrTimeout) {
+			return db, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+		}
+	}
 }
 
 // anchoredLines reads the data directory's anchor file and returns its

@@ -354,3 +354,27 @@ func TestAStreamThatEndsEarlyIsRefused(t *testing.T) {
 		t.Fatalf("left behind: %v", entries)
 	}
 }
+
+// TestALockedCatalogFailsAfterTheTimeout: the wait for catalog.db's lock,
+// taken in attempts so that a shutdown ends it (access's
+// TestCloseEndsABackupWaitingForTheCatalogLock), still lasts the whole
+// Source.Timeout when nothing ends it, and then fails with ErrLocked
+// naming the file.
+func TestALockedCatalogFailsAfterTheTimeout(t *testing.T) {
+	d := newDataDir(t, 3)
+	held, err := bolt.Open(filepath.Join(d.dir, backup.FileCatalog), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	rec := d.append(t, "access")
+	start := time.Now()
+	_, err = backup.Write(context.Background(), io.Discard, backup.Source{Log: d.log, Dir: d.dir, Access: rec, Timeout: 700 * time.Millisecond})
+	took := time.Since(start)
+	if !errors.Is(err, backup.ErrLocked) || !strings.Contains(err.Error(), backup.FileCatalog) {
+		t.Fatalf("backup with the catalog locked: %v, want ErrLocked naming %s", err, backup.FileCatalog)
+	}
+	if took < 700*time.Millisecond || took > 3*time.Second {
+		t.Fatalf("ErrLocked after %v, want after the 700 ms timeout", took)
+	}
+}

@@ -51,16 +51,7 @@ func kill9UnderLoad(t *testing.T, rounds int, serveArgs ...string) string {
 	srv := start()
 	url := srv.url
 
-	// The clinician's readable resources.
-	cs := connect(t, url, tok)
-	var uris []string
-	for r, err := range cs.Resources(context.Background(), nil) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		uris = append(uris, r.URI)
-	}
-	cs.Close()
+	uris := readableURIs(t, url, tok)
 
 	var (
 		mu       sync.Mutex
@@ -112,27 +103,7 @@ func load(t *testing.T, url, tok string, uris []string, srv *served, mu *sync.Mu
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(context.Background())
 	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-crash", Version: "1"}, nil).Connect(ctx,
-				&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{tok}}, MaxRetries: -1}, nil)
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			for i := w; ctx.Err() == nil; i++ {
-				uri := uris[i%len(uris)]
-				res, err := c.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
-				if err != nil {
-					return // the server is gone
-				}
-				id, _ := res.Meta[server.ReceiptKey].(string)
-				mu.Lock()
-				receipts[id] = uri
-				mu.Unlock()
-			}
-		}()
+		wg.Go(func() { readUntilGone(ctx, url, tok, uris, w, mu, receipts) })
 	}
 	// Let the load run, then kill the server without warning.
 	deadline := time.Now().Add(20 * time.Second)
@@ -153,5 +124,44 @@ func load(t *testing.T, url, tok string, uris []string, srv *served, mu *sync.Mu
 	}
 	if _, ok := receipts[""]; ok {
 		t.Fatal("a response carried no audit receipt")
+	}
+}
+
+// readableURIs lists the resources the token's principal may read on the
+// server at url.
+func readableURIs(t *testing.T, url, tok string) []string {
+	t.Helper()
+	cs := connect(t, url, tok)
+	defer cs.Close()
+	var uris []string
+	for r, err := range cs.Resources(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		uris = append(uris, r.URI)
+	}
+	return uris
+}
+
+// readUntilGone reads uris (from the w-th on, round robin) through one
+// client of url until ctx ends or the server is gone, and notes each
+// response's receipt (its audit record's event id) in receipts.
+func readUntilGone(ctx context.Context, url, tok string, uris []string, w int, mu *sync.Mutex, receipts map[string]string) {
+	c, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-crash", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{tok}}, MaxRetries: -1}, nil)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	for i := w; ctx.Err() == nil; i++ {
+		uri := uris[i%len(uris)]
+		res, err := c.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil {
+			return // the server is gone
+		}
+		id, _ := res.Meta[server.ReceiptKey].(string)
+		mu.Lock()
+		receipts[id] = uri
+		mu.Unlock()
 	}
 }

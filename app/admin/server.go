@@ -273,6 +273,13 @@ func (s *Server) op(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Trailer", TrailerResult+", "+TrailerError)
 	lw := &lazyWriter{w: w, rc: http.NewResponseController(w), stall: s.cfg.WriteStall}
+	if op.EndsAtClose() {
+		// The Service's Close ends the operation at its next write; a
+		// write blocked on a caller who stopped reading ends now too,
+		// not when Shutdown's grace runs out and closes the connection.
+		stop := context.AfterFunc(s.cfg.Service.Closing(), lw.end)
+		defer stop()
+	}
 	var out io.Writer = lw
 	var progress func(access.Progress)
 	if r.Header.Get(HeaderProgress) == ProgressFrames {
@@ -283,6 +290,7 @@ func (s *Server) op(w http.ResponseWriter, r *http.Request) {
 		out, progress = fw, fw.progress
 	}
 	res, err := s.cfg.Service.RunProgress(r.Context(), caller, op, body, out, progress)
+	lw.finish()
 	if lw.cut {
 		s.cfg.Logger.Warn("admin socket: a caller stopped reading for longer than the stall limit; its operation was cut off so that it holds no read transaction on the audit log",
 			"op", string(op), "caller", caller.Account, "stall_limit", s.cfg.WriteStall.String())
@@ -341,10 +349,44 @@ type lazyWriter struct {
 	stall   time.Duration
 	started bool
 	cut     bool // a write failed past its deadline: the caller stalled
+
+	mu    sync.Mutex // guards the deadline's owner: ended, done
+	ended bool       // end ran: the server is closing, every write fails
+	done  bool       // finish ran: the connection is no longer this operation's
+}
+
+// errEnded fails the writes of an operation the server ended at Close.
+var errEnded = errors.New("admin socket: the server is closing")
+
+// end fails the write in progress at once (a write deadline in the past)
+// and every later one, from any goroutine, until finish.
+func (l *lazyWriter) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done {
+		l.ended = true
+		l.rc.SetWriteDeadline(time.Now())
+	}
+}
+
+// finish marks the operation over: end no longer touches the connection,
+// which may carry the caller's next request.
+func (l *lazyWriter) finish() {
+	l.mu.Lock()
+	l.done = true
+	l.mu.Unlock()
 }
 
 func (l *lazyWriter) Write(p []byte) (int, error) {
-	l.rc.SetWriteDeadline(time.Now().Add(l.stall))
+	l.mu.Lock()
+	ended := l.ended
+	if !ended {
+		l.rc.SetWriteDeadline(time.Now().Add(l.stall))
+	}
+	l.mu.Unlock()
+	if ended {
+		return 0, errEnded
+	}
 	if !l.started {
 		l.w.Header().Set("Content-Type", "application/octet-stream")
 		l.w.WriteHeader(http.StatusOK)
@@ -352,7 +394,9 @@ func (l *lazyWriter) Write(p []byte) (int, error) {
 	}
 	n, err := l.w.Write(p)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		l.cut = true
+		l.mu.Lock()
+		l.cut = !l.ended // ended at Close, not by the caller's stall
+		l.mu.Unlock()
 	}
 	return n, err
 }

@@ -151,6 +151,25 @@ func TestServiceCloseEndsAPacedWalk(t *testing.T) {
 	}
 }
 
+// receiveCounting reads an operation's output to its end in reads of at
+// most size bytes, pausing after each, and counts the bytes in received.
+func receiveCounting(received *atomic.Int64, size int, pause time.Duration) func(io.Reader) error {
+	return func(r io.Reader) error {
+		buf := make([]byte, size)
+		for {
+			n, err := r.Read(buf)
+			received.Add(int64(n))
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			time.Sleep(pause)
+		}
+	}
+}
+
 // TestCloseEndsABackup: Close ends a backup in flight as it ends the
 // walks: the copy stops at its next write (the audit log's tx.WriteTo
 // included), the operation fails with audit.ErrClosed saying no backup
@@ -172,20 +191,7 @@ func TestCloseEndsABackup(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := (access.Local{Service: svc, Caller: alice}).Do(context.Background(), access.OpBackup,
-			access.BackupRequest{Ask: access.Ask{Purpose: "HOPERAT"}, Out: "/b"}, func(r io.Reader) error {
-				buf := make([]byte, 4<<10)
-				for {
-					n, err := r.Read(buf)
-					received.Add(int64(n))
-					if errors.Is(err, io.EOF) {
-						return nil
-					}
-					if err != nil {
-						return err
-					}
-					time.Sleep(2 * time.Millisecond)
-				}
-			})
+			access.BackupRequest{Ask: access.Ask{Purpose: "HOPERAT"}, Out: "/b"}, receiveCounting(&received, 4<<10, 2*time.Millisecond))
 		done <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
@@ -198,6 +204,49 @@ func TestCloseEndsABackup(t *testing.T) {
 		}
 		if !errors.Is(err, audit.ErrClosed) || !strings.Contains(err.Error(), "no backup") {
 			t.Errorf("backup after Close: %v (%d bytes received), want audit.ErrClosed saying no backup was taken", err, received.Load())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the backup did not end after Close")
+	}
+}
+
+// TestCloseEndsABackupWaitingForTheCatalogLock: a backup that, past the
+// audit log's copy, waits for catalog.db's lock (another process holds it
+// exclusively: up to backup.DefaultTimeout, 5 s) ends at Close as one in
+// the middle of a copy does, with audit.ErrClosed saying no backup was
+// taken. Before, it waited the lock's timeout out (5 s after Close) and a
+// server's shutdown waited with it.
+func TestCloseEndsABackupWaitingForTheCatalogLock(t *testing.T) {
+	l, dir := openLog(t)
+	appendN(t, l, 10)
+	held, err := bolt.Open(filepath.Join(dir, "catalog.db"), 0o600, nil) // the exclusive lock, held to the end
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	svc := access.New(l, nil, dir, nil)
+	var received atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		_, err := (access.Local{Service: svc, Caller: alice}).Do(context.Background(), access.OpBackup,
+			access.BackupRequest{Ask: access.Ask{Purpose: "HOPERAT"}, Out: "/b"}, receiveCounting(&received, 32<<10, 0))
+		done <- err
+	}()
+	// The audit copy (tens of KiB) is long sent by then: the backup waits
+	// for the catalog's lock.
+	time.Sleep(500 * time.Millisecond)
+	if received.Load() == 0 {
+		t.Fatal("nothing received 500 ms into the backup: it is not waiting for the catalog's lock")
+	}
+	svc.Close()
+	closed := time.Now()
+	select {
+	case err := <-done:
+		if el := time.Since(closed); el > time.Second {
+			t.Errorf("the backup ended %v after Close, want at once (it waited for the catalog's lock)", el)
+		}
+		if !errors.Is(err, audit.ErrClosed) || !strings.Contains(err.Error(), "no backup") {
+			t.Errorf("backup after Close: %v, want audit.ErrClosed saying no backup was taken", err)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the backup did not end after Close")

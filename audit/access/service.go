@@ -89,7 +89,8 @@ func New(log *audit.Log, app Appender, dir string, logger *slog.Logger) *Service
 // Close ends s's walks of the log and its backups, for a server that
 // shuts down: a walk resting between chunks (Pace) wakes at once and,
 // like one reading a chunk, stops before its next read; a backup stops
-// at its next write (backup.Write), also inside the audit log's copy; the
+// at its next write (backup.Write), also inside the audit log's copy, or
+// while it waits for the catalog's or grants' lock; the
 // operation fails with an error wrapping audit.ErrClosed (no verdict, an
 // incomplete output, no backup; its access record stays). Every
 // operation that walks the log ends so (verify, export, bundle, report,
@@ -100,13 +101,19 @@ func New(log *audit.Log, app Appender, dir string, logger *slog.Logger) *Service
 // to 5 s) and before it closes the log. Closing twice is a no-op.
 func (s *Service) Close() { s.stop() }
 
+// Closing is done once Close was called. The admin socket ends then the
+// writes of the operations Close ends (Op.EndsAtClose) that are blocked
+// on a caller who stopped reading: the operation's next write would see
+// Close, but a write already blocked would wait for that caller.
+func (s *Service) Closing() context.Context { return s.closing }
+
 // errClosing is the cause with which Close cancels an operation's
 // context.
 var errClosing = errors.New("audit access: the service is closing")
 
-// endsAtClose reports whether Close ends op (a walk of the log, or a
+// EndsAtClose reports whether Close ends op (a walk of the log, or a
 // backup); prove and hash are short.
-func (op Op) endsAtClose() bool {
+func (op Op) EndsAtClose() bool {
 	switch op {
 	case OpProve, OpHash:
 		return false
@@ -203,14 +210,16 @@ func (s *Service) run(ctx context.Context, c Caller, op Op, req []byte, w io.Wri
 	if s.closing.Err() != nil {
 		return Result{}, fmt.Errorf("%w: the server is shutting down; nothing was recorded or read", audit.ErrClosed)
 	}
-	if !op.endsAtClose() {
+	if !op.EndsAtClose() {
 		return s.runOp(ctx, c, op, req, w, progress)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(s.closing, func() { cancel(errClosing) })()
 	res, err := s.runOp(ctx, c, op, req, w, progress)
-	if context.Cause(ctx) == errClosing {
+	// A write the transport ended at Close (Closing) may fail before
+	// ctx's own AfterFunc has run.
+	if context.Cause(ctx) == errClosing || err != nil && s.closing.Err() != nil {
 		// Whatever the walk returned, it did not see the whole log; a
 		// backup stopped short of its manifest.
 		what := "no verdict"
