@@ -74,7 +74,8 @@ func (r itemReach) step(key *ast.Term) (itemReach, bool) {
 //     count, compared (item == x, item in xs), used as a key, or put into an
 //     array, set or object;
 //   - a rule or function whose value can hold one of them;
-//   - a `with` that replaces any part of the input.
+//   - any `with` (on the input, or on data, which can replace a function
+//     the analysis followed an item into by one it did not).
 //
 // A policy for which it is true gets list items with "uri", and its
 // decisions are cached per URI (Engine.itemURI, Engine.keyURI).
@@ -181,12 +182,11 @@ func (a *itemURIAnalysis) body(b ast.Body, s scope) {
 
 func (a *itemURIAnalysis) expr(e *ast.Expr, s scope) {
 	for _, w := range e.With {
-		if r, ok := w.Target.Value.(ast.Ref); ok && r.HasPrefix(ast.InputRootRef) {
-			a.found(w.Location, "a with replaces part of the input")
-		}
-		if a.term(w.Value, s) != noItem {
-			a.found(w.Location, "a with's value holds the input or a list item")
-		}
+		// A with on the input replaces what the analysis follows; one on
+		// data can replace a function the analysis followed an item into
+		// (safe(item) with safe as leak) by one it did not, and reach
+		// rules that iterate the items below this expression.
+		a.found(w.Location, "a with replaces "+w.Target.String()+" (the analysis does not follow it)")
 	}
 	switch ts := e.Terms.(type) {
 	case *ast.Term:

@@ -52,6 +52,11 @@ h(o) := {"allow": startswith(o.r.uri, "x"), "reasons": [], "obligations": []}`, 
 decisions := [{"allow": startswith(x.resource.uri, "x"), "reasons": [], "obligations": []} | some x in its]`, true},
 		{"a function returns the resource", `res(item) := item.resource
 decisions := [{"allow": startswith(res(item).uri, "x"), "reasons": [], "obligations": []} | some item in input.items]`, true},
+		{"in an else branch", `decisions := [f(item) | some item in input.items]
+f(item) := {"allow": false, "reasons": ["t"], "obligations": []} if item.resource.type == "x" else := {"allow": startswith(item.resource.uri, "x"), "reasons": [], "obligations": []}`, true},
+		{"a function replaced by with", `decisions := [d | some item in input.items; d := safe(item) with safe as leak]
+safe(item) := {"allow": item.resource.type == "x", "reasons": [], "obligations": []}
+leak(item) := {"allow": startswith(item.resource.uri, "x"), "reasons": [], "obligations": []}`, true},
 		{"a with on the input", `decisions := [d | some item in input.items; d := decision with input.resource as item.resource]`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
