@@ -207,8 +207,14 @@ Exit status (as for every check: 'custos --help'):
 
 It also says how the server will memoize the policy's decisions: per
 combination of resource features when no rule can read the resource's URI,
-per resource when one can (reading input.resource whole counts), not at all
-when the policy calls a nondeterministic builtin such as time.now_ns.
+per resource when one can (reading input.resource whole counts) or can read
+a list item's uri (input.items[i].resource.uri, however reached: through a
+variable or a function; walk(input), input.items passed to a builtin other
+than count, and any with count as reading it; the first read found is
+named), not at all when the
+policy calls a nondeterministic builtin such as time.now_ns; and whether
+list items are decided with their uri (without it only when no rule can
+read it).
 
 Examples:
   custos policy check ./policies
