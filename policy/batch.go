@@ -249,14 +249,11 @@ func (in *Input) validateBatch(items []Item) error {
 // "uri").
 //
 // withURI is false when no rule of the policy can read
-// input.resource.uri (Engine.itemURI): decisions are then cached without
-// the URI, list decisions too, and the static analysis cannot follow an
-// item through the variables and functions a decisions rule binds it to
-// (the default policy passes input.items whole to a function). Leaving
-// the URI out makes a list decision a function of the URI-free input by
-// construction: a list rule that reads it finds it undefined, as a read
-// of that policy never depends on it
-// (TestListItemURIIsNotReadWhenNoRuleReadsTheResourceURI).
+// input.resource.uri nor a list item's uri (Engine.itemURI; readsResourceURI,
+// readsItemURI): decisions are then cached without the URI, list decisions
+// too. Leaving the URI out keeps a list decision a function of the
+// URI-free input even should the analysis miss a read; a policy it finds
+// reading an item's uri gets it (TestListRuleDenyingByItemURIDeniesOnList).
 func (in *Input) batchValue(items []Item, todo []int, withURI bool) ast.Value {
 	terms := make([]*ast.Term, len(todo))
 	for j, i := range todo {

@@ -49,15 +49,19 @@
 // the bare input or input.resource, a dynamic key, an import or a `with`
 // count as reading it), the key leaves the URI out, so one evaluation
 // answers every resource with the same features for the same principal,
-// purpose and action; and batch items are given without "uri", so that
-// the decisions rule cannot read the URI through input.items either (the
-// analysis does not follow items through variables). Invariant: a cached
-// decision equals the evaluated one (TestURIFreeCacheAgreesWithEvaluation
-// drives a cached and an uncached engine through the same random requests,
-// each feature combination under several URIs, single and batched;
-// TestURIReadingPolicyDecidesPerURI checks a policy that reads the URI;
-// TestListItemURIIsNotReadWhenNoRuleReadsTheResourceURI one whose list rule
-// alone reads it).
+// purpose and action. A second analysis, of the compiled policy
+// (itemuri.go), follows the input and list items through variables,
+// comprehensions, `every`, object.get and the policy's own functions to
+// every read of a list item's uri (input.items[i].resource.uri); what it
+// cannot prove free of one counts as one. Only when neither finds a read
+// does the key leave the URI out and are batch items given without "uri".
+// Invariant: a cached decision equals the evaluated one
+// (TestURIFreeCacheAgreesWithEvaluation drives a cached and an uncached
+// engine through the same random requests, each feature combination under
+// several URIs, single and batched; TestURIReadingPolicyDecidesPerURI
+// checks a policy that reads the URI; TestListRuleDenyingByItemURIDeniesOnList
+// one whose list rule alone reads it; TestReadsItemURI the shapes of such
+// reads).
 //
 // # Subject cache
 //

@@ -33,11 +33,9 @@ var (
 //
 // Batch decisions (rule decisions over input.items) are cached under the
 // same keys. An item's URI, input.items[i].resource.uri, is a second place
-// the URI can be read, which this analysis does not follow (items are bound
-// to variables and passed to functions); when it is false the engine gives
-// batch items without "uri" (Engine.itemURI, batchValue), so that a list
-// decision is a function of the URI-free input by construction, whatever
-// its rule reads.
+// the URI can be read, which readsItemURI finds; the cache leaves the URI
+// out, and batch items are given without it, only when neither finds a
+// read (Engine.itemURI, batchValue).
 func readsResourceURI(modules []*ast.Module) bool {
 	reads := false
 	for _, m := range modules {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -194,20 +195,18 @@ func TestURIFreeCacheAgreesWithEvaluation(t *testing.T) {
 	}
 }
 
-// TestListItemURIIsNotReadWhenNoRuleReadsTheResourceURI: a policy whose
-// read rule (decision) never reads input.resource.uri gets its decisions
-// cached without the URI, list decisions included; its list rule
-// (decisions) must then not see an item's URI either, or a cached decision
-// would depend on which URI came first. Here the list rule denies items
-// whose URI says "vip" and the read rule allows everything: the grid of
-// the load-time agreement check has no such URI, so the policy passes
-// CheckBatch, and until 2026-12-06 the list decisions depended on the
-// cache (the cached engine allowed a vip item an uncached one denied) and
-// listed what read decided otherwise. A batch of such a policy is now
-// given items without "uri": decided the same by every engine and as a
-// read would decide them.
-func TestListItemURIIsNotReadWhenNoRuleReadsTheResourceURI(t *testing.T) {
+// TestListRuleDenyingByItemURIDeniesOnList: a policy whose list rule
+// (decisions) denies items by their URI's prefix, while its read rule
+// (decision) never reads input.resource.uri, must deny exactly those items
+// on list, through the cached engine too. Until 2026-12-06 the static
+// check saw reads of input.resource.uri only: such a policy had its items
+// given without "uri", its rule found the URI undefined and allowed every
+// item, silently. The analysis now follows the items into the rule's
+// function (readsItemURI): items carry their URI and decisions are cached
+// per URI.
+func TestListRuleDenyingByItemURIDeniesOnList(t *testing.T) {
 	ctx := context.Background()
+	const vip = "custos://t/patients/vip/"
 	fsys := fstest.MapFS{"p.rego": {Data: []byte(`package custos.authz
 
 decision := {"allow": true, "reasons": [], "obligations": []} if input.action in {"list", "read"}
@@ -215,7 +214,7 @@ decision := {"allow": true, "reasons": [], "obligations": []} if input.action in
 decisions := [item_decision(item) | some item in input.items] if input.action in {"list", "read"}
 
 item_decision(item) := {"allow": false, "reasons": ["vip_uri"], "obligations": []} if {
-	contains(item.resource.uri, "vip")
+	startswith(item.resource.uri, "` + vip + `")
 } else := {"allow": true, "reasons": [], "obligations": []}
 `)}}
 	cached, err := Load(ctx, fsys, Options{Timeout: testTimeout})
@@ -226,11 +225,8 @@ item_decision(item) := {"allow": false, "reasons": ["vip_uri"], "obligations": [
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckBatch(ctx, cached); err != nil {
-		t.Fatalf("the policy does not pass the load-time agreement check, so the test would prove little: %v", err)
-	}
-	if cached.keyURI || cached.cache == nil {
-		t.Fatal("the cached engine does not key without the URI: the test would prove little")
+	if c := cached.Caching(); !c.Decisions || c.WithoutURI || !c.ItemsCarryURI {
+		t.Errorf("caching %+v: want decisions cached per URI, and list items with their URI", c)
 	}
 	subj := NewSubject(clinician)
 	item := func(uri string) Item {
@@ -239,25 +235,20 @@ item_decision(item) := {"allow": false, "reasons": ["vip_uri"], "obligations": [
 		return Item{Resource: r}
 	}
 	pages := [][]Item{
-		{item("custos://t/observation/plain-1"), item("custos://t/observation/vip-1")},
-		{item("custos://t/observation/vip-2")},
-		{item("custos://t/observation/plain-2")},
+		{item("custos://t/patients/plain/observation/1"), item(vip + "observation/1")},
+		{item(vip + "observation/2")},
+		{item("custos://t/patients/plain/observation/2"), item(vip + "observation/1")},
 	}
-	for i, page := range pages {
-		list := Input{Subject: subj, PurposeOfUse: "TREAT", Action: ActionList}
-		got, gerr := cached.DecideBatch(ctx, list, page)
-		want, werr := plain.DecideBatch(ctx, list, page)
-		if gerr != nil || werr != nil {
-			t.Fatalf("page %d: errors %v, %v", i, gerr, werr)
-		}
-		for j, it := range page {
-			read, err := plain.Decide(ctx, Input{Subject: subj, PurposeOfUse: "TREAT", Action: ActionList, Resource: it.Resource})
+	for name, e := range map[string]*Engine{"cached": cached, "uncached": plain} {
+		for i, page := range pages {
+			ds, err := e.DecideBatch(ctx, Input{Subject: subj, PurposeOfUse: "TREAT", Action: ActionList}, page)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("%s page %d: %v", name, i, err)
 			}
-			if got[j].Allow != want[j].Allow || want[j].Allow != read.Allow {
-				t.Errorf("page %d item %s: cached list allow %v, uncached list allow %v (%v), decision allow %v",
-					i, it.Resource.URI, got[j].Allow, want[j].Allow, want[j].Reasons, read.Allow)
+			for j, it := range page {
+				if want := !strings.HasPrefix(it.Resource.URI, vip); ds[j].Allow != want {
+					t.Errorf("%s engine, page %d, item %s: list allow %v (%v), want %v", name, i, it.Resource.URI, ds[j].Allow, ds[j].Reasons, want)
+				}
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -209,7 +210,8 @@ type ReloaderOptions struct {
 	// swap (the candidate is rejected with ErrEventHook): this is where the
 	// load is written to the audit log, so that no decision is made by a
 	// policy whose load is not on record. Errors for EventRejected are
-	// logged.
+	// logged, and Watch calls it again with the same Event at its next
+	// polls until it returns nil (Reloader.Watch).
 	OnEvent func(Event) error
 }
 
@@ -248,12 +250,20 @@ type Reloader struct {
 
 	cur atomic.Pointer[Engine]
 
-	mu         sync.Mutex // serializes loads; guards lastFP, retryAfter, armed and hw
+	mu         sync.Mutex // serializes loads; guards lastFP, retryAfter, armed, hw and pending
 	lastFP     string     // source fingerprint taken before the last load attempt
 	retryAfter time.Time  // a good candidate whose load could not be recorded is retried from then
 	armed      bool       // rollback protection armed: every candidate is checked against hw
 	hw         HighWater  // the rollback high-water mark, once armed
+	// pending are the rejections OnEvent failed to record (a full disk, a
+	// closed audit log), oldest first: Watch records them at its next
+	// polls, each once, before anything else (recordPendingLocked).
+	pending []Event
 }
+
+// maxPendingRejections bounds Reloader.pending: beyond it the oldest
+// unrecorded rejection is dropped, with an error in the operational log.
+const maxPendingRejections = 64
 
 // HookRetryInterval is how long Watch waits before it loads again a good
 // candidate that was refused only because OnEvent failed (the load could
@@ -390,7 +400,11 @@ func (r *Reloader) Reload(ctx context.Context) (Event, error) {
 // candidate is not retried until the fingerprint changes again, except one
 // refused only because OnEvent failed: it is retried every
 // HookRetryInterval until its load is recorded. A source whose fingerprint
-// cannot be taken is rejected (EventRejected) once per distinct error.
+// cannot be taken is rejected (EventRejected) once per distinct error. A
+// rejection OnEvent failed to record (the audit log full or closed) is
+// offered to OnEvent again at every poll, before anything else, until it
+// is recorded, and then never again (at most 64 wait; beyond, the oldest
+// is dropped with an error in the operational log).
 func (r *Reloader) Watch(ctx context.Context, interval time.Duration) error {
 	fp, ok := r.src.(Fingerprinter)
 	if !ok {
@@ -412,6 +426,7 @@ func (r *Reloader) Watch(ctx context.Context, interval time.Duration) error {
 		case <-t.C:
 		}
 		r.mu.Lock()
+		r.recordPendingLocked()
 		f, err := fp.Fingerprint()
 		switch {
 		case err != nil:
@@ -515,10 +530,31 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 		"reason", ev.Reason, "candidate_digest", ev.CandidateDigest, "revision", ev.Revision)
 	if r.onEvent != nil {
 		if herr := r.onEvent(ev); herr != nil {
-			r.log.Error("policy rejection not recorded", "source", desc, "err", herr)
+			r.log.Error("policy rejection not recorded; Watch retries it at its next poll", "source", desc, "err", herr)
+			if len(r.pending) == maxPendingRejections {
+				r.log.Error("policy rejection dropped unrecorded: too many rejections await recording",
+					"source", r.pending[0].Source, "time", r.pending[0].Time, "candidate_digest", r.pending[0].CandidateDigest)
+				r.pending = slices.Delete(r.pending, 0, 1)
+			}
+			r.pending = append(r.pending, ev)
 		}
 	}
 	return ev, err
+}
+
+// recordPendingLocked records the rejections OnEvent failed to record, in
+// order, until one fails again (it stays, for the next poll). A recorded
+// one is forgotten, so no rejection is recorded twice. r.mu is held.
+func (r *Reloader) recordPendingLocked() {
+	for len(r.pending) > 0 {
+		ev := r.pending[0]
+		if err := r.onEvent(ev); err != nil {
+			r.log.Debug("policy rejection still not recorded", "source", ev.Source, "err", err)
+			return
+		}
+		r.log.Info("policy rejection recorded late", "source", ev.Source, "time", ev.Time, "candidate_digest", ev.CandidateDigest)
+		r.pending = slices.Delete(r.pending, 0, 1)
+	}
 }
 
 // Describe names the Reloader's source ([Source.Describe]).

@@ -656,3 +656,68 @@ func TestWatchRecordsAnUnreadableCandidate(t *testing.T) {
 		t.Fatalf("after bundle b: event %+v", e)
 	}
 }
+
+// TestWatchRecordsALostRejectionLater: a rejection whose audit record
+// could not be appended (the log full or closed: here an OnEvent that
+// fails once) is recorded at a later poll, once, though the candidate does
+// not change again. Until h-policy10 it was logged and never recorded: the
+// watcher rejects a candidate once per fingerprint.
+func TestWatchRecordsALostRejectionLater(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := writeDir(t, reasonPolicy("a"))
+	var mu sync.Mutex
+	var failed bool
+	var recorded []Event
+	hook := func(e Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.Kind == EventRejected && !failed {
+			failed = true
+			return errors.New("audit: append: no space left on device")
+		}
+		recorded = append(recorded, e)
+		return nil
+	}
+	r, err := New(ctx, DirSource{Dir: dir}, ReloaderOptions{OnEvent: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revA := r.Revision()
+	done := make(chan struct{})
+	go func() { defer close(done); r.Watch(ctx, 5*time.Millisecond) }()
+	updatePolicy(t, dir, map[string]string{"custos/authz.rego": brokenModule})
+	rejections := func() (n int, first Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range recorded {
+			if e.Kind == EventRejected {
+				if n == 0 {
+					first = e
+				}
+				n++
+			}
+		}
+		return n, first
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for n, _ := rejections(); n == 0; n, _ = rejections() {
+		if time.Now().After(deadline) {
+			mu.Lock()
+			f := failed
+			mu.Unlock()
+			t.Fatalf("the rejection was never recorded (first append failed: %v)", f)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // twenty polls more
+	cancel()
+	<-done
+	n, e := rejections()
+	if n != 1 {
+		t.Errorf("the rejection was recorded %d times, want once", n)
+	}
+	if !strings.Contains(e.Reason, "compile") || e.Revision != revA || r.Revision() != revA {
+		t.Errorf("recorded rejection %+v (serving %s, want %s)", e, r.Revision(), revA)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"io"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/bundle"
 	"github.com/custos-mcp/custos/audit/checkpoint"
@@ -113,16 +115,19 @@ func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest,
 		return res, fmt.Errorf("reading the anchored checkpoints: %w", err)
 	}
 	ac := &out.Verification.Anchors
-	ac.Files = []creport.AnchorFile{anchorFile((&checkpoint.Anchor{Dir: s.dir}).Path(), entries)}
+	ac.Files = []creport.AnchorFile{anchorFile((&checkpoint.Anchor{Dir: s.dir}).Path(), entries, verifiers)}
 	if r.AnchorName != "" {
-		ac.Files = append(ac.Files, anchorFile(r.AnchorName, other))
+		ac.Files = append(ac.Files, anchorFile(r.AnchorName, other, verifiers))
 	}
 	entries = append(entries, other...)
-	latest, ok := latestEntry(entries)
-	if !ok {
+	if _, ok := latestEntry(entries); !ok {
 		return res, fmt.Errorf("%w: a compliance package needs one (serve signs one at least every --checkpoint-interval and at shutdown)", errNoCheckpoint)
 	}
-	ac.Checkpoints, ac.LatestSize, ac.LatestRoot = distinctCheckpoints(entries), latest.Size, latest.Root.String()
+	signed, failed := bySignature(entries, verifiers)
+	ac.Checkpoints, ac.Failed = distinctCheckpoints(signed), len(failed)
+	if latest, ok := latestEntry(signed); ok {
+		ac.LatestSize, ac.LatestRoot = latest.Size, latest.Root.String()
+	}
 	if err := checkpoint.CheckAgainst(ctx, v, entries, verifiers); err != nil {
 		ac.Error = err.Error()
 	} else {
@@ -229,13 +234,42 @@ func AskedAnchorHolds(anchor []byte, name string) error {
 }
 
 // anchorFile is what the anchor file path held: entries (of size at most
-// the view's end), counted apart from the other files'.
-func anchorFile(path string, entries []checkpoint.Entry) creport.AnchorFile {
-	f := creport.AnchorFile{Path: path, Checkpoints: distinctCheckpoints(entries)}
-	if latest, ok := latestEntry(entries); ok {
+// the view's end), counted apart from the other files'. Only a checkpoint
+// whose signed note verifies (and says the size and root of its line)
+// counts as signed and as the latest; the others are named as failed.
+func anchorFile(path string, entries []checkpoint.Entry, verifiers note.Verifiers) creport.AnchorFile {
+	signed, failed := bySignature(entries, verifiers)
+	f := creport.AnchorFile{Path: path, Checkpoints: distinctCheckpoints(signed), Failed: []string{}}
+	if latest, ok := latestEntry(signed); ok {
 		f.LatestSize, f.LatestRoot = latest.Size, latest.Root.String()
 	}
+	for _, e := range failed {
+		f.Failed = append(f.Failed, fmt.Sprintf("%s (size %d)", entryPlace(e), e.Size))
+	}
 	return f
+}
+
+// bySignature splits entries into those whose signed note verifies with
+// verifiers and names the size and root of its line, and the others (a
+// forged, altered or unknown-key note).
+func bySignature(entries []checkpoint.Entry, verifiers note.Verifiers) (signed, failed []checkpoint.Entry) {
+	for _, e := range entries {
+		c, _, err := checkpoint.Open(e.Note, verifiers)
+		if err == nil && c.Size == e.Size && c.Root == e.Root {
+			signed = append(signed, e)
+		} else {
+			failed = append(failed, e)
+		}
+	}
+	return signed, failed
+}
+
+// entryPlace is where e is in its file: its line, or its byte offset.
+func entryPlace(e checkpoint.Entry) string {
+	if e.Line > 0 {
+		return fmt.Sprintf("line %d", e.Line)
+	}
+	return fmt.Sprintf("byte offset %d", e.Offset)
 }
 
 // ReadCompliance reads OpCompliance's output: it returns the

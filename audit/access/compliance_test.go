@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -274,5 +275,57 @@ func TestBundleOfAnOpenPeriodEndsAtTheCheckpoint(t *testing.T) {
 	}
 	if m.From != 1 || m.To != uint64(covered) || res.AccessSeq <= m.To {
 		t.Fatalf("bundle %d..%d, access record %d, checkpoint %d: want 1..%d", m.From, m.To, res.AccessSeq, covered, covered)
+	}
+}
+
+// TestComplianceCountsOnlyVerifiedCheckpointsAsSigned: an anchor file
+// holding a forged checkpoint (signed under the log's origin by a key the
+// verifier keys do not hold) fails the anchor check, and the package's
+// per-anchor counts say so: the genuine checkpoint is the one signed, the
+// forged one is named as failed, by its line. Until h-policy10 both were
+// counted as "signed" and the forged one was the anchor's latest.
+func TestComplianceCountsOnlyVerifiedCheckpointsAsSigned(t *testing.T) {
+	l, dir := openLog(t)
+	appendN(t, l, 10)
+	signer, keys := testVerifierKeys(t, "custos.test/access/audit")
+	anchorDir := t.TempDir()
+	covered := anchorHead(t, l, dir, signer)
+	anchorHead(t, l, anchorDir, signer)
+	appendN(t, l, 5)
+	forger, _ := testVerifierKeys(t, "custos.test/access/audit")
+	forged := anchorHead(t, l, anchorDir, forger)
+	anchor, err := os.ReadFile((&checkpoint.Anchor{Dir: anchorDir}).Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := access.Local{Service: access.New(l, nil, dir, nil), Caller: alice}
+	var cr access.ComplianceResult
+	_, err = local.Do(context.Background(), access.OpCompliance, access.ComplianceRequest{
+		Ask: access.Ask{Purpose: "HOPERAT"}, Retention: 24 * time.Hour, VerifierKeys: keys,
+		Anchor: anchor, AnchorName: "elsewhere/checkpoints.jsonl",
+	}, func(r io.Reader) (err error) {
+		cr, err = access.ReadCompliance(r, filepath.Join(t.TempDir(), "bundle"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac := cr.Verification.Anchors
+	if ac.OK || ac.Error == "" {
+		t.Errorf("the anchor check passed with a forged checkpoint: %+v", ac)
+	}
+	if ac.Checkpoints != 1 || ac.Failed != 1 || ac.LatestSize != covered {
+		t.Errorf("anchors: %d signed, %d failed, latest size %d; want 1 signed (size %d), 1 failed (size %d)",
+			ac.Checkpoints, ac.Failed, ac.LatestSize, covered, forged)
+	}
+	if len(ac.Files) != 2 {
+		t.Fatalf("files %+v", ac.Files)
+	}
+	if f := ac.Files[0]; f.Checkpoints != 1 || len(f.Failed) != 0 || f.LatestSize != covered {
+		t.Errorf("data directory's file %+v", f)
+	}
+	want := fmt.Sprintf("line 2 (size %d)", forged)
+	if f := ac.Files[1]; f.Checkpoints != 1 || f.LatestSize != covered || len(f.Failed) != 1 || f.Failed[0] != want {
+		t.Errorf("anchor file %+v: want 1 signed checkpoint of size %d and %q failed", f, covered, want)
 	}
 }

@@ -110,7 +110,9 @@ otherwise from Vault with the auditor policy. --anchor-dir A also checks the
 log against A/checkpoints.jsonl; an A whose checkpoints.jsonl is missing or
 holds no checkpoint is refused before the access record (no package): name
 the anchor that holds them, or leave --anchor-dir out. verification.txt gives
-each anchor file's own count of checkpoints and its latest size and root. The retention period is
+each anchor file's own count of signed checkpoints (those whose signature
+verifies with the keys; the others are named as failed, by line) and the
+latest signed one's size and root. The retention period is
 --audit-retention, or audit.retention of the serve configuration (--config).
 
 The package is PHI: store it accordingly. The command exits 1 when a
@@ -504,12 +506,23 @@ func verificationText(rep *report.Report) string {
 	for _, pr := range v.Log.Problems {
 		fmt.Fprintf(&b, "  BROKEN %s\n", pr)
 	}
-	fmt.Fprintf(&b, "anchors:    %s  %d signed checkpoints (%s), latest size %d root %s\n",
-		status(v.Anchors.OK), v.Anchors.Checkpoints, v.Anchors.Sources, v.Anchors.LatestSize, v.Anchors.LatestRoot)
+	failed := ""
+	if v.Anchors.Failed > 0 {
+		failed = fmt.Sprintf(", %d failed the signature check", v.Anchors.Failed)
+	}
+	fmt.Fprintf(&b, "anchors:    %s  %d signed checkpoints%s (%s), latest size %d root %s\n",
+		status(v.Anchors.OK), v.Anchors.Checkpoints, failed, v.Anchors.Sources, v.Anchors.LatestSize, v.Anchors.LatestRoot)
 	for _, f := range v.Anchors.Files {
 		noun := "signed checkpoints"
 		if f.Checkpoints == 1 {
 			noun = "signed checkpoint"
+		}
+		// Only checkpoints whose signature verified count as signed; the
+		// others are named (until h-policy10 they were counted as signed
+		// and could be the "latest").
+		failed := ""
+		if len(f.Failed) > 0 {
+			failed = fmt.Sprintf(", %d failed the signature check (%s)", len(f.Failed), strings.Join(f.Failed, ", "))
 		}
 		// The root too: a fork between two anchors has the same size in
 		// both files.
@@ -517,7 +530,7 @@ func verificationText(rep *report.Report) string {
 		if f.LatestRoot != "" {
 			root = " root " + f.LatestRoot
 		}
-		fmt.Fprintf(&b, "  %s: %d %s, latest size %d%s\n", f.Path, f.Checkpoints, noun, f.LatestSize, root)
+		fmt.Fprintf(&b, "  %s: %d %s%s, latest size %d%s\n", f.Path, f.Checkpoints, noun, failed, f.LatestSize, root)
 	}
 	if v.Anchors.Error != "" {
 		fmt.Fprintf(&b, "  %s\n", v.Anchors.Error)

@@ -207,8 +207,14 @@ Exit status (as for every check: 'custos --help'):
 
 It also says how the server will memoize the policy's decisions: per
 combination of resource features when no rule can read the resource's URI,
-per resource when one can (reading input.resource whole counts), not at all
-when the policy calls a nondeterministic builtin such as time.now_ns.
+per resource when one can (reading input.resource whole counts) or can read
+a list item's uri (input.items[i].resource.uri, however reached: through a
+variable or a function; walk(input), input.items passed to a builtin other
+than count, and any with count as reading it; the first read found is
+named), not at all when the
+policy calls a nondeterministic builtin such as time.now_ns; and whether
+list items are decided with their uri (without it only when no rule can
+read it).
 
 Examples:
   custos policy check ./policies
@@ -286,15 +292,22 @@ Examples:
 // cachingText says in one line what the policy's shape means for serving
 // (docs/policy.md, "Decision cache").
 func cachingText(c policy.Caching) string {
+	items := "list items are decided without their uri (no rule can read it)"
+	if c.ItemsCarryURI {
+		items = "list items are decided with their uri"
+		if c.URIReadBy != "" {
+			items += " (a rule can read a list item's uri: " + c.URIReadBy + ")"
+		}
+	}
 	switch {
 	case !c.Decisions && c.Nondeterministic != "":
-		return "none: the policy calls " + c.Nondeterministic + ", so every decision is evaluated afresh"
+		return "none: the policy calls " + c.Nondeterministic + ", so every decision is evaluated afresh; " + items
 	case !c.Decisions:
-		return "none"
+		return "none; " + items
 	case c.WithoutURI:
-		return "decisions memoized per principal, purpose and resource features (no rule reads the resource's URI; list items are decided without it)"
+		return "decisions memoized per principal, purpose and resource features (no rule reads the resource's URI nor a list item's); " + items
 	}
-	return "decisions memoized per resource: some rule can read input.resource.uri (or input.resource or input whole, a dynamic key, an import or a with), so every resource is evaluated once per principal"
+	return "decisions memoized per resource: some rule can read input.resource.uri or a list item's uri (or input.resource, input.items, an item or input whole, a dynamic key, an import or a with), so every resource is evaluated once per principal; " + items
 }
 
 func verdict(allow bool) string {

@@ -266,9 +266,12 @@ func TestPolicyCheckSaysHowDecisionsAreCached(t *testing.T) {
 		{"default", "../../rego/custos", "per principal, purpose and resource features",
 			policy.Caching{Decisions: true, WithoutURI: true, Subjects: true}},
 		{"reads the URI", write("package custos.authz\n\ndecision := {\"allow\": input.resource.uri == \"x\", \"reasons\": [\"uri\"], \"obligations\": []}\n"),
-			"memoized per resource", policy.Caching{Decisions: true, Subjects: true}},
+			"memoized per resource", policy.Caching{Decisions: true, ItemsCarryURI: true, Subjects: true}},
+		{"a list rule reads an item's uri", write("package custos.authz\n\ndecision := {\"allow\": true, \"reasons\": [], \"obligations\": []}\n\ndecisions := [{\"allow\": startswith(item.resource.uri, \"x\"), \"reasons\": [], \"obligations\": []} | some item in input.items]\n"),
+			"memoized per resource", policy.Caching{Decisions: true, ItemsCarryURI: true, Subjects: true,
+				URIReadBy: "authz.rego:5: reads _.resource.uri, which can be a list item's uri"}},
 		{"reads the clock", write("package custos.authz\n\ndecision := {\"allow\": time.now_ns() < 0, \"reasons\": [\"clock\"], \"obligations\": []}\n"),
-			"the policy calls time.now_ns", policy.Caching{Nondeterministic: "time.now_ns"}},
+			"the policy calls time.now_ns", policy.Caching{ItemsCarryURI: true, Nondeterministic: "time.now_ns"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer

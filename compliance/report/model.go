@@ -323,10 +323,15 @@ type LogCheck struct {
 
 // AnchorCheck is the check of the log against its anchored checkpoints.
 type AnchorCheck struct {
-	// Checkpoints counts the distinct checkpoints of all the files (one
-	// that the data directory and an anchor both hold counts once); Files
-	// has each file's own count.
+	// Checkpoints counts the distinct signed checkpoints of all the files
+	// (one that the data directory and an anchor both hold counts once):
+	// those whose signed note verifies with the verifier keys and names
+	// its line's size and root. Failed counts the lines whose note does
+	// not (forged, altered, or signed by an unknown key); Files has each
+	// file's own counts. LatestSize and LatestRoot are the latest signed
+	// checkpoint's.
 	Checkpoints int    `json:"checkpoints"`
+	Failed      int    `json:"failed"`
 	LatestSize  int64  `json:"latest_size"`
 	LatestRoot  string `json:"latest_root"`
 	Sources     string `json:"sources"` // the anchor files read
@@ -338,13 +343,16 @@ type AnchorCheck struct {
 }
 
 // AnchorFile is one anchor file (checkpoints.jsonl) the log was checked
-// against: its checkpoints of size at most the view's end, and the latest
-// of them (size 0 and no root when it held none).
+// against: its signed checkpoints of size at most the view's end (those
+// whose signature verified), the latest of them (size 0 and no root when
+// it held none), and where each checkpoint whose signature did not verify
+// is ("line 3 (size 40)").
 type AnchorFile struct {
-	Path        string `json:"path"`
-	Checkpoints int    `json:"checkpoints"`
-	LatestSize  int64  `json:"latest_size"`
-	LatestRoot  string `json:"latest_root,omitempty"`
+	Path        string   `json:"path"`
+	Checkpoints int      `json:"checkpoints"`
+	LatestSize  int64    `json:"latest_size"`
+	LatestRoot  string   `json:"latest_root,omitempty"`
+	Failed      []string `json:"failed"`
 }
 
 // Retention is the retention status of the whole log (not only the

@@ -30,7 +30,9 @@
 //     turn the verifier into a request amplifier against the issuer. A
 //     fetch is never bound to the request that caused it (it serves every
 //     caller; a caller that hangs up must not abort it and use up the
-//     interval). If the issuer becomes unreachable the cached keys keep
+//     interval), but a request waits for it, and for a fetch in flight,
+//     at most fetchWait (2 s) and not past its context: then ErrJWKS. If
+//     the issuer becomes unreachable the cached keys keep
 //     working for Config.JWKSMaxStaleness (default 24 h) after the last
 //     successful fetch; beyond it every token is refused (ErrJWKSStale)
 //     until a fetch succeeds, cached verifications included.

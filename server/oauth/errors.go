@@ -47,6 +47,11 @@ var (
 	// Answer 401 invalid_token; make the issuer's JWKS URL reachable.
 	ErrJWKSStale = errors.New("oauth: signing keys stale")
 	// ErrJWKS: the issuer's key set could not be fetched or held no usable
-	// key when New ran. Retry later or fix JWKSURL.
+	// key when New ran (retry later or fix JWKSURL); or, from Verify, the
+	// JWKS fetch a token needed (its kid unknown, or its signature not
+	// verified by its kid's cached key) did not end within a short wait
+	// (2 s) or before the request's context did: answer 401 invalid_token
+	// ("signing keys unavailable"); the client may retry, the fetch goes on
+	// and serves the next request.
 	ErrJWKS = errors.New("oauth: JWKS unavailable")
 )

@@ -37,6 +37,16 @@ const maxJWKSBytes = 1 << 20
 // serves every caller.
 const fetchTimeout = 30 * time.Second
 
+// fetchWait bounds how long a request waits for a JWKS fetch it needs (an
+// unknown kid, or a signature its kid's cached key did not verify): for
+// the fetch in flight (a background refresh, another request's) to end,
+// and for its own, together; the request's context bounds it too. Beyond
+// it the token is refused with ErrJWKS (401 invalid_token, "signing keys
+// unavailable"), and the fetch goes on: its keys serve the next request.
+// Until h-policy10 the request waited on the fetch lock for as long as
+// the fetch in flight took (up to fetchTimeout, 30 s).
+const fetchWait = 2 * time.Second
+
 // Verifier verifies access tokens against the issuer's cached JWKS. It is
 // safe for concurrent use.
 type Verifier struct {
@@ -51,7 +61,9 @@ type Verifier struct {
 	// refused token above debug level: a warning for stale keys, an info
 	// line for any other reason (unix nanoseconds; 0: never).
 	lastStaleWarn, lastRejectInfo atomic.Int64
-	fetchMu                       sync.Mutex // serializes JWKS fetches
+	// fetchLock holds one token while a JWKS fetch runs: it serializes
+	// fetches, and a request waits for it at most fetchWait (lockFetch).
+	fetchLock chan struct{}
 
 	// verified caches the claims of recently verified tokens, by
 	// SHA-256(token). An entry is used only with the key set it was
@@ -82,14 +94,15 @@ func New(ctx context.Context, cfg Config) (*Verifier, error) {
 		cfg: cfg,
 		names: claimNames{roles: cfg.RolesClaim, tenant: cfg.TenantClaim,
 			patients: cfg.PatientsClaim, purpose: cfg.PurposeClaim, client: cfg.ClientClaim},
-		known:    map[string]bool{},
-		verified: map[[32]byte]cachedClaims{},
+		known:     map[string]bool{},
+		verified:  map[[32]byte]cachedClaims{},
+		fetchLock: make(chan struct{}, 1),
 	}
 	for _, p := range cfg.KnownPurposes {
 		v.known[p] = true
 	}
-	v.fetchMu.Lock()
-	defer v.fetchMu.Unlock()
+	v.fetchLock <- struct{}{}
+	defer v.unlockFetch()
 	if err := v.fetchLocked(ctx); err != nil {
 		return nil, err
 	}
@@ -101,8 +114,9 @@ func (v *Verifier) Config() Config { return v.cfg }
 
 // Verify verifies a compact-serialized JWT access token and returns its
 // claims. Errors wrap one of ErrInvalid, ErrExpired, ErrNotYetValid,
-// ErrAudience, ErrIssuer, ErrJWKSStale (or ErrMissing for ""), and never
-// contain the token. Scopes are not checked here: see RequiredScope and CheckScope.
+// ErrAudience, ErrIssuer, ErrJWKSStale, ErrJWKS (a JWKS fetch the token
+// needed did not end within fetchWait or before ctx did) (or ErrMissing
+// for ""), and never contain the token or key material. Scopes are not checked here: see RequiredScope and CheckScope.
 func (v *Verifier) Verify(ctx context.Context, rawToken string) (Claims, error) {
 	if rawToken == "" {
 		return Claims{}, ErrMissing
@@ -279,35 +293,99 @@ func keyFits(k jose.JSONWebKey, alg jose.SignatureAlgorithm) bool {
 // keysFor returns the cached keys for kid. An unknown kid forces a JWKS
 // refetch (key rotation), rate-limited by MinRefreshInterval. (A set older
 // than JWKSRefresh is refreshed in the background by Verify, refreshIfOld.)
+// The caller waits for the fetch at most fetchWait, and not past ctx
+// (forcedFetch): then ErrJWKS.
 func (v *Verifier) keysFor(ctx context.Context, kid string) (*keySet, []jose.JSONWebKey, error) {
 	ks := v.keys.Load()
 	if keys := ks.byKID[kid]; len(keys) > 0 {
 		return ks, keys, nil
 	}
-	v.fetchMu.Lock()
-	defer v.fetchMu.Unlock()
-	if ks := v.keys.Load(); len(ks.byKID[kid]) > 0 { // fetched meanwhile
-		return ks, ks.byKID[kid], nil
-	}
-	if !v.mayFetch(v.cfg.Now()) {
+	ks, err := v.forcedFetch(ctx, func(cur *keySet) bool { return len(cur.byKID[kid]) > 0 }, "unknown kid")
+	switch {
+	case errors.Is(err, errRateLimited):
 		return nil, nil, fmt.Errorf("%w: unknown kid (JWKS refresh rate-limited)", ErrInvalid)
-	}
-	// The fetch is shared: it uses up the rate limit for everyone and
-	// installs the keys for everyone, so it must not end with the request
-	// that started it. Bound to the request, a forged kid on a connection
-	// dropped at once aborted it; repeated every MinRefreshInterval, that
-	// kept the issuer's rotated-in key (and its removals) from custos.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
-	defer cancel()
-	if err := v.fetchLocked(fctx); err != nil {
-		v.cfg.Logger.Warn("oauth: JWKS refresh for unknown kid failed", "err", err)
+	case errors.Is(err, errFetchFailed):
 		return nil, nil, fmt.Errorf("%w: unknown kid (JWKS refresh failed)", ErrInvalid)
+	case err != nil:
+		return nil, nil, fmt.Errorf("%w: unknown kid: %w", ErrJWKS, err)
 	}
-	if ks := v.keys.Load(); len(ks.byKID[kid]) > 0 {
-		return ks, ks.byKID[kid], nil
+	if keys := ks.byKID[kid]; len(keys) > 0 {
+		return ks, keys, nil
 	}
 	return nil, nil, fmt.Errorf("%w: unknown kid", ErrInvalid)
 }
+
+var (
+	errRateLimited = errors.New("JWKS refresh rate-limited")
+	errFetchFailed = errors.New("JWKS refresh failed")
+	// errFetchWait: the JWKS fetch the request needed did not end within
+	// fetchWait, or the request's context ended first.
+	errFetchWait = errors.New("the JWKS refresh under way did not end in time; try again shortly")
+)
+
+// forcedFetch returns a key set fetched for a request: one installed
+// meanwhile that done accepts, or one fetched now if MinRefreshInterval
+// allows (errRateLimited if not; errFetchFailed). The fetch serves every
+// caller and outlives the request (bound to it, a forged kid on a
+// connection dropped at once aborted it; repeated every
+// MinRefreshInterval, that kept the issuer's rotated-in key, and its
+// removals, from custos), but the request waits for the fetch lock and the
+// fetch together at most fetchWait and not past ctx: errFetchWait.
+func (v *Verifier) forcedFetch(ctx context.Context, done func(*keySet) bool, why string) (*keySet, error) {
+	wait := time.NewTimer(fetchWait)
+	defer wait.Stop()
+	if !v.lockFetch(ctx, wait.C) {
+		return nil, errFetchWait
+	}
+	if cur := v.keys.Load(); done(cur) { // fetched meanwhile
+		v.unlockFetch()
+		return cur, nil
+	}
+	if !v.mayFetch(v.cfg.Now()) {
+		v.unlockFetch()
+		return nil, errRateLimited
+	}
+	fetched := make(chan error, 1)
+	go func() {
+		defer v.unlockFetch()
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+		defer cancel()
+		err := v.fetchLocked(fctx)
+		if err != nil {
+			v.cfg.Logger.Warn("oauth: JWKS refresh for "+why+" failed", "err", err)
+		}
+		fetched <- err
+	}()
+	select {
+	case err := <-fetched:
+		if err != nil {
+			return nil, errFetchFailed
+		}
+		return v.keys.Load(), nil
+	case <-ctx.Done():
+	case <-wait.C:
+	}
+	return nil, errFetchWait
+}
+
+// lockFetch takes the fetch lock, waiting until ctx ends or wait fires at
+// most; false if it could not.
+func (v *Verifier) lockFetch(ctx context.Context, wait <-chan time.Time) bool {
+	select {
+	case v.fetchLock <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case v.fetchLock <- struct{}{}:
+		return true
+	case <-ctx.Done():
+	case <-wait:
+	}
+	return false
+}
+
+func (v *Verifier) unlockFetch() { <-v.fetchLock }
 
 // refreshIfOld starts a background refresh of a key set older than
 // JWKSRefresh (at most one at a time, and one fetch per
@@ -335,25 +413,15 @@ func verifyWith(jws *jose.JSONWebSignature, keys []jose.JSONWebKey, alg jose.Sig
 
 // refetched returns a key set fetched after seen and its keys for kid: the
 // one another caller installed meanwhile, or one fetched now if
-// MinRefreshInterval allows (as keysFor does for an unknown kid: the
-// fetch serves every caller and outlives the request). It returns nil if
-// no newer set can be had.
+// MinRefreshInterval allows (forcedFetch, as keysFor does for an unknown
+// kid: the fetch serves every caller and outlives the request, which
+// waits for it at most fetchWait). It returns nil if no newer set can be
+// had in that time.
 func (v *Verifier) refetched(ctx context.Context, seen *keySet, kid string) (*keySet, []jose.JSONWebKey) {
-	v.fetchMu.Lock()
-	defer v.fetchMu.Unlock()
-	if cur := v.keys.Load(); cur != seen {
-		return cur, cur.byKID[kid]
-	}
-	if !v.mayFetch(v.cfg.Now()) {
+	cur, err := v.forcedFetch(ctx, func(cur *keySet) bool { return cur != seen }, "a signature its kid's key did not verify")
+	if err != nil {
 		return nil, nil
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
-	defer cancel()
-	if err := v.fetchLocked(fctx); err != nil {
-		v.cfg.Logger.Warn("oauth: JWKS refresh for a signature its kid's key did not verify failed", "err", err)
-		return nil, nil
-	}
-	cur := v.keys.Load()
 	return cur, cur.byKID[kid]
 }
 
@@ -363,8 +431,8 @@ func (v *Verifier) mayFetch(now time.Time) bool {
 
 func (v *Verifier) backgroundRefresh() {
 	defer v.refreshing.Store(false)
-	v.fetchMu.Lock()
-	defer v.fetchMu.Unlock()
+	v.fetchLock <- struct{}{}
+	defer v.unlockFetch()
 	if !v.mayFetch(v.cfg.Now()) {
 		return
 	}
@@ -375,7 +443,7 @@ func (v *Verifier) backgroundRefresh() {
 	}
 }
 
-// fetchLocked fetches and installs the JWKS. v.fetchMu must be held. On
+// fetchLocked fetches and installs the JWKS. v.fetchLock must be held. On
 // failure the cached set is kept.
 func (v *Verifier) fetchLocked(ctx context.Context) error {
 	v.lastAttempt.Store(v.cfg.Now().UnixNano())

@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -363,8 +364,10 @@ func TestForcedRefreshOutlivesItsRequest(t *testing.T) {
 		is.mu.Unlock()
 	}()
 	forged := sign(t, signingKey{"forged", jose.ES256, ecKey2.priv}, is.claims())
-	if _, err := v.Verify(ctx, forged); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("forged kid: %v, want ErrInvalid", err)
+	// It is refused when its context ends (ErrJWKS: the fetch did not end
+	// in time; until h-policy10 it waited for the fetch, ErrInvalid).
+	if _, err := v.Verify(ctx, forged); !errors.Is(err, ErrJWKS) && !errors.Is(err, ErrInvalid) {
+		t.Fatalf("forged kid: %v, want ErrJWKS or ErrInvalid", err)
 	}
 	// Within MinRefreshInterval, a clinician's token under the new key.
 	if _, err := v.Verify(context.Background(), sign(t, ecKey2, is.claims())); err != nil {
@@ -830,5 +833,80 @@ func TestKeyReplacedUnderTheSameKid(t *testing.T) {
 	}
 	if n := is.fetches.Load(); n != 2 {
 		t.Fatalf("fetches after 5 bad signatures = %d, want 2 (rate-limited)", n)
+	}
+}
+
+// TestUnknownKidDoesNotWaitBehindAStalledFetch: a token whose kid is
+// unknown needs a JWKS fetch, and one is already in flight (a background
+// refresh) against an issuer that stalls. The request waits at most
+// fetchWait, and not past its context, then gets ErrJWKS (401,
+// "signing keys unavailable"), naming neither the token nor a key. Until
+// h-policy10 it waited on the fetch lock for as long as the stalled fetch
+// took (the HTTP client's 10 s here, up to 30 s).
+func TestUnknownKidDoesNotWaitBehindAStalledFetch(t *testing.T) {
+	is := newIssuer(t, ecKey)
+	clk := newClock(t0)
+	v := is.verifier(t, func(c *Config) { c.Now = clk.Now; c.JWKSRefresh = time.Minute })
+	// The issuer stalls from now on, until the test ends.
+	is.mu.Lock()
+	var release sync.Once
+	t.Cleanup(func() { release.Do(is.mu.Unlock) })
+	clk.Add(time.Minute + DefaultMinRefreshInterval)
+	if _, err := v.Verify(context.Background(), sign(t, ecKey, is.claims())); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); is.fetches.Load() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the background refresh never reached the issuer")
+		}
+	}
+	clk.Add(DefaultMinRefreshInterval)
+	token := sign(t, ecKey2, is.claims())
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration // of the request's context; 0: none
+		max     time.Duration
+	}{
+		{"the request's context ends first", 200 * time.Millisecond, time.Second},
+		{"no deadline: the cap", 0, fetchWait + time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tc.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+				defer cancel()
+			}
+			start := time.Now()
+			done := make(chan error, 1)
+			go func() {
+				_, err := v.Verify(ctx, token)
+				done <- err
+			}()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("Verify of an unknown kid still waits after 5 s behind a stalled JWKS fetch")
+			}
+			if took := time.Since(start); took > tc.max {
+				t.Errorf("Verify took %v, want at most %v", took, tc.max)
+			}
+			if !errors.Is(err, ErrJWKS) {
+				t.Errorf("Verify: %v, want ErrJWKS", err)
+			}
+			if msg := err.Error(); strings.Contains(msg, token) || strings.Contains(msg, "ec-2") || strings.Contains(msg, is.srv.URL) {
+				t.Errorf("the error names the token, its kid or the JWKS URL: %q", msg)
+			}
+			if description(err) != "signing keys unavailable" {
+				t.Errorf("error_description %q", description(err))
+			}
+		})
+	}
+	// The issuer answers again: the fetch in flight ends, and a token of
+	// a known key verifies without waiting for anything.
+	release.Do(is.mu.Unlock)
+	if _, err := v.Verify(context.Background(), sign(t, ecKey, is.claims())); err != nil {
+		t.Fatal(err)
 	}
 }
