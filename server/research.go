@@ -267,10 +267,21 @@ func safeHarbor(d policy.Decision) bool {
 }
 
 // minimizeAlias is the alias function minimization rewrites references to
-// a patient of tenant with (minimize.Options.Alias): the same alias the
-// caller's URIs carry for a catalog id of that tenant.
-func (a *aliaser) minimizeAlias(tenant string) func(string) string {
-	return func(id string) string { return a.alias(tenant, id) }
+// the patient of the resource at u with (minimize.Options.Alias): the alias
+// the caller's URIs carry for that patient. The payload names the patient
+// by subject, the catalog's labels.patient: for the manifest format that
+// is u's patient segment, but for FHIR input it is the source id, while
+// the segment is its keyed id (docs/import.md); the alias of the source id
+// named nothing the caller is shown (not the patient's URIs, not its
+// Patient resource). Other ids (one the payload's subject element names
+// beside it) get the alias of the id, under u's tenant.
+func (a *aliaser) minimizeAlias(u store.URI, subject string) func(string) string {
+	return func(id string) string {
+		if id == subject && u.Patient != "" {
+			id = u.Patient
+		}
+		return a.alias(u.Tenant, id)
+	}
 }
 
 // page returns up to limit catalog resources whose research URI sorts
