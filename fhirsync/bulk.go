@@ -87,6 +87,7 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 		c.o.Logger.Warn("fhirsync: the manifest's transactionTime is after the server's Date header; the next increment starts at the Date", "request", "GET "+where(status), "transactionTime", tt, "date", m.served)
 		tt = m.served
 	}
+	tt = c.notAhead(tt, "transactionTime")
 	// Files that need no token may live on another origin (pre-signed
 	// object storage URLs); they are then fetched without the token.
 	fc := c

@@ -68,7 +68,7 @@ func (c *client) readCapability(ctx context.Context, group string) (capability, 
 	}
 	cp := capability{}
 	if t, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
-		cp.serverTime = t
+		cp.serverTime = c.notAhead(t, "Date header")
 	} else {
 		// The next REST increment starts here: a local clock ahead of
 		// the server's would skip what changed in between, for good.
@@ -82,8 +82,27 @@ func (c *client) readCapability(ctx context.Context, group string) (capability, 
 }
 
 // noDateHeaderMargin is how far before the local clock a REST increment
-// starts when the server gives no clock of its own.
+// starts when the server gives no clock of its own, and how far ahead of
+// the local clock the server's may be (notAhead).
 const noDateHeaderMargin = 5 * time.Minute
+
+// notAhead is t, the server's time where the next increment starts (a Date
+// header, an export's transactionTime), unless it is more than
+// noDateHeaderMargin ahead of the local clock (a proxy's clock, a wrong
+// server clock: a Date header is any server's word): then every later
+// increment would ask for changes since an instant in the future, and
+// nothing changed on the server would be fetched until a full sync. Such a
+// time is taken as no clock, the local clock less the margin (with a
+// warning); starting earlier only fetches again what did not change.
+func (c *client) notAhead(t time.Time, what string) time.Time {
+	now := c.o.Now()
+	if !t.After(now.Add(noDateHeaderMargin)) {
+		return t
+	}
+	c.o.Logger.Warn("fhirsync: the server's "+what+" is ahead of the local clock by more than the margin for clock skew; the next increment starts from the local clock, less the margin",
+		"ahead", t.Sub(now).Round(time.Second).String(), "margin", noDateHeaderMargin.String())
+	return now.Add(-noDateHeaderMargin)
+}
 
 // chooseExport picks the $export kick-off path the CapabilityStatement
 // offers — Group/<group>/$export when a group is asked for and Group

@@ -52,7 +52,9 @@
 //   - Bounded memory: resources are streamed from the network to staging
 //     files line by line; no file or Bundle page is held whole beyond one
 //     page of a REST search (at most Options.PageSize resources), and one
-//     Binary fetched by its attachment url (at most Options.MaxLine).
+//     Binary fetched by its attachment url (at most Options.MaxLine); a
+//     multi-page REST search keeps the ids of its type's matches for its
+//     second pass.
 //   - No secret leaves in a message: errors and log lines name the URL path
 //     of the request that failed, never its query (pre-signed download URLs
 //     carry credentials there), never an access token or client assertion,
@@ -85,6 +87,10 @@
 //
 // A REST search cannot see deletions: an incremental REST sync only adds
 // and updates; resources deleted on the server are retired by the next full
-// sync (Options.Full, or the first sync). Bulk exports report deletions
+// sync (Options.Full, or the first sync). A REST search of several pages is
+// paged twice (the second pass stages only what the first missed): a
+// server paging by offset skips a match when a resource is deleted during
+// the paging, and a full sync retired that live resource. Two deletions
+// timed to shift the same place in both passes still can. Bulk exports report deletions
 // through their deleted files when the server supports it.
 package fhirsync

@@ -581,6 +581,41 @@ func TestRESTIncrementWithoutADateHeader(t *testing.T) {
 	}
 }
 
+// TestRESTIncrementWithAServerClockAhead: the next REST increment starts
+// at the server's Date header. One far ahead of the local clock (a proxy
+// or a server with a wrong clock; a Date header is any server's word)
+// made every later increment search _lastUpdated=ge<that future time>:
+// nothing changed on the server was fetched until a full sync, and each
+// increment reported "nothing changed". A Date more than the skew margin
+// ahead of the local clock is now taken as no clock (a warning, the local
+// clock less the margin).
+func TestRESTIncrementWithAServerClockAhead(t *testing.T) {
+	local := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	srv := newRESTServer(t, local.AddDate(1, 0, 0))
+	srv.add("Patient", corpus(t, "patient.json"), local.Add(-time.Hour))
+	o, imp, logs := probeOptions(t, srv.URL+"/fhir", false)
+	o.Now = func() time.Time { return local }
+	if _, err := runProbe(t, o); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := ReadState(o.StateDir, o.Base); err != nil || st.Since.After(local) {
+		t.Fatalf("state after a server clock a year ahead: since %v (%v), want at most the local clock %v", st.Since, err, local)
+	}
+	if !strings.Contains(logs.String(), "ahead of the local clock") {
+		t.Errorf("no warning about the server's clock: %s", logs)
+	}
+	imp.lines = nil
+	srv.add("Patient", corpus(t, "patient.json"), local.Add(time.Minute))
+	local = local.Add(time.Hour)
+	res, err := runProbe(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Full || imp.lines["Patient"] != 1 {
+		t.Fatalf("increment: full=%v, Patients %d (queries %q), want the one changed after the first sync", res.Full, imp.lines["Patient"], srv.queries)
+	}
+}
+
 // TestRESTIncrementAfterABulkSync: a Bulk export may have been Patient- or
 // Group-level (the patient compartment only), and a state written before
 // the list of searched types says nothing: the first REST increment after
@@ -1024,6 +1059,38 @@ func TestTransactionTimeAfterTheServersClock(t *testing.T) {
 	st, err := ReadState(o.StateDir, o.Base)
 	if err != nil || st.Since.After(served) || res.Next.After(served) {
 		t.Fatalf("next since %s (state %s, %v); want at most the server's clock %s", res.Next, st.Since, err, served)
+	}
+}
+
+// TestTransactionTimeAheadOfTheLocalClock: an export whose
+// transactionTime and Date header are both far ahead of the local clock
+// (one wrong clock on the server's side) became the next _since, and every
+// later increment asked for changes since a future instant: nothing was
+// fetched until a full sync. A transactionTime more than the skew margin
+// ahead of the local clock is now taken as the local clock less the
+// margin, as for a REST sync (TestRESTIncrementWithAServerClockAhead).
+func TestTransactionTimeAheadOfTheLocalClock(t *testing.T) {
+	patient := append(corpus(t, "patient.json"), '\n')
+	local := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var srv *httptest.Server
+	srv = bulkServer(t, func(w http.ResponseWriter, r *http.Request) {
+		m := bytes.Replace(manifestOf(srv.URL, "Patient.ndjson"), []byte("2026-12-01T12:00:00.000Z"), []byte("2027-12-01T12:00:00.000Z"), 1)
+		w.Header().Set("Date", local.AddDate(1, 0, 0).Format(http.TimeFormat))
+		writeJSON(w, "application/json", m)
+	}, map[string][]byte{"Patient.ndjson": patient})
+	o, _, logs := probeOptions(t, srv.URL+"/fhir", false)
+	o.NoBulk = false
+	o.Now = func() time.Time { return local }
+	res, err := runProbe(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ReadState(o.StateDir, o.Base)
+	if err != nil || st.Since.After(local) || res.Next.After(local) {
+		t.Fatalf("next since %s (state %s, %v); want at most the local clock %s", res.Next, st.Since, err, local)
+	}
+	if !strings.Contains(logs.String(), "ahead of the local clock") {
+		t.Errorf("no warning about the server's clock: %s", logs)
 	}
 }
 

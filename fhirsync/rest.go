@@ -40,6 +40,17 @@ const maxPages = 1 << 20
 // restSearch pages GET [base]/typ?_count=N[&_lastUpdated=ge<since>]
 // following link[relation=next], writing the matches into a staging file
 // of typ through the same checks as a Bulk download.
+//
+// A search of more than one page is paged a second time, staging only the
+// matches the first pass did not have. Servers commonly page by offset
+// (_offset, as Medplum does): a resource deleted while the sync pages
+// shifts every later match one place back, and the match at the next
+// page's start is on no page. A full sync retires what it did not fetch,
+// so that live resource was retired (and an increment never fetched it):
+// TestSyncRESTDeletionDuringPagingRetiresNoLiveResource. The second pass
+// finds it unless another deletion shifts the same place again. What the
+// first pass staged twice (a creation shifting matches forward) is left to
+// the importer, as before: an exact repeat is imported once.
 func (c *client) restSearch(ctx context.Context, st *stage, typ string, since time.Time, done int) (int, error) {
 	u, _ := c.resolve(typ)
 	q := url.Values{"_count": {strconv.Itoa(c.o.PageSize)}}
@@ -61,10 +72,44 @@ func (c *client) restSearch(ctx context.Context, st *stage, typ string, since ti
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	w := bufio.NewWriterSize(tmp, 256<<10)
+	s := &searchPass{c: c, st: st, w: w, typ: typ, done: done, ids: map[string]bool{}}
+	pages, err := s.run(ctx, u)
+	if err == nil && pages > 1 {
+		s.pass++
+		_, err = s.run(ctx, u)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := w.Flush(); err != nil {
+		return 0, err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return 0, err
+	}
+	return st.copyNDJSON(tmp, "search "+typ+" ("+filepath.Base(tmp.Name())+")", typ, false)
+}
+
+// searchPass pages one search of typ, writing its matches to w and their
+// ids to ids; a pass after the first writes only those not in ids.
+type searchPass struct {
+	c    *client
+	st   *stage
+	w    *bufio.Writer
+	typ  string
+	done int             // resources of earlier types, for progress
+	ids  map[string]bool // the ids of the matches written
+	n    int             // matches written
+	pass int             // 0 for the first pass
+}
+
+// run pages the search from u and returns the number of pages.
+func (s *searchPass) run(ctx context.Context, u *url.URL) (int, error) {
+	c, typ := s.c, s.typ
 	seen := map[string]bool{}
 	var buf bytes.Buffer
-	n := 0
-	for page := 0; u != nil; page++ {
+	page := 0
+	for ; u != nil; page++ {
 		if page >= maxPages || seen[u.String()] {
 			return 0, fmt.Errorf("%w: GET %s: the search's next links loop", ErrServer, where(u))
 		}
@@ -104,18 +149,23 @@ func (c *client) restSearch(ctx context.Context, st *stage, typ string, since ti
 			// Checked here, not only when the pages are staged: an error
 			// names the page and the entry, not a line of the temporary
 			// file of all the pages.
-			if err := checkEntry(buf.Bytes(), typ); err != nil {
+			id, err := checkEntry(buf.Bytes(), typ)
+			if err != nil {
 				return 0, fmt.Errorf("%w: GET %s (page %d): entry %d: %v", ErrServer, where(u), page+1, i, err)
 			}
+			if s.pass > 0 && (id == "" || s.ids[id]) {
+				continue // the first pass staged it (a Bundle may have no id: checkResource)
+			}
+			s.ids[id] = true
 			// The pages are staged twice (here, then copyNDJSON): both count.
-			if err := st.staged(buf.Len() + 1); err != nil {
+			if err := s.st.staged(buf.Len() + 1); err != nil {
 				return 0, err
 			}
-			w.Write(buf.Bytes())
-			w.WriteByte('\n')
-			n++
+			s.w.Write(buf.Bytes())
+			s.w.WriteByte('\n')
+			s.n++
 		}
-		c.o.Progress(Progress{Phase: "search", Detail: typ, Resources: done + n})
+		c.o.Progress(Progress{Phase: "search", Detail: typ, Resources: s.done + s.n})
 		next := ""
 		for _, l := range b.Link {
 			if l.Relation == "next" {
@@ -129,31 +179,26 @@ func (c *client) restSearch(ctx context.Context, st *stage, typ string, since ti
 			}
 		}
 	}
-	if err := w.Flush(); err != nil {
-		return 0, err
-	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		return 0, err
-	}
-	return st.copyNDJSON(tmp, "search "+typ+" ("+filepath.Base(tmp.Name())+")", typ, false)
+	return page, nil
 }
 
 // checkEntry checks a search entry's resource as checkResource checks a
-// staged line, and that it is of the searched type.
-func checkEntry(b []byte, typ string) error {
+// staged line, and that it is of the searched type; it returns its id.
+func checkEntry(b []byte, typ string) (string, error) {
 	if err := checkResource(b, ""); err != nil {
-		return err
+		return "", err
 	}
 	var head struct {
 		ResourceType string `json:"resourceType"`
+		ID           string `json:"id"`
 	}
-	json.Unmarshal(b, &head) // checkResource: an object with a resourceType
+	json.Unmarshal(b, &head) // checkResource: an object with a resourceType and an id
 	if head.ResourceType != typ {
 		if !fhirin.IsResourceType(head.ResourceType) {
 			// Not a type name but the server's content: never quoted.
-			return fmt.Errorf("a resourceType that is no R4 type in a search of %q", typ)
+			return "", fmt.Errorf("a resourceType that is no R4 type in a search of %q", typ)
 		}
-		return fmt.Errorf("resourceType %q in a search of %q", head.ResourceType, typ)
+		return "", fmt.Errorf("resourceType %q in a search of %q", head.ResourceType, typ)
 	}
-	return nil
+	return head.ID, nil
 }

@@ -22,7 +22,7 @@ func WithExpiry(id Identity, t time.Time) Identity {
 }
 
 // ResearchAlias is the research alias of a catalog id under key.
-func ResearchAlias(key []byte, id string) string { return researchAlias(key, id) }
+func ResearchAlias(key []byte, tenant, id string) string { return researchAlias(key, tenant, id) }
 
 // PatientOf is patientOf of a server on catalog, with its fast paths, and
 // lookupPatientOf, the plain catalog lookup it must agree with.

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,19 +38,7 @@ func TestFHIRImportServed(t *testing.T) {
 		{Type: "Attachment", ID: "DocumentReference/doc-1/content/0", Patient: src, MIMEType: "text/plain; charset=utf-8", Carrier: store.Carrier{Type: "DocumentReference", ID: "doc-1"},
 			Body: []byte("Progress note: stable.")},
 	}
-	stream := func(yield func(store.Entry, error) bool) {
-		for _, e := range entries {
-			if !yield(e, nil) {
-				return
-			}
-		}
-	}
-	if _, err := store.ImportEntriesStaged(ctx, lf.catPath, stream, store.EntryOptions{Namer: n}, store.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, swapped, err := lf.live.Reload(); err != nil || !swapped {
-		t.Fatalf("Reload: %v %v", swapped, err)
-	}
+	lf.importEntries(n, entries)
 	obs := n.Link("Observation", "obs-src-1", src)
 	org := n.Link("Organization", "org-src-1", "")
 	att := n.Link("Attachment", "DocumentReference/doc-1/content/0", src)
@@ -104,6 +93,25 @@ func TestFHIRImportServed(t *testing.T) {
 	}
 	if _, err := rcs.ReadResource(ctx, &mcp.ReadResourceParams{URI: att}); err == nil {
 		t.Fatal("a researcher read an attachment")
+	}
+}
+
+// importEntries imports entries (FHIR input, named by n) into the live
+// fixture's catalog file and swaps it in.
+func (lf *liveFixture) importEntries(n *store.Namer, entries []store.Entry) {
+	lf.t.Helper()
+	stream := func(yield func(store.Entry, error) bool) {
+		for _, e := range entries {
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+	if _, err := store.ImportEntriesStaged(context.Background(), lf.catPath, stream, store.EntryOptions{Namer: n}, store.Options{}); err != nil {
+		lf.t.Fatal(err)
+	}
+	if _, swapped, err := lf.live.Reload(); err != nil || !swapped {
+		lf.t.Fatalf("Reload: %v %v", swapped, err)
 	}
 }
 
@@ -227,5 +235,64 @@ func TestVIPChartReadIsFlagged(t *testing.T) {
 		if reason := read(uri); !strings.Contains(reason, "vip_patient") {
 			t.Errorf("read of %s: reason %q, want vip_patient among them", uri, reason)
 		}
+	}
+}
+
+// A research read of a resource imported from FHIR names its patient by
+// the alias its URI carries. The catalog keeps the source ids in the
+// payload and in labels.patient, while the URI's patient segment is the
+// keyed id of the Patient (docs/import.md): the payload's
+// Patient/<alias> must be the alias of that segment, the one the study
+// sees in every URI of the patient (and in the Patient's own URI), not an
+// alias of the source id that names nothing it is shown.
+func TestResearchReadOfFHIRInputNamesTheURIsPatientAlias(t *testing.T) {
+	lf := newLiveFixture(t)
+	ctx := context.Background()
+	src := lf.identity("clinician").Principal.Patients[0]
+	n, err := store.NewNamer("general-hospital", []byte("0123456789abcdef0123456789abcdef"), "test:id-key@1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := []store.Entry{
+		{Type: "Patient", ID: src, Patient: src, Body: []byte(`{"resourceType":"Patient","id":"` + src + `","gender":"female"}`)},
+		{Type: "Observation", ID: "obs-src-1", Patient: src, Body: []byte(`{"resourceType":"Observation","id":"obs-src-1","status":"final","code":{"text":"Heart rate"},"subject":{"reference":"Patient/` + src + `"}}`)},
+	}
+	lf.importEntries(n, entries)
+	seg := store.ResourceID([]byte("0123456789abcdef0123456789abcdef"), "general-hospital", "Patient", src)
+	real := lf.realIDs()
+	rcs := lf.connect(lf.identity("researcher"))
+	var obs, pat string
+	for r, err := range rcs.Resources(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := store.ParseURI(lf.realURI(real, r.URI))
+		if u.Patient != seg {
+			continue
+		}
+		switch u.Type {
+		case "observation":
+			obs = r.URI
+		case "patient":
+			pat = r.URI
+		}
+	}
+	if obs == "" || pat == "" {
+		t.Fatalf("the researcher lists observation %q and patient %q of the imported patient", obs, pat)
+	}
+	u, _ := store.ParseURI(obs)
+	p, _ := store.ParseURI(pat)
+	if u.Patient != p.Patient || p.ID != p.Patient {
+		t.Fatalf("observation %s and patient %s: one patient alias expected", obs, pat)
+	}
+	res, err := rcs.ReadResource(ctx, &mcp.ReadResourceParams{URI: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Subject struct{ Reference string } `json:"subject"`
+	}
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &body); err != nil || body.Subject.Reference != "Patient/"+u.Patient {
+		t.Fatalf("research read of %s: subject %q (%v), want Patient/%s", obs, body.Subject.Reference, err, u.Patient)
 	}
 }

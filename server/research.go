@@ -36,20 +36,26 @@ const ResearchPurpose = "HRESCH"
 // therefore never sees catalog ids: every URI it is shown (list items,
 // completion values) carries, in place of the patient id and of the
 // resource id, an alias — a UUID (version 8) made from
-// HMAC-SHA256(audit key, "custos/research-alias/v1" 0x00 id). Aliases are
-// stable while the audit key version is (so a study can link one patient's
-// resources), mean nothing without the key, and are resolved back only by
-// the server, through an index of the catalog. Reads, subscriptions and
+// HMAC-SHA256(audit key, "custos/research-alias/v2" 0x00 tenant 0x00 id).
+// Aliases are stable while the audit key version is (so a study can link
+// one patient's resources), mean nothing without the key, and are resolved
+// back only by the server, through an index of the catalog. They are per
+// tenant: ids are unique within a tenant only, and two tenants holding the
+// same id (two hospitals numbering their patients alike, an enterprise id
+// used in both) must not show their researchers one alias, on which two
+// studies could join their data sets (v1 hashed the id alone). Reads, subscriptions and
 // audit records use the real URI (audit records pseudonymize it as usual);
 // the answer names the URI the caller asked for.
 
 // aliasDomain separates research aliases from every other keyed hash made
 // with the audit key (audit.Pseudonym uses another domain).
-const aliasDomain = "custos/research-alias/v1\x00"
+const aliasDomain = "custos/research-alias/v2\x00"
 
-// researchAlias is the alias of one catalog id under key.
-func researchAlias(key []byte, id string) string {
-	return newAliasHasher(key).alias(id)
+// researchAlias is the alias of one catalog id of tenant under key:
+//
+//	UUIDv8(HMAC-SHA256(key, "custos/research-alias/v2" 0x00 tenant 0x00 id)[:16])
+func researchAlias(key []byte, tenant, id string) string {
+	return newAliasHasher(key).alias(tenant, id)
 }
 
 // aliasHasher makes many aliases under one key with one keyed state and
@@ -64,10 +70,10 @@ func newAliasHasher(key []byte) *aliasHasher {
 	return &aliasHasher{m: hmac.New(sha256.New, key)}
 }
 
-// alias is researchAlias(key, id).
-func (h *aliasHasher) alias(id string) string {
+// alias is researchAlias(key, tenant, id).
+func (h *aliasHasher) alias(tenant, id string) string {
 	h.m.Reset()
-	h.buf = append(append(h.buf[:0], aliasDomain...), id...)
+	h.buf = append(append(append(append(h.buf[:0], aliasDomain...), tenant...), 0), id...)
 	h.m.Write(h.buf)
 	var u uuid.UUID
 	copy(u[:], h.m.Sum(h.sum[:0]))
@@ -84,8 +90,8 @@ type aliases struct {
 	mu    sync.Mutex
 	keyID string
 	built time.Time
-	real  map[string]string
-	order []aliasedURI // sorted by shown
+	real  map[string]string // tenant 0x00 alias -> catalog id
+	order []aliasedURI      // sorted by shown
 
 	// With an indexed catalog (store.Index), the aliases are built per
 	// tenant, lazily, for one key and one catalog index at a time:
@@ -170,7 +176,7 @@ func (s *Server) aliasKeyUnavailable(ctx context.Context, e audit.Entry, err err
 	return s.refuse(ctx, e, audit.OutcomeError, ReasonAuditKeyUnavailable, refused("keys unavailable: request refused"))
 }
 
-func (a *aliaser) alias(id string) string { return researchAlias(a.key.Bytes, id) }
+func (a *aliaser) alias(tenant, id string) string { return researchAlias(a.key.Bytes, tenant, id) }
 
 // present rewrites a list item for the research caller: its URI; its
 // name, which the catalog derives from the resource id; its title and
@@ -261,9 +267,22 @@ func safeHarbor(d policy.Decision) bool {
 }
 
 // minimizeAlias is the alias function minimization rewrites references to
-// a patient with (minimize.Options.Alias): the same alias the caller's
-// URIs carry for a catalog id.
-func (a *aliaser) minimizeAlias() func(string) string { return a.alias }
+// the patient of the resource at u with (minimize.Options.Alias): the alias
+// the caller's URIs carry for that patient. The payload names the patient
+// by subject, the catalog's labels.patient: for the manifest format that
+// is u's patient segment, but for FHIR input it is the source id, while
+// the segment is its keyed id (docs/import.md); the alias of the source id
+// named nothing the caller is shown (not the patient's URIs, not its
+// Patient resource). Other ids (one the payload's subject element names
+// beside it) get the alias of the id, under u's tenant.
+func (a *aliaser) minimizeAlias(u store.URI, subject string) func(string) string {
+	return func(id string) string {
+		if id == subject && u.Patient != "" {
+			id = u.Patient
+		}
+		return a.alias(u.Tenant, id)
+	}
+}
 
 // page returns up to limit catalog resources whose research URI sorts
 // after after, in research-URI order, with those URIs: a research list is
@@ -301,9 +320,9 @@ func (a *aliaser) out(uri string) string {
 		return uri
 	}
 	if u.Patient != "" { // tenant-level reference data has no patient
-		u.Patient = a.alias(u.Patient)
+		u.Patient = a.alias(u.Tenant, u.Patient)
 	}
-	u.ID = a.alias(u.ID)
+	u.ID = a.alias(u.Tenant, u.ID)
 	return u.String()
 }
 
@@ -313,9 +332,9 @@ func (a *aliaser) out(uri string) string {
 func (a *aliaser) in(ctx context.Context, u store.URI) (store.URI, bool) {
 	p, ok1 := "", true
 	if u.Patient != "" {
-		p, ok1 = a.resolve(ctx, u.Patient)
+		p, ok1 = a.resolve(ctx, u.Tenant, u.Patient)
 	}
-	id, ok2 := a.resolve(ctx, u.ID)
+	id, ok2 := a.resolve(ctx, u.Tenant, u.ID)
 	if !ok1 || !ok2 {
 		return u, false
 	}
@@ -323,13 +342,13 @@ func (a *aliaser) in(ctx context.Context, u store.URI) (store.URI, bool) {
 	return u, true
 }
 
-// resolve returns the catalog id whose alias is alias.
-func (a *aliaser) resolve(ctx context.Context, alias string) (string, bool) {
+// resolve returns the catalog id of tenant whose alias is alias.
+func (a *aliaser) resolve(ctx context.Context, tenant, alias string) (string, bool) {
 	idx := &a.s.aliases
 	idx.mu.Lock()
 	defer idx.mu.Unlock()
 	if idx.keyID == a.keyID() {
-		if id, ok := idx.real[alias]; ok {
+		if id, ok := idx.real[tenant+"\x00"+alias]; ok {
 			return id, true
 		}
 		if time.Since(idx.built) < aliasRebuild {
@@ -340,7 +359,7 @@ func (a *aliaser) resolve(ctx context.Context, alias string) (string, bool) {
 		a.s.log.Error("cannot index the catalog for research aliases", "err", err)
 		return "", false
 	}
-	id, ok := idx.real[alias]
+	id, ok := idx.real[tenant+"\x00"+alias]
 	return id, ok
 }
 
@@ -422,7 +441,7 @@ func (a *aliaser) tenantAliases(ix *store.Index, tenant string, groups bool) *te
 				continue
 			}
 			for _, seg := range ix.PatientSegments(tenant, p) {
-				ta.patient[h.alias(seg)] = aliasTarget{label: p, seg: seg}
+				ta.patient[h.alias(tenant, seg)] = aliasTarget{label: p, seg: seg}
 			}
 		}
 		if len(patients) > 0 {
@@ -585,7 +604,8 @@ func (a *aliaser) indexedIn(ix *store.Index, u store.URI) (store.URI, bool) {
 func (a *aliaser) keyID() string { return a.key.ID + "\x00" + string(a.key.Bytes) }
 
 // rebuild indexes the catalog into idx (held locked): the alias of every
-// patient id and resource id to the id, and every URI by research URI.
+// patient id and resource id, with its tenant, to the id, and every URI by
+// research URI.
 func (a *aliaser) rebuild(ctx context.Context, idx *aliases) error {
 	real := map[string]string{}
 	var order []aliasedURI
@@ -608,9 +628,9 @@ func (a *aliaser) rebuild(ctx context.Context, idx *aliases) error {
 				continue
 			}
 			if u.Patient != "" {
-				real[a.alias(u.Patient)] = u.Patient
+				real[u.Tenant+"\x00"+a.alias(u.Tenant, u.Patient)] = u.Patient
 			}
-			real[a.alias(u.ID)] = u.ID
+			real[u.Tenant+"\x00"+a.alias(u.Tenant, u.ID)] = u.ID
 			order = append(order, aliasedURI{shown: a.out(r.URI), real: r.URI})
 		}
 	}

@@ -18,18 +18,23 @@ import (
 )
 
 // Golden vectors of research aliases, computed independently (Python's
-// hmac and uuid modules): key = bytes 0..31.
+// hmac and uuid modules): key = bytes 0..31. One id in two tenants has two
+// aliases (TestResearchAliasesArePerTenant); v1, which hashed the id
+// alone, gave 67956e46-6679-80b2-a37e-97bc46958d62 for the first id in
+// every tenant.
 func TestResearchAliasGolden(t *testing.T) {
 	key := make([]byte, 32)
 	for i := range key {
 		key[i] = byte(i)
 	}
-	for id, want := range map[string]string{
-		"7d1a3c52-0b8e-4f57-9a77-2f3d1c9b0a01": "67956e46-6679-80b2-a37e-97bc46958d62",
-		"11111111-1111-4111-8111-111111111111": "5601172e-6311-8704-905e-34f744e16709",
+	for _, v := range []struct{ tenant, id, want string }{
+		{"general-hospital", "7d1a3c52-0b8e-4f57-9a77-2f3d1c9b0a01", "7a307b89-c8d3-8765-ab6e-93eb86a32c2d"},
+		{"general-hospital", "11111111-1111-4111-8111-111111111111", "507598ba-0c49-86c9-8b9b-23aecbbdb2dc"},
+		{"other-clinic", "7d1a3c52-0b8e-4f57-9a77-2f3d1c9b0a01", "d63d1707-3349-803c-bd6f-b69ecf9924fb"},
+		{"other-clinic", "11111111-1111-4111-8111-111111111111", "5a3ad2c9-56a1-84db-bb7f-8802819a3323"},
 	} {
-		if got := researchAlias(key, id); got != want {
-			t.Errorf("researchAlias(%s) = %s, want %s", id, got, want)
+		if got := researchAlias(key, v.tenant, v.id); got != v.want {
+			t.Errorf("researchAlias(%s, %s) = %s, want %s", v.tenant, v.id, got, v.want)
 		}
 	}
 }
@@ -83,8 +88,8 @@ func TestTenantAliasesKeepOnlyCatalogTenants(t *testing.T) {
 		t.Fatalf("%d tenants kept, %d patients, %d groups", n, len(ta.patient), len(ta.groups))
 	}
 	for al, p := range ta.patient {
-		if researchAlias(key, p.seg) != al || p.label != p.seg { // the manifest format: label = URI segment
-			t.Fatalf("alias of %+v: %s, want %s", p, al, researchAlias(key, p.seg))
+		if researchAlias(key, synth.DefaultTenant, p.seg) != al || p.label != p.seg { // the manifest format: label = URI segment
+			t.Fatalf("alias of %+v: %s, want %s", p, al, researchAlias(key, synth.DefaultTenant, p.seg))
 		}
 	}
 }

@@ -527,7 +527,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		// research read of a catalog URI (held from elsewhere, naming the
 		// real patient) that did would link the real patient to the alias
 		// the research view shows; there the reference is dropped.
-		mopts.Alias = al.minimizeAlias()
+		mopts.Alias = al.minimizeAlias(u, r.Labels.Patient)
 	}
 	out, err := minimize.Apply(r.MIMEType, payload, d.Obligations, mopts)
 	if err != nil {

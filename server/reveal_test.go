@@ -198,7 +198,7 @@ func TestResearchRealURIIsNotLinkedToItsAlias(t *testing.T) {
 		if u.Patient == "" {
 			continue
 		}
-		u.Patient, u.ID = server.ResearchAlias(k.Bytes, u.Patient), server.ResearchAlias(k.Bytes, u.ID)
+		u.Patient, u.ID = server.ResearchAlias(k.Bytes, u.Tenant, u.Patient), server.ResearchAlias(k.Bytes, u.Tenant, u.ID)
 		if !slices.Contains(listed, u.String()) {
 			hiddenAlias, hiddenReal = u.String(), r.URI
 			break
@@ -208,7 +208,7 @@ func TestResearchRealURIIsNotLinkedToItsAlias(t *testing.T) {
 		t.Fatal("the researcher may read everything: the fixture should hide something")
 	}
 	u, _ := store.ParseURI(hiddenAlias)
-	u.ID = server.ResearchAlias(k.Bytes, "no-such-id")
+	u.ID = server.ResearchAlias(k.Bytes, u.Tenant, "no-such-id")
 	nothing := u.String()
 	before := len(f.records())
 	_, errH := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: hiddenAlias})

@@ -482,8 +482,8 @@ func (f *fixture) realIDs() func(string) string {
 	m := map[string]string{}
 	for _, r := range f.allURIs() {
 		u, _ := store.ParseURI(r.URI)
-		m[server.ResearchAlias(k.Bytes, u.Patient)] = u.Patient
-		m[server.ResearchAlias(k.Bytes, u.ID)] = u.ID
+		m[server.ResearchAlias(k.Bytes, u.Tenant, u.Patient)] = u.Patient
+		m[server.ResearchAlias(k.Bytes, u.Tenant, u.ID)] = u.ID
 	}
 	return func(s string) string {
 		if r, ok := m[s]; ok {
