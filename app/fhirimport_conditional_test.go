@@ -1340,3 +1340,46 @@ func TestImportConditionalCatalogMatchRewrittenByNDJSON(t *testing.T) {
 		t.Errorf("the NDJSON file's Practitioner is %s, want it without the NPI", body)
 	}
 }
+
+// An ifNoneExist is, in R4, the query alone ("This is just the query
+// portion of the URL - what follows the ?", Bundle.entry.request.
+// ifNoneExist); the forms servers also write, the entry's type-level URL
+// before it (Type?query, Type/?query, /Type?query, [base]/Type/?query),
+// are the same search and are resolved: the second create finds the first's Patient.
+// Before, the relative Patient/?query was read as a query whose parameter
+// was named "Patient/?identifier", and refused. A path before the "?"
+// that is not the entry's type-level URL is refused as such.
+func TestImportIfNoneExistRelativeTypeLevel(t *testing.T) {
+	const p1, p2 = "a7a7a7a7-0000-4000-8000-0000000000c1", "a7a7a7a7-0000-4000-8000-0000000000c2"
+	entry := func(id, ifNoneExist string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"urn:uuid:` + id + `","resource":{"resourceType":"Patient","identifier":[{"system":"urn:mrn","value":"7"}],"name":[{"family":"Moss"}]},"request":{"method":"POST","url":"Patient","ifNoneExist":"` + ifNoneExist + `"}}]}`
+	}
+	for _, q := range []string{"identifier=urn:mrn|7", "Patient?identifier=urn:mrn|7", "Patient/?identifier=urn:mrn|7", "/Patient?identifier=urn:mrn|7"} {
+		f := newLinkFixture(t)
+		if _, err := f.impBundles(false, entry(p1, q)); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		rep, err := f.impBundles(false, entry(p2, q))
+		if err != nil {
+			t.Fatalf("%s, a second uuid: %v", q, err)
+		}
+		if live := f.liveVersions(); len(live) != 1 || rep.Created != 0 {
+			t.Errorf("%s: %+v, live %v; want the create to find the first Patient", q, rep, live)
+		}
+	}
+	for q, want := range map[string]string{
+		"Observation?identifier=urn:mrn|7":  "another type",
+		"Observation/?identifier=urn:mrn|7": "another type",
+		"fhir/Patient?identifier=urn:mrn|7": "the query alone",
+		"Patient/7?identifier=urn:mrn|7":    "the query alone",
+	} {
+		f := newLinkFixture(t)
+		_, err := f.impBundles(false, entry(p1, q))
+		if !errors.Is(err, fhirin.ErrValue) || !strings.Contains(fmt.Sprint(err), want) || !strings.Contains(fmt.Sprint(err), "request.ifNoneExist") || strings.Contains(fmt.Sprint(err), "urn:mrn") {
+			t.Errorf("%s: err = %v, want ErrValue at request.ifNoneExist saying %q, not the query", q, err, want)
+		}
+		if _, err := os.Stat(f.cat); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: a refused import wrote the catalog (%v)", q, err)
+		}
+	}
+}

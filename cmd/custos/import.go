@@ -53,7 +53,8 @@ active Consent that denies (or whose policyRule is OPTOUT). URIs carry
 opaque ids keyed by the resource id key (Vault, or the dev key file in D),
 never a source id: re-importing the same resource updates the same URI.
 A Bundle entry's conditional update or create (PUT Type?identifier=s|v or
-?_id=x, POST with ifNoneExist) updates the one resource of the tenant and
+?_id=x, POST with ifNoneExist identifier=s|v, also written Type?,
+Type/? or [base]/Type? before the query) updates the one resource of the tenant and
 --source it matches in the catalog (under new urn:uuids too; a conditional
 create leaves it unchanged, and --full keeps it), creates one when none
 matches, and is refused when several do, when the one it matches is in
