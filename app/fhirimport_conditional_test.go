@@ -1383,3 +1383,57 @@ func TestImportIfNoneExistRelativeTypeLevel(t *testing.T) {
 		}
 	}
 }
+
+// One transaction Bundle given twice in an import (two files, as a
+// re-sent hand-off holds it), holding HL7's R4 examples Binary/example and
+// DocumentReference/example (fhirin/testdata/outside/hl7-r4-binary, CC0):
+// the second copy's Binary is the same Binary, imported once (Repeated),
+// like a re-import, and the import is unchanged when run again. Before,
+// the first pass refused the second copy as "a second Binary with the
+// same id". A Binary of other bytes, or other labels, under the same id in
+// the second Bundle is refused, naming both places and not the id;
+// nothing is written.
+func TestImportBundleTwiceWithABinary(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "fhirin", "testdata", "outside", "hl7-r4-binary", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	bin, doc := read("Binary.ndjson"), read("DocumentReference.ndjson")
+	bundle := func(bin string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:d1d1d1d1-0000-4000-8000-0000000000d3","resource":` + doc + `,"request":{"method":"PUT","url":"DocumentReference/example"}},
+{"fullUrl":"urn:uuid:b1b1b1b1-0000-4000-8000-0000000000b3","resource":` + bin + `,"request":{"method":"PUT","url":"Binary/example"}}]}`
+	}
+	f := newLinkFixture(t)
+	rep, err := f.impBundles(false, bundle(bin), bundle(bin))
+	if err != nil {
+		t.Fatalf("the Bundle twice: %v", err)
+	}
+	live := f.liveVersions()
+	if len(live) != 2 || rep.Created != 2 || rep.Repeated != 2 {
+		t.Fatalf("the Bundle twice: %+v, live %v; want the Binary and the DocumentReference once each, each repeated once", rep, live)
+	}
+	if rep, err := f.impBundles(false, bundle(bin), bundle(bin)); err != nil || rep.Unchanged != 2 || !maps.Equal(live, f.liveVersions()) {
+		t.Fatalf("again: %+v %v; want it unchanged", rep, err)
+	}
+	for what, other := range map[string]string{
+		"other bytes":  strings.Replace(bin, `"data":"JVBERi0x`, `"data":"JVBERi0y`, 1),
+		"other labels": strings.Replace(bin, `"contentType"`, `"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}]},"contentType"`, 1),
+	} {
+		if other == bin {
+			t.Fatalf("%s: the example changed", what)
+		}
+		f := newLinkFixture(t)
+		_, err := f.impBundles(false, bundle(bin), bundle(other))
+		msg := fmt.Sprint(err)
+		if err == nil || !strings.Contains(msg, "bundleb.json:3") || !strings.Contains(msg, "bundlea.json:3") || strings.Contains(msg, "example") {
+			t.Errorf("%s under the same id: err = %v, want one naming both places, not the id", what, err)
+		}
+		if _, err := os.Stat(f.cat); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: a refused import wrote the catalog (%v)", what, err)
+		}
+	}
+}
