@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Read reads the FHIR input at path (see Detect for the formats) and calls
@@ -169,6 +171,9 @@ func (rd *reader) passes(srcs []source) error {
 	if err := rd.pass(srcs); err != nil {
 		return err
 	}
+	if err := rd.filesUnchanged(srcs); err != nil {
+		return err
+	}
 	for _, it := range rd.idx.storedItems() {
 		if err := rd.emitItem(it); err != nil {
 			return err
@@ -274,6 +279,9 @@ type reader struct {
 	outside  rememberedSum
 	passSums []rememberedSum
 
+	// files are what the first read of each file saw of it (sameFile).
+	files map[string]fileIdentity
+
 	problems []error         // the *Errors found so far
 	seen     map[string]bool // their messages
 	// mentioned caches mentionedLabels' answers from StoredBinary, by
@@ -330,6 +338,101 @@ func (rd *reader) readSource(s *source) error {
 		return newError(s.name, "", ErrFormat, "%v", pathErr(err))
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return newError(s.name, "", ErrFormat, "%v", pathErr(err))
+	}
+	h := sha256.New()
+	err = rd.readFile(s, io.TeeReader(f, h))
+	if _, ok := err.(*Error); err != nil && !ok {
+		return err // yield's, ctx's, errTooMany: Read ends
+	}
+	_, cerr := io.Copy(h, f) // what a read cut short left
+	if cerr != nil {
+		cerr = newError(s.name, "", ErrFormat, "read failed: %v", pathErr(cerr))
+	} else {
+		cerr = rd.sameFile(s, f, fi, h.Sum(nil))
+	}
+	if cerr != nil {
+		if err := rd.problem(err); err != nil {
+			return err
+		}
+		return cerr
+	}
+	if afterRead != nil {
+		afterRead(s.path)
+	}
+	return err
+}
+
+// afterRead, when set (by a test), is called after each read of a file.
+var afterRead func(path string)
+
+// fileIdentity is what the first read of a file saw of it: its size and
+// modification time before the read, and SHA-256 of every byte of it.
+type fileIdentity struct {
+	size  int64
+	mtime time.Time
+	sum   [sha256.Size]byte
+}
+
+// sameFile checks that the file f, read as s (fi: its Stat before the
+// read, sum: SHA-256 of its bytes), did not change during the read and is
+// the file every earlier read of the import saw. Read reads a file up to
+// four times (collectSearches, the passes), each depending on what the
+// earlier ones learnt of it: a .json file that gained a Bundle after the
+// first read was taken to hold none, and the Bundle was silently left out
+// (found reviewing h-import8). A change is an ErrChanged naming the file,
+// never its content; nothing is imported, and a run once the file is
+// complete reads it whole.
+func (rd *reader) sameFile(s *source, f *os.File, fi os.FileInfo, sum []byte) error {
+	id := fileIdentity{size: fi.Size(), mtime: fi.ModTime()}
+	copy(id.sum[:], sum)
+	after, err := f.Stat()
+	if err != nil {
+		return newError(s.name, "", ErrFormat, "%v", pathErr(err))
+	}
+	if after.Size() != id.size || !after.ModTime().Equal(id.mtime) {
+		return newError(s.name, "", ErrChanged, "the file changed while the import read it")
+	}
+	if rd.files == nil {
+		rd.files = map[string]fileIdentity{}
+	}
+	first, ok := rd.files[s.path]
+	if !ok {
+		rd.files[s.path] = id
+		return nil
+	}
+	if first.size != id.size || !first.mtime.Equal(id.mtime) || first.sum != id.sum {
+		return newError(s.name, "", ErrChanged, "the file changed between two reads of the import")
+	}
+	return nil
+}
+
+// filesUnchanged checks, once the last pass has read the input, that no
+// file read changed since (its size or modification time): a pass may
+// skip a file that an earlier one found holds nothing for it.
+func (rd *reader) filesUnchanged(srcs []source) error {
+	for _, s := range srcs {
+		id, ok := rd.files[s.path]
+		if !ok {
+			continue
+		}
+		fi, err := os.Stat(s.path)
+		if err != nil {
+			return rd.problem(newError(s.name, "", ErrChanged, "the file is gone since the import read it"))
+		}
+		if fi.Size() != id.size || !fi.ModTime().Equal(id.mtime) {
+			if err := rd.problem(newError(s.name, "", ErrChanged, "the file changed since the import read it")); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readFile reads the file of s, whose bytes f yields.
+func (rd *reader) readFile(s *source, f io.Reader) error {
 	var r io.Reader = f
 	if s.gz {
 		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 64<<10))
