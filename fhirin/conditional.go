@@ -239,6 +239,11 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 		if !ok {
 			continue
 		}
+		if rd.sweep {
+			if err := rd.addSearched(e.typ, c.search); err != nil {
+				return err
+			}
+		}
 		for j, o := range entries {
 			if j != i && c.matchesEntry(e.typ, o) {
 				return atEntry(e.name, newError(w, c.path, ErrValue, "the conditional search matches another entry of the Bundle (Bundle.entry[%d]): two entries would write one resource, which fails a FHIR transaction", j))
@@ -548,21 +553,30 @@ func (rd *reader) scanBundle(s *source, line int, raw []byte) error {
 		if err != nil || !ok {
 			continue
 		}
-		if rd.searched == nil {
-			rd.searched = map[wroteKey]struct{}{}
-		}
-		if c.search.ID != "" {
-			rd.searched[idKey(e.typ, c.search.ID)] = struct{}{}
-		} else {
-			rd.searched[keyOf(searchKey(e.typ, c.search))] = struct{}{}
-		}
-		found, err := rd.match(e.typ, c.search)
-		if err != nil {
+		if err := rd.addSearched(e.typ, c.search); err != nil {
 			return err
 		}
-		for _, f := range found {
-			rd.searched[idKey(e.typ, f.ID)] = struct{}{}
-		}
+	}
+	return nil
+}
+
+// addSearched files a conditional search of typ, and the ids of what it
+// finds in the catalog, in reader.searched.
+func (rd *reader) addSearched(typ string, q Search) error {
+	if rd.searched == nil {
+		rd.searched = map[wroteKey]struct{}{}
+	}
+	if q.ID != "" {
+		rd.searched[idKey(typ, q.ID)] = struct{}{}
+	} else {
+		rd.searched[keyOf(searchKey(typ, q))] = struct{}{}
+	}
+	found, err := rd.match(typ, q)
+	if err != nil {
+		return err
+	}
+	for _, f := range found {
+		rd.searched[idKey(typ, f.ID)] = struct{}{}
 	}
 	return nil
 }

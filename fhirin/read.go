@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -120,7 +122,22 @@ func (rd *reader) passes(srcs []source) error {
 		bundles = bundles || !s.ndjson || s.wantType == "" || s.wantType == "Bundle"
 		outside = outside || s.wantType != "Bundle"
 	}
-	if bundles && outside {
+	typed := false // a file of one type other than Bundle: resources outside Bundles
+	for _, s := range srcs {
+		typed = typed || s.wantType != "" && s.wantType != "Bundle"
+	}
+	firstDone := false
+	switch {
+	case bundles && outside && !typed:
+		// Files that may hold both (*.json, NDJSON not named for a
+		// type): read as the first pass's Bundles, which it is when
+		// they hold no resource outside a Bundle (Synthea's directory),
+		// and else as collectSearches.
+		var err error
+		if firstDone, err = rd.firstPassOfBundles(srcs); err != nil {
+			return err
+		}
+	case bundles && outside:
 		// Resources outside Bundles, and Bundles whose conditional
 		// searches may find them: what those searches are bounds what
 		// the passes remember (rememberOutside).
@@ -130,8 +147,10 @@ func (rd *reader) passes(srcs []source) error {
 	}
 	rd.remembers = len(rd.searched) > 0
 	rd.kindsKnown = rd.kindsKnown || bundles && outside
-	if err := rd.pass(srcs); err != nil {
-		return err
+	if !firstDone {
+		if err := rd.pass(srcs); err != nil {
+			return err
+		}
 	}
 	rd.kindsKnown = true
 	if len(rd.idx.ctxTargets) > 0 {
@@ -215,6 +234,37 @@ func (rd *reader) pass(srcs []source) error {
 	return nil
 }
 
+// firstPassOfBundles reads srcs, none a file of one type but Bundle, as
+// the first pass reads its Bundles, collecting their conditional searches
+// too (reader.sweep), and reports whether that was the first pass: when no
+// file holds a resource outside a Bundle, there is nothing for the pass to
+// read before the Bundles, and nothing for their searches to find there.
+// Otherwise it was collectSearches (from the first such resource on, it
+// only scans: reader.scan), and the pass's index and problems are
+// dropped: the first pass proper reads the resources outside Bundles
+// first. Until 2026-12-06 such an input was always read once more for its
+// searches: a directory of Bundles alone three times, not two
+// (TestReadBundlesAloneReadTwice).
+func (rd *reader) firstPassOfBundles(srcs []source) (bool, error) {
+	problems, seen := slices.Clone(rd.problems), maps.Clone(rd.seen)
+	rd.forgetWritten()
+	rd.sweep, rd.bundlePhase = true, true
+	defer func() { rd.sweep, rd.bundlePhase, rd.scan = false, false, false }()
+	for _, s := range srcs {
+		if err := rd.problem(rd.readSource(&s)); err != nil {
+			return false, err
+		}
+	}
+	for _, k := range rd.kinds {
+		if k&unitKind(false) != 0 {
+			rd.idx, rd.problems, rd.seen = newIndex(), problems, seen
+			return false, nil
+		}
+	}
+	rd.passSums = append(rd.passSums, rd.outside)
+	return true, nil
+}
+
 // problem records an input problem (an *Error) and returns nil so reading
 // goes on, or errTooMany past MaxProblems; any other error (yield's, ctx's,
 // errTooMany) is returned as it is. The second pass finds the first pass's
@@ -260,8 +310,9 @@ type reader struct {
 	remembers, headsOnly bool
 	// bundlePhase: the pass reads the Bundles (it has read every
 	// resource outside a Bundle: pass); scan: collectSearches reads them
-	// for their searches alone.
-	bundlePhase, scan bool
+	// for their searches alone; sweep: firstPassOfBundles reads them, and
+	// resolveConditionals collects their searches as scan does.
+	bundlePhase, scan, sweep bool
 	// kinds notes, by path, what the files that may hold anything hold
 	// (unitKind: Bundles, resources outside them, or both), once the
 	// first read of them (collectSearches, or else the first pass) has
