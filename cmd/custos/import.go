@@ -53,13 +53,13 @@ active Consent that denies (or whose policyRule is OPTOUT). URIs carry
 opaque ids keyed by the resource id key (Vault, or the dev key file in D),
 never a source id: re-importing the same resource updates the same URI.
 A Bundle entry's conditional update or create (PUT Type?identifier=s|v or
-?_id=x, POST with ifNoneExist identifier=s|v, also written Type?,
-Type/? or [base]/Type? before the query) updates the one resource of the tenant and
---source it matches in the catalog (under new urn:uuids too; a conditional
-create leaves it unchanged, and --full keeps it), creates one when none
-matches, and is refused when several do, when the one it matches is in
-another patient's compartment or an update's resource names another id,
-when none matches and its id is a live resource's of other content (FHIR
+?_id=x, POST with ifNoneExist identifier=s|v, also written with Type?,
+Type/? or [base]/Type? before the query) updates the one resource of the
+tenant and --source it matches in the catalog (under new urn:uuids too; a
+conditional create leaves it unchanged, and --full keeps it), creates one
+when none matches, and is refused when several do, when the one it matches
+is in another patient's compartment or an update's resource names another
+id, when none matches and its id is a live resource's of other content (FHIR
 409; the same content again is unchanged), or the query is another or on
 another server (an absolute URL); a Bundle's search sees every NDJSON line
 and resource file of the import, whatever the files are named (they are
