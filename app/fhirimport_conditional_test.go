@@ -1340,3 +1340,100 @@ func TestImportConditionalCatalogMatchRewrittenByNDJSON(t *testing.T) {
 		t.Errorf("the NDJSON file's Practitioner is %s, want it without the NPI", body)
 	}
 }
+
+// An ifNoneExist is, in R4, the query alone ("This is just the query
+// portion of the URL - what follows the ?", Bundle.entry.request.
+// ifNoneExist); the forms servers also write, the entry's type-level URL
+// before it (Type?query, Type/?query, /Type?query, [base]/Type/?query),
+// are the same search and are resolved: the second create finds the first's Patient.
+// Before, the relative Patient/?query was read as a query whose parameter
+// was named "Patient/?identifier", and refused. A path before the "?"
+// that is not the entry's type-level URL is refused as such.
+func TestImportIfNoneExistRelativeTypeLevel(t *testing.T) {
+	const p1, p2 = "a7a7a7a7-0000-4000-8000-0000000000c1", "a7a7a7a7-0000-4000-8000-0000000000c2"
+	entry := func(id, ifNoneExist string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"urn:uuid:` + id + `","resource":{"resourceType":"Patient","identifier":[{"system":"urn:mrn","value":"7"}],"name":[{"family":"Moss"}]},"request":{"method":"POST","url":"Patient","ifNoneExist":"` + ifNoneExist + `"}}]}`
+	}
+	for _, q := range []string{"identifier=urn:mrn|7", "Patient?identifier=urn:mrn|7", "Patient/?identifier=urn:mrn|7", "/Patient?identifier=urn:mrn|7"} {
+		f := newLinkFixture(t)
+		if _, err := f.impBundles(false, entry(p1, q)); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		rep, err := f.impBundles(false, entry(p2, q))
+		if err != nil {
+			t.Fatalf("%s, a second uuid: %v", q, err)
+		}
+		if live := f.liveVersions(); len(live) != 1 || rep.Created != 0 {
+			t.Errorf("%s: %+v, live %v; want the create to find the first Patient", q, rep, live)
+		}
+	}
+	for q, want := range map[string]string{
+		"Observation?identifier=urn:mrn|7":  "another type",
+		"Observation/?identifier=urn:mrn|7": "another type",
+		"fhir/Patient?identifier=urn:mrn|7": "the query alone",
+		"Patient/7?identifier=urn:mrn|7":    "the query alone",
+	} {
+		f := newLinkFixture(t)
+		_, err := f.impBundles(false, entry(p1, q))
+		if !errors.Is(err, fhirin.ErrValue) || !strings.Contains(fmt.Sprint(err), want) || !strings.Contains(fmt.Sprint(err), "request.ifNoneExist") || strings.Contains(fmt.Sprint(err), "urn:mrn") {
+			t.Errorf("%s: err = %v, want ErrValue at request.ifNoneExist saying %q, not the query", q, err, want)
+		}
+		if _, err := os.Stat(f.cat); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: a refused import wrote the catalog (%v)", q, err)
+		}
+	}
+}
+
+// One transaction Bundle given twice in an import (two files, as a
+// re-sent hand-off holds it), holding HL7's R4 examples Binary/example and
+// DocumentReference/example (fhirin/testdata/outside/hl7-r4-binary, CC0):
+// the second copy's Binary is the same Binary, imported once (Repeated),
+// like a re-import, and the import is unchanged when run again. Before,
+// the first pass refused the second copy as "a second Binary with the
+// same id". A Binary of other bytes, or other labels, under the same id in
+// the second Bundle is refused, naming both places and not the id;
+// nothing is written.
+func TestImportBundleTwiceWithABinary(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "fhirin", "testdata", "outside", "hl7-r4-binary", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	bin, doc := read("Binary.ndjson"), read("DocumentReference.ndjson")
+	bundle := func(bin string) string {
+		return `{"resourceType":"Bundle","type":"transaction","entry":[
+{"fullUrl":"urn:uuid:d1d1d1d1-0000-4000-8000-0000000000d3","resource":` + doc + `,"request":{"method":"PUT","url":"DocumentReference/example"}},
+{"fullUrl":"urn:uuid:b1b1b1b1-0000-4000-8000-0000000000b3","resource":` + bin + `,"request":{"method":"PUT","url":"Binary/example"}}]}`
+	}
+	f := newLinkFixture(t)
+	rep, err := f.impBundles(false, bundle(bin), bundle(bin))
+	if err != nil {
+		t.Fatalf("the Bundle twice: %v", err)
+	}
+	live := f.liveVersions()
+	if len(live) != 2 || rep.Created != 2 || rep.Repeated != 2 {
+		t.Fatalf("the Bundle twice: %+v, live %v; want the Binary and the DocumentReference once each, each repeated once", rep, live)
+	}
+	if rep, err := f.impBundles(false, bundle(bin), bundle(bin)); err != nil || rep.Unchanged != 2 || !maps.Equal(live, f.liveVersions()) {
+		t.Fatalf("again: %+v %v; want it unchanged", rep, err)
+	}
+	for what, other := range map[string]string{
+		"other bytes":  strings.Replace(bin, `"data":"JVBERi0x`, `"data":"JVBERi0y`, 1),
+		"other labels": strings.Replace(bin, `"contentType"`, `"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}]},"contentType"`, 1),
+	} {
+		if other == bin {
+			t.Fatalf("%s: the example changed", what)
+		}
+		f := newLinkFixture(t)
+		_, err := f.impBundles(false, bundle(bin), bundle(other))
+		msg := fmt.Sprint(err)
+		if err == nil || !strings.Contains(msg, "bundleb.json:3") || !strings.Contains(msg, "bundlea.json:3") || strings.Contains(msg, "example") {
+			t.Errorf("%s under the same id: err = %v, want one naming both places, not the id", what, err)
+		}
+		if _, err := os.Stat(f.cat); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: a refused import wrote the catalog (%v)", what, err)
+		}
+	}
+}

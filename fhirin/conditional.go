@@ -81,15 +81,26 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 		}
 		c.path, c.create = path+".request.ifNoneExist", true
 		atPath = c.path
-		// R4: the query part alone; "Type?query" is a common form too, and
-		// so is an absolute [base]/Type?query.
-		query = strings.TrimPrefix(e.Request.IfNoneExist, e.typ+"?")
-		if u, q, ok := strings.Cut(e.Request.IfNoneExist, "?"); ok && strings.Contains(u, "://") {
-			if !typeLevel(u, e.typ) {
-				return conditional{}, false, newError(w, c.path, ErrValue, "the conditional create's search is of another type than its resource")
+		// R4: the query part alone ("what follows the ?"); the entry's
+		// type-level URL before it is a common form too, relative (Type?,
+		// Type/?, /Type?) or absolute ([base]/Type?). A "?" after a "=" or
+		// "&" is the query's own.
+		query = e.Request.IfNoneExist
+		if u, q, ok := strings.Cut(query, "?"); ok && !strings.ContainsAny(u, "=&") {
+			if rel := strings.TrimPrefix(u, "/"); !typeLevel(rel, e.typ) {
+				last := strings.TrimSuffix(rel, "/")
+				last = last[strings.LastIndex(last, "/")+1:]
+				if IsResourceType(last) && typeLevel(rel, last) {
+					return conditional{}, false, newError(w, c.path, ErrValue, "the conditional create's search is of another type than its resource")
+				}
+				return conditional{}, false, newError(w, c.path, ErrValue, "a path before the search's \"?\" that is not the type-level URL of the entry's resource type: R4 gives the query alone (what follows the \"?\"), which custos also reads after Type?, Type/?, /Type? or [base]/Type?")
 			}
-			query, at = q, strings.TrimSuffix(u, "/")
-		} else if strings.Contains(e.Request.URL, "://") {
+			query = q
+			if strings.Contains(u, "://") {
+				at = strings.TrimSuffix(u, "/")
+			}
+		}
+		if at == "" && strings.Contains(e.Request.URL, "://") {
 			at, _, _ = strings.Cut(e.Request.URL, "?")
 			at, atPath = strings.TrimSuffix(at, "/"), path+".request.url"
 		}
@@ -227,6 +238,11 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 		}
 		if !ok {
 			continue
+		}
+		if rd.sweep {
+			if err := rd.addSearched(e.typ, c.search); err != nil {
+				return err
+			}
 		}
 		for j, o := range entries {
 			if j != i && c.matchesEntry(e.typ, o) {
@@ -537,21 +553,30 @@ func (rd *reader) scanBundle(s *source, line int, raw []byte) error {
 		if err != nil || !ok {
 			continue
 		}
-		if rd.searched == nil {
-			rd.searched = map[wroteKey]struct{}{}
-		}
-		if c.search.ID != "" {
-			rd.searched[idKey(e.typ, c.search.ID)] = struct{}{}
-		} else {
-			rd.searched[keyOf(searchKey(e.typ, c.search))] = struct{}{}
-		}
-		found, err := rd.match(e.typ, c.search)
-		if err != nil {
+		if err := rd.addSearched(e.typ, c.search); err != nil {
 			return err
 		}
-		for _, f := range found {
-			rd.searched[idKey(e.typ, f.ID)] = struct{}{}
-		}
+	}
+	return nil
+}
+
+// addSearched files a conditional search of typ, and the ids of what it
+// finds in the catalog, in reader.searched.
+func (rd *reader) addSearched(typ string, q Search) error {
+	if rd.searched == nil {
+		rd.searched = map[wroteKey]struct{}{}
+	}
+	if q.ID != "" {
+		rd.searched[idKey(typ, q.ID)] = struct{}{}
+	} else {
+		rd.searched[keyOf(searchKey(typ, q))] = struct{}{}
+	}
+	found, err := rd.match(typ, q)
+	if err != nil {
+		return err
+	}
+	for _, f := range found {
+		rd.searched[idKey(typ, f.ID)] = struct{}{}
 	}
 	return nil
 }

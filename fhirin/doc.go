@@ -109,6 +109,12 @@
 //     a third between them only when a Binary's securityContext names a
 //     resource other than a Patient, reading of a file of one type only
 //     one of those resources' types).
+//   - Every read of a file sees the same file: each hashes all its bytes
+//     and compares them, with its size and modification time, with the
+//     first read's, and Read ends by checking the size and time again
+//     (sameFile, filesUnchanged); a file that changed is an ErrChanged and
+//     nothing is imported. Each read depends on what the earlier ones
+//     learnt of the file.
 //
 // # Caveats
 //

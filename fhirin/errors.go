@@ -62,6 +62,11 @@ var (
 	// (a nested Bundle, a conditional delete, a PATCH entry, a conditional
 	// update or create by a query other than one identifier or _id).
 	ErrUnsupported = errors.New("unsupported FHIR construct")
+	// ErrChanged: a file of the input changed while Read read it (Read
+	// reads a file more than once, and each read depends on the earlier
+	// ones). Nothing it held may be imported; import again once it is
+	// complete.
+	ErrChanged = errors.New("input file changed during the import")
 )
 
 // Error is a problem with the input at one place.

@@ -610,12 +610,14 @@ func TestMinifiedBundleNamesTheEntryOfIndexProblems(t *testing.T) {
 }
 
 // TestMinifiedBundleNamesTheOtherPlace: a problem naming another place of
-// the input ("a second Binary with the same id (the first at b.json:1)")
+// the input ("a second Binary with the same id and other labels ... (the
+// first at b.json:1)")
 // named only file:1 of a minified Bundle for it, which names no entry.
 // Found by review (h-review16).
 func TestMinifiedBundleNamesTheOtherPlace(t *testing.T) {
 	bin := `{"resource":{"resourceType":"Binary","id":"b1","contentType":"text/plain","securityContext":{"reference":"Patient/p"},"data":"aGk="}}`
-	b := `{"resourceType":"Bundle","type":"collection","entry":[{"resource":{"resourceType":"Patient","id":"p"}},` + bin + `,` + bin + `]}`
+	other := strings.Replace(bin, `"contentType"`, `"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}]},"contentType"`, 1)
+	b := `{"resourceType":"Bundle","type":"collection","entry":[{"resource":{"resourceType":"Patient","id":"p"}},` + bin + `,` + other + `]}`
 	path := filepath.Join(t.TempDir(), "b.json")
 	if err := os.WriteFile(path, []byte(b), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package fhirin
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -78,6 +79,7 @@ type binaryInfo struct {
 	where      string // of the Binary
 	entry      string // and its Bundle entry (resource.entry)
 	ctxPatient string // from securityContext
+	ctx        string // the securityContext as JSON ("null": none), to tell a repeat
 	hasCtx     bool
 	linked     bool
 	patient    string // of the resources that link to it
@@ -248,10 +250,20 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 		}
 	case "Binary":
 		b := x.binary(r.id)
+		ctx, _ := json.Marshal(r.m["securityContext"])
 		if b.present {
-			return r.errf("Binary.id", ErrID, "a second Binary with the same id (the first at %s)", entryPlace(b.where, b.entry))
+			// The same Binary again (one Bundle given twice, a re-sent
+			// hand-off): what the index holds of it is the same, and the
+			// store imports it once when its bytes are the same too
+			// (Repeated) and refuses other bytes, naming both places, as
+			// for any resource repeated in an input. Until 2026-12-06 any
+			// second Binary of an id was refused.
+			if slices.Equal(normalize(b.own), normalize(labels)) && b.ctx == string(ctx) {
+				return nil
+			}
+			return r.errf("Binary.id", ErrID, "a second Binary with the same id and other labels or securityContext, where one id names one Binary (the first at %s)", entryPlace(b.where, b.entry))
 		}
-		b.present, b.where, b.entry, b.own = true, r.where, r.entry, labels
+		b.present, b.where, b.entry, b.own, b.ctx = true, r.where, r.entry, labels, string(ctx)
 		if sc, ok := r.m["securityContext"].(map[string]any); ok {
 			id, isPatient, err := r.patientRef(sc)
 			if err != nil {

@@ -5,14 +5,18 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 )
 
 // Read reads the FHIR input at path (see Detect for the formats) and calls
@@ -118,7 +122,22 @@ func (rd *reader) passes(srcs []source) error {
 		bundles = bundles || !s.ndjson || s.wantType == "" || s.wantType == "Bundle"
 		outside = outside || s.wantType != "Bundle"
 	}
-	if bundles && outside {
+	typed := false // a file of one type other than Bundle: resources outside Bundles
+	for _, s := range srcs {
+		typed = typed || s.wantType != "" && s.wantType != "Bundle"
+	}
+	firstDone := false
+	switch {
+	case bundles && outside && !typed:
+		// Files that may hold both (*.json, NDJSON not named for a
+		// type): read as the first pass's Bundles, which it is when
+		// they hold no resource outside a Bundle (Synthea's directory),
+		// and else as collectSearches.
+		var err error
+		if firstDone, err = rd.firstPassOfBundles(srcs); err != nil {
+			return err
+		}
+	case bundles && outside:
 		// Resources outside Bundles, and Bundles whose conditional
 		// searches may find them: what those searches are bounds what
 		// the passes remember (rememberOutside).
@@ -128,8 +147,10 @@ func (rd *reader) passes(srcs []source) error {
 	}
 	rd.remembers = len(rd.searched) > 0
 	rd.kindsKnown = rd.kindsKnown || bundles && outside
-	if err := rd.pass(srcs); err != nil {
-		return err
+	if !firstDone {
+		if err := rd.pass(srcs); err != nil {
+			return err
+		}
 	}
 	rd.kindsKnown = true
 	if len(rd.idx.ctxTargets) > 0 {
@@ -167,6 +188,9 @@ func (rd *reader) passes(srcs []source) error {
 	}
 	rd.emit = true
 	if err := rd.pass(srcs); err != nil {
+		return err
+	}
+	if err := rd.filesUnchanged(srcs); err != nil {
 		return err
 	}
 	for _, it := range rd.idx.storedItems() {
@@ -208,6 +232,37 @@ func (rd *reader) pass(srcs []source) error {
 	}
 	rd.bundlePhase = false
 	return nil
+}
+
+// firstPassOfBundles reads srcs, none a file of one type but Bundle, as
+// the first pass reads its Bundles, collecting their conditional searches
+// too (reader.sweep), and reports whether that was the first pass: when no
+// file holds a resource outside a Bundle, there is nothing for the pass to
+// read before the Bundles, and nothing for their searches to find there.
+// Otherwise it was collectSearches (from the first such resource on, it
+// only scans: reader.scan), and the pass's index and problems are
+// dropped: the first pass proper reads the resources outside Bundles
+// first. Until 2026-12-06 such an input was always read once more for its
+// searches: a directory of Bundles alone three times, not two
+// (TestReadBundlesAloneReadTwice).
+func (rd *reader) firstPassOfBundles(srcs []source) (bool, error) {
+	problems, seen := slices.Clone(rd.problems), maps.Clone(rd.seen)
+	rd.forgetWritten()
+	rd.sweep, rd.bundlePhase = true, true
+	defer func() { rd.sweep, rd.bundlePhase, rd.scan = false, false, false }()
+	for _, s := range srcs {
+		if err := rd.problem(rd.readSource(&s)); err != nil {
+			return false, err
+		}
+	}
+	for _, k := range rd.kinds {
+		if k&unitKind(false) != 0 {
+			rd.idx, rd.problems, rd.seen = newIndex(), problems, seen
+			return false, nil
+		}
+	}
+	rd.passSums = append(rd.passSums, rd.outside)
+	return true, nil
 }
 
 // problem records an input problem (an *Error) and returns nil so reading
@@ -255,8 +310,9 @@ type reader struct {
 	remembers, headsOnly bool
 	// bundlePhase: the pass reads the Bundles (it has read every
 	// resource outside a Bundle: pass); scan: collectSearches reads them
-	// for their searches alone.
-	bundlePhase, scan bool
+	// for their searches alone; sweep: firstPassOfBundles reads them, and
+	// resolveConditionals collects their searches as scan does.
+	bundlePhase, scan, sweep bool
 	// kinds notes, by path, what the files that may hold anything hold
 	// (unitKind: Bundles, resources outside them, or both), once the
 	// first read of them (collectSearches, or else the first pass) has
@@ -273,6 +329,9 @@ type reader struct {
 	// Bundles; passSums the same of each pass so far (pass).
 	outside  rememberedSum
 	passSums []rememberedSum
+
+	// files are what the first read of each file saw of it (sameFile).
+	files map[string]fileIdentity
 
 	problems []error         // the *Errors found so far
 	seen     map[string]bool // their messages
@@ -330,6 +389,101 @@ func (rd *reader) readSource(s *source) error {
 		return newError(s.name, "", ErrFormat, "%v", pathErr(err))
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return newError(s.name, "", ErrFormat, "%v", pathErr(err))
+	}
+	h := sha256.New()
+	err = rd.readFile(s, io.TeeReader(f, h))
+	if _, ok := err.(*Error); err != nil && !ok {
+		return err // yield's, ctx's, errTooMany: Read ends
+	}
+	_, cerr := io.Copy(h, f) // what a read cut short left
+	if cerr != nil {
+		cerr = newError(s.name, "", ErrFormat, "read failed: %v", pathErr(cerr))
+	} else {
+		cerr = rd.sameFile(s, f, fi, h.Sum(nil))
+	}
+	if cerr != nil {
+		if err := rd.problem(err); err != nil {
+			return err
+		}
+		return cerr
+	}
+	if afterRead != nil {
+		afterRead(s.path)
+	}
+	return err
+}
+
+// afterRead, when set (by a test), is called after each read of a file.
+var afterRead func(path string)
+
+// fileIdentity is what the first read of a file saw of it: its size and
+// modification time before the read, and SHA-256 of every byte of it.
+type fileIdentity struct {
+	size  int64
+	mtime time.Time
+	sum   [sha256.Size]byte
+}
+
+// sameFile checks that the file f, read as s (fi: its Stat before the
+// read, sum: SHA-256 of its bytes), did not change during the read and is
+// the file every earlier read of the import saw. Read reads a file up to
+// four times (collectSearches, the passes), each depending on what the
+// earlier ones learnt of it: a .json file that gained a Bundle after the
+// first read was taken to hold none, and the Bundle was silently left out
+// (found reviewing h-import8). A change is an ErrChanged naming the file,
+// never its content; nothing is imported, and a run once the file is
+// complete reads it whole.
+func (rd *reader) sameFile(s *source, f *os.File, fi os.FileInfo, sum []byte) error {
+	id := fileIdentity{size: fi.Size(), mtime: fi.ModTime()}
+	copy(id.sum[:], sum)
+	after, err := f.Stat()
+	if err != nil {
+		return newError(s.name, "", ErrFormat, "%v", pathErr(err))
+	}
+	if after.Size() != id.size || !after.ModTime().Equal(id.mtime) {
+		return newError(s.name, "", ErrChanged, "the file changed while the import read it")
+	}
+	if rd.files == nil {
+		rd.files = map[string]fileIdentity{}
+	}
+	first, ok := rd.files[s.path]
+	if !ok {
+		rd.files[s.path] = id
+		return nil
+	}
+	if first.size != id.size || !first.mtime.Equal(id.mtime) || first.sum != id.sum {
+		return newError(s.name, "", ErrChanged, "the file changed between two reads of the import")
+	}
+	return nil
+}
+
+// filesUnchanged checks, once the last pass has read the input, that no
+// file read changed since (its size or modification time): a pass may
+// skip a file that an earlier one found holds nothing for it.
+func (rd *reader) filesUnchanged(srcs []source) error {
+	for _, s := range srcs {
+		id, ok := rd.files[s.path]
+		if !ok {
+			continue
+		}
+		fi, err := os.Stat(s.path)
+		if err != nil {
+			return rd.problem(newError(s.name, "", ErrChanged, "the file is gone since the import read it"))
+		}
+		if fi.Size() != id.size || !fi.ModTime().Equal(id.mtime) {
+			if err := rd.problem(newError(s.name, "", ErrChanged, "the file changed since the import read it")); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readFile reads the file of s, whose bytes f yields.
+func (rd *reader) readFile(s *source, f io.Reader) error {
 	var r io.Reader = f
 	if s.gz {
 		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 64<<10))

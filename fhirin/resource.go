@@ -48,7 +48,10 @@ func (rd *reader) unit(s *source, line int, raw []byte) error {
 			rd.kinds[s.path] |= unitKind(bundle)
 		}
 		if bundle != rd.bundlePhase {
-			return nil // the other phase's (reader.pass)
+			// The other phase's (reader.pass); for firstPassOfBundles, a
+			// resource outside a Bundle: it is collectSearches from here.
+			rd.scan = rd.scan || rd.sweep
+			return nil
 		}
 	}
 	if rd.scan {

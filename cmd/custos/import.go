@@ -53,12 +53,13 @@ active Consent that denies (or whose policyRule is OPTOUT). URIs carry
 opaque ids keyed by the resource id key (Vault, or the dev key file in D),
 never a source id: re-importing the same resource updates the same URI.
 A Bundle entry's conditional update or create (PUT Type?identifier=s|v or
-?_id=x, POST with ifNoneExist) updates the one resource of the tenant and
---source it matches in the catalog (under new urn:uuids too; a conditional
-create leaves it unchanged, and --full keeps it), creates one when none
-matches, and is refused when several do, when the one it matches is in
-another patient's compartment or an update's resource names another id,
-when none matches and its id is a live resource's of other content (FHIR
+?_id=x, POST with ifNoneExist identifier=s|v, also written with Type?,
+Type/? or [base]/Type? before the query) updates the one resource of the
+tenant and --source it matches in the catalog (under new urn:uuids too; a
+conditional create leaves it unchanged, and --full keeps it), creates one
+when none matches, and is refused when several do, when the one it matches
+is in another patient's compartment or an update's resource names another
+id, when none matches and its id is a live resource's of other content (FHIR
 409; the same content again is unchanged), or the query is another or on
 another server (an absolute URL); a Bundle's search sees every NDJSON line
 and resource file of the import, whatever the files are named (they are
@@ -69,7 +70,10 @@ The mapping is in docs/import.md.
 
 Everything is validated while it is staged, and nothing is swapped in
 unless all of it is valid: a bad line is reported with its file and line
-(and FHIR path) and nothing is imported. Re-importing a resource whose
+(and FHIR path) and nothing is imported. A FHIR input file that changes
+while the import reads it (it is read more than once) fails the import,
+naming the file: nothing is imported; run it again once the file is
+complete. Re-importing a resource whose
 content or metadata changed creates a new version with a new etag; older
 versions are kept. A Bulk "deleted" entry retires a resource, and --full
 retires every resource of the tenant (and --source) the input does not

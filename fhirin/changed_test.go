@@ -1,0 +1,116 @@
+package fhirin
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A file of the input that changes between two of the import's reads of
+// it fails the whole import (ErrChanged, naming the file and nothing of
+// its content), and a run once it is complete reads it whole. The input:
+// HL7's R4 Observation/f003 (fhirin/testdata/outside/hl7-r4-consent) as a
+// resource file, beside the Synthea-style transaction Bundle of
+// testdata/synthea-bundle.json. Before, resources.json, read first as a
+// file of resources alone, was not read again for Bundles: a Bundle it
+// gained between the reads was left out, silently.
+func TestReadFileChangedBetweenReads(t *testing.T) {
+	obs, err := os.ReadFile(filepath.Join("testdata", "outside", "hl7-r4-consent", "Observation.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	synthea, err := os.ReadFile(filepath.Join("testdata", "synthea-bundle.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A Bundle of the Synthea Bundle's Patient, with ids of its own.
+	gained := strings.NewReplacer("a3c9e7d1-2b4f-4e6a-8c0d-1f2e3a4b5c6d", "a3c9e7d1-2b4f-4e6a-8c0d-00000000c0de", "e1e2e3e4-", "c0dec0de-").Replace(string(synthea))
+	setup := func(t *testing.T) (dir, res string) {
+		dir = t.TempDir()
+		res = filepath.Join(dir, "resources.json")
+		if err := os.WriteFile(res, obs, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "synthea.json"), synthea, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir, res
+	}
+	reads := func(t *testing.T, dir string) int {
+		n := 0
+		afterRead = func(p string) {
+			if filepath.Base(p) == "resources.json" {
+				n++
+			}
+		}
+		defer func() { afterRead = nil }()
+		mustReadAll(t, dir)
+		return n
+	}
+	dir, _ := setup(t)
+	total := reads(t, dir)
+	if total < 2 {
+		t.Fatalf("resources.json read %d times; the test wants two reads or more", total)
+	}
+	for name, change := range map[string]func(t *testing.T, path string){
+		"gains a Bundle": func(t *testing.T, path string) {
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteString("\n" + gained); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"same size and time": func(t *testing.T, path string) {
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = []byte(strings.Replace(string(b), `"status":"final"`, `"status":"amend"`, 1))
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		// After each read of the file but the last, and after the last
+		// (which no later read sees: the end of Read checks its size and
+		// time, and the bytes every read saw were the same).
+		last := total
+		if name == "same size and time" {
+			last = total - 1
+		}
+		for at := 1; at <= last; at++ {
+			dir, res := setup(t)
+			n := 0
+			afterRead = func(p string) {
+				if p == res {
+					if n++; n == at {
+						change(t, p)
+					}
+				}
+			}
+			items, err := readAll(t, dir)
+			afterRead = nil
+			var fe *Error
+			if !errors.Is(err, ErrChanged) || !errors.As(err, &fe) || !strings.Contains(err.Error(), "resources.json") || strings.Contains(err.Error(), "status") {
+				t.Errorf("%s after read %d of %d: %d items, err = %v; want ErrChanged naming resources.json", name, at, total, len(items), err)
+			}
+			if name == "gains a Bundle" {
+				// Run again, the file complete: the Bundle is read.
+				items := mustReadAll(t, dir)
+				find(t, items, "Patient", "a3c9e7d1-2b4f-4e6a-8c0d-00000000c0de")
+			}
+		}
+	}
+}
