@@ -251,7 +251,9 @@ func TestDeidentifyTimeWordsInDurationsAndAges(t *testing.T) {
 				t.Errorf("%s of 30 %s dropped:\n got %s", place, unit, got)
 			}
 		}
-		for _, name := range []string{"ANN", "MIN", "MO", "Stone", "Box", "Patch", "Tablets"} {
+		// ("Tablets", a dose form no name is, is kept written so since
+		// h-deid13, as "tablets" always was: namelessUnitWords.)
+		for _, name := range []string{"ANN", "MIN", "MO", "Stone", "Box", "Patch", "Pill"} {
 			if got := string(deidentify(t, []byte(in(`{"value":30,"unit":`+strconvQuote(name)+`}`)), nil)); strings.Contains(got, `"value":30`) || strings.Contains(got, strconvQuote(name)) {
 				t.Errorf("%s of 30 %s kept:\n got %s", place, name, got)
 			}
@@ -337,8 +339,11 @@ func TestDeidentifyNameCaseWordsInCapitalsAndParts(t *testing.T) {
 	obs := func(q string) string {
 		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
 	}
-	for _, unit := range []string{"STONE", "BOX", "CAL", "FIELDS", "PEN", "TABLETS", "CELLS", "IN", "PER",
-		"Box/day", "Stone/wk", "mg/Stone", "Stone/d", "BOX/d", "STONE/wk", "Fields/hpf", "mg/Smith", "Beats/Min", "Years old", "Cells/uL", "Thousand/uL", "Million/uL"} {
+	// ("TABLETS", "CELLS", "Beats/Min", "Cells/uL", "Thousand/uL",
+	// "Million/uL", dropped here from h-deid12, are kept since h-deid13:
+	// TestDeidentifyKeepsNamelessUnitWordsWrittenSo.)
+	for _, unit := range []string{"STONE", "BOX", "CAL", "FIELDS", "PEN", "IN", "PER",
+		"Box/day", "Stone/wk", "mg/Stone", "Stone/d", "BOX/d", "STONE/wk", "Fields/hpf", "mg/Smith", "Years old", "mg/Day", "mg/Weeks", "mg/MIN", "/MIN"} {
 		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
 			t.Errorf("%s alone:\n got %s", unit, got)
 		}
@@ -490,6 +495,40 @@ func TestDeidentifyKeepsUCUMAtomsWithCapitalsAfterUnderscore(t *testing.T) {
 		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":4,"unit":` + strconvQuote(unit) + `}}`
 		if got := string(deidentify(t, []byte(in), nil)); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyKeepsNamelessUnitWordsWrittenSo: h-deid12's rule that a
+// unit word written as a name is (nameCaseText) needs a UCUM code saying
+// it dropped, with their values, the dose forms, packages and count words
+// systems write capitalised or in capitals ("TABLET", "Tablet(s)", "CAP",
+// "VIAL", "PUFF", "Thousand/uL", "Beats/Min", "UNITS/HR"), which no name
+// is (namelessUnitWords), and an abbreviated unit of time after a slash
+// ("MM/HR", "ML/HR", "ML/KG/HR"; "MCG/KG/MIN" in a text all in capitals:
+// rateTimeUnit, perMinute). They are kept alone again; the names among
+// unit words ("Stone", "Box", "Patch") and a unit of time spelled out
+// after a slash ("mg/Day") are not, nor "MIN" after a slash in a text of
+// small letters ("mg/MIN").
+func TestDeidentifyKeepsNamelessUnitWordsWrittenSo(t *testing.T) {
+	for w := range minimize.NamelessUnitWords {
+		if !minimize.CommonUnitWords[w] {
+			t.Errorf("namelessUnitWords holds %s, no common clinical unit word", w)
+		}
+	}
+	for _, unit := range []string{"TABLET", "Tablet", "TABLETS", "Tablets", "TABLET(S)", "Tablet(s)", "Tab", "CAP", "Cap",
+		"CAPSULE", "Capsule", "VIAL", "Vial", "PUFF", "Puffs", "SPRAY", "DROPS", "INHALER", "Syringe", "SUPPOSITORY",
+		"PACKET", "Ampule", "LOZENGE", "UNITS", "Units", "Thousand/uL", "Million/uL", "Beats/Min", "Breaths/Min",
+		"Cells/uL", "Copies/mL", "MM/HR", "ML/HR", "ML/KG/HR", "UNITS/HR", "Units/hr", "Units/Hr", "MCG/KG/MIN", "ML/MIN/1.73M2"} {
+		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":4,"unit":` + strconvQuote(unit) + `}}`
+		if got := string(deidentify(t, []byte(in), nil)); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+	for _, unit := range []string{"Stone", "Box", "Patch", "Pill", "Pen", "Kit", "Can", "mg/Day", "Box/HR", "mg/MIN", "Stone/Hr", "HR", "MIN"} {
+		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":77441124,"unit":` + strconvQuote(unit) + `}}`
+		if got := string(deidentify(t, []byte(in), nil)); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
 		}
 	}
 }
