@@ -451,6 +451,9 @@ func nameCaseText(s string, time, year bool) bool {
 	if _, t := timeUnit(s); initials.MatchString(bare) && !(time && t) {
 		return true // but an Age's "Y.O.", years old
 	}
+	if b := strings.TrimSpace(bare); (b == "" || b == "/") && countNameWord(s) {
+		return true // "{Can}", "{Dalton}", "[Cal]": see countNameWord
+	}
 	for _, at := range letterRun.FindAllStringIndex(bare, -1) {
 		w := bare[at[0]:at[1]]
 		if strings.HasSuffix(bare[:at[0]], "/") && (perMinute(w) && (w != strings.ToUpper(w) || inCapitals(bare)) || rateTimeUnit(w)) || time && timeUnitWord(w) {
@@ -458,6 +461,31 @@ func nameCaseText(s string, time, year bool) bool {
 		}
 		if nameCaseUnit(w) {
 			return true
+		}
+	}
+	return false
+}
+
+// countNameWord reports whether unit text s, which is UCUM's braces or
+// brackets alone, after a slash or not (a count, "{Can}", "/{Specimen}",
+// or a bracketed atom alone, "[Cal]"), holds there a word of a name's form,
+// capitalised, that reads as a unit only case aside (nameCaseUnit):
+// R4's annotations and atoms hold names as written ("{Can}", "{Dalton}",
+// "{Bead}", "{Normal}", "{Patch}", "[Cal]"), which knownAnnotation and
+// ucumBrackets keep, and such a text alone, a name with nothing of a unit
+// beside it, was released with its number until h-deid13. nameCaseText
+// keeps it only beside a UCUM code that says it (unitAgrees: "{Can}"
+// beside "{Can}"). A count word no name is ("{Beats}", "{Cells}":
+// namelessUnitWords), a symbol ("{Ct}") and a word of several capitals
+// ("{RBC}", "{ElisaIndex}") are kept alone; so is a text with a unit or
+// a number outside its braces ("{Beats}/min", "mg/g{Cre}", "%{Normal}",
+// "10*6/{Specimen}").
+func countNameWord(s string) bool {
+	for _, a := range append(annotation.FindAllString(s, -1), bracketedAtom.FindAllString(s, -1)...) {
+		for _, w := range letterRun.FindAllString(a, -1) {
+			if capitalisedWord.MatchString(w) && nameCaseUnit(w) {
+				return true
+			}
 		}
 	}
 	return false
