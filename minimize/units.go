@@ -446,6 +446,9 @@ func nameCaseText(s string, time, year bool) bool {
 	if _, era := yearUnit(s); era {
 		return !year
 	}
+	if !time && foreignTimeText(s) {
+		return true // "ann", "mg/rok" outside an Age: see foreignTimeText
+	}
 	bare := bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " ")
 	bare = ucumSuffixedAtoms.Replace(bare)
 	if _, t := timeUnit(s); initials.MatchString(bare) && !(time && t) {
@@ -490,6 +493,52 @@ func countNameWord(s string) bool {
 	}
 	return false
 }
+
+// foreignTimeText reports whether unit text s holds a unit of time that
+// only timeUnit reads, a word of a language other than English and German
+// that no UCUM unit, common clinical unit word or English age word is
+// ("ann", "anni", "ani", "ans", "an", "jr", "let", "lat", "god", "rok",
+// "sena", "mese", "mois", "gadi", "anys", "ano", "år", "歳"). timeUnit
+// reads them so that an age in an IPS or a national IG's language is
+// judged as an age; written in small letters they are names too (Ann,
+// Ani, Jr, Let, Rok), and {"value": 61.4, "unit": "ann"}, "mg/rok" were
+// released, name and number, until h-deid13. nameCaseText keeps such a
+// text only where time is set (a Duration's or an Age's unit, or an age
+// code's value, no code beside) or beside a UCUM code that says the same
+// unit of time (unitAgrees).
+func foreignTimeText(s string) bool {
+	if ucumUnit(s) {
+		return false // "a_j", "mo_j": UCUM's own
+	}
+	if _, ok := timeUnit(s); ok && !englishTimeWords(s) {
+		return true
+	}
+	for _, w := range unitRun.FindAllString(bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " "), -1) {
+		if _, ok := timeUnit(w); ok && !englishTimeWords(w) {
+			return true
+		}
+	}
+	return false
+}
+
+// englishTimeWords reports whether each run of letters of s is a UCUM
+// expression as written or in small letters ("Min", "MO"), a common clinical unit word, a unit of time
+// spelled out in English or German (spelledTimeUnits) or a word of an
+// English or German age (englishAgeWords).
+func englishTimeWords(s string) bool {
+	for _, w := range letterRun.FindAllString(s, -1) {
+		l := strings.ToLower(w)
+		if !ucumUnit(w) && !ucumUnit(l) && !commonUnitWords[l] && !spelledTimeUnits[l] && !englishAgeWords[l] {
+			return false
+		}
+	}
+	return true
+}
+
+// englishAgeWords are the words of an age in English and German that
+// timeUnit reads with a unit of time ("years old", "yrs of age", "yo",
+// "y/o", "yoa", "Jahre alt", "Lj.").
+var englishAgeWords = setOf("old", "of", "age", "yo", "yoa", "y", "o", "year", "yr", "yrsold", "yearsold", "annum", "alt", "lj")
 
 // ucumSuffixedAtoms replaces UCUM's atoms with capitals after an
 // underscore ("cal_IT", the international table calorie) by their first

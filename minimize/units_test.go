@@ -534,3 +534,49 @@ func TestDeidentifyKeepsNamelessUnitWordsWrittenSo(t *testing.T) {
 		}
 	}
 }
+
+// TestDeidentifyTimeUnitsOfOtherLanguagesNeedATimeContext: timeUnit reads
+// the years and months of other languages so that an age in them is judged
+// as an age; in small letters many are names too ("ann", "ani", "jr",
+// "let", "rok"), and outside an Age, a Duration or an age code's value,
+// with no UCUM code beside, {"value": 61.4, "unit": "ann"} and "mg/rok"
+// were released, name and number, until h-deid13 (foreignTimeText). Where
+// time is set they are units of time still (an onsetAge of 45 "anni"), and
+// so they are beside a UCUM code that says the same unit of time; English
+// and German units of time, and UCUM's, are kept anywhere.
+func TestDeidentifyTimeUnitsOfOtherLanguagesNeedATimeContext(t *testing.T) {
+	obs := func(code, q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"`+code+`"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for unit, code := range map[string]string{"ann": "a", "anni": "a", "ani": "a", "ans": "a", "an": "a", "jr": "a", "let": "a", "lat": "a",
+		"god": "a", "rok": "a", "sena": "a", "gadi": "a", "anys": "a", "ano": "a", "años": "a", "歳": "a", "mese": "mo", "mois": "mo",
+		"mg/rok": "", "ann/d": "", "10*3/let": ""} {
+		if !minimize.TimeUnit(strings.TrimPrefix(strings.TrimPrefix(unit, "mg/"), "10*3/")) && !strings.Contains(unit, "/d") {
+			t.Errorf("%s is no unit of time timeUnit reads: the test tests less than it says", unit)
+		}
+		if got := obs("1-8", `{"value":61.4,"unit":`+strconvQuote(unit)+`}`); strings.Contains(got, "61.4") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("61.4 %s alone:\n got %s", unit, got)
+		}
+		if code == "" {
+			continue
+		}
+		want := `"valueQuantity":{"code":` + strconvQuote(code) + `,"system":"http://unitsofmeasure.org","unit":` + strconvQuote(unit) + `,"value":45}`
+		if got := obs("1-8", `{"value":45,"unit":`+strconvQuote(unit)+`,"system":"http://unitsofmeasure.org","code":`+strconvQuote(code)+`}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside %s:\n got %s\nwant %s", unit, code, got, want)
+		}
+		want = `{"unit":` + strconvQuote(unit) + `,"value":45}`
+		if got := obs("30525-0", `{"value":45,"unit":`+strconvQuote(unit)+`}`); !strings.Contains(got, want) {
+			t.Errorf("an age code's 45 %s dropped:\n got %s", unit, got)
+		}
+		in := `{"resourceType":"Condition","onsetAge":{"value":45,"unit":` + strconvQuote(unit) + `}}`
+		if got := string(deidentify(t, []byte(in), nil)); !strings.Contains(got, want) {
+			t.Errorf("onsetAge of 45 %s dropped:\n got %s", unit, got)
+		}
+	}
+	for _, unit := range []string{"years", "yrs", "y/o", "years old", "yo", "yoa", "Jahre", "Monate", "min", "mo", "d", "h", "wk", "a", "a_j", "mo_j",
+		"months", "mg/d", "mL/min", "L/Min", "/wk", "{age}", "Jahre alt"} {
+		if got := obs("1-8", `{"value":61.4,"unit":`+strconvQuote(unit)+`}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":61.4}`) {
+			t.Errorf("61.4 %s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
