@@ -580,3 +580,29 @@ func TestDeidentifyTimeUnitsOfOtherLanguagesNeedATimeContext(t *testing.T) {
 		}
 	}
 }
+
+// TestDeidentifyInitialsAreNoUCUMCode: a name's initials typed as a UCUM
+// code ("J.S", a joule-siemens; "K.G", a kelvin-gauss: UCUM's form) were
+// released with their number as a quantity's code until h-deid13, though
+// the unit text "J.S." beside was dropped. No UCUM code of R4's has their
+// form outside its annotations. Such a code is now kept only beside a unit
+// text that says it ("V.A", the volt-ampere, beside "V.A").
+func TestDeidentifyInitialsAreNoUCUMCode(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, code := range []string{"J.S", "K.G", "J.K.S", "mg/J.S", "J.S/min"} {
+		for _, q := range []string{`{"value":61.4,"system":"http://unitsofmeasure.org","code":` + strconvQuote(code) + `}`,
+			`{"value":61.4,"unit":"J.S.","system":"http://unitsofmeasure.org","code":` + strconvQuote(code) + `}`} {
+			if got := obs(q); strings.Contains(got, "61.4") || strings.Contains(got, strconvQuote(code)) {
+				t.Errorf("%s:\n got %s", q, got)
+			}
+		}
+	}
+	for _, code := range []string{"V.A", "g.m/{H.B.}", "N.m", "mm[Hg].s/L"} {
+		want := `"valueQuantity":{"code":` + strconvQuote(code) + `,"system":"http://unitsofmeasure.org","unit":` + strconvQuote(code) + `,"value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(code) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(code) + `}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside itself:\n got %s\nwant %s", code, got, want)
+		}
+	}
+}
