@@ -172,3 +172,44 @@ func TestDeidentifyNamesThatAreAnnotationWords(t *testing.T) {
 		}
 	}
 }
+
+// TestDeidentifyNamesThatAreR4AnnotationsNeedACode: R4's UCUM codes hold
+// names as written, in braces ("{Can}", "{Dalton}", "{Bead}", "{Normal}",
+// "{Patch}", "{Pill}") and in brackets ("[Cal]"), which knownAnnotation
+// and ucumBrackets keep; alone as a unit text, a name with nothing of a
+// unit beside it, each was released with its number until h-deid13. Such
+// a text is now kept only beside a UCUM code that says it (countNameWord,
+// nameCaseText); beside another code the code keeps the value. A count
+// word no name is ("{Beats}", "{Cells}"), a symbol ("{Ct}"), a word of
+// capitals ("{RBC}") and a text with a unit or a number outside its
+// braces ("{Beats}/min", "mg/g{Cre}", "%{Normal}", "10*6/{Specimen}")
+// are kept alone.
+func TestDeidentifyNamesThatAreR4AnnotationsNeedACode(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"{Can}", "{Dalton}", "{Bead}", "{Normal}", "{Patch}", "{Pill}", "{Markers}", "/{Can}", "[Cal]", "{Tine'U}", "{Pan_Bio'U}"} {
+		if !minimize.KnownUnitText(unit) {
+			t.Errorf("%s is no unit text the unit rule reads: the test tests less than it says", unit)
+		}
+		for _, v := range []string{"77441124", "61.4"} { // a count of an identifier's size is withheld anyway: countIdentifier
+			if got := obs(`{"value":` + v + `,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, v) || strings.Contains(got, strconvQuote(unit)) {
+				t.Errorf("%s %s alone:\n got %s", v, unit, got)
+			}
+		}
+		want := `"valueQuantity":{"code":"g","system":"http://unitsofmeasure.org","value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":"g"}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside g:\n got %s\nwant %s", unit, got, want)
+		}
+		want = `"valueQuantity":{"code":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","unit":` + strconvQuote(unit) + `,"value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside its code:\n got %s\nwant %s", unit, got, want)
+		}
+	}
+	for _, unit := range []string{"{Beats}", "{Cells}", "{Ct}", "{RBC}", "{ElisaIndex}", "{cells}", "{score}", "{#}", "{Beats}/min",
+		"mg/g{Cre}", "%{Normal}", "10*6/{Specimen}", "[IU]", "[in_i]"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}

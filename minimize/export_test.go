@@ -20,4 +20,5 @@ var (
 var (
 	UnitAbbreviations = unitAbbreviations
 	CommonUnitWords   = commonUnitWords
+	NamelessUnitWords = namelessUnitWords
 )

@@ -353,7 +353,7 @@ func nameFormUnit(s string) bool {
 // (timeUnitWord). In small letters ("days", "stone", "box"), a unit
 // word's usual case, it is kept.
 func nameCaseUnit(s string) bool {
-	if !nameCaseWord.MatchString(s) || capitalisedSymbols[s] || germanTimeNouns[strings.ToLower(s)] {
+	if !nameCaseWord.MatchString(s) || capitalisedSymbols[s] || germanTimeNouns[strings.ToLower(s)] || namelessUnitWords[strings.ToLower(s)] {
 		return false
 	}
 	if capitalisedWord.MatchString(s) {
@@ -362,6 +362,31 @@ func nameCaseUnit(s string) bool {
 	_, time := timeUnit(s)
 	return time || !unitAbbreviations[strings.ToLower(s)] && !ucumCapitals[s]
 }
+
+// namelessUnitWords are the common clinical unit words (commonUnitWords)
+// that no name is, which systems write capitalised or in capitals alone
+// or in a rate ("TABLET", "Tablet(s)", "CAP", "VIAL", "PUFF",
+// "Thousand/uL", "Beats/Min", "UNITS/HR"): the dose forms of HL7's
+// orderableDrugForm code system (v3-orderableDrugForm, in the R4
+// definitions: tablet, capsule, caplet, lozenge, suppository, inhaler,
+// spray, puff, drops, troche, wafer, enema, applicator) and their
+// abbreviations, the packages a dispense counts (vial, syringe, ampule,
+// cartridge, packet, sachet, bottle), and the count words of laboratories
+// and monitors (thousand, million, beats, breaths, respirations, cells,
+// copies, units, doses, events, percentile). nameCaseUnit keeps them written so without a UCUM code;
+// from h-deid12 (in capitals, in rates) and h-deid11 (capitalised) until
+// h-deid13 they were dropped with their values. A unit word that is a
+// surname or a given name as often ("Stone", "Box", "Day", "Fields",
+// "Patch", "Pill", "Pen", "Cal", "Kit", "Can") is none of them.
+var namelessUnitWords = setOf(
+	"tablet", "tablets", "tab", "tabs", "capsule", "capsules", "cap", "caps", "lozenge", "lozenges",
+	"suppository", "suppositories", "inhaler", "inhalers", "inhalation", "inhalations", "spray", "sprays",
+	"puff", "puffs", "drop", "drops", "troche", "troches", "wafer", "wafers", "enema", "enemas", "applicator",
+	"applicatorful", "vial", "vials", "syringe", "syringes", "ampule", "ampules", "ampoule", "ampoules",
+	"cartridge", "cartridges", "packet", "packets", "sachet", "sachets",
+	"bottle", "bottles", "thousand", "thousands", "million", "millions", "beats", "breaths", "respirations", "cell",
+	"cells", "copies", "units", "dose", "doses", "events", "percentile", "percentiles",
+)
 
 // ucumCapitals are the words in capitals that UCUM reads as written and
 // laboratories write so: Ehrlich units ("EU/dL", urobilinogen; UCUM's
@@ -378,8 +403,8 @@ var ucumCapitals = setOf("EU", "AU", "RAD", "REM")
 // that abbreviate a unit, which laboratories and pharmacies write in
 // capitals ("KG", "MEQ", "INR", "BMI", "TAB", "THOU" of "THOU/uL", "CO" of
 // "S/CO"): nameCaseUnit keeps them in capitals alone. A unit word spelled
-// out ("STONE", "BOX", "FIELDS", "TABLETS", "CELLS") is a surname or a word
-// as often, and so are "CAL", "IN", "MI", "ST", "PER", "LOG" (Cal, In, Mi,
+// out ("STONE", "BOX", "FIELDS") is a surname or a word as often (but
+// those of namelessUnitWords, "TABLETS", "CELLS"), and so are "CAL", "IN", "MI", "ST", "PER", "LOG" (Cal, In, Mi,
 // St, Per): in capitals they need a UCUM code that says the same unit, as
 // capitalised; until h-deid12 a word in capitals that no unit of time reads
 // was kept alone, and {"value": 77441124, "unit": "STONE"} was released.
@@ -395,12 +420,13 @@ var unitAbbreviations = setOf(
 // nameCaseText reports whether unit text s holds a word, outside UCUM's
 // annotations and brackets, that is written as a name is and reads as a
 // unit only case aside (nameCaseUnit): alone ("Stone", "STONE") or as one
-// part of several ("Box/day", "Stone/wk", "mg/Stone", "BOX/d", "Beats/Min",
-// "Years old"). Such a unit text is kept only beside a UCUM code that
+// part of several ("Box/day", "Stone/wk", "mg/Stone", "BOX/d", "Years
+// old"); not a word of namelessUnitWords ("Beats/Min", "TABLET"). Such a unit text is kept only beside a UCUM code that
 // says the same unit (unitAgrees); until h-deid12 only a text of one word
 // was judged, and {"value": 77441124, "unit": "Box/day"} was released, name
 // and number. The minute a form capitalises after a slash ("L/Min":
-// perMinute) is the minute; where time is set (a Duration's or an Age's
+// perMinute), and an abbreviated unit of time there ("ML/HR":
+// rateTimeUnit), are units of time; where time is set (a Duration's or an Age's
 // unit, no code beside) a unit of time whose capitalised form is a unit
 // written so ("Days", "YEARS": timeUnitWord) is that unit; a phrase of
 // unitPhrases ("Wood units") is kept whole.
@@ -420,14 +446,20 @@ func nameCaseText(s string, time, year bool) bool {
 	if _, era := yearUnit(s); era {
 		return !year
 	}
+	if !time && foreignTimeText(s) {
+		return true // "ann", "mg/rok" outside an Age: see foreignTimeText
+	}
 	bare := bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " ")
 	bare = ucumSuffixedAtoms.Replace(bare)
 	if _, t := timeUnit(s); initials.MatchString(bare) && !(time && t) {
 		return true // but an Age's "Y.O.", years old
 	}
+	if b := strings.TrimSpace(bare); (b == "" || b == "/") && countNameWord(s) {
+		return true // "{Can}", "{Dalton}", "[Cal]": see countNameWord
+	}
 	for _, at := range letterRun.FindAllStringIndex(bare, -1) {
 		w := bare[at[0]:at[1]]
-		if perMinute(w) && strings.HasSuffix(bare[:at[0]], "/") || time && timeUnitWord(w) {
+		if strings.HasSuffix(bare[:at[0]], "/") && (perMinute(w) && (w != strings.ToUpper(w) || inCapitals(bare)) || rateTimeUnit(w)) || time && timeUnitWord(w) {
 			continue
 		}
 		if nameCaseUnit(w) {
@@ -436,6 +468,77 @@ func nameCaseText(s string, time, year bool) bool {
 	}
 	return false
 }
+
+// countNameWord reports whether unit text s, which is UCUM's braces or
+// brackets alone, after a slash or not (a count, "{Can}", "/{Specimen}",
+// or a bracketed atom alone, "[Cal]"), holds there a word of a name's form,
+// capitalised, that reads as a unit only case aside (nameCaseUnit):
+// R4's annotations and atoms hold names as written ("{Can}", "{Dalton}",
+// "{Bead}", "{Normal}", "{Patch}", "[Cal]"), which knownAnnotation and
+// ucumBrackets keep, and such a text alone, a name with nothing of a unit
+// beside it, was released with its number until h-deid13. nameCaseText
+// keeps it only beside a UCUM code that says it (unitAgrees: "{Can}"
+// beside "{Can}"). A count word no name is ("{Beats}", "{Cells}":
+// namelessUnitWords), a symbol ("{Ct}") and a word of several capitals
+// ("{RBC}", "{ElisaIndex}") are kept alone; so is a text with a unit or
+// a number outside its braces ("{Beats}/min", "mg/g{Cre}", "%{Normal}",
+// "10*6/{Specimen}").
+func countNameWord(s string) bool {
+	for _, a := range append(annotation.FindAllString(s, -1), bracketedAtom.FindAllString(s, -1)...) {
+		for _, w := range letterRun.FindAllString(a, -1) {
+			if capitalisedWord.MatchString(w) && nameCaseUnit(w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// foreignTimeText reports whether unit text s holds a unit of time that
+// only timeUnit reads, a word of a language other than English and German
+// that no UCUM unit, common clinical unit word or English age word is
+// ("ann", "anni", "ani", "ans", "an", "jr", "let", "lat", "god", "rok",
+// "sena", "mese", "mois", "gadi", "anys", "ano", "år", "歳"). timeUnit
+// reads them so that an age in an IPS or a national IG's language is
+// judged as an age; written in small letters they are names too (Ann,
+// Ani, Jr, Let, Rok), and {"value": 61.4, "unit": "ann"}, "mg/rok" were
+// released, name and number, until h-deid13. nameCaseText keeps such a
+// text only where time is set (a Duration's or an Age's unit, or an age
+// code's value, no code beside) or beside a UCUM code that says the same
+// unit of time (unitAgrees).
+func foreignTimeText(s string) bool {
+	if ucumUnit(s) {
+		return false // "a_j", "mo_j": UCUM's own
+	}
+	if _, ok := timeUnit(s); ok && !englishTimeWords(s) {
+		return true
+	}
+	for _, w := range unitRun.FindAllString(bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " "), -1) {
+		if _, ok := timeUnit(w); ok && !englishTimeWords(w) {
+			return true
+		}
+	}
+	return false
+}
+
+// englishTimeWords reports whether each run of letters of s is a UCUM
+// expression as written or in small letters ("Min", "MO"), a common clinical unit word, a unit of time
+// spelled out in English or German (spelledTimeUnits) or a word of an
+// English or German age (englishAgeWords).
+func englishTimeWords(s string) bool {
+	for _, w := range letterRun.FindAllString(s, -1) {
+		l := strings.ToLower(w)
+		if !ucumUnit(w) && !ucumUnit(l) && !commonUnitWords[l] && !spelledTimeUnits[l] && !englishAgeWords[l] {
+			return false
+		}
+	}
+	return true
+}
+
+// englishAgeWords are the words of an age in English and German that
+// timeUnit reads with a unit of time ("years old", "yrs of age", "yo",
+// "y/o", "yoa", "Jahre alt", "Lj.").
+var englishAgeWords = setOf("old", "of", "age", "yo", "yoa", "y", "o", "year", "yr", "yrsold", "yearsold", "annum", "alt", "lj")
 
 // ucumSuffixedAtoms replaces UCUM's atoms with capitals after an
 // underscore ("cal_IT", the international table calorie) by their first
@@ -505,11 +608,38 @@ func timeUnitWord(u string) bool {
 	return capitalisedUnit(string(unicode.ToUpper(r)) + strings.ToLower(u[n:]))
 }
 
+// rateTimeUnit reports whether w, after a slash, is an abbreviated unit
+// of time written so (timeUnitWord, not spelled out: "HR", "Hr", "HRS",
+// "WK", "YR"), a rate's denominator ("MM/HR", "ML/HR", "ML/KG/HR",
+// "Units/Hr"), which nameCaseText dropped with its value from h-deid12
+// until h-deid13. A unit of time spelled out is a surname as often
+// ("mg/Day", "mg/Weeks") and is not one there.
+func rateTimeUnit(w string) bool {
+	return timeUnitWord(w) && !spelledTimeUnits[strings.ToLower(w)]
+}
+
+// inCapitals reports whether unit text s has two runs of letters or more,
+// each in capitals ("MCG/KG/MIN"): a system that writes its units in
+// capitals, where "MIN" after a slash is the minute; "mg/MIN", "/MIN" are
+// not such a text.
+func inCapitals(s string) bool {
+	runs := letterRun.FindAllString(s, -1)
+	for _, r := range runs {
+		if r != strings.ToUpper(r) {
+			return false
+		}
+	}
+	return len(runs) > 1
+}
+
 // perMinute reports whether w is the minute that a capitalised form writes
-// after a slash ("L/Min", "Beats/Min", "mL/Min"): a name alone ("Min"),
-// the minute as a rate's denominator (kept before h-deid10, dropped with
-// its value by it until h-review28).
-func perMinute(w string) bool { return w == "Min" || w == "Mins" }
+// after a slash ("L/Min", "Beats/Min", "mL/Min"), or a form in capitals
+// ("MCG/KG/MIN", dropped with its value from h-deid12 until h-deid13): a
+// name alone ("Min"), the minute as a rate's denominator (kept before
+// h-deid10, dropped with its value by it until h-review28). A name after
+// a slash ("mg/Min") is released so: the residual limits of
+// docs/policy.md.
+func perMinute(w string) bool { return w == "Min" || w == "Mins" || w == "MIN" || w == "MINS" }
 
 // capitalisedWord is a name's form: a capital and small letters.
 var capitalisedWord = regexp.MustCompile(`^\p{Lu}\p{Ll}+$`)

@@ -251,7 +251,9 @@ func TestDeidentifyTimeWordsInDurationsAndAges(t *testing.T) {
 				t.Errorf("%s of 30 %s dropped:\n got %s", place, unit, got)
 			}
 		}
-		for _, name := range []string{"ANN", "MIN", "MO", "Stone", "Box", "Patch", "Tablets"} {
+		// ("Tablets", a dose form no name is, is kept written so since
+		// h-deid13, as "tablets" always was: namelessUnitWords.)
+		for _, name := range []string{"ANN", "MIN", "MO", "Stone", "Box", "Patch", "Pill"} {
 			if got := string(deidentify(t, []byte(in(`{"value":30,"unit":`+strconvQuote(name)+`}`)), nil)); strings.Contains(got, `"value":30`) || strings.Contains(got, strconvQuote(name)) {
 				t.Errorf("%s of 30 %s kept:\n got %s", place, name, got)
 			}
@@ -337,8 +339,11 @@ func TestDeidentifyNameCaseWordsInCapitalsAndParts(t *testing.T) {
 	obs := func(q string) string {
 		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
 	}
-	for _, unit := range []string{"STONE", "BOX", "CAL", "FIELDS", "PEN", "TABLETS", "CELLS", "IN", "PER",
-		"Box/day", "Stone/wk", "mg/Stone", "Stone/d", "BOX/d", "STONE/wk", "Fields/hpf", "mg/Smith", "Beats/Min", "Years old", "Cells/uL", "Thousand/uL", "Million/uL"} {
+	// ("TABLETS", "CELLS", "Beats/Min", "Cells/uL", "Thousand/uL",
+	// "Million/uL", dropped here from h-deid12, are kept since h-deid13:
+	// TestDeidentifyKeepsNamelessUnitWordsWrittenSo.)
+	for _, unit := range []string{"STONE", "BOX", "CAL", "FIELDS", "PEN", "IN", "PER",
+		"Box/day", "Stone/wk", "mg/Stone", "Stone/d", "BOX/d", "STONE/wk", "Fields/hpf", "mg/Smith", "Years old", "mg/Day", "mg/Weeks", "mg/MIN", "/MIN"} {
 		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
 			t.Errorf("%s alone:\n got %s", unit, got)
 		}
@@ -448,7 +453,9 @@ func TestDeidentifyBracketsHoldUCUMAtoms(t *testing.T) {
 			t.Errorf("%s beside g:\n got %s\nwant %s", unit, got, want)
 		}
 	}
-	for _, unit := range []string{"mm[Hg]", "[in_i]", "[in_i'Hg]", "cm[H2O]", "[iU]/L", "[IU]/L", "[degF]", "/[HPF]", "[lb_av]", "[drp]", "[Cal]", "[pH]"} {
+	// ("[Cal]", a name too, is kept alone only beside its code since
+	// h-deid13: TestDeidentifyNamesThatAreR4AnnotationsNeedACode.)
+	for _, unit := range []string{"mm[Hg]", "[in_i]", "[in_i'Hg]", "cm[H2O]", "[iU]/L", "[IU]/L", "[degF]", "/[HPF]", "[lb_av]", "[drp]", "[pH]", "kcal/[oz_av]"} {
 		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
 		}
@@ -490,6 +497,112 @@ func TestDeidentifyKeepsUCUMAtomsWithCapitalsAfterUnderscore(t *testing.T) {
 		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":4,"unit":` + strconvQuote(unit) + `}}`
 		if got := string(deidentify(t, []byte(in), nil)); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyKeepsNamelessUnitWordsWrittenSo: h-deid12's rule that a
+// unit word written as a name is (nameCaseText) needs a UCUM code saying
+// it dropped, with their values, the dose forms, packages and count words
+// systems write capitalised or in capitals ("TABLET", "Tablet(s)", "CAP",
+// "VIAL", "PUFF", "Thousand/uL", "Beats/Min", "UNITS/HR"), which no name
+// is (namelessUnitWords), and an abbreviated unit of time after a slash
+// ("MM/HR", "ML/HR", "ML/KG/HR"; "MCG/KG/MIN" in a text all in capitals:
+// rateTimeUnit, perMinute). They are kept alone again; the names among
+// unit words ("Stone", "Box", "Patch") and a unit of time spelled out
+// after a slash ("mg/Day") are not, nor "MIN" after a slash in a text of
+// small letters ("mg/MIN").
+func TestDeidentifyKeepsNamelessUnitWordsWrittenSo(t *testing.T) {
+	for w := range minimize.NamelessUnitWords {
+		if !minimize.CommonUnitWords[w] {
+			t.Errorf("namelessUnitWords holds %s, no common clinical unit word", w)
+		}
+	}
+	for _, unit := range []string{"TABLET", "Tablet", "TABLETS", "Tablets", "TABLET(S)", "Tablet(s)", "Tab", "CAP", "Cap",
+		"CAPSULE", "Capsule", "VIAL", "Vial", "PUFF", "Puffs", "SPRAY", "DROPS", "INHALER", "Syringe", "SUPPOSITORY",
+		"PACKET", "Ampule", "LOZENGE", "UNITS", "Units", "Thousand/uL", "Million/uL", "Beats/Min", "Breaths/Min",
+		"Cells/uL", "Copies/mL", "MM/HR", "ML/HR", "ML/KG/HR", "UNITS/HR", "Units/hr", "Units/Hr", "MCG/KG/MIN", "ML/MIN/1.73M2"} {
+		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":4,"unit":` + strconvQuote(unit) + `}}`
+		if got := string(deidentify(t, []byte(in), nil)); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+	for _, unit := range []string{"Stone", "Box", "Patch", "Pill", "Pen", "Kit", "Can", "mg/Day", "Box/HR", "mg/MIN", "Stone/Hr", "HR", "MIN"} {
+		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":77441124,"unit":` + strconvQuote(unit) + `}}`
+		if got := string(deidentify(t, []byte(in), nil)); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyTimeUnitsOfOtherLanguagesNeedATimeContext: timeUnit reads
+// the years and months of other languages so that an age in them is judged
+// as an age; in small letters many are names too ("ann", "ani", "jr",
+// "let", "rok"), and outside an Age, a Duration or an age code's value,
+// with no UCUM code beside, {"value": 61.4, "unit": "ann"} and "mg/rok"
+// were released, name and number, until h-deid13 (foreignTimeText). Where
+// time is set they are units of time still (an onsetAge of 45 "anni"), and
+// so they are beside a UCUM code that says the same unit of time; English
+// and German units of time, and UCUM's, are kept anywhere.
+func TestDeidentifyTimeUnitsOfOtherLanguagesNeedATimeContext(t *testing.T) {
+	obs := func(code, q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"`+code+`"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for unit, code := range map[string]string{"ann": "a", "anni": "a", "ani": "a", "ans": "a", "an": "a", "jr": "a", "let": "a", "lat": "a",
+		"god": "a", "rok": "a", "sena": "a", "gadi": "a", "anys": "a", "ano": "a", "años": "a", "歳": "a", "mese": "mo", "mois": "mo",
+		"mg/rok": "", "ann/d": "", "10*3/let": ""} {
+		if !minimize.TimeUnit(strings.TrimPrefix(strings.TrimPrefix(unit, "mg/"), "10*3/")) && !strings.Contains(unit, "/d") {
+			t.Errorf("%s is no unit of time timeUnit reads: the test tests less than it says", unit)
+		}
+		if got := obs("1-8", `{"value":61.4,"unit":`+strconvQuote(unit)+`}`); strings.Contains(got, "61.4") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("61.4 %s alone:\n got %s", unit, got)
+		}
+		if code == "" {
+			continue
+		}
+		want := `"valueQuantity":{"code":` + strconvQuote(code) + `,"system":"http://unitsofmeasure.org","unit":` + strconvQuote(unit) + `,"value":45}`
+		if got := obs("1-8", `{"value":45,"unit":`+strconvQuote(unit)+`,"system":"http://unitsofmeasure.org","code":`+strconvQuote(code)+`}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside %s:\n got %s\nwant %s", unit, code, got, want)
+		}
+		want = `{"unit":` + strconvQuote(unit) + `,"value":45}`
+		if got := obs("30525-0", `{"value":45,"unit":`+strconvQuote(unit)+`}`); !strings.Contains(got, want) {
+			t.Errorf("an age code's 45 %s dropped:\n got %s", unit, got)
+		}
+		in := `{"resourceType":"Condition","onsetAge":{"value":45,"unit":` + strconvQuote(unit) + `}}`
+		if got := string(deidentify(t, []byte(in), nil)); !strings.Contains(got, want) {
+			t.Errorf("onsetAge of 45 %s dropped:\n got %s", unit, got)
+		}
+	}
+	for _, unit := range []string{"years", "yrs", "y/o", "years old", "yo", "yoa", "Jahre", "Monate", "min", "mo", "d", "h", "wk", "a", "a_j", "mo_j",
+		"months", "mg/d", "mL/min", "L/Min", "/wk", "{age}", "Jahre alt"} {
+		if got := obs("1-8", `{"value":61.4,"unit":`+strconvQuote(unit)+`}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":61.4}`) {
+			t.Errorf("61.4 %s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyInitialsAreNoUCUMCode: a name's initials typed as a UCUM
+// code ("J.S", a joule-siemens; "K.G", a kelvin-gauss: UCUM's form) were
+// released with their number as a quantity's code until h-deid13, though
+// the unit text "J.S." beside was dropped. No UCUM code of R4's has their
+// form outside its annotations. Such a code is now kept only beside a unit
+// text that says it ("V.A", the volt-ampere, beside "V.A").
+func TestDeidentifyInitialsAreNoUCUMCode(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, code := range []string{"J.S", "K.G", "J.K.S", "mg/J.S", "J.S/min"} {
+		for _, q := range []string{`{"value":61.4,"system":"http://unitsofmeasure.org","code":` + strconvQuote(code) + `}`,
+			`{"value":61.4,"unit":"J.S.","system":"http://unitsofmeasure.org","code":` + strconvQuote(code) + `}`} {
+			if got := obs(q); strings.Contains(got, "61.4") || strings.Contains(got, strconvQuote(code)) {
+				t.Errorf("%s:\n got %s", q, got)
+			}
+		}
+	}
+	for _, code := range []string{"V.A", "g.m/{H.B.}", "N.m", "mm[Hg].s/L"} {
+		want := `"valueQuantity":{"code":` + strconvQuote(code) + `,"system":"http://unitsofmeasure.org","unit":` + strconvQuote(code) + `,"value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(code) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(code) + `}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside itself:\n got %s\nwant %s", code, got, want)
 		}
 	}
 }
