@@ -97,13 +97,19 @@
 //     swap, for tenants of up to maxWarmPatients patients in all) with the
 //     same function, so the first research list finds it built;
 //     TestWarmResearchAliases holds the warm and cold builds equal.
-//   - A record names a patient one way (patientOf, record.go): for FHIR
-//     input, whose URI segment is a keyed id, the source id the catalog's
-//     Patient resource holds; otherwise the segment. A segment without the
-//     form of a keyed id (store.HasKeyedIDForm) is taken as it is, with no
-//     catalog lookup (the manifest import requires labels.patient to equal
-//     it), and resolved segments are memoized; TestPatientOfFastPathsAgree
-//     keeps the plain lookup (lookupPatientOf) as the reference.
+//   - A record names a patient one way (patientOf, record.go), in its URIs
+//     and its patients alike: for FHIR input, whose URI segment is a keyed
+//     id, the source id (labels.patient) of the resource decided, or else
+//     the one labels.patient of the catalog's current resources under that
+//     segment in the tenant (store.Index.SegmentPatient: with or without
+//     the compartment's Patient resource), or for a retirement the removed
+//     resource's (store.Change.RemovedPatients); otherwise the segment. A
+//     segment without the form of a keyed id (store.HasKeyedIDForm) is
+//     taken as it is, with no catalog lookup (the manifest import requires
+//     labels.patient to equal it), and resolved segments are memoized;
+//     TestPatientOfFastPathsAgree keeps the plain lookup (lookupPatientOf)
+//     as the reference, and TestRecordsOfACompartmentWithoutPatientAgree
+//     holds every record's URIs to its patients.
 //   - The SDK's in-memory resource list and its plain-text cursors are never
 //     used; cursors are AEAD-sealed and bound to the caller.
 //   - No PHI, payload or secret is written to the operational log or put in an

@@ -118,67 +118,77 @@ func (lf *liveFixture) importEntries(n *store.Namer, entries []store.Entry) {
 // TestPatientOfFastPathsAgree: the patient a record names for a URI comes
 // from patientOf, which skips the catalog lookup for a segment without the
 // form of a keyed id and memoizes resolved ones. Over a catalog holding
-// custos's own data and a FHIR import (with its Patients), asked twice so
-// that the memo answers the second time, it gives what the plain lookup
-// gives, for every URI and for keyed segments the catalog does not hold.
+// custos's own data and a FHIR import (compartments with their Patients,
+// one whose Patient was never imported, one whose Patient was retired),
+// indexed (store.Live, as custos serves it) or not, asked twice so that
+// the memo answers the second time, it gives what the plain lookup gives,
+// for every URI and for keyed segments the catalog does not hold. Over the
+// indexed catalog a compartment without its Patient resolves to its
+// source id too (before, to the segment: records named the patient by
+// two hashes).
 func TestPatientOfFastPathsAgree(t *testing.T) {
 	imports := func(t testing.TB, catPath string) {
-		n, err := store.NewNamer("general-hospital", []byte("0123456789abcdef0123456789abcdef"), "test:id-key@1")
-		if err != nil {
-			t.Fatal(err)
+		n := testNamer(t)
+		patient := func(p string) store.Entry {
+			return store.Entry{Type: "Patient", ID: p, Patient: p, Body: []byte(`{"resourceType":"Patient","id":"` + p + `"}`)}
+		}
+		obs := func(p string) store.Entry {
+			return store.Entry{Type: "Observation", ID: "obs-" + p, Patient: p, Body: []byte(`{"resourceType":"Observation","id":"obs-` + p + `","status":"final","code":{"text":"Heart rate"}}`)}
 		}
 		var entries []store.Entry
-		for _, p := range []string{"MRN-1", "MRN-2"} {
-			entries = append(entries,
-				store.Entry{Type: "Patient", ID: p, Patient: p, Body: []byte(`{"resourceType":"Patient","id":"` + p + `"}`)},
-				store.Entry{Type: "Observation", ID: "obs-" + p, Patient: p, Body: []byte(`{"resourceType":"Observation","id":"obs-` + p + `","status":"final","code":{"text":"Heart rate"}}`)})
+		for _, p := range []string{"MRN-1", "MRN-2", "MRN-retired"} {
+			entries = append(entries, patient(p), obs(p))
 		}
-		entries = append(entries, store.Entry{Type: "Observation", ID: "obs-orphan", Patient: "MRN-never-imported",
-			Body: []byte(`{"resourceType":"Observation","id":"obs-orphan","status":"final","code":{"text":"Heart rate"}}`)})
-		stream := func(yield func(store.Entry, error) bool) {
-			for _, e := range entries {
-				if !yield(e, nil) {
-					return
+		entries = append(entries, obs("MRN-never-imported"))
+		retired := patient("MRN-retired")
+		retired.Deleted, retired.Body = true, nil
+		importEntries(t, catPath, n, entries...)
+		importEntries(t, catPath, n, retired)
+	}
+	for _, live := range []bool{false, true} {
+		t.Run(map[bool]string{false: "store", true: "live"}[live], func(t *testing.T) {
+			f := newServerFixture(t, fixtureOptions{imports: imports, live: live})
+			fast, plain := server.PatientOf(f.catalog)
+			var uris []store.URI
+			for _, r := range f.allURIs() {
+				u, err := store.ParseURI(r.URI)
+				if err != nil {
+					t.Fatal(err)
+				}
+				uris = append(uris, u)
+				if u.Patient != "" { // the same compartment under a segment no import made
+					v := u
+					v.Patient = store.ResourceID([]byte("another key, another catalog...."), u.Tenant, "Patient", u.Patient)
+					uris = append(uris, v)
+				}
+				if live && u.Patient != "" {
+					// Every compartment, with its Patient or not, resolves
+					// to the patient its resources name.
+					if got := plain(u); got != r.Labels.Patient {
+						t.Errorf("%s: the plain lookup %q, labels.patient %q", u, got, r.Labels.Patient)
+					}
 				}
 			}
-		}
-		if _, err := store.ImportEntriesStaged(context.Background(), catPath, stream, store.EntryOptions{Namer: n}, store.Options{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f := newServerFixture(t, fixtureOptions{imports: imports})
-	fast, plain := server.PatientOf(f.catalog)
-	var uris []store.URI
-	for _, r := range f.allURIs() {
-		u, err := store.ParseURI(r.URI)
-		if err != nil {
-			t.Fatal(err)
-		}
-		uris = append(uris, u)
-		if u.Patient != "" { // the same compartment under a segment no import made
-			v := u
-			v.Patient = store.ResourceID([]byte("another key, another catalog...."), u.Tenant, "Patient", u.Patient)
-			uris = append(uris, v)
-		}
-	}
-	native, keyed := 0, 0
-	for range 2 {
-		for _, u := range uris {
-			want := plain(u)
-			if got := fast(u); got != want {
-				t.Errorf("%s: patientOf %q, the plain lookup %q", u, got, want)
+			native, keyed := 0, 0
+			for range 2 {
+				for _, u := range uris {
+					want := plain(u)
+					if got := fast(u); got != want {
+						t.Errorf("%s: patientOf %q, the plain lookup %q", u, got, want)
+					}
+					switch {
+					case u.Patient == "":
+					case want == u.Patient:
+						native++
+					default:
+						keyed++
+					}
+				}
 			}
-			switch {
-			case u.Patient == "":
-			case want == u.Patient:
-				native++
-			default:
-				keyed++
+			if native == 0 || keyed == 0 {
+				t.Fatalf("%d URIs name their patient by the segment and %d by a source id: the test needs both", native, keyed)
 			}
-		}
-	}
-	if native == 0 || keyed == 0 {
-		t.Fatalf("%d URIs name their patient by the segment and %d by a source id: the test needs both", native, keyed)
+		})
 	}
 }
 

@@ -381,3 +381,44 @@ func (f *fixture) allURIs() []store.Resource {
 		after = page[len(page)-1].URI
 	}
 }
+
+// testNamer is the namer of the tests' FHIR imports: tenant
+// general-hospital under a fixed id key.
+func testNamer(t testing.TB) *store.Namer {
+	t.Helper()
+	n, err := store.NewNamer("general-hospital", []byte("0123456789abcdef0123456789abcdef"), "test:id-key@1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// importEntries imports es, named by n, into the catalog file at catPath
+// (an incremental import: Deleted entries retire what they name).
+func importEntries(t testing.TB, catPath string, n *store.Namer, es ...store.Entry) {
+	t.Helper()
+	if _, err := store.ImportEntriesStaged(context.Background(), catPath, slicesEntries(es), store.EntryOptions{Namer: n}, store.Options{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// slicesEntries is es as an entry stream.
+func slicesEntries(es []store.Entry) func(func(store.Entry, error) bool) {
+	return func(yield func(store.Entry, error) bool) {
+		for _, e := range es {
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+}
+
+// importLive is importEntries into lf's catalog, then swaps it in (the
+// server is told what changed, as custos serve is).
+func (lf *liveFixture) importLive(n *store.Namer, es ...store.Entry) {
+	lf.t.Helper()
+	importEntries(lf.t, lf.catPath, n, es...)
+	if _, swapped, err := lf.live.Reload(); err != nil || !swapped {
+		lf.t.Fatalf("Reload: %v %v", swapped, err)
+	}
+}

@@ -53,7 +53,11 @@ func (s *Server) entry(ctx context.Context, id Identity, action string) audit.En
 // e.Input becomes the JSON of in with every patient id replaced under the
 // same key (see pseudonymInput), for replay by custos policy impact; without
 // the key no input is recorded.
-func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Input) (audit.Entry, error) {
+//
+// named, if not nil, maps a URI of e to the patient id its resource names
+// (labels.patient) where the server knows it from elsewhere than the
+// catalog now served (a retired resource's, from the catalog it left).
+func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Input, named map[string]string) (audit.Entry, error) {
 	e.Input = nil
 	k, err := s.cfg.Keys.AuditKey(ctx)
 	if err != nil {
@@ -70,7 +74,11 @@ func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Inp
 	}
 	us := make([]string, len(e.URIs))
 	for i, raw := range e.URIs {
-		us[i] = pseudonymURI(pseudonym, raw, s.patientOf)
+		patientOf := s.patientOf
+		if p, ok := namedPatient(raw, in, named); ok {
+			patientOf = func(store.URI) string { return p }
+		}
+		us[i] = pseudonymURI(pseudonym, raw, patientOf)
 	}
 	e.Patients, e.URIs = ps, us
 	keys := make([]string, 0, len(e.Keys))
@@ -89,6 +97,19 @@ func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Inp
 		}
 	}
 	return e, nil
+}
+
+// namedPatient is the patient id the URI raw of a record names where the
+// server holds the resource's own labels.patient: the resource decided
+// (in, whose patient the decision saw and the record's patients name), or
+// one that named maps. Otherwise the catalog resolves raw's patient
+// segment (patientOf).
+func namedPatient(raw string, in *policy.Input, named map[string]string) (string, bool) {
+	if in != nil && in.Resource != nil && in.Resource.URI == raw && in.Resource.Patient != "" {
+		return in.Resource.Patient, true
+	}
+	p, ok := named[raw]
+	return p, ok && p != ""
 }
 
 // pseudonymInput is the policy input in as recorded for replay: the
@@ -159,15 +180,17 @@ type patientIDs struct {
 // care team and the record's patients use): for custos's own data the
 // segment itself; for FHIR input, whose segment is a keyed id of the
 // source Patient id (docs/uris.md, "Opaque ids"), the labels.patient of
-// the catalog's Patient resource of that compartment. When the catalog
-// holds no such Patient (it was never imported, or was retired), the
-// segment. "" when u names no patient. It is lookupPatientOf with two
-// fast paths, which a test holds to it over catalogs of both kinds: a
-// segment without the form of a keyed id (store.HasKeyedIDForm) is the
-// patient itself, with no catalog lookup (custos's own data, whose
-// labels.patient must equal the segment); and a resolved segment is
-// memoized: under the catalog's never-rotated id key a segment always
-// stands for the same id.
+// the resources the catalog holds in that compartment, whichever they are
+// (its Patient resource, or only an Observation when the export had no
+// Patient or the Patient was retired). When the catalog holds nothing
+// under the segment (a URI naming no resource of a compartment it knows),
+// the segment. "" when u names no patient. It is lookupPatientOf with two
+// fast paths, which a test holds to it over catalogs of both kinds, with
+// and without their Patient resources: a segment without the form of a
+// keyed id (store.HasKeyedIDForm) is the patient itself, with no catalog
+// lookup (custos's own data, whose labels.patient must equal the
+// segment); and a resolved segment is memoized: under the catalog's
+// never-rotated id key a segment always stands for the same id.
 func (s *Server) patientOf(u store.URI) string {
 	if u.Patient == "" {
 		return ""
@@ -195,12 +218,21 @@ func (s *Server) patientOf(u store.URI) string {
 	return id
 }
 
-// lookupPatientOf is patientOf without its fast paths: the labels.patient
-// of the catalog's Patient resource of u's compartment, found; or u's
-// patient segment, not found ("" when u names no patient).
+// lookupPatientOf is patientOf without its fast paths: found, the one
+// labels.patient of the current resources of u's tenant under u's patient
+// segment (store.Index.SegmentPatient), over a catalog that keeps an index
+// (store.Live, what custos serves); over one that keeps none, the
+// labels.patient of the compartment's Patient resource. Not found, u's
+// patient segment ("" when u names no patient).
 func (s *Server) lookupPatientOf(u store.URI) (id string, found bool) {
 	if u.Patient == "" {
 		return "", false
+	}
+	if ix, err := s.catalogIndex(); err == nil && ix != nil {
+		if p, ok := ix.SegmentPatient(u.Tenant, u.Patient); ok {
+			return p, true
+		}
+		return u.Patient, false
 	}
 	pu := store.URI{Scheme: store.SchemeFHIR, Tenant: u.Tenant, Patient: u.Patient, Type: "patient", ID: u.Patient}
 	r, err := s.cfg.Catalog.Get(pu.String())
@@ -329,6 +361,12 @@ func (s *Server) commit(ctx context.Context, e audit.Entry) (audit.Record, error
 // commitInput is commit for a request that reached a policy decision on in:
 // the record's decision input (Entry.Input) is in, pseudonymized.
 func (s *Server) commitInput(ctx context.Context, e audit.Entry, in *policy.Input) (audit.Record, error) {
+	return s.commitNamed(ctx, e, in, nil)
+}
+
+// commitNamed is commitInput with the patients of some URIs of e named
+// (see pseudonymize).
+func (s *Server) commitNamed(ctx context.Context, e audit.Entry, in *policy.Input, named map[string]string) (audit.Record, error) {
 	if ctx.Err() != nil {
 		// The caller went away (notifications/cancelled, an HTTP client
 		// gone, the server stopping) before its record was appended:
@@ -338,7 +376,7 @@ func (s *Server) commitInput(ctx context.Context, e audit.Entry, in *policy.Inpu
 		s.log.Info("request cancelled before its audit record was appended; nothing released", "action", e.Action, "outcome", e.Outcome)
 		return audit.Record{}, cancelled()
 	}
-	e, kerr := s.pseudonymize(ctx, e, in)
+	e, kerr := s.pseudonymize(ctx, e, in, named)
 	t0 := time.Now()
 	// The append is waited for even if the caller goes away meanwhile:
 	// its commit goes on either way, and only its own result says whether
@@ -402,7 +440,7 @@ func (s *Server) auditFailure(ctx context.Context, e audit.Entry, reason string,
 	ctx = context.WithoutCancel(ctx)
 	e.Outcome = audit.OutcomeError
 	e.Reason = reason
-	e, _ = s.pseudonymize(ctx, e, nil) // without the key: recorded without identifiers; the decision's input is on the allow record
+	e, _ = s.pseudonymize(ctx, e, nil, nil) // without the key: recorded without identifiers; the decision's input is on the allow record
 	if _, aerr := s.cfg.Audit.Append(ctx, e); aerr != nil {
 		s.log.Error("audit append of failure record failed", "action", e.Action, "reason", reason, "err", aerr)
 	}

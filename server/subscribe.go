@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -366,7 +367,7 @@ func (s *Server) CatalogChanged(ctx context.Context, ch store.Change) {
 	defer s.subs.round.Unlock()
 	ctx = s.withDecider(ctx)
 	s.redropPruned(ctx)
-	s.auditRetired(ctx, ch.Removed)
+	s.auditRetired(ctx, ch.Removed, ch.RemovedPatients)
 	for _, uri := range slices.Concat(ch.Updated, ch.Removed) {
 		targets := s.subs.subscribersOf(uri)
 		send := map[*mcp.Server]bool{}
@@ -408,7 +409,12 @@ func (s *Server) CatalogChanged(ctx context.Context, ch store.Change) {
 // auditRetired writes one ActionRetire record per URI that left the
 // catalog, before any subscriber is told. A record that cannot be written
 // is logged (the catalog has changed already; there is nothing to refuse).
-func (s *Server) auditRetired(ctx context.Context, removed []string) {
+// patients are the labels.patient of the removed resources in the catalog
+// they left (store.Change.RemovedPatients): a record names the patient by
+// them, as records of the resource did while it was served, even when the
+// patient's whole compartment left and the catalog now served no longer
+// says whom its segment stood for.
+func (s *Server) auditRetired(ctx context.Context, removed []string, patients map[string]string) {
 	// Up to retireAppends records in flight at once, so that the audit
 	// log's group commit batches them: a full import that retires many
 	// resources costs a few commits, not one fsync per URI while the
@@ -424,10 +430,10 @@ func (s *Server) auditRetired(ctx context.Context, removed []string) {
 			e := s.entry(ctx, Identity{Principal: policy.Principal{Sub: "custos"}}, ActionRetire)
 			e.Outcome, e.Reason = audit.OutcomeAllow, ReasonRetired
 			e.URIs = []string{uri}
-			if u, err := store.ParseURI(uri); err == nil {
-				e.Patients = patientList(s.patientOf(u))
+			if u, err := store.ParseURI(uri); err == nil && u.Patient != "" {
+				e.Patients = patientList(cmp.Or(patients[uri], s.patientOf(u)))
 			}
-			if _, err := s.commit(ctx, e); err != nil {
+			if _, err := s.commitNamed(ctx, e, nil, patients); err != nil {
 				s.log.Error("auditing a retired resource failed", "err", err)
 			}
 		}()

@@ -221,8 +221,9 @@
 //     when Live opens or swaps it in and never changes afterwards: for every
 //     tenant, TenantPage yields exactly the file's resources labelled with
 //     that tenant, in URI order, and PatientEntries those of one patient
-//     (keyed on Labels, never on URI segments). TestIndexAgreesWithPage
-//     holds it against a plain Page walk. Building it costs one decoding
+//     (keyed on Labels, never on URI segments); SegmentPatient names the
+//     one Labels.Patient of a tenant's resources under a URI patient
+//     segment. TestIndexAgreesWithPage holds it against a plain Page walk. Building it costs one decoding
 //     pass over the catalog (of the indexed fields only) at open and at
 //     each swap, off the request path: ~0.9-2 s and ~41 MB for 100,000
 //     resources (docs/benchmarks.md).

@@ -44,6 +44,7 @@ type Index struct {
 	patients map[tenantKey][]int32  // (tenant, patient) -> positions, ascending
 	schemes  map[tenantKey][]string // (tenant, patient) -> distinct URI schemes, sorted
 	segs     map[tenantKey][]string // (tenant, patient) -> distinct URI patient segments
+	bySeg    map[tenantKey]string   // (tenant, URI patient segment) -> the one Labels.Patient under it; "" when several
 	sorted   map[string][]string    // tenant -> its distinct patients, sorted
 	strs     map[string]string      // interned label strings, only while building
 }
@@ -56,7 +57,7 @@ const indexPage = 1024
 // buildIndex reads every current resource, page by page, with next (the
 // entries of up to limit resources after after, in URI order).
 func buildIndex(next func(after string, limit int) ([]IndexEntry, error)) (*Index, error) {
-	ix := &Index{tenants: map[string][]int32{}, patients: map[tenantKey][]int32{}, schemes: map[tenantKey][]string{}, segs: map[tenantKey][]string{}, sorted: map[string][]string{}, strs: map[string]string{}}
+	ix := &Index{tenants: map[string][]int32{}, patients: map[tenantKey][]int32{}, schemes: map[tenantKey][]string{}, segs: map[tenantKey][]string{}, bySeg: map[tenantKey]string{}, sorted: map[string][]string{}, strs: map[string]string{}}
 	after := ""
 	for {
 		page, err := next(after, indexPage)
@@ -149,9 +150,34 @@ func (ix *Index) add(e *IndexEntry) {
 	if sc := ix.schemes[k]; len(sc) == 0 || sc[len(sc)-1] != ix.entries[pos].Scheme() {
 		ix.schemes[k] = append(sc, ix.intern(ix.entries[pos].Scheme()))
 	}
-	if u, err := ParseURI(e.URI); err == nil && u.Patient != "" && !slices.Contains(ix.segs[k], u.Patient) {
+	u, err := ParseURI(e.URI)
+	if err != nil || u.Patient == "" {
+		return
+	}
+	if !slices.Contains(ix.segs[k], u.Patient) {
 		ix.segs[k] = append(ix.segs[k], u.Patient)
 	}
+	if l.Patient != "" {
+		sk := tenantKey{l.Tenant, u.Patient}
+		if p, seen := ix.bySeg[sk]; !seen {
+			ix.bySeg[sk] = l.Patient
+		} else if p != l.Patient {
+			ix.bySeg[sk] = "" // two patients under one segment: it stands for neither
+		}
+	}
+}
+
+// SegmentPatient returns the patient that the URI patient segment seg
+// stands for in tenant: the Labels.Patient of the indexed resources of
+// tenant whose URI has that segment, whichever of the compartment's
+// resources the catalog holds (its Patient resource or not). For custos's
+// own data that is seg itself, for FHIR input the source Patient id of
+// which seg is the keyed id. False when no resource of tenant with a
+// patient label is under seg, or when those under it name more than one
+// patient (then seg stands for none of them).
+func (ix *Index) SegmentPatient(tenant, seg string) (string, bool) {
+	p := ix.bySeg[tenantKey{tenant, seg}]
+	return p, p != ""
 }
 
 // PatientSegments returns the distinct patient segments of the URIs of the

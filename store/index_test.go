@@ -72,6 +72,25 @@ func checkIndex(t *testing.T, ix *Index, p pager) {
 			underSeg[u.Patient] = append(underSeg[u.Patient], sp)
 		}
 	}
+	// SegmentPatient (the server's patientOf) against the same walk: the
+	// one patient the resources of a tenant under a segment name.
+	type tenantSeg struct{ tenant, seg string }
+	bySeg := map[tenantSeg][]string{{"no-such-tenant", "no-such-segment"}: nil}
+	for _, r := range all {
+		if u, err := ParseURI(r.URI); err == nil && u.Patient != "" {
+			k := tenantSeg{r.Labels.Tenant, u.Patient}
+			if r.Labels.Patient != "" && !slices.Contains(bySeg[k], r.Labels.Patient) {
+				bySeg[k] = append(bySeg[k], r.Labels.Patient)
+			}
+			bySeg[tenantSeg{"no-such-tenant", u.Patient}] = nil
+		}
+	}
+	for k, ps := range bySeg {
+		got, ok := ix.SegmentPatient(k.tenant, k.seg)
+		if want := len(ps) == 1; ok != want || ok && got != ps[0] {
+			t.Fatalf("SegmentPatient(%q, %q) = %q, %v; the resources under it name %q", k.tenant, k.seg, got, ok, ps)
+		}
+	}
 	for patient, want := range mapsWith(tenantsOf, "no-such-patient") {
 		slices.Sort(want)
 		if got := ix.PatientTenants(patient); !slices.Equal(got, want) {
@@ -248,4 +267,46 @@ func mapsWith[V any](m map[string][]V, absent string) map[string][]V {
 	out := maps.Clone(m)
 	out[absent] = nil
 	return out
+}
+
+// SegmentPatient names the patient a URI's patient segment stands for from
+// any resource of the compartment, with or without its Patient resource;
+// a segment under which resources name two patients stands for none, and
+// a segment is per tenant.
+func TestIndexSegmentPatient(t *testing.T) {
+	const (
+		seg1 = "0b5c1f7e-3c2a-8d7e-9f10-2a3b4c5d6e7f" // a compartment without a Patient resource
+		seg2 = "cdcc52c3-6174-81ea-a7eb-916734a3d4fb" // one whose resources name two patients
+		id   = "d6a7732f-601b-8415-a2eb-2931f7dbc838"
+	)
+	obs := func(tenant, seg, n string) string {
+		return "fhir://" + tenant + "/patients/" + seg + "/observation/" + id[:len(id)-1] + n
+	}
+	rs := pages{ // in URI order
+		{URI: obs("t1", seg1, "1"), Version: 1, Labels: Labels{Tenant: "t1", Patient: "MRN-1", Type: "observation"}},
+		{URI: obs("t1", seg1, "2"), Version: 1, Labels: Labels{Tenant: "t1", Patient: "MRN-1", Type: "observation"}},
+		{URI: obs("t1", seg2, "3"), Version: 1, Labels: Labels{Tenant: "t1", Patient: "MRN-2", Type: "observation"}},
+		{URI: obs("t1", seg2, "4"), Version: 1, Labels: Labels{Tenant: "t1", Patient: "MRN-3", Type: "observation"}},
+		{URI: obs("t2", seg1, "6"), Version: 1, Labels: Labels{Tenant: "t2", Type: "observation"}},
+		{URI: obs("t2", seg2, "5"), Version: 1, Labels: Labels{Tenant: "t2", Patient: "MRN-2", Type: "observation"}},
+	}
+	ix, err := buildIndex(resourceEntries(rs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIndex(t, ix, rs)
+	for _, c := range []struct {
+		tenant, seg, want string
+		ok                bool
+	}{
+		{"t1", seg1, "MRN-1", true},
+		{"t1", seg2, "", false},
+		{"t2", seg2, "MRN-2", true},
+		{"t2", seg1, "", false}, // its one resource has no patient label
+		{"t3", seg1, "", false},
+	} {
+		if got, ok := ix.SegmentPatient(c.tenant, c.seg); got != c.want || ok != c.ok {
+			t.Errorf("SegmentPatient(%s, %s) = %q, %v; want %q, %v", c.tenant, c.seg, got, ok, c.want, c.ok)
+		}
+	}
 }

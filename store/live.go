@@ -29,6 +29,11 @@ type Change struct {
 	Added []string
 	// Removed are URIs only in the old catalog.
 	Removed []string
+	// RemovedPatients maps each URI of Removed whose resource named a
+	// patient to that Labels.Patient in the old catalog: the patient its
+	// URI's patient segment stood for, which the new catalog no longer
+	// says when the patient's whole compartment left it. Nil when none.
+	RemovedPatients map[string]string
 }
 
 // Empty reports whether nothing changed.
@@ -69,6 +74,12 @@ func diff(old, cur pager) (Change, error) {
 			return ch, nil
 		case rb == nil || (ra != nil && ra.URI < rb.URI):
 			ch.Removed = append(ch.Removed, ra.URI)
+			if ra.Labels.Patient != "" {
+				if ch.RemovedPatients == nil {
+					ch.RemovedPatients = map[string]string{}
+				}
+				ch.RemovedPatients[ra.URI] = ra.Labels.Patient
+			}
 			a.i++
 		case ra == nil || rb.URI < ra.URI:
 			ch.Added = append(ch.Added, rb.URI)

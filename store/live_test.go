@@ -47,6 +47,8 @@ func TestDiff(t *testing.T) {
 		{"both empty", nil, nil, Change{}},
 		{"all added", nil, pages{r("a", 1, "x"), r("b", 1, "y")}, Change{Added: []string{"a", "b"}}},
 		{"all removed", pages{r("a", 1, "x")}, nil, Change{Removed: []string{"a"}}},
+		{"removed with its patient", pages{r("a", 1, "x"), {URI: "b", Version: 1, Digest: "y", Labels: Labels{Patient: "MRN-1"}}}, pages{r("a", 1, "x")},
+			Change{Removed: []string{"b"}, RemovedPatients: map[string]string{"b": "MRN-1"}}},
 		{"unchanged", pages{r("a", 1, "x")}, pages{r("a", 1, "x")}, Change{}},
 		{"new version", pages{r("a", 1, "x")}, pages{r("a", 2, "x")}, Change{Updated: []string{"a"}}},
 		{"new etag", pages{r("a", 1, "x")}, pages{r("a", 1, "y")}, Change{Updated: []string{"a"}}},

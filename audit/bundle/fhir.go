@@ -560,9 +560,10 @@ func deviceRef(node string, str func(string) string) fhirReference {
 // patient id in a URI is its keyed hash, as in the record's patients), or
 // all of them when patients is empty; with unattributed, also each URI
 // naming none of all, the record's patients: a tenant's reference data,
-// or a URI whose patient segment the server recorded as the hash of the
-// segment itself (server.patientOf: a FHIR compartment without a Patient
-// resource in the catalog), which no event's patient names. Every URI of
+// or, in a record written before 2026-12-06, a URI whose patient segment
+// the server recorded as the hash of the segment itself (server.patientOf
+// then: a FHIR compartment without a Patient resource in the catalog),
+// which no event's patient names. Every URI of
 // the record is then in some event, and an event never names a URI of
 // another of the record's patients.
 func urisOf(uris, patients, all []string, unattributed bool) []string {
