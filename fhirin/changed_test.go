@@ -17,14 +17,7 @@ import (
 // file of resources alone, was not read again for Bundles: a Bundle it
 // gained between the reads was left out, silently.
 func TestReadFileChangedBetweenReads(t *testing.T) {
-	obs, err := os.ReadFile(filepath.Join("testdata", "outside", "hl7-r4-consent", "Observation.ndjson"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	synthea, err := os.ReadFile(filepath.Join("testdata", "synthea-bundle.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	obs, synthea := changedInput(t)
 	// A Bundle of the Synthea Bundle's Patient, with ids of its own.
 	gained := strings.NewReplacer("a3c9e7d1-2b4f-4e6a-8c0d-1f2e3a4b5c6d", "a3c9e7d1-2b4f-4e6a-8c0d-00000000c0de", "e1e2e3e4-", "c0dec0de-").Replace(string(synthea))
 	setup := func(t *testing.T) (dir, res string) {
@@ -113,4 +106,19 @@ func TestReadFileChangedBetweenReads(t *testing.T) {
 			}
 		}
 	}
+}
+
+// changedInput is the input of the tests of files that change: HL7's R4
+// Observation/f003 (a resource file) and the Synthea-style transaction
+// Bundle of testdata/synthea-bundle.json.
+func changedInput(t *testing.T) (obs, synthea []byte) {
+	obs, err := os.ReadFile(filepath.Join("testdata", "outside", "hl7-r4-consent", "Observation.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	synthea, err = os.ReadFile(filepath.Join("testdata", "synthea-bundle.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obs, synthea
 }

@@ -10,12 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -384,14 +386,25 @@ func (rd *reader) readSource(s *source) error {
 		}
 		rd.headsOnly = true
 	}
-	f, err := os.Open(s.path)
-	if err != nil {
+	// O_NONBLOCK: a FIFO put in the file's place (a symlink retargeted
+	// after sources listed it as a regular file) does not block open(2),
+	// and is refused below with anything else that is no regular file.
+	// Until a later change on 2026-12-06 a FIFO nobody wrote to hung the
+	// import past SIGTERM, and /dev/zero had the hash read it for ever
+	// (TestReadFileReplacedByAPipeOrADevice).
+	f, err := os.OpenFile(s.path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if _, read := rd.files[s.path]; err != nil && read && errors.Is(err, fs.ErrNotExist) {
+		return newError(s.name, "", ErrChanged, "the file is gone since the import read it")
+	} else if err != nil {
 		return newError(s.name, "", ErrFormat, "%v", pathErr(err))
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		return newError(s.name, "", ErrFormat, "%v", pathErr(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return newError(s.name, "", ErrChanged, "no longer a regular file (now a pipe, a socket or a device) since the import listed it")
 	}
 	h := sha256.New()
 	err = rd.readFile(s, io.TeeReader(f, h))
