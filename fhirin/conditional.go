@@ -229,6 +229,18 @@ func (c conditional) matchesEntry(typ string, o *entry) bool {
 // written as a new version of the match). Nothing is written when an
 // entry is refused: Read fails.
 func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
+	if rd.sweep {
+		// firstPassOfBundles: every entry's search, as scanBundle files
+		// them, though a problem below ends the loop at one entry (a
+		// problem that pass may drop: its searches are kept).
+		for i, e := range entries {
+			if c, ok, err := conditionalOf(where(s, e.line), "Bundle.entry["+itoa(i)+"]", s.base, e); err == nil && ok {
+				if err := rd.addSearched(e.typ, c.search); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	for i, e := range entries {
 		path := "Bundle.entry[" + itoa(i) + "]"
 		w := where(s, e.line)
@@ -238,11 +250,6 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 		}
 		if !ok {
 			continue
-		}
-		if rd.sweep {
-			if err := rd.addSearched(e.typ, c.search); err != nil {
-				return err
-			}
 		}
 		for j, o := range entries {
 			if j != i && c.matchesEntry(e.typ, o) {

@@ -247,19 +247,39 @@ func (rd *reader) pass(srcs []source) error {
 // first. Until 2026-12-06 such an input was always read once more for its
 // searches: a directory of Bundles alone three times, not two
 // (TestReadBundlesAloneReadTwice).
+//
+// The problems it finds in a Bundle read before such a resource may be
+// none of the first pass proper's (a search finding two Practitioners of
+// the catalog, one of which that resource rewrites without the identifier
+// searched), and are dropped with the rest; MaxProblems of them do not end
+// Read (the files are read for their searches alone, collectSearches,
+// and the passes find the problems there are). Until a later change on
+// 2026-12-06 they ended it (errTooMany), and the searches of a Bundle's
+// entries after one were not collected: a conditional create there did
+// not find the resource outside Bundles it names, and created a second
+// (TestReadFirstPassOfBundlesFallbackIsExact).
 func (rd *reader) firstPassOfBundles(srcs []source) (bool, error) {
 	problems, seen := slices.Clone(rd.problems), maps.Clone(rd.seen)
+	drop := func() { rd.idx, rd.problems, rd.seen = newIndex(), problems, seen }
 	rd.forgetWritten()
 	rd.sweep, rd.bundlePhase = true, true
 	defer func() { rd.sweep, rd.bundlePhase, rd.scan = false, false, false }()
 	for _, s := range srcs {
-		if err := rd.problem(rd.readSource(&s)); err != nil {
+		err := rd.problem(rd.readSource(&s))
+		if errors.Is(err, errTooMany) {
+			// Cut off mid-way: what the files hold (reader.kinds, noted
+			// as read) and their searches are not all known yet.
+			drop()
+			rd.sweep = false
+			return false, rd.collectSearches(srcs)
+		}
+		if err != nil {
 			return false, err
 		}
 	}
 	for _, k := range rd.kinds {
 		if k&unitKind(false) != 0 {
-			rd.idx, rd.problems, rd.seen = newIndex(), problems, seen
+			drop()
 			return false, nil
 		}
 	}
