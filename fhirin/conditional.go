@@ -83,11 +83,13 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 		atPath = c.path
 		// R4: the query part alone ("what follows the ?"); the entry's
 		// type-level URL before it is a common form too, relative (Type?,
-		// Type/?, /Type?) or absolute ([base]/Type?). A "?" after a "=" or
-		// "&" is the query's own.
+		// Type/?, /Type?) or absolute ([base]/Type?), and so is the "?"
+		// alone before it (?query, which HAPI FHIR reads as the query;
+		// until a later change on 2026-12-06 refused as "a path before
+		// the ?"). A "?" after a "=" or "&" is the query's own.
 		query = e.Request.IfNoneExist
 		if u, q, ok := strings.Cut(query, "?"); ok && !strings.ContainsAny(u, "=&") {
-			if rel := strings.TrimPrefix(u, "/"); !typeLevel(rel, e.typ) {
+			if rel := strings.TrimPrefix(u, "/"); u != "" && !typeLevel(rel, e.typ) {
 				last := strings.TrimSuffix(rel, "/")
 				last = last[strings.LastIndex(last, "/")+1:]
 				if IsResourceType(last) && typeLevel(rel, last) {
