@@ -260,7 +260,25 @@ func (rd *reader) pass(srcs []source) error {
 // (TestReadFirstPassOfBundlesFallbackIsExact).
 func (rd *reader) firstPassOfBundles(srcs []source) (bool, error) {
 	problems, seen := slices.Clone(rd.problems), maps.Clone(rd.seen)
-	drop := func() { rd.idx, rd.problems, rd.seen = newIndex(), problems, seen }
+	// drop forgets what the read learnt but that a file changed while
+	// it read it (ErrChanged): what it noted the file holds
+	// (reader.kinds) decides what the later reads skip, and those see the
+	// file changed no more. Until a later change on 2026-12-06 that was
+	// dropped too, and a resource appended to a file of Bundles during
+	// that read was left out of an import that succeeded
+	// (TestReadFileAppendedDuringFirstPassOfBundles).
+	drop := func() error {
+		found := rd.problems[len(problems):]
+		rd.idx, rd.problems, rd.seen = newIndex(), problems, seen
+		for _, p := range found {
+			if errors.Is(p, ErrChanged) {
+				if err := rd.problem(p); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 	rd.forgetWritten()
 	rd.sweep, rd.bundlePhase = true, true
 	defer func() { rd.sweep, rd.bundlePhase, rd.scan = false, false, false }()
@@ -269,7 +287,9 @@ func (rd *reader) firstPassOfBundles(srcs []source) (bool, error) {
 		if errors.Is(err, errTooMany) {
 			// Cut off mid-way: what the files hold (reader.kinds, noted
 			// as read) and their searches are not all known yet.
-			drop()
+			if err := drop(); err != nil {
+				return false, err
+			}
 			rd.sweep = false
 			return false, rd.collectSearches(srcs)
 		}
@@ -279,8 +299,7 @@ func (rd *reader) firstPassOfBundles(srcs []source) (bool, error) {
 	}
 	for _, k := range rd.kinds {
 		if k&unitKind(false) != 0 {
-			drop()
-			return false, nil
+			return false, drop()
 		}
 	}
 	rd.passSums = append(rd.passSums, rd.outside)
