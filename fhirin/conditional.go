@@ -83,11 +83,13 @@ func conditionalOf(w, path, base string, e *entry) (conditional, bool, error) {
 		atPath = c.path
 		// R4: the query part alone ("what follows the ?"); the entry's
 		// type-level URL before it is a common form too, relative (Type?,
-		// Type/?, /Type?) or absolute ([base]/Type?). A "?" after a "=" or
-		// "&" is the query's own.
+		// Type/?, /Type?) or absolute ([base]/Type?), and so is the "?"
+		// alone before it (?query, which HAPI FHIR reads as the query;
+		// until a later change on 2026-12-06 refused as "a path before
+		// the ?"). A "?" after a "=" or "&" is the query's own.
 		query = e.Request.IfNoneExist
 		if u, q, ok := strings.Cut(query, "?"); ok && !strings.ContainsAny(u, "=&") {
-			if rel := strings.TrimPrefix(u, "/"); !typeLevel(rel, e.typ) {
+			if rel := strings.TrimPrefix(u, "/"); u != "" && !typeLevel(rel, e.typ) {
 				last := strings.TrimSuffix(rel, "/")
 				last = last[strings.LastIndex(last, "/")+1:]
 				if IsResourceType(last) && typeLevel(rel, last) {
@@ -229,6 +231,18 @@ func (c conditional) matchesEntry(typ string, o *entry) bool {
 // written as a new version of the match). Nothing is written when an
 // entry is refused: Read fails.
 func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
+	if rd.sweep {
+		// firstPassOfBundles: every entry's search, as scanBundle files
+		// them, though a problem below ends the loop at one entry (a
+		// problem that pass may drop: its searches are kept).
+		for i, e := range entries {
+			if c, ok, err := conditionalOf(where(s, e.line), "Bundle.entry["+itoa(i)+"]", s.base, e); err == nil && ok {
+				if err := rd.addSearched(e.typ, c.search); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	for i, e := range entries {
 		path := "Bundle.entry[" + itoa(i) + "]"
 		w := where(s, e.line)
@@ -238,11 +252,6 @@ func (rd *reader) resolveConditionals(s *source, entries []*entry) error {
 		}
 		if !ok {
 			continue
-		}
-		if rd.sweep {
-			if err := rd.addSearched(e.typ, c.search); err != nil {
-				return err
-			}
 		}
 		for j, o := range entries {
 			if j != i && c.matchesEntry(e.typ, o) {

@@ -10,12 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -245,20 +247,59 @@ func (rd *reader) pass(srcs []source) error {
 // first. Until 2026-12-06 such an input was always read once more for its
 // searches: a directory of Bundles alone three times, not two
 // (TestReadBundlesAloneReadTwice).
+//
+// The problems it finds in a Bundle read before such a resource may be
+// none of the first pass proper's (a search finding two Practitioners of
+// the catalog, one of which that resource rewrites without the identifier
+// searched), and are dropped with the rest; MaxProblems of them do not end
+// Read (the files are read for their searches alone, collectSearches,
+// and the passes find the problems there are). Until a later change on
+// 2026-12-06 they ended it (errTooMany), and the searches of a Bundle's
+// entries after one were not collected: a conditional create there did
+// not find the resource outside Bundles it names, and created a second
+// (TestReadFirstPassOfBundlesFallbackIsExact).
 func (rd *reader) firstPassOfBundles(srcs []source) (bool, error) {
 	problems, seen := slices.Clone(rd.problems), maps.Clone(rd.seen)
+	// drop forgets what the read learnt but that a file changed while
+	// it read it (ErrChanged): what it noted the file holds
+	// (reader.kinds) decides what the later reads skip, and those see the
+	// file changed no more. Until a later change on 2026-12-06 that was
+	// dropped too, and a resource appended to a file of Bundles during
+	// that read was left out of an import that succeeded
+	// (TestReadFileAppendedDuringFirstPassOfBundles).
+	drop := func() error {
+		found := rd.problems[len(problems):]
+		rd.idx, rd.problems, rd.seen = newIndex(), problems, seen
+		for _, p := range found {
+			if errors.Is(p, ErrChanged) {
+				if err := rd.problem(p); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 	rd.forgetWritten()
 	rd.sweep, rd.bundlePhase = true, true
 	defer func() { rd.sweep, rd.bundlePhase, rd.scan = false, false, false }()
 	for _, s := range srcs {
-		if err := rd.problem(rd.readSource(&s)); err != nil {
+		err := rd.problem(rd.readSource(&s))
+		if errors.Is(err, errTooMany) {
+			// Cut off mid-way: what the files hold (reader.kinds, noted
+			// as read) and their searches are not all known yet.
+			if err := drop(); err != nil {
+				return false, err
+			}
+			rd.sweep = false
+			return false, rd.collectSearches(srcs)
+		}
+		if err != nil {
 			return false, err
 		}
 	}
 	for _, k := range rd.kinds {
 		if k&unitKind(false) != 0 {
-			rd.idx, rd.problems, rd.seen = newIndex(), problems, seen
-			return false, nil
+			return false, drop()
 		}
 	}
 	rd.passSums = append(rd.passSums, rd.outside)
@@ -384,14 +425,25 @@ func (rd *reader) readSource(s *source) error {
 		}
 		rd.headsOnly = true
 	}
-	f, err := os.Open(s.path)
-	if err != nil {
+	// O_NONBLOCK: a FIFO put in the file's place (a symlink retargeted
+	// after sources listed it as a regular file) does not block open(2),
+	// and is refused below with anything else that is no regular file.
+	// Until a later change on 2026-12-06 a FIFO nobody wrote to hung the
+	// import past SIGTERM, and /dev/zero had the hash read it for ever
+	// (TestReadFileReplacedByAPipeOrADevice).
+	f, err := os.OpenFile(s.path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if _, read := rd.files[s.path]; err != nil && read && errors.Is(err, fs.ErrNotExist) {
+		return newError(s.name, "", ErrChanged, "the file is gone since the import read it")
+	} else if err != nil {
 		return newError(s.name, "", ErrFormat, "%v", pathErr(err))
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		return newError(s.name, "", ErrFormat, "%v", pathErr(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return newError(s.name, "", ErrChanged, "no longer a regular file (now a pipe, a socket or a device) since the import listed it")
 	}
 	h := sha256.New()
 	err = rd.readFile(s, io.TeeReader(f, h))

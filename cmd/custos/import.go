@@ -54,17 +54,17 @@ opaque ids keyed by the resource id key (Vault, or the dev key file in D),
 never a source id: re-importing the same resource updates the same URI.
 A Bundle entry's conditional update or create (PUT Type?identifier=s|v or
 ?_id=x, POST with ifNoneExist identifier=s|v, also written with Type?,
-Type/? or [base]/Type? before the query) updates the one resource of the
-tenant and --source it matches in the catalog (under new urn:uuids too; a
-conditional create leaves it unchanged, and --full keeps it), creates one
-when none matches, and is refused when several do, when the one it matches
-is in another patient's compartment or an update's resource names another
-id, when none matches and its id is a live resource's of other content (FHIR
-409; the same content again is unchanged), or the query is another or on
-another server (an absolute URL); a Bundle's search sees every NDJSON line
-and resource file of the import, whatever the files are named (they are
-read before any Bundle), and what the Bundles before it (in name order)
-wrote or deleted. A PUT or POST to another server's absolute URL is
+Type/?, /Type?, [base]/Type? or a ? alone before the query) updates the one
+resource of the tenant and --source it matches in the catalog (under new
+urn:uuids too; a conditional create leaves it unchanged, and --full keeps
+it), creates one when none matches, and is refused when several do, when the
+one it matches is in another patient's compartment or an update's resource
+names another id, when none matches and its id is a live resource's of other
+content (FHIR 409; the same content again is unchanged), or the query is
+another or on another server (an absolute URL); a Bundle's search sees every
+NDJSON line and resource file of the import, whatever the files are named
+(they are read before any Bundle), and what the Bundles before it (in name
+order) wrote or deleted. A PUT or POST to another server's absolute URL is
 refused too.
 The mapping is in docs/import.md.
 
