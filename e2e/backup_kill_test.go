@@ -92,15 +92,15 @@ func TestKill9AtTheFreelistPoints(t *testing.T) {
 	for i := range 12 {
 		if i%2 == 0 {
 			round("during the copy", nil, func(b *slowBackup) {
-				if !b.waitCopied(0.1+0.7*rand.Float64(), 20*time.Second) {
-					t.Fatalf("round %d: the backup's audit copy did not get under way", i)
+				if ok, err := b.waitCopied(0.1+0.7*rand.Float64(), 60*time.Second); !ok {
+					t.Fatalf("round %d: the backup's audit copy did not get under way (the backup: %v)", i, err)
 				}
 			})
 			continue
 		}
 		round("just after the copy", nil, func(b *slowBackup) {
-			if !b.waitCopied(1, 20*time.Second) {
-				t.Fatalf("round %d: the backup's audit copy did not end", i)
+			if ok, err := b.waitCopied(1, 60*time.Second); !ok {
+				t.Fatalf("round %d: the backup's audit copy did not end (the backup: %v)", i, err)
 			}
 			time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
 		})
@@ -167,6 +167,7 @@ func appendPadded(t *testing.T, l *audit.Log, n int) {
 type slowBackup struct {
 	mu     sync.Mutex
 	copied float64 // the fraction of audit.db received
+	err    error   // why the backup ended, once done is closed
 	done   chan struct{}
 }
 
@@ -174,12 +175,20 @@ func startSlowBackup(ctx context.Context, dir string) *slowBackup {
 	b := &slowBackup{done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
+		// The server is up when its HTTP listener is; its admin socket
+		// may come a moment later on a loaded machine: dial until it is
+		// there (or the round ends).
 		c, err := admin.Dial(ctx, admin.Path(dir))
+		for err != nil && ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+			c, err = admin.Dial(ctx, admin.Path(dir))
+		}
 		if err != nil {
+			b.fail(fmt.Errorf("dial: %w", err))
 			return
 		}
 		defer c.Close()
-		c.Do(ctx, access.OpBackup, access.BackupRequest{Ask: access.Ask{Purpose: "HOPERAT"}, Out: "/e2e/killed"}, func(r io.Reader) error {
+		_, err = c.Do(ctx, access.OpBackup, access.BackupRequest{Ask: access.Ask{Purpose: "HOPERAT"}, Out: "/e2e/killed"}, func(r io.Reader) error {
 			tr := tar.NewReader(r)
 			h, err := tr.Next()
 			if err != nil || h.Name != backup.FileAudit {
@@ -204,24 +213,38 @@ func startSlowBackup(ctx context.Context, dir string) *slowBackup {
 			_, err = io.Copy(io.Discard, r)
 			return err
 		})
+		b.fail(err)
 	}()
 	return b
 }
 
+func (b *slowBackup) fail(err error) {
+	b.mu.Lock()
+	b.err = err
+	b.mu.Unlock()
+}
+
 // waitCopied waits until at least fraction of audit.db was received, for
-// at most limit; it reports whether it was.
-func (b *slowBackup) waitCopied(fraction float64, limit time.Duration) bool {
+// at most limit; it reports whether it was, and if not, why the backup
+// ended (nil if it is still running).
+func (b *slowBackup) waitCopied(fraction float64, limit time.Duration) (bool, error) {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		b.mu.Lock()
 		c := b.copied
 		b.mu.Unlock()
 		if c >= fraction {
-			return true
+			return true, nil
 		}
-		time.Sleep(time.Millisecond)
+		select {
+		case <-b.done:
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return b.copied >= fraction, b.err
+		case <-time.After(time.Millisecond):
+		}
 	}
-	return false
+	return false, nil
 }
 
 // wait waits for the backup's receiver to end (the server killed).
