@@ -1,12 +1,16 @@
 package policy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
 )
 
 // Batch agreement. A list page is decided by the policy's decisions rule
@@ -38,7 +42,15 @@ type agreementPage struct {
 // small on purpose (~800 items, a few hundred milliseconds at every load):
 // it catches a rule added to one entry point and not the other, not every
 // divergence a policy could hide.
-func agreementGrid() []agreementPage {
+//
+// Its URIs are synthetic, so a rule deciding by the URI itself (a VIP's
+// compartment held back by decision and not by decisions) decided every
+// one of them alike both ways. So each page also holds, for each string
+// the policy names (strs, policyStrings), an item whose URI is that
+// string: a test of the URI against a constant (==, startswith, endswith,
+// contains, a lookup in a set of URIs) holds on it as on the URIs it is
+// meant for.
+func agreementGrid(strs []string) []agreementPage {
 	const (
 		tenant = "agreement-tenant"
 		inTeam = "00000000-0000-4000-8000-00000000a001"
@@ -93,6 +105,11 @@ func agreementGrid() []agreementPage {
 	for _, typ := range []string{"organization", "practitioner", "group", "no-such-type"} {
 		items = append(items, Item{Resource: res(typ, "", []string{}, []string{})})
 	}
+	for _, str := range strs {
+		r := res("observation", inTeam, []string{}, []string{})
+		r.URI = str
+		items = append(items, Item{Resource: r})
+	}
 	var pages []agreementPage
 	for _, c := range cast {
 		for _, pou := range c.purposes {
@@ -117,7 +134,7 @@ func batchAgrees(ctx context.Context, u *Engine) error {
 	}
 	var first string
 	differ, total := 0, 0
-	for _, p := range agreementGrid() {
+	for _, p := range agreementGrid(policyStrings(u.policies)) {
 		batch, berr := u.DecideBatch(ctx, p.in, p.items)
 		if errors.Is(berr, context.DeadlineExceeded) && ctx.Err() == nil {
 			// Not a disagreement: the list rule is too slow to serve a
@@ -149,8 +166,8 @@ func batchAgrees(ctx context.Context, u *Engine) error {
 			differ++
 			if first == "" {
 				r := it.Resource
-				first = fmt.Sprintf("list by %s (roles %s) for purpose %q of a resource of type %s (patient %s, sensitivity %v, consent %v, break-glass %t): %s",
-					p.in.Principal.Sub, strings.Join(p.in.Principal.Roles, ","), p.in.PurposeOfUse, r.Type,
+				first = fmt.Sprintf("list by %s (roles %s) for purpose %q of a resource of type %s (uri %q, patient %s, sensitivity %v, consent %v, break-glass %t): %s",
+					p.in.Principal.Sub, strings.Join(p.in.Principal.Roles, ","), p.in.PurposeOfUse, r.Type, r.URI,
 					agreementPatient(r.Patient, p.in.Principal), r.Sensitivity, r.Consent, it.BreakGlass != nil, diff)
 			}
 		}
@@ -159,6 +176,32 @@ func batchAgrees(ctx context.Context, u *Engine) error {
 		return fmt.Errorf("%w: on %d of %d synthetic list items; the first: %s", ErrBatchDisagrees, differ, total, first)
 	}
 	return nil
+}
+
+// maxGridStrings bounds the items policyStrings adds to each page of the
+// agreement grid (~100 µs each, both ways, on every page).
+const maxGridStrings = 512
+
+// policyStrings returns the distinct string constants of the policy files
+// (shortest first, at most maxGridStrings), for agreementGrid. A file that
+// does not parse gives none (its load fails on its own).
+func policyStrings(files []regoFile) []string {
+	seen := map[string]bool{}
+	for _, f := range files {
+		m, err := ast.ParseModuleWithOpts(f.path, string(f.content), ast.ParserOptions{RegoVersion: ast.RegoV1})
+		if err != nil {
+			continue
+		}
+		ast.WalkTerms(m, func(t *ast.Term) bool {
+			if s, ok := t.Value.(ast.String); ok && s != "" {
+				seen[string(s)] = true
+			}
+			return false
+		})
+	}
+	strs := slices.Collect(maps.Keys(seen))
+	slices.SortFunc(strs, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
+	return strs[:min(len(strs), maxGridStrings)]
 }
 
 func agreementPatient(patient string, p Principal) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 )
 
@@ -164,5 +165,38 @@ decisions := [one(it.resource) | some it in input.items] if not slow_page
 	}
 	if took > 20*time.Second {
 		t.Errorf("the refusal took %v", took)
+	}
+}
+
+// TestURIDisagreementIsRefusedAtLoad: a rule that decides by the URI
+// itself (a VIP's compartment held back by one entry point and not the
+// other) disagrees only on URIs that the grid's synthetic ones never were,
+// so the agreement check passed it and a list showed the URIs a read of
+// them denies. The grid now also holds items whose URI is each string the
+// policy names, on which such a rule decides as it does on the real URI.
+func TestURIDisagreementIsRefusedAtLoad(t *testing.T) {
+	const vip = "fhir://t/patients/vip/"
+	for name, p := range map[string]string{
+		"the read denies, the list allows": `decision := {"allow": false, "reasons": ["vip"], "obligations": []} if startswith(input.resource.uri, "` + vip + `")
+else := {"allow": true, "reasons": [], "obligations": []}
+
+decisions := [{"allow": true, "reasons": [], "obligations": []} | some _ in input.items]`,
+		"the list denies, the read allows": `decision := {"allow": true, "reasons": [], "obligations": []}
+
+decisions := [d(item) | some item in input.items]
+
+d(item) := {"allow": false, "reasons": ["vip"], "obligations": []} if contains(item.resource.uri, "/vip/")
+else := {"allow": true, "reasons": [], "obligations": []}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, err := Load(context.Background(), fstest.MapFS{"p.rego": {Data: []byte("package custos.authz\n\n" + p + "\n")}}, Options{Timeout: testTimeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// CheckBatch is the check every load (vet) makes.
+			if err := CheckBatch(context.Background(), e); !errors.Is(err, ErrBatchDisagrees) {
+				t.Fatalf("CheckBatch: %v, want ErrBatchDisagrees", err)
+			}
+		})
 	}
 }

@@ -58,6 +58,24 @@ f(item) := {"allow": false, "reasons": ["t"], "obligations": []} if item.resourc
 safe(item) := {"allow": item.resource.type == "x", "reasons": [], "obligations": []}
 leak(item) := {"allow": startswith(item.resource.uri, "x"), "reasons": [], "obligations": []}`, true},
 		{"a with on the input", `decisions := [d | some item in input.items; d := decision with input.resource as item.resource]`, true},
+		// h-review45's attempts to fool it (each found):
+		{"input.items[i] by index", `decisions := [{"allow": startswith(input.items[i].resource.uri, "x"), "reasons": [], "obligations": []} | some i, _ in input.items]`, true},
+		{"array.slice of the items", `decisions := [{"allow": startswith(it.resource.uri, "x"), "reasons": [], "obligations": []} | some it in array.slice(input.items, 0, 100)]`, true},
+		{"unification with the items", `decisions := [{"allow": startswith(a.resource.uri, "x"), "reasons": [], "obligations": []} | [a] := input.items]`, true},
+		{"an item matched against a pattern", `decisions := [{"allow": startswith(r.uri, "x"), "reasons": [], "obligations": []} | some i; input.items[i] = {"resource": r, "break_glass": _}]`, true},
+		{"a partial set of items", `s contains it if some it in input.items
+decisions := [{"allow": count(s) > 0, "reasons": [], "obligations": []} | some _ in input.items]`, true},
+		{"a function with a default", `default f(_) := true
+f(it) := false if startswith(it.resource.uri, "x")
+decisions := [{"allow": f(it), "reasons": [], "obligations": []} | some it in input.items]`, true},
+		{"sprintf of an item", `decisions := [{"allow": contains(sprintf("%v", [it]), "x"), "reasons": [], "obligations": []} | some it in input.items]`, true},
+		{"a with on data", `decisions := [{"allow": ok, "reasons": [], "obligations": []} | some _ in input.items; ok := data.custos.authz.t with data.foo as 1]
+t := true`, true},
+		{"object.keys of a resource", `decisions := [{"allow": "uri" in object.keys(it.resource), "reasons": [], "obligations": []} | some it in input.items]`, true},
+		{"json.filter of an item", `decisions := [{"allow": json.filter(it, ["resource/uri"]) == {}, "reasons": [], "obligations": []} | some it in input.items]`, true},
+		{"some k, v in a resource", `decisions := [{"allow": count([v | some _k, v in it.resource; v == "x"]) == 0, "reasons": [], "obligations": []} | some it in input.items]`, true},
+		{"object.get with an item as default", `decisions := [{"allow": startswith(object.get({}, "nope", it.resource).uri, "x"), "reasons": [], "obligations": []} | some it in input.items]`, true},
+		{"a call's result as a ref head", `decisions := [{"allow": startswith(object.get(input, "items", [])[i].resource.uri, "x"), "reasons": [], "obligations": []} | some i, _ in input.items]`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, err := Load(context.Background(), fstest.MapFS{"p.rego": {Data: []byte(head + tc.rules + "\n")}}, Options{Timeout: testTimeout})

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -69,18 +70,24 @@ func impostor(t *testing.T, setpriv string, swap bool) {
 		cmd.Env = append(cmd.Env, "CUSTOS_ADMIN_IMPOSTOR_SWAP=1")
 	}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	// The impostor says on fd 3 when it listens: its socket file exists
+	// from bind(2) on, before listen(2), and a Dial in between is refused
+	// (ErrNoAnswer), which a wait for the file alone let happen at load.
+	ready, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ready.Close()
+	cmd.ExtraFiles = []*os.File{w}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for i := 0; ; i++ {
-		if _, err := os.Lstat(Path(dir)); err == nil {
-			break
-		}
-		if i == 100 {
-			t.Fatal("the impostor did not start")
-		}
-		time.Sleep(50 * time.Millisecond)
+	ready.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if line, err := bufio.NewReader(ready).ReadString('\n'); line != impostorListening {
+		t.Fatalf("the impostor did not say it listens: %q, %v", line, err)
 	}
 	c, err := Dial(context.Background(), Path(dir))
 	if c != nil {
@@ -113,5 +120,11 @@ func TestImpostorHelper(t *testing.T) {
 		w.Write([]byte(`{"ok":true,"summary":{},"problems":[]}` + "\n"))
 		w.Header().Set(TrailerResult, `{"access_seq":1}`)
 	})
+	if _, err := os.NewFile(3, "ready").WriteString(impostorListening); err != nil {
+		t.Fatal(err)
+	}
 	hs.Serve(hs.ln)
 }
+
+// impostorListening is what the impostor writes on fd 3 once it listens.
+const impostorListening = "listening\n"

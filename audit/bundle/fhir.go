@@ -278,6 +278,9 @@ func fhirAuditEvents(r audit.Record, rd renderer) ([][]byte, error) {
 		for _, p := range r.Patients {
 			groups = append(groups, []string{p})
 		}
+		if kind == kindQuery && rd >= rendererCurrent && len(strayURIs(r.URIs, r.Patients)) > 0 {
+			groups = append(groups, nil) // the query event of the stray URIs, no patient's
+		}
 	}
 	out := make([][]byte, 0, len(groups))
 	for i, patients := range groups {
@@ -410,7 +413,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 			Description: str(r.Action),
 			Query:       base64.StdEncoding.EncodeToString([]byte(r.Action)),
 		})
-		resultURIs = urisOf(r.URIs, patients, r.Patients, rd >= rendererCurrent)
+		resultURIs = urisOf(r.URIs, patients, r.Patients, rd)
 	default:
 		for _, u := range r.URIs {
 			if u = str(u); u == "" {
@@ -556,28 +559,57 @@ func deviceRef(node string, str func(string) string) fhirReference {
 	return fhirReference{Type: "Device", Identifier: &fhirIdentifier{Value: node}, Display: node}
 }
 
-// urisOf returns the URIs naming one of patients (every occurrence of a
-// patient id in a URI is its keyed hash, as in the record's patients), or
-// all of them when patients is empty; with unattributed, also each URI
-// naming none of all, the record's patients: a tenant's reference data,
-// or, in a record written before 2026-12-06, a URI whose patient segment
-// the server recorded as the hash of the segment itself (server.patientOf
-// then: a FHIR compartment without a Patient resource in the catalog),
-// which no event's patient names. Every URI of
-// the record is then in some event, and an event never names a URI of
-// another of the record's patients.
-func urisOf(uris, patients, all []string, unattributed bool) []string {
+// urisOf returns the URIs of the query event of patients, by renderer rd:
+// those naming one of patients (every occurrence of a patient id in a URI
+// is its keyed hash, as in the record's patients), or all of them when
+// patients is empty; since renderer0a0ff79, also each URI naming none of
+// all, the record's patients: a tenant's reference data, or, in a record
+// written before 2026-12-06, a URI whose patient segment the server
+// recorded as the hash of the segment itself (server.patientOf then: a
+// FHIR compartment without a Patient resource in the catalog), which no
+// event's patient names. Since rendererCurrent, a
+// record of several patients puts such a URI that lies in a patient
+// compartment (a stray, strayURIs) in an event of its own without a
+// patient instead (patients empty, and all has several), as it is some
+// patient's and the record does not say whose. Every URI of the record is
+// then in some event, and an event of a patient never names a URI of
+// another patient.
+func urisOf(uris, patients, all []string, rd renderer) []string {
 	if len(patients) == 0 {
+		if rd >= rendererCurrent && len(all) > 1 {
+			return strayURIs(uris, all)
+		}
 		return uris
 	}
 	var out []string
 	for _, u := range uris {
-		if namesOneOf(u, patients) || unattributed && !namesOneOf(u, all) {
+		switch {
+		case namesOneOf(u, patients):
+		case rd < renderer0a0ff79 || namesOneOf(u, all):
+			continue
+		case rd >= rendererCurrent && len(all) > 1 && inCompartment(u):
+			continue // a stray: in the event without a patient
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// strayURIs returns the URIs that lie in a patient compartment
+// (inCompartment) but name none of patients.
+func strayURIs(uris, patients []string) []string {
+	var out []string
+	for _, u := range uris {
+		if inCompartment(u) && !namesOneOf(u, patients) {
 			out = append(out, u)
 		}
 	}
 	return out
 }
+
+// inCompartment reports whether uri lies in a patient's compartment
+// ("/patients/{patient}/", docs/uris.md).
+func inCompartment(uri string) bool { return strings.Contains(uri, "/patients/") }
 
 // namesOneOf reports whether uri holds one of patients.
 func namesOneOf(uri string, patients []string) bool {

@@ -126,13 +126,21 @@ const (
 	// segment the server could not resolve to the patient id) was in no
 	// event.
 	renderer384f6a1
-	// rendererCurrent is this version's rendering, since h-review42.
+	// renderer0a0ff79 is the rendering of 0a0ff79 to 264c3fa (h-review42,
+	// 2026-12-06 from 17:02): a result URI naming none of the record's
+	// patients was in the query event of every patient of the record, so
+	// with several patients a URI in the compartment of one of them (a
+	// FHIR import's URI whose patient segment the server could not resolve
+	// to the patient id) was named in the other patients' events too; and
+	// what renderer384f6a1 lacks.
+	renderer0a0ff79
+	// rendererCurrent is this version's rendering, since h-review45.
 	rendererCurrent
 )
 
 // earlierRenderers are the renderings of earlier custos versions the
 // verifier accepts, newest first.
-var earlierRenderers = []renderer{renderer384f6a1, rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398, rendererF2704f7, renderer471441e, rendererA5f7443}
+var earlierRenderers = []renderer{renderer0a0ff79, renderer384f6a1, rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398, rendererF2704f7, renderer471441e, rendererA5f7443}
 
 // renderAs is render by renderer rd.
 func (f Format) renderAs(r audit.Record, rd renderer) ([]byte, error) {

@@ -84,6 +84,13 @@ func TestQueryEventsKeepEveryResultURI(t *testing.T) {
 						t.Errorf("seq %d: the event of patient %s names %s, a URI of patient %s", r.Seq, patient, x.ValueString, p)
 					}
 				}
+				// A URI in a compartment that names none of the record's
+				// patients is some patient's, and which one the record
+				// does not say once it has several: no patient's event may
+				// name it.
+				if patient != "" && len(r.Patients) > 1 && strings.Contains(x.ValueString, "/patients/") && !strings.Contains(x.ValueString, patient) {
+					t.Errorf("seq %d: the event of patient %s names %s, a URI of a patient the record does not tell", r.Seq, patient, x.ValueString)
+				}
 			}
 		}
 		for _, u := range r.URIs {
