@@ -89,6 +89,16 @@ func TestOlderRevisionWithMetaVersionNeedsItsSession(t *testing.T) {
 			t.Errorf("%s, no header, no session: status %d, answer %s; want 400 naming the missing session", body, st, raw)
 		}
 	}
+	// A header that is no revision, given again as the _meta version, is
+	// still named unsupported with every revision the server supports (the
+	// official conformance suite sends "v999.0.0" so).
+	st, _, msg := post(t, hs.url, tok, map[string]string{"Mcp-Protocol-Version": "v999.0.0", "Mcp-Method": "server/discover"},
+		`{"jsonrpc":"2.0","id":11,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v999.0.0","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	e, _ := msg["error"].(map[string]any)
+	data, _ := e["data"].(map[string]any)
+	if st != 400 || e == nil || e["code"] != float64(-32022) || !strings.Contains(fmt.Sprint(data["supported"]), rev2026) {
+		t.Errorf("header and _meta v999.0.0: status %d, answer %v; want 400 and -32022 listing %s", st, msg, rev2026)
+	}
 	if n := len(f.records()); n != before {
 		t.Errorf("%d audit records were added; a refused request leaves none", n-before)
 	}

@@ -239,9 +239,9 @@ const maxBody = 1 << 20
 // the body, or the body's. It may read the body of a POST without an
 // MCP-Protocol-Version header; the body stays readable in full.
 //
-// A request with an older revision's header (or a header that is no
-// revision) goes to the stateful handler, whatever its body says:
-// refuseLegacyMeta has answered one whose _meta names a protocol version.
+// A request with an older revision's header goes to the stateful
+// handler, whatever its body says: refuseLegacyMeta has answered one whose
+// _meta names a protocol version.
 // The body is read as the go-sdk reads it (jsonrpc.DecodeMessage, metaOf:
 // exact member names, the last of members given twice), so that what
 // routes a request is what the SDK then judges it by. Read with
@@ -254,14 +254,19 @@ func statelessRequest(r *http.Request) (bool, string) {
 	if statelessHeader(r.Header) {
 		return true, r.Header.Get("Mcp-Method")
 	}
-	if r.Header.Get("Mcp-Protocol-Version") != "" {
-		return false, ""
-	}
 	req := peekRequest(r)
 	if req == nil {
 		return false, "" // a batch, or not JSON-RPC: the stateful handler answers
 	}
 	v, _ := metaOf(req.Params)[mcp.MetaKeyProtocolVersion].(string)
+	if hv := r.Header.Get("Mcp-Protocol-Version"); hv != "" {
+		// A header that is no revision with a _meta version: the stateless
+		// handler answers -32022 with every supported revision (the SDK
+		// takes one sorting after 2026-07-28, such as "v999.0.0", for a
+		// later revision; it refuses one sorting before whichever handler
+		// has it). Never an earlier revision's header.
+		return v != "" && !revisionForm(hv), req.Method
+	}
 	return req.Method == "server/discover" || v >= ProtocolStateless, req.Method
 }
 
