@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -134,14 +133,15 @@ const SessionTimeout = 30 * time.Minute
 //     ignored, as the revision has no sessions);
 //   - MCP-Protocol-Version header of an older revision: the stateful handler
 //     (initialize, Mcp-Session-Id, idle sessions closed after
-//     SessionTimeout, at most Config.MaxSessions per principal: sessions.go),
-//     unless the body carries _meta "io.modelcontextprotocol/protocolVersion"
-//     (a revision mix-up the stateless handler names: -32020);
+//     SessionTimeout, at most Config.MaxSessions per principal: sessions.go);
+//     one whose body carries _meta "io.modelcontextprotocol/protocolVersion"
+//     is answered by refuseLegacyMeta and reaches neither;
 //   - no header: a POST whose body is a server/discover request or carries
 //     _meta "io.modelcontextprotocol/protocolVersion" >= 2026-07-28 goes
 //     to the stateless handler (which then answers the missing header as
-//     the revision demands); everything else (initialize, GET, DELETE,
-//     batches) to the stateful one.
+//     the revision demands); one whose _meta names an earlier version is
+//     answered by refuseLegacyMeta; everything else (initialize, GET,
+//     DELETE, batches) goes to the stateful one.
 //
 // Stateless requests are answered with a single application/json response
 // (StreamableHTTPOptions.JSONResponse), except subscriptions/listen, whose
@@ -192,6 +192,9 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 		if checkParams(w, r) {
 			return // params the SDK would quote back: answered without them
 		}
+		if refuseLegacyMeta(w, r) {
+			return // an earlier revision's request with a _meta version: its session's rules
+		}
 		s.emptyURIRead(r)
 		modern, method := statelessRequest(r)
 		if modern {
@@ -233,38 +236,84 @@ const maxBody = 1 << 20
 // statelessRequest reports whether r follows protocol revision 2026-07-28
 // or later (see mcpHandler), and its JSON-RPC method as far as known: the
 // Mcp-Method header, which 2026-07-28 requires and the SDK checks against
-// the body, or the body's. It may read the body of a POST without a
-// 2026-07-28 MCP-Protocol-Version header; the body stays readable in full.
+// the body, or the body's. It may read the body of a POST without an
+// MCP-Protocol-Version header; the body stays readable in full.
 //
-// A POST with an older revision's header whose body carries _meta
-// "io.modelcontextprotocol/protocolVersion" is sent to the stateless
-// handler too: it answers that the header does not match the _meta, where
-// the stateful one would answer that the header's own revision is not
-// supported.
+// A request with an older revision's header goes to the stateful
+// handler, whatever its body says: refuseLegacyMeta has answered one whose
+// _meta names a protocol version.
+// The body is read as the go-sdk reads it (jsonrpc.DecodeMessage, metaOf:
+// exact member names, the last of members given twice), so that what
+// routes a request is what the SDK then judges it by. Read with
+// encoding/json, params given twice, a first with the 2026-07-28 _meta and
+// a last without, sent a request with no header to the stateless handler,
+// where the SDK, seeing neither header nor _meta version, served it as an
+// earlier revision without a session
+// (TestOlderRevisionWithMetaVersionNeedsItsSession).
 func statelessRequest(r *http.Request) (bool, string) {
-	hv := r.Header.Get("Mcp-Protocol-Version")
 	if statelessHeader(r.Header) {
 		return true, r.Header.Get("Mcp-Method")
 	}
-	b, ok := peekBody(r)
-	if !ok {
-		return false, ""
+	req := peekRequest(r)
+	if req == nil {
+		return false, "" // a batch, or not JSON-RPC: the stateful handler answers
 	}
-	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Meta map[string]any `json:"_meta"`
-		} `json:"params"`
+	v, _ := metaOf(req.Params)[mcp.MetaKeyProtocolVersion].(string)
+	if hv := r.Header.Get("Mcp-Protocol-Version"); hv != "" {
+		// A header that is no revision with a _meta version: the stateless
+		// handler answers -32022 with every supported revision (the SDK
+		// takes one sorting after 2026-07-28, such as "v999.0.0", for a
+		// later revision; it refuses one sorting before whichever handler
+		// has it). Never an earlier revision's header.
+		return v != "" && !revisionForm(hv), req.Method
 	}
-	if json.Unmarshal(b, &msg) != nil {
-		return false, "" // a batch, or not JSON: the stateful handler answers
-	}
-	v, _ := msg.Params.Meta[mcp.MetaKeyProtocolVersion].(string)
-	if hv != "" {
-		return v != "", msg.Method
-	}
-	return msg.Method == "server/discover" || v >= ProtocolStateless, msg.Method
+	return req.Method == "server/discover" || v >= ProtocolStateless, req.Method
 }
+
+// refuseLegacyMeta answers a POST of one JSON-RPC message whose
+// params._meta names a protocol version (as the go-sdk reads it, a
+// non-empty string) while its MCP-Protocol-Version header names no
+// revision of 2026-07-28 or later, and reports whether it did:
+//
+//   - with an earlier revision's header and the same revision in _meta,
+//     or with no header and an earlier one in _meta: errLegacyMeta (a
+//     request of an earlier revision is served in its session);
+//   - with an earlier revision's header and another version in _meta:
+//     errVersionMismatch (the go-sdk's own -32020 quotes both).
+//
+// The first went to the stateless handler, which served it without
+// initialize and without a session (HTTP 200, audited with an empty
+// session, any Mcp-Session-Id ignored), out of reach of the
+// missing-session refusal, the per-principal session cap and idle logoff;
+// without the header the stateful handler answered -32022 "protocol
+// version ... is not supported", of a revision the server supports. A
+// header that is no revision is left to the stateful handler, which names
+// it unsupported, and one of 2026-07-28 to the stateless handler, which
+// compares it with the _meta.
+func refuseLegacyMeta(w http.ResponseWriter, r *http.Request) bool {
+	hv := r.Header.Get("Mcp-Protocol-Version")
+	if statelessHeader(r.Header) || (hv != "" && !revisionForm(hv)) {
+		return false
+	}
+	req := peekRequest(r)
+	if req == nil {
+		return false
+	}
+	v, _ := metaOf(req.Params)[mcp.MetaKeyProtocolVersion].(string)
+	switch {
+	case v == "" || (hv == "" && v >= ProtocolStateless):
+		return false
+	case hv == "" || v == hv:
+		answerJSONRPC(w, http.StatusBadRequest, req.ID, errLegacyMeta)
+	default:
+		answerJSONRPC(w, http.StatusBadRequest, req.ID, errVersionMismatch)
+	}
+	return true
+}
+
+var errLegacyMeta = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: `invalid request: a request of a protocol revision before ` + ProtocolStateless +
+	` is served in the session initialize opened (Mcp-Session-Id header) and carries no params._meta["` + mcp.MetaKeyProtocolVersion +
+	`"]; only a request of ` + ProtocolStateless + ` or later carries it, with an MCP-Protocol-Version header of the same revision`}
 
 // statelessHeader reports whether h's MCP-Protocol-Version names a
 // revision, in its YYYY-MM-DD form, of 2026-07-28 or later. Compared as a
