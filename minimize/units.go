@@ -377,15 +377,23 @@ func nameCaseUnit(s string) bool {
 // from h-deid12 (in capitals, in rates) and h-deid11 (capitalised) until
 // h-deid13 they were dropped with their values. A unit word that is a
 // surname or a given name as often ("Stone", "Box", "Day", "Fields",
-// "Patch", "Pill", "Pen", "Cal", "Kit", "Can") is none of them.
+// "Patch", "Pill", "Pen", "Cal", "Kit", "Can") is none of them, nor,
+// since h-review47, the singular dose forms, packages and count words
+// that are surnames or given names (Dose, Drop, Cell, Million, Spray,
+// Bottle, Cap, Wafer, Packet, Vial): h-deid13 kept them written so alone,
+// and {"value": 77441124, "unit": "Dose"} (also "DOSE", "mg/Dose",
+// "Dose/d", "Vial") was released, name and number, until h-review47.
+// Written so they now need a UCUM code that says them ("Vial" beside
+// "{Vial}"), as "Patch" does; in small letters, and in the plural
+// ("Drops", "VIALS", "Doses"), which no name is, they are kept.
 var namelessUnitWords = setOf(
-	"tablet", "tablets", "tab", "tabs", "capsule", "capsules", "cap", "caps", "lozenge", "lozenges",
-	"suppository", "suppositories", "inhaler", "inhalers", "inhalation", "inhalations", "spray", "sprays",
-	"puff", "puffs", "drop", "drops", "troche", "troches", "wafer", "wafers", "enema", "enemas", "applicator",
-	"applicatorful", "vial", "vials", "syringe", "syringes", "ampule", "ampules", "ampoule", "ampoules",
-	"cartridge", "cartridges", "packet", "packets", "sachet", "sachets",
-	"bottle", "bottles", "thousand", "thousands", "million", "millions", "beats", "breaths", "respirations", "cell",
-	"cells", "copies", "units", "dose", "doses", "events", "percentile", "percentiles",
+	"tablet", "tablets", "tab", "tabs", "capsule", "capsules", "caps", "lozenge", "lozenges",
+	"suppository", "suppositories", "inhaler", "inhalers", "inhalation", "inhalations", "sprays",
+	"puff", "puffs", "drops", "troche", "troches", "wafers", "enema", "enemas", "applicator",
+	"applicatorful", "vials", "syringe", "syringes", "ampule", "ampules", "ampoule", "ampoules",
+	"cartridge", "cartridges", "packets", "sachet", "sachets",
+	"bottles", "thousand", "thousands", "millions", "beats", "breaths", "respirations",
+	"cells", "copies", "units", "doses", "events", "percentile", "percentiles",
 )
 
 // ucumCapitals are the words in capitals that UCUM reads as written and
