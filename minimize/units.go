@@ -467,7 +467,7 @@ func nameCaseText(s string, time, year bool) bool {
 	}
 	for _, at := range letterRun.FindAllStringIndex(bare, -1) {
 		w := bare[at[0]:at[1]]
-		if strings.HasSuffix(bare[:at[0]], "/") && (perMinute(w) && (w != strings.ToUpper(w) || inCapitals(bare)) || rateTimeUnit(w)) || time && timeUnitWord(w) {
+		if strings.HasSuffix(bare[:at[0]], "/") && (perMinute(w) && (w != strings.ToUpper(w) && capitalBefore(bare[:at[0]]) || inCapitals(bare)) || rateTimeUnit(w)) || time && timeUnitWord(w) {
 			continue
 		}
 		if nameCaseUnit(w) {
@@ -621,10 +621,19 @@ func timeUnitWord(u string) bool {
 // "WK", "YR"), a rate's denominator ("MM/HR", "ML/HR", "ML/KG/HR",
 // "Units/Hr"), which nameCaseText dropped with its value from h-deid12
 // until h-deid13. A unit of time spelled out is a surname as often
-// ("mg/Day", "mg/Weeks") and is not one there.
+// ("mg/Day", "mg/Weeks") and is not one there. Only the abbreviations of
+// the hour, the week and the year count (rateTimeAbbreviations): "Mos", a
+// surname, and "Sec", a name's form, after a slash ("mg/Sec", "/MOS"),
+// which timeUnitWord reads too, were released with their numbers from
+// h-deid13 until h-review47.
 func rateTimeUnit(w string) bool {
-	return timeUnitWord(w) && !spelledTimeUnits[strings.ToLower(w)]
+	return timeUnitWord(w) && rateTimeAbbreviations[strings.ToLower(w)]
 }
+
+// rateTimeAbbreviations are the abbreviated units of time a rate's
+// denominator writes capitalised or in capitals ("ML/HR", "Units/Hr",
+// "MG/WK", "/YR"), none a name (rateTimeUnit).
+var rateTimeAbbreviations = setOf("hr", "hrs", "wk", "wks", "yr", "yrs")
 
 // inCapitals reports whether unit text s has two runs of letters or more,
 // each in capitals ("MCG/KG/MIN"): a system that writes its units in
@@ -640,13 +649,22 @@ func inCapitals(s string) bool {
 	return len(runs) > 1
 }
 
+// capitalBefore reports whether the part of a unit text before "Min"
+// holds a capital letter ("L/", "mL/", "Beats/"): a form that writes the
+// minute capitalised capitalises its units, and "Min" after a unit in
+// small letters ("mg/Min", "/Min", "10*3/Min") is a name as often, which
+// h-deid13 released with its number until h-review47. nameCaseText keeps
+// such a text only beside a UCUM code that says it ("mg/Min" beside
+// "mg/min": unitAgrees).
+func capitalBefore(s string) bool { return strings.IndexFunc(s, unicode.IsUpper) >= 0 }
+
 // perMinute reports whether w is the minute that a capitalised form writes
 // after a slash ("L/Min", "Beats/Min", "mL/Min"), or a form in capitals
 // ("MCG/KG/MIN", dropped with its value from h-deid12 until h-deid13): a
 // name alone ("Min"), the minute as a rate's denominator (kept before
 // h-deid10, dropped with its value by it until h-review28). A name after
-// a slash ("mg/Min") is released so: the residual limits of
-// docs/policy.md.
+// a unit with a capital ("mL/Min") is released so: the residual limits
+// of docs/policy.md; after one in small letters it is not (capitalBefore).
 func perMinute(w string) bool { return w == "Min" || w == "Mins" || w == "MIN" || w == "MINS" }
 
 // capitalisedWord is a name's form: a capital and small letters.

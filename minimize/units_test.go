@@ -645,3 +645,34 @@ func TestDeidentifyDoseFormsThatAreNamesNeedACode(t *testing.T) {
 		}
 	}
 }
+
+// TestDeidentifyNamesAfterASlashAreNoRateDenominator: after a slash
+// h-deid13 kept every abbreviated unit of time written so (rateTimeUnit),
+// "Sec" and "Mos" (surnames) with "Hr", and the minute capitalised
+// (perMinute) after any unit: {"value": 77441124, "unit": "mg/Sec"},
+// "/MOS", "mg/Min", "/Min" were released, name and number, until
+// h-review47. An abbreviated unit of time after a slash is now one of the
+// hour, the week or the year ("MM/HR", "Units/Hr", "MG/WK"), and "Min" the
+// minute only in a text that writes a capital before it, as a form that
+// capitalises its units does ("L/Min", "mL/Min", "Beats/Min"); "mg/Min"
+// cannot be told from a name, and needs a UCUM code that says it.
+func TestDeidentifyNamesAfterASlashAreNoRateDenominator(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"mg/Sec", "/SEC", "mL/Secs", "mg/Mos", "/MOS", "g/Msec", "mg/Min", "g/Min", "10*3/Min", "/Min", "mg/Mins", "x/Ann"} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+	}
+	want := `"valueQuantity":{"code":"mg/min","system":"http://unitsofmeasure.org","unit":"mg/Min","value":4}`
+	if got := obs(`{"value":4,"unit":"mg/Min","system":"http://unitsofmeasure.org","code":"mg/min"}`); !strings.Contains(got, want) {
+		t.Errorf("mg/Min beside mg/min:\n got %s\nwant %s", got, want)
+	}
+	for _, unit := range []string{"mg/Hr", "mg/HR", "MM/HR", "Units/Hr", "ML/KG/HR", "MG/WK", "mg/Wk", "mg/Hrs", "L/Min", "mL/Min",
+		"Beats/Min", "Breaths/Min", "MCG/KG/MIN", "ML/MIN/1.73M2", "mL/Mins", "mg/sec", "mL/min"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
