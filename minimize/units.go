@@ -474,8 +474,55 @@ func nameCaseText(s string, time, year bool) bool {
 			return true
 		}
 	}
+	for _, w := range ucumWord.FindAllString(annotation.ReplaceAllString(s, " "), -1) {
+		if rareUCUMWord(w) {
+			return true
+		}
+	}
 	return false
 }
+
+// ucumWord is a word of a unit text as rareUCUMWord judges it: letters and
+// underscores ("a_t", "mo_j"), not a prefix before a bracketed atom
+// ("u" of "u[IU]") nor what brackets hold ("[in_i]").
+var ucumWord = regexp.MustCompile(`\[[^\[\]]*\]|[\pL_]+\[|[\pL_]+`)
+
+// rareUCUMWord reports whether w, a word of small letters of a unit text,
+// is a unit only as UCUM reads it (not a common clinical unit word nor a
+// unit of time) and not as clinical data writes one: a prefix of
+// clinicalPrefixes before an atom of clinicalAtoms ("mg", "ukat", "mbar"),
+// or an atom of UCUM's alone ("g", "rad", "deg"; but the katal). UCUM's
+// other prefixes and atoms read names in small letters as units
+// ("yu", a yocto-dalton; "hu", a hecto-dalton; "al", an attolitre;
+// "mar", a milli-are; "kat", the katal, which clinical data writes
+// prefixed, "ukat/L"), and {"value": 77441124, "unit": "yu"}, "mg/mar",
+// "kat/d" were released, name and number, until h-review47. nameCaseText
+// keeps such a text only beside a UCUM code that says it (unitAgrees).
+func rareUCUMWord(w string) bool {
+	if w != strings.ToLower(w) || strings.ContainsAny(w, "[]") || !ucumUnit(w) || commonUnitWords[w] {
+		return false
+	}
+	if _, ok := timeUnit(w); ok {
+		return false
+	}
+	if ucumMetricAtoms[w] || ucumOtherAtoms[w] {
+		return w == "kat"
+	}
+	for p := range clinicalPrefixes {
+		if a, ok := strings.CutPrefix(w, p); ok && clinicalAtoms[a] {
+			return false
+		}
+	}
+	return true
+}
+
+// clinicalPrefixes are the prefixes of UCUM's that clinical data writes in
+// small letters, femto to kilo ("fL", "pg", "ng", "ug", "mg", "cm", "dL",
+// "kg"), and clinicalAtoms the metric atoms it writes after them: gram,
+// litre, metre, second, mole, equivalent, osmole, katal, calorie, bar
+// (rareUCUMWord).
+var clinicalPrefixes, clinicalAtoms = setOf("f", "p", "n", "u", "m", "c", "d", "k"),
+	setOf("g", "l", "m", "s", "mol", "eq", "osm", "kat", "cal", "bar")
 
 // countNameWord reports whether unit text s, which is UCUM's braces or
 // brackets alone, after a slash or not (a count, "{Can}", "/{Specimen}",

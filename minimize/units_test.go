@@ -676,3 +676,38 @@ func TestDeidentifyNamesAfterASlashAreNoRateDenominator(t *testing.T) {
 		}
 	}
 }
+
+// TestDeidentifyRarePrefixedAtomsNeedACode: UCUM's prefixes and metric
+// atoms read names in small letters as units ("yu", a yocto-dalton; "hu",
+// a hecto-dalton; "al", an attolitre; "mar", a milli-are; "kat", the
+// katal), and {"value": 77441124, "unit": "yu"}, "mg/mar", "kat/d" were
+// released, name and number, until h-review47. Without a UCUM code that
+// says it, a word of small letters that only UCUM reads is a unit only
+// when it is a prefix clinical data uses (femto to kilo) before an atom
+// it prefixes (gram, litre, metre, second, mole, equivalent, osmole,
+// katal, calorie, bar), or such an atom alone but the katal; beside its
+// code it is kept.
+func TestDeidentifyRarePrefixedAtomsNeedACode(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"yu", "hu", "al", "mar", "kat", "mg/yu", "hu/d", "10*3/al", "mar/min", "/kat", "mL/mar", "yu.m"} {
+		if !minimize.KnownUnitText(unit) {
+			t.Errorf("%s is no unit text the unit rule reads: the test tests less than it says", unit)
+		}
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+	}
+	want := `"valueQuantity":{"code":"mar","system":"http://unitsofmeasure.org","unit":"mar","value":4}`
+	if got := obs(`{"value":4,"unit":"mar","system":"http://unitsofmeasure.org","code":"mar"}`); !strings.Contains(got, want) {
+		t.Errorf("mar beside mar:\n got %s\nwant %s", got, want)
+	}
+	for _, unit := range []string{"mg", "ng/mL", "ug/dL", "umol/L", "mmol/L", "fmol/mL", "pg/mL", "ukat/L", "nkat/L", "meq/L", "mosm/kg",
+		"kcal/d", "mbar", "cm", "mm", "nm", "ms", "ks", "dL", "fL", "mL/min", "g/dL", "kg/m2", "mol/L", "cal", "min", "mo", "d", "h",
+		"/min", "mg/d", "L/min", "s", "m", "g", "l", "bar", "eq", "osm", "10*3/uL", "x10e3/ul", "k/ul", "deg", "mmhg"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
