@@ -377,15 +377,23 @@ func nameCaseUnit(s string) bool {
 // from h-deid12 (in capitals, in rates) and h-deid11 (capitalised) until
 // h-deid13 they were dropped with their values. A unit word that is a
 // surname or a given name as often ("Stone", "Box", "Day", "Fields",
-// "Patch", "Pill", "Pen", "Cal", "Kit", "Can") is none of them.
+// "Patch", "Pill", "Pen", "Cal", "Kit", "Can") is none of them, nor,
+// since h-review47, the singular dose forms, packages and count words
+// that are surnames or given names (Dose, Drop, Cell, Million, Spray,
+// Bottle, Cap, Wafer, Packet, Vial): h-deid13 kept them written so alone,
+// and {"value": 77441124, "unit": "Dose"} (also "DOSE", "mg/Dose",
+// "Dose/d", "Vial") was released, name and number, until h-review47.
+// Written so they now need a UCUM code that says them ("Vial" beside
+// "{Vial}"), as "Patch" does; in small letters, and in the plural
+// ("Drops", "VIALS", "Doses"), which no name is, they are kept.
 var namelessUnitWords = setOf(
-	"tablet", "tablets", "tab", "tabs", "capsule", "capsules", "cap", "caps", "lozenge", "lozenges",
-	"suppository", "suppositories", "inhaler", "inhalers", "inhalation", "inhalations", "spray", "sprays",
-	"puff", "puffs", "drop", "drops", "troche", "troches", "wafer", "wafers", "enema", "enemas", "applicator",
-	"applicatorful", "vial", "vials", "syringe", "syringes", "ampule", "ampules", "ampoule", "ampoules",
-	"cartridge", "cartridges", "packet", "packets", "sachet", "sachets",
-	"bottle", "bottles", "thousand", "thousands", "million", "millions", "beats", "breaths", "respirations", "cell",
-	"cells", "copies", "units", "dose", "doses", "events", "percentile", "percentiles",
+	"tablet", "tablets", "tab", "tabs", "capsule", "capsules", "caps", "lozenge", "lozenges",
+	"suppository", "suppositories", "inhaler", "inhalers", "inhalation", "inhalations", "sprays",
+	"puff", "puffs", "drops", "troche", "troches", "wafers", "enema", "enemas", "applicator",
+	"applicatorful", "vials", "syringe", "syringes", "ampule", "ampules", "ampoule", "ampoules",
+	"cartridge", "cartridges", "packets", "sachet", "sachets",
+	"bottles", "thousand", "thousands", "millions", "beats", "breaths", "respirations",
+	"cells", "copies", "units", "doses", "events", "percentile", "percentiles",
 )
 
 // ucumCapitals are the words in capitals that UCUM reads as written and
@@ -459,15 +467,62 @@ func nameCaseText(s string, time, year bool) bool {
 	}
 	for _, at := range letterRun.FindAllStringIndex(bare, -1) {
 		w := bare[at[0]:at[1]]
-		if strings.HasSuffix(bare[:at[0]], "/") && (perMinute(w) && (w != strings.ToUpper(w) || inCapitals(bare)) || rateTimeUnit(w)) || time && timeUnitWord(w) {
+		if strings.HasSuffix(bare[:at[0]], "/") && (perMinute(w) && (w != strings.ToUpper(w) && capitalBefore(bare[:at[0]]) || inCapitals(bare)) || rateTimeUnit(w)) || time && timeUnitWord(w) {
 			continue
 		}
 		if nameCaseUnit(w) {
 			return true
 		}
 	}
+	for _, w := range ucumWord.FindAllString(annotation.ReplaceAllString(s, " "), -1) {
+		if rareUCUMWord(w) {
+			return true
+		}
+	}
 	return false
 }
+
+// ucumWord is a word of a unit text as rareUCUMWord judges it: letters and
+// underscores ("a_t", "mo_j"), not a prefix before a bracketed atom
+// ("u" of "u[IU]") nor what brackets hold ("[in_i]").
+var ucumWord = regexp.MustCompile(`\[[^\[\]]*\]|[\pL_]+\[|[\pL_]+`)
+
+// rareUCUMWord reports whether w, a word of small letters of a unit text,
+// is a unit only as UCUM reads it (not a common clinical unit word nor a
+// unit of time) and not as clinical data writes one: a prefix of
+// clinicalPrefixes before an atom of clinicalAtoms ("mg", "ukat", "mbar"),
+// or an atom of UCUM's alone ("g", "rad", "deg"; but the katal). UCUM's
+// other prefixes and atoms read names in small letters as units
+// ("yu", a yocto-dalton; "hu", a hecto-dalton; "al", an attolitre;
+// "mar", a milli-are; "kat", the katal, which clinical data writes
+// prefixed, "ukat/L"), and {"value": 77441124, "unit": "yu"}, "mg/mar",
+// "kat/d" were released, name and number, until h-review47. nameCaseText
+// keeps such a text only beside a UCUM code that says it (unitAgrees).
+func rareUCUMWord(w string) bool {
+	if w != strings.ToLower(w) || strings.ContainsAny(w, "[]") || !ucumUnit(w) || commonUnitWords[w] {
+		return false
+	}
+	if _, ok := timeUnit(w); ok {
+		return false
+	}
+	if ucumMetricAtoms[w] || ucumOtherAtoms[w] {
+		return w == "kat"
+	}
+	for p := range clinicalPrefixes {
+		if a, ok := strings.CutPrefix(w, p); ok && clinicalAtoms[a] {
+			return false
+		}
+	}
+	return true
+}
+
+// clinicalPrefixes are the prefixes of UCUM's that clinical data writes in
+// small letters, femto to kilo ("fL", "pg", "ng", "ug", "mg", "cm", "dL",
+// "kg"), and clinicalAtoms the metric atoms it writes after them: gram,
+// litre, metre, second, mole, equivalent, osmole, katal, calorie, bar
+// (rareUCUMWord).
+var clinicalPrefixes, clinicalAtoms = setOf("f", "p", "n", "u", "m", "c", "d", "k"),
+	setOf("g", "l", "m", "s", "mol", "eq", "osm", "kat", "cal", "bar")
 
 // countNameWord reports whether unit text s, which is UCUM's braces or
 // brackets alone, after a slash or not (a count, "{Can}", "/{Specimen}",
@@ -613,10 +668,19 @@ func timeUnitWord(u string) bool {
 // "WK", "YR"), a rate's denominator ("MM/HR", "ML/HR", "ML/KG/HR",
 // "Units/Hr"), which nameCaseText dropped with its value from h-deid12
 // until h-deid13. A unit of time spelled out is a surname as often
-// ("mg/Day", "mg/Weeks") and is not one there.
+// ("mg/Day", "mg/Weeks") and is not one there. Only the abbreviations of
+// the hour, the week and the year count (rateTimeAbbreviations): "Mos", a
+// surname, and "Sec", a name's form, after a slash ("mg/Sec", "/MOS"),
+// which timeUnitWord reads too, were released with their numbers from
+// h-deid13 until h-review47.
 func rateTimeUnit(w string) bool {
-	return timeUnitWord(w) && !spelledTimeUnits[strings.ToLower(w)]
+	return timeUnitWord(w) && rateTimeAbbreviations[strings.ToLower(w)]
 }
+
+// rateTimeAbbreviations are the abbreviated units of time a rate's
+// denominator writes capitalised or in capitals ("ML/HR", "Units/Hr",
+// "MG/WK", "/YR"), none a name (rateTimeUnit).
+var rateTimeAbbreviations = setOf("hr", "hrs", "wk", "wks", "yr", "yrs")
 
 // inCapitals reports whether unit text s has two runs of letters or more,
 // each in capitals ("MCG/KG/MIN"): a system that writes its units in
@@ -632,13 +696,22 @@ func inCapitals(s string) bool {
 	return len(runs) > 1
 }
 
+// capitalBefore reports whether the part of a unit text before "Min"
+// holds a capital letter ("L/", "mL/", "Beats/"): a form that writes the
+// minute capitalised capitalises its units, and "Min" after a unit in
+// small letters ("mg/Min", "/Min", "10*3/Min") is a name as often, which
+// h-deid13 released with its number until h-review47. nameCaseText keeps
+// such a text only beside a UCUM code that says it ("mg/Min" beside
+// "mg/min": unitAgrees).
+func capitalBefore(s string) bool { return strings.IndexFunc(s, unicode.IsUpper) >= 0 }
+
 // perMinute reports whether w is the minute that a capitalised form writes
 // after a slash ("L/Min", "Beats/Min", "mL/Min"), or a form in capitals
 // ("MCG/KG/MIN", dropped with its value from h-deid12 until h-deid13): a
 // name alone ("Min"), the minute as a rate's denominator (kept before
 // h-deid10, dropped with its value by it until h-review28). A name after
-// a slash ("mg/Min") is released so: the residual limits of
-// docs/policy.md.
+// a unit with a capital ("mL/Min") is released so: the residual limits
+// of docs/policy.md; after one in small letters it is not (capitalBefore).
 func perMinute(w string) bool { return w == "Min" || w == "Mins" || w == "MIN" || w == "MINS" }
 
 // capitalisedWord is a name's form: a capital and small letters.

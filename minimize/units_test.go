@@ -518,9 +518,12 @@ func TestDeidentifyKeepsNamelessUnitWordsWrittenSo(t *testing.T) {
 			t.Errorf("namelessUnitWords holds %s, no common clinical unit word", w)
 		}
 	}
-	for _, unit := range []string{"TABLET", "Tablet", "TABLETS", "Tablets", "TABLET(S)", "Tablet(s)", "Tab", "CAP", "Cap",
-		"CAPSULE", "Capsule", "VIAL", "Vial", "PUFF", "Puffs", "SPRAY", "DROPS", "INHALER", "Syringe", "SUPPOSITORY",
-		"PACKET", "Ampule", "LOZENGE", "UNITS", "Units", "Thousand/uL", "Million/uL", "Beats/Min", "Breaths/Min",
+	// ("CAP", "Cap", "VIAL", "Vial", "SPRAY", "PACKET", "Million/uL",
+	// kept here from h-deid13, are names too and need a UCUM code since
+	// h-review47: TestDeidentifyDoseFormsThatAreNamesNeedACode.)
+	for _, unit := range []string{"TABLET", "Tablet", "TABLETS", "Tablets", "TABLET(S)", "Tablet(s)", "Tab", "CAPS",
+		"CAPSULE", "Capsule", "VIALS", "Vials", "PUFF", "Puffs", "SPRAYS", "DROPS", "INHALER", "Syringe", "SUPPOSITORY",
+		"PACKETS", "Ampule", "LOZENGE", "UNITS", "Units", "Thousand/uL", "Millions/uL", "Beats/Min", "Breaths/Min",
 		"Cells/uL", "Copies/mL", "MM/HR", "ML/HR", "ML/KG/HR", "UNITS/HR", "Units/hr", "Units/Hr", "MCG/KG/MIN", "ML/MIN/1.73M2"} {
 		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":4,"unit":` + strconvQuote(unit) + `}}`
 		if got := string(deidentify(t, []byte(in), nil)); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
@@ -603,6 +606,108 @@ func TestDeidentifyInitialsAreNoUCUMCode(t *testing.T) {
 		want := `"valueQuantity":{"code":` + strconvQuote(code) + `,"system":"http://unitsofmeasure.org","unit":` + strconvQuote(code) + `,"value":4}`
 		if got := obs(`{"value":4,"unit":` + strconvQuote(code) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(code) + `}`); !strings.Contains(got, want) {
 			t.Errorf("%s beside itself:\n got %s\nwant %s", code, got, want)
+		}
+	}
+}
+
+// TestDeidentifyDoseFormsThatAreNamesNeedACode: h-deid13 kept the dose
+// forms, packages and count words of namelessUnitWords written so alone,
+// capitalised or in capitals, but some are surnames or given names as
+// well (Dose, Drop, Cell, Million, Spray, Bottle, Cap, Wafer, Packet,
+// Vial), and {"value": 77441124, "unit": "Dose"}, "DOSE", "mg/Dose",
+// "Dose/d", "Vial" were released, name and number, until h-review47.
+// Written so they now need a UCUM code that says them, as "Patch" does;
+// in small letters and in the plural, which no name is, they are kept.
+func TestDeidentifyDoseFormsThatAreNamesNeedACode(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, name := range []string{"Dose", "Drop", "Cell", "Million", "Spray", "Bottle", "Cap", "Wafer", "Packet", "Vial"} {
+		if !minimize.CommonUnitWords[strings.ToLower(name)] {
+			t.Errorf("%s is no common clinical unit word: the test tests less than it says", name)
+		}
+		up := strings.ToUpper(name)
+		for _, unit := range []string{name, up, "mg/" + name, name + "/d", "{" + name + "}", "mg/" + up, up + "/d", name + "/uL"} {
+			if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+				t.Errorf("%s alone:\n got %s", unit, got)
+			}
+		}
+		for _, unit := range []string{strings.ToLower(name), strings.ToLower(name) + "s", name + "s", up + "S"} {
+			if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+				t.Errorf("%s alone dropped:\n got %s", unit, got)
+			}
+		}
+	}
+	for unit, code := range map[string]string{"Vial": "{Vial}", "DOSE": "{Dose}", "Bottle": "{Bottle}", "Cell": "{Cell}"} {
+		want := `"valueQuantity":{"code":` + strconvQuote(code) + `,"system":"http://unitsofmeasure.org","unit":` + strconvQuote(unit) + `,"value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(code) + `}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside %s:\n got %s\nwant %s", unit, code, got, want)
+		}
+	}
+}
+
+// TestDeidentifyNamesAfterASlashAreNoRateDenominator: after a slash
+// h-deid13 kept every abbreviated unit of time written so (rateTimeUnit),
+// "Sec" and "Mos" (surnames) with "Hr", and the minute capitalised
+// (perMinute) after any unit: {"value": 77441124, "unit": "mg/Sec"},
+// "/MOS", "mg/Min", "/Min" were released, name and number, until
+// h-review47. An abbreviated unit of time after a slash is now one of the
+// hour, the week or the year ("MM/HR", "Units/Hr", "MG/WK"), and "Min" the
+// minute only in a text that writes a capital before it, as a form that
+// capitalises its units does ("L/Min", "mL/Min", "Beats/Min"); "mg/Min"
+// cannot be told from a name, and needs a UCUM code that says it.
+func TestDeidentifyNamesAfterASlashAreNoRateDenominator(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"mg/Sec", "/SEC", "mL/Secs", "mg/Mos", "/MOS", "g/Msec", "mg/Min", "g/Min", "10*3/Min", "/Min", "mg/Mins", "x/Ann"} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+	}
+	want := `"valueQuantity":{"code":"mg/min","system":"http://unitsofmeasure.org","unit":"mg/Min","value":4}`
+	if got := obs(`{"value":4,"unit":"mg/Min","system":"http://unitsofmeasure.org","code":"mg/min"}`); !strings.Contains(got, want) {
+		t.Errorf("mg/Min beside mg/min:\n got %s\nwant %s", got, want)
+	}
+	for _, unit := range []string{"mg/Hr", "mg/HR", "MM/HR", "Units/Hr", "ML/KG/HR", "MG/WK", "mg/Wk", "mg/Hrs", "L/Min", "mL/Min",
+		"Beats/Min", "Breaths/Min", "MCG/KG/MIN", "ML/MIN/1.73M2", "mL/Mins", "mg/sec", "mL/min"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyRarePrefixedAtomsNeedACode: UCUM's prefixes and metric
+// atoms read names in small letters as units ("yu", a yocto-dalton; "hu",
+// a hecto-dalton; "al", an attolitre; "mar", a milli-are; "kat", the
+// katal), and {"value": 77441124, "unit": "yu"}, "mg/mar", "kat/d" were
+// released, name and number, until h-review47. Without a UCUM code that
+// says it, a word of small letters that only UCUM reads is a unit only
+// when it is a prefix clinical data uses (femto to kilo) before an atom
+// it prefixes (gram, litre, metre, second, mole, equivalent, osmole,
+// katal, calorie, bar), or such an atom alone but the katal; beside its
+// code it is kept.
+func TestDeidentifyRarePrefixedAtomsNeedACode(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"yu", "hu", "al", "mar", "kat", "mg/yu", "hu/d", "10*3/al", "mar/min", "/kat", "mL/mar", "yu.m"} {
+		if !minimize.KnownUnitText(unit) {
+			t.Errorf("%s is no unit text the unit rule reads: the test tests less than it says", unit)
+		}
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+	}
+	want := `"valueQuantity":{"code":"mar","system":"http://unitsofmeasure.org","unit":"mar","value":4}`
+	if got := obs(`{"value":4,"unit":"mar","system":"http://unitsofmeasure.org","code":"mar"}`); !strings.Contains(got, want) {
+		t.Errorf("mar beside mar:\n got %s\nwant %s", got, want)
+	}
+	for _, unit := range []string{"mg", "ng/mL", "ug/dL", "umol/L", "mmol/L", "fmol/mL", "pg/mL", "ukat/L", "nkat/L", "meq/L", "mosm/kg",
+		"kcal/d", "mbar", "cm", "mm", "nm", "ms", "ks", "dL", "fL", "mL/min", "g/dL", "kg/m2", "mol/L", "cal", "min", "mo", "d", "h",
+		"/min", "mg/d", "L/min", "s", "m", "g", "l", "bar", "eq", "osm", "10*3/uL", "x10e3/ul", "k/ul", "deg", "mmhg"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
 		}
 	}
 }
