@@ -530,7 +530,13 @@ func verificationText(rep *report.Report) string {
 		if f.LatestRoot != "" {
 			root = " root " + f.LatestRoot
 		}
-		fmt.Fprintf(&b, "  %s: %d %s%s, latest size %d%s\n", f.Path, f.Checkpoints, noun, failed, f.LatestSize, root)
+		latest := fmt.Sprintf("latest size %d%s", f.LatestSize, root)
+		if f.Checkpoints == 0 {
+			// Not "latest size 0", which reads as a checkpoint of the
+			// empty tree.
+			latest = "no checkpoint verified"
+		}
+		fmt.Fprintf(&b, "  %s: %d %s%s, %s\n", f.Path, f.Checkpoints, noun, failed, latest)
 	}
 	if v.Anchors.Error != "" {
 		fmt.Fprintf(&b, "  %s\n", v.Anchors.Error)
