@@ -142,7 +142,11 @@ func (rd *reader) passes(srcs []source) error {
 	case bundles && outside:
 		// Resources outside Bundles, and Bundles whose conditional
 		// searches may find them: what those searches are bounds what
-		// the passes remember (rememberOutside).
+		// the passes remember (rememberOutside). This read of the
+		// Bundles is not the first pass's, as firstPassOfBundles' is:
+		// that pass reads them after the resources outside them, which
+		// their searches find, and in input order for the index
+		// (TestReadTypedBesideBundlesReadForSearchesFirst).
 		if err := rd.collectSearches(srcs); err != nil {
 			return err
 		}
