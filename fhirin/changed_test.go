@@ -6,8 +6,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A file of the input that changes between two of the import's reads of
@@ -105,6 +107,57 @@ func TestReadFileChangedBetweenReads(t *testing.T) {
 				// Run again, the file complete: the Bundle is read.
 				items := mustReadAll(t, dir)
 				find(t, items, "Patient", "a3c9e7d1-2b4f-4e6a-8c0d-00000000c0de")
+			}
+		}
+	}
+}
+
+// A file touched between two of the import's reads of it, or after the
+// last (a backup tool, rsync -t, touch: its modification time moves, its
+// bytes do not), is the same input: every read saw the same bytes, and
+// the import is what it is untouched. Until 2026-12-06 the reads compared
+// the modification time too, and such an import failed with ErrChanged.
+// Every read still hashes the bytes it parsed and compares them with the
+// first read's (TestReadFileChangedBetweenReads: a content change of the
+// same size and time still fails).
+func TestReadFileTouchedBetweenReads(t *testing.T) {
+	obs, synthea := changedInput(t)
+	setup := func(t *testing.T) string {
+		dir := t.TempDir()
+		for name, content := range map[string][]byte{"resources.json": obs, "synthea.json": synthea} {
+			if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	want := mustReadAll(t, setup(t))
+	reads := map[string]int{}
+	afterRead = func(p string) { reads[filepath.Base(p)]++ }
+	mustReadAll(t, setup(t))
+	afterRead = nil
+	for name, total := range reads {
+		if total < 2 {
+			t.Fatalf("%s read %d times; the test wants two reads or more", name, total)
+		}
+		for at := 1; at <= total; at++ {
+			dir := setup(t)
+			n := 0
+			afterRead = func(p string) {
+				if filepath.Base(p) != name {
+					return
+				}
+				if n++; n == at {
+					later := time.Now().Add(time.Duration(at) * time.Hour)
+					if err := os.Chtimes(p, later, later); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			got, err := readAll(t, dir)
+			afterRead = nil
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("%s touched after read %d of %d: %d items (want %d), err = %v; want the untouched import", name, at, total, len(got), len(want), err)
 			}
 		}
 	}

@@ -110,10 +110,12 @@
 //     resource other than a Patient, reading of a file of one type only
 //     one of those resources' types).
 //   - Every read of a file sees the same file: each hashes all its bytes
-//     and compares them, with its size and modification time, with the
-//     first read's, and Read ends by checking the size and time again
-//     (sameFile, filesUnchanged); a file that changed is an ErrChanged and
-//     nothing is imported. Each read depends on what the earlier ones
+//     as it parses them and compares them, with its size, with the first
+//     read's (and its size and modification time before and after it),
+//     and Read ends by checking the size again, and the bytes when the
+//     time moved (sameFile, filesUnchanged); a file that changed is an
+//     ErrChanged and nothing is imported, one whose time alone moved (a
+//     touch) is the same file. Each read depends on what the earlier ones
 //     learnt of the file.
 //
 // # Caveats

@@ -44,6 +44,14 @@ var (
 	// ErrID: a resource has no id (and no urn:uuid fullUrl to take one
 	// from), or its id is not a FHIR id.
 	ErrID = errors.New("missing or invalid id")
+	// ErrConflict: the input gives one resource twice, differently where
+	// the reader tells: a second Binary of an id with other labels or
+	// another securityContext than the first (which decide its compartment
+	// and labels). The error names both places. Other content of one
+	// resource given twice is the store's to refuse (store.ErrBadEntry).
+	// Until 2026-12-06 this was an ErrID ("missing or invalid id"), of an
+	// id present and valid.
+	ErrConflict = errors.New("the same resource given twice, differently")
 	// ErrDangling: a urn:uuid reference names no entry of its Bundle, or an
 	// attachment url names a Binary that is not in the import (nor, with
 	// Options.StoredBinary, live in the catalog in the linking resource's

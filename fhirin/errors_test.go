@@ -610,9 +610,10 @@ func TestMinifiedBundleNamesTheEntryOfIndexProblems(t *testing.T) {
 }
 
 // TestMinifiedBundleNamesTheOtherPlace: a problem naming another place of
-// the input ("a second Binary with the same id and other labels ... (the
+// the input ("a second Binary of this id, with other labels ... (the
 // first at b.json:1)")
 // named only file:1 of a minified Bundle for it, which names no entry.
+// (An ErrConflict since 2026-12-06, an ErrID before.)
 // Found by review (h-review16).
 func TestMinifiedBundleNamesTheOtherPlace(t *testing.T) {
 	bin := `{"resource":{"resourceType":"Binary","id":"b1","contentType":"text/plain","securityContext":{"reference":"Patient/p"},"data":"aGk="}}`
@@ -623,8 +624,42 @@ func TestMinifiedBundleNamesTheOtherPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := readAll(t, path)
-	if !errors.Is(err, ErrID) || !strings.Contains(err.Error(), "(the first at b.json:1, Bundle.entry[1]) (Bundle.entry[2])") {
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "(the first at b.json:1, Bundle.entry[1])") || !strings.Contains(err.Error(), "(Bundle.entry[2])") {
 		t.Errorf("err = %v, want the second Binary's error to name both entries", err)
+	}
+}
+
+// A second Binary of an id with other labels or another securityContext
+// than the first is one resource given twice, differently (ErrConflict): the error says
+// so, names both places and quotes nothing of either (not the id: an
+// error quotes no id). It read "Binary.id: missing or invalid id: a
+// second Binary ..." (ErrID), of an id that is present and valid.
+func TestReadBinaryGivenTwiceDifferentlyNamed(t *testing.T) {
+	bin := `{"resourceType":"Binary","id":"SECRET-b1","contentType":"text/plain","securityContext":{"reference":"Patient/p"},"data":"aGk="}`
+	other := strings.Replace(bin, `"Patient/p"`, `"Patient/q"`, 1)
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"Binary.ndjson":  bin + "\n",
+		"Patient.ndjson": `{"resourceType":"Patient","id":"p"}` + "\n" + `{"resourceType":"Patient","id":"q"}` + "\n",
+		"b.json":         `{"resourceType":"Bundle","type":"collection","entry":[{"resource":` + other + `}]}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := readAll(t, dir)
+	var fe *Error
+	if !errors.Is(err, ErrConflict) || errors.Is(err, ErrID) || !errors.As(err, &fe) || fe.Where != "b.json:1" || fe.Path != "Binary.id" {
+		t.Fatalf("err = %v, want an ErrConflict at b.json:1, Binary.id", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"given twice", "other labels or securityContext", "(the first at Binary.ndjson:1)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("err = %v, want it to say %q", err, want)
+		}
+	}
+	if strings.Contains(msg, "missing or invalid id") || strings.Contains(msg, "SECRET") {
+		t.Errorf("err = %v, want neither the sentinel of a missing or invalid id nor the id", err)
 	}
 }
 

@@ -261,7 +261,7 @@ func (rd *reader) indexResource(r *resource, patient string, labels []string) er
 			if slices.Equal(normalize(b.own), normalize(labels)) && b.ctx == string(ctx) {
 				return nil
 			}
-			return r.errf("Binary.id", ErrID, "a second Binary with the same id and other labels or securityContext, where one id names one Binary (the first at %s)", entryPlace(b.where, b.entry))
+			return r.errf("Binary.id", ErrConflict, "a second Binary of this id, with other labels or securityContext (the first at %s), which decide its compartment and labels: one id names one Binary", entryPlace(b.where, b.entry))
 		}
 		b.present, b.where, b.entry, b.own, b.ctx = true, r.where, r.entry, labels, string(ctx)
 		if sc, ok := r.m["securityContext"].(map[string]any); ok {

@@ -142,7 +142,11 @@ func (rd *reader) passes(srcs []source) error {
 	case bundles && outside:
 		// Resources outside Bundles, and Bundles whose conditional
 		// searches may find them: what those searches are bounds what
-		// the passes remember (rememberOutside).
+		// the passes remember (rememberOutside). This read of the
+		// Bundles is not the first pass's, as firstPassOfBundles' is:
+		// that pass reads them after the resources outside them, which
+		// their searches find, and in input order for the index
+		// (TestReadTypedBesideBundlesReadForSearchesFirst).
 		if err := rd.collectSearches(srcs); err != nil {
 			return err
 		}
@@ -471,8 +475,9 @@ func (rd *reader) readSource(s *source) error {
 // afterRead, when set (by a test), is called after each read of a file.
 var afterRead func(path string)
 
-// fileIdentity is what the first read of a file saw of it: its size and
-// modification time before the read, and SHA-256 of every byte of it.
+// fileIdentity is what the reads of a file saw of it: its size before
+// the first read and SHA-256 of every byte that read parsed (and of any
+// it left), and its modification time after the latest read.
 type fileIdentity struct {
 	size  int64
 	mtime time.Time
@@ -480,14 +485,22 @@ type fileIdentity struct {
 }
 
 // sameFile checks that the file f, read as s (fi: its Stat before the
-// read, sum: SHA-256 of its bytes), did not change during the read and is
-// the file every earlier read of the import saw. Read reads a file up to
-// four times (collectSearches, the passes), each depending on what the
-// earlier ones learnt of it: a .json file that gained a Bundle after the
-// first read was taken to hold none, and the Bundle was silently left out
-// (found reviewing h-import8). A change is an ErrChanged naming the file,
-// never its content; nothing is imported, and a run once the file is
-// complete reads it whole.
+// read, sum: SHA-256 of its bytes, hashed as the read parsed them), did
+// not change during the read and is the file every earlier read of the
+// import saw. Read reads a file up to four times (collectSearches, the
+// passes), each depending on what the earlier ones learnt of it: a .json
+// file that gained a Bundle after the first read was taken to hold none,
+// and the Bundle was silently left out (found reviewing h-import8). A
+// change is an ErrChanged naming the file, never its content; nothing is
+// imported, and a run once the file is complete reads it whole.
+//
+// Between two reads the file is the same when its size and its bytes
+// are: the bytes are what each read's result depends on, and those it
+// parsed are those it hashed. Its modification time moving alone (touch,
+// a backup tool, rsync -t) is no change; until 2026-12-06 it was, and such
+// an import failed with ErrChanged (TestReadFileTouchedBetweenReads).
+// During one read the size and the time are compared: the first read has
+// no bytes to compare with.
 func (rd *reader) sameFile(s *source, f *os.File, fi os.FileInfo, sum []byte) error {
 	id := fileIdentity{size: fi.Size(), mtime: fi.ModTime()}
 	copy(id.sum[:], sum)
@@ -506,15 +519,18 @@ func (rd *reader) sameFile(s *source, f *os.File, fi os.FileInfo, sum []byte) er
 		rd.files[s.path] = id
 		return nil
 	}
-	if first.size != id.size || !first.mtime.Equal(id.mtime) || first.sum != id.sum {
+	if first.size != id.size || first.sum != id.sum {
 		return newError(s.name, "", ErrChanged, "the file changed between two reads of the import")
 	}
+	first.mtime = id.mtime // for filesUnchanged
+	rd.files[s.path] = first
 	return nil
 }
 
 // filesUnchanged checks, once the last pass has read the input, that no
-// file read changed since (its size or modification time): a pass may
-// skip a file that an earlier one found holds nothing for it.
+// file read changed since (its size, or its bytes when its modification
+// time moved since its latest read): a pass may skip a file that an
+// earlier one found holds nothing for it.
 func (rd *reader) filesUnchanged(srcs []source) error {
 	for _, s := range srcs {
 		id, ok := rd.files[s.path]
@@ -525,13 +541,38 @@ func (rd *reader) filesUnchanged(srcs []source) error {
 		if err != nil {
 			return rd.problem(newError(s.name, "", ErrChanged, "the file is gone since the import read it"))
 		}
-		if fi.Size() != id.size || !fi.ModTime().Equal(id.mtime) {
+		same := fi.Size() == id.size
+		if same && !fi.ModTime().Equal(id.mtime) {
+			sum, err := fileSum(s.path)
+			same = err == nil && sum == id.sum
+		}
+		if !same {
 			if err := rd.problem(newError(s.name, "", ErrChanged, "the file changed since the import read it")); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// fileSum is SHA-256 of the regular file at path, opened as readSource
+// opens it (a FIFO or a device put in its place is an error, not a hang).
+func fileSum(path string) ([sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return sum, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return sum, errors.New("not a regular file")
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return sum, err
+	}
+	h.Sum(sum[:0])
+	return sum, nil
 }
 
 // readFile reads the file of s, whose bytes f yields.

@@ -253,3 +253,57 @@ func TestReadFirstPassOfBundlesDifferential(t *testing.T) {
 		}
 	}
 }
+
+// Files of one type beside Bundles (a Bulk export's Practitioner.ndjson
+// and a transaction Bundle) are read twice each, the Bundles three times:
+// once for their conditional searches, which bound what the passes
+// remember of those files' resources (TestRememberNDJSONMemory), then by
+// each pass after those resources. That first read cannot be the first
+// pass's read of the Bundles (as it is for Bundles alone,
+// firstPassOfBundles): the first pass reads the Bundles after the
+// resources outside them, whose ids the searches find. Read so (reviewed
+// 2026-12-06, h-import10), a catalog's two Practitioners of one NPI, one
+// rewritten without it by Practitioner.ndjson, made the Bundle's
+// conditional create FHIR's 412 and failed the import, where the passes
+// find one match and keep it.
+func TestReadTypedBesideBundlesReadForSearchesFirst(t *testing.T) {
+	const npi = "http://hl7.org/fhir/sid/us-npi"
+	const pr1, pr2 = "5c6d7e8f-0000-4000-8000-0000000000a1", "5c6d7e8f-0000-4000-8000-0000000000a2"
+	match := func(typ string, q Search) ([]Found, error) {
+		if typ == "Practitioner" && q.System == npi && q.Value == "1111111111" {
+			return []Found{{ID: pr1}, {ID: pr2}}, nil // the catalog's two of one NPI
+		}
+		return nil, nil
+	}
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"A-bundle.json": `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"urn:uuid:5c6d7e8f-0000-4000-8000-0000000000b1","resource":{"resourceType":"Practitioner","identifier":[{"system":"` + npi + `","value":"1111111111"}]},
+ "request":{"method":"POST","url":"Practitioner","ifNoneExist":"identifier=` + npi + `|1111111111"}}]}`,
+		"Practitioner.ndjson": `{"resourceType":"Practitioner","id":"` + pr2 + `","name":[{"family":"Moss"}]}` + "\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reads := map[string]int{}
+	afterRead = func(p string) { reads[filepath.Base(p)]++ }
+	defer func() { afterRead = nil }()
+	var items []Item
+	err := Read(context.Background(), dir, Options{Link: testLink, Match: match}, func(it Item) error {
+		items = append(items, it)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Read: %v; want the Bundle's conditional create to keep the one match left", err)
+	}
+	if it := find(t, items, "Practitioner", pr1); !it.Kept {
+		t.Errorf("Practitioner %s not kept; want the conditional create to keep it", pr1)
+	}
+	find(t, items, "Practitioner", pr2)
+	if len(items) != 2 {
+		t.Errorf("%d items, want the two Practitioners", len(items))
+	}
+	if want := map[string]int{"A-bundle.json": 3, "Practitioner.ndjson": 2}; !maps.Equal(reads, want) {
+		t.Errorf("reads %v, want %v", reads, want)
+	}
+}

@@ -73,7 +73,9 @@ unless all of it is valid: a bad line is reported with its file and line
 (and FHIR path) and nothing is imported. A FHIR input file that changes
 while the import reads it (it is read more than once) fails the import,
 naming the file: nothing is imported; run it again once the file is
-complete. Re-importing a resource whose
+complete. Its bytes are compared, so a file only touched (its modification
+time moved, by touch, rsync -t or a backup tool) between the reads is the
+same input. Re-importing a resource whose
 content or metadata changed creates a new version with a new etag; older
 versions are kept. A Bulk "deleted" entry retires a resource, and --full
 retires every resource of the tenant (and --source) the input does not
