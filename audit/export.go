@@ -67,7 +67,7 @@ var CSVHeader = []string{
 }
 
 // csvRow fills row (len(CSVHeader) cells, reused between records) with r's
-// cells, each passed through csvSafe.
+// cells, each passed through CSVCell.
 func csvRow(r *Record, row []string) []string {
 	j := CSVList
 	row = append(row[:0],
@@ -78,9 +78,50 @@ func csvRow(r *Record, row []string) []string {
 		j(r.Obligations), strconv.FormatBool(r.Dev), j(r.Keys), r.PrevHash, r.Hash,
 	)
 	for i, cell := range row {
-		row[i] = CSVSafe(cell)
+		row[i] = CSVCell(cell)
 	}
 	return row
+}
+
+// CSVCell is a cell of the CSV export as written: CSVSafe(CSVVisible(cell)).
+// It is pure.
+func CSVCell(cell string) string { return CSVSafe(CSVVisible(cell)) }
+
+// CSVVisible writes each format character of s (Unicode category Cf:
+// the bidirectional controls U+061C, U+200E, U+200F, U+202A..U+202E and
+// U+2066..U+2069, zero-width characters, the byte order mark, ...) as the
+// text of its Go escape (\u202e), as Printable does, and leaves every
+// other character as it is. Such a character is invisible in a
+// spreadsheet, and a bidirectional control reorders what follows it: a
+// client id or reason holding a right-to-left override displays reversed
+// (Trojan-source spoofing of who read what). The escape names the code
+// point, so what was stored can be read back from the cell; a cell that
+// holds the six characters \u202e as text looks the same, so JSONL (the
+// exact bytes) is the authority. The order with CSVSafe does not matter:
+// the escape neither begins with a formula start nor adds a ";" or a tab.
+// It is pure.
+func CSVVisible(s string) string {
+	if !strings.ContainsFunc(s, isFormat) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if isFormat(r) {
+			writeEscape(&b, r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func isFormat(r rune) bool { return unicode.Is(unicode.Cf, r) }
+
+// writeEscape writes r as the text of its Go escape without quotes:
+// \x1b, \u202e, \n.
+func writeEscape(b *strings.Builder, r rune) {
+	q := strconv.QuoteRuneToASCII(r)
+	b.WriteString(q[1 : len(q)-1])
 }
 
 // formulaStarts are the first characters that make a spreadsheet evaluate
@@ -145,8 +186,7 @@ func Printable(s string) string {
 		case unicode.IsPrint(r):
 			b.WriteRune(r)
 		default:
-			q := strconv.QuoteRuneToASCII(r) // '\x1b', '\u202e', '\n'
-			b.WriteString(q[1 : len(q)-1])
+			writeEscape(&b, r)
 		}
 		i += n
 	}

@@ -229,7 +229,10 @@ latest checkpoint are not exported until the next one. Without --to-seq (or
 export --format writes the audit records in [--since, --until) to stdout or to FILE.
 jsonl writes each record's exact canonical bytes, one per line, so every line
 can be re-hashed independently (see docs/audit-format.md); csv writes one row
-per record with a header, for spreadsheets.
+per record with a header, for spreadsheets: a cell a spreadsheet would
+evaluate as a formula gets a leading ', and an invisible format character (a
+bidi control such as a right-to-left override, a zero-width character) is
+written as the text of its escape, \u202e (docs/audit-format.md, section 6).
 
 Each record exported is checked as it is read: its bytes must hash to its
 stored hash and its prev_hash must be the stored hash of the record before
