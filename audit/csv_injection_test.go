@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -87,6 +88,93 @@ func TestCSVExportNeutralizesFormulasAfterSeparators(t *testing.T) {
 					t.Errorf("separator %q, row %d: cell %q would be evaluated", sep, i, cell)
 				}
 			}
+		}
+	}
+}
+
+// formatControls are the bidirectional controls and invisible format
+// characters a CSV cell must not hold as they are: with the text of the
+// escape each is written as.
+var formatControls = []struct {
+	r    rune
+	text string
+}{
+	{'\u202a', `\u202a`}, {'\u202b', `\u202b`}, {'\u202c', `\u202c`}, {'\u202d', `\u202d`}, {'\u202e', `\u202e`},
+	{'\u2066', `\u2066`}, {'\u2067', `\u2067`}, {'\u2068', `\u2068`}, {'\u2069', `\u2069`},
+	{'\u200e', `\u200e`}, {'\u200f', `\u200f`}, {'\u061c', `\u061c`},
+	{'\u200b', `\u200b`}, {'\ufeff', `\ufeff`}, {'\u2060', `\u2060`}, {'\U000e0041', `\U000e0041`},
+}
+
+// TestCSVExportShowsFormatControls: a bidi control or another invisible
+// format character in any cell (a client id holding a right-to-left
+// override displays reversed in a spreadsheet: who read what, spoofed) is
+// written as the text of its escape, \u202e, so that the cell shows it
+// and what was stored can be read back; the JSONL export keeps the exact
+// bytes. Until h-audit12 the CSV kept each as stored. The CSV still
+// parses, a header and one row per record.
+func TestCSVExportShowsFormatControls(t *testing.T) {
+	l, _ := mustOpen(t, Options{Node: "n"})
+	ctx := context.Background()
+	for _, c := range formatControls {
+		s := string(c.r)
+		if _, err := l.Append(ctx, Entry{Action: "resources/read", Outcome: OutcomeAllow, Reason: "by=" + s + "ops",
+			Principal:    Principal{Sub: "dr" + s, Roles: []string{s + "clinician", "nurse"}, ClientID: "claude" + s + "desktop"},
+			PurposeOfUse: "TREAT", Session: s, URIs: []string{"u" + s}, Patients: []string{s + "p"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := l.Export(ctx, &buf, FormatCSV, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(buf.Bytes())).ReadAll()
+	if err != nil {
+		t.Fatalf("the CSV does not parse: %v", err)
+	}
+	if len(rows) != len(formatControls)+1 {
+		t.Fatalf("%d rows, want a header and %d", len(rows), len(formatControls))
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	for i, c := range formatControls {
+		row := rows[i+1]
+		for _, cell := range row {
+			if strings.ContainsFunc(cell, func(r rune) bool { return unicode.Is(unicode.Cf, r) }) {
+				t.Errorf("U+%04X: cell %q holds a format character as it is", c.r, cell)
+			}
+		}
+		for name, want := range map[string]string{
+			"reason": "by=" + c.text + "ops", "sub": "dr" + c.text, "roles": c.text + "clinician;nurse",
+			"client_id": "claude" + c.text + "desktop", "session": c.text, "uris": "u" + c.text, "patients": c.text + "p",
+		} {
+			if got := row[col[name]]; got != want {
+				t.Errorf("U+%04X: %s = %q, want %q", c.r, name, got, want)
+			}
+		}
+	}
+	var jl bytes.Buffer
+	if _, err := l.Export(ctx, &jl, FormatJSONL, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range formatControls {
+		if !strings.Contains(jl.String(), "claude"+string(c.r)+"desktop") {
+			t.Errorf("U+%04X: the JSONL export does not keep the stored bytes", c.r)
+		}
+	}
+}
+
+// TestCSVVisible pins CSVVisible and CSVCell: format characters escaped,
+// everything else as it is, formula starts still defused after an escape.
+func TestCSVVisible(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""}, {"clinician", "clinician"}, {"naïve ñ 日本", "naïve ñ 日本"}, {`a\u202eb`, `a\u202eb`},
+		{"a\u202eb", `a\u202eb`}, {"\u202e=1+2", `\u202e=1+2`}, {"x;\u2066@y", `x;\u2066@y`},
+		{"=\u200f1", `'=\u200f1`}, {"a;=b\u202c", `a;'=b\u202c`}, {"\t\u061c", `'` + "\t" + `\u061c`},
+	} {
+		if got := CSVCell(tc.in); got != tc.want {
+			t.Errorf("CSVCell(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

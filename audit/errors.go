@@ -70,7 +70,32 @@ var (
 	// investigated and restarted the server (docs/operations.md,
 	// "Continuous integrity").
 	ErrIntegrity = errors.New("audit: audit log failed its integrity check")
+
+	// ErrExportDamaged is returned (as an *ExportDamagedError) by Export
+	// and ExportFile when the export was written whole, every record
+	// asked for as stored, but some of them do not check against the log
+	// (changed in place, or relinked). The output is complete and is the
+	// evidence; the log is not intact: run VerifyFile for every problem.
+	ErrExportDamaged = errors.New("audit: exported records do not verify")
 )
+
+// ExportDamagedError says that an export was written whole but that
+// Problems of its records failed the export's checks, First the first of
+// them. It matches ErrExportDamaged and ErrCorrupt with errors.Is.
+type ExportDamagedError struct {
+	Records  int // records written, every one asked for
+	Problems int // problems found in them
+	First    Problem
+}
+
+func (e *ExportDamagedError) Error() string {
+	return fmt.Sprintf("audit: audit log is corrupt: the export holds every one of the %d records asked for, as stored, but %d problem(s) were found in them; the first: %s", e.Records, e.Problems, e.First)
+}
+
+// Is reports whether target is ErrExportDamaged or ErrCorrupt.
+func (e *ExportDamagedError) Is(target error) bool {
+	return target == ErrExportDamaged || target == ErrCorrupt
+}
 
 // CorruptError is the evidence for an integrity failure found at one record:
 // which sequence number, what was expected and what was found. It matches

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/csv"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"strconv"
@@ -66,7 +67,7 @@ var CSVHeader = []string{
 }
 
 // csvRow fills row (len(CSVHeader) cells, reused between records) with r's
-// cells, each passed through csvSafe.
+// cells, each passed through CSVCell.
 func csvRow(r *Record, row []string) []string {
 	j := CSVList
 	row = append(row[:0],
@@ -77,9 +78,50 @@ func csvRow(r *Record, row []string) []string {
 		j(r.Obligations), strconv.FormatBool(r.Dev), j(r.Keys), r.PrevHash, r.Hash,
 	)
 	for i, cell := range row {
-		row[i] = CSVSafe(cell)
+		row[i] = CSVCell(cell)
 	}
 	return row
+}
+
+// CSVCell is a cell of the CSV export as written: CSVSafe(CSVVisible(cell)).
+// It is pure.
+func CSVCell(cell string) string { return CSVSafe(CSVVisible(cell)) }
+
+// CSVVisible writes each format character of s (Unicode category Cf:
+// the bidirectional controls U+061C, U+200E, U+200F, U+202A..U+202E and
+// U+2066..U+2069, zero-width characters, the byte order mark, ...) as the
+// text of its Go escape (\u202e), as Printable does, and leaves every
+// other character as it is. Such a character is invisible in a
+// spreadsheet, and a bidirectional control reorders what follows it: a
+// client id or reason holding a right-to-left override displays reversed
+// (Trojan-source spoofing of who read what). The escape names the code
+// point, so what was stored can be read back from the cell; a cell that
+// holds the six characters \u202e as text looks the same, so JSONL (the
+// exact bytes) is the authority. The order with CSVSafe does not matter:
+// the escape neither begins with a formula start nor adds a ";" or a tab.
+// It is pure.
+func CSVVisible(s string) string {
+	if !strings.ContainsFunc(s, isFormat) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if isFormat(r) {
+			writeEscape(&b, r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func isFormat(r rune) bool { return unicode.Is(unicode.Cf, r) }
+
+// writeEscape writes r as the text of its Go escape without quotes:
+// \x1b, \u202e, \n.
+func writeEscape(b *strings.Builder, r rune) {
+	q := strconv.QuoteRuneToASCII(r)
+	b.WriteString(q[1 : len(q)-1])
 }
 
 // formulaStarts are the first characters that make a spreadsheet evaluate
@@ -144,8 +186,7 @@ func Printable(s string) string {
 		case unicode.IsPrint(r):
 			b.WriteRune(r)
 		default:
-			q := strconv.QuoteRuneToASCII(r) // '\x1b', '\u202e', '\n'
-			b.WriteString(q[1 : len(q)-1])
+			writeEscape(&b, r)
 		}
 		i += n
 	}
@@ -180,6 +221,14 @@ const exportChunk = 1024
 // export with a *CorruptError (errors.Is ErrNonCanonical) naming its seq — run
 // VerifyFile. On an error, n counts the records of the chunks already
 // written to w.
+//
+// Each record written is checked against what the walk has read (not a
+// verification: VerifyFile is): its bytes hash to its stored hash, and its
+// prev_hash is the stored hash of the record before it. A record that
+// fails does not stop the export, whose output is then the records as
+// stored, every one asked for: the error is then an *ExportDamagedError
+// (errors.Is ErrExportDamaged and ErrCorrupt) naming the first problem,
+// and n counts every record written.
 func ExportFile(ctx context.Context, path string, w io.Writer, f Format, filter Filter) (n int, err error) {
 	if f != FormatJSONL && f != FormatCSV {
 		return 0, fmt.Errorf("audit: unknown export format %q", f)
@@ -216,23 +265,84 @@ func exportSegments(ctx context.Context, segs []*segment, w io.Writer, f Format,
 	}
 
 	n := 0
+	var chk exportCheck
 	for _, s := range segs {
 		if filter.To != 0 && s.base >= filter.To {
 			break
 		}
-		m, err := exportSegment(ctx, s, &buf, cw, row, w, filter, between)
+		m, err := exportSegment(ctx, s, &buf, cw, row, w, filter, between, &chk)
 		n += m
 		if err != nil {
 			return n, err
 		}
 	}
+	if chk.problems > 0 {
+		return n, &ExportDamagedError{Records: n, Problems: chk.problems, First: chk.first}
+	}
 	return n, nil
+}
+
+// exportCheck checks each record an export writes against what the walk
+// has read: its bytes hash to its stored hash (hashes bucket), and its
+// prev_hash is the stored hash of the record before it. It is not a
+// verification (VerifyFile checks the tree, the seals, the head, time
+// order, ...): it keeps an export of a record changed in place, or of a
+// chain relinked around one, from passing as an export of an intact log.
+type exportCheck struct {
+	prev     string // the stored hash of the record read last; "" unknown
+	problems int
+	first    Problem
+}
+
+func (c *exportCheck) problem(p Problem) {
+	if c.problems == 0 {
+		c.first = p
+	}
+	c.problems++
+}
+
+// enter sets the hash the first record of segment s must link to when no
+// record was read before it: its recorded predecessor's (ZeroHash for
+// the log's first segment).
+func (c *exportCheck) enter(tx *bolt.Tx) {
+	if c.prev != "" {
+		return
+	}
+	if meta := tx.Bucket(bucketMeta); meta != nil {
+		if m, err := readSegmentMeta(meta); err == nil {
+			c.prev = ZeroHash
+			if m.baseSeq > 0 {
+				c.prev = hex.EncodeToString(m.baseHash[:])
+			}
+		}
+	}
+}
+
+// record checks record seq (decoded as rec; stored is its hashes entry)
+// when exported says it is written, and moves past it.
+func (c *exportCheck) record(seq uint64, stored []byte, rec *Record, exported bool) {
+	storedHex := hex.EncodeToString(stored)
+	if exported {
+		switch {
+		case len(stored) != 32:
+			c.problem(Problem{Seq: seq, Kind: KindMissingHash, Got: rec.Hash, Detail: "no stored hash for this record"})
+		case storedHex != rec.Hash:
+			c.problem(Problem{Seq: seq, Kind: KindHashMismatch, Expected: storedHex, Got: rec.Hash, Detail: "record bytes do not hash to the stored hash"})
+		}
+		if c.prev != "" && rec.PrevHash != c.prev {
+			c.problem(Problem{Seq: seq, Kind: KindChainBreak, Expected: c.prev, Got: rec.PrevHash, Detail: "prev_hash is not the previous record's stored hash"})
+		}
+	}
+	c.prev = storedHex
+	if len(stored) != 32 {
+		c.prev = rec.Hash
+	}
 }
 
 // exportSegment exports one segment's matching records, formatting each
 // chunk into buf (through cw for CSV) inside its transaction and writing
 // it to w after, through between.
-func exportSegment(ctx context.Context, s *segment, buf *bytes.Buffer, cw *csv.Writer, row []string, w io.Writer, filter Filter, between func(func() error) error) (int, error) {
+func exportSegment(ctx context.Context, s *segment, buf *bytes.Buffer, cw *csv.Writer, row []string, w io.Writer, filter Filter, between func(func() error) error, chk *exportCheck) (int, error) {
 	n := 0
 	var after []byte
 	for done := false; !done; {
@@ -245,6 +355,11 @@ func exportSegment(ctx context.Context, s *segment, buf *bytes.Buffer, cw *csv.W
 			if records == nil {
 				return notAuditLog("records bucket missing")
 			}
+			hashes := tx.Bucket(bucketHashes)
+			if hashes == nil {
+				return notAuditLog("hashes bucket missing")
+			}
+			chk.enter(tx)
 			c := records.Cursor()
 			k, v := seekAfter(c, after)
 			for i := 0; k != nil && i < exportChunk; i++ {
@@ -261,7 +376,13 @@ func exportSegment(ctx context.Context, s *segment, buf *bytes.Buffer, cw *csv.W
 					}
 					return &CorruptError{Seq: seq, Kind: KindNonCanonical, Detail: "record does not decode; run verify"}
 				}
-				if filter.match(rec.Time) {
+				exported := filter.match(rec.Time)
+				seq := rec.Seq
+				if len(k) == 8 {
+					seq = binary.BigEndian.Uint64(k)
+				}
+				chk.record(seq, hashes.Get(k), &rec, exported)
+				if exported {
 					if cw != nil {
 						row = csvRow(&rec, row)
 						if err := cw.Write(row); err != nil {

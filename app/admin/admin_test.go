@@ -150,3 +150,67 @@ func TestDialWithoutServer(t *testing.T) {
 		t.Fatalf("the client removed the socket: %v", err)
 	}
 }
+
+// TestSocketExportOfDamagedLog: over the socket, an export of a log with a
+// record changed in place streams every record and ends with the trailer
+// error export_damaged, which the client returns as an error that is
+// audit.ErrExportDamaged, naming the record (the command then keeps the
+// output and exits 1). Until h-audit12 it ended with a Custos-Result.
+func TestSocketExportOfDamagedLog(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.db")
+	l, err := audit.Open(path, audit.Options{Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := l.Append(context.Background(), audit.Entry{Action: audit.ActionResourcesList, Outcome: audit.OutcomeAllow}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Record 2 changed in place, as an editor of the file would: same
+	// length, still canonical, no longer its stored hash.
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, []byte(`"seq":2,`))
+	j := bytes.Index(b[i:], []byte(`"action":"resources/list"`))
+	if i < 0 || j < 0 {
+		t.Fatal("record 2 not found in the file")
+	}
+	copy(b[i+j:], `"action":"resources/lisT"`)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = audit.Open(path, audit.Options{Node: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	s, err := Listen(Path(dir), Config{Service: access.New(l, nil, dir, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve()
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	c, err := Dial(context.Background(), Path(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var out bytes.Buffer
+	_, err = c.Do(context.Background(), access.OpExport, access.ExportRequest{Ask: access.Ask{Purpose: "HOPERAT"}, Format: audit.FormatJSONL}, func(r io.Reader) error {
+		_, err := io.Copy(&out, r)
+		return err
+	})
+	var ae *access.Error
+	if !errors.As(err, &ae) || ae.Code != "export_damaged" || !errors.Is(err, audit.ErrExportDamaged) || !strings.Contains(ae.Message, "seq 2: hash_mismatch") {
+		t.Fatalf("export of a damaged log over the socket: %v, want export_damaged naming seq 2", err)
+	}
+	if n := strings.Count(out.String(), "\n"); n != 4 || !strings.Contains(out.String(), `"action":"resources/lisT"`) {
+		t.Errorf("the output is not every record as stored (%d lines):\n%s", n, out.String())
+	}
+}

@@ -66,7 +66,9 @@ var (
 
 // Code is the stable error code of err for transports: "bad_request",
 // "not_recorded", "not_found", "no_checkpoint", "checkpoint_mismatch",
-// "not_empty", "no_room", "corrupt" or "internal".
+// "not_empty", "no_room", "export_damaged" (an export written whole whose
+// records do not all verify: audit.ErrExportDamaged), "corrupt" or
+// "internal".
 func Code(err error) string {
 	switch {
 	case errors.Is(err, ErrBadRequest), errors.Is(err, bundle.ErrBadRange):
@@ -83,6 +85,9 @@ func Code(err error) string {
 		return "not_empty"
 	case errors.Is(err, ErrNoRoom):
 		return "no_room"
+	case errors.Is(err, audit.ErrExportDamaged):
+		// Before corrupt, which it also is: the output is complete.
+		return "export_damaged"
 	case errors.Is(err, audit.ErrCorrupt):
 		return "corrupt"
 	}

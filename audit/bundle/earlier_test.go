@@ -111,15 +111,22 @@ func TestVerifyEarlierVersionsBundle(t *testing.T) {
 	if _, err := l.Append(ctx, stray); err != nil {
 		t.Fatal(err)
 	}
+	// Record 41, whose CSV rendering changed with h-audit12: format
+	// characters (a right-to-left override) in a client id and a reason.
+	bidi := testRecord(41, "").Entry
+	bidi.Principal.ClientID, bidi.Reason = "claude\u202edesktop", "by=\u2066ops\u2069"
+	if _, err := l.Append(ctx, bidi); err != nil {
+		t.Fatal(err)
+	}
 	k := newTestKey(t, testOrigin, 1)
 	vkeys := []byte(k.vkey)
-	// write exports records 11..40 and rewrites the human files
+	// write exports records 11..41 and rewrites the human files
 	// as the earlier version rd rendered them, with edit applied to each
 	// rendering of a record.
 	write := func(t *testing.T, rd renderer, edit func(seq uint64, f Format, b []byte) []byte) string {
 		dir := filepath.Join(t.TempDir(), "bundle")
-		ck := checkpoints(t, k, l, 10, 40)
-		if _, err := Write(ctx, dir, l, WriteOptions{From: 11, To: 40, Checkpoints: ck, Formats: Formats}); err != nil {
+		ck := checkpoints(t, k, l, 10, 41)
+		if _, err := Write(ctx, dir, l, WriteOptions{From: 11, To: 41, Checkpoints: ck, Formats: Formats}); err != nil {
 			t.Fatal(err)
 		}
 		recs := strings.SplitAfter(strings.TrimSuffix(string(mustRead(t, filepath.Join(dir, FileRecords))), "\n"), "\n")
@@ -186,6 +193,7 @@ func TestVerifyEarlierVersionsBundle(t *testing.T) {
 // Format.render of every record of records.tsv (name, tab, canonical
 // record), dumped by a test added to a git worktree of the commit.
 var earlierBuilds = map[renderer]string{
+	renderer311e1f4:        "e4efd0a",
 	renderer0a0ff79:        "264c3fa",
 	renderer384f6a1:        "27b3d0f",
 	rendererBefore20261206: "3a19923",
@@ -196,6 +204,18 @@ var earlierBuilds = map[renderer]string{
 	rendererF2704f7:        "f2704f7",
 	renderer471441e:        "471441e",
 	rendererA5f7443:        "1c9bd06",
+}
+
+// firstDiffering names, for a build of earlierBuilds, the file (records.tsv's
+// layout) of the records added to records.tsv for it: the first whose
+// rendering differs from the next version's, dumped by that build only.
+var firstDiffering = map[string]string{
+	// A list of several patients with URIs in compartments naming none
+	// of them.
+	"264c3fa": "strays.tsv",
+	// Format characters (bidi controls, zero-width characters) in the
+	// CSV's cells, kept as stored.
+	"e4efd0a": "bidi.tsv",
 }
 
 // namedRecord is a record of testdata/golden/renderers/records.tsv.
@@ -269,12 +289,9 @@ func TestEarlierRenderersAreThoseBuilds(t *testing.T) {
 		}
 		differs := false
 		recs := recs
-		if commit == "264c3fa" {
-			// strays.tsv: a list of several patients with URIs in
-			// compartments naming none of them, the first record whose
-			// rendering differs from the next version's.
-			_, strays := namedRecords(t, "strays.tsv")
-			recs = append(slices.Clip(recs), strays...)
+		if tsv, ok := firstDiffering[commit]; ok {
+			_, more := namedRecords(t, tsv)
+			recs = append(slices.Clip(recs), more...)
 		}
 		for _, nr := range recs {
 			name, r := nr.name, nr.r

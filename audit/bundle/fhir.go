@@ -278,7 +278,7 @@ func fhirAuditEvents(r audit.Record, rd renderer) ([][]byte, error) {
 		for _, p := range r.Patients {
 			groups = append(groups, []string{p})
 		}
-		if kind == kindQuery && rd >= rendererCurrent && len(strayURIs(r.URIs, r.Patients)) > 0 {
+		if kind == kindQuery && rd >= renderer311e1f4 && len(strayURIs(r.URIs, r.Patients)) > 0 {
 			groups = append(groups, nil) // the query event of the stray URIs, no patient's
 		}
 	}
@@ -567,7 +567,7 @@ func deviceRef(node string, str func(string) string) fhirReference {
 // written before 2026-12-06, a URI whose patient segment the server
 // recorded as the hash of the segment itself (server.patientOf then: a
 // FHIR compartment without a Patient resource in the catalog), which no
-// event's patient names. Since rendererCurrent, a
+// event's patient names. Since renderer311e1f4, a
 // record of several patients puts such a URI that lies in a patient
 // compartment (a stray, strayURIs) in an event of its own without a
 // patient instead (patients empty, and all has several), as it is some
@@ -576,7 +576,7 @@ func deviceRef(node string, str func(string) string) fhirReference {
 // another patient.
 func urisOf(uris, patients, all []string, rd renderer) []string {
 	if len(patients) == 0 {
-		if rd >= rendererCurrent && len(all) > 1 {
+		if rd >= renderer311e1f4 && len(all) > 1 {
 			return strayURIs(uris, all)
 		}
 		return uris
@@ -587,7 +587,7 @@ func urisOf(uris, patients, all []string, rd renderer) []string {
 		case namesOneOf(u, patients):
 		case rd < renderer0a0ff79 || namesOneOf(u, all):
 			continue
-		case rd >= rendererCurrent && len(all) > 1 && inCompartment(u):
+		case rd >= renderer311e1f4 && len(all) > 1 && inCompartment(u):
 			continue // a stray: in the event without a patient
 		}
 		out = append(out, u)

@@ -134,13 +134,18 @@ const (
 	// to the patient id) was named in the other patients' events too; and
 	// what renderer384f6a1 lacks.
 	renderer0a0ff79
-	// rendererCurrent is this version's rendering, since h-review45.
+	// renderer311e1f4 is the rendering of 311e1f4 to e4efd0a (h-review45,
+	// 2026-12-06 from 17:53): CSV cells kept format characters (bidi
+	// controls, zero-width characters) as stored (csvRowKeepFormat); and
+	// what renderer0a0ff79 lacks.
+	renderer311e1f4
+	// rendererCurrent is this version's rendering, since h-audit12.
 	rendererCurrent
 )
 
 // earlierRenderers are the renderings of earlier custos versions the
 // verifier accepts, newest first.
-var earlierRenderers = []renderer{renderer0a0ff79, renderer384f6a1, rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398, rendererF2704f7, renderer471441e, rendererA5f7443}
+var earlierRenderers = []renderer{renderer311e1f4, renderer0a0ff79, renderer384f6a1, rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398, rendererF2704f7, renderer471441e, rendererA5f7443}
 
 // renderAs is render by renderer rd.
 func (f Format) renderAs(r audit.Record, rd renderer) ([]byte, error) {
@@ -151,6 +156,8 @@ func (f Format) renderAs(r audit.Record, rd renderer) ([]byte, error) {
 			return csvLine(csvRow471441e(r))
 		case rd == rendererF2704f7:
 			return csvLine(csvRowF2704f7(r))
+		case rd < rendererCurrent:
+			return csvLine(csvRowKeepFormat(r))
 		}
 		return csvLine(CSVRow(r))
 	case FormatFHIR:
@@ -240,10 +247,21 @@ func recordHash(r audit.Record) string {
 
 // CSVRow returns the CSV row of r in audit.CSVHeader's column order (the
 // layout of `custos audit export --format csv`): list fields joined by ";",
-// each cell made safe by audit.CSVSafe (a cell, or a part of it after a ";"
+// each cell written by audit.CSVCell (a cell, or a part of it after a ";"
 // or a tab, that a spreadsheet would evaluate is prefixed with a single
-// quote).
+// quote; a format character, a bidi control among them, is written as its
+// escape, \u202e).
 func CSVRow(r audit.Record) []string {
+	row := csvCells(r, audit.CSVList)
+	for i, cell := range row {
+		row[i] = audit.CSVCell(cell)
+	}
+	return row
+}
+
+// csvRowKeepFormat is CSVRow as renderers c3d1398 to 311e1f4 made it:
+// format characters kept as stored (audit.CSVSafe alone).
+func csvRowKeepFormat(r audit.Record) []string {
 	row := csvCells(r, audit.CSVList)
 	for i, cell := range row {
 		row[i] = audit.CSVSafe(cell)

@@ -7,8 +7,10 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/custos-mcp/custos/audit"
@@ -260,5 +262,41 @@ func TestFHIRStringRules(t *testing.T) {
 	got := fhirString(long)
 	if len(got) > 1<<20 || !utf8.ValidString(got) || !strings.HasSuffix(got, " [truncated]") {
 		t.Errorf("a long string: %d bytes, valid UTF-8 %v, suffix %q", len(got), utf8.ValidString(got), got[len(got)-12:])
+	}
+}
+
+// TestBundleCSVShowsFormatControls: the bundle's audit.csv writes a bidi
+// control or another invisible format character as the text of its
+// escape (audit.CSVCell), as 'audit export --format csv' does; the FHIR
+// and OCSF renderings are JSON and unchanged (the previous version's,
+// byte for byte). Until h-audit12 audit.csv kept each as stored, so a
+// client id holding a right-to-left override displayed reversed.
+func TestBundleCSVShowsFormatControls(t *testing.T) {
+	_, recs := namedRecords(t, "bidi.tsv")
+	r := recs[0].r
+	b, err := FormatCSV.render(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if err != nil || len(rows) != 1 || len(rows[0]) != len(audit.CSVHeader) {
+		t.Fatalf("audit.csv row does not parse: %v\n%s", err, b)
+	}
+	for _, cell := range rows[0] {
+		if strings.ContainsFunc(cell, func(r rune) bool { return unicode.Is(unicode.Cf, r) }) {
+			t.Errorf("cell %q holds a format character as it is", cell)
+		}
+	}
+	if want := `\u202aclaude\u202c\u202bdesktop\u202c\u202dx\u202c`; !slices.Contains(rows[0], want) {
+		t.Errorf("no cell %q in %q", want, rows[0])
+	}
+	for _, f := range []Format{FormatFHIR, FormatOCSF} {
+		got, err := f.render(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev, _ := f.renderAs(r, renderer311e1f4); !bytes.Equal(got, prev) {
+			t.Errorf("%s rendering changed:\n got %s\nwant %s", f, got, prev)
+		}
 	}
 }

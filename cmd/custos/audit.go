@@ -229,7 +229,20 @@ latest checkpoint are not exported until the next one. Without --to-seq (or
 export --format writes the audit records in [--since, --until) to stdout or to FILE.
 jsonl writes each record's exact canonical bytes, one per line, so every line
 can be re-hashed independently (see docs/audit-format.md); csv writes one row
-per record with a header, for spreadsheets.
+per record with a header, for spreadsheets: a cell a spreadsheet would
+evaluate as a formula gets a leading ', and an invisible format character (a
+bidi control such as a right-to-left override, a zero-width character) is
+written as the text of its escape, \u202e (docs/audit-format.md, section 6).
+
+Each record exported is checked as it is read: its bytes must hash to its
+stored hash and its prev_hash must be the stored hash of the record before
+it. A record that fails (changed in place, or a chain relinked around one)
+does not stop the export: every record asked for is written as stored (the
+evidence; with -o the file is kept), and the command exits 1 naming the
+first damaged record by seq, what was expected and what was found, and how
+many problems there were. This is not a verification: 'custos audit verify'
+checks the whole log (tree, seals, gaps, time order) and lists every
+problem. An intact log's export exits 0.
 
 With -o the file is written without a name (or, where the file system cannot,
 under a hidden temporary one) and named when complete, so a failed or killed
@@ -296,17 +309,26 @@ Example:
 			}
 			if outPath == "" || outPath == "-" {
 				_, err := export(cmd.OutOrStdout())
-				return err
+				return damagedExport(err, "the output above", d)
 			}
 			out, err := createExportFile(outPath)
 			if err != nil {
 				return err
 			}
 			n, err := export(out)
-			if err == nil {
-				err = out.publish()
+			damaged := errors.Is(err, audit.ErrExportDamaged)
+			if err == nil || damaged {
+				// A damaged log's export is complete: the records as
+				// stored are the evidence, kept, and the exit is 1.
+				if perr := out.publish(); perr != nil {
+					err = perr
+					damaged = false
+				}
 			} else {
 				out.discard()
+			}
+			if damaged {
+				return damagedExport(err, outPath, d)
 			}
 			if err != nil {
 				return fmt.Errorf("export failed, nothing written to %s: %w", outPath, err)
@@ -329,6 +351,17 @@ Example:
 	fl.StringVar(&anchorDir, "anchor-dir", "", "bundle: take the checkpoints from this anchor directory (default: the data directory's)")
 	markRequired(cmd, "data-dir", "purpose")
 	return cmd
+}
+
+// damagedExport is the error of an export to where (a file, or the
+// output above) that was written whole but holds records that do not
+// verify (audit.ErrExportDamaged; exit 1): it says the output is complete
+// and where to see every problem. Any other err is returned as it is.
+func damagedExport(err error, where string, d dataDir) error {
+	if !errors.Is(err, audit.ErrExportDamaged) {
+		return err
+	}
+	return fmt.Errorf("the audit log is damaged: %v; %s holds every record asked for, as stored (the evidence: keep it), but is no export of an intact log; run 'custos audit verify --data-dir %s' for every problem", err, where, d)
 }
 
 // printVerify prints a verification's result: every problem, then OK or

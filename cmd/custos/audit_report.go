@@ -194,6 +194,11 @@ under every audit key version ever used and says which; if one cannot be read
 --accept-key-gap: then the report states that records keyed under it are
 missing.
 
+Records written before 2026-12-06 (h-audit11) of a FHIR compartment that had
+no Patient resource in the catalog name it by its URI segment, not by the
+source Patient id: for such a period run --patient a second time with the
+patient's segment (docs/audit-format.md, section 11, gives the commands).
+
 ` + vaultHelp + `
 
 Examples:
