@@ -91,6 +91,18 @@ var (
 	// denies the request. It is not corruption: the stored bytes may be
 	// intact, and the request can be retried once the provider is back.
 	ErrDataKey = errors.New("store: data key provider failed")
+
+	// ErrUnsettledLabels is returned by OpenLive (wrapped, naming the
+	// missing indexes), and keeps Reload from swapping a file in, when the
+	// catalog holds resources of a streaming (FHIR) import but lacks an
+	// index that settles their labels (links, linkedby, optout, vip): a
+	// custos older than those indexes (before 2026-12-05) wrote it, and its
+	// items may lack the labels they give (a patient's opt-out, a VIP's
+	// chart, a Binary component's sensitivity), so serving it could release
+	// what those labels deny. Open (import, auditing) is not refused: one
+	// import by this custos builds the indexes and settles every label
+	// (docs/import.md); re-import the tenant's FHIR input, then serve.
+	ErrUnsettledLabels = errors.New("store: catalog written by a custos older than its label indexes: its items may lack the opt-out, vip or Binary component labels those give; re-import its FHIR input with this custos (custos import), which settles them, before serving")
 )
 
 // KeyError reports a failure of the DataKeys provider for one blob. It

@@ -146,7 +146,8 @@ type LiveOptions struct {
 // Get, Page, Count, Blob and Encryption each run on one catalog: the one
 // current when they start. A swap waits for calls in flight on the old
 // catalog to finish before it closes it. A file that does not open (wrong
-// encryption mode or KEK, not a catalog, damaged) is never swapped in: the
+// encryption mode or KEK, not a catalog, damaged, or one whose labels an
+// older custos left unsettled: ErrUnsettledLabels) is never swapped in: the
 // old catalog keeps serving and the failure is logged once per file.
 //
 // Live is safe for concurrent use.
@@ -204,6 +205,10 @@ func (l *Live) open() (*liveHandle, error) {
 	}
 	st, err := Open(l.path, l.opts.Options)
 	if err != nil {
+		return nil, err
+	}
+	if err := st.checkSettled(); err != nil {
+		st.Close()
 		return nil, err
 	}
 	ix, err := buildIndex(st.entryPage)
