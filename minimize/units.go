@@ -335,7 +335,8 @@ func nameFormUnit(s string) bool {
 // as a name is, capitalised or in capitals, that reads as a unit only
 // case aside: not, capitalised, a UCUM expression as written ("Cel",
 // "Ohm"; in capitals only ucumCapitals, "EU", "AU"), not one of
-// capitalisedSymbols ("Kg", "Fl"), not a German noun of time, capitalised
+// capitalisedSymbols ("Kg", "Fl") nor of capitalisedAbbreviations
+// ("Mcg", "Kcal"), not a German noun of time, capitalised
 // as German writes it ("Jahre", "Monate"), and not, in capitals, an
 // abbreviation no unit of time reads (unitAbbreviations: "BMI", "INR",
 // "KG"). A common clinical unit word
@@ -353,7 +354,7 @@ func nameFormUnit(s string) bool {
 // (timeUnitWord). In small letters ("days", "stone", "box"), a unit
 // word's usual case, it is kept.
 func nameCaseUnit(s string) bool {
-	if !nameCaseWord.MatchString(s) || capitalisedSymbols[s] || germanTimeNouns[strings.ToLower(s)] || namelessUnitWords[strings.ToLower(s)] {
+	if !nameCaseWord.MatchString(s) || capitalisedSymbols[s] || capitalisedAbbreviations[s] || germanTimeNouns[strings.ToLower(s)] || namelessUnitWords[strings.ToLower(s)] {
 		return false
 	}
 	if capitalisedWord.MatchString(s) {
@@ -749,6 +750,16 @@ func capitalisedUnit(w string) bool {
 var capitalisedSymbols = setOf("Cel", "Ohm", "Hz", "Bq", "Gy", "Sv", "Wb", "Hg", "Ct",
 	"Kg", "Mg", "Ug", "Ml", "Dl", "Cm", "Mm", "Km", "Lb", "Oz", "Ft", "Cc", "Iu", "Hr", "Yr", "Wk",
 	"Pg", "Fl", "Gm", "Ea")
+
+// capitalisedAbbreviations are the abbreviations of unitAbbreviations that
+// a form capitalising each unit writes so and that UCUM does not read as
+// written ("Mcg", "Kcal", "Nmol/L", "Mcg/kg/min"): no name is written so
+// (TestDeidentifyKeepsCapitalisedAbbreviations tries the common names),
+// and nameCaseUnit keeps them without a UCUM code. nameCaseUnit dropped
+// them with their values, as a name's form, until h-deid14. ("Mmol",
+// "Pmol", "Meq", "Mosm" are UCUM's mega- and peta- units as written, kept
+// before; "Miu", a given name, is left out.)
+var capitalisedAbbreviations = setOf("Mcg", "Mcl", "Mcmol", "Kcal", "Nmol", "Umol", "Ueq", "Mmhg", "Kgs", "Gms", "Lbs", "Bpm")
 
 // spelledTimeUnits are the units of time spelled out in English and in
 // German, whose nouns are capitalised ("Years", "Jahre", "Minuten"). The

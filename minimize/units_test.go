@@ -711,3 +711,37 @@ func TestDeidentifyRarePrefixedAtomsNeedACode(t *testing.T) {
 		}
 	}
 }
+
+// TestDeidentifyKeepsCapitalisedAbbreviations: a form that capitalises
+// each unit writes the abbreviations of the microgram, the kilocalorie and
+// the mole's submultiples so ("Mcg", "Kcal", "Nmol/L", "Mmol/L"), and the
+// unit rule read each as a capitalised word that reads as a unit only case
+// aside (nameCaseUnit), a name's form, and dropped it with its value
+// without a UCUM code beside, though no name is written so. They are kept
+// now (capitalisedAbbreviations); the names among the unit words are not.
+func TestDeidentifyKeepsCapitalisedAbbreviations(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"Mcg", "Kcal", "Nmol", "Nmol/L", "Mmol/L", "Umol/L", "Pmol/L", "Meq/L", "Mosm/kg", "Mcg/kg/min", "Kcal/day", "Mcg/mL", "Mcl"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+	// A dose as a prescription writes it.
+	in := `{"resourceType":"MedicationRequest","status":"active","intent":"order","subject":{"reference":"Patient/p1"},"medicationCodeableConcept":{"text":"x"},` +
+		`"dosageInstruction":[{"text":"50 Mcg daily","doseAndRate":[{"doseQuantity":{"value":50,"unit":"Mcg"}}]}]}`
+	if got := string(deidentify(t, []byte(in), nil)); !strings.Contains(got, `"doseQuantity":{"unit":"Mcg","value":50}`) || strings.Contains(got, "daily") {
+		t.Errorf("a dose of 50 Mcg:\n got %s", got)
+	}
+	for _, name := range commonNames {
+		if minimize.CapitalisedAbbreviation(name) || minimize.CapitalisedAbbreviation(strings.ToUpper(name[:1])+strings.ToLower(name[1:])) {
+			t.Errorf("%s, a name, is one of capitalisedAbbreviations", name)
+		}
+	}
+	for _, unit := range []string{"Stone", "Box", "Cal", "Mg{Smith}", "Dose"} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+	}
+}
