@@ -430,12 +430,12 @@ var unitAbbreviations = setOf(
 // annotations and brackets, that is written as a name is and reads as a
 // unit only case aside (nameCaseUnit): alone ("Stone", "STONE") or as one
 // part of several ("Box/day", "Stone/wk", "mg/Stone", "BOX/d", "Years
-// old"); not a word of namelessUnitWords ("Beats/Min", "TABLET"). Such a unit text is kept only beside a UCUM code that
+// old"); not a word of namelessUnitWords ("Cells/uL", "TABLET"). Such a unit text is kept only beside a UCUM code that
 // says the same unit (unitAgrees); until h-deid12 only a text of one word
 // was judged, and {"value": 77441124, "unit": "Box/day"} was released, name
-// and number. The minute a form capitalises after a slash ("L/Min":
-// perMinute), and an abbreviated unit of time there ("ML/HR":
-// rateTimeUnit), are units of time; where time is set (a Duration's or an Age's
+// and number. The minutes a form capitalises after a slash ("L/Mins":
+// pluralMinutes; not "Min", a surname: perMinute), and an abbreviated
+// unit of time there ("ML/HR": rateTimeUnit), are units of time; where time is set (a Duration's or an Age's
 // unit, no code beside) a unit of time whose capitalised form is a unit
 // written so ("Days", "YEARS": timeUnitWord) is that unit; a phrase of
 // unitPhrases ("Wood units") is kept whole.
@@ -468,7 +468,7 @@ func nameCaseText(s string, time, year bool) bool {
 	}
 	for _, at := range letterRun.FindAllStringIndex(bare, -1) {
 		w := bare[at[0]:at[1]]
-		if strings.HasSuffix(bare[:at[0]], "/") && (perMinute(w) && (w != strings.ToUpper(w) && capitalBefore(bare[:at[0]]) || inCapitals(bare)) || rateTimeUnit(w)) || time && timeUnitWord(w) {
+		if strings.HasSuffix(bare[:at[0]], "/") && (pluralMinutes(w) && (w != strings.ToUpper(w) && capitalBefore(bare[:at[0]]) || inCapitals(bare)) || rateTimeUnit(w)) || time && timeUnitWord(w) {
 			continue
 		}
 		if nameCaseUnit(w) {
@@ -684,9 +684,9 @@ func rateTimeUnit(w string) bool {
 var rateTimeAbbreviations = setOf("hr", "hrs", "wk", "wks", "yr", "yrs")
 
 // inCapitals reports whether unit text s has two runs of letters or more,
-// each in capitals ("MCG/KG/MIN"): a system that writes its units in
-// capitals, where "MIN" after a slash is the minute; "mg/MIN", "/MIN" are
-// not such a text.
+// each in capitals ("ML/MINS"): a system that writes its units in
+// capitals, where "MINS" after a slash is the minutes; "mg/MINS", "/MINS"
+// are not such a text.
 func inCapitals(s string) bool {
 	runs := letterRun.FindAllString(s, -1)
 	for _, r := range runs {
@@ -697,23 +697,32 @@ func inCapitals(s string) bool {
 	return len(runs) > 1
 }
 
-// capitalBefore reports whether the part of a unit text before "Min"
-// holds a capital letter ("L/", "mL/", "Beats/"): a form that writes the
-// minute capitalised capitalises its units, and "Min" after a unit in
-// small letters ("mg/Min", "/Min", "10*3/Min") is a name as often, which
-// h-deid13 released with its number until h-review47. nameCaseText keeps
-// such a text only beside a UCUM code that says it ("mg/Min" beside
-// "mg/min": unitAgrees).
+// capitalBefore reports whether the part of a unit text before "Mins"
+// holds a capital letter ("L/", "mL/"): a form that writes the minutes
+// capitalised capitalises its units ("mL/Mins"). "Min", a surname, needs a
+// UCUM code that says it wherever it stands (perMinute): after a unit in
+// small letters ("mg/Min", "/Min") h-deid13 released it with its number
+// until h-review47, after a capital ("mL/Min") until h-deid14.
 func capitalBefore(s string) bool { return strings.IndexFunc(s, unicode.IsUpper) >= 0 }
 
 // perMinute reports whether w is the minute that a capitalised form writes
 // after a slash ("L/Min", "Beats/Min", "mL/Min"), or a form in capitals
-// ("MCG/KG/MIN", dropped with its value from h-deid12 until h-deid13): a
-// name alone ("Min"), the minute as a rate's denominator (kept before
-// h-deid10, dropped with its value by it until h-review28). A name after
-// a unit with a capital ("mL/Min") is released so: the residual limits
-// of docs/policy.md; after one in small letters it is not (capitalBefore).
-func perMinute(w string) bool { return w == "Min" || w == "Mins" || w == "MIN" || w == "MINS" }
+// ("MCG/KG/MIN"): nameFormUnit lets it pass after a slash, so that a UCUM
+// code that says it keeps it (unitAgrees: "mL/Min" beside "mL/min").
+// Alone it is a name ("Min"). The singular, "Min", "MIN", is a surname
+// after a slash too, and nameCaseText keeps a unit text with it only
+// beside such a code: after a capital ("mL/Min", "Beats/Min": kept before
+// h-deid10, dropped with its value by it until h-review28) and in a text
+// all in capitals ("MG/MIN", "MCG/KG/MIN": from h-deid13) it was released
+// with its number until h-deid14. The plural, no name, is the minute
+// there still (pluralMinutes).
+func perMinute(w string) bool { return pluralMinutes(w) || w == "Min" || w == "MIN" }
+
+// pluralMinutes reports whether w is the minutes that a capitalised form
+// writes after a slash ("mL/Mins") or a form in capitals ("ML/MINS"):
+// nameCaseText keeps it there, after a capital (capitalBefore) or in a
+// text all in capitals (inCapitals).
+func pluralMinutes(w string) bool { return w == "Mins" || w == "MINS" }
 
 // capitalisedWord is a name's form: a capital and small letters.
 var capitalisedWord = regexp.MustCompile(`^\p{Lu}\p{Ll}+$`)

@@ -117,11 +117,9 @@ func TestDeidentifyKeepsClinicalUnitsBothWays(t *testing.T) {
 		// rule) until h-deid10.
 		"BMI", "Ct", "Ct cycles", "Wood units", "Wood U", "CFU/mL", "cfu/mL", "RLU", "OD", "ISR", "GPL", "dynes/sec/cm5",
 		"Kg", "Mg", "Ml", "Cm", "Lb", "Hr",
-		// Released before h-deid10, dropped with their values by its
-		// name rule ("Min" alone is a name) until h-review28 (and
-		// "Beats/Min", "Breaths/Min", "Years old" again since h-deid12
-		// without a UCUM code saying them: TestDeidentifyNameCaseWordsInCapitalsAndParts).
-		"L/Min", "mL/Min",
+		// ("L/Min", "mL/Min", released before h-deid10 and from
+		// h-review28, need a UCUM code that says them since h-deid14:
+		// TestDeidentifyTheMinuteWrittenAsANameNeedsACode.)
 		// A form's capitalisation of pg/mL, fL, g and each: dropped with
 		// their values until h-deid11.
 		"Pg/mL", "Fl", "Gm", "Ea"}
@@ -339,9 +337,11 @@ func TestDeidentifyNameCaseWordsInCapitalsAndParts(t *testing.T) {
 	obs := func(q string) string {
 		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
 	}
-	// ("TABLETS", "CELLS", "Beats/Min", "Cells/uL", "Thousand/uL",
-	// "Million/uL", dropped here from h-deid12, are kept since h-deid13:
-	// TestDeidentifyKeepsNamelessUnitWordsWrittenSo.)
+	// ("TABLETS", "CELLS", "Cells/uL", "Thousand/uL", dropped here from
+	// h-deid12, are kept since h-deid13:
+	// TestDeidentifyKeepsNamelessUnitWordsWrittenSo; "Beats/Min" and
+	// "Million/uL", kept from h-deid13, need a UCUM code since h-deid14 and
+	// h-review47.)
 	for _, unit := range []string{"STONE", "BOX", "CAL", "FIELDS", "PEN", "IN", "PER",
 		"Box/day", "Stone/wk", "mg/Stone", "Stone/d", "BOX/d", "STONE/wk", "Fields/hpf", "mg/Smith", "Years old", "mg/Day", "mg/Weeks", "mg/MIN", "/MIN"} {
 		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
@@ -358,7 +358,7 @@ func TestDeidentifyNameCaseWordsInCapitalsAndParts(t *testing.T) {
 			t.Errorf("%s beside %s:\n got %s\nwant %s", unit, code, got, want)
 		}
 	}
-	for _, unit := range []string{"KG", "MEQ", "INR", "BMI", "TAB", "MG/DL", "MMOL/L", "THOU/uL", "S/CO", "IU/L", "L/Min", "mL/min/1.73m2",
+	for _, unit := range []string{"KG", "MEQ", "INR", "BMI", "TAB", "MG/DL", "MMOL/L", "THOU/uL", "S/CO", "IU/L", "mL/min/1.73m2",
 		"mm Hg", "Wood units", "x10E3/uL", "Pg/mL", "box/day", "stone"} {
 		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
@@ -511,7 +511,9 @@ func TestDeidentifyKeepsUCUMAtomsWithCapitalsAfterUnderscore(t *testing.T) {
 // rateTimeUnit, perMinute). They are kept alone again; the names among
 // unit words ("Stone", "Box", "Patch") and a unit of time spelled out
 // after a slash ("mg/Day") are not, nor "MIN" after a slash in a text of
-// small letters ("mg/MIN").
+// small letters ("mg/MIN"), nor since h-deid14 "Min", "MIN" after a slash
+// anywhere ("Beats/Min", "MCG/KG/MIN": a surname; they need a UCUM code
+// that says them, TestDeidentifyTheMinuteWrittenAsANameNeedsACode).
 func TestDeidentifyKeepsNamelessUnitWordsWrittenSo(t *testing.T) {
 	for w := range minimize.NamelessUnitWords {
 		if !minimize.CommonUnitWords[w] {
@@ -523,8 +525,8 @@ func TestDeidentifyKeepsNamelessUnitWordsWrittenSo(t *testing.T) {
 	// h-review47: TestDeidentifyDoseFormsThatAreNamesNeedACode.)
 	for _, unit := range []string{"TABLET", "Tablet", "TABLETS", "Tablets", "TABLET(S)", "Tablet(s)", "Tab", "CAPS",
 		"CAPSULE", "Capsule", "VIALS", "Vials", "PUFF", "Puffs", "SPRAYS", "DROPS", "INHALER", "Syringe", "SUPPOSITORY",
-		"PACKETS", "Ampule", "LOZENGE", "UNITS", "Units", "Thousand/uL", "Millions/uL", "Beats/Min", "Breaths/Min",
-		"Cells/uL", "Copies/mL", "MM/HR", "ML/HR", "ML/KG/HR", "UNITS/HR", "Units/hr", "Units/Hr", "MCG/KG/MIN", "ML/MIN/1.73M2"} {
+		"PACKETS", "Ampule", "LOZENGE", "UNITS", "Units", "Thousand/uL", "Millions/uL",
+		"Cells/uL", "Copies/mL", "MM/HR", "ML/HR", "ML/KG/HR", "UNITS/HR", "Units/hr", "Units/Hr"} {
 		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":4,"unit":` + strconvQuote(unit) + `}}`
 		if got := string(deidentify(t, []byte(in), nil)); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
@@ -577,7 +579,7 @@ func TestDeidentifyTimeUnitsOfOtherLanguagesNeedATimeContext(t *testing.T) {
 		}
 	}
 	for _, unit := range []string{"years", "yrs", "y/o", "years old", "yo", "yoa", "Jahre", "Monate", "min", "mo", "d", "h", "wk", "a", "a_j", "mo_j",
-		"months", "mg/d", "mL/min", "L/Min", "/wk", "{age}", "Jahre alt"} {
+		"months", "mg/d", "mL/min", "/wk", "{age}", "Jahre alt"} {
 		if got := obs("1-8", `{"value":61.4,"unit":`+strconvQuote(unit)+`}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":61.4}`) {
 			t.Errorf("61.4 %s alone dropped:\n got %s", unit, got)
 		}
@@ -654,13 +656,16 @@ func TestDeidentifyDoseFormsThatAreNamesNeedACode(t *testing.T) {
 // h-review47. An abbreviated unit of time after a slash is now one of the
 // hour, the week or the year ("MM/HR", "Units/Hr", "MG/WK"), and "Min" the
 // minute only in a text that writes a capital before it, as a form that
-// capitalises its units does ("L/Min", "mL/Min", "Beats/Min"); "mg/Min"
-// cannot be told from a name, and needs a UCUM code that says it.
+// capitalises its units does ("L/Min", "mL/Min", "Beats/Min"; since
+// h-deid14 not these either: "Min" is a surname after a capital too,
+// TestDeidentifyTheMinuteWrittenAsANameNeedsACode); "mg/Min" cannot be
+// told from a name, and needs a UCUM code that says it.
 func TestDeidentifyNamesAfterASlashAreNoRateDenominator(t *testing.T) {
 	obs := func(q string) string {
 		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
 	}
-	for _, unit := range []string{"mg/Sec", "/SEC", "mL/Secs", "mg/Mos", "/MOS", "g/Msec", "mg/Min", "g/Min", "10*3/Min", "/Min", "mg/Mins", "x/Ann"} {
+	for _, unit := range []string{"mg/Sec", "/SEC", "mL/Secs", "mg/Mos", "/MOS", "g/Msec", "mg/Min", "g/Min", "10*3/Min", "/Min", "mg/Mins", "x/Ann",
+		"L/Min", "mL/Min", "Beats/Min", "Breaths/Min", "MCG/KG/MIN", "ML/MIN/1.73M2"} {
 		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
 			t.Errorf("%s alone:\n got %s", unit, got)
 		}
@@ -669,8 +674,7 @@ func TestDeidentifyNamesAfterASlashAreNoRateDenominator(t *testing.T) {
 	if got := obs(`{"value":4,"unit":"mg/Min","system":"http://unitsofmeasure.org","code":"mg/min"}`); !strings.Contains(got, want) {
 		t.Errorf("mg/Min beside mg/min:\n got %s\nwant %s", got, want)
 	}
-	for _, unit := range []string{"mg/Hr", "mg/HR", "MM/HR", "Units/Hr", "ML/KG/HR", "MG/WK", "mg/Wk", "mg/Hrs", "L/Min", "mL/Min",
-		"Beats/Min", "Breaths/Min", "MCG/KG/MIN", "ML/MIN/1.73M2", "mL/Mins", "mg/sec", "mL/min"} {
+	for _, unit := range []string{"mg/Hr", "mg/HR", "MM/HR", "Units/Hr", "ML/KG/HR", "MG/WK", "mg/Wk", "mg/Hrs", "mL/Mins", "mg/sec", "mL/min"} {
 		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
 		}
@@ -742,6 +746,49 @@ func TestDeidentifyKeepsCapitalisedAbbreviations(t *testing.T) {
 	for _, unit := range []string{"Stone", "Box", "Cal", "Mg{Smith}", "Dose"} {
 		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") {
 			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyTheMinuteWrittenAsANameNeedsACode: "Min" is a surname
+// (Korean, Chinese) written capitalised or in capitals, and the unit rule
+// read it after a slash as the minute: after a capital ("mL/Min", "L/Min",
+// "Beats/Min") from h-deid10, and in a text all in capitals ("MG/MIN",
+// "MCG/KG/MIN", "ML/MIN/1.73M2") from h-deid13, {"value": 77441124,
+// "unit": "mL/Min"} was released, name and number, until h-deid14. A unit
+// text with the minute written so now needs a UCUM code that says it
+// ("mL/Min" beside "mL/min"), as "mg/Min" has since h-review47; without
+// one the quantity is dropped whole. "Mins" (no name) and the minute in
+// small letters are kept.
+func TestDeidentifyTheMinuteWrittenAsANameNeedsACode(t *testing.T) {
+	const flow = `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"3151-8"}]},"valueQuantity":@Q@}`
+	const gfr = `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"33914-3"}]},"valueQuantity":@Q@}`
+	const rate = `{"resourceType":"MedicationAdministration","status":"in-progress","subject":{"reference":"Patient/p1"},"medicationCodeableConcept":{"text":"x"},"effectiveDateTime":"2024-03-05","dosage":{"text":"titrate","rateQuantity":@Q@}}`
+	for _, c := range []struct{ in, unit, code string }{
+		{flow, "L/Min", "L/min"}, {flow, "mL/Min", "mL/min"}, {flow, "LPM/Min", ""},
+		{gfr, "ML/MIN/1.73M2", "mL/min/{1.73_m2}"}, {gfr, "mL/Min/1.73m2", "mL/min/{1.73_m2}"},
+		{rate, "MCG/KG/MIN", "ug/kg/min"}, {rate, "MG/MIN", "mg/min"}, {rate, "Units/Min", "U/min"},
+		{flow, "Beats/Min", "{Beats}/min"}, {flow, "Breaths/Min", "{Breaths}/min"},
+	} {
+		q := `{"value":77441124,"unit":` + strconvQuote(c.unit) + `}`
+		if got := string(deidentify(t, []byte(strings.Replace(c.in, "@Q@", q, 1)), nil)); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(c.unit)) {
+			t.Errorf("%s alone:\n got %s", c.unit, got)
+		}
+		if c.code == "" {
+			continue
+		}
+		q = `{"value":4,"unit":` + strconvQuote(c.unit) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(c.code) + `}`
+		// The code keeps the value; the unit text is kept too where it
+		// says the code's letters, case aside (unitAgrees: "mL/Min").
+		want := `{"code":` + strconvQuote(c.code) + `,"system":"http://unitsofmeasure.org",`
+		if got := string(deidentify(t, []byte(strings.Replace(c.in, "@Q@", q, 1)), nil)); !strings.Contains(got, want) || !strings.Contains(got, `"value":4}`) {
+			t.Errorf("%s beside %s:\n got %s\nwant %s", c.unit, c.code, got, want)
+		}
+	}
+	for _, unit := range []string{"L/min", "mL/min", "mcg/kg/min", "mL/Mins", "ML/MINS", "MM/HR", "Units/Hr"} {
+		q := `{"value":4,"unit":` + strconvQuote(unit) + `}`
+		if got := string(deidentify(t, []byte(strings.Replace(rate, "@Q@", q, 1)), nil)); !strings.Contains(got, `"rateQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
 		}
 	}
 }
