@@ -476,12 +476,36 @@ func nameCaseText(s string, time, year bool) bool {
 		}
 	}
 	for _, w := range ucumWord.FindAllString(annotation.ReplaceAllString(s, " "), -1) {
-		if rareUCUMWord(w) {
+		if rareUCUMWord(w) || rareBracketWord(w) {
 			return true
 		}
 	}
 	return false
 }
+
+// rareBracketWord reports whether w is a bracketed atom of UCUM's that
+// holds one word of small letters ("[ly]", "[diop]", "[smoot]") and that
+// clinical data does not write alone (not one of clinicalBracketWords).
+// Such words are surnames as often (Ly, Diop, Smoot, Didot, Pi, Den,
+// Cicero), and ucumBrackets kept any atom as written: {"value": 77441124,
+// "unit": "[ly]"}, the light-year, was released, name and number, until
+// h-deid14. nameCaseText keeps such a text only beside a UCUM code that
+// says it (unitAgrees: "[diop]" beside "[diop]"). An atom with an
+// underscore, an apostrophe or a capital ("[in_i]", "[IU]", "[HPF]") and
+// a single letter ("[e]") are no word of a name.
+func rareBracketWord(w string) bool {
+	return plainBracketWord.MatchString(w) && !clinicalBracketWords[w]
+}
+
+// plainBracketWord is a bracketed atom of one word of two small letters
+// or more.
+var plainBracketWord = regexp.MustCompile(`^\[\p{Ll}{2,}\]$`)
+
+// clinicalBracketWords are the bracketed atoms of one word in small
+// letters that clinical data writes (rareBracketWord): the drop, the
+// grain, parts per million (and per billion, thousand, trillion), pounds
+// per square inch.
+var clinicalBracketWords = setOf("[drp]", "[gr]", "[ppm]", "[ppb]", "[ppth]", "[pptr]", "[psi]")
 
 // ucumWord is a word of a unit text as rareUCUMWord judges it: letters and
 // underscores ("a_t", "mo_j"), not a prefix before a bracketed atom

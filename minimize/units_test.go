@@ -792,3 +792,32 @@ func TestDeidentifyTheMinuteWrittenAsANameNeedsACode(t *testing.T) {
 		}
 	}
 }
+
+// TestDeidentifyRareBracketedWordsNeedACode: UCUM's bracketed atoms of
+// one word in small letters hold surnames ("[ly]", the light-year: Ly;
+// "[diop]", the diopter: Diop; "[smoot]", "[didot]", "[pi]", "[den]"),
+// and ucumBrackets kept any of them as written: {"value": 77441124,
+// "unit": "[ly]"} was released, name and number, until h-deid14. Such a
+// word that clinical data does not write alone (rareBracketWord) now
+// needs a UCUM code that says it; the drop, the grain and parts per
+// million, written so, are kept, and so are the atoms with an underscore
+// or a capital ("[in_i]", "[IU]", "[degF]", "[HPF]").
+func TestDeidentifyRareBracketedWordsNeedACode(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"[ly]", "[diop]", "[smoot]", "[didot]", "[pi]", "[den]", "[cicero]", "mg/[ly]", "[ly]/d", "10*3/[diop]"} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+		want := `"valueQuantity":{"code":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","unit":` + strconvQuote(unit) + `,"value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside its code:\n got %s\nwant %s", unit, got, want)
+		}
+	}
+	for _, unit := range []string{"[drp]", "[drp]/min", "[gr]", "[ppm]", "[ppb]", "[psi]", "[in_i]", "[lb_av]", "[IU]/L", "[degF]", "/[HPF]", "mm[Hg]", "[e]"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
