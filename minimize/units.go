@@ -453,7 +453,10 @@ func nameCaseText(s string, time, year bool) bool {
 		return false
 	}
 	if _, era := yearUnit(s); era {
-		return !year
+		return !year || twoCapitals.MatchString(s) || initials.MatchString(s) // "2016 DC": see twoCapitals
+	}
+	if twoCapitals.MatchString(s) && !(time && timeUnitWord(s)) {
+		return true // "KG", "OD", "AU": see twoCapitals
 	}
 	if !time && foreignTimeText(s) {
 		return true // "ann", "mg/rok" outside an Age: see foreignTimeText
@@ -636,6 +639,21 @@ var ucumSuffixedAtoms = func() *strings.Replacer {
 	}
 	return strings.NewReplacer(pairs...)
 }()
+
+// twoCapitals is a unit text of two capitals alone, a name's initials'
+// form ("KG", "OD", "SD", "CC", "AU": K. G., O. D.): HHS's Safe Harbor
+// guidance (2012) counts a patient's initials as derived from the name,
+// and nameCaseText keeps such a text only beside a UCUM code that says it
+// ("KG" beside "kg": unitAgrees), or where time is set as a unit of time
+// ("45 YR" as an onsetAge: timeUnitWord). So is a calendar's era written
+// as initials ("AD", "DC", "NE", "N.E."), beside a year too: UCUM has no
+// code for an era, and the quantity is dropped. {"value": 77441124,
+// "unit": "KG"} and {"value": 2016, "unit": "DC"} were released until
+// h-deid14; the cost is the abbreviations systems writing capitals give
+// alone without a code ("KG", "LB", "CM", "ML", "CC", "EA") and the years
+// given with an era of initials' form ("2016 AD"). Three capitals and more
+// ("BMI", "INR", "MEQ") are judged as words (nameCaseUnit).
+var twoCapitals = regexp.MustCompile(`^\p{Lu}{2}$`)
 
 // initials are a name's initials in a unit text: two or more single
 // capitals, each after a dot, a dot and a space, or a space ("J.S.",

@@ -115,11 +115,13 @@ func TestDeidentifyKeepsClinicalUnitsBothWays(t *testing.T) {
 		// Released before h-deid9, dropped with their values from then
 		// (a form's capitalised "Kg", "Mg", "Ml" from h-deid10's name
 		// rule) until h-deid10.
-		"BMI", "Ct", "Ct cycles", "Wood units", "Wood U", "CFU/mL", "cfu/mL", "RLU", "OD", "ISR", "GPL", "dynes/sec/cm5",
+		"BMI", "Ct", "Ct cycles", "Wood units", "Wood U", "CFU/mL", "cfu/mL", "RLU", "ISR", "GPL", "dynes/sec/cm5",
 		"Kg", "Mg", "Ml", "Cm", "Lb", "Hr",
 		// ("L/Min", "mL/Min", released before h-deid10 and from
 		// h-review28, need a UCUM code that says them since h-deid14:
 		// TestDeidentifyTheMinuteWrittenAsANameNeedsACode.)
+		// ("OD" alone, two capitals, needs a UCUM code since h-deid14:
+		// TestDeidentifyTwoCapitalsAloneNeedACode.)
 		// A form's capitalisation of pg/mL, fL, g and each: dropped with
 		// their values until h-deid11.
 		"Pg/mL", "Fl", "Gm", "Ea"}
@@ -358,13 +360,13 @@ func TestDeidentifyNameCaseWordsInCapitalsAndParts(t *testing.T) {
 			t.Errorf("%s beside %s:\n got %s\nwant %s", unit, code, got, want)
 		}
 	}
-	for _, unit := range []string{"KG", "MEQ", "INR", "BMI", "TAB", "MG/DL", "MMOL/L", "THOU/uL", "S/CO", "IU/L", "mL/min/1.73m2",
+	for _, unit := range []string{"MEQ", "INR", "BMI", "TAB", "MG/DL", "MMOL/L", "THOU/uL", "S/CO", "IU/L", "mL/min/1.73m2",
 		"mm Hg", "Wood units", "x10E3/uL", "Pg/mL", "box/day", "stone"} {
 		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
 		}
 	}
-	for _, era := range []string{"AD", "CE"} { // a calendar's era (yearUnits), a recent year
+	for _, era := range []string{"yyyy", "d.C."} { // a calendar's era (yearUnits), a recent year ("AD", "CE", initials' form, since h-deid14 no more: TestDeidentifyTwoCapitalsAloneNeedACode)
 		if got := obs(`{"value":2016,"unit":` + strconvQuote(era) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(era)+`,"value":2016}`) {
 			t.Errorf("2016 %s dropped:\n got %s", era, got)
 		}
@@ -411,7 +413,10 @@ func TestDeidentifyInitialsAndErasAreNoUnits(t *testing.T) {
 	if got := obs(`{"value":4,"unit":"V.A","system":"http://unitsofmeasure.org","code":"V.A"}`); !strings.Contains(got, want) {
 		t.Errorf("V.A beside V.A:\n got %s\nwant %s", got, want)
 	}
-	for _, era := range []string{"AD", "CE", "DC", "NE", "N.E.", "d.C.", "yyyy"} {
+	// (An era of initials' form, "AD", "CE", "DC", "NE", "N.E.", kept
+	// beside a year until h-deid14, is dropped with it since:
+	// TestDeidentifyTwoCapitalsAloneNeedACode.)
+	for _, era := range []string{"d.C.", "yyyy"} {
 		if got := obs(`{"value":2016,"unit":` + strconvQuote(era) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(era)+`,"value":2016}`) {
 			t.Errorf("2016 %s dropped:\n got %s", era, got)
 		}
@@ -480,7 +485,9 @@ func TestDeidentifySurnamesUCUMReadsInCapitals(t *testing.T) {
 			t.Errorf("%s alone:\n got %s", unit, got)
 		}
 	}
-	for _, unit := range []string{"EU/dL", "AU/mL", "MG", "ML", "PG", "MG/DL", "Cel", "Hz", "Ohm"} {
+	// ("MG", "ML", "PG" alone, two capitals, need a UCUM code since
+	// h-deid14: TestDeidentifyTwoCapitalsAloneNeedACode.)
+	for _, unit := range []string{"EU/dL", "AU/mL", "MG/DL", "MMOL", "Cel", "Hz", "Ohm"} {
 		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
 		}
@@ -818,6 +825,74 @@ func TestDeidentifyRareBracketedWordsNeedACode(t *testing.T) {
 	for _, unit := range []string{"[drp]", "[drp]/min", "[gr]", "[ppm]", "[ppb]", "[psi]", "[in_i]", "[lb_av]", "[IU]/L", "[degF]", "/[HPF]", "mm[Hg]", "[e]"} {
 		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyTwoCapitalsAloneNeedACode: a unit text of two capitals
+// alone has a name's initials' form ("KG", "OD", "SD", "CC", "AU": K. G.,
+// O. D., ...), and HHS's Safe Harbor guidance counts a patient's initials
+// as derived from the name, no de-identified datum; so is a calendar's
+// era written as initials ("AD", "DC", "NE", "N.E."), which the unit
+// rule kept beside a year ("2016 DC"). {"value": 77441124, "unit": "KG"}
+// and {"value": 2016, "unit": "DC"} were released until h-deid14. Such a
+// unit text now needs a UCUM code that says it ("KG" beside "kg"); without
+// one the quantity is dropped, as an era of initials' form always is (UCUM
+// has none). An era of another form ("yyyy", "d.C.") is kept beside a
+// year, and counts with an age beside it still;
+// two capitals in a text of several ("MG/DL", "KG/M2") and a unit of time
+// of an Age ("45 YR") are kept.
+func TestDeidentifyTwoCapitalsAloneNeedACode(t *testing.T) {
+	const weight = `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"29463-7"}]},"valueQuantity":@Q@}`
+	const supply = `{"resourceType":"MedicationDispense","status":"completed","medicationCodeableConcept":{"text":"x"},"quantity":@Q@}`
+	in := func(tmpl, q string) string {
+		return string(deidentify(t, []byte(strings.Replace(tmpl, "@Q@", q, 1)), nil))
+	}
+	for _, unit := range []string{"KG", "LB", "OZ", "CM", "MG", "ML", "GM", "CC", "OD", "SD", "AU", "EU", "EA", "JS", "DC", "AD"} {
+		for _, tmpl := range []string{weight, supply} {
+			if got := in(tmpl, `{"value":77441124,"unit":`+strconvQuote(unit)+`}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+				t.Errorf("%s alone:\n got %s", unit, got)
+			}
+		}
+	}
+	for unit, code := range map[string]string{"KG": "kg", "LB": "[lb_av]", "CM": "cm", "AU": "AU", "EU": "EU"} {
+		q := `{"value":4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(code) + `}`
+		want := `{"code":` + strconvQuote(code) + `,"system":"http://unitsofmeasure.org",`
+		if got := in(weight, q); !strings.Contains(got, want) || !strings.Contains(got, `"value":4}`) {
+			t.Errorf("%s beside %s:\n got %s\nwant %s", unit, code, got, want)
+		}
+	}
+	for _, era := range []string{"DC", "AD", "CE", "NE", "BE", "N.E.", "A.D."} {
+		if got := in(weight, `{"value":2016,"unit":`+strconvQuote(era)+`}`); strings.Contains(got, "2016") || strings.Contains(got, strconvQuote(era)) {
+			t.Errorf("2016 %s:\n got %s", era, got)
+		}
+	}
+	for _, era := range []string{"yyyy", "d.C."} {
+		if got := in(weight, `{"value":2016,"unit":`+strconvQuote(era)+`}`); !strings.Contains(got, `{"unit":`+strconvQuote(era)+`,"value":2016}`) {
+			t.Errorf("2016 %s dropped:\n got %s", era, got)
+		}
+	}
+	for _, unit := range []string{"MG/DL", "KG/M2", "MMOL/L", "BMI", "INR", "kg", "Kg"} {
+		if got := in(weight, `{"value":4,"unit":`+strconvQuote(unit)+`}`); !strings.Contains(got, `{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+	// A year of arrival and an age at arrival that tell a birth 90 years
+	// ago or more: the era's year dropped, the age is released (70, no
+	// year beside); an era kept, the age is withheld (Ages).
+	const arrival = `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"93025-5"}]},"effectiveDateTime":"2017-02-13",` +
+		`"component":[{"code":{"coding":[{"system":"http://example.org/local-codes","code":"year-of-arrival"}]},"valueQuantity":{"value":2000,"unit":"@ERA@"}},` +
+		`{"code":{"coding":[{"system":"http://example.org/local-codes","code":"age-at-arrival"}]},"valueQuantity":{"value":70,"unit":"years","system":"http://unitsofmeasure.org","code":"a"}}]}`
+	for era, yearKept := range map[string]bool{"AD": false, "DC": false, "yyyy": true} {
+		got := string(deidentify(t, []byte(strings.Replace(arrival, "@ERA@", era, 1)), nil))
+		if strings.Contains(got, `"value":2000`) != yearKept || strings.Contains(got, `"value":70`) == yearKept {
+			t.Errorf("2000 %s and an age of 70 (year kept: %v):\n got %s", era, yearKept, got)
+		}
+	}
+	for _, unit := range []string{"YR", "WK", "HR"} {
+		got := string(deidentify(t, []byte(`{"resourceType":"Condition","onsetAge":{"value":45,"unit":`+strconvQuote(unit)+`}}`), nil))
+		if !strings.Contains(got, `{"unit":`+strconvQuote(unit)+`,"value":45}`) {
+			t.Errorf("onsetAge of 45 %s dropped:\n got %s", unit, got)
 		}
 	}
 }
