@@ -339,7 +339,8 @@ func nameFormUnit(s string) bool {
 // ("Mcg", "Kcal"), not a German noun of time, capitalised
 // as German writes it ("Jahre", "Monate"), and not, in capitals, an
 // abbreviation no unit of time reads (unitAbbreviations: "BMI", "INR",
-// "KG"). A common clinical unit word
+// "MEQ"; of two capitals, "KG", a text alone is judged by twoCapitals
+// in nameCaseText). A common clinical unit word
 // or a unit of time spelled out is a surname as often ("Day", "Weeks",
 // "Stone", "Box", "Fields", "Cal", "Kelvin", and in capitals "STONE",
 // "BOX", "CAL", "FIELDS"), and UCUM's case-insensitive units of time read
@@ -405,13 +406,16 @@ var namelessUnitWords = setOf(
 // other word in capitals UCUM reads is judged as a name (nameCaseUnit):
 // "YU", "MA", "TU" (a yotta-unit, a megaampere, a tera-unit; Yu, Ma, Tu)
 // were released with their numbers until h-review38. "AU" is a surname
-// (Au) too: the residual limits of docs/policy.md.
+// (Au) too, and initials: alone, a unit text of two capitals, it needs a
+// UCUM code that says it since h-deid14 (twoCapitals); "AU/mL" is kept.
 var ucumCapitals = setOf("EU", "AU", "RAD", "REM")
 
 // unitAbbreviations are the common clinical unit words (commonUnitWords)
 // that abbreviate a unit, which laboratories and pharmacies write in
 // capitals ("KG", "MEQ", "INR", "BMI", "TAB", "THOU" of "THOU/uL", "CO" of
-// "S/CO"): nameCaseUnit keeps them in capitals alone. A unit word spelled
+// "S/CO"): nameCaseUnit keeps them in capitals alone (but a unit text of
+// two capitals alone, "KG", "CC", a name's initials' form, needs a UCUM
+// code since h-deid14: twoCapitals). A unit word spelled
 // out ("STONE", "BOX", "FIELDS") is a surname or a word as often (but
 // those of namelessUnitWords, "TABLETS", "CELLS"), and so are "CAL", "IN", "MI", "ST", "PER", "LOG" (Cal, In, Mi,
 // St, Per): in capitals they need a UCUM code that says the same unit, as
