@@ -144,12 +144,18 @@ func TestDeidentifyKeepsClinicalUnitsBothWays(t *testing.T) {
 // capitalisedAtom is the form of a UCUM code that is one capitalised word.
 var capitalisedAtom = regexp.MustCompile(`^\p{Lu}\p{Ll}+$`)
 
+// twoCapitalsCode is the form of a UCUM code that is two capitals alone,
+// a name's initials' form ("AU"): kept only beside a unit text that says
+// it since h-deid14 (TestDeidentifyTwoCapitalsAsAUCUMCodeNeedAUnitText).
+var twoCapitalsCode = regexp.MustCompile(`^\p{Lu}{2}$`)
+
 // TestDeidentifyKeepsR4UnitsInQuantities: every UCUM code of the R4
 // definitions (LOINC's units with their capitalised annotations,
 // "mg/g{Cre}", "{Ehrlich'U}/dL", "/{Specimen}") is kept as a quantity's
 // code, with its value, but a code that is one capitalised word and no
 // unit written so (Gal, Pa, Ms, By, St: a name's form), which the name
-// rule drops with its value.
+// rule drops with its value, and, since h-deid14, a code of two capitals
+// alone (AU: a name's initials' form) with no unit text beside.
 func TestDeidentifyKeepsR4UnitsInQuantities(t *testing.T) {
 	codes := slices.DeleteFunc(r4Codes(t, "http://unitsofmeasure.org"), func(c string) bool { return strings.Contains(c, " ") })
 	if len(codes) < 1000 {
@@ -160,7 +166,7 @@ func TestDeidentifyKeepsR4UnitsInQuantities(t *testing.T) {
 		q := `{"value":31,"system":"http://unitsofmeasure.org","code":` + strconvQuote(c) + `}`
 		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":` + q + `}`
 		got := string(deidentify(t, []byte(in), nil))
-		nameForm := capitalisedAtom.MatchString(c) && !minimize.CapitalisedUnit(c)
+		nameForm := capitalisedAtom.MatchString(c) && !minimize.CapitalisedUnit(c) || twoCapitalsCode.MatchString(c)
 		if nameForm {
 			dropped++
 		}
@@ -933,6 +939,35 @@ func TestDeidentifyNameInAnAnnotationBesideAUnit(t *testing.T) {
 		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":4,"unit":` + strconvQuote(unit) + `}}`
 		if got := string(deidentify(t, []byte(in), nil)); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyTwoCapitalsAsAUCUMCodeNeedAUnitText: UCUM reads two
+// capitals as a prefix and an atom (MJ, a megajoule; MA, a megaampere; ML,
+// a megalitre; TU, a tera-unit; AU, the astronomical unit), so a name's
+// initials typed as a quantity's UCUM code, with no unit text, had UCUM's
+// form and were released with their number until h-deid14, though the same
+// two capitals as a unit text were not (TestDeidentifyTwoCapitalsAloneNeedACode).
+// Such a code is now kept only beside a unit text that says it ("AU"
+// beside "AU"), as initials joined by dots are (TestDeidentifyInitialsAreNoUCUMCode).
+func TestDeidentifyTwoCapitalsAsAUCUMCodeNeedAUnitText(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, c := range []string{"MJ", "MS", "MA", "ML", "GL", "MC", "MV", "AU", "EU", "TU", "PU"} {
+		if got := obs(`{"value":77441124,"system":"http://unitsofmeasure.org","code":` + strconvQuote(c) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(c)) {
+			t.Errorf("code %s alone:\n got %s", c, got)
+		}
+		want := `"valueQuantity":{"code":` + strconvQuote(c) + `,"system":"http://unitsofmeasure.org","unit":` + strconvQuote(c) + `,"value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(c) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(c) + `}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside %s:\n got %s\nwant %s", c, c, got, want)
+		}
+	}
+	for _, c := range []string{"mL", "kg", "mm[Hg]", "Cel", "AU/mL", "[IU]/L", "MJ/d"} {
+		want := `"valueQuantity":{"code":` + strconvQuote(c) + `,"system":"http://unitsofmeasure.org","value":4}`
+		if got := obs(`{"value":4,"system":"http://unitsofmeasure.org","code":` + strconvQuote(c) + `}`); !strings.Contains(got, want) {
+			t.Errorf("code %s alone dropped:\n got %s", c, got)
 		}
 	}
 }
