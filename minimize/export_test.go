@@ -10,6 +10,8 @@ var KnownAnnotation = knownAnnotation
 
 var CapitalisedSymbol = func(s string) bool { return capitalisedSymbols[s] }
 
+var CapitalisedAbbreviation = func(s string) bool { return capitalisedAbbreviations[s] }
+
 func TimeUnit(s string) bool { _, ok := timeUnit(s); return ok }
 
 var (

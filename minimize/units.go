@@ -335,10 +335,12 @@ func nameFormUnit(s string) bool {
 // as a name is, capitalised or in capitals, that reads as a unit only
 // case aside: not, capitalised, a UCUM expression as written ("Cel",
 // "Ohm"; in capitals only ucumCapitals, "EU", "AU"), not one of
-// capitalisedSymbols ("Kg", "Fl"), not a German noun of time, capitalised
+// capitalisedSymbols ("Kg", "Fl") nor of capitalisedAbbreviations
+// ("Mcg", "Kcal"), not a German noun of time, capitalised
 // as German writes it ("Jahre", "Monate"), and not, in capitals, an
 // abbreviation no unit of time reads (unitAbbreviations: "BMI", "INR",
-// "KG"). A common clinical unit word
+// "MEQ"; of two capitals, "KG", a text alone is judged by twoCapitals
+// in nameCaseText). A common clinical unit word
 // or a unit of time spelled out is a surname as often ("Day", "Weeks",
 // "Stone", "Box", "Fields", "Cal", "Kelvin", and in capitals "STONE",
 // "BOX", "CAL", "FIELDS"), and UCUM's case-insensitive units of time read
@@ -353,7 +355,7 @@ func nameFormUnit(s string) bool {
 // (timeUnitWord). In small letters ("days", "stone", "box"), a unit
 // word's usual case, it is kept.
 func nameCaseUnit(s string) bool {
-	if !nameCaseWord.MatchString(s) || capitalisedSymbols[s] || germanTimeNouns[strings.ToLower(s)] || namelessUnitWords[strings.ToLower(s)] {
+	if !nameCaseWord.MatchString(s) || capitalisedSymbols[s] || capitalisedAbbreviations[s] || germanTimeNouns[strings.ToLower(s)] || namelessUnitWords[strings.ToLower(s)] {
 		return false
 	}
 	if capitalisedWord.MatchString(s) {
@@ -404,13 +406,16 @@ var namelessUnitWords = setOf(
 // other word in capitals UCUM reads is judged as a name (nameCaseUnit):
 // "YU", "MA", "TU" (a yotta-unit, a megaampere, a tera-unit; Yu, Ma, Tu)
 // were released with their numbers until h-review38. "AU" is a surname
-// (Au) too: the residual limits of docs/policy.md.
+// (Au) too, and initials: alone, a unit text of two capitals, it needs a
+// UCUM code that says it since h-deid14 (twoCapitals); "AU/mL" is kept.
 var ucumCapitals = setOf("EU", "AU", "RAD", "REM")
 
 // unitAbbreviations are the common clinical unit words (commonUnitWords)
 // that abbreviate a unit, which laboratories and pharmacies write in
 // capitals ("KG", "MEQ", "INR", "BMI", "TAB", "THOU" of "THOU/uL", "CO" of
-// "S/CO"): nameCaseUnit keeps them in capitals alone. A unit word spelled
+// "S/CO"): nameCaseUnit keeps them in capitals alone (but a unit text of
+// two capitals alone, "KG", "CC", a name's initials' form, needs a UCUM
+// code since h-deid14: twoCapitals). A unit word spelled
 // out ("STONE", "BOX", "FIELDS") is a surname or a word as often (but
 // those of namelessUnitWords, "TABLETS", "CELLS"), and so are "CAL", "IN", "MI", "ST", "PER", "LOG" (Cal, In, Mi,
 // St, Per): in capitals they need a UCUM code that says the same unit, as
@@ -429,12 +434,12 @@ var unitAbbreviations = setOf(
 // annotations and brackets, that is written as a name is and reads as a
 // unit only case aside (nameCaseUnit): alone ("Stone", "STONE") or as one
 // part of several ("Box/day", "Stone/wk", "mg/Stone", "BOX/d", "Years
-// old"); not a word of namelessUnitWords ("Beats/Min", "TABLET"). Such a unit text is kept only beside a UCUM code that
+// old"); not a word of namelessUnitWords ("Cells/uL", "TABLET"). Such a unit text is kept only beside a UCUM code that
 // says the same unit (unitAgrees); until h-deid12 only a text of one word
 // was judged, and {"value": 77441124, "unit": "Box/day"} was released, name
-// and number. The minute a form capitalises after a slash ("L/Min":
-// perMinute), and an abbreviated unit of time there ("ML/HR":
-// rateTimeUnit), are units of time; where time is set (a Duration's or an Age's
+// and number. The minutes a form capitalises after a slash ("L/Mins":
+// pluralMinutes; not "Min", a surname: perMinute), and an abbreviated
+// unit of time there ("ML/HR": rateTimeUnit), are units of time; where time is set (a Duration's or an Age's
 // unit, no code beside) a unit of time whose capitalised form is a unit
 // written so ("Days", "YEARS": timeUnitWord) is that unit; a phrase of
 // unitPhrases ("Wood units") is kept whole.
@@ -452,7 +457,10 @@ func nameCaseText(s string, time, year bool) bool {
 		return false
 	}
 	if _, era := yearUnit(s); era {
-		return !year
+		return !year || twoCapitals.MatchString(s) || initials.MatchString(s) // "2016 DC": see twoCapitals
+	}
+	if twoCapitals.MatchString(s) && !(time && timeUnitWord(s)) {
+		return true // "KG", "OD", "AU": see twoCapitals
 	}
 	if !time && foreignTimeText(s) {
 		return true // "ann", "mg/rok" outside an Age: see foreignTimeText
@@ -467,7 +475,7 @@ func nameCaseText(s string, time, year bool) bool {
 	}
 	for _, at := range letterRun.FindAllStringIndex(bare, -1) {
 		w := bare[at[0]:at[1]]
-		if strings.HasSuffix(bare[:at[0]], "/") && (perMinute(w) && (w != strings.ToUpper(w) && capitalBefore(bare[:at[0]]) || inCapitals(bare)) || rateTimeUnit(w)) || time && timeUnitWord(w) {
+		if strings.HasSuffix(bare[:at[0]], "/") && (pluralMinutes(w) && (w != strings.ToUpper(w) && capitalBefore(bare[:at[0]]) || inCapitals(bare)) || rateTimeUnit(w)) || time && timeUnitWord(w) {
 			continue
 		}
 		if nameCaseUnit(w) {
@@ -475,12 +483,36 @@ func nameCaseText(s string, time, year bool) bool {
 		}
 	}
 	for _, w := range ucumWord.FindAllString(annotation.ReplaceAllString(s, " "), -1) {
-		if rareUCUMWord(w) {
+		if rareUCUMWord(w) || rareBracketWord(w) {
 			return true
 		}
 	}
 	return false
 }
+
+// rareBracketWord reports whether w is a bracketed atom of UCUM's that
+// holds one word of small letters ("[ly]", "[diop]", "[smoot]") and that
+// clinical data does not write alone (not one of clinicalBracketWords).
+// Such words are surnames as often (Ly, Diop, Smoot, Didot, Pi, Den,
+// Cicero), and ucumBrackets kept any atom as written: {"value": 77441124,
+// "unit": "[ly]"}, the light-year, was released, name and number, until
+// h-deid14. nameCaseText keeps such a text only beside a UCUM code that
+// says it (unitAgrees: "[diop]" beside "[diop]"). An atom with an
+// underscore, an apostrophe or a capital ("[in_i]", "[IU]", "[HPF]") and
+// a single letter ("[e]") are no word of a name.
+func rareBracketWord(w string) bool {
+	return plainBracketWord.MatchString(w) && !clinicalBracketWords[w]
+}
+
+// plainBracketWord is a bracketed atom of one word of two small letters
+// or more.
+var plainBracketWord = regexp.MustCompile(`^\[\p{Ll}{2,}\]$`)
+
+// clinicalBracketWords are the bracketed atoms of one word in small
+// letters that clinical data writes (rareBracketWord): the drop, the
+// grain, parts per million (and per billion, thousand, trillion), pounds
+// per square inch.
+var clinicalBracketWords = setOf("[drp]", "[gr]", "[ppm]", "[ppb]", "[ppth]", "[pptr]", "[psi]")
 
 // ucumWord is a word of a unit text as rareUCUMWord judges it: letters and
 // underscores ("a_t", "mo_j"), not a prefix before a bracketed atom
@@ -612,6 +644,21 @@ var ucumSuffixedAtoms = func() *strings.Replacer {
 	return strings.NewReplacer(pairs...)
 }()
 
+// twoCapitals is a unit text of two capitals alone, a name's initials'
+// form ("KG", "OD", "SD", "CC", "AU": K. G., O. D.): HHS's Safe Harbor
+// guidance (2012) counts a patient's initials as derived from the name,
+// and nameCaseText keeps such a text only beside a UCUM code that says it
+// ("KG" beside "kg": unitAgrees), or where time is set as a unit of time
+// ("45 YR" as an onsetAge: timeUnitWord). So is a calendar's era written
+// as initials ("AD", "DC", "NE", "N.E."), beside a year too: UCUM has no
+// code for an era, and the quantity is dropped. {"value": 77441124,
+// "unit": "KG"} and {"value": 2016, "unit": "DC"} were released until
+// h-deid14; the cost is the abbreviations systems writing capitals give
+// alone without a code ("KG", "LB", "CM", "ML", "CC", "EA") and the years
+// given with an era of initials' form ("2016 AD"). Three capitals and more
+// ("BMI", "INR", "MEQ") are judged as words (nameCaseUnit).
+var twoCapitals = regexp.MustCompile(`^\p{Lu}{2}$`)
+
 // initials are a name's initials in a unit text: two or more single
 // capitals, each after a dot, a dot and a space, or a space ("J.S.",
 // "J. S.", "J S", "A.B", "mg/J.S."). "V.A", UCUM's volt-ampere, has
@@ -683,9 +730,9 @@ func rateTimeUnit(w string) bool {
 var rateTimeAbbreviations = setOf("hr", "hrs", "wk", "wks", "yr", "yrs")
 
 // inCapitals reports whether unit text s has two runs of letters or more,
-// each in capitals ("MCG/KG/MIN"): a system that writes its units in
-// capitals, where "MIN" after a slash is the minute; "mg/MIN", "/MIN" are
-// not such a text.
+// each in capitals ("ML/MINS"): a system that writes its units in
+// capitals, where "MINS" after a slash is the minutes; "mg/MINS", "/MINS"
+// are not such a text.
 func inCapitals(s string) bool {
 	runs := letterRun.FindAllString(s, -1)
 	for _, r := range runs {
@@ -696,23 +743,32 @@ func inCapitals(s string) bool {
 	return len(runs) > 1
 }
 
-// capitalBefore reports whether the part of a unit text before "Min"
-// holds a capital letter ("L/", "mL/", "Beats/"): a form that writes the
-// minute capitalised capitalises its units, and "Min" after a unit in
-// small letters ("mg/Min", "/Min", "10*3/Min") is a name as often, which
-// h-deid13 released with its number until h-review47. nameCaseText keeps
-// such a text only beside a UCUM code that says it ("mg/Min" beside
-// "mg/min": unitAgrees).
+// capitalBefore reports whether the part of a unit text before "Mins"
+// holds a capital letter ("L/", "mL/"): a form that writes the minutes
+// capitalised capitalises its units ("mL/Mins"). "Min", a surname, needs a
+// UCUM code that says it wherever it stands (perMinute): after a unit in
+// small letters ("mg/Min", "/Min") h-deid13 released it with its number
+// until h-review47, after a capital ("mL/Min") until h-deid14.
 func capitalBefore(s string) bool { return strings.IndexFunc(s, unicode.IsUpper) >= 0 }
 
 // perMinute reports whether w is the minute that a capitalised form writes
 // after a slash ("L/Min", "Beats/Min", "mL/Min"), or a form in capitals
-// ("MCG/KG/MIN", dropped with its value from h-deid12 until h-deid13): a
-// name alone ("Min"), the minute as a rate's denominator (kept before
-// h-deid10, dropped with its value by it until h-review28). A name after
-// a unit with a capital ("mL/Min") is released so: the residual limits
-// of docs/policy.md; after one in small letters it is not (capitalBefore).
-func perMinute(w string) bool { return w == "Min" || w == "Mins" || w == "MIN" || w == "MINS" }
+// ("MCG/KG/MIN"): nameFormUnit lets it pass after a slash, so that a UCUM
+// code that says it keeps it (unitAgrees: "mL/Min" beside "mL/min").
+// Alone it is a name ("Min"). The singular, "Min", "MIN", is a surname
+// after a slash too, and nameCaseText keeps a unit text with it only
+// beside such a code: after a capital ("mL/Min", "Beats/Min": kept before
+// h-deid10, dropped with its value by it until h-review28) and in a text
+// all in capitals ("MG/MIN", "MCG/KG/MIN": from h-deid13) it was released
+// with its number until h-deid14. The plural, no name, is the minute
+// there still (pluralMinutes).
+func perMinute(w string) bool { return pluralMinutes(w) || w == "Min" || w == "MIN" }
+
+// pluralMinutes reports whether w is the minutes that a capitalised form
+// writes after a slash ("mL/Mins") or a form in capitals ("ML/MINS"):
+// nameCaseText keeps it there, after a capital (capitalBefore) or in a
+// text all in capitals (inCapitals).
+func pluralMinutes(w string) bool { return w == "Mins" || w == "MINS" }
 
 // capitalisedWord is a name's form: a capital and small letters.
 var capitalisedWord = regexp.MustCompile(`^\p{Lu}\p{Ll}+$`)
@@ -749,6 +805,16 @@ func capitalisedUnit(w string) bool {
 var capitalisedSymbols = setOf("Cel", "Ohm", "Hz", "Bq", "Gy", "Sv", "Wb", "Hg", "Ct",
 	"Kg", "Mg", "Ug", "Ml", "Dl", "Cm", "Mm", "Km", "Lb", "Oz", "Ft", "Cc", "Iu", "Hr", "Yr", "Wk",
 	"Pg", "Fl", "Gm", "Ea")
+
+// capitalisedAbbreviations are the abbreviations of unitAbbreviations that
+// a form capitalising each unit writes so and that UCUM does not read as
+// written ("Mcg", "Kcal", "Nmol/L", "Mcg/kg/min"): no name is written so
+// (TestDeidentifyKeepsCapitalisedAbbreviations tries the common names),
+// and nameCaseUnit keeps them without a UCUM code. nameCaseUnit dropped
+// them with their values, as a name's form, until h-deid14. ("Mmol",
+// "Pmol", "Meq", "Mosm" are UCUM's mega- and peta- units as written, kept
+// before; "Miu", a given name, is left out.)
+var capitalisedAbbreviations = setOf("Mcg", "Mcl", "Mcmol", "Kcal", "Nmol", "Umol", "Ueq", "Mmhg", "Kgs", "Gms", "Lbs", "Bpm")
 
 // spelledTimeUnits are the units of time spelled out in English and in
 // German, whose nouns are capitalised ("Years", "Jahre", "Minuten"). The

@@ -115,13 +115,13 @@ func TestDeidentifyKeepsClinicalUnitsBothWays(t *testing.T) {
 		// Released before h-deid9, dropped with their values from then
 		// (a form's capitalised "Kg", "Mg", "Ml" from h-deid10's name
 		// rule) until h-deid10.
-		"BMI", "Ct", "Ct cycles", "Wood units", "Wood U", "CFU/mL", "cfu/mL", "RLU", "OD", "ISR", "GPL", "dynes/sec/cm5",
+		"BMI", "Ct", "Ct cycles", "Wood units", "Wood U", "CFU/mL", "cfu/mL", "RLU", "ISR", "GPL", "dynes/sec/cm5",
 		"Kg", "Mg", "Ml", "Cm", "Lb", "Hr",
-		// Released before h-deid10, dropped with their values by its
-		// name rule ("Min" alone is a name) until h-review28 (and
-		// "Beats/Min", "Breaths/Min", "Years old" again since h-deid12
-		// without a UCUM code saying them: TestDeidentifyNameCaseWordsInCapitalsAndParts).
-		"L/Min", "mL/Min",
+		// ("L/Min", "mL/Min", released before h-deid10 and from
+		// h-review28, need a UCUM code that says them since h-deid14:
+		// TestDeidentifyTheMinuteWrittenAsANameNeedsACode.)
+		// ("OD" alone, two capitals, needs a UCUM code since h-deid14:
+		// TestDeidentifyTwoCapitalsAloneNeedACode.)
 		// A form's capitalisation of pg/mL, fL, g and each: dropped with
 		// their values until h-deid11.
 		"Pg/mL", "Fl", "Gm", "Ea"}
@@ -144,12 +144,18 @@ func TestDeidentifyKeepsClinicalUnitsBothWays(t *testing.T) {
 // capitalisedAtom is the form of a UCUM code that is one capitalised word.
 var capitalisedAtom = regexp.MustCompile(`^\p{Lu}\p{Ll}+$`)
 
+// twoCapitalsCode is the form of a UCUM code that is two capitals alone,
+// a name's initials' form ("AU"): kept only beside a unit text that says
+// it since h-deid14 (TestDeidentifyTwoCapitalsAsAUCUMCodeNeedAUnitText).
+var twoCapitalsCode = regexp.MustCompile(`^\p{Lu}{2}$`)
+
 // TestDeidentifyKeepsR4UnitsInQuantities: every UCUM code of the R4
 // definitions (LOINC's units with their capitalised annotations,
 // "mg/g{Cre}", "{Ehrlich'U}/dL", "/{Specimen}") is kept as a quantity's
 // code, with its value, but a code that is one capitalised word and no
 // unit written so (Gal, Pa, Ms, By, St: a name's form), which the name
-// rule drops with its value.
+// rule drops with its value, and, since h-deid14, a code of two capitals
+// alone (AU: a name's initials' form) with no unit text beside.
 func TestDeidentifyKeepsR4UnitsInQuantities(t *testing.T) {
 	codes := slices.DeleteFunc(r4Codes(t, "http://unitsofmeasure.org"), func(c string) bool { return strings.Contains(c, " ") })
 	if len(codes) < 1000 {
@@ -160,7 +166,7 @@ func TestDeidentifyKeepsR4UnitsInQuantities(t *testing.T) {
 		q := `{"value":31,"system":"http://unitsofmeasure.org","code":` + strconvQuote(c) + `}`
 		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":` + q + `}`
 		got := string(deidentify(t, []byte(in), nil))
-		nameForm := capitalisedAtom.MatchString(c) && !minimize.CapitalisedUnit(c)
+		nameForm := capitalisedAtom.MatchString(c) && !minimize.CapitalisedUnit(c) || twoCapitalsCode.MatchString(c)
 		if nameForm {
 			dropped++
 		}
@@ -339,9 +345,11 @@ func TestDeidentifyNameCaseWordsInCapitalsAndParts(t *testing.T) {
 	obs := func(q string) string {
 		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
 	}
-	// ("TABLETS", "CELLS", "Beats/Min", "Cells/uL", "Thousand/uL",
-	// "Million/uL", dropped here from h-deid12, are kept since h-deid13:
-	// TestDeidentifyKeepsNamelessUnitWordsWrittenSo.)
+	// ("TABLETS", "CELLS", "Cells/uL", "Thousand/uL", dropped here from
+	// h-deid12, are kept since h-deid13:
+	// TestDeidentifyKeepsNamelessUnitWordsWrittenSo; "Beats/Min" and
+	// "Million/uL", kept from h-deid13, need a UCUM code since h-deid14 and
+	// h-review47.)
 	for _, unit := range []string{"STONE", "BOX", "CAL", "FIELDS", "PEN", "IN", "PER",
 		"Box/day", "Stone/wk", "mg/Stone", "Stone/d", "BOX/d", "STONE/wk", "Fields/hpf", "mg/Smith", "Years old", "mg/Day", "mg/Weeks", "mg/MIN", "/MIN"} {
 		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
@@ -358,13 +366,13 @@ func TestDeidentifyNameCaseWordsInCapitalsAndParts(t *testing.T) {
 			t.Errorf("%s beside %s:\n got %s\nwant %s", unit, code, got, want)
 		}
 	}
-	for _, unit := range []string{"KG", "MEQ", "INR", "BMI", "TAB", "MG/DL", "MMOL/L", "THOU/uL", "S/CO", "IU/L", "L/Min", "mL/min/1.73m2",
+	for _, unit := range []string{"MEQ", "INR", "BMI", "TAB", "MG/DL", "MMOL/L", "THOU/uL", "S/CO", "IU/L", "mL/min/1.73m2",
 		"mm Hg", "Wood units", "x10E3/uL", "Pg/mL", "box/day", "stone"} {
 		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
 		}
 	}
-	for _, era := range []string{"AD", "CE"} { // a calendar's era (yearUnits), a recent year
+	for _, era := range []string{"yyyy", "d.C."} { // a calendar's era (yearUnits), a recent year ("AD", "CE", initials' form, since h-deid14 no more: TestDeidentifyTwoCapitalsAloneNeedACode)
 		if got := obs(`{"value":2016,"unit":` + strconvQuote(era) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(era)+`,"value":2016}`) {
 			t.Errorf("2016 %s dropped:\n got %s", era, got)
 		}
@@ -411,7 +419,10 @@ func TestDeidentifyInitialsAndErasAreNoUnits(t *testing.T) {
 	if got := obs(`{"value":4,"unit":"V.A","system":"http://unitsofmeasure.org","code":"V.A"}`); !strings.Contains(got, want) {
 		t.Errorf("V.A beside V.A:\n got %s\nwant %s", got, want)
 	}
-	for _, era := range []string{"AD", "CE", "DC", "NE", "N.E.", "d.C.", "yyyy"} {
+	// (An era of initials' form, "AD", "CE", "DC", "NE", "N.E.", kept
+	// beside a year until h-deid14, is dropped with it since:
+	// TestDeidentifyTwoCapitalsAloneNeedACode.)
+	for _, era := range []string{"d.C.", "yyyy"} {
 		if got := obs(`{"value":2016,"unit":` + strconvQuote(era) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(era)+`,"value":2016}`) {
 			t.Errorf("2016 %s dropped:\n got %s", era, got)
 		}
@@ -480,7 +491,9 @@ func TestDeidentifySurnamesUCUMReadsInCapitals(t *testing.T) {
 			t.Errorf("%s alone:\n got %s", unit, got)
 		}
 	}
-	for _, unit := range []string{"EU/dL", "AU/mL", "MG", "ML", "PG", "MG/DL", "Cel", "Hz", "Ohm"} {
+	// ("MG", "ML", "PG" alone, two capitals, need a UCUM code since
+	// h-deid14: TestDeidentifyTwoCapitalsAloneNeedACode.)
+	for _, unit := range []string{"EU/dL", "AU/mL", "MG/DL", "MMOL", "Cel", "Hz", "Ohm"} {
 		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
 		}
@@ -511,7 +524,9 @@ func TestDeidentifyKeepsUCUMAtomsWithCapitalsAfterUnderscore(t *testing.T) {
 // rateTimeUnit, perMinute). They are kept alone again; the names among
 // unit words ("Stone", "Box", "Patch") and a unit of time spelled out
 // after a slash ("mg/Day") are not, nor "MIN" after a slash in a text of
-// small letters ("mg/MIN").
+// small letters ("mg/MIN"), nor since h-deid14 "Min", "MIN" after a slash
+// anywhere ("Beats/Min", "MCG/KG/MIN": a surname; they need a UCUM code
+// that says them, TestDeidentifyTheMinuteWrittenAsANameNeedsACode).
 func TestDeidentifyKeepsNamelessUnitWordsWrittenSo(t *testing.T) {
 	for w := range minimize.NamelessUnitWords {
 		if !minimize.CommonUnitWords[w] {
@@ -523,8 +538,8 @@ func TestDeidentifyKeepsNamelessUnitWordsWrittenSo(t *testing.T) {
 	// h-review47: TestDeidentifyDoseFormsThatAreNamesNeedACode.)
 	for _, unit := range []string{"TABLET", "Tablet", "TABLETS", "Tablets", "TABLET(S)", "Tablet(s)", "Tab", "CAPS",
 		"CAPSULE", "Capsule", "VIALS", "Vials", "PUFF", "Puffs", "SPRAYS", "DROPS", "INHALER", "Syringe", "SUPPOSITORY",
-		"PACKETS", "Ampule", "LOZENGE", "UNITS", "Units", "Thousand/uL", "Millions/uL", "Beats/Min", "Breaths/Min",
-		"Cells/uL", "Copies/mL", "MM/HR", "ML/HR", "ML/KG/HR", "UNITS/HR", "Units/hr", "Units/Hr", "MCG/KG/MIN", "ML/MIN/1.73M2"} {
+		"PACKETS", "Ampule", "LOZENGE", "UNITS", "Units", "Thousand/uL", "Millions/uL",
+		"Cells/uL", "Copies/mL", "MM/HR", "ML/HR", "ML/KG/HR", "UNITS/HR", "Units/hr", "Units/Hr"} {
 		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":4,"unit":` + strconvQuote(unit) + `}}`
 		if got := string(deidentify(t, []byte(in), nil)); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
@@ -577,7 +592,7 @@ func TestDeidentifyTimeUnitsOfOtherLanguagesNeedATimeContext(t *testing.T) {
 		}
 	}
 	for _, unit := range []string{"years", "yrs", "y/o", "years old", "yo", "yoa", "Jahre", "Monate", "min", "mo", "d", "h", "wk", "a", "a_j", "mo_j",
-		"months", "mg/d", "mL/min", "L/Min", "/wk", "{age}", "Jahre alt"} {
+		"months", "mg/d", "mL/min", "/wk", "{age}", "Jahre alt"} {
 		if got := obs("1-8", `{"value":61.4,"unit":`+strconvQuote(unit)+`}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":61.4}`) {
 			t.Errorf("61.4 %s alone dropped:\n got %s", unit, got)
 		}
@@ -654,13 +669,16 @@ func TestDeidentifyDoseFormsThatAreNamesNeedACode(t *testing.T) {
 // h-review47. An abbreviated unit of time after a slash is now one of the
 // hour, the week or the year ("MM/HR", "Units/Hr", "MG/WK"), and "Min" the
 // minute only in a text that writes a capital before it, as a form that
-// capitalises its units does ("L/Min", "mL/Min", "Beats/Min"); "mg/Min"
-// cannot be told from a name, and needs a UCUM code that says it.
+// capitalises its units does ("L/Min", "mL/Min", "Beats/Min"; since
+// h-deid14 not these either: "Min" is a surname after a capital too,
+// TestDeidentifyTheMinuteWrittenAsANameNeedsACode); "mg/Min" cannot be
+// told from a name, and needs a UCUM code that says it.
 func TestDeidentifyNamesAfterASlashAreNoRateDenominator(t *testing.T) {
 	obs := func(q string) string {
 		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
 	}
-	for _, unit := range []string{"mg/Sec", "/SEC", "mL/Secs", "mg/Mos", "/MOS", "g/Msec", "mg/Min", "g/Min", "10*3/Min", "/Min", "mg/Mins", "x/Ann"} {
+	for _, unit := range []string{"mg/Sec", "/SEC", "mL/Secs", "mg/Mos", "/MOS", "g/Msec", "mg/Min", "g/Min", "10*3/Min", "/Min", "mg/Mins", "x/Ann",
+		"L/Min", "mL/Min", "Beats/Min", "Breaths/Min", "MCG/KG/MIN", "ML/MIN/1.73M2"} {
 		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
 			t.Errorf("%s alone:\n got %s", unit, got)
 		}
@@ -669,8 +687,7 @@ func TestDeidentifyNamesAfterASlashAreNoRateDenominator(t *testing.T) {
 	if got := obs(`{"value":4,"unit":"mg/Min","system":"http://unitsofmeasure.org","code":"mg/min"}`); !strings.Contains(got, want) {
 		t.Errorf("mg/Min beside mg/min:\n got %s\nwant %s", got, want)
 	}
-	for _, unit := range []string{"mg/Hr", "mg/HR", "MM/HR", "Units/Hr", "ML/KG/HR", "MG/WK", "mg/Wk", "mg/Hrs", "L/Min", "mL/Min",
-		"Beats/Min", "Breaths/Min", "MCG/KG/MIN", "ML/MIN/1.73M2", "mL/Mins", "mg/sec", "mL/min"} {
+	for _, unit := range []string{"mg/Hr", "mg/HR", "MM/HR", "Units/Hr", "ML/KG/HR", "MG/WK", "mg/Wk", "mg/Hrs", "mL/Mins", "mg/sec", "mL/min"} {
 		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
 		}
@@ -708,6 +725,249 @@ func TestDeidentifyRarePrefixedAtomsNeedACode(t *testing.T) {
 		"/min", "mg/d", "L/min", "s", "m", "g", "l", "bar", "eq", "osm", "10*3/uL", "x10e3/ul", "k/ul", "deg", "mmhg"} {
 		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyKeepsCapitalisedAbbreviations: a form that capitalises
+// each unit writes the abbreviations of the microgram, the kilocalorie and
+// the mole's submultiples so ("Mcg", "Kcal", "Nmol/L", "Mmol/L"), and the
+// unit rule read each as a capitalised word that reads as a unit only case
+// aside (nameCaseUnit), a name's form, and dropped it with its value
+// without a UCUM code beside, though no name is written so. They are kept
+// now (capitalisedAbbreviations); the names among the unit words are not.
+func TestDeidentifyKeepsCapitalisedAbbreviations(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"Mcg", "Kcal", "Nmol", "Nmol/L", "Mmol/L", "Umol/L", "Pmol/L", "Meq/L", "Mosm/kg", "Mcg/kg/min", "Kcal/day", "Mcg/mL", "Mcl"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+	// A dose as a prescription writes it.
+	in := `{"resourceType":"MedicationRequest","status":"active","intent":"order","subject":{"reference":"Patient/p1"},"medicationCodeableConcept":{"text":"x"},` +
+		`"dosageInstruction":[{"text":"50 Mcg daily","doseAndRate":[{"doseQuantity":{"value":50,"unit":"Mcg"}}]}]}`
+	if got := string(deidentify(t, []byte(in), nil)); !strings.Contains(got, `"doseQuantity":{"unit":"Mcg","value":50}`) || strings.Contains(got, "daily") {
+		t.Errorf("a dose of 50 Mcg:\n got %s", got)
+	}
+	for _, name := range commonNames {
+		if minimize.CapitalisedAbbreviation(name) || minimize.CapitalisedAbbreviation(strings.ToUpper(name[:1])+strings.ToLower(name[1:])) {
+			t.Errorf("%s, a name, is one of capitalisedAbbreviations", name)
+		}
+	}
+	for _, unit := range []string{"Stone", "Box", "Cal", "Mg{Smith}", "Dose"} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyTheMinuteWrittenAsANameNeedsACode: "Min" is a surname
+// (Korean, Chinese) written capitalised or in capitals, and the unit rule
+// read it after a slash as the minute: after a capital ("mL/Min", "L/Min",
+// "Beats/Min") from h-deid10, and in a text all in capitals ("MG/MIN",
+// "MCG/KG/MIN", "ML/MIN/1.73M2") from h-deid13, {"value": 77441124,
+// "unit": "mL/Min"} was released, name and number, until h-deid14. A unit
+// text with the minute written so now needs a UCUM code that says it
+// ("mL/Min" beside "mL/min"), as "mg/Min" has since h-review47; without
+// one the quantity is dropped whole. "Mins" (no name) and the minute in
+// small letters are kept.
+func TestDeidentifyTheMinuteWrittenAsANameNeedsACode(t *testing.T) {
+	const flow = `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"3151-8"}]},"valueQuantity":@Q@}`
+	const gfr = `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"33914-3"}]},"valueQuantity":@Q@}`
+	const rate = `{"resourceType":"MedicationAdministration","status":"in-progress","subject":{"reference":"Patient/p1"},"medicationCodeableConcept":{"text":"x"},"effectiveDateTime":"2024-03-05","dosage":{"text":"titrate","rateQuantity":@Q@}}`
+	for _, c := range []struct{ in, unit, code string }{
+		{flow, "L/Min", "L/min"}, {flow, "mL/Min", "mL/min"}, {flow, "LPM/Min", ""},
+		{gfr, "ML/MIN/1.73M2", "mL/min/{1.73_m2}"}, {gfr, "mL/Min/1.73m2", "mL/min/{1.73_m2}"},
+		{rate, "MCG/KG/MIN", "ug/kg/min"}, {rate, "MG/MIN", "mg/min"}, {rate, "Units/Min", "U/min"},
+		{flow, "Beats/Min", "{Beats}/min"}, {flow, "Breaths/Min", "{Breaths}/min"},
+	} {
+		q := `{"value":77441124,"unit":` + strconvQuote(c.unit) + `}`
+		if got := string(deidentify(t, []byte(strings.Replace(c.in, "@Q@", q, 1)), nil)); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(c.unit)) {
+			t.Errorf("%s alone:\n got %s", c.unit, got)
+		}
+		if c.code == "" {
+			continue
+		}
+		q = `{"value":4,"unit":` + strconvQuote(c.unit) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(c.code) + `}`
+		// The code keeps the value; the unit text is kept too where it
+		// says the code's letters, case aside (unitAgrees: "mL/Min").
+		want := `{"code":` + strconvQuote(c.code) + `,"system":"http://unitsofmeasure.org",`
+		if got := string(deidentify(t, []byte(strings.Replace(c.in, "@Q@", q, 1)), nil)); !strings.Contains(got, want) || !strings.Contains(got, `"value":4}`) {
+			t.Errorf("%s beside %s:\n got %s\nwant %s", c.unit, c.code, got, want)
+		}
+	}
+	for _, unit := range []string{"L/min", "mL/min", "mcg/kg/min", "mL/Mins", "ML/MINS", "MM/HR", "Units/Hr"} {
+		q := `{"value":4,"unit":` + strconvQuote(unit) + `}`
+		if got := string(deidentify(t, []byte(strings.Replace(rate, "@Q@", q, 1)), nil)); !strings.Contains(got, `"rateQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyRareBracketedWordsNeedACode: UCUM's bracketed atoms of
+// one word in small letters hold surnames ("[ly]", the light-year: Ly;
+// "[diop]", the diopter: Diop; "[smoot]", "[didot]", "[pi]", "[den]"),
+// and ucumBrackets kept any of them as written: {"value": 77441124,
+// "unit": "[ly]"} was released, name and number, until h-deid14. Such a
+// word that clinical data does not write alone (rareBracketWord) now
+// needs a UCUM code that says it; the drop, the grain and parts per
+// million, written so, are kept, and so are the atoms with an underscore
+// or a capital ("[in_i]", "[IU]", "[degF]", "[HPF]").
+func TestDeidentifyRareBracketedWordsNeedACode(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"[ly]", "[diop]", "[smoot]", "[didot]", "[pi]", "[den]", "[cicero]", "mg/[ly]", "[ly]/d", "10*3/[diop]"} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+		want := `"valueQuantity":{"code":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","unit":` + strconvQuote(unit) + `,"value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(unit) + `}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside its code:\n got %s\nwant %s", unit, got, want)
+		}
+	}
+	for _, unit := range []string{"[drp]", "[drp]/min", "[gr]", "[ppm]", "[ppb]", "[psi]", "[in_i]", "[lb_av]", "[IU]/L", "[degF]", "/[HPF]", "mm[Hg]", "[e]"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyTwoCapitalsAloneNeedACode: a unit text of two capitals
+// alone has a name's initials' form ("KG", "OD", "SD", "CC", "AU": K. G.,
+// O. D., ...), and HHS's Safe Harbor guidance counts a patient's initials
+// as derived from the name, no de-identified datum; so is a calendar's
+// era written as initials ("AD", "DC", "NE", "N.E."), which the unit
+// rule kept beside a year ("2016 DC"). {"value": 77441124, "unit": "KG"}
+// and {"value": 2016, "unit": "DC"} were released until h-deid14. Such a
+// unit text now needs a UCUM code that says it ("KG" beside "kg"); without
+// one the quantity is dropped, as an era of initials' form always is (UCUM
+// has none). An era of another form ("yyyy", "d.C.") is kept beside a
+// year, and counts with an age beside it still;
+// two capitals in a text of several ("MG/DL", "KG/M2") and a unit of time
+// of an Age ("45 YR") are kept.
+func TestDeidentifyTwoCapitalsAloneNeedACode(t *testing.T) {
+	const weight = `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"29463-7"}]},"valueQuantity":@Q@}`
+	const supply = `{"resourceType":"MedicationDispense","status":"completed","medicationCodeableConcept":{"text":"x"},"quantity":@Q@}`
+	in := func(tmpl, q string) string {
+		return string(deidentify(t, []byte(strings.Replace(tmpl, "@Q@", q, 1)), nil))
+	}
+	for _, unit := range []string{"KG", "LB", "OZ", "CM", "MG", "ML", "GM", "CC", "OD", "SD", "AU", "EU", "EA", "JS", "DC", "AD"} {
+		for _, tmpl := range []string{weight, supply} {
+			if got := in(tmpl, `{"value":77441124,"unit":`+strconvQuote(unit)+`}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+				t.Errorf("%s alone:\n got %s", unit, got)
+			}
+		}
+	}
+	for unit, code := range map[string]string{"KG": "kg", "LB": "[lb_av]", "CM": "cm", "AU": "AU", "EU": "EU"} {
+		q := `{"value":4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(code) + `}`
+		want := `{"code":` + strconvQuote(code) + `,"system":"http://unitsofmeasure.org",`
+		if got := in(weight, q); !strings.Contains(got, want) || !strings.Contains(got, `"value":4}`) {
+			t.Errorf("%s beside %s:\n got %s\nwant %s", unit, code, got, want)
+		}
+	}
+	for _, era := range []string{"DC", "AD", "CE", "NE", "BE", "N.E.", "A.D."} {
+		if got := in(weight, `{"value":2016,"unit":`+strconvQuote(era)+`}`); strings.Contains(got, "2016") || strings.Contains(got, strconvQuote(era)) {
+			t.Errorf("2016 %s:\n got %s", era, got)
+		}
+	}
+	for _, era := range []string{"yyyy", "d.C."} {
+		if got := in(weight, `{"value":2016,"unit":`+strconvQuote(era)+`}`); !strings.Contains(got, `{"unit":`+strconvQuote(era)+`,"value":2016}`) {
+			t.Errorf("2016 %s dropped:\n got %s", era, got)
+		}
+	}
+	for _, unit := range []string{"MG/DL", "KG/M2", "MMOL/L", "BMI", "INR", "kg", "Kg"} {
+		if got := in(weight, `{"value":4,"unit":`+strconvQuote(unit)+`}`); !strings.Contains(got, `{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+	// A year of arrival and an age at arrival that tell a birth 90 years
+	// ago or more: the era's year dropped, the age is released (70, no
+	// year beside); an era kept, the age is withheld (Ages).
+	const arrival = `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"93025-5"}]},"effectiveDateTime":"2017-02-13",` +
+		`"component":[{"code":{"coding":[{"system":"http://example.org/local-codes","code":"year-of-arrival"}]},"valueQuantity":{"value":2000,"unit":"@ERA@"}},` +
+		`{"code":{"coding":[{"system":"http://example.org/local-codes","code":"age-at-arrival"}]},"valueQuantity":{"value":70,"unit":"years","system":"http://unitsofmeasure.org","code":"a"}}]}`
+	for era, yearKept := range map[string]bool{"AD": false, "DC": false, "yyyy": true} {
+		got := string(deidentify(t, []byte(strings.Replace(arrival, "@ERA@", era, 1)), nil))
+		if strings.Contains(got, `"value":2000`) != yearKept || strings.Contains(got, `"value":70`) == yearKept {
+			t.Errorf("2000 %s and an age of 70 (year kept: %v):\n got %s", era, yearKept, got)
+		}
+	}
+	for _, unit := range []string{"YR", "WK", "HR"} {
+		got := string(deidentify(t, []byte(`{"resourceType":"Condition","onsetAge":{"value":45,"unit":`+strconvQuote(unit)+`}}`), nil))
+		if !strings.Contains(got, `{"unit":`+strconvQuote(unit)+`,"value":45}`) {
+			t.Errorf("onsetAge of 45 %s dropped:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyNameInAnAnnotationBesideAUnit pins, where clinical data
+// writes a unit, what the research view releases of a name typed into a
+// UCUM annotation beside a unit ("mg{Smith}"): nothing, its number with it,
+// as a unit text, as a code, as both, in an Observation's value, a dose
+// and a dispense's quantity, and in the free text that carries such a
+// unit (Observation.valueString, Dosage.text, Annotation.text, the
+// narrative div), which the walk drops whole by its type. An annotation of
+// R4's, as written, beside a unit ("mg{Dose}", "mg/g{Cre}") is kept: the
+// residual limits of docs/policy.md say why.
+func TestDeidentifyNameInAnAnnotationBesideAUnit(t *testing.T) {
+	const name = "Smith"
+	for _, q := range []string{`{"value":77441124,"unit":"mg{Smith}"}`,
+		`{"value":77441124,"system":"http://unitsofmeasure.org","code":"mg{Smith}"}`,
+		`{"value":77441124,"unit":"mg{Smith}","system":"http://unitsofmeasure.org","code":"mg{Smith}"}`} {
+		for _, res := range []string{
+			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":@Q@}`,
+			`{"resourceType":"MedicationRequest","status":"active","intent":"order","medicationCodeableConcept":{"text":"x"},"subject":{"reference":"Patient/p1"},"dosageInstruction":[{"doseAndRate":[{"doseQuantity":@Q@}]}]}`,
+			`{"resourceType":"MedicationDispense","status":"completed","medicationCodeableConcept":{"text":"x"},"quantity":@Q@}`,
+		} {
+			if got := string(deidentify(t, []byte(strings.Replace(res, "@Q@", q, 1)), nil)); strings.Contains(got, "77441124") || strings.Contains(got, name) {
+				t.Errorf("%s:\n got %s", q, got)
+			}
+		}
+	}
+	for _, res := range []string{
+		`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueString":"77441124 mg{Smith}","note":[{"text":"77441124 mg{Smith}"}],"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\">77441124 mg{Smith}</div>"}}`,
+		`{"resourceType":"MedicationRequest","status":"active","intent":"order","medicationCodeableConcept":{"text":"x"},"subject":{"reference":"Patient/p1"},"dosageInstruction":[{"text":"77441124 mg{Smith} daily","doseAndRate":[{"doseQuantity":{"value":5,"unit":"mg"}}]}]}`,
+	} {
+		if got := string(deidentify(t, []byte(res), nil)); strings.Contains(got, "77441124") || strings.Contains(got, name) {
+			t.Errorf("free text:\n got %s", got)
+		}
+	}
+	for _, unit := range []string{"mg{Dose}", "mg/g{Cre}", "ng/mg{Protein}"} {
+		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":{"value":4,"unit":` + strconvQuote(unit) + `}}`
+		if got := string(deidentify(t, []byte(in), nil)); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyTwoCapitalsAsAUCUMCodeNeedAUnitText: UCUM reads two
+// capitals as a prefix and an atom (MJ, a megajoule; MA, a megaampere; ML,
+// a megalitre; TU, a tera-unit; AU, the astronomical unit), so a name's
+// initials typed as a quantity's UCUM code, with no unit text, had UCUM's
+// form and were released with their number until h-deid14, though the same
+// two capitals as a unit text were not (TestDeidentifyTwoCapitalsAloneNeedACode).
+// Such a code is now kept only beside a unit text that says it ("AU"
+// beside "AU"), as initials joined by dots are (TestDeidentifyInitialsAreNoUCUMCode).
+func TestDeidentifyTwoCapitalsAsAUCUMCodeNeedAUnitText(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, c := range []string{"MJ", "MS", "MA", "ML", "GL", "MC", "MV", "AU", "EU", "TU", "PU"} {
+		if got := obs(`{"value":77441124,"system":"http://unitsofmeasure.org","code":` + strconvQuote(c) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(c)) {
+			t.Errorf("code %s alone:\n got %s", c, got)
+		}
+		want := `"valueQuantity":{"code":` + strconvQuote(c) + `,"system":"http://unitsofmeasure.org","unit":` + strconvQuote(c) + `,"value":4}`
+		if got := obs(`{"value":4,"unit":` + strconvQuote(c) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(c) + `}`); !strings.Contains(got, want) {
+			t.Errorf("%s beside %s:\n got %s\nwant %s", c, c, got, want)
+		}
+	}
+	for _, c := range []string{"mL", "kg", "mm[Hg]", "Cel", "AU/mL", "[IU]/L", "MJ/d"} {
+		want := `"valueQuantity":{"code":` + strconvQuote(c) + `,"system":"http://unitsofmeasure.org","value":4}`
+		if got := obs(`{"value":4,"system":"http://unitsofmeasure.org","code":` + strconvQuote(c) + `}`); !strings.Contains(got, want) {
+			t.Errorf("code %s alone dropped:\n got %s", c, got)
 		}
 	}
 }
