@@ -36,7 +36,7 @@ func (s *Server) OAuthHandler(v *oauth.Verifier) http.Handler {
 	h := s.mcpHandler(oauthIdentity(v)) // both protocol revisions, as HTTPHandler
 	mux := http.NewServeMux()
 	mux.Handle(v.MetadataPath(), v.MetadataHandler())
-	mux.Handle(MCPPath, noStore(s.auditRejections(http.NewCrossOriginProtection().Handler(v.Middleware(noteCaller(s.rateLimited(h)), jsonrpcMethod)), v.TokenVerifier())))
+	mux.Handle(MCPPath, noStore(s.auditRejections(crossOriginRefused(v.Middleware(noteCaller(s.rateLimited(h)), jsonrpcMethod)), v.TokenVerifier())))
 	return clientaddr.Handler(s.cfg.TrustedProxies, mux)
 }
 
