@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,5 +188,45 @@ func TestUnknownPurposeIsRecordedWithTheCaller(t *testing.T) {
 	if r.Principal.Sub != f.identity("clinician").Principal.Sub || !strings.HasPrefix(r.Source, "127.0.0.1:") || r.PurposeOfUse != "" {
 		t.Fatalf("no_identity recorded as %q from %q (purpose %q), want the caller %q from its address and no purpose",
 			r.Principal.Sub, r.Source, r.PurposeOfUse, f.identity("clinician").Principal.Sub)
+	}
+}
+
+// The rate-limit bucket is the principal's as a session is bound to it:
+// sub, tenant and client. Keyed by the sub alone, a token of the same sub
+// in another tenant, or through another client, emptied the bucket of the
+// others (probing the binary: 16 requests of other-hospital's dr-x, then
+// general-hospital's dr-x was refused 429 ten times out of ten), and the
+// refusal was recorded naming the sub only, with no client or roles.
+func TestRateLimitBucketIsPerPrincipal(t *testing.T) {
+	f := newFixture(t, "")
+	f.reconfigure(func(c *server.Config) { c.RateLimit = server.RateLimit{PerSecond: 0.001, Burst: 1} })
+	url, mint := f.oauthServerWith(t)
+	const scopes = "resources:list resources:read"
+	id := f.identity("clinician")
+	h26 := map[string]string{"Mcp-Protocol-Version": rev2026}
+	body := `{"jsonrpc":"2.0","id":1,"method":"resources/templates/list","params":{` + meta2026("") + `}}`
+	otherTenant := mint("clinician", scopes, map[string]any{"tenant": "other-hospital"})
+	if st, _, _ := post(t, url, otherTenant, h26, body); st != http.StatusOK {
+		t.Fatalf("first request of the other tenant's token: %d", st)
+	}
+	if st, _, _ := post(t, url, otherTenant, h26, body); st != http.StatusTooManyRequests {
+		t.Fatalf("second request of the other tenant's token: %d, want 429", st)
+	}
+	otherClient := mint("clinician", scopes, map[string]any{"azp": "other-assistant"})
+	if st, _, _ := post(t, url, otherClient, h26, body); st != http.StatusOK {
+		t.Errorf("the same sub through another client, after the other tenant's ran dry: %d, want 200", st)
+	}
+	own := mint("clinician", scopes, nil)
+	if st, _, _ := post(t, url, own, h26, body); st != http.StatusOK {
+		t.Errorf("the same sub in its own tenant, after the other tenant's ran dry: %d, want 200", st)
+	}
+	before := len(f.records())
+	if st, _, _ := post(t, url, otherClient, h26, body); st != http.StatusTooManyRequests {
+		t.Fatalf("second request through the other client: %d, want 429", st)
+	}
+	recs := f.records()[before:]
+	if len(recs) != 1 || recs[0].Action != server.ActionRateLimited || recs[0].Principal.Sub != id.Principal.Sub ||
+		recs[0].Principal.ClientID != "other-assistant" || !slices.Equal(recs[0].Principal.Roles, id.Principal.Roles) {
+		t.Fatalf("the refusal was recorded as %+v, want one %s naming sub %q, client other-assistant and roles %v", recs, server.ActionRateLimited, id.Principal.Sub, id.Principal.Roles)
 	}
 }
