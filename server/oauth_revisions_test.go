@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -228,5 +230,44 @@ func TestRateLimitBucketIsPerPrincipal(t *testing.T) {
 	if len(recs) != 1 || recs[0].Action != server.ActionRateLimited || recs[0].Principal.Sub != id.Principal.Sub ||
 		recs[0].Principal.ClientID != "other-assistant" || !slices.Equal(recs[0].Principal.Roles, id.Principal.Roles) {
 		t.Fatalf("the refusal was recorded as %+v, want one %s naming sub %q, client other-assistant and roles %v", recs, server.ActionRateLimited, id.Principal.Sub, id.Principal.Roles)
+	}
+}
+
+// Over OAuth too, a request body with a content coding is answered 415
+// naming Content-Encoding, with Accept-Encoding: identity, and changes
+// nothing. The OAuth middleware read the compressed bytes for the method's
+// scope first and answered 400 "body is not one JSON-RPC message" (found
+// by probing the binary with curl --data-binary @body.gz).
+func TestCompressedBodyOverOAuthIsUnsupportedMediaType(t *testing.T) {
+	f := newFixture(t, "")
+	url, mint := f.oauthServer(t)
+	tok := mint("clinician", "resources:list resources:read")
+	for _, c := range []struct {
+		name string
+		hdr  map[string]string
+		body string
+	}{
+		{rev2026, map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Method": "resources/list"}, `{"jsonrpc":"2.0","id":2,"method":"resources/list","params":{` + meta2026("") + `}}`},
+		{"no header", nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`},
+	} {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write([]byte(c.body))
+		zw.Close()
+		before := len(f.records())
+		hdr := map[string]string{"Content-Encoding": "gzip"}
+		for k, v := range c.hdr {
+			hdr[k] = v
+		}
+		st, h, raw := postHeaders(t, url, tok, hdr, buf.String())
+		if st != http.StatusUnsupportedMediaType || !strings.Contains(string(raw), "Content-Encoding") || h.Get("Accept-Encoding") != "identity" {
+			t.Errorf("%s: status %d, Accept-Encoding %q, answer %q; want 415 naming Content-Encoding", c.name, st, h.Get("Accept-Encoding"), raw)
+		}
+		if h.Get("Mcp-Session-Id") != "" {
+			t.Errorf("%s: a session was opened", c.name)
+		}
+		if n := len(f.records()) - before; n != 0 {
+			t.Errorf("%s: %d records written", c.name, n)
+		}
 	}
 }
