@@ -37,7 +37,7 @@ func (s *Server) OAuthHandler(v *oauth.Verifier) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(v.MetadataPath(), v.MetadataHandler())
 	mux.Handle(MCPPath, noStore(s.auditRejections(crossOriginRefused(contentCodingRefused(v.Middleware(noteCaller(s.rateLimited(h)), jsonrpcMethod))), v.TokenVerifier())))
-	return clientaddr.Handler(s.cfg.TrustedProxies, mux)
+	return closeAfterChunked(clientaddr.Handler(s.cfg.TrustedProxies, mux))
 }
 
 // contentCodingRefused answers a POST whose body has a content coding with

@@ -20,12 +20,7 @@ import (
 // dev tokens and OAuth alike.
 func TestCrossOriginGETIsRefused(t *testing.T) {
 	f := newFixture(t, "")
-	hs := f.serveHTTP("clinician")
-	oauthURL, mint := f.oauthServer(t)
-	for _, c := range []struct{ name, url, tok string }{
-		{"dev token", hs.url, hs.tokens["clinician"]},
-		{"oauth", oauthURL, mint("clinician", "resources:list resources:read")},
-	} {
+	for _, c := range f.endpoints(t) {
 		t.Run(c.name, func(t *testing.T) {
 			sid := rawSession(t, c.url, c.tok)
 			get := func(method string, hdr map[string]string) int {
@@ -76,5 +71,21 @@ func TestCrossOriginGETIsRefused(t *testing.T) {
 		return r.Action == server.ActionAuthReject && r.Reason == "http_403,cross_origin" && r.Principal.Sub == sub
 	}) {
 		t.Error("the cross-origin GET was not audited")
+	}
+}
+
+// endpoint is one of the two HTTP handlers of a fixture's server, with a
+// token of the clinician that it accepts.
+type endpoint struct{ name, url, tok string }
+
+// endpoints serves f.srv's dev-token handler and its OAuth handler (with a
+// local issuer).
+func (f *fixture) endpoints(t *testing.T) []endpoint {
+	t.Helper()
+	hs := f.serveHTTP("clinician")
+	oauthURL, mint := f.oauthServer(t)
+	return []endpoint{
+		{"dev token", hs.url, hs.tokens["clinician"]},
+		{"oauth", oauthURL, mint("clinician", "resources:list resources:read")},
 	}
 }

@@ -48,7 +48,28 @@ func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 	protected := oneBearerToken(auth.RequireBearerToken(tokens.Verify, nil)(noteCaller(s.rateLimited(h))))
 	mux := http.NewServeMux()
 	mux.Handle(MCPPath, noStore(s.auditRejections(crossOriginRefused(protected), tokens.Verify)))
-	return clientaddr.Handler(s.cfg.TrustedProxies, mux)
+	return closeAfterChunked(clientaddr.Handler(s.cfg.TrustedProxies, mux))
+}
+
+// closeAfterChunked closes the connection after answering a request whose
+// body came with Transfer-Encoding (chunked): RFC 9112 §6.1 says a server
+// that receives both Transfer-Encoding and Content-Length "MUST close the
+// connection after responding to such a request" (the mismatch is how
+// request smuggling desynchronizes a proxy from its backend), but net/http
+// deletes the Content-Length header of such a request before any handler
+// sees it, and kept the connection open: a request with Content-Length: 5
+// and Transfer-Encoding: chunked and a second request pipelined behind it
+// were both answered on one connection
+// (TestChunkedRequestClosesTheConnection). Every chunked request is
+// closed after, since the two cannot be told apart here; MCP clients send
+// Content-Length.
+func closeAfterChunked(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TransferEncoding) > 0 {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // crossOriginRefused answers a request that a browser sent from another
