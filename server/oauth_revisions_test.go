@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -8,6 +10,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,5 +190,84 @@ func TestUnknownPurposeIsRecordedWithTheCaller(t *testing.T) {
 	if r.Principal.Sub != f.identity("clinician").Principal.Sub || !strings.HasPrefix(r.Source, "127.0.0.1:") || r.PurposeOfUse != "" {
 		t.Fatalf("no_identity recorded as %q from %q (purpose %q), want the caller %q from its address and no purpose",
 			r.Principal.Sub, r.Source, r.PurposeOfUse, f.identity("clinician").Principal.Sub)
+	}
+}
+
+// The rate-limit bucket is the principal's as a session is bound to it:
+// sub, tenant and client. Keyed by the sub alone, a token of the same sub
+// in another tenant, or through another client, emptied the bucket of the
+// others (probing the binary: 16 requests of other-hospital's dr-x, then
+// general-hospital's dr-x was refused 429 ten times out of ten), and the
+// refusal was recorded naming the sub only, with no client or roles.
+func TestRateLimitBucketIsPerPrincipal(t *testing.T) {
+	f := newFixture(t, "")
+	f.reconfigure(func(c *server.Config) { c.RateLimit = server.RateLimit{PerSecond: 0.001, Burst: 1} })
+	url, mint := f.oauthServerWith(t)
+	const scopes = "resources:list resources:read"
+	id := f.identity("clinician")
+	h26 := map[string]string{"Mcp-Protocol-Version": rev2026}
+	body := `{"jsonrpc":"2.0","id":1,"method":"resources/templates/list","params":{` + meta2026("") + `}}`
+	otherTenant := mint("clinician", scopes, map[string]any{"tenant": "other-hospital"})
+	if st, _, _ := post(t, url, otherTenant, h26, body); st != http.StatusOK {
+		t.Fatalf("first request of the other tenant's token: %d", st)
+	}
+	if st, _, _ := post(t, url, otherTenant, h26, body); st != http.StatusTooManyRequests {
+		t.Fatalf("second request of the other tenant's token: %d, want 429", st)
+	}
+	otherClient := mint("clinician", scopes, map[string]any{"azp": "other-assistant"})
+	if st, _, _ := post(t, url, otherClient, h26, body); st != http.StatusOK {
+		t.Errorf("the same sub through another client, after the other tenant's ran dry: %d, want 200", st)
+	}
+	own := mint("clinician", scopes, nil)
+	if st, _, _ := post(t, url, own, h26, body); st != http.StatusOK {
+		t.Errorf("the same sub in its own tenant, after the other tenant's ran dry: %d, want 200", st)
+	}
+	before := len(f.records())
+	if st, _, _ := post(t, url, otherClient, h26, body); st != http.StatusTooManyRequests {
+		t.Fatalf("second request through the other client: %d, want 429", st)
+	}
+	recs := f.records()[before:]
+	if len(recs) != 1 || recs[0].Action != server.ActionRateLimited || recs[0].Principal.Sub != id.Principal.Sub ||
+		recs[0].Principal.ClientID != "other-assistant" || !slices.Equal(recs[0].Principal.Roles, id.Principal.Roles) {
+		t.Fatalf("the refusal was recorded as %+v, want one %s naming sub %q, client other-assistant and roles %v", recs, server.ActionRateLimited, id.Principal.Sub, id.Principal.Roles)
+	}
+}
+
+// Over OAuth too, a request body with a content coding is answered 415
+// naming Content-Encoding, with Accept-Encoding: identity, and changes
+// nothing. The OAuth middleware read the compressed bytes for the method's
+// scope first and answered 400 "body is not one JSON-RPC message" (found
+// by probing the binary with curl --data-binary @body.gz).
+func TestCompressedBodyOverOAuthIsUnsupportedMediaType(t *testing.T) {
+	f := newFixture(t, "")
+	url, mint := f.oauthServer(t)
+	tok := mint("clinician", "resources:list resources:read")
+	for _, c := range []struct {
+		name string
+		hdr  map[string]string
+		body string
+	}{
+		{rev2026, map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Method": "resources/list"}, `{"jsonrpc":"2.0","id":2,"method":"resources/list","params":{` + meta2026("") + `}}`},
+		{"no header", nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`},
+	} {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write([]byte(c.body))
+		zw.Close()
+		before := len(f.records())
+		hdr := map[string]string{"Content-Encoding": "gzip"}
+		for k, v := range c.hdr {
+			hdr[k] = v
+		}
+		st, h, raw := postHeaders(t, url, tok, hdr, buf.String())
+		if st != http.StatusUnsupportedMediaType || !strings.Contains(string(raw), "Content-Encoding") || h.Get("Accept-Encoding") != "identity" {
+			t.Errorf("%s: status %d, Accept-Encoding %q, answer %q; want 415 naming Content-Encoding", c.name, st, h.Get("Accept-Encoding"), raw)
+		}
+		if h.Get("Mcp-Session-Id") != "" {
+			t.Errorf("%s: a session was opened", c.name)
+		}
+		if n := len(f.records()) - before; n != 0 {
+			t.Errorf("%s: %d records written", c.name, n)
+		}
 	}
 }

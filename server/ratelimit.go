@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -115,7 +116,7 @@ func messagesIn(r *http.Request) int {
 
 // rateLimited refuses a principal's requests beyond its bucket with 429 and
 // Retry-After. It runs after token verification (the principal is the
-// token's subject). Refusals are recorded as refusals anyone can cause are
+// token's sub, tenant and client, as for sessions). Refusals are recorded as refusals anyone can cause are
 // (refusals.go: the first of its kind in a window on its own, the rest in
 // one aggregate record): a client retrying at once in a loop is refused
 // thousands of times a second, and one fsync'd record each would fill the
@@ -126,10 +127,19 @@ func (s *Server) rateLimited(next http.Handler) http.Handler {
 	}
 	l := newLimiter(s.cfg.RateLimit)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := ""
-		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
-			key = ti.UserID
+		// The bucket is the principal's as a session is bound to it
+		// (sessionOwner: sub, tenant and client). Keyed by the sub alone,
+		// a token of the same sub in another tenant, or through another
+		// client, emptied the bucket of every other such principal
+		// (TestRateLimitBucketIsPerPrincipal), and the refusal was recorded
+		// naming the sub only, without the caller's client or roles.
+		var who policy.Principal
+		ti := auth.TokenInfoFromContext(r.Context())
+		if ti != nil {
+			who = principalOf(ti)
 		}
+		o := ownerOf(ti)
+		key := strconv.Quote(o.sub) + " " + strconv.Quote(o.tenant) + " " + strconv.Quote(o.client)
 		// A batch costs one token per message: it runs each, and one
 		// request of a 1 MiB batch was thousands of decided, audited reads.
 		n := messagesIn(r)
@@ -138,7 +148,7 @@ func (s *Server) rateLimited(next http.Handler) http.Handler {
 			return
 		}
 		s.cfg.Metrics.RateLimited(ops.LimitPrincipal)
-		e := s.entry(context.Background(), Identity{Principal: policy.Principal{Sub: key}, Source: clientaddr.Of(r)}, ActionRateLimited)
+		e := s.entry(context.Background(), Identity{Principal: who, Source: clientaddr.Of(r)}, ActionRateLimited)
 		if err := s.refuseCounted(context.Background(), e, audit.OutcomeDeny, ReasonRateLimited, nil); err != nil {
 			s.log.Error("auditing a rate-limit refusal failed", "err", err)
 		}

@@ -47,8 +47,59 @@ func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 	h := s.mcpHandler(bearerIdentity)
 	protected := oneBearerToken(auth.RequireBearerToken(tokens.Verify, nil)(noteCaller(s.rateLimited(h))))
 	mux := http.NewServeMux()
-	mux.Handle(MCPPath, noStore(s.auditRejections(http.NewCrossOriginProtection().Handler(protected), tokens.Verify)))
-	return clientaddr.Handler(s.cfg.TrustedProxies, mux)
+	mux.Handle(MCPPath, noStore(s.auditRejections(crossOriginRefused(protected), tokens.Verify)))
+	return closeAfterChunked(clientaddr.Handler(s.cfg.TrustedProxies, mux))
+}
+
+// closeAfterChunked closes the connection after answering a request whose
+// body came with Transfer-Encoding (chunked): RFC 9112 §6.1 says a server
+// that receives both Transfer-Encoding and Content-Length "MUST close the
+// connection after responding to such a request" (the mismatch is how
+// request smuggling desynchronizes a proxy from its backend), but net/http
+// deletes the Content-Length header of such a request before any handler
+// sees it, and kept the connection open: a request with Content-Length: 5
+// and Transfer-Encoding: chunked and a second request pipelined behind it
+// were both answered on one connection
+// (TestChunkedRequestClosesTheConnection). Every chunked request is
+// closed after, since the two cannot be told apart here; MCP clients send
+// Content-Length.
+func closeAfterChunked(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TransferEncoding) > 0 {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// crossOriginRefused answers a request that a browser sent from another
+// origin (http.CrossOriginProtection's test: Sec-Fetch-Site, else Origin
+// against Host) with 403, whatever its method. CrossOriginProtection.Handler
+// judges only unsafe methods and passes GET, HEAD and OPTIONS unjudged, so
+// a GET naming a session, with Origin https://evil.example and
+// Sec-Fetch-Site cross-site, opened that session's SSE stream (200); the
+// MCP specification (2025-11-25, Streamable HTTP, Security Warning) says
+// servers "MUST validate the Origin header on all incoming connections"
+// and, "if the Origin header is present and invalid, MUST respond with
+// HTTP 403 Forbidden" (TestCrossOriginGETIsRefused). The answer is
+// CrossOriginProtection's, which quotes no header.
+func crossOriginRefused(next http.Handler) http.Handler {
+	p := http.NewCrossOriginProtection()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		judged := r
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			// Check passes these methods unread: judge a copy as a POST.
+			c := *r
+			c.Method = http.MethodPost
+			judged = &c
+		}
+		if err := p.Check(judged); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // noStore makes every response of the MCP endpoint say Cache-Control:
