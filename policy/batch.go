@@ -249,8 +249,8 @@ func (in *Input) validateBatch(items []Item) error {
 // "uri").
 //
 // withURI is false when no rule of the policy can read
-// input.resource.uri nor a list item's uri (Engine.itemURI; readsResourceURI,
-// readsItemURI): decisions are then cached without the URI, list decisions
+// input.resource.uri nor a list item's uri (Engine.itemURI; readsURI):
+// decisions are then cached without the URI, list decisions
 // too. Leaving the URI out keeps a list decision a function of the
 // URI-free input even should the analysis miss a read; a policy it finds
 // reading an item's uri gets it (TestListRuleDenyingByItemURIDeniesOnList).

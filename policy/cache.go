@@ -133,7 +133,7 @@ func principalFieldDigests(p *Principal) [numPrincipalFields][32]byte {
 
 // cacheKey is SHA-256 over every field of the input document, or, when
 // withURI is false (the policy cannot read the resource's URI:
-// readsResourceURI), over every field but that one.
+// readsURI), over every field but that one.
 func cacheKey(in *Input, withURI bool) [32]byte {
 	var subj [32]byte
 	if in.Subject != nil {

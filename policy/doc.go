@@ -44,24 +44,32 @@
 // # Decision cache
 //
 // A deterministic policy's decisions are memoized by a SHA-256 over the
-// input (cache.go). When no rule can read input.resource.uri (a
-// conservative analysis of the policy text at load, inputkey.go:
-// the bare input or input.resource, a dynamic key, an import or a `with`
-// count as reading it), the key leaves the URI out, so one evaluation
-// answers every resource with the same features for the same principal,
-// purpose and action. A second analysis, of the compiled policy
-// (itemuri.go), follows the input and list items through variables,
-// comprehensions, `every`, object.get and the policy's own functions to
-// every read of a list item's uri (input.items[i].resource.uri); what it
-// cannot prove free of one counts as one. Only when neither finds a read
-// does the key leave the URI out and are batch items given without "uri".
+// input (cache.go). When no rule can read a resource's URI, the key leaves
+// the URI out, so one evaluation answers every resource with the same
+// features for the same principal, purpose and action, and batch items are
+// given without "uri". One conservative analysis of the compiled policy at
+// load decides it (uriread.go): it follows the input, input.resource,
+// input.items, each item and its resource through lookups by constant key,
+// object.get and calls as the compiler resolved them (a policy function
+// named is_object is the policy's, not the type check), and list items
+// further through variables, comprehensions, `every` and the policy's own
+// functions, to every read of input.resource.uri or
+// input.items[i].resource.uri; what it cannot prove free of one counts as
+// one (the input or input.resource used whole, a dynamic key, an import, a
+// `with` replacing the input or by a function). Until h-policy11 two
+// analyses answered (a text scan for input.resource.uri, inputkey.go, and
+// the item analysis, itemuri.go); both took a policy function named like
+// a type-check builtin for the builtin, and the cache answered one URI's
+// decision for another (TestPolicyFunctionNamedLikeABuiltinDecidesPerURI).
+// TestURIAnalysisIsAtLeastAsConservative keeps both as the reference the
+// analysis is held to.
 // Invariant: a cached decision equals the evaluated one
 // (TestURIFreeCacheAgreesWithEvaluation drives a cached and an uncached
 // engine through the same random requests, each feature combination under
 // several URIs, single and batched; TestURIReadingPolicyDecidesPerURI
 // checks a policy that reads the URI; TestListRuleDenyingByItemURIDeniesOnList
-// one whose list rule alone reads it; TestReadsItemURI the shapes of such
-// reads).
+// one whose list rule alone reads it; TestReadsResourceURI and
+// TestReadsItemURI the shapes of such reads).
 //
 // # Subject cache
 //

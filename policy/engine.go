@@ -129,20 +129,22 @@ type Engine struct {
 	policies []regoFile
 
 	cache    *decisionCache // nil: every decision is evaluated
-	keyURI   bool           // the cache keys include the resource's URI (analysis.anyURI)
+	keyURI   bool           // the cache keys include the resource's URI (analysis.readsURI)
 	nondet   string         // the nondeterministic builtin that turned the caches off, if any
 	subjects *subjectCaches // nil: no value outlives its evaluation
 	recent   *recent        // the inputs decided last, for Warm; nil without subjects
 
 	// itemURI: batch items carry their resource's URI. False only when
-	// no rule can read input.resource.uri (readsResourceURI) nor a list
-	// item's uri (readsItemURI), cache or not: a list decision is then a
+	// no rule can read a resource's URI, of input.resource or of a list
+	// item (readsURI), cache or not: a list decision is then a
 	// function of the URI-free input like a read's, which the cache keys
 	// rely on, and leaving the URI out (batchValue) keeps it so should the
 	// analysis miss a read. When in doubt (the analysis cannot prove that
 	// no rule reads it, or fails), items carry it and the cache keys on it.
-	itemURI   bool
-	itemURIBy string // analysis.why, when a list item's uri is read
+	itemURI bool
+	// uriReadBy is analysis.why when the cache keys or list items carry
+	// the URI because some rule can read it.
+	uriReadBy string
 }
 
 // Load compiles every *.rego file under fsys except *_test.rego into one
@@ -265,9 +267,10 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 	}
 	if batch != nil {
 		a, _ := analysed()
-		e.itemURI, e.itemURIBy = a.anyURI(), a.why
-		if a.itemURI {
-			opts.Logger.Info("a policy rule can read a list item's uri; list items carry it and decisions are cached per URI", "where", a.why)
+		e.itemURI = a.readsURI
+		if a.readsURI {
+			e.uriReadBy = a.why
+			opts.Logger.Info("a policy rule can read a resource's uri; list items carry it and decisions are cached per URI", "where", a.why)
 		}
 	}
 	det, builtin := deterministic(modules)
@@ -278,7 +281,10 @@ func compile(ctx context.Context, files []regoFile, opts Options) (*Engine, erro
 	if det && opts.DecisionCache >= 0 {
 		e.cache = newDecisionCache(cmp.Or(opts.DecisionCache, DefaultDecisionCache))
 		a, _ := analysed()
-		e.keyURI = a.anyURI()
+		e.keyURI = a.readsURI
+		if a.readsURI {
+			e.uriReadBy = a.why
+		}
 	}
 	if det && opts.SubjectCache >= 0 {
 		if a, ok := analysed(); ok {
@@ -310,16 +316,17 @@ type Caching struct {
 	Decisions bool `json:"decisions"` // whole decisions are memoized (the policy is deterministic)
 	// WithoutURI: the decision cache's keys leave out the resource's URI, so
 	// one evaluation answers every resource with the same features; false
-	// when some rule can read input.resource.uri (readsResourceURI) or a
-	// list item's uri (readsItemURI), or the analysis cannot tell.
+	// when some rule can read a resource's URI, input.resource.uri or a
+	// list item's (readsURI), or the analysis cannot tell.
 	WithoutURI bool `json:"without_uri"`
 	// ItemsCarryURI: list items are decided with their "uri" (given to the
 	// decisions rule with it, or, for a policy without one, decided one by
 	// one as reads); false when no rule can read it (see WithoutURI).
 	ItemsCarryURI bool `json:"items_carry_uri"`
-	// URIReadBy names the first read of a list item's uri that the
-	// analysis found (file:line and what), or what it could not prove
-	// free of one; "" if none.
+	// URIReadBy names the first read of a resource's uri (input.resource's
+	// or a list item's) that the analysis found (file:line and what), or
+	// what it could not prove free of one; "" if none, or if neither the
+	// cache nor list items are concerned.
 	URIReadBy string `json:"uri_read_by,omitempty"`
 	Subjects  bool   `json:"subjects"` // subject-level rule values outlive an evaluation
 	// Nondeterministic names the builtin (time.now_ns, ...) that turned
@@ -330,7 +337,7 @@ type Caching struct {
 // Caching returns how e memoizes its decisions.
 func (e *Engine) Caching() Caching {
 	return Caching{Decisions: e.cache != nil, WithoutURI: e.cache != nil && !e.keyURI, ItemsCarryURI: e.batch == nil || e.itemURI,
-		URIReadBy: e.itemURIBy, Subjects: e.subjects != nil, Nondeterministic: e.nondet}
+		URIReadBy: e.uriReadBy, Subjects: e.subjects != nil, Nondeterministic: e.nondet}
 }
 
 // BundleDigest returns "sha256:" + hex(SHA-256 of the bundle file) when the
@@ -719,20 +726,16 @@ var noMetrics = rego.EvalMetrics(metrics.NoOp())
 
 // analysis is what the static analysis of a policy found.
 type analysis struct {
-	levels   ruleLevels // the subject-level rules (subjectcache.go)
-	readsURI bool       // some rule can read input.resource.uri (inputkey.go)
-	// itemURI: some rule can read a list item's uri (itemuri.go); why
-	// names the first such read found.
-	itemURI bool
-	why     string
+	levels ruleLevels // the subject-level rules (subjectcache.go)
+	// readsURI: some rule can read a resource's URI, of input.resource
+	// or of a list item (uriread.go): decisions are then cached per URI
+	// and list items carry it. why names the first such read found.
+	readsURI bool
+	why      string
 }
 
-// anyURI: some rule can read a resource's URI, of input.resource or of a
-// list item: decisions are then cached per URI and list items carry it.
-func (a analysis) anyURI() bool { return a.readsURI || a.itemURI }
-
 // analyse compiles modules on their own to find their subject-level rules
-// and whether they can read the resource's URI; false (no subject cache,
+// and whether they can read a resource's URI; false (no subject cache,
 // cache keys with the URI) if that compilation fails.
 func analyse(modules []*ast.Module) (analysis, bool) {
 	mods := make(map[string]*ast.Module, len(modules))
@@ -741,8 +744,8 @@ func analyse(modules []*ast.Module) (analysis, bool) {
 	}
 	c := ast.NewCompiler().WithCapabilities(lockedCapabilities()).WithDefaultRegoVersion(ast.RegoV1)
 	if c.Compile(mods); c.Failed() {
-		return analysis{readsURI: true, itemURI: true, why: "the policy could not be analysed on its own"}, false
+		return analysis{readsURI: true, why: "the policy could not be analysed on its own"}, false
 	}
-	itemURI, why := readsItemURI(c)
-	return analysis{levels: subjectLevelRules(c), readsURI: readsResourceURI(modules), itemURI: itemURI, why: why}, true
+	reads, why := readsURI(c)
+	return analysis{levels: subjectLevelRules(c), readsURI: reads, why: why}, true
 }

@@ -117,6 +117,15 @@ var (
 	// in, so no policy serves whose load is not on record.
 	ErrEventHook = errors.New("policy: load event not recorded")
 
+	// ErrEventRecorded is what ReloaderOptions.OnEvent wraps in its error
+	// when the event's record was appended but could not be completed (the
+	// audit key unavailable: the record is written as an error, without
+	// the event's details). A rejection so reported is on record, and the
+	// Reloader does not offer it again (it would be recorded twice, at
+	// every poll while the failure lasts); a load so reported still does
+	// not take effect ([ErrEventHook]).
+	ErrEventRecorded = errors.New("policy: event recorded incompletely")
+
 	// ErrRollback is returned (in a [*RollbackError]) when a bundle's signed
 	// sequence claim does not advance past the high-water mark: lower, equal
 	// with another bundle digest, or absent once a bundle with a claim has

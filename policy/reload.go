@@ -173,6 +173,11 @@ type Event struct {
 	// compile errors, failing test names or the verification failure, never
 	// key material). "" for EventLoaded.
 	Reason string
+	// Late is set on a rejection offered to OnEvent again after OnEvent
+	// failed to record it (Watch retries it at a later poll): its record
+	// is written after Time, which the record must then name besides its
+	// own commit time.
+	Late bool
 }
 
 // DefaultPollInterval is the interval [Reloader.Watch] uses when given zero.
@@ -210,8 +215,9 @@ type ReloaderOptions struct {
 	// swap (the candidate is rejected with ErrEventHook): this is where the
 	// load is written to the audit log, so that no decision is made by a
 	// policy whose load is not on record. Errors for EventRejected are
-	// logged, and Watch calls it again with the same Event at its next
-	// polls until it returns nil (Reloader.Watch).
+	// logged, and Watch calls it again with the same Event, Late set, at
+	// its next polls until it returns nil or an error wrapping
+	// ErrEventRecorded (the record was appended: Reloader.Watch).
 	OnEvent func(Event) error
 }
 
@@ -402,8 +408,9 @@ func (r *Reloader) Reload(ctx context.Context) (Event, error) {
 // HookRetryInterval until its load is recorded. A source whose fingerprint
 // cannot be taken is rejected (EventRejected) once per distinct error. A
 // rejection OnEvent failed to record (the audit log full or closed) is
-// offered to OnEvent again at every poll, before anything else, until it
-// is recorded, and then never again (at most 64 wait; beyond, the oldest
+// offered to OnEvent again at every poll, before anything else, with Late
+// set, until it is recorded (OnEvent returns nil, or an error wrapping
+// ErrEventRecorded), and then never again (at most 64 wait; beyond, the oldest
 // is dropped with an error in the operational log).
 func (r *Reloader) Watch(ctx context.Context, interval time.Duration) error {
 	fp, ok := r.src.(Fingerprinter)
@@ -528,27 +535,46 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 	}
 	r.log.Warn("policy candidate rejected; the last good policy keeps serving", "source", desc,
 		"reason", ev.Reason, "candidate_digest", ev.CandidateDigest, "revision", ev.Revision)
-	if r.onEvent != nil {
-		if herr := r.onEvent(ev); herr != nil {
-			r.log.Error("policy rejection not recorded; Watch retries it at its next poll", "source", desc, "err", herr)
-			if len(r.pending) == maxPendingRejections {
-				r.log.Error("policy rejection dropped unrecorded: too many rejections await recording",
-					"source", r.pending[0].Source, "time", r.pending[0].Time, "candidate_digest", r.pending[0].CandidateDigest)
-				r.pending = slices.Delete(r.pending, 0, 1)
-			}
-			r.pending = append(r.pending, ev)
+	if r.onEvent == nil {
+		return ev, err
+	}
+	if herr := r.recordRejection(ev); herr != nil {
+		r.log.Error("policy rejection not recorded; Watch retries it at its next poll", "source", desc, "err", herr)
+		if len(r.pending) == maxPendingRejections {
+			r.log.Error("policy rejection dropped unrecorded: too many rejections await recording",
+				"source", r.pending[0].Source, "time", r.pending[0].Time, "candidate_digest", r.pending[0].CandidateDigest)
+			r.pending = slices.Delete(r.pending, 0, 1)
 		}
+		late := ev
+		late.Late = true
+		r.pending = append(r.pending, late)
 	}
 	return ev, err
 }
 
+// recordRejection offers ev to OnEvent and returns nil when ev is on
+// record: OnEvent succeeded, or failed after its record was appended
+// ([ErrEventRecorded]: offered again, it would be recorded twice, at
+// every poll while the failure lasts). Else it returns OnEvent's error.
+func (r *Reloader) recordRejection(ev Event) error {
+	err := r.onEvent(ev)
+	if err != nil && errors.Is(err, ErrEventRecorded) {
+		r.log.Error("policy rejection recorded, but its record could not be completed; it is not recorded again",
+			"source", ev.Source, "time", ev.Time, "candidate_digest", ev.CandidateDigest, "err", err)
+		return nil
+	}
+	return err
+}
+
 // recordPendingLocked records the rejections OnEvent failed to record, in
 // order, until one fails again (it stays, for the next poll). A recorded
-// one is forgotten, so no rejection is recorded twice. r.mu is held.
+// one (OnEvent succeeded, or failed after appending its record:
+// recordRejection) is forgotten, so no rejection is recorded twice. r.mu
+// is held.
 func (r *Reloader) recordPendingLocked() {
 	for len(r.pending) > 0 {
 		ev := r.pending[0]
-		if err := r.onEvent(ev); err != nil {
+		if err := r.recordRejection(ev); err != nil {
 			r.log.Debug("policy rejection still not recorded", "source", ev.Source, "err", err)
 			return
 		}

@@ -23,7 +23,7 @@
 //   - The resource's fields are read by name (object.get with a constant
 //     key), never input.resource as a whole, and the URI not at all, so
 //     the engine caches a decision for every resource that differs only in
-//     its URI (policy/inputkey.go; TestDefaultPolicyKeysWithoutTheURI).
+//     its URI (policy/uriread.go; TestDefaultPolicyKeysWithoutTheURI).
 //   - class_denies is a fast path of resource_denies: a resource of the
 //     principal's tenant, of a known type, without sensitivity labels or
 //     consent flags can be denied by the principal's own denies only, so

@@ -19,8 +19,10 @@ const (
 
 // AuditPolicyEvent writes a policy load or rejection to the audit log: the
 // revision (and bundle digest) in force after it, the source, the
-// candidate's digest and, for a rejection, why. It is the OnEvent hook of a
-// policy.Reloader: a load whose record cannot be written is not swapped in.
+// candidate's digest and, for a rejection, why (and, recorded late, when:
+// rejected_at). It is the OnEvent hook of a policy.Reloader: a load whose
+// record cannot be written is not swapped in; an error after the record was
+// appended wraps policy.ErrEventRecorded.
 func (s *Server) AuditPolicyEvent(ctx context.Context, ev policy.Event) error {
 	action, outcome := ActionPolicyLoad, audit.OutcomeAllow
 	if ev.Kind == policy.EventRejected {
@@ -45,6 +47,11 @@ func (s *Server) AuditPolicyEvent(ctx context.Context, ev policy.Event) error {
 	// identifier); quoted when it could not be read back as one field.
 	if ev.KeyID != "" {
 		head += " key=" + policyKeyField(ev.KeyID)
+	}
+	// A rejection recorded late (its first record could not be appended)
+	// names when it happened: the record's time is when it was written.
+	if ev.Kind == policy.EventRejected && ev.Late {
+		head += " rejected_at=" + ev.Time.UTC().Format(audit.TimeLayout)
 	}
 	if re := ev.Rollback; re != nil {
 		// The evidence of a rollback refusal (or of the one overridden), as
@@ -71,7 +78,14 @@ func (s *Server) AuditPolicyEvent(ctx context.Context, ev policy.Event) error {
 	if len(parts) > 0 {
 		e.Reason += " " + minimize.ScrubString(strings.Join(parts, " "))
 	}
-	if _, err := s.commit(ctx, e); err != nil {
+	rec, err := s.commit(ctx, e)
+	if err != nil && rec.Seq != 0 {
+		// Appended, but not completed (without the audit key it is written
+		// as an error): on record all the same, which the Reloader must
+		// know so as not to record a rejection again.
+		return fmt.Errorf("auditing %s: %w (record %d): %w", action, policy.ErrEventRecorded, rec.Seq, err)
+	}
+	if err != nil {
 		return fmt.Errorf("auditing %s: %w", action, err)
 	}
 	return nil

@@ -3,8 +3,13 @@ package server_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy"
@@ -159,5 +164,119 @@ func TestPolicyEventNamesTheSigningKey(t *testing.T) {
 		if reasons[i] != want[i] {
 			t.Errorf("record %d: reason %q, want %q", i, reasons[i], want[i])
 		}
+	}
+}
+
+// watchRejection starts a Reloader over a directory policy that OnEvent
+// records through f's server (after hook, if not nil, lets it: hook's
+// error is OnEvent's, and nothing is appended), breaks the policy, and
+// returns the policy/reject records of the log once one is there and the
+// watcher has polled twenty times more.
+func watchRejection(t *testing.T, f *fixture, hook func(policy.Event) error) []audit.Record {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	const good = "package custos.authz\n\ndecision := {\"allow\": false, \"reasons\": [\"none\"], \"obligations\": []}\n"
+	const tests = "package custos.authz_test\n\ntest_denies if not data.custos.authz.decision.allow\n"
+	if err := os.WriteFile(filepath.Join(dir, "authz.rego"), []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "authz_test.rego"), []byte(tests), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := policy.New(ctx, policy.DirSource{Dir: dir}, policy.ReloaderOptions{OnEvent: func(ev policy.Event) error {
+		if hook != nil {
+			if err := hook(ev); err != nil {
+				return err
+			}
+		}
+		return f.srv.AuditPolicyEvent(context.Background(), ev)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); r.Watch(ctx, 5*time.Millisecond) }()
+	defer func() { cancel(); <-done }()
+	if err := os.WriteFile(filepath.Join(dir, "authz.rego"), []byte(good+"decision := {\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rejections := func() []audit.Record {
+		var out []audit.Record
+		for _, rec := range f.records() {
+			if rec.Action == server.ActionPolicyReject {
+				out = append(out, rec)
+			}
+		}
+		return out
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(rejections()) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the rejection was never recorded")
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // twenty polls more
+	cancel()
+	<-done
+	return rejections()
+}
+
+// TestPolicyRejectionWithoutTheAuditKeyIsRecordedOnce: a rejection whose
+// record is appended without the audit key (written as an error, and
+// AuditPolicyEvent errs after the append) is on record, and the watcher
+// does not record it again. Until h-policy11 the error made it pending,
+// and every poll appended one more policy/reject record while the key was
+// unavailable (twenty-odd here, where one is right).
+func TestPolicyRejectionWithoutTheAuditKeyIsRecordedOnce(t *testing.T) {
+	ks := &switchKeys{}
+	ks.set([]secrets.Key{key(1, "secret/custos/cursor-key@1")}, []string{"cursor=secret/custos/cursor-key@1"}, nil)
+	fk := &failingAuditKey{switchKeys: ks}
+	f := newFixtureKeys(t, "", fk)
+	var mu sync.Mutex
+	hook := func(ev policy.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		fk.fail = ev.Kind == policy.EventRejected // the initial load is recorded with the key
+		return nil
+	}
+	recs := watchRejection(t, f, hook)
+	if len(recs) != 1 {
+		t.Fatalf("%d policy/reject records, want 1", len(recs))
+	}
+	if r := recs[0]; r.Outcome != audit.OutcomeError || r.Reason != server.ReasonAuditKeyUnavailable {
+		t.Errorf("the rejection recorded without the audit key: outcome %s, reason %q", r.Outcome, r.Reason)
+	}
+}
+
+// TestPolicyRejectionRecordedLateNamesItsTime: a rejection whose record
+// could not be appended at first (the log full, here a hook that refuses
+// it once) is recorded at a later poll with the time it happened
+// (rejected_at=, in the audit format's time layout), besides the record's
+// own time, when it was written. Until h-policy11 the late record carried
+// only its write time.
+func TestPolicyRejectionRecordedLateNamesItsTime(t *testing.T) {
+	f := newServerFixture(t, fixtureOptions{})
+	var mu sync.Mutex
+	var first time.Time
+	hook := func(ev policy.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Kind == policy.EventRejected && first.IsZero() {
+			first = ev.Time
+			time.Sleep(20 * time.Millisecond) // the next poll is later
+			return errors.New("audit: append: no space left on device")
+		}
+		return nil
+	}
+	recs := watchRejection(t, f, hook)
+	if len(recs) != 1 {
+		t.Fatalf("%d policy/reject records, want 1", len(recs))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := "rejected_at=" + first.UTC().Format(audit.TimeLayout)
+	if r := recs[0]; !slices.Contains(strings.Fields(r.Reason), want) || !first.Before(r.Time) {
+		t.Errorf("late rejection recorded at %s as %q; want %s (the rejection's time) in it", r.Time.Format(audit.TimeLayout), r.Reason, want)
 	}
 }

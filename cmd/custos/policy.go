@@ -208,11 +208,12 @@ Exit status (as for every check: 'custos --help'):
 
 It also says how the server will memoize the policy's decisions: per
 combination of resource features when no rule can read the resource's URI,
-per resource when one can (reading input.resource whole counts) or can read
-a list item's uri (input.items[i].resource.uri, however reached: through a
-variable or a function; walk(input), input.items passed to a builtin other
-than count, and any with count as reading it; the first read found is
-named), not at all when the
+per resource when one can read input.resource.uri or a list item's uri
+(input.items[i].resource.uri, however reached: through a variable or a
+function; input or input.resource used whole, walk(input), input.items
+passed to a builtin other than count, and a with replacing the input or
+replacing anything by a function count as reading it; the first read found
+is named), not at all when the
 policy calls a nondeterministic builtin such as time.now_ns; and whether
 list items are decided with their uri (without it only when no rule can
 read it).
@@ -297,7 +298,7 @@ func cachingText(c policy.Caching) string {
 	if c.ItemsCarryURI {
 		items = "list items are decided with their uri"
 		if c.URIReadBy != "" {
-			items += " (a rule can read a list item's uri: " + c.URIReadBy + ")"
+			items += " (a rule can read a resource's uri: " + c.URIReadBy + ")"
 		}
 	}
 	switch {
@@ -308,7 +309,7 @@ func cachingText(c policy.Caching) string {
 	case c.WithoutURI:
 		return "decisions memoized per principal, purpose and resource features (no rule reads the resource's URI nor a list item's); " + items
 	}
-	return "decisions memoized per resource: some rule can read input.resource.uri or a list item's uri (or input.resource, input.items, an item or input whole, a dynamic key, an import or a with), so every resource is evaluated once per principal; " + items
+	return "decisions memoized per resource: some rule can read input.resource.uri or a list item's uri (or input or input.resource whole, a dynamic key, an import, a with replacing the input or by a function), so every resource is evaluated once per principal; " + items
 }
 
 func verdict(allow bool) string {

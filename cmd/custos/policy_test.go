@@ -266,10 +266,11 @@ func TestPolicyCheckSaysHowDecisionsAreCached(t *testing.T) {
 		{"default", "../../rego/custos", "per principal, purpose and resource features",
 			policy.Caching{Decisions: true, WithoutURI: true, Subjects: true}},
 		{"reads the URI", write("package custos.authz\n\ndecision := {\"allow\": input.resource.uri == \"x\", \"reasons\": [\"uri\"], \"obligations\": []}\n"),
-			"memoized per resource", policy.Caching{Decisions: true, ItemsCarryURI: true, Subjects: true}},
+			"memoized per resource", policy.Caching{Decisions: true, ItemsCarryURI: true, Subjects: true,
+				URIReadBy: "authz.rego:3: reads input.resource.uri, which can be a resource's uri"}},
 		{"a list rule reads an item's uri", write("package custos.authz\n\ndecision := {\"allow\": true, \"reasons\": [], \"obligations\": []}\n\ndecisions := [{\"allow\": startswith(item.resource.uri, \"x\"), \"reasons\": [], \"obligations\": []} | some item in input.items]\n"),
 			"memoized per resource", policy.Caching{Decisions: true, ItemsCarryURI: true, Subjects: true,
-				URIReadBy: "authz.rego:5: reads _.resource.uri, which can be a list item's uri"}},
+				URIReadBy: "authz.rego:5: reads _.resource.uri, which can be a resource's uri"}},
 		{"reads the clock", write("package custos.authz\n\ndecision := {\"allow\": time.now_ns() < 0, \"reasons\": [\"clock\"], \"obligations\": []}\n"),
 			"the policy calls time.now_ns", policy.Caching{ItemsCarryURI: true, Nondeterministic: "time.now_ns"}},
 	} {

@@ -12,7 +12,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 )
 
-// analysed compiles one module as compile does and runs the analysis.
+// readsURIOf compiles one module as compile does and runs the analysis.
 func readsURIOf(t *testing.T, src string) bool {
 	t.Helper()
 	m, err := ast.ParseModuleWithOpts("p.rego", src, ast.ParserOptions{RegoVersion: ast.RegoV1})
@@ -26,35 +26,60 @@ func readsURIOf(t *testing.T, src string) bool {
 	return a.readsURI
 }
 
+// uriModuleHead opens the policies of resourceURICases.
+const uriModuleHead = "package custos.authz\n\n"
+
+// resourceURICases are policies (after uriModuleHead) and whether a rule
+// can read input.resource.uri: TestReadsResourceURI, and the reference
+// corpus of TestURIAnalysisIsAtLeastAsConservative.
+var resourceURICases = []struct {
+	name, body string
+	want       bool
+}{
+	{"fields by name", `decision := {"allow": input.resource.type == "note" , "reasons": [input.resource.patient], "obligations": []}`, false},
+	{"type check of the resource", `decision := {"allow": is_object(input.resource), "reasons": [type_name(input.resource)], "obligations": []}`, false},
+	{"principal and break glass", `decision := {"allow": input.principal.sub == input.break_glass.patient, "reasons": [], "obligations": []}`, false},
+	{"the URI", `decision := {"allow": startswith(input.resource.uri, "custos://t/"), "reasons": [], "obligations": []}`, true},
+	{"the URI in a function", "f(x) := x\n" + `decision := {"allow": f(input.resource.uri) == "a", "reasons": [], "obligations": []}`, true},
+	{"the whole resource", `decision := {"allow": true, "reasons": [], "obligations": [object.union({}, input.resource)]}`, true},
+	{"the resource in a variable", `decision := {"allow": r.type == "note", "reasons": [], "obligations": []} if r := input.resource`, true},
+	{"object.get of a field", `decision := {"allow": object.get(input.resource, "type", "") == "note", "reasons": [object.get(input, "break_glass", null)], "obligations": []}`, false},
+	{"object.get of a path", `decision := {"allow": object.get(input, ["resource", "type"], "") == "note", "reasons": [], "obligations": []}`, false},
+	{"object.get of the URI by path", `decision := {"allow": object.get(input, ["resource", "uri"], "") == "a", "reasons": [], "obligations": []}`, true},
+	{"object.get of the URI", `decision := {"allow": object.get(input.resource, "uri", "") == "a", "reasons": [], "obligations": []}`, true},
+	{"object.get of the resource", `decision := {"allow": object.get(input, "resource", {}).uri == "a", "reasons": [], "obligations": []}`, true},
+	{"object.get with a variable key", `decision := {"allow": true, "reasons": [object.get(input.resource, k, "") | some k in ["type", "uri"]], "obligations": []}`, true},
+	{"the whole input", `decision := {"allow": json.marshal(input) == "", "reasons": [], "obligations": []}`, true},
+	{"a dynamic key of the resource", `decision := {"allow": true, "reasons": [k | some k, _ in input.resource], "obligations": []}`, true},
+	{"a dynamic key of the input", `decision := {"allow": true, "reasons": [k | some k; input[k]], "obligations": []}`, true},
+	{"an import", "import input.resource as res\n" + `decision := {"allow": res.uri == "a", "reasons": [], "obligations": []}`, true},
+	{"with the input replaced", "allowed if input.resource.type == \"note\"\n" + `decision := {"allow": true, "reasons": [], "obligations": []} if allowed with input.resource.type as "note"`, true},
+	{"a type check of the URI itself", `decision := {"allow": is_string(input.resource.uri), "reasons": [], "obligations": []}`, true},
+	// A policy function named like a type-check builtin or object.get is
+	// called in its place (the compiler resolves the name to the policy's
+	// function): until h-policy11 the text scan took it for the builtin and
+	// cached the decisions of a policy deciding by the URI without it.
+	{"a policy function named is_object", "is_object(x) := startswith(x.uri, \"custos://t/note/a\")\n" + `decision := {"allow": is_object(input.resource), "reasons": [], "obligations": []}`, true},
+	{"a policy function named type_name", "type_name(x) := x.uri\n" + `decision := {"allow": type_name(input.resource) == "a", "reasons": [], "obligations": []}`, true},
+	{"a policy function named object.get", "object.get(x, _, _) := x.uri\n" + `decision := {"allow": object.get(input.resource, "type", "") == "a", "reasons": [], "obligations": []}`, true},
+	{"a builtin replaced by a function", "f(x) := x.uri\n" + `decision := {"allow": true, "reasons": [], "obligations": []} if is_object(input.resource) with is_object as f`, true},
+	{"a builtin replaced by a value", `decision := {"allow": t, "reasons": [], "obligations": []} if t := is_object(input.resource) with is_object as true`, false},
+	{"data replaced by a value", "flag := false\n" + `decision := {"allow": allowed, "reasons": [], "obligations": []} if allowed := allow_note with flag as true` + "\nallow_note if { flag; input.resource.type == \"note\" }", false},
+	{"a rule replaced by the resource", "res := {}\n" + `decision := {"allow": ok, "reasons": [], "obligations": []} if ok := uri_ok with res as input.resource` + "\nuri_ok if startswith(res.uri, \"a\")", true},
+	{"the resource unified with a variable", `decision := {"allow": r.type == "note", "reasons": [], "obligations": []} if r = input.resource`, true},
+	{"count of the resource", `decision := {"allow": count(input.resource) > 3, "reasons": [], "obligations": []}`, true},
+	{"the resource in an every domain", `decision := {"allow": true, "reasons": [], "obligations": []} if every _, v in input.resource { v != "" }`, true},
+	{"a template string of the URI", `decision := {"allow": $"{input.resource.uri}" == "a", "reasons": [], "obligations": []}`, true},
+}
+
+// TestReadsResourceURI: the analysis finds every way a rule can read
+// input.resource.uri that resourceURICases pin (and none where they read
+// fields by name).
 func TestReadsResourceURI(t *testing.T) {
-	const head = "package custos.authz\n\n"
-	for _, tc := range []struct {
-		name, body string
-		want       bool
-	}{
-		{"fields by name", `decision := {"allow": input.resource.type == "note" , "reasons": [input.resource.patient], "obligations": []}`, false},
-		{"type check of the resource", `decision := {"allow": is_object(input.resource), "reasons": [type_name(input.resource)], "obligations": []}`, false},
-		{"principal and break glass", `decision := {"allow": input.principal.sub == input.break_glass.patient, "reasons": [], "obligations": []}`, false},
-		{"the URI", `decision := {"allow": startswith(input.resource.uri, "custos://t/"), "reasons": [], "obligations": []}`, true},
-		{"the URI in a function", "f(x) := x\n" + `decision := {"allow": f(input.resource.uri) == "a", "reasons": [], "obligations": []}`, true},
-		{"the whole resource", `decision := {"allow": true, "reasons": [], "obligations": [object.union({}, input.resource)]}`, true},
-		{"the resource in a variable", `decision := {"allow": r.type == "note", "reasons": [], "obligations": []} if r := input.resource`, true},
-		{"object.get of a field", `decision := {"allow": object.get(input.resource, "type", "") == "note", "reasons": [object.get(input, "break_glass", null)], "obligations": []}`, false},
-		{"object.get of a path", `decision := {"allow": object.get(input, ["resource", "type"], "") == "note", "reasons": [], "obligations": []}`, false},
-		{"object.get of the URI by path", `decision := {"allow": object.get(input, ["resource", "uri"], "") == "a", "reasons": [], "obligations": []}`, true},
-		{"object.get of the URI", `decision := {"allow": object.get(input.resource, "uri", "") == "a", "reasons": [], "obligations": []}`, true},
-		{"object.get of the resource", `decision := {"allow": object.get(input, "resource", {}).uri == "a", "reasons": [], "obligations": []}`, true},
-		{"object.get with a variable key", `decision := {"allow": true, "reasons": [object.get(input.resource, k, "") | some k in ["type", "uri"]], "obligations": []}`, true},
-		{"the whole input", `decision := {"allow": json.marshal(input) == "", "reasons": [], "obligations": []}`, true},
-		{"a dynamic key of the resource", `decision := {"allow": true, "reasons": [k | some k, _ in input.resource], "obligations": []}`, true},
-		{"a dynamic key of the input", `decision := {"allow": true, "reasons": [k | some k; input[k]], "obligations": []}`, true},
-		{"an import", "import input.resource as res\n" + `decision := {"allow": res.uri == "a", "reasons": [], "obligations": []}`, true},
-		{"with the input replaced", "allowed if input.resource.type == \"note\"\n" + `decision := {"allow": true, "reasons": [], "obligations": []} if allowed with input.resource.type as "note"`, true},
-		{"a type check of the URI itself", `decision := {"allow": is_string(input.resource.uri), "reasons": [], "obligations": []}`, true},
-	} {
+	for _, tc := range resourceURICases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := readsURIOf(t, head+tc.body+"\n"); got != tc.want {
-				t.Errorf("readsResourceURI = %v, want %v", got, tc.want)
+			if got := readsURIOf(t, uriModuleHead+tc.body+"\n"); got != tc.want {
+				t.Errorf("readsURI = %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -249,6 +274,36 @@ item_decision(item) := {"allow": false, "reasons": ["vip_uri"], "obligations": [
 				if want := !strings.HasPrefix(it.Resource.URI, vip); ds[j].Allow != want {
 					t.Errorf("%s engine, page %d, item %s: list allow %v (%v), want %v", name, i, it.Resource.URI, ds[j].Allow, ds[j].Reasons, want)
 				}
+			}
+		}
+	}
+}
+
+// TestPolicyFunctionNamedLikeABuiltinDecidesPerURI: a policy whose own
+// function is named like a type-check builtin (is_object, type_name) or
+// object.get is called in its place, and here it decides by the URI. Until
+// h-policy11 the text scan took each for the builtin (is_object(input.resource)
+// reads only the type), the item analysis did not look at input.resource,
+// and the cache keyed without the URI: the decision made for the first URI
+// answered the second (note b allowed with a).
+func TestPolicyFunctionNamedLikeABuiltinDecidesPerURI(t *testing.T) {
+	ctx := context.Background()
+	for name, src := range map[string]string{
+		"is_object":  `is_object(x) := startswith(x.uri, "custos://t/note/a")` + "\n" + `decision := {"allow": is_object(input.resource), "reasons": [], "obligations": []}`,
+		"type_name":  `type_name(x) := x.uri` + "\n" + `decision := {"allow": type_name(input.resource) == "custos://t/note/a", "reasons": [], "obligations": []}`,
+		"object.get": `object.get(x, _, _) := x.uri` + "\n" + `decision := {"allow": object.get(input.resource, "type", "") == "custos://t/note/a", "reasons": [], "obligations": []}`,
+	} {
+		e, err := Load(ctx, fstest.MapFS{"p.rego": {Data: []byte(uriModuleHead + src + "\n")}}, Options{Timeout: testTimeout})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		subj := NewSubject(clinician)
+		for _, uri := range []string{"custos://t/note/a", "custos://t/note/b", "custos://t/note/a"} {
+			r := resource("note", patientA)
+			r.URI = uri
+			d, err := e.Decide(ctx, Input{Subject: subj, PurposeOfUse: "TREAT", Action: ActionRead, Resource: r})
+			if want := uri == "custos://t/note/a"; err != nil || d.Allow != want {
+				t.Errorf("%s: %s: allow %v (%v), want %v (cache keyed without the URI: %v)", name, uri, d.Allow, err, want, !e.keyURI)
 			}
 		}
 	}
