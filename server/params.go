@@ -419,40 +419,41 @@ var errMethodMismatch = &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: "h
 // wellFormedCall, one parse of its envelope and one of its params; every
 // other body takes the plain path, answerMalformed.
 func checkParams(w http.ResponseWriter, r *http.Request) bool {
-	b, ok := peekBody(r)
-	if !ok || len(b) > maxBody {
+	m := peekMessage(r)
+	if m == nil {
 		return false
 	}
-	if wellFormedCall(r.Header, b) {
+	if wellFormedCall(r.Header, m.b) {
 		return false
 	}
-	return answerMalformed(w, r.Header, b)
+	return answerMalformed(w, r.Header, m)
 }
 
-// answerMalformed is checkParams's plain path: it answers body b, if the
-// go-sdk would answer it with an error quoting client input, and reports
-// whether it did. wellFormedCall passes only bodies this path leaves to the
-// SDK (TestWellFormedCallAgreesWithThePlainPath).
-func answerMalformed(w http.ResponseWriter, h http.Header, b []byte) bool {
-	// One message (every request but a batch) is decoded once: the
-	// envelope check and the checks below share the decoding.
+// answerMalformed is checkParams's plain path: it answers body m.b, if
+// the go-sdk would answer it with an error quoting client input, and
+// reports whether it did. wellFormedCall passes only bodies this path
+// leaves to the SDK (TestWellFormedCallAgreesWithThePlainPath).
+func answerMalformed(w http.ResponseWriter, h http.Header, m *bodyMemo) bool {
+	// The body is decoded once per kind (m): the envelope check, the
+	// checks below and the routing after checkParams share the decoding.
+	b := m.b
 	var msg jsonrpc.Message
 	var err error
 	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] == '{' && segjson.Valid(b) {
-		if msg, err = jsonrpc.DecodeMessage(b); err != nil {
+		if msg, err = m.message(); err != nil {
 			answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, errNotJSONRPC)
 			return true
 		}
 	} else {
-		if jerr := envelopeError(b); jerr != nil {
+		if jerr := envelopeError(m); jerr != nil {
 			answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, jerr)
 			return true
 		}
-		if msg, err = jsonrpc.DecodeMessage(b); err != nil {
+		if msg, err = m.message(); err != nil {
 			if refuseBatch(w, h, b) {
 				return true
 			}
-			return checkBatch(w, b)
+			return checkBatch(w, m)
 		}
 	}
 	req, ok := msg.(*jsonrpc.Request)
@@ -469,7 +470,7 @@ func answerMalformed(w http.ResponseWriter, h http.Header, b []byte) bool {
 			answerJSONRPC(w, http.StatusBadRequest, req.ID, errUnknownNotification) // id: null
 			return true
 		}
-		if jerr := versionMismatch(h, metaOf(req.Params)); jerr != nil {
+		if jerr := versionMismatch(h, m.metaOf()); jerr != nil {
 			answerJSONRPC(w, http.StatusBadRequest, req.ID, jerr)
 			return true
 		}
@@ -489,7 +490,7 @@ func answerMalformed(w http.ResponseWriter, h http.Header, b []byte) bool {
 	}
 	if jerr != errUnknownMethod {
 		// The SDK compares versions before it decodes the params.
-		if v := versionMismatch(h, metaOf(req.Params)); v != nil {
+		if v := versionMismatch(h, m.metaOf()); v != nil {
 			jerr, status = v, http.StatusBadRequest
 		}
 	}
@@ -581,13 +582,13 @@ var errInexactID = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 // later ones refuse batches, which the SDK answers): if a call in it has an
 // id or params the SDK would answer by quoting them, no call of the batch
 // is run and each is answered (batchRefusal).
-func checkBatch(w http.ResponseWriter, b []byte) bool {
-	answers := batchRefusal(b)
+func checkBatch(w http.ResponseWriter, m *bodyMemo) bool {
+	answers := batchRefusal(m)
 	if answers != nil {
 		writeJSON(w, http.StatusOK, answers)
 		return true
 	}
-	if jerr := batchEnvelopeError(b); jerr != nil {
+	if jerr := batchEnvelopeError(m); jerr != nil {
 		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, jerr)
 		return true
 	}
@@ -634,17 +635,13 @@ func refuseBatch(w http.ResponseWriter, h http.Header, b []byte) bool {
 // answered the first and dropped the other unanswered), or nil. Over stdio
 // judgeLine refuses the second the same way; the SDK ignores the first
 // there.
-func batchEnvelopeError(b []byte) *jsonrpc.Error {
-	var raws []segjson.RawMessage
-	if segjson.Unmarshal(b, &raws) != nil {
-		return nil
+func batchEnvelopeError(m *bodyMemo) *jsonrpc.Error {
+	_, items, err := m.batch()
+	if err != nil || items == nil {
+		return nil // envelopeError passed it: leave it to the SDK
 	}
 	ids := map[jsonrpc.ID]bool{}
-	for _, raw := range raws {
-		msg, err := jsonrpc.DecodeMessage(raw)
-		if err != nil {
-			return nil // envelopeError passed it: leave it to the SDK
-		}
+	for _, msg := range items {
 		req, ok := msg.(*jsonrpc.Request)
 		switch {
 		case !ok:
@@ -664,22 +661,19 @@ func batchEnvelopeError(b []byte) *jsonrpc.Error {
 // errSameIDTwice answers a batch in which two calls have the same id.
 var errSameIDTwice = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: two calls of the batch have the same id"}
 
-// batchRefusal returns the answers to batch b if a call in it has an id
+// batchRefusal returns the answers to batch m.b if a call in it has an id
 // or params the SDK would answer by quoting them: every call of the batch,
-// with its own error or with one saying it was not run. Nil: b is not a
+// with its own error or with one saying it was not run. Nil: m.b is not a
 // batch of JSON-RPC messages (left to the SDK), or no call in it is bad.
-func batchRefusal(b []byte) []errorResponse {
-	var raws []segjson.RawMessage
-	if segjson.Unmarshal(b, &raws) != nil {
-		return nil
+func batchRefusal(m *bodyMemo) []errorResponse {
+	raws, items, err := m.batch()
+	if err != nil || items == nil {
+		return nil // envelopeError passed it: leave it to the SDK
 	}
 	var answers []errorResponse
 	bad := false
-	for _, raw := range raws {
-		msg, err := jsonrpc.DecodeMessage(raw)
-		if err != nil {
-			return nil // envelopeError passed it: leave it to the SDK
-		}
+	for i, msg := range items {
+		raw := raws[i]
 		req, ok := msg.(*jsonrpc.Request)
 		if !ok || !req.IsCall() {
 			continue
@@ -730,20 +724,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // envelopeError returns the error to answer for a body that is not one
 // JSON-RPC 2.0 message or a batch of them, or nil. The go-sdk's own answer
 // ("malformed payload: ...") quotes the offending input.
-func envelopeError(body []byte) *jsonrpc.Error {
-	if !segjson.Valid(body) {
+func envelopeError(m *bodyMemo) *jsonrpc.Error {
+	if !segjson.Valid(m.b) {
 		return &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the body is not one valid JSON value"}
 	}
-	msgs := []segjson.RawMessage{body}
-	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
-		if segjson.Unmarshal(body, &msgs) != nil {
+	if t := bytes.TrimLeft(m.b, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		_, items, err := m.batch()
+		switch {
+		case err != nil:
 			return nil // not an array of values after all: the SDK answers
-		}
-	}
-	for _, m := range msgs {
-		if _, err := jsonrpc.DecodeMessage(m); err != nil {
+		case items == nil:
 			return errNotJSONRPC
 		}
+		return nil
+	}
+	if _, err := m.message(); err != nil {
+		return errNotJSONRPC
 	}
 	return nil
 }
@@ -982,19 +978,19 @@ func (s *Server) emptyURIRead(r *http.Request) {
 	if v, ok := decodeNameHeader(r.Header.Get("Mcp-Name")); !ok || v != "" {
 		return
 	}
-	req := peekRequest(r)
+	m := peekMessage(r)
+	req := m.request()
 	if req == nil || !req.IsCall() || req.Method != "resources/read" {
 		return
 	}
 	if _, uri, ok := nameInBody(req.Method, req.Params); !ok || uri != "" {
 		return
 	}
-	b, _ := peekBody(r)
-	body, ok := withParam(b, "uri", s.emptyURI)
+	body, ok := withParam(m.b, "uri", s.emptyURI)
 	if !ok {
 		return
 	}
-	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	setBody(r, body) // and with it the memo the routing reads
 	r.Header.Set("Mcp-Name", s.emptyURI)
 }
 
