@@ -41,7 +41,7 @@ func TestBodyMemoAgreesWithPlainPeeks(t *testing.T) {
 			`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{` + meta2026(`,"uri":"`+uri+`"`) + `}}`},
 		{"2026-07-28 read, Mcp-Name in Base64", map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Method": "resources/read", "Mcp-Name": "=?base64?" + base64.StdEncoding.EncodeToString([]byte(uri)) + "?="},
 			`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{` + meta2026(`,"uri":"`+uri+`"`) + `}}`},
-		{"2026-07-28 read of an empty uri (emptyURIRead rewrites it)", map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Method": "resources/read"},
+		{"2026-07-28 read of an empty uri (emptyName rewrites it)", map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Method": "resources/read"},
 			`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{` + meta2026(`,"uri":""`) + `}}`},
 		{"2026-07-28 read, empty uri given twice", map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Method": "resources/read"},
 			`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{` + meta2026(`,"uri":"`+uri+`","uri":""`) + `}}`},

@@ -113,7 +113,7 @@
 //   - The checks in front of the go-sdk's HTTP handlers (rate limit, OAuth
 //     scope, params, routing, sessions: transport.go) read a POST's body
 //     through one memo per request (body.go): the memo holds the bytes the
-//     body will yield; any rewrite replaces both (setBody). The memo is
+//     body will yield; any rewrite replaces both (setBody, emptyName). The memo is
 //     the body itself, read ahead once (at most maxBody+1 bytes), and each
 //     of its decodings (the go-sdk's message, the params' _meta, a batch)
 //     is made at most once, when a check first asks

@@ -102,6 +102,6 @@ func (s *Server) RoutedHandler(sdk func(name string) http.Handler, method func(s
 	})
 }
 
-// EmptyURIForTest is the stand-in emptyURIRead puts in place of an empty
+// EmptyURIForTest is the stand-in emptyName puts in place of an empty
 // uri.
 func EmptyURIForTest(s *Server) string { return s.emptyURI }

@@ -960,18 +960,23 @@ func (c paramsCheckedConn) Write(ctx context.Context, msg jsonrpc.Message) error
 	return c.Connection.Write(ctx, msg)
 }
 
-// emptyURIRead lets a read of an empty uri reach the decision point when the
-// go-sdk would check its Mcp-Name header (sdkChecksStandardHeaders), so that
-// it is told what is wrong and audited like every malformed read (deny,
-// bad_uri): the SDK answered it -32020 "missing required Mcp-Name header",
-// since an empty header is a missing one and no header can match an empty
-// uri, and nothing was on record (TestEmptyURIReadIsToldSoAndAudited). The
-// uri, and the header (absent, empty, or the Base64 form of ""), are set to
-// s.emptyURI, which the read takes for the empty uri; every other check
-// the SDK makes still runs, in its order. Only params.uri changes in the
-// body (its last "uri" member is the one the SDK reads, and the only one
-// left).
-func (s *Server) emptyURIRead(r *http.Request) {
+// emptyName lets a 2026-07-28 call whose name member is empty (the uri
+// of resources/read, the name of tools/call and prompts/get: nameInBody)
+// past the go-sdk's Mcp-Name check (sdkChecksStandardHeaders), so that it
+// is answered as the same call naming anything else. The SDK answered it
+// -32020 "missing required Mcp-Name header", since an empty header is a
+// missing one and no header can match an empty name: a read of an empty
+// uri is now told what is wrong and audited like every malformed read
+// (deny, bad_uri; TestEmptyURIReadIsToldSoAndAudited), and a tool call or
+// prompt get of an empty name gets -32601 unaudited, as one of any name
+// does, custos declaring neither tools nor prompts (undeclaredMethods;
+// TestEmptyToolOrPromptNameIsAnsweredAsAnyOther). The member, and the
+// header (absent, empty, or the Base64 form of ""), are set to s.emptyURI,
+// which the read takes for the empty uri; every other check the SDK makes
+// still runs, in its order. Only that member changes in the body (its
+// last member of the name is the one the SDK reads, and the only one
+// left), and the body's memo with it (setBody).
+func (s *Server) emptyName(r *http.Request) {
 	if s.emptyURI == "" || !sdkChecksStandardHeaders(r.Header) {
 		return
 	}
@@ -980,13 +985,14 @@ func (s *Server) emptyURIRead(r *http.Request) {
 	}
 	m := peekMessage(r)
 	req := m.request()
-	if req == nil || !req.IsCall() || req.Method != "resources/read" {
+	if req == nil || !req.IsCall() {
 		return
 	}
-	if _, uri, ok := nameInBody(req.Method, req.Params); !ok || uri != "" {
+	member, value, ok := nameInBody(req.Method, req.Params)
+	if !ok || value != "" {
 		return
 	}
-	body, ok := withParam(m.b, "uri", s.emptyURI)
+	body, ok := withParam(m.b, member, s.emptyURI)
 	if !ok {
 		return
 	}

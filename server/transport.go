@@ -200,7 +200,7 @@ func (s *Server) routeMCP(sessions, stateless, statelessJSON http.Handler) http.
 		if refuseLegacyMeta(w, r) {
 			return // an earlier revision's request with a _meta version: its session's rules
 		}
-		s.emptyURIRead(r)
+		s.emptyName(r)
 		modern, method := statelessRequest(r)
 		if modern {
 			mirrorNotificationMethod(r)
