@@ -453,7 +453,7 @@ func answerMalformed(w http.ResponseWriter, h http.Header, m *bodyMemo) bool {
 			if refuseBatch(w, h, b) {
 				return true
 			}
-			return checkBatch(w, m)
+			return checkBatch(w, h, m)
 		}
 	}
 	req, ok := msg.(*jsonrpc.Request)
@@ -579,10 +579,16 @@ var errInexactID = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 	Message: "invalid request: id must be a string or an integer from -(2^53-1) to 2^53-1 (this one would not come back unchanged)"}
 
 // checkBatch is checkParams for a batch (protocol revision 2025-03-26;
-// later ones refuse batches, which the SDK answers): if a call in it has an
-// id or params the SDK would answer by quoting them, no call of the batch
-// is run and each is answered (batchRefusal).
-func checkBatch(w http.ResponseWriter, m *bodyMemo) bool {
+// later ones refuse batches, which the SDK answers): a batch one of whose
+// messages carries a _meta protocol version is refused whole
+// (errBatchMeta); if a call in it has an id or params the SDK would answer
+// by quoting them, no call of the batch is run and each is answered
+// (batchRefusal).
+func checkBatch(w http.ResponseWriter, h http.Header, m *bodyMemo) bool {
+	if v := h.Get("Mcp-Protocol-Version"); (v == "" || slices.Contains(mcp.SupportedProtocolVersions(), v)) && batchMetaVersion(m) {
+		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, errBatchMeta)
+		return true
+	}
 	answers := batchRefusal(m)
 	if answers != nil {
 		writeJSON(w, http.StatusOK, answers)
@@ -594,6 +600,35 @@ func checkBatch(w http.ResponseWriter, m *bodyMemo) bool {
 	}
 	return false
 }
+
+// batchMetaVersion reports whether a message of batch m carries
+// params._meta["io.modelcontextprotocol/protocolVersion"] as the go-sdk
+// reads it (metaOf: a non-empty string). The SDK answered such a batch,
+// whatever the header and the version, -32022 "protocol version
+// \"2025-03-26\" is not supported by this server", of a revision the
+// server supports, to one of the batch's ids
+// (TestBatchWithMetaVersionIsToldSo); refuseLegacyMeta answers one such
+// request alone.
+func batchMetaVersion(m *bodyMemo) bool {
+	_, items, err := m.batch()
+	if err != nil {
+		return false
+	}
+	for _, msg := range items {
+		if req, ok := msg.(*jsonrpc.Request); ok {
+			if v, _ := metaOf(req.Params)[mcp.MetaKeyProtocolVersion].(string); v != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// errBatchMeta answers a batch of which a message carries a _meta
+// protocol version (batchMetaVersion), whole: none of it is run.
+var errBatchMeta = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: `invalid request: a batch (protocol revisions before ` + firstBatchless +
+	`) is served in the session initialize opened (Mcp-Session-Id header) and its messages carry no params._meta["` + mcp.MetaKeyProtocolVersion +
+	`"]; only a request of ` + ProtocolStateless + ` or later carries it, one message per POST, with an MCP-Protocol-Version header of the same revision`}
 
 // firstBatchless is the first protocol revision without JSON-RPC batches.
 const firstBatchless = "2025-06-18"
