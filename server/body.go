@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	segjson "github.com/segmentio/encoding/json"
@@ -36,12 +37,13 @@ func newBodyMemo(b []byte) *bodyMemo { return &bodyMemo{b: b} }
 
 // countDecode, if set (tests only), is told of every decoding a memo
 // makes and of every read of a body ahead of the go-sdk: "read",
-// "message", "meta", "batch".
-var countDecode func(kind string)
+// "message", "meta", "batch". Atomic, as a test sets it while servers of
+// other tests may still be answering.
+var countDecode atomic.Pointer[func(kind string)]
 
 func noteDecode(kind string) {
-	if countDecode != nil {
-		countDecode(kind)
+	if fn := countDecode.Load(); fn != nil {
+		(*fn)(kind)
 	}
 }
 
@@ -140,7 +142,16 @@ func (p *peekedBody) Close() error { return p.rest.Close() }
 // Invariant: the memo holds the bytes the body will yield; any rewrite of
 // the body replaces both (setBody), and once anything else reads from the
 // body its memo is no longer used.
-var bodyOf = memoizedBody
+func bodyOf(r *http.Request) *peekedBody {
+	if plain := plainBody.Load(); plain != nil {
+		return (*plain)(r)
+	}
+	return memoizedBody(r)
+}
+
+// plainBody, if set (tests only), is bodyOf instead of memoizedBody: the
+// reference TestBodyMemoAgreesWithPlainPeeks compares the memo with.
+var plainBody atomic.Pointer[func(*http.Request) *peekedBody]
 
 // memoizedBody is bodyOf.
 func memoizedBody(r *http.Request) *peekedBody {

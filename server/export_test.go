@@ -59,8 +59,8 @@ func (s *Server) AliasedTenants() []string {
 // go-sdk and of every decoding of it ("read", "message", "meta", "batch")
 // and returns the function that stops it. Not for parallel tests.
 func CountBodyWork(fn func(kind string)) (restore func()) {
-	countDecode = fn
-	return func() { countDecode = nil }
+	countDecode.Store(&fn)
+	return func() { countDecode.Store(nil) }
 }
 
 // PlainPeeks has every check before the go-sdk read and decode the body
@@ -69,8 +69,9 @@ func CountBodyWork(fn func(kind string)) (restore func()) {
 // The reference of TestBodyMemoAgreesWithPlainPeeks; not for parallel
 // tests.
 func PlainPeeks() (restore func()) {
-	bodyOf = plainBodyOf
-	return func() { bodyOf = memoizedBody }
+	plain := plainBodyOf
+	plainBody.Store(&plain)
+	return func() { plainBody.Store(nil) }
 }
 
 // plainBodyOf is the plain peekBody path: it reads up to maxBody+1 bytes
