@@ -139,7 +139,9 @@ const SessionTimeout = 30 * time.Minute
 //     to the stateless handler (which then answers the missing header as
 //     the revision demands); one whose _meta names an earlier version is
 //     answered by refuseLegacyMeta; everything else (initialize, GET,
-//     DELETE, batches) goes to the stateful one.
+//     DELETE, batches) goes to the stateful one. A batch of which a
+//     message carries a _meta version is answered by checkParams
+//     (checkBatch, errBatchMeta).
 //
 // Stateless requests are answered with a single application/json response
 // (StreamableHTTPOptions.JSONResponse), except subscriptions/listen, whose
