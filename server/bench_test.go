@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -200,6 +202,58 @@ func BenchmarkResearchFirstRead100k(b *testing.B) {
 				r, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: alias})
 				if err != nil || r.Contents[0].URI != alias {
 					b.Fatalf("read: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHTTPRead measures one resources/read through the real HTTP
+// handler chain, in process (no socket): bearer token, Origin check,
+// rate limit, the checks in front of the go-sdk (body memo, params,
+// routing, sessions), the SDK's Streamable HTTP handler, the decision and
+// the durable audit append: a 2025-11-25 read in its session (SSE answer)
+// and a 2026-07-28 one (JSON answer).
+func BenchmarkHTTPRead(b *testing.B) {
+	f := newServerFixture(b, fixtureOptions{tune: func(c *server.Config) {
+		c.RateLimit = server.RateLimit{PerSecond: 1e9, Burst: 1 << 20} // messagesIn runs, never refuses
+	}})
+	h, hs := f.httpHandler("clinician")
+	tok := hs.tokens["clinician"]
+	uri := listAll(b, f.connect(f.identity("clinician")))[0]
+	do := func(hdr map[string]string, body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", server.MCPPath, strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer "+tok)
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range hdr {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	init := do(nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+	sid := init.Header().Get("Mcp-Session-Id")
+	if sid == "" {
+		b.Fatalf("initialize: %d %s", init.Code, init.Body)
+	}
+	h25 := map[string]string{"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": sid}
+	do(h25, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for _, c := range []struct {
+		rev  string
+		hdr  map[string]string
+		body string
+	}{
+		{rev2025, h25, `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"` + uri + `"}}`},
+		{rev2026, map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Method": "resources/read", "Mcp-Name": uri},
+			`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{` + meta2026(`,"uri":"`+uri+`"`) + `}}`},
+	} {
+		b.Run(c.rev, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if w := do(c.hdr, c.body); w.Code != 200 || !strings.Contains(w.Body.String(), `"contents"`) {
+					b.Fatalf("status %d: %.200s", w.Code, w.Body)
 				}
 			}
 		})

@@ -110,6 +110,16 @@
 //     TestPatientOfFastPathsAgree keeps the plain lookup (lookupPatientOf)
 //     as the reference, and TestRecordsOfACompartmentWithoutPatientAgree
 //     holds every record's URIs to its patients.
+//   - The checks in front of the go-sdk's HTTP handlers (rate limit, OAuth
+//     scope, params, routing, sessions: transport.go) read a POST's body
+//     through one memo per request (body.go): the memo holds the bytes the
+//     body will yield; any rewrite replaces both (setBody, emptyName). The memo is
+//     the body itself, read ahead once (at most maxBody+1 bytes), and each
+//     of its decodings (the go-sdk's message, the params' _meta, a batch)
+//     is made at most once, when a check first asks
+//     (TestBodyIsReadAndDecodedOnce); the answers are those of every check
+//     reading and decoding the body itself (TestBodyMemoAgreesWithPlainPeeks
+//     keeps that plain peek as the reference).
 //   - The SDK's in-memory resource list and its plain-text cursors are never
 //     used; cursors are AEAD-sealed and bound to the caller.
 //   - No PHI, payload or secret is written to the operational log or put in an

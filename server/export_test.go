@@ -1,6 +1,9 @@
 package server
 
 import (
+	"bytes"
+	"io"
+	"net/http"
 	"time"
 
 	"github.com/custos-mcp/custos/store"
@@ -51,3 +54,55 @@ func (s *Server) AliasedTenants() []string {
 	}
 	return out
 }
+
+// CountBodyWork has fn told of every read of a request body ahead of the
+// go-sdk and of every decoding of it ("read", "message", "meta", "batch")
+// and returns the function that stops it. Not for parallel tests.
+func CountBodyWork(fn func(kind string)) (restore func()) {
+	countDecode.Store(&fn)
+	return func() { countDecode.Store(nil) }
+}
+
+// PlainPeeks has every check before the go-sdk read and decode the body
+// anew, through the previous check's reader, as each did before the body
+// memo (plainBodyOf), and returns the function that restores the memo.
+// The reference of TestBodyMemoAgreesWithPlainPeeks; not for parallel
+// tests.
+func PlainPeeks() (restore func()) {
+	plain := plainBodyOf
+	plainBody.Store(&plain)
+	return func() { plainBody.Store(nil) }
+}
+
+// plainBodyOf is the plain peekBody path: it reads up to maxBody+1 bytes
+// of a POST's body, puts them back in front of the rest, and keeps no
+// memo (the peekedBody it returns is not the request's body).
+func plainBodyOf(r *http.Request) *peekedBody {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	rest := r.Body
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b), rest), rest}
+	return &peekedBody{bodyMemo: newBodyMemo(b), err: err}
+}
+
+// RoutedHandler is the chain of HTTPHandler from the rate limit to the
+// go-sdk's handlers (and OAuthHandler's method check, jsonrpcMethod), with
+// sdk's handlers in place of the SDK's: "stateful" (behind the session
+// cap), "stateless" and "statelessJSON". method is told what
+// jsonrpcMethod returned.
+func (s *Server) RoutedHandler(sdk func(name string) http.Handler, method func(string, error)) http.Handler {
+	routed := s.rateLimited(s.routeMCP(newSessionCap(s, s.newMCPServer(bearerIdentity)).handler(sdk("stateful")), sdk("stateless"), sdk("statelessJSON")))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		method(jsonrpcMethod(r))
+		routed.ServeHTTP(w, r)
+	})
+}
+
+// EmptyURIForTest is the stand-in emptyName puts in place of an empty
+// uri.
+func EmptyURIForTest(s *Server) string { return s.emptyURI }

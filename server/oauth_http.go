@@ -84,16 +84,14 @@ func oauthIdentity(v *oauth.Verifier) identityFunc {
 // body readable for the MCP handler. GET (the SSE stream) and DELETE (end
 // of session) have none.
 func jsonrpcMethod(r *http.Request) (string, error) {
-	if r.Method != http.MethodPost || r.Body == nil {
+	p := bodyOf(r)
+	if p == nil {
 		return "", nil
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
-	r.Body.Close()
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	if err != nil {
-		return "", err
+	if p.err != nil {
+		return "", p.err
 	}
-	return methodOf(b)
+	return methodOf(p.b)
 }
 
 // methodOf returns the "method" member of one JSON-RPC message. The scope

@@ -419,40 +419,41 @@ var errMethodMismatch = &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: "h
 // wellFormedCall, one parse of its envelope and one of its params; every
 // other body takes the plain path, answerMalformed.
 func checkParams(w http.ResponseWriter, r *http.Request) bool {
-	b, ok := peekBody(r)
-	if !ok || len(b) > maxBody {
+	m := peekMessage(r)
+	if m == nil {
 		return false
 	}
-	if wellFormedCall(r.Header, b) {
+	if wellFormedCall(r.Header, m.b) {
 		return false
 	}
-	return answerMalformed(w, r.Header, b)
+	return answerMalformed(w, r.Header, m)
 }
 
-// answerMalformed is checkParams's plain path: it answers body b, if the
-// go-sdk would answer it with an error quoting client input, and reports
-// whether it did. wellFormedCall passes only bodies this path leaves to the
-// SDK (TestWellFormedCallAgreesWithThePlainPath).
-func answerMalformed(w http.ResponseWriter, h http.Header, b []byte) bool {
-	// One message (every request but a batch) is decoded once: the
-	// envelope check and the checks below share the decoding.
+// answerMalformed is checkParams's plain path: it answers body m.b, if
+// the go-sdk would answer it with an error quoting client input, and
+// reports whether it did. wellFormedCall passes only bodies this path
+// leaves to the SDK (TestWellFormedCallAgreesWithThePlainPath).
+func answerMalformed(w http.ResponseWriter, h http.Header, m *bodyMemo) bool {
+	// The body is decoded once per kind (m): the envelope check, the
+	// checks below and the routing after checkParams share the decoding.
+	b := m.b
 	var msg jsonrpc.Message
 	var err error
 	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] == '{' && segjson.Valid(b) {
-		if msg, err = jsonrpc.DecodeMessage(b); err != nil {
+		if msg, err = m.message(); err != nil {
 			answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, errNotJSONRPC)
 			return true
 		}
 	} else {
-		if jerr := envelopeError(b); jerr != nil {
+		if jerr := envelopeError(m); jerr != nil {
 			answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, jerr)
 			return true
 		}
-		if msg, err = jsonrpc.DecodeMessage(b); err != nil {
+		if msg, err = m.message(); err != nil {
 			if refuseBatch(w, h, b) {
 				return true
 			}
-			return checkBatch(w, b)
+			return checkBatch(w, h, m)
 		}
 	}
 	req, ok := msg.(*jsonrpc.Request)
@@ -469,7 +470,7 @@ func answerMalformed(w http.ResponseWriter, h http.Header, b []byte) bool {
 			answerJSONRPC(w, http.StatusBadRequest, req.ID, errUnknownNotification) // id: null
 			return true
 		}
-		if jerr := versionMismatch(h, metaOf(req.Params)); jerr != nil {
+		if jerr := versionMismatch(h, m.metaOf()); jerr != nil {
 			answerJSONRPC(w, http.StatusBadRequest, req.ID, jerr)
 			return true
 		}
@@ -489,7 +490,7 @@ func answerMalformed(w http.ResponseWriter, h http.Header, b []byte) bool {
 	}
 	if jerr != errUnknownMethod {
 		// The SDK compares versions before it decodes the params.
-		if v := versionMismatch(h, metaOf(req.Params)); v != nil {
+		if v := versionMismatch(h, m.metaOf()); v != nil {
 			jerr, status = v, http.StatusBadRequest
 		}
 	}
@@ -578,21 +579,56 @@ var errInexactID = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 	Message: "invalid request: id must be a string or an integer from -(2^53-1) to 2^53-1 (this one would not come back unchanged)"}
 
 // checkBatch is checkParams for a batch (protocol revision 2025-03-26;
-// later ones refuse batches, which the SDK answers): if a call in it has an
-// id or params the SDK would answer by quoting them, no call of the batch
-// is run and each is answered (batchRefusal).
-func checkBatch(w http.ResponseWriter, b []byte) bool {
-	answers := batchRefusal(b)
+// later ones refuse batches, which the SDK answers): a batch one of whose
+// messages carries a _meta protocol version is refused whole
+// (errBatchMeta); if a call in it has an id or params the SDK would answer
+// by quoting them, no call of the batch is run and each is answered
+// (batchRefusal).
+func checkBatch(w http.ResponseWriter, h http.Header, m *bodyMemo) bool {
+	if v := h.Get("Mcp-Protocol-Version"); (v == "" || slices.Contains(mcp.SupportedProtocolVersions(), v)) && batchMetaVersion(m) {
+		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, errBatchMeta)
+		return true
+	}
+	answers := batchRefusal(m)
 	if answers != nil {
 		writeJSON(w, http.StatusOK, answers)
 		return true
 	}
-	if jerr := batchEnvelopeError(b); jerr != nil {
+	if jerr := batchEnvelopeError(m); jerr != nil {
 		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, jerr)
 		return true
 	}
 	return false
 }
+
+// batchMetaVersion reports whether a message of batch m carries
+// params._meta["io.modelcontextprotocol/protocolVersion"] as the go-sdk
+// reads it (metaOf: a non-empty string). The SDK answered such a batch,
+// whatever the header and the version, -32022 "protocol version
+// \"2025-03-26\" is not supported by this server", of a revision the
+// server supports, to one of the batch's ids
+// (TestBatchWithMetaVersionIsToldSo); refuseLegacyMeta answers one such
+// request alone.
+func batchMetaVersion(m *bodyMemo) bool {
+	_, items, err := m.batch()
+	if err != nil {
+		return false
+	}
+	for _, msg := range items {
+		if req, ok := msg.(*jsonrpc.Request); ok {
+			if v, _ := metaOf(req.Params)[mcp.MetaKeyProtocolVersion].(string); v != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// errBatchMeta answers a batch of which a message carries a _meta
+// protocol version (batchMetaVersion), whole: none of it is run.
+var errBatchMeta = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: `invalid request: a batch (protocol revisions before ` + firstBatchless +
+	`) is served in the session initialize opened (Mcp-Session-Id header) and its messages carry no params._meta["` + mcp.MetaKeyProtocolVersion +
+	`"]; only a request of ` + ProtocolStateless + ` or later carries it, one message per POST, with an MCP-Protocol-Version header of the same revision`}
 
 // firstBatchless is the first protocol revision without JSON-RPC batches.
 const firstBatchless = "2025-06-18"
@@ -634,17 +670,13 @@ func refuseBatch(w http.ResponseWriter, h http.Header, b []byte) bool {
 // answered the first and dropped the other unanswered), or nil. Over stdio
 // judgeLine refuses the second the same way; the SDK ignores the first
 // there.
-func batchEnvelopeError(b []byte) *jsonrpc.Error {
-	var raws []segjson.RawMessage
-	if segjson.Unmarshal(b, &raws) != nil {
-		return nil
+func batchEnvelopeError(m *bodyMemo) *jsonrpc.Error {
+	_, items, err := m.batch()
+	if err != nil || items == nil {
+		return nil // envelopeError passed it: leave it to the SDK
 	}
 	ids := map[jsonrpc.ID]bool{}
-	for _, raw := range raws {
-		msg, err := jsonrpc.DecodeMessage(raw)
-		if err != nil {
-			return nil // envelopeError passed it: leave it to the SDK
-		}
+	for _, msg := range items {
 		req, ok := msg.(*jsonrpc.Request)
 		switch {
 		case !ok:
@@ -664,22 +696,19 @@ func batchEnvelopeError(b []byte) *jsonrpc.Error {
 // errSameIDTwice answers a batch in which two calls have the same id.
 var errSameIDTwice = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: two calls of the batch have the same id"}
 
-// batchRefusal returns the answers to batch b if a call in it has an id
+// batchRefusal returns the answers to batch m.b if a call in it has an id
 // or params the SDK would answer by quoting them: every call of the batch,
-// with its own error or with one saying it was not run. Nil: b is not a
+// with its own error or with one saying it was not run. Nil: m.b is not a
 // batch of JSON-RPC messages (left to the SDK), or no call in it is bad.
-func batchRefusal(b []byte) []errorResponse {
-	var raws []segjson.RawMessage
-	if segjson.Unmarshal(b, &raws) != nil {
-		return nil
+func batchRefusal(m *bodyMemo) []errorResponse {
+	raws, items, err := m.batch()
+	if err != nil || items == nil {
+		return nil // envelopeError passed it: leave it to the SDK
 	}
 	var answers []errorResponse
 	bad := false
-	for _, raw := range raws {
-		msg, err := jsonrpc.DecodeMessage(raw)
-		if err != nil {
-			return nil // envelopeError passed it: leave it to the SDK
-		}
+	for i, msg := range items {
+		raw := raws[i]
 		req, ok := msg.(*jsonrpc.Request)
 		if !ok || !req.IsCall() {
 			continue
@@ -730,20 +759,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // envelopeError returns the error to answer for a body that is not one
 // JSON-RPC 2.0 message or a batch of them, or nil. The go-sdk's own answer
 // ("malformed payload: ...") quotes the offending input.
-func envelopeError(body []byte) *jsonrpc.Error {
-	if !segjson.Valid(body) {
+func envelopeError(m *bodyMemo) *jsonrpc.Error {
+	if !segjson.Valid(m.b) {
 		return &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the body is not one valid JSON value"}
 	}
-	msgs := []segjson.RawMessage{body}
-	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
-		if segjson.Unmarshal(body, &msgs) != nil {
+	if t := bytes.TrimLeft(m.b, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		_, items, err := m.batch()
+		switch {
+		case err != nil:
 			return nil // not an array of values after all: the SDK answers
-		}
-	}
-	for _, m := range msgs {
-		if _, err := jsonrpc.DecodeMessage(m); err != nil {
+		case items == nil:
 			return errNotJSONRPC
 		}
+		return nil
+	}
+	if _, err := m.message(); err != nil {
+		return errNotJSONRPC
 	}
 	return nil
 }
@@ -964,37 +995,43 @@ func (c paramsCheckedConn) Write(ctx context.Context, msg jsonrpc.Message) error
 	return c.Connection.Write(ctx, msg)
 }
 
-// emptyURIRead lets a read of an empty uri reach the decision point when the
-// go-sdk would check its Mcp-Name header (sdkChecksStandardHeaders), so that
-// it is told what is wrong and audited like every malformed read (deny,
-// bad_uri): the SDK answered it -32020 "missing required Mcp-Name header",
-// since an empty header is a missing one and no header can match an empty
-// uri, and nothing was on record (TestEmptyURIReadIsToldSoAndAudited). The
-// uri, and the header (absent, empty, or the Base64 form of ""), are set to
-// s.emptyURI, which the read takes for the empty uri; every other check
-// the SDK makes still runs, in its order. Only params.uri changes in the
-// body (its last "uri" member is the one the SDK reads, and the only one
-// left).
-func (s *Server) emptyURIRead(r *http.Request) {
+// emptyName lets a 2026-07-28 call whose name member is empty (the uri
+// of resources/read, the name of tools/call and prompts/get: nameInBody)
+// past the go-sdk's Mcp-Name check (sdkChecksStandardHeaders), so that it
+// is answered as the same call naming anything else. The SDK answered it
+// -32020 "missing required Mcp-Name header", since an empty header is a
+// missing one and no header can match an empty name: a read of an empty
+// uri is now told what is wrong and audited like every malformed read
+// (deny, bad_uri; TestEmptyURIReadIsToldSoAndAudited), and a tool call or
+// prompt get of an empty name gets -32601 unaudited, as one of any name
+// does, custos declaring neither tools nor prompts (undeclaredMethods;
+// TestEmptyToolOrPromptNameIsAnsweredAsAnyOther). The member, and the
+// header (absent, empty, or the Base64 form of ""), are set to s.emptyURI,
+// which the read takes for the empty uri; every other check the SDK makes
+// still runs, in its order. Only that member changes in the body (its
+// last member of the name is the one the SDK reads, and the only one
+// left), and the body's memo with it (setBody).
+func (s *Server) emptyName(r *http.Request) {
 	if s.emptyURI == "" || !sdkChecksStandardHeaders(r.Header) {
 		return
 	}
 	if v, ok := decodeNameHeader(r.Header.Get("Mcp-Name")); !ok || v != "" {
 		return
 	}
-	req := peekRequest(r)
-	if req == nil || !req.IsCall() || req.Method != "resources/read" {
+	m := peekMessage(r)
+	req := m.request()
+	if req == nil || !req.IsCall() {
 		return
 	}
-	if _, uri, ok := nameInBody(req.Method, req.Params); !ok || uri != "" {
+	member, value, ok := nameInBody(req.Method, req.Params)
+	if !ok || value != "" {
 		return
 	}
-	b, _ := peekBody(r)
-	body, ok := withParam(b, "uri", s.emptyURI)
+	body, ok := withParam(m.b, member, s.emptyURI)
 	if !ok {
 		return
 	}
-	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	setBody(r, body) // and with it the memo the routing reads
 	r.Header.Set("Mcp-Name", s.emptyURI)
 }
 

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
-	segjson "github.com/segmentio/encoding/json"
 	"golang.org/x/time/rate"
 
 	"github.com/custos-mcp/custos/audit"
@@ -74,44 +72,22 @@ func (l *limiter) allowN(key string, now time.Time, n int) bool {
 
 // messagesIn is the number of JSON-RPC messages r carries: the length of a
 // POST's batch (revision 2025-03-26; later ones refuse batches, but a client
-// may negotiate it), 1 for any other request. Only a body whose first byte
-// after whitespace is '[' is read in full (peekBody); the body stays
+// may negotiate it), 1 for any other request. The body is read through its
+// memo (bodyOf), which the checks after the rate limit then share; it stays
 // readable in full.
 func messagesIn(r *http.Request) int {
-	if r.Method != http.MethodPost || r.Body == nil {
+	m := peekMessage(r)
+	if m == nil {
+		return 1 // refused further on (too large, unreadable)
+	}
+	if t := bytes.TrimLeft(m.b, " \t\r\n"); len(t) == 0 || t[0] != '[' {
 		return 1
 	}
-	// Byte by byte up to the first that is not whitespace: the body is
-	// buffered below (net/http), and most bodies start with '{'.
-	var one [1]byte
-	var head []byte // what was read of the body, given back below
-	c, err := byte(0), error(nil)
-	for len(head) <= maxBody {
-		var n int
-		n, err = r.Body.Read(one[:])
-		if n == 1 {
-			c = one[0]
-			head = append(head, c)
-			if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
-				continue
-			}
-			err = nil // this byte decides, whatever follows it
-			break
-		}
-		if err != nil {
-			break
-		}
+	raws, _, err := m.batch()
+	if err != nil {
+		return 1 // refused further on (not JSON)
 	}
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
-	if err != nil || c != '[' {
-		return 1
-	}
-	b, ok := peekBody(r)
-	var msgs []segjson.RawMessage
-	if !ok || len(b) > maxBody || segjson.Unmarshal(b, &msgs) != nil {
-		return 1 // refused further on (too large, not JSON)
-	}
-	return max(1, len(msgs))
+	return max(1, len(raws))
 }
 
 // rateLimited refuses a principal's requests beyond its bucket with 429 and

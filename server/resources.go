@@ -460,7 +460,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		raw, meta = p.URI, p.Meta
 	}
 	if raw == s.emptyURI && raw != "" {
-		raw = "" // named by the HTTP layer for an empty uri (emptyURIRead)
+		raw = "" // named by the HTTP layer for an empty uri (emptyName)
 	}
 	pu, err := store.ParseReadURI(raw)
 	if err != nil {

@@ -171,8 +171,9 @@ type Server struct {
 	closeOnce sync.Once
 
 	// emptyURI stands in, over HTTP, for the empty uri of a 2026-07-28
-	// read, which no Mcp-Name header can match (emptyURIRead): random per
-	// server, so no client can name it.
+	// read, or the empty name of a tool call or prompt get, which no
+	// Mcp-Name header can match (emptyName): random per server, so no
+	// client can name it.
 	emptyURI string
 }
 

@@ -261,22 +261,22 @@ func judgeLine(line []byte, batches bool) (pass []byte, calls []*jsonrpc.Request
 		}
 		return t, calls, nil
 	case '[':
-		if jerr := envelopeError(t); jerr != nil {
+		m := newBodyMemo(t) // one decoding of the batch for the checks below
+		if jerr := envelopeError(m); jerr != nil {
 			return refuse(jerr)
 		}
-		var raws []segjson.RawMessage
-		if segjson.Unmarshal(t, &raws) != nil || len(raws) == 0 {
+		raws, items, err := m.batch()
+		if err != nil || len(raws) == 0 {
 			return refuse(&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: an empty batch"})
 		}
 		if !batches {
 			return refuse(errNoBatches)
 		}
-		if answers := batchRefusal(t); answers != nil {
+		if answers := batchRefusal(m); answers != nil {
 			return nil, nil, answers
 		}
 		ids := map[jsonrpc.ID]bool{}
-		for _, raw := range raws {
-			msg, _ := jsonrpc.DecodeMessage(raw) // envelopeError decoded each
+		for _, msg := range items { // envelopeError decoded each
 			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 				if ids[req.ID] {
 					return refuse(errSameIDTwice)

@@ -1,13 +1,11 @@
 package server
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -192,7 +190,9 @@ const SessionTimeout = 30 * time.Minute
 //     to the stateless handler (which then answers the missing header as
 //     the revision demands); one whose _meta names an earlier version is
 //     answered by refuseLegacyMeta; everything else (initialize, GET,
-//     DELETE, batches) goes to the stateful one.
+//     DELETE, batches) goes to the stateful one. A batch of which a
+//     message carries a _meta version is answered by checkParams
+//     (checkBatch, errBatchMeta).
 //
 // Stateless requests are answered with a single application/json response
 // (StreamableHTTPOptions.JSONResponse), except subscriptions/listen, whose
@@ -226,7 +226,14 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 		JSONResponse:        true,
 		MaxRequestBodyBytes: maxBody,
 	})
-	sessions := newSessionCap(s, ms).handler(stateful)
+	return s.routeMCP(newSessionCap(s, ms).handler(stateful), stateless, statelessJSON)
+}
+
+// routeMCP is mcpHandler's checks and routing in front of the go-sdk's
+// handlers: sessions (the stateful handler behind the session cap),
+// stateless (SSE) and statelessJSON. The checks read the body through its
+// memo (bodyOf).
+func (s *Server) routeMCP(sessions, stateless, statelessJSON http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if refuseRebinding(w, r) {
 			return // a Host the SDK would refuse quoting it
@@ -246,7 +253,7 @@ func (s *Server) mcpHandler(ident identityFunc) http.Handler {
 		if refuseLegacyMeta(w, r) {
 			return // an earlier revision's request with a _meta version: its session's rules
 		}
-		s.emptyURIRead(r)
+		s.emptyName(r)
 		modern, method := statelessRequest(r)
 		if modern {
 			mirrorNotificationMethod(r)
@@ -305,11 +312,12 @@ func statelessRequest(r *http.Request) (bool, string) {
 	if statelessHeader(r.Header) {
 		return true, r.Header.Get("Mcp-Method")
 	}
-	req := peekRequest(r)
+	m := peekMessage(r)
+	req := m.request()
 	if req == nil {
 		return false, "" // a batch, or not JSON-RPC: the stateful handler answers
 	}
-	v, _ := metaOf(req.Params)[mcp.MetaKeyProtocolVersion].(string)
+	v, _ := m.metaOf()[mcp.MetaKeyProtocolVersion].(string)
 	if hv := r.Header.Get("Mcp-Protocol-Version"); hv != "" {
 		// A header that is no revision with a _meta version: the stateless
 		// handler answers -32022 with every supported revision (the SDK
@@ -346,11 +354,12 @@ func refuseLegacyMeta(w http.ResponseWriter, r *http.Request) bool {
 	if statelessHeader(r.Header) || (hv != "" && !revisionForm(hv)) {
 		return false
 	}
-	req := peekRequest(r)
+	m := peekMessage(r)
+	req := m.request()
 	if req == nil {
 		return false
 	}
-	v, _ := metaOf(req.Params)[mcp.MetaKeyProtocolVersion].(string)
+	v, _ := m.metaOf()[mcp.MetaKeyProtocolVersion].(string)
 	switch {
 	case v == "" || (hv == "" && v >= ProtocolStateless):
 		return false
@@ -487,41 +496,6 @@ func refuseVersionHeader(w http.ResponseWriter, r *http.Request) bool {
 // repeating the header.
 func answerUnsupportedVersion(w http.ResponseWriter) {
 	http.Error(w, "Bad Request: Unsupported protocol version (supported versions: "+strings.Join(mcp.SupportedProtocolVersions(), ",")+")", http.StatusBadRequest)
-}
-
-// peekBody returns up to maxBody+1 bytes of a POST's body and leaves the
-// body readable in full; ok is false for another method, no body or a read
-// error.
-func peekBody(r *http.Request) (b []byte, ok bool) {
-	if r.Method != http.MethodPost || r.Body == nil {
-		return nil, false
-	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	rest := r.Body
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(b), rest), rest}
-	return b, err == nil
-}
-
-// peekRequest returns the one JSON-RPC request (call or notification) a
-// POST's body holds, nil for anything else (a batch, a response, not
-// JSON-RPC, over maxBody), leaving the body readable in full.
-func peekRequest(r *http.Request) *jsonrpc.Request {
-	b, ok := peekBody(r)
-	if !ok || len(b) > maxBody {
-		return nil
-	}
-	msg, err := jsonrpc.DecodeMessage(b)
-	if err != nil {
-		return nil
-	}
-	req, _ := msg.(*jsonrpc.Request)
-	return req
-}
-
-// readCloser reads from one reader and closes another.
-type readCloser struct {
-	io.Reader
-	io.Closer
 }
 
 // IsLoopback reports whether addr ("host:port") names a loopback address.
