@@ -50,7 +50,14 @@ type agreementPage struct {
 // string: a test of the URI against a constant (==, startswith, endswith,
 // contains, a lookup in a set of URIs) holds on it as on the URIs it is
 // meant for.
-func agreementGrid(strs []string) []agreementPage {
+//
+// The cast is fixed, so a role the policy adds (a pharmacist) was never
+// a principal of the grid, and a decisions rule that listed that role
+// what decision denied it loaded. So each role the policy names (roles,
+// policyRoles) that the cast does not hold is cast too (at most
+// maxGridRoles), alone, with the patient in its care team, under every
+// purpose of use custos knows.
+func agreementGrid(strs, roles []string) []agreementPage {
 	const (
 		tenant = "agreement-tenant"
 		inTeam = "00000000-0000-4000-8000-00000000a001"
@@ -74,6 +81,23 @@ func agreementGrid(strs []string) []agreementPage {
 		{who("agreement-auditor", []string{"auditor", "clinician"}, tenant, inTeam), []string{"TREAT"}},
 		{who("agreement-nobody", []string{}, tenant, inTeam), []string{"TREAT"}},
 		{who("agreement-elsewhere", []string{"clinician"}, "agreement-other-tenant", inTeam), []string{"TREAT"}},
+	}
+	held := map[string]bool{}
+	for _, c := range cast {
+		for _, r := range c.p.Roles {
+			held[r] = true
+		}
+	}
+	added := 0
+	for i, role := range roles {
+		if held[role] || added == maxGridRoles {
+			continue
+		}
+		added++
+		cast = append(cast, struct {
+			p        Principal
+			purposes []string
+		}{who(fmt.Sprintf("agreement-role-%d", i), []string{role}, tenant, inTeam), gridPurposes})
 	}
 	types := []string{"patient", "observation", "encounter", "coverage", "note", "report", "attachment"}
 	labels := []struct{ sensitivity, consent []string }{
@@ -134,7 +158,7 @@ func batchAgrees(ctx context.Context, u *Engine) error {
 	}
 	var first string
 	differ, total := 0, 0
-	for _, p := range agreementGrid(policyStrings(u.policies)) {
+	for _, p := range agreementGrid(policyStrings(u.policies), policyRoles(u.policies)) {
 		batch, berr := u.DecideBatch(ctx, p.in, p.items)
 		if errors.Is(berr, context.DeadlineExceeded) && ctx.Err() == nil {
 			// Not a disagreement: the list rule is too slow to serve a
@@ -202,6 +226,87 @@ func policyStrings(files []regoFile) []string {
 	strs := slices.Collect(maps.Keys(seen))
 	slices.SortFunc(strs, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
 	return strs[:min(len(strs), maxGridStrings)]
+}
+
+// gridPurposes are the purposes of use a role the policy adds is cast
+// under (docs/policy.md, "Input").
+var gridPurposes = []string{"TREAT", "ETREAT", "HPAYMT", "HOPERAT", "HRESCH", "HMARKT", "COVERAGE", "PUBHLTH", "PATRQT"}
+
+// maxGridRoles bounds the roles agreementGrid adds to its cast (each nine
+// pages).
+const maxGridRoles = 16
+
+var principalRoles = ast.MustParseRef("input.principal.roles")
+
+// policyRoles returns the roles the policy names (sorted), for
+// agreementGrid: the strings of each expression that
+// reads input.principal.roles ("x" in input.principal.roles,
+// input.principal.roles[_] == "x"), and the string arguments of each call
+// of a function of the policy whose body reads it (has_role("x")). A role
+// the policy reaches otherwise (a key of an object looked up by each role)
+// is not found. A file that does not parse gives none.
+func policyRoles(files []regoFile) []string {
+	var modules []*ast.Module
+	for _, f := range files {
+		if m, err := ast.ParseModuleWithOpts(f.path, string(f.content), ast.ParserOptions{RegoVersion: ast.RegoV1}); err == nil {
+			modules = append(modules, m)
+		}
+	}
+	readsRoles := func(x any) bool {
+		found := false
+		ast.WalkRefs(x, func(r ast.Ref) bool {
+			found = found || r.HasPrefix(principalRoles)
+			return found
+		})
+		return found
+	}
+	strs := func(x any, seen map[string]bool) {
+		ast.WalkTerms(x, func(t *ast.Term) bool {
+			switch v := t.Value.(type) {
+			case ast.Ref: // a path (input.principal.roles) or an operator, no role
+				return true
+			case ast.String:
+				if v != "" {
+					seen[string(v)] = true
+				}
+			}
+			return false
+		})
+	}
+	funcs := map[string]bool{} // the policy's functions that read the roles
+	for _, m := range modules {
+		for _, r := range m.Rules {
+			if len(r.Head.Args) > 0 && readsRoles(r.Body) {
+				funcs[r.Head.Ref().String()] = true
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, m := range modules {
+		ast.WalkExprs(m, func(e *ast.Expr) bool {
+			if readsRoles(e) {
+				strs(e, seen)
+			}
+			return false
+		})
+		ast.WalkTerms(m, func(t *ast.Term) bool { // a call inside an expression: x := f("y")
+			if call, ok := t.Value.(ast.Call); ok && len(call) > 0 && funcs[call[0].String()] {
+				for _, a := range call[1:] {
+					strs(a, seen)
+				}
+			}
+			return false
+		})
+		ast.WalkExprs(m, func(e *ast.Expr) bool { // an expression that is a call: has_role("y")
+			if e.IsCall() && funcs[e.Operator().String()] {
+				for _, a := range e.Operands() {
+					strs(a, seen)
+				}
+			}
+			return false
+		})
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 func agreementPatient(patient string, p Principal) string {

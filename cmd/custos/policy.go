@@ -193,7 +193,9 @@ server would have to reject (wrong shape, undefined, evaluation error,
 unknown obligation) fails the check for that example. When the policy
 defines the rule decisions (list pages), check decides ~800 synthetic list
 items (and per page one whose URI is each string the policy names) with it
-and with decision (reads), as the server does at every load,
+and with decision (reads), for a fixed cast of principals and each role the
+policy compares input.principal.roles with (a pharmacist it adds),
+as the server does at every load,
 and fails if any differs: a list could show what a read denies, and the
 server refuses such a policy. It does not run the Rego tests: see
 'custos policy test'.
