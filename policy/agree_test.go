@@ -276,3 +276,18 @@ b if "nurse" in input.principal.roles
 		t.Errorf("roles %q, want %q", got, want)
 	}
 }
+
+// TestDefaultPolicyDecidesTheGrid: custos policy check fails a policy that
+// cannot decide a read of the agreement grid (CheckGrid); the default
+// policy decides every one.
+func TestDefaultPolicyDecidesTheGrid(t *testing.T) {
+	e, err := Load(context.Background(), fstest.MapFS{
+		"authz.rego": {Data: []byte(defaultPolicyFiles(t)["custos/authz.rego"])},
+	}, Options{Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckGrid(context.Background(), e); err != nil {
+		t.Error(err)
+	}
+}

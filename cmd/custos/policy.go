@@ -69,6 +69,13 @@ type batchCheck struct {
 	Error string `json:"error,omitempty"`
 }
 
+// gridCheck is policy check's verdict on whether decision decides every
+// read of the agreement grid (policy.CheckGrid).
+type gridCheck struct {
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
 // policyFS is the policy directory dir, or the built-in default policy.
 func policyFS(dir string) (fs.FS, string, error) {
 	if dir == "" {
@@ -197,13 +204,17 @@ and with decision (reads), for a fixed cast of principals and each role the
 policy compares input.principal.roles with (a pharmacist it adds),
 as the server does at every load,
 and fails if any differs: a list could show what a read denies, and the
-server refuses such a policy. It does not run the Rego tests: see
+server refuses such a policy. It also decides each of those items as a
+read and fails if decision cannot decide one (an evaluation error, such as
+a conflict between two definitions of one function): the server would deny
+it with policy_error. It does not run the Rego tests: see
 'custos policy test'.
 
 Exit status (as for every check: 'custos --help'):
   0  the policy compiles and every decision has the accepted schema
   1  problems found: it does not compile, an example's decision would be
-     rejected, or list pages disagree with reads (each printed)
+     rejected, list pages disagree with reads, or decision cannot decide a
+     synthetic read (each printed)
   2  no verdict: bad usage, or DIR or a file in it cannot be read (a
      .rego that is a FIFO, socket or device, and a symbolic link to a
      directory in DIR, which is not followed, included)
@@ -247,6 +258,10 @@ Examples:
 			if err := policy.CheckBatch(cmd.Context(), eng); err != nil {
 				batch.OK, batch.Error = false, err.Error()
 			}
+			reads := gridCheck{OK: true}
+			if err := policy.CheckGrid(cmd.Context(), eng); err != nil {
+				reads.OK, reads.Error = false, err.Error()
+			}
 			out := cmd.OutOrStdout()
 			if asJSON {
 				if err := writeJSON(out, struct {
@@ -254,7 +269,8 @@ Examples:
 					Caching  policy.Caching       `json:"caching"`
 					Results  []policy.CheckResult `json:"results"`
 					Batch    batchCheck           `json:"batch"`
-				}{eng.Revision(), eng.Caching(), res, batch}); err != nil {
+					Reads    gridCheck            `json:"reads"`
+				}{eng.Revision(), eng.Caching(), res, batch, reads}); err != nil {
 					return err
 				}
 			} else {
@@ -275,12 +291,20 @@ Examples:
 				default:
 					fmt.Fprintln(out, "ok    list pages: no rule decisions; lists are decided by decision per item")
 				}
+				if reads.OK {
+					fmt.Fprintln(out, "ok    reads: decision decides every synthetic read of the list requests")
+				} else {
+					fmt.Fprintf(out, "FAIL  reads: %s\n", reads.Error)
+				}
 			}
 			if failed > 0 {
 				return problemsFound(fmt.Errorf("%d of %d examples got a decision the server would reject", failed, len(res)))
 			}
 			if !batch.OK {
 				return problemsFound(errors.New("rule decisions (list pages) disagrees with decision (reads): the server refuses this policy"))
+			}
+			if !reads.OK {
+				return problemsFound(errors.New("decision (reads) could not decide some synthetic reads: the server would deny them (policy_error)"))
 			}
 			if !asJSON {
 				fmt.Fprintf(out, "all %d decisions have the schema the server accepts\n", len(res))
