@@ -52,9 +52,10 @@ sequence number; verify the bundle with the public key the servers trust
 write it next to the file each server's --policy-bundle names and
 rename it over that file (mv: a copy in place can be read half written,
 which the server rejects, and records, before it loads the whole file).
-Within a second (at once on SIGHUP) each server verifies the signature, runs
-the tests, checks the sequence claim against the last bundle it loaded and
-swaps the policy in, or keeps serving the old one; either way it writes an
+Within a second (at once on SIGHUP) each server notices it, verifies the
+signature, runs the tests (seconds: wait for the log line), checks the
+sequence claim against the last bundle it loaded and swaps the policy in,
+or keeps serving the old one; either way it writes an
 audit record (policy/load or policy/reject, with the bundle digest and the
 reason) and a log line ("policy loaded", "policy candidate rejected").`,
 	}
