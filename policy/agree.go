@@ -50,7 +50,14 @@ type agreementPage struct {
 // string: a test of the URI against a constant (==, startswith, endswith,
 // contains, a lookup in a set of URIs) holds on it as on the URIs it is
 // meant for.
-func agreementGrid(strs []string) []agreementPage {
+//
+// The cast is fixed, so a role the policy adds (a pharmacist) was never
+// a principal of the grid, and a decisions rule that listed that role
+// what decision denied it loaded. So each role the policy names (roles,
+// policyRoles) that the cast does not hold is cast too (at most
+// maxGridRoles), alone, with the patient in its care team, under every
+// purpose of use custos knows.
+func agreementGrid(strs, roles []string) []agreementPage {
 	const (
 		tenant = "agreement-tenant"
 		inTeam = "00000000-0000-4000-8000-00000000a001"
@@ -74,6 +81,23 @@ func agreementGrid(strs []string) []agreementPage {
 		{who("agreement-auditor", []string{"auditor", "clinician"}, tenant, inTeam), []string{"TREAT"}},
 		{who("agreement-nobody", []string{}, tenant, inTeam), []string{"TREAT"}},
 		{who("agreement-elsewhere", []string{"clinician"}, "agreement-other-tenant", inTeam), []string{"TREAT"}},
+	}
+	held := map[string]bool{}
+	for _, c := range cast {
+		for _, r := range c.p.Roles {
+			held[r] = true
+		}
+	}
+	added := 0
+	for i, role := range roles {
+		if held[role] || added == maxGridRoles {
+			continue
+		}
+		added++
+		cast = append(cast, struct {
+			p        Principal
+			purposes []string
+		}{who(fmt.Sprintf("agreement-role-%d", i), []string{role}, tenant, inTeam), gridPurposes})
 	}
 	types := []string{"patient", "observation", "encounter", "coverage", "note", "report", "attachment"}
 	labels := []struct{ sensitivity, consent []string }{
@@ -134,7 +158,7 @@ func batchAgrees(ctx context.Context, u *Engine) error {
 	}
 	var first string
 	differ, total := 0, 0
-	for _, p := range agreementGrid(policyStrings(u.policies)) {
+	for _, p := range agreementGrid(policyStrings(u.policies), policyRoles(u.policies)) {
 		batch, berr := u.DecideBatch(ctx, p.in, p.items)
 		if errors.Is(berr, context.DeadlineExceeded) && ctx.Err() == nil {
 			// Not a disagreement: the list rule is too slow to serve a
@@ -165,10 +189,7 @@ func batchAgrees(ctx context.Context, u *Engine) error {
 			}
 			differ++
 			if first == "" {
-				r := it.Resource
-				first = fmt.Sprintf("list by %s (roles %s) for purpose %q of a resource of type %s (uri %q, patient %s, sensitivity %v, consent %v, break-glass %t): %s",
-					p.in.Principal.Sub, strings.Join(p.in.Principal.Roles, ","), p.in.PurposeOfUse, r.Type, r.URI,
-					agreementPatient(r.Patient, p.in.Principal), r.Sensitivity, r.Consent, it.BreakGlass != nil, diff)
+				first = describeItem("list", p.in, it) + ": " + diff
 			}
 		}
 	}
@@ -202,6 +223,96 @@ func policyStrings(files []regoFile) []string {
 	strs := slices.Collect(maps.Keys(seen))
 	slices.SortFunc(strs, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
 	return strs[:min(len(strs), maxGridStrings)]
+}
+
+// gridPurposes are the purposes of use a role the policy adds is cast
+// under (docs/policy.md, "Input").
+var gridPurposes = []string{"TREAT", "ETREAT", "HPAYMT", "HOPERAT", "HRESCH", "HMARKT", "COVERAGE", "PUBHLTH", "PATRQT"}
+
+// maxGridRoles bounds the roles agreementGrid adds to its cast (each nine
+// pages).
+const maxGridRoles = 16
+
+var principalRoles = ast.MustParseRef("input.principal.roles")
+
+// policyRoles returns the roles the policy names (sorted), for
+// agreementGrid: the strings of each expression that
+// reads input.principal.roles ("x" in input.principal.roles,
+// input.principal.roles[_] == "x"), and the string arguments of each call
+// of a function of the policy whose body reads it (has_role("x")). A role
+// the policy reaches otherwise (a key of an object looked up by each role)
+// is not found. A file that does not parse gives none.
+func policyRoles(files []regoFile) []string {
+	var modules []*ast.Module
+	for _, f := range files {
+		if m, err := ast.ParseModuleWithOpts(f.path, string(f.content), ast.ParserOptions{RegoVersion: ast.RegoV1}); err == nil {
+			modules = append(modules, m)
+		}
+	}
+	readsRoles := func(x any) bool {
+		found := false
+		ast.WalkRefs(x, func(r ast.Ref) bool {
+			found = found || r.HasPrefix(principalRoles)
+			return found
+		})
+		return found
+	}
+	strs := func(x any, seen map[string]bool) {
+		ast.WalkTerms(x, func(t *ast.Term) bool {
+			switch v := t.Value.(type) {
+			case ast.Ref: // a path (input.principal.roles) or an operator, no role
+				return true
+			case ast.String:
+				if v != "" {
+					seen[string(v)] = true
+				}
+			}
+			return false
+		})
+	}
+	funcs := map[string]bool{} // the policy's functions that read the roles
+	for _, m := range modules {
+		for _, r := range m.Rules {
+			if len(r.Head.Args) > 0 && readsRoles(r.Body) {
+				funcs[r.Head.Ref().String()] = true
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, m := range modules {
+		ast.WalkExprs(m, func(e *ast.Expr) bool {
+			if readsRoles(e) {
+				strs(e, seen)
+			}
+			return false
+		})
+		ast.WalkTerms(m, func(t *ast.Term) bool { // a call inside an expression: x := f("y")
+			if call, ok := t.Value.(ast.Call); ok && len(call) > 0 && funcs[call[0].String()] {
+				for _, a := range call[1:] {
+					strs(a, seen)
+				}
+			}
+			return false
+		})
+		ast.WalkExprs(m, func(e *ast.Expr) bool { // an expression that is a call: has_role("y")
+			if e.IsCall() && funcs[e.Operator().String()] {
+				for _, a := range e.Operands() {
+					strs(a, seen)
+				}
+			}
+			return false
+		})
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// describeItem names a request of the grid: verb ("list", "read") by
+// whom, for which purpose, of which resource.
+func describeItem(verb string, in Input, it Item) string {
+	r := it.Resource
+	return fmt.Sprintf("%s by %s (roles %s) for purpose %q of a resource of type %s (uri %q, patient %s, sensitivity %v, consent %v, break-glass %t)",
+		verb, in.Principal.Sub, strings.Join(in.Principal.Roles, ","), in.PurposeOfUse, r.Type, r.URI,
+		agreementPatient(r.Patient, in.Principal), r.Sensitivity, r.Consent, it.BreakGlass != nil)
 }
 
 func agreementPatient(patient string, p Principal) string {
@@ -255,4 +366,43 @@ func CheckBatch(ctx context.Context, e *Engine) error {
 		return err
 	}
 	return batchAgrees(ctx, u)
+}
+
+// CheckGrid decides every item of the agreement grid as a read with e's
+// decision rule and returns an error (wrapping ErrEvaluation) naming how
+// many of them it could not decide and the first, or nil. The server
+// denies such a request (policy_error), so a load does not refuse the
+// policy for it; but an evaluation error on a request the grid makes up
+// is a defect of the policy: a probe's pharmacist role, whose two reasons
+// for a denial (outside the care team, another resource type) were two
+// definitions of one function, failed with eval_conflict_error on every
+// read of another type outside the care team, and policy test, check and
+// the load's agreement check (where both ways failing is agreement) all
+// passed it; only policy impact showed it, as replay errors. custos
+// policy check reports it.
+func CheckGrid(ctx context.Context, e *Engine) error {
+	var first string
+	failed, total := 0, 0
+	for _, p := range agreementGrid(policyStrings(e.policies), policyRoles(e.policies)) {
+		for _, it := range p.items {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			x := p.in
+			x.Action, x.Resource, x.BreakGlass = ActionRead, it.Resource, it.BreakGlass
+			total++
+			_, err := e.Decide(ctx, x)
+			if err == nil {
+				continue
+			}
+			failed++
+			if first == "" {
+				first = describeItem("read", x, it) + ": " + err.Error()
+			}
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%w: decision could not decide %d of %d synthetic reads; the first: %s", ErrEvaluation, failed, total, first)
+	}
+	return nil
 }

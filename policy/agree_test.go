@@ -3,6 +3,8 @@ package policy
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -198,5 +200,94 @@ else := {"allow": true, "reasons": [], "obligations": []}`,
 				t.Fatalf("CheckBatch: %v, want ErrBatchDisagrees", err)
 			}
 		})
+	}
+}
+
+// TestListRuleForANewRoleMustAgree: the agreement grid's cast was fixed
+// (clinician, billing, researcher, auditor, no role), so a policy adding a
+// role decided that role's lists by other rules than its reads unseen. A
+// probe's signed bundle adding a pharmacist role whose decisions listed
+// every resource of the tenant while decision denied them passed custos
+// policy check and verify and loaded on a running server (its Rego tests,
+// the default ones, use the old cast too): the pharmacist's list showed
+// all 146 resources, each read was refused. The grid now also casts each
+// role the policy compares input.principal.roles with.
+func TestListRuleForANewRoleMustAgree(t *testing.T) {
+	files := defaultPolicyFiles(t)
+	const rule = `decisions := resource_decisions(input.items) if input.action in {"list", "read"}`
+	p := files["custos/authz.rego"]
+	if !strings.Contains(p, rule) {
+		t.Fatalf("the default policy no longer has %q", rule)
+	}
+	files["custos/authz.rego"] = strings.Replace(p, rule, `decisions := resource_decisions(input.items) if {
+	input.action in {"list", "read"}
+	not has_role("pharmacist")
+}
+
+decisions := [{"allow": true, "reasons": ["pharmacy_list"], "obligations": []} | some _ in input.items] if {
+	input.action in {"list", "read"}
+	has_role("pharmacist")
+}`, 1)
+	_, err := DirSource{Dir: writeDir(t, files)}.Load(context.Background())
+	if err == nil {
+		t.Fatal("a policy whose decisions lists everything to a pharmacist while decision denies it loaded")
+	}
+	if !errors.Is(err, ErrTestsFailed) || !strings.Contains(err.Error(), "roles pharmacist") {
+		t.Errorf("error %v, want ErrTestsFailed naming the role pharmacist", err)
+	}
+
+	// The same role compared directly (input.principal.roles[_] == "x").
+	files = defaultPolicyFiles(t)
+	files["custos/authz.rego"] = strings.Replace(p, rule, `decisions := resource_decisions(input.items) if {
+	input.action in {"list", "read"}
+	not pharmacist
+}
+
+pharmacist if input.principal.roles[_] == "pharmacist"
+
+decisions := [{"allow": true, "reasons": ["pharmacy_list"], "obligations": []} | some _ in input.items] if {
+	input.action in {"list", "read"}
+	pharmacist
+}`, 1)
+	if _, err := (DirSource{Dir: writeDir(t, files)}).Load(context.Background()); !errors.Is(err, ErrTestsFailed) || !strings.Contains(fmt.Sprint(err), "roles pharmacist") {
+		t.Errorf("compared directly: %v, want ErrTestsFailed naming the role pharmacist", err)
+	}
+}
+
+// TestPolicyRoles: the roles the grid casts are the strings compared with
+// input.principal.roles, directly or through a function of the policy
+// that reads it; the default policy's are the fixed cast's.
+func TestPolicyRoles(t *testing.T) {
+	got := policyRoles(filesOf(defaultPolicyFiles(t)))
+	if want := []string{"auditor", "billing", "clinician", "researcher"}; !slices.Equal(got, want) {
+		t.Errorf("default policy roles %q, want %q", got, want)
+	}
+	src := `package custos.authz
+
+has_role(r) if input.principal.roles[_] == r
+
+a if has_role("pharmacist")
+
+b if "nurse" in input.principal.roles
+
+`
+	got = policyRoles([]regoFile{{path: "p.rego", content: []byte(src)}})
+	if want := []string{"nurse", "pharmacist"}; !slices.Equal(got, want) {
+		t.Errorf("roles %q, want %q", got, want)
+	}
+}
+
+// TestDefaultPolicyDecidesTheGrid: custos policy check fails a policy that
+// cannot decide a read of the agreement grid (CheckGrid); the default
+// policy decides every one.
+func TestDefaultPolicyDecidesTheGrid(t *testing.T) {
+	e, err := Load(context.Background(), fstest.MapFS{
+		"authz.rego": {Data: []byte(defaultPolicyFiles(t)["custos/authz.rego"])},
+	}, Options{Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckGrid(context.Background(), e); err != nil {
+		t.Error(err)
 	}
 }

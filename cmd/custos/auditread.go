@@ -187,7 +187,7 @@ func cliNode() string {
 type accessFlags struct{ by, purpose string }
 
 func (a *accessFlags) register(f *pflag.FlagSet, purposeHelp string) {
-	f.StringVar(&a.by, "by", "", "who the operator acts for (recorded in the access record)")
+	f.StringVar(&a.by, "by", "", "who the operator acts for (recorded in the access record; 1-128 of A-Z a-z 0-9 . _ @ + : -, e.g. j.doe or ticket:SEC-42)")
 	f.StringVar(&a.purpose, "purpose", "", purposeHelp)
 }
 

@@ -52,9 +52,10 @@ sequence number; verify the bundle with the public key the servers trust
 write it next to the file each server's --policy-bundle names and
 rename it over that file (mv: a copy in place can be read half written,
 which the server rejects, and records, before it loads the whole file).
-Within a second (at once on SIGHUP) each server verifies the signature, runs
-the tests, checks the sequence claim against the last bundle it loaded and
-swaps the policy in, or keeps serving the old one; either way it writes an
+Within a second (at once on SIGHUP) each server notices it, verifies the
+signature, runs the tests (seconds: wait for the log line), checks the
+sequence claim against the last bundle it loaded and swaps the policy in,
+or keeps serving the old one; either way it writes an
 audit record (policy/load or policy/reject, with the bundle digest and the
 reason) and a log line ("policy loaded", "policy candidate rejected").`,
 	}
@@ -65,6 +66,13 @@ reason) and a log line ("policy loaded", "policy candidate rejected").`,
 // decisions (list pages) and decision (reads) (policy.CheckBatch).
 type batchCheck struct {
 	Rule  bool   `json:"rule"` // the policy defines decisions
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// gridCheck is policy check's verdict on whether decision decides every
+// read of the agreement grid (policy.CheckGrid).
+type gridCheck struct {
 	OK    bool   `json:"ok"`
 	Error string `json:"error,omitempty"`
 }
@@ -193,15 +201,21 @@ server would have to reject (wrong shape, undefined, evaluation error,
 unknown obligation) fails the check for that example. When the policy
 defines the rule decisions (list pages), check decides ~800 synthetic list
 items (and per page one whose URI is each string the policy names) with it
-and with decision (reads), as the server does at every load,
+and with decision (reads), for a fixed cast of principals and each role the
+policy compares input.principal.roles with (a pharmacist it adds),
+as the server does at every load,
 and fails if any differs: a list could show what a read denies, and the
-server refuses such a policy. It does not run the Rego tests: see
+server refuses such a policy. It also decides each of those items as a
+read and fails if decision cannot decide one (an evaluation error, such as
+a conflict between two definitions of one function): the server would deny
+it with policy_error. It does not run the Rego tests: see
 'custos policy test'.
 
 Exit status (as for every check: 'custos --help'):
   0  the policy compiles and every decision has the accepted schema
   1  problems found: it does not compile, an example's decision would be
-     rejected, or list pages disagree with reads (each printed)
+     rejected, list pages disagree with reads, or decision cannot decide a
+     synthetic read (each printed)
   2  no verdict: bad usage, or DIR or a file in it cannot be read (a
      .rego that is a FIFO, socket or device, and a symbolic link to a
      directory in DIR, which is not followed, included)
@@ -246,6 +260,10 @@ Examples:
 			if err := policy.CheckBatch(cmd.Context(), eng); err != nil {
 				batch.OK, batch.Error = false, err.Error()
 			}
+			reads := gridCheck{OK: true}
+			if err := policy.CheckGrid(cmd.Context(), eng); err != nil {
+				reads.OK, reads.Error = false, err.Error()
+			}
 			out := cmd.OutOrStdout()
 			if asJSON {
 				if err := writeJSON(out, struct {
@@ -253,7 +271,8 @@ Examples:
 					Caching  policy.Caching       `json:"caching"`
 					Results  []policy.CheckResult `json:"results"`
 					Batch    batchCheck           `json:"batch"`
-				}{eng.Revision(), eng.Caching(), res, batch}); err != nil {
+					Reads    gridCheck            `json:"reads"`
+				}{eng.Revision(), eng.Caching(), res, batch, reads}); err != nil {
 					return err
 				}
 			} else {
@@ -274,12 +293,20 @@ Examples:
 				default:
 					fmt.Fprintln(out, "ok    list pages: no rule decisions; lists are decided by decision per item")
 				}
+				if reads.OK {
+					fmt.Fprintln(out, "ok    reads: decision decides every synthetic read of the list requests")
+				} else {
+					fmt.Fprintf(out, "FAIL  reads: %s\n", reads.Error)
+				}
 			}
 			if failed > 0 {
 				return problemsFound(fmt.Errorf("%d of %d examples got a decision the server would reject", failed, len(res)))
 			}
 			if !batch.OK {
 				return problemsFound(errors.New("rule decisions (list pages) disagrees with decision (reads): the server refuses this policy"))
+			}
+			if !reads.OK {
+				return problemsFound(errors.New("decision (reads) could not decide some synthetic reads: the server would deny them (policy_error)"))
 			}
 			if !asJSON {
 				fmt.Fprintf(out, "all %d decisions have the schema the server accepts\n", len(res))
