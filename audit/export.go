@@ -87,26 +87,47 @@ func csvRow(r *Record, row []string) []string {
 // It is pure.
 func CSVCell(cell string) string { return CSVSafe(CSVVisible(cell)) }
 
-// CSVVisible writes each format character of s (Unicode category Cf:
-// the bidirectional controls U+061C, U+200E, U+200F, U+202A..U+202E and
-// U+2066..U+2069, zero-width characters, the byte order mark, ...) as the
-// text of its Go escape (\u202e), as Printable does, and leaves every
-// other character as it is. Such a character is invisible in a
-// spreadsheet, and a bidirectional control reorders what follows it: a
-// client id or reason holding a right-to-left override displays reversed
-// (Trojan-source spoofing of who read what). The escape names the code
-// point, so what was stored can be read back from the cell; a cell that
-// holds the six characters \u202e as text looks the same, so JSONL (the
-// exact bytes) is the authority. The order with CSVSafe does not matter:
-// the escape neither begins with a formula start nor adds a ";" or a tab.
+// CSVVisible writes each character of s that a cell must not hold as it
+// is as the text of its Go escape (\u202e, \x1b), as Printable does, and
+// leaves every other character as it is:
+//   - a format character (Unicode category Cf: the bidirectional controls
+//     U+061C, U+200E, U+200F, U+202A..U+202E and U+2066..U+2069,
+//     zero-width characters, the byte order mark, ...): invisible in a
+//     spreadsheet, and a bidirectional control reorders what follows it:
+//     a client id or reason holding a right-to-left override displays
+//     reversed (Trojan-source spoofing of who read what);
+//   - a control character (C0 but tab, line feed and carriage return,
+//     which CSVSafe and the CSV quoting handle; DEL; C1) and the line and
+//     paragraph separators U+2028, U+2029: an escape sequence (ESC, or
+//     C1's CSI) rewrites the screen of whoever reads the file in a
+//     terminal, and a vertical tab, a form feed, NEL (U+0085) or a
+//     separator breaks the line in editors and line splitters though
+//     encoding/csv does not quote the cell for it (a row forged inside a
+//     cell). Until h-review48 these were written as stored
+//     (CSVVisibleFormat).
+//
+// The escape names the code point, so what was stored can be read back
+// from the cell; a cell that holds the six characters \u202e as text
+// looks the same, so JSONL (the exact bytes) is the authority. CSVCell
+// escapes before CSVSafe: a cell that began with a NUL then begins with
+// the text \x00, no formula start. It is pure.
+func CSVVisible(s string) string { return escapeWhere(s, csvHidden) }
+
+// CSVVisibleFormat is CSVVisible as custos wrote it from h-audit12 (bf44145)
+// to h-review48: format characters (Cf) escaped, control characters and
+// separators as stored. audit/bundle's renderer of those builds uses it.
 // It is pure.
-func CSVVisible(s string) string {
-	if !strings.ContainsFunc(s, isFormat) {
+func CSVVisibleFormat(s string) string { return escapeWhere(s, isFormat) }
+
+// escapeWhere writes each character of s for which hide holds as the
+// text of its escape (writeEscape).
+func escapeWhere(s string, hide func(rune) bool) string {
+	if !strings.ContainsFunc(s, hide) {
 		return s
 	}
 	var b strings.Builder
 	for _, r := range s {
-		if isFormat(r) {
+		if hide(r) {
 			writeEscape(&b, r)
 		} else {
 			b.WriteRune(r)
@@ -116,6 +137,17 @@ func CSVVisible(s string) string {
 }
 
 func isFormat(r rune) bool { return unicode.Is(unicode.Cf, r) }
+
+// csvHidden reports whether CSVVisible escapes r.
+func csvHidden(r rune) bool {
+	switch r {
+	case '\t', '\n', '\r':
+		return false
+	case '\u2028', '\u2029':
+		return true
+	}
+	return unicode.IsControl(r) || isFormat(r)
+}
 
 // writeEscape writes r as the text of its Go escape without quotes:
 // \x1b, \u202e, \n.

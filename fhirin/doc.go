@@ -113,7 +113,8 @@
 //     as it parses them and compares them, with its size, with the first
 //     read's (and its size and modification time before and after it),
 //     and Read ends by checking the size again, and the bytes when the
-//     time moved (sameFile, filesUnchanged); a file that changed is an
+//     inode, the modification or the status change time moved (sameFile,
+//     filesUnchanged); a file that changed is an
 //     ErrChanged and nothing is imported, one whose time alone moved (a
 //     touch) is the same file. Each read depends on what the earlier ones
 //     learnt of the file.

@@ -393,23 +393,7 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 // not stop the open catalog, and the failure is logged once, not at every
 // poll.
 func TestLiveKeepsServingWhenTheFileIsRemoved(t *testing.T) {
-	f := newFixture(t)
-	f.addN(3)
-	f.writeManifest()
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	if _, err := ImportStaged(context.Background(), path, f.dir, Options{Timeout: 200 * time.Millisecond}, nil); err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	l, err := OpenLive(path, LiveOptions{Options: Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	before, err := l.Count()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, path, l, logs, before := logLive(t)
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
@@ -424,4 +408,65 @@ func TestLiveKeepsServingWhenTheFileIsRemoved(t *testing.T) {
 	if after, err := l.Count(); err != nil || after != before {
 		t.Fatalf("the open catalog stopped serving: %d, %v (had %d)", after, err, before)
 	}
+}
+
+// A catalog file whose labels an older custos left unsettled
+// (testdata/catalog-ac158dd: FHIR input imported by ac158dd, no label
+// indexes), put in place of the one serving, is not swapped in
+// (ErrUnsettledLabels): the open catalog keeps serving, the failure is
+// logged once, and the file is not tried again until it is replaced. The
+// check OpenLive makes at the start (app#TestServeRefusesACatalogWithUnsettledLabels)
+// is made for every file Reload would swap in.
+func TestLiveDoesNotSwapInACatalogWithUnsettledLabels(t *testing.T) {
+	f, path, l, logs, before := logLive(t)
+	old, err := os.ReadFile(filepath.Join("testdata", "catalog-ac158dd", "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+".new", old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
+	}
+	if _, swapped, err := l.Reload(); !errors.Is(err, ErrUnsettledLabels) || swapped || !strings.Contains(err.Error(), "optout") {
+		t.Fatalf("Reload of ac158dd's catalog: swapped=%v err=%v; want ErrUnsettledLabels naming optout", swapped, err)
+	}
+	for range 2 {
+		if _, swapped, err := l.Reload(); err != nil || swapped {
+			t.Fatalf("Reload of the file again: swapped=%v err=%v; want it not tried again", swapped, err)
+		}
+	}
+	if n := strings.Count(logs.String(), "replaced catalog file does not open"); n != 1 || !strings.Contains(logs.String(), "optout") {
+		t.Fatalf("logged %d times, want once naming optout:\n%s", n, logs.String())
+	}
+	if after, err := l.Count(); err != nil || after != before {
+		t.Fatalf("the open catalog stopped serving: %d, %v (had %d)", after, err, before)
+	}
+	if r, err := l.Get(f.entries[0].URI); err != nil || r.URI != f.entries[0].URI {
+		t.Fatalf("Get on the open catalog: %v", err)
+	}
+}
+
+// logLive serves a catalog of three manifest entries (f's) at path with
+// Live l, logging to logs; before is its Count.
+func logLive(t *testing.T) (f *fixture, path string, l *Live, logs *bytes.Buffer, before int) {
+	t.Helper()
+	f = newFixture(t)
+	f.addN(3)
+	f.writeManifest()
+	path = filepath.Join(t.TempDir(), "catalog.db")
+	if _, err := ImportStaged(context.Background(), path, f.dir, Options{Timeout: 200 * time.Millisecond}, nil); err != nil {
+		t.Fatal(err)
+	}
+	logs = new(bytes.Buffer)
+	l, err := OpenLive(path, LiveOptions{Options: Options{Logger: slog.New(slog.NewTextHandler(logs, nil))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if before, err = l.Count(); err != nil {
+		t.Fatal(err)
+	}
+	return f, path, l, logs, before
 }

@@ -118,15 +118,22 @@ func TestVerifyEarlierVersionsBundle(t *testing.T) {
 	if _, err := l.Append(ctx, bidi); err != nil {
 		t.Fatal(err)
 	}
+	// Record 42, whose CSV rendering changed with h-review48: control
+	// characters and a line separator in a client id and a reason.
+	ctl := testRecord(42, "").Entry
+	ctl.Principal.ClientID, ctl.Reason = "claude\u2028desktop", "by=\x1b[2J\u009b31m\u0085ops"
+	if _, err := l.Append(ctx, ctl); err != nil {
+		t.Fatal(err)
+	}
 	k := newTestKey(t, testOrigin, 1)
 	vkeys := []byte(k.vkey)
-	// write exports records 11..41 and rewrites the human files
+	// write exports records 11..42 and rewrites the human files
 	// as the earlier version rd rendered them, with edit applied to each
 	// rendering of a record.
 	write := func(t *testing.T, rd renderer, edit func(seq uint64, f Format, b []byte) []byte) string {
 		dir := filepath.Join(t.TempDir(), "bundle")
-		ck := checkpoints(t, k, l, 10, 41)
-		if _, err := Write(ctx, dir, l, WriteOptions{From: 11, To: 41, Checkpoints: ck, Formats: Formats}); err != nil {
+		ck := checkpoints(t, k, l, 10, 42)
+		if _, err := Write(ctx, dir, l, WriteOptions{From: 11, To: 42, Checkpoints: ck, Formats: Formats}); err != nil {
 			t.Fatal(err)
 		}
 		recs := strings.SplitAfter(strings.TrimSuffix(string(mustRead(t, filepath.Join(dir, FileRecords))), "\n"), "\n")
@@ -193,6 +200,7 @@ func TestVerifyEarlierVersionsBundle(t *testing.T) {
 // Format.render of every record of records.tsv (name, tab, canonical
 // record), dumped by a test added to a git worktree of the commit.
 var earlierBuilds = map[renderer]string{
+	rendererBf44145:        "c36f872",
 	renderer311e1f4:        "e4efd0a",
 	renderer0a0ff79:        "264c3fa",
 	renderer384f6a1:        "27b3d0f",
@@ -216,6 +224,10 @@ var firstDiffering = map[string]string{
 	// Format characters (bidi controls, zero-width characters) in the
 	// CSV's cells, kept as stored.
 	"e4efd0a": "bidi.tsv",
+	// Control characters (ESC, C1's CSI and NEL, a vertical tab) and
+	// the line and paragraph separators in the CSV's cells, kept as
+	// stored.
+	"c36f872": "controls.tsv",
 }
 
 // namedRecord is a record of testdata/golden/renderers/records.tsv.

@@ -139,13 +139,19 @@ const (
 	// controls, zero-width characters) as stored (csvRowKeepFormat); and
 	// what renderer0a0ff79 lacks.
 	renderer311e1f4
-	// rendererCurrent is this version's rendering, since h-audit12.
+	// rendererBf44145 is the rendering of bf44145 to c36f872 (h-audit12,
+	// 2026-12-06 from 19:50): CSV cells escaped format characters only,
+	// and kept control characters (ESC, C1, a vertical tab) and the line
+	// and paragraph separators as stored (csvRowFormatOnly); and what
+	// renderer311e1f4 lacks.
+	rendererBf44145
+	// rendererCurrent is this version's rendering, since h-review48.
 	rendererCurrent
 )
 
 // earlierRenderers are the renderings of earlier custos versions the
 // verifier accepts, newest first.
-var earlierRenderers = []renderer{renderer311e1f4, renderer0a0ff79, renderer384f6a1, rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398, rendererF2704f7, renderer471441e, rendererA5f7443}
+var earlierRenderers = []renderer{rendererBf44145, renderer311e1f4, renderer0a0ff79, renderer384f6a1, rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398, rendererF2704f7, renderer471441e, rendererA5f7443}
 
 // renderAs is render by renderer rd.
 func (f Format) renderAs(r audit.Record, rd renderer) ([]byte, error) {
@@ -156,8 +162,10 @@ func (f Format) renderAs(r audit.Record, rd renderer) ([]byte, error) {
 			return csvLine(csvRow471441e(r))
 		case rd == rendererF2704f7:
 			return csvLine(csvRowF2704f7(r))
-		case rd < rendererCurrent:
+		case rd < rendererBf44145:
 			return csvLine(csvRowKeepFormat(r))
+		case rd == rendererBf44145:
+			return csvLine(csvRowFormatOnly(r))
 		}
 		return csvLine(CSVRow(r))
 	case FormatFHIR:
@@ -249,12 +257,24 @@ func recordHash(r audit.Record) string {
 // layout of `custos audit export --format csv`): list fields joined by ";",
 // each cell written by audit.CSVCell (a cell, or a part of it after a ";"
 // or a tab, that a spreadsheet would evaluate is prefixed with a single
-// quote; a format character, a bidi control among them, is written as its
-// escape, \u202e).
+// quote; a format character, a bidi control among them, a control
+// character and a line or paragraph separator is written as its escape,
+// \u202e, \x1b, \u2028).
 func CSVRow(r audit.Record) []string {
 	row := csvCells(r, audit.CSVList)
 	for i, cell := range row {
 		row[i] = audit.CSVCell(cell)
+	}
+	return row
+}
+
+// csvRowFormatOnly is CSVRow as renderer bf44145 made it: format
+// characters escaped (audit.CSVVisibleFormat), control characters and
+// separators as stored.
+func csvRowFormatOnly(r audit.Record) []string {
+	row := csvCells(r, audit.CSVList)
+	for i, cell := range row {
+		row[i] = audit.CSVSafe(audit.CSVVisibleFormat(cell))
 	}
 	return row
 }

@@ -290,12 +290,46 @@ func TestBundleCSVShowsFormatControls(t *testing.T) {
 	if want := `\u202aclaude\u202c\u202bdesktop\u202c\u202dx\u202c`; !slices.Contains(rows[0], want) {
 		t.Errorf("no cell %q in %q", want, rows[0])
 	}
+	jsonAsBefore(t, r, renderer311e1f4)
+}
+
+// TestBundleCSVShowsLineControls: the bundle's audit.csv writes a control
+// character (ESC, C1's CSI and NEL, a vertical tab, NUL) and a line or
+// paragraph separator as the text of its escape (audit.CSVCell), as
+// 'audit export --format csv' does; the FHIR and OCSF renderings are
+// unchanged (the previous version's, byte for byte). Until h-review48
+// audit.csv kept each as stored: an escape sequence that rewrote a
+// terminal, a line break no CSV reader saw.
+func TestBundleCSVShowsLineControls(t *testing.T) {
+	_, recs := namedRecords(t, "controls.tsv")
+	r := recs[0].r
+	b, err := FormatCSV.render(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := bytes.IndexFunc(bytes.TrimSuffix(b, []byte("\n")), func(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }); i >= 0 {
+		t.Errorf("audit.csv holds a control character or a separator as it is at byte %d:\n%q", i, b)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if err != nil || len(rows) != 1 || len(rows[0]) != len(audit.CSVHeader) {
+		t.Fatalf("audit.csv row does not parse: %v\n%s", err, b)
+	}
+	if want := `claude\u2028desktop`; !slices.Contains(rows[0], want) {
+		t.Errorf("no cell %q in %q", want, rows[0])
+	}
+	jsonAsBefore(t, r, rendererBf44145)
+}
+
+// jsonAsBefore checks that the FHIR and OCSF renderings of r are rd's,
+// byte for byte: a change of the CSV's rules changes no JSON.
+func jsonAsBefore(t *testing.T, r audit.Record, rd renderer) {
+	t.Helper()
 	for _, f := range []Format{FormatFHIR, FormatOCSF} {
 		got, err := f.render(r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if prev, _ := f.renderAs(r, renderer311e1f4); !bytes.Equal(got, prev) {
+		if prev, _ := f.renderAs(r, rd); !bytes.Equal(got, prev) {
 			t.Errorf("%s rendering changed:\n got %s\nwant %s", f, got, prev)
 		}
 	}

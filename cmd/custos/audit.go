@@ -231,8 +231,10 @@ jsonl writes each record's exact canonical bytes, one per line, so every line
 can be re-hashed independently (see docs/audit-format.md); csv writes one row
 per record with a header, for spreadsheets: a cell a spreadsheet would
 evaluate as a formula gets a leading ', and an invisible format character (a
-bidi control such as a right-to-left override, a zero-width character) is
-written as the text of its escape, \u202e (docs/audit-format.md, section 6).
+bidi control such as a right-to-left override, a zero-width character), a
+control character (ESC, C1, a vertical tab; not a tab or a line break) and a
+line or paragraph separator (U+2028, U+2029) are written as the text of their
+escape, \u202e, \x1b, \u2028 (docs/audit-format.md, section 6).
 
 Each record exported is checked as it is read: its bytes must hash to its
 stored hash and its prev_hash must be the stored hash of the record before
