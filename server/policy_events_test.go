@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -174,11 +176,23 @@ func TestPolicyEventNamesTheSigningKey(t *testing.T) {
 // watcher has polled twenty times more.
 func watchRejection(t *testing.T, f *fixture, hook func(policy.Event) error) []audit.Record {
 	t.Helper()
+	return watchRejectionOf(t, f, hook, watchedPolicy+"decision := {\n")
+}
+
+// The policy watchRejection starts from, and its tests.
+const (
+	watchedPolicy      = "package custos.authz\n\ndecision := {\"allow\": false, \"reasons\": [\"none\"], \"obligations\": []}\n"
+	watchedPolicyTests = "package custos.authz_test\n\ntest_denies if not data.custos.authz.decision.allow\n"
+)
+
+// watchRejectionOf is watchRejection breaking the policy by writing broken
+// as its authz.rego.
+func watchRejectionOf(t *testing.T, f *fixture, hook func(policy.Event) error, broken string) []audit.Record {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir := t.TempDir()
-	const good = "package custos.authz\n\ndecision := {\"allow\": false, \"reasons\": [\"none\"], \"obligations\": []}\n"
-	const tests = "package custos.authz_test\n\ntest_denies if not data.custos.authz.decision.allow\n"
+	const good, tests = watchedPolicy, watchedPolicyTests
 	if err := os.WriteFile(filepath.Join(dir, "authz.rego"), []byte(good), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +213,7 @@ func watchRejection(t *testing.T, f *fixture, hook func(policy.Event) error) []a
 	done := make(chan struct{})
 	go func() { defer close(done); r.Watch(ctx, 5*time.Millisecond) }()
 	defer func() { cancel(); <-done }()
-	if err := os.WriteFile(filepath.Join(dir, "authz.rego"), []byte(good+"decision := {\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "authz.rego"), []byte(broken), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	rejections := func() []audit.Record {
@@ -278,5 +292,50 @@ func TestPolicyRejectionRecordedLateNamesItsTime(t *testing.T) {
 	want := "rejected_at=" + first.UTC().Format(audit.TimeLayout)
 	if r := recs[0]; !slices.Contains(strings.Fields(r.Reason), want) || !first.Before(r.Time) {
 		t.Errorf("late rejection recorded at %s as %q; want %s (the rejection's time) in it", r.Time.Format(audit.TimeLayout), r.Reason, want)
+	}
+}
+
+// phoneShaped matches the hex of a digest that the phone pattern of the
+// scrubber took for a telephone number: ten digits (or eleven, a leading
+// 1) between letters.
+var phoneShaped = regexp.MustCompile(`(?:^|[^0-9])1?[0-9]{10}(?:[^0-9]|$)`)
+
+// TestPolicyRejectionKeepsTheCandidateDigest: a candidate that does not
+// compile is recorded with its digest intact, both in candidate= and in
+// the rejection's reason ("(candidate sha256:…)"), whatever digits the
+// digest holds. The broken policy is picked so that its digest holds a
+// run of ten digits between letters: the scrubber turned that run of the
+// reason's copy into [PHONE] (seen "sha256:…[PHONE]c59da"), and the
+// record no longer named the bundle refused.
+func TestPolicyRejectionKeepsTheCandidateDigest(t *testing.T) {
+	scratch := t.TempDir()
+	if err := os.WriteFile(filepath.Join(scratch, "authz_test.rego"), []byte(watchedPolicyTests), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var broken, digest string
+	for n := 0; digest == ""; n++ {
+		if n == 5000 {
+			t.Fatal("no broken policy has a digest with a run of ten digits")
+		}
+		b := watchedPolicy + "# variant " + strconv.Itoa(n) + "\ndecision := {\n"
+		if err := os.WriteFile(filepath.Join(scratch, "authz.rego"), []byte(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d, err := policy.DirSource{Dir: scratch}.Fingerprint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if phoneShaped.MatchString(strings.TrimPrefix(d, "sha256:")) {
+			broken, digest = b, d
+		}
+	}
+	f := newServerFixture(t, fixtureOptions{})
+	recs := watchRejectionOf(t, f, nil, broken)
+	if len(recs) != 1 {
+		t.Fatalf("%d policy/reject records, want 1", len(recs))
+	}
+	r := recs[0]
+	if !strings.HasPrefix(r.Reason, "candidate="+digest+" ") || !strings.Contains(r.Reason, "(candidate "+digest+")") || !strings.Contains(r.Reason, "rego_parse_error") {
+		t.Errorf("the rejection of %s recorded as %q", digest, r.Reason)
 	}
 }
