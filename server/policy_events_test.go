@@ -126,6 +126,13 @@ func TestPolicyHighWaterSkipsLoadsThatDidNotTakeEffect(t *testing.T) {
 	if err := policy.CheckSequence(last, 1, "sha256:old"); err == nil {
 		t.Error("an older bundle passes the mark")
 	}
+	// The refused load's record names what was refused (until h-audit13,
+	// audit_key_unavailable alone).
+	recs := f.records()
+	want := server.ReasonAuditKeyUnavailable + " candidate=" + digest + " sequence=7"
+	if r := recs[len(recs)-1]; r.Action != server.ActionPolicyLoad || r.Outcome != audit.OutcomeError || r.Reason != want {
+		t.Errorf("the load recorded without the audit key: %s %s %q, want error %q", r.Action, r.Outcome, r.Reason, want)
+	}
 }
 
 // TestPolicyEventNamesTheSigningKey: a policy/load or policy/reject record
@@ -258,7 +265,14 @@ func TestPolicyRejectionWithoutTheAuditKeyIsRecordedOnce(t *testing.T) {
 	if len(recs) != 1 {
 		t.Fatalf("%d policy/reject records, want 1", len(recs))
 	}
-	if r := recs[0]; r.Outcome != audit.OutcomeError || r.Reason != server.ReasonAuditKeyUnavailable {
+	// It names the candidate refused and why, as one recorded with the key
+	// does, after audit_key_unavailable: a policy record holds nothing the
+	// key hides. Until h-audit13 the reason was audit_key_unavailable
+	// alone, and the log no longer said which candidate was rejected.
+	r := recs[0]
+	digest, _, _ := strings.Cut(strings.TrimPrefix(r.Reason, server.ReasonAuditKeyUnavailable+" candidate="), " ")
+	if r.Outcome != audit.OutcomeError || !strings.HasPrefix(r.Reason, server.ReasonAuditKeyUnavailable+" candidate=sha256:") || len(digest) != len("sha256:")+64 ||
+		!strings.Contains(r.Reason, "rego_parse_error") || !strings.HasSuffix(r.Reason, "(candidate "+digest+")") {
 		t.Errorf("the rejection recorded without the audit key: outcome %s, reason %q", r.Outcome, r.Reason)
 	}
 }
