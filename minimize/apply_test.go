@@ -340,6 +340,26 @@ func TestScrubString(t *testing.T) {
 		{"ZIP 02139", "ZIP 02139"},
 		{"Summary: stable", "Summary: stable"},
 		{"", ""},
+		// Machine tokens keep their digits (a digest's hex held ten digits
+		// between letters and became "sha256:…a[PHONE]ad42ef"); the
+		// identifiers beside them are scrubbed as anywhere else.
+		{"(candidate sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef)", "(candidate sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef)"},
+		{"call 555-123-4567 sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef 555-123-4568, 2024-03-05",
+			"call [PHONE] sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef [PHONE], [DATE]"},
+		{"abcdef5551234567 555-123-4567", "abcdef5551234567 [PHONE]"},
+		{"ABCDEF5551234567,5551234568", "ABCDEF5551234567,[PHONE]"},
+		{"grant f9711cdd-ad47-4631-a555-123456789012 by jane@example.org", "grant f9711cdd-ad47-4631-a555-123456789012 by [EMAIL]"},
+		{"fhir://h/hk1-0f5551234567aa0123456789abcdef01/Observation/12-05-2024", "fhir://h/hk1-0f5551234567aa0123456789abcdef01/Observation/[DATE]"},
+		// Not machine tokens: a run glued to other letters, one of digits
+		// alone, mixed case, short, one after an identifier's label.
+		{"Phone5551234567abcdef", "Phone[PHONE]abcdef"},
+		{"x5551234567abcdef0123", "x[PHONE]abcdef0123"},
+		{"5551234567 1234567890123456", "[PHONE] 1234567890123456"},
+		{"Ab5551234567cdef", "Ab[PHONE]cdef"},
+		{"ab5551234567cd", "ab[PHONE]cd"},
+		{"MRN: 0123abcdef0123456789abcdef", "[MRN]abcdef[PHONE]abcdef"},
+		{"jane0123456789abcdef0123@example.org", "[EMAIL]"},
+		{"SSN: 123456789abcdef0123456", "[SSN]abcdef0123456"},
 	}
 	for _, tt := range tests {
 		if got := ScrubString(tt.in); got != tt.want {

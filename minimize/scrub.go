@@ -50,16 +50,68 @@ func parseScrubFn(fn string) (scrubClasses, error) {
 // boundary contexts that are matched but kept (RE2 has no look-around); a
 // match that is missed because a neighbouring match consumed its boundary is
 // caught by the next pass of scrub's fixpoint loop.
+//
+// A match whose core lies wholly inside a machine token (machineTokens) is
+// not replaced; one that merely touches a token is.
 type scrubPattern struct {
 	class scrubClasses
 	token string
 	re    *regexp.Regexp
-	post  int // index of the "post" submatch
+	// reOn is re with no "^" in pre: it matches in s[i:] where re matches
+	// s at i > 0 (pre then consumes a character, as in s), for resuming
+	// the search after a match that was not replaced.
+	reOn *regexp.Regexp
+	post int // index of the "post" submatch
 }
 
 func newScrubPattern(class scrubClasses, token, pre, core, post string) scrubPattern {
-	re := regexp.MustCompile(`(?P<pre>` + pre + `)(?:` + core + `)(?P<post>` + post + `)`)
-	return scrubPattern{class: class, token: token, re: re, post: re.SubexpIndex("post")}
+	compile := func(pre string) *regexp.Regexp {
+		return regexp.MustCompile(`(?P<pre>` + pre + `)(?:` + core + `)(?P<post>` + post + `)`)
+	}
+	re := compile(pre)
+	return scrubPattern{class: class, token: token, re: re, reOn: compile(strings.TrimPrefix(pre, "^|")), post: re.SubexpIndex("post")}
+}
+
+// machineToken matches what custos and the systems around it write as
+// opaque ids, never as prose: a UUID, and a run of 16 or more hex digits
+// in one case holding a letter (a digest such as sha256:<64 hex>, a keyed
+// id hk1-<32 hex>). Only a whole run counts (machineTokens): ten digits
+// inside a digest are not a telephone number, but a run glued to other
+// letters or digits ("Phone5551234567", "MRN-1234567890123456") is no
+// token.
+var machineToken = regexp.MustCompile(`[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}|[0-9a-f]{16,}|[0-9A-F]{16,}`)
+
+// machineTokens returns the spans [start, end) of the machine tokens of s:
+// matches of machineToken with neither a letter nor a digit on either side,
+// and, for a hex run, with a letter (a run of digits alone is a number).
+// A run right after a "]" is no token: it may be what is left of an
+// identifier a pass replaced in part ("MRN: 0123abcdef…" -> "[MRN]abcdef…").
+func machineTokens(s string) [][]int {
+	var out [][]int
+	for _, m := range machineToken.FindAllStringIndex(s, -1) {
+		if m[0] > 0 && (isAlnum(s[m[0]-1]) || s[m[0]-1] == ']') || m[1] < len(s) && isAlnum(s[m[1]]) {
+			continue
+		}
+		if t := s[m[0]:m[1]]; len(t) != 36 && !strings.ContainsAny(t, "abcdefABCDEF") {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func isAlnum(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// within reports whether [start, end) lies wholly inside one of spans.
+func within(spans [][]int, start, end int) bool {
+	for _, t := range spans {
+		if t[0] <= start && end <= t[1] {
+			return true
+		}
+	}
+	return false
 }
 
 const (
@@ -109,9 +161,15 @@ var scrubPatterns = []scrubPattern{
 //	MRN    MRN-12345678, "MRN: 12345678", "MRN 12345678"                 -> [MRN]
 //	date   2024-03-05, 03/05/2024, 3/5/24, March 5, 2024, 5 March 2024   -> [DATE]
 //
+// Nothing is replaced inside a machine token (a UUID, a hex run of 16 or
+// more such as a sha256 digest or a keyed id hk1-…; see machineToken):
+// digits there are no telephone number or date. An identifier that only
+// touches one is replaced as anywhere else.
+//
 // The result is a fixpoint: scrubbing it again changes nothing, and no
-// pattern of any class matches it. It is used for list metadata (titles,
-// descriptions) and by the scrub obligation.
+// pattern of any class matches it outside machine tokens. It is used for
+// list metadata (titles, descriptions), audit reasons and by the scrub
+// obligation.
 func ScrubString(s string) string {
 	return scrub(s, allClasses)
 }
@@ -120,11 +178,24 @@ func ScrubString(s string) string {
 // match contains a digit or '@' and no token does, so each pass that changes
 // the string strictly reduces their number and the loop terminates.
 func scrub(s string, classes scrubClasses) string {
+	return scrubIn(s, classes, true)
+}
+
+// scrubAnywhere is ScrubString replacing inside machine tokens too, as it
+// did before they were kept: the research view (deidentify) releases a
+// unit or a code only if this leaves it as it is, so a UUID or a digest
+// holding a telephone-like run is dropped there as it was.
+func scrubAnywhere(s string) string {
+	return scrubIn(s, allClasses, false)
+}
+
+// scrubIn is scrub, keeping machine tokens whole if keepTokens.
+func scrubIn(s string, classes scrubClasses, keepTokens bool) string {
 	if !strings.ContainsAny(s, "0123456789@") {
 		return s // nothing any pattern could match
 	}
 	for {
-		next := scrubPass(s, classes)
+		next := scrubPass(s, classes, keepTokens)
 		if next == s {
 			return s
 		}
@@ -132,32 +203,62 @@ func scrub(s string, classes scrubClasses) string {
 	}
 }
 
-func scrubPass(s string, classes scrubClasses) string {
+func scrubPass(s string, classes scrubClasses, keepTokens bool) string {
 	for i := range scrubPatterns {
 		p := &scrubPatterns[i]
 		if classes&p.class == 0 {
 			continue
 		}
-		s = p.replace(s)
+		s = p.replace(s, keepTokens)
 	}
 	return s
 }
 
-func (p *scrubPattern) replace(s string) string {
-	ms := p.re.FindAllStringSubmatchIndex(s, -1)
-	if ms == nil {
+// replace replaces the core of every match of p in s (outside machine
+// tokens if keepTokens). The search goes on as FindAll's would (after a match's post
+// context) from a replaced match, and from the end of the core of one left
+// inside a token: its post context may be the boundary a telephone number
+// right after the token needs.
+func (p *scrubPattern) replace(s string, keepTokens bool) string {
+	m := p.re.FindStringSubmatchIndex(s)
+	if m == nil {
 		return s
+	}
+	var tokens [][]int
+	if keepTokens {
+		tokens = machineTokens(s)
 	}
 	var b strings.Builder
 	b.Grow(len(s))
 	last := 0
-	for _, m := range ms {
+	for m != nil {
 		preEnd, postStart := m[3], m[2*p.post]
-		b.WriteString(s[last:preEnd])
-		b.WriteString(p.token)
-		b.WriteString(s[postStart:m[1]])
-		last = m[1]
+		next := m[1]
+		if within(tokens, preEnd, postStart) {
+			next = postStart
+		} else {
+			b.WriteString(s[last:preEnd])
+			b.WriteString(p.token)
+			b.WriteString(s[postStart:m[1]])
+			last = m[1]
+		}
+		m = p.matchOn(s, next)
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// matchOn is the first match of p in s that starts at i or later, as
+// s's own indices (nil if none, or i is past the end).
+func (p *scrubPattern) matchOn(s string, i int) []int {
+	if i >= len(s) {
+		return nil // every core is nonempty
+	}
+	m := p.reOn.FindStringSubmatchIndex(s[i:])
+	for j := range m {
+		if m[j] >= 0 {
+			m[j] += i
+		}
+	}
+	return m
 }

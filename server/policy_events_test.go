@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -124,6 +126,13 @@ func TestPolicyHighWaterSkipsLoadsThatDidNotTakeEffect(t *testing.T) {
 	if err := policy.CheckSequence(last, 1, "sha256:old"); err == nil {
 		t.Error("an older bundle passes the mark")
 	}
+	// The refused load's record names what was refused (until h-audit13,
+	// audit_key_unavailable alone).
+	recs := f.records()
+	want := server.ReasonAuditKeyUnavailable + " candidate=" + digest + " sequence=7"
+	if r := recs[len(recs)-1]; r.Action != server.ActionPolicyLoad || r.Outcome != audit.OutcomeError || r.Reason != want {
+		t.Errorf("the load recorded without the audit key: %s %s %q, want error %q", r.Action, r.Outcome, r.Reason, want)
+	}
 }
 
 // TestPolicyEventNamesTheSigningKey: a policy/load or policy/reject record
@@ -174,11 +183,23 @@ func TestPolicyEventNamesTheSigningKey(t *testing.T) {
 // watcher has polled twenty times more.
 func watchRejection(t *testing.T, f *fixture, hook func(policy.Event) error) []audit.Record {
 	t.Helper()
+	return watchRejectionOf(t, f, hook, watchedPolicy+"decision := {\n")
+}
+
+// The policy watchRejection starts from, and its tests.
+const (
+	watchedPolicy      = "package custos.authz\n\ndecision := {\"allow\": false, \"reasons\": [\"none\"], \"obligations\": []}\n"
+	watchedPolicyTests = "package custos.authz_test\n\ntest_denies if not data.custos.authz.decision.allow\n"
+)
+
+// watchRejectionOf is watchRejection breaking the policy by writing broken
+// as its authz.rego.
+func watchRejectionOf(t *testing.T, f *fixture, hook func(policy.Event) error, broken string) []audit.Record {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir := t.TempDir()
-	const good = "package custos.authz\n\ndecision := {\"allow\": false, \"reasons\": [\"none\"], \"obligations\": []}\n"
-	const tests = "package custos.authz_test\n\ntest_denies if not data.custos.authz.decision.allow\n"
+	const good, tests = watchedPolicy, watchedPolicyTests
 	if err := os.WriteFile(filepath.Join(dir, "authz.rego"), []byte(good), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +220,7 @@ func watchRejection(t *testing.T, f *fixture, hook func(policy.Event) error) []a
 	done := make(chan struct{})
 	go func() { defer close(done); r.Watch(ctx, 5*time.Millisecond) }()
 	defer func() { cancel(); <-done }()
-	if err := os.WriteFile(filepath.Join(dir, "authz.rego"), []byte(good+"decision := {\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "authz.rego"), []byte(broken), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	rejections := func() []audit.Record {
@@ -244,7 +265,14 @@ func TestPolicyRejectionWithoutTheAuditKeyIsRecordedOnce(t *testing.T) {
 	if len(recs) != 1 {
 		t.Fatalf("%d policy/reject records, want 1", len(recs))
 	}
-	if r := recs[0]; r.Outcome != audit.OutcomeError || r.Reason != server.ReasonAuditKeyUnavailable {
+	// It names the candidate refused and why, as one recorded with the key
+	// does, after audit_key_unavailable: a policy record holds nothing the
+	// key hides. Until h-audit13 the reason was audit_key_unavailable
+	// alone, and the log no longer said which candidate was rejected.
+	r := recs[0]
+	digest, _, _ := strings.Cut(strings.TrimPrefix(r.Reason, server.ReasonAuditKeyUnavailable+" candidate="), " ")
+	if r.Outcome != audit.OutcomeError || !strings.HasPrefix(r.Reason, server.ReasonAuditKeyUnavailable+" candidate=sha256:") || len(digest) != len("sha256:")+64 ||
+		!strings.Contains(r.Reason, "rego_parse_error") || !strings.HasSuffix(r.Reason, "(candidate "+digest+")") {
 		t.Errorf("the rejection recorded without the audit key: outcome %s, reason %q", r.Outcome, r.Reason)
 	}
 }
@@ -278,5 +306,50 @@ func TestPolicyRejectionRecordedLateNamesItsTime(t *testing.T) {
 	want := "rejected_at=" + first.UTC().Format(audit.TimeLayout)
 	if r := recs[0]; !slices.Contains(strings.Fields(r.Reason), want) || !first.Before(r.Time) {
 		t.Errorf("late rejection recorded at %s as %q; want %s (the rejection's time) in it", r.Time.Format(audit.TimeLayout), r.Reason, want)
+	}
+}
+
+// phoneShaped matches the hex of a digest that the phone pattern of the
+// scrubber took for a telephone number: ten digits (or eleven, a leading
+// 1) between letters.
+var phoneShaped = regexp.MustCompile(`(?:^|[^0-9])1?[0-9]{10}(?:[^0-9]|$)`)
+
+// TestPolicyRejectionKeepsTheCandidateDigest: a candidate that does not
+// compile is recorded with its digest intact, both in candidate= and in
+// the rejection's reason ("(candidate sha256:…)"), whatever digits the
+// digest holds. The broken policy is picked so that its digest holds a
+// run of ten digits between letters: the scrubber turned that run of the
+// reason's copy into [PHONE] (seen "sha256:…[PHONE]c59da"), and the
+// record no longer named the bundle refused.
+func TestPolicyRejectionKeepsTheCandidateDigest(t *testing.T) {
+	scratch := t.TempDir()
+	if err := os.WriteFile(filepath.Join(scratch, "authz_test.rego"), []byte(watchedPolicyTests), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var broken, digest string
+	for n := 0; digest == ""; n++ {
+		if n == 5000 {
+			t.Fatal("no broken policy has a digest with a run of ten digits")
+		}
+		b := watchedPolicy + "# variant " + strconv.Itoa(n) + "\ndecision := {\n"
+		if err := os.WriteFile(filepath.Join(scratch, "authz.rego"), []byte(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d, err := policy.DirSource{Dir: scratch}.Fingerprint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if phoneShaped.MatchString(strings.TrimPrefix(d, "sha256:")) {
+			broken, digest = b, d
+		}
+	}
+	f := newServerFixture(t, fixtureOptions{})
+	recs := watchRejectionOf(t, f, nil, broken)
+	if len(recs) != 1 {
+		t.Fatalf("%d policy/reject records, want 1", len(recs))
+	}
+	r := recs[0]
+	if !strings.HasPrefix(r.Reason, "candidate="+digest+" ") || !strings.Contains(r.Reason, "(candidate "+digest+")") || !strings.Contains(r.Reason, "rego_parse_error") {
+		t.Errorf("the rejection of %s recorded as %q", digest, r.Reason)
 	}
 }

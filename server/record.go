@@ -47,7 +47,10 @@ func (s *Server) entry(ctx context.Context, id Identity, action string) audit.En
 // key, and names that key's version in e.Keys. If the key is unavailable it
 // returns e with no identifiers at all, outcome error and (unless e was
 // already a refusal with its own reason) reason audit_key_unavailable, and
-// the error: the caller writes that record and refuses the request.
+// the error: the caller writes that record and refuses the request. A
+// policy record, which holds nothing the key would hide
+// (holdsNoIdentifier), keeps its reason after "audit_key_unavailable ":
+// the candidate's digest and why it was refused are the evidence.
 //
 // If in is not nil (a read or templates request that reached a decision),
 // e.Input becomes the JSON of in with every patient id replaced under the
@@ -60,6 +63,12 @@ func (s *Server) entry(ctx context.Context, id Identity, action string) audit.En
 func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Input, named map[string]string) (audit.Entry, error) {
 	e.Input = nil
 	k, err := s.cfg.Keys.AuditKey(ctx)
+	if err != nil && holdsNoIdentifier(e, in) {
+		// Its evidence is custos's own (digests, sequence numbers, key
+		// ids): kept, after why the record is an error.
+		e.Outcome, e.Reason = audit.OutcomeError, ReasonAuditKeyUnavailable+" "+e.Reason
+		return e, err
+	}
 	if err != nil {
 		e.URIs, e.Patients, e.Digests = []string{}, []string{}, []string{}
 		if e.Outcome != audit.OutcomeError { // a refusal keeps its own reason
@@ -97,6 +106,16 @@ func (s *Server) pseudonymize(ctx context.Context, e audit.Entry, in *policy.Inp
 		}
 	}
 	return e, nil
+}
+
+// holdsNoIdentifier reports whether e needs no audit key: a policy/load
+// or policy/reject record (its reason custos's digests, sequence numbers
+// and key ids, then scrubbed text) with no patient, no URI and no decision
+// input. Any other record is written without the key as it always was:
+// with no identifier at all.
+func holdsNoIdentifier(e audit.Entry, in *policy.Input) bool {
+	return (e.Action == ActionPolicyLoad || e.Action == ActionPolicyReject) &&
+		in == nil && len(e.Patients) == 0 && len(e.URIs) == 0
 }
 
 // namedPatient is the patient id the URI raw of a record names where the
