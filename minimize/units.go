@@ -457,10 +457,11 @@ func nameCaseText(s string, time, year bool) bool {
 		return false
 	}
 	if _, era := yearUnit(s); era {
-		return !year || twoCapitals.MatchString(s) || initials.MatchString(s) // "2016 DC": see twoCapitals
+		_, two := twoCapitalsText(s)
+		return !year || two || initials.MatchString(s) // "2016 DC", "2016 AD.": see twoCapitals
 	}
-	if twoCapitals.MatchString(s) && !(time && timeUnitWord(s)) {
-		return true // "KG", "OD", "AU": see twoCapitals
+	if w, two := twoCapitalsText(s); two && !(time && (timeUnitWord(w) || isTimeUnit(s))) {
+		return true // "KG", "OD", "AU", "KG.", "(OD)": see twoCapitals
 	}
 	if !time && foreignTimeText(s) {
 		return true // "ann", "mg/rok" outside an Age: see foreignTimeText
@@ -658,6 +659,33 @@ var ucumSuffixedAtoms = func() *strings.Replacer {
 // given with an era of initials' form ("2016 AD"). Three capitals and more
 // ("BMI", "INR", "MEQ") are judged as words (nameCaseUnit).
 var twoCapitals = regexp.MustCompile(`^\p{Lu}{2}$`)
+
+// isTimeUnit reports whether timeUnit reads s ("Y.O.", years old).
+func isTimeUnit(s string) bool { _, ok := timeUnit(s); return ok }
+
+// twoCapitalsText reports whether unit text s is two capitals alone
+// (twoCapitals) but for punctuation and spaces around or between them and
+// annotations ("KG.", "(OD)", "'KG'", "K-G", "OD{total}", "2016 AD."),
+// and returns the two capitals. Initials are written so as often: h-deid14
+// judged only the two capitals alone, and {"value": 77441124, "unit":
+// "KG."} and {"value": 2016, "unit": "DC."} were released, initials and
+// number, until h-review49. A slash, a bracket or a digit makes another
+// unit ("/KG", "[IU]", "KG/M2").
+func twoCapitalsText(s string) (string, bool) {
+	var letters []rune
+	for _, r := range annotation.ReplaceAllString(s, " ") {
+		switch {
+		case r == '/' || r == '[' || r == ']' || r == '{' || r == '}':
+			return "", false
+		case unicode.IsLetter(r):
+			letters = append(letters, r)
+		case !unicode.IsPunct(r) && !unicode.IsSpace(r):
+			return "", false
+		}
+	}
+	w := string(letters)
+	return w, twoCapitals.MatchString(w)
+}
 
 // initials are a name's initials in a unit text: two or more single
 // capitals, each after a dot, a dot and a space, or a space ("J.S.",

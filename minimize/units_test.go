@@ -903,6 +903,42 @@ func TestDeidentifyTwoCapitalsAloneNeedACode(t *testing.T) {
 	}
 }
 
+// TestDeidentifyTwoCapitalsWithPunctuationNeedACode: two capitals with
+// a dot after them, in parentheses or quotes, split by a hyphen, or beside
+// an annotation ("KG.", "(OD)", "K-G", "OD{total}") are a name's initials
+// as much as two capitals alone, and so is an era so written beside a
+// year ("2016 AD.", "2016 (DC)"). h-deid14 judged only a text of two
+// capitals and nothing else: {"value": 77441124, "unit": "KG."} and
+// {"value": 2016, "unit": "DC."} were released, initials and number.
+// They are kept beside a UCUM code that says them; "[IU]" (a bracketed
+// atom), "/KG", "KG/M2" and "mg/KG" are not such a text.
+func TestDeidentifyTwoCapitalsWithPunctuationNeedACode(t *testing.T) {
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"29463-7"}]},"valueQuantity":`+q+`}`), nil))
+	}
+	for _, unit := range []string{"KG.", "(KG)", "OD.", "(OD)", "SD.", "CC.", "MG.", "ML.", "CM.", "'KG'", "KG:", "KG-", "K-G", "KG..", "AU.", "(AU)", "IU.", "OD{total}", "JS{x}", " KG "} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+	}
+	for _, era := range []string{"AD.", "(AD)", "CE.", "DC.", "'AD'"} {
+		if got := obs(`{"value":2016,"unit":` + strconvQuote(era) + `}`); strings.Contains(got, "2016") || strings.Contains(got, strconvQuote(era)) {
+			t.Errorf("2016 %s:\n got %s", era, got)
+		}
+	}
+	for unit, code := range map[string]string{"(KG)": "kg", "KG.": "kg"} {
+		q := `{"value":4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(code) + `}`
+		if got := obs(q); !strings.Contains(got, `"code":`+strconvQuote(code)) || !strings.Contains(got, `"value":4}`) {
+			t.Errorf("%s beside %s:\n got %s", unit, code, got)
+		}
+	}
+	for _, unit := range []string{"[IU]", "/KG", "KG/M2", "mg/KG", "MG/DL", "BMI", "Kg.", "kg."} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
+		}
+	}
+}
+
 // TestDeidentifyNameInAnAnnotationBesideAUnit pins, where clinical data
 // writes a unit, what the research view releases of a name typed into a
 // UCUM annotation beside a unit ("mg{Smith}"): nothing, its number with it,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -72,10 +73,21 @@ func (l *limiter) allowN(key string, now time.Time, n int) bool {
 
 // messagesIn is the number of JSON-RPC messages r carries: the length of a
 // POST's batch (revision 2025-03-26; later ones refuse batches, but a client
-// may negotiate it), 1 for any other request. The body is read through its
-// memo (bodyOf), which the checks after the rate limit then share; it stays
-// readable in full.
+// may negotiate it), 1 for any other request. A body whose first byte after
+// whitespace is not '[' is read no further than that byte (opensBatch)
+// unless a check before already read it into its memo; a batch is read
+// through the memo (bodyOf), which the checks after the rate limit then
+// share. The body stays readable in full.
 func messagesIn(r *http.Request) int {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return 1
+	}
+	if p, ok := r.Body.(*peekedBody); !(ok && !p.read) && !opensBatch(r) {
+		// Not read yet, and no batch: a principal past its bucket is
+		// refused without its body being read (up to 1 MiB each time,
+		// until h-review49: TestRateLimitRefusesWithoutReadingTheBody).
+		return 1
+	}
 	m := peekMessage(r)
 	if m == nil {
 		return 1 // refused further on (too large, unreadable)
@@ -88,6 +100,41 @@ func messagesIn(r *http.Request) int {
 		return 1 // refused further on (not JSON)
 	}
 	return max(1, len(raws))
+}
+
+// opensBatch reads r's body up to its first byte that is not whitespace
+// and reports whether that byte is '[' (false at an error or the end),
+// leaving the body readable in full.
+func opensBatch(r *http.Request) bool {
+	// Byte by byte: the body is buffered below (net/http), and most
+	// bodies start with '{'.
+	var one [1]byte
+	var head []byte // what was read of the body, given back below
+	c, err := byte(0), error(nil)
+	for len(head) <= maxBody {
+		var n int
+		n, err = r.Body.Read(one[:])
+		if n == 1 {
+			c = one[0]
+			head = append(head, c)
+			if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+				continue
+			}
+			err = nil // this byte decides, whatever follows it
+			break
+		}
+		if err != nil {
+			break
+		}
+	}
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+	return err == nil && c == '['
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // rateLimited refuses a principal's requests beyond its bucket with 429 and

@@ -50,3 +50,33 @@ func TestRateLimitCountsTheMessagesOfABatch(t *testing.T) {
 		t.Errorf("a request after the batch took the last tokens: status %d, want 429", st)
 	}
 }
+
+// A principal over its bucket is refused before its body is read: the
+// limit bounds what a caller can make the server do. With the body memo
+// (h-req3) messagesIn read every POST's body, up to 1 MiB, ahead of the
+// limit check, so a principal whose bucket was empty still had each of
+// its bodies read in full before its 429 (a body that opens with '{' was
+// read one byte far before: only a batch, '[', needs counting).
+func TestRateLimitRefusesWithoutReadingTheBody(t *testing.T) {
+	f := newFixture(t, "")
+	f.reconfigure(func(c *server.Config) { c.RateLimit = server.RateLimit{PerSecond: 0.001, Burst: 1} })
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	h := map[string]string{"Mcp-Protocol-Version": "2025-03-26"}
+	post(t, hs.url, tok, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	big := `{"jsonrpc":"2.0","id":2,"method":"ping","params":{"pad":"` + strings.Repeat("x", 900<<10) + `"}}`
+	reads := 0
+	restore := server.CountBodyWork(func(kind string) {
+		if kind == "read" {
+			reads++
+		}
+	})
+	st, _ := postRaw(t, hs.url, tok, h, "\n "+big)
+	restore()
+	if st != http.StatusTooManyRequests {
+		t.Fatalf("a request past the bucket: status %d, want 429", st)
+	}
+	if reads != 0 {
+		t.Errorf("the body of a request past the bucket was read ahead %d times before its 429, want none", reads)
+	}
+}
