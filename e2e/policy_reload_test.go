@@ -62,9 +62,12 @@ func TestSignedPolicyBundleHotReload(t *testing.T) {
 		}
 	}
 	read()
+	// A load verifies, compiles, runs the bundle's Rego tests and the
+	// list/read agreement check: ~7 s on a quiet 2-CPU machine, over 15 s
+	// at load average 17-20 (a CI run of 2026-12-06 timed out here).
 	waitLog := func(what string, n int) {
 		t.Helper()
-		for deadline := time.Now().Add(15 * time.Second); strings.Count(stderr.String(), what) < n; time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(90 * time.Second); strings.Count(stderr.String(), what) < n; time.Sleep(50 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("timed out waiting for %q ×%d:\n%s", what, n, stderr.String())
 			}
