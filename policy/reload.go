@@ -173,6 +173,11 @@ type Event struct {
 	// compile errors, failing test names or the verification failure, never
 	// key material). "" for EventLoaded.
 	Reason string
+	// Err is the candidate's error for EventRejected (Reason is its text,
+	// truncated), for callers that branch on its cause with errors.Is
+	// (ErrCompile, ErrTestsFailed, ErrRollback...): to count rejections by
+	// class, for example. nil for EventLoaded.
+	Err error
 	// Late is set on a rejection offered to OnEvent again after OnEvent
 	// failed to record it (Watch retries it at a later poll): its record
 	// is written after Time, which the record must then name besides its
@@ -523,7 +528,7 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 		r.log.Info("policy load interrupted", "source", desc, "err", ctx.Err())
 		return Event{}, err
 	}
-	ev := Event{Kind: EventRejected, Time: time.Now().UTC(), Source: desc, Reason: truncateReason(err.Error())}
+	ev := Event{Kind: EventRejected, Time: time.Now().UTC(), Source: desc, Reason: truncateReason(err.Error()), Err: err}
 	if ce, ok := errors.AsType[*CandidateError](err); ok {
 		ev.CandidateDigest = ce.Digest
 	}
