@@ -222,9 +222,29 @@ func ReadUnverifiedBundle(r io.Reader) (*bundle.Bundle, error) {
 		WithSizeLimitBytes(MaxBundleSize).
 		Read()
 	if err != nil {
+		trimBundleLocations(err)
 		return nil, fmt.Errorf("%w: %w", ErrBundle, err)
 	}
 	return &b, nil
+}
+
+// trimBundleLocations makes the file of every location in err's ast.Errors
+// (OPA's bundle reader parses modules by their archive path,
+// "/custos/authz.rego") bundle-relative, "custos/authz.rego": the name the
+// compiler's errors (a type error), the Rego tests and a policy directory
+// give the same file, so that a parse error in a server's log, a
+// policy/reject record or custos policy verify names it alike. The errors
+// are those of a read that failed: nothing else holds them.
+func trimBundleLocations(err error) {
+	errs, ok := errors.AsType[ast.Errors](err)
+	if !ok {
+		return
+	}
+	for _, e := range errs {
+		if e != nil && e.Location != nil {
+			e.Location.File = strings.TrimPrefix(e.Location.File, "/")
+		}
+	}
 }
 
 // LoadBundle loads the signed policy bundle at path. Verification is
@@ -354,6 +374,7 @@ func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, o
 		// signature held and the policy is broken. Otherwise, if the bundle
 		// reads without verification, verification is what failed.
 		if _, ok := errors.AsType[ast.Errors](err); ok {
+			trimBundleLocations(err)
 			return nil, BundleInfo{}, fmt.Errorf("%w: %w", ErrCompile, err)
 		}
 		if _, uerr := read(nil); uerr != nil {
