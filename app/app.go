@@ -208,11 +208,15 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 		return nil, err
 	}
 	for _, ev := range a.pending {
-		if err := a.srv.AuditPolicyEvent(ctx, ev); err != nil {
+		if err := a.recordPolicyEvent(ctx, ev); err != nil {
 			return nil, err
 		}
 	}
 	a.pending = nil
+	if a.reload == nil {
+		// The built-in policy: loaded once, with no event.
+		a.metrics.PolicyLoaded(a.policy.Revision(), "", 0, time.Now())
+	}
 	if a.reload != nil {
 		wctx, cancel := context.WithCancel(context.Background())
 		a.stopRel = cancel

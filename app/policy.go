@@ -11,6 +11,7 @@ import (
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/server"
+	"github.com/custos-mcp/custos/server/ops"
 )
 
 // ErrBuiltinPolicy is returned by ReloadPolicy when the App serves the
@@ -56,7 +57,7 @@ func (a *App) openPolicy(ctx context.Context) error {
 			a.pending = append(a.pending, ev)
 			return nil
 		}
-		return a.srv.AuditPolicyEvent(context.Background(), ev)
+		return a.recordPolicyEvent(context.Background(), ev)
 	}
 	r, err := policy.New(ctx, src, ropts)
 	if err != nil {
@@ -64,6 +65,47 @@ func (a *App) openPolicy(ctx context.Context) error {
 	}
 	a.policy, a.reload = r, r
 	return nil
+}
+
+// recordPolicyEvent writes ev to the audit log (Server.AuditPolicyEvent)
+// and counts it in the metrics: a load once its record is written (the
+// Reloader swaps it in then; a load whose record fails does not take
+// effect), a rejection when it is first offered, whether or not its record
+// could be written (not again when Watch offers it late).
+func (a *App) recordPolicyEvent(ctx context.Context, ev policy.Event) error {
+	err := a.srv.AuditPolicyEvent(ctx, ev)
+	switch {
+	case ev.Kind == policy.EventLoaded && err == nil:
+		a.metrics.PolicyLoaded(ev.Revision, ev.BundleDigest, ev.Sequence, ev.Time)
+	case ev.Kind == policy.EventRejected && !ev.Late:
+		a.metrics.PolicyRejected(policyRejectClass(ev.Err), ev.Time)
+	}
+	return err
+}
+
+// policyRejectClass is the reason label of custos_policy_rejections_total
+// for a candidate refused with err (policy's error vocabulary); the text of
+// err stays in the log and the audit record.
+func policyRejectClass(err error) string {
+	switch {
+	case errors.Is(err, policy.ErrEventHook):
+		return ops.PolicyRejectHook
+	case errors.Is(err, policy.ErrRollback):
+		return ops.PolicyRejectRollback
+	case errors.Is(err, policy.ErrBatchDisagrees): // wrapped in ErrTestsFailed
+		return ops.PolicyRejectAgreement
+	case errors.Is(err, policy.ErrTestsFailed):
+		return ops.PolicyRejectTest
+	case errors.Is(err, policy.ErrCompile):
+		return ops.PolicyRejectCompile
+	case errors.Is(err, policy.ErrSignature):
+		return ops.PolicyRejectSignature
+	case errors.Is(err, policy.ErrKey):
+		return ops.PolicyRejectKey
+	case errors.Is(err, policy.ErrBundle):
+		return ops.PolicyRejectBundle
+	}
+	return ops.Other
 }
 
 // bundleKeys are the keys a policy bundle may be signed with: the Vault

@@ -222,9 +222,29 @@ func ReadUnverifiedBundle(r io.Reader) (*bundle.Bundle, error) {
 		WithSizeLimitBytes(MaxBundleSize).
 		Read()
 	if err != nil {
+		trimBundleLocations(err)
 		return nil, fmt.Errorf("%w: %w", ErrBundle, err)
 	}
 	return &b, nil
+}
+
+// trimBundleLocations makes the file of every location in err's ast.Errors
+// (OPA's bundle reader parses modules by their archive path,
+// "/custos/authz.rego") bundle-relative, "custos/authz.rego": the name the
+// compiler's errors (a type error), the Rego tests and a policy directory
+// give the same file, so that a parse error in a server's log, a
+// policy/reject record or custos policy verify names it alike. The errors
+// are those of a read that failed: nothing else holds them.
+func trimBundleLocations(err error) {
+	errs, ok := errors.AsType[ast.Errors](err)
+	if !ok {
+		return
+	}
+	for _, e := range errs {
+		if e != nil && e.Location != nil {
+			e.Location.File = strings.TrimPrefix(e.Location.File, "/")
+		}
+	}
 }
 
 // LoadBundle loads the signed policy bundle at path. Verification is
@@ -239,6 +259,20 @@ func ReadUnverifiedBundle(r io.Reader) (*bundle.Bundle, error) {
 // could be read) and wrapping ErrKey, ErrBundle, ErrSignature, ErrCompile or
 // ErrTestsFailed.
 func LoadBundle(ctx context.Context, path string, keys []VerificationKey, opts Options) (*Engine, BundleInfo, error) {
+	return loadBundle(ctx, path, keys, opts, nil)
+}
+
+// sequenceGate decides whether a bundle whose signature verified, with
+// claim seq (0: none) and file digest digest, may go on to be compiled and
+// tested; an error refuses it (a [*RollbackError] from the Reloader).
+type sequenceGate func(seq uint64, digest string) error
+
+// loadBundle is LoadBundle, refusing with gate's error (when gate is not
+// nil) a bundle that gate refuses, once its signature has verified and
+// before its policy is compiled and its tests run: the claim is signed, so
+// it can be trusted then, and a rollback costs no compile and no test run
+// (seconds on every core, at every change of the file).
+func loadBundle(ctx context.Context, path string, keys []VerificationKey, opts Options, gate sequenceGate) (*Engine, BundleInfo, error) {
 	if err := opts.validate(); err != nil {
 		return nil, BundleInfo{}, err
 	}
@@ -251,7 +285,11 @@ func LoadBundle(ctx context.Context, path string, keys []VerificationKey, opts O
 	}
 	sum := sha256.Sum256(data)
 	digest := "sha256:" + hex.EncodeToString(sum[:])
-	e, info, err := loadBundleBytes(ctx, data, keys, opts)
+	var check func(seq uint64) error
+	if gate != nil {
+		check = func(seq uint64) error { return gate(seq, digest) }
+	}
+	e, info, err := loadBundleBytes(ctx, data, keys, opts, check)
 	if err != nil {
 		return nil, BundleInfo{}, &CandidateError{Digest: digest, Err: err}
 	}
@@ -304,7 +342,7 @@ func openRegular(path string) (*os.File, error) {
 	return regularfile.Open(path, os.O_RDONLY, 0, regularfile.FollowLinks)
 }
 
-func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, opts Options) (*Engine, BundleInfo, error) {
+func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, opts Options, check func(seq uint64) error) (*Engine, BundleInfo, error) {
 	// Before OPA's reader, which would decompress every file into memory
 	// first and skip links silently.
 	if err := checkArchive(data); err != nil {
@@ -336,6 +374,7 @@ func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, o
 		// signature held and the policy is broken. Otherwise, if the bundle
 		// reads without verification, verification is what failed.
 		if _, ok := errors.AsType[ast.Errors](err); ok {
+			trimBundleLocations(err)
 			return nil, BundleInfo{}, fmt.Errorf("%w: %w", ErrCompile, err)
 		}
 		if _, uerr := read(nil); uerr != nil {
@@ -356,7 +395,7 @@ func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, o
 	if err != nil {
 		return nil, BundleInfo{}, err
 	}
-	e, err := bundleEngine(ctx, &b, opts)
+	e, err := bundleEngine(ctx, &b, opts, check)
 	if err != nil {
 		return nil, BundleInfo{}, err
 	}
@@ -371,13 +410,14 @@ func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, o
 // the bundle it re-signs, whatever the signer. Errors wrap ErrBundle,
 // ErrCompile or ErrTestsFailed.
 func CheckBundle(ctx context.Context, b *bundle.Bundle) error {
-	_, err := bundleEngine(ctx, b, Options{})
+	_, err := bundleEngine(ctx, b, Options{}, nil)
 	return err
 }
 
 // bundleEngine checks the contents of b (see CheckBundle) and returns the
-// engine of its policy.
-func bundleEngine(ctx context.Context, b *bundle.Bundle, opts Options) (*Engine, error) {
+// engine of its policy. check, when not nil, is given b's sequence claim
+// before anything is compiled: its error refuses b.
+func bundleEngine(ctx context.Context, b *bundle.Bundle, opts Options, check func(seq uint64) error) (*Engine, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -392,6 +432,11 @@ func bundleEngine(ctx context.Context, b *bundle.Bundle, opts Options) (*Engine,
 	seq, err := BundleSequence(b)
 	if err != nil {
 		return nil, err
+	}
+	if check != nil {
+		if err := check(seq); err != nil {
+			return nil, err
+		}
 	}
 	files := make([]regoFile, 0, len(b.Modules))
 	for _, m := range b.Modules {

@@ -567,3 +567,53 @@ func TestKeysRejected(t *testing.T) {
 		t.Fatalf("error quotes the key: %v", err)
 	}
 }
+
+// TestBundleParseErrorLocationsAreRelative: a parse error in a bundle names
+// the module as a type error in it and a policy directory do,
+// "custos/authz.rego:8", in LoadBundle's error, a Reloader's rejection
+// reason (the policy/reject record and the log) and ReadUnverifiedBundle's
+// error (custos policy sign). OPA's bundle reader parses by archive path:
+// it said "/custos/authz.rego:8".
+func TestBundleParseErrorLocationsAreRelative(t *testing.T) {
+	ctx := context.Background()
+	signer := newSigner(t, "k1")
+	keys := []VerificationKey{signer.VerificationKey()}
+	files := reasonPolicy("x")
+	files["custos/authz.rego"] += "\nbroken := {\n"
+	b := newBundle(filesOf(files), "r")
+	if err := SignBundle(ctx, b, signer); err != nil {
+		t.Fatal(err)
+	}
+	path, _ := writeBundleFile(t, b)
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "\ncustos/authz.rego:8: rego_parse_error") || strings.Contains(err.Error(), "/custos/authz.rego") {
+			t.Errorf("%s: %v\nwant the location custos/authz.rego:8, bundle-relative", what, err)
+		}
+	}
+	_, _, err := LoadBundle(ctx, path, keys, Options{})
+	if !errors.Is(err, ErrCompile) {
+		t.Errorf("LoadBundle: %v, want ErrCompile", err)
+	}
+	check("LoadBundle", err)
+
+	good, _ := reasonBundle(t, signer, "good", 0)
+	live := filepath.Join(t.TempDir(), "policy.tar.gz")
+	replaceFile(t, live, good)
+	r, err := New(ctx, BundleSource{Path: live, Keys: keys}, ReloaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaceFile(t, live, mustRead(t, path))
+	ev, err := r.Reload(ctx)
+	check("Reload", err)
+	check("rejection reason", errors.New(ev.Reason))
+
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, err = ReadUnverifiedBundle(f)
+	check("ReadUnverifiedBundle", err)
+}

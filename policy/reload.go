@@ -104,6 +104,21 @@ func (s BundleSource) Describe() string { return "bundle:" + s.Path }
 // Load implements [Source] with [LoadBundle], verifying with Keys or, when
 // set, with what LoadKeys returns now.
 func (s BundleSource) Load(ctx context.Context) (*Engine, error) {
+	return s.loadGated(ctx, nil)
+}
+
+// gatedSource is a [Source] that can refuse a candidate by its signed
+// sequence claim before compiling and testing it (BundleSource): the
+// Reloader's rollback check, when armed, then costs no compile and no
+// test run.
+type gatedSource interface {
+	loadGated(ctx context.Context, gate sequenceGate) (*Engine, error)
+}
+
+// loadGated is Load, refusing with gate's error (gate may be nil) a bundle
+// whose signature verified but whose claim gate refuses, before its policy
+// is compiled and tested.
+func (s BundleSource) loadGated(ctx context.Context, gate sequenceGate) (*Engine, error) {
 	keys := s.Keys
 	if s.LoadKeys != nil {
 		var err error
@@ -112,7 +127,7 @@ func (s BundleSource) Load(ctx context.Context) (*Engine, error) {
 			return nil, &CandidateError{Digest: digest, Err: fmt.Errorf("%w: reading the verification keys: %w", ErrKey, err)}
 		}
 	}
-	e, _, err := LoadBundle(ctx, s.Path, keys, s.Options)
+	e, _, err := loadBundle(ctx, s.Path, keys, s.Options, gate)
 	return e, err
 }
 
@@ -173,6 +188,11 @@ type Event struct {
 	// compile errors, failing test names or the verification failure, never
 	// key material). "" for EventLoaded.
 	Reason string
+	// Err is the candidate's error for EventRejected (Reason is its text,
+	// truncated), for callers that branch on its cause with errors.Is
+	// (ErrCompile, ErrTestsFailed, ErrRollback...): to count rejections by
+	// class, for example. nil for EventLoaded.
+	Err error
 	// Late is set on a rejection offered to OnEvent again after OnEvent
 	// failed to record it (Watch retries it at a later poll): its record
 	// is written after Time, which the record must then name besides its
@@ -471,16 +491,22 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 		}
 	}
 	prev := r.cur.Load()
-	e, err := r.src.Load(ctx)
+	var e *Engine
+	var err error
+	if gs, ok := r.src.(gatedSource); ok && r.armed {
+		// The signed claim is checked once the signature verifies, before
+		// the candidate is compiled and tested: a rollback put at the path
+		// costs no test run (it was refused after one, seconds later).
+		e, err = gs.loadGated(ctx, r.checkSequenceLocked)
+	} else {
+		e, err = r.src.Load(ctx)
+	}
 	if err == nil && e == nil {
 		err = errors.New("policy: source returned no engine")
 	}
 	if err == nil && r.armed {
-		rerr := CheckMinSequence(r.minSeq, e.BundleSequence(), e.BundleDigest())
-		if rerr == nil {
-			rerr = CheckSequence(r.hw, e.BundleSequence(), e.BundleDigest())
-		}
-		if rerr != nil {
+		// Again on the engine, for a source that cannot check earlier.
+		if rerr := r.checkSequenceLocked(e.BundleSequence(), e.BundleDigest()); rerr != nil {
 			err = &CandidateError{Digest: e.candidateDigest, Err: rerr}
 		}
 	}
@@ -523,7 +549,7 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 		r.log.Info("policy load interrupted", "source", desc, "err", ctx.Err())
 		return Event{}, err
 	}
-	ev := Event{Kind: EventRejected, Time: time.Now().UTC(), Source: desc, Reason: truncateReason(err.Error())}
+	ev := Event{Kind: EventRejected, Time: time.Now().UTC(), Source: desc, Reason: truncateReason(err.Error()), Err: err}
 	if ce, ok := errors.AsType[*CandidateError](err); ok {
 		ev.CandidateDigest = ce.Digest
 	}
@@ -550,6 +576,17 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 		r.pending = append(r.pending, late)
 	}
 	return ev, err
+}
+
+// checkSequenceLocked refuses a candidate claiming seq (0: none) with
+// bundle digest digest that is under the floor ([CheckMinSequence]) or does
+// not advance the high-water mark ([CheckSequence]). r.mu is held and
+// protection is armed.
+func (r *Reloader) checkSequenceLocked(seq uint64, digest string) error {
+	if err := CheckMinSequence(r.minSeq, seq, digest); err != nil {
+		return err
+	}
+	return CheckSequence(r.hw, seq, digest)
 }
 
 // recordRejection offers ev to OnEvent and returns nil when ev is on

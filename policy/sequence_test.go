@@ -480,3 +480,63 @@ func TestManifestWithDuplicateKeysRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestRollbackRefusedBeforeCompiling: once armed, a bundle whose signed
+// claim does not advance the mark is refused as a rollback as soon as its
+// signature verifies, before its policy is compiled and its Rego tests run
+// (they took seconds on every core, at every change of the file: the
+// check came after them, so a rollback whose tests fail, or whose policy
+// does not compile, was refused as such, after the work). The record's
+// evidence and message are those of any rollback refusal; a bundle that
+// advances the mark is still compiled and tested.
+func TestRollbackRefusedBeforeCompiling(t *testing.T) {
+	ctx := context.Background()
+	signer := newSigner(t, "k1")
+	path := filepath.Join(t.TempDir(), "policy.tar.gz")
+	two, digestTwo := reasonBundle(t, signer, "two", 2)
+	replaceFile(t, path, two)
+	r, err := New(ctx, BundleSource{Path: path, Keys: []VerificationKey{signer.VerificationKey()}}, ReloaderOptions{Rollback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Arm(HighWater{}, false); err != nil {
+		t.Fatal(err)
+	}
+	signed := func(files map[string]string, seq uint64) ([]byte, string) {
+		b := newBundle(filesOf(files), "broken")
+		if err := SetBundleSequence(b, seq); err != nil {
+			t.Fatal(err)
+		}
+		if err := SignBundle(ctx, b, signer); err != nil {
+			t.Fatal(err)
+		}
+		p, digest := writeBundleFile(t, b)
+		return mustRead(t, p), digest
+	}
+	failingTests := reasonPolicy("one")
+	failingTests["custos/authz_test.rego"] = "package custos.authz_test\n\ntest_fails if false\n"
+	typeError := reasonPolicy("one")
+	typeError["custos/authz.rego"] = "package custos.authz\n\ndecision := {\"allow\": count(1), \"reasons\": [], \"obligations\": []}\n"
+	for name, files := range map[string]map[string]string{"failing tests": failingTests, "type error": typeError} {
+		data, digest := signed(files, 1)
+		replaceFile(t, path, data)
+		ev, err := r.Reload(ctx)
+		want := "policy: bundle rollback refused: bundle " + digest + " claims sequence 1, lower than the high-water mark: sequence 2, bundle " + digestTwo + " (candidate " + digest + ")"
+		if !errors.Is(err, ErrRollback) || errors.Is(err, ErrTestsFailed) || errors.Is(err, ErrCompile) || err.Error() != want {
+			t.Errorf("%s, sequence 1: %v\nwant %s (refused before compiling)", name, err, want)
+		}
+		if ev.Kind != EventRejected || ev.Rollback == nil || ev.Rollback.Sequence != 1 || ev.Rollback.Digest != digest || ev.CandidateDigest != digest || ev.Reason != want {
+			t.Errorf("%s, sequence 1: event %+v", name, ev)
+		}
+		// Advancing the mark, the same bundle is compiled and tested.
+		data, _ = signed(files, 3)
+		replaceFile(t, path, data)
+		wantErr := map[string]error{"failing tests": ErrTestsFailed, "type error": ErrCompile}[name]
+		if _, err := r.Reload(ctx); !errors.Is(err, wantErr) || errors.Is(err, ErrRollback) {
+			t.Errorf("%s, sequence 3: %v, want %v", name, err, wantErr)
+		}
+	}
+	if got := decideReason(t, r.Current()); got != "two" {
+		t.Errorf("serving %q, want two", got)
+	}
+}

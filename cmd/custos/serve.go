@@ -80,6 +80,8 @@ Policy:
   broken, unsigned or failing candidate is rejected and the last good policy
   keeps serving. Loads and rejections are audit records (policy/load,
   policy/reject); every record names the revision and bundle digest in force.
+  /readyz stays ready after a rejection; /metrics shows it (custos_policy_info,
+  custos_policy_rejections_total{reason}, custos_policy_last_*_timestamp_seconds).
   Rollback protection: a bundle whose signed sequence claim (custos policy
   bundle --sequence N) does not advance the last one loaded (read from the
   audit log) is rejected; at startup the server refuses to start unless

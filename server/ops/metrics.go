@@ -2,6 +2,7 @@ package ops
 
 import (
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,6 +59,22 @@ const (
 	FailureInvalidRequest    = "invalid_request" // malformed Authorization (RFC 6750 §3.1): 400
 )
 
+// Reason label values of custos_policy_rejections_total: the class of
+// why a candidate policy was refused (the last good policy keeps
+// serving). The caller maps its error to one of them; any other value is
+// recorded as Other. The reason itself (compile errors, failing tests) is
+// in the log and the policy/reject audit record, never in a label.
+const (
+	PolicyRejectCompile   = "compile"   // a module does not parse or compile
+	PolicyRejectTest      = "test"      // its Rego tests fail, are missing or overran their budget
+	PolicyRejectAgreement = "agreement" // its list rule disagrees with its read rule
+	PolicyRejectSignature = "signature" // the bundle signature does not verify
+	PolicyRejectKey       = "key"       // the verification keys could not be read or are unusable
+	PolicyRejectBundle    = "bundle"    // not a bundle custos accepts (unreadable, malformed, too large)
+	PolicyRejectRollback  = "rollback"  // its signed sequence does not advance the high-water mark or is under the floor
+	PolicyRejectHook      = "hook"      // a good candidate whose load could not be recorded in the audit log
+)
+
 // Other is the label value recorded for any method, outcome, reason or
 // status outside the fixed sets above.
 const Other = "other"
@@ -68,6 +85,10 @@ var (
 	reasons  = []string{LimitPrincipal, LimitClient, LimitSource, LimitGlobal, LimitConcurrency, LimitSessions, Other}
 	failures = []string{FailureNoToken, FailureInvalidToken, FailureInsufficientScope, FailureCrossOrigin, FailureSessionMismatch, FailureInvalidRequest, Other}
 	statuses = []string{"401", "403", "400", Other}
+	// PolicyRejectReasons are the reason label values of
+	// custos_policy_rejections_total, all exported from the start at 0.
+	PolicyRejectReasons = []string{PolicyRejectCompile, PolicyRejectTest, PolicyRejectAgreement, PolicyRejectSignature,
+		PolicyRejectKey, PolicyRejectBundle, PolicyRejectRollback, PolicyRejectHook, Other}
 )
 
 // Histogram buckets, in seconds.
@@ -103,6 +124,11 @@ type Metrics struct {
 	scrubFailed prometheus.Counter
 	segFailed   *prometheus.CounterVec
 	scrubOK     prometheus.Gauge
+	polInfo     *prometheus.GaugeVec
+	polLoads    prometheus.Counter
+	polRejects  *prometheus.CounterVec
+	polLoadTS   prometheus.Gauge
+	polRejTS    prometheus.Gauge
 }
 
 // New creates the custos metrics and registers them with reg:
@@ -124,6 +150,11 @@ type Metrics struct {
 //	custos_audit_integrity_ok                     gauge (1 while the audit log verifies, 0 once a check found it broken)
 //	custos_audit_scrub_failures_total             counter (scrub passes that found a problem or could not finish)
 //	custos_audit_scrub_last_success_timestamp_seconds gauge (Unix time of the end of the last clean scrub pass; 0: none yet)
+//	custos_policy_info{revision, bundle, sequence} gauge (1, one series: the policy in force; bundle "" and sequence "0" without)
+//	custos_policy_loads_total                     counter (policies that took effect, the first one included)
+//	custos_policy_rejections_total{reason}        counter (candidates refused, by class: PolicyReject*)
+//	custos_policy_last_load_timestamp_seconds     gauge (Unix time of the last load that took effect)
+//	custos_policy_last_rejection_timestamp_seconds gauge (Unix time of the last refusal; 0: none yet)
 //
 // Every label value comes from a fixed set (see the Method*, Outcome*,
 // Limit* constants and Other); all series of the labelled counters are
@@ -214,12 +245,37 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, step := range SegmentSteps {
 		seg.WithLabelValues(step) // every step exported from the start, at 0
 	}
+	pinfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "custos_policy_info",
+		Help: "1 for the policy in force: its revision, its bundle digest (\"\" for the built-in policy or a directory) and its signed sequence claim (\"0\": none).",
+	}, []string{"revision", "bundle", "sequence"})
+	ploads := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "custos_policy_loads_total",
+		Help: "Policies that took effect (the initial one included), each recorded in the audit log as policy/load.",
+	})
+	prej := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "custos_policy_rejections_total",
+		Help: "Candidate policies refused (the last good policy keeps serving), by class: compile, test, agreement, signature, key, bundle, rollback, hook, other.",
+	}, []string{"reason"})
+	for _, r := range PolicyRejectReasons {
+		prej.WithLabelValues(r) // every class exported from the start, at 0
+	}
+	pload := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "custos_policy_last_load_timestamp_seconds",
+		Help: "Unix time at which the policy in force took effect.",
+	})
+	prejt := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "custos_policy_last_rejection_timestamp_seconds",
+		Help: "Unix time at which the last candidate policy was refused (0: none since the start). Above custos_policy_last_load_timestamp_seconds: the candidate rolled out last is not serving.",
+	})
 	if reg != nil {
-		reg.MustRegister(reqs, lat, aud, pol, rl, auth, fails, unw, free, low, cp, ks, kf, rd, iok, sf, sok, seg)
+		reg.MustRegister(reqs, lat, aud, pol, rl, auth, fails, unw, free, low, cp, ks, kf, rd, iok, sf, sok, seg,
+			pinfo, ploads, prej, pload, prejt)
 	}
 
 	m := &Metrics{audit: aud, policy: pol, unwritten: unw, diskFree: free, volumeLow: low, checkpoint: cp, keysStale: ks, keysFailing: kf, readiness: rd,
-		integrityOK: iok, scrubFailed: sf, scrubOK: sok, segFailed: seg}
+		integrityOK: iok, scrubFailed: sf, scrubOK: sok, segFailed: seg,
+		polInfo: pinfo, polLoads: ploads, polRejects: prej, polLoadTS: pload, polRejTS: prejt}
 	m.requests = make([][]prometheus.Counter, len(methods))
 	m.latency = make([]prometheus.Observer, len(methods))
 	for i, meth := range methods {
@@ -416,7 +472,7 @@ func (m *Metrics) ScrubSucceeded(end time.Time) {
 	if m == nil {
 		return
 	}
-	m.scrubOK.Set(float64(end.UnixNano()) / 1e9)
+	m.scrubOK.Set(unixSeconds(end))
 }
 
 // setReady records the result of the readiness check named check.
@@ -459,6 +515,39 @@ func (m *Metrics) SetDisk(free uint64, low bool) {
 	m.diskFree.Set(float64(free))
 	m.volumeLow.Set(gaugeBool(low))
 }
+
+// PolicyLoaded records a policy that took effect at t: it becomes the one
+// series of custos_policy_info (revision, bundle digest, "" without, and
+// sequence claim, 0 without), custos_policy_loads_total counts it and
+// custos_policy_last_load_timestamp_seconds is t. The labels are the
+// server's own digests and a number from a signed manifest: one series at
+// a time, never PHI.
+func (m *Metrics) PolicyLoaded(revision, bundle string, sequence uint64, t time.Time) {
+	if m == nil {
+		return
+	}
+	m.polInfo.Reset()
+	m.polInfo.WithLabelValues(revision, bundle, strconv.FormatUint(sequence, 10)).Set(1)
+	m.polLoads.Inc()
+	m.polLoadTS.Set(unixSeconds(t))
+}
+
+// PolicyRejected counts a candidate policy refused at t, by class (one of
+// the PolicyReject* constants; anything else is recorded as Other), and
+// sets custos_policy_last_rejection_timestamp_seconds to t.
+func (m *Metrics) PolicyRejected(class string, t time.Time) {
+	if m == nil {
+		return
+	}
+	if !slices.Contains(PolicyRejectReasons, class) {
+		class = Other
+	}
+	m.polRejects.WithLabelValues(class).Inc()
+	m.polRejTS.Set(unixSeconds(t))
+}
+
+// unixSeconds is t as a gauge value: Unix seconds with a fraction.
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // gaugeBool is the gauge value of a condition: 1 or 0.
 func gaugeBool(b bool) float64 {

@@ -296,3 +296,51 @@ func BenchmarkObserveRequestSerial(b *testing.B) {
 		m.ObserveRequest(MethodRead, OutcomeAllow, 3*time.Millisecond)
 	}
 }
+
+// TestPolicyMetrics: custos_policy_info holds one series, the policy in
+// force; rejections are counted by a fixed class (anything else is
+// "other"), all classes exported from the start; the timestamps follow.
+func TestPolicyMetrics(t *testing.T) {
+	m, reg := newTestMetrics(t)
+	zero := `
+# HELP custos_policy_rejections_total Candidate policies refused (the last good policy keeps serving), by class: compile, test, agreement, signature, key, bundle, rollback, hook, other.
+# TYPE custos_policy_rejections_total counter
+`
+	for _, r := range PolicyRejectReasons {
+		zero += `custos_policy_rejections_total{reason="` + r + `"} 0` + "\n"
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(zero), "custos_policy_rejections_total"); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_800_000_000, 0)
+	m.PolicyLoaded("sha256:aa", "", 0, t0)
+	m.PolicyLoaded("sha256:bb", "sha256:cc", 7, t0.Add(time.Minute))
+	m.PolicyRejected(PolicyRejectRollback, t0.Add(2*time.Minute))
+	m.PolicyRejected("a compile error at authz.rego:3", t0.Add(3*time.Minute))
+	want := `
+# HELP custos_policy_info 1 for the policy in force: its revision, its bundle digest ("" for the built-in policy or a directory) and its signed sequence claim ("0": none).
+# TYPE custos_policy_info gauge
+custos_policy_info{bundle="sha256:cc",revision="sha256:bb",sequence="7"} 1
+# HELP custos_policy_loads_total Policies that took effect (the initial one included), each recorded in the audit log as policy/load.
+# TYPE custos_policy_loads_total counter
+custos_policy_loads_total 2
+# HELP custos_policy_last_load_timestamp_seconds Unix time at which the policy in force took effect.
+# TYPE custos_policy_last_load_timestamp_seconds gauge
+custos_policy_last_load_timestamp_seconds 1.80000006e+09
+# HELP custos_policy_last_rejection_timestamp_seconds Unix time at which the last candidate policy was refused (0: none since the start). Above custos_policy_last_load_timestamp_seconds: the candidate rolled out last is not serving.
+# TYPE custos_policy_last_rejection_timestamp_seconds gauge
+custos_policy_last_rejection_timestamp_seconds 1.80000018e+09
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "custos_policy_info", "custos_policy_loads_total",
+		"custos_policy_last_load_timestamp_seconds", "custos_policy_last_rejection_timestamp_seconds"); err != nil {
+		t.Fatal(err)
+	}
+	for class, want := range map[string]float64{PolicyRejectRollback: 1, Other: 1, PolicyRejectCompile: 0} {
+		if got := testutil.ToFloat64(m.polRejects.WithLabelValues(class)); got != want {
+			t.Errorf("rejections{reason=%q} = %v, want %v", class, got, want)
+		}
+	}
+	var nilM *Metrics
+	nilM.PolicyLoaded("r", "", 0, t0)
+	nilM.PolicyRejected(PolicyRejectTest, t0)
+}
