@@ -142,6 +142,7 @@ func methodOf(b []byte) (string, error) {
 type caller struct {
 	ti       *auth.TokenInfo
 	mismatch bool
+	owner    sessionOwner // of the session a mismatched request named
 }
 
 type callerKey struct{}
@@ -291,11 +292,39 @@ func (s *Server) auditRejections(next http.Handler, verify auth.TokenVerifier) h
 				}
 			}
 		}
+		reason = withTenant(reason, id.Principal.Tenant)
+		if c.mismatch {
+			reason += ownerDiffers(id.Principal, c.owner)
+		}
 		e := s.entry(context.Background(), id, ActionAuthReject)
 		if err := s.refuseCountedIf(context.Background(), e, audit.OutcomeDeny, reason, nil, !rw.limited); err != nil {
 			s.log.Error("auditing an HTTP rejection failed", "status", rw.status, "err", err)
 		}
 	})
+}
+
+// ownerDiffers names, for the record of a request refused for naming
+// another principal's session (session_mismatch), what of the session
+// owner's principal differs from the caller's: ",owner_sub=…",
+// ",owner_tenant=…", ",owner_client=…", each Go-quoted, in that order. The
+// caller's sub and client are the record's principal and its tenant is
+// ",tenant=…" (withTenant); without these the attempt of the owner's own
+// sub and client from another tenant was recorded looking exactly like a
+// request of the owner (TestSessionMismatchNamesBothTenants). The owner's
+// identity is the auditor's to see: it is whose session was attempted,
+// never shown to the caller.
+func ownerDiffers(caller policy.Principal, owner sessionOwner) string {
+	var b strings.Builder
+	for _, f := range []struct{ key, owner, caller string }{
+		{"owner_sub", owner.sub, caller.Sub},
+		{"owner_tenant", owner.tenant, caller.Tenant},
+		{"owner_client", owner.client, caller.ClientID},
+	} {
+		if f.owner != f.caller {
+			b.WriteString("," + f.key + "=" + strconv.Quote(f.owner))
+		}
+	}
+	return b.String()
 }
 
 // rejectionReason is the audit reason of an HTTP 401, 403 or 400

@@ -120,7 +120,7 @@ func TestOAuthServesBothProtocolRevisions(t *testing.T) {
 				}
 				return
 			}
-			if len(recs) != 1 || recs[0].Action != server.ActionAuthReject || recs[0].Reason != "http_403,insufficient_scope" || recs[0].Principal.Sub != f.identity("clinician").Principal.Sub {
+			if len(recs) != 1 || recs[0].Action != server.ActionAuthReject || recs[0].Reason != "http_403,insufficient_scope"+tenantSuffix(f, "clinician") || recs[0].Principal.Sub != f.identity("clinician").Principal.Sub {
 				for _, r := range recs {
 					t.Logf("%s/%s %q by %q", r.Action, r.Outcome, r.Reason, r.Principal.Sub)
 				}
@@ -131,7 +131,7 @@ func TestOAuthServesBothProtocolRevisions(t *testing.T) {
 	before := len(f.records())
 	f.srv.Close(context.Background())
 	recs := f.records()[before:]
-	if len(recs) != 1 || !strings.HasPrefix(recs[0].Reason, "http_403,insufficient_scope,aggregate,count=1,window=") || recs[0].Source != "127.0.0.1" {
+	if len(recs) != 1 || !strings.HasPrefix(recs[0].Reason, "http_403,insufficient_scope"+tenantSuffix(f, "clinician")+",aggregate,count=1,window=") || recs[0].Source != "127.0.0.1" {
 		t.Fatalf("the repeated refusal was not flushed as one aggregate on Close: %+v", recs)
 	}
 }
