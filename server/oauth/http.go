@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,19 @@ func (v *Verifier) RequiredScope(mcpMethod string) string {
 		return v.cfg.ScopeRead
 	}
 	return ""
+}
+
+// lackedScopes is every scope that RequiredScope asks of one of methods and
+// c does not grant, once each in the order first asked, space-separated
+// (RFC 6750 §3 scope); "" when c may call them all.
+func (v *Verifier) lackedScopes(c *Claims, methods []string) string {
+	var lacked []string
+	for _, m := range methods {
+		if scope := v.RequiredScope(m); CheckScope(c, scope) != nil && !slices.Contains(lacked, scope) {
+			lacked = append(lacked, scope)
+		}
+	}
+	return strings.Join(lacked, " ")
 }
 
 // CheckScope returns an error wrapping ErrInsufficientScope unless scope is
@@ -325,16 +339,19 @@ func (v *Verifier) TokenVerifier() auth.TokenVerifier {
 }
 
 // Middleware authenticates every request before next sees it: a missing or
-// invalid token gets a 401 challenge; then method (if not nil) names the
-// MCP method of the request, and a token lacking RequiredScope(method) gets
-// a 403 challenge (a method error gets 400 naming it; method's errors must
-// not quote the body). On success the Claims are in
+// invalid token gets a 401 challenge; then methods (if not nil) names the
+// MCP methods of the request (one for a single message, one per message of
+// a JSON-RPC batch, none for a GET or DELETE), and a token lacking
+// RequiredScope of any of them gets one 403 challenge naming every scope
+// it lacks: a batch is served whole or not at all (a methods error gets
+// 400 naming it; methods' errors must not quote the body). On success the
+// Claims are in
 // the request context (ClaimsFromContext) and, through the SDK's
 // RequireBearerToken, in auth.TokenInfoFromContext, which the MCP
 // streamable handler passes on as RequestExtra.TokenInfo.
 //
-// method must leave r.Body readable for next (e.g. read it and replace it).
-func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (string, error)) http.Handler {
+// methods must leave r.Body readable for next (e.g. read it and replace it).
+func (v *Verifier) Middleware(next http.Handler, methods func(r *http.Request) ([]string, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, err := BearerToken(r)
 		if errors.Is(err, ErrMalformedRequest) {
@@ -367,16 +384,16 @@ func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (s
 			v.Challenge(w, http.StatusUnauthorized, err, "")
 			return
 		}
-		if method != nil {
-			m, err := method(r)
+		if methods != nil {
+			ms, err := methods(r)
 			if err != nil {
-				// The method func's errors name what is wrong with the body's
+				// The methods func's errors name what is wrong with the body's
 				// shape, never its content.
 				http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
 				return
 			}
-			if scope := v.RequiredScope(m); CheckScope(&c, scope) != nil {
-				v.Challenge(w, http.StatusForbidden, ErrInsufficientScope, scope)
+			if lacked := v.lackedScopes(&c, ms); lacked != "" {
+				v.Challenge(w, http.StatusForbidden, ErrInsufficientScope, lacked)
 				return
 			}
 		}

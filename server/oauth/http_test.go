@@ -131,12 +131,12 @@ func TestPurposeOfUse(t *testing.T) {
 }
 
 // jsonRPCMethod is a test method extractor: the method travels in a header.
-func jsonRPCMethod(r *http.Request) (string, error) {
+func jsonRPCMethod(r *http.Request) ([]string, error) {
 	m := r.Header.Get("X-Test-Method")
 	if m == "bad" {
-		return "", errors.New("unparsable")
+		return nil, errors.New("unparsable")
 	}
-	return m, nil
+	return strings.Fields(m), nil // a batch: methods separated by spaces
 }
 
 func TestMiddleware(t *testing.T) {
@@ -167,6 +167,8 @@ func TestMiddleware(t *testing.T) {
 		{"list ok", "Bearer " + listOnly, "resources/list", 204, ""},
 		{"templates ok", "bearer " + listOnly, "resources/templates/list", 204, ""},
 		{"read needs scope", "Bearer " + listOnly, "resources/read", 403, `scope="resources:read", error="insufficient_scope"`},
+		{"a batch needs every message's scope", "Bearer " + listOnly, "resources/list ping resources/read resources/subscribe", 403, `scope="resources:read", error="insufficient_scope"`},
+		{"a batch within scope", "Bearer " + listOnly, "resources/list ping resources/templates/list", 204, ""},
 		{"no scope needed", "Bearer " + listOnly, "initialize", 204, ""},
 		{"bad method", "Bearer " + listOnly, "bad", 400, ""},
 	}
