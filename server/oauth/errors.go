@@ -12,7 +12,9 @@ var (
 	ErrMissing = errors.New("oauth: no bearer token")
 	// ErrMalformedRequest: the Authorization header is given more than once
 	// or is not "Bearer" and one token (RFC 6750 §2.1), or the URI query
-	// carries an access_token (RFC 6750 §2.3, which custos does not accept). Answer 400
+	// carries a token parameter (RFC 6750 §2.3's access_token, or another
+	// name a token is carried by, in any case: tokenParams; custos does
+	// not accept them). Answer 400
 	// invalid_request (§3.1), never the header: which of several tokens
 	// is meant is not for the server to guess.
 	ErrMalformedRequest = errors.New("oauth: malformed Authorization header")

@@ -211,14 +211,15 @@ func RejectionCode(wwwAuthenticate string) string {
 var (
 	errTwoHeaders  = fmt.Errorf("%w: more than one Authorization header", ErrMalformedRequest)
 	errNotOneToken = fmt.Errorf("%w: not one token after Bearer", ErrMalformedRequest)
-	errTokenInURI  = fmt.Errorf("%w: access_token in the URI query", ErrMalformedRequest)
+	errTokenInURI  = fmt.Errorf("%w: a token parameter in the URI query", ErrMalformedRequest)
 )
 
 // BearerToken extracts the token of an "Authorization: Bearer <token>"
 // header; it returns ErrMissing if there is none (or another scheme) and
 // ErrMalformedRequest if the header is given more than once or is
-// malformed, or if the URI query has an access_token parameter (RFC 6750
-// §2.3), with or without the header: custos takes tokens from the header
+// malformed, or if the URI query has a token parameter (RFC 6750 §2.3's
+// access_token, or another name a token is carried by: tokenParams), with
+// or without the header: custos takes tokens from the header
 // only (as MCP requires of clients), and a request that put one in its URI
 // is refused rather than served on the header or answered as if no token
 // had been sent.
@@ -245,11 +246,24 @@ func BearerToken(r *http.Request) (string, error) {
 	return tok, nil
 }
 
-// tokenInQuery reports whether a URI query has a parameter named
-// access_token, splitting it at "&" and at ";" (which some servers and
-// proxies treat as a separator too): net/url's Query drops a pair holding
-// a semicolon whole, so "?x=1;access_token=T" next to a good header was
-// served (TestTokenInTheURIQueryIsRefused).
+// tokenParams are the query parameter names, lower case, that carry a
+// token: RFC 6750 §2.3's access_token, and the names clients and
+// libraries use for one (a token, an ID token or refresh token, a JWT, an
+// API key). custos's endpoints take no query parameter, so refusing them
+// refuses no request it would serve; serving them kept the token in every
+// access log on the way (TestTokenInTheURIQueryIsRefused).
+var tokenParams = map[string]bool{
+	"access_token": true, "access-token": true, "accesstoken": true,
+	"token": true, "id_token": true, "refresh_token": true, "bearer": true,
+	"jwt": true, "api_key": true, "apikey": true, "authorization": true,
+}
+
+// tokenInQuery reports whether a URI query has a parameter named as a
+// token carrier (tokenParams), whatever its case ("?ACCESS_TOKEN=" and
+// "?token=" were served), splitting it at "&" and at ";" (which some
+// servers and proxies treat as a separator too): net/url's Query drops a
+// pair holding a semicolon whole, so "?x=1;access_token=T" next to a good
+// header was served (TestTokenInTheURIQueryIsRefused).
 func tokenInQuery(raw string) bool {
 	for raw != "" {
 		var pair string
@@ -262,7 +276,7 @@ func tokenInQuery(raw string) bool {
 		if n, err := url.QueryUnescape(name); err == nil {
 			name = n
 		}
-		if name == "access_token" {
+		if tokenParams[strings.ToLower(name)] {
 			return true
 		}
 	}

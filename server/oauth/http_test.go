@@ -254,6 +254,15 @@ func TestTokenInTheURIQueryIsRefused(t *testing.T) {
 		{"before a semicolon next to a good header", "access_token=" + good + ";x=1", "Bearer " + good, 400},
 		{"a percent-encoded name next to a good header", "x=1;access%5Ftoken=" + good, "Bearer " + good, 400},
 		{"a value naming access_token next to a good header", "x=access_token", "Bearer " + good, 204},
+		// Any case, and the other names a token is carried by, were
+		// served (the token kept in every access log on the way).
+		{"ACCESS_TOKEN next to a good header", "ACCESS_TOKEN=" + good, "Bearer " + good, 400},
+		{"Access_Token in the query alone", "Access_Token=" + good, "", 400},
+		{"token next to a good header", "token=" + good, "Bearer " + good, 400},
+		{"id_token next to a good header", "x=1&id_token=" + good, "Bearer " + good, 400},
+		{"a percent-encoded TOKEN next to a good header", "%54OKEN=" + good, "Bearer " + good, 400},
+		{"jwt, bearer, api_key, refresh_token", "jwt=1&bearer=2&api_key=3&refresh_token=4", "Bearer " + good, 400},
+		{"a name holding token next to a good header", "tokens=1&page_token=2", "Bearer " + good, 204},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ran = false
