@@ -94,11 +94,19 @@ func jsonrpcMethods(r *http.Request) ([]string, error) {
 	if r.Method != http.MethodPost || r.Body == nil {
 		return nil, nil
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	r.Body.Close()
 	r.Body = io.NopCloser(bytes.NewReader(b))
-	if err != nil {
+	// Over the MCP handler's limit, or the server's (HTTPOptions.
+	// MaxRequestBodyBytes, which custos serve sets): 413, never 400.
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, fmt.Errorf("%w: it exceeds %d bytes", oauth.ErrBodyTooLarge, mbe.Limit)
+	case err != nil:
 		return nil, err
+	case len(b) > maxBody:
+		return nil, fmt.Errorf("%w: it exceeds %d bytes", oauth.ErrBodyTooLarge, maxBody)
 	}
 	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '[' {
 		m, err := methodOf(b)

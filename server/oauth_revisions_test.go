@@ -36,6 +36,15 @@ func (f *fixture) oauthServer(t *testing.T) (string, func(persona, scope string)
 // of extra (e.g. another tenant or azp for the persona's sub).
 func (f *fixture) oauthServerWith(t *testing.T) (string, func(persona, scope string, extra map[string]any) string) {
 	t.Helper()
+	h, mint := f.oauthHandlerWith(t)
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts.URL + server.MCPPath, mint
+}
+
+// oauthHandlerWith is oauthServerWith's handler, to be served by the test.
+func (f *fixture) oauthHandlerWith(t *testing.T) (http.Handler, func(persona, scope string, extra map[string]any) string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -51,8 +60,6 @@ func (f *fixture) oauthServerWith(t *testing.T) (string, func(persona, scope str
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(f.srv.OAuthHandler(v))
-	t.Cleanup(ts.Close)
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, (&jose.SignerOptions{}).WithType("at+jwt"))
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +82,7 @@ func (f *fixture) oauthServerWith(t *testing.T) (string, func(persona, scope str
 		}
 		return tok
 	}
-	return ts.URL + server.MCPPath, mint
+	return f.srv.OAuthHandler(v), mint
 }
 
 // The OAuth endpoint serves both revisions through the same token, scope

@@ -41,6 +41,10 @@ var (
 	// disagree. Answer 400 (the token itself is fine). A purpose absent from
 	// both is not an error: it is "" and the policy denies.
 	ErrPurpose = errors.New("oauth: invalid purpose of use")
+	// ErrBodyTooLarge: the request body is longer than the server takes
+	// (a Middleware methods func returns it, wrapped with the limit).
+	// Answer 413; the client must send less (smaller batches).
+	ErrBodyTooLarge = errors.New("oauth: request body too large")
 	// ErrBadConfig: New was given an invalid Config; the message names the
 	// field. Fix the configuration.
 	ErrBadConfig = errors.New("oauth: invalid configuration")

@@ -358,7 +358,8 @@ func (v *Verifier) TokenVerifier() auth.TokenVerifier {
 // a JSON-RPC batch, none for a GET or DELETE), and a token lacking
 // RequiredScope of any of them gets one 403 challenge naming every scope
 // it lacks: a batch is served whole or not at all (a methods error gets
-// 400 naming it; methods' errors must not quote the body). On success the
+// 400 naming it, one wrapping ErrBodyTooLarge 413; methods' errors must
+// not quote the body). On success the
 // Claims are in
 // the request context (ClaimsFromContext) and, through the SDK's
 // RequireBearerToken, in auth.TokenInfoFromContext, which the MCP
@@ -400,6 +401,12 @@ func (v *Verifier) Middleware(next http.Handler, methods func(r *http.Request) (
 		}
 		if methods != nil {
 			ms, err := methods(r)
+			if errors.Is(err, ErrBodyTooLarge) {
+				// 413 (RFC 9110 15.5.14), as the MCP handler answers with
+				// dev tokens; it was 400 (TestBodyOverTheLimitIsContentTooLarge).
+				http.Error(w, strings.TrimPrefix(err.Error(), "oauth: "), http.StatusRequestEntityTooLarge)
+				return
+			}
 			if err != nil {
 				// The methods func's errors name what is wrong with the body's
 				// shape, never its content.
