@@ -172,6 +172,7 @@ type caller struct {
 	ti       *auth.TokenInfo
 	mismatch bool
 	owner    sessionOwner // of the session a mismatched request named
+	badHost  bool         // refused by refuseRebinding
 }
 
 type callerKey struct{}
@@ -296,7 +297,7 @@ func (s *Server) auditRejections(next http.Handler, verify auth.TokenVerifier) h
 		)
 		_, tokErr := oauth.BearerToken(r)
 		rw := &rejectWriter{ResponseWriter: w, hasToken: tokErr == nil, reject: func(status int) bool {
-			reason, class = rejectionReason(status, w.Header().Get("WWW-Authenticate"), c.mismatch)
+			reason, class = rejectionReason(status, w.Header().Get("WWW-Authenticate"), c)
 			s.cfg.Metrics.AuthRejected(status)
 			s.cfg.Metrics.AuthFailure(class)
 			over := s.refusals.failedAuth(source)
@@ -359,7 +360,7 @@ func ownerDiffers(caller policy.Principal, owner sessionOwner) string {
 // rejectionReason is the audit reason of an HTTP 401, 403 or 400
 // invalid_request and its class
 // for custos_auth_failures_total.
-func rejectionReason(status int, wwwAuthenticate string, mismatch bool) (reason, class string) {
+func rejectionReason(status int, wwwAuthenticate string, c *caller) (reason, class string) {
 	switch {
 	case status == http.StatusBadRequest:
 		class = ReasonInvalidRequest
@@ -369,8 +370,10 @@ func rejectionReason(status int, wwwAuthenticate string, mismatch bool) (reason,
 		class = ReasonInvalidToken
 	case status == http.StatusUnauthorized:
 		class = ReasonNoToken
-	case mismatch:
+	case c.mismatch:
 		class = ReasonSessionMismatch
+	case c.badHost:
+		class = ReasonInvalidHost // TestHostHeaderIsNotQuotedBack
 	default:
 		class = ReasonCrossOrigin
 	}

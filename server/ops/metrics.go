@@ -56,6 +56,7 @@ const (
 	FailureCrossOrigin       = "cross_origin"
 	FailureSessionMismatch   = "session_mismatch"
 	FailureInvalidRequest    = "invalid_request" // malformed Authorization (RFC 6750 §3.1): 400
+	FailureInvalidHost       = "invalid_host"    // a non-loopback Host at a loopback listener: 403
 )
 
 // Other is the label value recorded for any method, outcome, reason or
@@ -66,7 +67,7 @@ var (
 	methods  = []string{MethodList, MethodRead, MethodTemplates, MethodInitialize, MethodPing, Other}
 	outcomes = []string{OutcomeAllow, OutcomeDeny, OutcomeNotFound, OutcomeError, OutcomeRefused, Other}
 	reasons  = []string{LimitPrincipal, LimitClient, LimitSource, LimitGlobal, LimitConcurrency, LimitSessions, Other}
-	failures = []string{FailureNoToken, FailureInvalidToken, FailureInsufficientScope, FailureCrossOrigin, FailureSessionMismatch, FailureInvalidRequest, Other}
+	failures = []string{FailureNoToken, FailureInvalidToken, FailureInsufficientScope, FailureCrossOrigin, FailureSessionMismatch, FailureInvalidRequest, FailureInvalidHost, Other}
 	statuses = []string{"401", "403", "400", Other}
 )
 
