@@ -250,7 +250,9 @@ func TestOAuthResourceServer(t *testing.T) {
 	}
 	// The second insufficient_scope refusal (same source, principal and
 	// reason) is counted, and written as an aggregate at shutdown.
-	want := "http_401,no_token http_401,invalid_token,wrong_audience http_401,invalid_token,wrong_issuer http_401,invalid_token,expired http_403,insufficient_scope http_403,cross_origin http_400,invalid_request http_403,session_mismatch http_403,session_mismatch http_403,insufficient_scope,aggregate,count=1"
+	// A refusal naming the caller names its tenant; a session_mismatch
+	// also what of the session owner's principal differs.
+	want := `http_401,no_token http_401,invalid_token,wrong_audience http_401,invalid_token,wrong_issuer http_401,invalid_token,expired http_403,insufficient_scope,tenant="general-hospital" http_403,cross_origin,tenant="general-hospital" http_400,invalid_request http_403,session_mismatch,tenant="other-hospital",owner_tenant="general-hospital" http_403,session_mismatch,tenant="general-hospital",owner_client="oauth-assistant" http_403,insufficient_scope,tenant="general-hospital",aggregate,count=1`
 	if noIdentity != 1 {
 		t.Errorf("%d no_identity records for the unknown purpose of use, want 1", noIdentity)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/custos-mcp/custos/server"
 )
 
 // TestOpsEndpoints: /healthz, /readyz and /metrics on their own listener;
@@ -105,6 +107,11 @@ func TestRateLimitPerPrincipal(t *testing.T) {
 	// count every refusal, each under the principal refused.
 	n, records := 0, 0
 	sub := subOf(t, d.principal("clinician"))
+	id, err := server.LoadPrincipalFile(d.principal("clinician"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant := ",tenant=" + strconv.Quote(id.Principal.Tenant) // the caller's, in the reason
 	for _, r := range d.records(t) {
 		if r.Action != "http/rate_limited" {
 			continue
@@ -114,7 +121,7 @@ func TestRateLimitPerPrincipal(t *testing.T) {
 			t.Errorf("rate-limit record %+v", r)
 		}
 		switch reason, rest, aggregate := strings.Cut(r.Reason, ",aggregate,count="); {
-		case reason != "http_429,rate_limited":
+		case reason != "http_429,rate_limited"+tenant:
 			t.Errorf("rate-limit record reason %q", r.Reason)
 		case !aggregate:
 			n++

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -254,13 +255,13 @@ func TestRateLimitedRefusalsAreAggregated(t *testing.T) {
 			limited = append(limited, r)
 		}
 	}
-	if len(limited) != 1 || limited[0].Reason != server.ReasonRateLimited || limited[0].Principal.Sub != sub {
+	if len(limited) != 1 || limited[0].Reason != server.ReasonRateLimited+tenantSuffix(f, "clinician") || limited[0].Principal.Sub != sub {
 		t.Fatalf("%d http/rate_limited records before the window ended, want the first alone: %+v", len(limited), limited)
 	}
 	before = len(f.records())
 	f.srv.Close(context.Background())
 	recs := f.records()[before:]
-	prefix := server.ReasonRateLimited + ",aggregate,count=" + fmt.Sprint(n-2) + ",window="
+	prefix := server.ReasonRateLimited + tenantSuffix(f, "clinician") + ",aggregate,count=" + fmt.Sprint(n-2) + ",window="
 	if len(recs) != 1 || recs[0].Action != server.ActionRateLimited || recs[0].Principal.Sub != sub || !strings.HasPrefix(recs[0].Reason, prefix) {
 		t.Fatalf("Close wrote %+v, want one aggregate %s… by %q", recs, prefix, sub)
 	}
@@ -330,8 +331,9 @@ func TestHijackAttemptIsRecordedWithTheCaller(t *testing.T) {
 		reason string
 		sub    string
 	}{
-		{"another principal's session", map[string]string{"Authorization": "Bearer " + hs.tokens["billing"], "Mcp-Session-Id": victim.ID()}, "http_403,session_mismatch", attacker},
-		{"cross-origin with a token", map[string]string{"Authorization": "Bearer " + hs.tokens["billing"], "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}, "http_403,cross_origin", attacker},
+		{"another principal's session", map[string]string{"Authorization": "Bearer " + hs.tokens["billing"], "Mcp-Session-Id": victim.ID()},
+			"http_403,session_mismatch" + tenantSuffix(f, "billing") + ",owner_sub=" + strconv.Quote(f.identity("clinician").Principal.Sub), attacker},
+		{"cross-origin with a token", map[string]string{"Authorization": "Bearer " + hs.tokens["billing"], "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}, "http_403,cross_origin" + tenantSuffix(f, "billing"), attacker},
 		{"cross-origin without one", map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}, "http_403,cross_origin", ""},
 	} {
 		before := len(f.records())
@@ -371,7 +373,7 @@ func TestSessionsPerPrincipalAreCapped(t *testing.T) {
 			refusals = append(refusals, r)
 		}
 	}
-	if len(refusals) != 1 || refusals[0].Reason != server.ReasonSessionLimit || refusals[0].Principal.Sub != f.identity("clinician").Principal.Sub {
+	if len(refusals) != 1 || refusals[0].Reason != server.ReasonSessionLimit+tenantSuffix(f, "clinician") || refusals[0].Principal.Sub != f.identity("clinician").Principal.Sub {
 		t.Fatalf("session-limit refusals recorded as %+v", refusals)
 	}
 
@@ -484,34 +486,9 @@ func TestDevTokenUnauthorizedCarriesAChallenge(t *testing.T) {
 // TokenInfo.UserID, the sub, and such tokens were served 200 in it and
 // their DELETE ended the owner's session.
 func TestSessionIsBoundToItsPrincipalNotItsSubject(t *testing.T) {
-	f := newFixture(t, "")
-	url, mint := f.oauthServerWith(t)
-	const scope = "resources:list resources:read"
-	hs := &httpServer{url: url, tokens: map[string]string{"owner": mint("clinician", scope, nil)}}
-	owner := hs.connect(t, "owner", rev2025)
+	f, url, mint, owner := ownerSession(t)
 	sid := owner.ID()
-	if sid == "" {
-		t.Fatal("no session")
-	}
-	send := func(method, tok string) int {
-		t.Helper()
-		var body io.Reader
-		if method == http.MethodPost {
-			body = strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"resources/list","params":{}}`)
-		}
-		req, _ := http.NewRequest(method, url, body)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", rev2025)
-		req.Header.Set("Mcp-Session-Id", sid)
-		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close() // a GET that was served is an open SSE stream
-		return resp.StatusCode
-	}
+	send := func(method, tok string) int { return inSession(t, url, method, tok, sid) }
 	before := len(f.records())
 	for _, tc := range []struct {
 		name  string
@@ -520,7 +497,7 @@ func TestSessionIsBoundToItsPrincipalNotItsSubject(t *testing.T) {
 		{"the same sub of another tenant", map[string]any{"tenant": "other-hospital"}},
 		{"the same sub through another client", map[string]any{"azp": "other-assistant"}},
 	} {
-		tok := mint("clinician", scope, tc.extra)
+		tok := mint("clinician", sessionScope, tc.extra)
 		for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
 			if got := send(m, tok); got != http.StatusForbidden {
 				t.Errorf("%s: %s in the owner's session answered %d, want 403", tc.name, m, got)
@@ -535,7 +512,7 @@ func TestSessionIsBoundToItsPrincipalNotItsSubject(t *testing.T) {
 	// client on its own record, the others counted in the aggregate.
 	var clients []string
 	for _, r := range f.records()[before:] {
-		if r.Action == server.ActionAuthReject && r.Reason == "http_403,session_mismatch" && r.Principal.Sub == f.identity("clinician").Principal.Sub {
+		if r.Action == server.ActionAuthReject && strings.HasPrefix(r.Reason, "http_403,session_mismatch,") && r.Principal.Sub == f.identity("clinician").Principal.Sub {
 			clients = append(clients, r.Principal.ClientID)
 		}
 	}
@@ -573,9 +550,9 @@ func TestRefusalKindsTellClientsApart(t *testing.T) {
 	}
 	sort.Strings(got)
 	want := []string{
-		"assistant-a http_403,insufficient_scope",
-		"assistant-b http_403,insufficient_scope",
-		"assistant-b http_403,insufficient_scope,aggregate,count=1",
+		"assistant-a http_403,insufficient_scope" + tenantSuffix(f, "clinician"),
+		"assistant-b http_403,insufficient_scope" + tenantSuffix(f, "clinician"),
+		"assistant-b http_403,insufficient_scope" + tenantSuffix(f, "clinician") + ",aggregate,count=1",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -608,4 +585,83 @@ func TestSessionCapCountsPerBoundPrincipal(t *testing.T) {
 	if _, err := hs.tryConnect(t, "owner-renewed", rev2025); err == nil {
 		t.Fatal("a second session of the owner was opened with a cap of 1")
 	}
+}
+
+// A request naming another principal's session is recorded with the
+// caller's tenant and with what of the owner's principal differs. The
+// record's principal has no tenant: the attempt of the owner's own sub and
+// client from another tenant was recorded as "http_403,session_mismatch"
+// by a principal identical to the owner's.
+func TestSessionMismatchNamesBothTenants(t *testing.T) {
+	f, url, mint, owner := ownerSession(t)
+	me := f.identity("clinician").Principal
+	if me.Tenant == "" {
+		t.Fatal("the clinician fixture has no tenant")
+	}
+	for _, tc := range []struct {
+		name   string
+		extra  map[string]any
+		reason string
+	}{
+		{"the same sub of another tenant", map[string]any{"tenant": "other-hospital"},
+			`http_403,session_mismatch,tenant="other-hospital",owner_tenant=` + strconv.Quote(me.Tenant)},
+		{"the same sub through another client", map[string]any{"azp": "other-assistant"},
+			`http_403,session_mismatch,tenant=` + strconv.Quote(me.Tenant) + `,owner_client=` + strconv.Quote(me.ClientID)},
+	} {
+		before := len(f.records())
+		if got := inSession(t, url, http.MethodPost, mint("clinician", sessionScope, tc.extra), owner.ID()); got != http.StatusForbidden {
+			t.Fatalf("%s: %d, want 403", tc.name, got)
+		}
+		recs := f.records()[before:]
+		if len(recs) != 1 || recs[0].Action != server.ActionAuthReject || recs[0].Reason != tc.reason || recs[0].Principal.Sub != me.Sub {
+			t.Errorf("%s: recorded %+v, want reason %s", tc.name, recs, tc.reason)
+		}
+	}
+}
+
+// tenantSuffix is what an HTTP refusal recorded with the principal of the
+// fixture's persona name adds to its reason: ",tenant=" and its tenant,
+// Go-quoted.
+func tenantSuffix(f *fixture, name string) string {
+	return ",tenant=" + strconv.Quote(f.identity(name).Principal.Tenant)
+}
+
+// inSession sends a resources/list (a POST) or a body-less method to url in
+// the 2025-11-25 session sid with the bearer token tok, and returns the
+// status.
+func inSession(t *testing.T, url, method, tok, sid string) int {
+	t.Helper()
+	var body io.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"resources/list","params":{}}`)
+	}
+	req, _ := http.NewRequest(method, url, body)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", rev2025)
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // a GET that was served is an open SSE stream
+	return resp.StatusCode
+}
+
+// sessionScope is the scope of ownerSession's tokens.
+const sessionScope = "resources:list resources:read"
+
+// ownerSession serves a fixture with OAuth and opens a 2025-11-25 session
+// as the clinician with a token of sessionScope; mint makes more tokens.
+func ownerSession(t *testing.T) (f *fixture, url string, mint func(persona, scope string, extra map[string]any) string, owner *mcp.ClientSession) {
+	t.Helper()
+	f = newFixture(t, "")
+	url, mint = f.oauthServerWith(t)
+	hs := &httpServer{url: url, tokens: map[string]string{"owner": mint("clinician", sessionScope, nil)}}
+	owner = hs.connect(t, "owner", rev2025)
+	if owner.ID() == "" {
+		t.Fatal("no session")
+	}
+	return f, url, mint, owner
 }

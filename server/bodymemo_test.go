@@ -91,7 +91,7 @@ func TestBodyMemoAgreesWithPlainPeeks(t *testing.T) {
 		status  int
 		answer  string
 		routed  string // the SDK handler reached, its body and headers; or the answer before it
-		method  string // jsonrpcMethod's result
+		method  string // jsonrpcMethods' result
 		session bool
 	}
 	run := func() []seen {
@@ -112,7 +112,7 @@ func TestBodyMemoAgreesWithPlainPeeks(t *testing.T) {
 						name, len(b), hashOf(b), err, r.Header.Get("Mcp-Method"), r.Header.Get("Mcp-Name"), r.ContentLength)
 				})
 			}
-			rh := f.srv.RoutedHandler(sdk, func(m string, err error) { s.method = fmt.Sprintf("%q %v", m, err) })
+			rh := f.srv.RoutedHandler(sdk, func(m []string, err error) { s.method = fmt.Sprintf("%q %v", m, err) })
 			req := httptest.NewRequest("POST", server.MCPPath, strings.NewReader(c.body))
 			for k, v := range hdr {
 				req.Header.Set(k, v)

@@ -91,14 +91,14 @@ func plainBodyOf(r *http.Request) *peekedBody {
 }
 
 // RoutedHandler is the chain of HTTPHandler from the rate limit to the
-// go-sdk's handlers (and OAuthHandler's method check, jsonrpcMethod), with
+// go-sdk's handlers (and OAuthHandler's method check, jsonrpcMethods), with
 // sdk's handlers in place of the SDK's: "stateful" (behind the session
 // cap), "stateless" and "statelessJSON". method is told what
-// jsonrpcMethod returned.
-func (s *Server) RoutedHandler(sdk func(name string) http.Handler, method func(string, error)) http.Handler {
+// jsonrpcMethods returned.
+func (s *Server) RoutedHandler(sdk func(name string) http.Handler, method func([]string, error)) http.Handler {
 	routed := s.rateLimited(s.routeMCP(newSessionCap(s, s.newMCPServer(bearerIdentity)).handler(sdk("stateful")), sdk("stateless"), sdk("statelessJSON")))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		method(jsonrpcMethod(r))
+		method(jsonrpcMethods(r))
 		routed.ServeHTTP(w, r)
 	})
 }

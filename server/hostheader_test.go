@@ -16,6 +16,7 @@ func TestHostHeaderIsNotQuotedBack(t *testing.T) {
 	f := newFixture(t, "")
 	hs := f.serveHTTP("clinician")
 	tok := hs.tokens["clinician"]
+	before := len(f.records())
 	for _, host := range []string{paramSecret + ".example", paramName + ".example:443", "[2001:db8::1]:8080"} {
 		req, _ := http.NewRequest(http.MethodPost, hs.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
 		req.Host = host
@@ -34,6 +35,16 @@ func TestHostHeaderIsNotQuotedBack(t *testing.T) {
 		if strings.Contains(string(body), paramSecret) || strings.Contains(string(body), paramName) || strings.Contains(string(body), "2001:db8") {
 			t.Errorf("Host %q: the answer quotes it: %q", host, body)
 		}
+	}
+	// Recorded as what it is, not as a cross-origin request (it was
+	// http_403,cross_origin: the class of any 403 without a scope error or
+	// a session mismatch). The first on its own, the repeats in aggregate.
+	var reasons []string
+	for _, r := range f.records()[before:] {
+		reasons = append(reasons, r.Reason)
+	}
+	if want := "http_403,invalid_host" + tenantSuffix(f, "clinician"); len(reasons) != 1 || reasons[0] != want {
+		t.Errorf("non-loopback Host refusals recorded as %q, want one %s", reasons, want)
 	}
 	for _, host := range []string{"localhost", "127.0.0.1:1", "[::1]:8080"} {
 		req, _ := http.NewRequest(http.MethodPost, hs.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -36,7 +37,7 @@ func (s *Server) OAuthHandler(v *oauth.Verifier) http.Handler {
 	h := s.mcpHandler(oauthIdentity(v)) // both protocol revisions, as HTTPHandler
 	mux := http.NewServeMux()
 	mux.Handle(v.MetadataPath(), v.MetadataHandler())
-	mux.Handle(MCPPath, noStore(s.auditRejections(crossOriginRefused(contentCodingRefused(v.Middleware(noteCaller(s.rateLimited(h)), jsonrpcMethod))), v.TokenVerifier())))
+	mux.Handle(MCPPath, noStore(s.auditRejections(crossOriginRefused(contentCodingRefused(v.Middleware(noteCaller(s.rateLimited(h)), jsonrpcMethods))), v.TokenVerifier())))
 	return closeAfterChunked(clientaddr.Handler(s.cfg.TrustedProxies, mux))
 }
 
@@ -80,18 +81,47 @@ func oauthIdentity(v *oauth.Verifier) identityFunc {
 	}
 }
 
-// jsonrpcMethod reads the JSON-RPC method of a POST body and leaves the
-// body readable for the MCP handler. GET (the SSE stream) and DELETE (end
-// of session) have none.
-func jsonrpcMethod(r *http.Request) (string, error) {
+// jsonrpcMethods reads the JSON-RPC methods of a POST body, one for a
+// message and one per message of a batch, through the body's memo (bodyOf:
+// the body stays readable for the MCP handler). GET (the SSE stream) and
+// DELETE (end of session) have none. A batch (protocol revision
+// 2025-03-26: "an array batching one or more requests and/or
+// notifications", or of responses) was refused 400 "body is not one
+// JSON-RPC message" over OAuth while served with dev tokens
+// (TestOAuthServesABatchWithEveryScope); now the scope of every message is
+// checked (oauth.Verifier.Middleware), and the SDK refuses a batch at the
+// revisions that have none.
+func jsonrpcMethods(r *http.Request) ([]string, error) {
 	p := bodyOf(r)
 	if p == nil {
-		return "", nil
+		return nil, nil
 	}
-	if p.err != nil {
-		return "", p.err
+	// Over the MCP handler's limit, or the server's (HTTPOptions.
+	// MaxRequestBodyBytes, which custos serve sets): 413, never 400.
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(p.err, &mbe):
+		return nil, fmt.Errorf("%w: it exceeds %d bytes", oauth.ErrBodyTooLarge, mbe.Limit)
+	case p.err != nil:
+		return nil, p.err
+	case len(p.b) > maxBody:
+		return nil, fmt.Errorf("%w: it exceeds %d bytes", oauth.ErrBodyTooLarge, maxBody)
 	}
-	return methodOf(p.b)
+	if t := bytes.TrimLeft(p.b, " \t\r\n"); len(t) == 0 || t[0] != '[' {
+		m, err := methodOf(p.b)
+		return []string{m}, err
+	}
+	raws, _, err := p.batch()
+	if err != nil || len(raws) == 0 {
+		return nil, errors.New("body is not a JSON-RPC message or a non-empty batch of them")
+	}
+	ms := make([]string, len(raws))
+	for i, msg := range raws {
+		if ms[i], err = methodOf(msg); err != nil {
+			return nil, fmt.Errorf("batch message %d: %w", i+1, err)
+		}
+	}
+	return ms, nil
 }
 
 // methodOf returns the "method" member of one JSON-RPC message. The scope
@@ -140,6 +170,8 @@ func methodOf(b []byte) (string, error) {
 type caller struct {
 	ti       *auth.TokenInfo
 	mismatch bool
+	owner    sessionOwner // of the session a mismatched request named
+	badHost  bool         // refused by refuseRebinding
 }
 
 type callerKey struct{}
@@ -264,7 +296,7 @@ func (s *Server) auditRejections(next http.Handler, verify auth.TokenVerifier) h
 		)
 		_, tokErr := oauth.BearerToken(r)
 		rw := &rejectWriter{ResponseWriter: w, hasToken: tokErr == nil, reject: func(status int) bool {
-			reason, class = rejectionReason(status, w.Header().Get("WWW-Authenticate"), c.mismatch)
+			reason, class = rejectionReason(status, w.Header().Get("WWW-Authenticate"), c)
 			s.cfg.Metrics.AuthRejected(status)
 			s.cfg.Metrics.AuthFailure(class)
 			over := s.refusals.failedAuth(source)
@@ -289,6 +321,10 @@ func (s *Server) auditRejections(next http.Handler, verify auth.TokenVerifier) h
 				}
 			}
 		}
+		reason = withTenant(reason, id.Principal.Tenant)
+		if c.mismatch {
+			reason += ownerDiffers(id.Principal, c.owner)
+		}
 		e := s.entry(context.Background(), id, ActionAuthReject)
 		if err := s.refuseCountedIf(context.Background(), e, audit.OutcomeDeny, reason, nil, !rw.limited); err != nil {
 			s.log.Error("auditing an HTTP rejection failed", "status", rw.status, "err", err)
@@ -296,10 +332,34 @@ func (s *Server) auditRejections(next http.Handler, verify auth.TokenVerifier) h
 	})
 }
 
+// ownerDiffers names, for the record of a request refused for naming
+// another principal's session (session_mismatch), what of the session
+// owner's principal differs from the caller's: ",owner_sub=…",
+// ",owner_tenant=…", ",owner_client=…", each Go-quoted, in that order. The
+// caller's sub and client are the record's principal and its tenant is
+// ",tenant=…" (withTenant); without these the attempt of the owner's own
+// sub and client from another tenant was recorded looking exactly like a
+// request of the owner (TestSessionMismatchNamesBothTenants). The owner's
+// identity is the auditor's to see: it is whose session was attempted,
+// never shown to the caller.
+func ownerDiffers(caller policy.Principal, owner sessionOwner) string {
+	var b strings.Builder
+	for _, f := range []struct{ key, owner, caller string }{
+		{"owner_sub", owner.sub, caller.Sub},
+		{"owner_tenant", owner.tenant, caller.Tenant},
+		{"owner_client", owner.client, caller.ClientID},
+	} {
+		if f.owner != f.caller {
+			b.WriteString("," + f.key + "=" + strconv.Quote(f.owner))
+		}
+	}
+	return b.String()
+}
+
 // rejectionReason is the audit reason of an HTTP 401, 403 or 400
 // invalid_request and its class
 // for custos_auth_failures_total.
-func rejectionReason(status int, wwwAuthenticate string, mismatch bool) (reason, class string) {
+func rejectionReason(status int, wwwAuthenticate string, c *caller) (reason, class string) {
 	switch {
 	case status == http.StatusBadRequest:
 		class = ReasonInvalidRequest
@@ -309,8 +369,10 @@ func rejectionReason(status int, wwwAuthenticate string, mismatch bool) (reason,
 		class = ReasonInvalidToken
 	case status == http.StatusUnauthorized:
 		class = ReasonNoToken
-	case mismatch:
+	case c.mismatch:
 		class = ReasonSessionMismatch
+	case c.badHost:
+		class = ReasonInvalidHost // TestHostHeaderIsNotQuotedBack
 	default:
 		class = ReasonCrossOrigin
 	}

@@ -36,6 +36,15 @@ func (f *fixture) oauthServer(t *testing.T) (string, func(persona, scope string)
 // of extra (e.g. another tenant or azp for the persona's sub).
 func (f *fixture) oauthServerWith(t *testing.T) (string, func(persona, scope string, extra map[string]any) string) {
 	t.Helper()
+	h, mint := f.oauthHandlerWith(t)
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts.URL + server.MCPPath, mint
+}
+
+// oauthHandlerWith is oauthServerWith's handler, to be served by the test.
+func (f *fixture) oauthHandlerWith(t *testing.T) (http.Handler, func(persona, scope string, extra map[string]any) string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -51,8 +60,6 @@ func (f *fixture) oauthServerWith(t *testing.T) (string, func(persona, scope str
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(f.srv.OAuthHandler(v))
-	t.Cleanup(ts.Close)
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, (&jose.SignerOptions{}).WithType("at+jwt"))
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +82,7 @@ func (f *fixture) oauthServerWith(t *testing.T) (string, func(persona, scope str
 		}
 		return tok
 	}
-	return ts.URL + server.MCPPath, mint
+	return f.srv.OAuthHandler(v), mint
 }
 
 // The OAuth endpoint serves both revisions through the same token, scope
@@ -120,7 +127,7 @@ func TestOAuthServesBothProtocolRevisions(t *testing.T) {
 				}
 				return
 			}
-			if len(recs) != 1 || recs[0].Action != server.ActionAuthReject || recs[0].Reason != "http_403,insufficient_scope" || recs[0].Principal.Sub != f.identity("clinician").Principal.Sub {
+			if len(recs) != 1 || recs[0].Action != server.ActionAuthReject || recs[0].Reason != "http_403,insufficient_scope"+tenantSuffix(f, "clinician") || recs[0].Principal.Sub != f.identity("clinician").Principal.Sub {
 				for _, r := range recs {
 					t.Logf("%s/%s %q by %q", r.Action, r.Outcome, r.Reason, r.Principal.Sub)
 				}
@@ -131,7 +138,7 @@ func TestOAuthServesBothProtocolRevisions(t *testing.T) {
 	before := len(f.records())
 	f.srv.Close(context.Background())
 	recs := f.records()[before:]
-	if len(recs) != 1 || !strings.HasPrefix(recs[0].Reason, "http_403,insufficient_scope,aggregate,count=1,window=") || recs[0].Source != "127.0.0.1" {
+	if len(recs) != 1 || !strings.HasPrefix(recs[0].Reason, "http_403,insufficient_scope"+tenantSuffix(f, "clinician")+",aggregate,count=1,window=") || recs[0].Source != "127.0.0.1" {
 		t.Fatalf("the repeated refusal was not flushed as one aggregate on Close: %+v", recs)
 	}
 }
@@ -268,6 +275,56 @@ func TestCompressedBodyOverOAuthIsUnsupportedMediaType(t *testing.T) {
 		}
 		if n := len(f.records()) - before; n != 0 {
 			t.Errorf("%s: %d records written", c.name, n)
+		}
+	}
+}
+
+// A JSON-RPC batch (protocol revision 2025-03-26: the POST body may be "an
+// array batching one or more requests and/or notifications") is served
+// over OAuth as with dev tokens, when the token has the scope of every
+// message; a batch with one message whose scope the token lacks is refused
+// whole, 403 insufficient_scope naming that scope, and nothing of it runs.
+// Over OAuth every batch was answered 400 "body is not one JSON-RPC
+// message": the scope check read one method.
+func TestOAuthServesABatchWithEveryScope(t *testing.T) {
+	f := newFixture(t, "")
+	url, mint := f.oauthServerWith(t)
+	full, listOnly := mint("clinician", "resources:list resources:read", nil), mint("clinician", "resources:list", nil)
+	_, hdr, _ := post(t, url, full, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	h := map[string]string{"Mcp-Protocol-Version": "2025-03-26", "Mcp-Session-Id": hdr.Get("Mcp-Session-Id")}
+	if h["Mcp-Session-Id"] == "" {
+		t.Fatal("initialize (2025-03-26) opened no session")
+	}
+	post(t, url, full, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	listAndPing := `[{"jsonrpc":"2.0","id":2,"method":"resources/list","params":{}},{"jsonrpc":"2.0","id":3,"method":"ping"}]`
+	if st, raw := postRaw(t, url, full, h, listAndPing); st != http.StatusOK || strings.Count(string(raw), `"result"`) != 2 {
+		t.Fatalf("a batch of a list and a ping: status %d, answer %.300s; want 2 results", st, raw)
+	}
+	// The session is the principal's (sub, tenant, client): a token of the
+	// same principal with less scope may use it.
+	if st, raw := postRaw(t, url, listOnly, h, listAndPing); st != http.StatusOK || strings.Count(string(raw), `"result"`) != 2 {
+		t.Fatalf("the same batch with a list-only token: status %d, answer %.300s; want 2 results", st, raw)
+	}
+	before := len(f.records())
+	read := `{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"phi://x"}}`
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`[{"jsonrpc":"2.0","id":4,"method":"resources/list","params":{}},`+read+`]`))
+	req.Header.Set("Authorization", "Bearer "+listOnly)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if ch := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusForbidden || !strings.Contains(ch, `error="insufficient_scope"`) || !strings.Contains(ch, `scope="resources:read"`) {
+		t.Fatalf("a batch with a read and a list-only token: %d %q, want 403 insufficient_scope naming resources:read", resp.StatusCode, ch)
+	}
+	for _, r := range f.records()[before:] {
+		if r.Action != server.ActionAuthReject {
+			t.Errorf("a message of the refused batch ran: %s %s", r.Action, r.Outcome)
 		}
 	}
 }

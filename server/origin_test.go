@@ -68,7 +68,7 @@ func TestCrossOriginGETIsRefused(t *testing.T) {
 	// caller whose token verified (the rest are counted in aggregate).
 	sub := f.identity("clinician").Principal.Sub
 	if !slices.ContainsFunc(f.records(), func(r audit.Record) bool {
-		return r.Action == server.ActionAuthReject && r.Reason == "http_403,cross_origin" && r.Principal.Sub == sub
+		return r.Action == server.ActionAuthReject && r.Reason == "http_403,cross_origin"+tenantSuffix(f, "clinician") && r.Principal.Sub == sub
 	}) {
 		t.Error("the cross-origin GET was not audited")
 	}

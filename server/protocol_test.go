@@ -235,7 +235,7 @@ func TestHTTPRoutesByProtocolRevision(t *testing.T) {
 	for _, r := range f.records()[before:] {
 		reasons = append(reasons, r.Action+":"+r.Reason)
 	}
-	if want := []string{"auth/reject:http_401,no_token", "auth/reject:http_403,cross_origin"}; !slices.Equal(reasons, want) {
+	if want := []string{"auth/reject:http_401,no_token", "auth/reject:http_403,cross_origin" + tenantSuffix(f, "clinician")}; !slices.Equal(reasons, want) {
 		t.Fatalf("rejections audited as %v, want %v", reasons, want)
 	}
 }

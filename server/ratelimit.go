@@ -172,7 +172,7 @@ func (s *Server) rateLimited(next http.Handler) http.Handler {
 		}
 		s.cfg.Metrics.RateLimited(ops.LimitPrincipal)
 		e := s.entry(context.Background(), Identity{Principal: who, Source: clientaddr.Of(r)}, ActionRateLimited)
-		if err := s.refuseCounted(context.Background(), e, audit.OutcomeDeny, ReasonRateLimited, nil); err != nil {
+		if err := s.refuseCounted(context.Background(), e, audit.OutcomeDeny, withTenant(ReasonRateLimited, who.Tenant), nil); err != nil {
 			s.log.Error("auditing a rate-limit refusal failed", "err", err)
 		}
 		w.Header().Set("Retry-After", "1")

@@ -124,6 +124,10 @@ const (
 	// another principal (a hijack attempt); recorded with the caller's own
 	// principal.
 	ReasonSessionMismatch = "session_mismatch"
+	// ReasonInvalidHost: a request that reached a loopback listener named
+	// a Host that is not a loopback one (DNS-rebinding protection,
+	// refuseRebinding); recorded as cross_origin until 2026-12-06.
+	ReasonInvalidHost = "invalid_host"
 	// ReasonInvalidRequest: the Authorization header was given more than
 	// once or was not "Bearer" and one token: answered 400 invalid_request
 	// (RFC 6750 §3.1), "http_400,invalid_request".

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,21 @@ func (s *Server) entry(ctx context.Context, id Identity, action string) audit.En
 		Digests:        []string{},
 		Obligations:    []string{},
 	}
+}
+
+// withTenant suffixes the reason of an HTTP refusal recorded with the
+// caller's principal (auth/reject, http/rate_limited) with the caller's
+// tenant, ",tenant=…" Go-quoted (a token claim; quoted, a comma or quote
+// in it cannot pass for another field): the record's principal has sub,
+// roles and client only, and nothing else in such a record names a
+// tenant, so refusals of one sub and client in two tenants were
+// recorded alike. No field is added, so the format version is unchanged
+// (docs/audit-format.md). A principal with no tenant adds nothing.
+func withTenant(reason, tenant string) string {
+	if tenant == "" {
+		return reason
+	}
+	return reason + ",tenant=" + strconv.Quote(tenant)
 }
 
 // pseudonymize replaces every patient id in e (the patients list and the

@@ -64,7 +64,7 @@ func TestCursorLengthSaysNothingOfTheLastURIExamined(t *testing.T) {
 
 // hiddenAndMissing returns a catalog URI persona may not read and a URI of
 // the same family, patient and length that names nothing.
-func hiddenAndMissing(t *testing.T, f *fixture, persona string) (hidden, missing string) {
+func hiddenAndMissing(t testing.TB, f *fixture, persona string) (hidden, missing string) {
 	t.Helper()
 	listed := listAll(t, f.connect(f.identity(persona)))
 	for _, r := range f.allURIs() {

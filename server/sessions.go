@@ -121,7 +121,7 @@ func (c *sessionCap) handler(next http.Handler) http.Handler {
 			c.mu.Unlock()
 			if ok && owner != me {
 				if cl := callerOf(r); cl != nil {
-					cl.mismatch = true // auditRejections records it as session_mismatch
+					cl.mismatch, cl.owner = true, owner // auditRejections records it as session_mismatch
 				}
 				http.Error(w, "session user mismatch: this session belongs to another principal (sub, tenant or client); open your own with initialize", http.StatusForbidden)
 				return
@@ -153,7 +153,7 @@ func (c *sessionCap) handler(next http.Handler) http.Handler {
 				id.Principal = principalOf(ti)
 			}
 			e := c.s.entry(context.Background(), id, ActionRateLimited)
-			if err := c.s.refuseCounted(context.Background(), e, audit.OutcomeDeny, ReasonSessionLimit, nil); err != nil {
+			if err := c.s.refuseCounted(context.Background(), e, audit.OutcomeDeny, withTenant(ReasonSessionLimit, id.Principal.Tenant), nil); err != nil {
 				c.s.log.Error("auditing a session-limit refusal failed", "err", err)
 				http.Error(w, "audit log unavailable: request refused", http.StatusServiceUnavailable)
 				return

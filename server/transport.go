@@ -411,6 +411,9 @@ func refuseRebinding(w http.ResponseWriter, r *http.Request) bool {
 	if !ok || local == nil || !loopbackHost(local.String()) || loopbackHost(r.Host) {
 		return false
 	}
+	if cl := callerOf(r); cl != nil {
+		cl.badHost = true // auditRejections records it as invalid_host
+	}
 	http.Error(w, "Forbidden: invalid Host header: a server listening on a loopback address answers only requests naming a loopback host (DNS rebinding protection; the value is not repeated)", http.StatusForbidden)
 	return true
 }

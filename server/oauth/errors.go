@@ -12,7 +12,9 @@ var (
 	ErrMissing = errors.New("oauth: no bearer token")
 	// ErrMalformedRequest: the Authorization header is given more than once
 	// or is not "Bearer" and one token (RFC 6750 §2.1), or the URI query
-	// carries an access_token (RFC 6750 §2.3, which custos does not accept). Answer 400
+	// carries a token parameter (RFC 6750 §2.3's access_token, or another
+	// name a token is carried by, in any case: tokenParams; custos does
+	// not accept them). Answer 400
 	// invalid_request (§3.1), never the header: which of several tokens
 	// is meant is not for the server to guess.
 	ErrMalformedRequest = errors.New("oauth: malformed Authorization header")
@@ -39,6 +41,10 @@ var (
 	// disagree. Answer 400 (the token itself is fine). A purpose absent from
 	// both is not an error: it is "" and the policy denies.
 	ErrPurpose = errors.New("oauth: invalid purpose of use")
+	// ErrBodyTooLarge: the request body is longer than the server takes
+	// (a Middleware methods func returns it, wrapped with the limit).
+	// Answer 413; the client must send less (smaller batches).
+	ErrBodyTooLarge = errors.New("oauth: request body too large")
 	// ErrBadConfig: New was given an invalid Config; the message names the
 	// field. Fix the configuration.
 	ErrBadConfig = errors.New("oauth: invalid configuration")

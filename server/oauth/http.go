@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,19 @@ func (v *Verifier) RequiredScope(mcpMethod string) string {
 		return v.cfg.ScopeRead
 	}
 	return ""
+}
+
+// lackedScopes is every scope that RequiredScope asks of one of methods and
+// c does not grant, once each in the order first asked, space-separated
+// (RFC 6750 §3 scope); "" when c may call them all.
+func (v *Verifier) lackedScopes(c *Claims, methods []string) string {
+	var lacked []string
+	for _, m := range methods {
+		if scope := v.RequiredScope(m); CheckScope(c, scope) != nil && !slices.Contains(lacked, scope) {
+			lacked = append(lacked, scope)
+		}
+	}
+	return strings.Join(lacked, " ")
 }
 
 // CheckScope returns an error wrapping ErrInsufficientScope unless scope is
@@ -197,14 +211,15 @@ func RejectionCode(wwwAuthenticate string) string {
 var (
 	errTwoHeaders  = fmt.Errorf("%w: more than one Authorization header", ErrMalformedRequest)
 	errNotOneToken = fmt.Errorf("%w: not one token after Bearer", ErrMalformedRequest)
-	errTokenInURI  = fmt.Errorf("%w: access_token in the URI query", ErrMalformedRequest)
+	errTokenInURI  = fmt.Errorf("%w: a token parameter in the URI query", ErrMalformedRequest)
 )
 
 // BearerToken extracts the token of an "Authorization: Bearer <token>"
 // header; it returns ErrMissing if there is none (or another scheme) and
 // ErrMalformedRequest if the header is given more than once or is
-// malformed, or if the URI query has an access_token parameter (RFC 6750
-// §2.3), with or without the header: custos takes tokens from the header
+// malformed, or if the URI query has a token parameter (RFC 6750 §2.3's
+// access_token, or another name a token is carried by: tokenParams), with
+// or without the header: custos takes tokens from the header
 // only (as MCP requires of clients), and a request that put one in its URI
 // is refused rather than served on the header or answered as if no token
 // had been sent.
@@ -231,11 +246,24 @@ func BearerToken(r *http.Request) (string, error) {
 	return tok, nil
 }
 
-// tokenInQuery reports whether a URI query has a parameter named
-// access_token, splitting it at "&" and at ";" (which some servers and
-// proxies treat as a separator too): net/url's Query drops a pair holding
-// a semicolon whole, so "?x=1;access_token=T" next to a good header was
-// served (TestTokenInTheURIQueryIsRefused).
+// tokenParams are the query parameter names, lower case, that carry a
+// token: RFC 6750 §2.3's access_token, and the names clients and
+// libraries use for one (a token, an ID token or refresh token, a JWT, an
+// API key). custos's endpoints take no query parameter, so refusing them
+// refuses no request it would serve; serving them kept the token in every
+// access log on the way (TestTokenInTheURIQueryIsRefused).
+var tokenParams = map[string]bool{
+	"access_token": true, "access-token": true, "accesstoken": true,
+	"token": true, "id_token": true, "refresh_token": true, "bearer": true,
+	"jwt": true, "api_key": true, "apikey": true, "authorization": true,
+}
+
+// tokenInQuery reports whether a URI query has a parameter named as a
+// token carrier (tokenParams), whatever its case ("?ACCESS_TOKEN=" and
+// "?token=" were served), splitting it at "&" and at ";" (which some
+// servers and proxies treat as a separator too): net/url's Query drops a
+// pair holding a semicolon whole, so "?x=1;access_token=T" next to a good
+// header was served (TestTokenInTheURIQueryIsRefused).
 func tokenInQuery(raw string) bool {
 	for raw != "" {
 		var pair string
@@ -248,7 +276,7 @@ func tokenInQuery(raw string) bool {
 		if n, err := url.QueryUnescape(name); err == nil {
 			name = n
 		}
-		if name == "access_token" {
+		if tokenParams[strings.ToLower(name)] {
 			return true
 		}
 	}
@@ -325,16 +353,20 @@ func (v *Verifier) TokenVerifier() auth.TokenVerifier {
 }
 
 // Middleware authenticates every request before next sees it: a missing or
-// invalid token gets a 401 challenge; then method (if not nil) names the
-// MCP method of the request, and a token lacking RequiredScope(method) gets
-// a 403 challenge (a method error gets 400 naming it; method's errors must
-// not quote the body). On success the Claims are in
+// invalid token gets a 401 challenge; then methods (if not nil) names the
+// MCP methods of the request (one for a single message, one per message of
+// a JSON-RPC batch, none for a GET or DELETE), and a token lacking
+// RequiredScope of any of them gets one 403 challenge naming every scope
+// it lacks: a batch is served whole or not at all (a methods error gets
+// 400 naming it, one wrapping ErrBodyTooLarge 413; methods' errors must
+// not quote the body). On success the
+// Claims are in
 // the request context (ClaimsFromContext) and, through the SDK's
 // RequireBearerToken, in auth.TokenInfoFromContext, which the MCP
 // streamable handler passes on as RequestExtra.TokenInfo.
 //
-// method must leave r.Body readable for next (e.g. read it and replace it).
-func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (string, error)) http.Handler {
+// methods must leave r.Body readable for next (e.g. read it and replace it).
+func (v *Verifier) Middleware(next http.Handler, methods func(r *http.Request) ([]string, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, err := BearerToken(r)
 		if errors.Is(err, ErrMalformedRequest) {
@@ -367,16 +399,22 @@ func (v *Verifier) Middleware(next http.Handler, method func(r *http.Request) (s
 			v.Challenge(w, http.StatusUnauthorized, err, "")
 			return
 		}
-		if method != nil {
-			m, err := method(r)
+		if methods != nil {
+			ms, err := methods(r)
+			if errors.Is(err, ErrBodyTooLarge) {
+				// 413 (RFC 9110 15.5.14), as the MCP handler answers with
+				// dev tokens; it was 400 (TestBodyOverTheLimitIsContentTooLarge).
+				http.Error(w, strings.TrimPrefix(err.Error(), "oauth: "), http.StatusRequestEntityTooLarge)
+				return
+			}
 			if err != nil {
-				// The method func's errors name what is wrong with the body's
+				// The methods func's errors name what is wrong with the body's
 				// shape, never its content.
 				http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
 				return
 			}
-			if scope := v.RequiredScope(m); CheckScope(&c, scope) != nil {
-				v.Challenge(w, http.StatusForbidden, ErrInsufficientScope, scope)
+			if lacked := v.lackedScopes(&c, ms); lacked != "" {
+				v.Challenge(w, http.StatusForbidden, ErrInsufficientScope, lacked)
 				return
 			}
 		}

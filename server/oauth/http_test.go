@@ -131,12 +131,12 @@ func TestPurposeOfUse(t *testing.T) {
 }
 
 // jsonRPCMethod is a test method extractor: the method travels in a header.
-func jsonRPCMethod(r *http.Request) (string, error) {
+func jsonRPCMethod(r *http.Request) ([]string, error) {
 	m := r.Header.Get("X-Test-Method")
 	if m == "bad" {
-		return "", errors.New("unparsable")
+		return nil, errors.New("unparsable")
 	}
-	return m, nil
+	return strings.Fields(m), nil // a batch: methods separated by spaces
 }
 
 func TestMiddleware(t *testing.T) {
@@ -167,6 +167,8 @@ func TestMiddleware(t *testing.T) {
 		{"list ok", "Bearer " + listOnly, "resources/list", 204, ""},
 		{"templates ok", "bearer " + listOnly, "resources/templates/list", 204, ""},
 		{"read needs scope", "Bearer " + listOnly, "resources/read", 403, `scope="resources:read", error="insufficient_scope"`},
+		{"a batch needs every message's scope", "Bearer " + listOnly, "resources/list ping resources/read resources/subscribe", 403, `scope="resources:read", error="insufficient_scope"`},
+		{"a batch within scope", "Bearer " + listOnly, "resources/list ping resources/templates/list", 204, ""},
 		{"no scope needed", "Bearer " + listOnly, "initialize", 204, ""},
 		{"bad method", "Bearer " + listOnly, "bad", 400, ""},
 	}
@@ -252,6 +254,15 @@ func TestTokenInTheURIQueryIsRefused(t *testing.T) {
 		{"before a semicolon next to a good header", "access_token=" + good + ";x=1", "Bearer " + good, 400},
 		{"a percent-encoded name next to a good header", "x=1;access%5Ftoken=" + good, "Bearer " + good, 400},
 		{"a value naming access_token next to a good header", "x=access_token", "Bearer " + good, 204},
+		// Any case, and the other names a token is carried by, were
+		// served (the token kept in every access log on the way).
+		{"ACCESS_TOKEN next to a good header", "ACCESS_TOKEN=" + good, "Bearer " + good, 400},
+		{"Access_Token in the query alone", "Access_Token=" + good, "", 400},
+		{"token next to a good header", "token=" + good, "Bearer " + good, 400},
+		{"id_token next to a good header", "x=1&id_token=" + good, "Bearer " + good, 400},
+		{"a percent-encoded TOKEN next to a good header", "%54OKEN=" + good, "Bearer " + good, 400},
+		{"jwt, bearer, api_key, refresh_token", "jwt=1&bearer=2&api_key=3&refresh_token=4", "Bearer " + good, 400},
+		{"a name holding token next to a good header", "tokens=1&page_token=2", "Bearer " + good, 204},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ran = false

@@ -57,6 +57,7 @@ const (
 	FailureCrossOrigin       = "cross_origin"
 	FailureSessionMismatch   = "session_mismatch"
 	FailureInvalidRequest    = "invalid_request" // malformed Authorization (RFC 6750 §3.1): 400
+	FailureInvalidHost       = "invalid_host"    // a non-loopback Host at a loopback listener: 403
 )
 
 // Reason label values of custos_policy_rejections_total: the class of
@@ -83,7 +84,7 @@ var (
 	methods  = []string{MethodList, MethodRead, MethodTemplates, MethodInitialize, MethodPing, Other}
 	outcomes = []string{OutcomeAllow, OutcomeDeny, OutcomeNotFound, OutcomeError, OutcomeRefused, Other}
 	reasons  = []string{LimitPrincipal, LimitClient, LimitSource, LimitGlobal, LimitConcurrency, LimitSessions, Other}
-	failures = []string{FailureNoToken, FailureInvalidToken, FailureInsufficientScope, FailureCrossOrigin, FailureSessionMismatch, FailureInvalidRequest, Other}
+	failures = []string{FailureNoToken, FailureInvalidToken, FailureInsufficientScope, FailureCrossOrigin, FailureSessionMismatch, FailureInvalidRequest, FailureInvalidHost, Other}
 	statuses = []string{"401", "403", "400", Other}
 	// PolicyRejectReasons are the reason label values of
 	// custos_policy_rejections_total, all exported from the start at 0.
