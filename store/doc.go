@@ -68,6 +68,15 @@
 //	                    "kek"        -> DataKeys.KEK(), envelope-v1 only
 //	                    "id-key"     -> the version of the resource id key
 //	                                    the streaming imports named under
+//	                    "settled-txid" -> uint64be(the bbolt transaction id
+//	                                    of the last write this custos made
+//	                                    to a catalog whose labels were
+//	                                    settled: settled.go); a write by an
+//	                                    older custos moves the catalog's
+//	                                    transaction id past it, and
+//	                                    OpenLive refuses the catalog until
+//	                                    a streaming import rebuilds the
+//	                                    label indexes
 //
 // A retired URI (ImportEntries) has no "resources" entry; its newest
 // version carries the retirement time (Resource.Retired). The "ids",

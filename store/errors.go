@@ -102,6 +102,13 @@ var (
 	// what those labels deny. Open (import, auditing) is not refused: one
 	// import by this custos builds the indexes and settles every label
 	// (docs/import.md); re-import the tenant's FHIR input, then serve.
+	// Also returned (saying the labels were changed by a custos older than
+	// this one) when the indexes exist but a custos that does not keep the
+	// marker of settled labels (meta "settled-txid", added 2026-12-06)
+	// wrote to the catalog after this one last did, or none of this one's
+	// writes recorded it: its imports leave the indexes stale (an opted-out
+	// patient's Observation unlabelled), and the next streaming import by
+	// this custos rebuilds them and settles every label.
 	ErrUnsettledLabels = errors.New("store: catalog written by a custos older than its label indexes: its items may lack the opt-out, vip or Binary component labels those give; re-import its FHIR input with this custos (custos import), which settles them, before serving")
 )
 

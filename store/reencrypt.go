@@ -166,7 +166,7 @@ func (s *Store) Reencrypt(ctx context.Context, progress func(done, total int)) (
 // transaction, after checking that the mode and every changed blob are as
 // they were in the snapshot, and records the envelope mode.
 func (s *Store) commitReencrypt(mode string, keys, olds, news [][]byte) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.commit(func(tx *bolt.Tx) error {
 		m, _, err := encryption(tx)
 		if err != nil {
 			return err
@@ -297,6 +297,22 @@ func (s *Store) compactLocked() (err error) {
 		return fmt.Errorf("open scratch file: %w", err)
 	}
 	if err := bolt.Compact(dst, s.db, compactTxMaxSize); err != nil {
+		dst.Close()
+		return fmt.Errorf("compact: %w", err)
+	}
+	// The copy's transaction ids restart: its marker of settled labels is
+	// written anew if the catalog's labels were settled, else removed (it
+	// could happen to match the copy's id).
+	wasSettled := s.db.View(func(tx *bolt.Tx) error { return settled(tx, tx.ID()) }) == nil
+	if err := dst.Update(func(tx *bolt.Tx) error {
+		if wasSettled {
+			return markSettled(tx)
+		}
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			return meta.Delete(metaSettledKey)
+		}
+		return nil
+	}); err != nil {
 		dst.Close()
 		return fmt.Errorf("compact: %w", err)
 	}

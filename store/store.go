@@ -345,7 +345,7 @@ func (s *Store) init(migrate bool) error {
 	if s.readOnly {
 		return s.db.View(check)
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.commit(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketMeta) == nil {
 			for _, b := range [][]byte{bucketResources, bucketVersions, bucketBlobs, bucketMeta} {
 				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -374,7 +374,7 @@ func (s *Store) view(fn func(*bolt.Tx) error) error {
 func (s *Store) update(fn func(*bolt.Tx) error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.db.Update(fn)
+	return s.commit(fn)
 }
 
 // Close releases the file lock and closes the database.

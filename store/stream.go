@@ -232,6 +232,14 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	if err := imp.dropSeen(ctx); err != nil {
 		return ImportReport{}, err
 	}
+	if imp.buildLinks && imp.buildOptOut && imp.buildVIP {
+		// Every label index was built anew by this import and every label
+		// settled (fillLinks, fillPatientWide, the batches): only now, at
+		// its end, is the catalog marked settled.
+		if err := s.update(markSettled); err != nil {
+			return ImportReport{}, err
+		}
+	}
 	imp.rep.Lines = n
 	imp.progress(n, n)
 	s.builtIndex = s.builtIndex || imp.buildLinks || imp.buildOptOut || imp.buildVIP
@@ -493,6 +501,19 @@ func (imp *entryImport) begin() error {
 			return err
 		}
 		imp.mode = mode
+		if settled(tx, tx.ID()-1) != nil {
+			// A custos older than this one wrote to the catalog after
+			// this one last settled it (or before any did): its label
+			// indexes may be stale, so they are rebuilt like a catalog's
+			// written before them, and every label settled anew.
+			for _, name := range labelIndexes {
+				if tx.Bucket(name) != nil {
+					if err := tx.DeleteBucket(name); err != nil {
+						return fmt.Errorf("store: remove a stale label index: %w", err)
+					}
+				}
+			}
+		}
 		if b := tx.Bucket(bucketResources); b == nil {
 			imp.fresh = true
 		} else if k, _ := b.Cursor().First(); k == nil {
