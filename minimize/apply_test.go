@@ -346,8 +346,8 @@ func TestScrubString(t *testing.T) {
 		{"(candidate sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef)", "(candidate sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef)"},
 		{"call 555-123-4567 sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef 555-123-4568, 2024-03-05",
 			"call [PHONE] sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef [PHONE], [DATE]"},
-		{"abcdef5551234567 555-123-4567", "abcdef5551234567 [PHONE]"},
-		{"ABCDEF5551234567,5551234568", "ABCDEF5551234567,[PHONE]"},
+		{"abcdef5551234567 555-123-4567", "abcdef[PHONE] [PHONE]"},
+		{"ABCDEF5551234567,5551234568", "ABCDEF[PHONE],[PHONE]"},
 		{"grant f9711cdd-ad47-4631-a555-123456789012 by jane@example.org", "grant f9711cdd-ad47-4631-a555-123456789012 by [EMAIL]"},
 		{"fhir://h/hk1-0f5551234567aa0123456789abcdef01/Observation/12-05-2024", "fhir://h/hk1-0f5551234567aa0123456789abcdef01/Observation/[DATE]"},
 		// Not machine tokens: a run glued to other letters, one of digits
@@ -360,6 +360,30 @@ func TestScrubString(t *testing.T) {
 		{"MRN: 0123abcdef0123456789abcdef", "[MRN]abcdef[PHONE]abcdef"},
 		{"jane0123456789abcdef0123@example.org", "[EMAIL]"},
 		{"SSN: 123456789abcdef0123456", "[SSN]abcdef0123456"},
+	}
+	for _, tt := range tests {
+		if got := ScrubString(tt.in); got != tt.want {
+			t.Errorf("ScrubString(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestScrubKeepsNoPhoneInAShortHexRun: a telephone number written beside a
+// few hex letters, as a 16-character hex run, was kept whole as a "machine
+// token" after h-audit13 where the scrub had always replaced it; only a
+// run of a digest's or keyed id's length (32 or more) is kept.
+func TestScrubKeepsNoPhoneInAShortHexRun(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"call 5551234567abcdef now", "call [PHONE]abcdef now"},
+		{"call abcdef5551234567 now", "call abcdef[PHONE] now"},
+		{"abcd1234567890ab", "abcd[PHONE]ab"},
+		{"ref/5551234567abcdef", "ref/[PHONE]abcdef"},
+		{"ref:abcdef5551234567", "ref:abcdef[PHONE]"},
+		{"#ABCDEF5551234567", "#ABCDEF[PHONE]"},
+		{"see abcdef5551234567abcdef5551234 ok", "see abcdef[PHONE]abcdef5551234 ok"},
+		// A keyed id (32 hex) and a digest (64) keep their digits.
+		{"hk1-0f5551234567aa0123456789abcdef01", "hk1-0f5551234567aa0123456789abcdef01"},
+		{"sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef", "sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef"},
 	}
 	for _, tt := range tests {
 		if got := ScrubString(tt.in); got != tt.want {

@@ -73,13 +73,17 @@ func newScrubPattern(class scrubClasses, token, pre, core, post string) scrubPat
 }
 
 // machineToken matches what custos and the systems around it write as
-// opaque ids, never as prose: a UUID, and a run of 16 or more hex digits
+// opaque ids, never as prose: a UUID, and a run of 32 or more hex digits
 // in one case holding a letter (a digest such as sha256:<64 hex>, a keyed
 // id hk1-<32 hex>). Only a whole run counts (machineTokens): ten digits
 // inside a digest are not a telephone number, but a run glued to other
 // letters or digits ("Phone5551234567", "MRN-1234567890123456") is no
-// token.
-var machineToken = regexp.MustCompile(`[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}|[0-9a-f]{16,}|[0-9A-F]{16,}`)
+// token. The run was 16 or more (h-audit13): a telephone number with six
+// hex letters beside it ("5551234567abcdef", "abcdef5551234567",
+// "call abcd5551234567ab") then kept its digits where the scrub had
+// replaced them; no id custos writes is a shorter hex run, and a leak
+// costs more than a damaged id (TestScrubKeepsNoPhoneInAShortHexRun).
+var machineToken = regexp.MustCompile(`[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}|[0-9a-f]{32,}|[0-9A-F]{32,}`)
 
 // machineTokens returns the spans [start, end) of the machine tokens of s:
 // matches of machineToken with neither a letter nor a digit on either side,
@@ -161,7 +165,7 @@ var scrubPatterns = []scrubPattern{
 //	MRN    MRN-12345678, "MRN: 12345678", "MRN 12345678"                 -> [MRN]
 //	date   2024-03-05, 03/05/2024, 3/5/24, March 5, 2024, 5 March 2024   -> [DATE]
 //
-// Nothing is replaced inside a machine token (a UUID, a hex run of 16 or
+// Nothing is replaced inside a machine token (a UUID, a hex run of 32 or
 // more such as a sha256 digest or a keyed id hk1-…; see machineToken):
 // digits there are no telephone number or date. An identifier that only
 // touches one is replaced as anywhere else.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -133,9 +134,38 @@ type TenantRows struct {
 }
 
 // IsBreakGlass reports whether r was an emergency (break-the-glass) access:
-// purpose of use ETREAT, or a reason naming a break-the-glass grant.
+// purpose of use ETREAT, or a reason naming a break-the-glass grant. Only
+// custos's own words of the reason count, never a Go-quoted value in it
+// (unquoted): a refusal's reason holds the caller's tenant and the session
+// owner's sub, tenant and client Go-quoted (",tenant=\"…\"", since h-edge3),
+// and a token of tenant "btg-clinic" made each of its refusals a
+// break-the-glass access (TestBreakGlassIsNotReadInAQuotedValue).
 func IsBreakGlass(r audit.Record) bool {
-	return r.PurposeOfUse == "ETREAT" || strings.Contains(r.Reason, "break_glass") || strings.Contains(r.Reason, "btg")
+	reason := unquoted(r.Reason)
+	return r.PurposeOfUse == "ETREAT" || strings.Contains(reason, "break_glass") || strings.Contains(reason, "btg")
+}
+
+// unquoted is s with each Go-quoted string in it (strconv.QuotedPrefix at a
+// '"') removed; a '"' that opens no valid quoted string is kept as it is.
+func unquoted(s string) string {
+	i := strings.IndexByte(s, '"')
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i >= 0 {
+		b.WriteString(s[:i])
+		q, err := strconv.QuotedPrefix(s[i:])
+		if err != nil {
+			b.WriteByte('"')
+			s = s[i+1:]
+		} else {
+			s = s[i+len(q):]
+		}
+		i = strings.IndexByte(s, '"')
+	}
+	b.WriteString(s)
+	return b.String()
 }
 
 // Match reports whether r satisfies q (pure).

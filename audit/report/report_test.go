@@ -305,3 +305,28 @@ func TestEmptyReportListsArePresent(t *testing.T) {
 		}
 	}
 }
+
+// TestBreakGlassIsNotReadInAQuotedValue: since h-edge3 a refusal's reason
+// holds the caller's tenant and the session owner's sub, tenant and client,
+// Go-quoted; "btg" or "break_glass" there is a token's claim, not a grant.
+func TestBreakGlassIsNotReadInAQuotedValue(t *testing.T) {
+	tests := []struct {
+		reason string
+		want   bool
+	}{
+		{`http_403,insufficient_scope,tenant="btg-clinic"`, false},
+		{`http_403,session_mismatch,tenant="t",owner_sub="robtgreen"`, false},
+		{`http_403,cross_origin,tenant="a\"break_glass"`, false},
+		{`allow break_glass,grant=0f3c`, true},
+		{`allow x="q" break_glass,grant=0f3c`, true},
+		{`btg grant="x"`, true},
+		{`unclosed "break_glass`, true},
+	}
+	for _, tt := range tests {
+		r := rec(1, "dr-a", "auth/reject", audit.OutcomeDeny, "TREAT")
+		r.Reason = tt.reason
+		if got := IsBreakGlass(r); got != tt.want {
+			t.Errorf("IsBreakGlass(reason %q) = %v, want %v", tt.reason, got, tt.want)
+		}
+	}
+}
