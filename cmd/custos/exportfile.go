@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/custos-mcp/custos/internal/durable"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,6 +24,9 @@ type exportFile struct {
 }
 
 func createExportFile(path string) (*exportFile, error) {
+	if err := durable.Replaceable(path); err != nil {
+		return nil, err
+	}
 	dir := filepath.Dir(path)
 	// An anonymous file is named through /proc/self/fd (publish): without
 	// /proc (a container or chroot without it), a hidden file it is.

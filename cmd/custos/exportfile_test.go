@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -59,5 +61,28 @@ func TestExportFileIsInvisibleUntilComplete(t *testing.T) {
 	g.discard()
 	if ns := names(); len(ns) != 1 {
 		t.Fatalf("a discarded export left %q", ns)
+	}
+}
+
+// TestExportFileRefusesWhatIsNoRegularFile: 'audit export -o /dev/null'
+// run as root renamed the export over /dev/null, replacing the system's
+// device with a regular file of mode 0600 (2026-12-06). A FIFO stands in
+// for the device: refused before anything is written, and left as it was.
+func TestExportFileRefusesWhatIsNoRegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err := createExportFile(fifo)
+	if err == nil {
+		e.Write([]byte("records\n"))
+		err = e.publish()
+	}
+	if err == nil || !strings.Contains(err.Error(), "not a regular file (a FIFO)") {
+		t.Errorf("export to a FIFO: %v, want it refused naming a FIFO", err)
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO was replaced: %v, %v", fi.Mode(), err)
 	}
 }

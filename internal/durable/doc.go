@@ -2,6 +2,9 @@
 // returns, and are never seen half written.
 //
 // Invariants:
+//   - WriteFile replaces only a regular file (or creates path): a path that
+//     is, or links to, a device, FIFO, socket or directory is refused
+//     (Replaceable) before anything is written.
 //   - WriteFile replaces path whole or not at all: the bytes go to a
 //     temporary file in the same directory, which is fsynced, given its
 //     mode, renamed over path, and the directory is fsynced. On any error

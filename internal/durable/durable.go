@@ -26,6 +26,9 @@ func SyncDir(dir string) error {
 // (owner.Match): a data directory's state, or a file installed root:custos
 // for the service account, stays readable by that account.
 func WriteFile(path string, data []byte, mode os.FileMode) (err error) {
+	if err := Replaceable(path); err != nil {
+		return err
+	}
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -54,6 +57,45 @@ func WriteFile(path string, data []byte, mode os.FileMode) (err error) {
 		return err
 	}
 	return SyncDir(dir)
+}
+
+// NotRegularError: the path a file was to be written to exists, or its
+// symbolic link leads to something that exists, and is no regular file.
+type NotRegularError struct {
+	Path string
+	Mode os.FileMode
+}
+
+func (e *NotRegularError) Error() string {
+	return fmt.Sprintf("%s is not a regular file (%s): a file is written beside it and renamed over it, which would replace it; write to standard output and redirect it instead", e.Path, kindOf(e.Mode))
+}
+
+func kindOf(m os.FileMode) string {
+	switch {
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "type " + m.Type().String()
+}
+
+// Replaceable returns a *NotRegularError when path exists (following
+// symbolic links) and is no regular file: a write that renames a new
+// file over path would replace it. "-o /dev/null" as root replaced the
+// system's /dev/null with a regular file of mode 0600 (found 2026-12-06),
+// and "-o /dev/stdout" would replace the link /dev/stdout. A path that
+// does not exist, or a regular file, is replaceable.
+func Replaceable(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().IsRegular() {
+		return nil
+	}
+	return &NotRegularError{Path: path, Mode: fi.Mode()}
 }
 
 // PublishDir renames the directory tmp, built in dst's parent and whose
