@@ -3,7 +3,6 @@ package audit
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -969,11 +968,11 @@ func (l *Log) archive(ctx context.Context, s *segment) error {
 // digest is kept; one with another digest is never replaced (archived
 // evidence, e.g. of a log a restore replaced): that is an error.
 func copyVerified(src, dst string) error {
-	want, err := fileSHA256(src)
+	want, err := regularfile.Sum256(src)
 	if err != nil {
 		return err
 	}
-	if got, err := fileSHA256(dst); err == nil {
+	if got, err := regularfile.Sum256(dst); err == nil {
 		if got != want {
 			return fmt.Errorf("audit: the archive already holds a different %s; it is never replaced (move it aside by hand if it belongs to another log)", filepath.Base(dst))
 		}
@@ -1015,7 +1014,7 @@ func copyVerified(src, dst string) error {
 	}
 	if err == nil {
 		var got [32]byte
-		if got, err = fileSHA256(tmp); err == nil && got != want {
+		if got, err = regularfile.Sum256(tmp); err == nil && got != want {
 			err = fmt.Errorf("audit: archive copy of %s differs from the original", filepath.Base(src))
 		}
 	}
@@ -1029,20 +1028,3 @@ func copyVerified(src, dst string) error {
 	return durable.SyncDir(filepath.Dir(dst))
 }
 
-// fileSHA256 returns the SHA-256 of the file at path, opened as
-// regularfile.Open does: a FIFO an archive directory's
-// owner put at an archive copy's name hung a root writer in open(2).
-func fileSHA256(path string) ([32]byte, error) {
-	var sum [32]byte
-	f, err := regularfile.Open(path, os.O_RDONLY, 0, regularfile.FollowLinks)
-	if err != nil {
-		return sum, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return sum, err
-	}
-	copy(sum[:], h.Sum(nil))
-	return sum, nil
-}

@@ -558,7 +558,7 @@ func (rd *reader) filesUnchanged(srcs []source) error {
 		}
 		same := fi.Size() == id.size
 		if same && !id.untouched(fi) {
-			sum, err := fileSum(s.path)
+			sum, err := regularfile.Sum256(s.path)
 			same = err == nil && sum == id.sum
 		}
 		if !same {
@@ -568,23 +568,6 @@ func (rd *reader) filesUnchanged(srcs []source) error {
 		}
 	}
 	return nil
-}
-
-// fileSum is SHA-256 of the regular file at path, opened as readSource
-// opens it (a FIFO or a device put in its place is an error, not a hang).
-func fileSum(path string) ([sha256.Size]byte, error) {
-	var sum [sha256.Size]byte
-	f, err := regularfile.Open(path, os.O_RDONLY, 0, regularfile.FollowLinks)
-	if err != nil {
-		return sum, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return sum, err
-	}
-	h.Sum(sum[:0])
-	return sum, nil
 }
 
 // readFile reads the file of s, whose bytes f yields.

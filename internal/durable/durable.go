@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/custos-mcp/custos/internal/owner"
+	"github.com/custos-mcp/custos/internal/regularfile"
 )
 
 // SyncDir fsyncs directory dir, making an entry created, renamed or removed
@@ -67,21 +68,7 @@ type NotRegularError struct {
 }
 
 func (e *NotRegularError) Error() string {
-	return fmt.Sprintf("%s is not a regular file (%s): a file is written beside it and renamed over it, which would replace it; write to standard output and redirect it instead", e.Path, kindOf(e.Mode))
-}
-
-func kindOf(m os.FileMode) string {
-	switch {
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m.IsDir():
-		return "a directory"
-	}
-	return "type " + m.Type().String()
+	return fmt.Sprintf("%s is not a regular file (%s): a file is written beside it and renamed over it, which would replace it; write to standard output and redirect it instead", e.Path, regularfile.Kind(e.Mode))
 }
 
 // Replaceable returns a *NotRegularError when path exists (following

@@ -13,7 +13,9 @@
 package regularfile
 
 import (
+	"crypto/sha256"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 )
@@ -110,4 +112,22 @@ func Kind(m fs.FileMode) string {
 func IsNotRegular(err error) bool {
 	var nr *NotRegularError
 	return errors.As(err, &nr)
+}
+
+// Sum256 is SHA-256 of the bytes of the regular file at path, opened with
+// Open (following links): a FIFO or a device put at path is an error, not
+// a hang in open(2) or an endless read.
+func Sum256(path string) ([sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
+	f, err := Open(path, os.O_RDONLY, 0, FollowLinks)
+	if err != nil {
+		return sum, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return sum, err
+	}
+	h.Sum(sum[:0])
+	return sum, nil
 }
