@@ -1027,4 +1027,3 @@ func copyVerified(src, dst string) error {
 	}
 	return durable.SyncDir(filepath.Dir(dst))
 }
-
