@@ -1447,8 +1447,8 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 			delete(out, "code") // a dated UCUM code, a small territory's currency
 		}
 	}
-	if c, _ := out["code"].(string); nameFormUnit(c) {
-		delete(out, "code") // "Pa", "Gal", "{Smith}": see nameFormUnit
+	if c, _ := out["code"].(string); nameFormUnit(c) || beforeCommonEra(c) {
+		delete(out, "code") // "Pa", "Gal", "{Smith}", "a.C": see nameFormUnit, beforeCommonEra
 	}
 	if c, _ := out["code"].(string); initials.MatchString(bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(c, " "), " ")) || twoCapitals.MatchString(c) {
 		// A name's initials typed as a UCUM code ("J.S", a
@@ -1591,6 +1591,26 @@ func yearUnit(u string) (int, bool) {
 	off, ok := yearUnits[strings.NewReplacer("-", "", "_", "").Replace(unitKey(u))]
 	return off, ok
 }
+
+// beforeCommonEra reports whether unit text or code u is an era of the years
+// before the common era (erasBefore: "a.C.", "BC", "v. Chr."), which
+// nameCaseText drops with its number: the Romance languages' "a.C." (antes
+// de Cristo, avanti Cristo; UCUM reads it as an annum times a coulomb,
+// "a.C") was released with any number as a unit until h-deid15, where its
+// common-era twin "d.C." is a calendar year (yearUnits). No patient's datum
+// is a year before the common era, and custos cannot judge one as a date.
+func beforeCommonEra(u string) bool {
+	return erasBefore[strings.NewReplacer("-", "", "_", "").Replace(unitKey(u))]
+}
+
+// erasBefore are the eras before the common era, as unitKey writes them
+// without hyphens and underscores (beforeCommonEra): English (BC, BCE), the
+// Romance languages (a.C., av. J.-C., a.e.c.), German (v. Chr.), the
+// Scandinavian languages (f.Kr.), Polish and Russian (p.n.e., до н. э.),
+// Chinese, Japanese and Korean (公元前, 紀元前, 기원전). "aC", the
+// attocoulomb, has the key of "a.C." and goes with it: no clinical datum
+// is in attocoulombs.
+var erasBefore = setOf("ac", "bc", "bce", "avjc", "aec", "vchr", "fkr", "pne", "донэ", "公元前", "紀元前", "기원전")
 
 // yearUnits are the unit texts that say a quantity's value is a calendar
 // year, as unitKey writes them without hyphens and underscores, with what

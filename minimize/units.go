@@ -456,6 +456,9 @@ func nameCaseText(s string, time, year bool) bool {
 	if unitPhrases[strings.ToLower(s)] {
 		return false
 	}
+	if beforeCommonEra(s) {
+		return true // "2016 a.C.": see beforeCommonEra
+	}
 	if _, era := yearUnit(s); era {
 		_, two := twoCapitalsText(s)
 		return !year || two || initials.MatchString(s) // "2016 DC", "2016 AD.": see twoCapitals

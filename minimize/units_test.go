@@ -1007,3 +1007,43 @@ func TestDeidentifyTwoCapitalsAsAUCUMCodeNeedAUnitText(t *testing.T) {
 		}
 	}
 }
+
+// TestDeidentifyErasBeforeTheCommonEraAreNoUnit: a year before the common
+// era, as the Romance languages abbreviate it ("a.C.", antes de Cristo,
+// avanti Cristo: "2016 a.C.", the year 2016 BC), was read by UCUM as an
+// annum times a coulomb ("a.C") and released as a unit, with any number
+// (77441124 "a.C." too), where its common-era twin "d.C." is a calendar
+// year (yearUnits). No patient's datum is a year before the common era,
+// and read as a year it is no date custos can judge: such an era, in any
+// of its languages' forms, is dropped with its number. The Observation is
+// shaped after Synthea's PRAPARE survey (a year of arrival under a local
+// code, minimize/testdata/outside/synthea-observation-calendar-year-units.json).
+func TestDeidentifyErasBeforeTheCommonEraAreNoUnit(t *testing.T) {
+	const arrival = `{"resourceType":"Observation","status":"final","category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/observation-category","code":"survey"}]}],` +
+		`"code":{"coding":[{"system":"http://loinc.org","code":"93025-5"}],"text":"PRAPARE"},"effectiveDateTime":"2017-02-13T03:37:16-06:00",` +
+		`"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"63512-8"}]},"valueQuantity":{"value":3,"unit":"{#}"}},` +
+		`{"code":{"coding":[{"system":"http://example.org/local-codes","code":"year-of-arrival"}]},"valueQuantity":@Q@}]}`
+	in := func(q string) string {
+		return string(deidentify(t, []byte(strings.Replace(arrival, "@Q@", q, 1)), nil))
+	}
+	for _, era := range []string{"a.C.", "a. C.", "a.C", "aC", "BC", "B.C.", "BCE", "B.C.E.", "v. Chr.", "av. J.-C.", "f.Kr.", "p.n.e.", "a.e.c.", "до н. э.", "公元前", "紀元前", "기원전"} {
+		for _, v := range []string{"2016", "77441124"} {
+			if got := in(`{"value":` + v + `,"unit":` + strconvQuote(era) + `}`); strings.Contains(got, v) || strings.Contains(got, strconvQuote(era)) {
+				t.Errorf("%s %s:\n got %s", v, era, got)
+			}
+		}
+	}
+	for _, c := range []string{"a.C", "aC"} { // UCUM's form, as a code
+		if got := in(`{"value":2016,"system":"http://unitsofmeasure.org","code":` + strconvQuote(c) + `}`); strings.Contains(got, "2016") {
+			t.Errorf("2016 code %s:\n got %s", c, got)
+		}
+	}
+	for _, era := range []string{"d.C.", "yyyy"} {
+		if got := in(`{"value":2016,"unit":` + strconvQuote(era) + `}`); !strings.Contains(got, `{"unit":`+strconvQuote(era)+`,"value":2016}`) {
+			t.Errorf("2016 %s dropped:\n got %s", era, got)
+		}
+	}
+	if got := in(`{"value":4,"unit":"a"}`); !strings.Contains(got, `{"unit":"a","value":4}`) {
+		t.Errorf("4 a (years) dropped:\n got %s", got)
+	}
+}
