@@ -314,6 +314,13 @@ func nameFormUnit(s string) bool {
 	if unitPhrases[strings.ToLower(s)] {
 		return false
 	}
+	if _, era := yearUnit(s); era {
+		// "n. Chr.", "Reiwa": a calendar's era, judged beside its value
+		// (nameCaseText keeps it beside a year only). This rule, which
+		// cannot see the value, dropped "2016 n. Chr." with its year
+		// until h-deid15.
+		return false
+	}
 	bare := bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " ")
 	for _, at := range letterRun.FindAllStringIndex(bare, -1) {
 		w := bare[at[0]:at[1]]

@@ -1047,3 +1047,36 @@ func TestDeidentifyErasBeforeTheCommonEraAreNoUnit(t *testing.T) {
 		t.Errorf("4 a (years) dropped:\n got %s", got)
 	}
 }
+
+// TestDeidentifyErasWithACapitalisedWordBesideAYear: an era of the common
+// era written with a capitalised word ("n. Chr.", nach Christus; Japan's
+// "Reiwa", "Heisei") is a calendar year's unit (yearUnits) and was dropped
+// with its year by the name-form rule (nameFormUnit read "Chr", "Reiwa" as
+// a name's form), where "d.C." and "n.e." are kept: the German year of
+// arrival 2016 was lost. The era is judged where the value is known
+// (nameCaseText): beside a recent year it is kept, beside any other number
+// it is dropped with it, and a year 90 years ago or more is dropped as any
+// such year is.
+func TestDeidentifyErasWithACapitalisedWordBesideAYear(t *testing.T) {
+	const arrival = `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"93025-5"}],"text":"PRAPARE"},"effectiveDateTime":"2017-02-13",` +
+		`"component":[{"code":{"coding":[{"system":"http://example.org/local-codes","code":"year-of-arrival"}]},"valueQuantity":@Q@}]}`
+	in := func(q string) string {
+		return string(deidentify(t, []byte(strings.Replace(arrival, "@Q@", q, 1)), nil))
+	}
+	for unit, v := range map[string]string{"n. Chr.": "2016", "n.Chr.": "2016", "Reiwa": "2", "Heisei": "28"} {
+		if got := in(`{"value":` + v + `,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `{"unit":`+strconvQuote(unit)+`,"value":`+v+`}`) {
+			t.Errorf("%s %s dropped:\n got %s", v, unit, got)
+		}
+		if got := in(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("77441124 %s:\n got %s", unit, got)
+		}
+	}
+	if got := in(`{"value":1931,"unit":"n. Chr."}`); strings.Contains(got, "1931") {
+		t.Errorf("1931 n. Chr. (90 years ago or more):\n got %s", got)
+	}
+	for _, unit := range []string{"Smith", "Chr", "Chr.", "n. Smith"} {
+		if got := in(`{"value":2016,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "2016") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("2016 %s:\n got %s", unit, got)
+		}
+	}
+}
