@@ -1479,7 +1479,7 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	c, _ := out["code"].(string)
 	time := (typ == "Age" || typ == "Duration" || age) && c == ""
 	_, year := calendarYear(m) // an era ("AD") is a unit beside a year only
-	if u, _ := out["unit"].(string); nameCaseText(u, time, year) && (sys != "http://unitsofmeasure.org" || !unitAgrees(u, c)) {
+	if u, _ := out["unit"].(string); nameCaseText(u, time, year) && (sys != "http://unitsofmeasure.org" || !unitAgrees(u, c)) && !doseFormCode(u, sys, m["code"]) {
 		delete(out, "unit") // "Day", "STONE", "Box/day" without the unit's code: see nameCaseText
 	}
 	if dimensionless(out) && !dimensionless(m) || out["unit"] == nil && out["code"] == nil && (m["unit"] != nil || m["code"] != nil) {
@@ -1520,6 +1520,24 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	}
 	return out, true
 }
+
+// doseFormCode reports whether code, of system sys, is a code HL7's
+// orderableDrugForm code system lists that says unit text u, the same
+// letters case aside ("Cap" beside "CAP", "TAB" beside "TAB"): HL7's own
+// examples give a dose or a dispensed quantity so (MedicationRequest
+// medrx0303's 4 "TAB", code TAB), and nameCaseText's unit written as a
+// name is beside it the dose form it says, as beside a UCUM code that says
+// it (unitAgrees). Until h-deid15 only a UCUM code counted, and 4 "Cap"
+// beside the code CAP was dropped with its number. The code itself is not
+// released (quantitySystems). A code the code system does not list
+// (MedicationDispense meddisp0301's "Vial") says nothing.
+func doseFormCode(u, sys string, code any) bool {
+	c, _ := code.(string)
+	return sys == orderableDrugForm && fhirSystemCodes[sys][c] && strings.EqualFold(u, c)
+}
+
+// orderableDrugForm is HL7's code system of dose forms (doseFormCode).
+const orderableDrugForm = "http://terminology.hl7.org/CodeSystem/v3-orderableDrugForm"
 
 // money walks a Money. Inside a value whose meaning is withheld
 // (birthCtx: an answer, an open value[x], a value under a withheld code,

@@ -1080,3 +1080,54 @@ func TestDeidentifyErasWithACapitalisedWordBesideAYear(t *testing.T) {
 		}
 	}
 }
+
+// medRequest0303 is HL7's FHIR R4 example MedicationRequest/medrx0303
+// (trimmed; CC0): prednisone tablets, the dose and the dispensed quantity
+// given in HL7's orderableDrugForm code system ("TAB"), not UCUM. @Q@ is
+// the dose's quantity, @D@ the dispensed one.
+const medRequest0303 = `{"resourceType":"MedicationRequest","status":"active","intent":"order",` +
+	`"medicationCodeableConcept":{"coding":[{"system":"http://snomed.info/sct","code":"373994007","display":"Prednisone 5mg tablet (Product)"}]},` +
+	`"subject":{"reference":"Patient/pat1"},"authoredOn":"2015-01-15",` +
+	`"dosageInstruction":[{"sequence":1,"timing":{"repeat":{"frequency":1,"period":1,"periodUnit":"d"}},` +
+	`"route":{"coding":[{"system":"http://snomed.info/sct","code":"26643006","display":"Oral Route"}]},` +
+	`"doseAndRate":[{"type":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/dose-rate-type","code":"ordered"}]},"doseQuantity":@Q@}]}],` +
+	`"dispenseRequest":{"numberOfRepeatsAllowed":1,"quantity":@D@,` +
+	`"expectedSupplyDuration":{"value":21,"unit":"days","system":"http://unitsofmeasure.org","code":"d"}}}`
+
+// TestDeidentifyDoseFormCodesSayTheUnit: a dose form written as a name
+// is ("Cap", "Drop", "Patch", "Pill", "Wafer") is kept only beside a code
+// that says it (TestDeidentifyDoseFormsThatAreNamesNeedACode), and only a
+// UCUM code counted: HL7's own examples give a dose or a dispensed
+// quantity in HL7's orderableDrugForm code system (medrx0303's 4 "TAB",
+// code TAB; meddisp0303's 30 "TAB"), and such a dose written "Cap" beside
+// the code CAP was dropped with its number, though the code, one of the
+// code system's listed codes, says the unit. A listed code of
+// orderableDrugForm with the same letters, case aside, now says it as a
+// UCUM code does (the code itself is not released: a quantity keeps
+// UCUM's and ISO 4217's only); a code the code system does not list
+// (meddisp0301's "Vial") or that says another form says nothing.
+func TestDeidentifyDoseFormCodesSayTheUnit(t *testing.T) {
+	const form = "http://terminology.hl7.org/CodeSystem/v3-orderableDrugForm"
+	in := func(q string) string {
+		return string(deidentify(t, []byte(strings.NewReplacer("@Q@", q, "@D@", `{"value":51,"unit":"TAB","system":"`+form+`","code":"TAB"}`).Replace(medRequest0303)), nil))
+	}
+	for unit, code := range map[string]string{"Cap": "CAP", "Drop": "DROP", "Patch": "PATCH", "Pill": "PILL", "Wafer": "WAFER", "TAB": "TAB", "Tab": "TAB"} {
+		got := in(`{"value":4,"unit":` + strconvQuote(unit) + `,"system":"` + form + `","code":` + strconvQuote(code) + `}`)
+		if !strings.Contains(got, `"doseQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("4 %s beside %s dropped:\n got %s", unit, code, got)
+		}
+		if !strings.Contains(got, `"quantity":{"unit":"TAB","value":51}`) {
+			t.Errorf("51 TAB beside TAB dropped:\n got %s", got)
+		}
+	}
+	for unit, code := range map[string]string{"Cap": "TAB", "Vial": "Vial", "Cap ": "CAP ", "Stone": "STONE", "Smith": "SMITH"} {
+		for _, sys := range []string{form, "http://example.org/local-forms"} {
+			if got := in(`{"value":77441124,"unit":` + strconvQuote(unit) + `,"system":"` + sys + `","code":` + strconvQuote(code) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+				t.Errorf("77441124 %s beside %s of %s:\n got %s", unit, code, sys, got)
+			}
+		}
+	}
+	if got := in(`{"value":77441124,"unit":"Cap","system":"http://example.org/local-forms","code":"CAP"}`); strings.Contains(got, "77441124") {
+		t.Errorf("77441124 Cap beside a local CAP:\n got %s", got)
+	}
+}
