@@ -863,8 +863,16 @@ var spelledTimeUnits = setOf("year", "years", "month", "months", "week", "weeks"
 	"stunde", "stunden", "minuten", "sekunde", "sekunden", "lebensjahr", "lebensjahre")
 
 // unitPhrases are unit texts of several words one of which is a name's
-// form, kept whole: pulmonary vascular resistance in Wood units.
-var unitPhrases = setOf("wood units", "wood unit", "wood u")
+// form, kept whole: pulmonary vascular resistance in Wood units, and a
+// count of millions per volume as laboratories write the red cell count
+// and the sperm concentration ("Million/uL", "MILLION/MM3", "Million/mL").
+// "Million" is a surname, and alone or as another word of a unit text
+// ("mg/Million", "Million/d") it needs a UCUM code that says it; before a
+// slash and a volume it is the count, and "Million/uL", which h-review47
+// dropped with its value where no UCUM code said it, is kept since
+// h-deid15.
+var unitPhrases = setOf("wood units", "wood unit", "wood u",
+	"million/ul", "million/µl", "million/μl", "million/mcl", "million/mm3", "million/cu mm", "million/cumm", "million/ml")
 
 // annotationNameWords are the capitalised words of the annotations of
 // LOINC's units, as R4's value sets list them ("mg/g{Cre}", "U/g{Hb}",

@@ -642,7 +642,11 @@ func TestDeidentifyDoseFormsThatAreNamesNeedACode(t *testing.T) {
 			t.Errorf("%s is no common clinical unit word: the test tests less than it says", name)
 		}
 		up := strings.ToUpper(name)
-		for _, unit := range []string{name, up, "mg/" + name, name + "/d", "{" + name + "}", "mg/" + up, up + "/d", name + "/uL"} {
+		perVolume := name + "/uL"
+		if name == "Million" {
+			perVolume = name + "/Smith" // "Million/uL" is a count: TestDeidentifyMillionPerVolumeIsACount
+		}
+		for _, unit := range []string{name, up, "mg/" + name, name + "/d", "{" + name + "}", "mg/" + up, up + "/d", perVolume} {
 			if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
 				t.Errorf("%s alone:\n got %s", unit, got)
 			}
@@ -1129,5 +1133,37 @@ func TestDeidentifyDoseFormCodesSayTheUnit(t *testing.T) {
 	}
 	if got := in(`{"value":77441124,"unit":"Cap","system":"http://example.org/local-forms","code":"CAP"}`); strings.Contains(got, "77441124") {
 		t.Errorf("77441124 Cap beside a local CAP:\n got %s", got)
+	}
+}
+
+// TestDeidentifyMillionPerVolumeIsACount: laboratories write the red cell
+// count and the sperm concentration in millions per volume, capitalised
+// or in capitals ("Million/uL", "MILLION/UL", "Million/mL"), often with
+// no UCUM code. "Million" is a surname too, and since h-review47 such a
+// text was dropped with its number wherever no UCUM code said it, as a
+// surname written as one word of a unit text is ("Stone/wk", "mg/Million",
+// "Million/d" still are). Before a slash and a volume the word is the
+// count of the cells per volume, the whole text a laboratory's unit a
+// name typed alone is not: the phrase is kept whole (unitPhrases). The
+// Observation is a CBC's red cell count (LOINC 789-8) as a laboratory's
+// feed gives it.
+func TestDeidentifyMillionPerVolumeIsACount(t *testing.T) {
+	const rbc = `{"resourceType":"Observation","status":"final","category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/observation-category","code":"laboratory"}]}],` +
+		`"code":{"coding":[{"system":"http://loinc.org","code":"789-8","display":"Erythrocytes [#/volume] in Blood by Automated count"}],"text":"RBC"},` +
+		`"effectiveDateTime":"2019-03-14T08:10:00Z","valueQuantity":@Q@,"referenceRange":[{"low":{"value":4.2,"unit":"@U@"},"high":{"value":5.8,"unit":"@U@"}}]}`
+	for _, unit := range []string{"Million/uL", "MILLION/UL", "Million/µL", "Million/mcL", "Million/mm3", "MILLION/MM3", "Million/cu mm", "Million/mL"} {
+		in := strings.NewReplacer("@Q@", `{"value":4.71,"unit":"`+unit+`"}`, "@U@", unit).Replace(rbc)
+		got := string(deidentify(t, []byte(in), nil))
+		for _, v := range []string{"4.71", "4.2", "5.8"} {
+			if !strings.Contains(got, `{"unit":`+strconvQuote(unit)+`,"value":`+v+`}`) {
+				t.Errorf("%s %s dropped:\n got %s", v, unit, got)
+			}
+		}
+	}
+	for _, unit := range []string{"Million", "MILLION", "mg/Million", "Million/d", "Million/Smith", "Smith/uL", "Million/uL/Smith", "{Million}/uL"} {
+		in := strings.NewReplacer("@Q@", `{"value":77441124,"unit":"`+unit+`"}`, "@U@", unit).Replace(rbc)
+		if got := string(deidentify(t, []byte(in), nil)); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("77441124 %s:\n got %s", unit, got)
+		}
 	}
 }
