@@ -1450,14 +1450,15 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if c, _ := out["code"].(string); nameFormUnit(c) || beforeCommonEra(c) {
 		delete(out, "code") // "Pa", "Gal", "{Smith}", "a.C": see nameFormUnit, beforeCommonEra
 	}
-	if c, _ := out["code"].(string); initials.MatchString(bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(c, " "), " ")) || twoCapitals.MatchString(c) {
+	if c, _ := out["code"].(string); initials.MatchString(bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(c, " "), " ")) || capitalInitials.MatchString(c) {
 		// A name's initials typed as a UCUM code ("J.S", a
 		// joule-siemens: UCUM's form) were released with their number
-		// until h-deid13, and two capitals alone ("MJ", a megajoule;
-		// "MA", a megaampere; "AU") until h-deid14; no UCUM code of
-		// R4's has their form outside its annotations ("g.m/{H.B.}" is
-		// kept) but "AU". Such a code is kept only beside a unit text
-		// that says it ("V.A", the volt-ampere, beside "V.A"; "AU"
+		// until h-deid13, two capitals alone ("MJ", a megajoule;
+		// "MA", a megaampere; "AU") until h-deid14, and three ("RAD",
+		// "REM", UCUM's own in capitals) until h-deid15; no UCUM code
+		// of R4's has their form outside its annotations ("g.m/{H.B.}"
+		// is kept) but "AU". Such a code is kept only beside a unit
+		// text that says it ("V.A", the volt-ampere, beside "V.A"; "AU"
 		// beside "AU": unitAgrees).
 		if u, _ := out["unit"].(string); !unitAgrees(u, c) {
 			delete(out, "code")

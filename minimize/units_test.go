@@ -115,7 +115,9 @@ func TestDeidentifyKeepsClinicalUnitsBothWays(t *testing.T) {
 		// Released before h-deid9, dropped with their values from then
 		// (a form's capitalised "Kg", "Mg", "Ml" from h-deid10's name
 		// rule) until h-deid10.
-		"BMI", "Ct", "Ct cycles", "Wood units", "Wood U", "CFU/mL", "cfu/mL", "RLU", "ISR", "GPL", "dynes/sec/cm5",
+		// ("BMI", "RLU", "ISR", "GPL" alone, three capitals, need a code
+		// that says them since h-deid15: TestDeidentifyThreeCapitalsAloneNeedACode.)
+		"Ct", "Ct cycles", "Wood units", "Wood U", "CFU/mL", "cfu/mL", "RLU/mL", "GPL/mL", "dynes/sec/cm5",
 		"Kg", "Mg", "Ml", "Cm", "Lb", "Hr",
 		// ("L/Min", "mL/Min", released before h-deid10 and from
 		// h-review28, need a UCUM code that says them since h-deid14:
@@ -219,7 +221,7 @@ func TestDeidentifyNameCaseUnitsNeedACode(t *testing.T) {
 			t.Errorf("%s beside %s:\n got %s\nwant %s", unit, code, got, want)
 		}
 	}
-	for _, unit := range []string{"day", "days", "weeks", "stone", "box", "cal", "kelvin", "min", "mo", "Jahre", "BMI", "INR", "Kg", "Fl", "Cel"} {
+	for _, unit := range []string{"day", "days", "weeks", "stone", "box", "cal", "kelvin", "min", "mo", "Jahre", "Kg", "Fl", "Cel"} { // ("BMI", "INR": TestDeidentifyThreeCapitalsAloneNeedACode)
 		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
 		}
@@ -333,8 +335,9 @@ func TestR4Annotations(t *testing.T) {
 // and "Box/day", "Stone/wk", "mg/Stone", "BOX/d" (a surname as one part of
 // several), were released, name and number. Now each word of a unit text
 // passes the one-word rule (nameCaseText), and a word in capitals is kept
-// alone only when it abbreviates a unit (unitAbbreviations: "KG", "INR",
-// "TAB"). Beside a UCUM code that says another unit the text is dropped,
+// only when it abbreviates a unit (unitAbbreviations: "MEQ/L", "THOU";
+// alone, two or three capitals, "KG", "INR", "TAB", need a code that says
+// them since h-deid14 and h-deid15). Beside a UCUM code that says another unit the text is dropped,
 // the code and value kept; beside one that says the same unit, kept.
 func TestDeidentifyNameCaseWordsInCapitalsAndParts(t *testing.T) {
 	for w := range minimize.UnitAbbreviations {
@@ -366,7 +369,7 @@ func TestDeidentifyNameCaseWordsInCapitalsAndParts(t *testing.T) {
 			t.Errorf("%s beside %s:\n got %s\nwant %s", unit, code, got, want)
 		}
 	}
-	for _, unit := range []string{"MEQ", "INR", "BMI", "TAB", "MG/DL", "MMOL/L", "THOU/uL", "S/CO", "IU/L", "mL/min/1.73m2",
+	for _, unit := range []string{"MEQ/L", "INR/s", "THOU", "MMOL", "MG/DL", "MMOL/L", "THOU/uL", "S/CO", "IU/L", "mL/min/1.73m2",
 		"mm Hg", "Wood units", "x10E3/uL", "Pg/mL", "box/day", "stone"} {
 		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `"valueQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
@@ -882,7 +885,7 @@ func TestDeidentifyTwoCapitalsAloneNeedACode(t *testing.T) {
 			t.Errorf("2016 %s dropped:\n got %s", era, got)
 		}
 	}
-	for _, unit := range []string{"MG/DL", "KG/M2", "MMOL/L", "BMI", "INR", "kg", "Kg"} {
+	for _, unit := range []string{"MG/DL", "KG/M2", "MMOL/L", "kg", "Kg"} { // ("BMI", "INR" alone since h-deid15: TestDeidentifyThreeCapitalsAloneNeedACode)
 		if got := in(weight, `{"value":4,"unit":`+strconvQuote(unit)+`}`); !strings.Contains(got, `{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
 		}
@@ -936,7 +939,7 @@ func TestDeidentifyTwoCapitalsWithPunctuationNeedACode(t *testing.T) {
 			t.Errorf("%s beside %s:\n got %s", unit, code, got)
 		}
 	}
-	for _, unit := range []string{"[IU]", "/KG", "KG/M2", "mg/KG", "MG/DL", "BMI", "Kg.", "kg."} {
+	for _, unit := range []string{"[IU]", "/KG", "KG/M2", "mg/KG", "MG/DL", "Kg.", "kg."} {
 		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `{"unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("%s alone dropped:\n got %s", unit, got)
 		}
@@ -1164,6 +1167,69 @@ func TestDeidentifyMillionPerVolumeIsACount(t *testing.T) {
 		in := strings.NewReplacer("@Q@", `{"value":77441124,"unit":"`+unit+`"}`, "@U@", unit).Replace(rbc)
 		if got := string(deidentify(t, []byte(in), nil)); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
 			t.Errorf("77441124 %s:\n got %s", unit, got)
+		}
+	}
+}
+
+// TestDeidentifyThreeCapitalsAloneNeedACode: three capitals alone are a
+// name's initials' form as two are (capitalInitials: HHS's guidance counts
+// a patient's initials as derived from the name), and h-deid14 judged
+// only two: three that abbreviate a unit (unitAbbreviations: "INR",
+// "BMI", "TAB", "MEQ", "MCG", 41 of the 17,576 three-letter initials)
+// were kept alone as words, and {"value": 77441124, "unit": "INR"} was
+// released, initials and number. They are now kept only beside a code
+// that says them: a UCUM code ("INR" beside "{INR}", "MCG" beside "ug"
+// is not: other letters) or a dose form HL7's orderableDrugForm lists
+// ("TAB" beside "TAB", as HL7's example MedicationRequest medrx0303 gives
+// its doses); in an Age or a Duration an abbreviated unit of time is one
+// ("45 YRS"). The resources are an INR Observation (LOINC 6301-6) and
+// medrx0303's shape with its codes and without.
+func TestDeidentifyThreeCapitalsAloneNeedACode(t *testing.T) {
+	const inr = `{"resourceType":"Observation","status":"final","category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/observation-category","code":"laboratory"}]}],` +
+		`"code":{"coding":[{"system":"http://loinc.org","code":"6301-6","display":"INR in Platelet poor plasma by Coagulation assay"}]},"effectiveDateTime":"2019-03-14","valueQuantity":@Q@}`
+	const form = "http://terminology.hl7.org/CodeSystem/v3-orderableDrugForm"
+	obs := func(q string) string { return string(deidentify(t, []byte(strings.Replace(inr, "@Q@", q, 1)), nil)) }
+	med := func(q string) string {
+		return string(deidentify(t, []byte(strings.NewReplacer("@Q@", q, "@D@", q).Replace(medRequest0303)), nil))
+	}
+	for _, unit := range []string{"INR", "BMI", "TAB", "MEQ", "MCG", "TSP", "PPM", "RAD", "JFK", "INR.", "(BMI)", "T A B", "INR{ratio}"} {
+		for _, got := range []string{obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`), med(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`),
+			obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":"g"}`)} {
+			if strings.Contains(got, strconvQuote(unit)) || strings.Contains(got, `"value":77441124}`) && !strings.Contains(got, `"code":"g"`) {
+				t.Errorf("%s alone:\n got %s", unit, got)
+			}
+		}
+	}
+	for _, c := range []string{"RAD", "REM"} { // UCUM's own in capitals, as a code alone
+		if got := obs(`{"value":77441124,"system":"http://unitsofmeasure.org","code":` + strconvQuote(c) + `}`); strings.Contains(got, "77441124") {
+			t.Errorf("code %s alone:\n got %s", c, got)
+		}
+	}
+	for unit, code := range map[string]string{"INR": "{INR}", "RAD": "RAD", "MEQ": "meq", "MCG": "mcg"} {
+		q := `{"value":2.4,"unit":` + strconvQuote(unit) + `,"system":"http://unitsofmeasure.org","code":` + strconvQuote(code) + `}`
+		want := `"valueQuantity":{"code":` + strconvQuote(code) + `,"system":"http://unitsofmeasure.org","unit":` + strconvQuote(unit) + `,"value":2.4}`
+		if unit == "MCG" { // "mcg" is no UCUM code: the quantity has no code left that says the unit
+			if got := obs(q); strings.Contains(got, `"value":2.4`) {
+				t.Errorf("%s beside %s:\n got %s", unit, code, got)
+			}
+			continue
+		}
+		if got := obs(q); !strings.Contains(got, want) {
+			t.Errorf("%s beside %s:\n got %s\nwant %s", unit, code, got, want)
+		}
+	}
+	got := med(`{"value":4,"unit":"TAB","system":"` + form + `","code":"TAB"}`)
+	if !strings.Contains(got, `"doseQuantity":{"unit":"TAB","value":4}`) || !strings.Contains(got, `"quantity":{"unit":"TAB","value":4}`) {
+		t.Errorf("medrx0303's 4 TAB beside TAB dropped:\n got %s", got)
+	}
+	for _, unit := range []string{"YRS", "HRS", "WKS"} {
+		if got := string(deidentify(t, []byte(`{"resourceType":"Condition","onsetAge":{"value":45,"unit":`+strconvQuote(unit)+`}}`), nil)); !strings.Contains(got, `{"unit":`+strconvQuote(unit)+`,"value":45}`) {
+			t.Errorf("onsetAge of 45 %s dropped:\n got %s", unit, got)
+		}
+	}
+	for _, unit := range []string{"MEQ/L", "MG/DL", "THOU/uL", "tab", "inr", "mcg", "Mcg"} {
+		if got := obs(`{"value":2.4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `{"unit":`+strconvQuote(unit)+`,"value":2.4}`) {
+			t.Errorf("%s alone dropped:\n got %s", unit, got)
 		}
 	}
 }
