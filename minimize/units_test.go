@@ -1233,3 +1233,44 @@ func TestDeidentifyThreeCapitalsAloneNeedACode(t *testing.T) {
 		}
 	}
 }
+
+// TestDeidentifyUnitWordsInSmallLettersAreUnits: a unit word in small
+// letters is kept with its number though it is a surname too ("stone",
+// "box", "day", "min"), where written as a name is ("Stone", "BOX",
+// "Day", "MIN") it needs a code that says it. h-deid15 reviewed this
+// residual and kept it: small letters are the unit's own case as clinical
+// data writes it (a weight in stone, a dispensed box, a supply in days, a
+// duration in minutes), no rule over the unit text can tell from it a name
+// typed against its case, and closing it would drop "ng/mL", "mg/day",
+// "ms", "min" with their values. A name in small letters that is no unit
+// word ("smith", "jones") is dropped with its number. The resources are a
+// body weight (LOINC 29463-7), a MedicationDispense's quantity and supply
+// after HL7's meddisp0303, and an exercise duration.
+func TestDeidentifyUnitWordsInSmallLettersAreUnits(t *testing.T) {
+	const weight = `{"resourceType":"Observation","status":"final","category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/observation-category","code":"vital-signs"}]}],` +
+		`"code":{"coding":[{"system":"http://loinc.org","code":"29463-7","display":"Body weight"}]},"effectiveDateTime":"2016-03-28","valueQuantity":@Q@}`
+	const dispense = `{"resourceType":"MedicationDispense","status":"completed","medicationCodeableConcept":{"coding":[{"system":"http://www.nlm.nih.gov/research/umls/rxnorm","code":"1049623"}]},` +
+		`"quantity":@Q@,"daysSupply":@D@,"whenPrepared":"2016-04-15T07:14:00Z"}`
+	const exercise = `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"55411-3","display":"Exercise duration"}]},"valueQuantity":@Q@}`
+	run := func(tmpl, q, d string) string {
+		return string(deidentify(t, []byte(strings.NewReplacer("@Q@", q, "@D@", d).Replace(tmpl)), nil))
+	}
+	for _, c := range []struct{ tmpl, unit, d, want string }{
+		{weight, "stone", `{"value":10,"unit":"days"}`, `"valueQuantity":{"unit":"stone","value":12}`},
+		{dispense, "box", `{"value":10,"unit":"day"}`, `"quantity":{"unit":"box","value":12}`},
+		{dispense, "box", `{"value":10,"unit":"day"}`, `"daysSupply":{"unit":"day","value":10}`},
+		{exercise, "min", `{"value":10,"unit":"days"}`, `"valueQuantity":{"unit":"min","value":12}`},
+		{exercise, "mg/day", `{"value":10,"unit":"days"}`, `"valueQuantity":{"unit":"mg/day","value":12}`},
+	} {
+		if got := run(c.tmpl, `{"value":12,"unit":`+strconvQuote(c.unit)+`}`, c.d); !strings.Contains(got, c.want) {
+			t.Errorf("12 %s (want %s):\n got %s", c.unit, c.want, got)
+		}
+	}
+	for _, unit := range []string{"Stone", "STONE", "Box", "BOX", "Day", "MIN", "smith", "jones", "mg/smith"} {
+		for _, tmpl := range []string{weight, dispense, exercise} {
+			if got := run(tmpl, `{"value":77441124,"unit":`+strconvQuote(unit)+`}`, `{"value":10,"unit":"days"}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+				t.Errorf("77441124 %s:\n got %s", unit, got)
+			}
+		}
+	}
+}
