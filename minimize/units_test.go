@@ -146,10 +146,12 @@ func TestDeidentifyKeepsClinicalUnitsBothWays(t *testing.T) {
 // capitalisedAtom is the form of a UCUM code that is one capitalised word.
 var capitalisedAtom = regexp.MustCompile(`^\p{Lu}\p{Ll}+$`)
 
-// twoCapitalsCode is the form of a UCUM code that is two capitals alone,
-// a name's initials' form ("AU"): kept only beside a unit text that says
-// it since h-deid14 (TestDeidentifyTwoCapitalsAsAUCUMCodeNeedAUnitText).
-var twoCapitalsCode = regexp.MustCompile(`^\p{Lu}{2}$`)
+// capitalInitialsCode is the form of a UCUM code that is two or three
+// capitals alone, a name's initials' form ("AU"; "RAD", "REM"): kept only
+// beside a unit text that says it since h-deid14 and h-deid15
+// (TestDeidentifyTwoCapitalsAsAUCUMCodeNeedAUnitText,
+// TestDeidentifyThreeCapitalsAloneNeedACode).
+var capitalInitialsCode = regexp.MustCompile(`^\p{Lu}{2,3}$`)
 
 // TestDeidentifyKeepsR4UnitsInQuantities: every UCUM code of the R4
 // definitions (LOINC's units with their capitalised annotations,
@@ -157,7 +159,8 @@ var twoCapitalsCode = regexp.MustCompile(`^\p{Lu}{2}$`)
 // code, with its value, but a code that is one capitalised word and no
 // unit written so (Gal, Pa, Ms, By, St: a name's form), which the name
 // rule drops with its value, and, since h-deid14, a code of two capitals
-// alone (AU: a name's initials' form) with no unit text beside.
+// alone (AU: a name's initials' form) with no unit text beside, and since
+// h-deid15 one of three (RAD, REM).
 func TestDeidentifyKeepsR4UnitsInQuantities(t *testing.T) {
 	codes := slices.DeleteFunc(r4Codes(t, "http://unitsofmeasure.org"), func(c string) bool { return strings.Contains(c, " ") })
 	if len(codes) < 1000 {
@@ -168,7 +171,7 @@ func TestDeidentifyKeepsR4UnitsInQuantities(t *testing.T) {
 		q := `{"value":31,"system":"http://unitsofmeasure.org","code":` + strconvQuote(c) + `}`
 		in := `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8"}]},"valueQuantity":` + q + `}`
 		got := string(deidentify(t, []byte(in), nil))
-		nameForm := capitalisedAtom.MatchString(c) && !minimize.CapitalisedUnit(c) || twoCapitalsCode.MatchString(c)
+		nameForm := capitalisedAtom.MatchString(c) && !minimize.CapitalisedUnit(c) || capitalInitialsCode.MatchString(c)
 		if nameForm {
 			dropped++
 		}
