@@ -1447,17 +1447,18 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 			delete(out, "code") // a dated UCUM code, a small territory's currency
 		}
 	}
-	if c, _ := out["code"].(string); nameFormUnit(c) {
-		delete(out, "code") // "Pa", "Gal", "{Smith}": see nameFormUnit
+	if c, _ := out["code"].(string); nameFormUnit(c) || beforeCommonEra(c) {
+		delete(out, "code") // "Pa", "Gal", "{Smith}", "a.C": see nameFormUnit, beforeCommonEra
 	}
-	if c, _ := out["code"].(string); initials.MatchString(bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(c, " "), " ")) || twoCapitals.MatchString(c) {
+	if c, _ := out["code"].(string); initials.MatchString(bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(c, " "), " ")) || capitalInitials.MatchString(c) {
 		// A name's initials typed as a UCUM code ("J.S", a
 		// joule-siemens: UCUM's form) were released with their number
-		// until h-deid13, and two capitals alone ("MJ", a megajoule;
-		// "MA", a megaampere; "AU") until h-deid14; no UCUM code of
-		// R4's has their form outside its annotations ("g.m/{H.B.}" is
-		// kept) but "AU". Such a code is kept only beside a unit text
-		// that says it ("V.A", the volt-ampere, beside "V.A"; "AU"
+		// until h-deid13, two capitals alone ("MJ", a megajoule;
+		// "MA", a megaampere; "AU") until h-deid14, and three ("RAD",
+		// "REM", UCUM's own in capitals) until h-deid15; no UCUM code
+		// of R4's has their form outside its annotations ("g.m/{H.B.}"
+		// is kept) but "AU". Such a code is kept only beside a unit
+		// text that says it ("V.A", the volt-ampere, beside "V.A"; "AU"
 		// beside "AU": unitAgrees).
 		if u, _ := out["unit"].(string); !unitAgrees(u, c) {
 			delete(out, "code")
@@ -1479,7 +1480,7 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	c, _ := out["code"].(string)
 	time := (typ == "Age" || typ == "Duration" || age) && c == ""
 	_, year := calendarYear(m) // an era ("AD") is a unit beside a year only
-	if u, _ := out["unit"].(string); nameCaseText(u, time, year) && (sys != "http://unitsofmeasure.org" || !unitAgrees(u, c)) {
+	if u, _ := out["unit"].(string); nameCaseText(u, time, year) && (sys != "http://unitsofmeasure.org" || !unitAgrees(u, c)) && !doseFormCode(u, sys, m["code"]) {
 		delete(out, "unit") // "Day", "STONE", "Box/day" without the unit's code: see nameCaseText
 	}
 	if dimensionless(out) && !dimensionless(m) || out["unit"] == nil && out["code"] == nil && (m["unit"] != nil || m["code"] != nil) {
@@ -1520,6 +1521,24 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	}
 	return out, true
 }
+
+// doseFormCode reports whether code, of system sys, is a code HL7's
+// orderableDrugForm code system lists that says unit text u, the same
+// letters case aside ("Cap" beside "CAP", "TAB" beside "TAB"): HL7's own
+// examples give a dose or a dispensed quantity so (MedicationRequest
+// medrx0303's 4 "TAB", code TAB), and nameCaseText's unit written as a
+// name is beside it the dose form it says, as beside a UCUM code that says
+// it (unitAgrees). Until h-deid15 only a UCUM code counted, and 4 "Cap"
+// beside the code CAP was dropped with its number. The code itself is not
+// released (quantitySystems). A code the code system does not list
+// (MedicationDispense meddisp0301's "Vial") says nothing.
+func doseFormCode(u, sys string, code any) bool {
+	c, _ := code.(string)
+	return sys == orderableDrugForm && fhirSystemCodes[sys][c] && strings.EqualFold(u, c)
+}
+
+// orderableDrugForm is HL7's code system of dose forms (doseFormCode).
+const orderableDrugForm = "http://terminology.hl7.org/CodeSystem/v3-orderableDrugForm"
 
 // money walks a Money. Inside a value whose meaning is withheld
 // (birthCtx: an answer, an open value[x], a value under a withheld code,
@@ -1591,6 +1610,26 @@ func yearUnit(u string) (int, bool) {
 	off, ok := yearUnits[strings.NewReplacer("-", "", "_", "").Replace(unitKey(u))]
 	return off, ok
 }
+
+// beforeCommonEra reports whether unit text or code u is an era of the years
+// before the common era (erasBefore: "a.C.", "BC", "v. Chr."), which
+// nameCaseText drops with its number: the Romance languages' "a.C." (antes
+// de Cristo, avanti Cristo; UCUM reads it as an annum times a coulomb,
+// "a.C") was released with any number as a unit until h-deid15, where its
+// common-era twin "d.C." is a calendar year (yearUnits). No patient's datum
+// is a year before the common era, and custos cannot judge one as a date.
+func beforeCommonEra(u string) bool {
+	return erasBefore[strings.NewReplacer("-", "", "_", "").Replace(unitKey(u))]
+}
+
+// erasBefore are the eras before the common era, as unitKey writes them
+// without hyphens and underscores (beforeCommonEra): English (BC, BCE), the
+// Romance languages (a.C., av. J.-C., a.e.c.), German (v. Chr.), the
+// Scandinavian languages (f.Kr.), Polish and Russian (p.n.e., до н. э.),
+// Chinese, Japanese and Korean (公元前, 紀元前, 기원전). "aC", the
+// attocoulomb, has the key of "a.C." and goes with it: no clinical datum
+// is in attocoulombs.
+var erasBefore = setOf("ac", "bc", "bce", "avjc", "aec", "vchr", "fkr", "pne", "донэ", "公元前", "紀元前", "기원전")
 
 // yearUnits are the unit texts that say a quantity's value is a calendar
 // year, as unitKey writes them without hyphens and underscores, with what

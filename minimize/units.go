@@ -314,6 +314,13 @@ func nameFormUnit(s string) bool {
 	if unitPhrases[strings.ToLower(s)] {
 		return false
 	}
+	if _, era := yearUnit(s); era {
+		// "n. Chr.", "Reiwa": a calendar's era, judged beside its value
+		// (nameCaseText keeps it beside a year only). This rule, which
+		// cannot see the value, dropped "2016 n. Chr." with its year
+		// until h-deid15.
+		return false
+	}
 	bare := bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " ")
 	for _, at := range letterRun.FindAllStringIndex(bare, -1) {
 		w := bare[at[0]:at[1]]
@@ -339,8 +346,9 @@ func nameFormUnit(s string) bool {
 // ("Mcg", "Kcal"), not a German noun of time, capitalised
 // as German writes it ("Jahre", "Monate"), and not, in capitals, an
 // abbreviation no unit of time reads (unitAbbreviations: "BMI", "INR",
-// "MEQ"; of two capitals, "KG", a text alone is judged by twoCapitals
-// in nameCaseText). A common clinical unit word
+// "MEQ", as words of a text of several, "MEQ/L"; a text of two or three
+// capitals alone, "KG", "INR", is judged by capitalInitials in
+// nameCaseText). A common clinical unit word
 // or a unit of time spelled out is a surname as often ("Day", "Weeks",
 // "Stone", "Box", "Fields", "Cal", "Kelvin", and in capitals "STONE",
 // "BOX", "CAL", "FIELDS"), and UCUM's case-insensitive units of time read
@@ -407,15 +415,17 @@ var namelessUnitWords = setOf(
 // "YU", "MA", "TU" (a yotta-unit, a megaampere, a tera-unit; Yu, Ma, Tu)
 // were released with their numbers until h-review38. "AU" is a surname
 // (Au) too, and initials: alone, a unit text of two capitals, it needs a
-// UCUM code that says it since h-deid14 (twoCapitals); "AU/mL" is kept.
+// UCUM code that says it since h-deid14 (capitalInitials); "AU/mL" is
+// kept. So do "RAD" and "REM" alone since h-deid15.
 var ucumCapitals = setOf("EU", "AU", "RAD", "REM")
 
 // unitAbbreviations are the common clinical unit words (commonUnitWords)
 // that abbreviate a unit, which laboratories and pharmacies write in
 // capitals ("KG", "MEQ", "INR", "BMI", "TAB", "THOU" of "THOU/uL", "CO" of
-// "S/CO"): nameCaseUnit keeps them in capitals alone (but a unit text of
-// two capitals alone, "KG", "CC", a name's initials' form, needs a UCUM
-// code since h-deid14: twoCapitals). A unit word spelled
+// "S/CO"): nameCaseUnit keeps them in capitals (but a unit text of two or
+// three capitals alone, "KG", "CC", "INR", "TAB", a name's initials' form,
+// needs a code that says it, since h-deid14 and h-deid15: capitalInitials).
+// A unit word spelled
 // out ("STONE", "BOX", "FIELDS") is a surname or a word as often (but
 // those of namelessUnitWords, "TABLETS", "CELLS"), and so are "CAL", "IN", "MI", "ST", "PER", "LOG" (Cal, In, Mi,
 // St, Per): in capitals they need a UCUM code that says the same unit, as
@@ -456,12 +466,15 @@ func nameCaseText(s string, time, year bool) bool {
 	if unitPhrases[strings.ToLower(s)] {
 		return false
 	}
-	if _, era := yearUnit(s); era {
-		_, two := twoCapitalsText(s)
-		return !year || two || initials.MatchString(s) // "2016 DC", "2016 AD.": see twoCapitals
+	if beforeCommonEra(s) {
+		return true // "2016 a.C.": see beforeCommonEra
 	}
-	if w, two := twoCapitalsText(s); two && !(time && (timeUnitWord(w) || isTimeUnit(s))) {
-		return true // "KG", "OD", "AU", "KG.", "(OD)": see twoCapitals
+	if _, era := yearUnit(s); era {
+		_, caps := capitalInitialsText(s)
+		return !year || caps || initials.MatchString(s) // "2016 DC", "2016 AD.": see capitalInitials
+	}
+	if w, caps := capitalInitialsText(s); caps && !(time && (timeUnitWord(w) || isTimeUnit(s))) {
+		return true // "KG", "OD", "AU", "KG.", "(OD)", "INR", "TAB": see capitalInitials
 	}
 	if !time && foreignTimeText(s) {
 		return true // "ann", "mg/rok" outside an Age: see foreignTimeText
@@ -645,33 +658,39 @@ var ucumSuffixedAtoms = func() *strings.Replacer {
 	return strings.NewReplacer(pairs...)
 }()
 
-// twoCapitals is a unit text of two capitals alone, a name's initials'
-// form ("KG", "OD", "SD", "CC", "AU": K. G., O. D.): HHS's Safe Harbor
-// guidance (2012) counts a patient's initials as derived from the name,
-// and nameCaseText keeps such a text only beside a UCUM code that says it
-// ("KG" beside "kg": unitAgrees), or where time is set as a unit of time
-// ("45 YR" as an onsetAge: timeUnitWord). So is a calendar's era written
-// as initials ("AD", "DC", "NE", "N.E."), beside a year too: UCUM has no
-// code for an era, and the quantity is dropped. {"value": 77441124,
-// "unit": "KG"} and {"value": 2016, "unit": "DC"} were released until
-// h-deid14; the cost is the abbreviations systems writing capitals give
-// alone without a code ("KG", "LB", "CM", "ML", "CC", "EA") and the years
-// given with an era of initials' form ("2016 AD"). Three capitals and more
-// ("BMI", "INR", "MEQ") are judged as words (nameCaseUnit).
-var twoCapitals = regexp.MustCompile(`^\p{Lu}{2}$`)
+// capitalInitials is a unit text of two or three capitals alone, a name's
+// initials' form ("KG", "OD", "SD", "CC", "AU": K. G., O. D.; "INR",
+// "BMI", "TAB", "MEQ": I. N. R., T. A. B.): HHS's Safe Harbor guidance
+// (2012) counts a patient's initials as derived from the name, and
+// nameCaseText keeps such a text only beside a code that says it (a UCUM
+// code, "KG" beside "kg", "INR" beside "{INR}": unitAgrees; a dose form
+// of HL7's, "TAB" beside "TAB": doseFormCode), or where time is set as a
+// unit of time ("45 YR", "45 YRS" as an onsetAge: timeUnitWord). So is a
+// calendar's era written as initials ("AD", "DC", "NE", "N.E."), beside a
+// year too: UCUM has no code for an era, and the quantity is dropped.
+// {"value": 77441124, "unit": "KG"} and {"value": 2016, "unit": "DC"}
+// were released until h-deid14, and three capitals that abbreviate a unit
+// (unitAbbreviations: {"value": 77441124, "unit": "INR"}, "BMI", "TAB",
+// "MEQ", 41 of the 17,576 three-letter initials) until h-deid15; the cost
+// is the abbreviations systems writing capitals give alone without a code
+// ("KG", "LB", "CM", "ML", "CC", "EA", "INR", "BMI", "TAB", "MCG", "MEQ")
+// and the years given with an era of initials' form ("2016 AD"). Four
+// capitals and more ("THOU", "MMOL", "CAPS") are judged as words
+// (nameCaseUnit).
+var capitalInitials = regexp.MustCompile(`^\p{Lu}{2,3}$`)
 
 // isTimeUnit reports whether timeUnit reads s ("Y.O.", years old).
 func isTimeUnit(s string) bool { _, ok := timeUnit(s); return ok }
 
-// twoCapitalsText reports whether unit text s is two capitals alone
-// (twoCapitals) but for punctuation and spaces around or between them and
-// annotations ("KG.", "(OD)", "'KG'", "K-G", "OD{total}", "2016 AD."),
-// and returns the two capitals. Initials are written so as often: h-deid14
-// judged only the two capitals alone, and {"value": 77441124, "unit":
-// "KG."} and {"value": 2016, "unit": "DC."} were released, initials and
-// number, until h-review49. A slash, a bracket or a digit makes another
-// unit ("/KG", "[IU]", "KG/M2").
-func twoCapitalsText(s string) (string, bool) {
+// capitalInitialsText reports whether unit text s is two or three
+// capitals alone (capitalInitials) but for punctuation and spaces around
+// or between them and annotations ("KG.", "(OD)", "'KG'", "K-G",
+// "OD{total}", "2016 AD.", "INR.", "T A B"), and returns the capitals.
+// Initials are written so as often: h-deid14 judged only the two capitals
+// alone, and {"value": 77441124, "unit": "KG."} and {"value": 2016,
+// "unit": "DC."} were released, initials and number, until h-review49. A
+// slash, a bracket or a digit makes another unit ("/KG", "[IU]", "KG/M2").
+func capitalInitialsText(s string) (string, bool) {
 	var letters []rune
 	for _, r := range annotation.ReplaceAllString(s, " ") {
 		switch {
@@ -684,7 +703,7 @@ func twoCapitalsText(s string) (string, bool) {
 		}
 	}
 	w := string(letters)
-	return w, twoCapitals.MatchString(w)
+	return w, capitalInitials.MatchString(w)
 }
 
 // initials are a name's initials in a unit text: two or more single
@@ -853,8 +872,16 @@ var spelledTimeUnits = setOf("year", "years", "month", "months", "week", "weeks"
 	"stunde", "stunden", "minuten", "sekunde", "sekunden", "lebensjahr", "lebensjahre")
 
 // unitPhrases are unit texts of several words one of which is a name's
-// form, kept whole: pulmonary vascular resistance in Wood units.
-var unitPhrases = setOf("wood units", "wood unit", "wood u")
+// form, kept whole: pulmonary vascular resistance in Wood units, and a
+// count of millions per volume as laboratories write the red cell count
+// and the sperm concentration ("Million/uL", "MILLION/MM3", "Million/mL").
+// "Million" is a surname, and alone or as another word of a unit text
+// ("mg/Million", "Million/d") it needs a UCUM code that says it; before a
+// slash and a volume it is the count, and "Million/uL", which h-review47
+// dropped with its value where no UCUM code said it, is kept since
+// h-deid15.
+var unitPhrases = setOf("wood units", "wood unit", "wood u",
+	"million/ul", "million/µl", "million/μl", "million/mcl", "million/mm3", "million/cu mm", "million/cumm", "million/ml")
 
 // annotationNameWords are the capitalised words of the annotations of
 // LOINC's units, as R4's value sets list them ("mg/g{Cre}", "U/g{Hb}",
