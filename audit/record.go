@@ -19,6 +19,16 @@ const (
 	ActionResourcesTemplatesList = "resources/templates/list"
 )
 
+// LogUseActions are the actions of an auditor's access records, each a
+// read of the audit log itself (audit/access's Action* constants, a
+// backup's copy of the log included; bundle's
+// TestAuditLogUsesAreTheAccessActions keeps the two lists equal). Such a
+// record's reason names what the auditor asked for ("break_glass" for the
+// break-the-glass report, "user=<sub>", "by=<name>"), never a patient's
+// record it released.
+var LogUseActions = []string{"audit/verify", "audit/export", "audit/report", "audit/prove", "audit/hash",
+	"policy/impact", "compliance/report", "backup"}
+
 // Principal is the authenticated caller of an audited event.
 type Principal struct {
 	Sub      string   `json:"sub"`

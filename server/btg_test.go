@@ -114,24 +114,32 @@ func TestGrantFreeTextIsScrubbedAtIntake(t *testing.T) {
 	}
 }
 
+// newBreakGlassFixture is a server whose break-the-glass grants come from
+// grants (empty), the clinician asking with purpose ETREAT and no care
+// relationship, and target, a FHIR resource with no sensitivity or consent
+// label, whose patient a grant may name.
+func newBreakGlassFixture(t *testing.T) (*fixture, *btg.Cache, server.Identity, store.URI) {
+	t.Helper()
+	grants := btg.NewCache()
+	f := newServerFixture(t, fixtureOptions{tune: func(c *server.Config) { c.Grants = grants }})
+	id := f.identity("clinician")
+	id.PurposeOfUse, id.Principal.Patients = server.PurposeEmergency, []string{}
+	for _, r := range f.allURIs() {
+		if u, err := store.ParseURI(r.URI); err == nil && u.Scheme == "fhir" && len(r.Labels.Sensitivity) == 0 && len(r.Labels.Consent) == 0 {
+			return f, grants, id, u
+		}
+	}
+	t.Fatal("no FHIR resource without labels in the fixture")
+	return nil, nil, server.Identity{}, store.URI{}
+}
+
 // TestGrantUsesAreCountedPerRequest: every request that reveals a patient's
 // resources under a break-the-glass grant — a read, a list page, a
 // completion — is one use of the grant (however many of the patient's
 // resources it showed), naming the request's action and its audit record;
 // a request that did not rely on the grant is no use of it.
 func TestGrantUsesAreCountedPerRequest(t *testing.T) {
-	grants := btg.NewCache()
-	f := newServerFixture(t, fixtureOptions{tune: func(c *server.Config) { c.Grants = grants }})
-	id := f.identity("clinician")
-	id.PurposeOfUse, id.Principal.Patients = server.PurposeEmergency, []string{}
-
-	var target store.URI
-	for _, r := range f.allURIs() {
-		if u, err := store.ParseURI(r.URI); err == nil && u.Scheme == "fhir" && len(r.Labels.Sensitivity) == 0 && len(r.Labels.Consent) == 0 {
-			target = u
-			break
-		}
-	}
+	f, grants, id, target := newBreakGlassFixture(t)
 	now := time.Now()
 	cs := f.connect(id)
 	ctx := context.Background()

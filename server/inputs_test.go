@@ -8,11 +8,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/store"
 )
 
@@ -124,6 +126,59 @@ func TestReadInputsRecordedPseudonymizedAndReplayable(t *testing.T) {
 		if bytes.Contains(db, []byte(id)) {
 			t.Fatalf("audit.db holds a raw patient id")
 		}
+	}
+}
+
+// TestBreakGlassReadInputKeepsItsGrant: the stored input of a read
+// decided under a break-the-glass grant holds the grant (input.break_glass,
+// docs/policy.md "Input"), its patient pseudonymized like resource.patient,
+// so that replaying it with the policy that decided allows it again. Found
+// by h-review52 with the real binary: 'custos policy impact' of the very
+// policy serving reported every break-glass read as allow→deny
+// (break_glass,grant=… → break_glass_grant_required), since the stored
+// input had no break_glass at all.
+func TestBreakGlassReadInputKeepsItsGrant(t *testing.T) {
+	f, grants, id, target := newBreakGlassFixture(t)
+	ctx := context.Background()
+	now := time.Now()
+	grants.Replace([]btg.Grant{{ID: "g-1", Sub: id.Principal.Sub, Patient: target.Patient, Tenant: target.Tenant,
+		Created: now.Add(-time.Minute), Expires: now.Add(time.Hour)}})
+	if _, err := f.connect(id).ReadResource(ctx, &mcp.ReadResourceParams{URI: target.String()}); err != nil {
+		t.Fatal(err)
+	}
+	var rec audit.Record
+	for _, r := range f.records() {
+		if r.Action == "resources/read" {
+			rec = r
+		}
+	}
+	if rec.Outcome != audit.OutcomeAllow || !strings.Contains(rec.Reason, "break_glass") {
+		t.Fatalf("the read under the grant was recorded %s %q", rec.Outcome, rec.Reason)
+	}
+	var raw []byte
+	if err := f.log.Inputs(ctx, rec.Seq, rec.Seq, func(_ uint64, in []byte) error { raw = in; return nil }); err != nil || raw == nil {
+		t.Fatalf("no stored input for record %d: %v", rec.Seq, err)
+	}
+	var in policy.Input
+	if err := json.Unmarshal(raw, &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.BreakGlass == nil || in.BreakGlass.Grant != "g-1" || in.Resource == nil || in.BreakGlass.Patient != in.Resource.Patient {
+		t.Fatalf("stored input of record %d: break_glass %+v, resource %+v: want grant g-1 for the resource's (pseudonymized) patient", rec.Seq, in.BreakGlass, in.Resource)
+	}
+	if bytes.Contains(raw, []byte(target.Patient)) {
+		t.Errorf("the stored input names the patient in clear: %s", raw)
+	}
+	eng, err := policy.Default(ctx, policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := eng.Decide(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Allow || strings.Join(d.Reasons, ",") != rec.Reason {
+		t.Errorf("replayed allow=%v %v, recorded %s %q", d.Allow, d.Reasons, rec.Outcome, rec.Reason)
 	}
 }
 

@@ -150,10 +150,12 @@ func namedPatient(raw string, in *policy.Input, named map[string]string) (string
 // pseudonymInput is the policy input in as recorded for replay: the
 // principal's attributes in full (Subject, which has no JSON form, is
 // replaced by Principal), with every patient id — principal.patients,
-// resource.patient and the patient segment of resource.uri — replaced by
+// resource.patient, the patient segment of resource.uri and the patient of
+// the break-the-glass grant (break_glass.patient) — replaced by
 // pseudonym(id) (audit.Pseudonym under one key). The same key maps equal
 // ids to equal pseudonyms, so the policy's equality tests (care
-// relationship) decide a replayed input as they decided the original. Nil
+// relationship, the grant's patient) decide a replayed input as they
+// decided the original. Nil
 // lists become [], as the policy saw them. The URI's patient segment is
 // the resource's patient (resource.patient), whatever form the segment
 // has (a keyed id for FHIR input).
@@ -167,6 +169,14 @@ func pseudonymInput(pseudonym func(string) string, in policy.Input) policy.Input
 			rc.Patient = pseudonym(r.Patient)
 		}
 		out.Resource = &rc
+	}
+	if bg := in.BreakGlass; bg != nil {
+		// The grant the decision relied on, its patient hashed like
+		// resource.patient: the policy tests their equality (bg_ok), so a
+		// replay (policy impact) decides it as the server did. Until
+		// h-review52 it was left out, and every break-the-glass read
+		// replayed as allow→deny (TestBreakGlassReadInputKeepsItsGrant).
+		out.BreakGlass = &policy.BreakGlass{Grant: bg.Grant, Patient: pseudonym(bg.Patient)}
 	}
 	return out
 }

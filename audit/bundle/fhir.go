@@ -74,12 +74,10 @@ func ownAct(r audit.Record) bool {
 var agentApplication = fhirCoding{System: fhirDICOM, Code: "110150", Display: "Application"}
 
 // auditLogUses are the actions of the records of an auditor's access to
-// the audit log (audit/access's Action* constants, which import this
-// package, a backup's copy of the log included;
-// TestAuditLogUsesAreTheAccessActions keeps the two equal): DICOM 110101
+// the audit log (audit.LogUseActions; TestAuditLogUsesAreTheAccessActions
+// keeps them equal to audit/access's Action* constants): DICOM 110101
 // Audit Log Used events.
-var auditLogUses = []string{"audit/verify", "audit/export", "audit/report", "audit/prove", "audit/hash",
-	"policy/impact", "compliance/report", "backup"}
+var auditLogUses = audit.LogUseActions
 
 // auditLogEntity is the participant object DICOM PS3.15 A.5.3.2 makes
 // mandatory in an Audit Log Used event, the identity of the audit log:

@@ -330,3 +330,35 @@ func TestBreakGlassIsNotReadInAQuotedValue(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditorAccessIsNotBreakGlass: an auditor's access record reads the
+// audit log, not a patient's records, and its reason names what the
+// auditor asked: "break_glass" for 'audit report --break-glass' itself,
+// "user=robtgreen" for a user report, "by=btg.reviewer" for whom the
+// operator acts (--by). Found by h-review52 with the real
+// binary: each run of 'custos audit report --break-glass' listed its own
+// access record, and every earlier run's, as an emergency access
+// ("allow [BREAK-GLASS]  break_glass", user os:uid=0(root)).
+func TestAuditorAccessIsNotBreakGlass(t *testing.T) {
+	tests := []struct {
+		action, purpose, reason string
+	}{
+		{"audit/report", "HOPERAT", "break_glass"},
+		{"audit/report", "HOPERAT", "user=robtgreen"},
+		{"audit/report", "ETREAT", "denials"},
+		{"audit/export", "HOPERAT", "format=csv"},
+		{"audit/verify", "HOPERAT", "by=btg.reviewer"},
+		{"compliance/report", "HOPERAT", "by=ticket:btg-7"},
+		{"backup", "HOPERAT", "by=btg.reviewer"},
+	}
+	for _, tt := range tests {
+		r := rec(1, "os:uid=0(root)", tt.action, audit.OutcomeAllow, tt.purpose)
+		r.Reason = tt.reason
+		if IsBreakGlass(r) {
+			t.Errorf("IsBreakGlass(%s, purpose %s, reason %q) = true: an auditor's read of the log is no emergency access", tt.action, tt.purpose, tt.reason)
+		}
+	}
+	if !(Query{BreakGlass: true}).Match(rec(2, "dr-a", "resources/read", audit.OutcomeAllow, "ETREAT", "p1")) {
+		t.Error("an ETREAT read is no longer a break-glass access")
+	}
+}

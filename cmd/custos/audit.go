@@ -348,7 +348,7 @@ Example:
 	fl.StringVarP(&outPath, "output", "o", "", "write to FILE instead of stdout")
 	fl.StringVar(&bundleOut, "out", "", "write an export bundle into this new directory")
 	fl.Uint64Var(&fromSeq, "from-seq", 0, "bundle: first record (default 1)")
-	fl.Uint64Var(&toSeq, "to-seq", 0, "bundle: last record (default: the head)")
+	fl.Uint64Var(&toSeq, "to-seq", 0, "bundle: last record (default: the last one the latest signed checkpoint covers; newer records, this export's access record among them, are not anchored yet)")
 	fl.StringVar(&formats, "formats", "csv,fhir,ocsf", "bundle: human formats to add (csv, fhir, ocsf; empty for none)")
 	fl.StringVar(&anchorDir, "anchor-dir", "", "bundle: take the checkpoints from this anchor directory (default: the data directory's)")
 	markRequired(cmd, "data-dir", "purpose")

@@ -85,7 +85,8 @@ running server audits the retirement and notifies subscribers.
 Encryption at rest: when Vault is configured ($VAULT_ADDR or --vault-addr),
 every new blob is encrypted with its own data key from Vault Transit
 (envelope encryption) and the catalog is marked encrypted; without Vault the
-catalog holds plaintext (dev and demo only). The two never mix: importing
+catalog holds plaintext (dev and demo only), and every import says so in a
+warning on stderr. The two never mix: importing
 into an encrypted catalog without Vault, or with Vault into a plaintext one,
 is refused (migrate with 'custos store reencrypt').
 
@@ -192,6 +193,15 @@ Examples:
 					return fmt.Errorf("%w: another import, or a writer such as 'custos store reencrypt', held the catalog for %s (nothing was imported)", err, importLockWait)
 				}
 				return fmt.Errorf("%w (nothing was imported)", catalogHint(err, d))
+			}
+			if kv == nil {
+				// Plaintext at rest is right for the demo and wrong for PHI,
+				// and nothing else says which one this was.
+				ids := ""
+				if isFHIR {
+					ids = ", their ids keyed under " + devKeys
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "custos: warning: no Vault configured ($VAULT_ADDR or --vault-addr): %s holds the imported resources in plaintext%s; for synthetic or demo data only (docs/vault.md)\n", d.catalog(), ids)
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), rep)
