@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -46,7 +48,56 @@ func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 	protected := oneBearerToken(auth.RequireBearerToken(tokens.Verify, nil)(noteCaller(s.rateLimited(h))))
 	mux := http.NewServeMux()
 	mux.Handle(MCPPath, noStore(s.auditRejections(crossOriginRefused(protected), tokens.Verify)))
-	return closeAfterChunked(clientaddr.Handler(s.cfg.TrustedProxies, mux))
+	return closeAfterChunked(closeIfBodyUnread(clientaddr.Handler(s.cfg.TrustedProxies, mux)))
+}
+
+// closeIfBodyUnread closes the connection after answering a request whose
+// body was not read to its end before the answer's header was written: a
+// request refused on its headers (no token or a bad one, a cross-origin
+// request, a content coding, a principal past its rate) or on a body over
+// the limit. net/http, before it writes the header of a handler that left
+// less than 256 KiB of the body unread, reads the rest of the body to keep
+// the connection for the next request; a client that trickled a body
+// without a token got its 401 only when ReadTimeout (30 s by default) cut
+// that read, and held the connection until then
+// (TestRefusedSlowBodyIsAnsweredAtOnce). With "Connection: close" it
+// writes the answer at once, and with the read deadline set to now when
+// the handler returns it closes the connection at once; a request whose
+// body was read to its end (every one served) keeps its connection.
+func closeIfBodyUnread(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		b := &endSeen{ReadCloser: r.Body}
+		r.Body = b
+		next.ServeHTTP(&beforeHeader{ResponseWriter: w, fn: func(h http.Header) {
+			if !b.end.Load() {
+				h.Set("Connection", "close")
+			}
+		}}, r)
+		if !b.end.Load() {
+			// After the handler net/http closes the body by reading what
+			// is left of it (up to 256 KiB), again until ReadTimeout:
+			// that read ends now, and the connection with it.
+			http.NewResponseController(w).SetReadDeadline(time.Now())
+		}
+	})
+}
+
+// endSeen is a request body that notes when a Read returned its end.
+type endSeen struct {
+	io.ReadCloser
+	end atomic.Bool
+}
+
+func (b *endSeen) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		b.end.Store(true)
+	}
+	return n, err
 }
 
 // closeAfterChunked closes the connection after answering a request whose
