@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/net/netutil"
 
 	"github.com/custos-mcp/custos/server/clientaddr"
 	"github.com/custos-mcp/custos/server/oauth"
@@ -572,6 +573,7 @@ const (
 	DefaultReadTimeout       = 30 * time.Second
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultMaxHeaderBytes    = 64 << 10
+	DefaultMaxConnections    = 1024
 )
 
 // HTTPOptions are the limits of the MCP HTTP server. A zero field takes its
@@ -593,6 +595,10 @@ type HTTPOptions struct {
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds request headers. Default DefaultMaxHeaderBytes.
 	MaxHeaderBytes int
+	// MaxConnections bounds the connections served at once on the
+	// listener (LimitConnections; the http.Server does not count them).
+	// Default DefaultMaxConnections.
+	MaxConnections int
 	// MaxRequestBodyBytes, if positive, bounds every request body (a longer
 	// body fails to read); the MCP handler has its own 1 MiB limit, so only
 	// smaller values tighten it. Default 0: the handler's limit.
@@ -618,7 +624,7 @@ func NewHTTPServerWith(addr string, h http.Handler, o HTTPOptions) (*http.Server
 	if o.TLSConfig == nil && !IsLoopback(addr) {
 		return nil, fmt.Errorf("%w: --listen %s: plain HTTP is only served on a loopback address (127.0.0.1, ::1); other addresses need TLS (--tls-cert, --tls-key)", ErrBadConfig, addr)
 	}
-	if o.ReadHeaderTimeout < 0 || o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.IdleTimeout < 0 || o.MaxHeaderBytes < 0 || o.MaxRequestBodyBytes < 0 {
+	if o.ReadHeaderTimeout < 0 || o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.IdleTimeout < 0 || o.MaxHeaderBytes < 0 || o.MaxRequestBodyBytes < 0 || o.MaxConnections < 0 {
 		return nil, fmt.Errorf("%w: negative HTTP timeout or limit", ErrBadConfig)
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -649,6 +655,18 @@ func NewHTTPServerWith(addr string, h http.Handler, o HTTPOptions) (*http.Server
 		IdleTimeout:       o.IdleTimeout,
 		MaxHeaderBytes:    o.MaxHeaderBytes,
 	}, nil
+}
+
+// LimitConnections returns ln accepting at most n connections open at
+// once (0: DefaultMaxConnections): beyond them Accept waits until one
+// closes, and a new connection waits in the kernel's listen queue, its
+// bytes unread, its handshake (TLS) not begun. Each connection costs a
+// goroutine and its buffers whatever it sends, and net/http has no bound
+// of its own: wrap the TCP listener, before TLS, so that a connection
+// that never completes its handshake counts too
+// (TestConnectionsBeyondTheLimitWait).
+func LimitConnections(ln net.Listener, n int) net.Listener {
+	return netutil.LimitListener(ln, cmp.Or(n, DefaultMaxConnections))
 }
 
 // httpErrorLog turns the lines net/http logs (http.Server.ErrorLog) into
