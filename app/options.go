@@ -243,7 +243,8 @@ type HTTPOptions struct {
 	TLS12 bool
 	// Server holds the timeouts and limits of the http.Server (keys
 	// http.read_header_timeout, http.read_timeout, http.write_timeout,
-	// http.idle_timeout, http.max_header_bytes, http.max_request_body_bytes);
+	// http.idle_timeout, http.max_header_bytes, http.max_request_body_bytes,
+	// http.max_connections);
 	// zero fields take server's defaults, and a zero MaxRequestBodyBytes
 	// means MaxRequestBodyLimit. Its TLSConfig is ignored.
 	Server server.HTTPOptions

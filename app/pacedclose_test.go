@@ -123,13 +123,31 @@ func TestCloseDuringAStalledBackupOverTheAdminSocket(t *testing.T) {
 	}
 }
 
-// serveWithAdmin opens an App on f's data directory with o (dev keys,
-// node "test", HTTP on a free port, tokens of f), serves it, and dials
-// its admin socket; cleanup stops serving and closes the App.
+// serveWithAdmin serves an App (serveApp) and dials its admin socket.
 func serveWithAdmin(t *testing.T, f fixture, o app.Options) (*app.App, *admin.Client) {
 	t.Helper()
+	a, ctx := serveApp(t, f, o)
+	ac, err := admin.Dial(ctx, admin.Path(f.data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ac.Close)
+	return a, ac
+}
+
+// serveApp opens an App on f's data directory with o (dev keys, node
+// "test", HTTP on a free port with the tokens of f, the other fields of
+// o.HTTP kept) and serves it until ctx, which cleanup cancels before it
+// closes the App.
+func serveApp(t *testing.T, f fixture, o app.Options) (a *app.App, ctx context.Context) {
+	t.Helper()
 	o.DataDir, o.Dev, o.Node, o.Version = f.data, true, "test", "test"
-	o.HTTP = &app.HTTPOptions{Listen: "127.0.0.1:0", Tokens: f.tokens(t)}
+	var h app.HTTPOptions
+	if o.HTTP != nil {
+		h = *o.HTTP
+	}
+	h.Listen, h.Tokens = "127.0.0.1:0", f.tokens(t)
+	o.HTTP = &h
 	a, err := app.Open(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -142,10 +160,5 @@ func serveWithAdmin(t *testing.T, f fixture, o app.Options) (*app.App, *admin.Cl
 		<-served
 		a.Close()
 	})
-	ac, err := admin.Dial(ctx, admin.Path(f.data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ac.Close)
-	return a, ac
+	return a, ctx
 }

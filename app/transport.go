@@ -84,6 +84,7 @@ func (a *App) listen() error {
 		if err != nil {
 			return fmt.Errorf("http.listen: %w", err)
 		}
+		ln = server.LimitConnections(ln, so.MaxConnections)
 		scheme := "http"
 		if a.tlsConfig != nil {
 			ln, scheme = tls.NewListener(ln, a.tlsConfig), "https"

@@ -391,6 +391,9 @@ func (c *checker) http(h *HTTPOptions) {
 	if n := s.MaxHeaderBytes; c.set("http.max_header_bytes", n == 0) && (n < MinHeaderBytes || n > MaxHeaderBytesLimit) {
 		c.add("http.max_header_bytes", "must be from %d to %d, got %d", MinHeaderBytes, MaxHeaderBytesLimit, n)
 	}
+	if n := s.MaxConnections; c.set("http.max_connections", n == 0) && n < 1 {
+		c.add("http.max_connections", "must be 1 or more, got %d", n)
+	}
 	if n := s.MaxRequestBodyBytes; c.set("http.max_request_body_bytes", n == 0) && (n < MinRequestBodyBytes || n > MaxRequestBodyLimit) {
 		c.add("http.max_request_body_bytes", "must be from %d to %d (the MCP handler's own limit), got %d", MinRequestBodyBytes, MaxRequestBodyLimit, n)
 	}

@@ -20,17 +20,7 @@ func TestBodyOverTheLimitIsContentTooLarge(t *testing.T) {
 	dev, hs := f.httpHandler("clinician")
 	oa, mint := f.oauthHandlerWith(t)
 	serve := func(h http.Handler) string {
-		srv, err := server.NewHTTPServerWith("127.0.0.1:0", h, server.HTTPOptions{MaxRequestBodyBytes: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Serve(ln)
-		t.Cleanup(func() { srv.Close() })
-		return "http://" + ln.Addr().String() + server.MCPPath
+		return "http://" + serveOnLoopback(t, h, server.HTTPOptions{MaxRequestBodyBytes: 1 << 20}) + server.MCPPath
 	}
 	big := `{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{"_meta":{"x":"` + strings.Repeat("a", 1<<20) + `"}}}`
 	for _, c := range []struct{ name, url, tok string }{
@@ -55,4 +45,21 @@ func TestBodyOverTheLimitIsContentTooLarge(t *testing.T) {
 			}
 		}
 	}
+}
+
+// serveOnLoopback serves h as custos serve does (NewHTTPServerWith with
+// o) on a loopback port until the test ends, and returns its address.
+func serveOnLoopback(t *testing.T, h http.Handler, o server.HTTPOptions) string {
+	t.Helper()
+	srv, err := server.NewHTTPServerWith("127.0.0.1:0", h, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
 }

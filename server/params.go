@@ -608,7 +608,8 @@ func checkBatch(w http.ResponseWriter, h http.Header, m *bodyMemo) bool {
 // \"2025-03-26\" is not supported by this server", of a revision the
 // server supports, to one of the batch's ids
 // (TestBatchWithMetaVersionIsToldSo); refuseLegacyMeta answers one such
-// request alone.
+// request alone. Over stdio judgeLine refuses such a batch whole too
+// (errStdioBatchMeta).
 func batchMetaVersion(m *bodyMemo) bool {
 	_, items, err := m.batch()
 	if err != nil {

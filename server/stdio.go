@@ -233,7 +233,8 @@ func (g *lineGate) answer(v any) error {
 // line only if it would read it without quoting it or ending the session:
 // one JSON-RPC 2.0 message, or (if batches are allowed) a batch of them,
 // whose calls have ids it gives back unchanged (exactID), with no id twice
-// in a batch. Params the SDK could not decode are answered after it decoded
+// in a batch and no message carrying a _meta protocol version
+// (errStdioBatchMeta). Params the SDK could not decode are answered after it decoded
 // the message (paramsCheckedConn); a batch with such a call is answered
 // here, whole, as over HTTP.
 func judgeLine(line []byte, batches bool) (pass []byte, calls []*jsonrpc.Request, answer any) {
@@ -272,6 +273,9 @@ func judgeLine(line []byte, batches bool) (pass []byte, calls []*jsonrpc.Request
 		if !batches {
 			return refuse(errNoBatches)
 		}
+		if batchMetaVersion(m) {
+			return refuse(errStdioBatchMeta)
+		}
 		if answers := batchRefusal(m); answers != nil {
 			return nil, nil, answers
 		}
@@ -289,6 +293,17 @@ func judgeLine(line []byte, batches bool) (pass []byte, calls []*jsonrpc.Request
 	}
 	return refuse(errNotJSONRPC)
 }
+
+// errStdioBatchMeta answers, whole, a batch of which a message carries a
+// params._meta protocol version (batchMetaVersion), as checkBatch answers
+// it over HTTP: none of it is run. Judged message by message
+// (sessionRevision), such a batch was half run: its other calls were
+// decided, audited and served, its 2026-07-28 ones refused, and those of an
+// earlier version (or of a version that is none) served at the session's
+// revision (TestStdioBatchWithMetaVersionIsRefusedWhole).
+var errStdioBatchMeta = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: `invalid request: a batch (protocol revisions before ` + firstBatchless +
+	`) is served at the revision initialize negotiated and its messages carry no params._meta["` + mcp.MetaKeyProtocolVersion +
+	`"]; only a request of ` + ProtocolStateless + ` or later carries it, one message per line, in a session that did not initialize an earlier revision`}
 
 // errNoBatches answers a batch when initialize has not negotiated a
 // revision that has them.

@@ -114,3 +114,67 @@ func TestStdioSessionOfTheStatelessRevisionKeepsIt(t *testing.T) {
 		}
 	}
 }
+
+// A batch (a stdio session initialized at 2025-03-26) of which a message
+// carries a params._meta protocol version is refused whole, as over HTTP
+// (TestBatchWithMetaVersionIsToldSo): -32600, id null, naming the rule and
+// quoting no version, before any of it is decided or audited. Each
+// message was judged alone: the batch's read of a real resource was served
+// and audited, its 2026-07-28 message was refused by sessionRevision, and
+// a message with an earlier revision's _meta (or a version that is none)
+// was served at the session's revision, so one client's batch came back
+// half run where the same batch over HTTP ran nothing.
+func TestStdioBatchWithMetaVersionIsRefusedWhole(t *testing.T) {
+	f := newFixture(t, "")
+	uri := f.allURIs()[0].URI
+	s := startStdio(t, f, 0)
+	s.send(strings.Replace(stdioInit2025, "2025-11-25", "2025-03-26", 1))
+	if v, raw := s.next(); v.(map[string]any)["result"].(map[string]any)["protocolVersion"] != "2025-03-26" {
+		t.Fatalf("initialize answered %s", raw)
+	}
+	s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	meta := func(v string) string { return `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + v + `"}` }
+	read := `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"` + uri + `"}}`
+	before := len(f.records())
+	for i, c := range []struct{ name, line string }{
+		{"a request of 2026-07-28", `[` + read + `,{"jsonrpc":"2.0","id":2,"method":"resources/list","params":{` + meta2026("") + `}}]`},
+		{"its revision in _meta", `[` + read + `,{"jsonrpc":"2.0","id":2,"method":"resources/list","params":{` + meta("2025-03-26") + `}}]`},
+		{"another revision in _meta", `[{"jsonrpc":"2.0","id":2,"method":"ping","params":{` + meta("2024-11-05") + `}},` + read + `]`},
+		{"a version that is none", `[` + read + `,{"jsonrpc":"2.0","id":2,"method":"ping","params":{` + meta("v-secret-9") + `}}]`},
+		{"a notification", `[` + read + `,{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,` + meta("2025-03-26") + `}}]`},
+	} {
+		s.send(c.line)
+		v, raw := s.next()
+		m, _ := v.(map[string]any)
+		e, _ := m["error"].(map[string]any)
+		id, hasID := m["id"]
+		if e == nil || e["code"] != float64(jsonrpc.CodeInvalidRequest) || !hasID || id != nil || e["data"] != nil {
+			t.Errorf("%s: answered %.400s; want one -32600 with id null", c.name, raw)
+		} else {
+			for _, w := range []string{"batch", "initialize", "params._meta", "one message per line"} {
+				if !strings.Contains(e["message"].(string), w) {
+					t.Errorf("%s: message %q does not say %q", c.name, e["message"], w)
+				}
+			}
+		}
+		for _, q := range []string{"2025-03-26", "2024-11-05", "v-secret-9"} {
+			if strings.Contains(raw, q) {
+				t.Errorf("%s: answer %.400s quotes %q", c.name, raw, q)
+			}
+		}
+		if recs := f.records()[before:]; len(recs) != 0 {
+			t.Errorf("%s: %d records: the batch's read ran", c.name, len(recs))
+			before = len(f.records())
+		}
+		s.pingAnswered(20 + i)
+	}
+	// A batch without the _meta is still served, each call decided and
+	// audited.
+	s.send(`[` + read + `,{"jsonrpc":"2.0","id":2,"method":"ping"}]`)
+	if v, raw := s.next(); len(v.([]any)) != 2 || !strings.Contains(raw, `"contents"`) {
+		t.Fatalf("a batch of a read and a ping answered %.300s", raw)
+	}
+	if recs := f.records()[before:]; len(recs) != 1 || recs[0].Action != server.ActionRead {
+		t.Errorf("%d records after the plain batch, want its read", len(recs))
+	}
+}

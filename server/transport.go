@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -13,11 +14,13 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/net/netutil"
 
 	"github.com/custos-mcp/custos/server/clientaddr"
 	"github.com/custos-mcp/custos/server/oauth"
@@ -46,7 +49,56 @@ func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 	protected := oneBearerToken(auth.RequireBearerToken(tokens.Verify, nil)(noteCaller(s.rateLimited(h))))
 	mux := http.NewServeMux()
 	mux.Handle(MCPPath, noStore(s.auditRejections(crossOriginRefused(protected), tokens.Verify)))
-	return closeAfterChunked(clientaddr.Handler(s.cfg.TrustedProxies, mux))
+	return closeAfterChunked(closeIfBodyUnread(clientaddr.Handler(s.cfg.TrustedProxies, mux)))
+}
+
+// closeIfBodyUnread closes the connection after answering a request whose
+// body was not read to its end before the answer's header was written: a
+// request refused on its headers (no token or a bad one, a cross-origin
+// request, a content coding, a principal past its rate) or on a body over
+// the limit. net/http, before it writes the header of a handler that left
+// less than 256 KiB of the body unread, reads the rest of the body to keep
+// the connection for the next request; a client that trickled a body
+// without a token got its 401 only when ReadTimeout (30 s by default) cut
+// that read, and held the connection until then
+// (TestRefusedSlowBodyIsAnsweredAtOnce). With "Connection: close" it
+// writes the answer at once, and with the read deadline set to now when
+// the handler returns it closes the connection at once; a request whose
+// body was read to its end (every one served) keeps its connection.
+func closeIfBodyUnread(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		b := &endSeen{ReadCloser: r.Body}
+		r.Body = b
+		next.ServeHTTP(&beforeHeader{ResponseWriter: w, fn: func(h http.Header) {
+			if !b.end.Load() {
+				h.Set("Connection", "close")
+			}
+		}}, r)
+		if !b.end.Load() {
+			// After the handler net/http closes the body by reading what
+			// is left of it (up to 256 KiB), again until ReadTimeout:
+			// that read ends now, and the connection with it.
+			http.NewResponseController(w).SetReadDeadline(time.Now())
+		}
+	})
+}
+
+// endSeen is a request body that notes when a Read returned its end.
+type endSeen struct {
+	io.ReadCloser
+	end atomic.Bool
+}
+
+func (b *endSeen) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		b.end.Store(true)
+	}
+	return n, err
 }
 
 // closeAfterChunked closes the connection after answering a request whose
@@ -521,6 +573,7 @@ const (
 	DefaultReadTimeout       = 30 * time.Second
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultMaxHeaderBytes    = 64 << 10
+	DefaultMaxConnections    = 1024
 )
 
 // HTTPOptions are the limits of the MCP HTTP server. A zero field takes its
@@ -542,6 +595,10 @@ type HTTPOptions struct {
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds request headers. Default DefaultMaxHeaderBytes.
 	MaxHeaderBytes int
+	// MaxConnections bounds the connections served at once on the
+	// listener (LimitConnections; the http.Server does not count them).
+	// Default DefaultMaxConnections.
+	MaxConnections int
 	// MaxRequestBodyBytes, if positive, bounds every request body (a longer
 	// body fails to read); the MCP handler has its own 1 MiB limit, so only
 	// smaller values tighten it. Default 0: the handler's limit.
@@ -567,7 +624,7 @@ func NewHTTPServerWith(addr string, h http.Handler, o HTTPOptions) (*http.Server
 	if o.TLSConfig == nil && !IsLoopback(addr) {
 		return nil, fmt.Errorf("%w: --listen %s: plain HTTP is only served on a loopback address (127.0.0.1, ::1); other addresses need TLS (--tls-cert, --tls-key)", ErrBadConfig, addr)
 	}
-	if o.ReadHeaderTimeout < 0 || o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.IdleTimeout < 0 || o.MaxHeaderBytes < 0 || o.MaxRequestBodyBytes < 0 {
+	if o.ReadHeaderTimeout < 0 || o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.IdleTimeout < 0 || o.MaxHeaderBytes < 0 || o.MaxRequestBodyBytes < 0 || o.MaxConnections < 0 {
 		return nil, fmt.Errorf("%w: negative HTTP timeout or limit", ErrBadConfig)
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -598,6 +655,18 @@ func NewHTTPServerWith(addr string, h http.Handler, o HTTPOptions) (*http.Server
 		IdleTimeout:       o.IdleTimeout,
 		MaxHeaderBytes:    o.MaxHeaderBytes,
 	}, nil
+}
+
+// LimitConnections returns ln accepting at most n connections open at
+// once (0: DefaultMaxConnections): beyond them Accept waits until one
+// closes, and a new connection waits in the kernel's listen queue, its
+// bytes unread, its handshake (TLS) not begun. Each connection costs a
+// goroutine and its buffers whatever it sends, and net/http has no bound
+// of its own: wrap the TCP listener, before TLS, so that a connection
+// that never completes its handshake counts too
+// (TestConnectionsBeyondTheLimitWait).
+func LimitConnections(ln net.Listener, n int) net.Listener {
+	return netutil.LimitListener(ln, cmp.Or(n, DefaultMaxConnections))
 }
 
 // httpErrorLog turns the lines net/http logs (http.Server.ErrorLog) into

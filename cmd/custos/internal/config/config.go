@@ -58,6 +58,7 @@ type HTTP struct {
 	MaxHeaderBytes      *int           `yaml:"max_header_bytes" flag:"http-max-header-bytes"`
 	MaxRequestBodyBytes *int64         `yaml:"max_request_body_bytes" flag:"http-max-body-bytes"`
 	MaxSessions         *int           `yaml:"max_sessions_per_principal" flag:"http-max-sessions"`
+	MaxConnections      *int           `yaml:"max_connections" flag:"http-max-connections"`
 	RefusalWindow       *time.Duration `yaml:"refusal_window" flag:"http-refusal-window"`
 	RefusalsPerSource   *int           `yaml:"refusals_per_source" flag:"http-refusals-per-source"`
 	// TrustedProxies are IP addresses or CIDR prefixes of proxies whose

@@ -260,8 +260,8 @@ func TestValidate(t *testing.T) {
 		{"ranges", "page_size: 0\nhttp:\n  rate_limit: -1\n  rate_burst: 0\n  max_header_bytes: 10\n  max_request_body_bytes: 2000000\naudit:\n  checkpoint_every: 0\n", Options{}, []want{
 			{"page_size", "1 to 500"}, {"http.rate_limit", "0 (off) or more"}, {"http.rate_burst", "1 or more"}, {"http.max_header_bytes", "from 4096"},
 			{"http.max_request_body_bytes", "MCP handler's own limit"}, {"audit.checkpoint_every", "1 or more"}}},
-		{"abuse limits", "http:\n  max_sessions_per_principal: 0\n  refusals_per_source: -1\n  refusal_window: 0s\naudit:\n  disk_low_watermark: 1000\n  disk_reserve: 2000\n", Options{}, []want{
-			{"http.max_sessions_per_principal", "1 or more"}, {"http.refusals_per_source", "1 or more"}, {"http.refusal_window", "more than 0"},
+		{"abuse limits", "http:\n  max_sessions_per_principal: 0\n  max_connections: 0\n  refusals_per_source: -1\n  refusal_window: 0s\naudit:\n  disk_low_watermark: 1000\n  disk_reserve: 2000\n", Options{}, []want{
+			{"http.max_sessions_per_principal", "1 or more"}, {"http.max_connections", "1 or more"}, {"http.refusals_per_source", "1 or more"}, {"http.refusal_window", "more than 0"},
 			{"audit.disk_reserve", "must not exceed audit.disk_low_watermark"}}},
 		{"jwks staleness", "dev: true\nhttp:\n  listen: 127.0.0.1:1\noauth:\n  issuer: https://idp.test\n  jwks_url: https://idp.test/jwks\n  audience: https://custos.test/mcp\n  jwks_max_staleness: 1m\n", Options{}, []want{
 			{"oauth.jwks_max_staleness", "more than the JWKS refresh interval"}}},

@@ -288,6 +288,7 @@ func (f *File) httpOptions() *app.HTTPOptions {
 			ReadHeaderTimeout: durOf(h.ReadHeaderTimeout), ReadTimeout: durOf(h.ReadTimeout),
 			WriteTimeout: durOf(h.WriteTimeout), IdleTimeout: durOf(h.IdleTimeout),
 			MaxHeaderBytes: intOf(h.MaxHeaderBytes), MaxRequestBodyBytes: int64Of(h.MaxRequestBodyBytes),
+			MaxConnections: intOf(h.MaxConnections),
 		},
 		RateLimit:   server.RateLimit{Burst: intOf(h.RateBurst)},
 		SessionIdle: durOf(h.SessionIdleTimeout),
