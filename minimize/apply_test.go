@@ -340,16 +340,11 @@ func TestScrubString(t *testing.T) {
 		{"ZIP 02139", "ZIP 02139"},
 		{"Summary: stable", "Summary: stable"},
 		{"", ""},
-		// Machine tokens keep their digits (a digest's hex held ten digits
-		// between letters and became "sha256:…a[PHONE]ad42ef"); the
-		// identifiers beside them are scrubbed as anywhere else.
-		{"(candidate sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef)", "(candidate sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef)"},
-		{"call 555-123-4567 sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef 555-123-4568, 2024-03-05",
-			"call [PHONE] sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef [PHONE], [DATE]"},
+		// Beside a machine token (see TestScrubReasonKeepsMachineTokens)
+		// or a short hex run: scrubbed.
 		{"abcdef5551234567 555-123-4567", "abcdef[PHONE] [PHONE]"},
 		{"ABCDEF5551234567,5551234568", "ABCDEF[PHONE],[PHONE]"},
 		{"grant f9711cdd-ad47-4631-a555-123456789012 by jane@example.org", "grant f9711cdd-ad47-4631-a555-123456789012 by [EMAIL]"},
-		{"fhir://h/hk1-0f5551234567aa0123456789abcdef01/Observation/12-05-2024", "fhir://h/hk1-0f5551234567aa0123456789abcdef01/Observation/[DATE]"},
 		// Not machine tokens: a run glued to other letters, one of digits
 		// alone, mixed case, short, one after an identifier's label.
 		{"Phone5551234567abcdef", "Phone[PHONE]abcdef"},
@@ -365,13 +360,54 @@ func TestScrubString(t *testing.T) {
 		if got := ScrubString(tt.in); got != tt.want {
 			t.Errorf("ScrubString(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+		if got := ScrubReason(tt.in); got != tt.want {
+			t.Errorf("ScrubReason(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestScrubReasonKeepsMachineTokens: ScrubReason, for custos's own audit
+// reasons, keeps a machine token's digits (a policy rejection's candidate
+// digest held ten digits between letters and became
+// "sha256:…a[PHONE]ad42ef"); ScrubString keeps no token whole, since in a
+// title or a payload a telephone number may be written in a token's shape
+// (until h-scrub2 it kept them too, and released
+// "aaaaaaaa-2024-0305-1234-5551234567ab" whole). The identifiers beside a
+// token are scrubbed by both.
+func TestScrubReasonKeepsMachineTokens(t *testing.T) {
+	tests := []struct{ in, strict, reason string }{
+		{"(candidate sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef)",
+			"(candidate sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a[PHONE]ad42ef)",
+			"(candidate sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef)"},
+		{"call 555-123-4567 sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef 555-123-4568, 2024-03-05",
+			"call [PHONE] sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a[PHONE]ad42ef [PHONE], [DATE]",
+			"call [PHONE] sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef [PHONE], [DATE]"},
+		{"fhir://h/hk1-0f5551234567aa0123456789abcdef01/Observation/12-05-2024",
+			"fhir://h/hk1-0f[PHONE]aa[PHONE]abcdef01/Observation/[DATE]",
+			"fhir://h/hk1-0f5551234567aa0123456789abcdef01/Observation/[DATE]"},
+		{"hk1-0f5551234567aa0123456789abcdef01", "hk1-0f[PHONE]aa[PHONE]abcdef01", "hk1-0f5551234567aa0123456789abcdef01"},
+		{"FF3F7DF62860253B46BE590F5D959F6F5A2B8725DF92705A3916944033AD42EF",
+			"FF3F7DF62860253B46BE590F5D959F6F5A2B8725DF92705A[PHONE]AD42EF",
+			"FF3F7DF62860253B46BE590F5D959F6F5A2B8725DF92705A3916944033AD42EF"},
+		{"aaaaaaaa-2024-0305-1234-5551234567ab", "aaaaaaaa-2024-0305-1234-[PHONE]ab", "aaaaaaaa-2024-0305-1234-5551234567ab"},
+		{"5551234567abcdef5551234567abcdef", "[PHONE]abcdef[PHONE]abcdef", "5551234567abcdef5551234567abcdef"},
+		{"aaaaaaaa-2024-0305-1234-5551234567ab 555-123-4567", "aaaaaaaa-2024-0305-1234-[PHONE]ab [PHONE]", "aaaaaaaa-2024-0305-1234-5551234567ab [PHONE]"},
+	}
+	for _, tt := range tests {
+		if got := ScrubString(tt.in); got != tt.strict {
+			t.Errorf("ScrubString(%q) = %q, want %q", tt.in, got, tt.strict)
+		}
+		if got := ScrubReason(tt.in); got != tt.reason {
+			t.Errorf("ScrubReason(%q) = %q, want %q", tt.in, got, tt.reason)
+		}
 	}
 }
 
 // TestScrubKeepsNoPhoneInAShortHexRun: a telephone number written beside a
 // few hex letters, as a 16-character hex run, was kept whole as a "machine
 // token" after h-audit13 where the scrub had always replaced it; only a
-// run of a digest's or keyed id's length (32 or more) is kept.
+// run of a digest's or keyed id's length (32 or more) is kept, and only by
+// ScrubReason.
 func TestScrubKeepsNoPhoneInAShortHexRun(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"call 5551234567abcdef now", "call [PHONE]abcdef now"},
@@ -381,13 +417,38 @@ func TestScrubKeepsNoPhoneInAShortHexRun(t *testing.T) {
 		{"ref:abcdef5551234567", "ref:abcdef[PHONE]"},
 		{"#ABCDEF5551234567", "#ABCDEF[PHONE]"},
 		{"see abcdef5551234567abcdef5551234 ok", "see abcdef[PHONE]abcdef5551234 ok"},
-		// A keyed id (32 hex) and a digest (64) keep their digits.
-		{"hk1-0f5551234567aa0123456789abcdef01", "hk1-0f5551234567aa0123456789abcdef01"},
-		{"sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef", "sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef"},
+		// A keyed id (32 hex) and a digest (64) keep their digits under
+		// ScrubReason: TestScrubReasonKeepsMachineTokens.
 	}
 	for _, tt := range tests {
+		if got := ScrubReason(tt.in); got != tt.want {
+			t.Errorf("ScrubReason(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 		if got := ScrubString(tt.in); got != tt.want {
 			t.Errorf("ScrubString(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestScrubObligationKeepsNoPhoneInAMachineToken: the scrub obligation, on
+// a text document and on JSON strings, keeps no machine token whole: a
+// telephone number written in a UUID's or a digest's shape was released
+// whole after h-audit13.
+func TestScrubObligationKeepsNoPhoneInAMachineToken(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"aaaaaaaa-2024-0305-1234-5551234567ab", "aaaaaaaa-2024-0305-1234-[PHONE]ab"},
+		{"5551234567abcdef5551234567abcdef", "[PHONE]abcdef[PHONE]abcdef"},
+		{"call aaaaaaaa-2024-0305-1234-5551234567ab now", "call aaaaaaaa-2024-0305-1234-[PHONE]ab now"},
+		{"ref 5551234567ABCDEF5551234567ABCDEF.", "ref [PHONE]ABCDEF[PHONE]ABCDEF."},
+		{"sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef", "sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a[PHONE]ad42ef"},
+	} {
+		out, err := Text([]byte(tt.in), []Obligation{{Op: OpScrub}}, Options{})
+		if err != nil || string(out) != tt.want {
+			t.Errorf("Text scrub of %q = %q, %v; want %q", tt.in, out, err, tt.want)
+		}
+		out, err = JSON([]byte(`{"note":["`+tt.in+`"]}`), []Obligation{{Op: OpScrub, Path: "/note", Fn: "phone"}}, Options{})
+		if want := `{"note":["` + tt.want + `"]}`; err != nil || string(out) != want {
+			t.Errorf("JSON scrub:/note:phone of %q = %s, %v; want %s", tt.in, out, err, want)
 		}
 	}
 }

@@ -40,7 +40,7 @@ import (
 //	                                     currency), a
 //	                                     token without spaces (codeText) nor
 //	                                     URL, e-mail, IP (addressText),
-//	                                     nor anything scrubAnywhere changes
+//	                                     nor anything ScrubString changes
 //	date, dateTime                       the year ("YYYY", valid for both),
 //	                                     dropped when 90 years or more
 //	                                     before now (oldYear);
@@ -53,7 +53,7 @@ import (
 //	string, markdown                     dropped, except Quantity.unit when
 //	                                     a unit symbol (unitText,
 //	                                     unitSymbol) that
-//	                                     scrubAnywhere leaves as it is, and
+//	                                     ScrubString leaves as it is, and
 //	                                     Address.state/country (see Address)
 //	uri, url, canonical, oid, uuid, id,  dropped (Coding.system: kept when it
 //	base64Binary, xhtml                  is a public terminology; see below)
@@ -1253,7 +1253,7 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 			// A unit the scrub would change (a telephone number, a date)
 			// is dropped, not released as "[PHONE]".
 			s, ok := v.(string)
-			return s, ok && unitTextForm(s) && !unitIdentifier(s) && !addressText.MatchString(s) && scrubAnywhere(s) == s && unitSymbol(s) && knownUnitText(s) && !nameFormUnit(s)
+			return s, ok && unitTextForm(s) && !unitIdentifier(s) && !addressText.MatchString(s) && ScrubString(s) == s && unitSymbol(s) && knownUnitText(s) && !nameFormUnit(s)
 		}
 		return nil, false
 	}
@@ -1282,10 +1282,10 @@ func (d *deid) value(parent, name, typ string, v any) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		if parent != "Coding" && (!elementCode(parent, name, s) || scrubAnywhere(s) != s) {
+		if parent != "Coding" && (!elementCode(parent, name, s) || ScrubString(s) != s) {
 			return nil, false // see elementCode; a code the scrub would change is dropped (Coding: see coding)
 		}
-		return scrubAnywhere(s), codeText.MatchString(s) && !addressText.MatchString(s)
+		return ScrubString(s), codeText.MatchString(s) && !addressText.MatchString(s)
 	case "date", "dateTime":
 		if d.birthCtx {
 			y, ok := d.birthYear(v)

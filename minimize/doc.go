@@ -23,7 +23,8 @@
 //   - generalize ([OpGeneralize]): coarsen a value (Fn "year", "zip3",
 //     "age90", "birthyear90"); a value of unexpected form becomes "***".
 //   - scrub ([OpScrub]): replace identifier patterns (phone, email, SSN, MRN,
-//     date) inside strings with tokens such as "[PHONE]".
+//     date) inside strings with tokens such as "[PHONE]", inside UUIDs and
+//     hex runs too, as [ScrubString] does.
 //   - allow ([OpAllow]): a field allow-list. Fn is a comma-separated list of
 //     JSON pointers, relative to Path, naming the elements that are kept;
 //     everything else in the value(s) Path selects is deleted, except a
@@ -141,6 +142,26 @@
 //     is replaced with "***" rather than passed through.
 //   - Errors never contain payload content (it may be PHI); they name the
 //     obligation instead.
+//
+// # Scrubbing strings outside an obligation
+//
+// Two functions scrub a string of every class; the caller chooses by where
+// the text came from:
+//
+//   - [ScrubString] for text from outside custos: a listed resource's name,
+//     title and description (server), an operator's free text (policy/btg:
+//     a grant's or revocation's reason, a review note, a legacy event's
+//     detail). It keeps nothing whole, as the scrub obligation does: a
+//     telephone number written in a UUID's or a digest's shape
+//     ("aaaaaaaa-2024-0305-1234-5551234567ab") is replaced.
+//   - [ScrubReason] for custos's own text in an audit reason only (the
+//     policy/load and policy/reject records: revisions, a candidate's
+//     error and digest). It keeps machine tokens (UUIDs, hex runs of 32 or
+//     more: digests, keyed ids) whole, so the record names the digest it
+//     refused; in text someone else wrote it would release a telephone
+//     number hidden in one.
+//
+// When in doubt, ScrubString: a damaged id costs less than a leak.
 //
 // # Caveats
 //

@@ -51,8 +51,8 @@ func parseScrubFn(fn string) (scrubClasses, error) {
 // match that is missed because a neighbouring match consumed its boundary is
 // caught by the next pass of scrub's fixpoint loop.
 //
-// A match whose core lies wholly inside a machine token (machineTokens) is
-// not replaced; one that merely touches a token is.
+// Under ScrubReason, a match whose core lies wholly inside a machine token
+// (machineTokens) is not replaced; one that merely touches a token is.
 type scrubPattern struct {
 	class scrubClasses
 	token string
@@ -72,8 +72,8 @@ func newScrubPattern(class scrubClasses, token, pre, core, post string) scrubPat
 	return scrubPattern{class: class, token: token, re: re, reOn: compile(strings.TrimPrefix(pre, "^|")), post: re.SubexpIndex("post")}
 }
 
-// machineToken matches what custos and the systems around it write as
-// opaque ids, never as prose: a UUID, and a run of 32 or more hex digits
+// machineToken matches what custos writes into its own audit reasons as
+// opaque ids, never as prose (ScrubReason keeps them whole): a UUID, and a run of 32 or more hex digits
 // in one case holding a letter (a digest such as sha256:<64 hex>, a keyed
 // id hk1-<32 hex>). Only a whole run counts (machineTokens): ten digits
 // inside a digest are not a telephone number, but a run glued to other
@@ -83,6 +83,9 @@ func newScrubPattern(class scrubClasses, token, pre, core, post string) scrubPat
 // "call abcd5551234567ab") then kept its digits where the scrub had
 // replaced them; no id custos writes is a shorter hex run, and a leak
 // costs more than a damaged id (TestScrubKeepsNoPhoneInAShortHexRun).
+// Until h-scrub2 every scrub kept tokens whole, list titles and the scrub
+// obligation too, where a telephone number in a token's shape
+// ("aaaaaaaa-2024-0305-1234-5551234567ab") was then released whole.
 var machineToken = regexp.MustCompile(`[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}|[0-9a-f]{32,}|[0-9A-F]{32,}`)
 
 // machineTokens returns the spans [start, end) of the machine tokens of s:
@@ -165,32 +168,46 @@ var scrubPatterns = []scrubPattern{
 //	MRN    MRN-12345678, "MRN: 12345678", "MRN 12345678"                 -> [MRN]
 //	date   2024-03-05, 03/05/2024, 3/5/24, March 5, 2024, 5 March 2024   -> [DATE]
 //
-// Nothing is replaced inside a machine token (a UUID, a hex run of 32 or
-// more such as a sha256 digest or a keyed id hk1-…; see machineToken):
-// digits there are no telephone number or date. An identifier that only
-// touches one is replaced as anywhere else.
+// It keeps nothing whole: digits inside a UUID or a hex run are replaced as
+// anywhere else ("aaaaaaaa-2024-0305-1234-5551234567ab" ->
+// "aaaaaaaa-2024-0305-1234-[PHONE]ab"). It is the scrub for text that came
+// from outside custos (list titles, descriptions and names, operator free
+// text) and, with a choice of classes, the scrub obligation: text whose
+// UUID or digest-shaped run may be anything its author wrote. A damaged id
+// there costs less than a leaked telephone number. For custos's own audit
+// reasons, see [ScrubReason].
 //
 // The result is a fixpoint: scrubbing it again changes nothing, and no
-// pattern of any class matches it outside machine tokens. It is used for
-// list metadata (titles, descriptions), audit reasons and by the scrub
-// obligation.
+// pattern of any class matches it.
 func ScrubString(s string) string {
 	return scrub(s, allClasses)
 }
 
-// scrub replaces identifiers of the given classes until none is left. Every
-// match contains a digit or '@' and no token does, so each pass that changes
-// the string strictly reduces their number and the loop terminates.
-func scrub(s string, classes scrubClasses) string {
-	return scrubIn(s, classes, true)
+// ScrubReason is [ScrubString] for custos's own machine text, such as the
+// reason of a policy/load or policy/reject record: it replaces nothing
+// inside a machine token (a UUID, a hex run of 32 or more such as a sha256
+// digest or a keyed id hk1-…; see machineToken), where ten digits are no
+// telephone number but the evidence the record names (a candidate's
+// digest). An identifier that only touches a token is replaced as anywhere
+// else.
+//
+// Only text custos wrote itself may be scrubbed with it: in text from a
+// resource, a caller, an operator or a policy author, a telephone number
+// can be written in a token's shape ("5551234567abcdef5551234567abcdef"),
+// and ScrubReason keeps it.
+//
+// The result is a fixpoint: scrubbing it again changes nothing, and no
+// pattern of any class matches it outside machine tokens.
+func ScrubReason(s string) string {
+	return scrubIn(s, allClasses, true)
 }
 
-// scrubAnywhere is ScrubString replacing inside machine tokens too, as it
-// did before they were kept: the research view (deidentify) releases a
-// unit or a code only if this leaves it as it is, so a UUID or a digest
-// holding a telephone-like run is dropped there as it was.
-func scrubAnywhere(s string) string {
-	return scrubIn(s, allClasses, false)
+// scrub replaces identifiers of the given classes until none is left,
+// machine tokens included (ScrubString). Every match contains a digit or
+// '@' and no token does, so each pass that changes the string strictly
+// reduces their number and the loop terminates.
+func scrub(s string, classes scrubClasses) string {
+	return scrubIn(s, classes, false)
 }
 
 // scrubIn is scrub, keeping machine tokens whole if keepTokens.

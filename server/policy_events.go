@@ -76,7 +76,11 @@ func (s *Server) AuditPolicyEvent(ctx context.Context, ev policy.Event) error {
 	}
 	e.Reason = head
 	if len(parts) > 0 {
-		e.Reason += " " + minimize.ScrubString(strings.Join(parts, " "))
+		// custos's own text (revisions, a rejection's error, which ends
+		// with the candidate's digest): ScrubReason keeps its digests and
+		// ids whole, where ScrubString could take ten digits of one for a
+		// telephone number.
+		e.Reason += " " + minimize.ScrubReason(strings.Join(parts, " "))
 	}
 	rec, err := s.commit(ctx, e)
 	if err != nil && rec.Seq != 0 {

@@ -54,6 +54,24 @@ func readPages(t *testing.T, cs *mcp.ClientSession, uri string) ([]string, int) 
 	}
 }
 
+// scrubbedNotesPolicy writes a policy that releases notes only, under the
+// scrub obligation (the default policy releases notes whole or not at
+// all), and returns its directory.
+func scrubbedNotesPolicy(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	pol := `package custos.authz
+
+decision := {"allow": true, "reasons": ["test_notes_scrubbed"], "obligations": [{"op": "scrub", "path": ""}]} if {
+	input.resource.type == "note"
+} else := {"allow": false, "reasons": ["test_notes_only"], "obligations": []}
+`
+	if err := os.WriteFile(filepath.Join(dir, "scrub.rego"), []byte(pol), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // Pages are cut from the text the server would release whole: concatenated
 // they are that text exactly (so, under obligations, the minimized text and
 // never more), each read is decided and audited on its own, and a page past
@@ -61,16 +79,7 @@ func readPages(t *testing.T, cs *mcp.ClientSession, uri string) ([]string, int) 
 func TestRangedReadsArePagesOfTheReleasedText(t *testing.T) {
 	// The default policy releases notes whole or not at all; a test policy
 	// releases notes only, scrubbed.
-	scrubDir := t.TempDir()
-	pol := `package custos.authz
-
-decision := {"allow": true, "reasons": ["test_notes_scrubbed"], "obligations": [{"op": "scrub", "path": ""}]} if {
-	input.resource.type == "note"
-} else := {"allow": false, "reasons": ["test_notes_only"], "obligations": []}
-`
-	if err := os.WriteFile(filepath.Join(scrubDir, "scrub.rego"), []byte(pol), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	scrubDir := scrubbedNotesPolicy(t)
 	minimizedSeen := 0
 	for _, tc := range []struct{ name, policyDir string }{{"clinician", ""}, {"clinician", scrubDir}} {
 		t.Run(fmt.Sprintf("%s/scrubbed=%v", tc.name, tc.policyDir != ""), func(t *testing.T) {

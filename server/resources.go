@@ -403,10 +403,11 @@ func entryResources(es []store.IndexEntry) []store.Resource {
 	return rs
 }
 
-// listItem is the minimized metadata of one listed resource: titles and
-// descriptions are scrubbed of identifiers, and size, lastModified and the
-// content digest are given only when read would return the stored bytes
-// unchanged. Every item carries its entity tag under ETagKey (see
+// listItem is the minimized metadata of one listed resource: names, titles
+// and descriptions are scrubbed of identifiers (minimize.ScrubString, inside
+// UUIDs and hex runs too: they come from the source, not from custos), and
+// size, lastModified and the content digest are given only when read would
+// return the stored bytes unchanged. Every item carries its entity tag under ETagKey (see
 // entityTag; tagKey is entityTagKey of the newest cursor key).
 func listItem(r store.Resource, d policy.Decision, tagKey []byte) *mcp.Resource {
 	item := &mcp.Resource{

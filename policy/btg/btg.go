@@ -356,6 +356,8 @@ func quotedUnlessPlain(s string) string {
 // scrubText trims operator free text and removes identifiers from it
 // before it is stored: a reason or note is outside text, and the grants
 // file and the audit log must not keep an MRN or phone number typed there.
+// ScrubString, not ScrubReason: the operator may type a telephone number in
+// a UUID's or a digest's shape, which ScrubReason would keep.
 func scrubText(s string) string {
 	return minimize.ScrubString(strings.TrimSpace(s))
 }

@@ -433,3 +433,50 @@ func TestGrantWithABadTenantIsNeverActive(t *testing.T) {
 		t.Errorf("event %s %q, want a refusal with refused=bad_tenant", pending[0].Kind, r)
 	}
 }
+
+// TestOperatorTextKeepsNoPhoneInATokenShape: the operator's free text (a
+// grant's or revocation's reason, a review note, a legacy event's detail)
+// is text from outside custos, scrubbed with minimize.ScrubString: a
+// telephone number written in a UUID's or a digest's shape is replaced.
+// From h-audit13 until h-scrub2 the scrub kept such machine tokens whole
+// and the grants file and the audit log kept the number.
+func TestOperatorTextKeepsNoPhoneInATokenShape(t *testing.T) {
+	const (
+		inUUID   = "aaaaaaaa-2024-0305-1234-5551234567ab"
+		inHexRun = "5551234567abcdef5551234567abcdef"
+		phone    = "5551234567"
+	)
+	s, c := newStore(t)
+	g, err := s.Grant(Request{Sub: "dr-a", Patient: patient, Tenant: "general-hospital", By: "op-1", Reason: "callback " + inUUID, TTL: 30 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.t = c.t.Add(time.Minute)
+	if _, _, _, err := s.Sync(map[string][]Use{g.ID: {{EventID: "e1", Time: c.t, Action: "resources/read", Outcome: "allow"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Revoke(g.ID, Actor{Account: "op-2"}, "family on "+inHexRun); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReviewGrant(g.ID, Actor{Account: "po"}, VerdictAppropriate, "called "+inUUID); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.All()
+	if err != nil || len(all) != 1 {
+		t.Fatalf("grants %v, %v", all, err)
+	}
+	stored, _ := json.Marshal(all[0])
+	if strings.Contains(string(stored), phone) {
+		t.Errorf("the grants file keeps the telephone number: %s", stored)
+	}
+	_, pending, _, err := s.Sync(nil)
+	if err != nil || len(pending) != 3 {
+		t.Fatalf("pending %v, %v", pending, err)
+	}
+	legacy := Event{Kind: KindGrant, GrantID: g.ID, Sub: "dr-a", Detail: `reason="callback ` + inUUID + `" expires=2026-11-21T10:30:00Z`}
+	for _, ev := range append(pending, legacy) {
+		if r := ev.AuditReason(); strings.Contains(r, phone) || !strings.Contains(r, "[PHONE]") {
+			t.Errorf("%s event's audit reason keeps the telephone number: %s", ev.Kind, r)
+		}
+	}
+}
