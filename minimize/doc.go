@@ -155,11 +155,16 @@
 //     telephone number written in a UUID's or a digest's shape
 //     ("aaaaaaaa-2024-0305-1234-5551234567ab") is replaced.
 //   - [ScrubReason] for custos's own text in an audit reason only (the
-//     policy/load and policy/reject records: revisions, a candidate's
-//     error and digest). It keeps machine tokens (UUIDs, hex runs of 32 or
-//     more: digests, keyed ids) whole, so the record names the digest it
-//     refused; in text someone else wrote it would release a telephone
-//     number hidden in one.
+//     policy/load and policy/reject records: the previous revision, the
+//     rollback refusal overridden). It keeps machine tokens (UUIDs, hex
+//     runs of 32 or more: digests, keyed ids) whole, so the record names
+//     the digests it holds; in text someone else wrote it would release a
+//     telephone number hidden in one.
+//   - [ScrubKeeping] for text from outside custos that quotes custos's own
+//     evidence: a policy rejection's error quotes the candidate's Rego (a
+//     policy author's text) and ends with the candidate's digest. It is
+//     ScrubString keeping the exact strings it is given (the digests the
+//     event names) whole.
 //
 // When in doubt, ScrubString: a damaged id costs less than a leak.
 //

@@ -222,3 +222,30 @@ func FuzzValidate(f *testing.F) {
 		}
 	})
 }
+
+// FuzzScrubKeeping: ScrubKeeping keeps every occurrence of its kept string
+// (it came through the scrub whole), leaves no identifier in the text
+// between them, and is ScrubString when nothing is kept.
+func FuzzScrubKeeping(f *testing.F) {
+	const digest = "sha256:ff3f7df62860253b46be590f5d959f6f5a2b8725df92705a3916944033ad42ef"
+	f.Add("compile failed: \"aaaaaaaa-2024-0305-1234-5551234567ab\" (candidate "+digest+")", digest)
+	f.Add("call 555-123-4567 "+digest+digest+" 5551234567", digest)
+	f.Add(clinicalNote, "")
+	f.Fuzz(func(t *testing.T, s, keep string) {
+		out := ScrubKeeping(s, keep)
+		if keep == "" {
+			if out != ScrubString(s) {
+				t.Fatalf("nothing kept, yet ScrubKeeping %q and ScrubString %q differ", out, ScrubString(s))
+			}
+			return
+		}
+		if strings.Count(out, keep) < strings.Count(s, keep) {
+			t.Fatalf("%q: %d of %q kept, want %d", out, strings.Count(out, keep), keep, strings.Count(s, keep))
+		}
+		for _, piece := range strings.Split(out, keep) {
+			if ScrubString(piece) != piece {
+				t.Fatalf("%q left between the kept strings of %q scrubs to %q", piece, out, ScrubString(piece))
+			}
+		}
+	})
+}

@@ -202,6 +202,28 @@ func ScrubReason(s string) string {
 	return scrubIn(s, allClasses, true)
 }
 
+// ScrubKeeping is [ScrubString] leaving every occurrence of each of keep
+// as it is: for text from outside custos that quotes custos's own evidence,
+// such as a policy rejection's error, which quotes the candidate's Rego
+// (a policy author's text, scrubbed strictly) and ends with the candidate's
+// digest (kept whole, where the strict scrub could take ten digits of it
+// for a telephone number). The text between the kept strings is scrubbed
+// piece by piece, so nothing of a kept string is replaced and no
+// identifier is left outside them. An empty keep string is ignored.
+func ScrubKeeping(s string, keep ...string) string {
+	for len(keep) > 0 && keep[0] == "" {
+		keep = keep[1:]
+	}
+	if len(keep) == 0 {
+		return ScrubString(s)
+	}
+	parts := strings.Split(s, keep[0])
+	for i, p := range parts {
+		parts[i] = ScrubKeeping(p, keep[1:]...)
+	}
+	return strings.Join(parts, keep[0])
+}
+
 // scrub replaces identifiers of the given classes until none is left,
 // machine tokens included (ScrubString). Every match contains a digit or
 // '@' and no token does, so each pass that changes the string strictly

@@ -71,16 +71,24 @@ func (s *Server) AuditPolicyEvent(ctx context.Context, ev policy.Event) error {
 	if ev.RollbackOverride != "" {
 		parts = append(parts, "rollback_override: "+ev.RollbackOverride)
 	}
-	if ev.Reason != "" {
-		parts = append(parts, ev.Reason)
-	}
 	e.Reason = head
 	if len(parts) > 0 {
-		// custos's own text (revisions, a rejection's error, which ends
-		// with the candidate's digest): ScrubReason keeps its digests and
-		// ids whole, where ScrubString could take ten digits of one for a
-		// telephone number.
+		// custos's own text (revisions, the rollback refusal overridden):
+		// ScrubReason keeps its digests and ids whole, where ScrubString
+		// could take ten digits of one for a telephone number.
 		e.Reason += " " + minimize.ScrubReason(strings.Join(parts, " "))
+	}
+	if ev.Reason != "" {
+		// A rejection's error quotes the candidate's own text (a compile
+		// error quotes the Rego line it stopped at, a failing test its
+		// name): a policy author's, scrubbed strictly, keeping whole only
+		// the digests the event names, as "(candidate sha256:…)" ends it
+		// (TestPolicyRejectionScrubsThePolicyAuthorsText).
+		keep := []string{ev.CandidateDigest, ev.BundleDigest}
+		if re := ev.Rollback; re != nil {
+			keep = append(keep, re.Digest, re.HighWater.Digest)
+		}
+		e.Reason += " " + minimize.ScrubKeeping(ev.Reason, keep...)
 	}
 	rec, err := s.commit(ctx, e)
 	if err != nil && rec.Seq != 0 {

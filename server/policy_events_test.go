@@ -353,3 +353,34 @@ func TestPolicyRejectionKeepsTheCandidateDigest(t *testing.T) {
 		t.Errorf("the rejection of %s recorded as %q", digest, r.Reason)
 	}
 }
+
+// TestPolicyRejectionScrubsThePolicyAuthorsText: a rejection's reason
+// quotes the candidate's own text (OPA's parse error quotes the line it
+// stopped at), which a policy author wrote: the strict scrub applies to it,
+// and only the digests custos names are kept whole. Until the follow-up of
+// h-scrub2 the whole reason went through ScrubReason, and a telephone
+// number in a UUID's shape on the quoted line was recorded whole.
+func TestPolicyRejectionScrubsThePolicyAuthorsText(t *testing.T) {
+	const phone = "5551234567"
+	for _, shaped := range []string{"aaaaaaaa-2024-0305-1234-" + phone + "ab", phone + "abcdef" + phone + "abcdef" + phone} {
+		t.Run(shaped, func(t *testing.T) {
+			f := newServerFixture(t, fixtureOptions{})
+			broken := watchedPolicy + "vip := {\"callback\": \"" + shaped + "\"\n"
+			recs := watchRejectionOf(t, f, nil, broken)
+			if len(recs) != 1 {
+				t.Fatalf("%d policy/reject records, want 1", len(recs))
+			}
+			r := recs[0]
+			if !strings.Contains(r.Reason, "rego_parse_error") {
+				t.Fatalf("the rejection recorded as %q: no parse error", r.Reason)
+			}
+			if strings.Contains(r.Reason, phone) {
+				t.Errorf("the rejection's reason keeps the telephone number of the policy's text: %q", r.Reason)
+			}
+			cand := strings.TrimPrefix(strings.Fields(r.Reason)[0], "candidate=")
+			if !strings.HasPrefix(cand, "sha256:") || !strings.Contains(r.Reason, "(candidate "+cand+")") {
+				t.Errorf("the rejection's reason %q does not name its candidate %s whole", r.Reason, cand)
+			}
+		})
+	}
+}
