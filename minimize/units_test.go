@@ -1091,6 +1091,42 @@ func TestDeidentifyErasWithACapitalisedWordBesideAYear(t *testing.T) {
 	}
 }
 
+// TestDeidentifyEraYearsAfterNowAreNoYears: an era that counts its years
+// from another year than the common era's (Japan's "Reiwa", "令和", the
+// Republic of China's "民國", the Solar Hijri "ه.ش") makes its value a
+// calendar year (calendarYear), and a year 90 years ago or more is
+// dropped; but a value that the era puts after now's year is no year of
+// that era ("1931 Reiwa" is 3949), and was released as it is: a year of
+// birth 90 years ago or more, or a day's month and day ("314 Reiwa", "1231
+// 平成"), with an era beside it, kept its number ("reiwa", "令和", "民國",
+// "ه.ش" always; "Reiwa", "Heisei", "Showa" since h-deid15, which kept an
+// era with a capitalised word beside a year). Such a quantity is dropped;
+// an era's year up to now's is kept, and so is a year of the common era's
+// count after now ("2030 yyyy": its number is the year it says). The
+// Observation is shaped as TestDeidentifyErasWithACapitalisedWordBesideAYear's.
+func TestDeidentifyEraYearsAfterNowAreNoYears(t *testing.T) {
+	const arrival = `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"93025-5"}],"text":"PRAPARE"},"effectiveDateTime":"2017-02-13",` +
+		`"component":[{"code":{"coding":[{"system":"http://example.org/local-codes","code":"year-of-arrival"}]},"valueQuantity":@Q@}]}`
+	in := func(q string) string {
+		return string(deidentify(t, []byte(strings.Replace(arrival, "@Q@", q, 1)), nil))
+	}
+	for _, c := range []struct{ v, unit string }{
+		{"1931", "Reiwa"}, {"1931", "reiwa"}, {"1931", "令和"}, {"1931", "Heisei"}, {"1931", "民國"}, {"1931", "ه.ش"},
+		{"314", "Reiwa"}, {"1231", "平成"}, {"1231", "Showa"}, {"9", "Reiwa"},
+	} {
+		if got := in(`{"value":` + c.v + `,"unit":` + strconvQuote(c.unit) + `}`); strings.Contains(got, strconvQuote(c.unit)) || strings.Contains(got, `"value":`+c.v) {
+			t.Errorf("%s %s (after now's year):\n got %s", c.v, c.unit, got)
+		}
+	}
+	for _, c := range []struct{ v, unit string }{
+		{"8", "Reiwa"}, {"28", "Heisei"}, {"28", "平成"}, {"105", "民國"}, {"1395", "ه.ش"}, {"2559", "พ.ศ."}, {"2016", "n. Chr."}, {"2030", "yyyy"},
+	} {
+		if got := in(`{"value":` + c.v + `,"unit":` + strconvQuote(c.unit) + `}`); !strings.Contains(got, `{"unit":`+strconvQuote(c.unit)+`,"value":`+c.v+`}`) {
+			t.Errorf("%s %s dropped:\n got %s", c.v, c.unit, got)
+		}
+	}
+}
+
 // medRequest0303 is HL7's FHIR R4 example MedicationRequest/medrx0303
 // (trimmed; CC0): prednisone tablets, the dose and the dispensed quantity
 // given in HL7's orderableDrugForm code system ("TAB"), not UCUM. @Q@ is
