@@ -314,11 +314,13 @@ func nameFormUnit(s string) bool {
 	if unitPhrases[strings.ToLower(s)] {
 		return false
 	}
-	if _, era := yearUnit(s); era {
+	if _, era := yearUnit(s); era && !twoLetterName(s) {
 		// "n. Chr.", "Reiwa": a calendar's era, judged beside its value
 		// (nameCaseText keeps it beside a year only). This rule, which
 		// cannot see the value, dropped "2016 n. Chr." with its year
-		// until h-deid15.
+		// until h-deid15. An era of two letters written as a name is
+		// ("Ad", "Ce", "Dc") is a two-letter name's form, and is judged
+		// as one: "2016 Ad" was released from h-deid15 until h-review53.
 		return false
 	}
 	bare := bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " ")
@@ -336,6 +338,14 @@ func nameFormUnit(s string) bool {
 		}
 	}
 	return false
+}
+
+// twoLetterName reports whether the letters of unit text s are two, a
+// capital and a small letter ("Ad", "Ad.", "(Ce)"): a two-letter name's
+// form (nameFormUnit: "Mo", "Ms", "Yu").
+func twoLetterName(s string) bool {
+	w := strings.Join(letterRun.FindAllString(s, -1), "")
+	return utf8.RuneCountInString(w) == 2 && capitalisedWord.MatchString(w)
 }
 
 // nameCaseUnit reports whether unit word s is one word of letters written

@@ -1127,6 +1127,36 @@ func TestDeidentifyEraYearsAfterNowAreNoYears(t *testing.T) {
 	}
 }
 
+// TestDeidentifyErasOfTwoLettersWrittenAsANameAreNoUnits: an era whose
+// text is two letters written as a name is ("Ad", "Ce", "Ne", "Dc"; Ad
+// is a given name) is a two-letter name's form, which is never a unit
+// (nameFormUnit: "Mo", "Ms", "Yu"), and was dropped with its year until
+// h-deid15, whose rule for an era with a capitalised word ("n. Chr.",
+// "Reiwa") let any era's text past the name-form rule: "2016 Ad" was
+// released. In small letters ("2016 ad", "2016 ce") and as "d.C." it
+// is kept beside a year, as before.
+func TestDeidentifyErasOfTwoLettersWrittenAsANameAreNoUnits(t *testing.T) {
+	const arrival = `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"93025-5"}],"text":"PRAPARE"},"effectiveDateTime":"2017-02-13",` +
+		`"component":[{"code":{"coding":[{"system":"http://example.org/local-codes","code":"year-of-arrival"}]},"valueQuantity":@Q@}]}`
+	in := func(q string) string {
+		return string(deidentify(t, []byte(strings.Replace(arrival, "@Q@", q, 1)), nil))
+	}
+	for _, unit := range []string{"Ad", "Ce", "Ne", "Dc", "Ad.", "(Ad)"} {
+		if got := in(`{"value":2016,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, strconvQuote(unit)) || strings.Contains(got, "2016}") {
+			t.Errorf("2016 %s:\n got %s", unit, got)
+		}
+	}
+	for _, unit := range []string{"ad", "ce", "d.C.", "n. Chr.", "Reiwa"} {
+		v := "2016"
+		if unit == "Reiwa" {
+			v = "8"
+		}
+		if got := in(`{"value":` + v + `,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `{"unit":`+strconvQuote(unit)+`,"value":`+v+`}`) {
+			t.Errorf("%s %s dropped:\n got %s", v, unit, got)
+		}
+	}
+}
+
 // medRequest0303 is HL7's FHIR R4 example MedicationRequest/medrx0303
 // (trimmed; CC0): prednisone tablets, the dose and the dispensed quantity
 // given in HL7's orderableDrugForm code system ("TAB"), not UCUM. @Q@ is
