@@ -1450,7 +1450,7 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if c, _ := out["code"].(string); nameFormUnit(c) || beforeCommonEra(c) {
 		delete(out, "code") // "Pa", "Gal", "{Smith}", "a.C": see nameFormUnit, beforeCommonEra
 	}
-	if c, _ := out["code"].(string); initials.MatchString(bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(c, " "), " ")) || capitalInitials.MatchString(c) {
+	if c, _ := out["code"].(string); initials.MatchString(bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(c, " "), " ")) || capitalInitials.MatchString(withoutUnity(c)) {
 		// A name's initials typed as a UCUM code ("J.S", a
 		// joule-siemens: UCUM's form) were released with their number
 		// until h-deid13, two capitals alone ("MJ", a megajoule;

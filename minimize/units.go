@@ -702,7 +702,7 @@ func isTimeUnit(s string) bool { _, ok := timeUnit(s); return ok }
 // slash, a bracket or a digit makes another unit ("/KG", "[IU]", "KG/M2").
 func capitalInitialsText(s string) (string, bool) {
 	var letters []rune
-	for _, r := range annotation.ReplaceAllString(s, " ") {
+	for _, r := range withoutUnity(annotation.ReplaceAllString(s, " ")) {
 		switch {
 		case r == '/' || r == '[' || r == ']' || r == '{' || r == '}':
 			return "", false
@@ -715,6 +715,17 @@ func capitalInitialsText(s string) (string, bool) {
 	w := string(letters)
 	return w, capitalInitials.MatchString(w)
 }
+
+// unityFactor is UCUM's one as a factor or an exponent of a unit: times or
+// over one, or to the first power ("KG/1", "KG.1", "1.KG", "KG1", "KG+1"),
+// which say the unit alone. capitalInitialsText read the digit as another
+// unit's, and {"value": 77441124, "unit": "KG1"} ("INR/1", "OD1"; a UCUM
+// code "MJ1" alone) was released, initials and number, until h-review53.
+// "1/KG", "KG-1" (per kilogram) are other units.
+var unityFactor = regexp.MustCompile(`^1\.|\.1$|/1$|(\pL)\+?1$`)
+
+// withoutUnity is unit text or code s without a unityFactor.
+func withoutUnity(s string) string { return unityFactor.ReplaceAllString(s, "$1") }
 
 // initials are a name's initials in a unit text: two or more single
 // capitals, each after a dot, a dot and a space, or a space ("J.S.",

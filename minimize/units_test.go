@@ -1157,6 +1157,37 @@ func TestDeidentifyErasOfTwoLettersWrittenAsANameAreNoUnits(t *testing.T) {
 	}
 }
 
+// TestDeidentifyInitialsTimesOneNeedACode: a unit times or over one, or
+// to the first power, is that unit alone in UCUM ("KG/1", "KG.1", "1.KG",
+// "KG1", "KG+1" are "KG"), and two or three capitals so written are a
+// name's initials' form as two or three alone are (capitalInitials): the
+// rule read the digit as another unit's, and {"value": 77441124, "unit":
+// "KG1"} (also "KG/1", "INR1", "TAB/1", "OD1") was released, initials and
+// number, as was a UCUM code "MJ1" alone. They now need a code that says
+// them as "KG" does; "KG/M2", "/KG", "1/KG", "mg/KG", "KG-1" (per
+// kilogram) are other units and are kept. The resource is a body weight
+// Observation (LOINC 29463-7) as a feed writing capitals gives it.
+func TestDeidentifyInitialsTimesOneNeedACode(t *testing.T) {
+	const weight = `{"resourceType":"Observation","status":"final","category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/observation-category","code":"vital-signs"}]}],` +
+		`"code":{"coding":[{"system":"http://loinc.org","code":"29463-7","display":"Body weight"}]},"effectiveDateTime":"2016-03-28","valueQuantity":@Q@}`
+	obs := func(q string) string { return string(deidentify(t, []byte(strings.Replace(weight, "@Q@", q, 1)), nil)) }
+	for _, unit := range []string{"KG/1", "KG.1", "1.KG", "KG1", "KG+1", "K.G/1", "INR1", "INR/1", "TAB/1", "OD1", "CC/1"} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+	}
+	for _, c := range []string{"MJ1", "MA/1", "RAD1"} {
+		if got := obs(`{"value":77441124,"system":"http://unitsofmeasure.org","code":` + strconvQuote(c) + `}`); strings.Contains(got, "77441124") {
+			t.Errorf("code %s alone:\n got %s", c, got)
+		}
+	}
+	for _, unit := range []string{"KG/M2", "/KG", "1/KG", "mg/KG", "KG-1", "kg/1", "mg1"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s dropped:\n got %s", unit, got)
+		}
+	}
+}
+
 // medRequest0303 is HL7's FHIR R4 example MedicationRequest/medrx0303
 // (trimmed; CC0): prednisone tablets, the dose and the dispensed quantity
 // given in HL7's orderableDrugForm code system ("TAB"), not UCUM. @Q@ is
