@@ -1450,7 +1450,7 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if c, _ := out["code"].(string); nameFormUnit(c) || beforeCommonEra(c) {
 		delete(out, "code") // "Pa", "Gal", "{Smith}", "a.C": see nameFormUnit, beforeCommonEra
 	}
-	if c, _ := out["code"].(string); initials.MatchString(bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(c, " "), " ")) || capitalInitials.MatchString(c) {
+	if c, _ := out["code"].(string); initials.MatchString(bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(c, " "), " ")) || capitalInitials.MatchString(withoutUnity(c)) {
 		// A name's initials typed as a UCUM code ("J.S", a
 		// joule-siemens: UCUM's form) were released with their number
 		// until h-deid13, two capitals alone ("MJ", a megajoule;
@@ -1512,7 +1512,7 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 		return nil, false // see bareNumber, countIdentifier
 	}
 	if y, ok := calendarYear(m); ok {
-		if oldYear(y, d.now) {
+		if oldYear(y, d.now) || laterEraYear(m, y, d.now) {
 			return nil, false
 		}
 		d.noteYear(y) // see yearNumber
@@ -1602,6 +1602,21 @@ func calendarYear(q map[string]any) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// laterEraYear reports whether y, the Gregorian year calendarYear reads in
+// quantity q, is after now's year under an era that counts from another
+// year than the common era's (Reiwa, 令和, 民國, ه.ش, AH): such a value is
+// no year of that era ("1931 Reiwa" would be 3949, "314 Reiwa" 2332), and
+// its number, released as it is, may be a year of birth 90 years ago or
+// more or a day's month and day (3/14); oldYear judges only the era's
+// year. "1931 令和", "1931 民國", "1931 ه.ش" were released so until
+// h-review53, and "1931 Reiwa", "314 Reiwa" from h-deid15. A year of the
+// common era's count ("2030 yyyy") says its number: it is not judged here.
+func laterEraYear(q map[string]any, y int, now time.Time) bool {
+	n, _ := q["value"].(json.Number)
+	f, err := n.Float64()
+	return y > now.Year() && (err != nil || float64(y) != f)
 }
 
 // yearUnit returns what yearUnits adds to a year in unit text u, if u is

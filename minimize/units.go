@@ -314,11 +314,13 @@ func nameFormUnit(s string) bool {
 	if unitPhrases[strings.ToLower(s)] {
 		return false
 	}
-	if _, era := yearUnit(s); era {
+	if _, era := yearUnit(s); era && !twoLetterName(s) {
 		// "n. Chr.", "Reiwa": a calendar's era, judged beside its value
 		// (nameCaseText keeps it beside a year only). This rule, which
 		// cannot see the value, dropped "2016 n. Chr." with its year
-		// until h-deid15.
+		// until h-deid15. An era of two letters written as a name is
+		// ("Ad", "Ce", "Dc") is a two-letter name's form, and is judged
+		// as one: "2016 Ad" was released from h-deid15 until h-review53.
 		return false
 	}
 	bare := bracketedAtom.ReplaceAllString(annotation.ReplaceAllString(s, " "), " ")
@@ -336,6 +338,14 @@ func nameFormUnit(s string) bool {
 		}
 	}
 	return false
+}
+
+// twoLetterName reports whether the letters of unit text s are two, a
+// capital and a small letter ("Ad", "Ad.", "(Ce)"): a two-letter name's
+// form (nameFormUnit: "Mo", "Ms", "Yu").
+func twoLetterName(s string) bool {
+	w := strings.Join(letterRun.FindAllString(s, -1), "")
+	return utf8.RuneCountInString(w) == 2 && capitalisedWord.MatchString(w)
 }
 
 // nameCaseUnit reports whether unit word s is one word of letters written
@@ -692,7 +702,7 @@ func isTimeUnit(s string) bool { _, ok := timeUnit(s); return ok }
 // slash, a bracket or a digit makes another unit ("/KG", "[IU]", "KG/M2").
 func capitalInitialsText(s string) (string, bool) {
 	var letters []rune
-	for _, r := range annotation.ReplaceAllString(s, " ") {
+	for _, r := range withoutUnity(annotation.ReplaceAllString(s, " ")) {
 		switch {
 		case r == '/' || r == '[' || r == ']' || r == '{' || r == '}':
 			return "", false
@@ -705,6 +715,17 @@ func capitalInitialsText(s string) (string, bool) {
 	w := string(letters)
 	return w, capitalInitials.MatchString(w)
 }
+
+// unityFactor is UCUM's one as a factor or an exponent of a unit: times or
+// over one, or to the first power ("KG/1", "KG.1", "1.KG", "KG1", "KG+1"),
+// which say the unit alone. capitalInitialsText read the digit as another
+// unit's, and {"value": 77441124, "unit": "KG1"} ("INR/1", "OD1"; a UCUM
+// code "MJ1" alone) was released, initials and number, until h-review53.
+// "1/KG", "KG-1" (per kilogram) are other units.
+var unityFactor = regexp.MustCompile(`^1\.|\.1$|/1$|(\pL)\+?1$`)
+
+// withoutUnity is unit text or code s without a unityFactor.
+func withoutUnity(s string) string { return unityFactor.ReplaceAllString(s, "$1") }
 
 // initials are a name's initials in a unit text: two or more single
 // capitals, each after a dot, a dot and a space, or a space ("J.S.",

@@ -1091,6 +1091,103 @@ func TestDeidentifyErasWithACapitalisedWordBesideAYear(t *testing.T) {
 	}
 }
 
+// TestDeidentifyEraYearsAfterNowAreNoYears: an era that counts its years
+// from another year than the common era's (Japan's "Reiwa", "令和", the
+// Republic of China's "民國", the Solar Hijri "ه.ش") makes its value a
+// calendar year (calendarYear), and a year 90 years ago or more is
+// dropped; but a value that the era puts after now's year is no year of
+// that era ("1931 Reiwa" is 3949), and was released as it is: a year of
+// birth 90 years ago or more, or a day's month and day ("314 Reiwa", "1231
+// 平成"), with an era beside it, kept its number ("reiwa", "令和", "民國",
+// "ه.ش" always; "Reiwa", "Heisei", "Showa" since h-deid15, which kept an
+// era with a capitalised word beside a year). Such a quantity is dropped;
+// an era's year up to now's is kept, and so is a year of the common era's
+// count after now ("2030 yyyy": its number is the year it says). The
+// Observation is shaped as TestDeidentifyErasWithACapitalisedWordBesideAYear's.
+func TestDeidentifyEraYearsAfterNowAreNoYears(t *testing.T) {
+	const arrival = `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"93025-5"}],"text":"PRAPARE"},"effectiveDateTime":"2017-02-13",` +
+		`"component":[{"code":{"coding":[{"system":"http://example.org/local-codes","code":"year-of-arrival"}]},"valueQuantity":@Q@}]}`
+	in := func(q string) string {
+		return string(deidentify(t, []byte(strings.Replace(arrival, "@Q@", q, 1)), nil))
+	}
+	for _, c := range []struct{ v, unit string }{
+		{"1931", "Reiwa"}, {"1931", "reiwa"}, {"1931", "令和"}, {"1931", "Heisei"}, {"1931", "民國"}, {"1931", "ه.ش"},
+		{"314", "Reiwa"}, {"1231", "平成"}, {"1231", "Showa"}, {"9", "Reiwa"},
+	} {
+		if got := in(`{"value":` + c.v + `,"unit":` + strconvQuote(c.unit) + `}`); strings.Contains(got, strconvQuote(c.unit)) || strings.Contains(got, `"value":`+c.v) {
+			t.Errorf("%s %s (after now's year):\n got %s", c.v, c.unit, got)
+		}
+	}
+	for _, c := range []struct{ v, unit string }{
+		{"8", "Reiwa"}, {"28", "Heisei"}, {"28", "平成"}, {"105", "民國"}, {"1395", "ه.ش"}, {"2559", "พ.ศ."}, {"2016", "n. Chr."}, {"2030", "yyyy"},
+	} {
+		if got := in(`{"value":` + c.v + `,"unit":` + strconvQuote(c.unit) + `}`); !strings.Contains(got, `{"unit":`+strconvQuote(c.unit)+`,"value":`+c.v+`}`) {
+			t.Errorf("%s %s dropped:\n got %s", c.v, c.unit, got)
+		}
+	}
+}
+
+// TestDeidentifyErasOfTwoLettersWrittenAsANameAreNoUnits: an era whose
+// text is two letters written as a name is ("Ad", "Ce", "Ne", "Dc"; Ad
+// is a given name) is a two-letter name's form, which is never a unit
+// (nameFormUnit: "Mo", "Ms", "Yu"), and was dropped with its year until
+// h-deid15, whose rule for an era with a capitalised word ("n. Chr.",
+// "Reiwa") let any era's text past the name-form rule: "2016 Ad" was
+// released. In small letters ("2016 ad", "2016 ce") and as "d.C." it
+// is kept beside a year, as before.
+func TestDeidentifyErasOfTwoLettersWrittenAsANameAreNoUnits(t *testing.T) {
+	const arrival = `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"93025-5"}],"text":"PRAPARE"},"effectiveDateTime":"2017-02-13",` +
+		`"component":[{"code":{"coding":[{"system":"http://example.org/local-codes","code":"year-of-arrival"}]},"valueQuantity":@Q@}]}`
+	in := func(q string) string {
+		return string(deidentify(t, []byte(strings.Replace(arrival, "@Q@", q, 1)), nil))
+	}
+	for _, unit := range []string{"Ad", "Ce", "Ne", "Dc", "Ad.", "(Ad)"} {
+		if got := in(`{"value":2016,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, strconvQuote(unit)) || strings.Contains(got, "2016}") {
+			t.Errorf("2016 %s:\n got %s", unit, got)
+		}
+	}
+	for _, unit := range []string{"ad", "ce", "d.C.", "n. Chr.", "Reiwa"} {
+		v := "2016"
+		if unit == "Reiwa" {
+			v = "8"
+		}
+		if got := in(`{"value":` + v + `,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `{"unit":`+strconvQuote(unit)+`,"value":`+v+`}`) {
+			t.Errorf("%s %s dropped:\n got %s", v, unit, got)
+		}
+	}
+}
+
+// TestDeidentifyInitialsTimesOneNeedACode: a unit times or over one, or
+// to the first power, is that unit alone in UCUM ("KG/1", "KG.1", "1.KG",
+// "KG1", "KG+1" are "KG"), and two or three capitals so written are a
+// name's initials' form as two or three alone are (capitalInitials): the
+// rule read the digit as another unit's, and {"value": 77441124, "unit":
+// "KG1"} (also "KG/1", "INR1", "TAB/1", "OD1") was released, initials and
+// number, as was a UCUM code "MJ1" alone. They now need a code that says
+// them as "KG" does; "KG/M2", "/KG", "1/KG", "mg/KG", "KG-1" (per
+// kilogram) are other units and are kept. The resource is a body weight
+// Observation (LOINC 29463-7) as a feed writing capitals gives it.
+func TestDeidentifyInitialsTimesOneNeedACode(t *testing.T) {
+	const weight = `{"resourceType":"Observation","status":"final","category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/observation-category","code":"vital-signs"}]}],` +
+		`"code":{"coding":[{"system":"http://loinc.org","code":"29463-7","display":"Body weight"}]},"effectiveDateTime":"2016-03-28","valueQuantity":@Q@}`
+	obs := func(q string) string { return string(deidentify(t, []byte(strings.Replace(weight, "@Q@", q, 1)), nil)) }
+	for _, unit := range []string{"KG/1", "KG.1", "1.KG", "KG1", "KG+1", "K.G/1", "INR1", "INR/1", "TAB/1", "OD1", "CC/1"} {
+		if got := obs(`{"value":77441124,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			t.Errorf("%s alone:\n got %s", unit, got)
+		}
+	}
+	for _, c := range []string{"MJ1", "MA/1", "RAD1"} {
+		if got := obs(`{"value":77441124,"system":"http://unitsofmeasure.org","code":` + strconvQuote(c) + `}`); strings.Contains(got, "77441124") {
+			t.Errorf("code %s alone:\n got %s", c, got)
+		}
+	}
+	for _, unit := range []string{"KG/M2", "/KG", "1/KG", "mg/KG", "KG-1", "kg/1", "mg1"} {
+		if got := obs(`{"value":4,"unit":` + strconvQuote(unit) + `}`); !strings.Contains(got, `{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+			t.Errorf("%s dropped:\n got %s", unit, got)
+		}
+	}
+}
+
 // medRequest0303 is HL7's FHIR R4 example MedicationRequest/medrx0303
 // (trimmed; CC0): prednisone tablets, the dose and the dispensed quantity
 // given in HL7's orderableDrugForm code system ("TAB"), not UCUM. @Q@ is
