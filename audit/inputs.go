@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
+	"sync"
 
 	segjson "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
@@ -72,8 +74,9 @@ type storedForm struct {
 
 // splitInput returns the stored form of in, which is valid JSON
 // (validateInput): shared when in begins with a principal member of at
-// least sharedPrincipalMin bytes.
-func splitInput(in []byte) storedForm {
+// least sharedPrincipalMin bytes, whose SHA-256 sum computes (sha256.Sum256,
+// or principalSums.sum: the same value, memoized).
+func splitInput(in []byte, sum func([]byte) [sha256.Size]byte) storedForm {
 	if !bytes.HasPrefix(in, inputPrincipalPrefix) {
 		return storedForm{value: in}
 	}
@@ -82,10 +85,63 @@ func splitInput(in []byte) storedForm {
 	if n < sharedPrincipalMin || n > len(body) {
 		return storedForm{value: in}
 	}
-	f := storedForm{shared: true, sum: sha256.Sum256(body[:n]), principal: body[:n]}
+	f := storedForm{shared: true, sum: sum(body[:n]), principal: body[:n]}
 	f.value = make([]byte, 0, 1+sha256.Size+len(body)-n)
 	f.value = append(append(append(f.value, inputSharedTag), f.sum[:]...), body[n:]...)
 	return f
+}
+
+// principalSum256 is the SHA-256 of a shared principal value (a variable
+// only so that a test can count them: TestAppendHashesAPrincipalOnce).
+var principalSum256 = sha256.Sum256
+
+// principalSums memoizes the SHA-256 of the shared principal values of
+// recent inputs. The server records a clinician's whole care team,
+// pseudonymized (~70 bytes a patient), in the input of each of her
+// decisions; hashing it again on every read was the largest SHA-256 of the
+// read path (docs/benchmarks.md, "Issue 17, twenty-fourth step"). A value
+// is looked up by a seeded non-crypto hash and compared whole, so a sum is
+// only ever the SHA-256 of exactly the bytes given. At most
+// maxPrincipalSumBytes of values are kept; a full memo starts afresh.
+type principalSums struct {
+	mu    sync.Mutex
+	m     map[uint64]principalSum
+	bytes int
+}
+
+type principalSum struct {
+	value []byte
+	sum   [sha256.Size]byte
+}
+
+const maxPrincipalSumBytes = 4 << 20
+
+var principalSeed = maphash.MakeSeed()
+
+// sum is principalSum256(value), memoized.
+func (c *principalSums) sum(value []byte) [sha256.Size]byte {
+	h := maphash.Bytes(principalSeed, value)
+	c.mu.Lock()
+	e, ok := c.m[h]
+	c.mu.Unlock()
+	if ok && bytes.Equal(e.value, value) {
+		return e.sum
+	}
+	s := principalSum256(value)
+	if len(value) > maxPrincipalSumBytes/16 {
+		return s // too large to keep
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.m[h]; ok {
+		c.bytes -= len(old.value) // a collision or a race: the newer stays
+	}
+	if c.m == nil || c.bytes+len(value) > maxPrincipalSumBytes {
+		c.m, c.bytes = make(map[uint64]principalSum), 0
+	}
+	c.m[h] = principalSum{value: bytes.Clone(value), sum: s}
+	c.bytes += len(value)
+	return s
 }
 
 // valueEnd returns the length of the JSON value at the start of b,

@@ -3,9 +3,11 @@ package audit
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strconv"
 	"strings"
 	"sync"
@@ -388,10 +390,93 @@ func TestInputsShareEveryKindOfPrincipal(t *testing.T) {
 			t.Errorf("input %d:\n got %.100q\nwant %.100q", i+1, got[uint64(i+1)], in)
 		}
 	}
-	if f := splitInput([]byte(inputs[0])); !f.shared {
+	if f := splitInput([]byte(inputs[0]), sha256.Sum256); !f.shared {
 		t.Error("a principal of exactly the threshold is not shared")
 	}
-	if f := splitInput([]byte(inputs[2])); f.shared {
+	if f := splitInput([]byte(inputs[2]), sha256.Sum256); f.shared {
 		t.Error("a principal under the threshold is shared")
+	}
+}
+
+// A clinician's principal, repeated in the input of each of her reads, is
+// hashed once: the appends after the first find its SHA-256 in the memo,
+// and every input still comes back byte for byte.
+func TestAppendHashesAPrincipalOnce(t *testing.T) {
+	l, _ := mustOpen(t, Options{})
+	hashed := 0
+	principalSum256 = func(b []byte) [sha256.Size]byte { hashed++; return sha256.Sum256(b) }
+	t.Cleanup(func() { principalSum256 = sha256.Sum256 })
+	team := func(sub string) string {
+		return `{"sub":"` + sub + `","patients":["` + strings.Repeat("0123456789abcdef", 40) + `"]}`
+	}
+	inputs := []string{
+		`{"principal":` + team("a") + `,"action":"read","resource":{"uri":"1"}}`,
+		`{"principal":` + team("a") + `,"action":"read","resource":{"uri":"2"}}`,
+		`{"principal":` + team("b") + `,"action":"read","resource":{"uri":"3"}}`,
+		`{"principal":` + team("a") + `,"action":"list"}`,
+	}
+	for i, in := range inputs {
+		e := sampleEntry(i)
+		e.Input = []byte(in)
+		if _, err := l.Append(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hashed != 2 {
+		t.Errorf("4 appends of 2 principals hashed %d principals, want 2", hashed)
+	}
+	got := inputsOf(t, l, 1, 10)
+	for i, in := range inputs {
+		if got[uint64(i+1)] != in {
+			t.Errorf("input %d:\n got %.100q\nwant %.100q", i+1, got[uint64(i+1)], in)
+		}
+	}
+}
+
+// The memo's sum is sha256.Sum256 of exactly the bytes asked (the plain
+// reference), for new values, repeated ones, values whose memo slot holds
+// another value (a forced collision), and past the memo's byte bound; and
+// splitInput with it equals splitInput with sha256.Sum256.
+func TestPrincipalSumsAgreeWithSHA256(t *testing.T) {
+	var c principalSums
+	var values [][]byte
+	for i := range 300 {
+		values = append(values, []byte(fmt.Sprintf(`{"sub":"%d","patients":["%s"]}`, i%50, strings.Repeat("x", 300+i%7))))
+	}
+	values = append(values, bytes.Repeat([]byte("y"), maxPrincipalSumBytes/16+1)) // too large to keep
+	check := func(v []byte) {
+		t.Helper()
+		if got, want := c.sum(v), sha256.Sum256(v); got != want {
+			t.Fatalf("sum(%.40q) = %x, want %x", v, got, want)
+		}
+	}
+	for range 2 {
+		for _, v := range values {
+			check(v)
+		}
+	}
+	// A collision: b's slot holds a's value and sum.
+	a, b := values[0], values[1]
+	c.mu.Lock()
+	c.m[maphash.Bytes(principalSeed, b)] = principalSum{value: bytes.Clone(a), sum: sha256.Sum256(a)}
+	c.mu.Unlock()
+	check(b)
+	check(a)
+	// Past the bound: the memo starts afresh and stays within it.
+	big := bytes.Repeat([]byte("z"), maxPrincipalSumBytes/16)
+	for i := range 40 {
+		v := append(bytes.Clone(big), byte(i))
+		check(v)
+		check(v)
+		if c.bytes > maxPrincipalSumBytes {
+			t.Fatalf("memo holds %d bytes, bound %d", c.bytes, maxPrincipalSumBytes)
+		}
+	}
+	for _, v := range values[:20] {
+		in := []byte(`{"principal":` + string(v) + `,"action":"read"}`)
+		got, want := splitInput(in, c.sum), splitInput(in, sha256.Sum256)
+		if got.shared != want.shared || got.sum != want.sum || !bytes.Equal(got.principal, want.principal) || !bytes.Equal(got.value, want.value) {
+			t.Fatalf("splitInput(%.40q) with the memo differs from the plain one", in)
+		}
 	}
 }

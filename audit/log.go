@@ -165,6 +165,8 @@ type Log struct {
 
 	roll   roller
 	unlock func() // releases the lock file (lockLog), after the segments are closed
+
+	principalSums principalSums // SHA-256 of recent inputs' principals (splitInput)
 }
 
 // Open opens the audit log whose live segment is path, creating it (mode
@@ -655,7 +657,7 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 	// The stored form of the input (a shared principal split off and
 	// hashed) depends on the input alone: computed here, once, outside the
 	// single-writer transaction.
-	input := splitInput(e.Input)
+	input := splitInput(e.Input, l.principalSums.sum)
 
 	l.mu.RLock()
 	if l.closed {

@@ -87,26 +87,35 @@ func appendList(b []byte, ss []string) []byte {
 // principal with a large care team encodes to kilobytes, on every request).
 var digestBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
+// sum256 is the SHA-256 of every digest below (a variable only so that a
+// test can count them: TestSubjectMemoHitHashesNothing).
+var sum256 = sha256.Sum256
+
 // digest is SHA-256 over what encode appends to an empty buffer.
 func digest(encode func([]byte) []byte) [32]byte {
 	bp := digestBufs.Get().(*[]byte)
 	b := encode((*bp)[:0])
-	out := sha256.Sum256(b)
+	out := sum256(b)
 	*bp = b
 	digestBufs.Put(bp)
 	return out
 }
 
-// principalDigest is SHA-256 over every principal field.
+// principalDigest is SHA-256 over every principal field:
+// SHA256(appendPrincipal(p)).
 func principalDigest(p *Principal) [32]byte {
-	return digest(func(b []byte) []byte {
-		b = appendField(b, "custos/policy/principal/v1")
-		b = appendField(b, p.Sub)
-		b = appendList(b, p.Roles)
-		b = appendField(b, p.ClientID)
-		b = appendField(b, p.Tenant)
-		return appendList(b, p.Patients)
-	})
+	return digest(func(b []byte) []byte { return appendPrincipal(b, p) })
+}
+
+// appendPrincipal appends the encoding of every principal field that
+// principalDigest hashes.
+func appendPrincipal(b []byte, p *Principal) []byte {
+	b = appendField(b, "custos/policy/principal/v1")
+	b = appendField(b, p.Sub)
+	b = appendList(b, p.Roles)
+	b = appendField(b, p.ClientID)
+	b = appendField(b, p.Tenant)
+	return appendList(b, p.Patients)
 }
 
 // numPrincipalFields is how many fields the principal document has.

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"bytes"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
@@ -70,48 +72,67 @@ type Subject struct {
 	term   *ast.Term
 	digest [32]byte                     // principalDigest, the decision cache's view of the subject
 	fields [numPrincipalFields][32]byte // principalFieldDigests, the subject cache's
+	enc    []byte                       // appendPrincipal: what digest is the SHA-256 of, the memo's key
 }
 
 // NewSubject converts p for reuse across decisions. Subjects are
-// memoized by the digest of every principal field (a server converts the
-// same principal on each of its requests, and the conversion of a large care
-// team is the costly part): an equal principal gets the same *Subject.
+// memoized by the encoding of every principal field (appendPrincipal; a
+// server converts the same principal on each of its requests, and the
+// conversion of a large care team is the costly part): an equal principal
+// gets the same *Subject. The memo is looked up by a seeded non-crypto hash
+// of the encoding and the whole encoding compared, so that a request of a
+// known principal hashes nothing with SHA-256 (two SHA-256 of a
+// 100-patient care team per read before: docs/benchmarks.md, "Issue 17,
+// twenty-fourth step").
 func NewSubject(p Principal) *Subject {
-	d := principalDigest(&p)
-	if s := subjects.get(d); s != nil {
-		return s
+	bp := digestBufs.Get().(*[]byte)
+	enc := appendPrincipal((*bp)[:0], &p)
+	h := maphash.Bytes(subjectSeed, enc)
+	s := subjects.get(h, enc)
+	if s == nil {
+		s = &Subject{sub: p.Sub, term: principalTerm(&p), digest: sum256(enc), fields: principalFieldDigests(&p), enc: bytes.Clone(enc)}
+		// Concurrent evaluations share the term: sort its keys now, as OPA
+		// would on first use, so that no evaluation writes to it.
+		freeze(s.term.Value)
+		subjects.put(h, s)
 	}
-	s := &Subject{sub: p.Sub, term: principalTerm(&p), digest: d, fields: principalFieldDigests(&p)}
-	// Concurrent evaluations share the term: sort its keys now, as OPA
-	// would on first use, so that no evaluation writes to it.
-	freeze(s.term.Value)
-	subjects.put(d, s)
+	*bp = enc
+	digestBufs.Put(bp)
 	return s
 }
 
 // subjectMemoSize bounds the Subjects NewSubject keeps.
 const subjectMemoSize = 4096
 
-var subjects = &subjectMemo{m: make(map[[32]byte]*Subject)}
+var (
+	subjects    = &subjectMemo{m: make(map[uint64]*Subject)}
+	subjectSeed = maphash.MakeSeed()
+)
 
+// subjectMemo maps maphash(subjectSeed, s.enc) to s. Two encodings with
+// the same hash (a collision) take turns: the newer replaces the older.
 type subjectMemo struct {
 	mu sync.RWMutex
-	m  map[[32]byte]*Subject
+	m  map[uint64]*Subject
 }
 
-func (m *subjectMemo) get(d [32]byte) *Subject {
+// get is the Subject whose encoding is enc (hash h), or nil.
+func (m *subjectMemo) get(h uint64, enc []byte) *Subject {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.m[d]
+	if s := m.m[h]; s != nil && bytes.Equal(s.enc, enc) {
+		return s
+	}
+	return nil
 }
 
-func (m *subjectMemo) put(d [32]byte, s *Subject) {
+func (m *subjectMemo) put(h uint64, s *Subject) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.m) >= subjectMemoSize {
 		clear(m.m) // a bound, not a policy: start afresh
 	}
-	m.m[d] = s
+	m.m[h] = s
 }
 
 func (in *Input) validate() error {

@@ -2,7 +2,10 @@ package policy
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
+	"hash/maphash"
 	"slices"
 	"testing"
 
@@ -107,5 +110,53 @@ func TestNewSubjectIsMemoizedByEveryField(t *testing.T) {
 		if got := o.term.Value.(ast.Object).Get(ast.StringTerm("sub")).Value.(ast.String); string(got) != p.Sub {
 			t.Errorf("%s changed: subject term names %q", name, got)
 		}
+	}
+}
+
+// A principal already converted is found without any SHA-256: the memo is
+// looked up by its encoding (appendPrincipal), which a read of a large
+// care team hashed twice per request before. The Subject found, and a new
+// one, carry exactly the plain digests (principalDigest,
+// principalFieldDigests: the reference).
+func TestSubjectMemoHitHashesNothing(t *testing.T) {
+	p := principal("dr.hit", "clinician")
+	for i := range 100 {
+		p.Patients = append(p.Patients, fmt.Sprintf("%08d-0000-4000-8000-000000000000", i))
+	}
+	hashed := 0
+	sum256 = func(b []byte) [32]byte { hashed++; return sha256.Sum256(b) }
+	t.Cleanup(func() { sum256 = sha256.Sum256 })
+	s := NewSubject(p)
+	hashed = 0
+	for range 3 {
+		if NewSubject(p) != s {
+			t.Fatal("an equal principal got another Subject")
+		}
+	}
+	if hashed != 0 {
+		t.Errorf("3 conversions of a known principal computed %d SHA-256, want 0", hashed)
+	}
+	if s.digest != principalDigest(&p) || s.fields != principalFieldDigests(&p) {
+		t.Error("the memoized Subject's digests differ from principalDigest / principalFieldDigests")
+	}
+}
+
+// Two principals whose encodings share the memo's hash (forced here: one
+// slot for every hash) never get each other's Subject: the encoding is
+// compared whole.
+func TestSubjectMemoComparesTheEncoding(t *testing.T) {
+	a, b := principal("dr.a", "clinician"), principal("dr.b", "clinician")
+	sa := NewSubject(a)
+	encB := appendPrincipal(nil, &b)
+	h := maphash.Bytes(subjectSeed, encB)
+	subjects.mu.Lock()
+	subjects.m[h] = sa // a collision: b's hash holds a's Subject
+	subjects.mu.Unlock()
+	sb := NewSubject(b)
+	if sb == sa || sb.sub != "dr.b" || sb.digest != principalDigest(&b) {
+		t.Fatalf("b got a's Subject through a shared hash (sub %q)", sb.sub)
+	}
+	if NewSubject(b) != sb {
+		t.Error("b's Subject was not kept after the collision")
 	}
 }
