@@ -189,8 +189,10 @@ func (a *App) armRollback(ctx context.Context) error {
 	}
 	// Refused: the refusal is recorded instead of the load, and nothing
 	// serves.
+	cand := a.reload.Current() // loaded, not yet serving: the candidate refused
 	rej := policy.Event{Kind: policy.EventRejected, Time: time.Now().UTC(), Source: a.reload.Describe(),
-		CandidateDigest: re.Digest, Reason: re.Error(), Rollback: re}
+		CandidateDigest: re.Digest, CandidateRevision: cand.Revision(), CandidateSequence: re.Sequence, CandidateKeyID: cand.BundleKeyID(),
+		Reason: re.Error(), Rollback: re}
 	a.pending = nil
 	if err := a.srv.AuditPolicyEvent(ctx, rej); err != nil {
 		return fmt.Errorf("loading policy: %w (and the refusal could not be recorded: %w)", aerr, err)
