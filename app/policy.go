@@ -77,8 +77,10 @@ func (a *App) recordPolicyEvent(ctx context.Context, ev policy.Event) error {
 	switch {
 	case ev.Kind == policy.EventLoaded && err == nil:
 		a.metrics.PolicyLoaded(ev.Revision, ev.BundleDigest, ev.Sequence, ev.Time)
+		a.polState.loaded(ev.Time)
 	case ev.Kind == policy.EventRejected && !ev.Late:
 		a.metrics.PolicyRejected(policyRejectClass(ev.Err), ev.Time)
+		a.polState.rejectedEvent(ev)
 	}
 	return err
 }
