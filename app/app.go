@@ -72,6 +72,8 @@ type App struct {
 	ckpt    *checkpoint.Checkpointer
 	ckptErr chan error // receives Run's result
 	stopCP  context.CancelFunc
+
+	polState policyState // PolicyStatus's load time and last refusal
 	// anchors and verifiers check the log against the anchored
 	// checkpoints (at startup, and on every scrub pass).
 	anchors   []*checkpoint.Anchor
@@ -215,7 +217,9 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 	a.pending = nil
 	if a.reload == nil {
 		// The built-in policy: loaded once, with no event.
-		a.metrics.PolicyLoaded(a.policy.Revision(), "", 0, time.Now())
+		now := time.Now()
+		a.metrics.PolicyLoaded(a.policy.Revision(), "", 0, now)
+		a.polState.loaded(now)
 	}
 	if a.reload != nil {
 		wctx, cancel := context.WithCancel(context.Background())
@@ -260,6 +264,7 @@ func (a *App) serveAdmin() error {
 	if a.syncOpts != nil {
 		cfg.Sync = a.syncNow
 	}
+	cfg.PolicyStatus = func() any { return a.PolicyStatus() }
 	s, err := admin.Listen(path, cfg)
 	if err != nil {
 		return fmt.Errorf("admin socket: %w", err)

@@ -77,8 +77,10 @@ func (a *App) recordPolicyEvent(ctx context.Context, ev policy.Event) error {
 	switch {
 	case ev.Kind == policy.EventLoaded && err == nil:
 		a.metrics.PolicyLoaded(ev.Revision, ev.BundleDigest, ev.Sequence, ev.Time)
+		a.polState.loaded(ev.Time)
 	case ev.Kind == policy.EventRejected && !ev.Late:
 		a.metrics.PolicyRejected(policyRejectClass(ev.Err), ev.Time)
+		a.polState.rejectedEvent(ev)
 	}
 	return err
 }
@@ -189,8 +191,10 @@ func (a *App) armRollback(ctx context.Context) error {
 	}
 	// Refused: the refusal is recorded instead of the load, and nothing
 	// serves.
+	cand := a.reload.Current() // loaded, not yet serving: the candidate refused
 	rej := policy.Event{Kind: policy.EventRejected, Time: time.Now().UTC(), Source: a.reload.Describe(),
-		CandidateDigest: re.Digest, Reason: re.Error(), Rollback: re}
+		CandidateDigest: re.Digest, CandidateRevision: cand.Revision(), CandidateSequence: re.Sequence, CandidateKeyID: cand.BundleKeyID(),
+		Reason: re.Error(), Rollback: re}
 	a.pending = nil
 	if err := a.srv.AuditPolicyEvent(ctx, rej); err != nil {
 		return fmt.Errorf("loading policy: %w (and the refusal could not be recorded: %w)", aerr, err)

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/custos-mcp/custos/app"
+	"github.com/custos-mcp/custos/app/admin"
 	"github.com/custos-mcp/custos/audit/audittest"
 )
 
@@ -19,13 +21,17 @@ import (
 // while /readyz stays ready (the last good policy serves); the exposition
 // passes promtool check metrics. Before custos_policy_* the state was in
 // the log only, and /readyz said "policy":"ok" after every rejection.
+//
+// 'custos policy status' (GET /v1/policy on the admin socket) shows the
+// same, with the refused candidate's identity and reason (policyStatus);
+// until h-polstat nothing answered it.
 func TestPolicyStateInMetrics(t *testing.T) {
 	f := newFixture(t)
 	audittest.VerifyOnCleanup(t, filepath.Join(f.data, app.AuditFile))
 	k := newRollbackKit(t)
 	path := filepath.Join(k.dir, "policy.tar.gz")
 	b2, d2 := k.bundle(2, "r2")
-	b1, _ := k.bundle(1, "r1")
+	b1, d1 := k.bundle(1, "r1")
 	b3, d3 := k.bundle(3, "r3")
 	k.put(path, b2)
 	o := integrityOptions(t, f)
@@ -59,6 +65,12 @@ func TestPolicyStateInMetrics(t *testing.T) {
 		}
 		return body
 	}
+	ps := policyStatus(t, f.data)
+	if ps.Source != "bundle" || ps.Path != path || ps.BundleDigest != d2 || ps.Sequence != 2 || ps.KeyID != "team" ||
+		!strings.HasPrefix(ps.Revision, "sha256:") || ps.LoadedAt.IsZero() || ps.LastRejection != nil || ps.Pending {
+		t.Fatalf("policy status after the first load: %+v", ps)
+	}
+	loaded := ps.LoadedAt
 	body := scrape()
 	info := grepLines(body, "custos_policy_info{")
 	if strings.Count(info, "\n") != 1 || !strings.Contains(info, `bundle="`+d2+`"`) || !strings.Contains(info, `sequence="2"`) || !strings.HasSuffix(info, " 1\n") {
@@ -71,10 +83,25 @@ func TestPolicyStateInMetrics(t *testing.T) {
 
 	// An older bundle, then a file that is no bundle: both refused, 2
 	// keeps serving, and readiness does not change.
-	for _, data := range [][]byte{b1, []byte("not a bundle")} {
+	for i, data := range [][]byte{b1, []byte("not a bundle")} {
 		k.put(path, data)
 		if _, err := a.ReloadPolicy(context.Background()); err == nil {
 			t.Fatal("a bad candidate loaded")
+		}
+		// The refusal names the candidate as far as its signature
+		// verified it: the rollback all of it, the file that is no
+		// bundle its digest only.
+		ps := policyStatus(t, f.data)
+		r := ps.LastRejection
+		if ps.BundleDigest != d2 || ps.Sequence != 2 || !ps.LoadedAt.Equal(loaded) || r == nil || !ps.Pending || r.At.Before(loaded) {
+			t.Fatalf("policy status after refusal %d: %+v (%+v)", i, ps, r)
+		}
+		if i == 0 && (r.Class != "rollback" || r.CandidateDigest != d1 || r.CandidateSequence != 1 || r.CandidateKeyID != "team" ||
+			r.CandidateRevision != ps.Revision || !strings.Contains(r.Reason, "claims sequence 1")) {
+			t.Errorf("policy status after the rollback: %+v", r)
+		}
+		if i == 1 && (r.Class != "bundle" || !strings.HasPrefix(r.CandidateDigest, "sha256:") || r.CandidateRevision != "" || r.CandidateSequence != 0 || r.CandidateKeyID != "") {
+			t.Errorf("policy status after a file that is no bundle: %+v", r)
 		}
 	}
 	body = scrape()
@@ -116,6 +143,35 @@ func TestPolicyStateInMetrics(t *testing.T) {
 	if metric(body, "custos_policy_loads_total") < 2 || metric(body, "custos_policy_last_load_timestamp_seconds") <= metric(body, "custos_policy_last_rejection_timestamp_seconds") {
 		t.Errorf("after 3 loaded:\n%s", grepLines(body, "custos_policy_"))
 	}
+	if ps := policyStatus(t, f.data); ps.BundleDigest != d3 || ps.Sequence != 3 || ps.Revision != ev.Revision || ps.LastRejection == nil || ps.Pending ||
+		ps.LoadedAt.Before(ps.LastRejection.At) {
+		t.Errorf("policy status after 3 loaded: %+v", ps)
+	}
+}
+
+// policyStatus asks the server of data directory dir for its policy
+// status over its admin socket, as 'custos policy status' does, and checks
+// that the answer holds no key material.
+func policyStatus(t *testing.T, dir string) app.PolicyStatus {
+	t.Helper()
+	ctx := context.Background()
+	c, err := admin.Dial(ctx, admin.Path(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var raw json.RawMessage
+	if err := c.PolicyStatus(ctx, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "PRIVATE") || strings.Contains(string(raw), "BEGIN") {
+		t.Errorf("policy status holds key material: %s", raw)
+	}
+	var ps app.PolicyStatus
+	if err := json.Unmarshal(raw, &ps); err != nil {
+		t.Fatal(err)
+	}
+	return ps
 }
 
 // grepLines are the lines of s that start with prefix, each with its newline.

@@ -170,8 +170,8 @@ func TestPolicyRollbackProtection(t *testing.T) {
 	last := recs[len(recs)-1]
 	// The evidence is read from the unscrubbed fields: the scrubbed text
 	// after them may take a run of a digest's digits for a phone number.
-	if last.Action != "policy/reject" || !strings.HasPrefix(last.Reason, "candidate="+d1) ||
-		!strings.Contains(last.Reason, " rollback_claim=1 rollback_bundle="+d1+" high_water=3 high_water_bundle="+d3+" ") {
+	if last.Action != "policy/reject" || !strings.HasPrefix(last.Reason, "candidate="+d1+" candidate_revision=sha256:") ||
+		!strings.Contains(last.Reason, " candidate_sequence=1 candidate_key=team rollback_claim=1 rollback_bundle="+d1+" high_water=3 high_water_bundle="+d3+" ") {
 		t.Fatalf("startup refusal not on record: %+v", last)
 	}
 
@@ -316,7 +316,8 @@ func TestPolicyMinSequence(t *testing.T) {
 	if len(recs) != 3 {
 		t.Fatalf("%d policy records, want 3 refusals: %+v", len(recs), recs)
 	}
-	if r := recs[0]; r.Action != "policy/reject" || !strings.HasPrefix(r.Reason, "candidate="+dOld+" rollback_claim=2026110101 rollback_bundle="+dOld+" min_sequence=2026120501 ") {
+	if r := recs[0]; r.Action != "policy/reject" || !strings.HasPrefix(r.Reason, "candidate="+dOld+" candidate_revision=sha256:") ||
+		!strings.Contains(r.Reason, " candidate_sequence=2026110101 candidate_key=team rollback_claim=2026110101 rollback_bundle="+dOld+" min_sequence=2026120501 ") {
 		t.Fatalf("floor refusal not on record: %+v", r)
 	}
 

@@ -238,10 +238,14 @@ var principalRoles = ast.MustParseRef("input.principal.roles")
 // policyRoles returns the roles the policy names (sorted), for
 // agreementGrid: the strings of each expression that
 // reads input.principal.roles ("x" in input.principal.roles,
-// input.principal.roles[_] == "x"), and the string arguments of each call
-// of a function of the policy whose body reads it (has_role("x")). A role
-// the policy reaches otherwise (a key of an object looked up by each role)
-// is not found. A file that does not parse gives none.
+// input.principal.roles[_] == "x"), the string arguments of each call
+// of a function of the policy whose body reads it (has_role("x")), and
+// the keys of the policy's own data looked up by a role of the
+// principal's (role_purposes[role] after some role in
+// input.principal.roles: roleKeyedData). A role the policy reaches
+// otherwise (a string built at evaluation time, a key of data looked up
+// through a function's argument) is not found. A file that does not parse
+// gives none.
 func policyRoles(files []regoFile) []string {
 	var modules []*ast.Module
 	for _, f := range files {
@@ -303,7 +307,109 @@ func policyRoles(files []regoFile) []string {
 			return false
 		})
 	}
+	roleKeyedData(modules, seen)
 	return slices.Sorted(maps.Keys(seen))
+}
+
+// roleKeyedData adds to seen the keys of the policy's data that a rule
+// looks up by a role of the principal's: in a rule whose body binds a
+// variable to an element of input.principal.roles (some role in
+// input.principal.roles, some i, role in ..., role := or =
+// input.principal.roles[_]), each ref indexed by that variable
+// (grants[role], data.custos.authz.grants[role]) names a rule by its
+// last term; the string keys of that rule's object value
+// (grants := {"pharmacist": ...}) and of its partial object rules
+// (grants["pharmacist"] := ...) are roles.
+func roleKeyedData(modules []*ast.Module, seen map[string]bool) {
+	lastName := func(t *ast.Term) string {
+		switch v := t.Value.(type) {
+		case ast.Var:
+			return string(v)
+		case ast.String:
+			return string(v)
+		}
+		return ""
+	}
+	keyed := map[string]bool{} // names of the rules looked up by a role
+	for _, m := range modules {
+		for _, r := range m.Rules {
+			vars := roleVars(r.Body)
+			if len(vars) == 0 {
+				continue
+			}
+			ast.WalkRefs(r, func(ref ast.Ref) bool {
+				for i := 1; i < len(ref); i++ {
+					if v, ok := ref[i].Value.(ast.Var); ok && vars[v] {
+						if n := lastName(ref[i-1]); n != "" {
+							keyed[n] = true
+						}
+					}
+				}
+				return false
+			})
+		}
+	}
+	for _, m := range modules {
+		for _, r := range m.Rules {
+			ref := r.Head.Ref()
+			switch {
+			case len(ref) == 1 && keyed[lastName(ref[0])] && r.Head.Value != nil:
+				if obj, ok := r.Head.Value.Value.(ast.Object); ok {
+					obj.Foreach(func(k, _ *ast.Term) {
+						if s, ok := k.Value.(ast.String); ok && s != "" {
+							seen[string(s)] = true
+						}
+					})
+				}
+			case len(ref) == 2 && keyed[lastName(ref[0])]:
+				if s, ok := ref[1].Value.(ast.String); ok && s != "" {
+					seen[string(s)] = true
+				}
+			}
+		}
+	}
+}
+
+// roleVars returns the variables body binds to an element of
+// input.principal.roles.
+func roleVars(body ast.Body) map[ast.Var]bool {
+	vars := map[ast.Var]bool{}
+	isRoles := func(t *ast.Term) bool {
+		r, ok := t.Value.(ast.Ref)
+		return ok && r.Equal(principalRoles)
+	}
+	isElement := func(t *ast.Term) bool { // input.principal.roles[_]
+		r, ok := t.Value.(ast.Ref)
+		return ok && len(r) == len(principalRoles)+1 && r.HasPrefix(principalRoles)
+	}
+	bind := func(t *ast.Term) {
+		if v, ok := t.Value.(ast.Var); ok && !v.IsWildcard() {
+			vars[v] = true
+		}
+	}
+	ast.WalkExprs(body, func(e *ast.Expr) bool {
+		if some, ok := e.Terms.(*ast.SomeDecl); ok {
+			for _, sym := range some.Symbols {
+				call, ok := sym.Value.(ast.Call)
+				if !ok || len(call) < 3 || !isRoles(call[len(call)-1]) {
+					continue
+				}
+				bind(call[len(call)-2]) // the value: some role in / some i, role in
+			}
+			return false
+		}
+		if (e.IsAssignment() || e.IsEquality() || e.IsCall() && e.Operator().Equal(ast.Equal.Ref())) && len(e.Operands()) == 2 {
+			a, b := e.Operand(0), e.Operand(1)
+			if isElement(a) {
+				bind(b)
+			}
+			if isElement(b) {
+				bind(a)
+			}
+		}
+		return false
+	})
+	return vars
 }
 
 // describeItem names a request of the grid: verb ("list", "read") by

@@ -236,21 +236,35 @@ decisions := [{"allow": true, "reasons": ["pharmacy_list"], "obligations": []} |
 		t.Errorf("error %v, want ErrTestsFailed naming the role pharmacist", err)
 	}
 
-	// The same role compared directly (input.principal.roles[_] == "x").
-	files = defaultPolicyFiles(t)
-	files["custos/authz.rego"] = strings.Replace(p, rule, `decisions := resource_decisions(input.items) if {
+	// The same role found otherwise: compared directly
+	// (input.principal.roles[_] == "x"), and only as a key of the policy's
+	// own data looked up by each role of the principal's (role_purposes[role]
+	// in the default policy), which no expression compares with
+	// input.principal.roles.
+	for _, c := range []struct{ name, pharmacist string }{
+		{"compared directly", `pharmacist if input.principal.roles[_] == "pharmacist"`},
+		{"a data key", `list_all_roles := {"pharmacist": {"TREAT"}}
+
+pharmacist if {
+	some role in input.principal.roles
+	list_all_roles[role]
+}`},
+	} {
+		files = defaultPolicyFiles(t)
+		files["custos/authz.rego"] = strings.Replace(p, rule, `decisions := resource_decisions(input.items) if {
 	input.action in {"list", "read"}
 	not pharmacist
 }
 
-pharmacist if input.principal.roles[_] == "pharmacist"
+`+c.pharmacist+`
 
 decisions := [{"allow": true, "reasons": ["pharmacy_list"], "obligations": []} | some _ in input.items] if {
 	input.action in {"list", "read"}
 	pharmacist
 }`, 1)
-	if _, err := (DirSource{Dir: writeDir(t, files)}).Load(context.Background()); !errors.Is(err, ErrTestsFailed) || !strings.Contains(fmt.Sprint(err), "roles pharmacist") {
-		t.Errorf("compared directly: %v, want ErrTestsFailed naming the role pharmacist", err)
+		if _, err := (DirSource{Dir: writeDir(t, files)}).Load(context.Background()); !errors.Is(err, ErrTestsFailed) || !strings.Contains(fmt.Sprint(err), "roles pharmacist") {
+			t.Errorf("%s: %v, want ErrTestsFailed naming the role pharmacist", c.name, err)
+		}
 	}
 }
 
@@ -270,9 +284,41 @@ a if has_role("pharmacist")
 
 b if "nurse" in input.principal.roles
 
+# Keys of the policy's own data, looked up by a role of the principal's:
+# bound by some ... in, by := of an element, as a rule's partial object key,
+# and through data.<package>.<rule>.
+grants := {"pharmacist": {"TREAT"}, "midwife": {"TREAT"}}
+
+c if {
+	some role in input.principal.roles
+	grants[role]
+}
+
+limits["porter"] := 1
+
+d if {
+	r := input.principal.roles[_]
+	limits[r] > 0
+}
+
+more := {"dietitian": true}
+
+e if {
+	some i, role in input.principal.roles
+	data.custos.authz.more[role]
+}
+
+# Keys of data not looked up by a role are no roles.
+types := {"observation": true}
+
+f if {
+	some t in input.resource.types
+	types[t]
+	input.principal.roles[_] == "nurse"
+}
 `
 	got = policyRoles([]regoFile{{path: "p.rego", content: []byte(src)}})
-	if want := []string{"nurse", "pharmacist"}; !slices.Equal(got, want) {
+	if want := []string{"dietitian", "midwife", "nurse", "pharmacist", "porter"}; !slices.Equal(got, want) {
 		t.Errorf("roles %q, want %q", got, want)
 	}
 }

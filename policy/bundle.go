@@ -290,6 +290,10 @@ func loadBundle(ctx context.Context, path string, keys []VerificationKey, opts O
 		check = func(seq uint64) error { return gate(seq, digest) }
 	}
 	e, info, err := loadBundleBytes(ctx, data, keys, opts, check)
+	if ce, ok := errors.AsType[*CandidateError](err); ok {
+		ce.Digest = digest
+		return nil, BundleInfo{}, ce
+	}
 	if err != nil {
 		return nil, BundleInfo{}, &CandidateError{Digest: digest, Err: err}
 	}
@@ -397,7 +401,16 @@ func loadBundleBytes(ctx context.Context, data []byte, keys []VerificationKey, o
 	}
 	e, err := bundleEngine(ctx, &b, opts, check)
 	if err != nil {
-		return nil, BundleInfo{}, err
+		// The signature verified: the candidate's identity can be
+		// believed, and its refusal names it (a *CandidateError without
+		// its digest, which the caller adds).
+		ce := &CandidateError{KeyID: kid, Err: err}
+		ce.Sequence, _ = BundleSequence(&b)
+		if files, ferr := bundleFiles(&b); ferr == nil {
+			policies, _ := splitTests(files)
+			ce.Revision = revision(policies)
+		}
+		return nil, BundleInfo{}, ce
 	}
 	return e, BundleInfo{Revision: b.Manifest.Revision, KeyID: kid, Sequence: e.bundleSequence}, nil
 }
@@ -438,6 +451,22 @@ func bundleEngine(ctx context.Context, b *bundle.Bundle, opts Options, check fun
 			return nil, err
 		}
 	}
+	files, err := bundleFiles(b)
+	if err != nil {
+		return nil, err
+	}
+	e, err := vet(ctx, files, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	e.bundleSequence = seq
+	return e, nil
+}
+
+// bundleFiles returns the .rego files of b, in the order of a directory
+// load, so that the revision matches. A module path that is not clean is
+// an error (ErrBundle).
+func bundleFiles(b *bundle.Bundle) ([]regoFile, error) {
 	files := make([]regoFile, 0, len(b.Modules))
 	for _, m := range b.Modules {
 		p := strings.TrimPrefix(m.Path, "/")
@@ -446,13 +475,7 @@ func bundleEngine(ctx context.Context, b *bundle.Bundle, opts Options, check fun
 		}
 		files = append(files, regoFile{path: p, content: m.Raw})
 	}
-	// Same order as a directory load, so the revision matches.
-	e, err := vet(ctx, sortFiles(files), opts, true)
-	if err != nil {
-		return nil, err
-	}
-	e.bundleSequence = seq
-	return e, nil
+	return sortFiles(files), nil
 }
 
 // checkSignedDigests decodes the (already verified) JWS token and returns the

@@ -94,6 +94,13 @@ func vetBatch(ctx context.Context, e *Engine, policies []regoFile, opts Options)
 	return nil
 }
 
+// candidateError is err refusing e, a candidate that compiled and passed
+// its tests (a rollback, a load whose record could not be written), named
+// by e's identity.
+func (e *Engine) candidateError(err error) *CandidateError {
+	return &CandidateError{Digest: e.candidateDigest, Revision: e.revision, Sequence: e.bundleSequence, KeyID: e.bundleKeyID, Err: err}
+}
+
 // truncateReason shortens an error message for a log line or audit record.
 func truncateReason(s string) string {
 	if len(s) <= maxReasonLen {

@@ -171,9 +171,20 @@ func (e *RollbackError) Unwrap() error { return ErrRollback }
 // .rego files (see [DirSource]); "" when the candidate could not be read at
 // all. Err wraps one of ErrBundle, ErrSignature, ErrCompile,
 // ErrTestsFailed or ErrRollback (errors.Is sees through CandidateError).
+//
+// Revision, Sequence and KeyID are the candidate's own identity as far as
+// it is known, for the rejection's record to name beside the policy in
+// force: the revision of its policy modules (as [Engine.Revision] would
+// be), its signed sequence claim (0: none) and the id of the key whose
+// signature verified it. A bundle whose signature did not verify has none
+// of them (its claims are not to be believed); a directory has only a
+// revision; "" when its modules could not be read.
 type CandidateError struct {
-	Digest string
-	Err    error
+	Digest   string
+	Revision string
+	Sequence uint64
+	KeyID    string
+	Err      error
 }
 
 func (e *CandidateError) Error() string {

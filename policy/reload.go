@@ -61,7 +61,8 @@ func (s DirSource) Load(ctx context.Context) (*Engine, error) {
 	digest := revision(files)
 	e, err := vet(ctx, files, opts, !s.AllowNoTests)
 	if err != nil {
-		return nil, &CandidateError{Digest: digest, Err: err}
+		policies, _ := splitTests(files)
+		return nil, &CandidateError{Digest: digest, Revision: revision(policies), Err: err}
 	}
 	e.candidateDigest = digest
 	return e, nil
@@ -184,6 +185,15 @@ type Event struct {
 	// bundle file digest, or the directory content digest; "" if the
 	// candidate could not be read.
 	CandidateDigest string
+	// CandidateRevision, CandidateSequence and CandidateKeyID are a
+	// rejected candidate's own policy revision, signed sequence claim and
+	// signing key, as far as they are known ([CandidateError]): none for a
+	// bundle whose signature did not verify, only the revision for a
+	// directory. Revision, Sequence and KeyID name the policy in force
+	// instead. Unset for EventLoaded (the candidate is then in force).
+	CandidateRevision string
+	CandidateSequence uint64
+	CandidateKeyID    string
 	// Reason says why a candidate was rejected (at most 1 KiB; it quotes
 	// compile errors, failing test names or the verification failure, never
 	// key material). "" for EventLoaded.
@@ -507,7 +517,7 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 	if err == nil && r.armed {
 		// Again on the engine, for a source that cannot check earlier.
 		if rerr := r.checkSequenceLocked(e.BundleSequence(), e.BundleDigest()); rerr != nil {
-			err = &CandidateError{Digest: e.candidateDigest, Err: rerr}
+			err = e.candidateError(rerr)
 		}
 	}
 	if err == nil {
@@ -530,7 +540,7 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 		}
 		if r.onEvent != nil {
 			if herr := r.onEvent(ev); herr != nil {
-				err = &CandidateError{Digest: e.candidateDigest, Err: fmt.Errorf("%w: %w", ErrEventHook, herr)}
+				err = e.candidateError(fmt.Errorf("%w: %w", ErrEventHook, herr))
 				// Nothing is wrong with the candidate: forget its
 				// fingerprint so that Watch tries again (not at once).
 				r.lastFP, r.retryAfter = "", time.Now().Add(hookRetryInterval)
@@ -551,7 +561,7 @@ func (r *Reloader) reloadLocked(ctx context.Context) (Event, error) {
 	}
 	ev := Event{Kind: EventRejected, Time: time.Now().UTC(), Source: desc, Reason: truncateReason(err.Error()), Err: err}
 	if ce, ok := errors.AsType[*CandidateError](err); ok {
-		ev.CandidateDigest = ce.Digest
+		ev.CandidateDigest, ev.CandidateRevision, ev.CandidateSequence, ev.CandidateKeyID = ce.Digest, ce.Revision, ce.Sequence, ce.KeyID
 	}
 	if re, ok := errors.AsType[*RollbackError](err); ok {
 		ev.Rollback = re

@@ -512,16 +512,7 @@ func TestBundleSourceLoadKeysAtEveryLoad(t *testing.T) {
 	v1, v2 := newSigner(t, "k@v1"), newSigner(t, "k@v2")
 	signed := func(reason string, s JWSSigner) []byte {
 		t.Helper()
-		b := newBundle(filesOf(reasonPolicy(reason)), reason)
-		if err := SignBundle(ctx, b, s); err != nil {
-			t.Fatal(err)
-		}
-		p, _ := writeBundleFile(t, b)
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
+		return bundleBytes(t, reasonPolicy(reason), reason, 0, s)
 	}
 	path := filepath.Join(t.TempDir(), "policy.tar.gz")
 	replaceFile(t, path, signed("a", v1))
@@ -562,18 +553,7 @@ func TestEventsNameTheSigningKey(t *testing.T) {
 	k1, k2 := newSigner(t, "k1"), newSigner(t, "k2")
 	bundleFile := func(reason string, s JWSSigner) []byte {
 		t.Helper()
-		b := newBundle(filesOf(reasonPolicy(reason)), reason)
-		if s != nil {
-			if err := SignBundle(ctx, b, s); err != nil {
-				t.Fatal(err)
-			}
-		}
-		p, _ := writeBundleFile(t, b)
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
+		return bundleBytes(t, reasonPolicy(reason), reason, 0, s)
 	}
 	path := filepath.Join(t.TempDir(), "policy.tar.gz")
 	replaceFile(t, path, bundleFile("a", k1))
@@ -720,4 +700,88 @@ func TestWatchRecordsALostRejectionLater(t *testing.T) {
 	if !strings.Contains(e.Reason, "compile") || e.Revision != revA || r.Revision() != revA {
 		t.Errorf("recorded rejection %+v (serving %s, want %s)", e, r.Revision(), revA)
 	}
+}
+
+// TestRejectionsNameTheCandidate: a rejection names the candidate's own
+// identity, as far as it is known, beside the bundle in force: its policy
+// revision, and for a bundle whose signature verified its signed sequence
+// claim and the key that signed it. The Event carried only the bundle in
+// force's (Sequence, KeyID), so the policy/reject record said
+// "candidate=<digest> sequence=1 key=k1" of a candidate signed by k2
+// claiming 2.
+func TestRejectionsNameTheCandidate(t *testing.T) {
+	ctx := context.Background()
+	k1, k2 := newSigner(t, "k1"), newSigner(t, "k2")
+	bundleFile := func(files map[string]string, seq uint64, s JWSSigner) []byte {
+		t.Helper()
+		return bundleBytes(t, files, "rev", seq, s)
+	}
+	// A policy whose tests fail: the modules of "b", the tests of "x".
+	failing := reasonPolicy("b")
+	failing["custos/authz_test.rego"] = reasonPolicy("x")["custos/authz_test.rego"]
+	var modules []regoFile
+	for _, f := range filesOf(failing) {
+		if !strings.HasSuffix(f.path, "_test.rego") {
+			modules = append(modules, f)
+		}
+	}
+	wantRev := revision(modules)
+
+	path := filepath.Join(t.TempDir(), "policy.tar.gz")
+	replaceFile(t, path, bundleFile(reasonPolicy("a"), 1, k1))
+	r, err := New(ctx, BundleSource{Path: path, Keys: []VerificationKey{k1.VerificationKey(), k2.VerificationKey()}}, ReloaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inForce := r.Revision()
+	replaceFile(t, path, bundleFile(failing, 2, k2))
+	e, err := r.Reload(ctx)
+	if !errors.Is(err, ErrTestsFailed) {
+		t.Fatalf("candidate with failing tests: %v", err)
+	}
+	if e.CandidateRevision != wantRev || e.CandidateSequence != 2 || e.CandidateKeyID != "k2" {
+		t.Errorf("rejection names candidate revision %q sequence %d key %q, want %q 2 k2", e.CandidateRevision, e.CandidateSequence, e.CandidateKeyID, wantRev)
+	}
+	if e.Revision != inForce || e.Sequence != 1 || e.KeyID != "k1" {
+		t.Errorf("rejection names the bundle in force as %q sequence %d key %q, want %q 1 k1", e.Revision, e.Sequence, e.KeyID, inForce)
+	}
+	// Unsigned: nothing of it is verified, so nothing but its digest is
+	// named.
+	replaceFile(t, path, bundleFile(failing, 2, nil))
+	if e, err := r.Reload(ctx); !errors.Is(err, ErrSignature) || e.CandidateDigest == "" || e.CandidateRevision != "" || e.CandidateSequence != 0 || e.CandidateKeyID != "" {
+		t.Errorf("unsigned candidate: %+v, %v; want its digest only", e, err)
+	}
+	// A directory: its revision.
+	dir := writeDir(t, reasonPolicy("d"))
+	rd, err := New(ctx, DirSource{Dir: dir}, ReloaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updatePolicy(t, dir, failing)
+	if e, err := rd.Reload(ctx); !errors.Is(err, ErrTestsFailed) || e.CandidateRevision != wantRev || e.CandidateKeyID != "" {
+		t.Errorf("directory candidate: %+v, %v; want revision %s", e, err, wantRev)
+	}
+}
+
+// bundleBytes is a bundle file of files with manifest revision rev, claim
+// seq (none if 0), signed by s (unsigned if nil).
+func bundleBytes(t *testing.T, files map[string]string, rev string, seq uint64, s JWSSigner) []byte {
+	t.Helper()
+	b := newBundle(filesOf(files), rev)
+	if seq != 0 {
+		if err := SetBundleSequence(b, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s != nil {
+		if err := SignBundle(context.Background(), b, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, _ := writeBundleFile(t, b)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -35,6 +37,37 @@ func TestFHIRTypesMatchStore(t *testing.T) {
 	slices.Sort(got)
 	if want := store.FHIRTypes(); !slices.Equal(got, want) {
 		t.Errorf("fhir_r4_types has %d types, store %d; they differ", len(got), len(want))
+	}
+}
+
+// TestCommentsNameFilesThatExist: a file the built-in policy's comments
+// name (fhirtypes.rego, rego_test.go, store/fhirtypes_gen.go) exists, next
+// to the policy, in this package or from the repository's root, so that a
+// reader sent to it finds it.
+func TestCommentsNameFilesThatExist(t *testing.T) {
+	fileName := regexp.MustCompile(`[A-Za-z0-9_./-]+\.(rego|go)\b`)
+	for _, name := range []string{"custos/authz.rego", "custos/authz_test.rego"} {
+		b, err := fs.ReadFile(rego.FS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			_, comment, ok := strings.Cut(line, "#")
+			if !ok {
+				continue
+			}
+			for _, f := range fileName.FindAllString(comment, -1) {
+				found := false
+				for _, dir := range []string{"custos", ".", ".."} {
+					if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("%s:%d names %s, which is not in rego/custos, rego or the repository's root", name, i+1, f)
+				}
+			}
+		}
 	}
 }
 

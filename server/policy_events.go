@@ -48,6 +48,22 @@ func (s *Server) AuditPolicyEvent(ctx context.Context, ev policy.Event) error {
 	if ev.KeyID != "" {
 		head += " key=" + policyKeyField(ev.KeyID)
 	}
+	// A rejected candidate's own identity, as far as it is verified
+	// (policy.CandidateError): sequence= and key= above name the bundle in
+	// force, which keeps serving. Written as they are: a revision custos
+	// computed ("sha256:" + hex), a number from a signed manifest, a key id
+	// of the server's configuration (quoted as key= is).
+	if ev.Kind == policy.EventRejected {
+		if ev.CandidateRevision != "" {
+			head += " candidate_revision=" + ev.CandidateRevision
+		}
+		if ev.CandidateSequence != 0 {
+			head += " candidate_sequence=" + strconv.FormatUint(ev.CandidateSequence, 10)
+		}
+		if ev.CandidateKeyID != "" {
+			head += " candidate_key=" + policyKeyField(ev.CandidateKeyID)
+		}
+	}
 	// A rejection recorded late (its first record could not be appended)
 	// names when it happened: the record's time is when it was written.
 	if ev.Kind == policy.EventRejected && ev.Late {

@@ -384,3 +384,41 @@ func TestPolicyRejectionScrubsThePolicyAuthorsText(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyRejectNamesTheCandidate: a policy/reject record names the
+// rejected candidate's own revision, sequence claim and signing key after
+// those of the bundle in force (sequence=, key=), unscrubbed; it named
+// only the candidate's digest, so "candidate=<digest> sequence=1 key=k1"
+// read as the claims of a candidate signed by k2 claiming 2.
+func TestPolicyRejectNamesTheCandidate(t *testing.T) {
+	f := newServerFixture(t, fixtureOptions{})
+	const (
+		inForce   = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+		candidate = "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+		candRev   = "sha256:5555555555123456789012345678901234567890123456789012345678901234"
+	)
+	for _, ev := range []policy.Event{
+		{Kind: policy.EventRejected, Source: "bundle:/p", Revision: "r1", BundleDigest: inForce, Sequence: 1, KeyID: "k1",
+			CandidateDigest: candidate, CandidateRevision: candRev, CandidateSequence: 2026120611, CandidateKeyID: "k 2", Reason: "tests failed"},
+		// A load names nothing twice: the candidate is the policy in force.
+		{Kind: policy.EventLoaded, Source: "bundle:/p", Revision: "r2", BundleDigest: candidate, Sequence: 2, KeyID: "k2",
+			CandidateDigest: candidate, CandidateRevision: candRev, CandidateSequence: 2, CandidateKeyID: "k2"},
+	} {
+		if err := f.srv.AuditPolicyEvent(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, r := range f.records() {
+		if strings.HasPrefix(r.Action, "policy/") {
+			got = append(got, r.Reason)
+		}
+	}
+	want := []string{
+		"candidate=" + candidate + " sequence=1 key=k1 candidate_revision=" + candRev + ` candidate_sequence=2026120611 candidate_key="k 2" tests failed`,
+		"candidate=" + candidate + " sequence=2 key=k2",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("policy records' reasons\n%q\nwant\n%q", got, want)
+	}
+}

@@ -248,14 +248,36 @@ func (c *Client) Sync(ctx context.Context, req, out any) error {
 	if err != nil {
 		return err
 	}
+	return c.decode(resp, out, "sync result")
+}
+
+// decode decodes resp's JSON body (what names it in an error) into out,
+// or returns the server's error when it did not answer 200.
+func (c *Client) decode(resp *http.Response, out any, what string) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return readError(resp)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxRequest)).Decode(out); err != nil {
-		return fmt.Errorf("admin: %s: unreadable sync result: %v", c.path, err)
+		return fmt.Errorf("admin: %s: unreadable %s: %v", c.path, what, err)
 	}
 	return nil
+}
+
+// PolicyStatus asks the server for the policy in force and the last
+// candidate it refused (GET /v1/policy) and decodes the answer into out.
+// A server that does not report it answers an *access.Error with code
+// "not_found".
+func (c *Client) PolicyStatus(ctx context.Context, out any) error {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://custos-admin/v1/policy", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		return fmt.Errorf("admin: %s: %w", c.path, err)
+	}
+	return c.decode(resp, out, "policy status")
 }
 
 // post sends req as JSON to POST /v1/<name>, with the headers hdr.

@@ -3,7 +3,10 @@
 // auditor commands (package audit/access) reach the one process that holds
 // the audit log's lock (docs/audit-access.md, decisions 2 and 3), and
 // through which 'custos sync' has a running server run one FHIR sync
-// (POST /v1/sync, Config.Sync; docs/import.md, "Sync from a live FHIR server").
+// (POST /v1/sync, Config.Sync; docs/import.md, "Sync from a live FHIR server"),
+// and through which 'custos policy status' reads the policy in force and
+// the last candidate refused (GET /v1/policy, Config.PolicyStatus: the
+// server's memory, no record of the log, so no access record).
 //
 // # Invariants
 //

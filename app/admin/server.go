@@ -45,6 +45,13 @@ type Config struct {
 	// error: an *access.Error keeps its code, any other is "sync_failed".
 	// nil: POST /v1/sync answers 404 not_found.
 	Sync func(ctx context.Context, caller access.Caller, req []byte) (any, error)
+	// PolicyStatus, if set, answers GET /v1/policy ('custos policy
+	// status'): the policy in force and the last candidate refused, as
+	// the server holds them in memory (the same state its metrics show;
+	// no record of the log is read, so none is written). It returns a
+	// value encoded as JSON, which must hold no secret.
+	// nil: GET /v1/policy answers 404 not_found.
+	PolicyStatus func() any
 	// WriteStall bounds how long the server waits for a caller to accept
 	// each piece of an output (and to send its request body): a caller
 	// that stops reading (a suspended command, a peer that never reads)
@@ -125,6 +132,7 @@ func Listen(path string, cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ping", s.ping)
 	mux.HandleFunc("POST /v1/sync", s.sync)
+	mux.HandleFunc("GET /v1/policy", s.policyStatus)
 	mux.HandleFunc("POST /v1/{op}", s.op)
 	// Anything else (another path, GET of an operation) gets a JSON
 	// error too, as every error of the socket does, not the mux's text.
@@ -315,6 +323,16 @@ func (s *Server) op(w http.ResponseWriter, r *http.Request) {
 	}
 	b, _ := json.Marshal(res)
 	w.Header().Set(TrailerResult, string(b))
+}
+
+// policyStatus answers Config.PolicyStatus as one JSON document.
+func (s *Server) policyStatus(w http.ResponseWriter, _ *http.Request) {
+	if s.cfg.PolicyStatus == nil {
+		writeError(w, http.StatusNotFound, &access.Error{Code: "not_found", Message: "admin socket: this server does not report its policy status (it predates custos policy status)"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(s.cfg.PolicyStatus())
 }
 
 // sync runs Config.Sync and answers its result as one JSON document.

@@ -383,11 +383,8 @@ Example:
   custos btg list --data-dir /srv/custos --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := requireDataDir(dir)
+			d, err := requireExistingDataDir(dir)
 			if err != nil {
-				return err
-			}
-			if err := existingDir(d); err != nil {
 				return err
 			}
 			all, err := btg.New(d.grants(), btg.Options{}).All()

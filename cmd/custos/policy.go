@@ -41,6 +41,8 @@ func newPolicyCmd() *cobra.Command {
                                       re-sign a bundle (e.g. with a new key)
   custos policy verify BUNDLE --key ID=PUBPEM
                                       verify it as a server would; show its sequence
+  custos policy status --data-dir D   ask the running server which policy is in
+                                      force and what became of the last candidate
 
 A policy directory holds .rego files (package custos.authz, rule decision)
 and their *_test.rego tests; without a directory the built-in default policy
@@ -57,9 +59,11 @@ signature, runs the tests (seconds: wait for the log line), checks the
 sequence claim against the last bundle it loaded and swaps the policy in,
 or keeps serving the old one; either way it writes an
 audit record (policy/load or policy/reject, with the bundle digest and the
-reason) and a log line ("policy loaded", "policy candidate rejected").`,
+reason) and a log line ("policy loaded", "policy candidate rejected").
+'custos policy status --data-dir D' then says which policy serves and,
+if the candidate was refused, why.`,
 	}
-	return commandGroup(cmd, newPolicyTestCmd(), newPolicyCheckCmd(), newPolicyEvalCmd(), newPolicyImpactCmd(), newPolicyBundleCmd(), newPolicySignCmd(), newPolicyVerifyCmd())
+	return commandGroup(cmd, newPolicyTestCmd(), newPolicyCheckCmd(), newPolicyEvalCmd(), newPolicyImpactCmd(), newPolicyBundleCmd(), newPolicySignCmd(), newPolicyVerifyCmd(), newPolicyStatusCmd())
 }
 
 // batchCheck is policy check's verdict on the agreement of the rules

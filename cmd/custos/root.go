@@ -209,6 +209,15 @@ func existingFile(path, what string) error {
 	return nil
 }
 
+// requireExistingDataDir is requireDataDir, then existingDir.
+func requireExistingDataDir(dir string) (dataDir, error) {
+	d, err := requireDataDir(dir)
+	if err != nil {
+		return "", err
+	}
+	return d, existingDir(d)
+}
+
 // existingDir checks that the data directory d exists, for commands that
 // read a file in it that may rightly be missing (grants.db before the
 // first grant): a mistyped --data-dir must not read as "nothing there".

@@ -32,7 +32,7 @@ known_purposes := {
 }
 
 # Resource types served by the store (lowercase): every concrete FHIR R4
-# resource type (fhir_r4_types, fhirtypes.rego; FHIR R4 JSON) and the
+# resource type (fhir_r4_types, at the end of this file; FHIR R4 JSON) and the
 # document families note (text/markdown), report (application/pdf), image
 # (image/png) and attachment (a document or image lifted out of the FHIR
 # resource that carried it, or a Binary; MIME type per resource). An
