@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1115,11 +1116,15 @@ func TestSegmentFailuresAreReported(t *testing.T) {
 	}
 	rollOrFail(t, l)
 	appendN(t, l, 1)
+	// The roll's own archive copy fails and is reported; the roller's
+	// first pass over the pending segments, which the append may wake
+	// before or after this check, may fail and report it again (seen
+	// "archive,archive" under load): one or more, each the archive step.
 	mu.Lock()
-	got := strings.Join(steps, ",")
+	got := slices.Clone(steps)
 	mu.Unlock()
-	if got != SegmentArchive {
-		t.Fatalf("failures reported: %q, want %q", got, SegmentArchive)
+	if len(got) == 0 || slices.ContainsFunc(got, func(s string) bool { return s != SegmentArchive }) {
+		t.Fatalf("failures reported: %q, want one or more %q", got, SegmentArchive)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
