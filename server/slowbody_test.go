@@ -124,14 +124,66 @@ func trickle(t *testing.T, addr, auth string) (time.Duration, string, bool) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	// The server closes the connection: the read ends (at its end, or
-	// reset if a byte of the trickle arrived after the server closed)
-	// before the deadline.
+	return time.Since(start), strings.TrimSpace(line), serverClosed(conn, br, resp)
+}
+
+// serverClosed reports whether resp, read from conn through br, said
+// "Connection: close" and the server closed conn within 2 s: the read
+// ends (at its end, or reset if a byte the client sent arrived after the
+// server closed) before the deadline.
+func serverClosed(conn net.Conn, br *bufio.Reader, resp *http.Response) bool {
 	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-	_, err = br.ReadByte()
+	_, err := br.ReadByte()
 	var ne net.Error
-	closed := resp.Close && err != nil && !(errors.As(err, &ne) && ne.Timeout())
-	return time.Since(start), strings.TrimSpace(line), closed
+	return resp.Close && err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// A request that carries no verified token is answered on a connection
+// the server closes, body or not: a refusal (no token, a bad one), the
+// OAuth metadata, a path that is not served. With max_connections a
+// connection held is a slot taken: a client without a token that sent
+// "GET /mcp" and nothing more held its connection, answered 401 and
+// kept alive, for idle_timeout (120 s by default), not the
+// read_header_timeout (5 s) SECURITY.md counted, and 1024 such requests
+// made every other client wait. A request served (its token verified, its
+// body read) keeps its connection (TestRefusedSlowBodyIsAnsweredAtOnce).
+func TestUnverifiedRequestsConnectionIsClosed(t *testing.T) {
+	f := newFixture(t, "")
+	dev, _ := f.httpHandler("clinician")
+	oa, _ := f.oauthHandlerWith(t)
+	serve := func(h http.Handler) string { return serveOnLoopback(t, h, server.HTTPOptions{}) }
+	devAddr, oaAddr := serve(dev), serve(oa)
+	for _, c := range []struct {
+		name, addr, req string
+		status          int
+	}{
+		{"dev, GET without a token", devAddr, "GET /mcp HTTP/1.1\r\n", http.StatusUnauthorized},
+		{"dev, empty POST without a token", devAddr, "POST /mcp HTTP/1.1\r\nContent-Length: 0\r\n", http.StatusUnauthorized},
+		{"dev, GET with a bad token", devAddr, "GET /mcp HTTP/1.1\r\nAuthorization: Bearer not-a-token-" + strings.Repeat("x", 40) + "\r\n", http.StatusUnauthorized},
+		{"dev, another path", devAddr, "GET /index.html HTTP/1.1\r\n", http.StatusNotFound},
+		{"oauth, GET without a token", oaAddr, "GET /mcp HTTP/1.1\r\n", http.StatusUnauthorized},
+		{"oauth, GET with a bad token", oaAddr, "GET /mcp HTTP/1.1\r\nAuthorization: Bearer eyJhbGciOiJFUzI1NiJ9.e30.AAAA\r\n", http.StatusUnauthorized},
+		{"oauth, the metadata", oaAddr, "GET /.well-known/oauth-protected-resource/mcp HTTP/1.1\r\n", http.StatusOK},
+	} {
+		conn, err := net.Dial("tcp", c.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "%sHost: %s\r\n\r\n", c.req, c.addr)
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || !serverClosed(conn, br, resp) {
+			t.Errorf("%s: answered %d, connection closed: %v; want %d and the connection closed", c.name, resp.StatusCode, resp.Close, c.status)
+		}
+	}
 }
 
 func slowest(ds []time.Duration) time.Duration {

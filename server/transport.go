@@ -49,42 +49,70 @@ func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 	protected := oneBearerToken(auth.RequireBearerToken(tokens.Verify, nil)(noteCaller(s.rateLimited(h))))
 	mux := http.NewServeMux()
 	mux.Handle(MCPPath, noStore(s.auditRejections(crossOriginRefused(protected), tokens.Verify)))
-	return closeAfterChunked(closeIfBodyUnread(clientaddr.Handler(s.cfg.TrustedProxies, mux)))
+	return closeAfterChunked(closeUnlessServed(clientaddr.Handler(s.cfg.TrustedProxies, mux)))
 }
 
-// closeIfBodyUnread closes the connection after answering a request whose
-// body was not read to its end before the answer's header was written: a
-// request refused on its headers (no token or a bad one, a cross-origin
-// request, a content coding, a principal past its rate) or on a body over
-// the limit. net/http, before it writes the header of a handler that left
-// less than 256 KiB of the body unread, reads the rest of the body to keep
-// the connection for the next request; a client that trickled a body
-// without a token got its 401 only when ReadTimeout (30 s by default) cut
-// that read, and held the connection until then
+// closeUnlessServed closes the connection after answering a request that
+// was not served: one whose bearer token did not verify (noteCaller marks
+// those that did), or whose body was not read to its end before the
+// answer's header was written.
+//
+// Unverified: a refusal (no token or a bad one, a cross-origin request),
+// the OAuth metadata, a path not served. With http.max_connections
+// (LimitConnections) a connection kept alive is a slot taken: a client
+// without a token that sent "GET /mcp" (401) held its connection for
+// IdleTimeout (120 s by default), and 1024 such requests made every other
+// client wait (TestUnverifiedRequestsConnectionIsClosed,
+// TestUnverifiedConnectionsDoNotHoldTheLimit).
+//
+// Body unread: a request refused on its headers (no token or a bad one, a
+// cross-origin request, a content coding, a principal past its rate) or
+// on a body over the limit. net/http, before it writes the header of a
+// handler that left less than 256 KiB of the body unread, reads the rest
+// of the body to keep the connection for the next request; a client that
+// trickled a body without a token got its 401 only when ReadTimeout (30 s
+// by default) cut that read, and held the connection until then
 // (TestRefusedSlowBodyIsAnsweredAtOnce). With "Connection: close" it
 // writes the answer at once, and with the read deadline set to now when
-// the handler returns it closes the connection at once; a request whose
-// body was read to its end (every one served) keeps its connection.
-func closeIfBodyUnread(next http.Handler) http.Handler {
+// the handler returns it closes the connection at once.
+//
+// A request served (its token verified, its body read to its end) keeps
+// its connection.
+func closeUnlessServed(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-			next.ServeHTTP(w, r)
-			return
+		v := new(atomic.Bool)
+		r = r.WithContext(context.WithValue(r.Context(), verifiedKey{}, v))
+		var b *endSeen
+		if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+			b = &endSeen{ReadCloser: r.Body}
+			r.Body = b
 		}
-		b := &endSeen{ReadCloser: r.Body}
-		r.Body = b
-		next.ServeHTTP(&beforeHeader{ResponseWriter: w, fn: func(h http.Header) {
-			if !b.end.Load() {
+		unread := func() bool { return b != nil && !b.end.Load() }
+		bw := &beforeHeader{ResponseWriter: w, fn: func(h http.Header) {
+			if !v.Load() || unread() {
 				h.Set("Connection", "close")
 			}
-		}}, r)
-		if !b.end.Load() {
+		}}
+		next.ServeHTTP(bw, r)
+		bw.once() // a handler that wrote nothing: net/http writes the header after it returns
+		if unread() {
 			// After the handler net/http closes the body by reading what
 			// is left of it (up to 256 KiB), again until ReadTimeout:
 			// that read ends now, and the connection with it.
 			http.NewResponseController(w).SetReadDeadline(time.Now())
 		}
 	})
+}
+
+// verifiedKey is the context key of the flag noteCaller sets on a request
+// whose bearer token verified (closeUnlessServed).
+type verifiedKey struct{}
+
+// markVerified notes in r's context that its bearer token verified.
+func markVerified(r *http.Request) {
+	if v, ok := r.Context().Value(verifiedKey{}).(*atomic.Bool); ok {
+		v.Store(true)
+	}
 }
 
 // endSeen is a request body that notes when a Read returned its end.
