@@ -4,8 +4,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/custos-mcp/custos/minimize"
 	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/server"
 )
 
 // PolicyStatus is the policy a running server has in force and the last
@@ -63,9 +63,11 @@ func (s *policyState) loaded(t time.Time) {
 	s.mu.Unlock()
 }
 
-// rejectedEvent notes the refusal ev.
+// rejectedEvent notes the refusal ev, its reason as its policy/reject
+// record has it (server.PolicyEventReason: strictly scrubbed, the digests
+// it names whole; TestPolicyStatusReasonIsTheRecords).
 func (s *policyState) rejectedEvent(ev policy.Event) {
-	r := &PolicyRejection{At: ev.Time.UTC(), Class: policyRejectClass(ev.Err), Reason: minimize.ScrubString(ev.Reason),
+	r := &PolicyRejection{At: ev.Time.UTC(), Class: policyRejectClass(ev.Err), Reason: server.PolicyEventReason(ev),
 		CandidateDigest: ev.CandidateDigest, CandidateRevision: ev.CandidateRevision,
 		CandidateSequence: ev.CandidateSequence, CandidateKeyID: ev.CandidateKeyID}
 	s.mu.Lock()

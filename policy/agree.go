@@ -316,21 +316,40 @@ func policyRoles(files []regoFile) []string {
 // variable to an element of input.principal.roles (some role in
 // input.principal.roles, some i, role in ..., role := or =
 // input.principal.roles[_]), each ref indexed by that variable
-// (grants[role], data.custos.authz.grants[role]) names a rule by its
-// last term; the string keys of that rule's object value
-// (grants := {"pharmacist": ...}) and of its partial object rules
-// (grants["pharmacist"] := ...) are roles.
+// (grants[role], data.custos.authz.grants[role]) names a rule by its path
+// (grants in the rule's own package, or data.<package>.<rule>); the string
+// keys of that rule's object value (grants := {"pharmacist": ...}) and of
+// its partial object rules (grants["pharmacist"] := ...) are roles. A rule
+// of the same name in another package is another rule: its keys are no
+// roles (TestPolicyRoles).
 func roleKeyedData(modules []*ast.Module, seen map[string]bool) {
-	lastName := func(t *ast.Term) string {
-		switch v := t.Value.(type) {
-		case ast.Var:
-			return string(v)
-		case ast.String:
-			return string(v)
+	// rulePath is the path of the rule ref[:n] names in m ("" if none:
+	// a ref that is not all names).
+	rulePath := func(m *ast.Module, ref ast.Ref, n int) string {
+		if n < 1 {
+			return ""
 		}
-		return ""
+		var path ast.Ref
+		switch v := ref[0].Value.(type) {
+		case ast.Var:
+			if v.Equal(ast.DefaultRootDocument.Value) {
+				path = ref[:1].Copy()
+			} else {
+				path = m.Package.Path.Append(ast.StringTerm(string(v)))
+			}
+		default:
+			return ""
+		}
+		for _, t := range ref[1:n] {
+			s, ok := t.Value.(ast.String)
+			if !ok {
+				return ""
+			}
+			path = path.Append(ast.StringTerm(string(s)))
+		}
+		return path.String()
 	}
-	keyed := map[string]bool{} // names of the rules looked up by a role
+	keyed := map[string]bool{} // paths of the rules looked up by a role
 	for _, m := range modules {
 		for _, r := range m.Rules {
 			vars := roleVars(r.Body)
@@ -340,8 +359,8 @@ func roleKeyedData(modules []*ast.Module, seen map[string]bool) {
 			ast.WalkRefs(r, func(ref ast.Ref) bool {
 				for i := 1; i < len(ref); i++ {
 					if v, ok := ref[i].Value.(ast.Var); ok && vars[v] {
-						if n := lastName(ref[i-1]); n != "" {
-							keyed[n] = true
+						if p := rulePath(m, ref, i); p != "" {
+							keyed[p] = true
 						}
 					}
 				}
@@ -353,7 +372,7 @@ func roleKeyedData(modules []*ast.Module, seen map[string]bool) {
 		for _, r := range m.Rules {
 			ref := r.Head.Ref()
 			switch {
-			case len(ref) == 1 && keyed[lastName(ref[0])] && r.Head.Value != nil:
+			case len(ref) == 1 && keyed[rulePath(m, ref, 1)] && r.Head.Value != nil:
 				if obj, ok := r.Head.Value.Value.(ast.Object); ok {
 					obj.Foreach(func(k, _ *ast.Term) {
 						if s, ok := k.Value.(ast.String); ok && s != "" {
@@ -361,7 +380,7 @@ func roleKeyedData(modules []*ast.Module, seen map[string]bool) {
 						}
 					})
 				}
-			case len(ref) == 2 && keyed[lastName(ref[0])]:
+			case len(ref) == 2 && keyed[rulePath(m, ref, 1)]:
 				if s, ok := ref[1].Value.(ast.String); ok && s != "" {
 					seen[string(s)] = true
 				}

@@ -241,16 +241,31 @@ decisions := [{"allow": true, "reasons": ["pharmacy_list"], "obligations": []} |
 	// own data looked up by each role of the principal's (role_purposes[role]
 	// in the default policy), which no expression compares with
 	// input.principal.roles.
-	for _, c := range []struct{ name, pharmacist string }{
-		{"compared directly", `pharmacist if input.principal.roles[_] == "pharmacist"`},
-		{"a data key", `list_all_roles := {"pharmacist": {"TREAT"}}
+	//
+	// And beside a rule of the same name in another package keyed by
+	// maxGridRoles patient ids (which sort before the letters): those are
+	// no roles. Matched by the rule's last name, they were cast in place of
+	// the pharmacist, and the policy loaded.
+	var ids []string
+	for i := range maxGridRoles {
+		ids = append(ids, fmt.Sprintf(`"00000000-0000-4000-8000-%012d": true`, i))
+	}
+	otherPackage := "package custos.btgext\n\nlist_all_roles := {" + strings.Join(ids, ", ") + "}\n\nheld if list_all_roles[input.resource.patient]\n"
+	dataKey := `list_all_roles := {"pharmacist": {"TREAT"}}
 
 pharmacist if {
 	some role in input.principal.roles
 	list_all_roles[role]
-}`},
+}`
+	for _, c := range []struct{ name, pharmacist, other string }{
+		{"compared directly", `pharmacist if input.principal.roles[_] == "pharmacist"`, ""},
+		{"a data key", dataKey, ""},
+		{"a data key, and another package's rule of its name", dataKey, otherPackage},
 	} {
 		files = defaultPolicyFiles(t)
+		if c.other != "" {
+			files["custos/btgext.rego"] = c.other
+		}
 		files["custos/authz.rego"] = strings.Replace(p, rule, `decisions := resource_decisions(input.items) if {
 	input.action in {"list", "read"}
 	not pharmacist
@@ -317,7 +332,22 @@ f if {
 	input.principal.roles[_] == "nurse"
 }
 `
-	got = policyRoles([]regoFile{{path: "p.rego", content: []byte(src)}})
+	// Another package's rule of the same name, keyed by patient ids and
+	// never looked up by a role: its keys are no roles. (Matched by the
+	// rule's last name, they were cast, and, sorting before the letters,
+	// took the places of maxGridRoles that the policy's roles needed:
+	// TestListRuleForANewRoleMustAgree.)
+	other := `package custos.btg
+
+grants := {"00000000-0000-4000-8000-000000000001": "g1"}
+
+limits["00000000-0000-4000-8000-000000000002"] := 1
+
+b if grants[input.resource.patient]
+
+c if limits[input.resource.patient] > 0
+`
+	got = policyRoles([]regoFile{{path: "p.rego", content: []byte(src)}, {path: "btg.rego", content: []byte(other)}})
 	if want := []string{"dietitian", "midwife", "nurse", "pharmacist", "porter"}; !slices.Equal(got, want) {
 		t.Errorf("roles %q, want %q", got, want)
 	}

@@ -279,6 +279,20 @@ func TestLoadBundleRejects(t *testing.T) {
 				b.Manifest.Revision = "r2"
 				return b
 			}},
+		{name: "sequence claim raised after signing", want: ErrSignature,
+			bundle: func(t *testing.T) *bundle.Bundle {
+				b := newBundle(filesOf(failing), "r1")
+				if err := SetBundleSequence(b, 1); err != nil {
+					t.Fatal(err)
+				}
+				if err := SignBundle(ctx, b, signer); err != nil {
+					t.Fatal(err)
+				}
+				if err := SetBundleSequence(b, 99); err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}},
 		{name: "file added after signing", want: ErrSignature,
 			bundle: func(t *testing.T) *bundle.Bundle {
 				b := signed(t, good, signer)
@@ -346,6 +360,13 @@ func TestLoadBundleRejects(t *testing.T) {
 			}
 			if tc.want != ErrKey && ce.Digest != digest {
 				t.Errorf("candidate digest %q, want %q", ce.Digest, digest)
+			}
+			// A bundle whose signature did not verify names nothing of
+			// itself but its digest: its claims are the sender's
+			// (policy/reject candidate_revision=, candidate_sequence=,
+			// candidate_key=; 'custos policy status').
+			if (tc.want == ErrSignature || tc.want == ErrKey) && (ce.Revision != "" || ce.Sequence != 0 || ce.KeyID != "") {
+				t.Errorf("unverified candidate named as revision %q sequence %d key %q", ce.Revision, ce.Sequence, ce.KeyID)
 			}
 			t.Logf("rejected: %v", err)
 		})

@@ -95,16 +95,7 @@ func (s *Server) AuditPolicyEvent(ctx context.Context, ev policy.Event) error {
 		e.Reason += " " + minimize.ScrubReason(strings.Join(parts, " "))
 	}
 	if ev.Reason != "" {
-		// A rejection's error quotes the candidate's own text (a compile
-		// error quotes the Rego line it stopped at, a failing test its
-		// name): a policy author's, scrubbed strictly, keeping whole only
-		// the digests the event names, as "(candidate sha256:…)" ends it
-		// (TestPolicyRejectionScrubsThePolicyAuthorsText).
-		keep := []string{ev.CandidateDigest, ev.BundleDigest}
-		if re := ev.Rollback; re != nil {
-			keep = append(keep, re.Digest, re.HighWater.Digest)
-		}
-		e.Reason += " " + minimize.ScrubKeeping(ev.Reason, keep...)
+		e.Reason += " " + PolicyEventReason(ev)
 	}
 	rec, err := s.commit(ctx, e)
 	if err != nil && rec.Seq != 0 {
@@ -117,6 +108,21 @@ func (s *Server) AuditPolicyEvent(ctx context.Context, ev policy.Event) error {
 		return fmt.Errorf("auditing %s: %w", action, err)
 	}
 	return nil
+}
+
+// PolicyEventReason is ev.Reason as a policy/reject record has it, after
+// the fields AuditPolicyEvent writes before it. A rejection's error quotes
+// the candidate's own text (a compile error quotes the Rego line it stopped
+// at, a failing test its name): a policy author's, scrubbed strictly,
+// keeping whole only the digests the event names, as "(candidate
+// sha256:…)" ends it (TestPolicyRejectionScrubsThePolicyAuthorsText).
+// 'custos policy status' shows the same text (app.PolicyStatus).
+func PolicyEventReason(ev policy.Event) string {
+	keep := []string{ev.CandidateDigest, ev.BundleDigest}
+	if re := ev.Rollback; re != nil {
+		keep = append(keep, re.Digest, re.HighWater.Digest)
+	}
+	return minimize.ScrubKeeping(ev.Reason, keep...)
 }
 
 // policyKeyField is id as one space-separated field of a policy record's

@@ -32,6 +32,9 @@ func TestPolicyHighWaterRoundTrip(t *testing.T) {
 			PreviousRevision: "r0 sequence=99", RollbackOverride: "policy: bundle rollback refused: ... sequence 2026120600"},
 		{Kind: policy.EventLoaded, Source: "bundle:/p", Revision: "r2", BundleDigest: digest, CandidateDigest: digest},
 		{Kind: policy.EventRejected, Source: "bundle:/p", Revision: "r2", BundleDigest: digest, CandidateDigest: "sha256:ff", Sequence: 7, Reason: "x",
+			// A refused candidate's own claim (candidate_sequence=) is
+			// never the mark.
+			CandidateRevision: "sha256:ee", CandidateSequence: 99, CandidateKeyID: "k",
 			Rollback: &policy.RollbackError{HighWater: policy.HighWater{Sequence: 2026120501, Digest: digest}, Sequence: 2026120411, Digest: "sha256:ff"}},
 		{Kind: policy.EventLoaded, Source: "dir:/p", Revision: "dev", CandidateDigest: digest},
 	}
