@@ -181,11 +181,10 @@ func callerOf(r *http.Request) *caller {
 	return c
 }
 
-// noteCaller tells auditRejections the verified token of a request, and
-// closeUnlessServed that it verified; it runs after token verification.
+// noteCaller tells auditRejections the verified token of a request;
+// it runs after token verification.
 func noteCaller(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		markVerified(r)
 		if c := callerOf(r); c != nil {
 			c.ti = auth.TokenInfoFromContext(r.Context())
 		}

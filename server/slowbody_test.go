@@ -15,9 +15,9 @@ import (
 	"github.com/custos-mcp/custos/server"
 )
 
-// A request refused before its body is read (no token, a bad one) is
-// answered at once and its connection closed, however slowly the body
-// comes. net/http, before writing the answer of a handler that left less
+// A request refused before its body is read (no token, a bad one) whose
+// body is trickled is answered within drainGrace (250 ms) and its
+// connection closed. net/http, before writing the answer of a handler that left less
 // than 256 KiB of the body unread, reads the rest of the body to keep the
 // connection for the next request: a client that trickled a body of 1000
 // bytes, one byte every 200 ms, without a token, got its 401 only when the
@@ -138,50 +138,47 @@ func serverClosed(conn net.Conn, br *bufio.Reader, resp *http.Response) bool {
 	return resp.Close && err != nil && !(errors.As(err, &ne) && ne.Timeout())
 }
 
-// A request that carries no verified token is answered on a connection
-// the server closes, body or not: a refusal (no token, a bad one), the
-// OAuth metadata, a path that is not served. With max_connections a
-// connection held is a slot taken: a client without a token that sent
-// "GET /mcp" and nothing more held its connection, answered 401 and
-// kept alive, for idle_timeout (120 s by default), not the
-// read_header_timeout (5 s) SECURITY.md counted, and 1024 such requests
-// made every other client wait. A request served (its token verified, its
-// body read) keeps its connection (TestRefusedSlowBodyIsAnsweredAtOnce).
-func TestUnverifiedRequestsConnectionIsClosed(t *testing.T) {
+// TestRefusedRequestWithItsBodyKeepsItsConnection: a request refused on
+// its headers (no token, a bad one) whose body came with it keeps its
+// connection, as a request served does: h-edge4 and h-review54 closed it,
+// and each request of an unauthenticated flood on kept-alive connections
+// then cost custos a TLS handshake (387 µs of CPU a refusal instead of 65;
+// the clinician's p99 under issue 16's flood 2.33 times its unloaded p99,
+// the target under 2). Two requests are sent on one connection; both must
+// be answered on it.
+func TestRefusedRequestWithItsBodyKeepsItsConnection(t *testing.T) {
 	f := newFixture(t, "")
 	dev, _ := f.httpHandler("clinician")
 	oa, _ := f.oauthHandlerWith(t)
 	serve := func(h http.Handler) string { return serveOnLoopback(t, h, server.HTTPOptions{}) }
 	devAddr, oaAddr := serve(dev), serve(oa)
-	for _, c := range []struct {
-		name, addr, req string
-		status          int
-	}{
-		{"dev, GET without a token", devAddr, "GET /mcp HTTP/1.1\r\n", http.StatusUnauthorized},
-		{"dev, empty POST without a token", devAddr, "POST /mcp HTTP/1.1\r\nContent-Length: 0\r\n", http.StatusUnauthorized},
-		{"dev, GET with a bad token", devAddr, "GET /mcp HTTP/1.1\r\nAuthorization: Bearer not-a-token-" + strings.Repeat("x", 40) + "\r\n", http.StatusUnauthorized},
-		{"dev, another path", devAddr, "GET /index.html HTTP/1.1\r\n", http.StatusNotFound},
-		{"oauth, GET without a token", oaAddr, "GET /mcp HTTP/1.1\r\n", http.StatusUnauthorized},
-		{"oauth, GET with a bad token", oaAddr, "GET /mcp HTTP/1.1\r\nAuthorization: Bearer eyJhbGciOiJFUzI1NiJ9.e30.AAAA\r\n", http.StatusUnauthorized},
-		{"oauth, the metadata", oaAddr, "GET /.well-known/oauth-protected-resource/mcp HTTP/1.1\r\n", http.StatusOK},
+	const body = `{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{}}`
+	for _, c := range []struct{ name, addr, auth string }{
+		{"dev, no token", devAddr, ""},
+		{"dev, a bad token", devAddr, "Authorization: Bearer not-a-token-" + strings.Repeat("x", 40) + "\r\n"},
+		{"oauth, no token", oaAddr, ""},
+		{"oauth, a bad token", oaAddr, "Authorization: Bearer eyJhbGciOiJFUzI1NiJ9.e30.AAAA\r\n"},
 	} {
 		conn, err := net.Dial("tcp", c.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		fmt.Fprintf(conn, "%sHost: %s\r\n\r\n", c.req, c.addr)
-		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
 		br := bufio.NewReader(conn)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Errorf("%s: %v", c.name, err)
-			continue
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != c.status || !serverClosed(conn, br, resp) {
-			t.Errorf("%s: answered %d, connection closed: %v; want %d and the connection closed", c.name, resp.StatusCode, resp.Close, c.status)
+		for i := range 2 {
+			fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n%sContent-Length: %d\r\n\r\n%s", c.addr, c.auth, len(body), body)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Errorf("%s, request %d on one connection: %v", c.name, i+1, err)
+				break
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if refused := resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusTooManyRequests; !refused || resp.Close {
+				t.Errorf("%s, request %d: answered %d, connection closed %v; want 401 (or 429) on a connection kept", c.name, i+1, resp.StatusCode, resp.Close)
+				break
+			}
 		}
 	}
 }

@@ -52,68 +52,56 @@ func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 	return closeAfterChunked(closeUnlessServed(clientaddr.Handler(s.cfg.TrustedProxies, mux)))
 }
 
-// closeUnlessServed closes the connection after answering a request that
-// was not served: one whose bearer token did not verify (noteCaller marks
-// those that did), or whose body was not read to its end before the
-// answer's header was written.
+// closeUnlessServed bounds what a request answered before its body was
+// read to its end costs (a request refused on its headers: no token or a
+// bad one, a cross-origin request, a content coding, a principal past its
+// rate; or on a body over the limit). net/http, before it writes the
+// header of a handler that left less than 256 KiB of the body unread,
+// reads the rest of the body to keep the connection for the next request;
+// a client that trickled a body without a token got its 401 only when
+// ReadTimeout (30 s by default) cut that read, and held the connection
+// until then (TestRefusedSlowBodyIsAnsweredAtOnce). That read now has
+// drainGrace: a client that sent its body keeps its connection (the rest
+// is already there), one that trickles it is answered and closed after
+// drainGrace (net/http closes a connection whose drain failed).
 //
-// Unverified: a refusal (no token or a bad one, a cross-origin request),
-// the OAuth metadata, a path not served. With http.max_connections
-// (LimitConnections) a connection kept alive is a slot taken: a client
-// without a token that sent "GET /mcp" (401) held its connection for
-// IdleTimeout (120 s by default), and 1024 such requests made every other
-// client wait (TestUnverifiedRequestsConnectionIsClosed,
-// TestUnverifiedConnectionsDoNotHoldTheLimit).
-//
-// Body unread: a request refused on its headers (no token or a bad one, a
-// cross-origin request, a content coding, a principal past its rate) or
-// on a body over the limit. net/http, before it writes the header of a
-// handler that left less than 256 KiB of the body unread, reads the rest
-// of the body to keep the connection for the next request; a client that
-// trickled a body without a token got its 401 only when ReadTimeout (30 s
-// by default) cut that read, and held the connection until then
-// (TestRefusedSlowBodyIsAnsweredAtOnce). With "Connection: close" it
-// writes the answer at once, and with the read deadline set to now when
-// the handler returns it closes the connection at once.
-//
-// A request served (its token verified, its body read to its end) keeps
-// its connection.
+// A refused request's connection is kept when its body came: h-edge4 and
+// h-review54 closed every such connection (and every one whose token did
+// not verify), and each request of an unauthenticated flood on kept-alive
+// connections then cost custos a TLS handshake: 387 µs of CPU a refusal
+// instead of 65, and the clinician's p99 under issue 16's flood went from
+// 1.25 to 2.33 times its unloaded p99 (the target is under 2;
+// docs/benchmarks.md, "Unauthenticated flood";
+// TestRefusedRequestWithItsBodyKeepsItsConnection). A connection kept
+// after a refusal is a slot of http.max_connections until IdleTimeout
+// (SECURITY.md).
 func closeUnlessServed(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v := new(atomic.Bool)
-		r = r.WithContext(context.WithValue(r.Context(), verifiedKey{}, v))
-		var b *endSeen
-		if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-			b = &endSeen{ReadCloser: r.Body}
-			r.Body = b
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
 		}
-		unread := func() bool { return b != nil && !b.end.Load() }
-		bw := &beforeHeader{ResponseWriter: w, fn: func(h http.Header) {
-			if !v.Load() || unread() {
-				h.Set("Connection", "close")
+		b := &endSeen{ReadCloser: r.Body}
+		r.Body = b
+		rc := http.NewResponseController(w)
+		bound := func() {
+			if !b.end.Load() {
+				rc.SetReadDeadline(time.Now().Add(drainGrace))
 			}
-		}}
+		}
+		bw := &beforeHeader{ResponseWriter: w, fn: func(http.Header) { bound() }}
 		next.ServeHTTP(bw, r)
 		bw.once() // a handler that wrote nothing: net/http writes the header after it returns
-		if unread() {
-			// After the handler net/http closes the body by reading what
-			// is left of it (up to 256 KiB), again until ReadTimeout:
-			// that read ends now, and the connection with it.
-			http.NewResponseController(w).SetReadDeadline(time.Now())
-		}
+		// After the handler net/http closes the body by reading what is
+		// left of it (up to 256 KiB): within drainGrace too.
+		bound()
 	})
 }
 
-// verifiedKey is the context key of the flag noteCaller sets on a request
-// whose bearer token verified (closeUnlessServed).
-type verifiedKey struct{}
-
-// markVerified notes in r's context that its bearer token verified.
-func markVerified(r *http.Request) {
-	if v, ok := r.Context().Value(verifiedKey{}).(*atomic.Bool); ok {
-		v.Store(true)
-	}
-}
+// drainGrace is how long net/http may read the rest of a body the handler
+// left unread before it answers (closeUnlessServed): long enough for bytes
+// already sent, short enough that a trickled body holds nothing.
+const drainGrace = 250 * time.Millisecond
 
 // endSeen is a request body that notes when a Read returned its end.
 type endSeen struct {
