@@ -38,7 +38,7 @@ func (s *Server) OAuthHandler(v *oauth.Verifier) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(v.MetadataPath(), v.MetadataHandler())
 	mux.Handle(MCPPath, noStore(s.auditRejections(crossOriginRefused(contentCodingRefused(v.Middleware(noteCaller(s.rateLimited(h)), jsonrpcMethods))), v.TokenVerifier())))
-	return closeAfterChunked(closeUnlessServed(clientaddr.Handler(s.cfg.TrustedProxies, mux)))
+	return closeAfterChunked(boundUnreadBody(clientaddr.Handler(s.cfg.TrustedProxies, mux)))
 }
 
 // contentCodingRefused answers a POST whose body has a content coding with

@@ -49,10 +49,10 @@ func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 	protected := oneBearerToken(auth.RequireBearerToken(tokens.Verify, nil)(noteCaller(s.rateLimited(h))))
 	mux := http.NewServeMux()
 	mux.Handle(MCPPath, noStore(s.auditRejections(crossOriginRefused(protected), tokens.Verify)))
-	return closeAfterChunked(closeUnlessServed(clientaddr.Handler(s.cfg.TrustedProxies, mux)))
+	return closeAfterChunked(boundUnreadBody(clientaddr.Handler(s.cfg.TrustedProxies, mux)))
 }
 
-// closeUnlessServed bounds what a request answered before its body was
+// boundUnreadBody bounds what a request answered before its body was
 // read to its end costs (a request refused on its headers: no token or a
 // bad one, a cross-origin request, a content coding, a principal past its
 // rate; or on a body over the limit). net/http, before it writes the
@@ -75,7 +75,7 @@ func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 // TestRefusedRequestWithItsBodyKeepsItsConnection). A connection kept
 // after a refusal is a slot of http.max_connections until IdleTimeout
 // (SECURITY.md).
-func closeUnlessServed(next http.Handler) http.Handler {
+func boundUnreadBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 			next.ServeHTTP(w, r)
@@ -99,7 +99,7 @@ func closeUnlessServed(next http.Handler) http.Handler {
 }
 
 // drainGrace is how long net/http may read the rest of a body the handler
-// left unread before it answers (closeUnlessServed): long enough for bytes
+// left unread before it answers (boundUnreadBody): long enough for bytes
 // already sent, short enough that a trickled body holds nothing.
 const drainGrace = 250 * time.Millisecond
 
