@@ -67,8 +67,9 @@ var (
 	// contentType, or its bytes contradict the contentType.
 	ErrAttachment = errors.New("bad attachment")
 	// ErrUnsupported: valid FHIR this reader deliberately does not import
-	// (a nested Bundle, a conditional delete, a PATCH entry, a conditional
-	// update or create by a query other than one identifier or _id).
+	// (a nested Bundle, a Parameters, a conditional delete, a PATCH entry,
+	// a conditional update or create by a query other than one identifier
+	// or _id).
 	ErrUnsupported = errors.New("unsupported FHIR construct")
 	// ErrChanged: a file of the input changed while Read read it (Read
 	// reads a file more than once, and each read depends on the earlier

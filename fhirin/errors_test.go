@@ -50,6 +50,8 @@ func TestBadInput(t *testing.T) {
 			err: ErrGzip, where: "Observation.ndjson.gz:1"},
 		{name: "unknown resourceType", files: map[string]string{"x.ndjson": `{"resourceType":"SECRETType","id":"a"}`},
 			err: ErrResourceType, where: "x.ndjson:1", fpath: "resourceType"},
+		{name: "Parameters, an operation's envelope", files: map[string]string{"p.json": `{"resourceType":"Parameters","parameter":[{"name":"MemberPatient","resource":` + pat + `}]}`},
+			err: ErrUnsupported, where: "p.json:1", fpath: "resourceType"},
 		{name: "resourceType not the file's", files: map[string]string{"Observation.ndjson": pat},
 			err: ErrResourceType, where: "Observation.ndjson:1", fpath: "resourceType"},
 		{name: "missing id", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","status":"SECRET"}`},

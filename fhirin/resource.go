@@ -175,6 +175,11 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	switch {
 	case typ == "":
 		return r.errf("resourceType", ErrResourceType, "missing")
+	case typ == "Parameters":
+		// An R4 type all the same: "not an R4 resource type" sent the
+		// operator looking for a typo ($member-match's input, an
+		// $everything's output wrapped so, are Parameters).
+		return r.errf("resourceType", ErrUnsupported, "Parameters is an operation's input or output, which a FHIR server never stores: import the resources it holds on their own")
 	case !r4Types[typ]:
 		return r.errf("resourceType", ErrResourceType, "not an R4 resource type")
 	case wantType != "" && typ != wantType:

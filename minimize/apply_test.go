@@ -333,7 +333,28 @@ func TestScrubString(t *testing.T) {
 		{"seen March 2024", "seen [DATE]"},
 		{"on March 5th.", "on [DATE]."},
 		{"on 5 march", "on [DATE]"},
+		// Dates and telephone numbers as outside data writes them (IPS's
+		// national editions, HL7 v2 displays, European narratives): not
+		// replaced until h-outside.
+		{"geb. 14.03.1931", "geb. [DATE]"},
+		{"am 14.03.31 und 1931.03.14.", "am [DATE] und [DATE]."},
+		{"14.3.31", "14.3.31"}, // a two-digit year needs a two-digit day and month
+		{"DOB 14-Mar-1931", "DOB [DATE]"},
+		{"14.Mär.1931", "[DATE]"},
+		{"14/JAN/31", "[DATE]"},
+		{"Mar-14-1931", "[DATE]"},
+		{"14. März 1931", "[DATE]"},
+		{"né le 14 janv. 1931", "né le [DATE]"},
+		{"5 de mayo de 2024", "[DATE]"},
+		{"Tel. +49 30 1234567", "Tel. [PHONE]"},
+		{"+49 (0)30 1234567", "[PHONE]"},
+		{"call +44 20 7946 0958.", "call [PHONE]."},
+		{"+33 1 23 45 67 89", "[PHONE]"},
+		{"+61 2 9876 5432", "[PHONE]"},
 		// Clinical content that is not an identifier survives.
+		{"temp 38.5, pH 7.35, version 1.2.3", "temp 38.5, pH 7.35, version 1.2.3"},
+		{"OID 1.2.36.1.2001", "OID 1.2.36.1.2001"},
+		{"set 10 units, out 5 days, +2 edema", "set 10 units, out 5 days, +2 edema"},
 		{"BP 120/80, HR 72", "BP 120/80, HR 72"},
 		{"metformin 500 mg BID x 3 months", "metformin 500 mg BID x 3 months"},
 		{"A1c 7.2%, LDL 130", "A1c 7.2%, LDL 130"},

@@ -3,6 +3,7 @@ package minimize
 import (
 	"errors"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -135,11 +136,22 @@ const (
 	emailCore = `[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+`
 	mrnCore   = `(?i:mrn|medical\s+record\s+(?:number|no\.?|#))\s*[-:#]?\s*[0-9]{4,}`
 	ssnCore   = `[0-9]{3}[- ][0-9]{2}[- ][0-9]{4}|(?i:ssn|social\s+security\s+(?:number|no\.?|#))\s*[-:#]?\s*[0-9]{9}`
-	phoneCore = `(?:\+?1[\s.\-]?)?(?:\([0-9]{3}\)\s?|[0-9]{3}[\s.\-]?)[0-9]{3}[\s.\-]?[0-9]{4}`
-	dateNum   = `[0-9]{4}[-/][0-9]{1,2}[-/][0-9]{1,2}` +
+	phoneCore = `(?:\+?1[\s.\-]?)?(?:\([0-9]{3}\)\s?|[0-9]{3}[\s.\-]?)[0-9]{3}[\s.\-]?[0-9]{4}` +
+		// An international number: a country code after "+", an optional
+		// "(0)", then three to seven groups of digits (+44 20 7946 0958,
+		// +49 (0)30 1234567, +33 1 23 45 67 89, +61 2 9876 5432).
+		`|\+[1-9][0-9]{0,2}(?:[\s.\-]?\(0\))?[\s.\-]?\(?[0-9]{1,5}\)?(?:[\s.\-]?[0-9]{2,5}){2,6}`
+	dateNum = `[0-9]{4}[-/][0-9]{1,2}[-/][0-9]{1,2}` +
 		`(?:T[0-9]{1,2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?` +
 		`|[0-9]{1,2}[-/][0-9]{1,2}[-/](?:[0-9]{4}|[0-9]{2})`
-	dateWords = `(?i:` +
+	// Dates written with dots, as most of Europe writes them (14.03.1931,
+	// 14.03.31) and year first (1931.03.14); a two-digit year needs a
+	// two-digit day and month. Its own boundaries (dotNumStart, dotNumEnd)
+	// keep an OID's arcs (1.2.36.1.2001) whole.
+	dateDots    = `[0-9]{1,2}\.[0-9]{1,2}\.[0-9]{4}|[0-9]{2}\.[0-9]{2}\.[0-9]{2}|[0-9]{4}\.[0-9]{1,2}\.[0-9]{1,2}`
+	dotNumStart = `^|[^0-9.]`
+	dotNumEnd   = `$|[^0-9.]|\.$|\.[^0-9]`
+	dateWords   = `(?i:` +
 		month + `\.?\s+[0-9]{1,2}` + ordinal + `(?:,\s*|\s+)[0-9]{4}` + // March 5, 2024
 		`|[0-9]{1,2}` + ordinal + `\s+(?:of\s+)?` + month + `\.?,?\s+[0-9]{4}` + // 5 March 2024
 		`|` + month + `\.?,?\s+[0-9]{4}` + // March 2024
@@ -157,16 +169,47 @@ var scrubPatterns = []scrubPattern{
 	newScrubPattern(classSSN, "[SSN]", notDigit, ssnCore, notDigitEnd),
 	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneCore, notDigitEnd),
 	newScrubPattern(classDate, "[DATE]", notDigit, dateNum, notDigitEnd),
+	newScrubPattern(classDate, "[DATE]", dotNumStart, dateDots, dotNumEnd),
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWords, notAlnumEnd),
+	newScrubPattern(classDate, "[DATE]", notAlnum, dateWordsAnyLanguage(), notAlnumEnd),
+}
+
+// dateWordsAnyLanguage matches a date whose month is a name or an
+// abbreviation in one of monthNames' languages, with a day and a year
+// (dateWords has English's shorter forms): joined by hyphens, dots or
+// slashes (14-Mar-1931, 14.Mär.1931, 14/JAN/31, Mar-14-1931), or by
+// spaces with a four-digit year (14. März 1931, 14 janv. 1931, 5 de mayo
+// de 2024). A month name alone beside a number is not taken ("set 10",
+// "out 5": words of those languages too).
+func dateWordsAnyLanguage() string {
+	names := make([]string, 0, len(monthNames))
+	for n := range monthNames {
+		names = append(names, regexp.QuoteMeta(n))
+	}
+	// Longest first, so that "märz" is tried before "mär".
+	sort.Slice(names, func(i, j int) bool {
+		if len(names[i]) != len(names[j]) {
+			return len(names[i]) > len(names[j])
+		}
+		return names[i] < names[j]
+	})
+	m := `(?:` + strings.Join(names, "|") + `)`
+	return `(?i:` +
+		`[0-9]{1,2}[-/.]` + m + `\.?[-/.](?:[0-9]{4}|[0-9]{2})` + // 14-Mar-1931, 14.Mär.1931
+		`|` + m + `\.?[-/.][0-9]{1,2}[-/.][0-9]{4}` + // Mar-14-1931
+		`|[0-9]{1,2}(?:\.|st|nd|rd|th)?\s+(?:de\s+)?` + m + `\.?,?\s+(?:de\s+)?[0-9]{4}` + // 14. März 1931
+		`)`
 }
 
 // ScrubString replaces every identifier of every class in s with a token:
 //
 //	phone  555-123-4567, (555) 123-4567, +1 555 123 4567, 555.123.4567  -> [PHONE]
+//	       +44 20 7946 0958, +49 (0)30 1234567
 //	email  jane.doe@example.org                                          -> [EMAIL]
 //	SSN    123-45-6789, "SSN: 123456789"                                 -> [SSN]
 //	MRN    MRN-12345678, "MRN: 12345678", "MRN 12345678"                 -> [MRN]
 //	date   2024-03-05, 03/05/2024, 3/5/24, March 5, 2024, 5 March 2024   -> [DATE]
+//	       14.03.1931, 1931.03.14, 14-Mar-1931, 14. März 1931
 //
 // It keeps nothing whole: digits inside a UUID or a hex run are replaced as
 // anywhere else ("aaaaaaaa-2024-0305-1234-5551234567ab" ->

@@ -92,21 +92,74 @@ known_consent := {"opt-out"}
 # Obligation sets, kept as data. Paths are RFC 6901 pointers, "*" matches
 # every element of an array. Vocabulary: package minimize.
 
-# Billing (HPAYMT): minimum necessary for claims work.
+# Billing (HPAYMT): minimum necessary for claims work. The removals name
+# what the biller must not see; the allow-list that ends each set keeps only
+# the elements claims work needs, so that the same identifiers and names in
+# places the removals do not name (a Reference's identifier or display, a
+# contained subscriber or practitioner, an extension's valueString, an
+# Encounter's preAdmissionIdentifier) are dropped too: deny by default.
 billing_obligations := {
 	"coverage": [
 		{"op": "mask", "path": "/subscriberId", "fn": "last4"},
 		{"op": "remove", "path": "/identifier"},
 		{"op": "remove", "path": "/beneficiary/display"},
 		{"op": "remove", "path": "/text"},
+		{"op": "allow", "path": "", "fn": concat(",", billing_coverage_elements)},
 	],
 	"encounter": [
 		{"op": "remove", "path": "/subject/display"},
 		{"op": "remove", "path": "/identifier"},
 		{"op": "remove", "path": "/text"},
 		{"op": "remove", "path": "/participant/*/individual/display"},
+		{"op": "allow", "path": "", "fn": concat(",", billing_encounter_elements)},
 	],
 }
+
+# What a biller's view of a resource keeps of its Meta: no extension, no
+# source.
+billing_meta := ["/meta/versionId", "/meta/lastUpdated", "/meta/profile", "/meta/security", "/meta/tag"]
+
+# The Coverage elements a biller reads (FHIR R4 Coverage): references by
+# reference and type only (their display and identifier name people: a
+# subscriber, a policy holder); a payor keeps its display, the insurer's
+# name. Left out: identifier, text, contained, extension, and every element
+# R4 does not define.
+billing_coverage_elements := array.concat(billing_meta, [
+	"/id", "/modifierExtension", "/status", "/type",
+	"/policyHolder/reference", "/policyHolder/type",
+	"/subscriber/reference", "/subscriber/type", "/subscriberId",
+	"/beneficiary/reference", "/beneficiary/type",
+	"/dependent", "/relationship", "/period",
+	"/payor/*/reference", "/payor/*/type", "/payor/*/display",
+	"/class/*/type", "/class/*/value", "/class/*/name",
+	"/order", "/network",
+	"/costToBeneficiary/*/type", "/costToBeneficiary/*/valueQuantity", "/costToBeneficiary/*/valueMoney",
+	"/costToBeneficiary/*/exception/*/type", "/costToBeneficiary/*/exception/*/period",
+	"/subrogation", "/contract/*/reference", "/contract/*/type",
+])
+
+# The Encounter elements a biller reads (FHIR R4 Encounter), references as
+# for Coverage (the service provider keeps its display, the facility's
+# name). Left out: identifier, text, contained, extension, hospitalization's
+# preAdmissionIdentifier, a location's display, and every element R4 does
+# not define. Codes are kept whole, their text too, as before.
+billing_encounter_elements := array.concat(billing_meta, [
+	"/id", "/modifierExtension", "/status", "/statusHistory", "/class", "/classHistory",
+	"/type", "/serviceType", "/priority",
+	"/subject/reference", "/subject/type",
+	"/episodeOfCare/*/reference", "/basedOn/*/reference",
+	"/participant/*/type", "/participant/*/period",
+	"/participant/*/individual/reference", "/participant/*/individual/type",
+	"/appointment/*/reference", "/period", "/length",
+	"/reasonCode", "/reasonReference/*/reference",
+	"/diagnosis/*/condition/reference", "/diagnosis/*/use", "/diagnosis/*/rank",
+	"/account/*/reference",
+	"/hospitalization/origin/reference", "/hospitalization/admitSource", "/hospitalization/reAdmission",
+	"/hospitalization/dietPreference", "/hospitalization/specialCourtesy", "/hospitalization/specialArrangement",
+	"/hospitalization/destination/reference", "/hospitalization/dischargeDisposition",
+	"/location/*/location/reference", "/location/*/status", "/location/*/physicalType", "/location/*/period",
+	"/serviceProvider/reference", "/serviceProvider/display", "/partOf/reference",
+])
 
 # Research (HRESCH): HIPAA Safe Harbor de-identification (45 CFR
 # 164.514(b)(2)) of every FHIR type a researcher may read, by one

@@ -204,13 +204,40 @@ test_billing_coverage_minimized if {
 	d.allow
 	d.reasons == ["billing_payment"]
 	{"op": "mask", "path": "/subscriberId", "fn": "last4"} in d.obligations
-	obligation_paths(d) == {"/subscriberId", "/identifier", "/beneficiary/display", "/text"}
+	obligation_paths(d) == {"/subscriberId", "/identifier", "/beneficiary/display", "/text", ""}
+	kept := billing_allowed(d)
+	every e in ["/subscriberId", "/beneficiary/reference", "/payor/*/display", "/class/*/value", "/period"] {
+		e in kept
+	}
+	every e in ["/identifier", "/text", "/contained", "/extension", "/beneficiary", "/beneficiary/identifier",
+		"/beneficiary/display", "/subscriber", "/subscriber/display", "/subscriber/identifier",
+		"/policyHolder/display", "/policyHolder/identifier", "/payor/*/identifier", "/meta"] {
+		not e in kept
+	}
 }
 
 test_billing_encounter_minimized if {
 	d := decide(billing, "HPAYMT", res("encounter", patient_b))
 	d.allow
-	obligation_paths(d) == {"/subject/display", "/identifier", "/text", "/participant/*/individual/display"}
+	obligation_paths(d) == {"/subject/display", "/identifier", "/text", "/participant/*/individual/display", ""}
+	kept := billing_allowed(d)
+	every e in ["/subject/reference", "/period", "/class", "/type", "/serviceProvider/display"] {
+		e in kept
+	}
+	every e in ["/identifier", "/text", "/contained", "/extension", "/subject", "/subject/identifier",
+		"/participant/*/individual/display", "/participant/*/individual/identifier", "/hospitalization",
+		"/hospitalization/preAdmissionIdentifier", "/location/*/location/display", "/meta"] {
+		not e in kept
+	}
+}
+
+# The elements a decision's one allow obligation (the last) keeps.
+billing_allowed(d) := kept if {
+	allows := [o | some o in d.obligations; o.op == "allow"]
+	count(allows) == 1
+	d.obligations[count(d.obligations) - 1] == allows[0]
+	allows[0].path == ""
+	kept := {e | some e in split(allows[0].fn, ",")}
 }
 
 test_billing_other_types_denied if {

@@ -1,0 +1,70 @@
+package rego_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/custos-mcp/custos/minimize"
+	"github.com/custos-mcp/custos/policy"
+	"github.com/custos-mcp/custos/store/synth"
+)
+
+// TestBillingViewOutsideExamples reads outside-shaped Coverage and Encounter
+// resources (minimize/testdata/outside, README.md there names the sources)
+// as a biller (HPAYMT) under the default policy, applying the decision's
+// obligations as the server does. What the billing view says it removes,
+// identifiers and people's names, must be gone wherever the resource holds
+// them: a Reference's identifier or display, a contained subscriber or
+// practitioner, an extension's valueString, an Encounter's
+// preAdmissionIdentifier. Every gone string is checked present in the input
+// (the positive control), and what claims work needs is kept.
+func TestBillingViewOutsideExamples(t *testing.T) {
+	biller := policy.NewSubject(policy.Principal{Sub: "bob.billing", Roles: []string{"billing"},
+		ClientID: "claims-assistant", Tenant: synth.DefaultTenant})
+	e := defaultEngine(t)
+	for _, c := range []struct {
+		file, typ  string
+		gone, kept []string
+	}{
+		{"pas-coverage-subscriber-contained.json", "coverage",
+			[]string{"77441123", "219099999", "88112233", "0945345", "7843574536", "Marsh", "Evelyn", "SMITH", "555-867-5309", "1931", `"contained"`, `"extension"`},
+			[]string{`"subscriberId":"***4536"`, `"beneficiary":{"reference":"Patient/SubscriberExample"}`, `"display":"MARYLAND CAPITAL INSURANCE COMPANY"`,
+				`"value":"S1000016"`, `"code":"PPO"`, `"code":"child"`}},
+		{"hl7-encounter-preadmission-contained.json", "encounter",
+			[]string{"77441123", "987654321", "93042", "Encounter_Roel", "WATSON", "SMITH", "Marsh", "4029993456", "Canary", `"contained"`, `"extension"`},
+			[]string{`"subject":{"reference":"Patient/f001"}`, `"period":{"end":"2013-03-20","start":"2013-03-11"}`, `"code":"34068001"`,
+				`"code":"305956004"`, `"code":"306689006"`, `"display":"Burgers University Medical Centre"`, `"reference":"Location/1"`}},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			in, err := os.ReadFile(filepath.Join("..", "minimize", "testdata", "outside", c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dec, err := e.Decide(context.Background(), policy.Input{Subject: biller, PurposeOfUse: "HPAYMT", Action: policy.ActionRead,
+				Resource: &policy.Resource{Type: c.typ, Patient: "p", Tenant: synth.DefaultTenant}})
+			if err != nil || !dec.Allow {
+				t.Fatalf("Decide: %+v %v", dec, err)
+			}
+			out, err := minimize.Apply("application/fhir+json", in, dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range c.gone {
+				if !strings.Contains(string(in), g) {
+					t.Errorf("positive control: %q is not in the input", g)
+				}
+				if strings.Contains(string(out), g) {
+					t.Errorf("the biller's view holds %q: %s", g, out)
+				}
+			}
+			for _, k := range c.kept {
+				if !strings.Contains(string(out), k) {
+					t.Errorf("the biller's view lost %s: %s", k, out)
+				}
+			}
+		})
+	}
+}
