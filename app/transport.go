@@ -100,7 +100,7 @@ func (a *App) listen() error {
 		if err != nil {
 			return fmt.Errorf("ops.listen: %w", err)
 		}
-		a.opsLn = ln
+		a.opsLn = server.LimitConnections(ln, ops.MaxConnections)
 		a.opsURL = "http://" + ln.Addr().String()
 		a.opsHS = ops.NewHTTPServer(o.Listen, ops.Handler(a.Health(), a.metrics, a.registry))
 		if err := writeAddrFile(o.AddrFile, a.opsURL); err != nil {
