@@ -85,6 +85,11 @@ func (a *App) listen() error {
 			return fmt.Errorf("http.listen: %w", err)
 		}
 		ln = server.LimitConnections(ln, so.MaxConnections)
+		if limit, err := openFileLimit(); err != nil {
+			a.log.Debug("the open-file limit could not be read", "err", err)
+		} else {
+			warnFileLimit(a.log, limit, so.MaxConnections)
+		}
 		scheme := "http"
 		if a.tlsConfig != nil {
 			ln, scheme = tls.NewListener(ln, a.tlsConfig), "https"
