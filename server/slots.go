@@ -47,7 +47,8 @@ type connSlot struct {
 	// (noteAuthenticated); it is never closed for being idle.
 	authenticated atomic.Bool
 	// current: the request being served on it was authenticated. One
-	// request at a time is served on an HTTP/1.1 connection.
+	// request at a time is served on an HTTP/1.1 connection, and the MCP
+	// listener offers no other (TestSlotsListenerSpeaksHTTP1Only).
 	current atomic.Bool
 	idle    uint64 // connSlots.seq when it went idle; 0 if not idle (mu)
 }

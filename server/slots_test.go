@@ -281,3 +281,20 @@ func TestAuthenticatedIdleConnectionKeepsItsSlot(t *testing.T) {
 		t.Fatalf("the authenticated client's second list on its idle connection: %v %v; want 200 on the connection kept", resp, err)
 	}
 }
+
+// The MCP listener speaks HTTP/1.1 only, even to a client offering h2
+// (its TLS configuration names no ALPN protocol): connSlots counts one
+// request at a time on a connection, which HTTP/2's streams would break.
+func TestSlotsListenerSpeaksHTTP1Only(t *testing.T) {
+	s := serveSlots(t, slotLimits)
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{ForceAttemptHTTP2: true,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}}} // the test's own certificate
+	resp, err := c.Get("https://" + s.addr + server.MCPPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 1 {
+		t.Errorf("a client offering h2 was answered over %s; want HTTP/1.1 (connSlots assumes one request at a time)", resp.Proto)
+	}
+}
