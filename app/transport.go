@@ -85,6 +85,11 @@ func (a *App) listen() error {
 			return fmt.Errorf("http.listen: %w", err)
 		}
 		ln = server.LimitConnections(ln, so.MaxConnections)
+		if limit, err := openFileLimit(); err != nil {
+			a.log.Debug("the open-file limit could not be read", "err", err)
+		} else {
+			warnFileLimit(a.log, limit, so.MaxConnections)
+		}
 		scheme := "http"
 		if a.tlsConfig != nil {
 			ln, scheme = tls.NewListener(ln, a.tlsConfig), "https"
@@ -100,7 +105,7 @@ func (a *App) listen() error {
 		if err != nil {
 			return fmt.Errorf("ops.listen: %w", err)
 		}
-		a.opsLn = ln
+		a.opsLn = server.LimitConnections(ln, ops.MaxConnections)
 		a.opsURL = "http://" + ln.Addr().String()
 		a.opsHS = ops.NewHTTPServer(o.Listen, ops.Handler(a.Health(), a.metrics, a.registry))
 		if err := writeAddrFile(o.AddrFile, a.opsURL); err != nil {

@@ -51,6 +51,13 @@ func TestBodyOverTheLimitIsContentTooLarge(t *testing.T) {
 // o) on a loopback port until the test ends, and returns its address.
 func serveOnLoopback(t *testing.T, h http.Handler, o server.HTTPOptions) string {
 	t.Helper()
+	return serveOnLoopbackAs(t, h, o, func(ln net.Listener) net.Listener { return ln })
+}
+
+// serveOnLoopbackAs is serveOnLoopback serving the listener wrap makes of
+// the loopback one (LimitConnections, TLS).
+func serveOnLoopbackAs(t *testing.T, h http.Handler, o server.HTTPOptions, wrap func(net.Listener) net.Listener) string {
+	t.Helper()
 	srv, err := server.NewHTTPServerWith("127.0.0.1:0", h, o)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +66,7 @@ func serveOnLoopback(t *testing.T, h http.Handler, o server.HTTPOptions) string 
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve(ln)
+	go srv.Serve(wrap(ln))
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
 }

@@ -28,7 +28,8 @@
 // writes), resources.go (list, read — steps 6 and 7 —, templates),
 // entitytag.go (what _meta says about content), then subscribe.go,
 // complete.go, research.go, btg.go and the transports (with sessions.go,
-// the cap on sessions per principal). refusals.go records the refusals
+// the cap on sessions per principal; slots.go, the share of
+// http.max_connections left to unauthenticated connections). refusals.go records the refusals
 // anyone can cause (failed authentications, a session too many, requests
 // while the audit volume is in its reserve) once per kind and window and
 // otherwise in one aggregate record, so that they cannot fill the audit
@@ -122,6 +123,21 @@
 //     keeps that plain peek as the reference).
 //   - The SDK's in-memory resource list and its plain-text cursors are never
 //     used; cursors are AEAD-sealed and bound to the caller.
+//   - Connection slots (slots.go): a connection that never carried an
+//     authenticated request holds a slot of http.max_connections only while
+//     slots are plentiful. A request that was not authenticated (a refusal
+//     before the token verified, the OAuth metadata document) closes its
+//     connection after its answer if, as it arrived, more than three
+//     quarters of the slots were in use; below that it keeps it, so that a
+//     refusal on a kept-alive connection costs no TLS handshake
+//     (TestRefusalClosesItsConnectionNearTheCap). When a connection takes
+//     the last slot, the idle connection that never carried an
+//     authenticated request and idled longest is closed
+//     (TestIdleRefusedConnectionsGoFirstAtTheCap,
+//     TestRefusedConnectionsCannotHoldEverySlot). An idle connection that
+//     carried an authenticated request keeps its slot until IdleTimeout
+//     (TestAuthenticatedIdleConnectionKeepsItsSlot); a request in progress,
+//     or a connection still sending its headers, is never closed for a slot.
 //   - No PHI, payload or secret is written to the operational log or put in an
 //     error message; errors name what was wrong, not the data.
 package server

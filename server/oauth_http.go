@@ -38,7 +38,7 @@ func (s *Server) OAuthHandler(v *oauth.Verifier) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(v.MetadataPath(), v.MetadataHandler())
 	mux.Handle(MCPPath, noStore(s.auditRejections(crossOriginRefused(contentCodingRefused(v.Middleware(noteCaller(s.rateLimited(h)), jsonrpcMethods))), v.TokenVerifier())))
-	return closeAfterChunked(boundUnreadBody(clientaddr.Handler(s.cfg.TrustedProxies, mux)))
+	return spareSlots(closeAfterChunked(boundUnreadBody(clientaddr.Handler(s.cfg.TrustedProxies, mux))))
 }
 
 // contentCodingRefused answers a POST whose body has a content coding with
@@ -181,10 +181,12 @@ func callerOf(r *http.Request) *caller {
 	return c
 }
 
-// noteCaller tells auditRejections the verified token of a request;
-// it runs after token verification.
+// noteCaller tells auditRejections the verified token of a request, and
+// connSlots that its connection carried an authenticated request; it runs
+// after token verification.
 func noteCaller(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		noteAuthenticated(r)
 		if c := callerOf(r); c != nil {
 			c.ti = auth.TokenInfoFromContext(r.Context())
 		}

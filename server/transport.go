@@ -49,7 +49,7 @@ func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 	protected := oneBearerToken(auth.RequireBearerToken(tokens.Verify, nil)(noteCaller(s.rateLimited(h))))
 	mux := http.NewServeMux()
 	mux.Handle(MCPPath, noStore(s.auditRejections(crossOriginRefused(protected), tokens.Verify)))
-	return closeAfterChunked(boundUnreadBody(clientaddr.Handler(s.cfg.TrustedProxies, mux)))
+	return spareSlots(closeAfterChunked(boundUnreadBody(clientaddr.Handler(s.cfg.TrustedProxies, mux))))
 }
 
 // boundUnreadBody bounds what a request answered before its body was
@@ -73,8 +73,9 @@ func (s *Server) HTTPHandler(tokens *Tokens) http.Handler {
 // 1.25 to 2.33 times its unloaded p99 (the target is under 2;
 // docs/benchmarks.md, "Unauthenticated flood";
 // TestRefusedRequestWithItsBodyKeepsItsConnection). A connection kept
-// after a refusal is a slot of http.max_connections until IdleTimeout
-// (SECURITY.md).
+// after a refusal is a slot of http.max_connections until IdleTimeout,
+// unless the slots run short (connSlots: closed after its refusal above
+// three quarters of them, and first when the last is taken).
 func boundUnreadBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
@@ -612,8 +613,10 @@ type HTTPOptions struct {
 	// MaxHeaderBytes bounds request headers. Default DefaultMaxHeaderBytes.
 	MaxHeaderBytes int
 	// MaxConnections bounds the connections served at once on the
-	// listener (LimitConnections; the http.Server does not count them).
-	// Default DefaultMaxConnections.
+	// listener: give LimitConnections the same figure. The http.Server
+	// counts its connections against it (ConnContext, ConnState), to
+	// close those that never carried an authenticated request when the
+	// slots run short (connSlots). Default DefaultMaxConnections.
 	MaxConnections int
 	// MaxRequestBodyBytes, if positive, bounds every request body (a longer
 	// body fails to read); the MCP handler has its own 1 MiB limit, so only
@@ -660,7 +663,7 @@ func NewHTTPServerWith(addr string, h http.Handler, o HTTPOptions) (*http.Server
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &http.Server{
+	srv := &http.Server{
 		Addr:              addr,
 		Handler:           h,
 		ErrorLog:          log.New(httpErrorLog{o.Logger}, "", 0),
@@ -670,7 +673,9 @@ func NewHTTPServerWith(addr string, h http.Handler, o HTTPOptions) (*http.Server
 		WriteTimeout:      o.WriteTimeout,
 		IdleTimeout:       o.IdleTimeout,
 		MaxHeaderBytes:    o.MaxHeaderBytes,
-	}, nil
+	}
+	newConnSlots(cmp.Or(o.MaxConnections, DefaultMaxConnections)).install(srv)
+	return srv, nil
 }
 
 // LimitConnections returns ln accepting at most n connections open at

@@ -266,7 +266,7 @@ func registerServeFlags(f *pflag.FlagSet) {
 	f.String("http-trusted-proxy-header", "", "HTTP: the one forwarding header the trusted proxies write, forwarded or x-forwarded-for; the other is then ignored (default: either, and both present must agree)")
 	f.Int("http-max-header-bytes", server.DefaultMaxHeaderBytes, "HTTP: the largest request header block")
 	f.Int64("http-max-body-bytes", app.MaxRequestBodyLimit, "HTTP: the largest request body (at most 1 MiB, the MCP handler's own limit)")
-	f.Int("http-max-connections", server.DefaultMaxConnections, "HTTP: the connections served at once; beyond it a new connection waits, unread, until one closes")
+	f.Int("http-max-connections", server.DefaultMaxConnections, "HTTP: the connections served at once; beyond it a new connection waits, unread, until one closes (above three quarters in use, connections that never carried a valid token are closed first); serve warns at start if the open-file limit is below it + 96")
 	f.String("addr-file", "", "write the MCP endpoint URL to this file once listening (useful with port 0)")
 	f.String("policy-dir", "", "load the Rego policy from this directory (--dev only; watched and reloaded)")
 	f.String("policy-bundle", "", "load the policy from this signed OPA bundle (watched and reloaded; needs --policy-key)")

@@ -44,6 +44,14 @@ func Handler(h *Health, m *Metrics, reg prometheus.Gatherer) http.Handler {
 	return mux
 }
 
+// MaxConnections is how many connections the ops listener serves at once
+// (its listener is wrapped by the assembly; beyond it a new connection
+// waits in the listen queue until one closes). Scrapers and probes keep a
+// few each; without a cap a client trickling its headers held a goroutine,
+// its buffers and a descriptor of the process for each connection it
+// opened, however many (TestOpsConnectionsBeyondTheLimitWait in app).
+const MaxConnections = 32
+
 // NewHTTPServer returns an *http.Server for the ops listener at addr
 // serving handler, with timeouts suited to probes and scrapes (a slow or
 // idle client cannot hold connections open).
