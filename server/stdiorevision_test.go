@@ -127,11 +127,7 @@ func TestStdioSessionOfTheStatelessRevisionKeepsIt(t *testing.T) {
 func TestStdioBatchWithMetaVersionIsRefusedWhole(t *testing.T) {
 	f := newFixture(t, "")
 	uri := f.allURIs()[0].URI
-	s := startStdio(t, f, 0)
-	s.send(strings.Replace(stdioInit2025, "2025-11-25", "2025-03-26", 1))
-	if v, raw := s.next(); v.(map[string]any)["result"].(map[string]any)["protocolVersion"] != "2025-03-26" {
-		t.Fatalf("initialize answered %s", raw)
-	}
+	s := startStdio2025_03_26(t, f)
 	s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	meta := func(v string) string { return `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + v + `"}` }
 	read := `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"` + uri + `"}}`
