@@ -7,10 +7,12 @@ import (
 
 // Outcome reads raw as a FHIR OperationOutcome: isOO reports whether it is
 // one, failed whether an issue has severity error or fatal, and code is
-// that issue's code when it has the form of an issue-type code (lowercase
-// letters and hyphens), so that it can be named in a message; its
-// diagnostics and details are the server's free text and are never read.
-// It is pure.
+// that issue's code when it is one of the IssueType value set
+// (issueTypes), so that it can be named in a message; its diagnostics and
+// details are the server's free text and are never read. Any code of the
+// form of one (lowercase letters and hyphens) was named, so a name written
+// as a code ("jane-doe") reached a sync's error and its sync/end audit
+// record (fhirsync TestRemoteTextNeverInMessages). It is pure.
 func Outcome(raw []byte) (isOO bool, code string, failed bool) {
 	var res struct {
 		ResourceType string `json:"resourceType"`
@@ -25,7 +27,7 @@ func Outcome(raw []byte) (isOO bool, code string, failed bool) {
 	}
 	for _, is := range res.Issue {
 		if is.Severity == "error" || is.Severity == "fatal" {
-			if !issueCodeForm(is.Code) {
+			if !issueTypes[is.Code] {
 				return true, "", true
 			}
 			return true, is.Code, true
@@ -34,16 +36,14 @@ func Outcome(raw []byte) (isOO bool, code string, failed bool) {
 	return true, "", false
 }
 
-// issueCodeForm reports whether c looks like a FHIR code of issue-type
-// (lowercase letters and hyphens).
-func issueCodeForm(c string) bool {
-	if c == "" || len(c) > 64 {
-		return false
-	}
-	for _, r := range c {
-		if (r < 'a' || r > 'z') && r != '-' {
-			return false
-		}
-	}
-	return true
+// issueTypes are the codes of FHIR R4's IssueType value set
+// (http://hl7.org/fhir/ValueSet/issue-type, 31 codes): the only issue
+// codes Outcome names.
+var issueTypes = map[string]bool{
+	"invalid": true, "structure": true, "required": true, "value": true, "invariant": true,
+	"security": true, "login": true, "unknown": true, "expired": true, "forbidden": true, "suppressed": true,
+	"processing": true, "not-supported": true, "duplicate": true, "multiple-matches": true, "not-found": true,
+	"deleted": true, "too-long": true, "code-invalid": true, "extension": true, "too-costly": true,
+	"business-rule": true, "conflict": true, "transient": true, "lock-error": true, "no-store": true,
+	"exception": true, "timeout": true, "incomplete": true, "throttled": true, "informational": true,
 }

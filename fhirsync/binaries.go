@@ -422,7 +422,10 @@ func binaryLine(resp *http.Response, body []byte, r binaryRef, max int) ([]byte,
 	}
 	// The content itself: its type is the answer's, parameters kept.
 	if r.ContentType != "" && r.ContentType != mt {
-		return nil, fmt.Errorf("%w: %s: the answer is %s, not a Binary resource nor the %s the attachment declares", ErrServer, req, mt, r.ContentType)
+		// Both types are the server's text: each is named only if it is a
+		// known media type (namedMediaType).
+		return nil, fmt.Errorf("%w: %s: the answer is %s, not a Binary resource nor the %s the attachment declares", ErrServer, req,
+			orUnnamed(namedMediaType(mt), "of another type"), orUnnamed(namedMediaType(r.ContentType), "type"))
 	}
 	ct := mime.FormatMediaType(mt, params)
 	if ct == "" {

@@ -108,8 +108,10 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 	}
 	n := 0
 	for _, o := range m.Output {
-		if !validType(o.Type) {
-			return bulkResult{}, fmt.Errorf("%w: GET %s: output of type %q", ErrServer, where(status), o.Type)
+		// The type is the server's text: named only if it is an R4
+		// resource type (one of the form of one, "JaneDoe", was quoted).
+		if !validType(o.Type) || !fhirin.IsResourceType(o.Type) {
+			return bulkResult{}, fmt.Errorf("%w: GET %s: output of a type that is no R4 resource type (not repeated)", ErrServer, where(status))
 		}
 		if len(c.o.Types) > 0 && !slices.Contains(c.o.Types, o.Type) {
 			return bulkResult{}, fmt.Errorf("%w: GET %s: output of type %q, which the export's _type did not ask for", ErrServer, where(status), o.Type)
@@ -266,7 +268,7 @@ func (c *client) poll(ctx context.Context, status *url.URL) (bulkManifest, error
 		if resp.StatusCode != http.StatusAccepted {
 			return bulkManifest{}, fmt.Errorf("%w: GET %s: HTTP %d", ErrServer, where(status), resp.StatusCode)
 		}
-		c.o.Progress(Progress{Phase: "poll", Detail: c.creds.redact(resp.Header.Get("X-Progress"))})
+		c.o.Progress(Progress{Phase: "poll", Detail: quiet(c.creds.redact(resp.Header.Get("X-Progress")))})
 		// The server's Retry-After is honoured whole (the Bulk IG's
 		// example is 120 s; a client that polls sooner gets 429), not cut
 		// to MaxDelay, the cap of retry backoff; the poll deadline bounds it.
@@ -347,7 +349,7 @@ func (c *client) deleteJob(ctx context.Context, status *url.URL) {
 	c.requests.Add(1)
 	resp, err := c.o.HTTPClient.Do(req)
 	if err != nil {
-		c.o.Logger.Warn("fhirsync: deleting the finished export job", "request", "DELETE "+where(status), "err", c.creds.redact(transportCause(err).Error()))
+		c.o.Logger.Warn("fhirsync: deleting the finished export job", "request", "DELETE "+where(status), "err", quiet(c.creds.redact(transportCause(err).Error())))
 		return
 	}
 	drain(resp)

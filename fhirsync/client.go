@@ -287,7 +287,7 @@ func (c *client) do(ctx context.Context, mk func(ctx context.Context) (*http.Req
 			return nil, fmt.Errorf("%w: %s; gave up after %d attempts over %s", ErrUnavailable, last, attempt+1, c.o.Now().Sub(start).Round(time.Millisecond))
 		}
 		wait := backoff(attempt, c.o.BaseDelay, c.o.MaxDelay, after)
-		c.o.Logger.Warn("fhirsync: retrying", "request", hideBinaryIDs(last), "attempt", attempt+1, "wait", wait)
+		c.o.Logger.Warn("fhirsync: retrying", "request", quiet(hideBinaryIDs(last)), "attempt", attempt+1, "wait", wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -309,10 +309,19 @@ func hideBinaryIDs(s string) string {
 }
 
 // transportCause strips the URL from a *url.Error.
+//
+// Go's HTTP client quotes the server's bytes in the error for a malformed
+// answer ("malformed MIME header: missing colon: \"<line>\"", "malformed
+// HTTP response \"<line>\""): such an error is errMalformedAnswer, never
+// the quote, which was copied into the sync's error, its sync/end audit
+// record and the retry log line (TestRemoteTextNeverInMessages).
 func transportCause(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return ue.Err
+		err = ue.Err
+	}
+	if msg := err.Error(); strings.Contains(msg, "malformed") || strings.Contains(msg, `"`) {
+		return errMalformedAnswer
 	}
 	return err
 }
@@ -350,13 +359,23 @@ func checkType(resp *http.Response, want ...string) error {
 				continue
 			}
 			if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
-				return fmt.Errorf("%w: %s %s: charset %q; FHIR JSON is UTF-8", ErrServer, resp.Request.Method, where(resp.Request.URL), cs)
+				named := "a charset IANA does not register (not repeated)"
+				if n := namedCharset(cs); n != "" {
+					named = fmt.Sprintf("charset %q", n)
+				}
+				return fmt.Errorf("%w: %s %s: %s; FHIR JSON is UTF-8", ErrServer, resp.Request.Method, where(resp.Request.URL), named)
 			}
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: %s %s: content type %q, want %s", ErrServer, resp.Request.Method, where(resp.Request.URL),
-		resp.Header.Get("Content-Type"), strings.Join(want, " or "))
+	// The Content-Type is the server's text (its parameters any string):
+	// only a common media type is named.
+	got := "a content type that is none of FHIR's or of a file type (not repeated)"
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil && namedMediaType(mt) != "" {
+		got = "content type " + namedMediaType(mt)
+	}
+	return fmt.Errorf("%w: %s %s: %s, want %s", ErrServer, resp.Request.Method, where(resp.Request.URL),
+		got, strings.Join(want, " or "))
 }
 
 // Media types accepted for FHIR JSON and NDJSON.

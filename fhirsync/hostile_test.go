@@ -916,84 +916,118 @@ func TestNotUTF8IsRefused(t *testing.T) {
 // wraps its sentinel.
 func TestEchoedCredentialNeverInMessages(t *testing.T) {
 	patient := corpus(t, "patient.json")
-	for _, tc := range []struct {
-		name string
-		bulk bool
-		// serve answers the search (REST) or the status poll (Bulk);
-		// bearer is the token the request carried.
-		serve func(w http.ResponseWriter, r *http.Request, bearer string)
-		want  error
-	}{
+	for _, tc := range []answerCase{
 		{"content type", false, func(w http.ResponseWriter, r *http.Request, bearer string) {
 			writeJSON(w, "text/html; echo="+bearer, searchset("", patient))
 		}, ErrServer},
 		{"malformed header line", false, func(w http.ResponseWriter, r *http.Request, bearer string) {
-			c, buf, err := http.NewResponseController(w).Hijack()
-			if err != nil {
-				return
-			}
-			buf.WriteString("HTTP/1.1 200 OK\r\nEcho " + bearer + "\r\n\r\n")
-			buf.Flush()
-			c.Close()
+			answerHeaderLine(w, "Echo "+bearer)
 		}, ErrUnavailable},
 		{"manifest output type", true, func(w http.ResponseWriter, r *http.Request, bearer string) {
 			writeJSON(w, "application/json", []byte(`{"transactionTime":"2026-12-01T12:00:00Z","request":"x","requiresAccessToken":true,"output":[{"type":"`+bearer+`","url":"/fhir/files/x"}],"error":[]}`))
 		}, ErrServer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mux := http.NewServeMux()
-			var srv *httptest.Server
-			srv = httptest.NewServer(mux)
-			defer srv.Close()
-			mux.HandleFunc("/fhir/metadata", func(w http.ResponseWriter, r *http.Request) {
-				if tc.bulk {
-					writeJSON(w, "application/fhir+json", []byte(capBulk))
-					return
-				}
-				writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
-			})
-			mux.HandleFunc("/fhir/.well-known/smart-configuration", func(w http.ResponseWriter, r *http.Request) {
-				writeJSON(w, "application/json", []byte(`{"token_endpoint":"`+srv.URL+`/auth/token"}`))
-			})
-			mux.HandleFunc("/auth/token", func(w http.ResponseWriter, r *http.Request) {
-				writeJSON(w, "application/json", []byte(`{"access_token":"`+secretToken+`","token_type":"bearer","expires_in":300}`))
-			})
-			polls := 0
-			mux.HandleFunc("/fhir/$export", func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Location", "/fhir/status")
-				w.WriteHeader(http.StatusAccepted)
-			})
-			mux.HandleFunc("/fhir/status", func(w http.ResponseWriter, r *http.Request) {
-				bearer := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-				if polls++; polls == 1 {
-					w.Header().Set("X-Progress", "exporting for "+bearer)
-					w.WriteHeader(http.StatusAccepted)
-					return
-				}
-				tc.serve(w, r, bearer)
-			})
-			mux.HandleFunc("/fhir/Patient", func(w http.ResponseWriter, r *http.Request) {
-				tc.serve(w, r, strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
-			})
-			o, imp, logs := probeOptions(t, srv.URL+"/fhir", true)
-			o.NoBulk = !tc.bulk
-			var progress strings.Builder
-			o.Progress = func(p Progress) { progress.WriteString(p.Detail + "\n") }
-			rec := o.Recorder.(*probeRecorder)
-			_, err := runProbe(t, o)
-			if !errors.Is(err, tc.want) || imp.calls != 0 {
-				t.Fatalf("err = %v, imports %d; want %v", err, imp.calls, tc.want)
+			base := answeringServer(t, tc.bulk, func(bearer string) string { return "exporting for " + bearer }, tc.serve)
+			imports, seen, err := runAnswered(t, base, tc.bulk)
+			if !errors.Is(err, tc.want) || imports != 0 {
+				t.Fatalf("err = %v, imports %d; want %v", err, imports, tc.want)
 			}
-			noSecret(t, "error", err.Error())
-			noSecret(t, "log", logs.String())
-			noSecret(t, "progress", progress.String())
-			for _, e := range rec.events {
-				if e.Err != nil {
-					noSecret(t, "audit record", AuditEntry(e, auditPrincipal, false, nil).Reason)
-				}
+			for what, msg := range seen {
+				noSecret(t, what, msg)
 			}
 		})
 	}
+}
+
+// answerCase is a sync of an answeringServer that fails with want: name,
+// bulk (a Bulk export, otherwise a REST search) and serve.
+type answerCase struct {
+	name string
+	bulk bool
+	// serve answers the search (REST) or the status poll (Bulk);
+	// bearer is the token the request carried.
+	serve func(w http.ResponseWriter, r *http.Request, bearer string)
+	want  error
+}
+
+// answerHeaderLine answers 200 with one header line that has no colon,
+// which Go's HTTP client refuses quoting it.
+func answerHeaderLine(w http.ResponseWriter, line string) {
+	c, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	buf.WriteString("HTTP/1.1 200 OK\r\n" + line + "\r\n\r\n")
+	buf.Flush()
+	c.Close()
+}
+
+// answeringServer is a FHIR server at the returned base (a SMART token
+// endpoint, a CapabilityStatement with a Patient search, or with $export
+// when bulk) whose Patient search, or whose export status after a first
+// poll answered 202 with X-Progress xProgress(bearer), serve answers;
+// bearer is the access token the request carried.
+func answeringServer(t *testing.T, bulk bool, xProgress func(bearer string) string, serve func(w http.ResponseWriter, r *http.Request, bearer string)) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	mux.HandleFunc("/fhir/metadata", func(w http.ResponseWriter, r *http.Request) {
+		if bulk {
+			writeJSON(w, "application/fhir+json", []byte(capBulk))
+			return
+		}
+		writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
+	})
+	mux.HandleFunc("/fhir/.well-known/smart-configuration", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/json", []byte(`{"token_endpoint":"`+srv.URL+`/auth/token"}`))
+	})
+	mux.HandleFunc("/auth/token", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/json", []byte(`{"access_token":"`+secretToken+`","token_type":"bearer","expires_in":300}`))
+	})
+	polls := 0
+	mux.HandleFunc("/fhir/$export", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Location", "/fhir/status")
+		w.WriteHeader(http.StatusAccepted)
+	})
+	mux.HandleFunc("/fhir/status", func(w http.ResponseWriter, r *http.Request) {
+		bearer := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if polls++; polls == 1 {
+			w.Header().Set("X-Progress", xProgress(bearer))
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		serve(w, r, bearer)
+	})
+	mux.HandleFunc("/fhir/Patient", func(w http.ResponseWriter, r *http.Request) {
+		serve(w, r, strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+	})
+	return srv.URL + "/fhir"
+}
+
+// runAnswered runs a sync of base (Bulk when bulk) with a --dev key and
+// returns the number of imports, every message it left ("error", "log",
+// "progress" and "audit record": the reasons of its records with an
+// error) and its error.
+func runAnswered(t *testing.T, base string, bulk bool) (int, map[string]string, error) {
+	t.Helper()
+	o, imp, logs := probeOptions(t, base, true)
+	o.NoBulk = !bulk
+	var progress strings.Builder
+	o.Progress = func(p Progress) { progress.WriteString(p.Detail + "\n") }
+	rec := o.Recorder.(*probeRecorder)
+	_, err := runProbe(t, o)
+	seen := map[string]string{"log": logs.String(), "progress": progress.String()}
+	if err != nil {
+		seen["error"] = err.Error()
+	}
+	for _, e := range rec.events {
+		if e.Err != nil {
+			seen["audit record"] += AuditEntry(e, auditPrincipal, false, nil).Reason + "\n"
+		}
+	}
+	return imp.calls, seen, err
 }
 
 // TestUntrustedCertificateFailsAtOnce: a server whose TLS certificate the

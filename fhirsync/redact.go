@@ -1,8 +1,14 @@
 package fhirsync
 
 import (
+	"errors"
+	"mime"
 	"strings"
 	"sync"
+
+	"golang.org/x/text/encoding/ianaindex"
+
+	"github.com/custos-mcp/custos/minimize"
 )
 
 // credentials are the secrets one sync has held — the access tokens it
@@ -61,4 +67,72 @@ func (c *credentials) redactErr(err error) error {
 		return &redactedError{err: err, msg: msg}
 	}
 	return err
+}
+
+// quietErr is err with its message scrubbed (minimize.ScrubString): what
+// a sync returns becomes its sync/end audit record's reason, stderr and
+// the scheduler's log line, and parts of it are the server's (a path, an
+// id, a transport's quote of a malformed answer), which may hold a
+// telephone number, a record number or a date. Scrubbing finds patterns,
+// not names: the server's free text itself (an OperationOutcome's
+// diagnostics, a body, a Content-Type's parameters, a header line, a
+// query) is never put in a message (TestRemoteTextNeverInMessages).
+// errors.Is and errors.As still see the cause.
+func quietErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if msg := minimize.ScrubString(err.Error()); msg != err.Error() {
+		return &redactedError{err: err, msg: msg}
+	}
+	return err
+}
+
+// quiet is s scrubbed, for a log line or a progress report that holds a
+// server's text (quietErr).
+func quiet(s string) string { return minimize.ScrubString(s) }
+
+// errMalformedAnswer stands for a transport error that quotes the server's
+// answer (Go's HTTP client quotes a malformed status line or header line).
+var errMalformedAnswer = errors.New("the answer is not well-formed HTTP (its text is not repeated here)")
+
+// namedCharset is cs, an answer's charset parameter, if it is a name or
+// an alias of a charset IANA registers (so that it can be named in a
+// message), or "": any other is the server's text.
+func namedCharset(cs string) string {
+	if _, err := ianaindex.IANA.Encoding(cs); err != nil {
+		return ""
+	}
+	return cs
+}
+
+// fhirMediaTypes are the media types of FHIR's formats, which Go's MIME
+// table does not list.
+var fhirMediaTypes = map[string]bool{
+	"application/fhir+json": true, "application/json+fhir": true, "application/fhir+xml": true,
+	"application/xml+fhir": true, "application/fhir+ndjson": true, "application/ndjson": true,
+	"application/x-ndjson": true,
+}
+
+// namedMediaType is mt, a media type from a server's answer or a
+// resource, if it is one of FHIR's or one Go's MIME table (and the
+// system's) knows a file extension for, so that it can be named in a
+// message; "" for any other: its text is the server's ("jane/doe").
+func namedMediaType(mt string) string {
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	if fhirMediaTypes[mt] {
+		return mt
+	}
+	if exts, err := mime.ExtensionsByType(mt); err == nil && len(exts) > 0 {
+		return mt
+	}
+	return ""
+}
+
+// orUnnamed is named, or instead when it is "" (a value not named).
+func orUnnamed(named, instead string) string {
+	if named == "" {
+		return instead
+	}
+	return named
 }

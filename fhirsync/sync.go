@@ -123,8 +123,9 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 		searched = prev.Searched
 	}
 	res, c, err := s.run(ctx, full, since, searched)
-	// What a server echoed of the sync's credentials leaves in no message.
-	err = c.creds.redactErr(err)
+	// What a server echoed of the sync's credentials leaves in no message,
+	// and what else of its text the error holds leaves it scrubbed.
+	err = quietErr(c.creds.redactErr(err))
 	res.Duration = o.Now().Sub(start)
 	end := Event{Phase: "end", Base: o.Base, Tenant: o.Tenant, Full: full, Since: since, Mode: res.Mode,
 		Resources: res.Resources, Deleted: res.Deleted, DeletesIgnored: res.DeletesIgnored, Types: res.Types, Binaries: res.Binaries, Requests: int(c.requests.Load()), Duration: res.Duration, Err: err}

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/report"
 	"github.com/custos-mcp/custos/policy/btg"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/store"
@@ -210,9 +211,23 @@ func TestGrantUsesAreCountedPerRequest(t *testing.T) {
 	// Each use's record names the grant in its reason, as the compliance
 	// report reads it (a list page's and a completion's did not: the
 	// report counted them as break-glass accesses without a grant).
+	// And each is a break-the-glass access in the reports
+	// (report.IsBreakGlass), by its reason's mark alone too: with its
+	// purpose (ETREAT) set aside, a read's break_glass and a list page's
+	// or a completion's grant= still count.
 	for _, r := range f.records() {
-		if r.Outcome == audit.OutcomeAllow && slices.Contains(r.Patients, pseud) && !slices.Contains(strings.FieldsFunc(r.Reason, func(c rune) bool { return c == ' ' || c == ',' }), "grant=g-1") {
+		if r.Outcome != audit.OutcomeAllow || !slices.Contains(r.Patients, pseud) {
+			continue
+		}
+		if !slices.Contains(strings.FieldsFunc(r.Reason, func(c rune) bool { return c == ' ' || c == ',' }), "grant=g-1") {
 			t.Errorf("%s record %d: reason %q does not name grant=g-1", r.Action, r.Seq, r.Reason)
+		}
+		if !report.IsBreakGlass(r) {
+			t.Errorf("%s record %d (purpose %s, reason %q) is not a break-the-glass access in the reports", r.Action, r.Seq, r.PurposeOfUse, r.Reason)
+		}
+		r.PurposeOfUse = ""
+		if !report.IsBreakGlass(r) {
+			t.Errorf("%s record %d: reason %q alone is not a break-the-glass mark", r.Action, r.Seq, r.Reason)
 		}
 	}
 }

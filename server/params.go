@@ -880,6 +880,8 @@ func (r *sessionRevision) judge(req *jsonrpc.Request) *jsonrpc.Error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
+	case v != "" && !modern:
+		return errStdioLegacyMeta
 	case r.legacy && modern:
 		rev := r.negotiated
 		if rev == "" {
@@ -900,6 +902,20 @@ func (r *sessionRevision) judge(req *jsonrpc.Request) *jsonrpc.Error {
 	}
 	return nil
 }
+
+// errStdioLegacyMeta answers a call whose params._meta names a protocol
+// version before 2026-07-28, or one that is no revision and sorts before
+// it ("1.0"), as refuseLegacyMeta answers one over HTTP and
+// errStdioBatchMeta a batch carrying one: SEP-2575 puts that _meta on
+// requests of 2026-07-28 and later only, and a request of an earlier
+// revision is served at the revision initialize negotiated. Such a call
+// was served, decided and audited, with the go-sdk's
+// ServerRequest.ProtocolVersion giving the _meta's version rather than
+// the session's (TestStdioRequestWithAnEarlierMetaVersionIsRefused). The
+// version is not repeated: it is any string the client chose.
+var errStdioLegacyMeta = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: `invalid request: a request of a protocol revision before ` + ProtocolStateless +
+	` is served at the revision initialize negotiated and carries no params._meta["` + mcp.MetaKeyProtocolVersion +
+	`"]; only a request of ` + ProtocolStateless + ` or later carries it`}
 
 // batchesAllowed reports whether initialize negotiated a revision before
 // 2025-06-18, which removed JSON-RPC batches.

@@ -289,9 +289,48 @@ func judgeLine(line []byte, batches bool) (pass []byte, calls []*jsonrpc.Request
 				calls = append(calls, req)
 			}
 		}
-		return t, calls, nil
+		return splitNotifications(t, raws, items), calls, nil
 	}
 	return refuse(errNotJSONRPC)
+}
+
+// splitNotifications is batch t (of raws, decoded as items) as the go-sdk
+// reads it: its notifications each a JSON value of its own, those before
+// its first other message ahead of the batch of its other messages (the
+// calls, and any responses), the others after it, newline-separated.
+// The SDK's stdio transport (v1.8.0 ioConn.Read) counts each request of a
+// batch, a notification too, as a call to answer before it writes the
+// batch's answer, and a notification is never answered: a batch with one
+// was never answered (the client waited for ever), and one with two
+// notifications, or a second batch with one, ended the session as a
+// request seen twice (TestStdioBatchWithNotificationsIsAnswered). JSON-RPC
+// 2.0 ("Batch") answers a batch with one response per call and none for a
+// notification, nothing at all if it holds no call, and lets a server
+// process its messages in any order; each call still reaches the SDK,
+// and the one decision point, in the batch. t itself when the batch holds
+// no notification.
+func splitNotifications(t []byte, raws []segjson.RawMessage, items []jsonrpc.Message) []byte {
+	var before, rest, after [][]byte
+	for i, msg := range items {
+		raw := bytes.Trim(raws[i], " \t\r\n")
+		req, ok := msg.(*jsonrpc.Request)
+		switch {
+		case !ok || req.IsCall():
+			rest = append(rest, raw)
+		case len(rest) == 0:
+			before = append(before, raw)
+		default:
+			after = append(after, raw)
+		}
+	}
+	if len(before)+len(after) == 0 {
+		return t
+	}
+	lines := before
+	if len(rest) > 0 {
+		lines = append(lines, append(append([]byte{'['}, bytes.Join(rest, []byte{','})...), ']'))
+	}
+	return bytes.Join(append(lines, after...), []byte{'\n'})
 }
 
 // errStdioBatchMeta answers, whole, a batch of which a message carries a

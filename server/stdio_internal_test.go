@@ -23,6 +23,7 @@ func FuzzJudgeLine(f *testing.F) {
 		f.Add(b, true)
 	}
 	f.Add(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1,"method":"ping"}]`, true)
+	f.Add(`[{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}]`, true)
 	f.Add("  \t\r", true)
 	f.Fuzz(func(t *testing.T, line string, batches bool) {
 		pass, calls, answer := judgeLine([]byte(line), batches)
@@ -33,27 +34,7 @@ func FuzzJudgeLine(f *testing.F) {
 			t.Fatalf("%q: both passed and answered", line)
 		}
 		if pass != nil {
-			dec := json.NewDecoder(bytes.NewReader(append(bytes.Clone(pass), '\n')))
-			var raw json.RawMessage
-			if err := dec.Decode(&raw); err != nil {
-				t.Fatalf("%q passed, but the SDK's decoder fails: %v", line, err)
-			}
-			if err := dec.Decode(&raw); err != io.EOF {
-				t.Fatalf("%q passed with more than one value", line)
-			}
-			if pass[0] == '[' {
-				var raws []json.RawMessage
-				if !batches || json.Unmarshal(pass, &raws) != nil || len(raws) == 0 {
-					t.Fatalf("%q passed as a batch", line)
-				}
-				for _, r := range raws {
-					if _, err := jsonrpc.DecodeMessage(r); err != nil {
-						t.Fatalf("%q passed with a member that is no message: %v", line, err)
-					}
-				}
-			} else if _, err := jsonrpc.DecodeMessage(pass); err != nil {
-				t.Fatalf("%q passed, but it is no message: %v", line, err)
-			}
+			checkPassed(t, line, pass, batches)
 			return
 		}
 		if answer == nil {
@@ -70,6 +51,59 @@ func FuzzJudgeLine(f *testing.F) {
 			t.Fatalf("%q answered %s: want an error with id null", line, out)
 		}
 	})
+}
+
+// checkPassed holds what judgeLine passed of line to what the go-sdk's
+// stdio transport reads: newline-separated JSON values that encoding/json
+// (the transport's decoder) reads whole, each a JSON-RPC message or, where
+// batches are allowed, a non-empty array of them holding no notification
+// (splitNotifications); at most one array, and beside it notifications
+// only.
+func checkPassed(t *testing.T, line string, pass []byte, batches bool) {
+	t.Helper()
+	rest := append(bytes.Clone(pass), '\n')
+	var values, arrays int
+	others := false
+	for len(rest) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(rest))
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			t.Fatalf("%q passed, but the SDK's decoder fails: %v", line, err)
+		}
+		rest = rest[dec.InputOffset():]
+		if len(rest) == 0 || rest[0] != '\n' {
+			t.Fatalf("%q passed as %q: a value not followed by a newline", line, pass)
+		}
+		rest = rest[1:]
+		values++
+		if raw[0] == '[' {
+			arrays++
+			var raws []json.RawMessage
+			if !batches || json.Unmarshal(raw, &raws) != nil || len(raws) == 0 {
+				t.Fatalf("%q passed as a batch", line)
+			}
+			for _, r := range raws {
+				msg, err := jsonrpc.DecodeMessage(r)
+				if err != nil {
+					t.Fatalf("%q passed with a member that is no message: %v", line, err)
+				}
+				if req, ok := msg.(*jsonrpc.Request); ok && !req.IsCall() {
+					t.Fatalf("%q passed as %q: a notification in the batch", line, pass)
+				}
+			}
+			continue
+		}
+		msg, err := jsonrpc.DecodeMessage(raw)
+		if err != nil {
+			t.Fatalf("%q passed, but it is no message: %v", line, err)
+		}
+		if req, ok := msg.(*jsonrpc.Request); !ok || req.IsCall() {
+			others = true
+		}
+	}
+	if arrays > 1 || (values > 1 && others) {
+		t.Fatalf("%q passed as %q: more than one batch, or a message beside a batch that is not a notification", line, pass)
+	}
 }
 
 // drain ends when its time is over even if a call passed is never

@@ -95,6 +95,19 @@ func (s *stdioSession) pingAnswered(id int) {
 	}
 }
 
+// startStdio2025_03_26 starts a stdio session and initializes it at
+// 2025-03-26, the last revision with JSON-RPC batches; the client has not
+// sent notifications/initialized yet.
+func startStdio2025_03_26(t *testing.T, f *fixture) *stdioSession {
+	t.Helper()
+	s := startStdio(t, f, 0)
+	s.send(strings.Replace(stdioInit2025, "2025-11-25", "2025-03-26", 1))
+	if v, raw := s.next(); v.(map[string]any)["result"].(map[string]any)["protocolVersion"] != "2025-03-26" {
+		t.Fatalf("initialize answered %s", raw)
+	}
+	return s
+}
+
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 const stdioInit2025 = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
@@ -179,11 +192,7 @@ func TestStdioAnswersMalformedLinesAndGoesOn(t *testing.T) {
 // session on it).
 func TestStdioBatchesOf2025_03_26(t *testing.T) {
 	f := newFixture(t, "")
-	s := startStdio(t, f, 0)
-	s.send(strings.Replace(stdioInit2025, "2025-11-25", "2025-03-26", 1))
-	if v, raw := s.next(); v.(map[string]any)["result"].(map[string]any)["protocolVersion"] != "2025-03-26" {
-		t.Fatalf("initialize answered %s", raw)
-	}
+	s := startStdio2025_03_26(t, f)
 	s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	s.send(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`)
 	v, raw := s.next()
@@ -242,5 +251,43 @@ func TestStdioAnswersEveryCallBeforeTheEndOfInput(t *testing.T) {
 	}
 	if reqs != reads {
 		t.Errorf("%d read records, want %d", reqs, reads)
+	}
+}
+
+// A batch that mixes calls and notifications is answered with one response
+// per call and none for its notifications (JSON-RPC 2.0, "Batch"), and a
+// batch of notifications only gets no answer; the session goes on. The
+// go-sdk's stdio transport (v1.8.0) tracked each notification of a batch as
+// a call still to be answered, so the batch's answer was never written (the
+// client waited for ever), and a second batch with a notification ended the
+// session ("batch contains previously seen request").
+func TestStdioBatchWithNotificationsIsAnswered(t *testing.T) {
+	f := newFixture(t, "")
+	s := startStdio2025_03_26(t, f)
+	before := len(f.records())
+	s.send(`[{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":1,"method":"resources/list"}]`)
+	v, raw := s.next()
+	a, ok := v.([]any)
+	if !ok || len(a) != 1 {
+		t.Fatalf("a batch of a notification and a call answered %.300s, want an array of one response", raw)
+	}
+	if m, _ := a[0].(map[string]any); m["id"] != float64(1) || m["result"] == nil {
+		t.Fatalf("the call of the batch answered %.300s", raw)
+	}
+	s.send(`[{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},{"jsonrpc":"2.0","id":3,"method":"resources/list"}, {"jsonrpc":"2.0","method":"notifications/roots/list_changed"}]`)
+	v, raw = s.next()
+	if a, ok := v.([]any); !ok || len(a) != 2 {
+		t.Fatalf("a second batch with two notifications answered %.300s, want an array of two responses", raw)
+	}
+	s.send(`[{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}]`)
+	s.pingAnswered(4) // the batch of notifications was not answered
+	var lists int
+	for _, r := range f.records()[before:] {
+		if r.Action == server.ActionList {
+			lists++
+		}
+	}
+	if lists != 2 {
+		t.Errorf("%d list records, want the batches' 2", lists)
 	}
 }

@@ -22,25 +22,14 @@ import (
 func TestStdioSessionKeepsTheRevisionInitializeNegotiated(t *testing.T) {
 	f := newFixture(t, "")
 	uri := f.allURIs()[0].URI
-	s := startStdio(t, f, 0)
-	s.send(stdioInit2025)
-	if v, raw := s.next(); v.(map[string]any)["result"].(map[string]any)["protocolVersion"] != "2025-11-25" {
-		t.Fatalf("initialize answered %s", raw)
-	}
-	s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	s := startStdio2025_11_25(t, f)
 	before := len(f.records())
 	for i, c := range []string{
 		`{"jsonrpc":"2.0","id":11,"method":"subscriptions/listen","params":{` + meta2026(`,"notifications":{"resourceSubscriptions":["`+uri+`"]}`) + `}}`,
 		`{"jsonrpc":"2.0","id":12,"method":"resources/read","params":{` + meta2026(`,"uri":"`+uri+`"`) + `}}`,
 		`{"jsonrpc":"2.0","id":13,"method":"resources/list","params":{` + meta2026("") + `}}`,
 	} {
-		s.send(c)
-		v, raw := s.next()
-		m, _ := v.(map[string]any)
-		e, _ := m["error"].(map[string]any)
-		if m["id"] != float64(11+i) || e == nil || e["code"] != float64(jsonrpc.CodeInvalidRequest) || !strings.Contains(raw, "initialize negotiated 2025-11-25") {
-			t.Errorf("request %d answered %.300s; want -32600 naming the revision initialize negotiated", 11+i, raw)
-		}
+		s.refusedInvalid(11+i, c, "initialize negotiated 2025-11-25")
 	}
 	if recs := f.records()[before:]; len(recs) != 0 {
 		t.Errorf("refused requests left %d audit records, want none", len(recs))
@@ -127,11 +116,7 @@ func TestStdioSessionOfTheStatelessRevisionKeepsIt(t *testing.T) {
 func TestStdioBatchWithMetaVersionIsRefusedWhole(t *testing.T) {
 	f := newFixture(t, "")
 	uri := f.allURIs()[0].URI
-	s := startStdio(t, f, 0)
-	s.send(strings.Replace(stdioInit2025, "2025-11-25", "2025-03-26", 1))
-	if v, raw := s.next(); v.(map[string]any)["result"].(map[string]any)["protocolVersion"] != "2025-03-26" {
-		t.Fatalf("initialize answered %s", raw)
-	}
+	s := startStdio2025_03_26(t, f)
 	s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	meta := func(v string) string { return `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + v + `"}` }
 	read := `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"` + uri + `"}}`
@@ -177,4 +162,65 @@ func TestStdioBatchWithMetaVersionIsRefusedWhole(t *testing.T) {
 	if recs := f.records()[before:]; len(recs) != 1 || recs[0].Action != server.ActionRead {
 		t.Errorf("%d records after the plain batch, want its read", len(recs))
 	}
+}
+
+// startStdio2025_11_25 starts a stdio session initialized at 2025-11-25.
+func startStdio2025_11_25(t *testing.T, f *fixture) *stdioSession {
+	t.Helper()
+	s := startStdio(t, f, 0)
+	s.send(stdioInit2025)
+	if v, raw := s.next(); v.(map[string]any)["result"].(map[string]any)["protocolVersion"] != "2025-11-25" {
+		t.Fatalf("initialize answered %s", raw)
+	}
+	s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return s
+}
+
+// refusedInvalid sends line, call id, and checks that it is answered
+// -32600 with a message holding want; it returns the answer.
+func (s *stdioSession) refusedInvalid(id int, line, want string) string {
+	s.t.Helper()
+	s.send(line)
+	v, raw := s.next()
+	m, _ := v.(map[string]any)
+	e, _ := m["error"].(map[string]any)
+	if m["id"] != float64(id) || e == nil || e["code"] != float64(jsonrpc.CodeInvalidRequest) || !strings.Contains(raw, want) {
+		s.t.Errorf("request %d answered %.300s; want -32600 with %q", id, raw, want)
+	}
+	return raw
+}
+
+// A request that carries params._meta["io.modelcontextprotocol/protocolVersion"]
+// of a revision before 2026-07-28 (or a version that is none) is refused
+// over stdio, as over HTTP (refuseLegacyMeta) and as a batch carrying one
+// is (errStdioBatchMeta): only a request of 2026-07-28 or later carries
+// that _meta, and a request of an earlier revision is served at the
+// revision initialize negotiated. It was served, decided and audited,
+// while the go-sdk's ServerRequest.ProtocolVersion gave the _meta's
+// version, not the session's; the session goes on.
+func TestStdioRequestWithAnEarlierMetaVersionIsRefused(t *testing.T) {
+	f := newFixture(t, "")
+	uri := f.allURIs()[0].URI
+	s := startStdio2025_11_25(t, f)
+	meta := func(v string) string { return `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + v + `"}` }
+	before := len(f.records())
+	for i, c := range []string{
+		`{"jsonrpc":"2.0","id":21,"method":"resources/list","params":{` + meta("2025-11-25") + `}}`,
+		`{"jsonrpc":"2.0","id":22,"method":"resources/read","params":{` + meta("2025-03-26") + `,"uri":"` + uri + `"}}`,
+		`{"jsonrpc":"2.0","id":23,"method":"resources/list","params":{` + meta("1.0") + `}}`,
+		`{"jsonrpc":"2.0","id":24,"method":"ping","params":{` + meta("2025-11-25") + `}}`,
+	} {
+		raw := s.refusedInvalid(21+i, c, "carries no params._meta")
+		if strings.Contains(raw, "1.0") || strings.Contains(raw, "2025-03-26") {
+			t.Errorf("request %d: the answer quotes the _meta version: %.300s", 21+i, raw)
+		}
+	}
+	if recs := f.records()[before:]; len(recs) != 0 {
+		t.Errorf("refused requests left %d audit records, want none", len(recs))
+	}
+	s.send(`{"jsonrpc":"2.0","id":25,"method":"resources/list"}`)
+	if v, raw := s.next(); v.(map[string]any)["result"] == nil {
+		t.Fatalf("a list without the _meta answered %.300s", raw)
+	}
+	s.pingAnswered(26)
 }

@@ -211,6 +211,20 @@ func TestBundleWithoutCheckpointNamesTheRange(t *testing.T) {
 	}
 }
 
+// anchoredLog is a log of 20 records whose head is anchored, with its
+// access service as alice's.
+func anchoredLog(t *testing.T) (*audit.Log, access.Local) {
+	t.Helper()
+	l, dir := openLog(t)
+	appendN(t, l, 20)
+	signer, _ := testVerifierKeys(t, "custos.test/n1/audit")
+	anchorHead(t, l, dir, signer)
+	return l, access.Local{Service: access.New(l, nil, dir, nil), Caller: alice}
+}
+
+// discard reads an operation's output and drops it.
+func discard(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err }
+
 // TestRequestsBeyondTheLogAreNamedSo: a bundle or a proof of records past
 // the log's last record (the request's own access record) cannot be served
 // by waiting: the error says that the records do not exist and is the
@@ -218,13 +232,8 @@ func TestBundleWithoutCheckpointNamesTheRange(t *testing.T) {
 // (no_checkpoint), which holds only for records that exist but are newer
 // than the latest checkpoint.
 func TestRequestsBeyondTheLogAreNamedSo(t *testing.T) {
-	l, dir := openLog(t)
-	appendN(t, l, 20)
-	signer, _ := testVerifierKeys(t, "custos.test/n1/audit")
-	anchorHead(t, l, dir, signer)
-	local := access.Local{Service: access.New(l, nil, dir, nil), Caller: alice}
+	l, local := anchoredLog(t)
 	ask := access.Ask{Purpose: "HOPERAT"}
-	discard := func(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err }
 	for name, tc := range map[string]struct {
 		op   access.Op
 		req  any
@@ -244,10 +253,40 @@ func TestRequestsBeyondTheLogAreNamedSo(t *testing.T) {
 			if err == nil || access.Code(err) != tc.code {
 				t.Fatalf("%v (code %q), want code %s", err, access.Code(err), tc.code)
 			}
-			if tc.code == "bad_request" && (!strings.Contains(err.Error(), "beyond the log head") || strings.Contains(err.Error(), "wait")) {
+			if tc.code == "bad_request" && (!strings.Contains(err.Error(), "beyond the log head") && !strings.Contains(err.Error(), "the log holds records 1 to") || strings.Contains(err.Error(), "wait")) {
 				t.Errorf("%v: does not say that the log ends before the records asked for", err)
 			}
 		})
+	}
+}
+
+// TestProofPastTheLogRecordsNothing: a proof of a record past the one the
+// request's access record would be is refused before that record, naming
+// the records the log holds, and the log's head does not move; one of the
+// access record itself is still recorded and told no checkpoint covers
+// it. It was refused after its access record, as "bundle: invalid record
+// range: seq 50 is beyond the log head 21", each try adding a record.
+func TestProofPastTheLogRecordsNothing(t *testing.T) {
+	l, local := anchoredLog(t)
+	ask := access.Ask{Purpose: "HOPERAT"}
+	for _, seq := range []uint64{22, 50, 1 << 62} {
+		head, _ := l.Head()
+		_, err := local.Do(context.Background(), access.OpProve, access.ProveRequest{Ask: ask, Seq: seq}, discard)
+		want := fmt.Sprintf("seq %d: the log holds records 1 to %d (this request's own access record would be %d)", seq, head, head+1)
+		if !errors.Is(err, access.ErrBadRequest) || !strings.Contains(err.Error(), want) {
+			t.Errorf("seq %d: %v, want a bad request saying %q", seq, err, want)
+		}
+		if after, _ := l.Head(); after != head {
+			t.Errorf("seq %d: the head moved from %d to %d: the refusal was recorded", seq, head, after)
+		}
+	}
+	head, _ := l.Head()
+	_, err := local.Do(context.Background(), access.OpProve, access.ProveRequest{Ask: ask, Seq: head + 1}, discard)
+	if access.Code(err) != "no_checkpoint" {
+		t.Errorf("a proof of the access record itself: %v (code %q), want no_checkpoint", err, access.Code(err))
+	}
+	if after, _ := l.Head(); after != head+1 {
+		t.Errorf("a proof of the access record itself moved the head from %d to %d, want one record", head, after)
 	}
 }
 

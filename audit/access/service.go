@@ -845,6 +845,17 @@ func (s *Service) prove(ctx context.Context, c Caller, r ProveRequest, w io.Writ
 	if r.Seq == 0 {
 		return Result{}, fmt.Errorf("%w: seq is required (records are numbered from 1)", ErrBadRequest)
 	}
+	// A record past the one this request's access record will be does not
+	// exist, and no checkpoint will ever cover it: refused before the
+	// access record, from the head's number alone (no record is read; the
+	// number is not what an access records: the operational log states it
+	// at every open). It was refused after its access record, as
+	// "bundle: invalid record range" (TestProofPastTheLogRecordsNothing).
+	// Records are only appended, so the view's end is at least head+1, and
+	// a seq of at most that is in it.
+	if head, _ := s.log.Head(); r.Seq > head+1 {
+		return Result{}, fmt.Errorf("%w: %s", ErrBadRequest, pastTheLog(r.Seq, head))
+	}
 	var why subject
 	why.uint("seq", r.Seq)
 	v, err := s.open(ctx, c, action, r.Ask, why, nil, nil)
@@ -852,10 +863,6 @@ func (s *Service) prove(ctx context.Context, c Caller, r ProveRequest, w io.Writ
 		return Result{}, err
 	}
 	res := Result{AccessSeq: v.n}
-	if r.Seq > uint64(v.n) {
-		// No checkpoint will ever cover a record that does not exist.
-		return res, fmt.Errorf("%w: seq %d is beyond the log head %d (this request's own access record)", errBadRange, r.Seq, v.n)
-	}
 	es, err := s.anchored(v.n)
 	if err != nil {
 		return res, err
@@ -878,6 +885,16 @@ func (s *Service) prove(ctx context.Context, c Caller, r ProveRequest, w io.Writ
 	res.Records = 1
 	_, err = w.Write(append(b, '\n'))
 	return res, err
+}
+
+// pastTheLog says that record seq does not exist in a log whose last
+// record is head, naming the records it holds.
+func pastTheLog(seq, head uint64) string {
+	holds := fmt.Sprintf("records 1 to %d", head)
+	if head == 0 {
+		holds = "no record yet"
+	}
+	return fmt.Sprintf("seq %d: the log holds %s (this request's own access record would be %d)", seq, holds, head+1)
 }
 
 // HashRequest records that a patient's lookup values were computed

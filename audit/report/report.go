@@ -133,23 +133,39 @@ type TenantRows struct {
 	Rows   int    `json:"rows"`
 }
 
-// IsBreakGlass reports whether r was an emergency (break-the-glass) access:
-// purpose of use ETREAT, or a reason naming a break-the-glass grant. Only
-// custos's own words of the reason count, never a Go-quoted value in it
-// (unquoted): a refusal's reason holds the caller's tenant and the session
-// owner's sub, tenant and client Go-quoted (",tenant=\"…\"", since h-edge3),
-// and a token of tenant "btg-clinic" made each of its refusals a
-// break-the-glass access (TestBreakGlassIsNotReadInAQuotedValue). An
-// auditor's access record (audit.LogUseActions) never is: it reads the log,
-// and its reason names what was asked, so until h-review52 each run of the
-// break-the-glass report listed its own record ("break_glass") as an
-// emergency access (TestAuditorAccessIsNotBreakGlass).
+// IsBreakGlass reports whether r was an emergency (break-the-glass) access,
+// by the marks custos itself writes: purpose of use ETREAT (the policy
+// allows a break-the-glass read only under it, and a btg/* record carries
+// it), an action btg/* (a grant's event), or a reason with the field
+// break_glass (the policy's reason of a read a grant allowed) or
+// grant=<id> (that read's, and the grants a list page or a completion
+// relied on: server grantsRelied), a field being what lies between
+// commas, spaces and quotes. A substring "btg" anywhere in the reason
+// counted: a policy/load of a signing key named btg-2026, a policy's
+// reason naming a unit "rbtgw", were emergency accesses in the report
+// (TestBreakGlassIsAMarkNotASubstring). Only custos's own words of the
+// reason count, never a Go-quoted value in it (unquoted): a refusal's
+// reason holds the caller's tenant and the session owner's sub, tenant and
+// client Go-quoted (",tenant=\"…\"", since h-edge3), and a token of
+// tenant "btg-clinic" made each of its refusals a break-the-glass access
+// (TestBreakGlassIsNotReadInAQuotedValue). An auditor's access record
+// (audit.LogUseActions) never is: it reads the log, and its reason names
+// what was asked, so until h-review52 each run of the break-the-glass
+// report listed its own record ("break_glass") as an emergency access
+// (TestAuditorAccessIsNotBreakGlass).
 func IsBreakGlass(r audit.Record) bool {
 	if slices.Contains(audit.LogUseActions, r.Action) {
 		return false
 	}
-	reason := unquoted(r.Reason)
-	return r.PurposeOfUse == "ETREAT" || strings.Contains(reason, "break_glass") || strings.Contains(reason, "btg")
+	if r.PurposeOfUse == "ETREAT" || strings.HasPrefix(r.Action, "btg/") {
+		return true
+	}
+	for _, f := range strings.FieldsFunc(unquoted(r.Reason), func(c rune) bool { return c == ',' || c == ' ' || c == '"' }) {
+		if id, ok := strings.CutPrefix(f, "grant="); f == "break_glass" || ok && id != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // unquoted is s with each Go-quoted string in it (strconv.QuotedPrefix at a

@@ -319,7 +319,7 @@ func TestBreakGlassIsNotReadInAQuotedValue(t *testing.T) {
 		{`http_403,cross_origin,tenant="a\"break_glass"`, false},
 		{`allow break_glass,grant=0f3c`, true},
 		{`allow x="q" break_glass,grant=0f3c`, true},
-		{`btg grant="x"`, true},
+		{`btg grant="x"`, false}, // no mark of custos's: "btg", and grant= of no id
 		{`unclosed "break_glass`, true},
 	}
 	for _, tt := range tests {
@@ -327,6 +327,37 @@ func TestBreakGlassIsNotReadInAQuotedValue(t *testing.T) {
 		r.Reason = tt.reason
 		if got := IsBreakGlass(r); got != tt.want {
 			t.Errorf("IsBreakGlass(reason %q) = %v, want %v", tt.reason, got, tt.want)
+		}
+	}
+}
+
+// TestBreakGlassIsAMarkNotASubstring: a record is a break-the-glass access
+// by the marks custos writes (purpose ETREAT, an action btg/*, the reason
+// field break_glass or grant=<id>), not because "btg" is somewhere in its
+// reason: a signing key's id in a policy/load, a policy's reason, a
+// retired resource's name counted as emergency accesses.
+func TestBreakGlassIsAMarkNotASubstring(t *testing.T) {
+	tests := []struct {
+		action, purpose, reason string
+		want                    bool
+	}{
+		{"policy/load", "", "candidate=sha256:0f3c sequence=4 key=btg-2026", false},
+		{"resources/read", "TREAT", "care,unit=rbtgw", false},
+		{"resources/read", "TREAT", "no_break_glass_grant", false},
+		{"catalog/retire", "", "retired btg-17", false},
+		{"resources/list", "TREAT", "returned=2 denied=0 scanned=2", false},
+		{"resources/read", "TREAT", "break_glass,grant=0f3c", true},
+		{"resources/read", "TREAT", "break_glass,grant=0f3c,page=2", true},
+		{"resources/list", "TREAT", "returned=3 denied=0 scanned=3 grant=0f3c", true},
+		{"complete", "TREAT", "argument=id returned=1 denied=0 scanned=1 grant=0f3c", true},
+		{"btg/grant", "", "grant=0f3c grantee=dr-a tenant=t1", true},
+		{"resources/read", "ETREAT", "denied", true},
+	}
+	for _, tt := range tests {
+		r := rec(1, "dr-a", tt.action, audit.OutcomeAllow, tt.purpose)
+		r.Reason = tt.reason
+		if got := IsBreakGlass(r); got != tt.want {
+			t.Errorf("IsBreakGlass(%s, purpose %q, reason %q) = %v, want %v", tt.action, tt.purpose, tt.reason, got, tt.want)
 		}
 	}
 }

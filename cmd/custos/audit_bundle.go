@@ -177,7 +177,9 @@ root. With --json the proof is machine-readable and can be checked offline
 against the verifier keys (bundle.CheckInclusion).
 
 A record newer than the latest checkpoint is not yet covered: wait for the
-next one (serve signs at least every --checkpoint-interval).
+next one (serve signs at least every --checkpoint-interval). A --seq past
+the log's end is refused (exit 2) before anything is recorded, naming the
+records the log holds.
 
 Example:
   custos audit prove --data-dir ./data --purpose HOPERAT --seq 42`,
@@ -204,6 +206,12 @@ Example:
 				})
 				return err
 			})
+			if errors.Is(err, access.ErrBadRequest) {
+				// --purpose, --by and --seq 0 were refused above: what
+				// the log's writer refuses, before the access record, is
+				// a --seq past the log's end ("seq N: the log holds …").
+				return usagef("--%s", badRequestText(err))
+			}
 			if err != nil {
 				return err
 			}

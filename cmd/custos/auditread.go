@@ -202,9 +202,15 @@ func (a *accessFlags) check(action string) error { return checkAsk(a.ask(), acti
 // checkAsk is accessFlags.check for an access.Ask already made.
 func checkAsk(ask access.Ask, action string) error {
 	if err := ask.Validate(action); err != nil {
-		return usageError{errors.New(strings.TrimPrefix(err.Error(), access.ErrBadRequest.Error()+": "))}
+		return usageError{errors.New(badRequestText(err))}
 	}
 	return nil
+}
+
+// badRequestText is the message of err, an access.ErrBadRequest, without
+// the sentinel's prefix: what the command was asked that is wrong.
+func badRequestText(err error) string {
+	return strings.TrimPrefix(err.Error(), access.ErrBadRequest.Error()+": ")
 }
 
 // purposeRequired is the --purpose help of commands that output record

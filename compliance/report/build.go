@@ -59,7 +59,7 @@ var Rules = map[string]string{
 	"summary.errors":               "accesses with outcome error",
 	"summary.refusals":             "records with action auth/reject or http/rate_limited, or with outcome error (any action)",
 	"summary.refused_requests":     "the requests the summary.refusals records stand for: 1 for each, but N for an aggregate refusal record (an auth/reject or http/rate_limited deny, or an error whose reason starts with disk_low, whose reason ends ,aggregate,count=N,window=START/END), which is that row's count in refusals[]",
-	"summary.break_glass_accesses": "accesses with purpose_of_use ETREAT or a reason containing break_glass or btg",
+	"summary.break_glass_accesses": "accesses with purpose_of_use ETREAT, or a reason with the field break_glass or grant=<id> outside its quoted values",
 	"summary.grant_events":         "records whose action starts with btg/ (grant, revoke, expire, refuse, review)",
 	"summary.policy_events":        "records whose action is policy/load or policy/reject (not the access record policy/impact)",
 	"days[]":                       "records whose time (UTC) falls on date; each day is the contiguous seq range seqs; the counts apply the summary rules to those records (refused_requests: summary.refused_requests' rule); accesses_by_purpose counts accesses by purpose_of_use",
