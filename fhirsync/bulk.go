@@ -84,7 +84,7 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 	// updated in between. The Date header has second precision (truncated):
 	// only a transactionTime past the end of its second is clamped to it.
 	if !m.served.IsZero() && !tt.Before(m.served.Add(time.Second)) {
-		c.o.Logger.Warn("fhirsync: the manifest's transactionTime is after the server's Date header; the next increment starts at the Date", "request", "GET "+where(status), "transactionTime", tt, "date", m.served)
+		c.o.Logger.Warn("fhirsync: the manifest's transactionTime is after the server's Date header; the next increment starts at the Date", "request", logged("GET", status), "transactionTime", tt, "date", m.served)
 		tt = m.served
 	}
 	tt = c.notAhead(tt, "transactionTime")
@@ -234,7 +234,7 @@ func (c *client) checkOutcomes(ctx context.Context, ref string) error {
 		}
 	}
 	if notes > 0 {
-		c.o.Logger.Info("fhirsync: the export reported warnings or information (no error)", "request", "GET "+where(u), "outcomes", notes)
+		c.o.Logger.Info("fhirsync: the export reported warnings or information (no error)", "request", logged("GET", u), "outcomes", notes)
 	}
 	return nil
 }
@@ -317,7 +317,7 @@ func (c *client) download(ctx context.Context, st *stage, ref, typ string, delet
 		if attempt+1 >= c.o.MaxAttempts {
 			return 0, fmt.Errorf("%w: %v; gave up after %d attempts", ErrUnavailable, err, attempt+1)
 		}
-		c.o.Logger.Warn("fhirsync: download broke off; retrying", "request", "GET "+where(u), "attempt", attempt+1)
+		c.o.Logger.Warn("fhirsync: download broke off; retrying", "request", logged("GET", u), "attempt", attempt+1)
 		t := time.NewTimer(backoff(attempt, c.o.BaseDelay, c.o.MaxDelay, 0))
 		select {
 		case <-ctx.Done():
@@ -349,7 +349,7 @@ func (c *client) deleteJob(ctx context.Context, status *url.URL) {
 	c.requests.Add(1)
 	resp, err := c.o.HTTPClient.Do(req)
 	if err != nil {
-		c.o.Logger.Warn("fhirsync: deleting the finished export job", "request", "DELETE "+where(status), "err", quiet(c.creds.redact(transportCause(err).Error())))
+		c.o.Logger.Warn("fhirsync: deleting the finished export job", "request", logged("DELETE", status), "err", quiet(c.creds.redact(transportCause(err).Error())))
 		return
 	}
 	drain(resp)

@@ -45,6 +45,12 @@ func where(u *url.URL) string {
 	return u.Path
 }
 
+// logged names a request to u in a log line: its method and path, the path
+// scrubbed (quiet) as a sync's error is (quietErr), since a server chooses
+// the paths of its status URL and of its files, which may hold a
+// telephone or record number (TestRemotePathsInLogLinesAreScrubbed).
+func logged(method string, u *url.URL) string { return quiet(method + " " + where(u)) }
+
 // resolve makes ref (absolute, or relative to the base) a URL. It must be
 // on the base's scheme and host: a server cannot send the token elsewhere
 // (a manifest or a next link naming another host is refused).

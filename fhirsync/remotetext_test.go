@@ -3,8 +3,12 @@ package fhirsync
 import (
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // phiText is what a remote server's free text may hold: a patient's name,
@@ -97,5 +101,73 @@ func TestRemoteTextNeverInMessages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRemotePathsInLogLinesAreScrubbed: the paths a Bulk Data server
+// chooses (its status URL's Content-Location, an output file's and an
+// outcome file's url) are its text, and the log lines that name them
+// scrub them as the sync's error does (quietErr): the manifest's
+// transactionTime after its Date, an outcome file of warnings, a download
+// that broke off and a failed DELETE of the job each logged the path
+// unscrubbed, a telephone number and a record number in it.
+func TestRemotePathsInLogLinesAreScrubbed(t *testing.T) {
+	const held = "/555-123-4567/MRN-12345678"
+	patient := append(corpus(t, "patient.json"), '\n')
+	warning := []byte(`{"resourceType":"OperationOutcome","issue":[{"severity":"warning","code":"informational"}]}` + "\n")
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	mux.HandleFunc("/fhir/metadata", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, "application/fhir+json", []byte(capBulk))
+	})
+	mux.HandleFunc("/fhir/$export", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Location", "/fhir/status"+held)
+		w.WriteHeader(http.StatusAccepted)
+	})
+	mux.HandleFunc("/fhir/status/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			// Cut off: the DELETE's transport error is logged.
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
+		// A transactionTime after the Date header (within the clock
+		// skew margin) is logged and clamped.
+		tt := time.Now().Add(time.Minute).UTC().Format(time.RFC3339)
+		writeJSON(w, "application/json", []byte(`{"transactionTime":"`+tt+`","request":"`+srv.URL+`/fhir/$export","requiresAccessToken":false,`+
+			`"output":[{"type":"Patient","url":"`+srv.URL+`/fhir/files`+held+`.ndjson"}],`+
+			`"error":[{"type":"OperationOutcome","url":"`+srv.URL+`/fhir/files`+held+`-outcomes.ndjson"}]}`))
+	})
+	var downloads atomic.Int32
+	mux.HandleFunc("/fhir/files/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "-outcomes.ndjson") {
+			writeJSON(w, "application/fhir+ndjson", warning)
+			return
+		}
+		w.Header().Set("Content-Type", "application/fhir+ndjson")
+		if downloads.Add(1) == 1 {
+			// The first download breaks off: it is retried, and logged.
+			w.Header().Set("Content-Length", strconv.Itoa(2*len(patient)))
+			w.Write(patient[:len(patient)/2])
+			return
+		}
+		w.Write(patient)
+	})
+	o, imp, logs := probeOptions(t, srv.URL+"/fhir", false)
+	o.NoBulk = false
+	if _, err := runProbe(t, o); err != nil || imp.calls != 1 {
+		t.Fatalf("err %v, imports %d; want a sync", err, imp.calls)
+	}
+	for _, line := range []string{"transactionTime is after", "warnings or information", "download broke off", "deleting the finished export job"} {
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("no log line %q (the test no longer reaches it):\n%s", line, logs)
+		}
+	}
+	for _, p := range phiParts[1:] {
+		if strings.Contains(logs.String(), p) {
+			t.Errorf("the log holds %q:\n%s", p, logs)
+		}
 	}
 }

@@ -880,7 +880,7 @@ func (r *sessionRevision) judge(req *jsonrpc.Request) *jsonrpc.Error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
-	case v != "" && !modern:
+	case v != "" && !modern && !r.modern:
 		return errStdioLegacyMeta
 	case r.legacy && modern:
 		rev := r.negotiated
@@ -889,7 +889,10 @@ func (r *sessionRevision) judge(req *jsonrpc.Request) *jsonrpc.Error {
 		}
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: this session speaks the protocol revision initialize negotiated " + rev +
 			`; a request of revision ` + ProtocolStateless + ` or later (params._meta["` + mcp.MetaKeyProtocolVersion + `"]) is not accepted in it`}
-	case r.modern && !modern && !revisionFree(req.Method):
+	case r.modern && !modern && (v != "" || !revisionFree(req.Method)):
+		// An earlier revision's _meta, on ping too, is refused naming
+		// the session's revision: errStdioLegacyMeta's initialize is
+		// not this session's (TestStdioSessionOfTheStatelessRevisionKeepsIt).
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: this session speaks protocol revision " + ProtocolStateless +
 			` or later, which its first request named: every request carries params._meta["` + mcp.MetaKeyProtocolVersion + `"] of that revision (initialize is not one of its methods)`}
 	case req.Method == "initialize" && !modern:
@@ -905,7 +908,8 @@ func (r *sessionRevision) judge(req *jsonrpc.Request) *jsonrpc.Error {
 
 // errStdioLegacyMeta answers a call whose params._meta names a protocol
 // version before 2026-07-28, or one that is no revision and sorts before
-// it ("1.0"), as refuseLegacyMeta answers one over HTTP and
+// it ("1.0"), in a session not opened by a 2026-07-28 request (that one's
+// refusal names its revision), as refuseLegacyMeta answers one over HTTP and
 // errStdioBatchMeta a batch carrying one: SEP-2575 puts that _meta on
 // requests of 2026-07-28 and later only, and a request of an earlier
 // revision is served at the revision initialize negotiated. Such a call

@@ -68,6 +68,11 @@ func TestStdioSessionOfTheStatelessRevisionKeepsIt(t *testing.T) {
 		`{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"` + uri + `"}}`,
 		`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"` + uri + `"}}`,
 		stdioInit2025,
+		// An earlier revision's _meta, even on ping: the session's
+		// revision is named, not initialize's, which this session never
+		// sent (errStdioLegacyMeta said so).
+		`{"jsonrpc":"2.0","id":6,"method":"resources/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-06-18"}}}`,
 	} {
 		s.send(c)
 		v, raw := s.next()

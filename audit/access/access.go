@@ -43,11 +43,12 @@ const ClientID = "custos-cli"
 var (
 	// ErrBadRequest: the request is malformed or incomplete (unknown
 	// operation or field, missing or malformed purpose, bad range). Nothing
-	// was read; fix the request. What the request alone shows to be wrong
-	// is refused before anything is recorded; what only the log can show
-	// (a range or sequence past its head, a time range it holds no record
-	// of) is refused after the access record, which stays: the caller did
-	// look (docs/audit-access.md).
+	// was read; fix the request. What the request alone shows to be wrong,
+	// and a seq or seq range past the record its access record would be
+	// (the head's number, known before appending), is refused before
+	// anything is recorded; what only the records can show (a time range
+	// the log holds no record of) is refused after the access record,
+	// which stays: the caller did look (docs/audit-access.md).
 	ErrBadRequest = errors.New("access: bad request")
 	// ErrNotRecorded: the access record could not be made durable, so
 	// nothing was read (fail closed). Retry once the audit log accepts

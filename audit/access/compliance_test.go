@@ -253,7 +253,7 @@ func TestRequestsBeyondTheLogAreNamedSo(t *testing.T) {
 			if err == nil || access.Code(err) != tc.code {
 				t.Fatalf("%v (code %q), want code %s", err, access.Code(err), tc.code)
 			}
-			if tc.code == "bad_request" && (!strings.Contains(err.Error(), "beyond the log head") && !strings.Contains(err.Error(), "the log holds records 1 to") || strings.Contains(err.Error(), "wait")) {
+			if tc.code == "bad_request" && (!strings.Contains(err.Error(), "the log holds records 1 to") || strings.Contains(err.Error(), "wait")) {
 				t.Errorf("%v: does not say that the log ends before the records asked for", err)
 			}
 		})
@@ -287,6 +287,58 @@ func TestProofPastTheLogRecordsNothing(t *testing.T) {
 	}
 	if after, _ := l.Head(); after != head+1 {
 		t.Errorf("a proof of the access record itself moved the head from %d to %d, want one record", head, after)
+	}
+}
+
+// TestBundlePastTheLogRecordsNothing: a bundle whose range reaches past
+// the record the request's access record would be (head+1) is refused
+// before that record, as a proof is, naming the end of the range asked
+// for and the records the log holds; the head does not move. A range
+// ending at head+1 (the access record itself) is still recorded and told
+// no checkpoint covers it. It was refused after its access record, as
+// "bundle: invalid record range: records 2..500: 500 is beyond the log
+// head 22", each try adding a record.
+func TestBundlePastTheLogRecordsNothing(t *testing.T) {
+	l, local := anchoredLog(t)
+	ask := access.Ask{Purpose: "HOPERAT"}
+	fixed := func(n uint64) func(uint64) uint64 { return func(uint64) uint64 { return n } }
+	for _, tc := range []struct {
+		from  uint64
+		to    func(head uint64) uint64 // 0: to the latest checkpoint
+		field string                   // the one named; "": served
+		named func(head uint64) uint64
+	}{
+		{2, fixed(500), "to", fixed(500)},
+		{0, fixed(1 << 62), "to", fixed(1 << 62)},
+		{0, func(head uint64) uint64 { return head + 2 }, "to", func(head uint64) uint64 { return head + 2 }},
+		{500, fixed(0), "from", fixed(500)},
+		{1, fixed(0), "", nil},
+	} {
+		head, _ := l.Head()
+		to := tc.to(head)
+		_, err := local.Do(context.Background(), access.OpBundle, access.BundleRequest{Ask: ask, From: tc.from, To: to}, discard)
+		after, _ := l.Head()
+		if tc.field == "" {
+			if err != nil || after != head+1 {
+				t.Errorf("bundle %d..%d: %v, head %d to %d; want served and one record", tc.from, to, err, head, after)
+			}
+			continue
+		}
+		want := fmt.Sprintf("%s %d: the log holds records 1 to %d (this request's own access record would be %d)", tc.field, tc.named(head), head, head+1)
+		if !errors.Is(err, access.ErrBadRequest) || !strings.Contains(err.Error(), want) {
+			t.Errorf("bundle %d..%d: %v, want a bad request saying %q", tc.from, to, err, want)
+		}
+		if after != head {
+			t.Errorf("bundle %d..%d: the head moved from %d to %d: the refusal was recorded", tc.from, to, head, after)
+		}
+	}
+	head, _ := l.Head()
+	_, err := local.Do(context.Background(), access.OpBundle, access.BundleRequest{Ask: ask, From: 1, To: head + 1}, discard)
+	if access.Code(err) != "no_checkpoint" {
+		t.Errorf("a bundle to the access record itself: %v (code %q), want no_checkpoint", err, access.Code(err))
+	}
+	if after, _ := l.Head(); after != head+1 {
+		t.Errorf("a bundle to the access record itself moved the head from %d to %d, want one record", head, after)
 	}
 }
 

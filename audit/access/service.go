@@ -596,7 +596,6 @@ type BundleRequest struct {
 // Bundle errors, mapped to codes (Code).
 var (
 	errNoCheckpoint       = bundle.ErrNoCheckpoint
-	errBadRange           = bundle.ErrBadRange
 	errCheckpointMismatch = bundle.ErrCheckpointMismatch
 	errNotEmpty           = bundle.ErrNotEmpty
 )
@@ -621,6 +620,18 @@ func (s *Service) bundle(ctx context.Context, c Caller, r BundleRequest, w io.Wr
 			return Result{}, fmt.Errorf("%w: format %q is not one of csv, fhir, ocsf", ErrBadRequest, f)
 		}
 	}
+	// A range reaching past the record this request's access record will
+	// be holds records that do not exist and no checkpoint will ever
+	// cover: refused before the access record, as a proof is (prove).
+	// From <= To when both are given, so To is the end asked for, or From
+	// without one. A time range is resolved against the records, after.
+	field, last := "to", r.To
+	if last == 0 {
+		field, last = "from", r.From
+	}
+	if head, _ := s.log.Head(); last > head+1 {
+		return Result{}, fmt.Errorf("%w: %s", ErrBadRequest, pastTheLog(field, last, head))
+	}
 	var why subject
 	why.add("bundle", "1")
 	why.uint("from", r.From)
@@ -637,10 +648,6 @@ func (s *Service) bundle(ctx context.Context, c Caller, r BundleRequest, w io.Wr
 		return Result{}, err
 	}
 	res := Result{AccessSeq: v.n}
-	if last := max(r.From, r.To); last > uint64(v.n) {
-		// No checkpoint will ever cover records that do not exist.
-		return res, fmt.Errorf("%w: records %d..%d: %d is beyond the log head %d (this request's own access record)", errBadRange, max(r.From, 1), last, last, v.n)
-	}
 	kept, upto, err := s.provable(v, r.Checkpoints)
 	if err != nil {
 		return res, err
@@ -854,7 +861,7 @@ func (s *Service) prove(ctx context.Context, c Caller, r ProveRequest, w io.Writ
 	// Records are only appended, so the view's end is at least head+1, and
 	// a seq of at most that is in it.
 	if head, _ := s.log.Head(); r.Seq > head+1 {
-		return Result{}, fmt.Errorf("%w: %s", ErrBadRequest, pastTheLog(r.Seq, head))
+		return Result{}, fmt.Errorf("%w: %s", ErrBadRequest, pastTheLog("seq", r.Seq, head))
 	}
 	var why subject
 	why.uint("seq", r.Seq)
@@ -887,14 +894,15 @@ func (s *Service) prove(ctx context.Context, c Caller, r ProveRequest, w io.Writ
 	return res, err
 }
 
-// pastTheLog says that record seq does not exist in a log whose last
-// record is head, naming the records it holds.
-func pastTheLog(seq, head uint64) string {
+// pastTheLog says that record seq, asked for as the request's field,
+// does not exist in a log whose last record is head, naming the records
+// it holds.
+func pastTheLog(field string, seq, head uint64) string {
 	holds := fmt.Sprintf("records 1 to %d", head)
 	if head == 0 {
 		holds = "no record yet"
 	}
-	return fmt.Sprintf("seq %d: the log holds %s (this request's own access record would be %d)", seq, holds, head+1)
+	return fmt.Sprintf("%s %d: the log holds %s (this request's own access record would be %d)", field, seq, holds, head+1)
 }
 
 // HashRequest records that a patient's lookup values were computed

@@ -224,7 +224,9 @@ csv,fhir,ocsf: CSV, FHIR R4 AuditEvent per IHE BALP, OCSF API Activity). An
 auditor checks it offline with 'custos audit verify --bundle DIR --pubkey F'.
 The bundle's upper checkpoint must cover the range: records newer than the
 latest checkpoint are not exported until the next one. Without --to-seq (or
---until) the range ends at the latest checkpoint.
+--until) the range ends at the latest checkpoint. A --from-seq or --to-seq
+past the log's end is refused (exit 2) before anything is recorded, naming
+the records the log holds.
 
 export --format writes the audit records in [--since, --until) to stdout or to FILE.
 jsonl writes each record's exact canonical bytes, one per line, so every line

@@ -89,6 +89,21 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 	defer target.Discard()
 	m, err := fetchBundle(cmd, d, req, target, out)
 	if err != nil {
+		if errors.Is(err, access.ErrBadRequest) && (fromSeq != 0 || toSeq != 0) {
+			// The rest of a seq range's request was refused above: what
+			// the log's writer refuses, before the access record, is a
+			// range past the log's end ("to N: the log holds …"), named
+			// by its flag.
+			flag, n := "--to-seq", toSeq
+			if toSeq == 0 {
+				flag, n = "--from-seq", fromSeq
+			}
+			text := badRequestText(err)
+			if _, holds, ok := strings.Cut(text, ": "); ok {
+				text = holds
+			}
+			return usagef("%s %d: %s", flag, n, text)
+		}
 		if errors.Is(err, bundle.ErrNoCheckpoint) {
 			return fmt.Errorf("%w (serve signs one at least every --checkpoint-interval and at shutdown)", err)
 		}
