@@ -2,6 +2,7 @@ package rego_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,6 +64,56 @@ func TestBillingViewOutsideExamples(t *testing.T) {
 			for _, k := range c.kept {
 				if !strings.Contains(string(out), k) {
 					t.Errorf("the biller's view lost %s: %s", k, out)
+				}
+			}
+		})
+	}
+}
+
+// A modifier extension changes the meaning of the element that holds it,
+// and FHIR R4 forbids processing that element as if it were absent
+// (Extensibility, "Modifier Extensions"): the biller's view keeps every
+// modifierExtension of a backbone element it keeps, as it keeps the
+// resource's own. Until h-review56 (2026-12-07) only the resource's root
+// kept its own; a diagnosis, a participant, a location, hospitalization,
+// a Coverage's class, a cost and its exception lost theirs, and the biller
+// read them as unmodified.
+func TestBillingViewKeepsNestedModifierExtensions(t *testing.T) {
+	biller := policy.NewSubject(policy.Principal{Sub: "bob.billing", Roles: []string{"billing"},
+		ClientID: "claims-assistant", Tenant: synth.DefaultTenant})
+	e := defaultEngine(t)
+	const me = `"modifierExtension":[{"url":"http://example.org/fhir/StructureDefinition/%s","valueBoolean":true}]`
+	mod := func(name string) string { return fmt.Sprintf(me, name) }
+	for _, c := range []struct {
+		typ, in string
+		kept    []string
+	}{
+		{"coverage", `{"resourceType":"Coverage","id":"c","status":"active","beneficiary":{"reference":"Patient/p"},` +
+			`"payor":[{"reference":"Organization/o"}],` +
+			`"class":[{` + mod("class") + `,"type":{"text":"group"},"value":"G1"}],` +
+			`"costToBeneficiary":[{` + mod("cost") + `,"valueMoney":{"value":20,"currency":"USD"},` +
+			`"exception":[{` + mod("exception") + `,"type":{"text":"retired"}}]}]}`,
+			[]string{"class", "cost", "exception"}},
+		{"encounter", `{"resourceType":"Encounter","id":"e","status":"finished","class":{"code":"IMP"},"subject":{"reference":"Patient/p"},` +
+			`"participant":[{` + mod("participant") + `,"individual":{"reference":"Practitioner/x"}}],` +
+			`"diagnosis":[{` + mod("diagnosis") + `,"condition":{"reference":"Condition/c"},"rank":1}],` +
+			`"hospitalization":{` + mod("hospitalization") + `,"admitSource":{"text":"emergency"}},` +
+			`"location":[{` + mod("location") + `,"location":{"reference":"Location/l"}}]}`,
+			[]string{"participant", "diagnosis", "hospitalization", "location"}},
+	} {
+		t.Run(c.typ, func(t *testing.T) {
+			dec, err := e.Decide(context.Background(), policy.Input{Subject: biller, PurposeOfUse: "HPAYMT", Action: policy.ActionRead,
+				Resource: &policy.Resource{Type: c.typ, Patient: "p", Tenant: synth.DefaultTenant}})
+			if err != nil || !dec.Allow {
+				t.Fatalf("Decide: %+v %v", dec, err)
+			}
+			out, err := minimize.Apply("application/fhir+json", []byte(c.in), dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range c.kept {
+				if want := "StructureDefinition/" + k + `"`; !strings.Contains(string(out), want) {
+					t.Errorf("the biller's view dropped the %s's modifierExtension: %s", k, out)
 				}
 			}
 		})
