@@ -408,6 +408,12 @@ func TestScrubReasonKeepsMachineTokens(t *testing.T) {
 			"fhir://h/hk1-0f[PHONE]aa[PHONE]abcdef01/Observation/[DATE]",
 			"fhir://h/hk1-0f5551234567aa0123456789abcdef01/Observation/[DATE]"},
 		{"hk1-0f5551234567aa0123456789abcdef01", "hk1-0f[PHONE]aa[PHONE]abcdef01", "hk1-0f5551234567aa0123456789abcdef01"},
+		// A keyed id whose hex begins with ten digits: "1-" + ten digits is a
+		// telephone number with its country code, starting in "hk1-", outside
+		// the hex run (until h-review56: "hk[PHONE]abcdef…" under ScrubReason).
+		{"hk1-0123456789abcdef0123456789abcdef", "hk[PHONE]abcdef[PHONE]abcdef", "hk1-0123456789abcdef0123456789abcdef"},
+		{"fhir://h/hk1-5551234567aa0123456789abcdef0123/Observation/1", "fhir://h/hk[PHONE]aa[PHONE]abcdef0123/Observation/1",
+			"fhir://h/hk1-5551234567aa0123456789abcdef0123/Observation/1"},
 		{"FF3F7DF62860253B46BE590F5D959F6F5A2B8725DF92705A3916944033AD42EF",
 			"FF3F7DF62860253B46BE590F5D959F6F5A2B8725DF92705A[PHONE]AD42EF",
 			"FF3F7DF62860253B46BE590F5D959F6F5A2B8725DF92705A3916944033AD42EF"},

@@ -92,7 +92,13 @@ func newScrubPattern(class scrubClasses, token, pre, core, post string) scrubPat
 // Until h-scrub2 every scrub kept tokens whole, list titles and the scrub
 // obligation too, where a telephone number in a token's shape
 // ("aaaaaaaa-2024-0305-1234-5551234567ab") was then released whole.
-var machineToken = regexp.MustCompile(`[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}|[0-9a-f]{32,}|[0-9A-F]{32,}`)
+//
+// A keyed id's prefix "hk1-" (audit.PseudonymPrefix) is part of its token:
+// "1-" and the ten digits a hex run may begin with read as a telephone
+// number with its country code, which began outside the run and was
+// replaced ("hk1-0123456789abcdef…" -> "hk[PHONE]abcdef…") until
+// h-review56.
+var machineToken = regexp.MustCompile(`[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}|(?:hk1-)?[0-9a-f]{32,}|[0-9A-F]{32,}`)
 
 // machineTokens returns the spans [start, end) of the machine tokens of s:
 // matches of machineToken with neither a letter nor a digit on either side,
