@@ -31,8 +31,9 @@ func TestBillingViewOutsideExamples(t *testing.T) {
 		gone, kept []string
 	}{
 		{"pas-coverage-subscriber-contained.json", "coverage",
-			[]string{"77441123", "219099999", "88112233", "0945345", "7843574536", "Marsh", "Evelyn", "SMITH", "555-867-5309", "1931", `"contained"`, `"extension"`},
-			[]string{`"subscriberId":"***4536"`, `"beneficiary":{"reference":"Patient/SubscriberExample"}`, `"display":"MARYLAND CAPITAL INSURANCE COMPANY"`,
+			[]string{"77441123", "219099999", "88112233", "0945345", "7843574536", "Marsh", "Evelyn", "SMITH", "555-867-5309", "1931", `"contained"`, `"extension"`,
+				"MARYLAND CAPITAL INSURANCE COMPANY"},
+			[]string{`"subscriberId":"***4536"`, `"beneficiary":{"reference":"Patient/SubscriberExample"}`, `"payor":[{"reference":"Organization/InsurerExample"}]`,
 				`"value":"S1000016"`, `"code":"PPO"`, `"code":"child"`}},
 		{"hl7-encounter-preadmission-contained.json", "encounter",
 			[]string{"77441123", "987654321", "93042", "Encounter_Roel", "WATSON", "SMITH", "Marsh", "4029993456", "Canary", `"contained"`, `"extension"`},
@@ -117,5 +118,37 @@ func TestBillingViewKeepsNestedModifierExtensions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A self-pay Coverage names the patient (or a relative) as its payor (R4
+// Coverage.payor: Reference(Organization | Patient | RelatedPerson), "such
+// as patient-pay agreements"), and a Reference's display is then their
+// name: the biller's view, which removes the beneficiary's display, drops
+// every payor's display (an insurer is named by its Organization, which a
+// biller reads as reference data). Until h-review56 (2026-12-07) a payor's
+// display was kept, the patient's name with it.
+func TestBillingViewDropsASelfPayPayorsName(t *testing.T) {
+	biller := policy.NewSubject(policy.Principal{Sub: "bob.billing", Roles: []string{"billing"},
+		ClientID: "claims-assistant", Tenant: synth.DefaultTenant})
+	dec, err := defaultEngine(t).Decide(context.Background(), policy.Input{Subject: biller, PurposeOfUse: "HPAYMT", Action: policy.ActionRead,
+		Resource: &policy.Resource{Type: "coverage", Patient: "p", Tenant: synth.DefaultTenant}})
+	if err != nil || !dec.Allow {
+		t.Fatalf("Decide: %+v %v", dec, err)
+	}
+	in := `{"resourceType":"Coverage","id":"c","status":"active","type":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/coverage-selfpay","code":"pay"}]},` +
+		`"beneficiary":{"reference":"Patient/p","display":"Evelyn Marsh"},` +
+		`"payor":[{"reference":"Patient/p","display":"Evelyn Marsh"},{"reference":"RelatedPerson/r","display":"Roel Marsh"}]}`
+	out, err := minimize.Apply("application/fhir+json", []byte(in), dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"Evelyn", "Roel", "Marsh"} {
+		if strings.Contains(string(out), g) {
+			t.Errorf("the biller's view of a self-pay Coverage holds %q: %s", g, out)
+		}
+	}
+	if want := `"payor":[{"reference":"Patient/p"},{"reference":"RelatedPerson/r"}]`; !strings.Contains(string(out), want) {
+		t.Errorf("the biller's view lost the payors' references (want %s): %s", want, out)
 	}
 }

@@ -121,8 +121,10 @@ billing_meta := ["/meta/versionId", "/meta/lastUpdated", "/meta/profile", "/meta
 
 # The Coverage elements a biller reads (FHIR R4 Coverage): references by
 # reference and type only (their display and identifier name people: a
-# subscriber, a policy holder); a payor keeps its display, the insurer's
-# name. A modifierExtension is kept wherever its element is: R4 forbids
+# subscriber, a policy holder), a payor's too: a self-pay Coverage's payor
+# is the patient or a relative (R4: Reference(Organization | Patient |
+# RelatedPerson)), and an insurer is named by its Organization, reference
+# data a biller reads. A modifierExtension is kept wherever its element is: R4 forbids
 # processing an element as if its modifier were absent. Left out:
 # identifier, text, contained, extension, and every element R4 does not
 # define.
@@ -132,7 +134,7 @@ billing_coverage_elements := array.concat(billing_meta, [
 	"/subscriber/reference", "/subscriber/type", "/subscriberId",
 	"/beneficiary/reference", "/beneficiary/type",
 	"/dependent", "/relationship", "/period",
-	"/payor/*/reference", "/payor/*/type", "/payor/*/display",
+	"/payor/*/reference", "/payor/*/type",
 	"/class/*/modifierExtension", "/class/*/type", "/class/*/value", "/class/*/name",
 	"/order", "/network",
 	"/costToBeneficiary/*/modifierExtension", "/costToBeneficiary/*/type",
