@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -407,6 +408,12 @@ func TestScrubReasonKeepsMachineTokens(t *testing.T) {
 			"fhir://h/hk1-0f[PHONE]aa[PHONE]abcdef01/Observation/[DATE]",
 			"fhir://h/hk1-0f5551234567aa0123456789abcdef01/Observation/[DATE]"},
 		{"hk1-0f5551234567aa0123456789abcdef01", "hk1-0f[PHONE]aa[PHONE]abcdef01", "hk1-0f5551234567aa0123456789abcdef01"},
+		// A keyed id whose hex begins with ten digits: "1-" + ten digits is a
+		// telephone number with its country code, starting in "hk1-", outside
+		// the hex run (until h-review56: "hk[PHONE]abcdef…" under ScrubReason).
+		{"hk1-0123456789abcdef0123456789abcdef", "hk[PHONE]abcdef[PHONE]abcdef", "hk1-0123456789abcdef0123456789abcdef"},
+		{"fhir://h/hk1-5551234567aa0123456789abcdef0123/Observation/1", "fhir://h/hk[PHONE]aa[PHONE]abcdef0123/Observation/1",
+			"fhir://h/hk1-5551234567aa0123456789abcdef0123/Observation/1"},
 		{"FF3F7DF62860253B46BE590F5D959F6F5A2B8725DF92705A3916944033AD42EF",
 			"FF3F7DF62860253B46BE590F5D959F6F5A2B8725DF92705A[PHONE]AD42EF",
 			"FF3F7DF62860253B46BE590F5D959F6F5A2B8725DF92705A3916944033AD42EF"},
@@ -471,6 +478,56 @@ func TestScrubObligationKeepsNoPhoneInAMachineToken(t *testing.T) {
 		if want := `{"note":["` + tt.want + `"]}`; err != nil || string(out) != want {
 			t.Errorf("JSON scrub:/note:phone of %q = %s, %v; want %s", tt.in, out, err, want)
 		}
+	}
+}
+
+// prefilterCases are dates with a month's name or with dots, written as
+// the scrub patterns read them (folded, spaced, ordinal, with "of" and
+// "de"), and strings that come close to one without being one.
+var prefilterCases = []string{
+	"March 5, 2024", "5 March 2024", "March 2024", "March 5", "5 March", "5th of March", "5th   of   March.",
+	"seen 5 Mar.", "MARCH 5TH", "ſept 5, 2024", "5 ſept", "5 oct", "Oct. 5", "DEC 2024",
+	"14-Mar-1931", "14.Mär.1931", "14/JAN/31", "Mar-14-1931", "14. März 1931", "14 janv. 1931",
+	"5 de mayo de 2024", "5 DE MAYO, DE 2024", "14-MRT-1931", "31 déc. 2024", "31 DÉC 2024", "1 sty 2024",
+	"Email 5 x", "PROGRESS 5", "may return in 2 weeks", "2 days ago.", "set 10", "out 5", "marzo",
+	"Marché 5", "5 Mayé", "ámar-14-2024", "xMar 5", "Mar5", "5Mar", "5 in March", "5 mg in March",
+	"14.03.1931", "14.03.31", "1931.03.14", "1.5.2024", "1.5.20", "pH 7.35.", "3.5.10", "ver. 12.03.2020",
+	"1.2.36.1.2001", "7.4%", "12.5", "a.1.b", "1..2", "\xff14-mar-2024", "14-mar-\xff2024",
+}
+
+// Each pattern's prefilter is false only where its plain regexp (the
+// reference) finds nothing, and scrubbing with or without it gives the
+// same result, ScrubReason's too; the table holds dates each prefilter
+// must let through.
+func TestScrubPrefiltersAgree(t *testing.T) {
+	for _, s := range prefilterCases {
+		checkPrefilters(t, s)
+	}
+	for _, s := range []string{"March 5", "14.Mär.1931", "ſept 5, 2024", "5th   of   March.", "14.03.31", "5 de mayo de 2024"} {
+		if ScrubString(s) == s {
+			t.Errorf("%q was not scrubbed", s)
+		}
+	}
+}
+
+// checkPrefilters fails t if a prefilter of scrubPatterns is false for s
+// where its pattern's regexp matches s, or scrubbing s with the
+// prefilters differs from scrubbing it without them.
+func checkPrefilters(t *testing.T, s string) {
+	t.Helper()
+	plain := slices.Clone(scrubPatterns)
+	for i := range plain {
+		p := &plain[i]
+		if p.may != nil && !p.may(s) && p.re.MatchString(s) {
+			t.Errorf("pattern %d (%s): the prefilter refuses %q, where the regexp matches %q", i, p.token, s, p.re.FindString(s))
+		}
+		p.may = nil
+	}
+	if got, want := ScrubString(s), scrubWith(plain, s, allClasses, false); got != want {
+		t.Errorf("ScrubString(%q) = %q with the prefilters, %q without", s, got, want)
+	}
+	if got, want := ScrubReason(s), scrubWith(plain, s, allClasses, true); got != want {
+		t.Errorf("ScrubReason(%q) = %q with the prefilters, %q without", s, got, want)
 	}
 }
 

@@ -249,3 +249,16 @@ func FuzzScrubKeeping(f *testing.F) {
 		}
 	})
 }
+
+// FuzzScrubPrefilters: a pattern's prefilter (scrubPattern.may) is false
+// only where its plain regexp finds nothing, so that scrubbing with and
+// without it agree (TestScrubPrefiltersAgree has the table).
+func FuzzScrubPrefilters(f *testing.F) {
+	for _, s := range prefilterCases {
+		f.Add(s)
+	}
+	f.Add(clinicalNote)
+	f.Fuzz(func(t *testing.T, s string) {
+		checkPrefilters(t, s)
+	})
+}

@@ -48,7 +48,7 @@ func ExampleEngine_Decide() {
 	// remove:/identifier
 	// remove:/beneficiary/display
 	// remove:/text
-	// allow::/meta/versionId,/meta/lastUpdated,/meta/profile,/meta/security,/meta/tag,/id,/modifierExtension,/status,/type,/policyHolder/reference,/policyHolder/type,/subscriber/reference,/subscriber/type,/subscriberId,/beneficiary/reference,/beneficiary/type,/dependent,/relationship,/period,/payor/*/reference,/payor/*/type,/payor/*/display,/class/*/type,/class/*/value,/class/*/name,/order,/network,/costToBeneficiary/*/type,/costToBeneficiary/*/valueQuantity,/costToBeneficiary/*/valueMoney,/costToBeneficiary/*/exception/*/type,/costToBeneficiary/*/exception/*/period,/subrogation,/contract/*/reference,/contract/*/type
+	// allow::/meta/versionId,/meta/lastUpdated,/meta/profile,/meta/security,/meta/tag,/id,/modifierExtension,/status,/type,/policyHolder/reference,/policyHolder/type,/subscriber/reference,/subscriber/type,/subscriberId,/beneficiary/reference,/beneficiary/type,/dependent,/relationship,/period,/payor/*/reference,/payor/*/type,/class/*/modifierExtension,/class/*/type,/class/*/value,/class/*/name,/order,/network,/costToBeneficiary/*/modifierExtension,/costToBeneficiary/*/type,/costToBeneficiary/*/valueQuantity,/costToBeneficiary/*/valueMoney,/costToBeneficiary/*/exception/*/modifierExtension,/costToBeneficiary/*/exception/*/type,/costToBeneficiary/*/exception/*/period,/subrogation,/contract/*/reference,/contract/*/type
 }
 
 // ExampleLoadBundle builds a bundle from a policy directory, signs it with a

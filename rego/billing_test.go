@@ -2,6 +2,7 @@ package rego_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,8 +31,9 @@ func TestBillingViewOutsideExamples(t *testing.T) {
 		gone, kept []string
 	}{
 		{"pas-coverage-subscriber-contained.json", "coverage",
-			[]string{"77441123", "219099999", "88112233", "0945345", "7843574536", "Marsh", "Evelyn", "SMITH", "555-867-5309", "1931", `"contained"`, `"extension"`},
-			[]string{`"subscriberId":"***4536"`, `"beneficiary":{"reference":"Patient/SubscriberExample"}`, `"display":"MARYLAND CAPITAL INSURANCE COMPANY"`,
+			[]string{"77441123", "219099999", "88112233", "0945345", "7843574536", "Marsh", "Evelyn", "SMITH", "555-867-5309", "1931", `"contained"`, `"extension"`,
+				"MARYLAND CAPITAL INSURANCE COMPANY"},
+			[]string{`"subscriberId":"***4536"`, `"beneficiary":{"reference":"Patient/SubscriberExample"}`, `"payor":[{"reference":"Organization/InsurerExample"}]`,
 				`"value":"S1000016"`, `"code":"PPO"`, `"code":"child"`}},
 		{"hl7-encounter-preadmission-contained.json", "encounter",
 			[]string{"77441123", "987654321", "93042", "Encounter_Roel", "WATSON", "SMITH", "Marsh", "4029993456", "Canary", `"contained"`, `"extension"`},
@@ -66,5 +68,87 @@ func TestBillingViewOutsideExamples(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A modifier extension changes the meaning of the element that holds it,
+// and FHIR R4 forbids processing that element as if it were absent
+// (Extensibility, "Modifier Extensions"): the biller's view keeps every
+// modifierExtension of a backbone element it keeps, as it keeps the
+// resource's own. Until h-review56 (2026-12-07) only the resource's root
+// kept its own; a diagnosis, a participant, a location, hospitalization,
+// a Coverage's class, a cost and its exception lost theirs, and the biller
+// read them as unmodified.
+func TestBillingViewKeepsNestedModifierExtensions(t *testing.T) {
+	biller := policy.NewSubject(policy.Principal{Sub: "bob.billing", Roles: []string{"billing"},
+		ClientID: "claims-assistant", Tenant: synth.DefaultTenant})
+	e := defaultEngine(t)
+	const me = `"modifierExtension":[{"url":"http://example.org/fhir/StructureDefinition/%s","valueBoolean":true}]`
+	mod := func(name string) string { return fmt.Sprintf(me, name) }
+	for _, c := range []struct {
+		typ, in string
+		kept    []string
+	}{
+		{"coverage", `{"resourceType":"Coverage","id":"c","status":"active","beneficiary":{"reference":"Patient/p"},` +
+			`"payor":[{"reference":"Organization/o"}],` +
+			`"class":[{` + mod("class") + `,"type":{"text":"group"},"value":"G1"}],` +
+			`"costToBeneficiary":[{` + mod("cost") + `,"valueMoney":{"value":20,"currency":"USD"},` +
+			`"exception":[{` + mod("exception") + `,"type":{"text":"retired"}}]}]}`,
+			[]string{"class", "cost", "exception"}},
+		{"encounter", `{"resourceType":"Encounter","id":"e","status":"finished","class":{"code":"IMP"},"subject":{"reference":"Patient/p"},` +
+			`"participant":[{` + mod("participant") + `,"individual":{"reference":"Practitioner/x"}}],` +
+			`"diagnosis":[{` + mod("diagnosis") + `,"condition":{"reference":"Condition/c"},"rank":1}],` +
+			`"hospitalization":{` + mod("hospitalization") + `,"admitSource":{"text":"emergency"}},` +
+			`"location":[{` + mod("location") + `,"location":{"reference":"Location/l"}}]}`,
+			[]string{"participant", "diagnosis", "hospitalization", "location"}},
+	} {
+		t.Run(c.typ, func(t *testing.T) {
+			dec, err := e.Decide(context.Background(), policy.Input{Subject: biller, PurposeOfUse: "HPAYMT", Action: policy.ActionRead,
+				Resource: &policy.Resource{Type: c.typ, Patient: "p", Tenant: synth.DefaultTenant}})
+			if err != nil || !dec.Allow {
+				t.Fatalf("Decide: %+v %v", dec, err)
+			}
+			out, err := minimize.Apply("application/fhir+json", []byte(c.in), dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range c.kept {
+				if want := "StructureDefinition/" + k + `"`; !strings.Contains(string(out), want) {
+					t.Errorf("the biller's view dropped the %s's modifierExtension: %s", k, out)
+				}
+			}
+		})
+	}
+}
+
+// A self-pay Coverage names the patient (or a relative) as its payor (R4
+// Coverage.payor: Reference(Organization | Patient | RelatedPerson), "such
+// as patient-pay agreements"), and a Reference's display is then their
+// name: the biller's view, which removes the beneficiary's display, drops
+// every payor's display (an insurer is named by its Organization, which a
+// biller reads as reference data). Until h-review56 (2026-12-07) a payor's
+// display was kept, the patient's name with it.
+func TestBillingViewDropsASelfPayPayorsName(t *testing.T) {
+	biller := policy.NewSubject(policy.Principal{Sub: "bob.billing", Roles: []string{"billing"},
+		ClientID: "claims-assistant", Tenant: synth.DefaultTenant})
+	dec, err := defaultEngine(t).Decide(context.Background(), policy.Input{Subject: biller, PurposeOfUse: "HPAYMT", Action: policy.ActionRead,
+		Resource: &policy.Resource{Type: "coverage", Patient: "p", Tenant: synth.DefaultTenant}})
+	if err != nil || !dec.Allow {
+		t.Fatalf("Decide: %+v %v", dec, err)
+	}
+	in := `{"resourceType":"Coverage","id":"c","status":"active","type":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/coverage-selfpay","code":"pay"}]},` +
+		`"beneficiary":{"reference":"Patient/p","display":"Evelyn Marsh"},` +
+		`"payor":[{"reference":"Patient/p","display":"Evelyn Marsh"},{"reference":"RelatedPerson/r","display":"Roel Marsh"}]}`
+	out, err := minimize.Apply("application/fhir+json", []byte(in), dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"Evelyn", "Roel", "Marsh"} {
+		if strings.Contains(string(out), g) {
+			t.Errorf("the biller's view of a self-pay Coverage holds %q: %s", g, out)
+		}
+	}
+	if want := `"payor":[{"reference":"Patient/p"},{"reference":"RelatedPerson/r"}]`; !strings.Contains(string(out), want) {
+		t.Errorf("the biller's view lost the payors' references (want %s): %s", want, out)
 	}
 }

@@ -121,19 +121,25 @@ billing_meta := ["/meta/versionId", "/meta/lastUpdated", "/meta/profile", "/meta
 
 # The Coverage elements a biller reads (FHIR R4 Coverage): references by
 # reference and type only (their display and identifier name people: a
-# subscriber, a policy holder); a payor keeps its display, the insurer's
-# name. Left out: identifier, text, contained, extension, and every element
-# R4 does not define.
+# subscriber, a policy holder), a payor's too: a self-pay Coverage's payor
+# is the patient or a relative (R4: Reference(Organization | Patient |
+# RelatedPerson)), and an insurer is named by its Organization, reference
+# data a biller reads. A modifierExtension is kept wherever its element is: R4 forbids
+# processing an element as if its modifier were absent. Left out:
+# identifier, text, contained, extension, and every element R4 does not
+# define.
 billing_coverage_elements := array.concat(billing_meta, [
 	"/id", "/modifierExtension", "/status", "/type",
 	"/policyHolder/reference", "/policyHolder/type",
 	"/subscriber/reference", "/subscriber/type", "/subscriberId",
 	"/beneficiary/reference", "/beneficiary/type",
 	"/dependent", "/relationship", "/period",
-	"/payor/*/reference", "/payor/*/type", "/payor/*/display",
-	"/class/*/type", "/class/*/value", "/class/*/name",
+	"/payor/*/reference", "/payor/*/type",
+	"/class/*/modifierExtension", "/class/*/type", "/class/*/value", "/class/*/name",
 	"/order", "/network",
-	"/costToBeneficiary/*/type", "/costToBeneficiary/*/valueQuantity", "/costToBeneficiary/*/valueMoney",
+	"/costToBeneficiary/*/modifierExtension", "/costToBeneficiary/*/type",
+	"/costToBeneficiary/*/valueQuantity", "/costToBeneficiary/*/valueMoney",
+	"/costToBeneficiary/*/exception/*/modifierExtension",
 	"/costToBeneficiary/*/exception/*/type", "/costToBeneficiary/*/exception/*/period",
 	"/subrogation", "/contract/*/reference", "/contract/*/type",
 ])
@@ -148,15 +154,17 @@ billing_encounter_elements := array.concat(billing_meta, [
 	"/type", "/serviceType", "/priority",
 	"/subject/reference", "/subject/type",
 	"/episodeOfCare/*/reference", "/basedOn/*/reference",
-	"/participant/*/type", "/participant/*/period",
+	"/participant/*/modifierExtension", "/participant/*/type", "/participant/*/period",
 	"/participant/*/individual/reference", "/participant/*/individual/type",
 	"/appointment/*/reference", "/period", "/length",
 	"/reasonCode", "/reasonReference/*/reference",
-	"/diagnosis/*/condition/reference", "/diagnosis/*/use", "/diagnosis/*/rank",
+	"/diagnosis/*/modifierExtension", "/diagnosis/*/condition/reference", "/diagnosis/*/use", "/diagnosis/*/rank",
 	"/account/*/reference",
+	"/hospitalization/modifierExtension",
 	"/hospitalization/origin/reference", "/hospitalization/admitSource", "/hospitalization/reAdmission",
 	"/hospitalization/dietPreference", "/hospitalization/specialCourtesy", "/hospitalization/specialArrangement",
 	"/hospitalization/destination/reference", "/hospitalization/dischargeDisposition",
+	"/location/*/modifierExtension",
 	"/location/*/location/reference", "/location/*/status", "/location/*/physicalType", "/location/*/period",
 	"/serviceProvider/reference", "/serviceProvider/display", "/partOf/reference",
 ])

@@ -206,12 +206,12 @@ test_billing_coverage_minimized if {
 	{"op": "mask", "path": "/subscriberId", "fn": "last4"} in d.obligations
 	obligation_paths(d) == {"/subscriberId", "/identifier", "/beneficiary/display", "/text", ""}
 	kept := billing_allowed(d)
-	every e in ["/subscriberId", "/beneficiary/reference", "/payor/*/display", "/class/*/value", "/period"] {
+	every e in ["/subscriberId", "/beneficiary/reference", "/payor/*/reference", "/class/*/value", "/period"] {
 		e in kept
 	}
 	every e in ["/identifier", "/text", "/contained", "/extension", "/beneficiary", "/beneficiary/identifier",
 		"/beneficiary/display", "/subscriber", "/subscriber/display", "/subscriber/identifier",
-		"/policyHolder/display", "/policyHolder/identifier", "/payor/*/identifier", "/meta"] {
+		"/policyHolder/display", "/policyHolder/identifier", "/payor/*/identifier", "/payor/*/display", "/meta"] {
 		not e in kept
 	}
 }
