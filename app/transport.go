@@ -46,6 +46,12 @@ func (a *App) prepareTransport(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if n := t.Unexpiring(); n > 0 && !a.o.Dev {
+			// Once, at start (the file is read only then). The count and
+			// the path: no digest, no principal.
+			a.log.Warn("token file holds bearer tokens that never expire: give each an expiry ('custos token new --ttl 720h', then remove the old entry) or use OAuth (--oauth-issuer)",
+				"file", h.TokensFile, "tokens_without_expiry", n)
+		}
 		a.tokens = t
 	}
 	switch {

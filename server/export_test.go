@@ -24,6 +24,9 @@ func WithExpiry(id Identity, t time.Time) Identity {
 	return id
 }
 
+// SetTokensClock sets the clock t checks token expiries on.
+func SetTokensClock(t *Tokens, now func() time.Time) { t.now = now }
+
 // ResearchAlias is the research alias of a catalog id under key.
 func ResearchAlias(key []byte, tenant, id string) string { return researchAlias(key, tenant, id) }
 

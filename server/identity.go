@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -96,9 +97,10 @@ func LoadPrincipalFile(path string) (Identity, error) {
 }
 
 // TokenFile is the development bearer-token file: it maps the SHA-256 of a
-// token to the identity it stands for. Tokens themselves are never stored.
+// token to the identity it stands for, and optionally to when it expires.
+// Tokens themselves are never stored.
 //
-//	{"tokens":[{"token_sha256":"<hex>","principal":{...principal file...}}]}
+//	{"tokens":[{"token_sha256":"<hex>","principal":{...principal file...},"expires_at":"2027-01-06T03:00:00Z"}]}
 type TokenFile struct {
 	Tokens []TokenEntry `json:"tokens"`
 }
@@ -107,6 +109,10 @@ type TokenFile struct {
 type TokenEntry struct {
 	TokenSHA256 string          `json:"token_sha256"`
 	Principal   json.RawMessage `json:"principal"`
+	// ExpiresAt, if set, is when the token stops verifying: RFC 3339 in
+	// UTC ("Z"), whole seconds, as 'custos token new --ttl' writes it.
+	// Empty: the token never expires.
+	ExpiresAt string `json:"expires_at,omitempty"`
 }
 
 // MinTokenLength is the shortest bearer token accepted into a token file.
@@ -121,7 +127,26 @@ func HashToken(token string) string {
 
 // Tokens verifies dev bearer tokens. Build it with LoadTokenFile.
 type Tokens struct {
-	byHash map[[32]byte]principalFile
+	byHash map[[32]byte]tokenEntry
+	now    func() time.Time // the clock expiries are checked on
+}
+
+// tokenEntry is a validated TokenEntry.
+type tokenEntry struct {
+	principal principalFile
+	expires   time.Time // zero: never
+}
+
+// Unexpiring is how many of the file's tokens have no expires_at: tokens
+// that verify until they are removed from the file.
+func (t *Tokens) Unexpiring() int {
+	n := 0
+	for _, e := range t.byHash {
+		if e.expires.IsZero() {
+			n++
+		}
+	}
+	return n
 }
 
 // LoadTokenFile reads and validates a TokenFile. Every entry must be valid;
@@ -150,7 +175,13 @@ func ParseTokenFile(data []byte) (*Tokens, error) {
 	if len(tf.Tokens) == 0 {
 		return nil, fmt.Errorf("%w: token file: no tokens", ErrBadConfig)
 	}
-	t := &Tokens{byHash: map[[32]byte]principalFile{}}
+	// An "expires_at" given empty is refused, not read as "never": whoever
+	// wrote the key meant an expiry.
+	var keys struct{ Tokens []map[string]json.RawMessage }
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return nil, fmt.Errorf("%w: token file: %v", ErrBadConfig, err)
+	}
+	t := &Tokens{byHash: map[[32]byte]tokenEntry{}, now: time.Now}
 	for i, e := range tf.Tokens {
 		h, err := hex.DecodeString(e.TokenSHA256)
 		if err != nil || len(h) != 32 {
@@ -163,11 +194,33 @@ func ParseTokenFile(data []byte) (*Tokens, error) {
 		if _, err := p.identity(""); err != nil {
 			return nil, fmt.Errorf("token file: tokens[%d]: %w", i, err)
 		}
+		exp, err := parseExpiresAt(e.ExpiresAt)
+		if _, given := keys.Tokens[i]["expires_at"]; given && e.ExpiresAt == "" {
+			err = errors.New("empty (omit the key for a token that never expires)")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: token file: tokens[%d].expires_at: %v", ErrBadConfig, i, err)
+		}
 		key := [32]byte(h)
 		if _, dup := t.byHash[key]; dup {
 			return nil, fmt.Errorf("%w: token file: tokens[%d]: duplicate token", ErrBadConfig, i)
 		}
-		t.byHash[key] = p
+		t.byHash[key] = tokenEntry{principal: p, expires: exp}
+	}
+	return t, nil
+}
+
+// parseExpiresAt parses a TokenEntry's ExpiresAt: empty is never (the zero
+// time); anything else must be RFC 3339 in UTC with whole seconds, the one
+// form 'custos token new' writes, so that a file reads the same to every
+// reader (no offsets, no fractions to round).
+func parseExpiresAt(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil || t.Location() != time.UTC || t.Format(time.RFC3339) != s {
+		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time in UTC with whole seconds (e.g. 2027-01-06T03:00:00Z)", s)
 	}
 	return t, nil
 }
@@ -178,24 +231,41 @@ const tokenInfoKey = "custos.identity"
 
 // Verify is an auth.TokenVerifier: it maps a bearer token to its Identity.
 // The comparison is made on SHA-256 digests in constant time per entry.
+// A token at or past its expires_at is refused as an unknown one is
+// (auth.ErrInvalidToken, the same 401 and challenge); only the request's
+// auth/reject record tells it apart, as "http_401,invalid_token,expired"
+// (an OAuth token's expiry is recorded alike).
 func (t *Tokens) Verify(_ context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
 	sum := sha256.Sum256([]byte(token))
-	var found *principalFile
-	for h, p := range t.byHash {
+	var found *tokenEntry
+	for h, e := range t.byHash {
 		if subtle.ConstantTimeCompare(h[:], sum[:]) == 1 {
-			found = &p
+			found = &e
 		}
 	}
 	if found == nil {
 		return nil, auth.ErrInvalidToken
 	}
-	id, err := found.identity(clientaddr.Of(r))
+	if !found.expires.IsZero() && !t.now().Before(found.expires) {
+		if r != nil {
+			if c := callerOf(r); c != nil {
+				c.expired = true
+			}
+		}
+		return nil, auth.ErrInvalidToken
+	}
+	id, err := found.principal.identity(clientaddr.Of(r))
 	if err != nil {
 		return nil, auth.ErrInvalidToken
 	}
+	id.expires = found.expires // a subscription's notifications stop then too
+	exp := found.expires
+	if exp.IsZero() {
+		exp = t.now().Add(time.Hour) // a token without expires_at never expires; the SDK requires a value
+	}
 	return &auth.TokenInfo{
 		UserID:     id.Principal.Sub,
-		Expiration: time.Now().Add(time.Hour), // dev tokens do not expire; the SDK requires a value
+		Expiration: exp,
 		Extra:      map[string]any{tokenInfoKey: id},
 	}, nil
 }

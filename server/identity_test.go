@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestTokenFileValidation(t *testing.T) {
@@ -73,5 +74,24 @@ func TestLoadTokenFileNamesTheFile(t *testing.T) {
 		if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p) {
 			t.Errorf("%q: %v, want ErrBadConfig naming %s and %q", content, err, p, want)
 		}
+	}
+}
+
+// The Identity of a dev token with expires_at carries it, as an OAuth
+// token's carries exp, so that a subscription's notifications stop at it
+// (notifyDecision, token_expired).
+func TestDevTokenIdentityCarriesItsExpiry(t *testing.T) {
+	const principal = `{"sub":"dr-a","roles":["clinician"],"client_id":"c","tenant":"t","patients":[],"purpose_of_use":"TREAT"}`
+	tok := strings.Repeat("x", 43)
+	toks, err := ParseTokenFile([]byte(`{"tokens":[{"token_sha256":"` + HashToken(tok) + `","principal":` + principal + `,"expires_at":"2099-01-02T03:04:05Z"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := toks.Verify(t.Context(), tok, httptest.NewRequest("POST", "/mcp", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.Extra[tokenInfoKey].(Identity).expires; !got.Equal(time.Date(2099, 1, 2, 3, 4, 5, 0, time.UTC)) {
+		t.Errorf("identity expires %v, want the entry's expires_at", got)
 	}
 }

@@ -172,6 +172,7 @@ type caller struct {
 	mismatch bool
 	owner    sessionOwner // of the session a mismatched request named
 	badHost  bool         // refused by refuseRebinding
+	expired  bool         // a dev token past its expires_at (Tokens.Verify)
 }
 
 type callerKey struct{}
@@ -382,6 +383,10 @@ func rejectionReason(status int, wwwAuthenticate string, c *caller) (reason, cla
 	if class == ReasonInvalidToken {
 		if code := oauth.RejectionCode(wwwAuthenticate); code != "" {
 			reason += "," + code // expired, wrong_audience, wrong_issuer, ...
+		} else if c.expired {
+			// A dev token past its expires_at: answered as an unknown
+			// token, recorded as an expired OAuth token is.
+			reason += ",expired"
 		}
 	}
 	return reason, class

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,28 +26,42 @@ install it root:custos 0640 (docs/operations.md). In production, serve
 rather verifies OAuth 2.1 access tokens from the hospital's identity provider
 ('custos serve --oauth-issuer ... --oauth-audience ...'; docs/operations.md).
 
+Give each token an expiry with --ttl: serve warns at start, outside --dev,
+when its token file holds tokens that never expire.
+
 Example:
-  custos token new --principal ./synthetic/principals/clinician.json --tokens ./tokens.json`,
+  custos token new --principal ./synthetic/principals/clinician.json --tokens ./tokens.json --ttl 720h`,
 	}
 	return commandGroup(cmd, newTokenNewCmd())
 }
 
 func newTokenNewCmd() *cobra.Command {
 	var principal, tokens string
+	var ttl time.Duration
 	cmd := &cobra.Command{
-		Use:   "new --principal FILE --tokens FILE",
+		Use:   "new --principal FILE --tokens FILE [--ttl DURATION]",
 		Short: "Mint a random token for a principal and add its hash to a token file",
 		Long: `new draws a random 256-bit token, appends its SHA-256 and the principal to
 the token file (creating it with mode 0600; an existing file keeps its mode,
 owner and group), and prints the token once on
 stdout. The token is not stored anywhere: keep it in the client's secret store.
 
+With --ttl the entry carries "expires_at" (now + ttl, whole seconds, UTC):
+from then on serve refuses the token as it refuses an unknown one (401),
+and its audit record reads http_401,invalid_token,expired. Without --ttl
+(or --ttl 0) the token never expires; mint a new one and remove the old
+entry by hand to rotate it. Serve reads the file once, at start: restart
+it after a change.
+
 Example:
-  custos token new --principal ./synthetic/principals/clinician.json --tokens ./tokens.json`,
+  custos token new --principal ./synthetic/principals/clinician.json --tokens ./tokens.json --ttl 720h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if principal == "" || tokens == "" {
 				return usagef("--principal and --tokens are both required")
+			}
+			if ttl < 0 {
+				return usagef("--ttl %s: must not be negative (0 or absent: the token never expires)", ttl)
 			}
 			if _, err := server.LoadPrincipalFile(principal); err != nil {
 				return err
@@ -79,7 +94,11 @@ Example:
 				return fmt.Errorf("--tokens: %w", err)
 			}
 			tok := randomToken()
-			tf.Tokens = append(tf.Tokens, server.TokenEntry{TokenSHA256: server.HashToken(tok), Principal: json.RawMessage(compactJSON(p))})
+			e := server.TokenEntry{TokenSHA256: server.HashToken(tok), Principal: json.RawMessage(compactJSON(p))}
+			if ttl > 0 {
+				e.ExpiresAt = time.Now().Add(ttl).UTC().Truncate(time.Second).Format(time.RFC3339)
+			}
+			tf.Tokens = append(tf.Tokens, e)
 			data, err := json.MarshalIndent(tf, "", "  ")
 			if err != nil {
 				return err
@@ -93,6 +112,7 @@ Example:
 	}
 	cmd.Flags().StringVar(&principal, "principal", "", "principal file (JSON: sub, roles, client_id, tenant, patients, purpose_of_use)")
 	cmd.Flags().StringVar(&tokens, "tokens", "", "token file to create or extend")
+	cmd.Flags().DurationVar(&ttl, "ttl", 0, "how long the token verifies, e.g. 720h (0: it never expires)")
 	markRequired(cmd, "principal", "tokens")
 	return cmd
 }
