@@ -239,6 +239,9 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 		return nil, err
 	}
 	a.startSync()
+	if err := a.announce(); err != nil {
+		return nil, err
+	}
 	a.log.Info("ready", "policy_revision", a.policy.Revision(), "secrets", a.keys.Name(), "keys", a.keys.KeyIDs(), "node", o.Node)
 	return a, nil
 }

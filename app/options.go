@@ -224,8 +224,8 @@ type HTTPOptions struct {
 	// HTTP is served only with Dev and on a loopback address. Required.
 	// Key http.listen.
 	Listen string
-	// AddrFile, if set, receives the MCP endpoint URL once listening. Key
-	// http.addr_file.
+	// AddrFile, if set, receives the MCP endpoint URL once Open has
+	// started everything, the admin socket included. Key http.addr_file.
 	AddrFile string
 	// The identity of callers: exactly one of TokensFile (dev tokens, key
 	// http.tokens_file), Tokens (dev tokens already loaded; no key) and
@@ -298,8 +298,8 @@ type OpsOptions struct {
 	// Listen is HOST:PORT of /healthz, /readyz and /metrics; "" serves
 	// none. Key ops.listen.
 	Listen string
-	// AddrFile, if set, receives the ops base URL once listening. Key
-	// ops.addr_file.
+	// AddrFile, if set, receives the ops base URL once Open has started
+	// everything. Key ops.addr_file.
 	AddrFile string
 }
 

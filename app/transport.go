@@ -67,8 +67,9 @@ func (a *App) prepareTransport(ctx context.Context) error {
 	return nil
 }
 
-// listen binds the MCP and the ops listeners and writes their address
-// files; serving starts with Serve.
+// listen binds the MCP and the ops listeners; serving starts with Serve.
+// Their address files are written by announce, once Open has everything
+// up.
 func (a *App) listen() error {
 	if h := a.o.HTTP; h != nil {
 		if a.verifier != nil {
@@ -102,9 +103,6 @@ func (a *App) listen() error {
 		}
 		a.ln, a.hs = ln, hs
 		a.url = fmt.Sprintf("%s://%s%s", scheme, ln.Addr(), server.MCPPath)
-		if err := writeAddrFile(h.AddrFile, a.url); err != nil {
-			return err
-		}
 	}
 	if o := a.o.Ops; o.Listen != "" {
 		ln, err := net.Listen("tcp", o.Listen)
@@ -114,6 +112,25 @@ func (a *App) listen() error {
 		a.opsLn = server.LimitConnections(ln, ops.MaxConnections)
 		a.opsURL = "http://" + ln.Addr().String()
 		a.opsHS = ops.NewHTTPServer(o.Listen, ops.Handler(a.Health(), a.metrics, a.registry))
+	}
+	return nil
+}
+
+// announce writes the MCP and the ops listeners' address files. Open calls
+// it last, once the admin socket, the scrubber and the sync are up: a
+// script or an operator that waits for the address file then finds the
+// whole server started, the admin socket included. Written by listen,
+// they came before the admin socket existed, and a test that removed the
+// socket as soon as the address file appeared made the server fail its
+// start (access_lock_held.txtar, under load); a start that failed after
+// listen left an address file behind (TestAddressFilesOnlyOnceStarted).
+func (a *App) announce() error {
+	if h := a.o.HTTP; h != nil {
+		if err := writeAddrFile(h.AddrFile, a.url); err != nil {
+			return err
+		}
+	}
+	if o := a.o.Ops; o.Listen != "" {
 		if err := writeAddrFile(o.AddrFile, a.opsURL); err != nil {
 			return err
 		}
