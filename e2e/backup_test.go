@@ -31,7 +31,12 @@ func TestBackupUnderLoadAndRestoreDrill(t *testing.T) {
 	anchor := t.TempDir()
 	tok := newToken(t, d.principal("clinician"), tokens)
 	vkeys := filepath.Join(t.TempDir(), "vkeys")
-	args := []string{"--dev", "--listen", loopback, "--tokens", tokens, "--anchor-dir", anchor, "--checkpoint-interval", "50ms", "--node", "e2e"}
+	// --rate-limit 0: the load is one principal reading as fast as it can
+	// (as the other readUnderLoad tests run it). With the default 100/s and
+	// a burst of 200, the readers were refused 429 whenever the backup took
+	// more than about two seconds, and the test timed out waiting for
+	// reads (a fresh-clone CI run, under load).
+	args := []string{"--dev", "--listen", loopback, "--tokens", tokens, "--anchor-dir", anchor, "--checkpoint-interval", "50ms", "--node", "e2e", "--rate-limit", "0"}
 
 	s := serve(t, d, nil, args...)
 	mustCustos(t, "audit", "pubkey", "--data-dir", d.data, "--dev", "--origin", "custos.local/e2e/audit", "-o", vkeys)
