@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/xml"
 	"io"
 	"maps"
 	"mime"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gabriel-vasile/mimetype"
 	"golang.org/x/text/encoding/charmap"
+	"golang.org/x/text/encoding/ianaindex"
 
 	"github.com/custos-mcp/custos/store"
 )
@@ -350,6 +352,11 @@ func listedMediaType(mt string, params map[string]string, data []byte) string {
 // charset: store.ServedMediaType, so that a file name in a name or
 // filename parameter is never listed) when it is a type custos knows,
 // else a type of its kind (listedMediaType). The bytes contradict it when:
+//   - the declared type is XML (xmlMediaType), the library does not detect
+//     the bytes as XML (it needs a leading "<?xml"), and they are not one
+//     well-formed XML document (wellFormedXML): until h-outside2 a C-CDA
+//     without an XML declaration was refused under application/xml and
+//     text/xml, and any text accepted under application/cda+xml;
 //   - the declared type is application/json or ends in +json and the
 //     bytes are not valid JSON;
 //   - the declared type is one the library knows, and the detected type is
@@ -372,6 +379,12 @@ func checkMIME(declared string, data []byte) (string, error) {
 		return "", errNotJSON
 	}
 	got := mimetype.Detect(data)
+	if xmlMediaType(mt) && !detectedXML(got) {
+		if !wellFormedXML(data) {
+			return "", errNotXML
+		}
+		return listedMediaType(mt, params, data), nil
+	}
 	isText := false
 	for m := got; m != nil; m = m.Parent() {
 		if m.Is(mt) {
@@ -391,6 +404,68 @@ func checkMIME(declared string, data []byte) (string, error) {
 	return "", &mimeError{declared: mt, detected: detected}
 }
 
+// xmlMediaType reports whether mt names XML: application/xml, text/xml,
+// or a type with the +xml suffix (RFC 7303 section 4.2): C-CDA's
+// application/cda+xml, application/hl7-v3+xml.
+func xmlMediaType(mt string) bool {
+	return mt == "application/xml" || mt == "text/xml" || strings.HasSuffix(mt, "+xml")
+}
+
+// detectedXML reports whether mimetype detected the bytes as XML (or a
+// type descending from it), which it does only by a leading "<?xml".
+func detectedXML(got *mimetype.MIME) bool {
+	for m := got; m != nil; m = m.Parent() {
+		if m.Is("text/xml") {
+			return true
+		}
+	}
+	return false
+}
+
+// wellFormedXML reports whether data is one well-formed XML document
+// (encoding/xml, strict): exactly one root element, nothing but
+// whitespace, comments and processing instructions outside it. An XML
+// declaration is optional (XML 1.0 section 2.8), and a C-CDA is often
+// sent without one, which mimetype then does not detect as XML. A
+// declared encoding is read through its IANA name
+// (golang.org/x/text/encoding/ianaindex).
+func wellFormedXML(data []byte) bool {
+	d := xml.NewDecoder(bytes.NewReader(data))
+	d.CharsetReader = func(label string, r io.Reader) (io.Reader, error) {
+		enc, err := ianaindex.IANA.Encoding(label)
+		if err != nil || enc == nil {
+			return nil, errNotXML
+		}
+		return enc.NewDecoder().Reader(r), nil
+	}
+	roots, depth := 0, 0
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			return roots == 1 && depth == 0
+		}
+		if err != nil {
+			return false
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if depth == 0 {
+				roots++
+			}
+			depth++
+		case xml.EndElement:
+			depth--
+		case xml.CharData:
+			if depth == 0 && len(bytes.TrimSpace(tok)) > 0 {
+				return false
+			}
+		}
+		if roots > 1 {
+			return false
+		}
+	}
+}
+
 type constError string
 
 func (e constError) Error() string { return string(e) }
@@ -398,6 +473,7 @@ func (e constError) Error() string { return string(e) }
 const (
 	errBadMediaType      = constError("not a media type")
 	errNotJSON           = constError("the bytes are not valid JSON")
+	errNotXML            = constError("the bytes are not one well-formed XML document")
 	errCharset           = constError("the charset is none of utf-8, us-ascii, iso-8859-1, windows-1252")
 	errNotUTF8           = constError("the text is not valid utf-8")
 	errNotUTF8Undeclared = constError("the text is not utf-8 and declares no charset (add charset=iso-8859-1 or windows-1252 if it is in one)")

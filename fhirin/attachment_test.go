@@ -26,6 +26,7 @@ var attachmentSamples = map[string][]byte{
 	"utf16":       []byte("\xff\xfeh\x00i\x00"),
 	"html":        []byte("<html><body>x</body></html>"),
 	"xml":         []byte(`<?xml version="1.0" encoding="UTF-8"?><ClinicalDocument xmlns="urn:hl7-org:v3"/>`),
+	"xml-nodecl":  []byte("<!-- C-CDA -->\n<ClinicalDocument xmlns=\"urn:hl7-org:v3\"/>\n"),
 	"json":        []byte(`{"resourceType":"Observation","status":"final"}`),
 	"bad-json":    []byte(`{"resourceType":`),
 	"hl7v2":       []byte("MSH|^~\\&|EPIC|\r"),
@@ -39,7 +40,7 @@ var attachmentTypes = []string{
 	"text/plain", "text/plain; charset=utf-8", "text/plain; charset=UTF-8", "text/plain; charset=us-ascii",
 	"text/plain; charset=ISO-8859-1", "text/plain; charset=latin1", "text/plain; charset=windows-1252",
 	"text/plain; charset=shift_jis", "text/html", "text/html; charset=iso-8859-1", "text/xml", "text/csv",
-	"application/xml", "application/hl7-v3+xml", "application/json", "application/fhir+json",
+	"application/xml", "application/hl7-v3+xml", "application/cda+xml", "application/json", "application/fhir+json",
 	"application/hl7-v2", "application/x-custom", "Text/Plain", "not a type", "",
 	"application/pdf; name=Evelyn_Marsh.pdf", `text/plain; charset=utf-8; filename="Evelyn Marsh.txt"`, "application/xml; charset=Evelyn",
 }
@@ -156,6 +157,48 @@ func TestValidBase64AgreesWithDecode(t *testing.T) {
 		_, err := decodeBase64(s)
 		if got := ValidBase64(s); got != (err == nil) {
 			t.Errorf("ValidBase64(%q) = %v, decodeBase64 error %v", s, got, err)
+		}
+	}
+}
+
+// TestAttachmentXMLWithoutDeclaration: an XML document needs no XML
+// declaration (XML 1.0 section 2.8: the prolog is optional), and a C-CDA
+// DocumentReference often carries one without it, or with a comment first,
+// under application/xml or text/xml. mimetype detects XML only by a
+// leading "<?xml", and the reader refused such a document ("the bytes are
+// text/plain, not application/xml"; a leading comment, "text/html"), so
+// the whole import failed. Bytes declared as an XML type (application/xml,
+// text/xml, any +xml, RFC 7303) that the library does not detect as XML
+// are now checked as XML with encoding/xml: well-formed with one root
+// element is accepted, anything else refused, under every XML type (a
+// type the library does not know, application/cda+xml, took any text).
+func TestAttachmentXMLWithoutDeclaration(t *testing.T) {
+	ccda := `<ClinicalDocument xmlns="urn:hl7-org:v3"><recordTarget><patientRole><id extension="1" root="2.16.840.1.113883.19.5"/></patientRole></recordTarget></ClinicalDocument>`
+	for _, tc := range []struct {
+		declared, data, wantType string // wantType "" = refused
+	}{
+		{"application/xml", ccda, "application/xml"},
+		{"text/xml", "\n  " + ccda + "\n", "text/xml"},
+		{"application/xml", "<!-- C-CDA R2.1 -->\n" + ccda, "application/xml"},
+		{"application/hl7-v3+xml", ccda, "application/hl7-v3+xml"},
+		{"application/cda+xml", ccda, "application/cda+xml"},
+		{"application/xml", `<?xml version="1.0" encoding="UTF-8"?>` + ccda, "application/xml"},
+		{"application/xml", "Patient seen today.\n", ""},
+		{"application/cda+xml", "Patient seen today.\n", ""},
+		{"text/xml", "<a><b></a>", ""},
+		{"application/xml", "<a/><b/>", ""},
+		{"application/xml", "<a/>trailing text", ""},
+		{"application/xml", "", ""},
+	} {
+		_, mt, err := attachmentBytes(tc.declared, []byte(tc.data))
+		switch {
+		case tc.wantType == "" && err == nil:
+			t.Errorf("%q with %q: accepted as %q, want a refusal", tc.declared, tc.data, mt)
+		case tc.wantType != "" && (err != nil || mt != tc.wantType):
+			t.Errorf("%q with %q: %q %v, want %q", tc.declared, tc.data, mt, err, tc.wantType)
+		}
+		if err != nil && strings.Contains(err.Error(), "Patient") {
+			t.Errorf("the error quotes the bytes: %v", err)
 		}
 	}
 }

@@ -94,8 +94,10 @@
 //     (docs/import.md, "Patient-wide labels"). The first pass reads every
 //     Consent and Patient.
 //   - Attachment bytes agree with their declared contentType (checked with
-//     github.com/gabriel-vasile/mimetype), and inline data never stays in a
-//     carrier: it is replaced by the link Options.Link returns.
+//     github.com/gabriel-vasile/mimetype; an XML type the library does not
+//     detect, a document without an XML declaration, by encoding/xml), and
+//     inline data never stays in a carrier: it is replaced by the link
+//     Options.Link returns.
 //   - Errors name file:line and the FHIR path (and the Bundle entry, when
 //     another entry starts on the same line: Error.Entry) and never quote
 //     content (values, ids, references, names; a declared contentType only

@@ -75,7 +75,7 @@ func TestDefaultPolicyDecisions(t *testing.T) {
 		{name: "unknown purpose", reason: "purpose_of_use_unknown",
 			in: Input{Principal: clinician, PurposeOfUse: "GOSSIP", Action: ActionRead, Resource: resource("observation", patientA)}},
 		{name: "billing coverage minimized", allow: true, reason: "billing_payment",
-			obligation: []string{"mask:/subscriberId:last4", "remove:/identifier", "remove:/beneficiary/display", "remove:/text"},
+			obligation: []string{"mask:/subscriberId:last4", "mask:/class/*/value:last4", "remove:/identifier", "remove:/beneficiary/display", "remove:/text"},
 			in:         Input{Principal: billing, PurposeOfUse: "HPAYMT", Action: ActionRead, Resource: resource("coverage", patientB)}},
 		{name: "billing encounter minimized", allow: true, reason: "billing_payment",
 			obligation: []string{"remove:/subject/display", "remove:/participant/*/individual/display"},

@@ -45,6 +45,7 @@ func ExampleEngine_Decide() {
 	// Output:
 	// allow: true [billing_payment]
 	// mask:/subscriberId:last4
+	// mask:/class/*/value:last4
 	// remove:/identifier
 	// remove:/beneficiary/display
 	// remove:/text

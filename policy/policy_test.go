@@ -40,6 +40,7 @@ func TestRegoUnitTestsDetectMutations(t *testing.T) {
 		{"opt-out ignored", `not input.purpose_of_use in {"TREAT", "ETREAT"}`, `input.purpose_of_use == "NEVER"`},
 		{"auditor reads", `contains "auditor_no_phi_access" if input.principal.roles[_] == "auditor"`, `contains "auditor_no_phi_access" if false`},
 		{"no subscriberId mask", `{"op": "mask", "path": "/subscriberId", "fn": "last4"},`, ``},
+		{"no class value mask", `{"op": "mask", "path": "/class/*/value", "fn": "last4"},`, ``},
 		{"no research de-identification", `research_deidentify := [{"op": "deidentify", "path": "", "fn": "safeharbor"}]`, `research_deidentify := []`},
 		{"any tenant", `not tenant in principal_tenants`, `false`},
 		{"any patient", `r.patient in care_relationship_patients,`, `true,`},

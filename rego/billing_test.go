@@ -34,7 +34,7 @@ func TestBillingViewOutsideExamples(t *testing.T) {
 			[]string{"77441123", "219099999", "88112233", "0945345", "7843574536", "Marsh", "Evelyn", "SMITH", "555-867-5309", "1931", `"contained"`, `"extension"`,
 				"MARYLAND CAPITAL INSURANCE COMPANY"},
 			[]string{`"subscriberId":"***4536"`, `"beneficiary":{"reference":"Patient/SubscriberExample"}`, `"payor":[{"reference":"Organization/InsurerExample"}]`,
-				`"value":"S1000016"`, `"code":"PPO"`, `"code":"child"`}},
+				`"value":"***0016"`, `"code":"PPO"`, `"code":"child"`}},
 		{"hl7-encounter-preadmission-contained.json", "encounter",
 			[]string{"77441123", "987654321", "93042", "Encounter_Roel", "WATSON", "SMITH", "Marsh", "4029993456", "Canary", `"contained"`, `"extension"`},
 			[]string{`"subject":{"reference":"Patient/f001"}`, `"period":{"end":"2013-03-20","start":"2013-03-11"}`, `"code":"34068001"`,
@@ -129,13 +129,7 @@ func TestBillingViewKeepsNestedModifierExtensions(t *testing.T) {
 // biller reads as reference data). Until h-review56 (2026-12-07) a payor's
 // display was kept, the patient's name with it.
 func TestBillingViewDropsASelfPayPayorsName(t *testing.T) {
-	biller := policy.NewSubject(policy.Principal{Sub: "bob.billing", Roles: []string{"billing"},
-		ClientID: "claims-assistant", Tenant: synth.DefaultTenant})
-	dec, err := defaultEngine(t).Decide(context.Background(), policy.Input{Subject: biller, PurposeOfUse: "HPAYMT", Action: policy.ActionRead,
-		Resource: &policy.Resource{Type: "coverage", Patient: "p", Tenant: synth.DefaultTenant}})
-	if err != nil || !dec.Allow {
-		t.Fatalf("Decide: %+v %v", dec, err)
-	}
+	dec := billerCoverageDecision(t)
 	in := `{"resourceType":"Coverage","id":"c","status":"active","type":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/coverage-selfpay","code":"pay"}]},` +
 		`"beneficiary":{"reference":"Patient/p","display":"Evelyn Marsh"},` +
 		`"payor":[{"reference":"Patient/p","display":"Evelyn Marsh"},{"reference":"RelatedPerson/r","display":"Roel Marsh"}]}`
@@ -151,4 +145,55 @@ func TestBillingViewDropsASelfPayPayorsName(t *testing.T) {
 	if want := `"payor":[{"reference":"Patient/p"},{"reference":"RelatedPerson/r"}]`; !strings.Contains(string(out), want) {
 		t.Errorf("the biller's view lost the payors' references (want %s): %s", want, out)
 	}
+}
+
+// A Coverage's class value is, for the class type rxid, "a Pharmacy
+// Benefit Manager specified Member ID" (R4 CodeSystem coverage-class): the
+// member's number on their pharmacy card, as HL7's BSeR example
+// (coverage-bser-coverage-eve-everywoman, class rxid "MDF12345") and the
+// Specialty Rx IG ("Coverage.class=rxid. Pharmacy benefit Member ID")
+// write it. The biller's view masks subscriberId to its last four
+// characters and removes the identifiers, but kept every class value
+// whole, and the member number with it. An obligation is a path and
+// cannot select a class by its type, so every class value is masked to its
+// last four characters, as subscriberId is (a group or plan number keeps
+// its last four; a value of four characters or fewer becomes "***").
+func TestBillingViewMasksAPharmacyMemberID(t *testing.T) {
+	dec := billerCoverageDecision(t)
+	class := func(code, value string) string {
+		return `{"type":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/coverage-class","code":"` + code + `"}]},"value":"` + value + `"}`
+	}
+	in := `{"resourceType":"Coverage","id":"c","status":"active","beneficiary":{"reference":"Patient/p"},"subscriberId":"MBR88112233","class":[` +
+		class("group", "CB135") + `,` + class("rxid", "RXM88112233") + `,` + class("rxbin", "987654") + `,` + class("sequence", "9") + `]}`
+	out, err := minimize.Apply("application/fhir+json", []byte(in), dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"RXM88112233", "MBR88112233"} {
+		if strings.Contains(string(out), g) {
+			t.Errorf("the biller's view holds the member number %q: %s", g, out)
+		}
+	}
+	masked := func(code, value string) string {
+		return `"code":"` + code + `","system":"http://terminology.hl7.org/CodeSystem/coverage-class"}]},"value":"` + value + `"`
+	}
+	for _, k := range []string{`"subscriberId":"***2233"`, masked("group", "***B135"), masked("rxid", "***2233"), masked("rxbin", "***7654"), masked("sequence", "***")} {
+		if !strings.Contains(string(out), k) {
+			t.Errorf("the biller's view lacks %s: %s", k, out)
+		}
+	}
+}
+
+// billerCoverageDecision is the default policy's decision on a biller's
+// (HPAYMT) read of a Coverage.
+func billerCoverageDecision(t *testing.T) policy.Decision {
+	t.Helper()
+	biller := policy.NewSubject(policy.Principal{Sub: "bob.billing", Roles: []string{"billing"},
+		ClientID: "claims-assistant", Tenant: synth.DefaultTenant})
+	dec, err := defaultEngine(t).Decide(context.Background(), policy.Input{Subject: biller, PurposeOfUse: "HPAYMT", Action: policy.ActionRead,
+		Resource: &policy.Resource{Type: "coverage", Patient: "p", Tenant: synth.DefaultTenant}})
+	if err != nil || !dec.Allow {
+		t.Fatalf("Decide: %+v %v", dec, err)
+	}
+	return dec
 }

@@ -101,6 +101,9 @@ known_consent := {"opt-out"}
 billing_obligations := {
 	"coverage": [
 		{"op": "mask", "path": "/subscriberId", "fn": "last4"},
+		# A class of type rxid holds the pharmacy benefit member id (R4
+		# coverage-class); a path cannot select a class by its type.
+		{"op": "mask", "path": "/class/*/value", "fn": "last4"},
 		{"op": "remove", "path": "/identifier"},
 		{"op": "remove", "path": "/beneficiary/display"},
 		{"op": "remove", "path": "/text"},

@@ -204,7 +204,8 @@ test_billing_coverage_minimized if {
 	d.allow
 	d.reasons == ["billing_payment"]
 	{"op": "mask", "path": "/subscriberId", "fn": "last4"} in d.obligations
-	obligation_paths(d) == {"/subscriberId", "/identifier", "/beneficiary/display", "/text", ""}
+	{"op": "mask", "path": "/class/*/value", "fn": "last4"} in d.obligations
+	obligation_paths(d) == {"/subscriberId", "/class/*/value", "/identifier", "/beneficiary/display", "/text", ""}
 	kept := billing_allowed(d)
 	every e in ["/subscriberId", "/beneficiary/reference", "/payor/*/reference", "/class/*/value", "/period"] {
 		e in kept
