@@ -119,9 +119,12 @@ func allowValue(v any, root *allowNode) (any, bool) {
 //     allow-list is idempotent and cannot reorder anything;
 //   - any other value (string, number, boolean, null) is removed, because n
 //     lists elements below it, not the value itself.
+//
+// A listed value is kept whole but for its extensions (withoutExtensions),
+// unless the listed member is itself an "extension".
 func project(v any, n *allowNode) (any, bool) {
 	if n.keep {
-		return v, false
+		return withoutExtensions(v), false
 	}
 	switch x := v.(type) {
 	case map[string]any:
@@ -131,12 +134,18 @@ func project(v any, n *allowNode) (any, bool) {
 				delete(x, k)
 				continue
 			}
+			if cn.keep && k == extensionMember {
+				continue // listed by name: kept whole
+			}
 			nv, del := project(c, cn)
 			if del {
 				delete(x, k)
 				continue
 			}
 			x[k] = nv
+			if cn.keep {
+				dropEmptyCompanion(x, k)
+			}
 		}
 		return x, false
 	case []any:
@@ -154,4 +163,74 @@ func project(v any, n *allowNode) (any, bool) {
 		return out, false
 	}
 	return nil, true
+}
+
+// extensionMember is the FHIR element that holds extensions: an allow-list
+// keeps one only where it names it.
+const extensionMember = "extension"
+
+// withoutExtensions deletes every "extension" member below v, in place, and
+// returns v: an extension is content outside the base specification that
+// the allow-list's author cannot have foreseen (a name in
+// Encounter.class.extension, a geolocation in an address, an account number
+// in a Money's extension), so a listed element keeps what R4 defines of it
+// and no extension unless the list names one. A "modifierExtension" is kept
+// whole, its own extensions too: R4 forbids reading an element as if its
+// modifier were absent, so a policy that keeps an element keeps its
+// modifiers (or drops the element). A primitive's companion ("_status", a
+// FHIR JSON object of id and extension) left empty is deleted, and an empty
+// entry of a companion array becomes null (or the array is deleted when no
+// entry is left), so the result stays valid FHIR JSON.
+func withoutExtensions(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		delete(x, extensionMember)
+		for k, c := range x {
+			if k == "modifierExtension" {
+				continue
+			}
+			x[k] = withoutExtensions(c)
+			dropEmptyCompanion(x, k)
+		}
+	case []any:
+		for i, c := range x {
+			x[i] = withoutExtensions(c)
+		}
+	}
+	return v
+}
+
+// dropEmptyCompanion deletes m[k] when k names a primitive's companion
+// ("_status") that holds nothing (an empty object, or an array of nothing
+// but nulls once its empty objects are nulls).
+func dropEmptyCompanion(m map[string]any, k string) {
+	if len(k) < 2 || k[0] != '_' {
+		return
+	}
+	switch cv := m[k].(type) {
+	case map[string]any:
+		if len(cv) == 0 {
+			delete(m, k)
+		}
+	case []any:
+		if emptyCompanions(cv) {
+			delete(m, k)
+		}
+	}
+}
+
+// emptyCompanions turns each empty object of a primitive array's companion
+// into null (FHIR JSON's placeholder) and reports whether nothing but nulls
+// is left.
+func emptyCompanions(a []any) bool {
+	empty := true
+	for i, c := range a {
+		if m, ok := c.(map[string]any); ok && len(m) == 0 {
+			a[i] = nil
+		}
+		if a[i] != nil {
+			empty = false
+		}
+	}
+	return empty
 }

@@ -309,3 +309,42 @@ func FuzzAllowFn(f *testing.F) {
 		}
 	})
 }
+
+// TestAllowKeepsNoExtensionItDoesNotName: a listed element is kept whole
+// but for its extensions, at any depth, where the list does not name an
+// "extension" member; a modifierExtension stays with its own extensions;
+// a primitive's companion left empty goes (or becomes null in an array).
+// Until 2026-12-07 a biller's view of an Encounter released a name in
+// class.extension, an MRN in period.extension and an account number in a
+// Money's extension: the allow-list kept each listed element whole.
+func TestAllowKeepsNoExtensionItDoesNotName(t *testing.T) {
+	const doc = `{"resourceType":"Encounter",
+	  "extension":[{"url":"u","valueString":"ROOT-CANARY"}],
+	  "class":{"code":"IMP","extension":[{"url":"u","valueString":"Jane Canary"}]},
+	  "period":{"start":"2024-01-01","_start":{"extension":[{"url":"u","valueString":"MRN 77441123"}]}},
+	  "statusHistory":[{"status":"arrived","_status":{"id":"s1","extension":[{"url":"u","valueString":"555-867-5309"}]}}],
+	  "cost":{"valueMoney":{"value":20,"currency":"USD","extension":[{"url":"u","extension":[{"url":"acct","valueString":"ACCT-4471123"}]}]}},
+	  "given":["A","B"],"_given":[null,{"extension":[{"url":"u","valueString":"GIVEN-CANARY"}]}],
+	  "hospitalization":{"modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"x"}]}],"admitSource":{"text":"er"}},
+	  "listed":{"extension":[{"url":"kept","extension":[{"url":"inner","valueCode":"y"}]}],"other":{"extension":[{"url":"u","valueString":"NESTED-CANARY"}]}}}`
+	ob := Obligation{Op: OpAllow, Fn: "/class,/period,/statusHistory,/cost,/given,/_given,/hospitalization,/listed/extension,/listed/other"}
+	got, err := JSON([]byte(doc), []Obligation{ob}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := canon(t, `{"resourceType":"Encounter",
+	  "class":{"code":"IMP"},
+	  "period":{"start":"2024-01-01"},
+	  "statusHistory":[{"status":"arrived","_status":{"id":"s1"}}],
+	  "cost":{"valueMoney":{"value":20,"currency":"USD"}},
+	  "given":["A","B"],
+	  "hospitalization":{"modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"x"}]}],"admitSource":{"text":"er"}},
+	  "listed":{"extension":[{"url":"kept","extension":[{"url":"inner","valueCode":"y"}]}],"other":{}}}`)
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	again, err := JSON(got, []Obligation{ob}, Options{})
+	if err != nil || !bytes.Equal(again, got) {
+		t.Errorf("not idempotent: %s then %s (%v)", got, again, err)
+	}
+}

@@ -31,7 +31,10 @@
 //     "resourceType" member of those values. For example
 //     {Op: "allow", Path: "", Fn: "/gender,/birthDate,/address/*/state"}
 //     keeps resourceType, gender, birthDate and the state of every address
-//     of a FHIR resource. A listed pointer keeps its whole subtree; "*"
+//     of a FHIR resource. A listed pointer keeps its whole subtree but
+//     for the "extension" members below it, which are dropped unless the
+//     list names one (a modifierExtension stays, its extensions with it;
+//     a primitive's companion left empty goes); "*"
 //     selects every array element; an index segment never selects an array
 //     element (so a list is idempotent); an object keeps its listed members
 //     and stays, possibly empty; a scalar or array where members were listed

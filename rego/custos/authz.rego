@@ -129,7 +129,8 @@ billing_meta := ["/meta/versionId", "/meta/lastUpdated", "/meta/profile", "/meta
 # RelatedPerson)), and an insurer is named by its Organization, reference
 # data a biller reads. A modifierExtension is kept wherever its element is: R4 forbids
 # processing an element as if its modifier were absent. Left out:
-# identifier, text, contained, extension, and every element R4 does not
+# identifier, text, contained, extension (at any depth: allow keeps a
+# listed element without its extensions), and every element R4 does not
 # define.
 billing_coverage_elements := array.concat(billing_meta, [
 	"/id", "/modifierExtension", "/status", "/type",
@@ -149,7 +150,7 @@ billing_coverage_elements := array.concat(billing_meta, [
 
 # The Encounter elements a biller reads (FHIR R4 Encounter), references as
 # for Coverage (the service provider keeps its display, the facility's
-# name). Left out: identifier, text, contained, extension, hospitalization's
+# name). Left out: identifier, text, contained, extension (at any depth), hospitalization's
 # preAdmissionIdentifier, a location's display, and every element R4 does
 # not define. Codes are kept whole, their text too, as before.
 billing_encounter_elements := array.concat(billing_meta, [
