@@ -50,7 +50,9 @@ known_type(typ) if typ in document_types
 # emergency treatment) and billing of the tenant read them; research reads
 # them de-identified. A tenant-level resource of another type (a Group,
 # whose members are patients; an attachment without a patient; a clinical
-# type that names no patient) is denied to everyone: fail closed.
+# type that names no patient) is denied to everyone: fail closed. So is
+# one labelled residence, a Location that is a patient's home
+# (sensitivity_roles).
 reference_types := {
 	"organization", "practitioner", "practitionerrole", "location",
 	"healthcareservice", "endpoint", "medication", "substance",
@@ -68,7 +70,16 @@ reference_types := {
 #        break-the-glass), never billing or research (restricted_use_only_treatment);
 #   very-restricted (v3 Confidentiality V): treatment only, and the
 #        sensitive:very-restricted role;
-#   vip: no extra role; allowed decisions carry "vip_patient" for review.
+#   vip: no extra role; allowed decisions carry "vip_patient" for review;
+#   residence: a Location that is a patient's home (v3-RoleCode PTRES,
+#        physicalType ho, a home address: docs/import.md, "A patient's
+#        home"). No extra role; a tenant-level resource carrying it is
+#        not reference data (reference_grant): it concerns a patient the
+#        decision cannot check a care relationship, an opt-out or a VIP
+#        label against, so it is denied to every role with
+#        patient_residence_not_reference_data. In a patient's compartment
+#        it changes nothing: the role grants decide, as for any of the
+#        patient's resources.
 sensitivity_roles := {
 	"hiv": "sensitive:hiv",
 	"sud": "sensitive:sud",
@@ -80,6 +91,7 @@ sensitivity_roles := {
 	"restricted": "",
 	"very-restricted": "sensitive:very-restricted",
 	"vip": "",
+	"residence": "",
 }
 
 # Labels that allow treatment use only.
@@ -418,11 +430,11 @@ any_granting_role if {
 # missing grant asked for in two branches was evaluated twice.
 
 class_decision(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent) := granted_decision(
-	pick_grant(grant_mode, typ, ref, care, bg, bg_ok),
+	pick_grant(grant_mode, typ, ref, care, bg, bg_ok, sens),
 	req | class_denies(has_res, typ, tenant, sens, consent),
 	sens,
 ) if {
-	pick_grant(grant_mode, typ, ref, care, bg, bg_ok)
+	pick_grant(grant_mode, typ, ref, care, bg, bg_ok, sens)
 } else := {
 	"allow": false,
 	"reasons": no_grant_reasons(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent),
@@ -450,20 +462,26 @@ granted_decision(g, denies, sens) := {
 # index picks a function's definitions by such equalities in the body, but
 # tries every definition whose head holds the constant (each a failed
 # unification, for every call).
-pick_grant(mode, typ, ref, _, _, _) := reference_grant(mode, typ) if ref == true
+pick_grant(mode, typ, ref, _, _, _, sens) := reference_grant(mode, typ, sens) if ref == true
 
-pick_grant(mode, typ, ref, care, bg, bg_ok) := grant(mode, typ, care, bg, bg_ok) if ref == false
+pick_grant(mode, typ, ref, care, bg, bg_ok, _) := grant(mode, typ, care, bg, bg_ok) if ref == false
 
-reference_grant(mode, typ) := {"reasons": ["reference_data"], "obligations": []} if {
+# A patient's home (label residence) is never reference data, whatever its
+# type: see sensitivity_roles.
+reference_grant(mode, typ, sens) := {"reasons": ["reference_data"], "obligations": []} if {
 	mode in {"care", "break_glass", "billing"}
 	reference_type(typ)
+	not residence(sens)
 }
 
-reference_grant("research", typ) := {"reasons": ["research_deidentified"], "obligations": research_deidentify} if {
+reference_grant("research", typ, sens) := {"reasons": ["research_deidentified"], "obligations": research_deidentify} if {
 	reference_type(typ)
+	not residence(sens)
 }
 
 reference_type(typ) if typ in reference_types
+
+residence(sens) if "residence" in sens
 
 # Allowed decisions about a VIP patient carry "vip_patient" so that the audit
 # record flags them for review.
@@ -474,16 +492,22 @@ allow_reasons(g, sens) := array.concat(g.reasons, ["vip_patient"]) if {
 # A deny without a grant lists the denies and why no grant applied.
 no_grant_reasons(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent) := reasons if {
 	denies := req | class_denies(has_res, typ, tenant, sens, consent)
-	reasons := sort((denies | principal_no_grant) | {code | code := pick_no_grant(grant_mode, typ, ref, care, bg, bg_ok)})
+	reasons := sort((denies | principal_no_grant) | {code | code := pick_no_grant(grant_mode, typ, ref, care, bg, bg_ok, sens)})
 	count(reasons) > 0
 } else := ["no_matching_grant"]
 
-pick_no_grant(_, typ, ref, _, _, _) := "reference_type_not_permitted" if {
+pick_no_grant(_, typ, ref, _, _, _, _) := "reference_type_not_permitted" if {
 	ref == true
 	not reference_type(typ)
 }
 
-pick_no_grant(mode, typ, ref, care, bg, bg_ok) := no_grant(mode, typ, care, bg, bg_ok) if ref == false
+pick_no_grant(_, typ, ref, _, _, _, sens) := "patient_residence_not_reference_data" if {
+	ref == true
+	reference_type(typ)
+	residence(sens)
+}
+
+pick_no_grant(mode, typ, ref, care, bg, bg_ok, _) := no_grant(mode, typ, care, bg, bg_ok) if ref == false
 
 # The denies of one combination of resource features: resource_denies,
 # answered without building its deny sets in the common case, a resource of

@@ -693,6 +693,42 @@ test_reference_data_denied_otherwise if {
 	not decide(object.union(clinician, {"roles": ["nurse"]}), "TREAT", ref_res("organization")).allow
 }
 
+# A tenant-level Location that is a patient's home (label residence, set at
+# import: docs/import.md, "A patient's home") is not reference data: its
+# address is a patient's, and the decision cannot check a care
+# relationship, an opt-out or a VIP label for a patient it does not know.
+# Denied to every role and purpose, break-the-glass and research included;
+# until h-biller3 every biller and clinician of the tenant read it.
+test_patient_residence_is_not_reference_data if {
+	home := object.union(ref_res("location"), {"sensitivity": ["residence"]})
+	every pp in [["TREAT", clinician], ["ETREAT", clinician], ["HPAYMT", billing], ["HRESCH", researcher]] {
+		d := decide(pp[1], pp[0], home)
+		not d.allow
+		d.reasons == ["patient_residence_not_reference_data"]
+	}
+	bg := authz.decision with input as btg_req(clinician, home, {"grant": "g-1", "patient": patient_a})
+	not bg.allow
+
+	# the same page decides it the same way, beside reference data it allows
+	ds := authz.decisions with input as {"principal": billing, "purpose_of_use": "HPAYMT", "action": "list", "items": [
+		{"resource": ref_res("location"), "break_glass": null},
+		{"resource": home, "break_glass": null},
+	]}
+	ds[0].allow
+	not ds[1].allow
+}
+
+# In a patient's compartment the label changes nothing: the role grants
+# decide, as for any of the patient's resources.
+test_patient_residence_in_its_compartment if {
+	home := labeled("location", ["residence"])
+	d := decide(clinician, "TREAT", home)
+	d.allow
+	d.reasons == ["clinician_care_team"]
+	not decide(clinician, "TREAT", object.union(home, {"patient": patient_b})).allow
+	not decide(billing, "HPAYMT", home).allow
+}
+
 # Types outside the reference list without a patient are denied to everyone:
 # a Group names patients; an attachment or a clinical type without a
 # patient is not reference data.
