@@ -116,6 +116,7 @@ billing_obligations := {
 		{"op": "remove", "path": "/identifier"},
 		{"op": "remove", "path": "/beneficiary/display"},
 		{"op": "remove", "path": "/text"},
+		{"op": "scrub", "path": "/class/*/name"},
 		{"op": "allow", "path": "", "fn": concat(",", billing_coverage_elements)},
 	],
 	"encounter": [
@@ -131,55 +132,103 @@ billing_obligations := {
 # source.
 billing_meta := ["/meta/versionId", "/meta/lastUpdated", "/meta/profile", "/meta/security", "/meta/tag"]
 
+# The members of a Coding a biller reads: its code, system and version.
+# Not its display: R4 defines it as the code system's representation of
+# the code, but a sender writes there what it likes ("T2DM (E. Marsh)" in
+# testdata/fhir-corpus), and custos has no terminology to check it
+# against; a claim (X12 837) carries codes, not their displays. Nor an
+# extension or an id.
+billing_coding_members := ["system", "version", "code"]
+
+# The allow-list pointers of a Coding at path, and of a CodeableConcept at
+# path: its codings' members. A CodeableConcept's text is where clinicians
+# write narrative ("fall at home, daughter Jane found her"), and a claim
+# needs the code: 45 CFR 164.502(b), minimum necessary.
+billing_coding(path) := [concat("/", [path, m]) | some m in billing_coding_members]
+
+billing_concept(path) := billing_coding(concat("", [path, "/coding/*"]))
+
 # The Coverage elements a biller reads (FHIR R4 Coverage): references by
 # reference and type only (their display and identifier name people: a
 # subscriber, a policy holder), a payor's too: a self-pay Coverage's payor
 # is the patient or a relative (R4: Reference(Organization | Patient |
 # RelatedPerson)), and an insurer is named by its Organization, reference
 # data a biller reads. A modifierExtension is kept wherever its element is: R4 forbids
-# processing an element as if its modifier were absent. Left out:
-# identifier, text, contained, extension, and every element R4 does not
-# define.
-billing_coverage_elements := array.concat(billing_meta, [
-	"/id", "/modifierExtension", "/status", "/type",
-	"/policyHolder/reference", "/policyHolder/type",
-	"/subscriber/reference", "/subscriber/type", "/subscriberId",
-	"/beneficiary/reference", "/beneficiary/type",
-	"/dependent", "/relationship", "/period",
-	"/payor/*/reference", "/payor/*/type",
-	"/class/*/modifierExtension", "/class/*/type", "/class/*/value", "/class/*/name",
-	"/order", "/network",
-	"/costToBeneficiary/*/modifierExtension", "/costToBeneficiary/*/type",
-	"/costToBeneficiary/*/valueQuantity", "/costToBeneficiary/*/valueMoney",
-	"/costToBeneficiary/*/exception/*/modifierExtension",
-	"/costToBeneficiary/*/exception/*/type", "/costToBeneficiary/*/exception/*/period",
-	"/subrogation", "/contract/*/reference", "/contract/*/type",
-])
+# processing an element as if its modifier were absent. Codes as
+# billing_concept keeps them (type, relationship, a class's and a cost's
+# type). A class's name is kept, scrubbed of identifier patterns (the
+# obligation before the allow-list): it is the group or plan name a claim
+# carries (X12 837 SBR04 "Insured Group Name", required when the payer's
+# identification of the subscriber includes one; UB-04 FL 61), named by
+# the payer or the employer, not the patient. Left out: identifier, text,
+# contained, extension, codes' text and displays, and every element R4
+# does not define.
+billing_coverage_elements := [p |
+	some part in [
+		billing_meta,
+		[
+			"/id", "/modifierExtension", "/status",
+			"/policyHolder/reference", "/policyHolder/type",
+			"/subscriber/reference", "/subscriber/type", "/subscriberId",
+			"/beneficiary/reference", "/beneficiary/type",
+			"/dependent", "/period",
+			"/payor/*/reference", "/payor/*/type",
+			"/class/*/modifierExtension", "/class/*/value", "/class/*/name",
+			"/order", "/network",
+			"/costToBeneficiary/*/modifierExtension",
+			"/costToBeneficiary/*/valueQuantity", "/costToBeneficiary/*/valueMoney",
+			"/costToBeneficiary/*/exception/*/modifierExtension",
+			"/costToBeneficiary/*/exception/*/period",
+			"/subrogation", "/contract/*/reference", "/contract/*/type",
+		],
+		billing_concept("/type"), billing_concept("/relationship"), billing_concept("/class/*/type"),
+		billing_concept("/costToBeneficiary/*/type"), billing_concept("/costToBeneficiary/*/exception/*/type"),
+	]
+	some p in part
+]
 
 # The Encounter elements a biller reads (FHIR R4 Encounter), references as
 # for Coverage (the service provider keeps its display, the facility's
-# name). Left out: identifier, text, contained, extension, hospitalization's
-# preAdmissionIdentifier, a location's display, and every element R4 does
-# not define. Codes are kept whole, their text too, as before.
-billing_encounter_elements := array.concat(billing_meta, [
-	"/id", "/modifierExtension", "/status", "/statusHistory", "/class", "/classHistory",
-	"/type", "/serviceType", "/priority",
-	"/subject/reference", "/subject/type",
-	"/episodeOfCare/*/reference", "/basedOn/*/reference",
-	"/participant/*/modifierExtension", "/participant/*/type", "/participant/*/period",
-	"/participant/*/individual/reference", "/participant/*/individual/type",
-	"/appointment/*/reference", "/period", "/length",
-	"/reasonCode", "/reasonReference/*/reference",
-	"/diagnosis/*/modifierExtension", "/diagnosis/*/condition/reference", "/diagnosis/*/use", "/diagnosis/*/rank",
-	"/account/*/reference",
-	"/hospitalization/modifierExtension",
-	"/hospitalization/origin/reference", "/hospitalization/admitSource", "/hospitalization/reAdmission",
-	"/hospitalization/dietPreference", "/hospitalization/specialCourtesy", "/hospitalization/specialArrangement",
-	"/hospitalization/destination/reference", "/hospitalization/dischargeDisposition",
-	"/location/*/modifierExtension",
-	"/location/*/location/reference", "/location/*/status", "/location/*/physicalType", "/location/*/period",
-	"/serviceProvider/reference", "/serviceProvider/display", "/partOf/reference",
-])
+# name). Codes as billing_concept and billing_coding keep them: class,
+# type, serviceType, priority (837I's admission type), reasonCode, a
+# diagnosis's use, a participant's type, a location's physicalType,
+# hospitalization's admitSource, reAdmission and dischargeDisposition
+# (837I's admission source and patient status). Left out: identifier,
+# text, contained, extension, codes' text and displays,
+# hospitalization's preAdmissionIdentifier, a location's display,
+# hospitalization's dietPreference, specialCourtesy and specialArrangement
+# (no claim carries them, and they tell a religion, a VIP, a disability),
+# and every element R4 does not define.
+billing_encounter_elements := [p |
+	some part in [
+		billing_meta,
+		[
+			"/id", "/modifierExtension", "/status",
+			"/statusHistory/*/modifierExtension", "/statusHistory/*/status", "/statusHistory/*/period",
+			"/classHistory/*/modifierExtension", "/classHistory/*/period",
+			"/subject/reference", "/subject/type",
+			"/episodeOfCare/*/reference", "/basedOn/*/reference",
+			"/participant/*/modifierExtension", "/participant/*/period",
+			"/participant/*/individual/reference", "/participant/*/individual/type",
+			"/appointment/*/reference", "/period", "/length",
+			"/reasonReference/*/reference",
+			"/diagnosis/*/modifierExtension", "/diagnosis/*/condition/reference", "/diagnosis/*/rank",
+			"/account/*/reference",
+			"/hospitalization/modifierExtension",
+			"/hospitalization/origin/reference", "/hospitalization/destination/reference",
+			"/location/*/modifierExtension",
+			"/location/*/location/reference", "/location/*/status", "/location/*/period",
+			"/serviceProvider/reference", "/serviceProvider/display", "/partOf/reference",
+		],
+		billing_coding("/class"), billing_coding("/classHistory/*/class"),
+		billing_concept("/type/*"), billing_concept("/serviceType"), billing_concept("/priority"),
+		billing_concept("/reasonCode/*"), billing_concept("/diagnosis/*/use"),
+		billing_concept("/participant/*/type/*"), billing_concept("/location/*/physicalType"),
+		billing_concept("/hospitalization/admitSource"), billing_concept("/hospitalization/reAdmission"),
+		billing_concept("/hospitalization/dischargeDisposition"),
+	]
+	some p in part
+]
 
 # Research (HRESCH): HIPAA Safe Harbor de-identification (45 CFR
 # 164.514(b)(2)) of every FHIR type a researcher may read, by one

@@ -204,14 +204,19 @@ test_billing_coverage_minimized if {
 	d.allow
 	d.reasons == ["billing_payment"]
 	{"op": "mask", "path": "/subscriberId", "fn": "last4"} in d.obligations
-	obligation_paths(d) == {"/subscriberId", "/identifier", "/beneficiary/display", "/text", ""}
+	obligation_paths(d) == {"/subscriberId", "/identifier", "/beneficiary/display", "/text", "/class/*/name", ""}
+	{"op": "scrub", "path": "/class/*/name"} in d.obligations
 	kept := billing_allowed(d)
-	every e in ["/subscriberId", "/beneficiary/reference", "/payor/*/reference", "/class/*/value", "/period"] {
+	every e in ["/subscriberId", "/beneficiary/reference", "/payor/*/reference", "/class/*/value", "/class/*/name", "/period",
+		"/type/coding/*/code", "/type/coding/*/system", "/relationship/coding/*/code", "/class/*/type/coding/*/code",
+		"/costToBeneficiary/*/type/coding/*/code", "/costToBeneficiary/*/valueMoney"] {
 		e in kept
 	}
 	every e in ["/identifier", "/text", "/contained", "/extension", "/beneficiary", "/beneficiary/identifier",
 		"/beneficiary/display", "/subscriber", "/subscriber/display", "/subscriber/identifier",
-		"/policyHolder/display", "/policyHolder/identifier", "/payor/*/identifier", "/payor/*/display", "/meta"] {
+		"/policyHolder/display", "/policyHolder/identifier", "/payor/*/identifier", "/payor/*/display", "/meta",
+		"/type", "/type/text", "/type/coding/*/display", "/relationship", "/relationship/text",
+		"/class/*/type", "/class/*/type/text", "/costToBeneficiary/*/type/text", "/costToBeneficiary/*/exception/*/type/text"] {
 		not e in kept
 	}
 }
@@ -221,12 +226,18 @@ test_billing_encounter_minimized if {
 	d.allow
 	obligation_paths(d) == {"/subject/display", "/identifier", "/text", "/participant/*/individual/display", ""}
 	kept := billing_allowed(d)
-	every e in ["/subject/reference", "/period", "/class", "/type", "/serviceProvider/display"] {
+	every e in ["/subject/reference", "/period", "/class/code", "/class/system", "/type/*/coding/*/code",
+		"/reasonCode/*/coding/*/code", "/priority/coding/*/code", "/hospitalization/dischargeDisposition/coding/*/code",
+		"/serviceProvider/display"] {
 		e in kept
 	}
 	every e in ["/identifier", "/text", "/contained", "/extension", "/subject", "/subject/identifier",
 		"/participant/*/individual/display", "/participant/*/individual/identifier", "/hospitalization",
-		"/hospitalization/preAdmissionIdentifier", "/location/*/location/display", "/meta"] {
+		"/hospitalization/preAdmissionIdentifier", "/location/*/location/display", "/meta",
+		"/class", "/class/display", "/classHistory", "/statusHistory", "/type", "/type/*/text", "/type/*/coding/*/display",
+		"/reasonCode", "/reasonCode/*/text", "/serviceType", "/serviceType/text", "/priority/text",
+		"/hospitalization/dietPreference", "/hospitalization/specialCourtesy", "/hospitalization/specialArrangement",
+		"/hospitalization/admitSource/text", "/participant/*/type/*/text", "/location/*/physicalType/text", "/diagnosis/*/use/text"] {
 		not e in kept
 	}
 }
