@@ -93,6 +93,14 @@
 //     both from its whole catalog, can also take them away
 //     (docs/import.md, "Patient-wide labels"). The first pass reads every
 //     Consent and Patient.
+//   - A Location that says it is a patient's home (a type of v3-RoleCode
+//     PTRES or DADDR, physicalType ho, an address or a telecom of use
+//     home: residenceLocation), alone or contained, gives its resource the
+//     label ResidenceLabel: R4 leaves Location out of the Patient
+//     compartment, and the label keeps a patient's address from being
+//     served as tenant-level reference data (docs/import.md, "A patient's
+//     home"). It depends on the resource alone, never on which resources
+//     of the import point at it.
 //   - Attachment bytes agree with their declared contentType (checked with
 //     github.com/gabriel-vasile/mimetype; an XML type the library does not
 //     detect, a document without an XML declaration, by encoding/xml), and

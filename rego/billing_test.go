@@ -2,6 +2,7 @@ package rego_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -196,4 +197,154 @@ func billerCoverageDecision(t *testing.T) policy.Decision {
 		t.Fatalf("Decide: %+v %v", dec, err)
 	}
 	return dec
+}
+
+// billingView decides a read of a resource of type typ as a biller (HPAYMT)
+// under the default policy and applies the decision's obligations to in, as
+// the server does.
+func billingView(t *testing.T, e *policy.Engine, typ string, in []byte) []byte {
+	t.Helper()
+	biller := policy.NewSubject(policy.Principal{Sub: "bob.billing", Roles: []string{"billing"},
+		ClientID: "claims-assistant", Tenant: synth.DefaultTenant})
+	dec, err := e.Decide(context.Background(), policy.Input{Subject: biller, PurposeOfUse: "HPAYMT", Action: policy.ActionRead,
+		Resource: &policy.Resource{Type: typ, Patient: "p", Tenant: synth.DefaultTenant}})
+	if err != nil || !dec.Allow {
+		t.Fatalf("Decide: %+v %v", dec, err)
+	}
+	out, err := minimize.Apply("application/fhir+json", in, dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The biller's view keeps the codes of the CodeableConcepts and Codings it
+// keeps (system, version, code) and drops their free text: a
+// CodeableConcept's text, where clinicians write narrative, a coding's
+// display, which a sender may fill as it likes, and an extension of either;
+// and drops the hospitalization elements no claim carries (dietPreference,
+// specialCourtesy, specialArrangement: a religion, a VIP, a disability).
+// Coverage.class.name, the group or plan name a claim carries (X12 837
+// SBR04), is kept, scrubbed of identifier patterns. Each canary below sits
+// in one element; until h-biller3 the billing view released every one of
+// them (45 CFR 164.502(b), minimum necessary: claims need the codes).
+func TestBillingViewDropsCodesFreeText(t *testing.T) {
+	e := defaultEngine(t)
+	cc := func(canary, system, code string) string {
+		return `{"coding":[{"system":"` + system + `","code":"` + code + `","display":"` + canary + `-display",` +
+			`"extension":[{"url":"http://example.org/x","valueString":"` + canary + `-ext"}]}],"text":"` + canary + `-text"}`
+	}
+	for _, c := range []struct {
+		typ, in      string
+		canaries     []string
+		kept, absent []string
+	}{
+		{"coverage", `{"resourceType":"Coverage","id":"c","status":"active",` +
+			`"type":` + cc("CovType", "http://terminology.hl7.org/CodeSystem/v3-ActCode", "HIP") + `,` +
+			`"beneficiary":{"reference":"Patient/p"},` +
+			`"relationship":` + cc("Relationship", "http://terminology.hl7.org/CodeSystem/subscriber-relationship", "child") + `,` +
+			`"payor":[{"reference":"Organization/o"}],` +
+			`"class":[{"type":` + cc("ClassType", "http://terminology.hl7.org/CodeSystem/coverage-class", "group") + `,"value":"G1","name":"Acme Corp Gold PPO, call 410-555-0134"}],` +
+			`"costToBeneficiary":[{"type":` + cc("CostType", "http://terminology.hl7.org/CodeSystem/coverage-copay-type", "gpvisit") + `,"valueMoney":{"value":20,"currency":"USD"},` +
+			`"exception":[{"type":` + cc("ExceptionType", "http://terminology.hl7.org/CodeSystem/ex-coverage-financial-exception", "retired") + `}]}]}`,
+			[]string{"CovType", "Relationship", "ClassType", "CostType", "ExceptionType"},
+			[]string{`"code":"HIP"`, `"code":"child"`, `"code":"group"`, `"code":"gpvisit"`, `"code":"retired"`, `"value":"***"`,
+				`"name":"Acme Corp Gold PPO, call [PHONE]"`, `"valueMoney":{"currency":"USD","value":20}`},
+			[]string{"410-555-0134"}},
+		{"encounter", `{"resourceType":"Encounter","id":"e","status":"finished",` +
+			`"statusHistory":[{"status":"arrived","period":{"start":"2024-03-05"},"extension":[{"url":"http://example.org/x","valueString":"StatusHistory-ext"}]}],` +
+			`"class":{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"IMP","display":"Class-display"},` +
+			`"classHistory":[{"class":{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"EMER","display":"ClassHistory-display"},"period":{"start":"2024-03-05"}}],` +
+			`"type":[` + cc("EncType", "http://snomed.info/sct", "183452005") + `],` +
+			`"serviceType":` + cc("ServiceType", "http://terminology.hl7.org/CodeSystem/service-type", "124") + `,` +
+			`"priority":` + cc("Priority", "http://terminology.hl7.org/CodeSystem/v3-ActPriority", "EM") + `,` +
+			`"subject":{"reference":"Patient/p"},` +
+			`"participant":[{"type":[` + cc("ParticipantType", "http://terminology.hl7.org/CodeSystem/v3-ParticipationType", "ATND") + `],"individual":{"reference":"Practitioner/x"}}],` +
+			`"period":{"start":"2024-03-05","end":"2024-03-09"},` +
+			`"reasonCode":[{"coding":[{"system":"http://hl7.org/fhir/sid/icd-10-cm","code":"W19.XXXA","display":"ReasonCode-display"}],"text":"fall at home, daughter Jane found her"}],` +
+			`"diagnosis":[{"condition":{"reference":"Condition/c"},"use":` + cc("DiagnosisUse", "http://terminology.hl7.org/CodeSystem/diagnosis-role", "AD") + `,"rank":1}],` +
+			`"hospitalization":{"admitSource":` + cc("AdmitSource", "http://terminology.hl7.org/CodeSystem/admit-source", "emd") + `,` +
+			`"reAdmission":` + cc("ReAdmission", "http://terminology.hl7.org/CodeSystem/v2-0092", "R") + `,` +
+			`"dietPreference":[` + cc("DietPreference", "http://terminology.hl7.org/CodeSystem/diet", "kosher") + `],` +
+			`"specialCourtesy":[` + cc("SpecialCourtesy", "http://terminology.hl7.org/CodeSystem/v3-EncounterSpecialCourtesy", "VIP") + `],` +
+			`"specialArrangement":[` + cc("SpecialArrangement", "http://terminology.hl7.org/CodeSystem/encounter-special-arrangements", "wheel") + `],` +
+			`"dischargeDisposition":` + cc("Discharge", "http://terminology.hl7.org/CodeSystem/discharge-disposition", "home") + `},` +
+			`"location":[{"location":{"reference":"Location/l"},"physicalType":` + cc("PhysicalType", "http://terminology.hl7.org/CodeSystem/location-physical-type", "ro") + `}]}`,
+			[]string{"StatusHistory", "Class", "ClassHistory", "EncType", "ServiceType", "Priority", "ParticipantType", "ReasonCode", "DiagnosisUse",
+				"AdmitSource", "ReAdmission", "DietPreference", "SpecialCourtesy", "SpecialArrangement", "Discharge", "PhysicalType"},
+			[]string{`"code":"IMP"`, `"code":"EMER"`, `"code":"183452005"`, `"code":"124"`, `"code":"EM"`, `"code":"ATND"`, `"code":"W19.XXXA"`,
+				`"code":"AD"`, `"code":"emd"`, `"code":"R"`, `"code":"home"`, `"code":"ro"`, `"status":"arrived"`,
+				`"period":{"end":"2024-03-09","start":"2024-03-05"}`, `"rank":1`},
+			[]string{"fall at home", "Jane", "kosher", `"VIP"`, "wheel"}},
+	} {
+		t.Run(c.typ, func(t *testing.T) {
+			out := string(billingView(t, e, c.typ, []byte(c.in)))
+			gone := c.absent
+			for _, k := range c.canaries {
+				gone = append(gone, k+"-")
+			}
+			for _, g := range gone {
+				if !strings.Contains(c.in, g) {
+					t.Errorf("positive control: %q is not in the input", g)
+				}
+				if strings.Contains(out, g) {
+					t.Errorf("the biller's view holds %q: %s", g, out)
+				}
+			}
+			for _, k := range c.kept {
+				if !strings.Contains(out, k) {
+					t.Errorf("the biller's view lost %s: %s", k, out)
+				}
+			}
+		})
+	}
+}
+
+// The 20-patient synthetic data set (custos seed, the demo's data) read as
+// a biller keeps what claims work needs: every Coverage its status, type
+// code, relationship code, period, masked member id and group number
+// (every class value is masked: TestBillingViewMasksAPharmacyMemberID);
+// every Encounter its class and type codes, status, period (the dates of
+// service) and subject; and no code's text or display survives (the
+// service provider's display, the facility's name, is no code's).
+func TestBillingViewOfTheSyntheticData(t *testing.T) {
+	e := defaultEngine(t)
+	d := newDataset(t)
+	n := map[string]int{}
+	for _, l := range d.lines {
+		typ := l.Labels.Type
+		if typ != "coverage" && typ != "encounter" {
+			continue
+		}
+		n[typ]++
+		in := d.payload(t, l)
+		var v struct {
+			Period struct{ Start, End string }
+		}
+		if err := json.Unmarshal(in, &v); err != nil {
+			t.Fatal(err)
+		}
+		out := string(billingView(t, e, typ, in))
+		kept := map[string][]string{
+			"coverage": {`"status":"active"`, `"code":"HIP"`, `"code":"self"`, `"code":"group"`, `"value":"***`, `"subscriberId":"***`,
+				`"beneficiary":{"reference":"Patient/`, `"start":"` + v.Period.Start + `"`},
+			"encounter": {`"status":"finished"`, `"class":{"code":"AMB","system":"http://terminology.hl7.org/CodeSystem/v3-ActCode"}`,
+				`"type":[{"coding":[{"code":"185349003","system":"http://snomed.info/sct"}]}]`, `"subject":{"reference":"Patient/`,
+				`"period":{"end":"` + v.Period.End + `","start":"` + v.Period.Start + `"}`},
+		}[typ]
+		for _, k := range kept {
+			if !strings.Contains(out, k) {
+				t.Errorf("%s %s: the biller's view lost %s: %s", typ, l.URI, k, out)
+			}
+		}
+		for _, g := range []string{`"display":"ambulatory"`, `"display":"Encounter for check up"`, `"display":"health insurance plan policy"`, `"text"`, "Office visit"} {
+			if strings.Contains(out, g) {
+				t.Errorf("%s %s: the biller's view holds %s: %s", typ, l.URI, g, out)
+			}
+		}
+	}
+	if n["coverage"] == 0 || n["encounter"] == 0 {
+		t.Fatalf("no billing reads in the synthetic data: %v", n)
+	}
+	t.Logf("billing reads: %v", n)
 }

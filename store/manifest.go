@@ -31,8 +31,10 @@ const (
 var (
 	// knownSensitivity: "hiv", "sud" (42 CFR Part 2), "psy", "eth", "sdv",
 	// "std", "sex" (HL7 v3 ActCode sensitivity), "restricted" and
-	// "very-restricted" (v3 Confidentiality R and V), "vip".
-	knownSensitivity = []string{"eth", "hiv", "psy", "restricted", "sdv", "sex", "std", "sud", "very-restricted", "vip"}
+	// "very-restricted" (v3 Confidentiality R and V), "vip", "residence" (a
+	// Location that is a patient's home: never reference data; fhirin
+	// ResidenceLabel).
+	knownSensitivity = []string{"eth", "hiv", "psy", "residence", "restricted", "sdv", "sex", "std", "sud", "very-restricted", "vip"}
 	knownConsent     = []string{"opt-out"}
 	knownAudience    = []string{"assistant", "user"}
 )

@@ -78,7 +78,7 @@ type Labels struct {
 	Tenant      string   `json:"tenant"`
 	Patient     string   `json:"patient"`
 	Type        string   `json:"type"`
-	Sensitivity []string `json:"sensitivity,omitempty"` // "hiv", "sud" (42 CFR Part 2), "psy", "eth", "sdv", "std", "sex", "restricted", "very-restricted", "vip"
+	Sensitivity []string `json:"sensitivity,omitempty"` // "hiv", "sud" (42 CFR Part 2), "psy", "eth", "sdv", "std", "sex", "restricted", "very-restricted", "vip", "residence"
 	Consent     []string `json:"consent,omitempty"`     // "opt-out"
 }
 

@@ -50,7 +50,9 @@ known_type(typ) if typ in document_types
 # emergency treatment) and billing of the tenant read them; research reads
 # them de-identified. A tenant-level resource of another type (a Group,
 # whose members are patients; an attachment without a patient; a clinical
-# type that names no patient) is denied to everyone: fail closed.
+# type that names no patient) is denied to everyone: fail closed. So is
+# one labelled residence, a Location that is a patient's home
+# (sensitivity_roles).
 reference_types := {
 	"organization", "practitioner", "practitionerrole", "location",
 	"healthcareservice", "endpoint", "medication", "substance",
@@ -68,7 +70,16 @@ reference_types := {
 #        break-the-glass), never billing or research (restricted_use_only_treatment);
 #   very-restricted (v3 Confidentiality V): treatment only, and the
 #        sensitive:very-restricted role;
-#   vip: no extra role; allowed decisions carry "vip_patient" for review.
+#   vip: no extra role; allowed decisions carry "vip_patient" for review;
+#   residence: a Location that is a patient's home (v3-RoleCode PTRES,
+#        physicalType ho, a home address: docs/import.md, "A patient's
+#        home"). No extra role; a tenant-level resource carrying it is
+#        not reference data (reference_grant): it concerns a patient the
+#        decision cannot check a care relationship, an opt-out or a VIP
+#        label against, so it is denied to every role with
+#        patient_residence_not_reference_data. In a patient's compartment
+#        it changes nothing: the role grants decide, as for any of the
+#        patient's resources.
 sensitivity_roles := {
 	"hiv": "sensitive:hiv",
 	"sud": "sensitive:sud",
@@ -80,6 +91,7 @@ sensitivity_roles := {
 	"restricted": "",
 	"very-restricted": "sensitive:very-restricted",
 	"vip": "",
+	"residence": "",
 }
 
 # Labels that allow treatment use only.
@@ -107,6 +119,7 @@ billing_obligations := {
 		{"op": "remove", "path": "/identifier"},
 		{"op": "remove", "path": "/beneficiary/display"},
 		{"op": "remove", "path": "/text"},
+		{"op": "scrub", "path": "/class/*/name"},
 		{"op": "allow", "path": "", "fn": concat(",", billing_coverage_elements)},
 	],
 	"encounter": [
@@ -122,56 +135,104 @@ billing_obligations := {
 # source.
 billing_meta := ["/meta/versionId", "/meta/lastUpdated", "/meta/profile", "/meta/security", "/meta/tag"]
 
+# The members of a Coding a biller reads: its code, system and version.
+# Not its display: R4 defines it as the code system's representation of
+# the code, but a sender writes there what it likes ("T2DM (E. Marsh)" in
+# testdata/fhir-corpus), and custos has no terminology to check it
+# against; a claim (X12 837) carries codes, not their displays. Nor an
+# extension or an id.
+billing_coding_members := ["system", "version", "code"]
+
+# The allow-list pointers of a Coding at path, and of a CodeableConcept at
+# path: its codings' members. A CodeableConcept's text is where clinicians
+# write narrative ("fall at home, daughter Jane found her"), and a claim
+# needs the code: 45 CFR 164.502(b), minimum necessary.
+billing_coding(path) := [concat("/", [path, m]) | some m in billing_coding_members]
+
+billing_concept(path) := billing_coding(concat("", [path, "/coding/*"]))
+
 # The Coverage elements a biller reads (FHIR R4 Coverage): references by
 # reference and type only (their display and identifier name people: a
 # subscriber, a policy holder), a payor's too: a self-pay Coverage's payor
 # is the patient or a relative (R4: Reference(Organization | Patient |
 # RelatedPerson)), and an insurer is named by its Organization, reference
 # data a biller reads. A modifierExtension is kept wherever its element is: R4 forbids
-# processing an element as if its modifier were absent. Left out:
-# identifier, text, contained, extension (at any depth: allow keeps a
-# listed element without its extensions), and every element R4 does not
-# define.
-billing_coverage_elements := array.concat(billing_meta, [
-	"/id", "/modifierExtension", "/status", "/type",
-	"/policyHolder/reference", "/policyHolder/type",
-	"/subscriber/reference", "/subscriber/type", "/subscriberId",
-	"/beneficiary/reference", "/beneficiary/type",
-	"/dependent", "/relationship", "/period",
-	"/payor/*/reference", "/payor/*/type",
-	"/class/*/modifierExtension", "/class/*/type", "/class/*/value", "/class/*/name",
-	"/order", "/network",
-	"/costToBeneficiary/*/modifierExtension", "/costToBeneficiary/*/type",
-	"/costToBeneficiary/*/valueQuantity", "/costToBeneficiary/*/valueMoney",
-	"/costToBeneficiary/*/exception/*/modifierExtension",
-	"/costToBeneficiary/*/exception/*/type", "/costToBeneficiary/*/exception/*/period",
-	"/subrogation", "/contract/*/reference", "/contract/*/type",
-])
+# processing an element as if its modifier were absent. Codes as
+# billing_concept keeps them (type, relationship, a class's and a cost's
+# type). A class's name is kept, scrubbed of identifier patterns (the
+# obligation before the allow-list): it is the group or plan name a claim
+# carries (X12 837 SBR04 "Insured Group Name", required when the payer's
+# identification of the subscriber includes one; UB-04 FL 61), named by
+# the payer or the employer, not the patient. Left out: identifier, text,
+# contained, extension (at any depth: allow keeps a listed element
+# without its extensions), codes' text and displays, and every element R4
+# does not define.
+billing_coverage_elements := [p |
+	some part in [
+		billing_meta,
+		[
+			"/id", "/modifierExtension", "/status",
+			"/policyHolder/reference", "/policyHolder/type",
+			"/subscriber/reference", "/subscriber/type", "/subscriberId",
+			"/beneficiary/reference", "/beneficiary/type",
+			"/dependent", "/period",
+			"/payor/*/reference", "/payor/*/type",
+			"/class/*/modifierExtension", "/class/*/value", "/class/*/name",
+			"/order", "/network",
+			"/costToBeneficiary/*/modifierExtension",
+			"/costToBeneficiary/*/valueQuantity", "/costToBeneficiary/*/valueMoney",
+			"/costToBeneficiary/*/exception/*/modifierExtension",
+			"/costToBeneficiary/*/exception/*/period",
+			"/subrogation", "/contract/*/reference", "/contract/*/type",
+		],
+		billing_concept("/type"), billing_concept("/relationship"), billing_concept("/class/*/type"),
+		billing_concept("/costToBeneficiary/*/type"), billing_concept("/costToBeneficiary/*/exception/*/type"),
+	]
+	some p in part
+]
 
 # The Encounter elements a biller reads (FHIR R4 Encounter), references as
 # for Coverage (the service provider keeps its display, the facility's
-# name). Left out: identifier, text, contained, extension (at any depth), hospitalization's
-# preAdmissionIdentifier, a location's display, and every element R4 does
-# not define. Codes are kept whole, their text too, as before.
-billing_encounter_elements := array.concat(billing_meta, [
-	"/id", "/modifierExtension", "/status", "/statusHistory", "/class", "/classHistory",
-	"/type", "/serviceType", "/priority",
-	"/subject/reference", "/subject/type",
-	"/episodeOfCare/*/reference", "/basedOn/*/reference",
-	"/participant/*/modifierExtension", "/participant/*/type", "/participant/*/period",
-	"/participant/*/individual/reference", "/participant/*/individual/type",
-	"/appointment/*/reference", "/period", "/length",
-	"/reasonCode", "/reasonReference/*/reference",
-	"/diagnosis/*/modifierExtension", "/diagnosis/*/condition/reference", "/diagnosis/*/use", "/diagnosis/*/rank",
-	"/account/*/reference",
-	"/hospitalization/modifierExtension",
-	"/hospitalization/origin/reference", "/hospitalization/admitSource", "/hospitalization/reAdmission",
-	"/hospitalization/dietPreference", "/hospitalization/specialCourtesy", "/hospitalization/specialArrangement",
-	"/hospitalization/destination/reference", "/hospitalization/dischargeDisposition",
-	"/location/*/modifierExtension",
-	"/location/*/location/reference", "/location/*/status", "/location/*/physicalType", "/location/*/period",
-	"/serviceProvider/reference", "/serviceProvider/display", "/partOf/reference",
-])
+# name). Codes as billing_concept and billing_coding keep them: class,
+# type, serviceType, priority (837I's admission type), reasonCode, a
+# diagnosis's use, a participant's type, a location's physicalType,
+# hospitalization's admitSource, reAdmission and dischargeDisposition
+# (837I's admission source and patient status). Left out: identifier,
+# text, contained, extension (at any depth), codes' text and displays,
+# hospitalization's preAdmissionIdentifier, a location's display,
+# hospitalization's dietPreference, specialCourtesy and specialArrangement
+# (no claim carries them, and they tell a religion, a VIP, a disability),
+# and every element R4 does not define.
+billing_encounter_elements := [p |
+	some part in [
+		billing_meta,
+		[
+			"/id", "/modifierExtension", "/status",
+			"/statusHistory/*/modifierExtension", "/statusHistory/*/status", "/statusHistory/*/period",
+			"/classHistory/*/modifierExtension", "/classHistory/*/period",
+			"/subject/reference", "/subject/type",
+			"/episodeOfCare/*/reference", "/basedOn/*/reference",
+			"/participant/*/modifierExtension", "/participant/*/period",
+			"/participant/*/individual/reference", "/participant/*/individual/type",
+			"/appointment/*/reference", "/period", "/length",
+			"/reasonReference/*/reference",
+			"/diagnosis/*/modifierExtension", "/diagnosis/*/condition/reference", "/diagnosis/*/rank",
+			"/account/*/reference",
+			"/hospitalization/modifierExtension",
+			"/hospitalization/origin/reference", "/hospitalization/destination/reference",
+			"/location/*/modifierExtension",
+			"/location/*/location/reference", "/location/*/status", "/location/*/period",
+			"/serviceProvider/reference", "/serviceProvider/display", "/partOf/reference",
+		],
+		billing_coding("/class"), billing_coding("/classHistory/*/class"),
+		billing_concept("/type/*"), billing_concept("/serviceType"), billing_concept("/priority"),
+		billing_concept("/reasonCode/*"), billing_concept("/diagnosis/*/use"),
+		billing_concept("/participant/*/type/*"), billing_concept("/location/*/physicalType"),
+		billing_concept("/hospitalization/admitSource"), billing_concept("/hospitalization/reAdmission"),
+		billing_concept("/hospitalization/dischargeDisposition"),
+	]
+	some p in part
+]
 
 # Research (HRESCH): HIPAA Safe Harbor de-identification (45 CFR
 # 164.514(b)(2)) of every FHIR type a researcher may read, by one
@@ -422,11 +483,11 @@ any_granting_role if {
 # missing grant asked for in two branches was evaluated twice.
 
 class_decision(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent) := granted_decision(
-	pick_grant(grant_mode, typ, ref, care, bg, bg_ok),
+	pick_grant(grant_mode, typ, ref, care, bg, bg_ok, sens),
 	req | class_denies(has_res, typ, tenant, sens, consent),
 	sens,
 ) if {
-	pick_grant(grant_mode, typ, ref, care, bg, bg_ok)
+	pick_grant(grant_mode, typ, ref, care, bg, bg_ok, sens)
 } else := {
 	"allow": false,
 	"reasons": no_grant_reasons(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent),
@@ -454,20 +515,26 @@ granted_decision(g, denies, sens) := {
 # index picks a function's definitions by such equalities in the body, but
 # tries every definition whose head holds the constant (each a failed
 # unification, for every call).
-pick_grant(mode, typ, ref, _, _, _) := reference_grant(mode, typ) if ref == true
+pick_grant(mode, typ, ref, _, _, _, sens) := reference_grant(mode, typ, sens) if ref == true
 
-pick_grant(mode, typ, ref, care, bg, bg_ok) := grant(mode, typ, care, bg, bg_ok) if ref == false
+pick_grant(mode, typ, ref, care, bg, bg_ok, _) := grant(mode, typ, care, bg, bg_ok) if ref == false
 
-reference_grant(mode, typ) := {"reasons": ["reference_data"], "obligations": []} if {
+# A patient's home (label residence) is never reference data, whatever its
+# type: see sensitivity_roles.
+reference_grant(mode, typ, sens) := {"reasons": ["reference_data"], "obligations": []} if {
 	mode in {"care", "break_glass", "billing"}
 	reference_type(typ)
+	not residence(sens)
 }
 
-reference_grant("research", typ) := {"reasons": ["research_deidentified"], "obligations": research_deidentify} if {
+reference_grant("research", typ, sens) := {"reasons": ["research_deidentified"], "obligations": research_deidentify} if {
 	reference_type(typ)
+	not residence(sens)
 }
 
 reference_type(typ) if typ in reference_types
+
+residence(sens) if "residence" in sens
 
 # Allowed decisions about a VIP patient carry "vip_patient" so that the audit
 # record flags them for review.
@@ -478,16 +545,22 @@ allow_reasons(g, sens) := array.concat(g.reasons, ["vip_patient"]) if {
 # A deny without a grant lists the denies and why no grant applied.
 no_grant_reasons(req, has_res, typ, tenant, ref, care, bg, bg_ok, sens, consent) := reasons if {
 	denies := req | class_denies(has_res, typ, tenant, sens, consent)
-	reasons := sort((denies | principal_no_grant) | {code | code := pick_no_grant(grant_mode, typ, ref, care, bg, bg_ok)})
+	reasons := sort((denies | principal_no_grant) | {code | code := pick_no_grant(grant_mode, typ, ref, care, bg, bg_ok, sens)})
 	count(reasons) > 0
 } else := ["no_matching_grant"]
 
-pick_no_grant(_, typ, ref, _, _, _) := "reference_type_not_permitted" if {
+pick_no_grant(_, typ, ref, _, _, _, _) := "reference_type_not_permitted" if {
 	ref == true
 	not reference_type(typ)
 }
 
-pick_no_grant(mode, typ, ref, care, bg, bg_ok) := no_grant(mode, typ, care, bg, bg_ok) if ref == false
+pick_no_grant(_, typ, ref, _, _, _, sens) := "patient_residence_not_reference_data" if {
+	ref == true
+	reference_type(typ)
+	residence(sens)
+}
+
+pick_no_grant(mode, typ, ref, care, bg, bg_ok, _) := no_grant(mode, typ, care, bg, bg_ok) if ref == false
 
 # The denies of one combination of resource features: resource_denies,
 # answered without building its deny sets in the common case, a resource of

@@ -205,14 +205,19 @@ test_billing_coverage_minimized if {
 	d.reasons == ["billing_payment"]
 	{"op": "mask", "path": "/subscriberId", "fn": "last4"} in d.obligations
 	{"op": "mask", "path": "/class/*/value", "fn": "last4"} in d.obligations
-	obligation_paths(d) == {"/subscriberId", "/class/*/value", "/identifier", "/beneficiary/display", "/text", ""}
+	obligation_paths(d) == {"/subscriberId", "/class/*/value", "/identifier", "/beneficiary/display", "/text", "/class/*/name", ""}
+	{"op": "scrub", "path": "/class/*/name"} in d.obligations
 	kept := billing_allowed(d)
-	every e in ["/subscriberId", "/beneficiary/reference", "/payor/*/reference", "/class/*/value", "/period"] {
+	every e in ["/subscriberId", "/beneficiary/reference", "/payor/*/reference", "/class/*/value", "/class/*/name", "/period",
+		"/type/coding/*/code", "/type/coding/*/system", "/relationship/coding/*/code", "/class/*/type/coding/*/code",
+		"/costToBeneficiary/*/type/coding/*/code", "/costToBeneficiary/*/valueMoney"] {
 		e in kept
 	}
 	every e in ["/identifier", "/text", "/contained", "/extension", "/beneficiary", "/beneficiary/identifier",
 		"/beneficiary/display", "/subscriber", "/subscriber/display", "/subscriber/identifier",
-		"/policyHolder/display", "/policyHolder/identifier", "/payor/*/identifier", "/payor/*/display", "/meta"] {
+		"/policyHolder/display", "/policyHolder/identifier", "/payor/*/identifier", "/payor/*/display", "/meta",
+		"/type", "/type/text", "/type/coding/*/display", "/relationship", "/relationship/text",
+		"/class/*/type", "/class/*/type/text", "/costToBeneficiary/*/type/text", "/costToBeneficiary/*/exception/*/type/text"] {
 		not e in kept
 	}
 }
@@ -222,12 +227,18 @@ test_billing_encounter_minimized if {
 	d.allow
 	obligation_paths(d) == {"/subject/display", "/identifier", "/text", "/participant/*/individual/display", ""}
 	kept := billing_allowed(d)
-	every e in ["/subject/reference", "/period", "/class", "/type", "/serviceProvider/display"] {
+	every e in ["/subject/reference", "/period", "/class/code", "/class/system", "/type/*/coding/*/code",
+		"/reasonCode/*/coding/*/code", "/priority/coding/*/code", "/hospitalization/dischargeDisposition/coding/*/code",
+		"/serviceProvider/display"] {
 		e in kept
 	}
 	every e in ["/identifier", "/text", "/contained", "/extension", "/subject", "/subject/identifier",
 		"/participant/*/individual/display", "/participant/*/individual/identifier", "/hospitalization",
-		"/hospitalization/preAdmissionIdentifier", "/location/*/location/display", "/meta"] {
+		"/hospitalization/preAdmissionIdentifier", "/location/*/location/display", "/meta",
+		"/class", "/class/display", "/classHistory", "/statusHistory", "/type", "/type/*/text", "/type/*/coding/*/display",
+		"/reasonCode", "/reasonCode/*/text", "/serviceType", "/serviceType/text", "/priority/text",
+		"/hospitalization/dietPreference", "/hospitalization/specialCourtesy", "/hospitalization/specialArrangement",
+		"/hospitalization/admitSource/text", "/participant/*/type/*/text", "/location/*/physicalType/text", "/diagnosis/*/use/text"] {
 		not e in kept
 	}
 }
@@ -692,6 +703,42 @@ test_reference_data_denied_otherwise if {
 	"auditor_no_phi_access" in decide(auditor, "TREAT", ref_res("organization")).reasons
 	not decide(clinician, "HMARKT", ref_res("organization")).allow
 	not decide(object.union(clinician, {"roles": ["nurse"]}), "TREAT", ref_res("organization")).allow
+}
+
+# A tenant-level Location that is a patient's home (label residence, set at
+# import: docs/import.md, "A patient's home") is not reference data: its
+# address is a patient's, and the decision cannot check a care
+# relationship, an opt-out or a VIP label for a patient it does not know.
+# Denied to every role and purpose, break-the-glass and research included;
+# until h-biller3 every biller and clinician of the tenant read it.
+test_patient_residence_is_not_reference_data if {
+	home := object.union(ref_res("location"), {"sensitivity": ["residence"]})
+	every pp in [["TREAT", clinician], ["ETREAT", clinician], ["HPAYMT", billing], ["HRESCH", researcher]] {
+		d := decide(pp[1], pp[0], home)
+		not d.allow
+		d.reasons == ["patient_residence_not_reference_data"]
+	}
+	bg := authz.decision with input as btg_req(clinician, home, {"grant": "g-1", "patient": patient_a})
+	not bg.allow
+
+	# the same page decides it the same way, beside reference data it allows
+	ds := authz.decisions with input as {"principal": billing, "purpose_of_use": "HPAYMT", "action": "list", "items": [
+		{"resource": ref_res("location"), "break_glass": null},
+		{"resource": home, "break_glass": null},
+	]}
+	ds[0].allow
+	not ds[1].allow
+}
+
+# In a patient's compartment the label changes nothing: the role grants
+# decide, as for any of the patient's resources.
+test_patient_residence_in_its_compartment if {
+	home := labeled("location", ["residence"])
+	d := decide(clinician, "TREAT", home)
+	d.allow
+	d.reasons == ["clinician_care_team"]
+	not decide(clinician, "TREAT", object.union(home, {"patient": patient_b})).allow
+	not decide(billing, "HPAYMT", home).allow
 }
 
 # Types outside the reference list without a patient are denied to everyone:
