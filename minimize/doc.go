@@ -60,7 +60,9 @@
 //     whole number of nine digits or more, or of six to eight that reads
 //     as a date (YYYYMMDD, MMDDYYYY, DDMMYYYY, YYMMDD, ...: dateDigits)
 //     (in any number element; in a quantity, one without
-//     unit) and an integer beyond 32 bits are
+//     unit), one of seven digits or more without unit (a value[x], a
+//     quantity whose unit is absent, "1" or annotations: bareIdentifier)
+//     and an integer beyond 32 bits are
 //     dropped, and so is a bare whole number that reads as a year 90
 //     years or more before now (a value[x], a quantity without unit or
 //     whose unit is only "1" or annotations: oldYearNumber,
