@@ -24,7 +24,9 @@
 //     "age90", "birthyear90"); a value of unexpected form becomes "***".
 //   - scrub ([OpScrub]): replace identifier patterns (phone, email, SSN, MRN,
 //     date) inside strings with tokens such as "[PHONE]", inside UUIDs and
-//     hex runs too, as [ScrubString] does.
+//     hex runs too, as [ScrubString] does (national telephone numbers
+//     without "+", 020 7946 0958, and dates of eight digits, 19310314,
+//     included; clinical numbers, doses, ranges, codes, are not taken).
 //   - allow ([OpAllow]): a field allow-list. Fn is a comma-separated list of
 //     JSON pointers, relative to Path, naming the elements that are kept;
 //     everything else in the value(s) Path selects is deleted, except a
