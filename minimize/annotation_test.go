@@ -192,7 +192,7 @@ func TestDeidentifyNamesThatAreR4AnnotationsNeedACode(t *testing.T) {
 		if !minimize.KnownUnitText(unit) {
 			t.Errorf("%s is no unit text the unit rule reads: the test tests less than it says", unit)
 		}
-		for _, v := range []string{"77441124", "61.4"} { // a count of an identifier's size is withheld anyway: countIdentifier
+		for _, v := range []string{"77441124", "61.4"} { // a count of an identifier's size is withheld anyway: bareIdentifier
 			if got := obs(`{"value":` + v + `,"unit":` + strconvQuote(unit) + `}`); strings.Contains(got, v) || strings.Contains(got, strconvQuote(unit)) {
 				t.Errorf("%s %s alone:\n got %s", v, unit, got)
 			}

@@ -352,6 +352,40 @@ func TestScrubString(t *testing.T) {
 		{"call +44 20 7946 0958.", "call [PHONE]."},
 		{"+33 1 23 45 67 89", "[PHONE]"},
 		{"+61 2 9876 5432", "[PHONE]"},
+		// Telephone numbers as their countries write them, without "+"
+		// and a country code (the UK, Germany, France, Australia, Japan,
+		// the Netherlands), and dates of eight digits without separators
+		// (YYYYMMDD, as HL7 v2 writes them, also with a time; DDMMYYYY,
+		// MMDDYYYY): released by every scrub until h-scrub3.
+		{"call 020 7946 0958.", "call [PHONE]."},
+		{"mobile 07700 900123", "mobile [PHONE]"},
+		{"0161 496 0000", "[PHONE]"},
+		{"07700900123", "[PHONE]"},
+		{"Tel. 030 1234567", "Tel. [PHONE]"},
+		{"(030) 123 456 78", "[PHONE]"},
+		{"0171 1234567", "[PHONE]"},
+		{"089 12345678", "[PHONE]"},
+		{"030 123 456 78", "[PHONE]"},
+		{"tél. 01 23 45 67 89", "tél. [PHONE]"},
+		{"06.12.34.56.78", "[PHONE]"},
+		{"06-12-34-56-78", "[PHONE]"},
+		{"(02) 9876 5432", "[PHONE]"},
+		{"0412 345 678", "[PHONE]"},
+		{"02 9876 5432", "[PHONE]"},
+		{"電話 03-1234-5678", "電話 [PHONE]"},
+		{"090-1234-5678", "[PHONE]"},
+		{"020-1234567", "[PHONE]"},
+		{"06-12345678", "[PHONE]"},
+		{"Tel.: 020 7946 0958, Fax: 020 7946 0959", "Tel.: [PHONE], Fax: [PHONE]"},
+		{"DOB 19310314", "DOB [DATE]"},
+		{"geb. 14031931,", "geb. [DATE],"},
+		{"03141931", "[DATE]"},
+		{"20240315", "[DATE]"},
+		{"OBX|1|TS|||19310314083000", "OBX|1|TS|||[DATE]"},
+		{"PID-7 193103140830", "PID-7 [DATE]"},
+		{"id19310314", "id[DATE]"},
+		{"19310314.", "[DATE]."},
+		{"20240229", "[DATE]"},
 		// Clinical content that is not an identifier survives.
 		{"temp 38.5, pH 7.35, version 1.2.3", "temp 38.5, pH 7.35, version 1.2.3"},
 		{"OID 1.2.36.1.2001", "OID 1.2.36.1.2001"},
@@ -493,6 +527,14 @@ var prefilterCases = []string{
 	"Marché 5", "5 Mayé", "ámar-14-2024", "xMar 5", "Mar5", "5Mar", "5 in March", "5 mg in March",
 	"14.03.1931", "14.03.31", "1931.03.14", "1.5.2024", "1.5.20", "pH 7.35.", "3.5.10", "ver. 12.03.2020",
 	"1.2.36.1.2001", "7.4%", "12.5", "a.1.b", "1..2", "\xff14-mar-2024", "14-mar-\xff2024",
+	// National telephone numbers and compact dates (h-scrub3), and
+	// near misses: a 0 after a digit, 00, a run of 7, 9, 12 or 14 digits.
+	"020 7946 0958", "(030) 123 456 78", "(02) 9876 5432", "06.12.34.56.78", "03-1234-5678", "020-1234567",
+	"x0412 345 678", "(0)", "0", "01", "10 7946 0958", "00 7946 0958", "(00) 9876 5432", "0.5",
+	"(01)12 34", "(01) 12 34", "(0123) 12 34 56 78", "(0123)-12345678", "0123 123 123 12", "555-0142", "T09:40", "01 2345",
+	"(0123) 12.34.56", "0412 345 6789 0123", "01-23-45-67-8", "0 1 2 3 4 5 6",
+	"19310314", "14031931", "19310314083000", "193103140830", "1931031408", "1931031", "193103145", "x19310314y",
+	"1.19310314", "19310314.5", "19310314.", "\xff19310314", "0\xff1", "12345678",
 }
 
 // Each pattern's prefilter is false only where its plain regexp (the
@@ -503,7 +545,8 @@ func TestScrubPrefiltersAgree(t *testing.T) {
 	for _, s := range prefilterCases {
 		checkPrefilters(t, s)
 	}
-	for _, s := range []string{"March 5", "14.Mär.1931", "ſept 5, 2024", "5th   of   March.", "14.03.31", "5 de mayo de 2024"} {
+	for _, s := range []string{"March 5", "14.Mär.1931", "ſept 5, 2024", "5th   of   March.", "14.03.31", "5 de mayo de 2024",
+		"020 7946 0958", "(02) 9876 5432", "19310314", "19310314083000"} {
 		if ScrubString(s) == s {
 			t.Errorf("%q was not scrubbed", s)
 		}
@@ -740,5 +783,55 @@ func TestErrorsCarryNoPayload(t *testing.T) {
 	_, err := Apply("application/pdf", []byte(secret), []Obligation{{Op: OpScrub}}, Options{})
 	if !errors.Is(err, ErrBinaryWithheld) || strings.Contains(err.Error(), secret) {
 		t.Errorf("binary error = %v", err)
+	}
+}
+
+// clinicalNegatives are numbers of clinical writing that the national
+// telephone and compact date patterns must leave alone: doses, counts and
+// lab values written with a space for thousands, ranges, blood pressure,
+// LOINC, SNOMED CT (eight digits: 38341003 hypertension, 44054006 type 2
+// diabetes, 22298006 myocardial infarction, 73211009 diabetes mellitus),
+// RxNorm, ICD-10, CPT, CVX and NDC codes (4-4-2, 5-3-2, 5-4-2 with a
+// labeler beginning with 0), OIDs, versions, times, years, durations, US
+// ZIP codes (also ZIP+4), timestamps already read as dates, and eight
+// digits that are no date (the year out of 1800-2099, month 13, day 32,
+// 30 February).
+var clinicalNegatives = []string{
+	"metformin 0.5 mg", "2 x 500 mg", "WBC 10 000 /µL", "250 000 platelets", "1 000 000 IU",
+	"glucose 120-140 mg/dL", "BP 120/80", "Na 135-145 mmol/L", "INR 2.0-3.0", "pain 0-10",
+	"LOINC 8302-2", "SNOMED 38341003", "SNOMED 44054006", "SNOMED 22298006", "SNOMED 73211009",
+	"SNOMED 21921002", "RxNorm 1049630", "RxNorm 860975", "ICD-10 E11.9", "Z00.00", "CPT 99213", "CVX 208",
+	"NDC 0002-3227-01", "NDC 0781-1506-10", "NDC 0781-1506-10 30 tablets", "0781-1506-10 100 mg", "NDC 00093-7180-01", "NDC 01234-567-89", "NDC 50580-506-02", "NDC 00002322701",
+	"OID 2.16.840.1.113883.6.1", "1.2.840.10008.5.1.4.1.1.2", "0.9.2342.19200300.100.1.1",
+	"version 4.0.1", "at 08:30", "doses at 0800, 1200, 1800", "clinic 0830-1700", "08.30 h", "in 2024", "for 3-5 days", "q4-6h", "06-12 months",
+	"Boston, MA 02115", "MA 02115-1234", "0.9% NaCl 1000 mL", "eGFR 60 mL/min/1.73m2", "titer 1:64",
+	"12000000 copies/mL", "10000000", "viral load 25000000", "17991231", "21000101", "99991231", "20241301", "20240132", "20230230",
+	"32011931", "13141931", "0.19310314", "1.2.19310314.5", "lot 012345678", "ratio 0.12 0.34 0.56",
+	"01 12 2024", "Hb 13.5 g/dL, Plt 150-400 x10^9/L",
+}
+
+// TestScrubKeepsClinicalNumbers: no class of the scrub changes a
+// clinical negative (clinicalNegatives), alone or in a sentence.
+func TestScrubKeepsClinicalNumbers(t *testing.T) {
+	for _, s := range clinicalNegatives {
+		for _, in := range []string{s, "note: " + s + ", stable."} {
+			if got := ScrubString(in); got != in {
+				t.Errorf("ScrubString(%q) = %q, want it unchanged", in, got)
+			}
+		}
+	}
+	// A SNOMED CT concept id of eight digits that reads as a valid date
+	// is scrubbed: the trade-off the compact date pattern makes (of the
+	// 358 eight-digit codes of R4's value sets, 16042001, Beefmaster
+	// cattle breed, alone reads as a date with years to 2099; 21921002
+	// too with years to 2199).
+	if got := ScrubString("SNOMED 16042001"); got != "SNOMED [DATE]" {
+		t.Errorf(`ScrubString("SNOMED 16042001") = %q, want "SNOMED [DATE]"`, got)
+	}
+	// So is a schedule of 24-hour times joined by spaces alone: it has a
+	// UK number's form (0161 496 0000), and a lost schedule costs less
+	// than a leaked number.
+	if got := ScrubString("at 0800 1200 1800"); got != "at [PHONE]" {
+		t.Errorf(`ScrubString("at 0800 1200 1800") = %q, want "at [PHONE]"`, got)
 	}
 }

@@ -31,6 +31,8 @@ import (
 //	                                     a date (dateDigits), dropped
 //	                                     (identifierNumber; in a
 //	                                     quantity, when it has no unit);
+//	                                     a value[x] or a quantity without
+//	                                     unit, of seven (bareIdentifier);
 //	                                     bare, a year 90 years or more
 //	                                     before now too (oldYearNumber)
 //	code                                 kept when a code of the element's
@@ -1508,8 +1510,8 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if years, ok := ageYears(m, typ == "Age" || age); ok && !d.releaseAge(years) {
 		return nil, false
 	}
-	if dimensionless(out) && (d.bareNumber(out["value"]) || countIdentifier(out)) {
-		return nil, false // see bareNumber, countIdentifier
+	if dimensionless(out) && d.bareNumber(out["value"]) {
+		return nil, false // see bareNumber
 	}
 	if y, ok := calendarYear(m); ok {
 		if oldYear(y, d.now) || laterEraYear(m, y, d.now) {
@@ -1785,33 +1787,38 @@ func identifierNumber(v any) bool {
 	return math.Abs(f) >= 1e8 || f >= 1e5 && dateDigits(int(f))
 }
 
-// countIdentifier reports whether walked quantity q, whose unit and code
-// are only UCUM's unity or annotations (dimensionless: "{#}", "{count}",
-// "1"), holds a whole number of seven digits or more: a local telephone
-// number, a record, member or account number (Safe Harbor (R), "any
-// other unique identifying number"). Such a unit says only that the
-// number is a count, and a count of a million or more is rare enough to
-// withhold: 77441124 {#} under a kept code was released until h-deid10,
-// since a bare number is withheld from nine digits (identifierNumber). A
-// quantity with neither unit nor code is judged as a bare number; a
-// count with a unit ("10*6/uL", "{cells}/uL") is a measurement.
-func countIdentifier(q map[string]any) bool {
-	if q["unit"] == nil && q["code"] == nil {
-		return false
-	}
-	n, ok := q["value"].(json.Number)
+// bareNumber reports whether v, a bare number (a value[x], or a quantity
+// whose unit and code are absent, UCUM's unity "1" or annotations alone:
+// dimensionless), is withheld: an identifier (identifierNumber), a whole
+// number of seven digits or more (bareIdentifier), or an old year
+// (oldYearNumber).
+func (d *deid) bareNumber(v any) bool {
+	return identifierNumber(v) || bareIdentifier(v) || oldYearNumber(v, d.now)
+}
+
+// bareIdentifier reports whether v is a whole number of seven digits or
+// more: without a unit, a local telephone number, a record, member or
+// account number (Safe Harbor (R), "any other unique identifying number")
+// rather than a measurement, which of that size has a unit ("10*9/L",
+// "[iU]", "{copies}/mL"). A bare count of a million or more is rare
+// enough to withhold: in the repository's corpora and the synthetic data
+// set (custos seed) every unitless whole number of seven digits or more
+// was a planted identifier (10 of 10 numbers, none a clinical value; of
+// 4,650 numbers, 41 are unitless), where 77441123 in a ServiceRequest's
+// quantityRatio.numerator under a kept code was released until h-scrub3
+// (a bare number was withheld from nine digits, identifierNumber; one
+// with annotations for unit from seven, h-deid10).
+//
+// Only a bare number is judged so: a number element of its own (a size,
+// a count of instances, an amount of money) is judged by
+// identifierNumber.
+func bareIdentifier(v any) bool {
+	n, ok := v.(json.Number)
 	if !ok {
 		return false
 	}
 	f, err := n.Float64()
 	return err == nil && f == math.Trunc(f) && math.Abs(f) >= 1e6
-}
-
-// bareNumber reports whether v, a bare number (a value[x] or a quantity
-// without unit or code), is withheld: an identifier (identifierNumber) or
-// an old year (oldYearNumber).
-func (d *deid) bareNumber(v any) bool {
-	return identifierNumber(v) || oldYearNumber(v, d.now)
 }
 
 // oldYearNumber reports whether v is a whole number that reads as a year

@@ -495,16 +495,16 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 			`{"communication":[{"language":{"coding":[{"code":"sr-Cyrl-RS","system":"urn:ietf:bcp:47"},{"code":"zh-hans","system":"urn:ietf:bcp:47"}]}}],"gender":"female","resourceType":"Patient"}`},
 		// HL7 v2 writes dates as YYYYMMDD (DT, DTM); an OBX of type NM
 		// mapped to FHIR carries one as a bare number.
-		{"a bare whole number of eight digits that reads as a date YYYYMMDD dropped (a date of birth from HL7 v2); other eight-digit numbers and measurements with a unit kept",
+		{"a bare whole number of eight digits that reads as a date YYYYMMDD dropped (a date of birth from HL7 v2); since h-scrub3 any other of seven digits or more too (12345678: TestDeidentifyBareNumberOfSevenDigits); measurements with a unit kept",
 			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueInteger":19310314,"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueQuantity":{"value":20240315}},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueQuantity":{"value":19310314.0}},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueInteger":12345678},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueQuantity":{"value":19310314,"unit":"/L","system":"http://unitsofmeasure.org","code":"/L"}}]}`,
-			`{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"component":[{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"valueInteger":12345678},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"valueQuantity":{"code":"/L","system":"http://unitsofmeasure.org","unit":"/L","value":19310314}}],"resourceType":"Observation","status":"final"}`},
+			`{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"component":[{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"valueQuantity":{"code":"/L","system":"http://unitsofmeasure.org","unit":"/L","value":19310314}}],"resourceType":"Observation","status":"final"}`},
 		// A date of birth as a bare number in other orders than HL7 v2's:
 		// DDMMYYYY (14031931), MMDDYYYY (12251931), MMDDYYYY that lost its
 		// leading zero (3141931 is 03141931), and two-digit years
 		// (YYMMDD 310314, DDMMYY 140331, MMDDYY 121431) were released.
-		{"a bare whole number of six to eight digits that reads as a date in another order (DDMMYYYY, MMDDYYYY, seven digits, YYMMDD, DDMMYY, MMDDYY) dropped; other numbers kept",
+		{"a bare whole number of six to eight digits that reads as a date in another order (DDMMYYYY, MMDDYYYY, seven digits, YYMMDD, DDMMYY, MMDDYY) dropped; other numbers of six digits or fewer kept (since h-scrub3 one of seven or more is withheld whatever it reads as: TestDeidentifyBareNumberOfSevenDigits)",
 			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueInteger":14031931},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueInteger":12251931},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueInteger":3141931},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueInteger":310314},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueInteger":140331},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueInteger":121431},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueInteger":12345678},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueInteger":1234567},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueInteger":123456},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueInteger":99999}]}`,
-			`{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"component":[{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"valueInteger":12345678},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"valueInteger":1234567},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"valueInteger":123456},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"valueInteger":99999}],"resourceType":"Observation","status":"final"}`},
+			`{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"component":[{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"valueInteger":123456},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"valueInteger":99999}],"resourceType":"Observation","status":"final"}`},
 		{"a BCP-47 tag with a variant or extension subtag (where a name fits: en-Marsh) dropped as a coding and as a language code; language, script and region kept",
 			`{"resourceType":"Patient","language":"en-Marsh","gender":"female","communication":[{"language":{"coding":[{"system":"urn:ietf:bcp:47","code":"de-Evelyn-Marsh"},{"system":"urn:ietf:bcp:47","code":"en-US-u-Marsh"},{"system":"urn:ietf:bcp:47","code":"sr-Latn-RS"},{"system":"urn:ietf:bcp:47","code":"es-419"},{"system":"urn:ietf:bcp:47","code":"fr"}]}}]}`,
 			`{"communication":[{"language":{"coding":[{"code":"sr-Latn-RS","system":"urn:ietf:bcp:47"},{"code":"es-419","system":"urn:ietf:bcp:47"},{"code":"fr","system":"urn:ietf:bcp:47"}]}}],"gender":"female","resourceType":"Patient"}`},
@@ -751,7 +751,7 @@ func TestDeidentifyBinaryPrefixesOnlyOfBits(t *testing.T) {
 // is an annotation naming an identifier ("{MRN}", "mg{acct}") says its
 // number is that identifier; it is dropped whole. An annotation of a count
 // or a score ("{score}", "{cells}", "{#}") keeps its number (below a
-// million when it is the whole unit: countIdentifier, and
+// million when it is the whole unit: bareIdentifier, and
 // TestDeidentifyCountOfIdentifierSize).
 func TestDeidentifyIdentifierAnnotations(t *testing.T) {
 	for unit, keep := range map[string]bool{"{MRN}": false, "{acct}": false, "{SSN}": false, "{member_id}": false, "{Account}": false,
@@ -791,4 +791,39 @@ func TestDeidentifyCountOfIdentifierSize(t *testing.T) {
 func strconvQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestDeidentifyBareNumberOfSevenDigits: a whole number of seven digits or
+// more with no unit (a value[x], a quantity whose unit and code are absent,
+// UCUM's unity "1" or annotations alone) is withheld as an identifier, a
+// record, account or telephone number (Safe Harbor (R)): 77441123 in a
+// ServiceRequest's quantityRatio.numerator under a kept code was released
+// until h-scrub3, where only nine digits or more, or six to eight that read
+// as a date, were withheld. A smaller number, a decimal, and a number of
+// that size with a unit are kept.
+func TestDeidentifyBareNumberOfSevenDigits(t *testing.T) {
+	const code = `"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]}`
+	for _, tt := range []struct {
+		in   string
+		keep string // a string the output must hold ("" if none)
+		gone string // a string it must not
+	}{
+		{`{"resourceType":"ServiceRequest","status":"active","intent":"order","subject":{"reference":"Patient/p"},` + code + `,"quantityRatio":{"numerator":{"value":77441123},"denominator":{"value":1}}}`, `"denominator"`, "77441123"},
+		{`{"resourceType":"Observation","status":"final",` + code + `,"valueInteger":7744112}`, `"8302-2"`, "7744112"},
+		{`{"resourceType":"Observation","status":"final",` + code + `,"valueInteger":-7744112}`, `"8302-2"`, "7744112"},
+		{`{"resourceType":"Observation","status":"final",` + code + `,"valueQuantity":{"value":5558675}}`, `"8302-2"`, "5558675"},
+		{`{"resourceType":"Observation","status":"final",` + code + `,"valueQuantity":{"value":77441123,"unit":"1"}}`, `"8302-2"`, "77441123"},
+		{`{"resourceType":"Observation","status":"final",` + code + `,"valueDecimal":77441123.0}`, `"8302-2"`, "77441123"},
+		{`{"resourceType":"Observation","status":"final",` + code + `,"valueRange":{"low":{"value":4471123}}}`, `"8302-2"`, "4471123"},
+		// Kept: below a million, a decimal, a measurement with its unit.
+		{`{"resourceType":"Observation","status":"final",` + code + `,"valueInteger":999999}`, "999999", ""},
+		{`{"resourceType":"Observation","status":"final",` + code + `,"valueQuantity":{"value":1234567.5,"unit":"{ratio}"}}`, "1234567.5", ""},
+		{`{"resourceType":"Observation","status":"final",` + code + `,"valueQuantity":{"value":7744112,"unit":"10*3/uL","system":"http://unitsofmeasure.org","code":"10*3/uL"}}`, "7744112", ""},
+		{`{"resourceType":"Specimen","subject":{"reference":"Patient/p"},"collection":{"quantity":{"value":1500000,"unit":"uL","system":"http://unitsofmeasure.org","code":"uL"}}}`, "1500000", ""},
+	} {
+		got := string(deidentify(t, []byte(tt.in), nil))
+		if tt.keep != "" && !strings.Contains(got, tt.keep) || tt.gone != "" && strings.Contains(got, tt.gone) {
+			t.Errorf("%s\n got %s\nwant %q kept, %q gone", tt.in, got, tt.keep, tt.gone)
+		}
+	}
 }

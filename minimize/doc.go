@@ -24,7 +24,9 @@
 //     "age90", "birthyear90"); a value of unexpected form becomes "***".
 //   - scrub ([OpScrub]): replace identifier patterns (phone, email, SSN, MRN,
 //     date) inside strings with tokens such as "[PHONE]", inside UUIDs and
-//     hex runs too, as [ScrubString] does.
+//     hex runs too, as [ScrubString] does (national telephone numbers
+//     without "+", 020 7946 0958, and dates of eight digits, 19310314,
+//     included; clinical numbers, doses, ranges, codes, are not taken).
 //   - allow ([OpAllow]): a field allow-list. Fn is a comma-separated list of
 //     JSON pointers, relative to Path, naming the elements that are kept;
 //     everything else in the value(s) Path selects is deleted, except a
@@ -63,7 +65,9 @@
 //     whole number of nine digits or more, or of six to eight that reads
 //     as a date (YYYYMMDD, MMDDYYYY, DDMMYYYY, YYMMDD, ...: dateDigits)
 //     (in any number element; in a quantity, one without
-//     unit) and an integer beyond 32 bits are
+//     unit), one of seven digits or more without unit (a value[x], a
+//     quantity whose unit is absent, "1" or annotations: bareIdentifier)
+//     and an integer beyond 32 bits are
 //     dropped, and so is a bare whole number that reads as a year 90
 //     years or more before now (a value[x], a quantity without unit or
 //     whose unit is only "1" or annotations: oldYearNumber,

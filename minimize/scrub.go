@@ -152,6 +152,24 @@ const (
 		// "(0)", then three to seven groups of digits (+44 20 7946 0958,
 		// +49 (0)30 1234567, +33 1 23 45 67 89, +61 2 9876 5432).
 		`|\+[1-9][0-9]{0,2}(?:[\s.\-]?\(0\))?[\s.\-]?\(?[0-9]{1,5}\)?(?:[\s.\-]?[0-9]{2,5}){2,6}`
+	// A national number, as the large health systems write them without
+	// "+" and a country code: a trunk prefix 0 and an area code of one to
+	// four digits more, then the subscriber's number in one run or in
+	// groups. The UK (020 7946 0958, 07700 900123), Germany (030 1234567,
+	// (030) 123 456 78, 0171 1234567), France (01 23 45 67 89,
+	// 06.12.34.56.78), Australia ((02) 9876 5432, 0412 345 678), Japan
+	// (03-1234-5678), the Netherlands (020-1234567). A number in one run
+	// after the area code has ten digits or more, so a ZIP+4 (02115-1234)
+	// is none; in groups, the last has three digits or more, so an NDC
+	// code (0781-1506-10, 01234-567-89) and a date (01-12-2024) are none,
+	// but in France's five pairs, in four groups joined by spaces (as no
+	// NDC code is written), and after an area code in parentheses
+	// (TestScrubKeepsClinicalNumbers).
+	phoneNational = `\(0[1-9][0-9]{0,3}\)[ \-]?(?:[0-9]{6,8}|[0-9]{2,4}(?:[ .\-][0-9]{2,4}){1,3})` + // (02) 9876 5432, (030) 123 456 78
+		`|0[1-9](?:[ .\-][0-9]{2}){4}` + // 01 23 45 67 89, 06.12.34.56.78
+		`|0[1-9][0-9]{1,3} [0-9]{2,4} [0-9]{2,4} [0-9]{2,4}` + // 030 123 456 78 (spaces only: NDC 0781-1506-10 30 tablets)
+		`|0[1-9][0-9]{0,3}[ .\-][0-9]{3,4}[ .\-][0-9]{3,4}` + // 020 7946 0958, 0412 345 678, 03-1234-5678
+		`|0[1-9][ \-]?[0-9]{8}|0[1-9][0-9][ \-]?[0-9]{7,8}|0[1-9][0-9]{2}[ \-]?[0-9]{6,7}|0[1-9][0-9]{3}[ \-]?[0-9]{5,6}` // 030 1234567, 07700 900123, 020-1234567
 	dateNum = `[0-9]{4}[-/][0-9]{1,2}[-/][0-9]{1,2}` +
 		`(?:T[0-9]{1,2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?` +
 		`|[0-9]{1,2}[-/][0-9]{1,2}[-/](?:[0-9]{4}|[0-9]{2})`
@@ -159,7 +177,22 @@ const (
 	// 14.03.31) and year first (1931.03.14); a two-digit year needs a
 	// two-digit day and month. Its own boundaries (dotNumStart, dotNumEnd)
 	// keep an OID's arcs (1.2.36.1.2001) whole.
-	dateDots    = `[0-9]{1,2}\.[0-9]{1,2}\.[0-9]{4}|[0-9]{2}\.[0-9]{2}\.[0-9]{2}|[0-9]{4}\.[0-9]{1,2}\.[0-9]{1,2}`
+	dateDots = `[0-9]{1,2}\.[0-9]{1,2}\.[0-9]{4}|[0-9]{2}\.[0-9]{2}\.[0-9]{2}|[0-9]{4}\.[0-9]{1,2}\.[0-9]{1,2}`
+	// A date of eight digits without separators, where it can be one:
+	// YYYYMMDD (HL7 v2's DT, also with its DTM time HHMM or HHMMSS:
+	// 19310314, 19310314083000), DDMMYYYY (14031931) and MMDDYYYY
+	// (03141931), years 1800 to 2099, a valid day of its month (29
+	// February in any year). The calendar keeps most eight-digit numbers
+	// out: of the 358 eight-digit codes of R4's value sets (SNOMED CT
+	// concept ids), one reads as a date (16042001, Beefmaster cattle
+	// breed) and is scrubbed: a number that is a date is worth more
+	// withheld than a code kept. Its boundaries are dateDots' (an OID's
+	// arc, a decimal's fraction are no date).
+	dateCompact = year4 + `(?:` + monthDay + `)(?:[0-2][0-9][0-5][0-9](?:[0-5][0-9])?)?` +
+		`|(?:` + monthDay + `|` + dayMonth + `)` + year4
+	year4       = `(?:18|19|20)[0-9]{2}`
+	monthDay    = `(?:0[1-9]|1[0-2])(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])(?:29|30)|(?:0[13578]|1[02])31|0229`
+	dayMonth    = `(?:0[1-9]|1[0-9]|2[0-8])(?:0[1-9]|1[0-2])|(?:29|30)(?:0[13-9]|1[0-2])|31(?:0[13578]|1[02])|2902`
 	dotNumStart = `^|[^0-9.]`
 	dotNumEnd   = `$|[^0-9.]|\.$|\.[^0-9]`
 	dateWords   = `(?i:` +
@@ -179,7 +212,9 @@ var scrubPatterns = []scrubPattern{
 	newScrubPattern(classMRN, "[MRN]", ``, mrnCore, ``),
 	newScrubPattern(classSSN, "[SSN]", notDigit, ssnCore, notDigitEnd),
 	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneCore, notDigitEnd),
+	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneNational, dotNumEnd).onlyIf(mayHoldNationalPhone),
 	newScrubPattern(classDate, "[DATE]", notDigit, dateNum, notDigitEnd),
+	newScrubPattern(classDate, "[DATE]", dotNumStart, dateCompact, dotNumEnd).onlyIf(mayHoldCompactDate),
 	newScrubPattern(classDate, "[DATE]", dotNumStart, dateDots, dotNumEnd).onlyIf(mayHoldDateDots),
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWords, notAlnumEnd).onlyIf(mayHoldMonthName),
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWordsAnyLanguage(), notAlnumEnd).onlyIf(mayHoldMonthName),
@@ -193,6 +228,51 @@ var scrubPatterns = []scrubPattern{
 func (p scrubPattern) onlyIf(may func(string) bool) scrubPattern {
 	p.may = may
 	return p
+}
+
+// mayHoldNationalPhone is false only for a string in which phoneNational
+// has no match: each has a 0 right after a character that is no digit
+// (or at the start) and before a digit 1 to 9, from which six digits or
+// more follow within 32 characters of digits, spaces, ".", "-" and ")"
+// (a match is at most 28 long and holds six digits at least). A
+// telephone number's "-0142" and a time's "T09:40" have not as many:
+// BenchmarkScrubClinicalNote ran the pattern on every pass without it.
+func mayHoldNationalPhone(s string) bool {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] != '0' || s[i+1] < '1' || s[i+1] > '9' || i > 0 && isDigit(s[i-1]) {
+			continue
+		}
+		digits := 0
+		for j := i; j < len(s) && j < i+32 && (isDigit(s[j]) || strings.IndexByte(" .-)", s[j]) >= 0); j++ {
+			if isDigit(s[j]) {
+				digits++
+			}
+		}
+		if digits >= 6 {
+			return true
+		}
+	}
+	return false
+}
+
+// mayHoldCompactDate is false only for a string in which dateCompact has
+// no match: each is a whole run of 8, 12 or 14 digits.
+func mayHoldCompactDate(s string) bool {
+	for i := 0; i < len(s); {
+		if !isDigit(s[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && isDigit(s[j]) {
+			j++
+		}
+		if n := j - i; n == 8 || n == 12 || n == 14 {
+			return true
+		}
+		i = j
+	}
+	return false
 }
 
 // mayHoldDateDots is false only for a string in which dateDots has no
@@ -345,12 +425,14 @@ func dateWordsAnyLanguage() string {
 // ScrubString replaces every identifier of every class in s with a token:
 //
 //	phone  555-123-4567, (555) 123-4567, +1 555 123 4567, 555.123.4567  -> [PHONE]
-//	       +44 20 7946 0958, +49 (0)30 1234567
+//	       +44 20 7946 0958, +49 (0)30 1234567, 020 7946 0958,
+//	       (030) 123 456 78, 01 23 45 67 89, (02) 9876 5432, 03-1234-5678
 //	email  jane.doe@example.org                                          -> [EMAIL]
 //	SSN    123-45-6789, "SSN: 123456789"                                 -> [SSN]
 //	MRN    MRN-12345678, "MRN: 12345678", "MRN 12345678"                 -> [MRN]
 //	date   2024-03-05, 03/05/2024, 3/5/24, March 5, 2024, 5 March 2024   -> [DATE]
-//	       14.03.1931, 1931.03.14, 14-Mar-1931, 14. März 1931
+//	       14.03.1931, 1931.03.14, 14-Mar-1931, 14. März 1931,
+//	       19310314, 14031931, 19310314083000
 //
 // It keeps nothing whole: digits inside a UUID or a hex run are replaced as
 // anywhere else ("aaaaaaaa-2024-0305-1234-5551234567ab" ->

@@ -4,7 +4,7 @@
 // (Add, Collect) and by the forms the classes take (dates finer than a year,
 // ZIPs longer than three digits, UUIDs, literal references, URLs, IP
 // addresses, identifier-like tokens, photos and encoded content, bare whole
-// numbers of nine digits or more, ISO 3166-2 codes of units smaller than a
+// numbers of seven digits or more, ISO 3166-2 codes of units smaller than a
 // state, countries of 20,000 people or fewer, any year (a birth, an event,
 // a questionnaire answer's)
 // of someone over 89). The
@@ -366,18 +366,20 @@ func wordCodes(system any) bool {
 		strings.HasPrefix(sys, "http://terminology.hl7.org/CodeSystem/") || fhirCodeSystemRE.MatchString(sys)
 }
 
-// bareIdentifier reports whether v is a whole number of nine digits or
-// more: without a unit, the shape of an SSN, a phone, a record or serial
-// number rather than of a measurement. (Judged on the JSON text, not as a
-// float: an oracle apart from package minimize's reading.)
+// bareIdentifier reports whether v is a whole number of seven digits or
+// more: without a unit, the shape of an SSN, a phone, a record, account
+// or serial number rather than of a measurement (nine digits or more
+// until h-scrub3, which released an MRN of seven or eight). (Judged on the
+// JSON text, not as a float: an oracle apart from package minimize's
+// reading.)
 func bareIdentifier(v any) bool {
 	n, ok := v.(json.Number)
 	return ok && bareDigitsRE.MatchString(string(n))
 }
 
-// bareDigitsRE is a JSON number that is a whole number of nine digits or
-// more ("912448123", "-2088231177", "123456789.0").
-var bareDigitsRE = regexp.MustCompile(`^-?[1-9][0-9]{8,}(\.0*)?$`)
+// bareDigitsRE is a JSON number that is a whole number of seven digits or
+// more ("7744112", "912448123", "-2088231177", "77441123.0").
+var bareDigitsRE = regexp.MustCompile(`^-?[1-9][0-9]{6,}(\.0*)?$`)
 
 // isTerminology reports whether val, the value of a "system" member, names
 // a code system.

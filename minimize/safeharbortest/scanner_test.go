@@ -41,7 +41,11 @@ func TestScannerFindsSmallGeographyAndBareNumbers(t *testing.T) {
 		{`{"resourceType":"Patient","address":[{"state":"DE-BE","country":"DE"},{"state":"AU-NSW"},{"country":"NZ"}]}`, ""},
 		{`{"resourceType":"Observation","valueInteger":912448123}`, ClassOtherUnique},
 		{`{"resourceType":"Device","property":[{"valueQuantity":[{"value":2088231177}]}]}`, ClassOtherUnique},
-		{`{"resourceType":"Observation","valueQuantity":{"value":250000000,"unit":"/L"},"component":[{"valueInteger":12345678}]}`, ""},
+		{`{"resourceType":"Observation","valueQuantity":{"value":250000000,"unit":"/L"},"component":[{"valueInteger":999999}]}`, ""},
+		// Seven and eight digits without unit (no finding until h-scrub3).
+		{`{"resourceType":"Observation","component":[{"valueInteger":12345678}]}`, ClassOtherUnique},
+		{`{"resourceType":"ServiceRequest","quantityRatio":{"numerator":{"value":77441123},"denominator":{"value":1}}}`, ClassOtherUnique},
+		{`{"resourceType":"Observation","valueQuantity":{"value":-7744112.0}}`, ClassOtherUnique},
 		{`{"resourceType":"Observation","valueQuantity":{"value":1,"unit":"912448123"}}`, ClassOtherUnique},
 		{`{"resourceType":"Observation","code":{"coding":[{"system":"http://unitsofmeasure.org","code":"{MRN77441123}"}]}}`, ClassOtherUnique},
 		{`{"resourceType":"Condition","category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v2-0203","code":"912448123"}]}]}`, ClassOtherUnique},
