@@ -2,11 +2,13 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math"
 	"net/http"
 	"os"
@@ -875,7 +877,10 @@ func exactID(body []byte) bool {
 // answers calls with params the go-sdk could not decode itself
 // (paramsError) instead of passing them on. Over custos's StdioTransport it
 // also tells the transport's gate of every answer (lineGate.noteAnswer).
-type paramsCheckedTransport struct{ mcp.Transport }
+type paramsCheckedTransport struct {
+	mcp.Transport
+	log *slog.Logger // where a dropped notification is told (debug)
+}
 
 func (t paramsCheckedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	rev := &sessionRevision{}
@@ -891,13 +896,16 @@ func (t paramsCheckedTransport) Connect(ctx context.Context) (mcp.Connection, er
 	if isStdio {
 		gate = st.gate
 	}
-	return paramsCheckedConn{c, gate, rev}, nil
+	return paramsCheckedConn{c, gate, rev, cmp.Or(t.log, discardLog)}, nil
 }
+
+var discardLog = slog.New(slog.DiscardHandler)
 
 type paramsCheckedConn struct {
 	mcp.Connection
 	gate *lineGate        // over StdioTransport: every line the SDK reads passed it
 	rev  *sessionRevision // the revision the session speaks
+	log  *slog.Logger
 }
 
 // sessionRevision is the protocol revision of one stdio session, which
@@ -963,6 +971,27 @@ func (r *sessionRevision) judge(req *jsonrpc.Request) *jsonrpc.Error {
 		r.pending[req.ID] = true
 	}
 	return nil
+}
+
+// refusesNotification reports whether notification req carries a
+// params._meta protocol version that judge would refuse on a call: one
+// before 2026-07-28 (or no revision sorting before it), in any session,
+// or any, in a session that initialize opened. Such a notification cannot
+// be answered (JSON-RPC 2.0: a notification never is), so it is dropped
+// (paramsCheckedConn.Read), as over HTTP it is refused with 400 before the
+// go-sdk sees it (refuseLegacyMeta): the SDK acted on it, so that a
+// notifications/initialized of an earlier revision's _meta opened the
+// session (TestStdioNotificationWithAMetaVersionIsDropped). A
+// notification without the _meta passes in every session: 2026-07-28
+// puts it on requests only.
+func (r *sessionRevision) refusesNotification(req *jsonrpc.Request) bool {
+	v, _ := metaOf(req.Params)[mcp.MetaKeyProtocolVersion].(string)
+	if v == "" {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return v < ProtocolStateless || r.legacy
 }
 
 // errStdioLegacyMeta answers a call whose params._meta names a protocol
@@ -1041,6 +1070,15 @@ func (c paramsCheckedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return msg, quietReadError(err)
 		}
 		req, ok := msg.(*jsonrpc.Request)
+		if ok && !req.IsCall() && c.rev.refusesNotification(req) {
+			// No PHI: the method only if it is one the SDK knows.
+			method := "another"
+			if knownNotifications[req.Method] {
+				method = req.Method
+			}
+			c.log.Debug("stdio: dropped a notification whose params._meta protocol version is not of this session's revision", "method", method)
+			continue
+		}
 		if !ok || !req.IsCall() {
 			return msg, nil
 		}

@@ -33,7 +33,7 @@ func (s *Server) ServeStdio(ctx context.Context, t mcp.Transport, id Identity) e
 	if id.Source == "" {
 		id.Source = "stdio"
 	}
-	return s.newMCPServer(fixedIdentity(id)).Run(ctx, paramsCheckedTransport{t})
+	return s.newMCPServer(fixedIdentity(id)).Run(ctx, paramsCheckedTransport{t, s.log})
 }
 
 // MCPPath is where the Streamable HTTP endpoint is mounted.
