@@ -8,6 +8,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -326,5 +327,22 @@ func TestOAuthServesABatchWithEveryScope(t *testing.T) {
 		if r.Action != server.ActionAuthReject {
 			t.Errorf("a message of the refused batch ran: %s %s", r.Action, r.Outcome)
 		}
+	}
+}
+
+// Over OAuth a batch member that is no JSON object (1, "x") needs no
+// scope: it is answered -32600 beside the batch's other members, which
+// run, as with dev tokens (TestBatchMembersAreJudgedOneByOne). The scope
+// check made the whole batch 400 "body is not one JSON-RPC message".
+func TestOAuthJudgesBatchMembersOneByOne(t *testing.T) {
+	f := newFixture(t, "")
+	url, mint := f.oauthServerWith(t)
+	tok := mint("clinician", "resources:list resources:read", nil)
+	_, hdr, _ := post(t, url, tok, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	h := map[string]string{"Mcp-Protocol-Version": "2025-03-26", "Mcp-Session-Id": hdr.Get("Mcp-Session-Id")}
+	post(t, url, tok, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	st, raw := postRaw(t, url, tok, h, `[1,{"jsonrpc":"2.0","id":2,"method":"resources/list"},"x"]`)
+	if got, _ := answerKeys(t, string(raw)); st != http.StatusOK || fmt.Sprint(got) != "[-32600 null -32600 null result 2]" {
+		t.Fatalf("a batch of a list and two non-objects: status %d, answer %.300s; want the list's result and two -32600", st, raw)
 	}
 }

@@ -2,11 +2,13 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math"
 	"net/http"
 	"os"
@@ -418,15 +420,34 @@ var errMethodMismatch = &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: "h
 // or a response is left to the SDK. A well-formed call is passed by
 // wellFormedCall, one parse of its envelope and one of its params; every
 // other body takes the plain path, answerMalformed.
-func checkParams(w http.ResponseWriter, r *http.Request) bool {
+//
+// A batch of which checkBatch refused members but not all is passed on
+// with the other members alone (setBody), and w is then a batchAnswers
+// that merges the refused members' answers into the SDK's: the caller
+// answers through it and calls its finish.
+func checkParams(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, bool) {
 	m := peekMessage(r)
 	if m == nil {
-		return false
+		return w, false
 	}
 	if wellFormedCall(r.Header, m.b) {
-		return false
+		return w, false
 	}
-	return answerMalformed(w, r.Header, m)
+	if answerMalformed(w, r.Header, m) {
+		return w, true
+	}
+	if t := bytes.TrimLeft(m.b, " \t\r\n"); len(t) == 0 || t[0] != '[' {
+		return w, false
+	}
+	plan := m.plan()
+	if plan == nil || plan.whole() {
+		return w, false
+	}
+	setBatch(r, m, plan)
+	if len(plan.answers) == 0 {
+		return w, false
+	}
+	return &batchAnswers{ResponseWriter: w, answers: plan.answers}, false
 }
 
 // answerMalformed is checkParams's plain path: it answers body m.b, if
@@ -581,24 +602,27 @@ var errInexactID = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 // checkBatch is checkParams for a batch (protocol revision 2025-03-26;
 // later ones refuse batches, which the SDK answers): a batch one of whose
 // messages carries a _meta protocol version is refused whole
-// (errBatchMeta); if a call in it has an id or params the SDK would answer
-// by quoting them, no call of the batch is run and each is answered
-// (batchRefusal).
+// (errBatchMeta). Otherwise the batch is judged member by member
+// (planBatch), and answered here only if no member is left for the SDK: an
+// array of the refused members' answers (HTTP 200), or nothing at all
+// (202) if those were only notifications of methods the SDK does not know.
+// A batch of which members are left is answered by the SDK, with the
+// refused members' answers merged in (checkParams, batchAnswers).
 func checkBatch(w http.ResponseWriter, h http.Header, m *bodyMemo) bool {
 	if v := h.Get("Mcp-Protocol-Version"); (v == "" || slices.Contains(mcp.SupportedProtocolVersions(), v)) && batchMetaVersion(m) {
 		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, errBatchMeta)
 		return true
 	}
-	answers := batchRefusal(m)
-	if answers != nil {
-		writeJSON(w, http.StatusOK, answers)
-		return true
+	plan := m.plan()
+	switch {
+	case plan == nil || len(plan.pass) > 0:
+		return false
+	case len(plan.answers) == 0:
+		w.WriteHeader(http.StatusAccepted) // as the SDK answers a batch without calls
+	default:
+		writeJSON(w, http.StatusOK, plan.answers)
 	}
-	if jerr := batchEnvelopeError(m); jerr != nil {
-		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, jerr)
-		return true
-	}
-	return false
+	return true
 }
 
 // batchMetaVersion reports whether a message of batch m carries
@@ -665,72 +689,107 @@ func refuseBatch(w http.ResponseWriter, h http.Header, b []byte) bool {
 	return true
 }
 
-// batchEnvelopeError returns the error to answer, whole, for an HTTP batch
-// holding a notification of a method the go-sdk does not know (the SDK's
-// answer quotes the method) or two calls with one id (the SDK ran and
-// answered the first and dropped the other unanswered), or nil. Over stdio
-// judgeLine refuses the second the same way; the SDK ignores the first
-// there.
-func batchEnvelopeError(m *bodyMemo) *jsonrpc.Error {
-	_, items, err := m.batch()
-	if err != nil || items == nil {
-		return nil // envelopeError passed it: leave it to the SDK
+// batchPlan is a batch (protocol revision 2025-03-26) judged member by
+// member, as JSON-RPC 2.0 ("Batch") has it: a member that is no valid
+// request is answered alone, {"jsonrpc": "2.0", "error": {"code": -32600,
+// ...}, "id": null}, and the batch's other members are still processed.
+// The go-sdk refused the whole batch at its first such member (HTTP 400
+// "malformed payload: ..." quoting it; over stdio the session ended), and
+// custos, in front of it, refused it whole with one -32600
+// (TestBatchMembersAreJudgedOneByOne, TestStdioBatchMembersAreJudgedOneByOne).
+// Each member is one of:
+//   - no JSON-RPC 2.0 message (1, {"foo": "boo"}, "jsonrpc": "1.0", an id
+//     that is an object, an array or a boolean): errNotJSONRPC, id null;
+//   - a call whose id the SDK would not give back unchanged (exactID):
+//     errInexactID, id null;
+//   - a call with the id of an earlier call of the batch: errIDTwice, id
+//     null (its own would make the two answers one); the earlier call is
+//     run. The SDK ran the first and dropped the other unanswered over
+//     HTTP, and ended the session over stdio;
+//   - a call whose params the SDK could not decode, or of a method it does
+//     not know (paramsError): that error, with the call's id;
+//   - a notification of a method the SDK does not know: dropped, with no
+//     answer (JSON-RPC 2.0 answers no notification; the SDK refused the
+//     whole batch quoting the method);
+//   - else (a call, a notification, a response) it is passed to the SDK,
+//     and a call is decided and audited as one sent alone.
+//
+// Nothing is decided, audited or served for a refused member, as for the
+// same message sent alone.
+type batchPlan struct {
+	pass    []segjson.RawMessage // the members the SDK gets, in their order
+	items   []jsonrpc.Message    // pass decoded
+	answers []errorResponse      // the answers to the refused members, in their order
+	n       int                  // the members of the batch
+}
+
+// plan is planBatch of the memo's batch, made at most once; nil if b is no
+// JSON array.
+func (m *bodyMemo) plan() *batchPlan {
+	if !m.planDone {
+		m.planDone = true
+		raws, items, err := m.batch()
+		if err == nil {
+			m.planned = planBatch(raws, items)
+		}
 	}
+	return m.planned
+}
+
+// planBatch judges batch raws (decoded as items, bodyMemo.batch).
+func planBatch(raws []segjson.RawMessage, items []jsonrpc.Message) *batchPlan {
+	p := &batchPlan{n: len(raws)}
 	ids := map[jsonrpc.ID]bool{}
-	for _, msg := range items {
-		req, ok := msg.(*jsonrpc.Request)
+	refuse := func(id any, jerr *jsonrpc.Error) { p.answers = append(p.answers, errorResponse{"2.0", id, jerr}) }
+	for i, msg := range items {
+		req, isReq := msg.(*jsonrpc.Request)
 		switch {
-		case !ok:
+		case msg == nil:
+			refuse(nil, errNotJSONRPC)
+			continue
+		case !isReq:
 		case !req.IsCall():
 			if _, known := paramsOf[req.Method]; !known && !knownNotifications[req.Method] {
-				return errUnknownNotification
+				continue
 			}
+		case !exactID(raws[i]):
+			refuse(nil, errInexactID)
+			continue
 		case ids[req.ID]:
-			return errSameIDTwice
+			refuse(nil, errIDTwice)
+			continue
 		default:
 			ids[req.ID] = true
+			if jerr := paramsError(req.Method, req.Params); jerr != nil {
+				refuse(req.ID.Raw(), jerr)
+				continue
+			}
 		}
+		p.pass = append(p.pass, raws[i])
+		p.items = append(p.items, msg)
 	}
-	return nil
+	return p
 }
 
-// errSameIDTwice answers a batch in which two calls have the same id.
-var errSameIDTwice = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: two calls of the batch have the same id"}
+// whole reports whether the plan passes every member of the batch.
+func (p *batchPlan) whole() bool { return len(p.pass) == p.n }
 
-// batchRefusal returns the answers to batch m.b if a call in it has an id
-// or params the SDK would answer by quoting them: every call of the batch,
-// with its own error or with one saying it was not run. Nil: m.b is not a
-// batch of JSON-RPC messages (left to the SDK), or no call in it is bad.
-func batchRefusal(m *bodyMemo) []errorResponse {
-	raws, items, err := m.batch()
-	if err != nil || items == nil {
-		return nil // envelopeError passed it: leave it to the SDK
-	}
-	var answers []errorResponse
-	bad := false
-	for i, msg := range items {
-		raw := raws[i]
-		req, ok := msg.(*jsonrpc.Request)
-		if !ok || !req.IsCall() {
-			continue
-		}
-		a := errorResponse{"2.0", req.ID.Raw(), paramsError(req.Method, req.Params)}
-		if !exactID(raw) {
-			a.ID, a.Error = nil, errInexactID
-		}
-		bad = bad || a.Error != nil
-		answers = append(answers, a)
-	}
-	if !bad {
-		return nil
-	}
-	for i := range answers {
-		if answers[i].Error == nil {
-			answers[i].Error = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "not run: another request of this batch is invalid"}
-		}
-	}
-	return answers
+// body is the batch of the members passed, as the SDK reads it.
+func (p *batchPlan) body() []byte {
+	return append(append([]byte{'['}, bytes.Join(trimmed(p.pass), []byte{','})...), ']')
 }
+
+func trimmed(raws []segjson.RawMessage) [][]byte {
+	out := make([][]byte, len(raws))
+	for i, raw := range raws {
+		out[i] = bytes.Trim(raw, " \t\r\n")
+	}
+	return out
+}
+
+// errIDTwice answers a call of a batch with the id of an earlier call of
+// the batch (planBatch).
+var errIDTwice = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: an earlier call of this batch has the same id (this one was not run)"}
 
 // errorResponse is a JSON-RPC 2.0 error response; a nil ID is written as
 // null (the request's id could not be read), as JSON-RPC 2.0 asks.
@@ -765,20 +824,22 @@ func envelopeError(m *bodyMemo) *jsonrpc.Error {
 		return &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the body is not one valid JSON value"}
 	}
 	if t := bytes.TrimLeft(m.b, " \t\r\n"); len(t) > 0 && t[0] == '[' {
-		_, items, err := m.batch()
-		switch {
-		case err != nil:
-			return nil // not an array of values after all: the SDK answers
-		case items == nil:
-			return errNotJSONRPC
+		// Its members are judged one by one (planBatch).
+		if raws, _, err := m.batch(); err == nil && len(raws) == 0 {
+			return errEmptyBatch
 		}
-		return nil
+		return nil // a batch, or not an array of values after all: the SDK answers
 	}
 	if _, err := m.message(); err != nil {
 		return errNotJSONRPC
 	}
 	return nil
 }
+
+// errEmptyBatch answers an empty array, as JSON-RPC 2.0 ("Batch") has it:
+// one response, not an array. The go-sdk answered HTTP 400 "malformed
+// payload: empty batch", in plain text.
+var errEmptyBatch = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: an empty batch"}
 
 // errNotJSONRPC answers a body (or a batch member) that is JSON but not a
 // JSON-RPC 2.0 message.
@@ -816,7 +877,10 @@ func exactID(body []byte) bool {
 // answers calls with params the go-sdk could not decode itself
 // (paramsError) instead of passing them on. Over custos's StdioTransport it
 // also tells the transport's gate of every answer (lineGate.noteAnswer).
-type paramsCheckedTransport struct{ mcp.Transport }
+type paramsCheckedTransport struct {
+	mcp.Transport
+	log *slog.Logger // where a dropped notification is told (debug)
+}
 
 func (t paramsCheckedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	rev := &sessionRevision{}
@@ -832,13 +896,16 @@ func (t paramsCheckedTransport) Connect(ctx context.Context) (mcp.Connection, er
 	if isStdio {
 		gate = st.gate
 	}
-	return paramsCheckedConn{c, gate, rev}, nil
+	return paramsCheckedConn{c, gate, rev, cmp.Or(t.log, discardLog)}, nil
 }
+
+var discardLog = slog.New(slog.DiscardHandler)
 
 type paramsCheckedConn struct {
 	mcp.Connection
 	gate *lineGate        // over StdioTransport: every line the SDK reads passed it
 	rev  *sessionRevision // the revision the session speaks
+	log  *slog.Logger
 }
 
 // sessionRevision is the protocol revision of one stdio session, which
@@ -904,6 +971,27 @@ func (r *sessionRevision) judge(req *jsonrpc.Request) *jsonrpc.Error {
 		r.pending[req.ID] = true
 	}
 	return nil
+}
+
+// refusesNotification reports whether notification req carries a
+// params._meta protocol version that judge would refuse on a call: one
+// before 2026-07-28 (or no revision sorting before it), in any session,
+// or any, in a session that initialize opened. Such a notification cannot
+// be answered (JSON-RPC 2.0: a notification never is), so it is dropped
+// (paramsCheckedConn.Read), as over HTTP it is refused with 400 before the
+// go-sdk sees it (refuseLegacyMeta): the SDK acted on it, so that a
+// notifications/initialized of an earlier revision's _meta opened the
+// session (TestStdioNotificationWithAMetaVersionIsDropped). A
+// notification without the _meta passes in every session: 2026-07-28
+// puts it on requests only.
+func (r *sessionRevision) refusesNotification(req *jsonrpc.Request) bool {
+	v, _ := metaOf(req.Params)[mcp.MetaKeyProtocolVersion].(string)
+	if v == "" {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return v < ProtocolStateless || r.legacy
 }
 
 // errStdioLegacyMeta answers a call whose params._meta names a protocol
@@ -982,6 +1070,15 @@ func (c paramsCheckedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return msg, quietReadError(err)
 		}
 		req, ok := msg.(*jsonrpc.Request)
+		if ok && !req.IsCall() && c.rev.refusesNotification(req) {
+			// No PHI: the method only if it is one the SDK knows.
+			method := "another"
+			if knownNotifications[req.Method] {
+				method = req.Method
+			}
+			c.log.Debug("stdio: dropped a notification whose params._meta protocol version is not of this session's revision", "method", method)
+			continue
+		}
 		if !ok || !req.IsCall() {
 			return msg, nil
 		}

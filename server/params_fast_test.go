@@ -175,7 +175,7 @@ func agreeWithPlainPath(t testing.TB, h http.Header, body string) bool {
 	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
 	r.Header = h
 	got := httptest.NewRecorder()
-	if checkParams(got, r) != answered || got.Code != plain.Code || !bytes.Equal(got.Body.Bytes(), plain.Body.Bytes()) {
+	if _, a := checkParams(got, r); a != answered || got.Code != plain.Code || !bytes.Equal(got.Body.Bytes(), plain.Body.Bytes()) {
 		t.Fatalf("checkParams answered %d %s, the plain path %d %s:\nheaders %v\nbody %q", got.Code, got.Body, plain.Code, plain.Body, h, body)
 	}
 	return fast

@@ -424,6 +424,15 @@ func TestMalformedEnvelopeIsNotQuotedBack(t *testing.T) {
 			if strings.Contains(string(raw), paramSecret) || strings.Contains(string(raw), paramName) {
 				t.Errorf("headers %v: answer quotes the body: %s", hdr, raw)
 			}
+			if strings.HasPrefix(c.body, "[") {
+				// A batch: its member answered alone (2025-03-26), or the
+				// batch refused by a revision that has none.
+				if (hdr == nil && (status != 200 || !strings.HasPrefix(string(raw), `[{"jsonrpc":"2.0","id":null,"error":{"code":`+c.want))) ||
+					(hdr != nil && (status != 400 || !strings.Contains(string(raw), "batching is not supported"))) {
+					t.Errorf("headers %v, batch %.40s…: status %d, answer %s", hdr, c.body, status, raw)
+				}
+				continue
+			}
 			if status != 400 || !strings.Contains(string(raw), `"code":`+c.want) || !strings.Contains(string(raw), `"id":null`) {
 				t.Errorf("headers %v, body %.40s…: status %d, answer %s; want 400, %s and id null", hdr, c.body, status, raw, c.want)
 			}
@@ -470,39 +479,6 @@ func TestMalformedLineOverStdioIsNotQuoted(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), paramSecret) {
 		t.Errorf("the line reached the log: %s", logs.String())
-	}
-}
-
-// A batch (protocol revision 2025-03-26) with a call whose params the SDK
-// would quote is not run: each call is answered, the bad one with its own
-// error, the others as not run, and nothing is quoted.
-func TestBatchWithMalformedParamsIsNotRun(t *testing.T) {
-	f := newFixture(t, "")
-	hs := f.serveHTTP("clinician")
-	tok := hs.tokens["clinician"]
-	_, hdr, _ := post(t, hs.url, tok, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	h := map[string]string{"Mcp-Protocol-Version": "2025-03-26", "Mcp-Session-Id": hdr.Get("Mcp-Session-Id")}
-	post(t, hs.url, tok, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	before := len(f.records())
-	body := `[{"jsonrpc":"2.0","id":2,"method":"resources/templates/list"},{"jsonrpc":"2.0","id":3,"method":"resources/list","params":{"cursor":5,"x":"` + paramSecret + `"}}]`
-	_, raw := postRaw(t, hs.url, tok, h, body)
-	if strings.Contains(string(raw), paramSecret) {
-		t.Errorf("answer quotes the params: %s", raw)
-	}
-	var answers []map[string]any
-	if err := json.Unmarshal(raw, &answers); err != nil || len(answers) != 2 {
-		t.Fatalf("answer %s: want a JSON array of two responses", raw)
-	}
-	e2, _ := answers[0]["error"].(map[string]any)
-	e3, _ := answers[1]["error"].(map[string]any)
-	if answers[0]["id"] != float64(2) || e2 == nil || !strings.Contains(fmt.Sprint(e2["message"]), "not run") {
-		t.Errorf("first call answered %v, want not run", answers[0])
-	}
-	if answers[1]["id"] != float64(3) || e3 == nil || !strings.Contains(fmt.Sprint(e3["message"]), "params.cursor must be a JSON string") {
-		t.Errorf("second call answered %v, want its params error", answers[1])
-	}
-	if n := len(f.records()) - before; n != 0 {
-		t.Errorf("%d records written: the batch was run", n)
 	}
 }
 

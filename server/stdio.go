@@ -53,14 +53,62 @@ func (t *StdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // as one Write of its line, and the gate's answers go through the same
 // lock, so no two lines interleave.
 type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu    sync.Mutex
+	w     io.Writer
+	merge map[jsonrpc.ID][]errorResponse // mergeInto
 }
 
 func (l *lineWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(l.merge) > 0 && len(p) > 0 && p[0] == '[' {
+		if out, ok := l.merged(p); ok {
+			_, err := l.w.Write(out)
+			return len(p), err
+		}
+	}
 	return l.w.Write(p)
+}
+
+// mergeInto has the answer to the batch whose first call has id hold
+// answers too: the answers to the members of the batch that the gate
+// refused (judgeLine). The go-sdk writes its answer to a batch as one
+// line, an array whose first response is the first call's.
+func (l *lineWriter) mergeInto(id jsonrpc.ID, answers []errorResponse) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.merge == nil {
+		l.merge = map[jsonrpc.ID][]errorResponse{}
+	}
+	l.merge[id] = answers
+}
+
+// merged is line p, the go-sdk's answer to a batch, with the answers
+// mergeInto holds for it appended; ok is false if it holds none.
+func (l *lineWriter) merged(p []byte) (out []byte, ok bool) {
+	var resps []segjson.RawMessage
+	if segjson.Unmarshal(p, &resps) != nil || len(resps) == 0 {
+		return nil, false
+	}
+	first, err := jsonrpc.DecodeMessage(resps[0])
+	resp, isResp := first.(*jsonrpc.Response)
+	if err != nil || !isResp {
+		return nil, false
+	}
+	answers, ok := l.merge[resp.ID]
+	if !ok {
+		return nil, false
+	}
+	delete(l.merge, resp.ID)
+	for _, a := range answers {
+		if b, err := segjson.Marshal(a); err == nil {
+			resps = append(resps, b)
+		}
+	}
+	if out, err = segjson.Marshal(resps); err != nil {
+		return nil, false
+	}
+	return append(out, '\n'), true
 }
 
 func (l *lineWriter) Close() error { return nil }
@@ -77,7 +125,7 @@ func (l *lineWriter) Close() error { return nil }
 // shutdown has it) would lose answers to a slow start or a slow commit.
 type lineGate struct {
 	in      *bufio.Reader
-	out     io.Writer
+	out     *lineWriter
 	max     int
 	closer  io.Closer
 	pending []byte // what the SDK has yet to read of the passed line
@@ -101,7 +149,7 @@ type lineGate struct {
 // stdioDrain bounds the wait for answers at the end of stdio input.
 const stdioDrain = 30 * time.Second
 
-func newLineGate(in io.Reader, out io.Writer, max int) *lineGate {
+func newLineGate(in io.Reader, out *lineWriter, max int) *lineGate {
 	g := &lineGate{in: bufio.NewReaderSize(in, 64<<10), out: out, max: max, drainFor: stdioDrain, open: map[jsonrpc.ID]struct{}{}}
 	g.idle = sync.NewCond(&g.mu)
 	if c, ok := in.(io.Closer); ok {
@@ -177,15 +225,18 @@ func (g *lineGate) Read(p []byte) (int, error) {
 			}
 			continue
 		}
-		pass, calls, answer := judgeLine(line, g.batchesAllowed())
-		switch {
-		case pass != nil:
-			g.notePassed(calls)
-			g.pending = append(pass, '\n')
-		case answer != nil:
+		pass, calls, answer, merge := judgeLine(line, g.batchesAllowed())
+		if answer != nil {
 			if err := g.answer(answer); err != nil {
 				return 0, err
 			}
+		}
+		if pass != nil {
+			if len(merge) > 0 {
+				g.out.mergeInto(calls[0].ID, merge)
+			}
+			g.notePassed(calls)
+			g.pending = append(pass, '\n')
 		}
 	}
 	n := copy(p, g.pending)
@@ -227,23 +278,25 @@ func (g *lineGate) answer(v any) error {
 }
 
 // judgeLine judges one line of stdio input. It returns the line's JSON
-// value for the go-sdk to read, with the calls it holds, or the answer to
-// write instead (an errorResponse, or the answers of a batch as
-// batchRefusal gives them), or neither for a blank line. The SDK reads a
-// line only if it would read it without quoting it or ending the session:
-// one JSON-RPC 2.0 message, or (if batches are allowed) a batch of them,
-// whose calls have ids it gives back unchanged (exactID), with no id twice
-// in a batch and no message carrying a _meta protocol version
-// (errStdioBatchMeta). Params the SDK could not decode are answered after it decoded
-// the message (paramsCheckedConn); a batch with such a call is answered
-// here, whole, as over HTTP.
-func judgeLine(line []byte, batches bool) (pass []byte, calls []*jsonrpc.Request, answer any) {
+// value for the go-sdk to read, with the calls it holds, and the answer to
+// write at once (an errorResponse, or the answers to a batch's refused
+// members), or neither for a blank line. The SDK reads a line only if it
+// would read it without quoting it or ending the session: one JSON-RPC 2.0
+// message, or (if batches are allowed) the members of a batch that
+// planBatch passes, with no message of the batch carrying a _meta protocol
+// version (errStdioBatchMeta). A batch of which members are refused and
+// calls are passed is passed with the refused members' answers in merge,
+// which the SDK's answer to the batch is to hold (lineWriter.Write); one
+// of which no call is passed is answered at once, beside what it passes.
+// Params the SDK could not decode are answered after it decoded a single
+// message (paramsCheckedConn); in a batch, planBatch answers them.
+func judgeLine(line []byte, batches bool) (pass []byte, calls []*jsonrpc.Request, answer any, merge []errorResponse) {
 	t := bytes.Trim(line, " \t\r\n")
 	if len(t) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
-	refuse := func(jerr *jsonrpc.Error) ([]byte, []*jsonrpc.Request, any) {
-		return nil, nil, errorResponse{"2.0", nil, jerr}
+	refuse := func(jerr *jsonrpc.Error) ([]byte, []*jsonrpc.Request, any, []errorResponse) {
+		return nil, nil, errorResponse{"2.0", nil, jerr}, nil
 	}
 	if !segjson.Valid(t) {
 		return refuse(&jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the line is not one valid JSON value"})
@@ -260,15 +313,15 @@ func judgeLine(line []byte, batches bool) (pass []byte, calls []*jsonrpc.Request
 			}
 			calls = append(calls, req)
 		}
-		return t, calls, nil
+		return t, calls, nil, nil
 	case '[':
 		m := newBodyMemo(t) // one decoding of the batch for the checks below
 		if jerr := envelopeError(m); jerr != nil {
-			return refuse(jerr)
+			return refuse(jerr) // an empty batch
 		}
-		raws, items, err := m.batch()
-		if err != nil || len(raws) == 0 {
-			return refuse(&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: an empty batch"})
+		plan := m.plan()
+		if plan == nil {
+			return refuse(errNotJSONRPC)
 		}
 		if !batches {
 			return refuse(errNoBatches)
@@ -276,20 +329,18 @@ func judgeLine(line []byte, batches bool) (pass []byte, calls []*jsonrpc.Request
 		if batchMetaVersion(m) {
 			return refuse(errStdioBatchMeta)
 		}
-		if answers := batchRefusal(m); answers != nil {
-			return nil, nil, answers
-		}
-		ids := map[jsonrpc.ID]bool{}
-		for _, msg := range items { // envelopeError decoded each
+		for _, msg := range plan.items {
 			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-				if ids[req.ID] {
-					return refuse(errSameIDTwice)
-				}
-				ids[req.ID] = true
 				calls = append(calls, req)
 			}
 		}
-		return splitNotifications(t, raws, items), calls, nil
+		if len(plan.pass) > 0 {
+			pass = splitNotifications(plan.body(), plan.pass, plan.items)
+		}
+		if len(plan.answers) > 0 && len(calls) == 0 {
+			return pass, nil, plan.answers, nil
+		}
+		return pass, calls, nil, plan.answers
 	}
 	return refuse(errNotJSONRPC)
 }

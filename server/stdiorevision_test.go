@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/custos-mcp/custos/internal/syncbuf"
 	"github.com/custos-mcp/custos/server"
 )
 
@@ -228,4 +230,44 @@ func TestStdioRequestWithAnEarlierMetaVersionIsRefused(t *testing.T) {
 		t.Fatalf("a list without the _meta answered %.300s", raw)
 	}
 	s.pingAnswered(26)
+}
+
+// A notification that carries params._meta["io.modelcontextprotocol/protocolVersion"]
+// of a revision before 2026-07-28 (or, in a session initialize opened, of
+// any revision) is dropped over stdio: it cannot be answered (JSON-RPC 2.0
+// answers no notification), and over HTTP such a notification is refused
+// with 400 before the go-sdk sees it (refuseLegacyMeta), as such a call is
+// over both. The go-sdk acted on it (a second notifications/initialized
+// was logged, "duplicate initialized notification"). The drop
+// is logged at debug, quoting neither the version nor a method the SDK
+// does not know; the session goes on.
+func TestStdioNotificationWithAMetaVersionIsDropped(t *testing.T) {
+	var logs syncbuf.Buffer
+	f := newFixture(t, "")
+	f.reconfigure(func(c *server.Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	s := startStdio2025_11_25(t, f) // notifications/initialized sent
+	s.pingAnswered(1)
+	meta := func(v string) string { return `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + v + `"}` }
+	for _, v := range []string{"2025-11-25", "1.0-" + paramSecret, "2026-07-28"} {
+		s.send(`{"jsonrpc":"2.0","method":"notifications/initialized","params":{` + meta(v) + `}}`)
+	}
+	s.send(`{"jsonrpc":"2.0","method":"notifications/` + paramName + `","params":{` + meta("2025-11-25") + `}}`)
+	s.pingAnswered(2)
+	s.send(`{"jsonrpc":"2.0","id":3,"method":"resources/list"}`)
+	if v, raw := s.next(); v.(map[string]any)["result"] == nil {
+		t.Fatalf("a list after the dropped notifications answered %.200s", raw)
+	}
+	if strings.Contains(logs.String(), "duplicate initialized") {
+		t.Errorf("the go-sdk got a notification carrying a _meta version:\n%s", logs.String())
+	}
+	if n := strings.Count(logs.String(), "dropped a notification"); n != 4 {
+		t.Errorf("%d drops logged, want 4:\n%s", n, logs.String())
+	}
+	for _, q := range []string{paramSecret, paramName, "2025-11-25"} {
+		if strings.Contains(logs.String(), q) {
+			t.Errorf("the log quotes %q:\n%s", q, logs.String())
+		}
+	}
 }

@@ -33,7 +33,7 @@ func (s *Server) ServeStdio(ctx context.Context, t mcp.Transport, id Identity) e
 	if id.Source == "" {
 		id.Source = "stdio"
 	}
-	return s.newMCPServer(fixedIdentity(id)).Run(ctx, paramsCheckedTransport{t})
+	return s.newMCPServer(fixedIdentity(id)).Run(ctx, paramsCheckedTransport{t, s.log})
 }
 
 // MCPPath is where the Streamable HTTP endpoint is mounted.
@@ -316,8 +316,12 @@ func (s *Server) routeMCP(sessions, stateless, statelessJSON http.Handler) http.
 		if refuseLastEventID(w, r) {
 			return // a Last-Event-ID the SDK would quote back
 		}
-		if checkParams(w, r) {
+		w, answered := checkParams(w, r)
+		if answered {
 			return // params the SDK would quote back: answered without them
+		}
+		if ba, ok := w.(*batchAnswers); ok {
+			defer ba.finish() // a batch's refused members, answered with the rest
 		}
 		if refuseLegacyMeta(w, r) {
 			return // an earlier revision's request with a _meta version: its session's rules

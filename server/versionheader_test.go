@@ -144,37 +144,6 @@ func TestListenIsNotServedToAnEarlierRevision(t *testing.T) {
 	}
 }
 
-// Over HTTP a batch (revision 2025-03-26) with a notification of an
-// unknown method, or with two calls of one id, is refused whole, naming
-// the rule and quoting nothing, as over stdio: the go-sdk answered the
-// first by quoting the method, and of the second ran and answered one
-// call and silently dropped the other.
-func TestBatchWithUnknownNotificationOrOneIDTwiceIsRefused(t *testing.T) {
-	f := newFixture(t, "")
-	hs := f.serveHTTP("clinician")
-	tok := hs.tokens["clinician"]
-	_, hdr, _ := post(t, hs.url, tok, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	h := map[string]string{"Mcp-Protocol-Version": "2025-03-26", "Mcp-Session-Id": hdr.Get("Mcp-Session-Id")}
-	post(t, hs.url, tok, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	uris := f.allURIs()
-	read := func(id int, uri string) string {
-		return `{"jsonrpc":"2.0","id":` + string(rune('0'+id)) + `,"method":"resources/read","params":{"uri":"` + uri + `"}}`
-	}
-	before := len(f.records())
-	for _, c := range []struct{ name, body, want string }{
-		{"unknown notification", `[` + read(1, uris[0].URI) + `,{"jsonrpc":"2.0","method":"notifications/` + paramName + `"}]`, "-32601"},
-		{"one id twice", `[` + read(1, uris[0].URI) + `,` + read(1, uris[1].URI) + `]`, "same id"},
-	} {
-		st, raw := postRaw(t, hs.url, tok, h, c.body)
-		if st != http.StatusBadRequest || !strings.Contains(string(raw), c.want) || strings.Contains(string(raw), paramName) {
-			t.Errorf("%s: status %d, answer %.300s; want 400 saying %q, quoting nothing", c.name, st, raw, c.want)
-		}
-	}
-	if n := len(f.records()) - before; n != 0 {
-		t.Errorf("%d records written: a refused batch ran", n)
-	}
-}
-
 // A session speaks the revision initialize negotiated, not the one the
 // client offered. The go-sdk negotiates 2025-11-25 for an offer it does not
 // support for sessions (2026-07-28, which has no initialize, a later date,
