@@ -180,7 +180,8 @@ const (
 	dateDots = `[0-9]{1,2}\.[0-9]{1,2}\.[0-9]{4}|[0-9]{2}\.[0-9]{2}\.[0-9]{2}|[0-9]{4}\.[0-9]{1,2}\.[0-9]{1,2}`
 	// A date of eight digits without separators, where it can be one:
 	// YYYYMMDD (HL7 v2's DT, also with its DTM time HHMM or HHMMSS:
-	// 19310314, 19310314083000), DDMMYYYY (14031931) and MMDDYYYY
+	// 19310314, 19310314083000, and DTM's fraction of a second,
+	// 19310314083000.0000), DDMMYYYY (14031931) and MMDDYYYY
 	// (03141931), years 1800 to 2099, a valid day of its month (29
 	// February in any year). The calendar keeps most eight-digit numbers
 	// out: of the 358 eight-digit codes of R4's value sets (SNOMED CT
@@ -188,7 +189,7 @@ const (
 	// breed) and is scrubbed: a number that is a date is worth more
 	// withheld than a code kept. Its boundaries are dateDots' (an OID's
 	// arc, a decimal's fraction are no date).
-	dateCompact = year4 + `(?:` + monthDay + `)(?:[0-2][0-9][0-5][0-9](?:[0-5][0-9])?)?` +
+	dateCompact = year4 + `(?:` + monthDay + `)(?:[0-2][0-9][0-5][0-9](?:[0-5][0-9](?:\.[0-9]{1,4})?)?)?` +
 		`|(?:` + monthDay + `|` + dayMonth + `)` + year4
 	year4       = `(?:18|19|20)[0-9]{2}`
 	monthDay    = `(?:0[1-9]|1[0-2])(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])(?:29|30)|(?:0[13578]|1[02])31|0229`
