@@ -158,7 +158,10 @@ const (
 	// groups. The UK (020 7946 0958, 07700 900123), Germany (030 1234567,
 	// (030) 123 456 78, 0171 1234567), France (01 23 45 67 89,
 	// 06.12.34.56.78), Australia ((02) 9876 5432, 0412 345 678), Japan
-	// (03-1234-5678), the Netherlands (020-1234567). A number in one run
+	// (03-1234-5678), the Netherlands (020-1234567); Germany also joins
+	// area code and number with "/" (030/1234567, 089 / 123 45 67: DIN
+	// 5008 before 2011), the number then of five digits or more, so a
+	// month and year (05/2024) is none. A number in one run
 	// after the area code has ten digits or more, so a ZIP+4 (02115-1234)
 	// is none; in groups, the last has three digits or more, so an NDC
 	// code (0781-1506-10, 01234-567-89) and a date (01-12-2024) are none,
@@ -168,6 +171,7 @@ const (
 	phoneNational = `\(0[1-9][0-9]{0,3}\)[ \-]?(?:[0-9]{6,8}|[0-9]{2,4}(?:[ .\-][0-9]{2,4}){1,3})` + // (02) 9876 5432, (030) 123 456 78
 		`|0[1-9](?:[ .\-][0-9]{2}){4}` + // 01 23 45 67 89, 06.12.34.56.78
 		`|0[1-9][0-9]{1,3} [0-9]{2,4} [0-9]{2,4} [0-9]{2,4}` + // 030 123 456 78 (spaces only: NDC 0781-1506-10 30 tablets)
+		`|0[1-9][0-9]{1,3} ?/ ?(?:[0-9]{5,8}|[0-9]{3,4}(?: [0-9]{2,4}){1,3})` + // 030/1234567, 089 / 123 45 67
 		`|0[1-9][0-9]{0,3}[ .\-][0-9]{3,4}[ .\-][0-9]{3,4}` + // 020 7946 0958, 0412 345 678, 03-1234-5678
 		`|0[1-9][ \-]?[0-9]{8}|0[1-9][0-9][ \-]?[0-9]{7,8}|0[1-9][0-9]{2}[ \-]?[0-9]{6,7}|0[1-9][0-9]{3}[ \-]?[0-9]{5,6}` // 030 1234567, 07700 900123, 020-1234567
 	dateNum = `[0-9]{4}[-/][0-9]{1,2}[-/][0-9]{1,2}` +
@@ -234,7 +238,7 @@ func (p scrubPattern) onlyIf(may func(string) bool) scrubPattern {
 // mayHoldNationalPhone is false only for a string in which phoneNational
 // has no match: each has a 0 right after a character that is no digit
 // (or at the start) and before a digit 1 to 9, from which six digits or
-// more follow within 32 characters of digits, spaces, ".", "-" and ")"
+// more follow within 32 characters of digits, spaces, ".", "-", ")" and "/"
 // (a match is at most 28 long and holds six digits at least). A
 // telephone number's "-0142" and a time's "T09:40" have not as many:
 // BenchmarkScrubClinicalNote ran the pattern on every pass without it.
@@ -244,7 +248,7 @@ func mayHoldNationalPhone(s string) bool {
 			continue
 		}
 		digits := 0
-		for j := i; j < len(s) && j < i+32 && (isDigit(s[j]) || strings.IndexByte(" .-)", s[j]) >= 0); j++ {
+		for j := i; j < len(s) && j < i+32 && (isDigit(s[j]) || strings.IndexByte(" .-)/", s[j]) >= 0); j++ {
 			if isDigit(s[j]) {
 				digits++
 			}
@@ -427,7 +431,8 @@ func dateWordsAnyLanguage() string {
 //
 //	phone  555-123-4567, (555) 123-4567, +1 555 123 4567, 555.123.4567  -> [PHONE]
 //	       +44 20 7946 0958, +49 (0)30 1234567, 020 7946 0958,
-//	       (030) 123 456 78, 01 23 45 67 89, (02) 9876 5432, 03-1234-5678
+//	       (030) 123 456 78, 01 23 45 67 89, (02) 9876 5432, 03-1234-5678,
+//	       030/1234567
 //	email  jane.doe@example.org                                          -> [EMAIL]
 //	SSN    123-45-6789, "SSN: 123456789"                                 -> [SSN]
 //	MRN    MRN-12345678, "MRN: 12345678", "MRN 12345678"                 -> [MRN]
