@@ -238,19 +238,25 @@ func (p scrubPattern) onlyIf(may func(string) bool) scrubPattern {
 // mayHoldNationalPhone is false only for a string in which phoneNational
 // has no match: each has a 0 right after a character that is no digit
 // (or at the start) and before a digit 1 to 9, from which six digits or
-// more follow within 32 characters of digits, spaces, ".", "-", ")" and "/"
-// (a match is at most 28 long and holds six digits at least). A
-// telephone number's "-0142" and a time's "T09:40" have not as many:
+// more follow within 32 characters of digits, spaces, ".", "-", ")" and
+// one "/" after three digits at least (a match is at most 28 long and
+// holds six digits at least; one with "/" has it once, after an area code
+// of three digits or more). A telephone number's "-0142", a time's
+// "T09:40" and a date's "03/14/2024" have not as many:
 // BenchmarkScrubClinicalNote ran the pattern on every pass without it.
 func mayHoldNationalPhone(s string) bool {
 	for i := 0; i+1 < len(s); i++ {
 		if s[i] != '0' || s[i+1] < '1' || s[i+1] > '9' || i > 0 && isDigit(s[i-1]) {
 			continue
 		}
-		digits := 0
-		for j := i; j < len(s) && j < i+32 && (isDigit(s[j]) || strings.IndexByte(" .-)/", s[j]) >= 0); j++ {
-			if isDigit(s[j]) {
+		digits, slash := 0, false
+		for j := i; j < len(s) && j < i+32; j++ {
+			if c := s[j]; isDigit(c) {
 				digits++
+			} else if c == '/' && !slash && digits >= 3 {
+				slash = true
+			} else if strings.IndexByte(" .-)", c) < 0 {
+				break
 			}
 		}
 		if digits >= 6 {
