@@ -121,7 +121,9 @@ func allowValue(v any, root *allowNode) (any, bool) {
 //     lists elements below it, not the value itself.
 //
 // A listed value is kept whole but for its extensions (withoutExtensions),
-// unless the listed member is itself an "extension".
+// unless the listed member is itself an "extension" or a
+// "modifierExtension" (kept with its own extensions, as withoutExtensions
+// keeps one inside a listed element).
 func project(v any, n *allowNode) (any, bool) {
 	if n.keep {
 		return withoutExtensions(v), false
@@ -134,7 +136,7 @@ func project(v any, n *allowNode) (any, bool) {
 				delete(x, k)
 				continue
 			}
-			if cn.keep && k == extensionMember {
+			if cn.keep && (k == extensionMember || k == modifierExtensionMember) {
 				continue // listed by name: kept whole
 			}
 			nv, del := project(c, cn)
@@ -169,6 +171,10 @@ func project(v any, n *allowNode) (any, bool) {
 // keeps one only where it names it.
 const extensionMember = "extension"
 
+// modifierExtensionMember holds a FHIR element's modifier extensions: kept
+// whole wherever it is kept (withoutExtensions).
+const modifierExtensionMember = "modifierExtension"
+
 // withoutExtensions deletes every "extension" member below v, in place, and
 // returns v: an extension is content outside the base specification that
 // the allow-list's author cannot have foreseen (a name in
@@ -186,7 +192,7 @@ func withoutExtensions(v any) any {
 	case map[string]any:
 		delete(x, extensionMember)
 		for k, c := range x {
-			if k == "modifierExtension" {
+			if k == modifierExtensionMember {
 				continue
 			}
 			x[k] = withoutExtensions(c)

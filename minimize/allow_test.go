@@ -348,3 +348,27 @@ func TestAllowKeepsNoExtensionItDoesNotName(t *testing.T) {
 		t.Errorf("not idempotent: %s then %s (%v)", got, again, err)
 	}
 }
+
+// TestAllowKeepsAListedModifierExtensionWhole: a modifierExtension the list
+// names itself ("/modifierExtension", as the biller's views do) keeps its
+// own extensions, as one inside a listed element does. Until h-review58
+// the listed one lost them and went out as {"url":"m"}: no value and no
+// extension (R4 ext-1), a modifier whose meaning was gone.
+func TestAllowKeepsAListedModifierExtensionWhole(t *testing.T) {
+	const doc = `{"resourceType":"Encounter",
+	  "modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"x"}]}],
+	  "hospitalization":{"modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"y"}]}],"extension":[{"url":"u","valueString":"CANARY"}]},
+	  "class":[{"modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"z"}]}]}]}`
+	ob := Obligation{Op: OpAllow, Fn: "/modifierExtension,/hospitalization/modifierExtension,/class/*/modifierExtension"}
+	got, err := JSON([]byte(doc), []Obligation{ob}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := canon(t, `{"resourceType":"Encounter",
+	  "modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"x"}]}],
+	  "hospitalization":{"modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"y"}]}]},
+	  "class":[{"modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"z"}]}]}]}`)
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}

@@ -158,7 +158,10 @@ const (
 	// groups. The UK (020 7946 0958, 07700 900123), Germany (030 1234567,
 	// (030) 123 456 78, 0171 1234567), France (01 23 45 67 89,
 	// 06.12.34.56.78), Australia ((02) 9876 5432, 0412 345 678), Japan
-	// (03-1234-5678), the Netherlands (020-1234567). A number in one run
+	// (03-1234-5678), the Netherlands (020-1234567); Germany also joins
+	// area code and number with "/" (030/1234567, 089 / 123 45 67: DIN
+	// 5008 before 2011), the number then of five digits or more, so a
+	// month and year (05/2024) is none. A number in one run
 	// after the area code has ten digits or more, so a ZIP+4 (02115-1234)
 	// is none; in groups, the last has three digits or more, so an NDC
 	// code (0781-1506-10, 01234-567-89) and a date (01-12-2024) are none,
@@ -168,6 +171,7 @@ const (
 	phoneNational = `\(0[1-9][0-9]{0,3}\)[ \-]?(?:[0-9]{6,8}|[0-9]{2,4}(?:[ .\-][0-9]{2,4}){1,3})` + // (02) 9876 5432, (030) 123 456 78
 		`|0[1-9](?:[ .\-][0-9]{2}){4}` + // 01 23 45 67 89, 06.12.34.56.78
 		`|0[1-9][0-9]{1,3} [0-9]{2,4} [0-9]{2,4} [0-9]{2,4}` + // 030 123 456 78 (spaces only: NDC 0781-1506-10 30 tablets)
+		`|0[1-9][0-9]{1,3} ?/ ?(?:[0-9]{5,8}|[0-9]{3,4}(?: [0-9]{2,4}){1,3})` + // 030/1234567, 089 / 123 45 67
 		`|0[1-9][0-9]{0,3}[ .\-][0-9]{3,4}[ .\-][0-9]{3,4}` + // 020 7946 0958, 0412 345 678, 03-1234-5678
 		`|0[1-9][ \-]?[0-9]{8}|0[1-9][0-9][ \-]?[0-9]{7,8}|0[1-9][0-9]{2}[ \-]?[0-9]{6,7}|0[1-9][0-9]{3}[ \-]?[0-9]{5,6}` // 030 1234567, 07700 900123, 020-1234567
 	dateNum = `[0-9]{4}[-/][0-9]{1,2}[-/][0-9]{1,2}` +
@@ -180,7 +184,8 @@ const (
 	dateDots = `[0-9]{1,2}\.[0-9]{1,2}\.[0-9]{4}|[0-9]{2}\.[0-9]{2}\.[0-9]{2}|[0-9]{4}\.[0-9]{1,2}\.[0-9]{1,2}`
 	// A date of eight digits without separators, where it can be one:
 	// YYYYMMDD (HL7 v2's DT, also with its DTM time HHMM or HHMMSS:
-	// 19310314, 19310314083000), DDMMYYYY (14031931) and MMDDYYYY
+	// 19310314, 19310314083000, and DTM's fraction of a second,
+	// 19310314083000.0000), DDMMYYYY (14031931) and MMDDYYYY
 	// (03141931), years 1800 to 2099, a valid day of its month (29
 	// February in any year). The calendar keeps most eight-digit numbers
 	// out: of the 358 eight-digit codes of R4's value sets (SNOMED CT
@@ -188,7 +193,7 @@ const (
 	// breed) and is scrubbed: a number that is a date is worth more
 	// withheld than a code kept. Its boundaries are dateDots' (an OID's
 	// arc, a decimal's fraction are no date).
-	dateCompact = year4 + `(?:` + monthDay + `)(?:[0-2][0-9][0-5][0-9](?:[0-5][0-9])?)?` +
+	dateCompact = year4 + `(?:` + monthDay + `)(?:[0-2][0-9][0-5][0-9](?:[0-5][0-9](?:\.[0-9]{1,4})?)?)?` +
 		`|(?:` + monthDay + `|` + dayMonth + `)` + year4
 	year4       = `(?:18|19|20)[0-9]{2}`
 	monthDay    = `(?:0[1-9]|1[0-2])(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])(?:29|30)|(?:0[13578]|1[02])31|0229`
@@ -233,19 +238,25 @@ func (p scrubPattern) onlyIf(may func(string) bool) scrubPattern {
 // mayHoldNationalPhone is false only for a string in which phoneNational
 // has no match: each has a 0 right after a character that is no digit
 // (or at the start) and before a digit 1 to 9, from which six digits or
-// more follow within 32 characters of digits, spaces, ".", "-" and ")"
-// (a match is at most 28 long and holds six digits at least). A
-// telephone number's "-0142" and a time's "T09:40" have not as many:
+// more follow within 32 characters of digits, spaces, ".", "-", ")" and
+// one "/" after three digits at least (a match is at most 28 long and
+// holds six digits at least; one with "/" has it once, after an area code
+// of three digits or more). A telephone number's "-0142", a time's
+// "T09:40" and a date's "03/14/2024" have not as many:
 // BenchmarkScrubClinicalNote ran the pattern on every pass without it.
 func mayHoldNationalPhone(s string) bool {
 	for i := 0; i+1 < len(s); i++ {
 		if s[i] != '0' || s[i+1] < '1' || s[i+1] > '9' || i > 0 && isDigit(s[i-1]) {
 			continue
 		}
-		digits := 0
-		for j := i; j < len(s) && j < i+32 && (isDigit(s[j]) || strings.IndexByte(" .-)", s[j]) >= 0); j++ {
-			if isDigit(s[j]) {
+		digits, slash := 0, false
+		for j := i; j < len(s) && j < i+32; j++ {
+			if c := s[j]; isDigit(c) {
 				digits++
+			} else if c == '/' && !slash && digits >= 3 {
+				slash = true
+			} else if strings.IndexByte(" .-)", c) < 0 {
+				break
 			}
 		}
 		if digits >= 6 {
@@ -426,7 +437,8 @@ func dateWordsAnyLanguage() string {
 //
 //	phone  555-123-4567, (555) 123-4567, +1 555 123 4567, 555.123.4567  -> [PHONE]
 //	       +44 20 7946 0958, +49 (0)30 1234567, 020 7946 0958,
-//	       (030) 123 456 78, 01 23 45 67 89, (02) 9876 5432, 03-1234-5678
+//	       (030) 123 456 78, 01 23 45 67 89, (02) 9876 5432, 03-1234-5678,
+//	       030/1234567
 //	email  jane.doe@example.org                                          -> [EMAIL]
 //	SSN    123-45-6789, "SSN: 123456789"                                 -> [SSN]
 //	MRN    MRN-12345678, "MRN: 12345678", "MRN 12345678"                 -> [MRN]

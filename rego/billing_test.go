@@ -102,6 +102,12 @@ func TestBillingViewKeepsNestedModifierExtensions(t *testing.T) {
 			`"hospitalization":{` + mod("hospitalization") + `,"admitSource":{"text":"emergency"}},` +
 			`"location":[{` + mod("location") + `,"location":{"reference":"Location/l"}}]}`,
 			[]string{"participant", "diagnosis", "hospitalization", "location"}},
+		// A complex modifier (its value in sub-extensions) at the root, where
+		// the list names modifierExtension itself: until h-review58 it lost
+		// its sub-extensions and went out as a bare url.
+		{"encounter", `{"resourceType":"Encounter","id":"e","status":"finished","class":{"code":"IMP"},"subject":{"reference":"Patient/p"},` +
+			`"modifierExtension":[{"url":"http://example.org/fhir/StructureDefinition/root","extension":[{"url":"part","valueCode":"x"}]}]}`,
+			[]string{"root", "part"}},
 	} {
 		t.Run(c.typ, func(t *testing.T) {
 			dec, err := e.Decide(context.Background(), policy.Input{Subject: biller, PurposeOfUse: "HPAYMT", Action: policy.ActionRead,
@@ -114,7 +120,11 @@ func TestBillingViewKeepsNestedModifierExtensions(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, k := range c.kept {
-				if want := "StructureDefinition/" + k + `"`; !strings.Contains(string(out), want) {
+				want := "StructureDefinition/" + k + `"`
+				if k == "part" {
+					want = `"url":"part","valueCode":"x"`
+				}
+				if !strings.Contains(string(out), want) {
 					t.Errorf("the biller's view dropped the %s's modifierExtension: %s", k, out)
 				}
 			}

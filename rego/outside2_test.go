@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/custos-mcp/custos/fhirin"
 	"github.com/custos-mcp/custos/minimize"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/store/synth"
@@ -35,15 +36,28 @@ var outside2Canaries = []string{
 // and the researcher (HRESCH): every type either persona may read must
 // come out without any planted canary found in it (checked present in the
 // input: the positive control). Which types each may read is pinned too,
-// so that the test cannot pass by deciding nothing. Left out, as findings
-// of areas other work owns (README.md there): the biller's reading of
-// tenant-level Location and Device reference data, which is read whole.
+// so that the test cannot pass by deciding nothing. Each resource is
+// decided with the compartment and labels custos import gives it
+// (fhirin.Read), so the Synthea home Location, labelled residence, is read
+// by neither (until h-review58 the test placed it by hand, unlabelled, and
+// skipped its canaries: the biller's view released the home's address
+// here). Left out, as findings of areas other work owns (README.md
+// there): the biller's reading of tenant-level Device reference data,
+// which is read whole.
 func TestOutside2Examples(t *testing.T) {
 	e := defaultEngine(t)
 	dir := filepath.Join("..", "minimize", "testdata", "outside2", "fhir")
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no fixtures in %s: %v", dir, err)
+	}
+	imported := map[string]fhirin.Item{}
+	link := func(typ, id, patient string) string { return "attachment://demo/attachments/placeholder" }
+	if err := fhirin.Read(context.Background(), dir, fhirin.Options{Link: link}, func(it fhirin.Item) error {
+		imported[it.Type+"/"+it.ID] = it
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	for _, v := range []struct {
 		role, purpose string
@@ -52,9 +66,9 @@ func TestOutside2Examples(t *testing.T) {
 		allowed       []string // canaries the view may show (a biller reads dates)
 		kept          []string // what the view must keep
 	}{
-		{"billing", "HPAYMT", []string{"coverage", "device", "encounter", "location"}, []string{"device", "location"}, []string{"2024-03-14", "2024-03-18"},
+		{"billing", "HPAYMT", []string{"coverage", "device", "encounter"}, []string{"device"}, []string{"2024-03-14", "2024-03-18"},
 			[]string{`"subscriberId":"***2233"`, `"value":"***2233"`, `"code":"rxid"`, `"code":"IMP"`, `"code":"hosp-trans"`}},
-		{"researcher", "HRESCH", []string{"careplan", "coverage", "device", "encounter", "goal", "imagingstudy", "immunization", "location", "observation", "patient", "specimen"}, nil, nil,
+		{"researcher", "HRESCH", []string{"careplan", "coverage", "device", "encounter", "goal", "imagingstudy", "immunization", "observation", "patient", "specimen"}, nil, nil,
 			[]string{`"code":"69548-6"`, `"code":"140"`, `"code":"CT"`, `"postalCode":"021"`, `"code":"122555007"`}},
 	} {
 		t.Run(v.role, func(t *testing.T) {
@@ -68,17 +82,18 @@ func TestOutside2Examples(t *testing.T) {
 				}
 				var head struct {
 					ResourceType string `json:"resourceType"`
+					ID           string `json:"id"`
 				}
 				if err := json.Unmarshal(in, &head); err != nil {
 					t.Fatal(err)
 				}
 				typ := strings.ToLower(head.ResourceType)
-				patient := "pat-o2"
-				if typ == "location" || (typ == "device" && !strings.Contains(string(in), `"patient"`)) {
-					patient = "" // tenant-level reference data
+				it, ok := imported[head.ResourceType+"/"+head.ID]
+				if !ok {
+					t.Fatalf("%s: not read by fhirin", filepath.Base(f))
 				}
 				dec, err := e.Decide(context.Background(), policy.Input{Subject: sub, PurposeOfUse: v.purpose, Action: policy.ActionRead,
-					Resource: &policy.Resource{Type: typ, Patient: patient, Tenant: synth.DefaultTenant}})
+					Resource: &policy.Resource{Type: typ, Patient: it.Patient, Tenant: synth.DefaultTenant, Sensitivity: it.Sensitivity}})
 				if err != nil {
 					t.Fatal(err)
 				}
