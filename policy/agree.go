@@ -126,9 +126,12 @@ func agreementGrid(strs, roles []string) []agreementPage {
 		items = append(items, Item{Resource: res(typ, other, []string{}, []string{}),
 			BreakGlass: &BreakGlass{Grant: "00000000-0000-4000-8000-00000000b001", Patient: other}})
 	}
-	for _, typ := range []string{"organization", "practitioner", "group", "no-such-type"} {
+	for _, typ := range []string{"organization", "practitioner", "location", "group", "no-such-type"} {
 		items = append(items, Item{Resource: res(typ, "", []string{}, []string{})})
 	}
+	// A patient's home imported as a Location (fhirin's residence label):
+	// tenant-level, and the default policy's reference data but for it.
+	items = append(items, Item{Resource: res("location", "", []string{"residence"}, []string{})})
 	for _, str := range strs {
 		r := res("observation", inTeam, []string{}, []string{})
 		r.URI = str

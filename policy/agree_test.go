@@ -367,3 +367,34 @@ func TestDefaultPolicyDecidesTheGrid(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestResidenceDisagreementIsRefusedAtLoad: the grid holds a tenant-level
+// Location labelled residence (a patient's home, fhirin), so a policy whose
+// list rule and read rule differ only on that label is refused at load. The
+// grid had no such item until 2026-12-07 (h-review58's finding), and such
+// a policy passed the check: its lists would show a patient's home that
+// its reads refuse, or the reverse.
+func TestResidenceDisagreementIsRefusedAtLoad(t *testing.T) {
+	for name, p := range map[string]string{
+		"the read denies, the list allows": `decision := {"allow": false, "reasons": ["home"], "obligations": []} if "residence" in input.resource.sensitivity
+else := {"allow": true, "reasons": [], "obligations": []}
+
+decisions := [{"allow": true, "reasons": [], "obligations": []} | some _ in input.items]`,
+		"the list denies, the read allows": `decision := {"allow": true, "reasons": [], "obligations": []}
+
+decisions := [d(item) | some item in input.items]
+
+d(item) := {"allow": false, "reasons": ["home"], "obligations": []} if "residence" in item.resource.sensitivity
+else := {"allow": true, "reasons": [], "obligations": []}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, err := Load(context.Background(), fstest.MapFS{"p.rego": {Data: []byte("package custos.authz\n\n" + p + "\n")}}, Options{Timeout: testTimeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := CheckBatch(context.Background(), e); !errors.Is(err, ErrBatchDisagrees) {
+				t.Fatalf("CheckBatch: %v, want ErrBatchDisagrees", err)
+			}
+		})
+	}
+}
