@@ -32,6 +32,12 @@ var (
 	// contains resources, a conditional update or create that matches
 	// several resources of the catalog or another entry of its Bundle).
 	ErrValue = errors.New("invalid value")
+	// ErrStructure: a resource is not valid FHIR R4 by the structure its
+	// StructureDefinitions give (fhirr4.Check, docs/import.md
+	// "Structure"): an element its type does not define. (An element of
+	// the wrong JSON kind is an ErrJSON, a primitive value that breaks its
+	// type's format an ErrValue.) The path names the element.
+	ErrStructure = errors.New("not valid FHIR R4")
 	// ErrTruncated: a line or file ends in the middle of a JSON value.
 	ErrTruncated = errors.New("truncated JSON")
 	// ErrLineTooLong: an NDJSON line is longer than Options.MaxLine.

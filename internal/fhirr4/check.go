@@ -1,0 +1,305 @@
+package fhirr4
+
+import (
+	"encoding/json"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+)
+
+// Problem is one way a resource is not valid FHIR R4: the JSON path of the
+// element (Observation.component[1].code, the resource's type first) and
+// what is wrong with it. Neither holds a value of the resource.
+type Problem struct {
+	Kind Kind
+	Path string
+	What string
+}
+
+// Kind is the check a Problem failed, in the order Check applies them.
+type Kind uint8
+
+const (
+	// Unknown: an element its type does not define (a _name companion of
+	// no primitive element, a second type of one choice element).
+	Unknown Kind = iota + 1
+	// JSONKind: an element of the wrong JSON kind (an array where it does
+	// not repeat, a string for a number, a fraction for an integer), or
+	// an empty string, object or array, or a null outside a _name array.
+	JSONKind
+	// Format: a primitive value that breaks its type's format (R4
+	// datatypes.html#primitive), a date that is no calendar date included.
+	Format
+	// Required: a required element (minimum cardinality 1) is missing.
+	Required
+)
+
+func (p Problem) Error() string { return p.Path + ": " + p.What }
+
+// maxProblems bounds the problems Check reports of one resource.
+const maxProblems = 20
+
+// Check checks the resource m (decoded with encoding/json, UseNumber)
+// against the R4 structure and returns every problem it finds (up to 20),
+// in the order of the walk (member names sorted), or none. Contained
+// resources and those of Bundle entries and Parameters are checked as
+// resources of their own type. A resourceType that is missing or no
+// concrete R4 type is a problem; the caller may have checked it already.
+func Check(m map[string]any) []Problem {
+	c := &checker{}
+	c.resource("", m)
+	return c.problems
+}
+
+type checker struct {
+	problems []Problem
+}
+
+func (c *checker) add(kind Kind, path, what string) {
+	if len(c.problems) < maxProblems {
+		c.problems = append(c.problems, Problem{Kind: kind, Path: path, What: what})
+	}
+}
+
+// resource checks m as a resource at path ("" at the root, where the path
+// starts with its type).
+func (c *checker) resource(path string, m map[string]any) {
+	rt, _ := m["resourceType"].(string)
+	if !Resources[rt] {
+		c.add(Unknown, join(path, "resourceType"), "missing, or not a concrete R4 resource type")
+		return
+	}
+	if path == "" {
+		path = rt
+	}
+	c.object(rt, path, m, true)
+}
+
+// elementDefs are the elements every element has (R4 Element), for the
+// _name companion of a primitive element.
+var elementDefs = map[string]Element{
+	"id":        {Type: "string"},
+	"extension": {Type: "Extension", Many: true},
+}
+
+// object checks m as an instance of the type or backbone element key.
+func (c *checker) object(key, path string, m map[string]any, root bool) {
+	defs := Elements[key]
+	if defs == nil {
+		defs = elementDefs
+	}
+	choice := map[string]bool{}
+	for _, name := range sortedKeys(m) {
+		v := m[name]
+		p := join(path, name)
+		if name == "resourceType" && root {
+			continue
+		}
+		if base, ok := cutUnderscore(name); ok {
+			e, known := defs[base]
+			if !known || !primitive(e.Type) {
+				c.add(Unknown, p, "unknown element: no primitive element "+safeName(base)+" for it to extend")
+				continue
+			}
+			c.companion(p, e, v, m[base])
+			continue
+		}
+		e, ok := defs[name]
+		if !ok {
+			c.add(Unknown, p, "unknown element: "+key+" defines no element of this name")
+			continue
+		}
+		if e.Choice != "" {
+			if choice[e.Choice] {
+				c.add(Unknown, p, "a second type of the choice element "+e.Choice+"[x]: it takes one")
+			}
+			choice[e.Choice] = true
+		}
+		_, ext := m["_"+name]
+		c.value(p, e, v, ext)
+	}
+}
+
+// value checks v, the value of element e at path; ext reports whether its
+// _name companion is there.
+func (c *checker) value(path string, e Element, v any, ext bool) {
+	if e.Many {
+		a, ok := v.([]any)
+		if !ok {
+			c.add(JSONKind, path, "not an array: the element repeats, and R4 JSON writes it as an array")
+			return
+		}
+		if len(a) == 0 {
+			c.add(JSONKind, path, "an empty array: R4 JSON leaves an element without values out")
+			return
+		}
+		for i, x := range a {
+			if x == nil && primitive(e.Type) && ext {
+				continue // its value is in the companion (checked there)
+			}
+			c.one(path+"["+strconv.Itoa(i)+"]", e.Type, x)
+		}
+		return
+	}
+	if _, ok := v.([]any); ok {
+		c.add(JSONKind, path, "an array: the element does not repeat")
+		return
+	}
+	c.one(path, e.Type, v)
+}
+
+// one checks v as one value of type typ.
+func (c *checker) one(path, typ string, v any) {
+	if v == nil {
+		c.add(JSONKind, path, "null: R4 JSON leaves an element without a value out")
+		return
+	}
+	if primitive(typ) {
+		c.primitive(path, typ, v)
+		return
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		c.add(JSONKind, path, "not an object: "+typ+" is a complex type")
+		return
+	}
+	if len(m) == 0 {
+		c.add(JSONKind, path, "an empty object: R4 JSON leaves an element without content out")
+		return
+	}
+	if typ == "Resource" {
+		c.resource(path, m)
+		return
+	}
+	c.object(typ, path, m, false)
+}
+
+// companion checks v, the _name companion at path of primitive element e
+// whose value is prim (nil when absent): an Element (id, extension) for a
+// single value, an array of them or null aligned with the values for a
+// repeating one.
+func (c *checker) companion(path string, e Element, v, prim any) {
+	if !e.Many {
+		c.one(path, "Element", v)
+		return
+	}
+	a, ok := v.([]any)
+	if !ok {
+		c.add(JSONKind, path, "not an array: its element repeats")
+		return
+	}
+	if pa, ok := prim.([]any); ok && len(pa) != len(a) {
+		c.add(JSONKind, path, "not as long as the array of values it extends")
+	}
+	for i, x := range a {
+		if x == nil {
+			if pa, ok := prim.([]any); !ok || i >= len(pa) || pa[i] == nil {
+				c.add(JSONKind, path+"["+strconv.Itoa(i)+"]", "null, and so is the value it extends")
+			}
+			continue
+		}
+		c.one(path+"["+strconv.Itoa(i)+"]", "Element", x)
+	}
+}
+
+// primitives are the R4 primitive types, by the JSON kind R4 writes them
+// in (json.html#primitive).
+var primitives = map[string]string{
+	"boolean": "boolean", "integer": "number", "positiveInt": "number", "unsignedInt": "number", "decimal": "number",
+	"string": "string", "markdown": "string", "code": "string", "id": "string", "oid": "string", "uuid": "string",
+	"uri": "string", "url": "string", "canonical": "string", "base64Binary": "string", "xhtml": "string",
+	"instant": "string", "date": "string", "dateTime": "string", "time": "string",
+}
+
+func primitive(typ string) bool { return primitives[typ] != "" }
+
+// primitive checks v as a value of the primitive type typ: its JSON kind
+// (a JSON boolean, number or string, as R4 JSON writes the type), then its
+// format (checkFormat).
+func (c *checker) primitive(path, typ string, v any) {
+	kind := primitives[typ]
+	switch x := v.(type) {
+	case bool:
+		if kind == "boolean" {
+			return
+		}
+	case json.Number:
+		if kind == "number" {
+			if what := checkNumber(typ, string(x)); what != "" {
+				c.add(JSONKind, path, what)
+			}
+			return
+		}
+	case string:
+		if kind == "string" {
+			if x == "" {
+				c.add(JSONKind, path, "an empty string: R4 JSON leaves an element without a value out")
+			} else if what := checkFormat(typ, x); what != "" {
+				c.add(Format, path, what)
+			}
+			return
+		}
+	}
+	c.add(JSONKind, path, "not a JSON "+kind+": R4 JSON writes a "+typ+" as one")
+}
+
+// checkNumber checks n, a JSON number, as a value of typ: the integer
+// types whole and in their range (datatypes.html#primitive).
+func checkNumber(typ, n string) string {
+	if typ == "decimal" {
+		return ""
+	}
+	// A whole number in exponent form (1e2) is the same JSON number, and
+	// JSON parsers do not tell it from 100: taken.
+	f, err := strconv.ParseFloat(n, 64)
+	i := int64(f)
+	switch {
+	case err != nil || f != math.Trunc(f) || f < math.MinInt32 || f > math.MaxInt32:
+		return "not a whole number in the 32-bit range of an R4 " + typ
+	case typ == "positiveInt" && i < 1:
+		return "not positive: a positiveInt is 1 or more"
+	case typ == "unsignedInt" && i < 0:
+		return "negative: an unsignedInt is 0 or more"
+	}
+	return ""
+}
+
+// checkFormat checks s, a non-empty string, as a value of typ.
+func checkFormat(typ, s string) string {
+	return ""
+}
+
+// elementName is the shape of an R4 element name; another member name is
+// written "?" in a path, since it may be content.
+var elementName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+func safeName(name string) string {
+	if elementName.MatchString(name) {
+		return name
+	}
+	return "?"
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return safeName(name)
+	}
+	return path + "." + safeName(name)
+}
+
+func cutUnderscore(name string) (string, bool) {
+	if len(name) > 1 && name[0] == '_' {
+		return name[1:], true
+	}
+	return "", false
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
