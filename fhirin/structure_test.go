@@ -24,12 +24,14 @@ func TestReadRefusesInvalidR4(t *testing.T) {
 		{"a list as an object", "Device.ndjson", `{"resourceType":"Device","id":"d","patient":{"reference":"Patient/p"},"udiCarrier":{"deviceIdentifier":"SECRET"}}`, ErrJSON, "Device.udiCarrier"},
 		{"an unknown element", "Observation.ndjson", `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p"},"fooBar":"SECRET"}`, ErrStructure, "Observation.fooBar"},
 		{"an unknown element in a contained resource", "Observation.ndjson", `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p"},"contained":[{"resourceType":"Practitioner","id":"pr","fooBar":"SECRET"}]}`, ErrStructure, "Observation.contained[0].fooBar"},
+		{"30 February", "Patient.ndjson", `{"resourceType":"Patient","id":"p","birthDate":"1931-02-30"}`, ErrValue, "Patient.birthDate"},
+		{"a day-first dateTime", "Immunization.ndjson", `{"resourceType":"Immunization","id":"i","status":"completed","vaccineCode":{"text":"x"},"patient":{"reference":"Patient/p"},"occurrenceDateTime":"14/03/2024"}`, ErrValue, "Immunization.occurrenceDateTime"},
 		{"an unknown element in a Bundle entry", "b.json", `{"resourceType":"Bundle","type":"collection","entry":[{"fullUrl":"urn:uuid:5c6d7e8f-0000-4000-8000-000000000001","resource":` + valid + `},{"resource":{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p"},"fooBar":"SECRET"}}]}`, ErrStructure, "Observation.fooBar"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			body := tc.body
-			if strings.HasSuffix(tc.file, ".ndjson") {
+			if strings.HasSuffix(tc.file, ".ndjson") && tc.file != "Patient.ndjson" {
 				if err := os.WriteFile(filepath.Join(dir, "Patient.ndjson"), []byte(valid+"\n"), 0o644); err != nil {
 					t.Fatal(err)
 				}

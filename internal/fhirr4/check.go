@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // Problem is one way a resource is not valid FHIR R4: the JSON path of the
@@ -226,8 +227,8 @@ func (c *checker) primitive(path, typ string, v any) {
 		}
 	case json.Number:
 		if kind == "number" {
-			if what := checkNumber(typ, string(x)); what != "" {
-				c.add(JSONKind, path, what)
+			if kind, what := checkNumber(typ, string(x)); what != "" {
+				c.add(kind, path, what)
 			}
 			return
 		}
@@ -245,10 +246,11 @@ func (c *checker) primitive(path, typ string, v any) {
 }
 
 // checkNumber checks n, a JSON number, as a value of typ: the integer
-// types whole and in their range (datatypes.html#primitive).
-func checkNumber(typ, n string) string {
+// types whole and in their range (a JSONKind problem), positiveInt above
+// 0 and unsignedInt not below (a Format problem; datatypes.html#primitive).
+func checkNumber(typ, n string) (Kind, string) {
 	if typ == "decimal" {
-		return ""
+		return 0, ""
 	}
 	// A whole number in exponent form (1e2) is the same JSON number, and
 	// JSON parsers do not tell it from 100: taken.
@@ -256,18 +258,80 @@ func checkNumber(typ, n string) string {
 	i := int64(f)
 	switch {
 	case err != nil || f != math.Trunc(f) || f < math.MinInt32 || f > math.MaxInt32:
-		return "not a whole number in the 32-bit range of an R4 " + typ
+		return JSONKind, "not a whole number in the 32-bit range of an R4 " + typ
 	case typ == "positiveInt" && i < 1:
-		return "not positive: a positiveInt is 1 or more"
+		return Format, "not positive: a positiveInt is 1 or more"
 	case typ == "unsignedInt" && i < 0:
-		return "negative: an unsignedInt is 0 or more"
+		return Format, "negative: an unsignedInt is 0 or more"
+	}
+	return 0, ""
+}
+
+// formatSources are the regular expressions of R4's primitive types, as
+// the StructureDefinitions give them (profiles-types.json, the value's
+// regex extension; TestFormatsAreR4s compares them), for the types whose
+// format Check checks. A value matches it whole.
+var formatSources = map[string]string{
+	"base64Binary": `(\s*([0-9a-zA-Z\+/=]){4}\s*)+`,
+	"code":         `[^\s]+(\s[^\s]+)*`,
+	"date":         `([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)(-(0[1-9]|1[0-2])(-(0[1-9]|[1-2][0-9]|3[0-1]))?)?`,
+	"dateTime":     `([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)(-(0[1-9]|1[0-2])(-(0[1-9]|[1-2][0-9]|3[0-1])(T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|(\+|-)((0[0-9]|1[0-3]):[0-5][0-9]|14:00)))?)?)?`,
+	"id":           `[A-Za-z0-9\-\.]{1,64}`,
+	"instant":      `([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)-(0[1-9]|1[0-2])-(0[1-9]|[1-2][0-9]|3[0-1])T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|(\+|-)((0[0-9]|1[0-3]):[0-5][0-9]|14:00))`,
+	"time":         `([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?`,
+	"uri":          `\S*`,
+	"url":          `\S*`,
+	"canonical":    `\S*`,
+}
+
+// formats are formatSources compiled, anchored.
+var formats = func() map[string]*regexp.Regexp {
+	m := make(map[string]*regexp.Regexp, len(formatSources))
+	for typ, src := range formatSources {
+		m[typ] = regexp.MustCompile(`^(?:` + src + `)$`)
+	}
+	return m
+}()
+
+// checkFormat checks s, a non-empty string, as a value of typ: its
+// format, and for a date, dateTime or instant with a day, that the day
+// is in the calendar (no 30 February; 29 February of leap years only).
+func checkFormat(typ, s string) string {
+	re := formats[typ]
+	if re == nil {
+		return ""
+	}
+	if !re.MatchString(s) {
+		return "not an R4 " + typ + " (" + formatHints[typ] + ")"
+	}
+	if (typ == "date" || typ == "dateTime" || typ == "instant") && len(s) >= 10 {
+		y, _ := strconv.Atoi(s[0:4])
+		mo, _ := strconv.Atoi(s[5:7])
+		d, _ := strconv.Atoi(s[8:10])
+		if d > daysIn(y, mo) {
+			return "not a calendar date: the month has " + strconv.Itoa(daysIn(y, mo)) + " days"
+		}
 	}
 	return ""
 }
 
-// checkFormat checks s, a non-empty string, as a value of typ.
-func checkFormat(typ, s string) string {
-	return ""
+// formatHints say in words what formatSources require.
+var formatHints = map[string]string{
+	"base64Binary": "base64",
+	"code":         "no leading, trailing or double whitespace",
+	"date":         "YYYY, YYYY-MM or YYYY-MM-DD",
+	"dateTime":     "YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDThh:mm:ss[.f] with a time zone",
+	"id":           "1 to 64 of A-Z a-z 0-9 - .",
+	"instant":      "YYYY-MM-DDThh:mm:ss[.f] with a time zone",
+	"time":         "hh:mm:ss[.f]",
+	"uri":          "no whitespace",
+	"url":          "no whitespace",
+	"canonical":    "no whitespace",
+}
+
+// daysIn is the number of days of month mo (1-12) of year y (Gregorian).
+func daysIn(y, mo int) int {
+	return time.Date(y, time.Month(mo)+1, 0, 0, 0, 0, 0, time.UTC).Day()
 }
 
 // elementName is the shape of an R4 element name; another member name is

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/custos-mcp/custos/e2e/validators"
 )
 
 func decode(t *testing.T, s string) map[string]any {
@@ -110,4 +112,71 @@ var kindCases = []invalid{
 	{"a companion null where the value is null too", `{"resourceType":"Patient","name":[{"given":["A",null],"_given":[null,null]}]}`, JSONKind, "Patient.name[0]._given[1]"},
 	{"a companion array of another length", `{"resourceType":"Patient","name":[{"given":["A"],"_given":[null,{"id":"x"}]}]}`, JSONKind, "Patient.name[0]._given"},
 	{"a companion not an array", `{"resourceType":"Patient","name":[{"given":["A"],"_given":{"id":"x"}}]}`, JSONKind, "Patient.name[0]._given"},
+}
+
+func TestCheckFormats(t *testing.T) { checkInvalid(t, formatCases) }
+
+var formatCases = []invalid{
+	{"30 February", `{"resourceType":"Patient","birthDate":"1931-02-30"}`, Format, "Patient.birthDate"},
+	{"29 February of no leap year", `{"resourceType":"Patient","birthDate":"1900-02-29"}`, Format, "Patient.birthDate"},
+	{"31 April in a dateTime", obs(`,"effectiveDateTime":"2024-04-31T10:00:00Z"`), Format, "Observation.effectiveDateTime"},
+	{"a day-first date", `{"resourceType":"Immunization","status":"completed","vaccineCode":{"text":"x"},"patient":{"reference":"Patient/p"},"occurrenceDateTime":"14/03/2024"}`, Format, "Immunization.occurrenceDateTime"},
+	{"a dateTime with a time and no zone", obs(`,"effectiveDateTime":"2024-03-14T10:00:00"`), Format, "Observation.effectiveDateTime"},
+	{"a year 0000", `{"resourceType":"Patient","birthDate":"0000"}`, Format, "Patient.birthDate"},
+	{"an instant without time", obs(`,"issued":"2024-03-14"`), Format, "Observation.issued"},
+	{"a time with a zone", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"valueTime":"10:00:00Z"}`, Format, "Observation.valueTime"},
+	{"an id too long", `{"resourceType":"Patient","link":[{"other":{"reference":"Patient/p"},"type":"seealso","id":"x"}],"meta":{"versionId":"` + strings.Repeat("a", 65) + `"}}`, Format, "Patient.meta.versionId"},
+	{"a code with a double space", `{"resourceType":"Patient","gender":"fe  male"}`, Format, "Patient.gender"},
+	{"a uri with a space", obs(`,"code":{"coding":[{"system":"http://example.org/a b","code":"x"}]}`), Format, "Observation.code.coding[0].system"},
+	{"base64 not base64", `{"resourceType":"Binary","contentType":"text/plain","data":"not base64!"}`, Format, "Binary.data"},
+	{"a positiveInt of 0", `{"resourceType":"Account","status":"active","coverage":[{"coverage":{"reference":"Coverage/c"},"priority":0}]}`, Format, "Account.coverage[0].priority"},
+	{"an unsignedInt below 0", `{"resourceType":"Patient","photo":[{"contentType":"image/png","size":-1}]}`, Format, "Patient.photo[0].size"},
+}
+
+// TestFormatsAreR4s: formatSources are the regexes of R4's
+// StructureDefinitions, letter for letter.
+func TestFormatsAreR4s(t *testing.T) {
+	for typ, want := range r4Regexes(t) {
+		if got, ok := formatSources[typ]; ok && got != want {
+			t.Errorf("%s: %q, R4 has %q", typ, got, want)
+		}
+	}
+}
+
+// r4Regexes are the regexes of the R4 primitive types whose format Check
+// checks, from their StructureDefinitions.
+func r4Regexes(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for typ := range formatSources {
+		var sd struct {
+			Snapshot struct {
+				Element []struct {
+					Path string `json:"path"`
+					Type []struct {
+						Extension []struct {
+							URL         string `json:"url"`
+							ValueString string `json:"valueString"`
+						} `json:"extension"`
+					} `json:"type"`
+				} `json:"element"`
+			} `json:"snapshot"`
+		}
+		if err := json.Unmarshal(validators.R4Definition(t, typ), &sd); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range sd.Snapshot.Element {
+			for _, ty := range e.Type {
+				for _, x := range ty.Extension {
+					if e.Path == typ+".value" && strings.HasSuffix(x.URL, "/regex") {
+						out[typ] = x.ValueString
+					}
+				}
+			}
+		}
+		if out[typ] == "" {
+			t.Errorf("%s: no regex in its StructureDefinition", typ)
+		}
+	}
+	return out
 }
