@@ -35,7 +35,8 @@ var (
 	ErrValue = errors.New("invalid value")
 	// ErrStructure: a resource is not valid FHIR R4 by the structure its
 	// StructureDefinitions give (fhirr4.Check, docs/import.md
-	// "Structure"): an element its type does not define. (An element of
+	// "Structure"): an element its type does not define, or a required one
+	// (minimum cardinality 1) missing. (An element of
 	// the wrong JSON kind is an ErrJSON, a primitive value that breaks its
 	// type's format an ErrValue.) The path names the element.
 	ErrStructure = errors.New("not valid FHIR R4")

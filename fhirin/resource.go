@@ -198,15 +198,6 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	case typ == "Bundle":
 		return r.errf("Bundle", ErrUnsupported, "a Bundle inside a Bundle is not imported")
 	}
-	if rd.emit { // once: the first pass reads only some of the input
-		if ps := fhirr4.Check(r.m); len(ps) > 0 {
-			more := ""
-			if len(ps) > 1 {
-				more = " (and " + itoa(len(ps)-1) + " more problems in this resource)"
-			}
-			return r.errf(ps[0].Path, structureErrs[ps[0].Kind], "%s%s", ps[0].What, more)
-		}
-	}
 	r.typ = typ
 	id, _ := r.m["id"].(string)
 	if e != nil && e.matched && id != e.id {
@@ -231,6 +222,15 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	}
 	if !validID(id) {
 		return r.errf(typ+".id", ErrID, "missing or not [A-Za-z0-9.-]{1,64}")
+	}
+	if rd.emit { // once: the first pass reads only some of the input
+		if ps := fhirr4.Check(r.m); len(ps) > 0 {
+			more := ""
+			if len(ps) > 1 {
+				more = " (and " + itoa(len(ps)-1) + " more problems in this resource)"
+			}
+			return r.errf(ps[0].Path, structureErrs[ps[0].Kind], "%s%s", ps[0].What, more)
+		}
 	}
 	r.id = id
 	if err := r.subsetted(); err != nil {

@@ -26,6 +26,7 @@ func TestReadRefusesInvalidR4(t *testing.T) {
 		{"an unknown element in a contained resource", "Observation.ndjson", `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p"},"contained":[{"resourceType":"Practitioner","id":"pr","fooBar":"SECRET"}]}`, ErrStructure, "Observation.contained[0].fooBar"},
 		{"30 February", "Patient.ndjson", `{"resourceType":"Patient","id":"p","birthDate":"1931-02-30"}`, ErrValue, "Patient.birthDate"},
 		{"a day-first dateTime", "Immunization.ndjson", `{"resourceType":"Immunization","id":"i","status":"completed","vaccineCode":{"text":"x"},"patient":{"reference":"Patient/p"},"occurrenceDateTime":"14/03/2024"}`, ErrValue, "Immunization.occurrenceDateTime"},
+		{"an Immunization without vaccineCode", "Immunization.ndjson", `{"resourceType":"Immunization","id":"i","status":"completed","patient":{"reference":"Patient/p"},"occurrenceDateTime":"2024-03-14"}`, ErrStructure, "Immunization.vaccineCode"},
 		{"an unknown element in a Bundle entry", "b.json", `{"resourceType":"Bundle","type":"collection","entry":[{"fullUrl":"urn:uuid:5c6d7e8f-0000-4000-8000-000000000001","resource":` + valid + `},{"resource":{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p"},"fooBar":"SECRET"}}]}`, ErrStructure, "Observation.fooBar"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

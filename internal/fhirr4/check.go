@@ -120,6 +120,53 @@ func (c *checker) object(key, path string, m map[string]any, root bool) {
 		_, ext := m["_"+name]
 		c.value(p, e, v, ext)
 	}
+	c.required(path, defs, m)
+}
+
+// required reports each required element of defs (minimum cardinality 1)
+// that m lacks: a primitive given by its _name companion alone (an
+// extension, data-absent-reason say) is there, and a choice element is
+// there when one of its types is.
+func (c *checker) required(path string, defs map[string]Element, m map[string]any) {
+	var missing []string
+	for name, e := range defs {
+		if !e.Required {
+			continue
+		}
+		_, v := m[name]
+		_, x := m["_"+name]
+		if v || x {
+			continue
+		}
+		if e.Choice != "" {
+			if choicePresent(defs, e.Choice, m) {
+				continue
+			}
+			name = e.Choice + "[x]"
+		}
+		if !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	for _, name := range missing {
+		c.add(Required, path+"."+name, "missing: R4 requires it (minimum cardinality 1)")
+	}
+}
+
+// choicePresent reports whether m holds a type of the choice element.
+func choicePresent(defs map[string]Element, choice string, m map[string]any) bool {
+	for name, e := range defs {
+		if e.Choice == choice {
+			if _, ok := m[name]; ok {
+				return true
+			}
+			if _, ok := m["_"+name]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // value checks v, the value of element e at path; ext reports whether its

@@ -44,6 +44,7 @@ var validCases = []string{
 	`{"resourceType":"Bundle","type":"collection","entry":[{"fullUrl":"urn:uuid:1","resource":` + obs(``) + `}]}`,
 	obs(`,"component":[{"code":{"text":"c"},"valueInteger":-3}]`),
 	obs(`,"valueInteger":1e2`),
+	`{"resourceType":"Observation","_status":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"unknown"}]},"code":{"text":"x"}}`,
 }
 
 type invalid struct {
@@ -179,4 +180,15 @@ func r4Regexes(t *testing.T) map[string]string {
 		}
 	}
 	return out
+}
+
+func TestCheckRequired(t *testing.T) { checkInvalid(t, requiredCases) }
+
+var requiredCases = []invalid{
+	{"an Immunization without vaccineCode", `{"resourceType":"Immunization","status":"completed","patient":{"reference":"Patient/p"},"occurrenceDateTime":"2024-03-14"}`, Required, "Immunization.vaccineCode"},
+	{"a required choice with no type", `{"resourceType":"Immunization","status":"completed","vaccineCode":{"text":"x"},"patient":{"reference":"Patient/p"}}`, Required, "Immunization.occurrence[x]"},
+	{"an Observation without status", `{"resourceType":"Observation","code":{"text":"x"}}`, Required, "Observation.status"},
+	{"a required element of a backbone", obs(`,"component":[{"valueString":"x"}]`), Required, "Observation.component[0].code"},
+	{"a required element of a complex type", obs(`,"extension":[{"valueString":"x"}]`), Required, "Observation.extension[0].url"},
+	{"a required element of a contained resource", obs(`,"contained":[{"resourceType":"Observation","code":{"text":"x"}}]`), Required, "Observation.contained[0].status"},
 }

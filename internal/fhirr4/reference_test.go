@@ -118,7 +118,7 @@ func TestCheckAgreesWithReference(t *testing.T) {
 	for i, s := range validCases {
 		all = append(all, fixture{where: "validCases[" + strconv.Itoa(i) + "]", raw: []byte(s), m: decode(t, s)})
 	}
-	for _, tc := range slices.Concat(unknownCases, kindCases, formatCases) {
+	for _, tc := range slices.Concat(unknownCases, kindCases, formatCases, requiredCases) {
 		if tc.path == "resourceType" {
 			continue // the validators refuse to read it at all
 		}
